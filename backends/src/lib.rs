@@ -1,0 +1,1 @@
+//! kiln-backends: see ARCHITECTURE.md. Empty until its issue lands.

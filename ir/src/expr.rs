@@ -1,0 +1,1084 @@
+//! Expressions: immutable, reference-counted, structurally comparable trees.
+//!
+//! An [`Expr`] is a cheap-to-clone handle (an `Arc`) over an [`ExprNode`]. Expressions are
+//! pure: evaluating one has no side effect, and every operand is always evaluated (there is
+//! no short-circuit; guard a load with an `if` statement, not with `&&`). Side effects
+//! (barriers, atomics) are call *statements*, see [`crate::Stmt`].
+//!
+//! Operators build expressions, as in oneDNN: `2 * (a.clone() + b) - a` is an `Expr`.
+//! Comparisons are methods ([`Expr::cmp_lt`], ...), because Rust's `==` must return `bool`;
+//! `==` on two `Expr`s is structural equality, the same as [`Expr::is_equal`].
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::types::{Scalar, Type};
+
+/// A named, typed variable: a kernel parameter, a `let`/`var` binding, a loop counter, an
+/// array allocation (pointer-typed) or the result of a call statement.
+///
+/// Variables are identified by name and type; within one kernel a name is bound at most once
+/// in any scope (the verifier rejects shadowing), so names are unambiguous.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Var {
+    name: Arc<str>,
+    ty: Type,
+}
+
+impl Var {
+    /// A variable of the given name and type.
+    pub fn new(name: impl AsRef<str>, ty: Type) -> Var {
+        Var { name: Arc::from(name.as_ref()), ty }
+    }
+
+    /// The variable's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The variable's type.
+    pub fn ty(&self) -> Type {
+        self.ty
+    }
+
+    /// This variable as an expression.
+    pub fn expr(&self) -> Expr {
+        Expr::var(self)
+    }
+
+    /// A load `self[index]` (this variable must be a pointer).
+    pub fn load(&self, index: impl Into<Expr>) -> Expr {
+        Expr::load(self, index)
+    }
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.name, self.ty)
+    }
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// An immediate (constant) value of a scalar type.
+///
+/// Integers are kept canonical: the bit pattern sign-extended (signed types) or zero-extended
+/// (unsigned types) to 64 bits. Floats are kept as `f64` holding a value exactly representable
+/// in their type. Equality and hashing are bitwise, so `-0.0 != 0.0` and a NaN equals itself.
+#[derive(Clone, Copy, Debug)]
+pub enum Imm {
+    /// A `bool`.
+    Bool(bool),
+    /// An integer of the given type, canonical bits.
+    Int(Scalar, u64),
+    /// A float of the given type.
+    Float(Scalar, f64),
+}
+
+impl Imm {
+    /// An integer immediate; the value wraps to the type's width (two's complement).
+    pub fn int(ty: Scalar, value: i128) -> Imm {
+        debug_assert!(ty.is_int(), "Imm::int of non-integer type {ty}");
+        Imm::Int(ty, canonical_int(ty, value as u64))
+    }
+
+    /// A float immediate; the value is rounded to the type's precision.
+    pub fn float(ty: Scalar, value: f64) -> Imm {
+        debug_assert!(ty.is_float(), "Imm::float of non-float type {ty}");
+        Imm::Float(ty, round_float(ty, value))
+    }
+
+    /// The immediate's scalar type.
+    pub fn scalar(&self) -> Scalar {
+        match *self {
+            Imm::Bool(_) => Scalar::Bool,
+            Imm::Int(t, _) | Imm::Float(t, _) => t,
+        }
+    }
+
+    /// An integer immediate's mathematical value.
+    pub fn as_i128(&self) -> Option<i128> {
+        match *self {
+            Imm::Int(t, bits) if t.is_signed() => Some(bits as i64 as i128),
+            Imm::Int(_, bits) => Some(bits as i128),
+            _ => None,
+        }
+    }
+
+    /// A float immediate's value.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Imm::Float(_, v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// True if this is the value zero of its type (`false`, `0`, `+0.0` or `-0.0`).
+    pub fn is_zero(&self) -> bool {
+        match *self {
+            Imm::Bool(b) => !b,
+            Imm::Int(_, bits) => bits == 0,
+            Imm::Float(_, v) => v == 0.0,
+        }
+    }
+
+    fn key(&self) -> (Scalar, u64) {
+        match *self {
+            Imm::Bool(b) => (Scalar::Bool, b as u64),
+            Imm::Int(t, bits) => (t, bits),
+            Imm::Float(t, v) => (t, v.to_bits()),
+        }
+    }
+}
+
+impl PartialEq for Imm {
+    fn eq(&self, other: &Imm) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Imm {}
+
+impl Hash for Imm {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+/// Wraps the low bits of `bits` to `ty`'s width and extends them to the canonical 64 bits.
+pub fn canonical_int(ty: Scalar, bits: u64) -> u64 {
+    let w = ty.bits();
+    if w >= 64 {
+        return bits;
+    }
+    let mask = (1u64 << w) - 1;
+    let low = bits & mask;
+    if ty.is_signed() && (low >> (w - 1)) & 1 == 1 {
+        low | !mask
+    } else {
+        low
+    }
+}
+
+/// Rounds `v` to the nearest value of float type `ty` (round-to-nearest-even).
+pub fn round_float(ty: Scalar, v: f64) -> f64 {
+    match ty {
+        Scalar::F16 => half::f16::from_f64(v).to_f64(),
+        Scalar::F32 => v as f32 as f64,
+        _ => v,
+    }
+}
+
+/// A unary operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// Arithmetic negation `-a` (wrapping for integers, sign flip for floats).
+    Neg,
+    /// Logical not `!a` on `bool`.
+    Not,
+    /// Bitwise complement `~a` on integers.
+    BitNot,
+}
+
+impl UnOp {
+    /// The operator's text-format symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            UnOp::Neg => "-",
+            UnOp::Not => "!",
+            UnOp::BitNot => "~",
+        }
+    }
+}
+
+/// A binary operator. Both operands always have the same type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integers truncate toward zero; division by zero is an error)
+    Div,
+    /// `%` on integers (sign follows the dividend; by zero is an error)
+    Rem,
+    /// `&` on integers and bools
+    And,
+    /// `|` on integers and bools
+    Or,
+    /// `^` on integers and bools
+    Xor,
+    /// `<<`, amount taken modulo the bit width
+    Shl,
+    /// `>>`, arithmetic on signed and logical on unsigned; amount modulo the bit width
+    Shr,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `&&` on bools (both operands are evaluated)
+    LogicAnd,
+    /// `||` on bools (both operands are evaluated)
+    LogicOr,
+}
+
+impl BinOp {
+    /// Every binary operator.
+    pub const ALL: [BinOp; 18] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+        BinOp::And,
+        BinOp::Or,
+        BinOp::Xor,
+        BinOp::Shl,
+        BinOp::Shr,
+        BinOp::Eq,
+        BinOp::Ne,
+        BinOp::Lt,
+        BinOp::Le,
+        BinOp::Gt,
+        BinOp::Ge,
+        BinOp::LogicAnd,
+        BinOp::LogicOr,
+    ];
+
+    /// The operator's text-format symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::And => "&",
+            BinOp::Or => "|",
+            BinOp::Xor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::LogicAnd => "&&",
+            BinOp::LogicOr => "||",
+        }
+    }
+
+    /// C precedence: higher binds tighter. `?:` is 1, `||` is 2, ..., `* / %` is 11.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::LogicOr => 2,
+            BinOp::LogicAnd => 3,
+            BinOp::Or => 4,
+            BinOp::Xor => 5,
+            BinOp::And => 6,
+            BinOp::Eq | BinOp::Ne => 7,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 8,
+            BinOp::Shl | BinOp::Shr => 9,
+            BinOp::Add | BinOp::Sub => 10,
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 11,
+        }
+    }
+
+    /// True for `== != < <= > >=`, whose result is `bool`.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+    }
+
+    /// True for `&&` and `||`.
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinOp::LogicAnd | BinOp::LogicOr)
+    }
+}
+
+/// A work-item built-in. Each takes a dimension 0..=2 and yields a `u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    /// `global_id(d)` = `global_offset(d) + group_id(d) * local_size(d) + local_id(d)`
+    GlobalId,
+    /// `local_id(d)`: the work-item's index within its work-group
+    LocalId,
+    /// `group_id(d)`: the work-group's index
+    GroupId,
+    /// `global_size(d)`: the number of work-items in dimension d
+    GlobalSize,
+    /// `local_size(d)`: the work-group size in dimension d
+    LocalSize,
+    /// `num_groups(d)` = `global_size(d) / local_size(d)`
+    NumGroups,
+    /// `global_offset(d)`: the nd-range's offset
+    GlobalOffset,
+}
+
+impl Builtin {
+    /// Every built-in.
+    pub const ALL: [Builtin; 7] = [
+        Builtin::GlobalId,
+        Builtin::LocalId,
+        Builtin::GroupId,
+        Builtin::GlobalSize,
+        Builtin::LocalSize,
+        Builtin::NumGroups,
+        Builtin::GlobalOffset,
+    ];
+
+    /// The text-format name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::GlobalId => "global_id",
+            Builtin::LocalId => "local_id",
+            Builtin::GroupId => "group_id",
+            Builtin::GlobalSize => "global_size",
+            Builtin::LocalSize => "local_size",
+            Builtin::NumGroups => "num_groups",
+            Builtin::GlobalOffset => "global_offset",
+        }
+    }
+
+    /// Parses a text-format name.
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+/// A pure intrinsic function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Intrinsic {
+    /// `min(a, b)`; on floats a NaN operand yields the other operand, and -0.0 < +0.0.
+    Min,
+    /// `max(a, b)`; on floats a NaN operand yields the other operand, and -0.0 < +0.0.
+    Max,
+    /// `abs(a)`; wrapping on signed integers (`abs(i32::MIN) == i32::MIN`).
+    Abs,
+    /// `fma(a, b, c)` = a * b + c with a single rounding (floats only).
+    Fma,
+    /// `sqrt(a)`, correctly rounded (floats only).
+    Sqrt,
+    /// `floor(a)` (floats only).
+    Floor,
+    /// `ceil(a)` (floats only).
+    Ceil,
+    /// `trunc(a)`: round toward zero (floats only).
+    Trunc,
+    /// `exp(a)`, approximate (floats only).
+    Exp,
+    /// `log(a)`: natural logarithm, approximate (floats only).
+    Log,
+    /// `sin(a)`, approximate (floats only).
+    Sin,
+    /// `cos(a)`, approximate (floats only).
+    Cos,
+}
+
+impl Intrinsic {
+    /// Every intrinsic.
+    pub const ALL: [Intrinsic; 12] = [
+        Intrinsic::Min,
+        Intrinsic::Max,
+        Intrinsic::Abs,
+        Intrinsic::Fma,
+        Intrinsic::Sqrt,
+        Intrinsic::Floor,
+        Intrinsic::Ceil,
+        Intrinsic::Trunc,
+        Intrinsic::Exp,
+        Intrinsic::Log,
+        Intrinsic::Sin,
+        Intrinsic::Cos,
+    ];
+
+    /// The text-format name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Intrinsic::Min => "min",
+            Intrinsic::Max => "max",
+            Intrinsic::Abs => "abs",
+            Intrinsic::Fma => "fma",
+            Intrinsic::Sqrt => "sqrt",
+            Intrinsic::Floor => "floor",
+            Intrinsic::Ceil => "ceil",
+            Intrinsic::Trunc => "trunc",
+            Intrinsic::Exp => "exp",
+            Intrinsic::Log => "log",
+            Intrinsic::Sin => "sin",
+            Intrinsic::Cos => "cos",
+        }
+    }
+
+    /// Parses a text-format name.
+    pub fn from_name(name: &str) -> Option<Intrinsic> {
+        Intrinsic::ALL.into_iter().find(|i| i.name() == name)
+    }
+
+    /// The number of arguments.
+    pub fn arity(self) -> usize {
+        match self {
+            Intrinsic::Min | Intrinsic::Max => 2,
+            Intrinsic::Fma => 3,
+            _ => 1,
+        }
+    }
+
+    /// True if the intrinsic is defined on floats only (f32, f64).
+    pub fn float_only(self) -> bool {
+        !matches!(self, Intrinsic::Min | Intrinsic::Max | Intrinsic::Abs)
+    }
+
+    /// True if results may differ between the interpreter and a backend by a few ulps.
+    pub fn is_approximate(self) -> bool {
+        matches!(self, Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos)
+    }
+}
+
+/// The node kinds of an expression.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ExprNode {
+    /// A variable reference.
+    Var(Var),
+    /// A constant.
+    Imm(Imm),
+    /// `op a`
+    Unary {
+        /// The operator.
+        op: UnOp,
+        /// The operand.
+        a: Expr,
+    },
+    /// `a op b`
+    Binary {
+        /// The operator.
+        op: BinOp,
+        /// Left operand.
+        a: Expr,
+        /// Right operand.
+        b: Expr,
+    },
+    /// `cond ? a : b` (also written `select(cond, a, b)`); both arms are evaluated.
+    Select {
+        /// The `bool` condition.
+        cond: Expr,
+        /// Value when true.
+        a: Expr,
+        /// Value when false.
+        b: Expr,
+    },
+    /// `a as to`: integer casts wrap; float to integer truncates toward zero and saturates
+    /// (NaN gives 0); to `bool` means `!= 0`; from `bool` gives 0 or 1.
+    Cast {
+        /// The target type.
+        to: Scalar,
+        /// The operand.
+        a: Expr,
+    },
+    /// `buf[index]`: element `index` of the buffer or array `buf` points to.
+    Load {
+        /// A pointer-typed variable.
+        buf: Var,
+        /// An integer element index.
+        index: Expr,
+    },
+    /// A work-item built-in such as `global_id(0)`.
+    Builtin {
+        /// Which built-in.
+        kind: Builtin,
+        /// The dimension, 0..=2.
+        dim: u8,
+    },
+    /// A pure intrinsic call such as `min(a, b)`.
+    Intrinsic {
+        /// Which intrinsic.
+        op: Intrinsic,
+        /// Its arguments.
+        args: SmallVec<[Expr; 3]>,
+    },
+}
+
+struct ExprData {
+    ty: Type,
+    hash: u64,
+    node: ExprNode,
+}
+
+/// An immutable, reference-counted expression handle. Cloning is cheap; equality and hashing
+/// are structural (with a cached hash, so map lookups do not walk the tree).
+#[derive(Clone)]
+pub struct Expr(Arc<ExprData>);
+
+impl Expr {
+    /// Wraps a node, computing its type from its operands. Ill-typed nodes can be built (the
+    /// verifier reports them); their type is then the first operand's.
+    pub fn new(node: ExprNode) -> Expr {
+        let ty = match &node {
+            ExprNode::Var(v) => v.ty(),
+            ExprNode::Imm(i) => Type::Scalar(i.scalar()),
+            ExprNode::Unary { op: UnOp::Not, .. } => Type::BOOL,
+            ExprNode::Unary { a, .. } => a.ty(),
+            ExprNode::Binary { op, a, .. } => {
+                if op.is_comparison() || op.is_logical() {
+                    Type::BOOL
+                } else {
+                    a.ty()
+                }
+            }
+            ExprNode::Select { a, .. } => a.ty(),
+            ExprNode::Cast { to, .. } => Type::Scalar(*to),
+            ExprNode::Load { buf, .. } => match buf.ty() {
+                Type::Ptr(_, elem) => Type::Scalar(elem),
+                t => t,
+            },
+            ExprNode::Builtin { .. } => Type::U32,
+            ExprNode::Intrinsic { args, .. } => args.first().map_or(Type::I32, Expr::ty),
+        };
+        let mut h = std::hash::DefaultHasher::new();
+        node.hash(&mut h);
+        Expr(Arc::new(ExprData { ty, hash: h.finish(), node }))
+    }
+
+    /// The node this handle points to.
+    pub fn node(&self) -> &ExprNode {
+        &self.0.node
+    }
+
+    /// The expression's type.
+    pub fn ty(&self) -> Type {
+        self.0.ty
+    }
+
+    /// Structural equality (same as `==`); pointer-equal handles compare equal at once.
+    pub fn is_equal(&self, other: &Expr) -> bool {
+        self == other
+    }
+
+    /// True if both handles point to the same node (no structural comparison).
+    pub fn ptr_eq(&self, other: &Expr) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The address of the node, usable as an identity key for side tables (e.g. source spans).
+    pub fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0) as *const () as usize
+    }
+
+    /// Prints the expression in the text format to stderr. Meant for debuggers:
+    /// `call kiln_ir::expr::Expr::dump(&e)` in gdb.
+    #[inline(never)]
+    pub fn dump(&self) {
+        eprintln!("{self}");
+    }
+
+    /// A variable reference.
+    pub fn var(v: &Var) -> Expr {
+        Expr::new(ExprNode::Var(v.clone()))
+    }
+
+    /// A constant.
+    pub fn imm(i: Imm) -> Expr {
+        Expr::new(ExprNode::Imm(i))
+    }
+
+    /// A `bool` constant.
+    pub fn bool(b: bool) -> Expr {
+        Expr::imm(Imm::Bool(b))
+    }
+
+    /// An integer constant of type `ty` (wrapped to its width).
+    pub fn int(ty: Scalar, v: i128) -> Expr {
+        Expr::imm(Imm::int(ty, v))
+    }
+
+    /// A float constant of type `ty` (rounded to its precision).
+    pub fn float(ty: Scalar, v: f64) -> Expr {
+        Expr::imm(Imm::float(ty, v))
+    }
+
+    /// An `i32` constant.
+    pub fn i32(v: i32) -> Expr {
+        Expr::int(Scalar::I32, v as i128)
+    }
+
+    /// An `i64` constant.
+    pub fn i64(v: i64) -> Expr {
+        Expr::int(Scalar::I64, v as i128)
+    }
+
+    /// A `u32` constant.
+    pub fn u32(v: u32) -> Expr {
+        Expr::int(Scalar::U32, v as i128)
+    }
+
+    /// A `u64` constant.
+    pub fn u64(v: u64) -> Expr {
+        Expr::int(Scalar::U64, v as i128)
+    }
+
+    /// An `f32` constant.
+    pub fn f32(v: f32) -> Expr {
+        Expr::float(Scalar::F32, v as f64)
+    }
+
+    /// An `f64` constant.
+    pub fn f64(v: f64) -> Expr {
+        Expr::float(Scalar::F64, v)
+    }
+
+    /// A constant of type `ty` with the numeric value `v` (ints truncate toward zero and
+    /// wrap, bools are `v != 0`). Used where a literal takes its type from context.
+    pub fn constant(ty: Scalar, v: f64) -> Expr {
+        if ty == Scalar::Bool {
+            Expr::bool(v != 0.0)
+        } else if ty.is_float() {
+            Expr::float(ty, v)
+        } else {
+            Expr::int(ty, v as i128)
+        }
+    }
+
+    /// `op a`
+    pub fn unary(op: UnOp, a: impl Into<Expr>) -> Expr {
+        Expr::new(ExprNode::Unary { op, a: a.into() })
+    }
+
+    /// `a op b`
+    pub fn binary(op: BinOp, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
+        Expr::new(ExprNode::Binary { op, a: a.into(), b: b.into() })
+    }
+
+    /// `cond ? a : b`
+    pub fn select(cond: impl Into<Expr>, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
+        Expr::new(ExprNode::Select { cond: cond.into(), a: a.into(), b: b.into() })
+    }
+
+    /// `self as to`
+    pub fn cast(&self, to: Scalar) -> Expr {
+        Expr::new(ExprNode::Cast { to, a: self.clone() })
+    }
+
+    /// `buf[index]`
+    pub fn load(buf: &Var, index: impl Into<Expr>) -> Expr {
+        Expr::new(ExprNode::Load { buf: buf.clone(), index: index.into() })
+    }
+
+    /// A work-item built-in in dimension `dim`.
+    pub fn builtin(kind: Builtin, dim: u8) -> Expr {
+        Expr::new(ExprNode::Builtin { kind, dim })
+    }
+
+    /// `global_id(dim)`
+    pub fn global_id(dim: u8) -> Expr {
+        Expr::builtin(Builtin::GlobalId, dim)
+    }
+
+    /// `local_id(dim)`
+    pub fn local_id(dim: u8) -> Expr {
+        Expr::builtin(Builtin::LocalId, dim)
+    }
+
+    /// `group_id(dim)`
+    pub fn group_id(dim: u8) -> Expr {
+        Expr::builtin(Builtin::GroupId, dim)
+    }
+
+    /// An intrinsic call.
+    pub fn intrinsic(op: Intrinsic, args: impl IntoIterator<Item = Expr>) -> Expr {
+        Expr::new(ExprNode::Intrinsic { op, args: args.into_iter().collect() })
+    }
+
+    /// `min(self, b)`
+    pub fn min(&self, b: impl Into<Expr>) -> Expr {
+        Expr::intrinsic(Intrinsic::Min, [self.clone(), b.into()])
+    }
+
+    /// `max(self, b)`
+    pub fn max(&self, b: impl Into<Expr>) -> Expr {
+        Expr::intrinsic(Intrinsic::Max, [self.clone(), b.into()])
+    }
+
+    /// `self == b` as an expression.
+    pub fn cmp_eq(&self, b: impl IntoOperand) -> Expr {
+        self.bin(BinOp::Eq, b)
+    }
+
+    /// `self != b` as an expression.
+    pub fn cmp_ne(&self, b: impl IntoOperand) -> Expr {
+        self.bin(BinOp::Ne, b)
+    }
+
+    /// `self < b` as an expression.
+    pub fn cmp_lt(&self, b: impl IntoOperand) -> Expr {
+        self.bin(BinOp::Lt, b)
+    }
+
+    /// `self <= b` as an expression.
+    pub fn cmp_le(&self, b: impl IntoOperand) -> Expr {
+        self.bin(BinOp::Le, b)
+    }
+
+    /// `self > b` as an expression.
+    pub fn cmp_gt(&self, b: impl IntoOperand) -> Expr {
+        self.bin(BinOp::Gt, b)
+    }
+
+    /// `self >= b` as an expression.
+    pub fn cmp_ge(&self, b: impl IntoOperand) -> Expr {
+        self.bin(BinOp::Ge, b)
+    }
+
+    /// `self && b` as an expression.
+    pub fn logic_and(&self, b: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::LogicAnd, self.clone(), b)
+    }
+
+    /// `self || b` as an expression.
+    pub fn logic_or(&self, b: impl Into<Expr>) -> Expr {
+        Expr::binary(BinOp::LogicOr, self.clone(), b)
+    }
+
+    fn bin(&self, op: BinOp, b: impl IntoOperand) -> Expr {
+        let b = b.into_operand(self.ty());
+        Expr::binary(op, self.clone(), b)
+    }
+
+    /// The constant, if this expression is an immediate.
+    pub fn as_imm(&self) -> Option<&Imm> {
+        match self.node() {
+            ExprNode::Imm(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The variable, if this expression is a variable reference.
+    pub fn as_var(&self) -> Option<&Var> {
+        match self.node() {
+            ExprNode::Var(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The direct sub-expressions, in evaluation order.
+    pub fn children(&self) -> SmallVec<[&Expr; 3]> {
+        match self.node() {
+            ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => SmallVec::new(),
+            ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => smallvec::smallvec![a],
+            ExprNode::Binary { a, b, .. } => smallvec::smallvec![a, b],
+            ExprNode::Select { cond, a, b } => smallvec::smallvec![cond, a, b],
+            ExprNode::Load { index, .. } => smallvec::smallvec![index],
+            ExprNode::Intrinsic { args, .. } => args.iter().collect(),
+        }
+    }
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Expr) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.hash == other.0.hash && self.0.ty == other.0.ty && self.0.node == other.0.node)
+    }
+}
+
+impl Eq for Expr {}
+
+impl Hash for Expr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0.hash)
+    }
+}
+
+impl fmt::Debug for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Expr({self})")
+    }
+}
+
+impl Drop for ExprData {
+    /// Drops deep chains iteratively, so a long expression cannot overflow the stack.
+    fn drop(&mut self) {
+        let mut stack: Vec<Expr> = Vec::new();
+        take_children(&mut self.node, &mut stack);
+        while let Some(e) = stack.pop() {
+            if let Ok(mut data) = Arc::try_unwrap(e.0) {
+                take_children(&mut data.node, &mut stack);
+            }
+        }
+    }
+}
+
+fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
+    let placeholder = || {
+        Expr(Arc::clone(PLACEHOLDER.get_or_init(|| {
+            Arc::new(ExprData { ty: Type::BOOL, hash: 0, node: ExprNode::Imm(Imm::Bool(false)) })
+        })))
+    };
+    match node {
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => {
+            out.push(std::mem::replace(a, placeholder()))
+        }
+        ExprNode::Binary { a, b, .. } => {
+            out.push(std::mem::replace(a, placeholder()));
+            out.push(std::mem::replace(b, placeholder()));
+        }
+        ExprNode::Select { cond, a, b } => {
+            out.push(std::mem::replace(cond, placeholder()));
+            out.push(std::mem::replace(a, placeholder()));
+            out.push(std::mem::replace(b, placeholder()));
+        }
+        ExprNode::Load { index, .. } => out.push(std::mem::replace(index, placeholder())),
+        ExprNode::Intrinsic { args, .. } => out.extend(args.drain(..)),
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => {}
+    }
+}
+
+/// A leaf swapped in for children while a node is torn down; never dropped.
+static PLACEHOLDER: std::sync::OnceLock<Arc<ExprData>> = std::sync::OnceLock::new();
+
+/// Something that can be the second operand of an operator whose first operand is an
+/// expression: another expression, or a Rust number that takes the first operand's type.
+pub trait IntoOperand {
+    /// Converts to an expression; `ty` is the other operand's type.
+    fn into_operand(self, ty: Type) -> Expr;
+}
+
+impl IntoOperand for Expr {
+    fn into_operand(self, _: Type) -> Expr {
+        self
+    }
+}
+
+impl IntoOperand for &Expr {
+    fn into_operand(self, _: Type) -> Expr {
+        self.clone()
+    }
+}
+
+impl IntoOperand for &Var {
+    fn into_operand(self, _: Type) -> Expr {
+        self.expr()
+    }
+}
+
+macro_rules! number_operand {
+    ($($t:ty),*) => {$(
+        impl IntoOperand for $t {
+            fn into_operand(self, ty: Type) -> Expr {
+                Expr::constant(ty.scalar().unwrap_or(Scalar::I32), self as f64)
+            }
+        }
+    )*};
+}
+number_operand!(i32, i64, u32, u64, f32, f64);
+
+impl From<&Expr> for Expr {
+    fn from(e: &Expr) -> Expr {
+        e.clone()
+    }
+}
+
+impl From<&Var> for Expr {
+    fn from(v: &Var) -> Expr {
+        v.expr()
+    }
+}
+
+impl From<Var> for Expr {
+    fn from(v: Var) -> Expr {
+        v.expr()
+    }
+}
+
+impl From<bool> for Expr {
+    fn from(b: bool) -> Expr {
+        Expr::bool(b)
+    }
+}
+
+impl From<i32> for Expr {
+    fn from(v: i32) -> Expr {
+        Expr::i32(v)
+    }
+}
+
+impl From<u32> for Expr {
+    fn from(v: u32) -> Expr {
+        Expr::u32(v)
+    }
+}
+
+impl From<i64> for Expr {
+    fn from(v: i64) -> Expr {
+        Expr::i64(v)
+    }
+}
+
+impl From<u64> for Expr {
+    fn from(v: u64) -> Expr {
+        Expr::u64(v)
+    }
+}
+
+impl From<f32> for Expr {
+    fn from(v: f32) -> Expr {
+        Expr::f32(v)
+    }
+}
+
+impl From<f64> for Expr {
+    fn from(v: f64) -> Expr {
+        Expr::f64(v)
+    }
+}
+
+macro_rules! binary_operator {
+    ($($trait:ident $method:ident $op:ident),*) => {$(
+        impl<R: IntoOperand> std::ops::$trait<R> for Expr {
+            type Output = Expr;
+            fn $method(self, rhs: R) -> Expr {
+                let rhs = rhs.into_operand(self.ty());
+                Expr::binary(BinOp::$op, self, rhs)
+            }
+        }
+        impl<R: IntoOperand> std::ops::$trait<R> for &Expr {
+            type Output = Expr;
+            fn $method(self, rhs: R) -> Expr {
+                let rhs = rhs.into_operand(self.ty());
+                Expr::binary(BinOp::$op, self.clone(), rhs)
+            }
+        }
+        impl<R: IntoOperand> std::ops::$trait<R> for &Var {
+            type Output = Expr;
+            fn $method(self, rhs: R) -> Expr {
+                let rhs = rhs.into_operand(self.ty());
+                Expr::binary(BinOp::$op, self.expr(), rhs)
+            }
+        }
+        binary_operator!(@numbers $trait $method $op; i32, i64, u32, u64, f32, f64);
+    )*};
+    (@numbers $trait:ident $method:ident $op:ident; $($t:ty),*) => {$(
+        impl std::ops::$trait<Expr> for $t {
+            type Output = Expr;
+            fn $method(self, rhs: Expr) -> Expr {
+                let lhs = self.into_operand(rhs.ty());
+                Expr::binary(BinOp::$op, lhs, rhs)
+            }
+        }
+        impl std::ops::$trait<&Expr> for $t {
+            type Output = Expr;
+            fn $method(self, rhs: &Expr) -> Expr {
+                let lhs = self.into_operand(rhs.ty());
+                Expr::binary(BinOp::$op, lhs, rhs.clone())
+            }
+        }
+    )*};
+}
+
+binary_operator!(
+    Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem,
+    BitAnd bitand And, BitOr bitor Or, BitXor bitxor Xor, Shl shl Shl, Shr shr Shr
+);
+
+impl std::ops::Neg for Expr {
+    type Output = Expr;
+    fn neg(self) -> Expr {
+        Expr::unary(UnOp::Neg, self)
+    }
+}
+
+impl std::ops::Neg for &Expr {
+    type Output = Expr;
+    fn neg(self) -> Expr {
+        Expr::unary(UnOp::Neg, self.clone())
+    }
+}
+
+impl std::ops::Not for Expr {
+    type Output = Expr;
+    /// `!` on a `bool` expression is logical not; on an integer it is bitwise complement.
+    fn not(self) -> Expr {
+        let op = if self.ty().is_bool() { UnOp::Not } else { UnOp::BitNot };
+        Expr::unary(op, self)
+    }
+}
+
+impl std::ops::Not for &Expr {
+    type Output = Expr;
+    fn not(self) -> Expr {
+        !self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operators_build_typed_trees() {
+        let a = Var::new("a", Type::I32);
+        let b = Var::new("b", Type::I32);
+        let e = 2 * (&a + &b) - a.expr();
+        assert_eq!(e.ty(), Type::I32);
+        let ExprNode::Binary { op: BinOp::Sub, a: lhs, .. } = e.node() else { panic!("{e:?}") };
+        let ExprNode::Binary { op: BinOp::Mul, a: two, .. } = lhs.node() else { panic!() };
+        assert_eq!(two.as_imm(), Some(&Imm::int(Scalar::I32, 2)));
+        let c = e.cmp_lt(5);
+        assert_eq!(c.ty(), Type::BOOL);
+    }
+
+    #[test]
+    fn literals_take_the_other_operands_type() {
+        let x = Var::new("x", Type::F32);
+        let e = &x * 2;
+        let ExprNode::Binary { b, .. } = e.node() else { panic!() };
+        assert_eq!(b.as_imm(), Some(&Imm::float(Scalar::F32, 2.0)));
+    }
+
+    #[test]
+    fn structural_equality_and_hash() {
+        let x = Var::new("x", Type::U32);
+        let e1 = &x + 1u32;
+        let e2 = &x + 1u32;
+        assert!(!e1.ptr_eq(&e2));
+        assert!(e1.is_equal(&e2));
+        let mut set = hashbrown::HashSet::new();
+        set.insert(e1);
+        assert!(set.contains(&e2));
+        assert!(!set.contains(&(&x + 2u32)));
+    }
+
+    #[test]
+    fn canonical_integers_wrap() {
+        assert_eq!(Imm::int(Scalar::U8, 300).as_i128(), Some(44));
+        assert_eq!(Imm::int(Scalar::I8, 200).as_i128(), Some(-56));
+        assert_eq!(Imm::int(Scalar::I64, -1).as_i128(), Some(-1));
+        assert_eq!(Imm::int(Scalar::U64, -1).as_i128(), Some(u64::MAX as i128));
+        assert_ne!(Imm::float(Scalar::F32, 0.0), Imm::float(Scalar::F32, -0.0));
+    }
+
+    #[test]
+    fn deep_chains_drop_without_overflow() {
+        let x = Var::new("x", Type::I32);
+        let mut e = x.expr();
+        for _ in 0..200_000 {
+            e = e + 1;
+        }
+        drop(e);
+    }
+}

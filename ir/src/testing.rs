@@ -1,0 +1,1 @@
+//! proptest strategies for random well-typed IR. STUB.

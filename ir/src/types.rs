@@ -1,0 +1,319 @@
+//! Scalar and pointer types, and the address spaces pointers live in.
+
+use std::fmt;
+
+/// A scalar element type: what one register or one buffer element holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scalar {
+    /// A truth value; not storable in buffers.
+    Bool,
+    /// 8-bit signed integer.
+    I8,
+    /// 16-bit signed integer.
+    I16,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+    /// 8-bit unsigned integer.
+    U8,
+    /// 16-bit unsigned integer.
+    U16,
+    /// 32-bit unsigned integer.
+    U32,
+    /// 64-bit unsigned integer.
+    U64,
+    /// IEEE binary16; storage only (load, store, cast), no arithmetic.
+    F16,
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary64.
+    F64,
+}
+
+impl Scalar {
+    /// Every scalar type, in declaration order.
+    pub const ALL: [Scalar; 12] = [
+        Scalar::Bool,
+        Scalar::I8,
+        Scalar::I16,
+        Scalar::I32,
+        Scalar::I64,
+        Scalar::U8,
+        Scalar::U16,
+        Scalar::U32,
+        Scalar::U64,
+        Scalar::F16,
+        Scalar::F32,
+        Scalar::F64,
+    ];
+
+    /// True for the signed and unsigned integer types.
+    pub fn is_int(self) -> bool {
+        self.is_signed() || self.is_unsigned()
+    }
+
+    /// True for i8..i64.
+    pub fn is_signed(self) -> bool {
+        matches!(self, Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64)
+    }
+
+    /// True for u8..u64.
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64)
+    }
+
+    /// True for f16, f32 and f64.
+    pub fn is_float(self) -> bool {
+        matches!(self, Scalar::F16 | Scalar::F32 | Scalar::F64)
+    }
+
+    /// True for types that arithmetic is defined on (integers, f32, f64; not bool, not f16).
+    pub fn is_arith(self) -> bool {
+        self.is_int() || matches!(self, Scalar::F32 | Scalar::F64)
+    }
+
+    /// Width in bits (bool counts as 1).
+    pub fn bits(self) -> u32 {
+        match self {
+            Scalar::Bool => 1,
+            Scalar::I8 | Scalar::U8 => 8,
+            Scalar::I16 | Scalar::U16 | Scalar::F16 => 16,
+            Scalar::I32 | Scalar::U32 | Scalar::F32 => 32,
+            Scalar::I64 | Scalar::U64 | Scalar::F64 => 64,
+        }
+    }
+
+    /// Size of one element in a buffer, in bytes (bool is stored as one byte).
+    pub fn size_bytes(self) -> usize {
+        (self.bits() as usize).div_ceil(8)
+    }
+
+    /// The text-format name (`u32`, `f16`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Scalar::Bool => "bool",
+            Scalar::I8 => "i8",
+            Scalar::I16 => "i16",
+            Scalar::I32 => "i32",
+            Scalar::I64 => "i64",
+            Scalar::U8 => "u8",
+            Scalar::U16 => "u16",
+            Scalar::U32 => "u32",
+            Scalar::U64 => "u64",
+            Scalar::F16 => "f16",
+            Scalar::F32 => "f32",
+            Scalar::F64 => "f64",
+        }
+    }
+
+    /// Parses a text-format name.
+    pub fn from_name(name: &str) -> Option<Scalar> {
+        Scalar::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The smallest value of an integer type, as i128 (None for non-integers).
+    pub fn int_min(self) -> Option<i128> {
+        if self.is_signed() {
+            Some(-(1i128 << (self.bits() - 1)))
+        } else if self.is_unsigned() {
+            Some(0)
+        } else {
+            None
+        }
+    }
+
+    /// The largest value of an integer type, as i128 (None for non-integers).
+    pub fn int_max(self) -> Option<i128> {
+        if self.is_signed() {
+            Some((1i128 << (self.bits() - 1)) - 1)
+        } else if self.is_unsigned() {
+            Some((1i128 << self.bits()) - 1)
+        } else {
+            None
+        }
+    }
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a pointer's memory lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AddrSpace {
+    /// Device memory visible to every work-item (kernel buffer arguments).
+    Global,
+    /// Memory shared by the work-items of one work-group.
+    Local,
+    /// Memory of a single work-item.
+    Private,
+    /// Read-only device memory.
+    Constant,
+    /// A pointer that may point into global, local or private memory.
+    Generic,
+}
+
+impl AddrSpace {
+    /// Every address space, in declaration order.
+    pub const ALL: [AddrSpace; 5] = [
+        AddrSpace::Global,
+        AddrSpace::Local,
+        AddrSpace::Private,
+        AddrSpace::Constant,
+        AddrSpace::Generic,
+    ];
+
+    /// The text-format name (`global`, `local`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            AddrSpace::Global => "global",
+            AddrSpace::Local => "local",
+            AddrSpace::Private => "private",
+            AddrSpace::Constant => "constant",
+            AddrSpace::Generic => "generic",
+        }
+    }
+
+    /// Parses a text-format name.
+    pub fn from_name(name: &str) -> Option<AddrSpace> {
+        AddrSpace::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl fmt::Display for AddrSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The type of a value: a scalar, or a pointer to scalars in some address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Type {
+    /// A scalar value.
+    Scalar(Scalar),
+    /// A pointer to elements of the given scalar type.
+    Ptr(AddrSpace, Scalar),
+}
+
+impl Type {
+    /// `bool`
+    pub const BOOL: Type = Type::Scalar(Scalar::Bool);
+    /// `i8`
+    pub const I8: Type = Type::Scalar(Scalar::I8);
+    /// `i16`
+    pub const I16: Type = Type::Scalar(Scalar::I16);
+    /// `i32`
+    pub const I32: Type = Type::Scalar(Scalar::I32);
+    /// `i64`
+    pub const I64: Type = Type::Scalar(Scalar::I64);
+    /// `u8`
+    pub const U8: Type = Type::Scalar(Scalar::U8);
+    /// `u16`
+    pub const U16: Type = Type::Scalar(Scalar::U16);
+    /// `u32`
+    pub const U32: Type = Type::Scalar(Scalar::U32);
+    /// `u64`
+    pub const U64: Type = Type::Scalar(Scalar::U64);
+    /// `f16`
+    pub const F16: Type = Type::Scalar(Scalar::F16);
+    /// `f32`
+    pub const F32: Type = Type::Scalar(Scalar::F32);
+    /// `f64`
+    pub const F64: Type = Type::Scalar(Scalar::F64);
+
+    /// A pointer type.
+    pub fn ptr(space: AddrSpace, elem: Scalar) -> Type {
+        Type::Ptr(space, elem)
+    }
+
+    /// The scalar, if this is a scalar type.
+    pub fn scalar(self) -> Option<Scalar> {
+        match self {
+            Type::Scalar(s) => Some(s),
+            Type::Ptr(..) => None,
+        }
+    }
+
+    /// The pointee (element) type, if this is a pointer.
+    pub fn elem(self) -> Option<Scalar> {
+        match self {
+            Type::Ptr(_, e) => Some(e),
+            Type::Scalar(_) => None,
+        }
+    }
+
+    /// The address space, if this is a pointer.
+    pub fn addr_space(self) -> Option<AddrSpace> {
+        match self {
+            Type::Ptr(s, _) => Some(s),
+            Type::Scalar(_) => None,
+        }
+    }
+
+    /// True for pointer types.
+    pub fn is_ptr(self) -> bool {
+        matches!(self, Type::Ptr(..))
+    }
+
+    /// True for `bool`.
+    pub fn is_bool(self) -> bool {
+        self == Type::BOOL
+    }
+
+    /// True for scalar integer types.
+    pub fn is_int(self) -> bool {
+        self.scalar().is_some_and(Scalar::is_int)
+    }
+
+    /// True for scalar float types (f16, f32, f64).
+    pub fn is_float(self) -> bool {
+        self.scalar().is_some_and(Scalar::is_float)
+    }
+
+    /// True for scalar types arithmetic is defined on.
+    pub fn is_arith(self) -> bool {
+        self.scalar().is_some_and(Scalar::is_arith)
+    }
+}
+
+impl From<Scalar> for Type {
+    fn from(s: Scalar) -> Type {
+        Type::Scalar(s)
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Scalar(s) => write!(f, "{s}"),
+            Type::Ptr(space, elem) => write!(f, "ptr<{space}, {elem}>"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in Scalar::ALL {
+            assert_eq!(Scalar::from_name(s.name()), Some(s));
+        }
+        for a in AddrSpace::ALL {
+            assert_eq!(AddrSpace::from_name(a.name()), Some(a));
+        }
+        assert_eq!(Type::ptr(AddrSpace::Global, Scalar::F32).to_string(), "ptr<global, f32>");
+    }
+
+    #[test]
+    fn integer_ranges() {
+        assert_eq!(Scalar::I8.int_min(), Some(-128));
+        assert_eq!(Scalar::I8.int_max(), Some(127));
+        assert_eq!(Scalar::U64.int_max(), Some(u64::MAX as i128));
+        assert_eq!(Scalar::F32.int_max(), None);
+    }
+}

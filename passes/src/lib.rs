@@ -1,0 +1,1 @@
+//! kiln-passes: see ARCHITECTURE.md. Empty until its issue lands.

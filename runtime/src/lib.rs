@@ -1,0 +1,1 @@
+//! kiln-runtime: see ARCHITECTURE.md. Empty until its issue lands.
