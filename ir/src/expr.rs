@@ -970,7 +970,7 @@ macro_rules! binary_operator {
                 Expr::binary(BinOp::$op, self.expr(), rhs)
             }
         }
-        binary_operator!(@numbers $trait $method $op; i32, i64, u32, u64, f32, f64);
+        binary_operator!(@numbers $trait $method $op; i32, f64);
     )*};
     (@numbers $trait:ident $method:ident $op:ident; $($t:ty),*) => {$(
         impl std::ops::$trait<Expr> for $t {
@@ -990,6 +990,8 @@ macro_rules! binary_operator {
     )*};
 }
 
+// A Rust number on the left (`2 * e`) is accepted as i32 or f64 only, so that an unsuffixed
+// literal resolves; like a number on the right, it takes the expression's type.
 binary_operator!(
     Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem,
     BitAnd bitand And, BitOr bitor Or, BitXor bitxor Xor, Shl shl Shl, Shr shr Shr
