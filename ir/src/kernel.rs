@@ -34,14 +34,19 @@ impl Kernel {
         Kernel::with_attrs(name, params, Attrs::default(), body)
     }
 
-    /// A kernel with the given attributes.
+    /// A kernel with the given attributes. A body that is not a block is wrapped in one.
     pub fn with_attrs(
         name: impl Into<String>,
         params: Vec<Var>,
         attrs: Attrs,
         body: Stmt,
     ) -> Kernel {
-        Kernel(Arc::new(KernelData { name: name.into(), params, attrs, body }))
+        Kernel(Arc::new(KernelData {
+            name: name.into(),
+            params,
+            attrs,
+            body: body.into_block(),
+        }))
     }
 
     /// The kernel's name.
@@ -75,7 +80,12 @@ impl Kernel {
         if body.ptr_eq(&self.0.body) {
             return self.clone();
         }
-        Kernel::with_attrs(self.name(), self.params().to_vec(), self.attrs().clone(), body)
+        Kernel::with_attrs(
+            self.name(),
+            self.params().to_vec(),
+            self.attrs().clone(),
+            body,
+        )
     }
 
     /// Structural equality (same as `==`).

@@ -1,40 +1,508 @@
-//! Printing in the text format. STUB: replaced by the real printer.
+//! Printing in the text format (`.kir`): `Display` for every IR object.
+//!
+//! The printer is the parser's inverse: for every well-formed object `x`,
+//! `parse(print(x))` is structurally equal to `x`, and printing a parsed file is a fixed
+//! point. Two rules make that hold while keeping the text short:
+//!
+//! * Parentheses are printed only where C precedence needs them.
+//! * A literal drops its type suffix exactly when the parser would give it that type back
+//!   from context (see [`literal_context`](self#literal-typing) below): the other operand of
+//!   a binary operator, the declared type of a binding, the element type of a store, and
+//!   otherwise `i32` for integers and `f32` for floats.
+//!
+//! # Literal typing
+//!
+//! A *flexible* expression is one whose type the parser takes from context: an unsuffixed
+//! numeric literal, or an arithmetic/bitwise operator, negation, `select` arm pair or
+//! intrinsic call all of whose operands are flexible. The parser types a flexible expression
+//! with the type its context expects; an operator whose operands are not all flexible gives
+//! its flexible operands the type of the first operand that is not. The printer prints a
+//! maximal flexible tree without suffixes if all its literals have the type the context would
+//! give them, and otherwise with a suffix on every literal.
 
-use std::fmt;
+use std::fmt::{self, Write};
 
-use crate::expr::Expr;
+use crate::expr::{Expr, ExprNode, Imm, UnOp};
 use crate::kernel::{Kernel, Module};
-use crate::stmt::{Func, Stmt};
+use crate::stmt::{Func, FuncKind, Stmt, StmtNode};
+use crate::types::{AddrSpace, Scalar, Type};
+
+/// Precedence of `?:`.
+const PREC_TERNARY: u8 = 1;
+/// Precedence of `e as T`.
+const PREC_CAST: u8 = 12;
+/// Precedence of prefix operators (and negative literals).
+const PREC_UNARY: u8 = 13;
+/// Precedence of atoms: names, literals, loads, calls, parenthesized expressions.
+const PREC_ATOM: u8 = 14;
+
+/// True if `e`'s type comes from its context when parsed (see the module docs).
+pub(crate) fn is_flexible(e: &Expr) -> bool {
+    match e.node() {
+        ExprNode::Imm(Imm::Int(..) | Imm::Float(..)) => true,
+        ExprNode::Unary {
+            op: UnOp::Neg | UnOp::BitNot,
+            a,
+        } => is_flexible(a),
+        ExprNode::Binary { op, a, b } => {
+            !op.is_comparison() && !op.is_logical() && is_flexible(a) && is_flexible(b)
+        }
+        ExprNode::Select { a, b, .. } => is_flexible(a) && is_flexible(b),
+        ExprNode::Intrinsic { args, .. } => !args.is_empty() && args.iter().all(is_flexible),
+        _ => false,
+    }
+}
+
+/// The type an unsuffixed literal of this kind gets without context.
+fn default_type(imm: &Imm) -> Scalar {
+    match imm {
+        Imm::Float(..) => Scalar::F32,
+        _ => Scalar::I32,
+    }
+}
+
+/// True if every literal of the flexible tree `e` would get its own type back from `ctx`.
+fn literals_fit(e: &Expr, ctx: Option<Scalar>) -> bool {
+    match e.node() {
+        ExprNode::Imm(imm) => match ctx {
+            Some(t) => imm.scalar() == t,
+            None => imm.scalar() == default_type(imm),
+        },
+        _ => e.children().into_iter().all(|c| {
+            // A select's condition is not part of the flexible tree.
+            !is_flexible(c) || literals_fit(c, ctx)
+        }),
+    }
+}
+
+/// The context type the parser gives to the flexible operands of an operator whose operands
+/// are `ops`: the type of the first operand that is not flexible, else `outer`.
+fn operand_context(ops: &[&Expr], outer: Option<Scalar>) -> Option<Scalar> {
+    ops.iter()
+        .find(|e| !is_flexible(e))
+        .map_or(outer, |e| e.ty().scalar())
+}
+
+/// The context type and forced-suffix flag for the operands `ops` of `e`. Inside a flexible
+/// tree both pass through. At any other operator, the flexible operands take the type of the
+/// first operand that is not flexible; if one of them would not read back as its own type,
+/// all of them get suffixes, since the parser types them from the first typed operand.
+fn operand_mode(
+    e: &Expr,
+    ops: &[&Expr],
+    outer: Option<Scalar>,
+    suffix: bool,
+) -> (Option<Scalar>, bool) {
+    if is_flexible(e) {
+        return (outer, suffix);
+    }
+    let t = operand_context(ops, outer);
+    (t, ops.iter().any(|o| is_flexible(o) && !literals_fit(o, t)))
+}
+
+struct Printer {
+    out: String,
+}
+
+impl Printer {
+    /// Prints `e` given the parser's context type `ctx`; `suffix` forces literal suffixes.
+    /// Returns the precedence of what was printed.
+    fn expr(&mut self, e: &Expr, ctx: Option<Scalar>, suffix: bool) -> u8 {
+        if is_flexible(e) && !suffix && !literals_fit(e, ctx) {
+            return self.expr(e, ctx, true);
+        }
+        // Inside a flexible tree the context passes through unchanged; `suffix` stays as the
+        // tree's root decided.
+        match e.node() {
+            ExprNode::Var(v) => {
+                self.out.push_str(v.name());
+                PREC_ATOM
+            }
+            ExprNode::Imm(imm) => self.imm(imm, suffix),
+            ExprNode::Unary { op, a } => {
+                self.out.push_str(op.symbol());
+                let ctx = if *op == UnOp::Not {
+                    Some(Scalar::Bool)
+                } else {
+                    ctx
+                };
+                // `-5` would read back as a negative literal, so a literal operand gets parens.
+                let paren_literal = matches!(a.node(), ExprNode::Imm(_)) && *op == UnOp::Neg;
+                self.operand(a, ctx, suffix, PREC_UNARY, paren_literal);
+                PREC_UNARY
+            }
+            ExprNode::Binary { op, a, b } => {
+                let prec = op.precedence();
+                let (ctx, suffix) = if op.is_logical() {
+                    (Some(Scalar::Bool), false)
+                } else if op.is_comparison() {
+                    operand_mode(e, &[a, b], None, suffix)
+                } else {
+                    operand_mode(e, &[a, b], ctx, suffix)
+                };
+                self.operand(a, ctx, suffix && is_flexible(a), prec, false);
+                write!(self.out, " {} ", op.symbol()).ok();
+                self.operand(b, ctx, suffix && is_flexible(b), prec + 1, false);
+                prec
+            }
+            ExprNode::Select { cond, a, b } => {
+                let (arms, suffix) = operand_mode(e, &[a, b], ctx, suffix);
+                self.operand(cond, Some(Scalar::Bool), false, PREC_TERNARY + 1, false);
+                self.out.push_str(" ? ");
+                self.operand(a, arms, suffix && is_flexible(a), PREC_TERNARY + 1, false);
+                self.out.push_str(" : ");
+                self.operand(b, arms, suffix && is_flexible(b), PREC_TERNARY, false);
+                PREC_TERNARY
+            }
+            ExprNode::Cast { to, a } => {
+                self.operand(a, None, false, PREC_CAST, false);
+                write!(self.out, " as {to}").ok();
+                PREC_CAST
+            }
+            ExprNode::Load { buf, index } => {
+                write!(self.out, "{}[", buf.name()).ok();
+                self.expr(index, None, false);
+                self.out.push(']');
+                PREC_ATOM
+            }
+            ExprNode::Builtin { kind, dim } => {
+                write!(self.out, "{}({dim})", kind.name()).ok();
+                PREC_ATOM
+            }
+            ExprNode::Intrinsic { op, args } => {
+                let refs: Vec<&Expr> = args.iter().collect();
+                let (ctx, suffix) = operand_mode(e, &refs, ctx, suffix);
+                write!(self.out, "{}(", op.name()).ok();
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push_str(", ");
+                    }
+                    self.expr(a, ctx, suffix && is_flexible(a));
+                }
+                self.out.push(')');
+                PREC_ATOM
+            }
+        }
+    }
+
+    /// Prints an operand that needs at least precedence `min`, parenthesizing otherwise.
+    fn operand(&mut self, e: &Expr, ctx: Option<Scalar>, suffix: bool, min: u8, force: bool) {
+        let mut sub = Printer { out: String::new() };
+        let prec = sub.expr(e, ctx, suffix);
+        if prec < min || force {
+            write!(self.out, "({})", sub.out).ok();
+        } else {
+            self.out.push_str(&sub.out);
+        }
+    }
+
+    fn imm(&mut self, imm: &Imm, suffix: bool) -> u8 {
+        let negative = match *imm {
+            Imm::Bool(b) => {
+                self.out.push_str(if b { "true" } else { "false" });
+                return PREC_ATOM;
+            }
+            Imm::Int(..) => {
+                let v = imm.as_i128().unwrap_or_default();
+                write!(self.out, "{v}").ok();
+                v < 0
+            }
+            Imm::Float(ty, v) => {
+                write_float(&mut self.out, ty, v);
+                v.is_sign_negative() && !v.is_nan()
+            }
+        };
+        if suffix {
+            let ty = imm.scalar();
+            // `nan(0x..)` carries its suffix on the keyword.
+            if !matches!(imm, Imm::Float(_, v) if v.is_nan() && !is_canonical_nan(ty, *v)) {
+                self.out.push_str(ty.name());
+            }
+        }
+        if negative {
+            PREC_UNARY
+        } else {
+            PREC_ATOM
+        }
+    }
+}
+
+/// True for the positive quiet NaN with no payload, which prints as `nan`.
+pub(crate) fn is_canonical_nan(ty: Scalar, v: f64) -> bool {
+    float_bits(ty, v) == float_bits(ty, f64::NAN)
+}
+
+/// The bits of `v` in float type `ty`.
+pub(crate) fn float_bits(ty: Scalar, v: f64) -> u64 {
+    match ty {
+        Scalar::F16 => half::f16::from_f64(v).to_bits() as u64,
+        Scalar::F32 => (v as f32).to_bits() as u64,
+        _ => v.to_bits(),
+    }
+}
+
+fn write_float(out: &mut String, ty: Scalar, v: f64) {
+    if v.is_nan() {
+        if is_canonical_nan(ty, v) {
+            out.push_str("nan");
+        } else {
+            write!(out, "nan{}(0x{:x})", ty.name(), float_bits(ty, v)).ok();
+        }
+    } else if v.is_infinite() {
+        out.push_str(if v < 0.0 { "-inf" } else { "inf" });
+    } else {
+        // `{:?}` is the shortest text that reads back to the same value, and always has a
+        // `.` or an exponent, so it lexes as a float.
+        let text = match ty {
+            Scalar::F64 => format!("{v:?}"),
+            _ => format!("{:?}", v as f32),
+        };
+        out.push_str(&text);
+    }
+}
+
+fn indent(out: &mut String, level: usize) {
+    for _ in 0..level {
+        out.push_str("  ");
+    }
+}
+
+impl Printer {
+    fn block_body(&mut self, s: &Stmt, level: usize) {
+        let stmts = match s.node() {
+            StmtNode::Block(v) => v.as_slice(),
+            _ => std::slice::from_ref(s),
+        };
+        if stmts.is_empty() {
+            self.out.push_str("{}");
+            return;
+        }
+        self.out.push_str("{\n");
+        for st in stmts {
+            self.stmt(st, level + 1);
+        }
+        indent(&mut self.out, level);
+        self.out.push('}');
+    }
+
+    fn stmt(&mut self, s: &Stmt, level: usize) {
+        indent(&mut self.out, level);
+        self.stmt_inline(s, level);
+        self.out.push('\n');
+    }
+
+    /// Prints a statement without leading indentation or trailing newline.
+    fn stmt_inline(&mut self, s: &Stmt, level: usize) {
+        match s.node() {
+            StmtNode::Let { var, value } => {
+                write!(self.out, "let {}: {} = ", var.name(), var.ty()).ok();
+                self.expr(value, var.ty().scalar(), false);
+                self.out.push(';');
+            }
+            StmtNode::Decl { var, init } => {
+                write!(self.out, "var {}: {} = ", var.name(), var.ty()).ok();
+                self.expr(init, var.ty().scalar(), false);
+                self.out.push(';');
+            }
+            StmtNode::Assign { var, value } => {
+                write!(self.out, "{} = ", var.name()).ok();
+                self.expr(value, var.ty().scalar(), false);
+                self.out.push(';');
+            }
+            StmtNode::Store { buf, index, value } => {
+                write!(self.out, "{}[", buf.name()).ok();
+                self.expr(index, None, false);
+                self.out.push_str("] = ");
+                self.expr(value, buf.ty().elem(), false);
+                self.out.push(';');
+            }
+            StmtNode::Alloc { var, count } => {
+                let (space, elem) = match var.ty() {
+                    Type::Ptr(space, elem) => (space, elem.name()),
+                    Type::Scalar(s) => (AddrSpace::Private, s.name()),
+                };
+                write!(self.out, "{space} {}: {elem}[{count}];", var.name()).ok();
+            }
+            StmtNode::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                self.out.push_str("if ");
+                self.expr(cond, Some(Scalar::Bool), false);
+                self.out.push(' ');
+                self.block_body(then, level);
+                match otherwise {
+                    None => {}
+                    Some(o) if matches!(o.node(), StmtNode::If { .. }) => {
+                        self.out.push_str(" else ");
+                        self.stmt_inline(o, level);
+                    }
+                    Some(o) => {
+                        self.out.push_str(" else ");
+                        self.block_body(o, level);
+                    }
+                }
+            }
+            StmtNode::For {
+                var,
+                lo,
+                hi,
+                step,
+                body,
+            } => {
+                let t = var.ty().scalar();
+                write!(self.out, "for {}: {} in ", var.name(), var.ty()).ok();
+                self.expr(lo, t, false);
+                self.out.push_str(" .. ");
+                self.expr(hi, t, false);
+                let unit_step = step
+                    .as_imm()
+                    .is_some_and(|i| i.as_i128() == Some(1) && Some(i.scalar()) == t);
+                if !unit_step {
+                    self.out.push_str(" step ");
+                    self.expr(step, t, false);
+                }
+                self.out.push(' ');
+                self.block_body(body, level);
+            }
+            StmtNode::While { cond, body } => {
+                self.out.push_str("while ");
+                self.expr(cond, Some(Scalar::Bool), false);
+                self.out.push(' ');
+                self.block_body(body, level);
+            }
+            StmtNode::Block(_) => self.block_body(s, level),
+            StmtNode::Call { result, func, args } => {
+                if let Some(r) = result {
+                    write!(self.out, "let {}: {} = ", r.name(), r.ty()).ok();
+                }
+                self.call(func, args);
+                self.out.push(';');
+            }
+        }
+    }
+
+    fn call(&mut self, func: &Func, args: &[Expr]) {
+        write!(self.out, "{}(", func.name()).ok();
+        let mut first = true;
+        if let FuncKind::Barrier(fence) | FuncKind::Fence(fence) = func.kind() {
+            write!(self.out, "{fence}").ok();
+            first = fence
+                == crate::stmt::MemFence {
+                    local: false,
+                    global: false,
+                };
+        }
+        let elem = args.first().and_then(|p| p.ty().elem());
+        for (i, a) in args.iter().enumerate() {
+            if !first {
+                self.out.push_str(", ");
+            }
+            first = false;
+            let ctx = if i >= 2 { elem } else { None };
+            self.expr(a, ctx, false);
+        }
+        self.out.push(')');
+    }
+
+    fn kernel(&mut self, k: &Kernel) {
+        write!(self.out, "kernel {}(", k.name()).ok();
+        for (i, p) in k.params().iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(", ");
+            }
+            write!(self.out, "{}: {}", p.name(), p.ty()).ok();
+        }
+        self.out.push(')');
+        let attrs = k.attrs();
+        if let Some([x, y, z]) = attrs.reqd_work_group_size {
+            write!(self.out, " #reqd_work_group_size({x}, {y}, {z})").ok();
+        }
+        if attrs.fast_math {
+            self.out.push_str(" #fast_math");
+        }
+        self.out.push(' ');
+        self.block_body(k.body(), 0);
+    }
+}
 
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.node())
+        let mut p = Printer { out: String::new() };
+        p.expr(self, None, false);
+        f.write_str(&p.out)
     }
 }
 
 impl fmt::Display for Stmt {
+    /// Prints the statement at indentation level 0, without a trailing newline.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.node())
+        let mut p = Printer { out: String::new() };
+        p.stmt_inline(self, 0);
+        f.write_str(&p.out)
     }
 }
 
 impl fmt::Display for Func {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.kind())
+        match self.kind() {
+            FuncKind::Barrier(fence) | FuncKind::Fence(fence) => {
+                write!(f, "{}({fence})", self.name())
+            }
+            FuncKind::Atomic(op) => f.write_str(op.name()),
+        }
     }
 }
 
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "kernel {} {}", self.name(), self.body())
+        let mut p = Printer { out: String::new() };
+        p.kernel(self);
+        f.write_str(&p.out)
     }
 }
 
 impl fmt::Display for Module {
+    /// Kernels separated by a blank line, the whole ending in a newline.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for k in &self.kernels {
+        for (i, k) in self.kernels.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
             writeln!(f, "{k}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::Var;
+
+    #[test]
+    fn minimal_parentheses() {
+        let a = Var::new("a", Type::I32);
+        let b = Var::new("b", Type::I32);
+        assert_eq!((2 * (&a + &b) - a.expr()).to_string(), "2 * (a + b) - a");
+        assert_eq!((&a - (&a - &b)).to_string(), "a - (a - b)");
+        assert_eq!((&a - &a - &b).to_string(), "a - a - b");
+        assert_eq!((-Expr::i32(5)).to_string(), "-(5)");
+        assert_eq!(Expr::i32(-5).to_string(), "-5");
+        assert_eq!((&a + 1).cast(Scalar::U8).to_string(), "(a + 1) as u8");
+    }
+
+    #[test]
+    fn suffixes_only_where_context_does_not_give_the_type() {
+        let x = Var::new("x", Type::U32);
+        assert_eq!((&x + 1u32).to_string(), "x + 1");
+        assert_eq!(Expr::u32(3).to_string(), "3u32");
+        assert_eq!((Expr::u32(3) + Expr::u32(4)).to_string(), "3u32 + 4u32");
+        assert_eq!((Expr::i32(3) + Expr::i32(4)).to_string(), "3 + 4");
+        assert_eq!(Expr::f64(0.25).to_string(), "0.25f64");
+        assert_eq!(Expr::f32(1.0).to_string(), "1.0");
+        assert_eq!(Expr::f32(f32::NAN).to_string(), "nan");
+        assert_eq!(Expr::f32(f32::NEG_INFINITY).to_string(), "-inf");
     }
 }

@@ -1,0 +1,204 @@
+use super::*;
+
+const SAXPY: &str = "kernel saxpy(x: ptr<global, f32>, y: ptr<global, f32>, a: f32, n: u32) {
+  let i = global_id(0);              // let: immutable, scoped to the rest of the block
+  if i < n {
+    y[i] = a * x[i] + y[i];          // store / load by element index
+  }
+}
+kernel reduce(x: ptr<global, f32>, out: ptr<global, f32>) #reqd_work_group_size(64, 1, 1) {
+  local tile: f32[64];               // work-group shared array
+  var acc: f32 = 0.0;                // mutable local
+  for k: u32 in 0 .. 4 step 1 { acc = acc + x[global_id(0) * 4u32 + k]; }
+  tile[local_id(0)] = acc;
+  barrier(local);
+  if local_id(0) == 0u32 { var s: f32 = 0.0; for j: u32 in 0 .. 64 { s = s + tile[j]; } out[group_id(0)] = s; }
+}
+";
+
+fn round_trip(src: &str) -> Module {
+    let m = parse_module(src).unwrap_or_else(|d| panic!("{d}"));
+    let printed = m.to_string();
+    let again = parse_module(&printed).unwrap_or_else(|d| panic!("{d}\n{printed}"));
+    assert!(
+        again.is_equal(&m),
+        "round trip changed the module:\n{printed}\n---\n{again}"
+    );
+    assert_eq!(again.to_string(), printed, "printing is not a fixed point");
+    m
+}
+
+#[test]
+fn issue_examples_round_trip() {
+    let m = round_trip(SAXPY);
+    assert_eq!(m.kernels.len(), 2);
+    assert_eq!(
+        m.kernels[0].to_string(),
+        "kernel saxpy(x: ptr<global, f32>, y: ptr<global, f32>, a: f32, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n {
+    y[i] = a * x[i] + y[i];
+  }
+}"
+    );
+    assert_eq!(m.kernels[1].attrs().reqd_work_group_size, Some([64, 1, 1]));
+}
+
+#[test]
+fn literals_take_their_type_from_context() {
+    let m = round_trip(
+        "kernel k(p: ptr<global, u8>, q: ptr<global, f64>, n: i64) {
+           let a: u64 = 1 + 2;
+           let b = n * 3;
+           let c = 2 * n;
+           let d = 1.5;
+           let e = 7;
+           p[0] = 255;
+           q[1] = 2;
+           let f = n < 4;
+           let g = select(f, 1u16, 2);
+           let h = -(3) as u8;
+           let z = -0.0f64;
+         }",
+    );
+    let text = m.to_string();
+    for want in [
+        "let a: u64 = 1 + 2;",
+        "let b: i64 = n * 3;",
+        "let c: i64 = 2 * n;",
+        "let d: f32 = 1.5;",
+        "let e: i32 = 7;",
+        "p[0] = 255;",
+        "q[1] = 2.0;",
+        "let g: u16 = f ? 1 : 2;",
+        "let h: u8 = -(3) as u8;",
+        "let z: f64 = -0.0;",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in\n{text}");
+    }
+}
+
+#[test]
+fn statements_of_every_kind_round_trip() {
+    round_trip(
+        "kernel all(p: ptr<global, i32>, c: ptr<global, u32>, h: ptr<global, f16>, w: ptr<constant, f32>) #fast_math {
+           private tmp: i32[4];
+           local buf: u32[8];
+           var acc: i32 = 0;
+           for i: i32 in -2 .. 10 step 3 {
+             acc = acc + i;
+             if acc > 5 { acc = acc - 1; } else if acc < -3 { acc = 0; } else { tmp[1] = acc; }
+           }
+           while acc > 0 { acc = acc >> 1; }
+           { let inner = ~acc ^ 0x7fffffff; p[0] = inner % 3; }
+           let old = atomic_add(c, 0, 1);
+           let prev: u32 = atomic_cmpxchg(c, 1, old, 5);
+           atomic_max(p, 2, -4);
+           barrier(local, global);
+           fence(global);
+           h[0] = (w[0] * 2.0) as f16;
+           p[1] = abs(min(acc, 3)) + max(-1, acc) as i32;
+           let fl = fma(w[1], 2.0, sqrt(w[2])) + floor(1.5) - ceil(w[0]) * trunc(-2.5);
+           let ids = global_id(0) + local_id(1) + group_id(2) + global_size(0) + local_size(1) + num_groups(2) + global_offset(0);
+           let b = true && !(false || fl != fl) & (ids == 3u32);
+           let s = b ? 1e-7 : inf;
+           let nn = nan;
+           let big = 18446744073709551615u64 >> 63u64 << 2u64;
+         }",
+    );
+}
+
+#[test]
+fn api_built_expressions_print_and_reparse() {
+    let a = Var::new("a", Type::I32);
+    let b = Var::new("b", Type::I32);
+    let e = 2 * (&a + &b) - a.expr();
+    assert_eq!(e.to_string(), "2 * (a + b) - a");
+    let back = parse_expr(&e.to_string(), &[a.clone(), b.clone()]).unwrap();
+    assert!(back.is_equal(&e));
+    // Literals whose types no context gives back keep their suffixes.
+    let odd = Expr::binary(BinOp::Add, Expr::u64(1), Expr::u64(2)).cast(Scalar::I8);
+    assert_eq!(odd.to_string(), "(1u64 + 2u64) as i8");
+    assert!(parse_expr(&odd.to_string(), &[]).unwrap().is_equal(&odd));
+    let neg_lit = -Expr::i32(5);
+    assert!(parse_expr(&neg_lit.to_string(), &[])
+        .unwrap()
+        .is_equal(&neg_lit));
+    let nan = Expr::float(Scalar::F32, f32::from_bits(0x7fc0_0001) as f64);
+    assert_eq!(nan.to_string(), "nanf32(0x7fc00001)");
+    assert!(parse_expr(&nan.to_string(), &[]).unwrap().is_equal(&nan));
+}
+
+#[test]
+fn ill_typed_ir_still_round_trips() {
+    // The verifier rejects these, but dump() output must still read back faithfully.
+    let x = Var::new("x", Type::U32);
+    for e in [
+        Expr::binary(BinOp::Add, x.expr(), Expr::i32(1)),
+        Expr::binary(BinOp::Add, Expr::i32(1), x.expr()),
+        Expr::binary(BinOp::Add, Expr::i32(1), Expr::int(Scalar::U8, 2)),
+        Expr::binary(BinOp::Lt, Expr::f64(1.0), Expr::i32(1)),
+        Expr::select(Expr::i32(1), Expr::u32(1), Expr::f32(2.0)),
+        Expr::intrinsic(
+            Intrinsic::Min,
+            [Expr::int(Scalar::U8, 1), x.expr(), Expr::u32(2)],
+        ),
+        Expr::intrinsic(Intrinsic::Max, [Expr::i32(1), Expr::f64(2.0)]).cmp_lt(Expr::f32(0.5)),
+    ] {
+        let back = parse_expr(&e.to_string(), std::slice::from_ref(&x)).unwrap_or_else(|d| panic!("{d}"));
+        assert!(back.is_equal(&e), "{e} read back as {back}");
+    }
+}
+
+fn error_at(src: &str) -> (usize, usize, String) {
+    match parse_file("t.kir", src) {
+        Ok(_) => panic!("expected an error for {src:?}"),
+        Err(d) => (d.line, d.col, d.message),
+    }
+}
+
+#[test]
+fn errors_are_located() {
+    let (l, c, m) = error_at("kernel k() {\n  let x = ;\n}");
+    assert_eq!((l, c), (2, 11), "{m}");
+    let (l, c, m) = error_at("kernel k(n: u32) {\n  let x = n + 300u8 + y;\n}");
+    assert_eq!((l, c), (2, 15), "{m}");
+    assert!(m.contains("out of range for u8"), "{m}");
+    let (_, _, m) = error_at("kernel k(n: u32) { let x = n + y; }");
+    assert!(m.contains("unknown variable `y`"), "{m}");
+    let (_, _, m) = error_at("kernel k(n: ptr<bogus, f32>) {}");
+    assert!(m.contains("unknown address space `bogus`"), "{m}");
+    let (_, _, m) = error_at("kernel k() { let v = atomic_add(p, 0, 1) + 1; }");
+    assert!(m.contains("unknown variable `p`"), "{m}");
+    let (_, _, m) = error_at("kernel k(p: ptr<global, u32>) { let v = 1 + atomic_add(p, 0, 1); }");
+    assert!(m.contains("side effects"), "{m}");
+    let (_, _, m) = error_at("kernel k() { let x = global_id(n); }");
+    assert!(m.contains("integer literal 0, 1 or 2"), "{m}");
+    let (_, _, m) = error_at("kernel k() {");
+    assert!(m.contains("never closed"), "{m}");
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let deep = format!(
+        "kernel k() {{ let x = {}1{}; }}",
+        "(".repeat(5000),
+        ")".repeat(5000)
+    );
+    assert!(error_at(&deep).2.contains("too deep"));
+    let chain = format!("kernel k() {{ let x = 1{}; }}", " + 1".repeat(5000));
+    assert!(error_at(&chain).2.contains("too deeply"));
+    let blocks = format!("kernel k() {{ {} {} }}", "{".repeat(5000), "}".repeat(5000));
+    assert!(error_at(&blocks).2.contains("too deep"));
+    let negs = format!("kernel k(x: i32) {{ let y = {}x; }}", "-".repeat(5000));
+    assert!(error_at(&negs).2.contains("too deep"));
+}
+
+#[test]
+fn no_panics_on_truncations_of_valid_text() {
+    for end in 0..SAXPY.len() {
+        if SAXPY.is_char_boundary(end) {
+            let _ = parse_file("t.kir", &SAXPY[..end]);
+        }
+    }
+}
