@@ -31,10 +31,7 @@ pub struct Var {
 impl Var {
     /// A variable of the given name and type.
     pub fn new(name: impl AsRef<str>, ty: Type) -> Var {
-        Var {
-            name: Arc::from(name.as_ref()),
-            ty,
-        }
+        Var { name: Arc::from(name.as_ref()), ty }
     }
 
     /// The variable's name.
@@ -307,10 +304,7 @@ impl BinOp {
 
     /// True for `== != < <= > >=`, whose result is `bool`.
     pub fn is_comparison(self) -> bool {
-        matches!(
-            self,
-            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
-        )
+        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
     }
 
     /// True for `&&` and `||`.
@@ -454,10 +448,7 @@ impl Intrinsic {
 
     /// True if results may differ between the interpreter and a backend by a few ulps.
     pub fn is_approximate(self) -> bool {
-        matches!(
-            self,
-            Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos
-        )
+        matches!(self, Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos)
     }
 }
 
@@ -535,6 +526,8 @@ struct ExprData {
 #[derive(Clone)]
 pub struct Expr(Arc<ExprData>);
 
+pub use crate::ops::IntoOperand;
+
 impl Expr {
     /// Wraps a node, computing its type from its operands. Ill-typed nodes can be built (the
     /// verifier reports them); their type is then the first operand's.
@@ -562,11 +555,7 @@ impl Expr {
         };
         let mut h = std::hash::DefaultHasher::new();
         node.hash(&mut h);
-        Expr(Arc::new(ExprData {
-            ty,
-            hash: h.finish(),
-            node,
-        }))
+        Expr(Arc::new(ExprData { ty, hash: h.finish(), node }))
     }
 
     /// The node this handle points to.
@@ -675,36 +664,22 @@ impl Expr {
 
     /// `a op b`
     pub fn binary(op: BinOp, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
-        Expr::new(ExprNode::Binary {
-            op,
-            a: a.into(),
-            b: b.into(),
-        })
+        Expr::new(ExprNode::Binary { op, a: a.into(), b: b.into() })
     }
 
     /// `cond ? a : b`
     pub fn select(cond: impl Into<Expr>, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
-        Expr::new(ExprNode::Select {
-            cond: cond.into(),
-            a: a.into(),
-            b: b.into(),
-        })
+        Expr::new(ExprNode::Select { cond: cond.into(), a: a.into(), b: b.into() })
     }
 
     /// `self as to`
     pub fn cast(&self, to: Scalar) -> Expr {
-        Expr::new(ExprNode::Cast {
-            to,
-            a: self.clone(),
-        })
+        Expr::new(ExprNode::Cast { to, a: self.clone() })
     }
 
     /// `buf[index]`
     pub fn load(buf: &Var, index: impl Into<Expr>) -> Expr {
-        Expr::new(ExprNode::Load {
-            buf: buf.clone(),
-            index: index.into(),
-        })
+        Expr::new(ExprNode::Load { buf: buf.clone(), index: index.into() })
     }
 
     /// A work-item built-in in dimension `dim`.
@@ -729,10 +704,7 @@ impl Expr {
 
     /// An intrinsic call.
     pub fn intrinsic(op: Intrinsic, args: impl IntoIterator<Item = Expr>) -> Expr {
-        Expr::new(ExprNode::Intrinsic {
-            op,
-            args: args.into_iter().collect(),
-        })
+        Expr::new(ExprNode::Intrinsic { op, args: args.into_iter().collect() })
     }
 
     /// `min(self, b)`
@@ -858,11 +830,7 @@ impl Drop for ExprData {
 fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
     let placeholder = || {
         Expr(Arc::clone(PLACEHOLDER.get_or_init(|| {
-            Arc::new(ExprData {
-                ty: Type::BOOL,
-                hash: 0,
-                node: ExprNode::Imm(Imm::Bool(false)),
-            })
+            Arc::new(ExprData { ty: Type::BOOL, hash: 0, node: ExprNode::Imm(Imm::Bool(false)) })
         })))
     };
     match node {
@@ -887,186 +855,6 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
 /// A leaf swapped in for children while a node is torn down; never dropped.
 static PLACEHOLDER: std::sync::OnceLock<Arc<ExprData>> = std::sync::OnceLock::new();
 
-/// Something that can be the second operand of an operator whose first operand is an
-/// expression: another expression, or a Rust number that takes the first operand's type.
-pub trait IntoOperand {
-    /// Converts to an expression; `ty` is the other operand's type.
-    fn into_operand(self, ty: Type) -> Expr;
-}
-
-impl IntoOperand for Expr {
-    fn into_operand(self, _: Type) -> Expr {
-        self
-    }
-}
-
-impl IntoOperand for &Expr {
-    fn into_operand(self, _: Type) -> Expr {
-        self.clone()
-    }
-}
-
-impl IntoOperand for &Var {
-    fn into_operand(self, _: Type) -> Expr {
-        self.expr()
-    }
-}
-
-macro_rules! number_operand {
-    ($($t:ty),*) => {$(
-        impl IntoOperand for $t {
-            fn into_operand(self, ty: Type) -> Expr {
-                Expr::constant(ty.scalar().unwrap_or(Scalar::I32), self as f64)
-            }
-        }
-    )*};
-}
-number_operand!(i32, i64, u32, u64, f32, f64);
-
-impl From<&Expr> for Expr {
-    fn from(e: &Expr) -> Expr {
-        e.clone()
-    }
-}
-
-impl From<&Var> for Expr {
-    fn from(v: &Var) -> Expr {
-        v.expr()
-    }
-}
-
-impl From<Var> for Expr {
-    fn from(v: Var) -> Expr {
-        v.expr()
-    }
-}
-
-impl From<bool> for Expr {
-    fn from(b: bool) -> Expr {
-        Expr::bool(b)
-    }
-}
-
-impl From<i32> for Expr {
-    fn from(v: i32) -> Expr {
-        Expr::i32(v)
-    }
-}
-
-impl From<u32> for Expr {
-    fn from(v: u32) -> Expr {
-        Expr::u32(v)
-    }
-}
-
-impl From<i64> for Expr {
-    fn from(v: i64) -> Expr {
-        Expr::i64(v)
-    }
-}
-
-impl From<u64> for Expr {
-    fn from(v: u64) -> Expr {
-        Expr::u64(v)
-    }
-}
-
-impl From<f32> for Expr {
-    fn from(v: f32) -> Expr {
-        Expr::f32(v)
-    }
-}
-
-impl From<f64> for Expr {
-    fn from(v: f64) -> Expr {
-        Expr::f64(v)
-    }
-}
-
-macro_rules! binary_operator {
-    ($($trait:ident $method:ident $op:ident),*) => {$(
-        impl<R: IntoOperand> std::ops::$trait<R> for Expr {
-            type Output = Expr;
-            fn $method(self, rhs: R) -> Expr {
-                let rhs = rhs.into_operand(self.ty());
-                Expr::binary(BinOp::$op, self, rhs)
-            }
-        }
-        impl<R: IntoOperand> std::ops::$trait<R> for &Expr {
-            type Output = Expr;
-            fn $method(self, rhs: R) -> Expr {
-                let rhs = rhs.into_operand(self.ty());
-                Expr::binary(BinOp::$op, self.clone(), rhs)
-            }
-        }
-        impl<R: IntoOperand> std::ops::$trait<R> for &Var {
-            type Output = Expr;
-            fn $method(self, rhs: R) -> Expr {
-                let rhs = rhs.into_operand(self.ty());
-                Expr::binary(BinOp::$op, self.expr(), rhs)
-            }
-        }
-        binary_operator!(@numbers $trait $method $op; i32, f64);
-    )*};
-    (@numbers $trait:ident $method:ident $op:ident; $($t:ty),*) => {$(
-        impl std::ops::$trait<Expr> for $t {
-            type Output = Expr;
-            fn $method(self, rhs: Expr) -> Expr {
-                let lhs = self.into_operand(rhs.ty());
-                Expr::binary(BinOp::$op, lhs, rhs)
-            }
-        }
-        impl std::ops::$trait<&Expr> for $t {
-            type Output = Expr;
-            fn $method(self, rhs: &Expr) -> Expr {
-                let lhs = self.into_operand(rhs.ty());
-                Expr::binary(BinOp::$op, lhs, rhs.clone())
-            }
-        }
-    )*};
-}
-
-// A Rust number on the left (`2 * e`) is accepted as i32 or f64 only, so that an unsuffixed
-// literal resolves; like a number on the right, it takes the expression's type.
-binary_operator!(
-    Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem,
-    BitAnd bitand And, BitOr bitor Or, BitXor bitxor Xor, Shl shl Shl, Shr shr Shr
-);
-
-impl std::ops::Neg for Expr {
-    type Output = Expr;
-    fn neg(self) -> Expr {
-        Expr::unary(UnOp::Neg, self)
-    }
-}
-
-impl std::ops::Neg for &Expr {
-    type Output = Expr;
-    fn neg(self) -> Expr {
-        Expr::unary(UnOp::Neg, self.clone())
-    }
-}
-
-impl std::ops::Not for Expr {
-    type Output = Expr;
-    /// `!` on a `bool` expression is logical not; on an integer it is bitwise complement.
-    fn not(self) -> Expr {
-        let op = if self.ty().is_bool() {
-            UnOp::Not
-        } else {
-            UnOp::BitNot
-        };
-        Expr::unary(op, self)
-    }
-}
-
-impl std::ops::Not for &Expr {
-    type Output = Expr;
-    fn not(self) -> Expr {
-        !self.clone()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1077,22 +865,8 @@ mod tests {
         let b = Var::new("b", Type::I32);
         let e = 2 * (&a + &b) - a.expr();
         assert_eq!(e.ty(), Type::I32);
-        let ExprNode::Binary {
-            op: BinOp::Sub,
-            a: lhs,
-            ..
-        } = e.node()
-        else {
-            panic!("{e:?}")
-        };
-        let ExprNode::Binary {
-            op: BinOp::Mul,
-            a: two,
-            ..
-        } = lhs.node()
-        else {
-            panic!()
-        };
+        let ExprNode::Binary { op: BinOp::Sub, a: lhs, .. } = e.node() else { panic!("{e:?}") };
+        let ExprNode::Binary { op: BinOp::Mul, a: two, .. } = lhs.node() else { panic!() };
         assert_eq!(two.as_imm(), Some(&Imm::int(Scalar::I32, 2)));
         let c = e.cmp_lt(5);
         assert_eq!(c.ty(), Type::BOOL);
@@ -1102,9 +876,7 @@ mod tests {
     fn literals_take_the_other_operands_type() {
         let x = Var::new("x", Type::F32);
         let e = &x * 2;
-        let ExprNode::Binary { b, .. } = e.node() else {
-            panic!()
-        };
+        let ExprNode::Binary { b, .. } = e.node() else { panic!() };
         assert_eq!(b.as_imm(), Some(&Imm::float(Scalar::F32, 2.0)));
     }
 

@@ -41,12 +41,7 @@ impl Kernel {
         attrs: Attrs,
         body: Stmt,
     ) -> Kernel {
-        Kernel(Arc::new(KernelData {
-            name: name.into(),
-            params,
-            attrs,
-            body: body.into_block(),
-        }))
+        Kernel(Arc::new(KernelData { name: name.into(), params, attrs, body: body.into_block() }))
     }
 
     /// The kernel's name.
@@ -80,12 +75,7 @@ impl Kernel {
         if body.ptr_eq(&self.0.body) {
             return self.clone();
         }
-        Kernel::with_attrs(
-            self.name(),
-            self.params().to_vec(),
-            self.attrs().clone(),
-            body,
-        )
+        Kernel::with_attrs(self.name(), self.params().to_vec(), self.attrs().clone(), body)
     }
 
     /// Structural equality (same as `==`).

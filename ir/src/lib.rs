@@ -59,6 +59,7 @@ pub mod diag;
 pub mod expr;
 pub mod interp;
 pub mod kernel;
+pub mod ops;
 pub mod parse;
 pub mod print;
 pub mod stmt;

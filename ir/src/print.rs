@@ -40,10 +40,7 @@ const PREC_ATOM: u8 = 14;
 pub(crate) fn is_flexible(e: &Expr) -> bool {
     match e.node() {
         ExprNode::Imm(Imm::Int(..) | Imm::Float(..)) => true,
-        ExprNode::Unary {
-            op: UnOp::Neg | UnOp::BitNot,
-            a,
-        } => is_flexible(a),
+        ExprNode::Unary { op: UnOp::Neg | UnOp::BitNot, a } => is_flexible(a),
         ExprNode::Binary { op, a, b } => {
             !op.is_comparison() && !op.is_logical() && is_flexible(a) && is_flexible(b)
         }
@@ -78,9 +75,7 @@ fn literals_fit(e: &Expr, ctx: Option<Scalar>) -> bool {
 /// The context type the parser gives to the flexible operands of an operator whose operands
 /// are `ops`: the type of the first operand that is not flexible, else `outer`.
 fn operand_context(ops: &[&Expr], outer: Option<Scalar>) -> Option<Scalar> {
-    ops.iter()
-        .find(|e| !is_flexible(e))
-        .map_or(outer, |e| e.ty().scalar())
+    ops.iter().find(|e| !is_flexible(e)).map_or(outer, |e| e.ty().scalar())
 }
 
 /// The context type and forced-suffix flag for the operands `ops` of `e`. Inside a flexible
@@ -121,11 +116,7 @@ impl Printer {
             ExprNode::Imm(imm) => self.imm(imm, suffix),
             ExprNode::Unary { op, a } => {
                 self.out.push_str(op.symbol());
-                let ctx = if *op == UnOp::Not {
-                    Some(Scalar::Bool)
-                } else {
-                    ctx
-                };
+                let ctx = if *op == UnOp::Not { Some(Scalar::Bool) } else { ctx };
                 // `-5` would read back as a negative literal, so a literal operand gets parens.
                 let paren_literal = matches!(a.node(), ExprNode::Imm(_)) && *op == UnOp::Neg;
                 self.operand(a, ctx, suffix, PREC_UNARY, paren_literal);
@@ -323,11 +314,7 @@ impl Printer {
                 };
                 write!(self.out, "{space} {}: {elem}[{count}];", var.name()).ok();
             }
-            StmtNode::If {
-                cond,
-                then,
-                otherwise,
-            } => {
+            StmtNode::If { cond, then, otherwise } => {
                 self.out.push_str("if ");
                 self.expr(cond, Some(Scalar::Bool), false);
                 self.out.push(' ');
@@ -344,21 +331,14 @@ impl Printer {
                     }
                 }
             }
-            StmtNode::For {
-                var,
-                lo,
-                hi,
-                step,
-                body,
-            } => {
+            StmtNode::For { var, lo, hi, step, body } => {
                 let t = var.ty().scalar();
                 write!(self.out, "for {}: {} in ", var.name(), var.ty()).ok();
                 self.expr(lo, t, false);
                 self.out.push_str(" .. ");
                 self.expr(hi, t, false);
-                let unit_step = step
-                    .as_imm()
-                    .is_some_and(|i| i.as_i128() == Some(1) && Some(i.scalar()) == t);
+                let unit_step =
+                    step.as_imm().is_some_and(|i| i.as_i128() == Some(1) && Some(i.scalar()) == t);
                 if !unit_step {
                     self.out.push_str(" step ");
                     self.expr(step, t, false);
@@ -388,11 +368,7 @@ impl Printer {
         let mut first = true;
         if let FuncKind::Barrier(fence) | FuncKind::Fence(fence) = func.kind() {
             write!(self.out, "{fence}").ok();
-            first = fence
-                == crate::stmt::MemFence {
-                    local: false,
-                    global: false,
-                };
+            first = fence == crate::stmt::MemFence { local: false, global: false };
         }
         let elem = args.first().and_then(|p| p.ty().elem());
         for (i, a) in args.iter().enumerate() {

@@ -306,10 +306,7 @@ mod tests {
         for a in AddrSpace::ALL {
             assert_eq!(AddrSpace::from_name(a.name()), Some(a));
         }
-        assert_eq!(
-            Type::ptr(AddrSpace::Global, Scalar::F32).to_string(),
-            "ptr<global, f32>"
-        );
+        assert_eq!(Type::ptr(AddrSpace::Global, Scalar::F32).to_string(), "ptr<global, f32>");
     }
 
     #[test]

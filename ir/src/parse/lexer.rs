@@ -68,12 +68,9 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, (String, Span)> {
             continue;
         }
         if src[i..].starts_with("/*") {
-            let end = src[i + 2..].find("*/").ok_or_else(|| {
-                (
-                    "unterminated block comment".to_string(),
-                    Span::new(i, i + 2),
-                )
-            })?;
+            let end = src[i + 2..]
+                .find("*/")
+                .ok_or_else(|| ("unterminated block comment".to_string(), Span::new(i, i + 2)))?;
             i += end + 4;
             continue;
         }
@@ -84,26 +81,17 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, (String, Span)> {
             }
             let word = &src[start..i];
             let tok = special_float(word).unwrap_or_else(|| Tok::Ident(word.to_string()));
-            out.push(Token {
-                tok,
-                span: Span::new(start, i),
-            });
+            out.push(Token { tok, span: Span::new(start, i) });
             continue;
         }
         if c.is_ascii_digit() {
             let tok = number(src, &mut i)?;
-            out.push(Token {
-                tok,
-                span: Span::new(start, i),
-            });
+            out.push(Token { tok, span: Span::new(start, i) });
             continue;
         }
         if let Some(p) = PUNCT.iter().find(|p| src[i..].starts_with(**p)) {
             i += p.len();
-            out.push(Token {
-                tok: Tok::Punct(p),
-                span: Span::new(start, i),
-            });
+            out.push(Token { tok: Tok::Punct(p), span: Span::new(start, i) });
             continue;
         }
         let ch = src[i..].chars().next().unwrap_or('?');
@@ -112,10 +100,7 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, (String, Span)> {
             Span::new(i, i + ch.len_utf8()),
         ));
     }
-    out.push(Token {
-        tok: Tok::Eof,
-        span: Span::new(src.len(), src.len()),
-    });
+    out.push(Token { tok: Tok::Eof, span: Span::new(src.len(), src.len()) });
     Ok(out)
 }
 
@@ -127,10 +112,7 @@ fn special_float(word: &str) -> Option<Tok> {
                 return Some(Tok::SpecialFloat { nan, suffix: None });
             }
             if let Some(s) = Scalar::from_name(rest).filter(|s| s.is_float()) {
-                return Some(Tok::SpecialFloat {
-                    nan,
-                    suffix: Some(s),
-                });
+                return Some(Tok::SpecialFloat { nan, suffix: Some(s) });
             }
         }
     }
@@ -157,10 +139,7 @@ fn number(src: &str, i: &mut usize) -> Result<Tok, (String, Span)> {
         digits(i, true);
         let text: String = src[body..*i].chars().filter(|&c| c != '_').collect();
         if text.is_empty() {
-            return Err((
-                "hexadecimal literal has no digits".into(),
-                Span::new(start, *i),
-            ));
+            return Err(("hexadecimal literal has no digits".into(), Span::new(start, *i)));
         }
         let suffix = suffix(src, i, start)?;
         if suffix.is_some_and(|s| s.is_float()) {
@@ -169,11 +148,7 @@ fn number(src: &str, i: &mut usize) -> Result<Tok, (String, Span)> {
                 Span::new(start, *i),
             ));
         }
-        return Ok(Tok::Int {
-            text,
-            radix: 16,
-            suffix,
-        });
+        return Ok(Tok::Int { text, radix: 16, suffix });
     }
     digits(i, false);
     let mut is_float = false;
@@ -210,11 +185,7 @@ fn number(src: &str, i: &mut usize) -> Result<Tok, (String, Span)> {
     } else if suffix.is_some_and(|s| s.is_float()) {
         Ok(Tok::Float { text, suffix })
     } else {
-        Ok(Tok::Int {
-            text,
-            radix: 10,
-            suffix,
-        })
+        Ok(Tok::Int { text, radix: 10, suffix })
     }
 }
 
@@ -251,17 +222,9 @@ mod tests {
         assert_eq!(
             toks("0..4"),
             vec![
-                Tok::Int {
-                    text: "0".into(),
-                    radix: 10,
-                    suffix: None
-                },
+                Tok::Int { text: "0".into(), radix: 10, suffix: None },
                 Tok::Punct(".."),
-                Tok::Int {
-                    text: "4".into(),
-                    radix: 10,
-                    suffix: None
-                },
+                Tok::Int { text: "4".into(), radix: 10, suffix: None },
                 Tok::Eof
             ]
         );
@@ -269,35 +232,13 @@ mod tests {
 
     #[test]
     fn literals_and_suffixes() {
-        assert_eq!(
-            toks("1e-7")[0],
-            Tok::Float {
-                text: "1e-7".into(),
-                suffix: None
-            }
-        );
-        assert_eq!(
-            toks("2f64")[0],
-            Tok::Float {
-                text: "2".into(),
-                suffix: Some(Scalar::F64)
-            }
-        );
+        assert_eq!(toks("1e-7")[0], Tok::Float { text: "1e-7".into(), suffix: None });
+        assert_eq!(toks("2f64")[0], Tok::Float { text: "2".into(), suffix: Some(Scalar::F64) });
         assert_eq!(
             toks("0xffu8")[0],
-            Tok::Int {
-                text: "ff".into(),
-                radix: 16,
-                suffix: Some(Scalar::U8)
-            }
+            Tok::Int { text: "ff".into(), radix: 16, suffix: Some(Scalar::U8) }
         );
-        assert_eq!(
-            toks("nanf64")[0],
-            Tok::SpecialFloat {
-                nan: true,
-                suffix: Some(Scalar::F64)
-            }
-        );
+        assert_eq!(toks("nanf64")[0], Tok::SpecialFloat { nan: true, suffix: Some(Scalar::F64) });
         assert!(lex("5abc").is_err());
         assert!(lex("1.5u32").is_err());
         assert!(lex("a @ b").is_err());

@@ -7,12 +7,13 @@
 //! what it cannot build: bad tokens, bad syntax, unknown names, literals that do not fit.
 //! Every error is a [`Diagnostic`] with `file:line:col`; the parser never panics.
 
+mod expr;
 mod lexer;
 
 use hashbrown::HashMap;
 
 use crate::diag::{Diagnostic, Span, Spans};
-use crate::expr::{BinOp, Builtin, Expr, Imm, Intrinsic, UnOp, Var};
+use crate::expr::{BinOp, Builtin, Expr, Intrinsic, UnOp, Var};
 use crate::kernel::{Attrs, Kernel, Module};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
@@ -43,10 +44,7 @@ pub fn parse_file(file: &str, src: &str) -> Result<Parsed, Diagnostic> {
     while p.peek() != &Tok::Eof {
         kernels.push(p.kernel()?);
     }
-    Ok(Parsed {
-        module: Module::new(kernels),
-        spans: p.spans,
-    })
+    Ok(Parsed { module: Module::new(kernels), spans: p.spans })
 }
 
 /// Parses a module from text (errors name the source `<input>`).
@@ -65,11 +63,7 @@ pub fn parse_module(src: &str) -> Result<Module, Diagnostic> {
 /// ```
 pub fn parse_expr(src: &str, vars: &[Var]) -> Result<Expr, Diagnostic> {
     let mut p = Parser::new("<input>", src)?;
-    p.scopes.push(
-        vars.iter()
-            .map(|v| (v.name().to_string(), v.clone()))
-            .collect(),
-    );
+    p.scopes.push(vars.iter().map(|v| (v.name().to_string(), v.clone())).collect());
     let ast = p.expr()?;
     p.expect_tok(&Tok::Eof, "end of input")?;
     p.elab(&ast, None)
@@ -189,10 +183,7 @@ impl<'s> Parser<'s> {
         if self.peek() == t {
             return Ok(self.bump().span);
         }
-        self.error(
-            self.span(),
-            format!("expected {what}, found {}", self.peek().describe()),
-        )
+        self.error(self.span(), format!("expected {what}, found {}", self.peek().describe()))
     }
 
     fn expect_punct(&mut self, p: &'static str) -> PResult<Span> {
@@ -203,10 +194,7 @@ impl<'s> Parser<'s> {
         if self.is_word(w) {
             return Ok(self.bump().span);
         }
-        self.error(
-            self.span(),
-            format!("expected `{w}`, found {}", self.peek().describe()),
-        )
+        self.error(self.span(), format!("expected `{w}`, found {}", self.peek().describe()))
     }
 
     /// An identifier that names something new (a kernel, parameter or binding).
@@ -221,20 +209,14 @@ impl<'s> Parser<'s> {
                 )
             }
             Tok::Ident(name) => Ok((name, self.bump().span)),
-            t => self.error(
-                self.span(),
-                format!("expected a {what} name, found {}", t.describe()),
-            ),
+            t => self.error(self.span(), format!("expected a {what} name, found {}", t.describe())),
         }
     }
 
     fn enter(&mut self, span: Span) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return self.error(
-                span,
-                format!("nesting too deep (the limit is {MAX_DEPTH} levels)"),
-            );
+            return self.error(span, format!("nesting too deep (the limit is {MAX_DEPTH} levels)"));
         }
         Ok(())
     }
@@ -273,10 +255,7 @@ impl<'s> Parser<'s> {
                 }
                 None => self.error(self.span(), format!("unknown type `{name}`")),
             },
-            t => self.error(
-                self.span(),
-                format!("expected a type, found {}", t.describe()),
-            ),
+            t => self.error(self.span(), format!("expected a type, found {}", t.describe())),
         }
     }
 
@@ -323,12 +302,7 @@ impl<'s> Parser<'s> {
         }
         self.expect_punct(")")?;
         let attrs = self.attrs()?;
-        self.scopes.push(
-            params
-                .iter()
-                .map(|p| (p.name().to_string(), p.clone()))
-                .collect(),
-        );
+        self.scopes.push(params.iter().map(|p| (p.name().to_string(), p.clone())).collect());
         let body = self.block()?;
         self.scopes.pop();
         Ok(Kernel::with_attrs(name, params, attrs, body))
@@ -380,12 +354,7 @@ impl<'s> Parser<'s> {
 
     fn u32_literal(&mut self, what: &str) -> PResult<u32> {
         let span = self.span();
-        if let Tok::Int {
-            text,
-            radix,
-            suffix: None | Some(Scalar::U32),
-        } = self.peek().clone()
-        {
+        if let Tok::Int { text, radix, suffix: None | Some(Scalar::U32) } = self.peek().clone() {
             if let Ok(v) = u32::from_str_radix(&text, radix) {
                 self.bump();
                 return Ok(v);
@@ -394,10 +363,7 @@ impl<'s> Parser<'s> {
         }
         self.error(
             span,
-            format!(
-                "expected {what} (an integer literal), found {}",
-                self.peek().describe()
-            ),
+            format!("expected {what} (an integer literal), found {}", self.peek().describe()),
         )
     }
 
@@ -431,45 +397,26 @@ impl<'s> Parser<'s> {
         let word = match self.peek() {
             Tok::Ident(w) => w.clone(),
             Tok::Punct("{") => return self.block(),
-            t => {
-                return self.error(
-                    start,
-                    format!("expected a statement, found {}", t.describe()),
-                )
-            }
+            t => return self.error(start, format!("expected a statement, found {}", t.describe())),
         };
         match word.as_str() {
             "let" => self.let_stmt(),
             "var" => {
                 self.bump();
                 let (name, _) = self.binder("variable")?;
-                let ann = if self.eat_punct(":") {
-                    Some(self.ty()?)
-                } else {
-                    None
-                };
+                let ann = if self.eat_punct(":") { Some(self.ty()?) } else { None };
                 self.expect_punct("=")?;
                 let ast = self.expr()?;
                 self.expect_punct(";")?;
                 let init = self.elab(&ast, ann.and_then(Type::scalar))?;
                 let var = Var::new(name, ann.unwrap_or(init.ty()));
-                let s = self.record_stmt(
-                    StmtNode::Decl {
-                        var: var.clone(),
-                        init,
-                    },
-                    start.start,
-                );
+                let s = self.record_stmt(StmtNode::Decl { var: var.clone(), init }, start.start);
                 self.bind(&var);
                 Ok(s)
             }
             "local" | "private" => {
                 self.bump();
-                let space = if word == "local" {
-                    AddrSpace::Local
-                } else {
-                    AddrSpace::Private
-                };
+                let space = if word == "local" { AddrSpace::Local } else { AddrSpace::Private };
                 let (name, _) = self.binder("array")?;
                 self.expect_punct(":")?;
                 let elem = self.scalar_type()?;
@@ -478,13 +425,7 @@ impl<'s> Parser<'s> {
                 self.expect_punct("]")?;
                 self.expect_punct(";")?;
                 let var = Var::new(name, Type::Ptr(space, elem));
-                let s = self.record_stmt(
-                    StmtNode::Alloc {
-                        var: var.clone(),
-                        count,
-                    },
-                    start.start,
-                );
+                let s = self.record_stmt(StmtNode::Alloc { var: var.clone(), count }, start.start);
                 self.bind(&var);
                 Ok(s)
             }
@@ -498,10 +439,9 @@ impl<'s> Parser<'s> {
                 Ok(self.record_stmt(StmtNode::While { cond, body }, start.start))
             }
             "else" => self.error(start, "`else` without a preceding `if`"),
-            _ if KEYWORDS.contains(&word.as_str()) => self.error(
-                start,
-                format!("expected a statement, found keyword `{word}`"),
-            ),
+            _ if KEYWORDS.contains(&word.as_str()) => {
+                self.error(start, format!("expected a statement, found keyword `{word}`"))
+            }
             _ => match self.peek_at(1) {
                 Tok::Punct("=") => {
                     self.bump();
@@ -544,11 +484,7 @@ impl<'s> Parser<'s> {
     fn let_stmt(&mut self) -> PResult<Stmt> {
         let start = self.bump().span;
         let (name, _) = self.binder("variable")?;
-        let ann = if self.eat_punct(":") {
-            Some(self.ty()?)
-        } else {
-            None
-        };
+        let ann = if self.eat_punct(":") { Some(self.ty()?) } else { None };
         self.expect_punct("=")?;
         let is_atomic_call = matches!(self.peek(), Tok::Ident(w) if atomic_op(w).is_some())
             && self.peek_at(1) == &Tok::Punct("(");
@@ -560,10 +496,7 @@ impl<'s> Parser<'s> {
             let ast = self.expr()?;
             self.expect_punct(";")?;
             let value = self.elab(&ast, ann.and_then(Type::scalar))?;
-            StmtNode::Let {
-                var: Var::new(name, ann.unwrap_or(value.ty())),
-                value,
-            }
+            StmtNode::Let { var: Var::new(name, ann.unwrap_or(value.ty())), value }
         };
         let bound = match &node {
             StmtNode::Let { var, .. } => Some(var.clone()),
@@ -586,10 +519,7 @@ impl<'s> Parser<'s> {
         };
         self.expect_punct("(")?;
         if name == "barrier" || name == "fence" {
-            let mut fence = MemFence {
-                local: false,
-                global: false,
-            };
+            let mut fence = MemFence { local: false, global: false };
             while !self.is_punct(")") {
                 if self.eat_word("local") {
                     fence.local = true;
@@ -612,16 +542,8 @@ impl<'s> Parser<'s> {
             if result.is_some() {
                 return self.error(name_tok.span, format!("`{name}` yields no value to bind"));
             }
-            let func = if name == "barrier" {
-                Func::barrier(fence)
-            } else {
-                Func::fence(fence)
-            };
-            return Ok(StmtNode::Call {
-                result: None,
-                func,
-                args: Vec::new(),
-            });
+            let func = if name == "barrier" { Func::barrier(fence) } else { Func::fence(fence) };
+            return Ok(StmtNode::Call { result: None, func, args: Vec::new() });
         }
         let Some(op) = atomic_op(&name) else {
             let msg = if Intrinsic::from_name(&name).is_some()
@@ -666,11 +588,7 @@ impl<'s> Parser<'s> {
                 Some(Var::new(rname, ty))
             }
         };
-        Ok(StmtNode::Call {
-            result,
-            func: Func::atomic(op),
-            args: exprs,
-        })
+        Ok(StmtNode::Call { result, func: Func::atomic(op), args: exprs })
     }
 
     fn if_stmt(&mut self) -> PResult<Stmt> {
@@ -689,33 +607,18 @@ impl<'s> Parser<'s> {
             None
         };
         self.leave();
-        Ok(self.record_stmt(
-            StmtNode::If {
-                cond,
-                then,
-                otherwise,
-            },
-            start.start,
-        ))
+        Ok(self.record_stmt(StmtNode::If { cond, then, otherwise }, start.start))
     }
 
     fn for_stmt(&mut self) -> PResult<Stmt> {
         let start = self.bump().span;
         let (name, _) = self.binder("loop counter")?;
-        let ann = if self.eat_punct(":") {
-            Some(self.ty()?)
-        } else {
-            None
-        };
+        let ann = if self.eat_punct(":") { Some(self.ty()?) } else { None };
         self.expect_word("in")?;
         let lo = self.expr()?;
         self.expect_punct("..")?;
         let hi = self.expr()?;
-        let step = if self.eat_word("step") {
-            Some(self.expr()?)
-        } else {
-            None
-        };
+        let step = if self.eat_word("step") { Some(self.expr()?) } else { None };
         let ty = match ann {
             Some(t) => t.scalar(),
             None => self.synth(&lo).or(self.synth(&hi)).or(Some(Scalar::I32)),
@@ -730,430 +633,17 @@ impl<'s> Parser<'s> {
                 _ => return self.error(start, "a `for` counter must have an integer type"),
             },
         };
-        self.scopes
-            .push(HashMap::from([(var.name().to_string(), var.clone())]));
+        self.scopes.push(HashMap::from([(var.name().to_string(), var.clone())]));
         let body = self.block();
         self.scopes.pop();
         let body = body?;
-        Ok(self.record_stmt(
-            StmtNode::For {
-                var,
-                lo,
-                hi,
-                step,
-                body,
-            },
-            start.start,
-        ))
-    }
-
-    // ---- expressions ---------------------------------------------------------------------
-
-    fn node(&self, kind: AstKind, start: usize, depth: usize) -> PResult<Ast> {
-        let span = Span::new(start, self.prev_end());
-        if depth > MAX_DEPTH {
-            return self.error(
-                span,
-                format!("expression nested too deeply (the limit is {MAX_DEPTH} levels)"),
-            );
-        }
-        Ok(Ast { kind, span, depth })
-    }
-
-    fn expr(&mut self) -> PResult<Ast> {
-        let start = self.span();
-        self.enter(start)?;
-        let cond = self.binary(2)?;
-        let r = if self.eat_punct("?") {
-            let a = self.expr()?;
-            self.expect_punct(":")?;
-            let b = self.expr()?;
-            let depth = 1 + cond.depth.max(a.depth).max(b.depth);
-            self.node(
-                AstKind::Select(Box::new(cond), Box::new(a), Box::new(b)),
-                start.start,
-                depth,
-            )
-        } else {
-            Ok(cond)
-        };
-        self.leave();
-        r
-    }
-
-    fn binop(&self) -> Option<BinOp> {
-        let Tok::Punct(p) = self.peek() else {
-            return None;
-        };
-        BinOp::ALL.into_iter().find(|op| op.symbol() == *p)
-    }
-
-    fn binary(&mut self, min_prec: u8) -> PResult<Ast> {
-        let start = self.span().start;
-        let mut lhs = self.cast()?;
-        while let Some(op) = self.binop().filter(|op| op.precedence() >= min_prec) {
-            self.bump();
-            self.enter(self.span())?;
-            let rhs = self.binary(op.precedence() + 1);
-            self.leave();
-            let rhs = rhs?;
-            let depth = 1 + lhs.depth.max(rhs.depth);
-            lhs = self.node(
-                AstKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-                start,
-                depth,
-            )?;
-        }
-        Ok(lhs)
-    }
-
-    fn cast(&mut self) -> PResult<Ast> {
-        let start = self.span().start;
-        let mut e = self.unary()?;
-        while self.eat_word("as") {
-            let to = self.scalar_type()?;
-            let depth = e.depth + 1;
-            e = self.node(AstKind::Cast(Box::new(e), to), start, depth)?;
-        }
-        Ok(e)
-    }
-
-    fn unary(&mut self) -> PResult<Ast> {
-        let start = self.span();
-        let op = match self.peek() {
-            Tok::Punct("-") => UnOp::Neg,
-            Tok::Punct("!") => UnOp::Not,
-            Tok::Punct("~") => UnOp::BitNot,
-            _ => return self.primary(),
-        };
-        self.bump();
-        if op == UnOp::Neg
-            && matches!(
-                self.peek(),
-                Tok::Int { .. } | Tok::Float { .. } | Tok::SpecialFloat { .. }
-            )
-        {
-            return self.literal(true, start.start);
-        }
-        self.enter(start)?;
-        let a = self.unary();
-        self.leave();
-        let a = a?;
-        let depth = a.depth + 1;
-        self.node(AstKind::Unary(op, Box::new(a)), start.start, depth)
-    }
-
-    fn literal(&mut self, neg: bool, start: usize) -> PResult<Ast> {
-        let tok = self.bump().tok;
-        let mut payload = None;
-        if matches!(tok, Tok::SpecialFloat { nan: true, .. }) && self.eat_punct("(") {
-            let span = self.span();
-            match self.peek().clone() {
-                Tok::Int {
-                    text,
-                    radix: 16,
-                    suffix: None,
-                } => match u64::from_str_radix(&text, 16) {
-                    Ok(v) => payload = Some(v),
-                    Err(_) => return self.error(span, "NaN bit pattern does not fit in 64 bits"),
-                },
-                t => {
-                    return self.error(
-                        span,
-                        format!(
-                            "expected a hexadecimal NaN bit pattern, found {}",
-                            t.describe()
-                        ),
-                    )
-                }
-            }
-            self.bump();
-            self.expect_punct(")")?;
-        }
-        self.node(AstKind::Lit { tok, neg, payload }, start, 1)
-    }
-
-    fn primary(&mut self) -> PResult<Ast> {
-        let start = self.span();
-        match self.peek().clone() {
-            Tok::Int { .. } | Tok::Float { .. } | Tok::SpecialFloat { .. } => {
-                self.literal(false, start.start)
-            }
-            Tok::Punct("(") => {
-                self.bump();
-                let e = self.expr()?;
-                self.expect_punct(")")?;
-                Ok(e)
-            }
-            Tok::Ident(w) if w == "true" || w == "false" => {
-                self.bump();
-                self.node(AstKind::Bool(w == "true"), start.start, 1)
-            }
-            Tok::Ident(w) if KEYWORDS.contains(&w.as_str()) => self.error(
-                start,
-                format!("expected an expression, found keyword `{w}`"),
-            ),
-            Tok::Ident(name) => {
-                self.bump();
-                if self.is_punct("(") {
-                    self.bump();
-                    let args = self.call_args()?;
-                    let depth = 1 + args.iter().map(|a| a.depth).max().unwrap_or(0);
-                    self.node(AstKind::Call(name, args), start.start, depth)
-                } else if self.eat_punct("[") {
-                    let index = self.expr()?;
-                    self.expect_punct("]")?;
-                    let depth = index.depth + 1;
-                    self.node(AstKind::Index(name, Box::new(index)), start.start, depth)
-                } else {
-                    self.node(AstKind::Name(name), start.start, 1)
-                }
-            }
-            t => self.error(
-                start,
-                format!("expected an expression, found {}", t.describe()),
-            ),
-        }
-    }
-
-    /// Arguments after the `(`, through the `)`.
-    fn call_args(&mut self) -> PResult<Vec<Ast>> {
-        let mut args = Vec::new();
-        while !self.is_punct(")") {
-            args.push(self.expr()?);
-            if !self.eat_punct(",") {
-                break;
-            }
-        }
-        self.expect_punct(")")?;
-        Ok(args)
-    }
-
-    // ---- elaboration ---------------------------------------------------------------------
-
-    /// The type of `a` if it does not depend on context (`None` for flexible expressions).
-    fn synth(&self, a: &Ast) -> Option<Scalar> {
-        match &a.kind {
-            AstKind::Lit { tok, .. } => match tok {
-                Tok::Int { suffix, .. }
-                | Tok::Float { suffix, .. }
-                | Tok::SpecialFloat { suffix, .. } => *suffix,
-                _ => None,
-            },
-            AstKind::Bool(_) => Some(Scalar::Bool),
-            AstKind::Name(n) => self.lookup(n).and_then(|v| v.ty().scalar()),
-            AstKind::Unary(UnOp::Not, _) => Some(Scalar::Bool),
-            AstKind::Unary(_, x) => self.synth(x),
-            AstKind::Binary(op, x, y) => {
-                if op.is_comparison() || op.is_logical() {
-                    Some(Scalar::Bool)
-                } else {
-                    self.synth(x).or_else(|| self.synth(y))
-                }
-            }
-            AstKind::Select(_, x, y) => self.synth(x).or_else(|| self.synth(y)),
-            AstKind::Cast(_, t) => Some(*t),
-            AstKind::Index(n, _) => self.lookup(n).map(|v| v.ty().elem().unwrap_or(Scalar::I32)),
-            AstKind::Call(name, args) => {
-                if Builtin::from_name(name).is_some() {
-                    Some(Scalar::U32)
-                } else if name == "select" {
-                    args.iter().skip(1).find_map(|x| self.synth(x))
-                } else {
-                    args.iter().find_map(|x| self.synth(x))
-                }
-            }
-        }
-    }
-
-    fn record_expr(&mut self, e: Expr, span: Span) -> Expr {
-        self.spans.add_expr(&e, span);
-        e
-    }
-
-    /// Builds typed IR from `a`, giving flexible literals the type `ctx`.
-    fn elab(&mut self, a: &Ast, ctx: Option<Scalar>) -> PResult<Expr> {
-        let e = match &a.kind {
-            AstKind::Lit { tok, neg, payload } => {
-                Expr::imm(self.literal_value(tok, *neg, *payload, ctx, a.span)?)
-            }
-            AstKind::Bool(b) => Expr::bool(*b),
-            AstKind::Name(n) => Expr::var(&self.resolve(n, a.span)?),
-            AstKind::Unary(op, x) => {
-                let ctx = if *op == UnOp::Not {
-                    Some(Scalar::Bool)
-                } else {
-                    ctx
-                };
-                Expr::unary(*op, self.elab(x, ctx)?)
-            }
-            AstKind::Binary(op, x, y) => {
-                let t = if op.is_logical() {
-                    Some(Scalar::Bool)
-                } else if op.is_comparison() {
-                    self.synth(x).or_else(|| self.synth(y))
-                } else {
-                    self.synth(x).or_else(|| self.synth(y)).or(ctx)
-                };
-                let (x, y) = (self.elab(x, t)?, self.elab(y, t)?);
-                Expr::binary(*op, x, y)
-            }
-            AstKind::Select(c, x, y) => self.select(c, x, y, ctx)?,
-            AstKind::Cast(x, to) => self.elab(x, None)?.cast(*to),
-            AstKind::Index(n, i) => {
-                let buf = self.resolve(n, a.span)?;
-                Expr::load(&buf, self.elab(i, None)?)
-            }
-            AstKind::Call(name, args) => self.call_expr(name, args, ctx, a.span)?,
-        };
-        Ok(self.record_expr(e, a.span))
-    }
-
-    fn select(&mut self, c: &Ast, x: &Ast, y: &Ast, ctx: Option<Scalar>) -> PResult<Expr> {
-        let t = self.synth(x).or_else(|| self.synth(y)).or(ctx);
-        let c = self.elab(c, Some(Scalar::Bool))?;
-        let (x, y) = (self.elab(x, t)?, self.elab(y, t)?);
-        Ok(Expr::select(c, x, y))
-    }
-
-    fn call_expr(
-        &mut self,
-        name: &str,
-        args: &[Ast],
-        ctx: Option<Scalar>,
-        span: Span,
-    ) -> PResult<Expr> {
-        if let Some(kind) = Builtin::from_name(name) {
-            let dim = match args {
-                [Ast {
-                    kind:
-                        AstKind::Lit {
-                            tok:
-                                Tok::Int {
-                                    text,
-                                    radix,
-                                    suffix: _,
-                                },
-                            neg: false,
-                            ..
-                        },
-                    ..
-                }] => u8::from_str_radix(text, *radix).ok(),
-                _ => None,
-            };
-            return match dim {
-                Some(d) => Ok(Expr::builtin(kind, d)),
-                None => self.error(
-                    span,
-                    format!("`{name}` takes one dimension, an integer literal 0, 1 or 2"),
-                ),
-            };
-        }
-        if name == "select" {
-            return match args {
-                [c, x, y] => self.select(c, x, y, ctx),
-                _ => self.error(
-                    span,
-                    format!("`select` takes 3 arguments, found {}", args.len()),
-                ),
-            };
-        }
-        if let Some(op) = Intrinsic::from_name(name) {
-            let t = args.iter().find_map(|x| self.synth(x)).or(ctx);
-            let args = args
-                .iter()
-                .map(|x| self.elab(x, t))
-                .collect::<PResult<Vec<_>>>()?;
-            return Ok(Expr::intrinsic(op, args));
-        }
-        if atomic_op(name).is_some() || name == "barrier" || name == "fence" {
-            return self.error(
-                span,
-                format!("`{name}` has side effects and cannot be part of an expression; call it as a statement (`{name}(...);`, or `let old = {name}(...);` for an atomic)"),
-            );
-        }
-        self.error(span, format!("unknown function `{name}`"))
-    }
-
-    fn literal_value(
-        &self,
-        tok: &Tok,
-        neg: bool,
-        payload: Option<u64>,
-        ctx: Option<Scalar>,
-        span: Span,
-    ) -> PResult<Imm> {
-        let float_ctx = ctx.filter(|t| t.is_float());
-        match tok {
-            Tok::Int {
-                text,
-                radix,
-                suffix,
-            } => {
-                let ty = suffix
-                    .or(ctx.filter(|t| t.is_int() || t.is_float()))
-                    .unwrap_or(Scalar::I32);
-                let Ok(mag) = u128::from_str_radix(text, *radix) else {
-                    return self.error(span, "integer literal is too large");
-                };
-                if ty.is_float() {
-                    let v = mag as f64;
-                    return Ok(Imm::float(ty, if neg { -v } else { v }));
-                }
-                let v = if neg { -(mag as i128) } else { mag as i128 };
-                let (min, max) = (ty.int_min().unwrap_or(0), ty.int_max().unwrap_or(0));
-                // A hexadecimal literal may spell any bit pattern of the type's width.
-                let bits_max = (1i128 << ty.bits()) - 1;
-                if (min..=max).contains(&v) || (*radix == 16 && !neg && v <= bits_max) {
-                    Ok(Imm::int(ty, v))
-                } else {
-                    self.error(
-                        span,
-                        format!("literal out of range for {ty} ({min}..={max})"),
-                    )
-                }
-            }
-            Tok::Float { text, suffix } => {
-                let ty = suffix.or(float_ctx).unwrap_or(Scalar::F32);
-                let v = match ty {
-                    Scalar::F32 => text.parse::<f32>().map(f64::from).ok(),
-                    _ => text.parse::<f64>().ok(),
-                };
-                let Some(v) = v.map(|v| crate::expr::round_float(ty, v)) else {
-                    return self.error(span, "malformed float literal");
-                };
-                if v.is_infinite() {
-                    return self.error(span, format!("literal out of range for {ty}"));
-                }
-                Ok(Imm::float(ty, if neg { -v } else { v }))
-            }
-            Tok::SpecialFloat { nan, suffix } => {
-                let ty = suffix.or(float_ctx).unwrap_or(Scalar::F32);
-                let v = match (nan, payload) {
-                    (false, _) => f64::INFINITY,
-                    (true, None) => f64::NAN,
-                    (true, Some(bits)) => match float_from_bits(ty, bits) {
-                        Some(v) if v.is_nan() => v,
-                        _ => {
-                            return self.error(
-                                span,
-                                format!("`0x{bits:x}` is not a NaN bit pattern of {ty}"),
-                            )
-                        }
-                    },
-                };
-                Ok(Imm::Float(ty, if neg { -v } else { v }))
-            }
-            _ => self.error(span, "expected a literal"),
-        }
+        Ok(self.record_stmt(StmtNode::For { var, lo, hi, step, body }, start.start))
     }
 }
 
 fn float_from_bits(ty: Scalar, bits: u64) -> Option<f64> {
     match ty {
-        Scalar::F16 => u16::try_from(bits)
-            .ok()
-            .map(|b| half::f16::from_bits(b).to_f64()),
+        Scalar::F16 => u16::try_from(bits).ok().map(|b| half::f16::from_bits(b).to_f64()),
         Scalar::F32 => u32::try_from(bits).ok().map(|b| f32::from_bits(b) as f64),
         _ => Some(f64::from_bits(bits)),
     }

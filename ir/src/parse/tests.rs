@@ -20,10 +20,7 @@ fn round_trip(src: &str) -> Module {
     let m = parse_module(src).unwrap_or_else(|d| panic!("{d}"));
     let printed = m.to_string();
     let again = parse_module(&printed).unwrap_or_else(|d| panic!("{d}\n{printed}"));
-    assert!(
-        again.is_equal(&m),
-        "round trip changed the module:\n{printed}\n---\n{again}"
-    );
+    assert!(again.is_equal(&m), "round trip changed the module:\n{printed}\n---\n{again}");
     assert_eq!(again.to_string(), printed, "printing is not a fixed point");
     m
 }
@@ -121,9 +118,7 @@ fn api_built_expressions_print_and_reparse() {
     assert_eq!(odd.to_string(), "(1u64 + 2u64) as i8");
     assert!(parse_expr(&odd.to_string(), &[]).unwrap().is_equal(&odd));
     let neg_lit = -Expr::i32(5);
-    assert!(parse_expr(&neg_lit.to_string(), &[])
-        .unwrap()
-        .is_equal(&neg_lit));
+    assert!(parse_expr(&neg_lit.to_string(), &[]).unwrap().is_equal(&neg_lit));
     let nan = Expr::float(Scalar::F32, f32::from_bits(0x7fc0_0001) as f64);
     assert_eq!(nan.to_string(), "nanf32(0x7fc00001)");
     assert!(parse_expr(&nan.to_string(), &[]).unwrap().is_equal(&nan));
@@ -139,13 +134,11 @@ fn ill_typed_ir_still_round_trips() {
         Expr::binary(BinOp::Add, Expr::i32(1), Expr::int(Scalar::U8, 2)),
         Expr::binary(BinOp::Lt, Expr::f64(1.0), Expr::i32(1)),
         Expr::select(Expr::i32(1), Expr::u32(1), Expr::f32(2.0)),
-        Expr::intrinsic(
-            Intrinsic::Min,
-            [Expr::int(Scalar::U8, 1), x.expr(), Expr::u32(2)],
-        ),
+        Expr::intrinsic(Intrinsic::Min, [Expr::int(Scalar::U8, 1), x.expr(), Expr::u32(2)]),
         Expr::intrinsic(Intrinsic::Max, [Expr::i32(1), Expr::f64(2.0)]).cmp_lt(Expr::f32(0.5)),
     ] {
-        let back = parse_expr(&e.to_string(), std::slice::from_ref(&x)).unwrap_or_else(|d| panic!("{d}"));
+        let back =
+            parse_expr(&e.to_string(), std::slice::from_ref(&x)).unwrap_or_else(|d| panic!("{d}"));
         assert!(back.is_equal(&e), "{e} read back as {back}");
     }
 }
@@ -180,11 +173,7 @@ fn errors_are_located() {
 
 #[test]
 fn deep_nesting_is_an_error_not_a_crash() {
-    let deep = format!(
-        "kernel k() {{ let x = {}1{}; }}",
-        "(".repeat(5000),
-        ")".repeat(5000)
-    );
+    let deep = format!("kernel k() {{ let x = {}1{}; }}", "(".repeat(5000), ")".repeat(5000));
     assert!(error_at(&deep).2.contains("too deep"));
     let chain = format!("kernel k() {{ let x = 1{}; }}", " + 1".repeat(5000));
     assert!(error_at(&chain).2.contains("too deeply"));

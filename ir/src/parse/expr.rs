@@ -1,0 +1,364 @@
+//! Expressions: parsing to an untyped tree, then elaboration into typed IR.
+
+use super::lexer::Tok;
+use super::{atomic_op, float_from_bits, Ast, AstKind, PResult, Parser, KEYWORDS, MAX_DEPTH};
+use crate::diag::Span;
+use crate::expr::{BinOp, Builtin, Expr, Imm, Intrinsic, UnOp};
+use crate::types::Scalar;
+
+impl Parser<'_> {
+    // ---- expressions ---------------------------------------------------------------------
+
+    fn node(&self, kind: AstKind, start: usize, depth: usize) -> PResult<Ast> {
+        let span = Span::new(start, self.prev_end());
+        if depth > MAX_DEPTH {
+            return self.error(
+                span,
+                format!("expression nested too deeply (the limit is {MAX_DEPTH} levels)"),
+            );
+        }
+        Ok(Ast { kind, span, depth })
+    }
+
+    pub(super) fn expr(&mut self) -> PResult<Ast> {
+        let start = self.span();
+        self.enter(start)?;
+        let cond = self.binary(2)?;
+        let r = if self.eat_punct("?") {
+            let a = self.expr()?;
+            self.expect_punct(":")?;
+            let b = self.expr()?;
+            let depth = 1 + cond.depth.max(a.depth).max(b.depth);
+            self.node(AstKind::Select(Box::new(cond), Box::new(a), Box::new(b)), start.start, depth)
+        } else {
+            Ok(cond)
+        };
+        self.leave();
+        r
+    }
+
+    fn binop(&self) -> Option<BinOp> {
+        let Tok::Punct(p) = self.peek() else {
+            return None;
+        };
+        BinOp::ALL.into_iter().find(|op| op.symbol() == *p)
+    }
+
+    fn binary(&mut self, min_prec: u8) -> PResult<Ast> {
+        let start = self.span().start;
+        let mut lhs = self.cast()?;
+        while let Some(op) = self.binop().filter(|op| op.precedence() >= min_prec) {
+            self.bump();
+            self.enter(self.span())?;
+            let rhs = self.binary(op.precedence() + 1);
+            self.leave();
+            let rhs = rhs?;
+            let depth = 1 + lhs.depth.max(rhs.depth);
+            lhs = self.node(AstKind::Binary(op, Box::new(lhs), Box::new(rhs)), start, depth)?;
+        }
+        Ok(lhs)
+    }
+
+    fn cast(&mut self) -> PResult<Ast> {
+        let start = self.span().start;
+        let mut e = self.unary()?;
+        while self.eat_word("as") {
+            let to = self.scalar_type()?;
+            let depth = e.depth + 1;
+            e = self.node(AstKind::Cast(Box::new(e), to), start, depth)?;
+        }
+        Ok(e)
+    }
+
+    fn unary(&mut self) -> PResult<Ast> {
+        let start = self.span();
+        let op = match self.peek() {
+            Tok::Punct("-") => UnOp::Neg,
+            Tok::Punct("!") => UnOp::Not,
+            Tok::Punct("~") => UnOp::BitNot,
+            _ => return self.primary(),
+        };
+        self.bump();
+        if op == UnOp::Neg
+            && matches!(self.peek(), Tok::Int { .. } | Tok::Float { .. } | Tok::SpecialFloat { .. })
+        {
+            return self.literal(true, start.start);
+        }
+        self.enter(start)?;
+        let a = self.unary();
+        self.leave();
+        let a = a?;
+        let depth = a.depth + 1;
+        self.node(AstKind::Unary(op, Box::new(a)), start.start, depth)
+    }
+
+    fn literal(&mut self, neg: bool, start: usize) -> PResult<Ast> {
+        let tok = self.bump().tok;
+        let mut payload = None;
+        if matches!(tok, Tok::SpecialFloat { nan: true, .. }) && self.eat_punct("(") {
+            let span = self.span();
+            match self.peek().clone() {
+                Tok::Int { text, radix: 16, suffix: None } => {
+                    match u64::from_str_radix(&text, 16) {
+                        Ok(v) => payload = Some(v),
+                        Err(_) => {
+                            return self.error(span, "NaN bit pattern does not fit in 64 bits")
+                        }
+                    }
+                }
+                t => {
+                    return self.error(
+                        span,
+                        format!("expected a hexadecimal NaN bit pattern, found {}", t.describe()),
+                    )
+                }
+            }
+            self.bump();
+            self.expect_punct(")")?;
+        }
+        self.node(AstKind::Lit { tok, neg, payload }, start, 1)
+    }
+
+    fn primary(&mut self) -> PResult<Ast> {
+        let start = self.span();
+        match self.peek().clone() {
+            Tok::Int { .. } | Tok::Float { .. } | Tok::SpecialFloat { .. } => {
+                self.literal(false, start.start)
+            }
+            Tok::Punct("(") => {
+                self.bump();
+                let e = self.expr()?;
+                self.expect_punct(")")?;
+                Ok(e)
+            }
+            Tok::Ident(w) if w == "true" || w == "false" => {
+                self.bump();
+                self.node(AstKind::Bool(w == "true"), start.start, 1)
+            }
+            Tok::Ident(w) if KEYWORDS.contains(&w.as_str()) => {
+                self.error(start, format!("expected an expression, found keyword `{w}`"))
+            }
+            Tok::Ident(name) => {
+                self.bump();
+                if self.is_punct("(") {
+                    self.bump();
+                    let args = self.call_args()?;
+                    let depth = 1 + args.iter().map(|a| a.depth).max().unwrap_or(0);
+                    self.node(AstKind::Call(name, args), start.start, depth)
+                } else if self.eat_punct("[") {
+                    let index = self.expr()?;
+                    self.expect_punct("]")?;
+                    let depth = index.depth + 1;
+                    self.node(AstKind::Index(name, Box::new(index)), start.start, depth)
+                } else {
+                    self.node(AstKind::Name(name), start.start, 1)
+                }
+            }
+            t => self.error(start, format!("expected an expression, found {}", t.describe())),
+        }
+    }
+
+    /// Arguments after the `(`, through the `)`.
+    pub(super) fn call_args(&mut self) -> PResult<Vec<Ast>> {
+        let mut args = Vec::new();
+        while !self.is_punct(")") {
+            args.push(self.expr()?);
+            if !self.eat_punct(",") {
+                break;
+            }
+        }
+        self.expect_punct(")")?;
+        Ok(args)
+    }
+
+    // ---- elaboration ---------------------------------------------------------------------
+
+    /// The type of `a` if it does not depend on context (`None` for flexible expressions).
+    pub(super) fn synth(&self, a: &Ast) -> Option<Scalar> {
+        match &a.kind {
+            AstKind::Lit { tok, .. } => match tok {
+                Tok::Int { suffix, .. }
+                | Tok::Float { suffix, .. }
+                | Tok::SpecialFloat { suffix, .. } => *suffix,
+                _ => None,
+            },
+            AstKind::Bool(_) => Some(Scalar::Bool),
+            AstKind::Name(n) => self.lookup(n).and_then(|v| v.ty().scalar()),
+            AstKind::Unary(UnOp::Not, _) => Some(Scalar::Bool),
+            AstKind::Unary(_, x) => self.synth(x),
+            AstKind::Binary(op, x, y) => {
+                if op.is_comparison() || op.is_logical() {
+                    Some(Scalar::Bool)
+                } else {
+                    self.synth(x).or_else(|| self.synth(y))
+                }
+            }
+            AstKind::Select(_, x, y) => self.synth(x).or_else(|| self.synth(y)),
+            AstKind::Cast(_, t) => Some(*t),
+            AstKind::Index(n, _) => self.lookup(n).map(|v| v.ty().elem().unwrap_or(Scalar::I32)),
+            AstKind::Call(name, args) => {
+                if Builtin::from_name(name).is_some() {
+                    Some(Scalar::U32)
+                } else if name == "select" {
+                    args.iter().skip(1).find_map(|x| self.synth(x))
+                } else {
+                    args.iter().find_map(|x| self.synth(x))
+                }
+            }
+        }
+    }
+
+    pub(super) fn record_expr(&mut self, e: Expr, span: Span) -> Expr {
+        self.spans.add_expr(&e, span);
+        e
+    }
+
+    /// Builds typed IR from `a`, giving flexible literals the type `ctx`.
+    pub(super) fn elab(&mut self, a: &Ast, ctx: Option<Scalar>) -> PResult<Expr> {
+        let e = match &a.kind {
+            AstKind::Lit { tok, neg, payload } => {
+                Expr::imm(self.literal_value(tok, *neg, *payload, ctx, a.span)?)
+            }
+            AstKind::Bool(b) => Expr::bool(*b),
+            AstKind::Name(n) => Expr::var(&self.resolve(n, a.span)?),
+            AstKind::Unary(op, x) => {
+                let ctx = if *op == UnOp::Not { Some(Scalar::Bool) } else { ctx };
+                Expr::unary(*op, self.elab(x, ctx)?)
+            }
+            AstKind::Binary(op, x, y) => {
+                let t = if op.is_logical() {
+                    Some(Scalar::Bool)
+                } else if op.is_comparison() {
+                    self.synth(x).or_else(|| self.synth(y))
+                } else {
+                    self.synth(x).or_else(|| self.synth(y)).or(ctx)
+                };
+                let (x, y) = (self.elab(x, t)?, self.elab(y, t)?);
+                Expr::binary(*op, x, y)
+            }
+            AstKind::Select(c, x, y) => self.select(c, x, y, ctx)?,
+            AstKind::Cast(x, to) => self.elab(x, None)?.cast(*to),
+            AstKind::Index(n, i) => {
+                let buf = self.resolve(n, a.span)?;
+                Expr::load(&buf, self.elab(i, None)?)
+            }
+            AstKind::Call(name, args) => self.call_expr(name, args, ctx, a.span)?,
+        };
+        Ok(self.record_expr(e, a.span))
+    }
+
+    fn select(&mut self, c: &Ast, x: &Ast, y: &Ast, ctx: Option<Scalar>) -> PResult<Expr> {
+        let t = self.synth(x).or_else(|| self.synth(y)).or(ctx);
+        let c = self.elab(c, Some(Scalar::Bool))?;
+        let (x, y) = (self.elab(x, t)?, self.elab(y, t)?);
+        Ok(Expr::select(c, x, y))
+    }
+
+    fn call_expr(
+        &mut self,
+        name: &str,
+        args: &[Ast],
+        ctx: Option<Scalar>,
+        span: Span,
+    ) -> PResult<Expr> {
+        if let Some(kind) = Builtin::from_name(name) {
+            let dim = match args {
+                [Ast {
+                    kind: AstKind::Lit { tok: Tok::Int { text, radix, suffix: _ }, neg: false, .. },
+                    ..
+                }] => u8::from_str_radix(text, *radix).ok(),
+                _ => None,
+            };
+            return match dim {
+                Some(d) => Ok(Expr::builtin(kind, d)),
+                None => self.error(
+                    span,
+                    format!("`{name}` takes one dimension, an integer literal 0, 1 or 2"),
+                ),
+            };
+        }
+        if name == "select" {
+            return match args {
+                [c, x, y] => self.select(c, x, y, ctx),
+                _ => self.error(span, format!("`select` takes 3 arguments, found {}", args.len())),
+            };
+        }
+        if let Some(op) = Intrinsic::from_name(name) {
+            let t = args.iter().find_map(|x| self.synth(x)).or(ctx);
+            let args = args.iter().map(|x| self.elab(x, t)).collect::<PResult<Vec<_>>>()?;
+            return Ok(Expr::intrinsic(op, args));
+        }
+        if atomic_op(name).is_some() || name == "barrier" || name == "fence" {
+            return self.error(
+                span,
+                format!("`{name}` has side effects and cannot be part of an expression; call it as a statement (`{name}(...);`, or `let old = {name}(...);` for an atomic)"),
+            );
+        }
+        self.error(span, format!("unknown function `{name}`"))
+    }
+
+    fn literal_value(
+        &self,
+        tok: &Tok,
+        neg: bool,
+        payload: Option<u64>,
+        ctx: Option<Scalar>,
+        span: Span,
+    ) -> PResult<Imm> {
+        let float_ctx = ctx.filter(|t| t.is_float());
+        match tok {
+            Tok::Int { text, radix, suffix } => {
+                let ty =
+                    suffix.or(ctx.filter(|t| t.is_int() || t.is_float())).unwrap_or(Scalar::I32);
+                let Ok(mag) = u128::from_str_radix(text, *radix) else {
+                    return self.error(span, "integer literal is too large");
+                };
+                if ty.is_float() {
+                    let v = mag as f64;
+                    return Ok(Imm::float(ty, if neg { -v } else { v }));
+                }
+                let v = if neg { -(mag as i128) } else { mag as i128 };
+                let (min, max) = (ty.int_min().unwrap_or(0), ty.int_max().unwrap_or(0));
+                // A hexadecimal literal may spell any bit pattern of the type's width.
+                let bits_max = (1i128 << ty.bits()) - 1;
+                if (min..=max).contains(&v) || (*radix == 16 && !neg && v <= bits_max) {
+                    Ok(Imm::int(ty, v))
+                } else {
+                    self.error(span, format!("literal out of range for {ty} ({min}..={max})"))
+                }
+            }
+            Tok::Float { text, suffix } => {
+                let ty = suffix.or(float_ctx).unwrap_or(Scalar::F32);
+                let v = match ty {
+                    Scalar::F32 => text.parse::<f32>().map(f64::from).ok(),
+                    _ => text.parse::<f64>().ok(),
+                };
+                let Some(v) = v.map(|v| crate::expr::round_float(ty, v)) else {
+                    return self.error(span, "malformed float literal");
+                };
+                if v.is_infinite() {
+                    return self.error(span, format!("literal out of range for {ty}"));
+                }
+                Ok(Imm::float(ty, if neg { -v } else { v }))
+            }
+            Tok::SpecialFloat { nan, suffix } => {
+                let ty = suffix.or(float_ctx).unwrap_or(Scalar::F32);
+                let v = match (nan, payload) {
+                    (false, _) => f64::INFINITY,
+                    (true, None) => f64::NAN,
+                    (true, Some(bits)) => match float_from_bits(ty, bits) {
+                        Some(v) if v.is_nan() => v,
+                        _ => {
+                            return self.error(
+                                span,
+                                format!("`0x{bits:x}` is not a NaN bit pattern of {ty}"),
+                            )
+                        }
+                    },
+                };
+                Ok(Imm::Float(ty, if neg { -v } else { v }))
+            }
+            _ => self.error(span, "expected a literal"),
+        }
+    }
+}
