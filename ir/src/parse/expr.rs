@@ -310,7 +310,9 @@ impl Parser<'_> {
             Tok::Int { text, radix, suffix } => {
                 let ty =
                     suffix.or(ctx.filter(|t| t.is_int() || t.is_float())).unwrap_or(Scalar::I32);
-                let Ok(mag) = u128::from_str_radix(text, *radix) else {
+                let Some(mag) =
+                    u128::from_str_radix(text, *radix).ok().filter(|m| *m <= i128::MAX as u128)
+                else {
                     return self.error(span, "integer literal is too large");
                 };
                 if ty.is_float() {

@@ -191,3 +191,102 @@ fn no_panics_on_truncations_of_valid_text() {
         }
     }
 }
+
+mod soup {
+    use super::*;
+    use proptest::prelude::*;
+
+    const WORDS: &[&str] = &[
+        "kernel",
+        "k",
+        "(",
+        ")",
+        "{",
+        "}",
+        "[",
+        "]",
+        "x",
+        ":",
+        "ptr",
+        "<",
+        ">",
+        "global",
+        ",",
+        "f32",
+        "u32",
+        "let",
+        "var",
+        "=",
+        ";",
+        "if",
+        "else",
+        "for",
+        "in",
+        "..",
+        "step",
+        "while",
+        "local",
+        "private",
+        "barrier",
+        "atomic_add",
+        "global_id",
+        "0",
+        "1",
+        "-",
+        "+",
+        "*",
+        "/",
+        "?",
+        "as",
+        "nan",
+        "nanf32",
+        "(0x7fc00001)",
+        "inf",
+        "1.5",
+        "3u8",
+        "300u8",
+        "0xff",
+        "#",
+        "reqd_work_group_size",
+        "fast_math",
+        "min",
+        "select",
+        "!",
+        "~",
+        "&&",
+        "<<",
+        "//",
+        "\n",
+        "true",
+        "-0.0",
+        "1e999",
+        "99999999999999999999999999999999999999999",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Arbitrary token sequences never panic the parser, and whatever parses prints to
+        /// text that parses back equal.
+        #[test]
+        fn token_soup_never_panics(words in proptest::collection::vec(0..WORDS.len(), 0..60)) {
+            let src: Vec<&str> = words.iter().map(|&i| WORDS[i]).collect();
+            let src = src.join(" ");
+            if let Ok(m) = parse_module(&src) {
+                let printed = m.to_string();
+                let again = parse_module(&printed);
+                prop_assert!(again.as_ref().is_ok_and(|a| a.is_equal(&m)), "{src}\n=> {printed}");
+            }
+        }
+
+        /// Kernel headers with random bodies drawn from statement fragments.
+        #[test]
+        fn statement_soup_never_panics(words in proptest::collection::vec(0..WORDS.len(), 0..40)) {
+            let body: Vec<&str> = words.iter().map(|&i| WORDS[i]).collect();
+            let src = format!("kernel k(x: ptr<global, f32>, n: u32) {{ {} }}", body.join(" "));
+            if let Ok(m) = parse_module(&src) {
+                let printed = m.to_string();
+                prop_assert!(parse_module(&printed).is_ok_and(|a| a.is_equal(&m)), "{src}\n=> {printed}");
+            }
+        }
+    }
+}
