@@ -47,7 +47,10 @@ impl Checker<'_> {
             }
             ExprNode::Imm(i) => match *i {
                 Imm::Int(t, _) if !t.is_int() => {
-                    self.at_expr(e, format!("malformed immediate: an integer constant of type {t}"));
+                    self.at_expr(
+                        e,
+                        format!("malformed immediate: an integer constant of type {t}"),
+                    );
                     false
                 }
                 Imm::Float(t, _) if !t.is_float() => {
@@ -180,11 +183,7 @@ impl Checker<'_> {
                     let s = if op.arity() == 1 { "" } else { "s" };
                     self.at_expr(
                         e,
-                        format!(
-                            "`{name}` takes {} argument{s}, got {}",
-                            op.arity(),
-                            args.len()
-                        ),
+                        format!("`{name}` takes {} argument{s}, got {}", op.arity(), args.len()),
                     );
                     return false;
                 }

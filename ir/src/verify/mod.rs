@@ -205,7 +205,9 @@ impl Scopes {
     fn pop(&mut self) {
         let mark = self.marks.pop().unwrap_or(0);
         while self.undo.len() > mark {
-            let Some((name, prev)) = self.undo.pop() else { break };
+            let Some((name, prev)) = self.undo.pop() else {
+                break;
+            };
             match prev {
                 Some(b) => self.live.insert(name, b),
                 None => self.live.remove(&name),
@@ -294,8 +296,10 @@ impl<'k> Checker<'k> {
             match p.ty() {
                 Type::Scalar(_) => {}
                 Type::Ptr(space, elem) => {
-                    if !matches!(space, AddrSpace::Global | AddrSpace::Constant | AddrSpace::Generic)
-                    {
+                    if !matches!(
+                        space,
+                        AddrSpace::Global | AddrSpace::Constant | AddrSpace::Generic
+                    ) {
                         self.error(
                             None,
                             format!(
@@ -552,7 +556,11 @@ impl<'k> Checker<'k> {
                      change",
                     var.name()
                 )),
-                k => Some(format!("`{}` is {}; only `var` variables can be assigned", var.name(), k.describe())),
+                k => Some(format!(
+                    "`{}` is {}; only `var` variables can be assigned",
+                    var.name(),
+                    k.describe()
+                )),
             };
             if let Some(why) = why {
                 self.at_stmt(s, format!("cannot assign to `{}`: {why}", var.name()));
@@ -676,7 +684,10 @@ impl<'k> Checker<'k> {
             } else {
                 "pointer, index, value"
             };
-            self.at_stmt(s, format!("`{name}` takes {want} operands ({shape}), got {}", args.len()));
+            self.at_stmt(
+                s,
+                format!("`{name}` takes {want} operands ({shape}), got {}", args.len()),
+            );
         }
         // The element type, once the pointer operand is known to be right.
         let mut elem = None;
@@ -694,8 +705,9 @@ impl<'k> Checker<'k> {
                                 ),
                             );
                         }
-                        let allowed = matches!(e, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64)
-                            || (e == Scalar::F32 && op == AtomicOp::Add);
+                        let allowed =
+                            matches!(e, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64)
+                                || (e == Scalar::F32 && op == AtomicOp::Add);
                         if allowed {
                             elem = Some(e);
                         } else {
