@@ -17,6 +17,14 @@ fn f16_note(t: Type) -> &'static str {
     }
 }
 
+fn f16_note2(a: Type, b: Type) -> &'static str {
+    if a == Type::F16 || b == Type::F16 {
+        F16_NOTE
+    } else {
+        ""
+    }
+}
+
 impl Checker<'_> {
     /// Checks an expression tree; returns true if its type ([`Expr::ty`]) can be trusted.
     pub(super) fn expr(&mut self, root: &Expr) -> bool {
@@ -100,9 +108,10 @@ impl Checker<'_> {
                     self.at_expr(
                         e,
                         format!(
-                            "arms of select have different types: {} is {ta}, {} is {tb}",
+                            "arms of select have different types: {} is {ta}, {} is {tb}{}",
                             show(a),
-                            show(b)
+                            show(b),
+                            f16_note2(ta, tb)
                         ),
                     );
                     ok = false;
@@ -195,10 +204,11 @@ impl Checker<'_> {
                     self.at_expr(
                         e,
                         format!(
-                            "arguments of `{name}` have different types: {} is {t}, {} is {}",
+                            "arguments of `{name}` have different types: {} is {t}, {} is {}{}",
                             show(&args[0]),
                             show(other),
-                            other.ty()
+                            other.ty(),
+                            f16_note2(t, other.ty())
                         ),
                     );
                     return false;
@@ -252,9 +262,10 @@ impl Checker<'_> {
             self.at_expr(
                 e,
                 format!(
-                    "operands of `{sym}` have different types: {} is {ta}, {} is {tb}",
+                    "operands of `{sym}` have different types: {} is {ta}, {} is {tb}{}",
                     show(a),
-                    show(b)
+                    show(b),
+                    f16_note2(ta, tb)
                 ),
             );
             return false;
