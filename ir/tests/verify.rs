@@ -326,6 +326,23 @@ fn malformed_immediates() {
     one_error(&eval(&[], e), "malformed immediate");
     let e = Expr::imm(Imm::Float(Scalar::U8, 1.0));
     one_error(&eval(&[], e), "malformed immediate");
+    // Integers are kept sign- or zero-extended, floats rounded to their type.
+    let e = Expr::imm(Imm::Int(Scalar::U8, 300));
+    one_error(&eval(&[], e), "bits 0x12c are not a canonical u8");
+    let e = Expr::imm(Imm::Int(Scalar::I8, 0xff));
+    one_error(&eval(&[], e), "not a canonical i8");
+    let e = Expr::imm(Imm::Float(Scalar::F32, 0.1));
+    one_error(&eval(&[], e), "is not a f32 value");
+    for e in [
+        Expr::int(Scalar::I8, -1),
+        Expr::int(Scalar::U64, -1),
+        Expr::f32(0.1),
+        Expr::float(Scalar::F16, 0.1),
+        Expr::f32(f32::NAN),
+        Expr::f64(f64::INFINITY),
+    ] {
+        assert_ok(&eval(&[], e));
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! deep trees cannot overflow it); a node whose own rule fails is *poisoned*, and the rules
 //! of its ancestors that depend on its type are skipped, so one mistake gives one error.
 
-use crate::expr::{BinOp, Expr, ExprNode, Imm, Intrinsic, UnOp};
+use crate::expr::{canonical_int, round_float, BinOp, Expr, ExprNode, Imm, Intrinsic, UnOp};
 use crate::types::Type;
 
 use super::{show, Checker, Node};
@@ -64,6 +64,26 @@ impl Checker<'_> {
                 Imm::Float(t, _) if !t.is_float() => {
                     self.at_expr(e, format!("malformed immediate: a float constant of type {t}"));
                     false
+                }
+                Imm::Int(t, bits) if canonical_int(t, bits) != bits => {
+                    self.at_expr(
+                        e,
+                        format!(
+                            "malformed immediate: bits {bits:#x} are not a canonical {t} (build \
+                             integer constants with `Imm::int`)"
+                        ),
+                    );
+                    true
+                }
+                Imm::Float(t, v) if !v.is_nan() && round_float(t, v).to_bits() != v.to_bits() => {
+                    self.at_expr(
+                        e,
+                        format!(
+                            "malformed immediate: {v:e} is not a {t} value (build float \
+                             constants with `Imm::float`)"
+                        ),
+                    );
+                    true
                 }
                 _ => true,
             },

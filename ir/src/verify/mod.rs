@@ -83,6 +83,25 @@
 //! Parameter names are unique. Parameters are scalars or pointers to `global`, `constant` or
 //! `generic` memory whose element type is not `bool`. Every component of
 //! `#reqd_work_group_size` is positive. Kernel names in a module are unique.
+//!
+//! (A pointer to `bool` is rejected where it is declared, as a parameter or an array; loads
+//! and stores through it are not reported again.)
+//!
+//! # What an error points at
+//!
+//! [`VerifyError::node`] is the innermost offending node: the operator, select, cast, load,
+//! built-in or intrinsic expression whose own rule fails; a variable reference that is
+//! unbound or mistyped; the index expression of a load or store that is not an integer; the
+//! value of a `let`/`var`/assignment/store/loop bound or the condition of an `if`/`while`
+//! whose type is wrong; the pointer operand of an atomic on the wrong memory; the statement
+//! itself for a binding that shadows, binds a pointer or allocates a bad array, for an
+//! assignment to something that is not a `var`, for a store through `constant` memory or a
+//! non-pointer, for a `for` counter that is not an integer, for a call with the wrong
+//! operands or result. Errors about a kernel's header (parameters, attributes, a duplicate
+//! name) have no node, and are located at the kernel's name.
+//!
+//! A node whose own rule fails is not used to report its ancestors, so one mistake deep in
+//! an expression gives one error, not one per enclosing operator.
 
 mod expr;
 
