@@ -1587,3 +1587,124 @@ fn every_verify_error_file_is_mirrored() {
     }
     assert!(missing.is_empty(), "corpus files without a builder mirror: {missing:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// random nonsense: arbitrary (mostly ill-typed, ill-scoped) IR never makes the verifier panic
+
+mod arbitrary_ir {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_type() -> impl Strategy<Value = Type> {
+        let scalar = proptest::sample::select(Scalar::ALL.to_vec());
+        let space = proptest::sample::select(AddrSpace::ALL.to_vec());
+        prop_oneof![
+            scalar.clone().prop_map(Type::Scalar),
+            (space, scalar).prop_map(|(sp, s)| Type::ptr(sp, s)),
+        ]
+    }
+
+    fn any_var() -> impl Strategy<Value = Var> {
+        (proptest::sample::select(vec!["a", "b", "i", "p", "x"]), any_type())
+            .prop_map(|(n, t)| Var::new(n, t))
+    }
+
+    fn any_imm() -> impl Strategy<Value = Imm> {
+        let scalar = proptest::sample::select(Scalar::ALL.to_vec());
+        prop_oneof![
+            any::<bool>().prop_map(Imm::Bool),
+            (scalar.clone(), any::<u64>()).prop_map(|(s, b)| Imm::Int(s, b)),
+            (scalar, any::<f64>()).prop_map(|(s, v)| Imm::Float(s, v)),
+        ]
+    }
+
+    fn any_expr() -> impl Strategy<Value = Expr> {
+        let leaf = prop_oneof![
+            any_var().prop_map(|v| v.expr()),
+            any_imm().prop_map(Expr::imm),
+            (proptest::sample::select(Builtin::ALL.to_vec()), 0u8..5)
+                .prop_map(|(b, d)| Expr::builtin(b, d)),
+        ];
+        leaf.prop_recursive(5, 48, 4, |inner| {
+            let un = proptest::sample::select(vec![UnOp::Neg, UnOp::Not, UnOp::BitNot]);
+            prop_oneof![
+                (un, inner.clone()).prop_map(|(op, a)| Expr::unary(op, a)),
+                (proptest::sample::select(BinOp::ALL.to_vec()), inner.clone(), inner.clone())
+                    .prop_map(|(op, a, b)| Expr::binary(op, a, b)),
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(c, a, b)| Expr::select(c, a, b)),
+                (inner.clone(), proptest::sample::select(Scalar::ALL.to_vec()))
+                    .prop_map(|(a, s)| a.cast(s)),
+                (any_var(), inner.clone()).prop_map(|(v, i)| Expr::load(&v, i)),
+                (
+                    proptest::sample::select(Intrinsic::ALL.to_vec()),
+                    proptest::collection::vec(inner, 0..4)
+                )
+                    .prop_map(|(op, args)| Expr::intrinsic(op, args)),
+            ]
+        })
+    }
+
+    fn any_stmt() -> impl Strategy<Value = Stmt> {
+        let fence =
+            (any::<bool>(), any::<bool>()).prop_map(|(l, g)| MemFence { local: l, global: g });
+        let leaf = prop_oneof![
+            (any_var(), any_expr()).prop_map(|(v, e)| Stmt::let_(&v, e)),
+            (any_var(), any_expr()).prop_map(|(v, e)| Stmt::decl(&v, e)),
+            (any_var(), any_expr()).prop_map(|(v, e)| Stmt::assign(&v, e)),
+            (any_var(), any_expr(), any_expr()).prop_map(|(v, i, e)| Stmt::store(&v, i, e)),
+            (any_var(), 0u32..3).prop_map(|(v, n)| Stmt::alloc(&v, n)),
+            (fence.clone(), proptest::collection::vec(any_expr(), 0..2))
+                .prop_map(|(f, a)| Stmt::call(Func::barrier(f), a)),
+            (fence, proptest::option::of(any_var())).prop_map(|(f, r)| Stmt::new(
+                kiln_ir::StmtNode::Call { result: r, func: Func::fence(f), args: vec![] }
+            )),
+            (
+                proptest::sample::select(AtomicOp::ALL.to_vec()),
+                proptest::option::of(any_var()),
+                proptest::collection::vec(any_expr(), 0..5)
+            )
+                .prop_map(|(op, r, args)| Stmt::new(kiln_ir::StmtNode::Call {
+                    result: r,
+                    func: Func::atomic(op),
+                    args,
+                })),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Stmt::block),
+                (any_expr(), inner.clone(), proptest::option::of(inner.clone())).prop_map(
+                    |(c, t, o)| match o {
+                        Some(o) => Stmt::if_else(c, t, o),
+                        None => Stmt::if_(c, t),
+                    }
+                ),
+                (any_expr(), inner.clone()).prop_map(|(c, b)| Stmt::while_(c, b)),
+                (any_var(), any_expr(), any_expr(), any_expr(), inner)
+                    .prop_map(|(v, lo, hi, s, b)| Stmt::for_(&v, lo, hi, s, b)),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn verifier_never_panics(
+            params in proptest::collection::vec(any_var(), 0..4),
+            body in proptest::collection::vec(any_stmt(), 0..6),
+            wgs in proptest::option::of(proptest::array::uniform3(0u32..3)),
+        ) {
+            let attrs = Attrs { reqd_work_group_size: wgs, fast_math: false };
+            let k = Kernel::with_attrs("k", params, attrs, Stmt::block(body));
+            let m = Module::new(vec![k.clone(), k]);
+            if let Err(errs) = verify_module(&m) {
+                for e in errs {
+                    prop_assert!(!e.message.is_empty());
+                    let _ = e.to_string();
+                }
+            }
+            let _ = kiln_ir::check::check_module("<random>", &m);
+        }
+    }
+}

@@ -105,7 +105,7 @@
 
 mod expr;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::expr::{Expr, ExprNode, Var};
@@ -157,9 +157,9 @@ pub fn verify_kernel(k: &Kernel) -> Result<(), Vec<VerifyError>> {
 /// found, in source order.
 pub fn verify_module(m: &Module) -> Result<(), Vec<VerifyError>> {
     let mut errs = Vec::new();
-    let mut seen: HashMap<&str, ()> = HashMap::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     for k in &m.kernels {
-        if seen.insert(k.name(), ()).is_some() {
+        if !seen.insert(k.name()) {
             errs.push(VerifyError {
                 kernel: k.name().to_string(),
                 message: format!("another kernel is already named `{}`", k.name()),
@@ -307,9 +307,9 @@ impl<'k> Checker<'k> {
 
     fn kernel(&mut self, k: &Kernel) {
         self.scopes.push();
-        let mut names: HashMap<&str, ()> = HashMap::new();
+        let mut names: HashSet<&str> = HashSet::new();
         for p in k.params() {
-            if names.insert(p.name(), ()).is_some() {
+            if !names.insert(p.name()) {
                 self.error(None, format!("parameter `{}` is declared twice", p.name()));
             }
             match p.ty() {
