@@ -1,0 +1,421 @@
+//! The verifier: kiln's type system, scoping and address-space rules.
+//!
+//! [`verify_kernel`] and [`verify_module`] check IR however it was built (parsed, generated,
+//! rewritten by a pass, or assembled through the builders), report *every* error they find in
+//! source order, and never panic, whatever the input. Each [`VerifyError`] names the kernel,
+//! says what is wrong in words (printing the offending construct) and carries the innermost
+//! offending [`Expr`] or [`Stmt`] handle, which [`crate::check`] maps back to a source
+//! location.
+//!
+//! # Types
+//!
+//! *Arithmetic* types are the integers `i8 i16 i32 i64 u8 u16 u32 u64` and `f32`, `f64`.
+//! `bool` is a truth value that cannot live in memory. `f16` is a **storage type**: an f16
+//! value can be loaded, stored, cast (to or from any scalar), written as a literal, bound by
+//! `let`/`var` and assigned, but no operator, comparison (not even `==`), `select` or
+//! intrinsic accepts it, and it cannot be a loop counter or an atomic's element. Convert with
+//! `as f32` first. There are no implicit conversions anywhere: every rule below that says
+//! "same type" means exactly the same type.
+//!
+//! # Expressions
+//!
+//! | construct | operands | result |
+//! |---|---|---|
+//! | `a + b`, `a - b`, `a * b`, `a / b` | same arithmetic type | that type |
+//! | `a % b` | same integer type | that type |
+//! | `a & b`, `a \| b`, `a ^ b` | same type, integer or `bool` | that type |
+//! | `a << b`, `a >> b` | same integer type | that type |
+//! | `a == b`, `a != b` | same scalar type, not f16 | `bool` |
+//! | `a < b`, `a <= b`, `a > b`, `a >= b` | same arithmetic type | `bool` |
+//! | `a && b`, `a \|\| b` | `bool` | `bool` |
+//! | `-a` | arithmetic | same |
+//! | `!a` | `bool` | `bool` |
+//! | `~a` | integer | same |
+//! | `c ? a : b`, `select(c, a, b)` | `c` bool; `a`, `b` same scalar type, not f16 | that type |
+//! | `a as T` | any scalar `a` (no pointers), any scalar `T` | `T` |
+//! | `p[i]` | `p` a pointer variable in scope, `i` any integer type | the element type |
+//! | `global_id(d)` and the other built-ins | `d` in 0..=2 | `u32` |
+//! | `min`, `max` (2 args), `abs` (1 arg) | all arguments the same arithmetic type | that type |
+//! | `fma` (3 args), `sqrt floor ceil trunc exp log sin cos` (1 arg) | same type, f32 or f64 | that type |
+//!
+//! A variable reference must name a binding in scope, with the binding's type (a [`Var`]
+//! carries a name and a type; a reference whose type differs from its binding's is an error).
+//! Immediates must be well formed (an `Imm::Int` of an integer type, an `Imm::Float` of a
+//! float type). Values that are known only at run time (a zero divisor, a non-positive loop
+//! step, an out-of-bounds index) are the interpreter's business, never the verifier's, so
+//! that constant propagation cannot turn a verified kernel into one that fails to verify.
+//!
+//! # Statements
+//!
+//! * `let x: T = v;` and `var x: T = v;` — `T` is the type of `v` and a scalar (pointers are
+//!   never bound by `let`/`var`: only parameters and arrays are pointers).
+//! * `x = v;` — `x` is a `var` variable in scope (not a `let`, parameter, loop counter, array
+//!   or call result) and `v` has its type.
+//! * `p[i] = v;` — `p` a pointer variable in scope, not into `constant` memory; `i` an
+//!   integer; `v` of the element type.
+//! * `local a: T[n];`, `private a: T[n];` — the variable is a `ptr<local, T>` or
+//!   `ptr<private, T>`, `T` is not `bool`, `n > 0`. Local arrays only directly in the
+//!   kernel's top-level body block (not inside `if`, `for`, `while` or a nested block);
+//!   private arrays anywhere.
+//! * `if c {..} else {..}`, `while c {..}` — `c` is `bool`.
+//! * `for i: T in lo .. hi step s {..}` — `T` an integer type; `lo`, `hi`, `s` of type `T`;
+//!   the counter cannot be assigned in the body.
+//! * `barrier(..)`, `fence(..)` — no operands, no result, and a non-empty fence (local
+//!   and/or global).
+//! * Atomics `atomic_op(p, i, v)` and `atomic_cmpxchg(p, i, cmp, v)` — `p` is a variable
+//!   (not an expression) pointing to global, local or generic memory (not constant or
+//!   private); `i` an integer; 1 value operand (2 for cmpxchg: compare, then value) of the
+//!   element type; the element type is i32, u32, i64 or u64 (f32 also for `atomic_add`); the
+//!   optional result variable has the element type.
+//!
+//! # Scoping
+//!
+//! `let`, `var`, array and call-result bindings are in scope for the rest of the enclosing
+//! block (a branch or loop body that is a single statement is a block of its own); a `for`
+//! counter in the loop body (not in its bounds); parameters in the whole kernel. A name may
+//! not be bound while another binding of the same name is in scope (no shadowing, parameters
+//! included), but may be bound again once the earlier binding's scope has ended: two
+//! sequential `for i` loops, or `let t` in both branches of an `if`. Using an unbound name is
+//! an error.
+//!
+//! # Kernels and modules
+//!
+//! Parameter names are unique. Parameters are scalars or pointers to `global`, `constant` or
+//! `generic` memory whose element type is not `bool`. Every component of
+//! `#reqd_work_group_size` is positive. Kernel names in a module are unique.
+//!
+//! (A pointer to `bool` is rejected where it is declared, as a parameter or an array; loads
+//! and stores through it are not reported again.)
+//!
+//! # What an error points at
+//!
+//! [`VerifyError::node`] is the innermost offending node: the operator, select, cast, load,
+//! built-in or intrinsic expression whose own rule fails; a variable reference that is
+//! unbound or mistyped; the index expression of a load or store that is not an integer; the
+//! value of a `let`/`var`/assignment/store/loop bound or the condition of an `if`/`while`
+//! whose type is wrong; the pointer operand of an atomic on the wrong memory; the statement
+//! itself for a binding that shadows, binds a pointer or allocates a bad array, for an
+//! assignment to something that is not a `var`, for a store through `constant` memory or a
+//! non-pointer, for a `for` counter that is not an integer, for a call with the wrong
+//! operands or result. Errors about a kernel's header (parameters, attributes, a duplicate
+//! name) have no node, and are located at the kernel's name.
+//!
+//! A node whose own rule fails is not used to report its ancestors, so one mistake deep in
+//! an expression gives one error, not one per enclosing operator.
+
+mod expr;
+mod stmt;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use crate::expr::{Expr, ExprNode, Var};
+use crate::kernel::{Kernel, Module};
+use crate::stmt::{MemFence, Stmt, StmtNode};
+use crate::types::{AddrSpace, Scalar, Type};
+
+/// The IR object an error is about.
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// An expression.
+    Expr(Expr),
+    /// A statement.
+    Stmt(Stmt),
+}
+
+/// One verification failure.
+#[derive(Clone, Debug)]
+pub struct VerifyError {
+    /// The kernel it was found in.
+    pub kernel: String,
+    /// What is wrong, naming the offending construct.
+    pub message: String,
+    /// The offending node (the innermost one), if the error is about one; errors about a
+    /// kernel's header (parameters, attributes, name) have none.
+    pub node: Option<Node>,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "in kernel `{}`: {}", self.kernel, self.message)
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+/// Verifies one kernel, returning every error found, in source order.
+pub fn verify_kernel(k: &Kernel) -> Result<(), Vec<VerifyError>> {
+    let mut c = Checker::new(k.name());
+    c.kernel(k);
+    if c.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(c.errors)
+    }
+}
+
+/// Verifies every kernel of a module and that kernel names are unique, returning every error
+/// found, in source order.
+pub fn verify_module(m: &Module) -> Result<(), Vec<VerifyError>> {
+    let mut errs = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for k in &m.kernels {
+        if !seen.insert(k.name()) {
+            errs.push(VerifyError {
+                kernel: k.name().to_string(),
+                message: format!("another kernel is already named `{}`", k.name()),
+                node: None,
+            });
+        }
+        if let Err(e) = verify_kernel(k) {
+            errs.extend(e);
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
+}
+
+/// What introduced a binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Param,
+    Let,
+    Mutable,
+    Counter,
+    Array,
+    CallResult(&'static str),
+}
+
+impl Kind {
+    fn describe(self) -> String {
+        match self {
+            Kind::Param => "a kernel parameter".into(),
+            Kind::Let => "a `let` binding".into(),
+            Kind::Mutable => "a `var` variable".into(),
+            Kind::Counter => "a loop counter".into(),
+            Kind::Array => "an array".into(),
+            Kind::CallResult(f) => format!("the result of `{f}`"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Binding {
+    ty: Type,
+    kind: Kind,
+}
+
+/// Nested scopes: the live bindings by name, and an undo log to restore them when a scope
+/// ends (a shadowing binding, already reported, temporarily replaces the outer one).
+#[derive(Default)]
+struct Scopes {
+    live: HashMap<String, Binding>,
+    undo: Vec<(String, Option<Binding>)>,
+    marks: Vec<usize>,
+}
+
+impl Scopes {
+    fn push(&mut self) {
+        self.marks.push(self.undo.len());
+    }
+
+    fn pop(&mut self) {
+        let mark = self.marks.pop().unwrap_or(0);
+        while self.undo.len() > mark {
+            let Some((name, prev)) = self.undo.pop() else {
+                break;
+            };
+            match prev {
+                Some(b) => self.live.insert(name, b),
+                None => self.live.remove(&name),
+            };
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<Binding> {
+        self.live.get(name).copied()
+    }
+
+    fn bind(&mut self, name: &str, b: Binding) {
+        let prev = self.live.insert(name.to_string(), b);
+        self.undo.push((name.to_string(), prev));
+    }
+}
+
+/// Where a statement sits: directly in the kernel's top-level block, or inside a construct.
+type Place = Option<&'static str>;
+
+struct Checker<'k> {
+    kernel: &'k str,
+    errors: Vec<VerifyError>,
+    scopes: Scopes,
+}
+
+/// The text of an expression for a message, in backticks and shortened if long.
+pub(crate) fn show(e: &Expr) -> String {
+    const MAX_NODES: usize = 48;
+    const MAX_CHARS: usize = 72;
+    if let ExprNode::Var(v) = e.node() {
+        return format!("`{}`", v.name());
+    }
+    // Only print small trees: a printer walks the whole tree (and may recurse on it).
+    let mut count = 0;
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        count += 1;
+        if count > MAX_NODES {
+            return "`...`".to_string();
+        }
+        stack.extend(x.children());
+    }
+    let text = e.to_string();
+    if text.chars().count() > MAX_CHARS {
+        let cut: String = text.chars().take(MAX_CHARS - 3).collect();
+        format!("`{cut}...`")
+    } else {
+        format!("`{text}`")
+    }
+}
+
+fn fence_text(f: MemFence) -> String {
+    match (f.local, f.global) {
+        (true, true) => "local, global".into(),
+        (true, false) => "local".into(),
+        (false, true) => "global".into(),
+        (false, false) => String::new(),
+    }
+}
+
+impl<'k> Checker<'k> {
+    fn new(kernel: &'k str) -> Self {
+        Checker { kernel, errors: Vec::new(), scopes: Scopes::default() }
+    }
+
+    fn error(&mut self, node: Option<Node>, message: String) {
+        self.errors.push(VerifyError { kernel: self.kernel.to_string(), message, node });
+    }
+
+    fn at_expr(&mut self, e: &Expr, message: String) {
+        self.error(Some(Node::Expr(e.clone())), message);
+    }
+
+    fn at_stmt(&mut self, s: &Stmt, message: String) {
+        self.error(Some(Node::Stmt(s.clone())), message);
+    }
+
+    fn kernel(&mut self, k: &Kernel) {
+        self.scopes.push();
+        let mut names: HashSet<&str> = HashSet::new();
+        for p in k.params() {
+            if !names.insert(p.name()) {
+                self.error(None, format!("parameter `{}` is declared twice", p.name()));
+            }
+            match p.ty() {
+                Type::Scalar(_) => {}
+                Type::Ptr(space, elem) => {
+                    if !matches!(
+                        space,
+                        AddrSpace::Global | AddrSpace::Constant | AddrSpace::Generic
+                    ) {
+                        self.error(
+                            None,
+                            format!(
+                                "parameter `{}` is a pointer to {space} memory; parameters may \
+                                 point to global, constant or generic memory only{}",
+                                p.name(),
+                                if space == AddrSpace::Local {
+                                    " (declare local arrays in the kernel body)"
+                                } else {
+                                    ""
+                                }
+                            ),
+                        );
+                    }
+                    if elem == Scalar::Bool {
+                        self.error(
+                            None,
+                            format!(
+                                "parameter `{}` points to bool elements; bool cannot be stored \
+                                 in memory",
+                                p.name()
+                            ),
+                        );
+                    }
+                }
+            }
+            self.scopes.bind(p.name(), Binding { ty: p.ty(), kind: Kind::Param });
+        }
+        if let Some(sz) = k.attrs().reqd_work_group_size {
+            if sz.contains(&0) {
+                self.error(
+                    None,
+                    format!(
+                        "`#reqd_work_group_size({}, {}, {})`: every component must be positive",
+                        sz[0], sz[1], sz[2]
+                    ),
+                );
+            }
+        }
+        self.block_body(k.body(), None);
+        self.scopes.pop();
+    }
+
+    /// Checks `s` as a block of its own (a new scope), its statements in place `place`.
+    fn block_body(&mut self, s: &Stmt, place: Place) {
+        self.scopes.push();
+        match s.node() {
+            StmtNode::Block(stmts) => {
+                for x in stmts {
+                    self.stmt(x, place);
+                }
+            }
+            _ => self.stmt(s, place),
+        }
+        self.scopes.pop();
+    }
+
+    /// Checks a reference to `v` (a use, a load or store buffer, an assignment target).
+    /// Returns the binding if it is in scope.
+    fn reference(&mut self, v: &Var, node: Node, what: &str) -> Option<Binding> {
+        match self.scopes.get(v.name()) {
+            None => {
+                self.error(Some(node), format!("{what} unbound variable `{}`", v.name()));
+                None
+            }
+            Some(b) => {
+                if b.ty != v.ty() {
+                    self.error(
+                        Some(node),
+                        format!(
+                            "`{}` is referred to as {} but bound as {} ({})",
+                            v.name(),
+                            v.ty(),
+                            b.ty,
+                            b.kind.describe()
+                        ),
+                    );
+                }
+                Some(b)
+            }
+        }
+    }
+
+    /// Binds `v` for the rest of the current scope, reporting shadowing at `s`.
+    fn bind(&mut self, v: &Var, kind: Kind, s: &Stmt) {
+        if let Some(prev) = self.scopes.get(v.name()) {
+            self.at_stmt(
+                s,
+                format!(
+                    "`{}` is already bound here, as {}; a name cannot be bound again while it is \
+                     in scope (no shadowing)",
+                    v.name(),
+                    prev.kind.describe()
+                ),
+            );
+        }
+        self.scopes.bind(v.name(), Binding { ty: v.ty(), kind });
+    }
+}
