@@ -269,10 +269,14 @@ impl Parser<'_> {
                 }] => u8::from_str_radix(text, *radix).ok(),
                 _ => None,
             };
+            let at = match args {
+                [a] => a.span,
+                _ => span,
+            };
             return match dim {
                 Some(d) => Ok(Expr::builtin(kind, d)),
                 None => self.error(
-                    span,
+                    at,
                     format!("`{name}` takes one dimension, an integer literal 0, 1 or 2"),
                 ),
             };
@@ -326,7 +330,13 @@ impl Parser<'_> {
                 if (min..=max).contains(&v) || (*radix == 16 && !neg && v <= bits_max) {
                     Ok(Imm::int(ty, v))
                 } else {
-                    self.error(span, format!("literal out of range for {ty} ({min}..={max})"))
+                    self.error(
+                        span,
+                        format!(
+                            "literal `{}` out of range for {ty} ({min}..={max})",
+                            &self.src[span.start..span.end]
+                        ),
+                    )
                 }
             }
             Tok::Float { text, suffix } => {

@@ -52,10 +52,21 @@ const PUNCT: [&str; 34] = [
     ">", ",", ";", ":", "?", "=", "+", "-", "*", "/", "%", "&", "|", "^", "!", "~", "#",
 ];
 
-/// Splits `src` into tokens; the error is a message and the span of the offending text.
-pub(crate) fn lex(src: &str) -> Result<Vec<Token>, (String, Span)> {
-    let bytes = src.as_bytes();
+/// A lexical error: its message and the span of the offending text.
+pub(crate) type LexError = (String, Span);
+
+/// Splits `src` into tokens, ending with `Eof`. On a lexical error, the tokens before it are
+/// returned with the error, so that the parser can report a syntax error that comes first.
+pub(crate) fn lex(src: &str) -> (Vec<Token>, Option<LexError>) {
     let mut out = Vec::new();
+    let err = lex_into(src, &mut out).err();
+    let end = err.as_ref().map_or(src.len(), |(_, span)| span.start);
+    out.push(Token { tok: Tok::Eof, span: Span::new(end, end) });
+    (out, err)
+}
+
+fn lex_into(src: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
+    let bytes = src.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
         let c = bytes[i];
@@ -95,13 +106,10 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token>, (String, Span)> {
             continue;
         }
         let ch = src[i..].chars().next().unwrap_or('?');
-        return Err((
-            format!("unexpected character `{}`", ch.escape_default()),
-            Span::new(i, i + ch.len_utf8()),
-        ));
+        let shown = if ch.is_control() { ch.escape_default().to_string() } else { ch.to_string() };
+        return Err((format!("unexpected character `{shown}`"), Span::new(i, i + ch.len_utf8())));
     }
-    out.push(Token { tok: Tok::Eof, span: Span::new(src.len(), src.len()) });
-    Ok(out)
+    Ok(())
 }
 
 /// `inf`, `nan`, `inff32`, `nanf64`, ...
@@ -214,7 +222,13 @@ mod tests {
     use super::*;
 
     fn toks(src: &str) -> Vec<Tok> {
-        lex(src).unwrap().into_iter().map(|t| t.tok).collect()
+        let (toks, err) = lex(src);
+        assert_eq!(err, None);
+        toks.into_iter().map(|t| t.tok).collect()
+    }
+
+    fn lex_err(src: &str) -> bool {
+        lex(src).1.is_some()
     }
 
     #[test]
@@ -239,9 +253,9 @@ mod tests {
             Tok::Int { text: "ff".into(), radix: 16, suffix: Some(Scalar::U8) }
         );
         assert_eq!(toks("nanf64")[0], Tok::SpecialFloat { nan: true, suffix: Some(Scalar::F64) });
-        assert!(lex("5abc").is_err());
-        assert!(lex("1.5u32").is_err());
-        assert!(lex("a @ b").is_err());
-        assert!(lex("/* open").is_err());
+        assert!(lex_err("5abc"));
+        assert!(lex_err("1.5u32"));
+        assert!(lex_err("a @ b"));
+        assert!(lex_err("/* open"));
     }
 }

@@ -39,11 +39,12 @@ pub struct Parsed {
 
 /// Parses a module from text, naming the source `file` in errors.
 pub fn parse_file(file: &str, src: &str) -> Result<Parsed, Diagnostic> {
-    let mut p = Parser::new(file, src)?;
+    let mut p = Parser::new(file, src);
     let mut kernels = Vec::new();
     while p.peek() != &Tok::Eof {
         kernels.push(p.kernel()?);
     }
+    p.finish()?;
     Ok(Parsed { module: Module::new(kernels), spans: p.spans })
 }
 
@@ -62,10 +63,11 @@ pub fn parse_module(src: &str) -> Result<Module, Diagnostic> {
 /// assert_eq!(e.to_string(), "x * 4 + 1");
 /// ```
 pub fn parse_expr(src: &str, vars: &[Var]) -> Result<Expr, Diagnostic> {
-    let mut p = Parser::new("<input>", src)?;
+    let mut p = Parser::new("<input>", src);
     p.scopes.push(vars.iter().map(|v| (v.name().to_string(), v.clone())).collect());
     let ast = p.expr()?;
     p.expect_tok(&Tok::Eof, "end of input")?;
+    p.finish()?;
     p.elab(&ast, None)
 }
 
@@ -99,6 +101,8 @@ struct Parser<'s> {
     file: &'s str,
     src: &'s str,
     toks: Vec<Token>,
+    /// A lexical error after the last token, reported when the parser gets there.
+    lex_error: Option<lexer::LexError>,
     pos: usize,
     scopes: Vec<HashMap<String, Var>>,
     spans: Spans,
@@ -108,17 +112,26 @@ struct Parser<'s> {
 type PResult<T> = Result<T, Diagnostic>;
 
 impl<'s> Parser<'s> {
-    fn new(file: &'s str, src: &'s str) -> PResult<Parser<'s>> {
-        let toks = lexer::lex(src).map_err(|(msg, span)| Diagnostic::new(file, src, span, msg))?;
-        Ok(Parser {
+    fn new(file: &'s str, src: &'s str) -> Parser<'s> {
+        let (toks, lex_error) = lexer::lex(src);
+        Parser {
             file,
             src,
             toks,
+            lex_error,
             pos: 0,
             scopes: Vec::new(),
             spans: Spans::default(),
             depth: 0,
-        })
+        }
+    }
+
+    /// Reports a lexical error the parse did not run into.
+    fn finish(&self) -> PResult<()> {
+        match &self.lex_error {
+            Some((msg, span)) => Err(Diagnostic::new(self.file, self.src, *span, msg.clone())),
+            None => Ok(()),
+        }
     }
 
     // ---- token helpers -------------------------------------------------------------------
@@ -151,7 +164,11 @@ impl<'s> Parser<'s> {
         t
     }
 
+    /// An error at `span`; if the parser has reached a bad character, that is the error.
     fn error<T>(&self, span: Span, msg: impl Into<String>) -> PResult<T> {
+        if self.pos + 1 == self.toks.len() {
+            self.finish()?;
+        }
         Err(Diagnostic::new(self.file, self.src, span, msg))
     }
 
@@ -376,7 +393,7 @@ impl<'s> Parser<'s> {
         let mut stmts = Vec::new();
         while !self.is_punct("}") {
             if self.peek() == &Tok::Eof {
-                return self.error(start, "this `{` is never closed");
+                return self.error(start, "unexpected end of input: this `{` is never closed");
             }
             stmts.push(self.stmt()?);
         }
