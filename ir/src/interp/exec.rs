@@ -249,6 +249,12 @@ impl Machine<'_> {
     fn run_item(&mut self, item: &mut Item) -> Result<Stop, String> {
         let prog = self.prog;
         while let Some(inst) = prog.insts.get(item.pc as usize) {
+            item.pc += 1;
+            if let Inst::Jump { target } = inst {
+                // Jumps are control-flow glue, not statements: they do not count.
+                item.pc = *target;
+                continue;
+            }
             if self.steps_left == 0 {
                 return Err(format!(
                     "step limit exceeded: more than {} statements executed",
@@ -256,7 +262,6 @@ impl Machine<'_> {
                 ));
             }
             self.steps_left -= 1;
-            item.pc += 1;
             match inst {
                 Inst::Set { slot, value } => {
                     item.slots[*slot as usize] = self.eval(*value, item)?;
