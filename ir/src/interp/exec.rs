@@ -1,0 +1,451 @@
+//! Runs a compiled [`Program`] over an nd-range: work-groups one after another, the
+//! work-items of a group as resumable states that run in index order up to each barrier.
+
+use smallvec::SmallVec;
+
+use crate::expr::Imm;
+use crate::kernel::Kernel;
+use crate::types::Scalar;
+
+use super::buffer::Buffer;
+use super::compile::{Code, Inst, Mem, MemInfo, Op, Program};
+use super::{default_local_size, ops, InterpError, NdRange};
+
+/// A checked launch configuration: every dimension filled in (unused ones are size 1,
+/// offset 0).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Launch {
+    pub global: [u32; 3],
+    pub local: [u32; 3],
+    pub offset: [u32; 3],
+}
+
+fn fmt3(v: [u32; 3]) -> String {
+    format!("({}, {}, {})", v[0], v[1], v[2])
+}
+
+/// Checks `range` against `kernel` and fills in the local size.
+pub(super) fn resolve_launch(kernel: &Kernel, range: &NdRange) -> Result<Launch, String> {
+    let dims = range.dims;
+    if !(1..=3).contains(&dims) {
+        return Err(format!("an nd-range has 1 to 3 dimensions, not {dims}"));
+    }
+    let mut global = [1u32; 3];
+    let mut offset = [0u32; 3];
+    for d in 0..dims {
+        if range.global[d] == 0 {
+            return Err(format!("the global size is zero in dimension {d}"));
+        }
+        global[d] = range.global[d];
+        offset[d] = range.offset[d];
+        if offset[d] as u64 + global[d] as u64 > 1 << 32 {
+            return Err(format!(
+                "global offset {} + global size {} in dimension {d} overflows the u32 ids",
+                offset[d], global[d]
+            ));
+        }
+    }
+    let reqd = kernel.attrs().reqd_work_group_size;
+    let local = match (range.local, reqd) {
+        (Some(l), _) => {
+            let mut local = [1u32; 3];
+            for d in 0..dims {
+                if l[d] == 0 {
+                    return Err(format!("the local size is zero in dimension {d}"));
+                }
+                local[d] = l[d];
+            }
+            local
+        }
+        (None, Some(r)) => r,
+        (None, None) => default_local_size(global),
+    };
+    if let Some(r) = reqd {
+        if local != r {
+            return Err(format!(
+                "local size {} does not match the kernel's #reqd_work_group_size{}",
+                fmt3(local),
+                fmt3(r)
+            ));
+        }
+    }
+    for d in 0..3 {
+        if local[d] == 0 || global[d] % local[d] != 0 {
+            return Err(format!(
+                "the global size {} is not a multiple of the local size {} in dimension {d}",
+                global[d], local[d]
+            ));
+        }
+    }
+    Ok(Launch { global, local, offset })
+}
+
+/// Why a work-item stopped running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Done,
+    Barrier(u32),
+}
+
+/// One work-item's resumable state.
+struct Item {
+    pc: u32,
+    slots: Vec<Imm>,
+    /// Per for-loop: remaining iterations and the step's bits.
+    loops: Vec<(u64, u64)>,
+    privates: Vec<Buffer>,
+    local_id: [u32; 3],
+    global_id: [u32; 3],
+}
+
+impl Item {
+    fn new(prog: &Program) -> Item {
+        Item {
+            pc: 0,
+            slots: vec![Imm::Bool(false); prog.n_slots as usize],
+            loops: vec![(0, 0); prog.loop_vars.len()],
+            privates: prog.privates.iter().map(|&(t, n)| Buffer::zeroed(t, n as usize)).collect(),
+            local_id: [0; 3],
+            global_id: [0; 3],
+        }
+    }
+}
+
+struct Machine<'a> {
+    kernel: &'a str,
+    prog: &'a Program,
+    launch: Launch,
+    buffers: &'a mut [Buffer],
+    locals: Vec<Buffer>,
+    group_id: [u32; 3],
+    steps_left: u64,
+    max_steps: Option<u64>,
+}
+
+/// Runs `prog` over the whole launch.
+pub(super) fn execute(
+    kernel: &Kernel,
+    prog: &Program,
+    launch: Launch,
+    buffers: &mut [Buffer],
+    max_steps: Option<u64>,
+) -> Result<(), InterpError> {
+    let mut m = Machine {
+        kernel: kernel.name(),
+        prog,
+        launch,
+        buffers,
+        locals: prog.locals.iter().map(|&(t, n)| Buffer::zeroed(t, n as usize)).collect(),
+        group_id: [0; 3],
+        steps_left: max_steps.unwrap_or(u64::MAX),
+        max_steps,
+    };
+    let groups: [u32; 3] = std::array::from_fn(|d| launch.global[d] / launch.local[d]);
+    let group_size: u64 = launch.local.iter().map(|&l| l as u64).product();
+    // Without barriers each work-item runs to the end in one go: one state serves them all.
+    let n_states = if prog.n_barriers == 0 { 1 } else { group_size as usize };
+    let mut items: Vec<Item> = (0..n_states).map(|_| Item::new(prog)).collect();
+    for gz in 0..groups[2] {
+        for gy in 0..groups[1] {
+            for gx in 0..groups[0] {
+                m.group_id = [gx, gy, gz];
+                m.run_group(&mut items)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Machine<'_> {
+    fn error(&self, item: Option<&Item>, message: String) -> InterpError {
+        InterpError {
+            kernel: self.kernel.to_string(),
+            work_item: item.map(|i| i.global_id),
+            message,
+        }
+    }
+
+    fn start(&self, item: &mut Item, linear: u64) {
+        let l = self.launch.local;
+        let local_id = [
+            (linear % l[0] as u64) as u32,
+            (linear / l[0] as u64 % l[1] as u64) as u32,
+            (linear / (l[0] as u64 * l[1] as u64)) as u32,
+        ];
+        item.pc = 0;
+        item.local_id = local_id;
+        item.global_id =
+            std::array::from_fn(|d| self.launch.offset[d] + self.group_id[d] * l[d] + local_id[d]);
+    }
+
+    fn run_group(&mut self, items: &mut [Item]) -> Result<(), InterpError> {
+        for a in &mut self.locals {
+            a.fill_zero();
+        }
+        let group_size: u64 = self.launch.local.iter().map(|&l| l as u64).product();
+        if self.prog.n_barriers == 0 {
+            let item = &mut items[0];
+            for linear in 0..group_size {
+                self.start(item, linear);
+                self.run_item(item).map_err(|e| self.error(Some(item), e))?;
+            }
+            return Ok(());
+        }
+        for (linear, item) in items.iter_mut().enumerate() {
+            self.start(item, linear as u64);
+        }
+        loop {
+            let mut first = None;
+            for item in items.iter_mut() {
+                let stop = self.run_item(item).map_err(|e| self.error(Some(item), e))?;
+                match first {
+                    None => first = Some((stop, item.global_id)),
+                    Some((s, first_id)) if s != stop => {
+                        let what = |s: Stop| match s {
+                            Stop::Done => "finished".to_string(),
+                            Stop::Barrier(id) => format!(
+                                "waits at barrier #{} (of {})",
+                                id + 1,
+                                self.prog.n_barriers
+                            ),
+                        };
+                        let message = format!(
+                            "barrier divergence in work-group {}: work-item {} {} while \
+                             work-item {} {}",
+                            fmt3(self.group_id),
+                            fmt3(first_id),
+                            what(s),
+                            fmt3(item.global_id),
+                            what(stop)
+                        );
+                        return Err(self.error(Some(item), message));
+                    }
+                    Some(_) => {}
+                }
+            }
+            if matches!(first, None | Some((Stop::Done, _))) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs `item` until it reaches a barrier (its pc then points past it) or finishes.
+    fn run_item(&mut self, item: &mut Item) -> Result<Stop, String> {
+        let prog = self.prog;
+        while let Some(inst) = prog.insts.get(item.pc as usize) {
+            item.pc += 1;
+            if let Inst::Jump { target } = inst {
+                // Jumps are control-flow glue, not statements: they do not count.
+                item.pc = *target;
+                continue;
+            }
+            if self.steps_left == 0 {
+                return Err(format!(
+                    "step limit exceeded: more than {} statements executed",
+                    self.max_steps.unwrap_or(u64::MAX)
+                ));
+            }
+            self.steps_left -= 1;
+            match inst {
+                Inst::Set { slot, value } => {
+                    item.slots[*slot as usize] = self.eval(*value, item)?;
+                }
+                Inst::Store { mem, index, value } => {
+                    let i = self.eval(*index, item)?;
+                    let v = self.eval(*value, item)?;
+                    let info = &prog.mems[*mem as usize];
+                    let buf = self.memory_mut(info, item);
+                    let at = checked_index(i, buf.len(), "store", info)?;
+                    if v.scalar() != buf.elem() {
+                        return Err(format!(
+                            "store of a {} value into `{}`, whose elements are {}",
+                            v.scalar(),
+                            info.name,
+                            buf.elem()
+                        ));
+                    }
+                    buf.write(at, v);
+                }
+                Inst::ZeroPrivate { arr } => item.privates[*arr as usize].fill_zero(),
+                Inst::Branch { cond, target } => match self.eval(*cond, item)? {
+                    Imm::Bool(true) => {}
+                    Imm::Bool(false) => item.pc = *target,
+                    v => return Err(format!("condition of type {} is not a bool", v.scalar())),
+                },
+                Inst::Jump { target } => item.pc = *target,
+                Inst::ForInit { var, lp, lo, hi, step, exit } => {
+                    let name = &prog.loop_vars[*lp as usize];
+                    let int = |v: Imm, what: &str| {
+                        v.as_i128().ok_or_else(|| {
+                            format!(
+                                "for loop over `{name}`: {what} is a {}, not an integer",
+                                v.scalar()
+                            )
+                        })
+                    };
+                    let lo_v = self.eval(*lo, item)?;
+                    let l = int(lo_v, "the start")?;
+                    let h = int(self.eval(*hi, item)?, "the end")?;
+                    let s = int(self.eval(*step, item)?, "the step")?;
+                    if s <= 0 {
+                        return Err(format!("for loop over `{name}`: step {s} is not positive"));
+                    }
+                    let trips = if h > l { (h - l + s - 1) / s } else { 0 };
+                    if trips == 0 {
+                        item.pc = *exit;
+                    } else {
+                        item.slots[*var as usize] = lo_v;
+                        item.loops[*lp as usize] = ((trips - 1) as u64, s as u64);
+                    }
+                }
+                Inst::ForNext { var, lp, body } => {
+                    let (left, step) = &mut item.loops[*lp as usize];
+                    if *left > 0 {
+                        *left -= 1;
+                        let step = *step;
+                        let counter = &mut item.slots[*var as usize];
+                        if let Imm::Int(t, bits) = *counter {
+                            // No wrap-around: the trip count keeps the counter below `hi`.
+                            *counter =
+                                Imm::Int(t, crate::expr::canonical_int(t, bits.wrapping_add(step)));
+                        }
+                        item.pc = *body;
+                    }
+                }
+                Inst::Barrier { id } => return Ok(Stop::Barrier(*id)),
+                Inst::Atomic { op, mem, index, cmp, value, result } => {
+                    let i = self.eval(*index, item)?;
+                    let c = match cmp {
+                        Some(c) => Some(self.eval(*c, item)?),
+                        None => None,
+                    };
+                    let v = self.eval(*value, item)?;
+                    let info = &prog.mems[*mem as usize];
+                    let buf = self.memory_mut(info, item);
+                    let at = checked_index(i, buf.len(), op.name(), info)?;
+                    let old = buf.read(at);
+                    let new = ops::atomic(*op, old, c, v)?;
+                    buf.write(at, new);
+                    if let Some(r) = result {
+                        item.slots[*r as usize] = old;
+                    }
+                }
+            }
+        }
+        Ok(Stop::Done)
+    }
+
+    fn memory_mut<'m>(&'m mut self, info: &MemInfo, item: &'m mut Item) -> &'m mut Buffer {
+        match info.mem {
+            Mem::Buffer(b) => &mut self.buffers[b as usize],
+            Mem::Local(a) => &mut self.locals[a as usize],
+            Mem::Private(a) => &mut item.privates[a as usize],
+        }
+    }
+
+    fn memory<'m>(&'m self, info: &MemInfo, item: &'m Item) -> &'m Buffer {
+        match info.mem {
+            Mem::Buffer(b) => &self.buffers[b as usize],
+            Mem::Local(a) => &self.locals[a as usize],
+            Mem::Private(a) => &item.privates[a as usize],
+        }
+    }
+
+    /// Evaluates postfix code.
+    fn eval(&self, code: Code, item: &Item) -> Result<Imm, String> {
+        let mut stack: SmallVec<[Imm; 16]> = SmallVec::new();
+        let underflow = || "ill-formed expression".to_string();
+        for op in &self.prog.ops[code.start as usize..code.end as usize] {
+            let v = match op {
+                Op::Slot(s) => item.slots[*s as usize],
+                Op::Const(c) => *c,
+                Op::LocalId(d) => Imm::Int(Scalar::U32, item.local_id[*d as usize] as u64),
+                Op::GlobalId(d) => Imm::Int(Scalar::U32, item.global_id[*d as usize] as u64),
+                Op::GroupId(d) => Imm::Int(Scalar::U32, self.group_id[*d as usize] as u64),
+                Op::Unary(u) => ops::unary(*u, stack.pop().ok_or_else(underflow)?)?,
+                Op::Binary(b) => {
+                    let y = stack.pop().ok_or_else(underflow)?;
+                    let x = stack.pop().ok_or_else(underflow)?;
+                    ops::binary(*b, x, y)?
+                }
+                Op::DivRem(b, e) => {
+                    let y = stack.pop().ok_or_else(underflow)?;
+                    let x = stack.pop().ok_or_else(underflow)?;
+                    if matches!(y, Imm::Int(_, 0)) && matches!(x, Imm::Int(..)) {
+                        return Err(format!(
+                            "integer {} by zero in `{}`",
+                            ops::op_word(*b),
+                            self.prog.exprs[*e as usize]
+                        ));
+                    }
+                    ops::binary(*b, x, y)?
+                }
+                Op::Select => {
+                    let b = stack.pop().ok_or_else(underflow)?;
+                    let a = stack.pop().ok_or_else(underflow)?;
+                    match stack.pop().ok_or_else(underflow)? {
+                        Imm::Bool(c) => {
+                            if c {
+                                a
+                            } else {
+                                b
+                            }
+                        }
+                        c => {
+                            return Err(format!(
+                                "select condition of type {} is not a bool",
+                                c.scalar()
+                            ))
+                        }
+                    }
+                }
+                Op::Cast(to) => ops::cast(*to, stack.pop().ok_or_else(underflow)?),
+                Op::Load(m) => {
+                    let i = stack.pop().ok_or_else(underflow)?;
+                    let info = &self.prog.mems[*m as usize];
+                    let buf = self.memory(info, item);
+                    buf.read(checked_index(i, buf.len(), "load", info)?)
+                }
+                Op::Intrinsic(f, n) => {
+                    let n = *n as usize;
+                    if stack.len() < n {
+                        return Err(underflow());
+                    }
+                    let at = stack.len() - n;
+                    let v = ops::intrinsic(*f, &stack[at..])?;
+                    stack.truncate(at);
+                    v
+                }
+            };
+            stack.push(v);
+        }
+        match (stack.pop(), stack.is_empty()) {
+            (Some(v), true) => Ok(v),
+            _ => Err(underflow()),
+        }
+    }
+}
+
+/// The element index `i` of an access, or an error naming the access.
+fn checked_index(i: Imm, len: usize, what: &str, info: &MemInfo) -> Result<usize, String> {
+    let Some(v) = i.as_i128() else {
+        return Err(format!(
+            "{what} `{}[..]`: the index is a {}, not an integer",
+            info.name,
+            i.scalar()
+        ));
+    };
+    if v >= 0 && v < len as i128 {
+        return Ok(v as usize);
+    }
+    let kind = match info.mem {
+        Mem::Buffer(_) => "buffer",
+        Mem::Local(_) => "local array",
+        Mem::Private(_) => "private array",
+    };
+    Err(format!(
+        "{what} `{}[{v}]` out of bounds ({kind} has {len} element{})",
+        info.name,
+        if len == 1 { "" } else { "s" }
+    ))
+}
