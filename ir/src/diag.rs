@@ -157,7 +157,12 @@ mod tests {
     fn caret_points_at_column() {
         let src = "kernel k() {\n  let x = ;\n}\n";
         let at = src.find(';').unwrap();
-        let d = Diagnostic::new("a.kir", src, Span::new(at, at + 1), "expected an expression");
+        let d = Diagnostic::new(
+            "a.kir",
+            src,
+            Span::new(at, at + 1),
+            "expected an expression",
+        );
         assert_eq!((d.line, d.col), (2, 11));
         let text = d.to_string();
         assert!(text.contains("a.kir:2:11"), "{text}");

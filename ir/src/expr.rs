@@ -31,7 +31,10 @@ pub struct Var {
 impl Var {
     /// A variable of the given name and type.
     pub fn new(name: impl AsRef<str>, ty: Type) -> Var {
-        Var { name: Arc::from(name.as_ref()), ty }
+        Var {
+            name: Arc::from(name.as_ref()),
+            ty,
+        }
     }
 
     /// The variable's name.
@@ -304,7 +307,10 @@ impl BinOp {
 
     /// True for `== != < <= > >=`, whose result is `bool`.
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
     }
 
     /// True for `&&` and `||`.
@@ -448,7 +454,10 @@ impl Intrinsic {
 
     /// True if results may differ between the interpreter and a backend by a few ulps.
     pub fn is_approximate(self) -> bool {
-        matches!(self, Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos)
+        matches!(
+            self,
+            Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos
+        )
     }
 }
 
@@ -553,7 +562,11 @@ impl Expr {
         };
         let mut h = std::hash::DefaultHasher::new();
         node.hash(&mut h);
-        Expr(Arc::new(ExprData { ty, hash: h.finish(), node }))
+        Expr(Arc::new(ExprData {
+            ty,
+            hash: h.finish(),
+            node,
+        }))
     }
 
     /// The node this handle points to.
@@ -662,22 +675,36 @@ impl Expr {
 
     /// `a op b`
     pub fn binary(op: BinOp, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
-        Expr::new(ExprNode::Binary { op, a: a.into(), b: b.into() })
+        Expr::new(ExprNode::Binary {
+            op,
+            a: a.into(),
+            b: b.into(),
+        })
     }
 
     /// `cond ? a : b`
     pub fn select(cond: impl Into<Expr>, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
-        Expr::new(ExprNode::Select { cond: cond.into(), a: a.into(), b: b.into() })
+        Expr::new(ExprNode::Select {
+            cond: cond.into(),
+            a: a.into(),
+            b: b.into(),
+        })
     }
 
     /// `self as to`
     pub fn cast(&self, to: Scalar) -> Expr {
-        Expr::new(ExprNode::Cast { to, a: self.clone() })
+        Expr::new(ExprNode::Cast {
+            to,
+            a: self.clone(),
+        })
     }
 
     /// `buf[index]`
     pub fn load(buf: &Var, index: impl Into<Expr>) -> Expr {
-        Expr::new(ExprNode::Load { buf: buf.clone(), index: index.into() })
+        Expr::new(ExprNode::Load {
+            buf: buf.clone(),
+            index: index.into(),
+        })
     }
 
     /// A work-item built-in in dimension `dim`.
@@ -702,7 +729,10 @@ impl Expr {
 
     /// An intrinsic call.
     pub fn intrinsic(op: Intrinsic, args: impl IntoIterator<Item = Expr>) -> Expr {
-        Expr::new(ExprNode::Intrinsic { op, args: args.into_iter().collect() })
+        Expr::new(ExprNode::Intrinsic {
+            op,
+            args: args.into_iter().collect(),
+        })
     }
 
     /// `min(self, b)`
@@ -792,7 +822,9 @@ impl Expr {
 impl PartialEq for Expr {
     fn eq(&self, other: &Expr) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-            || (self.0.hash == other.0.hash && self.0.ty == other.0.ty && self.0.node == other.0.node)
+            || (self.0.hash == other.0.hash
+                && self.0.ty == other.0.ty
+                && self.0.node == other.0.node)
     }
 }
 
@@ -826,7 +858,11 @@ impl Drop for ExprData {
 fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
     let placeholder = || {
         Expr(Arc::clone(PLACEHOLDER.get_or_init(|| {
-            Arc::new(ExprData { ty: Type::BOOL, hash: 0, node: ExprNode::Imm(Imm::Bool(false)) })
+            Arc::new(ExprData {
+                ty: Type::BOOL,
+                hash: 0,
+                node: ExprNode::Imm(Imm::Bool(false)),
+            })
         })))
     };
     match node {
@@ -1015,7 +1051,11 @@ impl std::ops::Not for Expr {
     type Output = Expr;
     /// `!` on a `bool` expression is logical not; on an integer it is bitwise complement.
     fn not(self) -> Expr {
-        let op = if self.ty().is_bool() { UnOp::Not } else { UnOp::BitNot };
+        let op = if self.ty().is_bool() {
+            UnOp::Not
+        } else {
+            UnOp::BitNot
+        };
         Expr::unary(op, self)
     }
 }
@@ -1037,8 +1077,22 @@ mod tests {
         let b = Var::new("b", Type::I32);
         let e = 2 * (&a + &b) - a.expr();
         assert_eq!(e.ty(), Type::I32);
-        let ExprNode::Binary { op: BinOp::Sub, a: lhs, .. } = e.node() else { panic!("{e:?}") };
-        let ExprNode::Binary { op: BinOp::Mul, a: two, .. } = lhs.node() else { panic!() };
+        let ExprNode::Binary {
+            op: BinOp::Sub,
+            a: lhs,
+            ..
+        } = e.node()
+        else {
+            panic!("{e:?}")
+        };
+        let ExprNode::Binary {
+            op: BinOp::Mul,
+            a: two,
+            ..
+        } = lhs.node()
+        else {
+            panic!()
+        };
         assert_eq!(two.as_imm(), Some(&Imm::int(Scalar::I32, 2)));
         let c = e.cmp_lt(5);
         assert_eq!(c.ty(), Type::BOOL);
@@ -1048,7 +1102,9 @@ mod tests {
     fn literals_take_the_other_operands_type() {
         let x = Var::new("x", Type::F32);
         let e = &x * 2;
-        let ExprNode::Binary { b, .. } = e.node() else { panic!() };
+        let ExprNode::Binary { b, .. } = e.node() else {
+            panic!()
+        };
         assert_eq!(b.as_imm(), Some(&Imm::float(Scalar::F32, 2.0)));
     }
 

@@ -41,7 +41,12 @@ impl Kernel {
         attrs: Attrs,
         body: Stmt,
     ) -> Kernel {
-        Kernel(Arc::new(KernelData { name: name.into(), params, attrs, body }))
+        Kernel(Arc::new(KernelData {
+            name: name.into(),
+            params,
+            attrs,
+            body,
+        }))
     }
 
     /// The kernel's name.
@@ -75,7 +80,12 @@ impl Kernel {
         if body.ptr_eq(&self.0.body) {
             return self.clone();
         }
-        Kernel::with_attrs(self.name(), self.params().to_vec(), self.attrs().clone(), body)
+        Kernel::with_attrs(
+            self.name(),
+            self.params().to_vec(),
+            self.attrs().clone(),
+            body,
+        )
     }
 
     /// Structural equality (same as `==`).

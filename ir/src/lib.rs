@@ -70,15 +70,14 @@ pub mod visit;
 
 pub use check::check_source;
 pub use diag::{Diagnostic, Span, Spans};
-pub use expr::{BinOp, Builtin, Expr, ExprNode, Imm, Intrinsic, IntoOperand, UnOp, Var};
+pub use expr::{BinOp, Builtin, Expr, ExprNode, Imm, IntoOperand, Intrinsic, UnOp, Var};
 pub use kernel::{Attrs, Kernel, Module};
 pub use parse::{parse_file, parse_module, Parsed};
 pub use stmt::{AtomicOp, Func, FuncKind, MemFence, Stmt, StmtNode};
 pub use types::{AddrSpace, Scalar, Type};
 pub use verify::{verify_kernel, verify_module, VerifyError};
 pub use visit::{
-    walk_expr, walk_mutate_expr, walk_mutate_kernel, walk_mutate_stmt, walk_stmt, Mutator,
-    Visitor,
+    walk_expr, walk_mutate_expr, walk_mutate_kernel, walk_mutate_stmt, walk_stmt, Mutator, Visitor,
 };
 
 /// A map keyed by expressions, compared structurally.

@@ -13,7 +13,12 @@ pub struct Parsed {
 
 /// Parses a module from text, naming the source `file` in errors.
 pub fn parse_file(file: &str, src: &str) -> Result<Parsed, Diagnostic> {
-    Err(Diagnostic::new(file, src, Span::new(0, 0), "parser not yet written"))
+    Err(Diagnostic::new(
+        file,
+        src,
+        Span::new(0, 0),
+        "parser not yet written",
+    ))
 }
 
 /// Parses a module from text (errors name the source `<input>`).

@@ -17,11 +17,20 @@ pub struct MemFence {
 
 impl MemFence {
     /// Local memory only.
-    pub const LOCAL: MemFence = MemFence { local: true, global: false };
+    pub const LOCAL: MemFence = MemFence {
+        local: true,
+        global: false,
+    };
     /// Global memory only.
-    pub const GLOBAL: MemFence = MemFence { local: false, global: true };
+    pub const GLOBAL: MemFence = MemFence {
+        local: false,
+        global: true,
+    };
     /// Both local and global memory.
-    pub const BOTH: MemFence = MemFence { local: true, global: true };
+    pub const BOTH: MemFence = MemFence {
+        local: true,
+        global: true,
+    };
 }
 
 impl fmt::Display for MemFence {
@@ -286,37 +295,61 @@ impl Stmt {
 
     /// `let var = value;`
     pub fn let_(var: &Var, value: impl Into<Expr>) -> Stmt {
-        Stmt::new(StmtNode::Let { var: var.clone(), value: value.into() })
+        Stmt::new(StmtNode::Let {
+            var: var.clone(),
+            value: value.into(),
+        })
     }
 
     /// `var var = init;`
     pub fn decl(var: &Var, init: impl Into<Expr>) -> Stmt {
-        Stmt::new(StmtNode::Decl { var: var.clone(), init: init.into() })
+        Stmt::new(StmtNode::Decl {
+            var: var.clone(),
+            init: init.into(),
+        })
     }
 
     /// `var = value;`
     pub fn assign(var: &Var, value: impl Into<Expr>) -> Stmt {
-        Stmt::new(StmtNode::Assign { var: var.clone(), value: value.into() })
+        Stmt::new(StmtNode::Assign {
+            var: var.clone(),
+            value: value.into(),
+        })
     }
 
     /// `buf[index] = value;`
     pub fn store(buf: &Var, index: impl Into<Expr>, value: impl Into<Expr>) -> Stmt {
-        Stmt::new(StmtNode::Store { buf: buf.clone(), index: index.into(), value: value.into() })
+        Stmt::new(StmtNode::Store {
+            buf: buf.clone(),
+            index: index.into(),
+            value: value.into(),
+        })
     }
 
     /// `local`/`private` array of `count` elements (the address space comes from `var`'s type).
     pub fn alloc(var: &Var, count: u32) -> Stmt {
-        Stmt::new(StmtNode::Alloc { var: var.clone(), count })
+        Stmt::new(StmtNode::Alloc {
+            var: var.clone(),
+            count,
+        })
     }
 
     /// `if cond { then }`
     pub fn if_(cond: impl Into<Expr>, then: Stmt) -> Stmt {
-        Stmt::new(StmtNode::If { cond: cond.into(), then, otherwise: None })
+        Stmt::new(StmtNode::If {
+            cond: cond.into(),
+            then,
+            otherwise: None,
+        })
     }
 
     /// `if cond { then } else { otherwise }`
     pub fn if_else(cond: impl Into<Expr>, then: Stmt, otherwise: Stmt) -> Stmt {
-        Stmt::new(StmtNode::If { cond: cond.into(), then, otherwise: Some(otherwise) })
+        Stmt::new(StmtNode::If {
+            cond: cond.into(),
+            then,
+            otherwise: Some(otherwise),
+        })
     }
 
     /// `for var in lo .. hi step step { body }`
@@ -338,7 +371,10 @@ impl Stmt {
 
     /// `while cond { body }`
     pub fn while_(cond: impl Into<Expr>, body: Stmt) -> Stmt {
-        Stmt::new(StmtNode::While { cond: cond.into(), body })
+        Stmt::new(StmtNode::While {
+            cond: cond.into(),
+            body,
+        })
     }
 
     /// `{ stmts }`
@@ -348,7 +384,11 @@ impl Stmt {
 
     /// A call statement without a result.
     pub fn call(func: Func, args: impl IntoIterator<Item = Expr>) -> Stmt {
-        Stmt::new(StmtNode::Call { result: None, func, args: args.into_iter().collect() })
+        Stmt::new(StmtNode::Call {
+            result: None,
+            func,
+            args: args.into_iter().collect(),
+        })
     }
 
     /// A call statement binding its result to `result`.

@@ -306,7 +306,10 @@ mod tests {
         for a in AddrSpace::ALL {
             assert_eq!(AddrSpace::from_name(a.name()), Some(a));
         }
-        assert_eq!(Type::ptr(AddrSpace::Global, Scalar::F32).to_string(), "ptr<global, f32>");
+        assert_eq!(
+            Type::ptr(AddrSpace::Global, Scalar::F32).to_string(),
+            "ptr<global, f32>"
+        );
     }
 
     #[test]

@@ -41,8 +41,12 @@ pub fn verify_kernel(_k: &Kernel) -> Result<(), Vec<VerifyError>> {
 
 /// Verifies every kernel of a module (and that kernel names are unique).
 pub fn verify_module(m: &Module) -> Result<(), Vec<VerifyError>> {
-    let errs: Vec<VerifyError> =
-        m.kernels.iter().filter_map(|k| verify_kernel(k).err()).flatten().collect();
+    let errs: Vec<VerifyError> = m
+        .kernels
+        .iter()
+        .filter_map(|k| verify_kernel(k).err())
+        .flatten()
+        .collect();
     if errs.is_empty() {
         Ok(())
     } else {

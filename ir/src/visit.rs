@@ -91,14 +91,20 @@ pub fn walk_stmt<V: Visitor + ?Sized>(v: &mut V, s: &Stmt) {
             v.visit_expr(value);
         }
         StmtNode::Alloc { .. } => {}
-        StmtNode::If { cond, then, otherwise } => {
+        StmtNode::If {
+            cond,
+            then,
+            otherwise,
+        } => {
             v.visit_expr(cond);
             v.visit_stmt(then);
             if let Some(o) = otherwise {
                 v.visit_stmt(o);
             }
         }
-        StmtNode::For { lo, hi, step, body, .. } => {
+        StmtNode::For {
+            lo, hi, step, body, ..
+        } => {
             v.visit_expr(lo);
             v.visit_expr(hi);
             v.visit_expr(step);
@@ -172,14 +178,22 @@ pub fn walk_mutate_expr<M: Mutator + ?Sized>(m: &mut M, e: &Expr) -> Expr {
             if na.ptr_eq(a) && nb.ptr_eq(b) {
                 return e.clone();
             }
-            ExprNode::Binary { op: *op, a: na, b: nb }
+            ExprNode::Binary {
+                op: *op,
+                a: na,
+                b: nb,
+            }
         }
         ExprNode::Select { cond, a, b } => {
             let (nc, na, nb) = (m.mutate_expr(cond), m.mutate_expr(a), m.mutate_expr(b));
             if nc.ptr_eq(cond) && na.ptr_eq(a) && nb.ptr_eq(b) {
                 return e.clone();
             }
-            ExprNode::Select { cond: nc, a: na, b: nb }
+            ExprNode::Select {
+                cond: nc,
+                a: na,
+                b: nb,
+            }
         }
         ExprNode::Cast { to, a } => {
             let na = m.mutate_expr(a);
@@ -193,14 +207,20 @@ pub fn walk_mutate_expr<M: Mutator + ?Sized>(m: &mut M, e: &Expr) -> Expr {
             if nbuf == *buf && ni.ptr_eq(index) {
                 return e.clone();
             }
-            ExprNode::Load { buf: nbuf, index: ni }
+            ExprNode::Load {
+                buf: nbuf,
+                index: ni,
+            }
         }
         ExprNode::Intrinsic { op, args } => {
             let nargs: SmallVec<[Expr; 3]> = args.iter().map(|a| m.mutate_expr(a)).collect();
             if nargs.iter().zip(args).all(|(n, o)| n.ptr_eq(o)) {
                 return e.clone();
             }
-            ExprNode::Intrinsic { op: *op, args: nargs }
+            ExprNode::Intrinsic {
+                op: *op,
+                args: nargs,
+            }
         }
     };
     Expr::new(node)
@@ -222,46 +242,80 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
             if nv == *var && nval.ptr_eq(value) {
                 return s.clone();
             }
-            StmtNode::Let { var: nv, value: nval }
+            StmtNode::Let {
+                var: nv,
+                value: nval,
+            }
         }
         StmtNode::Decl { var, init } => {
             let (nv, ninit) = (m.mutate_var(var), m.mutate_expr(init));
             if nv == *var && ninit.ptr_eq(init) {
                 return s.clone();
             }
-            StmtNode::Decl { var: nv, init: ninit }
+            StmtNode::Decl {
+                var: nv,
+                init: ninit,
+            }
         }
         StmtNode::Assign { var, value } => {
             let (nv, nval) = (m.mutate_var(var), m.mutate_expr(value));
             if nv == *var && nval.ptr_eq(value) {
                 return s.clone();
             }
-            StmtNode::Assign { var: nv, value: nval }
+            StmtNode::Assign {
+                var: nv,
+                value: nval,
+            }
         }
         StmtNode::Store { buf, index, value } => {
-            let (nb, ni, nval) = (m.mutate_var(buf), m.mutate_expr(index), m.mutate_expr(value));
+            let (nb, ni, nval) = (
+                m.mutate_var(buf),
+                m.mutate_expr(index),
+                m.mutate_expr(value),
+            );
             if nb == *buf && ni.ptr_eq(index) && nval.ptr_eq(value) {
                 return s.clone();
             }
-            StmtNode::Store { buf: nb, index: ni, value: nval }
+            StmtNode::Store {
+                buf: nb,
+                index: ni,
+                value: nval,
+            }
         }
         StmtNode::Alloc { var, count } => {
             let nv = m.mutate_var(var);
             if nv == *var {
                 return s.clone();
             }
-            StmtNode::Alloc { var: nv, count: *count }
+            StmtNode::Alloc {
+                var: nv,
+                count: *count,
+            }
         }
-        StmtNode::If { cond, then, otherwise } => {
+        StmtNode::If {
+            cond,
+            then,
+            otherwise,
+        } => {
             let nc = m.mutate_expr(cond);
             let nt = m.mutate_stmt(then);
             let no = otherwise.as_ref().map(|o| m.mutate_stmt(o));
             if nc.ptr_eq(cond) && nt.ptr_eq(then) && same_opt(&no, otherwise) {
                 return s.clone();
             }
-            StmtNode::If { cond: nc, then: nt, otherwise: no }
+            StmtNode::If {
+                cond: nc,
+                then: nt,
+                otherwise: no,
+            }
         }
-        StmtNode::For { var, lo, hi, step, body } => {
+        StmtNode::For {
+            var,
+            lo,
+            hi,
+            step,
+            body,
+        } => {
             let nv = m.mutate_var(var);
             let (nlo, nhi, nstep) = (m.mutate_expr(lo), m.mutate_expr(hi), m.mutate_expr(step));
             let nbody = m.mutate_stmt(body);
@@ -273,14 +327,23 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
             {
                 return s.clone();
             }
-            StmtNode::For { var: nv, lo: nlo, hi: nhi, step: nstep, body: nbody }
+            StmtNode::For {
+                var: nv,
+                lo: nlo,
+                hi: nhi,
+                step: nstep,
+                body: nbody,
+            }
         }
         StmtNode::While { cond, body } => {
             let (nc, nbody) = (m.mutate_expr(cond), m.mutate_stmt(body));
             if nc.ptr_eq(cond) && nbody.ptr_eq(body) {
                 return s.clone();
             }
-            StmtNode::While { cond: nc, body: nbody }
+            StmtNode::While {
+                cond: nc,
+                body: nbody,
+            }
         }
         StmtNode::Block(stmts) => {
             let new: Vec<Stmt> = stmts.iter().map(|x| m.mutate_stmt(x)).collect();
@@ -295,7 +358,11 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
             if nr == *result && nargs.iter().zip(args).all(|(n, o)| n.ptr_eq(o)) {
                 return s.clone();
             }
-            StmtNode::Call { result: nr, func: func.clone(), args: nargs }
+            StmtNode::Call {
+                result: nr,
+                func: func.clone(),
+                args: nargs,
+            }
         }
     };
     Stmt::new(node)

@@ -76,6 +76,9 @@ pub fn default_local_size(global: [u32; 3]) -> [u32; 3] {
 impl Buffer {
     /// A zeroed buffer of `len` elements.
     pub fn zeroed(elem: Scalar, len: usize) -> Buffer {
-        Buffer { elem, data: vec![0; len * elem.size_bytes()] }
+        Buffer {
+            elem,
+            data: vec![0; len * elem.size_bytes()],
+        }
     }
 }
