@@ -1,12 +1,15 @@
 //! Builds an expression and stops in `built` so a debugger can print it with `dump()`:
 //!
 //! ```text
-//! cargo build --example dump_demo
-//! gdb -batch -ex 'break dump_demo::built' -ex run -ex 'call kiln_ir::expr::Expr::dump(e)' \
+//! cargo build --example dump_demo --config profile.dev.package.kiln.debug=2 \
+//!     --config profile.dev.package.kiln-ir.debug=2
+//! gdb -batch -ex 'break dump_demo::built' -ex run -ex up -ex 'call e.dump()' \
 //!     target/debug/examples/dump_demo
 //! ```
 //!
-//! `tests/gdb_dump.rs` runs exactly this and checks gdb's output.
+//! (The `--config`s give full debug info, which `e.dump()` needs: the dev profile only has line
+//! tables and function names. With those, `call kiln_ir::expr::Expr::dump(&e)` still works.)
+//! `tests/gdb_dump.rs` runs this and checks gdb's output.
 
 use kiln::ir::{Expr, Type, Var};
 
