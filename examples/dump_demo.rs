@@ -7,8 +7,10 @@
 //!     target/debug/examples/dump_demo
 //! ```
 //!
-//! (The `--config`s give full debug info, which `e.dump()` needs: the dev profile only has line
-//! tables and function names. With those, `call kiln_ir::expr::Expr::dump(&e)` still works.)
+//! The `--config`s give full debug info: the dev profile's limited debug info has no local
+//! variables (so gdb cannot find `e`) and no parameter lists (so `e.dump()` cannot be called as
+//! a method; with full debug info for the example only, `call kiln_ir::expr::Expr::dump(&e)`
+//! works).
 //! `tests/gdb_dump.rs` runs this and checks gdb's output.
 
 use kiln::ir::{Expr, Type, Var};
