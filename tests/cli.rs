@@ -1,0 +1,471 @@
+//! The `kiln` binary: saxpy against an independent computation, the examples through `check`
+//! and `fmt --check`, and every user error giving a non-zero exit and a message that names
+//! the problem.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use npyz::WriterBuilder;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `kiln` in the repository root.
+fn kiln<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("run kiln")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_ok(o: &Output) {
+    assert!(o.status.success(), "kiln failed ({}):\n{}{}", o.status, stdout(o), stderr(o));
+}
+
+/// Asserts exit code `code` and that stderr mentions every needle (and no panic).
+#[track_caller]
+fn assert_fails(o: &Output, code: i32, needles: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "expected exit code {code}; stderr:\n{err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr does not mention {n:?}:\n{err}");
+    }
+    assert!(!err.contains("panicked"), "kiln panicked:\n{err}");
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_npy<T: npyz::AutoSerialize + Clone>(path: &Path, shape: &[u64], data: &[T]) {
+    let file = BufWriter::new(File::create(path).unwrap());
+    let mut w =
+        npyz::WriteOptions::new().default_dtype().shape(shape).writer(file).begin_nd().unwrap();
+    w.extend(data.iter().cloned()).unwrap();
+    w.finish().unwrap();
+}
+
+fn read_npy_f32(path: &Path) -> (Vec<u64>, String, Vec<f32>) {
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(File::open(path).unwrap())).unwrap();
+    let shape = npy.shape().to_vec();
+    let dtype = match npy.dtype() {
+        npyz::DType::Plain(ts) => ts.to_string(),
+        other => format!("{other:?}"),
+    };
+    (shape, dtype, npy.into_vec::<f32>().unwrap())
+}
+
+fn examples() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "kir"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 4, "examples/*.kir: {v:?}");
+    v
+}
+
+/// Deterministic awkward f32 inputs: fractions, negatives, large and tiny magnitudes.
+fn inputs(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let mantissa = (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5;
+            let exp = ((s & 0xff) % 24) as i32 - 12;
+            mantissa * 2f32.powi(exp)
+        })
+        .collect()
+}
+
+#[test]
+fn saxpy_matches_an_independent_computation() {
+    let dir = scratch("saxpy");
+    let (len, n, a) = (64usize, 50usize, -1.7f32);
+    let x = inputs(len, 1);
+    let y = inputs(len, 2);
+    write_npy(&dir.join("x.npy"), &[len as u64], &x);
+    write_npy(&dir.join("y.npy"), &[len as u64], &y);
+    let out_path = dir.join("out.npy");
+    let o = kiln(&[
+        "run".to_string(),
+        "examples/saxpy.kir".into(),
+        "--global".into(),
+        len.to_string(),
+        "--arg".into(),
+        format!("x=@{}", dir.join("x.npy").display()),
+        "--arg".into(),
+        format!("y=@{}", dir.join("y.npy").display()),
+        "--arg".into(),
+        format!("a={a}"),
+        "--arg".into(),
+        format!("n={n}"),
+        "--out".into(),
+        format!("y={}", out_path.display()),
+    ]);
+    assert_ok(&o);
+    assert_eq!(stdout(&o), "", "with --out nothing is printed");
+    let (shape, dtype, got) = read_npy_f32(&out_path);
+    assert_eq!(shape, [len as u64]);
+    assert_eq!(dtype, "<f4");
+    for i in 0..len {
+        // One multiply and one add, each rounded to f32: IEEE makes this exact and portable.
+        let want = if i < n { a * x[i] + y[i] } else { y[i] };
+        assert_eq!(got[i].to_bits(), want.to_bits(), "y[{i}]: got {} want {want}", got[i]);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn saxpy_prints_buffers_without_out() {
+    let o = kiln(&[
+        "run",
+        "examples/saxpy.kir",
+        "--global",
+        "8",
+        "--arg",
+        "x=iota:8",
+        "--arg",
+        "y=zeros:8",
+        "--arg",
+        "a=2.0",
+        "--arg",
+        "n=8",
+    ]);
+    assert_ok(&o);
+    assert_eq!(
+        stdout(&o),
+        "x: f32[8] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]\n\
+         y: f32[8] = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0]\n"
+    );
+}
+
+#[test]
+fn multi_dimensional_npy_is_flattened_in_c_order() {
+    let dir = scratch("flatten");
+    let x: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    write_npy(&dir.join("x.npy"), &[2, 4], &x);
+    let o = kiln(&[
+        "run".to_string(),
+        "examples/saxpy.kir".into(),
+        "--global=8".into(),
+        format!("--arg=x=@{}", dir.join("x.npy").display()),
+        "--arg=y=zeros:8".into(),
+        "--arg=a=1".into(),
+        "--arg=n=8".into(),
+    ]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("y: f32[8] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn every_example_checks() {
+    let o = kiln(&[&[PathBuf::from("check")], &examples()[..]].concat());
+    assert_ok(&o);
+}
+
+#[test]
+fn every_example_is_formatted() {
+    let o = kiln(&[&[PathBuf::from("fmt"), PathBuf::from("--check")], &examples()[..]].concat());
+    assert_ok(&o);
+    let saxpy = root().join("examples/saxpy.kir");
+    let o = kiln(&[Path::new("fmt"), saxpy.as_path()]);
+    assert_ok(&o);
+    assert_eq!(stdout(&o), std::fs::read_to_string(saxpy).unwrap());
+}
+
+#[test]
+fn every_example_runs() {
+    for args in [
+        &[
+            "examples/stencil2d.kir",
+            "--global",
+            "8,6",
+            "--arg",
+            "src=iota:48",
+            "--arg",
+            "dst=zeros:48",
+            "--arg",
+            "w=8",
+            "--arg",
+            "h=6",
+        ][..],
+        &[
+            "examples/reduce.kir",
+            "--global",
+            "256",
+            "--arg",
+            "x=iota:256",
+            "--arg",
+            "partial=zeros:4",
+            "--arg",
+            "n=256",
+        ][..],
+        &[
+            "examples/divergent.kir",
+            "--global",
+            "16",
+            "--arg",
+            "data=iota:16",
+            "--arg",
+            "steps=zeros:16",
+            "--arg",
+            "kind=zeros:16",
+            "--arg",
+            "n=16",
+        ][..],
+    ] {
+        let o = kiln(&[&["run"][..], args].concat());
+        assert_ok(&o);
+    }
+    let o = kiln(&[
+        "run",
+        "examples/reduce.kir",
+        "--global",
+        "256",
+        "--arg",
+        "x=iota:256",
+        "--arg",
+        "partial=zeros:4",
+        "--arg",
+        "n=256",
+    ]);
+    assert!(stdout(&o).contains("partial: f32[4] = [2016.0, 6112.0, 10208.0, 14304.0]"));
+    let o = kiln(&[
+        "run",
+        "examples/divergent.kir",
+        "--global",
+        "16",
+        "--arg",
+        "data=iota:16",
+        "--arg",
+        "steps=zeros:16",
+        "--arg",
+        "kind=zeros:16",
+        "--arg",
+        "n=16",
+    ]);
+    let out = stdout(&o);
+    assert!(out.contains("steps: u32[16] = [0, 0, 1, 7, 2, 5, 8, 16, 3, 19, 6, 14, 9, 9, 17, 17]"));
+    assert!(out
+        .contains("kind: i32[16] = [0, -1, -2, 3, -1, -1, 1, 103, -1, 0, -2, 103, 0, -1, 101, 3]"));
+}
+
+// ---- errors in files ----
+
+#[test]
+fn check_reports_located_errors() {
+    let dir = scratch("check-errors");
+    let bad = dir.join("bad.kir");
+    std::fs::write(
+        &bad,
+        "kernel k(n: u32) {\n  let i: u32 = global_id(0);\n  let j: u32 = i + ;\n}\n",
+    )
+    .unwrap();
+    let o = kiln(&[Path::new("check"), bad.as_path()]);
+    assert_fails(&o, 1, &["error:", "bad.kir:3:", "let j: u32 = i + ;", "^"]);
+    let o = kiln(&["check", "no/such/file.kir"]);
+    assert_fails(&o, 1, &["kiln: error: cannot read `no/such/file.kir`"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fmt_check_names_unformatted_files() {
+    let dir = scratch("fmt-check");
+    let messy = dir.join("messy.kir");
+    let src = std::fs::read_to_string(root().join("examples/saxpy.kir")).unwrap();
+    std::fs::write(&messy, src.replace("  ", "      ")).unwrap();
+    let o = kiln(&[Path::new("fmt"), Path::new("--check"), messy.as_path()]);
+    assert_fails(&o, 1, &["messy.kir", "is not formatted"]);
+    let o = kiln(&[Path::new("fmt"), Path::new("--write"), messy.as_path()]);
+    assert_ok(&o);
+    assert_eq!(std::fs::read_to_string(&messy).unwrap(), src);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- errors in `kiln run` ----
+
+/// `kiln run examples/saxpy.kir --global 8` plus `extra`, with defaults for the --args that
+/// `extra` does not mention.
+fn saxpy_with(extra: &[&str]) -> Output {
+    let mut args: Vec<String> =
+        ["run", "examples/saxpy.kir", "--global", "8"].map(String::from).to_vec();
+    let mentions = |name: &str| extra.iter().any(|e| e.starts_with(&format!("{name}=")));
+    for (name, value) in [("x", "iota:8"), ("y", "zeros:8"), ("a", "2.0"), ("n", "8")] {
+        if !mentions(name) {
+            args.push("--arg".into());
+            args.push(format!("{name}={value}"));
+        }
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    kiln(&args)
+}
+
+#[test]
+fn run_rejects_bad_kernels_and_args() {
+    let o = saxpy_with(&["--kernel", "nope"]);
+    assert_fails(&o, 1, &["kiln: error:", "no kernel named `nope`", "saxpy"]);
+
+    let o = kiln(&["run", "examples/saxpy.kir", "--global", "8", "--arg", "x=iota:8"]);
+    assert_fails(&o, 1, &["missing --arg", "y: ptr<global, f32>", "a: f32", "n: u32"]);
+
+    let o = saxpy_with(&["--arg", "a=3.0"]);
+    assert_fails(&o, 1, &["`a` is given twice"]);
+
+    let o = saxpy_with(&["--arg", "z=1"]);
+    assert_fails(&o, 1, &["no parameter `z`"]);
+
+    let o = saxpy_with(&["--arg", "a=abc"]);
+    assert_fails(&o, 1, &["a=abc", "not a valid f32"]);
+
+    let o = saxpy_with(&["--arg", "n=-1"]);
+    assert_fails(&o, 1, &["n=-1", "u32"]);
+
+    let o = saxpy_with(&["--arg", "n=5u8"]);
+    assert_fails(&o, 1, &["suffix `u8`", "u32"]);
+
+    let o = saxpy_with(&["--arg", "x=1.5"]);
+    assert_fails(&o, 1, &["`x` is a pointer", "@FILE.npy"]);
+
+    let o = saxpy_with(&["--arg", "a=zeros:8"]);
+    assert_fails(&o, 1, &["`a` is a scalar"]);
+
+    let o = saxpy_with(&["--arg", "x=iota:x"]);
+    assert_fails(&o, 1, &["iota:x"]);
+
+    let o = saxpy_with(&["--out", "a=a.npy"]);
+    assert_fails(&o, 1, &["--out a=a.npy", "`a` is a scalar"]);
+
+    let o = saxpy_with(&["--out", "q=q.npy"]);
+    assert_fails(&o, 1, &["no parameter `q`"]);
+}
+
+#[test]
+fn run_rejects_bad_npy_files() {
+    let dir = scratch("npy-errors");
+    let f64s = dir.join("f64.npy");
+    write_npy(&f64s, &[8], &[0.5f64; 8]);
+    let o = saxpy_with(&["--arg", &format!("x=@{}", f64s.display())]);
+    assert_fails(&o, 1, &["f64.npy", "float64", "float32"]);
+
+    let scalar = dir.join("scalar.npy");
+    write_npy(&scalar, &[], &[1.0f32]);
+    let o = saxpy_with(&["--arg", &format!("x=@{}", scalar.display())]);
+    assert_fails(&o, 1, &["scalar.npy", "0-d"]);
+
+    let missing = dir.join("missing.npy");
+    let o = saxpy_with(&["--arg", &format!("x=@{}", missing.display())]);
+    assert_fails(&o, 1, &["missing.npy", "cannot open"]);
+
+    let junk = dir.join("junk.npy");
+    std::fs::write(&junk, "x,y\n1,2\n").unwrap();
+    let o = saxpy_with(&["--arg", &format!("x=@{}", junk.display())]);
+    assert_fails(&o, 1, &["junk.npy", "not a valid .npy"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn run_needs_a_kernel_name_when_there_are_several() {
+    let dir = scratch("two-kernels");
+    let two = dir.join("two.kir");
+    let saxpy = std::fs::read_to_string(root().join("examples/saxpy.kir")).unwrap();
+    std::fs::write(&two, format!("{saxpy}\n{}", saxpy.replace("kernel saxpy", "kernel saxpy2")))
+        .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> = vec!["run".into(), two.display().to_string()];
+        args.extend(
+            [
+                "--global",
+                "8",
+                "--arg",
+                "x=iota:8",
+                "--arg",
+                "y=zeros:8",
+                "--arg",
+                "a=1",
+                "--arg",
+                "n=8",
+            ]
+            .map(String::from),
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        kiln(&args)
+    };
+    assert_fails(&run(&[]), 1, &["several kernels", "saxpy, saxpy2", "--kernel"]);
+    assert_ok(&run(&["--kernel", "saxpy2"]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn run_rejects_bad_size_lists_and_devices() {
+    // Malformed size lists are usage errors (exit code 2).
+    let o = saxpy_with(&["--local", "8,,2"]);
+    assert_fails(&o, 2, &["--local", "empty size"]);
+    let o = kiln(&["run", "examples/saxpy.kir", "--global", "1,2,3,4"]);
+    assert_fails(&o, 2, &["--global", "1 to 3"]);
+    let o = kiln(&["run", "examples/saxpy.kir", "--global", "x"]);
+    assert_fails(&o, 2, &["--global", "`x` is not a size"]);
+    let o = kiln(&["run", "examples/saxpy.kir", "--arg", "a=1"]);
+    assert_fails(&o, 2, &["--global"]);
+    let o = kiln(&["run", "examples/saxpy.kir", "--global", "8", "--arg", "a"]);
+    assert_fails(&o, 2, &["NAME=VALUE"]);
+
+    let o = saxpy_with(&["--device", "cuda"]);
+    assert_fails(&o, 1, &["device `cuda` is not available in this build"]);
+    let o = saxpy_with(&["--device", "vulkan"]);
+    assert_fails(&o, 1, &["device `vulkan` is not available in this build"]);
+    let o = saxpy_with(&["--device", "abacus"]);
+    assert_fails(&o, 1, &["unknown device `abacus`"]);
+}
+
+#[test]
+fn run_rejects_bad_ranges() {
+    let o = saxpy_with(&["--local", "4,1"]);
+    assert_fails(&o, 1, &["--local has 2 dimensions but --global has 1"]);
+    let o = saxpy_with(&["--local", "3"]);
+    assert_fails(&o, 1, &["not a multiple"]);
+    let o = saxpy_with(&["--offset", "1,1"]);
+    assert_fails(&o, 1, &["--offset has 2 dimensions"]);
+}
+
+#[test]
+fn run_reports_interpreter_errors() {
+    // n = 8 but y has 4 elements: work-item 4 stores out of bounds.
+    let o = saxpy_with(&["--arg", "y=zeros:4"]);
+    assert_fails(&o, 1, &["kiln: error:", "saxpy"]);
+}
+
+#[test]
+fn usage() {
+    let o = kiln(&["--help"]);
+    assert_ok(&o);
+    for cmd in ["check", "fmt", "run"] {
+        assert!(stdout(&o).contains(cmd), "{}", stdout(&o));
+    }
+    let o = kiln(&["run", "--help"]);
+    assert_ok(&o);
+    for needle in ["zeros:N", "iota:N", "@PATH.npy", "--out", "--device", "Fortran"] {
+        assert!(stdout(&o).contains(needle), "run --help lacks {needle}");
+    }
+    let o = kiln(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+}
