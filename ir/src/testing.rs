@@ -1,1 +1,245 @@
-//! proptest strategies for random well-typed IR. STUB.
+//! proptest strategies for random well-typed IR, shared by every crate and fuzz target
+//! (feature `testing`).
+//!
+//! * [`arb_kernel`] / [`arb_kernel_with`]: whole kernels with an nd-range, arguments and
+//!   buffers ([`TestCase`]) that run on the interpreter without error, deterministically,
+//!   and without data races, so any correct pass or backend must reproduce the
+//!   interpreter's buffers exactly (up to NaN payloads: compare with [`results_match`]).
+//! * [`arb_expr`]: well-typed expressions of a given type over given variables and
+//!   buffers, which evaluate without error (indices in bounds, divisors never zero).
+//! * [`arb_imm`], [`arb_buffer`], [`arb_arith_type`]: values, buffers and types.
+//!
+//! Every strategy draws a `Vec<u32>` of choices and builds its value from it
+//! deterministically ([`Choices`]); choice 0 is always the simplest option, so proptest's
+//! shrinking (shorter vectors, smaller numbers) shrinks kernels toward a few constants.
+//! Fuzz targets use the same generators on raw bytes with [`case_from_bytes`].
+//!
+//! ```
+//! use kiln_ir::testing::{arb_kernel, results_match};
+//! use proptest::prelude::*;
+//! use proptest::test_runner::TestRunner;
+//!
+//! let mut runner = TestRunner::deterministic();
+//! runner
+//!     .run(&arb_kernel(), |case| {
+//!         let first = case.run().unwrap();
+//!         let second = case.run().unwrap();
+//!         prop_assert!(results_match(&first, &second).is_ok());
+//!         Ok(())
+//!     })
+//!     .unwrap();
+//! ```
+//!
+//! What the generated kernels contain, and the rules that keep them valid and race-free, are
+//! described on [`GenConfig`] and in the generator's source (`testing/gen.rs`).
+
+mod gen;
+mod values;
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use crate::expr::{Expr, Imm, Var};
+use crate::interp::{run_with, Arg, Buffer, InterpError, NdRange, RunOptions};
+use crate::kernel::Kernel;
+use crate::types::Scalar;
+
+pub use values::{choices_from_bytes, gen_buffer, gen_imm, Choices};
+
+/// The step limit [`TestCase::run`] uses: generated kernels stay far below it.
+pub const STEP_LIMIT: u64 = 10_000_000;
+
+/// Knobs for the kernel generator. [`GenConfig::default`] turns every feature on with small
+/// sizes (a case runs in well under a millisecond in a debug build).
+///
+/// Generated kernels use: 1-3 dimensions with offsets and explicit local sizes (sometimes
+/// also `#reqd_work_group_size`); input buffers (global, constant or generic; sometimes two
+/// parameters bound to the same buffer), output buffers (global or generic), an atomic
+/// counter buffer and scalar parameters; `let`, `var` and assignments, stores, `if`/`else`
+/// (conditions often depending on ids, so divergent), `for` loops (uniform or divergent
+/// bounds, nested, counters of every integer type, near the type's maximum), bounded
+/// `while` loops, private arrays anywhere, local arrays with barriers in uniform control
+/// flow, atomics (results used and unused), fences; expressions with every operator, casts
+/// between all scalar types (f16 and bool included), `select`, intrinsics and built-ins.
+/// Names are sometimes re-bound after their scope ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenConfig {
+    /// Most dimensions of the nd-range (1..=3).
+    pub max_dims: usize,
+    /// Most work-items in the whole nd-range.
+    pub max_work_items: u32,
+    /// Most statements in the kernel's top-level block (besides the fixed prologue and
+    /// epilogue); the whole kernel has at most four times as many.
+    pub max_stmts: usize,
+    /// Most statements in a nested block.
+    pub max_block_stmts: usize,
+    /// Deepest nesting of `if`/`for`/`while`.
+    pub max_nesting: usize,
+    /// Deepest expression tree.
+    pub max_expr_depth: u32,
+    /// Generate `for` and `while` loops.
+    pub loops: bool,
+    /// Generate barriers.
+    pub barriers: bool,
+    /// Generate atomics.
+    pub atomics: bool,
+    /// Generate private arrays.
+    pub private_arrays: bool,
+    /// Generate local arrays.
+    pub local_arrays: bool,
+    /// Use f16 buffers and casts.
+    pub f16: bool,
+    /// Use `exp`, `log`, `sin` and `cos`, whose results backends only approximate.
+    pub approx_intrinsics: bool,
+    /// Sometimes re-bind a name whose previous binding's scope has ended.
+    pub reuse_names: bool,
+}
+
+impl Default for GenConfig {
+    fn default() -> GenConfig {
+        GenConfig {
+            max_dims: 3,
+            max_work_items: 48,
+            max_stmts: 8,
+            max_block_stmts: 3,
+            max_nesting: 3,
+            max_expr_depth: 3,
+            loops: true,
+            barriers: true,
+            atomics: true,
+            private_arrays: true,
+            local_arrays: true,
+            f16: true,
+            approx_intrinsics: false,
+            reuse_names: true,
+        }
+    }
+}
+
+/// A kernel with everything needed to run it: the nd-range, one argument per parameter, and
+/// the buffers pointer arguments index (their initial contents).
+#[derive(Clone, Debug)]
+pub struct TestCase {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// The launch configuration.
+    pub range: NdRange,
+    /// One argument per kernel parameter.
+    pub args: Vec<Arg>,
+    /// The initial buffers.
+    pub buffers: Vec<Buffer>,
+}
+
+impl TestCase {
+    /// Runs the case on the interpreter (with [`STEP_LIMIT`]) on a copy of its buffers, and
+    /// returns the final buffers.
+    pub fn run(&self) -> Result<Vec<Buffer>, InterpError> {
+        self.run_kernel(&self.kernel)
+    }
+
+    /// Runs another kernel (e.g. a transformed version of this one) with this case's range,
+    /// arguments and a copy of its buffers.
+    pub fn run_kernel(&self, kernel: &Kernel) -> Result<Vec<Buffer>, InterpError> {
+        let mut bufs = self.buffers.clone();
+        run_with(
+            kernel,
+            &self.range,
+            &self.args,
+            &mut bufs,
+            &RunOptions::with_max_steps(STEP_LIMIT),
+        )?;
+        Ok(bufs)
+    }
+}
+
+/// Builds a test case from a choice stream (any numbers give a valid case).
+pub fn case_from_choices(choices: &[u32], cfg: &GenConfig) -> TestCase {
+    let mut c = Choices::new(choices);
+    gen::Gen::new(&mut c, cfg).kernel_case()
+}
+
+/// Builds a test case from raw bytes, for fuzz targets.
+pub fn case_from_bytes(bytes: &[u8], cfg: &GenConfig) -> TestCase {
+    case_from_choices(&choices_from_bytes(bytes), cfg)
+}
+
+/// How many choices a kernel strategy draws (generation past the end uses zeros).
+const KERNEL_CHOICES: usize = 3000;
+
+/// Random kernels with the default [`GenConfig`].
+pub fn arb_kernel() -> impl Strategy<Value = TestCase> {
+    arb_kernel_with(GenConfig::default())
+}
+
+/// Random kernels with the given configuration.
+pub fn arb_kernel_with(cfg: GenConfig) -> impl Strategy<Value = TestCase> {
+    vec(any::<u32>(), 0..KERNEL_CHOICES).prop_map(move |c| case_from_choices(&c, &cfg))
+}
+
+/// What an expression may refer to: scalar variables, and pointer variables with the number
+/// of elements of what they point to (loads index them in bounds).
+#[derive(Clone, Debug, Default)]
+pub struct ExprEnv {
+    /// Scalar variables.
+    pub vars: Vec<Var>,
+    /// Pointer variables and their lengths in elements.
+    pub buffers: Vec<(Var, u32)>,
+}
+
+/// Random expressions of type `ty` (an arithmetic type or bool; not f16) of depth at most
+/// `depth` over `env`, using every operator, casts, `select`, intrinsics (not the
+/// approximate ones), built-ins and in-bounds loads. They never fail to evaluate: indices
+/// are reduced modulo the buffer length and integer divisors are odd.
+pub fn arb_expr(ty: Scalar, env: ExprEnv, depth: u32) -> impl Strategy<Value = Expr> {
+    let cfg = GenConfig { approx_intrinsics: false, ..GenConfig::default() };
+    vec(any::<u32>(), 0..400).prop_map(move |c| {
+        let mut choices = Choices::new(&c);
+        gen::Gen::new(&mut choices, &cfg).env_expr(&env, ty, depth)
+    })
+}
+
+/// Random values of type `ty` (finite floats, biased toward edge cases).
+pub fn arb_imm(ty: Scalar) -> impl Strategy<Value = Imm> {
+    vec(any::<u32>(), 4).prop_map(move |c| gen_imm(&mut Choices::new(&c), ty))
+}
+
+/// Random buffers of `len` elements of type `elem`.
+pub fn arb_buffer(elem: Scalar, len: usize) -> impl Strategy<Value = Buffer> {
+    vec(any::<u32>(), 4 * len).prop_map(move |c| gen_buffer(&mut Choices::new(&c), elem, len))
+}
+
+/// A random arithmetic type (i8..u64, f32, f64).
+pub fn arb_arith_type() -> impl Strategy<Value = Scalar> {
+    proptest::sample::select(
+        Scalar::ALL.iter().copied().filter(|s| s.is_arith()).collect::<Vec<_>>(),
+    )
+}
+
+/// Compares two runs' buffers element by element: bitwise, except that any two NaNs of the
+/// same type are equal (NaN payloads and signs are unspecified). The error names the first
+/// difference.
+pub fn results_match(expected: &[Buffer], actual: &[Buffer]) -> Result<(), String> {
+    if expected.len() != actual.len() {
+        return Err(format!("{} buffers expected, {} found", expected.len(), actual.len()));
+    }
+    for (b, (e, a)) in expected.iter().zip(actual).enumerate() {
+        if e.elem() != a.elem() || e.len() != a.len() {
+            return Err(format!(
+                "buffer {b}: expected {} {} elements, found {} {}",
+                e.len(),
+                e.elem(),
+                a.len(),
+                a.elem()
+            ));
+        }
+        for i in 0..e.len() {
+            let (x, y) = (e.get(i), a.get(i));
+            let both_nan = x.and_then(|x| x.as_f64()).is_some_and(f64::is_nan)
+                && y.and_then(|y| y.as_f64()).is_some_and(f64::is_nan);
+            if x != y && !both_nan {
+                return Err(format!("buffer {b}, element {i}: expected {x:?}, found {y:?}"));
+            }
+        }
+    }
+    Ok(())
+}

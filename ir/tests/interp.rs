@@ -54,8 +54,7 @@ fn saxpy_matches_rust() {
     assert_eq!(bufs[0].to_vec::<f32>().unwrap(), x);
 }
 
-#[test]
-fn workgroup_tree_reduction_with_local_memory_and_barriers() {
+fn reduction_kernel() -> Kernel {
     // Each group of 64 sums its 64 inputs through a local tile: tile[l] += tile[l + s] for
     // s = 32, 16, ..., 1, with a barrier after every step.
     let x = global("x", Scalar::I32);
@@ -79,7 +78,12 @@ fn workgroup_tree_reduction_with_local_memory_and_barriers() {
         Stmt::if_(lid.expr().cmp_eq(0u32), Stmt::store(&out, Expr::group_id(0), tile.load(0u32))),
     ]);
     let attrs = Attrs { reqd_work_group_size: Some([64, 1, 1]), ..Attrs::default() };
-    let k = Kernel::with_attrs("reduce", vec![x, out], attrs, body);
+    Kernel::with_attrs("reduce", vec![x, out], attrs, body)
+}
+
+#[test]
+fn workgroup_tree_reduction_with_local_memory_and_barriers() {
+    let k = reduction_kernel();
     let input: Vec<i32> = (0..256).map(|i| (i * 7919 % 1000) - 500).collect();
     let mut bufs = vec![Buffer::from_slice(&input), Buffer::zeroed(Scalar::I32, 4)];
     // No local size given: #reqd_work_group_size supplies it.
@@ -875,4 +879,29 @@ fn ill_formed_kernels_are_errors_not_panics() {
     let k = Kernel::new("ptr", vec![out.clone()], Stmt::store(&out, 0u32, out.expr()));
     let e = run_err(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs);
     assert_eq!(e.message, "ill-formed kernel: pointer `out` used as a value");
+}
+
+#[test]
+fn reverse_schedule_exposes_races() {
+    // Every work-item writes out[0]: a race, so the two schedules disagree.
+    let out = global("out", Scalar::U32);
+    let k = Kernel::new("racy", vec![out.clone()], Stmt::store(&out, 0u32, Expr::global_id(0)));
+    let range = NdRange::new(&[4, 2]).with_local(&[2, 1]);
+    let mut fwd = vec![Buffer::zeroed(Scalar::U32, 1)];
+    run(&k, &range, &[Arg::Buffer(0)], &mut fwd).unwrap();
+    let mut rev = vec![Buffer::zeroed(Scalar::U32, 1)];
+    let opts = RunOptions { reverse_order: true, ..RunOptions::default() };
+    run_with(&k, &range, &[Arg::Buffer(0)], &mut rev, &opts).unwrap();
+    assert_eq!(fwd[0].to_vec::<u32>().unwrap(), vec![3]);
+    assert_eq!(rev[0].to_vec::<u32>().unwrap(), vec![0]);
+    // A race-free kernel with barriers agrees under both schedules.
+    let (mut a, mut b) = (
+        vec![Buffer::zeroed(Scalar::I32, 4), Buffer::from_slice(&(0..256).collect::<Vec<i32>>())],
+        vec![Buffer::zeroed(Scalar::I32, 4), Buffer::from_slice(&(0..256).collect::<Vec<i32>>())],
+    );
+    let k = reduction_kernel();
+    run(&k, &NdRange::new(&[256]), &[Arg::Buffer(1), Arg::Buffer(0)], &mut a).unwrap();
+    run_with(&k, &NdRange::new(&[256]), &[Arg::Buffer(1), Arg::Buffer(0)], &mut b, &opts).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a[0].to_vec::<i32>().unwrap(), vec![2016, 6112, 10208, 14304]);
 }

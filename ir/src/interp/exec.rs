@@ -9,7 +9,7 @@ use crate::types::Scalar;
 
 use super::buffer::Buffer;
 use super::compile::{Code, Inst, Mem, MemInfo, Op, Program};
-use super::{default_local_size, ops, InterpError, NdRange};
+use super::{default_local_size, ops, InterpError, NdRange, RunOptions};
 
 /// A checked launch configuration: every dimension filled in (unused ones are size 1,
 /// offset 0).
@@ -120,6 +120,7 @@ struct Machine<'a> {
     group_id: [u32; 3],
     steps_left: u64,
     max_steps: Option<u64>,
+    reverse: bool,
 }
 
 /// Runs `prog` over the whole launch.
@@ -128,8 +129,9 @@ pub(super) fn execute(
     prog: &Program,
     launch: Launch,
     buffers: &mut [Buffer],
-    max_steps: Option<u64>,
+    options: &RunOptions,
 ) -> Result<(), InterpError> {
+    let max_steps = options.max_steps;
     let mut m = Machine {
         kernel: kernel.name(),
         prog,
@@ -139,19 +141,18 @@ pub(super) fn execute(
         group_id: [0; 3],
         steps_left: max_steps.unwrap_or(u64::MAX),
         max_steps,
+        reverse: options.reverse_order,
     };
     let groups: [u32; 3] = std::array::from_fn(|d| launch.global[d] / launch.local[d]);
     let group_size: u64 = launch.local.iter().map(|&l| l as u64).product();
     // Without barriers each work-item runs to the end in one go: one state serves them all.
     let n_states = if prog.n_barriers == 0 { 1 } else { group_size as usize };
     let mut items: Vec<Item> = (0..n_states).map(|_| Item::new(prog)).collect();
-    for gz in 0..groups[2] {
-        for gy in 0..groups[1] {
-            for gx in 0..groups[0] {
-                m.group_id = [gx, gy, gz];
-                m.run_group(&mut items)?;
-            }
-        }
+    let [g0, g1, g2] = groups.map(|g| g as u64);
+    for g in 0..g0 * g1 * g2 {
+        let g = if m.reverse { g0 * g1 * g2 - 1 - g } else { g };
+        m.group_id = [(g % g0) as u32, (g / g0 % g1) as u32, (g / (g0 * g1)) as u32];
+        m.run_group(&mut items)?;
     }
     Ok(())
 }
@@ -186,6 +187,7 @@ impl Machine<'_> {
         if self.prog.n_barriers == 0 {
             let item = &mut items[0];
             for linear in 0..group_size {
+                let linear = if self.reverse { group_size - 1 - linear } else { linear };
                 self.start(item, linear);
                 self.run_item(item).map_err(|e| self.error(Some(item), e))?;
             }
@@ -194,6 +196,18 @@ impl Machine<'_> {
         for (linear, item) in items.iter_mut().enumerate() {
             self.start(item, linear as u64);
         }
+        if self.reverse {
+            items.reverse();
+        }
+        let result = self.rounds(items);
+        if self.reverse {
+            items.reverse();
+        }
+        result
+    }
+
+    /// Runs the work-items of a group, in the order of `items`, from barrier to barrier.
+    fn rounds(&mut self, items: &mut [Item]) -> Result<(), InterpError> {
         loop {
             let mut first = None;
             for item in items.iter_mut() {

@@ -42,7 +42,8 @@
 //!   Within a group, work-items run in linear local-id order, each until it reaches a
 //!   barrier or finishes; when all wait at the same barrier they all resume, again in order.
 //!   This is one valid schedule; a kernel whose result depends on the schedule has a data
-//!   race and no defined result.
+//!   race and no defined result. [`RunOptions::reverse_order`] runs the reverse schedule,
+//!   to find such kernels.
 //! * **Barriers.** After each round every work-item of a group must be waiting at the same
 //!   barrier statement, or all must have finished; otherwise the run fails with "barrier
 //!   divergence", naming the group, the barrier (`#k`, counting barrier statements in
@@ -196,12 +197,16 @@ pub struct RunOptions {
     /// The most instructions the whole launch may execute (see the module docs for what
     /// counts); `None` is unlimited. Bound it when running kernels that might not terminate.
     pub max_steps: Option<u64>,
+    /// Run the work-groups, and the work-items of each group between barriers, in reverse
+    /// linear order instead of forward. Another valid schedule: a race-free kernel gives the
+    /// same result either way, so comparing the two finds schedule-dependent kernels.
+    pub reverse_order: bool,
 }
 
 impl RunOptions {
     /// Options with a step limit.
     pub fn with_max_steps(max_steps: u64) -> RunOptions {
-        RunOptions { max_steps: Some(max_steps) }
+        RunOptions { max_steps: Some(max_steps), ..RunOptions::default() }
     }
 }
 
@@ -232,7 +237,7 @@ pub fn run_with(
     };
     let launch = exec::resolve_launch(kernel, range).map_err(fail)?;
     let prog = compile::compile(kernel, &launch, args, buffers).map_err(fail)?;
-    exec::execute(kernel, &prog, launch, buffers, options.max_steps)
+    exec::execute(kernel, &prog, launch, buffers, options)
 }
 
 /// The local size used when none is given and the kernel has no `#reqd_work_group_size`:
