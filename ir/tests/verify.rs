@@ -1708,3 +1708,19 @@ mod arbitrary_ir {
         }
     }
 }
+
+#[test]
+fn names_must_be_printable_identifiers() {
+    for bad in ["i8", "let", "two words", "", "9lives", "nan"] {
+        let v = Var::new(bad, Type::I32);
+        let k = Kernel::new("k", vec![], Stmt::block([Stmt::let_(&v, Expr::i32(1))]));
+        let errs = verify_kernel(&k).expect_err(bad);
+        assert!(errs[0].message.contains("is not a valid name"), "{bad:?}: {}", errs[0].message);
+    }
+    let k = Kernel::new("for", vec![Var::new("f32", Type::F32)], Stmt::block([]));
+    let errs = verify_kernel(&k).expect_err("bad kernel and parameter names");
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    let ok = Var::new("_x9", Type::I32);
+    let k = Kernel::new("k_1", vec![], Stmt::block([Stmt::let_(&ok, Expr::i32(1))]));
+    assert!(verify_kernel(&k).is_ok());
+}

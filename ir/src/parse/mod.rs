@@ -29,6 +29,16 @@ pub const KEYWORDS: [&str; 17] = [
     "false", "as", "inf", "nan", "ptr",
 ];
 
+/// True if `name` can name a kernel, parameter or variable in the text format: an identifier
+/// that is neither a reserved word nor a type name.
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !KEYWORDS.contains(&name)
+        && Scalar::from_name(name).is_none()
+}
+
 /// A parsed module together with the source span of each of its nodes.
 pub struct Parsed {
     /// The module.
@@ -217,14 +227,10 @@ impl<'s> Parser<'s> {
     /// An identifier that names something new (a kernel, parameter or binding).
     fn binder(&mut self, what: &str) -> PResult<(String, Span)> {
         match self.peek().clone() {
-            Tok::Ident(name)
-                if KEYWORDS.contains(&name.as_str()) || Scalar::from_name(&name).is_some() =>
-            {
-                self.error(
-                    self.span(),
-                    format!("`{name}` is a reserved word and cannot name a {what}"),
-                )
-            }
+            Tok::Ident(name) if !is_identifier(&name) => self.error(
+                self.span(),
+                format!("`{name}` is a reserved word and cannot name a {what}"),
+            ),
             Tok::Ident(name) => Ok((name, self.bump().span)),
             t => self.error(self.span(), format!("expected a {what} name, found {}", t.describe())),
         }

@@ -588,7 +588,7 @@ impl<'a, 'c> Gen<'a, 'c> {
         } else {
             (self.expr(ty, d, uniform) & Expr::int(ty, 1)) + Expr::int(ty, 1)
         };
-        let var = Var::new(self.fresh("i"), Type::Scalar(ty));
+        let var = Var::new(self.fresh("it"), Type::Scalar(ty));
         let mark = self.mark();
         self.bind(&var, uniform, false);
         let (phases, barriers) = (self.phases.clone(), self.barriers);

@@ -76,7 +76,9 @@
 //! not be bound while another binding of the same name is in scope (no shadowing, parameters
 //! included), but may be bound again once the earlier binding's scope has ended: two
 //! sequential `for i` loops, or `let t` in both branches of an `if`. Using an unbound name is
-//! an error.
+//! an error. Every name (kernels, parameters, bindings) must be an identifier of the text
+//! format that is not a reserved word, so that every verified object prints as text that
+//! parses back.
 //!
 //! # Kernels and modules
 //!
@@ -306,10 +308,25 @@ impl<'k> Checker<'k> {
         self.error(Some(Node::Stmt(s.clone())), message);
     }
 
+    /// Reports a name that the text format cannot spell.
+    fn check_name(&mut self, name: &str, what: &str, node: Option<Node>) {
+        if !crate::parse::is_identifier(name) {
+            self.error(
+                node,
+                format!(
+                    "{what} `{}` is not a valid name: names are identifiers                      ([A-Za-z_][A-Za-z0-9_]*) other than reserved words and type names",
+                    name.escape_debug()
+                ),
+            );
+        }
+    }
+
     fn kernel(&mut self, k: &Kernel) {
         self.scopes.push();
+        self.check_name(k.name(), "kernel name", None);
         let mut names: HashSet<&str> = HashSet::new();
         for p in k.params() {
+            self.check_name(p.name(), "parameter", None);
             if !names.insert(p.name()) {
                 self.error(None, format!("parameter `{}` is declared twice", p.name()));
             }
@@ -405,6 +422,7 @@ impl<'k> Checker<'k> {
 
     /// Binds `v` for the rest of the current scope, reporting shadowing at `s`.
     fn bind(&mut self, v: &Var, kind: Kind, s: &Stmt) {
+        self.check_name(v.name(), "variable", Some(Node::Stmt(s.clone())));
         if let Some(prev) = self.scopes.get(v.name()) {
             self.at_stmt(
                 s,
