@@ -113,6 +113,7 @@ pub struct Spans {
     kernels: HashMap<String, Span>,
     keep_exprs: Vec<Expr>,
     keep_stmts: Vec<Stmt>,
+    comments: Vec<Span>,
 }
 
 impl Spans {
@@ -131,6 +132,16 @@ impl Spans {
     /// Records the span of a kernel's header (its name).
     pub fn add_kernel(&mut self, name: &str, span: Span) {
         self.kernels.insert(name.to_string(), span);
+    }
+
+    /// Records a comment (`// ...` or `/* ... */`), in source order.
+    pub fn add_comment(&mut self, span: Span) {
+        self.comments.push(span);
+    }
+
+    /// The comments of the source, in order.
+    pub fn comments(&self) -> &[Span] {
+        &self.comments
     }
 
     /// The span of an expression parsed from source, if it was.

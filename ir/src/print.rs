@@ -22,8 +22,10 @@
 
 use std::fmt::{self, Write};
 
+use crate::diag::{Span, Spans};
 use crate::expr::{Expr, ExprNode, Imm, UnOp};
 use crate::kernel::{Kernel, Module};
+use crate::parse::Parsed;
 use crate::stmt::{Func, FuncKind, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 
@@ -95,11 +97,24 @@ fn operand_mode(
     (t, ops.iter().any(|o| is_flexible(o) && !literals_fit(o, t)))
 }
 
-struct Printer {
+#[derive(Default)]
+struct Printer<'a> {
     out: String,
+    /// The source being reformatted, whose comments and blank lines are kept.
+    source: Option<Source<'a>>,
 }
 
-impl Printer {
+/// The text a module was parsed from, and how far its comments have been printed.
+struct Source<'a> {
+    text: &'a str,
+    spans: &'a Spans,
+    /// Index of the first comment not yet printed.
+    next: usize,
+    /// End of the last piece of source text accounted for.
+    last_end: usize,
+}
+
+impl Printer<'_> {
     /// Prints `e` given the parser's context type `ctx`; `suffix` forces literal suffixes.
     /// Returns the precedence of what was printed.
     fn expr(&mut self, e: &Expr, ctx: Option<Scalar>, suffix: bool) -> u8 {
@@ -178,7 +193,7 @@ impl Printer {
 
     /// Prints an operand that needs at least precedence `min`, parenthesizing otherwise.
     fn operand(&mut self, e: &Expr, ctx: Option<Scalar>, suffix: bool, min: u8, force: bool) {
-        let mut sub = Printer { out: String::new() };
+        let mut sub = Printer::default();
         let prec = sub.expr(e, ctx, suffix);
         if prec < min || force {
             write!(self.out, "({})", sub.out).ok();
@@ -258,27 +273,91 @@ fn indent(out: &mut String, level: usize) {
     }
 }
 
-impl Printer {
+/// True if `between`, the text separating two items, is whitespace holding an empty line.
+fn has_blank_line(between: &str) -> bool {
+    between.trim().is_empty() && between.matches('\n').count() >= 2
+}
+
+impl Printer<'_> {
+    fn span_of(&self, s: &Stmt) -> Option<Span> {
+        self.source.as_ref().and_then(|src| src.spans.stmt(s))
+    }
+
+    /// When reformatting source: prints the comments that come before source offset `pos`,
+    /// each on its own line, keeping (at most) one empty line wherever the source had some.
+    /// `closing` means `pos` ends a block, where an empty line would only be trailing space.
+    fn leading(&mut self, pos: usize, level: usize, closing: bool) {
+        let Printer { out, source: Some(src) } = self else { return };
+        loop {
+            let next = src.spans.comments().get(src.next).filter(|c| c.start < pos).copied();
+            let item = next.map_or(pos, |c| c.start);
+            let between = src.text.get(src.last_end.min(item)..item).unwrap_or("");
+            let room = !out.is_empty() && !out.ends_with("{\n") && !out.ends_with("\n\n");
+            if room && has_blank_line(between) && (next.is_some() || !closing) {
+                out.push('\n');
+            }
+            let Some(c) = next else { return };
+            indent(out, level);
+            out.push_str(src.text.get(c.start..c.end).unwrap_or("").trim_end());
+            out.push('\n');
+            src.next += 1;
+            src.last_end = c.end;
+        }
+    }
+
+    /// When reformatting source: prints a comment that follows source offset `end` on the
+    /// same line, after what was just printed.
+    fn trailing(&mut self, end: usize) {
+        let Printer { out, source: Some(src) } = self else { return };
+        src.last_end = src.last_end.max(end);
+        let Some(c) = src.spans.comments().get(src.next).copied() else { return };
+        if c.start >= end && src.text.get(end..c.start).is_some_and(|t| !t.contains('\n')) {
+            out.push(' ');
+            out.push_str(src.text.get(c.start..c.end).unwrap_or("").trim_end());
+            src.next += 1;
+            src.last_end = c.end;
+        }
+    }
+
     fn block_body(&mut self, s: &Stmt, level: usize) {
         let stmts = match s.node() {
             StmtNode::Block(v) => v.as_slice(),
             _ => std::slice::from_ref(s),
         };
-        if stmts.is_empty() {
+        let span = self.span_of(s);
+        let inner_comments = span.is_some_and(|sp| {
+            self.source.as_ref().is_some_and(|src| {
+                src.spans.comments().get(src.next).is_some_and(|c| c.end < sp.end)
+            })
+        });
+        if stmts.is_empty() && !inner_comments {
             self.out.push_str("{}");
             return;
         }
         self.out.push_str("{\n");
+        if let (Some(src), Some(sp)) = (self.source.as_mut(), span) {
+            src.last_end = sp.start + 1;
+        }
         for st in stmts {
             self.stmt(st, level + 1);
+        }
+        if let Some(sp) = span {
+            self.leading(sp.end.saturating_sub(1), level + 1, true);
         }
         indent(&mut self.out, level);
         self.out.push('}');
     }
 
     fn stmt(&mut self, s: &Stmt, level: usize) {
+        let span = self.span_of(s);
+        if let Some(sp) = span {
+            self.leading(sp.start, level, false);
+        }
         indent(&mut self.out, level);
         self.stmt_inline(s, level);
+        if let Some(sp) = span {
+            self.trailing(sp.end);
+        }
         self.out.push('\n');
     }
 
@@ -403,9 +482,45 @@ impl Printer {
     }
 }
 
+/// Reformats parsed source into canonical form (what `kiln fmt` prints), keeping its comments
+/// (on their own lines, or at the end of a statement's line) and single empty lines between
+/// statements. Without comments this is the module's `Display`.
+///
+/// ```
+/// let src = "kernel k(x: ptr<global, u32>) {  // doubles\n  x[0] = x[0]*2u32; // in place\n}\n";
+/// let parsed = kiln_ir::parse_file("k.kir", src).unwrap();
+/// assert_eq!(
+///     kiln_ir::print::format_source(&parsed, src),
+///     "kernel k(x: ptr<global, u32>) {\n  // doubles\n  x[0] = x[0] * 2; // in place\n}\n"
+/// );
+/// ```
+pub fn format_source(parsed: &Parsed, src: &str) -> String {
+    let mut p = Printer {
+        out: String::new(),
+        source: Some(Source { text: src, spans: &parsed.spans, next: 0, last_end: 0 }),
+    };
+    for (i, k) in parsed.module.kernels.iter().enumerate() {
+        if i > 0 {
+            p.out.push('\n');
+        }
+        if let Some(sp) = parsed.spans.kernel(k.name()) {
+            // The span is the kernel's name; its header starts at the keyword before it.
+            let start = src.get(..sp.start).and_then(|s| s.rfind("kernel")).unwrap_or(sp.start);
+            p.leading(start, 0, false);
+        }
+        p.kernel(k);
+        if let Some(sp) = p.span_of(k.body()) {
+            p.trailing(sp.end);
+        }
+        p.out.push('\n');
+    }
+    p.leading(src.len(), 0, true);
+    p.out
+}
+
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut p = Printer { out: String::new() };
+        let mut p = Printer::default();
         p.expr(self, None, false);
         f.write_str(&p.out)
     }
@@ -414,7 +529,7 @@ impl fmt::Display for Expr {
 impl fmt::Display for Stmt {
     /// Prints the statement at indentation level 0, without a trailing newline.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut p = Printer { out: String::new() };
+        let mut p = Printer::default();
         p.stmt_inline(self, 0);
         f.write_str(&p.out)
     }
@@ -433,7 +548,7 @@ impl fmt::Display for Func {
 
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut p = Printer { out: String::new() };
+        let mut p = Printer::default();
         p.kernel(self);
         f.write_str(&p.out)
     }

@@ -1,9 +1,11 @@
-//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))`.
+//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))` with the
+//! file's comments kept.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use kiln::ir::parse_file;
+use kiln::ir::print::format_source;
 
 use super::{file_name, read_source, report, Error};
 
@@ -20,11 +22,11 @@ pub struct FmtArgs {
     write: bool,
 }
 
-/// The canonical text of a source file: the printed module, ending in one newline. Comments
-/// are not kept.
+/// The canonical text of a source file: the printed module with the file's comments and
+/// single empty lines kept, ending in one newline.
 pub fn canonical(file: &str, src: &str) -> Result<String, Error> {
     let parsed = parse_file(file, src).map_err(|d| Error::Diagnostics(vec![d]))?;
-    let text = parsed.module.to_string();
+    let text = format_source(&parsed, src);
     Ok(format!("{}\n", text.trim_end_matches('\n')))
 }
 

@@ -57,15 +57,17 @@ pub(crate) type LexError = (String, Span);
 
 /// Splits `src` into tokens, ending with `Eof`. On a lexical error, the tokens before it are
 /// returned with the error, so that the parser can report a syntax error that comes first.
-pub(crate) fn lex(src: &str) -> (Vec<Token>, Option<LexError>) {
+/// Comments are returned apart, as spans, for the formatter.
+pub(crate) fn lex(src: &str) -> (Vec<Token>, Vec<Span>, Option<LexError>) {
     let mut out = Vec::new();
-    let err = lex_into(src, &mut out).err();
+    let mut comments = Vec::new();
+    let err = lex_into(src, &mut out, &mut comments).err();
     let end = err.as_ref().map_or(src.len(), |(_, span)| span.start);
     out.push(Token { tok: Tok::Eof, span: Span::new(end, end) });
-    (out, err)
+    (out, comments, err)
 }
 
-fn lex_into(src: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
+fn lex_into(src: &str, out: &mut Vec<Token>, comments: &mut Vec<Span>) -> Result<(), LexError> {
     let bytes = src.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -75,13 +77,16 @@ fn lex_into(src: &str, out: &mut Vec<Token>) -> Result<(), LexError> {
             continue;
         }
         if src[i..].starts_with("//") {
+            let start = i;
             i = src[i..].find('\n').map_or(bytes.len(), |n| i + n);
+            comments.push(Span::new(start, i));
             continue;
         }
         if src[i..].starts_with("/*") {
             let end = src[i + 2..]
                 .find("*/")
                 .ok_or_else(|| ("unterminated block comment".to_string(), Span::new(i, i + 2)))?;
+            comments.push(Span::new(i, i + end + 4));
             i += end + 4;
             continue;
         }
@@ -222,13 +227,13 @@ mod tests {
     use super::*;
 
     fn toks(src: &str) -> Vec<Tok> {
-        let (toks, err) = lex(src);
+        let (toks, _, err) = lex(src);
         assert_eq!(err, None);
         toks.into_iter().map(|t| t.tok).collect()
     }
 
     fn lex_err(src: &str) -> bool {
-        lex(src).1.is_some()
+        lex(src).2.is_some()
     }
 
     #[test]

@@ -123,17 +123,12 @@ type PResult<T> = Result<T, Diagnostic>;
 
 impl<'s> Parser<'s> {
     fn new(file: &'s str, src: &'s str) -> Parser<'s> {
-        let (toks, lex_error) = lexer::lex(src);
-        Parser {
-            file,
-            src,
-            toks,
-            lex_error,
-            pos: 0,
-            scopes: Vec::new(),
-            spans: Spans::default(),
-            depth: 0,
+        let (toks, comments, lex_error) = lexer::lex(src);
+        let mut spans = Spans::default();
+        for c in comments {
+            spans.add_comment(c);
         }
+        Parser { file, src, toks, lex_error, pos: 0, scopes: Vec::new(), spans, depth: 0 }
     }
 
     /// Reports a lexical error the parse did not run into.
