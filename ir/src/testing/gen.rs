@@ -676,7 +676,11 @@ impl<'a, 'c> Gen<'a, 'c> {
                 });
             }
         }
-        self.expr(ty, depth, false)
+        if ty == Scalar::F16 {
+            self.f16_expr(depth, false)
+        } else {
+            self.expr(ty, depth, false)
+        }
     }
 }
 
