@@ -192,10 +192,7 @@ pub struct ExprEnv {
 /// approximate ones), built-ins and in-bounds loads. They never fail to evaluate: indices
 /// are reduced modulo the buffer length and integer divisors are odd.
 pub fn arb_expr(ty: Scalar, env: ExprEnv, depth: u32) -> impl Strategy<Value = Expr> {
-    let cfg = GenConfig {
-        approx_intrinsics: false,
-        ..GenConfig::default()
-    };
+    let cfg = GenConfig { approx_intrinsics: false, ..GenConfig::default() };
     vec(any::<u32>(), 0..400).prop_map(move |c| {
         let mut choices = Choices::new(&c);
         gen::Gen::new(&mut choices, &cfg).env_expr(&env, ty, depth)
@@ -215,11 +212,7 @@ pub fn arb_buffer(elem: Scalar, len: usize) -> impl Strategy<Value = Buffer> {
 /// A random arithmetic type (i8..u64, f32, f64).
 pub fn arb_arith_type() -> impl Strategy<Value = Scalar> {
     proptest::sample::select(
-        Scalar::ALL
-            .iter()
-            .copied()
-            .filter(|s| s.is_arith())
-            .collect::<Vec<_>>(),
+        Scalar::ALL.iter().copied().filter(|s| s.is_arith()).collect::<Vec<_>>(),
     )
 }
 
@@ -228,11 +221,7 @@ pub fn arb_arith_type() -> impl Strategy<Value = Scalar> {
 /// difference.
 pub fn results_match(expected: &[Buffer], actual: &[Buffer]) -> Result<(), String> {
     if expected.len() != actual.len() {
-        return Err(format!(
-            "{} buffers expected, {} found",
-            expected.len(),
-            actual.len()
-        ));
+        return Err(format!("{} buffers expected, {} found", expected.len(), actual.len()));
     }
     for (b, (e, a)) in expected.iter().zip(actual).enumerate() {
         if e.elem() != a.elem() || e.len() != a.len() {
@@ -249,9 +238,7 @@ pub fn results_match(expected: &[Buffer], actual: &[Buffer]) -> Result<(), Strin
             let both_nan = x.and_then(|x| x.as_f64()).is_some_and(f64::is_nan)
                 && y.and_then(|y| y.as_f64()).is_some_and(f64::is_nan);
             if x != y && !both_nan {
-                return Err(format!(
-                    "buffer {b}, element {i}: expected {x:?}, found {y:?}"
-                ));
+                return Err(format!("buffer {b}, element {i}: expected {x:?}, found {y:?}"));
             }
         }
     }

@@ -29,16 +29,8 @@ fn saxpy(guarded: bool) -> Kernel {
     let n = u32v("n");
     let i = u32v("i");
     let store = Stmt::store(&y, &i, &a * x.load(&i) + y.load(&i));
-    let body = if guarded {
-        Stmt::if_(i.expr().cmp_lt(&n), store)
-    } else {
-        store
-    };
-    Kernel::new(
-        "saxpy",
-        vec![x, y, a, n],
-        Stmt::block([Stmt::let_(&i, Expr::global_id(0)), body]),
-    )
+    let body = if guarded { Stmt::if_(i.expr().cmp_lt(&n), store) } else { store };
+    Kernel::new("saxpy", vec![x, y, a, n], Stmt::block([Stmt::let_(&i, Expr::global_id(0)), body]))
 }
 
 #[test]
@@ -48,19 +40,8 @@ fn saxpy_matches_rust() {
     let y: Vec<f32> = (0..n).map(|i| 1.0 / (i as f32 + 0.3)).collect();
     let a = 2.7f32;
     let mut bufs = vec![Buffer::from_slice(&x), Buffer::from_slice(&y)];
-    let args = [
-        Arg::Buffer(0),
-        Arg::Buffer(1),
-        Arg::scalar(a),
-        Arg::scalar(n as u32),
-    ];
-    run(
-        &saxpy(true),
-        &NdRange::new(&[128]).with_local(&[32]),
-        &args,
-        &mut bufs,
-    )
-    .unwrap();
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(a), Arg::scalar(n as u32)];
+    run(&saxpy(true), &NdRange::new(&[128]).with_local(&[32]), &args, &mut bufs).unwrap();
     let want: Vec<f32> = x.iter().zip(&y).map(|(x, y)| a * x + y).collect();
     assert_eq!(bufs[1].to_vec::<f32>().unwrap(), want);
     assert_eq!(bufs[0].to_vec::<f32>().unwrap(), x);
@@ -87,15 +68,9 @@ fn reduction_kernel() -> Kernel {
         Stmt::store(&tile, &lid, x.load(Expr::global_id(0))),
         Stmt::barrier(MemFence::LOCAL),
         Stmt::for_(&k, 0u32, 6u32, 1u32, step),
-        Stmt::if_(
-            lid.expr().cmp_eq(0u32),
-            Stmt::store(&out, Expr::group_id(0), tile.load(0u32)),
-        ),
+        Stmt::if_(lid.expr().cmp_eq(0u32), Stmt::store(&out, Expr::group_id(0), tile.load(0u32))),
     ]);
-    let attrs = Attrs {
-        reqd_work_group_size: Some([64, 1, 1]),
-        ..Attrs::default()
-    };
+    let attrs = Attrs { reqd_work_group_size: Some([64, 1, 1]), ..Attrs::default() };
     Kernel::with_attrs("reduce", vec![x, out], attrs, body)
 }
 
@@ -105,13 +80,7 @@ fn workgroup_tree_reduction_with_local_memory_and_barriers() {
     let input: Vec<i32> = (0..256).map(|i| (i * 7919 % 1000) - 500).collect();
     let mut bufs = vec![Buffer::from_slice(&input), Buffer::zeroed(Scalar::I32, 4)];
     // No local size given: #reqd_work_group_size supplies it.
-    run(
-        &k,
-        &NdRange::new(&[256]),
-        &[Arg::Buffer(0), Arg::Buffer(1)],
-        &mut bufs,
-    )
-    .unwrap();
+    run(&k, &NdRange::new(&[256]), &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap();
     let want: Vec<i32> = input.chunks(64).map(|c| c.iter().sum()).collect();
     assert_eq!(bufs[1].to_vec::<i32>().unwrap(), want);
 }
@@ -123,30 +92,14 @@ fn local_memory_is_per_group_and_zeroed() {
     let cnt = Var::new("cnt", Type::ptr(AddrSpace::Local, Scalar::U32));
     let body = Stmt::block([
         Stmt::alloc(&cnt, 1),
-        Stmt::if_(
-            Expr::local_id(0).cmp_eq(0u32),
-            Stmt::store(&cnt, 0u32, cnt.load(0u32) + 1u32),
-        ),
+        Stmt::if_(Expr::local_id(0).cmp_eq(0u32), Stmt::store(&cnt, 0u32, cnt.load(0u32) + 1u32)),
         Stmt::barrier(MemFence::LOCAL),
-        Stmt::store(
-            &out,
-            Expr::global_id(0),
-            cnt.load(0u32) * 10u32 + Expr::group_id(0),
-        ),
+        Stmt::store(&out, Expr::global_id(0), cnt.load(0u32) * 10u32 + Expr::group_id(0)),
     ]);
     let k = Kernel::new("count", vec![out], body);
     let mut bufs = vec![Buffer::zeroed(Scalar::U32, 8)];
-    run(
-        &k,
-        &NdRange::new(&[8]).with_local(&[4]),
-        &[Arg::Buffer(0)],
-        &mut bufs,
-    )
-    .unwrap();
-    assert_eq!(
-        bufs[0].to_vec::<u32>().unwrap(),
-        vec![10, 10, 10, 10, 11, 11, 11, 11]
-    );
+    run(&k, &NdRange::new(&[8]).with_local(&[4]), &[Arg::Buffer(0)], &mut bufs).unwrap();
+    assert_eq!(bufs[0].to_vec::<u32>().unwrap(), vec![10, 10, 10, 10, 11, 11, 11, 11]);
 }
 
 #[test]
@@ -173,9 +126,7 @@ fn builtins_in_3d_with_offsets() {
     let k = Kernel::new("ids", vec![out], Stmt::block(body));
     let n = 4 * 6 * 2;
     let mut bufs = vec![Buffer::zeroed(Scalar::U32, n * 21)];
-    let range = NdRange::new(&global_size)
-        .with_local(&local)
-        .with_offset(&offset);
+    let range = NdRange::new(&global_size).with_local(&local).with_offset(&offset);
     run(&k, &range, &[Arg::Buffer(0)], &mut bufs).unwrap();
     let got = bufs[0].to_vec::<u32>().unwrap();
     let mut seen = 0;
@@ -214,41 +165,24 @@ fn builtins_in_3d_with_offsets() {
 fn unused_dimensions_have_size_one() {
     let out = global("out", Scalar::U32);
     let mut body = Vec::new();
-    for (i, kind) in [
-        Builtin::GlobalSize,
-        Builtin::LocalSize,
-        Builtin::GlobalOffset,
-        Builtin::GlobalId,
-    ]
-    .into_iter()
-    .enumerate()
+    for (i, kind) in
+        [Builtin::GlobalSize, Builtin::LocalSize, Builtin::GlobalOffset, Builtin::GlobalId]
+            .into_iter()
+            .enumerate()
     {
         body.push(Stmt::store(&out, i as u32 * 2, Expr::builtin(kind, 1)));
         body.push(Stmt::store(&out, i as u32 * 2 + 1, Expr::builtin(kind, 2)));
     }
     let k = Kernel::new("dims", vec![out], Stmt::block(body));
     let mut bufs = vec![Buffer::zeroed(Scalar::U32, 8)];
-    run(
-        &k,
-        &NdRange::new(&[1]).with_offset(&[3]),
-        &[Arg::Buffer(0)],
-        &mut bufs,
-    )
-    .unwrap();
-    assert_eq!(
-        bufs[0].to_vec::<u32>().unwrap(),
-        vec![1, 1, 1, 1, 0, 0, 0, 0]
-    );
+    run(&k, &NdRange::new(&[1]).with_offset(&[3]), &[Arg::Buffer(0)], &mut bufs).unwrap();
+    assert_eq!(bufs[0].to_vec::<u32>().unwrap(), vec![1, 1, 1, 1, 0, 0, 0, 0]);
 }
 
 #[test]
 fn default_local_size_rule() {
     let out = global("out", Scalar::U32);
-    let body = Stmt::store(
-        &out,
-        Expr::global_id(0),
-        Expr::builtin(Builtin::LocalSize, 0),
-    );
+    let body = Stmt::store(&out, Expr::global_id(0), Expr::builtin(Builtin::LocalSize, 0));
     let k = Kernel::new("ls", vec![out], body);
     let mut bufs = vec![Buffer::zeroed(Scalar::U32, 1000)];
     run(&k, &NdRange::new(&[1000]), &[Arg::Buffer(0)], &mut bufs).unwrap();
@@ -266,33 +200,16 @@ fn atomics_counter_cmpxchg_and_f32_add() {
     let gid = u32v("gid");
     let body = Stmt::block([
         Stmt::let_(&gid, Expr::global_id(0)),
-        atomic(
-            Some(&old),
-            AtomicOp::Add,
-            vec![c.expr(), Expr::u32(0), Expr::u32(1)],
-        ),
+        atomic(Some(&old), AtomicOp::Add, vec![c.expr(), Expr::u32(0), Expr::u32(1)]),
         Stmt::store(&olds, &gid, &old),
-        atomic(
-            None,
-            AtomicOp::Add,
-            vec![c.expr(), Expr::u32(1), Expr::u32(3)],
-        ),
+        atomic(None, AtomicOp::Add, vec![c.expr(), Expr::u32(1), Expr::u32(3)]),
         atomic(
             Some(&prev),
             AtomicOp::CmpXchg,
-            vec![
-                flag.expr(),
-                Expr::u32(0),
-                Expr::i32(0),
-                gid.expr().cast(Scalar::I32) + 1,
-            ],
+            vec![flag.expr(), Expr::u32(0), Expr::i32(0), gid.expr().cast(Scalar::I32) + 1],
         ),
         Stmt::store(&got, &gid, &prev),
-        atomic(
-            None,
-            AtomicOp::Add,
-            vec![fsum.expr(), Expr::u32(0), Expr::f32(0.1)],
-        ),
+        atomic(None, AtomicOp::Add, vec![fsum.expr(), Expr::u32(0), Expr::f32(0.1)]),
     ]);
     let k = Kernel::new("atomics", vec![c, olds, flag, got, fsum], body);
     let n = 40;
@@ -304,17 +221,8 @@ fn atomics_counter_cmpxchg_and_f32_add() {
         Buffer::zeroed(Scalar::F32, 1),
     ];
     let args: Vec<Arg> = (0..5).map(Arg::Buffer).collect();
-    run(
-        &k,
-        &NdRange::new(&[n as u32]).with_local(&[8]),
-        &args,
-        &mut bufs,
-    )
-    .unwrap();
-    assert_eq!(
-        bufs[0].to_vec::<u32>().unwrap(),
-        vec![n as u32, 3 * n as u32]
-    );
+    run(&k, &NdRange::new(&[n as u32]).with_local(&[8]), &args, &mut bufs).unwrap();
+    assert_eq!(bufs[0].to_vec::<u32>().unwrap(), vec![n as u32, 3 * n as u32]);
     let mut olds = bufs[1].to_vec::<u32>().unwrap();
     // The interpreter's schedule is linear order; any schedule gives a permutation.
     assert_eq!(olds, (0..n as u32).collect::<Vec<_>>());
@@ -358,31 +266,14 @@ fn every_atomic_op() {
     let k = Kernel::new("ops", vec![m, olds], Stmt::block(body));
     let init: Vec<i64> = cases.iter().map(|c| c.1).collect();
     let mut bufs = vec![Buffer::from_slice(&init), Buffer::zeroed(Scalar::I64, 9)];
-    run(
-        &k,
-        &NdRange::new(&[1]),
-        &[Arg::Buffer(0), Arg::Buffer(1)],
-        &mut bufs,
-    )
-    .unwrap();
-    assert_eq!(
-        bufs[0].to_vec::<i64>().unwrap(),
-        cases.iter().map(|c| c.3).collect::<Vec<_>>()
-    );
+    run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap();
+    assert_eq!(bufs[0].to_vec::<i64>().unwrap(), cases.iter().map(|c| c.3).collect::<Vec<_>>());
     assert_eq!(bufs[1].to_vec::<i64>().unwrap(), init);
     // u32 min/max compare unsigned.
     let u = global("u", Scalar::U32);
     let body = Stmt::block([
-        atomic(
-            None,
-            AtomicOp::Max,
-            vec![u.expr(), Expr::u32(0), Expr::u32(0x8000_0000)],
-        ),
-        atomic(
-            None,
-            AtomicOp::Min,
-            vec![u.expr(), Expr::u32(1), Expr::u32(0x8000_0000)],
-        ),
+        atomic(None, AtomicOp::Max, vec![u.expr(), Expr::u32(0), Expr::u32(0x8000_0000)]),
+        atomic(None, AtomicOp::Min, vec![u.expr(), Expr::u32(1), Expr::u32(0x8000_0000)]),
     ]);
     let k = Kernel::new("uminmax", vec![u], body);
     let mut bufs = vec![Buffer::from_slice(&[1u32, 1])];
@@ -396,27 +287,14 @@ fn atomics_on_local_memory() {
     let c = Var::new("c", Type::ptr(AddrSpace::Local, Scalar::U32));
     let body = Stmt::block([
         Stmt::alloc(&c, 1),
-        atomic(
-            None,
-            AtomicOp::Add,
-            vec![c.expr(), Expr::u32(0), Expr::global_id(0)],
-        ),
+        atomic(None, AtomicOp::Add, vec![c.expr(), Expr::u32(0), Expr::global_id(0)]),
         Stmt::barrier(MemFence::LOCAL),
         Stmt::store(&out, Expr::global_id(0), c.load(0u32)),
     ]);
     let k = Kernel::new("lsum", vec![out], body);
     let mut bufs = vec![Buffer::zeroed(Scalar::U32, 8)];
-    run(
-        &k,
-        &NdRange::new(&[8]).with_local(&[4]),
-        &[Arg::Buffer(0)],
-        &mut bufs,
-    )
-    .unwrap();
-    assert_eq!(
-        bufs[0].to_vec::<u32>().unwrap(),
-        vec![6, 6, 6, 6, 22, 22, 22, 22]
-    );
+    run(&k, &NdRange::new(&[8]).with_local(&[4]), &[Arg::Buffer(0)], &mut bufs).unwrap();
+    assert_eq!(bufs[0].to_vec::<u32>().unwrap(), vec![6, 6, 6, 6, 22, 22, 22, 22]);
 }
 
 #[test]
@@ -426,13 +304,7 @@ fn private_arrays_are_per_item_and_rezeroed() {
     let p = Var::new("p", Type::ptr(AddrSpace::Private, Scalar::I32));
     let (r, j) = (Var::new("r", Type::I32), Var::new("j", Type::I32));
     let (gid, acc) = (Var::new("gid", Type::I32), Var::new("acc", Type::I32));
-    let inner = Stmt::for_(
-        &j,
-        0,
-        4,
-        1,
-        Stmt::assign(&acc, &acc + p.load(&j) * (&j + 1)),
-    );
+    let inner = Stmt::for_(&j, 0, 4, 1, Stmt::assign(&acc, &acc + p.load(&j) * (&j + 1)));
     let round = Stmt::block([
         Stmt::alloc(&p, 4),
         Stmt::store(&p, &r, p.load(&r) + &gid),
@@ -447,13 +319,7 @@ fn private_arrays_are_per_item_and_rezeroed() {
     ]);
     let k = Kernel::new("priv", vec![out], body);
     let mut bufs = vec![Buffer::zeroed(Scalar::I32, 6)];
-    run(
-        &k,
-        &NdRange::new(&[6]).with_local(&[3]),
-        &[Arg::Buffer(0)],
-        &mut bufs,
-    )
-    .unwrap();
+    run(&k, &NdRange::new(&[6]).with_local(&[3]), &[Arg::Buffer(0)], &mut bufs).unwrap();
     // Round 0: p = [g,0,0,100] -> g + 400; round 1: p = [0,g,0,100] -> 2g + 400.
     let want: Vec<i32> = (0..6).map(|g| 3 * g + 800).collect();
     assert_eq!(bufs[0].to_vec::<i32>().unwrap(), want);
@@ -467,20 +333,11 @@ fn aliased_buffers_see_each_others_stores() {
         Stmt::let_(&i, Expr::global_id(0)),
         Stmt::store(&a, &i, a.load(&i) * 2),
         Stmt::store(&b, &i, b.load(&i) + 1),
-        Stmt::if_(
-            i.expr().cmp_eq(0u32),
-            Stmt::store(&a, 4u32, b.load(0u32) * 100),
-        ),
+        Stmt::if_(i.expr().cmp_eq(0u32), Stmt::store(&a, 4u32, b.load(0u32) * 100)),
     ]);
     let k = Kernel::new("alias", vec![a, b], body);
     let mut bufs = vec![Buffer::from_slice(&[1i32, 2, 3, 4, 0])];
-    run(
-        &k,
-        &NdRange::new(&[4]),
-        &[Arg::Buffer(0), Arg::Buffer(0)],
-        &mut bufs,
-    )
-    .unwrap();
+    run(&k, &NdRange::new(&[4]), &[Arg::Buffer(0), Arg::Buffer(0)], &mut bufs).unwrap();
     assert_eq!(bufs[0].to_vec::<i32>().unwrap(), vec![3, 5, 7, 9, 300]);
 }
 
@@ -489,11 +346,7 @@ fn eval(e: Expr) -> Imm {
     let ty = e.ty().scalar().unwrap();
     let elem = if ty == Scalar::Bool { Scalar::U8 } else { ty };
     let out = global("out", elem);
-    let v = if ty == Scalar::Bool {
-        e.cast(Scalar::U8)
-    } else {
-        e
-    };
+    let v = if ty == Scalar::Bool { e.cast(Scalar::U8) } else { e };
     let k = Kernel::new("eval", vec![out.clone()], Stmt::store(&out, 0u32, v));
     let mut bufs = vec![Buffer::zeroed(elem, 1)];
     run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs).unwrap();
@@ -508,57 +361,33 @@ fn eval(e: Expr) -> Imm {
 #[test]
 fn integer_semantics() {
     let i = |v: i32| Expr::i32(v);
-    assert_eq!(
-        eval(i(i32::MIN) / i(-1)),
-        Imm::int(Scalar::I32, i32::MIN as i128)
-    );
+    assert_eq!(eval(i(i32::MIN) / i(-1)), Imm::int(Scalar::I32, i32::MIN as i128));
     assert_eq!(eval(i(i32::MIN) % i(-1)), Imm::int(Scalar::I32, 0));
     assert_eq!(eval(i(-7) / i(2)), Imm::int(Scalar::I32, -3));
     assert_eq!(eval(i(-7) % i(2)), Imm::int(Scalar::I32, -1));
     assert_eq!(eval(i(7) % i(-2)), Imm::int(Scalar::I32, 1));
-    assert_eq!(
-        eval(i(i32::MAX) + i(1)),
-        Imm::int(Scalar::I32, i32::MIN as i128)
-    );
+    assert_eq!(eval(i(i32::MAX) + i(1)), Imm::int(Scalar::I32, i32::MIN as i128));
     assert_eq!(eval(i(1) << i(32)), Imm::int(Scalar::I32, 1));
     assert_eq!(eval(i(1) << i(35)), Imm::int(Scalar::I32, 8));
     assert_eq!(eval(i(-16) >> i(2)), Imm::int(Scalar::I32, -4));
     assert_eq!(eval(i(-16) >> i(34)), Imm::int(Scalar::I32, -4));
-    assert_eq!(
-        eval(Expr::u32(0xF000_0000) >> Expr::u32(28)),
-        Imm::int(Scalar::U32, 15)
-    );
-    assert_eq!(
-        eval(Expr::u64(1) << Expr::u64(64)),
-        Imm::int(Scalar::U64, 1)
-    );
+    assert_eq!(eval(Expr::u32(0xF000_0000) >> Expr::u32(28)), Imm::int(Scalar::U32, 15));
+    assert_eq!(eval(Expr::u64(1) << Expr::u64(64)), Imm::int(Scalar::U64, 1));
     let u8c = |v: i128| Expr::int(Scalar::U8, v);
     assert_eq!(eval(u8c(200) + u8c(100)), Imm::int(Scalar::U8, 44));
     assert_eq!(eval(u8c(1) << u8c(9)), Imm::int(Scalar::U8, 2));
     let i8c = |v: i128| Expr::int(Scalar::I8, v);
     assert_eq!(eval(i8c(-128) / i8c(-1)), Imm::int(Scalar::I8, -128));
     assert_eq!(eval(-i8c(-128)), Imm::int(Scalar::I8, -128));
-    assert_eq!(
-        eval(!Expr::int(Scalar::U16, 1)),
-        Imm::int(Scalar::U16, 0xFFFE)
-    );
+    assert_eq!(eval(!Expr::int(Scalar::U16, 1)), Imm::int(Scalar::U16, 0xFFFE));
     assert_eq!(
         eval(Expr::intrinsic(Intrinsic::Abs, [i(i32::MIN)])),
         Imm::int(Scalar::I32, i32::MIN as i128)
     );
     assert_eq!(eval(Expr::i64(-1).cmp_lt(Expr::i64(0))), Imm::Bool(true));
-    assert_eq!(
-        eval(Expr::u64(u64::MAX).cmp_lt(Expr::u64(0))),
-        Imm::Bool(false)
-    );
-    assert_eq!(
-        eval(Expr::select(Expr::bool(false), i(1), i(2))),
-        Imm::int(Scalar::I32, 2)
-    );
-    assert_eq!(
-        eval(Expr::bool(true).logic_and(Expr::bool(false))),
-        Imm::Bool(false)
-    );
+    assert_eq!(eval(Expr::u64(u64::MAX).cmp_lt(Expr::u64(0))), Imm::Bool(false));
+    assert_eq!(eval(Expr::select(Expr::bool(false), i(1), i(2))), Imm::int(Scalar::I32, 2));
+    assert_eq!(eval(Expr::bool(true).logic_and(Expr::bool(false))), Imm::Bool(false));
     assert_eq!(eval(Expr::bool(true) ^ Expr::bool(true)), Imm::Bool(false));
 }
 
@@ -566,39 +395,18 @@ fn integer_semantics() {
 fn float_semantics() {
     let f = |v: f32| Expr::f32(v);
     // f32 arithmetic rounds to f32 at every step.
-    assert_eq!(
-        eval(f(16777216.0) + f(1.0)),
-        Imm::float(Scalar::F32, 16777216.0)
-    );
-    assert_eq!(
-        eval(f(0.1) + f(0.2)),
-        Imm::float(Scalar::F32, (0.1f32 + 0.2f32) as f64)
-    );
-    assert_eq!(
-        eval(Expr::f64(0.1) + Expr::f64(0.2)),
-        Imm::float(Scalar::F64, 0.1 + 0.2)
-    );
-    assert_eq!(
-        eval(f(1.0) / f(0.0)),
-        Imm::float(Scalar::F32, f64::INFINITY)
-    );
+    assert_eq!(eval(f(16777216.0) + f(1.0)), Imm::float(Scalar::F32, 16777216.0));
+    assert_eq!(eval(f(0.1) + f(0.2)), Imm::float(Scalar::F32, (0.1f32 + 0.2f32) as f64));
+    assert_eq!(eval(Expr::f64(0.1) + Expr::f64(0.2)), Imm::float(Scalar::F64, 0.1 + 0.2));
+    assert_eq!(eval(f(1.0) / f(0.0)), Imm::float(Scalar::F32, f64::INFINITY));
     let nan = eval(f(0.0) / f(0.0));
     assert!(nan.as_f64().unwrap().is_nan());
     // NaN -> int is 0; out-of-range saturates; truncation toward zero.
-    assert_eq!(
-        eval((f(0.0) / f(0.0)).cast(Scalar::I32)),
-        Imm::int(Scalar::I32, 0)
-    );
-    assert_eq!(
-        eval(f(3e9).cast(Scalar::I32)),
-        Imm::int(Scalar::I32, i32::MAX as i128)
-    );
+    assert_eq!(eval((f(0.0) / f(0.0)).cast(Scalar::I32)), Imm::int(Scalar::I32, 0));
+    assert_eq!(eval(f(3e9).cast(Scalar::I32)), Imm::int(Scalar::I32, i32::MAX as i128));
     assert_eq!(eval(f(-3e9).cast(Scalar::U32)), Imm::int(Scalar::U32, 0));
     assert_eq!(eval(f(-2.9).cast(Scalar::I8)), Imm::int(Scalar::I8, -2));
-    assert_eq!(
-        eval(Expr::i32(16777217).cast(Scalar::F32)),
-        Imm::float(Scalar::F32, 16777216.0)
-    );
+    assert_eq!(eval(Expr::i32(16777217).cast(Scalar::F32)), Imm::float(Scalar::F32, 16777216.0));
     // min/max: -0.0 < +0.0; a NaN operand yields the other.
     let min = |a: Expr, b: Expr| eval(a.min(b));
     let neg_zero = min(f(0.0), f(-0.0)).as_f64().unwrap();
@@ -612,56 +420,32 @@ fn float_semantics() {
     );
     // fma rounds once.
     let fma = eval(Expr::intrinsic(Intrinsic::Fma, [f(0.1), f(10.0), f(-1.0)]));
-    assert_eq!(
-        fma,
-        Imm::float(Scalar::F32, 0.1f32.mul_add(10.0, -1.0) as f64)
-    );
+    assert_eq!(fma, Imm::float(Scalar::F32, 0.1f32.mul_add(10.0, -1.0) as f64));
     assert_eq!(
         eval(Expr::intrinsic(Intrinsic::Sqrt, [f(2.0)])),
         Imm::float(Scalar::F32, 2f32.sqrt() as f64)
     );
+    assert_eq!(eval(Expr::intrinsic(Intrinsic::Floor, [f(-0.5)])), Imm::float(Scalar::F32, -1.0));
     assert_eq!(
-        eval(Expr::intrinsic(Intrinsic::Floor, [f(-0.5)])),
-        Imm::float(Scalar::F32, -1.0)
-    );
-    assert_eq!(
-        eval(Expr::intrinsic(Intrinsic::Trunc, [f(-0.5)]))
-            .as_f64()
-            .unwrap()
-            .to_bits(),
+        eval(Expr::intrinsic(Intrinsic::Trunc, [f(-0.5)])).as_f64().unwrap().to_bits(),
         (-0.0f64).to_bits()
     );
-    assert_eq!(
-        eval(-f(0.0)).as_f64().unwrap().to_bits(),
-        (-0.0f64).to_bits()
-    );
+    assert_eq!(eval(-f(0.0)).as_f64().unwrap().to_bits(), (-0.0f64).to_bits());
     // f16 and bool casts.
-    assert_eq!(
-        eval(f(1.0 / 3.0).cast(Scalar::F16)),
-        Imm::float(Scalar::F16, 0.333251953125)
-    );
+    assert_eq!(eval(f(1.0 / 3.0).cast(Scalar::F16)), Imm::float(Scalar::F16, 0.333251953125));
     assert_eq!(
         eval(f(1e6).cast(Scalar::F16).cast(Scalar::F32)),
         Imm::float(Scalar::F32, f64::INFINITY)
     );
     assert_eq!(eval(Expr::i32(-3).cast(Scalar::Bool)), Imm::Bool(true));
     assert_eq!(eval(f(-0.0).cast(Scalar::Bool)), Imm::Bool(false));
-    assert_eq!(
-        eval(Expr::bool(true).cast(Scalar::F64)),
-        Imm::float(Scalar::F64, 1.0)
-    );
-    assert_eq!(
-        eval(Expr::i32(-1).cast(Scalar::U64)),
-        Imm::int(Scalar::U64, u64::MAX as i128)
-    );
+    assert_eq!(eval(Expr::bool(true).cast(Scalar::F64)), Imm::float(Scalar::F64, 1.0));
+    assert_eq!(eval(Expr::i32(-1).cast(Scalar::U64)), Imm::int(Scalar::U64, u64::MAX as i128));
     assert_eq!(
         eval(Expr::u32(u32::MAX).cast(Scalar::I64)),
         Imm::int(Scalar::I64, u32::MAX as i128)
     );
-    assert_eq!(
-        eval(Expr::i32(300).cast(Scalar::I8)),
-        Imm::int(Scalar::I8, 44)
-    );
+    assert_eq!(eval(Expr::i32(300).cast(Scalar::I8)), Imm::int(Scalar::I8, 44));
 }
 
 #[test]
@@ -672,33 +456,14 @@ fn f16_loads_and_stores() {
     let body = Stmt::block([
         Stmt::let_(&i, Expr::global_id(0)),
         Stmt::store(&o, &i, h.load(&i).cast(Scalar::F32) * 2),
-        Stmt::store(
-            &h,
-            &i,
-            (h.load(&i).cast(Scalar::F32) + 0.5f32).cast(Scalar::F16),
-        ),
+        Stmt::store(&h, &i, (h.load(&i).cast(Scalar::F32) + 0.5f32).cast(Scalar::F16)),
     ]);
     let k = Kernel::new("half", vec![h, o], body);
-    let hv = [
-        half::f16::from_f32(1.5),
-        half::f16::from_f32(-0.25),
-        half::f16::from_f32(65504.0),
-    ];
+    let hv = [half::f16::from_f32(1.5), half::f16::from_f32(-0.25), half::f16::from_f32(65504.0)];
     let mut bufs = vec![Buffer::from_slice(&hv), Buffer::zeroed(Scalar::F32, 3)];
-    run(
-        &k,
-        &NdRange::new(&[3]),
-        &[Arg::Buffer(0), Arg::Buffer(1)],
-        &mut bufs,
-    )
-    .unwrap();
+    run(&k, &NdRange::new(&[3]), &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap();
     assert_eq!(bufs[1].to_vec::<f32>().unwrap(), vec![3.0, -0.5, 131008.0]);
-    let hs: Vec<f32> = bufs[0]
-        .to_vec::<half::f16>()
-        .unwrap()
-        .iter()
-        .map(|h| h.to_f32())
-        .collect();
+    let hs: Vec<f32> = bufs[0].to_vec::<half::f16>().unwrap().iter().map(|h| h.to_f32()).collect();
     assert_eq!(hs, vec![2.0, 0.25, 65504.0]);
 }
 
@@ -763,13 +528,7 @@ fn loops_scoping_and_while() {
         Expr::i64(0),
         Expr::i64(5),
         Expr::i64(1),
-        Stmt::for_(
-            &b,
-            a.expr(),
-            Expr::i64(5),
-            Expr::i64(2),
-            Stmt::assign(&cnt, &cnt + 1),
-        ),
+        Stmt::for_(&b, a.expr(), Expr::i64(5), Expr::i64(2), Stmt::assign(&cnt, &cnt + 1)),
     ));
     stmts.push(Stmt::store(&out, 5u32, cnt.expr().cast(Scalar::I32)));
     let k = Kernel::new("loops", vec![out], Stmt::block(stmts));
@@ -777,19 +536,13 @@ fn loops_scoping_and_while() {
     run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs).unwrap();
     // 250 + 253 = 503; then 8 iterations (-2..6); n = 3 + 8; t = 2 * 511; 5+4+3+2+1;
     // inner trip counts for a = 0..5: 3, 2, 2, 1, 1.
-    assert_eq!(
-        bufs[0].to_vec::<i32>().unwrap(),
-        vec![503, 511, 11, 1022, 15, 9]
-    );
+    assert_eq!(bufs[0].to_vec::<i32>().unwrap(), vec![503, 511, 11, 1022, 15, 9]);
 }
 
 #[test]
 fn step_limit_bounds_loops() {
     let out = global("out", Scalar::U32);
-    let body = Stmt::while_(
-        Expr::bool(true),
-        Stmt::store(&out, 0u32, out.load(0u32) + 1u32),
-    );
+    let body = Stmt::while_(Expr::bool(true), Stmt::store(&out, 0u32, out.load(0u32) + 1u32));
     let k = Kernel::new("forever", vec![out], body);
     let mut bufs = vec![Buffer::zeroed(Scalar::U32, 1)];
     let e = run_with(
@@ -820,66 +573,31 @@ fn step_limit_bounds_loops() {
     )
     .unwrap_err();
     assert_eq!(e.work_item, Some([2, 0, 0]));
-    run_with(
-        &k,
-        &NdRange::new(&[4]),
-        &[Arg::Buffer(0)],
-        &mut bufs,
-        &RunOptions::with_max_steps(4),
-    )
-    .unwrap();
+    run_with(&k, &NdRange::new(&[4]), &[Arg::Buffer(0)], &mut bufs, &RunOptions::with_max_steps(4))
+        .unwrap();
 }
 
 #[test]
 fn reverse_schedule_exposes_races() {
     // Every work-item writes out[0]: a race, so the two schedules disagree.
     let out = global("out", Scalar::U32);
-    let k = Kernel::new(
-        "racy",
-        vec![out.clone()],
-        Stmt::store(&out, 0u32, Expr::global_id(0)),
-    );
+    let k = Kernel::new("racy", vec![out.clone()], Stmt::store(&out, 0u32, Expr::global_id(0)));
     let range = NdRange::new(&[4, 2]).with_local(&[2, 1]);
     let mut fwd = vec![Buffer::zeroed(Scalar::U32, 1)];
     run(&k, &range, &[Arg::Buffer(0)], &mut fwd).unwrap();
     let mut rev = vec![Buffer::zeroed(Scalar::U32, 1)];
-    let opts = RunOptions {
-        reverse_order: true,
-        ..RunOptions::default()
-    };
+    let opts = RunOptions { reverse_order: true, ..RunOptions::default() };
     run_with(&k, &range, &[Arg::Buffer(0)], &mut rev, &opts).unwrap();
     assert_eq!(fwd[0].to_vec::<u32>().unwrap(), vec![3]);
     assert_eq!(rev[0].to_vec::<u32>().unwrap(), vec![0]);
     // A race-free kernel with barriers agrees under both schedules.
     let (mut a, mut b) = (
-        vec![
-            Buffer::zeroed(Scalar::I32, 4),
-            Buffer::from_slice(&(0..256).collect::<Vec<i32>>()),
-        ],
-        vec![
-            Buffer::zeroed(Scalar::I32, 4),
-            Buffer::from_slice(&(0..256).collect::<Vec<i32>>()),
-        ],
+        vec![Buffer::zeroed(Scalar::I32, 4), Buffer::from_slice(&(0..256).collect::<Vec<i32>>())],
+        vec![Buffer::zeroed(Scalar::I32, 4), Buffer::from_slice(&(0..256).collect::<Vec<i32>>())],
     );
     let k = reduction_kernel();
-    run(
-        &k,
-        &NdRange::new(&[256]),
-        &[Arg::Buffer(1), Arg::Buffer(0)],
-        &mut a,
-    )
-    .unwrap();
-    run_with(
-        &k,
-        &NdRange::new(&[256]),
-        &[Arg::Buffer(1), Arg::Buffer(0)],
-        &mut b,
-        &opts,
-    )
-    .unwrap();
+    run(&k, &NdRange::new(&[256]), &[Arg::Buffer(1), Arg::Buffer(0)], &mut a).unwrap();
+    run_with(&k, &NdRange::new(&[256]), &[Arg::Buffer(1), Arg::Buffer(0)], &mut b, &opts).unwrap();
     assert_eq!(a, b);
-    assert_eq!(
-        a[0].to_vec::<i32>().unwrap(),
-        vec![2016, 6112, 10208, 14304]
-    );
+    assert_eq!(a[0].to_vec::<i32>().unwrap(), vec![2016, 6112, 10208, 14304]);
 }

@@ -35,12 +35,9 @@ impl Checker {
     fn lookup(&self, v: &Var) -> Result<Kind, String> {
         match self.scope.iter().rev().find(|(b, _)| b.name() == v.name()) {
             Some((b, k)) if b.ty() == v.ty() => Ok(*k),
-            Some((b, _)) => Err(format!(
-                "`{}` used as {} but bound as {}",
-                v.name(),
-                v.ty(),
-                b.ty()
-            )),
+            Some((b, _)) => {
+                Err(format!("`{}` used as {} but bound as {}", v.name(), v.ty(), b.ty()))
+            }
             None => Err(format!("`{}` not in scope", v.name())),
         }
     }
@@ -82,10 +79,7 @@ impl Checker {
         self.lookup(v)?;
         match v.ty() {
             Type::Ptr(s, e) if e != Scalar::Bool => Ok((s, e)),
-            t => Err(format!(
-                "`{}` of type {t} is not a pointer to a storable type",
-                v.name()
-            )),
+            t => Err(format!("`{}` of type {t} is not a pointer to a storable type", v.name())),
         }
     }
 
@@ -93,9 +87,7 @@ impl Checker {
         match e.node() {
             ExprNode::Var(v) => {
                 self.lookup(v)?;
-                v.ty()
-                    .scalar()
-                    .ok_or_else(|| format!("pointer `{}` used as a value", v.name()))
+                v.ty().scalar().ok_or_else(|| format!("pointer `{}` used as a value", v.name()))
             }
             ExprNode::Imm(i) => Ok(i.scalar()),
             ExprNode::Unary { op, a } => {
@@ -127,11 +119,7 @@ impl Checker {
                 if !ok {
                     return Err(format!("`{}` on {ta}", op.symbol()));
                 }
-                Ok(if op.is_comparison() || op.is_logical() {
-                    Scalar::Bool
-                } else {
-                    ta
-                })
+                Ok(if op.is_comparison() || op.is_logical() { Scalar::Bool } else { ta })
             }
             ExprNode::Select { cond, a, b } => {
                 let (tc, ta, tb) = (self.operand(cond)?, self.operand(a)?, self.operand(b)?);
@@ -159,10 +147,7 @@ impl Checker {
                 if args.len() != op.arity() {
                     return Err(format!("`{}` arity", op.name()));
                 }
-                let types = args
-                    .iter()
-                    .map(|a| self.operand(a))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let types = args.iter().map(|a| self.operand(a)).collect::<Result<Vec<_>, _>>()?;
                 let t = types[0];
                 let ok = types.iter().all(|&x| x == t)
                     && if op.float_only() {
@@ -220,11 +205,7 @@ impl Checker {
                 }
                 self.bind(var, Kind::Other)
             }
-            StmtNode::If {
-                cond,
-                then,
-                otherwise,
-            } => {
+            StmtNode::If { cond, then, otherwise } => {
                 if self.operand(cond)? != Scalar::Bool {
                     return Err("if condition".into());
                 }
@@ -234,18 +215,8 @@ impl Checker {
                     None => Ok(()),
                 }
             }
-            StmtNode::For {
-                var,
-                lo,
-                hi,
-                step,
-                body,
-            } => {
-                let t = var
-                    .ty()
-                    .scalar()
-                    .filter(|t| t.is_int())
-                    .ok_or("non-integer counter")?;
+            StmtNode::For { var, lo, hi, step, body } => {
+                let t = var.ty().scalar().filter(|t| t.is_int()).ok_or("non-integer counter")?;
                 for e in [lo, hi, step] {
                     if self.operand(e)? != t {
                         return Err("for bound type".into());
@@ -343,10 +314,7 @@ fn env_vars() -> (Var, Var, Var) {
 
 fn expr_env() -> ExprEnv {
     let (x, y, buf) = env_vars();
-    ExprEnv {
-        vars: vec![x, y],
-        buffers: vec![(buf, 3)],
-    }
+    ExprEnv { vars: vec![x, y], buffers: vec![(buf, 3)] }
 }
 
 fn check_case(case: &TestCase) -> Result<(), TestCaseError> {
@@ -355,10 +323,7 @@ fn check_case(case: &TestCase) -> Result<(), TestCaseError> {
     let second = case.run().map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(&first, &second, "not deterministic");
     let mut reversed = case.buffers.clone();
-    let opts = RunOptions {
-        max_steps: Some(STEP_LIMIT),
-        reverse_order: true,
-    };
+    let opts = RunOptions { max_steps: Some(STEP_LIMIT), reverse_order: true };
     run_with(&case.kernel, &case.range, &case.args, &mut reversed, &opts)
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     results_match(&first, &reversed)
@@ -404,9 +369,8 @@ fn fuzz_bytes_and_exhausted_streams_give_valid_cases() {
     check_case(&simplest).unwrap();
     assert_eq!(simplest.range.dims, 1);
     for n in 0..64u32 {
-        let bytes: Vec<u8> = (0..n * 37)
-            .map(|i| (i.wrapping_mul(2654435761) >> (n % 24)) as u8)
-            .collect();
+        let bytes: Vec<u8> =
+            (0..n * 37).map(|i| (i.wrapping_mul(2654435761) >> (n % 24)) as u8).collect();
         check_case(&case_from_bytes(&bytes, &cfg)).unwrap();
     }
 }
@@ -448,9 +412,7 @@ impl Visitor for Features {
             StmtNode::Alloc { var, .. } => {
                 format!("alloc {}", var.ty().addr_space().map_or("", |a| a.name()))
             }
-            StmtNode::If {
-                otherwise: Some(_), ..
-            } => "if-else".into(),
+            StmtNode::If { otherwise: Some(_), .. } => "if-else".into(),
             StmtNode::If { .. } => "if".into(),
             StmtNode::For { var, body, .. } => {
                 let mut inner = Features::default();
@@ -470,8 +432,7 @@ impl Visitor for Features {
                 FuncKind::Fence(_) => "fence".into(),
                 FuncKind::Atomic(op) => {
                     let space = args[0].ty().addr_space().map_or("", |a| a.name());
-                    self.0
-                        .insert(format!("atomic {space} result {}", result.is_some()));
+                    self.0.insert(format!("atomic {space} result {}", result.is_some()));
                     self.0.insert(format!(
                         "atomic elem {}",
                         args[0].ty().elem().unwrap_or(Scalar::Bool)
@@ -522,10 +483,7 @@ fn generation_covers_every_construct() {
             f.0.insert("aliasing".into());
         }
         for p in case.kernel.params() {
-            f.0.insert(format!(
-                "param {}",
-                p.ty().addr_space().map_or("scalar", |a| a.name())
-            ));
+            f.0.insert(format!("param {}", p.ty().addr_space().map_or("scalar", |a| a.name())));
         }
         // A name bound twice in one kernel (after the first binding's scope ended).
         struct Names<'a>(&'a mut Vec<String>);
@@ -621,10 +579,7 @@ fn generation_covers_every_construct() {
     let missing: Vec<&String> = want.iter().filter(|w| !f.0.contains(*w)).collect();
     assert!(missing.is_empty(), "never generated: {missing:?}");
     // Approximate intrinsics stay off by default.
-    assert!(!f
-        .0
-        .iter()
-        .any(|t| t == "intrinsic exp" || t == "intrinsic sin"));
+    assert!(!f.0.iter().any(|t| t == "intrinsic exp" || t == "intrinsic sin"));
 }
 
 fn xorshift_streams(seed: u64, n: usize) -> impl Iterator<Item = Vec<u32>> {

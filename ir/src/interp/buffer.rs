@@ -63,10 +63,7 @@ impl fmt::Display for BufferError {
                 write!(f, "index {index} out of bounds (buffer has {len} elements)")
             }
             BufferError::TypeMismatch { expected, found } => {
-                write!(
-                    f,
-                    "a value of type {found} does not fit a buffer of {expected} elements"
-                )
+                write!(f, "a value of type {found} does not fit a buffer of {expected} elements")
             }
         }
     }
@@ -168,10 +165,7 @@ impl Element for bool {
 impl Buffer {
     /// A zeroed buffer of `len` elements.
     pub fn zeroed(elem: Scalar, len: usize) -> Buffer {
-        Buffer {
-            elem,
-            data: vec![0; len * elem.size_bytes()],
-        }
+        Buffer { elem, data: vec![0; len * elem.size_bytes()] }
     }
 
     /// A buffer holding a copy of `values`.
@@ -197,10 +191,7 @@ impl Buffer {
     pub fn from_bytes(elem: Scalar, data: Vec<u8>) -> Result<Buffer, BufferError> {
         let n = elem.size_bytes();
         if data.len() / n * n != data.len() {
-            return Err(BufferError::BadLength {
-                elem,
-                bytes: data.len(),
-            });
+            return Err(BufferError::BadLength { elem, bytes: data.len() });
         }
         Ok(Buffer { elem, data })
     }
@@ -247,16 +238,10 @@ impl Buffer {
     /// the element's precision).
     pub fn set(&mut self, i: usize, value: Imm) -> Result<(), BufferError> {
         if value.scalar() != self.elem {
-            return Err(BufferError::TypeMismatch {
-                expected: self.elem,
-                found: value.scalar(),
-            });
+            return Err(BufferError::TypeMismatch { expected: self.elem, found: value.scalar() });
         }
         if i >= self.len() {
-            return Err(BufferError::OutOfBounds {
-                index: i,
-                len: self.len(),
-            });
+            return Err(BufferError::OutOfBounds { index: i, len: self.len() });
         }
         self.write(i, value);
         Ok(())
@@ -306,49 +291,19 @@ mod tests {
 
     #[test]
     fn round_trips_every_element_type() {
-        assert_eq!(
-            Buffer::from_slice(&[-1i8, 5]).to_vec::<i8>(),
-            Some(vec![-1, 5])
-        );
-        assert_eq!(
-            Buffer::from_slice(&[-300i16]).to_vec::<i16>(),
-            Some(vec![-300])
-        );
-        assert_eq!(
-            Buffer::from_slice(&[i32::MIN]).to_vec::<i32>(),
-            Some(vec![i32::MIN])
-        );
-        assert_eq!(
-            Buffer::from_slice(&[i64::MIN]).to_vec::<i64>(),
-            Some(vec![i64::MIN])
-        );
+        assert_eq!(Buffer::from_slice(&[-1i8, 5]).to_vec::<i8>(), Some(vec![-1, 5]));
+        assert_eq!(Buffer::from_slice(&[-300i16]).to_vec::<i16>(), Some(vec![-300]));
+        assert_eq!(Buffer::from_slice(&[i32::MIN]).to_vec::<i32>(), Some(vec![i32::MIN]));
+        assert_eq!(Buffer::from_slice(&[i64::MIN]).to_vec::<i64>(), Some(vec![i64::MIN]));
         assert_eq!(Buffer::from_slice(&[255u8]).to_vec::<u8>(), Some(vec![255]));
-        assert_eq!(
-            Buffer::from_slice(&[65535u16]).to_vec::<u16>(),
-            Some(vec![65535])
-        );
-        assert_eq!(
-            Buffer::from_slice(&[u32::MAX]).to_vec::<u32>(),
-            Some(vec![u32::MAX])
-        );
-        assert_eq!(
-            Buffer::from_slice(&[u64::MAX]).to_vec::<u64>(),
-            Some(vec![u64::MAX])
-        );
+        assert_eq!(Buffer::from_slice(&[65535u16]).to_vec::<u16>(), Some(vec![65535]));
+        assert_eq!(Buffer::from_slice(&[u32::MAX]).to_vec::<u32>(), Some(vec![u32::MAX]));
+        assert_eq!(Buffer::from_slice(&[u64::MAX]).to_vec::<u64>(), Some(vec![u64::MAX]));
         let h = f16::from_f32(1.5);
         assert_eq!(Buffer::from_slice(&[h]).to_vec::<f16>(), Some(vec![h]));
-        assert_eq!(
-            Buffer::from_slice(&[-0.0f32]).as_bytes(),
-            &(-0.0f32).to_le_bytes()
-        );
-        assert_eq!(
-            Buffer::from_slice(&[0.1f64]).to_vec::<f64>(),
-            Some(vec![0.1])
-        );
-        assert_eq!(
-            Buffer::from_slice(&[true, false]).to_vec::<bool>(),
-            Some(vec![true, false])
-        );
+        assert_eq!(Buffer::from_slice(&[-0.0f32]).as_bytes(), &(-0.0f32).to_le_bytes());
+        assert_eq!(Buffer::from_slice(&[0.1f64]).to_vec::<f64>(), Some(vec![0.1]));
+        assert_eq!(Buffer::from_slice(&[true, false]).to_vec::<bool>(), Some(vec![true, false]));
     }
 
     #[test]
@@ -367,22 +322,11 @@ mod tests {
             Err(BufferError::OutOfBounds { index: 3, len: 3 })
         );
         let e = b.set(0, Imm::int(Scalar::I32, 1)).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "a value of type i32 does not fit a buffer of i16 elements"
-        );
+        assert_eq!(e.to_string(), "a value of type i32 does not fit a buffer of i16 elements");
         let e = Buffer::from_bytes(Scalar::F32, vec![0; 6]).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "6 bytes is not a whole number of f32 elements (4 bytes each)"
-        );
+        assert_eq!(e.to_string(), "6 bytes is not a whole number of f32 elements (4 bytes each)");
         let b = Buffer::from_bytes(Scalar::U16, vec![1, 2, 3, 4]).unwrap();
         assert_eq!(b.to_vec::<u16>(), Some(vec![0x0201, 0x0403]));
-        assert_eq!(
-            Buffer::from_imms(Scalar::U8, &[Imm::int(Scalar::U8, 9)])
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(Buffer::from_imms(Scalar::U8, &[Imm::int(Scalar::U8, 9)]).unwrap().len(), 1);
     }
 }

@@ -71,14 +71,7 @@ pub(super) enum Inst {
     Jump { target: u32 },
     /// Loop entry: evaluate the bounds, jump to `exit` if there is no iteration, else set the
     /// counter to `lo` and remember the remaining trip count in loop state `lp`.
-    ForInit {
-        var: u32,
-        lp: u32,
-        lo: Code,
-        hi: Code,
-        step: Code,
-        exit: u32,
-    },
+    ForInit { var: u32, lp: u32, lo: Code, hi: Code, step: Code, exit: u32 },
     /// Loop latch: if iterations remain, step the counter and jump to `body`.
     ForNext { var: u32, lp: u32, body: u32 },
     /// Barrier number `id` (in program order).
@@ -222,10 +215,7 @@ impl Compiler<'_> {
     }
 
     fn add_mem(&mut self, name: &str, mem: Mem) -> u32 {
-        self.prog.mems.push(MemInfo {
-            name: name.to_string(),
-            mem,
-        });
+        self.prog.mems.push(MemInfo { name: name.to_string(), mem });
         (self.prog.mems.len() - 1) as u32
     }
 
@@ -286,10 +276,7 @@ impl Compiler<'_> {
                 },
                 ExprNode::Imm(i) => Op::Const(normalize(*i)),
                 ExprNode::Unary { op, .. } => Op::Unary(*op),
-                ExprNode::Binary {
-                    op: op @ (BinOp::Div | BinOp::Rem),
-                    ..
-                } => {
+                ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), .. } => {
                     self.prog.exprs.push(e.clone());
                     Op::DivRem(*op, (self.prog.exprs.len() - 1) as u32)
                 }
@@ -312,10 +299,7 @@ impl Compiler<'_> {
             };
             self.prog.ops.push(op);
         }
-        Ok(Code {
-            start,
-            end: self.prog.ops.len() as u32,
-        })
+        Ok(Code { start, end: self.prog.ops.len() as u32 })
     }
 
     fn builtin(&self, kind: Builtin, dim: u8) -> Result<Op, String> {
@@ -363,10 +347,7 @@ impl Compiler<'_> {
             }
             StmtNode::Assign { var, value } => {
                 let slot = match self.lookup(var.name())? {
-                    Binding::Slot {
-                        slot,
-                        mutable: true,
-                    } => *slot,
+                    Binding::Slot { slot, mutable: true } => *slot,
                     _ => {
                         return Err(format!(
                             "ill-formed kernel: assignment to `{}`, which is not a `var`",
@@ -409,11 +390,7 @@ impl Compiler<'_> {
                     ))
                 }
             },
-            StmtNode::If {
-                cond,
-                then,
-                otherwise,
-            } => {
+            StmtNode::If { cond, then, otherwise } => {
                 let cond = self.expr(cond)?;
                 let branch = self.emit(Inst::Branch { cond, target: 0 });
                 self.scoped(then)?;
@@ -430,13 +407,7 @@ impl Compiler<'_> {
                 };
                 self.patch(branch, target);
             }
-            StmtNode::For {
-                var,
-                lo,
-                hi,
-                step,
-                body,
-            } => {
+            StmtNode::For { var, lo, hi, step, body } => {
                 if !var.ty().is_int() {
                     return Err(format!(
                         "ill-formed kernel: loop counter `{}` is a {}, not an integer",
@@ -450,30 +421,13 @@ impl Compiler<'_> {
                 let slot = self.new_slot();
                 let lp = self.prog.loop_vars.len() as u32;
                 self.prog.loop_vars.push(var.name().to_string());
-                let init = self.emit(Inst::ForInit {
-                    var: slot,
-                    lp,
-                    lo,
-                    hi,
-                    step,
-                    exit: 0,
-                });
+                let init = self.emit(Inst::ForInit { var: slot, lp, lo, hi, step, exit: 0 });
                 let mark = self.scope.len();
-                self.bind(
-                    var.name(),
-                    Binding::Slot {
-                        slot,
-                        mutable: false,
-                    },
-                );
+                self.bind(var.name(), Binding::Slot { slot, mutable: false });
                 let body_start = self.here();
                 self.scoped(body)?;
                 self.scope.truncate(mark);
-                self.emit(Inst::ForNext {
-                    var: slot,
-                    lp,
-                    body: body_start,
-                });
+                self.emit(Inst::ForNext { var: slot, lp, body: body_start });
                 let exit = self.here();
                 self.patch(init, exit);
             }
@@ -554,10 +508,7 @@ impl Compiler<'_> {
         let (space, elem) = match buf.ty() {
             Type::Ptr(s, e) => (s, e),
             t => {
-                return Err(format!(
-                    "ill-formed kernel: `{name}` on `{}` of type {t}",
-                    buf.name()
-                ))
+                return Err(format!("ill-formed kernel: `{name}` on `{}` of type {t}", buf.name()))
             }
         };
         if space == AddrSpace::Constant {
@@ -567,34 +518,15 @@ impl Compiler<'_> {
             ));
         }
         if !ops::atomic_defined(op, elem) {
-            return Err(format!(
-                "ill-formed kernel: `{name}` is not defined on {elem} elements"
-            ));
+            return Err(format!("ill-formed kernel: `{name}` is not defined on {elem} elements"));
         }
         let index = self.expr(&args[1])?;
-        let cmp = if op == AtomicOp::CmpXchg {
-            Some(self.expr(&args[2])?)
-        } else {
-            None
-        };
+        let cmp = if op == AtomicOp::CmpXchg { Some(self.expr(&args[2])?) } else { None };
         let value = self.expr(&args[want - 1])?;
         let result = result.map(|r| (r, self.new_slot()));
-        self.emit(Inst::Atomic {
-            op,
-            mem,
-            index,
-            cmp,
-            value,
-            result: result.map(|r| r.1),
-        });
+        self.emit(Inst::Atomic { op, mem, index, cmp, value, result: result.map(|r| r.1) });
         if let Some((r, slot)) = result {
-            self.bind(
-                r.name(),
-                Binding::Slot {
-                    slot,
-                    mutable: false,
-                },
-            );
+            self.bind(r.name(), Binding::Slot { slot, mutable: false });
         }
         Ok(())
     }

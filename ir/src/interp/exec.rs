@@ -77,11 +77,7 @@ pub(super) fn resolve_launch(kernel: &Kernel, range: &NdRange) -> Result<Launch,
             ));
         }
     }
-    Ok(Launch {
-        global,
-        local,
-        offset,
-    })
+    Ok(Launch { global, local, offset })
 }
 
 /// The most memory (local arrays, plus private arrays and variable slots of the work-items
@@ -112,11 +108,7 @@ impl Item {
             pc: 0,
             slots: vec![Imm::Bool(false); prog.n_slots as usize],
             loops: vec![(0, 0); prog.loop_vars.len()],
-            privates: prog
-                .privates
-                .iter()
-                .map(|&(t, n)| Buffer::zeroed(t, n as usize))
-                .collect(),
+            privates: prog.privates.iter().map(|&(t, n)| Buffer::zeroed(t, n as usize)).collect(),
             local_id: [0; 3],
             global_id: [0; 3],
         }
@@ -148,10 +140,7 @@ pub(super) fn execute(
     // Without barriers each work-item runs to the end in one go: one state serves them all.
     let n_states = if prog.n_barriers == 0 { 1 } else { group_size };
     let bytes = |arrays: &[(Scalar, u32)]| -> u128 {
-        arrays
-            .iter()
-            .map(|&(t, n)| n as u128 * t.size_bytes() as u128)
-            .sum()
+        arrays.iter().map(|&(t, n)| n as u128 * t.size_bytes() as u128).sum()
     };
     let slots = prog.n_slots as u128 + prog.loop_vars.len() as u128;
     let needed = bytes(&prog.locals) + n_states as u128 * (bytes(&prog.privates) + 16 * slots);
@@ -170,11 +159,7 @@ pub(super) fn execute(
         prog,
         launch,
         buffers,
-        locals: prog
-            .locals
-            .iter()
-            .map(|&(t, n)| Buffer::zeroed(t, n as usize))
-            .collect(),
+        locals: prog.locals.iter().map(|&(t, n)| Buffer::zeroed(t, n as usize)).collect(),
         group_id: [0; 3],
         steps_left: max_steps.unwrap_or(u64::MAX),
         max_steps,
@@ -185,11 +170,7 @@ pub(super) fn execute(
     let [g0, g1, g2] = groups.map(|g| g as u64);
     for g in 0..g0 * g1 * g2 {
         let g = if m.reverse { g0 * g1 * g2 - 1 - g } else { g };
-        m.group_id = [
-            (g % g0) as u32,
-            (g / g0 % g1) as u32,
-            (g / (g0 * g1)) as u32,
-        ];
+        m.group_id = [(g % g0) as u32, (g / g0 % g1) as u32, (g / (g0 * g1)) as u32];
         m.run_group(&mut items)?;
     }
     Ok(())
@@ -225,11 +206,7 @@ impl Machine<'_> {
         if self.prog.n_barriers == 0 {
             let item = &mut items[0];
             for linear in 0..group_size {
-                let linear = if self.reverse {
-                    group_size - 1 - linear
-                } else {
-                    linear
-                };
+                let linear = if self.reverse { group_size - 1 - linear } else { linear };
                 self.start(item, linear);
                 self.run_item(item).map_err(|e| self.error(Some(item), e))?;
             }
@@ -329,14 +306,7 @@ impl Machine<'_> {
                     v => return Err(format!("condition of type {} is not a bool", v.scalar())),
                 },
                 Inst::Jump { target } => item.pc = *target,
-                Inst::ForInit {
-                    var,
-                    lp,
-                    lo,
-                    hi,
-                    step,
-                    exit,
-                } => {
+                Inst::ForInit { var, lp, lo, hi, step, exit } => {
                     let name = &prog.loop_vars[*lp as usize];
                     let int = |v: Imm, what: &str| {
                         v.as_i128().ok_or_else(|| {
@@ -376,14 +346,7 @@ impl Machine<'_> {
                     }
                 }
                 Inst::Barrier { id } => return Ok(Stop::Barrier(*id)),
-                Inst::Atomic {
-                    op,
-                    mem,
-                    index,
-                    cmp,
-                    value,
-                    result,
-                } => {
+                Inst::Atomic { op, mem, index, cmp, value, result } => {
                     let i = self.eval(*index, item)?;
                     let c = match cmp {
                         Some(c) => Some(self.eval(*c, item)?),

@@ -131,12 +131,7 @@ impl NdRange {
     /// local size left to the device. A slice of length 0 or more than 3 gives a range that
     /// [`run`] rejects.
     pub fn new(global: &[u32]) -> NdRange {
-        NdRange {
-            dims: global.len(),
-            global: pad3(global, 1),
-            local: None,
-            offset: [0; 3],
-        }
+        NdRange { dims: global.len(), global: pad3(global, 1), local: None, offset: [0; 3] }
     }
 
     /// The same range with the given work-group size (missing dimensions are 1).
@@ -153,11 +148,7 @@ impl NdRange {
 
     /// The total number of work-items (the product of the used global sizes).
     pub fn work_items(&self) -> u64 {
-        self.global
-            .iter()
-            .take(self.dims.min(3))
-            .map(|&g| g as u64)
-            .product()
+        self.global.iter().take(self.dims.min(3)).map(|&g| g as u64).product()
     }
 }
 
@@ -218,10 +209,7 @@ pub struct RunOptions {
 impl RunOptions {
     /// Options with a step limit.
     pub fn with_max_steps(max_steps: u64) -> RunOptions {
-        RunOptions {
-            max_steps: Some(max_steps),
-            ..RunOptions::default()
-        }
+        RunOptions { max_steps: Some(max_steps), ..RunOptions::default() }
     }
 }
 

@@ -140,21 +140,13 @@ pub(super) fn cast(to: Scalar, a: Imm) -> Imm {
         Imm::Int(from, bits) => match to {
             Scalar::Bool => Imm::Bool(bits != 0),
             Scalar::F32 => {
-                let v = if from.is_signed() {
-                    bits as i64 as f32
-                } else {
-                    bits as f32
-                };
+                let v = if from.is_signed() { bits as i64 as f32 } else { bits as f32 };
                 Imm::Float(Scalar::F32, v as f64)
             }
             // i64 -> f64 rounds only above 2^53, where every f16 is infinite anyway, so the
             // double rounding through f64 is exact for f16.
             t if t.is_float() => {
-                let v = if from.is_signed() {
-                    bits as i64 as f64
-                } else {
-                    bits as f64
-                };
+                let v = if from.is_signed() { bits as i64 as f64 } else { bits as f64 };
                 Imm::Float(t, round_float(t, v))
             }
             t => Imm::Int(t, canonical_int(t, bits)),
@@ -206,9 +198,7 @@ fn float_min_max(max: bool, x: f64, y: f64) -> f64 {
 /// An intrinsic call.
 pub(super) fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
     let name = op.name();
-    let first = args
-        .first()
-        .ok_or_else(|| format!("`{name}` without arguments"))?;
+    let first = args.first().ok_or_else(|| format!("`{name}` without arguments"))?;
     let ty = first.scalar();
     if let Some(other) = args.iter().find(|a| a.scalar() != ty) {
         return Err(mismatch(name, ty, other.scalar()));
@@ -216,11 +206,7 @@ pub(super) fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
     match (op, args) {
         (Intrinsic::Min | Intrinsic::Max, &[Imm::Int(t, x), Imm::Int(_, y)]) => {
             let max = op == Intrinsic::Max;
-            let x_less = if t.is_signed() {
-                (x as i64) < (y as i64)
-            } else {
-                x < y
-            };
+            let x_less = if t.is_signed() { (x as i64) < (y as i64) } else { x < y };
             Ok(Imm::Int(t, if x_less != max { x } else { y }))
         }
         (Intrinsic::Min | Intrinsic::Max, &[Imm::Float(t, x), Imm::Float(_, y)])
@@ -229,16 +215,12 @@ pub(super) fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
             Ok(Imm::Float(t, float_min_max(op == Intrinsic::Max, x, y)))
         }
         (Intrinsic::Abs, &[Imm::Int(t, x)]) => {
-            let v = if t.is_signed() {
-                (x as i64).wrapping_abs() as u64
-            } else {
-                x
-            };
+            let v = if t.is_signed() { (x as i64).wrapping_abs() as u64 } else { x };
             Ok(Imm::Int(t, canonical_int(t, v)))
         }
-        (Intrinsic::Fma, &[Imm::Float(Scalar::F32, a), Imm::Float(_, b), Imm::Float(_, c)]) => Ok(
-            Imm::Float(Scalar::F32, (a as f32).mul_add(b as f32, c as f32) as f64),
-        ),
+        (Intrinsic::Fma, &[Imm::Float(Scalar::F32, a), Imm::Float(_, b), Imm::Float(_, c)]) => {
+            Ok(Imm::Float(Scalar::F32, (a as f32).mul_add(b as f32, c as f32) as f64))
+        }
         (Intrinsic::Fma, &[Imm::Float(Scalar::F64, a), Imm::Float(_, b), Imm::Float(_, c)]) => {
             Ok(Imm::Float(Scalar::F64, a.mul_add(b, c)))
         }
@@ -290,11 +272,7 @@ pub(super) fn atomic_defined(op: AtomicOp, t: Scalar) -> bool {
 pub(super) fn atomic(op: AtomicOp, old: Imm, cmp: Option<Imm>, v: Imm) -> Result<Imm, String> {
     let t = old.scalar();
     if v.scalar() != t || cmp.is_some_and(|c| c.scalar() != t) {
-        return Err(format!(
-            "`{}` of a {} value on {t} memory",
-            op.name(),
-            v.scalar()
-        ));
+        return Err(format!("`{}` of a {} value on {t} memory", op.name(), v.scalar()));
     }
     if !atomic_defined(op, t) {
         return Err(undefined(op.name(), t));
@@ -344,30 +322,15 @@ mod tests {
         assert_eq!(binary(BinOp::Shr, i(U8, 128), i(U8, 7)), Ok(i(U8, 1)));
         assert_eq!(binary(BinOp::Shr, i(I32, -8), i(I32, -1)), Ok(i(I32, -1)));
         assert_eq!(binary(BinOp::Add, i(U8, 250), i(U8, 10)), Ok(i(U8, 4)));
-        assert_eq!(
-            binary(BinOp::Mul, i(I16, 300), i(I16, 300)),
-            Ok(i(I16, 90000 - 65536))
-        );
-        assert_eq!(
-            binary(BinOp::Lt, i(I32, -1), i(I32, 0)),
-            Ok(Imm::Bool(true))
-        );
-        assert_eq!(
-            binary(BinOp::Lt, i(U32, u32::MAX as i128), i(U32, 0)),
-            Ok(Imm::Bool(false))
-        );
+        assert_eq!(binary(BinOp::Mul, i(I16, 300), i(I16, 300)), Ok(i(I16, 90000 - 65536)));
+        assert_eq!(binary(BinOp::Lt, i(I32, -1), i(I32, 0)), Ok(Imm::Bool(true)));
+        assert_eq!(binary(BinOp::Lt, i(U32, u32::MAX as i128), i(U32, 0)), Ok(Imm::Bool(false)));
         assert_eq!(unary(UnOp::Neg, i(I32, min)), Ok(i(I32, min)));
         assert_eq!(unary(UnOp::Neg, i(U8, 1)), Ok(i(U8, 255)));
         assert_eq!(unary(UnOp::BitNot, i(U16, 0)), Ok(i(U16, 65535)));
         assert_eq!(intrinsic(Intrinsic::Abs, &[i(I8, -128)]), Ok(i(I8, -128)));
-        assert_eq!(
-            intrinsic(Intrinsic::Min, &[i(I64, -5), i(I64, 3)]),
-            Ok(i(I64, -5))
-        );
-        assert_eq!(
-            intrinsic(Intrinsic::Max, &[i(U64, 1 << 63), i(U64, 3)]),
-            Ok(i(U64, 1 << 63))
-        );
+        assert_eq!(intrinsic(Intrinsic::Min, &[i(I64, -5), i(I64, 3)]), Ok(i(I64, -5)));
+        assert_eq!(intrinsic(Intrinsic::Max, &[i(U64, 1 << 63), i(U64, 3)]), Ok(i(U64, 1 << 63)));
         assert!(binary(BinOp::Add, i(I32, 1), i(U32, 1)).is_err());
         assert!(binary(BinOp::Rem, f(F32, 1.0), f(F32, 1.0)).is_err());
         assert!(unary(UnOp::Not, i(I32, 1)).is_err());
@@ -377,14 +340,8 @@ mod tests {
     fn float_edges() {
         use Scalar::*;
         // 16777216 + 1 is not representable in f32: rounds to even.
-        assert_eq!(
-            binary(BinOp::Add, f(F32, 16777216.0), f(F32, 1.0)),
-            Ok(f(F32, 16777216.0))
-        );
-        assert_eq!(
-            binary(BinOp::Add, f(F64, 16777216.0), f(F64, 1.0)),
-            Ok(f(F64, 16777217.0))
-        );
+        assert_eq!(binary(BinOp::Add, f(F32, 16777216.0), f(F32, 1.0)), Ok(f(F32, 16777216.0)));
+        assert_eq!(binary(BinOp::Add, f(F64, 16777216.0), f(F64, 1.0)), Ok(f(F64, 16777217.0)));
         let third = binary(BinOp::Div, f(F32, 1.0), f(F32, 3.0)).unwrap();
         assert_eq!(third, f(F32, (1.0f32 / 3.0) as f64));
         let min = |a: f64, b: f64| intrinsic(Intrinsic::Min, &[f(F32, a), f(F32, b)]).unwrap();
@@ -400,23 +357,11 @@ mod tests {
         let want = (0.1f32).mul_add(10.0, -1.0) as f64;
         assert_eq!(fma, f(F32, want));
         assert_ne!(want, ((0.1f32 * 10.0) - 1.0) as f64);
-        assert_eq!(
-            intrinsic(Intrinsic::Floor, &[f(F64, -1.5)]),
-            Ok(f(F64, -2.0))
-        );
-        assert_eq!(
-            intrinsic(Intrinsic::Ceil, &[f(F32, -1.5)]),
-            Ok(f(F32, -1.0))
-        );
-        assert_eq!(
-            intrinsic(Intrinsic::Trunc, &[f(F32, -1.5)]),
-            Ok(f(F32, -1.0))
-        );
+        assert_eq!(intrinsic(Intrinsic::Floor, &[f(F64, -1.5)]), Ok(f(F64, -2.0)));
+        assert_eq!(intrinsic(Intrinsic::Ceil, &[f(F32, -1.5)]), Ok(f(F32, -1.0)));
+        assert_eq!(intrinsic(Intrinsic::Trunc, &[f(F32, -1.5)]), Ok(f(F32, -1.0)));
         assert_eq!(intrinsic(Intrinsic::Abs, &[f(F32, -0.0)]), Ok(f(F32, 0.0)));
-        assert_eq!(
-            intrinsic(Intrinsic::Sqrt, &[f(F64, 2.0)]),
-            Ok(f(F64, 2f64.sqrt()))
-        );
+        assert_eq!(intrinsic(Intrinsic::Sqrt, &[f(F64, 2.0)]), Ok(f(F64, 2f64.sqrt())));
         assert!(intrinsic(Intrinsic::Sqrt, &[i(I32, 4)]).is_err());
         assert!(intrinsic(Intrinsic::Fma, &[f(F32, 1.0)]).is_err());
         assert!(binary(BinOp::Add, f(F16, 1.0), f(F16, 1.0)).is_err());
@@ -432,16 +377,10 @@ mod tests {
         assert_eq!(cast(I32, f(F32, -3.7)), i(I32, -3));
         assert_eq!(cast(U64, f(F64, f64::INFINITY)), i(U64, u64::MAX as i128));
         assert_eq!(cast(U32, i(I32, -1)), i(U32, u32::MAX as i128));
-        assert_eq!(
-            cast(I64, i(U32, u32::MAX as i128)),
-            i(I64, u32::MAX as i128)
-        );
+        assert_eq!(cast(I64, i(U32, u32::MAX as i128)), i(I64, u32::MAX as i128));
         assert_eq!(cast(I8, i(I32, 200)), i(I8, -56));
         assert_eq!(cast(F32, i(I32, 16777217)), f(F32, 16777216.0));
-        assert_eq!(
-            cast(F32, i(U64, u64::MAX as i128)),
-            f(F32, 18446744073709551616.0)
-        );
+        assert_eq!(cast(F32, i(U64, u64::MAX as i128)), f(F32, 18446744073709551616.0));
         assert_eq!(cast(F16, i(I32, 70000)), f(F16, f64::INFINITY));
         assert_eq!(cast(F16, i(I32, 2049)), f(F16, 2048.0));
         assert_eq!(cast(F16, f(F32, 65519.0)), f(F16, 65504.0));
@@ -457,26 +396,11 @@ mod tests {
     fn atomics() {
         use Scalar::*;
         let old = i(U32, 5);
-        assert_eq!(
-            atomic(AtomicOp::Sub, old, None, i(U32, 6)),
-            Ok(i(U32, u32::MAX as i128))
-        );
-        assert_eq!(
-            atomic(AtomicOp::Min, i(I32, -1), None, i(I32, 3)),
-            Ok(i(I32, -1))
-        );
-        assert_eq!(
-            atomic(AtomicOp::CmpXchg, old, Some(i(U32, 5)), i(U32, 9)),
-            Ok(i(U32, 9))
-        );
-        assert_eq!(
-            atomic(AtomicOp::CmpXchg, old, Some(i(U32, 4)), i(U32, 9)),
-            Ok(old)
-        );
-        assert_eq!(
-            atomic(AtomicOp::Add, f(F32, 0.5), None, f(F32, 0.25)),
-            Ok(f(F32, 0.75))
-        );
+        assert_eq!(atomic(AtomicOp::Sub, old, None, i(U32, 6)), Ok(i(U32, u32::MAX as i128)));
+        assert_eq!(atomic(AtomicOp::Min, i(I32, -1), None, i(I32, 3)), Ok(i(I32, -1)));
+        assert_eq!(atomic(AtomicOp::CmpXchg, old, Some(i(U32, 5)), i(U32, 9)), Ok(i(U32, 9)));
+        assert_eq!(atomic(AtomicOp::CmpXchg, old, Some(i(U32, 4)), i(U32, 9)), Ok(old));
+        assert_eq!(atomic(AtomicOp::Add, f(F32, 0.5), None, f(F32, 0.25)), Ok(f(F32, 0.75)));
         assert!(atomic(AtomicOp::Max, f(F32, 0.5), None, f(F32, 0.25)).is_err());
         assert!(atomic(AtomicOp::Add, i(I16, 1), None, i(I16, 1)).is_err());
         assert!(atomic(AtomicOp::Add, i(I32, 1), None, i(U32, 1)).is_err());

@@ -169,11 +169,7 @@ impl<'a, 'c> Gen<'a, 'c> {
     }
 
     fn bind(&mut self, var: &Var, uniform: bool, assignable: bool) {
-        self.scope.push(Binding {
-            var: var.clone(),
-            uniform,
-            assignable,
-        });
+        self.scope.push(Binding { var: var.clone(), uniform, assignable });
     }
 
     // ---- statements ------------------------------------------------------------------------
@@ -237,11 +233,7 @@ impl<'a, 'c> Gen<'a, 'c> {
         let nest_ok = self.nesting < cfg.max_nesting;
         let has_assignable = self.scope.iter().any(|b| b.assignable);
         let writable = self.writable();
-        let atomic_targets = if cfg.atomics {
-            self.atomic_targets()
-        } else {
-            Vec::new()
-        };
+        let atomic_targets = if cfg.atomics { self.atomic_targets() } else { Vec::new() };
         let w = [
             4,
             2,
@@ -252,11 +244,7 @@ impl<'a, 'c> Gen<'a, 'c> {
             if nest_ok && cfg.loops { 1 } else { 0 },
             if cfg.private_arrays { 1 } else { 0 },
             if atomic_targets.is_empty() { 0 } else { 2 },
-            if cfg.barriers && self.uniform_cf {
-                2
-            } else {
-                0
-            },
+            if cfg.barriers && self.uniform_cf { 2 } else { 0 },
             1,
         ];
         let depth = cfg.max_expr_depth;
@@ -269,20 +257,12 @@ impl<'a, 'c> Gen<'a, 'c> {
                 let uni = is_let && self.uniform_cf && self.c.chance(30);
                 let value = self.expr(ty, depth, uni);
                 let var = Var::new(self.fresh("v"), Type::Scalar(ty));
-                out.push(if is_let {
-                    Stmt::let_(&var, value)
-                } else {
-                    Stmt::decl(&var, value)
-                });
+                out.push(if is_let { Stmt::let_(&var, value) } else { Stmt::decl(&var, value) });
                 self.bind(&var, uni, !is_let);
             }
             2 => {
-                let vars: Vec<Var> = self
-                    .scope
-                    .iter()
-                    .filter(|b| b.assignable)
-                    .map(|b| b.var.clone())
-                    .collect();
+                let vars: Vec<Var> =
+                    self.scope.iter().filter(|b| b.assignable).map(|b| b.var.clone()).collect();
                 let v = vars[self.c.below(vars.len())].clone();
                 let ty = v.ty().scalar().unwrap_or(Scalar::I32);
                 let value = self.expr(ty, depth, false);
@@ -305,11 +285,7 @@ impl<'a, 'c> Gen<'a, 'c> {
                 let len = 1 + self.c.below(8) as u32;
                 let var = Var::new(self.fresh("arr"), Type::ptr(AddrSpace::Private, elem));
                 out.push(Stmt::alloc(&var, len));
-                self.mems.push(MemVar {
-                    var,
-                    len,
-                    kind: MemKind::Private,
-                });
+                self.mems.push(MemVar { var, len, kind: MemKind::Private });
             }
             8 => {
                 let m = atomic_targets[self.c.below(atomic_targets.len())].clone();
@@ -320,11 +296,7 @@ impl<'a, 'c> Gen<'a, 'c> {
                 out.push(Stmt::barrier(fence));
                 self.barriers += 1;
                 for i in 0..self.phases.len() {
-                    self.phases[i] = if self.c.chance(50) {
-                        Phase::Shared
-                    } else {
-                        Phase::Own
-                    };
+                    self.phases[i] = if self.c.chance(50) { Phase::Shared } else { Phase::Own };
                 }
             }
             _ => {
@@ -383,7 +355,7 @@ impl<'a, 'c> Gen<'a, 'c> {
         } else {
             (self.expr(ty, d, uniform) & Expr::int(ty, 1)) + Expr::int(ty, 1)
         };
-        let var = Var::new(self.fresh("i"), Type::Scalar(ty));
+        let var = Var::new(self.fresh("it"), Type::Scalar(ty));
         let mark = self.mark();
         self.bind(&var, uniform, false);
         let (phases, barriers) = (self.phases.clone(), self.barriers);
@@ -454,24 +426,13 @@ impl<'a, 'c> Gen<'a, 'c> {
         let mut groups = [1u32; 3];
         let mut offset = [0u32; 3];
         for d in 0..dims {
-            local[d] = if d == 0 {
-                self.pick(&[1, 2, 4, 3, 8])
-            } else {
-                self.pick(&[1, 2, 3])
-            };
+            local[d] = if d == 0 { self.pick(&[1, 2, 4, 3, 8]) } else { self.pick(&[1, 2, 3]) };
             groups[d] = 1 + self.c.below(3) as u32;
-            offset[d] = if self.c.chance(50) {
-                self.c.below(6) as u32
-            } else {
-                0
-            };
+            offset[d] = if self.c.chance(50) { self.c.below(6) as u32 } else { 0 };
         }
         let max = self.cfg.max_work_items.max(1);
         while (0..3).map(|d| local[d] * groups[d]).product::<u32>() > max {
-            let d = (0..3)
-                .rev()
-                .find(|&d| groups[d] > 1 || local[d] > 1)
-                .unwrap_or(0);
+            let d = (0..3).rev().find(|&d| groups[d] > 1 || local[d] > 1).unwrap_or(0);
             if groups[d] > 1 {
                 groups[d] -= 1;
             } else {
@@ -479,9 +440,7 @@ impl<'a, 'c> Gen<'a, 'c> {
             }
         }
         let global: Vec<u32> = (0..dims).map(|d| local[d] * groups[d]).collect();
-        NdRange::new(&global)
-            .with_local(&local[..dims])
-            .with_offset(&offset[..dims])
+        NdRange::new(&global).with_local(&local[..dims]).with_offset(&offset[..dims])
     }
 
     /// The global linear id, in one of two equivalent forms.
@@ -527,39 +486,23 @@ impl<'a, 'c> Gen<'a, 'c> {
             buffers.push(gen_buffer(self.c, elem, len as usize));
             let var = Var::new(format!("in{i}"), Type::ptr(space, elem));
             params.push((var.clone(), Arg::Buffer(buffers.len() - 1)));
-            self.mems.push(MemVar {
-                var,
-                len,
-                kind: MemKind::Input,
-            });
+            self.mems.push(MemVar { var, len, kind: MemKind::Input });
             if self.c.chance(15) {
                 // A second parameter bound to the same (read-only) buffer.
                 let space = self.pick(&[AddrSpace::Global, AddrSpace::Constant]);
                 let var = Var::new(format!("alias{i}"), Type::ptr(space, elem));
                 params.push((var.clone(), Arg::Buffer(buffers.len() - 1)));
-                self.mems.push(MemVar {
-                    var,
-                    len,
-                    kind: MemKind::Input,
-                });
+                self.mems.push(MemVar { var, len, kind: MemKind::Input });
             }
         }
         for i in 0..1 + self.c.below(2) {
             let elem = self.pick(&types);
             let k = 1 + self.c.below(3) as u32;
-            let space = if self.c.chance(20) {
-                AddrSpace::Generic
-            } else {
-                AddrSpace::Global
-            };
+            let space = if self.c.chance(20) { AddrSpace::Generic } else { AddrSpace::Global };
             buffers.push(gen_buffer(self.c, elem, (n_items * k) as usize));
             let var = Var::new(format!("out{i}"), Type::ptr(space, elem));
             params.push((var.clone(), Arg::Buffer(buffers.len() - 1)));
-            self.mems.push(MemVar {
-                var,
-                len: n_items * k,
-                kind: MemKind::Out { k },
-            });
+            self.mems.push(MemVar { var, len: n_items * k, kind: MemKind::Out { k } });
         }
         if cfg.atomics && self.c.chance(50) {
             let elem = self.pick(&ATOMIC_INTS);
@@ -576,11 +519,7 @@ impl<'a, 'c> Gen<'a, 'c> {
                 AtomicOp::Or,
                 AtomicOp::Xor,
             ]);
-            self.mems.push(MemVar {
-                var,
-                len,
-                kind: MemKind::Counter { op },
-            });
+            self.mems.push(MemVar { var, len, kind: MemKind::Counter { op } });
         }
         for i in 0..self.c.below(3) {
             let ty = self.pick(&ARITH);
@@ -600,16 +539,8 @@ impl<'a, 'c> Gen<'a, 'c> {
                 let var = Var::new(format!("tile{i}"), Type::ptr(AddrSpace::Local, elem));
                 body.push(Stmt::alloc(&var, group_size * k));
                 let id = self.phases.len();
-                self.phases.push(if self.c.chance(30) {
-                    Phase::Shared
-                } else {
-                    Phase::Own
-                });
-                self.mems.push(MemVar {
-                    var,
-                    len: group_size * k,
-                    kind: MemKind::Local { k, id },
-                });
+                self.phases.push(if self.c.chance(30) { Phase::Shared } else { Phase::Own });
+                self.mems.push(MemVar { var, len: group_size * k, kind: MemKind::Local { k, id } });
             }
         }
         let lin = Var::new("lin", Type::U32);
@@ -630,12 +561,8 @@ impl<'a, 'c> Gen<'a, 'c> {
         }
 
         // Epilogue: make a few top-level values observable.
-        let outs: Vec<MemVar> = self
-            .mems
-            .iter()
-            .filter(|m| matches!(m.kind, MemKind::Out { .. }))
-            .cloned()
-            .collect();
+        let outs: Vec<MemVar> =
+            self.mems.iter().filter(|m| matches!(m.kind, MemKind::Out { .. })).cloned().collect();
         let values: Vec<Var> = self
             .scope
             .iter()
@@ -669,11 +596,7 @@ impl<'a, 'c> Gen<'a, 'c> {
         }
         for (v, len) in &env.buffers {
             if v.ty().is_ptr() && *len > 0 {
-                self.mems.push(MemVar {
-                    var: v.clone(),
-                    len: *len,
-                    kind: MemKind::Input,
-                });
+                self.mems.push(MemVar { var: v.clone(), len: *len, kind: MemKind::Input });
             }
         }
         if ty == Scalar::F16 {
@@ -686,10 +609,6 @@ impl<'a, 'c> Gen<'a, 'c> {
 
 fn out_store(body: &mut Vec<Stmt>, m: &MemVar, index: Expr, v: &Var) {
     let elem = m.elem();
-    let value = if v.ty() == Type::Scalar(elem) {
-        v.expr()
-    } else {
-        v.expr().cast(elem)
-    };
+    let value = if v.ty() == Type::Scalar(elem) { v.expr() } else { v.expr().cast(elem) };
     body.push(Stmt::store(&m.var, index, value));
 }

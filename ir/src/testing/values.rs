@@ -152,9 +152,8 @@ mod tests {
 
     #[test]
     fn random_floats_are_finite() {
-        let data: Vec<u32> = (0..20_000u32)
-            .map(|i| i.wrapping_mul(2654435761).rotate_left(7))
-            .collect();
+        let data: Vec<u32> =
+            (0..20_000u32).map(|i| i.wrapping_mul(2654435761).rotate_left(7)).collect();
         let mut c = Choices::new(&data);
         for _ in 0..2000 {
             for t in [Scalar::F16, Scalar::F32, Scalar::F64] {

@@ -18,11 +18,8 @@ impl Gen<'_, '_> {
             return self.bool_expr(d, uni);
         }
         let float = ty.is_float();
-        let w: &[u32] = if float {
-            &[6, 0, 0, 0, 1, 1, 3, 3, 3]
-        } else {
-            &[6, 2, 2, 2, 2, 1, 3, 2, 0]
-        };
+        let w: &[u32] =
+            if float { &[6, 0, 0, 0, 1, 1, 3, 3, 3] } else { &[6, 2, 2, 2, 2, 1, 3, 2, 0] };
         match self.c.weighted(w) {
             0 => {
                 let ops: &[BinOp] = if float {
@@ -50,11 +47,7 @@ impl Gen<'_, '_> {
                 Expr::binary(op, self.expr(ty, d, uni), self.expr(ty, d, uni))
             }
             4 => {
-                let op = if float {
-                    UnOp::Neg
-                } else {
-                    self.pick(&[UnOp::Neg, UnOp::BitNot])
-                };
+                let op = if float { UnOp::Neg } else { self.pick(&[UnOp::Neg, UnOp::BitNot]) };
                 Expr::unary(op, self.expr(ty, d, uni))
             }
             5 => Expr::select(
@@ -77,12 +70,7 @@ impl Gen<'_, '_> {
                     Intrinsic::Trunc,
                 ];
                 if self.cfg.approx_intrinsics {
-                    ops.extend([
-                        Intrinsic::Exp,
-                        Intrinsic::Log,
-                        Intrinsic::Sin,
-                        Intrinsic::Cos,
-                    ]);
+                    ops.extend([Intrinsic::Exp, Intrinsic::Log, Intrinsic::Sin, Intrinsic::Cos]);
                 }
                 let op = self.pick(&ops);
                 let args: Vec<Expr> = (0..op.arity()).map(|_| self.expr(ty, d, uni)).collect();
@@ -100,32 +88,17 @@ impl Gen<'_, '_> {
                 let op = if ot == Scalar::Bool {
                     self.pick(&[BinOp::Eq, BinOp::Ne])
                 } else {
-                    self.pick(&[
-                        BinOp::Eq,
-                        BinOp::Ne,
-                        BinOp::Lt,
-                        BinOp::Le,
-                        BinOp::Gt,
-                        BinOp::Ge,
-                    ])
+                    self.pick(&[BinOp::Eq, BinOp::Ne, BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge])
                 };
                 Expr::binary(op, self.expr(ot, d, uni), self.expr(ot, d, uni))
             }
             1 => {
                 let op = self.pick(&[BinOp::LogicAnd, BinOp::LogicOr]);
-                Expr::binary(
-                    op,
-                    self.expr(Scalar::Bool, d, uni),
-                    self.expr(Scalar::Bool, d, uni),
-                )
+                Expr::binary(op, self.expr(Scalar::Bool, d, uni), self.expr(Scalar::Bool, d, uni))
             }
             2 => {
                 let op = self.pick(&[BinOp::And, BinOp::Or, BinOp::Xor]);
-                Expr::binary(
-                    op,
-                    self.expr(Scalar::Bool, d, uni),
-                    self.expr(Scalar::Bool, d, uni),
-                )
+                Expr::binary(op, self.expr(Scalar::Bool, d, uni), self.expr(Scalar::Bool, d, uni))
             }
             3 => Expr::unary(UnOp::Not, self.expr(Scalar::Bool, d, uni)),
             4 => Expr::select(
@@ -147,11 +120,7 @@ impl Gen<'_, '_> {
             from.push(Scalar::F16);
         }
         let src = self.pick(&from);
-        let e = if src == Scalar::F16 {
-            self.f16_expr(d, uni)
-        } else {
-            self.expr(src, d, uni)
-        };
+        let e = if src == Scalar::F16 { self.f16_expr(d, uni) } else { self.expr(src, d, uni) };
         e.cast(ty)
     }
 
@@ -256,21 +225,13 @@ impl Gen<'_, '_> {
         }
         let t = self.pick(&INTS);
         let e = self.expr(t, d.min(2), uni);
-        let e = if t == Scalar::U32 {
-            e
-        } else {
-            e.cast(Scalar::U32)
-        };
+        let e = if t == Scalar::U32 { e } else { e.cast(Scalar::U32) };
         e % Expr::u32(len)
     }
 
     /// `lin * k + (e as u32) % k` (or `llin` for local arrays).
     pub(super) fn own_index(&mut self, local: bool, k: u32, d: u32) -> Expr {
-        let base = if local {
-            self.llin.clone()
-        } else {
-            self.lin.clone()
-        };
+        let base = if local { self.llin.clone() } else { self.lin.clone() };
         let base = base.map_or_else(|| Expr::u32(0), |v| v.expr());
         if k == 1 {
             return base;
