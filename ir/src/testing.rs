@@ -186,7 +186,8 @@ pub struct ExprEnv {
     pub buffers: Vec<(Var, u32)>,
 }
 
-/// Random expressions of type `ty` (an arithmetic type or bool; not f16) of depth at most
+/// Random expressions of type `ty` (any scalar type; an f16 expression is an f16 load or a
+/// cast to f16) of depth at most
 /// `depth` over `env`, using every operator, casts, `select`, intrinsics (not the
 /// approximate ones), built-ins and in-bounds loads. They never fail to evaluate: indices
 /// are reduced modulo the buffer length and integer divisors are odd.

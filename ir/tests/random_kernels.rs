@@ -319,6 +319,10 @@ fn expr_env() -> ExprEnv {
 
 fn check_case(case: &TestCase) -> Result<(), TestCaseError> {
     check_kernel(&case.kernel).map_err(|e| TestCaseError::fail(format!("ill-typed: {e}")))?;
+    if let Err(errs) = kiln_ir::verify_kernel(&case.kernel) {
+        let errs: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        return Err(TestCaseError::fail(format!("the verifier rejects it: {}", errs.join("; "))));
+    }
     let first = case.run().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let second = case.run().map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(&first, &second, "not deterministic");
@@ -342,8 +346,7 @@ proptest! {
 
     #[test]
     fn generated_expressions_are_well_typed_and_evaluate(
-        (ty, e) in proptest::sample::select(vec![Scalar::Bool, Scalar::I8, Scalar::U16,
-            Scalar::I32, Scalar::U64, Scalar::F32, Scalar::F64])
+        (ty, e) in proptest::sample::select(Scalar::ALL.to_vec())
             .prop_flat_map(|ty| arb_expr(ty, expr_env(), 4).prop_map(move |e| (ty, e)))
     ) {
         let (x, y, buf) = env_vars();
@@ -581,4 +584,50 @@ fn generation_covers_every_construct() {
     assert!(missing.is_empty(), "never generated: {missing:?}");
     // Approximate intrinsics stay off by default.
     assert!(!f.0.iter().any(|t| t == "intrinsic exp" || t == "intrinsic sin"));
+}
+
+fn xorshift_streams(seed: u64, n: usize) -> impl Iterator<Item = Vec<u32>> {
+    let mut state = seed;
+    (0..n).map(move |_| {
+        (0..3000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 32) as u32
+            })
+            .collect()
+    })
+}
+
+#[test]
+fn other_configurations_give_valid_cases() {
+    let minimal = GenConfig {
+        max_dims: 1,
+        loops: false,
+        barriers: false,
+        atomics: false,
+        private_arrays: false,
+        local_arrays: false,
+        f16: false,
+        reuse_names: false,
+        ..GenConfig::default()
+    };
+    let large = GenConfig {
+        max_work_items: 256,
+        max_stmts: 20,
+        max_block_stmts: 5,
+        max_nesting: 4,
+        max_expr_depth: 5,
+        approx_intrinsics: true,
+        ..GenConfig::default()
+    };
+    for (cfg, seed) in [(minimal, 1u64), (large, 2)] {
+        for choices in xorshift_streams(seed, 60) {
+            let case = case_from_choices(&choices, &cfg);
+            check_case(&case).unwrap();
+            assert!(case.range.work_items() <= cfg.max_work_items as u64);
+            assert!(case.range.dims <= cfg.max_dims);
+        }
+    }
 }

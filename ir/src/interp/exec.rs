@@ -80,6 +80,10 @@ pub(super) fn resolve_launch(kernel: &Kernel, range: &NdRange) -> Result<Launch,
     Ok(Launch { global, local, offset })
 }
 
+/// The most memory (local arrays, plus private arrays and variable slots of the work-items
+/// of one group that are alive at once) a launch may need: 1 GiB.
+pub(super) const MEMORY_LIMIT: u64 = 1 << 30;
+
 /// Why a work-item stopped running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
@@ -132,6 +136,24 @@ pub(super) fn execute(
     options: &RunOptions,
 ) -> Result<(), InterpError> {
     let max_steps = options.max_steps;
+    let group_size: u64 = launch.local.iter().map(|&l| l as u64).product();
+    // Without barriers each work-item runs to the end in one go: one state serves them all.
+    let n_states = if prog.n_barriers == 0 { 1 } else { group_size };
+    let bytes = |arrays: &[(Scalar, u32)]| -> u128 {
+        arrays.iter().map(|&(t, n)| n as u128 * t.size_bytes() as u128).sum()
+    };
+    let slots = prog.n_slots as u128 + prog.loop_vars.len() as u128;
+    let needed = bytes(&prog.locals) + n_states as u128 * (bytes(&prog.privates) + 16 * slots);
+    if needed > MEMORY_LIMIT as u128 {
+        return Err(InterpError {
+            kernel: kernel.name().to_string(),
+            work_item: None,
+            message: format!(
+                "the arrays and work-item states of a work-group need {needed} bytes, more \
+                 than the interpreter's limit of {MEMORY_LIMIT}"
+            ),
+        });
+    }
     let mut m = Machine {
         kernel: kernel.name(),
         prog,
@@ -144,9 +166,6 @@ pub(super) fn execute(
         reverse: options.reverse_order,
     };
     let groups: [u32; 3] = std::array::from_fn(|d| launch.global[d] / launch.local[d]);
-    let group_size: u64 = launch.local.iter().map(|&l| l as u64).product();
-    // Without barriers each work-item runs to the end in one go: one state serves them all.
-    let n_states = if prog.n_barriers == 0 { 1 } else { group_size as usize };
     let mut items: Vec<Item> = (0..n_states).map(|_| Item::new(prog)).collect();
     let [g0, g1, g2] = groups.map(|g| g as u64);
     for g in 0..g0 * g1 * g2 {

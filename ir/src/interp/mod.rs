@@ -47,8 +47,11 @@
 //! * **Barriers.** After each round every work-item of a group must be waiting at the same
 //!   barrier statement, or all must have finished; otherwise the run fails with "barrier
 //!   divergence", naming the group, the barrier (`#k`, counting barrier statements in
-//!   program order from 1) and the two disagreeing work-items. `fence` is a no-op here:
-//!   execution is sequential, so memory is always consistent.
+//!   program order from 1) and the two disagreeing work-items. Barriers are matched by
+//!   statement, not by dynamic instance: work-items that reach the same barrier statement in
+//!   different loop iterations (possible only when a barrier sits under a divergent `if`
+//!   inside a loop) are not told apart. `fence` is a no-op here: execution is sequential, so
+//!   memory is always consistent.
 //! * **Memory.** `local` arrays are zeroed at the start of every work-group (wherever their
 //!   declaration is); a `private` array is zeroed each time its declaration executes.
 //! * **Atomics** run indivisibly (trivially: execution is sequential). They are defined on

@@ -18,13 +18,15 @@
 //!   is used act on the work-item's own slots, and atomics on a shared counter buffer all
 //!   use one commutative integer operation (or add and sub) and discard the old value.
 
-use crate::expr::{BinOp, Builtin, Expr, Intrinsic, UnOp, Var};
+use crate::expr::{Builtin, Expr, Var};
 use crate::interp::{Arg, Buffer, NdRange};
 use crate::kernel::{Attrs, Kernel};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt};
 use crate::types::{AddrSpace, Scalar, Type};
 
 use super::values::{gen_buffer, gen_imm, Choices};
+
+mod expr;
 use super::{ExprEnv, GenConfig, TestCase};
 
 /// The types arithmetic is generated on.
@@ -168,241 +170,6 @@ impl<'a, 'c> Gen<'a, 'c> {
 
     fn bind(&mut self, var: &Var, uniform: bool, assignable: bool) {
         self.scope.push(Binding { var: var.clone(), uniform, assignable });
-    }
-
-    // ---- expressions -----------------------------------------------------------------------
-
-    /// A random expression of type `ty` (an arithmetic type or bool) of depth at most `depth`;
-    /// with `uni`, its value is the same for every work-item of a group.
-    pub(super) fn expr(&mut self, ty: Scalar, depth: u32, uni: bool) -> Expr {
-        if depth == 0 || self.c.below(4) == 0 {
-            return self.leaf(ty, uni);
-        }
-        let d = depth - 1;
-        if ty == Scalar::Bool {
-            return self.bool_expr(d, uni);
-        }
-        let float = ty.is_float();
-        let w: &[u32] =
-            if float { &[6, 0, 0, 0, 1, 1, 3, 3, 3] } else { &[6, 2, 2, 2, 2, 1, 3, 2, 0] };
-        match self.c.weighted(w) {
-            0 => {
-                let ops: &[BinOp] = if float {
-                    &[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div]
-                } else {
-                    &[BinOp::Add, BinOp::Sub, BinOp::Mul]
-                };
-                let op = self.pick(ops);
-                Expr::binary(op, self.expr(ty, d, uni), self.expr(ty, d, uni))
-            }
-            1 => {
-                // Never zero: an odd divisor.
-                let op = self.pick(&[BinOp::Div, BinOp::Rem]);
-                let a = self.expr(ty, d, uni);
-                let b = self.expr(ty, d, uni) | Expr::int(ty, 1);
-                Expr::binary(op, a, b)
-            }
-            2 => {
-                let op = self.pick(&[BinOp::And, BinOp::Or, BinOp::Xor]);
-                Expr::binary(op, self.expr(ty, d, uni), self.expr(ty, d, uni))
-            }
-            3 => {
-                // Any amount: shifts take it modulo the width.
-                let op = self.pick(&[BinOp::Shl, BinOp::Shr]);
-                Expr::binary(op, self.expr(ty, d, uni), self.expr(ty, d, uni))
-            }
-            4 => {
-                let op = if float { UnOp::Neg } else { self.pick(&[UnOp::Neg, UnOp::BitNot]) };
-                Expr::unary(op, self.expr(ty, d, uni))
-            }
-            5 => Expr::select(
-                self.expr(Scalar::Bool, d, uni),
-                self.expr(ty, d, uni),
-                self.expr(ty, d, uni),
-            ),
-            6 => self.cast_to(ty, d, uni),
-            7 => {
-                let op = self.pick(&[Intrinsic::Min, Intrinsic::Max, Intrinsic::Abs]);
-                let args: Vec<Expr> = (0..op.arity()).map(|_| self.expr(ty, d, uni)).collect();
-                Expr::intrinsic(op, args)
-            }
-            _ => {
-                let mut ops = vec![
-                    Intrinsic::Fma,
-                    Intrinsic::Sqrt,
-                    Intrinsic::Floor,
-                    Intrinsic::Ceil,
-                    Intrinsic::Trunc,
-                ];
-                if self.cfg.approx_intrinsics {
-                    ops.extend([Intrinsic::Exp, Intrinsic::Log, Intrinsic::Sin, Intrinsic::Cos]);
-                }
-                let op = self.pick(&ops);
-                let args: Vec<Expr> = (0..op.arity()).map(|_| self.expr(ty, d, uni)).collect();
-                Expr::intrinsic(op, args)
-            }
-        }
-    }
-
-    fn bool_expr(&mut self, d: u32, uni: bool) -> Expr {
-        match self.c.weighted(&[5, 2, 2, 1, 1, 1]) {
-            0 => {
-                let mut types = ARITH.to_vec();
-                types.push(Scalar::Bool);
-                let ot = self.pick(&types);
-                let op = if ot == Scalar::Bool {
-                    self.pick(&[BinOp::Eq, BinOp::Ne])
-                } else {
-                    self.pick(&[BinOp::Eq, BinOp::Ne, BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge])
-                };
-                Expr::binary(op, self.expr(ot, d, uni), self.expr(ot, d, uni))
-            }
-            1 => {
-                let op = self.pick(&[BinOp::LogicAnd, BinOp::LogicOr]);
-                Expr::binary(op, self.expr(Scalar::Bool, d, uni), self.expr(Scalar::Bool, d, uni))
-            }
-            2 => {
-                let op = self.pick(&[BinOp::And, BinOp::Or, BinOp::Xor]);
-                Expr::binary(op, self.expr(Scalar::Bool, d, uni), self.expr(Scalar::Bool, d, uni))
-            }
-            3 => Expr::unary(UnOp::Not, self.expr(Scalar::Bool, d, uni)),
-            4 => Expr::select(
-                self.expr(Scalar::Bool, d, uni),
-                self.expr(Scalar::Bool, d, uni),
-                self.expr(Scalar::Bool, d, uni),
-            ),
-            _ => self.cast_to(Scalar::Bool, d, uni),
-        }
-    }
-
-    /// `e as ty` from a random other type (bool and f16 included).
-    fn cast_to(&mut self, ty: Scalar, d: u32, uni: bool) -> Expr {
-        let mut from: Vec<Scalar> = ARITH.iter().copied().filter(|&t| t != ty).collect();
-        if ty != Scalar::Bool {
-            from.push(Scalar::Bool);
-        }
-        if self.cfg.f16 {
-            from.push(Scalar::F16);
-        }
-        let src = self.pick(&from);
-        let e = if src == Scalar::F16 { self.f16_expr(d, uni) } else { self.expr(src, d, uni) };
-        e.cast(ty)
-    }
-
-    /// An `f16` value: an f16 load or a cast to f16.
-    fn f16_expr(&mut self, d: u32, uni: bool) -> Expr {
-        if self.c.chance(40) {
-            if let Some(l) = self.load(Scalar::F16, d, uni) {
-                return l;
-            }
-        }
-        let src = self.pick(&ARITH);
-        self.expr(src, d, uni).cast(Scalar::F16)
-    }
-
-    fn leaf(&mut self, ty: Scalar, uni: bool) -> Expr {
-        match self.c.weighted(&[3, 4, 1, 3]) {
-            0 => Expr::imm(gen_imm(self.c, ty)),
-            1 => {
-                let vars: Vec<Var> = self
-                    .scope
-                    .iter()
-                    .filter(|b| b.var.ty() == Type::Scalar(ty) && (b.uniform || !uni))
-                    .map(|b| b.var.clone())
-                    .collect();
-                if vars.is_empty() {
-                    return Expr::imm(gen_imm(self.c, ty));
-                }
-                vars[self.c.below(vars.len())].expr()
-            }
-            2 => {
-                let kinds: &[Builtin] = if uni {
-                    &[
-                        Builtin::GroupId,
-                        Builtin::GlobalSize,
-                        Builtin::LocalSize,
-                        Builtin::NumGroups,
-                        Builtin::GlobalOffset,
-                    ]
-                } else {
-                    &Builtin::ALL
-                };
-                let kind = self.pick(kinds);
-                let b = Expr::builtin(kind, self.c.below(3) as u8);
-                if ty == Scalar::U32 {
-                    b
-                } else {
-                    b.cast(ty)
-                }
-            }
-            _ => {
-                // An element of type `ty`, or an f16 element cast to it.
-                if let Some(l) = self.load(ty, 1, uni) {
-                    return l;
-                }
-                if self.cfg.f16 && ty != Scalar::Bool {
-                    if let Some(l) = self.load(Scalar::F16, 1, uni) {
-                        return l.cast(ty);
-                    }
-                }
-                Expr::imm(gen_imm(self.c, ty))
-            }
-        }
-    }
-
-    fn readable(&self, m: &MemVar, uni: bool) -> bool {
-        match m.kind {
-            MemKind::Input => true,
-            _ if uni => false,
-            MemKind::Counter { .. } => false,
-            _ => true,
-        }
-    }
-
-    /// A load of an element of type `elem` from readable memory, if there is any.
-    fn load(&mut self, elem: Scalar, d: u32, uni: bool) -> Option<Expr> {
-        let cands: Vec<MemVar> = self
-            .mems
-            .iter()
-            .filter(|m| m.elem() == elem && self.readable(m, uni))
-            .cloned()
-            .collect();
-        if cands.is_empty() {
-            return None;
-        }
-        let m = cands[self.c.below(cands.len())].clone();
-        let index = self.read_index(&m, d, uni);
-        Some(m.var.load(index))
-    }
-
-    fn read_index(&mut self, m: &MemVar, d: u32, uni: bool) -> Expr {
-        match m.kind {
-            MemKind::Out { k } => self.own_index(false, k, d),
-            MemKind::Local { k, id } if self.phases[id] == Phase::Own => self.own_index(true, k, d),
-            _ => self.any_index(m.len, d, uni),
-        }
-    }
-
-    /// `(e as u32) % len`.
-    fn any_index(&mut self, len: u32, d: u32, uni: bool) -> Expr {
-        if self.c.chance(20) {
-            return Expr::u32(self.c.below(len as usize) as u32);
-        }
-        let t = self.pick(&INTS);
-        let e = self.expr(t, d.min(2), uni);
-        let e = if t == Scalar::U32 { e } else { e.cast(Scalar::U32) };
-        e % Expr::u32(len)
-    }
-
-    /// `lin * k + (e as u32) % k` (or `llin` for local arrays).
-    fn own_index(&mut self, local: bool, k: u32, d: u32) -> Expr {
-        let base = if local { self.llin.clone() } else { self.lin.clone() };
-        let base = base.map_or_else(|| Expr::u32(0), |v| v.expr());
-        if k == 1 {
-            return base;
-        }
-        let j = self.any_index(k, d, false);
-        base * Expr::u32(k) + j
     }
 
     // ---- statements ------------------------------------------------------------------------
@@ -832,7 +599,11 @@ impl<'a, 'c> Gen<'a, 'c> {
                 self.mems.push(MemVar { var: v.clone(), len: *len, kind: MemKind::Input });
             }
         }
-        self.expr(ty, depth, false)
+        if ty == Scalar::F16 {
+            self.f16_expr(depth, false)
+        } else {
+            self.expr(ty, depth, false)
+        }
     }
 }
 

@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(c.weighted(&[0, 3, 1]), 1);
         assert_eq!(gen_imm(&mut c, Scalar::I32), Imm::int(Scalar::I32, 0));
         assert_eq!(gen_imm(&mut c, Scalar::F32), Imm::float(Scalar::F32, 0.0));
-        assert_eq!(c.position(), 7);
+        assert_eq!(c.position(), 5);
     }
 
     #[test]
