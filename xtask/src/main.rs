@@ -251,7 +251,7 @@ fn test(extra: &[String]) -> Result<()> {
     }
     let mut cmd = Command::new(cargo());
     cmd.current_dir(&root)
-        .args(["test", "--workspace", "--all-features"])
+        .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
         .args(extra)
         .env("KILN_REQUIRE_TOOLS", "1");
     for (var, path) in env {
