@@ -1,4 +1,5 @@
-//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))`.
+//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))`. Files must
+//! parse but need not verify; comments are not kept.
 
 use std::path::PathBuf;
 
