@@ -260,7 +260,7 @@ fn test(extra: &[String]) -> Result<()> {
     step(
         4,
         total,
-        "cargo test --workspace --all-features (KILN_REQUIRE_TOOLS=1)",
+        "cargo test --workspace --all-features --no-fail-fast (KILN_REQUIRE_TOOLS=1)",
         &mut cmd,
     )
 }
