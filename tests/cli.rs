@@ -200,6 +200,13 @@ fn multi_dimensional_npy_is_flattened_in_c_order() {
 fn every_example_checks() {
     let o = kiln(&[&[PathBuf::from("check")], &examples()[..]].concat());
     assert_ok(&o);
+    assert_eq!(stdout(&o), "", "check prints nothing on success");
+    let o = kiln(&["check", "--verbose", "examples/saxpy.kir"]);
+    assert_ok(&o);
+    assert_eq!(
+        stdout(&o),
+        "examples/saxpy.kir: ok\n  saxpy(x: ptr<global, f32>, y: ptr<global, f32>, a: f32, n: u32)\n"
+    );
 }
 
 #[test]
