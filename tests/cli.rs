@@ -32,24 +32,14 @@ fn stderr(o: &Output) -> String {
 
 #[track_caller]
 fn assert_ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "kiln failed ({}):\n{}{}",
-        o.status,
-        stdout(o),
-        stderr(o)
-    );
+    assert!(o.status.success(), "kiln failed ({}):\n{}{}", o.status, stdout(o), stderr(o));
 }
 
 /// Asserts exit code `code` and that stderr mentions every needle (and no panic).
 #[track_caller]
 fn assert_fails(o: &Output, code: i32, needles: &[&str]) {
     let err = stderr(o);
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "expected exit code {code}; stderr:\n{err}"
-    );
+    assert_eq!(o.status.code(), Some(code), "expected exit code {code}; stderr:\n{err}");
     for n in needles {
         assert!(err.contains(n), "stderr does not mention {n:?}:\n{err}");
     }
@@ -66,12 +56,8 @@ fn scratch(name: &str) -> PathBuf {
 
 fn write_npy<T: npyz::AutoSerialize + Clone>(path: &Path, shape: &[u64], data: &[T]) {
     let file = BufWriter::new(File::create(path).unwrap());
-    let mut w = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(shape)
-        .writer(file)
-        .begin_nd()
-        .unwrap();
+    let mut w =
+        npyz::WriteOptions::new().default_dtype().shape(shape).writer(file).begin_nd().unwrap();
     w.extend(data.iter().cloned()).unwrap();
     w.finish().unwrap();
 }
@@ -143,12 +129,7 @@ fn saxpy_matches_an_independent_computation() {
     for i in 0..len {
         // One multiply and one add, each rounded to f32: IEEE makes this exact and portable.
         let want = if i < n { a * x[i] + y[i] } else { y[i] };
-        assert_eq!(
-            got[i].to_bits(),
-            want.to_bits(),
-            "y[{i}]: got {} want {want}",
-            got[i]
-        );
+        assert_eq!(got[i].to_bits(), want.to_bits(), "y[{i}]: got {} want {want}", got[i]);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -211,13 +192,7 @@ fn every_example_checks() {
 
 #[test]
 fn every_example_is_formatted() {
-    let o = kiln(
-        &[
-            &[PathBuf::from("fmt"), PathBuf::from("--check")],
-            &examples()[..],
-        ]
-        .concat(),
-    );
+    let o = kiln(&[&[PathBuf::from("fmt"), PathBuf::from("--check")], &examples()[..]].concat());
     assert_ok(&o);
     let saxpy = root().join("examples/saxpy.kir");
     let o = kiln(&[Path::new("fmt"), saxpy.as_path()]);
@@ -339,13 +314,10 @@ fn fmt_check_names_unformatted_files() {
 /// `kiln run examples/saxpy.kir --global 8` plus `extra`, with defaults for the --args that
 /// `extra` does not mention.
 fn saxpy_with(extra: &[&str]) -> Output {
-    let mut args: Vec<String> = ["run", "examples/saxpy.kir", "--global", "8"]
-        .map(String::from)
-        .to_vec();
+    let mut args: Vec<String> =
+        ["run", "examples/saxpy.kir", "--global", "8"].map(String::from).to_vec();
     let mentions = |name: &str| {
-        extra
-            .windows(2)
-            .any(|w| w[0] == "--arg" && w[1].starts_with(&format!("{name}=")))
+        extra.windows(2).any(|w| w[0] == "--arg" && w[1].starts_with(&format!("{name}=")))
     };
     for (name, value) in [("x", "iota:8"), ("y", "zeros:8"), ("a", "2.0"), ("n", "8")] {
         if !mentions(name) {
@@ -362,38 +334,11 @@ fn run_rejects_bad_kernels_and_args() {
     let o = saxpy_with(&["--kernel", "nope"]);
     assert_fails(&o, 1, &["kiln: error:", "no kernel named `nope`", "saxpy"]);
 
-    let o = kiln(&[
-        "run",
-        "examples/saxpy.kir",
-        "--global",
-        "8",
-        "--arg",
-        "x=iota:8",
-    ]);
-    assert_fails(
-        &o,
-        1,
-        &["missing --arg", "y: ptr<global, f32>", "a: f32", "n: u32"],
-    );
+    let o = kiln(&["run", "examples/saxpy.kir", "--global", "8", "--arg", "x=iota:8"]);
+    assert_fails(&o, 1, &["missing --arg", "y: ptr<global, f32>", "a: f32", "n: u32"]);
 
-    let mut args = vec![
-        "run",
-        "examples/saxpy.kir",
-        "--global",
-        "8",
-        "--arg",
-        "x=iota:8",
-    ];
-    args.extend([
-        "--arg",
-        "y=zeros:8",
-        "--arg",
-        "a=2.0",
-        "--arg",
-        "n=8",
-        "--arg",
-        "a=3.0",
-    ]);
+    let mut args = vec!["run", "examples/saxpy.kir", "--global", "8", "--arg", "x=iota:8"];
+    args.extend(["--arg", "y=zeros:8", "--arg", "a=2.0", "--arg", "n=8", "--arg", "a=3.0"]);
     assert_fails(&kiln(&args), 1, &["`a` is given twice"]);
 
     let o = saxpy_with(&["--arg", "z=1"]);
@@ -453,14 +398,8 @@ fn run_needs_a_kernel_name_when_there_are_several() {
     let dir = scratch("two-kernels");
     let two = dir.join("two.kir");
     let saxpy = std::fs::read_to_string(root().join("examples/saxpy.kir")).unwrap();
-    std::fs::write(
-        &two,
-        format!(
-            "{saxpy}\n{}",
-            saxpy.replace("kernel saxpy", "kernel saxpy2")
-        ),
-    )
-    .unwrap();
+    std::fs::write(&two, format!("{saxpy}\n{}", saxpy.replace("kernel saxpy", "kernel saxpy2")))
+        .unwrap();
     let run = |extra: &[&str]| {
         let mut args: Vec<String> = vec!["run".into(), two.display().to_string()];
         args.extend(
@@ -481,11 +420,7 @@ fn run_needs_a_kernel_name_when_there_are_several() {
         args.extend(extra.iter().map(|s| s.to_string()));
         kiln(&args)
     };
-    assert_fails(
-        &run(&[]),
-        1,
-        &["several kernels", "saxpy, saxpy2", "--kernel"],
-    );
+    assert_fails(&run(&[]), 1, &["several kernels", "saxpy, saxpy2", "--kernel"]);
     assert_ok(&run(&["--kernel", "saxpy2"]));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -538,14 +473,7 @@ fn usage() {
     }
     let o = kiln(&["run", "--help"]);
     assert_ok(&o);
-    for needle in [
-        "zeros:N",
-        "iota:N",
-        "@PATH.npy",
-        "--out",
-        "--device",
-        "Fortran",
-    ] {
+    for needle in ["zeros:N", "iota:N", "@PATH.npy", "--out", "--device", "Fortran"] {
         assert!(stdout(&o).contains(needle), "run --help lacks {needle}");
     }
     let o = kiln(&["frobnicate"]);

