@@ -181,6 +181,13 @@ fn multi_dimensional_npy_is_flattened_in_c_order() {
 fn every_example_checks() {
     let o = kiln(&[&[PathBuf::from("check")], &examples()[..]].concat());
     assert_ok(&o);
+    assert_eq!(stdout(&o), "", "check prints nothing on success");
+    let o = kiln(&["check", "--verbose", "examples/saxpy.kir"]);
+    assert_ok(&o);
+    assert_eq!(
+        stdout(&o),
+        "examples/saxpy.kir: ok\n  saxpy(x: ptr<global, f32>, y: ptr<global, f32>, a: f32, n: u32)\n"
+    );
 }
 
 #[test]
@@ -309,7 +316,9 @@ fn fmt_check_names_unformatted_files() {
 fn saxpy_with(extra: &[&str]) -> Output {
     let mut args: Vec<String> =
         ["run", "examples/saxpy.kir", "--global", "8"].map(String::from).to_vec();
-    let mentions = |name: &str| extra.iter().any(|e| e.starts_with(&format!("{name}=")));
+    let mentions = |name: &str| {
+        extra.windows(2).any(|w| w[0] == "--arg" && w[1].starts_with(&format!("{name}=")))
+    };
     for (name, value) in [("x", "iota:8"), ("y", "zeros:8"), ("a", "2.0"), ("n", "8")] {
         if !mentions(name) {
             args.push("--arg".into());
@@ -328,8 +337,9 @@ fn run_rejects_bad_kernels_and_args() {
     let o = kiln(&["run", "examples/saxpy.kir", "--global", "8", "--arg", "x=iota:8"]);
     assert_fails(&o, 1, &["missing --arg", "y: ptr<global, f32>", "a: f32", "n: u32"]);
 
-    let o = saxpy_with(&["--arg", "a=3.0"]);
-    assert_fails(&o, 1, &["`a` is given twice"]);
+    let mut args = vec!["run", "examples/saxpy.kir", "--global", "8", "--arg", "x=iota:8"];
+    args.extend(["--arg", "y=zeros:8", "--arg", "a=2.0", "--arg", "n=8", "--arg", "a=3.0"]);
+    assert_fails(&kiln(&args), 1, &["`a` is given twice"]);
 
     let o = saxpy_with(&["--arg", "z=1"]);
     assert_fails(&o, 1, &["no parameter `z`"]);

@@ -1,5 +1,5 @@
-//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))` with the
-//! file's comments kept.
+//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))`. Files must
+//! parse but need not verify; comments and single empty lines are kept.
 
 use std::path::PathBuf;
 

@@ -11,7 +11,7 @@ use super::value::{self, BufferInit};
 use super::{file_name, npy, read_source, Error};
 
 pub const AFTER_HELP: &str = "\
-Arguments:
+Kernel arguments:
   Every kernel parameter gets exactly one --arg NAME=VALUE. VALUE is
     a scalar literal, for scalar parameters, parsed as the parameter's type:
         integers: 42, -7, 0xff, 0b101, 1_000, optionally suffixed (5u32); decimal values must
@@ -76,7 +76,7 @@ pub struct RunArgs {
     /// Where to run. This build has one device: `interp`, the reference interpreter.
     #[arg(long, value_name = "DEVICE", default_value = "interp")]
     device: String,
-    /// A kernel argument; one for every parameter (see VALUE forms below).
+    /// A kernel argument; one for every parameter (VALUE forms are listed below).
     #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = value::parse_binding)]
     args: Vec<(String, String)>,
     /// Write the final contents of pointer parameter NAME to a .npy file.

@@ -223,13 +223,18 @@ fn test(extra: &[String]) -> Result<()> {
     }
     let mut cmd = Command::new(cargo());
     cmd.current_dir(&root)
-        .args(["test", "--workspace", "--all-features"])
+        .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
         .args(extra)
         .env("KILN_REQUIRE_TOOLS", "1");
     for (var, path) in env {
         cmd.env(var, path);
     }
-    step(4, total, "cargo test --workspace --all-features (KILN_REQUIRE_TOOLS=1)", &mut cmd)
+    step(
+        4,
+        total,
+        "cargo test --workspace --all-features --no-fail-fast (KILN_REQUIRE_TOOLS=1)",
+        &mut cmd,
+    )
 }
 
 fn tools(args: &[String]) -> Result<()> {
