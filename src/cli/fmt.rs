@@ -1,5 +1,4 @@
-//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))`. Files must
-//! parse but need not verify; comments are not kept.
+//! `kiln fmt FILE... [--check | --write]`: the canonical text, `print(parse(file))`.
 
 use std::path::PathBuf;
 
