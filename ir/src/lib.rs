@@ -81,6 +81,17 @@ pub use visit::{
     walk_expr, walk_mutate_expr, walk_mutate_kernel, walk_mutate_stmt, walk_stmt, Mutator, Visitor,
 };
 
+// Keep every `dump()` in any binary that links kiln-ir, even one that never calls it, so that
+// a debugger can always `call e.dump()`: the linker would otherwise drop them as unused.
+#[used]
+static KEEP_EXPR_DUMP: fn(&Expr) = Expr::dump;
+#[used]
+static KEEP_STMT_DUMP: fn(&Stmt) = Stmt::dump;
+#[used]
+static KEEP_KERNEL_DUMP: fn(&Kernel) = Kernel::dump;
+#[used]
+static KEEP_MODULE_DUMP: fn(&Module) = Module::dump;
+
 /// A map keyed by expressions, compared structurally.
 pub type ExprMap<V> = hashbrown::HashMap<Expr, V>;
 /// A set of expressions, compared structurally.
