@@ -334,10 +334,12 @@ impl Printer<'_> {
             self.out.push_str("{}");
             return;
         }
-        self.out.push_str("{\n");
-        if let (Some(src), Some(sp)) = (self.source.as_mut(), span) {
-            src.last_end = sp.start + 1;
+        self.out.push('{');
+        if let Some(sp) = span {
+            // A comment right after the `{` stays on its line.
+            self.trailing(sp.start + 1);
         }
+        self.out.push('\n');
         for st in stmts {
             self.stmt(st, level + 1);
         }
@@ -491,7 +493,7 @@ impl Printer<'_> {
 /// let parsed = kiln_ir::parse_file("k.kir", src).unwrap();
 /// assert_eq!(
 ///     kiln_ir::print::format_source(&parsed, src),
-///     "kernel k(x: ptr<global, u32>) {\n  // doubles\n  x[0] = x[0] * 2; // in place\n}\n"
+///     "kernel k(x: ptr<global, u32>) { // doubles\n  x[0] = x[0] * 2; // in place\n}\n"
 /// );
 /// ```
 pub fn format_source(parsed: &Parsed, src: &str) -> String {

@@ -55,19 +55,16 @@ kernel b() {}
         "// header comment
 // second line
 
-kernel a(x: ptr<global, f32>, n: u32) {
-  // after the brace
+kernel a(x: ptr<global, f32>, n: u32) { // after the brace
   let i: u32 = global_id(0); // trailing
   // before an if
   if i < n {
     x[i] = x[i] * 2.0;
 
     // after an empty line (kept, once)
-  } else {
-    // else comment
+  } else { // else comment
   }
-  while false {
-    /* a block comment */
+  while false { /* a block comment */
   }
   {
     // only a comment
