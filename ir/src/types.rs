@@ -48,6 +48,32 @@ impl Scalar {
         Scalar::F64,
     ];
 
+    /// The integer types, signed then unsigned, narrowest first.
+    pub const INTS: [Scalar; 8] = [
+        Scalar::I8,
+        Scalar::I16,
+        Scalar::I32,
+        Scalar::I64,
+        Scalar::U8,
+        Scalar::U16,
+        Scalar::U32,
+        Scalar::U64,
+    ];
+
+    /// The types arithmetic is defined on: the integers, then f32 and f64.
+    pub const ARITH: [Scalar; 10] = [
+        Scalar::I8,
+        Scalar::I16,
+        Scalar::I32,
+        Scalar::I64,
+        Scalar::U8,
+        Scalar::U16,
+        Scalar::U32,
+        Scalar::U64,
+        Scalar::F32,
+        Scalar::F64,
+    ];
+
     /// True for the signed and unsigned integer types.
     pub fn is_int(self) -> bool {
         self.is_signed() || self.is_unsigned()
@@ -307,6 +333,14 @@ mod tests {
             assert_eq!(AddrSpace::from_name(a.name()), Some(a));
         }
         assert_eq!(Type::ptr(AddrSpace::Global, Scalar::F32).to_string(), "ptr<global, f32>");
+    }
+
+    #[test]
+    fn type_lists_agree_with_predicates() {
+        let ints: Vec<Scalar> = Scalar::ALL.into_iter().filter(|s| s.is_int()).collect();
+        let arith: Vec<Scalar> = Scalar::ALL.into_iter().filter(|s| s.is_arith()).collect();
+        assert_eq!(ints, Scalar::INTS);
+        assert_eq!(arith, Scalar::ARITH);
     }
 
     #[test]

@@ -30,29 +30,9 @@ mod expr;
 use super::{ExprEnv, GenConfig, TestCase};
 
 /// The types arithmetic is generated on.
-const ARITH: [Scalar; 10] = [
-    Scalar::I8,
-    Scalar::I16,
-    Scalar::I32,
-    Scalar::I64,
-    Scalar::U8,
-    Scalar::U16,
-    Scalar::U32,
-    Scalar::U64,
-    Scalar::F32,
-    Scalar::F64,
-];
+const ARITH: [Scalar; 10] = Scalar::ARITH;
 
-const INTS: [Scalar; 8] = [
-    Scalar::I8,
-    Scalar::I16,
-    Scalar::I32,
-    Scalar::I64,
-    Scalar::U8,
-    Scalar::U16,
-    Scalar::U32,
-    Scalar::U64,
-];
+const INTS: [Scalar; 8] = Scalar::INTS;
 
 const ATOMIC_INTS: [Scalar; 4] = [Scalar::I32, Scalar::U32, Scalar::I64, Scalar::U64];
 
