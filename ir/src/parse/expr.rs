@@ -209,7 +209,9 @@ impl Parser<'_> {
     }
 
     pub(super) fn record_expr(&mut self, e: Expr, span: Span) -> Expr {
-        self.spans.add_expr(&e, span);
+        if self.record {
+            self.spans.add_expr(&e, span);
+        }
         e
     }
 

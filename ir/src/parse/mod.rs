@@ -49,18 +49,24 @@ pub struct Parsed {
 
 /// Parses a module from text, naming the source `file` in errors.
 pub fn parse_file(file: &str, src: &str) -> Result<Parsed, Diagnostic> {
-    let mut p = Parser::new(file, src);
+    parse(Parser::new(file, src))
+}
+
+/// Parses a module from text (errors name the source `<input>`). Unlike [`parse_file`], it
+/// records no spans for later errors, which makes it faster.
+pub fn parse_module(src: &str) -> Result<Module, Diagnostic> {
+    let mut p = Parser::new("<input>", src);
+    p.record = false;
+    parse(p).map(|p| p.module)
+}
+
+fn parse(mut p: Parser<'_>) -> Result<Parsed, Diagnostic> {
     let mut kernels = Vec::new();
     while p.peek() != &Tok::Eof {
         kernels.push(p.kernel()?);
     }
     p.finish()?;
     Ok(Parsed { module: Module::new(kernels), spans: p.spans })
-}
-
-/// Parses a module from text (errors name the source `<input>`).
-pub fn parse_module(src: &str) -> Result<Module, Diagnostic> {
-    parse_file("<input>", src).map(|p| p.module)
 }
 
 /// Parses one expression over the given variables (handy in tests and tools).
@@ -116,6 +122,9 @@ struct Parser<'s> {
     pos: usize,
     scopes: Vec<HashMap<String, Var>>,
     spans: Spans,
+    /// Whether to record the span of every node (only callers that report later errors need
+    /// them).
+    record: bool,
     depth: usize,
 }
 
@@ -128,7 +137,17 @@ impl<'s> Parser<'s> {
         for c in comments {
             spans.add_comment(c);
         }
-        Parser { file, src, toks, lex_error, pos: 0, scopes: Vec::new(), spans, depth: 0 }
+        Parser {
+            file,
+            src,
+            toks,
+            lex_error,
+            pos: 0,
+            scopes: Vec::new(),
+            spans,
+            record: true,
+            depth: 0,
+        }
     }
 
     /// Reports a lexical error the parse did not run into.
@@ -406,7 +425,9 @@ impl<'s> Parser<'s> {
 
     fn record_stmt(&mut self, node: StmtNode, start: usize) -> Stmt {
         let s = Stmt::new(node);
-        self.spans.add_stmt(&s, Span::new(start, self.prev_end()));
+        if self.record {
+            self.spans.add_stmt(&s, Span::new(start, self.prev_end()));
+        }
         s
     }
 
