@@ -73,7 +73,8 @@ pub struct RunArgs {
     /// Global offset, as many dimensions as --global.
     #[arg(long, value_name = "X[,Y[,Z]]", value_parser = sizes)]
     offset: Option<Sizes>,
-    /// Where to run. This build has one device: `interp`, the reference interpreter.
+    /// Where to run: `interp` (the reference interpreter) or `vulkan` (the first Vulkan
+    /// device, e.g. lavapipe, through the SPIR-V backend's Vulkan flavour).
     #[arg(long, value_name = "DEVICE", default_value = "interp")]
     device: String,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
@@ -88,16 +89,17 @@ pub struct RunArgs {
 }
 
 /// Device names kiln knows of that this build cannot run on.
-const UNAVAILABLE_DEVICES: [&str; 10] =
-    ["cpu", "cpu-jit", "x86", "cuda", "ptx", "nvidia", "vulkan", "spirv", "opencl", "amdgpu"];
+const UNAVAILABLE_DEVICES: [&str; 9] =
+    ["cpu", "cpu-jit", "x86", "cuda", "ptx", "nvidia", "spirv", "opencl", "amdgpu"];
 
 fn check_device(name: &str) -> Result<(), String> {
     match name {
         "interp" | "cpu-interp" => Ok(()),
+        "vulkan" => Ok(()),
         d if UNAVAILABLE_DEVICES.contains(&d) => {
-            Err(format!("device `{d}` is not available in this build (available: interp)"))
+            Err(format!("device `{d}` is not available in this build (available: interp, vulkan)"))
         }
-        d => Err(format!("unknown device `{d}` (available: interp)")),
+        d => Err(format!("unknown device `{d}` (available: interp, vulkan)")),
     }
 }
 
@@ -123,7 +125,12 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
             }
         }
     }
-    interp::run(kernel, &range, &args, &mut buffers).map_err(|e| e.to_string())?;
+    match a.device.as_str() {
+        "vulkan" => kiln::runtime::vulkan::VulkanDevice::open()
+            .and_then(|d| d.run(kernel, &range, &args, &mut buffers))
+            .map_err(|e| e.to_string())?,
+        _ => interp::run(kernel, &range, &args, &mut buffers).map_err(|e| e.to_string())?,
+    }
 
     let params = kernel.params();
     if outs.is_empty() {

@@ -71,7 +71,7 @@ const TOOLS: &[Tool] = &[
         names: &["spirv-val"],
         extra_dirs: &[],
         install: Install::Apt("spirv-tools"),
-        required: false,
+        required: true,
         used_by: "the SPIR-V backend's tests",
     },
     Tool {
@@ -96,6 +96,60 @@ const TOOLS: &[Tool] = &[
         used_by: "the PTX backend's tests",
     },
 ];
+
+/// A Debian package that provides a library or driver rather than an executable; found by
+/// its files (any of `files`, whose last component may end in `*`).
+struct Library {
+    /// The library's name.
+    name: &'static str,
+    /// Files that show it is installed.
+    files: &'static [&'static str],
+    /// The Debian package that provides it.
+    package: &'static str,
+    /// What uses it.
+    used_by: &'static str,
+}
+
+/// Libraries and drivers `cargo xtask test` needs (installed with apt-get when missing).
+const LIBRARIES: &[Library] = &[
+    Library {
+        name: "libvulkan",
+        files: &[
+            "/usr/lib/x86_64-linux-gnu/libvulkan.so.1*",
+            "/usr/lib/aarch64-linux-gnu/libvulkan.so.1*",
+            "/usr/lib64/libvulkan.so.1*",
+            "/usr/lib/libvulkan.so.1*",
+        ],
+        package: "libvulkan1",
+        used_by: "the Vulkan device (runtime/tests/vulkan*.rs), the loader opened at run time",
+    },
+    Library {
+        name: "lavapipe",
+        files: &["/usr/share/vulkan/icd.d/lvp_icd*"],
+        package: "mesa-vulkan-drivers",
+        used_by: "the Vulkan device's tests (Mesa's CPU Vulkan driver)",
+    },
+];
+
+/// Finds a library's files, else installs its package and looks again.
+fn locate_or_install_library(lib: &Library) -> std::result::Result<PathBuf, String> {
+    let find = || lib.files.iter().flat_map(|p| expand(p)).find(|p| p.is_file());
+    if let Some(p) = find() {
+        return Ok(p);
+    }
+    println!("    {} not found; installing it", lib.name);
+    let as_tool = Tool {
+        name: lib.name,
+        env: "",
+        names: &[],
+        extra_dirs: &[],
+        install: Install::Apt(lib.package),
+        required: true,
+        used_by: lib.used_by,
+    };
+    let how = install(&as_tool)?;
+    find().ok_or_else(|| format!("installed {how}, but still cannot find {}", lib.name))
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -215,6 +269,12 @@ fn test(extra: &[String]) -> Result<()> {
             Err(e) => missing.push(format!("{}: {e}", tool.name)),
         }
     }
+    for lib in LIBRARIES {
+        match locate_or_install_library(lib) {
+            Ok(path) => println!("    {:<10} {}", lib.name, path.display()),
+            Err(e) => missing.push(format!("{}: {e}", lib.name)),
+        }
+    }
     if !missing.is_empty() {
         return Err(Failure::new(format!(
             "step 3/{total} failed: external tools missing:\n  {}",
@@ -253,6 +313,16 @@ fn tools(args: &[String]) -> Result<()> {
             }
         }
         println!("{:<10} used by {}", "", tool.used_by);
+    }
+    for lib in LIBRARIES {
+        match locate_or_install_library(lib) {
+            Ok(p) => println!("{:<10} {}", lib.name, p.display()),
+            Err(e) => {
+                failed = true;
+                println!("{:<10} MISSING: {e}", lib.name);
+            }
+        }
+        println!("{:<10} used by {}", "", lib.used_by);
     }
     if failed {
         Err(Failure::new("some tools are missing".into()))

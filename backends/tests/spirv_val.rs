@@ -1,0 +1,151 @@
+//! Every module the SPIR-V backend emits here passes `spirv-val` for its target
+//! environment: all examples, hand cases for each IR construct, and random kernels.
+//!
+//! The validator is `$KILN_SPIRV_VAL` (set by `cargo xtask test`); without it the tests
+//! skip with a message, unless `KILN_REQUIRE_TOOLS` is set, when they fail.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use kiln_backends::spirv::{emit, Flavour};
+use kiln_ir::testing::{case_from_choices, GenConfig};
+use kiln_ir::{parse_module, Kernel};
+
+fn validator() -> Option<PathBuf> {
+    match std::env::var_os("KILN_SPIRV_VAL") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
+            panic!("KILN_REQUIRE_TOOLS is set but KILN_SPIRV_VAL is not")
+        }
+        None => {
+            eprintln!("skipping: KILN_SPIRV_VAL is not set (run `cargo xtask test`)");
+            None
+        }
+    }
+}
+
+/// Emits and validates `k` in `flavour`; returns the validator's complaint, if any.
+fn check(val: &PathBuf, k: &Kernel, flavour: Flavour) -> Result<(), String> {
+    let m = emit(k, flavour).map_err(|e| e.to_string())?;
+    let mut child = Command::new(val)
+        .args(["--target-env", flavour.target_env(), "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", val.display()))?;
+    child.stdin.take().unwrap().write_all(&m.to_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "spirv-val ({flavour:?}) rejects `{}`:\n{}{}\n{}\n{}",
+            k.name(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            k,
+            m.disassemble().chars().take(4000).collect::<String>()
+        ))
+    }
+}
+
+/// The documented rejections: f64 transcendentals on Vulkan; f16 and 64-bit atomics on
+/// OpenCL.
+fn documented_rejection(f: Flavour, e: &kiln_backends::spirv::SpirvError) -> bool {
+    let m = &e.message;
+    match f {
+        Flavour::Vulkan => m.contains("on f64 cannot be expressed"),
+        Flavour::OpenCl => {
+            m.contains("f16 is not supported") || m.contains("64-bit atomics are not supported")
+        }
+    }
+}
+
+fn examples() -> Vec<Kernel> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let mut out = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "kir"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let src = std::fs::read_to_string(&p).unwrap();
+        out.extend(parse_module(&src).unwrap_or_else(|e| panic!("{}: {e:?}", p.display())).kernels);
+    }
+    assert!(out.len() >= 4, "examples found: {}", out.len());
+    out
+}
+
+#[test]
+fn examples_validate_in_both_flavours() {
+    let Some(val) = validator() else { return };
+    for k in examples() {
+        for f in [Flavour::Vulkan, Flavour::OpenCl] {
+            check(&val, &k, f).unwrap();
+        }
+    }
+}
+
+/// One kernel per construct: every operator on every type family, casts between all
+/// scalar types, intrinsics, built-ins, control flow, arrays, barriers, fences, atomics.
+const HAND: &str = include_str!("spirv_cases.kir");
+
+fn hand_cases() -> Vec<Kernel> {
+    parse_module(HAND).unwrap_or_else(|e| panic!("{e:?}")).kernels
+}
+
+#[test]
+fn hand_cases_validate_in_both_flavours() {
+    let Some(val) = validator() else { return };
+    let cases = hand_cases();
+    assert!(cases.len() >= 8);
+    let mut validated = 0;
+    for k in cases {
+        for f in [Flavour::Vulkan, Flavour::OpenCl] {
+            match emit(&k, f) {
+                Ok(_) => {
+                    check(&val, &k, f).unwrap();
+                    validated += 1;
+                }
+                Err(e) => assert!(documented_rejection(f, &e), "{e}"),
+            }
+        }
+    }
+    // Only `atomics` (64-bit atomics) is rejected, by the OpenCL flavour.
+    assert_eq!(validated, 2 * hand_cases().len() - 1);
+}
+
+#[test]
+fn random_kernels_validate_in_both_flavours() {
+    let Some(val) = validator() else { return };
+    let cfg = GenConfig { approx_intrinsics: true, ..GenConfig::default() };
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut validated = 0;
+    for _ in 0..150 {
+        let choices: Vec<u32> = (0..3000)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (rng >> 32) as u32
+            })
+            .collect();
+        let case = case_from_choices(&choices, &cfg);
+        for f in [Flavour::Vulkan, Flavour::OpenCl] {
+            match emit(&case.kernel, f) {
+                Ok(_) => {
+                    check(&val, &case.kernel, f).unwrap();
+                    validated += 1;
+                }
+                // The only construct the Vulkan flavour rejects.
+                Err(e) => assert!(documented_rejection(f, &e), "{e}"),
+            }
+        }
+    }
+    eprintln!("validated {validated} random modules");
+    assert!(validated >= 150);
+}

@@ -1,0 +1,582 @@
+//! A minimal Vulkan compute device: runs kernels through the SPIR-V backend's Vulkan flavour.
+//!
+//! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
+//! dependency: without a loader or a device, [`VulkanDevice::open`] returns
+//! [`VulkanError::Unavailable`]. The API mirrors the interpreter's `run`: buffers are
+//! uploaded to host-visible storage buffers, the module is dispatched over the nd-range
+//! (work-group size through specialization constants, global offset and scalars through
+//! push constants), and results are read back into the caller's buffers.
+//!
+//! On this project's machines the device is lavapipe (Mesa's CPU Vulkan driver).
+
+use std::ffi::CStr;
+use std::fmt;
+use std::sync::Mutex;
+
+use ash::vk;
+
+use kiln_backends::spirv::{emit, Flavour, SpirvError};
+use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
+use kiln_ir::{Imm, Kernel, Scalar, Type};
+
+/// An error from the Vulkan device.
+#[derive(Debug)]
+pub enum VulkanError {
+    /// No Vulkan loader, driver or suitable device.
+    Unavailable(String),
+    /// The kernel cannot be lowered to the Vulkan flavour.
+    Compile(SpirvError),
+    /// The launch does not fit the kernel (arguments, nd-range).
+    Launch(String),
+    /// A Vulkan call failed.
+    Vulkan(String),
+}
+
+impl fmt::Display for VulkanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VulkanError::Unavailable(m) => write!(f, "vulkan device unavailable: {m}"),
+            VulkanError::Compile(e) => write!(f, "{e}"),
+            VulkanError::Launch(m) => write!(f, "vulkan launch: {m}"),
+            VulkanError::Vulkan(m) => write!(f, "vulkan: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for VulkanError {}
+
+fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> VulkanError {
+    move |e| VulkanError::Vulkan(format!("{what}: {e}"))
+}
+
+/// A Vulkan compute device (the first physical device with a compute queue).
+pub struct VulkanDevice {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    device: ash::Device,
+    queue: Mutex<vk::Queue>,
+    queue_family: u32,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    name: String,
+}
+
+impl fmt::Debug for VulkanDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "VulkanDevice({})", self.name)
+    }
+}
+
+impl VulkanDevice {
+    /// Opens the loader and the first device with a compute queue, enabling the optional
+    /// features kernels may need (8/16/64-bit types, 64-bit and f32 atomics) where present.
+    pub fn open() -> Result<VulkanDevice, VulkanError> {
+        // SAFETY: loading the system's Vulkan loader library; failure is reported.
+        let entry = unsafe { ash::Entry::load() }
+            .map_err(|e| VulkanError::Unavailable(format!("cannot load the Vulkan loader: {e}")))?;
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"kiln")
+            .api_version(vk::API_VERSION_1_2);
+        let ici = vk::InstanceCreateInfo::default().application_info(&app);
+        // SAFETY: valid create info; the instance is destroyed in Drop.
+        let instance = unsafe { entry.create_instance(&ici, None) }
+            .map_err(|e| VulkanError::Unavailable(format!("cannot create an instance: {e}")))?;
+        match Self::open_device(entry.clone(), instance.clone()) {
+            Ok(d) => Ok(d),
+            Err(e) => {
+                // SAFETY: no child objects exist.
+                unsafe { instance.destroy_instance(None) };
+                Err(e)
+            }
+        }
+    }
+
+    fn open_device(
+        entry: ash::Entry,
+        instance: ash::Instance,
+    ) -> Result<VulkanDevice, VulkanError> {
+        // SAFETY: plain queries on a live instance.
+        let pds = unsafe { instance.enumerate_physical_devices() }
+            .map_err(|e| VulkanError::Unavailable(format!("cannot list devices: {e}")))?;
+        let mut chosen = None;
+        for pd in pds {
+            let qfs = unsafe { instance.get_physical_device_queue_family_properties(pd) };
+            if let Some(q) =
+                qfs.iter().position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
+            {
+                chosen = Some((pd, q as u32));
+                break;
+            }
+        }
+        let (pd, qf) = chosen.ok_or_else(|| {
+            VulkanError::Unavailable("no Vulkan device with a compute queue".into())
+        })?;
+        let props = unsafe { instance.get_physical_device_properties(pd) };
+        let name =
+            unsafe { CStr::from_ptr(props.device_name.as_ptr()) }.to_string_lossy().into_owned();
+        if props.api_version < vk::API_VERSION_1_2 {
+            return Err(VulkanError::Unavailable(format!("{name} does not support Vulkan 1.2")));
+        }
+        let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
+            .map_err(vkerr("enumerate extensions"))?;
+        let has_float_atomics = exts.iter().any(|e| {
+            let n = unsafe { CStr::from_ptr(e.extension_name.as_ptr()) };
+            n == ash::ext::shader_atomic_float::NAME
+        });
+        // Query the optional features and enable what the device has.
+        let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut fa = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default();
+        {
+            let mut f2 =
+                vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12);
+            if has_float_atomics {
+                f2 = f2.push_next(&mut fa);
+            }
+            unsafe { instance.get_physical_device_features2(pd, &mut f2) };
+        }
+        let base = unsafe { instance.get_physical_device_features(pd) };
+        let core = vk::PhysicalDeviceFeatures::default()
+            .shader_int64(base.shader_int64 != 0)
+            .shader_int16(base.shader_int16 != 0)
+            .shader_float64(base.shader_float64 != 0);
+        let mut e11 = vk::PhysicalDeviceVulkan11Features::default()
+            .storage_buffer16_bit_access(f11.storage_buffer16_bit_access != 0);
+        let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
+            .storage_buffer8_bit_access(f12.storage_buffer8_bit_access != 0)
+            .shader_int8(f12.shader_int8 != 0)
+            .shader_float16(f12.shader_float16 != 0)
+            .shader_buffer_int64_atomics(f12.shader_buffer_int64_atomics != 0)
+            .shader_shared_int64_atomics(f12.shader_shared_int64_atomics != 0);
+        let mut ea = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default()
+            .shader_buffer_float32_atomic_add(fa.shader_buffer_float32_atomic_add != 0)
+            .shader_shared_float32_atomic_add(fa.shader_shared_float32_atomic_add != 0);
+        let mut ef = vk::PhysicalDeviceFeatures2::default().features(core);
+        let prio = [1.0f32];
+        let qci =
+            [vk::DeviceQueueCreateInfo::default().queue_family_index(qf).queue_priorities(&prio)];
+        let ext_names = [ash::ext::shader_atomic_float::NAME.as_ptr()];
+        let mut dci = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&qci)
+            .push_next(&mut ef)
+            .push_next(&mut e11)
+            .push_next(&mut e12);
+        if has_float_atomics {
+            dci = dci.enabled_extension_names(&ext_names).push_next(&mut ea);
+        }
+        // SAFETY: valid create info; the device is destroyed in Drop.
+        let device = unsafe { instance.create_device(pd, &dci, None) }.map_err(|e| {
+            VulkanError::Unavailable(format!("cannot create a device on {name}: {e}"))
+        })?;
+        let queue = unsafe { device.get_device_queue(qf, 0) };
+        let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
+        Ok(VulkanDevice {
+            _entry: entry,
+            instance,
+            device,
+            queue: Mutex::new(queue),
+            queue_family: qf,
+            memory,
+            name,
+        })
+    }
+
+    /// The device's name (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` for lavapipe).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs `kernel` over `range` like `kiln_ir::interp::run`: `args` has one entry per
+    /// parameter, pointer parameters naming entries of `buffers`, which are updated in place.
+    pub fn run(
+        &self,
+        kernel: &Kernel,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), VulkanError> {
+        let local = check_launch(kernel, range, args, buffers)?;
+        let module = emit(kernel, Flavour::Vulkan).map_err(VulkanError::Compile)?;
+        let mut push = vec![0u8; module.layout.push_size as usize];
+        for (d, o) in range.offset.iter().enumerate() {
+            let v = if d < range.dims { *o } else { 0 };
+            push[4 * d..4 * d + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        for s in &module.layout.scalars {
+            let Arg::Scalar(imm) = &args[s.param] else { unreachable!("checked") };
+            let bits = imm_bits(imm);
+            let at = s.offset as usize;
+            if s.ty.bits() == 64 {
+                push[at..at + 8].copy_from_slice(&bits.to_le_bytes());
+            } else {
+                push[at..at + 4].copy_from_slice(&(bits as u32).to_le_bytes());
+            }
+        }
+        let bindings: Vec<(u32, usize)> = module
+            .layout
+            .buffers
+            .iter()
+            .map(|b| match args[b.param] {
+                Arg::Buffer(i) => (b.param as u32, i),
+                _ => unreachable!("checked"),
+            })
+            .collect();
+        let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
+        let mut res = Resources::new(self);
+        let out =
+            res.dispatch(&module.words, &module.entry, local, groups, &push, &bindings, buffers);
+        res.destroy();
+        out
+    }
+}
+
+impl Drop for VulkanDevice {
+    fn drop(&mut self) {
+        // SAFETY: all per-launch objects are destroyed by `run`; nothing else is alive.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+/// The bits of a scalar argument, zero-extended from its width.
+fn imm_bits(imm: &Imm) -> u64 {
+    match *imm {
+        Imm::Bool(b) => b as u64,
+        Imm::Int(s, bits) => {
+            if s.bits() >= 64 {
+                bits
+            } else {
+                bits & ((1u64 << s.bits()) - 1)
+            }
+        }
+        Imm::Float(Scalar::F32, v) => (v as f32).to_bits() as u64,
+        Imm::Float(Scalar::F16, v) => half::f16::from_f64(v).to_bits() as u64,
+        Imm::Float(_, v) => v.to_bits(),
+    }
+}
+
+/// The launch checks of the interpreter that matter here; returns the work-group size.
+fn check_launch(
+    kernel: &Kernel,
+    range: &NdRange,
+    args: &[Arg],
+    buffers: &[Buffer],
+) -> Result<[u32; 3], VulkanError> {
+    let fail = |m: String| Err(VulkanError::Launch(format!("kernel `{}`: {m}", kernel.name())));
+    if !(1..=3).contains(&range.dims) {
+        return fail(format!("{} dimensions (1 to 3 supported)", range.dims));
+    }
+    let mut global = range.global;
+    for g in global.iter_mut().skip(range.dims) {
+        *g = 1;
+    }
+    let local = match (range.local, kernel.attrs().reqd_work_group_size) {
+        (Some(l), _) => {
+            let mut l = l;
+            for x in l.iter_mut().skip(range.dims) {
+                *x = 1;
+            }
+            l
+        }
+        (None, Some(r)) => r,
+        (None, None) => default_local_size(global),
+    };
+    if let Some(r) = kernel.attrs().reqd_work_group_size {
+        if r != local {
+            return fail(format!("local size {local:?} differs from #reqd_work_group_size {r:?}"));
+        }
+    }
+    for d in 0..3 {
+        if global[d] == 0 || local[d] == 0 || global[d] % local[d] != 0 {
+            return fail(format!(
+                "global size {global:?} is not a non-zero multiple of local size {local:?}"
+            ));
+        }
+    }
+    if args.len() != kernel.params().len() {
+        return fail(format!("{} arguments for {} parameters", args.len(), kernel.params().len()));
+    }
+    for (p, a) in kernel.params().iter().zip(args) {
+        match (p.ty(), a) {
+            (Type::Ptr(_, elem), Arg::Buffer(i)) => match buffers.get(*i) {
+                Some(b) if b.elem() == elem => {}
+                Some(b) => {
+                    return fail(format!(
+                        "`{}` wants {elem} elements, buffer {i} has {}",
+                        p.name(),
+                        b.elem()
+                    ))
+                }
+                None => return fail(format!("buffer {i} for `{}` does not exist", p.name())),
+            },
+            (Type::Scalar(s), Arg::Scalar(imm)) if imm.scalar() == s => {}
+            _ => {
+                return fail(format!(
+                    "argument for `{}` does not match its type {}",
+                    p.name(),
+                    p.ty()
+                ))
+            }
+        }
+    }
+    Ok(local)
+}
+
+/// Per-launch Vulkan objects, destroyed together.
+struct Resources<'a> {
+    dev: &'a VulkanDevice,
+    buffers: Vec<(vk::Buffer, vk::DeviceMemory)>,
+    shader: vk::ShaderModule,
+    set_layout: vk::DescriptorSetLayout,
+    pipeline_layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+    pool: vk::DescriptorPool,
+    cmd_pool: vk::CommandPool,
+    fence: vk::Fence,
+}
+
+impl<'a> Resources<'a> {
+    fn new(dev: &'a VulkanDevice) -> Resources<'a> {
+        Resources {
+            dev,
+            buffers: Vec::new(),
+            shader: vk::ShaderModule::null(),
+            set_layout: vk::DescriptorSetLayout::null(),
+            pipeline_layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
+            pool: vk::DescriptorPool::null(),
+            cmd_pool: vk::CommandPool::null(),
+            fence: vk::Fence::null(),
+        }
+    }
+
+    fn host_buffer(&mut self, bytes: &[u8]) -> Result<vk::Buffer, VulkanError> {
+        let d = &self.dev.device;
+        let size = (bytes.len().max(4) as u64).div_ceil(16) * 16;
+        let bci = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create infos; objects are recorded for destruction.
+        unsafe {
+            let buf = d.create_buffer(&bci, None).map_err(vkerr("create buffer"))?;
+            let req = d.get_buffer_memory_requirements(buf);
+            let want =
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+            let mp = &self.dev.memory;
+            let ty = (0..mp.memory_type_count)
+                .find(|&i| {
+                    req.memory_type_bits & (1 << i) != 0
+                        && mp.memory_types[i as usize].property_flags.contains(want)
+                })
+                .ok_or_else(|| VulkanError::Vulkan("no host-visible coherent memory".into()));
+            let ty = match ty {
+                Ok(t) => t,
+                Err(e) => {
+                    d.destroy_buffer(buf, None);
+                    return Err(e);
+                }
+            };
+            let mai =
+                vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(ty);
+            let mem = match d.allocate_memory(&mai, None) {
+                Ok(m) => m,
+                Err(e) => {
+                    d.destroy_buffer(buf, None);
+                    return Err(vkerr("allocate memory")(e));
+                }
+            };
+            self.buffers.push((buf, mem));
+            d.bind_buffer_memory(buf, mem, 0).map_err(vkerr("bind memory"))?;
+            let p = d
+                .map_memory(mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .map_err(vkerr("map"))?;
+            std::ptr::write_bytes(p as *mut u8, 0, size as usize);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), p as *mut u8, bytes.len());
+            d.unmap_memory(mem);
+            Ok(buf)
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch(
+        &mut self,
+        words: &[u32],
+        entry: &str,
+        local: [u32; 3],
+        groups: [u32; 3],
+        push: &[u8],
+        bindings: &[(u32, usize)],
+        buffers: &mut [Buffer],
+    ) -> Result<(), VulkanError> {
+        let d = self.dev.device.clone();
+        // One device buffer per distinct host buffer (aliased parameters share it).
+        let mut used: Vec<usize> = bindings.iter().map(|b| b.1).collect();
+        used.sort_unstable();
+        used.dedup();
+        let mut vkbufs = Vec::new();
+        for &i in &used {
+            vkbufs.push(self.host_buffer(buffers[i].as_bytes())?);
+        }
+        let vkbuf_of = |i: usize| vkbufs[used.iter().position(|&u| u == i).expect("used")];
+        // SAFETY: every object below is created from valid infos on a live device and
+        // recorded in `self` for destruction; the submission is waited for.
+        unsafe {
+            let sci = vk::ShaderModuleCreateInfo::default().code(words);
+            self.shader =
+                d.create_shader_module(&sci, None).map_err(vkerr("create shader module"))?;
+            let lb: Vec<_> = bindings
+                .iter()
+                .map(|&(b, _)| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            let dslci = vk::DescriptorSetLayoutCreateInfo::default().bindings(&lb);
+            self.set_layout =
+                d.create_descriptor_set_layout(&dslci, None).map_err(vkerr("set layout"))?;
+            let pcr = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .offset(0)
+                .size(push.len() as u32)];
+            let layouts = [self.set_layout];
+            let plci = vk::PipelineLayoutCreateInfo::default()
+                .set_layouts(&layouts)
+                .push_constant_ranges(&pcr);
+            self.pipeline_layout =
+                d.create_pipeline_layout(&plci, None).map_err(vkerr("pipeline layout"))?;
+            let entries: Vec<_> = (0..3)
+                .map(|i| vk::SpecializationMapEntry::default().constant_id(i).offset(4 * i).size(4))
+                .collect();
+            let spec_data: Vec<u8> = local.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let spec = vk::SpecializationInfo::default().map_entries(&entries).data(&spec_data);
+            let name = std::ffi::CString::new(entry)
+                .map_err(|_| VulkanError::Launch("bad entry name".into()))?;
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(self.shader)
+                .name(&name)
+                .specialization_info(&spec);
+            let cpci = [vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(self.pipeline_layout)];
+            self.pipeline = d
+                .create_compute_pipelines(vk::PipelineCache::null(), &cpci, None)
+                .map_err(|(_, e)| vkerr("create pipeline")(e))?[0];
+            let ps = [vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(bindings.len().max(1) as u32)];
+            let dpci = vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&ps);
+            self.pool = d.create_descriptor_pool(&dpci, None).map_err(vkerr("descriptor pool"))?;
+            let dsai = vk::DescriptorSetAllocateInfo::default()
+                .descriptor_pool(self.pool)
+                .set_layouts(&layouts);
+            let set = d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?[0];
+            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = bindings
+                .iter()
+                .map(|&(_, i)| {
+                    [vk::DescriptorBufferInfo::default()
+                        .buffer(vkbuf_of(i))
+                        .offset(0)
+                        .range(vk::WHOLE_SIZE)]
+                })
+                .collect();
+            let writes: Vec<_> = bindings
+                .iter()
+                .zip(&infos)
+                .map(|(&(b, _), info)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(b)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(info)
+                })
+                .collect();
+            d.update_descriptor_sets(&writes, &[]);
+            let cpci =
+                vk::CommandPoolCreateInfo::default().queue_family_index(self.dev.queue_family);
+            self.cmd_pool = d.create_command_pool(&cpci, None).map_err(vkerr("command pool"))?;
+            let cbai = vk::CommandBufferAllocateInfo::default()
+                .command_pool(self.cmd_pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            let cb = d.allocate_command_buffers(&cbai).map_err(vkerr("command buffer"))?[0];
+            let bi = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+            d.begin_command_buffer(cb, &bi).map_err(vkerr("begin"))?;
+            d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, self.pipeline);
+            if !bindings.is_empty() {
+                d.cmd_bind_descriptor_sets(
+                    cb,
+                    vk::PipelineBindPoint::COMPUTE,
+                    self.pipeline_layout,
+                    0,
+                    &[set],
+                    &[],
+                );
+            }
+            d.cmd_push_constants(cb, self.pipeline_layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+            d.cmd_dispatch(cb, groups[0], groups[1], groups[2]);
+            let barrier = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)];
+            d.cmd_pipeline_barrier(
+                cb,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            );
+            d.end_command_buffer(cb).map_err(vkerr("end"))?;
+            self.fence =
+                d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vkerr("fence"))?;
+            let cbs = [cb];
+            let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
+            {
+                let q = self.dev.queue.lock().unwrap_or_else(|e| e.into_inner());
+                d.queue_submit(*q, &submit, self.fence).map_err(vkerr("submit"))?;
+            }
+            d.wait_for_fences(&[self.fence], true, u64::MAX).map_err(vkerr("wait"))?;
+            // Read back.
+            for (k, &i) in used.iter().enumerate() {
+                let mem = self.buffers[k].1;
+                let n = buffers[i].as_bytes().len();
+                let p = d
+                    .map_memory(mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                    .map_err(vkerr("map"))?;
+                let bytes = std::slice::from_raw_parts(p as *const u8, n).to_vec();
+                d.unmap_memory(mem);
+                let elem = buffers[i].elem();
+                buffers[i] = Buffer::from_bytes(elem, bytes)
+                    .map_err(|e| VulkanError::Vulkan(format!("read back: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn destroy(self) {
+        let d = &self.dev.device;
+        // SAFETY: the submission finished (or never happened); null handles are ignored.
+        unsafe {
+            let _ = d.device_wait_idle();
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.cmd_pool, None);
+            d.destroy_descriptor_pool(self.pool, None);
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline_layout(self.pipeline_layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+            d.destroy_shader_module(self.shader, None);
+            for (b, m) in &self.buffers {
+                d.destroy_buffer(*b, None);
+                d.free_memory(*m, None);
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Differential tests: kernels run on the Vulkan device (lavapipe in CI) give the
+//! interpreter's results, bit for bit (NaN payloads aside; see `results_match`).
+//!
+//! Without a Vulkan device the tests skip with a message, unless `KILN_REQUIRE_TOOLS` is
+//! set (as `cargo xtask test` does), when they fail.
+
+use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+use kiln_ir::testing::{case_from_choices, results_match, GenConfig};
+use kiln_ir::{parse_module, Kernel};
+use kiln_runtime::vulkan::{VulkanDevice, VulkanError};
+
+fn device() -> Option<VulkanDevice> {
+    match VulkanDevice::open() {
+        Ok(d) => {
+            eprintln!("vulkan device: {}", d.name());
+            Some(d)
+        }
+        Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
+            panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}
+
+fn example(name: &str) -> Kernel {
+    let path = format!("{}/../examples/{name}.kir", env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(&path).unwrap();
+    parse_module(&src).unwrap().kernels.remove(0)
+}
+
+fn floats(n: usize, seed: f32) -> Buffer {
+    Buffer::from_slice(&(0..n).map(|i| (i as f32 * 0.37 + seed).sin() * 10.0).collect::<Vec<_>>())
+}
+
+fn compare(dev: &VulkanDevice, k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) {
+    let mut want = bufs.to_vec();
+    run(k, range, args, &mut want).unwrap();
+    let mut got = bufs.to_vec();
+    dev.run(k, range, args, &mut got).unwrap();
+    results_match(&want, &got).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
+}
+
+#[test]
+fn examples_match_the_interpreter() {
+    let Some(dev) = device() else { return };
+    let saxpy = example("saxpy");
+    compare(
+        &dev,
+        &saxpy,
+        &NdRange::new(&[100]).with_local(&[20]),
+        &[Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(2.5f32), Arg::scalar(97u32)],
+        &[floats(100, 0.0), floats(100, 1.0)],
+    );
+    let reduce = example("reduce");
+    compare(
+        &dev,
+        &reduce,
+        &NdRange::new(&[256]),
+        &[Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(250u32)],
+        &[floats(256, 0.5), Buffer::zeroed(kiln_ir::Scalar::F32, 4)],
+    );
+    let stencil = example("stencil2d");
+    compare(
+        &dev,
+        &stencil,
+        &NdRange::new(&[16, 12]).with_local(&[4, 4]),
+        &[Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(15u32), Arg::scalar(11u32)],
+        &[floats(16 * 12, 2.0), Buffer::zeroed(kiln_ir::Scalar::F32, 16 * 12)],
+    );
+    let div = example("divergent");
+    let (args, bufs) = generic_inputs(&div, 64);
+    compare(&dev, &div, &NdRange::new(&[64]).with_local(&[16]).with_offset(&[3]), &args, &bufs);
+}
+
+/// Arguments for any kernel: a 4*n-element buffer per pointer, small scalars.
+fn generic_inputs(k: &Kernel, n: usize) -> (Vec<Arg>, Vec<Buffer>) {
+    let mut args = Vec::new();
+    let mut bufs = Vec::new();
+    for p in k.params() {
+        match p.ty() {
+            kiln_ir::Type::Ptr(_, elem) => {
+                let imms: Vec<_> = (0..4 * n)
+                    .map(|i| kiln_ir::Imm::int(kiln_ir::Scalar::U8, (i % 7) as i128))
+                    .map(|imm| match elem {
+                        e if e.is_float() => kiln_ir::Imm::float(e, imm.as_f64().unwrap()),
+                        e => kiln_ir::Imm::int(e, imm.as_i128().unwrap()),
+                    })
+                    .collect();
+                args.push(Arg::Buffer(bufs.len()));
+                bufs.push(Buffer::from_imms(elem, &imms).unwrap());
+            }
+            kiln_ir::Type::Scalar(s) if s.is_float() => {
+                args.push(Arg::Scalar(kiln_ir::Imm::float(s, 1.5)))
+            }
+            kiln_ir::Type::Scalar(kiln_ir::Scalar::Bool) => {
+                args.push(Arg::Scalar(kiln_ir::Imm::Bool(true)))
+            }
+            kiln_ir::Type::Scalar(s) => args.push(Arg::Scalar(kiln_ir::Imm::int(s, n as i128))),
+        }
+    }
+    (args, bufs)
+}
+
+#[test]
+fn random_kernels_match_the_interpreter() {
+    let Some(dev) = device() else { return };
+    let cfg = GenConfig::default();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let (mut ran, mut rejected) = (0, 0);
+    for n in 0..150 {
+        let choices: Vec<u32> = (0..3000)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (rng >> 32) as u32
+            })
+            .collect();
+        let case = case_from_choices(&choices, &cfg);
+        let want = case.run().unwrap();
+        let mut got = case.buffers.clone();
+        match dev.run(&case.kernel, &case.range, &case.args, &mut got) {
+            Ok(()) => {}
+            Err(VulkanError::Compile(e)) if e.message.contains("cannot be expressed") => {
+                rejected += 1;
+                continue;
+            }
+            Err(e) => panic!("case {n}: {e}\n{}", case.kernel),
+        }
+        if let Err(e) = results_match(&want, &got) {
+            panic!("case {n}: {e}\nrange {:?}\nargs {:?}\n{}", case.range, case.args, case.kernel);
+        }
+        ran += 1;
+    }
+    eprintln!("{ran} random kernels matched on the Vulkan device ({rejected} rejected)");
+    assert!(ran >= 140);
+}
