@@ -116,7 +116,9 @@ pub enum FusionError {
         ty: Type,
     },
     /// Rule: no two specified local sizes may differ.
-    #[error("rule `local sizes agree`: entries {first} and {second} specify different local sizes")]
+    #[error(
+        "rule `local sizes agree`: entries {first} and {second} specify different local sizes"
+    )]
     LocalSizeMismatch {
         /// First entry.
         first: usize,
@@ -306,12 +308,7 @@ pub fn fuse_kernels_with(
             if let Some(f) = first {
                 let (ta, tb) = (all[f].1.ty(), all[i].1.ty());
                 if ta != tb {
-                    return Err(FusionError::IdenticalTypeMismatch {
-                        a: all[f].0,
-                        ta,
-                        b: r,
-                        tb,
-                    });
+                    return Err(FusionError::IdenticalTypeMismatch { a: all[f].0, ta, b: r, tb });
                 }
                 uf.union(f, i);
             } else {
@@ -367,8 +364,8 @@ pub fn fuse_kernels_with(
         let size = pr.size.or_else(|| {
             let len = pr.buffer_len? as u64;
             let per = match pr.to {
-                PromoteTo::Private => fused_items,
                 PromoteTo::Local => groups?,
+                _ => fused_items,
             };
             u32::try_from(len / per.max(1)).ok()
         });
@@ -383,13 +380,16 @@ pub fn fuse_kernels_with(
         let reqs = &requests[&root];
         let at = reqs[0].0;
         let refuse = |reason: String| FusionWarning { param: at, reason };
-        // Every member of the class must be requested (none vs private/local conflicts).
-        let members: Vec<usize> = (0..all.len()).filter(|&i| uf.find(i) == root).collect();
-        let requested: Vec<usize> = reqs.iter().filter_map(|r| flat(r.0).ok()).collect();
-        if members.iter().any(|m| !requested.contains(m)) && reqs.len() > 1 {
-            warnings.push(refuse("conflicting requests: some uses are not promoted".into()));
+        // A request on any member covers the whole argument; an explicit `none` on the same
+        // argument conflicts.
+        let kinds: Vec<PromoteTo> = reqs.iter().map(|r| r.1).collect();
+        if kinds.contains(&PromoteTo::None) {
+            if kinds.iter().any(|k| *k != PromoteTo::None) {
+                warnings.push(refuse("conflicting requests: none and private/local".into()));
+            }
             continue;
         }
+        let members: Vec<usize> = (0..all.len()).filter(|&i| uf.find(i) == root).collect();
         let to = if reqs.iter().any(|r| r.1 == PromoteTo::Local) {
             PromoteTo::Local
         } else {
@@ -462,7 +462,8 @@ pub fn fuse_kernels_with(
             class_subst.insert(root, (ParamSubst::Array(a, size), ArgMap::Promoted { to, size }));
         } else {
             let p = Var::new(names.fresh(&format!("{kname}_{}", v.name())), v.ty());
-            class_subst.insert(root, (ParamSubst::Param(p.clone()), ArgMap::Param(fused_params.len())));
+            class_subst
+                .insert(root, (ParamSubst::Param(p.clone()), ArgMap::Param(fused_params.len())));
             fused_params.push(p);
         }
     }

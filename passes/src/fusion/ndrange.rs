@@ -64,8 +64,10 @@ pub(crate) fn normalize(entry: usize, r: &RangeSpec, k: &Kernel) -> Result<Norm,
             return Err(bad("a local size is 0".into()));
         }
         let l = pad(l, 1);
-        if (0..3).any(|d| global[d] % l[d] != 0) {
-            return Err(bad(format!("global size {global:?} is not a multiple of local size {l:?}")));
+        if (0..3).any(|d| !global[d].is_multiple_of(l[d])) {
+            return Err(bad(format!(
+                "global size {global:?} is not a multiple of local size {l:?}"
+            )));
         }
         local = Some(l);
     }
@@ -190,7 +192,9 @@ pub(crate) fn plan(
         let guard = r.linear() < fused_linear;
         if heterogeneous {
             if let Some(l) = local {
-                if (0..3).any(|d| global[d] % l[d] != 0 || r.global[d] % l[d] != 0) {
+                if (0..3)
+                    .any(|d| !global[d].is_multiple_of(l[d]) || !r.global[d].is_multiple_of(l[d]))
+                {
                     return Err(FusionError::NotDivisible { entry: i, local: l });
                 }
             }

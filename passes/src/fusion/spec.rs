@@ -53,6 +53,8 @@ impl ParamRef {
 /// Where a promoted buffer goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PromoteTo {
+    /// Explicitly not promoted (conflicts with a private/local request on the same buffer).
+    None,
     /// One array per work-item.
     Private,
     /// One array per work-group (needs an explicit local size).
@@ -63,6 +65,7 @@ impl PromoteTo {
     /// `private` or `local`.
     pub fn name(self) -> &'static str {
         match self {
+            PromoteTo::None => "none",
             PromoteTo::Private => "private",
             PromoteTo::Local => "local",
         }
