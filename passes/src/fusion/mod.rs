@@ -22,6 +22,7 @@
 //! argument an [`ArgMap`]. [`fusion_key`] gives a stable key for caching fused kernels.
 
 pub mod internalize;
+pub mod key;
 pub mod ndrange;
 pub mod remap;
 pub mod rewrite;
@@ -39,6 +40,7 @@ pub use spec::{
     RangeSpec, RemapMode,
 };
 
+pub use key::{fusion_key, FusionKey};
 use rewrite::{Names, ParamSubst, Rewriter};
 
 /// Why fusion was refused. Every variant names the violated rule.
