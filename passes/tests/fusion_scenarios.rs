@@ -7,6 +7,7 @@ mod fusion_util;
 use fusion_util::{check, fuse_err, run_fused, run_sequential, Entry, Scenario};
 use kiln_ir::interp::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
+use proptest::prelude::*;
 use kiln_passes::fusion::{
     fuse_kernels, fusion_key, ArgMap, BarrierPolicy, ConstValue, Constant, FusionError, FusionSpec,
     ParamRef, PromoteTo, Promotion, RangeSpec, RemapMode,
@@ -676,4 +677,67 @@ fn s29_fusion_key() {
     let mut t = s.spec.clone();
     t.identical = vec![vec![ParamRef::new(1, 0), ParamRef::new(0, 2)]];
     assert_eq!(k1, fusion_key(&s.module, &t));
+}
+
+/// Random nd-range combinations (legal or not) of work-item-query kernels: when fusion
+/// succeeds, the fused run is exact; when it fails, the error names a rule.
+fn arb_range() -> impl Strategy<Value = RangeSpec> {
+    (1usize..=3, proptest::collection::vec(0usize..5, 3), any::<bool>(), 0u32..3, any::<bool>())
+        .prop_map(|(dims, g, with_local, off, with_off)| {
+            let sizes = [1u32, 2, 4, 6, 8];
+            let global: Vec<u32> = (0..dims).map(|d| sizes[g[d]]).collect();
+            let mut r = RangeSpec::new(&global);
+            if with_local {
+                let l: Vec<u32> = global.iter().map(|&x| if x % 2 == 0 { 2 } else { 1 }).collect();
+                r = r.with_local(&l);
+            }
+            if with_off {
+                r = r.with_offset(&vec![off; dims]);
+            }
+            r
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn legal_ranges_fuse_exactly(ranges in proptest::collection::vec(arb_range(), 1..4)) {
+        let all_local = ranges.iter().all(|r| r.local.is_some());
+        let (kernel, per) = if all_local { ("ids", 21) } else { ("gids", 9) };
+        let module = parse_module(CHAIN).unwrap();
+        let spec = FusionSpec {
+            name: "fused".into(),
+            kernels: vec![kernel.to_string(); ranges.len()],
+            ndranges: ranges.clone(),
+            ..FusionSpec::default()
+        };
+        match fuse_kernels(&module, &spec) {
+            Ok(f) => {
+                let mut pool = Vec::new();
+                let mut entries = Vec::new();
+                for r in &ranges {
+                    let mut nd = NdRange::new(&r.global);
+                    let dims = r.global.len();
+                    if let Some(l) = r.local.as_ref().or(f.range.local.as_ref().map(|l| &l[..dims]).map(|l| l.to_vec()).as_ref()) {
+                        nd = nd.with_local(&l[..dims]);
+                    }
+                    nd = nd.with_offset(&r.offset.clone().unwrap_or_else(|| f.range.offset[..dims].to_vec()));
+                    pool.push(Buffer::zeroed(kiln_ir::Scalar::U32, nd.work_items() as usize * per));
+                    entries.push(Entry { kernel: kernel.to_string(), range: nd, args: vec![b(pool.len() - 1)] });
+                }
+                let s = Scenario { module, spec, entries, pool };
+                if let Err(m) = check(&s) {
+                    prop_assert!(false, "{m}\nranges {ranges:?}");
+                }
+            }
+            Err(e) => {
+                let text = e.to_string();
+                prop_assert!(
+                    text.contains("rule `") || matches!(e, FusionError::BadRange { .. }),
+                    "{text}"
+                );
+            }
+        }
+    }
 }
