@@ -7,11 +7,11 @@ mod fusion_util;
 use fusion_util::{check, fuse_err, run_fused, run_sequential, Entry, Scenario};
 use kiln_ir::interp::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
-use proptest::prelude::*;
 use kiln_passes::fusion::{
     fuse_kernels, fusion_key, ArgMap, BarrierPolicy, ConstValue, Constant, FusionError, FusionSpec,
     ParamRef, PromoteTo, Promotion, RangeSpec, RemapMode,
 };
+use proptest::prelude::*;
 
 const CHAIN: &str = "
 kernel add(a: ptr<global, f32>, b: ptr<global, f32>, tmp: ptr<global, f32>) {

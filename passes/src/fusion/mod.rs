@@ -31,7 +31,8 @@ pub mod spec;
 use hashbrown::HashMap;
 use kiln_ir::interp::NdRange;
 use kiln_ir::{
-    AddrSpace, Attrs, Expr, Kernel, MemFence, Module, Mutator, Stmt, StmtNode, Type, Var, Visitor,
+    AddrSpace, Attrs, Expr, FusedArg, FusedAttr, Kernel, MemFence, Module, Mutator, NdRangeAttr,
+    Stmt, StmtNode, Type, Var, Visitor,
 };
 use thiserror::Error;
 
@@ -252,6 +253,34 @@ impl UnionFind {
         } else {
             self.0[ra] = rb;
         }
+    }
+}
+
+/// The `#nd_range` attribute for a range.
+pub fn nd_range_attr(r: &NdRange) -> NdRangeAttr {
+    let d = r.dims.clamp(1, 3);
+    NdRangeAttr {
+        global: r.global[..d].to_vec(),
+        local: r.local.map(|l| l[..d].to_vec()),
+        offset: r.offset[..d].to_vec(),
+    }
+}
+
+/// The range an `#nd_range` attribute describes.
+pub fn nd_range_of(a: &NdRangeAttr) -> NdRange {
+    let mut r = NdRange::new(&a.global).with_offset(&a.offset);
+    if let Some(l) = &a.local {
+        r = r.with_local(l);
+    }
+    r
+}
+
+fn fused_arg(m: &ArgMap) -> FusedArg {
+    match *m {
+        ArgMap::Param(i) => FusedArg::Param(i as u32),
+        ArgMap::Identical(i) => FusedArg::Identical(i as u32),
+        ArgMap::Promoted { to, size } => FusedArg::Promoted { local: to == PromoteTo::Local, size },
+        ArgMap::Constant(imm) => FusedArg::Const(imm),
     }
 }
 
@@ -550,6 +579,11 @@ pub fn fuse_kernels_with(
     let attrs = Attrs {
         reqd_work_group_size: kernels.iter().find_map(|k| k.attrs().reqd_work_group_size),
         fast_math: kernels.iter().all(|k| k.attrs().fast_math),
+        nd_range: Some(nd_range_attr(&plan.fused)),
+        fused: Some(FusedAttr {
+            kernels: spec.kernels.clone(),
+            args: args_map.iter().map(|a| a.iter().map(fused_arg).collect()).collect(),
+        }),
     };
     let name = if spec.name.is_empty() { "fused".to_string() } else { spec.name.clone() };
     let kernel = Kernel::with_attrs(name, fused_params, attrs, Stmt::block(all_stmts));

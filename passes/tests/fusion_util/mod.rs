@@ -169,6 +169,7 @@ pub fn retarget(case: &TestCase, range: &NdRange, agnostic: bool) -> TestCase {
     let attrs = Attrs {
         reqd_work_group_size: case.kernel.attrs().reqd_work_group_size.and(range.local),
         fast_math: case.kernel.attrs().fast_math,
+        ..Attrs::default()
     };
     let mut kernel = Kernel::with_attrs(
         case.kernel.name(),
