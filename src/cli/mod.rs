@@ -1,4 +1,4 @@
-//! The `kiln` command line: `check`, `fmt` and `run`.
+//! The `kiln` command line: `check`, `fmt`, `run` and `fuse`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
@@ -6,6 +6,7 @@
 mod buffers;
 mod check;
 mod fmt;
+mod fuse;
 mod npy;
 mod run;
 mod value;
@@ -30,6 +31,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Print .kir files in canonical form, or check that they are in it.
     Fmt(fmt::FmtArgs),
+    /// Fuse kernels of a .kir file into one, as a TOML spec says.
+    Fuse(fuse::FuseArgs),
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
@@ -59,6 +62,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::main(&a),
         Command::Fmt(a) => fmt::main(&a),
         Command::Run(a) => run::main(&a),
+        Command::Fuse(a) => fuse::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

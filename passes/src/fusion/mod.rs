@@ -27,6 +27,7 @@ pub mod ndrange;
 pub mod remap;
 pub mod rewrite;
 pub mod spec;
+pub mod toml_spec;
 
 use hashbrown::HashMap;
 use kiln_ir::interp::NdRange;
@@ -43,6 +44,7 @@ pub use spec::{
 
 pub use key::{fusion_key, FusionKey};
 use rewrite::{Names, ParamSubst, Rewriter};
+pub use toml_spec::SpecError;
 
 /// Why fusion was refused. Every variant names the violated rule.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
