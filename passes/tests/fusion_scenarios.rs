@@ -394,6 +394,22 @@ fn s11_3d_slowest_dimension_differs() {
 }
 
 #[test]
+fn s30_slowest_dimension_differs_without_local_size() {
+    // No id remapping; the interpreter's default local size depends on dimension 0 only, so
+    // every work-item query (num_groups included) must match the unfused runs.
+    let s = ids_scenario(
+        "ids",
+        21,
+        &[
+            (NdRange::new(&[4, 2]), RangeSpec::new(&[4, 2])),
+            (NdRange::new(&[4, 6]), RangeSpec::new(&[4, 6])),
+            (NdRange::new(&[4, 3, 2]), RangeSpec::new(&[4, 3, 2])),
+        ],
+    );
+    check(&s).unwrap();
+}
+
+#[test]
 fn s12_remap_1d_2d_3d_without_local() {
     let s = ids_scenario(
         "gids",

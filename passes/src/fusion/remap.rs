@@ -10,7 +10,8 @@
 //!   remapped one;
 //! * `global_size(d) = GS(d)`, `global_offset(d) = GO(d)`: always, in a heterogeneous list;
 //! * `local_size(d) = LS(d)`, `num_groups(d) = GS(d) / LS(d)`: when the entry runs with a
-//!   known local size;
+//!   known local size; without one, `num_groups(d) = GS(d) / local_size(d)` (the design
+//!   leaves `num_groups` alone there, which would report the fused range's group count);
 //! * PTX mode, without a known local size: `num_groups = 1`, `group_id = 0`,
 //!   `local_size = GS`, `local_id = global_id`.
 //!
@@ -55,7 +56,9 @@ impl Remap<'_> {
             Builtin::NumGroups => match ls {
                 Some(l) => Some(Expr::u32(gs[d] / l[d])),
                 None if ptx_open => Some(Expr::u32(1)),
-                None => None,
+                // Beyond the design (which leaves it alone without a local size): the entry's
+                // group count under the local size it actually runs with.
+                None => Some(Expr::u32(gs[d]) / Expr::builtin(Builtin::LocalSize, dim)),
             },
             Builtin::GlobalId if self.plan.remap_ids => {
                 Some(self.rel_id(d) + Expr::u32(self.plan.offset[d]))
