@@ -114,12 +114,16 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
             let offset = a.offset.clone().unwrap_or_else(|| Sizes(r.offset.clone()));
             nd_range(kernel, &Sizes(r.global.clone()), local.as_ref(), Some(&offset))?
         }
-        (None, None) => {
-            return Err(Error::Message(format!(
-                "--global is required: kernel `{}` has no #nd_range attribute",
+        // Still a usage error (exit code 2), as when --global was mandatory.
+        (None, None) => clap::Error::raw(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            format!(
+                "the following required argument was not provided: --global <X[,Y[,Z]]> \
+                 (kernel `{}` has no #nd_range attribute)\n",
                 kernel.name()
-            )))
-        }
+            ),
+        )
+        .exit(),
     };
     let values = bind_args(kernel, &a.args)?;
     let outs = bind_outs(kernel, &a.outs)?;
