@@ -20,6 +20,37 @@
 //!
 //! The result, [`FusedKernel`], holds the kernel, its nd-range and for every original
 //! argument an [`ArgMap`]. [`fusion_key`] gives a stable key for caching fused kernels.
+//!
+//! ```
+//! use kiln_ir::parse_module;
+//! use kiln_passes::fusion::{fuse_kernels, ArgMap, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec};
+//!
+//! let m = parse_module(
+//!     "kernel add(a: ptr<global, f32>, b: ptr<global, f32>, tmp: ptr<global, f32>) {
+//!        let i: u32 = global_id(0); tmp[i] = a[i] + b[i]; }
+//!      kernel mul(tmp: ptr<global, f32>, c: ptr<global, f32>, out: ptr<global, f32>) {
+//!        let i: u32 = global_id(0); out[i] = tmp[i] * c[i]; }",
+//! )
+//! .unwrap();
+//! let spec = FusionSpec {
+//!     name: "fused".into(),
+//!     kernels: vec!["add".into(), "mul".into()],
+//!     ndranges: vec![RangeSpec::new(&[512]), RangeSpec::new(&[512])],
+//!     identical: vec![vec![ParamRef::new(0, 2), ParamRef::new(1, 0)]],
+//!     promote: vec![Promotion {
+//!         param: ParamRef::new(0, 2),
+//!         to: PromoteTo::Private,
+//!         size: None,
+//!         buffer_len: Some(512),
+//!     }],
+//!     ..FusionSpec::default()
+//! };
+//! let f = fuse_kernels(&m, &spec).unwrap();
+//! let names: Vec<&str> = f.kernel.params().iter().map(|p| p.name()).collect();
+//! assert_eq!(names, ["add_a", "add_b", "mul_c", "mul_out"]);
+//! assert_eq!(f.args[1][0], ArgMap::Promoted { to: PromoteTo::Private, size: 1 });
+//! assert!(f.kernel.to_string().contains("#nd_range(global = [512], offset = [0])"));
+//! ```
 
 pub mod internalize;
 pub mod key;
@@ -428,6 +459,10 @@ pub fn fuse_kernels_with(
         } else {
             PromoteTo::Private
         };
+        if to == PromoteTo::Local && plan.fused.local.is_none() {
+            warnings.push(refuse("local promotion needs an explicit local size".into()));
+            continue;
+        }
         let sizes: Vec<Option<u32>> = reqs.iter().map(|r| r.2).collect();
         if sizes.iter().any(|s| *s != sizes[0]) {
             warnings.push(refuse("conflicting requests: different sizes".into()));
@@ -439,10 +474,6 @@ pub fn fuse_kernels_with(
             ));
             continue;
         };
-        if to == PromoteTo::Local && plan.fused.local.is_none() {
-            warnings.push(refuse("local promotion needs an explicit local size".into()));
-            continue;
-        }
         if consts.contains_key(&root) {
             warnings.push(refuse("the parameter is also a constant".into()));
             continue;
