@@ -13,6 +13,109 @@ pub struct Attrs {
     pub reqd_work_group_size: Option<[u32; 3]>,
     /// `#fast_math`: passes may reassociate and contract float arithmetic.
     pub fast_math: bool,
+    /// `#nd_range(global = [..], local = [..], offset = [..])`: the nd-range the kernel is
+    /// meant to be launched with (recorded by kernel fusion; `kiln run` uses it by default).
+    pub nd_range: Option<NdRangeAttr>,
+    /// `#fused(kernels = [..], args = [[..], ..])`: how a fused kernel's parameters relate to
+    /// the original kernels' arguments.
+    pub fused: Option<FusedAttr>,
+}
+
+/// The `#nd_range` attribute: one entry per dimension in each list (1 to 3).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NdRangeAttr {
+    /// Global size per dimension.
+    pub global: Vec<u32>,
+    /// Work-group size per dimension, if fixed.
+    pub local: Option<Vec<u32>>,
+    /// Global offset per dimension.
+    pub offset: Vec<u32>,
+}
+
+/// What became of one original argument of a fused kernel (an entry of `#fused`'s `args`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FusedArg {
+    /// `param(i)`: passed as fused parameter `i`.
+    Param(u32),
+    /// `identical(i)`: elided, the same argument as fused parameter `i`.
+    Identical(u32),
+    /// `promoted(private|local, size)`: internalized into an array of `size` elements.
+    Promoted {
+        /// True for local memory, false for private.
+        local: bool,
+        /// Element count.
+        size: u32,
+    },
+    /// `const(type, value)`: replaced by a constant (floats written as their IEEE bits in
+    /// hexadecimal, so the value round-trips exactly).
+    Const(crate::expr::Imm),
+}
+
+/// The `#fused` attribute: the original kernels, in order, and for each its arguments.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FusedAttr {
+    /// The fused kernels' names, in order (repeats allowed).
+    pub kernels: Vec<String>,
+    /// Per kernel, per original parameter, what it became.
+    pub args: Vec<Vec<FusedArg>>,
+}
+
+fn list(f: &mut fmt::Formatter<'_>, v: &[u32]) -> fmt::Result {
+    let s: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    write!(f, "[{}]", s.join(", "))
+}
+
+impl fmt::Display for NdRangeAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("#nd_range(global = ")?;
+        list(f, &self.global)?;
+        if let Some(l) = &self.local {
+            f.write_str(", local = ")?;
+            list(f, l)?;
+        }
+        f.write_str(", offset = ")?;
+        list(f, &self.offset)?;
+        f.write_str(")")
+    }
+}
+
+impl fmt::Display for FusedArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::expr::Imm;
+        match *self {
+            FusedArg::Param(i) => write!(f, "param({i})"),
+            FusedArg::Identical(i) => write!(f, "identical({i})"),
+            FusedArg::Promoted { local, size } => {
+                write!(f, "promoted({}, {size})", if local { "local" } else { "private" })
+            }
+            FusedArg::Const(Imm::Bool(b)) => write!(f, "const(bool, {})", b as u8),
+            FusedArg::Const(i @ Imm::Int(t, _)) => {
+                write!(f, "const({t}, {})", i.as_i128().unwrap_or(0))
+            }
+            FusedArg::Const(Imm::Float(t, v)) => {
+                let bits = match t {
+                    crate::types::Scalar::F16 => half::f16::from_f64(v).to_bits() as u64,
+                    crate::types::Scalar::F32 => (v as f32).to_bits() as u64,
+                    _ => v.to_bits(),
+                };
+                write!(f, "const({t}, 0x{bits:x})")
+            }
+        }
+    }
+}
+
+impl fmt::Display for FusedAttr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#fused(kernels = [{}], args = [", self.kernels.join(", "))?;
+        for (i, a) in self.args.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            let s: Vec<String> = a.iter().map(|x| x.to_string()).collect();
+            write!(f, "[{}]", s.join(", "))?;
+        }
+        f.write_str("])")
+    }
 }
 
 #[derive(PartialEq, Eq, Hash)]

@@ -72,7 +72,7 @@ pub mod visit;
 pub use check::check_source;
 pub use diag::{Diagnostic, Span, Spans};
 pub use expr::{BinOp, Builtin, Expr, ExprNode, Imm, IntoOperand, Intrinsic, UnOp, Var};
-pub use kernel::{Attrs, Kernel, Module};
+pub use kernel::{Attrs, FusedArg, FusedAttr, Kernel, Module, NdRangeAttr};
 pub use parse::{parse_file, parse_module, Parsed};
 pub use stmt::{AtomicOp, Func, FuncKind, MemFence, Stmt, StmtNode};
 pub use types::{AddrSpace, Scalar, Type};

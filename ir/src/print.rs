@@ -479,6 +479,12 @@ impl Printer<'_> {
         if attrs.fast_math {
             self.out.push_str(" #fast_math");
         }
+        if let Some(r) = &attrs.nd_range {
+            write!(self.out, " {r}").ok();
+        }
+        if let Some(fa) = &attrs.fused {
+            write!(self.out, " {fa}").ok();
+        }
         self.out.push(' ');
         self.block_body(k.body(), 0);
     }

@@ -799,7 +799,8 @@ fn kernel_headers() {
     let b = v("b", gptr(Scalar::Bool));
     let err = one_error(&kernel(&[&b], vec![]), "parameter `b` points to bool elements");
     assert!(err.node.is_none());
-    let attrs = Attrs { reqd_work_group_size: Some([64, 0, 1]), fast_math: false };
+    let attrs =
+        Attrs { reqd_work_group_size: Some([64, 0, 1]), fast_math: false, ..Attrs::default() };
     one_error(
         &Kernel::with_attrs("k", vec![], attrs, Stmt::block([])),
         "`#reqd_work_group_size(64, 0, 1)`: every component must be positive",
@@ -810,7 +811,8 @@ fn kernel_headers() {
     for sp in [AddrSpace::Global, AddrSpace::Constant, AddrSpace::Generic] {
         params.push(v(&format!("p_{sp}"), Type::ptr(sp, Scalar::F16)));
     }
-    let attrs = Attrs { reqd_work_group_size: Some([8, 8, 1]), fast_math: true };
+    let attrs =
+        Attrs { reqd_work_group_size: Some([8, 8, 1]), fast_math: true, ..Attrs::default() };
     assert_ok(&Kernel::with_attrs("k", params, attrs, Stmt::block([])));
 }
 
@@ -889,7 +891,8 @@ fn saxpy_and_reduce_verify() {
     let j = v("j", Type::U32);
     let s = v("s", Type::F32);
     let old = v("old", Type::U32);
-    let attrs = Attrs { reqd_work_group_size: Some([64, 1, 1]), fast_math: false };
+    let attrs =
+        Attrs { reqd_work_group_size: Some([64, 1, 1]), fast_math: false, ..Attrs::default() };
     let reduce = Kernel::with_attrs(
         "reduce",
         vec![x.clone(), out.clone(), counts.clone()],
@@ -1037,7 +1040,8 @@ fn weird_ir_never_panics() {
     stmts.push(Stmt::alloc(&n, 0));
     stmts.push(Stmt::block([Stmt::block([Stmt::block([Stmt::alloc(&pb, 1)])])]));
     let params: Vec<Var> = vec![p.clone(), p.clone(), pb.clone(), wrong.clone(), b.clone()];
-    let attrs = Attrs { reqd_work_group_size: Some([0, 0, 0]), fast_math: true };
+    let attrs =
+        Attrs { reqd_work_group_size: Some([0, 0, 0]), fast_math: true, ..Attrs::default() };
     let k = Kernel::with_attrs("", params, attrs, Stmt::block(stmts));
     let errs = errors(&k);
     assert!(errs.len() > 100, "{}", errs.len());
@@ -1533,7 +1537,8 @@ fn corpus_atomic_scope_and_kernel_errors() {
     let k = Kernel::new("flag", vec![x.clone(), flags.clone()], body);
     mirror("kernel_bool_buffer_parameter", Module::new(vec![k]), At::Header);
 
-    let attrs = Attrs { reqd_work_group_size: Some([0, 1, 1]), fast_math: false };
+    let attrs =
+        Attrs { reqd_work_group_size: Some([0, 1, 1]), fast_math: false, ..Attrs::default() };
     let k = Kernel::with_attrs("tiny", vec![x.clone()], attrs, Stmt::store(&x, gid(), 0.0f32));
     mirror("kernel_zero_work_group_size", Module::new(vec![k]), At::Header);
 
@@ -1695,7 +1700,7 @@ mod arbitrary_ir {
             body in proptest::collection::vec(any_stmt(), 0..6),
             wgs in proptest::option::of(proptest::array::uniform3(0u32..3)),
         ) {
-            let attrs = Attrs { reqd_work_group_size: wgs, fast_math: false };
+            let attrs = Attrs { reqd_work_group_size: wgs, fast_math: false, ..Attrs::default() };
             let k = Kernel::with_attrs("k", params, attrs, Stmt::block(body));
             let m = Module::new(vec![k.clone(), k]);
             if let Err(errs) = verify_module(&m) {

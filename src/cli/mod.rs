@@ -1,4 +1,4 @@
-//! The `kiln` command line: `check`, `fmt`, `emit` and `run`.
+//! The `kiln` command line: `check`, `fmt`, `emit`, `fuse` and `run`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
@@ -7,6 +7,7 @@ mod buffers;
 mod check;
 mod emit;
 mod fmt;
+mod fuse;
 mod npy;
 mod run;
 mod value;
@@ -33,6 +34,8 @@ enum Command {
     Fmt(fmt::FmtArgs),
     /// Lower a kernel of a .kir file to a target (SPIR-V: `spirv-cl`, `spirv-vk`).
     Emit(emit::EmitArgs),
+    /// Fuse kernels of a .kir file into one, as a TOML spec says.
+    Fuse(fuse::FuseArgs),
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
@@ -63,6 +66,7 @@ pub fn main() -> ExitCode {
         Command::Fmt(a) => fmt::main(&a),
         Command::Run(a) => run::main(&a),
         Command::Emit(a) => emit::main(&a),
+        Command::Fuse(a) => fuse::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

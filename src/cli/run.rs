@@ -64,9 +64,10 @@ pub struct RunArgs {
     /// The kernel to run; needed only when the file has several.
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
-    /// Global size: work-items per dimension, 1 to 3 dimensions.
+    /// Global size: work-items per dimension, 1 to 3 dimensions. Defaults to the kernel's
+    /// `#nd_range` attribute (with its local size and offset), as recorded by `kiln fuse`.
     #[arg(long, value_name = "X[,Y[,Z]]", value_parser = sizes)]
-    global: Sizes,
+    global: Option<Sizes>,
     /// Work-group size, as many dimensions as --global.
     #[arg(long, value_name = "X[,Y[,Z]]", value_parser = sizes)]
     local: Option<Sizes>,
@@ -108,7 +109,24 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
     let kernel = select_kernel(&module, a.kernel.as_deref(), &a.file)?;
-    let range = nd_range(kernel, &a.global, a.local.as_ref(), a.offset.as_ref())?;
+    let range = match (&a.global, &kernel.attrs().nd_range) {
+        (Some(g), _) => nd_range(kernel, g, a.local.as_ref(), a.offset.as_ref())?,
+        (None, Some(r)) => {
+            let local = a.local.clone().or_else(|| r.local.clone().map(Sizes));
+            let offset = a.offset.clone().unwrap_or_else(|| Sizes(r.offset.clone()));
+            nd_range(kernel, &Sizes(r.global.clone()), local.as_ref(), Some(&offset))?
+        }
+        // Still a usage error (exit code 2), as when --global was mandatory.
+        (None, None) => clap::Error::raw(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            format!(
+                "the following required argument was not provided: --global <X[,Y[,Z]]> \
+                 (kernel `{}` has no #nd_range attribute)\n",
+                kernel.name()
+            ),
+        )
+        .exit(),
+    };
     let values = bind_args(kernel, &a.args)?;
     let outs = bind_outs(kernel, &a.outs)?;
 

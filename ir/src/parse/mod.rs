@@ -7,6 +7,7 @@
 //! what it cannot build: bad tokens, bad syntax, unknown names, literals that do not fit.
 //! Every error is a [`Diagnostic`] with `file:line:col`; the parser never panics.
 
+mod attrs;
 mod expr;
 mod lexer;
 
@@ -378,10 +379,12 @@ impl<'s> Parser<'s> {
                     self.expect_punct(")")?;
                     attrs.reqd_work_group_size = Some(size);
                 }
+                "nd_range" => attrs.nd_range = Some(self.nd_range_attr()?),
+                "fused" => attrs.fused = Some(self.fused_attr()?),
                 _ => {
                     return self.error(
                         Span::new(start.start, name_span.end),
-                        format!("unknown attribute `#{name}` (expected `#reqd_work_group_size(x, y, z)` or `#fast_math`)"),
+                        format!("unknown attribute `#{name}` (expected `#reqd_work_group_size(x, y, z)`, `#fast_math`, `#nd_range(...)` or `#fused(...)`)"),
                     )
                 }
             }

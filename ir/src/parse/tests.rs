@@ -290,3 +290,45 @@ mod soup {
         }
     }
 }
+
+#[test]
+fn fusion_attributes_round_trip() {
+    let m = round_trip(
+        "kernel fused(add_a: ptr<global, f32>, add_b: ptr<global, f32>) #reqd_work_group_size(8, 1, 1)
+           #nd_range(global = [64, 2], local = [8, 1], offset = [1, 0])
+           #fused(kernels = [add, mul, add], args = [[param(0), param(1), promoted(private, 1)],
+             [promoted(local, 16), const(f32, 0x40200000), const(i8, -3), const(bool, 1)],
+             [identical(0), const(u64, 18446744073709551615), const(f64, 0x7ff8000000000001)]]) {
+           add_a[0] = add_b[0];
+         }
+         kernel g(x: ptr<global, f32>) #nd_range(global = [4], offset = [0]) #fused(kernels = [], args = []) { }",
+    );
+    let a = m.kernels[0].attrs();
+    let r = a.nd_range.as_ref().unwrap();
+    assert_eq!(
+        (r.global.clone(), r.local.clone(), r.offset.clone()),
+        (vec![64, 2], Some(vec![8, 1]), vec![1, 0])
+    );
+    let f = a.fused.as_ref().unwrap();
+    assert_eq!(f.kernels, ["add", "mul", "add"]);
+    assert_eq!(f.args[1][1], crate::FusedArg::Const(crate::Imm::float(Scalar::F32, 2.5)));
+    assert_eq!(f.args[1][2], crate::FusedArg::Const(crate::Imm::int(Scalar::I8, -3)));
+    assert_eq!(f.args[2][0], crate::FusedArg::Identical(0));
+    assert_eq!(m.kernels[1].attrs().nd_range.as_ref().unwrap().local, None);
+}
+
+#[test]
+fn fusion_attribute_errors() {
+    for (src, msg) in [
+        ("#nd_range(global = [1, 2], offset = [0])", "one entry per dimension"),
+        ("#nd_range(global = [], offset = [])", "1 to 3 entries"),
+        ("#nd_range(offset = [0])", "expected `global`"),
+        ("#fused(kernels = [a], args = [])", "one argument list per kernel"),
+        ("#fused(kernels = [a], args = [[bogus(1)]])", "unknown fused argument kind"),
+        ("#fused(kernels = [a], args = [[const(q32, 1)]])", "unknown scalar type"),
+        ("#fused(kernels = [a], args = [[promoted(global, 1)]])", "unknown memory"),
+    ] {
+        let e = parse_module(&format!("kernel k() {src} {{ }}")).unwrap_err();
+        assert!(e.to_string().contains(msg), "{src}: {e}");
+    }
+}

@@ -558,6 +558,7 @@ impl<'a, 'c> Gen<'a, 'c> {
         let attrs = Attrs {
             reqd_work_group_size: if self.c.chance(20) { Some(local) } else { None },
             fast_math: false,
+            ..Attrs::default()
         };
         let name = format!("k{}", self.c.below(1000));
         let (vars, args): (Vec<Var>, Vec<Arg>) = params.into_iter().unzip();

@@ -1,0 +1,150 @@
+//! Rewriting one entry's body into the fused kernel: parameter substitution (fused
+//! parameters, constants, promoted arrays), renaming of every local binding to a name unique
+//! in the fused kernel, and built-in remapping.
+
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::{Expr, ExprNode, Imm, Mutator, Stmt, StmtNode, Var};
+
+use super::internalize::wrap_index;
+use super::remap::Remap;
+
+/// What one parameter of an entry becomes.
+#[derive(Clone, Debug)]
+pub(crate) enum ParamSubst {
+    /// A fused kernel parameter.
+    Param(Var),
+    /// A constant.
+    Const(Imm),
+    /// A promoted array of the given size.
+    Array(Var, u32),
+}
+
+/// Hands out names unique within the fused kernel.
+#[derive(Default)]
+pub(crate) struct Names {
+    used: HashSet<String>,
+}
+
+impl Names {
+    /// `base` if unused, else `base_1`, `base_2`, ...
+    pub fn fresh(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut n = 1;
+        while self.used.contains(&name) {
+            name = format!("{base}_{n}");
+            n += 1;
+        }
+        self.used.insert(name.clone());
+        name
+    }
+}
+
+/// The rewriter for one entry.
+pub(crate) struct Rewriter<'a> {
+    pub params: HashMap<String, ParamSubst>,
+    pub renames: HashMap<String, String>,
+    pub names: &'a mut Names,
+    pub remap: Remap<'a>,
+}
+
+impl Rewriter<'_> {
+    fn rename(&mut self, v: &Var) -> Var {
+        if let Some(n) = self.renames.get(v.name()) {
+            return Var::new(n, v.ty());
+        }
+        let n = self.names.fresh(v.name());
+        self.renames.insert(v.name().to_string(), n.clone());
+        Var::new(n, v.ty())
+    }
+
+    fn binder(&mut self, v: &Var) {
+        // A new binding of a name: a re-bound name (after its scope ended) gets a fresh
+        // name too, which keeps every binding unique.
+        let n = self.names.fresh(v.name());
+        self.renames.insert(v.name().to_string(), n);
+    }
+}
+
+impl Mutator for Rewriter<'_> {
+    fn mutate_var(&mut self, v: &Var) -> Var {
+        match self.params.get(v.name()) {
+            Some(ParamSubst::Param(p)) | Some(ParamSubst::Array(p, _)) => p.clone(),
+            Some(ParamSubst::Const(_)) => v.clone(),
+            None => self.rename(v),
+        }
+    }
+
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        match e.node() {
+            ExprNode::Var(v) => match self.params.get(v.name()) {
+                Some(ParamSubst::Const(i)) => Expr::imm(*i),
+                _ => kiln_ir::walk_mutate_expr(self, e),
+            },
+            ExprNode::Builtin { kind, dim } => {
+                self.remap.builtin(*kind, *dim).unwrap_or_else(|| e.clone())
+            }
+            ExprNode::Load { buf, index } => {
+                if let Some(ParamSubst::Array(a, size)) = self.params.get(buf.name()).cloned() {
+                    let i = self.mutate_expr(index);
+                    Expr::load(&a, wrap_index(i, size))
+                } else {
+                    kiln_ir::walk_mutate_expr(self, e)
+                }
+            }
+            _ => kiln_ir::walk_mutate_expr(self, e),
+        }
+    }
+
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        match s.node() {
+            StmtNode::Store { buf, index, value } => {
+                if let Some(ParamSubst::Array(a, size)) = self.params.get(buf.name()).cloned() {
+                    let i = self.mutate_expr(index);
+                    let v = self.mutate_expr(value);
+                    return Stmt::store(&a, wrap_index(i, size), v);
+                }
+            }
+            // Binders: the value is rewritten before the name is (re)bound.
+            StmtNode::Let { var, value } => {
+                let v = self.mutate_expr(value);
+                self.binder(var);
+                return Stmt::let_(&self.rename(var), v);
+            }
+            StmtNode::Decl { var, init } => {
+                let v = self.mutate_expr(init);
+                self.binder(var);
+                return Stmt::decl(&self.rename(var), v);
+            }
+            StmtNode::Alloc { var, count } => {
+                self.binder(var);
+                return Stmt::alloc(&self.rename(var), *count);
+            }
+            StmtNode::For { var, lo, hi, step, body } => {
+                let (lo, hi, step) =
+                    (self.mutate_expr(lo), self.mutate_expr(hi), self.mutate_expr(step));
+                let saved = self.renames.get(var.name()).cloned();
+                self.binder(var);
+                let nv = self.rename(var);
+                let body = self.mutate_stmt(body);
+                if let Some(old) = saved {
+                    self.renames.insert(var.name().to_string(), old);
+                }
+                return Stmt::for_(&nv, lo, hi, step, body);
+            }
+            StmtNode::Block(stmts) => {
+                // Names bound in a block end with it: restore the outer mapping afterwards.
+                let saved = self.renames.clone();
+                let out: Vec<Stmt> = stmts.iter().map(|x| self.mutate_stmt(x)).collect();
+                self.renames = saved;
+                return Stmt::block(out);
+            }
+            StmtNode::Call { result: Some(r), func, args } => {
+                let args: Vec<Expr> = args.iter().map(|a| self.mutate_expr(a)).collect();
+                self.binder(r);
+                return Stmt::call_into(&self.rename(r), func.clone(), args);
+            }
+            _ => {}
+        }
+        kiln_ir::walk_mutate_stmt(self, s)
+    }
+}

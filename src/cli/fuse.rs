@@ -1,0 +1,48 @@
+//! `kiln fuse FILE.kir --spec SPEC.toml [-o OUT.kir]`: fuse kernels of a module into one.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use kiln::ir::{check_source, Module};
+use kiln::passes::fusion::{fuse_kernels, fusion_key, FusionSpec};
+
+use super::{file_name, read_source, Error};
+
+#[derive(Args, Debug)]
+pub struct FuseArgs {
+    /// The .kir file holding the kernels to fuse.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// The fusion spec (TOML: name, kernels, ndranges, identical, promote, constants,
+    /// barriers, remap).
+    #[arg(long, value_name = "SPEC.toml")]
+    spec: PathBuf,
+    /// Where to write the fused module (default: standard output).
+    #[arg(short, long, value_name = "OUT.kir")]
+    output: Option<PathBuf>,
+    /// Also print the fusion key (for caching) to standard error.
+    #[arg(long)]
+    key: bool,
+}
+
+pub fn main(a: &FuseArgs) -> Result<(), Error> {
+    let src = read_source(&a.file)?;
+    let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
+    let spec_text = read_source(&a.spec)?;
+    let spec = FusionSpec::from_toml(&spec_text)
+        .map_err(|e| Error::Message(format!("`{}`: {e}", a.spec.display())))?;
+    let fused = fuse_kernels(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
+    for w in &fused.warnings {
+        eprintln!("kiln: warning: {w}");
+    }
+    if a.key {
+        eprintln!("fusion key: {}", fusion_key(&module, &spec));
+    }
+    let text = format!("{}\n", Module::new(vec![fused.kernel]));
+    match &a.output {
+        Some(p) => std::fs::write(p, text)
+            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", p.display())))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
