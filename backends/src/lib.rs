@@ -1,1 +1,4 @@
 //! kiln-backends: see ARCHITECTURE.md. Empty until its issue lands.
+
+/// PTX text for NVIDIA GPUs (sm_70+), validated by ptxas.
+pub mod ptx;

@@ -1,10 +1,11 @@
-//! The `kiln` command line: `check`, `fmt` and `run`.
+//! The `kiln` command line: `check`, `fmt`, `emit` and `run`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
 
 mod buffers;
 mod check;
+mod emit;
 mod fmt;
 mod npy;
 mod run;
@@ -30,6 +31,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Print .kir files in canonical form, or check that they are in it.
     Fmt(fmt::FmtArgs),
+    /// Lower the kernels of a .kir file for a target (`--target ptx`) and print the result.
+    Emit(emit::EmitArgs),
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
@@ -58,6 +61,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(a) => check::main(&a),
         Command::Fmt(a) => fmt::main(&a),
+        Command::Emit(a) => emit::main(&a),
         Command::Run(a) => run::main(&a),
     };
     match result {

@@ -1,0 +1,50 @@
+//! `kiln emit`: lower the kernels of a .kir file for a backend target and print the result.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use kiln::ir::check_source;
+
+use super::{file_name, read_source, Error};
+
+#[derive(Args, Debug)]
+pub struct EmitArgs {
+    /// The .kir file.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// What to emit: `ptx` (PTX text for NVIDIA GPUs).
+    #[arg(long, value_name = "TARGET")]
+    target: String,
+    /// The SM architecture for `--target ptx` (70 or newer).
+    #[arg(long, value_name = "N", default_value_t = 90)]
+    sm: u32,
+    /// Emit only this kernel (default: every kernel of the file).
+    #[arg(short, long, value_name = "NAME")]
+    kernel: Option<String>,
+    /// Write to this file instead of stdout.
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+pub fn main(a: &EmitArgs) -> Result<(), Error> {
+    let src = read_source(&a.file)?;
+    let mut module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
+    if let Some(name) = &a.kernel {
+        let k = module
+            .kernel(name)
+            .cloned()
+            .ok_or_else(|| format!("`{}` has no kernel named `{name}`", a.file.display()))?;
+        module.kernels = vec![k];
+    }
+    let text = match a.target.as_str() {
+        "ptx" => kiln::backends::ptx::emit_module(&module, &kiln::backends::ptx::Options::sm(a.sm))
+            .map_err(|e| e.to_string())?,
+        t => return Err(Error::Message(format!("unknown target `{t}` (targets: ptx)"))),
+    };
+    match &a.output {
+        Some(p) => std::fs::write(p, text)
+            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", p.display())))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
