@@ -439,8 +439,11 @@ fn run_rejects_bad_size_lists_and_devices() {
     let o = kiln(&["run", "examples/saxpy.kir", "--global", "8", "--arg", "a"]);
     assert_fails(&o, 2, &["NAME=VALUE"]);
 
+    // Without a CUDA driver (CI has none), the cuda device reports itself unavailable.
     let o = saxpy_with(&["--device", "cuda"]);
-    assert_fails(&o, 1, &["device `cuda` is not available in this build"]);
+    if !o.status.success() {
+        assert_fails(&o, 1, &["CUDA device unavailable"]);
+    }
     let o = saxpy_with(&["--device", "vulkan"]);
     assert_fails(&o, 1, &["device `vulkan` is not available in this build"]);
     let o = saxpy_with(&["--device", "abacus"]);

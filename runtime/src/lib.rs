@@ -1,1 +1,4 @@
 //! kiln-runtime: see ARCHITECTURE.md. Empty until its issue lands.
+
+/// The CUDA device: kiln kernels on NVIDIA GPUs through the driver API, loaded at run time.
+pub mod cuda;

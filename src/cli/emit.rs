@@ -21,6 +21,9 @@ pub struct EmitArgs {
     /// Emit only this kernel (default: every kernel of the file).
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
+    /// Print the time lowering took (parsing excluded) to stderr.
+    #[arg(long)]
+    time: bool,
     /// Write to this file instead of stdout.
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
@@ -36,11 +39,16 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
             .ok_or_else(|| format!("`{}` has no kernel named `{name}`", a.file.display()))?;
         module.kernels = vec![k];
     }
+    let start = std::time::Instant::now();
     let text = match a.target.as_str() {
         "ptx" => kiln::backends::ptx::emit_module(&module, &kiln::backends::ptx::Options::sm(a.sm))
             .map_err(|e| e.to_string())?,
         t => return Err(Error::Message(format!("unknown target `{t}` (targets: ptx)"))),
     };
+    if a.time {
+        let us = start.elapsed().as_secs_f64() * 1e6;
+        eprintln!("kiln: emitted {} kernel(s) as {} in {us:.1} us", module.kernels.len(), a.target);
+    }
     match &a.output {
         Some(p) => std::fs::write(p, text)
             .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", p.display())))?,

@@ -73,7 +73,7 @@ pub struct RunArgs {
     /// Global offset, as many dimensions as --global.
     #[arg(long, value_name = "X[,Y[,Z]]", value_parser = sizes)]
     offset: Option<Sizes>,
-    /// Where to run. This build has one device: `interp`, the reference interpreter.
+    /// Where to run: `interp` (the reference interpreter) or `cuda` (an NVIDIA GPU).
     #[arg(long, value_name = "DEVICE", default_value = "interp")]
     device: String,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
@@ -93,11 +93,11 @@ const UNAVAILABLE_DEVICES: [&str; 10] =
 
 fn check_device(name: &str) -> Result<(), String> {
     match name {
-        "interp" | "cpu-interp" => Ok(()),
+        "interp" | "cpu-interp" | "cuda" => Ok(()),
         d if UNAVAILABLE_DEVICES.contains(&d) => {
-            Err(format!("device `{d}` is not available in this build (available: interp)"))
+            Err(format!("device `{d}` is not available in this build (available: interp, cuda)"))
         }
-        d => Err(format!("unknown device `{d}` (available: interp)")),
+        d => Err(format!("unknown device `{d}` (available: interp, cuda)")),
     }
 }
 
@@ -123,7 +123,12 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
             }
         }
     }
-    interp::run(kernel, &range, &args, &mut buffers).map_err(|e| e.to_string())?;
+    match a.device.as_str() {
+        "cuda" => kiln::runtime::cuda::CudaDevice::open()
+            .and_then(|d| d.run(kernel, &range, &args, &mut buffers))
+            .map_err(|e| e.to_string())?,
+        _ => interp::run(kernel, &range, &args, &mut buffers).map_err(|e| e.to_string())?,
+    }
 
     let params = kernel.params();
     if outs.is_empty() {

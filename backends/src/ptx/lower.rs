@@ -856,8 +856,10 @@ impl Lower<'_> {
             (true, true) => match (fc, tc) {
                 (Class::B64, Class::B64) => return Ok(Val::Reg(x)),
                 (Class::B32, Class::B64) => {
-                    let src = if from.is_signed() { "s32" } else { "u32" };
-                    self.ins(format!("cvt.{}.{src} {d}, {x}", arith_ty(to)));
+                    // Extension follows the source's signedness; the bits are the same for
+                    // either 64-bit target type.
+                    let ext = if from.is_signed() { "s64.s32" } else { "u64.u32" };
+                    self.ins(format!("cvt.{ext} {d}, {x}"));
                 }
                 (Class::B64, _) => {
                     self.ins(format!("cvt.u32.u64 {d}, {x}"));
