@@ -303,7 +303,7 @@ fn launch_shape(kernel: &Kernel, range: &NdRange) -> Result<([u32; 3], [u32; 3])
         .unwrap_or_else(|| default_local_size(range.global));
     let mut grid = [1; 3];
     for d in 0..3 {
-        if local[d] == 0 || range.global[d] % local[d] > 0 {
+        if range.global[d].checked_rem(local[d]) != Some(0) {
             return Err(CudaError::Launch(format!(
                 "global size {} is not a multiple of local size {} in dimension {d}",
                 range.global[d], local[d]

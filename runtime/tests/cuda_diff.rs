@@ -94,6 +94,15 @@ fn examples_match_the_interpreter() {
 fn edge_cases_match_the_interpreter() {
     let Some(dev) = device() else { return };
     let src = r#"
+kernel nan64(x: ptr<global, f64>, n: ptr<global, i64>) {
+  let g: u32 = global_id(0);
+  n[g * 6] = x[g] as i32 as i64;
+  n[g * 6 + 1] = x[g] as i64;
+  n[g * 6 + 2] = x[g] as u64 as i64;
+  n[g * 6 + 3] = (x[g] as f16) as i8 as i64;
+  n[g * 6 + 4] = (x[g] as f32) as i64;
+  n[g * 6 + 5] = (x[g] as f16) as u64 as i64;
+}
 kernel edges(x: ptr<global, f32>, y: ptr<global, f32>, i: ptr<global, i32>, o: ptr<global, f32>, n: ptr<global, i32>) {
   let g: u32 = global_id(0);
   let a: f32 = x[g];
@@ -116,7 +125,16 @@ kernel edges(x: ptr<global, f32>, y: ptr<global, f32>, i: ptr<global, i32>, o: p
   n[g * 8 + 7] = (((i[g] as i8) * (i[g + 16] as i8)) as i32) + ((i[g] as u16) >> 3) as i32;
 }
 "#;
-    let k = parse_module(src).unwrap().kernels.remove(0);
+    let mut m = parse_module(src).unwrap().kernels;
+    let k = m.remove(1);
+    let xs = [f64::NAN, -f64::NAN, 1e300, -1e300, 2.5, -2.5, 0.0, -0.0];
+    check(
+        &dev,
+        &m[0],
+        &NdRange::new(&[8]),
+        &[Arg::Buffer(0), Arg::Buffer(1)],
+        vec![Buffer::from_slice(&xs), Buffer::from_slice(&[0i64; 48])],
+    );
     let special = [
         0.0f32,
         -0.0,

@@ -904,6 +904,10 @@ impl Lower<'_> {
                         self.ins(format!("min.u32 {d}, {d}, {hi}"));
                     }
                 }
+                // NaN gives 0 in kiln; cvt.rzi from f64 gives the most negative integer.
+                let p = self.fresh(Class::Pred);
+                self.ins(format!("setp.nan.{src} {p}, {x}, {x}"));
+                self.ins(format!("selp.{} {d}, 0, {d}, {p}", if wide { "b64" } else { "b32" }));
             }
             (false, false) => {
                 let ft = |s: Scalar| if s == Scalar::F16 { "f16" } else { arith_ty(s) };
