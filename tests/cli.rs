@@ -482,3 +482,15 @@ fn usage() {
     let o = kiln(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn emit_ptx() {
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(".target sm_90") && text.contains(".visible .entry saxpy("), "{text}");
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx", "--sm", "80"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains(".target sm_80"));
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "gcn"]);
+    assert_fails(&o, 1, &["unknown target `gcn`"]);
+}
