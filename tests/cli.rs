@@ -491,6 +491,8 @@ fn emit_ptx() {
     assert!(text.contains(".target sm_90") && text.contains(".visible .entry saxpy("), "{text}");
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx", "--sm", "80"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains(".target sm_80"));
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx", "--ptx-version", "8.0"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains(".version 8.0"));
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "gcn"]);
     assert_fails(&o, 1, &["unknown target `gcn`"]);
 }

@@ -18,6 +18,9 @@ pub struct EmitArgs {
     /// The SM architecture for `--target ptx` (70 or newer).
     #[arg(long, value_name = "N", default_value_t = 90)]
     sm: u32,
+    /// The PTX ISA version to declare, MAJOR.MINOR (default: the lowest that supports --sm).
+    #[arg(long, value_name = "X.Y", value_parser = ptx_version)]
+    ptx_version: Option<(u32, u32)>,
     /// Emit only this kernel (default: every kernel of the file).
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
@@ -41,8 +44,10 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     }
     let start = std::time::Instant::now();
     let text = match a.target.as_str() {
-        "ptx" => kiln::backends::ptx::emit_module(&module, &kiln::backends::ptx::Options::sm(a.sm))
-            .map_err(|e| e.to_string())?,
+        "ptx" => {
+            let options = kiln::backends::ptx::Options { sm: a.sm, ptx_version: a.ptx_version };
+            kiln::backends::ptx::emit_module(&module, &options).map_err(|e| e.to_string())?
+        }
         t => return Err(Error::Message(format!("unknown target `{t}` (targets: ptx)"))),
     };
     if a.time {
@@ -55,4 +60,10 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
         None => print!("{text}"),
     }
     Ok(())
+}
+
+fn ptx_version(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{text}` is not a PTX version like 7.8");
+    let (major, minor) = text.split_once('.').ok_or_else(bad)?;
+    Ok((major.parse().map_err(|_| bad())?, minor.parse().map_err(|_| bad())?))
 }
