@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 
 echo "== differential tests: cuda device vs interpreter =="
 start=$(date +%s%N)
-KILN_EXAMPLES_DIR="$PWD/examples" KILN_REQUIRE_CUDA=1 KILN_CUDA_CASES="${KILN_CUDA_CASES:-300}" "$BIN/cuda_diff" --test-threads=1 2>&1 | tail -n 25
+KILN_EXAMPLES_DIR="$PWD/examples" KILN_REQUIRE_CUDA=1 KILN_CUDA_CASES="${KILN_CUDA_CASES:-300}" "$BIN/cuda_diff" --test-threads=1 --nocapture 2>&1 | tail -n 25
 diff_rc=${PIPESTATUS[0]}
 echo "differential tests: exit $diff_rc in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 
