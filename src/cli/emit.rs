@@ -1,10 +1,12 @@
-//! `kiln emit`: lower a kernel to a backend's output format.
+//! `kiln emit`: lower a .kir file for a backend target: `ptx` (PTX text for every kernel, or
+//! the one `--kernel` names) or `spirv-cl` / `spirv-vk` (a binary SPIR-V module for one
+//! kernel; `--text` prints its disassembly).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use kiln::ir::check_source;
+use kiln::ir::{check_source, Kernel, Module};
 
 use super::{file_name, read_source, Error};
 
@@ -14,57 +16,108 @@ pub struct EmitArgs {
     /// The .kir file.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The target: `spirv-cl` (OpenCL Kernel flavour) or `spirv-vk` (Vulkan compute).
+    /// The target: `ptx`, `spirv-cl` (OpenCL Kernel flavour) or `spirv-vk` (Vulkan compute).
     #[arg(long, value_name = "TARGET")]
     target: String,
-    /// The kernel to emit; needed only when the file has several.
+    /// The kernel to emit (ptx: default every kernel; spirv: needed when the file has several).
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
-    /// Write the binary module here (default: stdout, unless --text).
+    /// Write the output here instead of stdout.
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
-    /// Print a textual disassembly to stdout.
+    /// SPIR-V: print a textual disassembly to stdout.
     #[arg(long)]
     text: bool,
+    /// PTX: the SM architecture (70 or newer).
+    #[arg(long, value_name = "N", default_value_t = 90)]
+    sm: u32,
+    /// PTX: the ISA version to declare, MAJOR.MINOR (default: the lowest that supports --sm).
+    #[arg(long, value_name = "X.Y", value_parser = ptx_version)]
+    ptx_version: Option<(u32, u32)>,
+    /// Print the time lowering took (parsing excluded) to stderr.
+    #[arg(long)]
+    time: bool,
+}
+
+/// What a target produced: text, or a binary module with its disassembly.
+enum Emitted {
+    Text(String),
+    Binary { bytes: Vec<u8>, text: String },
 }
 
 /// Runs `kiln emit`.
 pub fn main(a: &EmitArgs) -> Result<(), Error> {
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
-    let names = || module.kernels.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
-    let kernel = match (&a.kernel, module.kernels.len()) {
-        (Some(n), _) => module.kernel(n).ok_or_else(|| {
-            format!("`{}` has no kernel named `{n}` (kernels: {})", a.file.display(), names())
-        })?,
-        (None, 1) => &module.kernels[0],
-        (None, 0) => return Err(format!("`{}` has no kernels", a.file.display()).into()),
-        (None, _) => {
-            return Err(format!(
-                "`{}` has several kernels ({}); choose one with --kernel",
-                a.file.display(),
-                names()
+    let start = std::time::Instant::now();
+    let out = match a.target.as_str() {
+        "ptx" => {
+            let mut module = module.clone();
+            if a.kernel.is_some() {
+                module.kernels = vec![one_kernel(a, &module)?.clone()];
+            }
+            let options = kiln::backends::ptx::Options { sm: a.sm, ptx_version: a.ptx_version };
+            Emitted::Text(
+                kiln::backends::ptx::emit_module(&module, &options).map_err(|e| e.to_string())?,
             )
-            .into())
         }
-    };
-    let (bytes, text) = match a.target.as_str() {
         "spirv-cl" | "spirv-vk" => {
             use kiln::backends::spirv::{emit, Flavour};
             let flavour = if a.target == "spirv-cl" { Flavour::OpenCl } else { Flavour::Vulkan };
-            let m = emit(kernel, flavour).map_err(|e| e.to_string())?;
-            (m.to_bytes(), m.disassemble())
+            let m = emit(one_kernel(a, &module)?, flavour).map_err(|e| e.to_string())?;
+            Emitted::Binary { bytes: m.to_bytes(), text: m.disassemble() }
         }
-        t => return Err(format!("unknown target `{t}` (targets: spirv-cl, spirv-vk)").into()),
+        t => return Err(format!("unknown target `{t}` (targets: ptx, spirv-cl, spirv-vk)").into()),
     };
-    if let Some(path) = &a.output {
-        std::fs::write(path, &bytes)
-            .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    if a.time {
+        let us = start.elapsed().as_secs_f64() * 1e6;
+        eprintln!("kiln: emitted {} in {us:.1} us", a.target);
     }
-    if a.text {
-        println!("{text}");
-    } else if a.output.is_none() {
-        std::io::stdout().write_all(&bytes).map_err(|e| format!("cannot write stdout: {e}"))?;
+    let write = |path: &PathBuf, data: &[u8]| {
+        std::fs::write(path, data).map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+    };
+    match out {
+        Emitted::Text(text) => match &a.output {
+            Some(p) => write(p, text.as_bytes())?,
+            None => print!("{text}"),
+        },
+        Emitted::Binary { bytes, text } => {
+            if let Some(p) = &a.output {
+                write(p, &bytes)?;
+            }
+            if a.text {
+                println!("{text}");
+            } else if a.output.is_none() {
+                std::io::stdout()
+                    .write_all(&bytes)
+                    .map_err(|e| format!("cannot write stdout: {e}"))?;
+            }
+        }
     }
     Ok(())
+}
+
+/// The kernel `--kernel` names, or the file's only kernel.
+fn one_kernel<'m>(a: &EmitArgs, module: &'m Module) -> Result<&'m Kernel, Error> {
+    let names = || module.kernels.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ");
+    match (&a.kernel, module.kernels.len()) {
+        (Some(n), _) => module.kernel(n).ok_or_else(|| {
+            format!("`{}` has no kernel named `{n}` (kernels: {})", a.file.display(), names())
+                .into()
+        }),
+        (None, 1) => Ok(&module.kernels[0]),
+        (None, 0) => Err(format!("`{}` has no kernels", a.file.display()).into()),
+        (None, _) => Err(format!(
+            "`{}` has several kernels ({}); choose one with --kernel",
+            a.file.display(),
+            names()
+        )
+        .into()),
+    }
+}
+
+fn ptx_version(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{text}` is not a PTX version like 7.8");
+    let (major, minor) = text.split_once('.').ok_or_else(bad)?;
+    Ok((major.parse().map_err(|_| bad())?, minor.parse().map_err(|_| bad())?))
 }

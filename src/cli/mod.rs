@@ -32,7 +32,7 @@ enum Command {
     Check(check::CheckArgs),
     /// Print .kir files in canonical form, or check that they are in it.
     Fmt(fmt::FmtArgs),
-    /// Lower a kernel of a .kir file to a target (SPIR-V: `spirv-cl`, `spirv-vk`).
+    /// Lower a .kir file for a target: `ptx`, `spirv-cl` or `spirv-vk`.
     Emit(emit::EmitArgs),
     /// Fuse kernels of a .kir file into one, as a TOML spec says.
     Fuse(fuse::FuseArgs),
@@ -64,8 +64,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(a) => check::main(&a),
         Command::Fmt(a) => fmt::main(&a),
-        Command::Run(a) => run::main(&a),
         Command::Emit(a) => emit::main(&a),
+        Command::Run(a) => run::main(&a),
         Command::Fuse(a) => fuse::main(&a),
     };
     match result {

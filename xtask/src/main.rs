@@ -92,7 +92,7 @@ const TOOLS: &[Tool] = &[
             package: "nvidia-cuda-nvcc-cu12",
             bin: "nvidia/cuda_nvcc/bin/ptxas",
         },
-        required: false,
+        required: true,
         used_by: "the PTX backend's tests",
     },
 ];

@@ -1,0 +1,646 @@
+//! Lowering of one kernel: statements, expressions, memory and the kernel's frame.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+use kiln_ir::{
+    walk_expr, walk_stmt, AddrSpace, AtomicOp, Builtin, Expr, ExprNode, FuncKind, Imm, Kernel,
+    Scalar, Stmt, StmtNode, Type, Visitor,
+};
+
+mod expr;
+
+use super::regs::{arith_ty, bits_ty, mem_ty, Class, Reg, RegFile, Val};
+use super::{Options, OFFSET_PARAMS};
+
+type R<T> = Result<T, String>;
+
+/// A pointer's memory: its PTX state space, element type and 64-bit base address.
+#[derive(Clone, Debug)]
+struct Mem {
+    space: &'static str,
+    elem: Scalar,
+    base: Reg,
+}
+
+#[derive(Clone, Debug)]
+enum Binding {
+    /// An immutable value (`let`, parameters, loop counters, atomic results).
+    Val(Val),
+    /// A `var`'s register.
+    Var(Reg),
+    /// A pointer parameter or array.
+    Mem(Mem),
+}
+
+/// Which built-ins a kernel reads, and its local arrays.
+#[derive(Default)]
+struct Scan {
+    builtins: Vec<(Builtin, u8)>,
+    locals: Vec<(String, Scalar, u32)>,
+}
+
+impl Visitor for Scan {
+    fn visit_expr(&mut self, e: &Expr) {
+        if let ExprNode::Builtin { kind, dim } = e.node() {
+            if !self.builtins.contains(&(*kind, *dim)) {
+                self.builtins.push((*kind, *dim));
+            }
+        }
+        walk_expr(self, e)
+    }
+
+    fn visit_stmt(&mut self, s: &Stmt) {
+        if let StmtNode::Alloc { var, count } = s.node() {
+            if let Type::Ptr(AddrSpace::Local, elem) = var.ty() {
+                self.locals.push((var.name().to_string(), elem, *count));
+            }
+        }
+        walk_stmt(self, s)
+    }
+}
+
+struct Lower<'k> {
+    kernel: &'k Kernel,
+    regs: RegFile,
+    body: String,
+    decls: String,
+    scopes: Vec<HashMap<String, Binding>>,
+    mutable: HashSet<Reg>,
+    builtins: HashMap<(Builtin, u8), Reg>,
+    locals: HashMap<String, Mem>,
+    labels: u32,
+    arrays: u32,
+    /// Addresses computed in the current straight-line stretch: (base, index) -> address.
+    addrs: HashMap<(Reg, String), Reg>,
+    fast: bool,
+}
+
+/// Lowers one kernel to a `.visible .entry` (no module header).
+pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
+    let mut l = Lower {
+        kernel,
+        regs: RegFile::default(),
+        body: String::new(),
+        decls: String::new(),
+        scopes: vec![HashMap::new()],
+        mutable: HashSet::new(),
+        builtins: HashMap::new(),
+        locals: HashMap::new(),
+        labels: 0,
+        arrays: 0,
+        addrs: HashMap::new(),
+        fast: kernel.attrs().fast_math,
+    };
+    let name = kernel.name();
+    let mut params = Vec::new();
+    for (i, p) in kernel.params().iter().enumerate() {
+        let pname = format!("{name}_param_{i}");
+        match p.ty() {
+            Type::Ptr(space, elem) => {
+                let space = match space {
+                    AddrSpace::Global | AddrSpace::Constant => ".global",
+                    AddrSpace::Generic => "",
+                    s => return Err(format!("pointer parameter `{}` in {s} memory", p.name())),
+                };
+                params.push(format!("\t.param .u64 {pname}"));
+                let base = l.regs.fresh(Class::B64);
+                l.ins(format!("ld.param.u64 {base}, [{pname}]"));
+                if !space.is_empty() {
+                    l.ins(format!("cvta.to.global.u64 {base}, {base}"));
+                }
+                l.bind(p.name(), Binding::Mem(Mem { space, elem, base }));
+            }
+            Type::Scalar(s) => {
+                params.push(format!("\t.param .{} {pname}", mem_ty(s)));
+                let v = if s == Scalar::Bool {
+                    let r = l.regs.fresh(Class::B32);
+                    l.ins(format!("ld.param.u8 {r}, [{pname}]"));
+                    let p = l.regs.fresh(Class::Pred);
+                    l.ins(format!("setp.ne.u32 {p}, {r}, 0"));
+                    p
+                } else {
+                    let r = l.regs.fresh(Class::of(s));
+                    l.ins(format!("ld.param.{} {r}, [{pname}]", mem_ty(s)));
+                    r
+                };
+                l.bind(p.name(), Binding::Val(Val::Reg(v)));
+            }
+        }
+    }
+    for o in OFFSET_PARAMS {
+        params.push(format!("\t.param .u32 {o}"));
+    }
+
+    let mut scan = Scan::default();
+    scan.visit_stmt(kernel.body());
+    l.prologue(&scan)?;
+    l.block(kernel.body())?;
+    l.ins("ret".into());
+
+    let mut out = format!(".visible .entry {name}(\n{}\n)\n", params.join(",\n"));
+    if let Some([x, y, z]) = kernel.attrs().reqd_work_group_size {
+        let _ = writeln!(out, ".reqntid {x}, {y}, {z}");
+    }
+    out.push_str("{\n");
+    out.push_str(&l.regs.declarations());
+    out.push_str(&l.decls);
+    out.push('\n');
+    out.push_str(&l.body);
+    out.push_str("}\n");
+    Ok(out)
+}
+
+impl Lower<'_> {
+    fn ins(&mut self, s: String) {
+        self.body.push('\t');
+        self.body.push_str(&s);
+        self.body.push_str(";\n");
+    }
+
+    fn label(&mut self) -> String {
+        self.labels += 1;
+        format!("$L__BB{}", self.labels)
+    }
+
+    fn place(&mut self, label: &str) {
+        // A join point: addresses computed before it may not dominate what follows.
+        self.addrs.clear();
+        let _ = writeln!(self.body, "{label}:");
+    }
+
+    fn bind(&mut self, name: &str, b: Binding) {
+        self.scopes.last_mut().expect("a scope").insert(name.to_string(), b);
+    }
+
+    fn lookup(&self, name: &str) -> R<&Binding> {
+        self.scopes
+            .iter()
+            .rev()
+            .find_map(|s| s.get(name))
+            .ok_or_else(|| format!("ill-formed kernel: `{name}` is not bound"))
+    }
+
+    fn mem(&self, name: &str) -> R<Mem> {
+        match self.lookup(name)? {
+            Binding::Mem(m) => Ok(m.clone()),
+            _ => Err(format!("ill-formed kernel: `{name}` is not a pointer")),
+        }
+    }
+
+    fn fresh(&mut self, c: Class) -> Reg {
+        self.regs.fresh(c)
+    }
+
+    /// The register to write a result of class `c` into: `want` if it fits, else a new one.
+    fn dst(&mut self, want: Option<Reg>, c: Class) -> Reg {
+        match want {
+            Some(r) if r.class == c => r,
+            _ => self.fresh(c),
+        }
+    }
+
+    /// `v` in a register of class `c` (immediates are moved into a new one).
+    fn reg(&mut self, v: Val, c: Class) -> Reg {
+        match v {
+            Val::Reg(r) => r,
+            Val::Imm(i) => {
+                let r = self.fresh(c);
+                let ty = match c {
+                    Class::Pred => "pred",
+                    Class::B16 => "b16",
+                    Class::B32 => "b32",
+                    Class::B64 => "b64",
+                    Class::F32 => "f32",
+                    Class::F64 => "f64",
+                };
+                self.ins(format!("mov.{ty} {r}, {i}"));
+                r
+            }
+        }
+    }
+
+    /// A value that stays as it is now even if a `var` it reads is assigned later.
+    fn snapshot(&mut self, v: Val) -> Val {
+        match v {
+            Val::Reg(r) if self.mutable.contains(&r) => {
+                let c = self.fresh(r.class);
+                self.mov(c, &Val::Reg(r));
+                Val::Reg(c)
+            }
+            v => v,
+        }
+    }
+
+    fn mov(&mut self, d: Reg, v: &Val) {
+        let ty = match d.class {
+            Class::Pred => "pred",
+            Class::B16 => "b16",
+            Class::B32 => "b32",
+            Class::B64 => "b64",
+            Class::F32 => "f32",
+            Class::F64 => "f64",
+        };
+        self.ins(format!("mov.{ty} {d}, {v}"));
+    }
+
+    /// Evaluates `e` into `d` (moving only when the value landed elsewhere).
+    fn expr_into(&mut self, e: &Expr, d: Reg) -> R<()> {
+        let v = self.expr(e, Some(d))?;
+        if v != Val::Reg(d) {
+            self.mov(d, &v);
+        }
+        Ok(())
+    }
+
+    // ---- frame -------------------------------------------------------------------------
+
+    fn sreg(&mut self, name: &str, dim: u8) -> Reg {
+        let r = self.fresh(Class::B32);
+        let d = ["x", "y", "z"][dim as usize];
+        self.ins(format!("mov.u32 {r}, %{name}.{d}"));
+        r
+    }
+
+    fn prologue(&mut self, scan: &Scan) -> R<()> {
+        for &(kind, dim) in &scan.builtins {
+            if dim > 2 {
+                return Err(format!("ill-formed kernel: {}({dim})", kind.name()));
+            }
+            let r = match kind {
+                Builtin::LocalId => self.sreg("tid", dim),
+                Builtin::LocalSize => self.sreg("ntid", dim),
+                Builtin::GroupId => self.sreg("ctaid", dim),
+                Builtin::NumGroups => self.sreg("nctaid", dim),
+                Builtin::GlobalSize => {
+                    let (a, b) = (self.sreg("ntid", dim), self.sreg("nctaid", dim));
+                    self.ins(format!("mul.lo.u32 {a}, {a}, {b}"));
+                    a
+                }
+                Builtin::GlobalOffset => {
+                    let r = self.fresh(Class::B32);
+                    self.ins(format!("ld.param.u32 {r}, [{}]", OFFSET_PARAMS[dim as usize]));
+                    r
+                }
+                Builtin::GlobalId => {
+                    let c = self.sreg("ctaid", dim);
+                    let n = self.sreg("ntid", dim);
+                    let t = self.sreg("tid", dim);
+                    let o = self.fresh(Class::B32);
+                    self.ins(format!("ld.param.u32 {o}, [{}]", OFFSET_PARAMS[dim as usize]));
+                    self.ins(format!("mad.lo.u32 {c}, {c}, {n}, {t}"));
+                    self.ins(format!("add.u32 {c}, {c}, {o}"));
+                    c
+                }
+            };
+            self.builtins.insert((kind, dim), r);
+        }
+        if scan.locals.is_empty() {
+            return Ok(());
+        }
+        // Local arrays start zeroed: the work-group clears them together, then synchronizes.
+        let [tx, ty, tz] = [0, 1, 2].map(|d| self.sreg("tid", d));
+        let [nx, ny, nz] = [0, 1, 2].map(|d| self.sreg("ntid", d));
+        let lin = self.fresh(Class::B32);
+        self.ins(format!("mad.lo.u32 {lin}, {ny}, {tz}, {ty}"));
+        self.ins(format!("mad.lo.u32 {lin}, {lin}, {nx}, {tx}"));
+        let size = self.fresh(Class::B32);
+        self.ins(format!("mul.lo.u32 {size}, {nx}, {ny}"));
+        self.ins(format!("mul.lo.u32 {size}, {size}, {nz}"));
+        let k = self.kernel.name().to_string();
+        for (name, elem, count) in &scan.locals {
+            let words = (elem.size_bytes() as u64 * *count as u64).div_ceil(4);
+            self.arrays += 1;
+            let sym = format!("{k}_local{}", self.arrays);
+            let _ = writeln!(self.decls, "\t.shared .align 8 .b8 {sym}[{}];", words * 4);
+            let base = self.fresh(Class::B64);
+            self.ins(format!("mov.u64 {base}, {sym}"));
+            let i = self.fresh(Class::B32);
+            self.ins(format!("mov.u32 {i}, {lin}"));
+            let (top, end) = (self.label(), self.label());
+            let p = self.fresh(Class::Pred);
+            let a = self.fresh(Class::B64);
+            self.place(&top);
+            self.ins(format!("setp.ge.u32 {p}, {i}, {words}"));
+            self.ins(format!("@{p} bra {end}"));
+            self.ins(format!("mad.wide.u32 {a}, {i}, 4, {base}"));
+            self.ins(format!("st.shared.u32 [{a}], 0"));
+            self.ins(format!("add.u32 {i}, {i}, {size}"));
+            self.ins(format!("bra {top}"));
+            self.place(&end);
+            self.locals.insert(name.clone(), Mem { space: ".shared", elem: *elem, base });
+        }
+        self.ins("bar.sync 0".into());
+        Ok(())
+    }
+
+    // ---- statements --------------------------------------------------------------------
+
+    fn block(&mut self, s: &Stmt) -> R<()> {
+        self.scopes.push(HashMap::new());
+        let r = s.stmts().iter().try_for_each(|s| self.stmt(s));
+        self.scopes.pop();
+        r
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> R<()> {
+        match s.node() {
+            StmtNode::Let { var, value } => {
+                let v = self.expr(value, None)?;
+                let v = self.snapshot(v);
+                self.bind(var.name(), Binding::Val(v));
+            }
+            StmtNode::Decl { var, init } => {
+                let t = scalar(var.ty())?;
+                let r = self.fresh(Class::of(t));
+                self.expr_into(init, r)?;
+                self.mutable.insert(r);
+                self.bind(var.name(), Binding::Var(r));
+            }
+            StmtNode::Assign { var, value } => {
+                let r = match self.lookup(var.name())? {
+                    Binding::Var(r) => *r,
+                    _ => return Err(format!("ill-formed kernel: `{}` is not a var", var.name())),
+                };
+                self.expr_into(value, r)?;
+            }
+            StmtNode::Store { buf, index, value } => {
+                let m = self.mem(buf.name())?;
+                if m.elem == Scalar::Bool {
+                    return Err("bool elements in memory".into());
+                }
+                let addr = self.addr(&m, index)?;
+                let v = self.expr(value, None)?;
+                self.ins(format!("st{}.{} {addr}, {v}", m.space, st_ty(m.elem)));
+            }
+            StmtNode::Alloc { var, count } => match var.ty() {
+                Type::Ptr(AddrSpace::Local, _) => {
+                    let m = self.locals.get(var.name()).cloned().ok_or_else(|| {
+                        format!("local array `{}` not in the kernel's top-level block", var.name())
+                    })?;
+                    self.bind(var.name(), Binding::Mem(m));
+                }
+                Type::Ptr(AddrSpace::Private, elem) => {
+                    let m = self.private_array(elem, *count);
+                    self.bind(var.name(), Binding::Mem(m));
+                }
+                t => return Err(format!("array `{}` of type {t}", var.name())),
+            },
+            StmtNode::If { cond, then, otherwise } => {
+                let c = self.expr(cond, None)?;
+                let c = self.reg(c, Class::Pred);
+                let skip = self.label();
+                self.ins(format!("@!{c} bra {skip}"));
+                self.block(then)?;
+                match otherwise {
+                    None => self.place(&skip),
+                    Some(o) => {
+                        let end = self.label();
+                        self.ins(format!("bra {end}"));
+                        self.place(&skip);
+                        self.block(o)?;
+                        self.place(&end);
+                    }
+                }
+            }
+            StmtNode::While { cond, body } => {
+                let (top, end) = (self.label(), self.label());
+                self.place(&top);
+                let c = self.expr(cond, None)?;
+                let c = self.reg(c, Class::Pred);
+                self.ins(format!("@!{c} bra {end}"));
+                self.block(body)?;
+                self.ins(format!("bra {top}"));
+                self.place(&end);
+            }
+            StmtNode::For { var, lo, hi, step, body } => self.for_loop(var, lo, hi, step, body)?,
+            StmtNode::Block(_) => self.block(s)?,
+            StmtNode::Call { result, func, args } => match func.kind() {
+                FuncKind::Barrier(_) => self.ins("bar.sync 0".into()),
+                FuncKind::Fence(f) => {
+                    let op = if f.global { "membar.gl" } else { "membar.cta" };
+                    self.ins(op.into());
+                }
+                FuncKind::Atomic(op) => {
+                    let r = self.atomic(op, args)?;
+                    if let Some(v) = result {
+                        self.bind(v.name(), Binding::Val(Val::Reg(r)));
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+
+    fn private_array(&mut self, elem: Scalar, count: u32) -> Mem {
+        let words = (elem.size_bytes() as u64 * count as u64).div_ceil(4);
+        self.arrays += 1;
+        let sym = format!("{}_private{}", self.kernel.name(), self.arrays);
+        let _ = writeln!(self.decls, "\t.local .align 8 .b8 {sym}[{}];", words * 4);
+        let base = self.fresh(Class::B64);
+        self.ins(format!("mov.u64 {base}, {sym}"));
+        if words <= 16 {
+            for w in 0..words {
+                let off = if w == 0 { String::new() } else { format!("+{}", w * 4) };
+                self.ins(format!("st.local.u32 [{base}{off}], 0"));
+            }
+        } else {
+            let i = self.fresh(Class::B64);
+            let e = self.fresh(Class::B64);
+            let p = self.fresh(Class::Pred);
+            let top = self.label();
+            self.ins(format!("mov.u64 {i}, {base}"));
+            self.ins(format!("add.s64 {e}, {base}, {}", words * 4));
+            self.place(&top);
+            self.ins(format!("st.local.u32 [{i}], 0"));
+            self.ins(format!("add.s64 {i}, {i}, 4"));
+            self.ins(format!("setp.lt.u64 {p}, {i}, {e}"));
+            self.ins(format!("@{p} bra {top}"));
+        }
+        Mem { space: ".local", elem, base }
+    }
+
+    fn for_loop(
+        &mut self,
+        var: &kiln_ir::Var,
+        lo: &Expr,
+        hi: &Expr,
+        step: &Expr,
+        body: &Stmt,
+    ) -> R<()> {
+        let t = scalar(var.ty())?;
+        if !t.is_int() {
+            return Err(format!("loop counter `{}` of type {t}", var.name()));
+        }
+        let c = Class::of(t);
+        let ty = arith_ty(t);
+        let uty = if c == Class::B64 { "u64" } else { "u32" };
+        let v = self.fresh(c);
+        self.expr_into(lo, v)?;
+        let h = self.expr(hi, None)?;
+        let h = self.snapshot(h);
+        let s = self.expr(step, None)?;
+        let s = self.snapshot(s);
+        let (top, end) = (self.label(), self.label());
+        let p = self.fresh(Class::Pred);
+        self.ins(format!("setp.ge.{ty} {p}, {v}, {h}"));
+        self.ins(format!("@{p} bra {end}"));
+        self.place(&top);
+        self.scopes.push(HashMap::new());
+        self.bind(var.name(), Binding::Val(Val::Reg(v)));
+        let r = self.block(body);
+        self.scopes.pop();
+        r?;
+        let p = self.fresh(Class::Pred);
+        if s == Val::Imm("1".into()) {
+            // v < hi <= MAX, so v + 1 cannot wrap.
+            self.ins(format!("add.{ty} {v}, {v}, 1"));
+            self.ins(format!("setp.lt.{ty} {p}, {v}, {h}"));
+            self.ins(format!("@{p} bra {top}"));
+        } else {
+            // Stop unless v + step < hi, computed without overflow: hi - v > step.
+            let d = self.fresh(c);
+            self.ins(format!("sub.{uty} {d}, {h}, {v}"));
+            self.ins(format!("setp.le.{uty} {p}, {d}, {s}"));
+            self.ins(format!("@{p} bra {end}"));
+            self.ins(format!("add.{ty} {v}, {v}, {s}"));
+            self.ins(format!("bra {top}"));
+        }
+        self.place(&end);
+        Ok(())
+    }
+
+    fn atomic(&mut self, op: AtomicOp, args: &[Expr]) -> R<Reg> {
+        let buf = args
+            .first()
+            .and_then(|a| a.as_var())
+            .ok_or("ill-formed kernel: atomic without a pointer variable")?;
+        let m = self.mem(buf.name())?;
+        let want = 2 + op.value_operands();
+        if args.len() != want {
+            return Err(format!("ill-formed kernel: `{}` takes {want} operands", op.name()));
+        }
+        let t = m.elem;
+        let c = Class::of(t);
+        let space = match m.space {
+            ".local" => return Err("atomics on private memory".into()),
+            s => s,
+        };
+        let addr = self.addr(&m, &args[1])?;
+        let v = self.expr(&args[want - 1], None)?;
+        let v = self.reg(v, c);
+        let d = self.fresh(c);
+        let wide = c == Class::B64;
+        let b = if wide { "b64" } else { "b32" };
+        let u = if wide { "u64" } else { "u32" };
+        match (op, t) {
+            (AtomicOp::Add, Scalar::F32) => {
+                self.ins(format!("atom{space}.add.f32 {d}, {addr}, {v}"))
+            }
+            (
+                AtomicOp::Add | AtomicOp::Sub,
+                Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64,
+            ) => {
+                let v = if op == AtomicOp::Sub {
+                    let n = self.fresh(c);
+                    self.ins(format!("neg.s{} {n}, {v}", if wide { 64 } else { 32 }));
+                    n
+                } else {
+                    v
+                };
+                self.ins(format!("atom{space}.add.{u} {d}, {addr}, {v}"))
+            }
+            (
+                AtomicOp::Min | AtomicOp::Max,
+                Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64,
+            ) => {
+                let o = if op == AtomicOp::Min { "min" } else { "max" };
+                self.ins(format!("atom{space}.{o}.{} {d}, {addr}, {v}", arith_ty(t)))
+            }
+            (
+                AtomicOp::And | AtomicOp::Or | AtomicOp::Xor,
+                Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64,
+            ) => {
+                let o = match op {
+                    AtomicOp::And => "and",
+                    AtomicOp::Or => "or",
+                    _ => "xor",
+                };
+                self.ins(format!("atom{space}.{o}.{b} {d}, {addr}, {v}"))
+            }
+            (AtomicOp::Xchg, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64) => {
+                self.ins(format!("atom{space}.exch.{b} {d}, {addr}, {v}"))
+            }
+            (AtomicOp::CmpXchg, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64) => {
+                let cmp = self.expr(&args[2], None)?;
+                let cmp = self.reg(cmp, c);
+                self.ins(format!("atom{space}.cas.{b} {d}, {addr}, {cmp}, {v}"))
+            }
+            _ => return Err(format!("`{}` on {t} elements", op.name())),
+        }
+        Ok(d)
+    }
+
+    /// The address operand of `m[index]`: one `mad.wide` (none for a constant index).
+    fn addr(&mut self, m: &Mem, index: &Expr) -> R<String> {
+        let size = m.elem.size_bytes() as i128;
+        let it = scalar(index.ty())?;
+        if !it.is_int() {
+            return Err(format!("index of type {it}"));
+        }
+        let base = m.base;
+        if let Some(i) = index.as_imm().and_then(Imm::as_i128) {
+            let off = i * size;
+            if (i32::MIN as i128..=i32::MAX as i128).contains(&off) {
+                return Ok(if off == 0 { format!("[{base}]") } else { format!("[{base}+{off}]") });
+            }
+        }
+        let i = self.expr(index, None)?;
+        let key = match &i {
+            Val::Reg(r) if self.mutable.contains(r) => None,
+            v => Some((base, v.to_string())),
+        };
+        if let Some(a) = key.as_ref().and_then(|k| self.addrs.get(k)) {
+            return Ok(format!("[{a}]"));
+        }
+        let a = self.fresh(Class::B64);
+        if let Some(k) = key {
+            self.addrs.insert(k, a);
+        }
+        match Class::of(it) {
+            Class::B64 => {
+                let i = self.reg(i, Class::B64);
+                self.ins(format!("mad.lo.s64 {a}, {i}, {size}, {base}"));
+            }
+            _ => {
+                let i = self.reg(i, Class::B32);
+                let w = if it.is_signed() { "s32" } else { "u32" };
+                self.ins(format!("mad.wide.{w} {a}, {i}, {size}, {base}"));
+            }
+        }
+        Ok(format!("[{a}]"))
+    }
+}
+
+fn scalar(t: Type) -> R<Scalar> {
+    t.scalar().ok_or_else(|| format!("a pointer of type {t} used as a value"))
+}
+
+/// The `st` type of an element (bit types; the low bits of a wider register are stored).
+fn st_ty(s: Scalar) -> &'static str {
+    match s {
+        Scalar::I8 | Scalar::U8 => "b8",
+        Scalar::I16 | Scalar::U16 | Scalar::F16 => "b16",
+        other => mem_ty(other),
+    }
+}
+
+/// The `selp` type of a value.
+fn sel_ty(s: Scalar) -> &'static str {
+    match s {
+        Scalar::F32 => "f32",
+        Scalar::F64 => "f64",
+        Scalar::F16 => "b16",
+        s => bits_ty(s),
+    }
+}

@@ -1,0 +1,130 @@
+//! # PTX backend: kiln kernels to PTX text
+//!
+//! [`emit_kernel`] and [`emit_module`] lower verified kiln IR straight to PTX assembly text
+//! (no LLVM, no NVRTC) that NVIDIA's `ptxas` assembles for `sm_70` and newer (`sm_90` by
+//! default, see [`Options`]).
+//!
+//! ## Lowering in brief
+//!
+//! * Values live in typed virtual registers (`%p` predicates for `bool`, `%r` 32-bit integers,
+//!   `%rd` 64-bit integers and addresses, `%h` f16 bits, `%f` f32, `%fd` f64), numbered per
+//!   kernel and declared once; `ptxas` allocates the physical registers. Integers narrower
+//!   than 32 bits live sign- or zero-extended in `%r` registers and are re-canonicalized after
+//!   every operation that can leave the type's range, which gives kiln's wrapping semantics.
+//! * `let` binds the register an expression was computed into (no move); `var` gets its own
+//!   register and assignments compute straight into it where they can.
+//! * Control flow uses predicated branches; `for` loops never wrap around (the counter stops
+//!   below `hi` even when `v + step` would overflow), as kiln's semantics require.
+//! * Built-ins read `%tid`, `%ntid`, `%ctaid`, `%nctaid` once at entry (only those used). PTX
+//!   has no global offset register: it is passed as three implicit trailing `.u32` kernel
+//!   parameters ([`OFFSET_PARAMS`]), after the kernel's own parameters.
+//! * Global and constant buffers are `ld/st.global` through `cvta.to.global` pointers, generic
+//!   pointers use generic `ld/st`, local arrays are `.shared` (zeroed at entry, followed by one
+//!   `bar.sync`), private arrays are `.local` (zeroed where they are declared). An access costs
+//!   one `mad.wide` (or none for a constant index) of 64-bit address arithmetic.
+//! * Floating point is exact IEEE: `add.rn`, `mul.rn`, `div.rn`, `sqrt.rn`, `fma.rn` only for
+//!   `fma`; under `#fast_math`, `add/sub/mul` drop `.rn` so that `ptxas` may contract them.
+//!   `exp`, `log`, `sin` and `cos` use the hardware approximations on f32 (they are
+//!   approximate in kiln too) and are an error on f64.
+//! * Shift amounts are masked to the bit width unless they are constants in range; float to
+//!   integer casts saturate with NaN giving 0 (`cvt.rzi`, clamped further for 8/16-bit types).
+//! * `barrier` is `bar.sync 0` (which orders shared and global memory for the work-group),
+//!   `fence` is `membar.cta` (local) or `membar.gl` (global), atomics are
+//!   `atom.{global,shared}` (generic for generic pointers).
+//!
+//! Constructs the backend cannot express (f64 transcendental functions, pointer parameters
+//! in the local or private address space) are a [`PtxError`], never wrong code.
+
+mod lower;
+mod regs;
+
+use std::fmt;
+
+use kiln_ir::{Kernel, Module};
+
+/// Names of the three implicit `.u32` parameters that carry the global offset (x, y, z).
+/// They follow the kernel's own parameters, in this order.
+pub const OFFSET_PARAMS: [&str; 3] = ["__kiln_offset_x", "__kiln_offset_y", "__kiln_offset_z"];
+
+/// What to emit for: the target architecture and the PTX ISA version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The SM architecture number: 90 emits `.target sm_90`. At least 70.
+    pub sm: u32,
+    /// The PTX ISA version as (major, minor); `None` picks the lowest that supports `sm`.
+    pub ptx_version: Option<(u32, u32)>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { sm: 90, ptx_version: None }
+    }
+}
+
+impl Options {
+    /// Options for the given SM architecture with the default PTX version.
+    pub fn sm(sm: u32) -> Options {
+        Options { sm, ptx_version: None }
+    }
+
+    /// The PTX ISA version the module declares.
+    pub fn version(&self) -> (u32, u32) {
+        self.ptx_version.unwrap_or(match self.sm {
+            0..=79 => (6, 4),
+            80..=85 => (7, 0),
+            86 => (7, 1),
+            87 => (7, 4),
+            88..=99 => (7, 8),
+            100..=119 => (8, 6),
+            _ => (8, 7),
+        })
+    }
+}
+
+/// Why a kernel could not be lowered to PTX.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxError {
+    /// The kernel's name.
+    pub kernel: String,
+    /// What is unsupported or ill-formed.
+    pub message: String,
+}
+
+impl fmt::Display for PtxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PTX backend, kernel `{}`: {}", self.kernel, self.message)
+    }
+}
+
+impl std::error::Error for PtxError {}
+
+/// Emits a PTX module holding one kernel (`.visible .entry` named like the kernel).
+pub fn emit_kernel(kernel: &Kernel, options: &Options) -> Result<String, PtxError> {
+    emit_kernels(std::slice::from_ref(kernel), options)
+}
+
+/// Emits a PTX module holding every kernel of `module`.
+pub fn emit_module(module: &Module, options: &Options) -> Result<String, PtxError> {
+    emit_kernels(&module.kernels, options)
+}
+
+fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, PtxError> {
+    if options.sm < 70 {
+        return Err(PtxError {
+            kernel: kernels.first().map_or(String::new(), |k| k.name().to_string()),
+            message: format!("sm_{} is not supported (sm_70 or newer)", options.sm),
+        });
+    }
+    let (major, minor) = options.version();
+    let mut out = format!(
+        "//\n// Generated by kiln\n//\n\n.version {major}.{minor}\n.target sm_{}\n.address_size 64\n",
+        options.sm
+    );
+    for k in kernels {
+        out.push('\n');
+        let text = lower::lower_kernel(k, options)
+            .map_err(|message| PtxError { kernel: k.name().to_string(), message })?;
+        out.push_str(&text);
+    }
+    Ok(out)
+}

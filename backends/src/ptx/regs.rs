@@ -1,0 +1,187 @@
+//! Virtual registers: classes, naming, and PTX spellings of types and immediates.
+
+use std::fmt;
+
+use kiln_ir::{Imm, Scalar};
+
+/// A register class: what PTX register type holds a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Class {
+    /// `.pred`, for `bool`.
+    Pred,
+    /// `.b16`, for f16 bits.
+    B16,
+    /// `.b32`, for integers of 32 bits or fewer.
+    B32,
+    /// `.b64`, for 64-bit integers and addresses.
+    B64,
+    /// `.f32`.
+    F32,
+    /// `.f64`.
+    F64,
+}
+
+impl Class {
+    pub(super) const ALL: [Class; 6] =
+        [Class::Pred, Class::B16, Class::B32, Class::B64, Class::F32, Class::F64];
+
+    /// The class holding values of type `s`.
+    pub(super) fn of(s: Scalar) -> Class {
+        match s {
+            Scalar::Bool => Class::Pred,
+            Scalar::F16 => Class::B16,
+            Scalar::F32 => Class::F32,
+            Scalar::F64 => Class::F64,
+            Scalar::I64 | Scalar::U64 => Class::B64,
+            _ => Class::B32,
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            Class::Pred => "%p",
+            Class::B16 => "%h",
+            Class::B32 => "%r",
+            Class::B64 => "%rd",
+            Class::F32 => "%f",
+            Class::F64 => "%fd",
+        }
+    }
+
+    fn decl_type(self) -> &'static str {
+        match self {
+            Class::Pred => ".pred",
+            Class::B16 => ".b16",
+            Class::B32 => ".b32",
+            Class::B64 => ".b64",
+            Class::F32 => ".f32",
+            Class::F64 => ".f64",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A virtual register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Reg {
+    pub(super) class: Class,
+    pub(super) n: u32,
+}
+
+impl fmt::Display for Reg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.class.prefix(), self.n)
+    }
+}
+
+/// An operand: a register or an immediate (already spelled for PTX).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Val {
+    Reg(Reg),
+    Imm(String),
+}
+
+impl fmt::Display for Val {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Val::Reg(r) => r.fmt(f),
+            Val::Imm(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Hands out numbered registers per class and declares them.
+#[derive(Default)]
+pub(super) struct RegFile {
+    next: [u32; 6],
+}
+
+impl RegFile {
+    /// A fresh register of class `c`.
+    pub(super) fn fresh(&mut self, c: Class) -> Reg {
+        let n = &mut self.next[c.index()];
+        *n += 1;
+        Reg { class: c, n: *n }
+    }
+
+    /// `.reg` declarations for every class used.
+    pub(super) fn declarations(&self) -> String {
+        let mut s = String::new();
+        for c in Class::ALL {
+            let n = self.next[c.index()];
+            if n > 0 {
+                s.push_str(&format!("\t.reg {} {}<{}>;\n", c.decl_type(), c.prefix(), n + 1));
+            }
+        }
+        s
+    }
+}
+
+/// The PTX type for arithmetic on values of type `s` held in their register class
+/// (8/16-bit integers compute as 32-bit).
+pub(super) fn arith_ty(s: Scalar) -> &'static str {
+    match s {
+        Scalar::I8 | Scalar::I16 | Scalar::I32 => "s32",
+        Scalar::U8 | Scalar::U16 | Scalar::U32 => "u32",
+        Scalar::I64 => "s64",
+        Scalar::U64 => "u64",
+        Scalar::F16 => "f16",
+        Scalar::F32 => "f32",
+        Scalar::F64 => "f64",
+        Scalar::Bool => "pred",
+    }
+}
+
+/// The untyped bit type of a register class (`b32`, `b64`, ...).
+pub(super) fn bits_ty(s: Scalar) -> &'static str {
+    match Class::of(s) {
+        Class::Pred => "pred",
+        Class::B16 => "b16",
+        Class::B32 | Class::F32 => "b32",
+        Class::B64 | Class::F64 => "b64",
+    }
+}
+
+/// The PTX type of one element of type `s` in memory, for `ld`/`st`/`cvt`.
+pub(super) fn mem_ty(s: Scalar) -> &'static str {
+    match s {
+        Scalar::I8 => "s8",
+        Scalar::U8 | Scalar::Bool => "u8",
+        Scalar::I16 => "s16",
+        Scalar::U16 => "u16",
+        Scalar::F16 => "b16",
+        other => arith_ty(other),
+    }
+}
+
+/// The PTX spelling of an immediate of type `s`, in the register class's view (8/16-bit
+/// integers as their 32-bit extension, floats as exact hex bit patterns).
+pub(super) fn imm(i: &Imm) -> String {
+    match *i {
+        Imm::Bool(b) => (b as u8).to_string(),
+        Imm::Int(t, _) => {
+            let v = i.as_i128().unwrap_or(0);
+            if t.bits() < 64 {
+                i32_text(t, v)
+            } else if t.is_signed() {
+                format!("{}", v as i64)
+            } else {
+                format!("{}", v as u64)
+            }
+        }
+        Imm::Float(Scalar::F16, v) => format!("0x{:04X}", half::f16::from_f64(v).to_bits()),
+        Imm::Float(Scalar::F32, v) => format!("0f{:08X}", (v as f32).to_bits()),
+        Imm::Float(_, v) => format!("0d{:016X}", v.to_bits()),
+    }
+}
+
+fn i32_text(t: Scalar, v: i128) -> String {
+    if t.is_signed() {
+        (v as i32).to_string()
+    } else {
+        (v as u32).to_string()
+    }
+}
