@@ -352,6 +352,22 @@ fn s09_1d_different_sizes_with_local() {
     );
     let f = check(&s).unwrap();
     assert_eq!(f.range, NdRange::new(&[32]).with_local(&[4]).with_offset(&[0]));
+    // The recorded attribute gives the same launch, also after printing and parsing.
+    let text = f.kernel.to_string();
+    assert!(text.contains("#nd_range(global = [32], local = [4], offset = [0])"), "{text}");
+    let back = parse_module(&text).unwrap();
+    let attr = back.kernels[0].attrs().nd_range.clone().unwrap();
+    assert_eq!(kiln_passes::fusion::nd_range_of(&attr), f.range);
+    let fa = back.kernels[0].attrs().fused.clone().unwrap();
+    assert_eq!(fa.kernels, ["ids", "ids", "ids"]);
+    assert_eq!(
+        fa.args,
+        vec![
+            vec![kiln_ir::FusedArg::Param(0)],
+            vec![kiln_ir::FusedArg::Param(1)],
+            vec![kiln_ir::FusedArg::Param(2)]
+        ]
+    );
 }
 
 #[test]
