@@ -69,7 +69,7 @@ impl Emitter {
                 let (p, _) = self.elem_ptr(cx, mem, elem, index)?;
                 let et = cx.mem_ty(elem);
                 let v = cx.b.load(et, None, p, None, []).map_err(er)?;
-                self.from_mem(cx, elem, v)
+                self.load_conv(cx, elem, v)
             }
             ExprNode::Builtin { kind, dim } => self.builtin(cx, *kind, *dim as u32)?,
             ExprNode::Intrinsic { op, args } => {

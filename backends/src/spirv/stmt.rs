@@ -94,7 +94,7 @@ impl Emitter {
                     self.bind(&p, Val::Ptr(Mem::ClPtr(id, sc), elem));
                 }
                 kiln_ir::Type::Scalar(s) => {
-                    let v = self.from_mem(cx, s, id);
+                    let v = self.load_conv(cx, s, id);
                     self.bind(&p, Val::Ssa(v));
                 }
             }
@@ -107,7 +107,7 @@ impl Emitter {
                 let ptr = cx.b.access_chain(pt, None, pv, [m]).map_err(|e| e.to_string())?;
                 let raw = cx.b.load(st, None, ptr, None, []).map_err(|e| e.to_string())?;
                 let s = p.ty().scalar().expect("scalar");
-                let v = self.from_push(cx, s, slot, raw)?;
+                let v = self.decode_push(cx, s, slot, raw)?;
                 self.bind(&p, Val::Ssa(v));
             }
         }
@@ -119,15 +119,13 @@ impl Emitter {
     }
 
     /// Converts a push-constant slot (`u32` or `u64` bits) to a value of type `s`.
-    fn from_push(
+    fn decode_push(
         &mut self,
         cx: &mut Ctx,
         s: Scalar,
         slot: Scalar,
         raw: Word,
     ) -> Result<Word, String> {
-        let b = &mut cx.b;
-        let _ = b;
         Ok(match s {
             Scalar::Bool => {
                 let zero = cx.constant(slot, 0);
@@ -156,7 +154,7 @@ impl Emitter {
     }
 
     /// Converts a value loaded from memory (bool as a byte) to its IR type.
-    pub(crate) fn from_mem(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
+    pub(crate) fn load_conv(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
         if s == Scalar::Bool {
             let zero = cx.constant(Scalar::U8, 0);
             let bt = cx.ty(Scalar::Bool);
@@ -167,7 +165,7 @@ impl Emitter {
     }
 
     /// Converts a value to its in-memory form (bool as a byte).
-    pub(crate) fn to_mem(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
+    pub(crate) fn store_conv(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
         if s == Scalar::Bool {
             let one = cx.constant(Scalar::U8, 1);
             let zero = cx.constant(Scalar::U8, 0);
@@ -326,7 +324,7 @@ impl Emitter {
                 let (mem, elem) = self.ptr_of(buf)?;
                 let (v, _) = self.expr(cx, value)?;
                 let (p, _) = self.elem_ptr(cx, mem, elem, index)?;
-                let v = self.to_mem(cx, elem, v);
+                let v = self.store_conv(cx, elem, v);
                 cx.b.store(p, v, None, []).map_err(e)?;
             }
             StmtNode::Alloc { var, count } => {
@@ -501,7 +499,7 @@ impl Emitter {
         }
         let v = vals[0];
         let signed = elem.is_signed();
-        Ok(match op {
+        match op {
             AtomicOp::Add if elem.is_float() => {
                 cx.cap(rspirv::spirv::Capability::AtomicFloat32AddEXT);
                 cx.ext("SPV_EXT_shader_atomic_float_add");
@@ -522,7 +520,7 @@ impl Emitter {
                 cx.b.atomic_compare_exchange(ty, None, p, scope, sem, sem, new, v)
             }
         }
-        .map_err(e)?)
+        .map_err(e)
     }
 }
 
