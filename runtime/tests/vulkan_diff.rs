@@ -195,3 +195,35 @@ fn unsupported_constructs_are_clear_errors() {
     let e = dev.run(&k, &NdRange::new(&[4]), &[], &mut bufs).unwrap_err();
     assert!(e.to_string().contains("0 arguments for 1 parameters"), "{e}");
 }
+
+/// Edge cases of the semantics, exactly: subnormals, NaN and out-of-range float-to-int
+/// casts, `MIN / -1`, shift amounts past the width, `min`/`max` on ±0 and NaN, and `for`
+/// loops whose counter would wrap.
+#[test]
+fn edge_cases_match_the_interpreter() {
+    let Some(dev) = device() else { return };
+    let src = "kernel edge(f: ptr<global, f32>, i: ptr<global, i32>, u: ptr<global, u8>, n: ptr<global, f32>) {
+  let k: u32 = global_id(0);
+  f[k] = f[k] * 0.5 + n[k] * 1e-40;
+  i[k] = f[k] as i32 / (n[k] as i32 | -1) + (i[k] << 33) + (i[k] >> 40);
+  u[k] = (n[k] * 1e10) as u8;
+  n[k] = min(n[k], -n[k]) + max(n[k], 0.0 * n[k]);
+  var c: i32 = 0;
+  for j: u8 in 200u8 .. 255u8 step 50u8 {
+    c = c + j as i32;
+  }
+  i[k] = i[k] + c;
+}";
+    let k = parse_module(src).unwrap().kernels.remove(0);
+    let fv = [1e-38f32, -3e-39, f32::MIN_POSITIVE, 3e9, -3e9, f32::NAN, f32::INFINITY, -0.0];
+    let nv = [0.0f32, -0.0, 1.0, -2.5, f32::NAN, 1e-45, -1e30, 7.0];
+    let iv = [i32::MIN, -1, 0, 1, i32::MAX, 12345, -777, 3];
+    let bufs = vec![
+        Buffer::from_slice(&fv),
+        Buffer::from_slice(&iv),
+        Buffer::zeroed(kiln_ir::Scalar::U8, 8),
+        Buffer::from_slice(&nv),
+    ];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)];
+    compare(&dev, &k, &NdRange::new(&[8]), &args, &bufs);
+}

@@ -37,6 +37,11 @@ pub(crate) struct Emitter {
     pub builtins: HashMap<Builtin, Word>,
     pub wg_size: Vec<Word>,
     pub push_var: Option<Word>,
+    /// A `u32` 0 the compiler cannot see as a constant (Vulkan: push-constant member 3).
+    /// Float zero immediates are built from it, because lavapipe's code generator
+    /// short-circuits `x * 0.0`, `x + 0.0`, `0.0 - x` and `0.0 / x` on constant zeros, which
+    /// is wrong for -0.0, NaN and infinities.
+    pub opaque_zero: Option<Word>,
     pub push_params: Vec<(Var, u32, Scalar)>,
     cl_params: Vec<(Var, Word)>,
     local_arrays: Vec<(usize, Word, Word, Scalar, u32)>,
@@ -49,6 +54,7 @@ impl Emitter {
             builtins: HashMap::new(),
             wg_size: Vec::new(),
             push_var: None,
+            opaque_zero: None,
             push_params: Vec::new(),
             cl_params: Vec::new(),
             local_arrays: Vec::new(),
@@ -100,6 +106,11 @@ impl Emitter {
             }
         }
         if let Some(pv) = self.push_var {
+            let ut = cx.ty(Scalar::U32);
+            let pt = cx.ptr(StorageClass::PushConstant, ut);
+            let m = cx.u32c(3);
+            let ptr = cx.b.access_chain(pt, None, pv, [m]).map_err(|e| e.to_string())?;
+            self.opaque_zero = Some(cx.b.load(ut, None, ptr, None, []).map_err(|e| e.to_string())?);
             for (p, member, slot) in self.push_params.clone() {
                 let st = cx.ty(slot);
                 let pt = cx.ptr(StorageClass::PushConstant, st);
