@@ -289,7 +289,7 @@ fn check_launch(
         }
     }
     for d in 0..3 {
-        if global[d] == 0 || local[d] == 0 || global[d] % local[d] != 0 {
+        if global[d] == 0 || local[d] == 0 || global[d] % local[d] >= 1 {
             return fail(format!(
                 "global size {global:?} is not a non-zero multiple of local size {local:?}"
             ));

@@ -15,6 +15,15 @@ fn er(e: rspirv::dr::Error) -> String {
     e.to_string()
 }
 
+/// Marks a float result `NoContraction` (Vulkan): the driver may then neither fuse it into
+/// an fma nor apply value-changing algebra such as `x * 0.0 -> 0.0` or `x + 0.0 -> x`
+/// (both wrong for -0.0, NaN and infinities).
+fn exact(cx: &mut Ctx, id: Word) {
+    if cx.flavour == Flavour::Vulkan {
+        cx.b.decorate(id, rspirv::spirv::Decoration::NoContraction, []);
+    }
+}
+
 impl Emitter {
     /// Lowers an expression; returns its id and IR type.
     pub(crate) fn expr(&mut self, cx: &mut Ctx, x: &Expr) -> R<(Word, Scalar)> {
@@ -31,13 +40,33 @@ impl Emitter {
             ExprNode::Imm(i) => match *i {
                 Imm::Bool(b) => cx.bool_const(b),
                 Imm::Int(s, bits) => cx.constant(s, bits),
+                Imm::Float(s, f) if f == 0.0 && s != Scalar::F16 && self.opaque_zero.is_some() => {
+                    // ±0.0 built at run time (see `Emitter::opaque_zero`).
+                    let z = self.opaque_zero.expect("checked");
+                    let is = int_of_bits(s.bits());
+                    let it = cx.ty(is);
+                    let z = if is == Scalar::U32 {
+                        z
+                    } else {
+                        cx.b.u_convert(it, None, z).map_err(er)?
+                    };
+                    let bits =
+                        cx.constant(is, if f.is_sign_negative() { 1 << (s.bits() - 1) } else { 0 });
+                    let v = cx.b.bitwise_or(it, None, z, bits).map_err(er)?;
+                    let ft = cx.ty(s);
+                    cx.b.bitcast(ft, None, v).map_err(er)?
+                }
                 Imm::Float(s, f) => cx.float_const(s, f),
             },
             ExprNode::Unary { op, a } => {
                 let (a, at) = self.expr(cx, a)?;
                 let ty = cx.ty(at);
+                if at.is_float() && *op == UnOp::Neg {
+                    let r = cx.b.f_negate(ty, None, a).map_err(er)?;
+                    exact(cx, r);
+                    return Ok((r, t));
+                }
                 match op {
-                    UnOp::Neg if at.is_float() => cx.b.f_negate(ty, None, a),
                     UnOp::Neg => cx.b.s_negate(ty, None, a),
                     UnOp::Not => cx.b.logical_not(ty, None, a),
                     UnOp::BitNot if at == Scalar::Bool => cx.b.logical_not(ty, None, a),
@@ -48,7 +77,12 @@ impl Emitter {
             ExprNode::Binary { op, a, b } => {
                 let (a, at) = self.expr(cx, a)?;
                 let (b, _) = self.expr(cx, b)?;
-                self.binary(cx, *op, at, a, b)?
+                let r = self.binary(cx, *op, at, a, b)?;
+                if at.is_float() && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)
+                {
+                    exact(cx, r);
+                }
+                r
             }
             ExprNode::Select { cond, a, b } => {
                 let (c, _) = self.expr(cx, cond)?;
@@ -69,7 +103,7 @@ impl Emitter {
                 let (p, _) = self.elem_ptr(cx, mem, elem, index)?;
                 let et = cx.mem_ty(elem);
                 let v = cx.b.load(et, None, p, None, []).map_err(er)?;
-                self.from_mem(cx, elem, v)
+                self.load_conv(cx, elem, v)
             }
             ExprNode::Builtin { kind, dim } => self.builtin(cx, *kind, *dim as u32)?,
             ExprNode::Intrinsic { op, args } => {

@@ -15,7 +15,9 @@
 //! Semantics follow the interpreter exactly: signed division guards `MIN / -1`, shift
 //! amounts are masked, float-to-int casts clamp and map NaN to 0 explicitly, `min`/`max`
 //! follow minimumNumber/maximumNumber with -0.0 < +0.0, `for` loops never wrap.
-//! `bool` values are stored in memory as bytes.
+//! `bool` values are stored in memory as bytes. In the Vulkan flavour float arithmetic is
+//! `NoContraction` (no fma fusion or value-changing algebra) and float zero immediates are
+//! built from a run-time zero (lavapipe folds `x * 0.0` to `0.0`, wrong for -0.0/NaN/inf).
 //!
 //! The OpenCL flavour rejects kernels that use `f16` (OpenCL environments forbid the
 //! `Float16` capability; a `vload_half`/`vstore_half` lowering is not written yet) and
@@ -107,7 +109,8 @@ pub struct VulkanLayout {
     pub buffers: Vec<BufferBinding>,
     /// Scalars in the push-constant block.
     pub scalars: Vec<PushScalar>,
-    /// Size of the push-constant block in bytes; the global offset is three `u32` at 0.
+    /// Size of the push-constant block in bytes; the global offset is three `u32` at 0,
+    /// followed by a `u32` that must be 0 (at 12).
     pub push_size: u32,
 }
 
@@ -241,8 +244,9 @@ fn setup_vulkan(
 
     // Storage buffers and the push-constant block.
     let mut layout = VulkanLayout::default();
-    let mut members = vec![u32t, u32t, u32t];
-    let mut offsets = vec![0u32, 4, 8];
+    // Global offset (0..12), then a u32 the host always sets to 0 (see `Emitter::opaque_zero`).
+    let mut members = vec![u32t, u32t, u32t, u32t];
+    let mut offsets = vec![0u32, 4, 8, 12];
     let mut decorated_structs = Vec::new();
     let mut next = 16u32;
     for (i, p) in kernel.params().iter().enumerate() {

@@ -37,6 +37,11 @@ pub(crate) struct Emitter {
     pub builtins: HashMap<Builtin, Word>,
     pub wg_size: Vec<Word>,
     pub push_var: Option<Word>,
+    /// A `u32` 0 the compiler cannot see as a constant (Vulkan: push-constant member 3).
+    /// Float zero immediates are built from it, because lavapipe's code generator
+    /// short-circuits `x * 0.0`, `x + 0.0`, `0.0 - x` and `0.0 / x` on constant zeros, which
+    /// is wrong for -0.0, NaN and infinities.
+    pub opaque_zero: Option<Word>,
     pub push_params: Vec<(Var, u32, Scalar)>,
     cl_params: Vec<(Var, Word)>,
     local_arrays: Vec<(usize, Word, Word, Scalar, u32)>,
@@ -49,6 +54,7 @@ impl Emitter {
             builtins: HashMap::new(),
             wg_size: Vec::new(),
             push_var: None,
+            opaque_zero: None,
             push_params: Vec::new(),
             cl_params: Vec::new(),
             local_arrays: Vec::new(),
@@ -94,12 +100,17 @@ impl Emitter {
                     self.bind(&p, Val::Ptr(Mem::ClPtr(id, sc), elem));
                 }
                 kiln_ir::Type::Scalar(s) => {
-                    let v = self.from_mem(cx, s, id);
+                    let v = self.load_conv(cx, s, id);
                     self.bind(&p, Val::Ssa(v));
                 }
             }
         }
         if let Some(pv) = self.push_var {
+            let ut = cx.ty(Scalar::U32);
+            let pt = cx.ptr(StorageClass::PushConstant, ut);
+            let m = cx.u32c(3);
+            let ptr = cx.b.access_chain(pt, None, pv, [m]).map_err(|e| e.to_string())?;
+            self.opaque_zero = Some(cx.b.load(ut, None, ptr, None, []).map_err(|e| e.to_string())?);
             for (p, member, slot) in self.push_params.clone() {
                 let st = cx.ty(slot);
                 let pt = cx.ptr(StorageClass::PushConstant, st);
@@ -107,7 +118,7 @@ impl Emitter {
                 let ptr = cx.b.access_chain(pt, None, pv, [m]).map_err(|e| e.to_string())?;
                 let raw = cx.b.load(st, None, ptr, None, []).map_err(|e| e.to_string())?;
                 let s = p.ty().scalar().expect("scalar");
-                let v = self.from_push(cx, s, slot, raw)?;
+                let v = self.decode_push(cx, s, slot, raw)?;
                 self.bind(&p, Val::Ssa(v));
             }
         }
@@ -119,15 +130,13 @@ impl Emitter {
     }
 
     /// Converts a push-constant slot (`u32` or `u64` bits) to a value of type `s`.
-    fn from_push(
+    fn decode_push(
         &mut self,
         cx: &mut Ctx,
         s: Scalar,
         slot: Scalar,
         raw: Word,
     ) -> Result<Word, String> {
-        let b = &mut cx.b;
-        let _ = b;
         Ok(match s {
             Scalar::Bool => {
                 let zero = cx.constant(slot, 0);
@@ -156,7 +165,7 @@ impl Emitter {
     }
 
     /// Converts a value loaded from memory (bool as a byte) to its IR type.
-    pub(crate) fn from_mem(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
+    pub(crate) fn load_conv(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
         if s == Scalar::Bool {
             let zero = cx.constant(Scalar::U8, 0);
             let bt = cx.ty(Scalar::Bool);
@@ -167,7 +176,7 @@ impl Emitter {
     }
 
     /// Converts a value to its in-memory form (bool as a byte).
-    pub(crate) fn to_mem(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
+    pub(crate) fn store_conv(&mut self, cx: &mut Ctx, s: Scalar, v: Word) -> Word {
         if s == Scalar::Bool {
             let one = cx.constant(Scalar::U8, 1);
             let zero = cx.constant(Scalar::U8, 0);
@@ -326,7 +335,7 @@ impl Emitter {
                 let (mem, elem) = self.ptr_of(buf)?;
                 let (v, _) = self.expr(cx, value)?;
                 let (p, _) = self.elem_ptr(cx, mem, elem, index)?;
-                let v = self.to_mem(cx, elem, v);
+                let v = self.store_conv(cx, elem, v);
                 cx.b.store(p, v, None, []).map_err(e)?;
             }
             StmtNode::Alloc { var, count } => {
@@ -501,7 +510,7 @@ impl Emitter {
         }
         let v = vals[0];
         let signed = elem.is_signed();
-        Ok(match op {
+        match op {
             AtomicOp::Add if elem.is_float() => {
                 cx.cap(rspirv::spirv::Capability::AtomicFloat32AddEXT);
                 cx.ext("SPV_EXT_shader_atomic_float_add");
@@ -522,7 +531,7 @@ impl Emitter {
                 cx.b.atomic_compare_exchange(ty, None, p, scope, sem, sem, new, v)
             }
         }
-        .map_err(e)?)
+        .map_err(e)
     }
 }
 
