@@ -4,11 +4,12 @@
 //!
 //! Run: `cargo bench -p kiln-passes --bench fusion`.
 
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use kiln_ir::{parse_module, Module};
 use kiln_passes::fusion::{
     fuse_kernels, ConstValue, Constant, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
+use std::hint::black_box;
 
 const CHAIN: &str = "
 kernel add(a: ptr<global, f32>, b: ptr<global, f32>, t1: ptr<global, f32>) {
