@@ -1,1 +1,3 @@
 //! kiln-passes: see ARCHITECTURE.md. Empty until its issue lands.
+
+pub mod divergence;

@@ -5,6 +5,7 @@
 
 mod buffers;
 mod check;
+mod divergence;
 mod fmt;
 mod npy;
 mod run;
@@ -33,6 +34,8 @@ enum Command {
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
+    /// Print kernels with each binding and branch annotated uniform/divergent.
+    Divergence(divergence::DivergenceArgs),
 }
 
 /// Why a command failed.
@@ -59,6 +62,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::main(&a),
         Command::Fmt(a) => fmt::main(&a),
         Command::Run(a) => run::main(&a),
+        Command::Divergence(a) => divergence::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
