@@ -24,6 +24,9 @@ const MAX_EVENTS: u32 = 192;
 const META: u32 = 8;
 const MAX_DEPTH: usize = 6;
 
+/// A dynamic instance in one wavefront: (work-group, wave, site, loop iterations).
+type Instance = (u32, u32, u32, Vec<u32>);
+
 struct Inst<'a> {
     div: &'a Divergence,
     /// Site id -> records a float (else an integer/bool).
@@ -251,7 +254,7 @@ pub fn check_uniformity(
     let local = range.local.unwrap_or_else(|| kiln_ir::interp::default_local_size(range.global));
     let gs = range.global;
     // (group, wave, site, iterations) -> (first lane, value bits)
-    let mut seen: HashMap<(u32, u32, u32, Vec<u32>), (u32, u64)> = HashMap::new();
+    let mut seen: HashMap<Instance, (u32, u64)> = HashMap::new();
     let mut checked = 0;
     for item in 0..items as u32 {
         let c = [item % gs[0], (item / gs[0]) % gs[1], item / (gs[0] * gs[1])];
