@@ -36,7 +36,7 @@ pub enum PReg {
 }
 
 /// An instruction operand.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Opnd {
     /// A virtual register (before register allocation).
     R(VReg),
