@@ -21,6 +21,7 @@
 //! (three u32 each).
 
 pub mod asm;
+pub mod gen;
 pub mod isel;
 pub mod mir;
 pub mod regalloc;
