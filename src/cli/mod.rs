@@ -1,4 +1,4 @@
-//! The `kiln` command line: `check`, `fmt` and `run`.
+//! The `kiln` command line: `check`, `fmt`, `run`, `divergence` and `emit`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
@@ -6,6 +6,7 @@
 mod buffers;
 mod check;
 mod divergence;
+mod emit;
 mod fmt;
 mod npy;
 mod run;
@@ -36,6 +37,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Print kernels with each binding and branch annotated uniform/divergent.
     Divergence(divergence::DivergenceArgs),
+    /// Print the code a backend generates (`--target amdgpu`).
+    Emit(emit::EmitArgs),
 }
 
 /// Why a command failed.
@@ -63,6 +66,7 @@ pub fn main() -> ExitCode {
         Command::Fmt(a) => fmt::main(&a),
         Command::Run(a) => run::main(&a),
         Command::Divergence(a) => divergence::main(&a),
+        Command::Emit(a) => emit::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
