@@ -10,7 +10,7 @@ use kiln_ir::{
 };
 use kiln_passes::divergence::{expr_divergent, Divergence, VarSet};
 
-use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass, VReg};
+use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass};
 use super::Error;
 
 /// A computed value: an operand and whether it lives in SGPRs (`true`) or VGPRs.
@@ -56,10 +56,8 @@ fn vars_needing_vgprs(k: &Kernel, div: &Divergence) -> HashSet<Var> {
             StmtNode::Decl { var, .. } => {
                 decl.insert(var.clone(), depth);
             }
-            StmtNode::Assign { var, .. } => {
-                if decl.get(var).is_none_or(|&d| depth > d) {
-                    out.insert(var.clone());
-                }
+            StmtNode::Assign { var, .. } if decl.get(var).is_none_or(|&d| depth > d) => {
+                out.insert(var.clone());
             }
             StmtNode::Block(v) => v.iter().for_each(|c| go(c, div, depth, decl, out)),
             StmtNode::If { then, otherwise, .. } => {
@@ -179,7 +177,7 @@ impl Isel<'_> {
         Ok(())
     }
 
-    fn to_v(&mut self, x: Val) -> Opnd {
+    fn vgpr(&mut self, x: Val) -> Opnd {
         if !x.s && !matches!(x.o, Opnd::Imm(_)) {
             return x.o;
         }
@@ -187,7 +185,7 @@ impl Isel<'_> {
         self.emit("v_mov_b32", vec![d.clone()], vec![x.o]);
         d
     }
-    fn to_s(&mut self, x: Val) -> Opnd {
+    fn sgpr(&mut self, x: Val) -> Opnd {
         if x.s && !matches!(x.o, Opnd::Imm(_)) {
             return x.o;
         }
@@ -202,9 +200,9 @@ impl Isel<'_> {
     /// Converts to the wanted class.
     fn to(&mut self, x: Val, s: bool) -> Val {
         if s {
-            Val { o: self.to_s(x), s: true }
+            Val { o: self.sgpr(x), s: true }
         } else {
-            Val { o: self.to_v(x), s: false }
+            Val { o: self.vgpr(x), s: false }
         }
     }
 
@@ -253,14 +251,14 @@ impl Isel<'_> {
                 let c = self.expr(cond)?;
                 let (a, b) = (self.expr(a)?, self.expr(b)?);
                 if s {
-                    let (c, a, b) = (self.to_s(c), self.to_s(a), self.to_s(b));
+                    let (c, a, b) = (self.sgpr(c), self.sgpr(a), self.sgpr(b));
                     let d = self.s();
                     self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
                     self.emit("s_cselect_b32", vec![d.clone()], vec![a, b]);
                     Ok(Val { o: d, s: true })
                 } else {
                     let m = self.mask(c)?;
-                    let (a, b) = (self.to_v(a), self.to_v(b));
+                    let (a, b) = (self.vgpr(a), self.vgpr(b));
                     let d = self.v();
                     self.emit("v_cndmask_b32_e64", vec![d.clone()], vec![b, a, m]);
                     Ok(Val { o: d, s: false })
@@ -272,7 +270,7 @@ impl Isel<'_> {
                 let signed = ty == Scalar::I32;
                 match (op, ty.is_float()) {
                     (Intrinsic::Fma, true) => {
-                        let ops: Vec<Opnd> = vals.into_iter().map(|v| self.to_v(v)).collect();
+                        let ops: Vec<Opnd> = vals.into_iter().map(|v| self.vgpr(v)).collect();
                         let d = self.v();
                         self.emit("v_fma_f32", vec![d.clone()], ops);
                         Ok(Val { o: d, s: false })
@@ -303,12 +301,12 @@ impl Isel<'_> {
 
     fn un(&mut self, s: bool, so: &'static str, vo: &'static str, a: Val) -> Result<Val, Error> {
         if s {
-            let a = self.to_s(a);
+            let a = self.sgpr(a);
             let d = self.s();
             self.emit(so, vec![d.clone()], vec![a]);
             Ok(Val { o: d, s: true })
         } else {
-            let a = self.to_v(a);
+            let a = self.vgpr(a);
             let d = self.v();
             self.emit(vo, vec![d.clone()], vec![a]);
             Ok(Val { o: d, s: false })
@@ -317,7 +315,7 @@ impl Isel<'_> {
 
     /// A VALU op `vo d, x, a` with an immediate or register first source.
     fn vop(&mut self, vo: &'static str, x: Opnd, a: Val) -> Result<Val, Error> {
-        let a = self.to_v(a);
+        let a = self.vgpr(a);
         let d = self.v();
         self.emit(vo, vec![d.clone()], vec![x, a]);
         Ok(Val { o: d, s: false })
@@ -344,12 +342,12 @@ impl Isel<'_> {
         b: Val,
     ) -> Result<Val, Error> {
         if s {
-            let (a, b) = (self.to_s(a), self.to_s(b));
+            let (a, b) = (self.sgpr(a), self.sgpr(b));
             let d = self.s();
             self.emit(so, vec![d.clone()], vec![a, b]);
             Ok(Val { o: d, s: true })
         } else {
-            let (a, b) = (self.to_v(a), self.to_v(b));
+            let (a, b) = (self.vgpr(a), self.vgpr(b));
             let d = self.v();
             self.emit(vo, vec![d.clone()], vec![a, b]);
             Ok(Val { o: d, s: false })
@@ -358,7 +356,7 @@ impl Isel<'_> {
 
     /// A lane mask (SGPR pair) of the lanes where the bool `c` is true.
     fn mask(&mut self, c: Val) -> Result<Opnd, Error> {
-        let c = self.to_v(c);
+        let c = self.vgpr(c);
         let m = self.s2();
         self.emit("v_cmp_ne_u32_e64", vec![m.clone()], vec![Opnd::Imm(0), c]);
         Ok(m)
@@ -396,7 +394,7 @@ impl Isel<'_> {
                     "s_cmp_gt_i32",
                     "s_cmp_ge_i32",
                 ];
-                let (a, b) = (self.to_s(av), self.to_s(bv));
+                let (a, b) = (self.sgpr(av), self.sgpr(bv));
                 self.emit(if signed { I[idx] } else { U[idx] }, vec![], vec![a, b]);
                 let d = self.s();
                 self.emit("s_cselect_b32", vec![d.clone()], vec![Opnd::Imm(1), Opnd::Imm(0)]);
@@ -433,7 +431,7 @@ impl Isel<'_> {
             } else {
                 U[idx]
             };
-            let (a, b) = (self.to_v(av), self.to_v(bv));
+            let (a, b) = (self.vgpr(av), self.vgpr(bv));
             let m = self.s2();
             self.emit(o, vec![m.clone()], vec![a, b]);
             let r = self.bool_from_mask(m);
@@ -505,7 +503,7 @@ impl Isel<'_> {
         let from = Self::ty(a)?;
         let x = self.expr(a)?;
         let cvt = |me: &mut Self, op: &'static str, x: Val| {
-            let x = me.to_v(x);
+            let x = me.vgpr(x);
             let d = me.v();
             me.emit(op, vec![d.clone()], vec![x]);
             Val { o: d, s: false }
@@ -513,14 +511,14 @@ impl Isel<'_> {
         let r = match (from, to) {
             (f, t) if f == t => x,
             (Scalar::F32, Scalar::Bool) => {
-                let x = self.to_v(x);
+                let x = self.vgpr(x);
                 let m = self.s2();
                 self.emit("v_cmp_neq_f32_e64", vec![m.clone()], vec![Opnd::Imm(0), x]);
                 self.bool_from_mask(m)
             }
             (_, Scalar::Bool) => {
                 if s {
-                    let x = self.to_s(x);
+                    let x = self.sgpr(x);
                     self.emit("s_cmp_lg_u32", vec![], vec![x, Opnd::Imm(0)]);
                     let d = self.s();
                     self.emit("s_cselect_b32", vec![d.clone()], vec![Opnd::Imm(1), Opnd::Imm(0)]);
@@ -646,7 +644,7 @@ impl Isel<'_> {
             }
             StmtNode::Store { buf, index, value } => {
                 let x = self.expr(value)?;
-                let x = self.to_v(x);
+                let x = self.vgpr(x);
                 if buf.ty().addr_space() == Some(AddrSpace::Local) {
                     let base = self.lds[buf];
                     let a = self.offset(index, base, false)?;
@@ -689,7 +687,7 @@ impl Isel<'_> {
                 let c = self.expr(cond)?;
                 let (l_else, l_end) = (self.label(), self.label());
                 if self.div.branch_divergent(s) == Some(false) {
-                    let c = self.to_s(c);
+                    let c = self.sgpr(c);
                     self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
                     self.emit("s_cbranch_scc0", vec![], vec![Opnd::L(l_else)]);
                     self.stmt(then)?;
@@ -782,13 +780,13 @@ impl Isel<'_> {
             _ => ("s_cmp_gt_u32", "v_cmp_gt_u32_e64"),
         };
         if s {
-            let (a, b) = (self.to_s(a), self.to_s(b));
+            let (a, b) = (self.sgpr(a), self.sgpr(b));
             self.emit(so, vec![], vec![a, b]);
             let d = self.s();
             self.emit("s_cselect_b32", vec![d.clone()], vec![Opnd::Imm(1), Opnd::Imm(0)]);
             Ok(Val { o: d, s: true })
         } else {
-            let (a, b) = (self.to_v(a), self.to_v(b));
+            let (a, b) = (self.vgpr(a), self.vgpr(b));
             let m = self.s2();
             self.emit(vo, vec![m.clone()], vec![a, b]);
             Ok(self.bool_from_mask(m))
@@ -822,7 +820,7 @@ impl Isel<'_> {
             self.emit("s_andn2_b64", vec![Opnd::Exec], vec![Opnd::Exec, b.clone()]);
             self.emit("s_cbranch_execz", vec![], vec![Opnd::L(exit)]);
         } else {
-            let c = self.to_s(c);
+            let c = self.sgpr(c);
             self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
             self.emit("s_cbranch_scc0", vec![], vec![Opnd::L(exit)]);
         }
@@ -846,6 +844,3 @@ fn two(v: Vec<Val>) -> [Val; 2] {
     let mut it = v.into_iter();
     [it.next().unwrap(), it.next().unwrap()]
 }
-
-#[allow(dead_code)]
-fn _unused(_: VReg) {}

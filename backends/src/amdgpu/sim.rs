@@ -56,6 +56,7 @@ impl Mem<'_> {
     }
 }
 
+#[allow(clippy::needless_range_loop)]
 /// Runs a compiled kernel over `range` with the interpreter's argument conventions, updating
 /// `buffers` in place.
 pub fn run(
@@ -68,7 +69,7 @@ pub fn run(
     let f = &c.func;
     let local = range.local.unwrap_or_else(|| default_local_size(range.global));
     for d in 0..3 {
-        if local[d] == 0 || range.global[d] % local[d] != 0 {
+        if local[d] == 0 || !range.global[d].is_multiple_of(local[d]) {
             return Err("global size must be a multiple of the local size".into());
         }
     }
