@@ -152,3 +152,29 @@ fn unsupported_constructs_are_named() {
         }
     }
 }
+
+/// The divergence analysis' hand cases (`passes/tests/divergence.rs`): each compiles to a
+/// listing llvm-mc accepts, or is rejected as unsupported (atomics, private memory, ...).
+#[test]
+fn divergence_hand_cases_assemble() {
+    let path = format!("{}/../passes/tests/divergence.rs", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let (mut compiled, mut rejected) = (0, 0);
+    for chunk in text.split("ann(\"").skip(1) {
+        let src = &chunk[..chunk.find("\")").unwrap()];
+        if !src.starts_with("kernel") {
+            continue;
+        }
+        let k = parse_module(src).unwrap_or_else(|e| panic!("{e}")).kernels.remove(0);
+        match compile(&k) {
+            Ok(c) => {
+                assert_assembles(&c.asm);
+                compiled += 1;
+            }
+            Err(kiln_backends::amdgpu::Error::Unsupported(_)) => rejected += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    println!("hand cases: {compiled} compiled, {rejected} rejected");
+    assert!(compiled >= 20, "only {compiled} hand cases compiled");
+}
