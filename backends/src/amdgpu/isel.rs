@@ -185,6 +185,16 @@ impl Isel<'_> {
         self.emit("v_mov_b32", vec![d.clone()], vec![x.o]);
         d
     }
+    /// Two SALU sources: immediates stay immediates (SOP2/SOPC take one 32-bit literal and
+    /// any inline constants), everything else goes to SGPRs.
+    fn salu_pair(&mut self, a: Val, b: Val) -> (Opnd, Opnd) {
+        let literal = |o: &Opnd| matches!(o, Opnd::Imm(x) if !(-16..=64).contains(&(*x as i32)));
+        let two_literals = literal(&a.o) && literal(&b.o);
+        let a = if matches!(a.o, Opnd::Imm(_)) && !two_literals { a.o } else { self.sgpr(a) };
+        let b = if matches!(b.o, Opnd::Imm(_)) { b.o } else { self.sgpr(b) };
+        (a, b)
+    }
+
     fn sgpr(&mut self, x: Val) -> Opnd {
         if x.s && !matches!(x.o, Opnd::Imm(_)) {
             return x.o;
@@ -233,6 +243,9 @@ impl Isel<'_> {
                     Imm::Int(_, b) => *b as u32,
                     Imm::Float(_, f) => (*f as f32).to_bits(),
                 };
+                if s {
+                    return Ok(Val { o: Opnd::Imm(bits), s: true });
+                }
                 Ok(self.to(Val { o: Opnd::Imm(bits), s: true }, s))
             }
             ExprNode::Builtin { kind, dim } => self.builtin(*kind, *dim, s),
@@ -342,7 +355,7 @@ impl Isel<'_> {
         b: Val,
     ) -> Result<Val, Error> {
         if s {
-            let (a, b) = (self.sgpr(a), self.sgpr(b));
+            let (a, b) = self.salu_pair(a, b);
             let d = self.s();
             self.emit(so, vec![d.clone()], vec![a, b]);
             Ok(Val { o: d, s: true })
@@ -394,7 +407,7 @@ impl Isel<'_> {
                     "s_cmp_gt_i32",
                     "s_cmp_ge_i32",
                 ];
-                let (a, b) = (self.sgpr(av), self.sgpr(bv));
+                let (a, b) = self.salu_pair(av, bv);
                 self.emit(if signed { I[idx] } else { U[idx] }, vec![], vec![a, b]);
                 let d = self.s();
                 self.emit("s_cselect_b32", vec![d.clone()], vec![Opnd::Imm(1), Opnd::Imm(0)]);
@@ -780,7 +793,7 @@ impl Isel<'_> {
             _ => ("s_cmp_gt_u32", "v_cmp_gt_u32_e64"),
         };
         if s {
-            let (a, b) = (self.sgpr(a), self.sgpr(b));
+            let (a, b) = self.salu_pair(a, b);
             self.emit(so, vec![], vec![a, b]);
             let d = self.s();
             self.emit("s_cselect_b32", vec![d.clone()], vec![Opnd::Imm(1), Opnd::Imm(0)]);
