@@ -16,7 +16,7 @@ fn cfg() -> GenConfig {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("DIVERGENCE_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256), ..ProptestConfig::default() })]
     #[test]
     fn analysis_is_sound_on_random_kernels(case in arb_kernel_with(cfg())) {
         let div = analyze(&case.kernel);
