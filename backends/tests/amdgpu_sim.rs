@@ -154,7 +154,18 @@ fn examples_match_the_interpreter() {
         args: vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(14u32), Arg::scalar(11u32)],
         buffers: vec![floats(16 * 12, 4), Buffer::zeroed(kiln_ir::Scalar::F32, 16 * 12)],
     };
-    for case in [saxpy, reduce, stencil] {
+    let data: Vec<u32> = (0..128u32).map(|i| i * 7 % 53 + 1).collect();
+    let divergent = TestCase {
+        kernel: example("divergent.kir"),
+        range: NdRange::new(&[128]).with_local(&[64]),
+        args: vec![Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(120u32)],
+        buffers: vec![
+            Buffer::from_slice(&data),
+            Buffer::zeroed(kiln_ir::Scalar::U32, 128),
+            Buffer::zeroed(kiln_ir::Scalar::I32, 128),
+        ],
+    };
+    for case in [saxpy, reduce, stencil, divergent] {
         assert_eq!(differential(&case), Ok(true), "{}", case.kernel.name());
     }
 }

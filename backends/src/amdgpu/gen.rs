@@ -45,7 +45,7 @@ impl Gen {
             1 => "gid".into(),
             2 => "group_id(0)".into(),
             3 => "n".into(),
-            4 => format!("{}", self.r(100)),
+            4 => format!("{}u32", self.r(100)),
             5 => format!("inp[{} & {}]", self.leaf(), LEN - 1),
             6 => format!("(fin[{} & {}] * x) as u32", self.leaf(), LEN - 1),
             _ => {
@@ -63,7 +63,9 @@ impl Gen {
             return self.leaf();
         }
         let (a, b) = (self.expr(d - 1), self.expr(d - 1));
-        match self.r(12) {
+        match self.r(14) {
+            12 => return format!("({a} / {})", self.r(40) + 1),
+            13 => return format!("({a} % {})", self.r(40) + 1),
             0 => format!("({a} + {b})"),
             1 => format!("({a} - {b})"),
             2 => format!("({a} * {b})"),

@@ -483,7 +483,24 @@ impl Isel<'_> {
                         let m = Val { o: Opnd::Imm((p - 1) as u32), s: true };
                         return self.bin(s, "s_and_b32", "v_and_b32", av, m);
                     }
-                    _ => return unsupported("integer division other than u32 by a power of two"),
+                    (None, Scalar::U32) => {
+                        if let Some(d) = b.as_imm().and_then(|i| i.as_i128()).filter(|&v| v > 1) {
+                            let d = d as u32;
+                            let q = self.udiv_const(s, av.clone(), d)?;
+                            if op == BinOp::Div {
+                                return Ok(q);
+                            }
+                            let dv = Val { o: Opnd::Imm(d), s: true };
+                            let qd = if s {
+                                self.bin(true, "s_mul_i32", "", q, dv)?
+                            } else {
+                                self.bin(false, "", "v_mul_lo_u32", q, dv)?
+                            };
+                            return self.bin(s, "s_sub_i32", "v_sub_u32", av, qd);
+                        }
+                        return unsupported("integer division other than u32 by a constant");
+                    }
+                    _ => return unsupported("integer division other than u32 by a constant"),
                 }
             }
             _ => unreachable!(),
@@ -493,6 +510,23 @@ impl Isel<'_> {
         } else {
             self.bin(s, so, vo, av, bv)
         }
+    }
+
+    /// `x / d` for a u32 constant `d >= 2` that is not a power of two, by multiplication
+    /// with a magic number (Granlund-Montgomery, round-up variant; exact for every `x`):
+    /// `t = mulhi(x, m); q = (t + ((x - t) >> 1)) >> (l - 1)` with `l = ceil(log2 d)` and
+    /// `m = floor(2^32 (2^l - d) / d) + 1`.
+    fn udiv_const(&mut self, s: bool, x: Val, d: u32) -> Result<Val, Error> {
+        let l = 32 - (d - 1).leading_zeros();
+        let m = ((1u128 << 32) * ((1u128 << l) - d as u128) / d as u128 + 1) as u32;
+        let mv = Val { o: Opnd::Imm(m), s: true };
+        let t = self.bin(s, "s_mul_hi_u32", "v_mul_hi_u32", x.clone(), mv)?;
+        let diff = self.bin(s, "s_sub_i32", "v_sub_u32", x, t.clone())?;
+        let one = Val { o: Opnd::Imm(1), s: true };
+        let half = self.shift(s, "s_lshr_b32", "v_lshrrev_b32", diff, one)?;
+        let sum = self.bin(s, "s_add_i32", "v_add_u32", t, half)?;
+        let sh = Val { o: Opnd::Imm(l - 1), s: true };
+        self.shift(s, "s_lshr_b32", "v_lshrrev_b32", sum, sh)
     }
 
     /// Shifts: SALU `so d, a, b`; VALU `vo d, b, a` (reversed operands).
