@@ -64,8 +64,8 @@ impl Gen {
         }
         let (a, b) = (self.expr(d - 1), self.expr(d - 1));
         match self.r(14) {
-            12 => return format!("({a} / {})", self.r(40) + 1),
-            13 => return format!("({a} % {})", self.r(40) + 1),
+            12 => format!("({a} / {})", self.r(40) + 1),
+            13 => format!("({a} % {})", self.r(40) + 1),
             0 => format!("({a} + {b})"),
             1 => format!("({a} - {b})"),
             2 => format!("({a} * {b})"),
