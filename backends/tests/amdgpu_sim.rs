@@ -187,3 +187,38 @@ fn divergence_analysis_is_sound_on_subset_kernels() {
         assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 }
+
+/// Division by constants at the edges: MIN / -1 wraps, remainders take the dividend's sign.
+#[test]
+fn constant_division_edge_cases() {
+    let k = kernel(
+        "kernel d(x: ptr<global, i32>, u: ptr<global, u32>, o: ptr<global, i32>, p: ptr<global, u32>) {
+            let i: u32 = local_id(0);
+            let a: i32 = x[i];
+            o[i * 6] = a / -1;
+            o[i * 6 + 1] = a % -1;
+            o[i * 6 + 2] = a / 7;
+            o[i * 6 + 3] = a % -7;
+            o[i * 6 + 4] = a / -16;
+            o[i * 6 + 5] = a % 16;
+            let b: u32 = u[i];
+            p[i * 3] = b / 7;
+            p[i * 3 + 1] = b % 641;
+            p[i * 3 + 2] = b / 4294967295;
+        }",
+    );
+    let xs = [i32::MIN, i32::MAX, -1, 0, 1, -7, 7, -8, 100, -100, i32::MIN + 1, 12345678];
+    let us = [u32::MAX, 0, 1, 6, 7, 640, 641, 642, 1 << 31, 99999, u32::MAX - 1, 3];
+    let case = TestCase {
+        kernel: k,
+        range: NdRange::new(&[12]).with_local(&[12]),
+        args: (0..4).map(Arg::Buffer).collect(),
+        buffers: vec![
+            Buffer::from_slice(&xs),
+            Buffer::from_slice(&us),
+            Buffer::zeroed(kiln_ir::Scalar::I32, 72),
+            Buffer::zeroed(kiln_ir::Scalar::U32, 36),
+        ],
+    };
+    assert_eq!(differential(&case), Ok(true));
+}

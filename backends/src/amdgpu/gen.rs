@@ -39,6 +39,12 @@ impl Gen {
         self.state ^= self.state << 17;
         (self.state % n as u64) as u32
     }
+    /// A divisor in -20..=20 other than 0, parenthesized.
+    fn nonzero(&mut self) -> String {
+        let k = self.r(40) as i32 - 20;
+        format!("({})", if k >= 0 { k + 1 } else { k })
+    }
+
     fn leaf(&mut self) -> String {
         match self.r(9) {
             0 => "lid".into(),
@@ -63,7 +69,9 @@ impl Gen {
             return self.leaf();
         }
         let (a, b) = (self.expr(d - 1), self.expr(d - 1));
-        match self.r(14) {
+        match self.r(16) {
+            14 => format!("(({a} as i32 / {}) as u32)", self.nonzero()),
+            15 => format!("(({a} as i32 % {}) as u32)", self.nonzero()),
             12 => format!("({a} / {})", self.r(40) + 1),
             13 => format!("({a} % {})", self.r(40) + 1),
             0 => format!("({a} + {b})"),

@@ -9,7 +9,7 @@
 //! `f32` in global or constant memory (kernel parameters) and local arrays of them; `let`,
 //! `var`, assignment, stores, `if`/`else`, `for`, `while`, barriers and fences; integer
 //! `+ - * & | ^ << >>`, comparisons, logical operators, `select`, casts among the four
-//! types, `min`/`max` on integers, `fma` and `+ - *` on f32, u32 `/` and `%` by a
+//! types, `min`/`max` on integers, `fma` and `+ - *` on f32, `/` and `%` by a
 //! constant; every work-item built-in. **Rejected** with [`Error::Unsupported`]: other types
 //! (8/16/64-bit integers, f16, f64), other division/remainder, f32 division and the other
 //! intrinsics, private arrays, generic pointers, atomics.

@@ -124,9 +124,27 @@ impl Isel<'_> {
                             };
                             return self.bin(s, "s_sub_i32", "v_sub_u32", av, qd);
                         }
-                        return unsupported("integer division other than u32 by a constant");
+                        return unsupported("integer division by a non-constant");
                     }
-                    _ => return unsupported("integer division other than u32 by a constant"),
+                    (_, Scalar::I32) => {
+                        let Some(d) = b.as_imm().and_then(|i| i.as_i128()).filter(|&v| v != 0)
+                        else {
+                            return unsupported("integer division by a non-constant");
+                        };
+                        let d = d as i32;
+                        let q = self.sdiv_const(s, av.clone(), d)?;
+                        if op == BinOp::Div {
+                            return Ok(q);
+                        }
+                        let dv = Val { o: Opnd::Imm(d as u32), s: true };
+                        let qd = if s {
+                            self.bin(true, "s_mul_i32", "", q, dv)?
+                        } else {
+                            self.bin(false, "", "v_mul_lo_u32", q, dv)?
+                        };
+                        return self.bin(s, "s_sub_i32", "v_sub_u32", av, qd);
+                    }
+                    _ => return unsupported("integer division by a non-constant"),
                 }
             }
             _ => unreachable!(),
@@ -153,6 +171,32 @@ impl Isel<'_> {
         let sum = self.bin(s, "s_add_i32", "v_add_u32", t, half)?;
         let sh = Val { o: Opnd::Imm(l - 1), s: true };
         self.shift(s, "s_lshr_b32", "v_lshrrev_b32", sum, sh)
+    }
+
+    /// `x / d` for i32, truncating toward zero, for a nonzero constant `d`: the unsigned
+    /// quotient of the magnitudes, negated when the signs differ (`MIN / -1` wraps to `MIN`).
+    fn sdiv_const(&mut self, s: bool, x: Val, d: i32) -> Result<Val, Error> {
+        let zero = Val { o: Opnd::Imm(0), s: true };
+        let neg_x = self.bin(s, "s_sub_i32", "v_sub_u32", zero, x.clone())?;
+        let mag = self.bin(s, "s_max_i32", "v_max_i32", x.clone(), neg_x)?;
+        let ad = d.unsigned_abs();
+        let q = if ad == 1 {
+            mag
+        } else if ad.is_power_of_two() {
+            let sh = Val { o: Opnd::Imm(ad.trailing_zeros()), s: true };
+            self.shift(s, "s_lshr_b32", "v_lshrrev_b32", mag, sh)?
+        } else {
+            self.udiv_const(s, mag, ad)?
+        };
+        // sign = x >> 31 (0 or -1), flipped when d < 0; q = (q ^ sign) - sign.
+        let k31 = Val { o: Opnd::Imm(31), s: true };
+        let mut sign = self.shift(s, "s_ashr_i32", "v_ashrrev_i32", x, k31)?;
+        if d < 0 {
+            let ones = Val { o: Opnd::Imm(u32::MAX), s: true };
+            sign = self.bin(s, "s_xor_b32", "v_xor_b32", sign, ones)?;
+        }
+        let t = self.bin(s, "s_xor_b32", "v_xor_b32", q, sign.clone())?;
+        self.bin(s, "s_sub_i32", "v_sub_u32", t, sign)
     }
 
     /// Shifts: SALU `so d, a, b`; VALU `vo d, b, a` (reversed operands).
