@@ -362,7 +362,45 @@ impl Isel<'_> {
             self.emit(so, vec![d.clone()], vec![a, b]);
             Ok(Val { o: d, s: true })
         } else {
-            let (a, b) = (self.vgpr(a), self.vgpr(b));
+            // VOP2 encodings take an SGPR, inline constant or literal as src0 (one use of the
+            // constant bus); src1 and every VOP3 source here must be VGPRs.
+            const VOP2: [&str; 15] = [
+                "v_add_u32",
+                "v_sub_u32",
+                "v_and_b32",
+                "v_or_b32",
+                "v_xor_b32",
+                "v_lshlrev_b32",
+                "v_lshrrev_b32",
+                "v_ashrrev_i32",
+                "v_min_i32",
+                "v_max_i32",
+                "v_min_u32",
+                "v_max_u32",
+                "v_add_f32",
+                "v_sub_f32",
+                "v_mul_f32",
+            ];
+            const COMMUTATIVE: [&str; 10] = [
+                "v_add_u32",
+                "v_and_b32",
+                "v_or_b32",
+                "v_xor_b32",
+                "v_min_i32",
+                "v_max_i32",
+                "v_min_u32",
+                "v_max_u32",
+                "v_add_f32",
+                "v_mul_f32",
+            ];
+            let scalar = |v: &Val| v.s || matches!(v.o, Opnd::Imm(_));
+            let (a, b) = if VOP2.contains(&vo) && scalar(&a) {
+                (a.o, self.vgpr(b))
+            } else if COMMUTATIVE.contains(&vo) && scalar(&b) && !scalar(&a) {
+                (b.o, a.o)
+            } else {
+                (self.vgpr(a), self.vgpr(b))
+            };
             let d = self.v();
             self.emit(vo, vec![d.clone()], vec![a, b]);
             Ok(Val { o: d, s: false })
