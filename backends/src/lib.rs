@@ -1,5 +1,6 @@
 //! kiln-backends: see ARCHITECTURE.md. Empty until its issue lands.
 
+pub mod amdgpu;
 /// PTX text for NVIDIA GPUs (sm_70+), validated by ptxas.
 pub mod ptx;
 /// SPIR-V backend (OpenCL and Vulkan flavours), see [`spirv::emit`].

@@ -1,3 +1,4 @@
 //! kiln-passes: see ARCHITECTURE.md. Empty until its issue lands.
 
+pub mod divergence;
 pub mod fusion;

@@ -1,6 +1,7 @@
 //! `kiln emit`: lower a .kir file for a backend target: `ptx` (PTX text for every kernel, or
 //! the one `--kernel` names) or `spirv-cl` / `spirv-vk` (a binary SPIR-V module for one
-//! kernel; `--text` prints its disassembly).
+//! kernel; `--text` prints its disassembly) or `amdgpu` (gfx900 assembly for every kernel,
+//! or the one `--kernel` names).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,10 +17,12 @@ pub struct EmitArgs {
     /// The .kir file.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The target: `ptx`, `spirv-cl` (OpenCL Kernel flavour) or `spirv-vk` (Vulkan compute).
+    /// The target: `ptx`, `spirv-cl` (OpenCL Kernel flavour), `spirv-vk` (Vulkan compute) or
+    /// `amdgpu` (gfx900 assembly).
     #[arg(long, value_name = "TARGET")]
     target: String,
-    /// The kernel to emit (ptx: default every kernel; spirv: needed when the file has several).
+    /// The kernel to emit (ptx, amdgpu: default every kernel; spirv: needed when the file has
+    /// several).
     #[arg(short, long, value_name = "NAME")]
     kernel: Option<String>,
     /// Write the output here instead of stdout.
@@ -52,10 +55,7 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     let start = std::time::Instant::now();
     let out = match a.target.as_str() {
         "ptx" => {
-            let mut module = module.clone();
-            if a.kernel.is_some() {
-                module.kernels = vec![one_kernel(a, &module)?.clone()];
-            }
+            let module = Module::new(selected(a, &module)?.into_iter().cloned().collect());
             let options = kiln::backends::ptx::Options { sm: a.sm, ptx_version: a.ptx_version };
             Emitted::Text(
                 kiln::backends::ptx::emit_module(&module, &options).map_err(|e| e.to_string())?,
@@ -95,6 +95,14 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The kernel `--kernel` names, or every kernel of the file.
+fn selected<'m>(a: &EmitArgs, module: &'m Module) -> Result<Vec<&'m Kernel>, Error> {
+    match &a.kernel {
+        Some(_) => Ok(vec![one_kernel(a, module)?]),
+        None => Ok(module.kernels.iter().collect()),
+    }
 }
 
 /// The kernel `--kernel` names, or the file's only kernel.

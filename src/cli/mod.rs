@@ -1,10 +1,11 @@
-//! The `kiln` command line: `check`, `fmt`, `emit`, `fuse` and `run`.
+//! The `kiln` command line: `check`, `fmt`, `run`, `emit`, `fuse` and `divergence`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
 
 mod buffers;
 mod check;
+mod divergence;
 mod emit;
 mod fmt;
 mod fuse;
@@ -32,13 +33,15 @@ enum Command {
     Check(check::CheckArgs),
     /// Print .kir files in canonical form, or check that they are in it.
     Fmt(fmt::FmtArgs),
-    /// Lower a .kir file for a target: `ptx`, `spirv-cl` or `spirv-vk`.
+    /// Lower a .kir file for a target: `ptx`, `spirv-cl`, `spirv-vk` or `amdgpu`.
     Emit(emit::EmitArgs),
     /// Fuse kernels of a .kir file into one, as a TOML spec says.
     Fuse(fuse::FuseArgs),
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
+    /// Print kernels with each binding and branch annotated uniform/divergent.
+    Divergence(divergence::DivergenceArgs),
 }
 
 /// Why a command failed.
@@ -67,6 +70,7 @@ pub fn main() -> ExitCode {
         Command::Emit(a) => emit::main(&a),
         Command::Run(a) => run::main(&a),
         Command::Fuse(a) => fuse::main(&a),
+        Command::Divergence(a) => divergence::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -80,7 +80,7 @@ const TOOLS: &[Tool] = &[
         names: &["llvm-mc", "llvm-mc-19", "llvm-mc-18", "llvm-mc-17", "llvm-mc-16", "llvm-mc-15"],
         extra_dirs: &["/usr/lib/llvm-*/bin"],
         install: Install::Apt("llvm"),
-        required: false,
+        required: true,
         used_by: "the AMDGPU backend's tests (llvm-mc -triple=amdgcn -mcpu=gfx900)",
     },
     Tool {

@@ -1,0 +1,730 @@
+//! Instruction selection: structured IR to machine IR. Uniform integer values go to SALU and
+//! SGPRs, divergent values and all floating point to VALU and VGPRs, as the divergence
+//! analysis says; divergent `if`s and loops become exec-mask code.
+
+use std::collections::{HashMap, HashSet};
+
+use kiln_ir::{
+    AddrSpace, Builtin, Expr, ExprNode, FuncKind, Imm, Intrinsic, Kernel, Scalar, Stmt, StmtNode,
+    UnOp, Var,
+};
+use kiln_passes::divergence::{expr_divergent, Divergence, VarSet};
+
+use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass};
+use super::Error;
+
+mod arith;
+
+/// A computed value: an operand and whether it lives in SGPRs (`true`) or VGPRs.
+#[derive(Clone, Debug)]
+struct Val {
+    o: Opnd,
+    s: bool,
+}
+
+struct Isel<'a> {
+    f: MFunc,
+    div: &'a Divergence,
+    cur: VarSet,
+    env: HashMap<Var, Val>,
+    params: HashMap<Var, (Opnd, u32)>,
+    lds: HashMap<Var, u32>,
+    force_v: HashSet<Var>,
+    smem_ok: bool,
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, Error> {
+    Err(Error::Unsupported(what.into()))
+}
+
+fn check_scalar(s: Scalar) -> Result<(), Error> {
+    match s {
+        Scalar::Bool | Scalar::I32 | Scalar::U32 | Scalar::F32 => Ok(()),
+        _ => unsupported(format!("type {s} (only bool, i32, u32, f32)")),
+    }
+}
+
+/// Variables assigned under divergent control flow entered after their declaration: they
+/// need VGPRs, since an SGPR write would also change the value of inactive lanes.
+fn vars_needing_vgprs(k: &Kernel, div: &Divergence) -> HashSet<Var> {
+    fn go(
+        s: &Stmt,
+        div: &Divergence,
+        depth: usize,
+        decl: &mut HashMap<Var, usize>,
+        out: &mut HashSet<Var>,
+    ) {
+        match s.node() {
+            StmtNode::Decl { var, .. } => {
+                decl.insert(var.clone(), depth);
+            }
+            StmtNode::Assign { var, .. } if decl.get(var).is_none_or(|&d| depth > d) => {
+                out.insert(var.clone());
+            }
+            StmtNode::Block(v) => v.iter().for_each(|c| go(c, div, depth, decl, out)),
+            StmtNode::If { then, otherwise, .. } => {
+                let d = depth + usize::from(div.branch_divergent(s) != Some(false));
+                go(then, div, d, decl, out);
+                if let Some(o) = otherwise {
+                    go(o, div, d, decl, out);
+                }
+            }
+            StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                let d = depth + usize::from(div.branch_divergent(s) != Some(false));
+                go(body, div, d, decl, out);
+            }
+            _ => {}
+        }
+    }
+    let mut out = HashSet::new();
+    go(k.body(), div, 0, &mut HashMap::new(), &mut out);
+    out
+}
+
+fn has_global_writes(s: &Stmt) -> bool {
+    match s.node() {
+        StmtNode::Store { buf, .. } => buf.ty().addr_space() != Some(AddrSpace::Local),
+        StmtNode::Call { func, .. } => matches!(func.kind(), FuncKind::Atomic(_)),
+        StmtNode::Block(v) => v.iter().any(has_global_writes),
+        StmtNode::If { then, otherwise, .. } => {
+            has_global_writes(then) || otherwise.as_ref().is_some_and(has_global_writes)
+        }
+        StmtNode::For { body, .. } | StmtNode::While { body, .. } => has_global_writes(body),
+        _ => false,
+    }
+}
+
+/// Lowers a kernel to machine IR with virtual registers.
+pub fn select(k: &Kernel, div: &Divergence) -> Result<MFunc, Error> {
+    let mut i = Isel {
+        f: MFunc { name: k.name().to_string(), ..MFunc::default() },
+        div,
+        cur: VarSet::new(),
+        env: HashMap::new(),
+        params: HashMap::new(),
+        lds: HashMap::new(),
+        force_v: vars_needing_vgprs(k, div),
+        smem_ok: !has_global_writes(k.body()),
+    };
+    i.entry(k)?;
+    for s in k.body().stmts() {
+        i.stmt(s)?;
+    }
+    i.emit("s_endpgm", vec![], vec![]);
+    Ok(i.f)
+}
+
+impl Isel<'_> {
+    fn emit(&mut self, op: &'static str, defs: Vec<Opnd>, uses: Vec<Opnd>) {
+        self.f.insts.push(Inst { op, defs, uses });
+    }
+    fn vreg(&mut self, c: RegClass) -> Opnd {
+        Opnd::R(self.f.vregs.push(c))
+    }
+    fn s(&mut self) -> Opnd {
+        self.vreg(RegClass::S)
+    }
+    fn v(&mut self) -> Opnd {
+        self.vreg(RegClass::V)
+    }
+    fn s2(&mut self) -> Opnd {
+        self.vreg(RegClass::S2)
+    }
+    fn label(&mut self) -> Label {
+        self.f.labels.push(())
+    }
+    fn place(&mut self, l: Label) {
+        self.emit("label", vec![], vec![Opnd::L(l)]);
+    }
+    fn kernarg() -> Opnd {
+        Opnd::P(PReg::S2(0))
+    }
+
+    fn entry(&mut self, k: &Kernel) -> Result<(), Error> {
+        let mut off = 0u32;
+        for p in k.params() {
+            let (size, c) = if let Some(space) = p.ty().addr_space() {
+                let elem = p.ty().elem().unwrap();
+                if !matches!(space, AddrSpace::Global | AddrSpace::Constant) {
+                    return unsupported(format!("parameter `{}` in {space:?} memory", p.name()));
+                }
+                if !matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::F32) {
+                    return unsupported(format!("buffer `{}` of {elem}", p.name()));
+                }
+                (8, RegClass::S2)
+            } else {
+                let s = p.ty().scalar().unwrap();
+                check_scalar(s)?;
+                if s == Scalar::Bool {
+                    return unsupported(format!("bool parameter `{}`", p.name()));
+                }
+                (4, RegClass::S)
+            };
+            off = off.next_multiple_of(size);
+            self.f.param_offsets.push(off);
+            let r = self.vreg(c);
+            let op = if c == RegClass::S2 { "s_load_dwordx2" } else { "s_load_dword" };
+            self.emit(op, vec![r.clone()], vec![Self::kernarg(), Opnd::Imm(off)]);
+            if c == RegClass::S2 {
+                self.params.insert(p.clone(), (r, 0));
+            } else {
+                self.env.insert(p.clone(), Val { o: r, s: true });
+            }
+            off += size;
+        }
+        self.f.hidden_offset = off.next_multiple_of(8);
+        self.f.kernarg_bytes = self.f.hidden_offset + 48;
+        self.emit("s_mov_b32", vec![Opnd::M0], vec![Opnd::Imm(u32::MAX)]);
+        self.emit("s_waitcnt", vec![], vec![Opnd::Text("lgkmcnt(0)")]);
+        Ok(())
+    }
+
+    fn vgpr(&mut self, x: Val) -> Opnd {
+        if !x.s && !matches!(x.o, Opnd::Imm(_)) {
+            return x.o;
+        }
+        let d = self.v();
+        self.emit("v_mov_b32", vec![d.clone()], vec![x.o]);
+        d
+    }
+    /// Two SALU sources: immediates stay immediates (SOP2/SOPC take one 32-bit literal and
+    /// any inline constants), everything else goes to SGPRs.
+    fn salu_pair(&mut self, a: Val, b: Val) -> (Opnd, Opnd) {
+        let literal = |o: &Opnd| matches!(o, Opnd::Imm(x) if !(-16..=64).contains(&(*x as i32)));
+        let two_literals = literal(&a.o) && literal(&b.o);
+        let a = if matches!(a.o, Opnd::Imm(_)) && !two_literals { a.o } else { self.sgpr(a) };
+        let b = if matches!(b.o, Opnd::Imm(_)) { b.o } else { self.sgpr(b) };
+        (a, b)
+    }
+
+    fn sgpr(&mut self, x: Val) -> Opnd {
+        if x.s && !matches!(x.o, Opnd::Imm(_)) {
+            return x.o;
+        }
+        let d = self.s();
+        if x.s {
+            self.emit("s_mov_b32", vec![d.clone()], vec![x.o]);
+        } else {
+            self.emit("v_readfirstlane_b32", vec![d.clone()], vec![x.o]);
+        }
+        d
+    }
+    /// Converts to the wanted class.
+    fn to(&mut self, x: Val, s: bool) -> Val {
+        if s {
+            Val { o: self.sgpr(x), s: true }
+        } else {
+            Val { o: self.vgpr(x), s: false }
+        }
+    }
+
+    /// True if the value of `e` should live in SGPRs here.
+    fn wants_s(&self, e: &Expr) -> bool {
+        !e.ty().is_float() && !expr_divergent(e, &self.cur)
+    }
+
+    fn ty(e: &Expr) -> Result<Scalar, Error> {
+        let s = e.ty().scalar().ok_or_else(|| Error::Unsupported("pointer value".into()))?;
+        check_scalar(s)?;
+        Ok(s)
+    }
+
+    fn expr(&mut self, e: &Expr) -> Result<Val, Error> {
+        let ty = Self::ty(e)?;
+        let s = self.wants_s(e);
+        match e.node() {
+            ExprNode::Var(v) => {
+                let x = self.env.get(v).cloned().ok_or_else(|| {
+                    Error::Unsupported(format!("variable `{}` not in a register", v.name()))
+                })?;
+                Ok(self.to(x, s))
+            }
+            ExprNode::Imm(i) => {
+                let bits = match i {
+                    Imm::Bool(b) => u32::from(*b),
+                    Imm::Int(_, b) => *b as u32,
+                    Imm::Float(_, f) => (*f as f32).to_bits(),
+                };
+                if s {
+                    return Ok(Val { o: Opnd::Imm(bits), s: true });
+                }
+                Ok(self.to(Val { o: Opnd::Imm(bits), s: true }, s))
+            }
+            ExprNode::Builtin { kind, dim } => self.builtin(*kind, *dim, s),
+            ExprNode::Load { buf, index } => self.load(buf, index, s),
+            ExprNode::Unary { op, a } => {
+                let a = self.expr(a)?;
+                match (op, ty.is_float()) {
+                    (UnOp::Neg, true) => self.vop("v_xor_b32", Opnd::Imm(0x8000_0000), a),
+                    (UnOp::Neg, false) => self.bin2(s, "s_sub_i32", "v_sub_u32", imm(0), a),
+                    (UnOp::Not, _) => self.bin2(s, "s_xor_b32", "v_xor_b32", imm(1), a),
+                    (UnOp::BitNot, _) => self.un(s, "s_not_b32", "v_not_b32", a),
+                }
+            }
+            ExprNode::Binary { op, a, b } => self.binary(*op, a, b, s),
+            ExprNode::Select { cond, a, b } => {
+                let c = self.expr(cond)?;
+                let (a, b) = (self.expr(a)?, self.expr(b)?);
+                if s {
+                    let (c, a, b) = (self.sgpr(c), self.sgpr(a), self.sgpr(b));
+                    let d = self.s();
+                    self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
+                    self.emit("s_cselect_b32", vec![d.clone()], vec![a, b]);
+                    Ok(Val { o: d, s: true })
+                } else {
+                    let m = self.mask(c)?;
+                    let (a, b) = (self.vgpr(a), self.vgpr(b));
+                    let d = self.v();
+                    self.emit("v_cndmask_b32_e64", vec![d.clone()], vec![b, a, m]);
+                    Ok(Val { o: d, s: false })
+                }
+            }
+            ExprNode::Cast { to, a } => self.cast(*to, a, s),
+            ExprNode::Intrinsic { op, args } => {
+                let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
+                let signed = ty == Scalar::I32;
+                match (op, ty.is_float()) {
+                    (Intrinsic::Fma, true) => {
+                        let ops: Vec<Opnd> = vals.into_iter().map(|v| self.vgpr(v)).collect();
+                        let d = self.v();
+                        self.emit("v_fma_f32", vec![d.clone()], ops);
+                        Ok(Val { o: d, s: false })
+                    }
+                    (Intrinsic::Min, false) => {
+                        let [a, b] = two(vals);
+                        let (so, vo) = if signed {
+                            ("s_min_i32", "v_min_i32")
+                        } else {
+                            ("s_min_u32", "v_min_u32")
+                        };
+                        self.bin(s, so, vo, a, b)
+                    }
+                    (Intrinsic::Max, false) => {
+                        let [a, b] = two(vals);
+                        let (so, vo) = if signed {
+                            ("s_max_i32", "v_max_i32")
+                        } else {
+                            ("s_max_u32", "v_max_u32")
+                        };
+                        self.bin(s, so, vo, a, b)
+                    }
+                    _ => unsupported(format!("intrinsic {} on {ty}", op.name())),
+                }
+            }
+        }
+    }
+
+    fn un(&mut self, s: bool, so: &'static str, vo: &'static str, a: Val) -> Result<Val, Error> {
+        if s {
+            let a = self.sgpr(a);
+            let d = self.s();
+            self.emit(so, vec![d.clone()], vec![a]);
+            Ok(Val { o: d, s: true })
+        } else {
+            let a = self.vgpr(a);
+            let d = self.v();
+            self.emit(vo, vec![d.clone()], vec![a]);
+            Ok(Val { o: d, s: false })
+        }
+    }
+
+    /// A VALU op `vo d, x, a` with an immediate or register first source.
+    fn vop(&mut self, vo: &'static str, x: Opnd, a: Val) -> Result<Val, Error> {
+        let a = self.vgpr(a);
+        let d = self.v();
+        self.emit(vo, vec![d.clone()], vec![x, a]);
+        Ok(Val { o: d, s: false })
+    }
+
+    /// `so d, x, a` on SALU or `vo d, x, a` on VALU, `x` an immediate.
+    fn bin2(
+        &mut self,
+        s: bool,
+        so: &'static str,
+        vo: &'static str,
+        x: Val,
+        a: Val,
+    ) -> Result<Val, Error> {
+        self.bin(s, so, vo, x, a)
+    }
+
+    fn bin(
+        &mut self,
+        s: bool,
+        so: &'static str,
+        vo: &'static str,
+        a: Val,
+        b: Val,
+    ) -> Result<Val, Error> {
+        if s {
+            let (a, b) = self.salu_pair(a, b);
+            let d = self.s();
+            self.emit(so, vec![d.clone()], vec![a, b]);
+            Ok(Val { o: d, s: true })
+        } else {
+            // VOP2 encodings take an SGPR, inline constant or literal as src0 (one use of the
+            // constant bus); src1 and every VOP3 source here must be VGPRs.
+            const VOP2: [&str; 15] = [
+                "v_add_u32",
+                "v_sub_u32",
+                "v_and_b32",
+                "v_or_b32",
+                "v_xor_b32",
+                "v_lshlrev_b32",
+                "v_lshrrev_b32",
+                "v_ashrrev_i32",
+                "v_min_i32",
+                "v_max_i32",
+                "v_min_u32",
+                "v_max_u32",
+                "v_add_f32",
+                "v_sub_f32",
+                "v_mul_f32",
+            ];
+            const COMMUTATIVE: [&str; 10] = [
+                "v_add_u32",
+                "v_and_b32",
+                "v_or_b32",
+                "v_xor_b32",
+                "v_min_i32",
+                "v_max_i32",
+                "v_min_u32",
+                "v_max_u32",
+                "v_add_f32",
+                "v_mul_f32",
+            ];
+            let scalar = |v: &Val| v.s || matches!(v.o, Opnd::Imm(_));
+            let (a, b) = if VOP2.contains(&vo) && scalar(&a) {
+                (a.o, self.vgpr(b))
+            } else if COMMUTATIVE.contains(&vo) && scalar(&b) && !scalar(&a) {
+                (b.o, a.o)
+            } else {
+                (self.vgpr(a), self.vgpr(b))
+            };
+            let d = self.v();
+            self.emit(vo, vec![d.clone()], vec![a, b]);
+            Ok(Val { o: d, s: false })
+        }
+    }
+
+    /// A lane mask (SGPR pair) of the lanes where the bool `c` is true.
+    fn mask(&mut self, c: Val) -> Result<Opnd, Error> {
+        let c = self.vgpr(c);
+        let m = self.s2();
+        self.emit("v_cmp_ne_u32_e64", vec![m.clone()], vec![Opnd::Imm(0), c]);
+        Ok(m)
+    }
+
+    fn bool_from_mask(&mut self, m: Opnd) -> Val {
+        let d = self.v();
+        self.emit("v_cndmask_b32_e64", vec![d.clone()], vec![Opnd::Imm(0), Opnd::Imm(1), m]);
+        Val { o: d, s: false }
+    }
+
+    fn builtin(&mut self, kind: Builtin, dim: u8, s: bool) -> Result<Val, Error> {
+        let d = dim as u32;
+        let hidden = |me: &mut Self, slot: u32| {
+            let r = me.s();
+            let off = me.f.hidden_offset + 4 * slot;
+            me.emit("s_load_dword", vec![r.clone()], vec![Self::kernarg(), Opnd::Imm(off)]);
+            me.emit("s_waitcnt", vec![], vec![Opnd::Text("lgkmcnt(0)")]);
+            Val { o: r, s: true }
+        };
+        let r = match kind {
+            Builtin::LocalId => Val { o: Opnd::P(PReg::V(dim)), s: false },
+            Builtin::GroupId => Val { o: Opnd::P(PReg::S(2 + dim)), s: true },
+            Builtin::GlobalOffset => hidden(self, d),
+            Builtin::LocalSize => hidden(self, 3 + d),
+            Builtin::GlobalSize => hidden(self, 6 + d),
+            Builtin::NumGroups => hidden(self, 9 + d),
+            Builtin::GlobalId => {
+                let ls = hidden(self, 3 + d);
+                let off = hidden(self, d);
+                let g = Val { o: Opnd::P(PReg::S(2 + dim)), s: true };
+                let t = self.bin(true, "s_mul_i32", "", g, ls)?;
+                let t = self.bin(true, "s_add_i32", "", t, off)?;
+                let l = Val { o: Opnd::P(PReg::V(dim)), s: false };
+                self.bin(false, "", "v_add_u32", t, l)?
+            }
+        };
+        Ok(self.to(r, s))
+    }
+
+    /// Byte offset `index * 4` (plus `base`), in SGPRs if `s`.
+    fn offset(&mut self, index: &Expr, base: u32, s: bool) -> Result<Opnd, Error> {
+        let i = self.expr(index)?;
+        let two = Val { o: Opnd::Imm(2), s: true };
+        let o = self.shift(s, "s_lshl_b32", "v_lshlrev_b32", i, two)?;
+        if base == 0 {
+            return Ok(o.o);
+        }
+        let b = Val { o: Opnd::Imm(base), s: true };
+        Ok(self.bin(s, "s_add_i32", "v_add_u32", b, o)?.o)
+    }
+
+    fn load(&mut self, buf: &Var, index: &Expr, s: bool) -> Result<Val, Error> {
+        let space = buf.ty().addr_space();
+        let uniform_index = !expr_divergent(index, &self.cur);
+        if space == Some(AddrSpace::Local) {
+            let base = self.lds[buf];
+            let a = self.offset(index, base, false)?;
+            let d = self.v();
+            self.emit("ds_read_b32", vec![d.clone()], vec![a]);
+            self.emit("s_waitcnt", vec![], vec![Opnd::Text("lgkmcnt(0)")]);
+            return Ok(self.to(Val { o: d, s: false }, s));
+        }
+        let (base, _) = self.params.get(buf).cloned().ok_or_else(|| {
+            Error::Unsupported(format!("load through `{}` ({:?} memory)", buf.name(), space))
+        })?;
+        if s && uniform_index && (self.smem_ok || space == Some(AddrSpace::Constant)) {
+            let o = self.offset(index, 0, true)?;
+            let d = self.s();
+            self.emit("s_load_dword", vec![d.clone()], vec![base, o]);
+            self.emit("s_waitcnt", vec![], vec![Opnd::Text("lgkmcnt(0)")]);
+            return Ok(Val { o: d, s: true });
+        }
+        let o = self.offset(index, 0, false)?;
+        let d = self.v();
+        self.emit("global_load_dword", vec![d.clone()], vec![o, base]);
+        self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0)")]);
+        Ok(self.to(Val { o: d, s: false }, s))
+    }
+
+    fn set_cur(&mut self, s: &Stmt) {
+        self.cur = self.div.divergent_before(s);
+    }
+
+    fn var_class_s(&self, s: &Stmt, var: &Var) -> bool {
+        !var.ty().is_float()
+            && !self.force_v.contains(var)
+            && !self.div.ever_divergent(var)
+            && self.div.binding_divergent(s) == Some(false)
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> Result<(), Error> {
+        self.set_cur(s);
+        match s.node() {
+            StmtNode::Let { var, value } | StmtNode::Decl { var, init: value } => {
+                check_scalar(var.ty().scalar().unwrap_or(Scalar::F64))?;
+                let is_let = matches!(s.node(), StmtNode::Let { .. });
+                let x = self.expr(value)?;
+                let cls = if is_let {
+                    !var.ty().is_float() && self.div.binding_divergent(s) == Some(false)
+                } else {
+                    self.var_class_s(s, var)
+                };
+                let x = self.to(x, cls);
+                let r = if cls { self.s() } else { self.v() };
+                let op = if cls { "s_mov_b32" } else { "v_mov_b32" };
+                self.emit(op, vec![r.clone()], vec![x.o]);
+                self.env.insert(var.clone(), Val { o: r, s: cls });
+            }
+            StmtNode::Assign { var, value } => {
+                let x = self.expr(value)?;
+                let dst = self.env[var].clone();
+                let x = self.to(x, dst.s);
+                let op = if dst.s { "s_mov_b32" } else { "v_mov_b32" };
+                self.emit(op, vec![dst.o], vec![x.o]);
+            }
+            StmtNode::Store { buf, index, value } => {
+                let x = self.expr(value)?;
+                let x = self.vgpr(x);
+                if buf.ty().addr_space() == Some(AddrSpace::Local) {
+                    let base = self.lds[buf];
+                    let a = self.offset(index, base, false)?;
+                    self.emit("ds_write_b32", vec![], vec![a, x]);
+                } else {
+                    let (base, _) = self.params.get(buf).cloned().ok_or_else(|| {
+                        Error::Unsupported(format!("store through `{}`", buf.name()))
+                    })?;
+                    let o = self.offset(index, 0, false)?;
+                    self.emit("global_store_dword", vec![], vec![o, x, base]);
+                }
+            }
+            StmtNode::Alloc { var, count } => {
+                if var.ty().addr_space() != Some(AddrSpace::Local) {
+                    return unsupported("private arrays");
+                }
+                let elem = var.ty().elem().unwrap();
+                if !matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::F32) {
+                    return unsupported(format!("local array of {elem}"));
+                }
+                self.lds.insert(var.clone(), self.f.lds_bytes);
+                self.f.lds_bytes += 4 * count;
+            }
+            StmtNode::Block(v) => {
+                for c in v {
+                    self.stmt(c)?;
+                }
+            }
+            StmtNode::Call { func, .. } => match func.kind() {
+                FuncKind::Barrier(_) => {
+                    self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
+                    self.emit("s_barrier", vec![], vec![]);
+                }
+                FuncKind::Fence(_) => {
+                    self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
+                }
+                FuncKind::Atomic(_) => return unsupported("atomics"),
+            },
+            StmtNode::If { cond, then, otherwise } => {
+                let c = self.expr(cond)?;
+                let (l_else, l_end) = (self.label(), self.label());
+                if self.div.branch_divergent(s) == Some(false) {
+                    let c = self.sgpr(c);
+                    self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
+                    self.emit("s_cbranch_scc0", vec![], vec![Opnd::L(l_else)]);
+                    self.stmt(then)?;
+                    self.emit("s_branch", vec![], vec![Opnd::L(l_end)]);
+                    self.place(l_else);
+                    if let Some(o) = otherwise {
+                        self.stmt(o)?;
+                    }
+                    self.place(l_end);
+                } else {
+                    let m = self.mask(c)?;
+                    let save = self.s2();
+                    self.emit("s_and_saveexec_b64", vec![save.clone()], vec![m]);
+                    self.emit("s_xor_b64", vec![save.clone()], vec![Opnd::Exec, save.clone()]);
+                    self.emit("s_cbranch_execz", vec![], vec![Opnd::L(l_else)]);
+                    self.stmt(then)?;
+                    self.place(l_else);
+                    self.emit("s_or_saveexec_b64", vec![save.clone()], vec![save.clone()]);
+                    self.emit("s_xor_b64", vec![Opnd::Exec], vec![Opnd::Exec, save.clone()]);
+                    self.emit("s_cbranch_execz", vec![], vec![Opnd::L(l_end)]);
+                    if let Some(o) = otherwise {
+                        self.stmt(o)?;
+                    }
+                    self.place(l_end);
+                    self.emit("s_or_b64", vec![Opnd::Exec], vec![Opnd::Exec, save]);
+                }
+            }
+            StmtNode::While { cond, body } => {
+                let uniform = self.div.branch_divergent(s) == Some(false);
+                let head_state = self.div.loop_head_divergent(s);
+                self.lower_loop(
+                    uniform,
+                    |me| {
+                        me.cur = head_state.clone();
+                        me.expr(cond)
+                    },
+                    |me| me.stmt(body),
+                )?;
+            }
+            StmtNode::For { var, lo, hi, step, body } => {
+                check_scalar(var.ty().scalar().unwrap())?;
+                let uniform = self.div.branch_divergent(s) == Some(false);
+                let signed = var.ty().scalar() == Some(Scalar::I32);
+                let cs =
+                    self.div.binding_divergent(s) == Some(false) && !self.force_v.contains(var);
+                let lo = self.expr(lo)?;
+                let hi = self.expr(hi)?;
+                let st = self.expr(step)?;
+                let (hi, st) = (self.to(hi, uniform), self.to(st, uniform));
+                let lo = self.to(lo, cs);
+                let iv = if cs { self.s() } else { self.v() };
+                self.emit(if cs { "s_mov_b32" } else { "v_mov_b32" }, vec![iv.clone()], vec![lo.o]);
+                let ivv = Val { o: iv.clone(), s: cs };
+                // go = iv < hi
+                let go = self.cmp(uniform, signed, "lt", ivv.clone(), hi.clone())?;
+                let gr = if uniform { self.s() } else { self.v() };
+                let mv = if uniform { "s_mov_b32" } else { "v_mov_b32" };
+                self.emit(mv, vec![gr.clone()], vec![go.o]);
+                let grv = Val { o: gr.clone(), s: uniform };
+                self.env.insert(var.clone(), ivv.clone());
+                self.lower_loop(
+                    uniform,
+                    |_| Ok(grv.clone()),
+                    |me| {
+                        me.stmt(body)?;
+                        // go = (hi - iv) >u step; iv += step (no wrap-around past hi)
+                        let diff =
+                            me.bin(uniform, "s_sub_i32", "v_sub_u32", hi.clone(), ivv.clone())?;
+                        let g = me.cmp(uniform, false, "gt", diff, st.clone())?;
+                        me.emit(mv, vec![gr.clone()], vec![g.o]);
+                        let n = me.bin(cs, "s_add_i32", "v_add_u32", ivv.clone(), st.clone())?;
+                        let n = me.to(n, cs);
+                        me.emit(
+                            if cs { "s_mov_b32" } else { "v_mov_b32" },
+                            vec![iv.clone()],
+                            vec![n.o],
+                        );
+                        Ok(())
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cmp(&mut self, s: bool, signed: bool, op: &str, a: Val, b: Val) -> Result<Val, Error> {
+        let (so, vo) = match (op, signed) {
+            ("lt", true) => ("s_cmp_lt_i32", "v_cmp_lt_i32_e64"),
+            ("lt", false) => ("s_cmp_lt_u32", "v_cmp_lt_u32_e64"),
+            _ => ("s_cmp_gt_u32", "v_cmp_gt_u32_e64"),
+        };
+        if s {
+            let (a, b) = self.salu_pair(a, b);
+            self.emit(so, vec![], vec![a, b]);
+            let d = self.s();
+            self.emit("s_cselect_b32", vec![d.clone()], vec![Opnd::Imm(1), Opnd::Imm(0)]);
+            Ok(Val { o: d, s: true })
+        } else {
+            let (a, b) = (self.vgpr(a), self.vgpr(b));
+            let m = self.s2();
+            self.emit(vo, vec![m.clone()], vec![a, b]);
+            Ok(self.bool_from_mask(m))
+        }
+    }
+
+    /// A loop: `cond` is evaluated at the head, `body` runs while it holds. A uniform exit
+    /// branches on SCC; a divergent one retires lanes from exec until none is left.
+    fn lower_loop(
+        &mut self,
+        uniform: bool,
+        cond: impl FnOnce(&mut Self) -> Result<Val, Error>,
+        body: impl FnOnce(&mut Self) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let (head, exit) = (self.label(), self.label());
+        let brk = if uniform {
+            None
+        } else {
+            let b = self.s2();
+            self.emit("s_mov_b64", vec![b.clone()], vec![Opnd::Imm(0)]);
+            Some(b)
+        };
+        let start = self.f.insts.len();
+        self.place(head);
+        let c = cond(self)?;
+        if let Some(b) = &brk {
+            let m = self.mask(c)?;
+            let t = self.s2();
+            self.emit("s_andn2_b64", vec![t.clone()], vec![Opnd::Exec, m]);
+            self.emit("s_or_b64", vec![b.clone()], vec![b.clone(), t]);
+            self.emit("s_andn2_b64", vec![Opnd::Exec], vec![Opnd::Exec, b.clone()]);
+            self.emit("s_cbranch_execz", vec![], vec![Opnd::L(exit)]);
+        } else {
+            let c = self.sgpr(c);
+            self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
+            self.emit("s_cbranch_scc0", vec![], vec![Opnd::L(exit)]);
+        }
+        body(self)?;
+        let end = self.f.insts.len();
+        self.emit("s_branch", vec![], vec![Opnd::L(head)]);
+        self.f.loops.push(LoopRange { head: start, end });
+        self.place(exit);
+        if let Some(b) = brk {
+            self.emit("s_or_b64", vec![Opnd::Exec], vec![Opnd::Exec, b]);
+        }
+        Ok(())
+    }
+}
+
+fn imm(v: u32) -> Val {
+    Val { o: Opnd::Imm(v), s: true }
+}
+
+fn two(v: Vec<Val>) -> [Val; 2] {
+    let mut it = v.into_iter();
+    [it.next().unwrap(), it.next().unwrap()]
+}

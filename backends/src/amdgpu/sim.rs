@@ -1,0 +1,443 @@
+//! A wave64 simulator for the gfx9 subset kiln emits: SGPRs, VGPRs, exec, scc, scalar and
+//! vector memory, local (LDS) memory, and barriers across the waves of a work-group. It runs
+//! the allocated machine IR of a [`Compiled`] kernel over an nd-range.
+//!
+//! Memory map: buffer `i` lives at address `(i + 1) << 32`, the kernarg segment at
+//! `0xffff << 32`. Every access is bounds-checked; an access outside a buffer is an error.
+
+use std::collections::HashMap;
+
+use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
+use kiln_ir::{Imm, Kernel};
+
+use super::mir::{Inst, Opnd, PReg};
+use super::Compiled;
+
+const KARG: u64 = 0xffff << 32;
+const LANES: usize = 64;
+/// Most instructions one wave may execute (runaway loops become errors).
+pub const STEP_LIMIT: u64 = 20_000_000;
+
+struct Wave {
+    s: [u32; 128],
+    v: Vec<[u32; LANES]>,
+    exec: u64,
+    scc: bool,
+    pc: usize,
+    done: bool,
+}
+
+struct Mem<'a> {
+    bufs: Vec<Vec<u8>>,
+    karg: &'a [u8],
+}
+
+impl Mem<'_> {
+    fn slot(&mut self, addr: u64) -> Result<&mut [u8], String> {
+        let (hi, lo) = (addr >> 32, (addr & 0xffff_ffff) as usize);
+        let i = (hi as usize).wrapping_sub(1);
+        let buf =
+            self.bufs.get_mut(i).ok_or_else(|| format!("address {addr:#x} maps to no buffer"))?;
+        let len = buf.len();
+        buf.get_mut(lo..lo + 4)
+            .ok_or_else(|| format!("access at byte {lo} of buffer {i} out of bounds ({len} bytes)"))
+    }
+    fn read(&mut self, addr: u64) -> Result<u32, String> {
+        if addr & !0xffff_ffff == KARG {
+            let lo = (addr & 0xffff_ffff) as usize;
+            let s = self.karg.get(lo..lo + 4).ok_or_else(|| format!("kernarg read at {lo:#x}"))?;
+            return Ok(u32::from_le_bytes(s.try_into().unwrap()));
+        }
+        Ok(u32::from_le_bytes(self.slot(addr)?.try_into().unwrap()))
+    }
+    fn write(&mut self, addr: u64, v: u32) -> Result<(), String> {
+        self.slot(addr)?.copy_from_slice(&v.to_le_bytes());
+        Ok(())
+    }
+}
+
+#[allow(clippy::needless_range_loop)]
+/// Runs a compiled kernel over `range` with the interpreter's argument conventions, updating
+/// `buffers` in place.
+pub fn run(
+    c: &Compiled,
+    kernel: &Kernel,
+    range: &NdRange,
+    args: &[Arg],
+    buffers: &mut [Buffer],
+) -> Result<(), String> {
+    let f = &c.func;
+    let local = range.local.unwrap_or_else(|| default_local_size(range.global));
+    for d in 0..3 {
+        if local[d] == 0 || !range.global[d].is_multiple_of(local[d]) {
+            return Err("global size must be a multiple of the local size".into());
+        }
+    }
+    // Kernarg segment.
+    let mut karg = vec![0u8; f.kernarg_bytes as usize];
+    for ((p, a), &off) in kernel.params().iter().zip(args).zip(&f.param_offsets) {
+        let off = off as usize;
+        match a {
+            Arg::Buffer(i) => {
+                karg[off..off + 8].copy_from_slice(&((*i as u64 + 1) << 32).to_le_bytes())
+            }
+            Arg::Scalar(imm) => {
+                let bits = match imm {
+                    Imm::Bool(b) => u32::from(*b),
+                    Imm::Int(_, b) => *b as u32,
+                    Imm::Float(_, x) => (*x as f32).to_bits(),
+                };
+                let _ = p;
+                karg[off..off + 4].copy_from_slice(&bits.to_le_bytes());
+            }
+        }
+    }
+    let h = f.hidden_offset as usize;
+    for d in 0..3 {
+        let vals = [range.offset[d], local[d], range.global[d], range.global[d] / local[d]];
+        for (k, v) in vals.iter().enumerate() {
+            let o = h + 4 * (3 * k + d);
+            karg[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    let labels: HashMap<&Opnd, usize> = f
+        .insts
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.op == "label")
+        .map(|(n, i)| (&i.uses[0], n))
+        .collect();
+    let mut mem =
+        Mem { bufs: buffers.iter().map(|b| b.as_bytes().to_vec()).collect(), karg: &karg };
+    let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
+    let lanes = (local[0] * local[1] * local[2]) as usize;
+    for gz in 0..groups[2] {
+        for gy in 0..groups[1] {
+            for gx in 0..groups[0] {
+                let mut lds = vec![0u8; f.lds_bytes as usize];
+                let mut waves: Vec<Wave> = (0..lanes.div_ceil(LANES))
+                    .map(|w| {
+                        let mut s = [0u32; 128];
+                        s[0] = KARG as u32;
+                        s[1] = (KARG >> 32) as u32;
+                        s[2..5].copy_from_slice(&[gx, gy, gz]);
+                        let mut v = vec![[0u32; LANES]; f.num_vgprs.max(3) as usize];
+                        let mut exec = 0u64;
+                        for l in 0..LANES {
+                            let id = w * LANES + l;
+                            if id < lanes {
+                                exec |= 1 << l;
+                                let id = id as u32;
+                                v[0][l] = id % local[0];
+                                v[1][l] = (id / local[0]) % local[1];
+                                v[2][l] = id / (local[0] * local[1]);
+                            }
+                        }
+                        Wave { s, v, exec, scc: false, pc: 0, done: false }
+                    })
+                    .collect();
+                loop {
+                    let mut at_barrier = 0;
+                    for w in waves.iter_mut().filter(|w| !w.done) {
+                        if step_until_yield(w, &f.insts, &labels, &mut mem, &mut lds)? {
+                            at_barrier += 1;
+                        }
+                    }
+                    let live = waves.iter().filter(|w| !w.done).count();
+                    if live == 0 {
+                        break;
+                    }
+                    if at_barrier != live {
+                        return Err("barrier not reached by every wave of a work-group".into());
+                    }
+                }
+            }
+        }
+    }
+    for (b, data) in buffers.iter_mut().zip(mem.bufs) {
+        *b = Buffer::from_bytes(b.elem(), data).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn s32(w: &Wave, o: &Opnd) -> u32 {
+    match o {
+        Opnd::P(PReg::S(n)) => w.s[*n as usize],
+        Opnd::Imm(x) => *x,
+        Opnd::M0 => u32::MAX,
+        _ => panic!("not a 32-bit scalar operand: {o:?}"),
+    }
+}
+
+fn s64(w: &Wave, o: &Opnd) -> u64 {
+    match o {
+        Opnd::P(PReg::S2(n)) => w.s[*n as usize] as u64 | (w.s[*n as usize + 1] as u64) << 32,
+        Opnd::Exec => w.exec,
+        Opnd::Imm(x) => *x as i32 as i64 as u64,
+        _ => panic!("not a 64-bit scalar operand: {o:?}"),
+    }
+}
+
+fn set64(w: &mut Wave, o: &Opnd, v: u64) {
+    match o {
+        Opnd::P(PReg::S2(n)) => {
+            w.s[*n as usize] = v as u32;
+            w.s[*n as usize + 1] = (v >> 32) as u32;
+        }
+        Opnd::Exec => w.exec = v,
+        _ => panic!("not a 64-bit destination: {o:?}"),
+    }
+}
+
+fn lane(w: &Wave, o: &Opnd, l: usize) -> u32 {
+    match o {
+        Opnd::P(PReg::V(n)) => w.v[*n as usize][l],
+        _ => s32(w, o),
+    }
+}
+
+fn fl(x: u32) -> f32 {
+    f32::from_bits(x)
+}
+
+/// Runs a wave until it reaches a barrier (returns true) or the end (false).
+fn step_until_yield(
+    w: &mut Wave,
+    code: &[Inst],
+    labels: &HashMap<&Opnd, usize>,
+    mem: &mut Mem,
+    lds: &mut [u8],
+) -> Result<bool, String> {
+    let mut steps = 0u64;
+    loop {
+        steps += 1;
+        if steps > STEP_LIMIT {
+            return Err("step limit exceeded".into());
+        }
+        let i = &code[w.pc];
+        w.pc += 1;
+        let u = &i.uses;
+        let d = i.defs.first();
+        let op = i.op;
+        let set_s = |w: &mut Wave, v: u32| match d {
+            Some(Opnd::P(PReg::S(n))) => w.s[*n as usize] = v,
+            Some(Opnd::M0) => {}
+            o => panic!("bad scalar destination {o:?} in {op}"),
+        };
+        if let Some(cmp) = op.strip_prefix("s_cmp_") {
+            let (a, b) = (s32(w, &u[0]), s32(w, &u[1]));
+            let (ai, bi) = (a as i32, b as i32);
+            w.scc = match cmp {
+                "eq_u32" => a == b,
+                "lg_u32" => a != b,
+                "lt_u32" => a < b,
+                "le_u32" => a <= b,
+                "gt_u32" => a > b,
+                "ge_u32" => a >= b,
+                "lt_i32" => ai < bi,
+                "le_i32" => ai <= bi,
+                "gt_i32" => ai > bi,
+                "ge_i32" => ai >= bi,
+                _ => return Err(format!("simulator: unknown {op}")),
+            };
+            continue;
+        }
+        if let Some(cmp) = op.strip_prefix("v_cmp_") {
+            let mut m = 0u64;
+            for l in 0..LANES {
+                if w.exec >> l & 1 == 0 {
+                    continue;
+                }
+                let (a, b) = (lane(w, &u[0], l), lane(w, &u[1], l));
+                let (ai, bi, af, bf) = (a as i32, b as i32, fl(a), fl(b));
+                let r = match cmp.trim_end_matches("_e64") {
+                    "eq_u32" => a == b,
+                    "ne_u32" => a != b,
+                    "lt_u32" => a < b,
+                    "le_u32" => a <= b,
+                    "gt_u32" => a > b,
+                    "ge_u32" => a >= b,
+                    "lt_i32" => ai < bi,
+                    "le_i32" => ai <= bi,
+                    "gt_i32" => ai > bi,
+                    "ge_i32" => ai >= bi,
+                    "eq_f32" => af == bf,
+                    "neq_f32" => af != bf,
+                    "lt_f32" => af < bf,
+                    "le_f32" => af <= bf,
+                    "gt_f32" => af > bf,
+                    "ge_f32" => af >= bf,
+                    _ => return Err(format!("simulator: unknown {op}")),
+                };
+                m |= u64::from(r) << l;
+            }
+            set64(w, d.unwrap(), m);
+            continue;
+        }
+        match op {
+            "label" | "s_waitcnt" => {}
+            "s_endpgm" => {
+                w.done = true;
+                return Ok(false);
+            }
+            "s_barrier" => return Ok(true),
+            "s_branch" => w.pc = labels[&u[0]],
+            "s_cbranch_scc0" if !w.scc => w.pc = labels[&u[0]],
+            "s_cbranch_scc1" if w.scc => w.pc = labels[&u[0]],
+            "s_cbranch_execz" if w.exec == 0 => w.pc = labels[&u[0]],
+            "s_cbranch_scc0" | "s_cbranch_scc1" | "s_cbranch_execz" => {}
+            "s_load_dword" => {
+                let a = s64(w, &u[0]).wrapping_add(s32(w, &u[1]) as u64);
+                let v = mem.read(a)?;
+                set_s(w, v);
+            }
+            "s_load_dwordx2" => {
+                let a = s64(w, &u[0]).wrapping_add(s32(w, &u[1]) as u64);
+                let v = mem.read(a)? as u64 | (mem.read(a + 4)? as u64) << 32;
+                set64(w, d.unwrap(), v);
+            }
+            "s_mov_b64" => {
+                let v = s64(w, &u[0]);
+                set64(w, d.unwrap(), v);
+            }
+            "s_and_saveexec_b64" | "s_or_saveexec_b64" => {
+                let (src, old) = (s64(w, &u[0]), w.exec);
+                w.exec = if op == "s_and_saveexec_b64" { src & old } else { src | old };
+                w.scc = w.exec != 0;
+                set64(w, d.unwrap(), old);
+            }
+            "s_xor_b64" | "s_or_b64" | "s_andn2_b64" | "s_and_b64" => {
+                let (a, b) = (s64(w, &u[0]), s64(w, &u[1]));
+                let r = match op {
+                    "s_xor_b64" => a ^ b,
+                    "s_or_b64" => a | b,
+                    "s_and_b64" => a & b,
+                    _ => a & !b,
+                };
+                w.scc = r != 0;
+                set64(w, d.unwrap(), r);
+            }
+            "s_cselect_b32" => {
+                let v = if w.scc { s32(w, &u[0]) } else { s32(w, &u[1]) };
+                set_s(w, v);
+            }
+            "v_readfirstlane_b32" => {
+                let l = if w.exec == 0 { 0 } else { w.exec.trailing_zeros() as usize };
+                let v = lane(w, &u[0], l);
+                set_s(w, v);
+            }
+            "global_store_dword" | "ds_write_b32" => {
+                for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
+                    let (o, x) = (lane(w, &u[0], l), lane(w, &u[1], l));
+                    if op == "ds_write_b32" {
+                        let s = lds
+                            .get_mut(o as usize..o as usize + 4)
+                            .ok_or("LDS write out of bounds")?;
+                        s.copy_from_slice(&x.to_le_bytes());
+                    } else {
+                        mem.write(s64(w, &u[2]).wrapping_add(o as u64), x)?;
+                    }
+                }
+            }
+            _ if op.starts_with("s_") => {
+                let a = s32(w, &u[0]);
+                let b = u.get(1).map(|o| s32(w, o)).unwrap_or(0);
+                let r = match op {
+                    "s_mov_b32" => a,
+                    "s_not_b32" => !a,
+                    _ => salu(op, a, b).ok_or_else(|| format!("simulator: unknown {op}"))?,
+                };
+                set_s(w, r);
+            }
+            _ if op.starts_with("v_")
+                || op.starts_with("global_load")
+                || op.starts_with("ds_read") =>
+            {
+                let Some(Opnd::P(PReg::V(dn))) = d else {
+                    return Err(format!("simulator: bad destination in {op}"));
+                };
+                let dn = *dn as usize;
+                for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
+                    let a = lane(w, &u[0], l);
+                    let r = match op {
+                        "global_load_dword" => mem.read(s64(w, &u[1]).wrapping_add(a as u64))?,
+                        "ds_read_b32" => u32::from_le_bytes(
+                            lds.get(a as usize..a as usize + 4)
+                                .ok_or("LDS read out of bounds")?
+                                .try_into()
+                                .unwrap(),
+                        ),
+                        _ => {
+                            let b = u.get(1).map(|o| lane(w, o, l)).unwrap_or(0);
+                            let c = u.get(2).map(|o| match o {
+                                Opnd::P(PReg::S2(_)) => (s64(w, o) >> l & 1) as u32,
+                                _ => lane(w, o, l),
+                            });
+                            valu(op, a, b, c.unwrap_or(0))
+                                .ok_or_else(|| format!("simulator: unknown {op}"))?
+                        }
+                    };
+                    w.v[dn][l] = r;
+                }
+            }
+            _ => return Err(format!("simulator: unknown instruction {op}")),
+        }
+    }
+}
+
+fn salu(op: &str, a: u32, b: u32) -> Option<u32> {
+    Some(match op {
+        "s_add_i32" => a.wrapping_add(b),
+        "s_sub_i32" => a.wrapping_sub(b),
+        "s_mul_i32" => a.wrapping_mul(b),
+        "s_mul_hi_u32" => ((a as u64 * b as u64) >> 32) as u32,
+        "s_and_b32" => a & b,
+        "s_or_b32" => a | b,
+        "s_xor_b32" => a ^ b,
+        "s_lshl_b32" => a << (b & 31),
+        "s_lshr_b32" => a >> (b & 31),
+        "s_ashr_i32" => ((a as i32) >> (b & 31)) as u32,
+        "s_min_i32" => (a as i32).min(b as i32) as u32,
+        "s_max_i32" => (a as i32).max(b as i32) as u32,
+        "s_min_u32" => a.min(b),
+        "s_max_u32" => a.max(b),
+        _ => return None,
+    })
+}
+
+fn valu(op: &str, a: u32, b: u32, c: u32) -> Option<u32> {
+    Some(match op {
+        "v_mov_b32" => a,
+        "v_not_b32" => !a,
+        "v_add_u32" => a.wrapping_add(b),
+        "v_sub_u32" => a.wrapping_sub(b),
+        "v_mul_lo_u32" => a.wrapping_mul(b),
+        "v_mul_hi_u32" => ((a as u64 * b as u64) >> 32) as u32,
+        "v_and_b32" => a & b,
+        "v_or_b32" => a | b,
+        "v_xor_b32" => a ^ b,
+        "v_lshlrev_b32" => b << (a & 31),
+        "v_lshrrev_b32" => b >> (a & 31),
+        "v_ashrrev_i32" => ((b as i32) >> (a & 31)) as u32,
+        "v_min_i32" => (a as i32).min(b as i32) as u32,
+        "v_max_i32" => (a as i32).max(b as i32) as u32,
+        "v_min_u32" => a.min(b),
+        "v_max_u32" => a.max(b),
+        "v_add_f32" => (fl(a) + fl(b)).to_bits(),
+        "v_sub_f32" => (fl(a) - fl(b)).to_bits(),
+        "v_mul_f32" => (fl(a) * fl(b)).to_bits(),
+        "v_fma_f32" => fl(a).mul_add(fl(b), fl(c)).to_bits(),
+        "v_cvt_f32_i32" => (a as i32 as f32).to_bits(),
+        "v_cvt_f32_u32" => (a as f32).to_bits(),
+        "v_cvt_i32_f32" => fl(a) as i32 as u32,
+        "v_cvt_u32_f32" => fl(a) as u32,
+        "v_cndmask_b32_e64" => {
+            if c != 0 {
+                b
+            } else {
+                a
+            }
+        }
+        _ => return None,
+    })
+}

@@ -1,0 +1,242 @@
+//! Divergence (uniformity) analysis for kiln's structured IR.
+//!
+//! A value is *uniform* at a program point if every active work-item of a 64-lane wavefront
+//! that reaches that point at the same dynamic instance holds the same value; otherwise it is
+//! *divergent*. Backends put uniform values in scalar registers and divergent ones in vector
+//! registers, so calling a divergent value uniform is a silent miscompile: the analysis is
+//! conservative (it may call a uniform value divergent, never the reverse).
+//!
+//! * **Sources of divergence**: `global_id` and `local_id` (group ids, sizes and offsets are
+//!   uniform: a wavefront never spans work-groups), atomics' results, loads from private
+//!   memory and loads through generic pointers. Kernel parameters are uniform. A load from
+//!   global, constant or local memory at a uniform index is uniform (generated and valid
+//!   kernels are race-free, so work-items loading one address at one instance agree).
+//! * **Data dependence**: an expression with a divergent operand is divergent.
+//! * **Sync dependence**: a mutable local assigned under a divergent `if` is divergent after
+//!   the `if`; after a loop whose exit is divergent (a divergent `while` condition or `for`
+//!   bound), every local assigned in the loop is divergent (temporal divergence), while it
+//!   may stay uniform inside the loop. A uniform branch or loop inside a divergent one keeps
+//!   its values uniform inside. Nested cases compose.
+//!
+//! The analysis is flow-sensitive over the structured IR: it computes, for every statement,
+//! the set of variables that are divergent just before it ([`Divergence::divergent_before`]),
+//! with loops solved to a fixed point. Statements are identified by their handle's address
+//! ([`Stmt::addr`]); a handle shared by several places gets the union of their states.
+
+mod print;
+pub mod trace;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use kiln_ir::{AddrSpace, Builtin, Expr, ExprNode, FuncKind, Kernel, Stmt, StmtNode, Var};
+
+pub use print::annotate;
+
+/// The set of divergent variables at a program point.
+pub type VarSet = HashSet<Var>;
+
+/// The result of [`analyze`]: divergence facts for every statement of one kernel.
+#[derive(Clone, Debug, Default)]
+pub struct Divergence {
+    before: HashMap<usize, VarSet>,
+    loop_head: HashMap<usize, VarSet>,
+    branch: HashMap<usize, bool>,
+    binding: HashMap<usize, bool>,
+    forced_uniform: HashSet<Var>,
+}
+
+/// Runs the analysis on a kernel (which should verify).
+pub fn analyze(kernel: &Kernel) -> Divergence {
+    analyze_with(kernel, &HashSet::new())
+}
+
+/// Runs the analysis, but pretends every variable in `forced` is uniform wherever it is
+/// bound. **Unsound by design**: it exists to plant miscompiles in tests and show that the
+/// differential tests catch them.
+pub fn analyze_with(kernel: &Kernel, forced: &HashSet<Var>) -> Divergence {
+    let mut d = Divergence { forced_uniform: forced.clone(), ..Divergence::default() };
+    let mut state = VarSet::new();
+    d.stmt(kernel.body(), &mut state);
+    d
+}
+
+/// True if `e` is divergent when the variables in `div` are divergent (data dependence and
+/// sources of divergence only).
+pub fn expr_divergent(e: &Expr, div: &VarSet) -> bool {
+    match e.node() {
+        ExprNode::Var(v) => div.contains(v),
+        ExprNode::Imm(_) => false,
+        ExprNode::Builtin { kind, .. } => matches!(kind, Builtin::GlobalId | Builtin::LocalId),
+        ExprNode::Load { buf, index } => {
+            matches!(buf.ty().addr_space(), Some(AddrSpace::Private | AddrSpace::Generic) | None)
+                || expr_divergent(index, div)
+        }
+        _ => e.children().into_iter().any(|c| expr_divergent(c, div)),
+    }
+}
+
+/// Every variable assigned (by `v = ...`) anywhere inside `s`.
+pub fn assigned_vars(s: &Stmt) -> BTreeSet<Var> {
+    fn go(s: &Stmt, out: &mut BTreeSet<Var>) {
+        match s.node() {
+            StmtNode::Assign { var, .. } => {
+                out.insert(var.clone());
+            }
+            StmtNode::If { then, otherwise, .. } => {
+                go(then, out);
+                if let Some(o) = otherwise {
+                    go(o, out);
+                }
+            }
+            StmtNode::For { body, .. } | StmtNode::While { body, .. } => go(body, out),
+            StmtNode::Block(v) => v.iter().for_each(|s| go(s, out)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    go(s, &mut out);
+    out
+}
+
+impl Divergence {
+    /// The variables divergent just before statement `s` (empty if `s` was not analyzed).
+    pub fn divergent_before(&self, s: &Stmt) -> VarSet {
+        self.before.get(&s.addr()).cloned().unwrap_or_default()
+    }
+
+    /// True if `var` is divergent just before `s`.
+    pub fn is_divergent_before(&self, s: &Stmt, var: &Var) -> bool {
+        self.before.get(&s.addr()).is_some_and(|d| d.contains(var))
+    }
+
+    /// True if expression `e`, evaluated just before statement `s`, is divergent. For a
+    /// `while` statement, its condition is evaluated at the loop head: use
+    /// [`Divergence::loop_head_divergent`] for it.
+    pub fn expr_divergent_at(&self, s: &Stmt, e: &Expr) -> bool {
+        expr_divergent(e, &self.divergent_before(s))
+    }
+
+    /// The variables divergent at the head of loop `s` (where a `while` condition is
+    /// evaluated and a `for` body begins), after the fixed point.
+    pub fn loop_head_divergent(&self, s: &Stmt) -> VarSet {
+        self.loop_head.get(&s.addr()).cloned().unwrap_or_default()
+    }
+
+    /// For an `if`: whether its condition is divergent. For a loop: whether its exit is
+    /// divergent (work-items may leave it at different iterations). `None` for other
+    /// statements.
+    pub fn branch_divergent(&self, s: &Stmt) -> Option<bool> {
+        self.branch.get(&s.addr()).copied()
+    }
+
+    /// For a `let`, `var`, assignment, `for` (its counter) or call with a result: whether
+    /// the bound value is divergent. `None` for other statements.
+    pub fn binding_divergent(&self, s: &Stmt) -> Option<bool> {
+        self.binding.get(&s.addr()).copied()
+    }
+
+    /// True if some binding of `var` anywhere in the kernel is divergent, or it is divergent
+    /// before some statement. Use it where one answer must hold for the whole kernel.
+    pub fn ever_divergent(&self, var: &Var) -> bool {
+        self.before.values().chain(self.loop_head.values()).any(|d| d.contains(var))
+    }
+
+    fn record_before(&mut self, s: &Stmt, state: &VarSet) {
+        self.before.entry(s.addr()).or_default().extend(state.iter().cloned());
+    }
+
+    fn bind(&mut self, s: &Stmt, var: &Var, divergent: bool, state: &mut VarSet) {
+        let divergent = divergent && !self.forced_uniform.contains(var);
+        *self.binding.entry(s.addr()).or_default() |= divergent;
+        if divergent {
+            state.insert(var.clone());
+        } else {
+            state.remove(var);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt, state: &mut VarSet) {
+        self.record_before(s, state);
+        match s.node() {
+            StmtNode::Let { var, value } | StmtNode::Assign { var, value } => {
+                let d = expr_divergent(value, state);
+                self.bind(s, var, d, state);
+            }
+            StmtNode::Decl { var, init } => {
+                let d = expr_divergent(init, state);
+                self.bind(s, var, d, state);
+            }
+            StmtNode::Store { .. } | StmtNode::Alloc { .. } => {}
+            StmtNode::Call { result, func, .. } => {
+                if let Some(r) = result {
+                    let d = matches!(func.kind(), FuncKind::Atomic(_));
+                    self.bind(s, r, d, state);
+                }
+            }
+            StmtNode::Block(v) => {
+                for c in v {
+                    self.stmt(c, state);
+                }
+            }
+            StmtNode::If { cond, then, otherwise } => {
+                let div = expr_divergent(cond, state);
+                *self.branch.entry(s.addr()).or_default() |= div;
+                let mut t = state.clone();
+                self.stmt(then, &mut t);
+                let mut e = state.clone();
+                if let Some(o) = otherwise {
+                    self.stmt(o, &mut e);
+                }
+                t.extend(e);
+                if div {
+                    t.extend(assigned_vars(s));
+                }
+                *state = t;
+            }
+            StmtNode::While { cond, body } => {
+                let entry = state.clone();
+                let mut head = entry.clone();
+                loop {
+                    let mut b = head.clone();
+                    self.stmt(body, &mut b);
+                    b.extend(entry.iter().cloned());
+                    if b == head {
+                        break;
+                    }
+                    head = b;
+                }
+                let div = expr_divergent(cond, &head);
+                self.loop_head.entry(s.addr()).or_default().extend(head.iter().cloned());
+                *self.branch.entry(s.addr()).or_default() |= div;
+                if div {
+                    head.extend(assigned_vars(body));
+                }
+                *state = head;
+            }
+            StmtNode::For { var, lo, hi, step, body } => {
+                let counter = expr_divergent(lo, state) || expr_divergent(step, state);
+                let div = counter || expr_divergent(hi, state);
+                *self.branch.entry(s.addr()).or_default() |= div;
+                let entry = state.clone();
+                let mut head = entry.clone();
+                loop {
+                    let mut b = head.clone();
+                    self.bind(s, var, counter, &mut b);
+                    let at_body = b.clone();
+                    self.stmt(body, &mut b);
+                    b.extend(entry.iter().cloned());
+                    b.remove(var);
+                    if b == head {
+                        self.loop_head.entry(s.addr()).or_default().extend(at_body);
+                        break;
+                    }
+                    head = b;
+                }
+                if div {
+                    head.extend(assigned_vars(body));
+                }
+                *state = head;
+            }
+        }
+    }
+}
