@@ -503,3 +503,17 @@ fn emit_ptx() {
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "gcn"]);
     assert_fails(&o, 1, &["unknown target `gcn`"]);
 }
+
+#[test]
+fn emit_text_targets_cover_every_kernel() {
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ptx = String::from_utf8_lossy(&o.stdout);
+    assert!(ptx.contains(".entry saxpy") && ptx.contains(".target sm_90"), "{ptx}");
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "amdgpu"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let asm = String::from_utf8_lossy(&o.stdout);
+    assert!(asm.contains("s_endpgm") && asm.contains(".amdhsa_kernel saxpy"), "{asm}");
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "x87"]);
+    assert_fails(&o, 1, &["unknown target `x87`", "ptx, spirv-cl, spirv-vk, amdgpu"]);
+}

@@ -67,7 +67,17 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
             let m = emit(one_kernel(a, &module)?, flavour).map_err(|e| e.to_string())?;
             Emitted::Binary { bytes: m.to_bytes(), text: m.disassemble() }
         }
-        t => return Err(format!("unknown target `{t}` (targets: ptx, spirv-cl, spirv-vk)").into()),
+        "amdgpu" => {
+            let mut asm = String::new();
+            for k in selected(a, &module)? {
+                asm += &kiln::backends::amdgpu::compile(k).map_err(|e| e.to_string())?.asm;
+            }
+            Emitted::Text(asm)
+        }
+        t => {
+            let targets = "ptx, spirv-cl, spirv-vk, amdgpu";
+            return Err(format!("unknown target `{t}` (targets: {targets})").into());
+        }
     };
     if a.time {
         let us = start.elapsed().as_secs_f64() * 1e6;
