@@ -57,6 +57,7 @@ pub struct VulkanDevice {
     queue: Mutex<vk::Queue>,
     queue_family: u32,
     memory: vk::PhysicalDeviceMemoryProperties,
+    limits: vk::PhysicalDeviceLimits,
     name: String,
 }
 
@@ -176,6 +177,7 @@ impl VulkanDevice {
             queue: Mutex::new(queue),
             queue_family: qf,
             memory,
+            limits: props.limits,
             name,
         })
     }
@@ -221,11 +223,56 @@ impl VulkanDevice {
             })
             .collect();
         let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
+        self.check_limits(kernel, local, groups, module.layout.push_size)?;
         let mut res = Resources::new(self);
         let out =
             res.dispatch(&module.words, &module.entry, local, groups, &push, &bindings, buffers);
         res.destroy();
         out
+    }
+}
+
+impl VulkanDevice {
+    /// Rejects launches the device cannot take, with the limit named.
+    fn check_limits(
+        &self,
+        kernel: &Kernel,
+        local: [u32; 3],
+        groups: [u32; 3],
+        push: u32,
+    ) -> Result<(), VulkanError> {
+        let l = &self.limits;
+        let fail = |m: String| {
+            Err(VulkanError::Launch(format!("kernel `{}` on {}: {m}", kernel.name(), self.name)))
+        };
+        if push > l.max_push_constants_size {
+            return fail(format!(
+                "{push} bytes of push constants (scalar parameters) exceed the device's {}",
+                l.max_push_constants_size
+            ));
+        }
+        let n: u64 = local.iter().map(|&x| x as u64).product();
+        if n > l.max_compute_work_group_invocations as u64 {
+            return fail(format!(
+                "work-group of {n} work-items exceeds the device's {}",
+                l.max_compute_work_group_invocations
+            ));
+        }
+        for d in 0..3 {
+            if local[d] > l.max_compute_work_group_size[d] {
+                return fail(format!(
+                    "local size {} in dimension {d} exceeds the device's {}",
+                    local[d], l.max_compute_work_group_size[d]
+                ));
+            }
+            if groups[d] > l.max_compute_work_group_count[d] {
+                return fail(format!(
+                    "{} work-groups in dimension {d} exceed the device's {}",
+                    groups[d], l.max_compute_work_group_count[d]
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

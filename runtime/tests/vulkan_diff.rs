@@ -194,6 +194,12 @@ fn unsupported_constructs_are_clear_errors() {
     assert_eq!(bufs[0].to_vec::<f64>().unwrap(), vec![1.0; 4]);
     let e = dev.run(&k, &NdRange::new(&[4]), &[], &mut bufs).unwrap_err();
     assert!(e.to_string().contains("0 arguments for 1 parameters"), "{e}");
+    let k = example("saxpy");
+    let big = NdRange::new(&[1 << 20]).with_local(&[1 << 20]);
+    let args = [Arg::Buffer(0), Arg::Buffer(0), Arg::scalar(1.0f32), Arg::scalar(0u32)];
+    let mut bufs = vec![floats(4, 0.0)];
+    let e = dev.run(&k, &big, &args, &mut bufs).unwrap_err();
+    assert!(e.to_string().contains("exceeds the device's"), "{e}");
 }
 
 /// Edge cases of the semantics, exactly: subnormals, NaN and out-of-range float-to-int
