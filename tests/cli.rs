@@ -517,3 +517,43 @@ fn emit_text_targets_cover_every_kernel() {
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "x87"]);
     assert_fails(&o, 1, &["unknown target `x87`", "ptx, spirv-cl, spirv-vk, amdgpu"]);
 }
+
+#[test]
+fn fuse_then_run_matches_the_unfused_chain() {
+    let dir = scratch("fuse");
+    let fused = dir.join("chain_fused.kir");
+    let o = kiln(&[
+        "fuse",
+        "examples/fusion/chain.kir",
+        "--spec",
+        "examples/fusion/chain.toml",
+        "-o",
+        fused.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&fused).unwrap();
+    assert!(text.contains("#nd_range(global = [64]") && text.contains("promoted(private, 1)"));
+    // `kiln run` takes the nd-range the fused kernel records.
+    let out = dir.join("out.npy");
+    let o = kiln(&[
+        "run",
+        fused.to_str().unwrap(),
+        "--arg",
+        "add_a=iota:64",
+        "--arg",
+        "add_b=iota:64",
+        "--arg",
+        "mul_c=iota:64",
+        "--arg",
+        "sub_out=zeros:64",
+        "--out",
+        &format!("sub_out={}", out.display()),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: Vec<f32> = npyz::NpyFile::new(File::open(&out).unwrap()).unwrap().into_vec().unwrap();
+    let want: Vec<f32> = (0..64).map(|i| ((i + i) * i - i) as f32).collect();
+    assert_eq!(got, want);
+
+    let o = kiln(&["fuse", "examples/fusion/chain.kir", "--spec", "/nonexistent.toml"]);
+    assert_fails(&o, 1, &["nonexistent.toml"]);
+}
