@@ -30,4 +30,21 @@
 
 #![warn(missing_docs)]
 
+pub mod buffer;
 pub mod cache;
+pub mod context;
+pub mod device;
+pub mod error;
+pub mod event;
+pub mod queue;
+
+pub use buffer::{AccessMode, Accessor, Buffer};
+pub use context::{Context, ContextConfig, KernelHandle, Program, ProgramKey};
+pub use device::{
+    interp_device, Device, DeviceKind, Handle, Interp, InterpDevice, IrDevice, IrExecutor,
+};
+pub use error::{DeviceError, RuntimeError};
+pub use event::{Event, EventStatus};
+/// Re-exported from the IR crate: launch geometry and buffer elements.
+pub use kiln_ir::interp::{Element, NdRange};
+pub use queue::{Handler, HostTaskContext, KernelArg, Queue, QueueOrder};

@@ -256,6 +256,8 @@ fn several_processes_share_one_directory() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        // The worker really ran (a filter that matched nothing would also succeed).
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
     }
     // Every remaining item is loadable and correct.
     let c = PersistentCache::new(&t.0).with_hash_bits(4);

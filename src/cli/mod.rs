@@ -1,9 +1,10 @@
-//! The `kiln` command line: `check`, `fmt` and `run`.
+//! The `kiln` command line: `check`, `fmt`, `run` and `cache`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
 
 mod buffers;
+mod cache;
 mod check;
 mod fmt;
 mod npy;
@@ -33,6 +34,8 @@ enum Command {
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
+    /// Inspect or trim the persistent program cache: ls, show KEY, stats, clear, evict.
+    Cache(cache::CacheArgs),
 }
 
 /// Why a command failed.
@@ -59,6 +62,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::main(&a),
         Command::Fmt(a) => fmt::main(&a),
         Command::Run(a) => run::main(&a),
+        Command::Cache(a) => cache::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

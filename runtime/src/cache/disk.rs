@@ -210,7 +210,7 @@ impl PersistentCache {
         if std::env::var("KILN_CACHE_PERSISTENT").ok()?.trim() != "1" {
             return None;
         }
-        Some(Self::from_env_root()?)
+        Self::from_env_root()
     }
 
     /// Like [`from_env`](Self::from_env) without the `KILN_CACHE_PERSISTENT` check (for
