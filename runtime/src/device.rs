@@ -9,6 +9,30 @@
 //! executors of `cuda.rs` / `vulkan.rs`, shaped like
 //! `fn run(&self, &Kernel, &NdRange, &[Arg], &mut [Buffer]) -> Result<(), E>`) plug in
 //! through [`IrExecutor`] and [`IrDevice`]: implement four short methods and wrap.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use kiln_ir::interp::{Arg, Buffer, NdRange};
+//! use kiln_ir::Kernel;
+//! use kiln_runtime::{Context, DeviceKind, IrDevice, IrExecutor};
+//!
+//! /// Stands for `cuda::CudaDevice` (which has `open()` and an inherent `run`).
+//! struct MyGpu;
+//! impl IrExecutor for MyGpu {
+//!     fn name(&self) -> String { "my-gpu".into() }
+//!     fn kind(&self) -> DeviceKind { DeviceKind::Cuda }
+//!     fn version(&self) -> String { "driver 1.0".into() }
+//!     fn run(&self, k: &Kernel, r: &NdRange, a: &[Arg], b: &mut [Buffer]) -> Result<(), String> {
+//!         kiln_ir::interp::run(k, r, a, b).map_err(|e| e.to_string()) // the device's own run
+//!     }
+//! }
+//! let ctx = Context::new(Arc::new(IrDevice(MyGpu)));
+//! assert!(ctx.device().identity().starts_with("cuda|my-gpu|driver 1.0|"));
+//! ```
+//!
+//! A device whose binaries are real device code (PTX text, SPIR-V words) implements
+//! [`Device`] directly instead: `build` returns those bytes (they are what the persistent
+//! cache stores), `load` turns them into a module handle, `kernel` looks up a function.
 
 use std::any::Any;
 use std::fmt;
