@@ -113,3 +113,49 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use kiln::runtime::cache::DiskKey;
+
+    #[derive(Parser, Debug)]
+    struct T {
+        #[command(flatten)]
+        a: CacheArgs,
+    }
+
+    fn run(dir: &std::path::Path, args: &[&str]) -> Result<(), Error> {
+        let mut v = vec!["kiln-cache", "--dir", dir.to_str().unwrap()];
+        v.extend_from_slice(args);
+        main(&T::try_parse_from(v).unwrap().a)
+    }
+
+    #[test]
+    fn subcommands() {
+        let dir = std::env::temp_dir().join(format!("kiln-cli-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let c = PersistentCache::new(&dir);
+        for i in 0..3u8 {
+            let key = DiskKey {
+                device: "interp".into(),
+                image: vec![b'k', i],
+                spec_consts: vec![],
+                build_options: String::new(),
+            };
+            c.put(&key, &[i; 40]);
+        }
+        let id = c.items()[0].id.clone();
+        for args in [&["ls"][..], &["stats"], &["show", &id]] {
+            assert!(run(&dir, args).is_ok(), "{args:?}");
+        }
+        assert!(matches!(run(&dir, &["show", "a/b/c/d/9"]), Err(Error::Message(_))));
+        let one = c.items()[0].size;
+        run(&dir, &["evict", "--max-size", &one.to_string()]).unwrap();
+        assert_eq!(c.stats().items, 1);
+        run(&dir, &["clear"]).unwrap();
+        assert_eq!(c.stats().items, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
