@@ -1,9 +1,10 @@
-//! The `kiln` command line: `check`, `fmt`, `run`, `emit`, `fuse` and `divergence`.
+//! The `kiln` command line: `check`, `fmt`, `run`, `emit`, `fuse`, `divergence` and `cache`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
 
 mod buffers;
+mod cache;
 mod check;
 mod divergence;
 mod emit;
@@ -42,6 +43,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Print kernels with each binding and branch annotated uniform/divergent.
     Divergence(divergence::DivergenceArgs),
+    /// Inspect or trim the persistent program cache: ls, show KEY, stats, clear, evict.
+    Cache(cache::CacheArgs),
 }
 
 /// Why a command failed.
@@ -71,6 +74,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::main(&a),
         Command::Fuse(a) => fuse::main(&a),
         Command::Divergence(a) => divergence::main(&a),
+        Command::Cache(a) => cache::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

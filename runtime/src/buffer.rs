@@ -1,0 +1,171 @@
+//! Buffers and accessors.
+//!
+//! A [`Buffer<T>`] is device-visible storage shared by host and commands. Commands declare
+//! how they use a buffer through an [`Accessor`] (read, write or read-write); the
+//! scheduler orders commands by these requirements. Host access ([`Buffer::read`],
+//! [`Buffer::write`]) waits for the commands it conflicts with.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use kiln_ir::interp::{self, Element};
+use kiln_ir::Scalar;
+
+use crate::error::RuntimeError;
+use crate::event::Event;
+
+/// How a command uses a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessMode {
+    /// Reads only.
+    Read,
+    /// Overwrites (ordered like a write; the contents are still there to read).
+    Write,
+    /// Reads and writes.
+    ReadWrite,
+}
+
+impl AccessMode {
+    /// Whether the mode writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, AccessMode::Read)
+    }
+
+    /// The weakest mode covering both.
+    pub fn join(self, o: AccessMode) -> AccessMode {
+        if self == o {
+            self
+        } else {
+            AccessMode::ReadWrite
+        }
+    }
+}
+
+/// Which commands last touched a buffer (the scheduler's bookkeeping).
+#[derive(Default)]
+pub(crate) struct Track {
+    /// The last command that wrote it.
+    pub last_write: Option<Event>,
+    /// Commands that read it since then.
+    pub reads: Vec<Event>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) struct BufferInner {
+    pub id: u64,
+    pub elem: Scalar,
+    pub len: usize,
+    pub data: Mutex<interp::Buffer>,
+    pub track: Mutex<Track>,
+}
+
+impl BufferInner {
+    pub fn data(&self) -> MutexGuard<'_, interp::Buffer> {
+        self.data.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+    pub fn track(&self) -> MutexGuard<'_, Track> {
+        self.track.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A typed buffer of `len` elements of `T`. Cheap to clone (clones are the same buffer).
+pub struct Buffer<T: Element> {
+    pub(crate) inner: Arc<BufferInner>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Clone for Buffer<T> {
+    fn clone(&self) -> Self {
+        Buffer { inner: self.inner.clone(), _t: PhantomData }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer<{}>#{}[{}]", self.inner.elem, self.inner.id, self.inner.len)
+    }
+}
+
+impl<T: Element> Buffer<T> {
+    fn wrap(b: interp::Buffer) -> Buffer<T> {
+        Buffer {
+            inner: Arc::new(BufferInner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                elem: T::SCALAR,
+                len: b.len(),
+                data: Mutex::new(b),
+                track: Mutex::new(Track::default()),
+            }),
+            _t: PhantomData,
+        }
+    }
+
+    /// A buffer holding a copy of `values`.
+    pub fn from_slice(values: &[T]) -> Buffer<T> {
+        Buffer::wrap(interp::Buffer::from_slice(values))
+    }
+
+    /// A zeroed buffer of `len` elements.
+    pub fn zeroed(len: usize) -> Buffer<T> {
+        Buffer::wrap(interp::Buffer::zeroed(T::SCALAR, len))
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// Host read access: waits for the last command writing the buffer, then copies the
+    /// contents out. The error of that command (if it failed) is returned instead.
+    pub fn read(&self) -> Result<Vec<T>, RuntimeError> {
+        let w = self.inner.track().last_write.clone();
+        if let Some(w) = w {
+            w.wait()?;
+        }
+        Ok(self.inner.data().to_vec::<T>().unwrap_or_default())
+    }
+
+    /// Host write access: waits for every command using the buffer, then copies `values`
+    /// in (at most `len` elements; the rest are unchanged). Errors of those commands are
+    /// ignored here: they surface at their own events.
+    pub fn write(&self, values: &[T]) {
+        let (w, rs) = {
+            let t = self.inner.track();
+            (t.last_write.clone(), t.reads.clone())
+        };
+        for e in w.iter().chain(&rs) {
+            let _ = e.wait();
+        }
+        let mut d = self.inner.data();
+        for (i, v) in values.iter().enumerate().take(self.inner.len) {
+            let _ = d.set(i, v.to_imm());
+        }
+    }
+}
+
+/// A command's declared use of a buffer; also what a kernel argument binds.
+#[derive(Clone)]
+pub struct Accessor {
+    pub(crate) buffer: Arc<BufferInner>,
+    pub(crate) mode: AccessMode,
+}
+
+impl Accessor {
+    /// The access mode.
+    pub fn mode(&self) -> AccessMode {
+        self.mode
+    }
+}
+
+impl std::fmt::Debug for Accessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Accessor(#{}, {:?})", self.buffer.id, self.mode)
+    }
+}

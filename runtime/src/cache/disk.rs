@@ -1,0 +1,615 @@
+//! The persistent (on-disk) program cache.
+//!
+//! ## Layout
+//!
+//! ```text
+//! <root>/<device_hash>/<image_hash>/<spec_consts_hash>/<build_options_hash>/
+//!     .lock        advisory lock of this item directory (flock; released by the OS when
+//!                  the holder dies, so a lock file left by a killed process is harmless)
+//!     <n>.src      the full key: device identity, image, spec constants, build options,
+//!                  and the length and checksum of <n>.bin; itself checksummed
+//!     <n>.bin      the artifact: a header (magic, length, checksum) and the bytes
+//! ```
+//!
+//! Hashes are 64-bit FNV-1a in hex ([`super::hash`]); [`PersistentCache::with_hash_bits`]
+//! truncates them (a test hook that forces collisions). A hash match is never trusted: the
+//! full key in `<n>.src` is compared, and on a collision the next free `<n>` is used.
+//!
+//! ## Safety against races and damage
+//!
+//! * Writes go to a temporary file in the item directory and are renamed into place, the
+//!   `.bin` before the `.src`, under the directory's exclusive lock; the lock is held only
+//!   while choosing `<n>` and writing. Readers take no lock: they see an item only once its
+//!   `.src` exists, and then its `.bin` is complete.
+//! * Every read is checked (magic, lengths, checksums, and the `.bin`'s checksum against the
+//!   one in `.src`). A damaged item is reported once as a warning, removed (when its lock
+//!   can be taken), and treated as a miss, so the caller rebuilds; it is never loaded.
+//! * A root that cannot be written (read-only, full disk, not a directory) turns the cache
+//!   off for this process with one warning; it never fails the caller's build.
+//! * Eviction ([`PersistentCache::evict`]) removes least-recently-used items (a hit sets
+//!   the `.src` file's modification time, so recency does not depend on `atime` mount
+//!   options) until the total size fits, skipping directories whose lock is held, and
+//!   removes directories left empty.
+
+// File locking (`File::lock`, `File::try_lock`) is in std since Rust 1.89.
+#![allow(clippy::incompatible_msrv)]
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
+
+use super::hash::{fnv1a64, hash_parts};
+
+const SRC_MAGIC: &[u8; 8] = b"KILNSRC1";
+const BIN_MAGIC: &[u8; 8] = b"KILNBIN1";
+
+/// The full key of a persistent-cache item.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DiskKey {
+    /// Everything about the device that changes the artifact: kind, name, driver version,
+    /// kiln's version and codegen stamp.
+    pub device: String,
+    /// The device image used as build input (kiln: the module's canonical text).
+    pub image: Vec<u8>,
+    /// Serialized specialization-constant values.
+    pub spec_consts: Vec<u8>,
+    /// All build options (API and environment).
+    pub build_options: String,
+}
+
+impl DiskKey {
+    fn encode(&self, bin_len: u64, bin_sum: u64) -> Vec<u8> {
+        let mut out = SRC_MAGIC.to_vec();
+        for part in
+            [self.device.as_bytes(), &self.image, &self.spec_consts, self.build_options.as_bytes()]
+        {
+            out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            out.extend_from_slice(part);
+        }
+        out.extend_from_slice(&bin_len.to_le_bytes());
+        out.extend_from_slice(&bin_sum.to_le_bytes());
+        let sum = fnv1a64(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Parses a `.src` file: the key, the `.bin` length and checksum.
+    fn decode(bytes: &[u8]) -> Result<(DiskKey, u64, u64), String> {
+        if bytes.len() < SRC_MAGIC.len() + 8 || &bytes[..8] != SRC_MAGIC {
+            return Err("not a kiln cache key file (bad magic)".into());
+        }
+        let (body, sum) = bytes.split_at(bytes.len() - 8);
+        if fnv1a64(body) != u64_at(sum, 0).unwrap_or(0) {
+            return Err("checksum mismatch".into());
+        }
+        let mut pos = 8;
+        let mut parts = Vec::new();
+        for _ in 0..4 {
+            let len = u64_at(body, pos).ok_or("truncated")? as usize;
+            pos += 8;
+            let end = pos.checked_add(len).filter(|&e| e <= body.len()).ok_or("truncated")?;
+            parts.push(body[pos..end].to_vec());
+            pos = end;
+        }
+        let bin_len = u64_at(body, pos).ok_or("truncated")?;
+        let bin_sum = u64_at(body, pos + 8).ok_or("truncated")?;
+        if pos + 16 != body.len() {
+            return Err("trailing bytes".into());
+        }
+        let text = |v: Vec<u8>| String::from_utf8(v).map_err(|_| "a text field is not UTF-8");
+        let mut it = parts.into_iter();
+        let mut next = || it.next().unwrap_or_default();
+        let key = DiskKey {
+            device: text(next())?,
+            image: next(),
+            spec_consts: next(),
+            build_options: text(next())?,
+        };
+        Ok((key, bin_len, bin_sum))
+    }
+}
+
+fn u64_at(b: &[u8], pos: usize) -> Option<u64> {
+    let s = b.get(pos..pos.checked_add(8)?)?;
+    Some(u64::from_le_bytes(s.try_into().ok()?))
+}
+
+fn encode_bin(payload: &[u8]) -> Vec<u8> {
+    let mut out = BIN_MAGIC.to_vec();
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&fnv1a64(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Checks a `.bin` file against the length and checksum its `.src` records.
+fn decode_bin(bytes: &[u8], len: u64, sum: u64) -> Result<&[u8], String> {
+    if bytes.len() < 24 || &bytes[..8] != BIN_MAGIC {
+        return Err("not a kiln cache binary (bad magic or truncated header)".into());
+    }
+    let payload = &bytes[24..];
+    if u64_at(bytes, 8) != Some(len) || payload.len() as u64 != len {
+        return Err(format!("truncated: {} of {len} bytes", payload.len()));
+    }
+    if u64_at(bytes, 16) != Some(sum) || fnv1a64(payload) != sum {
+        return Err("checksum mismatch".into());
+    }
+    Ok(payload)
+}
+
+/// One item of the cache, as listed by [`PersistentCache::items`].
+#[derive(Clone, Debug)]
+pub struct ItemInfo {
+    /// The item's name relative to the root: `<device>/<image>/<spec>/<options>/<n>`.
+    pub id: String,
+    /// The item directory.
+    pub dir: PathBuf,
+    /// The collision index `<n>`.
+    pub n: u64,
+    /// Size of `<n>.src` plus `<n>.bin` in bytes.
+    pub size: u64,
+    /// When the item was last stored or loaded.
+    pub last_used: SystemTime,
+}
+
+/// What [`PersistentCache::show`] finds for an item.
+#[derive(Clone, Debug)]
+pub struct ItemDetails {
+    /// The full key, if `<n>.src` is readable and valid.
+    pub key: Result<DiskKey, String>,
+    /// The artifact's length in bytes, if `<n>.bin` is present and checks out.
+    pub artifact: Result<usize, String>,
+}
+
+/// Totals of [`PersistentCache::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskStats {
+    /// Number of items.
+    pub items: u64,
+    /// Their total size in bytes.
+    pub bytes: u64,
+}
+
+/// The on-disk program cache. Cheap operations, thread-safe, and safe to share between
+/// processes through the file system.
+#[derive(Debug)]
+pub struct PersistentCache {
+    root: PathBuf,
+    max_size: u64,
+    max_item_size: u64,
+    hash_bits: u32,
+    disabled: AtomicBool,
+    warned: Mutex<HashSet<String>>,
+    warnings: Mutex<Vec<String>>,
+    tmp_counter: AtomicU64,
+}
+
+impl PersistentCache {
+    /// A cache rooted at `root` with no size limits.
+    pub fn new(root: impl Into<PathBuf>) -> PersistentCache {
+        PersistentCache {
+            root: root.into(),
+            max_size: 0,
+            max_item_size: 0,
+            hash_bits: 64,
+            disabled: AtomicBool::new(false),
+            warned: Mutex::new(HashSet::new()),
+            warnings: Mutex::new(Vec::new()),
+            tmp_counter: AtomicU64::new(0),
+        }
+    }
+
+    /// The cache the environment asks for: `None` unless `KILN_CACHE_PERSISTENT=1`; rooted
+    /// at `KILN_CACHE_DIR` or [`default_root`](Self::default_root); limits from
+    /// `KILN_CACHE_MAX_SIZE` and `KILN_CACHE_MAX_ITEM_SIZE`.
+    pub fn from_env() -> Option<PersistentCache> {
+        if std::env::var("KILN_CACHE_PERSISTENT").ok()?.trim() != "1" {
+            return None;
+        }
+        Self::from_env_root()
+    }
+
+    /// Like [`from_env`](Self::from_env) without the `KILN_CACHE_PERSISTENT` check (for
+    /// tools that inspect the cache).
+    pub fn from_env_root() -> Option<PersistentCache> {
+        let root = match std::env::var_os("KILN_CACHE_DIR") {
+            Some(d) if !d.is_empty() => PathBuf::from(d),
+            _ => Self::default_root()?,
+        };
+        let num = |v: &str| std::env::var(v).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        Some(
+            PersistentCache::new(root)
+                .with_max_size(num("KILN_CACHE_MAX_SIZE").unwrap_or(0))
+                .with_max_item_size(num("KILN_CACHE_MAX_ITEM_SIZE").unwrap_or(0)),
+        )
+    }
+
+    /// `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`.
+    pub fn default_root() -> Option<PathBuf> {
+        match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) if !x.is_empty() => Some(PathBuf::from(x).join("kiln")),
+            _ => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("kiln")),
+        }
+    }
+
+    /// Evict least-recently-used items after a store once the total passes `bytes` (0: no
+    /// limit).
+    pub fn with_max_size(mut self, bytes: u64) -> PersistentCache {
+        self.max_size = bytes;
+        self
+    }
+
+    /// Do not store artifacts larger than `bytes` (0: no limit).
+    pub fn with_max_item_size(mut self, bytes: u64) -> PersistentCache {
+        self.max_item_size = bytes;
+        self
+    }
+
+    /// Test hook: keep only the low `bits` bits of every hash in directory names (0 puts
+    /// every key of a device in one directory), forcing collisions.
+    pub fn with_hash_bits(mut self, bits: u32) -> PersistentCache {
+        self.hash_bits = bits.min(64);
+        self
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether an unwritable root turned the cache off.
+    pub fn is_disabled(&self) -> bool {
+        self.disabled.load(Ordering::Relaxed)
+    }
+
+    /// The warnings issued so far (each distinct problem once).
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn warn_once(&self, what: String, message: String) {
+        let new = self.warned.lock().unwrap_or_else(PoisonError::into_inner).insert(what);
+        if new {
+            tracing::warn!("kiln persistent cache: {message}");
+            self.warnings.lock().unwrap_or_else(PoisonError::into_inner).push(message);
+        }
+    }
+
+    fn hex(&self, h: u64) -> String {
+        let h = if self.hash_bits >= 64 { h } else { h & ((1u64 << self.hash_bits) - 1) };
+        format!("{h:016x}")
+    }
+
+    /// The item directory of `key`.
+    pub fn item_dir(&self, key: &DiskKey) -> PathBuf {
+        self.root
+            .join(self.hex(fnv1a64(key.device.as_bytes())))
+            .join(self.hex(fnv1a64(&key.image)))
+            .join(self.hex(hash_parts(&[&key.spec_consts])))
+            .join(self.hex(fnv1a64(key.build_options.as_bytes())))
+    }
+
+    /// Collision indices of the items in `dir` (those with a `.src`), ascending.
+    fn indices(dir: &Path, ext: &str) -> io::Result<Vec<u64>> {
+        let mut v: Vec<u64> = fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_suffix(ext)?.parse::<u64>().ok()
+            })
+            .collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    /// The artifact stored for `key`, if a valid item exists. Damaged items are reported
+    /// once, removed and skipped; nothing here fails.
+    pub fn get(&self, key: &DiskKey) -> Option<Vec<u8>> {
+        if self.is_disabled() {
+            return None;
+        }
+        let dir = self.item_dir(key);
+        let ns = match Self::indices(&dir, ".src") {
+            Ok(ns) => ns,
+            Err(e) if e.kind() == ErrorKind::NotFound => return None,
+            Err(e) => {
+                self.warn_once(
+                    format!("read {}", dir.display()),
+                    format!("cannot read `{}`: {e}", dir.display()),
+                );
+                return None;
+            }
+        };
+        for n in ns {
+            match self.load_item(&dir, n, key) {
+                Ok(Some(bin)) => return Some(bin),
+                Ok(None) => {}
+                Err(problem) => {
+                    let path = dir.join(format!("{n}"));
+                    self.warn_once(
+                        format!("corrupt {} {problem}", path.display()),
+                        format!(
+                            "ignoring damaged item `{}`: {problem}; it will be rebuilt",
+                            path.display()
+                        ),
+                    );
+                    self.remove_item(&dir, n);
+                }
+            }
+        }
+        None
+    }
+
+    /// `Ok(Some)`: the item matches and is valid. `Ok(None)`: another key, or gone.
+    /// `Err`: damaged.
+    fn load_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Result<Option<Vec<u8>>, String> {
+        let src_path = dir.join(format!("{n}.src"));
+        let src = match fs::read(&src_path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read key file: {e}")),
+        };
+        let (stored, len, sum) = DiskKey::decode(&src).map_err(|e| format!("key file: {e}"))?;
+        if stored != *key {
+            return Ok(None); // a hash collision: another key's item
+        }
+        let bin = match fs::read(dir.join(format!("{n}.bin"))) {
+            Ok(b) => b,
+            // Removed by eviction since we read the key: a miss, not damage.
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return if fs::read(&src_path).is_ok() {
+                    Err("the artifact file is missing".into())
+                } else {
+                    Ok(None)
+                };
+            }
+            Err(e) => return Err(format!("cannot read artifact: {e}")),
+        };
+        match decode_bin(&bin, len, sum) {
+            Ok(payload) => {
+                // Record the use for LRU eviction (best effort).
+                if let Ok(f) = OpenOptions::new().write(true).open(&src_path) {
+                    let _ = f.set_modified(SystemTime::now());
+                }
+                Ok(Some(payload.to_vec()))
+            }
+            // The item may have been replaced between our two reads; only a stable
+            // mismatch is damage.
+            Err(_) if fs::read(&src_path).ok().as_deref() != Some(&src[..]) => Ok(None),
+            Err(e) => Err(format!("artifact: {e}")),
+        }
+    }
+
+    /// Removes item `n` of `dir` if the directory's lock is free (else leaves it).
+    fn remove_item(&self, dir: &Path, n: u64) {
+        let Ok(lock) =
+            OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))
+        else {
+            return;
+        };
+        if lock.try_lock().is_err() {
+            return;
+        }
+        let _ = fs::remove_file(dir.join(format!("{n}.src")));
+        let _ = fs::remove_file(dir.join(format!("{n}.bin")));
+    }
+
+    /// Stores `artifact` for `key` (unless an equal item already exists or it is larger
+    /// than the item size limit), then evicts if the cache is over its size limit. Failures
+    /// are warnings; an unwritable root turns the cache off.
+    pub fn put(&self, key: &DiskKey, artifact: &[u8]) {
+        if self.is_disabled() {
+            return;
+        }
+        if self.max_item_size > 0 && artifact.len() as u64 > self.max_item_size {
+            tracing::debug!("not caching a {}-byte artifact (item limit)", artifact.len());
+            return;
+        }
+        let dir = self.item_dir(key);
+        // The directory may be removed by a concurrent eviction between creating it and
+        // writing into it: retry a few times.
+        let mut last = None;
+        for _ in 0..4 {
+            match self.try_put(&dir, key, artifact) {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => last = Some(e),
+                Err(e) => {
+                    last = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = last {
+            self.disabled.store(true, Ordering::Relaxed);
+            self.warn_once(
+                "disabled".into(),
+                format!(
+                    "cannot write to `{}` ({e}); continuing without a persistent cache",
+                    self.root.display()
+                ),
+            );
+            return;
+        }
+        if self.max_size > 0 {
+            self.evict(self.max_size);
+        }
+    }
+
+    fn try_put(&self, dir: &Path, key: &DiskKey, artifact: &[u8]) -> io::Result<()> {
+        fs::create_dir_all(dir)?;
+        let lock =
+            OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))?;
+        lock.lock()?;
+        // Under the lock no other writer is active in this directory.
+        let srcs = Self::indices(dir, ".src")?;
+        for &n in &srcs {
+            if let Ok(Some(_)) = self.load_item(dir, n, key) {
+                return Ok(()); // stored by someone else meanwhile
+            }
+        }
+        // Orphaned artifacts and temporary files (from killed writers) can go now.
+        let bins = Self::indices(dir, ".bin")?;
+        for &n in &bins {
+            if !srcs.contains(&n) {
+                let _ = fs::remove_file(dir.join(format!("{n}.bin")));
+            }
+        }
+        for e in fs::read_dir(dir)?.filter_map(|e| e.ok()) {
+            if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        let n = srcs.last().map_or(0, |&m| m + 1);
+        self.write_atomic(dir, &format!("{n}.bin"), &encode_bin(artifact))?;
+        let src = key.encode(artifact.len() as u64, fnv1a64(artifact));
+        self.write_atomic(dir, &format!("{n}.src"), &src)?;
+        drop(lock);
+        Ok(())
+    }
+
+    /// Writes `name` in `dir` through a temporary file and a rename.
+    fn write_atomic(&self, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = dir.join(format!(
+            ".tmp-{}-{}-{name}",
+            std::process::id(),
+            self.tmp_counter.fetch_add(1, Ordering::Relaxed)
+        ));
+        let r = (|| {
+            let mut f = File::create(&tmp)?;
+            f.write_all(bytes)?;
+            f.flush()?;
+            drop(f);
+            fs::rename(&tmp, dir.join(name))
+        })();
+        if r.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        r
+    }
+
+    /// Every item, in no particular order.
+    pub fn items(&self) -> Vec<ItemInfo> {
+        let mut out = Vec::new();
+        let mut dirs = vec![(self.root.clone(), 0, String::new())];
+        while let Some((d, depth, id)) = dirs.pop() {
+            let Ok(rd) = fs::read_dir(&d) else { continue };
+            for e in rd.filter_map(|e| e.ok()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let path = e.path();
+                if depth < 4 {
+                    if path.is_dir() {
+                        let id = if id.is_empty() { name } else { format!("{id}/{name}") };
+                        dirs.push((path, depth + 1, id));
+                    }
+                    continue;
+                }
+                let Some(n) = name.strip_suffix(".src").and_then(|s| s.parse::<u64>().ok()) else {
+                    continue;
+                };
+                let Ok(meta) = e.metadata() else { continue };
+                let bin = fs::metadata(d.join(format!("{n}.bin"))).map(|m| m.len()).unwrap_or(0);
+                out.push(ItemInfo {
+                    id: format!("{id}/{n}"),
+                    dir: d.clone(),
+                    n,
+                    size: meta.len() + bin,
+                    last_used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                });
+            }
+        }
+        out
+    }
+
+    /// Item count and total size.
+    pub fn stats(&self) -> DiskStats {
+        let items = self.items();
+        DiskStats { items: items.len() as u64, bytes: items.iter().map(|i| i.size).sum() }
+    }
+
+    /// The key and artifact status of the item named `id` (as in [`ItemInfo::id`]).
+    pub fn show(&self, id: &str) -> Option<ItemDetails> {
+        let (dir, n) = id.rsplit_once('/')?;
+        let n: u64 = n.parse().ok()?;
+        if dir.split('/').count() != 4 || dir.split('/').any(|c| c.is_empty() || c == "..") {
+            return None;
+        }
+        let dir = self.root.join(dir);
+        let src = fs::read(dir.join(format!("{n}.src"))).ok()?;
+        let decoded = DiskKey::decode(&src);
+        let artifact = match (&decoded, fs::read(dir.join(format!("{n}.bin")))) {
+            (Ok((_, len, sum)), Ok(bin)) => decode_bin(&bin, *len, *sum).map(|p| p.len()),
+            (Err(_), _) => Err("unknown (the key file is damaged)".into()),
+            (_, Err(e)) => Err(format!("cannot read: {e}")),
+        };
+        Some(ItemDetails { key: decoded.map(|(k, _, _)| k), artifact })
+    }
+
+    /// Removes least-recently-used items until the total size is at most `max_bytes`,
+    /// skipping locked directories and removing empty ones. Returns how many were removed.
+    pub fn evict(&self, max_bytes: u64) -> usize {
+        let mut items = self.items();
+        let mut total: u64 = items.iter().map(|i| i.size).sum();
+        if total <= max_bytes {
+            return 0;
+        }
+        items.sort_by_key(|i| i.last_used);
+        let mut removed = 0;
+        for item in items {
+            if total <= max_bytes {
+                break;
+            }
+            let lock_path = item.dir.join(".lock");
+            let Ok(lock) =
+                OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)
+            else {
+                continue;
+            };
+            if lock.try_lock().is_err() {
+                continue; // a writer is busy here
+            }
+            let _ = fs::remove_file(item.dir.join(format!("{}.src", item.n)));
+            let _ = fs::remove_file(item.dir.join(format!("{}.bin", item.n)));
+            total = total.saturating_sub(item.size);
+            removed += 1;
+            if Self::indices(&item.dir, ".src").is_ok_and(|v| v.is_empty()) {
+                let _ = fs::remove_file(&lock_path);
+                drop(lock);
+                self.remove_empty_dirs(&item.dir);
+            }
+        }
+        removed
+    }
+
+    /// Removes `dir` and its parents up to the root while they are empty.
+    fn remove_empty_dirs(&self, dir: &Path) {
+        let mut d = dir.to_path_buf();
+        while d.starts_with(&self.root) && d != self.root {
+            // Stray temporary files of killed writers do not keep a directory alive.
+            if let Ok(rd) = fs::read_dir(&d) {
+                for e in rd.filter_map(|e| e.ok()) {
+                    if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                        let _ = fs::remove_file(e.path());
+                    }
+                }
+            }
+            if fs::remove_dir(&d).is_err() {
+                break;
+            }
+            if !d.pop() {
+                break;
+            }
+        }
+    }
+
+    /// Removes every item (evicting to size 0). Returns how many were removed.
+    pub fn clear(&self) -> usize {
+        self.evict(0)
+    }
+}

@@ -1,0 +1,9 @@
+//! Kernel and program caching: the in-memory [`BuildCache`] (one pair per
+//! [`crate::Context`]) and the on-disk [`PersistentCache`].
+
+pub mod disk;
+pub mod hash;
+pub mod memory;
+
+pub use disk::{DiskKey, DiskStats, ItemDetails, ItemInfo, PersistentCache};
+pub use memory::{BuildCache, CacheStats};

@@ -1,0 +1,301 @@
+//! The context: a device, its program and kernel caches, and the worker threads.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use kiln_ir::Module;
+
+use crate::cache::hash::hash_parts;
+use crate::cache::{BuildCache, CacheStats, DiskKey, PersistentCache};
+use crate::device::{Device, Handle};
+use crate::error::DeviceError;
+use crate::queue::Scheduler;
+
+/// The key of a program in the in-memory cache: module content, specialization constants,
+/// device identity and build options. Hashing uses a precomputed hash; equality compares the
+/// full values, so a hash collision can never hand out another program.
+#[derive(Clone, Debug)]
+pub struct ProgramKey {
+    hash: u64,
+    /// The module's canonical text.
+    pub image: Arc<str>,
+    /// Serialized specialization-constant values.
+    pub spec_consts: Arc<[u8]>,
+    /// The device's [`Device::identity`].
+    pub device: Arc<str>,
+    /// All build options (API, then `KILN_PROGRAM_BUILD_OPTIONS`).
+    pub options: Arc<str>,
+}
+
+impl ProgramKey {
+    /// A key from its parts.
+    pub fn new(image: &str, spec_consts: &[u8], device: &str, options: &str) -> ProgramKey {
+        let hash =
+            hash_parts(&[image.as_bytes(), spec_consts, device.as_bytes(), options.as_bytes()]);
+        ProgramKey {
+            hash,
+            image: image.into(),
+            spec_consts: spec_consts.into(),
+            device: device.into(),
+            options: options.into(),
+        }
+    }
+
+    /// The same key for the persistent cache.
+    pub fn disk_key(&self) -> DiskKey {
+        DiskKey {
+            device: self.device.to_string(),
+            image: self.image.as_bytes().to_vec(),
+            spec_consts: self.spec_consts.to_vec(),
+            build_options: self.options.to_string(),
+        }
+    }
+}
+
+impl PartialEq for ProgramKey {
+    fn eq(&self, o: &ProgramKey) -> bool {
+        self.hash == o.hash
+            && self.image == o.image
+            && self.spec_consts == o.spec_consts
+            && self.device == o.device
+            && self.options == o.options
+    }
+}
+
+impl Eq for ProgramKey {}
+
+impl Hash for ProgramKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.hash);
+    }
+}
+
+/// The key of a kernel: its program and its name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelKey {
+    /// The program's key.
+    pub program: ProgramKey,
+    /// The kernel's name.
+    pub name: Arc<str>,
+}
+
+/// A built program: the binary and the device's loaded handle.
+#[derive(Clone)]
+pub struct Program {
+    /// The program's cache key.
+    pub key: ProgramKey,
+    /// The binary, as stored in the persistent cache.
+    pub binary: Arc<[u8]>,
+    /// The device-side handle.
+    pub handle: Handle,
+    /// Whether the binary came from the persistent cache.
+    pub from_disk: bool,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program")
+            .field("binary_len", &self.binary.len())
+            .field("from_disk", &self.from_disk)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A kernel of a built program, ready to launch.
+#[derive(Clone)]
+pub struct KernelHandle {
+    /// The kernel's name.
+    pub name: Arc<str>,
+    /// The program it belongs to.
+    pub program: Program,
+    /// The device-side handle.
+    pub handle: Handle,
+}
+
+impl std::fmt::Debug for KernelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelHandle").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// How a [`Context`] is set up. [`ContextConfig::from_env`] reads the environment.
+#[derive(Debug, Default)]
+pub struct ContextConfig {
+    /// In-memory cache limit in bytes, per map (0: unlimited).
+    pub in_mem_max: u64,
+    /// The persistent cache, if enabled.
+    pub persistent: Option<PersistentCache>,
+    /// Build options added to every build (`KILN_PROGRAM_BUILD_OPTIONS`).
+    pub env_build_options: String,
+    /// Worker threads running commands (0: the machine's parallelism, at least 2).
+    pub workers: usize,
+}
+
+impl ContextConfig {
+    /// `KILN_IN_MEM_CACHE_MAX`, the persistent cache of [`PersistentCache::from_env`] and
+    /// `KILN_PROGRAM_BUILD_OPTIONS`.
+    pub fn from_env() -> ContextConfig {
+        ContextConfig {
+            in_mem_max: std::env::var("KILN_IN_MEM_CACHE_MAX")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(0),
+            persistent: PersistentCache::from_env(),
+            env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
+            workers: 0,
+        }
+    }
+}
+
+struct ContextInner {
+    device: Arc<dyn Device>,
+    identity: String,
+    programs: BuildCache<ProgramKey, Program, DeviceError>,
+    kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
+    persistent: Option<PersistentCache>,
+    env_build_options: String,
+    scheduler: Arc<Scheduler>,
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        self.scheduler.shutdown();
+    }
+}
+
+/// A device with its caches and worker threads. Cheap to clone (clones share everything).
+#[derive(Clone)]
+pub struct Context(Arc<ContextInner>);
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("device", &self.0.identity).finish_non_exhaustive()
+    }
+}
+
+fn weigh_program(p: &Program) -> usize {
+    p.binary.len() + p.key.image.len() + 64
+}
+
+fn weigh_kernel(k: &KernelHandle) -> usize {
+    k.name.len() + 64
+}
+
+impl Context {
+    /// A context for `device`, configured from the environment.
+    pub fn new(device: Arc<dyn Device>) -> Context {
+        Context::with_config(device, ContextConfig::from_env())
+    }
+
+    /// A context with an explicit configuration.
+    pub fn with_config(device: Arc<dyn Device>, config: ContextConfig) -> Context {
+        let workers = if config.workers > 0 {
+            config.workers
+        } else {
+            std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
+        };
+        Context(Arc::new(ContextInner {
+            identity: device.identity(),
+            device,
+            programs: BuildCache::new(config.in_mem_max, weigh_program),
+            kernels: BuildCache::new(config.in_mem_max, weigh_kernel),
+            persistent: config.persistent,
+            env_build_options: config.env_build_options,
+            scheduler: Scheduler::start(workers),
+        }))
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.0.device
+    }
+
+    /// The persistent cache, if enabled.
+    pub fn persistent_cache(&self) -> Option<&PersistentCache> {
+        self.0.persistent.as_ref()
+    }
+
+    /// The program cache's statistics.
+    pub fn program_cache_stats(&self) -> CacheStats {
+        self.0.programs.stats()
+    }
+
+    /// The kernel cache's statistics.
+    pub fn kernel_cache_stats(&self) -> CacheStats {
+        self.0.kernels.stats()
+    }
+
+    pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.0.scheduler
+    }
+
+    /// The cache key of `module` built with `spec_consts` and `options` on this device.
+    pub fn program_key(&self, module: &Module, spec_consts: &[u8], options: &str) -> ProgramKey {
+        let opts = match (options.is_empty(), self.0.env_build_options.is_empty()) {
+            (_, true) => options.to_string(),
+            (true, false) => self.0.env_build_options.clone(),
+            (false, false) => format!("{options} {}", self.0.env_build_options),
+        };
+        ProgramKey::new(&module.to_string(), spec_consts, &self.0.identity, &opts)
+    }
+
+    /// The program for `module`, from the in-memory cache, else the persistent cache, else
+    /// built (and then stored in both). Concurrent requests for one key build once.
+    pub fn build_program(
+        &self,
+        module: &Module,
+        spec_consts: &[u8],
+        options: &str,
+    ) -> Result<Program, DeviceError> {
+        let key = self.program_key(module, spec_consts, options);
+        self.0.programs.get_or_build(&key, || self.build_uncached(&key, module))
+    }
+
+    fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
+        let dev = &self.0.device;
+        let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
+        if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
+            if let Some(bin) = p.get(dk) {
+                match dev.load(&bin) {
+                    Ok(handle) => {
+                        return Ok(Program {
+                            key: key.clone(),
+                            binary: bin.into(),
+                            handle,
+                            from_disk: true,
+                        })
+                    }
+                    Err(e) => tracing::warn!("kiln: ignoring a cached binary: {e}"),
+                }
+            }
+        }
+        let bin = dev.build(module, &key.options)?;
+        let handle = dev.load(&bin)?;
+        if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
+            p.put(dk, &bin);
+        }
+        Ok(Program { key: key.clone(), binary: bin.into(), handle, from_disk: false })
+    }
+
+    /// The kernel `name` of `program`, cached per (program, name).
+    pub fn kernel(&self, program: &Program, name: &str) -> Result<KernelHandle, DeviceError> {
+        let key = KernelKey { program: program.key.clone(), name: name.into() };
+        self.0.kernels.get_or_build(&key, || {
+            let handle = self.0.device.kernel(&program.handle, name)?;
+            Ok(KernelHandle { name: name.into(), program: program.clone(), handle })
+        })
+    }
+
+    /// [`build_program`](Self::build_program) with no spec constants or options, then
+    /// [`kernel`](Self::kernel).
+    pub fn get_kernel(&self, module: &Module, name: &str) -> Result<KernelHandle, DeviceError> {
+        let p = self.build_program(module, &[], "")?;
+        self.kernel(&p, name)
+    }
+
+    /// Drops every finished entry of the in-memory caches.
+    pub fn clear_caches(&self) {
+        self.0.programs.clear();
+        self.0.kernels.clear();
+    }
+}

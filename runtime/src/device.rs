@@ -1,0 +1,224 @@
+//! Devices: what builds programs and runs kernels.
+//!
+//! A [`Device`] turns a [`Module`] into a *program binary* (bytes: SPIR-V words, PTX text,
+//! machine code, or the verified IR's text for the interpreter), loads binaries into
+//! device-side handles, looks kernels up in loaded programs, and launches them. The binary
+//! is what the persistent cache stores; handles stay in memory.
+//!
+//! Executors that take the IR kernel directly (the interpreter; the CUDA and Vulkan
+//! executors of `cuda.rs` / `vulkan.rs`, shaped like
+//! `fn run(&self, &Kernel, &NdRange, &[Arg], &mut [Buffer]) -> Result<(), E>`) plug in
+//! through [`IrExecutor`] and [`IrDevice`]: implement four short methods and wrap.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use kiln_ir::interp::{Arg, Buffer, NdRange};
+//! use kiln_ir::Kernel;
+//! use kiln_runtime::{Context, DeviceKind, IrDevice, IrExecutor};
+//!
+//! /// Stands for `cuda::CudaDevice` (which has `open()` and an inherent `run`).
+//! struct MyGpu;
+//! impl IrExecutor for MyGpu {
+//!     fn name(&self) -> String { "my-gpu".into() }
+//!     fn kind(&self) -> DeviceKind { DeviceKind::Cuda }
+//!     fn version(&self) -> String { "driver 1.0".into() }
+//!     fn run(&self, k: &Kernel, r: &NdRange, a: &[Arg], b: &mut [Buffer]) -> Result<(), String> {
+//!         kiln_ir::interp::run(k, r, a, b).map_err(|e| e.to_string()) // the device's own run
+//!     }
+//! }
+//! let ctx = Context::new(Arc::new(IrDevice(MyGpu)));
+//! assert!(ctx.device().identity().starts_with("cuda|my-gpu|driver 1.0|"));
+//! ```
+//!
+//! A device whose binaries are real device code (PTX text, SPIR-V words) implements
+//! [`Device`] directly instead: `build` returns those bytes (they are what the persistent
+//! cache stores), `load` turns them into a module handle, `kernel` looks up a function.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use kiln_ir::interp::{self, Arg, Buffer, NdRange};
+use kiln_ir::{parse_module, verify_module, Kernel, Module};
+
+use crate::error::DeviceError;
+
+/// A device-side object (a loaded program or a kernel), type-erased.
+pub type Handle = Arc<dyn Any + Send + Sync>;
+
+/// The kind of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// The reference interpreter.
+    Interp,
+    /// Native x86-64 code.
+    CpuJit,
+    /// Vulkan compute (SPIR-V).
+    Vulkan,
+    /// CUDA (PTX).
+    Cuda,
+    /// Anything else.
+    Other,
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Interp => "interp",
+            DeviceKind::CpuJit => "cpu-jit",
+            DeviceKind::Vulkan => "vulkan",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Other => "other",
+        })
+    }
+}
+
+/// The version stamp of kiln's code generators; bump it when any backend's output changes
+/// for the same input, so persistent-cache entries of older builds are not used.
+pub const CODEGEN_VERSION: u32 = 1;
+
+/// A device that builds programs and runs their kernels. Shared between threads.
+pub trait Device: Send + Sync + 'static {
+    /// The device's name (`"kiln-interp"`, `"NVIDIA H100"`, ...).
+    fn name(&self) -> String;
+    /// Its kind.
+    fn kind(&self) -> DeviceKind;
+    /// Driver / runtime version, as precise as the driver says.
+    fn version(&self) -> String;
+    /// Everything that changes the artifacts it builds: part of every cache key. The
+    /// default covers kind, name, version, kiln's version and [`CODEGEN_VERSION`].
+    fn identity(&self) -> String {
+        format!(
+            "{}|{}|{}|kiln {}|codegen {}",
+            self.kind(),
+            self.name(),
+            self.version(),
+            env!("CARGO_PKG_VERSION"),
+            CODEGEN_VERSION
+        )
+    }
+    /// Builds a program binary for `module` with the given build options.
+    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError>;
+    /// Loads a binary made by [`Device::build`] (possibly by another process, from the
+    /// persistent cache) into a program handle.
+    fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError>;
+    /// The kernel `name` of a loaded program.
+    fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError>;
+    /// Launches a kernel handle made by [`Device::kernel`]: `args` has one entry per
+    /// parameter, pointer parameters indexing `buffers`.
+    fn run(
+        &self,
+        kernel: &Handle,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), DeviceError>;
+}
+
+/// An executor that runs IR kernels directly (the interpreter, or a backend that compiles
+/// inside its `run`). Wrap one in [`IrDevice`] to get a [`Device`].
+pub trait IrExecutor: Send + Sync + 'static {
+    /// The device's name.
+    fn name(&self) -> String;
+    /// Its kind.
+    fn kind(&self) -> DeviceKind;
+    /// Driver / runtime version.
+    fn version(&self) -> String;
+    /// Runs `kernel` over `range`.
+    fn run(
+        &self,
+        kernel: &Kernel,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), String>;
+}
+
+/// A [`Device`] whose program binary is the verified module's canonical text and whose
+/// kernels are IR [`Kernel`]s handed to an [`IrExecutor`].
+#[derive(Debug, Default)]
+pub struct IrDevice<X>(pub X);
+
+fn names(m: &Module) -> String {
+    m.kernels.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+}
+
+impl<X: IrExecutor> Device for IrDevice<X> {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn kind(&self) -> DeviceKind {
+        self.0.kind()
+    }
+    fn version(&self) -> String {
+        self.0.version()
+    }
+    fn build(&self, module: &Module, _options: &str) -> Result<Vec<u8>, DeviceError> {
+        verify_module(module).map_err(|errs| DeviceError::Build {
+            device: self.name(),
+            message: errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "),
+        })?;
+        Ok(module.to_string().into_bytes())
+    }
+    fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
+        let load_err = |message: String| DeviceError::Load { device: self.name(), message };
+        let text = std::str::from_utf8(binary).map_err(|e| load_err(e.to_string()))?;
+        let module = parse_module(text).map_err(|d| load_err(d.to_string()))?;
+        verify_module(&module).map_err(|_| load_err("the module does not verify".into()))?;
+        Ok(Arc::new(module))
+    }
+    fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
+        let m = program
+            .downcast_ref::<Module>()
+            .ok_or_else(|| DeviceError::Launch("not a program of this device".into()))?;
+        match m.kernel(name) {
+            Some(k) => Ok(Arc::new(k.clone())),
+            None => Err(DeviceError::NoKernel { kernel: name.into(), available: names(m) }),
+        }
+    }
+    fn run(
+        &self,
+        kernel: &Handle,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), DeviceError> {
+        let k = kernel
+            .downcast_ref::<Kernel>()
+            .ok_or_else(|| DeviceError::Launch("not a kernel of this device".into()))?;
+        self.0.run(k, range, args, buffers).map_err(DeviceError::Launch)
+    }
+}
+
+/// The reference interpreter as an [`IrExecutor`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Interp;
+
+impl IrExecutor for Interp {
+    fn name(&self) -> String {
+        "kiln-interp".into()
+    }
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Interp
+    }
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").into()
+    }
+    fn run(
+        &self,
+        kernel: &Kernel,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), String> {
+        interp::run(kernel, range, args, buffers).map_err(|e| e.to_string())
+    }
+}
+
+/// The interpreter device: programs are verified IR.
+pub type InterpDevice = IrDevice<Interp>;
+
+/// A shared interpreter device.
+pub fn interp_device() -> Arc<dyn Device> {
+    Arc::new(IrDevice(Interp))
+}

@@ -1,0 +1,102 @@
+//! Typed errors of devices and of the runtime.
+
+use thiserror::Error;
+
+/// An error reported by a [`crate::Device`].
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum DeviceError {
+    /// The device cannot be used here (no driver, no hardware).
+    #[error("device `{device}` is not available: {reason}")]
+    Unavailable {
+        /// The device's name.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// Building a program failed (verification or code generation).
+    #[error("program build failed on `{device}`: {message}")]
+    Build {
+        /// The device's name.
+        device: String,
+        /// The compiler's message.
+        message: String,
+    },
+    /// A program binary could not be loaded.
+    #[error("cannot load program binary on `{device}`: {message}")]
+    Load {
+        /// The device's name.
+        device: String,
+        /// Why.
+        message: String,
+    },
+    /// The program has no kernel of that name.
+    #[error("the program has no kernel `{kernel}` (kernels: {available})")]
+    NoKernel {
+        /// The requested name.
+        kernel: String,
+        /// The program's kernels, comma-separated.
+        available: String,
+    },
+    /// A launch failed (bad arguments, or a fault while running).
+    #[error("{0}")]
+    Launch(String),
+}
+
+/// An error surfacing at [`crate::Event::wait`] or [`crate::Queue::wait`]; it names the
+/// command that failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RuntimeError {
+    /// A kernel command failed on the device.
+    #[error("command {command} failed: {source}")]
+    Kernel {
+        /// The failing command (`kernel `name` #id`).
+        command: String,
+        /// The device's error.
+        source: DeviceError,
+    },
+    /// A host task returned an error.
+    #[error("command {command} failed: {message}")]
+    HostTask {
+        /// The failing command.
+        command: String,
+        /// The task's message.
+        message: String,
+    },
+    /// A command panicked.
+    #[error("command {command} panicked: {message}")]
+    Panicked {
+        /// The failing command.
+        command: String,
+        /// The panic message, when it is a string.
+        message: String,
+    },
+    /// A command did not run because a command it depends on failed.
+    #[error("command {command} was not run: its dependency {dependency} failed")]
+    DependencyFailed {
+        /// The command that was skipped.
+        command: String,
+        /// The failed dependency (itself a command name).
+        dependency: String,
+    },
+    /// A command was submitted wrongly (checked at submission, reported at wait).
+    #[error("command {command} is invalid: {message}")]
+    Invalid {
+        /// The command.
+        command: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl RuntimeError {
+    /// The name of the command the error is about.
+    pub fn command(&self) -> &str {
+        match self {
+            RuntimeError::Kernel { command, .. }
+            | RuntimeError::HostTask { command, .. }
+            | RuntimeError::Panicked { command, .. }
+            | RuntimeError::DependencyFailed { command, .. }
+            | RuntimeError::Invalid { command, .. } => command,
+        }
+    }
+}

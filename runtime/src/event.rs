@@ -1,0 +1,92 @@
+//! Events: the completion of one command.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use crate::error::RuntimeError;
+use crate::queue::Command;
+
+/// Where a command is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventStatus {
+    /// Submitted, waiting for its dependencies or a worker.
+    Submitted,
+    /// Running.
+    Running,
+    /// Finished successfully.
+    Complete,
+    /// Finished with an error (see [`Event::wait`]).
+    Failed,
+}
+
+pub(crate) struct EventState {
+    pub status: EventStatus,
+    pub error: Option<RuntimeError>,
+    /// Commands waiting for this one.
+    pub successors: Vec<Arc<Command>>,
+}
+
+pub(crate) struct EventInner {
+    pub name: String,
+    pub state: Mutex<EventState>,
+    pub done: Condvar,
+}
+
+/// The completion of a command: wait for it, ask its status, or make other commands depend
+/// on it (also on other queues). Cheap to clone.
+#[derive(Clone)]
+pub struct Event(pub(crate) Arc<EventInner>);
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Event({}, {:?})", self.0.name, self.status())
+    }
+}
+
+impl Event {
+    pub(crate) fn new(name: String) -> Event {
+        Event(Arc::new(EventInner {
+            name,
+            state: Mutex::new(EventState {
+                status: EventStatus::Submitted,
+                error: None,
+                successors: Vec::new(),
+            }),
+            done: Condvar::new(),
+        }))
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, EventState> {
+        self.0.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The command's name (`kernel `saxpy` #3`, `host task #4`, or the name given).
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The current status.
+    pub fn status(&self) -> EventStatus {
+        self.state().status
+    }
+
+    /// Blocks until the command has finished; its error, naming the command, if it failed.
+    pub fn wait(&self) -> Result<(), RuntimeError> {
+        let mut s = self.state();
+        while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {
+            s = self.0.done.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        match &s.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the event finished and returns the commands that were waiting on it.
+    pub(crate) fn finish(&self, error: Option<RuntimeError>) -> Vec<Arc<Command>> {
+        let mut s = self.state();
+        s.status = if error.is_some() { EventStatus::Failed } else { EventStatus::Complete };
+        s.error = error;
+        self.0.done.notify_all();
+        std::mem::take(&mut s.successors)
+    }
+}

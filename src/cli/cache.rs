@@ -1,0 +1,161 @@
+//! `kiln cache`: look inside (and trim) the persistent program cache.
+
+use clap::{Args, Subcommand};
+use kiln::runtime::cache::PersistentCache;
+
+use super::Error;
+
+#[derive(Args, Debug)]
+pub struct CacheArgs {
+    /// The cache root (default: `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln` or
+    /// `~/.cache/kiln`).
+    #[arg(long, value_name = "DIR", global = true)]
+    dir: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    command: CacheCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheCommand {
+    /// List the items: KEY, size in bytes, seconds since last use.
+    Ls,
+    /// Show one item's full key and whether its artifact checks out.
+    Show {
+        /// An item key as `kiln cache ls` prints it.
+        key: String,
+    },
+    /// Print the number of items and their total size.
+    Stats,
+    /// Remove every item.
+    Clear,
+    /// Remove least-recently-used items until the cache is at most SIZE bytes.
+    Evict {
+        /// The size to shrink to, in bytes (default: `KILN_CACHE_MAX_SIZE`).
+        #[arg(long, value_name = "BYTES")]
+        max_size: Option<u64>,
+    },
+}
+
+fn open(a: &CacheArgs) -> Result<PersistentCache, Error> {
+    match &a.dir {
+        Some(d) => Ok(PersistentCache::new(d)),
+        None => PersistentCache::from_env_root().ok_or_else(|| {
+            Error::Message("no cache directory: set KILN_CACHE_DIR or HOME, or pass --dir".into())
+        }),
+    }
+}
+
+fn preview(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= 12 {
+        text.into_owned()
+    } else {
+        format!("{}\n... ({} more lines)", lines[..12].join("\n"), lines.len() - 12)
+    }
+}
+
+pub fn main(a: &CacheArgs) -> Result<(), Error> {
+    let cache = open(a)?;
+    match &a.command {
+        CacheCommand::Ls => {
+            let mut items = cache.items();
+            items.sort_by(|x, y| x.id.cmp(&y.id));
+            let now = std::time::SystemTime::now();
+            for i in items {
+                let age = now.duration_since(i.last_used).map_or(0, |d| d.as_secs());
+                println!("{}  {} bytes  {}s ago", i.id, i.size, age);
+            }
+        }
+        CacheCommand::Show { key } => {
+            let d = cache.show(key).ok_or_else(|| {
+                Error::Message(format!(
+                    "no cache item `{key}` in `{}` (see `kiln cache ls`)",
+                    cache.root().display()
+                ))
+            })?;
+            println!("item: {key}");
+            match d.key {
+                Ok(k) => {
+                    println!("device: {}", k.device);
+                    println!("build options: {:?}", k.build_options);
+                    println!("spec constants: {} bytes", k.spec_consts.len());
+                    println!("image: {} bytes\n{}", k.image.len(), preview(&k.image));
+                }
+                Err(e) => println!("key: damaged ({e})"),
+            }
+            match d.artifact {
+                Ok(n) => println!("artifact: {n} bytes, checksum ok"),
+                Err(e) => println!("artifact: damaged ({e})"),
+            }
+        }
+        CacheCommand::Stats => {
+            let s = cache.stats();
+            println!("root: {}", cache.root().display());
+            println!("items: {}", s.items);
+            println!("bytes: {}", s.bytes);
+        }
+        CacheCommand::Clear => {
+            let n = cache.clear();
+            println!("removed {n} items");
+        }
+        CacheCommand::Evict { max_size } => {
+            let max = max_size
+                .or_else(|| {
+                    std::env::var("KILN_CACHE_MAX_SIZE").ok().and_then(|s| s.trim().parse().ok())
+                })
+                .ok_or_else(|| {
+                    Error::Message("give --max-size or set KILN_CACHE_MAX_SIZE".into())
+                })?;
+            let n = cache.evict(max);
+            println!("removed {n} items");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use kiln::runtime::cache::DiskKey;
+
+    #[derive(Parser, Debug)]
+    struct T {
+        #[command(flatten)]
+        a: CacheArgs,
+    }
+
+    fn run(dir: &std::path::Path, args: &[&str]) -> Result<(), Error> {
+        let mut v = vec!["kiln-cache", "--dir", dir.to_str().unwrap()];
+        v.extend_from_slice(args);
+        main(&T::try_parse_from(v).unwrap().a)
+    }
+
+    #[test]
+    fn subcommands() {
+        let dir = std::env::temp_dir().join(format!("kiln-cli-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let c = PersistentCache::new(&dir);
+        for i in 0..3u8 {
+            let key = DiskKey {
+                device: "interp".into(),
+                image: vec![b'k', i],
+                spec_consts: vec![],
+                build_options: String::new(),
+            };
+            c.put(&key, &[i; 40]);
+        }
+        let id = c.items()[0].id.clone();
+        for args in [&["ls"][..], &["stats"], &["show", &id]] {
+            assert!(run(&dir, args).is_ok(), "{args:?}");
+        }
+        assert!(matches!(run(&dir, &["show", "a/b/c/d/9"]), Err(Error::Message(_))));
+        let one = c.items()[0].size;
+        run(&dir, &["evict", "--max-size", &one.to_string()]).unwrap();
+        assert_eq!(c.stats().items, 1);
+        run(&dir, &["clear"]).unwrap();
+        assert_eq!(c.stats().items, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
