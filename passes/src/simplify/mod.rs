@@ -106,12 +106,11 @@ pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
         .with_time_limit(limits.time)
         .run(rewrites());
     let root = runner.egraph.find(root);
-    let (cost, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
+    let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
     match to_expr(&best, &runner.egraph.analysis.leaves) {
-        Some(s) if cost < expr_cost(e) && s.ty() == e.ty() => s,
-        Some(s) if s == *e => e.clone(),
-        // Not cheaper (or, impossibly, not convertible): keep the operands' simplification
-        // only, which `add_expr` did for opaque nodes.
+        // Only a strictly cheaper result (counting inside opaque leaves too) replaces `e`,
+        // so simplifying a simplified expression returns the very same handle.
+        Some(s) if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) => s,
         _ => e.clone(),
     }
 }
