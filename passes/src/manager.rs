@@ -32,8 +32,11 @@ impl Pass for FnPass {
     }
 }
 
-/// Every built-in pass: (name, function, one-line description).
-pub const PASSES: &[(&str, fn(&Kernel) -> Kernel, &str)] = &[
+/// A built-in pass: its name, its function and a one-line description.
+pub type PassEntry = (&'static str, fn(&Kernel) -> Kernel, &'static str);
+
+/// Every built-in pass.
+pub const PASSES: &[PassEntry] = &[
     ("simplify", crate::simplify::simplify_kernel, "egg expression simplifier"),
     ("let-opt", crate::let_opt::let_opt, "remove unused lets, inline single-use/trivial"),
     ("cse", crate::cse::cse, "common subexpression elimination"),

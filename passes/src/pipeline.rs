@@ -11,11 +11,8 @@ pub const DEFAULT_PIPELINE: &str =
 
 /// The default pipeline as a pass manager.
 pub fn default_pipeline() -> PassManager {
-    match PassManager::from_names(DEFAULT_PIPELINE) {
-        Ok(pm) => pm,
-        // Every name above is a built-in pass (tested); never reached.
-        Err(_) => PassManager::new(),
-    }
+    // Every name above is a built-in pass (tested), so this never falls back.
+    PassManager::from_names(DEFAULT_PIPELINE).unwrap_or_default()
 }
 
 /// Optimizes a kernel with the default pipeline. The result has the same meaning as `k`

@@ -1,4 +1,4 @@
-//! The `kiln` command line: `check`, `fmt` and `run`.
+//! The `kiln` command line: `check`, `fmt`, `run` and `opt`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
@@ -7,6 +7,7 @@ mod buffers;
 mod check;
 mod fmt;
 mod npy;
+mod opt;
 mod run;
 mod value;
 
@@ -33,6 +34,9 @@ enum Command {
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
+    /// Optimize a .kir file with a list of passes or the default pipeline (-O).
+    #[command(after_long_help = opt::pass_list())]
+    Opt(opt::OptArgs),
 }
 
 /// Why a command failed.
@@ -59,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::main(&a),
         Command::Fmt(a) => fmt::main(&a),
         Command::Run(a) => run::main(&a),
+        Command::Opt(a) => opt::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

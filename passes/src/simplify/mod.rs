@@ -195,7 +195,7 @@ pub fn may_fail(e: &Expr) -> bool {
         ExprNode::Load { .. } => true,
         ExprNode::Binary { op: kiln_ir::BinOp::Div | kiln_ir::BinOp::Rem, b, .. }
             if e.ty().scalar().is_some_and(|s| s.is_int())
-                && !b.as_imm().is_some_and(|k| !k.is_zero()) =>
+                && b.as_imm().is_none_or(|k| k.is_zero()) =>
         {
             true
         }
