@@ -24,17 +24,26 @@ fn assigned_in(stmts: &[Stmt], name: &str) -> bool {
     a.1
 }
 
-impl Mutator for ConstProp {
+/// Replaces `if`s on constant conditions by the branch taken.
+struct ResolveIfs;
+
+impl Mutator for ResolveIfs {
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = Folder.mutate_stmt(&walk_mutate_stmt(self, s));
-        let s = match s.node() {
+        let s = walk_mutate_stmt(self, s);
+        match s.node() {
             StmtNode::If { cond, then, otherwise } => match cond.as_imm() {
                 Some(Imm::Bool(true)) => then.clone(),
                 Some(Imm::Bool(false)) => otherwise.clone().unwrap_or_else(|| Stmt::block([])),
                 _ => s,
             },
             _ => s,
-        };
+        }
+    }
+}
+
+impl Mutator for ConstProp {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = ResolveIfs.mutate_stmt(&Folder.mutate_stmt(&walk_mutate_stmt(self, s)));
         let StmtNode::Block(stmts) = s.node() else { return s };
         let mut out = stmts.clone();
         let mut changed = false;
@@ -51,7 +60,7 @@ impl Mutator for ConstProp {
             }
             let mut sub = Subst(HashMap::from([(var.name().to_string(), value)]));
             for t in &mut out[i + 1..] {
-                *t = Folder.mutate_stmt(&sub.mutate_stmt(t));
+                *t = ResolveIfs.mutate_stmt(&Folder.mutate_stmt(&sub.mutate_stmt(t)));
             }
             changed = true;
         }

@@ -1,12 +1,12 @@
 //! Let optimization: removes unused `let`s whose value cannot fail, and inlines `let`s used
-//! once or bound to a variable or constant, when the value is stable (no loads, cannot fail,
+//! once (not inside a loop) or bound to a variable or constant, when the value is stable (no loads, cannot fail,
 //! reads no mutable variable) so that evaluating it at the use gives the same value.
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::{walk_mutate_stmt, Kernel, Mutator, Stmt, StmtNode};
 
 use crate::simplify::may_fail;
-use crate::util::{count_uses, is_stable, mutable_names, Subst};
+use crate::util::{count_uses, count_uses_in_loops, is_stable, mutable_names, Subst};
 
 struct LetOpt {
     mutable: HashSet<String>,
@@ -29,7 +29,9 @@ impl Mutator for LetOpt {
                     continue;
                 }
                 let trivial = value.as_var().is_some() || value.as_imm().is_some();
-                if (uses == 1 || trivial) && is_stable(&value, &self.mutable) {
+                // A single use inside a loop is not inlined: that would undo hoisting.
+                let single = uses == 1 && count_uses_in_loops(&out[i + 1..], var.name()) == 0;
+                if (single || trivial) && is_stable(&value, &self.mutable) {
                     let mut sub = Subst(HashMap::from([(var.name().to_string(), value)]));
                     let rest: Vec<Stmt> = out[i + 1..].iter().map(|t| sub.mutate_stmt(t)).collect();
                     out.truncate(i);

@@ -39,6 +39,27 @@ pub fn count_uses(stmts: &[Stmt], name: &str) -> usize {
     c.1
 }
 
+/// Counts references to `name` that sit inside a `for` or `while` body within `stmts`.
+pub fn count_uses_in_loops(stmts: &[Stmt], name: &str) -> usize {
+    let mut n = 0;
+    for s in stmts {
+        match s.node() {
+            StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                n += count_uses(std::slice::from_ref(body), name)
+            }
+            StmtNode::If { then, otherwise, .. } => {
+                n += count_uses_in_loops(std::slice::from_ref(then), name);
+                if let Some(o) = otherwise {
+                    n += count_uses_in_loops(std::slice::from_ref(o), name);
+                }
+            }
+            StmtNode::Block(v) => n += count_uses_in_loops(v, name),
+            _ => {}
+        }
+    }
+    n
+}
+
 /// The names of variables that are ever assigned or declared mutable (`var`) in `s`.
 pub fn mutable_names(s: &Stmt) -> HashSet<String> {
     struct M(HashSet<String>);
