@@ -91,8 +91,21 @@ pub fn simplify_expr(e: &Expr) -> Expr {
     simplify_expr_with(e, &Limits::default())
 }
 
-/// Simplifies `e` under `limits`.
+/// Simplifies `e` under `limits`: e-graph rounds repeat while they make the expression
+/// strictly cheaper (so this terminates), so simplifying the result again changes nothing.
 pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
+    let mut cur = e.clone();
+    loop {
+        let next = simplify_once(&cur, limits);
+        if next.ptr_eq(&cur) {
+            return cur;
+        }
+        cur = next;
+    }
+}
+
+/// One e-graph round: the cheapest equivalent found, or `e` itself if none is cheaper.
+fn simplify_once(e: &Expr, limits: &Limits) -> Expr {
     match e.node() {
         ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => return e.clone(),
         _ => {}
