@@ -6,7 +6,7 @@
 //! ranges over the boundary values), on float special values (f32, f64) and on bools.
 
 use egg::{ENodeOrVar, Language, PatternAst, RecExpr, Var};
-use kiln_ir::{Imm, Scalar};
+use kiln_ir::{Builtin, Imm, Scalar};
 use kiln_passes::simplify::lang::{fold, Node};
 use kiln_passes::simplify::rules::{specs, Info, RuleSpec};
 
@@ -99,15 +99,33 @@ fn check(rule: &Rule, ty: Scalar, env: &[(Var, Val)]) -> bool {
         let v: Var = name.parse().expect("var name");
         let val = env.iter().find(|(w, _)| *w == v).map(|x| x.1);
         let vty = if rule.bool_vars.contains(&v) { Scalar::Bool } else { ty };
+        // Range rules: `?x` plays `local_id(0)` and `?y` `local_size(0)`.
+        let builtin = match (rule.spec.name.starts_with("range-"), v.to_string().as_str()) {
+            (true, "?x") => Some((Builtin::LocalId, 0)),
+            (true, "?y") => Some((Builtin::LocalSize, 0)),
+            _ => None,
+        };
         match val {
             Some(Ok(k)) => Info {
                 ty: vty,
                 konst: if is_const_var(&v) { Some(k) } else { None },
                 may_fail: false,
+                builtin,
             },
-            _ => Info { ty: vty, konst: None, may_fail: true },
+            _ => Info { ty: vty, konst: None, may_fail: true, builtin },
         }
     };
+    if rule.spec.name.starts_with("range-") {
+        // Only assignments where the fact holds: u32 values with x < y.
+        let get = |n: &str| {
+            let v: Var = n.parse().expect("var");
+            env.iter().find(|(w, _)| *w == v).and_then(|x| x.1.ok()).and_then(|k| k.as_i128())
+        };
+        match (get("?x"), get("?y")) {
+            (Some(x), Some(y)) if ty == Scalar::U32 && x < y => {}
+            _ => return false,
+        }
+    }
     if !(rule.spec.guard)(&look) {
         return false;
     }

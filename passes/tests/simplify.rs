@@ -35,6 +35,20 @@ fn remapping_identities() {
 }
 
 #[test]
+fn work_item_ids_are_below_their_sizes() {
+    use kiln_ir::Builtin;
+    let lid = Expr::builtin(Builtin::LocalId, 1);
+    let lsz = Expr::builtin(Builtin::LocalSize, 1);
+    assert_eq!(simplify_expr(&(&lid % &lsz)).to_string(), "local_id(1)");
+    assert_eq!(simplify_expr(&(&lid / &lsz)).to_string(), "0u32");
+    assert_eq!(simplify_expr(&lid.cmp_lt(&lsz)).to_string(), "true");
+    assert_eq!(simplify_expr(&lsz.cmp_gt(&lid)).to_string(), "true");
+    // Different dimensions: no fact.
+    let other = Expr::builtin(Builtin::LocalSize, 0);
+    assert_eq!(simplify_expr(&(&lid % &other)).to_string(), "local_id(1) % local_size(0)");
+}
+
+#[test]
 fn may_fail_operands_are_kept() {
     let (a, b) = (v("a", Type::I32), v("b", Type::I32));
     // 0 * (a / b): b may be zero, so the division stays.

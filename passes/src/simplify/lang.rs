@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language, RecExpr};
 use kiln_ir::interp::scalar;
-use kiln_ir::{BinOp, Expr, ExprMap, ExprNode, Imm, Intrinsic, Scalar, UnOp};
+use kiln_ir::{BinOp, Builtin, Expr, ExprMap, ExprNode, Imm, Intrinsic, Scalar, UnOp};
 
 /// A typed constant inside the e-graph (compared bitwise, like [`Imm`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -220,6 +220,9 @@ pub struct Data {
     /// True if evaluating it may be an error (division or remainder by a possibly-zero
     /// value, a load that may be out of bounds, or an operand that may fail).
     pub may_fail: bool,
+    /// The work-item built-in this class is, if it is one (for range facts such as
+    /// `local_id(d) < local_size(d)`).
+    pub builtin: Option<(Builtin, u8)>,
 }
 
 /// The e-class analysis: types, constant folding and the "may fail" fact; it also owns the
@@ -280,7 +283,14 @@ impl Analysis<Node> for KAnalysis {
                 (ty, child_fails)
             }
         };
-        Data { ty, konst, may_fail: may_fail && konst.is_none() }
+        let builtin = match node {
+            Node::Leaf(l) => match egraph.analysis.leaves.get(l.0 as usize).map(|x| x.0.node()) {
+                Some(ExprNode::Builtin { kind, dim }) => Some((*kind, *dim)),
+                _ => None,
+            },
+            _ => None,
+        };
+        Data { ty, konst, may_fail: may_fail && konst.is_none(), builtin }
     }
 
     fn merge(&mut self, a: &mut Data, b: Data) -> DidMerge {
@@ -300,6 +310,14 @@ impl Analysis<Node> for KAnalysis {
             to_a = true;
         } else if !a.may_fail && b.may_fail {
             to_b = true;
+        }
+        match (a.builtin, b.builtin) {
+            (None, Some(x)) => {
+                a.builtin = Some(x);
+                to_a = true;
+            }
+            (Some(_), None) => to_b = true,
+            _ => {}
         }
         DidMerge(to_a, to_b)
     }

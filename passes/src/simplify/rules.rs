@@ -12,7 +12,7 @@
 //! exhaustively at 8 bits.
 
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
-use kiln_ir::{Imm, Scalar};
+use kiln_ir::{Builtin, Imm, Scalar};
 
 use super::lang::{KAnalysis, KGraph, Konst, Node};
 
@@ -25,6 +25,8 @@ pub struct Info {
     pub konst: Option<Imm>,
     /// True if evaluating it may fail.
     pub may_fail: bool,
+    /// The work-item built-in it is, if it is one.
+    pub builtin: Option<(Builtin, u8)>,
 }
 
 /// Looks up a pattern variable (`"?a"`) of the current match.
@@ -77,6 +79,20 @@ fn all_ones(l: Look, v: &str) -> bool {
 fn int_k(l: Look, v: &str, k: i128) -> Option<Imm> {
     let ty = l(v).ty;
     ty.is_int().then(|| Imm::int(ty, k))
+}
+/// True if `?x < ?y` always holds because `?x` is `local_id(d)` and `?y` is `local_size(d)`
+/// (or `group_id(d)` and `num_groups(d)`), for the same `d`.
+pub fn id_below_size(l: Look) -> bool {
+    match (l("?x").builtin, l("?y").builtin) {
+        (Some((a, d)), Some((b, e))) => {
+            d == e
+                && matches!(
+                    (a, b),
+                    (Builtin::LocalId, Builtin::LocalSize) | (Builtin::GroupId, Builtin::NumGroups)
+                )
+        }
+        _ => false,
+    }
 }
 fn bool_k(b: bool) -> Option<Imm> {
     Some(Imm::Bool(b))
@@ -154,6 +170,13 @@ pub fn specs() -> Vec<RuleSpec> {
         rule!("rem-rem", "(% (% ?x ?c) ?c)" => "(% ?x ?c)", |l| nonzero_const(l, "?c")),
         rule!("sub-rem", "(- ?x (% ?x ?c))" => "(* (/ ?x ?c) ?c)", |l| nonzero_const(l, "?c")),
         rule!("sub-div", "(- ?x (* (/ ?x ?c) ?c))" => "(% ?x ?c)", |l| nonzero_const(l, "?c")),
+        // Range facts of work-item ids (sizes are never zero in a valid launch).
+        rule!("range-lt", "(< ?x ?y)" => "?k", id_below_size, |_| bool_k(true)),
+        rule!("range-ge", "(>= ?x ?y)" => "?k", id_below_size, |_| bool_k(false)),
+        rule!("range-rem", "(% ?x ?y)" => "?x", id_below_size),
+        rule!("range-div", "(/ ?x ?y)" => "?k", id_below_size, |l| int_k(l, "?x", 0)),
+        rule!("range-min", "(min ?x ?y)" => "?x", id_below_size),
+        rule!("range-max", "(max ?x ?y)" => "?y", id_below_size),
         // Bitwise.
         rule!("and-self", "(& ?a ?a)" => "?a", |_| true),
         rule!("or-self", "(| ?a ?a)" => "?a", |_| true),
@@ -226,9 +249,11 @@ impl Applier<Node, KAnalysis> for Guarded {
                 let data =
                     name.parse::<Var>().ok().and_then(|v| subst.get(v)).map(|&id| &egraph[id].data);
                 match data {
-                    Some(d) => Info { ty: d.ty, konst: d.konst, may_fail: d.may_fail },
+                    Some(d) => {
+                        Info { ty: d.ty, konst: d.konst, may_fail: d.may_fail, builtin: d.builtin }
+                    }
                     // An unbound name: a guard asking for it is a bug; answer "unknown, may fail".
-                    None => Info { ty: Scalar::Bool, konst: None, may_fail: true },
+                    None => Info { ty: Scalar::Bool, konst: None, may_fail: true, builtin: None },
                 }
             };
             if !(self.guard)(&look) {
