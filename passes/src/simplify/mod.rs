@@ -42,10 +42,11 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 8 rounds, 2,000 nodes, 20 ms: a typical index expression stops far earlier (the
-    /// e-graph saturates or the node limit is reached in well under a millisecond).
+    /// 6 rounds, 800 nodes, 50 ms: the node and round limits stop a typical index expression
+    /// well under a millisecond (so results are deterministic); the time limit is only a
+    /// safety net for huge expressions.
     fn default() -> Limits {
-        Limits { nodes: 2_000, iterations: 8, time: Duration::from_millis(20) }
+        Limits { nodes: 800, iterations: 6, time: Duration::from_millis(50) }
     }
 }
 
@@ -96,18 +97,21 @@ pub fn simplify_expr(e: &Expr) -> Expr {
 pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
     let mut cur = e.clone();
     loop {
-        let next = simplify_once(&cur, limits);
-        if next.ptr_eq(&cur) {
-            return cur;
+        let (next, saturated) = simplify_once(&cur, limits);
+        // A saturated e-graph held everything the rules reach from the result too, so
+        // another round could not find anything cheaper.
+        if next.ptr_eq(&cur) || saturated {
+            return next;
         }
         cur = next;
     }
 }
 
-/// One e-graph round: the cheapest equivalent found, or `e` itself if none is cheaper.
-fn simplify_once(e: &Expr, limits: &Limits) -> Expr {
+/// One e-graph round: the cheapest equivalent found, or `e` itself if none is cheaper, and
+/// whether the e-graph saturated (no limit stopped it).
+fn simplify_once(e: &Expr, limits: &Limits) -> (Expr, bool) {
     match e.node() {
-        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => return e.clone(),
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => return (e.clone(), true),
         _ => {}
     }
     let mut g = KGraph::new(KAnalysis::default());
@@ -118,13 +122,14 @@ fn simplify_once(e: &Expr, limits: &Limits) -> Expr {
         .with_iter_limit(limits.iterations)
         .with_time_limit(limits.time)
         .run(rewrites());
+    let saturated = matches!(runner.stop_reason, Some(egg::StopReason::Saturated));
     let root = runner.egraph.find(root);
     let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
     match to_expr(&best, &runner.egraph.analysis.leaves) {
         // Only a strictly cheaper result (counting inside opaque leaves too) replaces `e`,
         // so simplifying a simplified expression returns the very same handle.
-        Some(s) if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) => s,
-        _ => e.clone(),
+        Some(s) if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) => (s, saturated),
+        _ => (e.clone(), saturated),
     }
 }
 
