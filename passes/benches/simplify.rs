@@ -6,6 +6,9 @@
 //!
 //! `cargo bench -p kiln-passes --bench simplify`
 
+// The corpus is deliberately redundant: it is the simplifier's input.
+#![allow(clippy::eq_op, clippy::erasing_op)]
+
 use std::hint::black_box;
 use std::time::Instant;
 
