@@ -1,4 +1,25 @@
-//! kiln-passes: see ARCHITECTURE.md. Empty until its issue lands.
+//! kiln-passes: optimization passes over kiln IR (see ARCHITECTURE.md).
+//!
+//! * [`simplify`]: the egg-based expression simplifier and the `simplify` pass.
+//! * [`manager`]: named passes, [`manager::PassManager`], verification and IR tracing.
+//! * [`pipeline`]: the default `-O` pipeline, [`pipeline::optimize`].
+//! * Classic passes: [`let_opt`], [`cse`], [`licm`], [`dce`], [`constprop`], [`strength`],
+//!   [`peephole`].
+//! * [`fusion`]: the kernel fusion JIT.
+//! * [`divergence`]: uniform/divergent analysis of every value.
 
+#![warn(missing_docs)]
+
+pub mod constprop;
+pub mod cse;
+pub mod dce;
 pub mod divergence;
 pub mod fusion;
+pub mod let_opt;
+pub mod licm;
+pub mod manager;
+pub mod peephole;
+pub mod pipeline;
+pub mod simplify;
+pub mod strength;
+pub mod util;

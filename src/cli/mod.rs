@@ -1,4 +1,5 @@
-//! The `kiln` command line: `check`, `fmt`, `run`, `emit`, `fuse`, `divergence` and `cache`.
+//! The `kiln` command line: `check`, `fmt`, `run`, `opt`, `emit`, `fuse`, `divergence` and
+//! `cache`.
 //!
 //! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
 //! interpreter error), 2 for usage errors found by the argument parser.
@@ -11,6 +12,7 @@ mod emit;
 mod fmt;
 mod fuse;
 mod npy;
+mod opt;
 mod run;
 mod value;
 
@@ -45,6 +47,9 @@ enum Command {
     Divergence(divergence::DivergenceArgs),
     /// Inspect or trim the persistent program cache: ls, show KEY, stats, clear, evict.
     Cache(cache::CacheArgs),
+    /// Optimize a .kir file with a list of passes or the default pipeline (-O).
+    #[command(after_long_help = opt::pass_list())]
+    Opt(opt::OptArgs),
 }
 
 /// Why a command failed.
@@ -75,6 +80,7 @@ pub fn main() -> ExitCode {
         Command::Fuse(a) => fuse::main(&a),
         Command::Divergence(a) => divergence::main(&a),
         Command::Cache(a) => cache::main(&a),
+        Command::Opt(a) => opt::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

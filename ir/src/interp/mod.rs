@@ -258,3 +258,30 @@ pub fn default_local_size(global: [u32; 3]) -> [u32; 3] {
     let l0 = (1..=g.min(64)).rev().find(|&l| g % l < 1).unwrap_or(1);
     [l0, 1, 1]
 }
+
+/// The interpreter's scalar semantics, for constant folding in passes: exactly what the
+/// interpreter does to operand values (division and remainder by zero are `Err`).
+pub mod scalar {
+    use crate::expr::{BinOp, Imm, Intrinsic, UnOp};
+    use crate::types::Scalar;
+
+    /// `op a`.
+    pub fn unary(op: UnOp, a: Imm) -> Result<Imm, String> {
+        super::ops::unary(op, a)
+    }
+
+    /// `a op b`; division or remainder by zero is an `Err`.
+    pub fn binary(op: BinOp, a: Imm, b: Imm) -> Result<Imm, String> {
+        super::ops::binary(op, a, b)
+    }
+
+    /// `a as to`.
+    pub fn cast(to: Scalar, a: Imm) -> Imm {
+        super::ops::cast(to, a)
+    }
+
+    /// An intrinsic call.
+    pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
+        super::ops::intrinsic(op, args)
+    }
+}

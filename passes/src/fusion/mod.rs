@@ -15,8 +15,8 @@
 //!    `if glid < N_k` when its linear size is smaller than the fused one, with a
 //!    work-group barrier (local + global fences) between entries, outside the guards;
 //! 5. the post-fusion pipeline runs: [`FuseOptions::post_fusion`], a single
-//!    `fn(&Kernel) -> Kernel` call site (identity by default; wire
-//!    `kiln_passes::pipeline::optimize` in there once it exists).
+//!    `fn(&Kernel) -> Kernel` call site, by default the `-O` pipeline
+//!    ([`crate::pipeline::optimize`]: simplify, constant propagation, CSE, LICM, DCE, ...).
 //!
 //! The result, [`FusedKernel`], holds the kernel, its nd-range and for every original
 //! argument an [`ArgMap`]. [`fusion_key`] gives a stable key for caching fused kernels.
@@ -246,7 +246,7 @@ pub struct FusedKernel {
 #[derive(Clone, Copy, Debug)]
 pub struct FuseOptions {
     /// The post-fusion pipeline: the one call site where fused kernels are optimized.
-    /// Defaults to [`identity`]; wire `kiln_passes::pipeline::optimize` in here.
+    /// Defaults to [`crate::pipeline::optimize`]; [`identity`] skips optimization.
     pub post_fusion: fn(&Kernel) -> Kernel,
     /// Verify the fused kernel (before and after the post-fusion pipeline).
     pub verify: bool,
@@ -259,7 +259,7 @@ pub fn identity(k: &Kernel) -> Kernel {
 
 impl Default for FuseOptions {
     fn default() -> FuseOptions {
-        FuseOptions { post_fusion: identity, verify: true }
+        FuseOptions { post_fusion: crate::pipeline::optimize, verify: true }
     }
 }
 

@@ -1,0 +1,78 @@
+//! Constant propagation: `let`s bound to constants, and `var`s initialized with a constant and
+//! never assigned, are replaced by the constant in their scope; operators on constants are
+//! folded with the interpreter's semantics; `if`s on constant conditions are resolved.
+
+use hashbrown::HashMap;
+use kiln_ir::{walk_mutate_stmt, Imm, Kernel, Mutator, Stmt, StmtNode};
+
+use crate::util::{count_uses, Folder, Subst};
+
+struct ConstProp;
+
+fn assigned_in(stmts: &[Stmt], name: &str) -> bool {
+    struct A<'a>(&'a str, bool);
+    impl kiln_ir::Visitor for A<'_> {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtNode::Assign { var, .. } = s.node() {
+                self.1 |= var.name() == self.0;
+            }
+            kiln_ir::walk_stmt(self, s)
+        }
+    }
+    let mut a = A(name, false);
+    stmts.iter().for_each(|s| kiln_ir::Visitor::visit_stmt(&mut a, s));
+    a.1
+}
+
+/// Replaces `if`s on constant conditions by the branch taken.
+struct ResolveIfs;
+
+impl Mutator for ResolveIfs {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = walk_mutate_stmt(self, s);
+        match s.node() {
+            StmtNode::If { cond, then, otherwise } => match cond.as_imm() {
+                Some(Imm::Bool(true)) => then.clone(),
+                Some(Imm::Bool(false)) => otherwise.clone().unwrap_or_else(|| Stmt::block([])),
+                _ => s,
+            },
+            _ => s,
+        }
+    }
+}
+
+impl Mutator for ConstProp {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = ResolveIfs.mutate_stmt(&Folder.mutate_stmt(&walk_mutate_stmt(self, s)));
+        let StmtNode::Block(stmts) = s.node() else { return s };
+        let mut out = stmts.clone();
+        let mut changed = false;
+        for i in 0..out.len() {
+            let (var, value) = match out[i].node() {
+                StmtNode::Let { var, value } => (var.clone(), value.clone()),
+                StmtNode::Decl { var, init } if !assigned_in(&out[i + 1..], var.name()) => {
+                    (var.clone(), init.clone())
+                }
+                _ => continue,
+            };
+            if value.as_imm().is_none() || count_uses(&out[i + 1..], var.name()) == 0 {
+                continue;
+            }
+            let mut sub = Subst(HashMap::from([(var.name().to_string(), value)]));
+            for t in &mut out[i + 1..] {
+                *t = ResolveIfs.mutate_stmt(&Folder.mutate_stmt(&sub.mutate_stmt(t)));
+            }
+            changed = true;
+        }
+        if changed {
+            Stmt::block(out)
+        } else {
+            s
+        }
+    }
+}
+
+/// Runs constant propagation.
+pub fn constprop(k: &Kernel) -> Kernel {
+    ConstProp.mutate_kernel(k)
+}

@@ -1,0 +1,61 @@
+//! Common subexpression elimination: once `let v = e;` has run, later occurrences of `e` in
+//! its scope (as a whole expression or a subexpression) read `v` instead. Only stable values
+//! (no loads, cannot fail, no mutable variables) are reused.
+
+use hashbrown::HashSet;
+use kiln_ir::{walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, Kernel, Mutator, Stmt, StmtNode};
+
+use crate::util::{is_stable, mutable_names};
+
+struct Cse {
+    mutable: HashSet<String>,
+    scopes: Vec<ExprMap<Expr>>,
+}
+
+impl Cse {
+    fn lookup(&self, e: &Expr) -> Option<Expr> {
+        self.scopes.iter().rev().find_map(|m| m.get(e).cloned())
+    }
+}
+
+impl Mutator for Cse {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if e.children().is_empty() {
+            return e.clone();
+        }
+        if let Some(v) = self.lookup(e) {
+            return v;
+        }
+        walk_mutate_expr(self, e)
+    }
+
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let StmtNode::Block(stmts) = s.node() else { return walk_mutate_stmt(self, s) };
+        self.scopes.push(ExprMap::new());
+        let mut changed = false;
+        let mut out = Vec::with_capacity(stmts.len());
+        for t in stmts {
+            let t2 = self.mutate_stmt(t);
+            changed |= !t2.ptr_eq(t);
+            if let StmtNode::Let { var, value } = t2.node() {
+                if !value.children().is_empty() && is_stable(value, &self.mutable) {
+                    if let Some(scope) = self.scopes.last_mut() {
+                        scope.entry(value.clone()).or_insert_with(|| var.expr());
+                    }
+                }
+            }
+            out.push(t2);
+        }
+        self.scopes.pop();
+        if changed {
+            Stmt::block(out)
+        } else {
+            s.clone()
+        }
+    }
+}
+
+/// Runs common subexpression elimination.
+pub fn cse(k: &Kernel) -> Kernel {
+    Cse { mutable: mutable_names(k.body()), scopes: Vec::new() }.mutate_kernel(k)
+}

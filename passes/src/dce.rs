@@ -1,0 +1,155 @@
+//! Dead code elimination: stores to private or local arrays that are never read (never
+//! loaded, never passed to a call) are removed, and then the array itself; `var`s that are
+//! never read lose their declaration and assignments. A store or assignment is only removed
+//! when it cannot fail: its value cannot fail and its index is provably in bounds.
+
+use hashbrown::HashSet;
+use kiln_ir::{
+    walk_expr, walk_mutate_stmt, walk_stmt, AddrSpace, BinOp, Expr, ExprNode, Kernel, Mutator,
+    Stmt, StmtNode, Type, Visitor,
+};
+
+use crate::simplify::may_fail;
+
+/// An exclusive upper bound of an unsigned (or constant) index, if one is known.
+fn index_bound(e: &Expr) -> Option<u128> {
+    let unsigned = e.ty().scalar().is_some_and(|s| s.is_unsigned());
+    if let Some(k) = e.as_imm() {
+        return k.as_i128().filter(|&v| v >= 0).map(|v| v as u128 + 1);
+    }
+    match e.node() {
+        ExprNode::Binary { op: BinOp::Rem, b, .. } if unsigned => {
+            b.as_imm().and_then(|k| k.as_i128()).filter(|&v| v > 0).map(|v| v as u128)
+        }
+        ExprNode::Binary { op: BinOp::And, a, b } if unsigned => {
+            match (index_bound(a), index_bound(b)) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Names read as values: every variable reference and every load's buffer.
+fn read_names(s: &Stmt) -> HashSet<String> {
+    struct R(HashSet<String>);
+    impl Visitor for R {
+        fn visit_expr(&mut self, e: &Expr) {
+            match e.node() {
+                ExprNode::Var(v) => {
+                    self.0.insert(v.name().to_string());
+                }
+                ExprNode::Load { buf, .. } => {
+                    self.0.insert(buf.name().to_string());
+                }
+                _ => {}
+            }
+            walk_expr(self, e)
+        }
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtNode::Call { args, .. } = s.node() {
+                for a in args {
+                    if let Some(v) = a.as_var() {
+                        self.0.insert(v.name().to_string());
+                    }
+                }
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut r = R(HashSet::new());
+    r.visit_stmt(s);
+    r.0
+}
+
+struct Dce {
+    read: HashSet<String>,
+    /// Dead arrays and their lengths, by name.
+    arrays: hashbrown::HashMap<String, u32>,
+    /// Names whose removal was not possible everywhere (keep their declarations).
+    kept: HashSet<String>,
+}
+
+impl Mutator for Dce {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = walk_mutate_stmt(self, s);
+        match s.node() {
+            StmtNode::Store { buf, index, value } => match self.arrays.get(buf.name()) {
+                Some(&len)
+                    if !may_fail(value)
+                        && !may_fail(index)
+                        && index_bound(index).is_some_and(|b| b <= len as u128) =>
+                {
+                    Stmt::block([])
+                }
+                Some(_) => {
+                    self.kept.insert(buf.name().to_string());
+                    s
+                }
+                None => s,
+            },
+            StmtNode::Assign { var, value } if !self.read.contains(var.name()) => {
+                if may_fail(value) {
+                    self.kept.insert(var.name().to_string());
+                    s
+                } else {
+                    Stmt::block([])
+                }
+            }
+            _ => s,
+        }
+    }
+}
+
+struct DropDecls<'a>(&'a Dce);
+
+impl Mutator for DropDecls<'_> {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = walk_mutate_stmt(self, s);
+        let d = self.0;
+        match s.node() {
+            StmtNode::Alloc { var, .. }
+                if d.arrays.contains_key(var.name()) && !d.kept.contains(var.name()) =>
+            {
+                Stmt::block([])
+            }
+            StmtNode::Decl { var, init }
+                if !d.read.contains(var.name())
+                    && !d.kept.contains(var.name())
+                    && !may_fail(init) =>
+            {
+                Stmt::block([])
+            }
+            _ => s,
+        }
+    }
+}
+
+/// Runs dead code elimination.
+pub fn dce(k: &Kernel) -> Kernel {
+    struct Arrays(hashbrown::HashMap<String, u32>);
+    impl Visitor for Arrays {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtNode::Alloc { var, count } = s.node() {
+                if matches!(var.ty(), Type::Ptr(AddrSpace::Private | AddrSpace::Local, _)) {
+                    self.0
+                        .entry(var.name().to_string())
+                        .and_modify(|c| *c = (*c).min(*count))
+                        .or_insert(*count);
+                }
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let read = read_names(k.body());
+    let mut arrays = Arrays(hashbrown::HashMap::new());
+    arrays.visit_stmt(k.body());
+    // An array name bound twice (re-bound after its scope ended) is only dead if both are:
+    // names are compared, so a read of either keeps both.
+    let arrays = arrays.0.into_iter().filter(|(n, _)| !read.contains(n)).collect();
+    let mut d = Dce { read, arrays, kept: HashSet::new() };
+    let k1 = d.mutate_kernel(k);
+    let k2 = DropDecls(&d).mutate_kernel(&k1);
+    crate::simplify::drop_empty_blocks(&k2)
+}

@@ -1,0 +1,75 @@
+//! Loop-invariant code hoisting: a `let` in a `for` body whose value is stable (no loads,
+//! cannot fail, no mutable variables) and uses nothing bound inside the loop moves in front
+//! of the loop; the hoisted lets and the loop are wrapped in a block of their own so the
+//! names stay scoped as before.
+
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::{walk_mutate_stmt, walk_stmt, Kernel, Mutator, Stmt, StmtNode, Visitor};
+
+use crate::util::{free_names, is_stable, mutable_names};
+
+/// Names bound anywhere inside `s`, with how often each is bound.
+fn bound_names(s: &Stmt) -> HashMap<String, usize> {
+    struct B(HashMap<String, usize>);
+    impl Visitor for B {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            match s.node() {
+                StmtNode::Let { var, .. }
+                | StmtNode::Decl { var, .. }
+                | StmtNode::Alloc { var, .. }
+                | StmtNode::For { var, .. } => {
+                    *self.0.entry(var.name().to_string()).or_default() += 1;
+                }
+                StmtNode::Call { result: Some(var), .. } => {
+                    *self.0.entry(var.name().to_string()).or_default() += 1;
+                }
+                _ => {}
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut b = B(HashMap::new());
+    b.visit_stmt(s);
+    b.0
+}
+
+struct Licm {
+    mutable: HashSet<String>,
+}
+
+impl Mutator for Licm {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = walk_mutate_stmt(self, s);
+        let StmtNode::For { var, lo, hi, step, body } = s.node() else { return s };
+        let mut inner = bound_names(body);
+        inner.insert(var.name().to_string(), 1);
+        let mut hoisted = Vec::new();
+        let mut kept = Vec::new();
+        for t in body.stmts() {
+            if let StmtNode::Let { var: v, value } = t.node() {
+                let mut names = HashSet::new();
+                free_names(value, &mut names);
+                if is_stable(value, &self.mutable)
+                    && names.iter().all(|n| !inner.contains_key(n))
+                    && inner.get(v.name()) == Some(&1)
+                {
+                    inner.remove(v.name());
+                    hoisted.push(t.clone());
+                    continue;
+                }
+            }
+            kept.push(t.clone());
+        }
+        if hoisted.is_empty() {
+            return s;
+        }
+        let looped = Stmt::for_(var, lo.clone(), hi.clone(), step.clone(), Stmt::block(kept));
+        hoisted.push(looped);
+        Stmt::block(hoisted)
+    }
+}
+
+/// Runs loop-invariant code hoisting.
+pub fn licm(k: &Kernel) -> Kernel {
+    Licm { mutable: mutable_names(k.body()) }.mutate_kernel(k)
+}

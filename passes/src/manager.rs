@@ -1,0 +1,157 @@
+//! The pass manager: named passes run in order, the verifier checks the kernel after each
+//! (always in debug builds and tests; on request in release builds), and with
+//! `KILN_VERBOSE=debuginfo` the IR after each pass is printed (through `tracing` at debug
+//! level, and to stderr).
+
+use std::fmt;
+
+use kiln_ir::{verify_kernel, Kernel, Module};
+
+/// A kernel-to-kernel transformation.
+pub trait Pass: Send + Sync {
+    /// The pass's name, as used in pipelines.
+    fn name(&self) -> &'static str;
+    /// Transforms a kernel. Returns the same kernel (pointer-equal body) if nothing changed.
+    fn run(&self, k: &Kernel) -> Kernel;
+}
+
+/// A pass given by a function.
+pub struct FnPass {
+    /// The pass's name.
+    pub name: &'static str,
+    /// The transformation.
+    pub f: fn(&Kernel) -> Kernel,
+}
+
+impl Pass for FnPass {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn run(&self, k: &Kernel) -> Kernel {
+        (self.f)(k)
+    }
+}
+
+/// A built-in pass: its name, its function and a one-line description.
+pub type PassEntry = (&'static str, fn(&Kernel) -> Kernel, &'static str);
+
+/// Every built-in pass.
+pub const PASSES: &[PassEntry] = &[
+    ("simplify", crate::simplify::simplify_kernel, "egg expression simplifier"),
+    ("let-opt", crate::let_opt::let_opt, "remove unused lets, inline single-use/trivial"),
+    ("cse", crate::cse::cse, "common subexpression elimination"),
+    ("licm", crate::licm::licm, "loop-invariant let hoisting"),
+    ("strength", crate::strength::strength, "strength reduction"),
+    ("dce", crate::dce::dce, "dead stores to unread arrays and vars"),
+    ("constprop", crate::constprop::constprop, "constant propagation and folding"),
+    ("peephole", crate::peephole::peephole, "fma contraction under fast-math"),
+];
+
+/// The pass named `name`, if there is one.
+pub fn pass_by_name(name: &str) -> Option<Box<dyn Pass>> {
+    PASSES
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|&(name, f, _)| Box::new(FnPass { name, f }) as Box<dyn Pass>)
+}
+
+/// Why a pipeline could not be built or run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PassError {
+    /// A pass name that is not in [`PASSES`].
+    UnknownPass(String),
+    /// A pass produced a kernel the verifier rejects (a bug in the pass).
+    Verify {
+        /// The pass.
+        pass: String,
+        /// The verifier's messages.
+        errors: Vec<String>,
+    },
+}
+
+impl fmt::Display for PassError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PassError::UnknownPass(n) => {
+                let names: Vec<&str> = PASSES.iter().map(|p| p.0).collect();
+                write!(f, "unknown pass `{n}` (passes: {})", names.join(", "))
+            }
+            PassError::Verify { pass, errors } => {
+                write!(f, "pass `{pass}` produced invalid IR: {}", errors.join("; "))
+            }
+        }
+    }
+}
+
+impl std::error::Error for PassError {}
+
+/// Runs a list of passes, verifying after each.
+pub struct PassManager {
+    passes: Vec<Box<dyn Pass>>,
+    verify: bool,
+}
+
+impl Default for PassManager {
+    fn default() -> PassManager {
+        PassManager::new()
+    }
+}
+
+impl PassManager {
+    /// An empty pass manager (verification on in debug builds).
+    pub fn new() -> PassManager {
+        PassManager { passes: Vec::new(), verify: cfg!(debug_assertions) }
+    }
+
+    /// A pass manager for a comma-separated list of pass names (`"simplify,cse,licm"`).
+    pub fn from_names(list: &str) -> Result<PassManager, PassError> {
+        let mut pm = PassManager::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            pm.add(pass_by_name(name).ok_or_else(|| PassError::UnknownPass(name.into()))?);
+        }
+        Ok(pm)
+    }
+
+    /// Appends a pass.
+    pub fn add(&mut self, pass: Box<dyn Pass>) -> &mut PassManager {
+        self.passes.push(pass);
+        self
+    }
+
+    /// Turns verification after each pass on or off (it is always on in debug builds).
+    pub fn with_verify(mut self, verify: bool) -> PassManager {
+        self.verify = verify || cfg!(debug_assertions);
+        self
+    }
+
+    /// The names of the passes, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.passes.iter().map(|p| p.name()).collect()
+    }
+
+    /// Runs every pass on `k` in order.
+    pub fn run(&self, k: &Kernel) -> Result<Kernel, PassError> {
+        let verbose = std::env::var("KILN_VERBOSE").is_ok_and(|v| v == "debuginfo");
+        let mut k = k.clone();
+        for p in &self.passes {
+            k = p.run(&k);
+            tracing::debug!(target: "kiln::passes", pass = p.name(), "after {}:\n{}", p.name(), k);
+            if verbose {
+                eprintln!("// IR after pass `{}`:\n{}", p.name(), k);
+            }
+            if self.verify {
+                verify_kernel(&k).map_err(|errs| PassError::Verify {
+                    pass: p.name().to_string(),
+                    errors: errs.iter().map(|e| e.to_string()).collect(),
+                })?;
+            }
+        }
+        Ok(k)
+    }
+
+    /// Runs the passes on every kernel of a module.
+    pub fn run_module(&self, m: &Module) -> Result<Module, PassError> {
+        let kernels = m.kernels.iter().map(|k| self.run(k)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Module::new(kernels))
+    }
+}

@@ -1,0 +1,36 @@
+//! Strength reduction on integers: `x * 2^k -> x << k` (any integer type: exact modulo 2^n),
+//! and on unsigned types `x / 2^k -> x >> k` and `x % 2^k -> x & (2^k - 1)`.
+
+use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
+
+fn log2_const(e: &Expr) -> Option<u32> {
+    let v = e.as_imm()?.as_i128()?;
+    (v > 0 && v & (v - 1) == 0).then(|| v.trailing_zeros())
+}
+
+struct Strength;
+
+impl Mutator for Strength {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        let e = walk_mutate_expr(self, e);
+        let ExprNode::Binary { op, a, b } = e.node() else { return e };
+        let Some(ty) = e.ty().scalar().filter(|s| s.is_int()) else { return e };
+        let k = |v: i128| Expr::int(ty, v);
+        match (op, log2_const(b), log2_const(a)) {
+            (BinOp::Mul, Some(s), _) if s > 0 => Expr::binary(BinOp::Shl, a.clone(), k(s as i128)),
+            (BinOp::Mul, _, Some(s)) if s > 0 => Expr::binary(BinOp::Shl, b.clone(), k(s as i128)),
+            (BinOp::Div, Some(s), _) if ty.is_unsigned() => {
+                Expr::binary(BinOp::Shr, a.clone(), k(s as i128))
+            }
+            (BinOp::Rem, Some(s), _) if ty.is_unsigned() => {
+                Expr::binary(BinOp::And, a.clone(), k((1i128 << s) - 1))
+            }
+            _ => e,
+        }
+    }
+}
+
+/// Runs strength reduction.
+pub fn strength(k: &Kernel) -> Kernel {
+    Strength.mutate_kernel(k)
+}

@@ -1,0 +1,163 @@
+//! Helpers shared by the classic passes: variable uses, substitution, stability and constant
+//! folding.
+
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::interp::scalar;
+use kiln_ir::{
+    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Mutator, Stmt, StmtNode, Visitor,
+};
+
+use crate::simplify::may_fail;
+
+/// Counts references to the variable `name` (as a value, a load/store buffer or an
+/// assignment target) in statements.
+pub fn count_uses(stmts: &[Stmt], name: &str) -> usize {
+    struct Count<'a>(&'a str, usize);
+    impl Visitor for Count<'_> {
+        fn visit_expr(&mut self, e: &Expr) {
+            match e.node() {
+                ExprNode::Var(v) if v.name() == self.0 => self.1 += 1,
+                ExprNode::Load { buf, .. } if buf.name() == self.0 => self.1 += 1,
+                _ => {}
+            }
+            walk_expr(self, e)
+        }
+        fn visit_stmt(&mut self, s: &Stmt) {
+            match s.node() {
+                StmtNode::Store { buf: v, .. } | StmtNode::Assign { var: v, .. }
+                    if v.name() == self.0 =>
+                {
+                    self.1 += 1
+                }
+                _ => {}
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut c = Count(name, 0);
+    stmts.iter().for_each(|s| c.visit_stmt(s));
+    c.1
+}
+
+/// Counts references to `name` that sit inside a `for` or `while` body within `stmts`.
+pub fn count_uses_in_loops(stmts: &[Stmt], name: &str) -> usize {
+    let mut n = 0;
+    for s in stmts {
+        match s.node() {
+            StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                n += count_uses(std::slice::from_ref(body), name)
+            }
+            StmtNode::If { then, otherwise, .. } => {
+                n += count_uses_in_loops(std::slice::from_ref(then), name);
+                if let Some(o) = otherwise {
+                    n += count_uses_in_loops(std::slice::from_ref(o), name);
+                }
+            }
+            StmtNode::Block(v) => n += count_uses_in_loops(v, name),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// The names of variables that are ever assigned or declared mutable (`var`) in `s`.
+pub fn mutable_names(s: &Stmt) -> HashSet<String> {
+    struct M(HashSet<String>);
+    impl Visitor for M {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            match s.node() {
+                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } => {
+                    self.0.insert(var.name().to_string());
+                }
+                _ => {}
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut m = M(HashSet::new());
+    m.visit_stmt(s);
+    m.0
+}
+
+/// True if `e` may be evaluated anywhere else in its scope with the same result: no loads,
+/// nothing that may fail, and only variables that are never assigned.
+pub fn is_stable(e: &Expr, mutable: &HashSet<String>) -> bool {
+    if may_fail(e) {
+        return false;
+    }
+    fn walk(e: &Expr, mutable: &HashSet<String>) -> bool {
+        match e.node() {
+            ExprNode::Load { .. } => false,
+            ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+            _ => e.children().iter().all(|c| walk(c, mutable)),
+        }
+    }
+    walk(e, mutable)
+}
+
+/// The variable names `e` refers to.
+pub fn free_names(e: &Expr, out: &mut HashSet<String>) {
+    match e.node() {
+        ExprNode::Var(v) => {
+            out.insert(v.name().to_string());
+        }
+        ExprNode::Load { buf, .. } => {
+            out.insert(buf.name().to_string());
+        }
+        _ => {}
+    }
+    for c in e.children() {
+        free_names(c, out);
+    }
+}
+
+/// Replaces references to variables by expressions (by name).
+pub struct Subst(pub HashMap<String, Expr>);
+
+impl Mutator for Subst {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if let ExprNode::Var(v) = e.node() {
+            if let Some(r) = self.0.get(v.name()) {
+                return r.clone();
+            }
+        }
+        walk_mutate_expr(self, e)
+    }
+}
+
+/// Folds operators whose operands are all constants (bottom-up, interpreter semantics);
+/// operations that would fail (division by zero) are left alone.
+pub struct Folder;
+
+/// Evaluates `e` if all its operands are constants.
+pub fn fold_node(e: &Expr) -> Option<Imm> {
+    let k = |x: &Expr| x.as_imm().copied();
+    match e.node() {
+        ExprNode::Unary { op, a } => scalar::unary(*op, k(a)?).ok(),
+        ExprNode::Binary { op, a, b } => scalar::binary(*op, k(a)?, k(b)?).ok(),
+        ExprNode::Cast { to, a } => Some(scalar::cast(*to, k(a)?)),
+        ExprNode::Select { cond, a, b } => {
+            let (a, b) = (k(a)?, k(b)?);
+            match k(cond)? {
+                Imm::Bool(true) => Some(a),
+                Imm::Bool(false) => Some(b),
+                _ => None,
+            }
+        }
+        ExprNode::Intrinsic { op, args } if !op.is_approximate() => {
+            let vals: Option<Vec<Imm>> = args.iter().map(k).collect();
+            scalar::intrinsic(*op, &vals?).ok()
+        }
+        _ => None,
+    }
+}
+
+impl Mutator for Folder {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        let e2 = walk_mutate_expr(self, e);
+        match fold_node(&e2) {
+            Some(imm) if e2.ty().scalar() == Some(imm.scalar()) => Expr::imm(imm),
+            _ => e2,
+        }
+    }
+}

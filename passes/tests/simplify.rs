@@ -1,0 +1,185 @@
+//! The simplifier on expressions: the oneDNN example, the error policy, the index identities,
+//! idempotence and same-handle behaviour, and random expressions evaluated before and after
+//! (a failing case is shrunk by proptest and printed as .kir text).
+
+use kiln_ir::interp::scalar;
+use kiln_ir::testing::{arb_expr, ExprEnv};
+use kiln_ir::{Expr, ExprNode, Imm, Scalar, Type, Var};
+use kiln_passes::simplify::{node_count, simplify_expr};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+fn v(name: &str, ty: Type) -> Var {
+    Var::new(name, ty)
+}
+
+#[test]
+fn onednn_example_is_at_most_five_nodes() {
+    let (a, b) = (v("a", Type::I32), v("b", Type::I32));
+    let e = 2 * (&a + &b) - a.expr();
+    let s = simplify_expr(&e);
+    assert!(node_count(&s) <= 5, "{s}");
+    assert_eq!(node_count(&s), 5, "{s}");
+}
+
+#[test]
+fn remapping_identities() {
+    let x = v("x", Type::U32);
+    let e = (&x / 4u32) * 4u32 + (&x % 4u32);
+    assert_eq!(simplify_expr(&e).to_string(), "x");
+    let e = (&x % 7u32) % 7u32;
+    assert_eq!(simplify_expr(&e).to_string(), "x % 7");
+    let i = v("i", Type::I32);
+    let e = (&i / 3) * 3 + (&i % 3);
+    assert_eq!(simplify_expr(&e).to_string(), "i");
+}
+
+#[test]
+fn work_item_ids_are_below_their_sizes() {
+    use kiln_ir::Builtin;
+    let lid = Expr::builtin(Builtin::LocalId, 1);
+    let lsz = Expr::builtin(Builtin::LocalSize, 1);
+    assert_eq!(simplify_expr(&(&lid % &lsz)).to_string(), "local_id(1)");
+    assert_eq!(simplify_expr(&(&lid / &lsz)).to_string(), "0u32");
+    assert_eq!(simplify_expr(&lid.cmp_lt(&lsz)).to_string(), "true");
+    assert_eq!(simplify_expr(&lsz.cmp_gt(&lid)).to_string(), "true");
+    // Different dimensions: no fact.
+    let other = Expr::builtin(Builtin::LocalSize, 0);
+    assert_eq!(simplify_expr(&(&lid % &other)).to_string(), "local_id(1) % local_size(0)");
+}
+
+#[test]
+fn may_fail_operands_are_kept() {
+    let (a, b) = (v("a", Type::I32), v("b", Type::I32));
+    // 0 * (a / b): b may be zero, so the division stays.
+    let e = Expr::i32(0) * (&a / &b);
+    let s = simplify_expr(&e);
+    assert!(s.to_string().contains("a / b"), "{s}");
+    // With a non-zero constant divisor it folds.
+    let e = Expr::i32(0) * (&a / 3);
+    assert_eq!(simplify_expr(&e).to_string(), "0");
+    // x - x with a possibly failing x is kept.
+    let e = (&a / &b) - (&a / &b);
+    assert!(simplify_expr(&e).to_string().contains("a / b"));
+    // A constant division by zero is not folded.
+    let e = Expr::i32(1) / Expr::i32(0);
+    assert_eq!(simplify_expr(&e).to_string(), "1 / 0");
+}
+
+#[test]
+fn floats_are_not_reassociated_or_zero_folded() {
+    let x = v("x", Type::F32);
+    for (e, want) in [
+        (&x + 0.0f32, "x + 0.0"),
+        (&x * 0.0f32, "x * 0.0"),
+        ((&x + 1.0f32) + 1.0f32, "x + 1.0 + 1.0"),
+    ] {
+        let s = simplify_expr(&e);
+        assert_eq!(s.to_string(), want);
+    }
+    assert_eq!(simplify_expr(&(&x * 1.0f32)).to_string(), "x");
+    assert_eq!(simplify_expr(&(&x - 0.0f32)).to_string(), "x");
+}
+
+#[test]
+fn unchanged_expressions_come_back_pointer_equal() {
+    let (a, b) = (v("a", Type::I32), v("b", Type::I32));
+    for e in [
+        &a + &b,
+        a.expr(),
+        (&a * &b).cmp_lt(&b),
+        Expr::select(a.expr().cmp_lt(0), a.expr(), b.expr()),
+    ] {
+        assert!(simplify_expr(&e).ptr_eq(&e), "{e}");
+    }
+}
+
+/// Evaluates an expression over variable values (no loads or built-ins in these tests).
+fn eval(e: &Expr, env: &[(Var, Imm)]) -> Result<Imm, String> {
+    let k = |x: &Expr| eval(x, env);
+    match e.node() {
+        ExprNode::Var(var) => {
+            env.iter().find(|(w, _)| w == var).map(|x| x.1).ok_or("unbound".to_string())
+        }
+        ExprNode::Imm(i) => Ok(*i),
+        ExprNode::Unary { op, a } => scalar::unary(*op, k(a)?),
+        ExprNode::Binary { op, a, b } => {
+            let (a, b) = (k(a), k(b));
+            scalar::binary(*op, a?, b?)
+        }
+        ExprNode::Cast { to, a } => Ok(scalar::cast(*to, k(a)?)),
+        ExprNode::Select { cond, a, b } => {
+            let (c, a, b) = (k(cond)?, k(a)?, k(b)?);
+            Ok(if c == Imm::Bool(true) { a } else { b })
+        }
+        ExprNode::Intrinsic { op, args } => {
+            let vals: Result<Vec<Imm>, String> = args.iter().map(k).collect();
+            scalar::intrinsic(*op, &vals?)
+        }
+        ExprNode::Builtin { dim, .. } => Ok(Imm::int(Scalar::U32, 5 + *dim as i128)),
+        _ => Err("unsupported".into()),
+    }
+}
+
+fn same(a: &Result<Imm, String>, b: &Result<Imm, String>) -> bool {
+    match (a, b) {
+        (Ok(x), Ok(y)) => {
+            x == y || (x.as_f64().is_some_and(f64::is_nan) && y.as_f64().is_some_and(f64::is_nan))
+        }
+        (Err(_), Err(_)) => true,
+        _ => false,
+    }
+}
+
+#[test]
+fn random_expressions_keep_their_value_and_simplify_idempotently() {
+    let vars = vec![
+        v("a", Type::I32),
+        v("b", Type::I32),
+        v("u", Type::U32),
+        v("w", Type::U8),
+        v("l", Type::I64),
+        v("f", Type::F32),
+        v("d", Type::F64),
+        v("p", Type::BOOL),
+    ];
+    let env = ExprEnv { vars: vars.clone(), buffers: vec![] };
+    let tys = [Scalar::I32, Scalar::U32, Scalar::U8, Scalar::I64, Scalar::F32, Scalar::Bool];
+    let strat = (proptest::sample::select(tys.to_vec()), 0u64..u64::MAX)
+        .prop_flat_map(move |(ty, seed)| (arb_expr(ty, env.clone(), 4), Just(seed)));
+    let mut runner =
+        TestRunner::new(Config { cases: 500, failure_persistence: None, ..Config::default() });
+    let result = runner.run(&strat, |(e, seed)| {
+        let s = simplify_expr(&e);
+        prop_assert_eq!(s.ty(), e.ty());
+        let s2 = simplify_expr(&s);
+        prop_assert!(s2.ptr_eq(&s), "not idempotent:\n{}\n-> {}\n-> {}", e, s, s2);
+        let mut x = seed;
+        for _ in 0..8 {
+            let env: Vec<(Var, Imm)> = vars
+                .iter()
+                .map(|var| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let bits = (x >> 17) as i64 as i128;
+                    let ty = var.ty().scalar().unwrap_or(Scalar::I32);
+                    let small = [0i128, 1, -1, 2][(x & 3) as usize];
+                    let val = if x & 4 == 0 { small } else { bits };
+                    let imm = if ty == Scalar::Bool {
+                        Imm::Bool(val & 1 == 1)
+                    } else if ty.is_float() {
+                        Imm::float(ty, val as f64 / 7.0)
+                    } else {
+                        Imm::int(ty, val)
+                    };
+                    (var.clone(), imm)
+                })
+                .collect();
+            let (before, after) = (eval(&e, &env), eval(&s, &env));
+            prop_assert!(same(&before, &after), "{e}\n=> {s}\nat {env:?}: {before:?} vs {after:?}");
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
