@@ -226,3 +226,17 @@ fn random_kernels_assemble() {
     }
     let _ = Scalar::F32;
 }
+
+#[test]
+fn ill_formed_kernels_are_errors_not_panics() {
+    use kiln_ir::{Expr, Kernel, Stmt, Type, Var};
+    // A "buffer" that is not a pointer: only the verifier stands between this and lowering.
+    let x = Var::new("x", Type::F32);
+    let k = Kernel::new("bad", vec![x.clone()], Stmt::block([Stmt::store(&x, 0, Expr::f32(1.0))]));
+    let ptx = kiln_backends::ptx::emit_kernel(&k, &kiln_backends::ptx::Options::default());
+    assert!(ptx.unwrap_err().to_string().contains("ill-formed kernel"));
+    let amd = kiln_backends::amdgpu::compile(&k);
+    assert!(amd.unwrap_err().to_string().contains("ill-formed kernel"));
+    let spv = kiln_backends::spirv::emit(&k, kiln_backends::spirv::Flavour::Vulkan);
+    assert!(spv.unwrap_err().to_string().contains("ill-formed kernel"));
+}

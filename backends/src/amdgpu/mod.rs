@@ -33,6 +33,8 @@ use kiln_passes::divergence::{analyze, Divergence};
 /// Why a kernel cannot be compiled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
+    /// The kernel does not pass the verifier.
+    IllFormed(String),
     /// The kernel uses something outside the supported subset.
     Unsupported(String),
     /// The kernel needs more registers than the hardware has.
@@ -42,6 +44,7 @@ pub enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Error::IllFormed(m) => write!(f, "amdgpu backend: ill-formed kernel: {m}"),
             Error::Unsupported(m) => write!(f, "amdgpu backend: unsupported: {m}"),
             Error::RegisterPressure(m) => write!(f, "amdgpu backend: register pressure: {m}"),
         }
@@ -85,6 +88,10 @@ pub fn compile(kernel: &Kernel) -> Result<Compiled, Error> {
 /// Compiles a kernel with the given divergence facts (tests pass a deliberately wrong
 /// analysis to show the differential test catches the miscompile).
 pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, Error> {
+    // Selection relies on verified types (pointers have elements, and so on).
+    if let Err(errs) = kiln_ir::verify_kernel(kernel) {
+        return Err(Error::IllFormed(errs.first().map(|e| e.to_string()).unwrap_or_default()));
+    }
     let mut f = isel::select(kernel, div)?;
     regalloc::allocate(&mut f)?;
     let asm = asm::print(&f);

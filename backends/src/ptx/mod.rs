@@ -121,6 +121,14 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, PtxErro
         options.sm
     );
     for k in kernels {
+        // Lowering relies on verified types (pointers have elements, and so on).
+        if let Err(errs) = kiln_ir::verify_kernel(k) {
+            let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
+            return Err(PtxError {
+                kernel: k.name().to_string(),
+                message: format!("ill-formed kernel: {first}"),
+            });
+        }
         out.push('\n');
         let text = lower::lower_kernel(k, options)
             .map_err(|message| PtxError { kernel: k.name().to_string(), message })?;
