@@ -45,6 +45,15 @@ fn only_item_dir(c: &PersistentCache, k: &DiskKey) -> PathBuf {
     d
 }
 
+/// Held by the tests that spawn processes and by the test that checks exact eviction order:
+/// between fork and exec a child briefly holds copies of this process's descriptors,
+/// including a just-released item lock, and eviction rightly skips a locked item.
+static NO_FORKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn no_forks() -> std::sync::MutexGuard<'static, ()> {
+    NO_FORKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn store_and_load_with_layout() {
     let t = TempDir::new("layout");
@@ -135,6 +144,7 @@ fn encode_like_bin() -> Vec<u8> {
 
 #[test]
 fn stale_lock_of_killed_process() {
+    let _serial = no_forks();
     let t = TempDir::new("stalelock");
     let c = PersistentCache::new(&t.0);
     let d = c.item_dir(&key(3));
@@ -181,6 +191,7 @@ fn unwritable_root_degrades_to_no_cache() {
 
 #[test]
 fn item_size_limit_and_lru_eviction() {
+    let _serial = no_forks();
     let t = TempDir::new("evict");
     let c = PersistentCache::new(&t.0).with_max_item_size(150);
     c.put(&key(20), &artifact(20)); // 240 bytes: not stored
@@ -234,6 +245,7 @@ fn mp_worker() {
 
 #[test]
 fn several_processes_share_one_directory() {
+    let _serial = no_forks();
     let t = TempDir::new("multiproc");
     let exe = std::env::current_exe().unwrap();
     let procs: Vec<_> = (0..4)
