@@ -237,16 +237,7 @@ fn combos(rule: &Rule, ty: Scalar, pool: &[Imm], rest: &[Imm]) -> usize {
     applied
 }
 
-const INTS: [Scalar; 8] = [
-    Scalar::I8,
-    Scalar::I16,
-    Scalar::I32,
-    Scalar::I64,
-    Scalar::U8,
-    Scalar::U16,
-    Scalar::U32,
-    Scalar::U64,
-];
+const INTS: [Scalar; 8] = Scalar::INTS;
 
 #[test]
 fn rules_hold_on_boundary_and_random_values_of_every_type() {

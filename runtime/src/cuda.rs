@@ -10,7 +10,8 @@
 //! ```no_run
 //! use kiln_ir::interp::{Arg, Buffer, NdRange};
 //! use kiln_runtime::cuda::CudaDevice;
-//! # let kernel: kiln_ir::Kernel = unimplemented!();
+//! # let m = kiln_ir::parse_module("kernel k(x: ptr<global, f32>) { x[global_id(0)] = 1.0; }");
+//! # let kernel = m.expect("parses").kernels[0].clone();
 //! let dev = CudaDevice::open()?;
 //! let mut bufs = vec![Buffer::from_slice(&[1.0f32; 64])];
 //! dev.run(&kernel, &NdRange::new(&[64]), &[Arg::Buffer(0)], &mut bufs)?;

@@ -726,5 +726,7 @@ fn imm(v: u32) -> Val {
 
 fn two(v: Vec<Val>) -> [Val; 2] {
     let mut it = v.into_iter();
-    [it.next().unwrap(), it.next().unwrap()]
+    // Callers pass the operands of verified two-operand nodes.
+    let mut next = || it.next().expect("a two-operand node (checked by the verifier)");
+    [next(), next()]
 }

@@ -248,9 +248,10 @@ pub fn check_uniformity(
     run_with(&k, range, &args, &mut bufs, &RunOptions::with_max_steps(50_000_000))
         .map_err(|e| format!("instrumented run failed: {e}"))?;
     let [meta, ub, fb] = [&bufs[bufs.len() - 3], &bufs[bufs.len() - 2], &bufs[bufs.len() - 1]];
-    let meta: Vec<u32> = meta.to_vec().unwrap();
-    let ub: Vec<u64> = ub.to_vec().unwrap();
-    let fb: Vec<f64> = fb.to_vec().unwrap();
+    // The three trace buffers were made just above with these element types.
+    let meta: Vec<u32> = meta.to_vec().expect("u32 trace buffer");
+    let ub: Vec<u64> = ub.to_vec().expect("u64 trace buffer");
+    let fb: Vec<f64> = fb.to_vec().expect("f64 trace buffer");
     let local = range.local.unwrap_or_else(|| kiln_ir::interp::default_local_size(range.global));
     let gs = range.global;
     // (group, wave, site, iterations) -> (first lane, value bits)

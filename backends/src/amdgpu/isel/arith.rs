@@ -15,7 +15,7 @@ impl Isel<'_> {
             let idx = [BinOp::Eq, BinOp::Ne, BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge]
                 .iter()
                 .position(|&o| o == op)
-                .unwrap();
+                .expect("every comparison operator is listed");
             if s {
                 const U: [&str; 6] = [
                     "s_cmp_eq_u32",
