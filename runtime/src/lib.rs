@@ -28,6 +28,7 @@
 //! | `KILN_CACHE_MAX_SIZE` | on-disk limit in bytes; LRU items are evicted past it (0: none) |
 //! | `KILN_CACHE_MAX_ITEM_SIZE` | items larger than this are not stored (0: no limit) |
 #![warn(missing_docs)]
+mod artifact;
 pub mod buffer;
 pub mod cache;
 pub mod context;

@@ -144,10 +144,14 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     }
     match a.device.as_str() {
         "vulkan" => kiln::runtime::vulkan::VulkanDevice::open()
-            .and_then(|d| d.run(kernel, &range, &args, &mut buffers))
+            .and_then(|d| {
+                kiln::runtime::Device::build_and_run(&d, kernel, &range, &args, &mut buffers)
+            })
             .map_err(|e| e.to_string())?,
         "cuda" => kiln::runtime::cuda::CudaDevice::open()
-            .and_then(|d| d.run(kernel, &range, &args, &mut buffers))
+            .and_then(|d| {
+                kiln::runtime::Device::build_and_run(&d, kernel, &range, &args, &mut buffers)
+            })
             .map_err(|e| e.to_string())?,
         _ => interp::run(kernel, &range, &args, &mut buffers).map_err(|e| e.to_string())?,
     }
