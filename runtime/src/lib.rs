@@ -40,7 +40,7 @@ pub mod event;
 pub mod queue;
 /// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
 pub mod vulkan;
-pub use buffer::{AccessMode, Accessor, Buffer};
+pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
 pub use context::{Context, ContextConfig, KernelHandle, Program, ProgramKey};
 pub use device::{
     interp_device, Device, DeviceKind, Handle, Interp, InterpDevice, IrDevice, IrExecutor,
