@@ -71,7 +71,7 @@ impl Hash for ProgramKey {
 }
 
 /// The key of a kernel: its program and its name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelKey {
     /// The program's key.
     pub program: ProgramKey,
@@ -79,9 +79,43 @@ pub struct KernelKey {
     pub name: Arc<str>,
 }
 
-/// A built program: the binary and the device's loaded handle.
-#[derive(Clone)]
-pub struct Program {
+impl Hash for KernelKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        KernelKeyRef { program: &self.program, name: &self.name }.hash(h)
+    }
+}
+
+/// A borrowed [`KernelKey`]: what a kernel lookup hashes and compares, so that a hit
+/// allocates nothing and touches no reference count.
+#[derive(Clone, Copy, Debug)]
+struct KernelKeyRef<'a> {
+    program: &'a ProgramKey,
+    name: &'a str,
+}
+
+impl Hash for KernelKeyRef<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        // The program's precomputed hash, not its contents: hashing is O(name).
+        h.write_u64(self.program.hash);
+        self.name.hash(h);
+    }
+}
+
+impl hashbrown::Equivalent<KernelKey> for KernelKeyRef<'_> {
+    fn equivalent(&self, k: &KernelKey) -> bool {
+        // Same-`Arc` fields compare by pointer first (std does so for `Arc<T: Eq>`).
+        *self.program == k.program && self.name == &*k.name
+    }
+}
+
+impl KernelKeyRef<'_> {
+    fn owned(&self) -> KernelKey {
+        KernelKey { program: self.program.clone(), name: self.name.into() }
+    }
+}
+
+/// What a [`Program`] handle points to.
+pub struct ProgramData {
     /// The program's cache key.
     pub key: ProgramKey,
     /// The binary, as stored in the persistent cache.
@@ -90,6 +124,18 @@ pub struct Program {
     pub handle: Handle,
     /// Whether the binary came from the persistent cache.
     pub from_disk: bool,
+}
+
+/// A built program: the binary and the device's loaded handle. Cheap to clone (one
+/// reference count); its fields are read through `Deref` ([`ProgramData`]).
+#[derive(Clone)]
+pub struct Program(Arc<ProgramData>);
+
+impl std::ops::Deref for Program {
+    type Target = ProgramData;
+    fn deref(&self) -> &ProgramData {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for Program {
@@ -101,9 +147,8 @@ impl std::fmt::Debug for Program {
     }
 }
 
-/// A kernel of a built program, ready to launch.
-#[derive(Clone)]
-pub struct KernelHandle {
+/// What a [`KernelHandle`] points to.
+pub struct KernelData {
     /// The kernel's name.
     pub name: Arc<str>,
     /// The program it belongs to.
@@ -112,9 +157,43 @@ pub struct KernelHandle {
     pub handle: Handle,
 }
 
+/// A kernel of a built program, ready to launch. Cheap to clone (one reference count); its
+/// fields are read through `Deref` ([`KernelData`]).
+#[derive(Clone)]
+pub struct KernelHandle(Arc<KernelData>);
+
+impl std::ops::Deref for KernelHandle {
+    type Target = KernelData;
+    fn deref(&self) -> &KernelData {
+        &self.0
+    }
+}
+
 impl std::fmt::Debug for KernelHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KernelHandle").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// A module registered with a [`Context`] by [`Context::prepare`]: the module and its
+/// program key, computed once. Submissions that name a kernel of it
+/// ([`Context::kernel_of`]) then cost one lookup in the kernel cache, with no printing or
+/// hashing of the module. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PreparedModule {
+    module: Arc<Module>,
+    key: ProgramKey,
+}
+
+impl PreparedModule {
+    /// The program key the module builds under.
+    pub fn key(&self) -> &ProgramKey {
+        &self.key
+    }
+
+    /// The module.
+    pub fn module(&self) -> &Module {
+        &self.module
     }
 }
 
@@ -251,6 +330,41 @@ impl Context {
         self.0.programs.get_or_build(&key, || self.build_uncached(&key, module))
     }
 
+    /// Registers `module` (with spec constants and build options): computes its program key
+    /// once, for [`program_of`](Self::program_of) and [`kernel_of`](Self::kernel_of).
+    pub fn prepare(&self, module: &Module, spec_consts: &[u8], options: &str) -> PreparedModule {
+        PreparedModule {
+            key: self.program_key(module, spec_consts, options),
+            module: Arc::new(module.clone()),
+        }
+    }
+
+    /// The program of a prepared module (cached like [`build_program`](Self::build_program),
+    /// without recomputing the key).
+    pub fn program_of(&self, m: &PreparedModule) -> Result<Program, DeviceError> {
+        self.0.programs.get_or_build(&m.key, || self.build_uncached(&m.key, &m.module))
+    }
+
+    /// The kernel `name` of a prepared module: the per-submission call. A hit is one lookup
+    /// in the kernel cache by (program key, name) with nothing allocated; a miss builds the
+    /// program first if needed (through the program cache).
+    pub fn kernel_of(&self, m: &PreparedModule, name: &str) -> Result<KernelHandle, DeviceError> {
+        let q = KernelKeyRef { program: &m.key, name };
+        self.0.kernels.get_or_build_by(&q, KernelKeyRef::owned, || {
+            let program = self.program_of(m)?;
+            self.make_kernel(&program, name)
+        })
+    }
+
+    fn make_kernel(&self, program: &Program, name: &str) -> Result<KernelHandle, DeviceError> {
+        let handle = self.0.device.kernel(&program.handle, name)?;
+        Ok(KernelHandle(Arc::new(KernelData {
+            name: name.into(),
+            program: program.clone(),
+            handle,
+        })))
+    }
+
     fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
         let dev = &self.0.device;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
@@ -258,12 +372,12 @@ impl Context {
             if let Some(bin) = p.get(dk) {
                 match dev.load(&bin) {
                     Ok(handle) => {
-                        return Ok(Program {
+                        return Ok(Program(Arc::new(ProgramData {
                             key: key.clone(),
                             binary: bin.into(),
                             handle,
                             from_disk: true,
-                        })
+                        })))
                     }
                     Err(e) => tracing::warn!("kiln: ignoring a cached binary: {e}"),
                 }
@@ -274,16 +388,18 @@ impl Context {
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             p.put(dk, &bin);
         }
-        Ok(Program { key: key.clone(), binary: bin.into(), handle, from_disk: false })
+        Ok(Program(Arc::new(ProgramData {
+            key: key.clone(),
+            binary: bin.into(),
+            handle,
+            from_disk: false,
+        })))
     }
 
     /// The kernel `name` of `program`, cached per (program, name).
     pub fn kernel(&self, program: &Program, name: &str) -> Result<KernelHandle, DeviceError> {
-        let key = KernelKey { program: program.key.clone(), name: name.into() };
-        self.0.kernels.get_or_build(&key, || {
-            let handle = self.0.device.kernel(&program.handle, name)?;
-            Ok(KernelHandle { name: name.into(), program: program.clone(), handle })
-        })
+        let q = KernelKeyRef { program: &program.key, name };
+        self.0.kernels.get_or_build_by(&q, KernelKeyRef::owned, || self.make_kernel(program, name))
     }
 
     /// [`build_program`](Self::build_program) with no spec constants or options, then

@@ -213,6 +213,18 @@ impl CudaDevice {
     }
 }
 
+/// The program binary [`CudaDevice`]'s [`Device::build`] makes for an `sm_<sm>` GPU: the
+/// module optimized by the default `-O` pipeline (unless `options` say `-O0`), lowered to
+/// PTX, with the kernels' signatures. Needs no GPU or driver (benchmarks and tools use it
+/// to build what the device would).
+pub fn build_ptx_program(module: &Module, options: &str, sm: u32) -> Result<Vec<u8>, DeviceError> {
+    let device = format!("cuda sm_{sm}");
+    let kernels = artifact::prepare_kernels(&device, module, options)?;
+    let ptx = emit_module(&Module::new(kernels.clone()), &Options::sm(sm))
+        .map_err(|e| DeviceError::Build { device, message: e.to_string() })?;
+    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
+}
+
 /// A loaded PTX module and the signatures of its kernels.
 struct CudaProgram {
     module: sys::CUmodule,
@@ -265,9 +277,7 @@ impl Device for CudaDevice {
     }
 
     fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
-        let kernels = artifact::prepare_kernels(&self.name, module, options)?;
-        let ptx = self.ptx(&Module::new(kernels.clone()))?;
-        Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
+        build_ptx_program(module, options, self.sm)
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {

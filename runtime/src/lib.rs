@@ -41,7 +41,10 @@ pub mod queue;
 /// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
 pub mod vulkan;
 pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
-pub use context::{Context, ContextConfig, KernelHandle, Program, ProgramKey};
+pub use context::{
+    Context, ContextConfig, KernelData, KernelHandle, PreparedModule, Program, ProgramData,
+    ProgramKey,
+};
 pub use device::{
     interp_device, Device, DeviceKind, Handle, Interp, InterpDevice, IrDevice, IrExecutor,
 };

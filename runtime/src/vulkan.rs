@@ -232,6 +232,21 @@ impl VulkanDevice {
     }
 }
 
+/// The program binary [`VulkanDevice`]'s [`Device::build`] makes: the module optimized by
+/// the default `-O` pipeline (unless `options` say `-O0`), each kernel emitted as a
+/// Vulkan-flavour SPIR-V module with its binding layout, and the kernels' signatures. Needs
+/// no Vulkan device (benchmarks and tools use it to build what the device would).
+pub fn build_spirv_program(module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+    let kernels = artifact::prepare_kernels("vulkan", module, options)?;
+    let mut blobs = Vec::with_capacity(kernels.len());
+    for k in &kernels {
+        let m = emit(k, Flavour::Vulkan)
+            .map_err(|e| DeviceError::Build { device: "vulkan".into(), message: e.to_string() })?;
+        blobs.push((m.entry.clone(), program::encode_kernel(&m.layout, &m.words)));
+    }
+    Ok(artifact::encode(&kernels, &blobs))
+}
+
 impl Device for VulkanDevice {
     /// The device's name (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` for lavapipe).
     fn name(&self) -> String {
@@ -248,16 +263,7 @@ impl Device for VulkanDevice {
     }
 
     fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
-        let kernels = artifact::prepare_kernels(&self.name, module, options)?;
-        let mut blobs = Vec::with_capacity(kernels.len());
-        for k in &kernels {
-            let m = emit(k, Flavour::Vulkan).map_err(|e| DeviceError::Build {
-                device: self.name.clone(),
-                message: e.to_string(),
-            })?;
-            blobs.push((m.entry.clone(), program::encode_kernel(&m.layout, &m.words)));
-        }
-        Ok(artifact::encode(&kernels, &blobs))
+        build_spirv_program(module, options)
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
