@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kiln_ir::Module;
 
-use crate::cache::hash::hash_parts;
-use crate::cache::{BuildCache, CacheStats, DiskKey, PersistentCache};
+use crate::cache::hash::hash64;
+use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
 use crate::queue::Scheduler;
@@ -17,6 +17,8 @@ use crate::queue::Scheduler;
 #[derive(Clone, Debug)]
 pub struct ProgramKey {
     hash: u64,
+    /// The parts' hashes, which also name the persistent-cache directory.
+    hashes: KeyHashes,
     /// The module's canonical text.
     pub image: Arc<str>,
     /// Serialized specialization-constant values.
@@ -30,15 +32,27 @@ pub struct ProgramKey {
 impl ProgramKey {
     /// A key from its parts.
     pub fn new(image: &str, spec_consts: &[u8], device: &str, options: &str) -> ProgramKey {
-        let hash =
-            hash_parts(&[image.as_bytes(), spec_consts, device.as_bytes(), options.as_bytes()]);
+        let hashes = KeyHashes::of_parts(
+            device.as_bytes(),
+            image.as_bytes(),
+            spec_consts,
+            options.as_bytes(),
+        );
+        let all = [hashes.device, hashes.image, hashes.spec_consts, hashes.build_options];
+        let hash = hash64(&all.map(u64::to_le_bytes).concat());
         ProgramKey {
             hash,
+            hashes,
             image: image.into(),
             spec_consts: spec_consts.into(),
             device: device.into(),
             options: options.into(),
         }
+    }
+
+    /// The hashes of its parts (the persistent cache's directory names), computed once.
+    pub fn hashes(&self) -> &KeyHashes {
+        &self.hashes
     }
 
     /// The same key for the persistent cache.
@@ -369,7 +383,7 @@ impl Context {
         let dev = &self.0.device;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
-            if let Some(bin) = p.get(dk) {
+            if let Some(bin) = p.get_hashed(dk, &key.hashes) {
                 match dev.load(&bin) {
                     Ok(handle) => {
                         return Ok(Program(Arc::new(ProgramData {
@@ -386,7 +400,7 @@ impl Context {
         let bin = dev.build(module, &key.options)?;
         let handle = dev.load(&bin)?;
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
-            p.put(dk, &bin);
+            p.put_hashed(dk, &key.hashes, &bin);
         }
         Ok(Program(Arc::new(ProgramData {
             key: key.clone(),

@@ -11,8 +11,10 @@
 //!     <n>.bin      the artifact: a header (magic, length, checksum) and the bytes
 //! ```
 //!
-//! Hashes are 64-bit FNV-1a in hex ([`super::hash`]); [`PersistentCache::with_hash_bits`]
-//! truncates them (a test hook that forces collisions). A hash match is never trusted: the
+//! Hashes are [`super::hash::hash64`] in hex; [`PersistentCache::with_hash_bits`]
+//! truncates them (a test hook that forces collisions). A caller that looks the same key up
+//! repeatedly computes its [`KeyHashes`] once ([`PersistentCache::get_hashed`]), so a lookup
+//! never re-hashes the module. A hash match is never trusted: the
 //! full key in `<n>.src` is compared, and on a collision the next free `<n>` is used.
 //!
 //! ## Safety against races and damage
@@ -21,6 +23,10 @@
 //!   `.bin` before the `.src`, under the directory's exclusive lock; the lock is held only
 //!   while choosing `<n>` and writing. Readers take no lock: they see an item only once its
 //!   `.src` exists, and then its `.bin` is complete.
+//! * A hit is lean: the first item of the directory (`0.src`, where an uncollided key lives)
+//!   is opened directly, with no directory scan; the `.src` file's handle is used both to
+//!   read the key and to stamp the use; checksums run over the bytes already read. Only
+//!   when `0` is another key (a collision), missing or damaged is the directory listed.
 //! * Every read is checked (magic, lengths, checksums, and the `.bin`'s checksum against the
 //!   one in `.src`). A damaged item is reported once as a warning, removed (when its lock
 //!   can be taken), and treated as a miss, so the caller rebuilds; it is never loaded.
@@ -36,16 +42,18 @@
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, ErrorKind, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
-use super::hash::{fnv1a64, hash_parts};
+use super::hash::hash64;
 
-const SRC_MAGIC: &[u8; 8] = b"KILNSRC1";
-const BIN_MAGIC: &[u8; 8] = b"KILNBIN1";
+// Version 2: checksums and directory names by `hash64` (version 1 used FNV-1a; its items
+// read as damaged and are rebuilt).
+const SRC_MAGIC: &[u8; 8] = b"KILNSRC2";
+const BIN_MAGIC: &[u8; 8] = b"KILNBIN2";
 
 /// The full key of a persistent-cache item.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -72,7 +80,7 @@ impl DiskKey {
         }
         out.extend_from_slice(&bin_len.to_le_bytes());
         out.extend_from_slice(&bin_sum.to_le_bytes());
-        let sum = fnv1a64(&out);
+        let sum = hash64(&out);
         out.extend_from_slice(&sum.to_le_bytes());
         out
     }
@@ -83,7 +91,7 @@ impl DiskKey {
             return Err("not a kiln cache key file (bad magic)".into());
         }
         let (body, sum) = bytes.split_at(bytes.len() - 8);
-        if fnv1a64(body) != u64_at(sum, 0).unwrap_or(0) {
+        if hash64(body) != u64_at(sum, 0).unwrap_or(0) {
             return Err("checksum mismatch".into());
         }
         let mut pos = 8;
@@ -113,6 +121,43 @@ impl DiskKey {
     }
 }
 
+/// The hashes of a [`DiskKey`]'s parts, which name its item directory. Compute them once
+/// per key ([`KeyHashes::of`]) and pass them to [`PersistentCache::get_hashed`] /
+/// [`PersistentCache::put_hashed`] to look the key up without hashing it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KeyHashes {
+    /// Hash of [`DiskKey::device`].
+    pub device: u64,
+    /// Hash of [`DiskKey::image`].
+    pub image: u64,
+    /// Hash of [`DiskKey::spec_consts`].
+    pub spec_consts: u64,
+    /// Hash of [`DiskKey::build_options`].
+    pub build_options: u64,
+}
+
+impl KeyHashes {
+    /// The hashes of the parts given separately (what [`KeyHashes::of`] hashes).
+    pub fn of_parts(device: &[u8], image: &[u8], spec_consts: &[u8], options: &[u8]) -> Self {
+        KeyHashes {
+            device: hash64(device),
+            image: hash64(image),
+            spec_consts: hash64(spec_consts),
+            build_options: hash64(options),
+        }
+    }
+
+    /// The hashes of `key`'s parts.
+    pub fn of(key: &DiskKey) -> KeyHashes {
+        Self::of_parts(
+            key.device.as_bytes(),
+            &key.image,
+            &key.spec_consts,
+            key.build_options.as_bytes(),
+        )
+    }
+}
+
 fn u64_at(b: &[u8], pos: usize) -> Option<u64> {
     let s = b.get(pos..pos.checked_add(8)?)?;
     Some(u64::from_le_bytes(s.try_into().ok()?))
@@ -121,7 +166,7 @@ fn u64_at(b: &[u8], pos: usize) -> Option<u64> {
 fn encode_bin(payload: &[u8]) -> Vec<u8> {
     let mut out = BIN_MAGIC.to_vec();
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&fnv1a64(payload).to_le_bytes());
+    out.extend_from_slice(&hash64(payload).to_le_bytes());
     out.extend_from_slice(payload);
     out
 }
@@ -135,7 +180,7 @@ fn decode_bin(bytes: &[u8], len: u64, sum: u64) -> Result<&[u8], String> {
     if u64_at(bytes, 8) != Some(len) || payload.len() as u64 != len {
         return Err(format!("truncated: {} of {len} bytes", payload.len()));
     }
-    if u64_at(bytes, 16) != Some(sum) || fnv1a64(payload) != sum {
+    if u64_at(bytes, 16) != Some(sum) || hash64(payload) != sum {
         return Err("checksum mismatch".into());
     }
     Ok(payload)
@@ -286,11 +331,16 @@ impl PersistentCache {
 
     /// The item directory of `key`.
     pub fn item_dir(&self, key: &DiskKey) -> PathBuf {
-        self.root
-            .join(self.hex(fnv1a64(key.device.as_bytes())))
-            .join(self.hex(fnv1a64(&key.image)))
-            .join(self.hex(hash_parts(&[&key.spec_consts])))
-            .join(self.hex(fnv1a64(key.build_options.as_bytes())))
+        self.item_dir_hashed(&KeyHashes::of(key))
+    }
+
+    fn item_dir_hashed(&self, h: &KeyHashes) -> PathBuf {
+        let mut p = PathBuf::with_capacity(self.root.as_os_str().len() + 4 * 17 + 24);
+        p.push(&self.root);
+        for part in [h.device, h.image, h.spec_consts, h.build_options] {
+            p.push(self.hex(part));
+        }
+        p
     }
 
     /// Collision indices of the items in `dir` (those with a `.src`), ascending.
@@ -309,10 +359,25 @@ impl PersistentCache {
     /// The artifact stored for `key`, if a valid item exists. Damaged items are reported
     /// once, removed and skipped; nothing here fails.
     pub fn get(&self, key: &DiskKey) -> Option<Vec<u8>> {
+        self.get_hashed(key, &KeyHashes::of(key))
+    }
+
+    /// [`get`](Self::get) with the key's hashes computed beforehand (`hashes` must be
+    /// [`KeyHashes::of`] `key`; other hashes only make a miss).
+    pub fn get_hashed(&self, key: &DiskKey, hashes: &KeyHashes) -> Option<Vec<u8>> {
         if self.is_disabled() {
             return None;
         }
-        let dir = self.item_dir(key);
+        let dir = self.item_dir_hashed(hashes);
+        // The common case first: the key is item 0 of its directory. No listing.
+        match self.check_item(&dir, 0, key) {
+            Some(Some(bin)) => return Some(bin),
+            Some(None) => {}
+            // No `0.src`: a missing directory is a plain miss; otherwise list it below
+            // (item 0 may have been removed while later ones remain).
+            None if !dir.is_dir() => return None,
+            None => {}
+        }
         let ns = match Self::indices(&dir, ".src") {
             Ok(ns) => ns,
             Err(e) if e.kind() == ErrorKind::NotFound => return None,
@@ -324,58 +389,85 @@ impl PersistentCache {
                 return None;
             }
         };
-        for n in ns {
-            match self.load_item(&dir, n, key) {
-                Ok(Some(bin)) => return Some(bin),
-                Ok(None) => {}
-                Err(problem) => {
-                    let path = dir.join(format!("{n}"));
-                    self.warn_once(
-                        format!("corrupt {} {problem}", path.display()),
-                        format!(
-                            "ignoring damaged item `{}`: {problem}; it will be rebuilt",
-                            path.display()
-                        ),
-                    );
-                    self.remove_item(&dir, n);
-                }
+        for n in ns.into_iter().filter(|&n| n != 0) {
+            if let Some(Some(bin)) = self.check_item(&dir, n, key) {
+                return Some(bin);
             }
         }
         None
     }
 
-    /// `Ok(Some)`: the item matches and is valid. `Ok(None)`: another key, or gone.
-    /// `Err`: damaged.
-    fn load_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Result<Option<Vec<u8>>, String> {
+    /// Item `n` of `dir` for `key`: `Some(Some)` a valid match, `Some(None)` another key or
+    /// damaged (reported once and removed), `None` no such item.
+    fn check_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Option<Option<Vec<u8>>> {
+        match self.load_item(dir, n, key) {
+            Ok(found) => found,
+            Err(problem) => {
+                let path = dir.join(format!("{n}"));
+                self.warn_once(
+                    format!("corrupt {} {problem}", path.display()),
+                    format!(
+                        "ignoring damaged item `{}`: {problem}; it will be rebuilt",
+                        path.display()
+                    ),
+                );
+                self.remove_item(dir, n);
+                Some(None)
+            }
+        }
+    }
+
+    /// `Ok(Some(Some))`: the item matches and is valid. `Ok(Some(None))`: another key's
+    /// item. `Ok(None)`: no such item (or removed meanwhile). `Err`: damaged.
+    fn load_item(
+        &self,
+        dir: &Path,
+        n: u64,
+        key: &DiskKey,
+    ) -> Result<Option<Option<Vec<u8>>>, String> {
         let src_path = dir.join(format!("{n}.src"));
-        let src = match fs::read(&src_path) {
-            Ok(s) => s,
+        // One handle reads the key and stamps the use (read-write where allowed; a
+        // read-only cache still serves hits).
+        let opened = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&src_path)
+            .or_else(|_| File::open(&src_path));
+        let mut src_file = match opened {
+            Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read key file: {e}")),
         };
+        let mut src = Vec::new();
+        src_file.read_to_end(&mut src).map_err(|e| format!("cannot read key file: {e}"))?;
         let (stored, len, sum) = DiskKey::decode(&src).map_err(|e| format!("key file: {e}"))?;
         if stored != *key {
-            return Ok(None); // a hash collision: another key's item
+            return Ok(Some(None)); // a hash collision: another key's item
         }
-        let bin = match fs::read(dir.join(format!("{n}.bin"))) {
-            Ok(b) => b,
+        let mut bin = Vec::new();
+        let read_bin = File::open(dir.join(format!("{n}.bin"))).and_then(|f| {
+            // Read exactly what the key says plus one byte, which detects a longer file.
+            f.take(len + 24 + 1).read_to_end(&mut bin)
+        });
+        match read_bin {
+            Ok(_) => {}
             // Removed by eviction since we read the key: a miss, not damage.
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                return if fs::read(&src_path).is_ok() {
+                return if src_path.exists() {
                     Err("the artifact file is missing".into())
                 } else {
                     Ok(None)
                 };
             }
             Err(e) => return Err(format!("cannot read artifact: {e}")),
-        };
+        }
         match decode_bin(&bin, len, sum) {
-            Ok(payload) => {
-                // Record the use for LRU eviction (best effort).
-                if let Ok(f) = OpenOptions::new().write(true).open(&src_path) {
-                    let _ = f.set_modified(SystemTime::now());
-                }
-                Ok(Some(payload.to_vec()))
+            Ok(_) => {
+                // Record the use for LRU eviction (best effort; fails on a read-only root).
+                let _ = src_file.set_modified(SystemTime::now());
+                // Drop the header in place rather than copying the payload.
+                bin.drain(..24);
+                Ok(Some(Some(bin)))
             }
             // The item may have been replaced between our two reads; only a stable
             // mismatch is damage.
@@ -402,6 +494,12 @@ impl PersistentCache {
     /// than the item size limit), then evicts if the cache is over its size limit. Failures
     /// are warnings; an unwritable root turns the cache off.
     pub fn put(&self, key: &DiskKey, artifact: &[u8]) {
+        self.put_hashed(key, &KeyHashes::of(key), artifact)
+    }
+
+    /// [`put`](Self::put) with the key's hashes computed beforehand (as for
+    /// [`get_hashed`](Self::get_hashed)).
+    pub fn put_hashed(&self, key: &DiskKey, hashes: &KeyHashes, artifact: &[u8]) {
         if self.is_disabled() {
             return;
         }
@@ -409,7 +507,7 @@ impl PersistentCache {
             tracing::debug!("not caching a {}-byte artifact (item limit)", artifact.len());
             return;
         }
-        let dir = self.item_dir(key);
+        let dir = self.item_dir_hashed(hashes);
         // The directory may be removed by a concurrent eviction between creating it and
         // writing into it: retry a few times.
         let mut last = None;
@@ -450,7 +548,7 @@ impl PersistentCache {
         // Under the lock no other writer is active in this directory.
         let srcs = Self::indices(dir, ".src")?;
         for &n in &srcs {
-            if let Ok(Some(_)) = self.load_item(dir, n, key) {
+            if let Ok(Some(Some(_))) = self.load_item(dir, n, key) {
                 return Ok(()); // stored by someone else meanwhile
             }
         }
@@ -468,7 +566,7 @@ impl PersistentCache {
         }
         let n = srcs.last().map_or(0, |&m| m + 1);
         self.write_atomic(dir, &format!("{n}.bin"), &encode_bin(artifact))?;
-        let src = key.encode(artifact.len() as u64, fnv1a64(artifact));
+        let src = key.encode(artifact.len() as u64, hash64(artifact));
         self.write_atomic(dir, &format!("{n}.src"), &src)?;
         drop(lock);
         Ok(())
