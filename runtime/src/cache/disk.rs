@@ -219,6 +219,17 @@ pub struct DiskStats {
     pub bytes: u64,
 }
 
+/// A simulated file-system fault (test hook, [`PersistentCache::with_fault`]): the cache's
+/// writes fail as they would on such a file system, through the same error paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskFault {
+    /// Every write fails (`EROFS`-like): a read-only root, whatever the process's privileges.
+    ReadOnly,
+    /// The disk fills up after this many bytes of items have been written; the write that
+    /// crosses the limit writes part of its file, then fails with `StorageFull`.
+    FullAfter(u64),
+}
+
 /// The on-disk program cache. Cheap operations, thread-safe, and safe to share between
 /// processes through the file system.
 #[derive(Debug)]
@@ -228,6 +239,8 @@ pub struct PersistentCache {
     max_item_size: u64,
     hash_bits: u32,
     disabled: AtomicBool,
+    fault: Option<DiskFault>,
+    written: AtomicU64,
     warned: Mutex<HashSet<String>>,
     warnings: Mutex<Vec<String>>,
     tmp_counter: AtomicU64,
@@ -242,6 +255,8 @@ impl PersistentCache {
             max_item_size: 0,
             hash_bits: 64,
             disabled: AtomicBool::new(false),
+            fault: None,
+            written: AtomicU64::new(0),
             warned: Mutex::new(HashSet::new()),
             warnings: Mutex::new(Vec::new()),
             tmp_counter: AtomicU64::new(0),
@@ -301,12 +316,30 @@ impl PersistentCache {
         self
     }
 
+    /// Test hook: simulate a read-only or full file system under the cache.
+    pub fn with_fault(mut self, fault: DiskFault) -> PersistentCache {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// Fails like a read-only file system would, when that fault is simulated.
+    fn check_writable(&self) -> io::Result<()> {
+        match self.fault {
+            Some(DiskFault::ReadOnly) => Err(io::Error::new(
+                ErrorKind::ReadOnlyFilesystem,
+                "read-only file system (simulated)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The root directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// Whether an unwritable root turned the cache off.
+    /// Whether an unwritable root turned the cache's writes off (hits are still served
+    /// from what is there).
     pub fn is_disabled(&self) -> bool {
         self.disabled.load(Ordering::Relaxed)
     }
@@ -365,9 +398,6 @@ impl PersistentCache {
     /// [`get`](Self::get) with the key's hashes computed beforehand (`hashes` must be
     /// [`KeyHashes::of`] `key`; other hashes only make a miss).
     pub fn get_hashed(&self, key: &DiskKey, hashes: &KeyHashes) -> Option<Vec<u8>> {
-        if self.is_disabled() {
-            return None;
-        }
         let dir = self.item_dir_hashed(hashes);
         // The common case first: the key is item 0 of its directory. No listing.
         match self.check_item(&dir, 0, key) {
@@ -435,7 +465,10 @@ impl PersistentCache {
             .or_else(|_| File::open(&src_path));
         let mut src_file = match opened {
             Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            // A root that is not a directory holds no items (`put` reports it).
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return Ok(None)
+            }
             Err(e) => return Err(format!("cannot read key file: {e}")),
         };
         let mut src = Vec::new();
@@ -464,7 +497,9 @@ impl PersistentCache {
         match decode_bin(&bin, len, sum) {
             Ok(_) => {
                 // Record the use for LRU eviction (best effort; fails on a read-only root).
-                let _ = src_file.set_modified(SystemTime::now());
+                if self.check_writable().is_ok() {
+                    let _ = src_file.set_modified(SystemTime::now());
+                }
                 // Drop the header in place rather than copying the payload.
                 bin.drain(..24);
                 Ok(Some(Some(bin)))
@@ -478,6 +513,9 @@ impl PersistentCache {
 
     /// Removes item `n` of `dir` if the directory's lock is free (else leaves it).
     fn remove_item(&self, dir: &Path, n: u64) {
+        if self.check_writable().is_err() {
+            return;
+        }
         let Ok(lock) =
             OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))
         else {
@@ -541,6 +579,7 @@ impl PersistentCache {
     }
 
     fn try_put(&self, dir: &Path, key: &DiskKey, artifact: &[u8]) -> io::Result<()> {
+        self.check_writable()?;
         fs::create_dir_all(dir)?;
         let lock =
             OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))?;
@@ -581,6 +620,17 @@ impl PersistentCache {
         ));
         let r = (|| {
             let mut f = File::create(&tmp)?;
+            if let Some(DiskFault::FullAfter(limit)) = self.fault {
+                let before = self.written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if before + bytes.len() as u64 > limit {
+                    let room = limit.saturating_sub(before) as usize;
+                    f.write_all(&bytes[..room.min(bytes.len())])?;
+                    return Err(io::Error::new(
+                        ErrorKind::StorageFull,
+                        "no space left on device (simulated)",
+                    ));
+                }
+            }
             f.write_all(bytes)?;
             f.flush()?;
             drop(f);
@@ -652,6 +702,9 @@ impl PersistentCache {
     /// Removes least-recently-used items until the total size is at most `max_bytes`,
     /// skipping locked directories and removing empty ones. Returns how many were removed.
     pub fn evict(&self, max_bytes: u64) -> usize {
+        if self.check_writable().is_err() {
+            return 0;
+        }
         let mut items = self.items();
         let mut total: u64 = items.iter().map(|i| i.size).sum();
         if total <= max_bytes {
