@@ -42,7 +42,7 @@
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -50,141 +50,9 @@ use std::time::SystemTime;
 
 use super::hash::hash64;
 
-// Version 2: checksums and directory names by `hash64` (version 1 used FNV-1a; its items
-// read as damaged and are rebuilt).
-const SRC_MAGIC: &[u8; 8] = b"KILNSRC2";
-const BIN_MAGIC: &[u8; 8] = b"KILNBIN2";
-
-/// The full key of a persistent-cache item.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct DiskKey {
-    /// Everything about the device that changes the artifact: kind, name, driver version,
-    /// kiln's version and codegen stamp.
-    pub device: String,
-    /// The device image used as build input (kiln: the module's canonical text).
-    pub image: Vec<u8>,
-    /// Serialized specialization-constant values.
-    pub spec_consts: Vec<u8>,
-    /// All build options (API and environment).
-    pub build_options: String,
-}
-
-impl DiskKey {
-    fn encode(&self, bin_len: u64, bin_sum: u64) -> Vec<u8> {
-        let mut out = SRC_MAGIC.to_vec();
-        for part in
-            [self.device.as_bytes(), &self.image, &self.spec_consts, self.build_options.as_bytes()]
-        {
-            out.extend_from_slice(&(part.len() as u64).to_le_bytes());
-            out.extend_from_slice(part);
-        }
-        out.extend_from_slice(&bin_len.to_le_bytes());
-        out.extend_from_slice(&bin_sum.to_le_bytes());
-        let sum = hash64(&out);
-        out.extend_from_slice(&sum.to_le_bytes());
-        out
-    }
-
-    /// Parses a `.src` file: the key, the `.bin` length and checksum.
-    fn decode(bytes: &[u8]) -> Result<(DiskKey, u64, u64), String> {
-        if bytes.len() < SRC_MAGIC.len() + 8 || &bytes[..8] != SRC_MAGIC {
-            return Err("not a kiln cache key file (bad magic)".into());
-        }
-        let (body, sum) = bytes.split_at(bytes.len() - 8);
-        if hash64(body) != u64_at(sum, 0).unwrap_or(0) {
-            return Err("checksum mismatch".into());
-        }
-        let mut pos = 8;
-        let mut parts = Vec::new();
-        for _ in 0..4 {
-            let len = u64_at(body, pos).ok_or("truncated")? as usize;
-            pos += 8;
-            let end = pos.checked_add(len).filter(|&e| e <= body.len()).ok_or("truncated")?;
-            parts.push(body[pos..end].to_vec());
-            pos = end;
-        }
-        let bin_len = u64_at(body, pos).ok_or("truncated")?;
-        let bin_sum = u64_at(body, pos + 8).ok_or("truncated")?;
-        if pos + 16 != body.len() {
-            return Err("trailing bytes".into());
-        }
-        let text = |v: Vec<u8>| String::from_utf8(v).map_err(|_| "a text field is not UTF-8");
-        let mut it = parts.into_iter();
-        let mut next = || it.next().unwrap_or_default();
-        let key = DiskKey {
-            device: text(next())?,
-            image: next(),
-            spec_consts: next(),
-            build_options: text(next())?,
-        };
-        Ok((key, bin_len, bin_sum))
-    }
-}
-
-/// The hashes of a [`DiskKey`]'s parts, which name its item directory. Compute them once
-/// per key ([`KeyHashes::of`]) and pass them to [`PersistentCache::get_hashed`] /
-/// [`PersistentCache::put_hashed`] to look the key up without hashing it again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KeyHashes {
-    /// Hash of [`DiskKey::device`].
-    pub device: u64,
-    /// Hash of [`DiskKey::image`].
-    pub image: u64,
-    /// Hash of [`DiskKey::spec_consts`].
-    pub spec_consts: u64,
-    /// Hash of [`DiskKey::build_options`].
-    pub build_options: u64,
-}
-
-impl KeyHashes {
-    /// The hashes of the parts given separately (what [`KeyHashes::of`] hashes).
-    pub fn of_parts(device: &[u8], image: &[u8], spec_consts: &[u8], options: &[u8]) -> Self {
-        KeyHashes {
-            device: hash64(device),
-            image: hash64(image),
-            spec_consts: hash64(spec_consts),
-            build_options: hash64(options),
-        }
-    }
-
-    /// The hashes of `key`'s parts.
-    pub fn of(key: &DiskKey) -> KeyHashes {
-        Self::of_parts(
-            key.device.as_bytes(),
-            &key.image,
-            &key.spec_consts,
-            key.build_options.as_bytes(),
-        )
-    }
-}
-
-fn u64_at(b: &[u8], pos: usize) -> Option<u64> {
-    let s = b.get(pos..pos.checked_add(8)?)?;
-    Some(u64::from_le_bytes(s.try_into().ok()?))
-}
-
-fn encode_bin(payload: &[u8]) -> Vec<u8> {
-    let mut out = BIN_MAGIC.to_vec();
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&hash64(payload).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// Checks a `.bin` file against the length and checksum its `.src` records.
-fn decode_bin(bytes: &[u8], len: u64, sum: u64) -> Result<&[u8], String> {
-    if bytes.len() < 24 || &bytes[..8] != BIN_MAGIC {
-        return Err("not a kiln cache binary (bad magic or truncated header)".into());
-    }
-    let payload = &bytes[24..];
-    if u64_at(bytes, 8) != Some(len) || payload.len() as u64 != len {
-        return Err(format!("truncated: {} of {len} bytes", payload.len()));
-    }
-    if u64_at(bytes, 16) != Some(sum) || hash64(payload) != sum {
-        return Err("checksum mismatch".into());
-    }
-    Ok(payload)
-}
+mod format;
+use format::{check_bin, decode_bin, encode_bin, read_exact_two, read_key_file, MAX_ARTIFACT};
+pub use format::{DiskKey, KeyHashes};
 
 /// One item of the cache, as listed by [`PersistentCache::items`].
 #[derive(Clone, Debug)]
@@ -471,19 +339,32 @@ impl PersistentCache {
             }
             Err(e) => return Err(format!("cannot read key file: {e}")),
         };
-        let mut src = Vec::new();
-        src_file.read_to_end(&mut src).map_err(|e| format!("cannot read key file: {e}"))?;
-        let (stored, len, sum) = DiskKey::decode(&src).map_err(|e| format!("key file: {e}"))?;
+        let short = read_key_file(&mut src_file, key.encoded_len())
+            .map_err(|e| format!("cannot read key file: {e}"))?;
+        let (src, (stored, len, sum)) = match DiskKey::decode(&short) {
+            Ok(d) => (short, d),
+            // Not what a file of exactly our key's size holds: read it whole before calling
+            // it damaged (it may be another key's, or a read may have come back short).
+            Err(_) => {
+                let whole =
+                    fs::read(&src_path).map_err(|e| format!("cannot read key file: {e}"))?;
+                let d = DiskKey::decode(&whole).map_err(|e| format!("key file: {e}"))?;
+                (whole, d)
+            }
+        };
         if stored != *key {
             return Ok(Some(None)); // a hash collision: another key's item
         }
-        let mut bin = Vec::new();
-        let read_bin = File::open(dir.join(format!("{n}.bin"))).and_then(|f| {
-            // Read exactly what the key says plus one byte, which detects a longer file.
-            f.take(len + 24 + 1).read_to_end(&mut bin)
-        });
-        match read_bin {
-            Ok(_) => {}
+        // The length comes from a checksummed key file; still, never allocate absurdly.
+        let Some(size) = usize::try_from(len).ok().filter(|&l| l <= MAX_ARTIFACT) else {
+            return Err(format!("artifact length {len} out of range"));
+        };
+        let mut header = [0u8; 24];
+        let mut payload = vec![0u8; size];
+        let read_bin = File::open(dir.join(format!("{n}.bin")))
+            .and_then(|mut f| read_exact_two(&mut f, &mut header, &mut payload));
+        let checked = match read_bin {
+            Ok(()) => check_bin(&header, &payload, len, sum),
             // Removed by eviction since we read the key: a miss, not damage.
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return if src_path.exists() {
@@ -492,17 +373,18 @@ impl PersistentCache {
                     Ok(None)
                 };
             }
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                Err(format!("truncated: shorter than {len} bytes"))
+            }
             Err(e) => return Err(format!("cannot read artifact: {e}")),
-        }
-        match decode_bin(&bin, len, sum) {
-            Ok(_) => {
+        };
+        match checked {
+            Ok(()) => {
                 // Record the use for LRU eviction (best effort; fails on a read-only root).
                 if self.check_writable().is_ok() {
                     let _ = src_file.set_modified(SystemTime::now());
                 }
-                // Drop the header in place rather than copying the payload.
-                bin.drain(..24);
-                Ok(Some(Some(bin)))
+                Ok(Some(Some(payload)))
             }
             // The item may have been replaced between our two reads; only a stable
             // mismatch is damage.
