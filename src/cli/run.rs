@@ -50,6 +50,12 @@ Output:
   --out NAME=PATH.npy, those buffers are written as 1-D .npy arrays of the element's dtype
   and nothing is printed.
 
+Program cache:
+  The kernel is built through the runtime's program cache. With KILN_CACHE_PERSISTENT=1 the
+  built program is also stored on disk (KILN_CACHE_DIR, default ~/.cache/kiln; see `kiln
+  cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part of the cache key; for
+  vulkan and cuda, `-O0` builds without the -O optimization pipeline.
+
 Exit status: 0 on success; 1 for an error in the file, the values or the run (messages on
 stderr, `kiln: error: ...`); 2 for a malformed command line.
 
