@@ -393,7 +393,9 @@ impl Context {
                             from_disk: true,
                         })))
                     }
-                    Err(e) => tracing::warn!("kiln: ignoring a cached binary: {e}"),
+                    // Valid bytes the device rejects: drop the item so that the rebuilt
+                    // binary replaces it (reported once by the cache as a warning).
+                    Err(e) => p.discard_hashed(dk, &key.hashes, &e.to_string()),
                 }
             }
         }

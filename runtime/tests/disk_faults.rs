@@ -209,3 +209,34 @@ fn eviction_while_another_process_reads() {
     assert!(cycles > 0);
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
 }
+
+/// A stored binary that checks out but that the device cannot load (an incompatible build
+/// wrote it, say) is reported, replaced by a rebuild, and loaded from then on.
+#[test]
+fn unloadable_binary_is_replaced() {
+    let t = TempDir::new("unloadable");
+    let m = parse_module("kernel k(x: ptr<global, u32>) { x[global_id(0)] = 7; }").unwrap();
+    let ctx = || {
+        let cfg = ContextConfig {
+            persistent: Some(PersistentCache::new(&t.0)),
+            workers: 1,
+            ..Default::default()
+        };
+        Context::with_config(interp_device(), cfg)
+    };
+    let c = ctx();
+    let key = c.program_key(&m, &[], "").disk_key();
+    c.persistent_cache().unwrap().put(&key, b"kernel is not what this is");
+    let p = c.build_program(&m, &[], "").unwrap();
+    assert!(!p.from_disk);
+    c.kernel(&p, "k").unwrap();
+    let w = c.persistent_cache().unwrap().warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("ignoring unloadable item"), "{w:?}");
+    // The rebuilt binary took its place.
+    let c2 = ctx();
+    let p = c2.build_program(&m, &[], "").unwrap();
+    assert!(p.from_disk);
+    assert!(c2.persistent_cache().unwrap().warnings().is_empty());
+    assert_eq!(c2.persistent_cache().unwrap().stats().items, 1);
+}

@@ -266,10 +266,15 @@ impl PersistentCache {
     /// [`get`](Self::get) with the key's hashes computed beforehand (`hashes` must be
     /// [`KeyHashes::of`] `key`; other hashes only make a miss).
     pub fn get_hashed(&self, key: &DiskKey, hashes: &KeyHashes) -> Option<Vec<u8>> {
+        self.find(key, hashes).map(|(_, _, bin)| bin)
+    }
+
+    /// The valid item stored for `key`: its directory, index and artifact.
+    fn find(&self, key: &DiskKey, hashes: &KeyHashes) -> Option<(PathBuf, u64, Vec<u8>)> {
         let dir = self.item_dir_hashed(hashes);
         // The common case first: the key is item 0 of its directory. No listing.
         match self.check_item(&dir, 0, key) {
-            Some(Some(bin)) => return Some(bin),
+            Some(Some(bin)) => return Some((dir, 0, bin)),
             Some(None) => {}
             // No `0.src`: a missing directory is a plain miss; otherwise list it below
             // (item 0 may have been removed while later ones remain).
@@ -289,10 +294,25 @@ impl PersistentCache {
         };
         for n in ns.into_iter().filter(|&n| n != 0) {
             if let Some(Some(bin)) = self.check_item(&dir, n, key) {
-                return Some(bin);
+                return Some((dir, n, bin));
             }
         }
         None
+    }
+
+    /// Removes the item stored for `key`, reported once as a warning saying `why`: for an
+    /// artifact that checks out but that its device cannot load (written by an incompatible
+    /// build, say), so that the rebuilt artifact replaces it instead of being skipped as
+    /// already stored.
+    pub fn discard_hashed(&self, key: &DiskKey, hashes: &KeyHashes, why: &str) {
+        if let Some((dir, n, _)) = self.find(key, hashes) {
+            let path = dir.join(format!("{n}"));
+            self.warn_once(
+                format!("discard {} {why}", path.display()),
+                format!("ignoring unloadable item `{}`: {why}; it will be rebuilt", path.display()),
+            );
+            self.remove_item(&dir, n);
+        }
     }
 
     /// Item `n` of `dir` for `key`: `Some(Some)` a valid match, `Some(None)` another key or
