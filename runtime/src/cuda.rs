@@ -2,15 +2,17 @@
 //!
 //! [`CudaDevice`] implements the runtime's [`Device`] trait, so it plugs into a
 //! [`crate::Context`] and [`crate::Queue`] like the interpreter: [`Device::build`] optimizes
-//! the module with the default `-O` pipeline (`-O0` in the build options skips it) and
-//! lowers it to PTX by [`kiln_backends::ptx`] for the device's own SM version; the program
-//! binary is that PTX plus the kernels' signatures (see `artifact.rs`), which is what the
-//! persistent cache stores. [`Device::load`] hands the PTX to `cuModuleLoadData` (the driver
-//! JIT-assembles it), [`Device::kernel`] looks the function up, and [`Device::run`] launches
-//! it over the nd-range with buffers copied in and out, shaped like the interpreter's
-//! [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is loaded at run time
-//! through `cudarc`'s dynamic loading: on a machine without it, [`CudaDevice::open`] returns
-//! [`DeviceError::Unavailable`], never a panic, and nothing about CUDA is needed to build.
+//! the module with the default `-O` pipeline (`-O0` in the build options skips it), lowers
+//! it to PTX by [`kiln_backends::ptx`] for the device's own SM version, and has the driver's
+//! JIT linker assemble that into a cubin. The program binary is the cubin (the PTX, should
+//! linking fail) plus the kernels' signatures (see `artifact.rs`); it is what the persistent
+//! cache stores, so a hit skips both kiln's compiler and the driver's. [`Device::load`]
+//! hands the image to `cuModuleLoadData`, [`Device::kernel`] looks the function up, and
+//! [`Device::run`] launches it over the nd-range with buffers copied in and out, shaped like
+//! the interpreter's [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is
+//! loaded at run time through `cudarc`'s dynamic loading: on a machine without it,
+//! [`CudaDevice::open`] returns [`DeviceError::Unavailable`], never a panic, and nothing
+//! about CUDA is needed to build.
 //!
 //! ```no_run
 //! use kiln_ir::interp::{Arg, Buffer, NdRange};
@@ -213,19 +215,76 @@ impl CudaDevice {
     }
 }
 
-/// The program binary [`CudaDevice`]'s [`Device::build`] makes for an `sm_<sm>` GPU: the
-/// module optimized by the default `-O` pipeline (unless `options` say `-O0`), lowered to
-/// PTX, with the kernels' signatures. Needs no GPU or driver (benchmarks and tools use it
-/// to build what the device would).
+/// The program binary [`CudaDevice`]'s [`Device::build`] makes for an `sm_<sm>` GPU before
+/// the driver assembles it: the module optimized by the default `-O` pipeline (unless
+/// `options` say `-O0`), lowered to PTX, with the kernels' signatures. Needs no GPU or
+/// driver (benchmarks and tools use it to build what the device would).
 pub fn build_ptx_program(module: &Module, options: &str, sm: u32) -> Result<Vec<u8>, DeviceError> {
+    let (kernels, ptx) = optimized_ptx(module, options, sm)?;
+    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
+}
+
+fn optimized_ptx(
+    module: &Module,
+    options: &str,
+    sm: u32,
+) -> Result<(Vec<Kernel>, String), DeviceError> {
     let device = format!("cuda sm_{sm}");
     let kernels = artifact::prepare_kernels(&device, module, options)?;
     let ptx = emit_module(&Module::new(kernels.clone()), &Options::sm(sm))
         .map_err(|e| DeviceError::Build { device, message: e.to_string() })?;
-    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
+    Ok((kernels, ptx))
 }
 
-/// A loaded PTX module and the signatures of its kernels.
+impl CudaDevice {
+    /// Assembles `ptx` into a cubin for this device with the driver's JIT linker, so that
+    /// loading the program later (from the persistent cache, in another process) loads
+    /// machine code instead of assembling PTX again.
+    fn cubin(&self, ptx: &str) -> Result<Vec<u8>, DeviceError> {
+        let ptx = CString::new(ptx)
+            .map_err(|e| DeviceError::Driver(format!("CUDA: PTX holds a NUL byte: {e}")))?;
+        guarded(|| {
+            // SAFETY: the context is alive with `self`; the link state is created, used and
+            // destroyed here; the PTX image is NUL-terminated and its size includes the NUL;
+            // the cubin belongs to the link state, so it is copied before the state goes.
+            unsafe {
+                result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
+                let null = std::ptr::null_mut();
+                let mut state: sys::CUlinkState = std::ptr::null_mut();
+                sys::cuLinkCreate_v2(0, null as _, null as _, &mut state)
+                    .result()
+                    .map_err(driver("cuLinkCreate"))?;
+                let out = (|| {
+                    let bytes = ptx.as_bytes_with_nul();
+                    sys::cuLinkAddData_v2(
+                        state,
+                        sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                        bytes.as_ptr() as *mut c_void,
+                        bytes.len(),
+                        c"kiln.ptx".as_ptr(),
+                        0,
+                        null as _,
+                        null as _,
+                    )
+                    .result()
+                    .map_err(driver("cuLinkAddData"))?;
+                    let (mut cubin, mut size): (*mut c_void, usize) = (null, 0);
+                    sys::cuLinkComplete(state, &mut cubin, &mut size)
+                        .result()
+                        .map_err(driver("cuLinkComplete"))?;
+                    if cubin.is_null() || size == 0 {
+                        return Err(DeviceError::Driver("CUDA driver: empty cubin".into()));
+                    }
+                    Ok(std::slice::from_raw_parts(cubin as *const u8, size).to_vec())
+                })();
+                let _ = sys::cuLinkDestroy(state);
+                out
+            }
+        })
+    }
+}
+
+/// A loaded module (from a cubin or PTX) and the signatures of its kernels.
 struct CudaProgram {
     module: sys::CUmodule,
     ctx: sys::CUcontext,
@@ -276,23 +335,37 @@ impl Device for CudaDevice {
         format!("sm_{} driver {}", self.sm, self.driver_version)
     }
 
+    /// PTX assembled by the driver into a cubin (the binary the persistent cache keeps);
+    /// should the driver's linker fail, the PTX itself, which `load` assembles.
     fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
-        build_ptx_program(module, options, self.sm)
+        let (kernels, ptx) = optimized_ptx(module, options, self.sm)?;
+        let blob = match self.cubin(&ptx) {
+            Ok(cubin) => ("cubin".to_string(), cubin),
+            Err(e) => {
+                tracing::warn!("kiln: keeping PTX, the driver could not link it: {e}");
+                ("ptx".to_string(), ptx.into_bytes())
+            }
+        };
+        Ok(artifact::encode(&kernels, &[blob]))
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let load_err = |message: String| DeviceError::Load { device: self.name.clone(), message };
         let a = artifact::decode(&self.name, binary)?;
-        let ptx = match a.blobs.as_slice() {
-            [(name, ptx)] if name == "ptx" => ptx,
-            _ => return Err(load_err("expected one PTX blob".into())),
+        // A cubin is machine code as is; PTX is handed over NUL-terminated.
+        let image = match a.blobs.as_slice() {
+            [(kind, cubin)] if kind == "cubin" => cubin.clone(),
+            [(kind, ptx)] if kind == "ptx" => CString::new(ptx.clone())
+                .map_err(|e| load_err(e.to_string()))?
+                .into_bytes_with_nul(),
+            _ => return Err(load_err("expected one cubin or PTX blob".into())),
         };
-        let ptx = CString::new(ptx.clone()).map_err(|e| load_err(e.to_string()))?;
         let module = guarded(|| {
-            // SAFETY: the context is alive with `self`; the image is a NUL-terminated string.
+            // SAFETY: the context is alive with `self`; the image is a complete cubin or a
+            // NUL-terminated PTX string, and outlives the call.
             unsafe {
                 result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
-                result::module::load_data(ptx.as_ptr() as *const c_void)
+                result::module::load_data(image.as_ptr() as *const c_void)
                     .map_err(driver("cuModuleLoadData"))
             }
         })?;
