@@ -134,3 +134,36 @@ fn run_on_vulkan_stores_spirv() {
     assert!(text(&o.stderr).contains("unknown build option `-Ofast`"), "{}", text(&o.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Several `kiln run` processes at once on one cache directory, for two keys: every run
+/// prints the interpreter's output with no warning, and the cache ends with both items,
+/// loadable.
+#[test]
+fn concurrent_runs_share_one_cache() {
+    let dir = scratch("concurrent");
+    let want = ok(&kiln(&dir, &[], &SAXPY));
+    let spawn = |opts: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        c.current_dir(root())
+            .args(SAXPY)
+            .env("KILN_CACHE_DIR", &dir)
+            .env("KILN_CACHE_PERSISTENT", "1")
+            .env("KILN_PROGRAM_BUILD_OPTIONS", opts)
+            .env_remove("KILN_CACHE_MAX_SIZE");
+        c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        c.spawn().expect("run kiln")
+    };
+    let procs: Vec<_> = (0..6).map(|i| spawn(if i % 2 == 0 { "" } else { "-O0" })).collect();
+    for p in procs {
+        let o = p.wait_with_output().unwrap();
+        assert_eq!(ok(&o), want);
+        assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    }
+    let items = ls(&dir);
+    assert_eq!(items.len(), 2, "{items:?}");
+    for id in &items {
+        let show = ok(&kiln(&dir, &[], &["cache", "show", id]));
+        assert!(show.contains("checksum ok"), "{show}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
