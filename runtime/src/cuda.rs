@@ -1,6 +1,6 @@
 //! The CUDA device: runs kiln kernels on an NVIDIA GPU through the CUDA driver API.
 //!
-//! [`CudaDevice`] implements the runtime's [`Device`] trait, so it plugs into a
+//! [`CudaDevice`](crate::cuda::CudaDevice) implements the runtime's [`Device`] trait, so it plugs into a
 //! [`crate::Context`] and [`crate::Queue`] like the interpreter: [`Device::build`] optimizes
 //! the module with the default `-O` pipeline (`-O0` in the build options skips it), lowers
 //! it to PTX by [`kiln_backends::ptx`] for the device's own SM version, and has the driver's
@@ -11,7 +11,7 @@
 //! [`Device::run`] launches it over the nd-range with buffers copied in and out, shaped like
 //! the interpreter's [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is
 //! loaded at run time through `cudarc`'s dynamic loading: on a machine without it,
-//! [`CudaDevice::open`] returns [`DeviceError::Unavailable`], never a panic, and nothing
+//! [`CudaDevice::open`](crate::cuda::CudaDevice::open) returns [`DeviceError::Unavailable`], never a panic, and nothing
 //! about CUDA is needed to build.
 //!
 //! ```no_run

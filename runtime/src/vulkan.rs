@@ -1,6 +1,6 @@
 //! A minimal Vulkan compute device: runs kernels through the SPIR-V backend's Vulkan flavour.
 //!
-//! [`VulkanDevice`] implements the runtime's [`Device`] trait, so it plugs into a
+//! [`VulkanDevice`](crate::vulkan::VulkanDevice) implements the runtime's [`Device`] trait, so it plugs into a
 //! [`crate::Context`] and [`crate::Queue`] like the interpreter. [`Device::build`] optimizes
 //! the module with the default `-O` pipeline (`-O0` in the build options skips it) and
 //! emits one Vulkan-flavour SPIR-V module per kernel; the program binary holds those words,
@@ -11,7 +11,7 @@
 //! push constants), and results are read back into the caller's buffers.
 //!
 //! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
-//! dependency: without a loader or a device, [`VulkanDevice::open`] returns
+//! dependency: without a loader or a device, [`VulkanDevice::open`](crate::vulkan::VulkanDevice::open) returns
 //! [`DeviceError::Unavailable`]. On this project's machines the device is lavapipe (Mesa's
 //! CPU Vulkan driver).
 

@@ -87,8 +87,8 @@ impl DiskKey {
 }
 
 /// The hashes of a [`DiskKey`]'s parts, which name its item directory. Compute them once
-/// per key ([`KeyHashes::of`]) and pass them to [`PersistentCache::get_hashed`] /
-/// [`PersistentCache::put_hashed`] to look the key up without hashing it again.
+/// per key ([`KeyHashes::of`]) and pass them to [`PersistentCache::get_hashed`](super::PersistentCache::get_hashed) /
+/// [`PersistentCache::put_hashed`](super::PersistentCache::put_hashed) to look the key up without hashing it again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KeyHashes {
     /// Hash of [`DiskKey::device`].
