@@ -1,18 +1,18 @@
 //! The CUDA device: runs kiln kernels on an NVIDIA GPU through the CUDA driver API.
 //!
-//! [`CudaDevice`](crate::cuda::CudaDevice) implements the runtime's [`Device`] trait, so it plugs into a
-//! [`crate::Context`] and [`crate::Queue`] like the interpreter: [`Device::build`] optimizes
-//! the module with the default `-O` pipeline (`-O0` in the build options skips it), lowers
-//! it to PTX by [`kiln_backends::ptx`] for the device's own SM version, and has the driver's
-//! JIT linker assemble that into a cubin. The program binary is the cubin (the PTX, should
-//! linking fail) plus the kernels' signatures (see `artifact.rs`); it is what the persistent
-//! cache stores, so a hit skips both kiln's compiler and the driver's. [`Device::load`]
-//! hands the image to `cuModuleLoadData`, [`Device::kernel`] looks the function up, and
-//! [`Device::run`] launches it over the nd-range with buffers copied in and out, shaped like
-//! the interpreter's [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is
-//! loaded at run time through `cudarc`'s dynamic loading: on a machine without it,
-//! [`CudaDevice::open`](crate::cuda::CudaDevice::open) returns [`DeviceError::Unavailable`], never a panic, and nothing
-//! about CUDA is needed to build.
+//! [`CudaDevice`](crate::cuda::CudaDevice) implements the runtime's [`Device`] trait, so it plugs
+//! into a [`crate::Context`] and [`crate::Queue`] like the interpreter: [`Device::build`] optimizes
+//! the module with the default `-O` pipeline (`-O0` in the build options skips it), lowers it to
+//! PTX by [`kiln_backends::ptx`] for the device's own SM version, and has the driver's JIT linker
+//! assemble that into a cubin. The program binary is the cubin (the PTX, should linking fail) plus
+//! the kernels' signatures (see `artifact.rs`); it is what the persistent cache stores, so a hit
+//! skips both kiln's compiler and the driver's. [`Device::load`] hands the image to
+//! `cuModuleLoadData`, [`Device::kernel`] looks the function up, and [`Device::run`] launches it
+//! over the nd-range with buffers copied in and out, shaped like the interpreter's
+//! [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is loaded at run time through
+//! `cudarc`'s dynamic loading: on a machine without it,
+//! [`CudaDevice::open`](crate::cuda::CudaDevice::open) returns [`DeviceError::Unavailable`], never
+//! a panic, and nothing about CUDA is needed to build.
 //!
 //! ```no_run
 //! use kiln_ir::interp::{Arg, Buffer, NdRange};

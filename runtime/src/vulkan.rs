@@ -1,19 +1,19 @@
 //! A minimal Vulkan compute device: runs kernels through the SPIR-V backend's Vulkan flavour.
 //!
-//! [`VulkanDevice`](crate::vulkan::VulkanDevice) implements the runtime's [`Device`] trait, so it plugs into a
-//! [`crate::Context`] and [`crate::Queue`] like the interpreter. [`Device::build`] optimizes
-//! the module with the default `-O` pipeline (`-O0` in the build options skips it) and
-//! emits one Vulkan-flavour SPIR-V module per kernel; the program binary holds those words,
-//! their binding layouts and the kernels' signatures (see `artifact.rs`), which is what the
-//! persistent cache stores. [`Device::run`] mirrors the interpreter's `run`: buffers are
-//! uploaded to host-visible storage buffers, the module is dispatched over the nd-range
-//! (work-group size through specialization constants, global offset and scalars through
-//! push constants), and results are read back into the caller's buffers.
+//! [`VulkanDevice`](crate::vulkan::VulkanDevice) implements the runtime's [`Device`] trait, so it
+//! plugs into a [`crate::Context`] and [`crate::Queue`] like the interpreter. [`Device::build`]
+//! optimizes the module with the default `-O` pipeline (`-O0` in the build options skips it) and
+//! emits one Vulkan-flavour SPIR-V module per kernel; the program binary holds those words, their
+//! binding layouts and the kernels' signatures (see `artifact.rs`), which is what the persistent
+//! cache stores. [`Device::run`] mirrors the interpreter's `run`: buffers are uploaded to
+//! host-visible storage buffers, the module is dispatched over the nd-range (work-group size
+//! through specialization constants, global offset and scalars through push constants), and results
+//! are read back into the caller's buffers.
 //!
 //! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
-//! dependency: without a loader or a device, [`VulkanDevice::open`](crate::vulkan::VulkanDevice::open) returns
-//! [`DeviceError::Unavailable`]. On this project's machines the device is lavapipe (Mesa's
-//! CPU Vulkan driver).
+//! dependency: without a loader or a device,
+//! [`VulkanDevice::open`](crate::vulkan::VulkanDevice::open) returns [`DeviceError::Unavailable`].
+//! On this project's machines the device is lavapipe (Mesa's CPU Vulkan driver).
 
 use std::ffi::CStr;
 use std::fmt;
