@@ -66,13 +66,20 @@ impl ProgramKey {
     }
 }
 
+/// Equal contents, checked by pointer first: keys cloned from one another share their
+/// parts, and comparing a module's whole text on every cache hit would dominate the hit.
+/// (`Arc`'s own `==` takes no such shortcut for unsized contents like `str`.)
+fn same<T: ?Sized + PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
 impl PartialEq for ProgramKey {
     fn eq(&self, o: &ProgramKey) -> bool {
         self.hash == o.hash
-            && self.image == o.image
-            && self.spec_consts == o.spec_consts
-            && self.device == o.device
-            && self.options == o.options
+            && same(&self.image, &o.image)
+            && same(&self.spec_consts, &o.spec_consts)
+            && same(&self.device, &o.device)
+            && same(&self.options, &o.options)
     }
 }
 
@@ -117,7 +124,7 @@ impl Hash for KernelKeyRef<'_> {
 
 impl hashbrown::Equivalent<KernelKey> for KernelKeyRef<'_> {
     fn equivalent(&self, k: &KernelKey) -> bool {
-        // Same-`Arc` fields compare by pointer first (std does so for `Arc<T: Eq>`).
+        // Same-`Arc` fields compare by pointer first (see `same`).
         *self.program == k.program && self.name == &*k.name
     }
 }
