@@ -45,6 +45,9 @@ struct Entry<V, E> {
     lock: Mutex<()>,
     /// Signalled when the state leaves `IN_PROGRESS`.
     built: Condvar,
+    /// Threads waiting on `built` (changed under `lock`), so that a build nobody waits for
+    /// finishes without the wake-up system call.
+    waiters: AtomicUsize,
     /// The tick of the last use, for LRU eviction.
     last_used: AtomicU64,
     /// The value's size in bytes (0 until built).
@@ -59,6 +62,7 @@ impl<V, E> Entry<V, E> {
             error: OnceLock::new(),
             lock: Mutex::new(()),
             built: Condvar::new(),
+            waiters: AtomicUsize::new(0),
             last_used: AtomicU64::new(tick),
             size: AtomicUsize::new(0),
         }
@@ -68,7 +72,11 @@ impl<V, E> Entry<V, E> {
     fn finish(&self, state: u8) {
         let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.state.store(state, Ordering::Release);
-        self.built.notify_all();
+        // A waiter registers under the lock before it sleeps and checks the state first, so
+        // with none registered now, none can miss this change.
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            self.built.notify_all();
+        }
     }
 
     /// Blocks until the state is not `IN_PROGRESS`; returns it.
@@ -79,7 +87,9 @@ impl<V, E> Entry<V, E> {
             if s != IN_PROGRESS {
                 return s;
             }
+            self.waiters.fetch_add(1, Ordering::Relaxed);
             g = self.built.wait(g).unwrap_or_else(PoisonError::into_inner);
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
