@@ -12,7 +12,8 @@
 //!   SPIR-V are built without a GPU; loading them into a driver is the same on both sides
 //!   and not measured.
 //! * `context_vulkan/*` (where a Vulkan device exists): the whole [`Context::program_of`]
-//!   path after the in-memory caches are cleared: rebuild + load, or disk hit + load.
+//!   path after the in-memory caches are cleared: rebuild + load, or disk hit + load
+//!   (`load_only`: the device's part of the latter).
 //! * `hot_key/*`: get_or_build / kernel_of throughput with 1..4 threads on one hot key.
 //!
 //! `cargo bench -p kiln-runtime --bench cache -- --warm-up-time 1 --measurement-time 3`
@@ -139,6 +140,12 @@ fn context_vulkan(c: &mut Criterion) {
                 rebuild.clear_caches();
                 rebuild.program_of(p).unwrap()
             })
+        });
+        // The device's share of a hit: turning the stored bytes into a program handle.
+        let bin = hit.program_of(&ph).unwrap().binary.clone();
+        let dev = hit.device().clone();
+        g.bench_with_input(BenchmarkId::new("load_only", name), &bin, |b, bin| {
+            b.iter(|| dev.load(bin).unwrap())
         });
         g.bench_with_input(BenchmarkId::new("persistent_hit", name), &ph, |b, p| {
             b.iter(|| {

@@ -3,22 +3,25 @@
 //! A program binary must be loadable on its own, possibly by another process reading it
 //! from the persistent cache, so besides the device code (PTX text, SPIR-V words) it
 //! carries what a launch checks its arguments against: each kernel's name, typed
-//! parameters and attributes. These travel as kiln text of the kernels with empty bodies
-//! (the printer and parser already round-trip that exactly). Layout, little-endian:
+//! parameters and required work-group size (the other attributes do not affect a launch
+//! and are not kept). They are encoded in binary, since parsing kiln text on every load
+//! would cost as much as the rest of a persistent-cache hit. Layout, little-endian, strings
+//! as (u32 len, UTF-8):
 //!
 //! ```text
-//! "KILNART1"  u32 len, signatures (UTF-8 .kir text)
-//!             u32 count, then count × (u32 len, name; u32 len, bytes)
+//! "KILNART2"  u32 kernels, each: name; u8 has_reqd, [3 × u32 reqd_work_group_size];
+//!                                u32 params, each: name; u8 type (see `put_type`)
+//!             u32 blobs, each: name; u32 len, bytes
 //! ```
 //!
 //! Decoding checks every length against the input: a damaged binary is a typed error,
 //! never a panic or an out-of-bounds read.
 
-use kiln_ir::{parse_module, Kernel, Module, Stmt};
+use kiln_ir::{AddrSpace, Attrs, Kernel, Module, Scalar, Stmt, Type, Var};
 
 use crate::error::DeviceError;
 
-const MAGIC: &[u8; 8] = b"KILNART1";
+const MAGIC: &[u8; 8] = b"KILNART2";
 
 /// A decoded program binary.
 #[derive(Debug)]
@@ -29,27 +32,76 @@ pub(crate) struct Artifact {
     pub blobs: Vec<(String, Vec<u8>)>,
 }
 
-/// `k` with an empty body: what a launch needs to check its arguments.
-pub(crate) fn signature(k: &Kernel) -> Kernel {
-    Kernel::with_attrs(k.name(), k.params().to_vec(), k.attrs().clone(), Stmt::block([]))
-}
-
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
     out.extend_from_slice(bytes);
 }
 
+/// One byte: bit 7 set for a pointer, bits 4..6 its address space (index in
+/// `AddrSpace::ALL`), bits 0..3 the scalar (index in `Scalar::ALL`).
+fn type_code(t: Type) -> u8 {
+    let scalar = |s: Scalar| Scalar::ALL.iter().position(|x| *x == s).unwrap_or(0xf) as u8;
+    match t {
+        Type::Scalar(s) => scalar(s),
+        Type::Ptr(a, s) => {
+            let a = AddrSpace::ALL.iter().position(|x| *x == a).unwrap_or(7) as u8;
+            0x80 | (a << 4) | scalar(s)
+        }
+    }
+}
+
+fn type_of(code: u8) -> Option<Type> {
+    let s = *Scalar::ALL.get((code & 0xf) as usize)?;
+    if code & 0x80 == 0 {
+        return (code & 0x70 == 0).then_some(Type::Scalar(s));
+    }
+    Some(Type::Ptr(*AddrSpace::ALL.get(((code >> 4) & 7) as usize)?, s))
+}
+
 /// Encodes the signatures of `kernels` and the blobs.
 pub(crate) fn encode(kernels: &[Kernel], blobs: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let sigs = Module::new(kernels.iter().map(signature).collect()).to_string();
     let mut out = MAGIC.to_vec();
-    put(&mut out, sigs.as_bytes());
+    out.extend_from_slice(&(kernels.len() as u32).to_le_bytes());
+    for k in kernels {
+        put(&mut out, k.name().as_bytes());
+        match k.attrs().reqd_work_group_size {
+            Some(r) => {
+                out.push(1);
+                r.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+            }
+            None => out.push(0),
+        }
+        out.extend_from_slice(&(k.params().len() as u32).to_le_bytes());
+        for p in k.params() {
+            put(&mut out, p.name().as_bytes());
+            out.push(type_code(p.ty()));
+        }
+    }
     out.extend_from_slice(&(blobs.len() as u32).to_le_bytes());
     for (name, bytes) in blobs {
         put(&mut out, name.as_bytes());
         put(&mut out, bytes);
     }
     out
+}
+
+fn read_signature(r: &mut Reader<'_>) -> Result<Kernel, String> {
+    let name = r.str()?.to_string();
+    let reqd = match r.take(1)?[0] {
+        0 => None,
+        1 => Some([r.u32()?, r.u32()?, r.u32()?]),
+        b => return Err(format!("kernel `{name}`: bad attribute flag {b}")),
+    };
+    let n = r.u32()?;
+    let mut params = Vec::new();
+    for _ in 0..n {
+        let pname = r.str()?.to_string();
+        let code = r.take(1)?[0];
+        let ty = type_of(code).ok_or_else(|| format!("`{pname}`: bad type code {code:#x}"))?;
+        params.push(Var::new(pname, ty));
+    }
+    let attrs = Attrs { reqd_work_group_size: reqd, ..Attrs::default() };
+    Ok(Kernel::with_attrs(name, params, attrs, Stmt::block([])))
 }
 
 /// A reader over a byte slice whose every read is bounds-checked.
@@ -103,9 +155,11 @@ pub(crate) fn decode(device: &str, bytes: &[u8]) -> Result<Artifact, DeviceError
     if r.take(MAGIC.len()).ok() != Some(&MAGIC[..]) {
         return Err(fail("not a kiln program binary (bad magic)".into()));
     }
-    let sigs = r.str().map_err(|e| fail(format!("signatures: {e}")))?;
-    let signatures =
-        parse_module(sigs).map_err(|d| fail(format!("signatures do not parse: {d}")))?.kernels;
+    let kernels = r.u32().map_err(&fail)?;
+    let mut signatures = Vec::new();
+    for _ in 0..kernels {
+        signatures.push(read_signature(&mut r).map_err(|e| fail(format!("signatures: {e}")))?);
+    }
     let count = r.u32().map_err(&fail)? as usize;
     let mut blobs = Vec::new();
     for _ in 0..count {
@@ -163,7 +217,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_damage() {
-        let m = parse_module(
+        let m = kiln_ir::parse_module(
             "kernel k(x: ptr<global, f32>, n: u32) #reqd_work_group_size(4, 1, 1) { x[0] = 1.0; }",
         );
         let m = m.unwrap();
@@ -173,6 +227,7 @@ mod tests {
         assert_eq!(a.signatures[0].params(), m.kernels[0].params());
         assert_eq!(a.signatures[0].attrs(), m.kernels[0].attrs());
         assert_eq!(a.blobs, [("ptx".to_string(), b"code".to_vec())]);
+        assert_eq!(a.signatures[0].name(), "k");
         // Every truncation, and a corrupted magic, is an error, never a panic.
         for n in 0..bin.len() {
             assert!(decode("d", &bin[..n]).is_err(), "truncated to {n} decoded");
@@ -183,8 +238,21 @@ mod tests {
     }
 
     #[test]
+    fn every_type_round_trips() {
+        let mut types: Vec<Type> = Scalar::ALL.iter().map(|&s| Type::Scalar(s)).collect();
+        for a in AddrSpace::ALL {
+            types.extend(Scalar::ALL.iter().map(|&s| Type::Ptr(a, s)));
+        }
+        for t in types {
+            assert_eq!(type_of(type_code(t)), Some(t), "{t}");
+        }
+        assert_eq!(type_of(0x0f), None);
+        assert_eq!(type_of(0x10), None);
+    }
+
+    #[test]
     fn options() {
-        let m = parse_module("kernel k(x: ptr<global, u32>) { x[0] = 1 + 2; }").unwrap();
+        let m = kiln_ir::parse_module("kernel k(x: ptr<global, u32>) { x[0] = 1 + 2; }").unwrap();
         assert!(prepare_kernels("d", &m, "-O0").is_ok());
         assert!(prepare_kernels("d", &m, " -O  ").is_ok());
         let e = prepare_kernels("d", &m, "-O0 --fast").unwrap_err();
