@@ -1,7 +1,6 @@
 //! `kiln run`: bind command-line values to a kernel's parameters and run it.
 
 use std::path::PathBuf;
-
 use std::sync::Arc;
 
 use clap::Args;
