@@ -247,11 +247,13 @@ impl ContextConfig {
     }
 }
 
+// Fields drop in order: the caches' device objects (loaded modules) go before the device
+// that made them (a CUDA context, say).
 struct ContextInner {
+    kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
+    programs: BuildCache<ProgramKey, Program, DeviceError>,
     device: Arc<dyn Device>,
     identity: String,
-    programs: BuildCache<ProgramKey, Program, DeviceError>,
-    kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
     persistent: Option<PersistentCache>,
     env_build_options: String,
     scheduler: Arc<Scheduler>,
