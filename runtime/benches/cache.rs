@@ -11,7 +11,9 @@
 //!   key's hashes computed once, as a `Context` does). PTX and
 //!   SPIR-V are built without a GPU; loading them into a driver is the same on both sides
 //!   and not measured.
-//! * `context_vulkan/*` (where a Vulkan device exists): the whole [`Context::program_of`]
+//! * `context_vulkan/*`, `context_cuda/*` (where such a device exists; for CUDA the binary
+//!   is the driver-assembled cubin, so `rebuild` includes the driver's PTX assembler and
+//!   `persistent_hit` does not): the whole [`Context::program_of`]
 //!   path after the in-memory caches are cleared: rebuild + load, or disk hit + load
 //!   (`load_only`: the device's part of the latter).
 //! * `hot_key/*`: get_or_build / kernel_of throughput with 1..4 threads on one hot key.
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use kiln_ir::{parse_module, Module};
 use kiln_runtime::cache::{BuildCache, KeyHashes, PersistentCache};
-use kiln_runtime::cuda::build_ptx_program;
+use kiln_runtime::cuda::{build_ptx_program, CudaDevice};
 use kiln_runtime::vulkan::{build_spirv_program, VulkanDevice};
 use kiln_runtime::{interp_device, Context, ContextConfig, Device, ProgramKey};
 
@@ -115,14 +117,22 @@ fn persistent_vs_rebuild(c: &mut Criterion) {
 }
 
 fn context_vulkan(c: &mut Criterion) {
-    let dev: Arc<dyn Device> = match VulkanDevice::open() {
-        Ok(d) => Arc::new(d),
-        Err(e) => {
-            eprintln!("skipping context_vulkan: {e}");
-            return;
-        }
-    };
-    let dir = scratch("vk");
+    match VulkanDevice::open() {
+        Ok(d) => context_device(c, "context_vulkan", Arc::new(d)),
+        Err(e) => eprintln!("skipping context_vulkan: {e}"),
+    }
+}
+
+fn context_cuda(c: &mut Criterion) {
+    match CudaDevice::open() {
+        Ok(d) => context_device(c, "context_cuda", Arc::new(d)),
+        Err(e) => eprintln!("skipping context_cuda: {e}"),
+    }
+}
+
+/// Rebuild + load against persistent hit + load through a `Context` on a real device.
+fn context_device(c: &mut Criterion, group: &str, dev: Arc<dyn Device>) {
+    let dir = scratch(group);
     let cfg = |persistent: bool| ContextConfig {
         persistent: persistent.then(|| PersistentCache::new(&dir)),
         workers: 1,
@@ -130,7 +140,7 @@ fn context_vulkan(c: &mut Criterion) {
     };
     let (rebuild, hit) =
         (Context::with_config(dev.clone(), cfg(false)), Context::with_config(dev, cfg(true)));
-    let mut g = c.benchmark_group("context_vulkan");
+    let mut g = c.benchmark_group(group);
     for name in EXAMPLES {
         let m = example(name);
         let (pr, ph) = (rebuild.prepare(&m, &[], ""), hit.prepare(&m, &[], ""));
@@ -208,6 +218,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(20);
-    targets = hit_latency, persistent_vs_rebuild, context_vulkan, hot_key_throughput
+    targets = hit_latency, persistent_vs_rebuild, context_vulkan, context_cuda, hot_key_throughput
 }
 criterion_main!(benches);
