@@ -336,6 +336,10 @@ pub fn simplify_kernel(k: &Kernel) -> Kernel {
 pub fn drop_empty_blocks(k: &Kernel) -> Kernel {
     struct Drop;
     impl Mutator for Drop {
+        // Statements only: expressions hold no blocks, so they are not walked.
+        fn mutate_expr(&mut self, e: &Expr) -> Expr {
+            e.clone()
+        }
         fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
             let s = kiln_ir::walk_mutate_stmt(self, s);
             match s.node() {
