@@ -72,7 +72,7 @@ struct Lower<'k> {
     labels: u32,
     arrays: u32,
     /// Addresses computed in the current straight-line stretch: (base, index) -> address.
-    addrs: HashMap<(Reg, String), Reg>,
+    addrs: HashMap<(Reg, Val), Reg>,
     fast: bool,
 }
 
@@ -81,7 +81,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     let mut l = Lower {
         kernel,
         regs: RegFile::default(),
-        body: String::new(),
+        body: String::with_capacity(2048),
         decls: String::new(),
         scopes: vec![HashMap::new()],
         mutable: HashSet::new(),
@@ -600,7 +600,7 @@ impl Lower<'_> {
         let i = self.expr(index, None)?;
         let key = match &i {
             Val::Reg(r) if self.mutable.contains(r) => None,
-            v => Some((base, v.to_string())),
+            v => Some((base, v.clone())),
         };
         if let Some(a) = key.as_ref().and_then(|k| self.addrs.get(k)) {
             return Ok(format!("[{a}]"));
