@@ -22,6 +22,7 @@ pub mod gate;
 pub mod lang;
 pub mod pre;
 pub mod rules;
+mod sum;
 
 use std::sync::OnceLock;
 use std::time::Duration;

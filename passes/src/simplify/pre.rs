@@ -147,7 +147,7 @@ fn zero_like(e: &Expr) -> Option<Expr> {
 
 /// Structural equality up to commutativity of integer and boolean operators (what the
 /// e-graph's commutativity rules see as one class).
-fn same(a: &Expr, b: &Expr) -> bool {
+pub(super) fn same(a: &Expr, b: &Expr) -> bool {
     if a.is_equal(b) {
         return true;
     }
@@ -242,7 +242,16 @@ fn int_binary(op: BinOp, a: &Expr, b: &Expr, fuel: u32) -> Option<Expr> {
                     }
                 }
             }
-            None
+            // x * c + x -> x * (c + 1), either order.
+            for (p, x) in [(a, b), (b, a)] {
+                if let Some((y, k)) = split_const(p, Mul) {
+                    if same(&y, x) {
+                        let one = Imm::int(k.scalar(), 1);
+                        return Some(mk(Mul, y, fold2(Add, k, one)?, fuel));
+                    }
+                }
+            }
+            super::sum::cancel(Add, a, b)
         }
         Sub => {
             if kb == Some(0) {
@@ -266,7 +275,14 @@ fn int_binary(op: BinOp, a: &Expr, b: &Expr, fuel: u32) -> Option<Expr> {
                     return Some(x.clone());
                 }
             }
-            None
+            // x * c - x -> x * (c - 1).
+            if let Some((y, k)) = split_const(a, Mul) {
+                if same(&y, b) {
+                    let one = Imm::int(k.scalar(), 1);
+                    return Some(mk(Mul, y, fold2(Sub, k, one)?, fuel));
+                }
+            }
+            super::sum::cancel(Sub, a, b)
         }
         Mul => {
             let (x, k) = match (a.as_imm(), b.as_imm()) {
@@ -277,8 +293,10 @@ fn int_binary(op: BinOp, a: &Expr, b: &Expr, fuel: u32) -> Option<Expr> {
             match k.as_i128() {
                 Some(1) => return Some(x.clone()),
                 Some(0) => return if safe(x) { Some(Expr::imm(k)) } else { None },
-                Some(-1) if scalar_of(x).is_some_and(|s| s.is_signed()) => {
-                    return Some(Expr::unary(UnOp::Neg, x.clone()));
+                // Times -1 (all ones, signed or not) is a negation, which may fold further.
+                _ if all_ones(&Expr::imm(k)) => {
+                    let n = Expr::unary(UnOp::Neg, x.clone());
+                    return Some(unary(UnOp::Neg, x.clone()).unwrap_or(n));
                 }
                 _ => {}
             }
@@ -420,6 +438,10 @@ fn unary(op: UnOp, a: Expr) -> Option<Expr> {
         (UnOp::Neg, ExprNode::Unary { op: UnOp::Neg, a: x })
         | (UnOp::Not, ExprNode::Unary { op: UnOp::Not, a: x })
         | (UnOp::BitNot, ExprNode::Unary { op: UnOp::BitNot, a: x }) => Some(x.clone()),
+        // The negation of an integer sum: flip every term's sign, if that is cheaper.
+        (UnOp::Neg, ExprNode::Binary { op: BinOp::Add | BinOp::Sub, .. }) if is_int(&a) => {
+            super::sum::negated(&a)
+        }
         (UnOp::Not, ExprNode::Binary { op: cmp, a: x, b: y }) => {
             let int = is_int(x);
             let flipped = match cmp {

@@ -146,7 +146,8 @@ pub fn specs() -> Vec<RuleSpec> {
             |l| int_k(l, "?c", konst(l, "?c")? - 1)),
         rule!("double", "(+ ?a ?a)" => "(* ?a ?k)", |l| int(l, "?a"), |l| int_k(l, "?a", 2)),
         rule!("neg-neg", "(neg (neg ?a))" => "?a", |l| num(l, "?a")),
-        rule!("mul-minus-one", "(* ?a ?m)" => "(neg ?a)", |l| is_int_const(l, "?m", -1)),
+        // -1 of a signed type, the maximum of an unsigned one: both are -1 modulo 2^n.
+        rule!("mul-minus-one", "(* ?a ?m)" => "(neg ?a)", |l| all_ones(l, "?m")),
         // Identities.
         rule!("add-zero", "(+ ?a ?z)" => "?a",
             |l| is_int_const(l, "?z", 0) || is_float_bits(l, "?z", -0.0)),
