@@ -6,7 +6,10 @@
 //! Why `false` is safe. Every rule that can lower the cost needs one of:
 //! - a unary operator (`-(-x)`, `!(a < b)`, `0 - x` written as a negation, ...), a `select`,
 //!   `min` or `max` (their rules are cheap to trigger, so these always go to egg);
-//! - a special constant (0, 1, -1, all ones, `true`/`false`, float ±0.0 or 1.0);
+//! - a special integer or boolean constant (0, 1, -1, all ones, `true`/`false`). Float
+//!   constants never count: the only float rules with constants are `x * 1.0`, `x / 1.0`,
+//!   `x - (+0.0)` and `x + (-0.0)` (no reassociation), which the pre-pass has applied;
+//!   `0.0 * x[i]` (a kernel's scale set to 0 by constant propagation) is already final;
 //! - two constants that associativity, commutativity or distribution can bring together
 //!   (for integers: two constants in one connected region of `+ - *` nodes, or of `/ %`
 //!   nodes, or of one bitwise operator);
@@ -83,7 +86,7 @@ fn special(k: &Imm) -> bool {
             let v = k.as_i128();
             v == Some(0) || v == Some(1) || v == Some(-1) || v == t.int_max()
         }
-        Imm::Float(_, v) => v == 0.0 || v == 1.0,
+        Imm::Float(..) => false,
     }
 }
 

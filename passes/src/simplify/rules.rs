@@ -230,6 +230,9 @@ pub fn specs() -> Vec<RuleSpec> {
 
 /// A rule's replacement with its guard and computed constant.
 struct Guarded {
+    /// The pattern variables of the rule's left side with their names, parsed once: a
+    /// guard asks by name, and parsing a name interns it under a global lock.
+    vars: Vec<(String, Var)>,
     rhs: Pattern<Node>,
     guard: fn(Look) -> bool,
     compute: Option<fn(Look) -> Option<Imm>>,
@@ -247,8 +250,8 @@ impl Applier<Node, KAnalysis> for Guarded {
     ) -> Vec<Id> {
         let computed = {
             let look = |name: &str| {
-                let data =
-                    name.parse::<Var>().ok().and_then(|v| subst.get(v)).map(|&id| &egraph[id].data);
+                let var = self.vars.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+                let data = var.and_then(|v| subst.get(v)).map(|&id| &egraph[id].data);
                 match data {
                     Some(d) => {
                         Info { ty: d.ty, konst: d.konst, may_fail: d.may_fail, builtin: d.builtin }
@@ -289,7 +292,8 @@ pub fn rewrites() -> Vec<Rewrite<Node, KAnalysis>> {
         .filter_map(|s| {
             let lhs: Pattern<Node> = s.lhs.parse().ok()?;
             let rhs: Pattern<Node> = s.rhs.parse().ok()?;
-            let applier = Guarded { rhs, guard: s.guard, compute: s.compute, k };
+            let vars = lhs.vars().into_iter().map(|v| (v.to_string(), v)).collect();
+            let applier = Guarded { vars, rhs, guard: s.guard, compute: s.compute, k };
             Rewrite::new(s.name, lhs, applier).ok()
         })
         .collect()
