@@ -131,7 +131,7 @@ impl PassManager {
 
     /// Runs every pass on `k` in order.
     pub fn run(&self, k: &Kernel) -> Result<Kernel, PassError> {
-        let verbose = std::env::var("KILN_VERBOSE").is_ok_and(|v| v == "debuginfo");
+        let verbose = std::env::var_os("KILN_VERBOSE").is_some_and(|v| v == "debuginfo");
         let mut k = k.clone();
         for p in &self.passes {
             k = p.run(&k);

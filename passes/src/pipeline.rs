@@ -1,6 +1,8 @@
 //! The default optimization pipeline (`kiln opt -O`), the entry point other crates (kernel
 //! fusion, backends) call after building or transforming a kernel.
 
+use std::sync::OnceLock;
+
 use kiln_ir::Kernel;
 
 use crate::manager::{PassError, PassManager};
@@ -23,5 +25,8 @@ pub fn optimize(k: &Kernel) -> Kernel {
 
 /// [`optimize`], reporting a pass that produced invalid IR instead of falling back to `k`.
 pub fn try_optimize(k: &Kernel) -> Result<Kernel, PassError> {
-    default_pipeline().run(k)
+    // Built once: the pipeline is called for every fused kernel, and looking up ten pass
+    // names each time showed up in its profile.
+    static PIPELINE: OnceLock<PassManager> = OnceLock::new();
+    PIPELINE.get_or_init(default_pipeline).run(k)
 }

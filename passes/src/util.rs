@@ -64,6 +64,8 @@ pub fn count_uses_in_loops(stmts: &[Stmt], name: &str) -> usize {
 pub fn mutable_names(s: &Stmt) -> HashSet<String> {
     struct M(HashSet<String>);
     impl Visitor for M {
+        // Declarations and assignments are statements: expressions need no walk.
+        fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
                 StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } => {
