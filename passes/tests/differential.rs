@@ -128,3 +128,18 @@ fn count_fused(k: &Kernel) -> usize {
     c.visit_stmt(k.body());
     c.0
 }
+
+/// The CSE differential test must see unbound repeats bound in many random kernels.
+#[test]
+fn cse_binds_repeats_in_many_random_kernels() {
+    let n = cases();
+    let mut runner = TestRunner::deterministic();
+    let mut hit = 0;
+    for _ in 0..n {
+        let case = arb_kernel().new_tree(&mut runner).expect("a case").current();
+        let k2 = kiln_passes::cse::repeats::bind_repeats(&case.kernel);
+        hit += u32::from(!k2.body().ptr_eq(case.kernel.body()));
+    }
+    eprintln!("repeated subexpressions bound in {hit} of {n} random kernels");
+    assert!(hit >= n / 10, "repeated subexpressions bound in only {hit} of {n} kernels");
+}

@@ -25,46 +25,12 @@
 
 use hashbrown::HashSet;
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_mutate_stmt, walk_stmt, BinOp, Expr, ExprMap, ExprNode,
-    Kernel, Mutator, Stmt, StmtNode, Type, Var, Visitor,
+    walk_mutate_expr, walk_mutate_stmt, walk_stmt, BinOp, Expr, ExprMap, ExprNode, Kernel, Mutator,
+    Stmt, StmtNode, Type, Var, Visitor,
 };
 
 use crate::simplify::simplify_expr;
-use crate::util::{free_names, is_stable, mutable_names};
-
-/// Every variable name bound or referred to in `k` (parameters included).
-fn all_names(k: &Kernel) -> HashSet<String> {
-    struct Names(HashSet<String>);
-    impl Visitor for Names {
-        fn visit_expr(&mut self, e: &Expr) {
-            match e.node() {
-                ExprNode::Var(v) | ExprNode::Load { buf: v, .. } => {
-                    self.0.insert(v.name().to_string());
-                }
-                _ => {}
-            }
-            walk_expr(self, e)
-        }
-        fn visit_stmt(&mut self, s: &Stmt) {
-            match s.node() {
-                StmtNode::Let { var, .. }
-                | StmtNode::Decl { var, .. }
-                | StmtNode::Alloc { var, .. }
-                | StmtNode::For { var, .. }
-                | StmtNode::Assign { var, .. }
-                | StmtNode::Store { buf: var, .. }
-                | StmtNode::Call { result: Some(var), .. } => {
-                    self.0.insert(var.name().to_string());
-                }
-                _ => {}
-            }
-            walk_stmt(self, s)
-        }
-    }
-    let mut n = Names(k.params().iter().map(|p| p.name().to_string()).collect());
-    n.visit_stmt(k.body());
-    n.0
-}
+use crate::util::{all_names, free_names, is_stable, mutable_names};
 
 /// Names bound anywhere inside `s`.
 fn bound_in(s: &Stmt) -> HashSet<String> {
