@@ -1,7 +1,8 @@
 //! Every pass and the default pipeline, differentially tested against the interpreter on
 //! random kernels: identical buffers (bitwise; NaNs compare equal) before and after, and the
 //! output verifies. `KILN_PASS_CASES` sets the number of cases per pass (default 500); the
-//! soak test `soak_pipeline` (ignored; run with `--release -- --ignored`) runs 20,000.
+//! soak test `soak_pipeline` (ignored; run with `--release -- --ignored`) runs 20,000. A
+//! failure is shrunk to a smallest failing kernel, printed as `.kir` text (`common::shrink`).
 
 use kiln_ir::testing::{arb_kernel, results_match, TestCase};
 use kiln_ir::{verify_kernel, Intrinsic, Kernel, Visitor};
@@ -9,7 +10,9 @@ use kiln_passes::manager::PASSES;
 use kiln_passes::pipeline::optimize;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, TestError, TestRunner};
+
+mod common;
 
 fn cases() -> u32 {
     std::env::var("KILN_PASS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(500)
@@ -43,8 +46,14 @@ fn check(
 fn run_pass(name: &str, pass: &dyn Fn(&Kernel) -> Kernel, n: u32) {
     let mut runner =
         TestRunner::new(Config { cases: n, failure_persistence: None, ..Config::default() });
-    if let Err(e) = runner.run(&arb_kernel(), |case| check(name, pass, &case)) {
-        panic!("{e}");
+    match runner.run(&arb_kernel(), |case| check(name, pass, &case)) {
+        Ok(()) => {}
+        // Proptest's own shrinking works on the choice stream; shrink the kernel itself
+        // further and print the smallest failing kernel as .kir text.
+        Err(TestError::Fail(why, case)) => {
+            panic!("{why}\n{}", common::shrink_report(name, pass, &case))
+        }
+        Err(e) => panic!("{e}"),
     }
 }
 
