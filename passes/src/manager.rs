@@ -44,7 +44,7 @@ pub const PASSES: &[PassEntry] = &[
     ("strength", crate::strength::strength, "strength reduction"),
     ("dce", crate::dce::dce, "dead stores to unread arrays and vars"),
     ("constprop", crate::constprop::constprop, "constant propagation and folding"),
-    ("peephole", crate::peephole::peephole, "fma contraction under fast-math"),
+    ("peephole", crate::peephole::peephole, "integer mad/add3 fusion; fma under fast-math"),
 ];
 
 /// The pass named `name`, if there is one.

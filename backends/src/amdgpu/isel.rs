@@ -308,6 +308,26 @@ impl Isel<'_> {
                         };
                         self.bin(s, so, vo, a, b)
                     }
+                    (Intrinsic::Mad | Intrinsic::Add3, false) if ty != Scalar::Bool => {
+                        // Only 32-bit integers reach here (`Self::ty`), where the 32-bit
+                        // instructions wrap exactly as the IR does.
+                        let mut it = vals.into_iter();
+                        let (Some(a), Some(b), Some(c)) = (it.next(), it.next(), it.next()) else {
+                            return unsupported(format!("{} without 3 arguments", op.name()));
+                        };
+                        if *op == Intrinsic::Add3 && !s {
+                            let ops = vec![self.vgpr(a), self.vgpr(b), self.vgpr(c)];
+                            let d = self.v();
+                            self.emit("v_add3_u32", vec![d.clone()], ops);
+                            return Ok(Val { o: d, s: false });
+                        }
+                        let first = if *op == Intrinsic::Mad {
+                            self.bin(s, "s_mul_i32", "v_mul_lo_u32", a, b)?
+                        } else {
+                            self.bin(s, "s_add_i32", "v_add_u32", a, b)?
+                        };
+                        self.bin(s, "s_add_i32", "v_add_u32", first, c)
+                    }
                     _ => unsupported(format!("intrinsic {} on {ty}", op.name())),
                 }
             }

@@ -427,6 +427,7 @@ fn valu(op: &str, a: u32, b: u32, c: u32) -> Option<u32> {
         "v_sub_f32" => (fl(a) - fl(b)).to_bits(),
         "v_mul_f32" => (fl(a) * fl(b)).to_bits(),
         "v_fma_f32" => fl(a).mul_add(fl(b), fl(c)).to_bits(),
+        "v_add3_u32" => a.wrapping_add(b).wrapping_add(c),
         "v_cvt_f32_i32" => (a as i32 as f32).to_bits(),
         "v_cvt_f32_u32" => (a as f32).to_bits(),
         "v_cvt_i32_f32" => fl(a) as i32 as u32,

@@ -321,10 +321,28 @@ impl Lower<'_> {
         let c = Class::of(t);
         let ty = arith_ty(t);
         let float = matches!(c, Class::F32 | Class::F64);
-        if !float && (op.float_only() || !t.is_int()) {
+        if (!float && (op.float_only() || !t.is_int())) || (float && op.int_only()) {
             return Err(format!("`{}` on {t}", op.name()));
         }
         match op {
+            Intrinsic::Mad | Intrinsic::Add3 => {
+                // Integers narrower than 32 bits live in 32-bit registers: compute at 32 (or
+                // 64) bits, where both wrap the same way, and re-canonicalize to the width.
+                let wide = c == Class::B64;
+                let s = if wide { "s64" } else { "s32" };
+                let a = self.reg(vals.remove(0), c);
+                let d = self.dst(want, c);
+                if op == Intrinsic::Mad {
+                    self.ins(format!("mad.lo.{s} {d}, {a}, {}, {}", vals[0], vals[1]));
+                } else {
+                    // PTX has no three-input add: two adds.
+                    let m = self.fresh(c);
+                    self.ins(format!("add.{s} {m}, {a}, {}", vals[0]));
+                    self.ins(format!("add.{s} {d}, {m}, {}", vals[1]));
+                }
+                self.canon(t, d);
+                Ok(Val::Reg(d))
+            }
             Intrinsic::Min | Intrinsic::Max => {
                 let d = self.dst(want, c);
                 self.ins(format_args!("{}.{ty} {d}, {}, {}", op.name(), vals[0], vals[1]));
