@@ -134,11 +134,8 @@ fn uniform_constant_load_is_scalar_and_readfirstlane_crosses_files() {
 #[test]
 fn unsupported_constructs_are_named() {
     for (src, what) in [
-        ("kernel k(o: ptr<global, u64>) { o[0] = 1; }", "u64"),
         ("kernel k(o: ptr<global, u32>) { let a: u32 = atomic_add(o, 0, 1); }", "atomics"),
-        ("kernel k(o: ptr<global, u32>) { private p: u32[4]; o[0] = p[0]; }", "private"),
-        ("kernel k(o: ptr<global, u32>, n: u32) { o[0] = o[1] / n; }", "non-constant"),
-        ("kernel k(o: ptr<global, f32>) { o[0] = o[1] / 3.0; }", "operator `/`"),
+        ("kernel k(o: ptr<global, u32>) { private p: u32[100]; o[0] = p[0]; }", "private"),
     ] {
         let k = parse_module(src).unwrap_or_else(|e| panic!("{e}")).kernels.remove(0);
         match compile(&k) {

@@ -22,6 +22,8 @@ pub enum RegClass {
     S2,
     /// One 32-bit VGPR (a value per lane).
     V,
+    /// Two consecutive VGPRs (a 64-bit value per lane: i64, u64, f64).
+    V2,
 }
 
 /// A physical register.
@@ -33,6 +35,8 @@ pub enum PReg {
     S2(u8),
     /// `vN`
     V(u8),
+    /// `v[N:N+1]`
+    V2(u8),
 }
 
 /// An instruction operand.
@@ -42,6 +46,11 @@ pub enum Opnd {
     R(VReg),
     /// A physical register.
     P(PReg),
+    /// Half `k` (0 low, 1 high) of a 64-bit virtual register (`S2` or `V2`): register
+    /// allocation turns it into the single physical register holding that half.
+    Half(VReg, u8),
+    /// The 64-bit `vcc` register (carries of 64-bit adds).
+    Vcc,
     /// A 32-bit immediate (inline constant or literal).
     Imm(u32),
     /// A branch target.

@@ -19,7 +19,7 @@ pub const MAX_VGPRS: u32 = 256;
 fn operands(f: &MFunc) -> impl Iterator<Item = (usize, VReg)> + '_ {
     f.insts.iter().enumerate().flat_map(|(i, inst)| {
         inst.defs.iter().chain(&inst.uses).filter_map(move |o| match o {
-            Opnd::R(v) => Some((i, *v)),
+            Opnd::R(v) | Opnd::Half(v, _) => Some((i, *v)),
             _ => None,
         })
     })
@@ -65,6 +65,10 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
                         sfree[n as usize + 1] = true;
                     }
                     Some(PReg::V(n)) => vfree[n as usize] = true,
+                    Some(PReg::V2(n)) => {
+                        vfree[n as usize] = true;
+                        vfree[n as usize + 1] = true;
+                    }
                     None => {}
                 }
                 false
@@ -90,10 +94,18 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
                 vfree[n] = false;
                 PReg::V(n as u8)
             }),
+            // gfx9 does not require 64-bit VGPR operands to be even-aligned.
+            RegClass::V2 => {
+                (0..MAX_VGPRS as usize - 1).find(|&n| vfree[n] && vfree[n + 1]).map(|n| {
+                    vfree[n] = false;
+                    vfree[n + 1] = false;
+                    PReg::V2(n as u8)
+                })
+            }
         };
         let Some(p) = p else {
             let (file, max) = match f.vregs[v] {
-                RegClass::V => ("VGPRs", MAX_VGPRS),
+                RegClass::V | RegClass::V2 => ("VGPRs", MAX_VGPRS),
                 _ => ("SGPRs", MAX_SGPRS),
             };
             return Err(Error::RegisterPressure(format!(
@@ -106,14 +118,24 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
             PReg::S(n) => smax = smax.max(n as u32 + 1),
             PReg::S2(n) => smax = smax.max(n as u32 + 2),
             PReg::V(n) => vmax = vmax.max(n as u32 + 1),
+            PReg::V2(n) => vmax = vmax.max(n as u32 + 2),
         }
         assign[v] = Some(p);
         active.push(v);
     }
     for inst in &mut f.insts {
         for o in inst.defs.iter_mut().chain(inst.uses.iter_mut()) {
-            if let Opnd::R(v) = o {
-                *o = Opnd::P(assign[*v].expect("every used register is assigned"));
+            match *o {
+                Opnd::R(v) => *o = Opnd::P(assign[v].expect("every used register is assigned")),
+                Opnd::Half(v, k) => {
+                    *o = Opnd::P(match assign[v].expect("every used register is assigned") {
+                        PReg::S2(n) => PReg::S(n + k),
+                        PReg::V2(n) => PReg::V(n + k),
+                        // Isel takes halves of 64-bit registers only.
+                        p => p,
+                    })
+                }
+                _ => {}
             }
         }
     }
