@@ -37,7 +37,8 @@ impl Isel<'_> {
                 .iter()
                 .position(|&o| o == op)
                 .expect("every comparison operator is listed");
-            if s {
+            // Float compares need VALU even for a uniform result (SALU compares are integer).
+            if s && !at.is_float() {
                 const U: [&str; 6] = [
                     "s_cmp_eq_u32",
                     "s_cmp_lg_u32",
