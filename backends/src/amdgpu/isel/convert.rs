@@ -3,7 +3,7 @@
 //! nearest even once, `bool` is `!= 0`. Where one gfx9 instruction does not do exactly that,
 //! a fix-up sequence follows it.
 
-use kiln_ir::{BinOp, Expr, Scalar};
+use kiln_ir::{Expr, Scalar};
 
 use super::{hi, is_wide, lo, Isel, Val};
 use crate::amdgpu::mir::Opnd;
@@ -109,18 +109,18 @@ impl Isel<'_> {
                 let l = self.vv("v_mov_b32", vec![lo(&x.o)]);
                 self.norm(to, v(l))
             }
-            // Integers to f32 (f16 rounds again below, see `to_f16`).
+            // Integers to f32 (f16 rounds again below, see `round_f16`).
             (K::Bool, K::F32) | (K::I32 { signed: false }, K::F32) => {
                 let r = self.cvt("v_cvt_f32_u32", x);
-                self.to_f16(to, r)
+                self.round_f16(to, r)
             }
             (K::I32 { signed: true }, K::F32) => {
                 let r = self.cvt("v_cvt_f32_i32", x);
-                self.to_f16(to, r)
+                self.round_f16(to, r)
             }
             (K::I64 { signed }, K::F32) => {
                 let r = v(self.i64_to_f32(signed, &x.o));
-                self.to_f16(to, r)
+                self.round_f16(to, r)
             }
             (K::Bool, K::F64) | (K::I32 { signed: false }, K::F64) => {
                 let x = self.vgpr(x);
@@ -132,14 +132,14 @@ impl Isel<'_> {
             }
             (K::I64 { signed }, K::F64) => v(self.i64_to_f64(signed, &x.o)),
             // Floats to floats.
-            (K::F32, K::F32) => self.to_f16(to, x),
+            (K::F32, K::F32) => self.round_f16(to, x),
             (K::F32, K::F64) => {
                 let x = self.vgpr(x);
                 v(self.cvt64("v_cvt_f64_f32", x))
             }
             (K::F64, K::F32) if to == Scalar::F16 => {
                 let r = v(self.f64_to_f32_odd(&x.o));
-                self.to_f16(to, r)
+                self.round_f16(to, r)
             }
             (K::F64, K::F32) => v(self.vv("v_cvt_f32_f64", vec![x.o])),
             // Floats to integers: truncate, saturate, NaN -> 0.
@@ -165,7 +165,7 @@ impl Isel<'_> {
     /// For an f16 destination: rounds the f32 `x` to f16 and back (every f16 is an f32, and
     /// the value is kept as an f32). Int-to-f16 through f32 is exact: where the int-to-f32
     /// step rounds (magnitude above 2^24) the f16 result is infinite either way.
-    fn to_f16(&mut self, to: Scalar, x: Val) -> Val {
+    fn round_f16(&mut self, to: Scalar, x: Val) -> Val {
         if to != Scalar::F16 {
             return x;
         }
@@ -286,12 +286,5 @@ impl Isel<'_> {
         let r = self.sel64(big, r, sat);
         let nan = self.mm("v_cmp_u_f64_e64", vec![t.clone(), t]);
         self.sel64(nan, r, z)
-    }
-
-    /// `x` (an integer-typed 64-bit value) compared with 0 by `op`.
-    #[allow(dead_code)]
-    fn cmp0(&mut self, ty: Scalar, op: BinOp, x: &Opnd) -> Opnd {
-        let z = self.const64(0);
-        self.cmp64(ty, op, x, &z)
     }
 }
