@@ -12,6 +12,7 @@ fn opnd(f: &MFunc, o: &Opnd) -> String {
         Opnd::P(PReg::S2(n)) => format!("s[{n}:{}]", n + 1),
         Opnd::P(PReg::V(n)) => format!("v{n}"),
         Opnd::P(PReg::V2(n)) => format!("v[{n}:{}]", n + 1),
+        Opnd::P(PReg::V4(n)) => format!("v[{n}:{}]", n + 3),
         Opnd::Half(v, k) => format!("{v}.{k}"),
         Opnd::Vcc => "vcc".into(),
         Opnd::Imm(x) if (*x as i32) >= -16 && (*x as i32) <= 64 => format!("{}", *x as i32),
@@ -39,11 +40,15 @@ pub fn print(f: &MFunc) -> String {
             let _ = writeln!(s, "{}:", opnd(f, &i.uses[0]));
             continue;
         }
-        let ops: Vec<String> = i.defs.iter().chain(&i.uses).map(|o| opnd(f, o)).collect();
+        // Text starting with a space is a modifier (`glc`): appended without a comma.
+        let is_mod = |o: &&Opnd| matches!(o, Opnd::Text(t) if t.starts_with(' '));
+        let all = || i.defs.iter().chain(&i.uses);
+        let ops: Vec<String> = all().filter(|o| !is_mod(o)).map(|o| opnd(f, o)).collect();
+        let mods: String = all().filter(is_mod).map(|o| opnd(f, o)).collect();
         if ops.is_empty() {
-            let _ = writeln!(s, "\t{}", i.op);
+            let _ = writeln!(s, "\t{}{mods}", i.op);
         } else {
-            let _ = writeln!(s, "\t{} {}", i.op, ops.join(", "));
+            let _ = writeln!(s, "\t{} {}{mods}", i.op, ops.join(", "));
         }
     }
     let _ = writeln!(s, "\t.section .rodata,\"a\",@progbits\n\t.p2align 6\n\t.amdhsa_kernel {n}");

@@ -13,6 +13,7 @@ use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass};
 use super::Error;
 
 mod arith;
+mod atomic;
 mod convert;
 mod divide;
 mod intrin;
@@ -463,7 +464,7 @@ impl Isel<'_> {
                     self.stmt(c)?;
                 }
             }
-            StmtNode::Call { func, .. } => match func.kind() {
+            StmtNode::Call { func, result, args } => match func.kind() {
                 FuncKind::Barrier(_) => {
                     self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
                     self.emit("s_barrier", vec![], vec![]);
@@ -471,7 +472,7 @@ impl Isel<'_> {
                 FuncKind::Fence(_) => {
                     self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
                 }
-                FuncKind::Atomic(_) => return unsupported("atomics"),
+                FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
             },
             StmtNode::If { cond, then, otherwise } => {
                 let c = self.expr(cond)?;

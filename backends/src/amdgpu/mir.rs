@@ -24,6 +24,8 @@ pub enum RegClass {
     V,
     /// Two consecutive VGPRs (a 64-bit value per lane: i64, u64, f64).
     V2,
+    /// Four consecutive VGPRs (the data tuple of a 64-bit compare-and-swap).
+    V4,
 }
 
 /// A physical register.
@@ -37,6 +39,8 @@ pub enum PReg {
     V(u8),
     /// `v[N:N+1]`
     V2(u8),
+    /// `v[N:N+3]`
+    V4(u8),
 }
 
 /// An instruction operand.
@@ -46,8 +50,9 @@ pub enum Opnd {
     R(VReg),
     /// A physical register.
     P(PReg),
-    /// Half `k` (0 low, 1 high) of a 64-bit virtual register (`S2` or `V2`): register
-    /// allocation turns it into the single physical register holding that half.
+    /// Part `k` (0 low, 1 high; up to 3 for `V4`) of a multi-register virtual register
+    /// (`S2`, `V2`, `V4`): register allocation turns it into the single physical register
+    /// holding that part.
     Half(VReg, u8),
     /// The 64-bit `vcc` register (carries of 64-bit adds).
     Vcc,

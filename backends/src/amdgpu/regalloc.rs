@@ -65,10 +65,8 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
                         sfree[n as usize + 1] = true;
                     }
                     Some(PReg::V(n)) => vfree[n as usize] = true,
-                    Some(PReg::V2(n)) => {
-                        vfree[n as usize] = true;
-                        vfree[n as usize + 1] = true;
-                    }
+                    Some(PReg::V2(n)) => vfree[n as usize..n as usize + 2].fill(true),
+                    Some(PReg::V4(n)) => vfree[n as usize..n as usize + 4].fill(true),
                     None => {}
                 }
                 false
@@ -102,10 +100,16 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
                     PReg::V2(n as u8)
                 })
             }
+            RegClass::V4 => {
+                (0..MAX_VGPRS as usize - 3).find(|&n| vfree[n..n + 4].iter().all(|&x| x)).map(|n| {
+                    vfree[n..n + 4].fill(false);
+                    PReg::V4(n as u8)
+                })
+            }
         };
         let Some(p) = p else {
             let (file, max) = match f.vregs[v] {
-                RegClass::V | RegClass::V2 => ("VGPRs", MAX_VGPRS),
+                RegClass::V | RegClass::V2 | RegClass::V4 => ("VGPRs", MAX_VGPRS),
                 _ => ("SGPRs", MAX_SGPRS),
             };
             return Err(Error::RegisterPressure(format!(
@@ -119,6 +123,7 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
             PReg::S2(n) => smax = smax.max(n as u32 + 2),
             PReg::V(n) => vmax = vmax.max(n as u32 + 1),
             PReg::V2(n) => vmax = vmax.max(n as u32 + 2),
+            PReg::V4(n) => vmax = vmax.max(n as u32 + 4),
         }
         assign[v] = Some(p);
         active.push(v);
@@ -130,7 +135,7 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
                 Opnd::Half(v, k) => {
                     *o = Opnd::P(match assign[v].expect("every used register is assigned") {
                         PReg::S2(n) => PReg::S(n + k),
-                        PReg::V2(n) => PReg::V(n + k),
+                        PReg::V2(n) | PReg::V4(n) => PReg::V(n + k),
                         // Isel takes halves of 64-bit registers only.
                         p => p,
                     })

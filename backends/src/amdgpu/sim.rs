@@ -14,7 +14,7 @@ use super::mir::{Inst, Opnd, PReg};
 use super::Compiled;
 
 mod ops;
-use ops::{salu, valu, vcmp};
+use ops::{atomic, salu, valu, vcmp};
 
 const KARG: u64 = 0xffff << 32;
 const LANES: usize = 64;
@@ -354,6 +354,58 @@ fn step_until_yield(
                 let l = if w.exec == 0 { 0 } else { w.exec.trailing_zeros() as usize };
                 let v = lane(w, &u[0], l);
                 set_s(w, v);
+            }
+            _ if op.starts_with("global_atomic") || op.contains("_rtn_") => {
+                let (dn, pair) = match d {
+                    Some(Opnd::P(PReg::V(n))) => (*n as usize, false),
+                    Some(Opnd::P(PReg::V2(n))) => (*n as usize, true),
+                    _ => return Err(format!("simulator: bad destination in {op}")),
+                };
+                let n = if pair { 8 } else { 4 };
+                // Lanes take their turns in order, each read-modify-write atomic.
+                for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
+                    let o = lane(w, &u[0], l);
+                    let (data, cmp) = if op.starts_with("ds_cmpst") {
+                        (lane64(w, &u[2], l), Some(lane64(w, &u[1], l)))
+                    } else if let (true, Opnd::P(PReg::V2(r) | PReg::V4(r))) =
+                        (op.contains("cmpswap"), &u[1])
+                    {
+                        // The data tuple is {new, compare}, each 32 or 64 bits.
+                        let k = n / 4;
+                        let g = |i: usize| w.v[*r as usize + i][l] as u64;
+                        let (new, c) = if k == 1 {
+                            (g(0), g(1))
+                        } else {
+                            (g(0) | g(1) << 32, g(2) | g(3) << 32)
+                        };
+                        (new, Some(c))
+                    } else {
+                        (lane64(w, &u[1], l), None)
+                    };
+                    let old = if op.starts_with("ds_") {
+                        let s = lds
+                            .get_mut(o as usize..o as usize + n)
+                            .ok_or("LDS atomic out of bounds")?;
+                        let mut b = [0u8; 8];
+                        b[..n].copy_from_slice(s);
+                        let old = u64::from_le_bytes(b);
+                        let new = atomic(op, old, data, cmp)
+                            .ok_or_else(|| format!("simulator: unknown {op}"))?;
+                        s.copy_from_slice(&new.to_le_bytes()[..n]);
+                        old
+                    } else {
+                        let a = s64(w, &u[2]).wrapping_add(o as u64);
+                        let old = mem.read_n(a, n)?;
+                        let new = atomic(op, old, data, cmp)
+                            .ok_or_else(|| format!("simulator: unknown {op}"))?;
+                        mem.write_n(a, new, n)?;
+                        old
+                    };
+                    w.v[dn][l] = old as u32;
+                    if pair {
+                        w.v[dn + 1][l] = (old >> 32) as u32;
+                    }
+                }
             }
             _ if op.starts_with("global_store") || op.starts_with("ds_write") => {
                 let n = mem_width(op);

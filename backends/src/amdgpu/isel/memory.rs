@@ -61,7 +61,13 @@ impl Isel<'_> {
     }
 
     /// Byte offset `index * size` (plus `base`), in SGPRs if `s`.
-    fn offset(&mut self, index: &Expr, size: u32, base: u32, s: bool) -> Result<Opnd, Error> {
+    pub(super) fn offset(
+        &mut self,
+        index: &Expr,
+        size: u32,
+        base: u32,
+        s: bool,
+    ) -> Result<Opnd, Error> {
         let mut i = self.expr(index)?;
         if index.ty().scalar().is_some_and(is_wide) {
             i = Val { o: super::lo(&i.o), s: false };

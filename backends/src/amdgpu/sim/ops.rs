@@ -189,3 +189,50 @@ pub fn vcmp(cmp: &str, a: u64, b: u64) -> Option<bool> {
         _ => return None,
     })
 }
+
+/// The value an atomic read-modify-write (`global_atomic_*`, `ds_*_rtn_*`) stores, given
+/// the old value, its data operand and (compare-and-swap) the compare value.
+pub fn atomic(op: &str, old: u64, data: u64, cmp: Option<u64>) -> Option<u64> {
+    let wide = op.ends_with("_x2") || op.ends_with("64");
+    let mask = if wide { u64::MAX } else { u32::MAX as u64 };
+    let (old, data) = (old & mask, data & mask);
+    let signed = ["smin", "smax", "_i32", "_i64"].iter().any(|s| op.contains(s));
+    let sx = |v: u64| if wide { v as i64 } else { v as u32 as i32 as i64 };
+    let less = if signed { sx(data) < sx(old) } else { data < old };
+    let new = if op.contains("cmpst") || op.contains("cmpswap") {
+        if Some(old) == cmp.map(|c| c & mask) {
+            data
+        } else {
+            old
+        }
+    } else if op.contains("swap") || op.contains("wrxchg") {
+        data
+    } else if op.contains("xor") {
+        old ^ data
+    } else if op.contains("add") && op.ends_with("f32") {
+        f(fl(old) + fl(data))
+    } else if op.contains("add") {
+        old.wrapping_add(data)
+    } else if op.contains("sub") {
+        old.wrapping_sub(data)
+    } else if op.contains("min") {
+        if less {
+            data
+        } else {
+            old
+        }
+    } else if op.contains("max") {
+        if !less && data != old {
+            data
+        } else {
+            old
+        }
+    } else if op.contains("and") {
+        old & data
+    } else if op.contains("or") {
+        old | data
+    } else {
+        return None;
+    };
+    Some(new & mask)
+}
