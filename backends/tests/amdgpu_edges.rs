@@ -165,3 +165,28 @@ fn integer_division_of_every_type() {
         run(&src, vec![edges(*t), Buffer::zeroed(*t, 2 * N), Buffer::zeroed(*t, 2 * N)]);
     }
 }
+
+/// Generic pointers use flat instructions on 64-bit addresses, for every element width.
+#[test]
+fn generic_pointers_use_flat_memory() {
+    let src = "kernel g(a: ptr<generic, i8>, b: ptr<generic, u16>, c: ptr<generic, f64>, o: ptr<generic, f64>) {
+        let i: u32 = local_id(0);
+        o[i] = a[i] as f64 + b[i] as f64 * c[i];
+        a[i] = (a[i] + 1) * 3;
+        b[i] = b[i] ^ 0x8001;
+    }";
+    let c = compile(&kernel(src)).unwrap();
+    for needle in ["flat_load_sbyte", "flat_load_ushort", "flat_load_dwordx2", "flat_store_dwordx2"]
+    {
+        assert!(c.asm.contains(needle), "missing {needle}:\n{}", c.asm);
+    }
+    run(
+        src,
+        vec![
+            edges(Scalar::I8),
+            edges(Scalar::U16),
+            edges(Scalar::F64),
+            Buffer::zeroed(Scalar::F64, N),
+        ],
+    );
+}

@@ -20,6 +20,7 @@ mod intrin;
 mod memory;
 mod wide;
 
+pub use memory::MAX_PRIVATE;
 pub(super) use wide::{hi, is_wide, lo};
 
 /// A computed value: an operand and whether it lives in SGPRs (`true`) or VGPRs.

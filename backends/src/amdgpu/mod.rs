@@ -5,18 +5,26 @@
 //! virtual registers) → [`regalloc::allocate`] → [`asm::print`]; [`sim`] runs the allocated
 //! machine IR.
 //!
-//! **Supported subset**: `bool`, `i32`, `u32` and `f32` values; buffers of `i32`, `u32`,
-//! `f32` in global or constant memory (kernel parameters) and local arrays of them; `let`,
-//! `var`, assignment, stores, `if`/`else`, `for`, `while`, barriers and fences; integer
-//! `+ - * & | ^ << >>`, comparisons, logical operators, `select`, casts among the four
-//! types, `min`/`max` on integers, `fma` and `+ - *` on f32, `/` and `%` by a
-//! constant; every work-item built-in. **Rejected** with [`Error::Unsupported`]: other types
-//! (8/16/64-bit integers, f16, f64), other division/remainder, f32 division and the other
-//! intrinsics, private arrays, generic pointers, atomics.
+//! **Supported**: every scalar type: `bool` and 8/16/32-bit integers in one 32-bit register
+//! (8/16-bit ones re-extended after each wrapping operation), `f16` (storage: loads, stores
+//! and casts, held as an f32) and `f32` in one VGPR, `i64`/`u64`/`f64` in a VGPR pair (always
+//! VALU, uniform or not); buffers of every element type in global, constant or generic
+//! memory (kernel parameters) and local arrays of them; private arrays of up to
+//! [`isel::MAX_PRIVATE`] elements (promoted to registers); `let`, `var`, assignment, stores,
+//! `if`/`else`, `for` (every integer counter type), `while`, barriers, fences, atomics on
+//! global and local memory (every operation and type the IR defines, old values returned);
+//! every operator on every type, including integer division and remainder by any divisor
+//! (LLVM's reciprocal expansion for 32 bits, a shift-subtract loop for 64) and correctly
+//! rounded f32/f64 division; casts among all types with the interpreter's semantics;
+//! `min`/`max`/`abs` on every type, `fma`, correctly rounded `sqrt`, `floor`/`ceil`/`trunc`;
+//! every work-item built-in. **Rejected** with [`Error::Unsupported`]: `exp`, `log`, `sin`,
+//! `cos`, private arrays longer than [`isel::MAX_PRIVATE`], pointer parameters in local or
+//! private memory.
 //!
 //! **Kernel ABI** (close to AMDGPUUsage for gfx9): `s[0:1]` holds the kernarg segment
 //! pointer, `s2..s4` the work-group ids, `v0..v2` the work-item ids. Explicit arguments are
-//! laid out in order (pointers 8 bytes, scalars 4, naturally aligned); then, 8-aligned, the
+//! laid out in order (pointers and 64-bit scalars 8 bytes, other scalars 4 with 8/16-bit
+//! integers sign- or zero-extended and f16 as an f32, naturally aligned); then, 8-aligned, the
 //! hidden arguments kiln adds: global offset, local size, global size and number of groups
 //! (three u32 each).
 

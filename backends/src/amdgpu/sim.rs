@@ -407,6 +407,34 @@ fn step_until_yield(
                     }
                 }
             }
+            _ if op.starts_with("flat_") => {
+                // Generic addresses: the memory map resolves them (global buffers only).
+                let n = mem_width(op);
+                let dst = match d {
+                    Some(Opnd::P(PReg::V(x))) => Some((*x as usize, false)),
+                    Some(Opnd::P(PReg::V2(x))) => Some((*x as usize, true)),
+                    _ => None,
+                };
+                for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
+                    let a = lane64(w, &u[0], l);
+                    if op.starts_with("flat_store") {
+                        mem.write_n(a, lane64(w, &u[1], l), n)?;
+                        continue;
+                    }
+                    let raw = mem.read_n(a, n)?;
+                    let r = match op {
+                        "flat_load_sbyte" => raw as u8 as i8 as i32 as u32 as u64,
+                        "flat_load_sshort" => raw as u16 as i16 as i32 as u32 as u64,
+                        _ => raw,
+                    };
+                    let (dn, pair) =
+                        dst.ok_or_else(|| format!("simulator: bad destination in {op}"))?;
+                    w.v[dn][l] = r as u32;
+                    if pair {
+                        w.v[dn + 1][l] = (r >> 32) as u32;
+                    }
+                }
+            }
             _ if op.starts_with("global_store") || op.starts_with("ds_write") => {
                 let n = mem_width(op);
                 for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {

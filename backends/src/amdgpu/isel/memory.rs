@@ -1,8 +1,9 @@
 //! Kernel arguments, loads and stores of every element width (global, constant, generic,
 //! local), private arrays, and `for` loops over 64-bit counters.
 //!
-//! Generic pointers can only be kernel parameters here, and kernel arguments are always
-//! global buffers, so generic accesses are global accesses. Private arrays (at most
+//! Generic pointers can only be kernel parameters here; their accesses are `flat_*`
+//! instructions on a full 64-bit address (the simulator resolves it to a buffer). Private
+//! arrays (at most
 //! [`MAX_PRIVATE`] elements) are promoted to registers, one VGPR (pair) per element, with
 //! dynamic indices lowered to compare-and-select chains, as LLVM promotes small allocas.
 
@@ -124,8 +125,14 @@ impl Isel<'_> {
                 return Ok(Val { o: d, s: true });
             }
             let o = self.offset(index, size, 0, false)?;
-            self.emit(gop, vec![d.clone()], vec![o, base]);
-            self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0)")]);
+            if space == Some(AddrSpace::Generic) {
+                let a = self.flat_address(&base, o);
+                self.emit(flat(gop), vec![d.clone()], vec![a]);
+                self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
+            } else {
+                self.emit(gop, vec![d.clone()], vec![o, base]);
+                self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0)")]);
+            }
         }
         let d = if elem == Scalar::F16 { self.vv("v_cvt_f32_f16", vec![d]) } else { d };
         let r = Val { o: d, s: false };
@@ -158,9 +165,27 @@ impl Isel<'_> {
                 .cloned()
                 .ok_or_else(|| Error::Unsupported(format!("store through `{}`", buf.name())))?;
             let o = self.offset(index, size, 0, false)?;
-            self.emit(gop, vec![], vec![o, x, base]);
+            if buf.ty().addr_space() == Some(AddrSpace::Generic) {
+                let a = self.flat_address(&base, o);
+                self.emit(flat(gop), vec![], vec![a, x]);
+            } else {
+                self.emit(gop, vec![], vec![o, x, base]);
+            }
         }
         Ok(())
+    }
+
+    /// The 64-bit address `base + off` (a generic pointer) in a VGPR pair.
+    fn flat_address(&mut self, base: &Opnd, off: Opnd) -> Opnd {
+        let h = self.vv("v_mov_b32", vec![super::hi(base)]);
+        let d = self.v2();
+        self.emit("v_add_co_u32", vec![super::lo(&d), Opnd::Vcc], vec![super::lo(base), off]);
+        self.emit(
+            "v_addc_co_u32",
+            vec![super::hi(&d), Opnd::Vcc],
+            vec![Opnd::Imm(0), h, Opnd::Vcc],
+        );
+        d
     }
 
     pub(super) fn alloc(&mut self, var: &Var, count: u32) -> Result<(), Error> {
@@ -278,5 +303,21 @@ impl Isel<'_> {
                 Ok(())
             },
         )
+    }
+}
+
+/// The `flat_*` form of a `global_*` memory instruction.
+fn flat(global: &'static str) -> &'static str {
+    match global {
+        "global_load_sbyte" => "flat_load_sbyte",
+        "global_load_ubyte" => "flat_load_ubyte",
+        "global_load_sshort" => "flat_load_sshort",
+        "global_load_ushort" => "flat_load_ushort",
+        "global_load_dwordx2" => "flat_load_dwordx2",
+        "global_load_dword" => "flat_load_dword",
+        "global_store_byte" => "flat_store_byte",
+        "global_store_short" => "flat_store_short",
+        "global_store_dwordx2" => "flat_store_dwordx2",
+        _ => "flat_store_dword",
     }
 }
