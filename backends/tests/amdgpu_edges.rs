@@ -190,3 +190,46 @@ fn generic_pointers_use_flat_memory() {
         ],
     );
 }
+
+/// `exp`, `log`, `sin`, `cos` are approximate (as in the IR): within a relative 1e-4 of the
+/// interpreter (absolute near zero), on f32 and f64.
+#[test]
+fn transcendentals_are_close() {
+    let src = "kernel t(x: ptr<global, f32>, y: ptr<global, f64>, o: ptr<global, f32>, p: ptr<global, f64>) {
+        let i: u32 = local_id(0);
+        o[i * 4] = exp(x[i]);
+        o[i * 4 + 1] = log(abs(x[i]) + 0.5);
+        o[i * 4 + 2] = sin(x[i]);
+        o[i * 4 + 3] = cos(x[i]);
+        p[i * 4] = exp(y[i]);
+        p[i * 4 + 1] = log(abs(y[i]) + 0.5);
+        p[i * 4 + 2] = sin(y[i]);
+        p[i * 4 + 3] = cos(y[i]);
+    }";
+    let xs: Vec<f32> = (0..N).map(|i| i as f32 * 2.7 - 20.0).collect();
+    let ys: Vec<f64> = (0..N).map(|i| i as f64 * 1.3 - 9.0).collect();
+    let k = kernel(src);
+    let case = TestCase {
+        kernel: k,
+        range: NdRange::new(&[N as u32]).with_local(&[N as u32]),
+        args: (0..4).map(Arg::Buffer).collect(),
+        buffers: vec![
+            Buffer::from_slice(&xs),
+            Buffer::from_slice(&ys),
+            Buffer::zeroed(Scalar::F32, 4 * N),
+            Buffer::zeroed(Scalar::F64, 4 * N),
+        ],
+    };
+    let c = compile(&case.kernel).unwrap();
+    assert_assembles(&c.asm);
+    let want = case.run().unwrap();
+    let mut got = case.buffers.clone();
+    sim::run(&c, &case.kernel, &case.range, &case.args, &mut got).unwrap();
+    for b in [2, 3] {
+        for j in 0..4 * N {
+            let (w, g) = (want[b].get(j).unwrap(), got[b].get(j).unwrap());
+            let (w, g) = (w.as_f64().unwrap(), g.as_f64().unwrap());
+            assert!((w - g).abs() <= 1e-4 * w.abs().max(1.0), "buffer {b}[{j}]: {g} vs {w}");
+        }
+    }
+}

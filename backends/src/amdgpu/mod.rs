@@ -16,10 +16,10 @@
 //! every operator on every type, including integer division and remainder by any divisor
 //! (LLVM's reciprocal expansion for 32 bits, a shift-subtract loop for 64) and correctly
 //! rounded f32/f64 division; casts among all types with the interpreter's semantics;
-//! `min`/`max`/`abs` on every type, `fma`, correctly rounded `sqrt`, `floor`/`ceil`/`trunc`;
-//! every work-item built-in. **Rejected** with [`Error::Unsupported`]: `exp`, `log`, `sin`,
-//! `cos`, private arrays longer than [`isel::MAX_PRIVATE`], pointer parameters in local or
-//! private memory.
+//! `min`/`max`/`abs` on every type, `fma`, correctly rounded `sqrt`, `floor`/`ceil`/`trunc`,
+//! approximate `exp`/`log`/`sin`/`cos` (hardware f32 units, f64 through f32); every
+//! work-item built-in. **Rejected** with [`Error::Unsupported`]: private arrays longer than
+//! [`isel::MAX_PRIVATE`], pointer parameters in local or private memory.
 //!
 //! **Kernel ABI** (close to AMDGPUUsage for gfx9): `s[0:1]` holds the kernarg segment
 //! pointer, `s2..s4` the work-group ids, `v0..v2` the work-item ids. Explicit arguments are

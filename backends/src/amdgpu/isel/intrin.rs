@@ -106,7 +106,42 @@ impl Isel<'_> {
                     Ok(v(self.vv(name, vec![a])))
                 }
             }
+            (Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos, _) => {
+                let [a] = one(vals);
+                let x = if ty == Scalar::F64 {
+                    self.vv("v_cvt_f32_f64", vec![a.o])
+                } else {
+                    self.vgpr(a)
+                };
+                let r = self.transcendental(op, x);
+                Ok(v(if ty == Scalar::F64 { self.ww("v_cvt_f64_f32", vec![r]) } else { r }))
+            }
             _ => unsupported(format!("intrinsic {} on {ty}", op.name())),
+        }
+    }
+
+    /// `exp`, `log`, `sin`, `cos` of an f32 (approximate, as the IR allows): the hardware
+    /// computes 2^x, log2 x, and sin/cos of x turns, so scale the argument or result; sin
+    /// and cos reduce the turns to [0, 1) first, the range where `v_sin_f32` is accurate.
+    /// f64 goes through f32.
+    fn transcendental(&mut self, op: Intrinsic, x: Opnd) -> Opnd {
+        const LOG2_E: u32 = 0x3fb8_aa3b;
+        const LN_2: u32 = 0x3f31_7218;
+        const INV_2PI: u32 = 0x3e22_f983;
+        match op {
+            Intrinsic::Exp => {
+                let t = self.vv("v_mul_f32", vec![Opnd::Imm(LOG2_E), x]);
+                self.vv("v_exp_f32", vec![t])
+            }
+            Intrinsic::Log => {
+                let t = self.vv("v_log_f32", vec![x]);
+                self.vv("v_mul_f32", vec![Opnd::Imm(LN_2), t])
+            }
+            _ => {
+                let t = self.vv("v_mul_f32", vec![Opnd::Imm(INV_2PI), x]);
+                let t = self.vv("v_fract_f32", vec![t]);
+                self.vv(if op == Intrinsic::Sin { "v_sin_f32" } else { "v_cos_f32" }, vec![t])
+            }
         }
     }
 

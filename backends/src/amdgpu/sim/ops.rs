@@ -128,6 +128,20 @@ pub fn valu(op: &str, a: u64, b: u64, c: u64) -> Option<u64> {
         "v_rcp_iflag_f32" => f(1.0 / fl(a)),
         "v_ldexp_f32" => f(ldexp(fl(a) as f64, b32 as i32) as f32),
         "v_floor_f32" => f(fl(a).floor()),
+        // The transcendental units: 2^x, log2 x, sin and cos of x turns (approximate on
+        // hardware; modelled as the f32 library results).
+        "v_exp_f32" => f(fl(a).exp2()),
+        "v_log_f32" => f(fl(a).log2()),
+        "v_sin_f32" => f((fl(a) as f64 * std::f64::consts::TAU).sin() as f32),
+        "v_cos_f32" => f((fl(a) as f64 * std::f64::consts::TAU).cos() as f32),
+        "v_fract_f32" => {
+            let x = fl(a);
+            f(if x.is_infinite() {
+                f32::NAN
+            } else {
+                (x - x.floor()).min(f32::from_bits(0x3f7f_ffff))
+            })
+        }
         "v_ceil_f32" => f(fl(a).ceil()),
         "v_trunc_f32" => f(fl(a).trunc()),
         "v_cvt_f32_i32" => f(a32 as i32 as f32),
