@@ -233,3 +233,37 @@ fn transcendentals_are_close() {
         }
     }
 }
+
+/// More uniform values live at once than there are SGPRs: they are spilled to VGPR lanes
+/// (`v_writelane_b32` / `v_readlane_b32`) and the results still match, across a divergent
+/// branch and a uniform loop.
+#[test]
+fn sgpr_pressure_spills_to_vgpr_lanes() {
+    let mut src = String::from("kernel s(x: ptr<constant, u32>, o: ptr<global, u32>, n: u32) {\n");
+    for i in 0..130 {
+        src.push_str(&format!("let a{i}: u32 = x[{}] * n + {i};\n", i % 16));
+    }
+    src.push_str("var acc: u32 = 0;\nif local_id(0) % 3 == 1 {\n");
+    for i in 0..130 {
+        src.push_str(&format!("acc = acc + a{i} * {};\n", i + 1));
+    }
+    src.push_str("}\nfor j: u32 in 0 .. n % 4 + 1 {\n");
+    for i in (0..130).rev() {
+        src.push_str(&format!("acc = acc ^ (a{i} + j);\n"));
+    }
+    src.push_str("}\no[local_id(0)] = acc;\n}\n");
+    let c = compile(&kernel(&src)).unwrap();
+    assert!(c.asm.contains("v_writelane_b32") && c.asm.contains("v_readlane_b32"));
+    let k = kernel(&src);
+    let case = TestCase {
+        kernel: k,
+        range: NdRange::new(&[N as u32 * 2]).with_local(&[N as u32]),
+        args: vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(7u32)],
+        buffers: vec![edges(Scalar::U32), Buffer::zeroed(Scalar::U32, 2 * N)],
+    };
+    let want = case.run().unwrap();
+    let mut got = case.buffers.clone();
+    assert_assembles(&c.asm);
+    sim::run(&c, &case.kernel, &case.range, &case.args, &mut got).unwrap();
+    results_match(&want, &got).unwrap();
+}

@@ -34,6 +34,7 @@ pub mod isel;
 pub mod mir;
 pub mod regalloc;
 pub mod sim;
+pub mod spill;
 
 use kiln_ir::Kernel;
 use kiln_passes::divergence::{analyze, Divergence};

@@ -1,11 +1,19 @@
 //! Linear-scan register allocation of SGPRs and VGPRs over the linear instruction order,
-//! with live ranges stretched over loops. Running out of registers is an error, never a
-//! panic (there is no spilling).
+//! with live ranges stretched over loops. Out of SGPRs, the value live furthest ahead is
+//! spilled to a VGPR lane ([`super::spill`]) and allocation starts over; out of VGPRs is an
+//! error, never a panic (VGPRs are not spilled to scratch memory).
 
 use cranelift_entity::SecondaryMap;
 
 use super::mir::{MFunc, Opnd, PReg, RegClass, VReg};
+use super::spill::Spiller;
 use super::Error;
+
+enum Failure {
+    /// Spill this SGPR (pair) and try again.
+    Spill(VReg),
+    Error(Error),
+}
 
 /// SGPRs reserved at entry: `s[0:1]` kernarg segment pointer, `s2..s4` work-group ids.
 pub const FIRST_FREE_SGPR: u32 = 5;
@@ -27,6 +35,17 @@ fn operands(f: &MFunc) -> impl Iterator<Item = (usize, VReg)> + '_ {
 
 /// Assigns physical registers and rewrites every operand; fills in the register counts.
 pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
+    let mut spiller = Spiller::default();
+    loop {
+        match assign(f, &spiller) {
+            Ok(()) => return Ok(()),
+            Err(Failure::Spill(v)) => spiller.spill(f, v),
+            Err(Failure::Error(e)) => return Err(e),
+        }
+    }
+}
+
+fn assign(f: &mut MFunc, spiller: &Spiller) -> Result<(), Failure> {
     let mut start: SecondaryMap<VReg, usize> = SecondaryMap::with_default(usize::MAX);
     let mut end: SecondaryMap<VReg, usize> = SecondaryMap::with_default(0);
     for (i, v) in operands(f) {
@@ -108,15 +127,28 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
             }
         };
         let Some(p) = p else {
-            let (file, max) = match f.vregs[v] {
+            let class = f.vregs[v];
+            if matches!(class, RegClass::S | RegClass::S2) {
+                // Spill the same-class value whose range ends furthest ahead.
+                let victim = active
+                    .iter()
+                    .chain([&v])
+                    .filter(|&&a| f.vregs[a] == class && !spiller.fixed.contains(&a))
+                    .max_by_key(|&&a| end[a]);
+                if let Some(&victim) = victim {
+                    return Err(Failure::Spill(victim));
+                }
+            }
+            let (file, max) = match class {
                 RegClass::V | RegClass::V2 | RegClass::V4 => ("VGPRs", MAX_VGPRS),
                 _ => ("SGPRs", MAX_SGPRS),
             };
-            return Err(Error::RegisterPressure(format!(
+            return Err(Failure::Error(Error::RegisterPressure(format!(
                 "kernel `{}` needs more than the {max} {file} available \
-                 ({live} values live at once; kiln does not spill)",
+                 ({live} values live at once; kiln spills SGPRs to VGPR lanes but does not \
+                 spill VGPRs)",
                 f.name
-            )));
+            ))));
         };
         match p {
             PReg::S(n) => smax = smax.max(n as u32 + 1),

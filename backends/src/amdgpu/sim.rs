@@ -350,6 +350,18 @@ fn step_until_yield(
                 let v = if w.scc { s32(w, &u[0]) } else { s32(w, &u[1]) };
                 set_s(w, v);
             }
+            // Lane access ignores exec.
+            "v_readlane_b32" => {
+                let l = s32(w, &u[1]) as usize % LANES;
+                let v = lane(w, &u[0], l);
+                set_s(w, v);
+            }
+            "v_writelane_b32" => {
+                let (Some(Opnd::P(PReg::V(h))), l) = (d, s32(w, &u[1]) as usize % LANES) else {
+                    return Err(format!("simulator: bad destination in {op}"));
+                };
+                w.v[*h as usize][l] = s32(w, &u[0]);
+            }
             "v_readfirstlane_b32" => {
                 let l = if w.exec == 0 { 0 } else { w.exec.trailing_zeros() as usize };
                 let v = lane(w, &u[0], l);
