@@ -21,6 +21,7 @@ fn opnd(f: &MFunc, o: &Opnd) -> String {
         Opnd::Exec => "exec".into(),
         Opnd::M0 => "m0".into(),
         Opnd::Text(t) => (*t).into(),
+        Opnd::Offset(n) => format!(" offset:{n}"),
     }
 }
 
@@ -41,7 +42,9 @@ pub fn print(f: &MFunc) -> String {
             continue;
         }
         // Text starting with a space is a modifier (`glc`): appended without a comma.
-        let is_mod = |o: &&Opnd| matches!(o, Opnd::Text(t) if t.starts_with(' '));
+        let is_mod = |o: &&Opnd| {
+            matches!(o, Opnd::Text(t) if t.starts_with(' ')) || matches!(o, Opnd::Offset(_))
+        };
         let all = || i.defs.iter().chain(&i.uses);
         let ops: Vec<String> = all().filter(|o| !is_mod(o)).map(|o| opnd(f, o)).collect();
         let mods: String = all().filter(is_mod).map(|o| opnd(f, o)).collect();
@@ -54,9 +57,12 @@ pub fn print(f: &MFunc) -> String {
     let _ = writeln!(s, "\t.section .rodata,\"a\",@progbits\n\t.p2align 6\n\t.amdhsa_kernel {n}");
     for (k, v) in [
         ("user_sgpr_kernarg_segment_ptr", 1),
+        ("user_sgpr_flat_scratch_init", 1),
         ("system_sgpr_workgroup_id_x", 1),
         ("system_sgpr_workgroup_id_y", 1),
         ("system_sgpr_workgroup_id_z", 1),
+        ("system_sgpr_private_segment_wavefront_offset", 1),
+        ("private_segment_fixed_size", f.scratch_bytes),
         ("system_vgpr_workitem_id", 2),
         ("next_free_vgpr", f.num_vgprs),
         ("next_free_sgpr", f.num_sgprs),

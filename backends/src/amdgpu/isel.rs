@@ -9,7 +9,7 @@ use kiln_ir::{
 };
 use kiln_passes::divergence::{expr_divergent, Divergence, VarSet};
 
-use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass};
+use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass, GROUP_ID_SGPR};
 use super::Error;
 
 mod arith;
@@ -394,7 +394,7 @@ impl Isel<'_> {
         };
         let r = match kind {
             Builtin::LocalId => Val { o: Opnd::P(PReg::V(dim)), s: false },
-            Builtin::GroupId => Val { o: Opnd::P(PReg::S(2 + dim)), s: true },
+            Builtin::GroupId => Val { o: Opnd::P(PReg::S(GROUP_ID_SGPR + dim)), s: true },
             Builtin::GlobalOffset => hidden(self, d),
             Builtin::LocalSize => hidden(self, 3 + d),
             Builtin::GlobalSize => hidden(self, 6 + d),
@@ -402,7 +402,7 @@ impl Isel<'_> {
             Builtin::GlobalId => {
                 let ls = hidden(self, 3 + d);
                 let off = hidden(self, d);
-                let g = Val { o: Opnd::P(PReg::S(2 + dim)), s: true };
+                let g = Val { o: Opnd::P(PReg::S(GROUP_ID_SGPR + dim)), s: true };
                 let t = self.bin(true, "s_mul_i32", "", g, ls)?;
                 let t = self.bin(true, "s_add_i32", "", t, off)?;
                 let l = Val { o: Opnd::P(PReg::V(dim)), s: false };

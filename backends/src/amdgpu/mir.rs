@@ -13,6 +13,12 @@ entity_impl!(VReg, "%r");
 pub struct Label(u32);
 entity_impl!(Label, "BB");
 
+/// First SGPR of the work-group ids x, y, z (after the kernarg segment pointer `s[0:1]`
+/// and the flat scratch init pair `s[2:3]`).
+pub const GROUP_ID_SGPR: u8 = 4;
+/// The SGPR with the wave's private segment offset (the scratch base of VGPR spills).
+pub const SCRATCH_OFFSET_SGPR: u8 = 7;
+
 /// A register class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RegClass {
@@ -64,8 +70,10 @@ pub enum Opnd {
     Exec,
     /// The `m0` register.
     M0,
-    /// Verbatim text (waitcnt fields).
+    /// Verbatim text (waitcnt fields); text starting with a space is a modifier.
     Text(&'static str),
+    /// A memory instruction's immediate byte offset (the `offset:N` modifier).
+    Offset(u32),
 }
 
 /// One machine instruction: `op defs, uses` (a label definition has op `label`).
@@ -103,6 +111,8 @@ pub struct MFunc {
     pub loops: Vec<LoopRange>,
     /// Bytes of local (LDS) memory.
     pub lds_bytes: u32,
+    /// Bytes of private (scratch) memory per lane: VGPR spill slots.
+    pub scratch_bytes: u32,
     /// Bytes of kernel arguments (explicit and hidden).
     pub kernarg_bytes: u32,
     /// Byte offset of each explicit parameter in the kernarg segment.

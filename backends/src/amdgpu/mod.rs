@@ -22,7 +22,8 @@
 //! [`isel::MAX_PRIVATE`], pointer parameters in local or private memory.
 //!
 //! **Kernel ABI** (close to AMDGPUUsage for gfx9): `s[0:1]` holds the kernarg segment
-//! pointer, `s2..s4` the work-group ids, `v0..v2` the work-item ids. Explicit arguments are
+//! pointer, `s[2:3]` the flat scratch init, `s4..s6` the work-group ids, `s7` the wave's
+//! private segment offset, `v0..v2` the work-item ids. Explicit arguments are
 //! laid out in order (pointers and 64-bit scalars 8 bytes, other scalars 4 with 8/16-bit
 //! integers sign- or zero-extended and f16 as an f32, naturally aligned); then, 8-aligned, the
 //! hidden arguments kiln adds: global offset, local size, global size and number of groups

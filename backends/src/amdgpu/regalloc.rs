@@ -1,7 +1,7 @@
 //! Linear-scan register allocation of SGPRs and VGPRs over the linear instruction order,
-//! with live ranges stretched over loops. Out of SGPRs, the value live furthest ahead is
-//! spilled to a VGPR lane ([`super::spill`]) and allocation starts over; out of VGPRs is an
-//! error, never a panic (VGPRs are not spilled to scratch memory).
+//! with live ranges stretched over loops. Out of registers, the value live furthest ahead is
+//! spilled ([`super::spill`]: SGPRs to VGPR lanes, VGPRs to scratch memory) and allocation
+//! starts over; only when nothing is spillable is it an error, never a panic.
 
 use cranelift_entity::SecondaryMap;
 
@@ -15,8 +15,9 @@ enum Failure {
     Error(Error),
 }
 
-/// SGPRs reserved at entry: `s[0:1]` kernarg segment pointer, `s2..s4` work-group ids.
-pub const FIRST_FREE_SGPR: u32 = 5;
+/// SGPRs reserved at entry: `s[0:1]` kernarg segment pointer, `s[2:3]` flat scratch init,
+/// `s4..s6` work-group ids, `s7` the wave's private segment offset.
+pub const FIRST_FREE_SGPR: u32 = 8;
 /// SGPRs kiln allocates (`s0..s95`; the rest are left to vcc, flat scratch and xnack).
 pub const MAX_SGPRS: u32 = 96;
 /// VGPRs reserved at entry: `v0..v2` work-item ids.
@@ -38,8 +39,18 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
     let mut spiller = Spiller::default();
     loop {
         match assign(f, &spiller) {
-            Ok(()) => return Ok(()),
-            Err(Failure::Spill(v)) => spiller.spill(f, v),
+            Ok(()) => {
+                spiller.finish(f);
+                return Ok(());
+            }
+            Err(Failure::Spill(v)) => {
+                if !spiller.spill(f, v) {
+                    return Err(Error::RegisterPressure(format!(
+                        "kernel `{}` needs more than the VGPRs and scratch spill slots kiln has",
+                        f.name
+                    )));
+                }
+            }
             Err(Failure::Error(e)) => return Err(e),
         }
     }
@@ -128,16 +139,17 @@ fn assign(f: &mut MFunc, spiller: &Spiller) -> Result<(), Failure> {
         };
         let Some(p) = p else {
             let class = f.vregs[v];
-            if matches!(class, RegClass::S | RegClass::S2) {
-                // Spill the same-class value whose range ends furthest ahead.
-                let victim = active
-                    .iter()
-                    .chain([&v])
-                    .filter(|&&a| f.vregs[a] == class && !spiller.fixed.contains(&a))
-                    .max_by_key(|&&a| end[a]);
-                if let Some(&victim) = victim {
-                    return Err(Failure::Spill(victim));
-                }
+            // Spill the value whose range ends furthest ahead: of the same class for SGPRs,
+            // a single VGPR for any VGPR class (pairs and quads are not spilled).
+            let want =
+                if matches!(class, RegClass::S | RegClass::S2) { class } else { RegClass::V };
+            let victim = active
+                .iter()
+                .chain([&v])
+                .filter(|&&a| f.vregs[a] == want && !spiller.fixed.contains(&a))
+                .max_by_key(|&&a| end[a]);
+            if let Some(&victim) = victim {
+                return Err(Failure::Spill(victim));
             }
             let (file, max) = match class {
                 RegClass::V | RegClass::V2 | RegClass::V4 => ("VGPRs", MAX_VGPRS),
@@ -145,8 +157,7 @@ fn assign(f: &mut MFunc, spiller: &Spiller) -> Result<(), Failure> {
             };
             return Err(Failure::Error(Error::RegisterPressure(format!(
                 "kernel `{}` needs more than the {max} {file} available \
-                 ({live} values live at once; kiln spills SGPRs to VGPR lanes but does not \
-                 spill VGPRs)",
+                 ({live} values live at once, none of them spillable)",
                 f.name
             ))));
         };

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel};
 
-use super::mir::{Inst, Opnd, PReg};
+use super::mir::{Inst, Opnd, PReg, GROUP_ID_SGPR};
 use super::Compiled;
 
 mod ops;
@@ -27,6 +27,8 @@ struct Wave {
     exec: u64,
     vcc: u64,
     scc: bool,
+    /// Each lane's private segment (VGPR spill slots).
+    private: Vec<Vec<u8>>,
     pc: usize,
     done: bool,
 }
@@ -134,7 +136,10 @@ pub fn run(
                         let mut s = [0u32; 128];
                         s[0] = KARG as u32;
                         s[1] = (KARG >> 32) as u32;
-                        s[2..5].copy_from_slice(&[gx, gy, gz]);
+                        // s[2:3] flat scratch init and s7 the wave's private segment offset
+                        // stay 0: each lane's private segment is its own buffer here.
+                        let g = GROUP_ID_SGPR as usize;
+                        s[g..g + 3].copy_from_slice(&[gx, gy, gz]);
                         let mut v = vec![[0u32; LANES]; f.num_vgprs.max(3) as usize];
                         let mut exec = 0u64;
                         for l in 0..LANES {
@@ -147,7 +152,16 @@ pub fn run(
                                 v[2][l] = id / (local[0] * local[1]);
                             }
                         }
-                        Wave { s, v, exec, vcc: 0, scc: false, pc: 0, done: false }
+                        Wave {
+                            s,
+                            v,
+                            exec,
+                            vcc: 0,
+                            scc: false,
+                            private: vec![vec![0; f.scratch_bytes as usize]; LANES],
+                            pc: 0,
+                            done: false,
+                        }
                     })
                     .collect();
                 loop {
@@ -246,7 +260,8 @@ fn step_until_yield(
         let op = i.op;
         let set_s = |w: &mut Wave, v: u32| match d {
             Some(Opnd::P(PReg::S(n))) => w.s[*n as usize] = v,
-            Some(Opnd::M0) => {}
+            // flat_scratch: the simulator's private segments need no base.
+            Some(Opnd::M0 | Opnd::Text(_)) => {}
             o => panic!("bad scalar destination {o:?} in {op}"),
         };
         if let Some(cmp) = op.strip_prefix("s_cmp_") {
@@ -444,6 +459,33 @@ fn step_until_yield(
                     w.v[dn][l] = r as u32;
                     if pair {
                         w.v[dn + 1][l] = (r >> 32) as u32;
+                    }
+                }
+            }
+            "scratch_store_dword" | "scratch_load_dword" => {
+                // uses: off, base SGPR, [data,] offset:N
+                let off = match i.uses.last() {
+                    Some(Opnd::Offset(n)) => *n as usize,
+                    _ => 0,
+                };
+                let store = op == "scratch_store_dword";
+                let base = s32(w, &u[if store { 2 } else { 1 }]) as usize + off;
+                for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
+                    let len = w.private[l].len();
+                    let Some(slot) = w.private[l].get_mut(base..base + 4) else {
+                        return Err(format!(
+                            "scratch access at {base} out of bounds ({len} bytes)"
+                        ));
+                    };
+                    if store {
+                        let x = lane(w, &u[1], l);
+                        w.private[l][base..base + 4].copy_from_slice(&x.to_le_bytes());
+                    } else {
+                        let x = u32::from_le_bytes(slot.try_into().unwrap());
+                        let Some(Opnd::P(PReg::V(dn))) = d else {
+                            return Err(format!("simulator: bad destination in {op}"));
+                        };
+                        w.v[*dn as usize][l] = x;
                     }
                 }
             }
