@@ -168,3 +168,21 @@ fn divergence_hand_cases_assemble() {
     println!("hand cases: {compiled} compiled, {rejected} rejected");
     assert!(compiled >= 20, "only {compiled} hand cases compiled");
 }
+
+/// Uniform 64-bit integer arithmetic stays on the SALU (SGPR pairs, carry in SCC); the
+/// divergent half uses VALU pairs.
+#[test]
+fn uniform_64_bit_integers_use_salu_pairs() {
+    let asm = asm_of(
+        "kernel k(a: i64, b: u64, out: ptr<global, i64>) {
+            let u: i64 = a * 3 + (b << 5u64) as i64 - (a >> 2);
+            let e: bool = u == a;
+            let d: i64 = u + local_id(0) as i64;
+            out[local_id(0)] = e ? d : -u;
+        }",
+    );
+    for needle in ["s_add_u32", "s_addc_u32", "s_lshl_b64", "s_ashr_i64", "s_cmp_eq_u64"] {
+        assert!(asm.contains(needle), "missing {needle}:\n{asm}");
+    }
+    assert!(asm.contains("v_add_co_u32") && asm.contains("v_addc_co_u32"), "{asm}");
+}

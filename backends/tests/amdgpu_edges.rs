@@ -267,3 +267,44 @@ fn sgpr_pressure_spills_to_vgpr_lanes() {
     sim::run(&c, &case.kernel, &case.range, &case.args, &mut got).unwrap();
     results_match(&want, &got).unwrap();
 }
+
+/// Uniform (SALU) 64-bit integer operations on edge values passed as kernel arguments.
+#[test]
+fn uniform_64_bit_operations() {
+    for t in [Scalar::I64, Scalar::U64] {
+        let src = format!(
+            "kernel u(a: {t}, b: {t}, o: ptr<global, {t}>, f: ptr<global, u32>) {{
+                let i: u32 = local_id(0);
+                o[i * 9] = a + b;
+                o[i * 9 + 1] = a - b;
+                o[i * 9 + 2] = a * b;
+                o[i * 9 + 3] = (a & b) ^ (a | ~b);
+                o[i * 9 + 4] = a << b;
+                o[i * 9 + 5] = a >> b;
+                o[i * 9 + 6] = -a;
+                o[i * 9 + 7] = a == b ? a / (b | 1) : a % (b | 1);
+                o[i * 9 + 8] = a < b ? min(a, b) : max(a, b);
+                f[i] = (a != b) as u32 + (a >= b) as u32 * 2;
+            }}"
+        );
+        let vals = edges(t);
+        for (x, y) in [(0, 1), (1, 0), (2, 13), (5, 6), (10, 9), (14, 14), (15, 3), (11, 2)] {
+            let (a, b) = (vals.get(x).unwrap(), vals.get(y).unwrap());
+            let case = TestCase {
+                kernel: kernel(&src),
+                range: NdRange::new(&[4]).with_local(&[4]),
+                args: vec![Arg::Scalar(a), Arg::Scalar(b), Arg::Buffer(0), Arg::Buffer(1)],
+                buffers: vec![Buffer::zeroed(t, 36), Buffer::zeroed(Scalar::U32, 4)],
+            };
+            let c = compile(&case.kernel).unwrap();
+            assert!(c.asm.contains("s_addc_u32"), "{}", c.asm);
+            let want = case.run().unwrap();
+            let mut got = case.buffers.clone();
+            sim::run(&c, &case.kernel, &case.range, &case.args, &mut got).unwrap();
+            if let Err(e) = results_match(&want, &got) {
+                panic!("{t} {a:?} {b:?}: {e}");
+            }
+        }
+        assert_assembles(&compile(&kernel(&src)).unwrap().asm);
+    }
+}

@@ -183,6 +183,13 @@ impl Isel<'_> {
     }
     /// Converts to the wanted class.
     fn to(&mut self, x: Val, s: bool) -> Val {
+        if self.is_wide_val(&x) {
+            return if s {
+                Val { o: self.sgpr64(x), s: true }
+            } else {
+                Val { o: self.w(x), s: false }
+            };
+        }
         if s {
             Val { o: self.sgpr(x), s: true }
         } else {
@@ -192,7 +199,7 @@ impl Isel<'_> {
 
     /// True if the value of `e` should live in SGPRs here.
     fn wants_s(&self, e: &Expr) -> bool {
-        !e.ty().is_float() && !e.ty().scalar().is_some_and(is_wide) && !expr_divergent(e, &self.cur)
+        !e.ty().is_float() && !expr_divergent(e, &self.cur)
     }
 
     fn ty(e: &Expr) -> Result<Scalar, Error> {
@@ -218,6 +225,12 @@ impl Isel<'_> {
                         Imm::Int(_, b) => *b,
                         Imm::Bool(b) => u64::from(*b),
                     };
+                    if s {
+                        let d = self.s2();
+                        self.emit("s_mov_b32", vec![lo(&d)], vec![Opnd::Imm(bits as u32)]);
+                        self.emit("s_mov_b32", vec![hi(&d)], vec![Opnd::Imm((bits >> 32) as u32)]);
+                        return Ok(Val { o: d, s: true });
+                    }
                     return Ok(Val { o: self.const64(bits), s: false });
                 }
                 let bits = match i {
@@ -235,7 +248,7 @@ impl Isel<'_> {
             ExprNode::Unary { op, a } => {
                 let a = self.expr(a)?;
                 if is_wide(ty) {
-                    return Ok(Val { o: self.unary64(ty, *op, a.o), s: false });
+                    return Ok(self.unary64(ty, *op, a, s));
                 }
                 let r = match (op, ty.is_float()) {
                     (UnOp::Neg, true) => self.vop("v_xor_b32", Opnd::Imm(0x8000_0000), a),
@@ -249,9 +262,17 @@ impl Isel<'_> {
             ExprNode::Select { cond, a, b } => {
                 let c = self.expr(cond)?;
                 let (a, b) = (self.expr(a)?, self.expr(b)?);
+                if is_wide(ty) && s {
+                    let (c, a, b) = (self.sgpr(c), self.sgpr64(a), self.sgpr64(b));
+                    let d = self.s2();
+                    self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
+                    self.emit("s_cselect_b64", vec![d.clone()], vec![a, b]);
+                    return Ok(Val { o: d, s: true });
+                }
                 if is_wide(ty) {
                     let m = self.mask(c)?;
-                    return Ok(Val { o: self.sel64(m, b.o, a.o), s: false });
+                    let (a, b) = (self.w(a), self.w(b));
+                    return Ok(Val { o: self.sel64(m, b, a), s: false });
                 }
                 if s {
                     let (c, a, b) = (self.sgpr(c), self.sgpr(a), self.sgpr(b));
@@ -269,7 +290,12 @@ impl Isel<'_> {
             }
             ExprNode::Cast { to, a } => self.cast(*to, a, s),
             ExprNode::Intrinsic { op, args } => {
-                let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
+                let mut vals: Vec<Val> =
+                    args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
+                if is_wide(ty) {
+                    // The 64-bit intrinsics are VALU sequences.
+                    vals = vals.into_iter().map(|x| Val { o: self.w(x), s: false }).collect();
+                }
                 let r = self.intrinsic(*op, ty, vals, s)?;
                 Ok(self.to(r, s))
             }
@@ -418,7 +444,6 @@ impl Isel<'_> {
 
     fn var_class_s(&self, s: &Stmt, var: &Var) -> bool {
         !var.ty().is_float()
-            && !var.ty().scalar().is_some_and(is_wide)
             && !self.force_v.contains(var)
             && !self.div.ever_divergent(var)
             && self.div.binding_divergent(s) == Some(false)
@@ -431,9 +456,22 @@ impl Isel<'_> {
                 let is_let = matches!(s.node(), StmtNode::Let { .. });
                 let x = self.expr(value)?;
                 if var.ty().scalar().is_some_and(is_wide) {
-                    let r = self.v2();
-                    self.copy64(&r, &x.o);
-                    self.env.insert(var.clone(), Val { o: r, s: false });
+                    let cls = var.ty().scalar() != Some(Scalar::F64)
+                        && if is_let {
+                            self.div.binding_divergent(s) == Some(false)
+                        } else {
+                            self.var_class_s(s, var)
+                        };
+                    let r = if cls {
+                        let (r, x) = (self.s2(), self.sgpr64(x));
+                        self.emit("s_mov_b64", vec![r.clone()], vec![x]);
+                        r
+                    } else {
+                        let r = self.v2();
+                        self.copy64(&r, &x.o);
+                        r
+                    };
+                    self.env.insert(var.clone(), Val { o: r, s: cls });
                     return Ok(());
                 }
                 let cls = if is_let {
@@ -451,7 +489,12 @@ impl Isel<'_> {
                 let x = self.expr(value)?;
                 let dst = self.env[var].clone();
                 if var.ty().scalar().is_some_and(is_wide) {
-                    self.copy64(&dst.o, &x.o);
+                    if dst.s {
+                        let x = self.sgpr64(x);
+                        self.emit("s_mov_b64", vec![dst.o], vec![x]);
+                    } else {
+                        self.copy64(&dst.o, &x.o);
+                    }
                     return Ok(());
                 }
                 let x = self.to(x, dst.s);

@@ -264,6 +264,11 @@ fn step_until_yield(
             Some(Opnd::M0 | Opnd::Text(_)) => {}
             o => panic!("bad scalar destination {o:?} in {op}"),
         };
+        if let Some(cmp) = op.strip_prefix("s_cmp_").and_then(|c| c.strip_suffix("_u64")) {
+            let (a, b) = (s64(w, &u[0]), s64(w, &u[1]));
+            w.scc = if cmp == "eq" { a == b } else { a != b };
+            continue;
+        }
         if let Some(cmp) = op.strip_prefix("s_cmp_") {
             let (a, b) = (s32(w, &u[0]), s32(w, &u[1]));
             let (ai, bi) = (a as i32, b as i32);
@@ -359,6 +364,44 @@ fn step_until_yield(
                     _ => a & !b,
                 };
                 w.scc = r != 0;
+                set64(w, d.unwrap(), r);
+            }
+            // 32-bit add/sub with the carry/borrow in SCC.
+            "s_add_u32" | "s_addc_u32" | "s_sub_u32" | "s_subb_u32" => {
+                let (a, b) = (s32(w, &u[0]) as u64, s32(w, &u[1]) as u64);
+                let cin = u64::from(matches!(op, "s_addc_u32" | "s_subb_u32") && w.scc);
+                let (r, c) = if op.starts_with("s_add") {
+                    let r = a + b + cin;
+                    (r as u32, r >> 32 != 0)
+                } else {
+                    (a.wrapping_sub(b).wrapping_sub(cin) as u32, a < b + cin)
+                };
+                w.scc = c;
+                set_s(w, r);
+            }
+            "s_lshl_b64" | "s_lshr_b64" | "s_ashr_i64" | "s_not_b64" | "s_cselect_b64" => {
+                let a = s64(w, &u[0]);
+                let r = match op {
+                    "s_not_b64" => !a,
+                    "s_cselect_b64" => {
+                        if w.scc {
+                            a
+                        } else {
+                            s64(w, &u[1])
+                        }
+                    }
+                    _ => {
+                        let n = s32(w, &u[1]) & 63;
+                        match op {
+                            "s_lshl_b64" => a << n,
+                            "s_lshr_b64" => a >> n,
+                            _ => ((a as i64) >> n) as u64,
+                        }
+                    }
+                };
+                if op != "s_cselect_b64" {
+                    w.scc = r != 0;
+                }
                 set64(w, d.unwrap(), r);
             }
             "s_cselect_b32" => {

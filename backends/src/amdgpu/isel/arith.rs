@@ -26,11 +26,20 @@ impl Isel<'_> {
     ) -> Result<Val, Error> {
         let signed = at.is_signed();
         if is_wide(at) {
+            if s && at != Scalar::F64 {
+                if op == BinOp::Shr {
+                    return Ok(self.salu64_shr(signed, av, bv));
+                }
+                if let Some(r) = self.salu64(op, av.clone(), bv.clone()) {
+                    return Ok(r);
+                }
+            }
+            let (a, b) = (self.w(av), self.w(bv));
             if op.is_comparison() {
-                let m = self.cmp64(at, op, &av.o, &bv.o);
+                let m = self.cmp64(at, op, &a, &b);
                 return Ok(self.bool_from_mask(m));
             }
-            return Ok(Val { o: self.bin64(at, op, av.o, bv.o)?, s: false });
+            return Ok(Val { o: self.bin64(at, op, a, b)?, s: false });
         }
         if op.is_comparison() {
             let idx = [BinOp::Eq, BinOp::Ne, BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge]

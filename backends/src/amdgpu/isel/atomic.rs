@@ -82,7 +82,7 @@ impl Isel<'_> {
         let size = elem.size_bytes() as u32;
         let wide = is_wide(elem);
         let local = buf.ty().addr_space() == Some(AddrSpace::Local);
-        let as_v = |me: &mut Self, x: Val| if wide { x.o } else { me.vgpr(x) };
+        let as_v = |me: &mut Self, x: Val| if wide { me.w(x) } else { me.vgpr(x) };
         let cmp = match (op, args.get(2)) {
             (AtomicOp::CmpXchg, Some(c)) => {
                 let c = self.expr(c)?;

@@ -65,6 +65,8 @@ impl Isel<'_> {
         if from == to {
             return Ok(x);
         }
+        // Conversions of 64-bit values are VALU sequences.
+        let x = if is_wide(from) { Val { o: self.w(x), s: false } } else { x };
         let v = |o: Opnd| Val { o, s: false };
         Ok(match (kind(from), kind(to)) {
             // To bool: != 0 (NaN is true: `neq` is unordered).

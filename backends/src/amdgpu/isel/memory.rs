@@ -42,7 +42,7 @@ impl Isel<'_> {
             self.emit(op, vec![r.clone()], vec![Self::kernarg(), Opnd::Imm(off)]);
             if p.ty().is_ptr() {
                 self.params.insert(p.clone(), (r, 0));
-            } else if c == RegClass::S2 {
+            } else if p.ty().scalar() == Some(Scalar::F64) {
                 copies.push((p.clone(), r));
             } else {
                 self.env.insert(p.clone(), Val { o: r, s: true });
@@ -71,7 +71,7 @@ impl Isel<'_> {
     ) -> Result<Opnd, Error> {
         let mut i = self.expr(index)?;
         if index.ty().scalar().is_some_and(is_wide) {
-            i = Val { o: super::lo(&i.o), s: false };
+            i = Val { o: super::lo(&i.o), s: i.s };
         }
         let o = if size == 1 {
             self.to(i, s)
@@ -146,7 +146,7 @@ impl Isel<'_> {
         if self.privs.contains_key(buf) {
             return self.private_store(buf, index, x);
         }
-        let x = if is_wide(elem) { x.o } else { self.vgpr(x) };
+        let x = if is_wide(elem) { self.w(x) } else { self.vgpr(x) };
         let x = if elem == Scalar::F16 { self.vv("v_cvt_f16_f32", vec![x]) } else { x };
         let (lop, gop) = match size {
             1 => ("ds_write_b8", "global_store_byte"),
@@ -245,7 +245,7 @@ impl Isel<'_> {
     fn private_store(&mut self, buf: &Var, index: &Expr, x: Val) -> Result<(), Error> {
         let wide = is_wide(Self::elem(buf));
         let i = self.private_index(index)?;
-        let x = if wide { x.o } else { self.vgpr(x) };
+        let x = if wide { self.w(x) } else { self.vgpr(x) };
         let regs = self.privs[buf].clone();
         for (k, e) in regs.iter().enumerate() {
             let m = self.mm("v_cmp_eq_u32_e64", vec![Opnd::Imm(k as u32), i.clone()]);
@@ -275,8 +275,10 @@ impl Isel<'_> {
     ) -> Result<(), Error> {
         let uniform = self.div.branch_divergent(s) == Some(false);
         let lo = self.expr(lo)?;
-        let hi = self.expr(hi)?.o;
-        let st = self.expr(step)?.o;
+        let hi = self.expr(hi)?;
+        let hi = self.w(hi);
+        let st = self.expr(step)?;
+        let st = self.w(st);
         let iv = self.v2();
         self.copy64(&iv, &lo.o);
         let m = self.cmp64(ty, BinOp::Lt, &iv, &hi);

@@ -1,9 +1,9 @@
 //! 64-bit values (i64, u64, f64) in VGPR pairs, and the re-extension of 8/16-bit integers.
 //!
-//! 64-bit values always live in VGPR pairs, uniform or not: gfx9's SALU has 64-bit logic
-//! and shifts but no 64-bit compares besides `eq`/`lg`, and keeping one register file for
-//! them keeps selection simple. Uniform 64-bit values are therefore computed by every
-//! active lane; only a uniform branch on them reads the first lane.
+//! Uniform i64/u64 values live in SGPR pairs and use the SALU where gfx9 has the operation
+//! (`s_add_u32`/`s_addc_u32`, `s_sub_u32`/`s_subb_u32`, multiplication from 32-bit pieces,
+//! 64-bit logic and shifts, `s_cmp_eq_u64`/`s_cmp_lg_u64`); the rest (ordered compares,
+//! division, conversions) and every divergent or f64 value use VGPR pairs and the VALU.
 
 use kiln_ir::{BinOp, Scalar, UnOp};
 
@@ -36,6 +36,99 @@ fn half(o: &Opnd, k: u8) -> Opnd {
 }
 
 impl Isel<'_> {
+    /// True if `x` is a 64-bit value (in an SGPR or VGPR pair).
+    pub(super) fn is_wide_val(&self, x: &Val) -> bool {
+        matches!(x.o, Opnd::R(v) if matches!(self.f.vregs[v], RegClass::V2 | RegClass::S2))
+    }
+
+    /// A 64-bit value as a VGPR pair operand (an SGPR pair is copied).
+    pub(super) fn w(&mut self, x: Val) -> Opnd {
+        if !x.s {
+            return x.o;
+        }
+        let d = self.v2();
+        self.copy64(&d, &x.o);
+        d
+    }
+
+    /// A 64-bit value in an SGPR pair (a uniform VGPR pair is read from the first lane).
+    pub(super) fn sgpr64(&mut self, x: Val) -> Opnd {
+        if x.s {
+            return x.o;
+        }
+        let d = self.s2();
+        self.emit("v_readfirstlane_b32", vec![lo(&d)], vec![lo(&x.o)]);
+        self.emit("v_readfirstlane_b32", vec![hi(&d)], vec![hi(&x.o)]);
+        d
+    }
+
+    /// `op d, uses` with a fresh SGPR.
+    fn ss(&mut self, op: &'static str, uses: Vec<Opnd>) -> Opnd {
+        let d = self.s();
+        self.emit(op, vec![d.clone()], uses);
+        d
+    }
+
+    /// A uniform 64-bit integer operator on the SALU, if gfx9 has it (`None`: use VALU).
+    pub(super) fn salu64(&mut self, op: BinOp, a: Val, b: Val) -> Option<Val> {
+        if !matches!(
+            op,
+            BinOp::Add
+                | BinOp::Sub
+                | BinOp::Mul
+                | BinOp::And
+                | BinOp::Or
+                | BinOp::Xor
+                | BinOp::Shl
+                | BinOp::Shr
+                | BinOp::Eq
+                | BinOp::Ne
+        ) {
+            return None;
+        }
+        let (a, b) = (self.sgpr64(a), self.sgpr64(b));
+        let d = self.s2();
+        let pair = |me: &mut Self, lo_op: &'static str, hi_op: &'static str| {
+            me.emit(lo_op, vec![lo(&d)], vec![lo(&a), lo(&b)]);
+            me.emit(hi_op, vec![hi(&d)], vec![hi(&a), hi(&b)]);
+        };
+        match op {
+            // The carry travels in SCC.
+            BinOp::Add => pair(self, "s_add_u32", "s_addc_u32"),
+            BinOp::Sub => pair(self, "s_sub_u32", "s_subb_u32"),
+            BinOp::Mul => {
+                let h = self.ss("s_mul_hi_u32", vec![lo(&a), lo(&b)]);
+                let c1 = self.ss("s_mul_i32", vec![lo(&a), hi(&b)]);
+                let c2 = self.ss("s_mul_i32", vec![hi(&a), lo(&b)]);
+                let h = self.ss("s_add_i32", vec![h, c1]);
+                self.emit("s_mul_i32", vec![lo(&d)], vec![lo(&a), lo(&b)]);
+                self.emit("s_add_i32", vec![hi(&d)], vec![h, c2]);
+            }
+            BinOp::And => self.emit("s_and_b64", vec![d.clone()], vec![a, b]),
+            BinOp::Or => self.emit("s_or_b64", vec![d.clone()], vec![a, b]),
+            BinOp::Xor => self.emit("s_xor_b64", vec![d.clone()], vec![a, b]),
+            // The amount's low 6 bits: the width modulo rule.
+            BinOp::Shl => self.emit("s_lshl_b64", vec![d.clone()], vec![a, lo(&b)]),
+            BinOp::Shr => return None,
+            _ => {
+                let o = if op == BinOp::Eq { "s_cmp_eq_u64" } else { "s_cmp_lg_u64" };
+                self.emit(o, vec![], vec![a, b]);
+                let r = self.ss("s_cselect_b32", vec![Opnd::Imm(1), Opnd::Imm(0)]);
+                return Some(Val { o: r, s: true });
+            }
+        }
+        Some(Val { o: d, s: true })
+    }
+
+    /// Uniform 64-bit right shift (arithmetic for i64).
+    pub(super) fn salu64_shr(&mut self, signed: bool, a: Val, b: Val) -> Val {
+        let (a, b) = (self.sgpr64(a), self.sgpr64(b));
+        let d = self.s2();
+        let o = if signed { "s_ashr_i64" } else { "s_lshr_b64" };
+        self.emit(o, vec![d.clone()], vec![a, lo(&b)]);
+        Val { o: d, s: true }
+    }
+
     pub(super) fn v2(&mut self) -> Opnd {
         self.vreg(RegClass::V2)
     }
@@ -196,7 +289,23 @@ impl Isel<'_> {
         self.pair(lo(x), h)
     }
 
-    pub(super) fn unary64(&mut self, ty: Scalar, op: UnOp, a: Opnd) -> Opnd {
+    pub(super) fn unary64(&mut self, ty: Scalar, op: UnOp, a: Val, s: bool) -> Val {
+        if s && ty != Scalar::F64 {
+            let a = self.sgpr64(a);
+            let d = self.s2();
+            if op == UnOp::BitNot {
+                self.emit("s_not_b64", vec![d.clone()], vec![a]);
+            } else {
+                self.emit("s_sub_u32", vec![lo(&d)], vec![Opnd::Imm(0), lo(&a)]);
+                self.emit("s_subb_u32", vec![hi(&d)], vec![Opnd::Imm(0), hi(&a)]);
+            }
+            return Val { o: d, s: true };
+        }
+        let a = self.w(a);
+        Val { o: self.vunary64(ty, op, a), s: false }
+    }
+
+    fn vunary64(&mut self, ty: Scalar, op: UnOp, a: Opnd) -> Opnd {
         match (op, ty) {
             (UnOp::Neg, Scalar::F64) => self.neg_f64(&a),
             (UnOp::Neg, _) => {
