@@ -90,19 +90,21 @@ fn planted_miscompile_is_caught() {
     assert!(err.contains("element 3"), "{err}");
 }
 
-/// Kernels from the shared generator use every type and construct: each one either compiles
-/// (and then must match the interpreter) or is rejected with a clear `Unsupported` error,
-/// never a panic or wrong code.
+/// The shared generator's kernels (every type and construct, approximate intrinsics
+/// included: they only differ by rounding, so the check here is that they compile and
+/// assemble), over a fixed, reproducible sequence: every one compiles, and those without
+/// approximate intrinsics match the interpreter exactly.
 #[test]
-fn unsupported_constructs_are_rejected_cleanly() {
+fn shared_generator_kernels_compile_deterministically() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let strat = arb_kernel_with(GenConfig::default());
-    for _ in 0..100 {
+    let strat = arb_kernel_with(GenConfig { approx_intrinsics: true, ..GenConfig::default() });
+    for _ in 0..60 {
         let case = strat.new_tree(&mut runner).unwrap().current();
-        match compile(&case.kernel) {
-            Ok(_) => assert_eq!(differential(&case), Ok(true)),
-            Err(Error::Unsupported(m)) => assert!(!m.is_empty()),
-            Err(e) => panic!("{e}"),
+        let c = compile(&case.kernel).unwrap_or_else(|e| panic!("{e}\n{}", case.kernel));
+        assert_assembles(&c.asm);
+        let text = case.kernel.to_string();
+        if !["exp(", "log(", "sin(", "cos("].iter().any(|f| text.contains(f)) {
+            assert_eq!(differential(&case), Ok(true));
         }
     }
 }
