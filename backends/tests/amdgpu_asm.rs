@@ -131,15 +131,20 @@ fn uniform_constant_load_is_scalar_and_readfirstlane_crosses_files() {
     assert!(asm.contains("v_cvt_f32_u32") && asm.contains("v_mul_f32"), "{asm}");
 }
 
+/// Ill-formed input is a clear error naming the problem, never a panic.
 #[test]
-fn unsupported_constructs_are_named() {
-    let src = "kernel k(o: ptr<global, u32>) { private p: u32[100]; o[0] = p[0]; }";
-    let k = parse_module(src).unwrap_or_else(|e| panic!("{e}")).kernels.remove(0);
+fn ill_formed_kernels_are_rejected() {
+    use kiln_ir::{Expr, Kernel, Stmt, Type, Var};
+    let o = Var::new("o", Type::ptr(kiln_ir::AddrSpace::Global, kiln_ir::Scalar::U32));
+    // A store of an f32 value into a u32 buffer.
+    let k = Kernel::new(
+        "bad",
+        vec![o.clone()],
+        Stmt::block(vec![Stmt::store(&o, Expr::u32(0), Expr::f32(1.0))]),
+    );
     match compile(&k) {
-        Err(kiln_backends::amdgpu::Error::Unsupported(m)) => {
-            assert!(m.contains("private array `p`"), "{m} should name the array")
-        }
-        other => panic!("{src}: expected unsupported, got {other:?}"),
+        Err(kiln_backends::amdgpu::Error::IllFormed(m)) => assert!(!m.is_empty()),
+        other => panic!("expected an ill-formed error, got {other:?}"),
     }
 }
 

@@ -308,3 +308,68 @@ fn uniform_64_bit_operations() {
         assert_assembles(&compile(&kernel(&src)).unwrap().asm);
     }
 }
+
+/// Private arrays beyond the register-promotion size live in scratch memory: each lane its
+/// own zeroed segment, every element width, dynamic divergent indices, stores under
+/// divergent control flow.
+#[test]
+fn private_arrays_in_scratch() {
+    let src = "kernel p(x: ptr<global, u32>, o: ptr<global, u32>, q: ptr<global, f64>) {
+        private a: u32[40];
+        private b: i8[13];
+        private c: f64[9];
+        private h: f16[7];
+        let i: u32 = local_id(0);
+        for j: u32 in 0 .. 40 {
+            if (j + i) % 3 != 0 {
+                a[(j * 7 + i) % 40] = x[j % 16] + j;
+            }
+        }
+        b[i % 13] = (i * 37) as i8;
+        c[i % 9] = i as f64 / 3.0;
+        h[i % 7] = i as f16;
+        o[i * 3] = a[(i * 5) % 40] + a[39 - i % 40];
+        o[i * 3 + 1] = (b[i % 13] as i32 + b[(i + 1) % 13] as i32) as u32;
+        o[i * 3 + 2] = h[i % 7] as u32 + h[(i + 3) % 7] as u32;
+        q[i] = c[i % 9] + c[(i + 4) % 9];
+    }";
+    let c = compile(&kernel(src)).unwrap();
+    for needle in [
+        "scratch_store_dword ",
+        "scratch_load_sbyte",
+        "scratch_store_dwordx2",
+        "scratch_load_ushort",
+    ] {
+        assert!(c.asm.contains(needle), "missing {needle}:\n{}", c.asm);
+    }
+    run(
+        src,
+        vec![
+            edges(Scalar::U32),
+            Buffer::zeroed(Scalar::U32, 3 * N),
+            Buffer::zeroed(Scalar::F64, N),
+        ],
+    );
+}
+
+/// An out-of-bounds private index is an error in the simulator, as in the interpreter,
+/// never a silent access to another lane's or array's memory.
+#[test]
+fn private_out_of_bounds_is_an_error() {
+    let src = "kernel p(o: ptr<global, u32>) {
+        private a: u32[10];
+        o[local_id(0)] = a[local_id(0) * 1000];
+    }";
+    let k = kernel(src);
+    let case = TestCase {
+        kernel: k,
+        range: NdRange::new(&[4]).with_local(&[4]),
+        args: vec![Arg::Buffer(0)],
+        buffers: vec![Buffer::zeroed(Scalar::U32, 4)],
+    };
+    assert!(case.run().is_err());
+    let c = compile(&case.kernel).unwrap();
+    let mut got = case.buffers.clone();
+    let e = sim::run(&c, &case.kernel, &case.range, &case.args, &mut got).unwrap_err();
+    assert!(e.contains("out of bounds"), "{e}");
+}

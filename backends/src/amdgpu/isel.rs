@@ -39,6 +39,8 @@ struct Isel<'a> {
     lds: HashMap<Var, u32>,
     /// Private arrays promoted to registers: one VGPR (or pair) per element.
     privs: HashMap<Var, Vec<Opnd>>,
+    /// Private arrays in scratch memory: their byte offset in each lane's private segment.
+    scratch: HashMap<Var, u32>,
     force_v: HashSet<Var>,
     smem_ok: bool,
 }
@@ -114,6 +116,7 @@ pub fn select(k: &Kernel, div: &Divergence) -> Result<MFunc, Error> {
         params: HashMap::new(),
         lds: HashMap::new(),
         privs: HashMap::new(),
+        scratch: HashMap::new(),
         force_v: vars_needing_vgprs(k, div),
         smem_ok: !has_global_writes(k.body()),
     };

@@ -7,19 +7,22 @@
 //!
 //! **Supported**: every scalar type: `bool` and 8/16/32-bit integers in one 32-bit register
 //! (8/16-bit ones re-extended after each wrapping operation), `f16` (storage: loads, stores
-//! and casts, held as an f32) and `f32` in one VGPR, `i64`/`u64`/`f64` in a VGPR pair (always
-//! VALU, uniform or not); buffers of every element type in global, constant or generic
-//! memory (kernel parameters) and local arrays of them; private arrays of up to
-//! [`isel::MAX_PRIVATE`] elements (promoted to registers); `let`, `var`, assignment, stores,
-//! `if`/`else`, `for` (every integer counter type), `while`, barriers, fences, atomics on
-//! global and local memory (every operation and type the IR defines, old values returned);
-//! every operator on every type, including integer division and remainder by any divisor
-//! (LLVM's reciprocal expansion for 32 bits, a shift-subtract loop for 64) and correctly
-//! rounded f32/f64 division; casts among all types with the interpreter's semantics;
-//! `min`/`max`/`abs` on every type, `fma`, correctly rounded `sqrt`, `floor`/`ceil`/`trunc`,
-//! approximate `exp`/`log`/`sin`/`cos` (hardware f32 units, f64 through f32); every
-//! work-item built-in. **Rejected** with [`Error::Unsupported`]: private arrays longer than
-//! [`isel::MAX_PRIVATE`], pointer parameters in local or private memory.
+//! and casts, held as an f32) and `f32` in one VGPR, `i64`/`u64` in an SGPR pair when
+//! uniform (SALU where gfx9 has the operation) or a VGPR pair, `f64` in a VGPR pair;
+//! buffers of every element type in global, constant or generic (`flat_*`) memory and local
+//! arrays of them; private arrays (up to [`isel::MAX_PRIVATE`] elements in registers, larger
+//! ones in scratch memory); `let`, `var`, assignment, stores, `if`/`else`, `for` (every
+//! integer counter type), `while`, barriers, fences, atomics on global and local memory
+//! (every operation and type the IR defines, old values returned); every operator on every
+//! type, including integer division and remainder by any divisor (LLVM's reciprocal
+//! expansion for 32 bits, a shift-subtract loop for 64) and correctly rounded f32/f64
+//! division; casts among all types with the interpreter's semantics; `min`/`max`/`abs` on
+//! every type, `fma`, correctly rounded `sqrt`, `floor`/`ceil`/`trunc`, approximate
+//! `exp`/`log`/`sin`/`cos` (hardware f32 units, f64 through f32); every work-item built-in.
+//! Registers: SGPRs spill to VGPR lanes, VGPRs to scratch; [`Error::RegisterPressure`] only
+//! when 64-bit VGPR pairs alone exceed the register file or the spill slots run out.
+//! Nothing in a verified kernel is [`Error::Unsupported`] today; the variant stays for
+//! inputs the lowering cannot place (e.g. an atomic on a computed pointer).
 //!
 //! **Kernel ABI** (close to AMDGPUUsage for gfx9): `s[0:1]` holds the kernarg segment
 //! pointer, `s[2:3]` the flat scratch init, `s4..s6` the work-group ids, `s7` the wave's

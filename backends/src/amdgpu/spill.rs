@@ -14,8 +14,8 @@ use std::collections::HashSet;
 
 use super::mir::{Inst, MFunc, Opnd, PReg, RegClass, VReg, SCRATCH_OFFSET_SGPR};
 
-/// Scratch slots addressable by the 12-bit unsigned instruction offset.
-const MAX_SLOTS: u32 = 1024;
+/// Spill slots must lie below this byte offset (the instruction's offset field).
+const MAX_OFFSET: u32 = 4096;
 
 /// The state of spilling over repeated allocation attempts.
 #[derive(Default)]
@@ -27,6 +27,8 @@ pub struct Spiller {
     pub count: usize,
     /// Scratch slots used by spilled VGPRs.
     slots: u32,
+    /// Bytes of private arrays before the slots (set at the first spill).
+    base: Option<u32>,
 }
 
 fn mentions(o: &Opnd, v: VReg) -> bool {
@@ -43,18 +45,20 @@ fn rename(o: &mut Opnd, v: VReg, t: VReg) {
 
 impl Spiller {
     /// Spills `v` (SGPR or pair to VGPR lanes, VGPR to scratch), rewriting `f`; false when
-    /// the scratch slots (12-bit offsets) are used up.
+    /// the scratch slots (below the 4096-byte instruction offset limit) are used up.
     pub fn spill(&mut self, f: &mut MFunc, v: VReg) -> bool {
         let class = f.vregs[v];
         if class == RegClass::V {
-            if self.slots >= MAX_SLOTS {
+            let base = *self.base.get_or_insert(f.scratch_bytes.next_multiple_of(4));
+            let at = base + 4 * self.slots;
+            if at + 4 > MAX_OFFSET {
                 return false;
             }
-            let slot = self.slots;
+            let slot = at;
             self.slots += 1;
-            f.scratch_bytes = 4 * self.slots;
+            f.scratch_bytes = at + 4;
             let base = Opnd::P(PReg::S(SCRATCH_OFFSET_SGPR));
-            let off = Opnd::Offset(4 * slot);
+            let off = Opnd::Offset(slot);
             self.rewrite(f, v, |t| {
                 (
                     vec![
@@ -154,9 +158,10 @@ impl Spiller {
 }
 
 impl Spiller {
-    /// After allocation: with VGPR spills, the entry sets `flat_scratch` from its init pair.
+    /// After allocation: with scratch memory in use (VGPR spills, private arrays), the entry
+    /// sets `flat_scratch` from its init pair.
     pub fn finish(&self, f: &mut MFunc) {
-        if self.slots == 0 {
+        if f.scratch_bytes == 0 {
             return;
         }
         let set = |half: &'static str, from: u8| Inst {

@@ -3,19 +3,20 @@
 //!
 //! Generic pointers can only be kernel parameters here; their accesses are `flat_*`
 //! instructions on a full 64-bit address (the simulator resolves it to a buffer). Private
-//! arrays (at most
-//! [`MAX_PRIVATE`] elements) are promoted to registers, one VGPR (pair) per element, with
-//! dynamic indices lowered to compare-and-select chains, as LLVM promotes small allocas.
+//! arrays of at most [`MAX_PRIVATE`] elements are promoted to registers, one VGPR (pair)
+//! per element, with dynamic indices lowered to compare-and-select chains, as LLVM promotes
+//! small allocas; larger ones live in scratch memory (each lane's private segment, `s7` its
+//! offset), accessed with `scratch_*` instructions on a per-lane address.
 
 use kiln_ir::{AddrSpace, BinOp, Expr, Kernel, Scalar, Stmt, Var};
 use kiln_passes::divergence::expr_divergent;
 
 use super::{is_wide, unsupported, Isel, Val};
-use crate::amdgpu::mir::{Opnd, RegClass};
+use crate::amdgpu::mir::{LoopRange, Opnd, PReg, RegClass, SCRATCH_OFFSET_SGPR};
 use crate::amdgpu::Error;
 
-/// The largest private array kept in registers.
-pub const MAX_PRIVATE: u32 = 64;
+/// The largest private array kept in registers (larger ones go to scratch memory).
+pub const MAX_PRIVATE: u32 = 4;
 
 impl Isel<'_> {
     pub(super) fn entry(&mut self, k: &Kernel) -> Result<(), Error> {
@@ -96,6 +97,23 @@ impl Isel<'_> {
         if self.privs.contains_key(buf) {
             return self.private_load(buf, index, s);
         }
+        if let Some(&base) = self.scratch.get(buf) {
+            let a = self.scratch_address(index, size, base)?;
+            let op = match elem {
+                Scalar::I8 => "scratch_load_sbyte",
+                Scalar::U8 => "scratch_load_ubyte",
+                Scalar::I16 => "scratch_load_sshort",
+                Scalar::U16 | Scalar::F16 => "scratch_load_ushort",
+                t if is_wide(t) => "scratch_load_dwordx2",
+                _ => "scratch_load_dword",
+            };
+            let d = if is_wide(elem) { self.v2() } else { self.v() };
+            self.emit(op, vec![d.clone()], vec![a, Opnd::Text("off")]);
+            self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0)")]);
+            let d = if elem == Scalar::F16 { self.vv("v_cvt_f32_f16", vec![d]) } else { d };
+            let r = Val { o: d, s: false };
+            return Ok(if is_wide(elem) { r } else { self.to(r, s) });
+        }
         let space = buf.ty().addr_space();
         let uniform_index = !expr_divergent(index, &self.cur);
         let (lop, gop) = match elem {
@@ -145,6 +163,19 @@ impl Isel<'_> {
         let x = self.expr(value)?;
         if self.privs.contains_key(buf) {
             return self.private_store(buf, index, x);
+        }
+        if let Some(&base) = self.scratch.get(buf) {
+            let x = if is_wide(elem) { self.w(x) } else { self.vgpr(x) };
+            let x = if elem == Scalar::F16 { self.vv("v_cvt_f16_f32", vec![x]) } else { x };
+            let a = self.scratch_address(index, size, base)?;
+            let op = match size {
+                1 => "scratch_store_byte",
+                2 => "scratch_store_short",
+                8 => "scratch_store_dwordx2",
+                _ => "scratch_store_dword",
+            };
+            self.emit(op, vec![], vec![a, x, Opnd::Text("off")]);
+            return Ok(());
         }
         let x = if is_wide(elem) { self.w(x) } else { self.vgpr(x) };
         let x = if elem == Scalar::F16 { self.vv("v_cvt_f16_f32", vec![x]) } else { x };
@@ -210,14 +241,47 @@ impl Isel<'_> {
                     .collect();
                 self.privs.insert(var.clone(), regs);
             }
-            _ => {
-                return unsupported(format!(
-                    "private array `{}` of {count} elements (at most {MAX_PRIVATE})",
-                    var.name()
-                ))
+            Some(AddrSpace::Private) => {
+                let size = elem.size_bytes() as u32;
+                let base = self.f.scratch_bytes.next_multiple_of(8);
+                let bytes = (size * count).next_multiple_of(4);
+                self.f.scratch_bytes = base + bytes;
+                self.scratch.insert(var.clone(), base);
+                self.zero_scratch(base, bytes / 4);
             }
+            _ => return unsupported(format!("array `{}` in {:?} memory", var.name(), var.ty())),
         }
         Ok(())
+    }
+
+    /// The per-lane scratch address of `index` in the array at `base`.
+    fn scratch_address(&mut self, index: &Expr, size: u32, base: u32) -> Result<Opnd, Error> {
+        let o = self.offset(index, size, base, false)?;
+        Ok(self.vv("v_add_u32", vec![Opnd::P(PReg::S(SCRATCH_OFFSET_SGPR)), o]))
+    }
+
+    /// Zeroes `words` dwords of scratch from `base` (private arrays start zeroed, as in the
+    /// interpreter), in a uniform loop.
+    fn zero_scratch(&mut self, base: u32, words: u32) {
+        let a = self.vv("v_mov_b32", vec![Opnd::Imm(base)]);
+        self.emit(
+            "v_add_u32",
+            vec![a.clone()],
+            vec![Opnd::P(PReg::S(SCRATCH_OFFSET_SGPR)), a.clone()],
+        );
+        let zero = self.vv("v_mov_b32", vec![Opnd::Imm(0)]);
+        let cnt = self.s();
+        self.emit("s_mov_b32", vec![cnt.clone()], vec![Opnd::Imm(words)]);
+        let head = self.label();
+        let start = self.f.insts.len();
+        self.place(head);
+        self.emit("scratch_store_dword", vec![], vec![a.clone(), zero, Opnd::Text("off")]);
+        self.emit("v_add_u32", vec![a.clone()], vec![Opnd::Imm(4), a]);
+        self.emit("s_sub_u32", vec![cnt.clone()], vec![cnt.clone(), Opnd::Imm(1)]);
+        self.emit("s_cmp_lg_u32", vec![], vec![cnt, Opnd::Imm(0)]);
+        let end = self.f.insts.len();
+        self.emit("s_cbranch_scc1", vec![], vec![Opnd::L(head)]);
+        self.f.loops.push(LoopRange { head: start, end });
     }
 
     fn private_index(&mut self, index: &Expr) -> Result<Opnd, Error> {

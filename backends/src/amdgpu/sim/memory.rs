@@ -97,28 +97,49 @@ pub(super) fn exec(w: &mut Wave, i: &Inst, mem: &mut Mem, lds: &mut [u8]) -> Res
                 }
             }
         }
-        "scratch_store_dword" | "scratch_load_dword" => {
-            // uses: off, base SGPR, [data,] offset:N
-            let off = match i.uses.last() {
+        _ if op.starts_with("scratch_") => {
+            // Loads: [vaddr|off, saddr|off, offset]; stores: [vaddr|off, data, saddr|off,
+            // offset]. The address is their sum in the lane's own private segment.
+            let store = op.starts_with("scratch_store");
+            let saddr = &u[if store { 2 } else { 1 }];
+            let off = match u.last() {
                 Some(Opnd::Offset(n)) => *n as usize,
                 _ => 0,
             };
-            let store = op == "scratch_store_dword";
-            let base = s32(w, &u[if store { 2 } else { 1 }]) as usize + off;
+            let n = mem_width(op);
             for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
-                let len = w.private[l].len();
-                let Some(slot) = w.private[l].get_mut(base..base + 4) else {
-                    return Err(format!("scratch access at {base} out of bounds ({len} bytes)"));
+                let part = |o: &Opnd| match o {
+                    Opnd::P(PReg::V(_)) => lane(w, o, l) as usize,
+                    Opnd::P(PReg::S(_)) => s32(w, o) as usize,
+                    _ => 0,
                 };
+                let at = part(&u[0]) + part(saddr) + off;
+                let len = w.private[l].len();
+                if at + n > len {
+                    return Err(format!(
+                        "private access of {n} bytes at {at} out of bounds ({len} bytes)"
+                    ));
+                }
                 if store {
-                    let x = lane(w, &u[1], l);
-                    w.private[l][base..base + 4].copy_from_slice(&x.to_le_bytes());
-                } else {
-                    let x = u32::from_le_bytes(slot.try_into().unwrap());
-                    let Some(Opnd::P(PReg::V(dn))) = d else {
-                        return Err(format!("simulator: bad destination in {op}"));
-                    };
-                    w.v[*dn as usize][l] = x;
+                    let x = lane64(w, &u[1], l);
+                    w.private[l][at..at + n].copy_from_slice(&x.to_le_bytes()[..n]);
+                    continue;
+                }
+                let mut b = [0u8; 8];
+                b[..n].copy_from_slice(&w.private[l][at..at + n]);
+                let raw = u64::from_le_bytes(b);
+                let x = match op {
+                    "scratch_load_sbyte" => raw as u8 as i8 as i32 as u32 as u64,
+                    "scratch_load_sshort" => raw as u16 as i16 as i32 as u32 as u64,
+                    _ => raw,
+                };
+                match d {
+                    Some(Opnd::P(PReg::V(dn))) => w.v[*dn as usize][l] = x as u32,
+                    Some(Opnd::P(PReg::V2(dn))) => {
+                        w.v[*dn as usize][l] = x as u32;
+                        w.v[*dn as usize + 1][l] = (x >> 32) as u32;
+                    }
+                    _ => return Err(format!("simulator: bad destination in {op}")),
                 }
             }
         }
