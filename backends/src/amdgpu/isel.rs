@@ -5,15 +5,24 @@
 use std::collections::{HashMap, HashSet};
 
 use kiln_ir::{
-    AddrSpace, Builtin, Expr, ExprNode, FuncKind, Imm, Intrinsic, Kernel, Scalar, Stmt, StmtNode,
-    UnOp, Var,
+    AddrSpace, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm, Intrinsic, Kernel, Scalar, Stmt,
+    StmtNode, UnOp, Var,
 };
 use kiln_passes::divergence::{expr_divergent, Divergence, VarSet};
 
-use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass};
+use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass, GROUP_ID_SGPR};
 use super::Error;
 
 mod arith;
+mod atomic;
+mod convert;
+mod divide;
+mod intrin;
+mod memory;
+mod wide;
+
+pub use memory::MAX_PRIVATE;
+pub(super) use wide::{hi, is_wide, lo};
 
 /// A computed value: an operand and whether it lives in SGPRs (`true`) or VGPRs.
 #[derive(Clone, Debug)]
@@ -29,6 +38,10 @@ struct Isel<'a> {
     env: HashMap<Var, Val>,
     params: HashMap<Var, (Opnd, u32)>,
     lds: HashMap<Var, u32>,
+    /// Private arrays promoted to registers: one VGPR (or pair) per element.
+    privs: HashMap<Var, Vec<Opnd>>,
+    /// Private arrays in scratch memory: their byte offset in each lane's private segment.
+    scratch: HashMap<Var, u32>,
     force_v: HashSet<Var>,
     smem_ok: bool,
 }
@@ -37,11 +50,11 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T, Error> {
     Err(Error::Unsupported(what.into()))
 }
 
-fn check_scalar(s: Scalar) -> Result<(), Error> {
-    match s {
-        Scalar::Bool | Scalar::I32 | Scalar::U32 | Scalar::F32 => Ok(()),
-        _ => unsupported(format!("type {s} (only bool, i32, u32, f32)")),
-    }
+/// Every scalar type has a representation: bool, 8/16/32-bit integers in one 32-bit register
+/// (8/16-bit ones kept sign- or zero-extended), f16 and f32 as an f32 in one register, and
+/// i64/u64/f64 in a VGPR pair.
+fn check_scalar(_: Scalar) -> Result<(), Error> {
+    Ok(())
 }
 
 /// Variables assigned under divergent control flow entered after their declaration: they
@@ -103,6 +116,8 @@ pub fn select(k: &Kernel, div: &Divergence) -> Result<MFunc, Error> {
         env: HashMap::new(),
         params: HashMap::new(),
         lds: HashMap::new(),
+        privs: HashMap::new(),
+        scratch: HashMap::new(),
         force_v: vars_needing_vgprs(k, div),
         smem_ok: !has_global_writes(k.body()),
     };
@@ -140,45 +155,6 @@ impl Isel<'_> {
         Opnd::P(PReg::S2(0))
     }
 
-    fn entry(&mut self, k: &Kernel) -> Result<(), Error> {
-        let mut off = 0u32;
-        for p in k.params() {
-            let (size, c) = if let Some(space) = p.ty().addr_space() {
-                let elem = p.ty().elem().unwrap();
-                if !matches!(space, AddrSpace::Global | AddrSpace::Constant) {
-                    return unsupported(format!("parameter `{}` in {space:?} memory", p.name()));
-                }
-                if !matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::F32) {
-                    return unsupported(format!("buffer `{}` of {elem}", p.name()));
-                }
-                (8, RegClass::S2)
-            } else {
-                let s = p.ty().scalar().unwrap();
-                check_scalar(s)?;
-                if s == Scalar::Bool {
-                    return unsupported(format!("bool parameter `{}`", p.name()));
-                }
-                (4, RegClass::S)
-            };
-            off = off.next_multiple_of(size);
-            self.f.param_offsets.push(off);
-            let r = self.vreg(c);
-            let op = if c == RegClass::S2 { "s_load_dwordx2" } else { "s_load_dword" };
-            self.emit(op, vec![r.clone()], vec![Self::kernarg(), Opnd::Imm(off)]);
-            if c == RegClass::S2 {
-                self.params.insert(p.clone(), (r, 0));
-            } else {
-                self.env.insert(p.clone(), Val { o: r, s: true });
-            }
-            off += size;
-        }
-        self.f.hidden_offset = off.next_multiple_of(8);
-        self.f.kernarg_bytes = self.f.hidden_offset + 48;
-        self.emit("s_mov_b32", vec![Opnd::M0], vec![Opnd::Imm(u32::MAX)]);
-        self.emit("s_waitcnt", vec![], vec![Opnd::Text("lgkmcnt(0)")]);
-        Ok(())
-    }
-
     fn vgpr(&mut self, x: Val) -> Opnd {
         if !x.s && !matches!(x.o, Opnd::Imm(_)) {
             return x.o;
@@ -211,6 +187,13 @@ impl Isel<'_> {
     }
     /// Converts to the wanted class.
     fn to(&mut self, x: Val, s: bool) -> Val {
+        if self.is_wide_val(&x) {
+            return if s {
+                Val { o: self.sgpr64(x), s: true }
+            } else {
+                Val { o: self.w(x), s: false }
+            };
+        }
         if s {
             Val { o: self.sgpr(x), s: true }
         } else {
@@ -240,6 +223,20 @@ impl Isel<'_> {
                 Ok(self.to(x, s))
             }
             ExprNode::Imm(i) => {
+                if is_wide(ty) {
+                    let bits = match i {
+                        Imm::Float(_, f) => f.to_bits(),
+                        Imm::Int(_, b) => *b,
+                        Imm::Bool(b) => u64::from(*b),
+                    };
+                    if s {
+                        let d = self.s2();
+                        self.emit("s_mov_b32", vec![lo(&d)], vec![Opnd::Imm(bits as u32)]);
+                        self.emit("s_mov_b32", vec![hi(&d)], vec![Opnd::Imm((bits >> 32) as u32)]);
+                        return Ok(Val { o: d, s: true });
+                    }
+                    return Ok(Val { o: self.const64(bits), s: false });
+                }
                 let bits = match i {
                     Imm::Bool(b) => u32::from(*b),
                     Imm::Int(_, b) => *b as u32,
@@ -254,17 +251,33 @@ impl Isel<'_> {
             ExprNode::Load { buf, index } => self.load(buf, index, s),
             ExprNode::Unary { op, a } => {
                 let a = self.expr(a)?;
-                match (op, ty.is_float()) {
+                if is_wide(ty) {
+                    return Ok(self.unary64(ty, *op, a, s));
+                }
+                let r = match (op, ty.is_float()) {
                     (UnOp::Neg, true) => self.vop("v_xor_b32", Opnd::Imm(0x8000_0000), a),
                     (UnOp::Neg, false) => self.bin2(s, "s_sub_i32", "v_sub_u32", imm(0), a),
                     (UnOp::Not, _) => self.bin2(s, "s_xor_b32", "v_xor_b32", imm(1), a),
                     (UnOp::BitNot, _) => self.un(s, "s_not_b32", "v_not_b32", a),
-                }
+                }?;
+                Ok(self.norm(ty, r))
             }
             ExprNode::Binary { op, a, b } => self.binary(*op, a, b, s),
             ExprNode::Select { cond, a, b } => {
                 let c = self.expr(cond)?;
                 let (a, b) = (self.expr(a)?, self.expr(b)?);
+                if is_wide(ty) && s {
+                    let (c, a, b) = (self.sgpr(c), self.sgpr64(a), self.sgpr64(b));
+                    let d = self.s2();
+                    self.emit("s_cmp_lg_u32", vec![], vec![c, Opnd::Imm(0)]);
+                    self.emit("s_cselect_b64", vec![d.clone()], vec![a, b]);
+                    return Ok(Val { o: d, s: true });
+                }
+                if is_wide(ty) {
+                    let m = self.mask(c)?;
+                    let (a, b) = (self.w(a), self.w(b));
+                    return Ok(Val { o: self.sel64(m, b, a), s: false });
+                }
                 if s {
                     let (c, a, b) = (self.sgpr(c), self.sgpr(a), self.sgpr(b));
                     let d = self.s();
@@ -280,56 +293,34 @@ impl Isel<'_> {
                 }
             }
             ExprNode::Cast { to, a } => self.cast(*to, a, s),
-            ExprNode::Intrinsic { op, args } => {
-                let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
-                let signed = ty == Scalar::I32;
-                match (op, ty.is_float()) {
-                    (Intrinsic::Fma, true) => {
-                        let ops: Vec<Opnd> = vals.into_iter().map(|v| self.vgpr(v)).collect();
-                        let d = self.v();
-                        self.emit("v_fma_f32", vec![d.clone()], ops);
-                        Ok(Val { o: d, s: false })
-                    }
-                    (Intrinsic::Min, false) => {
-                        let [a, b] = two(vals);
-                        let (so, vo) = if signed {
-                            ("s_min_i32", "v_min_i32")
-                        } else {
-                            ("s_min_u32", "v_min_u32")
-                        };
-                        self.bin(s, so, vo, a, b)
-                    }
-                    (Intrinsic::Max, false) => {
-                        let [a, b] = two(vals);
-                        let (so, vo) = if signed {
-                            ("s_max_i32", "v_max_i32")
-                        } else {
-                            ("s_max_u32", "v_max_u32")
-                        };
-                        self.bin(s, so, vo, a, b)
-                    }
-                    (Intrinsic::Mad | Intrinsic::Add3, false) if ty != Scalar::Bool => {
-                        // Only 32-bit integers reach here (`Self::ty`), where the 32-bit
-                        // instructions wrap exactly as the IR does.
-                        let mut it = vals.into_iter();
-                        let (Some(a), Some(b), Some(c)) = (it.next(), it.next(), it.next()) else {
-                            return unsupported(format!("{} without 3 arguments", op.name()));
-                        };
-                        if *op == Intrinsic::Add3 && !s {
-                            let ops = vec![self.vgpr(a), self.vgpr(b), self.vgpr(c)];
-                            let d = self.v();
-                            self.emit("v_add3_u32", vec![d.clone()], ops);
-                            return Ok(Val { o: d, s: false });
-                        }
-                        let first = if *op == Intrinsic::Mad {
-                            self.bin(s, "s_mul_i32", "v_mul_lo_u32", a, b)?
-                        } else {
-                            self.bin(s, "s_add_i32", "v_add_u32", a, b)?
-                        };
-                        self.bin(s, "s_add_i32", "v_add_u32", first, c)
-                    }
-                    _ => unsupported(format!("intrinsic {} on {ty}", op.name())),
+            ExprNode::Intrinsic { op: op @ (Intrinsic::Mad | Intrinsic::Add3), args } => {
+                let [a, b, c] = [&args[0], &args[1], &args[2]];
+                if *op == Intrinsic::Add3 && !s && matches!(ty, Scalar::I32 | Scalar::U32) {
+                    // 32-bit registers wrap exactly as the IR does.
+                    let ops = vec![self.expr(a)?, self.expr(b)?, self.expr(c)?];
+                    let ops = ops.into_iter().map(|x| self.vgpr(x)).collect();
+                    let d = self.v();
+                    self.emit("v_add3_u32", vec![d.clone()], ops);
+                    return Ok(Val { o: d, s: false });
                 }
+                // Every other width and the SALU: the same wrapping sum as separate ops,
+                // which already re-extend narrow integers.
+                let first = if *op == Intrinsic::Mad { BinOp::Mul } else { BinOp::Add };
+                self.expr(&Expr::binary(
+                    BinOp::Add,
+                    Expr::binary(first, a.clone(), b.clone()),
+                    c.clone(),
+                ))
+            }
+            ExprNode::Intrinsic { op, args } => {
+                let mut vals: Vec<Val> =
+                    args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
+                if is_wide(ty) {
+                    // The 64-bit intrinsics are VALU sequences.
+                    vals = vals.into_iter().map(|x| Val { o: self.w(x), s: false }).collect();
+                }
+                let r = self.intrinsic(*op, ty, vals, s)?;
+                Ok(self.to(r, s))
             }
         }
     }
@@ -452,7 +443,7 @@ impl Isel<'_> {
         };
         let r = match kind {
             Builtin::LocalId => Val { o: Opnd::P(PReg::V(dim)), s: false },
-            Builtin::GroupId => Val { o: Opnd::P(PReg::S(2 + dim)), s: true },
+            Builtin::GroupId => Val { o: Opnd::P(PReg::S(GROUP_ID_SGPR + dim)), s: true },
             Builtin::GlobalOffset => hidden(self, d),
             Builtin::LocalSize => hidden(self, 3 + d),
             Builtin::GlobalSize => hidden(self, 6 + d),
@@ -460,7 +451,7 @@ impl Isel<'_> {
             Builtin::GlobalId => {
                 let ls = hidden(self, 3 + d);
                 let off = hidden(self, d);
-                let g = Val { o: Opnd::P(PReg::S(2 + dim)), s: true };
+                let g = Val { o: Opnd::P(PReg::S(GROUP_ID_SGPR + dim)), s: true };
                 let t = self.bin(true, "s_mul_i32", "", g, ls)?;
                 let t = self.bin(true, "s_add_i32", "", t, off)?;
                 let l = Val { o: Opnd::P(PReg::V(dim)), s: false };
@@ -468,46 +459,6 @@ impl Isel<'_> {
             }
         };
         Ok(self.to(r, s))
-    }
-
-    /// Byte offset `index * 4` (plus `base`), in SGPRs if `s`.
-    fn offset(&mut self, index: &Expr, base: u32, s: bool) -> Result<Opnd, Error> {
-        let i = self.expr(index)?;
-        let two = Val { o: Opnd::Imm(2), s: true };
-        let o = self.shift(s, "s_lshl_b32", "v_lshlrev_b32", i, two)?;
-        if base == 0 {
-            return Ok(o.o);
-        }
-        let b = Val { o: Opnd::Imm(base), s: true };
-        Ok(self.bin(s, "s_add_i32", "v_add_u32", b, o)?.o)
-    }
-
-    fn load(&mut self, buf: &Var, index: &Expr, s: bool) -> Result<Val, Error> {
-        let space = buf.ty().addr_space();
-        let uniform_index = !expr_divergent(index, &self.cur);
-        if space == Some(AddrSpace::Local) {
-            let base = self.lds[buf];
-            let a = self.offset(index, base, false)?;
-            let d = self.v();
-            self.emit("ds_read_b32", vec![d.clone()], vec![a]);
-            self.emit("s_waitcnt", vec![], vec![Opnd::Text("lgkmcnt(0)")]);
-            return Ok(self.to(Val { o: d, s: false }, s));
-        }
-        let (base, _) = self.params.get(buf).cloned().ok_or_else(|| {
-            Error::Unsupported(format!("load through `{}` ({:?} memory)", buf.name(), space))
-        })?;
-        if s && uniform_index && (self.smem_ok || space == Some(AddrSpace::Constant)) {
-            let o = self.offset(index, 0, true)?;
-            let d = self.s();
-            self.emit("s_load_dword", vec![d.clone()], vec![base, o]);
-            self.emit("s_waitcnt", vec![], vec![Opnd::Text("lgkmcnt(0)")]);
-            return Ok(Val { o: d, s: true });
-        }
-        let o = self.offset(index, 0, false)?;
-        let d = self.v();
-        self.emit("global_load_dword", vec![d.clone()], vec![o, base]);
-        self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0)")]);
-        Ok(self.to(Val { o: d, s: false }, s))
     }
 
     fn set_cur(&mut self, s: &Stmt) {
@@ -525,9 +476,27 @@ impl Isel<'_> {
         self.set_cur(s);
         match s.node() {
             StmtNode::Let { var, value } | StmtNode::Decl { var, init: value } => {
-                check_scalar(var.ty().scalar().unwrap_or(Scalar::F64))?;
                 let is_let = matches!(s.node(), StmtNode::Let { .. });
                 let x = self.expr(value)?;
+                if var.ty().scalar().is_some_and(is_wide) {
+                    let cls = var.ty().scalar() != Some(Scalar::F64)
+                        && if is_let {
+                            self.div.binding_divergent(s) == Some(false)
+                        } else {
+                            self.var_class_s(s, var)
+                        };
+                    let r = if cls {
+                        let (r, x) = (self.s2(), self.sgpr64(x));
+                        self.emit("s_mov_b64", vec![r.clone()], vec![x]);
+                        r
+                    } else {
+                        let r = self.v2();
+                        self.copy64(&r, &x.o);
+                        r
+                    };
+                    self.env.insert(var.clone(), Val { o: r, s: cls });
+                    return Ok(());
+                }
                 let cls = if is_let {
                     !var.ty().is_float() && self.div.binding_divergent(s) == Some(false)
                 } else {
@@ -542,42 +511,27 @@ impl Isel<'_> {
             StmtNode::Assign { var, value } => {
                 let x = self.expr(value)?;
                 let dst = self.env[var].clone();
+                if var.ty().scalar().is_some_and(is_wide) {
+                    if dst.s {
+                        let x = self.sgpr64(x);
+                        self.emit("s_mov_b64", vec![dst.o], vec![x]);
+                    } else {
+                        self.copy64(&dst.o, &x.o);
+                    }
+                    return Ok(());
+                }
                 let x = self.to(x, dst.s);
                 let op = if dst.s { "s_mov_b32" } else { "v_mov_b32" };
                 self.emit(op, vec![dst.o], vec![x.o]);
             }
-            StmtNode::Store { buf, index, value } => {
-                let x = self.expr(value)?;
-                let x = self.vgpr(x);
-                if buf.ty().addr_space() == Some(AddrSpace::Local) {
-                    let base = self.lds[buf];
-                    let a = self.offset(index, base, false)?;
-                    self.emit("ds_write_b32", vec![], vec![a, x]);
-                } else {
-                    let (base, _) = self.params.get(buf).cloned().ok_or_else(|| {
-                        Error::Unsupported(format!("store through `{}`", buf.name()))
-                    })?;
-                    let o = self.offset(index, 0, false)?;
-                    self.emit("global_store_dword", vec![], vec![o, x, base]);
-                }
-            }
-            StmtNode::Alloc { var, count } => {
-                if var.ty().addr_space() != Some(AddrSpace::Local) {
-                    return unsupported("private arrays");
-                }
-                let elem = var.ty().elem().unwrap();
-                if !matches!(elem, Scalar::I32 | Scalar::U32 | Scalar::F32) {
-                    return unsupported(format!("local array of {elem}"));
-                }
-                self.lds.insert(var.clone(), self.f.lds_bytes);
-                self.f.lds_bytes += 4 * count;
-            }
+            StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,
+            StmtNode::Alloc { var, count } => self.alloc(var, *count)?,
             StmtNode::Block(v) => {
                 for c in v {
                     self.stmt(c)?;
                 }
             }
-            StmtNode::Call { func, .. } => match func.kind() {
+            StmtNode::Call { func, result, args } => match func.kind() {
                 FuncKind::Barrier(_) => {
                     self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
                     self.emit("s_barrier", vec![], vec![]);
@@ -585,7 +539,7 @@ impl Isel<'_> {
                 FuncKind::Fence(_) => {
                     self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
                 }
-                FuncKind::Atomic(_) => return unsupported("atomics"),
+                FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
             },
             StmtNode::If { cond, then, otherwise } => {
                 let c = self.expr(cond)?;
@@ -632,9 +586,13 @@ impl Isel<'_> {
                 )?;
             }
             StmtNode::For { var, lo, hi, step, body } => {
-                check_scalar(var.ty().scalar().unwrap())?;
+                let ty = var.ty().scalar().unwrap_or(Scalar::I32);
+                if is_wide(ty) {
+                    return self.for64(s, ty, var, lo, hi, step, body);
+                }
                 let uniform = self.div.branch_divergent(s) == Some(false);
-                let signed = var.ty().scalar() == Some(Scalar::I32);
+                // 8/16-bit counters are kept extended, so 32-bit compares order them right.
+                let signed = ty.is_signed();
                 let cs =
                     self.div.binding_divergent(s) == Some(false) && !self.force_v.contains(var);
                 let lo = self.expr(lo)?;
@@ -677,7 +635,14 @@ impl Isel<'_> {
         Ok(())
     }
 
-    fn cmp(&mut self, s: bool, signed: bool, op: &str, a: Val, b: Val) -> Result<Val, Error> {
+    pub(super) fn cmp(
+        &mut self,
+        s: bool,
+        signed: bool,
+        op: &str,
+        a: Val,
+        b: Val,
+    ) -> Result<Val, Error> {
         let (so, vo) = match (op, signed) {
             ("lt", true) => ("s_cmp_lt_i32", "v_cmp_lt_i32_e64"),
             ("lt", false) => ("s_cmp_lt_u32", "v_cmp_lt_u32_e64"),
@@ -699,7 +664,7 @@ impl Isel<'_> {
 
     /// A loop: `cond` is evaluated at the head, `body` runs while it holds. A uniform exit
     /// branches on SCC; a divergent one retires lanes from exec until none is left.
-    fn lower_loop(
+    pub(super) fn lower_loop(
         &mut self,
         uniform: bool,
         cond: impl FnOnce(&mut Self) -> Result<Val, Error>,

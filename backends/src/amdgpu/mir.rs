@@ -13,6 +13,12 @@ entity_impl!(VReg, "%r");
 pub struct Label(u32);
 entity_impl!(Label, "BB");
 
+/// First SGPR of the work-group ids x, y, z (after the kernarg segment pointer `s[0:1]`
+/// and the flat scratch init pair `s[2:3]`).
+pub const GROUP_ID_SGPR: u8 = 4;
+/// The SGPR with the wave's private segment offset (the scratch base of VGPR spills).
+pub const SCRATCH_OFFSET_SGPR: u8 = 7;
+
 /// A register class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RegClass {
@@ -22,6 +28,10 @@ pub enum RegClass {
     S2,
     /// One 32-bit VGPR (a value per lane).
     V,
+    /// Two consecutive VGPRs (a 64-bit value per lane: i64, u64, f64).
+    V2,
+    /// Four consecutive VGPRs (the data tuple of a 64-bit compare-and-swap).
+    V4,
 }
 
 /// A physical register.
@@ -33,6 +43,10 @@ pub enum PReg {
     S2(u8),
     /// `vN`
     V(u8),
+    /// `v[N:N+1]`
+    V2(u8),
+    /// `v[N:N+3]`
+    V4(u8),
 }
 
 /// An instruction operand.
@@ -42,6 +56,12 @@ pub enum Opnd {
     R(VReg),
     /// A physical register.
     P(PReg),
+    /// Part `k` (0 low, 1 high; up to 3 for `V4`) of a multi-register virtual register
+    /// (`S2`, `V2`, `V4`): register allocation turns it into the single physical register
+    /// holding that part.
+    Half(VReg, u8),
+    /// The 64-bit `vcc` register (carries of 64-bit adds).
+    Vcc,
     /// A 32-bit immediate (inline constant or literal).
     Imm(u32),
     /// A branch target.
@@ -50,8 +70,10 @@ pub enum Opnd {
     Exec,
     /// The `m0` register.
     M0,
-    /// Verbatim text (waitcnt fields).
+    /// Verbatim text (waitcnt fields); text starting with a space is a modifier.
     Text(&'static str),
+    /// A memory instruction's immediate byte offset (the `offset:N` modifier).
+    Offset(u32),
 }
 
 /// One machine instruction: `op defs, uses` (a label definition has op `label`).
@@ -89,6 +111,8 @@ pub struct MFunc {
     pub loops: Vec<LoopRange>,
     /// Bytes of local (LDS) memory.
     pub lds_bytes: u32,
+    /// Bytes of private (scratch) memory per lane: VGPR spill slots.
+    pub scratch_bytes: u32,
     /// Bytes of kernel arguments (explicit and hidden).
     pub kernarg_bytes: u32,
     /// Byte offset of each explicit parameter in the kernarg segment.

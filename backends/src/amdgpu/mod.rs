@@ -5,18 +5,30 @@
 //! virtual registers) → [`regalloc::allocate`] → [`asm::print`]; [`sim`] runs the allocated
 //! machine IR.
 //!
-//! **Supported subset**: `bool`, `i32`, `u32` and `f32` values; buffers of `i32`, `u32`,
-//! `f32` in global or constant memory (kernel parameters) and local arrays of them; `let`,
-//! `var`, assignment, stores, `if`/`else`, `for`, `while`, barriers and fences; integer
-//! `+ - * & | ^ << >>`, comparisons, logical operators, `select`, casts among the four
-//! types, `min`/`max` on integers, `fma` and `+ - *` on f32, `/` and `%` by a
-//! constant; every work-item built-in. **Rejected** with [`Error::Unsupported`]: other types
-//! (8/16/64-bit integers, f16, f64), other division/remainder, f32 division and the other
-//! intrinsics, private arrays, generic pointers, atomics.
+//! **Supported**: every scalar type: `bool` and 8/16/32-bit integers in one 32-bit register
+//! (8/16-bit ones re-extended after each wrapping operation), `f16` (storage: loads, stores
+//! and casts, held as an f32) and `f32` in one VGPR, `i64`/`u64` in an SGPR pair when
+//! uniform (SALU where gfx9 has the operation) or a VGPR pair, `f64` in a VGPR pair;
+//! buffers of every element type in global, constant or generic (`flat_*`) memory and local
+//! arrays of them; private arrays (up to [`isel::MAX_PRIVATE`] elements in registers, larger
+//! ones in scratch memory); `let`, `var`, assignment, stores, `if`/`else`, `for` (every
+//! integer counter type), `while`, barriers, fences, atomics on global and local memory
+//! (every operation and type the IR defines, old values returned); every operator on every
+//! type, including integer division and remainder by any divisor (LLVM's reciprocal
+//! expansion for 32 bits, a shift-subtract loop for 64) and correctly rounded f32/f64
+//! division; casts among all types with the interpreter's semantics; `min`/`max`/`abs` on
+//! every type, `fma`, correctly rounded `sqrt`, `floor`/`ceil`/`trunc`, approximate
+//! `exp`/`log`/`sin`/`cos` (hardware f32 units, f64 through f32); every work-item built-in.
+//! Registers: SGPRs spill to VGPR lanes, VGPRs to scratch; [`Error::RegisterPressure`] only
+//! when 64-bit VGPR pairs alone exceed the register file or the spill slots run out.
+//! Nothing in a verified kernel is [`Error::Unsupported`] today; the variant stays for
+//! inputs the lowering cannot place (e.g. an atomic on a computed pointer).
 //!
 //! **Kernel ABI** (close to AMDGPUUsage for gfx9): `s[0:1]` holds the kernarg segment
-//! pointer, `s2..s4` the work-group ids, `v0..v2` the work-item ids. Explicit arguments are
-//! laid out in order (pointers 8 bytes, scalars 4, naturally aligned); then, 8-aligned, the
+//! pointer, `s[2:3]` the flat scratch init, `s4..s6` the work-group ids, `s7` the wave's
+//! private segment offset, `v0..v2` the work-item ids. Explicit arguments are
+//! laid out in order (pointers and 64-bit scalars 8 bytes, other scalars 4 with 8/16-bit
+//! integers sign- or zero-extended and f16 as an f32, naturally aligned); then, 8-aligned, the
 //! hidden arguments kiln adds: global offset, local size, global size and number of groups
 //! (three u32 each).
 
@@ -26,6 +38,7 @@ pub mod isel;
 pub mod mir;
 pub mod regalloc;
 pub mod sim;
+pub mod spill;
 
 use kiln_ir::Kernel;
 use kiln_passes::divergence::{analyze, Divergence};

@@ -1,14 +1,23 @@
 //! Linear-scan register allocation of SGPRs and VGPRs over the linear instruction order,
-//! with live ranges stretched over loops. Running out of registers is an error, never a
-//! panic (there is no spilling).
+//! with live ranges stretched over loops. Out of registers, the value live furthest ahead is
+//! spilled ([`super::spill`]: SGPRs to VGPR lanes, VGPRs to scratch memory) and allocation
+//! starts over; only when nothing is spillable is it an error, never a panic.
 
 use cranelift_entity::SecondaryMap;
 
 use super::mir::{MFunc, Opnd, PReg, RegClass, VReg};
+use super::spill::Spiller;
 use super::Error;
 
-/// SGPRs reserved at entry: `s[0:1]` kernarg segment pointer, `s2..s4` work-group ids.
-pub const FIRST_FREE_SGPR: u32 = 5;
+enum Failure {
+    /// Spill this SGPR (pair) and try again.
+    Spill(VReg),
+    Error(Error),
+}
+
+/// SGPRs reserved at entry: `s[0:1]` kernarg segment pointer, `s[2:3]` flat scratch init,
+/// `s4..s6` work-group ids, `s7` the wave's private segment offset.
+pub const FIRST_FREE_SGPR: u32 = 8;
 /// SGPRs kiln allocates (`s0..s95`; the rest are left to vcc, flat scratch and xnack).
 pub const MAX_SGPRS: u32 = 96;
 /// VGPRs reserved at entry: `v0..v2` work-item ids.
@@ -19,7 +28,7 @@ pub const MAX_VGPRS: u32 = 256;
 fn operands(f: &MFunc) -> impl Iterator<Item = (usize, VReg)> + '_ {
     f.insts.iter().enumerate().flat_map(|(i, inst)| {
         inst.defs.iter().chain(&inst.uses).filter_map(move |o| match o {
-            Opnd::R(v) => Some((i, *v)),
+            Opnd::R(v) | Opnd::Half(v, _) => Some((i, *v)),
             _ => None,
         })
     })
@@ -27,6 +36,27 @@ fn operands(f: &MFunc) -> impl Iterator<Item = (usize, VReg)> + '_ {
 
 /// Assigns physical registers and rewrites every operand; fills in the register counts.
 pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
+    let mut spiller = Spiller::default();
+    loop {
+        match assign(f, &spiller) {
+            Ok(()) => {
+                spiller.finish(f);
+                return Ok(());
+            }
+            Err(Failure::Spill(v)) => {
+                if !spiller.spill(f, v) {
+                    return Err(Error::RegisterPressure(format!(
+                        "kernel `{}` needs more than the VGPRs and scratch spill slots kiln has",
+                        f.name
+                    )));
+                }
+            }
+            Err(Failure::Error(e)) => return Err(e),
+        }
+    }
+}
+
+fn assign(f: &mut MFunc, spiller: &Spiller) -> Result<(), Failure> {
     let mut start: SecondaryMap<VReg, usize> = SecondaryMap::with_default(usize::MAX);
     let mut end: SecondaryMap<VReg, usize> = SecondaryMap::with_default(0);
     for (i, v) in operands(f) {
@@ -65,6 +95,8 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
                         sfree[n as usize + 1] = true;
                     }
                     Some(PReg::V(n)) => vfree[n as usize] = true,
+                    Some(PReg::V2(n)) => vfree[n as usize..n as usize + 2].fill(true),
+                    Some(PReg::V4(n)) => vfree[n as usize..n as usize + 4].fill(true),
                     None => {}
                 }
                 false
@@ -90,30 +122,68 @@ pub fn allocate(f: &mut MFunc) -> Result<(), Error> {
                 vfree[n] = false;
                 PReg::V(n as u8)
             }),
+            // gfx9 does not require 64-bit VGPR operands to be even-aligned.
+            RegClass::V2 => {
+                (0..MAX_VGPRS as usize - 1).find(|&n| vfree[n] && vfree[n + 1]).map(|n| {
+                    vfree[n] = false;
+                    vfree[n + 1] = false;
+                    PReg::V2(n as u8)
+                })
+            }
+            RegClass::V4 => {
+                (0..MAX_VGPRS as usize - 3).find(|&n| vfree[n..n + 4].iter().all(|&x| x)).map(|n| {
+                    vfree[n..n + 4].fill(false);
+                    PReg::V4(n as u8)
+                })
+            }
         };
         let Some(p) = p else {
-            let (file, max) = match f.vregs[v] {
-                RegClass::V => ("VGPRs", MAX_VGPRS),
+            let class = f.vregs[v];
+            // Spill the value whose range ends furthest ahead: of the same class for SGPRs,
+            // a single VGPR for any VGPR class (pairs and quads are not spilled).
+            let want =
+                if matches!(class, RegClass::S | RegClass::S2) { class } else { RegClass::V };
+            let victim = active
+                .iter()
+                .chain([&v])
+                .filter(|&&a| f.vregs[a] == want && !spiller.fixed.contains(&a))
+                .max_by_key(|&&a| end[a]);
+            if let Some(&victim) = victim {
+                return Err(Failure::Spill(victim));
+            }
+            let (file, max) = match class {
+                RegClass::V | RegClass::V2 | RegClass::V4 => ("VGPRs", MAX_VGPRS),
                 _ => ("SGPRs", MAX_SGPRS),
             };
-            return Err(Error::RegisterPressure(format!(
+            return Err(Failure::Error(Error::RegisterPressure(format!(
                 "kernel `{}` needs more than the {max} {file} available \
-                 ({live} values live at once; kiln does not spill)",
+                 ({live} values live at once, none of them spillable)",
                 f.name
-            )));
+            ))));
         };
         match p {
             PReg::S(n) => smax = smax.max(n as u32 + 1),
             PReg::S2(n) => smax = smax.max(n as u32 + 2),
             PReg::V(n) => vmax = vmax.max(n as u32 + 1),
+            PReg::V2(n) => vmax = vmax.max(n as u32 + 2),
+            PReg::V4(n) => vmax = vmax.max(n as u32 + 4),
         }
         assign[v] = Some(p);
         active.push(v);
     }
     for inst in &mut f.insts {
         for o in inst.defs.iter_mut().chain(inst.uses.iter_mut()) {
-            if let Opnd::R(v) = o {
-                *o = Opnd::P(assign[*v].expect("every used register is assigned"));
+            match *o {
+                Opnd::R(v) => *o = Opnd::P(assign[v].expect("every used register is assigned")),
+                Opnd::Half(v, k) => {
+                    *o = Opnd::P(match assign[v].expect("every used register is assigned") {
+                        PReg::S2(n) => PReg::S(n + k),
+                        PReg::V2(n) | PReg::V4(n) => PReg::V(n + k),
+                        // Isel takes halves of 64-bit registers only.
+                        p => p,
+                    })
+                }
+                _ => {}
             }
         }
     }

@@ -10,8 +10,12 @@ use std::collections::HashMap;
 use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel};
 
-use super::mir::{Inst, Opnd, PReg};
+use super::mir::{Inst, Opnd, PReg, GROUP_ID_SGPR};
 use super::Compiled;
+
+mod memory;
+mod ops;
+use ops::{salu, valu, vcmp};
 
 const KARG: u64 = 0xffff << 32;
 const LANES: usize = 64;
@@ -22,7 +26,10 @@ struct Wave {
     s: [u32; 128],
     v: Vec<[u32; LANES]>,
     exec: u64,
+    vcc: u64,
     scc: bool,
+    /// Each lane's private segment (VGPR spill slots).
+    private: Vec<Vec<u8>>,
     pc: usize,
     done: bool,
 }
@@ -33,13 +40,13 @@ struct Mem<'a> {
 }
 
 impl Mem<'_> {
-    fn slot(&mut self, addr: u64) -> Result<&mut [u8], String> {
+    fn slot(&mut self, addr: u64, n: usize) -> Result<&mut [u8], String> {
         let (hi, lo) = (addr >> 32, (addr & 0xffff_ffff) as usize);
         let i = (hi as usize).wrapping_sub(1);
         let buf =
             self.bufs.get_mut(i).ok_or_else(|| format!("address {addr:#x} maps to no buffer"))?;
         let len = buf.len();
-        buf.get_mut(lo..lo + 4)
+        buf.get_mut(lo..lo + n)
             .ok_or_else(|| format!("access at byte {lo} of buffer {i} out of bounds ({len} bytes)"))
     }
     fn read(&mut self, addr: u64) -> Result<u32, String> {
@@ -48,10 +55,16 @@ impl Mem<'_> {
             let s = self.karg.get(lo..lo + 4).ok_or_else(|| format!("kernarg read at {lo:#x}"))?;
             return Ok(u32::from_le_bytes(s.try_into().unwrap()));
         }
-        Ok(u32::from_le_bytes(self.slot(addr)?.try_into().unwrap()))
+        self.read_n(addr, 4).map(|v| v as u32)
     }
-    fn write(&mut self, addr: u64, v: u32) -> Result<(), String> {
-        self.slot(addr)?.copy_from_slice(&v.to_le_bytes());
+    /// Reads `n` bytes (1, 2, 4 or 8), zero-extended.
+    fn read_n(&mut self, addr: u64, n: usize) -> Result<u64, String> {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(self.slot(addr, n)?);
+        Ok(u64::from_le_bytes(b))
+    }
+    fn write_n(&mut self, addr: u64, v: u64, n: usize) -> Result<(), String> {
+        self.slot(addr, n)?.copy_from_slice(&v.to_le_bytes()[..n]);
         Ok(())
     }
 }
@@ -82,13 +95,17 @@ pub fn run(
                 karg[off..off + 8].copy_from_slice(&((*i as u64 + 1) << 32).to_le_bytes())
             }
             Arg::Scalar(imm) => {
+                // 64-bit values take 8 bytes; the rest 4 (8/16-bit integers extended, f16
+                // as an f32), as the backend's entry code reads them.
+                let wide = p.ty().scalar().is_some_and(super::isel::is_wide);
                 let bits = match imm {
-                    Imm::Bool(b) => u32::from(*b),
-                    Imm::Int(_, b) => *b as u32,
-                    Imm::Float(_, x) => (*x as f32).to_bits(),
+                    Imm::Bool(b) => u64::from(*b),
+                    Imm::Int(_, b) => *b,
+                    Imm::Float(_, x) if wide => x.to_bits(),
+                    Imm::Float(_, x) => (*x as f32).to_bits() as u64,
                 };
-                let _ = p;
-                karg[off..off + 4].copy_from_slice(&bits.to_le_bytes());
+                let n = if wide { 8 } else { 4 };
+                karg[off..off + n].copy_from_slice(&bits.to_le_bytes()[..n]);
             }
         }
     }
@@ -120,7 +137,10 @@ pub fn run(
                         let mut s = [0u32; 128];
                         s[0] = KARG as u32;
                         s[1] = (KARG >> 32) as u32;
-                        s[2..5].copy_from_slice(&[gx, gy, gz]);
+                        // s[2:3] flat scratch init and s7 the wave's private segment offset
+                        // stay 0: each lane's private segment is its own buffer here.
+                        let g = GROUP_ID_SGPR as usize;
+                        s[g..g + 3].copy_from_slice(&[gx, gy, gz]);
                         let mut v = vec![[0u32; LANES]; f.num_vgprs.max(3) as usize];
                         let mut exec = 0u64;
                         for l in 0..LANES {
@@ -133,7 +153,16 @@ pub fn run(
                                 v[2][l] = id / (local[0] * local[1]);
                             }
                         }
-                        Wave { s, v, exec, scc: false, pc: 0, done: false }
+                        Wave {
+                            s,
+                            v,
+                            exec,
+                            vcc: 0,
+                            scc: false,
+                            private: vec![vec![0; f.scratch_bytes as usize]; LANES],
+                            pc: 0,
+                            done: false,
+                        }
                     })
                     .collect();
                 loop {
@@ -173,6 +202,7 @@ fn s64(w: &Wave, o: &Opnd) -> u64 {
     match o {
         Opnd::P(PReg::S2(n)) => w.s[*n as usize] as u64 | (w.s[*n as usize + 1] as u64) << 32,
         Opnd::Exec => w.exec,
+        Opnd::Vcc => w.vcc,
         Opnd::Imm(x) => *x as i32 as i64 as u64,
         _ => panic!("not a 64-bit scalar operand: {o:?}"),
     }
@@ -185,6 +215,7 @@ fn set64(w: &mut Wave, o: &Opnd, v: u64) {
             w.s[*n as usize + 1] = (v >> 32) as u32;
         }
         Opnd::Exec => w.exec = v,
+        Opnd::Vcc => w.vcc = v,
         _ => panic!("not a 64-bit destination: {o:?}"),
     }
 }
@@ -196,8 +227,17 @@ fn lane(w: &Wave, o: &Opnd, l: usize) -> u32 {
     }
 }
 
-fn fl(x: u32) -> f32 {
-    f32::from_bits(x)
+/// A lane's operand as 64 bits: pairs whole, 32-bit registers zero-extended, masks as the
+/// lane's bit (for `v_cndmask`), immediates sign-extended.
+fn lane64(w: &Wave, o: &Opnd, l: usize) -> u64 {
+    match o {
+        Opnd::P(PReg::V2(n)) => w.v[*n as usize][l] as u64 | (w.v[*n as usize + 1][l] as u64) << 32,
+        Opnd::P(PReg::V(n)) => w.v[*n as usize][l] as u64,
+        Opnd::P(PReg::S(n)) => w.s[*n as usize] as u64,
+        Opnd::P(PReg::S2(_)) | Opnd::Vcc | Opnd::Exec => s64(w, o),
+        Opnd::Imm(x) => *x as i32 as i64 as u64,
+        _ => s32(w, o) as u64,
+    }
 }
 
 /// Runs a wave until it reaches a barrier (returns true) or the end (false).
@@ -221,9 +261,15 @@ fn step_until_yield(
         let op = i.op;
         let set_s = |w: &mut Wave, v: u32| match d {
             Some(Opnd::P(PReg::S(n))) => w.s[*n as usize] = v,
-            Some(Opnd::M0) => {}
+            // flat_scratch: the simulator's private segments need no base.
+            Some(Opnd::M0 | Opnd::Text(_)) => {}
             o => panic!("bad scalar destination {o:?} in {op}"),
         };
+        if let Some(cmp) = op.strip_prefix("s_cmp_").and_then(|c| c.strip_suffix("_u64")) {
+            let (a, b) = (s64(w, &u[0]), s64(w, &u[1]));
+            w.scc = if cmp == "eq" { a == b } else { a != b };
+            continue;
+        }
         if let Some(cmp) = op.strip_prefix("s_cmp_") {
             let (a, b) = (s32(w, &u[0]), s32(w, &u[1]));
             let (ai, bi) = (a as i32, b as i32);
@@ -243,35 +289,39 @@ fn step_until_yield(
             continue;
         }
         if let Some(cmp) = op.strip_prefix("v_cmp_") {
+            let cmp = cmp.trim_end_matches("_e64");
             let mut m = 0u64;
             for l in 0..LANES {
                 if w.exec >> l & 1 == 0 {
                     continue;
                 }
-                let (a, b) = (lane(w, &u[0], l), lane(w, &u[1], l));
-                let (ai, bi, af, bf) = (a as i32, b as i32, fl(a), fl(b));
-                let r = match cmp.trim_end_matches("_e64") {
-                    "eq_u32" => a == b,
-                    "ne_u32" => a != b,
-                    "lt_u32" => a < b,
-                    "le_u32" => a <= b,
-                    "gt_u32" => a > b,
-                    "ge_u32" => a >= b,
-                    "lt_i32" => ai < bi,
-                    "le_i32" => ai <= bi,
-                    "gt_i32" => ai > bi,
-                    "ge_i32" => ai >= bi,
-                    "eq_f32" => af == bf,
-                    "neq_f32" => af != bf,
-                    "lt_f32" => af < bf,
-                    "le_f32" => af <= bf,
-                    "gt_f32" => af > bf,
-                    "ge_f32" => af >= bf,
-                    _ => return Err(format!("simulator: unknown {op}")),
-                };
+                let (a, b) = (lane64(w, &u[0], l), lane64(w, &u[1], l));
+                let r = vcmp(cmp, a, b).ok_or_else(|| format!("simulator: unknown {op}"))?;
                 m |= u64::from(r) << l;
             }
             set64(w, d.unwrap(), m);
+            continue;
+        }
+        if let Some(k) = carry_op(op) {
+            // 32-bit add/sub with carry out (and in) per lane, in vcc.
+            let mut carry = 0u64;
+            let Some(Opnd::P(PReg::V(dn))) = d else {
+                return Err(format!("simulator: bad destination in {op}"));
+            };
+            for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
+                let (a, b) = (lane(w, &u[0], l) as u64, lane(w, &u[1], l) as u64);
+                let cin = u.get(2).map_or(0, |c| s64(w, c) >> l & 1);
+                let (r, c) = if k == 0 {
+                    let r = a + b + cin;
+                    (r as u32, r >> 32)
+                } else {
+                    let r = a.wrapping_sub(b).wrapping_sub(cin);
+                    (r as u32, u64::from(a < b + cin))
+                };
+                w.v[*dn as usize][l] = r;
+                carry |= c << l;
+            }
+            w.vcc = (w.vcc & !w.exec) | carry;
             continue;
         }
         match op {
@@ -317,28 +367,66 @@ fn step_until_yield(
                 w.scc = r != 0;
                 set64(w, d.unwrap(), r);
             }
+            // 32-bit add/sub with the carry/borrow in SCC.
+            "s_add_u32" | "s_addc_u32" | "s_sub_u32" | "s_subb_u32" => {
+                let (a, b) = (s32(w, &u[0]) as u64, s32(w, &u[1]) as u64);
+                let cin = u64::from(matches!(op, "s_addc_u32" | "s_subb_u32") && w.scc);
+                let (r, c) = if op.starts_with("s_add") {
+                    let r = a + b + cin;
+                    (r as u32, r >> 32 != 0)
+                } else {
+                    (a.wrapping_sub(b).wrapping_sub(cin) as u32, a < b + cin)
+                };
+                w.scc = c;
+                set_s(w, r);
+            }
+            "s_lshl_b64" | "s_lshr_b64" | "s_ashr_i64" | "s_not_b64" | "s_cselect_b64" => {
+                let a = s64(w, &u[0]);
+                let r = match op {
+                    "s_not_b64" => !a,
+                    "s_cselect_b64" => {
+                        if w.scc {
+                            a
+                        } else {
+                            s64(w, &u[1])
+                        }
+                    }
+                    _ => {
+                        let n = s32(w, &u[1]) & 63;
+                        match op {
+                            "s_lshl_b64" => a << n,
+                            "s_lshr_b64" => a >> n,
+                            _ => ((a as i64) >> n) as u64,
+                        }
+                    }
+                };
+                if op != "s_cselect_b64" {
+                    w.scc = r != 0;
+                }
+                set64(w, d.unwrap(), r);
+            }
             "s_cselect_b32" => {
                 let v = if w.scc { s32(w, &u[0]) } else { s32(w, &u[1]) };
                 set_s(w, v);
+            }
+            // Lane access ignores exec.
+            "v_readlane_b32" => {
+                let l = s32(w, &u[1]) as usize % LANES;
+                let v = lane(w, &u[0], l);
+                set_s(w, v);
+            }
+            "v_writelane_b32" => {
+                let (Some(Opnd::P(PReg::V(h))), l) = (d, s32(w, &u[1]) as usize % LANES) else {
+                    return Err(format!("simulator: bad destination in {op}"));
+                };
+                w.v[*h as usize][l] = s32(w, &u[0]);
             }
             "v_readfirstlane_b32" => {
                 let l = if w.exec == 0 { 0 } else { w.exec.trailing_zeros() as usize };
                 let v = lane(w, &u[0], l);
                 set_s(w, v);
             }
-            "global_store_dword" | "ds_write_b32" => {
-                for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
-                    let (o, x) = (lane(w, &u[0], l), lane(w, &u[1], l));
-                    if op == "ds_write_b32" {
-                        let s = lds
-                            .get_mut(o as usize..o as usize + 4)
-                            .ok_or("LDS write out of bounds")?;
-                        s.copy_from_slice(&x.to_le_bytes());
-                    } else {
-                        mem.write(s64(w, &u[2]).wrapping_add(o as u64), x)?;
-                    }
-                }
-            }
+            _ if memory::is_memory(op) => memory::exec(w, i, mem, lds)?,
             _ if op.starts_with("s_") => {
                 let a = s32(w, &u[0]);
                 let b = u.get(1).map(|o| s32(w, o)).unwrap_or(0);
@@ -353,31 +441,47 @@ fn step_until_yield(
                 || op.starts_with("global_load")
                 || op.starts_with("ds_read") =>
             {
-                let Some(Opnd::P(PReg::V(dn))) = d else {
-                    return Err(format!("simulator: bad destination in {op}"));
+                let (dn, pair) = match d {
+                    Some(Opnd::P(PReg::V(n))) => (*n as usize, false),
+                    Some(Opnd::P(PReg::V2(n))) => (*n as usize, true),
+                    _ => return Err(format!("simulator: bad destination in {op}")),
                 };
-                let dn = *dn as usize;
                 for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
-                    let a = lane(w, &u[0], l);
-                    let r = match op {
-                        "global_load_dword" => mem.read(s64(w, &u[1]).wrapping_add(a as u64))?,
-                        "ds_read_b32" => u32::from_le_bytes(
-                            lds.get(a as usize..a as usize + 4)
-                                .ok_or("LDS read out of bounds")?
-                                .try_into()
-                                .unwrap(),
-                        ),
-                        _ => {
-                            let b = u.get(1).map(|o| lane(w, o, l)).unwrap_or(0);
-                            let c = u.get(2).map(|o| match o {
-                                Opnd::P(PReg::S2(_)) => (s64(w, o) >> l & 1) as u32,
-                                _ => lane(w, o, l),
-                            });
-                            valu(op, a, b, c.unwrap_or(0))
-                                .ok_or_else(|| format!("simulator: unknown {op}"))?
+                    let a = lane64(w, &u[0], l);
+                    let r = if op.starts_with("global_load") || op.starts_with("ds_read") {
+                        let n = mem_width(op);
+                        let raw = if op.starts_with("ds_") {
+                            let a = a as u32 as usize;
+                            let s = lds.get(a..a + n).ok_or("LDS read out of bounds")?;
+                            let mut b = [0u8; 8];
+                            b[..n].copy_from_slice(s);
+                            u64::from_le_bytes(b)
+                        } else {
+                            mem.read_n(s64(w, &u[1]).wrapping_add(a as u32 as u64), n)?
+                        };
+                        // Sign-extending loads.
+                        match op {
+                            "global_load_sbyte" | "ds_read_i8" => {
+                                raw as u8 as i8 as i32 as u32 as u64
+                            }
+                            "global_load_sshort" | "ds_read_i16" => {
+                                raw as u16 as i16 as i32 as u32 as u64
+                            }
+                            _ => raw,
                         }
+                    } else {
+                        let b = u.get(1).map(|o| lane64(w, o, l)).unwrap_or(0);
+                        let c = u.get(2).map(|o| match o {
+                            Opnd::P(PReg::S2(_)) | Opnd::Vcc => s64(w, o) >> l & 1,
+                            _ => lane64(w, o, l),
+                        });
+                        valu(op, a, b, c.unwrap_or(0))
+                            .ok_or_else(|| format!("simulator: unknown {op}"))?
                     };
-                    w.v[dn][l] = r;
+                    w.v[dn][l] = r as u32;
+                    if pair {
+                        w.v[dn + 1][l] = (r >> 32) as u32;
+                    }
                 }
             }
             _ => return Err(format!("simulator: unknown instruction {op}")),
@@ -385,60 +489,24 @@ fn step_until_yield(
     }
 }
 
-fn salu(op: &str, a: u32, b: u32) -> Option<u32> {
-    Some(match op {
-        "s_add_i32" => a.wrapping_add(b),
-        "s_sub_i32" => a.wrapping_sub(b),
-        "s_mul_i32" => a.wrapping_mul(b),
-        "s_mul_hi_u32" => ((a as u64 * b as u64) >> 32) as u32,
-        "s_and_b32" => a & b,
-        "s_or_b32" => a | b,
-        "s_xor_b32" => a ^ b,
-        "s_lshl_b32" => a << (b & 31),
-        "s_lshr_b32" => a >> (b & 31),
-        "s_ashr_i32" => ((a as i32) >> (b & 31)) as u32,
-        "s_min_i32" => (a as i32).min(b as i32) as u32,
-        "s_max_i32" => (a as i32).max(b as i32) as u32,
-        "s_min_u32" => a.min(b),
-        "s_max_u32" => a.max(b),
-        _ => return None,
-    })
+/// 0 for the add-with-carry ops, 1 for the subtract-with-borrow ops.
+fn carry_op(op: &str) -> Option<u8> {
+    match op {
+        "v_add_co_u32" | "v_addc_co_u32" => Some(0),
+        "v_sub_co_u32" | "v_subb_co_u32" => Some(1),
+        _ => None,
+    }
 }
 
-fn valu(op: &str, a: u32, b: u32, c: u32) -> Option<u32> {
-    Some(match op {
-        "v_mov_b32" => a,
-        "v_not_b32" => !a,
-        "v_add_u32" => a.wrapping_add(b),
-        "v_sub_u32" => a.wrapping_sub(b),
-        "v_mul_lo_u32" => a.wrapping_mul(b),
-        "v_mul_hi_u32" => ((a as u64 * b as u64) >> 32) as u32,
-        "v_and_b32" => a & b,
-        "v_or_b32" => a | b,
-        "v_xor_b32" => a ^ b,
-        "v_lshlrev_b32" => b << (a & 31),
-        "v_lshrrev_b32" => b >> (a & 31),
-        "v_ashrrev_i32" => ((b as i32) >> (a & 31)) as u32,
-        "v_min_i32" => (a as i32).min(b as i32) as u32,
-        "v_max_i32" => (a as i32).max(b as i32) as u32,
-        "v_min_u32" => a.min(b),
-        "v_max_u32" => a.max(b),
-        "v_add_f32" => (fl(a) + fl(b)).to_bits(),
-        "v_sub_f32" => (fl(a) - fl(b)).to_bits(),
-        "v_mul_f32" => (fl(a) * fl(b)).to_bits(),
-        "v_fma_f32" => fl(a).mul_add(fl(b), fl(c)).to_bits(),
-        "v_add3_u32" => a.wrapping_add(b).wrapping_add(c),
-        "v_cvt_f32_i32" => (a as i32 as f32).to_bits(),
-        "v_cvt_f32_u32" => (a as f32).to_bits(),
-        "v_cvt_i32_f32" => fl(a) as i32 as u32,
-        "v_cvt_u32_f32" => fl(a) as u32,
-        "v_cndmask_b32_e64" => {
-            if c != 0 {
-                b
-            } else {
-                a
-            }
-        }
-        _ => return None,
-    })
+/// Bytes moved by a memory instruction.
+fn mem_width(op: &str) -> usize {
+    if op.ends_with("byte") || op.ends_with("8") {
+        1
+    } else if op.ends_with("short") || op.ends_with("16") {
+        2
+    } else if op.ends_with("x2") || op.ends_with("b64") {
+        8
+    } else {
+        4
+    }
 }

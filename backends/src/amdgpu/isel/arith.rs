@@ -2,7 +2,7 @@
 
 use kiln_ir::{BinOp, Expr, Scalar};
 
-use super::{check_scalar, unsupported, Isel, Val};
+use super::{is_wide, unsupported, Isel, Val};
 use crate::amdgpu::mir::Opnd;
 use crate::amdgpu::Error;
 
@@ -10,13 +10,44 @@ impl Isel<'_> {
     pub(super) fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, s: bool) -> Result<Val, Error> {
         let at = Self::ty(a)?;
         let (av, bv) = (self.expr(a)?, self.expr(b)?);
-        let signed = at == Scalar::I32;
+        let r = self.binop(at, op, av, bv, s, b.as_imm().and_then(|i| i.as_i128()))?;
+        Ok(self.to(r, s))
+    }
+
+    /// `a op b` on values of type `at`; `konst` is `b`'s value when it is a constant.
+    pub(super) fn binop(
+        &mut self,
+        at: Scalar,
+        op: BinOp,
+        av: Val,
+        bv: Val,
+        s: bool,
+        konst: Option<i128>,
+    ) -> Result<Val, Error> {
+        let signed = at.is_signed();
+        if is_wide(at) {
+            if s && at != Scalar::F64 {
+                if op == BinOp::Shr {
+                    return Ok(self.salu64_shr(signed, av, bv));
+                }
+                if let Some(r) = self.salu64(op, av.clone(), bv.clone()) {
+                    return Ok(r);
+                }
+            }
+            let (a, b) = (self.w(av), self.w(bv));
+            if op.is_comparison() {
+                let m = self.cmp64(at, op, &a, &b);
+                return Ok(self.bool_from_mask(m));
+            }
+            return Ok(Val { o: self.bin64(at, op, a, b)?, s: false });
+        }
         if op.is_comparison() {
             let idx = [BinOp::Eq, BinOp::Ne, BinOp::Lt, BinOp::Le, BinOp::Gt, BinOp::Ge]
                 .iter()
                 .position(|&o| o == op)
                 .expect("every comparison operator is listed");
-            if s {
+            // Float compares need VALU even for a uniform result (SALU compares are integer).
+            if s && !at.is_float() {
                 const U: [&str; 6] = [
                     "s_cmp_eq_u32",
                     "s_cmp_lg_u32",
@@ -81,11 +112,20 @@ impl Isel<'_> {
                 BinOp::Add => "v_add_f32",
                 BinOp::Sub => "v_sub_f32",
                 BinOp::Mul => "v_mul_f32",
+                BinOp::Div => return Ok(self.fdiv32(av, bv)),
                 _ => return unsupported(format!("f32 operator `{}`", op.symbol())),
             };
             return self.bin(false, "", vo, av, bv);
         }
-        // Integers (and bools for the logical operators).
+        // Integers (and bools for the logical operators). 8/16-bit shifts take the amount
+        // modulo their width explicitly (the 32-bit instructions take it modulo 32).
+        let bits = at.bits();
+        let bv = if matches!(op, BinOp::Shl | BinOp::Shr) && bits < 32 {
+            let m = Val { o: Opnd::Imm(bits - 1), s: true };
+            self.bin(s && bv.s, "s_and_b32", "v_and_b32", bv, m)?
+        } else {
+            bv
+        };
         let (so, vo, rev) = match op {
             BinOp::Add => ("s_add_i32", "v_add_u32", false),
             BinOp::Sub => ("s_sub_i32", "v_sub_u32", false),
@@ -97,63 +137,52 @@ impl Isel<'_> {
             BinOp::Shr if signed => ("s_ashr_i32", "v_ashrrev_i32", true),
             BinOp::Shr => ("s_lshr_b32", "v_lshrrev_b32", true),
             BinOp::Div | BinOp::Rem => {
-                // Unsigned division by a power of two only.
-                let p =
-                    b.as_imm().and_then(|i| i.as_i128()).filter(|&v| v > 0 && (v & (v - 1)) == 0);
-                match (p, at) {
-                    (Some(p), Scalar::U32) if op == BinOp::Div => {
-                        let sh = Val { o: Opnd::Imm(p.trailing_zeros()), s: true };
-                        return self.shift(s, "s_lshr_b32", "v_lshrrev_b32", av, sh);
+                let q = match (konst, signed) {
+                    (Some(k), false) if k > 0 => self.udivrem_const(s, op, av, k as u32)?,
+                    (Some(k), true) if k != 0 => self.sdivrem_const(s, op, av, k as i32)?,
+                    _ => {
+                        let (a, b) = (self.vgpr(av), self.vgpr(bv));
+                        Val { o: self.divrem32(signed, op == BinOp::Rem, a, b), s: false }
                     }
-                    (Some(p), Scalar::U32) => {
-                        let m = Val { o: Opnd::Imm((p - 1) as u32), s: true };
-                        return self.bin(s, "s_and_b32", "v_and_b32", av, m);
-                    }
-                    (None, Scalar::U32) => {
-                        if let Some(d) = b.as_imm().and_then(|i| i.as_i128()).filter(|&v| v > 1) {
-                            let d = d as u32;
-                            let q = self.udiv_const(s, av.clone(), d)?;
-                            if op == BinOp::Div {
-                                return Ok(q);
-                            }
-                            let dv = Val { o: Opnd::Imm(d), s: true };
-                            let qd = if s {
-                                self.bin(true, "s_mul_i32", "", q, dv)?
-                            } else {
-                                self.bin(false, "", "v_mul_lo_u32", q, dv)?
-                            };
-                            return self.bin(s, "s_sub_i32", "v_sub_u32", av, qd);
-                        }
-                        return unsupported("integer division by a non-constant");
-                    }
-                    (_, Scalar::I32) => {
-                        let Some(d) = b.as_imm().and_then(|i| i.as_i128()).filter(|&v| v != 0)
-                        else {
-                            return unsupported("integer division by a non-constant");
-                        };
-                        let d = d as i32;
-                        let q = self.sdiv_const(s, av.clone(), d)?;
-                        if op == BinOp::Div {
-                            return Ok(q);
-                        }
-                        let dv = Val { o: Opnd::Imm(d as u32), s: true };
-                        let qd = if s {
-                            self.bin(true, "s_mul_i32", "", q, dv)?
-                        } else {
-                            self.bin(false, "", "v_mul_lo_u32", q, dv)?
-                        };
-                        return self.bin(s, "s_sub_i32", "v_sub_u32", av, qd);
-                    }
-                    _ => return unsupported("integer division by a non-constant"),
-                }
+                };
+                return Ok(self.norm(at, q));
             }
             _ => unreachable!(),
         };
-        if rev {
-            self.shift(s, so, vo, av, bv)
-        } else {
-            self.bin(s, so, vo, av, bv)
+        let r = if rev { self.shift(s, so, vo, av, bv)? } else { self.bin(s, so, vo, av, bv)? };
+        Ok(self.norm(at, r))
+    }
+
+    /// Unsigned `x / d` or `x % d` for a constant `d > 0`.
+    fn udivrem_const(&mut self, s: bool, op: BinOp, av: Val, d: u32) -> Result<Val, Error> {
+        if d.is_power_of_two() {
+            return if op == BinOp::Div {
+                let sh = Val { o: Opnd::Imm(d.trailing_zeros()), s: true };
+                self.shift(s, "s_lshr_b32", "v_lshrrev_b32", av, sh)
+            } else {
+                let m = Val { o: Opnd::Imm(d - 1), s: true };
+                self.bin(s, "s_and_b32", "v_and_b32", av, m)
+            };
         }
+        let q = self.udiv_const(s, av.clone(), d)?;
+        if op == BinOp::Div {
+            return Ok(q);
+        }
+        let dv = Val { o: Opnd::Imm(d), s: true };
+        let qd = self.bin(s, "s_mul_i32", "v_mul_lo_u32", q, dv)?;
+        self.bin(s, "s_sub_i32", "v_sub_u32", av, qd)
+    }
+
+    /// Signed `x / d` or `x % d` for a constant `d != 0` (the remainder takes the
+    /// dividend's sign).
+    fn sdivrem_const(&mut self, s: bool, op: BinOp, av: Val, d: i32) -> Result<Val, Error> {
+        let q = self.sdiv_const(s, av.clone(), d)?;
+        if op == BinOp::Div {
+            return Ok(q);
+        }
+        let dv = Val { o: Opnd::Imm(d as u32), s: true };
+        let qd = self.bin(s, "s_mul_i32", "v_mul_lo_u32", q, dv)?;
+        self.bin(s, "s_sub_i32", "v_sub_u32", av, qd)
     }
 
     /// `x / d` for a u32 constant `d >= 2` that is not a power of two, by multiplication
@@ -213,44 +242,5 @@ impl Isel<'_> {
         } else {
             self.bin(false, "", vo, b, a)
         }
-    }
-
-    pub(super) fn cast(&mut self, to: Scalar, a: &Expr, s: bool) -> Result<Val, Error> {
-        check_scalar(to)?;
-        let from = Self::ty(a)?;
-        let x = self.expr(a)?;
-        let cvt = |me: &mut Self, op: &'static str, x: Val| {
-            let x = me.vgpr(x);
-            let d = me.v();
-            me.emit(op, vec![d.clone()], vec![x]);
-            Val { o: d, s: false }
-        };
-        let r = match (from, to) {
-            (f, t) if f == t => x,
-            (Scalar::F32, Scalar::Bool) => {
-                let x = self.vgpr(x);
-                let m = self.s2();
-                self.emit("v_cmp_neq_f32_e64", vec![m.clone()], vec![Opnd::Imm(0), x]);
-                self.bool_from_mask(m)
-            }
-            (_, Scalar::Bool) => {
-                if s {
-                    let x = self.sgpr(x);
-                    self.emit("s_cmp_lg_u32", vec![], vec![x, Opnd::Imm(0)]);
-                    let d = self.s();
-                    self.emit("s_cselect_b32", vec![d.clone()], vec![Opnd::Imm(1), Opnd::Imm(0)]);
-                    Val { o: d, s: true }
-                } else {
-                    let m = self.mask(x)?;
-                    self.bool_from_mask(m)
-                }
-            }
-            (Scalar::F32, Scalar::I32) => cvt(self, "v_cvt_i32_f32", x),
-            (Scalar::F32, _) => cvt(self, "v_cvt_u32_f32", x),
-            (Scalar::I32, Scalar::F32) => cvt(self, "v_cvt_f32_i32", x),
-            (_, Scalar::F32) => cvt(self, "v_cvt_f32_u32", x),
-            _ => x, // bool/i32/u32 to i32/u32: same bits
-        };
-        Ok(self.to(r, s))
     }
 }

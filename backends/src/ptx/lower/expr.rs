@@ -333,12 +333,12 @@ impl Lower<'_> {
                 let a = self.reg(vals.remove(0), c);
                 let d = self.dst(want, c);
                 if op == Intrinsic::Mad {
-                    self.ins(format!("mad.lo.{s} {d}, {a}, {}, {}", vals[0], vals[1]));
+                    self.ins(format_args!("mad.lo.{s} {d}, {a}, {}, {}", vals[0], vals[1]));
                 } else {
                     // PTX has no three-input add: two adds.
                     let m = self.fresh(c);
-                    self.ins(format!("add.{s} {m}, {a}, {}", vals[0]));
-                    self.ins(format!("add.{s} {d}, {m}, {}", vals[1]));
+                    self.ins(format_args!("add.{s} {m}, {a}, {}", vals[0]));
+                    self.ins(format_args!("add.{s} {d}, {m}, {}", vals[1]));
                 }
                 self.canon(t, d);
                 Ok(Val::Reg(d))
