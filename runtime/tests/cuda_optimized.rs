@@ -8,7 +8,8 @@
 use kiln_ir::testing::{arb_kernel, results_match};
 use kiln_ir::{parse_module, Kernel};
 use kiln_passes::pipeline::optimize;
-use kiln_runtime::cuda::{CudaDevice, CudaError};
+use kiln_runtime::cuda::CudaDevice;
+use kiln_runtime::{Device, DeviceError};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 
@@ -18,7 +19,7 @@ fn device() -> Option<CudaDevice> {
         Err(e) if std::env::var_os("KILN_REQUIRE_CUDA").is_some() => panic!("{e}"),
         Err(e) => {
             eprintln!("skipping: {e}");
-            assert!(matches!(e, CudaError::Unavailable(_)), "{e}");
+            assert!(matches!(e, DeviceError::Unavailable { .. }), "{e}");
             None
         }
     }
@@ -37,7 +38,7 @@ fn optimized_random_kernels_match_the_interpreter() {
         let k: Kernel = optimize(&case.kernel);
         let mut actual = case.buffers.clone();
         let outcome = dev
-            .run(&k, &case.range, &case.args, &mut actual)
+            .build_and_run(&k, &case.range, &case.args, &mut actual)
             .map_err(|e| e.to_string())
             .and_then(|()| results_match(&expected, &actual));
         if let Err(e) = outcome {
@@ -96,7 +97,8 @@ fn fused_integer_arithmetic_wraps_like_the_interpreter() {
     let Some(dev) = device() else { return };
     for kernel in [k.clone(), opt] {
         let mut actual = bufs.clone();
-        dev.run(&kernel, &range, &args, &mut actual).unwrap_or_else(|e| panic!("{e}\n{kernel}"));
+        dev.build_and_run(&kernel, &range, &args, &mut actual)
+            .unwrap_or_else(|e| panic!("{e}\n{kernel}"));
         results_match(&expected, &actual).unwrap_or_else(|e| panic!("{e}\n{kernel}"));
     }
 }
