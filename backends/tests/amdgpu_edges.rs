@@ -388,7 +388,7 @@ fn division_and_sqrt_on_random_bits() {
     };
     let n = 1024usize;
     // Mantissas random; exponents spread over the range, often near the extremes.
-    let mut f64s = |next: &mut dyn FnMut() -> u64| -> Vec<f64> {
+    let f64s = |next: &mut dyn FnMut() -> u64| -> Vec<f64> {
         (0..n)
             .map(|_| {
                 let r = next();
