@@ -40,6 +40,24 @@ fn fuse_emit(c: &mut Criterion) {
         b.iter(|| ptx::emit_module(black_box(&module), &opts).expect("emits"))
     });
     g.finish();
+
+    // The steps on their own, to see where the end-to-end time goes.
+    let fused = fuse_kernels_with(&module, &spec, &unoptimized).expect("fuses").kernel;
+    let optimized = kiln_passes::pipeline::optimize(&fused);
+    let mut g = c.benchmark_group("chain steps");
+    g.bench_function("verify the fused kernel", |b| {
+        b.iter(|| kiln_ir::verify_kernel(black_box(&fused)).expect("verifies"))
+    });
+    g.bench_function("optimize the fused kernel", |b| {
+        b.iter(|| kiln_passes::pipeline::optimize(black_box(&fused)))
+    });
+    g.bench_function("emit the optimized fused kernel as PTX", |b| {
+        b.iter(|| ptx::emit_module(&Module::new(vec![black_box(&optimized).clone()]), &opts))
+    });
+    g.bench_function("emit the optimized fused kernel as SPIR-V (Vulkan)", |b| {
+        b.iter(|| spirv::emit(black_box(&optimized), spirv::Flavour::Vulkan).expect("emits"))
+    });
+    g.finish();
 }
 
 criterion_group!(benches, fuse_emit);

@@ -252,3 +252,54 @@ fn constant_division_edge_cases() {
     };
     assert_eq!(differential(&case), Ok(true));
 }
+
+/// Integer `mad` and `add3` on 32-bit values: uniform ones on SALU (`s_mul_i32`/`s_add_i32`),
+/// divergent ones on VALU (`v_mul_lo_u32`/`v_add_u32`, `v_add3_u32`); llvm-mc accepts the
+/// listing and the simulator reproduces the interpreter, wrapping included. Other widths are
+/// rejected as unsupported.
+#[test]
+fn mad_and_add3_lower_to_salu_and_valu() {
+    let k = kernel(
+        "kernel fused(x: ptr<global, u32>, o: ptr<global, u32>, p: ptr<global, i32>, s: u32, t: i32) {
+            let i: u32 = local_id(0);
+            let u: u32 = mad(s, s, x[0]);
+            let w: u32 = add3(s, x[1], 7u32);
+            o[i * 4] = u + w;
+            o[i * 4 + 1] = mad(x[i], s, x[i + 1]);
+            o[i * 4 + 2] = add3(x[i], u, i);
+            o[i * 4 + 3] = mad(i, 4294967295u32, w);
+            p[i] = add3(t, p[i], mad(t, p[i], -7));
+        }",
+    );
+    let c = compile(&k).unwrap_or_else(|e| panic!("{e}"));
+    for inst in ["s_mul_i32", "s_add_i32", "v_mul_lo_u32", "v_add_u32", "v_add3_u32"] {
+        assert!(c.asm.contains(inst), "no {inst} in\n{}", c.asm);
+    }
+    assert_assembles(&c.asm);
+    let x: Vec<u32> = (0..80u32).map(|i| i.wrapping_mul(0x9e37_79b9) ^ (i << 28)).collect();
+    let p: Vec<i32> = (0..64).map(|i| i32::MAX - i * 1_000_003).collect();
+    let case = TestCase {
+        kernel: k,
+        range: NdRange::new(&[64]).with_local(&[64]),
+        args: vec![
+            Arg::Buffer(0),
+            Arg::Buffer(1),
+            Arg::Buffer(2),
+            Arg::scalar(0xdead_beefu32),
+            Arg::scalar(-123_456_789i32),
+        ],
+        buffers: vec![
+            Buffer::from_slice(&x),
+            Buffer::zeroed(kiln_ir::Scalar::U32, 256),
+            Buffer::from_slice(&p),
+        ],
+    };
+    assert_eq!(differential(&case), Ok(true));
+    let wide = kernel(
+        "kernel w(o: ptr<global, i64>, a: i64) { o[local_id(0)] = mad(a, a, o[local_id(0)]); }",
+    );
+    match compile(&wide) {
+        Err(Error::Unsupported(m)) => assert!(m.contains("i64"), "{m}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}

@@ -240,3 +240,24 @@ fn ill_formed_kernels_are_errors_not_panics() {
     let spv = kiln_backends::spirv::emit(&k, kiln_backends::spirv::Flavour::Vulkan);
     assert!(spv.unwrap_err().to_string().contains("ill-formed kernel"));
 }
+
+/// The integer `mad` and `add3` intrinsics on every integer type (operands in registers and
+/// immediates) assemble, and `mad` becomes PTX's `mad.lo`.
+#[test]
+fn mad_and_add3_on_every_int_type() {
+    let mut src = String::new();
+    for t in INTS {
+        src.push_str(&format!(
+            "kernel fused_{t}(x: ptr<global, {t}>, y: ptr<global, {t}>, s: {t}) {{\n  \
+             let i: u32 = global_id(0);\n  let a: {t} = x[i];\n  let b: {t} = x[i + 1];\n  \
+             y[i] = mad(a, b, s);\n  y[i + 1] = mad(a, 3, 5);\n  y[i + 2] = add3(a, b, s);\n  \
+             y[i + 3] = add3(a, 7, mad(b, s, a));\n}}\n"
+        ));
+    }
+    let m = parse_module(&src).unwrap_or_else(|e| panic!("{e}"));
+    for k in &m.kernels {
+        let ptx = emit_kernel(k, &Options::sm(80)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(ptx.contains("mad.lo."), "{ptx}");
+    }
+    assemble_module(&src, "mad_add3");
+}

@@ -390,11 +390,17 @@ pub enum Intrinsic {
     Sin,
     /// `cos(a)`, approximate (floats only).
     Cos,
+    /// `mad(a, b, c)` = a * b + c, wrapping (integers only); the exact integer
+    /// multiply-add that peephole fusion forms and backends lower to one instruction.
+    Mad,
+    /// `add3(a, b, c)` = a + b + c, wrapping (integers only); the three-input add that
+    /// peephole fusion forms.
+    Add3,
 }
 
 impl Intrinsic {
     /// Every intrinsic.
-    pub const ALL: [Intrinsic; 12] = [
+    pub const ALL: [Intrinsic; 14] = [
         Intrinsic::Min,
         Intrinsic::Max,
         Intrinsic::Abs,
@@ -407,6 +413,8 @@ impl Intrinsic {
         Intrinsic::Log,
         Intrinsic::Sin,
         Intrinsic::Cos,
+        Intrinsic::Mad,
+        Intrinsic::Add3,
     ];
 
     /// The text-format name.
@@ -424,6 +432,8 @@ impl Intrinsic {
             Intrinsic::Log => "log",
             Intrinsic::Sin => "sin",
             Intrinsic::Cos => "cos",
+            Intrinsic::Mad => "mad",
+            Intrinsic::Add3 => "add3",
         }
     }
 
@@ -436,14 +446,22 @@ impl Intrinsic {
     pub fn arity(self) -> usize {
         match self {
             Intrinsic::Min | Intrinsic::Max => 2,
-            Intrinsic::Fma => 3,
+            Intrinsic::Fma | Intrinsic::Mad | Intrinsic::Add3 => 3,
             _ => 1,
         }
     }
 
     /// True if the intrinsic is defined on floats only (f32, f64).
     pub fn float_only(self) -> bool {
-        !matches!(self, Intrinsic::Min | Intrinsic::Max | Intrinsic::Abs)
+        !matches!(
+            self,
+            Intrinsic::Min | Intrinsic::Max | Intrinsic::Abs | Intrinsic::Mad | Intrinsic::Add3
+        )
+    }
+
+    /// True if the intrinsic is defined on integers only (`mad`, `add3`).
+    pub fn int_only(self) -> bool {
+        matches!(self, Intrinsic::Mad | Intrinsic::Add3)
     }
 
     /// True if results may differ between the interpreter and a backend by a few ulps.

@@ -172,6 +172,12 @@ impl Kernel {
         &self.0.body
     }
 
+    /// True if both handles point to the same kernel (no structural comparison): passes
+    /// return the very same handle when they change nothing.
+    pub fn ptr_eq(&self, other: &Kernel) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// The same kernel with another body; returns `self` unchanged (pointer-equal) if the new
     /// body is pointer-equal to the old one.
     pub fn with_body(&self, body: Stmt) -> Kernel {

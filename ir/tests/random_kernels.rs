@@ -152,6 +152,8 @@ impl Checker {
                 let ok = types.iter().all(|&x| x == t)
                     && if op.float_only() {
                         matches!(t, Scalar::F32 | Scalar::F64)
+                    } else if op.int_only() {
+                        t.is_int()
                     } else {
                         t.is_arith()
                     };

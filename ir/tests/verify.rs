@@ -298,8 +298,14 @@ fn intrinsics() {
     );
     assert_ok(&eval(&[&n], n.expr().min(&n).max(&n)));
     assert_ok(&eval(&[&n], Expr::intrinsic(Intrinsic::Abs, [n.expr()])));
+    let w = v("w", Type::I64);
+    one_error(
+        &eval(&[&x], Expr::intrinsic(Intrinsic::Mad, [x.expr(), x.expr(), x.expr()])),
+        "`mad` needs integer arguments, but its arguments are f32",
+    );
     for op in Intrinsic::ALL {
-        for z in [&x, &y] {
+        let zs = if op.int_only() { [&n, &w] } else { [&x, &y] };
+        for z in zs {
             let args = vec![z.expr(); op.arity()];
             assert_ok(&eval(&[z], Expr::intrinsic(op, args)));
         }

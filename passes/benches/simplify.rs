@@ -2,7 +2,9 @@
 //! nd-range remapping formulas of kernel fusion produce (linearize/delinearize round trips,
 //! offsets, group/local decompositions). Prints, before criterion's own measurement, the
 //! median time per expression (each simplified from scratch, 15 runs each, median of the
-//! per-expression medians) and the node-count reduction for each part of the corpus.
+//! per-expression medians) and the node-count reduction for each part of the corpus, for
+//! the default limits and, as a reference measured in the same run, with the cheap
+//! pre-simplifier off (every expression through the e-graph).
 //!
 //! `cargo bench -p kiln-passes --bench simplify`
 
@@ -14,7 +16,7 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln_ir::{Builtin, Expr, Scalar, Type, Var};
-use kiln_passes::simplify::{node_count, simplify_expr};
+use kiln_passes::simplify::{node_count, simplify_expr, simplify_expr_with, Limits};
 
 fn k(ty: Scalar, v: i128) -> Expr {
     Expr::int(ty, v)
@@ -121,7 +123,8 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn report(name: &str, corpus: &[Expr]) -> Vec<f64> {
+fn report(name: &str, corpus: &[Expr], limits: &Limits) -> Vec<f64> {
+    let simplify_expr = |e: &Expr| simplify_expr_with(e, limits);
     let before: usize = corpus.iter().map(node_count).sum();
     let after: usize = corpus.iter().map(|e| node_count(&simplify_expr(e))).sum();
     let mut per_expr = Vec::new();
@@ -148,13 +151,19 @@ fn report(name: &str, corpus: &[Expr]) -> Vec<f64> {
 fn bench(c: &mut Criterion) {
     let remap = remapping_corpus();
     let hand = hand_corpus();
-    let mut all = report("remapping", &remap);
-    all.extend(report("hand-written", &hand));
-    println!(
-        "whole corpus: {} expressions, median {:.1} us/expression",
-        all.len(),
-        median(&mut all)
-    );
+    let reference = Limits { presimplify: false, ..Limits::default() };
+    for (label, limits) in
+        [("default", &Limits::default()), ("reference, e-graph only", &reference)]
+    {
+        println!("-- {label}");
+        let mut all = report("remapping", &remap, limits);
+        all.extend(report("hand-written", &hand, limits));
+        println!(
+            "whole corpus: {} expressions, median {:.1} us/expression",
+            all.len(),
+            median(&mut all)
+        );
+    }
     let corpus: Vec<Expr> = remap.into_iter().chain(hand).collect();
     c.bench_function("simplify corpus (per whole corpus)", |b| {
         b.iter(|| {

@@ -3,7 +3,7 @@
 //! folded with the interpreter's semantics; `if`s on constant conditions are resolved.
 
 use hashbrown::HashMap;
-use kiln_ir::{walk_mutate_stmt, Imm, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::{walk_mutate_stmt, Expr, Imm, Kernel, Mutator, Stmt, StmtNode};
 
 use crate::util::{count_uses, Folder, Subst};
 
@@ -12,6 +12,8 @@ struct ConstProp;
 fn assigned_in(stmts: &[Stmt], name: &str) -> bool {
     struct A<'a>(&'a str, bool);
     impl kiln_ir::Visitor for A<'_> {
+        // Assignments are statements: expressions need no walk.
+        fn visit_expr(&mut self, _: &kiln_ir::Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             if let StmtNode::Assign { var, .. } = s.node() {
                 self.1 |= var.name() == self.0;
@@ -28,6 +30,11 @@ fn assigned_in(stmts: &[Stmt], name: &str) -> bool {
 struct ResolveIfs;
 
 impl Mutator for ResolveIfs {
+    // Statements only: expressions are left as they are, so they are not walked.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         match s.node() {

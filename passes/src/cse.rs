@@ -1,6 +1,9 @@
 //! Common subexpression elimination: once `let v = e;` has run, later occurrences of `e` in
 //! its scope (as a whole expression or a subexpression) read `v` instead. Only stable values
-//! (no loads, cannot fail, no mutable variables) are reused.
+//! (no loads, cannot fail, no mutable variables) are reused. Then repeated subexpressions
+//! that no `let` binds get one ([`repeats`]).
+
+pub mod repeats;
 
 use hashbrown::HashSet;
 use kiln_ir::{walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, Kernel, Mutator, Stmt, StmtNode};
@@ -57,5 +60,6 @@ impl Mutator for Cse {
 
 /// Runs common subexpression elimination.
 pub fn cse(k: &Kernel) -> Kernel {
-    Cse { mutable: mutable_names(k.body()), scopes: Vec::new() }.mutate_kernel(k)
+    let k = Cse { mutable: mutable_names(k.body()), scopes: Vec::new() }.mutate_kernel(k);
+    repeats::bind_repeats(&k)
 }

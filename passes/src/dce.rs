@@ -37,11 +37,10 @@ fn read_names(s: &Stmt) -> HashSet<String> {
     impl Visitor for R {
         fn visit_expr(&mut self, e: &Expr) {
             match e.node() {
-                ExprNode::Var(v) => {
+                // Look up first: most references repeat a name already seen, and
+                // allocating its `String` each time dominated this pass.
+                ExprNode::Var(v) | ExprNode::Load { buf: v, .. } if !self.0.contains(v.name()) => {
                     self.0.insert(v.name().to_string());
-                }
-                ExprNode::Load { buf, .. } => {
-                    self.0.insert(buf.name().to_string());
                 }
                 _ => {}
             }
@@ -72,6 +71,11 @@ struct Dce {
 }
 
 impl Mutator for Dce {
+    // Statements only: expressions are left as they are, so they are not walked.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         match s.node() {
@@ -105,6 +109,11 @@ impl Mutator for Dce {
 struct DropDecls<'a>(&'a Dce);
 
 impl Mutator for DropDecls<'_> {
+    // Statements only: expressions are left as they are, so they are not walked.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let d = self.0;

@@ -26,6 +26,9 @@ impl Mutator for LetOpt {
                 if uses == 0 && !may_fail(&value) {
                     out.remove(i);
                     changed = true;
+                    // An earlier let may have been used only here: look again from the start
+                    // (every change removes a statement, so this ends).
+                    i = 0;
                     continue;
                 }
                 let trivial = value.as_var().is_some() || value.as_imm().is_some();
@@ -37,6 +40,7 @@ impl Mutator for LetOpt {
                     out.truncate(i);
                     out.extend(rest);
                     changed = true;
+                    i = 0;
                     continue;
                 }
             }

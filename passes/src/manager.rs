@@ -44,7 +44,7 @@ pub const PASSES: &[PassEntry] = &[
     ("strength", crate::strength::strength, "strength reduction"),
     ("dce", crate::dce::dce, "dead stores to unread arrays and vars"),
     ("constprop", crate::constprop::constprop, "constant propagation and folding"),
-    ("peephole", crate::peephole::peephole, "fma contraction under fast-math"),
+    ("peephole", crate::peephole::peephole, "integer mad/add3 fusion; fma under fast-math"),
 ];
 
 /// The pass named `name`, if there is one.
@@ -131,7 +131,7 @@ impl PassManager {
 
     /// Runs every pass on `k` in order.
     pub fn run(&self, k: &Kernel) -> Result<Kernel, PassError> {
-        let verbose = std::env::var("KILN_VERBOSE").is_ok_and(|v| v == "debuginfo");
+        let verbose = std::env::var_os("KILN_VERBOSE").is_some_and(|v| v == "debuginfo");
         let mut k = k.clone();
         for p in &self.passes {
             k = p.run(&k);

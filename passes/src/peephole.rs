@@ -1,38 +1,72 @@
-//! Peephole fusion: on `#fast_math` kernels only (the kernel allows contraction), float
-//! `a * b + c` and `c + a * b` become `fma(a, b, c)`. Without fast-math nothing changes:
-//! contraction changes rounding.
+//! Peephole fusion, bottom-up over every expression:
 //!
-//! Integer `add3` / `mad` fusion is not done: the IR has no such operations.
+//! * Integers (every kernel): `a * b + c` and `c + a * b` become `mad(a, b, c)`, and
+//!   `(a + b) + c` and `a + (b + c)` become `add3(a, b, c)`. Both are exact: integer `+`
+//!   and `*` wrap modulo 2^n, so the fused forms compute the very same bits. A multiply is
+//!   preferred over an add as the fused operand (`a * b + (c + d)` becomes
+//!   `mad(a, b, c + d)`), since a multiply-add saves more than a three-input add.
+//! * Floats, on `#fast_math` kernels only (the kernel allows contraction): `a * b + c` and
+//!   `c + a * b` become `fma(a, b, c)`. Without fast-math floats are left alone:
+//!   contraction changes rounding.
+//!
+//! Expressions are pure and evaluate every operand, so reordering `c + a * b` into
+//! `mad(a, b, c)` changes nothing observable. The pass runs late in the default pipeline
+//! (after `simplify`, `cse` and `strength`): the simplifier sees `mad`/`add3` as opaque
+//! calls, so fusing earlier would hide `+`/`*` from its rules.
 
 use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Intrinsic, Kernel, Mutator};
 
-struct Peephole;
+struct Peephole {
+    fast_math: bool,
+}
+
+/// The operands of `x` if it is the binary operation `op`.
+fn operands(x: &Expr, op: BinOp) -> Option<(Expr, Expr)> {
+    match x.node() {
+        ExprNode::Binary { op: o, a, b } if *o == op => Some((a.clone(), b.clone())),
+        _ => None,
+    }
+}
+
+/// `e` (an addition `a + b`) fused, if one of its operands is a multiplication (into `fused`)
+/// or, when `add3` is given, an addition.
+fn fuse(a: &Expr, b: &Expr, fused: Intrinsic, add3: bool) -> Option<Expr> {
+    if let Some((x, y)) = operands(a, BinOp::Mul) {
+        return Some(Expr::intrinsic(fused, [x, y, b.clone()]));
+    }
+    if let Some((x, y)) = operands(b, BinOp::Mul) {
+        return Some(Expr::intrinsic(fused, [x, y, a.clone()]));
+    }
+    if !add3 {
+        return None;
+    }
+    if let Some((x, y)) = operands(a, BinOp::Add) {
+        return Some(Expr::intrinsic(Intrinsic::Add3, [x, y, b.clone()]));
+    }
+    if let Some((x, y)) = operands(b, BinOp::Add) {
+        return Some(Expr::intrinsic(Intrinsic::Add3, [a.clone(), x, y]));
+    }
+    None
+}
 
 impl Mutator for Peephole {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         let e = walk_mutate_expr(self, e);
         let ExprNode::Binary { op: BinOp::Add, a, b } = e.node() else { return e };
-        if !e.ty().scalar().is_some_and(|s| s.is_arith() && !s.is_int()) {
-            return e;
-        }
-        let mul = |x: &Expr| match x.node() {
-            ExprNode::Binary { op: BinOp::Mul, a, b } => Some((a.clone(), b.clone())),
-            _ => None,
+        let Some(ty) = e.ty().scalar() else { return e };
+        let fused = if ty.is_int() {
+            fuse(a, b, Intrinsic::Mad, true)
+        } else if self.fast_math && ty.is_arith() {
+            // f16 is storage only (no arithmetic), so `is_arith` leaves f32 and f64.
+            fuse(a, b, Intrinsic::Fma, false)
+        } else {
+            None
         };
-        if let Some((x, y)) = mul(a) {
-            return Expr::intrinsic(Intrinsic::Fma, [x, y, b.clone()]);
-        }
-        if let Some((x, y)) = mul(b) {
-            return Expr::intrinsic(Intrinsic::Fma, [x, y, a.clone()]);
-        }
-        e
+        fused.unwrap_or(e)
     }
 }
 
-/// Runs peephole fusion (a no-op unless the kernel is `#fast_math`).
+/// Runs peephole fusion: integer `mad`/`add3` always, float `fma` on `#fast_math` kernels.
 pub fn peephole(k: &Kernel) -> Kernel {
-    if !k.attrs().fast_math {
-        return k.clone();
-    }
-    Peephole.mutate_kernel(k)
+    Peephole { fast_math: k.attrs().fast_math }.mutate_kernel(k)
 }

@@ -1,5 +1,9 @@
-//! Strength reduction on integers: `x * 2^k -> x << k` (any integer type: exact modulo 2^n),
-//! and on unsigned types `x / 2^k -> x >> k` and `x % 2^k -> x & (2^k - 1)`.
+//! Strength reduction on integers: first induction-variable multiplications in `for` loops
+//! become additions ([`iv`]: `i * c` and `i * c + d` with loop-invariant `c`, `d`); then
+//! `x * 2^k -> x << k` (any integer type: exact modulo 2^n), and on unsigned types
+//! `x / 2^k -> x >> k` and `x % 2^k -> x & (2^k - 1)`.
+
+pub mod iv;
 
 use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
 
@@ -30,7 +34,8 @@ impl Mutator for Strength {
     }
 }
 
-/// Runs strength reduction.
+/// Runs strength reduction: induction variables, then multiplications and unsigned
+/// divisions by powers of two.
 pub fn strength(k: &Kernel) -> Kernel {
-    Strength.mutate_kernel(k)
+    Strength.mutate_kernel(&iv::reduce_induction(k))
 }

@@ -4,7 +4,8 @@
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::interp::scalar;
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Mutator, Stmt, StmtNode, Visitor,
+    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt, StmtNode,
+    Visitor,
 };
 
 use crate::simplify::may_fail;
@@ -64,6 +65,8 @@ pub fn count_uses_in_loops(stmts: &[Stmt], name: &str) -> usize {
 pub fn mutable_names(s: &Stmt) -> HashSet<String> {
     struct M(HashSet<String>);
     impl Visitor for M {
+        // Declarations and assignments are statements: expressions need no walk.
+        fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
                 StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } => {
@@ -160,4 +163,38 @@ impl Mutator for Folder {
             _ => e2,
         }
     }
+}
+
+/// Every variable name bound or referred to in `k` (parameters included).
+pub fn all_names(k: &Kernel) -> HashSet<String> {
+    struct Names(HashSet<String>);
+    impl Visitor for Names {
+        fn visit_expr(&mut self, e: &Expr) {
+            match e.node() {
+                ExprNode::Var(v) | ExprNode::Load { buf: v, .. } => {
+                    self.0.insert(v.name().to_string());
+                }
+                _ => {}
+            }
+            walk_expr(self, e)
+        }
+        fn visit_stmt(&mut self, s: &Stmt) {
+            match s.node() {
+                StmtNode::Let { var, .. }
+                | StmtNode::Decl { var, .. }
+                | StmtNode::Alloc { var, .. }
+                | StmtNode::For { var, .. }
+                | StmtNode::Assign { var, .. }
+                | StmtNode::Store { buf: var, .. }
+                | StmtNode::Call { result: Some(var), .. } => {
+                    self.0.insert(var.name().to_string());
+                }
+                _ => {}
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut n = Names(k.params().iter().map(|p| p.name().to_string()).collect());
+    n.visit_stmt(k.body());
+    n.0
 }

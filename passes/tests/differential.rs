@@ -1,14 +1,18 @@
 //! Every pass and the default pipeline, differentially tested against the interpreter on
 //! random kernels: identical buffers (bitwise; NaNs compare equal) before and after, and the
 //! output verifies. `KILN_PASS_CASES` sets the number of cases per pass (default 500); the
-//! soak test `soak_pipeline` (ignored; run with `--release -- --ignored`) runs 20,000.
+//! soak test `soak_pipeline` (ignored; run with `--release -- --ignored`) runs 20,000. A
+//! failure is shrunk to a smallest failing kernel, printed as `.kir` text (`common::shrink`).
 
 use kiln_ir::testing::{arb_kernel, results_match, TestCase};
-use kiln_ir::{verify_kernel, Kernel};
+use kiln_ir::{verify_kernel, Intrinsic, Kernel, Visitor};
 use kiln_passes::manager::PASSES;
 use kiln_passes::pipeline::optimize;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, TestError, TestRunner};
+
+mod common;
 
 fn cases() -> u32 {
     std::env::var("KILN_PASS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(500)
@@ -42,8 +46,14 @@ fn check(
 fn run_pass(name: &str, pass: &dyn Fn(&Kernel) -> Kernel, n: u32) {
     let mut runner =
         TestRunner::new(Config { cases: n, failure_persistence: None, ..Config::default() });
-    if let Err(e) = runner.run(&arb_kernel(), |case| check(name, pass, &case)) {
-        panic!("{e}");
+    match runner.run(&arb_kernel(), |case| check(name, pass, &case)) {
+        Ok(()) => {}
+        // Proptest's own shrinking works on the choice stream; shrink the kernel itself
+        // further and print the smallest failing kernel as .kir text.
+        Err(TestError::Fail(why, case)) => {
+            panic!("{why}\n{}", common::shrink_report(name, pass, &case))
+        }
+        Err(e) => panic!("{e}"),
     }
 }
 
@@ -88,4 +98,57 @@ fn every_pass_leaves_an_unchanged_kernel_pointer_equal() {
         let k2 = f(k);
         assert!(k2.body().ptr_eq(k.body()), "{name} rebuilt an unchanged kernel:\n{k2}");
     }
+}
+
+/// The peephole differential test above is only as strong as the number of random kernels in
+/// which it fuses something. Every generated kernel's prologue has u32 index arithmetic
+/// (`group_id(0) * local_size(0) + local_id(0)`), so count what goes beyond it: new `add3`s,
+/// and new `mad`s of other integer types.
+#[test]
+fn peephole_fuses_in_many_random_kernels() {
+    let n = cases();
+    let mut fused = 0u32;
+    let mut runner = TestRunner::deterministic();
+    for _ in 0..n {
+        let case = arb_kernel().new_tree(&mut runner).expect("a case").current();
+        let k2 = kiln_passes::peephole::peephole(&case.kernel);
+        if count_fused(&k2) > count_fused(&case.kernel) {
+            fused += 1;
+        }
+    }
+    eprintln!("peephole fused add3 or a non-u32 mad in {fused} of {n} random kernels");
+    assert!(fused >= n / 10, "peephole fused beyond the prologue in only {fused} of {n} kernels");
+}
+
+/// The number of `add3` calls and non-u32 `mad` calls in `k`.
+fn count_fused(k: &Kernel) -> usize {
+    struct Count(usize);
+    impl Visitor for Count {
+        fn visit_expr(&mut self, e: &kiln_ir::Expr) {
+            if let kiln_ir::ExprNode::Intrinsic { op, .. } = e.node() {
+                let u32_mad = *op == Intrinsic::Mad && e.ty() == kiln_ir::Type::U32;
+                self.0 +=
+                    usize::from(*op == Intrinsic::Add3 || (*op == Intrinsic::Mad && !u32_mad));
+            }
+            kiln_ir::walk_expr(self, e)
+        }
+    }
+    let mut c = Count(0);
+    c.visit_stmt(k.body());
+    c.0
+}
+
+/// The CSE differential test must see unbound repeats bound in many random kernels.
+#[test]
+fn cse_binds_repeats_in_many_random_kernels() {
+    let n = cases();
+    let mut runner = TestRunner::deterministic();
+    let mut hit = 0;
+    for _ in 0..n {
+        let case = arb_kernel().new_tree(&mut runner).expect("a case").current();
+        let k2 = kiln_passes::cse::repeats::bind_repeats(&case.kernel);
+        hit += u32::from(!k2.body().ptr_eq(case.kernel.body()));
+    }
+    eprintln!("repeated subexpressions bound in {hit} of {n} random kernels");
+    assert!(hit >= n / 10, "repeated subexpressions bound in only {hit} of {n} kernels");
 }

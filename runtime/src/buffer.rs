@@ -62,6 +62,23 @@ pub(crate) struct BufferInner {
 }
 
 impl BufferInner {
+    fn new(b: interp::Buffer) -> Arc<BufferInner> {
+        Arc::new(BufferInner {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            elem: b.elem(),
+            len: b.len(),
+            data: Mutex::new(b),
+            track: Mutex::new(Track::default()),
+        })
+    }
+    /// Waits for the last command writing the buffer (its error, if it failed).
+    fn wait_for_writer(&self) -> Result<(), RuntimeError> {
+        let w = self.track().last_write.clone();
+        match w {
+            Some(w) => w.wait(),
+            None => Ok(()),
+        }
+    }
     pub fn data(&self) -> MutexGuard<'_, interp::Buffer> {
         self.data.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -90,16 +107,7 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
 
 impl<T: Element> Buffer<T> {
     fn wrap(b: interp::Buffer) -> Buffer<T> {
-        Buffer {
-            inner: Arc::new(BufferInner {
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                elem: T::SCALAR,
-                len: b.len(),
-                data: Mutex::new(b),
-                track: Mutex::new(Track::default()),
-            }),
-            _t: PhantomData,
-        }
+        Buffer { inner: BufferInner::new(b), _t: PhantomData }
     }
 
     /// A buffer holding a copy of `values`.
@@ -125,10 +133,7 @@ impl<T: Element> Buffer<T> {
     /// Host read access: waits for the last command writing the buffer, then copies the
     /// contents out. The error of that command (if it failed) is returned instead.
     pub fn read(&self) -> Result<Vec<T>, RuntimeError> {
-        let w = self.inner.track().last_write.clone();
-        if let Some(w) = w {
-            w.wait()?;
-        }
+        self.inner.wait_for_writer()?;
         Ok(self.inner.data().to_vec::<T>().unwrap_or_default())
     }
 
@@ -147,6 +152,49 @@ impl<T: Element> Buffer<T> {
         for (i, v) in values.iter().enumerate().take(self.inner.len) {
             let _ = d.set(i, v.to_imm());
         }
+    }
+}
+
+/// A buffer whose element type is known only at run time (a command line, a binding to
+/// another language): the same storage, scheduling and host access as [`Buffer<T>`], with
+/// contents as an interpreter [`interp::Buffer`]. Cheap to clone (clones are the same buffer).
+#[derive(Clone)]
+pub struct AnyBuffer {
+    pub(crate) inner: Arc<BufferInner>,
+}
+
+impl std::fmt::Debug for AnyBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AnyBuffer<{}>#{}[{}]", self.inner.elem, self.inner.id, self.inner.len)
+    }
+}
+
+impl AnyBuffer {
+    /// A buffer holding `contents` (its element type and length are the buffer's).
+    pub fn new(contents: interp::Buffer) -> AnyBuffer {
+        AnyBuffer { inner: BufferInner::new(contents) }
+    }
+
+    /// The element type.
+    pub fn elem(&self) -> Scalar {
+        self.inner.elem
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// Host read access: waits for the last command writing the buffer, then copies the
+    /// contents out. The error of that command (if it failed) is returned instead.
+    pub fn contents(&self) -> Result<interp::Buffer, RuntimeError> {
+        self.inner.wait_for_writer()?;
+        Ok(self.inner.data().clone())
     }
 }
 

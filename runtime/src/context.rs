@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kiln_ir::Module;
 
-use crate::cache::hash::hash_parts;
-use crate::cache::{BuildCache, CacheStats, DiskKey, PersistentCache};
+use crate::cache::hash::hash64;
+use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
 use crate::queue::Scheduler;
@@ -17,6 +17,8 @@ use crate::queue::Scheduler;
 #[derive(Clone, Debug)]
 pub struct ProgramKey {
     hash: u64,
+    /// The parts' hashes, which also name the persistent-cache directory.
+    hashes: KeyHashes,
     /// The module's canonical text.
     pub image: Arc<str>,
     /// Serialized specialization-constant values.
@@ -30,15 +32,27 @@ pub struct ProgramKey {
 impl ProgramKey {
     /// A key from its parts.
     pub fn new(image: &str, spec_consts: &[u8], device: &str, options: &str) -> ProgramKey {
-        let hash =
-            hash_parts(&[image.as_bytes(), spec_consts, device.as_bytes(), options.as_bytes()]);
+        let hashes = KeyHashes::of_parts(
+            device.as_bytes(),
+            image.as_bytes(),
+            spec_consts,
+            options.as_bytes(),
+        );
+        let all = [hashes.device, hashes.image, hashes.spec_consts, hashes.build_options];
+        let hash = hash64(&all.map(u64::to_le_bytes).concat());
         ProgramKey {
             hash,
+            hashes,
             image: image.into(),
             spec_consts: spec_consts.into(),
             device: device.into(),
             options: options.into(),
         }
+    }
+
+    /// The hashes of its parts (the persistent cache's directory names), computed once.
+    pub fn hashes(&self) -> &KeyHashes {
+        &self.hashes
     }
 
     /// The same key for the persistent cache.
@@ -52,13 +66,20 @@ impl ProgramKey {
     }
 }
 
+/// Equal contents, checked by pointer first: keys cloned from one another share their
+/// parts, and comparing a module's whole text on every cache hit would dominate the hit.
+/// (`Arc`'s own `==` takes no such shortcut for unsized contents like `str`.)
+fn same<T: ?Sized + PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
 impl PartialEq for ProgramKey {
     fn eq(&self, o: &ProgramKey) -> bool {
         self.hash == o.hash
-            && self.image == o.image
-            && self.spec_consts == o.spec_consts
-            && self.device == o.device
-            && self.options == o.options
+            && same(&self.image, &o.image)
+            && same(&self.spec_consts, &o.spec_consts)
+            && same(&self.device, &o.device)
+            && same(&self.options, &o.options)
     }
 }
 
@@ -71,7 +92,7 @@ impl Hash for ProgramKey {
 }
 
 /// The key of a kernel: its program and its name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelKey {
     /// The program's key.
     pub program: ProgramKey,
@@ -79,9 +100,43 @@ pub struct KernelKey {
     pub name: Arc<str>,
 }
 
-/// A built program: the binary and the device's loaded handle.
-#[derive(Clone)]
-pub struct Program {
+impl Hash for KernelKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        KernelKeyRef { program: &self.program, name: &self.name }.hash(h)
+    }
+}
+
+/// A borrowed [`KernelKey`]: what a kernel lookup hashes and compares, so that a hit
+/// allocates nothing and touches no reference count.
+#[derive(Clone, Copy, Debug)]
+struct KernelKeyRef<'a> {
+    program: &'a ProgramKey,
+    name: &'a str,
+}
+
+impl Hash for KernelKeyRef<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        // The program's precomputed hash, not its contents: hashing is O(name).
+        h.write_u64(self.program.hash);
+        self.name.hash(h);
+    }
+}
+
+impl hashbrown::Equivalent<KernelKey> for KernelKeyRef<'_> {
+    fn equivalent(&self, k: &KernelKey) -> bool {
+        // Same-`Arc` fields compare by pointer first (see `same`).
+        *self.program == k.program && self.name == &*k.name
+    }
+}
+
+impl KernelKeyRef<'_> {
+    fn owned(&self) -> KernelKey {
+        KernelKey { program: self.program.clone(), name: self.name.into() }
+    }
+}
+
+/// What a [`Program`] handle points to.
+pub struct ProgramData {
     /// The program's cache key.
     pub key: ProgramKey,
     /// The binary, as stored in the persistent cache.
@@ -90,6 +145,18 @@ pub struct Program {
     pub handle: Handle,
     /// Whether the binary came from the persistent cache.
     pub from_disk: bool,
+}
+
+/// A built program: the binary and the device's loaded handle. Cheap to clone (one
+/// reference count); its fields are read through `Deref` ([`ProgramData`]).
+#[derive(Clone)]
+pub struct Program(Arc<ProgramData>);
+
+impl std::ops::Deref for Program {
+    type Target = ProgramData;
+    fn deref(&self) -> &ProgramData {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for Program {
@@ -101,9 +168,8 @@ impl std::fmt::Debug for Program {
     }
 }
 
-/// A kernel of a built program, ready to launch.
-#[derive(Clone)]
-pub struct KernelHandle {
+/// What a [`KernelHandle`] points to.
+pub struct KernelData {
     /// The kernel's name.
     pub name: Arc<str>,
     /// The program it belongs to.
@@ -112,9 +178,43 @@ pub struct KernelHandle {
     pub handle: Handle,
 }
 
+/// A kernel of a built program, ready to launch. Cheap to clone (one reference count); its
+/// fields are read through `Deref` ([`KernelData`]).
+#[derive(Clone)]
+pub struct KernelHandle(Arc<KernelData>);
+
+impl std::ops::Deref for KernelHandle {
+    type Target = KernelData;
+    fn deref(&self) -> &KernelData {
+        &self.0
+    }
+}
+
 impl std::fmt::Debug for KernelHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KernelHandle").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// A module registered with a [`Context`] by [`Context::prepare`]: the module and its
+/// program key, computed once. Submissions that name a kernel of it
+/// ([`Context::kernel_of`]) then cost one lookup in the kernel cache, with no printing or
+/// hashing of the module. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PreparedModule {
+    module: Arc<Module>,
+    key: ProgramKey,
+}
+
+impl PreparedModule {
+    /// The program key the module builds under.
+    pub fn key(&self) -> &ProgramKey {
+        &self.key
+    }
+
+    /// The module.
+    pub fn module(&self) -> &Module {
+        &self.module
     }
 }
 
@@ -147,11 +247,13 @@ impl ContextConfig {
     }
 }
 
+// Fields drop in order: the caches' device objects (loaded modules) go before the device
+// that made them (a CUDA context, say).
 struct ContextInner {
+    kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
+    programs: BuildCache<ProgramKey, Program, DeviceError>,
     device: Arc<dyn Device>,
     identity: String,
-    programs: BuildCache<ProgramKey, Program, DeviceError>,
-    kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
     persistent: Option<PersistentCache>,
     env_build_options: String,
     scheduler: Arc<Scheduler>,
@@ -251,39 +353,78 @@ impl Context {
         self.0.programs.get_or_build(&key, || self.build_uncached(&key, module))
     }
 
+    /// Registers `module` (with spec constants and build options): computes its program key
+    /// once, for [`program_of`](Self::program_of) and [`kernel_of`](Self::kernel_of).
+    pub fn prepare(&self, module: &Module, spec_consts: &[u8], options: &str) -> PreparedModule {
+        PreparedModule {
+            key: self.program_key(module, spec_consts, options),
+            module: Arc::new(module.clone()),
+        }
+    }
+
+    /// The program of a prepared module (cached like [`build_program`](Self::build_program),
+    /// without recomputing the key).
+    pub fn program_of(&self, m: &PreparedModule) -> Result<Program, DeviceError> {
+        self.0.programs.get_or_build(&m.key, || self.build_uncached(&m.key, &m.module))
+    }
+
+    /// The kernel `name` of a prepared module: the per-submission call. A hit is one lookup
+    /// in the kernel cache by (program key, name) with nothing allocated; a miss builds the
+    /// program first if needed (through the program cache).
+    pub fn kernel_of(&self, m: &PreparedModule, name: &str) -> Result<KernelHandle, DeviceError> {
+        let q = KernelKeyRef { program: &m.key, name };
+        self.0.kernels.get_or_build_by(&q, KernelKeyRef::owned, || {
+            let program = self.program_of(m)?;
+            self.make_kernel(&program, name)
+        })
+    }
+
+    fn make_kernel(&self, program: &Program, name: &str) -> Result<KernelHandle, DeviceError> {
+        let handle = self.0.device.kernel(&program.handle, name)?;
+        Ok(KernelHandle(Arc::new(KernelData {
+            name: name.into(),
+            program: program.clone(),
+            handle,
+        })))
+    }
+
     fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
         let dev = &self.0.device;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
-            if let Some(bin) = p.get(dk) {
+            if let Some(bin) = p.get_hashed(dk, &key.hashes) {
                 match dev.load(&bin) {
                     Ok(handle) => {
-                        return Ok(Program {
+                        return Ok(Program(Arc::new(ProgramData {
                             key: key.clone(),
                             binary: bin.into(),
                             handle,
                             from_disk: true,
-                        })
+                        })))
                     }
-                    Err(e) => tracing::warn!("kiln: ignoring a cached binary: {e}"),
+                    // Valid bytes the device rejects: drop the item so that the rebuilt
+                    // binary replaces it (reported once by the cache as a warning).
+                    Err(e) => p.discard_hashed(dk, &key.hashes, &e.to_string()),
                 }
             }
         }
         let bin = dev.build(module, &key.options)?;
         let handle = dev.load(&bin)?;
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
-            p.put(dk, &bin);
+            p.put_hashed(dk, &key.hashes, &bin);
         }
-        Ok(Program { key: key.clone(), binary: bin.into(), handle, from_disk: false })
+        Ok(Program(Arc::new(ProgramData {
+            key: key.clone(),
+            binary: bin.into(),
+            handle,
+            from_disk: false,
+        })))
     }
 
     /// The kernel `name` of `program`, cached per (program, name).
     pub fn kernel(&self, program: &Program, name: &str) -> Result<KernelHandle, DeviceError> {
-        let key = KernelKey { program: program.key.clone(), name: name.into() };
-        self.0.kernels.get_or_build(&key, || {
-            let handle = self.0.device.kernel(&program.handle, name)?;
-            Ok(KernelHandle { name: name.into(), program: program.clone(), handle })
-        })
+        let q = KernelKeyRef { program: &program.key, name };
+        self.0.kernels.get_or_build_by(&q, KernelKeyRef::owned, || self.make_kernel(program, name))
     }
 
     /// [`build_program`](Self::build_program) with no spec constants or options, then

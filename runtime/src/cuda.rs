@@ -1,71 +1,68 @@
 //! The CUDA device: runs kiln kernels on an NVIDIA GPU through the CUDA driver API.
 //!
-//! Kernels are lowered to PTX by [`kiln_backends::ptx`] for the device's own SM version, loaded
-//! with `cuModuleLoadData` (the driver JIT-assembles the PTX), and launched over the nd-range
-//! with buffers copied in and out, shaped like the interpreter's
-//! [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is loaded at run time
-//! through `cudarc`'s dynamic loading: on a machine without it, [`CudaDevice::open`] returns
-//! [`CudaError::Unavailable`], never a panic, and nothing about CUDA is needed to build.
+//! [`CudaDevice`](crate::cuda::CudaDevice) implements the runtime's [`Device`] trait, so it plugs
+//! into a [`crate::Context`] and [`crate::Queue`] like the interpreter: [`Device::build`] optimizes
+//! the module with the default `-O` pipeline (`-O0` in the build options skips it), lowers it to
+//! PTX by [`kiln_backends::ptx`] for the device's own SM version, and has the driver's JIT linker
+//! assemble that into a cubin. The program binary is the cubin (the PTX, should linking fail) plus
+//! the kernels' signatures (see `artifact.rs`); it is what the persistent cache stores, so a hit
+//! skips both kiln's compiler and the driver's. [`Device::load`] hands the image to
+//! `cuModuleLoadData`, [`Device::kernel`] looks the function up, and [`Device::run`] launches it
+//! over the nd-range with buffers copied in and out, shaped like the interpreter's
+//! [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is loaded at run time through
+//! `cudarc`'s dynamic loading: on a machine without it,
+//! [`CudaDevice::open`](crate::cuda::CudaDevice::open) returns [`DeviceError::Unavailable`], never
+//! a panic, and nothing about CUDA is needed to build.
 //!
 //! ```no_run
 //! use kiln_ir::interp::{Arg, Buffer, NdRange};
 //! use kiln_runtime::cuda::CudaDevice;
+//! use kiln_runtime::Device;
 //! # let m = kiln_ir::parse_module("kernel k(x: ptr<global, f32>) { x[global_id(0)] = 1.0; }");
 //! # let kernel = m.expect("parses").kernels[0].clone();
 //! let dev = CudaDevice::open()?;
 //! let mut bufs = vec![Buffer::from_slice(&[1.0f32; 64])];
-//! dev.run(&kernel, &NdRange::new(&[64]), &[Arg::Buffer(0)], &mut bufs)?;
-//! # Ok::<(), kiln_runtime::cuda::CudaError>(())
+//! dev.build_and_run(&kernel, &NdRange::new(&[64]), &[Arg::Buffer(0)], &mut bufs)?;
+//! # Ok::<(), kiln_runtime::DeviceError>(())
 //! ```
 
 use std::ffi::{c_void, CString};
-use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
-use kiln_backends::ptx::{emit_kernel, Options};
+use kiln_backends::ptx::{emit_module, Options};
 use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
-use kiln_ir::{Kernel, Type};
+use kiln_ir::{Kernel, Module, Type};
 
-/// Why the CUDA device could not do something.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CudaError {
-    /// No usable CUDA driver or device on this machine.
-    Unavailable(String),
-    /// The kernel could not be lowered to PTX.
-    Compile(String),
-    /// The launch is malformed (arguments, buffers, nd-range).
-    Launch(String),
-    /// The driver reported an error.
-    Driver(String),
+use crate::artifact;
+use crate::device::{Device, DeviceKind, Handle};
+use crate::error::DeviceError;
+
+/// How the CUDA device names itself in "unavailable" messages.
+const UNAVAILABLE: &str = "CUDA";
+
+fn unavailable(reason: impl Into<String>) -> DeviceError {
+    DeviceError::Unavailable { device: UNAVAILABLE.into(), reason: reason.into() }
 }
 
-impl fmt::Display for CudaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CudaError::Unavailable(m) => write!(f, "CUDA device unavailable: {m}"),
-            CudaError::Compile(m) => write!(f, "{m}"),
-            CudaError::Launch(m) => write!(f, "CUDA launch: {m}"),
-            CudaError::Driver(m) => write!(f, "CUDA driver: {m}"),
-        }
-    }
+fn launch_err(m: impl std::fmt::Display) -> DeviceError {
+    DeviceError::Launch(format!("CUDA launch: {m}"))
 }
 
-impl std::error::Error for CudaError {}
-
-fn driver(what: &str) -> impl Fn(result::DriverError) -> CudaError + '_ {
-    move |e| CudaError::Driver(format!("{what}: {e:?}"))
+fn driver(what: &str) -> impl Fn(result::DriverError) -> DeviceError + '_ {
+    move |e| DeviceError::Driver(format!("CUDA driver: {what}: {e:?}"))
 }
 
 /// Runs `f`, turning a panic inside cudarc (a symbol missing from an old driver) into an error.
-fn guarded<T>(f: impl FnOnce() -> Result<T, CudaError>) -> Result<T, CudaError> {
+fn guarded<T>(f: impl FnOnce() -> Result<T, DeviceError>) -> Result<T, DeviceError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
         let msg = p
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "panic in the CUDA driver bindings".into());
-        Err(CudaError::Unavailable(msg))
+        Err(unavailable(msg))
     })
 }
 
@@ -76,6 +73,7 @@ pub struct CudaDevice {
     ctx: sys::CUcontext,
     name: String,
     sm: u32,
+    driver_version: i32,
 }
 
 // The context handle is used only after making it current on the calling thread.
@@ -83,22 +81,20 @@ unsafe impl Send for CudaDevice {}
 unsafe impl Sync for CudaDevice {}
 
 impl CudaDevice {
-    /// Loads the CUDA driver and opens device 0; [`CudaError::Unavailable`] when there is no
-    /// driver library or no device.
-    pub fn open() -> Result<CudaDevice, CudaError> {
+    /// Loads the CUDA driver and opens device 0; [`DeviceError::Unavailable`] when there is
+    /// no driver library or no device.
+    pub fn open() -> Result<CudaDevice, DeviceError> {
         // SAFETY: only checks whether the library can be loaded.
         if !guarded(|| Ok(unsafe { sys::is_culib_present() }))? {
-            return Err(CudaError::Unavailable(
-                "the CUDA driver library (libcuda.so) could not be loaded".into(),
-            ));
+            return Err(unavailable("the CUDA driver library (libcuda.so) could not be loaded"));
         }
         guarded(|| {
-            let unavailable = |e: result::DriverError| CudaError::Unavailable(format!("{e:?}"));
-            result::init().map_err(unavailable)?;
-            if result::device::get_count().map_err(unavailable)? < 1 {
-                return Err(CudaError::Unavailable("no CUDA device".into()));
+            let unavail = |e: result::DriverError| unavailable(format!("{e:?}"));
+            result::init().map_err(unavail)?;
+            if result::device::get_count().map_err(unavail)? < 1 {
+                return Err(unavailable("no CUDA device"));
             }
-            let dev = result::device::get(0).map_err(unavailable)?;
+            let dev = result::device::get(0).map_err(unavail)?;
             let name = result::device::get_name(dev).unwrap_or_default();
             // SAFETY: `dev` is a valid device; the attribute query has no other requirement.
             let (major, minor) = unsafe {
@@ -108,23 +104,21 @@ impl CudaDevice {
                         dev,
                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
                     )
-                    .map_err(unavailable)?,
+                    .map_err(unavail)?,
                     result::device::get_attribute(
                         dev,
                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                     )
-                    .map_err(unavailable)?,
+                    .map_err(unavail)?,
                 )
             };
+            let mut driver_version = 0;
+            // SAFETY: writes one int; an error leaves 0, which only weakens the cache key.
+            let _ = unsafe { sys::cuDriverGetVersion(&mut driver_version) };
             // SAFETY: retaining the primary context of a valid device.
-            let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(unavailable)?;
-            Ok(CudaDevice { dev, ctx, name, sm: (major * 10 + minor) as u32 })
+            let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(unavail)?;
+            Ok(CudaDevice { dev, ctx, name, sm: (major * 10 + minor) as u32, driver_version })
         })
-    }
-
-    /// The device's name, as the driver reports it.
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// The SM version (90 for an H100) that kernels are compiled for.
@@ -132,94 +126,33 @@ impl CudaDevice {
         self.sm
     }
 
-    /// Lowers `kernel` to PTX for this device (what [`CudaDevice::run`] loads).
-    pub fn ptx(&self, kernel: &Kernel) -> Result<String, CudaError> {
-        emit_kernel(kernel, &Options::sm(self.sm)).map_err(|e| CudaError::Compile(e.to_string()))
-    }
-
-    /// Runs `kernel` over `range` like the interpreter's `run`: `args` has one entry per
-    /// parameter, pointer parameters naming entries of `buffers`, which are copied to the
-    /// device, and back when the kernel has finished. Without a local size, the kernel's
-    /// `#reqd_work_group_size` or the interpreter's default is used.
-    pub fn run(
-        &self,
-        kernel: &Kernel,
-        range: &NdRange,
-        args: &[Arg],
-        buffers: &mut [Buffer],
-    ) -> Result<(), CudaError> {
-        let (grid, block) = launch_shape(kernel, range)?;
-        if grid.contains(&0) {
-            return Ok(()); // an empty nd-range runs nothing
-        }
-        let params = kernel.params();
-        if args.len() != params.len() {
-            return Err(CudaError::Launch(format!(
-                "kernel `{}` has {} parameters, {} arguments given",
-                kernel.name(),
-                params.len(),
-                args.len()
-            )));
-        }
-        // Scalar argument bytes, checked against the parameter types.
-        let mut scalars: Vec<Vec<u8>> = Vec::new();
-        for (p, a) in params.iter().zip(args) {
-            match (p.ty(), a) {
-                (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => {
-                    let b = Buffer::from_imms(s, &[*v])
-                        .map_err(|e| CudaError::Launch(format!("argument `{}`: {e}", p.name())))?;
-                    scalars.push(b.as_bytes().to_vec());
-                }
-                (Type::Ptr(_, elem), Arg::Buffer(i)) => match buffers.get(*i) {
-                    Some(b) if b.elem() == elem => {}
-                    Some(b) => {
-                        return Err(CudaError::Launch(format!(
-                            "parameter `{}` points to {elem}, buffer {i} holds {}",
-                            p.name(),
-                            b.elem()
-                        )))
-                    }
-                    None => return Err(CudaError::Launch(format!("no buffer {i}"))),
-                },
-                _ => {
-                    return Err(CudaError::Launch(format!(
-                        "argument for `{}: {}` is of the wrong kind or type",
-                        p.name(),
-                        p.ty()
-                    )))
-                }
-            }
-        }
-        let ptx = self.ptx(kernel)?;
-        let ptx = CString::new(ptx).map_err(|e| CudaError::Compile(e.to_string()))?;
-        guarded(|| self.launch(kernel, &ptx, grid, block, range, args, &scalars, buffers))
+    /// Lowers `module` to PTX for this device (the device code [`Device::build`] stores),
+    /// without optimizing it.
+    pub fn ptx(&self, module: &Module) -> Result<String, DeviceError> {
+        emit_module(module, &Options::sm(self.sm))
+            .map_err(|e| DeviceError::Build { device: self.name.clone(), message: e.to_string() })
     }
 
     #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
-        kernel: &Kernel,
-        ptx: &CString,
+        f: sys::CUfunction,
         grid: [u32; 3],
         block: [u32; 3],
         range: &NdRange,
         args: &[Arg],
         scalars: &[Vec<u8>],
         buffers: &mut [Buffer],
-    ) -> Result<(), CudaError> {
-        // SAFETY: the context was retained in `open` and stays alive with `self`; every
-        // device pointer below is allocated here, sized from the host buffer, and freed on
-        // every path; kernel parameters point to host values that outlive the launch, which
-        // is synchronized before they are dropped.
+    ) -> Result<(), DeviceError> {
+        // SAFETY: the context was retained in `open` and stays alive with `self`; `f`
+        // belongs to a module the kernel handle keeps loaded; every device pointer below is
+        // allocated here, sized from the host buffer, and freed on every path; kernel
+        // parameters point to host values that outlive the launch, which is synchronized
+        // before they are dropped.
         unsafe {
             result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
-            let module = result::module::load_data(ptx.as_ptr() as *const c_void)
-                .map_err(driver("cuModuleLoadData"))?;
             let mut ptrs: Vec<sys::CUdeviceptr> = Vec::with_capacity(buffers.len());
             let outcome = (|| {
-                let name = CString::new(kernel.name()).expect("kernel names have no NUL");
-                let f = result::module::get_function(module, name)
-                    .map_err(driver("cuModuleGetFunction"))?;
                 for b in buffers.iter() {
                     let p = result::malloc_sync(b.as_bytes().len().max(1))
                         .map_err(driver("cuMemAlloc"))?;
@@ -270,16 +203,252 @@ impl CudaDevice {
                     let mut bytes = vec![0u8; b.as_bytes().len()];
                     result::memcpy_dtoh_sync(&mut bytes, *p).map_err(driver("cuMemcpyDtoH"))?;
                     *b = Buffer::from_bytes(b.elem(), bytes)
-                        .map_err(|e| CudaError::Driver(e.to_string()))?;
+                        .map_err(|e| DeviceError::Driver(format!("CUDA read back: {e}")))?;
                 }
                 Ok(())
             })();
             for p in ptrs {
                 let _ = result::free_sync(p);
             }
-            let _ = result::module::unload(module);
             outcome
         }
+    }
+}
+
+/// The program binary [`CudaDevice`]'s [`Device::build`] makes for an `sm_<sm>` GPU before
+/// the driver assembles it: the module optimized by the default `-O` pipeline (unless
+/// `options` say `-O0`), lowered to PTX, with the kernels' signatures. Needs no GPU or
+/// driver (benchmarks and tools use it to build what the device would).
+pub fn build_ptx_program(module: &Module, options: &str, sm: u32) -> Result<Vec<u8>, DeviceError> {
+    let (kernels, ptx) = optimized_ptx(module, options, sm)?;
+    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
+}
+
+fn optimized_ptx(
+    module: &Module,
+    options: &str,
+    sm: u32,
+) -> Result<(Vec<Kernel>, String), DeviceError> {
+    let device = format!("cuda sm_{sm}");
+    let kernels = artifact::prepare_kernels(&device, module, options)?;
+    let ptx = emit_module(&Module::new(kernels.clone()), &Options::sm(sm))
+        .map_err(|e| DeviceError::Build { device, message: e.to_string() })?;
+    Ok((kernels, ptx))
+}
+
+impl CudaDevice {
+    /// Assembles `ptx` into a cubin for this device with the driver's JIT linker, so that
+    /// loading the program later (from the persistent cache, in another process) loads
+    /// machine code instead of assembling PTX again.
+    fn cubin(&self, ptx: &str) -> Result<Vec<u8>, DeviceError> {
+        let ptx = CString::new(ptx)
+            .map_err(|e| DeviceError::Driver(format!("CUDA: PTX holds a NUL byte: {e}")))?;
+        guarded(|| {
+            // SAFETY: the context is alive with `self`; the link state is created, used and
+            // destroyed here; the PTX image is NUL-terminated and its size includes the NUL;
+            // the cubin belongs to the link state, so it is copied before the state goes.
+            unsafe {
+                result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
+                let null = std::ptr::null_mut();
+                let mut state: sys::CUlinkState = std::ptr::null_mut();
+                sys::cuLinkCreate_v2(0, null as _, null as _, &mut state)
+                    .result()
+                    .map_err(driver("cuLinkCreate"))?;
+                let out = (|| {
+                    let bytes = ptx.as_bytes_with_nul();
+                    sys::cuLinkAddData_v2(
+                        state,
+                        sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                        bytes.as_ptr() as *mut c_void,
+                        bytes.len(),
+                        c"kiln.ptx".as_ptr(),
+                        0,
+                        null as _,
+                        null as _,
+                    )
+                    .result()
+                    .map_err(driver("cuLinkAddData"))?;
+                    let (mut cubin, mut size): (*mut c_void, usize) = (null, 0);
+                    sys::cuLinkComplete(state, &mut cubin, &mut size)
+                        .result()
+                        .map_err(driver("cuLinkComplete"))?;
+                    if cubin.is_null() || size == 0 {
+                        return Err(DeviceError::Driver("CUDA driver: empty cubin".into()));
+                    }
+                    Ok(std::slice::from_raw_parts(cubin as *const u8, size).to_vec())
+                })();
+                let _ = sys::cuLinkDestroy(state);
+                out
+            }
+        })
+    }
+}
+
+/// A loaded module (from a cubin or PTX) and the signatures of its kernels.
+struct CudaProgram {
+    module: sys::CUmodule,
+    ctx: sys::CUcontext,
+    signatures: Vec<Kernel>,
+}
+
+// The module handle is used only with its context made current on the calling thread.
+unsafe impl Send for CudaProgram {}
+unsafe impl Sync for CudaProgram {}
+
+impl Drop for CudaProgram {
+    fn drop(&mut self) {
+        let _ = guarded(|| {
+            // SAFETY: unloads the module loaded in `load`, with its context current; if the
+            // context is gone, both calls fail harmlessly.
+            unsafe {
+                let _ = result::ctx::set_current(self.ctx);
+                let _ = result::module::unload(self.module);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A kernel of a loaded program: its function and signature. Holds the program, so the
+/// module stays loaded while the kernel can be launched.
+struct CudaKernel {
+    _program: Handle,
+    func: sys::CUfunction,
+    signature: Kernel,
+}
+
+// The function handle is used only with its context made current on the calling thread.
+unsafe impl Send for CudaKernel {}
+unsafe impl Sync for CudaKernel {}
+
+impl Device for CudaDevice {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cuda
+    }
+
+    /// The SM version and the driver's version: both change the code the driver runs.
+    fn version(&self) -> String {
+        format!("sm_{} driver {}", self.sm, self.driver_version)
+    }
+
+    /// PTX assembled by the driver into a cubin (the binary the persistent cache keeps);
+    /// should the driver's linker fail, the PTX itself, which `load` assembles.
+    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+        let (kernels, ptx) = optimized_ptx(module, options, self.sm)?;
+        let blob = match self.cubin(&ptx) {
+            Ok(cubin) => ("cubin".to_string(), cubin),
+            Err(e) => {
+                tracing::warn!("kiln: keeping PTX, the driver could not link it: {e}");
+                ("ptx".to_string(), ptx.into_bytes())
+            }
+        };
+        Ok(artifact::encode(&kernels, &[blob]))
+    }
+
+    fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
+        let load_err = |message: String| DeviceError::Load { device: self.name.clone(), message };
+        let a = artifact::decode(&self.name, binary)?;
+        // A cubin is machine code as is; PTX is handed over NUL-terminated.
+        let image = match a.blobs.as_slice() {
+            [(kind, cubin)] if kind == "cubin" => cubin.clone(),
+            [(kind, ptx)] if kind == "ptx" => CString::new(ptx.clone())
+                .map_err(|e| load_err(e.to_string()))?
+                .into_bytes_with_nul(),
+            _ => return Err(load_err("expected one cubin or PTX blob".into())),
+        };
+        let module = guarded(|| {
+            // SAFETY: the context is alive with `self`; the image is a complete cubin or a
+            // NUL-terminated PTX string, and outlives the call.
+            unsafe {
+                result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
+                result::module::load_data(image.as_ptr() as *const c_void)
+                    .map_err(driver("cuModuleLoadData"))
+            }
+        })?;
+        Ok(Arc::new(CudaProgram { module, ctx: self.ctx, signatures: a.signatures }))
+    }
+
+    fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
+        let p = program
+            .downcast_ref::<CudaProgram>()
+            .ok_or_else(|| launch_err("not a program of this device"))?;
+        let Some(sig) = p.signatures.iter().find(|k| k.name() == name) else {
+            let names: Vec<&str> = p.signatures.iter().map(|k| k.name()).collect();
+            return Err(DeviceError::NoKernel { kernel: name.into(), available: names.join(", ") });
+        };
+        let cname = CString::new(name).map_err(launch_err)?;
+        let func = guarded(|| {
+            // SAFETY: the module is loaded (held by `p`), its context made current first.
+            unsafe {
+                result::ctx::set_current(p.ctx).map_err(driver("cuCtxSetCurrent"))?;
+                result::module::get_function(p.module, cname).map_err(driver("cuModuleGetFunction"))
+            }
+        })?;
+        Ok(Arc::new(CudaKernel { _program: program.clone(), func, signature: sig.clone() }))
+    }
+
+    /// Runs the kernel like the interpreter's `run`: `args` has one entry per parameter,
+    /// pointer parameters naming entries of `buffers`, which are copied to the device, and
+    /// back when the kernel has finished. Without a local size, the kernel's
+    /// `#reqd_work_group_size` or the interpreter's default is used.
+    fn run(
+        &self,
+        kernel: &Handle,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), DeviceError> {
+        let k = kernel
+            .downcast_ref::<CudaKernel>()
+            .ok_or_else(|| launch_err("not a kernel of this device"))?;
+        let sig = &k.signature;
+        let (grid, block) = launch_shape(sig, range)?;
+        if grid.contains(&0) {
+            return Ok(()); // an empty nd-range runs nothing
+        }
+        let params = sig.params();
+        if args.len() != params.len() {
+            return Err(launch_err(format!(
+                "kernel `{}` has {} parameters, {} arguments given",
+                sig.name(),
+                params.len(),
+                args.len()
+            )));
+        }
+        // Scalar argument bytes, checked against the parameter types.
+        let mut scalars: Vec<Vec<u8>> = Vec::new();
+        for (p, a) in params.iter().zip(args) {
+            match (p.ty(), a) {
+                (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => {
+                    let b = Buffer::from_imms(s, &[*v])
+                        .map_err(|e| launch_err(format!("argument `{}`: {e}", p.name())))?;
+                    scalars.push(b.as_bytes().to_vec());
+                }
+                (Type::Ptr(_, elem), Arg::Buffer(i)) => match buffers.get(*i) {
+                    Some(b) if b.elem() == elem => {}
+                    Some(b) => {
+                        return Err(launch_err(format!(
+                            "parameter `{}` points to {elem}, buffer {i} holds {}",
+                            p.name(),
+                            b.elem()
+                        )))
+                    }
+                    None => return Err(launch_err(format!("no buffer {i}"))),
+                },
+                _ => {
+                    return Err(launch_err(format!(
+                        "argument for `{}: {}` is of the wrong kind or type",
+                        p.name(),
+                        p.ty()
+                    )))
+                }
+            }
+        }
+        guarded(|| self.launch(k.func, grid, block, range, args, &scalars, buffers))
     }
 }
 
@@ -294,9 +463,9 @@ impl Drop for CudaDevice {
 }
 
 /// Grid and block sizes for a launch, with the interpreter's rules for the local size.
-fn launch_shape(kernel: &Kernel, range: &NdRange) -> Result<([u32; 3], [u32; 3]), CudaError> {
+fn launch_shape(kernel: &Kernel, range: &NdRange) -> Result<([u32; 3], [u32; 3]), DeviceError> {
     if !(1..=3).contains(&range.dims) {
-        return Err(CudaError::Launch(format!("{} dimensions (1 to 3)", range.dims)));
+        return Err(launch_err(format!("{} dimensions (1 to 3)", range.dims)));
     }
     let local = range
         .local
@@ -305,7 +474,7 @@ fn launch_shape(kernel: &Kernel, range: &NdRange) -> Result<([u32; 3], [u32; 3])
     let mut grid = [1; 3];
     for d in 0..3 {
         if range.global[d].checked_rem(local[d]) != Some(0) {
-            return Err(CudaError::Launch(format!(
+            return Err(launch_err(format!(
                 "global size {} is not a multiple of local size {} in dimension {d}",
                 range.global[d], local[d]
             )));
@@ -313,7 +482,7 @@ fn launch_shape(kernel: &Kernel, range: &NdRange) -> Result<([u32; 3], [u32; 3])
         grid[d] = range.global[d] / local[d];
     }
     if local.iter().map(|&l| l as u64).product::<u64>() > 1024 {
-        return Err(CudaError::Launch(format!("work-group of {local:?} exceeds 1024 items")));
+        return Err(launch_err(format!("work-group of {local:?} exceeds 1024 items")));
     }
     Ok((grid, local))
 }

@@ -5,9 +5,8 @@
 //! device-side handles, looks kernels up in loaded programs, and launches them. The binary
 //! is what the persistent cache stores; handles stay in memory.
 //!
-//! Executors that take the IR kernel directly (the interpreter; the CUDA and Vulkan
-//! executors of `cuda.rs` / `vulkan.rs`, shaped like
-//! `fn run(&self, &Kernel, &NdRange, &[Arg], &mut [Buffer]) -> Result<(), E>`) plug in
+//! Executors that take the IR kernel directly (the interpreter, a simulator), shaped like
+//! `fn run(&self, &Kernel, &NdRange, &[Arg], &mut [Buffer]) -> Result<(), String>`, plug in
 //! through [`IrExecutor`] and [`IrDevice`]: implement four short methods and wrap.
 //!
 //! ```
@@ -16,7 +15,7 @@
 //! use kiln_ir::Kernel;
 //! use kiln_runtime::{Context, DeviceKind, IrDevice, IrExecutor};
 //!
-//! /// Stands for `cuda::CudaDevice` (which has `open()` and an inherent `run`).
+//! /// A device that runs IR directly (a simulator, say).
 //! struct MyGpu;
 //! impl IrExecutor for MyGpu {
 //!     fn name(&self) -> String { "my-gpu".into() }
@@ -30,9 +29,11 @@
 //! assert!(ctx.device().identity().starts_with("cuda|my-gpu|driver 1.0|"));
 //! ```
 //!
-//! A device whose binaries are real device code (PTX text, SPIR-V words) implements
-//! [`Device`] directly instead: `build` returns those bytes (they are what the persistent
-//! cache stores), `load` turns them into a module handle, `kernel` looks up a function.
+//! A device whose binaries are real device code implements [`Device`] directly instead:
+//! `build` returns those bytes (they are what the persistent cache stores), `load` turns
+//! them into a module handle, `kernel` looks up a function. The CUDA device
+//! ([`crate::cuda::CudaDevice`], PTX) and the Vulkan device ([`crate::vulkan::VulkanDevice`],
+//! SPIR-V) do so.
 
 use std::any::Any;
 use std::fmt;
@@ -113,6 +114,23 @@ pub trait Device: Send + Sync + 'static {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError>;
+
+    /// Builds a program of `kernel` alone (default options), loads it and runs the kernel:
+    /// [`Device::build`], [`Device::load`], [`Device::kernel`], [`Device::run`] without any
+    /// cache, for one-off launches and differential tests. Submissions that repeat should go
+    /// through a [`crate::Context`], whose caches make the build happen once.
+    fn build_and_run(
+        &self,
+        kernel: &Kernel,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), DeviceError> {
+        let bin = self.build(&Module::new(vec![kernel.clone()]), "")?;
+        let program = self.load(&bin)?;
+        let k = self.kernel(&program, kernel.name())?;
+        self.run(&k, range, args, buffers)
+    }
 }
 
 /// An executor that runs IR kernels directly (the interpreter, or a backend that compiles

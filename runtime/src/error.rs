@@ -2,18 +2,20 @@
 
 use thiserror::Error;
 
-/// An error reported by a [`crate::Device`].
+/// An error reported by a [`crate::Device`]: the one error type of every device (the
+/// interpreter, Vulkan, CUDA), so callers handle each failure the same way everywhere.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum DeviceError {
-    /// The device cannot be used here (no driver, no hardware).
-    #[error("device `{device}` is not available: {reason}")]
+    /// The device cannot be used here (no driver, no hardware). `device` is the kind as
+    /// users name it in messages (`CUDA`, `vulkan`).
+    #[error("{device} device unavailable: {reason}")]
     Unavailable {
         /// The device's name.
         device: String,
         /// Why.
         reason: String,
     },
-    /// Building a program failed (verification or code generation).
+    /// Building a program failed (verification, optimization or code generation).
     #[error("program build failed on `{device}`: {message}")]
     Build {
         /// The device's name.
@@ -40,6 +42,9 @@ pub enum DeviceError {
     /// A launch failed (bad arguments, or a fault while running).
     #[error("{0}")]
     Launch(String),
+    /// A driver call failed (the message names the device and the call).
+    #[error("{0}")]
+    Driver(String),
 }
 
 /// An error surfacing at [`crate::Event::wait`] or [`crate::Queue::wait`]; it names the

@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 use kiln_ir::interp::{self, Arg, Element, NdRange};
 use kiln_ir::Imm;
 
-use crate::buffer::{AccessMode, Accessor, Buffer, BufferInner};
+use crate::buffer::{AccessMode, Accessor, AnyBuffer, Buffer, BufferInner};
 use crate::context::{Context, KernelHandle};
 use crate::error::RuntimeError;
 use crate::event::{Event, EventStatus};
@@ -133,6 +133,13 @@ impl Handler {
     /// Declares that the command reads and writes `b`.
     pub fn read_write<T: Element>(&mut self, b: &Buffer<T>) -> Accessor {
         self.access(b, AccessMode::ReadWrite)
+    }
+
+    /// Declares that the command uses the untyped buffer `b` as `mode` says.
+    pub fn access_any(&mut self, b: &AnyBuffer, mode: AccessMode) -> Accessor {
+        let a = Accessor { buffer: b.inner.clone(), mode };
+        self.accessors.push(a.clone());
+        a
     }
 
     /// Runs the command only after `e` has finished.

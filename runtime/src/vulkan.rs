@@ -1,52 +1,47 @@
 //! A minimal Vulkan compute device: runs kernels through the SPIR-V backend's Vulkan flavour.
 //!
-//! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
-//! dependency: without a loader or a device, [`VulkanDevice::open`] returns
-//! [`VulkanError::Unavailable`]. The API mirrors the interpreter's `run`: buffers are
-//! uploaded to host-visible storage buffers, the module is dispatched over the nd-range
-//! (work-group size through specialization constants, global offset and scalars through
-//! push constants), and results are read back into the caller's buffers.
+//! [`VulkanDevice`](crate::vulkan::VulkanDevice) implements the runtime's [`Device`] trait, so it
+//! plugs into a [`crate::Context`] and [`crate::Queue`] like the interpreter. [`Device::build`]
+//! optimizes the module with the default `-O` pipeline (`-O0` in the build options skips it) and
+//! emits one Vulkan-flavour SPIR-V module per kernel; the program binary holds those words, their
+//! binding layouts and the kernels' signatures (see `artifact.rs`), which is what the persistent
+//! cache stores. [`Device::run`] mirrors the interpreter's `run`: buffers are uploaded to
+//! host-visible storage buffers, the module is dispatched over the nd-range (work-group size
+//! through specialization constants, global offset and scalars through push constants), and results
+//! are read back into the caller's buffers.
 //!
+//! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
+//! dependency: without a loader or a device,
+//! [`VulkanDevice::open`](crate::vulkan::VulkanDevice::open) returns [`DeviceError::Unavailable`].
 //! On this project's machines the device is lavapipe (Mesa's CPU Vulkan driver).
 
 use std::ffi::CStr;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use kiln_backends::spirv::{emit, Flavour, SpirvError};
+use kiln_backends::spirv::{emit, Flavour};
 use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
-use kiln_ir::{Imm, Kernel, Scalar, Type};
+use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 
-/// An error from the Vulkan device.
-#[derive(Debug)]
-pub enum VulkanError {
-    /// No Vulkan loader, driver or suitable device.
-    Unavailable(String),
-    /// The kernel cannot be lowered to the Vulkan flavour.
-    Compile(SpirvError),
-    /// The launch does not fit the kernel (arguments, nd-range).
-    Launch(String),
-    /// A Vulkan call failed.
-    Vulkan(String),
+use crate::artifact;
+use crate::device::{Device, DeviceKind, Handle};
+use crate::error::DeviceError;
+
+mod program;
+use program::{VkKernel, VkProgram};
+
+fn unavailable(reason: impl Into<String>) -> DeviceError {
+    DeviceError::Unavailable { device: "vulkan".into(), reason: reason.into() }
 }
 
-impl fmt::Display for VulkanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VulkanError::Unavailable(m) => write!(f, "vulkan device unavailable: {m}"),
-            VulkanError::Compile(e) => write!(f, "{e}"),
-            VulkanError::Launch(m) => write!(f, "vulkan launch: {m}"),
-            VulkanError::Vulkan(m) => write!(f, "vulkan: {m}"),
-        }
-    }
+fn launch_err(m: impl fmt::Display) -> DeviceError {
+    DeviceError::Launch(format!("vulkan launch: {m}"))
 }
 
-impl std::error::Error for VulkanError {}
-
-fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> VulkanError {
-    move |e| VulkanError::Vulkan(format!("{what}: {e}"))
+fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> DeviceError {
+    move |e| DeviceError::Driver(format!("vulkan: {what}: {e}"))
 }
 
 /// A Vulkan compute device (the first physical device with a compute queue).
@@ -59,6 +54,8 @@ pub struct VulkanDevice {
     memory: vk::PhysicalDeviceMemoryProperties,
     limits: vk::PhysicalDeviceLimits,
     name: String,
+    driver_version: u32,
+    api_version: u32,
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -70,17 +67,17 @@ impl fmt::Debug for VulkanDevice {
 impl VulkanDevice {
     /// Opens the loader and the first device with a compute queue, enabling the optional
     /// features kernels may need (8/16/64-bit types, 64-bit and f32 atomics) where present.
-    pub fn open() -> Result<VulkanDevice, VulkanError> {
+    pub fn open() -> Result<VulkanDevice, DeviceError> {
         // SAFETY: loading the system's Vulkan loader library; failure is reported.
         let entry = unsafe { ash::Entry::load() }
-            .map_err(|e| VulkanError::Unavailable(format!("cannot load the Vulkan loader: {e}")))?;
+            .map_err(|e| unavailable(format!("cannot load the Vulkan loader: {e}")))?;
         let app = vk::ApplicationInfo::default()
             .application_name(c"kiln")
             .api_version(vk::API_VERSION_1_2);
         let ici = vk::InstanceCreateInfo::default().application_info(&app);
         // SAFETY: valid create info; the instance is destroyed in Drop.
         let instance = unsafe { entry.create_instance(&ici, None) }
-            .map_err(|e| VulkanError::Unavailable(format!("cannot create an instance: {e}")))?;
+            .map_err(|e| unavailable(format!("cannot create an instance: {e}")))?;
         match Self::open_device(entry.clone(), instance.clone()) {
             Ok(d) => Ok(d),
             Err(e) => {
@@ -94,10 +91,10 @@ impl VulkanDevice {
     fn open_device(
         entry: ash::Entry,
         instance: ash::Instance,
-    ) -> Result<VulkanDevice, VulkanError> {
+    ) -> Result<VulkanDevice, DeviceError> {
         // SAFETY: plain queries on a live instance.
         let pds = unsafe { instance.enumerate_physical_devices() }
-            .map_err(|e| VulkanError::Unavailable(format!("cannot list devices: {e}")))?;
+            .map_err(|e| unavailable(format!("cannot list devices: {e}")))?;
         let mut chosen = None;
         for pd in pds {
             let qfs = unsafe { instance.get_physical_device_queue_family_properties(pd) };
@@ -108,14 +105,13 @@ impl VulkanDevice {
                 break;
             }
         }
-        let (pd, qf) = chosen.ok_or_else(|| {
-            VulkanError::Unavailable("no Vulkan device with a compute queue".into())
-        })?;
+        let (pd, qf) =
+            chosen.ok_or_else(|| unavailable("no Vulkan device with a compute queue"))?;
         let props = unsafe { instance.get_physical_device_properties(pd) };
         let name =
             unsafe { CStr::from_ptr(props.device_name.as_ptr()) }.to_string_lossy().into_owned();
         if props.api_version < vk::API_VERSION_1_2 {
-            return Err(VulkanError::Unavailable(format!("{name} does not support Vulkan 1.2")));
+            return Err(unavailable(format!("{name} does not support Vulkan 1.2")));
         }
         let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
             .map_err(vkerr("enumerate extensions"))?;
@@ -165,9 +161,8 @@ impl VulkanDevice {
             dci = dci.enabled_extension_names(&ext_names).push_next(&mut ea);
         }
         // SAFETY: valid create info; the device is destroyed in Drop.
-        let device = unsafe { instance.create_device(pd, &dci, None) }.map_err(|e| {
-            VulkanError::Unavailable(format!("cannot create a device on {name}: {e}"))
-        })?;
+        let device = unsafe { instance.create_device(pd, &dci, None) }
+            .map_err(|e| unavailable(format!("cannot create a device on {name}: {e}")))?;
         let queue = unsafe { device.get_device_queue(qf, 0) };
         let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
         Ok(VulkanDevice {
@@ -179,56 +174,128 @@ impl VulkanDevice {
             memory,
             limits: props.limits,
             name,
+            driver_version: props.driver_version,
+            api_version: props.api_version,
         })
     }
 
-    /// The device's name (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` for lavapipe).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Runs `kernel` over `range` like `kiln_ir::interp::run`: `args` has one entry per
-    /// parameter, pointer parameters naming entries of `buffers`, which are updated in place.
-    pub fn run(
+    /// Dispatches a loaded kernel: `args` has one entry per parameter, pointer parameters
+    /// naming entries of `buffers`, which are updated in place.
+    fn dispatch(
         &self,
-        kernel: &Kernel,
+        k: &VkKernel,
         range: &NdRange,
         args: &[Arg],
         buffers: &mut [Buffer],
-    ) -> Result<(), VulkanError> {
+    ) -> Result<(), DeviceError> {
+        let kernel = &k.signature;
         let local = check_launch(kernel, range, args, buffers)?;
-        let module = emit(kernel, Flavour::Vulkan).map_err(VulkanError::Compile)?;
-        let mut push = vec![0u8; module.layout.push_size as usize];
+        let layout = &k.layout;
+        let mut push = vec![0u8; layout.push_size as usize];
+        if push.len() < 12 {
+            return Err(launch_err("push-constant block smaller than the global offset"));
+        }
         for (d, o) in range.offset.iter().enumerate() {
             let v = if d < range.dims { *o } else { 0 };
             push[4 * d..4 * d + 4].copy_from_slice(&v.to_le_bytes());
         }
-        for s in &module.layout.scalars {
-            let Arg::Scalar(imm) = &args[s.param] else { unreachable!("checked") };
+        // The layout may come from disk: every index and offset is checked, never trusted.
+        for s in &layout.scalars {
+            let Some(Arg::Scalar(imm)) = args.get(s.param) else {
+                return Err(launch_err(format!("layout: parameter {} is not a scalar", s.param)));
+            };
             let bits = imm_bits(imm);
-            let at = s.offset as usize;
-            if s.ty.bits() == 64 {
-                push[at..at + 8].copy_from_slice(&bits.to_le_bytes());
-            } else {
-                push[at..at + 4].copy_from_slice(&(bits as u32).to_le_bytes());
+            let (at, n) = (s.offset as usize, if s.ty.bits() == 64 { 8 } else { 4 });
+            let Some(slot) = push.get_mut(at..at + n) else {
+                return Err(launch_err(format!("layout: push offset {at} out of range")));
+            };
+            slot.copy_from_slice(&bits.to_le_bytes()[..n]);
+        }
+        let mut bindings: Vec<(u32, usize)> = Vec::new();
+        for b in &layout.buffers {
+            match args.get(b.param) {
+                Some(Arg::Buffer(i)) => bindings.push((b.param as u32, *i)),
+                _ => {
+                    return Err(launch_err(format!(
+                        "layout: parameter {} is not a buffer",
+                        b.param
+                    )))
+                }
             }
         }
-        let bindings: Vec<(u32, usize)> = module
-            .layout
-            .buffers
-            .iter()
-            .map(|b| match args[b.param] {
-                Arg::Buffer(i) => (b.param as u32, i),
-                _ => unreachable!("checked"),
-            })
-            .collect();
         let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
-        self.check_limits(kernel, local, groups, module.layout.push_size)?;
+        self.check_limits(kernel, local, groups, layout.push_size)?;
         let mut res = Resources::new(self);
-        let out =
-            res.dispatch(&module.words, &module.entry, local, groups, &push, &bindings, buffers);
+        let out = res.dispatch(&k.words, &k.entry, local, groups, &push, &bindings, buffers);
         res.destroy();
         out
+    }
+}
+
+/// The program binary [`VulkanDevice`]'s [`Device::build`] makes: the module optimized by
+/// the default `-O` pipeline (unless `options` say `-O0`), each kernel emitted as a
+/// Vulkan-flavour SPIR-V module with its binding layout, and the kernels' signatures. Needs
+/// no Vulkan device (benchmarks and tools use it to build what the device would).
+pub fn build_spirv_program(module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+    let kernels = artifact::prepare_kernels("vulkan", module, options)?;
+    let mut blobs = Vec::with_capacity(kernels.len());
+    for k in &kernels {
+        let m = emit(k, Flavour::Vulkan)
+            .map_err(|e| DeviceError::Build { device: "vulkan".into(), message: e.to_string() })?;
+        blobs.push((m.entry.clone(), program::encode_kernel(&m.layout, &m.words)));
+    }
+    Ok(artifact::encode(&kernels, &blobs))
+}
+
+impl Device for VulkanDevice {
+    /// The device's name (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` for lavapipe).
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Vulkan
+    }
+
+    /// The driver's and the API's versions, as the device reports them.
+    fn version(&self) -> String {
+        format!("driver {:#x} api {:#x}", self.driver_version, self.api_version)
+    }
+
+    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+        build_spirv_program(module, options)
+    }
+
+    fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
+        let a = artifact::decode(&self.name, binary)?;
+        let kernels = program::decode_kernels(&self.name, a)?;
+        Ok(Arc::new(VkProgram { kernels }))
+    }
+
+    fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
+        let p = program
+            .downcast_ref::<VkProgram>()
+            .ok_or_else(|| launch_err("not a program of this device"))?;
+        match p.kernels.iter().find(|k| k.entry == name) {
+            Some(k) => Ok(k.clone()),
+            None => {
+                let names: Vec<&str> = p.kernels.iter().map(|k| k.entry.as_str()).collect();
+                Err(DeviceError::NoKernel { kernel: name.into(), available: names.join(", ") })
+            }
+        }
+    }
+
+    fn run(
+        &self,
+        kernel: &Handle,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), DeviceError> {
+        let k = kernel
+            .downcast_ref::<VkKernel>()
+            .ok_or_else(|| launch_err("not a kernel of this device"))?;
+        self.dispatch(k, range, args, buffers)
     }
 }
 
@@ -240,10 +307,10 @@ impl VulkanDevice {
         local: [u32; 3],
         groups: [u32; 3],
         push: u32,
-    ) -> Result<(), VulkanError> {
+    ) -> Result<(), DeviceError> {
         let l = &self.limits;
         let fail = |m: String| {
-            Err(VulkanError::Launch(format!("kernel `{}` on {}: {m}", kernel.name(), self.name)))
+            Err(launch_err(format!("kernel `{}` on {}: {m}", kernel.name(), self.name)))
         };
         if push > l.max_push_constants_size {
             return fail(format!(
@@ -310,8 +377,8 @@ fn check_launch(
     range: &NdRange,
     args: &[Arg],
     buffers: &[Buffer],
-) -> Result<[u32; 3], VulkanError> {
-    let fail = |m: String| Err(VulkanError::Launch(format!("kernel `{}`: {m}", kernel.name())));
+) -> Result<[u32; 3], DeviceError> {
+    let fail = |m: String| Err(launch_err(format!("kernel `{}`: {m}", kernel.name())));
     if !(1..=3).contains(&range.dims) {
         return fail(format!("{} dimensions (1 to 3 supported)", range.dims));
     }
@@ -399,7 +466,7 @@ impl<'a> Resources<'a> {
         }
     }
 
-    fn host_buffer(&mut self, bytes: &[u8]) -> Result<vk::Buffer, VulkanError> {
+    fn host_buffer(&mut self, bytes: &[u8]) -> Result<vk::Buffer, DeviceError> {
         let d = &self.dev.device;
         let size = (bytes.len().max(4) as u64).div_ceil(16) * 16;
         let bci = vk::BufferCreateInfo::default()
@@ -418,7 +485,9 @@ impl<'a> Resources<'a> {
                     req.memory_type_bits & (1 << i) != 0
                         && mp.memory_types[i as usize].property_flags.contains(want)
                 })
-                .ok_or_else(|| VulkanError::Vulkan("no host-visible coherent memory".into()));
+                .ok_or_else(|| {
+                    DeviceError::Driver("vulkan: no host-visible coherent memory".into())
+                });
             let ty = match ty {
                 Ok(t) => t,
                 Err(e) => {
@@ -457,7 +526,7 @@ impl<'a> Resources<'a> {
         push: &[u8],
         bindings: &[(u32, usize)],
         buffers: &mut [Buffer],
-    ) -> Result<(), VulkanError> {
+    ) -> Result<(), DeviceError> {
         let d = self.dev.device.clone();
         // One device buffer per distinct host buffer (aliased parameters share it).
         let mut used: Vec<usize> = bindings.iter().map(|b| b.1).collect();
@@ -502,8 +571,7 @@ impl<'a> Resources<'a> {
                 .collect();
             let spec_data: Vec<u8> = local.iter().flat_map(|x| x.to_le_bytes()).collect();
             let spec = vk::SpecializationInfo::default().map_entries(&entries).data(&spec_data);
-            let name = std::ffi::CString::new(entry)
-                .map_err(|_| VulkanError::Launch("bad entry name".into()))?;
+            let name = std::ffi::CString::new(entry).map_err(|_| launch_err("bad entry name"))?;
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(self.shader)
@@ -602,7 +670,7 @@ impl<'a> Resources<'a> {
                 d.unmap_memory(mem);
                 let elem = buffers[i].elem();
                 buffers[i] = Buffer::from_bytes(elem, bytes)
-                    .map_err(|e| VulkanError::Vulkan(format!("read back: {e}")))?;
+                    .map_err(|e| DeviceError::Driver(format!("vulkan: read back: {e}")))?;
             }
         }
         Ok(())

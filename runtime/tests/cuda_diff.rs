@@ -7,7 +7,10 @@
 use kiln_ir::interp::{run, Arg, Buffer, NdRange};
 use kiln_ir::testing::{arb_kernel, results_match};
 use kiln_ir::{parse_module, Kernel};
-use kiln_runtime::cuda::{CudaDevice, CudaError};
+use kiln_runtime::cuda::CudaDevice;
+use kiln_runtime::{Device, DeviceError};
+
+mod common;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 
@@ -20,7 +23,7 @@ fn device() -> Option<CudaDevice> {
         Err(e) if std::env::var_os("KILN_REQUIRE_CUDA").is_some() => panic!("{e}"),
         Err(e) => {
             eprintln!("skipping: {e}");
-            assert!(matches!(e, CudaError::Unavailable(_)), "{e}");
+            assert!(matches!(e, DeviceError::Unavailable { .. }), "{e}");
             None
         }
     }
@@ -46,7 +49,7 @@ fn check(dev: &CudaDevice, k: &Kernel, range: &NdRange, args: &[Arg], bufs: Vec<
     let mut expected = bufs.clone();
     run(k, range, args, &mut expected).unwrap();
     let mut actual = bufs;
-    dev.run(k, range, args, &mut actual).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
+    dev.build_and_run(k, range, args, &mut actual).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
     results_match(&expected, &actual).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
 }
 
@@ -233,7 +236,7 @@ fn random_kernels_match_the_interpreter() {
         let expected = case.run().unwrap();
         let mut actual = case.buffers.clone();
         let outcome = dev
-            .run(&case.kernel, &case.range, &case.args, &mut actual)
+            .build_and_run(&case.kernel, &case.range, &case.args, &mut actual)
             .map_err(|e| e.to_string())
             .and_then(|()| results_match(&expected, &actual));
         if let Err(e) = outcome {
@@ -242,4 +245,25 @@ fn random_kernels_match_the_interpreter() {
     }
     eprintln!("{} of {cases} random kernels match the interpreter", cases - failures.len());
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// The device through a `Context`, a `Queue` and the persistent cache: built PTX is stored,
+/// and a second context loads it from disk (`cuModuleLoadData` of the cached text).
+#[test]
+fn context_queue_and_persistent_cache() {
+    let Some(dev) = device() else { return };
+    common::context_round_trip(std::sync::Arc::new(dev), "cuda");
+}
+
+/// A damaged program binary is a load error, never a panic or a launch of garbage.
+#[test]
+fn damaged_binaries_do_not_load() {
+    let Some(dev) = device() else { return };
+    let m = parse_module("kernel k(x: ptr<global, u32>, n: u32) { x[global_id(0)] = n; }").unwrap();
+    let bin = dev.build(&m, "").unwrap();
+    assert!(dev.load(&bin).is_ok());
+    for cut in [0, 7, 12, bin.len() / 2, bin.len() - 1] {
+        let Err(e) = dev.load(&bin[..cut]) else { panic!("a binary cut at {cut} loads") };
+        assert!(matches!(e, DeviceError::Load { .. }), "{e}");
+    }
 }

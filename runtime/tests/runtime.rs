@@ -368,3 +368,41 @@ fn host_write_waits_for_readers() {
     assert_eq!(*seen.lock().unwrap(), Some(5));
     assert_eq!(b.read().unwrap(), vec![6]);
 }
+
+#[test]
+fn prepared_modules_look_kernels_up_by_key() {
+    let c = ctx();
+    let m = module();
+    let prep = c.prepare(&m, &[], "");
+    assert_eq!(prep.key(), &c.program_key(&m, &[], ""));
+    let k1 = c.kernel_of(&prep, "saxpy").unwrap();
+    let k2 = c.kernel_of(&prep, "saxpy").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&k1.handle, &k2.handle));
+    // The program built once; the second lookup was a kernel-cache hit.
+    assert_eq!(c.program_cache_stats().builds, 1);
+    let ks = c.kernel_cache_stats();
+    assert_eq!((ks.builds, ks.hits), (1, 1));
+    // The same kernel as through build_program + kernel (one cache entry for both).
+    let p = c.build_program(&m, &[], "").unwrap();
+    let k3 = c.kernel(&p, "saxpy").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&k1.handle, &k3.handle));
+    assert_eq!(c.kernel_cache_stats().builds, 1);
+    // Other options are another program; a missing kernel is a typed error, every time.
+    let other = c.prepare(&m, &[], "-O0");
+    assert_ne!(other.key(), prep.key());
+    let k4 = c.kernel_of(&other, "saxpy").unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&k1.handle, &k4.handle));
+    for _ in 0..2 {
+        let e = c.kernel_of(&prep, "nope").unwrap_err();
+        assert!(e.to_string().contains("no kernel `nope`"), "{e}");
+    }
+    // It runs.
+    let s = c.kernel_of(&prep, "scale").unwrap();
+    let x = Buffer::from_slice(&[1.0f32, -2.0]);
+    let q = Queue::new(&c, QueueOrder::InOrder);
+    q.submit(|h| {
+        let a = h.read_write(&x);
+        h.parallel_for(&s, NdRange::new(&[2]), vec![a.into(), KernelArg::scalar(2.0f32)]);
+    });
+    assert_eq!(x.read().unwrap(), vec![2.0, -4.0]);
+}

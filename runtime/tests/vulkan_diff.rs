@@ -7,7 +7,10 @@
 use kiln_ir::interp::{run, Arg, Buffer, NdRange};
 use kiln_ir::testing::{case_from_choices, results_match, GenConfig};
 use kiln_ir::{parse_module, Kernel};
-use kiln_runtime::vulkan::{VulkanDevice, VulkanError};
+use kiln_runtime::vulkan::VulkanDevice;
+use kiln_runtime::{Device, DeviceError};
+
+mod common;
 
 fn device() -> Option<VulkanDevice> {
     match VulkanDevice::open() {
@@ -39,7 +42,7 @@ fn compare(dev: &VulkanDevice, k: &Kernel, range: &NdRange, args: &[Arg], bufs: 
     let mut want = bufs.to_vec();
     run(k, range, args, &mut want).unwrap();
     let mut got = bufs.to_vec();
-    dev.run(k, range, args, &mut got).unwrap();
+    dev.build_and_run(k, range, args, &mut got).unwrap();
     results_match(&want, &got).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
 }
 
@@ -122,9 +125,9 @@ fn random_kernels_match_the_interpreter() {
         let case = case_from_choices(&choices, &cfg);
         let want = case.run().unwrap();
         let mut got = case.buffers.clone();
-        match dev.run(&case.kernel, &case.range, &case.args, &mut got) {
+        match dev.build_and_run(&case.kernel, &case.range, &case.args, &mut got) {
             Ok(()) => {}
-            Err(VulkanError::Compile(e)) if e.message.contains("cannot be expressed") => {
+            Err(DeviceError::Build { message, .. }) if message.contains("cannot be expressed") => {
                 rejected += 1;
                 continue;
             }
@@ -157,7 +160,7 @@ fn hand_cases_match_the_interpreter() {
         let mut want = bufs.clone();
         run(&k, &range, &args, &mut want).unwrap();
         let mut got = bufs.clone();
-        dev.run(&k, &range, &args, &mut got).unwrap();
+        dev.build_and_run(&k, &range, &args, &mut got).unwrap();
         if k.name() == "intrinsics" {
             for (b, (w, g)) in want.iter().zip(&got).enumerate() {
                 match (w.to_vec::<f32>(), g.to_vec::<f32>()) {
@@ -186,19 +189,19 @@ fn unsupported_constructs_are_clear_errors() {
     let src = "kernel e(x: ptr<global, f64>) { x[global_id(0)] = exp(x[global_id(0)]); }";
     let k = parse_module(src).unwrap().kernels.remove(0);
     let mut bufs = vec![Buffer::from_slice(&[1.0f64; 4])];
-    let e = dev.run(&k, &NdRange::new(&[4]), &[Arg::Buffer(0)], &mut bufs).unwrap_err();
+    let e = dev.build_and_run(&k, &NdRange::new(&[4]), &[Arg::Buffer(0)], &mut bufs).unwrap_err();
     assert!(
         e.to_string().contains("`exp` on f64 cannot be expressed in the Vulkan flavour"),
         "{e}"
     );
     assert_eq!(bufs[0].to_vec::<f64>().unwrap(), vec![1.0; 4]);
-    let e = dev.run(&k, &NdRange::new(&[4]), &[], &mut bufs).unwrap_err();
-    assert!(e.to_string().contains("0 arguments for 1 parameters"), "{e}");
     let k = example("saxpy");
+    let e = dev.build_and_run(&k, &NdRange::new(&[4]), &[], &mut bufs).unwrap_err();
+    assert!(e.to_string().contains("0 arguments for 4 parameters"), "{e}");
     let big = NdRange::new(&[1 << 20]).with_local(&[1 << 20]);
     let args = [Arg::Buffer(0), Arg::Buffer(0), Arg::scalar(1.0f32), Arg::scalar(0u32)];
     let mut bufs = vec![floats(4, 0.0)];
-    let e = dev.run(&k, &big, &args, &mut bufs).unwrap_err();
+    let e = dev.build_and_run(&k, &big, &args, &mut bufs).unwrap_err();
     assert!(e.to_string().contains("exceeds the device's"), "{e}");
 }
 
@@ -232,4 +235,26 @@ fn edge_cases_match_the_interpreter() {
     ];
     let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)];
     compare(&dev, &k, &NdRange::new(&[8]), &args, &bufs);
+}
+
+/// The device through a `Context`, a `Queue` and the persistent cache.
+#[test]
+fn context_queue_and_persistent_cache() {
+    let Some(dev) = device() else { return };
+    common::context_round_trip(std::sync::Arc::new(dev), "vk");
+}
+
+/// A damaged program binary is a load error, never a panic or a launch of garbage.
+#[test]
+fn damaged_binaries_do_not_load() {
+    let Some(dev) = device() else { return };
+    let m = parse_module("kernel k(x: ptr<global, u32>, n: u32) { x[global_id(0)] = n; }").unwrap();
+    let bin = dev.build(&m, "").unwrap();
+    assert!(dev.load(&bin).is_ok());
+    for cut in [0, 7, 12, bin.len() / 2, bin.len() - 1] {
+        let Err(e) = dev.load(&bin[..cut]) else { panic!("a binary cut at {cut} loads") };
+        assert!(matches!(e, DeviceError::Load { .. }), "{e}");
+    }
+    let e = dev.build(&m, "-funroll").unwrap_err();
+    assert!(e.to_string().contains("unknown build option `-funroll`"), "{e}");
 }

@@ -1,10 +1,17 @@
 //! `kiln run`: bind command-line values to a kernel's parameters and run it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 use kiln::ir::interp::{self, Arg, NdRange};
 use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
+use kiln::runtime::cuda::CudaDevice;
+use kiln::runtime::vulkan::VulkanDevice;
+use kiln::runtime::{
+    interp_device, AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, KernelArg,
+    Queue, QueueOrder, RuntimeError,
+};
 
 use super::buffers::{contents, new_buffer};
 use super::value::{self, BufferInit};
@@ -41,6 +48,12 @@ Output:
   elements show the first 8 and the last 4 (--full prints all). With one or more
   --out NAME=PATH.npy, those buffers are written as 1-D .npy arrays of the element's dtype
   and nothing is printed.
+
+Program cache:
+  The kernel is built through the runtime's program cache. With KILN_CACHE_PERSISTENT=1 the
+  built program is also stored on disk (KILN_CACHE_DIR, default ~/.cache/kiln; see `kiln
+  cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part of the cache key; for
+  vulkan and cuda, `-O0` builds without the -O optimization pipeline.
 
 Exit status: 0 on success; 1 for an error in the file, the values or the run (messages on
 stderr, `kiln: error: ...`); 2 for a malformed command line.
@@ -142,15 +155,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
             }
         }
     }
-    match a.device.as_str() {
-        "vulkan" => kiln::runtime::vulkan::VulkanDevice::open()
-            .and_then(|d| d.run(kernel, &range, &args, &mut buffers))
-            .map_err(|e| e.to_string())?,
-        "cuda" => kiln::runtime::cuda::CudaDevice::open()
-            .and_then(|d| d.run(kernel, &range, &args, &mut buffers))
-            .map_err(|e| e.to_string())?,
-        _ => interp::run(kernel, &range, &args, &mut buffers).map_err(|e| e.to_string())?,
-    }
+    let buffers = run_on_device(&a.device, kernel, range, &args, buffers)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -167,6 +172,77 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
         npy::write(&path, elem, contents(&buffers[b]))?;
     }
     Ok(())
+}
+
+/// Runs `kernel` the way an application would: a [`Context`] for the device builds the
+/// program through its caches (in memory; on disk too with `KILN_CACHE_PERSISTENT=1`,
+/// keyed with `KILN_PROGRAM_BUILD_OPTIONS`), and an in-order [`Queue`] runs it. Returns the
+/// buffers' final contents. Messages are the device's own, as before the runtime was used.
+fn run_on_device(
+    device: &str,
+    kernel: &Kernel,
+    range: NdRange,
+    args: &[Arg],
+    buffers: Vec<interp::Buffer>,
+) -> Result<Vec<interp::Buffer>, Error> {
+    let dev: Arc<dyn Device> = match device {
+        "vulkan" => Arc::new(VulkanDevice::open().map_err(message)?),
+        "cuda" => Arc::new(CudaDevice::open().map_err(message)?),
+        _ => interp_device(),
+    };
+    let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..ContextConfig::from_env() });
+    // Only the chosen kernel is built: another kernel of the file that a backend cannot
+    // express must not fail this run.
+    let module = Module::new(vec![kernel.clone()]);
+    let outcome = run_in_context(&ctx, &module, kernel.name(), range, args, buffers);
+    if let Some(disk) = ctx.persistent_cache() {
+        for w in disk.warnings() {
+            eprintln!("kiln: warning: {w}");
+        }
+    }
+    outcome
+}
+
+fn run_in_context(
+    ctx: &Context,
+    module: &Module,
+    name: &str,
+    range: NdRange,
+    args: &[Arg],
+    buffers: Vec<interp::Buffer>,
+) -> Result<Vec<interp::Buffer>, Error> {
+    let program = ctx.build_program(module, &[], "").map_err(message)?;
+    let k = ctx.kernel(&program, name).map_err(message)?;
+    let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
+    let q = Queue::new(ctx, QueueOrder::InOrder);
+    q.submit(|h| {
+        let kargs = args
+            .iter()
+            .map(|a| match a {
+                Arg::Scalar(imm) => KernelArg::Scalar(*imm),
+                Arg::Buffer(i) => KernelArg::Buffer(h.access_any(&bufs[*i], AccessMode::ReadWrite)),
+            })
+            .collect();
+        h.parallel_for(&k, range, kargs);
+    });
+    q.wait().map_err(|e| match e {
+        RuntimeError::Kernel { source, .. } => message(source),
+        other => Error::Message(other.to_string()),
+    })?;
+    let mut out = Vec::with_capacity(bufs.len());
+    for b in &bufs {
+        out.push(b.contents().map_err(|e| Error::Message(e.to_string()))?);
+    }
+    Ok(out)
+}
+
+/// The device's message: a build error is the compiler's own text (which names the
+/// backend and kernel), everything else as the error displays.
+fn message(e: DeviceError) -> Error {
+    Error::Message(match e {
+        DeviceError::Build { message, .. } => message,
+        other => other.to_string(),
+    })
 }
 
 fn select_kernel<'m>(

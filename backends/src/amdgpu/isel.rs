@@ -5,7 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use kiln_ir::{
-    AddrSpace, Builtin, Expr, ExprNode, FuncKind, Imm, Kernel, Scalar, Stmt, StmtNode, UnOp, Var,
+    AddrSpace, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm, Intrinsic, Kernel, Scalar, Stmt,
+    StmtNode, UnOp, Var,
 };
 use kiln_passes::divergence::{expr_divergent, Divergence, VarSet};
 
@@ -292,6 +293,25 @@ impl Isel<'_> {
                 }
             }
             ExprNode::Cast { to, a } => self.cast(*to, a, s),
+            ExprNode::Intrinsic { op: op @ (Intrinsic::Mad | Intrinsic::Add3), args } => {
+                let [a, b, c] = [&args[0], &args[1], &args[2]];
+                if *op == Intrinsic::Add3 && !s && matches!(ty, Scalar::I32 | Scalar::U32) {
+                    // 32-bit registers wrap exactly as the IR does.
+                    let ops = vec![self.expr(a)?, self.expr(b)?, self.expr(c)?];
+                    let ops = ops.into_iter().map(|x| self.vgpr(x)).collect();
+                    let d = self.v();
+                    self.emit("v_add3_u32", vec![d.clone()], ops);
+                    return Ok(Val { o: d, s: false });
+                }
+                // Every other width and the SALU: the same wrapping sum as separate ops,
+                // which already re-extend narrow integers.
+                let first = if *op == Intrinsic::Mad { BinOp::Mul } else { BinOp::Add };
+                self.expr(&Expr::binary(
+                    BinOp::Add,
+                    Expr::binary(first, a.clone(), b.clone()),
+                    c.clone(),
+                ))
+            }
             ExprNode::Intrinsic { op, args } => {
                 let mut vals: Vec<Val> =
                     args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;

@@ -72,7 +72,7 @@ struct Lower<'k> {
     labels: u32,
     arrays: u32,
     /// Addresses computed in the current straight-line stretch: (base, index) -> address.
-    addrs: HashMap<(Reg, String), Reg>,
+    addrs: HashMap<(Reg, Val), Reg>,
     fast: bool,
 }
 
@@ -81,7 +81,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     let mut l = Lower {
         kernel,
         regs: RegFile::default(),
-        body: String::new(),
+        body: String::with_capacity(2048),
         decls: String::new(),
         scopes: vec![HashMap::new()],
         mutable: HashSet::new(),
@@ -105,9 +105,9 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
                 };
                 params.push(format!("\t.param .u64 {pname}"));
                 let base = l.regs.fresh(Class::B64);
-                l.ins(format!("ld.param.u64 {base}, [{pname}]"));
+                l.ins(format_args!("ld.param.u64 {base}, [{pname}]"));
                 if !space.is_empty() {
-                    l.ins(format!("cvta.to.global.u64 {base}, {base}"));
+                    l.ins(format_args!("cvta.to.global.u64 {base}, {base}"));
                 }
                 l.bind(p.name(), Binding::Mem(Mem { space, elem, base }));
             }
@@ -115,13 +115,13 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
                 params.push(format!("\t.param .{} {pname}", mem_ty(s)));
                 let v = if s == Scalar::Bool {
                     let r = l.regs.fresh(Class::B32);
-                    l.ins(format!("ld.param.u8 {r}, [{pname}]"));
+                    l.ins(format_args!("ld.param.u8 {r}, [{pname}]"));
                     let p = l.regs.fresh(Class::Pred);
-                    l.ins(format!("setp.ne.u32 {p}, {r}, 0"));
+                    l.ins(format_args!("setp.ne.u32 {p}, {r}, 0"));
                     p
                 } else {
                     let r = l.regs.fresh(Class::of(s));
-                    l.ins(format!("ld.param.{} {r}, [{pname}]", mem_ty(s)));
+                    l.ins(format_args!("ld.param.{} {r}, [{pname}]", mem_ty(s)));
                     r
                 };
                 l.bind(p.name(), Binding::Val(Val::Reg(v)));
@@ -136,7 +136,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     scan.visit_stmt(kernel.body());
     l.prologue(&scan)?;
     l.block(kernel.body())?;
-    l.ins("ret".into());
+    l.ins(format_args!("ret"));
 
     let mut out = format!(".visible .entry {name}(\n{}\n)\n", params.join(",\n"));
     if let Some([x, y, z]) = kernel.attrs().reqd_work_group_size {
@@ -152,9 +152,11 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
 }
 
 impl Lower<'_> {
-    fn ins(&mut self, s: String) {
+    /// Appends one instruction. Takes `format_args!` so the text goes straight into the
+    /// body instead of through a temporary `String` per instruction.
+    fn ins(&mut self, s: std::fmt::Arguments<'_>) {
         self.body.push('\t');
-        self.body.push_str(&s);
+        let _ = self.body.write_fmt(s);
         self.body.push_str(";\n");
     }
 
@@ -214,7 +216,7 @@ impl Lower<'_> {
                     Class::F32 => "f32",
                     Class::F64 => "f64",
                 };
-                self.ins(format!("mov.{ty} {r}, {i}"));
+                self.ins(format_args!("mov.{ty} {r}, {i}"));
                 r
             }
         }
@@ -241,7 +243,7 @@ impl Lower<'_> {
             Class::F32 => "f32",
             Class::F64 => "f64",
         };
-        self.ins(format!("mov.{ty} {d}, {v}"));
+        self.ins(format_args!("mov.{ty} {d}, {v}"));
     }
 
     /// Evaluates `e` into `d` (moving only when the value landed elsewhere).
@@ -258,7 +260,7 @@ impl Lower<'_> {
     fn sreg(&mut self, name: &str, dim: u8) -> Reg {
         let r = self.fresh(Class::B32);
         let d = ["x", "y", "z"][dim as usize];
-        self.ins(format!("mov.u32 {r}, %{name}.{d}"));
+        self.ins(format_args!("mov.u32 {r}, %{name}.{d}"));
         r
     }
 
@@ -274,12 +276,12 @@ impl Lower<'_> {
                 Builtin::NumGroups => self.sreg("nctaid", dim),
                 Builtin::GlobalSize => {
                     let (a, b) = (self.sreg("ntid", dim), self.sreg("nctaid", dim));
-                    self.ins(format!("mul.lo.u32 {a}, {a}, {b}"));
+                    self.ins(format_args!("mul.lo.u32 {a}, {a}, {b}"));
                     a
                 }
                 Builtin::GlobalOffset => {
                     let r = self.fresh(Class::B32);
-                    self.ins(format!("ld.param.u32 {r}, [{}]", OFFSET_PARAMS[dim as usize]));
+                    self.ins(format_args!("ld.param.u32 {r}, [{}]", OFFSET_PARAMS[dim as usize]));
                     r
                 }
                 Builtin::GlobalId => {
@@ -287,9 +289,9 @@ impl Lower<'_> {
                     let n = self.sreg("ntid", dim);
                     let t = self.sreg("tid", dim);
                     let o = self.fresh(Class::B32);
-                    self.ins(format!("ld.param.u32 {o}, [{}]", OFFSET_PARAMS[dim as usize]));
-                    self.ins(format!("mad.lo.u32 {c}, {c}, {n}, {t}"));
-                    self.ins(format!("add.u32 {c}, {c}, {o}"));
+                    self.ins(format_args!("ld.param.u32 {o}, [{}]", OFFSET_PARAMS[dim as usize]));
+                    self.ins(format_args!("mad.lo.u32 {c}, {c}, {n}, {t}"));
+                    self.ins(format_args!("add.u32 {c}, {c}, {o}"));
                     c
                 }
             };
@@ -302,11 +304,11 @@ impl Lower<'_> {
         let [tx, ty, tz] = [0, 1, 2].map(|d| self.sreg("tid", d));
         let [nx, ny, nz] = [0, 1, 2].map(|d| self.sreg("ntid", d));
         let lin = self.fresh(Class::B32);
-        self.ins(format!("mad.lo.u32 {lin}, {ny}, {tz}, {ty}"));
-        self.ins(format!("mad.lo.u32 {lin}, {lin}, {nx}, {tx}"));
+        self.ins(format_args!("mad.lo.u32 {lin}, {ny}, {tz}, {ty}"));
+        self.ins(format_args!("mad.lo.u32 {lin}, {lin}, {nx}, {tx}"));
         let size = self.fresh(Class::B32);
-        self.ins(format!("mul.lo.u32 {size}, {nx}, {ny}"));
-        self.ins(format!("mul.lo.u32 {size}, {size}, {nz}"));
+        self.ins(format_args!("mul.lo.u32 {size}, {nx}, {ny}"));
+        self.ins(format_args!("mul.lo.u32 {size}, {size}, {nz}"));
         let k = self.kernel.name().to_string();
         for (name, elem, count) in &scan.locals {
             let words = (elem.size_bytes() as u64 * *count as u64).div_ceil(4);
@@ -314,23 +316,23 @@ impl Lower<'_> {
             let sym = format!("{k}_local{}", self.arrays);
             let _ = writeln!(self.decls, "\t.shared .align 8 .b8 {sym}[{}];", words * 4);
             let base = self.fresh(Class::B64);
-            self.ins(format!("mov.u64 {base}, {sym}"));
+            self.ins(format_args!("mov.u64 {base}, {sym}"));
             let i = self.fresh(Class::B32);
-            self.ins(format!("mov.u32 {i}, {lin}"));
+            self.ins(format_args!("mov.u32 {i}, {lin}"));
             let (top, end) = (self.label(), self.label());
             let p = self.fresh(Class::Pred);
             let a = self.fresh(Class::B64);
             self.place(&top);
-            self.ins(format!("setp.ge.u32 {p}, {i}, {words}"));
-            self.ins(format!("@{p} bra {end}"));
-            self.ins(format!("mad.wide.u32 {a}, {i}, 4, {base}"));
-            self.ins(format!("st.shared.u32 [{a}], 0"));
-            self.ins(format!("add.u32 {i}, {i}, {size}"));
-            self.ins(format!("bra {top}"));
+            self.ins(format_args!("setp.ge.u32 {p}, {i}, {words}"));
+            self.ins(format_args!("@{p} bra {end}"));
+            self.ins(format_args!("mad.wide.u32 {a}, {i}, 4, {base}"));
+            self.ins(format_args!("st.shared.u32 [{a}], 0"));
+            self.ins(format_args!("add.u32 {i}, {i}, {size}"));
+            self.ins(format_args!("bra {top}"));
             self.place(&end);
             self.locals.insert(name.clone(), Mem { space: ".shared", elem: *elem, base });
         }
-        self.ins("bar.sync 0".into());
+        self.ins(format_args!("bar.sync 0"));
         Ok(())
     }
 
@@ -371,7 +373,7 @@ impl Lower<'_> {
                 }
                 let addr = self.addr(&m, index)?;
                 let v = self.expr(value, None)?;
-                self.ins(format!("st{}.{} {addr}, {v}", m.space, st_ty(m.elem)));
+                self.ins(format_args!("st{}.{} {addr}, {v}", m.space, st_ty(m.elem)));
             }
             StmtNode::Alloc { var, count } => match var.ty() {
                 Type::Ptr(AddrSpace::Local, _) => {
@@ -390,13 +392,13 @@ impl Lower<'_> {
                 let c = self.expr(cond, None)?;
                 let c = self.reg(c, Class::Pred);
                 let skip = self.label();
-                self.ins(format!("@!{c} bra {skip}"));
+                self.ins(format_args!("@!{c} bra {skip}"));
                 self.block(then)?;
                 match otherwise {
                     None => self.place(&skip),
                     Some(o) => {
                         let end = self.label();
-                        self.ins(format!("bra {end}"));
+                        self.ins(format_args!("bra {end}"));
                         self.place(&skip);
                         self.block(o)?;
                         self.place(&end);
@@ -408,18 +410,18 @@ impl Lower<'_> {
                 self.place(&top);
                 let c = self.expr(cond, None)?;
                 let c = self.reg(c, Class::Pred);
-                self.ins(format!("@!{c} bra {end}"));
+                self.ins(format_args!("@!{c} bra {end}"));
                 self.block(body)?;
-                self.ins(format!("bra {top}"));
+                self.ins(format_args!("bra {top}"));
                 self.place(&end);
             }
             StmtNode::For { var, lo, hi, step, body } => self.for_loop(var, lo, hi, step, body)?,
             StmtNode::Block(_) => self.block(s)?,
             StmtNode::Call { result, func, args } => match func.kind() {
-                FuncKind::Barrier(_) => self.ins("bar.sync 0".into()),
+                FuncKind::Barrier(_) => self.ins(format_args!("bar.sync 0")),
                 FuncKind::Fence(f) => {
                     let op = if f.global { "membar.gl" } else { "membar.cta" };
-                    self.ins(op.into());
+                    self.ins(format_args!("{op}"));
                 }
                 FuncKind::Atomic(op) => {
                     let r = self.atomic(op, args)?;
@@ -438,24 +440,24 @@ impl Lower<'_> {
         let sym = format!("{}_private{}", self.kernel.name(), self.arrays);
         let _ = writeln!(self.decls, "\t.local .align 8 .b8 {sym}[{}];", words * 4);
         let base = self.fresh(Class::B64);
-        self.ins(format!("mov.u64 {base}, {sym}"));
+        self.ins(format_args!("mov.u64 {base}, {sym}"));
         if words <= 16 {
             for w in 0..words {
                 let off = if w == 0 { String::new() } else { format!("+{}", w * 4) };
-                self.ins(format!("st.local.u32 [{base}{off}], 0"));
+                self.ins(format_args!("st.local.u32 [{base}{off}], 0"));
             }
         } else {
             let i = self.fresh(Class::B64);
             let e = self.fresh(Class::B64);
             let p = self.fresh(Class::Pred);
             let top = self.label();
-            self.ins(format!("mov.u64 {i}, {base}"));
-            self.ins(format!("add.s64 {e}, {base}, {}", words * 4));
+            self.ins(format_args!("mov.u64 {i}, {base}"));
+            self.ins(format_args!("add.s64 {e}, {base}, {}", words * 4));
             self.place(&top);
-            self.ins(format!("st.local.u32 [{i}], 0"));
-            self.ins(format!("add.s64 {i}, {i}, 4"));
-            self.ins(format!("setp.lt.u64 {p}, {i}, {e}"));
-            self.ins(format!("@{p} bra {top}"));
+            self.ins(format_args!("st.local.u32 [{i}], 0"));
+            self.ins(format_args!("add.s64 {i}, {i}, 4"));
+            self.ins(format_args!("setp.lt.u64 {p}, {i}, {e}"));
+            self.ins(format_args!("@{p} bra {top}"));
         }
         Mem { space: ".local", elem, base }
     }
@@ -483,8 +485,8 @@ impl Lower<'_> {
         let s = self.snapshot(s);
         let (top, end) = (self.label(), self.label());
         let p = self.fresh(Class::Pred);
-        self.ins(format!("setp.ge.{ty} {p}, {v}, {h}"));
-        self.ins(format!("@{p} bra {end}"));
+        self.ins(format_args!("setp.ge.{ty} {p}, {v}, {h}"));
+        self.ins(format_args!("@{p} bra {end}"));
         self.place(&top);
         self.scopes.push(HashMap::new());
         self.bind(var.name(), Binding::Val(Val::Reg(v)));
@@ -494,17 +496,17 @@ impl Lower<'_> {
         let p = self.fresh(Class::Pred);
         if s == Val::Imm("1".into()) {
             // v < hi <= MAX, so v + 1 cannot wrap.
-            self.ins(format!("add.{ty} {v}, {v}, 1"));
-            self.ins(format!("setp.lt.{ty} {p}, {v}, {h}"));
-            self.ins(format!("@{p} bra {top}"));
+            self.ins(format_args!("add.{ty} {v}, {v}, 1"));
+            self.ins(format_args!("setp.lt.{ty} {p}, {v}, {h}"));
+            self.ins(format_args!("@{p} bra {top}"));
         } else {
             // Stop unless v + step < hi, computed without overflow: hi - v > step.
             let d = self.fresh(c);
-            self.ins(format!("sub.{uty} {d}, {h}, {v}"));
-            self.ins(format!("setp.le.{uty} {p}, {d}, {s}"));
-            self.ins(format!("@{p} bra {end}"));
-            self.ins(format!("add.{ty} {v}, {v}, {s}"));
-            self.ins(format!("bra {top}"));
+            self.ins(format_args!("sub.{uty} {d}, {h}, {v}"));
+            self.ins(format_args!("setp.le.{uty} {p}, {d}, {s}"));
+            self.ins(format_args!("@{p} bra {end}"));
+            self.ins(format_args!("add.{ty} {v}, {v}, {s}"));
+            self.ins(format_args!("bra {top}"));
         }
         self.place(&end);
         Ok(())
@@ -535,7 +537,7 @@ impl Lower<'_> {
         let u = if wide { "u64" } else { "u32" };
         match (op, t) {
             (AtomicOp::Add, Scalar::F32) => {
-                self.ins(format!("atom{space}.add.f32 {d}, {addr}, {v}"))
+                self.ins(format_args!("atom{space}.add.f32 {d}, {addr}, {v}"))
             }
             (
                 AtomicOp::Add | AtomicOp::Sub,
@@ -543,19 +545,19 @@ impl Lower<'_> {
             ) => {
                 let v = if op == AtomicOp::Sub {
                     let n = self.fresh(c);
-                    self.ins(format!("neg.s{} {n}, {v}", if wide { 64 } else { 32 }));
+                    self.ins(format_args!("neg.s{} {n}, {v}", if wide { 64 } else { 32 }));
                     n
                 } else {
                     v
                 };
-                self.ins(format!("atom{space}.add.{u} {d}, {addr}, {v}"))
+                self.ins(format_args!("atom{space}.add.{u} {d}, {addr}, {v}"))
             }
             (
                 AtomicOp::Min | AtomicOp::Max,
                 Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64,
             ) => {
                 let o = if op == AtomicOp::Min { "min" } else { "max" };
-                self.ins(format!("atom{space}.{o}.{} {d}, {addr}, {v}", arith_ty(t)))
+                self.ins(format_args!("atom{space}.{o}.{} {d}, {addr}, {v}", arith_ty(t)))
             }
             (
                 AtomicOp::And | AtomicOp::Or | AtomicOp::Xor,
@@ -566,15 +568,15 @@ impl Lower<'_> {
                     AtomicOp::Or => "or",
                     _ => "xor",
                 };
-                self.ins(format!("atom{space}.{o}.{b} {d}, {addr}, {v}"))
+                self.ins(format_args!("atom{space}.{o}.{b} {d}, {addr}, {v}"))
             }
             (AtomicOp::Xchg, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64) => {
-                self.ins(format!("atom{space}.exch.{b} {d}, {addr}, {v}"))
+                self.ins(format_args!("atom{space}.exch.{b} {d}, {addr}, {v}"))
             }
             (AtomicOp::CmpXchg, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64) => {
                 let cmp = self.expr(&args[2], None)?;
                 let cmp = self.reg(cmp, c);
-                self.ins(format!("atom{space}.cas.{b} {d}, {addr}, {cmp}, {v}"))
+                self.ins(format_args!("atom{space}.cas.{b} {d}, {addr}, {cmp}, {v}"))
             }
             _ => return Err(format!("`{}` on {t} elements", op.name())),
         }
@@ -598,7 +600,7 @@ impl Lower<'_> {
         let i = self.expr(index, None)?;
         let key = match &i {
             Val::Reg(r) if self.mutable.contains(r) => None,
-            v => Some((base, v.to_string())),
+            v => Some((base, v.clone())),
         };
         if let Some(a) = key.as_ref().and_then(|k| self.addrs.get(k)) {
             return Ok(format!("[{a}]"));
@@ -610,12 +612,12 @@ impl Lower<'_> {
         match Class::of(it) {
             Class::B64 => {
                 let i = self.reg(i, Class::B64);
-                self.ins(format!("mad.lo.s64 {a}, {i}, {size}, {base}"));
+                self.ins(format_args!("mad.lo.s64 {a}, {i}, {size}, {base}"));
             }
             _ => {
                 let i = self.reg(i, Class::B32);
                 let w = if it.is_signed() { "s32" } else { "u32" };
-                self.ins(format!("mad.wide.{w} {a}, {i}, {size}, {base}"));
+                self.ins(format_args!("mad.wide.{w} {a}, {i}, {size}, {base}"));
             }
         }
         Ok(format!("[{a}]"))

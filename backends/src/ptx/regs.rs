@@ -73,12 +73,14 @@ pub(super) struct Reg {
 
 impl fmt::Display for Reg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", self.class.prefix(), self.n)
+        // Written piecewise: registers are printed for every operand of every instruction.
+        f.write_str(self.class.prefix())?;
+        fmt::Display::fmt(&self.n, f)
     }
 }
 
 /// An operand: a register or an immediate (already spelled for PTX).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Val {
     Reg(Reg),
     Imm(String),

@@ -347,6 +347,17 @@ impl Emitter {
                 let r = cx.b.select(ty, None, yn, x, r).map_err(er)?;
                 cx.b.select(ty, None, xn, y, r).map_err(er)
             }
+            Intrinsic::Mad | Intrinsic::Add3 if t.is_int() => {
+                // SPIR-V integer arithmetic wraps at the type's width, as the IR does.
+                let m = if op == Intrinsic::Mad {
+                    cx.b.i_mul(ty, None, a[0], a[1])
+                } else {
+                    cx.b.i_add(ty, None, a[0], a[1])
+                }
+                .map_err(er)?;
+                cx.b.i_add(ty, None, m, a[2]).map_err(er)
+            }
+            Intrinsic::Mad | Intrinsic::Add3 => Err(format!("`{}` on {t}", op.name())),
             Intrinsic::Abs if !t.is_float() => {
                 let zero = cx.constant(t, 0);
                 let neg = cx.b.s_less_than(bt, None, a[0], zero).map_err(er)?;

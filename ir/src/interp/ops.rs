@@ -214,6 +214,13 @@ pub(super) fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
         {
             Ok(Imm::Float(t, float_min_max(op == Intrinsic::Max, x, y)))
         }
+        (Intrinsic::Mad, &[Imm::Int(t, a), Imm::Int(_, b), Imm::Int(_, c)]) => {
+            // Canonical bits wrap correctly at 64 bits; canonicalizing gives the type's width.
+            Ok(Imm::Int(t, canonical_int(t, a.wrapping_mul(b).wrapping_add(c))))
+        }
+        (Intrinsic::Add3, &[Imm::Int(t, a), Imm::Int(_, b), Imm::Int(_, c)]) => {
+            Ok(Imm::Int(t, canonical_int(t, a.wrapping_add(b).wrapping_add(c))))
+        }
         (Intrinsic::Abs, &[Imm::Int(t, x)]) => {
             let v = if t.is_signed() { (x as i64).wrapping_abs() as u64 } else { x };
             Ok(Imm::Int(t, canonical_int(t, v)))
@@ -331,6 +338,24 @@ mod tests {
         assert_eq!(intrinsic(Intrinsic::Abs, &[i(I8, -128)]), Ok(i(I8, -128)));
         assert_eq!(intrinsic(Intrinsic::Min, &[i(I64, -5), i(I64, 3)]), Ok(i(I64, -5)));
         assert_eq!(intrinsic(Intrinsic::Max, &[i(U64, 1 << 63), i(U64, 3)]), Ok(i(U64, 1 << 63)));
+        // mad and add3 wrap at the type's width, signed and unsigned alike.
+        assert_eq!(intrinsic(Intrinsic::Mad, &[i(I8, 100), i(I8, 3), i(I8, 1)]), Ok(i(I8, 45)));
+        assert_eq!(
+            intrinsic(Intrinsic::Mad, &[i(U16, 300), i(U16, 300), i(U16, 7)]),
+            Ok(i(U16, 24471))
+        );
+        let umax = u64::MAX as i128;
+        assert_eq!(
+            intrinsic(Intrinsic::Mad, &[i(U64, umax), i(U64, umax), i(U64, 1)]),
+            Ok(i(U64, 2))
+        );
+        assert_eq!(
+            intrinsic(Intrinsic::Add3, &[i(I32, min), i(I32, -1), i(I32, 5)]),
+            Ok(i(I32, min + 4))
+        );
+        assert_eq!(intrinsic(Intrinsic::Add3, &[i(U8, 200), i(U8, 100), i(U8, 1)]), Ok(i(U8, 45)));
+        assert!(intrinsic(Intrinsic::Mad, &[f(F32, 1.0), f(F32, 1.0), f(F32, 1.0)]).is_err());
+        assert!(intrinsic(Intrinsic::Add3, &[i(I32, 1), i(I32, 1)]).is_err());
         assert!(binary(BinOp::Add, i(I32, 1), i(U32, 1)).is_err());
         assert!(binary(BinOp::Rem, f(F32, 1.0), f(F32, 1.0)).is_err());
         assert!(unary(UnOp::Not, i(I32, 1)).is_err());

@@ -235,6 +235,8 @@ impl Checker<'_> {
                 }
                 let (ok, need) = if op.float_only() {
                     (matches!(t, Type::F32 | Type::F64), "f32 or f64 arguments")
+                } else if op.int_only() {
+                    (t.is_int(), "integer arguments")
                 } else {
                     (t.is_arith(), "arithmetic arguments (integers, f32 or f64)")
                 };

@@ -42,7 +42,9 @@ impl Names {
 /// The rewriter for one entry.
 pub(crate) struct Rewriter<'a> {
     pub params: HashMap<String, ParamSubst>,
-    pub renames: HashMap<String, String>,
+    /// The current binding of each original name: the renamed variable (kept whole, so each
+    /// reference clones a handle instead of allocating a name).
+    pub renames: HashMap<String, Var>,
     pub names: &'a mut Names,
     pub remap: Remap<'a>,
 }
@@ -50,18 +52,21 @@ pub(crate) struct Rewriter<'a> {
 impl Rewriter<'_> {
     fn rename(&mut self, v: &Var) -> Var {
         if let Some(n) = self.renames.get(v.name()) {
-            return Var::new(n, v.ty());
+            if n.ty() == v.ty() {
+                return n.clone();
+            }
+            return Var::new(n.name(), v.ty());
         }
-        let n = self.names.fresh(v.name());
-        self.renames.insert(v.name().to_string(), n.clone());
-        Var::new(n, v.ty())
+        self.binder(v)
     }
 
-    fn binder(&mut self, v: &Var) {
-        // A new binding of a name: a re-bound name (after its scope ended) gets a fresh
-        // name too, which keeps every binding unique.
+    /// A new binding of a name: a re-bound name (after its scope ended) gets a fresh name
+    /// too, which keeps every binding unique.
+    fn binder(&mut self, v: &Var) -> Var {
         let n = self.names.fresh(v.name());
-        self.renames.insert(v.name().to_string(), n);
+        let nv = if n == v.name() { v.clone() } else { Var::new(n, v.ty()) };
+        self.renames.insert(v.name().to_string(), nv.clone());
+        nv
     }
 }
 
@@ -107,24 +112,23 @@ impl Mutator for Rewriter<'_> {
             // Binders: the value is rewritten before the name is (re)bound.
             StmtNode::Let { var, value } => {
                 let v = self.mutate_expr(value);
-                self.binder(var);
-                return Stmt::let_(&self.rename(var), v);
+                let nv = self.binder(var);
+                return Stmt::let_(&nv, v);
             }
             StmtNode::Decl { var, init } => {
                 let v = self.mutate_expr(init);
-                self.binder(var);
-                return Stmt::decl(&self.rename(var), v);
+                let nv = self.binder(var);
+                return Stmt::decl(&nv, v);
             }
             StmtNode::Alloc { var, count } => {
-                self.binder(var);
-                return Stmt::alloc(&self.rename(var), *count);
+                let nv = self.binder(var);
+                return Stmt::alloc(&nv, *count);
             }
             StmtNode::For { var, lo, hi, step, body } => {
                 let (lo, hi, step) =
                     (self.mutate_expr(lo), self.mutate_expr(hi), self.mutate_expr(step));
                 let saved = self.renames.get(var.name()).cloned();
-                self.binder(var);
-                let nv = self.rename(var);
+                let nv = self.binder(var);
                 let body = self.mutate_stmt(body);
                 if let Some(old) = saved {
                     self.renames.insert(var.name().to_string(), old);
@@ -140,8 +144,8 @@ impl Mutator for Rewriter<'_> {
             }
             StmtNode::Call { result: Some(r), func, args } => {
                 let args: Vec<Expr> = args.iter().map(|a| self.mutate_expr(a)).collect();
-                self.binder(r);
-                return Stmt::call_into(&self.rename(r), func.clone(), args);
+                let nr = self.binder(r);
+                return Stmt::call_into(&nr, func.clone(), args);
             }
             _ => {}
         }

@@ -18,8 +18,11 @@
 //! division by a value not known non-zero. `0 * (a / b)` stays as it is; `0 * (a / 3)` folds
 //! to 0.
 
+pub mod gate;
 pub mod lang;
+pub mod pre;
 pub mod rules;
+mod sum;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -39,14 +42,18 @@ pub struct Limits {
     pub iterations: usize,
     /// Most wall-clock time.
     pub time: Duration,
+    /// Run the cheap bottom-up pass ([`pre::presimplify`]) first and the e-graph only where
+    /// it could still find something cheaper ([`gate::egg_may_help`]). Off, every
+    /// expression goes through the e-graph (the reference the tests compare against).
+    pub presimplify: bool,
 }
 
 impl Default for Limits {
-    /// 6 rounds, 800 nodes, 50 ms: the node and round limits stop a typical index expression
-    /// well under a millisecond (so results are deterministic); the time limit is only a
-    /// safety net for huge expressions.
+    /// 6 rounds, 800 nodes, 50 ms, pre-simplification on: the node and round limits stop a
+    /// typical index expression well under a millisecond (so results are deterministic); the
+    /// time limit is only a safety net for huge expressions.
     fn default() -> Limits {
-        Limits { nodes: 800, iterations: 6, time: Duration::from_millis(50) }
+        Limits { nodes: 800, iterations: 6, time: Duration::from_millis(50), presimplify: true }
     }
 }
 
@@ -92,12 +99,16 @@ pub fn simplify_expr(e: &Expr) -> Expr {
     simplify_expr_with(e, &Limits::default())
 }
 
-/// Simplifies `e` under `limits`: e-graph rounds repeat while they make the expression
-/// strictly cheaper (so this terminates), so simplifying the result again changes nothing.
+/// Simplifies `e` under `limits`: rounds repeat while they make the expression strictly
+/// cheaper (so this terminates), so simplifying the result again changes nothing.
 pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
     let mut cur = e.clone();
     loop {
-        let (next, saturated) = simplify_once(&cur, limits);
+        let (next, saturated) = if limits.presimplify {
+            cheap_round(&cur, limits)
+        } else {
+            simplify_once(&cur, limits)
+        };
         // A saturated e-graph held everything the rules reach from the result too, so
         // another round could not find anything cheaper.
         if next.ptr_eq(&cur) || saturated {
@@ -105,6 +116,40 @@ pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
         }
         cur = next;
     }
+}
+
+/// One round with pre-simplification: the cheap pass, then the e-graph only if it may still
+/// help; otherwise just the operands inside opaque leaves (loads' indices, casts, calls) are
+/// simplified on their own. Returns `e` itself unless the result is strictly cheaper.
+fn cheap_round(e: &Expr, limits: &Limits) -> (Expr, bool) {
+    let p = pre::presimplify(e);
+    let (r, saturated) = if gate::egg_may_help(&p) {
+        simplify_once(&p, limits)
+    } else {
+        // Nothing for the e-graph at the top. Another round only if something changed (it
+        // may fold what the leaves gave); an unchanged round ends the loop by identity.
+        (simplify_leaves(&p, limits), false)
+    };
+    if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) {
+        (e.clone(), saturated)
+    } else {
+        (r, saturated)
+    }
+}
+
+/// `e` with the operands of its opaque leaves simplified (the operator part unchanged).
+fn simplify_leaves(e: &Expr, limits: &Limits) -> Expr {
+    if e.as_imm().is_some() {
+        return e.clone();
+    }
+    if is_operator(e) {
+        let kids: Vec<Expr> = e.children().iter().map(|c| simplify_leaves(c, limits)).collect();
+        if kids.iter().zip(e.children()).all(|(a, b)| a.ptr_eq(b)) {
+            return e.clone();
+        }
+        return pre::rebuild(e, kids);
+    }
+    opaque(e, limits).0
 }
 
 /// One e-graph round: the cheapest equivalent found, or `e` itself if none is cheaper, and
@@ -292,6 +337,10 @@ pub fn simplify_kernel(k: &Kernel) -> Kernel {
 pub fn drop_empty_blocks(k: &Kernel) -> Kernel {
     struct Drop;
     impl Mutator for Drop {
+        // Statements only: expressions hold no blocks, so they are not walked.
+        fn mutate_expr(&mut self, e: &Expr) -> Expr {
+            e.clone()
+        }
         fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
             let s = kiln_ir::walk_mutate_stmt(self, s);
             match s.node() {

@@ -146,7 +146,8 @@ pub fn specs() -> Vec<RuleSpec> {
             |l| int_k(l, "?c", konst(l, "?c")? - 1)),
         rule!("double", "(+ ?a ?a)" => "(* ?a ?k)", |l| int(l, "?a"), |l| int_k(l, "?a", 2)),
         rule!("neg-neg", "(neg (neg ?a))" => "?a", |l| num(l, "?a")),
-        rule!("mul-minus-one", "(* ?a ?m)" => "(neg ?a)", |l| is_int_const(l, "?m", -1)),
+        // -1 of a signed type, the maximum of an unsigned one: both are -1 modulo 2^n.
+        rule!("mul-minus-one", "(* ?a ?m)" => "(neg ?a)", |l| all_ones(l, "?m")),
         // Identities.
         rule!("add-zero", "(+ ?a ?z)" => "?a",
             |l| is_int_const(l, "?z", 0) || is_float_bits(l, "?z", -0.0)),
@@ -229,6 +230,9 @@ pub fn specs() -> Vec<RuleSpec> {
 
 /// A rule's replacement with its guard and computed constant.
 struct Guarded {
+    /// The pattern variables of the rule's left side with their names, parsed once: a
+    /// guard asks by name, and parsing a name interns it under a global lock.
+    vars: Vec<(String, Var)>,
     rhs: Pattern<Node>,
     guard: fn(Look) -> bool,
     compute: Option<fn(Look) -> Option<Imm>>,
@@ -246,8 +250,8 @@ impl Applier<Node, KAnalysis> for Guarded {
     ) -> Vec<Id> {
         let computed = {
             let look = |name: &str| {
-                let data =
-                    name.parse::<Var>().ok().and_then(|v| subst.get(v)).map(|&id| &egraph[id].data);
+                let var = self.vars.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+                let data = var.and_then(|v| subst.get(v)).map(|&id| &egraph[id].data);
                 match data {
                     Some(d) => {
                         Info { ty: d.ty, konst: d.konst, may_fail: d.may_fail, builtin: d.builtin }
@@ -288,7 +292,8 @@ pub fn rewrites() -> Vec<Rewrite<Node, KAnalysis>> {
         .filter_map(|s| {
             let lhs: Pattern<Node> = s.lhs.parse().ok()?;
             let rhs: Pattern<Node> = s.rhs.parse().ok()?;
-            let applier = Guarded { rhs, guard: s.guard, compute: s.compute, k };
+            let vars = lhs.vars().into_iter().map(|v| (v.to_string(), v)).collect();
+            let applier = Guarded { vars, rhs, guard: s.guard, compute: s.compute, k };
             Rewrite::new(s.name, lhs, applier).ok()
         })
         .collect()

@@ -11,8 +11,10 @@
 //!     <n>.bin      the artifact: a header (magic, length, checksum) and the bytes
 //! ```
 //!
-//! Hashes are 64-bit FNV-1a in hex ([`super::hash`]); [`PersistentCache::with_hash_bits`]
-//! truncates them (a test hook that forces collisions). A hash match is never trusted: the
+//! Hashes are [`super::hash::hash64`] in hex; [`PersistentCache::with_hash_bits`]
+//! truncates them (a test hook that forces collisions). A caller that looks the same key up
+//! repeatedly computes its [`KeyHashes`] once ([`PersistentCache::get_hashed`]), so a lookup
+//! never re-hashes the module. A hash match is never trusted: the
 //! full key in `<n>.src` is compared, and on a collision the next free `<n>` is used.
 //!
 //! ## Safety against races and damage
@@ -21,6 +23,10 @@
 //!   `.bin` before the `.src`, under the directory's exclusive lock; the lock is held only
 //!   while choosing `<n>` and writing. Readers take no lock: they see an item only once its
 //!   `.src` exists, and then its `.bin` is complete.
+//! * A hit is lean: the first item of the directory (`0.src`, where an uncollided key lives)
+//!   is opened directly, with no directory scan; the `.src` file's handle is used both to
+//!   read the key and to stamp the use; checksums run over the bytes already read. Only
+//!   when `0` is another key (a collision), missing or damaged is the directory listed.
 //! * Every read is checked (magic, lengths, checksums, and the `.bin`'s checksum against the
 //!   one in `.src`). A damaged item is reported once as a warning, removed (when its lock
 //!   can be taken), and treated as a miss, so the caller rebuilds; it is never loaded.
@@ -42,104 +48,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
-use super::hash::{fnv1a64, hash_parts};
+use super::hash::hash64;
 
-const SRC_MAGIC: &[u8; 8] = b"KILNSRC1";
-const BIN_MAGIC: &[u8; 8] = b"KILNBIN1";
-
-/// The full key of a persistent-cache item.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct DiskKey {
-    /// Everything about the device that changes the artifact: kind, name, driver version,
-    /// kiln's version and codegen stamp.
-    pub device: String,
-    /// The device image used as build input (kiln: the module's canonical text).
-    pub image: Vec<u8>,
-    /// Serialized specialization-constant values.
-    pub spec_consts: Vec<u8>,
-    /// All build options (API and environment).
-    pub build_options: String,
-}
-
-impl DiskKey {
-    fn encode(&self, bin_len: u64, bin_sum: u64) -> Vec<u8> {
-        let mut out = SRC_MAGIC.to_vec();
-        for part in
-            [self.device.as_bytes(), &self.image, &self.spec_consts, self.build_options.as_bytes()]
-        {
-            out.extend_from_slice(&(part.len() as u64).to_le_bytes());
-            out.extend_from_slice(part);
-        }
-        out.extend_from_slice(&bin_len.to_le_bytes());
-        out.extend_from_slice(&bin_sum.to_le_bytes());
-        let sum = fnv1a64(&out);
-        out.extend_from_slice(&sum.to_le_bytes());
-        out
-    }
-
-    /// Parses a `.src` file: the key, the `.bin` length and checksum.
-    fn decode(bytes: &[u8]) -> Result<(DiskKey, u64, u64), String> {
-        if bytes.len() < SRC_MAGIC.len() + 8 || &bytes[..8] != SRC_MAGIC {
-            return Err("not a kiln cache key file (bad magic)".into());
-        }
-        let (body, sum) = bytes.split_at(bytes.len() - 8);
-        if fnv1a64(body) != u64_at(sum, 0).unwrap_or(0) {
-            return Err("checksum mismatch".into());
-        }
-        let mut pos = 8;
-        let mut parts = Vec::new();
-        for _ in 0..4 {
-            let len = u64_at(body, pos).ok_or("truncated")? as usize;
-            pos += 8;
-            let end = pos.checked_add(len).filter(|&e| e <= body.len()).ok_or("truncated")?;
-            parts.push(body[pos..end].to_vec());
-            pos = end;
-        }
-        let bin_len = u64_at(body, pos).ok_or("truncated")?;
-        let bin_sum = u64_at(body, pos + 8).ok_or("truncated")?;
-        if pos + 16 != body.len() {
-            return Err("trailing bytes".into());
-        }
-        let text = |v: Vec<u8>| String::from_utf8(v).map_err(|_| "a text field is not UTF-8");
-        let mut it = parts.into_iter();
-        let mut next = || it.next().unwrap_or_default();
-        let key = DiskKey {
-            device: text(next())?,
-            image: next(),
-            spec_consts: next(),
-            build_options: text(next())?,
-        };
-        Ok((key, bin_len, bin_sum))
-    }
-}
-
-fn u64_at(b: &[u8], pos: usize) -> Option<u64> {
-    let s = b.get(pos..pos.checked_add(8)?)?;
-    Some(u64::from_le_bytes(s.try_into().ok()?))
-}
-
-fn encode_bin(payload: &[u8]) -> Vec<u8> {
-    let mut out = BIN_MAGIC.to_vec();
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&fnv1a64(payload).to_le_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// Checks a `.bin` file against the length and checksum its `.src` records.
-fn decode_bin(bytes: &[u8], len: u64, sum: u64) -> Result<&[u8], String> {
-    if bytes.len() < 24 || &bytes[..8] != BIN_MAGIC {
-        return Err("not a kiln cache binary (bad magic or truncated header)".into());
-    }
-    let payload = &bytes[24..];
-    if u64_at(bytes, 8) != Some(len) || payload.len() as u64 != len {
-        return Err(format!("truncated: {} of {len} bytes", payload.len()));
-    }
-    if u64_at(bytes, 16) != Some(sum) || fnv1a64(payload) != sum {
-        return Err("checksum mismatch".into());
-    }
-    Ok(payload)
-}
+mod format;
+use format::{check_bin, decode_bin, encode_bin, read_exact_two, read_key_file, MAX_ARTIFACT};
+pub use format::{DiskKey, KeyHashes};
 
 /// One item of the cache, as listed by [`PersistentCache::items`].
 #[derive(Clone, Debug)]
@@ -174,6 +87,17 @@ pub struct DiskStats {
     pub bytes: u64,
 }
 
+/// A simulated file-system fault (test hook, [`PersistentCache::with_fault`]): the cache's
+/// writes fail as they would on such a file system, through the same error paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskFault {
+    /// Every write fails (`EROFS`-like): a read-only root, whatever the process's privileges.
+    ReadOnly,
+    /// The disk fills up after this many bytes of items have been written; the write that
+    /// crosses the limit writes part of its file, then fails with `StorageFull`.
+    FullAfter(u64),
+}
+
 /// The on-disk program cache. Cheap operations, thread-safe, and safe to share between
 /// processes through the file system.
 #[derive(Debug)]
@@ -183,6 +107,8 @@ pub struct PersistentCache {
     max_item_size: u64,
     hash_bits: u32,
     disabled: AtomicBool,
+    fault: Option<DiskFault>,
+    written: AtomicU64,
     warned: Mutex<HashSet<String>>,
     warnings: Mutex<Vec<String>>,
     tmp_counter: AtomicU64,
@@ -197,6 +123,8 @@ impl PersistentCache {
             max_item_size: 0,
             hash_bits: 64,
             disabled: AtomicBool::new(false),
+            fault: None,
+            written: AtomicU64::new(0),
             warned: Mutex::new(HashSet::new()),
             warnings: Mutex::new(Vec::new()),
             tmp_counter: AtomicU64::new(0),
@@ -256,12 +184,30 @@ impl PersistentCache {
         self
     }
 
+    /// Test hook: simulate a read-only or full file system under the cache.
+    pub fn with_fault(mut self, fault: DiskFault) -> PersistentCache {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// Fails like a read-only file system would, when that fault is simulated.
+    fn check_writable(&self) -> io::Result<()> {
+        match self.fault {
+            Some(DiskFault::ReadOnly) => Err(io::Error::new(
+                ErrorKind::ReadOnlyFilesystem,
+                "read-only file system (simulated)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The root directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// Whether an unwritable root turned the cache off.
+    /// Whether an unwritable root turned the cache's writes off (hits are still served
+    /// from what is there).
     pub fn is_disabled(&self) -> bool {
         self.disabled.load(Ordering::Relaxed)
     }
@@ -286,11 +232,16 @@ impl PersistentCache {
 
     /// The item directory of `key`.
     pub fn item_dir(&self, key: &DiskKey) -> PathBuf {
-        self.root
-            .join(self.hex(fnv1a64(key.device.as_bytes())))
-            .join(self.hex(fnv1a64(&key.image)))
-            .join(self.hex(hash_parts(&[&key.spec_consts])))
-            .join(self.hex(fnv1a64(key.build_options.as_bytes())))
+        self.item_dir_hashed(&KeyHashes::of(key))
+    }
+
+    fn item_dir_hashed(&self, h: &KeyHashes) -> PathBuf {
+        let mut p = PathBuf::with_capacity(self.root.as_os_str().len() + 4 * 17 + 24);
+        p.push(&self.root);
+        for part in [h.device, h.image, h.spec_consts, h.build_options] {
+            p.push(self.hex(part));
+        }
+        p
     }
 
     /// Collision indices of the items in `dir` (those with a `.src`), ascending.
@@ -309,10 +260,27 @@ impl PersistentCache {
     /// The artifact stored for `key`, if a valid item exists. Damaged items are reported
     /// once, removed and skipped; nothing here fails.
     pub fn get(&self, key: &DiskKey) -> Option<Vec<u8>> {
-        if self.is_disabled() {
-            return None;
+        self.get_hashed(key, &KeyHashes::of(key))
+    }
+
+    /// [`get`](Self::get) with the key's hashes computed beforehand (`hashes` must be
+    /// [`KeyHashes::of`] `key`; other hashes only make a miss).
+    pub fn get_hashed(&self, key: &DiskKey, hashes: &KeyHashes) -> Option<Vec<u8>> {
+        self.find(key, hashes).map(|(_, _, bin)| bin)
+    }
+
+    /// The valid item stored for `key`: its directory, index and artifact.
+    fn find(&self, key: &DiskKey, hashes: &KeyHashes) -> Option<(PathBuf, u64, Vec<u8>)> {
+        let dir = self.item_dir_hashed(hashes);
+        // The common case first: the key is item 0 of its directory. No listing.
+        match self.check_item(&dir, 0, key) {
+            Some(Some(bin)) => return Some((dir, 0, bin)),
+            Some(None) => {}
+            // No `0.src`: a missing directory is a plain miss; otherwise list it below
+            // (item 0 may have been removed while later ones remain).
+            None if !dir.is_dir() => return None,
+            None => {}
         }
-        let dir = self.item_dir(key);
         let ns = match Self::indices(&dir, ".src") {
             Ok(ns) => ns,
             Err(e) if e.kind() == ErrorKind::NotFound => return None,
@@ -324,58 +292,119 @@ impl PersistentCache {
                 return None;
             }
         };
-        for n in ns {
-            match self.load_item(&dir, n, key) {
-                Ok(Some(bin)) => return Some(bin),
-                Ok(None) => {}
-                Err(problem) => {
-                    let path = dir.join(format!("{n}"));
-                    self.warn_once(
-                        format!("corrupt {} {problem}", path.display()),
-                        format!(
-                            "ignoring damaged item `{}`: {problem}; it will be rebuilt",
-                            path.display()
-                        ),
-                    );
-                    self.remove_item(&dir, n);
-                }
+        for n in ns.into_iter().filter(|&n| n != 0) {
+            if let Some(Some(bin)) = self.check_item(&dir, n, key) {
+                return Some((dir, n, bin));
             }
         }
         None
     }
 
-    /// `Ok(Some)`: the item matches and is valid. `Ok(None)`: another key, or gone.
-    /// `Err`: damaged.
-    fn load_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Result<Option<Vec<u8>>, String> {
+    /// Removes the item stored for `key`, reported once as a warning saying `why`: for an
+    /// artifact that checks out but that its device cannot load (written by an incompatible
+    /// build, say), so that the rebuilt artifact replaces it instead of being skipped as
+    /// already stored.
+    pub fn discard_hashed(&self, key: &DiskKey, hashes: &KeyHashes, why: &str) {
+        if let Some((dir, n, _)) = self.find(key, hashes) {
+            let path = dir.join(format!("{n}"));
+            self.warn_once(
+                format!("discard {} {why}", path.display()),
+                format!("ignoring unloadable item `{}`: {why}; it will be rebuilt", path.display()),
+            );
+            self.remove_item(&dir, n);
+        }
+    }
+
+    /// Item `n` of `dir` for `key`: `Some(Some)` a valid match, `Some(None)` another key or
+    /// damaged (reported once and removed), `None` no such item.
+    fn check_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Option<Option<Vec<u8>>> {
+        match self.load_item(dir, n, key) {
+            Ok(found) => found,
+            Err(problem) => {
+                let path = dir.join(format!("{n}"));
+                self.warn_once(
+                    format!("corrupt {} {problem}", path.display()),
+                    format!(
+                        "ignoring damaged item `{}`: {problem}; it will be rebuilt",
+                        path.display()
+                    ),
+                );
+                self.remove_item(dir, n);
+                Some(None)
+            }
+        }
+    }
+
+    /// `Ok(Some(Some))`: the item matches and is valid. `Ok(Some(None))`: another key's
+    /// item. `Ok(None)`: no such item (or removed meanwhile). `Err`: damaged.
+    fn load_item(
+        &self,
+        dir: &Path,
+        n: u64,
+        key: &DiskKey,
+    ) -> Result<Option<Option<Vec<u8>>>, String> {
         let src_path = dir.join(format!("{n}.src"));
-        let src = match fs::read(&src_path) {
-            Ok(s) => s,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        // One handle reads the key and stamps the use (read-write where allowed; a
+        // read-only cache still serves hits).
+        let opened = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&src_path)
+            .or_else(|_| File::open(&src_path));
+        let mut src_file = match opened {
+            Ok(f) => f,
+            // A root that is not a directory holds no items (`put` reports it).
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return Ok(None)
+            }
             Err(e) => return Err(format!("cannot read key file: {e}")),
         };
-        let (stored, len, sum) = DiskKey::decode(&src).map_err(|e| format!("key file: {e}"))?;
+        let short = read_key_file(&mut src_file, key.encoded_len())
+            .map_err(|e| format!("cannot read key file: {e}"))?;
+        let (src, (stored, len, sum)) = match DiskKey::decode(&short) {
+            Ok(d) => (short, d),
+            // Not what a file of exactly our key's size holds: read it whole before calling
+            // it damaged (it may be another key's, or a read may have come back short).
+            Err(_) => {
+                let whole =
+                    fs::read(&src_path).map_err(|e| format!("cannot read key file: {e}"))?;
+                let d = DiskKey::decode(&whole).map_err(|e| format!("key file: {e}"))?;
+                (whole, d)
+            }
+        };
         if stored != *key {
-            return Ok(None); // a hash collision: another key's item
+            return Ok(Some(None)); // a hash collision: another key's item
         }
-        let bin = match fs::read(dir.join(format!("{n}.bin"))) {
-            Ok(b) => b,
+        // The length comes from a checksummed key file; still, never allocate absurdly.
+        let Some(size) = usize::try_from(len).ok().filter(|&l| l <= MAX_ARTIFACT) else {
+            return Err(format!("artifact length {len} out of range"));
+        };
+        let mut header = [0u8; 24];
+        let mut payload = vec![0u8; size];
+        let read_bin = File::open(dir.join(format!("{n}.bin")))
+            .and_then(|mut f| read_exact_two(&mut f, &mut header, &mut payload));
+        let checked = match read_bin {
+            Ok(()) => check_bin(&header, &payload, len, sum),
             // Removed by eviction since we read the key: a miss, not damage.
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                return if fs::read(&src_path).is_ok() {
+                return if src_path.exists() {
                     Err("the artifact file is missing".into())
                 } else {
                     Ok(None)
                 };
             }
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                Err(format!("truncated: shorter than {len} bytes"))
+            }
             Err(e) => return Err(format!("cannot read artifact: {e}")),
         };
-        match decode_bin(&bin, len, sum) {
-            Ok(payload) => {
-                // Record the use for LRU eviction (best effort).
-                if let Ok(f) = OpenOptions::new().write(true).open(&src_path) {
-                    let _ = f.set_modified(SystemTime::now());
+        match checked {
+            Ok(()) => {
+                // Record the use for LRU eviction (best effort; fails on a read-only root).
+                if self.check_writable().is_ok() {
+                    let _ = src_file.set_modified(SystemTime::now());
                 }
-                Ok(Some(payload.to_vec()))
+                Ok(Some(Some(payload)))
             }
             // The item may have been replaced between our two reads; only a stable
             // mismatch is damage.
@@ -386,6 +415,9 @@ impl PersistentCache {
 
     /// Removes item `n` of `dir` if the directory's lock is free (else leaves it).
     fn remove_item(&self, dir: &Path, n: u64) {
+        if self.check_writable().is_err() {
+            return;
+        }
         let Ok(lock) =
             OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))
         else {
@@ -402,6 +434,12 @@ impl PersistentCache {
     /// than the item size limit), then evicts if the cache is over its size limit. Failures
     /// are warnings; an unwritable root turns the cache off.
     pub fn put(&self, key: &DiskKey, artifact: &[u8]) {
+        self.put_hashed(key, &KeyHashes::of(key), artifact)
+    }
+
+    /// [`put`](Self::put) with the key's hashes computed beforehand (as for
+    /// [`get_hashed`](Self::get_hashed)).
+    pub fn put_hashed(&self, key: &DiskKey, hashes: &KeyHashes, artifact: &[u8]) {
         if self.is_disabled() {
             return;
         }
@@ -409,7 +447,7 @@ impl PersistentCache {
             tracing::debug!("not caching a {}-byte artifact (item limit)", artifact.len());
             return;
         }
-        let dir = self.item_dir(key);
+        let dir = self.item_dir_hashed(hashes);
         // The directory may be removed by a concurrent eviction between creating it and
         // writing into it: retry a few times.
         let mut last = None;
@@ -443,6 +481,7 @@ impl PersistentCache {
     }
 
     fn try_put(&self, dir: &Path, key: &DiskKey, artifact: &[u8]) -> io::Result<()> {
+        self.check_writable()?;
         fs::create_dir_all(dir)?;
         let lock =
             OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))?;
@@ -450,7 +489,7 @@ impl PersistentCache {
         // Under the lock no other writer is active in this directory.
         let srcs = Self::indices(dir, ".src")?;
         for &n in &srcs {
-            if let Ok(Some(_)) = self.load_item(dir, n, key) {
+            if let Ok(Some(Some(_))) = self.load_item(dir, n, key) {
                 return Ok(()); // stored by someone else meanwhile
             }
         }
@@ -468,7 +507,7 @@ impl PersistentCache {
         }
         let n = srcs.last().map_or(0, |&m| m + 1);
         self.write_atomic(dir, &format!("{n}.bin"), &encode_bin(artifact))?;
-        let src = key.encode(artifact.len() as u64, fnv1a64(artifact));
+        let src = key.encode(artifact.len() as u64, hash64(artifact));
         self.write_atomic(dir, &format!("{n}.src"), &src)?;
         drop(lock);
         Ok(())
@@ -483,6 +522,17 @@ impl PersistentCache {
         ));
         let r = (|| {
             let mut f = File::create(&tmp)?;
+            if let Some(DiskFault::FullAfter(limit)) = self.fault {
+                let before = self.written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if before + bytes.len() as u64 > limit {
+                    let room = limit.saturating_sub(before) as usize;
+                    f.write_all(&bytes[..room.min(bytes.len())])?;
+                    return Err(io::Error::new(
+                        ErrorKind::StorageFull,
+                        "no space left on device (simulated)",
+                    ));
+                }
+            }
             f.write_all(bytes)?;
             f.flush()?;
             drop(f);
@@ -554,6 +604,9 @@ impl PersistentCache {
     /// Removes least-recently-used items until the total size is at most `max_bytes`,
     /// skipping locked directories and removing empty ones. Returns how many were removed.
     pub fn evict(&self, max_bytes: u64) -> usize {
+        if self.check_writable().is_err() {
+            return 0;
+        }
         let mut items = self.items();
         let mut total: u64 = items.iter().map(|i| i.size).sum();
         if total <= max_bytes {

@@ -26,7 +26,7 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use hashbrown::HashMap;
+use hashbrown::{Equivalent, HashMap};
 
 const IN_PROGRESS: u8 = 0;
 const DONE: u8 = 1;
@@ -45,6 +45,9 @@ struct Entry<V, E> {
     lock: Mutex<()>,
     /// Signalled when the state leaves `IN_PROGRESS`.
     built: Condvar,
+    /// Threads waiting on `built` (changed under `lock`), so that a build nobody waits for
+    /// finishes without the wake-up system call.
+    waiters: AtomicUsize,
     /// The tick of the last use, for LRU eviction.
     last_used: AtomicU64,
     /// The value's size in bytes (0 until built).
@@ -59,6 +62,7 @@ impl<V, E> Entry<V, E> {
             error: OnceLock::new(),
             lock: Mutex::new(()),
             built: Condvar::new(),
+            waiters: AtomicUsize::new(0),
             last_used: AtomicU64::new(tick),
             size: AtomicUsize::new(0),
         }
@@ -68,7 +72,11 @@ impl<V, E> Entry<V, E> {
     fn finish(&self, state: u8) {
         let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.state.store(state, Ordering::Release);
-        self.built.notify_all();
+        // A waiter registers under the lock before it sleeps and checks the state first, so
+        // with none registered now, none can miss this change.
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            self.built.notify_all();
+        }
     }
 
     /// Blocks until the state is not `IN_PROGRESS`; returns it.
@@ -79,7 +87,9 @@ impl<V, E> Entry<V, E> {
             if s != IN_PROGRESS {
                 return s;
             }
+            self.waiters.fetch_add(1, Ordering::Relaxed);
             g = self.built.wait(g).unwrap_or_else(PoisonError::into_inner);
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -143,14 +153,16 @@ impl<K, V, E> std::fmt::Debug for BuildCache<K, V, E> {
 }
 
 /// Marks an entry failed-without-error if the builder unwinds, so that waiters retry.
-struct BuildGuard<'a, K: Hash + Eq + Clone, V: Clone, E: Clone> {
+struct BuildGuard<'a, K: Hash + Eq + Clone, Q: Hash + Equivalent<K> + ?Sized, V: Clone, E: Clone> {
     cache: &'a BuildCache<K, V, E>,
-    key: &'a K,
+    key: &'a Q,
     entry: &'a Arc<Entry<V, E>>,
     armed: bool,
 }
 
-impl<K: Hash + Eq + Clone, V: Clone, E: Clone> Drop for BuildGuard<'_, K, V, E> {
+impl<K: Hash + Eq + Clone, Q: Hash + Equivalent<K> + ?Sized, V: Clone, E: Clone> Drop
+    for BuildGuard<'_, K, Q, V, E>
+{
     fn drop(&mut self) {
         if self.armed {
             self.cache.counters.build_failures.fetch_add(1, Ordering::Relaxed);
@@ -182,7 +194,7 @@ impl<K: Hash + Eq + Clone, V: Clone, E: Clone> BuildCache<K, V, E> {
     }
 
     /// Removes `key` from the map if it still maps to `entry`.
-    fn remove_entry(&self, key: &K, entry: &Arc<Entry<V, E>>) {
+    fn remove_entry<Q: Hash + Equivalent<K> + ?Sized>(&self, key: &Q, entry: &Arc<Entry<V, E>>) {
         let mut map = self.map();
         if map.get(key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
             map.remove(key);
@@ -196,15 +208,40 @@ impl<K: Hash + Eq + Clone, V: Clone, E: Clone> BuildCache<K, V, E> {
     /// to look up or insert, never during `build`. If the builder panics, the entry is
     /// dropped and the waiters retry (one of them builds).
     pub fn get_or_build(&self, key: &K, build: impl FnOnce() -> Result<V, E>) -> Result<V, E> {
+        self.get_or_build_by(key, K::clone, build)
+    }
+
+    /// [`get_or_build`](Self::get_or_build) looked up by a borrowed form `query` of the key
+    /// (hashing and comparing like the key it stands for; see [`Equivalent`]): a hit builds
+    /// no owned key, so it allocates nothing. `to_key` makes the owned key on a miss.
+    pub fn get_or_build_by<Q: Hash + Equivalent<K> + ?Sized>(
+        &self,
+        query: &Q,
+        to_key: impl Fn(&Q) -> K,
+        build: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
+        let key = query;
         let mut build = Some(build);
         loop {
             let (entry, inserted) = {
                 let mut map = self.map();
                 match map.get(key) {
-                    Some(e) => (e.clone(), false),
+                    Some(e) => {
+                        // C: a finished entry; the value is cloned while the lookup's lock
+                        // is held, which saves taking a reference to the entry itself.
+                        if e.state.load(Ordering::Acquire) == DONE {
+                            if let Some(v) = e.value.get() {
+                                e.last_used.store(self.next_tick(), Ordering::Relaxed);
+                                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                                return Ok(v.clone());
+                            }
+                        }
+                        (e.clone(), false)
+                    }
                     None => {
                         let e = Arc::new(Entry::new(self.next_tick()));
-                        map.insert(key.clone(), e.clone());
+                        let owned = to_key(key);
+                        map.insert(owned, e.clone());
                         (e, true)
                     }
                 }

@@ -5,5 +5,5 @@ pub mod disk;
 pub mod hash;
 pub mod memory;
 
-pub use disk::{DiskKey, DiskStats, ItemDetails, ItemInfo, PersistentCache};
+pub use disk::{DiskFault, DiskKey, DiskStats, ItemDetails, ItemInfo, KeyHashes, PersistentCache};
 pub use memory::{BuildCache, CacheStats};

@@ -87,6 +87,7 @@ pub fn valu(op: &str, a: u64, b: u64, c: u64) -> Option<u64> {
         "v_sub_u32" => a32.wrapping_sub(b32) as u64,
         "v_subrev_u32" => b32.wrapping_sub(a32) as u64,
         "v_mul_lo_u32" => a32.wrapping_mul(b32) as u64,
+        "v_add3_u32" => a32.wrapping_add(b32).wrapping_add(c32) as u64,
         "v_mul_hi_u32" => (a32 as u64 * b32 as u64) >> 32,
         "v_and_b32" => (a32 & b32) as u64,
         "v_or_b32" => (a32 | b32) as u64,

@@ -30,7 +30,7 @@ impl Lower<'_> {
                 }
                 let addr = self.addr(&m, index)?;
                 let d = self.dst(want, Class::of(m.elem));
-                self.ins(format!("ld{}.{} {d}, {addr}", m.space, mem_ty(m.elem)));
+                self.ins(format_args!("ld{}.{} {d}, {addr}", m.space, mem_ty(m.elem)));
                 Ok(Val::Reg(d))
             }
             ExprNode::Unary { op, a } => self.unary(*op, t, a, want),
@@ -43,14 +43,14 @@ impl Lower<'_> {
                 if t == Scalar::Bool {
                     let (x, y) = (self.reg(x, Class::Pred), self.reg(y, Class::Pred));
                     let (t1, t2) = (self.fresh(Class::Pred), self.fresh(Class::Pred));
-                    self.ins(format!("and.pred {t1}, {c}, {x}"));
-                    self.ins(format!("and.pred {t2}, !{c}, {y}"));
+                    self.ins(format_args!("and.pred {t1}, {c}, {x}"));
+                    self.ins(format_args!("and.pred {t2}, !{c}, {y}"));
                     let d = self.dst(want, Class::Pred);
-                    self.ins(format!("or.pred {d}, {t1}, {t2}"));
+                    self.ins(format_args!("or.pred {d}, {t1}, {t2}"));
                     return Ok(Val::Reg(d));
                 }
                 let d = self.dst(want, Class::of(t));
-                self.ins(format!("selp.{} {d}, {x}, {y}, {c}", sel_ty(t)));
+                self.ins(format_args!("selp.{} {d}, {x}, {y}, {c}", sel_ty(t)));
                 Ok(Val::Reg(d))
             }
             ExprNode::Cast { to, a } => self.cast(*to, a, want),
@@ -61,9 +61,9 @@ impl Lower<'_> {
     /// Wraps a 32-bit register to an 8/16-bit type's canonical (extended) form, in place.
     fn canon(&mut self, t: Scalar, r: Reg) {
         match t {
-            Scalar::I8 | Scalar::I16 => self.ins(format!("cvt.s32.{} {r}, {r}", mem_ty(t))),
-            Scalar::U8 => self.ins(format!("and.b32 {r}, {r}, 255")),
-            Scalar::U16 => self.ins(format!("and.b32 {r}, {r}, 65535")),
+            Scalar::I8 | Scalar::I16 => self.ins(format_args!("cvt.s32.{} {r}, {r}", mem_ty(t))),
+            Scalar::U8 => self.ins(format_args!("and.b32 {r}, {r}, 255")),
+            Scalar::U16 => self.ins(format_args!("and.b32 {r}, {r}, 65535")),
             _ => {}
         }
     }
@@ -74,17 +74,17 @@ impl Lower<'_> {
         let x = self.reg(x, c);
         let d = self.dst(want, c);
         match (op, c) {
-            (UnOp::Not, Class::Pred) => self.ins(format!("not.pred {d}, {x}")),
+            (UnOp::Not, Class::Pred) => self.ins(format_args!("not.pred {d}, {x}")),
             (UnOp::Neg, Class::F32 | Class::F64) => {
-                self.ins(format!("neg.{} {d}, {x}", arith_ty(t)))
+                self.ins(format_args!("neg.{} {d}, {x}", arith_ty(t)))
             }
             (UnOp::Neg, Class::B32 | Class::B64) if t.is_int() => {
                 let s = if c == Class::B64 { "s64" } else { "s32" };
-                self.ins(format!("neg.{s} {d}, {x}"));
+                self.ins(format_args!("neg.{s} {d}, {x}"));
                 self.canon(t, d);
             }
             (UnOp::BitNot, Class::B32 | Class::B64) if t.is_int() => {
-                self.ins(format!("not.{} {d}, {x}", bits_ty(t)));
+                self.ins(format_args!("not.{} {d}, {x}", bits_ty(t)));
                 self.canon(t, d);
             }
             _ => return Err(format!("`{}` on {t}", op.symbol())),
@@ -111,7 +111,7 @@ impl Lower<'_> {
                 return Err("comparison of f16 values".into());
             }
             let d = self.dst(want, Class::Pred);
-            self.ins(format!("setp.{cmp}.{} {d}, {x}, {y}", arith_ty(t)));
+            self.ins(format_args!("setp.{cmp}.{} {d}, {x}, {y}", arith_ty(t)));
             return Ok(Val::Reg(d));
         }
         match c {
@@ -119,13 +119,15 @@ impl Lower<'_> {
                 let (x, y) = (self.reg(x, c), self.reg(y, c));
                 let d = self.dst(want, c);
                 match op {
-                    BinOp::And | BinOp::LogicAnd => self.ins(format!("and.pred {d}, {x}, {y}")),
-                    BinOp::Or | BinOp::LogicOr => self.ins(format!("or.pred {d}, {x}, {y}")),
-                    BinOp::Xor | BinOp::Ne => self.ins(format!("xor.pred {d}, {x}, {y}")),
+                    BinOp::And | BinOp::LogicAnd => {
+                        self.ins(format_args!("and.pred {d}, {x}, {y}"))
+                    }
+                    BinOp::Or | BinOp::LogicOr => self.ins(format_args!("or.pred {d}, {x}, {y}")),
+                    BinOp::Xor | BinOp::Ne => self.ins(format_args!("xor.pred {d}, {x}, {y}")),
                     BinOp::Eq => {
                         let n = self.fresh(c);
-                        self.ins(format!("xor.pred {n}, {x}, {y}"));
-                        self.ins(format!("not.pred {d}, {n}"));
+                        self.ins(format_args!("xor.pred {n}, {x}, {y}"));
+                        self.ins(format_args!("not.pred {d}, {n}"));
                     }
                     _ => return Err(format!("`{}` on bool", op.symbol())),
                 }
@@ -142,7 +144,7 @@ impl Lower<'_> {
                     _ => return Err(format!("`{}` on {t}", op.symbol())),
                 };
                 let d = self.dst(want, c);
-                self.ins(format!("{o}.{ft} {d}, {x}, {y}"));
+                self.ins(format_args!("{o}.{ft} {d}, {x}, {y}"));
                 Ok(Val::Reg(d))
             }
             Class::B32 | Class::B64 => {
@@ -161,10 +163,10 @@ impl Lower<'_> {
                     let m = l.fresh(Class::B32);
                     if wide {
                         let y = l.reg(y, Class::B64);
-                        l.ins(format!("cvt.u32.u64 {m}, {y}"));
-                        l.ins(format!("and.b32 {m}, {m}, {}", bits - 1));
+                        l.ins(format_args!("cvt.u32.u64 {m}, {y}"));
+                        l.ins(format_args!("and.b32 {m}, {m}, {}", bits - 1));
                     } else {
-                        l.ins(format!("and.b32 {m}, {y}, {}", bits - 1));
+                        l.ins(format_args!("and.b32 {m}, {y}, {}", bits - 1));
                     }
                     Val::Reg(m)
                 };
@@ -182,10 +184,10 @@ impl Lower<'_> {
                         let x = Val::Reg(self.reg(x, c));
                         let d = self.dst(want, c);
                         if op == BinOp::Shl {
-                            self.ins(format!("shl.{bt} {d}, {x}, {m}"));
+                            self.ins(format_args!("shl.{bt} {d}, {x}, {m}"));
                             self.canon(t, d);
                         } else {
-                            self.ins(format!("shr.{at} {d}, {x}, {m}"));
+                            self.ins(format_args!("shr.{at} {d}, {x}, {m}"));
                         }
                         return Ok(Val::Reg(d));
                     }
@@ -193,7 +195,7 @@ impl Lower<'_> {
                 };
                 let _ = u;
                 let d = self.dst(want, c);
-                self.ins(format!("{text} {d}, {x}, {y}"));
+                self.ins(format_args!("{text} {d}, {x}, {y}"));
                 if wraps {
                     self.canon(t, d);
                 }
@@ -215,14 +217,14 @@ impl Lower<'_> {
             let d = self.dst(want, Class::Pred);
             match fc {
                 Class::B32 | Class::B64 => {
-                    self.ins(format!("setp.ne.{} {d}, {x}, 0", bits_ty(from)))
+                    self.ins(format_args!("setp.ne.{} {d}, {x}, 0", bits_ty(from)))
                 }
-                Class::F32 => self.ins(format!("setp.neu.f32 {d}, {x}, 0f00000000")),
-                Class::F64 => self.ins(format!("setp.neu.f64 {d}, {x}, 0d0000000000000000")),
+                Class::F32 => self.ins(format_args!("setp.neu.f32 {d}, {x}, 0f00000000")),
+                Class::F64 => self.ins(format_args!("setp.neu.f64 {d}, {x}, 0d0000000000000000")),
                 Class::B16 => {
                     let f = self.fresh(Class::F32);
-                    self.ins(format!("cvt.f32.f16 {f}, {x}"));
-                    self.ins(format!("setp.neu.f32 {d}, {f}, 0f00000000"));
+                    self.ins(format_args!("cvt.f32.f16 {f}, {x}"));
+                    self.ins(format_args!("setp.neu.f32 {d}, {f}, 0f00000000"));
                 }
                 Class::Pred => unreachable!("bool to bool is the identity"),
             }
@@ -236,7 +238,7 @@ impl Lower<'_> {
                 Scalar::F64 => ("0d3FF0000000000000", "0d0000000000000000"),
                 _ => ("1", "0"),
             };
-            self.ins(format!("selp.{} {d}, {one}, {zero}, {x}", sel_ty(to)));
+            self.ins(format_args!("selp.{} {d}, {one}, {zero}, {x}", sel_ty(to)));
             return Ok(Val::Reg(d));
         }
         match (from.is_int(), to.is_int()) {
@@ -246,10 +248,10 @@ impl Lower<'_> {
                     // Extension follows the source's signedness; the bits are the same for
                     // either 64-bit target type.
                     let ext = if from.is_signed() { "s64.s32" } else { "u64.u32" };
-                    self.ins(format!("cvt.{ext} {d}, {x}"));
+                    self.ins(format_args!("cvt.{ext} {d}, {x}"));
                 }
                 (Class::B64, _) => {
-                    self.ins(format!("cvt.u32.u64 {d}, {x}"));
+                    self.ins(format_args!("cvt.u32.u64 {d}, {x}"));
                     self.canon(to, d);
                 }
                 _ => {
@@ -261,16 +263,16 @@ impl Lower<'_> {
                     }
                     match to {
                         Scalar::I8 | Scalar::I16 => {
-                            self.ins(format!("cvt.s32.{} {d}, {x}", mem_ty(to)))
+                            self.ins(format_args!("cvt.s32.{} {d}, {x}", mem_ty(to)))
                         }
-                        Scalar::U8 => self.ins(format!("and.b32 {d}, {x}, 255")),
-                        _ => self.ins(format!("and.b32 {d}, {x}, 65535")),
+                        Scalar::U8 => self.ins(format_args!("and.b32 {d}, {x}, 255")),
+                        _ => self.ins(format_args!("and.b32 {d}, {x}, 65535")),
                     }
                 }
             },
             (true, false) => {
                 let ft = if to == Scalar::F16 { "f16" } else { arith_ty(to) };
-                self.ins(format!("cvt.rn.{ft}.{} {d}, {x}", arith_ty(from)));
+                self.ins(format_args!("cvt.rn.{ft}.{} {d}, {x}", arith_ty(from)));
             }
             (false, true) => {
                 let src = if from == Scalar::F16 { "f16" } else { arith_ty(from) };
@@ -281,25 +283,28 @@ impl Lower<'_> {
                     (false, true) => "s32",
                     (false, false) => "u32",
                 };
-                self.ins(format!("cvt.rzi.{it}.{src} {d}, {x}"));
+                self.ins(format_args!("cvt.rzi.{it}.{src} {d}, {x}"));
                 if to.bits() < 32 {
                     let (lo, hi) = (to.int_min().unwrap_or(0), to.int_max().unwrap_or(0));
                     if to.is_signed() {
-                        self.ins(format!("max.s32 {d}, {d}, {lo}"));
-                        self.ins(format!("min.s32 {d}, {d}, {hi}"));
+                        self.ins(format_args!("max.s32 {d}, {d}, {lo}"));
+                        self.ins(format_args!("min.s32 {d}, {d}, {hi}"));
                     } else {
-                        self.ins(format!("min.u32 {d}, {d}, {hi}"));
+                        self.ins(format_args!("min.u32 {d}, {d}, {hi}"));
                     }
                 }
                 // NaN gives 0 in kiln; cvt.rzi from f64 gives the most negative integer.
                 let p = self.fresh(Class::Pred);
-                self.ins(format!("setp.nan.{src} {p}, {x}, {x}"));
-                self.ins(format!("selp.{} {d}, 0, {d}, {p}", if wide { "b64" } else { "b32" }));
+                self.ins(format_args!("setp.nan.{src} {p}, {x}, {x}"));
+                self.ins(format_args!(
+                    "selp.{} {d}, 0, {d}, {p}",
+                    if wide { "b64" } else { "b32" }
+                ));
             }
             (false, false) => {
                 let ft = |s: Scalar| if s == Scalar::F16 { "f16" } else { arith_ty(s) };
                 let rn = if to.bits() < from.bits() { ".rn" } else { "" };
-                self.ins(format!("cvt{rn}.{}.{} {d}, {x}", ft(to), ft(from)));
+                self.ins(format_args!("cvt{rn}.{}.{} {d}, {x}", ft(to), ft(from)));
             }
         }
         Ok(Val::Reg(d))
@@ -316,13 +321,31 @@ impl Lower<'_> {
         let c = Class::of(t);
         let ty = arith_ty(t);
         let float = matches!(c, Class::F32 | Class::F64);
-        if !float && (op.float_only() || !t.is_int()) {
+        if (!float && (op.float_only() || !t.is_int())) || (float && op.int_only()) {
             return Err(format!("`{}` on {t}", op.name()));
         }
         match op {
+            Intrinsic::Mad | Intrinsic::Add3 => {
+                // Integers narrower than 32 bits live in 32-bit registers: compute at 32 (or
+                // 64) bits, where both wrap the same way, and re-canonicalize to the width.
+                let wide = c == Class::B64;
+                let s = if wide { "s64" } else { "s32" };
+                let a = self.reg(vals.remove(0), c);
+                let d = self.dst(want, c);
+                if op == Intrinsic::Mad {
+                    self.ins(format_args!("mad.lo.{s} {d}, {a}, {}, {}", vals[0], vals[1]));
+                } else {
+                    // PTX has no three-input add: two adds.
+                    let m = self.fresh(c);
+                    self.ins(format_args!("add.{s} {m}, {a}, {}", vals[0]));
+                    self.ins(format_args!("add.{s} {d}, {m}, {}", vals[1]));
+                }
+                self.canon(t, d);
+                Ok(Val::Reg(d))
+            }
             Intrinsic::Min | Intrinsic::Max => {
                 let d = self.dst(want, c);
-                self.ins(format!("{}.{ty} {d}, {}, {}", op.name(), vals[0], vals[1]));
+                self.ins(format_args!("{}.{ty} {d}, {}, {}", op.name(), vals[0], vals[1]));
                 Ok(Val::Reg(d))
             }
             Intrinsic::Abs if t.is_unsigned() => Ok(vals.remove(0)),
@@ -336,13 +359,13 @@ impl Lower<'_> {
                 } else {
                     "s32"
                 };
-                self.ins(format!("abs.{ty} {d}, {x}"));
+                self.ins(format_args!("abs.{ty} {d}, {x}"));
                 self.canon(t, d);
                 Ok(Val::Reg(d))
             }
             Intrinsic::Fma => {
                 let d = self.dst(want, c);
-                self.ins(format!("fma.rn.{ty} {d}, {}, {}, {}", vals[0], vals[1], vals[2]));
+                self.ins(format_args!("fma.rn.{ty} {d}, {}, {}, {}", vals[0], vals[1], vals[2]));
                 Ok(Val::Reg(d))
             }
             _ => {
@@ -357,7 +380,7 @@ impl Lower<'_> {
                 if let Some(s) = simple {
                     let d = self.dst(want, c);
                     let tt = if s.starts_with("cvt") { format!("{ty}.{ty}") } else { ty.into() };
-                    self.ins(format!("{s}.{tt} {d}, {x}"));
+                    self.ins(format_args!("{s}.{tt} {d}, {x}"));
                     return Ok(Val::Reg(d));
                 }
                 if t != Scalar::F32 {
@@ -370,16 +393,16 @@ impl Lower<'_> {
                 match op {
                     Intrinsic::Exp => {
                         let s = self.fresh(c);
-                        self.ins(format!("mul.rn.f32 {s}, {x}, 0f3FB8AA3B"));
-                        self.ins(format!("ex2.approx.f32 {d}, {s}"));
+                        self.ins(format_args!("mul.rn.f32 {s}, {x}, 0f3FB8AA3B"));
+                        self.ins(format_args!("ex2.approx.f32 {d}, {s}"));
                     }
                     Intrinsic::Log => {
                         let s = self.fresh(c);
-                        self.ins(format!("lg2.approx.f32 {s}, {x}"));
-                        self.ins(format!("mul.rn.f32 {d}, {s}, 0f3F317218"));
+                        self.ins(format_args!("lg2.approx.f32 {s}, {x}"));
+                        self.ins(format_args!("mul.rn.f32 {d}, {s}, 0f3F317218"));
                     }
-                    Intrinsic::Sin => self.ins(format!("sin.approx.f32 {d}, {x}")),
-                    _ => self.ins(format!("cos.approx.f32 {d}, {x}")),
+                    Intrinsic::Sin => self.ins(format_args!("sin.approx.f32 {d}, {x}")),
+                    _ => self.ins(format_args!("cos.approx.f32 {d}, {x}")),
                 }
                 Ok(Val::Reg(d))
             }

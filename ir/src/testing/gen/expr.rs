@@ -57,7 +57,18 @@ impl Gen<'_, '_> {
             ),
             6 => self.cast_to(ty, d, uni),
             7 => {
-                let op = self.pick(&[Intrinsic::Min, Intrinsic::Max, Intrinsic::Abs]);
+                let op = if float {
+                    self.pick(&[Intrinsic::Min, Intrinsic::Max, Intrinsic::Abs])
+                } else {
+                    let ops = [
+                        Intrinsic::Min,
+                        Intrinsic::Max,
+                        Intrinsic::Abs,
+                        Intrinsic::Mad,
+                        Intrinsic::Add3,
+                    ];
+                    self.pick(&ops)
+                };
                 let args: Vec<Expr> = (0..op.arity()).map(|_| self.expr(ty, d, uni)).collect();
                 Expr::intrinsic(op, args)
             }

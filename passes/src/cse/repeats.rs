@@ -1,0 +1,212 @@
+//! CSE of repeated subexpressions that no `let` binds: a subexpression computed more than
+//! once gets a `let` of its own, placed right before the statement that first evaluates it.
+//!
+//! Where a value may be evaluated (the IR's rules, `kiln_ir` crate docs): expressions are
+//! pure and evaluate every operand — `&&`, `||` and `select` do not short-circuit — so every
+//! subexpression of a statement's own expressions (a `let`/`var`/assignment value, a store's
+//! index and value, an `if` condition, a `for` loop's bounds and step, a call's operands) is
+//! evaluated each time the statement runs, before its effect. A `while` condition is
+//! evaluated again on every iteration, so it is never a source. Two kinds of repeats are
+//! bound:
+//!
+//! * **Within one statement**: any subexpression occurring twice among the statement's own
+//!   expressions, loads and divisions included. The `let` right before the statement
+//!   evaluates it at the same moment the statement would (no store or assignment runs in
+//!   between), and only the statement's own expressions are rewritten.
+//! * **Across statements**: a *stable* subexpression (no loads, cannot fail, reads no
+//!   variable that is ever assigned: see [`crate::util::is_stable`]) that a statement
+//!   evaluates and that occurs again later in the block (also inside nested branches and
+//!   loops). It is bound before that first evaluating statement, where it would have been
+//!   evaluated anyway, and every later occurrence in the block reads the binding. Nothing
+//!   is ever hoisted out of a branch or loop body into code that would not have run it.
+//!
+//! Names are unique per scope (no shadowing), so a variable in scope at the binding means
+//! the same thing at every later occurrence in the block.
+
+use hashbrown::HashSet;
+use kiln_ir::{
+    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, Kernel, Mutator, Scalar, Stmt, StmtNode,
+    Type, Var,
+};
+
+use crate::util::{all_names, is_stable, mutable_names};
+
+/// The expressions statement `s` evaluates itself (not those of nested statements), each
+/// exactly once per execution of `s`.
+fn own_exprs(s: &Stmt) -> Vec<&Expr> {
+    match s.node() {
+        StmtNode::Let { value, .. }
+        | StmtNode::Decl { init: value, .. }
+        | StmtNode::Assign { value, .. } => vec![value],
+        StmtNode::Store { index, value, .. } => vec![index, value],
+        StmtNode::If { cond, .. } => vec![cond],
+        StmtNode::For { lo, hi, step, .. } => vec![lo, hi, step],
+        StmtNode::Call { args, .. } => args.iter().collect(),
+        StmtNode::While { .. } | StmtNode::Alloc { .. } | StmtNode::Block(_) => Vec::new(),
+    }
+}
+
+/// True for expressions worth a binding: operators, casts, loads and calls of a scalar type
+/// a `let` can hold (f16 is storage only).
+fn bindable(e: &Expr) -> bool {
+    !e.children().is_empty() && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
+}
+
+fn count_into<'a>(e: &'a Expr, counts: &mut ExprMap<usize>, order: &mut Vec<&'a Expr>) {
+    if bindable(e) {
+        let n = counts.entry(e.clone()).or_insert(0);
+        if *n == 0 {
+            order.push(e);
+        }
+        *n += 1;
+    }
+    for c in e.children() {
+        count_into(c, counts, order);
+    }
+}
+
+/// Replaces every occurrence of `from` by `to`; with `own_only`, only in the expressions of
+/// the outermost statement it is applied to (see [`own_exprs`]).
+struct Replace<'a> {
+    from: &'a Expr,
+    to: &'a Expr,
+    own_only: bool,
+    depth: usize,
+}
+
+impl Mutator for Replace<'_> {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if e == self.from {
+            return self.to.clone();
+        }
+        walk_mutate_expr(self, e)
+    }
+
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        if self.own_only && (self.depth > 0 || matches!(s.node(), StmtNode::While { .. })) {
+            return s.clone();
+        }
+        self.depth += 1;
+        let r = walk_mutate_stmt(self, s);
+        self.depth -= 1;
+        r
+    }
+}
+
+struct Repeats {
+    mutable: HashSet<String>,
+    names: HashSet<String>,
+}
+
+impl Repeats {
+    fn fresh(&mut self) -> String {
+        let mut k = 0;
+        loop {
+            let n = format!("cse{k}");
+            if self.names.insert(n.clone()) {
+                return n;
+            }
+            k += 1;
+        }
+    }
+
+    /// The best repeated subexpression of the statement `stmts[k]` together with the lets
+    /// already bound for it (`stmts[start..k]`, evaluated right before it), and whether it
+    /// is stable (bound across statements) or not (bound within the statement only): the
+    /// largest one.
+    fn candidate(&self, stmts: &[Stmt], start: usize, k: usize) -> Option<(Expr, bool)> {
+        let mut counts = ExprMap::new();
+        let mut order = Vec::new();
+        for t in &stmts[start..=k] {
+            for e in own_exprs(t) {
+                count_into(e, &mut counts, &mut order);
+            }
+        }
+        // A `let` of the whole value already binds it (the let-based CSE reuses it).
+        let bound = match stmts[k].node() {
+            StmtNode::Let { value, .. } => Some(value),
+            _ => None,
+        };
+        let mut later: Option<ExprMap<usize>> = None;
+        let mut best: Option<(Expr, bool, usize)> = None;
+        for e in order {
+            let size = crate::simplify::node_count(e);
+            if best.as_ref().is_some_and(|b| b.2 >= size) || bound == Some(e) {
+                continue;
+            }
+            let own = counts.get(e).copied().unwrap_or(0);
+            let stable = is_stable(e, &self.mutable);
+            let across = stable && {
+                let later = later.get_or_insert_with(|| occurrences(&stmts[start..]));
+                // Occurrences from here to the end of the block beyond the own expressions.
+                later.get(e).copied().unwrap_or(0) > own
+            };
+            if own >= 2 || across {
+                best = Some((e.clone(), stable, size));
+            }
+        }
+        best.map(|(e, stable, _)| (e, stable))
+    }
+}
+
+/// How often each bindable expression occurs anywhere in `stmts` (nested statements too).
+fn occurrences(stmts: &[Stmt]) -> ExprMap<usize> {
+    struct C(ExprMap<usize>);
+    impl kiln_ir::Visitor for C {
+        fn visit_expr(&mut self, e: &Expr) {
+            if bindable(e) {
+                *self.0.entry(e.clone()).or_insert(0) += 1;
+            }
+            kiln_ir::walk_expr(self, e)
+        }
+    }
+    let mut c = C(ExprMap::new());
+    for s in stmts {
+        kiln_ir::Visitor::visit_stmt(&mut c, s);
+    }
+    c.0
+}
+
+impl Mutator for Repeats {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let StmtNode::Block(stmts) = s.node() else { return walk_mutate_stmt(self, s) };
+        let mut out: Vec<Stmt> = stmts.clone();
+        let mut changed = false;
+        let mut k = 0;
+        while k < out.len() {
+            // Bind the largest repeat first, then look again: its parts may still repeat,
+            // also in the lets just made (they run right before the statement).
+            let start = k;
+            while let Some((e, stable)) = self.candidate(&out, start, k) {
+                let var = Var::new(self.fresh(), e.ty());
+                let to = var.expr();
+                let own_only = !stable;
+                let end = if stable { out.len() } else { k + 1 };
+                for t in &mut out[start..end] {
+                    *t = Replace { from: &e, to: &to, own_only, depth: 0 }.mutate_stmt(t);
+                }
+                out.insert(start, Stmt::let_(&var, e));
+                k += 1;
+                changed = true;
+            }
+            // Then the statement's nested blocks, on their own.
+            let t = match out[k].node() {
+                StmtNode::Block(_) => self.mutate_stmt(&out[k]),
+                _ => walk_mutate_stmt(self, &out[k]),
+            };
+            changed |= !t.ptr_eq(&out[k]);
+            out[k] = t;
+            k += 1;
+        }
+        if changed {
+            Stmt::block(out)
+        } else {
+            s.clone()
+        }
+    }
+}
+
+/// Binds repeated subexpressions that no `let` binds (see the module docs).
+pub fn bind_repeats(k: &Kernel) -> Kernel {
+    Repeats { mutable: mutable_names(k.body()), names: all_names(k) }.mutate_kernel(k)
+}

@@ -1,0 +1,111 @@
+//! The Vulkan device's loaded programs and the encoding of one kernel's device code.
+//!
+//! Each kernel's blob in the program binary (see `artifact.rs`) is its binding layout and
+//! its SPIR-V words, little-endian:
+//!
+//! ```text
+//! u32 push_size; u32 n, n × u32 buffer param; u32 m, m × (u32 scalar param, u32 offset);
+//! u32 w, w × u32 word
+//! ```
+//!
+//! Element and scalar types are not stored: they come from the kernel's signature, and
+//! decoding checks each parameter index against it, so a damaged blob is a load error.
+
+use std::sync::Arc;
+
+use kiln_backends::spirv::{BufferBinding, PushScalar, VulkanLayout};
+use kiln_ir::{Kernel, Type};
+
+use crate::artifact::{Artifact, Reader};
+use crate::error::DeviceError;
+
+/// A loaded program: its kernels.
+pub(super) struct VkProgram {
+    pub kernels: Vec<Arc<VkKernel>>,
+}
+
+/// One kernel's SPIR-V module, ready to dispatch.
+pub(super) struct VkKernel {
+    /// The entry point (the kernel's name).
+    pub entry: String,
+    /// Parameters and attributes, to check launches against.
+    pub signature: Kernel,
+    /// Bindings and push constants.
+    pub layout: VulkanLayout,
+    /// The SPIR-V words.
+    pub words: Vec<u32>,
+}
+
+fn put(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// One kernel's blob.
+pub(super) fn encode_kernel(layout: &VulkanLayout, words: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + 4 * words.len());
+    put(&mut out, layout.push_size);
+    put(&mut out, layout.buffers.len() as u32);
+    for b in &layout.buffers {
+        put(&mut out, b.param as u32);
+    }
+    put(&mut out, layout.scalars.len() as u32);
+    for s in &layout.scalars {
+        put(&mut out, s.param as u32);
+        put(&mut out, s.offset);
+    }
+    put(&mut out, words.len() as u32);
+    for w in words {
+        put(&mut out, *w);
+    }
+    out
+}
+
+fn decode_kernel(signature: &Kernel, blob: &[u8]) -> Result<(VulkanLayout, Vec<u32>), String> {
+    let mut r = Reader::new(blob);
+    let params = signature.params();
+    let push_size = r.u32()?;
+    let mut layout = VulkanLayout { push_size, ..VulkanLayout::default() };
+    for _ in 0..r.u32()? {
+        let param = r.u32()? as usize;
+        match params.get(param).map(|p| p.ty()) {
+            Some(Type::Ptr(_, elem)) => layout.buffers.push(BufferBinding { param, elem }),
+            _ => return Err(format!("binding {param} is not a pointer parameter")),
+        }
+    }
+    for _ in 0..r.u32()? {
+        let (param, offset) = (r.u32()? as usize, r.u32()?);
+        match params.get(param).map(|p| p.ty()) {
+            Some(Type::Scalar(ty)) => layout.scalars.push(PushScalar { param, offset, ty }),
+            _ => return Err(format!("push constant {param} is not a scalar parameter")),
+        }
+    }
+    let n = r.u32()? as usize;
+    let bytes = r.take(n.checked_mul(4).ok_or("word count overflows")?)?;
+    let words = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    if !r.is_empty() {
+        return Err("trailing bytes".into());
+    }
+    Ok((layout, words.collect()))
+}
+
+/// The kernels of a decoded program binary: one blob per signature, matched by name.
+pub(super) fn decode_kernels(device: &str, a: Artifact) -> Result<Vec<Arc<VkKernel>>, DeviceError> {
+    let fail = |message: String| DeviceError::Load { device: device.into(), message };
+    if a.blobs.len() != a.signatures.len() {
+        return Err(fail(format!(
+            "{} kernels but {} SPIR-V modules",
+            a.signatures.len(),
+            a.blobs.len()
+        )));
+    }
+    let mut kernels = Vec::with_capacity(a.blobs.len());
+    for (signature, (entry, blob)) in a.signatures.into_iter().zip(a.blobs) {
+        if signature.name() != entry {
+            return Err(fail(format!("module `{entry}` has no matching kernel signature")));
+        }
+        let (layout, words) =
+            decode_kernel(&signature, &blob).map_err(|e| fail(format!("kernel `{entry}`: {e}")))?;
+        kernels.push(Arc::new(VkKernel { entry, signature, layout, words }));
+    }
+    Ok(kernels)
+}
