@@ -255,8 +255,8 @@ fn constant_division_edge_cases() {
 
 /// Integer `mad` and `add3` on 32-bit values: uniform ones on SALU (`s_mul_i32`/`s_add_i32`),
 /// divergent ones on VALU (`v_mul_lo_u32`/`v_add_u32`, `v_add3_u32`); llvm-mc accepts the
-/// listing and the simulator reproduces the interpreter, wrapping included. Other widths are
-/// rejected as unsupported.
+/// listing and the simulator reproduces the interpreter, wrapping included. Other widths
+/// (here i64, on SALU pairs) lower to the separate wrapping operations.
 #[test]
 fn mad_and_add3_lower_to_salu_and_valu() {
     let k = kernel(
@@ -298,8 +298,14 @@ fn mad_and_add3_lower_to_salu_and_valu() {
     let wide = kernel(
         "kernel w(o: ptr<global, i64>, a: i64) { o[local_id(0)] = mad(a, a, o[local_id(0)]); }",
     );
-    match compile(&wide) {
-        Err(Error::Unsupported(m)) => assert!(m.contains("i64"), "{m}"),
-        other => panic!("expected Unsupported, got {other:?}"),
-    }
+    let c = compile(&wide).unwrap_or_else(|e| panic!("{e}"));
+    assert_assembles(&c.asm);
+    let o: Vec<i64> = (0..64).map(|i| i64::MAX - i * 0x1234_5678_9abc).collect();
+    let case = TestCase {
+        kernel: wide,
+        range: NdRange::new(&[64]).with_local(&[64]),
+        args: vec![Arg::Buffer(0), Arg::scalar(-0x7654_3210_fedc_i64)],
+        buffers: vec![Buffer::from_slice(&o)],
+    };
+    assert_eq!(differential(&case), Ok(true));
 }

@@ -1,6 +1,6 @@
-//! Random kernels inside the AMDGPU backend's subset, for its differential tests and fuzz
-//! target (the shared generator in `kiln_ir::testing` uses every type, so nearly all of its
-//! kernels are rejected by this backend).
+//! A small generator of 32-bit kernels for the AMDGPU backend's differential tests and fuzz
+//! target, besides the shared one in `kiln_ir::testing`: it assigns outer variables under
+//! divergent `if`s and loops, and uses local memory across two waves, far more often.
 
 use kiln_ir::interp::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, Kernel, Scalar};
