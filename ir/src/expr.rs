@@ -170,7 +170,7 @@ pub fn canonical_int(ty: Scalar, bits: u64) -> u64 {
 /// Rounds `v` to the nearest value of float type `ty` (round-to-nearest-even).
 pub fn round_float(ty: Scalar, v: f64) -> f64 {
     match ty {
-        Scalar::F16 => half::f16::from_f64(v).to_f64(),
+        Scalar::F16 => crate::types::f16_from_f64(v).to_f64(),
         Scalar::F32 => v as f32 as f64,
         _ => v,
     }

@@ -94,7 +94,7 @@ impl fmt::Display for FusedArg {
             }
             FusedArg::Const(Imm::Float(t, v)) => {
                 let bits = match t {
-                    crate::types::Scalar::F16 => half::f16::from_f64(v).to_bits() as u64,
+                    crate::types::Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
                     crate::types::Scalar::F32 => (v as f32).to_bits() as u64,
                     _ => v.to_bits(),
                 };

@@ -241,7 +241,7 @@ pub(crate) fn is_canonical_nan(ty: Scalar, v: f64) -> bool {
 /// The bits of `v` in float type `ty`.
 pub(crate) fn float_bits(ty: Scalar, v: f64) -> u64 {
     match ty {
-        Scalar::F16 => half::f16::from_f64(v).to_bits() as u64,
+        Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
         Scalar::F32 => (v as f32).to_bits() as u64,
         _ => v.to_bits(),
     }

@@ -320,6 +320,40 @@ impl fmt::Display for Type {
     }
 }
 
+/// `v` rounded once to the nearest f16 (ties to even), as kiln's semantics require.
+///
+/// `half::f16::from_f64` may convert through f32 (it does on CPUs with F16C), and that
+/// double rounding gives a different f16 for some values, e.g. `65519.99999` becomes
+/// infinity instead of 65504. NaNs keep their sign and the top payload bits, made quiet.
+pub fn f16_from_f64(v: f64) -> half::f16 {
+    let bits = v.to_bits();
+    let sign = ((bits >> 48) & 0x8000) as u16;
+    if v.is_nan() {
+        return half::f16::from_bits(sign | 0x7e00 | ((bits >> 42) & 0x3ff) as u16);
+    }
+    let a = v.abs();
+    // 65520 lies halfway between the largest f16 (65504) and 2^16, and ties go to even: up.
+    if a >= 65520.0 {
+        return half::f16::from_bits(sign | 0x7c00);
+    }
+    // 2^k for a normal f64 exponent k, exactly.
+    let pow2 = |k: i32| f64::from_bits(((k + 1023) as u64) << 52);
+    if a < pow2(-14) {
+        // Subnormal (or zero): units of 2^-24; a count of 1024 is the smallest normal's
+        // encoding, so rounding up into the normal range needs no special case.
+        return half::f16::from_bits(sign | (a * pow2(24)).round_ties_even() as u16);
+    }
+    let e = ((a.to_bits() >> 52) as i32) - 1023;
+    // The significand in units of the last f16 place: [1024, 2048) before rounding.
+    let mut m = (a * pow2(10 - e)).round_ties_even() as u16;
+    let mut e = e;
+    if m == 2048 {
+        m = 1024;
+        e += 1;
+    }
+    half::f16::from_bits(sign | (((e + 15) as u16) << 10) | (m - 1024))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,5 +383,34 @@ mod tests {
         assert_eq!(Scalar::I8.int_max(), Some(127));
         assert_eq!(Scalar::U64.int_max(), Some(u64::MAX as i128));
         assert_eq!(Scalar::F32.int_max(), None);
+    }
+
+    #[test]
+    fn f16_rounding_is_single() {
+        use super::f16_from_f64;
+        // Every f16 and every midpoint between neighbours (exact in f32, so half's
+        // conversion from f32 rounds once and is the reference).
+        for b in 0..=u16::MAX {
+            let h = half::f16::from_bits(b);
+            if h.is_nan() {
+                assert!(f16_from_f64(h.to_f64()).is_nan());
+                continue;
+            }
+            assert_eq!(f16_from_f64(h.to_f64()).to_bits(), b, "{h}");
+            let next = half::f16::from_bits(b.wrapping_add(1));
+            if b & 0x7fff < 0x7c00 && !next.is_nan() && next.to_f64().abs() > h.to_f64().abs() {
+                let mid = (h.to_f64() + next.to_f64()) / 2.0;
+                let want = half::f16::from_f32(mid as f32).to_bits();
+                assert_eq!(f16_from_f64(mid).to_bits(), want, "midpoint {mid}");
+            }
+        }
+        // Double rounding through f32 would give infinity and 1.0 here.
+        assert_eq!(f16_from_f64(65519.99999).to_f64(), 65504.0);
+        let above_tie = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(f16_from_f64(above_tie).to_f64(), 1.0 + 2f64.powi(-10));
+        assert_eq!(f16_from_f64(-0.0).to_bits(), 0x8000);
+        assert_eq!(f16_from_f64(1e-30).to_bits(), 0);
+        assert_eq!(f16_from_f64(f64::NEG_INFINITY).to_bits(), 0xfc00);
+        assert_eq!(f16_from_f64(2f64.powi(-25) * 1.5).to_bits(), 1);
     }
 }

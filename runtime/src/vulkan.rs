@@ -366,7 +366,7 @@ fn imm_bits(imm: &Imm) -> u64 {
             }
         }
         Imm::Float(Scalar::F32, v) => (v as f32).to_bits() as u64,
-        Imm::Float(Scalar::F16, v) => half::f16::from_f64(v).to_bits() as u64,
+        Imm::Float(Scalar::F16, v) => kiln_ir::types::f16_from_f64(v).to_bits() as u64,
         Imm::Float(_, v) => v.to_bits(),
     }
 }

@@ -116,7 +116,7 @@ pub fn push_le(out: &mut Vec<u8>, imm: Imm) {
         Imm::Bool(b) => out.push(b as u8),
         Imm::Int(t, bits) => out.extend_from_slice(&bits.to_le_bytes()[..t.size_bytes()]),
         Imm::Float(Scalar::F16, v) => {
-            out.extend_from_slice(&half::f16::from_f64(v).to_bits().to_le_bytes())
+            out.extend_from_slice(&kiln_ir::types::f16_from_f64(v).to_bits().to_le_bytes())
         }
         Imm::Float(Scalar::F32, v) => out.extend_from_slice(&(v as f32).to_bits().to_le_bytes()),
         Imm::Float(_, v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),

@@ -166,7 +166,7 @@ impl Ctx {
         match s {
             Scalar::F32 => self.constant(s, (v as f32).to_bits() as u64),
             Scalar::F64 => self.constant(s, v.to_bits()),
-            _ => self.constant(s, half::f16::from_f64(v).to_bits() as u64),
+            _ => self.constant(s, kiln_ir::types::f16_from_f64(v).to_bits() as u64),
         }
     }
 

@@ -142,7 +142,7 @@ impl Element for f16 {
     }
     fn from_imm(imm: Imm) -> Option<f16> {
         match imm {
-            Imm::Float(Scalar::F16, v) => Some(f16::from_f64(v)),
+            Imm::Float(Scalar::F16, v) => Some(crate::types::f16_from_f64(v)),
             _ => None,
         }
     }
@@ -276,7 +276,7 @@ impl Buffer {
             Imm::Bool(b) => b as u64,
             Imm::Int(_, bits) => bits,
             Imm::Float(_, v) => match self.elem {
-                Scalar::F16 => f16::from_f64(v).to_bits() as u64,
+                Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
                 Scalar::F32 => (v as f32).to_bits() as u64,
                 _ => v.to_bits(),
             },
