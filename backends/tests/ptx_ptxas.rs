@@ -261,3 +261,18 @@ fn mad_and_add3_on_every_int_type() {
     }
     assemble_module(&src, "mad_add3");
 }
+
+/// Random kernels after the default `-O` pipeline (fused `mad`/`add3`, induction variables,
+/// CSE lets) assemble too.
+#[test]
+fn optimized_random_kernels_assemble() {
+    let Some(p) = ptxas() else { return };
+    let mut runner = TestRunner::deterministic();
+    for n in 0..60 {
+        let case = arb_kernel().new_tree(&mut runner).unwrap().current();
+        let k = kiln_passes::pipeline::optimize(&case.kernel);
+        let sm = SMS[n % 2];
+        let ptx = emit_kernel(&k, &Options::sm(sm)).unwrap_or_else(|e| panic!("{e}\n{k}"));
+        assemble(&p, &ptx, sm, &format!("optimized{n}")).unwrap_or_else(|e| panic!("{e}\n{k}"));
+    }
+}

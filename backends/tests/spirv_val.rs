@@ -149,3 +149,34 @@ fn random_kernels_validate_in_both_flavours() {
     eprintln!("validated {validated} random modules");
     assert!(validated >= 150);
 }
+
+/// Random kernels after the default `-O` pipeline (fused `mad`/`add3`, induction variables,
+/// CSE lets) validate in both flavours.
+#[test]
+fn optimized_random_kernels_validate_in_both_flavours() {
+    let Some(val) = validator() else { return };
+    let cfg = GenConfig::default();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut validated = 0;
+    for _ in 0..60 {
+        let choices: Vec<u32> = (0..3000)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (rng >> 32) as u32
+            })
+            .collect();
+        let k = kiln_passes::pipeline::optimize(&case_from_choices(&choices, &cfg).kernel);
+        for f in [Flavour::Vulkan, Flavour::OpenCl] {
+            match emit(&k, f) {
+                Ok(_) => {
+                    check(&val, &k, f).unwrap_or_else(|e| panic!("{e}\n{k}"));
+                    validated += 1;
+                }
+                Err(e) => assert!(documented_rejection(f, &e), "{e}"),
+            }
+        }
+    }
+    assert!(validated >= 60, "only {validated} modules validated");
+}

@@ -79,7 +79,18 @@ impl Mutator for ConstProp {
     }
 }
 
-/// Runs constant propagation.
+/// Runs constant propagation until nothing more folds: a value that folds to a constant
+/// only after propagation (`let b = 1 < 2;`) makes its uses foldable in the next round.
 pub fn constprop(k: &Kernel) -> Kernel {
-    ConstProp.mutate_kernel(k)
+    let mut k = k.clone();
+    // Every changing round replaces a variable use or an operation by a constant, so this
+    // ends; the bound only guards against a bug.
+    for _ in 0..1000 {
+        let next = ConstProp.mutate_kernel(&k);
+        if next.ptr_eq(&k) {
+            break;
+        }
+        k = next;
+    }
+    k
 }

@@ -135,8 +135,24 @@ impl Mutator for DropDecls<'_> {
     }
 }
 
-/// Runs dead code elimination.
+/// Runs dead code elimination until nothing more is dead: removing an unread `var`'s
+/// assignments can leave another `var`, read only there, unread.
 pub fn dce(k: &Kernel) -> Kernel {
+    let mut k = k.clone();
+    // Every round that changes something removes a statement, so this ends; the bound only
+    // guards against a bug.
+    for _ in 0..1000 {
+        let next = dce_once(&k);
+        if next.ptr_eq(&k) {
+            break;
+        }
+        k = next;
+    }
+    k
+}
+
+/// One round of dead code elimination.
+fn dce_once(k: &Kernel) -> Kernel {
     struct Arrays(hashbrown::HashMap<String, u32>);
     impl Visitor for Arrays {
         fn visit_stmt(&mut self, s: &Stmt) {

@@ -152,3 +152,11 @@ fn cse_binds_repeats_in_many_random_kernels() {
     eprintln!("repeated subexpressions bound in {hit} of {n} random kernels");
     assert!(hit >= n / 10, "repeated subexpressions bound in only {hit} of {n} kernels");
 }
+
+#[test]
+#[ignore = "soak test: cargo test --release -p kiln-passes --test differential -- --ignored"]
+fn soak_every_pass() {
+    for (name, f, _) in PASSES {
+        run_pass(name, f, 5_000);
+    }
+}
