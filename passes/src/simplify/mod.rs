@@ -3,6 +3,12 @@
 //! scalar semantics) run under node, iteration and time limits, and the cheapest equivalent
 //! expression comes back ([`Cost`]).
 //!
+//! The e-graph is the strong but slow half. Every expression first goes through a cheap
+//! bottom-up pass ([`pre`]: folding, neutral elements, the remapping index identities,
+//! cancellation in sums), whose rewrites the rules derive as well, and the e-graph runs only
+//! where [`gate::egg_may_help`] says it could still find something cheaper: most index
+//! expressions never build an e-graph ([`Limits::presimplify`] turns this off).
+//!
 //! ```
 //! use kiln_ir::{Type, Var};
 //! use kiln_passes::simplify::simplify_expr;

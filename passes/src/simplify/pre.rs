@@ -10,7 +10,7 @@
 //!   equivalence egg would not find (soundness is exactly that of the rule set, which
 //!   `tests/rules.rs` checks), and a saturated e-graph over its result holds everything it
 //!   does, which keeps the simplifier idempotent.
-//! - [`egg_may_help`] answers `false` only for expressions no rule sequence can make
+//! - [`egg_may_help`](super::gate::egg_may_help) answers `false` only for expressions no rule sequence can make
 //!   cheaper, so skipping egg there loses nothing (`tests/simplify_gate.rs` checks this on
 //!   random expressions against a full e-graph run).
 
