@@ -20,6 +20,7 @@ pub mod licm;
 pub mod manager;
 pub mod peephole;
 pub mod pipeline;
+pub mod scalarize;
 pub mod simplify;
 pub mod strength;
 pub mod util;

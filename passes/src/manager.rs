@@ -45,6 +45,7 @@ pub const PASSES: &[PassEntry] = &[
     ("dce", crate::dce::dce, "dead stores to unread arrays and vars"),
     ("constprop", crate::constprop::constprop, "constant propagation and folding"),
     ("peephole", crate::peephole::peephole, "integer mad/add3 fusion; fma under fast-math"),
+    ("scalarize", crate::scalarize::scalarize, "constant-indexed private arrays to vars"),
 ];
 
 /// The pass named `name`, if there is one.

@@ -75,6 +75,23 @@ pass_test!(strength_matches_interpreter, "strength");
 pass_test!(dce_matches_interpreter, "dce");
 pass_test!(constprop_matches_interpreter, "constprop");
 pass_test!(peephole_matches_interpreter, "peephole");
+pass_test!(scalarize_matches_interpreter, "scalarize");
+
+/// The generator's private arrays include constant-indexed ones, so the differential test
+/// above exercises the replacement, not only the pass's refusal.
+#[test]
+fn scalarize_fires_on_random_kernels() {
+    let mut runner = TestRunner::deterministic();
+    let n = 500;
+    let fired = (0..n)
+        .filter(|_| {
+            let case = arb_kernel().new_tree(&mut runner).expect("generates").current();
+            !kiln_passes::scalarize::scalarize(&case.kernel).ptr_eq(&case.kernel)
+        })
+        .count();
+    eprintln!("scalarize replaced arrays in {fired} of {n} random kernels");
+    assert!(fired > 0, "no random kernel had a constant-indexed private array");
+}
 
 #[test]
 fn default_pipeline_matches_interpreter() {

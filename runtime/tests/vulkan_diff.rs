@@ -6,7 +6,7 @@
 
 use kiln_ir::interp::{run, Arg, Buffer, NdRange};
 use kiln_ir::testing::{case_from_choices, results_match, GenConfig};
-use kiln_ir::{parse_module, Kernel};
+use kiln_ir::{parse_module, Imm, Kernel};
 use kiln_runtime::vulkan::VulkanDevice;
 use kiln_runtime::{Device, DeviceError};
 
@@ -107,12 +107,27 @@ fn generic_inputs(k: &Kernel, n: usize) -> (Vec<Arg>, Vec<Buffer>) {
     (args, bufs)
 }
 
+/// Whether every element where `got` differs from `want` is a NaN in `want`. Vulkan's
+/// default float rules let a driver assume no NaN arises (SPIR-V's
+/// `SignedZeroInfNanPreserve` mode is optional); lavapipe drops the store of a NaN that it
+/// computes at compile time, e.g. `-0.0 / local_id(1)` with a local size of 1 in dimension 1.
+/// Every other difference is a failure.
+fn only_nans_differ(want: &[Buffer], got: &[Buffer]) -> bool {
+    want.iter().zip(got).all(|(w, g)| {
+        (0..w.len()).all(|i| match (w.get(i), g.get(i)) {
+            (Some(Imm::Float(_, x)), _) if x.is_nan() => true,
+            (Some(Imm::Float(_, x)), Some(Imm::Float(_, y))) => x.to_bits() == y.to_bits(),
+            (a, b) => a == b,
+        })
+    })
+}
+
 #[test]
 fn random_kernels_match_the_interpreter() {
     let Some(dev) = device() else { return };
     let cfg = GenConfig::default();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let (mut ran, mut rejected) = (0, 0);
+    let (mut ran, mut rejected, mut nan_only) = (0, 0, 0);
     for n in 0..150 {
         let choices: Vec<u32> = (0..3000)
             .map(|_| {
@@ -134,11 +149,18 @@ fn random_kernels_match_the_interpreter() {
             Err(e) => panic!("case {n}: {e}\n{}", case.kernel),
         }
         if let Err(e) = results_match(&want, &got) {
+            if only_nans_differ(&want, &got) {
+                nan_only += 1;
+                continue;
+            }
             panic!("case {n}: {e}\nrange {:?}\nargs {:?}\n{}", case.range, case.args, case.kernel);
         }
         ran += 1;
     }
-    eprintln!("{ran} random kernels matched on the Vulkan device ({rejected} rejected)");
+    eprintln!(
+        "{ran} random kernels matched on the Vulkan device ({rejected} rejected, {nan_only} \
+         differing only where the interpreter computes a NaN)"
+    );
     assert!(ran >= 140);
 }
 
@@ -151,7 +173,9 @@ fn hand_cases_match_the_interpreter() {
     let Some(dev) = device() else { return };
     let src = include_str!("../../backends/tests/spirv_cases.kir");
     let mut ran = 0;
-    for k in parse_module(src).unwrap().kernels {
+    let kernels = parse_module(src).unwrap().kernels;
+    let expected = kernels.iter().filter(|k| k.name() != "atomics").count();
+    for k in kernels {
         if k.name() == "atomics" {
             continue;
         }
@@ -180,7 +204,7 @@ fn hand_cases_match_the_interpreter() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 7);
+    assert_eq!(ran, expected);
 }
 
 #[test]
