@@ -6,9 +6,17 @@
 pub mod repeats;
 
 use hashbrown::HashSet;
-use kiln_ir::{walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::{
+    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt, StmtNode,
+};
 
 use crate::util::{is_stable, mutable_names};
+
+/// Variables and constants: nothing to gain by naming them again. Built-ins (leaves too)
+/// are reused, so `let j = global_id(0)` after `let i = global_id(0)` becomes `i`.
+fn is_plain_leaf(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_))
+}
 
 struct Cse {
     mutable: HashSet<String>,
@@ -23,7 +31,7 @@ impl Cse {
 
 impl Mutator for Cse {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        if e.children().is_empty() {
+        if is_plain_leaf(e) {
             return e.clone();
         }
         if let Some(v) = self.lookup(e) {
@@ -41,7 +49,7 @@ impl Mutator for Cse {
             let t2 = self.mutate_stmt(t);
             changed |= !t2.ptr_eq(t);
             if let StmtNode::Let { var, value } = t2.node() {
-                if !value.children().is_empty() && is_stable(value, &self.mutable) {
+                if !is_plain_leaf(value) && is_stable(value, &self.mutable) {
                     if let Some(scope) = self.scopes.last_mut() {
                         scope.entry(value.clone()).or_insert_with(|| var.expr());
                     }

@@ -24,3 +24,4 @@ pub mod scalarize;
 pub mod simplify;
 pub mod strength;
 pub mod util;
+pub mod var_to_let;

@@ -46,6 +46,7 @@ pub const PASSES: &[PassEntry] = &[
     ("constprop", crate::constprop::constprop, "constant propagation and folding"),
     ("peephole", crate::peephole::peephole, "integer mad/add3 fusion; fma under fast-math"),
     ("scalarize", crate::scalarize::scalarize, "constant-indexed private arrays to vars"),
+    ("var-to-let", crate::var_to_let::var_to_let, "single-assignment vars to lets"),
 ];
 
 /// The pass named `name`, if there is one.

@@ -9,7 +9,7 @@ use crate::manager::{PassError, PassManager};
 
 /// The passes of the default pipeline, in order.
 pub const DEFAULT_PIPELINE: &str =
-    "simplify,scalarize,constprop,cse,licm,let-opt,dce,simplify,strength,cse,peephole,let-opt";
+    "simplify,scalarize,var-to-let,constprop,cse,licm,let-opt,dce,simplify,strength,cse,peephole,let-opt";
 
 /// The default pipeline as a pass manager.
 pub fn default_pipeline() -> PassManager {

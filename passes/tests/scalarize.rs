@@ -1,4 +1,5 @@
-//! Scalar replacement of private arrays (`scalarize`), by hand: what it replaces, what it
+//! Scalar replacement of private arrays (`scalarize`) and single-assignment vars to lets
+//! (`var-to-let`), by hand: what it replaces, what it
 //! must leave alone, and the zeroing rule (an array starts zeroed each time its declaration
 //! runs), each checked against the interpreter. Random kernels are in `differential.rs`.
 
@@ -7,6 +8,7 @@ use kiln_ir::testing::{results_match, TestCase};
 use kiln_ir::{parse_module, verify_kernel, Kernel};
 use kiln_passes::pipeline::optimize;
 use kiln_passes::scalarize::scalarize;
+use kiln_passes::var_to_let::var_to_let;
 
 fn case(src: &str) -> TestCase {
     let k = parse_module(src).expect("parses").kernels[0].clone();
@@ -114,4 +116,63 @@ fn names_of_elements_do_not_collide() {
     );
     let out = check(&c, scalarize);
     assert!(out.contains("var t_0_2: i32 = 0;") && out.contains("var t_1: i32 = 0;"), "{out}");
+}
+
+#[test]
+fn a_var_assigned_once_becomes_a_let() {
+    let c = case(
+        "kernel k(a: ptr<global, i32>, o: ptr<global, i32>) {
+           var x: i32 = 0;
+           let i: u32 = global_id(0);
+           x = a[i] * 3;
+           o[i] = x + x;
+         }",
+    );
+    let out = check(&c, var_to_let);
+    assert!(out.contains("let x: i32 = a[i] * 3;") && !out.contains("var x"), "{out}");
+    // The whole pipeline: fused-style scalars end as plain values.
+    let opt = check(&c, optimize);
+    assert!(!opt.contains("var "), "{opt}");
+}
+
+#[test]
+fn vars_that_must_stay_vars() {
+    let c = case(
+        "kernel k(a: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           var early: i32 = 5;
+           o[i] = early;
+           early = a[i];
+           var twice: i32 = 0;
+           twice = 1;
+           twice = a[i];
+           var nested: i32 = 0;
+           if i > 2u32 { nested = 4; }
+           var selfref: i32 = 2;
+           selfref = selfref + a[i];
+           var failing: i32 = 7 / a[0u32];
+           failing = 1;
+           o[i] = o[i] + early + twice + nested + selfref + failing;
+         }",
+    );
+    let out = check(&c, var_to_let);
+    for v in ["early", "twice", "nested", "selfref", "failing"] {
+        assert!(out.contains(&format!("var {v}: i32")), "{v} became a let:\n{out}");
+    }
+    assert!(var_to_let(&c.kernel).ptr_eq(&c.kernel));
+}
+
+/// The differential test in `differential.rs` exercises the rewrite, not only refusals.
+#[test]
+fn var_to_let_fires_on_random_kernels() {
+    use proptest::strategy::{Strategy, ValueTree};
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let fired = (0..500)
+        .filter(|_| {
+            let case = kiln_ir::testing::arb_kernel().new_tree(&mut runner).unwrap().current();
+            !var_to_let(&case.kernel).ptr_eq(&case.kernel)
+        })
+        .count();
+    eprintln!("var-to-let rewrote {fired} of 500 random kernels");
+    assert!(fired > 0);
 }
