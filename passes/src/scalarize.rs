@@ -29,7 +29,9 @@ pub fn scalarize(k: &Kernel) -> Kernel {
     if arrays.is_empty() {
         return k.clone();
     }
-    let mut taken = all_names(k);
+    // Only arrays of several elements need new names; collecting every name is not free.
+    let mut taken =
+        if arrays.values().any(|&(_, n)| n > 1) { all_names(k) } else { Default::default() };
     let mut elems = HashMap::new();
     for (name, &(ty, count)) in &arrays {
         let vars: Vec<Var> = (0..count)
