@@ -3,35 +3,10 @@
 //! of the loop; the hoisted lets and the loop are wrapped in a block of their own so the
 //! names stay scoped as before.
 
-use hashbrown::{HashMap, HashSet};
-use kiln_ir::{walk_mutate_stmt, walk_stmt, Kernel, Mutator, Stmt, StmtNode, Visitor};
+use hashbrown::HashSet;
+use kiln_ir::{walk_mutate_stmt, Kernel, Mutator, Stmt, StmtNode};
 
-use crate::util::{free_names, is_stable, mutable_names};
-
-/// Names bound anywhere inside `s`, with how often each is bound.
-fn bound_names(s: &Stmt) -> HashMap<String, usize> {
-    struct B(HashMap<String, usize>);
-    impl Visitor for B {
-        fn visit_stmt(&mut self, s: &Stmt) {
-            match s.node() {
-                StmtNode::Let { var, .. }
-                | StmtNode::Decl { var, .. }
-                | StmtNode::Alloc { var, .. }
-                | StmtNode::For { var, .. } => {
-                    *self.0.entry(var.name().to_string()).or_default() += 1;
-                }
-                StmtNode::Call { result: Some(var), .. } => {
-                    *self.0.entry(var.name().to_string()).or_default() += 1;
-                }
-                _ => {}
-            }
-            walk_stmt(self, s)
-        }
-    }
-    let mut b = B(HashMap::new());
-    b.visit_stmt(s);
-    b.0
-}
+use crate::util::{bound_names, free_names, is_stable, mutable_names};
 
 struct Licm {
     mutable: HashSet<String>,

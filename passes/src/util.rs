@@ -61,6 +61,29 @@ pub fn count_uses_in_loops(stmts: &[Stmt], name: &str) -> usize {
     n
 }
 
+/// Names bound anywhere inside `s`, with how often each is bound.
+pub fn bound_names(s: &Stmt) -> HashMap<String, usize> {
+    struct B(HashMap<String, usize>);
+    impl Visitor for B {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            match s.node() {
+                StmtNode::Let { var, .. }
+                | StmtNode::Decl { var, .. }
+                | StmtNode::Alloc { var, .. }
+                | StmtNode::For { var, .. }
+                | StmtNode::Call { result: Some(var), .. } => {
+                    *self.0.entry(var.name().to_string()).or_default() += 1;
+                }
+                _ => {}
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut b = B(HashMap::new());
+    b.visit_stmt(s);
+    b.0
+}
+
 /// The names of variables that are ever assigned or declared mutable (`var`) in `s`.
 pub fn mutable_names(s: &Stmt) -> HashSet<String> {
     struct M(HashSet<String>);

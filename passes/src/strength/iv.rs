@@ -23,37 +23,14 @@
 //! value and the increment are computed even when the loop runs zero times, which is
 //! harmless: they cannot fail.
 
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, walk_stmt, BinOp, Expr, ExprMap, ExprNode, Kernel, Mutator,
-    Stmt, StmtNode, Type, Var, Visitor,
+    walk_mutate_expr, walk_mutate_stmt, BinOp, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt,
+    StmtNode, Type, Var,
 };
 
 use crate::simplify::simplify_expr;
-use crate::util::{all_names, free_names, is_stable, mutable_names};
-
-/// Names bound anywhere inside `s`.
-fn bound_in(s: &Stmt) -> HashSet<String> {
-    struct B(HashSet<String>);
-    impl Visitor for B {
-        fn visit_stmt(&mut self, s: &Stmt) {
-            match s.node() {
-                StmtNode::Let { var, .. }
-                | StmtNode::Decl { var, .. }
-                | StmtNode::Alloc { var, .. }
-                | StmtNode::For { var, .. }
-                | StmtNode::Call { result: Some(var), .. } => {
-                    self.0.insert(var.name().to_string());
-                }
-                _ => {}
-            }
-            walk_stmt(self, s)
-        }
-    }
-    let mut b = B(HashSet::new());
-    b.visit_stmt(s);
-    b.0
-}
+use crate::util::{all_names, bound_names, free_names, is_stable, mutable_names};
 
 /// One reduced form `i * c + d` (`d` absent for plain `i * c`) and its variable.
 struct Induction {
@@ -65,7 +42,7 @@ struct Induction {
 /// Replaces the reducible forms in one loop body, collecting them.
 struct Replace<'a> {
     counter: &'a Var,
-    inner: &'a HashSet<String>,
+    inner: &'a HashMap<String, usize>,
     mutable: &'a HashSet<String>,
     names: &'a mut HashSet<String>,
     found: Vec<Induction>,
@@ -78,7 +55,7 @@ impl Replace<'_> {
         free_names(e, &mut names);
         is_stable(e, self.mutable)
             && !names.contains(self.counter.name())
-            && names.iter().all(|n| !self.inner.contains(n))
+            && names.iter().all(|n| !self.inner.contains_key(n))
     }
 
     /// `c` if `e` is `i * c` or `c * i` with `c` invariant and not a trivial factor.
@@ -189,7 +166,7 @@ impl Mutator for IvReduce {
         if !t.is_int() || !is_stable(step, &self.mutable) {
             return s;
         }
-        let inner = bound_in(body);
+        let inner = bound_names(body);
         let mutable = self.mutable.clone();
         let mut rep = Replace {
             counter: i,
