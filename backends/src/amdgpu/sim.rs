@@ -241,6 +241,11 @@ fn lane64(w: &Wave, o: &Opnd, l: usize) -> u64 {
 }
 
 /// Runs a wave until it reaches a barrier (returns true) or the end (false).
+/// The destination of an instruction that must have one (selection always gives it one).
+fn dest<'a>(d: Option<&'a Opnd>, op: &str) -> Result<&'a Opnd, String> {
+    d.ok_or_else(|| format!("`{op}` without a destination"))
+}
+
 fn step_until_yield(
     w: &mut Wave,
     code: &[Inst],
@@ -299,7 +304,7 @@ fn step_until_yield(
                 let r = vcmp(cmp, a, b).ok_or_else(|| format!("simulator: unknown {op}"))?;
                 m |= u64::from(r) << l;
             }
-            set64(w, d.unwrap(), m);
+            set64(w, dest(d, op)?, m);
             continue;
         }
         if let Some(k) = carry_op(op) {
@@ -344,17 +349,17 @@ fn step_until_yield(
             "s_load_dwordx2" => {
                 let a = s64(w, &u[0]).wrapping_add(s32(w, &u[1]) as u64);
                 let v = mem.read(a)? as u64 | (mem.read(a + 4)? as u64) << 32;
-                set64(w, d.unwrap(), v);
+                set64(w, dest(d, op)?, v);
             }
             "s_mov_b64" => {
                 let v = s64(w, &u[0]);
-                set64(w, d.unwrap(), v);
+                set64(w, dest(d, op)?, v);
             }
             "s_and_saveexec_b64" | "s_or_saveexec_b64" => {
                 let (src, old) = (s64(w, &u[0]), w.exec);
                 w.exec = if op == "s_and_saveexec_b64" { src & old } else { src | old };
                 w.scc = w.exec != 0;
-                set64(w, d.unwrap(), old);
+                set64(w, dest(d, op)?, old);
             }
             "s_xor_b64" | "s_or_b64" | "s_andn2_b64" | "s_and_b64" => {
                 let (a, b) = (s64(w, &u[0]), s64(w, &u[1]));
@@ -365,7 +370,7 @@ fn step_until_yield(
                     _ => a & !b,
                 };
                 w.scc = r != 0;
-                set64(w, d.unwrap(), r);
+                set64(w, dest(d, op)?, r);
             }
             // 32-bit add/sub with the carry/borrow in SCC.
             "s_add_u32" | "s_addc_u32" | "s_sub_u32" | "s_subb_u32" => {
@@ -403,7 +408,7 @@ fn step_until_yield(
                 if op != "s_cselect_b64" {
                     w.scc = r != 0;
                 }
-                set64(w, d.unwrap(), r);
+                set64(w, dest(d, op)?, r);
             }
             "s_cselect_b32" => {
                 let v = if w.scc { s32(w, &u[0]) } else { s32(w, &u[1]) };
