@@ -36,8 +36,8 @@ use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Module, Type};
 
 use crate::artifact;
-use crate::device::{Device, DeviceKind, Handle};
-use crate::error::DeviceError;
+use crate::device::{handle_as, Device, DeviceKind, Handle};
+use crate::error::{panic_message, DeviceError};
 
 /// How the CUDA device names itself in "unavailable" messages.
 const UNAVAILABLE: &str = "CUDA";
@@ -57,11 +57,7 @@ fn driver(what: &str) -> impl Fn(result::DriverError) -> DeviceError + '_ {
 /// Runs `f`, turning a panic inside cudarc (a symbol missing from an old driver) into an error.
 fn guarded<T>(f: impl FnOnce() -> Result<T, DeviceError>) -> Result<T, DeviceError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panic in the CUDA driver bindings".into());
+        let msg = panic_message(&*p).unwrap_or_else(|| "panic in the CUDA driver bindings".into());
         Err(unavailable(msg))
     })
 }
@@ -373,12 +369,9 @@ impl Device for CudaDevice {
     }
 
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
-        let p = program
-            .downcast_ref::<CudaProgram>()
-            .ok_or_else(|| launch_err("not a program of this device"))?;
+        let p = handle_as::<CudaProgram>(program, "program")?;
         let Some(sig) = p.signatures.iter().find(|k| k.name() == name) else {
-            let names: Vec<&str> = p.signatures.iter().map(|k| k.name()).collect();
-            return Err(DeviceError::NoKernel { kernel: name.into(), available: names.join(", ") });
+            return Err(DeviceError::no_kernel(name, p.signatures.iter().map(|k| k.name())));
         };
         let cname = CString::new(name).map_err(launch_err)?;
         let func = guarded(|| {
@@ -402,9 +395,7 @@ impl Device for CudaDevice {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError> {
-        let k = kernel
-            .downcast_ref::<CudaKernel>()
-            .ok_or_else(|| launch_err("not a kernel of this device"))?;
+        let k = handle_as::<CudaKernel>(kernel, "kernel")?;
         let sig = &k.signature;
         let (grid, block) = launch_shape(sig, range)?;
         if grid.contains(&0) {

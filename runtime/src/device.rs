@@ -157,8 +157,10 @@ pub trait IrExecutor: Send + Sync + 'static {
 #[derive(Debug, Default)]
 pub struct IrDevice<X>(pub X);
 
-fn names(m: &Module) -> String {
-    m.kernels.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+/// The value behind a program or kernel handle, when `device` made it; `what` names the
+/// handle in the error (a handle of another device is a launch error, not a panic).
+pub(crate) fn handle_as<'a, T: Any>(h: &'a Handle, what: &str) -> Result<&'a T, DeviceError> {
+    h.downcast_ref::<T>().ok_or_else(|| DeviceError::Launch(format!("not a {what} of this device")))
 }
 
 impl<X: IrExecutor> Device for IrDevice<X> {
@@ -186,12 +188,10 @@ impl<X: IrExecutor> Device for IrDevice<X> {
         Ok(Arc::new(module))
     }
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
-        let m = program
-            .downcast_ref::<Module>()
-            .ok_or_else(|| DeviceError::Launch("not a program of this device".into()))?;
+        let m = handle_as::<Module>(program, "program")?;
         match m.kernel(name) {
             Some(k) => Ok(Arc::new(k.clone())),
-            None => Err(DeviceError::NoKernel { kernel: name.into(), available: names(m) }),
+            None => Err(DeviceError::no_kernel(name, m.kernels.iter().map(|k| k.name()))),
         }
     }
     fn run(
@@ -201,9 +201,7 @@ impl<X: IrExecutor> Device for IrDevice<X> {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError> {
-        let k = kernel
-            .downcast_ref::<Kernel>()
-            .ok_or_else(|| DeviceError::Launch("not a kernel of this device".into()))?;
+        let k = handle_as::<Kernel>(kernel, "kernel")?;
         self.0.run(k, range, args, buffers).map_err(DeviceError::Launch)
     }
 }

@@ -105,3 +105,22 @@ impl RuntimeError {
         }
     }
 }
+
+impl DeviceError {
+    /// [`DeviceError::NoKernel`] for `kernel`, listing the program's kernels.
+    pub(crate) fn no_kernel<'a>(
+        kernel: &str,
+        available: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let available: Vec<&str> = available.into_iter().collect();
+        DeviceError::NoKernel { kernel: kernel.into(), available: available.join(", ") }
+    }
+}
+
+/// The message of a caught panic (`panic!` payloads are a `&str` or a `String`).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+}

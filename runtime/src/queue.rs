@@ -31,7 +31,7 @@ use kiln_ir::Imm;
 
 use crate::buffer::{AccessMode, Accessor, AnyBuffer, Buffer, BufferInner};
 use crate::context::{Context, KernelHandle};
-use crate::error::RuntimeError;
+use crate::error::{panic_message, RuntimeError};
 use crate::event::{Event, EventStatus};
 
 /// In-order queues run commands one after another in submission order; out-of-order
@@ -269,11 +269,7 @@ impl Scheduler {
                 Ok(r) => r.err(),
                 Err(p) => Some(RuntimeError::Panicked {
                     command: name,
-                    message: p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_default(),
+                    message: panic_message(&*p).unwrap_or_default(),
                 }),
             }
         };

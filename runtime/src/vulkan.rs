@@ -26,7 +26,7 @@ use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 
 use crate::artifact;
-use crate::device::{Device, DeviceKind, Handle};
+use crate::device::{handle_as, Device, DeviceKind, Handle};
 use crate::error::DeviceError;
 
 mod program;
@@ -273,15 +273,10 @@ impl Device for VulkanDevice {
     }
 
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
-        let p = program
-            .downcast_ref::<VkProgram>()
-            .ok_or_else(|| launch_err("not a program of this device"))?;
+        let p = handle_as::<VkProgram>(program, "program")?;
         match p.kernels.iter().find(|k| k.entry == name) {
             Some(k) => Ok(k.clone()),
-            None => {
-                let names: Vec<&str> = p.kernels.iter().map(|k| k.entry.as_str()).collect();
-                Err(DeviceError::NoKernel { kernel: name.into(), available: names.join(", ") })
-            }
+            None => Err(DeviceError::no_kernel(name, p.kernels.iter().map(|k| k.entry.as_str()))),
         }
     }
 
@@ -292,9 +287,7 @@ impl Device for VulkanDevice {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError> {
-        let k = kernel
-            .downcast_ref::<VkKernel>()
-            .ok_or_else(|| launch_err("not a kernel of this device"))?;
+        let k = handle_as::<VkKernel>(kernel, "kernel")?;
         self.dispatch(k, range, args, buffers)
     }
 }

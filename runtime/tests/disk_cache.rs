@@ -8,23 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use kiln_runtime::cache::{DiskKey, PersistentCache};
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("kiln-disk-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "common/temp_dir.rs"]
+mod temp_dir;
+use temp_dir::TempDir;
 
 fn key(i: u32) -> DiskKey {
     DiskKey {
@@ -56,7 +42,7 @@ fn no_forks() -> std::sync::MutexGuard<'static, ()> {
 
 #[test]
 fn store_and_load_with_layout() {
-    let t = TempDir::new("layout");
+    let t = TempDir::new("disk-layout");
     let c = PersistentCache::new(&t.0);
     assert_eq!(c.get(&key(1)), None);
     c.put(&key(1), &artifact(1));
@@ -75,7 +61,7 @@ fn store_and_load_with_layout() {
 
 #[test]
 fn forced_collisions_keep_keys_apart() {
-    let t = TempDir::new("collide");
+    let t = TempDir::new("disk-collide");
     let c = PersistentCache::new(&t.0).with_hash_bits(0);
     for i in 0..5 {
         c.put(&key(i), &artifact(i));
@@ -95,7 +81,7 @@ fn forced_collisions_keep_keys_apart() {
 
 #[test]
 fn truncated_bin_is_rebuilt_not_loaded() {
-    let t = TempDir::new("trunc");
+    let t = TempDir::new("disk-trunc");
     let c = PersistentCache::new(&t.0);
     c.put(&key(1), &artifact(1));
     let d = only_item_dir(&c, &key(1));
@@ -119,7 +105,7 @@ fn truncated_bin_is_rebuilt_not_loaded() {
 
 #[test]
 fn garbage_src_and_orphan_bin() {
-    let t = TempDir::new("garbage");
+    let t = TempDir::new("disk-garbage");
     let c = PersistentCache::new(&t.0);
     c.put(&key(2), &artifact(2));
     let d = only_item_dir(&c, &key(2));
@@ -145,7 +131,7 @@ fn encode_like_bin() -> Vec<u8> {
 #[test]
 fn stale_lock_of_killed_process() {
     let _serial = no_forks();
-    let t = TempDir::new("stalelock");
+    let t = TempDir::new("disk-stalelock");
     let c = PersistentCache::new(&t.0);
     let d = c.item_dir(&key(3));
     fs::create_dir_all(&d).unwrap();
@@ -175,7 +161,7 @@ fn stale_lock_of_killed_process() {
 
 #[test]
 fn unwritable_root_degrades_to_no_cache() {
-    let t = TempDir::new("readonly");
+    let t = TempDir::new("disk-readonly");
     // A root that is a regular file cannot hold directories (works even as root, where
     // permission bits do not stop writes).
     let root = t.0.join("not-a-dir");
@@ -192,7 +178,7 @@ fn unwritable_root_degrades_to_no_cache() {
 #[test]
 fn item_size_limit_and_lru_eviction() {
     let _serial = no_forks();
-    let t = TempDir::new("evict");
+    let t = TempDir::new("disk-evict");
     let c = PersistentCache::new(&t.0).with_max_item_size(150);
     c.put(&key(20), &artifact(20)); // 240 bytes: not stored
     assert_eq!(c.get(&key(20)), None);
@@ -246,7 +232,7 @@ fn mp_worker() {
 #[test]
 fn several_processes_share_one_directory() {
     let _serial = no_forks();
-    let t = TempDir::new("multiproc");
+    let t = TempDir::new("disk-multiproc");
     let exe = std::env::current_exe().unwrap();
     let procs: Vec<_> = (0..4)
         .map(|seed| {

@@ -4,29 +4,16 @@
 //! most a warning; a `Context` over such a cache still builds and runs.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use kiln_ir::parse_module;
 use kiln_runtime::cache::{DiskFault, DiskKey, PersistentCache};
 use kiln_runtime::{interp_device, Context, ContextConfig};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("kiln-faults-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "common/temp_dir.rs"]
+mod temp_dir;
+use temp_dir::TempDir;
 
 fn key(i: u32) -> DiskKey {
     DiskKey {
@@ -61,7 +48,7 @@ fn files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn read_only_root_serves_hits_and_stores_nothing() {
-    let t = TempDir::new("ro");
+    let t = TempDir::new("faults-ro");
     let rw = PersistentCache::new(&t.0);
     rw.put(&key(1), &artifact(1));
     let before = files(&t.0);
@@ -82,7 +69,7 @@ fn read_only_root_serves_hits_and_stores_nothing() {
 
 #[test]
 fn full_disk_leaves_no_partial_item() {
-    let t = TempDir::new("full");
+    let t = TempDir::new("faults-full");
     // Room for the first item (about 440 bytes: key file and artifact) but not the second.
     let c = PersistentCache::new(&t.0).with_fault(DiskFault::FullAfter(600));
     c.put(&key(1), &artifact(1));
@@ -105,7 +92,7 @@ fn full_disk_leaves_no_partial_item() {
 /// A build through a `Context` whose persistent cache cannot store still succeeds.
 #[test]
 fn context_builds_over_a_failing_cache() {
-    let t = TempDir::new("ctx");
+    let t = TempDir::new("faults-ctx");
     let m = parse_module("kernel k(x: ptr<global, u32>) { x[global_id(0)] = 7; }").unwrap();
     for fault in [DiskFault::ReadOnly, DiskFault::FullAfter(10)] {
         let cfg = ContextConfig {
@@ -125,7 +112,7 @@ fn context_builds_over_a_failing_cache() {
 
 #[test]
 fn collision_chain_without_item_zero() {
-    let t = TempDir::new("chain");
+    let t = TempDir::new("faults-chain");
     // Every key in one directory: items 0, 1, 2.
     let c = PersistentCache::new(&t.0).with_hash_bits(0);
     for i in 0..3 {
@@ -178,7 +165,7 @@ fn reader_worker() {
 
 #[test]
 fn eviction_while_another_process_reads() {
-    let t = TempDir::new("evict-read");
+    let t = TempDir::new("faults-evict-read");
     let exe = std::env::current_exe().unwrap();
     let mut reader = Command::new(exe)
         .args(["--exact", "reader_worker", "--test-threads=1", "--nocapture"])
@@ -214,7 +201,7 @@ fn eviction_while_another_process_reads() {
 /// wrote it, say) is reported, replaced by a rebuild, and loaded from then on.
 #[test]
 fn unloadable_binary_is_replaced() {
-    let t = TempDir::new("unloadable");
+    let t = TempDir::new("faults-unloadable");
     let m = parse_module("kernel k(x: ptr<global, u32>) { x[global_id(0)] = 7; }").unwrap();
     let ctx = || {
         let cfg = ContextConfig {

@@ -52,8 +52,12 @@ impl Mem<'_> {
     fn read(&mut self, addr: u64) -> Result<u32, String> {
         if addr & !0xffff_ffff == KARG {
             let lo = (addr & 0xffff_ffff) as usize;
-            let s = self.karg.get(lo..lo + 4).ok_or_else(|| format!("kernarg read at {lo:#x}"))?;
-            return Ok(u32::from_le_bytes(s.try_into().unwrap()));
+            let s: [u8; 4] = self
+                .karg
+                .get(lo..lo + 4)
+                .and_then(|s| s.try_into().ok())
+                .ok_or_else(|| format!("kernarg read at {lo:#x}"))?;
+            return Ok(u32::from_le_bytes(s));
         }
         self.read_n(addr, 4).map(|v| v as u32)
     }
