@@ -2,9 +2,8 @@
 //! idempotence and same-handle behaviour, and random expressions evaluated before and after
 //! (a failing case is shrunk by proptest and printed as .kir text).
 
-use kiln_ir::interp::scalar;
 use kiln_ir::testing::{arb_expr, ExprEnv};
-use kiln_ir::{Expr, ExprNode, Imm, Scalar, Type, Var};
+use kiln_ir::{Expr, Imm, Scalar, Type, Var};
 use kiln_passes::simplify::{node_count, simplify_expr};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -94,42 +93,9 @@ fn unchanged_expressions_come_back_pointer_equal() {
     }
 }
 
-/// Evaluates an expression over variable values (no loads or built-ins in these tests).
-fn eval(e: &Expr, env: &[(Var, Imm)]) -> Result<Imm, String> {
-    let k = |x: &Expr| eval(x, env);
-    match e.node() {
-        ExprNode::Var(var) => {
-            env.iter().find(|(w, _)| w == var).map(|x| x.1).ok_or("unbound".to_string())
-        }
-        ExprNode::Imm(i) => Ok(*i),
-        ExprNode::Unary { op, a } => scalar::unary(*op, k(a)?),
-        ExprNode::Binary { op, a, b } => {
-            let (a, b) = (k(a), k(b));
-            scalar::binary(*op, a?, b?)
-        }
-        ExprNode::Cast { to, a } => Ok(scalar::cast(*to, k(a)?)),
-        ExprNode::Select { cond, a, b } => {
-            let (c, a, b) = (k(cond)?, k(a)?, k(b)?);
-            Ok(if c == Imm::Bool(true) { a } else { b })
-        }
-        ExprNode::Intrinsic { op, args } => {
-            let vals: Result<Vec<Imm>, String> = args.iter().map(k).collect();
-            scalar::intrinsic(*op, &vals?)
-        }
-        ExprNode::Builtin { dim, .. } => Ok(Imm::int(Scalar::U32, 5 + *dim as i128)),
-        _ => Err("unsupported".into()),
-    }
-}
-
-fn same(a: &Result<Imm, String>, b: &Result<Imm, String>) -> bool {
-    match (a, b) {
-        (Ok(x), Ok(y)) => {
-            x == y || (x.as_f64().is_some_and(f64::is_nan) && y.as_f64().is_some_and(f64::is_nan))
-        }
-        (Err(_), Err(_)) => true,
-        _ => false,
-    }
-}
+#[path = "common/eval.rs"]
+mod eval;
+use eval::{eval, same};
 
 #[test]
 fn random_expressions_keep_their_value_and_simplify_idempotently() {

@@ -2,9 +2,8 @@
 //! value (errors included), and pre-simplifying plus skipping egg where the gate says it
 //! cannot help never gives a costlier result than running every expression through egg.
 
-use kiln_ir::interp::scalar;
 use kiln_ir::testing::{arb_expr, ExprEnv};
-use kiln_ir::{Builtin, Expr, ExprNode, Imm, Scalar, Type, Var};
+use kiln_ir::{Builtin, Expr, Imm, Scalar, Type, Var};
 use kiln_passes::simplify::gate::egg_may_help;
 use kiln_passes::simplify::pre::presimplify;
 use kiln_passes::simplify::{expr_cost, simplify_expr_with, Limits};
@@ -15,42 +14,9 @@ fn v(name: &str, ty: Type) -> Var {
     Var::new(name, ty)
 }
 
-/// Evaluates an expression over variable values (built-ins are fixed small numbers).
-fn eval(e: &Expr, env: &[(Var, Imm)]) -> Result<Imm, String> {
-    let k = |x: &Expr| eval(x, env);
-    match e.node() {
-        ExprNode::Var(var) => {
-            env.iter().find(|(w, _)| w == var).map(|x| x.1).ok_or("unbound".to_string())
-        }
-        ExprNode::Imm(i) => Ok(*i),
-        ExprNode::Unary { op, a } => scalar::unary(*op, k(a)?),
-        ExprNode::Binary { op, a, b } => {
-            let (a, b) = (k(a), k(b));
-            scalar::binary(*op, a?, b?)
-        }
-        ExprNode::Cast { to, a } => Ok(scalar::cast(*to, k(a)?)),
-        ExprNode::Select { cond, a, b } => {
-            let (c, a, b) = (k(cond)?, k(a)?, k(b)?);
-            Ok(if c == Imm::Bool(true) { a } else { b })
-        }
-        ExprNode::Intrinsic { op, args } => {
-            let vals: Result<Vec<Imm>, String> = args.iter().map(k).collect();
-            scalar::intrinsic(*op, &vals?)
-        }
-        ExprNode::Builtin { dim, .. } => Ok(Imm::int(Scalar::U32, 5 + *dim as i128)),
-        _ => Err("unsupported".into()),
-    }
-}
-
-fn same(a: &Result<Imm, String>, b: &Result<Imm, String>) -> bool {
-    match (a, b) {
-        (Ok(x), Ok(y)) => {
-            x == y || (x.as_f64().is_some_and(f64::is_nan) && y.as_f64().is_some_and(f64::is_nan))
-        }
-        (Err(_), Err(_)) => true,
-        _ => false,
-    }
-}
+#[path = "common/eval.rs"]
+mod eval;
+use eval::{eval, same};
 
 fn vars() -> Vec<Var> {
     // Few variables per type, so random expressions repeat operands (what cancels).
