@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kiln_ir::interp::{run, Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
 use kiln_runtime::cache::PersistentCache;
-use kiln_runtime::{Context, ContextConfig, Device, KernelArg, Queue, QueueOrder};
+use kiln_runtime::{Context, ContextConfig, Device, DeviceError, KernelArg, Queue, QueueOrder};
 
 /// The device through the runtime: a [`Context`] builds the program once (then hits),
 /// a [`Queue`] runs it, and a second context over the same persistent cache directory
@@ -72,4 +72,17 @@ pub fn context_round_trip(dev: Arc<dyn Device>, tag: &str) {
     // The first context built and stored it; the second loaded it from disk.
     assert_eq!(from_disk, [false, false, false, true, true, true]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A damaged program binary is a load error, never a panic or a launch of garbage: the
+/// binary `dev` builds loads, and every truncation of it fails with [`DeviceError::Load`].
+pub fn damaged_binaries_do_not_load(dev: &dyn Device) {
+    let m = parse_module("kernel k(x: ptr<global, u32>, n: u32) { x[global_id(0)] = n; }")
+        .expect("parses");
+    let bin = dev.build(&m, "").expect("builds");
+    assert!(dev.load(&bin).is_ok());
+    for cut in [0, 7, 12, bin.len() / 2, bin.len() - 1] {
+        let Err(e) = dev.load(&bin[..cut]) else { panic!("a binary cut at {cut} loads") };
+        assert!(matches!(e, DeviceError::Load { .. }), "{e}");
+    }
 }
