@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use kiln_backends::spirv::{emit, Flavour};
-use kiln_ir::testing::{case_from_choices, GenConfig};
+use kiln_ir::testing::{seeded_cases, GenConfig};
 use kiln_ir::{parse_module, Kernel};
 
 fn validator() -> Option<PathBuf> {
@@ -123,18 +123,8 @@ fn hand_cases_validate_in_both_flavours() {
 fn random_kernels_validate_in_both_flavours() {
     let Some(val) = validator() else { return };
     let cfg = GenConfig { approx_intrinsics: true, ..GenConfig::default() };
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut validated = 0;
-    for _ in 0..150 {
-        let choices: Vec<u32> = (0..3000)
-            .map(|_| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                (rng >> 32) as u32
-            })
-            .collect();
-        let case = case_from_choices(&choices, &cfg);
+    for case in seeded_cases(0x9e37_79b9_7f4a_7c15, &cfg).take(150) {
         for f in [Flavour::Vulkan, Flavour::OpenCl] {
             match emit(&case.kernel, f) {
                 Ok(_) => {
@@ -156,18 +146,9 @@ fn random_kernels_validate_in_both_flavours() {
 fn optimized_random_kernels_validate_in_both_flavours() {
     let Some(val) = validator() else { return };
     let cfg = GenConfig::default();
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut validated = 0;
-    for _ in 0..60 {
-        let choices: Vec<u32> = (0..3000)
-            .map(|_| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                (rng >> 32) as u32
-            })
-            .collect();
-        let k = kiln_passes::pipeline::optimize(&case_from_choices(&choices, &cfg).kernel);
+    for case in seeded_cases(0x2545_f491_4f6c_dd1d, &cfg).take(60) {
+        let k = kiln_passes::pipeline::optimize(&case.kernel);
         for f in [Flavour::Vulkan, Flavour::OpenCl] {
             match emit(&k, f) {
                 Ok(_) => {

@@ -152,6 +152,25 @@ impl TestCase {
     }
 }
 
+/// Random cases from a fixed seed, each from 3000 choices of a xorshift stream: the same
+/// kernels on every run and machine, for tests that must not depend on proptest's runner
+/// (for example, ones that run each case on an external tool or device).
+pub fn seeded_cases(seed: u64, cfg: &GenConfig) -> impl Iterator<Item = TestCase> + '_ {
+    // xorshift64 has no fixed point besides zero.
+    let mut rng = seed.max(1);
+    std::iter::repeat_with(move || {
+        let choices: Vec<u32> = (0..3000)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (rng >> 32) as u32
+            })
+            .collect();
+        case_from_choices(&choices, cfg)
+    })
+}
+
 /// Builds a test case from a choice stream (any numbers give a valid case).
 pub fn case_from_choices(choices: &[u32], cfg: &GenConfig) -> TestCase {
     let mut c = Choices::new(choices);

@@ -5,7 +5,7 @@
 //! set (as `cargo xtask test` does), when they fail.
 
 use kiln_ir::interp::{run, Arg, Buffer, NdRange};
-use kiln_ir::testing::{case_from_choices, results_match, GenConfig};
+use kiln_ir::testing::{results_match, seeded_cases, GenConfig};
 use kiln_ir::{parse_module, Imm, Kernel};
 use kiln_runtime::vulkan::VulkanDevice;
 use kiln_runtime::{Device, DeviceError};
@@ -126,18 +126,8 @@ fn only_nans_differ(want: &[Buffer], got: &[Buffer]) -> bool {
 fn random_kernels_match_the_interpreter() {
     let Some(dev) = device() else { return };
     let cfg = GenConfig::default();
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
     let (mut ran, mut rejected, mut nan_only) = (0, 0, 0);
-    for n in 0..150 {
-        let choices: Vec<u32> = (0..3000)
-            .map(|_| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                (rng >> 32) as u32
-            })
-            .collect();
-        let case = case_from_choices(&choices, &cfg);
+    for (n, case) in seeded_cases(0x2545_f491_4f6c_dd1d, &cfg).take(150).enumerate() {
         let want = case.run().unwrap();
         let mut got = case.buffers.clone();
         match dev.build_and_run(&case.kernel, &case.range, &case.args, &mut got) {
