@@ -1,0 +1,182 @@
+//! The adversarial corpus (`tests/adversarial/*.toml`, described in its README): hostile
+//! inputs to the `kiln` binary, each asserting a clear error or the expected output, never a
+//! signal, a hang, a panic, or a file written outside the case's scratch directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+/// One case file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    args: Vec<String>,
+    exit: i32,
+    #[serde(default)]
+    stderr: Vec<String>,
+    #[serde(default)]
+    stdout: Vec<String>,
+    timeout_s: Option<u64>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    output: Option<String>,
+    #[serde(default)]
+    parses: bool,
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("adversarial")
+}
+
+fn expand(s: &str, dir: &Path, tmp: &Path) -> String {
+    s.replace("{dir}", &dir.display().to_string()).replace("{tmp}", &tmp.display().to_string())
+}
+
+/// Every path under `root` with its length and modification time, to see what a run wrote.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, (u64, Option<std::time::SystemTime>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
+            if m.is_dir() {
+                stack.push(p.clone());
+            }
+            out.insert(p, (m.len(), m.modified().ok()));
+        }
+    }
+    out
+}
+
+/// Runs `cmd` with a time limit; `None` when it had to be killed.
+fn run_limited(mut cmd: Command, limit: Duration) -> Option<std::process::Output> {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn kiln");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).ok();
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut err, &mut v).ok();
+        v
+    });
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for kiln") {
+            let stdout = t_out.join().unwrap();
+            let stderr = t_err.join().unwrap();
+            return Some(std::process::Output { status, stdout, stderr });
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs one case; `Err` says what went wrong.
+fn check_case(path: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let case: Case = toml::from_str(&text).map_err(|e| format!("bad case file: {e}"))?;
+    let dir = corpus_dir();
+    let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let tmp = std::env::temp_dir().join(format!("kiln-adv-{}-{stem}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("home")).map_err(|e| e.to_string())?;
+    let corpus_before = snapshot(&dir);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    cmd.current_dir(&tmp)
+        .args(case.args.iter().map(|a| expand(a, &dir, &tmp)))
+        .stdin(Stdio::null())
+        .env("HOME", tmp.join("home"))
+        .env("XDG_CACHE_HOME", tmp.join("home/.cache"))
+        .env("KILN_CACHE_DIR", tmp.join("cache"))
+        .env_remove("KILN_CACHE_PERSISTENT")
+        .env_remove("KILN_PROGRAM_BUILD_OPTIONS")
+        .env_remove("KILN_CACHE_MAX_SIZE");
+    for (k, v) in &case.env {
+        cmd.env(k, expand(v, &dir, &tmp));
+    }
+    let limit = Duration::from_secs(case.timeout_s.unwrap_or(60));
+    let result = (|| {
+        let out = run_limited(cmd, limit).ok_or(format!("still running after {limit:?}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let shown = || format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+        let Some(code) = out.status.code() else {
+            return Err(format!("killed by a signal ({}); {}", out.status, shown()));
+        };
+        if stderr.contains("panicked") {
+            return Err(format!("kiln panicked; {}", shown()));
+        }
+        if code != case.exit {
+            return Err(format!("exit code {code}, expected {}; {}", case.exit, shown()));
+        }
+        for needle in &case.stderr {
+            if !stderr.contains(needle.as_str()) {
+                return Err(format!("stderr lacks {needle:?}; {}", shown()));
+            }
+        }
+        for needle in &case.stdout {
+            if !stdout.contains(needle.as_str()) {
+                return Err(format!("stdout lacks {needle:?}; {}", shown()));
+            }
+        }
+        if let Some(output) = &case.output {
+            let output = expand(output, &dir, &tmp);
+            if !Path::new(&output).is_file() {
+                return Err(format!("{output} was not written; {}", shown()));
+            }
+            if case.parses {
+                let check = Command::new(env!("CARGO_BIN_EXE_kiln"))
+                    .args(["check", &output])
+                    .output()
+                    .map_err(|e| e.to_string())?;
+                if !check.status.success() {
+                    return Err(format!(
+                        "{output} does not parse back:\n{}",
+                        String::from_utf8_lossy(&check.stderr)
+                    ));
+                }
+            }
+        }
+        if snapshot(&dir) != corpus_before {
+            return Err("the run wrote into the corpus directory".into());
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}
+
+#[test]
+fn adversarial_corpus() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .expect("read tests/adversarial")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "tests/adversarial has no cases");
+    let failures: Vec<String> = files
+        .iter()
+        .filter_map(|f| check_case(f).err().map(|e| format!("{}: {e}", f.display())))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    );
+    eprintln!("{} adversarial cases passed", files.len());
+}
