@@ -6,7 +6,9 @@ use std::sync::Arc;
 use kiln_ir::Module;
 
 use crate::cache::hash::hash64;
-use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
+use crate::cache::{
+    size_from_env, BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache, SettingError,
+};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
 use crate::queue::Scheduler;
@@ -233,17 +235,28 @@ pub struct ContextConfig {
 
 impl ContextConfig {
     /// `KILN_IN_MEM_CACHE_MAX`, the persistent cache of [`PersistentCache::from_env`] and
-    /// `KILN_PROGRAM_BUILD_OPTIONS`.
-    pub fn from_env() -> ContextConfig {
-        ContextConfig {
-            in_mem_max: std::env::var("KILN_IN_MEM_CACHE_MAX")
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0),
-            persistent: PersistentCache::from_env(),
+    /// `KILN_PROGRAM_BUILD_OPTIONS`; a size setting that does not parse is an error naming
+    /// it (see [`crate::cache::parse_size`]).
+    pub fn try_from_env() -> Result<ContextConfig, SettingError> {
+        Ok(ContextConfig {
+            in_mem_max: size_from_env("KILN_IN_MEM_CACHE_MAX")?.unwrap_or(0),
+            persistent: PersistentCache::from_env()?,
             env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
             workers: 0,
-        }
+        })
+    }
+
+    /// [`try_from_env`](Self::try_from_env) for callers that cannot fail: an invalid
+    /// setting is reported (a `tracing` error naming it) and the persistent cache stays off
+    /// rather than running with a limit nobody asked for.
+    pub fn from_env() -> ContextConfig {
+        Self::try_from_env().unwrap_or_else(|e| {
+            tracing::error!("{e}; the persistent cache is off");
+            ContextConfig {
+                env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
+                ..ContextConfig::default()
+            }
+        })
     }
 }
 

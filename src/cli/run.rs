@@ -185,12 +185,14 @@ fn run_on_device(
     args: &[Arg],
     buffers: Vec<interp::Buffer>,
 ) -> Result<Vec<interp::Buffer>, Error> {
+    // Settings first: a bad one is an error before any device is opened.
+    let config = ContextConfig::try_from_env().map_err(|e| Error::Message(e.to_string()))?;
     let dev: Arc<dyn Device> = match device {
         "vulkan" => Arc::new(VulkanDevice::open().map_err(message)?),
         "cuda" => Arc::new(CudaDevice::open().map_err(message)?),
         _ => interp_device(),
     };
-    let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..ContextConfig::from_env() });
+    let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..config });
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);
