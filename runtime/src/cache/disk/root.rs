@@ -22,11 +22,12 @@ const TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 # This file is a cache directory tag created by kiln (its persistent program cache).\n\
 # For information about cache directory tags see https://bford.info/cachedir/\n";
 
-/// [`PersistentCache::root_state`] values: not looked at yet, known to be a kiln cache,
-/// known not to be usable.
+/// [`PersistentCache::root_state`] values: not looked at yet, a tagged kiln cache, an
+/// untagged one (readable; tagged by the first store), not usable.
 pub(super) const UNCHECKED: u8 = 0;
 const KILN: u8 = 1;
-const REFUSED: u8 = 2;
+const UNTAGGED: u8 = 2;
+const REFUSED: u8 = 3;
 
 /// Why a cache root cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -115,12 +116,13 @@ impl PersistentCache {
     pub(super) fn root_usable(&self, create: bool) -> bool {
         match self.root_state.load(Ordering::Relaxed) {
             KILN => return true,
+            UNTAGGED if !create => return true,
             REFUSED => return false,
             _ => {}
         }
         let state = match classify(&self.root) {
             Ok(true) => KILN,
-            Ok(false) if !create => KILN,
+            Ok(false) if !create => UNTAGGED,
             Ok(false) => match self.write_tag() {
                 Ok(()) => KILN,
                 Err(e) => {
@@ -146,7 +148,7 @@ impl PersistentCache {
             }
         };
         self.root_state.store(state, Ordering::Relaxed);
-        state == KILN
+        state != REFUSED
     }
 
     /// Writes the tag file (another process may have just done so: that is fine).
