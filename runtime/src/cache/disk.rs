@@ -281,14 +281,16 @@ impl PersistentCache {
         let what = describe(found);
         let done = match removal {
             Removal::Removed => "removed it".to_string(),
-            Removal::Kept => format!(
-                "left it in place (kiln deletes only what it wrote) and skipped it; \
-                 remove it by hand to let kiln use this name again"
-            ),
+            Removal::Kept => "left it in place (kiln deletes only what it wrote) and skipped \
+                              it; remove it by hand to let kiln use this name again"
+                .to_string(),
         };
         self.warn_once(
             format!("misplaced {}", path.display()),
-            format!("damaged item: `{}` is {what} where kiln keeps {expected}; {done}", path.display()),
+            format!(
+                "damaged item: `{}` is {what} where kiln keeps {expected}; {done}",
+                path.display()
+            ),
         );
         removal == Removal::Removed
     }
@@ -376,12 +378,11 @@ impl PersistentCache {
         if !self.levels_ok(&dir, true) {
             return None;
         }
-        // The common case first: the key is item 0 of its directory. No listing.
-        match self.check_item(&dir, 0, key) {
-            Some(Some(bin)) => return Some((dir, 0, bin)),
-            // No `0.src`, another key's, or damaged: item 0 may have been removed while
-            // later ones remain, so list the directory.
-            Some(None) | None => {}
+        // The common case first: the key is item 0 of its directory, found with no
+        // listing. Otherwise (no `0.src`, another key's, or damaged) list the directory:
+        // item 0 may have been removed while later ones remain.
+        if let Some(Some(bin)) = self.check_item(&dir, 0, key) {
+            return Some((dir, 0, bin));
         }
         let ns = match Self::indices(&dir, ".src") {
             Ok(ns) => ns,
@@ -445,7 +446,12 @@ impl PersistentCache {
 
     /// `Ok(Some(Some))`: the item matches and is valid. `Ok(Some(None))`: another key's
     /// item. `Ok(None)`: no such item (or removed meanwhile). `Err`: damaged.
-    fn load_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Result<Option<Option<Vec<u8>>>, Damage> {
+    fn load_item(
+        &self,
+        dir: &Path,
+        n: u64,
+        key: &DiskKey,
+    ) -> Result<Option<Option<Vec<u8>>>, Damage> {
         let src_path = dir.join(format!("{n}.src"));
         let misplaced = |path: &Path, found| Damage::Misplaced {
             path: path.to_path_buf(),
@@ -631,7 +637,8 @@ impl PersistentCache {
     /// Creates the level directories of `dir` one by one below the (existing) root, never
     /// through a link.
     fn make_levels(&self, dir: &Path) -> Result<(), PutError> {
-        let rel = dir.strip_prefix(&self.root).map_err(|_| PutError::Item("outside the root".into()))?;
+        let rel =
+            dir.strip_prefix(&self.root).map_err(|_| PutError::Item("outside the root".into()))?;
         let mut p = self.root.clone();
         for c in rel.components() {
             p.push(c);
@@ -738,7 +745,8 @@ fn read_whole(path: &Path) -> Result<Vec<u8>, String> {
     match entry::open(path, OpenOptions::new().read(true)) {
         Ok(Opened::File(mut f, _)) => {
             let mut v = Vec::new();
-            io::Read::read_to_end(&mut f, &mut v).map_err(|e| format!("cannot read key file: {e}"))?;
+            io::Read::read_to_end(&mut f, &mut v)
+                .map_err(|e| format!("cannot read key file: {e}"))?;
             Ok(v)
         }
         Ok(Opened::Missing) => Err("the key file is gone".into()),

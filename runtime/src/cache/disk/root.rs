@@ -67,7 +67,8 @@ pub(super) fn is_level_name(name: &str) -> bool {
 
 /// Whether `root` holds kiln's tag file (a regular file, not a link).
 fn is_tagged(root: &Path) -> bool {
-    let Ok(Opened::File(mut f, _)) = entry::open(&root.join(TAG_NAME), OpenOptions::new().read(true))
+    let Ok(Opened::File(mut f, _)) =
+        entry::open(&root.join(TAG_NAME), OpenOptions::new().read(true))
     else {
         return false;
     };
@@ -92,7 +93,8 @@ fn classify(root: &Path) -> Result<bool, RootError> {
     let rd = fs::read_dir(root)
         .map_err(|e| RootError::Unreadable { root: root.into(), message: e.to_string() })?;
     for e in rd {
-        let e = e.map_err(|e| RootError::Unreadable { root: root.into(), message: e.to_string() })?;
+        let e =
+            e.map_err(|e| RootError::Unreadable { root: root.into(), message: e.to_string() })?;
         let name = e.file_name().to_string_lossy().into_owned();
         let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
         if name == TAG_NAME || (is_level_name(&name) && is_dir) {
