@@ -380,3 +380,18 @@ fn directory_at_bin_keeps_the_cache_on() {
     assert_eq!(std::fs::read(item.join("0.bin/notes")).unwrap(), b"kept");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `KILN_CACHE_MAX_SIZE=0` means "no limit", but `kiln cache evict` took it as a limit of
+/// zero bytes and emptied the cache. Only an explicit `--max-size 0` does that.
+#[test]
+fn evict_under_a_zero_setting_keeps_items() {
+    let dir = scratch("evict-zero");
+    ok(&kiln(&dir, &[("KILN_CACHE_PERSISTENT", "1")], &SAXPY));
+    let out = ok(&kiln(&dir, &[("KILN_CACHE_MAX_SIZE", "0")], &["cache", "evict"]));
+    assert!(out.contains("removed 0 items"), "{out}");
+    assert_eq!(ls(&dir).len(), 1);
+    let out = ok(&kiln(&dir, &[], &["cache", "evict", "--max-size", "0"]));
+    assert!(out.contains("removed 1 items"), "{out}");
+    assert!(ls(&dir).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
