@@ -32,13 +32,9 @@ enum CacheCommand {
     Evict {
         /// The size to shrink to: bytes, or with a suffix K, M, G, T (powers of 1024),
         /// such as 64M (default: `KILN_CACHE_MAX_SIZE`).
-        #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         max_size: Option<u64>,
     },
-}
-
-fn parse_size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s)
 }
 
 /// The cache the command looks at: `--dir`, else the environment's root. The size
@@ -84,8 +80,8 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
     let cache = open(a)?;
     match &a.command {
         CacheCommand::Ls => {
-            let scan = cache.scan();
-            let mut items = scan.items.clone();
+            let mut scan = cache.scan();
+            let mut items = std::mem::take(&mut scan.items);
             items.sort_by(|x, y| x.id.cmp(&y.id));
             let now = std::time::SystemTime::now();
             for i in items {
