@@ -374,3 +374,20 @@ fn root_missing_linked_or_untagged() {
     let file = PersistentCache::new(t.0.join("file"));
     assert_eq!(file.check_root(), Err(RootError::NotADirectory(t.0.join("file"))));
 }
+
+/// A root removed by hand while a process uses it is created (and tagged) again by the next
+/// store, as before roots were checked.
+#[test]
+fn removed_root_is_recreated_by_a_store() {
+    let t = TempDir::new("safety-recreate");
+    let root = t.0.join("cache");
+    let c = PersistentCache::new(&root);
+    c.put(&key(1), &artifact(1));
+    fs::remove_dir_all(&root).unwrap();
+    assert_eq!(c.get(&key(1)), None);
+    c.put(&key(2), &artifact(2));
+    assert!(!c.is_disabled(), "{:?}", c.warnings());
+    assert_eq!(c.get(&key(2)), Some(artifact(2)));
+    assert_eq!(c.check_root(), Ok(()));
+    assert!(root.join("CACHEDIR.TAG").is_file());
+}

@@ -618,7 +618,15 @@ impl PersistentCache {
                     );
                     return;
                 }
-                Err(PutError::Io(e)) if e.kind() == ErrorKind::NotFound => last = Some(e),
+                Err(PutError::Io(e)) if e.kind() == ErrorKind::NotFound => {
+                    last = Some(e);
+                    // The root itself may be gone (removed by hand): look at it afresh,
+                    // which creates and tags it again.
+                    self.forget_root();
+                    if !self.root_usable(true) {
+                        return;
+                    }
+                }
                 Err(PutError::Io(e)) => {
                     last = Some(e);
                     break;

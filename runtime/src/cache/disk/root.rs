@@ -153,6 +153,12 @@ impl PersistentCache {
         state != REFUSED
     }
 
+    /// Makes the next [`root_usable`](Self::root_usable) look at the root again.
+    pub(super) fn forget_root(&self) {
+        let _ =
+            self.root_state.compare_exchange(KILN, UNCHECKED, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
     /// Writes the tag file (another process may have just done so: that is fine).
     fn write_tag(&self) -> std::io::Result<()> {
         self.check_writable()?;
