@@ -471,16 +471,26 @@ impl Rewriter<'_> {
                 self.for_loop(var, lo, hi, step, body, out)
             }
             StmtNode::While { cond, body } => {
-                let w = self.var("w", Type::BOOL);
+                // `while c { b }` becomes `while go { if c { b } else { done; stop } }` and
+                // the check after it asks for `done`: a check of `c` itself after the loop
+                // would be folded to false by a driver's compiler, which knows that the loop
+                // exits only when `c` is false (lavapipe's NIR does).
+                let go = self.var("go", Type::BOOL);
+                let done = self.var("done", Type::BOOL);
                 let n = self.var("n", Type::U32);
-                let c = self.expr(cond, out);
-                out.push(Stmt::decl(&w, c));
+                out.push(Stmt::decl(&go, Expr::bool(true)));
+                out.push(Stmt::decl(&done, Expr::bool(false)));
                 out.push(Stmt::decl(&n, Expr::u32(0)));
-                let mut inner = self.block(body.stmts());
-                inner.push(Stmt::assign(&n, Expr::var(&n) + Expr::u32(1)));
+                let mut inner = Vec::new();
                 let c = self.expr(cond, &mut inner);
-                inner.push(Stmt::assign(&w, c));
-                out.push(Stmt::while_(Expr::var(&w), Stmt::block(inner)));
+                let mut then = self.block(body.stmts());
+                then.push(Stmt::assign(&n, Expr::var(&n) + Expr::u32(1)));
+                let stop = Stmt::block([
+                    Stmt::assign(&done, Expr::bool(true)),
+                    Stmt::assign(&go, Expr::bool(false)),
+                ]);
+                inner.push(Stmt::if_else(c, Stmt::block(then), stop));
+                out.push(Stmt::while_(Expr::var(&go), Stmt::block(inner)));
                 self.sites.push(Site {
                     kind: SiteKind::While,
                     name: cond.to_string(),
@@ -488,7 +498,7 @@ impl Rewriter<'_> {
                     signed: false,
                 });
                 let record = self.record(self.sites.len() as u32, &Expr::var(&n));
-                out.push(Stmt::if_(Expr::var(&w), record));
+                out.push(Stmt::if_(Expr::unary(kiln_ir::UnOp::Not, Expr::var(&done)), record));
             }
             StmtNode::Block(v) => out.push(Stmt::block(self.block(v))),
             StmtNode::Call { result, func, args } => {
@@ -577,7 +587,10 @@ impl Rewriter<'_> {
             32 => Scalar::U32,
             _ => Scalar::U64,
         };
-        let gap = cast(&hi, u) - cast(&Expr::var(&last), u);
+        // `hi` plus the error buffer's last word (always zero): a driver's compiler that
+        // knows the trip count (constant bounds) cannot fold the check away.
+        let opaque = Expr::load(&self.err, Expr::u32(ERROR_WORDS as u32 - 1)).cast(u);
+        let gap = cast(&hi, u) + opaque - cast(&Expr::var(&last), u);
         let more = Expr::var(&n)
             .cmp_eq(Expr::u32(0))
             .logic_and(lo.cmp_lt(hi.clone()))
@@ -598,4 +611,108 @@ struct Check {
     index: Expr,
     ok: Expr,
     record: Stmt,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::testing::{seeded_cases, GenConfig};
+    use kiln_ir::{parse_module, verify_kernel};
+
+    /// The rewrite of `k` verifies and prints as text that parses back to it.
+    fn check_rewrite(k: &Kernel) -> Sanitized {
+        let s = sanitize_kernel(k);
+        if let Err(e) = verify_kernel(&s.kernel) {
+            panic!("{e:?}\n{}", s.kernel);
+        }
+        let back = parse_module(&s.kernel.to_string()).unwrap().kernels.remove(0);
+        assert!(back.is_equal(&s.kernel), "{}", s.kernel);
+        s
+    }
+
+    #[test]
+    fn rewrites_verify_and_print_back() {
+        let src = "kernel k(x: ptr<global, f32>, c: ptr<global, u32>, y: ptr<constant, i64>,
+                            n: u32) {
+          local t: u32[8];
+          private p: f32[2];
+          let i: u32 = global_id(0);
+          t[i % 8] = c[i];
+          barrier(local);
+          for j: i64 in 0i64 .. y[0] step 1i64 {
+            p[j % 2i64] = x[y[j]] + p[0];
+          }
+          var k: u32 = 0;
+          while c[k] > n && k < 4 {
+            k = k + 1;
+          }
+          if x[i] > 0.0 {
+            let old: u32 = atomic_add(c, t[i % 8], 1u32);
+            x[i] = old as f32;
+          } else if x[i + 1] < 0.0 {
+            atomic_max(t, 0u8, 3u32);
+          }
+        }";
+        let k = parse_module(src).unwrap().kernels.remove(0);
+        let s = check_rewrite(&k);
+        // `x` is indexed with a 64-bit value (`y[j]`), so its length is a u64; the others
+        // are u32. The error buffer comes last.
+        assert_eq!(s.lens, [(0, Scalar::U64), (1, Scalar::U32), (2, Scalar::U64)]);
+        assert_eq!(s.kernel.params().len(), 4 + 3 + 1);
+        let kinds: Vec<_> = s.sites.iter().map(|x| (x.kind.clone(), x.name.as_str())).collect();
+        assert!(kinds.contains(&(SiteKind::Atomic(AtomicOp::Max), "t")), "{kinds:?}");
+        assert!(kinds.contains(&(SiteKind::For, "j")), "{kinds:?}");
+        assert!(kinds.contains(&(SiteKind::While, "c[k] > n && k < 4")), "{kinds:?}");
+        // Kernels without pointers still get the error buffer (for their loops).
+        let plain = parse_module("kernel e(n: u32) { for i: u32 in 0 .. n step 1 { } }").unwrap();
+        assert_eq!(check_rewrite(&plain.kernels[0]).kernel.params().len(), 2);
+    }
+
+    #[test]
+    fn random_kernels_rewrite_to_verified_kernels() {
+        for case in seeded_cases(0x0123_4567_89ab_cdef, &GenConfig::default()).take(100) {
+            check_rewrite(&case.kernel);
+        }
+    }
+
+    #[test]
+    fn hidden_names_never_collide_with_the_kernels() {
+        let k = parse_module(
+            "kernel k(ksan_err4: ptr<global, u32>, ksan_len_ksan_err4_3: u32) {
+               let ksan_i5: u32 = ksan_err4[0];
+               ksan_err4[ksan_i5] = 1;
+             }",
+        )
+        .unwrap()
+        .kernels
+        .remove(0);
+        let s = check_rewrite(&k);
+        let names: HashSet<&str> = s.kernel.params().iter().map(|p| p.name()).collect();
+        assert_eq!(names.len(), 4);
+    }
+
+    #[test]
+    fn the_option_is_recognized_and_stripped() {
+        assert!(wants_bounds_checks("-O0 -fsanitize=bounds"));
+        assert!(!wants_bounds_checks("-fsanitize=boundsx -O"));
+        assert_eq!(without_sanitize_option(" -O0  -fsanitize=bounds -O3"), "-O0 -O3");
+    }
+
+    #[test]
+    fn damaged_error_buffers_are_reported_not_trusted() {
+        let k = parse_module("kernel k(x: ptr<global, u32>) { x[1] = 2; }").unwrap();
+        let s = sanitize_kernel(&k.kernels[0]);
+        let bufs = [Buffer::from_slice(&[0u32])];
+        let args = [Arg::Buffer(0)];
+        assert!(s.report(&[0; ERROR_WORDS], &args, &bufs).is_none());
+        let e = s.report(&[1, 99, 0, 0, 0, 0, 0, 0], &args, &bufs).unwrap();
+        assert!(e.message.contains("damaged"), "{e}");
+        let e = s.report(&[1, 1, 1, 0, 3, 0, 0, 0], &args, &bufs).unwrap();
+        assert_eq!(
+            e.to_string(),
+            "kernel `k`, work-item (3, 0, 0): store `x[1]` out of bounds (buffer has 1 element)"
+        );
+        assert!(s.launch_args(&[Arg::Buffer(0), Arg::Buffer(0)], &bufs).is_err());
+        assert!(s.launch_args(&[Arg::scalar(1u32)], &bufs).is_err());
+    }
 }
