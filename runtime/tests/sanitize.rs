@@ -559,3 +559,29 @@ fn a_sanitized_program_from_the_disk_cache_still_reports() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn the_docs_rust_example_reports() {
+    // docs/sanitize.md's example, launched.
+    let module =
+        kiln_ir::parse_module("kernel k(x: ptr<global, u32>) { x[global_id(0) + 1] = 7; }")
+            .unwrap();
+    for dev in devices() {
+        let ctx = Context::new(dev.clone());
+        let program = ctx.build_program(&module, &[], "-fsanitize=bounds").unwrap();
+        let kernel = ctx.kernel(&program, "k").unwrap();
+        let x = AnyBuffer::new(u32s(&[0; 4]));
+        let q = Queue::new(&ctx, QueueOrder::InOrder);
+        q.submit(|h| {
+            let a = h.access_any(&x, AccessMode::ReadWrite);
+            h.parallel_for(&kernel, NdRange::new(&[4]), vec![KernelArg::Buffer(a)]);
+        });
+        let Err(RuntimeError::Kernel { source: DeviceError::Launch(m), .. }) = q.wait() else {
+            panic!("no violation reported on {}", dev.name())
+        };
+        assert_eq!(
+            m,
+            "kernel `k`, work-item (3, 0, 0): store `x[4]` out of bounds (buffer has 4 elements)"
+        );
+    }
+}
