@@ -400,7 +400,8 @@ impl Context {
         let dev = &self.0.device;
         // The sanitizer's rewrite is deterministic, so a binary from disk gets the same
         // site tables it was built with.
-        let (module, options, sanitized) = crate::sanitize::prepare(&**dev, module, &key.options)?;
+        let prepared = crate::sanitize::prepare(&**dev, module, &key.options)?;
+        let sanitized = prepared.sanitized;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             if let Some(bin) = p.get_hashed(dk, &key.hashes) {
@@ -420,7 +421,7 @@ impl Context {
                 }
             }
         }
-        let bin = dev.build(&module, &options)?;
+        let bin = dev.build(&prepared.module, &prepared.options)?;
         let handle = dev.load(&bin)?;
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             p.put_hashed(dk, &key.hashes, &bin);

@@ -14,15 +14,25 @@ use kiln_passes::sanitize::{
 use crate::device::{Device, DeviceKind, Handle};
 use crate::error::DeviceError;
 
-/// The module a device builds for `module` under `options`, the options it is given, and
-/// the sanitized kernels when the options ask for the sanitizer on a device that needs it.
+/// What a device is given to build, and what its launches need.
+pub(crate) struct Prepared {
+    /// The module the device compiles (sanitized or not).
+    pub module: Module,
+    /// The options the device is given (without the sanitizer's).
+    pub options: String,
+    /// The sanitized kernels, when the sanitizer is on.
+    pub sanitized: Option<Arc<[Sanitized]>>,
+}
+
+/// What `dev` builds for `module` under `options`: the module sanitized when the options ask
+/// for it on a device that needs it (not the interpreter, which checks every access).
 pub(crate) fn prepare(
     dev: &dyn Device,
     module: &Module,
     options: &str,
-) -> Result<(Module, String, Option<Arc<[Sanitized]>>), DeviceError> {
+) -> Result<Prepared, DeviceError> {
     if !wants_bounds_checks(options) || dev.kind() == DeviceKind::Interp {
-        return Ok((module.clone(), options.to_string(), None));
+        return Ok(Prepared { module: module.clone(), options: options.into(), sanitized: None });
     }
     // Rewrite only verified kernels, so that an error names the user's code, not the
     // sanitizer's hidden parameters.
@@ -32,7 +42,11 @@ pub(crate) fn prepare(
     })?;
     let sanitized: Vec<Sanitized> = module.kernels.iter().map(sanitize_kernel).collect();
     let built = Module::new(sanitized.iter().map(|s| s.kernel.clone()).collect());
-    Ok((built, without_sanitize_option(options), Some(sanitized.into())))
+    Ok(Prepared {
+        module: built,
+        options: without_sanitize_option(options),
+        sanitized: Some(sanitized.into()),
+    })
 }
 
 /// Runs a sanitized kernel: appends the hidden arguments and a zeroed error buffer, runs
