@@ -588,7 +588,8 @@ impl Rewriter<'_> {
             _ => Scalar::U64,
         };
         // `hi` plus the error buffer's last word (always zero): a driver's compiler that
-        // knows the trip count (constant bounds) cannot fold the check away.
+        // knows the trip count (constant bounds) cannot fold the check away. (lavapipe does
+        // not fold it even without this; it is a precaution, unlike the `while` rewrite.)
         let opaque = Expr::load(&self.err, Expr::u32(ERROR_WORDS as u32 - 1)).cast(u);
         let gap = cast(&hi, u) + opaque - cast(&Expr::var(&last), u);
         let more = Expr::var(&n)
