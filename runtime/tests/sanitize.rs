@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use kiln_ir::interp::{self, Arg, Buffer, NdRange};
-use kiln_ir::testing::{results_match, seeded_cases, GenConfig};
+use kiln_ir::testing::{results_match, seeded_cases, GenConfig, STEP_LIMIT};
 use kiln_ir::{parse_module, Kernel, Module};
 use kiln_runtime::cuda::CudaDevice;
 use kiln_runtime::vulkan::VulkanDevice;
@@ -40,7 +40,10 @@ impl IrExecutor for InterpAsGpu {
         "1".into()
     }
     fn run(&self, k: &Kernel, r: &NdRange, a: &[Arg], b: &mut [Buffer]) -> Result<(), String> {
-        interp::run(k, r, a, b).map_err(|e| e.to_string())
+        // A sanitized kernel goes on after a violation, on zeros: bound its work as
+        // generously as the generated kernels' own limit allows for their checks.
+        let opts = interp::RunOptions::with_max_steps(20 * STEP_LIMIT);
+        interp::run_with(k, r, a, b, &opts).map_err(|e| e.to_string())
     }
 }
 
@@ -584,4 +587,49 @@ fn the_docs_rust_example_reports() {
             "kernel `k`, work-item (3, 0, 0): store `x[4]` out of bounds (buffer has 4 elements)"
         );
     }
+}
+
+#[test]
+fn random_kernels_with_a_short_buffer_report_what_the_interpreter_reports() {
+    // The interpreter running the sanitized kernel follows the interpreter's own schedule,
+    // so even with many violations the first one recorded is the one the interpreter
+    // stops at: the messages must be equal, whichever buffer is cut short.
+    let ctx = Context::new(Arc::new(IrDevice(InterpAsGpu)));
+    let (mut reported, mut clean) = (0, 0);
+    for (n, case) in seeded_cases(0x0b0d_5eed_5a11_7153, &GenConfig::default()).take(80).enumerate()
+    {
+        for b in 0..case.buffers.len() {
+            let mut bufs = case.buffers.clone();
+            let old = &bufs[b];
+            let keep = old.len() / 2 * old.elem().size_bytes();
+            bufs[b] = Buffer::from_bytes(old.elem(), old.as_bytes()[..keep].to_vec()).unwrap();
+            let mut want = bufs.clone();
+            let opts = interp::RunOptions::with_max_steps(STEP_LIMIT);
+            let expected =
+                interp::run_with(&case.kernel, &case.range, &case.args, &mut want, &opts);
+            let got = launch(&ctx, &case.kernel, SAN, &case.range, &case.args, &bufs);
+            match (expected, got) {
+                (Ok(()), Ok(got)) => {
+                    assert_eq!(got, want, "case {n}, buffer {b}\n{}", case.kernel);
+                    clean += 1;
+                }
+                (Err(e), Err(got)) if e.message.contains("out of bounds") => {
+                    assert_eq!(
+                        got.to_string(),
+                        e.to_string(),
+                        "case {n}, buffer {b}\n{}",
+                        case.kernel
+                    );
+                    reported += 1;
+                }
+                (Err(e), _) if !e.message.contains("out of bounds") => {} // the step limit
+                (e, g) => panic!(
+                    "case {n}, buffer {b}: interpreter {e:?}, sanitized {g:?}\n{}",
+                    case.kernel
+                ),
+            }
+        }
+    }
+    eprintln!("{reported} short-buffer launches reported as the interpreter does, {clean} clean");
+    assert!(reported >= 40, "only {reported} launches went out of bounds");
 }
