@@ -505,6 +505,24 @@ fn emit_ptx() {
 }
 
 #[test]
+fn emit_check_bounds_emits_the_sanitized_kernels() {
+    // Every target gets the checks: the error buffer's compare-and-swap appears only with
+    // --check-bounds.
+    for (target, cas) in [("ptx", "atom.global.cas.b32"), ("amdgpu", "global_atomic_cmpswap")] {
+        let plain = kiln(&["emit", "examples/saxpy.kir", "--target", target]);
+        assert_ok(&plain);
+        assert!(!stdout(&plain).contains(cas), "{}", stdout(&plain));
+        let checked = kiln(&["emit", "examples/saxpy.kir", "--target", target, "--check-bounds"]);
+        assert_ok(&checked);
+        assert!(stdout(&checked).contains(cas), "{target}: {}", stdout(&checked));
+    }
+    let o =
+        kiln(&["emit", "examples/saxpy.kir", "--target", "spirv-vk", "--text", "--check-bounds"]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("OpAtomicCompareExchange"), "{}", stdout(&o));
+}
+
+#[test]
 fn emit_text_targets_cover_every_kernel() {
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

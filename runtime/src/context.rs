@@ -147,6 +147,9 @@ pub struct ProgramData {
     pub handle: Handle,
     /// Whether the binary came from the persistent cache.
     pub from_disk: bool,
+    /// With `-fsanitize=bounds` (on a device other than the interpreter): the sanitized
+    /// kernels, in module order, whose launches take hidden arguments.
+    pub sanitized: Option<Arc<[kiln_passes::sanitize::Sanitized]>>,
 }
 
 /// A built program: the binary and the device's loaded handle. Cheap to clone (one
@@ -178,6 +181,8 @@ pub struct KernelData {
     pub program: Program,
     /// The device-side handle.
     pub handle: Handle,
+    /// The kernel as sanitized, when its program was built with `-fsanitize=bounds`.
+    pub sanitized: Option<kiln_passes::sanitize::Sanitized>,
 }
 
 /// A kernel of a built program, ready to launch. Cheap to clone (one reference count); its
@@ -394,15 +399,22 @@ impl Context {
 
     fn make_kernel(&self, program: &Program, name: &str) -> Result<KernelHandle, DeviceError> {
         let handle = self.0.device.kernel(&program.handle, name)?;
+        let sanitized =
+            program.sanitized.as_ref().and_then(|s| s.iter().find(|k| k.name == name).cloned());
         Ok(KernelHandle(Arc::new(KernelData {
             name: name.into(),
             program: program.clone(),
             handle,
+            sanitized,
         })))
     }
 
     fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
         let dev = &self.0.device;
+        // The sanitizer's rewrite is deterministic, so a binary from disk gets the same
+        // site tables it was built with.
+        let prepared = crate::sanitize::prepare(&**dev, module, &key.options)?;
+        let sanitized = prepared.sanitized;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             if let Some(bin) = p.get_hashed(dk, &key.hashes) {
@@ -413,6 +425,7 @@ impl Context {
                             binary: bin.into(),
                             handle,
                             from_disk: true,
+                            sanitized,
                         })))
                     }
                     // Valid bytes the device rejects: drop the item so that the rebuilt
@@ -421,7 +434,7 @@ impl Context {
                 }
             }
         }
-        let bin = dev.build(module, &key.options)?;
+        let bin = dev.build(&prepared.module, &prepared.options)?;
         let handle = dev.load(&bin)?;
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             p.put_hashed(dk, &key.hashes, &bin);
@@ -431,6 +444,7 @@ impl Context {
             binary: bin.into(),
             handle,
             from_disk: false,
+            sanitized,
         })))
     }
 

@@ -26,7 +26,7 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `KILN_PROGRAM_BUILD_OPTIONS` | appended to every program's build options (part of the cache key; the GPU devices accept `-O0`, `-O`, `-O1`..`-O3`) |
+//! | `KILN_PROGRAM_BUILD_OPTIONS` | appended to every program's build options (part of the cache key; the GPU devices accept `-O0`, `-O`, `-O1`..`-O3`; every device accepts `-fsanitize=bounds`, see `docs/sanitize.md`) |
 //! | `KILN_IN_MEM_CACHE_MAX` | in-memory cache limit, a size such as `65536` or `64M` (0 or unset: unlimited) |
 //! | `KILN_CACHE_PERSISTENT` | `1` enables the on-disk cache |
 //! | `KILN_CACHE_DIR` | its root (default `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`) |
@@ -43,6 +43,7 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod queue;
+mod sanitize;
 /// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
 pub mod vulkan;
 pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
