@@ -137,6 +137,20 @@ pub enum FusionError {
         /// Its type.
         ty: Type,
     },
+    /// Rule: a constant fits its parameter's type exactly (see [`ConstValue::to_imm`]).
+    #[error("constant for parameter ({}, {}) (`{param}` of `{kernel}`, type `{ty}`): {why}", .at.entry, .at.param)]
+    ConstantDoesNotFit {
+        /// The parameter.
+        at: ParamRef,
+        /// The kernel of the entry.
+        kernel: String,
+        /// The parameter's name.
+        param: String,
+        /// Its type.
+        ty: Type,
+        /// Why the value does not fit.
+        why: String,
+    },
     /// Rule: one argument has one value.
     #[error("parameter ({}, {}) is given two different constant values", .at.entry, .at.param)]
     ConflictingConstants {
@@ -204,6 +218,16 @@ pub enum FusionError {
     WorkGroupNotPreserved {
         /// The entry.
         entry: usize,
+    },
+    /// Rule: the fused kernel's name must parse back as a kernel name.
+    #[error("the fused kernel's name `{0}` is not an identifier that can name a kernel (letters, digits and `_`, not starting with a digit, not a keyword or type name)")]
+    BadName(String),
+    /// Rule: a fused kernel that needs the global linear id (guards or id remapping) has at
+    /// most 2^32 work-items, since that id is a `u32`.
+    #[error("rule `linear id fits u32`: the fused range has {items} work-items, but entries with different nd-ranges are placed by a u32 global linear id, which holds at most 4294967296")]
+    TooManyWorkItems {
+        /// The fused range's work-item count.
+        items: u64,
     },
     /// The fused kernel failed verification (a bug in fusion).
     #[error("internal error: the fused kernel does not verify: {0}")]
@@ -330,6 +354,10 @@ pub fn fuse_kernels_with(
     if spec.kernels.is_empty() {
         return Err(FusionError::Empty);
     }
+    let name = if spec.name.is_empty() { "fused".to_string() } else { spec.name.clone() };
+    if !kiln_ir::parse::is_identifier(&name) {
+        return Err(FusionError::BadName(name));
+    }
     let kernels: Vec<&Kernel> = spec
         .kernels
         .iter()
@@ -405,7 +433,13 @@ pub fn fuse_kernels_with(
             return Err(FusionError::ConstantNotScalar { at: c.param, ty });
         };
         let root = uf.find(i);
-        let imm = c.value.to_imm(s);
+        let imm = c.value.to_imm(s).map_err(|why| FusionError::ConstantDoesNotFit {
+            at: c.param,
+            kernel: kernels[c.param.entry].name().to_string(),
+            param: all[i].1.name().to_string(),
+            ty,
+            why,
+        })?;
         if consts.get(&root).is_some_and(|old| *old != imm) {
             return Err(FusionError::ConflictingConstants { at: c.param });
         }
@@ -622,7 +656,6 @@ pub fn fuse_kernels_with(
             args: args_map.iter().map(|a| a.iter().map(fused_arg).collect()).collect(),
         }),
     };
-    let name = if spec.name.is_empty() { "fused".to_string() } else { spec.name.clone() };
     let kernel = Kernel::with_attrs(name, fused_params, attrs, Stmt::block(all_stmts));
     let verify = |k: &Kernel| -> Result<(), FusionError> {
         if opts.verify {
