@@ -54,6 +54,7 @@
 
 pub mod internalize;
 pub mod key;
+pub mod legality;
 pub mod ndrange;
 pub mod remap;
 pub mod rewrite;
@@ -449,7 +450,8 @@ pub fn fuse_kernels_with(
     // Promotions, per class.
     let mut warnings = Vec::new();
     let fused_items = plan.fused.work_items();
-    let mut requests: HashMap<usize, Vec<(ParamRef, PromoteTo, Option<u32>)>> = HashMap::new();
+    let mut requests: HashMap<usize, Vec<(ParamRef, PromoteTo, Option<u32>, Option<u32>)>> =
+        HashMap::new();
     let mut order: Vec<usize> = Vec::new();
     for pr in &spec.promote {
         let i = flat(pr.param)?;
@@ -475,9 +477,10 @@ pub fn fuse_kernels_with(
         if !requests.contains_key(&root) {
             order.push(root);
         }
-        requests.entry(root).or_default().push((pr.param, pr.to, size));
+        requests.entry(root).or_default().push((pr.param, pr.to, size, pr.buffer_len));
     }
     let mut promoted: HashMap<usize, (PromoteTo, u32)> = HashMap::new();
+    let roots: Vec<usize> = (0..all.len()).map(|i| uf.find(i)).collect();
     for root in order {
         let reqs = &requests[&root];
         let at = reqs[0].0;
@@ -536,6 +539,52 @@ pub fn fuse_kernels_with(
                 "the pointer escapes (used other than as `p[i]`: bound, passed to a call, cast)"
                     .into(),
             ));
+            continue;
+        }
+        // Legality from the access patterns of every entry touching the buffer.
+        let touchers: Vec<legality::Toucher> = kernels
+            .iter()
+            .enumerate()
+            .filter_map(|(e, k)| {
+                let names: Vec<String> = members
+                    .iter()
+                    .filter(|&&m| all[m].0.entry == e)
+                    .map(|&m| all[m].1.name().to_string())
+                    .collect();
+                if names.is_empty() {
+                    return None;
+                }
+                let consts = k
+                    .params()
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(p, v)| {
+                        consts.get(&roots[base[e] + p]).map(|imm| (v.name().to_string(), *imm))
+                    })
+                    .collect();
+                Some(legality::Toucher {
+                    entry: e,
+                    kernel: k.name(),
+                    body: k.body(),
+                    plan: &plan.entries[e],
+                    names,
+                    consts,
+                })
+            })
+            .collect();
+        let req = legality::Request {
+            to,
+            size,
+            // The smallest length given (a larger one cannot be true of the same buffer).
+            buffer_len: reqs.iter().filter_map(|r| r.3).min(),
+            barriers: spec.barriers,
+        };
+        if let Err(why) = legality::check(&plan.fused, &req, &touchers) {
+            let (e, p) = (all[root].0.entry, all[root].1.name());
+            warnings.push(refuse(format!(
+                "`{p}` of `{}` stays in global memory: {why}",
+                kernels[e].name()
+            )));
             continue;
         }
         promoted.insert(root, (to, size));
