@@ -178,6 +178,12 @@ fn promotion_of_foreign_elements_is_refused() {
         ("i", "7 - i", PromoteTo::Private, "meet at each other's elements"),
         ("2 * i", "2 * i + 1", PromoteTo::Private, "not surely written"),
         ("0", "0", PromoteTo::Private, "another work-item's element"),
+        (
+            "i",
+            "((i as u64) * 4294967296) as u32",
+            PromoteTo::Private,
+            "can wrap around its type `u32`",
+        ),
         ("i", "local_id(0)", PromoteTo::Local, "another work-group's element"),
         ("i", "i", PromoteTo::Local, "more than the local array's size 2"),
     ] {

@@ -15,16 +15,18 @@
 //!   constants `c` of all accesses within a window narrower than `|s|` (so no two work-items
 //!   touch the same element) and narrower than the array size (so `index % size` gives one
 //!   work-item's elements distinct slots);
-//! * **local**: every access is `size * G + l` with `G` the linear group id and `l` a function
-//!   of the local ids in `[0, size)` (so each work-group stays inside its own block of `size`
-//!   elements); with `barriers = "none"` all accesses must moreover be the same element of the
-//!   same work-item.
+//! * **local**: every access is `a * G + l`, with `G` the linear work-group id, one stride
+//!   `a != 0` for all accesses (any `a` with one work-group) and `l` a function of the local
+//!   ids; the `l` of all accesses span fewer than `|a|` elements (no two work-groups touch the
+//!   same element) and fewer than the array size; with `barriers = "none"` all accesses must
+//!   moreover be the same index.
 //!
 //! In both, every index lies in `[0, 2^32)` and, when the buffer length is given, inside the
 //! buffer; and every read must read an element written before it in program order by a store
 //! that surely runs (at the top level of an entry without a guard): for private, by the same
 //! work-item at the same index; for local, the same, or a store of an earlier entry that
-//! writes the work-group's whole block, with the work-group barrier between entries.
+//! writes one element per work-item over a run covering the read, with the work-group
+//! barrier between entries. The user-facing statement of this rule is docs/fusion.md.
 //! Entries whose ids are remapped never qualify.
 
 use hashbrown::HashMap;
@@ -81,9 +83,9 @@ impl Domain {
     fn range(&self, a: &Aff) -> (i128, i128) {
         let (mut lo, mut hi) = (a.c, a.c);
         for (i, &k) in a.k.iter().enumerate() {
-            let top = k * (self.extent(i) - 1);
-            lo += top.min(0);
-            hi += top.max(0);
+            let top = k.saturating_mul(self.extent(i) - 1);
+            lo = lo.saturating_add(top.min(0));
+            hi = hi.saturating_add(top.max(0));
         }
         (lo, hi)
     }
@@ -450,8 +452,8 @@ fn check_private(
             None => 0,
         };
         let own = (0..3).all(|d| {
-            (dom.ls[d] <= 1 || f.k[3 + d] == s * stride[d])
-                && (dom.ng[d] <= 1 || f.k[d] == s * stride[d] * dom.ls[d] as i128)
+            (dom.ls[d] <= 1 || f.k[3 + d] == s.saturating_mul(stride[d]))
+                && (dom.ng[d] <= 1 || f.k[d] == s.saturating_mul(stride[d] * dom.ls[d] as i128))
         });
         if !own || (items > 1 && s == 0) {
             return Err(format!(
@@ -528,7 +530,7 @@ fn check_local(
     let mut parts = Vec::with_capacity(forms.len());
     for (acc, f) in accesses.iter().zip(forms) {
         let a = (0..3).find(|&d| dom.ng[d] > 1).map_or(0, |d| f.k[d] / gstride[d]);
-        let whole = (0..3).all(|d| dom.ng[d] <= 1 || f.k[d] == a * gstride[d]);
+        let whole = (0..3).all(|d| dom.ng[d] <= 1 || f.k[d] == a.saturating_mul(gstride[d]));
         if !whole || (groups > 1 && a == 0) {
             return Err(format!(
                 "{}: the index is not (stride) x the work-group's linear id + a function of the local ids, so it may be another work-group's element",

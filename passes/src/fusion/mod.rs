@@ -8,8 +8,10 @@
 //!    the largest, global size the largest linear size, local size and offset the specified
 //!    ones, which must agree), refusing illegal combinations with an error naming the rule;
 //! 2. identical parameters are merged (transitively) and passed once;
-//! 3. promotions are resolved (conflicts and escaping pointers leave the buffer in global
-//!    memory, with a [`FusionWarning`]) and scalar constants substituted;
+//! 3. scalar constants are checked to fit their parameters exactly and substituted, and
+//!    promotions resolved: a conflict, an escaping pointer or accesses that [`legality`]
+//!    cannot prove exact leave the buffer in global memory, with a [`FusionWarning`] naming
+//!    the buffer, kernel and access (promotion is done when legal, never an error);
 //! 4. each entry's body is rewritten ([`rewrite`]: unique names, substituted parameters,
 //!    remapped built-ins, see [`remap`]) and placed in order, guarded by
 //!    `if glid < N_k` when its linear size is smaller than the fused one, with a

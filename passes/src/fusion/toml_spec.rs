@@ -10,6 +10,8 @@
 //! barriers = "work_group"                        # or "none"
 //! remap = "default"                              # or "ptx"
 //! ```
+//!
+//! Every key is documented for users, with examples, in docs/fusion.md.
 
 use serde::Deserialize;
 use thiserror::Error;
