@@ -141,10 +141,16 @@ kernel consume(t: ptr<global, f32>, out: ptr<global, f32>) {
     assert!(f.warnings[0].to_string().contains("reads `t[i + 1]`"), "{}", f.warnings[0]);
 }
 
+/// Writes, reads, promotion kind, size, buffer length.
+type HandCase = (Vec<String>, Vec<String>, PromoteTo, Option<u32>, Option<u32>);
+
+/// One random draw: sizes, write and read index functions, mirror, local, barriers, size.
+type Draw = (usize, usize, Vec<u32>, Vec<u32>, bool, bool, u32, u32);
+
 /// The legal patterns are still promoted (so the rule is not "refuse everything").
 #[test]
 fn promotion_of_own_elements_is_accepted() {
-    let cases: [(Vec<String>, Vec<String>, PromoteTo, Option<u32>, Option<u32>); 5] = [
+    let cases: [HandCase; 5] = [
         (own("i"), own("i"), PromoteTo::Private, None, Some(8)),
         (
             vec!["2 * i".into(), "2 * i + 1".into()],
@@ -251,16 +257,7 @@ struct Stats {
 /// them: fusion's own contract), the promoted one must equal them too. A promotion of
 /// own-index accesses only is never refused.
 fn one_case(
-    (n_pick, ls_pick, writes, reads, mirror, to_local, barriers, size_pick): (
-        usize,
-        usize,
-        Vec<u32>,
-        Vec<u32>,
-        bool,
-        bool,
-        u32,
-        u32,
-    ),
+    (n_pick, ls_pick, writes, reads, mirror, to_local, barriers, size_pick): Draw,
     stats: &mut Stats,
 ) -> Result<(), String> {
     // Half the consumers read back exactly what was written, where promotion is often legal.

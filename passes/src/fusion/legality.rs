@@ -52,8 +52,8 @@ impl Aff {
     }
     fn zip(self, o: Aff, f: impl Fn(i128, i128) -> Option<i128>) -> Option<Aff> {
         let mut k = [0; 6];
-        for i in 0..6 {
-            k[i] = f(self.k[i], o.k[i])?;
+        for (x, (a, b)) in k.iter_mut().zip(self.k.iter().zip(&o.k)) {
+            *x = f(*a, *b)?;
         }
         Some(Aff { c: f(self.c, o.c)?, k })
     }

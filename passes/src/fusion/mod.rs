@@ -452,8 +452,9 @@ pub fn fuse_kernels_with(
     // Promotions, per class.
     let mut warnings = Vec::new();
     let fused_items = plan.fused.work_items();
-    let mut requests: HashMap<usize, Vec<(ParamRef, PromoteTo, Option<u32>, Option<u32>)>> =
-        HashMap::new();
+    // Per class: (requested on, to, size, buffer_len) of each request.
+    type Request = (ParamRef, PromoteTo, Option<u32>, Option<u32>);
+    let mut requests: HashMap<usize, Vec<Request>> = HashMap::new();
     let mut order: Vec<usize> = Vec::new();
     for pr in &spec.promote {
         let i = flat(pr.param)?;
