@@ -43,6 +43,10 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     let mut spec = FusionSpec::from_toml(&spec_text)
         .map_err(|e| Error::Message(format!("`{}`: {e}", a.spec.display())))?;
     if let Some(n) = &a.name {
+        // An empty name would silently become the default one.
+        if n.is_empty() {
+            return Err(Error::Message("--name is empty: give the fused kernel's name".into()));
+        }
         spec.name = n.clone();
     }
     let fused = fuse_kernels(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;

@@ -126,6 +126,10 @@ impl FusionSpec {
                 )))
             }
         };
+        // An explicit empty name would silently become the default one.
+        if raw.name.as_deref() == Some("") {
+            return Err(SpecError::Value("name is empty (leave it out for `fused`)".into()));
+        }
         Ok(FusionSpec {
             name: raw.name.unwrap_or_else(|| "fused".into()),
             kernels: raw.kernels,
