@@ -575,3 +575,35 @@ fn fuse_then_run_matches_the_unfused_chain() {
     let o = kiln(&["fuse", "examples/fusion/chain.kir", "--spec", "/nonexistent.toml"]);
     assert_fails(&o, 1, &["nonexistent.toml"]);
 }
+
+/// Issue 13: `kiln fuse` output is canonical (`kiln fmt --check` accepts it; it used to end in
+/// an extra blank line) for every example spec, and `kiln fuse --help` points to the spec docs.
+#[test]
+fn fuse_output_passes_fmt_check() {
+    let dir = scratch("fuse-fmt");
+    for example in ["chain", "scale", "neighbour"] {
+        let out = dir.join(format!("{example}_fused.kir"));
+        let o = kiln(&[
+            "fuse",
+            &format!("examples/fusion/{example}.kir"),
+            "--spec",
+            &format!("examples/fusion/{example}.toml"),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_ok(&o);
+        assert_ok(&kiln(&["fmt", "--check", out.to_str().unwrap()]));
+        // Standard output is the same canonical text.
+        let o = kiln(&[
+            "fuse",
+            &format!("examples/fusion/{example}.kir"),
+            "--spec",
+            &format!("examples/fusion/{example}.toml"),
+        ]);
+        assert_eq!(stdout(&o), std::fs::read_to_string(&out).unwrap());
+    }
+    let o = kiln(&["fuse", "--help"]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("see docs/fusion.md"), "{}", stdout(&o));
+    assert!(root().join("docs/fusion.md").is_file());
+}
