@@ -28,6 +28,7 @@
 //! pointer arithmetic or pointer-valued expressions, so every pointer maps to one binding.
 
 mod ctx;
+mod exact;
 mod expr;
 mod stmt;
 
