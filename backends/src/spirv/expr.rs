@@ -384,7 +384,7 @@ impl Emitter {
                 cx.b.bitcast(ty, None, r).map_err(er)
             }
             Intrinsic::Fma | Intrinsic::Sqrt
-                if cx.flavour == Flavour::Vulkan && t == Scalar::F32 =>
+                if cx.flavour == Flavour::Vulkan && (t == Scalar::F32 || op == Intrinsic::Fma) =>
             {
                 self.vulkan_float_op(cx, op.name(), t, a)
             }
@@ -433,19 +433,19 @@ impl Emitter {
 }
 
 impl Emitter {
-    /// `/`, `fma` or `sqrt` in the Vulkan flavour, where the driver's instructions may be
-    /// inexact: correctly rounded sequences on f32 (see `exact`), an error on f64, which
-    /// Vulkan promises only single-precision accuracy for these operations.
+    /// f32 `/`, `fma` or `sqrt`, or f64 `fma`, in the Vulkan flavour, where the driver's
+    /// instructions may be inexact: correctly rounded sequences on f32 (see `exact`); f64
+    /// `fma` is an error (GLSL.std.450 `Fma` may round twice, lavapipe's does, and an exact
+    /// f64 emulation is not written).
     fn vulkan_float_op(&mut self, cx: &mut Ctx, name: &str, t: Scalar, a: &[Word]) -> R<Word> {
         match (t, name, a) {
             (Scalar::F32, "/", &[x, y]) => super::exact::div_f32(cx, x, y),
             (Scalar::F32, "fma", &[x, y, z]) => super::exact::fma_f32(cx, x, y, z),
             (Scalar::F32, "sqrt", &[x]) => super::exact::sqrt_f32(cx, x),
-            (Scalar::F64, ..) => Err(format!(
-                "`{name}` on f64 cannot be expressed exactly in the Vulkan flavour (Vulkan \
-                 promises f64 `{name}` only single-precision accuracy; kiln rounds it once): \
-                 use the cuda, cpu or interp device"
-            )),
+            (Scalar::F64, "fma", _) => Err("`fma` on f64 cannot be expressed in the Vulkan \
+                 flavour: GLSL.std.450 `Fma` may round twice (lavapipe's does) and kiln's \
+                 `fma` rounds once; use the OpenCL flavour or another device"
+                .into()),
             _ => Err(format!("`{name}` on {t}")),
         }
     }
