@@ -77,3 +77,17 @@ fn f64_fma_is_refused() {
     );
     assert!(emit(&k, Flavour::OpenCl).is_ok());
 }
+
+/// NVIDIA's Vulkan driver flushed f32 subnormals (`1e-38 * 0.5` gave 0): every module that
+/// uses a float width asks for `DenormPreserve` on it, and only then.
+#[test]
+fn float_widths_in_use_preserve_subnormals() {
+    let text = vulkan_text("kernel s(x: ptr<global, f32>) { x[0] = x[1] * 0.5; }");
+    assert!(text.contains("DenormPreserve 32"), "{text}");
+    assert!(!text.contains("DenormPreserve 64"), "{text}");
+    assert!(text.contains("SPV_KHR_float_controls"), "{text}");
+    let text = vulkan_text("kernel s(x: ptr<global, f64>) { x[0] = x[1] * 0.5; }");
+    assert!(text.contains("DenormPreserve 64") && !text.contains("DenormPreserve 32"), "{text}");
+    let text = vulkan_text("kernel s(x: ptr<global, u32>) { x[0] = x[1] * 2u32; }");
+    assert!(!text.contains("DenormPreserve"), "{text}");
+}

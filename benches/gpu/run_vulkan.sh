@@ -9,6 +9,7 @@
 # It runs (1) the Vulkan differential tests (examples, hand cases, edge cases, the issue-13
 # regressions and KILN_VULKAN_CASES random kernels, default 300, against the interpreter),
 # (2) `kiln run --device vulkan` on the examples, each compared with `--device interp`.
+# KILN_VULKAN_LOG=FILE keeps the differential tests' whole output (the summary shows its end).
 set -uo pipefail
 BIN="${1:-benches/gpu/bin}"
 EX="${2:-examples}"
@@ -17,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 echo "== differential tests: vulkan device vs interpreter =="
 start=$(date +%s%N)
 KILN_EXAMPLES_DIR="$EX" KILN_REQUIRE_TOOLS=1 KILN_VULKAN_CASES="${KILN_VULKAN_CASES:-300}" \
-  "$BIN/vulkan_diff" --test-threads=1 --nocapture 2>&1 | tail -n 80
+  "$BIN/vulkan_diff" --test-threads=1 --nocapture 2>&1 | tee "${KILN_VULKAN_LOG:-/dev/null}" | tail -n 80
 diff_rc=${PIPESTATUS[0]}
 echo "differential tests: exit $diff_rc in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 

@@ -17,7 +17,7 @@ mod common;
 fn device() -> Option<VulkanDevice> {
     match VulkanDevice::open() {
         Ok(d) => {
-            eprintln!("vulkan device: {}", d.name());
+            eprintln!("vulkan device: {} ({})", d.name(), d.version());
             Some(d)
         }
         Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {

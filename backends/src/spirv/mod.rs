@@ -206,6 +206,9 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
     }
     .map_err(err)?;
     em.body(&mut cx, kernel).map_err(err)?;
+    if flavour == Flavour::Vulkan {
+        preserve_subnormals(&mut cx, em.entry_fn);
+    }
     if flavour == Flavour::OpenCl && cx.f16_used {
         return Err(err("f16 is not supported by the OpenCL flavour (OpenCL environments \
              allow only Float16Buffer; vload_half/vstore_half lowering is not implemented)"
@@ -213,6 +216,26 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
     }
     let module = cx.finish().module();
     Ok(SpirvModule { words: module.assemble(), flavour, entry: kernel.name().to_string(), layout })
+}
+
+/// Vulkan lets a driver flush subnormal floats (NVIDIA's does for f32 by default); kiln's
+/// semantics keep them, so the module asks for `DenormPreserve` (SPV_KHR_float_controls,
+/// core in Vulkan 1.2) for each float width it uses. The runtime refuses to load such a
+/// module on a device without the matching `shaderDenormPreserveFloat*` property.
+fn preserve_subnormals(cx: &mut Ctx, entry: Word) {
+    let widths: Vec<u32> = [Scalar::F32, Scalar::F64]
+        .into_iter()
+        .filter(|&s| cx.declared(s))
+        .map(|s| s.bits())
+        .collect();
+    if widths.is_empty() {
+        return;
+    }
+    cx.cap(Capability::DenormPreserve);
+    cx.ext("SPV_KHR_float_controls");
+    for w in widths {
+        cx.b.execution_mode(entry, ExecutionMode::DenormPreserve, [w]);
+    }
 }
 
 /// Collects `local` array declarations anywhere in the body (they are per work-group).
@@ -354,6 +377,7 @@ fn setup_vulkan(
         cx.b.begin_function(cx.void, None, FunctionControl::NONE, fty)
             .map_err(|e| e.to_string())?;
     cx.b.entry_point(ExecutionModel::GLCompute, f, kernel.name(), iface);
+    em.entry_fn = f;
     Ok(layout)
 }
 
