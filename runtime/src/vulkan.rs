@@ -268,9 +268,14 @@ impl Device for VulkanDevice {
         DeviceKind::Vulkan
     }
 
-    /// The driver's and the API's versions, as the device reports them.
+    /// The driver's and the API's versions, as the device reports them, and whether it
+    /// honours `DenormPreserve` for f32 and f64 (which changes the modules it runs).
     fn version(&self) -> String {
-        format!("driver {:#x} api {:#x}", self.driver_version, self.api_version)
+        let [p32, p64] = self.denorm_preserve;
+        format!(
+            "driver {:#x} api {:#x} denorm-preserve f32 {p32} f64 {p64}",
+            self.driver_version, self.api_version
+        )
     }
 
     fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {

@@ -458,3 +458,39 @@ fn f32_division_and_sqrt_are_correctly_rounded() {
     (a[i + 3], b[i + 3]) = (2.0, 1e-45);
     compare_f32(&dev, src, vec![a, b, vec![0.0; n], vec![0.0; n]]);
 }
+
+/// Regression (issue 13): NVIDIA's driver flushed f32 subnormal results to zero. Each float
+/// width is checked on its own, so a failure says which one a driver flushes.
+#[test]
+fn subnormals_are_kept() {
+    let Some(dev) = device() else { return };
+    let mut errors = Vec::new();
+    for ty in ["f32", "f64"] {
+        let src = format!(
+            "kernel sub_{ty}(x: ptr<global, {ty}>, y: ptr<global, {ty}>) {{
+  let k: u32 = global_id(0);
+  y[k] = x[k] * 0.5 + x[k] / 3.0;
+  x[k] = x[k] - y[k];
+}}"
+        );
+        let k = parse_module(&src).unwrap().kernels.remove(0);
+        let bufs = if ty == "f32" {
+            let v = [1e-38f32, -3e-39, f32::MIN_POSITIVE, 1e-45, 5e-44, -1e-40, 2e-38, 1.0];
+            vec![Buffer::from_slice(&v), Buffer::zeroed(kiln_ir::Scalar::F32, 8)]
+        } else {
+            let v = [1e-308f64, -3e-309, f64::MIN_POSITIVE, 5e-324, 1e-320, -1e-315, 2e-308, 1.0];
+            vec![Buffer::from_slice(&v), Buffer::zeroed(kiln_ir::Scalar::F64, 8)]
+        };
+        let mut want = bufs.clone();
+        run(&k, &NdRange::new(&[8]), &[Arg::Buffer(0), Arg::Buffer(1)], &mut want).unwrap();
+        let mut got = bufs;
+        let r = dev
+            .build_and_run(&k, &NdRange::new(&[8]), &[Arg::Buffer(0), Arg::Buffer(1)], &mut got)
+            .map_err(|e| e.to_string())
+            .and_then(|()| results_match(&want, &got));
+        if let Err(e) = r {
+            errors.push(format!("{ty}: {e}"));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
