@@ -445,7 +445,7 @@ fn f32_division_and_sqrt_are_correctly_rounded() {
 }";
     let n = 4096;
     let (mut a, mut b) = (f32_mix(n, 3), f32_mix(n, 4));
-    let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1.0, -2.5, f32::MAX];
+    let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1.0, -2.5, 3e30];
     let mut i = 0;
     for &x in &specials {
         for &y in &specials {
