@@ -292,8 +292,12 @@ pub(super) fn div_f32(cx: &mut Ctx, a: Word, b: Word) -> R<Word> {
     let am = cx.b.bitwise_and(ut, None, ab, abs_mask).map_err(er)?;
     let bm = cx.b.bitwise_and(ut, None, bb, abs_mask).map_err(er)?;
     let zero = cx.constant(u, 0);
-    let a_zero = cx.b.i_equal(bt, None, am, zero).map_err(er)?;
-    let b_zero = cx.b.i_equal(bt, None, bm, zero).map_err(er)?;
+    // Zero as the driver's arithmetic sees it: where a driver flushes subnormals (NVIDIA's
+    // does for f32), a subnormal operand then gives the zero operand's result, never a NaN
+    // from the f64 sequence dividing by a flushed zero.
+    let fzero = cx.float_const(Scalar::F32, 0.0);
+    let a_zero = cx.b.f_ord_equal(bt, None, a, fzero).map_err(er)?;
+    let b_zero = cx.b.f_ord_equal(bt, None, b, fzero).map_err(er)?;
     let a_inf = cx.b.i_equal(bt, None, am, inf).map_err(er)?;
     let b_inf = cx.b.i_equal(bt, None, bm, inf).map_err(er)?;
     let a_nan = cx.b.u_greater_than(bt, None, am, inf).map_err(er)?;
