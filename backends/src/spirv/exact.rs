@@ -295,9 +295,9 @@ pub(super) fn div_f32(cx: &mut Ctx, a: Word, b: Word) -> R<Word> {
     // Zero as the driver's arithmetic sees it: where a driver flushes subnormals (NVIDIA's
     // does for f32), a subnormal operand then gives the zero operand's result, never a NaN
     // from the f64 sequence dividing by a flushed zero.
-    let fzero = cx.float_const(Scalar::F32, 0.0);
-    let a_zero = cx.b.f_ord_equal(bt, None, a, fzero).map_err(er)?;
-    let b_zero = cx.b.f_ord_equal(bt, None, b, fzero).map_err(er)?;
+    let dzero = cx.float_const(Scalar::F64, 0.0);
+    let a_zero = cx.b.f_ord_equal(bt, None, da, dzero).map_err(er)?;
+    let b_zero = cx.b.f_ord_equal(bt, None, db, dzero).map_err(er)?;
     let a_inf = cx.b.i_equal(bt, None, am, inf).map_err(er)?;
     let b_inf = cx.b.i_equal(bt, None, bm, inf).map_err(er)?;
     let a_nan = cx.b.u_greater_than(bt, None, am, inf).map_err(er)?;
@@ -346,13 +346,16 @@ pub(super) fn sqrt_f32(cx: &mut Ctx, x: Word) -> R<Word> {
     };
     let q = fix_last_bit(cx, q1, &mut resid)?;
     // Finite and positive takes the computed root; otherwise x itself, or NaN below zero.
-    let zero = cx.float_const(Scalar::F32, 0.0);
-    let inf = cx.float_const(Scalar::F32, f64::INFINITY);
-    let pos = cx.b.f_ord_greater_than(bt, None, x, zero).map_err(er)?;
-    let fin = cx.b.f_ord_less_than(bt, None, x, inf).map_err(er)?;
+    // Decided on the widened value, the one the f64 sequence used: where a driver flushes
+    // subnormals (NVIDIA's does for f32), a subnormal x is then a zero, never 0/0 = NaN.
+    let zero = cx.float_const(Scalar::F64, 0.0);
+    let inf = cx.float_const(Scalar::F64, f64::INFINITY);
+    let pos = cx.b.f_ord_greater_than(bt, None, dx, zero).map_err(er)?;
+    let fin = cx.b.f_ord_less_than(bt, None, dx, inf).map_err(er)?;
     let normal = and(cx, pos, fin)?;
-    let neg = cx.b.f_ord_less_than(bt, None, x, zero).map_err(er)?;
+    let neg = cx.b.f_ord_less_than(bt, None, dx, zero).map_err(er)?;
     let nanv = nan32(cx)?;
-    let special = sel(cx, Scalar::F32, neg, nanv, x)?;
+    let same = narrow(cx, dx)?;
+    let special = sel(cx, Scalar::F32, neg, nanv, same)?;
     sel(cx, Scalar::F32, normal, q, special)
 }

@@ -54,11 +54,18 @@
 //!   the host's libm. They are approximate in kiln's semantics (`Intrinsic::is_approximate`);
 //!   tests compare them with a tolerance. On f64 they are refused (GLSL.std.450 defines
 //!   them on 16- and 32-bit floats only).
-//! * Without the optional `SignedZeroInfNanPreserve` and `DenormPreserve` execution modes
-//!   (not emitted), a driver may flush subnormals and assume no NaN or infinity arises.
-//!   lavapipe and NVIDIA's driver keep subnormals and NaN in kiln's tests; a difference where the
-//!   interpreter computes a NaN is tolerated by the random tests (lavapipe drops the store of
-//!   a NaN it computes at compile time).
+//! * Subnormals: Vulkan lets a driver flush them. The module declares `DenormPreserve`
+//!   (SPV_KHR_float_controls) for each float width it uses; the runtime drops the mode where
+//!   the device does not offer it (`shaderDenormPreserveFloat32/64`), and then the driver's
+//!   default applies. lavapipe (Mesa 22) offers neither mode but keeps subnormals. **NVIDIA's
+//!   driver (580.159.04, H100) offers neither and flushes f32 subnormals** (inputs and
+//!   results; f64 ones are kept): there, f32 results that involve subnormals differ from
+//!   the interpreter (flushed to zero). This is not fixed: it needs subnormal f32
+//!   arithmetic emulated with integer operations, or the device refusing f32 kernels.
+//! * `SignedZeroInfNanPreserve` is not emitted either: a driver may assume no NaN or
+//!   infinity arises. lavapipe and NVIDIA's driver keep NaN and infinities in kiln's tests;
+//!   a difference where the interpreter computes a NaN is tolerated by the random tests
+//!   (lavapipe drops the store of a NaN it computes at compile time).
 //! * Rounding is assumed to be to nearest even: Vulkan allows round-toward-zero for
 //!   arithmetic where `shaderRoundingModeRTEFloat32` is false, and kiln does not query it.
 //! * lavapipe stops a loop after 65,535 iterations per invocation, silently (a driver
@@ -220,8 +227,9 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
 
 /// Vulkan lets a driver flush subnormal floats (NVIDIA's does for f32 by default); kiln's
 /// semantics keep them, so the module asks for `DenormPreserve` (SPV_KHR_float_controls,
-/// core in Vulkan 1.2) for each float width it uses. The runtime refuses to load such a
-/// module on a device without the matching `shaderDenormPreserveFloat*` property.
+/// core in Vulkan 1.2) for each float width it uses. The runtime drops the mode where the
+/// device lacks the matching `shaderDenormPreserveFloat*` property (declaring it there is
+/// invalid); see the module docs for what that means on lavapipe and NVIDIA.
 fn preserve_subnormals(cx: &mut Ctx, entry: Word) {
     let widths: Vec<u32> = [Scalar::F32, Scalar::F64]
         .into_iter()
