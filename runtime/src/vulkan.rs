@@ -59,6 +59,9 @@ pub struct VulkanDevice {
     /// `shaderDenormPreserveFloat32` and `...Float64`: whether the `DenormPreserve` mode
     /// kiln's modules declare may be used here.
     denorm_preserve: [bool; 2],
+    /// `shaderFloat64`: modules declaring `Float64` (f64 values, and f32 `/`, `sqrt` and
+    /// `fma`, which kiln computes exactly through f64) need it.
+    float64: bool,
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -187,6 +190,7 @@ impl VulkanDevice {
             driver_version: props.driver_version,
             api_version: props.api_version,
             denorm_preserve,
+            float64: base.shader_float64 != 0,
         })
     }
 
@@ -285,6 +289,19 @@ impl Device for VulkanDevice {
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let a = artifact::decode(&self.name, binary)?;
         let kernels = program::decode_kernels(&self.name, a)?;
+        if !self.float64 {
+            if let Some(k) = kernels.iter().find(|k| program::declares_float64(&k.words)) {
+                return Err(DeviceError::Load {
+                    device: self.name.clone(),
+                    message: format!(
+                        "kernel `{}` needs shaderFloat64 (it uses f64, or f32 `/`, `sqrt` or \
+                         `fma`, which the Vulkan flavour computes exactly through f64) and \
+                         this device lacks it",
+                        k.entry
+                    ),
+                });
+            }
+        }
         // A width whose DenormPreserve the device cannot honour loses the mode (declaring it
         // there is invalid): the driver's default applies, which keeps subnormals on
         // lavapipe (Mesa 22 reports no DenormPreserve support); see docs/vulkan.md.

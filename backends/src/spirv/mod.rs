@@ -41,7 +41,8 @@
 //! | `min`/`max` | GLSL `FMin`/`FMax` undefined for NaN | explicit compares, `IsNan` and a sign test for ±0 (no `FMin`/`FMax`) |
 //!
 //! The f32 sequences use f64 arithmetic, so a kernel with f32 `fma`, `/` or `sqrt` needs a
-//! device with `shaderFloat64` (NVIDIA, AMD, lavapipe have it; many mobile GPUs do not).
+//! device with `shaderFloat64` (NVIDIA, AMD, lavapipe have it; many mobile GPUs do not); the
+//! runtime refuses to load a module declaring `Float64` on a device without it.
 //!
 //! What is not made exact, and why:
 //! * f64 `/` and `sqrt` are the driver's `OpFDiv` and `Sqrt`. Vulkan only promises that

@@ -151,6 +151,24 @@ pub(super) fn without_denorm_preserve(words: &[u32], keep: impl Fn(u32) -> bool)
     out
 }
 
+/// Whether a SPIR-V module declares the `Float64` capability.
+pub(super) fn declares_float64(words: &[u32]) -> bool {
+    const OP_CAPABILITY: u32 = 17;
+    const FLOAT64: u32 = 10;
+    let mut i = 5;
+    while let Some(&w) = words.get(i) {
+        let n = (w >> 16) as usize;
+        if n == 0 {
+            break;
+        }
+        if w & 0xffff == OP_CAPABILITY && words.get(i + 1) == Some(&FLOAT64) {
+            return true;
+        }
+        i += n;
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +190,18 @@ mod tests {
         let none = without_denorm_preserve(&m.words, |_| false);
         assert_eq!(denorm_preserve_widths(&none), Vec::<u32>::new());
         assert_eq!(without_denorm_preserve(&m.words, |_| true), m.words);
+    }
+
+    /// f64 values and the exact f32 division need `Float64`; integer kernels do not.
+    #[test]
+    fn float64_capability_is_found() {
+        let emit = |src: &str| {
+            let k = kiln_ir::parse_module(src).unwrap().kernels.remove(0);
+            kiln_backends::spirv::emit(&k, kiln_backends::spirv::Flavour::Vulkan).unwrap().words
+        };
+        assert!(declares_float64(&emit("kernel a(x: ptr<global, f32>) { x[0] = x[1] / x[2]; }")));
+        assert!(declares_float64(&emit("kernel b(x: ptr<global, f64>) { x[0] = x[1]; }")));
+        assert!(!declares_float64(&emit("kernel c(x: ptr<global, f32>) { x[0] = x[1] * x[2]; }")));
+        assert!(!declares_float64(&emit("kernel d(x: ptr<global, u32>) { x[0] = x[1] / 3u32; }")));
     }
 }
