@@ -56,6 +56,12 @@ pub struct VulkanDevice {
     name: String,
     driver_version: u32,
     api_version: u32,
+    /// `shaderDenormPreserveFloat32` and `...Float64`: whether the `DenormPreserve` mode
+    /// kiln's modules declare may be used here.
+    denorm_preserve: [bool; 2],
+    /// `shaderFloat64`: modules declaring `Float64` (f64 values, and f32 `/`, `sqrt` and
+    /// `fma`, which kiln computes exactly through f64) need it.
+    float64: bool,
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -113,6 +119,13 @@ impl VulkanDevice {
         if props.api_version < vk::API_VERSION_1_2 {
             return Err(unavailable(format!("{name} does not support Vulkan 1.2")));
         }
+        let mut p12 = vk::PhysicalDeviceVulkan12Properties::default();
+        {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut p12);
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        let denorm_preserve =
+            [p12.shader_denorm_preserve_float32 != 0, p12.shader_denorm_preserve_float64 != 0];
         let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
             .map_err(vkerr("enumerate extensions"))?;
         let has_float_atomics = exts.iter().any(|e| {
@@ -176,6 +189,8 @@ impl VulkanDevice {
             name,
             driver_version: props.driver_version,
             api_version: props.api_version,
+            denorm_preserve,
+            float64: base.shader_float64 != 0,
         })
     }
 
@@ -257,9 +272,14 @@ impl Device for VulkanDevice {
         DeviceKind::Vulkan
     }
 
-    /// The driver's and the API's versions, as the device reports them.
+    /// The driver's and the API's versions, as the device reports them, and whether it
+    /// honours `DenormPreserve` for f32 and f64 (which changes the modules it runs).
     fn version(&self) -> String {
-        format!("driver {:#x} api {:#x}", self.driver_version, self.api_version)
+        let [p32, p64] = self.denorm_preserve;
+        format!(
+            "driver {:#x} api {:#x} denorm-preserve f32 {p32} f64 {p64}",
+            self.driver_version, self.api_version
+        )
     }
 
     fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
@@ -269,6 +289,42 @@ impl Device for VulkanDevice {
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let a = artifact::decode(&self.name, binary)?;
         let kernels = program::decode_kernels(&self.name, a)?;
+        if !self.float64 {
+            if let Some(k) = kernels.iter().find(|k| program::declares_float64(&k.words)) {
+                return Err(DeviceError::Load {
+                    device: self.name.clone(),
+                    message: format!(
+                        "kernel `{}` needs shaderFloat64 (it uses f64, or f32 `/`, `sqrt` or \
+                         `fma`, which the Vulkan flavour computes exactly through f64) and \
+                         this device lacks it",
+                        k.entry
+                    ),
+                });
+            }
+        }
+        // A width whose DenormPreserve the device cannot honour loses the mode (declaring it
+        // there is invalid): the driver's default applies, which keeps subnormals on
+        // lavapipe (Mesa 22 reports no DenormPreserve support); see docs/vulkan.md.
+        let kernels = kernels
+            .into_iter()
+            .map(|k| {
+                let supported = |w: u32| match w {
+                    32 => self.denorm_preserve[0],
+                    64 => self.denorm_preserve[1],
+                    _ => false,
+                };
+                if program::denorm_preserve_widths(&k.words).into_iter().all(supported) {
+                    return k;
+                }
+                let words = program::without_denorm_preserve(&k.words, supported);
+                Arc::new(program::VkKernel {
+                    entry: k.entry.clone(),
+                    signature: k.signature.clone(),
+                    layout: k.layout.clone(),
+                    words,
+                })
+            })
+            .collect();
         Ok(Arc::new(VkProgram { kernels }))
     }
 

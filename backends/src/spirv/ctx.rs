@@ -108,6 +108,11 @@ impl Ctx {
         t
     }
 
+    /// Whether the type of `s` was declared (some value or memory of that type exists).
+    pub fn declared(&self, s: Scalar) -> bool {
+        self.scalars.contains_key(&s)
+    }
+
     /// The type an element of `s` has in memory (`bool` is stored as a byte).
     pub fn mem_ty(&mut self, s: Scalar) -> Word {
         self.ty(mem_scalar(s))

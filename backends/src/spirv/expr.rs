@@ -77,6 +77,10 @@ impl Emitter {
             ExprNode::Binary { op, a, b } => {
                 let (a, at) = self.expr(cx, a)?;
                 let (b, _) = self.expr(cx, b)?;
+                if cx.flavour == Flavour::Vulkan && at == Scalar::F32 && *op == BinOp::Div {
+                    // Vulkan's OpFDiv is only 2.5 ULP: a correctly rounded sequence.
+                    return Ok((self.vulkan_float_op(cx, "/", at, &[a, b])?, t));
+                }
                 let r = self.binary(cx, *op, at, a, b)?;
                 if at.is_float() && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)
                 {
@@ -174,6 +178,9 @@ impl Emitter {
             BinOp::Mul if f => bb.f_mul(ty, None, a, b),
             BinOp::Mul => bb.i_mul(ty, None, a, b),
             BinOp::Div if f => bb.f_div(ty, None, a, b),
+            BinOp::Div | BinOp::Rem if s && cx.flavour == Flavour::Vulkan => {
+                return super::exact::signed_div_rem(cx, op, t, a, b);
+            }
             BinOp::Div | BinOp::Rem if s => {
                 // MIN / -1 wraps to MIN (= -MIN) and MIN % -1 is 0: divide by 1 instead.
                 let m1 = cx.int_const(t, -1);
@@ -376,6 +383,11 @@ impl Emitter {
                 let r = cx.b.bitwise_and(it, None, xi, mask).map_err(er)?;
                 cx.b.bitcast(ty, None, r).map_err(er)
             }
+            Intrinsic::Fma | Intrinsic::Sqrt
+                if cx.flavour == Flavour::Vulkan && (t == Scalar::F32 || op == Intrinsic::Fma) =>
+            {
+                self.vulkan_float_op(cx, op.name(), t, a)
+            }
             _ => {
                 let inst = match cx.flavour {
                     Flavour::Vulkan => {
@@ -416,6 +428,25 @@ impl Emitter {
                 let set = cx.ext_set;
                 cx.b.ext_inst(ty, None, set, inst, ops).map_err(er)
             }
+        }
+    }
+}
+
+impl Emitter {
+    /// f32 `/`, `fma` or `sqrt`, or f64 `fma`, in the Vulkan flavour, where the driver's
+    /// instructions may be inexact: correctly rounded sequences on f32 (see `exact`); f64
+    /// `fma` is an error (GLSL.std.450 `Fma` may round twice, lavapipe's does, and an exact
+    /// f64 emulation is not written).
+    fn vulkan_float_op(&mut self, cx: &mut Ctx, name: &str, t: Scalar, a: &[Word]) -> R<Word> {
+        match (t, name, a) {
+            (Scalar::F32, "/", &[x, y]) => super::exact::div_f32(cx, x, y),
+            (Scalar::F32, "fma", &[x, y, z]) => super::exact::fma_f32(cx, x, y, z),
+            (Scalar::F32, "sqrt", &[x]) => super::exact::sqrt_f32(cx, x),
+            (Scalar::F64, "fma", _) => Err("`fma` on f64 cannot be expressed in the Vulkan \
+                 flavour: GLSL.std.450 `Fma` may round twice (lavapipe's does) and kiln's \
+                 `fma` rounds once; use the OpenCL flavour or another device"
+                .into()),
+            _ => Err(format!("`{name}` on {t}")),
         }
     }
 }

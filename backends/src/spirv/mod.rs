@@ -12,22 +12,79 @@
 //!   constants 0, 1, 2 (the `WorkgroupSize` built-in); local arrays are `Workgroup`
 //!   variables, zeroed by the group on entry.
 //!
-//! Semantics follow the interpreter exactly: signed division guards `MIN / -1`, shift
-//! amounts are masked, float-to-int casts clamp and map NaN to 0 explicitly, `min`/`max`
-//! follow minimumNumber/maximumNumber with -0.0 < +0.0, `for` loops never wrap.
-//! `bool` values are stored in memory as bytes. In the Vulkan flavour float arithmetic is
-//! `NoContraction` (no fma fusion or value-changing algebra) and float zero immediates are
-//! built from a run-time zero (lavapipe folds `x * 0.0` to `0.0`, wrong for -0.0/NaN/inf).
+//! Semantics follow the interpreter exactly: shift amounts are masked, float-to-int casts
+//! clamp and map NaN to 0 explicitly, `min`/`max` follow minimumNumber/maximumNumber with
+//! -0.0 < +0.0, `for` loops never wrap. `bool` values are stored in memory as bytes. In the
+//! Vulkan flavour float arithmetic is `NoContraction` (no fma fusion or value-changing
+//! algebra) and float zero immediates are built from a run-time zero (lavapipe folds
+//! `x * 0.0` to `0.0`, wrong for -0.0/NaN/inf).
+//!
+//! # The same answer on every Vulkan driver
+//!
+//! The Vulkan environment (appendix "Vulkan Environment for SPIR-V", section "Precision and
+//! Operation of SPIR-V Instructions") leaves some results undefined or less precise than
+//! kiln's semantics; a conformant driver may differ from the interpreter there, and NVIDIA's
+//! does. Each such operation is lowered to instructions Vulkan defines exactly (integer
+//! operations, and `OpFAdd`/`OpFSub`/`OpFMul`/`OpFConvert`, which it requires to be
+//! correctly rounded), in `exact.rs`:
+//!
+//! | kiln operation | what Vulkan allows | lowering |
+//! |---|---|---|
+//! | signed `%` | `OpSRem`/`OpSMod` undefined if an operand is negative (NVIDIA: `-42 % -2 == -42`) | `OpUMod` on the magnitudes, sign of the dividend |
+//! | signed `/` | `OpSDiv` undefined on overflow (`MIN / -1`) | `OpUDiv` on the magnitudes, negated if the signs differ (`MIN / -1` wraps to `MIN`) |
+//! | f32 `fma` | GLSL.std.450 `Fma` may round twice (lavapipe: `fma(1 + 2^-23, 1 - 2^-23, -1)` is 0, `fma(1e38, 10, -inf)` NaN) | exact product in f64, TwoSum, round-to-odd, one rounding to f32 |
+//! | f32 `/` | `OpFDiv` 2.5 ULP, undefined for divisors outside [2^-126, 2^126] | f64 estimate, a Newton step with the exact f64 residual `a - q*b`, then the last bit chosen by the exact residual at the midpoint; zeros, infinities and NaN decided explicitly |
+//! | f32 `sqrt` | `Sqrt` only as exact as `1 / InverseSqrt` | the same scheme with the residual `x - q*q` |
+//! | f64 `fma` | `Fma` may round twice (lavapipe's does) | **refused** with an error naming it (no exact f64 emulation is written) |
+//! | shifts | undefined for amounts >= the width | amount masked to the width (as the interpreter takes it modulo) |
+//! | float to int casts | `OpConvertFToS/U` undefined out of range and for NaN | range and NaN tested first, the converted value only for in-range inputs |
+//! | `min`/`max` | GLSL `FMin`/`FMax` undefined for NaN | explicit compares, `IsNan` and a sign test for ±0 (no `FMin`/`FMax`) |
+//!
+//! The f32 sequences use f64 arithmetic, so a kernel with f32 `fma`, `/` or `sqrt` needs a
+//! device with `shaderFloat64` (NVIDIA, AMD, lavapipe have it; many mobile GPUs do not); the
+//! runtime refuses to load a module declaring `Float64` on a device without it.
+//!
+//! What is not made exact, and why:
+//! * f64 `/` and `sqrt` are the driver's `OpFDiv` and `Sqrt`. Vulkan only promises that
+//!   double precision is at least as precise as single precision; lavapipe and NVIDIA's
+//!   driver give the correctly rounded results in every test kiln runs (the differential
+//!   tests and benches/gpu/run_vulkan.sh), but no specification promises it.
+//! * `exp`, `log`, `sin`, `cos` (f32) are the driver's GLSL.std.450 functions, as the other
+//!   backends use their hardware's: Vulkan allows `exp` 3 + 2|x| ULP, `log` 3 ULP (2^-21
+//!   absolute in [0.5, 2]), `sin`/`cos` 2^-11 absolute in [-pi, pi]; the interpreter uses
+//!   the host's libm. They are approximate in kiln's semantics (`Intrinsic::is_approximate`);
+//!   tests compare them with a tolerance. On f64 they are refused (GLSL.std.450 defines
+//!   them on 16- and 32-bit floats only).
+//! * Subnormals: Vulkan lets a driver flush them. The module declares `DenormPreserve`
+//!   (SPV_KHR_float_controls) for each float width it uses; the runtime drops the mode where
+//!   the device does not offer it (`shaderDenormPreserveFloat32/64`), and then the driver's
+//!   default applies. lavapipe (Mesa 22) offers neither mode but keeps subnormals. **NVIDIA's
+//!   driver (580.159.04, H100) offers neither and flushes f32 subnormals** (inputs and
+//!   results; f64 ones are kept): there, f32 results that involve subnormals differ from
+//!   the interpreter (flushed to zero). This is not fixed: it needs subnormal f32
+//!   arithmetic emulated with integer operations, or the device refusing f32 kernels.
+//! * `SignedZeroInfNanPreserve` is not emitted either: a driver may assume no NaN or
+//!   infinity arises. lavapipe and NVIDIA's driver keep NaN and infinities in kiln's tests;
+//!   a difference where the interpreter computes a NaN is tolerated by the random tests
+//!   (lavapipe drops the store of a NaN it computes at compile time).
+//! * Rounding is assumed to be to nearest even: Vulkan allows round-toward-zero for
+//!   arithmetic where `shaderRoundingModeRTEFloat32` is false, and kiln does not query it.
+//! * lavapipe stops a loop after 65,535 iterations per invocation, silently (a driver
+//!   cap, not a Vulkan rule): kernels whose loops run longer give wrong results there and
+//!   not on other drivers. Nothing in the module can detect this; a run-time check (the
+//!   sanitizer mode) is where such a cap is caught.
 //!
 //! The OpenCL flavour rejects kernels that use `f16` (OpenCL environments forbid the
 //! `Float16` capability; a `vload_half`/`vstore_half` lowering is not written yet) and
 //! 64-bit atomics (OpenCL environments forbid `Int64Atomics`).
 //!
 //! What the Vulkan flavour cannot express, rejected with an error: `exp`, `log`, `sin` and
-//! `cos` on `f64` (GLSL.std.450 defines them on 16- and 32-bit floats only). The IR has no
+//! `cos` on `f64` (GLSL.std.450 defines them on 16- and 32-bit floats only), and `fma` on
+//! `f64` (see above). The IR has no
 //! pointer arithmetic or pointer-valued expressions, so every pointer maps to one binding.
 
 mod ctx;
+mod exact;
 mod expr;
 mod stmt;
 
@@ -157,6 +214,9 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
     }
     .map_err(err)?;
     em.body(&mut cx, kernel).map_err(err)?;
+    if flavour == Flavour::Vulkan {
+        preserve_subnormals(&mut cx, em.entry_fn);
+    }
     if flavour == Flavour::OpenCl && cx.f16_used {
         return Err(err("f16 is not supported by the OpenCL flavour (OpenCL environments \
              allow only Float16Buffer; vload_half/vstore_half lowering is not implemented)"
@@ -164,6 +224,27 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
     }
     let module = cx.finish().module();
     Ok(SpirvModule { words: module.assemble(), flavour, entry: kernel.name().to_string(), layout })
+}
+
+/// Vulkan lets a driver flush subnormal floats (NVIDIA's does for f32 by default); kiln's
+/// semantics keep them, so the module asks for `DenormPreserve` (SPV_KHR_float_controls,
+/// core in Vulkan 1.2) for each float width it uses. The runtime drops the mode where the
+/// device lacks the matching `shaderDenormPreserveFloat*` property (declaring it there is
+/// invalid); see the module docs for what that means on lavapipe and NVIDIA.
+fn preserve_subnormals(cx: &mut Ctx, entry: Word) {
+    let widths: Vec<u32> = [Scalar::F32, Scalar::F64]
+        .into_iter()
+        .filter(|&s| cx.declared(s))
+        .map(|s| s.bits())
+        .collect();
+    if widths.is_empty() {
+        return;
+    }
+    cx.cap(Capability::DenormPreserve);
+    cx.ext("SPV_KHR_float_controls");
+    for w in widths {
+        cx.b.execution_mode(entry, ExecutionMode::DenormPreserve, [w]);
+    }
 }
 
 /// Collects `local` array declarations anywhere in the body (they are per work-group).
@@ -305,6 +386,7 @@ fn setup_vulkan(
         cx.b.begin_function(cx.void, None, FunctionControl::NONE, fty)
             .map_err(|e| e.to_string())?;
     cx.b.entry_point(ExecutionModel::GLCompute, f, kernel.name(), iface);
+    em.entry_fn = f;
     Ok(layout)
 }
 

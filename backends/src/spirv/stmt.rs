@@ -43,6 +43,8 @@ pub(crate) struct Emitter {
     /// is wrong for -0.0, NaN and infinities.
     pub opaque_zero: Option<Word>,
     pub push_params: Vec<(Var, u32, Scalar)>,
+    /// The entry point's function id (set by the flavour's setup).
+    pub entry_fn: Word,
     cl_params: Vec<(Var, Word)>,
     local_arrays: Vec<(usize, Word, Word, Scalar, u32)>,
 }
@@ -56,6 +58,7 @@ impl Emitter {
             push_var: None,
             opaque_zero: None,
             push_params: Vec::new(),
+            entry_fn: 0,
             cl_params: Vec::new(),
             local_arrays: Vec::new(),
         }

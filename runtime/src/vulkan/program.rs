@@ -109,3 +109,99 @@ pub(super) fn decode_kernels(device: &str, a: Artifact) -> Result<Vec<Arc<VkKern
     }
     Ok(kernels)
 }
+
+/// The float widths for which a SPIR-V module declares the `DenormPreserve` execution mode
+/// (the device must support each). Malformed words end the scan (the driver rejects them).
+pub(super) fn denorm_preserve_widths(words: &[u32]) -> Vec<u32> {
+    const OP_EXECUTION_MODE: u32 = 16;
+    const DENORM_PRESERVE: u32 = 4459;
+    let mut out = Vec::new();
+    let mut i = 5; // after the header
+    while let Some(&w) = words.get(i) {
+        let n = (w >> 16) as usize;
+        if n == 0 {
+            break;
+        }
+        if w & 0xffff == OP_EXECUTION_MODE && n >= 4 && words.get(i + 2) == Some(&DENORM_PRESERVE) {
+            out.extend(words.get(i + 3));
+        }
+        i += n;
+    }
+    out
+}
+
+/// `words` without the `DenormPreserve` execution modes whose width `keep` rejects.
+pub(super) fn without_denorm_preserve(words: &[u32], keep: impl Fn(u32) -> bool) -> Vec<u32> {
+    const OP_EXECUTION_MODE: u32 = 16;
+    const DENORM_PRESERVE: u32 = 4459;
+    let mut out = words[..words.len().min(5)].to_vec();
+    let mut i = 5;
+    while let Some(&w) = words.get(i) {
+        let n = ((w >> 16) as usize).max(1).min(words.len() - i);
+        let inst = &words[i..i + n];
+        let drop = w & 0xffff == OP_EXECUTION_MODE
+            && n >= 4
+            && inst[2] == DENORM_PRESERVE
+            && !keep(inst[3]);
+        if !drop {
+            out.extend_from_slice(inst);
+        }
+        i += n;
+    }
+    out
+}
+
+/// Whether a SPIR-V module declares the `Float64` capability.
+pub(super) fn declares_float64(words: &[u32]) -> bool {
+    const OP_CAPABILITY: u32 = 17;
+    const FLOAT64: u32 = 10;
+    let mut i = 5;
+    while let Some(&w) = words.get(i) {
+        let n = (w >> 16) as usize;
+        if n == 0 {
+            break;
+        }
+        if w & 0xffff == OP_CAPABILITY && words.get(i + 1) == Some(&FLOAT64) {
+            return true;
+        }
+        i += n;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A module's DenormPreserve modes are found, and only the rejected widths are dropped.
+    #[test]
+    fn denorm_preserve_modes_are_found_and_dropped_by_width() {
+        let k = kiln_ir::parse_module(
+            "kernel d(x: ptr<global, f32>, y: ptr<global, f64>) { x[0] = x[1] * 0.5; y[0] = y[1]; }",
+        )
+        .unwrap()
+        .kernels
+        .remove(0);
+        let m = kiln_backends::spirv::emit(&k, kiln_backends::spirv::Flavour::Vulkan).unwrap();
+        assert_eq!(denorm_preserve_widths(&m.words), vec![32, 64]);
+        let no64 = without_denorm_preserve(&m.words, |w| w == 32);
+        assert_eq!(denorm_preserve_widths(&no64), vec![32]);
+        assert_eq!(no64.len(), m.words.len() - 4);
+        let none = without_denorm_preserve(&m.words, |_| false);
+        assert_eq!(denorm_preserve_widths(&none), Vec::<u32>::new());
+        assert_eq!(without_denorm_preserve(&m.words, |_| true), m.words);
+    }
+
+    /// f64 values and the exact f32 division need `Float64`; integer kernels do not.
+    #[test]
+    fn float64_capability_is_found() {
+        let emit = |src: &str| {
+            let k = kiln_ir::parse_module(src).unwrap().kernels.remove(0);
+            kiln_backends::spirv::emit(&k, kiln_backends::spirv::Flavour::Vulkan).unwrap().words
+        };
+        assert!(declares_float64(&emit("kernel a(x: ptr<global, f32>) { x[0] = x[1] / x[2]; }")));
+        assert!(declares_float64(&emit("kernel b(x: ptr<global, f64>) { x[0] = x[1]; }")));
+        assert!(!declares_float64(&emit("kernel c(x: ptr<global, f32>) { x[0] = x[1] * x[2]; }")));
+        assert!(!declares_float64(&emit("kernel d(x: ptr<global, u32>) { x[0] = x[1] / 3u32; }")));
+    }
+}
