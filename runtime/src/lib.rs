@@ -52,6 +52,7 @@ pub use context::{
 };
 pub use device::{
     interp_device, Device, DeviceKind, Handle, Interp, InterpDevice, IrDevice, IrExecutor,
+    LimitedInterp,
 };
 pub use error::{DeviceError, RuntimeError};
 pub use event::{Event, EventStatus};

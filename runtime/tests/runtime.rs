@@ -406,3 +406,50 @@ fn prepared_modules_look_kernels_up_by_key() {
     });
     assert_eq!(x.read().unwrap(), vec![2.0, -4.0]);
 }
+
+#[test]
+fn wait_timeout_gives_up_on_running_command() {
+    let c = ctx();
+    let q = Queue::new(&c, QueueOrder::InOrder);
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let ev = q.submit(move |h| {
+        h.host_task(move |_| rx.recv().map_err(|e| e.to_string()));
+    });
+    assert!(ev.wait_timeout(Duration::from_millis(20)).is_none(), "{:?}", ev.status());
+    assert_eq!(ev.status(), EventStatus::Running);
+    tx.send(()).unwrap();
+    assert!(matches!(ev.wait_timeout(Duration::from_secs(600)), Some(Ok(()))));
+    // A failed command reports its error, as `wait` does.
+    let ev = q.submit(|h| h.host_task(|_| Err("no".into())));
+    let e = ev.wait_timeout(Duration::from_secs(600)).unwrap().unwrap_err();
+    assert!(e.to_string().contains("no"), "{e}");
+}
+
+#[test]
+fn limited_interp_stops_endless_kernel() {
+    use kiln_runtime::{Device, IrDevice, LimitedInterp};
+    let m = parse_module("kernel spin(x: ptr<global, u32>) { while true { x[0] = x[0] + 1; } }")
+        .unwrap();
+    for (limits, want) in [
+        (LimitedInterp { max_steps: Some(100), timeout: None }, "step limit exceeded"),
+        (
+            LimitedInterp { max_steps: None, timeout: Some(Duration::from_millis(20)) },
+            "time limit exceeded",
+        ),
+    ] {
+        let dev = Arc::new(IrDevice(limits));
+        // Same identity as the plain interpreter: limits do not change what is built.
+        assert_eq!(dev.identity(), interp_device().identity());
+        let c = Context::with_config(dev, ContextConfig { workers: 1, ..Default::default() });
+        let p = c.build_program(&m, &[], "").unwrap();
+        let k = c.kernel(&p, "spin").unwrap();
+        let x = Buffer::<u32>::from_slice(&[0]);
+        let q = Queue::new(&c, QueueOrder::InOrder);
+        q.submit(|h| {
+            let a = h.read_write(&x);
+            h.parallel_for(&k, NdRange::new(&[1]), vec![KernelArg::Buffer(a)]);
+        });
+        let e = q.wait().unwrap_err().to_string();
+        assert!(e.contains("work-item (0, 0, 0)") && e.contains(want), "{e}");
+    }
+}
