@@ -454,7 +454,7 @@ fn run_rejects_bad_size_lists_and_devices() {
     let o = saxpy_with(&["--device", "opencl"]);
     assert_fails(&o, 1, &["device `opencl` is not available in this build"]);
     let o = saxpy_with(&["--device", "abacus"]);
-    assert_fails(&o, 1, &["unknown device `abacus`"]);
+    assert_fails(&o, 2, &["unknown device `abacus`"]);
 }
 
 #[test]

@@ -9,8 +9,8 @@ use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
 use kiln::runtime::cuda::CudaDevice;
 use kiln::runtime::vulkan::VulkanDevice;
 use kiln::runtime::{
-    interp_device, AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, KernelArg,
-    Queue, QueueOrder, RuntimeError,
+    AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, KernelArg,
+    IrDevice, LimitedInterp, Queue, QueueOrder, RuntimeError,
 };
 
 use super::buffers::{contents, new_buffer};
@@ -55,6 +55,10 @@ Program cache:
   cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part of the cache key; for
   vulkan and cuda, `-O0` builds without the -O optimization pipeline.
 
+Limits:
+  --max-steps N (interp) and --timeout SECS (every device) stop a kernel that runs too long;
+  without them a kernel that never finishes makes `kiln run` wait forever.
+
 Exit status: 0 on success; 1 for an error in the file, the values or the run (messages on
 stderr, `kiln: error: ...`); 2 for a malformed command line.
 
@@ -89,7 +93,7 @@ pub struct RunArgs {
     offset: Option<Sizes>,
     /// Where to run: `interp` (the reference interpreter), `vulkan` (the first Vulkan device,
     /// e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA GPU, through PTX).
-    #[arg(long, value_name = "DEVICE", default_value = "interp")]
+    #[arg(long, value_name = "DEVICE", default_value = "interp", value_parser = device_name)]
     device: String,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
     #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = value::parse_binding)]
@@ -100,6 +104,15 @@ pub struct RunArgs {
     /// Print every element of each buffer, not a summary.
     #[arg(long)]
     full: bool,
+    /// Stop with an error after N interpreter statements, summed over all work-items
+    /// (interp only: GPU devices cannot count steps; use --timeout there).
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Stop waiting after SECS seconds (decimals allowed). The interpreter stops the kernel
+    /// and names the work-item it was running; on GPU devices kiln abandons the wait and
+    /// exits with an error, though the GPU work may still be running.
+    #[arg(long, value_name = "SECS", value_parser = value::parse_timeout)]
+    timeout: Option<std::time::Duration>,
 }
 
 /// Device names kiln knows of that this build cannot run on.
@@ -116,8 +129,29 @@ fn check_device(name: &str) -> Result<(), String> {
     }
 }
 
+/// A `--device` value: names kiln does not know are usage errors (exit code 2); known
+/// devices this build lacks are refused later by [`check_device`] (exit code 1).
+fn device_name(name: &str) -> Result<String, String> {
+    match check_device(name) {
+        Err(e) if !UNAVAILABLE_DEVICES.contains(&name) => Err(e),
+        _ => Ok(name.to_string()),
+    }
+}
+
 pub fn main(a: &RunArgs) -> Result<(), Error> {
     check_device(&a.device)?;
+    if a.max_steps.is_some() && !matches!(a.device.as_str(), "interp" | "cpu-interp") {
+        // A usage error (exit code 2): the flag cannot mean anything on this device.
+        clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--max-steps counts interpreter statements; device `{}` cannot count them \
+                 (use --timeout)\n",
+                a.device
+            ),
+        )
+        .exit()
+    }
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
     let kernel = select_kernel(&module, a.kernel.as_deref(), &a.file)?;
@@ -155,7 +189,8 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
             }
         }
     }
-    let buffers = run_on_device(&a.device, kernel, range, &args, buffers)?;
+    let limits = LimitedInterp { max_steps: a.max_steps, timeout: a.timeout };
+    let buffers = run_on_device(&a.device, limits, kernel, range, &args, buffers)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -180,6 +215,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
 /// buffers' final contents. Messages are the device's own, as before the runtime was used.
 fn run_on_device(
     device: &str,
+    limits: LimitedInterp,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
@@ -188,13 +224,15 @@ fn run_on_device(
     let dev: Arc<dyn Device> = match device {
         "vulkan" => Arc::new(VulkanDevice::open().map_err(message)?),
         "cuda" => Arc::new(CudaDevice::open().map_err(message)?),
-        _ => interp_device(),
+        _ => Arc::new(IrDevice(limits)),
     };
+    // The interpreter enforces the limits itself; a GPU's wait is watched from the host.
+    let watchdog = if device == "vulkan" || device == "cuda" { limits.timeout } else { None };
     let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..ContextConfig::from_env() });
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);
-    let outcome = run_in_context(&ctx, &module, kernel.name(), range, args, buffers);
+    let outcome = run_in_context(&ctx, &module, kernel.name(), range, args, buffers, watchdog);
     if let Some(disk) = ctx.persistent_cache() {
         for w in disk.warnings() {
             eprintln!("kiln: warning: {w}");
@@ -210,12 +248,13 @@ fn run_in_context(
     range: NdRange,
     args: &[Arg],
     buffers: Vec<interp::Buffer>,
+    watchdog: Option<std::time::Duration>,
 ) -> Result<Vec<interp::Buffer>, Error> {
     let program = ctx.build_program(module, &[], "").map_err(message)?;
     let k = ctx.kernel(&program, name).map_err(message)?;
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
     let q = Queue::new(ctx, QueueOrder::InOrder);
-    q.submit(|h| {
+    let launch = q.submit(|h| {
         let kargs = args
             .iter()
             .map(|a| match a {
@@ -225,6 +264,20 @@ fn run_in_context(
             .collect();
         h.parallel_for(&k, range, kargs);
     });
+    if let Some(t) = watchdog {
+        if launch.wait_timeout(t).is_none() {
+            // The worker thread is stuck in the driver until the GPU finishes: dropping the
+            // queue or the context would join it and hang. Leak them; the process exits next.
+            std::mem::forget(q);
+            std::mem::forget(ctx.clone());
+            return Err(Error::Message(format!(
+                "kernel `{name}` did not finish within {}s (--timeout) on device `{}`; kiln \
+                 abandoned the wait, but the GPU work may still be running",
+                t.as_secs_f64(),
+                ctx.device().name()
+            )));
+        }
+    }
     q.wait().map_err(|e| match e {
         RuntimeError::Kernel { source, .. } => message(source),
         other => Error::Message(other.to_string()),

@@ -1,0 +1,141 @@
+//! The command line tells the truth: run limits (`--max-steps`, `--timeout`, the GPU
+//! watchdog), exit code 2 for every malformed command line, environment values that are
+//! not understood, `emit` refusing to write binary to a terminal, and help texts.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kiln ARGS` in the repository root, with extra environment.
+fn kiln_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    c.current_dir(root()).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run kiln")
+}
+
+fn kiln(args: &[&str]) -> Output {
+    kiln_env(&[], args)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts exit code `code` and that stderr mentions every needle (and no panic).
+#[track_caller]
+fn assert_fails(o: &Output, code: i32, needles: &[&str]) {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "expected exit code {code}; stderr:\n{err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr does not mention {n:?}:\n{err}");
+    }
+    assert!(!err.contains("panicked"), "kiln panicked:\n{err}");
+}
+
+const SPIN: &str = "tests/adversarial/run_endless_timeout.kir";
+
+#[test]
+fn run_endless_kernel_stops_at_limits() {
+    let o = kiln(&["run", SPIN, "--global", "4", "--arg", "x=zeros:1", "--max-steps", "50"]);
+    assert_fails(&o, 1, &["kernel `spin`, work-item (0, 0, 0): step limit exceeded"]);
+    let o = kiln(&["run", SPIN, "--global", "4", "--arg", "x=zeros:1", "--timeout", "0.2"]);
+    assert_fails(&o, 1, &["kernel `spin`, work-item (0, 0, 0): time limit exceeded"]);
+    // Limits that are not reached change nothing.
+    let o = kiln(&[
+        "run",
+        "examples/saxpy.kir",
+        "--global",
+        "8",
+        "--arg",
+        "x=iota:8",
+        "--arg",
+        "y=zeros:8",
+        "--arg",
+        "a=2",
+        "--arg",
+        "n=8",
+        "--max-steps",
+        "1000",
+        "--timeout",
+        "600",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("y: f32[8] = [0.0, 2.0, 4.0"), "{}", text(&o.stdout));
+}
+
+#[test]
+fn run_limits_reject_bad_values() {
+    let base = ["run", SPIN, "--global", "1", "--arg", "x=zeros:1"];
+    for (flag, needle) in [
+        ("--timeout=abc", "not a number of seconds"),
+        ("--timeout=0", "must be positive"),
+        ("--timeout=NaN", "must be positive"),
+        ("--timeout=1e30", "too many seconds"),
+        ("--max-steps=-3", "--max-steps"),
+        ("--max-steps=lots", "--max-steps"),
+    ] {
+        let o = kiln(&[&base[..], &[flag]].concat());
+        assert_fails(&o, 2, &[needle]);
+    }
+    for device in ["vulkan", "cuda"] {
+        let o = kiln(&[&base[..], &["--max-steps", "10", "--device", device]].concat());
+        assert_fails(&o, 2, &["--max-steps", "cannot count them"]);
+    }
+}
+
+/// On a GPU device the host abandons the wait after --timeout and says the work may still
+/// be running (lavapipe here; skipped with a message where there is no Vulkan device,
+/// unless `KILN_REQUIRE_TOOLS` is set). lavapipe caps loops at 65535 iterations, so the
+/// kernel is long through its many work-items rather than endless.
+#[test]
+fn run_gpu_watchdog_abandons_wait() {
+    let dir = std::env::temp_dir().join(format!("kiln-usage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("busy.kir");
+    std::fs::write(
+        &file,
+        "kernel busy(x: ptr<global, u32>, n: u32) {
+  let g: u32 = global_id(0);
+  var acc: u32 = g;
+  for i: u32 in 0 .. n {
+    acc = acc * 3u32 + i;
+  }
+  x[g] = acc;
+}
+",
+    )
+    .unwrap();
+    let o = kiln(&[
+        "run",
+        file.to_str().unwrap(),
+        "--device",
+        "vulkan",
+        "--global",
+        "4194304",
+        "--local",
+        "128",
+        "--arg",
+        "x=zeros:4194304",
+        "--arg",
+        "n=60000",
+        "--timeout",
+        "0.5",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = text(&o.stderr);
+    if err.contains("device unavailable") && std::env::var_os("KILN_REQUIRE_TOOLS").is_none() {
+        eprintln!("skipping: {err}");
+        return;
+    }
+    assert_fails(
+        &o,
+        1,
+        &["kernel `busy` did not finish within 0.5s (--timeout)", "may still be running"],
+    );
+}
