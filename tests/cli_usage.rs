@@ -139,3 +139,52 @@ fn run_gpu_watchdog_abandons_wait() {
         &["kernel `busy` did not finish within 0.5s (--timeout)", "may still be running"],
     );
 }
+
+/// `kiln emit --target spirv-*` with a terminal as stdout and no `-o` refuses (exit 2)
+/// instead of writing binary to the terminal; `--text` and `-o` still work there.
+#[cfg(unix)]
+#[test]
+fn emit_spirv_refuses_terminal_stdout() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let run = |extra: &[&str]| {
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty writes two fds into the out-parameters; the null pointers ask for no
+        // name and default terminal settings.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: both fds were just opened and are owned by nothing else.
+        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .current_dir(root())
+            .args(["emit", "examples/saxpy.kir", "--target", "spirv-vk"])
+            .args(extra)
+            .stdout(std::process::Stdio::from(slave))
+            .output()
+            .expect("run kiln");
+        drop(master);
+        o
+    };
+    let o = run(&[]);
+    assert_fails(&o, 2, &["binary SPIR-V", "stdout is a terminal", "-o PATH"]);
+    let o = run(&["--text"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let dir = std::env::temp_dir().join(format!("kiln-usage-tty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("saxpy.spv");
+    let o = run(&["-o", out.to_str().unwrap()]);
+    let bytes = std::fs::read(&out).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(bytes.get(..4), Some(&0x0723_0203u32.to_le_bytes()[..]), "not SPIR-V");
+    // Not a terminal (a pipe): the binary goes to stdout as before.
+    let o = kiln(&["emit", "examples/saxpy.kir", "--target", "spirv-vk"]);
+    assert!(o.status.success() && o.stdout.starts_with(&0x0723_0203u32.to_le_bytes()));
+}
