@@ -188,3 +188,104 @@ fn emit_spirv_refuses_terminal_stdout() {
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "spirv-vk"]);
     assert!(o.status.success() && o.stdout.starts_with(&0x0723_0203u32.to_le_bytes()));
 }
+
+/// A `KILN_*` value that is not understood is the same error for every command and device,
+/// before anything runs; accepted values pass.
+#[test]
+fn env_values_not_understood_are_errors_everywhere() {
+    let saxpy = [
+        "run",
+        "examples/saxpy.kir",
+        "--global",
+        "8",
+        "--arg",
+        "x=iota:8",
+        "--arg",
+        "y=zeros:8",
+        "--arg",
+        "a=2",
+        "--arg",
+        "n=8",
+    ];
+    for (var, value, needle) in [
+        ("KILN_CACHE_PERSISTENT", "yes", "1 (on) or 0 (off)"),
+        ("KILN_CACHE_PERSISTENT", "true", "1 (on) or 0 (off)"),
+        ("KILN_PROGRAM_BUILD_OPTIONS", "-O7", "unknown build option `-O7`"),
+        ("KILN_IN_MEM_CACHE_MAX", "lots", "whole number of bytes"),
+        ("KILN_VERBOSE", "1", "debuginfo"),
+    ] {
+        let said = format!("{var}=\"{value}\" is not understood");
+        for device in ["interp", "vulkan", "cuda"] {
+            let o = kiln_env(&[(var, value)], &[&saxpy[..], &["--device", device]].concat());
+            assert_fails(&o, 1, &[&said, needle]);
+        }
+        let o = kiln_env(&[(var, value)], &["fmt", "examples/saxpy.kir"]);
+        assert_fails(&o, 1, &[&said]);
+    }
+    let scratch = std::env::temp_dir().join(format!("kiln-usage-env-{}", std::process::id()));
+    for (var, value) in [
+        ("KILN_CACHE_PERSISTENT", "0"),
+        ("KILN_PROGRAM_BUILD_OPTIONS", "-O0 -O2"),
+        ("KILN_IN_MEM_CACHE_MAX", "4096"),
+        ("KILN_VERBOSE", "debuginfo"),
+    ] {
+        let o = kiln_env(&[(var, value), ("KILN_CACHE_DIR", scratch.to_str().unwrap())], &saxpy);
+        assert!(o.status.success(), "{var}={value}: {}", text(&o.stderr));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// Help tells the truth: every variable of kiln's is in the footer, `run` is not said to be
+/// interpreter-only, and `opt` points to a flag that exists.
+#[test]
+fn help_lists_variables_and_real_flags() {
+    let o = kiln(&["--help"]);
+    let help = text(&o.stdout);
+    assert!(o.status.success());
+    for v in kiln::runtime::env::VARIABLES {
+        if v.scope == kiln::runtime::env::Scope::Kiln {
+            assert!(help.contains(&format!("{}: {}", v.name, v.accepts)), "{} missing:\n{help}", v.name);
+        }
+    }
+    assert!(help.contains("Vulkan or CUDA"), "{help}");
+    let o = kiln(&["opt", "--help"]);
+    assert!(text(&o.stdout).contains("--list-passes"), "{}", text(&o.stdout));
+    let o = kiln(&["opt", "--list-passes"]);
+    assert!(o.status.success());
+    for (name, _, what) in kiln::passes::manager::PASSES {
+        assert!(text(&o.stdout).contains(&format!("{name:<10} {what}")), "{name}");
+    }
+}
+
+/// A sample of malformed command lines for every subcommand: all exit 2, none 1.
+#[test]
+fn malformed_command_lines_exit_2() {
+    for args in [
+        &["check"][..],
+        &["check", "--frob", "x.kir"],
+        &["fmt"],
+        &["fmt", "examples/saxpy.kir", "--check", "--nope"],
+        &["emit", "examples/saxpy.kir"],
+        &["emit", "examples/saxpy.kir", "--target", "x86"],
+        &["emit", "examples/saxpy.kir", "--target", "ptx", "--sm", "abc"],
+        &["emit", "examples/saxpy.kir", "--target", "ptx", "--ptx-version", "eight"],
+        &["fuse", "examples/saxpy.kir"],
+        &["run", "examples/saxpy.kir", "--global", "abc"],
+        &["run", "examples/saxpy.kir", "--global", "8", "--arg", "a"],
+        &["run", "examples/saxpy.kir", "--global", "8", "--out", "y"],
+        &["run", "examples/saxpy.kir", "--device", "tpu"],
+        &["run", "examples/saxpy.kir", "--max-steps", "x"],
+        &["divergence"],
+        &["cache", "frob"],
+        &["cache", "evict", "--max-size", "lots"],
+        &["opt", "examples/saxpy.kir"],
+        &["opt", "examples/saxpy.kir", "--passes", "cse,nope"],
+        &["opt", "examples/saxpy.kir", "-O", "--passes", "cse"],
+        &["frobnicate"],
+        &[],
+    ] {
+        let o = kiln(args);
+        assert_eq!(o.status.code(), Some(2), "kiln {args:?}: {}", text(&o.stderr));
+        assert!(!text(&o.stderr).is_empty(), "kiln {args:?} said nothing");
+    }
+}

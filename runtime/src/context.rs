@@ -233,17 +233,34 @@ pub struct ContextConfig {
 
 impl ContextConfig {
     /// `KILN_IN_MEM_CACHE_MAX`, the persistent cache of [`PersistentCache::from_env`] and
-    /// `KILN_PROGRAM_BUILD_OPTIONS`.
+    /// `KILN_PROGRAM_BUILD_OPTIONS`. A value that is not understood is printed to stderr as
+    /// a warning and ignored (that setting keeps its default); use
+    /// [`try_from_env`](Self::try_from_env) to get it as an error instead.
     pub fn from_env() -> ContextConfig {
+        let warn = |e: crate::env::EnvError| eprintln!("kiln: warning: {e}; ignored");
         ContextConfig {
-            in_mem_max: std::env::var("KILN_IN_MEM_CACHE_MAX")
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
+            in_mem_max: crate::env::number("KILN_IN_MEM_CACHE_MAX")
+                .unwrap_or_else(|e| {
+                    warn(e);
+                    None
+                })
                 .unwrap_or(0),
             persistent: PersistentCache::from_env(),
-            env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
+            env_build_options: crate::env::text("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_else(|e| {
+                warn(e);
+                String::new()
+            }),
             workers: 0,
         }
+    }
+
+    /// Like [`from_env`](Self::from_env), but the first value that is not understood (of
+    /// the variables [`crate::env::check_all`] checks) is an error.
+    pub fn try_from_env() -> Result<ContextConfig, crate::env::EnvError> {
+        if let Some(e) = crate::env::check_all().into_iter().next() {
+            return Err(e);
+        }
+        Ok(ContextConfig::from_env())
     }
 }
 
@@ -390,6 +407,16 @@ impl Context {
 
     fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
         let dev = &self.0.device;
+        // Every device refuses unknown options alike, the interpreter (which has none to
+        // apply) included, and before the persistent cache is asked.
+        crate::options::BuildOptions::parse(&key.options).map_err(|e| DeviceError::Build {
+            device: dev.name(),
+            message: if crate::options::BuildOptions::parse(&self.0.env_build_options).is_err() {
+                format!("KILN_PROGRAM_BUILD_OPTIONS: {e}")
+            } else {
+                e
+            },
+        })?;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             if let Some(bin) = p.get_hashed(dk, &key.hashes) {

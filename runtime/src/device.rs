@@ -173,7 +173,11 @@ impl<X: IrExecutor> Device for IrDevice<X> {
     fn version(&self) -> String {
         self.0.version()
     }
-    fn build(&self, module: &Module, _options: &str) -> Result<Vec<u8>, DeviceError> {
+    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+        // No option changes what is built here, but an unknown one is refused as on the GPU
+        // devices.
+        crate::options::BuildOptions::parse(options)
+            .map_err(|message| DeviceError::Build { device: self.name(), message })?;
         verify_module(module).map_err(|errs| DeviceError::Build {
             device: self.name(),
             message: errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "),

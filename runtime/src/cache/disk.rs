@@ -133,10 +133,16 @@ impl PersistentCache {
 
     /// The cache the environment asks for: `None` unless `KILN_CACHE_PERSISTENT=1`; rooted
     /// at `KILN_CACHE_DIR` or [`default_root`](Self::default_root); limits from
-    /// `KILN_CACHE_MAX_SIZE` and `KILN_CACHE_MAX_ITEM_SIZE`.
+    /// `KILN_CACHE_MAX_SIZE` and `KILN_CACHE_MAX_ITEM_SIZE`. A `KILN_CACHE_PERSISTENT` that
+    /// is neither `1` nor `0` is warned about on stderr and leaves the cache off.
     pub fn from_env() -> Option<PersistentCache> {
-        if std::env::var("KILN_CACHE_PERSISTENT").ok()?.trim() != "1" {
-            return None;
+        match crate::env::flag("KILN_CACHE_PERSISTENT") {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                eprintln!("kiln: warning: {e}; the persistent cache stays off");
+                return None;
+            }
         }
         Self::from_env_root()
     }
