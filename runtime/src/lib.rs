@@ -1,6 +1,6 @@
 //! # kiln-runtime: devices, contexts, queues, buffers, events and the kernel/program cache
 //!
-//! SYCL-like and Rust-shaped (see `ARCHITECTURE.md`):
+//! SYCL-like and Rust-shaped:
 //!
 //! * A [`Device`] builds *programs* (artifacts for one device: SPIR-V words, PTX text,
 //!   machine code, or the verified IR for the interpreter) from a [`kiln_ir::Module`] and
