@@ -81,7 +81,7 @@ const TOOLS: &[Tool] = &[
         extra_dirs: &["/usr/lib/llvm-*/bin"],
         install: Install::Apt("llvm"),
         required: true,
-        used_by: "the AMDGPU backend's tests (llvm-mc -triple=amdgcn -mcpu=gfx900)",
+        used_by: "the AMDGPU backend's tests (llvm-mc -triple=amdgcn-amd-amdhsa -mcpu=gfx900)",
     },
     Tool {
         name: "ptxas",
@@ -282,19 +282,108 @@ fn test(extra: &[String]) -> Result<()> {
         )));
     }
     let mut cmd = Command::new(cargo());
+    // Tests that find no device or tool report it through kiln_ir::testing::skip, which
+    // appends to this log; the summary then says how many `ok`s did not really run.
+    let skip_log = target_dir().join("xtask-skips.log");
+    let _ = std::fs::remove_file(&skip_log);
     cmd.current_dir(&root)
         .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
         .args(extra)
-        .env("KILN_REQUIRE_TOOLS", "1");
+        .env("KILN_REQUIRE_TOOLS", "1")
+        .env("KILN_SKIP_LOG", &skip_log);
     for (var, path) in env {
         cmd.env(var, path);
     }
-    step(
-        4,
-        total,
-        "cargo test --workspace --all-features --no-fail-fast (KILN_REQUIRE_TOOLS=1)",
-        &mut cmd,
-    )
+    let title = "cargo test --workspace --all-features --no-fail-fast (KILN_REQUIRE_TOOLS=1)";
+    println!("==> [4/{total}] {title}");
+    let (status, counts) = run_counting(&mut cmd)
+        .map_err(|e| Failure::new(format!("{title}: cannot run {:?}: {e}", cmd.get_program())))?;
+    let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();
+    println!("{}", summary(&counts, &skips));
+    if status.success() {
+        return Ok(());
+    }
+    let code = status.code().unwrap_or(1);
+    Err(Failure {
+        code: u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1),
+        message: Some(format!("step 4/{total} failed: {title} (exit code {code})")),
+        show_usage: false,
+    })
+}
+
+/// What the test harness reported, summed over every test binary.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Counts {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+    /// `test NAME ... ignored[, reason]` lines, as printed.
+    ignored_tests: Vec<String>,
+}
+
+impl Counts {
+    /// Takes in one line of `cargo test`'s standard output.
+    fn add_line(&mut self, line: &str) {
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let number = |what: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| part.trim().strip_suffix(what))
+                    .and_then(|n| n.trim().rsplit(' ').next()?.parse().ok())
+                    .unwrap_or(0)
+            };
+            self.passed += number("passed");
+            self.failed += number("failed");
+            self.ignored += number("ignored");
+        } else if line.starts_with("test ") && line.contains(" ... ignored") {
+            self.ignored_tests.push(line["test ".len()..].to_string());
+        }
+    }
+}
+
+/// Runs `cmd` with its standard output passed through line by line and counted.
+fn run_counting(cmd: &mut Command) -> std::io::Result<(std::process::ExitStatus, Counts)> {
+    use std::io::{BufRead, Write};
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn()?;
+    let mut counts = Counts::default();
+    let out = child.stdout.take().expect("stdout is piped");
+    let stdout = std::io::stdout();
+    for line in std::io::BufReader::new(out).lines() {
+        let line = line?;
+        let mut lock = stdout.lock();
+        writeln!(lock, "{line}")?;
+        lock.flush()?;
+        counts.add_line(&line);
+    }
+    Ok((child.wait()?, counts))
+}
+
+/// The closing summary: how many tests ran their checks, were ignored, or skipped them at
+/// run time (they print `ok` all the same; `skips` is the KILN_SKIP_LOG text).
+fn summary(counts: &Counts, skips: &str) -> String {
+    let skipped: Vec<&str> = skips.lines().filter(|l| !l.trim().is_empty()).collect();
+    let ran = counts.passed.saturating_sub(skipped.len() as u64);
+    let mut s = format!(
+        "==> tests: {} passed ({ran} ran their checks, {} skipped them at run time), {} failed, \
+         {} ignored",
+        counts.passed,
+        skipped.len(),
+        counts.failed,
+        counts.ignored
+    );
+    if !skipped.is_empty() {
+        s += "\n    skipped at run time (no device or tool; they print `ok`):";
+        for l in &skipped {
+            let (test, reason) = l.split_once('\t').unwrap_or((l, ""));
+            s += &format!("\n      {test}: {reason}");
+        }
+    }
+    if !counts.ignored_tests.is_empty() {
+        s += "\n    ignored:";
+        for t in &counts.ignored_tests {
+            s += &format!("\n      {t}");
+        }
+    }
+    s
 }
 
 fn tools(args: &[String]) -> Result<()> {
@@ -578,4 +667,29 @@ fn fuzz(args: &[String]) -> Result<()> {
         .arg("--")
         .arg(format!("-max_total_time={seconds}"));
     step(2, 2, &format!("{how} fuzz run {target} -- -max_total_time={seconds}"), &mut cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_summary() {
+        let mut c = Counts::default();
+        for line in [
+            "test a ... ok",
+            "test big ... ignored, needs a GPU",
+            "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; \
+             finished in 0.20s",
+            "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 4 filtered out",
+        ] {
+            c.add_line(line);
+        }
+        assert_eq!((c.passed, c.failed, c.ignored), (15, 2, 1));
+        assert_eq!(c.ignored_tests, ["big ... ignored, needs a GPU"]);
+        let s = summary(&c, "cuda_diff::x\tCUDA device unavailable: no driver\n");
+        assert!(s.contains("15 passed (14 ran their checks, 1 skipped them at run time)"), "{s}");
+        assert!(s.contains("cuda_diff::x: CUDA device unavailable: no driver"), "{s}");
+        assert!(s.contains("big ... ignored, needs a GPU"), "{s}");
+    }
 }
