@@ -24,7 +24,7 @@
 //!
 //! ## Environment
 //!
-//! [`env::VARIABLES`] lists every `KILN_*` variable with what it accepts; [`env`] parses
+//! [`env::VARIABLES`] lists every `KILN_*` variable with what it accepts; [`env`](mod@env) parses
 //! them, so a value that is not understood is an error naming the variable on every device.
 //! Build options (`KILN_PROGRAM_BUILD_OPTIONS` and the API's) are recognized in one place,
 //! [`options`].
