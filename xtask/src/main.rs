@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's one test command and its helpers. Standard library only.
 //!
 //! ```text
-//! cargo xtask test [ARGS...]        fmt --check, clippy -D warnings, locate tools, cargo test
+//! cargo xtask test [ARGS...]        fmt --check, clippy -D warnings, doc -D warnings, locate
+//!                                   tools, cargo test, and a summary of skipped tests
 //! cargo xtask tools [--all]         locate (or install) the external tools tests use
 //! cargo xtask fuzz --list           list the cargo-fuzz targets
 //! cargo xtask fuzz TARGET [--seconds N] [--stable]   run one (default 60 s)
@@ -13,8 +14,9 @@ use std::process::{Command, ExitCode};
 
 const USAGE: &str = "\
 usage:
-  cargo xtask test [ARGS...]              check formatting and lints, then run every test with
-                                          KILN_REQUIRE_TOOLS=1 (ARGS go to `cargo test`)
+  cargo xtask test [ARGS...]              check formatting, lints and doc links, then run every
+                                          test with KILN_REQUIRE_TOOLS=1 (ARGS go to `cargo
+                                          test`) and summarize what was skipped or ignored
   cargo xtask tools [--all]               locate or install the external tools the tests use
                                           (--all: also those no test needs yet) and print them
   cargo xtask fuzz --list                 list the fuzz targets
@@ -230,7 +232,7 @@ fn step(n: usize, total: usize, title: &str, cmd: &mut Command) -> Result<()> {
 
 fn test(extra: &[String]) -> Result<()> {
     let root = root();
-    let total = 4;
+    let total = 5;
     step(
         1,
         total,
@@ -251,7 +253,16 @@ fn test(extra: &[String]) -> Result<()> {
             "warnings",
         ]),
     )?;
-    println!("==> [3/{total}] locate external tools");
+    step(
+        3,
+        total,
+        "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings: no broken intra-doc links)",
+        Command::new(cargo())
+            .current_dir(&root)
+            .args(["doc", "--workspace", "--no-deps", "--exclude", "xtask"])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    println!("==> [4/{total}] locate external tools");
     let mut env = Vec::new();
     let mut missing = Vec::new();
     for tool in TOOLS.iter().filter(|t| t.required) {
@@ -277,7 +288,7 @@ fn test(extra: &[String]) -> Result<()> {
     }
     if !missing.is_empty() {
         return Err(Failure::new(format!(
-            "step 3/{total} failed: external tools missing:\n  {}",
+            "step 4/{total} failed: external tools missing:\n  {}",
             missing.join("\n  ")
         )));
     }
@@ -295,7 +306,7 @@ fn test(extra: &[String]) -> Result<()> {
         cmd.env(var, path);
     }
     let title = "cargo test --workspace --all-features --no-fail-fast (KILN_REQUIRE_TOOLS=1)";
-    println!("==> [4/{total}] {title}");
+    println!("==> [5/{total}] {title}");
     let (status, counts) = run_counting(&mut cmd)
         .map_err(|e| Failure::new(format!("{title}: cannot run {:?}: {e}", cmd.get_program())))?;
     let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();
@@ -306,7 +317,7 @@ fn test(extra: &[String]) -> Result<()> {
     let code = status.code().unwrap_or(1);
     Err(Failure {
         code: u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1),
-        message: Some(format!("step 4/{total} failed: {title} (exit code {code})")),
+        message: Some(format!("step 5/{total} failed: {title} (exit code {code})")),
         show_usage: false,
     })
 }
