@@ -161,7 +161,8 @@ fn emit_spirv_refuses_terminal_stdout() {
         };
         assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
         // SAFETY: both fds were just opened and are owned by nothing else.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
             .current_dir(root())
             .args(["emit", "examples/saxpy.kir", "--target", "spirv-vk"])
@@ -244,7 +245,11 @@ fn help_lists_variables_and_real_flags() {
     assert!(o.status.success());
     for v in kiln::runtime::env::VARIABLES {
         if v.scope == kiln::runtime::env::Scope::Kiln {
-            assert!(help.contains(&format!("{}: {}", v.name, v.accepts)), "{} missing:\n{help}", v.name);
+            assert!(
+                help.contains(&format!("{}: {}", v.name, v.accepts)),
+                "{} missing:\n{help}",
+                v.name
+            );
         }
     }
     assert!(help.contains("Vulkan or CUDA"), "{help}");

@@ -207,9 +207,12 @@ fn check_file(path: &Path, rel: &str) -> Vec<String> {
                 }
             }
             "output" => match previous {
-                Some((true, stdout)) if trim_lines(&stdout) != trim_lines(&b.text) => fail(
-                    format!("the output shown differs from the command's:\n{}", trim_lines(&stdout)),
-                ),
+                Some((true, stdout)) if trim_lines(&stdout) != trim_lines(&b.text) => {
+                    fail(format!(
+                        "the output shown differs from the command's:\n{}",
+                        trim_lines(&stdout)
+                    ))
+                }
                 Some((false, stderr)) if !trim_lines(&stderr).contains(&trim_lines(&b.text)) => {
                     fail(format!("the message shown is not kiln's:\n{}", trim_lines(&stderr)))
                 }
@@ -242,7 +245,9 @@ fn check_file(path: &Path, rel: &str) -> Vec<String> {
                 }
             }
             "text" | "ebnf" => {}
-            "" => fail("a block needs an info string (sh, kir, rust, toml, output, text...)".into()),
+            "" => {
+                fail("a block needs an info string (sh, kir, rust, toml, output, text...)".into())
+            }
             other => fail(format!("unknown info string `{other}` (see tests/docs.rs)")),
         }
     }
@@ -306,7 +311,10 @@ fn checker_finds_broken_blocks() {
         ),
         ("```kir\nkernel k( {\n```\n", "rejects it"),
         ("```kir,fails\nkernel k() {}\n```\n", "should fail"),
-        ("```kir,fails\nkernel k() { x = 1; }\n```\n```output\nsomething else\n```\n", "not kiln's"),
+        (
+            "```kir,fails\nkernel k() { x = 1; }\n```\n```output\nsomething else\n```\n",
+            "not kiln's",
+        ),
         ("```output\nx\n```\n", "must follow"),
         ("```toml\na = [\n```\n", "not TOML"),
         ("```rust\nfn main() {}\n```\n", "include_str!"),
@@ -319,7 +327,8 @@ fn checker_finds_broken_blocks() {
         assert!(problems.contains(want), "case {i} ({want}): {problems:?}");
     }
     // A correct document passes.
-    let good = "```sh\nkiln check examples/saxpy.kir\n```\n```kir,fails\nkernel k() { x = 1; }\n```\n\
+    let good =
+        "```sh\nkiln check examples/saxpy.kir\n```\n```kir,fails\nkernel k() { x = 1; }\n```\n\
                 ```text\nanything\n```\n";
     let path = dir.join("good.md");
     std::fs::write(&path, good).unwrap();

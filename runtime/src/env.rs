@@ -35,6 +35,9 @@ pub enum Scope {
     Tests,
 }
 
+/// A check of one variable's value: `Err` names the variable, the value and what it accepts.
+pub type Check = fn(&'static str, &str) -> Result<(), EnvError>;
+
 /// One environment variable kiln or its tests read.
 pub struct Variable {
     /// `KILN_...`.
@@ -47,7 +50,7 @@ pub struct Variable {
     pub meaning: &'static str,
     /// Checks a value; `None` where the value is checked by its reader elsewhere (paths,
     /// and the cache size limits, whose parser lives with the persistent cache).
-    pub check: Option<fn(&'static str, &str) -> Result<(), EnvError>>,
+    pub check: Option<Check>,
 }
 
 fn check_flag(name: &'static str, v: &str) -> Result<(), EnvError> {
@@ -59,11 +62,7 @@ fn check_bytes(name: &'static str, v: &str) -> Result<(), EnvError> {
 }
 
 fn check_build_options(name: &'static str, v: &str) -> Result<(), EnvError> {
-    BuildOptions::parse(v).map(|_| ()).map_err(|reason| EnvError {
-        name,
-        value: v.into(),
-        reason,
-    })
+    BuildOptions::parse(v).map(|_| ()).map_err(|reason| EnvError { name, value: v.into(), reason })
 }
 
 fn check_verbose(name: &'static str, v: &str) -> Result<(), EnvError> {

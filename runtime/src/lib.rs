@@ -53,8 +53,8 @@ pub use device::{
     LimitedInterp,
 };
 pub use error::{DeviceError, RuntimeError};
-pub use options::BuildOptions;
 pub use event::{Event, EventStatus};
 /// Re-exported from the IR crate: launch geometry and buffer elements.
 pub use kiln_ir::interp::{Element, NdRange};
+pub use options::BuildOptions;
 pub use queue::{Handler, HostTaskContext, KernelArg, Queue, QueueOrder};

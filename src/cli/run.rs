@@ -9,8 +9,8 @@ use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
 use kiln::runtime::cuda::CudaDevice;
 use kiln::runtime::vulkan::VulkanDevice;
 use kiln::runtime::{
-    AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, KernelArg,
-    IrDevice, LimitedInterp, Queue, QueueOrder, RuntimeError,
+    AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, IrDevice, KernelArg,
+    LimitedInterp, Queue, QueueOrder, RuntimeError,
 };
 
 use super::buffers::{contents, new_buffer};
@@ -51,9 +51,10 @@ Output:
 
 Program cache:
   The kernel is built through the runtime's program cache. With KILN_CACHE_PERSISTENT=1 the
-  built program is also stored on disk (KILN_CACHE_DIR, default ~/.cache/kiln; see `kiln
-  cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part of the cache key; for
-  vulkan and cuda, `-O0` builds without the -O optimization pipeline.
+  built program is also stored on disk (KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln, else
+  ~/.cache/kiln; see `kiln cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part
+  of the cache key; for vulkan and cuda, `-O0` builds without the -O optimization pipeline.
+  `kiln --help` lists every variable.
 
 Limits:
   --max-steps N (interp) and --timeout SECS (every device) stop a kernel that runs too long;

@@ -253,7 +253,7 @@ pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{text}` is not a number of seconds (e.g. 2 or 0.5)"))?;
-    if !(secs > 0.0) {
+    if secs.is_nan() || secs <= 0.0 {
         return Err(format!("`{text}`: the timeout must be positive"));
     }
     std::time::Duration::try_from_secs_f64(secs)
@@ -385,4 +385,3 @@ mod tests {
         }
     }
 }
-
