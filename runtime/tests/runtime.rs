@@ -453,3 +453,17 @@ fn limited_interp_stops_endless_kernel() {
         assert!(e.contains("work-item (0, 0, 0)") && e.contains(want), "{e}");
     }
 }
+
+/// The interpreter used to ignore build options, so `-O7` built there and failed only on
+/// the GPU devices: now every device refuses an unknown option, naming it, and naming
+/// `KILN_PROGRAM_BUILD_OPTIONS` when it came from there.
+#[test]
+fn interp_refuses_unknown_build_options() {
+    let m = module();
+    let e = ctx().build_program(&m, &[], "-O7").unwrap_err().to_string();
+    assert!(e.contains("unknown build option `-O7`") && e.contains("-O0"), "{e}");
+    ctx().build_program(&m, &[], "-O0 -O2").unwrap();
+    let config = ContextConfig { env_build_options: "-O7".into(), ..Default::default() };
+    let e = Context::with_config(interp_device(), config).build_program(&m, &[], "").unwrap_err();
+    assert!(e.to_string().contains("KILN_PROGRAM_BUILD_OPTIONS: unknown build option"), "{e}");
+}
