@@ -359,8 +359,9 @@ fn run_rejects_bad_kernels_and_args() {
     let o = saxpy_with(&["--arg", "a=zeros:8"]);
     assert_fails(&o, 1, &["`a` is a scalar"]);
 
+    // A malformed buffer form is a malformed command line (exit code 2).
     let o = saxpy_with(&["--arg", "x=iota:x"]);
-    assert_fails(&o, 1, &["iota:x"]);
+    assert_fails(&o, 2, &["iota:x"]);
 
     let o = saxpy_with(&["--out", "a=a.npy"]);
     assert_fails(&o, 1, &["--out a=a.npy", "`a` is a scalar"]);

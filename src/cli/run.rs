@@ -97,7 +97,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DEVICE", default_value = "interp", value_parser = device_name)]
     device: String,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
-    #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = value::parse_binding)]
+    #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = arg_binding)]
     args: Vec<(String, String)>,
     /// Write the final contents of pointer parameter NAME to a .npy file.
     #[arg(long = "out", value_name = "NAME=PATH.npy", value_parser = value::parse_binding)]
@@ -114,6 +114,17 @@ pub struct RunArgs {
     /// exits with an error, though the GPU work may still be running.
     #[arg(long, value_name = "SECS", value_parser = value::parse_timeout)]
     timeout: Option<std::time::Duration>,
+}
+
+/// An `--arg`: NAME=VALUE, where a buffer form (`zeros:N`, `iota:N`, `@PATH`) must be well
+/// formed; a malformed one is a usage error (exit code 2). Whether VALUE fits the parameter
+/// is checked once the kernel is known (exit code 1).
+fn arg_binding(text: &str) -> Result<(String, String), String> {
+    let (name, v) = value::parse_binding(text)?;
+    match value::parse_buffer_init(&v) {
+        Some(Err(e)) => Err(e),
+        _ => Ok((name, v)),
+    }
 }
 
 /// Device names kiln knows of that this build cannot run on.
