@@ -3,7 +3,8 @@
 //! The info string after the opening fence says what a block is and how it is checked
 //! (docs/README.md says the same for writers):
 //!
-//! * `sh`: every line that starts with `kiln ` (after joining lines that end in `\`) runs
+//! * `sh`: every line that starts with `kiln ` (after joining lines that end in `\`, and
+//!   after leading `NAME=VALUE` environment assignments, which apply to that line) runs
 //!   with the `kiln` binary this build made, in a scratch directory holding copies of
 //!   `examples/` and `docs/` (so relative paths work and written files stay there), with
 //!   `HOME`, `XDG_CACHE_HOME` and `KILN_CACHE_DIR` inside it. Each must exit 0. Other lines
@@ -124,17 +125,21 @@ impl Scratch {
         Scratch(dir)
     }
 
-    fn kiln(&self, args: &[String]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .current_dir(&self.0)
+    /// Runs `kiln ARGS` in the scratch directory, with `env` set last (so a block may
+    /// override the scratch cache directory too).
+    fn kiln(&self, env: &[(String, String)], args: &[String]) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        c.current_dir(&self.0)
             .args(args)
             .env("HOME", self.0.join("home"))
             .env("XDG_CACHE_HOME", self.0.join("xdg-cache"))
-            .env("KILN_CACHE_DIR", self.0.join("kiln-cache"))
-            .env_remove("KILN_CACHE_PERSISTENT")
-            .env_remove("KILN_PROGRAM_BUILD_OPTIONS")
-            .output()
-            .expect("run kiln")
+            .env("KILN_CACHE_DIR", self.0.join("kiln-cache"));
+        for v in kiln::runtime::env::VARIABLES {
+            if v.name != "KILN_CACHE_DIR" {
+                c.env_remove(v.name);
+            }
+        }
+        c.envs(env.iter().map(|(k, v)| (k, v))).output().expect("run kiln")
     }
 }
 
@@ -165,7 +170,24 @@ fn kiln_lines(block: &str) -> Vec<String> {
         cur.push_str(l);
         lines.push(std::mem::take(&mut cur));
     }
-    lines.into_iter().filter(|l| l.trim_start().starts_with("kiln ")).collect()
+    lines.into_iter().filter(|l| split_env(l).1.starts_with("kiln ")).collect()
+}
+
+/// A command line's leading `NAME=VALUE` assignments (as a shell reads them) and the rest.
+fn split_env(line: &str) -> (Vec<&str>, &str) {
+    let mut rest = line.trim_start();
+    let mut env = Vec::new();
+    loop {
+        let word = rest.split_whitespace().next().unwrap_or("");
+        let is_assignment = word.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        });
+        if !is_assignment {
+            return (env, rest);
+        }
+        env.push(word);
+        rest = rest[word.len()..].trim_start();
+    }
 }
 
 /// Checks every block of one Markdown file; returns the problems found.
@@ -187,14 +209,20 @@ fn check_file(path: &Path, rel: &str) -> Vec<String> {
             "sh" | "sh,fails" => {
                 let fails = b.info == "sh,fails";
                 for line in kiln_lines(&b.text) {
-                    let args = match words(&line) {
+                    let (assignments, command) = split_env(&line);
+                    let env: Vec<(String, String)> = assignments
+                        .iter()
+                        .filter_map(|a| a.split_once('='))
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    let args = match words(command) {
                         Ok(w) => w[1..].to_vec(),
                         Err(e) => {
                             fail(format!("`{line}`: {e}"));
                             continue;
                         }
                     };
-                    let o = scratch.kiln(&args);
+                    let o = scratch.kiln(&env, &args);
                     let err = text(&o.stderr);
                     if err.contains("panicked") {
                         fail(format!("`{line}` panicked:\n{err}"));
@@ -221,7 +249,7 @@ fn check_file(path: &Path, rel: &str) -> Vec<String> {
             },
             "kir" | "kir,fails" => {
                 std::fs::write(scratch.0.join("t.kir"), &b.text).unwrap();
-                let o = scratch.kiln(&["check".into(), "t.kir".into()]);
+                let o = scratch.kiln(&[], &["check".into(), "t.kir".into()]);
                 let err = text(&o.stderr);
                 match (b.info == "kir,fails", o.status.code()) {
                     (false, Some(0)) => {}
@@ -319,6 +347,7 @@ fn checker_finds_broken_blocks() {
         ("```toml\na = [\n```\n", "not TOML"),
         ("```rust\nfn main() {}\n```\n", "include_str!"),
         ("```sh\nkiln check\n", "never closed"),
+        ("```sh\nKILN_CACHE_PERSISTENT=yes kiln check examples/saxpy.kir\n```\n", "not understood"),
     ];
     for (i, (md, want)) in cases.iter().enumerate() {
         let path = dir.join(format!("case{i}.md"));
