@@ -416,7 +416,8 @@ fn wait_timeout_gives_up_on_running_command() {
         h.host_task(move |_| rx.recv().map_err(|e| e.to_string()));
     });
     assert!(ev.wait_timeout(Duration::from_millis(20)).is_none(), "{:?}", ev.status());
-    assert_eq!(ev.status(), EventStatus::Running);
+    // Still waiting for a worker, or blocked in `recv`: either way, not finished.
+    assert!(matches!(ev.status(), EventStatus::Submitted | EventStatus::Running));
     tx.send(()).unwrap();
     assert!(matches!(ev.wait_timeout(Duration::from_secs(600)), Some(Ok(()))));
     // A failed command reports its error, as `wait` does.
