@@ -684,6 +684,21 @@ fn fuzz(args: &[String]) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// xtask once printed `llvm-mc -triple=amdgcn`, which rejects kiln's output: the triple
+    /// it shows must be the one the AMDGPU tests run llvm-mc with.
+    #[test]
+    fn llvm_mc_triple_is_the_tests_one() {
+        let tool = TOOLS.iter().find(|t| t.name == "llvm-mc").unwrap();
+        let tests = std::fs::read_to_string(root().join("backends/tests/amdgpu_common/mod.rs"))
+            .expect("the AMDGPU test helper");
+        let shown = tool.used_by.split_whitespace().find(|w| w.starts_with("-triple=")).unwrap();
+        assert_eq!(shown, "-triple=amdgcn-amd-amdhsa");
+        assert!(
+            tests.contains(&format!("\"{shown}\"")),
+            "the tests use another triple than {shown}"
+        );
+    }
+
     #[test]
     fn counts_and_summary() {
         let mut c = Counts::default();
