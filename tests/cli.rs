@@ -359,8 +359,9 @@ fn run_rejects_bad_kernels_and_args() {
     let o = saxpy_with(&["--arg", "a=zeros:8"]);
     assert_fails(&o, 1, &["`a` is a scalar"]);
 
+    // A malformed buffer form is a malformed command line (exit code 2).
     let o = saxpy_with(&["--arg", "x=iota:x"]);
-    assert_fails(&o, 1, &["iota:x"]);
+    assert_fails(&o, 2, &["iota:x"]);
 
     let o = saxpy_with(&["--out", "a=a.npy"]);
     assert_fails(&o, 1, &["--out a=a.npy", "`a` is a scalar"]);
@@ -454,7 +455,7 @@ fn run_rejects_bad_size_lists_and_devices() {
     let o = saxpy_with(&["--device", "opencl"]);
     assert_fails(&o, 1, &["device `opencl` is not available in this build"]);
     let o = saxpy_with(&["--device", "abacus"]);
-    assert_fails(&o, 1, &["unknown device `abacus`"]);
+    assert_fails(&o, 2, &["unknown device `abacus`"]);
 }
 
 #[test]
@@ -501,7 +502,7 @@ fn emit_ptx() {
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx", "--ptx-version", "8.0"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains(".version 8.0"));
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "gcn"]);
-    assert_fails(&o, 1, &["unknown target `gcn`"]);
+    assert_fails(&o, 2, &["unknown target `gcn`"]);
 }
 
 #[test]
@@ -533,7 +534,7 @@ fn emit_text_targets_cover_every_kernel() {
     let asm = String::from_utf8_lossy(&o.stdout);
     assert!(asm.contains("s_endpgm") && asm.contains(".amdhsa_kernel saxpy"), "{asm}");
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "x87"]);
-    assert_fails(&o, 1, &["unknown target `x87`", "ptx, spirv-cl, spirv-vk, amdgpu"]);
+    assert_fails(&o, 2, &["unknown target `x87`", "ptx, spirv-cl, spirv-vk, amdgpu"]);
 }
 
 #[test]

@@ -71,7 +71,7 @@ fn dump_from_gdb() {
         if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() {
             panic!("gdb not found (KILN_REQUIRE_TOOLS is set): install it or set KILN_GDB");
         }
-        eprintln!("skipping dump_from_gdb: gdb not found (set KILN_GDB or install gdb)");
+        kiln_ir::testing::skip("gdb not found (set KILN_GDB or install gdb)");
         return;
     };
     let exe = build_example();

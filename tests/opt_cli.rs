@@ -36,11 +36,13 @@ fn opt_with_a_pass_list_writes_the_output_file() {
 
 #[test]
 fn opt_rejects_unknown_passes_and_missing_choice() {
+    // Both are malformed command lines: exit code 2.
     let out = kiln(&["opt", &example("saxpy.kir"), "--passes", "nope"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown pass `nope`"));
     let out = kiln(&["opt", &example("saxpy.kir")]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--list-passes"));
 }
 
 #[test]

@@ -1,7 +1,15 @@
-//! kiln-backends: see ARCHITECTURE.md. Empty until its issue lands.
+//! kiln-backends: lowering verified kiln IR to device code.
+//!
+//! * [`spirv`]: SPIR-V words (OpenCL `Kernel` and Vulkan compute flavours), checked by
+//!   spirv-val and run on Vulkan by `kiln-runtime`.
+//! * [`ptx`]: PTX text for NVIDIA GPUs (sm_70+), checked by ptxas and run through CUDA.
+//! * [`amdgpu`]: gfx9-style assembly text, checked by llvm-mc and run on kiln's own wave64
+//!   simulator.
+//!
+//! Each backend is tested against the reference interpreter (`kiln_ir::interp`).
 
 pub mod amdgpu;
-/// PTX text for NVIDIA GPUs (sm_70+), validated by ptxas.
+// The modules' own docs say what they are: an outer doc here would make rustdoc resolve
+// their intra-doc links in this crate root's scope instead of the module's.
 pub mod ptx;
-/// SPIR-V backend (OpenCL and Vulkan flavours), see [`spirv::emit`].
 pub mod spirv;

@@ -23,7 +23,7 @@ fn ptxas() -> Option<PathBuf> {
             panic!("KILN_PTXAS is not set and KILN_REQUIRE_TOOLS is: run `cargo xtask test`")
         }
         None => {
-            eprintln!("skipping: KILN_PTXAS is not set (run `cargo xtask tools --all`)");
+            kiln_ir::testing::skip("KILN_PTXAS is not set (run `cargo xtask tools --all`)");
             None
         }
     }

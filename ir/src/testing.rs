@@ -49,6 +49,39 @@ pub use values::{choices_from_bytes, gen_buffer, gen_imm, Choices};
 /// The step limit [`TestCase::run`] uses: generated kernels stay far below it.
 pub const STEP_LIMIT: u64 = 10_000_000;
 
+/// Reports that the calling test is skipping its work (no device, no tool): prints
+/// `skipping BINARY::TEST: REASON` to stderr and, when `KILN_SKIP_LOG` names a file, appends
+/// `BINARY::TEST<tab>REASON` to it, so that `cargo xtask test` can say which tests printed `ok`
+/// without having run. The test's name is its thread's (the test harness names each thread
+/// after its test). The caller returns right after.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    // The test binary (`cuda_diff-0123abcd` without the hash) and the test, so that a
+    // summary over every binary says which one.
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
+        .map(|stem| stem.rsplit_once('-').map_or(stem.clone(), |(name, _)| name.to_string()))
+        .unwrap_or_default();
+    let test = format!("{binary}::{}", thread.name().unwrap_or("?"));
+    let reason = reason.replace(['\n', '\t'], " ");
+    eprintln!("skipping {test}: {reason}");
+    if let Some(path) = std::env::var_os("KILN_SKIP_LOG").filter(|p| !p.is_empty()) {
+        // One write of one line with O_APPEND: lines of concurrent tests do not interleave.
+        let line = format!("{test}\t{reason}\n");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            // The log is how a skip gets counted: losing it would hide the skip again.
+            panic!("cannot record the skip in KILN_SKIP_LOG={}: {e}", path.to_string_lossy());
+        }
+    }
+}
+
 /// Knobs for the kernel generator. [`GenConfig::default`] turns every feature on with small
 /// sizes (a case runs in well under a millisecond in a debug build).
 ///

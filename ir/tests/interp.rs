@@ -578,6 +578,28 @@ fn step_limit_bounds_loops() {
 }
 
 #[test]
+fn deadline_stops_endless_kernel() {
+    let out = global("out", Scalar::U32);
+    let body = Stmt::while_(Expr::bool(true), Stmt::store(&out, 0u32, out.load(0u32) + 1u32));
+    let k = Kernel::new("forever", vec![out], body);
+    let mut bufs = vec![Buffer::zeroed(Scalar::U32, 1)];
+    let opts = RunOptions {
+        deadline: Some(std::time::Instant::now() + std::time::Duration::from_millis(50)),
+        ..RunOptions::default()
+    };
+    let e = run_with(&k, &NdRange::new(&[2]), &[Arg::Buffer(0)], &mut bufs, &opts).unwrap_err();
+    assert_eq!(e.work_item, Some([0, 0, 0]), "{e}");
+    assert!(e.message.starts_with("time limit exceeded"), "{e}");
+    // A deadline that has already passed stops the launch at the first clock reading, not
+    // before: a short kernel still finishes.
+    let k = Kernel::new("short", vec![global("out", Scalar::U32)], Stmt::block([]));
+    let k = k.with_body(Stmt::store(k.param("out").unwrap(), 0u32, 7u32));
+    let opts = RunOptions { deadline: Some(std::time::Instant::now()), ..RunOptions::default() };
+    run_with(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs, &opts).unwrap();
+    assert_eq!(bufs[0].to_vec::<u32>().unwrap(), vec![7]);
+}
+
+#[test]
 fn reverse_schedule_exposes_races() {
     // Every work-item writes out[0]: a race, so the two schedules disagree.
     let out = global("out", Scalar::U32);

@@ -329,7 +329,8 @@ fn check_case(case: &TestCase) -> Result<(), TestCaseError> {
     let second = case.run().map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(&first, &second, "not deterministic");
     let mut reversed = case.buffers.clone();
-    let opts = RunOptions { max_steps: Some(STEP_LIMIT), reverse_order: true };
+    let opts =
+        RunOptions { max_steps: Some(STEP_LIMIT), reverse_order: true, ..RunOptions::default() };
     run_with(&case.kernel, &case.range, &case.args, &mut reversed, &opts)
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     results_match(&first, &reversed)

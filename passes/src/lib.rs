@@ -1,10 +1,11 @@
-//! kiln-passes: optimization passes over kiln IR (see ARCHITECTURE.md).
+//! kiln-passes: optimization passes over kiln IR, each checked against the reference
+//! interpreter.
 //!
 //! * [`simplify`]: the egg-based expression simplifier and the `simplify` pass.
 //! * [`manager`]: named passes, [`manager::PassManager`], verification and IR tracing.
 //! * [`pipeline`]: the default `-O` pipeline, [`pipeline::optimize`].
 //! * Classic passes: [`let_opt`], [`cse`], [`licm`], [`dce`], [`constprop`], [`strength`],
-//!   [`peephole`].
+//!   [`peephole`], [`scalarize`], [`var_to_let`] (`kiln opt --list-passes` lists them).
 //! * [`fusion`]: the kernel fusion JIT.
 //! * [`divergence`]: uniform/divergent analysis of every value.
 //! * [`sanitize`]: the bounds sanitizer (`-fsanitize=bounds`): kernels that check their own

@@ -182,18 +182,7 @@ pub(crate) fn prepare_kernels(
     options: &str,
 ) -> Result<Vec<Kernel>, DeviceError> {
     let fail = |message: String| DeviceError::Build { device: device.into(), message };
-    let mut optimize = true;
-    for o in options.split_whitespace() {
-        match o {
-            "-O0" => optimize = false,
-            "-O" | "-O1" | "-O2" | "-O3" => optimize = true,
-            other => {
-                return Err(fail(format!(
-                    "unknown build option `{other}` (known: -O0, -O, -O1, -O2, -O3)"
-                )))
-            }
-        }
-    }
+    let optimize = crate::options::BuildOptions::parse(options).map_err(fail)?.optimize;
     let mut out = Vec::with_capacity(module.kernels.len());
     for k in &module.kernels {
         if let Err(errs) = kiln_ir::verify_kernel(k) {

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use kiln_ir::Module;
 
 use crate::cache::hash::hash64;
-use crate::cache::{
-    size_from_env, BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache, SettingError,
-};
+use crate::cache::{size_from_env, BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
 use crate::queue::Scheduler;
@@ -240,28 +238,38 @@ pub struct ContextConfig {
 
 impl ContextConfig {
     /// `KILN_IN_MEM_CACHE_MAX`, the persistent cache of [`PersistentCache::from_env`] and
-    /// `KILN_PROGRAM_BUILD_OPTIONS`; a size setting that does not parse is an error naming
-    /// it (see [`crate::cache::parse_size`]).
-    pub fn try_from_env() -> Result<ContextConfig, SettingError> {
-        Ok(ContextConfig {
-            in_mem_max: size_from_env("KILN_IN_MEM_CACHE_MAX")?.unwrap_or(0),
-            persistent: PersistentCache::from_env()?,
-            env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
+    /// `KILN_PROGRAM_BUILD_OPTIONS`. A value that is not understood is printed to stderr as
+    /// a warning and ignored (that setting keeps its default; a bad cache setting leaves the
+    /// persistent cache off); use [`try_from_env`](Self::try_from_env) to get it as an error
+    /// instead.
+    pub fn from_env() -> ContextConfig {
+        let warn = |e: &dyn std::fmt::Display| eprintln!("kiln: warning: {e}; ignored");
+        ContextConfig {
+            in_mem_max: size_from_env("KILN_IN_MEM_CACHE_MAX")
+                .unwrap_or_else(|e| {
+                    warn(&e);
+                    None
+                })
+                .unwrap_or(0),
+            persistent: PersistentCache::from_env().unwrap_or_else(|e| {
+                eprintln!("kiln: warning: {e}; the persistent cache stays off");
+                None
+            }),
+            env_build_options: crate::env::text("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_else(|e| {
+                warn(&e);
+                String::new()
+            }),
             workers: 0,
-        })
+        }
     }
 
-    /// [`try_from_env`](Self::try_from_env) for callers that cannot fail: an invalid
-    /// setting is reported (a `tracing` error naming it) and the persistent cache stays off
-    /// rather than running with a limit nobody asked for.
-    pub fn from_env() -> ContextConfig {
-        Self::try_from_env().unwrap_or_else(|e| {
-            tracing::error!("{e}; the persistent cache is off");
-            ContextConfig {
-                env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
-                ..ContextConfig::default()
-            }
-        })
+    /// Like [`from_env`](Self::from_env), but the first value that is not understood (of
+    /// the variables [`crate::env::check_all`] checks) is an error.
+    pub fn try_from_env() -> Result<ContextConfig, crate::env::EnvError> {
+        if let Some(e) = crate::env::check_all().into_iter().next() {
+            return Err(e);
+        }
+        Ok(ContextConfig::from_env())
     }
 }
 
@@ -411,6 +419,16 @@ impl Context {
 
     fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
         let dev = &self.0.device;
+        // Every device refuses unknown options alike, the interpreter (which has none to
+        // apply) included, and before the persistent cache is asked.
+        crate::options::BuildOptions::parse(&key.options).map_err(|e| DeviceError::Build {
+            device: dev.name(),
+            message: if crate::options::BuildOptions::parse(&self.0.env_build_options).is_err() {
+                format!("KILN_PROGRAM_BUILD_OPTIONS: {e}")
+            } else {
+                e
+            },
+        })?;
         // The sanitizer's rewrite is deterministic, so a binary from disk gets the same
         // site tables it was built with.
         let prepared = crate::sanitize::prepare(&**dev, module, &key.options)?;

@@ -173,7 +173,11 @@ impl<X: IrExecutor> Device for IrDevice<X> {
     fn version(&self) -> String {
         self.0.version()
     }
-    fn build(&self, module: &Module, _options: &str) -> Result<Vec<u8>, DeviceError> {
+    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+        // No option changes what is built here, but an unknown one is refused as on the GPU
+        // devices.
+        crate::options::BuildOptions::parse(options)
+            .map_err(|message| DeviceError::Build { device: self.name(), message })?;
         verify_module(module).map_err(|errs| DeviceError::Build {
             device: self.name(),
             message: errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "),
@@ -228,6 +232,43 @@ impl IrExecutor for Interp {
         buffers: &mut [Buffer],
     ) -> Result<(), String> {
         interp::run(kernel, range, args, buffers).map_err(|e| e.to_string())
+    }
+}
+
+/// The reference interpreter with limits on each launch: a step limit and a wall-clock
+/// timeout (see [`interp::RunOptions`]). It has the identity of [`Interp`], so programs built
+/// for one serve the other (the limits are not part of what is built).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LimitedInterp {
+    /// The most statements a launch may execute, summed over its work-items.
+    pub max_steps: Option<u64>,
+    /// How long a launch may run, from the moment the device starts it.
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl IrExecutor for LimitedInterp {
+    fn name(&self) -> String {
+        Interp.name()
+    }
+    fn kind(&self) -> DeviceKind {
+        Interp.kind()
+    }
+    fn version(&self) -> String {
+        Interp.version()
+    }
+    fn run(
+        &self,
+        kernel: &Kernel,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), String> {
+        let options = interp::RunOptions {
+            max_steps: self.max_steps,
+            deadline: self.timeout.and_then(|t| std::time::Instant::now().checked_add(t)),
+            ..interp::RunOptions::default()
+        };
+        interp::run_with(kernel, range, args, buffers, &options).map_err(|e| e.to_string())
     }
 }
 

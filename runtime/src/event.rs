@@ -1,6 +1,7 @@
 //! Events: the completion of one command.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::error::RuntimeError;
 use crate::queue::Command;
@@ -79,6 +80,26 @@ impl Event {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
+    }
+
+    /// Like [`Event::wait`], but gives up after `timeout`: `None` if the command is still
+    /// submitted or running then. Giving up does not stop the command (a GPU kernel cannot
+    /// be interrupted from the host); it goes on running on its worker thread.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<(), RuntimeError>> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut s = self.state();
+        while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {
+            let left = match deadline {
+                Some(d) => d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero())?,
+                // Beyond the clock's range: as good as forever.
+                None => Duration::from_secs(u32::MAX.into()),
+            };
+            s = self.0.done.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        Some(match &s.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        })
     }
 
     /// Marks the event finished and returns the commands that were waiting on it.

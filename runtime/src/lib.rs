@@ -1,6 +1,6 @@
 //! # kiln-runtime: devices, contexts, queues, buffers, events and the kernel/program cache
 //!
-//! SYCL-like and Rust-shaped (see `ARCHITECTURE.md`):
+//! SYCL-like and Rust-shaped:
 //!
 //! * A [`Device`] builds *programs* (artifacts for one device: SPIR-V words, PTX text,
 //!   machine code, or the verified IR for the interpreter) from a [`kiln_ir::Module`] and
@@ -24,14 +24,10 @@
 //!
 //! ## Environment
 //!
-//! | variable | meaning |
-//! |---|---|
-//! | `KILN_PROGRAM_BUILD_OPTIONS` | appended to every program's build options (part of the cache key; the GPU devices accept `-O0`, `-O`, `-O1`..`-O3`; every device accepts `-fsanitize=bounds`, see `docs/sanitize.md`) |
-//! | `KILN_IN_MEM_CACHE_MAX` | in-memory cache limit, a size such as `65536` or `64M` (0 or unset: unlimited) |
-//! | `KILN_CACHE_PERSISTENT` | `1` enables the on-disk cache |
-//! | `KILN_CACHE_DIR` | its root (default `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`) |
-//! | `KILN_CACHE_MAX_SIZE` | on-disk limit, a size such as `65536`, `10K`, `64M` or `1G` (powers of 1024, see [`cache::parse_size`]; anything else is an error); LRU items are evicted past it (0: none) |
-//! | `KILN_CACHE_MAX_ITEM_SIZE` | items larger than this size (same syntax) are not stored (0: no limit) |
+//! [`env::VARIABLES`] lists every `KILN_*` variable with what it accepts; [`env`](mod@env) parses
+//! them, so a value that is not understood is an error naming the variable on every device.
+//! Build options (`KILN_PROGRAM_BUILD_OPTIONS` and the API's) are recognized in one place,
+//! [`options`].
 #![warn(missing_docs)]
 mod artifact;
 pub mod buffer;
@@ -40,8 +36,10 @@ pub mod context;
 /// The CUDA device: kiln kernels on NVIDIA GPUs through the driver API, loaded at run time.
 pub mod cuda;
 pub mod device;
+pub mod env;
 pub mod error;
 pub mod event;
+pub mod options;
 pub mod queue;
 mod sanitize;
 /// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
@@ -53,9 +51,11 @@ pub use context::{
 };
 pub use device::{
     interp_device, Device, DeviceKind, Handle, Interp, InterpDevice, IrDevice, IrExecutor,
+    LimitedInterp,
 };
 pub use error::{DeviceError, RuntimeError};
 pub use event::{Event, EventStatus};
 /// Re-exported from the IR crate: launch geometry and buffer elements.
 pub use kiln_ir::interp::{Element, NdRange};
+pub use options::BuildOptions;
 pub use queue::{Handler, HostTaskContext, KernelArg, Queue, QueueOrder};

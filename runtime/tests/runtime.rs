@@ -406,3 +406,65 @@ fn prepared_modules_look_kernels_up_by_key() {
     });
     assert_eq!(x.read().unwrap(), vec![2.0, -4.0]);
 }
+
+#[test]
+fn wait_timeout_gives_up_on_running_command() {
+    let c = ctx();
+    let q = Queue::new(&c, QueueOrder::InOrder);
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let ev = q.submit(move |h| {
+        h.host_task(move |_| rx.recv().map_err(|e| e.to_string()));
+    });
+    assert!(ev.wait_timeout(Duration::from_millis(20)).is_none(), "{:?}", ev.status());
+    // Still waiting for a worker, or blocked in `recv`: either way, not finished.
+    assert!(matches!(ev.status(), EventStatus::Submitted | EventStatus::Running));
+    tx.send(()).unwrap();
+    assert!(matches!(ev.wait_timeout(Duration::from_secs(600)), Some(Ok(()))));
+    // A failed command reports its error, as `wait` does.
+    let ev = q.submit(|h| h.host_task(|_| Err("no".into())));
+    let e = ev.wait_timeout(Duration::from_secs(600)).unwrap().unwrap_err();
+    assert!(e.to_string().contains("no"), "{e}");
+}
+
+#[test]
+fn limited_interp_stops_endless_kernel() {
+    use kiln_runtime::{Device, IrDevice, LimitedInterp};
+    let m = parse_module("kernel spin(x: ptr<global, u32>) { while true { x[0] = x[0] + 1; } }")
+        .unwrap();
+    for (limits, want) in [
+        (LimitedInterp { max_steps: Some(100), timeout: None }, "step limit exceeded"),
+        (
+            LimitedInterp { max_steps: None, timeout: Some(Duration::from_millis(20)) },
+            "time limit exceeded",
+        ),
+    ] {
+        let dev = Arc::new(IrDevice(limits));
+        // Same identity as the plain interpreter: limits do not change what is built.
+        assert_eq!(dev.identity(), interp_device().identity());
+        let c = Context::with_config(dev, ContextConfig { workers: 1, ..Default::default() });
+        let p = c.build_program(&m, &[], "").unwrap();
+        let k = c.kernel(&p, "spin").unwrap();
+        let x = Buffer::<u32>::from_slice(&[0]);
+        let q = Queue::new(&c, QueueOrder::InOrder);
+        q.submit(|h| {
+            let a = h.read_write(&x);
+            h.parallel_for(&k, NdRange::new(&[1]), vec![KernelArg::Buffer(a)]);
+        });
+        let e = q.wait().unwrap_err().to_string();
+        assert!(e.contains("work-item (0, 0, 0)") && e.contains(want), "{e}");
+    }
+}
+
+/// The interpreter used to ignore build options, so `-O7` built there and failed only on
+/// the GPU devices: now every device refuses an unknown option, naming it, and naming
+/// `KILN_PROGRAM_BUILD_OPTIONS` when it came from there.
+#[test]
+fn interp_refuses_unknown_build_options() {
+    let m = module();
+    let e = ctx().build_program(&m, &[], "-O7").unwrap_err().to_string();
+    assert!(e.contains("unknown build option `-O7`") && e.contains("-O0"), "{e}");
+    ctx().build_program(&m, &[], "-O0 -O2").unwrap();
+    let config = ContextConfig { env_build_options: "-O7".into(), ..Default::default() };
+    let e = Context::with_config(interp_device(), config).build_program(&m, &[], "").unwrap_err();
+    assert!(e.to_string().contains("KILN_PROGRAM_BUILD_OPTIONS: unknown build option"), "{e}");
+}

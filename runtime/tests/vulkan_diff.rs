@@ -24,7 +24,7 @@ fn device() -> Option<VulkanDevice> {
             panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
         }
         Err(e) => {
-            eprintln!("skipping: {e}");
+            kiln_ir::testing::skip(&e.to_string());
             None
         }
     }

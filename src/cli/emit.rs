@@ -3,7 +3,7 @@
 //! kernel; `--text` prints its disassembly) or `amdgpu` (gfx900 assembly for every kernel,
 //! or the one `--kernel` names).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -19,7 +19,7 @@ pub struct EmitArgs {
     file: PathBuf,
     /// The target: `ptx`, `spirv-cl` (OpenCL Kernel flavour), `spirv-vk` (Vulkan compute) or
     /// `amdgpu` (gfx900 assembly).
-    #[arg(long, value_name = "TARGET")]
+    #[arg(long, value_name = "TARGET", value_parser = target)]
     target: String,
     /// The kernel to emit (ptx, amdgpu: default every kernel; spirv: needed when the file has
     /// several).
@@ -54,6 +54,19 @@ enum Emitted {
 
 /// Runs `kiln emit`.
 pub fn main(a: &EmitArgs) -> Result<(), Error> {
+    let binary = a.target.starts_with("spirv-") && !a.text;
+    if binary && a.output.is_none() && std::io::stdout().is_terminal() {
+        // Binary on a terminal is garbage at best and terminal escapes at worst.
+        clap::Error::raw(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            format!(
+                "--target {} writes a binary SPIR-V module, and stdout is a terminal: give \
+                 -o PATH, --text for the disassembly, or redirect stdout\n",
+                a.target
+            ),
+        )
+        .exit()
+    }
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
     let module = if a.check_bounds {
@@ -84,10 +97,7 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
             }
             Emitted::Text(asm)
         }
-        t => {
-            let targets = "ptx, spirv-cl, spirv-vk, amdgpu";
-            return Err(format!("unknown target `{t}` (targets: {targets})").into());
-        }
+        t => unreachable!("--target `{t}` passed the value parser"),
     };
     if a.time {
         let us = start.elapsed().as_secs_f64() * 1e6;
@@ -141,6 +151,18 @@ fn one_kernel<'m>(a: &EmitArgs, module: &'m Module) -> Result<&'m Kernel, Error>
             names()
         )
         .into()),
+    }
+}
+
+/// The targets `--target` accepts.
+const TARGETS: [&str; 4] = ["ptx", "spirv-cl", "spirv-vk", "amdgpu"];
+
+/// A `--target` value; an unknown one is a usage error (exit code 2).
+fn target(text: &str) -> Result<String, String> {
+    if TARGETS.contains(&text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!("unknown target `{text}` (targets: {})", TARGETS.join(", ")))
     }
 }
 

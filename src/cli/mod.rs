@@ -1,8 +1,9 @@
 //! The `kiln` command line: `check`, `fmt`, `run`, `opt`, `emit`, `fuse`, `divergence` and
 //! `cache`.
 //!
-//! Exit codes: 0 on success, 1 when the input is wrong (a diagnostic, a bad argument value, an
-//! interpreter error), 2 for usage errors found by the argument parser.
+//! Exit codes: 0 on success, 1 when the work fails (a diagnostic in the file, an npy file
+//! that does not fit, an interpreter error, a `KILN_*` value that is not understood), 2 for a
+//! malformed command line (unknown flags, values of the wrong form, missing arguments).
 
 mod buffers;
 mod cache;
@@ -19,7 +20,7 @@ mod value;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use kiln::ir::Diagnostic;
 
 /// kiln: a compiler IR framework and JIT runtime for GPU-style kernels.
@@ -41,7 +42,7 @@ enum Command {
     /// Fuse kernels of a .kir file into one, as a TOML spec says (see docs/fusion.md).
     #[command(after_help = fuse::AFTER_HELP)]
     Fuse(fuse::FuseArgs),
-    /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
+    /// Run a kernel of a .kir file over an nd-range: on the interpreter, Vulkan or CUDA.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
     /// Print kernels with each binding and branch annotated uniform/divergent.
@@ -70,9 +71,32 @@ impl From<String> for Error {
     }
 }
 
+/// The top-level help's footer: exit codes and every `KILN_*` variable kiln reads, from the
+/// runtime's table (so help, README and code cannot drift apart).
+fn help_footer() -> String {
+    use kiln::runtime::env::{Scope, VARIABLES};
+    let mut s = String::from(
+        "Exit status: 0 on success, 1 when the work fails, 2 for a malformed command line.\n\n\
+         Environment (a value that is not understood is an error):\n",
+    );
+    for v in VARIABLES.iter().filter(|v| v.scope == Scope::Kiln) {
+        s += &format!("  {}: {}\n      {}\n", v.name, v.accepts, v.meaning);
+    }
+    s += "\nThe test suite reads more (KILN_REQUIRE_TOOLS, KILN_SPIRV_VAL, ...); see README.md.";
+    s
+}
+
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().after_help(help_footer()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let env_errors = kiln::runtime::env::check_all();
+    if !env_errors.is_empty() {
+        for e in &env_errors {
+            report(&Error::Message(e.to_string()));
+        }
+        return ExitCode::from(1);
+    }
     let result = match cli.command {
         Command::Check(a) => check::main(&a),
         Command::Fmt(a) => fmt::main(&a),

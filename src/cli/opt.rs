@@ -1,6 +1,7 @@
 //! `kiln opt FILE (--passes LIST | -O) [-o OUT]`: parse and verify a .kir file, run a list of
 //! passes (or the default pipeline) over every kernel, verifying after each pass, and print
 //! the result (or write it to OUT). `KILN_VERBOSE=debuginfo` prints the IR after each pass.
+//! `kiln opt --list-passes` prints every pass with one line on what it does.
 
 use std::path::PathBuf;
 
@@ -14,10 +15,10 @@ use super::{file_name, read_source, Error};
 #[derive(Args, Debug)]
 pub struct OptArgs {
     /// The .kir file.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
-    /// Comma-separated passes to run in order (see --list).
-    #[arg(long, value_name = "LIST", conflicts_with = "optimize")]
+    #[arg(value_name = "FILE", required_unless_present = "list_passes")]
+    file: Option<PathBuf>,
+    /// Comma-separated passes to run in order (see --list-passes).
+    #[arg(long, value_name = "LIST", conflicts_with = "optimize", value_parser = pass_names)]
     passes: Option<String>,
     /// Run the default optimization pipeline.
     #[arg(short = 'O', conflicts_with = "passes")]
@@ -25,6 +26,14 @@ pub struct OptArgs {
     /// Write the result here instead of standard output.
     #[arg(short = 'o', value_name = "OUT")]
     out: Option<PathBuf>,
+    /// Print every pass with one line on what it does, and the passes -O runs; then exit.
+    #[arg(long, exclusive = true)]
+    list_passes: bool,
+}
+
+/// A `--passes` value: unknown pass names are usage errors (exit code 2).
+fn pass_names(list: &str) -> Result<String, String> {
+    PassManager::from_names(list).map(|_| list.to_string()).map_err(|e| e.to_string())
 }
 
 /// The help text listing the passes.
@@ -38,14 +47,24 @@ pub fn pass_list() -> String {
 }
 
 pub fn main(args: &OptArgs) -> Result<(), Error> {
+    if args.list_passes {
+        print!("{}", pass_list());
+        return Ok(());
+    }
+    let Some(file) = &args.file else { unreachable!("clap requires FILE without --list-passes") };
     let pm = match (&args.passes, args.optimize) {
         (Some(list), _) => PassManager::from_names(list).map_err(|e| e.to_string())?,
         (None, true) => default_pipeline(),
-        (None, false) => return Err(Error::Message("give --passes LIST or -O".into())),
+        // A usage error (exit code 2), as clap reports a missing argument.
+        (None, false) => clap::Error::raw(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "give --passes LIST or -O (kiln opt --list-passes lists the passes)\n",
+        )
+        .exit(),
     }
     .with_verify(true);
-    let src = read_source(&args.file)?;
-    let module = check_source(&file_name(&args.file), &src).map_err(Error::Diagnostics)?;
+    let src = read_source(file)?;
+    let module = check_source(&file_name(file), &src).map_err(Error::Diagnostics)?;
     let out = pm.run_module(&module).map_err(|e| e.to_string())?;
     let text = format!("{}\n", out.to_string().trim_end());
     match &args.out {

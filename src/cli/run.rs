@@ -10,8 +10,8 @@ use kiln::passes::sanitize::SANITIZE_BOUNDS;
 use kiln::runtime::cuda::CudaDevice;
 use kiln::runtime::vulkan::VulkanDevice;
 use kiln::runtime::{
-    interp_device, AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, KernelArg,
-    Queue, QueueOrder, RuntimeError,
+    AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, IrDevice, KernelArg,
+    LimitedInterp, Queue, QueueOrder, RuntimeError,
 };
 
 use super::buffers::{contents, new_buffer};
@@ -52,9 +52,14 @@ Output:
 
 Program cache:
   The kernel is built through the runtime's program cache. With KILN_CACHE_PERSISTENT=1 the
-  built program is also stored on disk (KILN_CACHE_DIR, default ~/.cache/kiln; see `kiln
-  cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part of the cache key; for
-  vulkan and cuda, `-O0` builds without the -O optimization pipeline.
+  built program is also stored on disk (KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln, else
+  ~/.cache/kiln; see `kiln cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part
+  of the cache key; for vulkan and cuda, `-O0` builds without the -O optimization pipeline.
+  `kiln --help` lists every variable.
+
+Limits:
+  --max-steps N (interp) and --timeout SECS (every device) stop a kernel that runs too long;
+  without them a kernel that never finishes makes `kiln run` wait forever.
 
 Bounds checks:
   --check-bounds (the build option -fsanitize=bounds, also accepted in
@@ -97,10 +102,10 @@ pub struct RunArgs {
     offset: Option<Sizes>,
     /// Where to run: `interp` (the reference interpreter), `vulkan` (the first Vulkan device,
     /// e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA GPU, through PTX).
-    #[arg(long, value_name = "DEVICE", default_value = "interp")]
+    #[arg(long, value_name = "DEVICE", default_value = "interp", value_parser = device_name)]
     device: String,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
-    #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = value::parse_binding)]
+    #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = arg_binding)]
     args: Vec<(String, String)>,
     /// Write the final contents of pointer parameter NAME to a .npy file.
     #[arg(long = "out", value_name = "NAME=PATH.npy", value_parser = value::parse_binding)]
@@ -113,6 +118,26 @@ pub struct RunArgs {
     /// first violation fails the run with the interpreter's message for it.
     #[arg(long)]
     check_bounds: bool,
+    /// Stop with an error after N interpreter statements, summed over all work-items
+    /// (interp only: GPU devices cannot count steps; use --timeout there).
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Stop waiting after SECS seconds (decimals allowed). The interpreter stops the kernel
+    /// and names the work-item it was running; on GPU devices kiln abandons the wait and
+    /// exits with an error, though the GPU work may still be running.
+    #[arg(long, value_name = "SECS", value_parser = value::parse_timeout)]
+    timeout: Option<std::time::Duration>,
+}
+
+/// An `--arg`: NAME=VALUE, where a buffer form (`zeros:N`, `iota:N`, `@PATH`) must be well
+/// formed; a malformed one is a usage error (exit code 2). Whether VALUE fits the parameter
+/// is checked once the kernel is known (exit code 1).
+fn arg_binding(text: &str) -> Result<(String, String), String> {
+    let (name, v) = value::parse_binding(text)?;
+    match value::parse_buffer_init(&v) {
+        Some(Err(e)) => Err(e),
+        _ => Ok((name, v)),
+    }
 }
 
 /// Device names kiln knows of that this build cannot run on.
@@ -129,8 +154,29 @@ fn check_device(name: &str) -> Result<(), String> {
     }
 }
 
+/// A `--device` value: names kiln does not know are usage errors (exit code 2); known
+/// devices this build lacks are refused later by [`check_device`] (exit code 1).
+fn device_name(name: &str) -> Result<String, String> {
+    match check_device(name) {
+        Err(e) if !UNAVAILABLE_DEVICES.contains(&name) => Err(e),
+        _ => Ok(name.to_string()),
+    }
+}
+
 pub fn main(a: &RunArgs) -> Result<(), Error> {
     check_device(&a.device)?;
+    if a.max_steps.is_some() && !matches!(a.device.as_str(), "interp" | "cpu-interp") {
+        // A usage error (exit code 2): the flag cannot mean anything on this device.
+        clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--max-steps counts interpreter statements; device `{}` cannot count them \
+                 (use --timeout)\n",
+                a.device
+            ),
+        )
+        .exit()
+    }
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
     let kernel = select_kernel(&module, a.kernel.as_deref(), &a.file)?;
@@ -169,7 +215,8 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
         }
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
-    let buffers = run_on_device(&a.device, kernel, range, &args, buffers, options)?;
+    let limits = LimitedInterp { max_steps: a.max_steps, timeout: a.timeout };
+    let buffers = run_on_device(&a.device, limits, kernel, range, &args, buffers, options)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -194,6 +241,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
 /// buffers' final contents. Messages are the device's own, as before the runtime was used.
 fn run_on_device(
     device: &str,
+    limits: LimitedInterp,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
@@ -205,13 +253,16 @@ fn run_on_device(
     let dev: Arc<dyn Device> = match device {
         "vulkan" => Arc::new(VulkanDevice::open().map_err(message)?),
         "cuda" => Arc::new(CudaDevice::open().map_err(message)?),
-        _ => interp_device(),
+        _ => Arc::new(IrDevice(limits)),
     };
+    // The interpreter enforces the limits itself; a GPU's wait is watched from the host.
+    let watchdog = if device == "vulkan" || device == "cuda" { limits.timeout } else { None };
     let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..config });
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);
-    let outcome = run_in_context(&ctx, &module, kernel.name(), range, args, buffers, options);
+    let outcome =
+        run_in_context(&ctx, &module, kernel.name(), range, args, buffers, options, watchdog);
     if let Some(disk) = ctx.persistent_cache() {
         for w in disk.warnings() {
             eprintln!("kiln: warning: {w}");
@@ -228,12 +279,13 @@ fn run_in_context(
     args: &[Arg],
     buffers: Vec<interp::Buffer>,
     options: &str,
+    watchdog: Option<std::time::Duration>,
 ) -> Result<Vec<interp::Buffer>, Error> {
     let program = ctx.build_program(module, &[], options).map_err(message)?;
     let k = ctx.kernel(&program, name).map_err(message)?;
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
     let q = Queue::new(ctx, QueueOrder::InOrder);
-    q.submit(|h| {
+    let launch = q.submit(|h| {
         let kargs = args
             .iter()
             .map(|a| match a {
@@ -243,6 +295,20 @@ fn run_in_context(
             .collect();
         h.parallel_for(&k, range, kargs);
     });
+    if let Some(t) = watchdog {
+        if launch.wait_timeout(t).is_none() {
+            // The worker thread is stuck in the driver until the GPU finishes: dropping the
+            // queue or the context would join it and hang. Leak them; the process exits next.
+            std::mem::forget(q);
+            std::mem::forget(ctx.clone());
+            return Err(Error::Message(format!(
+                "kernel `{name}` did not finish within {}s (--timeout) on device `{}`; kiln \
+                 abandoned the wait, but the GPU work may still be running",
+                t.as_secs_f64(),
+                ctx.device().name()
+            )));
+        }
+    }
     q.wait().map_err(|e| match e {
         RuntimeError::Kernel { source, .. } => message(source),
         other => Error::Message(other.to_string()),

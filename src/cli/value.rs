@@ -247,6 +247,19 @@ fn parse_int_text(text: &str) -> Result<(i128, bool), ()> {
     Ok((if neg { -magnitude } else { magnitude }, radix == 10))
 }
 
+/// A `--timeout` value: a positive, finite number of seconds (`2`, `0.5`).
+pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds (e.g. 2 or 0.5)"))?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("`{text}`: the timeout must be positive"));
+    }
+    std::time::Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`{text}`: too many seconds for a timeout"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

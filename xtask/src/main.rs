@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's one test command and its helpers. Standard library only.
 //!
 //! ```text
-//! cargo xtask test [ARGS...]        fmt --check, clippy -D warnings, locate tools, cargo test
+//! cargo xtask test [ARGS...]        fmt --check, clippy -D warnings, doc -D warnings, locate
+//!                                   tools, cargo test, and a summary of skipped tests
 //! cargo xtask tools [--all]         locate (or install) the external tools tests use
 //! cargo xtask fuzz --list           list the cargo-fuzz targets
 //! cargo xtask fuzz TARGET [--seconds N] [--stable]   run one (default 60 s)
@@ -13,8 +14,9 @@ use std::process::{Command, ExitCode};
 
 const USAGE: &str = "\
 usage:
-  cargo xtask test [ARGS...]              check formatting and lints, then run every test with
-                                          KILN_REQUIRE_TOOLS=1 (ARGS go to `cargo test`)
+  cargo xtask test [ARGS...]              check formatting, lints and doc links, then run every
+                                          test with KILN_REQUIRE_TOOLS=1 (ARGS go to `cargo
+                                          test`) and summarize what was skipped or ignored
   cargo xtask tools [--all]               locate or install the external tools the tests use
                                           (--all: also those no test needs yet) and print them
   cargo xtask fuzz --list                 list the fuzz targets
@@ -81,7 +83,7 @@ const TOOLS: &[Tool] = &[
         extra_dirs: &["/usr/lib/llvm-*/bin"],
         install: Install::Apt("llvm"),
         required: true,
-        used_by: "the AMDGPU backend's tests (llvm-mc -triple=amdgcn -mcpu=gfx900)",
+        used_by: "the AMDGPU backend's tests (llvm-mc -triple=amdgcn-amd-amdhsa -mcpu=gfx900)",
     },
     Tool {
         name: "ptxas",
@@ -230,7 +232,7 @@ fn step(n: usize, total: usize, title: &str, cmd: &mut Command) -> Result<()> {
 
 fn test(extra: &[String]) -> Result<()> {
     let root = root();
-    let total = 4;
+    let total = 5;
     step(
         1,
         total,
@@ -251,7 +253,16 @@ fn test(extra: &[String]) -> Result<()> {
             "warnings",
         ]),
     )?;
-    println!("==> [3/{total}] locate external tools");
+    step(
+        3,
+        total,
+        "cargo doc --workspace --no-deps (RUSTDOCFLAGS=-D warnings: no broken intra-doc links)",
+        Command::new(cargo())
+            .current_dir(&root)
+            .args(["doc", "--workspace", "--no-deps", "--exclude", "xtask"])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    println!("==> [4/{total}] locate external tools");
     let mut env = Vec::new();
     let mut missing = Vec::new();
     for tool in TOOLS.iter().filter(|t| t.required) {
@@ -277,24 +288,113 @@ fn test(extra: &[String]) -> Result<()> {
     }
     if !missing.is_empty() {
         return Err(Failure::new(format!(
-            "step 3/{total} failed: external tools missing:\n  {}",
+            "step 4/{total} failed: external tools missing:\n  {}",
             missing.join("\n  ")
         )));
     }
     let mut cmd = Command::new(cargo());
+    // Tests that find no device or tool report it through kiln_ir::testing::skip, which
+    // appends to this log; the summary then says how many `ok`s did not really run.
+    let skip_log = target_dir().join("xtask-skips.log");
+    let _ = std::fs::remove_file(&skip_log);
     cmd.current_dir(&root)
         .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
         .args(extra)
-        .env("KILN_REQUIRE_TOOLS", "1");
+        .env("KILN_REQUIRE_TOOLS", "1")
+        .env("KILN_SKIP_LOG", &skip_log);
     for (var, path) in env {
         cmd.env(var, path);
     }
-    step(
-        4,
-        total,
-        "cargo test --workspace --all-features --no-fail-fast (KILN_REQUIRE_TOOLS=1)",
-        &mut cmd,
-    )
+    let title = "cargo test --workspace --all-features --no-fail-fast (KILN_REQUIRE_TOOLS=1)";
+    println!("==> [5/{total}] {title}");
+    let (status, counts) = run_counting(&mut cmd)
+        .map_err(|e| Failure::new(format!("{title}: cannot run {:?}: {e}", cmd.get_program())))?;
+    let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();
+    println!("{}", summary(&counts, &skips));
+    if status.success() {
+        return Ok(());
+    }
+    let code = status.code().unwrap_or(1);
+    Err(Failure {
+        code: u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1),
+        message: Some(format!("step 5/{total} failed: {title} (exit code {code})")),
+        show_usage: false,
+    })
+}
+
+/// What the test harness reported, summed over every test binary.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Counts {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+    /// `test NAME ... ignored[, reason]` lines, as printed.
+    ignored_tests: Vec<String>,
+}
+
+impl Counts {
+    /// Takes in one line of `cargo test`'s standard output.
+    fn add_line(&mut self, line: &str) {
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let number = |what: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| part.trim().strip_suffix(what))
+                    .and_then(|n| n.trim().rsplit(' ').next()?.parse().ok())
+                    .unwrap_or(0)
+            };
+            self.passed += number("passed");
+            self.failed += number("failed");
+            self.ignored += number("ignored");
+        } else if line.starts_with("test ") && line.contains(" ... ignored") {
+            self.ignored_tests.push(line["test ".len()..].to_string());
+        }
+    }
+}
+
+/// Runs `cmd` with its standard output passed through line by line and counted.
+fn run_counting(cmd: &mut Command) -> std::io::Result<(std::process::ExitStatus, Counts)> {
+    use std::io::{BufRead, Write};
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn()?;
+    let mut counts = Counts::default();
+    let out = child.stdout.take().expect("stdout is piped");
+    let stdout = std::io::stdout();
+    for line in std::io::BufReader::new(out).lines() {
+        let line = line?;
+        let mut lock = stdout.lock();
+        writeln!(lock, "{line}")?;
+        lock.flush()?;
+        counts.add_line(&line);
+    }
+    Ok((child.wait()?, counts))
+}
+
+/// The closing summary: how many tests ran their checks, were ignored, or skipped them at
+/// run time (they print `ok` all the same; `skips` is the KILN_SKIP_LOG text).
+fn summary(counts: &Counts, skips: &str) -> String {
+    let skipped: Vec<&str> = skips.lines().filter(|l| !l.trim().is_empty()).collect();
+    let ran = counts.passed.saturating_sub(skipped.len() as u64);
+    let mut s = format!(
+        "==> tests: {} passed ({ran} ran their checks, {} skipped them at run time), {} failed, \
+         {} ignored",
+        counts.passed,
+        skipped.len(),
+        counts.failed,
+        counts.ignored
+    );
+    if !skipped.is_empty() {
+        s += "\n    skipped at run time (no device or tool; they print `ok`):";
+        for l in &skipped {
+            let (test, reason) = l.split_once('\t').unwrap_or((l, ""));
+            s += &format!("\n      {test}: {reason}");
+        }
+    }
+    if !counts.ignored_tests.is_empty() {
+        s += "\n    ignored:";
+        for t in &counts.ignored_tests {
+            s += &format!("\n      {t}");
+        }
+    }
+    s
 }
 
 fn tools(args: &[String]) -> Result<()> {
@@ -578,4 +678,44 @@ fn fuzz(args: &[String]) -> Result<()> {
         .arg("--")
         .arg(format!("-max_total_time={seconds}"));
     step(2, 2, &format!("{how} fuzz run {target} -- -max_total_time={seconds}"), &mut cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xtask once printed `llvm-mc -triple=amdgcn`, which rejects kiln's output: the triple
+    /// it shows must be the one the AMDGPU tests run llvm-mc with.
+    #[test]
+    fn llvm_mc_triple_is_the_tests_one() {
+        let tool = TOOLS.iter().find(|t| t.name == "llvm-mc").unwrap();
+        let tests = std::fs::read_to_string(root().join("backends/tests/amdgpu_common/mod.rs"))
+            .expect("the AMDGPU test helper");
+        let shown = tool.used_by.split_whitespace().find(|w| w.starts_with("-triple=")).unwrap();
+        assert_eq!(shown, "-triple=amdgcn-amd-amdhsa");
+        assert!(
+            tests.contains(&format!("\"{shown}\"")),
+            "the tests use another triple than {shown}"
+        );
+    }
+
+    #[test]
+    fn counts_and_summary() {
+        let mut c = Counts::default();
+        for line in [
+            "test a ... ok",
+            "test big ... ignored, needs a GPU",
+            "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; \
+             finished in 0.20s",
+            "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured; 4 filtered out",
+        ] {
+            c.add_line(line);
+        }
+        assert_eq!((c.passed, c.failed, c.ignored), (15, 2, 1));
+        assert_eq!(c.ignored_tests, ["big ... ignored, needs a GPU"]);
+        let s = summary(&c, "cuda_diff::x\tCUDA device unavailable: no driver\n");
+        assert!(s.contains("15 passed (14 ran their checks, 1 skipped them at run time)"), "{s}");
+        assert!(s.contains("cuda_diff::x: CUDA device unavailable: no driver"), "{s}");
+        assert!(s.contains("big ... ignored, needs a GPU"), "{s}");
+    }
 }

@@ -20,7 +20,7 @@ fn llvm_mc() -> Option<String> {
             if std::env::var("KILN_REQUIRE_TOOLS").is_ok_and(|v| v == "1") {
                 panic!("KILN_REQUIRE_TOOLS=1 but KILN_LLVM_MC is not set");
             }
-            eprintln!("skipping llvm-mc checks: KILN_LLVM_MC is not set");
+            kiln_ir::testing::skip("llvm-mc checks: KILN_LLVM_MC is not set");
             None
         }
     }

@@ -1,6 +1,8 @@
 //! Runs a compiled [`Program`] over an nd-range: work-groups one after another, the
 //! work-items of a group as resumable states that run in index order up to each barrier.
 
+use std::time::Instant;
+
 use smallvec::SmallVec;
 
 use crate::expr::Imm;
@@ -9,7 +11,7 @@ use crate::types::Scalar;
 
 use super::buffer::Buffer;
 use super::compile::{Code, Inst, Mem, MemInfo, Op, Program};
-use super::{default_local_size, ops, InterpError, NdRange, RunOptions};
+use super::{default_local_size, ops, InterpError, NdRange, RunOptions, DEADLINE_CHECK_STEPS};
 
 /// A checked launch configuration: every dimension filled in (unused ones are size 1,
 /// offset 0).
@@ -124,6 +126,9 @@ struct Machine<'a> {
     group_id: [u32; 3],
     steps_left: u64,
     max_steps: Option<u64>,
+    /// Steps until the clock is next read (only counts down with a deadline).
+    until_clock: u32,
+    deadline: Option<(Instant, Instant)>,
     reverse: bool,
 }
 
@@ -163,6 +168,8 @@ pub(super) fn execute(
         group_id: [0; 3],
         steps_left: max_steps.unwrap_or(u64::MAX),
         max_steps,
+        until_clock: DEADLINE_CHECK_STEPS,
+        deadline: options.deadline.map(|d| (Instant::now(), d)),
         reverse: options.reverse_order,
     };
     let groups: [u32; 3] = std::array::from_fn(|d| launch.global[d] / launch.local[d]);
@@ -279,6 +286,20 @@ impl Machine<'_> {
                 ));
             }
             self.steps_left -= 1;
+            if let Some((start, deadline)) = self.deadline {
+                self.until_clock -= 1;
+                if self.until_clock == 0 {
+                    self.until_clock = DEADLINE_CHECK_STEPS;
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(format!(
+                            "time limit exceeded: still running at the deadline, {:.3}s after \
+                             the launch started",
+                            (now - start).as_secs_f64()
+                        ));
+                    }
+                }
+            }
             match inst {
                 Inst::Set { slot, value } => {
                     item.slots[*slot as usize] = self.eval(*value, item)?;

@@ -78,6 +78,9 @@
 //!   summed over all work-items: each `let`, `var`, assignment, store, atomic, barrier,
 //!   private array declaration, `if` test, `while` test, loop entry and loop iteration
 //!   counts one. Exceeding it is an error. [`run`] sets no limit.
+//! * **Deadline.** [`RunOptions::deadline`] bounds the wall-clock time: the clock is read
+//!   every few thousand steps, and a launch still running past the deadline stops with an
+//!   error naming the work-item it was executing. [`run`] sets none.
 //! * **Errors** ([`InterpError`]) name the kernel and, for faults during execution, the
 //!   global id of the work-item: out-of-bounds loads, stores and atomics (naming the
 //!   pointer, the index and the length), integer division or remainder by zero (naming the
@@ -200,11 +203,19 @@ pub struct RunOptions {
     /// The most instructions the whole launch may execute (see the module docs for what
     /// counts); `None` is unlimited. Bound it when running kernels that might not terminate.
     pub max_steps: Option<u64>,
+    /// The instant after which the launch stops with an error; `None` is no deadline. It is
+    /// checked every [`DEADLINE_CHECK_STEPS`] steps, so a launch overruns it by at most that
+    /// many steps.
+    pub deadline: Option<std::time::Instant>,
     /// Run the work-groups, and the work-items of each group between barriers, in reverse
     /// linear order instead of forward. Another valid schedule: a race-free kernel gives the
     /// same result either way, so comparing the two finds schedule-dependent kernels.
     pub reverse_order: bool,
 }
+
+/// How many steps the interpreter executes between two readings of the clock when
+/// [`RunOptions::deadline`] is set: reading it on every step would dominate small steps.
+pub const DEADLINE_CHECK_STEPS: u32 = 4096;
 
 impl RunOptions {
     /// Options with a step limit.

@@ -168,11 +168,16 @@ impl PersistentCache {
     /// The cache the environment asks for: `Ok(None)` unless `KILN_CACHE_PERSISTENT=1`;
     /// rooted at `KILN_CACHE_DIR` or [`default_root`](Self::default_root); limits from
     /// `KILN_CACHE_MAX_SIZE` and `KILN_CACHE_MAX_ITEM_SIZE` (syntax of
-    /// [`parse_size`](super::parse_size)). A limit that does not parse is an error even
-    /// while the cache is off, so a typo is caught before it matters.
+    /// [`parse_size`](super::parse_size)). A limit that does not parse, or a
+    /// `KILN_CACHE_PERSISTENT` that is neither `1` nor `0`, is an error even while the cache
+    /// is off, so a typo is caught before it matters.
     pub fn from_env() -> Result<Option<PersistentCache>, SettingError> {
+        let on = crate::env::flag("KILN_CACHE_PERSISTENT").map_err(|e| SettingError {
+            var: e.name.to_string(),
+            value: e.value,
+            reason: e.reason,
+        })?;
         let cache = Self::from_env_root()?;
-        let on = std::env::var("KILN_CACHE_PERSISTENT").is_ok_and(|v| v.trim() == "1");
         Ok(cache.filter(|_| on))
     }
 
