@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use kiln_backends::spirv::{emit, Flavour};
+use kiln_backends::spirv::{emit, Flavour, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
 use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 
@@ -192,12 +192,16 @@ impl VulkanDevice {
         let local = check_launch(kernel, range, args, buffers)?;
         let layout = &k.layout;
         let mut push = vec![0u8; layout.push_size as usize];
-        if push.len() < 12 {
-            return Err(launch_err("push-constant block smaller than the global offset"));
+        if push.len() < PUSH_SCALARS_AT as usize {
+            return Err(launch_err("push-constant block smaller than the launch's fields"));
         }
+        let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
+        let groups = [0, 1, 2].map(|d| if d < range.dims { groups[d] } else { 1 });
         for (d, o) in range.offset.iter().enumerate() {
             let v = if d < range.dims { *o } else { 0 };
             push[4 * d..4 * d + 4].copy_from_slice(&v.to_le_bytes());
+            let at = PUSH_NUM_GROUPS_AT as usize + 4 * d;
+            push[at..at + 4].copy_from_slice(&groups[d].to_le_bytes());
         }
         // The layout may come from disk: every index and offset is checked, never trusted.
         for s in &layout.scalars {
@@ -223,8 +227,7 @@ impl VulkanDevice {
                 }
             }
         }
-        let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
-        self.check_limits(kernel, local, groups, layout.push_size)?;
+        self.check_limits(kernel, local, layout.push_size)?;
         let mut res = Resources::new(self);
         let out = res.dispatch(&k.words, &k.entry, local, groups, &push, &bindings, buffers);
         res.destroy();
@@ -298,7 +301,6 @@ impl VulkanDevice {
         &self,
         kernel: &Kernel,
         local: [u32; 3],
-        groups: [u32; 3],
         push: u32,
     ) -> Result<(), DeviceError> {
         let l = &self.limits;
@@ -323,12 +325,6 @@ impl VulkanDevice {
                 return fail(format!(
                     "local size {} in dimension {d} exceeds the device's {}",
                     local[d], l.max_compute_work_group_size[d]
-                ));
-            }
-            if groups[d] > l.max_compute_work_group_count[d] {
-                return fail(format!(
-                    "{} work-groups in dimension {d} exceed the device's {}",
-                    groups[d], l.max_compute_work_group_count[d]
                 ));
             }
         }
@@ -378,6 +374,15 @@ fn check_launch(
     let mut global = range.global;
     for g in global.iter_mut().skip(range.dims) {
         *g = 1;
+    }
+    // The interpreter's rule: ids are u32, and the device would wrap them silently.
+    for d in 0..range.dims {
+        if range.offset[d] as u64 + global[d] as u64 > 1 << 32 {
+            return fail(format!(
+                "global offset {} + global size {} in dimension {d} overflows the u32 ids",
+                range.offset[d], global[d]
+            ));
+        }
     }
     let local = match (range.local, kernel.attrs().reqd_work_group_size) {
         (Some(l), _) => {
@@ -429,6 +434,24 @@ fn check_launch(
         }
     }
     Ok(local)
+}
+
+/// The dispatches that cover `groups` work-groups when one dispatch may have at most `max`
+/// per dimension: (base group, group count) pairs, dimension 0 fastest.
+fn split_groups(groups: [u32; 3], max: [u32; 3]) -> Vec<([u32; 3], [u32; 3])> {
+    let chunks = |d: usize| {
+        let m = max[d].max(1);
+        (0..groups[d].div_ceil(m)).map(move |i| (i * m, (groups[d] - i * m).min(m)))
+    };
+    let mut out = Vec::new();
+    for (bz, cz) in chunks(2) {
+        for (by, cy) in chunks(1) {
+            for (bx, cx) in chunks(0) {
+                out.push(([bx, by, bz], [cx, cy, cz]));
+            }
+        }
+    }
+    out
 }
 
 /// Per-launch Vulkan objects, destroyed together.
@@ -571,6 +594,7 @@ impl<'a> Resources<'a> {
                 .name(&name)
                 .specialization_info(&spec);
             let cpci = [vk::ComputePipelineCreateInfo::default()
+                .flags(vk::PipelineCreateFlags::DISPATCH_BASE)
                 .stage(stage)
                 .layout(self.pipeline_layout)];
             self.pipeline = d
@@ -629,7 +653,15 @@ impl<'a> Resources<'a> {
                 );
             }
             d.cmd_push_constants(cb, self.pipeline_layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-            d.cmd_dispatch(cb, groups[0], groups[1], groups[2]);
+            // More groups than one dispatch may have: several dispatches with a base group
+            // (the module reads the launch's counts from push constants, `WorkgroupId`
+            // includes the base), in the order of the unsplit launch.
+            for (base, count) in split_groups(groups, self.dev.limits.max_compute_work_group_count)
+            {
+                d.cmd_dispatch_base(
+                    cb, base[0], base[1], base[2], count[0], count[1], count[2],
+                );
+            }
             let barrier = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];

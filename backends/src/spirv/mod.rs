@@ -102,6 +102,12 @@ pub struct PushScalar {
     pub ty: Scalar,
 }
 
+/// Where scalar parameters start in the Vulkan flavour's push-constant block.
+pub const PUSH_SCALARS_AT: u32 = 32;
+
+/// Where the launch's work-group counts (three `u32`) live in the push-constant block.
+pub const PUSH_NUM_GROUPS_AT: u32 = 16;
+
 /// How the host binds a Vulkan-flavour module.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VulkanLayout {
@@ -110,7 +116,11 @@ pub struct VulkanLayout {
     /// Scalars in the push-constant block.
     pub scalars: Vec<PushScalar>,
     /// Size of the push-constant block in bytes; the global offset is three `u32` at 0,
-    /// followed by a `u32` that must be 0 (at 12).
+    /// followed by a `u32` that must be 0 (at 12), the launch's work-group counts (three
+    /// `u32` at [`PUSH_NUM_GROUPS_AT`]), and a `u32` pad; scalars start at
+    /// [`PUSH_SCALARS_AT`]. The module must be dispatched with a dispatch base
+    /// (`vkCmdDispatchBase`) when the host splits a launch: `group_id` and `global_id` come
+    /// from `WorkgroupId` and `GlobalInvocationId`, which include the base.
     pub push_size: u32,
 }
 
@@ -224,7 +234,6 @@ fn setup_vulkan(
         (kiln_ir::Builtin::GlobalId, BuiltIn::GlobalInvocationId),
         (kiln_ir::Builtin::LocalId, BuiltIn::LocalInvocationId),
         (kiln_ir::Builtin::GroupId, BuiltIn::WorkgroupId),
-        (kiln_ir::Builtin::NumGroups, BuiltIn::NumWorkgroups),
     ] {
         let v = builtin_var(cx, v3, bi);
         iface.push(v);
@@ -244,11 +253,14 @@ fn setup_vulkan(
 
     // Storage buffers and the push-constant block.
     let mut layout = VulkanLayout::default();
-    // Global offset (0..12), then a u32 the host always sets to 0 (see `Emitter::opaque_zero`).
-    let mut members = vec![u32t, u32t, u32t, u32t];
-    let mut offsets = vec![0u32, 4, 8, 12];
+    // Global offset (0..12), then a u32 the host always sets to 0 (see `Emitter::opaque_zero`),
+    // then the launch's work-group counts (16..28): a launch the host splits into several
+    // dispatches (more groups than one dispatch may have) must still read the whole
+    // launch's `num_groups`, which `NumWorkgroups` would not give.
+    let mut members = vec![u32t; 7];
+    let mut offsets = vec![0u32, 4, 8, 12, 16, 20, 24];
     let mut decorated_structs = Vec::new();
-    let mut next = 16u32;
+    let mut next = PUSH_SCALARS_AT;
     for (i, p) in kernel.params().iter().enumerate() {
         match p.ty() {
             Type::Ptr(_, elem) => {
