@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use kiln_backends::spirv::{emit, Flavour, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
+use kiln_backends::limits::{exceeded, Footprint};
+use kiln_backends::spirv::{emit, Flavour, VulkanLayout, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
 use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 
@@ -179,6 +180,12 @@ impl VulkanDevice {
         })
     }
 
+    /// The device's limits, as it reports them (kiln checks kernels and launches against
+    /// them).
+    pub fn limits(&self) -> &vk::PhysicalDeviceLimits {
+        &self.limits
+    }
+
     /// Dispatches a loaded kernel: `args` has one entry per parameter, pointer parameters
     /// naming entries of `buffers`, which are updated in place.
     fn dispatch(
@@ -240,15 +247,30 @@ impl VulkanDevice {
 /// Vulkan-flavour SPIR-V module with its binding layout, and the kernels' signatures. Needs
 /// no Vulkan device (benchmarks and tools use it to build what the device would).
 pub fn build_spirv_program(module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+    build_checked(module, options, |_, _| Ok(()))
+}
+
+/// [`build_spirv_program`] with `check` run on each kernel and its layout before encoding.
+fn build_checked(
+    module: &Module,
+    options: &str,
+    check: impl Fn(&Kernel, &VulkanLayout) -> Result<(), String>,
+) -> Result<Vec<u8>, DeviceError> {
+    let build_err = |message: String| DeviceError::Build { device: "vulkan".into(), message };
     let kernels = artifact::prepare_kernels("vulkan", module, options)?;
     let mut blobs = Vec::with_capacity(kernels.len());
     for k in &kernels {
-        let m = emit(k, Flavour::Vulkan)
-            .map_err(|e| DeviceError::Build { device: "vulkan".into(), message: e.to_string() })?;
+        let m = emit(k, Flavour::Vulkan).map_err(|e| build_err(e.to_string()))?;
+        check(k, &m.layout).map_err(build_err)?;
         blobs.push((m.entry.clone(), program::encode_kernel(&m.layout, &m.words)));
     }
     Ok(artifact::encode(&kernels, &blobs))
 }
+
+/// The most bytes of private arrays one work-item may declare on a Vulkan device. Vulkan has
+/// no such limit to query, and drivers crash or hang on huge per-invocation arrays
+/// (lavapipe keeps them on its threads' stacks), so kiln sets one it has seen work.
+pub const MAX_PRIVATE_BYTES: u64 = 64 * 1024;
 
 impl Device for VulkanDevice {
     /// The device's name (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` for lavapipe).
@@ -265,8 +287,11 @@ impl Device for VulkanDevice {
         format!("driver {:#x} api {:#x}", self.driver_version, self.api_version)
     }
 
+    /// Builds as [`build_spirv_program`] does, and refuses a kernel that needs more than
+    /// this device has (buffer bindings, push constants, shared memory, work-group size) or
+    /// more private memory than [`MAX_PRIVATE_BYTES`]: drivers crash or hang on those.
     fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
-        build_spirv_program(module, options)
+        build_checked(module, options, |k, layout| self.check_kernel(k, layout))
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
@@ -296,13 +321,69 @@ impl Device for VulkanDevice {
 }
 
 impl VulkanDevice {
+    /// Rejects a kernel this device cannot take, naming the kernel and the limit.
+    fn check_kernel(&self, kernel: &Kernel, layout: &VulkanLayout) -> Result<(), String> {
+        let l = &self.limits;
+        let f = Footprint::of(kernel);
+        let buffers = f.buffers as u64;
+        let wg = kernel.attrs().reqd_work_group_size.unwrap_or([1, 1, 1]);
+        let wg_items: u64 = wg.iter().map(|&x| x as u64).product();
+        let device = "the device's";
+        let checks = [
+            (
+                "storage buffers (pointer parameters)",
+                buffers,
+                l.max_per_stage_descriptor_storage_buffers.min(l.max_descriptor_set_storage_buffers)
+                    as u64,
+                "maxPerStageDescriptorStorageBuffers",
+            ),
+            (
+                "push-constant bytes (scalar parameters)",
+                layout.push_size as u64,
+                l.max_push_constants_size as u64,
+                "maxPushConstantsSize",
+            ),
+            (
+                "shared (local array) bytes",
+                f.local_bytes,
+                l.max_compute_shared_memory_size as u64,
+                "maxComputeSharedMemorySize",
+            ),
+            (
+                "#reqd_work_group_size work-items",
+                wg_items,
+                l.max_compute_work_group_invocations as u64,
+                "maxComputeWorkGroupInvocations",
+            ),
+        ];
+        let on = |m: String| format!("kernel `{}` on {}: {m}", kernel.name(), self.name);
+        for (what, need, limit, name) in checks {
+            if need > limit {
+                return Err(on(format!("{} ({name})", exceeded(what, need, limit, device))));
+            }
+        }
+        for d in 0..3 {
+            let limit = l.max_compute_work_group_size[d];
+            if wg[d] > limit {
+                let what = format!("#reqd_work_group_size in dimension {d}");
+                let m = exceeded(&what, wg[d] as u64, limit as u64, device);
+                return Err(on(format!("{m} (maxComputeWorkGroupSize)")));
+            }
+        }
+        if f.private_bytes > MAX_PRIVATE_BYTES {
+            let m = exceeded(
+                "private array bytes per work-item",
+                f.private_bytes,
+                MAX_PRIVATE_BYTES,
+                "kiln's Vulkan",
+            );
+            return Err(on(m));
+        }
+        Ok(())
+    }
+
     /// Rejects launches the device cannot take, with the limit named.
-    fn check_limits(
-        &self,
-        kernel: &Kernel,
-        local: [u32; 3],
-        push: u32,
-    ) -> Result<(), DeviceError> {
+    fn check_limits(&self, kernel: &Kernel, local: [u32; 3], push: u32) -> Result<(), DeviceError> {
         let l = &self.limits;
         let fail = |m: String| {
             Err(launch_err(format!("kernel `{}` on {}: {m}", kernel.name(), self.name)))
@@ -658,9 +739,7 @@ impl<'a> Resources<'a> {
             // includes the base), in the order of the unsplit launch.
             for (base, count) in split_groups(groups, self.dev.limits.max_compute_work_group_count)
             {
-                d.cmd_dispatch_base(
-                    cb, base[0], base[1], base[2], count[0], count[1], count[2],
-                );
+                d.cmd_dispatch_base(cb, base[0], base[1], base[2], count[0], count[1], count[2]);
             }
             let barrier = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE)

@@ -159,6 +159,7 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
         let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
         return Err(err(format!("ill-formed kernel: {first}")));
     }
+    check_limits(kernel, flavour).map_err(err)?;
     let mut cx = Ctx::new(flavour);
     let mut em = stmt::Emitter::new(kernel);
     let layout = match flavour {
@@ -174,6 +175,37 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
     }
     let module = cx.finish().module();
     Ok(SpirvModule { words: module.assemble(), flavour, entry: kernel.name().to_string(), layout })
+}
+
+/// The most parameters an `OpFunction` may have (SPIR-V's universal limits): the OpenCL
+/// flavour passes every kernel parameter as one.
+pub const MAX_FUNCTION_PARAMS: usize = 255;
+
+/// SPIR-V's own limits that a kernel can exceed; the device's (buffer bindings, push
+/// constants, shared memory) are checked by the device when it builds.
+fn check_limits(kernel: &Kernel, flavour: Flavour) -> Result<(), String> {
+    let f = crate::limits::Footprint::of(kernel);
+    if flavour == Flavour::OpenCl && f.params > MAX_FUNCTION_PARAMS {
+        return Err(crate::limits::exceeded(
+            "kernel parameters",
+            f.params as u64,
+            MAX_FUNCTION_PARAMS as u64,
+            "SPIR-V's function-parameter",
+        ));
+    }
+    // Every array's element count is a `u32`; their sum, in bytes, must be one too (the
+    // Vulkan flavour's push-constant offsets and the byte sizes drivers compute).
+    for (what, bytes) in [("local arrays", f.local_bytes), ("private arrays", f.private_bytes)] {
+        if bytes > u32::MAX as u64 {
+            return Err(crate::limits::exceeded(
+                &format!("{what} bytes"),
+                bytes,
+                u32::MAX as u64,
+                "SPIR-V's 32-bit size",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Collects `local` array declarations anywhere in the body (they are per work-group).
