@@ -125,6 +125,16 @@ pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, Error
     };
     let mut f = isel::select(kernel, div).map_err(named)?;
     regalloc::allocate(&mut f)?;
+    // Spill slots come after the private arrays: the total is checked again.
+    if f.scratch_bytes > MAX_SCRATCH_BYTES {
+        let m = crate::limits::exceeded(
+            "per-lane scratch bytes (private arrays and spills)",
+            f.scratch_bytes as u64,
+            MAX_SCRATCH_BYTES as u64,
+            "gfx9's",
+        );
+        return Err(Error::Limit(format!("kernel `{}`: {m}", kernel.name())));
+    }
     let asm = asm::print(&f);
     Ok(Compiled { func: f, asm })
 }
