@@ -45,10 +45,29 @@ fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> DeviceError {
     move |e| DeviceError::Driver(format!("vulkan: {what}: {e}"))
 }
 
-/// A Vulkan compute device (the first physical device with a compute queue).
-pub struct VulkanDevice {
+/// The instance and logical device, destroyed when the last user is gone: the device and
+/// every loaded program (whose pipeline cache must be destroyed before the device) share it.
+pub(crate) struct Owner {
     _entry: ash::Entry,
     instance: ash::Instance,
+    pub(crate) device: ash::Device,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // SAFETY: the last reference: every program's objects are gone, and `run` destroys
+        // its per-launch objects.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+/// A Vulkan compute device (the first physical device with a compute queue).
+pub struct VulkanDevice {
+    owner: Arc<Owner>,
     device: ash::Device,
     queue: Mutex<vk::Queue>,
     queue_family: u32,
@@ -57,6 +76,8 @@ pub struct VulkanDevice {
     name: String,
     driver_version: u32,
     api_version: u32,
+    /// What a pipeline cache's header must name to be used here.
+    cache_id: program::CacheId,
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -167,8 +188,7 @@ impl VulkanDevice {
         let queue = unsafe { device.get_device_queue(qf, 0) };
         let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
         Ok(VulkanDevice {
-            _entry: entry,
-            instance,
+            owner: Arc::new(Owner { _entry: entry, instance, device: device.clone() }),
             device,
             queue: Mutex::new(queue),
             queue_family: qf,
@@ -177,6 +197,11 @@ impl VulkanDevice {
             name,
             driver_version: props.driver_version,
             api_version: props.api_version,
+            cache_id: program::CacheId {
+                vendor: props.vendor_id,
+                device: props.device_id,
+                uuid: props.pipeline_cache_uuid,
+            },
         })
     }
 
@@ -184,6 +209,18 @@ impl VulkanDevice {
     /// them).
     pub fn limits(&self) -> &vk::PhysicalDeviceLimits {
         &self.limits
+    }
+
+    fn load_program(
+        &self,
+        binary: &[u8],
+        seed: Option<&[u8]>,
+    ) -> Result<(Handle, Option<String>), DeviceError> {
+        let a = artifact::decode(&self.name, binary)?;
+        let (cache, rejected) = program::PipelineCache::new(&self.owner, &self.cache_id, seed)?;
+        let cache = Arc::new(cache);
+        let kernels = program::decode_kernels(&self.name, a, &cache)?;
+        Ok((Arc::new(VkProgram { kernels, cache }), rejected))
     }
 
     /// Dispatches a loaded kernel: `args` has one entry per parameter, pointer parameters
@@ -236,7 +273,7 @@ impl VulkanDevice {
         }
         self.check_limits(kernel, local, layout.push_size)?;
         let mut res = Resources::new(self);
-        let out = res.dispatch(&k.words, &k.entry, local, groups, &push, &bindings, buffers);
+        let out = res.dispatch(k, local, groups, &push, &bindings, buffers);
         res.destroy();
         out
     }
@@ -295,9 +332,23 @@ impl Device for VulkanDevice {
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
-        let a = artifact::decode(&self.name, binary)?;
-        let kernels = program::decode_kernels(&self.name, a)?;
-        Ok(Arc::new(VkProgram { kernels }))
+        Ok(self.load_program(binary, None)?.0)
+    }
+
+    /// The program's pipeline cache data, when a pipeline was created since the last call.
+    fn driver_cache(&self, program: &Handle) -> Option<Vec<u8>> {
+        handle_as::<VkProgram>(program, "program").ok()?.cache.data_if_changed()
+    }
+
+    /// Loads with the pipeline cache data of an earlier process: used only when its header
+    /// names this device (vendor, device, pipeline-cache UUID), otherwise ignored and why
+    /// returned.
+    fn load_with_driver_cache(
+        &self,
+        binary: &[u8],
+        driver_cache: &[u8],
+    ) -> Result<(Handle, Option<String>), DeviceError> {
+        self.load_program(binary, Some(driver_cache))
     }
 
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
@@ -410,17 +461,6 @@ impl VulkanDevice {
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for VulkanDevice {
-    fn drop(&mut self) {
-        // SAFETY: all per-launch objects are destroyed by `run`; nothing else is alive.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            self.device.destroy_device(None);
-            self.instance.destroy_instance(None);
-        }
     }
 }
 
@@ -616,8 +656,7 @@ impl<'a> Resources<'a> {
     #[allow(clippy::too_many_arguments)]
     fn dispatch(
         &mut self,
-        words: &[u32],
-        entry: &str,
+        k: &VkKernel,
         local: [u32; 3],
         groups: [u32; 3],
         push: &[u8],
@@ -637,7 +676,7 @@ impl<'a> Resources<'a> {
         // SAFETY: every object below is created from valid infos on a live device and
         // recorded in `self` for destruction; the submission is waited for.
         unsafe {
-            let sci = vk::ShaderModuleCreateInfo::default().code(words);
+            let sci = vk::ShaderModuleCreateInfo::default().code(&k.words);
             self.shader =
                 d.create_shader_module(&sci, None).map_err(vkerr("create shader module"))?;
             let lb: Vec<_> = bindings
@@ -668,7 +707,8 @@ impl<'a> Resources<'a> {
                 .collect();
             let spec_data: Vec<u8> = local.iter().flat_map(|x| x.to_le_bytes()).collect();
             let spec = vk::SpecializationInfo::default().map_entries(&entries).data(&spec_data);
-            let name = std::ffi::CString::new(entry).map_err(|_| launch_err("bad entry name"))?;
+            let name = std::ffi::CString::new(k.entry.as_str())
+                .map_err(|_| launch_err("bad entry name"))?;
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(self.shader)
@@ -678,9 +718,7 @@ impl<'a> Resources<'a> {
                 .flags(vk::PipelineCreateFlags::DISPATCH_BASE)
                 .stage(stage)
                 .layout(self.pipeline_layout)];
-            self.pipeline = d
-                .create_compute_pipelines(vk::PipelineCache::null(), &cpci, None)
-                .map_err(|(_, e)| vkerr("create pipeline")(e))?[0];
+            self.pipeline = k.cache.create_pipeline(&cpci).map_err(vkerr("create pipeline"))?;
             let ps = [vk::DescriptorPoolSize::default()
                 .ty(vk::DescriptorType::STORAGE_BUFFER)
                 .descriptor_count(bindings.len().max(1) as u32)];
