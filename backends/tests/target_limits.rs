@@ -58,7 +58,7 @@ fn many_params(n: usize) -> Kernel {
     let params: Vec<String> = (0..n)
         .map(|i| if i % 2 == 0 { format!("b{i}: ptr<global, u32>") } else { format!("s{i}: u32") })
         .collect();
-    let last = if n % 2 == 0 { n - 1 } else { n - 2 };
+    let last = if n.is_multiple_of(2) { n - 1 } else { n - 2 };
     kernel(&format!("kernel many({}) {{ b0[0] = s1 + s{last}; }}", params.join(", ")))
 }
 

@@ -413,11 +413,10 @@ impl VulkanDevice {
                 return Err(on(format!("{} ({name})", exceeded(what, need, limit, device))));
             }
         }
-        for d in 0..3 {
-            let limit = l.max_compute_work_group_size[d];
-            if wg[d] > limit {
+        for (d, (&w, &limit)) in wg.iter().zip(&l.max_compute_work_group_size).enumerate() {
+            if w > limit {
                 let what = format!("#reqd_work_group_size in dimension {d}");
-                let m = exceeded(&what, wg[d] as u64, limit as u64, device);
+                let m = exceeded(&what, w as u64, limit as u64, device);
                 return Err(on(format!("{m} (maxComputeWorkGroupSize)")));
             }
         }
@@ -452,11 +451,10 @@ impl VulkanDevice {
                 l.max_compute_work_group_invocations
             ));
         }
-        for d in 0..3 {
-            if local[d] > l.max_compute_work_group_size[d] {
+        for (d, (&x, &limit)) in local.iter().zip(&l.max_compute_work_group_size).enumerate() {
+            if x > limit {
                 return fail(format!(
-                    "local size {} in dimension {d} exceeds the device's {}",
-                    local[d], l.max_compute_work_group_size[d]
+                    "local size {x} in dimension {d} exceeds the device's {limit}"
                 ));
             }
         }
@@ -497,11 +495,10 @@ fn check_launch(
         *g = 1;
     }
     // The interpreter's rule: ids are u32, and the device would wrap them silently.
-    for d in 0..range.dims {
-        if range.offset[d] as u64 + global[d] as u64 > 1 << 32 {
+    for (d, (&o, &g)) in range.offset.iter().zip(&global).enumerate().take(range.dims) {
+        if o as u64 + g as u64 > 1 << 32 {
             return fail(format!(
-                "global offset {} + global size {} in dimension {d} overflows the u32 ids",
-                range.offset[d], global[d]
+                "global offset {o} + global size {g} in dimension {d} overflows the u32 ids"
             ));
         }
     }
