@@ -10,6 +10,19 @@
 //! through specialization constants, global offset and scalars through push constants), and results
 //! are read back into the caller's buffers.
 //!
+//! Limits: `build` refuses a kernel that needs more than the device has (storage buffers per
+//! stage, push-constant bytes, shared memory, `#reqd_work_group_size`) or more private
+//! memory per work-item than [`MAX_PRIVATE_BYTES`], naming the kernel and the limit; `run`
+//! refuses `offset + global` past the `u32` ids as the interpreter does. A launch with more
+//! work-groups than one dispatch may have (`maxComputeWorkGroupCount`) is split into
+//! dispatches with a base group (`vkCmdDispatchBase`); the module reads the whole launch's
+//! group counts from push constants, so every built-in reads as in the unsplit launch.
+//!
+//! Each loaded program creates its pipelines through its own `VkPipelineCache`; its data is
+//! [`Device::driver_cache`], which a [`crate::Context`] stores next to the program in the
+//! persistent cache and hands back to [`Device::load_with_driver_cache`] in the next
+//! process, where it is used only if its header names this device.
+//!
 //! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
 //! dependency: without a loader or a device,
 //! [`VulkanDevice::open`](crate::vulkan::VulkanDevice::open) returns [`DeviceError::Unavailable`].
