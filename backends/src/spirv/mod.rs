@@ -10,7 +10,12 @@
 //!   (a block holding a runtime array); scalar parameters and the global offset live in a
 //!   push-constant block ([`VulkanLayout`]); the work-group size is the specialization
 //!   constants 0, 1, 2 (the `WorkgroupSize` built-in); local arrays are `Workgroup`
-//!   variables, zeroed by the group on entry.
+//!   variables, zeroed by the group on entry; private arrays are `Function` variables,
+//!   zeroed where declared (by a loop beyond 64 elements: drivers expand a null constant of
+//!   the whole array).
+//!
+//! Limits checked before emitting (the device checks its own when it builds): at most
+//! [`MAX_FUNCTION_PARAMS`] parameters in the OpenCL flavour, array bytes within `u32`.
 //!
 //! Semantics follow the interpreter exactly: signed division guards `MIN / -1`, shift
 //! amounts are masked, float-to-int casts clamp and map NaN to 0 explicitly, `min`/`max`
