@@ -96,7 +96,8 @@ fn vulkan_huge_private_array_is_refused() {
 #[test]
 fn vulkan_push_constants_over_the_limit_are_refused() {
     let Some(dev) = device() else { return };
-    let n = dev.limits().max_push_constants_size as usize / 8 + 1;
+    // 32 bytes of launch fields, then one 4-byte slot per `u32`.
+    let n = (dev.limits().max_push_constants_size as usize - 32) / 4 + 1;
     let params: Vec<String> = (0..n).map(|i| format!("s{i}: u32")).collect();
     let k = kernel(&format!(
         "kernel scalars(out: ptr<global, u32>, {}) {{ out[0] = s0; }}",
@@ -104,6 +105,24 @@ fn vulkan_push_constants_over_the_limit_are_refused() {
     ));
     let e = build_error(&dev, &k);
     assert!(e.contains("maxPushConstantsSize") && e.contains("`scalars`"), "{e}");
+    // One fewer fits, and every scalar arrives (packed slots, 64-bit ones aligned).
+    let params: Vec<String> = (0..n - 3).map(|i| format!("s{i}: u32")).collect();
+    let k = kernel(&format!(
+        "kernel scalars(out: ptr<global, u32>, {}, w: u64) {{
+           out[0] = {} + (w >> 32) as u32;
+         }}",
+        params.join(", "),
+        (0..n - 3).map(|i| format!("s{i}")).collect::<Vec<_>>().join(" + ")
+    ));
+    let mut args = vec![Arg::Buffer(0)];
+    args.extend((0..n - 3).map(|i| Arg::scalar(i as u32 * 3)));
+    args.push(Arg::scalar(7u64 << 32 | 5));
+    let range = NdRange::new(&[1]);
+    let mut want = vec![Buffer::zeroed(Scalar::U32, 1)];
+    run(&k, &range, &args, &mut want).unwrap();
+    let mut got = vec![Buffer::zeroed(Scalar::U32, 1)];
+    dev.build_and_run(&k, &range, &args, &mut got).unwrap();
+    assert_eq!(got[0].to_vec::<u32>().unwrap(), want[0].to_vec::<u32>().unwrap());
 }
 
 /// Issue 12: a 100,000-element private array hung the driver (a store of a null constant of

@@ -100,8 +100,8 @@ pub struct BufferBinding {
 pub struct PushScalar {
     /// The kernel parameter index.
     pub param: usize,
-    /// Byte offset in the block: a 64-bit slot for 64-bit types, else a 32-bit slot holding
-    /// the value's bits zero-extended (`bool` is 0 or 1).
+    /// Byte offset in the block: an 8-aligned 64-bit slot for 64-bit types, else a 32-bit
+    /// slot holding the value's bits zero-extended (`bool` is 0 or 1).
     pub offset: u32,
     /// The parameter's type.
     pub ty: Scalar,
@@ -329,13 +329,17 @@ fn setup_vulkan(
                 layout.buffers.push(BufferBinding { param: i, elem });
             }
             Type::Scalar(s) => {
+                // 4-byte slots, 8-byte ones aligned for 64-bit types: push-constant space is
+                // small (128 bytes guaranteed), so scalars are packed.
                 let slot = if s.bits() == 64 { Scalar::U64 } else { Scalar::U32 };
+                let size = slot.size_bytes() as u32;
+                next = next.next_multiple_of(size);
                 let t = cx.ty(slot);
                 em.push_params.push((p.clone(), members.len() as u32, slot));
                 members.push(t);
                 offsets.push(next);
                 layout.scalars.push(PushScalar { param: i, offset: next, ty: s });
-                next += 8;
+                next += size;
             }
         }
     }
