@@ -25,6 +25,24 @@ struct Case {
     output: Option<String>,
     #[serde(default)]
     parses: bool,
+    /// A device the case needs: `vulkan` (any Vulkan device) or `lavapipe` (the first Vulkan
+    /// device is lavapipe). Without it the case is skipped with a message, unless
+    /// `KILN_REQUIRE_TOOLS` is set, when it fails.
+    requires: Option<String>,
+}
+
+/// Why the device a case `requires` is missing here, if it is.
+fn missing_device(requires: &str) -> Option<String> {
+    let dev = kiln::runtime::vulkan::VulkanDevice::open();
+    match (requires, dev) {
+        (_, Err(e)) => Some(e.to_string()),
+        ("vulkan", Ok(_)) => None,
+        ("lavapipe", Ok(d)) if kiln::runtime::Device::name(&d).contains("llvmpipe") => None,
+        ("lavapipe", Ok(d)) => {
+            Some(format!("the first Vulkan device is {}", kiln::runtime::Device::name(&d)))
+        }
+        (other, _) => Some(format!("unknown `requires = {other:?}` (known: vulkan, lavapipe)")),
+    }
 }
 
 fn corpus_dir() -> PathBuf {
@@ -87,6 +105,13 @@ fn run_limited(mut cmd: Command, limit: Duration) -> Option<std::process::Output
 fn check_case(path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
     let case: Case = toml::from_str(&text).map_err(|e| format!("bad case file: {e}"))?;
+    if let Some(why) = case.requires.as_deref().and_then(missing_device) {
+        if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() || why.starts_with("unknown") {
+            return Err(format!("needs {}: {why}", case.requires.unwrap_or_default()));
+        }
+        eprintln!("skipping {}: {why}", path.display());
+        return Ok(());
+    }
     let dir = corpus_dir();
     let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
     let tmp = std::env::temp_dir().join(format!("kiln-adv-{}-{stem}", std::process::id()));

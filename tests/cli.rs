@@ -505,6 +505,24 @@ fn emit_ptx() {
 }
 
 #[test]
+fn emit_check_bounds_emits_the_sanitized_kernels() {
+    // Every target gets the checks: the error buffer's compare-and-swap appears only with
+    // --check-bounds.
+    for (target, cas) in [("ptx", "atom.global.cas.b32"), ("amdgpu", "global_atomic_cmpswap")] {
+        let plain = kiln(&["emit", "examples/saxpy.kir", "--target", target]);
+        assert_ok(&plain);
+        assert!(!stdout(&plain).contains(cas), "{}", stdout(&plain));
+        let checked = kiln(&["emit", "examples/saxpy.kir", "--target", target, "--check-bounds"]);
+        assert_ok(&checked);
+        assert!(stdout(&checked).contains(cas), "{target}: {}", stdout(&checked));
+    }
+    let o =
+        kiln(&["emit", "examples/saxpy.kir", "--target", "spirv-vk", "--text", "--check-bounds"]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("OpAtomicCompareExchange"), "{}", stdout(&o));
+}
+
+#[test]
 fn emit_text_targets_cover_every_kernel() {
     let o = kiln(&["emit", "examples/saxpy.kir", "--target", "ptx"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -556,4 +574,36 @@ fn fuse_then_run_matches_the_unfused_chain() {
 
     let o = kiln(&["fuse", "examples/fusion/chain.kir", "--spec", "/nonexistent.toml"]);
     assert_fails(&o, 1, &["nonexistent.toml"]);
+}
+
+/// Issue 13: `kiln fuse` output is canonical (`kiln fmt --check` accepts it; it used to end in
+/// an extra blank line) for every example spec, and `kiln fuse --help` points to the spec docs.
+#[test]
+fn fuse_output_passes_fmt_check() {
+    let dir = scratch("fuse-fmt");
+    for example in ["chain", "scale", "neighbour"] {
+        let out = dir.join(format!("{example}_fused.kir"));
+        let o = kiln(&[
+            "fuse",
+            &format!("examples/fusion/{example}.kir"),
+            "--spec",
+            &format!("examples/fusion/{example}.toml"),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_ok(&o);
+        assert_ok(&kiln(&["fmt", "--check", out.to_str().unwrap()]));
+        // Standard output is the same canonical text.
+        let o = kiln(&[
+            "fuse",
+            &format!("examples/fusion/{example}.kir"),
+            "--spec",
+            &format!("examples/fusion/{example}.toml"),
+        ]);
+        assert_eq!(stdout(&o), std::fs::read_to_string(&out).unwrap());
+    }
+    let o = kiln(&["fuse", "--help"]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("see docs/fusion.md"), "{}", stdout(&o));
+    assert!(root().join("docs/fusion.md").is_file());
 }

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::SystemTime;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -77,7 +78,7 @@ fn run_stores_programs_that_cache_ls_lists() {
     // Without the switch nothing is stored.
     let plain = ok(&kiln(&dir, &[], &SAXPY));
     assert!(plain.contains("y: f32[8] = [0.0, 3.5, 7.0"), "{plain}");
-    assert!(ls(&dir).is_empty());
+    assert!(!dir.exists(), "a run without KILN_CACHE_PERSISTENT=1 created the cache");
     // With it, the first run stores one program ...
     assert_eq!(ok(&kiln(&dir, &on, &SAXPY)), plain);
     let first = ls(&dir);
@@ -169,5 +170,234 @@ fn concurrent_runs_share_one_cache() {
         let show = ok(&kiln(&dir, &[], &["cache", "show", id]));
         assert!(show.contains("checksum ok"), "{show}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every path under `dir` (links not followed) with its contents or link target and its
+/// modification time.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (String, Option<SystemTime>)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().map(Result::unwrap) {
+            let p = e.path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let what = if m.is_dir() {
+                stack.push(p.clone());
+                "dir".to_string()
+            } else if m.file_type().is_symlink() {
+                format!("link to {}", std::fs::read_link(&p).unwrap().display())
+            } else {
+                text(&std::fs::read(&p).unwrap())
+            };
+            out.insert(p, (what, m.modified().ok()));
+        }
+    }
+    out
+}
+
+/// The item directory of the single item in the cache at `dir`.
+fn item_dir(dir: &Path) -> PathBuf {
+    let ids = ls(dir);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    dir.join(ids[0].rsplit_once('/').unwrap().0)
+}
+
+#[track_caller]
+fn fails(o: &Output, needles: &[&str]) -> String {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}{err}", text(&o.stdout));
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+    }
+    err
+}
+
+/// Issue 12: `kiln cache clear`, `kiln cache evict` and eviction during `kiln run` under
+/// `KILN_CACHE_MAX_SIZE=1` followed links inside the cache and deleted the files behind
+/// them. Links to files, to directories (another kiln cache among them), to the root's
+/// parent and to `.` are planted; every file outside the cache survives.
+#[cfg(unix)]
+#[test]
+fn clear_evict_and_run_keep_files_behind_links() {
+    use std::os::unix::fs::symlink;
+    let base = scratch("links");
+    let (dir, victim) = (base.join("cache"), base.join("victim"));
+    let on = [("KILN_CACHE_PERSISTENT", "1")];
+    // The victim: loose files with the cache's names, and a real kiln cache of its own.
+    std::fs::create_dir_all(&victim).unwrap();
+    for name in ["a.txt", "0.src", "0.bin", ".lock", "CACHEDIR.TAG"] {
+        std::fs::write(victim.join(name), format!("victim {name}")).unwrap();
+    }
+    let other = victim.join("other");
+    ok(&kiln(&other, &on, &SAXPY));
+    let other_item = item_dir(&other);
+    ok(&kiln(&dir, &on, &SAXPY));
+    let mine = item_dir(&dir);
+    let device = mine.ancestors().nth(3).unwrap().to_path_buf();
+    symlink(&victim, dir.join("victim-link")).unwrap();
+    symlink(other_item.ancestors().nth(3).unwrap(), dir.join("00000000000000aa")).unwrap();
+    symlink(other_item.ancestors().nth(1).unwrap(), device.join("00000000000000bb")).unwrap();
+    symlink(&other_item, mine.parent().unwrap().join("00000000000000cc")).unwrap();
+    symlink("..", dir.join("parent")).unwrap();
+    symlink(&base, dir.join("00000000000000dd")).unwrap();
+    symlink(".", dir.join("self")).unwrap();
+    symlink(".", device.join("00000000000000ee")).unwrap();
+    symlink(victim.join("0.src"), mine.join("5.src")).unwrap();
+    symlink(victim.join("0.bin"), mine.join("5.bin")).unwrap();
+    symlink(other_item.join("0.src"), mine.join("6.src")).unwrap();
+    symlink(other_item.join("0.bin"), mine.join("6.bin")).unwrap();
+    let before = snapshot(&victim);
+    let want = ok(&kiln(&dir, &[], &SAXPY));
+    // A run that stores and evicts everything over one byte.
+    let tiny = [("KILN_CACHE_PERSISTENT", "1"), ("KILN_PROGRAM_BUILD_OPTIONS", "-O0")];
+    let limited: Vec<_> = tiny.iter().copied().chain([("KILN_CACHE_MAX_SIZE", "1")]).collect();
+    assert_eq!(ok(&kiln(&dir, &limited, &SAXPY)), want);
+    assert_eq!(snapshot(&victim), before, "eviction during a run touched the victim");
+    // Both real items were evicted; `ls` terminates and lists nothing behind the links ...
+    assert!(ls(&dir).is_empty());
+    // ... and then exactly the one item stored next.
+    ok(&kiln(&dir, &on, &SAXPY));
+    assert_eq!(ls(&dir).len(), 1);
+    ok(&kiln(&dir, &[], &["cache", "evict", "--max-size", "0"]));
+    assert_eq!(snapshot(&victim), before, "`cache evict` touched the victim");
+    ok(&kiln(&dir, &on, &SAXPY));
+    let out = ok(&kiln(&dir, &[], &["cache", "clear"]));
+    assert!(out.contains("removed 1 items"), "{out}");
+    assert_eq!(snapshot(&victim), before, "`cache clear` touched the victim");
+    assert!(ls(&other).len() == 1 && ls(&dir).is_empty());
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Issue 13: `kiln cache stats --dir /missing` reported an empty cache. Every subcommand
+/// says the directory does not exist.
+#[test]
+fn cache_commands_on_a_missing_dir_fail() {
+    let base = scratch("missing");
+    let missing = base.join("no-such-cache");
+    let m = missing.to_str().unwrap();
+    let id = "0000000000000000/0000000000000000/0000000000000000/0000000000000000/0";
+    for args in [
+        &["cache", "stats", "--dir", m][..],
+        &["cache", "ls", "--dir", m],
+        &["cache", "show", id, "--dir", m],
+        &["cache", "clear", "--dir", m],
+        &["cache", "evict", "--max-size", "1", "--dir", m],
+    ] {
+        fails(&kiln(&base, &[], args), &["does not exist", m]);
+    }
+    // Through KILN_CACHE_DIR too.
+    fails(&kiln(&missing, &[], &["cache", "stats"]), &["does not exist", m]);
+    assert!(!missing.exists());
+}
+
+/// Issue 13: `kiln cache clear` on a directory that is not a kiln cache refuses, and the
+/// files there (some with the cache's own names) survive.
+#[test]
+fn cache_clear_refuses_a_directory_that_is_not_a_cache() {
+    let base = scratch("foreign");
+    let deep = base.join("0123456789abcdef/0123456789abcdef/0123456789abcdef/0123456789abcdef");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("0.src"), b"not kiln's").unwrap();
+    std::fs::write(base.join("thesis.tex"), b"precious").unwrap();
+    let before = snapshot(&base);
+    for sub in ["clear", "ls", "stats"] {
+        fails(&kiln(&base, &[], &["cache", sub]), &["is not a kiln cache", "thesis.tex"]);
+    }
+    let err = kiln(&base, &[("KILN_CACHE_PERSISTENT", "1"), ("KILN_CACHE_MAX_SIZE", "1")], &SAXPY);
+    assert!(text(&err.stderr).contains("is not a kiln cache"), "{}", text(&err.stderr));
+    assert_eq!(snapshot(&base), before);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Issue 12, item 4: `KILN_CACHE_MAX_SIZE=abc`, `-1` or `10K` meant "no limit" without a
+/// word. Size suffixes are accepted; anything else is an error naming the variable and the
+/// value, for `kiln run` and `kiln cache` alike.
+#[test]
+fn cache_max_size_garbage_is_an_error() {
+    let dir = scratch("max-size");
+    for bad in ["abc", "-1", "10KB", "1.5M"] {
+        let env = [("KILN_CACHE_PERSISTENT", "1"), ("KILN_CACHE_MAX_SIZE", bad)];
+        let want = format!("KILN_CACHE_MAX_SIZE=\"{bad}\"");
+        fails(&kiln(&dir, &env, &SAXPY), &[&want]);
+        fails(&kiln(&dir, &env, &["cache", "evict"]), &[&want]);
+    }
+    // A suffix is a size: 10K holds the saxpy item, 1 does not.
+    let env = [("KILN_CACHE_PERSISTENT", "1"), ("KILN_CACHE_MAX_SIZE", "10K")];
+    ok(&kiln(&dir, &env, &SAXPY));
+    assert_eq!(ls(&dir).len(), 1);
+    ok(&kiln(&dir, &[("KILN_CACHE_MAX_SIZE", "10k")], &["cache", "evict"]));
+    assert_eq!(ls(&dir).len(), 1);
+    ok(&kiln(&dir, &[("KILN_CACHE_MAX_SIZE", "1")], &["cache", "evict"]));
+    assert!(ls(&dir).is_empty());
+    // The option takes the same syntax.
+    let o = kiln(&dir, &[], &["cache", "evict", "--max-size", "lots"]);
+    assert!(!o.status.success() && text(&o.stderr).contains("lots"), "{}", text(&o.stderr));
+    ok(&kiln(&dir, &[], &["cache", "evict", "--max-size", "64M"]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 12, item 3: a directory named `0.src` showed as an item and warned on every run.
+/// It is reported once, by its path, and repaired; the next run is silent.
+#[test]
+fn directory_named_src_warns_once_across_runs() {
+    let dir = scratch("src-dir");
+    let on = [("KILN_CACHE_PERSISTENT", "1")];
+    let want = ok(&kiln(&dir, &on, &SAXPY));
+    let item = item_dir(&dir);
+    std::fs::remove_file(item.join("0.src")).unwrap();
+    std::fs::remove_file(item.join("0.bin")).unwrap();
+    std::fs::create_dir(item.join("0.src")).unwrap();
+    let o = kiln(&dir, &[], &["cache", "ls"]);
+    assert_eq!(ok(&o), "", "a directory listed as an item");
+    assert!(text(&o.stderr).contains("is a directory where kiln keeps a file"));
+    let first = kiln(&dir, &on, &SAXPY);
+    assert_eq!(ok(&first), want);
+    let err = text(&first.stderr);
+    assert!(err.contains(&format!("`{}`", item.join("0.src").display())), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let second = kiln(&dir, &on, &SAXPY);
+    assert_eq!(ok(&second), want);
+    assert!(second.stderr.is_empty(), "{}", text(&second.stderr));
+    assert_eq!(ls(&dir).len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 12, item 2: a directory where `0.bin` belongs turned the persistent cache off for
+/// the whole run, naming only the root. It names the damaged path; other keys still store.
+#[test]
+fn directory_at_bin_keeps_the_cache_on() {
+    let dir = scratch("bin-dir");
+    let on = [("KILN_CACHE_PERSISTENT", "1")];
+    let want = ok(&kiln(&dir, &on, &SAXPY));
+    let item = item_dir(&dir);
+    std::fs::remove_file(item.join("0.bin")).unwrap();
+    std::fs::create_dir(item.join("0.bin")).unwrap();
+    std::fs::write(item.join("0.bin/notes"), b"kept").unwrap();
+    let o = kiln(&dir, &on, &SAXPY);
+    assert_eq!(ok(&o), want);
+    let err = text(&o.stderr);
+    assert!(err.contains(&format!("`{}` is a directory", item.join("0.bin").display())), "{err}");
+    assert!(!err.contains("without a persistent cache"), "{err}");
+    // The rebuilt program was stored (under the next index), and so is another key's.
+    let opts = [("KILN_CACHE_PERSISTENT", "1"), ("KILN_PROGRAM_BUILD_OPTIONS", "-O0")];
+    ok(&kiln(&dir, &opts, &SAXPY));
+    assert_eq!(ls(&dir).len(), 2);
+    assert_eq!(std::fs::read(item.join("0.bin/notes")).unwrap(), b"kept");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `KILN_CACHE_MAX_SIZE=0` means "no limit", but `kiln cache evict` took it as a limit of
+/// zero bytes and emptied the cache. Only an explicit `--max-size 0` does that.
+#[test]
+fn evict_under_a_zero_setting_keeps_items() {
+    let dir = scratch("evict-zero");
+    ok(&kiln(&dir, &[("KILN_CACHE_PERSISTENT", "1")], &SAXPY));
+    let out = ok(&kiln(&dir, &[("KILN_CACHE_MAX_SIZE", "0")], &["cache", "evict"]));
+    assert!(out.contains("removed 0 items"), "{out}");
+    assert_eq!(ls(&dir).len(), 1);
+    let out = ok(&kiln(&dir, &[], &["cache", "evict", "--max-size", "0"]));
+    assert!(out.contains("removed 1 items"), "{out}");
+    assert!(ls(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }

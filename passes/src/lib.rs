@@ -7,6 +7,8 @@
 //!   [`peephole`].
 //! * [`fusion`]: the kernel fusion JIT.
 //! * [`divergence`]: uniform/divergent analysis of every value.
+//! * [`sanitize`]: the bounds sanitizer (`-fsanitize=bounds`): kernels that check their own
+//!   accesses and loops and report the first violation.
 
 #![warn(missing_docs)]
 
@@ -20,6 +22,7 @@ pub mod licm;
 pub mod manager;
 pub mod peephole;
 pub mod pipeline;
+pub mod sanitize;
 pub mod scalarize;
 pub mod simplify;
 pub mod strength;

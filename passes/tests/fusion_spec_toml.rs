@@ -63,6 +63,8 @@ fn malformed_specs_are_typed_errors() {
         ),
         ("kernels = []\nndranges = []\nidentical = [[[0]]]", "invalid length"),
         ("kernels = [", "TOML parse error"),
+        // Regression: an explicit empty name silently became `fused`.
+        ("name = \"\"\nkernels = []\nndranges = []", "name is empty"),
     ] {
         let e: SpecError = FusionSpec::from_toml(text).unwrap_err();
         assert!(e.to_string().contains(what), "{text}: {e}");

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use kiln_ir::Module;
 
 use crate::cache::hash::hash64;
-use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
+use crate::cache::{
+    size_from_env, BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache, SettingError,
+};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
 use crate::queue::Scheduler;
@@ -145,6 +147,9 @@ pub struct ProgramData {
     pub handle: Handle,
     /// Whether the binary came from the persistent cache.
     pub from_disk: bool,
+    /// With `-fsanitize=bounds` (on a device other than the interpreter): the sanitized
+    /// kernels, in module order, whose launches take hidden arguments.
+    pub sanitized: Option<Arc<[kiln_passes::sanitize::Sanitized]>>,
 }
 
 /// A built program: the binary and the device's loaded handle. Cheap to clone (one
@@ -176,6 +181,8 @@ pub struct KernelData {
     pub program: Program,
     /// The device-side handle.
     pub handle: Handle,
+    /// The kernel as sanitized, when its program was built with `-fsanitize=bounds`.
+    pub sanitized: Option<kiln_passes::sanitize::Sanitized>,
 }
 
 /// A kernel of a built program, ready to launch. Cheap to clone (one reference count); its
@@ -233,17 +240,28 @@ pub struct ContextConfig {
 
 impl ContextConfig {
     /// `KILN_IN_MEM_CACHE_MAX`, the persistent cache of [`PersistentCache::from_env`] and
-    /// `KILN_PROGRAM_BUILD_OPTIONS`.
-    pub fn from_env() -> ContextConfig {
-        ContextConfig {
-            in_mem_max: std::env::var("KILN_IN_MEM_CACHE_MAX")
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .unwrap_or(0),
-            persistent: PersistentCache::from_env(),
+    /// `KILN_PROGRAM_BUILD_OPTIONS`; a size setting that does not parse is an error naming
+    /// it (see [`crate::cache::parse_size`]).
+    pub fn try_from_env() -> Result<ContextConfig, SettingError> {
+        Ok(ContextConfig {
+            in_mem_max: size_from_env("KILN_IN_MEM_CACHE_MAX")?.unwrap_or(0),
+            persistent: PersistentCache::from_env()?,
             env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
             workers: 0,
-        }
+        })
+    }
+
+    /// [`try_from_env`](Self::try_from_env) for callers that cannot fail: an invalid
+    /// setting is reported (a `tracing` error naming it) and the persistent cache stays off
+    /// rather than running with a limit nobody asked for.
+    pub fn from_env() -> ContextConfig {
+        Self::try_from_env().unwrap_or_else(|e| {
+            tracing::error!("{e}; the persistent cache is off");
+            ContextConfig {
+                env_build_options: std::env::var("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_default(),
+                ..ContextConfig::default()
+            }
+        })
     }
 }
 
@@ -424,15 +442,22 @@ impl Context {
 
     fn make_kernel(&self, program: &Program, name: &str) -> Result<KernelHandle, DeviceError> {
         let handle = self.0.device.kernel(&program.handle, name)?;
+        let sanitized =
+            program.sanitized.as_ref().and_then(|s| s.iter().find(|k| k.name == name).cloned());
         Ok(KernelHandle(Arc::new(KernelData {
             name: name.into(),
             program: program.clone(),
             handle,
+            sanitized,
         })))
     }
 
     fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
         let dev = &self.0.device;
+        // The sanitizer's rewrite is deterministic, so a binary from disk gets the same
+        // site tables it was built with.
+        let prepared = crate::sanitize::prepare(&**dev, module, &key.options)?;
+        let sanitized = prepared.sanitized;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             if let Some(bin) = p.get_hashed(dk, &key.hashes) {
@@ -443,6 +468,7 @@ impl Context {
                             binary: bin.into(),
                             handle,
                             from_disk: true,
+                            sanitized,
                         })))
                     }
                     // Valid bytes the device rejects: drop the item so that the rebuilt
@@ -451,7 +477,7 @@ impl Context {
                 }
             }
         }
-        let bin = dev.build(module, &key.options)?;
+        let bin = dev.build(&prepared.module, &prepared.options)?;
         let handle = dev.load(&bin)?;
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             p.put_hashed(dk, &key.hashes, &bin);
@@ -461,6 +487,7 @@ impl Context {
             binary: bin.into(),
             handle,
             from_disk: false,
+            sanitized,
         })))
     }
 

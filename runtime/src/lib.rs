@@ -26,12 +26,12 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `KILN_PROGRAM_BUILD_OPTIONS` | appended to every program's build options (part of the cache key; the GPU devices accept `-O0`, `-O`, `-O1`..`-O3`) |
-//! | `KILN_IN_MEM_CACHE_MAX` | in-memory cache limit in bytes (0 or unset: unlimited) |
+//! | `KILN_PROGRAM_BUILD_OPTIONS` | appended to every program's build options (part of the cache key; the GPU devices accept `-O0`, `-O`, `-O1`..`-O3`; every device accepts `-fsanitize=bounds`, see `docs/sanitize.md`) |
+//! | `KILN_IN_MEM_CACHE_MAX` | in-memory cache limit, a size such as `65536` or `64M` (0 or unset: unlimited) |
 //! | `KILN_CACHE_PERSISTENT` | `1` enables the on-disk cache |
 //! | `KILN_CACHE_DIR` | its root (default `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`) |
-//! | `KILN_CACHE_MAX_SIZE` | on-disk limit in bytes; LRU items are evicted past it (0: none) |
-//! | `KILN_CACHE_MAX_ITEM_SIZE` | items larger than this are not stored (0: no limit) |
+//! | `KILN_CACHE_MAX_SIZE` | on-disk limit, a size such as `65536`, `10K`, `64M` or `1G` (powers of 1024, see [`cache::parse_size`]; anything else is an error); LRU items are evicted past it (0: none) |
+//! | `KILN_CACHE_MAX_ITEM_SIZE` | items larger than this size (same syntax) are not stored (0: no limit) |
 #![warn(missing_docs)]
 mod artifact;
 pub mod buffer;
@@ -43,6 +43,7 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod queue;
+mod sanitize;
 /// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
 pub mod vulkan;
 pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};

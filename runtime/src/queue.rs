@@ -342,7 +342,17 @@ fn run_action(cmd: &Command, action: Action) -> Result<(), RuntimeError> {
                     }
                 })
                 .collect();
-            let r = cmd.device.run(&kernel.handle, &range, &iargs, &mut data);
+            let r = match &kernel.sanitized {
+                None => cmd.device.run(&kernel.handle, &range, &iargs, &mut data),
+                Some(s) => crate::sanitize::run_checked(
+                    &*cmd.device,
+                    s,
+                    &kernel.handle,
+                    &range,
+                    &iargs,
+                    &mut data,
+                ),
+            };
             for ((b, w), d) in bufs.iter().zip(data) {
                 if *w {
                     *b.data() = d;

@@ -1,7 +1,7 @@
 //! `kiln cache`: look inside (and trim) the persistent program cache.
 
 use clap::{Args, Subcommand};
-use kiln::runtime::cache::PersistentCache;
+use kiln::runtime::cache::{parse_size, size_from_env, PersistentCache, Scan};
 
 use super::Error;
 
@@ -26,22 +26,43 @@ enum CacheCommand {
     },
     /// Print the number of items and their total size.
     Stats,
-    /// Remove every item.
+    /// Remove every item (only what kiln's layout names; nothing else is touched).
     Clear,
     /// Remove least-recently-used items until the cache is at most SIZE bytes.
     Evict {
-        /// The size to shrink to, in bytes (default: `KILN_CACHE_MAX_SIZE`).
-        #[arg(long, value_name = "BYTES")]
+        /// The size to shrink to: bytes, or with a suffix K, M, G, T (powers of 1024),
+        /// such as 64M (default: `KILN_CACHE_MAX_SIZE`).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         max_size: Option<u64>,
     },
 }
 
+/// The cache the command looks at: `--dir`, else the environment's root. The size
+/// settings are checked either way, so a bad one is an error here as in `kiln run`; a
+/// root that is missing or not a kiln cache is an error naming it.
 fn open(a: &CacheArgs) -> Result<PersistentCache, Error> {
-    match &a.dir {
-        Some(d) => Ok(PersistentCache::new(d)),
-        None => PersistentCache::from_env_root().ok_or_else(|| {
-            Error::Message("no cache directory: set KILN_CACHE_DIR or HOME, or pass --dir".into())
-        }),
+    let env = PersistentCache::from_env_root().map_err(|e| Error::Message(e.to_string()))?;
+    let cache = match (&a.dir, env) {
+        (Some(d), _) => PersistentCache::new(d),
+        (None, Some(c)) => c,
+        (None, None) => {
+            return Err(Error::Message(
+                "no cache directory: set KILN_CACHE_DIR or HOME, or pass --dir".into(),
+            ))
+        }
+    };
+    cache.check_root().map_err(|e| Error::Message(e.to_string()))?;
+    Ok(cache)
+}
+
+/// Warns about what a walk found that is not an item: damaged entries (skipped) and
+/// entries kiln did not create (left alone). `verb` says what happened to them.
+fn report(scan: &Scan, verb: &str) {
+    for (path, what) in &scan.damaged {
+        eprintln!("kiln: warning: damaged item: `{}` is {what}; {verb}", path.display());
+    }
+    for path in &scan.foreign {
+        eprintln!("kiln: warning: `{}` was not created by kiln; {verb}", path.display());
     }
 }
 
@@ -59,13 +80,15 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
     let cache = open(a)?;
     match &a.command {
         CacheCommand::Ls => {
-            let mut items = cache.items();
+            let mut scan = cache.scan();
+            let mut items = std::mem::take(&mut scan.items);
             items.sort_by(|x, y| x.id.cmp(&y.id));
             let now = std::time::SystemTime::now();
             for i in items {
                 let age = now.duration_since(i.last_used).map_or(0, |d| d.as_secs());
                 println!("{}  {} bytes  {}s ago", i.id, i.size, age);
             }
+            report(&scan, "not listed");
         }
         CacheCommand::Show { key } => {
             let d = cache.show(key).ok_or_else(|| {
@@ -90,26 +113,42 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
             }
         }
         CacheCommand::Stats => {
-            let s = cache.stats();
+            let scan = cache.scan();
             println!("root: {}", cache.root().display());
-            println!("items: {}", s.items);
-            println!("bytes: {}", s.bytes);
+            println!("items: {}", scan.items.len());
+            println!("bytes: {}", scan.items.iter().map(|i| i.size).sum::<u64>());
+            report(&scan, "not counted");
         }
         CacheCommand::Clear => {
             let n = cache.clear();
             println!("removed {n} items");
+            report(&cache.scan(), "left in place");
         }
         CacheCommand::Evict { max_size } => {
-            let max = max_size
-                .or_else(|| {
-                    std::env::var("KILN_CACHE_MAX_SIZE").ok().and_then(|s| s.trim().parse().ok())
-                })
-                .ok_or_else(|| {
-                    Error::Message("give --max-size or set KILN_CACHE_MAX_SIZE".into())
-                })?;
+            let max = match max_size {
+                Some(m) => *m,
+                None => match size_from_env("KILN_CACHE_MAX_SIZE")
+                    .map_err(|e| Error::Message(e.to_string()))?
+                {
+                    // 0 is "no limit" for the setting, not "evict everything".
+                    Some(0) => {
+                        println!("removed 0 items (KILN_CACHE_MAX_SIZE=0 means no limit)");
+                        return Ok(());
+                    }
+                    Some(m) => m,
+                    None => {
+                        return Err(Error::Message(
+                            "give --max-size or set KILN_CACHE_MAX_SIZE".into(),
+                        ))
+                    }
+                },
+            };
             let n = cache.evict(max);
             println!("removed {n} items");
         }
+    }
+    for w in cache.warnings() {
+        eprintln!("kiln: warning: {w}");
     }
     Ok(())
 }

@@ -40,6 +40,10 @@ pub struct EmitArgs {
     /// Print the time lowering took (parsing excluded) to stderr.
     #[arg(long)]
     time: bool,
+    /// Emit the kernels as the bounds sanitizer rewrites them (`-fsanitize=bounds`): every
+    /// access and loop checked, with hidden parameters appended (see docs/sanitize.md).
+    #[arg(long)]
+    check_bounds: bool,
 }
 
 /// What a target produced: text, or a binary module with its disassembly.
@@ -52,6 +56,12 @@ enum Emitted {
 pub fn main(a: &EmitArgs) -> Result<(), Error> {
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
+    let module = if a.check_bounds {
+        let sanitize = |k: &Kernel| kiln::passes::sanitize::sanitize_kernel(k).kernel;
+        Module::new(module.kernels.iter().map(sanitize).collect())
+    } else {
+        module
+    };
     let start = std::time::Instant::now();
     let out = match a.target.as_str() {
         "ptx" => {

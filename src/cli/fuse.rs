@@ -1,4 +1,5 @@
-//! `kiln fuse FILE.kir --spec SPEC.toml [-o OUT.kir]`: fuse kernels of a module into one.
+//! `kiln fuse FILE.kir --spec SPEC.toml [--name NAME] [-o OUT.kir]`: fuse kernels of a module
+//! into one. The spec format and the output are documented in docs/fusion.md.
 
 use std::path::PathBuf;
 
@@ -8,6 +9,12 @@ use kiln::passes::fusion::{fuse_kernels, fusion_key, FusionSpec};
 
 use super::{file_name, read_source, Error};
 
+/// Where the spec format is documented, shown under `kiln fuse --help`.
+pub const AFTER_HELP: &str =
+    "The spec format (every key, with examples), the promotion legality rule and the \
+#fused(args = ...) mapping in the output: see docs/fusion.md.";
+
+/// `kiln fuse`'s arguments.
 #[derive(Args, Debug)]
 pub struct FuseArgs {
     /// The .kir file holding the kernels to fuse.
@@ -17,6 +24,10 @@ pub struct FuseArgs {
     /// barriers, remap).
     #[arg(long, value_name = "SPEC.toml")]
     spec: PathBuf,
+    /// The fused kernel's name (overrides the spec's `name`); must be an identifier that is
+    /// not a keyword.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
     /// Where to write the fused module (default: standard output).
     #[arg(short, long, value_name = "OUT.kir")]
     output: Option<PathBuf>,
@@ -29,8 +40,15 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
     let spec_text = read_source(&a.spec)?;
-    let spec = FusionSpec::from_toml(&spec_text)
+    let mut spec = FusionSpec::from_toml(&spec_text)
         .map_err(|e| Error::Message(format!("`{}`: {e}", a.spec.display())))?;
+    if let Some(n) = &a.name {
+        // An empty name would silently become the default one.
+        if n.is_empty() {
+            return Err(Error::Message("--name is empty: give the fused kernel's name".into()));
+        }
+        spec.name = n.clone();
+    }
     let fused = fuse_kernels(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
     for w in &fused.warnings {
         eprintln!("kiln: warning: {w}");
@@ -38,7 +56,8 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     if a.key {
         eprintln!("fusion key: {}", fusion_key(&module, &spec));
     }
-    let text = format!("{}\n", Module::new(vec![fused.kernel]));
+    // The canonical form `kiln fmt` writes: the printed module and exactly one final newline.
+    let text = format!("{}\n", Module::new(vec![fused.kernel]).to_string().trim_end_matches('\n'));
     match &a.output {
         Some(p) => std::fs::write(p, text)
             .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", p.display())))?,

@@ -38,7 +38,8 @@ enum Command {
     Fmt(fmt::FmtArgs),
     /// Lower a .kir file for a target: `ptx`, `spirv-cl`, `spirv-vk` or `amdgpu`.
     Emit(emit::EmitArgs),
-    /// Fuse kernels of a .kir file into one, as a TOML spec says.
+    /// Fuse kernels of a .kir file into one, as a TOML spec says (see docs/fusion.md).
+    #[command(after_help = fuse::AFTER_HELP)]
     Fuse(fuse::FuseArgs),
     /// Run a kernel of a .kir file over an nd-range on the reference interpreter.
     #[command(after_long_help = run::AFTER_HELP)]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use clap::Args;
 use kiln::ir::interp::{self, Arg, NdRange};
 use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
+use kiln::passes::sanitize::SANITIZE_BOUNDS;
 use kiln::runtime::cuda::CudaDevice;
 use kiln::runtime::vulkan::VulkanDevice;
 use kiln::runtime::{
@@ -55,6 +56,13 @@ Program cache:
   cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part of the cache key; for
   vulkan and cuda, `-O0` builds without the -O optimization pipeline.
 
+Bounds checks:
+  --check-bounds (the build option -fsanitize=bounds, also accepted in
+  KILN_PROGRAM_BUILD_OPTIONS) makes vulkan and cuda check every access and loop and fail
+  with the interpreter's message for the first out-of-bounds access, e.g. `kernel `reduce`,
+  work-item (128, 0, 0): store `partial[2]` out of bounds (buffer has 2 elements)`, or for
+  a loop the driver stopped early. The interpreter always checks. See docs/sanitize.md.
+
 Exit status: 0 on success; 1 for an error in the file, the values or the run (messages on
 stderr, `kiln: error: ...`); 2 for a malformed command line.
 
@@ -100,6 +108,11 @@ pub struct RunArgs {
     /// Print every element of each buffer, not a summary.
     #[arg(long)]
     full: bool,
+    /// Check every load, store and atomic against its buffer's or array's length, and
+    /// loops against being cut short by the driver (build option `-fsanitize=bounds`); the
+    /// first violation fails the run with the interpreter's message for it.
+    #[arg(long)]
+    check_bounds: bool,
 }
 
 /// Device names kiln knows of that this build cannot run on.
@@ -155,7 +168,8 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
             }
         }
     }
-    let buffers = run_on_device(&a.device, kernel, range, &args, buffers)?;
+    let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
+    let buffers = run_on_device(&a.device, kernel, range, &args, buffers, options)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -184,17 +198,20 @@ fn run_on_device(
     range: NdRange,
     args: &[Arg],
     buffers: Vec<interp::Buffer>,
+    options: &str,
 ) -> Result<Vec<interp::Buffer>, Error> {
+    // Settings first: a bad one is an error before any device is opened.
+    let config = ContextConfig::try_from_env().map_err(|e| Error::Message(e.to_string()))?;
     let dev: Arc<dyn Device> = match device {
         "vulkan" => Arc::new(VulkanDevice::open().map_err(message)?),
         "cuda" => Arc::new(CudaDevice::open().map_err(message)?),
         _ => interp_device(),
     };
-    let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..ContextConfig::from_env() });
+    let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..config });
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);
-    let outcome = run_in_context(&ctx, &module, kernel.name(), range, args, buffers);
+    let outcome = run_in_context(&ctx, &module, kernel.name(), range, args, buffers, options);
     // Before the warnings are printed: storing them may warn.
     ctx.save_driver_caches();
     if let Some(disk) = ctx.persistent_cache() {
@@ -212,8 +229,9 @@ fn run_in_context(
     range: NdRange,
     args: &[Arg],
     buffers: Vec<interp::Buffer>,
+    options: &str,
 ) -> Result<Vec<interp::Buffer>, Error> {
-    let program = ctx.build_program(module, &[], "").map_err(message)?;
+    let program = ctx.build_program(module, &[], options).map_err(message)?;
     let k = ctx.kernel(&program, name).map_err(message)?;
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
     let q = Queue::new(ctx, QueueOrder::InOrder);

@@ -8,8 +8,10 @@
 //!    the largest, global size the largest linear size, local size and offset the specified
 //!    ones, which must agree), refusing illegal combinations with an error naming the rule;
 //! 2. identical parameters are merged (transitively) and passed once;
-//! 3. promotions are resolved (conflicts and escaping pointers leave the buffer in global
-//!    memory, with a [`FusionWarning`]) and scalar constants substituted;
+//! 3. scalar constants are checked to fit their parameters exactly and substituted, and
+//!    promotions resolved: a conflict, an escaping pointer or accesses that [`legality`]
+//!    cannot prove exact leave the buffer in global memory, with a [`FusionWarning`] naming
+//!    the buffer, kernel and access (promotion is done when legal, never an error);
 //! 4. each entry's body is rewritten ([`rewrite`]: unique names, substituted parameters,
 //!    remapped built-ins, see [`remap`]) and placed in order, guarded by
 //!    `if glid < N_k` when its linear size is smaller than the fused one, with a
@@ -54,6 +56,7 @@
 
 pub mod internalize;
 pub mod key;
+pub mod legality;
 pub mod ndrange;
 pub mod remap;
 pub mod rewrite;
@@ -137,6 +140,20 @@ pub enum FusionError {
         /// Its type.
         ty: Type,
     },
+    /// Rule: a constant fits its parameter's type exactly (see [`ConstValue::to_imm`]).
+    #[error("constant for parameter ({}, {}) (`{param}` of `{kernel}`, type `{ty}`): {why}", .at.entry, .at.param)]
+    ConstantDoesNotFit {
+        /// The parameter.
+        at: ParamRef,
+        /// The kernel of the entry.
+        kernel: String,
+        /// The parameter's name.
+        param: String,
+        /// Its type.
+        ty: Type,
+        /// Why the value does not fit.
+        why: String,
+    },
     /// Rule: one argument has one value.
     #[error("parameter ({}, {}) is given two different constant values", .at.entry, .at.param)]
     ConflictingConstants {
@@ -204,6 +221,16 @@ pub enum FusionError {
     WorkGroupNotPreserved {
         /// The entry.
         entry: usize,
+    },
+    /// Rule: the fused kernel's name must parse back as a kernel name.
+    #[error("the fused kernel's name `{0}` is not an identifier that can name a kernel (letters, digits and `_`, not starting with a digit, not a keyword or type name)")]
+    BadName(String),
+    /// Rule: a fused kernel that needs the global linear id (guards or id remapping) has at
+    /// most 2^32 work-items, since that id is a `u32`.
+    #[error("rule `linear id fits u32`: the fused range has {items} work-items, but entries with different nd-ranges are placed by a u32 global linear id, which holds at most 4294967296")]
+    TooManyWorkItems {
+        /// The fused range's work-item count.
+        items: u64,
     },
     /// The fused kernel failed verification (a bug in fusion).
     #[error("internal error: the fused kernel does not verify: {0}")]
@@ -330,6 +357,10 @@ pub fn fuse_kernels_with(
     if spec.kernels.is_empty() {
         return Err(FusionError::Empty);
     }
+    let name = if spec.name.is_empty() { "fused".to_string() } else { spec.name.clone() };
+    if !kiln_ir::parse::is_identifier(&name) {
+        return Err(FusionError::BadName(name));
+    }
     let kernels: Vec<&Kernel> = spec
         .kernels
         .iter()
@@ -405,7 +436,13 @@ pub fn fuse_kernels_with(
             return Err(FusionError::ConstantNotScalar { at: c.param, ty });
         };
         let root = uf.find(i);
-        let imm = c.value.to_imm(s);
+        let imm = c.value.to_imm(s).map_err(|why| FusionError::ConstantDoesNotFit {
+            at: c.param,
+            kernel: kernels[c.param.entry].name().to_string(),
+            param: all[i].1.name().to_string(),
+            ty,
+            why,
+        })?;
         if consts.get(&root).is_some_and(|old| *old != imm) {
             return Err(FusionError::ConflictingConstants { at: c.param });
         }
@@ -415,7 +452,9 @@ pub fn fuse_kernels_with(
     // Promotions, per class.
     let mut warnings = Vec::new();
     let fused_items = plan.fused.work_items();
-    let mut requests: HashMap<usize, Vec<(ParamRef, PromoteTo, Option<u32>)>> = HashMap::new();
+    // Per class: (requested on, to, size, buffer_len) of each request.
+    type Request = (ParamRef, PromoteTo, Option<u32>, Option<u32>);
+    let mut requests: HashMap<usize, Vec<Request>> = HashMap::new();
     let mut order: Vec<usize> = Vec::new();
     for pr in &spec.promote {
         let i = flat(pr.param)?;
@@ -441,9 +480,10 @@ pub fn fuse_kernels_with(
         if !requests.contains_key(&root) {
             order.push(root);
         }
-        requests.entry(root).or_default().push((pr.param, pr.to, size));
+        requests.entry(root).or_default().push((pr.param, pr.to, size, pr.buffer_len));
     }
     let mut promoted: HashMap<usize, (PromoteTo, u32)> = HashMap::new();
+    let roots: Vec<usize> = (0..all.len()).map(|i| uf.find(i)).collect();
     for root in order {
         let reqs = &requests[&root];
         let at = reqs[0].0;
@@ -502,6 +542,52 @@ pub fn fuse_kernels_with(
                 "the pointer escapes (used other than as `p[i]`: bound, passed to a call, cast)"
                     .into(),
             ));
+            continue;
+        }
+        // Legality from the access patterns of every entry touching the buffer.
+        let touchers: Vec<legality::Toucher> = kernels
+            .iter()
+            .enumerate()
+            .filter_map(|(e, k)| {
+                let names: Vec<String> = members
+                    .iter()
+                    .filter(|&&m| all[m].0.entry == e)
+                    .map(|&m| all[m].1.name().to_string())
+                    .collect();
+                if names.is_empty() {
+                    return None;
+                }
+                let consts = k
+                    .params()
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(p, v)| {
+                        consts.get(&roots[base[e] + p]).map(|imm| (v.name().to_string(), *imm))
+                    })
+                    .collect();
+                Some(legality::Toucher {
+                    entry: e,
+                    kernel: k.name(),
+                    body: k.body(),
+                    plan: &plan.entries[e],
+                    names,
+                    consts,
+                })
+            })
+            .collect();
+        let req = legality::Request {
+            to,
+            size,
+            // The smallest length given (a larger one cannot be true of the same buffer).
+            buffer_len: reqs.iter().filter_map(|r| r.3).min(),
+            barriers: spec.barriers,
+        };
+        if let Err(why) = legality::check(&plan.fused, &req, &touchers) {
+            let (e, p) = (all[root].0.entry, all[root].1.name());
+            warnings.push(refuse(format!(
+                "`{p}` of `{}` stays in global memory: {why}",
+                kernels[e].name()
+            )));
             continue;
         }
         promoted.insert(root, (to, size));
@@ -622,7 +708,6 @@ pub fn fuse_kernels_with(
             args: args_map.iter().map(|a| a.iter().map(fused_arg).collect()).collect(),
         }),
     };
-    let name = if spec.name.is_empty() { "fused".to_string() } else { spec.name.clone() };
     let kernel = Kernel::with_attrs(name, fused_params, attrs, Stmt::block(all_stmts));
     let verify = |k: &Kernel| -> Result<(), FusionError> {
         if opts.verify {

@@ -186,6 +186,10 @@ pub(crate) fn plan(
 
     let heterogeneous = ranges.iter().any(|r| r.dims != dims || r.global != global);
     let fused_linear: u64 = global.iter().map(|&g| g as u64).product();
+    // The guards and remapped ids compute on a u32 linear id: beyond 2^32 it would wrap.
+    if heterogeneous && fused_linear > 1 << 32 {
+        return Err(FusionError::TooManyWorkItems { items: fused_linear });
+    }
     let mut entries = Vec::with_capacity(ranges.len());
     for (i, r) in ranges.iter().enumerate() {
         let remap_ids = heterogeneous && needs_id_remap(r, dims, &global);

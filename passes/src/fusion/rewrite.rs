@@ -30,7 +30,9 @@ impl Names {
     pub fn fresh(&mut self, base: &str) -> String {
         let mut name = base.to_string();
         let mut n = 1;
-        while self.used.contains(&name) {
+        // Every generated name must parse back: skip reserved words (a base taken from the
+        // input is an identifier, so only the bare base can be one).
+        while self.used.contains(&name) || !kiln_ir::parse::is_identifier(&name) {
             name = format!("{base}_{n}");
             n += 1;
         }

@@ -86,8 +86,8 @@ pub struct Promotion {
     pub buffer_len: Option<u32>,
 }
 
-/// A run-time value for a scalar parameter, converted to the parameter's type (integers
-/// wrap, floats round, bools are `!= 0`).
+/// A run-time value for a scalar parameter. It must fit the parameter's type exactly
+/// ([`ConstValue::to_imm`]): kiln never wraps, truncates or reinterprets a constant.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ConstValue {
     /// An integer.
@@ -98,25 +98,67 @@ pub enum ConstValue {
     Bool(bool),
 }
 
+impl std::fmt::Display for ConstValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConstValue::Int(i) => write!(f, "{i}"),
+            // `{:?}` keeps a `.0` on integral floats, so `2.0` is told apart from `2`.
+            ConstValue::Float(x) => write!(f, "{x:?}"),
+            ConstValue::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
 impl ConstValue {
-    /// The value as an immediate of scalar type `ty`.
-    pub fn to_imm(self, ty: kiln_ir::Scalar) -> Imm {
+    /// The value as an immediate of scalar type `ty`, or why it does not fit exactly.
+    ///
+    /// The rule: a `bool` parameter takes only `true`/`false`; an integer parameter takes only
+    /// an integer within its type's range (no float, not even `2.0`, and no bool); a float
+    /// parameter takes an integer or a float, rounded to the nearest value of its type as a
+    /// float literal is (so `0.1` is accepted), but a finite value that rounds to infinity
+    /// (overflow) or a non-zero value that rounds to zero (underflow) is refused, as is a
+    /// bool. Explicit infinities and NaN are kept as they are.
+    pub fn to_imm(self, ty: kiln_ir::Scalar) -> Result<Imm, String> {
         use kiln_ir::Scalar;
         match (self, ty) {
-            (ConstValue::Bool(b), Scalar::Bool) => Imm::Bool(b),
-            (ConstValue::Int(i), Scalar::Bool) => Imm::Bool(i != 0),
-            (ConstValue::Float(f), Scalar::Bool) => Imm::Bool(f != 0.0),
-            (v, t) if t.is_float() => Imm::float(
-                t,
-                match v {
+            (ConstValue::Bool(b), Scalar::Bool) => Ok(Imm::Bool(b)),
+            (v, Scalar::Bool) => Err(format!("`{v}` is not a bool (write `true` or `false`)")),
+            (ConstValue::Bool(b), t) => {
+                Err(format!("`{b}` is a bool, not a number of type `{}`", t.name()))
+            }
+            (ConstValue::Int(i), t) if t.is_int() => {
+                let (lo, hi) = (t.int_min().unwrap_or(0), t.int_max().unwrap_or(0));
+                if i < lo || i > hi {
+                    return Err(format!(
+                        "`{i}` is outside the range of `{}` ({lo} to {hi})",
+                        t.name()
+                    ));
+                }
+                Ok(Imm::int(t, i))
+            }
+            (ConstValue::Float(f), t) if t.is_int() => Err(format!(
+                "`{}` is a float; parameter type `{}` takes an integer",
+                ConstValue::Float(f),
+                t.name()
+            )),
+            (v, t) => {
+                let x = match v {
                     ConstValue::Int(i) => i as f64,
                     ConstValue::Float(f) => f,
-                    ConstValue::Bool(b) => b as u8 as f64,
-                },
-            ),
-            (ConstValue::Int(i), t) => Imm::int(t, i),
-            (ConstValue::Float(f), t) => Imm::int(t, f as i128),
-            (ConstValue::Bool(b), t) => Imm::int(t, b as i128),
+                    ConstValue::Bool(_) => unreachable!("handled above"),
+                };
+                let r = kiln_ir::expr::round_float(t, x);
+                if x.is_finite() && r.is_infinite() {
+                    return Err(format!(
+                        "`{v}` overflows `{}` (it would become infinity)",
+                        t.name()
+                    ));
+                }
+                if x != 0.0 && r == 0.0 {
+                    return Err(format!("`{v}` underflows `{}` (it would become 0)", t.name()));
+                }
+                Ok(Imm::float(t, x))
+            }
         }
     }
 }

@@ -10,6 +10,8 @@
 //! barriers = "work_group"                        # or "none"
 //! remap = "default"                              # or "ptx"
 //! ```
+//!
+//! Every key is documented for users, with examples, in docs/fusion.md.
 
 use serde::Deserialize;
 use thiserror::Error;
@@ -124,6 +126,10 @@ impl FusionSpec {
                 )))
             }
         };
+        // An explicit empty name would silently become the default one.
+        if raw.name.as_deref() == Some("") {
+            return Err(SpecError::Value("name is empty (leave it out for `fused`)".into()));
+        }
         Ok(FusionSpec {
             name: raw.name.unwrap_or_else(|| "fused".into()),
             kernels: raw.kernels,

@@ -3,26 +3,54 @@
 //! ## Layout
 //!
 //! ```text
+//! <root>/CACHEDIR.TAG   marks the root as a kiln cache (https://bford.info/cachedir/)
 //! <root>/<device_hash>/<image_hash>/<spec_consts_hash>/<build_options_hash>/
 //!     .lock        advisory lock of this item directory (flock; released by the OS when
 //!                  the holder dies, so a lock file left by a killed process is harmless)
 //!     <n>.src      the full key: device identity, image, spec constants, build options,
 //!                  and the length and checksum of <n>.bin; itself checksummed
 //!     <n>.bin      the artifact: a header (magic, length, checksum) and the bytes
+//!     .tmp-*       a file being written (renamed into place when complete)
 //! ```
 //!
-//! Hashes are [`super::hash::hash64`] in hex; [`PersistentCache::with_hash_bits`]
-//! truncates them (a test hook that forces collisions). A caller that looks the same key up
-//! repeatedly computes its [`KeyHashes`] once ([`PersistentCache::get_hashed`]), so a lookup
-//! never re-hashes the module. A hash match is never trusted: the
-//! full key in `<n>.src` is compared, and on a collision the next free `<n>` is used.
+//! Hashes are [`super::hash::hash64`] in hex, always 16 digits;
+//! [`PersistentCache::with_hash_bits`] truncates them (a test hook that forces collisions).
+//! A caller that looks the same key up repeatedly computes its [`KeyHashes`] once
+//! ([`PersistentCache::get_hashed`]), so a lookup never re-hashes the module. A hash match
+//! is never trusted: the full key in `<n>.src` is compared, and on a collision the next
+//! free `<n>` is used.
+//!
+//! ## Safety of the files around the cache
+//!
+//! * The root is taken as given, links in its path included (a root that is a symbolic
+//!   link means the directory it points to). Below the root nothing is followed: the cache
+//!   creates no links, so every open refuses a link (`O_NOFOLLOW`), every walk looks at
+//!   entries themselves (`symlink_metadata`), the level directories of an item are checked
+//!   to be real directories before it is read or written, and a removal unlinks a link,
+//!   never its target. Nothing outside the root is read, stamped or deleted.
+//! * Only names of the layout are ever deleted, and only when they are what kiln writes
+//!   there. An entry of the wrong type at such a name (a directory where `0.src` belongs, a
+//!   link where a level directory belongs, `.lock` as a directory) is a damaged item: it is
+//!   reported once, naming that path, and removed when that loses nothing (a link, an
+//!   empty directory, a FIFO); a regular file or a non-empty directory is left in place
+//!   and the item skipped. Either way the cache keeps working for every other item.
+//!   Entries with other names are foreign: never followed, never removed.
+//! * A root is used only when it is a kiln cache: tagged by `CACHEDIR.TAG`, or holding
+//!   nothing but level directories (an untagged cache of an earlier version), or missing or
+//!   empty (it is created and tagged on the first store). Any other directory (`$HOME`,
+//!   say) turns the cache off with a warning naming the root and what it holds, and
+//!   [`PersistentCache::check_root`] refuses it, so `kiln cache clear` never deletes there.
+//! * The checks are against links and misplaced entries present when the cache looks; a
+//!   process that swaps a directory for a link in the instant between a check and a use is
+//!   not defended against (that would take `openat`-style calls that std does not offer).
 //!
 //! ## Safety against races and damage
 //!
-//! * Writes go to a temporary file in the item directory and are renamed into place, the
-//!   `.bin` before the `.src`, under the directory's exclusive lock; the lock is held only
-//!   while choosing `<n>` and writing. Readers take no lock: they see an item only once its
-//!   `.src` exists, and then its `.bin` is complete.
+//! * Writes go to a temporary file in the item directory (created exclusively, so an
+//!   existing link is never written through) and are renamed into place, the `.bin` before
+//!   the `.src`, under the directory's exclusive lock; the lock is held only while choosing
+//!   `<n>` and writing. Readers take no lock: they see an item only once its `.src`
+//!   exists, and then its `.bin` is complete.
 //! * A hit is lean: the first item of the directory (`0.src`, where an uncollided key lives)
 //!   is opened directly, with no directory scan; the `.src` file's handle is used both to
 //!   read the key and to stamp the use; checksums run over the bytes already read. Only
@@ -41,42 +69,25 @@
 #![allow(clippy::incompatible_msrv)]
 
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, FileType, OpenOptions};
 use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use super::hash::hash64;
+use super::settings::{size_from_env, SettingError};
 
+mod entry;
 mod format;
-use format::{check_bin, decode_bin, encode_bin, read_exact_two, read_key_file, MAX_ARTIFACT};
+mod root;
+mod scan;
+use entry::{describe, Opened, Removal};
+use format::{check_bin, encode_bin, read_exact_two, read_key_file, MAX_ARTIFACT};
 pub use format::{DiskKey, KeyHashes};
-
-/// One item of the cache, as listed by [`PersistentCache::items`].
-#[derive(Clone, Debug)]
-pub struct ItemInfo {
-    /// The item's name relative to the root: `<device>/<image>/<spec>/<options>/<n>`.
-    pub id: String,
-    /// The item directory.
-    pub dir: PathBuf,
-    /// The collision index `<n>`.
-    pub n: u64,
-    /// Size of `<n>.src` plus `<n>.bin` in bytes.
-    pub size: u64,
-    /// When the item was last stored or loaded.
-    pub last_used: SystemTime,
-}
-
-/// What [`PersistentCache::show`] finds for an item.
-#[derive(Clone, Debug)]
-pub struct ItemDetails {
-    /// The full key, if `<n>.src` is readable and valid.
-    pub key: Result<DiskKey, String>,
-    /// The artifact's length in bytes, if `<n>.bin` is present and checks out.
-    pub artifact: Result<usize, String>,
-}
+pub use root::RootError;
+pub use scan::{ItemDetails, ItemInfo, Scan};
 
 /// Totals of [`PersistentCache::stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -107,11 +118,33 @@ pub struct PersistentCache {
     max_item_size: u64,
     hash_bits: u32,
     disabled: AtomicBool,
+    /// What this process found the root to be ([`root::UNCHECKED`], ...).
+    root_state: AtomicU8,
     fault: Option<DiskFault>,
     written: AtomicU64,
     warned: Mutex<HashSet<String>>,
     warnings: Mutex<Vec<String>>,
     tmp_counter: AtomicU64,
+}
+
+/// Why an item could not be read: its contents (the item is removed), or an entry of the
+/// wrong type at one of its names (repaired where that loses nothing).
+enum Damage {
+    Content(String),
+    Misplaced { path: PathBuf, found: FileType, expected: &'static str },
+}
+
+/// Why a store failed: this item's directory is damaged (the cache stays on), or the root
+/// cannot be written (the cache turns off).
+enum PutError {
+    Item(String),
+    Io(io::Error),
+}
+
+impl From<io::Error> for PutError {
+    fn from(e: io::Error) -> PutError {
+        PutError::Io(e)
+    }
 }
 
 impl PersistentCache {
@@ -123,6 +156,7 @@ impl PersistentCache {
             max_item_size: 0,
             hash_bits: 64,
             disabled: AtomicBool::new(false),
+            root_state: AtomicU8::new(root::UNCHECKED),
             fault: None,
             written: AtomicU64::new(0),
             warned: Mutex::new(HashSet::new()),
@@ -131,29 +165,30 @@ impl PersistentCache {
         }
     }
 
-    /// The cache the environment asks for: `None` unless `KILN_CACHE_PERSISTENT=1`; rooted
-    /// at `KILN_CACHE_DIR` or [`default_root`](Self::default_root); limits from
-    /// `KILN_CACHE_MAX_SIZE` and `KILN_CACHE_MAX_ITEM_SIZE`.
-    pub fn from_env() -> Option<PersistentCache> {
-        if std::env::var("KILN_CACHE_PERSISTENT").ok()?.trim() != "1" {
-            return None;
-        }
-        Self::from_env_root()
+    /// The cache the environment asks for: `Ok(None)` unless `KILN_CACHE_PERSISTENT=1`;
+    /// rooted at `KILN_CACHE_DIR` or [`default_root`](Self::default_root); limits from
+    /// `KILN_CACHE_MAX_SIZE` and `KILN_CACHE_MAX_ITEM_SIZE` (syntax of
+    /// [`parse_size`](super::parse_size)). A limit that does not parse is an error even
+    /// while the cache is off, so a typo is caught before it matters.
+    pub fn from_env() -> Result<Option<PersistentCache>, SettingError> {
+        let cache = Self::from_env_root()?;
+        let on = std::env::var("KILN_CACHE_PERSISTENT").is_ok_and(|v| v.trim() == "1");
+        Ok(cache.filter(|_| on))
     }
 
     /// Like [`from_env`](Self::from_env) without the `KILN_CACHE_PERSISTENT` check (for
-    /// tools that inspect the cache).
-    pub fn from_env_root() -> Option<PersistentCache> {
+    /// tools that inspect the cache); `Ok(None)` when there is no root (no `HOME`).
+    pub fn from_env_root() -> Result<Option<PersistentCache>, SettingError> {
+        let max_size = size_from_env("KILN_CACHE_MAX_SIZE")?.unwrap_or(0);
+        let max_item = size_from_env("KILN_CACHE_MAX_ITEM_SIZE")?.unwrap_or(0);
         let root = match std::env::var_os("KILN_CACHE_DIR") {
             Some(d) if !d.is_empty() => PathBuf::from(d),
-            _ => Self::default_root()?,
+            _ => match Self::default_root() {
+                Some(r) => r,
+                None => return Ok(None),
+            },
         };
-        let num = |v: &str| std::env::var(v).ok().and_then(|s| s.trim().parse::<u64>().ok());
-        Some(
-            PersistentCache::new(root)
-                .with_max_size(num("KILN_CACHE_MAX_SIZE").unwrap_or(0))
-                .with_max_item_size(num("KILN_CACHE_MAX_ITEM_SIZE").unwrap_or(0)),
-        )
+        Ok(Some(PersistentCache::new(root).with_max_size(max_size).with_max_item_size(max_item)))
     }
 
     /// `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`.
@@ -206,6 +241,11 @@ impl PersistentCache {
         &self.root
     }
 
+    /// The size limit of [`with_max_size`](Self::with_max_size) (0: none).
+    pub fn max_size(&self) -> u64 {
+        self.max_size
+    }
+
     /// Whether an unwritable root turned the cache's writes off (hits are still served
     /// from what is there).
     pub fn is_disabled(&self) -> bool {
@@ -223,6 +263,36 @@ impl PersistentCache {
             tracing::warn!("kiln persistent cache: {message}");
             self.warnings.lock().unwrap_or_else(PoisonError::into_inner).push(message);
         }
+    }
+
+    /// Turns the cache's writes off for this process, saying why once.
+    fn disable(&self, why: String) {
+        self.disabled.store(true, Ordering::Relaxed);
+        self.warn_once("disabled".into(), format!("{why}; continuing without a persistent cache"));
+    }
+
+    /// Reports an entry of the wrong type at a name the layout owns (once) and removes it
+    /// where that loses nothing ([`entry::remove_misplaced`]). Returns whether it is gone.
+    fn report_misplaced(&self, path: &Path, found: FileType, expected: &str) -> bool {
+        let removal = match self.check_writable() {
+            Ok(()) => entry::remove_misplaced(path, found),
+            Err(_) => Removal::Kept,
+        };
+        let what = describe(found);
+        let done = match removal {
+            Removal::Removed => "removed it".to_string(),
+            Removal::Kept => "left it in place (kiln deletes only what it wrote) and skipped \
+                              it; remove it by hand to let kiln use this name again"
+                .to_string(),
+        };
+        self.warn_once(
+            format!("misplaced {}", path.display()),
+            format!(
+                "damaged item: `{}` is {what} where kiln keeps {expected}; {done}",
+                path.display()
+            ),
+        );
+        removal == Removal::Removed
     }
 
     fn hex(&self, h: u64) -> String {
@@ -244,7 +314,36 @@ impl PersistentCache {
         p
     }
 
-    /// Collision indices of the items in `dir` (those with a `.src`), ascending.
+    /// Whether the level directories from the root down to `dir` all exist and are real
+    /// directories (not links). A misplaced one is reported and, with `repair`, removed
+    /// where that loses nothing; either way the answer is `false`.
+    fn levels_ok(&self, dir: &Path, repair: bool) -> bool {
+        let Ok(rel) = dir.strip_prefix(&self.root) else { return false };
+        let mut p = self.root.clone();
+        for c in rel.components() {
+            p.push(c);
+            match entry::kind(&p) {
+                Ok(Some(ft)) if ft.is_dir() => {}
+                Ok(None) => return false,
+                Ok(Some(ft)) => {
+                    if repair {
+                        self.report_misplaced(&p, ft, "a directory");
+                    }
+                    return false;
+                }
+                Err(e) => {
+                    self.warn_once(
+                        format!("read {}", p.display()),
+                        format!("cannot read `{}`: {e}", p.display()),
+                    );
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Collision indices of the entries in `dir` named `<n><ext>`, of any type, ascending.
     fn indices(dir: &Path, ext: &str) -> io::Result<Vec<u64>> {
         let mut v: Vec<u64> = fs::read_dir(dir)?
             .filter_map(|e| e.ok())
@@ -271,15 +370,19 @@ impl PersistentCache {
 
     /// The valid item stored for `key`: its directory, index and artifact.
     fn find(&self, key: &DiskKey, hashes: &KeyHashes) -> Option<(PathBuf, u64, Vec<u8>)> {
+        if !self.root_usable(false) {
+            return None;
+        }
         let dir = self.item_dir_hashed(hashes);
-        // The common case first: the key is item 0 of its directory. No listing.
-        match self.check_item(&dir, 0, key) {
-            Some(Some(bin)) => return Some((dir, 0, bin)),
-            Some(None) => {}
-            // No `0.src`: a missing directory is a plain miss; otherwise list it below
-            // (item 0 may have been removed while later ones remain).
-            None if !dir.is_dir() => return None,
-            None => {}
+        // A missing level is a plain miss; a link there is never followed.
+        if !self.levels_ok(&dir, true) {
+            return None;
+        }
+        // The common case first: the key is item 0 of its directory, found with no
+        // listing. Otherwise (no `0.src`, another key's, or damaged) list the directory:
+        // item 0 may have been removed while later ones remain.
+        if let Some(Some(bin)) = self.check_item(&dir, 0, key) {
+            return Some((dir, 0, bin));
         }
         let ns = match Self::indices(&dir, ".src") {
             Ok(ns) => ns,
@@ -316,11 +419,11 @@ impl PersistentCache {
     }
 
     /// Item `n` of `dir` for `key`: `Some(Some)` a valid match, `Some(None)` another key or
-    /// damaged (reported once and removed), `None` no such item.
+    /// damaged (reported once and removed or repaired), `None` no such item.
     fn check_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Option<Option<Vec<u8>>> {
         match self.load_item(dir, n, key) {
             Ok(found) => found,
-            Err(problem) => {
+            Err(Damage::Content(problem)) => {
                 let path = dir.join(format!("{n}"));
                 self.warn_once(
                     format!("corrupt {} {problem}", path.display()),
@@ -329,6 +432,12 @@ impl PersistentCache {
                         path.display()
                     ),
                 );
+                self.remove_item(dir, n);
+                Some(None)
+            }
+            Err(Damage::Misplaced { path, found, expected }) => {
+                self.report_misplaced(&path, found, expected);
+                // The item is unusable either way; what of it is kiln's goes.
                 self.remove_item(dir, n);
                 Some(None)
             }
@@ -342,33 +451,33 @@ impl PersistentCache {
         dir: &Path,
         n: u64,
         key: &DiskKey,
-    ) -> Result<Option<Option<Vec<u8>>>, String> {
+    ) -> Result<Option<Option<Vec<u8>>>, Damage> {
         let src_path = dir.join(format!("{n}.src"));
+        let misplaced = |path: &Path, found| Damage::Misplaced {
+            path: path.to_path_buf(),
+            found,
+            expected: "a file",
+        };
         // One handle reads the key and stamps the use (read-write where allowed; a
         // read-only cache still serves hits).
-        let opened = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&src_path)
-            .or_else(|_| File::open(&src_path));
+        let opened = entry::open(&src_path, OpenOptions::new().read(true).write(true))
+            .or_else(|_| entry::open(&src_path, OpenOptions::new().read(true)));
         let mut src_file = match opened {
-            Ok(f) => f,
-            // A root that is not a directory holds no items (`put` reports it).
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                return Ok(None)
-            }
-            Err(e) => return Err(format!("cannot read key file: {e}")),
+            Ok(Opened::File(f, _)) => f,
+            Ok(Opened::Missing) => return Ok(None),
+            Ok(Opened::NotAFile(ft)) => return Err(misplaced(&src_path, ft)),
+            Err(e) => return Err(Damage::Content(format!("cannot read key file: {e}"))),
         };
+        let content = |m: String| Damage::Content(m);
         let short = read_key_file(&mut src_file, key.encoded_len())
-            .map_err(|e| format!("cannot read key file: {e}"))?;
+            .map_err(|e| content(format!("cannot read key file: {e}")))?;
         let (src, (stored, len, sum)) = match DiskKey::decode(&short) {
             Ok(d) => (short, d),
             // Not what a file of exactly our key's size holds: read it whole before calling
             // it damaged (it may be another key's, or a read may have come back short).
             Err(_) => {
-                let whole =
-                    fs::read(&src_path).map_err(|e| format!("cannot read key file: {e}"))?;
-                let d = DiskKey::decode(&whole).map_err(|e| format!("key file: {e}"))?;
+                let whole = read_whole(&src_path).map_err(content)?;
+                let d = DiskKey::decode(&whole).map_err(|e| content(format!("key file: {e}")))?;
                 (whole, d)
             }
         };
@@ -377,26 +486,40 @@ impl PersistentCache {
         }
         // The length comes from a checksummed key file; still, never allocate absurdly.
         let Some(size) = usize::try_from(len).ok().filter(|&l| l <= MAX_ARTIFACT) else {
-            return Err(format!("artifact length {len} out of range"));
+            return Err(content(format!("artifact length {len} out of range")));
         };
-        let mut header = [0u8; 24];
-        let mut payload = vec![0u8; size];
-        let read_bin = File::open(dir.join(format!("{n}.bin")))
-            .and_then(|mut f| read_exact_two(&mut f, &mut header, &mut payload));
-        let checked = match read_bin {
-            Ok(()) => check_bin(&header, &payload, len, sum),
+        let bin_path = dir.join(format!("{n}.bin"));
+        let (mut bin_file, on_disk) = match entry::open(&bin_path, OpenOptions::new().read(true)) {
+            Ok(Opened::File(f, len)) => (f, len),
             // Removed by eviction since we read the key: a miss, not damage.
-            Err(e) if e.kind() == ErrorKind::NotFound => {
+            Ok(Opened::Missing) => {
                 return if src_path.exists() {
-                    Err("the artifact file is missing".into())
+                    Err(content("the artifact file is missing".into()))
                 } else {
                     Ok(None)
                 };
             }
-            Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                Err(format!("truncated: shorter than {len} bytes"))
+            Ok(Opened::NotAFile(ft)) => return Err(misplaced(&bin_path, ft)),
+            Err(e) => return Err(content(format!("cannot read artifact: {e}"))),
+        };
+        let expected = size as u64 + 24;
+        let mut header = [0u8; 24];
+        let mut payload = vec![0u8; size];
+        let checked = if on_disk < expected {
+            Err(format!("truncated: the artifact file has {on_disk} of {expected} bytes"))
+        } else if on_disk > expected {
+            Err(format!(
+                "length mismatch: the artifact file has {on_disk} bytes where {expected} are \
+                 expected"
+            ))
+        } else {
+            match read_exact_two(&mut bin_file, &mut header, &mut payload) {
+                Ok(()) => check_bin(&header, &payload, len, sum),
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                    Err(format!("truncated: shorter than {expected} bytes"))
+                }
+                Err(e) => return Err(content(format!("cannot read artifact: {e}"))),
             }
-            Err(e) => return Err(format!("cannot read artifact: {e}")),
         };
         match checked {
             Ok(()) => {
@@ -408,31 +531,59 @@ impl PersistentCache {
             }
             // The item may have been replaced between our two reads; only a stable
             // mismatch is damage.
-            Err(_) if fs::read(&src_path).ok().as_deref() != Some(&src[..]) => Ok(None),
-            Err(e) => Err(format!("artifact: {e}")),
+            Err(_) if read_whole(&src_path).ok().as_deref() != Some(&src[..]) => Ok(None),
+            Err(e) => Err(content(format!("artifact: {e}"))),
         }
     }
 
-    /// Removes item `n` of `dir` if the directory's lock is free (else leaves it).
+    /// Opens (creating) the lock file of `dir`; a misplaced `.lock` is repaired once where
+    /// that loses nothing, else the item directory cannot be used.
+    fn open_lock(&self, dir: &Path) -> Result<File, PutError> {
+        let path = dir.join(".lock");
+        for _ in 0..2 {
+            let mut opts = OpenOptions::new();
+            opts.create(true).truncate(false).write(true);
+            match entry::open(&path, &mut opts)? {
+                Opened::File(f, _) => return Ok(f),
+                Opened::Missing => return Err(io::Error::from(ErrorKind::NotFound).into()),
+                Opened::NotAFile(ft) => {
+                    if !self.report_misplaced(&path, ft, "a lock file") {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(PutError::Item(format!("`{}` is not a lock file", path.display())))
+    }
+
+    /// Removes item `n` of `dir` if the directory's lock is free (else leaves it). Only
+    /// the item's own names go, and a link there is unlinked, not followed.
     fn remove_item(&self, dir: &Path, n: u64) {
         if self.check_writable().is_err() {
             return;
         }
-        let Ok(lock) =
-            OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))
-        else {
-            return;
-        };
+        let Ok(lock) = self.open_lock(dir) else { return };
         if lock.try_lock().is_err() {
             return;
         }
-        let _ = fs::remove_file(dir.join(format!("{n}.src")));
-        let _ = fs::remove_file(dir.join(format!("{n}.bin")));
+        for ext in ["src", "bin"] {
+            let path = dir.join(format!("{n}.{ext}"));
+            match entry::kind(&path) {
+                Ok(Some(ft)) if ft.is_file() => {
+                    let _ = fs::remove_file(&path);
+                }
+                Ok(Some(ft)) => {
+                    self.report_misplaced(&path, ft, "a file");
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Stores `artifact` for `key` (unless an equal item already exists or it is larger
     /// than the item size limit), then evicts if the cache is over its size limit. Failures
-    /// are warnings; an unwritable root turns the cache off.
+    /// are warnings; an unwritable root turns the cache off, a damaged item directory only
+    /// skips this store.
     pub fn put(&self, key: &DiskKey, artifact: &[u8]) {
         self.put_hashed(key, &KeyHashes::of(key), artifact)
     }
@@ -447,6 +598,9 @@ impl PersistentCache {
             tracing::debug!("not caching a {}-byte artifact (item limit)", artifact.len());
             return;
         }
+        if !self.root_usable(true) {
+            return;
+        }
         let dir = self.item_dir_hashed(hashes);
         // The directory may be removed by a concurrent eviction between creating it and
         // writing into it: retry a few times.
@@ -457,22 +611,30 @@ impl PersistentCache {
                     last = None;
                     break;
                 }
-                Err(e) if e.kind() == ErrorKind::NotFound => last = Some(e),
-                Err(e) => {
+                Err(PutError::Item(why)) => {
+                    self.warn_once(
+                        format!("skip {}", dir.display()),
+                        format!("not storing into `{}`: {why}", dir.display()),
+                    );
+                    return;
+                }
+                Err(PutError::Io(e)) if e.kind() == ErrorKind::NotFound => {
+                    last = Some(e);
+                    // The root itself may be gone (removed by hand): look at it afresh,
+                    // which creates and tags it again.
+                    self.forget_root();
+                    if !self.root_usable(true) {
+                        return;
+                    }
+                }
+                Err(PutError::Io(e)) => {
                     last = Some(e);
                     break;
                 }
             }
         }
         if let Some(e) = last {
-            self.disabled.store(true, Ordering::Relaxed);
-            self.warn_once(
-                "disabled".into(),
-                format!(
-                    "cannot write to `{}` ({e}); continuing without a persistent cache",
-                    self.root.display()
-                ),
-            );
+            self.disable(format!("cannot write to `{}` ({e})", self.root.display()));
             return;
         }
         if self.max_size > 0 {
@@ -480,11 +642,41 @@ impl PersistentCache {
         }
     }
 
-    fn try_put(&self, dir: &Path, key: &DiskKey, artifact: &[u8]) -> io::Result<()> {
+    /// Creates the level directories of `dir` one by one below the (existing) root, never
+    /// through a link.
+    fn make_levels(&self, dir: &Path) -> Result<(), PutError> {
+        let rel =
+            dir.strip_prefix(&self.root).map_err(|_| PutError::Item("outside the root".into()))?;
+        let mut p = self.root.clone();
+        for c in rel.components() {
+            p.push(c);
+            loop {
+                match entry::kind(&p)? {
+                    Some(ft) if ft.is_dir() => break,
+                    Some(ft) => {
+                        if !self.report_misplaced(&p, ft, "a directory") {
+                            return Err(PutError::Item(format!(
+                                "`{}` is {}, not a directory",
+                                p.display(),
+                                describe(ft)
+                            )));
+                        }
+                    }
+                    None => match fs::create_dir(&p) {
+                        Ok(()) => break,
+                        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(e.into()),
+                    },
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn try_put(&self, dir: &Path, key: &DiskKey, artifact: &[u8]) -> Result<(), PutError> {
         self.check_writable()?;
-        fs::create_dir_all(dir)?;
-        let lock =
-            OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock"))?;
+        self.make_levels(dir)?;
+        let lock = self.open_lock(dir)?;
         lock.lock()?;
         // Under the lock no other writer is active in this directory.
         let srcs = Self::indices(dir, ".src")?;
@@ -493,19 +685,27 @@ impl PersistentCache {
                 return Ok(()); // stored by someone else meanwhile
             }
         }
-        // Orphaned artifacts and temporary files (from killed writers) can go now.
-        let bins = Self::indices(dir, ".bin")?;
-        for &n in &bins {
+        // Orphaned artifacts and temporary files (from killed writers) can go now; only
+        // regular files, a link is never followed.
+        let remove_file = |path: &Path| {
+            if entry::kind(path).ok().flatten().is_some_and(|ft| ft.is_file()) {
+                let _ = fs::remove_file(path);
+            }
+        };
+        for &n in &Self::indices(dir, ".bin")? {
             if !srcs.contains(&n) {
-                let _ = fs::remove_file(dir.join(format!("{n}.bin")));
+                remove_file(&dir.join(format!("{n}.bin")));
             }
         }
         for e in fs::read_dir(dir)?.filter_map(|e| e.ok()) {
             if e.file_name().to_string_lossy().starts_with(".tmp-") {
-                let _ = fs::remove_file(e.path());
+                remove_file(&e.path());
             }
         }
-        let n = srcs.last().map_or(0, |&m| m + 1);
+        // Past every name still taken, of any type: a misplaced entry kiln keeps cannot be
+        // renamed over.
+        let bins = Self::indices(dir, ".bin")?;
+        let n = srcs.iter().chain(&bins).max().map_or(0, |&m| m + 1);
         self.write_atomic(dir, &format!("{n}.bin"), &encode_bin(artifact))?;
         let src = key.encode(artifact.len() as u64, hash64(artifact));
         self.write_atomic(dir, &format!("{n}.src"), &src)?;
@@ -513,15 +713,18 @@ impl PersistentCache {
         Ok(())
     }
 
-    /// Writes `name` in `dir` through a temporary file and a rename.
+    /// Writes `name` in `dir` through a temporary file (created exclusively, never through
+    /// a link) and a rename.
     fn write_atomic(&self, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
         let tmp = dir.join(format!(
             ".tmp-{}-{}-{name}",
             std::process::id(),
             self.tmp_counter.fetch_add(1, Ordering::Relaxed)
         ));
+        let mut created = false;
         let r = (|| {
-            let mut f = File::create(&tmp)?;
+            let mut f = entry::create_new(&tmp)?;
+            created = true;
             if let Some(DiskFault::FullAfter(limit)) = self.fault {
                 let before = self.written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 if before + bytes.len() as u64 > limit {
@@ -538,131 +741,24 @@ impl PersistentCache {
             drop(f);
             fs::rename(&tmp, dir.join(name))
         })();
-        if r.is_err() {
+        if r.is_err() && created {
             let _ = fs::remove_file(&tmp);
         }
         r
     }
+}
 
-    /// Every item, in no particular order.
-    pub fn items(&self) -> Vec<ItemInfo> {
-        let mut out = Vec::new();
-        let mut dirs = vec![(self.root.clone(), 0, String::new())];
-        while let Some((d, depth, id)) = dirs.pop() {
-            let Ok(rd) = fs::read_dir(&d) else { continue };
-            for e in rd.filter_map(|e| e.ok()) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let path = e.path();
-                if depth < 4 {
-                    if path.is_dir() {
-                        let id = if id.is_empty() { name } else { format!("{id}/{name}") };
-                        dirs.push((path, depth + 1, id));
-                    }
-                    continue;
-                }
-                let Some(n) = name.strip_suffix(".src").and_then(|s| s.parse::<u64>().ok()) else {
-                    continue;
-                };
-                let Ok(meta) = e.metadata() else { continue };
-                let bin = fs::metadata(d.join(format!("{n}.bin"))).map(|m| m.len()).unwrap_or(0);
-                out.push(ItemInfo {
-                    id: format!("{id}/{n}"),
-                    dir: d.clone(),
-                    n,
-                    size: meta.len() + bin,
-                    last_used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-                });
-            }
+/// Reads a whole key file again, without following a link.
+fn read_whole(path: &Path) -> Result<Vec<u8>, String> {
+    match entry::open(path, OpenOptions::new().read(true)) {
+        Ok(Opened::File(mut f, _)) => {
+            let mut v = Vec::new();
+            io::Read::read_to_end(&mut f, &mut v)
+                .map_err(|e| format!("cannot read key file: {e}"))?;
+            Ok(v)
         }
-        out
-    }
-
-    /// Item count and total size.
-    pub fn stats(&self) -> DiskStats {
-        let items = self.items();
-        DiskStats { items: items.len() as u64, bytes: items.iter().map(|i| i.size).sum() }
-    }
-
-    /// The key and artifact status of the item named `id` (as in [`ItemInfo::id`]).
-    pub fn show(&self, id: &str) -> Option<ItemDetails> {
-        let (dir, n) = id.rsplit_once('/')?;
-        let n: u64 = n.parse().ok()?;
-        if dir.split('/').count() != 4 || dir.split('/').any(|c| c.is_empty() || c == "..") {
-            return None;
-        }
-        let dir = self.root.join(dir);
-        let src = fs::read(dir.join(format!("{n}.src"))).ok()?;
-        let decoded = DiskKey::decode(&src);
-        let artifact = match (&decoded, fs::read(dir.join(format!("{n}.bin")))) {
-            (Ok((_, len, sum)), Ok(bin)) => decode_bin(&bin, *len, *sum).map(|p| p.len()),
-            (Err(_), _) => Err("unknown (the key file is damaged)".into()),
-            (_, Err(e)) => Err(format!("cannot read: {e}")),
-        };
-        Some(ItemDetails { key: decoded.map(|(k, _, _)| k), artifact })
-    }
-
-    /// Removes least-recently-used items until the total size is at most `max_bytes`,
-    /// skipping locked directories and removing empty ones. Returns how many were removed.
-    pub fn evict(&self, max_bytes: u64) -> usize {
-        if self.check_writable().is_err() {
-            return 0;
-        }
-        let mut items = self.items();
-        let mut total: u64 = items.iter().map(|i| i.size).sum();
-        if total <= max_bytes {
-            return 0;
-        }
-        items.sort_by_key(|i| i.last_used);
-        let mut removed = 0;
-        for item in items {
-            if total <= max_bytes {
-                break;
-            }
-            let lock_path = item.dir.join(".lock");
-            let Ok(lock) =
-                OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)
-            else {
-                continue;
-            };
-            if lock.try_lock().is_err() {
-                continue; // a writer is busy here
-            }
-            let _ = fs::remove_file(item.dir.join(format!("{}.src", item.n)));
-            let _ = fs::remove_file(item.dir.join(format!("{}.bin", item.n)));
-            total = total.saturating_sub(item.size);
-            removed += 1;
-            if Self::indices(&item.dir, ".src").is_ok_and(|v| v.is_empty()) {
-                let _ = fs::remove_file(&lock_path);
-                drop(lock);
-                self.remove_empty_dirs(&item.dir);
-            }
-        }
-        removed
-    }
-
-    /// Removes `dir` and its parents up to the root while they are empty.
-    fn remove_empty_dirs(&self, dir: &Path) {
-        let mut d = dir.to_path_buf();
-        while d.starts_with(&self.root) && d != self.root {
-            // Stray temporary files of killed writers do not keep a directory alive.
-            if let Ok(rd) = fs::read_dir(&d) {
-                for e in rd.filter_map(|e| e.ok()) {
-                    if e.file_name().to_string_lossy().starts_with(".tmp-") {
-                        let _ = fs::remove_file(e.path());
-                    }
-                }
-            }
-            if fs::remove_dir(&d).is_err() {
-                break;
-            }
-            if !d.pop() {
-                break;
-            }
-        }
-    }
-
-    /// Removes every item (evicting to size 0). Returns how many were removed.
-    pub fn clear(&self) -> usize {
-        self.evict(0)
+        Ok(Opened::Missing) => Err("the key file is gone".into()),
+        Ok(Opened::NotAFile(ft)) => Err(format!("the key file is {}", describe(ft))),
+        Err(e) => Err(format!("cannot read key file: {e}")),
     }
 }

@@ -4,6 +4,11 @@
 pub mod disk;
 pub mod hash;
 pub mod memory;
+pub mod settings;
 
-pub use disk::{DiskFault, DiskKey, DiskStats, ItemDetails, ItemInfo, KeyHashes, PersistentCache};
+pub use disk::{
+    DiskFault, DiskKey, DiskStats, ItemDetails, ItemInfo, KeyHashes, PersistentCache, RootError,
+    Scan,
+};
 pub use memory::{BuildCache, CacheStats};
+pub use settings::{parse_size, size_from_env, SettingError};

@@ -142,8 +142,12 @@ pub(super) fn decode_bin(bytes: &[u8], len: u64, sum: u64) -> Result<&[u8], Stri
         return Err("not a kiln cache binary (truncated header)".into());
     }
     let (header, payload) = bytes.split_at(24);
-    if payload.len() as u64 != len {
-        return Err(format!("truncated: {} of {len} bytes", payload.len()));
+    let have = payload.len() as u64;
+    if have < len {
+        return Err(format!("truncated: {have} of {len} bytes"));
+    }
+    if have > len {
+        return Err(format!("length mismatch: {have} bytes where {len} are expected"));
     }
     check_bin(header, payload, len, sum).map(|()| payload)
 }
@@ -153,8 +157,16 @@ pub(super) fn check_bin(header: &[u8], payload: &[u8], len: u64, sum: u64) -> Re
     if header.get(..8) != Some(&BIN_MAGIC[..]) {
         return Err("not a kiln cache binary (bad magic)".into());
     }
-    if u64_at(header, 8) != Some(len) || payload.len() as u64 != len {
-        return Err(format!("length mismatch: {} of {len} bytes", payload.len()));
+    // The header's length and the key file's must agree (the payload was read, or
+    // checked, at the key file's length: comparing against it would say "N of N").
+    let recorded = u64_at(header, 8).unwrap_or(0);
+    if recorded != len {
+        return Err(format!(
+            "length mismatch: the artifact header records {recorded} bytes, the key file {len}"
+        ));
+    }
+    if payload.len() as u64 != len {
+        return Err(format!("truncated: {} of {len} bytes", payload.len()));
     }
     if u64_at(header, 16) != Some(sum) || hash64(payload) != sum {
         return Err("checksum mismatch".into());

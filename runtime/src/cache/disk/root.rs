@@ -1,0 +1,171 @@
+//! Whether a root directory is a kiln cache, and marking it as one (`CACHEDIR.TAG`).
+//!
+//! The cache deletes and writes only under a root it can call its own: pointing
+//! `KILN_CACHE_DIR` or `kiln cache --dir` at a directory of other files must not let
+//! eviction or `kiln cache clear` loose on it.
+
+use std::fs::{self, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use thiserror::Error;
+
+use super::entry::{self, Opened};
+use super::PersistentCache;
+
+/// The name of the tag file at the root.
+pub(super) const TAG_NAME: &str = "CACHEDIR.TAG";
+/// Its first line, as the Cache Directory Tagging Specification wants it.
+const TAG_SIGNATURE: &str = "Signature: 8a477f597d28d172789f06886806bc55";
+const TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
+# This file is a cache directory tag created by kiln (its persistent program cache).\n\
+# For information about cache directory tags see https://bford.info/cachedir/\n";
+
+/// [`PersistentCache::root_state`] values: not looked at yet, a tagged kiln cache, an
+/// untagged one (readable; tagged by the first store), not usable.
+pub(super) const UNCHECKED: u8 = 0;
+const KILN: u8 = 1;
+const UNTAGGED: u8 = 2;
+const REFUSED: u8 = 3;
+
+/// Why a cache root cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RootError {
+    /// The root does not exist.
+    #[error("cache directory `{}` does not exist", .0.display())]
+    Missing(PathBuf),
+    /// The root is not a directory.
+    #[error("cache directory `{}` is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// The root holds something kiln does not create there, and no kiln tag.
+    #[error(
+        "`{}` is not a kiln cache: it holds `{entry}`, which kiln does not create (kiln marks \
+         its cache directories with {TAG_NAME}); refusing to use it",
+        .root.display()
+    )]
+    Foreign {
+        /// The root.
+        root: PathBuf,
+        /// The first entry found that kiln's layout does not name.
+        entry: String,
+    },
+    /// The root cannot be read.
+    #[error("cannot read cache directory `{}`: {message}", .root.display())]
+    Unreadable {
+        /// The root.
+        root: PathBuf,
+        /// The system's message.
+        message: String,
+    },
+}
+
+/// Whether `name` is a level directory's name: 16 lowercase hex digits.
+pub(super) fn is_level_name(name: &str) -> bool {
+    name.len() == 16 && name.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Whether `root` holds kiln's tag file (a regular file, not a link).
+fn is_tagged(root: &Path) -> bool {
+    let Ok(Opened::File(mut f, _)) =
+        entry::open(&root.join(TAG_NAME), OpenOptions::new().read(true))
+    else {
+        return false;
+    };
+    let mut head = [0u8; 512];
+    let n = f.read(&mut head).unwrap_or(0);
+    let head = String::from_utf8_lossy(&head[..n]);
+    head.starts_with(TAG_SIGNATURE) && head.contains("kiln")
+}
+
+/// Whether `root` is a kiln cache: `Ok(true)` tagged, `Ok(false)` untagged but holding
+/// nothing kiln would not create (empty, or a cache of an earlier version).
+fn classify(root: &Path) -> Result<bool, RootError> {
+    match fs::metadata(root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(RootError::NotADirectory(root.to_path_buf())),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(RootError::Missing(root.into())),
+        Err(e) => return Err(RootError::Unreadable { root: root.into(), message: e.to_string() }),
+    }
+    if is_tagged(root) {
+        return Ok(true);
+    }
+    let rd = fs::read_dir(root)
+        .map_err(|e| RootError::Unreadable { root: root.into(), message: e.to_string() })?;
+    for e in rd {
+        let e =
+            e.map_err(|e| RootError::Unreadable { root: root.into(), message: e.to_string() })?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if name == TAG_NAME || (is_level_name(&name) && is_dir) {
+            continue;
+        }
+        return Err(RootError::Foreign { root: root.into(), entry: name });
+    }
+    Ok(false)
+}
+
+impl PersistentCache {
+    /// Checks that the root exists and is a kiln cache (see the module docs): what
+    /// `kiln cache` asks before looking inside or deleting anything.
+    pub fn check_root(&self) -> Result<(), RootError> {
+        classify(&self.root).map(|_| ())
+    }
+
+    /// Whether this process may read (and, with `create`, write) under the root: checked
+    /// once, then remembered. With `create`, a missing root is created and an untagged one
+    /// tagged; a root that is not a kiln cache turns the cache off with a warning.
+    pub(super) fn root_usable(&self, create: bool) -> bool {
+        match self.root_state.load(Ordering::Relaxed) {
+            KILN => return true,
+            UNTAGGED if !create => return true,
+            REFUSED => return false,
+            _ => {}
+        }
+        let state = match classify(&self.root) {
+            Ok(true) => KILN,
+            Ok(false) if !create => UNTAGGED,
+            Ok(false) => match self.write_tag() {
+                Ok(()) => KILN,
+                Err(e) => {
+                    self.disable(format!("cannot write to `{}` ({e})", self.root.display()));
+                    return false;
+                }
+            },
+            // Nothing to read yet; a store creates it.
+            Err(RootError::Missing(_)) if !create => return false,
+            Err(RootError::Missing(_)) => {
+                match self.check_writable().and_then(|()| fs::create_dir_all(&self.root)) {
+                    Ok(()) => return self.root_usable(true),
+                    Err(e) => {
+                        self.disable(format!("cannot write to `{}` ({e})", self.root.display()));
+                        return false;
+                    }
+                }
+            }
+            Err(RootError::NotADirectory(_)) if !create => return false,
+            Err(e) => {
+                self.disable(e.to_string());
+                REFUSED
+            }
+        };
+        self.root_state.store(state, Ordering::Relaxed);
+        state != REFUSED
+    }
+
+    /// Makes the next [`root_usable`](Self::root_usable) look at the root again.
+    pub(super) fn forget_root(&self) {
+        let _ =
+            self.root_state.compare_exchange(KILN, UNCHECKED, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Writes the tag file (another process may have just done so: that is fine).
+    fn write_tag(&self) -> std::io::Result<()> {
+        self.check_writable()?;
+        match entry::create_new(&self.root.join(TAG_NAME)) {
+            Ok(mut f) => f.write_all(TAG.as_bytes()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
