@@ -121,10 +121,14 @@ fn run_on_vulkan_stores_spirv() {
     }
     let want = ok(&kiln(&dir, &[], &SAXPY));
     assert_eq!(text(&o.stdout), want);
+    // The program, and next to it its pipeline cache (stored when the run ended).
     let items = ls(&dir);
-    assert_eq!(items.len(), 1, "{items:?}");
-    let show = ok(&kiln(&dir, &[], &["cache", "show", &items[0]]));
-    assert!(show.contains("device: vulkan|"), "{show}");
+    assert_eq!(items.len(), 2, "{items:?}");
+    let shows: Vec<String> =
+        items.iter().map(|i| ok(&kiln(&dir, &[], &["cache", "show", i]))).collect();
+    assert!(shows.iter().all(|s| s.contains("device: vulkan|")), "{shows:?}");
+    let driver = shows.iter().filter(|s| s.contains("\\0kiln-driver-cache")).count();
+    assert_eq!(driver, 1, "{shows:?}");
     // The second run loads the stored binary and still prints the interpreter's output.
     assert_eq!(ok(&kiln(&dir, &on, &with_device("vulkan"))), want);
     assert_eq!(ls(&dir), items);

@@ -9,6 +9,7 @@
 //! Each backend is tested against the reference interpreter (`kiln_ir::interp`).
 
 pub mod amdgpu;
+pub mod limits;
 // The modules' own docs say what they are: an outer doc here would make rustdoc resolve
 // their intra-doc links in this crate root's scope instead of the module's.
 pub mod ptx;

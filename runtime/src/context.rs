@@ -288,6 +288,49 @@ struct ContextInner {
 impl Drop for ContextInner {
     fn drop(&mut self) {
         self.scheduler.shutdown();
+        save_driver_caches(self);
+    }
+}
+
+/// The persistent-cache key of a program's driver state ([`Device::driver_cache`]): the
+/// program's key with a marker appended to its build options, so it lives next to the
+/// program (same device, image and spec-constant directories) and is checked like it.
+pub fn driver_cache_key(program: &DiskKey) -> DiskKey {
+    let mut k = program.clone();
+    k.build_options.push_str("\0kiln-driver-cache");
+    k
+}
+
+/// Loads a binary from the persistent cache with the driver state stored next to it, if
+/// any; state the device rejects is discarded (with the cache's warning).
+fn load_with_driver_cache(
+    dev: &dyn Device,
+    p: &PersistentCache,
+    program: &DiskKey,
+    bin: &[u8],
+) -> Result<Handle, DeviceError> {
+    let key = driver_cache_key(program);
+    let Some(data) = p.get(&key) else { return dev.load(bin) };
+    let (handle, rejected) = dev.load_with_driver_cache(bin, &data)?;
+    if let Some(why) = rejected {
+        let hashes = KeyHashes::of_parts(
+            key.device.as_bytes(),
+            &key.image,
+            &key.spec_consts,
+            key.build_options.as_bytes(),
+        );
+        p.discard_hashed(&key, &hashes, &why);
+    }
+    Ok(handle)
+}
+
+/// Stores the driver state of every program in memory that changed, next to the program.
+fn save_driver_caches(inner: &ContextInner) {
+    let Some(p) = &inner.persistent else { return };
+    for program in inner.programs.values() {
+        if let Some(data) = inner.device.driver_cache(&program.handle) {
+            p.put(&driver_cache_key(&program.key.disk_key()), &data);
+        }
     }
 }
 
@@ -436,7 +479,7 @@ impl Context {
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
             if let Some(bin) = p.get_hashed(dk, &key.hashes) {
-                match dev.load(&bin) {
+                match load_with_driver_cache(dev.as_ref(), p, dk, &bin) {
                     Ok(handle) => {
                         return Ok(Program(Arc::new(ProgramData {
                             key: key.clone(),
@@ -477,6 +520,14 @@ impl Context {
     pub fn get_kernel(&self, module: &Module, name: &str) -> Result<KernelHandle, DeviceError> {
         let p = self.build_program(module, &[], "")?;
         self.kernel(&p, name)
+    }
+
+    /// Stores the driver's compiled state of the programs in memory ([`Device::driver_cache`],
+    /// Vulkan pipeline caches) in the persistent cache, next to each program, so that
+    /// another process loading them does not compile them again in the driver. Dropping the
+    /// context does the same; call this to have it stored earlier.
+    pub fn save_driver_caches(&self) {
+        save_driver_caches(&self.0);
     }
 
     /// Drops every finished entry of the in-memory caches.

@@ -475,5 +475,70 @@ fn launch_shape(kernel: &Kernel, range: &NdRange) -> Result<([u32; 3], [u32; 3])
     if local.iter().map(|&l| l as u64).product::<u64>() > 1024 {
         return Err(launch_err(format!("work-group of {local:?} exceeds 1024 items")));
     }
+    let name = kernel.name();
+    for d in 0..3 {
+        // The interpreter's rule: ids are u32 (the offset is added to them on the device).
+        if d < range.dims && range.offset[d] as u64 + range.global[d] as u64 > 1 << 32 {
+            return Err(launch_err(format!(
+                "kernel `{name}`: global offset {} + global size {} in dimension {d} \
+                 overflows the u32 ids",
+                range.offset[d], range.global[d]
+            )));
+        }
+        if local[d] > MAX_BLOCK[d] {
+            return Err(launch_err(format!(
+                "kernel `{name}`: local size {} in dimension {d} exceeds CUDA's block limit \
+                 of {} (maxThreadsDim)",
+                local[d], MAX_BLOCK[d]
+            )));
+        }
+        if grid[d] > MAX_GRID[d] {
+            return Err(launch_err(format!(
+                "kernel `{name}`: {} work-groups in dimension {d} exceed CUDA's grid limit \
+                 of {} (maxGridSize)",
+                grid[d], MAX_GRID[d]
+            )));
+        }
+    }
     Ok((grid, local))
+}
+
+/// CUDA's block size limits per dimension (every architecture kiln targets, sm_70+).
+const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
+
+/// CUDA's grid size limits per dimension (sm_70+).
+const MAX_GRID: [u32; 3] = [(1 << 31) - 1, 65535, 65535];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape_err(src: &str, range: NdRange) -> String {
+        let k = kiln_ir::parse_module(src).unwrap().kernels.remove(0);
+        launch_shape(&k, &range).unwrap_err().to_string()
+    }
+
+    const K: &str = "kernel k(out: ptr<global, u32>) { out[0] = 1; }";
+
+    /// Issue 12: CUDA launches past the block and grid limits are refused by name.
+    #[test]
+    fn cuda_launch_limits_are_refused_by_name() {
+        let e = shape_err(K, NdRange::new(&[1, 1, 128]).with_local(&[1, 1, 128]));
+        assert!(e.contains("block limit of 64") && e.contains("`k`"), "{e}");
+        let e = shape_err(K, NdRange::new(&[1, 65536 * 2]).with_local(&[1, 1]));
+        assert!(e.contains("131072 work-groups in dimension 1") && e.contains("65535"), "{e}");
+        let e = shape_err(K, NdRange::new(&[u32::MAX]).with_local(&[1]));
+        assert!(e.contains("grid limit of 2147483647"), "{e}");
+        let k = kiln_ir::parse_module(K).unwrap().kernels.remove(0);
+        let ok = NdRange::new(&[1 << 20, 65535]).with_local(&[1024, 1]);
+        assert_eq!(launch_shape(&k, &ok).unwrap(), ([1024, 65535, 1], [1024, 1, 1]));
+    }
+
+    /// Issue 12: the CUDA device refuses `offset + global` past the u32 ids, as the
+    /// interpreter does.
+    #[test]
+    fn cuda_offset_plus_global_overflow_is_refused() {
+        let e = shape_err(K, NdRange::new(&[64]).with_offset(&[u32::MAX - 10]));
+        assert!(e.contains("overflows the u32 ids"), "{e}");
+    }
 }

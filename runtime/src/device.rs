@@ -76,7 +76,7 @@ impl fmt::Display for DeviceKind {
 
 /// The version stamp of kiln's code generators; bump it when any backend's output changes
 /// for the same input, so persistent-cache entries of older builds are not used.
-pub const CODEGEN_VERSION: u32 = 2;
+pub const CODEGEN_VERSION: u32 = 3;
 
 /// A device that builds programs and runs their kernels. Shared between threads.
 pub trait Device: Send + Sync + 'static {
@@ -105,6 +105,24 @@ pub trait Device: Send + Sync + 'static {
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError>;
     /// The kernel `name` of a loaded program.
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError>;
+    /// The driver's own compiled state for a loaded program, worth storing next to its
+    /// binary so that another process need not compile it again in the driver (Vulkan: the
+    /// program's `VkPipelineCache` data), when it changed since the last call; `None` by
+    /// default. A [`crate::Context`] stores it in the persistent cache.
+    fn driver_cache(&self, _program: &Handle) -> Option<Vec<u8>> {
+        None
+    }
+    /// [`Device::load`] with the state [`Device::driver_cache`] returned for this binary
+    /// (possibly in another process). Data the device cannot use (another device's, damaged)
+    /// is ignored, never trusted: the second value says why, so the caller can discard it.
+    /// By default the data is ignored.
+    fn load_with_driver_cache(
+        &self,
+        binary: &[u8],
+        _driver_cache: &[u8],
+    ) -> Result<(Handle, Option<String>), DeviceError> {
+        Ok((self.load(binary)?, None))
+    }
     /// Launches a kernel handle made by [`Device::kernel`]: `args` has one entry per
     /// parameter, pointer parameters indexing `buffers`.
     fn run(

@@ -10,6 +10,19 @@
 //! through specialization constants, global offset and scalars through push constants), and results
 //! are read back into the caller's buffers.
 //!
+//! Limits: `build` refuses a kernel that needs more than the device has (storage buffers per
+//! stage, push-constant bytes, shared memory, `#reqd_work_group_size`) or more private
+//! memory per work-item than [`MAX_PRIVATE_BYTES`], naming the kernel and the limit; `run`
+//! refuses `offset + global` past the `u32` ids as the interpreter does. A launch with more
+//! work-groups than one dispatch may have (`maxComputeWorkGroupCount`) is split into
+//! dispatches with a base group (`vkCmdDispatchBase`); the module reads the whole launch's
+//! group counts from push constants, so every built-in reads as in the unsplit launch.
+//!
+//! Each loaded program creates its pipelines through its own `VkPipelineCache`; its data is
+//! [`Device::driver_cache`], which a [`crate::Context`] stores next to the program in the
+//! persistent cache and hands back to [`Device::load_with_driver_cache`] in the next
+//! process, where it is used only if its header names this device.
+//!
 //! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
 //! dependency: without a loader or a device,
 //! [`VulkanDevice::open`](crate::vulkan::VulkanDevice::open) returns [`DeviceError::Unavailable`].
@@ -21,7 +34,8 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
-use kiln_backends::spirv::{emit, Flavour};
+use kiln_backends::limits::{exceeded, Footprint};
+use kiln_backends::spirv::{emit, Flavour, VulkanLayout, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
 use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 
@@ -44,10 +58,29 @@ fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> DeviceError {
     move |e| DeviceError::Driver(format!("vulkan: {what}: {e}"))
 }
 
-/// A Vulkan compute device (the first physical device with a compute queue).
-pub struct VulkanDevice {
+/// The instance and logical device, destroyed when the last user is gone: the device and
+/// every loaded program (whose pipeline cache must be destroyed before the device) share it.
+pub(crate) struct Owner {
     _entry: ash::Entry,
     instance: ash::Instance,
+    pub(crate) device: ash::Device,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // SAFETY: the last reference: every program's objects are gone, and `run` destroys
+        // its per-launch objects.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+/// A Vulkan compute device (the first physical device with a compute queue).
+pub struct VulkanDevice {
+    owner: Arc<Owner>,
     device: ash::Device,
     queue: Mutex<vk::Queue>,
     queue_family: u32,
@@ -62,6 +95,8 @@ pub struct VulkanDevice {
     /// `shaderFloat64`: modules declaring `Float64` (f64 values, and f32 `/`, `sqrt` and
     /// `fma`, which kiln computes exactly through f64) need it.
     float64: bool,
+    /// What a pipeline cache's header must name to be used here.
+    cache_id: program::CacheId,
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -179,8 +214,7 @@ impl VulkanDevice {
         let queue = unsafe { device.get_device_queue(qf, 0) };
         let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
         Ok(VulkanDevice {
-            _entry: entry,
-            instance,
+            owner: Arc::new(Owner { _entry: entry, instance, device: device.clone() }),
             device,
             queue: Mutex::new(queue),
             queue_family: qf,
@@ -191,7 +225,66 @@ impl VulkanDevice {
             api_version: props.api_version,
             denorm_preserve,
             float64: base.shader_float64 != 0,
+            cache_id: program::CacheId {
+                vendor: props.vendor_id,
+                device: props.device_id,
+                uuid: props.pipeline_cache_uuid,
+            },
         })
+    }
+
+    /// The device's limits, as it reports them (kiln checks kernels and launches against
+    /// them).
+    pub fn limits(&self) -> &vk::PhysicalDeviceLimits {
+        &self.limits
+    }
+
+    fn load_program(
+        &self,
+        binary: &[u8],
+        seed: Option<&[u8]>,
+    ) -> Result<(Handle, Option<String>), DeviceError> {
+        let a = artifact::decode(&self.name, binary)?;
+        let (cache, rejected) = program::PipelineCache::new(&self.owner, &self.cache_id, seed)?;
+        let cache = Arc::new(cache);
+        let kernels = program::decode_kernels(&self.name, a, &cache)?;
+        if !self.float64 {
+            if let Some(k) = kernels.iter().find(|k| program::declares_float64(&k.words)) {
+                return Err(DeviceError::Load {
+                    device: self.name.clone(),
+                    message: format!(
+                        "kernel `{}` needs shaderFloat64 (it uses f64, or f32 `/`, `sqrt` or \
+                         `fma`, which the Vulkan flavour computes exactly through f64) and \
+                         this device lacks it",
+                        k.entry
+                    ),
+                });
+            }
+        }
+        // A width whose DenormPreserve the device cannot honour loses the mode (declaring it
+        // there is invalid): the driver's default applies, which keeps subnormals on
+        // lavapipe (Mesa 22 reports no DenormPreserve support); see docs/vulkan.md.
+        let supported = |w: u32| match w {
+            32 => self.denorm_preserve[0],
+            64 => self.denorm_preserve[1],
+            _ => false,
+        };
+        let kernels = kernels
+            .into_iter()
+            .map(|k| {
+                if program::denorm_preserve_widths(&k.words).into_iter().all(supported) {
+                    return k;
+                }
+                Arc::new(program::VkKernel {
+                    entry: k.entry.clone(),
+                    signature: k.signature.clone(),
+                    layout: k.layout.clone(),
+                    words: program::without_denorm_preserve(&k.words, supported),
+                    cache: k.cache.clone(),
+                })
+            })
+            .collect();
+        Ok((Arc::new(VkProgram { kernels, cache }), rejected))
     }
 
     /// Dispatches a loaded kernel: `args` has one entry per parameter, pointer parameters
@@ -207,12 +300,16 @@ impl VulkanDevice {
         let local = check_launch(kernel, range, args, buffers)?;
         let layout = &k.layout;
         let mut push = vec![0u8; layout.push_size as usize];
-        if push.len() < 12 {
-            return Err(launch_err("push-constant block smaller than the global offset"));
+        if push.len() < PUSH_SCALARS_AT as usize {
+            return Err(launch_err("push-constant block smaller than the launch's fields"));
         }
+        let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
+        let groups = [0, 1, 2].map(|d| if d < range.dims { groups[d] } else { 1 });
         for (d, o) in range.offset.iter().enumerate() {
             let v = if d < range.dims { *o } else { 0 };
             push[4 * d..4 * d + 4].copy_from_slice(&v.to_le_bytes());
+            let at = PUSH_NUM_GROUPS_AT as usize + 4 * d;
+            push[at..at + 4].copy_from_slice(&groups[d].to_le_bytes());
         }
         // The layout may come from disk: every index and offset is checked, never trusted.
         for s in &layout.scalars {
@@ -238,10 +335,9 @@ impl VulkanDevice {
                 }
             }
         }
-        let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
-        self.check_limits(kernel, local, groups, layout.push_size)?;
+        self.check_limits(kernel, local, layout.push_size)?;
         let mut res = Resources::new(self);
-        let out = res.dispatch(&k.words, &k.entry, local, groups, &push, &bindings, buffers);
+        let out = res.dispatch(k, local, groups, &push, &bindings, buffers);
         res.destroy();
         out
     }
@@ -252,15 +348,30 @@ impl VulkanDevice {
 /// Vulkan-flavour SPIR-V module with its binding layout, and the kernels' signatures. Needs
 /// no Vulkan device (benchmarks and tools use it to build what the device would).
 pub fn build_spirv_program(module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+    build_checked(module, options, |_, _| Ok(()))
+}
+
+/// [`build_spirv_program`] with `check` run on each kernel and its layout before encoding.
+fn build_checked(
+    module: &Module,
+    options: &str,
+    check: impl Fn(&Kernel, &VulkanLayout) -> Result<(), String>,
+) -> Result<Vec<u8>, DeviceError> {
+    let build_err = |message: String| DeviceError::Build { device: "vulkan".into(), message };
     let kernels = artifact::prepare_kernels("vulkan", module, options)?;
     let mut blobs = Vec::with_capacity(kernels.len());
     for k in &kernels {
-        let m = emit(k, Flavour::Vulkan)
-            .map_err(|e| DeviceError::Build { device: "vulkan".into(), message: e.to_string() })?;
+        let m = emit(k, Flavour::Vulkan).map_err(|e| build_err(e.to_string()))?;
+        check(k, &m.layout).map_err(build_err)?;
         blobs.push((m.entry.clone(), program::encode_kernel(&m.layout, &m.words)));
     }
     Ok(artifact::encode(&kernels, &blobs))
 }
+
+/// The most bytes of private arrays one work-item may declare on a Vulkan device. Vulkan has
+/// no such limit to query, and drivers crash or hang on huge per-invocation arrays
+/// (lavapipe keeps them on its threads' stacks), so kiln sets one it has seen work.
+pub const MAX_PRIVATE_BYTES: u64 = 64 * 1024;
 
 impl Device for VulkanDevice {
     /// The device's name (e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` for lavapipe).
@@ -282,50 +393,31 @@ impl Device for VulkanDevice {
         )
     }
 
+    /// Builds as [`build_spirv_program`] does, and refuses a kernel that needs more than
+    /// this device has (buffer bindings, push constants, shared memory, work-group size) or
+    /// more private memory than [`MAX_PRIVATE_BYTES`]: drivers crash or hang on those.
     fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
-        build_spirv_program(module, options)
+        build_checked(module, options, |k, layout| self.check_kernel(k, layout))
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
-        let a = artifact::decode(&self.name, binary)?;
-        let kernels = program::decode_kernels(&self.name, a)?;
-        if !self.float64 {
-            if let Some(k) = kernels.iter().find(|k| program::declares_float64(&k.words)) {
-                return Err(DeviceError::Load {
-                    device: self.name.clone(),
-                    message: format!(
-                        "kernel `{}` needs shaderFloat64 (it uses f64, or f32 `/`, `sqrt` or \
-                         `fma`, which the Vulkan flavour computes exactly through f64) and \
-                         this device lacks it",
-                        k.entry
-                    ),
-                });
-            }
-        }
-        // A width whose DenormPreserve the device cannot honour loses the mode (declaring it
-        // there is invalid): the driver's default applies, which keeps subnormals on
-        // lavapipe (Mesa 22 reports no DenormPreserve support); see docs/vulkan.md.
-        let kernels = kernels
-            .into_iter()
-            .map(|k| {
-                let supported = |w: u32| match w {
-                    32 => self.denorm_preserve[0],
-                    64 => self.denorm_preserve[1],
-                    _ => false,
-                };
-                if program::denorm_preserve_widths(&k.words).into_iter().all(supported) {
-                    return k;
-                }
-                let words = program::without_denorm_preserve(&k.words, supported);
-                Arc::new(program::VkKernel {
-                    entry: k.entry.clone(),
-                    signature: k.signature.clone(),
-                    layout: k.layout.clone(),
-                    words,
-                })
-            })
-            .collect();
-        Ok(Arc::new(VkProgram { kernels }))
+        Ok(self.load_program(binary, None)?.0)
+    }
+
+    /// The program's pipeline cache data, when a pipeline was created since the last call.
+    fn driver_cache(&self, program: &Handle) -> Option<Vec<u8>> {
+        handle_as::<VkProgram>(program, "program").ok()?.cache.data_if_changed()
+    }
+
+    /// Loads with the pipeline cache data of an earlier process: used only when its header
+    /// names this device (vendor, device, pipeline-cache UUID), otherwise ignored and why
+    /// returned.
+    fn load_with_driver_cache(
+        &self,
+        binary: &[u8],
+        driver_cache: &[u8],
+    ) -> Result<(Handle, Option<String>), DeviceError> {
+        self.load_program(binary, Some(driver_cache))
     }
 
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
@@ -349,14 +441,68 @@ impl Device for VulkanDevice {
 }
 
 impl VulkanDevice {
+    /// Rejects a kernel this device cannot take, naming the kernel and the limit.
+    fn check_kernel(&self, kernel: &Kernel, layout: &VulkanLayout) -> Result<(), String> {
+        let l = &self.limits;
+        let f = Footprint::of(kernel);
+        let buffers = f.buffers as u64;
+        let wg = kernel.attrs().reqd_work_group_size.unwrap_or([1, 1, 1]);
+        let wg_items: u64 = wg.iter().map(|&x| x as u64).product();
+        let device = "the device's";
+        let checks = [
+            (
+                "storage buffers (pointer parameters)",
+                buffers,
+                l.max_per_stage_descriptor_storage_buffers.min(l.max_descriptor_set_storage_buffers)
+                    as u64,
+                "maxPerStageDescriptorStorageBuffers",
+            ),
+            (
+                "push-constant bytes (scalar parameters)",
+                layout.push_size as u64,
+                l.max_push_constants_size as u64,
+                "maxPushConstantsSize",
+            ),
+            (
+                "shared (local array) bytes",
+                f.local_bytes,
+                l.max_compute_shared_memory_size as u64,
+                "maxComputeSharedMemorySize",
+            ),
+            (
+                "#reqd_work_group_size work-items",
+                wg_items,
+                l.max_compute_work_group_invocations as u64,
+                "maxComputeWorkGroupInvocations",
+            ),
+        ];
+        let on = |m: String| format!("kernel `{}` on {}: {m}", kernel.name(), self.name);
+        for (what, need, limit, name) in checks {
+            if need > limit {
+                return Err(on(format!("{} ({name})", exceeded(what, need, limit, device))));
+            }
+        }
+        for (d, (&w, &limit)) in wg.iter().zip(&l.max_compute_work_group_size).enumerate() {
+            if w > limit {
+                let what = format!("#reqd_work_group_size in dimension {d}");
+                let m = exceeded(&what, w as u64, limit as u64, device);
+                return Err(on(format!("{m} (maxComputeWorkGroupSize)")));
+            }
+        }
+        if f.private_bytes > MAX_PRIVATE_BYTES {
+            let m = exceeded(
+                "private array bytes per work-item",
+                f.private_bytes,
+                MAX_PRIVATE_BYTES,
+                "kiln's Vulkan",
+            );
+            return Err(on(m));
+        }
+        Ok(())
+    }
+
     /// Rejects launches the device cannot take, with the limit named.
-    fn check_limits(
-        &self,
-        kernel: &Kernel,
-        local: [u32; 3],
-        groups: [u32; 3],
-        push: u32,
-    ) -> Result<(), DeviceError> {
+    fn check_limits(&self, kernel: &Kernel, local: [u32; 3], push: u32) -> Result<(), DeviceError> {
         let l = &self.limits;
         let fail = |m: String| {
             Err(launch_err(format!("kernel `{}` on {}: {m}", kernel.name(), self.name)))
@@ -374,32 +520,14 @@ impl VulkanDevice {
                 l.max_compute_work_group_invocations
             ));
         }
-        for d in 0..3 {
-            if local[d] > l.max_compute_work_group_size[d] {
+        for (d, (&x, &limit)) in local.iter().zip(&l.max_compute_work_group_size).enumerate() {
+            if x > limit {
                 return fail(format!(
-                    "local size {} in dimension {d} exceeds the device's {}",
-                    local[d], l.max_compute_work_group_size[d]
-                ));
-            }
-            if groups[d] > l.max_compute_work_group_count[d] {
-                return fail(format!(
-                    "{} work-groups in dimension {d} exceed the device's {}",
-                    groups[d], l.max_compute_work_group_count[d]
+                    "local size {x} in dimension {d} exceeds the device's {limit}"
                 ));
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for VulkanDevice {
-    fn drop(&mut self) {
-        // SAFETY: all per-launch objects are destroyed by `run`; nothing else is alive.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            self.device.destroy_device(None);
-            self.instance.destroy_instance(None);
-        }
     }
 }
 
@@ -434,6 +562,14 @@ fn check_launch(
     let mut global = range.global;
     for g in global.iter_mut().skip(range.dims) {
         *g = 1;
+    }
+    // The interpreter's rule: ids are u32, and the device would wrap them silently.
+    for (d, (&o, &g)) in range.offset.iter().zip(&global).enumerate().take(range.dims) {
+        if o as u64 + g as u64 > 1 << 32 {
+            return fail(format!(
+                "global offset {o} + global size {g} in dimension {d} overflows the u32 ids"
+            ));
+        }
     }
     let local = match (range.local, kernel.attrs().reqd_work_group_size) {
         (Some(l), _) => {
@@ -485,6 +621,24 @@ fn check_launch(
         }
     }
     Ok(local)
+}
+
+/// The dispatches that cover `groups` work-groups when one dispatch may have at most `max`
+/// per dimension: (base group, group count) pairs, dimension 0 fastest.
+fn split_groups(groups: [u32; 3], max: [u32; 3]) -> Vec<([u32; 3], [u32; 3])> {
+    let chunks = |d: usize| {
+        let m = max[d].max(1);
+        (0..groups[d].div_ceil(m)).map(move |i| (i * m, (groups[d] - i * m).min(m)))
+    };
+    let mut out = Vec::new();
+    for (bz, cz) in chunks(2) {
+        for (by, cy) in chunks(1) {
+            for (bx, cx) in chunks(0) {
+                out.push(([bx, by, bz], [cx, cy, cz]));
+            }
+        }
+    }
+    out
 }
 
 /// Per-launch Vulkan objects, destroyed together.
@@ -568,8 +722,7 @@ impl<'a> Resources<'a> {
     #[allow(clippy::too_many_arguments)]
     fn dispatch(
         &mut self,
-        words: &[u32],
-        entry: &str,
+        k: &VkKernel,
         local: [u32; 3],
         groups: [u32; 3],
         push: &[u8],
@@ -589,7 +742,7 @@ impl<'a> Resources<'a> {
         // SAFETY: every object below is created from valid infos on a live device and
         // recorded in `self` for destruction; the submission is waited for.
         unsafe {
-            let sci = vk::ShaderModuleCreateInfo::default().code(words);
+            let sci = vk::ShaderModuleCreateInfo::default().code(&k.words);
             self.shader =
                 d.create_shader_module(&sci, None).map_err(vkerr("create shader module"))?;
             let lb: Vec<_> = bindings
@@ -620,18 +773,18 @@ impl<'a> Resources<'a> {
                 .collect();
             let spec_data: Vec<u8> = local.iter().flat_map(|x| x.to_le_bytes()).collect();
             let spec = vk::SpecializationInfo::default().map_entries(&entries).data(&spec_data);
-            let name = std::ffi::CString::new(entry).map_err(|_| launch_err("bad entry name"))?;
+            let name = std::ffi::CString::new(k.entry.as_str())
+                .map_err(|_| launch_err("bad entry name"))?;
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(self.shader)
                 .name(&name)
                 .specialization_info(&spec);
             let cpci = [vk::ComputePipelineCreateInfo::default()
+                .flags(vk::PipelineCreateFlags::DISPATCH_BASE)
                 .stage(stage)
                 .layout(self.pipeline_layout)];
-            self.pipeline = d
-                .create_compute_pipelines(vk::PipelineCache::null(), &cpci, None)
-                .map_err(|(_, e)| vkerr("create pipeline")(e))?[0];
+            self.pipeline = k.cache.create_pipeline(&cpci).map_err(vkerr("create pipeline"))?;
             let ps = [vk::DescriptorPoolSize::default()
                 .ty(vk::DescriptorType::STORAGE_BUFFER)
                 .descriptor_count(bindings.len().max(1) as u32)];
@@ -685,7 +838,13 @@ impl<'a> Resources<'a> {
                 );
             }
             d.cmd_push_constants(cb, self.pipeline_layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-            d.cmd_dispatch(cb, groups[0], groups[1], groups[2]);
+            // More groups than one dispatch may have: several dispatches with a base group
+            // (the module reads the launch's counts from push constants, `WorkgroupId`
+            // includes the base), in the order of the unsplit launch.
+            for (base, count) in split_groups(groups, self.dev.limits.max_compute_work_group_count)
+            {
+                d.cmd_dispatch_base(cb, base[0], base[1], base[2], count[0], count[1], count[2]);
+            }
             let barrier = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];

@@ -263,6 +263,8 @@ fn run_on_device(
     let module = Module::new(vec![kernel.clone()]);
     let outcome =
         run_in_context(&ctx, &module, kernel.name(), range, args, buffers, options, watchdog);
+    // Before the warnings are printed: storing them may warn.
+    ctx.save_driver_caches();
     if let Some(disk) = ctx.persistent_cache() {
         for w in disk.warnings() {
             eprintln!("kiln: warning: {w}");

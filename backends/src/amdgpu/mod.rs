@@ -52,7 +52,20 @@ pub enum Error {
     Unsupported(String),
     /// The kernel needs more registers than the hardware has.
     RegisterPressure(String),
+    /// The kernel needs more of a fixed resource (LDS, scratch, kernel-argument space) than
+    /// gfx9 has; the message names the kernel, the resource and the limit.
+    Limit(String),
 }
+
+/// Bytes of LDS a work-group may use on gfx9 (`group_segment_fixed_size`).
+pub const MAX_LDS_BYTES: u32 = 64 * 1024;
+
+/// Bytes of scratch each lane may use on gfx9: the wave's scratch size is a 13-bit count of
+/// 1 KiB units, shared by 64 lanes.
+pub const MAX_SCRATCH_BYTES: u32 = ((1 << 13) - 1) * 1024 / 64;
+
+/// Bytes of kernel arguments kiln may address: `s_load_dword`'s immediate offset has 20 bits.
+pub const MAX_KERNARG_BYTES: u32 = 1 << 20;
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,6 +73,7 @@ impl std::fmt::Display for Error {
             Error::IllFormed(m) => write!(f, "amdgpu backend: ill-formed kernel: {m}"),
             Error::Unsupported(m) => write!(f, "amdgpu backend: unsupported: {m}"),
             Error::RegisterPressure(m) => write!(f, "amdgpu backend: register pressure: {m}"),
+            Error::Limit(m) => write!(f, "amdgpu backend: {m}"),
         }
     }
 }
@@ -105,8 +119,22 @@ pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, Error
     if let Err(errs) = kiln_ir::verify_kernel(kernel) {
         return Err(Error::IllFormed(errs.first().map(|e| e.to_string()).unwrap_or_default()));
     }
-    let mut f = isel::select(kernel, div)?;
+    let named = |e: Error| match e {
+        Error::Limit(m) => Error::Limit(format!("kernel `{}`: {m}", kernel.name())),
+        e => e,
+    };
+    let mut f = isel::select(kernel, div).map_err(named)?;
     regalloc::allocate(&mut f)?;
+    // Spill slots come after the private arrays: the total is checked again.
+    if f.scratch_bytes > MAX_SCRATCH_BYTES {
+        let m = crate::limits::exceeded(
+            "per-lane scratch bytes (private arrays and spills)",
+            f.scratch_bytes as u64,
+            MAX_SCRATCH_BYTES as u64,
+            "gfx9's",
+        );
+        return Err(Error::Limit(format!("kernel `{}`: {m}", kernel.name())));
+    }
     let asm = asm::print(&f);
     Ok(Compiled { func: f, asm })
 }

@@ -108,6 +108,59 @@ pub fn emit_module(module: &Module, options: &Options) -> Result<String, PtxErro
     emit_kernels(&module.kernels, options)
 }
 
+/// Bytes of `.param` space a kernel's parameters may take before PTX ISA 8.1 (ptxas:
+/// 0x1100); kiln's default PTX versions are older.
+pub const MAX_PARAM_BYTES: u64 = 4352;
+
+/// Bytes of `.param` space from PTX ISA 8.1 on (ptxas: 0x7ffc; needs a CUDA 12.1 driver).
+pub const MAX_PARAM_BYTES_8_1: u64 = 32764;
+
+/// Bytes of statically allocated `.shared` memory a kernel may declare (ptxas: 0xc000).
+pub const MAX_SHARED_BYTES: u64 = 48 * 1024;
+
+/// Bytes of `.local` memory per thread (the CUDA limit for sm_70 and newer).
+pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
+
+/// The `.param` bytes of `kernel`'s parameters and the implicit offset parameters, each
+/// aligned to its size.
+pub fn param_bytes(kernel: &Kernel) -> u64 {
+    let mut at = 0u64;
+    for p in kernel.params() {
+        let size = match p.ty() {
+            kiln_ir::Type::Ptr(..) => 8,
+            kiln_ir::Type::Scalar(s) => s.size_bytes().max(1) as u64,
+        };
+        at = at.next_multiple_of(size) + size;
+    }
+    at.next_multiple_of(4) + 4 * OFFSET_PARAMS.len() as u64
+}
+
+/// What ptxas (or, for `.local`, CUDA) would reject for size, refused before emitting with
+/// the limit named.
+fn check_limits(k: &Kernel, options: &Options) -> Result<(), String> {
+    use crate::limits::{exceeded, Footprint};
+    let f = Footprint::of(k);
+    let (params, what) = if options.version() >= (8, 1) {
+        (MAX_PARAM_BYTES_8_1, "parameter bytes (with the 3 offset parameters)")
+    } else {
+        (
+            MAX_PARAM_BYTES,
+            "parameter bytes (with the 3 offset parameters; PTX ISA 8.1 allows 32764)",
+        )
+    };
+    let checks = [
+        (what, param_bytes(k), params, "ptxas's"),
+        ("shared (local array) bytes", f.local_bytes, MAX_SHARED_BYTES, "ptxas's"),
+        ("per-thread local (private array) bytes", f.private_bytes, MAX_LOCAL_BYTES, "CUDA's"),
+    ];
+    for (what, need, limit, whose) in checks {
+        if need > limit {
+            return Err(exceeded(what, need, limit, whose));
+        }
+    }
+    Ok(())
+}
+
 fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, PtxError> {
     if options.sm < 70 {
         return Err(PtxError {
@@ -129,6 +182,8 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, PtxErro
                 message: format!("ill-formed kernel: {first}"),
             });
         }
+        check_limits(k, options)
+            .map_err(|message| PtxError { kernel: k.name().to_string(), message })?;
         out.push('\n');
         let text = lower::lower_kernel(k, options)
             .map_err(|message| PtxError { kernel: k.name().to_string(), message })?;

@@ -147,6 +147,14 @@ impl Emitter {
             let p = cx.b.access_chain(pt, None, pv, [m]).map_err(er)?;
             cx.b.load(u, None, p, None, []).map_err(er)
         };
+        // The whole launch's group counts, from the push constants (see `VulkanLayout`).
+        let push_num_groups = |me: &mut Self, cx: &mut Ctx| -> R<Word> {
+            let pv = me.push_var.ok_or("no push constants")?;
+            let pt = cx.ptr(StorageClass::PushConstant, u);
+            let m = cx.u32c(4 + d);
+            let p = cx.b.access_chain(pt, None, pv, [m]).map_err(er)?;
+            cx.b.load(u, None, p, None, []).map_err(er)
+        };
         match kind {
             Builtin::GlobalId => {
                 let g = load(self, cx, Builtin::GlobalId)?;
@@ -155,8 +163,9 @@ impl Emitter {
             }
             Builtin::GlobalOffset => push_offset(self, cx),
             Builtin::LocalSize => Ok(self.wg_size[d as usize]),
+            Builtin::NumGroups => push_num_groups(self, cx),
             Builtin::GlobalSize => {
-                let n = load(self, cx, Builtin::NumGroups)?;
+                let n = push_num_groups(self, cx)?;
                 cx.b.i_mul(u, None, n, self.wg_size[d as usize]).map_err(er)
             }
             k => load(self, cx, k),

@@ -10,7 +10,12 @@
 //!   (a block holding a runtime array); scalar parameters and the global offset live in a
 //!   push-constant block ([`VulkanLayout`]); the work-group size is the specialization
 //!   constants 0, 1, 2 (the `WorkgroupSize` built-in); local arrays are `Workgroup`
-//!   variables, zeroed by the group on entry.
+//!   variables, zeroed by the group on entry; private arrays are `Function` variables,
+//!   zeroed where declared (by a loop beyond 64 elements: drivers expand a null constant of
+//!   the whole array).
+//!
+//! Limits checked before emitting (the device checks its own when it builds): at most
+//! [`MAX_FUNCTION_PARAMS`] parameters in the OpenCL flavour, array bytes within `u32`.
 //!
 //! Semantics follow the interpreter exactly: shift amounts are masked, float-to-int casts
 //! clamp and map NaN to 0 explicitly, `min`/`max` follow minimumNumber/maximumNumber with
@@ -152,12 +157,18 @@ pub struct BufferBinding {
 pub struct PushScalar {
     /// The kernel parameter index.
     pub param: usize,
-    /// Byte offset in the block: a 64-bit slot for 64-bit types, else a 32-bit slot holding
-    /// the value's bits zero-extended (`bool` is 0 or 1).
+    /// Byte offset in the block: an 8-aligned 64-bit slot for 64-bit types, else a 32-bit
+    /// slot holding the value's bits zero-extended (`bool` is 0 or 1).
     pub offset: u32,
     /// The parameter's type.
     pub ty: Scalar,
 }
+
+/// Where scalar parameters start in the Vulkan flavour's push-constant block.
+pub const PUSH_SCALARS_AT: u32 = 32;
+
+/// Where the launch's work-group counts (three `u32`) live in the push-constant block.
+pub const PUSH_NUM_GROUPS_AT: u32 = 16;
 
 /// How the host binds a Vulkan-flavour module.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -167,7 +178,11 @@ pub struct VulkanLayout {
     /// Scalars in the push-constant block.
     pub scalars: Vec<PushScalar>,
     /// Size of the push-constant block in bytes; the global offset is three `u32` at 0,
-    /// followed by a `u32` that must be 0 (at 12).
+    /// followed by a `u32` that must be 0 (at 12), the launch's work-group counts (three
+    /// `u32` at [`PUSH_NUM_GROUPS_AT`]), and a `u32` pad; scalars start at
+    /// [`PUSH_SCALARS_AT`]. The module must be dispatched with a dispatch base
+    /// (`vkCmdDispatchBase`) when the host splits a launch: `group_id` and `global_id` come
+    /// from `WorkgroupId` and `GlobalInvocationId`, which include the base.
     pub push_size: u32,
 }
 
@@ -206,6 +221,7 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError
         let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
         return Err(err(format!("ill-formed kernel: {first}")));
     }
+    check_limits(kernel, flavour).map_err(err)?;
     let mut cx = Ctx::new(flavour);
     let mut em = stmt::Emitter::new(kernel);
     let layout = match flavour {
@@ -245,6 +261,37 @@ fn preserve_subnormals(cx: &mut Ctx, entry: Word) {
     for w in widths {
         cx.b.execution_mode(entry, ExecutionMode::DenormPreserve, [w]);
     }
+}
+
+/// The most parameters an `OpFunction` may have (SPIR-V's universal limits): the OpenCL
+/// flavour passes every kernel parameter as one.
+pub const MAX_FUNCTION_PARAMS: usize = 255;
+
+/// SPIR-V's own limits that a kernel can exceed; the device's (buffer bindings, push
+/// constants, shared memory) are checked by the device when it builds.
+fn check_limits(kernel: &Kernel, flavour: Flavour) -> Result<(), String> {
+    let f = crate::limits::Footprint::of(kernel);
+    if flavour == Flavour::OpenCl && f.params > MAX_FUNCTION_PARAMS {
+        return Err(crate::limits::exceeded(
+            "kernel parameters",
+            f.params as u64,
+            MAX_FUNCTION_PARAMS as u64,
+            "SPIR-V's function-parameter",
+        ));
+    }
+    // Every array's element count is a `u32`; their sum, in bytes, must be one too (the
+    // Vulkan flavour's push-constant offsets and the byte sizes drivers compute).
+    for (what, bytes) in [("local arrays", f.local_bytes), ("private arrays", f.private_bytes)] {
+        if bytes > u32::MAX as u64 {
+            return Err(crate::limits::exceeded(
+                &format!("{what} bytes"),
+                bytes,
+                u32::MAX as u64,
+                "SPIR-V's 32-bit size",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Collects `local` array declarations anywhere in the body (they are per work-group).
@@ -305,7 +352,6 @@ fn setup_vulkan(
         (kiln_ir::Builtin::GlobalId, BuiltIn::GlobalInvocationId),
         (kiln_ir::Builtin::LocalId, BuiltIn::LocalInvocationId),
         (kiln_ir::Builtin::GroupId, BuiltIn::WorkgroupId),
-        (kiln_ir::Builtin::NumGroups, BuiltIn::NumWorkgroups),
     ] {
         let v = builtin_var(cx, v3, bi);
         iface.push(v);
@@ -325,11 +371,14 @@ fn setup_vulkan(
 
     // Storage buffers and the push-constant block.
     let mut layout = VulkanLayout::default();
-    // Global offset (0..12), then a u32 the host always sets to 0 (see `Emitter::opaque_zero`).
-    let mut members = vec![u32t, u32t, u32t, u32t];
-    let mut offsets = vec![0u32, 4, 8, 12];
+    // Global offset (0..12), then a u32 the host always sets to 0 (see `Emitter::opaque_zero`),
+    // then the launch's work-group counts (16..28): a launch the host splits into several
+    // dispatches (more groups than one dispatch may have) must still read the whole
+    // launch's `num_groups`, which `NumWorkgroups` would not give.
+    let mut members = vec![u32t; 7];
+    let mut offsets = vec![0u32, 4, 8, 12, 16, 20, 24];
     let mut decorated_structs = Vec::new();
-    let mut next = 16u32;
+    let mut next = PUSH_SCALARS_AT;
     for (i, p) in kernel.params().iter().enumerate() {
         match p.ty() {
             Type::Ptr(_, elem) => {
@@ -361,13 +410,17 @@ fn setup_vulkan(
                 layout.buffers.push(BufferBinding { param: i, elem });
             }
             Type::Scalar(s) => {
+                // 4-byte slots, 8-byte ones aligned for 64-bit types: push-constant space is
+                // small (128 bytes guaranteed), so scalars are packed.
                 let slot = if s.bits() == 64 { Scalar::U64 } else { Scalar::U32 };
+                let size = slot.size_bytes() as u32;
+                next = next.next_multiple_of(size);
                 let t = cx.ty(slot);
                 em.push_params.push((p.clone(), members.len() as u32, slot));
                 members.push(t);
                 offsets.push(next);
                 layout.scalars.push(PushScalar { param: i, offset: next, ty: s });
-                next += 8;
+                next += size;
             }
         }
     }

@@ -9,6 +9,10 @@ use kiln_ir::{AtomicOp, Builtin, Expr, FuncKind, Kernel, MemFence, Scalar, Stmt,
 use super::ctx::Ctx;
 use super::Flavour;
 
+/// Private arrays up to this many elements are zeroed by one store of a null array; longer
+/// ones by a loop.
+const PRIVATE_NULL_STORE_MAX: u32 = 64;
+
 /// Where a pointer-typed name points.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Mem {
@@ -237,8 +241,6 @@ impl Emitter {
         if self.local_arrays.is_empty() {
             return Ok(());
         }
-        let u = Scalar::U32;
-        let ut = cx.ty(u);
         let l = |d| Expr::builtin(Builtin::LocalId, d);
         let s = |d| Expr::builtin(Builtin::LocalSize, d);
         let lin = l(0) + s(0) * (l(1) + s(1) * l(2));
@@ -246,35 +248,55 @@ impl Emitter {
         let (lin, _) = self.expr(cx, &lin)?;
         let (total, _) = self.expr(cx, &total)?;
         for (_, var, _, elem, n) in self.local_arrays.clone() {
-            let counter = {
-                let pt = cx.ptr(StorageClass::Function, ut);
-                cx.local_var(pt)
-            };
-            cx.b.store(counter, lin, None, []).map_err(|e| e.to_string())?;
-            let nc = cx.u32c(n);
-            let et = cx.mem_ty(elem);
-            let zero = cx.null(et);
-            let bt = cx.ty(Scalar::Bool);
-            self.structured_loop(
-                cx,
-                |_, cx| {
-                    let i = cx.b.load(ut, None, counter, None, []).map_err(|e| e.to_string())?;
-                    cx.b.u_less_than(bt, None, i, nc).map_err(|e| e.to_string())
-                },
-                |_, cx| {
-                    let i = cx.b.load(ut, None, counter, None, []).map_err(|e| e.to_string())?;
-                    let pt = cx.ptr(StorageClass::Workgroup, et);
-                    let p = cx.b.access_chain(pt, None, var, [i]).map_err(|e| e.to_string())?;
-                    cx.b.store(p, zero, None, []).map_err(|e| e.to_string())
-                },
-                |_, cx| {
-                    let i = cx.b.load(ut, None, counter, None, []).map_err(|e| e.to_string())?;
-                    let n = cx.b.i_add(ut, None, i, total).map_err(|e| e.to_string())?;
-                    cx.b.store(counter, n, None, []).map_err(|e| e.to_string())
-                },
-            )?;
+            self.zero_loop(cx, var, StorageClass::Workgroup, elem, n, Some((lin, total)))?;
         }
         self.barrier(cx, MemFence::LOCAL, true)
+    }
+
+    /// Zeroes the `n` elements of the array variable `var`: all of them, or with
+    /// `Some((first, step))` the elements `first, first + step, ...` (a work-group's items
+    /// sharing the work).
+    fn zero_loop(
+        &mut self,
+        cx: &mut Ctx,
+        var: Word,
+        sc: StorageClass,
+        elem: Scalar,
+        n: u32,
+        share: Option<(Word, Word)>,
+    ) -> Result<(), String> {
+        let ut = cx.ty(Scalar::U32);
+        let (first, step) = match share {
+            Some(s) => s,
+            None => (cx.u32c(0), cx.u32c(1)),
+        };
+        let counter = {
+            let pt = cx.ptr(StorageClass::Function, ut);
+            cx.local_var(pt)
+        };
+        cx.b.store(counter, first, None, []).map_err(|e| e.to_string())?;
+        let nc = cx.u32c(n);
+        let et = cx.mem_ty(elem);
+        let zero = cx.null(et);
+        let bt = cx.ty(Scalar::Bool);
+        self.structured_loop(
+            cx,
+            |_, cx| {
+                let i = cx.b.load(ut, None, counter, None, []).map_err(|e| e.to_string())?;
+                cx.b.u_less_than(bt, None, i, nc).map_err(|e| e.to_string())
+            },
+            |_, cx| {
+                let i = cx.b.load(ut, None, counter, None, []).map_err(|e| e.to_string())?;
+                let pt = cx.ptr(sc, et);
+                let p = cx.b.access_chain(pt, None, var, [i]).map_err(|e| e.to_string())?;
+                cx.b.store(p, zero, None, []).map_err(|e| e.to_string())
+            },
+            |_, cx| {
+                let i = cx.b.load(ut, None, counter, None, []).map_err(|e| e.to_string())?;
+                let n = cx.b.i_add(ut, None, i, step).map_err(|e| e.to_string())?;
+                cx.b.store(counter, n, None, []).map_err(|e| e.to_string())
+            },
+        )
     }
 
     /// A structured loop: `cond` evaluated in the header, then `body`, then `cont`.
@@ -353,8 +375,15 @@ impl Emitter {
                     let arr = cx.b.type_array(et, n);
                     let pt = cx.ptr(StorageClass::Function, arr);
                     let v = cx.local_var(pt);
-                    let z = cx.null(arr);
-                    cx.b.store(v, z, None, []).map_err(e)?;
+                    // Private arrays start zeroed, as in the interpreter. One store of a null
+                    // array is fine for small ones, but drivers expand it into a constant as
+                    // large as the array (lavapipe hangs on 100,000 elements): a loop instead.
+                    if *count <= PRIVATE_NULL_STORE_MAX {
+                        let z = cx.null(arr);
+                        cx.b.store(v, z, None, []).map_err(e)?;
+                    } else {
+                        self.zero_loop(cx, v, StorageClass::Function, elem, *count, None)?;
+                    }
                     self.bind(var, Val::Ptr(Mem::Array(v, StorageClass::Function), elem));
                 }
             }

@@ -319,6 +319,15 @@ impl<K: Hash + Eq + Clone, V: Clone, E: Clone> BuildCache<K, V, E> {
         }
     }
 
+    /// Every finished value (counts as neither hit nor miss), in no particular order.
+    pub fn values(&self) -> Vec<V> {
+        self.map()
+            .values()
+            .filter(|e| e.state.load(Ordering::Acquire) == DONE)
+            .filter_map(|e| e.value.get().cloned())
+            .collect()
+    }
+
     /// Evicts least-recently-used finished entries (never `keep`) while over the limit.
     fn evict_if_needed(&self, keep: &Arc<Entry<V, E>>) {
         if self.max_bytes == 0 || self.counters.bytes.load(Ordering::Relaxed) <= self.max_bytes {

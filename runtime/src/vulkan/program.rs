@@ -10,8 +10,17 @@
 //!
 //! Element and scalar types are not stored: they come from the kernel's signature, and
 //! decoding checks each parameter index against it, so a damaged blob is a load error.
+//!
+//! Each loaded program has its own `VkPipelineCache` ([`PipelineCache`]): its pipelines are
+//! created through it, and its data is what the runtime stores next to the program in the
+//! persistent cache, to seed the program's cache in the next process. Seed data is used only
+//! when its header names this device (vendor, device, pipeline-cache UUID; a driver is not
+//! required to check, and some crash on foreign data).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use ash::vk;
 
 use kiln_backends::spirv::{BufferBinding, PushScalar, VulkanLayout};
 use kiln_ir::{Kernel, Type};
@@ -19,9 +28,110 @@ use kiln_ir::{Kernel, Type};
 use crate::artifact::{Artifact, Reader};
 use crate::error::DeviceError;
 
-/// A loaded program: its kernels.
+/// A loaded program: its kernels and their pipeline cache.
 pub(super) struct VkProgram {
     pub kernels: Vec<Arc<VkKernel>>,
+    pub cache: Arc<PipelineCache>,
+}
+
+/// What a pipeline cache's header names: data for another device is never used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CacheId {
+    pub vendor: u32,
+    pub device: u32,
+    pub uuid: [u8; vk::UUID_SIZE],
+}
+
+/// Why pipeline cache `data` cannot be used on the device `id` describes, if it cannot:
+/// the `VkPipelineCacheHeaderVersionOne` header (length, version, vendor, device, UUID).
+pub(super) fn check_header(id: &CacheId, data: &[u8]) -> Result<(), String> {
+    let word =
+        |i: usize| data.get(4 * i..4 * i + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+    let (Some(len), Some(version), Some(vendor), Some(device)) =
+        (word(0), word(1), word(2), word(3))
+    else {
+        return Err(format!("pipeline cache data of {} bytes has no header", data.len()));
+    };
+    if len < 32 || len as usize > data.len() {
+        return Err(format!("pipeline cache header length {len} is not 32 to {}", data.len()));
+    }
+    if version != vk::PipelineCacheHeaderVersion::ONE.as_raw() as u32 {
+        return Err(format!("pipeline cache header version {version} is not 1"));
+    }
+    if (vendor, device) != (id.vendor, id.device) || data[16..32] != id.uuid {
+        return Err(format!(
+            "pipeline cache is for vendor {vendor:#x} device {device:#x} (UUID {}), not this \
+             device's {:#x} {:#x} ({})",
+            hex(&data[16..32]),
+            id.vendor,
+            id.device,
+            hex(&id.uuid)
+        ));
+    }
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A program's `VkPipelineCache`, destroyed with the program (before the device: it holds
+/// the device's owner).
+pub(super) struct PipelineCache {
+    owner: Arc<super::Owner>,
+    cache: vk::PipelineCache,
+    /// A pipeline was created since the data was last read.
+    changed: AtomicBool,
+}
+
+impl PipelineCache {
+    /// A cache seeded with `seed` when its header names this device; otherwise empty, with
+    /// the reason the seed was not used.
+    pub fn new(
+        owner: &Arc<super::Owner>,
+        id: &CacheId,
+        seed: Option<&[u8]>,
+    ) -> Result<(PipelineCache, Option<String>), DeviceError> {
+        let (initial, rejected) = match seed.map(|d| (d, check_header(id, d))) {
+            Some((d, Ok(()))) => (d, None),
+            Some((_, Err(why))) => (&[][..], Some(why)),
+            None => (&[][..], None),
+        };
+        let ci = vk::PipelineCacheCreateInfo::default().initial_data(initial);
+        // SAFETY: valid create info on a live device; destroyed in Drop.
+        let cache = unsafe { owner.device.create_pipeline_cache(&ci, None) }
+            .map_err(|e| DeviceError::Driver(format!("vulkan: create pipeline cache: {e}")))?;
+        let c = PipelineCache { owner: owner.clone(), cache, changed: AtomicBool::new(false) };
+        Ok((c, rejected))
+    }
+
+    /// Creates one compute pipeline through the cache.
+    pub fn create_pipeline(
+        &self,
+        info: &[vk::ComputePipelineCreateInfo<'_>],
+    ) -> Result<vk::Pipeline, vk::Result> {
+        // SAFETY: the caller's infos are valid; the cache is internally synchronized.
+        let p = unsafe { self.owner.device.create_compute_pipelines(self.cache, info, None) }
+            .map_err(|(_, e)| e)?;
+        self.changed.store(true, Ordering::Release);
+        Ok(p[0])
+    }
+
+    /// The cache's data, if a pipeline was created since the last call.
+    pub fn data_if_changed(&self) -> Option<Vec<u8>> {
+        if !self.changed.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        // SAFETY: a live cache of a live device.
+        unsafe { self.owner.device.get_pipeline_cache_data(self.cache) }.ok()
+    }
+}
+
+impl Drop for PipelineCache {
+    fn drop(&mut self) {
+        // SAFETY: pipelines made through it are per-launch and already destroyed.
+        unsafe { self.owner.device.destroy_pipeline_cache(self.cache, None) };
+    }
 }
 
 /// One kernel's SPIR-V module, ready to dispatch.
@@ -34,6 +144,8 @@ pub(super) struct VkKernel {
     pub layout: VulkanLayout,
     /// The SPIR-V words.
     pub words: Vec<u32>,
+    /// The program's pipeline cache.
+    pub cache: Arc<PipelineCache>,
 }
 
 fn put(out: &mut Vec<u8>, v: u32) {
@@ -89,7 +201,11 @@ fn decode_kernel(signature: &Kernel, blob: &[u8]) -> Result<(VulkanLayout, Vec<u
 }
 
 /// The kernels of a decoded program binary: one blob per signature, matched by name.
-pub(super) fn decode_kernels(device: &str, a: Artifact) -> Result<Vec<Arc<VkKernel>>, DeviceError> {
+pub(super) fn decode_kernels(
+    device: &str,
+    a: Artifact,
+    cache: &Arc<PipelineCache>,
+) -> Result<Vec<Arc<VkKernel>>, DeviceError> {
     let fail = |message: String| DeviceError::Load { device: device.into(), message };
     if a.blobs.len() != a.signatures.len() {
         return Err(fail(format!(
@@ -105,7 +221,8 @@ pub(super) fn decode_kernels(device: &str, a: Artifact) -> Result<Vec<Arc<VkKern
         }
         let (layout, words) =
             decode_kernel(&signature, &blob).map_err(|e| fail(format!("kernel `{entry}`: {e}")))?;
-        kernels.push(Arc::new(VkKernel { entry, signature, layout, words }));
+        let cache = cache.clone();
+        kernels.push(Arc::new(VkKernel { entry, signature, layout, words, cache }));
     }
     Ok(kernels)
 }
@@ -203,5 +320,37 @@ mod tests {
         assert!(declares_float64(&emit("kernel b(x: ptr<global, f64>) { x[0] = x[1]; }")));
         assert!(!declares_float64(&emit("kernel c(x: ptr<global, f32>) { x[0] = x[1] * x[2]; }")));
         assert!(!declares_float64(&emit("kernel d(x: ptr<global, u32>) { x[0] = x[1] / 3u32; }")));
+    }
+
+    fn header(id: &CacheId) -> Vec<u8> {
+        let mut d = Vec::new();
+        for w in [32u32, 1, id.vendor, id.device] {
+            d.extend_from_slice(&w.to_le_bytes());
+        }
+        d.extend_from_slice(&id.uuid);
+        d.extend_from_slice(b"driver data");
+        d
+    }
+
+    /// Issue 13: pipeline cache data is used only with a header naming this device.
+    #[test]
+    fn pipeline_cache_header_is_validated() {
+        let id = CacheId { vendor: 0x10005, device: 0, uuid: [7; 16] };
+        let good = header(&id);
+        check_header(&id, &good).unwrap();
+        let other = CacheId { uuid: [8; 16], ..id };
+        let e = check_header(&other, &good).unwrap_err();
+        assert!(e.contains("UUID 07070707") && e.contains("08080808"), "{e}");
+        let e = check_header(&CacheId { device: 1, ..id }, &good).unwrap_err();
+        assert!(e.contains("device 0x0"), "{e}");
+        assert!(check_header(&id, &good[..12]).unwrap_err().contains("no header"));
+        assert!(check_header(&id, &good[..20]).unwrap_err().contains("not 32 to 20"));
+        let mut bad = good.clone();
+        bad[0] = 200;
+        assert!(check_header(&id, &bad).unwrap_err().contains("length 200"));
+        let mut bad = good.clone();
+        bad[4] = 2;
+        assert!(check_header(&id, &bad).unwrap_err().contains("version 2"));
+        assert!(check_header(&id, &[]).is_err());
     }
 }

@@ -50,6 +50,15 @@ impl Isel<'_> {
             }
             off += size;
         }
+        if off as u64 + 56 > crate::amdgpu::MAX_KERNARG_BYTES as u64 {
+            let m = crate::limits::exceeded(
+                "kernel argument bytes",
+                off as u64 + 56,
+                crate::amdgpu::MAX_KERNARG_BYTES as u64,
+                "gfx9's s_load offset",
+            );
+            return Err(Error::Limit(m));
+        }
         self.f.hidden_offset = off.next_multiple_of(8);
         self.f.kernarg_bytes = self.f.hidden_offset + 48;
         self.emit("s_mov_b32", vec![Opnd::M0], vec![Opnd::Imm(u32::MAX)]);
@@ -225,8 +234,17 @@ impl Isel<'_> {
             Some(AddrSpace::Local) => {
                 let size = elem.size_bytes() as u32;
                 let base = self.f.lds_bytes.next_multiple_of(size.max(4));
+                let end = base as u64 + size as u64 * count as u64;
+                if end > crate::amdgpu::MAX_LDS_BYTES as u64 {
+                    return too_big(
+                        var,
+                        "LDS (local array) bytes",
+                        end,
+                        crate::amdgpu::MAX_LDS_BYTES,
+                    );
+                }
                 self.lds.insert(var.clone(), base);
-                self.f.lds_bytes = base + size * count;
+                self.f.lds_bytes = end as u32;
             }
             Some(AddrSpace::Private) if count <= MAX_PRIVATE => {
                 // Private arrays start zeroed, as in the interpreter.
@@ -242,10 +260,16 @@ impl Isel<'_> {
                 self.privs.insert(var.clone(), regs);
             }
             Some(AddrSpace::Private) => {
-                let size = elem.size_bytes() as u32;
+                let size = elem.size_bytes() as u64;
                 let base = self.f.scratch_bytes.next_multiple_of(8);
-                let bytes = (size * count).next_multiple_of(4);
-                self.f.scratch_bytes = base + bytes;
+                let bytes = (size * count as u64).next_multiple_of(4);
+                let end = base as u64 + bytes;
+                if end > crate::amdgpu::MAX_SCRATCH_BYTES as u64 {
+                    let what = "per-lane scratch (private array) bytes";
+                    return too_big(var, what, end, crate::amdgpu::MAX_SCRATCH_BYTES);
+                }
+                let bytes = bytes as u32;
+                self.f.scratch_bytes = end as u32;
                 self.scratch.insert(var.clone(), base);
                 self.zero_scratch(base, bytes / 4);
             }
@@ -386,4 +410,10 @@ fn flat(global: &'static str) -> &'static str {
         "global_store_dwordx2" => "flat_store_dwordx2",
         _ => "flat_store_dword",
     }
+}
+
+/// A size limit exceeded by the array `var`: refused, never truncated.
+fn too_big(var: &Var, what: &str, need: u64, limit: u32) -> Result<(), Error> {
+    let m = crate::limits::exceeded(what, need, limit as u64, "gfx9's");
+    Err(Error::Limit(format!("array `{}`: {m}", var.name())))
 }
