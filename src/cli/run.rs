@@ -11,7 +11,7 @@ use kiln::runtime::cuda::CudaDevice;
 use kiln::runtime::vulkan::VulkanDevice;
 use kiln::runtime::{
     AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, IrDevice, KernelArg,
-    LimitedInterp, Queue, QueueOrder, RuntimeError,
+    LimitedInterp, Program, Queue, QueueOrder, RuntimeError,
 };
 
 use super::buffers::{contents, new_buffer};
@@ -261,8 +261,9 @@ fn run_on_device(
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);
-    let outcome =
-        run_in_context(&ctx, &module, kernel.name(), range, args, buffers, options, watchdog);
+    let outcome = ctx.build_program(&module, &[], options).map_err(message).and_then(|program| {
+        run_in_context(&ctx, &program, kernel.name(), range, args, buffers, watchdog)
+    });
     // Before the warnings are printed: storing them may warn.
     ctx.save_driver_caches();
     if let Some(disk) = ctx.persistent_cache() {
@@ -275,16 +276,14 @@ fn run_on_device(
 
 fn run_in_context(
     ctx: &Context,
-    module: &Module,
+    program: &Program,
     name: &str,
     range: NdRange,
     args: &[Arg],
     buffers: Vec<interp::Buffer>,
-    options: &str,
     watchdog: Option<std::time::Duration>,
 ) -> Result<Vec<interp::Buffer>, Error> {
-    let program = ctx.build_program(module, &[], options).map_err(message)?;
-    let k = ctx.kernel(&program, name).map_err(message)?;
+    let k = ctx.kernel(program, name).map_err(message)?;
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
     let q = Queue::new(ctx, QueueOrder::InOrder);
     let launch = q.submit(|h| {
