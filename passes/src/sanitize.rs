@@ -20,8 +20,9 @@
 //! reported with the number of iterations it ran.
 //!
 //! [`Sanitized::report`] turns the error buffer into the interpreter's error
-//! ([`InterpError`]) for the same access: `kernel `k`, work-item (x, y, z): store `p[9]` out
-//! of bounds (buffer has 8 elements)`. When only one access in the launch is out of bounds
+//! ([`InterpError`]) for the same access, such as
+//! ``kernel `k`, work-item (x, y, z): store `p[9]` out of bounds (buffer has 8 elements)``.
+//! When only one access in the launch is out of bounds
 //! the report is exactly the interpreter's. When several are, it names one of them (the
 //! first one recorded on the device), and within one work-item the first in the
 //! interpreter's evaluation order; the interpreter names the first work-item in its own

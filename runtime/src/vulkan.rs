@@ -12,7 +12,7 @@
 //!
 //! Limits: `build` refuses a kernel that needs more than the device has (storage buffers per
 //! stage, push-constant bytes, shared memory, `#reqd_work_group_size`) or more private
-//! memory per work-item than [`MAX_PRIVATE_BYTES`], naming the kernel and the limit; `run`
+//! memory per work-item than [`MAX_PRIVATE_BYTES`](crate::vulkan::MAX_PRIVATE_BYTES), naming the kernel and the limit; `run`
 //! refuses `offset + global` past the `u32` ids as the interpreter does. A launch with more
 //! work-groups than one dispatch may have (`maxComputeWorkGroupCount`) is split into
 //! dispatches with a base group (`vkCmdDispatchBase`); the module reads the whole launch's
