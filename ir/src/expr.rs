@@ -862,7 +862,12 @@ impl Drop for ExprData {
 fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
     let placeholder = || {
         Expr(Arc::clone(PLACEHOLDER.get_or_init(|| {
-            Arc::new(ExprData { ty: Type::BOOL, hash: 0, depth: 1, node: ExprNode::Imm(Imm::Bool(false)) })
+            Arc::new(ExprData {
+                ty: Type::BOOL,
+                hash: 0,
+                depth: 1,
+                node: ExprNode::Imm(Imm::Bool(false)),
+            })
         })))
     };
     match node {

@@ -330,6 +330,8 @@ pub fn fuse_kernels_with(
     if spec.kernels.is_empty() {
         return Err(FusionError::Empty);
     }
+    // Fusion's rewrites recurse over expressions: work on the depth-bounded kernels.
+    let module = &kiln_ir::depth::bound_module(module);
     let kernels: Vec<&Kernel> = spec
         .kernels
         .iter()
