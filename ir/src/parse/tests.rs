@@ -209,7 +209,8 @@ fn flat_sum_of_257_terms_is_not_nested_too_deeply() {
 #[test]
 fn hundred_thousand_parentheses_is_a_located_error() {
     let run = || {
-        let src = format!("kernel k() {{\n  let x = {}1{}; }}", "(".repeat(100_000), ")".repeat(100_000));
+        let src =
+            format!("kernel k() {{\n  let x = {}1{}; }}", "(".repeat(100_000), ")".repeat(100_000));
         let (line, col, msg) = error_at(&src);
         assert_eq!(line, 2, "{msg}");
         assert!(col > 256, "{col}: {msg}");
