@@ -257,7 +257,7 @@ fn run_file(file: &Path) -> String {
 fn write_npy_i32(path: &Path, values: &[i32]) {
     let mut header =
         format!("{{'descr': '<i4', 'fortran_order': False, 'shape': ({},), }}", values.len());
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

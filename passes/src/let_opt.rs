@@ -162,8 +162,7 @@ impl LetOpt {
                 let trivial = value.as_var().is_some() || value.as_imm().is_some();
                 // A single use inside a loop is not inlined: that would undo hoisting.
                 let single = n == 1 && rest.count_in_loops(var.name()) == 0;
-                if (single || trivial)
-                    && (trivial || value.depth() < MAX_INLINE_DEPTH)
+                if (trivial || single && value.depth() < MAX_INLINE_DEPTH)
                     && is_stable(value, &self.mutable)
                 {
                     // The value's references move to the uses of `var`.

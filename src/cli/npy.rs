@@ -265,7 +265,7 @@ mod tests {
     /// A version-1 `.npy` file with the given header dict and data bytes.
     pub(crate) fn npy_bytes(dict: &str, data: &[u8]) -> Vec<u8> {
         let mut header = dict.to_string();
-        while (10 + header.len() + 1) % 64 != 0 {
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');
