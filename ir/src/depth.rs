@@ -38,8 +38,10 @@ use crate::types::Type;
 
 /// The deepest expression kiln's passes, backends and printer are given. Deeper expressions
 /// are split into `let`s by [`bound_kernel`]. The parser accepts nesting up to
-/// [`crate::parse::MAX_DEPTH`], which is larger, so whatever the printer writes parses back.
-pub const MAX_EXPR_DEPTH: usize = 128;
+/// [`crate::parse::MAX_DEPTH`]; a printed level can cost the parser two (a parenthesized
+/// right operand is one level for the operator and one for the parentheses), so this is
+/// below half of it and whatever the printer writes parses back.
+pub const MAX_EXPR_DEPTH: usize = 120;
 
 /// Prefix of the `let` variables [`bound_kernel`] introduces (followed by a number that makes
 /// the name unused in the kernel).
@@ -321,6 +323,37 @@ mod tests {
             e = if i % 2 == 0 { e + 3 } else { e * 5 };
         }
         e
+    }
+
+    /// The printer's worst shapes at the depth limit (each level a parenthesized right
+    /// operand, a call argument, a load index, a negation) parse back: the parser's nesting
+    /// limit covers what bounded expressions print as.
+    #[test]
+    fn worst_shapes_at_the_depth_limit_print_and_parse_back() {
+        let x = Var::new("x", Type::I32);
+        let p =
+            Var::new("p", Type::ptr(crate::types::AddrSpace::Global, crate::types::Scalar::I32));
+        let y = Var::new("y", Type::I32);
+        let build: [&dyn Fn(Expr) -> Expr; 5] = [
+            &|e| Expr::binary(crate::expr::BinOp::Sub, x.expr(), e),
+            &|e| Expr::binary(crate::expr::BinOp::Mul, e + 1, x.expr()),
+            &|e| e.min(1),
+            &|e| p.load(e),
+            &|e| Expr::unary(crate::expr::UnOp::Neg, e),
+        ];
+        for (i, f) in build.iter().enumerate() {
+            let mut e = x.expr();
+            while e.depth() < MAX_EXPR_DEPTH + 5 {
+                e = f(e);
+            }
+            let k = Kernel::new("k", vec![x.clone(), p.clone()], Stmt::block([Stmt::let_(&y, e)]));
+            let b = bound_kernel(&k);
+            assert!(max_expr_depth(b.body()) <= MAX_EXPR_DEPTH);
+            let text = b.to_string();
+            let back =
+                crate::parse::parse_module(&text).unwrap_or_else(|d| panic!("shape {i}: {d}"));
+            assert!(back.kernels[0].is_equal(&b), "shape {i}");
+        }
     }
 
     #[test]
