@@ -25,7 +25,10 @@ use crate::verify::{verify_module, Node, VerifyError};
 /// Parses `src` (named `file` in messages) and verifies the result; every error is a
 /// [`Diagnostic`] pointing into the text, and the messages read ``in kernel `k`: ...``.
 pub fn check_source(file: &str, src: &str) -> Result<Module, Vec<Diagnostic>> {
-    let parsed = parse_file(file, src).map_err(|d| vec![d])?;
+    let mut parsed = parse_file(file, src).map_err(|d| vec![d])?;
+    // A flat chain in the source can be any depth: split it into lets before anything walks
+    // it (split-off sub-expressions keep their spans).
+    parsed.module = crate::depth::bound_module(&parsed.module);
     match verify_module(&parsed.module) {
         Ok(()) => Ok(parsed.module),
         Err(errs) => {

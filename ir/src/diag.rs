@@ -43,11 +43,22 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// A diagnostic for `span` in `src`.
+    ///
+    /// Lines end at `\n`, `\r\n` or a lone `\r` (old Mac files), so line numbers are right
+    /// for every convention and the quoted line never carries a raw `\r`.
     pub fn new(file: &str, src: &str, span: Span, message: impl Into<String>) -> Diagnostic {
+        let is_break = |c: char| c == '\n' || c == '\r';
         let start = floor_char_boundary(src, span.start.min(src.len()));
-        let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
-        let line = src[..start].matches('\n').count() + 1;
+        let line_start = src[..start].rfind(is_break).map_or(0, |i| i + 1);
+        let line_end = src[start..].find(is_break).map_or(src.len(), |i| start + i);
+        // `\r\n` is one break: count every `\n`, and each `\r` not followed by one.
+        let before = &src.as_bytes()[..start];
+        let lone_cr = before
+            .iter()
+            .enumerate()
+            .filter(|&(i, &b)| b == b'\r' && src.as_bytes().get(i + 1) != Some(&b'\n'))
+            .count();
+        let line = before.iter().filter(|&&b| b == b'\n').count() + lone_cr + 1;
         let col = src[line_start..start].chars().count() + 1;
         let end = floor_char_boundary(src, span.end.clamp(start, line_end));
         let width = src[start..end].chars().count().max(1);
@@ -56,9 +67,31 @@ impl Diagnostic {
             file: file.to_string(),
             line,
             col,
-            source_line: src[line_start..line_end].trim_end_matches('\r').to_string(),
+            source_line: src[line_start..line_end].to_string(),
             width,
         }
+    }
+
+    /// Decodes a source file's bytes as UTF-8. Bytes that are not UTF-8 are an error located
+    /// at the first bad byte (line and column counted over the valid text before it).
+    pub fn decode_source(file: &str, bytes: Vec<u8>) -> Result<String, Diagnostic> {
+        String::from_utf8(bytes).map_err(|e| {
+            let good = e.utf8_error().valid_up_to();
+            let bytes = e.as_bytes();
+            let shown: Vec<String> = bytes[good..]
+                .iter()
+                .take(e.utf8_error().error_len().unwrap_or(bytes.len() - good))
+                .map(|b| format!("0x{b:02x}"))
+                .collect();
+            let valid = String::from_utf8_lossy(&bytes[..good]);
+            let end = valid.len();
+            Diagnostic::new(
+                file,
+                &valid,
+                Span::new(end, end),
+                format!("the file is not valid UTF-8 (byte {} here)", shown.join(" ")),
+            )
+        })
     }
 
     /// A diagnostic with no source position (e.g. for IR built through the API).
@@ -173,6 +206,35 @@ mod tests {
         let text = d.to_string();
         assert!(text.contains("a.kir:2:11"), "{text}");
         assert!(text.ends_with("  |           ^"), "{text:?}");
+    }
+
+    /// Issue 12, item 5: CR-only and CRLF files count lines, and no raw `\r` is echoed.
+    #[test]
+    fn cr_only_and_crlf_line_endings_count_lines_without_echoing_cr() {
+        for nl in ["\r", "\r\n", "\n"] {
+            let src = format!("kernel k() {{{nl}  let x = 1;{nl}  let y = ;{nl}}}{nl}");
+            let at = src.find(" ;").unwrap() + 1;
+            let d = Diagnostic::new("a.kir", &src, Span::new(at, at + 1), "m");
+            assert_eq!((d.line, d.col), (3, 11), "{nl:?}");
+            assert_eq!(d.source_line, "  let y = ;", "{nl:?}");
+            assert!(!d.to_string().contains('\r'), "{nl:?}: {d}");
+        }
+    }
+
+    /// Issue 12, item 5: a non-UTF-8 file is an error at the line and column of the first
+    /// bad byte.
+    #[test]
+    fn non_utf8_file_gives_line_and_column_of_first_bad_byte() {
+        let mut bytes = b"kernel k() {\n  let x\xc3\xa9 = 1; // \xff\xfe\n}\n".to_vec();
+        assert!(Diagnostic::decode_source("a.kir", bytes.clone()).is_err());
+        let d = Diagnostic::decode_source("a.kir", bytes.clone()).unwrap_err();
+        assert_eq!((d.line, d.col), (2, 18), "{d}");
+        assert!(d.message.contains("not valid UTF-8") && d.message.contains("0xff"), "{d}");
+        bytes.truncate(22);
+        assert_eq!(
+            Diagnostic::decode_source("a.kir", bytes).unwrap(),
+            "kernel k() {\n  let x\u{e9}"
+        );
     }
 
     #[test]

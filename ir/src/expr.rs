@@ -536,6 +536,8 @@ pub enum ExprNode {
 struct ExprData {
     ty: Type,
     hash: u64,
+    /// Nodes on the longest path to a leaf (a leaf is 1), kept so that depth checks are O(1).
+    depth: u32,
     node: ExprNode,
 }
 
@@ -573,7 +575,14 @@ impl Expr {
         };
         let mut h = std::hash::DefaultHasher::new();
         node.hash(&mut h);
-        Expr(Arc::new(ExprData { ty, hash: h.finish(), node }))
+        let depth = 1 + node_children(&node).iter().map(|c| c.0.depth).max().unwrap_or(0);
+        Expr(Arc::new(ExprData { ty, hash: h.finish(), depth, node }))
+    }
+
+    /// Nodes on the longest path from this expression to a leaf: a variable or constant is 1,
+    /// `a + b` is one more than the deeper operand. Cached, so this is O(1).
+    pub fn depth(&self) -> usize {
+        self.0.depth as usize
     }
 
     /// The node this handle points to.
@@ -798,14 +807,19 @@ impl Expr {
 
     /// The direct sub-expressions, in evaluation order.
     pub fn children(&self) -> SmallVec<[&Expr; 3]> {
-        match self.node() {
-            ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => SmallVec::new(),
-            ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => smallvec::smallvec![a],
-            ExprNode::Binary { a, b, .. } => smallvec::smallvec![a, b],
-            ExprNode::Select { cond, a, b } => smallvec::smallvec![cond, a, b],
-            ExprNode::Load { index, .. } => smallvec::smallvec![index],
-            ExprNode::Intrinsic { args, .. } => args.iter().collect(),
-        }
+        node_children(self.node())
+    }
+}
+
+/// The direct sub-expressions of a node, in evaluation order.
+fn node_children(node: &ExprNode) -> SmallVec<[&Expr; 3]> {
+    match node {
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => SmallVec::new(),
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => smallvec::smallvec![a],
+        ExprNode::Binary { a, b, .. } => smallvec::smallvec![a, b],
+        ExprNode::Select { cond, a, b } => smallvec::smallvec![cond, a, b],
+        ExprNode::Load { index, .. } => smallvec::smallvec![index],
+        ExprNode::Intrinsic { args, .. } => args.iter().collect(),
     }
 }
 
@@ -848,7 +862,12 @@ impl Drop for ExprData {
 fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
     let placeholder = || {
         Expr(Arc::clone(PLACEHOLDER.get_or_init(|| {
-            Arc::new(ExprData { ty: Type::BOOL, hash: 0, node: ExprNode::Imm(Imm::Bool(false)) })
+            Arc::new(ExprData {
+                ty: Type::BOOL,
+                hash: 0,
+                depth: 1,
+                node: ExprNode::Imm(Imm::Bool(false)),
+            })
         })))
     };
     match node {

@@ -55,6 +55,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod depth;
 pub mod diag;
 pub mod expr;
 pub mod interp;

@@ -464,6 +464,10 @@ impl Printer<'_> {
     }
 
     fn kernel(&mut self, k: &Kernel) {
+        // The parser accepts nesting up to parse::MAX_DEPTH only, and printing recurses:
+        // print expressions deeper than depth::MAX_EXPR_DEPTH through lets, so that the text
+        // parses back (to a kernel with the same meaning).
+        let k = &crate::depth::bound_kernel(k);
         write!(self.out, "kernel {}(", k.name()).ok();
         for (i, p) in k.params().iter().enumerate() {
             if i > 0 {

@@ -82,6 +82,7 @@ impl Mutator for ConstProp {
 /// Runs constant propagation until nothing more folds: a value that folds to a constant
 /// only after propagation (`let b = 1 < 2;`) makes its uses foldable in the next round.
 pub fn constprop(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     let mut k = k.clone();
     // Every changing round replaces a variable use or an operation by a constant, so this
     // ends; the bound only guards against a bug.

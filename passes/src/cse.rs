@@ -68,6 +68,7 @@ impl Mutator for Cse {
 
 /// Runs common subexpression elimination.
 pub fn cse(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     let k = Cse { mutable: mutable_names(k.body()), scopes: Vec::new() }.mutate_kernel(k);
     repeats::bind_repeats(&k)
 }

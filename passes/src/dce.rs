@@ -138,6 +138,7 @@ impl Mutator for DropDecls<'_> {
 /// Runs dead code elimination until nothing more is dead: removing an unread `var`'s
 /// assignments can leave another `var`, read only there, unread.
 pub fn dce(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     let mut k = k.clone();
     // Every round that changes something removes a statement, so this ends; the bound only
     // guards against a bug.

@@ -1,52 +1,202 @@
 //! Let optimization: removes unused `let`s whose value cannot fail, and inlines `let`s used
 //! once (not inside a loop) or bound to a variable or constant, when the value is stable (no loads, cannot fail,
 //! reads no mutable variable) so that evaluating it at the use gives the same value.
+//!
+//! Each block is handled in two linear sweeps instead of "find a change, start over" (which
+//! was quadratic in the number of lets): a backward sweep drops dead lets, keeping counts of
+//! the uses that follow each statement so that a let whose last user was dropped goes too;
+//! then a forward sweep inlines, with substitutions applied lazily to later statements and
+//! the use counts of the rest of the block kept up to date as values move into it. Inlining
+//! never makes a let dead or a kept let inlinable (it only adds uses), so one sweep of each
+//! reaches the same fixed point.
+//!
+//! Inlining stops where a value reaches half of [`MAX_EXPR_DEPTH`]: a chain of ten thousand
+//! single-use lets becomes lets of bounded depth, not one expression ten thousand levels deep.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::{walk_mutate_stmt, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::depth::MAX_EXPR_DEPTH;
+use kiln_ir::{walk_expr, walk_mutate_stmt, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt};
+use kiln_ir::{StmtNode, Visitor};
 
 use crate::simplify::may_fail;
-use crate::util::{count_uses, count_uses_in_loops, is_stable, mutable_names, Subst};
+use crate::util::{is_stable, mutable_names, Subst};
+
+/// Deepest value inlined into its uses.
+const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
 
 struct LetOpt {
     mutable: HashSet<String>,
+}
+
+/// References by name (as a value, a load/store buffer or an assignment target, as
+/// [`crate::util::count_uses`] counts them), all of them and those inside loop bodies.
+#[derive(Default)]
+struct Uses {
+    all: HashMap<String, usize>,
+    in_loops: HashMap<String, usize>,
+}
+
+impl Uses {
+    fn of(s: &Stmt) -> Uses {
+        struct Count<'a>(&'a mut Uses, usize);
+        impl Count<'_> {
+            fn add(&mut self, name: &str) {
+                *self.0.all.entry_ref(name).or_default() += 1;
+                if self.1 > 0 {
+                    *self.0.in_loops.entry_ref(name).or_default() += 1;
+                }
+            }
+        }
+        impl Visitor for Count<'_> {
+            fn visit_expr(&mut self, e: &Expr) {
+                match e.node() {
+                    ExprNode::Var(v) | ExprNode::Load { buf: v, .. } => self.add(v.name()),
+                    _ => {}
+                }
+                walk_expr(self, e)
+            }
+            fn visit_stmt(&mut self, s: &Stmt) {
+                match s.node() {
+                    StmtNode::Store { buf: v, .. } | StmtNode::Assign { var: v, .. } => {
+                        self.add(v.name())
+                    }
+                    StmtNode::For { lo, hi, step, body, .. } => {
+                        // The bounds are evaluated once, before the loop.
+                        [lo, hi, step].into_iter().for_each(|e| self.visit_expr(e));
+                        self.1 += 1;
+                        self.visit_stmt(body);
+                        self.1 -= 1;
+                        return;
+                    }
+                    StmtNode::While { .. } => {
+                        // The condition is evaluated on every iteration: it is in the loop.
+                        self.1 += 1;
+                        walk_stmt(self, s);
+                        self.1 -= 1;
+                        return;
+                    }
+                    _ => {}
+                }
+                walk_stmt(self, s)
+            }
+        }
+        let mut u = Uses::default();
+        Count(&mut u, 0).visit_stmt(s);
+        u
+    }
+
+    fn add(&mut self, other: &Uses) {
+        for (n, c) in &other.all {
+            *self.all.entry_ref(n.as_str()).or_default() += c;
+        }
+        for (n, c) in &other.in_loops {
+            *self.in_loops.entry_ref(n.as_str()).or_default() += c;
+        }
+    }
+
+    fn sub(&mut self, other: &Uses) {
+        for (n, c) in &other.all {
+            if let Some(x) = self.all.get_mut(n.as_str()) {
+                *x = x.saturating_sub(*c);
+            }
+        }
+        for (n, c) in &other.in_loops {
+            if let Some(x) = self.in_loops.get_mut(n.as_str()) {
+                *x = x.saturating_sub(*c);
+            }
+        }
+    }
+
+    fn count(&self, name: &str) -> usize {
+        self.all.get(name).copied().unwrap_or(0)
+    }
+
+    fn count_in_loops(&self, name: &str) -> usize {
+        self.in_loops.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// The references inside an expression, by name.
+fn expr_names(e: &Expr) -> HashMap<String, usize> {
+    let mut u = Uses::of(&Stmt::let_(&kiln_ir::Var::new("_", e.ty()), e.clone()));
+    std::mem::take(&mut u.all)
+}
+
+impl LetOpt {
+    /// Backward sweep: drops lets with no later use whose value cannot fail.
+    fn drop_dead(stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
+        let mut rest = Uses::default();
+        let mut kept = Vec::with_capacity(stmts.len());
+        let mut changed = false;
+        for s in stmts.iter().rev() {
+            if let StmtNode::Let { var, value } = s.node() {
+                if rest.count(var.name()) == 0 && !may_fail(value) {
+                    changed = true;
+                    continue;
+                }
+            }
+            rest.add(&Uses::of(s));
+            kept.push(s.clone());
+        }
+        kept.reverse();
+        (kept, changed)
+    }
+
+    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets.
+    fn inline(&self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
+        let mut uses: Vec<Uses> = stmts.iter().map(Uses::of).collect();
+        // Uses in the statements after the current one, as they will be after substitution.
+        let mut rest = Uses::default();
+        uses.iter().for_each(|u| rest.add(u));
+        let mut sub = Subst(HashMap::new());
+        let mut out = Vec::with_capacity(stmts.len());
+        let mut changed = false;
+        for (s, u) in stmts.into_iter().zip(uses.iter_mut()) {
+            let s2 = if sub.0.is_empty() { s.clone() } else { sub.mutate_stmt(&s) };
+            if !s2.ptr_eq(&s) {
+                *u = Uses::of(&s2);
+            }
+            rest.sub(u);
+            if let StmtNode::Let { var, value } = s2.node() {
+                let n = rest.count(var.name());
+                let trivial = value.as_var().is_some() || value.as_imm().is_some();
+                // A single use inside a loop is not inlined: that would undo hoisting.
+                let single = n == 1 && rest.count_in_loops(var.name()) == 0;
+                if (trivial || single && value.depth() < MAX_INLINE_DEPTH)
+                    && is_stable(value, &self.mutable)
+                {
+                    // The value's references move to the uses of `var`.
+                    let mut moved = Uses::default();
+                    let loops = rest.count_in_loops(var.name());
+                    for (name, c) in expr_names(value) {
+                        moved.in_loops.insert(name.clone(), c * loops);
+                        moved.all.insert(name, c * n);
+                    }
+                    rest.add(&moved);
+                    rest.all.remove(var.name());
+                    rest.in_loops.remove(var.name());
+                    sub.0.insert(var.name().to_string(), value.clone());
+                    changed = true;
+                    continue;
+                }
+            }
+            changed |= !s2.ptr_eq(&s);
+            out.push(s2);
+        }
+        (out, changed)
+    }
 }
 
 impl Mutator for LetOpt {
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let StmtNode::Block(stmts) = s.node() else { return s };
-        let mut out: Vec<Stmt> = stmts.clone();
-        let mut changed = false;
-        let mut i = 0;
-        while i < out.len() {
-            if let StmtNode::Let { var, value } = out[i].node() {
-                let (var, value) = (var.clone(), value.clone());
-                let uses = count_uses(&out[i + 1..], var.name());
-                if uses == 0 && !may_fail(&value) {
-                    out.remove(i);
-                    changed = true;
-                    // An earlier let may have been used only here: look again from the start
-                    // (every change removes a statement, so this ends).
-                    i = 0;
-                    continue;
-                }
-                let trivial = value.as_var().is_some() || value.as_imm().is_some();
-                // A single use inside a loop is not inlined: that would undo hoisting.
-                let single = uses == 1 && count_uses_in_loops(&out[i + 1..], var.name()) == 0;
-                if (single || trivial) && is_stable(&value, &self.mutable) {
-                    let mut sub = Subst(HashMap::from([(var.name().to_string(), value)]));
-                    let rest: Vec<Stmt> = out[i + 1..].iter().map(|t| sub.mutate_stmt(t)).collect();
-                    out.truncate(i);
-                    out.extend(rest);
-                    changed = true;
-                    i = 0;
-                    continue;
-                }
-            }
-            i += 1;
+        if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
+            return s;
         }
-        if changed {
+        let (kept, dropped) = LetOpt::drop_dead(stmts);
+        let (out, inlined) = self.inline(kept);
+        if dropped || inlined {
             Stmt::block(out)
         } else {
             s
@@ -56,5 +206,6 @@ impl Mutator for LetOpt {
 
 /// Runs let optimization.
 pub fn let_opt(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     LetOpt { mutable: mutable_names(k.body()) }.mutate_kernel(k)
 }

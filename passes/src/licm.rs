@@ -46,5 +46,6 @@ impl Mutator for Licm {
 
 /// Runs loop-invariant code hoisting.
 pub fn licm(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     Licm { mutable: mutable_names(k.body()) }.mutate_kernel(k)
 }

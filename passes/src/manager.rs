@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use kiln_ir::depth::bound_kernel;
 use kiln_ir::{verify_kernel, Kernel, Module};
 
 /// A kernel-to-kernel transformation.
@@ -134,9 +135,12 @@ impl PassManager {
     /// Runs every pass on `k` in order.
     pub fn run(&self, k: &Kernel) -> Result<Kernel, PassError> {
         let verbose = std::env::var_os("KILN_VERBOSE").is_some_and(|v| v == "debuginfo");
-        let mut k = k.clone();
+        // Passes and the verifier recurse over expressions: keep them within
+        // MAX_EXPR_DEPTH before the first pass and after each (a pass that inlines can
+        // deepen). A no-op, pointer-equal, when nothing is too deep.
+        let mut k = bound_kernel(k);
         for p in &self.passes {
-            k = p.run(&k);
+            k = bound_kernel(&p.run(&k));
             tracing::debug!(target: "kiln::passes", pass = p.name(), "after {}:\n{}", p.name(), k);
             if verbose {
                 eprintln!("// IR after pass `{}`:\n{}", p.name(), k);

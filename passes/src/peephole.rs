@@ -68,5 +68,6 @@ impl Mutator for Peephole {
 
 /// Runs peephole fusion: integer `mad`/`add3` always, float `fma` on `#fast_math` kernels.
 pub fn peephole(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     Peephole { fast_math: k.attrs().fast_math }.mutate_kernel(k)
 }

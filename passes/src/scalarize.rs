@@ -22,6 +22,7 @@ pub const MAX_ELEMENTS: u32 = 8;
 
 /// Replaces eligible private arrays by one variable per element.
 pub fn scalarize(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     let mut find = Candidates::default();
     find.visit_stmt(k.body());
     let arrays: HashMap<String, (Scalar, u32)> =

@@ -37,5 +37,6 @@ impl Mutator for Strength {
 /// Runs strength reduction: induction variables, then multiplications and unsigned
 /// divisions by powers of two.
 pub fn strength(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     Strength.mutate_kernel(&iv::reduce_induction(k))
 }

@@ -15,6 +15,7 @@ use crate::util::count_uses;
 
 /// Rewrites every qualifying `var` into a `let`.
 pub fn var_to_let(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     let mut count = AssignCount::default();
     count.visit_stmt(k.body());
     if count.0.values().all(|&n| n != 1) {

@@ -131,8 +131,10 @@ fn report(e: &Error) {
 
 /// Reads a source file, naming it in the error.
 fn read_source(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Error::Message(format!("cannot read `{}`: {e}", path.display())))
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Message(format!("cannot read `{}`: {e}", path.display())))?;
+    kiln::ir::Diagnostic::decode_source(&file_name(path), bytes)
+        .map_err(|d| Error::Diagnostics(vec![d]))
 }
 
 /// The name a file goes by in diagnostics.

@@ -64,6 +64,17 @@ fn describe(dtype: &DType) -> String {
 pub fn read(path: &Path, elem: Scalar) -> Result<Vec<u8>, String> {
     let shown = path.display();
     let file = File::open(path).map_err(|e| format!("cannot open `{shown}`: {e}"))?;
+    // Before npyz reads the header: it multiplies the shape without an overflow check.
+    if let Some(dims) = header_shape(path) {
+        let count = dims.iter().try_fold(1u128, |n, &d| n.checked_mul(d));
+        if count.is_none_or(|n| n > u128::from(u64::MAX)) {
+            let dims: Vec<String> = dims.iter().map(u128::to_string).collect();
+            return Err(format!(
+                "`{shown}` has shape ({}), whose size overflows 64 bits; the header is corrupt",
+                dims.join(", ")
+            ));
+        }
+    }
     let npy = NpyFile::new(BufReader::new(file))
         .map_err(|e| format!("`{shown}` is not a valid .npy file: {e}"))?;
     let dtype = npy.dtype();
@@ -84,6 +95,7 @@ pub fn read(path: &Path, elem: Scalar) -> Result<Vec<u8>, String> {
     if shape.is_empty() {
         return Err(format!("`{shown}` holds a 0-d array (a scalar); a buffer needs an array"));
     }
+    check_data_size(path, &shape, elem)?;
     if npy.order() == Order::Fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
         return Err(format!(
             "`{shown}` is in Fortran order; save a C-ordered array (numpy.ascontiguousarray)"
@@ -108,6 +120,71 @@ pub fn read(path: &Path, elem: Scalar) -> Result<Vec<u8>, String> {
         Scalar::F64 => extend(&mut out, npy.into_vec::<f64>().map_err(bad)?, f64::to_le_bytes),
     }
     Ok(out)
+}
+
+/// Checks that the header's shape describes exactly the data the file holds, before anything
+/// is allocated for it. A shape whose element count overflows 64 bits is refused, as NumPy
+/// refuses it (a reader multiplying with wrap-around would load a few elements of a
+/// "huge" array); so is a count that does not match the bytes after the header (too few would
+/// fail mid-read, too many would be silently dropped), which also keeps a forged header from
+/// making kiln allocate more than the file's size.
+fn check_data_size(path: &Path, shape: &[u64], elem: Scalar) -> Result<(), String> {
+    let shown = path.display();
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    let dims = format!("({}{})", dims.join(", "), if shape.len() == 1 { "," } else { "" });
+    let count = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    let bytes = count.and_then(|n| n.checked_mul(elem.size_bytes() as u64));
+    let Some(bytes) = bytes else {
+        return Err(format!(
+            "`{shown}` has shape {dims}, whose size overflows 64 bits; the header is corrupt"
+        ));
+    };
+    let data = data_bytes(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    if data != bytes {
+        return Err(format!(
+            "`{shown}` has shape {dims} of {} ({bytes} bytes of data) but holds {data} bytes \
+             after its header",
+            numpy_name(elem)
+        ));
+    }
+    Ok(())
+}
+
+/// The `shape` tuple of a `.npy` header, read leniently (`None` if it cannot be found, which
+/// leaves the error to the real header parser); dimensions too large for `u128` read as
+/// `u128::MAX`, which overflows any check.
+fn header_shape(path: &Path) -> Option<Vec<u128>> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    File::open(path).ok()?.take(1 << 20).read_to_end(&mut head).ok()?;
+    let text = String::from_utf8_lossy(&head);
+    let after = &text[text.find("'shape'").or_else(|| text.find("\"shape\""))? + 7..];
+    let tuple = &after[after.find('(')? + 1..];
+    let tuple = &tuple[..tuple.find(')')?];
+    tuple
+        .split(',')
+        .map(|d| d.trim().trim_end_matches('L'))
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            d.bytes().all(|b| b.is_ascii_digit()).then(|| d.parse::<u128>().unwrap_or(u128::MAX))
+        })
+        .collect()
+}
+
+/// The number of bytes after a `.npy` file's header (magic, version, header length, header).
+fn data_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    let size = f.metadata()?.len();
+    let mut pre = [0u8; 12];
+    f.read_exact(&mut pre[..10])?;
+    let offset = if pre[6] == 1 {
+        10 + u64::from(u16::from_le_bytes([pre[8], pre[9]]))
+    } else {
+        f.read_exact(&mut pre[10..12])?;
+        12 + u64::from(u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]))
+    };
+    Ok(size.saturating_sub(offset))
 }
 
 fn extend<T, const N: usize>(out: &mut Vec<u8>, values: Vec<T>, le: fn(T) -> [u8; N]) {
@@ -182,6 +259,47 @@ mod tests {
         std::fs::write(dir.join("junk.npy"), b"not numpy").unwrap();
         let err = read(&dir.join("junk.npy"), Scalar::F32).unwrap_err();
         assert!(err.contains("not a valid .npy"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A version-1 `.npy` file with the given header dict and data bytes.
+    pub(crate) fn npy_bytes(dict: &str, data: &[u8]) -> Vec<u8> {
+        let mut header = dict.to_string();
+        while !(10 + header.len() + 1).is_multiple_of(64) {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    /// Issue 12, item 6: shape (2^62 + 1, 4) has 2^64 + 4 elements, which wraps to 4 in 64
+    /// bits; it was accepted and loaded 4 elements. Now refused, as NumPy refuses it; so are
+    /// shapes that do not match the data and huge shapes that would allocate absurdly.
+    #[test]
+    fn npy_shape_product_overflow_is_refused() {
+        let dir = std::env::temp_dir().join(format!("kiln-npy-shape-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = [0u8; 16];
+        let cases = [
+            ("(4611686018427387905, 4)", "overflows 64 bits"),
+            ("(3,)", "holds 16 bytes"),
+            ("(5,)", "holds 16 bytes"),
+            ("(1000000000000, 1000000)", "holds 16 bytes"),
+        ];
+        for (shape, want) in cases {
+            let path = dir.join("a.npy");
+            let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+            std::fs::write(&path, npy_bytes(&dict, &data)).unwrap();
+            let err = read(&path, Scalar::F32).unwrap_err();
+            assert!(err.contains(want), "{shape}: {err}");
+        }
+        let ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
+        std::fs::write(dir.join("b.npy"), npy_bytes(ok, &data)).unwrap();
+        assert_eq!(read(&dir.join("b.npy"), Scalar::F32).unwrap(), data);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

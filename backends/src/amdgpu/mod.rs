@@ -109,12 +109,23 @@ impl Compiled {
 
 /// Compiles a kernel with its divergence analysis.
 pub fn compile(kernel: &Kernel) -> Result<Compiled, Error> {
+    // Selection recurses over expressions: give it bounded depth (see kiln_ir::depth), and
+    // analyze the kernel it selects from, whose split-off lets need divergence facts too.
+    let kernel = &kiln_ir::depth::bound_kernel(kernel);
     compile_with(kernel, &analyze(kernel))
 }
 
 /// Compiles a kernel with the given divergence facts (tests pass a deliberately wrong
 /// analysis to show the differential test catches the miscompile).
+///
+/// A kernel with expressions deeper than `kiln_ir::depth::MAX_EXPR_DEPTH` is split into lets
+/// first; `div` then lacks the new lets, so it is recomputed (and a planted wrong analysis
+/// is not used).
 pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, Error> {
+    let bounded = kiln_ir::depth::bound_kernel(kernel);
+    if !bounded.ptr_eq(kernel) {
+        return compile(&bounded);
+    }
     // Selection relies on verified types (pointers have elements, and so on).
     if let Err(errs) = kiln_ir::verify_kernel(kernel) {
         return Err(Error::IllFormed(errs.first().map(|e| e.to_string()).unwrap_or_default()));

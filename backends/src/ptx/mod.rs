@@ -174,6 +174,8 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, PtxErro
         options.sm
     );
     for k in kernels {
+        // Lowering recurses over expressions: give it bounded depth (see kiln_ir::depth).
+        let k = &kiln_ir::depth::bound_kernel(k);
         // Lowering relies on verified types (pointers have elements, and so on).
         if let Err(errs) = kiln_ir::verify_kernel(k) {
             let first = errs.first().map(|e| e.to_string()).unwrap_or_default();

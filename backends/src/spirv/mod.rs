@@ -216,6 +216,8 @@ impl SpirvModule {
 
 /// Emits `kernel` (which must verify) as a SPIR-V module of the given flavour.
 pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError> {
+    // Emission recurses over expressions: give it bounded depth (see kiln_ir::depth).
+    let kernel = &kiln_ir::depth::bound_kernel(kernel);
     let err = |message: String| SpirvError { kernel: kernel.name().to_string(), message };
     if let Err(errs) = kiln_ir::verify_kernel(kernel) {
         let first = errs.first().map(|e| e.to_string()).unwrap_or_default();

@@ -244,6 +244,8 @@ pub fn run_with(
     buffers: &mut [Buffer],
     options: &RunOptions,
 ) -> Result<(), InterpError> {
+    // Compiling walks expressions recursively; give it bounded depth (see crate::depth).
+    let kernel = &crate::depth::bound_kernel(kernel);
     let fail = |message: String| InterpError {
         kernel: kernel.name().to_string(),
         work_item: None,

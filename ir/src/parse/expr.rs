@@ -1,7 +1,7 @@
 //! Expressions: parsing to an untyped tree, then elaboration into typed IR.
 
 use super::lexer::Tok;
-use super::{atomic_op, float_from_bits, Ast, AstKind, PResult, Parser, KEYWORDS, MAX_DEPTH};
+use super::{atomic_op, float_from_bits, Ast, AstKind, Link, PResult, Parser, KEYWORDS, MAX_DEPTH};
 use crate::diag::Span;
 use crate::expr::{BinOp, Builtin, Expr, Imm, Intrinsic, UnOp};
 use crate::types::Scalar;
@@ -44,19 +44,27 @@ impl Parser<'_> {
         BinOp::ALL.into_iter().find(|op| op.symbol() == *p)
     }
 
+    /// Operators of precedence `min_prec` or higher, left-associative. The operators of one
+    /// precedence level and up at this position form one flat chain: the loop, not
+    /// recursion, takes each next operand, so a flat sum of any length nests one level.
     fn binary(&mut self, min_prec: u8) -> PResult<Ast> {
         let start = self.span().start;
-        let mut lhs = self.cast()?;
+        let first = self.cast()?;
+        let mut links = Vec::new();
+        let mut depth = first.depth;
         while let Some(op) = self.binop().filter(|op| op.precedence() >= min_prec) {
             self.bump();
             self.enter(self.span())?;
             let rhs = self.binary(op.precedence() + 1);
             self.leave();
             let rhs = rhs?;
-            let depth = 1 + lhs.depth.max(rhs.depth);
-            lhs = self.node(AstKind::Binary(op, Box::new(lhs), Box::new(rhs)), start, depth)?;
+            depth = depth.max(rhs.depth);
+            links.push(Link { op, rhs, end: self.prev_end() });
         }
-        Ok(lhs)
+        if links.is_empty() {
+            return Ok(first);
+        }
+        self.node(AstKind::Chain(Box::new(first), links), start, depth + 1)
     }
 
     fn cast(&mut self) -> PResult<Ast> {
@@ -186,12 +194,16 @@ impl Parser<'_> {
             AstKind::Name(n) => self.lookup(n).and_then(|v| v.ty().scalar()),
             AstKind::Unary(UnOp::Not, _) => Some(Scalar::Bool),
             AstKind::Unary(_, x) => self.synth(x),
-            AstKind::Binary(op, x, y) => {
-                if op.is_comparison() || op.is_logical() {
-                    Some(Scalar::Bool)
-                } else {
-                    self.synth(x).or_else(|| self.synth(y))
+            AstKind::Chain(first, links) => {
+                let mut t = self.synth(first);
+                for l in links {
+                    t = if l.op.is_comparison() || l.op.is_logical() {
+                        Some(Scalar::Bool)
+                    } else {
+                        t.or_else(|| self.synth(&l.rhs))
+                    };
                 }
+                t
             }
             AstKind::Select(_, x, y) => self.synth(x).or_else(|| self.synth(y)),
             AstKind::Cast(_, t) => Some(*t),
@@ -227,17 +239,7 @@ impl Parser<'_> {
                 let ctx = if *op == UnOp::Not { Some(Scalar::Bool) } else { ctx };
                 Expr::unary(*op, self.elab(x, ctx)?)
             }
-            AstKind::Binary(op, x, y) => {
-                let t = if op.is_logical() {
-                    Some(Scalar::Bool)
-                } else if op.is_comparison() {
-                    self.synth(x).or_else(|| self.synth(y))
-                } else {
-                    self.synth(x).or_else(|| self.synth(y)).or(ctx)
-                };
-                let (x, y) = (self.elab(x, t)?, self.elab(y, t)?);
-                Expr::binary(*op, x, y)
-            }
+            AstKind::Chain(first, links) => return self.chain(a.span.start, first, links, ctx),
             AstKind::Select(c, x, y) => self.select(c, x, y, ctx)?,
             AstKind::Cast(x, to) => self.elab(x, None)?.cast(*to),
             AstKind::Index(n, i) => {
@@ -247,6 +249,55 @@ impl Parser<'_> {
             AstKind::Call(name, args) => self.call_expr(name, args, ctx, a.span)?,
         };
         Ok(self.record_expr(e, a.span))
+    }
+
+    /// Elaborates a flat chain without recursing along it. Each `prefix op rhs` is typed as a
+    /// binary node would be: its operands take the type of the first one whose type does not
+    /// depend on context, else the context the enclosing prefix gives it.
+    fn chain(
+        &mut self,
+        start: usize,
+        first: &Ast,
+        links: &[Link],
+        ctx: Option<Scalar>,
+    ) -> PResult<Expr> {
+        // prefix[k]: the synthesized type of the chain through link k - 1 (prefix[0]: `first`).
+        let mut prefix = Vec::with_capacity(links.len() + 1);
+        prefix.push(self.synth(first));
+        let mut rhs = Vec::with_capacity(links.len());
+        for l in links {
+            let r = self.synth(&l.rhs);
+            let last = prefix[prefix.len() - 1];
+            rhs.push(r);
+            prefix.push(if l.op.is_comparison() || l.op.is_logical() {
+                Some(Scalar::Bool)
+            } else {
+                last.or(r)
+            });
+        }
+        // The operand type of each link, from the outside in: the outermost link gets `ctx`,
+        // and each link hands its operand type to the prefix on its left.
+        let mut operand = vec![None; links.len()];
+        let mut outer = ctx;
+        for k in (0..links.len()).rev() {
+            let op = links[k].op;
+            let t = if op.is_logical() {
+                Some(Scalar::Bool)
+            } else if op.is_comparison() {
+                prefix[k].or(rhs[k])
+            } else {
+                prefix[k].or(rhs[k]).or(outer)
+            };
+            operand[k] = t;
+            outer = t;
+        }
+        let mut e = self.elab(first, operand[0])?;
+        for (l, t) in links.iter().zip(operand) {
+            let r = self.elab(&l.rhs, t)?;
+            e = Expr::binary(l.op, e, r);
+            e = self.record_expr(e, Span::new(start, l.end));
+        }
+        Ok(e)
     }
 
     fn select(&mut self, c: &Ast, x: &Ast, y: &Ast, ctx: Option<Scalar>) -> PResult<Expr> {

@@ -78,7 +78,8 @@ fn lex_into(src: &str, out: &mut Vec<Token>, comments: &mut Vec<Span>) -> Result
         }
         if src[i..].starts_with("//") {
             let start = i;
-            i = src[i..].find('\n').map_or(bytes.len(), |n| i + n);
+            // A line comment ends at any line break, a lone `\r` included.
+            i = src[i..].find(['\n', '\r']).map_or(bytes.len(), |n| i + n);
             comments.push(Span::new(start, i));
             continue;
         }

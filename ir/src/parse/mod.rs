@@ -21,7 +21,11 @@ use crate::types::{AddrSpace, Scalar, Type};
 use lexer::{Tok, Token};
 
 /// Deepest nesting of expressions or statements the parser accepts; deeper input is an error
-/// rather than a stack overflow.
+/// rather than a stack overflow. Nesting is what the parser recurses on: parentheses, operands
+/// of prefix operators and of higher-precedence operators, blocks. A left-associative chain
+/// written flat (`a + b + c + ...`, any length) is one level. The limit is above
+/// [`crate::depth::MAX_EXPR_DEPTH`], the deepest expression kiln prints, so everything kiln
+/// prints parses back.
 pub const MAX_DEPTH: usize = 256;
 
 /// Words that cannot name a variable, parameter or kernel.
@@ -107,11 +111,22 @@ enum AstKind {
     Bool(bool),
     Name(String),
     Unary(UnOp, Box<Ast>),
-    Binary(BinOp, Box<Ast>, Box<Ast>),
+    /// A left-associative chain `first op1 r1 op2 r2 ...`, meaning `((first op1 r1) op2 r2)`,
+    /// with the end offset of each prefix. Kept flat so that a long sum written flat costs no
+    /// recursion to parse, type or drop.
+    Chain(Box<Ast>, Vec<Link>),
     Select(Box<Ast>, Box<Ast>, Box<Ast>),
     Cast(Box<Ast>, Scalar),
     Index(String, Box<Ast>),
     Call(String, Vec<Ast>),
+}
+
+/// One `op rhs` step of a [`AstKind::Chain`], and where the prefix it completes ends.
+#[derive(Debug)]
+struct Link {
+    op: BinOp,
+    rhs: Ast,
+    end: usize,
 }
 
 struct Parser<'s> {

@@ -175,12 +175,48 @@ fn errors_are_located() {
 fn deep_nesting_is_an_error_not_a_crash() {
     let deep = format!("kernel k() {{ let x = {}1{}; }}", "(".repeat(5000), ")".repeat(5000));
     assert!(error_at(&deep).2.contains("too deep"));
-    let chain = format!("kernel k() {{ let x = 1{}; }}", " + 1".repeat(5000));
-    assert!(error_at(&chain).2.contains("too deeply"));
     let blocks = format!("kernel k() {{ {} {} }}", "{".repeat(5000), "}".repeat(5000));
     assert!(error_at(&blocks).2.contains("too deep"));
     let negs = format!("kernel k(x: i32) {{ let y = {}x; }}", "-".repeat(5000));
     assert!(error_at(&negs).2.contains("too deep"));
+}
+
+/// Issue 12, item 4: a flat left-associative chain is one nesting level, however long; only
+/// real nesting counts against MAX_DEPTH.
+#[test]
+fn flat_sum_of_257_terms_is_not_nested_too_deeply() {
+    for n in [257, 100_000] {
+        let src = format!("kernel k(x: i32) {{ let y = x{}; }}", " + 1".repeat(n - 1));
+        let m = parse_module(&src).unwrap_or_else(|d| panic!("{n} terms: {d}"));
+        let StmtNode::Block(b) = m.kernels[0].body().node() else { panic!() };
+        let StmtNode::Let { value, .. } = b[0].node() else { panic!() };
+        assert_eq!(value.depth(), n, "a left-deep chain of {n} terms");
+        assert_eq!(value.ty(), Type::I32);
+    }
+    // Mixed precedences and comparisons in one flat chain type as nested binaries would.
+    let x = Var::new("x", Type::U8);
+    let e = parse_expr("x + 1 * 2 - 3 < 4 == true", std::slice::from_ref(&x)).unwrap();
+    let back = parse_expr(&e.to_string(), std::slice::from_ref(&x)).unwrap();
+    assert!(back.is_equal(&e), "{e} read back as {back}");
+    use crate::expr::ExprNode;
+    let ExprNode::Binary { a: cmp, .. } = e.node() else { panic!() };
+    let ExprNode::Binary { b: four, .. } = cmp.node() else { panic!() };
+    assert_eq!(four.ty(), Type::U8, "the literal takes the type of the chain it is compared to");
+}
+
+/// Issue 12, item 4: absurd nesting (100,000 parentheses) is a located error, not a stack
+/// overflow, on a 2 MiB thread.
+#[test]
+fn hundred_thousand_parentheses_is_a_located_error() {
+    let run = || {
+        let src =
+            format!("kernel k() {{\n  let x = {}1{}; }}", "(".repeat(100_000), ")".repeat(100_000));
+        let (line, col, msg) = error_at(&src);
+        assert_eq!(line, 2, "{msg}");
+        assert!(col > 256, "{col}: {msg}");
+        assert!(msg.contains("too deep") && msg.contains("256"), "{msg}");
+    };
+    std::thread::Builder::new().stack_size(2 << 20).spawn(run).unwrap().join().unwrap();
 }
 
 #[test]

@@ -147,6 +147,9 @@ impl std::error::Error for VerifyError {}
 
 /// Verifies one kernel, returning every error found, in source order.
 pub fn verify_kernel(k: &Kernel) -> Result<(), Vec<VerifyError>> {
+    // The checker recurses over expressions: check the depth-bounded form (same meaning,
+    // same errors; see crate::depth).
+    let k = &crate::depth::bound_kernel(k);
     let mut c = Checker::new(k.name());
     c.kernel(k);
     if c.errors.is_empty() {

@@ -96,17 +96,20 @@ impl Mutator for Replace<'_> {
 struct Repeats {
     mutable: HashSet<String>,
     names: HashSet<String>,
+    /// Where the search for an unused `cseN` resumes: names are never freed, so the smallest
+    /// unused one never lies below the last one handed out (searching from 0 each time was
+    /// quadratic in the number of bindings).
+    next: usize,
 }
 
 impl Repeats {
     fn fresh(&mut self) -> String {
-        let mut k = 0;
         loop {
-            let n = format!("cse{k}");
+            let n = format!("cse{}", self.next);
+            self.next += 1;
             if self.names.insert(n.clone()) {
                 return n;
             }
-            k += 1;
         }
     }
 
@@ -114,7 +117,16 @@ impl Repeats {
     /// already bound for it (`stmts[start..k]`, evaluated right before it), and whether it
     /// is stable (bound across statements) or not (bound within the statement only): the
     /// largest one.
-    fn candidate(&self, stmts: &[Stmt], start: usize, k: usize) -> Option<(Expr, bool)> {
+    ///
+    /// `later` caches [`occurrences`] of `stmts[start..]`; the caller keeps it up to date
+    /// (recomputing it for every statement made this pass quadratic on long blocks).
+    fn candidate(
+        &self,
+        stmts: &[Stmt],
+        start: usize,
+        k: usize,
+        later: &mut Option<ExprMap<usize>>,
+    ) -> Option<(Expr, bool)> {
         let mut counts = ExprMap::new();
         let mut order = Vec::new();
         for t in &stmts[start..=k] {
@@ -127,7 +139,6 @@ impl Repeats {
             StmtNode::Let { value, .. } => Some(value),
             _ => None,
         };
-        let mut later: Option<ExprMap<usize>> = None;
         let mut best: Option<(Expr, bool, usize)> = None;
         for e in order {
             let size = crate::simplify::node_count(e);
@@ -173,11 +184,14 @@ impl Mutator for Repeats {
         let mut out: Vec<Stmt> = stmts.clone();
         let mut changed = false;
         let mut k = 0;
+        // Occurrences in `out[k..]` once needed; dropped whenever statements there change.
+        let mut later: Option<ExprMap<usize>> = None;
         while k < out.len() {
             // Bind the largest repeat first, then look again: its parts may still repeat,
             // also in the lets just made (they run right before the statement).
             let start = k;
-            while let Some((e, stable)) = self.candidate(&out, start, k) {
+            while let Some((e, stable)) = self.candidate(&out, start, k, &mut later) {
+                later = None;
                 let var = Var::new(self.fresh(), e.ty());
                 let to = var.expr();
                 let own_only = !stable;
@@ -194,8 +208,19 @@ impl Mutator for Repeats {
                 StmtNode::Block(_) => self.mutate_stmt(&out[k]),
                 _ => walk_mutate_stmt(self, &out[k]),
             };
-            changed |= !t.ptr_eq(&out[k]);
+            if !t.ptr_eq(&out[k]) {
+                changed = true;
+                later = None;
+            }
             out[k] = t;
+            if let Some(l) = &mut later {
+                // Step past `out[start..=k]`, which the next statement's search excludes.
+                for (e, n) in occurrences(&out[start..=k]) {
+                    if let Some(c) = l.get_mut(&e) {
+                        *c = c.saturating_sub(n);
+                    }
+                }
+            }
             k += 1;
         }
         if changed {
@@ -208,5 +233,5 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    Repeats { mutable: mutable_names(k.body()), names: all_names(k) }.mutate_kernel(k)
+    Repeats { mutable: mutable_names(k.body()), names: all_names(k), next: 0 }.mutate_kernel(k)
 }

@@ -56,7 +56,9 @@ pub fn analyze(kernel: &Kernel) -> Divergence {
 pub fn analyze_with(kernel: &Kernel, forced: &HashSet<Var>) -> Divergence {
     let mut d = Divergence { forced_uniform: forced.clone(), ..Divergence::default() };
     let mut state = VarSet::new();
-    d.stmt(kernel.body(), &mut state);
+    // The analysis recurses over expressions; its facts about the kernel's own variables are
+    // the same on the depth-bounded form (which only adds lets).
+    d.stmt(kiln_ir::depth::bound_kernel(kernel).body(), &mut state);
     d
 }
 

@@ -361,6 +361,8 @@ pub fn fuse_kernels_with(
     if !kiln_ir::parse::is_identifier(&name) {
         return Err(FusionError::BadName(name));
     }
+    // Fusion's rewrites recurse over expressions: work on the depth-bounded kernels.
+    let module = &kiln_ir::depth::bound_module(module);
     let kernels: Vec<&Kernel> = spec
         .kernels
         .iter()

@@ -336,6 +336,7 @@ impl Mutator for StmtSimplifier {
 
 /// Runs the `simplify` pass on a kernel with the default limits.
 pub fn simplify_kernel(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
     StmtSimplifier::new(Limits::default()).mutate_kernel(k)
 }
 
