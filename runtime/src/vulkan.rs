@@ -97,6 +97,11 @@ pub struct VulkanDevice {
     float64: bool,
     /// What a pipeline cache's header must name to be used here.
     cache_id: program::CacheId,
+    /// Measured at open on devices without `shaderDenormPreserveFloat32`: whether the driver
+    /// really flushes f32 subnormals to zero (NVIDIA's does; lavapipe keeps them).
+    flushes_f32_subnormals: bool,
+    /// Whether the flushing warning was printed (once per device).
+    warned_flush: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -120,7 +125,12 @@ impl VulkanDevice {
         let instance = unsafe { entry.create_instance(&ici, None) }
             .map_err(|e| unavailable(format!("cannot create an instance: {e}")))?;
         match Self::open_device(entry.clone(), instance.clone()) {
-            Ok(d) => Ok(d),
+            Ok(mut d) => {
+                if !d.denorm_preserve[0] {
+                    d.flushes_f32_subnormals = d.probe_f32_flush()?;
+                }
+                Ok(d)
+            }
             Err(e) => {
                 // SAFETY: no child objects exist.
                 unsafe { instance.destroy_instance(None) };
@@ -230,7 +240,30 @@ impl VulkanDevice {
                 device: props.device_id,
                 uuid: props.pipeline_cache_uuid,
             },
+            flushes_f32_subnormals: false,
+            warned_flush: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Whether this device's driver flushes f32 subnormals to zero, so that f32 results
+    /// below 1.18e-38 in magnitude read as 0 where the interpreter keeps them. kiln asks
+    /// every driver to keep them (`DenormPreserve`); a device that does not offer that mode
+    /// is measured once when opened.
+    pub fn flushes_f32_subnormals(&self) -> bool {
+        self.flushes_f32_subnormals
+    }
+
+    /// Runs `2^-126 * 0.5` (a subnormal result) on the device: `true` when it gives 0.
+    fn probe_f32_flush(&self) -> Result<bool, DeviceError> {
+        let k = kiln_ir::parse_module(
+            "kernel kiln_probe_subnormal(x: ptr<global, f32>) {\n  x[0] = x[1] * 0.5;\n}\n",
+        )
+        .map_err(|e| launch_err(format!("subnormal probe: {e:?}")))?
+        .kernels
+        .remove(0);
+        let mut bufs = vec![Buffer::from_slice(&[0.0f32, f32::MIN_POSITIVE])];
+        self.build_and_run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs)?;
+        Ok(bufs[0].to_vec::<f32>().is_none_or(|v| v[0] == 0.0))
     }
 
     /// The device's limits, as it reports them (kiln checks kernels and launches against
@@ -283,7 +316,22 @@ impl VulkanDevice {
                     cache: k.cache.clone(),
                 })
             })
-            .collect();
+            .collect::<Vec<_>>();
+        if self.flushes_f32_subnormals {
+            let uses_f32 =
+                kernels.iter().find(|k| program::denorm_preserve_widths(&k.words).contains(&32));
+            if let Some(k) = uses_f32 {
+                if !self.warned_flush.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    eprintln!(
+                        "kiln: warning: Vulkan device `{}` flushes f32 subnormals to zero (it \
+                         offers no shaderDenormPreserveFloat32): in kernel `{}` and others, f32 \
+                         values below 1.18e-38 in magnitude read as 0 where the interpreter \
+                         keeps them (docs/vulkan.md)",
+                        self.name, k.entry
+                    );
+                }
+            }
+        }
         Ok((Arc::new(VkProgram { kernels, cache }), rejected))
     }
 
@@ -388,8 +436,8 @@ impl Device for VulkanDevice {
     fn version(&self) -> String {
         let [p32, p64] = self.denorm_preserve;
         format!(
-            "driver {:#x} api {:#x} denorm-preserve f32 {p32} f64 {p64}",
-            self.driver_version, self.api_version
+            "driver {:#x} api {:#x} denorm-preserve f32 {p32} f64 {p64} flushes-f32 {}",
+            self.driver_version, self.api_version, self.flushes_f32_subnormals
         )
     }
 

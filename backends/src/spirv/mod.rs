@@ -66,8 +66,9 @@
 //!   default applies. lavapipe (Mesa 22) offers neither mode but keeps subnormals. **NVIDIA's
 //!   driver (580.159.04, H100) offers neither and flushes f32 subnormals** (inputs and
 //!   results; f64 ones are kept): there, f32 results that involve subnormals differ from
-//!   the interpreter (flushed to zero). This is not fixed: it needs subnormal f32
-//!   arithmetic emulated with integer operations, or the device refusing f32 kernels.
+//!   the interpreter (flushed to zero). The Vulkan device measures this when opened and
+//!   warns when it loads an f32 kernel there; keeping them would need subnormal f32
+//!   arithmetic emulated with integer operations.
 //! * `SignedZeroInfNanPreserve` is not emitted either: a driver may assume no NaN or
 //!   infinity arises. lavapipe and NVIDIA's driver keep NaN and infinities in kiln's tests;
 //!   a difference where the interpreter computes a NaN is tolerated by the random tests
