@@ -8,7 +8,7 @@ use kiln_ir::{
     AddrSpace, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm, Intrinsic, Kernel, Scalar, Stmt,
     StmtNode, UnOp, Var,
 };
-use kiln_passes::divergence::{expr_divergent, Divergence, VarSet};
+use kiln_passes::divergence::{Divergence, VarSet};
 
 use super::mir::{Inst, Label, LoopRange, MFunc, Opnd, PReg, RegClass, GROUP_ID_SGPR};
 use super::Error;
@@ -203,7 +203,7 @@ impl Isel<'_> {
 
     /// True if the value of `e` should live in SGPRs here.
     fn wants_s(&self, e: &Expr) -> bool {
-        !e.ty().is_float() && !expr_divergent(e, &self.cur)
+        !e.ty().is_float() && !self.div.expr_divergent_in(e, &self.cur)
     }
 
     fn ty(e: &Expr) -> Result<Scalar, Error> {

@@ -18,10 +18,16 @@
 //!   may stay uniform inside the loop. A uniform branch or loop inside a divergent one keeps
 //!   its values uniform inside. Nested cases compose.
 //!
-//! The analysis is flow-sensitive over the structured IR: it computes, for every statement,
-//! the set of variables that are divergent just before it ([`Divergence::divergent_before`]),
-//! with loops solved to a fixed point. Statements are identified by their handle's address
-//! ([`Stmt::addr`]); a handle shared by several places gets the union of their states.
+//! The analysis is flow-sensitive over the structured IR for mutable variables (`var`s and
+//! loop counters): it computes, for every statement, the set of those that are divergent
+//! just before it ([`Divergence::divergent_before`]), with loops solved to a fixed point.
+//! Immutable bindings (`let`s and call results) are bound once per scope, so one fact per
+//! name holds everywhere: divergent if any binding of that name is. That keeps the facts
+//! per statement as small as the live mutable state, so the analysis stays linear on long
+//! straight-line code (a set of every divergent `let` per statement was quadratic). Ask
+//! [`Divergence::is_divergent_before`] or [`Divergence::expr_divergent_at`], which combine
+//! both. Statements are identified by their handle's address ([`Stmt::addr`]); a handle
+//! shared by several places gets the union of their states.
 
 mod print;
 pub mod trace;
@@ -32,7 +38,7 @@ use kiln_ir::{AddrSpace, Builtin, Expr, ExprNode, FuncKind, Kernel, Stmt, StmtNo
 
 pub use print::annotate;
 
-/// The set of divergent variables at a program point.
+/// A set of divergent variables.
 pub type VarSet = HashSet<Var>;
 
 /// The result of [`analyze`]: divergence facts for every statement of one kernel.
@@ -43,6 +49,10 @@ pub struct Divergence {
     branch: HashMap<usize, bool>,
     binding: HashMap<usize, bool>,
     forced_uniform: HashSet<Var>,
+    /// Immutable bindings (lets, call results) divergent at some binding.
+    lets: VarSet,
+    /// Every variable divergent somewhere (for [`Divergence::ever_divergent`]).
+    ever: VarSet,
 }
 
 /// Runs the analysis on a kernel (which should verify).
@@ -65,15 +75,20 @@ pub fn analyze_with(kernel: &Kernel, forced: &HashSet<Var>) -> Divergence {
 /// True if `e` is divergent when the variables in `div` are divergent (data dependence and
 /// sources of divergence only).
 pub fn expr_divergent(e: &Expr, div: &VarSet) -> bool {
+    divergent_by(e, &|v| div.contains(v))
+}
+
+/// [`expr_divergent`] with the divergent variables given by a predicate.
+fn divergent_by(e: &Expr, div: &impl Fn(&Var) -> bool) -> bool {
     match e.node() {
-        ExprNode::Var(v) => div.contains(v),
+        ExprNode::Var(v) => div(v),
         ExprNode::Imm(_) => false,
         ExprNode::Builtin { kind, .. } => matches!(kind, Builtin::GlobalId | Builtin::LocalId),
         ExprNode::Load { buf, index } => {
             matches!(buf.ty().addr_space(), Some(AddrSpace::Private | AddrSpace::Generic) | None)
-                || expr_divergent(index, div)
+                || divergent_by(index, div)
         }
-        _ => e.children().into_iter().any(|c| expr_divergent(c, div)),
+        _ => e.children().into_iter().any(|c| divergent_by(c, div)),
     }
 }
 
@@ -101,27 +116,45 @@ pub fn assigned_vars(s: &Stmt) -> BTreeSet<Var> {
 }
 
 impl Divergence {
-    /// The variables divergent just before statement `s` (empty if `s` was not analyzed).
+    /// The mutable variables (`var`s, loop counters) divergent just before statement `s`
+    /// (empty if `s` was not analyzed). Immutable bindings are not in it: combine it with
+    /// them through [`Divergence::expr_divergent_in`].
     pub fn divergent_before(&self, s: &Stmt) -> VarSet {
         self.before.get(&s.addr()).cloned().unwrap_or_default()
     }
 
     /// True if `var` is divergent just before `s`.
     pub fn is_divergent_before(&self, s: &Stmt, var: &Var) -> bool {
-        self.before.get(&s.addr()).is_some_and(|d| d.contains(var))
+        self.lets.contains(var) || self.before.get(&s.addr()).is_some_and(|d| d.contains(var))
     }
 
     /// True if expression `e`, evaluated just before statement `s`, is divergent. For a
     /// `while` statement, its condition is evaluated at the loop head: use
     /// [`Divergence::loop_head_divergent`] for it.
     pub fn expr_divergent_at(&self, s: &Stmt, e: &Expr) -> bool {
-        expr_divergent(e, &self.divergent_before(s))
+        match self.before.get(&s.addr()) {
+            Some(state) => self.expr_divergent_in(e, state),
+            None => self.expr_divergent_in(e, &VarSet::new()),
+        }
     }
 
-    /// The variables divergent at the head of loop `s` (where a `while` condition is
-    /// evaluated and a `for` body begins), after the fixed point.
+    /// True if `e` is divergent where the mutable variables in `state` (a
+    /// [`Divergence::divergent_before`] or [`Divergence::loop_head_divergent`] set) are
+    /// divergent, together with this kernel's divergent immutable bindings.
+    pub fn expr_divergent_in(&self, e: &Expr, state: &VarSet) -> bool {
+        divergent_by(e, &|v| state.contains(v) || self.lets.contains(v))
+    }
+
+    /// The mutable variables divergent at the head of loop `s` (where a `while` condition
+    /// is evaluated and a `for` body begins), after the fixed point; as
+    /// [`Divergence::divergent_before`], immutable bindings are not in it.
     pub fn loop_head_divergent(&self, s: &Stmt) -> VarSet {
         self.loop_head.get(&s.addr()).cloned().unwrap_or_default()
+    }
+
+    /// True if `var` is divergent at the head of loop `s`.
+    pub fn is_divergent_at_head(&self, s: &Stmt, var: &Var) -> bool {
+        self.lets.contains(var) || self.loop_head.get(&s.addr()).is_some_and(|d| d.contains(var))
     }
 
     /// For an `if`: whether its condition is divergent. For a loop: whether its exit is
@@ -140,13 +173,24 @@ impl Divergence {
     /// True if some binding of `var` anywhere in the kernel is divergent, or it is divergent
     /// before some statement. Use it where one answer must hold for the whole kernel.
     pub fn ever_divergent(&self, var: &Var) -> bool {
-        self.before.values().chain(self.loop_head.values()).any(|d| d.contains(var))
+        self.ever.contains(var)
     }
 
     fn record_before(&mut self, s: &Stmt, state: &VarSet) {
+        self.ever.extend(state.iter().cloned());
         self.before.entry(s.addr()).or_default().extend(state.iter().cloned());
     }
 
+    fn record_head(&mut self, s: &Stmt, head: &VarSet) {
+        self.ever.extend(head.iter().cloned());
+        self.loop_head.entry(s.addr()).or_default().extend(head.iter().cloned());
+    }
+
+    fn expr_div(&self, e: &Expr, state: &VarSet) -> bool {
+        self.expr_divergent_in(e, state)
+    }
+
+    /// Binds a mutable variable (a `var`, an assignment, a loop counter): flow-sensitive.
     fn bind(&mut self, s: &Stmt, var: &Var, divergent: bool, state: &mut VarSet) {
         let divergent = divergent && !self.forced_uniform.contains(var);
         *self.binding.entry(s.addr()).or_default() |= divergent;
@@ -157,22 +201,32 @@ impl Divergence {
         }
     }
 
+    /// Binds an immutable variable (a `let`, a call result): one fact per name.
+    fn bind_once(&mut self, s: &Stmt, var: &Var, divergent: bool) {
+        let divergent = divergent && !self.forced_uniform.contains(var);
+        *self.binding.entry(s.addr()).or_default() |= divergent;
+        if divergent {
+            self.lets.insert(var.clone());
+            self.ever.insert(var.clone());
+        }
+    }
+
     fn stmt(&mut self, s: &Stmt, state: &mut VarSet) {
         self.record_before(s, state);
         match s.node() {
-            StmtNode::Let { var, value } | StmtNode::Assign { var, value } => {
-                let d = expr_divergent(value, state);
-                self.bind(s, var, d, state);
+            StmtNode::Let { var, value } => {
+                let d = self.expr_div(value, state);
+                self.bind_once(s, var, d);
             }
-            StmtNode::Decl { var, init } => {
-                let d = expr_divergent(init, state);
+            StmtNode::Assign { var, value } | StmtNode::Decl { var, init: value } => {
+                let d = self.expr_div(value, state);
                 self.bind(s, var, d, state);
             }
             StmtNode::Store { .. } | StmtNode::Alloc { .. } => {}
             StmtNode::Call { result, func, .. } => {
                 if let Some(r) = result {
                     let d = matches!(func.kind(), FuncKind::Atomic(_));
-                    self.bind(s, r, d, state);
+                    self.bind_once(s, r, d);
                 }
             }
             StmtNode::Block(v) => {
@@ -181,7 +235,7 @@ impl Divergence {
                 }
             }
             StmtNode::If { cond, then, otherwise } => {
-                let div = expr_divergent(cond, state);
+                let div = self.expr_div(cond, state);
                 *self.branch.entry(s.addr()).or_default() |= div;
                 let mut t = state.clone();
                 self.stmt(then, &mut t);
@@ -199,16 +253,18 @@ impl Divergence {
                 let entry = state.clone();
                 let mut head = entry.clone();
                 loop {
+                    // Immutable facts only grow; a round that adds one must run again.
+                    let lets = self.lets.len();
                     let mut b = head.clone();
                     self.stmt(body, &mut b);
                     b.extend(entry.iter().cloned());
-                    if b == head {
+                    if b == head && self.lets.len() == lets {
                         break;
                     }
                     head = b;
                 }
-                let div = expr_divergent(cond, &head);
-                self.loop_head.entry(s.addr()).or_default().extend(head.iter().cloned());
+                let div = self.expr_div(cond, &head);
+                self.record_head(s, &head);
                 *self.branch.entry(s.addr()).or_default() |= div;
                 if div {
                     head.extend(assigned_vars(body));
@@ -216,20 +272,21 @@ impl Divergence {
                 *state = head;
             }
             StmtNode::For { var, lo, hi, step, body } => {
-                let counter = expr_divergent(lo, state) || expr_divergent(step, state);
-                let div = counter || expr_divergent(hi, state);
+                let counter = self.expr_div(lo, state) || self.expr_div(step, state);
+                let div = counter || self.expr_div(hi, state);
                 *self.branch.entry(s.addr()).or_default() |= div;
                 let entry = state.clone();
                 let mut head = entry.clone();
                 loop {
+                    let lets = self.lets.len();
                     let mut b = head.clone();
                     self.bind(s, var, counter, &mut b);
                     let at_body = b.clone();
                     self.stmt(body, &mut b);
                     b.extend(entry.iter().cloned());
                     b.remove(var);
-                    if b == head {
-                        self.loop_head.entry(s.addr()).or_default().extend(at_body);
+                    if b == head && self.lets.len() == lets {
+                        self.record_head(s, &at_body);
                         break;
                     }
                     head = b;

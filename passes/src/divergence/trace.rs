@@ -108,11 +108,10 @@ impl Inst<'_> {
     }
 
     fn head_uses(&mut self, s: &Stmt, cond: &Expr, out: &mut Vec<Stmt>) {
-        let head = self.div.loop_head_divergent(s);
         let mut set = BTreeSet::new();
         refs(cond, &mut set);
         for x in set {
-            if !head.contains(&x) {
+            if !self.div.is_divergent_at_head(s, &x) {
                 self.event(x.expr(), out);
             }
         }

@@ -9,7 +9,6 @@
 //! offset), accessed with `scratch_*` instructions on a per-lane address.
 
 use kiln_ir::{AddrSpace, BinOp, Expr, Kernel, Scalar, Stmt, Var};
-use kiln_passes::divergence::expr_divergent;
 
 use super::{is_wide, unsupported, Isel, Val};
 use crate::amdgpu::mir::{LoopRange, Opnd, PReg, RegClass, SCRATCH_OFFSET_SGPR};
@@ -124,7 +123,7 @@ impl Isel<'_> {
             return Ok(if is_wide(elem) { r } else { self.to(r, s) });
         }
         let space = buf.ty().addr_space();
-        let uniform_index = !expr_divergent(index, &self.cur);
+        let uniform_index = !self.div.expr_divergent_in(index, &self.cur);
         let (lop, gop) = match elem {
             Scalar::I8 => ("ds_read_i8", "global_load_sbyte"),
             Scalar::U8 => ("ds_read_u8", "global_load_ubyte"),
