@@ -496,7 +496,7 @@ fn long_divergent_let_chain_keeps_per_statement_facts_small() {
         }
     }
     let last = stmts.last().unwrap();
-    let v = kiln_ir::Var::new(&format!("v{}", n - 1), kiln_ir::Type::Scalar(kiln_ir::Scalar::U32));
+    let v = kiln_ir::Var::new(format!("v{}", n - 1), kiln_ir::Type::Scalar(kiln_ir::Scalar::U32));
     assert!(div.is_divergent_before(last, &v));
 }
 
