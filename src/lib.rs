@@ -13,4 +13,5 @@ pub use kiln_runtime as runtime;
 /// here (`tests/docs.rs` checks that it is).
 #[cfg(doctest)]
 #[doc = include_str!("../docs/ir-syntax.md")]
+#[doc = include_str!("../docs/sanitize.md")]
 pub struct DocTests;

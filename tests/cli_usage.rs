@@ -212,7 +212,7 @@ fn env_values_not_understood_are_errors_everywhere() {
         ("KILN_CACHE_PERSISTENT", "yes", "1 (on) or 0 (off)"),
         ("KILN_CACHE_PERSISTENT", "true", "1 (on) or 0 (off)"),
         ("KILN_PROGRAM_BUILD_OPTIONS", "-O7", "unknown build option `-O7`"),
-        ("KILN_IN_MEM_CACHE_MAX", "lots", "whole number of bytes"),
+        ("KILN_IN_MEM_CACHE_MAX", "lots", "expected a size in bytes"),
         ("KILN_VERBOSE", "1", "debuginfo"),
     ] {
         let said = format!("{var}=\"{value}\" is not understood");

@@ -87,7 +87,12 @@ mod tests {
         assert_eq!(BuildOptions::parse("").unwrap(), BuildOptions::default());
         assert!(!BuildOptions::parse(" -O0 ").unwrap().optimize);
         assert!(BuildOptions::parse("-O0 -O2").unwrap().optimize);
+        assert!(BuildOptions::parse("-O0 -fsanitize=bounds").unwrap().sanitize_bounds);
+        assert!(!BuildOptions::parse("-O0").unwrap().sanitize_bounds);
         let e = BuildOptions::parse("-O0 -O7").unwrap_err();
-        assert_eq!(e, "unknown build option `-O7` (known: -O0, -O, -O1, -O2, -O3)");
+        assert_eq!(
+            e,
+            "unknown build option `-O7` (known: -O0, -O, -O1, -O2, -O3, -fsanitize=bounds)"
+        );
     }
 }

@@ -299,15 +299,16 @@ fn run_in_context(
     if let Some(t) = watchdog {
         if launch.wait_timeout(t).is_none() {
             // The worker thread is stuck in the driver until the GPU finishes: dropping the
-            // queue or the context would join it and hang. Leak them; the process exits next.
-            std::mem::forget(q);
-            std::mem::forget(ctx.clone());
-            return Err(Error::Message(format!(
-                "kernel `{name}` did not finish within {}s (--timeout) on device `{}`; kiln \
-                 abandoned the wait, but the GPU work may still be running",
+            // queue or the context would join it, and the driver's exit handlers (NVIDIA's
+            // Vulkan driver's, measured) wait for the GPU too. So report and leave at once,
+            // without destructors or exit handlers: that is what abandoning the wait means.
+            eprintln!(
+                "kiln: error: kernel `{name}` did not finish within {}s (--timeout) on device \
+                 `{}`; kiln abandoned the wait, but the GPU work may still be running",
                 t.as_secs_f64(),
                 ctx.device().name()
-            )));
+            );
+            abandon(1);
         }
     }
     q.wait().map_err(|e| match e {
@@ -655,4 +656,18 @@ mod tests {
         );
         assert_eq!(show_buffer("y", Scalar::F32, &bytes, true).matches(", ").count(), 19);
     }
+}
+
+/// Ends the process with `code` at once: no destructors, no exit handlers (stdout is
+/// flushed first, stderr is unbuffered).
+fn abandon(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    #[cfg(unix)]
+    // SAFETY: `_exit` ends the process; nothing runs after it.
+    unsafe {
+        libc::_exit(code)
+    }
+    #[cfg(not(unix))]
+    std::process::exit(code)
 }
