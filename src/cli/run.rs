@@ -545,6 +545,20 @@ fn show_buffer(name: &str, elem: Scalar, bytes: &[u8], full: bool) -> String {
     format!("{name}: {elem}[{n}] = [{}]", items.join(", "))
 }
 
+/// Ends the process with `code` at once: no destructors, no exit handlers (stdout is
+/// flushed first, stderr is unbuffered).
+fn abandon(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    #[cfg(unix)]
+    // SAFETY: `_exit` ends the process; nothing runs after it.
+    unsafe {
+        libc::_exit(code)
+    }
+    #[cfg(not(unix))]
+    std::process::exit(code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,18 +670,4 @@ mod tests {
         );
         assert_eq!(show_buffer("y", Scalar::F32, &bytes, true).matches(", ").count(), 19);
     }
-}
-
-/// Ends the process with `code` at once: no destructors, no exit handlers (stdout is
-/// flushed first, stderr is unbuffered).
-fn abandon(code: i32) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    #[cfg(unix)]
-    // SAFETY: `_exit` ends the process; nothing runs after it.
-    unsafe {
-        libc::_exit(code)
-    }
-    #[cfg(not(unix))]
-    std::process::exit(code)
 }
