@@ -54,6 +54,7 @@
 //! assert!(f.kernel.to_string().contains("#nd_range(global = [512], offset = [0])"));
 //! ```
 
+pub mod bind;
 pub mod internalize;
 pub mod key;
 pub mod legality;
@@ -76,6 +77,7 @@ pub use spec::{
     RangeSpec, RemapMode,
 };
 
+pub use bind::{BindArg, BindError};
 pub use key::{fusion_key, FusionKey};
 use rewrite::{Names, ParamSubst, Rewriter};
 pub use toml_spec::SpecError;

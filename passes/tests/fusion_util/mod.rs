@@ -43,18 +43,10 @@ pub fn run_sequential(s: &Scenario) -> Result<Vec<Buffer>, String> {
     Ok(pool)
 }
 
-/// The fused kernel's arguments, from the argument map.
+/// The fused kernel's arguments, bound by the library from the entries' arguments.
 pub fn fused_args(s: &Scenario, f: &FusedKernel) -> Vec<Arg> {
-    let n = f.kernel.params().len();
-    let mut out: Vec<Option<Arg>> = vec![None; n];
-    for (e, maps) in f.args.iter().enumerate() {
-        for (p, m) in maps.iter().enumerate() {
-            if let ArgMap::Param(j) = m {
-                out[*j] = Some(s.entries[e].args[p].clone());
-            }
-        }
-    }
-    out.into_iter().map(|a| a.expect("every fused parameter has an argument")).collect()
+    let args: Vec<Vec<Arg>> = s.entries.iter().map(|e| e.args.clone()).collect();
+    f.bind_args(&s.module, &s.spec, &args).unwrap_or_else(|e| panic!("binding arguments: {e}"))
 }
 
 /// Pool indices of buffers that were internalized.
