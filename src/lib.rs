@@ -1,12 +1,26 @@
 #![doc = include_str!("../README.md")]
 //!
-//! This facade re-exports the workspace crates: [`ir`], [`passes`], [`backends`] and
-//! [`runtime`].
+//! # Embedding kiln
+//!
+//! [`Jit`] is the way in: [`Device`] picks where kernels run, [`Jit::compile_source`] parses
+//! and verifies, [`Jit::fuse`] fuses, [`Jit::buffer_from`] / [`Jit::buffer_zeroed`] make typed
+//! buffers, [`Jit::launch`] / [`Jit::launch_fused`] run kernels with arguments made by
+//! [`args!`], and [`Buffer::read`] reads results back. Every failure is an [`Error`].
+//! `examples/embed.rs` runs each step (`cargo run --example embed`).
+//!
+//! The workspace crates are re-exported for everything else: [`ir`], [`passes`],
+//! [`backends`] and [`runtime`].
 
+mod jit;
+
+pub use jit::{Arg, Device, Error, Fused, Jit, Launch};
 pub use kiln_backends as backends;
 pub use kiln_ir as ir;
+pub use kiln_ir::interp::NdRange;
 pub use kiln_passes as passes;
+pub use kiln_passes::fusion::{FusionSpec, ParamRef, RangeSpec};
 pub use kiln_runtime as runtime;
+pub use kiln_runtime::Buffer;
 
 /// The `rust` blocks of README.md (above) and of these docs/*.md files run as doc tests, so
 /// the documentation cannot stop compiling. A docs file with a `rust` block must be listed

@@ -190,11 +190,25 @@ impl AnyBuffer {
         self.inner.len == 0
     }
 
+    /// Whether `self` and `other` are the same buffer (clones of one another), not merely
+    /// buffers of equal contents.
+    pub fn same_buffer(&self, other: &AnyBuffer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Host read access: waits for the last command writing the buffer, then copies the
     /// contents out. The error of that command (if it failed) is returned instead.
     pub fn contents(&self) -> Result<interp::Buffer, RuntimeError> {
         self.inner.wait_for_writer()?;
         Ok(self.inner.data().clone())
+    }
+}
+
+/// The same buffer, its element type known only at run time: commands through either
+/// handle are ordered as for one buffer.
+impl<T: Element> From<&Buffer<T>> for AnyBuffer {
+    fn from(b: &Buffer<T>) -> AnyBuffer {
+        AnyBuffer { inner: b.inner.clone() }
     }
 }
 

@@ -1,0 +1,309 @@
+//! The embedding facade: source to a launched kernel in a few calls.
+//!
+//! A [`Jit`] holds a runtime [`Context`] for one [`Device`] (so kernels are built once,
+//! through the program cache) and an in-order [`Queue`]. The steps:
+//!
+//! ```
+//! use kiln::{args, Device, Jit, NdRange};
+//!
+//! let jit = Jit::new(Device::interp())?;
+//! let module = jit.compile_source("saxpy.kir", include_str!("../../examples/saxpy.kir"))?;
+//! let n = 8u32;
+//! let x = jit.buffer_from(&[1.0f32; 8]);
+//! let y = jit.buffer_zeroed::<f32>(8);
+//! jit.launch(&module, "saxpy", NdRange::new(&[n]), args![&x, &y, 2.0f32, n])?.wait()?;
+//! assert_eq!(y.read()?, vec![2.0; 8]);
+//! # Ok::<(), kiln::Error>(())
+//! ```
+
+mod args;
+mod device;
+mod error;
+
+use kiln_ir::interp::NdRange;
+use kiln_ir::{check_source, Kernel, Module};
+use kiln_passes::fusion::{fuse_kernels, FusedKernel, FusionSpec, FusionWarning};
+use kiln_runtime::{
+    AccessMode, Buffer, Context, ContextConfig, DeviceError, Element, Event, KernelArg, Queue,
+    QueueOrder, RuntimeError,
+};
+
+pub use args::Arg;
+pub use device::Device;
+pub use error::Error;
+
+/// A JIT for one device: compiles kiln source, fuses kernels, makes buffers and launches
+/// kernels on an in-order queue (each launch sees the previous one's writes).
+///
+/// ```
+/// let jit = kiln::Jit::new(kiln::Device::best())?;
+/// println!("running on {}", jit.device().name());
+/// # Ok::<(), kiln::Error>(())
+/// ```
+pub struct Jit {
+    device: Device,
+    ctx: Context,
+    queue: Queue,
+}
+
+impl std::fmt::Debug for Jit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jit").field("device", &self.device).finish_non_exhaustive()
+    }
+}
+
+/// A fused kernel with what it was fused from, so that arguments given against the
+/// original kernels' parameters can be bound to it ([`Jit::launch_fused`]).
+///
+/// ```
+/// let jit = kiln::Jit::new(kiln::Device::interp())?;
+/// let src = "kernel inc(b: ptr<global, i32>) { let i: u32 = global_id(0); b[i] = b[i] + 1; }";
+/// let module = jit.compile_source("inc.kir", src)?;
+/// let spec = kiln::FusionSpec {
+///     name: "inc2".into(),
+///     kernels: vec!["inc".into(), "inc".into()],
+///     ndranges: vec![kiln::RangeSpec::new(&[4]), kiln::RangeSpec::new(&[4])],
+///     identical: vec![vec![kiln::ParamRef::new(0, 0), kiln::ParamRef::new(1, 0)]],
+///     ..Default::default()
+/// };
+/// let fused = jit.fuse(&module, &spec)?;
+/// assert_eq!(fused.kernel().params().len(), 1);
+/// assert!(fused.warnings().is_empty());
+/// # Ok::<(), kiln::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Fused {
+    fused: FusedKernel,
+    module: Module,
+    spec: FusionSpec,
+}
+
+impl Fused {
+    /// The fused kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.fused.kernel
+    }
+
+    /// The nd-range it launches with (derived from the entries' ranges).
+    pub fn range(&self) -> &NdRange {
+        &self.fused.range
+    }
+
+    /// Promotions the fusion refused (those buffers stay in global memory), each with why.
+    pub fn warnings(&self) -> &[FusionWarning] {
+        &self.fused.warnings
+    }
+
+    /// The full result of fusion, argument map included.
+    pub fn fused_kernel(&self) -> &FusedKernel {
+        &self.fused
+    }
+}
+
+/// A submitted launch. Dropping it does not wait; [`Buffer::read`] waits for the launches
+/// that write the buffer.
+///
+/// ```
+/// # let jit = kiln::Jit::new(kiln::Device::interp())?;
+/// let module = jit.compile_source("oob.kir", "kernel oob(b: ptr<global, i32>) { b[4] = 1; }")?;
+/// let b = jit.buffer_zeroed::<i32>(4);
+/// let launch = jit.launch(&module, "oob", kiln::NdRange::new(&[1]), kiln::args![&b])?;
+/// // The interpreter checks every access: the failure comes back from wait().
+/// let err = launch.wait().unwrap_err();
+/// assert!(err.to_string().contains("kernel `oob` failed"), "{err}");
+/// # Ok::<(), kiln::Error>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "a launch runs asynchronously: wait() for it to see its errors"]
+pub struct Launch {
+    kernel: String,
+    event: Event,
+}
+
+impl Launch {
+    /// Waits for the kernel to finish; its error, if it failed.
+    pub fn wait(self) -> Result<(), Error> {
+        self.event.wait().map_err(|e| launch_error(&self.kernel, e))
+    }
+}
+
+fn launch_error(kernel: &str, e: RuntimeError) -> Error {
+    match e {
+        RuntimeError::Kernel { source, .. } => {
+            Error::Launch { kernel: kernel.to_string(), message: device_message(source) }
+        }
+        other => Error::Launch { kernel: kernel.to_string(), message: other.to_string() },
+    }
+}
+
+/// A build error is the compiler's own text (it names the backend and kernel).
+fn device_message(e: DeviceError) -> String {
+    match e {
+        DeviceError::Build { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
+impl Jit {
+    /// A JIT on `device`, with the program cache configured from the environment
+    /// (`KILN_CACHE_PERSISTENT`, `KILN_PROGRAM_BUILD_OPTIONS`, ...: `kiln --help` lists
+    /// them); a malformed setting is an [`Error::Device`].
+    pub fn new(device: Device) -> Result<Jit, Error> {
+        let config = ContextConfig::try_from_env().map_err(|e| Error::Device(e.to_string()))?;
+        let ctx = Context::with_config(device.inner.clone(), config);
+        let queue = Queue::new(&ctx, QueueOrder::InOrder);
+        Ok(Jit { device, ctx, queue })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The runtime context, for what the facade does not cover (cache statistics, the
+    /// persistent cache's warnings, other queues).
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Parses and verifies kiln source (`file` names it in messages). Every problem is a
+    /// located diagnostic in [`Error::Source`].
+    ///
+    /// ```
+    /// # let jit = kiln::Jit::new(kiln::Device::interp())?;
+    /// let module = jit.compile_source("saxpy.kir", include_str!("../../examples/saxpy.kir"))?;
+    /// assert!(module.kernel("saxpy").is_some());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn compile_source(&self, file: &str, src: &str) -> Result<Module, Error> {
+        check_source(file, src).map_err(Error::Source)
+    }
+
+    /// Fuses kernels of `module` as `spec` says (see docs/fusion.md; a TOML spec parses
+    /// with [`FusionSpec::from_toml`]). An illegal fusion is an [`Error::Fusion`] naming the
+    /// rule.
+    pub fn fuse(&self, module: &Module, spec: &FusionSpec) -> Result<Fused, Error> {
+        let fused = fuse_kernels(module, spec).map_err(Error::Fusion)?;
+        Ok(Fused { fused, module: module.clone(), spec: spec.clone() })
+    }
+
+    /// A buffer holding a copy of `values`.
+    ///
+    /// ```
+    /// # let jit = kiln::Jit::new(kiln::Device::interp())?;
+    /// let h = jit.buffer_from(&[half::f16::from_f32(1.5); 3]);
+    /// assert_eq!(h.read()?, vec![half::f16::from_f32(1.5); 3]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn buffer_from<T: Element>(&self, values: &[T]) -> Buffer<T> {
+        Buffer::from_slice(values)
+    }
+
+    /// A buffer of `len` zeros.
+    ///
+    /// ```
+    /// # let jit = kiln::Jit::new(kiln::Device::interp())?;
+    /// let b = jit.buffer_zeroed::<u64>(5);
+    /// assert_eq!(b.read()?, vec![0u64; 5]);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn buffer_zeroed<T: Element>(&self, len: usize) -> Buffer<T> {
+        Buffer::zeroed(len)
+    }
+
+    /// Launches kernel `name` of `module` over `range`, one argument per parameter in
+    /// order. Arguments are checked first: a wrong count, a scalar for a pointer, a buffer or
+    /// scalar of another type is an [`Error::Argument`] naming the kernel and parameter.
+    /// Only that kernel is built (through the program cache).
+    ///
+    /// ```
+    /// # let jit = kiln::Jit::new(kiln::Device::interp())?;
+    /// let module = jit.compile_source("saxpy.kir", include_str!("../../examples/saxpy.kir"))?;
+    /// let x = jit.buffer_from(&[1.0f32; 4]);
+    /// let y = jit.buffer_zeroed::<f32>(4);
+    /// let err = jit.launch(&module, "saxpy", kiln::NdRange::new(&[4]), kiln::args![&x, &y, 2.0f64, 4u32]);
+    /// assert_eq!(
+    ///     err.unwrap_err().to_string(),
+    ///     "kernel `saxpy`, parameter `a`: expects a scalar `f32`, a scalar `f64` was given \
+    ///      (kiln does not convert)"
+    /// );
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn launch(
+        &self,
+        module: &Module,
+        name: &str,
+        range: NdRange,
+        args: Vec<Arg>,
+    ) -> Result<Launch, Error> {
+        let kernel = module.kernel(name).ok_or_else(|| Error::NoKernel {
+            name: name.to_string(),
+            available: module.kernels.iter().map(|k| k.name().to_string()).collect(),
+        })?;
+        args::check_args(kernel, &args)?;
+        self.submit(kernel, range, &args)
+    }
+
+    /// Launches a fused kernel with the arguments of the kernels it was fused from:
+    /// `args[e]` holds one argument per parameter of entry `e` (the kernel
+    /// `spec.kernels[e]`), exactly as for launching the originals one after another. The
+    /// library binds them to the fused kernel's parameters ([`FusedKernel::bind_args`]):
+    /// parameters fused as identical must be given the same buffer (or equal scalars),
+    /// constants their value; promoted (internalized) buffers are neither read nor
+    /// written. It runs over [`Fused::range`].
+    ///
+    /// ```
+    /// # let jit = kiln::Jit::new(kiln::Device::interp())?;
+    /// # let src = "kernel inc(b: ptr<global, i32>) { let i: u32 = global_id(0); b[i] = b[i] + 1; }";
+    /// # let module = jit.compile_source("inc.kir", src)?;
+    /// # let spec = kiln::FusionSpec {
+    /// #     name: "inc2".into(),
+    /// #     kernels: vec!["inc".into(), "inc".into()],
+    /// #     ndranges: vec![kiln::RangeSpec::new(&[4]), kiln::RangeSpec::new(&[4])],
+    /// #     identical: vec![vec![kiln::ParamRef::new(0, 0), kiln::ParamRef::new(1, 0)]],
+    /// #     ..Default::default()
+    /// # };
+    /// let fused = jit.fuse(&module, &spec)?; // inc twice, on one buffer
+    /// let b = jit.buffer_from(&[1i32, 2, 3, 4]);
+    /// jit.launch_fused(&fused, &[kiln::args![&b], kiln::args![&b]])?.wait()?;
+    /// assert_eq!(b.read()?, vec![3, 4, 5, 6]);
+    /// // Two different buffers for parameters fused as one cannot be honoured.
+    /// let other = jit.buffer_zeroed::<i32>(4);
+    /// assert!(jit.launch_fused(&fused, &[kiln::args![&b], kiln::args![&other]]).is_err());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn launch_fused(&self, fused: &Fused, args: &[Vec<Arg>]) -> Result<Launch, Error> {
+        // Checked against the originals first, so that messages name the parameter the
+        // caller wrote the argument for.
+        for (e, entry_args) in args.iter().enumerate() {
+            if let Some(k) = fused.spec.kernels.get(e).and_then(|n| fused.module.kernel(n)) {
+                args::check_args(k, entry_args)?;
+            }
+        }
+        let bound =
+            fused.fused.bind_args(&fused.module, &fused.spec, args).map_err(Error::Bind)?;
+        args::check_args(&fused.fused.kernel, &bound)?;
+        self.submit(&fused.fused.kernel, fused.fused.range.clone(), &bound)
+    }
+
+    fn submit(&self, kernel: &Kernel, range: NdRange, args: &[Arg]) -> Result<Launch, Error> {
+        let name = kernel.name();
+        // Only this kernel: another kernel of the module that the backend cannot express
+        // must not fail this launch.
+        let module = Module::new(vec![kernel.clone()]);
+        let build = |e: DeviceError| Error::Build { kernel: name.to_string(), message: device_message(e) };
+        let program = self.ctx.build_program(&module, &[], "").map_err(build)?;
+        let handle = self.ctx.kernel(&program, name).map_err(build)?;
+        let event = self.queue.submit(|h| {
+            let kargs = args
+                .iter()
+                .map(|a| match a {
+                    Arg::Scalar(imm) => KernelArg::Scalar(*imm),
+                    Arg::Buffer(b) => KernelArg::Buffer(h.access_any(b, AccessMode::ReadWrite)),
+                })
+                .collect();
+            h.parallel_for(&handle, range, kargs);
+        });
+        Ok(Launch { kernel: name.to_string(), event })
+    }
+}
