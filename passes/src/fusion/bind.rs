@@ -216,7 +216,11 @@ impl FusedKernel {
     }
 }
 
-/// An immediate as the text format writes it (typed, so it parses back).
+/// An immediate as a suffixed literal of the text format (`2.0f32`, `7u32`), so that its
+/// type shows; bools need no suffix.
 fn imm_text(i: Imm) -> String {
-    format!("{}:{}", kiln_ir::Expr::imm(i), i.scalar().name())
+    match i {
+        Imm::Bool(b) => b.to_string(),
+        _ => format!("{}{}", kiln_ir::Expr::imm(i), i.scalar().name()),
+    }
 }
