@@ -14,14 +14,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "vulkan" => Device::vulkan()?,
         "cuda" => Device::cuda()?,
         "best" => Device::best(),
-        other => return Err(format!("unknown device `{other}` (interp, vulkan, cuda, best)").into()),
+        other => {
+            return Err(format!("unknown device `{other}` (interp, vulkan, cuda, best)").into())
+        }
     };
     let jit = Jit::new(device)?;
     println!("device: {}", jit.device().name());
 
     // 2. Source to a verified module; errors are located (file:line:col and a caret).
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    let saxpy = jit.compile_source("saxpy.kir", &std::fs::read_to_string(format!("{dir}/saxpy.kir"))?)?;
+    let saxpy =
+        jit.compile_source("saxpy.kir", &std::fs::read_to_string(format!("{dir}/saxpy.kir"))?)?;
 
     // 3. Typed buffers, a launch with arguments in parameter order, the result read back.
     let n = 8u32;
@@ -39,7 +42,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "chain.kir",
         &std::fs::read_to_string(format!("{dir}/fusion/chain.kir"))?,
     )?;
-    let spec = FusionSpec::from_toml(&std::fs::read_to_string(format!("{dir}/fusion/chain.toml"))?)?;
+    let spec =
+        FusionSpec::from_toml(&std::fs::read_to_string(format!("{dir}/fusion/chain.toml"))?)?;
     let fused = jit.fuse(&chain, &spec)?;
     for w in fused.warnings() {
         println!("warning: {w}");
@@ -54,11 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let c = jit.buffer_from(&vec![3.0f32; len]);
     let (t1, t2) = (jit.buffer_zeroed::<f32>(len), jit.buffer_zeroed::<f32>(len));
     let result = jit.buffer_zeroed::<f32>(len);
-    jit.launch_fused(
-        &fused,
-        &[args![&a, &b, &t1], args![&t1, &c, &t2], args![&t2, &a, &result]],
-    )?
-    .wait()?;
+    jit.launch_fused(&fused, &[args![&a, &b, &t1], args![&t1, &c, &t2], args![&t2, &a, &result]])?
+        .wait()?;
     let got = result.read()?;
     let want: Vec<f32> = (0..len).map(|i| (i as f32 + 1.0) * 3.0 - i as f32).collect();
     println!("chain: out[..4] = {:?}", &got[..4]);

@@ -13,6 +13,8 @@
 
 mod jit;
 
+/// The half-precision float of `f16` buffers and scalars (the `half` crate's).
+pub use half::f16;
 pub use jit::{Arg, Device, Error, Fused, Jit, Launch};
 pub use kiln_backends as backends;
 pub use kiln_ir as ir;
@@ -26,6 +28,7 @@ pub use kiln_runtime::Buffer;
 /// the documentation cannot stop compiling. A docs file with a `rust` block must be listed
 /// here (`tests/docs.rs` checks that it is).
 #[cfg(doctest)]
+#[doc = include_str!("../docs/embedding.md")]
 #[doc = include_str!("../docs/ir-syntax.md")]
 #[doc = include_str!("../docs/sanitize.md")]
 pub struct DocTests;

@@ -156,14 +156,18 @@ fn launch_with_a_buffer_of_the_wrong_type_names_the_parameter() {
     let e = jit.launch(&m, "saxpy", NdRange::new(&[4]), args![&x, &y, 2.0f32, 4u32]).unwrap_err();
     let (_, param, text) = argument_error(e);
     assert_eq!(param.as_deref(), Some("y"));
-    assert!(text.contains("expects a buffer of `f32`") && text.contains("buffer of `i32`"), "{text}");
+    assert!(
+        text.contains("expects a buffer of `f32`") && text.contains("buffer of `i32`"),
+        "{text}"
+    );
 }
 
 #[test]
 fn launch_with_a_scalar_for_a_buffer_names_the_parameter() {
     let (jit, m) = saxpy_jit();
     let y = jit.buffer_zeroed::<f32>(4);
-    let e = jit.launch(&m, "saxpy", NdRange::new(&[4]), args![1.0f32, &y, 2.0f32, 4u32]).unwrap_err();
+    let e =
+        jit.launch(&m, "saxpy", NdRange::new(&[4]), args![1.0f32, &y, 2.0f32, 4u32]).unwrap_err();
     let (_, param, text) = argument_error(e);
     assert_eq!(param.as_deref(), Some("x"));
     assert!(text.contains("expects a buffer") && text.contains("scalar `f32`"), "{text}");
@@ -215,11 +219,17 @@ fn fused_launch_with_different_buffers_for_identical_parameters_is_refused() {
     let v: Vec<_> = (0..7).map(|_| jit.buffer_zeroed::<f32>(64)).collect();
     // a of add (entry 0) and a of sub (entry 2) were fused as one parameter.
     let e = jit
-        .launch_fused(&f, &[args![&v[0], &v[1], &v[2]], args![&v[2], &v[3], &v[4]], args![&v[4], &v[5], &v[6]]])
+        .launch_fused(
+            &f,
+            &[args![&v[0], &v[1], &v[2]], args![&v[2], &v[3], &v[4]], args![&v[4], &v[5], &v[6]]],
+        )
         .unwrap_err();
     let text = e.to_string();
     assert!(matches!(e, Error::Bind(_)), "{e:?}");
-    assert!(text.contains("kernel `sub` parameter `a`") && text.contains("`add` parameter `a`"), "{text}");
+    assert!(
+        text.contains("kernel `sub` parameter `a`") && text.contains("`add` parameter `a`"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -271,7 +281,8 @@ fn a_failing_kernel_is_an_error_from_wait_naming_it() {
     let (x, y) = (jit.buffer_zeroed::<f32>(2), jit.buffer_zeroed::<f32>(2));
     let m = jit.compile_source("saxpy.kir", SAXPY).unwrap();
     // n = 8 with buffers of 2: the interpreter catches the out-of-bounds access.
-    let e = jit.launch(&m, "saxpy", NdRange::new(&[8]), args![&x, &y, 2.0f32, 8u32]).unwrap().wait();
+    let e =
+        jit.launch(&m, "saxpy", NdRange::new(&[8]), args![&x, &y, 2.0f32, 8u32]).unwrap().wait();
     let e = e.unwrap_err();
     assert!(matches!(e, Error::Launch { ref kernel, .. } if kernel == "saxpy"), "{e:?}");
     assert!(e.to_string().contains("out of bounds"), "{e}");

@@ -79,8 +79,11 @@ fn bind_args_refuses_different_arguments_for_identical_parameters() {
         vec![Arg::Buffer(4), Arg::Buffer(2), Arg::Buffer(3)],
     ];
     let e = f.bind_args(&m, &s, &args).unwrap_err();
-    assert!(matches!(&e, BindError::NotIdentical { entry: 1, param, first_param, .. }
-        if param == "y" && first_param == "y"), "{e:?}");
+    assert!(
+        matches!(&e, BindError::NotIdentical { entry: 1, param, first_param, .. }
+        if param == "y" && first_param == "y"),
+        "{e:?}"
+    );
     assert_eq!(
         e.to_string(),
         "entry 1: kernel `add` parameter `y` was fused as identical to `scale` parameter `y` \
@@ -114,10 +117,7 @@ fn bind_args_refuses_wrong_counts() {
     assert_eq!(e, BindError::EntryCount { expected: 2, got: 1 });
     let args = vec![vec![Arg::Buffer(0), Arg::Buffer(1), two()], vec![Arg::Buffer(1)]];
     let e = f.bind_args(&m, &s, &args).unwrap_err();
-    assert_eq!(
-        e,
-        BindError::ArgCount { entry: 1, kernel: "add".into(), expected: 3, got: 1 }
-    );
+    assert_eq!(e, BindError::ArgCount { entry: 1, kernel: "add".into(), expected: 3, got: 1 });
 }
 
 #[test]

@@ -98,7 +98,8 @@ pub(crate) fn check_args(kernel: &Kernel, args: &[Arg]) -> Result<(), Error> {
         message,
     };
     if args.len() != params.len() {
-        let names: Vec<String> = params.iter().map(|p| format!("{}: {}", p.name(), p.ty())).collect();
+        let names: Vec<String> =
+            params.iter().map(|p| format!("{}: {}", p.name(), p.ty())).collect();
         return Err(err(
             None,
             format!(
@@ -134,10 +135,7 @@ pub(crate) fn check_args(kernel: &Kernel, args: &[Arg]) -> Result<(), Error> {
                 ))
             }
             (Type::Scalar(s), Arg::Buffer(b)) => {
-                return bad(format!(
-                    "expects a scalar `{s}`, a buffer of `{}` was given",
-                    b.elem()
-                ))
+                return bad(format!("expects a scalar `{s}`, a buffer of `{}` was given", b.elem()))
             }
             _ => {}
         }

@@ -280,8 +280,7 @@ impl Jit {
                 args::check_args(k, entry_args)?;
             }
         }
-        let bound =
-            fused.fused.bind_args(&fused.module, &fused.spec, args).map_err(Error::Bind)?;
+        let bound = fused.fused.bind_args(&fused.module, &fused.spec, args).map_err(Error::Bind)?;
         args::check_args(&fused.fused.kernel, &bound)?;
         self.submit(&fused.fused.kernel, fused.fused.range.clone(), &bound)
     }
@@ -291,7 +290,8 @@ impl Jit {
         // Only this kernel: another kernel of the module that the backend cannot express
         // must not fail this launch.
         let module = Module::new(vec![kernel.clone()]);
-        let build = |e: DeviceError| Error::Build { kernel: name.to_string(), message: device_message(e) };
+        let build =
+            |e: DeviceError| Error::Build { kernel: name.to_string(), message: device_message(e) };
         let program = self.ctx.build_program(&module, &[], "").map_err(build)?;
         let handle = self.ctx.kernel(&program, name).map_err(build)?;
         let event = self.queue.submit(|h| {
