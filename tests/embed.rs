@@ -287,3 +287,18 @@ fn a_failing_kernel_is_an_error_from_wait_naming_it() {
     assert!(matches!(e, Error::Launch { ref kernel, .. } if kernel == "saxpy"), "{e:?}");
     assert!(e.to_string().contains("out of bounds"), "{e}");
 }
+
+/// A buffer too short for the launch, on a GPU: with `-fsanitize=bounds` an error from
+/// wait() naming the kernel, not a wrong result.
+#[test]
+fn short_buffer_is_an_error_with_bounds_checks_vulkan() {
+    let Some(d) = vulkan() else { return };
+    let jit = Jit::new(d).unwrap().with_options("-fsanitize=bounds");
+    let m = jit.compile_source("saxpy.kir", SAXPY).unwrap();
+    let (x, y) = (jit.buffer_zeroed::<f32>(2), jit.buffer_zeroed::<f32>(8));
+    let e =
+        jit.launch(&m, "saxpy", NdRange::new(&[8]), args![&x, &y, 2.0f32, 8u32]).unwrap().wait();
+    let e = e.unwrap_err();
+    assert!(matches!(e, Error::Launch { ref kernel, .. } if kernel == "saxpy"), "{e:?}");
+    assert!(e.to_string().contains("out of bounds"), "{e}");
+}

@@ -69,7 +69,8 @@ impl fmt::Display for Error {
             Error::Source(ds) => {
                 for (i, d) in ds.iter().enumerate() {
                     if i > 0 {
-                        writeln!(f)?;
+                        // A blank line between diagnostics, as `kiln check` prints them.
+                        f.write_str("\n\n")?;
                     }
                     write!(f, "{d}")?;
                 }

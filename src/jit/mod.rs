@@ -44,6 +44,7 @@ pub struct Jit {
     device: Device,
     ctx: Context,
     queue: Queue,
+    options: String,
 }
 
 impl std::fmt::Debug for Jit {
@@ -152,7 +153,26 @@ impl Jit {
         let config = ContextConfig::try_from_env().map_err(|e| Error::Device(e.to_string()))?;
         let ctx = Context::with_config(device.inner.clone(), config);
         let queue = Queue::new(&ctx, QueueOrder::InOrder);
-        Ok(Jit { device, ctx, queue })
+        Ok(Jit { device, ctx, queue, options: String::new() })
+    }
+
+    /// The same JIT, building kernels with these build options (as
+    /// `KILN_PROGRAM_BUILD_OPTIONS` takes them, which still apply too): `-fsanitize=bounds`
+    /// makes Vulkan and CUDA check every access, as the interpreter always does, so that a
+    /// buffer too short for the launch is an error from [`Launch::wait`] rather than a
+    /// wrong result. An unknown option is an [`Error::Build`] at the first launch.
+    ///
+    /// ```
+    /// let jit = kiln::Jit::new(kiln::Device::interp())?.with_options("-fno-such-thing");
+    /// let module = jit.compile_source("k.kir", "kernel k() { }")?;
+    /// let err = jit.launch(&module, "k", kiln::NdRange::new(&[1]), kiln::args![]).unwrap_err();
+    /// assert!(matches!(err, kiln::Error::Build { .. }), "{err}");
+    /// assert!(err.to_string().contains("-fno-such-thing"), "{err}");
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn with_options(mut self, options: &str) -> Jit {
+        self.options = options.to_string();
+        self
     }
 
     /// The device.
@@ -292,7 +312,7 @@ impl Jit {
         let module = Module::new(vec![kernel.clone()]);
         let build =
             |e: DeviceError| Error::Build { kernel: name.to_string(), message: device_message(e) };
-        let program = self.ctx.build_program(&module, &[], "").map_err(build)?;
+        let program = self.ctx.build_program(&module, &[], &self.options).map_err(build)?;
         let handle = self.ctx.kernel(&program, name).map_err(build)?;
         let event = self.queue.submit(|h| {
             let kargs = args
