@@ -192,6 +192,18 @@ impl AnyBuffer {
 
     /// Whether `self` and `other` are the same buffer (clones of one another), not merely
     /// buffers of equal contents.
+    ///
+    /// ```
+    /// use kiln_runtime::{AnyBuffer, Buffer};
+    ///
+    /// let b = Buffer::from_slice(&[1.0f32, 2.0]);
+    /// let (x, y) = (AnyBuffer::from(&b), AnyBuffer::from(&b.clone()));
+    /// assert!(x.same_buffer(&y));
+    /// assert!(!x.same_buffer(&AnyBuffer::from(&Buffer::from_slice(&[1.0f32, 2.0]))));
+    /// // One storage: a write through the typed handle shows through the other.
+    /// b.write(&[5.0]);
+    /// assert_eq!(x.contents().unwrap().to_vec::<f32>(), Some(vec![5.0, 2.0]));
+    /// ```
     pub fn same_buffer(&self, other: &AnyBuffer) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
