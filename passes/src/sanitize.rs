@@ -46,16 +46,6 @@ pub const SANITIZE_BOUNDS: &str = "-fsanitize=bounds";
 /// `global_id(0..2)`, and one spare.
 pub const ERROR_WORDS: usize = 8;
 
-/// True if the whitespace-separated build `options` ask for the sanitizer.
-pub fn wants_bounds_checks(options: &str) -> bool {
-    options.split_whitespace().any(|o| o == SANITIZE_BOUNDS)
-}
-
-/// The build options without [`SANITIZE_BOUNDS`] (what a device's own compiler is given).
-pub fn without_sanitize_option(options: &str) -> String {
-    options.split_whitespace().filter(|o| *o != SANITIZE_BOUNDS).collect::<Vec<_>>().join(" ")
-}
-
 /// What a checked site does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SiteKind {
@@ -691,13 +681,6 @@ mod tests {
         let s = check_rewrite(&k);
         let names: HashSet<&str> = s.kernel.params().iter().map(|p| p.name()).collect();
         assert_eq!(names.len(), 4);
-    }
-
-    #[test]
-    fn the_option_is_recognized_and_stripped() {
-        assert!(wants_bounds_checks("-O0 -fsanitize=bounds"));
-        assert!(!wants_bounds_checks("-fsanitize=boundsx -O"));
-        assert_eq!(without_sanitize_option(" -O0  -fsanitize=bounds -O3"), "-O0 -O3");
     }
 
     #[test]

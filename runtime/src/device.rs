@@ -228,9 +228,16 @@ impl<X: IrExecutor> Device for IrDevice<X> {
     }
 }
 
-/// The reference interpreter as an [`IrExecutor`].
+/// The reference interpreter as an [`IrExecutor`], with optional limits on each launch: a
+/// step limit and a wall-clock timeout (see [`interp::RunOptions`]). The limits are not part
+/// of its identity: programs built for one `Interp` serve any other.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Interp;
+pub struct Interp {
+    /// The most statements a launch may execute, summed over its work-items.
+    pub max_steps: Option<u64>,
+    /// How long a launch may run, from the moment the device starts it.
+    pub timeout: Option<std::time::Duration>,
+}
 
 impl IrExecutor for Interp {
     fn name(&self) -> String {
@@ -249,38 +256,6 @@ impl IrExecutor for Interp {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), String> {
-        interp::run(kernel, range, args, buffers).map_err(|e| e.to_string())
-    }
-}
-
-/// The reference interpreter with limits on each launch: a step limit and a wall-clock
-/// timeout (see [`interp::RunOptions`]). It has the identity of [`Interp`], so programs built
-/// for one serve the other (the limits are not part of what is built).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LimitedInterp {
-    /// The most statements a launch may execute, summed over its work-items.
-    pub max_steps: Option<u64>,
-    /// How long a launch may run, from the moment the device starts it.
-    pub timeout: Option<std::time::Duration>,
-}
-
-impl IrExecutor for LimitedInterp {
-    fn name(&self) -> String {
-        Interp.name()
-    }
-    fn kind(&self) -> DeviceKind {
-        Interp.kind()
-    }
-    fn version(&self) -> String {
-        Interp.version()
-    }
-    fn run(
-        &self,
-        kernel: &Kernel,
-        range: &NdRange,
-        args: &[Arg],
-        buffers: &mut [Buffer],
-    ) -> Result<(), String> {
         let options = interp::RunOptions {
             max_steps: self.max_steps,
             deadline: self.timeout.and_then(|t| std::time::Instant::now().checked_add(t)),
@@ -290,10 +265,10 @@ impl IrExecutor for LimitedInterp {
     }
 }
 
-/// The interpreter device: programs are verified IR.
+/// The interpreter as a [`Device`].
 pub type InterpDevice = IrDevice<Interp>;
 
 /// A shared interpreter device.
 pub fn interp_device() -> Arc<dyn Device> {
-    Arc::new(IrDevice(Interp))
+    Arc::new(IrDevice(Interp::default()))
 }

@@ -51,7 +51,6 @@ pub use context::{
 };
 pub use device::{
     interp_device, Device, DeviceKind, Handle, Interp, InterpDevice, IrDevice, IrExecutor,
-    LimitedInterp,
 };
 pub use error::{DeviceError, RuntimeError};
 pub use event::{Event, EventStatus};

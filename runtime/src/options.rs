@@ -58,6 +58,12 @@ pub fn known_options() -> String {
     OPTIONS.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")
 }
 
+/// `options` without the word `option` (what a later stage is given once an earlier one has
+/// applied it, as the sanitizer's rewrite does before a device compiles).
+pub fn without(options: &str, option: &str) -> String {
+    options.split_whitespace().filter(|o| *o != option).collect::<Vec<_>>().join(" ")
+}
+
 impl BuildOptions {
     /// Parses whitespace-separated option words, later words overriding earlier ones. An
     /// unknown word is an error naming it and the known ones.
@@ -89,6 +95,8 @@ mod tests {
         assert!(BuildOptions::parse("-O0 -O2").unwrap().optimize);
         assert!(BuildOptions::parse("-O0 -fsanitize=bounds").unwrap().sanitize_bounds);
         assert!(!BuildOptions::parse("-O0").unwrap().sanitize_bounds);
+        assert!(BuildOptions::parse("-fsanitize=boundsx -O").is_err());
+        assert_eq!(without(" -O0  -fsanitize=bounds -O3", "-fsanitize=bounds"), "-O0 -O3");
         let e = BuildOptions::parse("-O0 -O7").unwrap_err();
         assert_eq!(
             e,

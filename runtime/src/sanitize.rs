@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use kiln_ir::interp::{Arg, Buffer, NdRange};
 use kiln_ir::{Module, Scalar};
-use kiln_passes::sanitize::{
-    sanitize_kernel, wants_bounds_checks, without_sanitize_option, Sanitized, ERROR_WORDS,
-};
+use kiln_passes::sanitize::{sanitize_kernel, Sanitized, ERROR_WORDS, SANITIZE_BOUNDS};
 
 use crate::device::{Device, DeviceKind, Handle};
 use crate::error::DeviceError;
+use crate::options::{without, BuildOptions};
 
 /// What a device is given to build, and what its launches need.
 pub(crate) struct Prepared {
@@ -31,7 +30,9 @@ pub(crate) fn prepare(
     module: &Module,
     options: &str,
 ) -> Result<Prepared, DeviceError> {
-    if !wants_bounds_checks(options) || dev.kind() == DeviceKind::Interp {
+    // The context has already refused options that do not parse.
+    let wanted = BuildOptions::parse(options).is_ok_and(|o| o.sanitize_bounds);
+    if !wanted || dev.kind() == DeviceKind::Interp {
         return Ok(Prepared { module: module.clone(), options: options.into(), sanitized: None });
     }
     // Rewrite only verified kernels, so that an error names the user's code, not the
@@ -44,7 +45,7 @@ pub(crate) fn prepare(
     let built = Module::new(sanitized.iter().map(|s| s.kernel.clone()).collect());
     Ok(Prepared {
         module: built,
-        options: without_sanitize_option(options),
+        options: without(options, SANITIZE_BOUNDS),
         sanitized: Some(sanitized.into()),
     })
 }

@@ -428,13 +428,13 @@ fn wait_timeout_gives_up_on_running_command() {
 
 #[test]
 fn limited_interp_stops_endless_kernel() {
-    use kiln_runtime::{Device, IrDevice, LimitedInterp};
+    use kiln_runtime::{Device, Interp, IrDevice};
     let m = parse_module("kernel spin(x: ptr<global, u32>) { while true { x[0] = x[0] + 1; } }")
         .unwrap();
     for (limits, want) in [
-        (LimitedInterp { max_steps: Some(100), timeout: None }, "step limit exceeded"),
+        (Interp { max_steps: Some(100), timeout: None }, "step limit exceeded"),
         (
-            LimitedInterp { max_steps: None, timeout: Some(Duration::from_millis(20)) },
+            Interp { max_steps: None, timeout: Some(Duration::from_millis(20)) },
             "time limit exceeded",
         ),
     ] {

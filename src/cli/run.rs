@@ -10,8 +10,8 @@ use kiln::passes::sanitize::SANITIZE_BOUNDS;
 use kiln::runtime::cuda::CudaDevice;
 use kiln::runtime::vulkan::VulkanDevice;
 use kiln::runtime::{
-    AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, IrDevice, KernelArg,
-    LimitedInterp, Program, Queue, QueueOrder, RuntimeError,
+    AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, Interp, IrDevice,
+    KernelArg, Program, Queue, QueueOrder, RuntimeError,
 };
 
 use super::buffers::{contents, new_buffer};
@@ -215,7 +215,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
         }
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
-    let limits = LimitedInterp { max_steps: a.max_steps, timeout: a.timeout };
+    let limits = Interp { max_steps: a.max_steps, timeout: a.timeout };
     let buffers = run_on_device(&a.device, limits, kernel, range, &args, buffers, options)?;
 
     let params = kernel.params();
@@ -241,7 +241,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
 /// buffers' final contents. Messages are the device's own, as before the runtime was used.
 fn run_on_device(
     device: &str,
-    limits: LimitedInterp,
+    limits: Interp,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],

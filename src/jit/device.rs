@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use kiln_runtime::cuda::CudaDevice;
 use kiln_runtime::vulkan::VulkanDevice;
-use kiln_runtime::{IrDevice, LimitedInterp};
+use kiln_runtime::{Interp, IrDevice};
 
 use super::Error;
 
@@ -36,7 +36,7 @@ impl std::fmt::Debug for Device {
 impl Device {
     /// The reference interpreter: always available, checks every access, slow.
     pub fn interp() -> Device {
-        Device { inner: Arc::new(IrDevice(LimitedInterp::default())) }
+        Device { inner: Arc::new(IrDevice(Interp::default())) }
     }
 
     /// The first Vulkan device; [`Error::Device`] when there is no Vulkan loader or device.

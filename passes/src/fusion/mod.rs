@@ -526,18 +526,23 @@ pub fn fuse_kernels_with(
             warnings.push(refuse("the parameter is also a constant".into()));
             continue;
         }
+        // The buffer's parameter names in each entry (empty where it does not appear).
+        let names_in: Vec<Vec<String>> = (0..kernels.len())
+            .map(|e| {
+                members
+                    .iter()
+                    .filter(|&&m| all[m].0.entry == e)
+                    .map(|&m| all[m].1.name().to_string())
+                    .collect()
+            })
+            .collect();
         // Escape analysis over every use, in every entry.
         let mut escaped = false;
-        for (e, k) in kernels.iter().enumerate() {
-            let names: Vec<String> = members
-                .iter()
-                .filter(|&&m| all[m].0.entry == e)
-                .map(|&m| all[m].1.name().to_string())
-                .collect();
+        for (k, names) in kernels.iter().zip(&names_in) {
             if names.is_empty() {
                 continue;
             }
-            let mut v = internalize::Escapes { names: &names, escaped: false };
+            let mut v = internalize::Escapes { names, escaped: false };
             v.visit_stmt(k.body());
             escaped |= v.escaped;
         }
@@ -553,11 +558,7 @@ pub fn fuse_kernels_with(
             .iter()
             .enumerate()
             .filter_map(|(e, k)| {
-                let names: Vec<String> = members
-                    .iter()
-                    .filter(|&&m| all[m].0.entry == e)
-                    .map(|&m| all[m].1.name().to_string())
-                    .collect();
+                let names = names_in[e].clone();
                 if names.is_empty() {
                     return None;
                 }
