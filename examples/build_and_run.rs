@@ -8,7 +8,8 @@
 
 use std::error::Error;
 
-use kiln::ir::interp::{self, Arg, Buffer, NdRange};
+use kiln::ir::interp;
+use kiln::ir::launch::{Arg, Buffer, NdRange};
 use kiln::ir::{
     parse_module, verify_kernel, AddrSpace, Expr, Imm, Kernel, Scalar, Stmt, Type, Var,
 };

@@ -17,7 +17,7 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kiln::ir::interp::{Arg, Buffer, NdRange};
+use kiln::ir::launch::{Arg, Buffer, NdRange};
 use kiln::ir::{parse_module, Kernel, Module};
 use kiln::runtime::cache::PersistentCache;
 use kiln::runtime::context::driver_cache_key;

@@ -18,7 +18,7 @@ pub use half::f16;
 pub use jit::{Arg, Device, Error, Fused, Jit, Launch};
 pub use kiln_backends as backends;
 pub use kiln_ir as ir;
-pub use kiln_ir::interp::NdRange;
+pub use kiln_ir::launch::NdRange;
 pub use kiln_passes as passes;
 pub use kiln_passes::fusion::{FusionSpec, ParamRef, RangeSpec};
 pub use kiln_runtime as runtime;

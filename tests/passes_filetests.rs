@@ -15,7 +15,8 @@
 
 use std::path::Path;
 
-use kiln::ir::interp::{run, Arg, Buffer, NdRange};
+use kiln::ir::interp::run;
+use kiln::ir::launch::{Arg, Buffer, NdRange};
 use kiln::ir::{check_source, verify_kernel, Imm, Kernel, Scalar, Type};
 use kiln::passes::manager::PassManager;
 use kiln::passes::pipeline::default_pipeline;

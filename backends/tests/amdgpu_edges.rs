@@ -5,7 +5,7 @@
 
 use half::f16;
 use kiln_backends::amdgpu::{compile, sim};
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{results_match, TestCase};
 use kiln_ir::Scalar;
 

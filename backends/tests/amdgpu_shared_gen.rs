@@ -38,7 +38,7 @@ proptest! {
 /// Edge inputs of the f32/f64 division and square-root sequences.
 #[test]
 fn division_and_sqrt_edges() {
-    use kiln_ir::interp::{Arg, Buffer, NdRange};
+    use kiln_ir::launch::{Arg, Buffer, NdRange};
     use kiln_ir::testing::TestCase;
     let k = amdgpu_common::kernel(
         "kernel d(x: ptr<global, f32>, y: ptr<global, f32>, o: ptr<global, f32>, p: ptr<global, f64>, q: ptr<global, f64>, r: ptr<global, f64>) {
@@ -120,7 +120,7 @@ fn division_and_sqrt_edges() {
 /// A NaN from `sqrt` of a negative in a uniform loop condition (found by the generator).
 #[test]
 fn nan_condition_in_uniform_loop() {
-    use kiln_ir::interp::{Arg, Buffer, NdRange};
+    use kiln_ir::launch::{Arg, Buffer, NdRange};
     use kiln_ir::testing::TestCase;
     let k = amdgpu_common::kernel(
         "kernel k(out0: ptr<global, u32>) {
@@ -148,7 +148,7 @@ fn nan_condition_in_uniform_loop() {
 /// private slots, old values kept; f32 add through the compare-and-swap loop.
 #[test]
 fn atomics_match_the_interpreter() {
-    use kiln_ir::interp::{Arg, Buffer, NdRange};
+    use kiln_ir::launch::{Arg, Buffer, NdRange};
     use kiln_ir::testing::TestCase;
     let k = amdgpu_common::kernel(
         "kernel a(c: ptr<global, u32>, d: ptr<global, i64>, f: ptr<global, f32>, o: ptr<global, u32>, p: ptr<global, i64>) {

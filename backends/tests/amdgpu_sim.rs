@@ -2,7 +2,7 @@
 //! the reference interpreter's buffers.
 
 use kiln_backends::amdgpu::{compile, compile_with, sim, Error};
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{arb_kernel_with, results_match, GenConfig, TestCase};
 use std::collections::HashSet;
 

@@ -8,7 +8,8 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{check_source, parse_module, verify_module};
 
 const EXAMPLES: [(&str, &str); 4] = [

@@ -24,7 +24,7 @@
 //!   Dimension 0 varies fastest. `global_id(d) = global_offset(d) + group_id(d) *
 //!   local_size(d) + local_id(d)`; the global linear id is `x + gs0 * (y + gs1 * z)` over ids
 //!   relative to the offset. The global size must be a multiple of the local size in every
-//!   dimension. Without an explicit local size, [`interp::default_local_size`] picks one.
+//!   dimension. Without an explicit local size, [`launch::default_local_size`] picks one.
 //!   Unused dimensions have size 1 and offset 0. All built-ins are `u32`.
 //! * **Integers** wrap (two's complement). Division truncates toward zero and the remainder
 //!   takes the dividend's sign; `MIN / -1` wraps to `MIN` and `MIN % -1` is 0. Division or
@@ -57,9 +57,11 @@
 pub mod check;
 pub mod depth;
 pub mod diag;
+pub mod eval;
 pub mod expr;
 pub mod interp;
 pub mod kernel;
+pub mod launch;
 pub mod ops;
 pub mod parse;
 pub mod print;

@@ -40,8 +40,9 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::expr::{Expr, Imm, Var};
-use crate::interp::{run_with, Arg, Buffer, InterpError, NdRange, RunOptions};
+use crate::interp::{run_with, InterpError, RunOptions};
 use crate::kernel::Kernel;
+use crate::launch::{Arg, Buffer, NdRange};
 use crate::types::Scalar;
 
 pub use values::{choices_from_bytes, gen_buffer, gen_imm, Choices};

@@ -1,7 +1,8 @@
 //! Reference interpreter tests: kernels built with the builders, run, and checked against
 //! independent Rust computations, exact values, and exact error messages.
 
-use kiln_ir::interp::{run, run_with, Arg, Buffer, NdRange, RunOptions};
+use kiln_ir::interp::{run, run_with, RunOptions};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{
     AddrSpace, AtomicOp, Attrs, Builtin, Expr, Func, Imm, Intrinsic, Kernel, MemFence, Scalar,
     Stmt, Type, Var,

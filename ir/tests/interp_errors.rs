@@ -1,7 +1,8 @@
 //! Reference interpreter error tests: every launch check and every run-time fault, with the
 //! exact message each gives.
 
-use kiln_ir::interp::{run, Arg, Buffer, InterpError, NdRange};
+use kiln_ir::interp::{run, InterpError};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{
     AddrSpace, AtomicOp, Attrs, Expr, Func, Imm, Kernel, MemFence, Scalar, Stmt, Type, UnOp, Var,
 };

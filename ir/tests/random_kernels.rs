@@ -6,7 +6,8 @@
 
 use std::collections::BTreeSet;
 
-use kiln_ir::interp::{run_with, Arg, RunOptions};
+use kiln_ir::interp::{run_with, RunOptions};
+use kiln_ir::launch::Arg;
 use kiln_ir::testing::{
     arb_expr, arb_kernel, case_from_bytes, case_from_choices, results_match, ExprEnv, GenConfig,
     TestCase, STEP_LIMIT,
@@ -360,10 +361,10 @@ proptest! {
         let k = Kernel::new("e", vec![x, y, buf, out.clone()],
             Stmt::store(&out, 0u32, if ty == Scalar::Bool { e.cast(Scalar::U8) } else { e }));
         check_kernel(&k).map_err(TestCaseError::fail)?;
-        let mut bufs = vec![kiln_ir::interp::Buffer::from_slice(&[1u8, 2, 3]),
-            kiln_ir::interp::Buffer::zeroed(out_elem, 1)];
+        let mut bufs = vec![kiln_ir::launch::Buffer::from_slice(&[1u8, 2, 3]),
+            kiln_ir::launch::Buffer::zeroed(out_elem, 1)];
         let args = [Arg::scalar(-7i32), Arg::scalar(2.5f32), Arg::Buffer(0), Arg::Buffer(1)];
-        kiln_ir::interp::run(&k, &kiln_ir::interp::NdRange::new(&[1]), &args, &mut bufs)
+        kiln_ir::interp::run(&k, &kiln_ir::launch::NdRange::new(&[1]), &args, &mut bufs)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
     }
 }

@@ -31,7 +31,8 @@
 //! only the first is kept.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::interp::{Arg, Buffer, InterpError};
+use kiln_ir::interp::InterpError;
+use kiln_ir::launch::{Arg, Buffer};
 use kiln_ir::{
     AddrSpace, AtomicOp, BinOp, Expr, ExprNode, Func, FuncKind, Imm, Kernel, Scalar, Stmt,
     StmtNode, Type, Var,

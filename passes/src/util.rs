@@ -2,7 +2,7 @@
 //! folding.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::interp::scalar;
+use kiln_ir::eval;
 use kiln_ir::{
     walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt, StmtNode,
     Visitor,
@@ -159,9 +159,9 @@ pub struct Folder;
 pub fn fold_node(e: &Expr) -> Option<Imm> {
     let k = |x: &Expr| x.as_imm().copied();
     match e.node() {
-        ExprNode::Unary { op, a } => scalar::unary(*op, k(a)?).ok(),
-        ExprNode::Binary { op, a, b } => scalar::binary(*op, k(a)?, k(b)?).ok(),
-        ExprNode::Cast { to, a } => Some(scalar::cast(*to, k(a)?)),
+        ExprNode::Unary { op, a } => eval::unary(*op, k(a)?).ok(),
+        ExprNode::Binary { op, a, b } => eval::binary(*op, k(a)?, k(b)?).ok(),
+        ExprNode::Cast { to, a } => Some(eval::cast(*to, k(a)?)),
         ExprNode::Select { cond, a, b } => {
             let (a, b) = (k(a)?, k(b)?);
             match k(cond)? {
@@ -172,7 +172,7 @@ pub fn fold_node(e: &Expr) -> Option<Imm> {
         }
         ExprNode::Intrinsic { op, args } if !op.is_approximate() => {
             let vals: Option<Vec<Imm>> = args.iter().map(k).collect();
-            scalar::intrinsic(*op, &vals?).ok()
+            eval::intrinsic(*op, &vals?).ok()
         }
         _ => None,
     }

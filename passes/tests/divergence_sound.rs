@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
 use kiln_ir::testing::{arb_kernel_with, GenConfig};
 use kiln_passes::divergence::{analyze, analyze_with, trace::check_uniformity};

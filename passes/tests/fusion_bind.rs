@@ -1,7 +1,7 @@
 //! `FusedKernel::bind_args`: arguments given against the original kernels, bound to the
 //! fused kernel's parameters through its argument map, and the bindings it must refuse.
 
-use kiln_ir::interp::Arg;
+use kiln_ir::launch::Arg;
 use kiln_ir::{parse_module, Imm, Module, Scalar};
 use kiln_passes::fusion::{
     fuse_kernels, ArgMap, BindError, ConstValue, Constant, FusionSpec, ParamRef, PromoteTo,

@@ -10,7 +10,7 @@
 mod fusion_util;
 
 use fusion_util::{check, promoted_buffers, run_fused, run_sequential, Entry, Scenario};
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
 use kiln_ir::testing::results_match;
 use kiln_passes::fusion::{

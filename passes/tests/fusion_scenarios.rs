@@ -5,7 +5,7 @@
 mod fusion_util;
 
 use fusion_util::{check, fuse_err, run_fused, run_sequential, Entry, Scenario};
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
 use kiln_passes::fusion::{
     fuse_kernels, fusion_key, ArgMap, BarrierPolicy, ConstValue, Constant, FusionError, FusionSpec,

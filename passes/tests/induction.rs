@@ -5,7 +5,7 @@
 //! pass (every case) and the default pipeline (every fourth case) must reproduce the
 //! interpreter's buffers exactly, and the reduction must actually happen. `KILN_PASS_CASES` sets the number of cases (default 500).
 
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{gen_imm, results_match, Choices, TestCase};
 use kiln_ir::{verify_kernel, AddrSpace, BinOp, Expr, Kernel, Scalar, Stmt, Type, Var};
 use kiln_passes::pipeline::optimize;

@@ -4,7 +4,8 @@
 //! be printed in a form the parser reads back, and recursive walks overflowed the stack.
 
 use kiln_ir::depth::{max_expr_depth, MAX_EXPR_DEPTH};
-use kiln_ir::interp::{self, Arg, Buffer, NdRange};
+use kiln_ir::interp;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, verify_kernel, AddrSpace, BinOp, Expr, Kernel, Scalar, Stmt};
 use kiln_ir::{StmtNode, Type, Var};
 use kiln_passes::let_opt::let_opt;

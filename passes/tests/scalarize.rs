@@ -3,7 +3,7 @@
 //! must leave alone, and the zeroing rule (an array starts zeroed each time its declaration
 //! runs), each checked against the interpreter. Random kernels are in `differential.rs`.
 
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{results_match, TestCase};
 use kiln_ir::{parse_module, verify_kernel, Kernel};
 use kiln_passes::pipeline::optimize;

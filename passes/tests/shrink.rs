@@ -1,7 +1,7 @@
 //! The failing-case shrinker (`common::shrink`) on a deliberately broken pass: it must keep
 //! the case failing while reducing it to the one wrong construct.
 
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{arb_kernel, TestCase};
 use kiln_ir::{parse_module, walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator, StmtNode};
 use proptest::strategy::{Strategy, ValueTree};

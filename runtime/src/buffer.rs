@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use kiln_ir::interp::{self, Element};
+use kiln_ir::launch::{self, Element};
 use kiln_ir::Scalar;
 
 use crate::error::RuntimeError;
@@ -57,12 +57,12 @@ pub(crate) struct BufferInner {
     pub id: u64,
     pub elem: Scalar,
     pub len: usize,
-    pub data: Mutex<interp::Buffer>,
+    pub data: Mutex<launch::Buffer>,
     pub track: Mutex<Track>,
 }
 
 impl BufferInner {
-    fn new(b: interp::Buffer) -> Arc<BufferInner> {
+    fn new(b: launch::Buffer) -> Arc<BufferInner> {
         Arc::new(BufferInner {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             elem: b.elem(),
@@ -79,7 +79,7 @@ impl BufferInner {
             None => Ok(()),
         }
     }
-    pub fn data(&self) -> MutexGuard<'_, interp::Buffer> {
+    pub fn data(&self) -> MutexGuard<'_, launch::Buffer> {
         self.data.lock().unwrap_or_else(PoisonError::into_inner)
     }
     pub fn track(&self) -> MutexGuard<'_, Track> {
@@ -106,18 +106,18 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
 }
 
 impl<T: Element> Buffer<T> {
-    fn wrap(b: interp::Buffer) -> Buffer<T> {
+    fn wrap(b: launch::Buffer) -> Buffer<T> {
         Buffer { inner: BufferInner::new(b), _t: PhantomData }
     }
 
     /// A buffer holding a copy of `values`.
     pub fn from_slice(values: &[T]) -> Buffer<T> {
-        Buffer::wrap(interp::Buffer::from_slice(values))
+        Buffer::wrap(launch::Buffer::from_slice(values))
     }
 
     /// A zeroed buffer of `len` elements.
     pub fn zeroed(len: usize) -> Buffer<T> {
-        Buffer::wrap(interp::Buffer::zeroed(T::SCALAR, len))
+        Buffer::wrap(launch::Buffer::zeroed(T::SCALAR, len))
     }
 
     /// The number of elements.
@@ -157,7 +157,7 @@ impl<T: Element> Buffer<T> {
 
 /// A buffer whose element type is known only at run time (a command line, a binding to
 /// another language): the same storage, scheduling and host access as [`Buffer<T>`], with
-/// contents as an interpreter [`interp::Buffer`]. Cheap to clone (clones are the same buffer).
+/// contents as an interpreter [`launch::Buffer`]. Cheap to clone (clones are the same buffer).
 #[derive(Clone)]
 pub struct AnyBuffer {
     pub(crate) inner: Arc<BufferInner>,
@@ -171,7 +171,7 @@ impl std::fmt::Debug for AnyBuffer {
 
 impl AnyBuffer {
     /// A buffer holding `contents` (its element type and length are the buffer's).
-    pub fn new(contents: interp::Buffer) -> AnyBuffer {
+    pub fn new(contents: launch::Buffer) -> AnyBuffer {
         AnyBuffer { inner: BufferInner::new(contents) }
     }
 
@@ -210,7 +210,7 @@ impl AnyBuffer {
 
     /// Host read access: waits for the last command writing the buffer, then copies the
     /// contents out. The error of that command (if it failed) is returned instead.
-    pub fn contents(&self) -> Result<interp::Buffer, RuntimeError> {
+    pub fn contents(&self) -> Result<launch::Buffer, RuntimeError> {
         self.inner.wait_for_writer()?;
         Ok(self.inner.data().clone())
     }

@@ -15,7 +15,7 @@
 //! a panic, and nothing about CUDA is needed to build.
 //!
 //! ```no_run
-//! use kiln_ir::interp::{Arg, Buffer, NdRange};
+//! use kiln_ir::launch::{Arg, Buffer, NdRange};
 //! use kiln_runtime::cuda::CudaDevice;
 //! use kiln_runtime::Device;
 //! # let m = kiln_ir::parse_module("kernel k(x: ptr<global, f32>) { x[global_id(0)] = 1.0; }");
@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 use kiln_backends::ptx::{emit_module, Options};
-use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
+use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Module, Type};
 
 use crate::artifact;

@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use kiln_ir::interp::{Arg, Buffer, NdRange};
+//! use kiln_ir::launch::{Arg, Buffer, NdRange};
 //! use kiln_ir::Kernel;
 //! use kiln_runtime::{Context, DeviceKind, IrDevice, IrExecutor};
 //!
@@ -39,7 +39,8 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use kiln_ir::interp::{self, Arg, Buffer, NdRange};
+use kiln_ir::interp;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, verify_module, Kernel, Module};
 
 use crate::error::DeviceError;

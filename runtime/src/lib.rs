@@ -55,6 +55,6 @@ pub use device::{
 pub use error::{DeviceError, RuntimeError};
 pub use event::{Event, EventStatus};
 /// Re-exported from the IR crate: launch geometry and buffer elements.
-pub use kiln_ir::interp::{Element, NdRange};
+pub use kiln_ir::launch::{Element, NdRange};
 pub use options::BuildOptions;
 pub use queue::{Handler, HostTaskContext, KernelArg, Queue, QueueOrder};

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use kiln_ir::interp::{self, Arg, Element, NdRange};
+use kiln_ir::launch::{self, Arg, Element, NdRange};
 use kiln_ir::Imm;
 
 use crate::buffer::{AccessMode, Accessor, AnyBuffer, Buffer, BufferInner};
@@ -331,12 +331,12 @@ fn run_action(cmd: &Command, action: Action) -> Result<(), RuntimeError> {
                     }
                 }
             }
-            let mut data: Vec<interp::Buffer> = bufs
+            let mut data: Vec<launch::Buffer> = bufs
                 .iter()
                 .map(|(b, w)| {
                     let mut d = b.data();
                     if *w {
-                        std::mem::replace(&mut *d, interp::Buffer::zeroed(b.elem, 0))
+                        std::mem::replace(&mut *d, launch::Buffer::zeroed(b.elem, 0))
                     } else {
                         d.clone()
                     }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Module, Scalar};
 use kiln_passes::sanitize::{sanitize_kernel, Sanitized, ERROR_WORDS, SANITIZE_BOUNDS};
 

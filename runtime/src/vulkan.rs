@@ -36,7 +36,7 @@ use ash::vk;
 
 use kiln_backends::limits::{exceeded, Footprint};
 use kiln_backends::spirv::{emit, Flavour, VulkanLayout, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
-use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
+use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 
 use crate::artifact;

@@ -4,7 +4,8 @@
 //! `KILN_REQUIRE_CUDA=1`, when they fail. `KILN_CUDA_CASES` sets the number of random
 //! kernels (default 300).
 
-use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{arb_kernel, results_match};
 use kiln_ir::{parse_module, Kernel};
 use kiln_runtime::cuda::CudaDevice;

@@ -65,7 +65,7 @@ fn fused_integer_arithmetic_wraps_like_the_interpreter() {
       r[i] = acc;
     }";
     let k = parse_module(src).unwrap().kernels.remove(0);
-    use kiln_ir::interp::{Arg, Buffer, NdRange};
+    use kiln_ir::launch::{Arg, Buffer, NdRange};
     let n = 64usize;
     let bufs = vec![
         Buffer::from_slice(&(0..n).map(|i| (i as i8).wrapping_mul(37)).collect::<Vec<_>>()),

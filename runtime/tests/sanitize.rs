@@ -13,7 +13,8 @@
 
 use std::sync::Arc;
 
-use kiln_ir::interp::{self, Arg, Buffer, NdRange};
+use kiln_ir::interp;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{results_match, seeded_cases, GenConfig, STEP_LIMIT};
 use kiln_ir::{parse_module, Kernel, Module};
 use kiln_runtime::cuda::CudaDevice;

@@ -6,7 +6,8 @@
 //! random kernels (default 150); `KILN_EXAMPLES_DIR` says where the examples are when this
 //! binary runs on another machine (benches/gpu/run_vulkan.sh).
 
-use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{results_match, seeded_cases, GenConfig};
 use kiln_ir::{parse_module, Imm, Kernel};
 use kiln_runtime::vulkan::VulkanDevice;

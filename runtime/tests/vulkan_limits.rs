@@ -6,7 +6,8 @@
 //! Without a Vulkan device the tests skip with a message, unless `KILN_REQUIRE_TOOLS` is
 //! set (as `cargo xtask test` does), when they fail.
 
-use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, Kernel, Scalar};
 use kiln_runtime::vulkan::{VulkanDevice, MAX_PRIVATE_BYTES};
 use kiln_runtime::{Device, DeviceError};

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, Module};
 use kiln_runtime::cache::PersistentCache;
 use kiln_runtime::context::driver_cache_key;

@@ -1,6 +1,6 @@
 //! The one place the CLI moves element bytes into and out of interpreter buffers.
 
-use kiln::ir::interp::Buffer;
+use kiln::ir::launch::Buffer;
 use kiln::ir::Scalar;
 
 /// A buffer of `elem`s holding `bytes` (little-endian, a whole number of elements).

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use kiln::ir::interp::{self, Arg, NdRange};
+use kiln::ir::launch::{self, Arg, NdRange};
 use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
 use kiln::passes::sanitize::SANITIZE_BOUNDS;
 use kiln::runtime::cuda::CudaDevice;
@@ -245,9 +245,9 @@ fn run_on_device(
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
-    buffers: Vec<interp::Buffer>,
+    buffers: Vec<launch::Buffer>,
     options: &str,
-) -> Result<Vec<interp::Buffer>, Error> {
+) -> Result<Vec<launch::Buffer>, Error> {
     // Settings first: a bad one is an error before any device is opened.
     let config = ContextConfig::try_from_env().map_err(|e| Error::Message(e.to_string()))?;
     let dev: Arc<dyn Device> = match device {
@@ -280,9 +280,9 @@ fn run_in_context(
     name: &str,
     range: NdRange,
     args: &[Arg],
-    buffers: Vec<interp::Buffer>,
+    buffers: Vec<launch::Buffer>,
     watchdog: Option<std::time::Duration>,
-) -> Result<Vec<interp::Buffer>, Error> {
+) -> Result<Vec<launch::Buffer>, Error> {
     let k = ctx.kernel(program, name).map_err(message)?;
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
     let q = Queue::new(ctx, QueueOrder::InOrder);

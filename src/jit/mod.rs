@@ -20,7 +20,7 @@ mod args;
 mod device;
 mod error;
 
-use kiln_ir::interp::NdRange;
+use kiln_ir::launch::NdRange;
 use kiln_ir::{check_source, Kernel, Module};
 use kiln_passes::fusion::{fuse_kernels, FusedKernel, FusionSpec, FusionWarning};
 use kiln_runtime::{

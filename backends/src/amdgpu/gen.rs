@@ -2,7 +2,7 @@
 //! target, besides the shared one in `kiln_ir::testing`: it assigns outer variables under
 //! divergent `if`s and loops, and uses local memory across two waves, far more often.
 
-use kiln_ir::interp::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, Kernel, Scalar};
 
 /// A generated kernel with everything needed to run it.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use kiln_ir::interp::{default_local_size, Arg, Buffer, NdRange};
+use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel};
 
 use super::mir::{Inst, Opnd, PReg, GROUP_ID_SGPR};

@@ -7,10 +7,10 @@ use crate::kernel::Kernel;
 use crate::stmt::{AtomicOp, FuncKind, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 
-use super::buffer::Buffer;
 use super::exec::Launch;
-use super::ops;
 use super::Arg;
+use crate::eval as ops;
+use crate::launch::Buffer;
 
 /// Where a pointer variable's memory is.
 #[derive(Clone, Copy, Debug)]

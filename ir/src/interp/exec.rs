@@ -9,9 +9,10 @@ use crate::expr::Imm;
 use crate::kernel::Kernel;
 use crate::types::Scalar;
 
-use super::buffer::Buffer;
 use super::compile::{Code, Inst, Mem, MemInfo, Op, Program};
-use super::{default_local_size, ops, InterpError, NdRange, RunOptions, DEADLINE_CHECK_STEPS};
+use super::{InterpError, NdRange, RunOptions, DEADLINE_CHECK_STEPS};
+use crate::eval as ops;
+use crate::launch::{default_local_size, Buffer};
 
 /// A checked launch configuration: every dimension filled in (unused ones are size 1,
 /// offset 0).

@@ -5,7 +5,8 @@
 //! say what kernels mean; this module adds the details they leave open.
 //!
 //! ```
-//! use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+//! use kiln_ir::interp::run;
+//! use kiln_ir::launch::{Arg, Buffer, NdRange};
 //! use kiln_ir::{AddrSpace, Expr, Kernel, Scalar, Stmt, Type, Var};
 //!
 //! // kernel saxpy(x: ptr<global, f32>, y: ptr<global, f32>, a: f32) {
@@ -36,7 +37,7 @@
 //!   offset 0). Any pointer parameter (whatever its address space) binds a buffer; two
 //!   parameters may bind the same buffer, and then see each other's stores.
 //! * **Default local size.** With no local size given and no `#reqd_work_group_size`,
-//!   [`default_local_size`] is used: dimension 0 gets the largest divisor of its global size
+//!   [`default_local_size`](crate::launch::default_local_size) is used: dimension 0 gets the largest divisor of its global size
 //!   that is at most 64, the other dimensions get 1.
 //! * **Order.** Work-groups run one after another, in linear order (dimension 0 fastest).
 //!   Within a group, work-items run in linear local-id order, each until it reaches a
@@ -89,87 +90,14 @@
 //!   the interpreter notices (names not in scope, assignment to non-`var`s, operand type
 //!   mismatches, ...); the interpreter never panics on them.
 
-mod buffer;
 mod compile;
 mod exec;
-mod ops;
 
 use std::fmt;
 
-use crate::expr::Imm;
 use crate::kernel::Kernel;
 
-pub use buffer::{Buffer, BufferError, Element};
-
-/// An nd-range: 1 to 3 dimensions of global size, optional local size, and offset.
-///
-/// ```
-/// use kiln_ir::interp::NdRange;
-/// let r = NdRange::new(&[8, 4]).with_local(&[4, 2]).with_offset(&[1, 0]);
-/// assert_eq!((r.dims, r.global, r.local, r.offset), (2, [8, 4, 1], Some([4, 2, 1]), [1, 0, 0]));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NdRange {
-    /// Number of dimensions, 1..=3.
-    pub dims: usize,
-    /// Global size per dimension (1 in unused dimensions).
-    pub global: [u32; 3],
-    /// Work-group size per dimension; `None` lets the device choose.
-    pub local: Option<[u32; 3]>,
-    /// Global offset per dimension (0 in unused dimensions).
-    pub offset: [u32; 3],
-}
-
-/// Copies up to three entries of `v` over `fill`.
-fn pad3(v: &[u32], fill: u32) -> [u32; 3] {
-    let mut out = [fill; 3];
-    for (o, x) in out.iter_mut().zip(v) {
-        *o = *x;
-    }
-    out
-}
-
-impl NdRange {
-    /// A range of the given global size, one entry per dimension, with no offset and the
-    /// local size left to the device. A slice of length 0 or more than 3 gives a range that
-    /// [`run`] rejects.
-    pub fn new(global: &[u32]) -> NdRange {
-        NdRange { dims: global.len(), global: pad3(global, 1), local: None, offset: [0; 3] }
-    }
-
-    /// The same range with the given work-group size (missing dimensions are 1).
-    pub fn with_local(mut self, local: &[u32]) -> NdRange {
-        self.local = Some(pad3(local, 1));
-        self
-    }
-
-    /// The same range with the given global offset (missing dimensions are 0).
-    pub fn with_offset(mut self, offset: &[u32]) -> NdRange {
-        self.offset = pad3(offset, 0);
-        self
-    }
-
-    /// The total number of work-items (the product of the used global sizes).
-    pub fn work_items(&self) -> u64 {
-        self.global.iter().take(self.dims.min(3)).map(|&g| g as u64).product()
-    }
-}
-
-/// A kernel argument: a scalar value, or the index of a buffer in the buffer list.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Arg {
-    /// A scalar parameter's value.
-    Scalar(Imm),
-    /// A pointer parameter bound to `buffers[i]`.
-    Buffer(usize),
-}
-
-impl Arg {
-    /// A scalar argument from a Rust value (`Arg::scalar(2.5f32)`).
-    pub fn scalar<T: Element>(v: T) -> Arg {
-        Arg::Scalar(v.to_imm())
-    }
-}
+use crate::launch::{Arg, Buffer, NdRange};
 
 /// A run-time error, naming the kernel and (when it is about one) the work-item.
 ///
@@ -254,47 +182,4 @@ pub fn run_with(
     let launch = exec::resolve_launch(kernel, range).map_err(fail)?;
     let prog = compile::compile(kernel, &launch, args, buffers).map_err(fail)?;
     exec::execute(kernel, &prog, launch, buffers, options)
-}
-
-/// The local size used when none is given and the kernel has no `#reqd_work_group_size`:
-/// dimension 0 gets the largest divisor of its global size that is at most 64 (1 for a
-/// global size of 0), the other dimensions get 1.
-///
-/// ```
-/// use kiln_ir::interp::default_local_size;
-/// assert_eq!(default_local_size([1000, 7, 3]), [50, 1, 1]);
-/// assert_eq!(default_local_size([256, 1, 1]), [64, 1, 1]);
-/// assert_eq!(default_local_size([97, 1, 1]), [1, 1, 1]);
-/// ```
-pub fn default_local_size(global: [u32; 3]) -> [u32; 3] {
-    let g = global[0];
-    let l0 = (1..=g.min(64)).rev().find(|&l| g % l < 1).unwrap_or(1);
-    [l0, 1, 1]
-}
-
-/// The interpreter's scalar semantics, for constant folding in passes: exactly what the
-/// interpreter does to operand values (division and remainder by zero are `Err`).
-pub mod scalar {
-    use crate::expr::{BinOp, Imm, Intrinsic, UnOp};
-    use crate::types::Scalar;
-
-    /// `op a`.
-    pub fn unary(op: UnOp, a: Imm) -> Result<Imm, String> {
-        super::ops::unary(op, a)
-    }
-
-    /// `a op b`; division or remainder by zero is an `Err`.
-    pub fn binary(op: BinOp, a: Imm, b: Imm) -> Result<Imm, String> {
-        super::ops::binary(op, a, b)
-    }
-
-    /// `a as to`.
-    pub fn cast(to: Scalar, a: Imm) -> Imm {
-        super::ops::cast(to, a)
-    }
-
-    /// An intrinsic call.
-    pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
-        super::ops::intrinsic(op, args)
-    }
 }

@@ -19,8 +19,8 @@
 //!   use one commutative integer operation (or add and sub) and discard the old value.
 
 use crate::expr::{Builtin, Expr, Var};
-use crate::interp::{Arg, Buffer, NdRange};
 use crate::kernel::{Attrs, Kernel};
+use crate::launch::{Arg, Buffer, NdRange};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt};
 use crate::types::{AddrSpace, Scalar, Type};
 

@@ -1,7 +1,7 @@
 //! The choice stream every generator draws from, and random scalar values and buffers.
 
 use crate::expr::Imm;
-use crate::interp::Buffer;
+use crate::launch::Buffer;
 use crate::types::Scalar;
 
 /// A stream of random choices that generators draw from.

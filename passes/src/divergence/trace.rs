@@ -10,7 +10,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use kiln_ir::interp::{run_with, Arg, Buffer, NdRange, RunOptions};
+use kiln_ir::interp::{run_with, RunOptions};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{verify_kernel, Builtin, Expr, ExprNode, Kernel, Scalar, Stmt, StmtNode, Type, Var};
 use kiln_ir::{AddrSpace, Attrs};
 
@@ -251,7 +252,7 @@ pub fn check_uniformity(
     let meta: Vec<u32> = meta.to_vec().expect("u32 trace buffer");
     let ub: Vec<u64> = ub.to_vec().expect("u64 trace buffer");
     let fb: Vec<f64> = fb.to_vec().expect("f64 trace buffer");
-    let local = range.local.unwrap_or_else(|| kiln_ir::interp::default_local_size(range.global));
+    let local = range.local.unwrap_or_else(|| kiln_ir::launch::default_local_size(range.global));
     let gs = range.global;
     // (group, wave, site, iterations) -> (first lane, value bits)
     let mut seen: HashMap<Instance, (u32, u64)> = HashMap::new();

@@ -4,7 +4,7 @@
 //! This is the one place that mapping is applied: the fusion tests and the `kiln` facade
 //! both call [`FusedKernel::bind_args`], so a launch never guesses by position.
 
-use kiln_ir::interp::Arg;
+use kiln_ir::launch::Arg;
 use kiln_ir::{Imm, Module};
 use thiserror::Error;
 

@@ -30,7 +30,7 @@
 //! Entries whose ids are remapped never qualify.
 
 use hashbrown::HashMap;
-use kiln_ir::interp::NdRange;
+use kiln_ir::launch::NdRange;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, UnOp};
 
 use super::ndrange::EntryPlan;

@@ -65,7 +65,7 @@ pub mod spec;
 pub mod toml_spec;
 
 use hashbrown::HashMap;
-use kiln_ir::interp::NdRange;
+use kiln_ir::launch::NdRange;
 use kiln_ir::{
     AddrSpace, Attrs, Expr, FusedArg, FusedAttr, Kernel, MemFence, Module, Mutator, NdRangeAttr,
     Stmt, StmtNode, Type, Var, Visitor,

@@ -14,7 +14,7 @@
 //! * The global linear id is kiln's `x + gs0 * (y + gs1 * z)` on ids relative to the
 //!   offset, which is the same number SYCL computes; it is invariant under fusion.
 
-use kiln_ir::interp::NdRange;
+use kiln_ir::launch::NdRange;
 use kiln_ir::Kernel;
 
 use super::spec::RangeSpec;

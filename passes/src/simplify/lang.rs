@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language, RecExpr};
-use kiln_ir::interp::scalar;
+use kiln_ir::eval;
 use kiln_ir::{BinOp, Builtin, Expr, ExprMap, ExprNode, Imm, Intrinsic, Scalar, UnOp};
 
 /// A typed constant inside the e-graph (compared bitwise, like [`Imm`]).
@@ -189,10 +189,10 @@ impl Node {
 /// `None` when an operand is unknown or the operation fails (e.g. division by zero).
 pub fn fold(node: &Node, arg: impl Fn(Id) -> Option<Imm>) -> Option<Imm> {
     if let Some((op, [a, b])) = node.binop() {
-        return scalar::binary(op, arg(a)?, arg(b)?).ok();
+        return eval::binary(op, arg(a)?, arg(b)?).ok();
     }
     if let Some((op, a)) = node.unop() {
-        return scalar::unary(op, arg(a)?).ok();
+        return eval::unary(op, arg(a)?).ok();
     }
     match node {
         Node::Select([c, a, b]) => {
@@ -203,8 +203,8 @@ pub fn fold(node: &Node, arg: impl Fn(Id) -> Option<Imm>) -> Option<Imm> {
                 _ => None,
             }
         }
-        Node::Min([a, b]) => scalar::intrinsic(Intrinsic::Min, &[arg(*a)?, arg(*b)?]).ok(),
-        Node::Max([a, b]) => scalar::intrinsic(Intrinsic::Max, &[arg(*a)?, arg(*b)?]).ok(),
+        Node::Min([a, b]) => eval::intrinsic(Intrinsic::Min, &[arg(*a)?, arg(*b)?]).ok(),
+        Node::Max([a, b]) => eval::intrinsic(Intrinsic::Max, &[arg(*a)?, arg(*b)?]).ok(),
         Node::Const(k) => Some(k.0),
         _ => None,
     }

@@ -34,7 +34,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use egg::{CostFunction, Extractor, Id, Language, Rewrite, Runner};
-use kiln_ir::interp::scalar;
+use kiln_ir::eval;
 use kiln_ir::{Expr, ExprNode, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
 
 use lang::{is_operator, to_expr, KAnalysis, KGraph, Konst, Node};
@@ -227,7 +227,7 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
         ExprNode::Cast { to, a } => {
             let a2 = sub(a);
             if let Some(k) = a2.as_imm() {
-                return (Expr::imm(scalar::cast(*to, *k)), false);
+                return (Expr::imm(eval::cast(*to, *k)), false);
             }
             if a2.ty() == e.ty() {
                 // A cast to the operand's own type is the identity.
@@ -240,7 +240,7 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
         ExprNode::Intrinsic { op, args } => {
             let new: Vec<Expr> = args.iter().map(sub).collect();
             let consts: Option<Vec<_>> = new.iter().map(|a| a.as_imm().copied()).collect();
-            if let Some(Ok(k)) = consts.map(|c| scalar::intrinsic(*op, &c)) {
+            if let Some(Ok(k)) = consts.map(|c| eval::intrinsic(*op, &c)) {
                 if !op.is_approximate() {
                     return (Expr::imm(k), false);
                 }

@@ -14,7 +14,7 @@
 //!   cheaper, so skipping egg there loses nothing (`tests/simplify_gate.rs` checks this on
 //!   random expressions against a full e-graph run).
 
-use kiln_ir::interp::scalar;
+use kiln_ir::eval;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, UnOp};
 
 use super::lang::is_operator;
@@ -41,7 +41,7 @@ pub fn presimplify(e: &Expr) -> Expr {
         ExprNode::Cast { to, a } => {
             let a2 = presimplify(a);
             if let Some(k) = a2.as_imm() {
-                return Expr::imm(scalar::cast(*to, *k));
+                return Expr::imm(eval::cast(*to, *k));
             }
             if a2.ty() == e.ty() {
                 // A cast to the operand's own type is the identity.
@@ -57,7 +57,7 @@ pub fn presimplify(e: &Expr) -> Expr {
         ExprNode::Intrinsic { op, args } => {
             let new: Vec<Expr> = args.iter().map(presimplify).collect();
             let consts: Option<Vec<Imm>> = new.iter().map(|a| a.as_imm().copied()).collect();
-            if let Some(Ok(k)) = consts.map(|c| scalar::intrinsic(*op, &c)) {
+            if let Some(Ok(k)) = consts.map(|c| eval::intrinsic(*op, &c)) {
                 if !op.is_approximate() {
                     return Expr::imm(k);
                 }
@@ -180,7 +180,7 @@ fn split_const(e: &Expr, op: BinOp) -> Option<(Expr, Imm)> {
 }
 
 fn fold2(op: BinOp, a: Imm, b: Imm) -> Option<Expr> {
-    scalar::binary(op, a, b).ok().map(Expr::imm)
+    eval::binary(op, a, b).ok().map(Expr::imm)
 }
 
 /// `op a b` built and simplified at the top.
@@ -432,7 +432,7 @@ fn bool_binary(op: BinOp, a: &Expr, b: &Expr) -> Option<Expr> {
 /// `op a` simplified at the top.
 fn unary(op: UnOp, a: Expr) -> Option<Expr> {
     if let Some(k) = a.as_imm() {
-        return scalar::unary(op, *k).ok().map(Expr::imm);
+        return eval::unary(op, *k).ok().map(Expr::imm);
     }
     match (op, a.node()) {
         (UnOp::Neg, ExprNode::Unary { op: UnOp::Neg, a: x })
@@ -476,7 +476,7 @@ fn select(c: Expr, a: Expr, b: Expr) -> Option<Expr> {
 /// `min`/`max` simplified at the top.
 fn minmax(op: Intrinsic, a: Expr, b: Expr) -> Option<Expr> {
     if let (Some(x), Some(y)) = (a.as_imm(), b.as_imm()) {
-        return scalar::intrinsic(op, &[*x, *y]).ok().map(Expr::imm);
+        return eval::intrinsic(op, &[*x, *y]).ok().map(Expr::imm);
     }
     a.is_equal(&b).then_some(a)
 }

@@ -5,7 +5,7 @@
 //! e-graph; here it is one walk. A term is only cancelled when it cannot fail (an error is
 //! an observable result), and the result is only taken when strictly cheaper.
 
-use kiln_ir::interp::scalar;
+use kiln_ir::eval;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, UnOp};
 
 use super::pre::same;
@@ -37,7 +37,7 @@ impl Sum {
             ExprNode::Unary { op: UnOp::Neg, a } => self.add(a, !neg),
             ExprNode::Imm(c) => {
                 let op = if neg { BinOp::Sub } else { BinOp::Add };
-                self.k = scalar::binary(op, self.k, *c).ok()?;
+                self.k = eval::binary(op, self.k, *c).ok()?;
                 self.consts += 1;
                 Some(())
             }
@@ -126,7 +126,7 @@ fn rebuild(terms: Vec<(bool, Expr)>, k: Imm) -> Expr {
             ty.int_max().is_some_and(|m| v > m / 2)
         }
     });
-    match scalar::unary(UnOp::Neg, k) {
+    match eval::unary(UnOp::Neg, k) {
         Ok(nk) if negative => Expr::binary(BinOp::Sub, acc, Expr::imm(nk)),
         _ => Expr::binary(BinOp::Add, acc, Expr::imm(k)),
     }

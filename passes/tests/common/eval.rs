@@ -1,7 +1,7 @@
 //! Evaluating an expression over variable values, the reference the simplifier tests compare
 //! against (shared by `simplify.rs` and `simplify_gate.rs`).
 
-use kiln_ir::interp::scalar;
+use kiln_ir::eval;
 use kiln_ir::{Expr, ExprNode, Imm, Scalar, Var};
 
 /// Evaluates an expression over variable values; built-ins are fixed small numbers, loads
@@ -13,19 +13,19 @@ pub fn eval(e: &Expr, env: &[(Var, Imm)]) -> Result<Imm, String> {
             env.iter().find(|(w, _)| w == var).map(|x| x.1).ok_or("unbound".to_string())
         }
         ExprNode::Imm(i) => Ok(*i),
-        ExprNode::Unary { op, a } => scalar::unary(*op, k(a)?),
+        ExprNode::Unary { op, a } => eval::unary(*op, k(a)?),
         ExprNode::Binary { op, a, b } => {
             let (a, b) = (k(a), k(b));
-            scalar::binary(*op, a?, b?)
+            eval::binary(*op, a?, b?)
         }
-        ExprNode::Cast { to, a } => Ok(scalar::cast(*to, k(a)?)),
+        ExprNode::Cast { to, a } => Ok(eval::cast(*to, k(a)?)),
         ExprNode::Select { cond, a, b } => {
             let (c, a, b) = (k(cond)?, k(a)?, k(b)?);
             Ok(if c == Imm::Bool(true) { a } else { b })
         }
         ExprNode::Intrinsic { op, args } => {
             let vals: Result<Vec<Imm>, String> = args.iter().map(k).collect();
-            scalar::intrinsic(*op, &vals?)
+            eval::intrinsic(*op, &vals?)
         }
         ExprNode::Builtin { dim, .. } => Ok(Imm::int(Scalar::U32, 5 + *dim as i128)),
         _ => Err("unsupported".into()),

@@ -2,7 +2,8 @@
 //! originals, and random kernel lists with compatible nd-ranges.
 #![allow(dead_code)]
 
-use kiln_ir::interp::{default_local_size, run_with, Arg, Buffer, NdRange, RunOptions};
+use kiln_ir::interp::{run_with, RunOptions};
+use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::testing::{case_from_choices, results_match, Choices, GenConfig, TestCase};
 use kiln_ir::{
     AddrSpace, Attrs, Builtin, Expr, ExprNode, Imm, Kernel, Module, Mutator, Stmt, StmtNode,

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
 use kiln_runtime::cache::PersistentCache;
 use kiln_runtime::context::driver_cache_key;

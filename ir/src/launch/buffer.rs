@@ -1,4 +1,4 @@
-//! Buffers: typed element storage shared by the host and the interpreter.
+//! Host buffers: typed element storage that kernels read and write through pointer arguments.
 
 use std::fmt;
 
@@ -11,7 +11,7 @@ use crate::types::Scalar;
 /// 0 or 1; `f16` as IEEE binary16 bits).
 ///
 /// ```
-/// use kiln_ir::interp::Buffer;
+/// use kiln_ir::launch::Buffer;
 /// use kiln_ir::{Imm, Scalar};
 /// let mut b = Buffer::from_slice(&[1.0f32, 2.0, 3.0]);
 /// assert_eq!(b.elem(), Scalar::F32);
@@ -248,12 +248,12 @@ impl Buffer {
     }
 
     /// Sets every byte to zero.
-    pub(super) fn fill_zero(&mut self) {
+    pub(crate) fn fill_zero(&mut self) {
         self.data.fill(0);
     }
 
     /// Element `i`; `i` must be in bounds.
-    pub(super) fn read(&self, i: usize) -> Imm {
+    pub(crate) fn read(&self, i: usize) -> Imm {
         let n = self.elem.size_bytes();
         let b = &self.data[i * n..i * n + n];
         let mut raw = [0u8; 8];
@@ -270,7 +270,7 @@ impl Buffer {
 
     /// Writes element `i`; `i` must be in bounds. A value of another type is converted by its
     /// bits (callers check types first).
-    pub(super) fn write(&mut self, i: usize, value: Imm) {
+    pub(crate) fn write(&mut self, i: usize, value: Imm) {
         let n = self.elem.size_bytes();
         let bits = match value {
             Imm::Bool(b) => b as u64,

@@ -1,5 +1,16 @@
 //! Scalar semantics: what every operator, cast, intrinsic and atomic does to [`Imm`] values.
 //!
+//! This is the one definition of kiln's scalar arithmetic: the interpreter evaluates with it,
+//! and constant folding in the passes (the simplifier, constant propagation) uses it, so a
+//! folded constant is always exactly what the kernel would have computed.
+//!
+//! ```
+//! use kiln_ir::{eval, BinOp, Imm, Scalar};
+//! let r = eval::binary(BinOp::Div, Imm::Int(Scalar::I32, -7i64 as u64), Imm::Int(Scalar::I32, 2));
+//! assert_eq!(r, Ok(Imm::Int(Scalar::I32, -3i64 as u64)));
+//! assert!(eval::binary(BinOp::Rem, Imm::Int(Scalar::I32, 1), Imm::Int(Scalar::I32, 0)).is_err());
+//! ```
+//!
 //! These functions never panic: an operand of a type an operator is not defined on (which a
 //! verified kernel never has) is an `Err` with a message.
 
@@ -21,7 +32,7 @@ fn shift_amount(ty: Scalar, y: u64) -> u32 {
 }
 
 /// `op a`.
-pub(super) fn unary(op: UnOp, a: Imm) -> Result<Imm, String> {
+pub fn unary(op: UnOp, a: Imm) -> Result<Imm, String> {
     match (op, a) {
         (UnOp::Neg, Imm::Int(t, x)) => Ok(Imm::Int(t, canonical_int(t, x.wrapping_neg()))),
         (UnOp::Neg, Imm::Float(t, v)) if t != Scalar::F16 => Ok(Imm::Float(t, -v)),
@@ -31,9 +42,9 @@ pub(super) fn unary(op: UnOp, a: Imm) -> Result<Imm, String> {
     }
 }
 
-/// `a op b`. Division and remainder by zero must be caught by the caller (it knows the
-/// expression to name); here they are an error without context.
-pub(super) fn binary(op: BinOp, a: Imm, b: Imm) -> Result<Imm, String> {
+/// `a op b`. Division and remainder by zero are an error without context (a caller that
+/// knows the expression names it).
+pub fn binary(op: BinOp, a: Imm, b: Imm) -> Result<Imm, String> {
     match (a, b) {
         (Imm::Int(t, x), Imm::Int(u, y)) if t == u => int_binary(op, t, x, y),
         (Imm::Float(t, x), Imm::Float(u, y)) if t == u => float_binary(op, t, x, y),
@@ -72,7 +83,7 @@ fn int_binary(op: BinOp, t: Scalar, x: u64, y: u64) -> Result<Imm, String> {
 }
 
 /// "division" or "remainder".
-pub(super) fn op_word(op: BinOp) -> &'static str {
+pub fn op_word(op: BinOp) -> &'static str {
     if op == BinOp::Rem {
         "remainder"
     } else {
@@ -130,7 +141,7 @@ fn bool_binary(op: BinOp, x: bool, y: bool) -> Result<Imm, String> {
 /// `a as to`: integer casts wrap; float to integer truncates toward zero and saturates, NaN
 /// giving 0; integer or float to float rounds to nearest even; to `bool` is `!= 0` (NaN is
 /// true); `bool` to a number is 0 or 1.
-pub(super) fn cast(to: Scalar, a: Imm) -> Imm {
+pub fn cast(to: Scalar, a: Imm) -> Imm {
     match a {
         Imm::Bool(b) => match to {
             Scalar::Bool => Imm::Bool(b),
@@ -196,7 +207,7 @@ fn float_min_max(max: bool, x: f64, y: f64) -> f64 {
 }
 
 /// An intrinsic call.
-pub(super) fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
+pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
     let name = op.name();
     let first = args.first().ok_or_else(|| format!("`{name}` without arguments"))?;
     let ty = first.scalar();
@@ -269,14 +280,14 @@ pub(super) fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
 
 /// True if atomics `op` are defined on elements of type `t`: i32, u32, i64 and u64 for every
 /// operation, f32 for `atomic_add` only.
-pub(super) fn atomic_defined(op: AtomicOp, t: Scalar) -> bool {
+pub fn atomic_defined(op: AtomicOp, t: Scalar) -> bool {
     matches!(t, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64)
         || (t == Scalar::F32 && op == AtomicOp::Add)
 }
 
 /// The new value of an element holding `old` after atomic `op` with operand `v` (and `cmp`
 /// for `atomic_cmpxchg`).
-pub(super) fn atomic(op: AtomicOp, old: Imm, cmp: Option<Imm>, v: Imm) -> Result<Imm, String> {
+pub fn atomic(op: AtomicOp, old: Imm, cmp: Option<Imm>, v: Imm) -> Result<Imm, String> {
     let t = old.scalar();
     if v.scalar() != t || cmp.is_some_and(|c| c.scalar() != t) {
         return Err(format!("`{}` of a {} value on {t} memory", op.name(), v.scalar()));

@@ -1,0 +1,98 @@
+//! The launch interface: what a caller hands any executor of a kernel (the interpreter, a
+//! device, a simulator): an [`NdRange`], one [`Arg`] per parameter, and host [`Buffer`]s that
+//! pointer arguments index.
+//!
+//! These types belong to no executor: the interpreter, the passes that reason about launches
+//! (fusion), the backends' simulators and the runtime's devices all take them from here.
+
+use crate::expr::Imm;
+
+mod buffer;
+
+pub use buffer::{Buffer, BufferError, Element};
+
+/// An nd-range: 1 to 3 dimensions of global size, optional local size, and offset.
+///
+/// ```
+/// use kiln_ir::launch::NdRange;
+/// let r = NdRange::new(&[8, 4]).with_local(&[4, 2]).with_offset(&[1, 0]);
+/// assert_eq!((r.dims, r.global, r.local, r.offset), (2, [8, 4, 1], Some([4, 2, 1]), [1, 0, 0]));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NdRange {
+    /// Number of dimensions, 1..=3.
+    pub dims: usize,
+    /// Global size per dimension (1 in unused dimensions).
+    pub global: [u32; 3],
+    /// Work-group size per dimension; `None` lets the device choose.
+    pub local: Option<[u32; 3]>,
+    /// Global offset per dimension (0 in unused dimensions).
+    pub offset: [u32; 3],
+}
+
+/// Copies up to three entries of `v` over `fill`.
+fn pad3(v: &[u32], fill: u32) -> [u32; 3] {
+    let mut out = [fill; 3];
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = *x;
+    }
+    out
+}
+
+impl NdRange {
+    /// A range of the given global size, one entry per dimension, with no offset and the
+    /// local size left to the device. A slice of length 0 or more than 3 gives a range that
+    /// [`run`] rejects.
+    pub fn new(global: &[u32]) -> NdRange {
+        NdRange { dims: global.len(), global: pad3(global, 1), local: None, offset: [0; 3] }
+    }
+
+    /// The same range with the given work-group size (missing dimensions are 1).
+    pub fn with_local(mut self, local: &[u32]) -> NdRange {
+        self.local = Some(pad3(local, 1));
+        self
+    }
+
+    /// The same range with the given global offset (missing dimensions are 0).
+    pub fn with_offset(mut self, offset: &[u32]) -> NdRange {
+        self.offset = pad3(offset, 0);
+        self
+    }
+
+    /// The total number of work-items (the product of the used global sizes).
+    pub fn work_items(&self) -> u64 {
+        self.global.iter().take(self.dims.min(3)).map(|&g| g as u64).product()
+    }
+}
+
+/// A kernel argument: a scalar value, or the index of a buffer in the buffer list.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    /// A scalar parameter's value.
+    Scalar(Imm),
+    /// A pointer parameter bound to `buffers[i]`.
+    Buffer(usize),
+}
+
+impl Arg {
+    /// A scalar argument from a Rust value (`Arg::scalar(2.5f32)`).
+    pub fn scalar<T: Element>(v: T) -> Arg {
+        Arg::Scalar(v.to_imm())
+    }
+}
+
+/// The local size used when none is given and the kernel has no `#reqd_work_group_size`:
+/// dimension 0 gets the largest divisor of its global size that is at most 64 (1 for a
+/// global size of 0), the other dimensions get 1.
+///
+/// ```
+/// use kiln_ir::launch::default_local_size;
+/// assert_eq!(default_local_size([1000, 7, 3]), [50, 1, 1]);
+/// assert_eq!(default_local_size([256, 1, 1]), [64, 1, 1]);
+/// assert_eq!(default_local_size([97, 1, 1]), [1, 1, 1]);
+/// ```
+pub fn default_local_size(global: [u32; 3]) -> [u32; 3] {
+    let g = global[0];
+    let l0 = (1..=g.min(64)).rev().find(|&l| g % l < 1).unwrap_or(1);
+    [l0, 1, 1]
+}
