@@ -18,12 +18,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kiln::ir::launch::{Arg, Buffer, NdRange};
-use kiln::ir::{parse_module, Kernel, Module};
+use kiln::ir::{parse_module, Kernel, Module, Verified};
 use kiln::runtime::cache::PersistentCache;
 use kiln::runtime::context::driver_cache_key;
+use kiln::runtime::device::vulkan::VulkanDevice;
 use kiln::runtime::device::Handle;
-use kiln::runtime::vulkan::VulkanDevice;
-use kiln::runtime::{Context, ContextConfig, Device, DeviceError, DeviceKind};
+use kiln::runtime::{BuildOptions, Context, ContextConfig, Device, DeviceError, DeviceKind};
 
 /// The Vulkan device with stored driver state ignored (the trait's defaults).
 struct WithoutPipelineCache(Arc<VulkanDevice>);
@@ -38,7 +38,7 @@ impl Device for WithoutPipelineCache {
     fn version(&self) -> String {
         self.0.version()
     }
-    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+    fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
         self.0.build(module, options)
     }
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {

@@ -33,7 +33,7 @@ struct Case {
 
 /// Why the device a case `requires` is missing here, if it is.
 fn missing_device(requires: &str) -> Option<String> {
-    let dev = kiln::runtime::vulkan::VulkanDevice::open();
+    let dev = kiln::runtime::device::vulkan::VulkanDevice::open();
     match (requires, dev) {
         (_, Err(e)) => Some(e.to_string()),
         ("vulkan", Ok(_)) => None,

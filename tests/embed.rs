@@ -129,7 +129,7 @@ fn argument_error(e: Error) -> (String, Option<String>, String) {
     }
 }
 
-fn saxpy_jit() -> (Jit, kiln::ir::Module) {
+fn saxpy_jit() -> (Jit, kiln::ir::Verified) {
     let jit = Jit::new(Device::interp()).unwrap();
     let m = jit.compile_source("saxpy.kir", SAXPY).unwrap();
     (jit, m)

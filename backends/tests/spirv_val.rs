@@ -53,7 +53,7 @@ fn check(val: &PathBuf, k: &Kernel, flavour: Flavour) -> Result<(), String> {
 
 /// The documented rejections: f64 transcendentals on Vulkan; f16 and 64-bit atomics on
 /// OpenCL.
-fn documented_rejection(f: Flavour, e: &kiln_backends::spirv::SpirvError) -> bool {
+fn documented_rejection(f: Flavour, e: &kiln_backends::target::BackendError) -> bool {
     let m = &e.message;
     match f {
         Flavour::Vulkan => m.contains("on f64 cannot be expressed"),

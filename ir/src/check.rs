@@ -20,17 +20,18 @@ use crate::diag::{Diagnostic, Span, Spans};
 use crate::kernel::{Kernel, Module};
 use crate::parse::parse_file;
 use crate::stmt::{Stmt, StmtNode};
-use crate::verify::{verify_module, Node, VerifyError};
+use crate::verify::{verify_module, Node, Verified, VerifyError};
 
-/// Parses `src` (named `file` in messages) and verifies the result; every error is a
+/// Parses `src` (named `file` in messages) and verifies the result, once: the [`Verified`]
+/// module needs no further check. Every error is a
 /// [`Diagnostic`] pointing into the text, and the messages read ``in kernel `k`: ...``.
-pub fn check_source(file: &str, src: &str) -> Result<Module, Vec<Diagnostic>> {
+pub fn check_source(file: &str, src: &str) -> Result<Verified, Vec<Diagnostic>> {
     let mut parsed = parse_file(file, src).map_err(|d| vec![d])?;
     // A flat chain in the source can be any depth: split it into lets before anything walks
     // it (split-off sub-expressions keep their spans).
     parsed.module = crate::depth::bound_module(&parsed.module);
     match verify_module(&parsed.module) {
-        Ok(()) => Ok(parsed.module),
+        Ok(()) => Ok(Verified(parsed.module)),
         Err(errs) => {
             let mut diags: Vec<Diagnostic> = errs
                 .iter()

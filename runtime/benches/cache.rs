@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use kiln_ir::{parse_module, Module};
+use kiln_ir::{parse_module, Module, Verified};
 use kiln_runtime::cache::{BuildCache, KeyHashes, PersistentCache};
-use kiln_runtime::cuda::{build_ptx_program, CudaDevice};
-use kiln_runtime::vulkan::{build_spirv_program, VulkanDevice};
-use kiln_runtime::{interp_device, Context, ContextConfig, Device, ProgramKey};
+use kiln_runtime::device::cuda::{build_ptx_program, CudaDevice};
+use kiln_runtime::device::vulkan::{build_spirv_program, VulkanDevice};
+use kiln_runtime::{interp_device, BuildOptions, Context, ContextConfig, Device, ProgramKey};
 
 const EXAMPLES: [&str; 4] = ["saxpy", "reduce", "stencil2d", "divergent"];
 
@@ -71,6 +71,11 @@ fn hit_latency(c: &mut Criterion) {
 
 type Builder = Box<dyn Fn(&Module) -> Vec<u8>>;
 
+/// A rebuild verifies, as a context's build does.
+fn verified(m: &Module) -> Verified {
+    Verified::new(m.clone()).unwrap()
+}
+
 fn persistent_vs_rebuild(c: &mut Criterion) {
     let dir = scratch("disk");
     let disk = PersistentCache::new(&dir);
@@ -81,13 +86,21 @@ fn persistent_vs_rebuild(c: &mut Criterion) {
             interp.identity(),
             Box::new(move |m| {
                 let d = interp_device();
-                let bin = d.build(m, "").unwrap();
+                let bin = d.build(&verified(m), &BuildOptions::default()).unwrap();
                 d.load(&bin).unwrap();
                 bin
             }),
         ),
-        ("ptx", "cuda|bench|sm_90".into(), Box::new(|m| build_ptx_program(m, "", 90).unwrap())),
-        ("spirv", "vulkan|bench".into(), Box::new(|m| build_spirv_program(m, "").unwrap())),
+        (
+            "ptx",
+            "cuda|bench|sm_90".into(),
+            Box::new(|m| build_ptx_program(&verified(m), &BuildOptions::default(), 90).unwrap()),
+        ),
+        (
+            "spirv",
+            "vulkan|bench".into(),
+            Box::new(|m| build_spirv_program(&verified(m), &BuildOptions::default()).unwrap()),
+        ),
     ];
     let mut g = c.benchmark_group("program");
     for (artifact, identity, build) in &builders {

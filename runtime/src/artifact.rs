@@ -17,7 +17,7 @@
 //! Decoding checks every length against the input: a damaged binary is a typed error,
 //! never a panic or an out-of-bounds read.
 
-use kiln_ir::{AddrSpace, Attrs, Kernel, Module, Scalar, Stmt, Type, Var};
+use kiln_ir::{AddrSpace, Attrs, Kernel, Scalar, Stmt, Type, Var};
 
 use crate::error::DeviceError;
 
@@ -173,33 +173,6 @@ pub(crate) fn decode(device: &str, bytes: &[u8]) -> Result<Artifact, DeviceError
     Ok(Artifact { signatures, blobs })
 }
 
-/// The kernels `module` builds into under `options`: each verified, then optimized by the
-/// default `-O` pipeline unless the options say `-O0`. Unknown options are an error (a
-/// typo must not silently build something else, or split the cache).
-pub(crate) fn prepare_kernels(
-    device: &str,
-    module: &Module,
-    options: &str,
-) -> Result<Vec<Kernel>, DeviceError> {
-    let fail = |message: String| DeviceError::Build { device: device.into(), message };
-    let optimize = crate::options::BuildOptions::parse(options).map_err(fail)?.optimize;
-    let mut out = Vec::with_capacity(module.kernels.len());
-    for k in &module.kernels {
-        if let Err(errs) = kiln_ir::verify_kernel(k) {
-            let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
-            return Err(fail(format!("kernel `{}` does not verify: {first}", k.name())));
-        }
-        if optimize {
-            let o = kiln_passes::pipeline::try_optimize(k)
-                .map_err(|e| fail(format!("kernel `{}`: optimizer: {e}", k.name())))?;
-            out.push(o);
-        } else {
-            out.push(k.clone());
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,14 +210,5 @@ mod tests {
         }
         assert_eq!(type_of(0x0f), None);
         assert_eq!(type_of(0x10), None);
-    }
-
-    #[test]
-    fn options() {
-        let m = kiln_ir::parse_module("kernel k(x: ptr<global, u32>) { x[0] = 1 + 2; }").unwrap();
-        assert!(prepare_kernels("d", &m, "-O0").is_ok());
-        assert!(prepare_kernels("d", &m, " -O  ").is_ok());
-        let e = prepare_kernels("d", &m, "-O0 --fast").unwrap_err();
-        assert!(e.to_string().contains("unknown build option `--fast`"), "{e}");
     }
 }

@@ -3,7 +3,8 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use kiln_ir::Module;
+use kiln_backends::options::BuildOptions;
+use kiln_ir::{Module, Verified};
 
 use crate::cache::hash::hash64;
 use crate::cache::{size_from_env, BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
@@ -464,17 +465,20 @@ impl Context {
         let dev = &self.0.device;
         // Every device refuses unknown options alike, the interpreter (which has none to
         // apply) included, and before the persistent cache is asked.
-        crate::options::BuildOptions::parse(&key.options).map_err(|e| DeviceError::Build {
+        let options = BuildOptions::parse(&key.options).map_err(|e| DeviceError::Build {
             device: dev.name(),
-            message: if crate::options::BuildOptions::parse(&self.0.env_build_options).is_err() {
+            message: if BuildOptions::parse(&self.0.env_build_options).is_err() {
                 format!("KILN_PROGRAM_BUILD_OPTIONS: {e}")
             } else {
                 e
             },
         })?;
+        // Verified once here, for every step below: the sanitizer and the device's build.
+        let module = Verified::new(module.clone())
+            .map_err(|errs| DeviceError::ill_formed(dev.name(), &errs))?;
         // The sanitizer's rewrite is deterministic, so a binary from disk gets the same
         // site tables it was built with.
-        let prepared = crate::sanitize::prepare(&**dev, module, &key.options)?;
+        let prepared = crate::sanitize::prepare(&**dev, module, options);
         let sanitized = prepared.sanitized;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {

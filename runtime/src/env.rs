@@ -5,7 +5,7 @@
 //! The table ([`VARIABLES`]) is what `kiln --help` prints and what the README's table must
 //! list (a test checks both).
 
-use crate::options::BuildOptions;
+use kiln_backends::options::BuildOptions;
 
 /// A value of a `KILN_*` variable that is not understood.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn build_options_row_lists_the_known_options() {
         let row = variable("KILN_PROGRAM_BUILD_OPTIONS").unwrap();
-        assert_eq!(row.accepts, crate::options::known_options());
+        assert_eq!(row.accepts, kiln_backends::options::known_options());
     }
 
     #[test]

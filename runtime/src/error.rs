@@ -107,6 +107,17 @@ impl RuntimeError {
 }
 
 impl DeviceError {
+    /// A build failure on `device`, with `error`'s words as the message.
+    pub fn build(device: impl Into<String>, error: impl std::fmt::Display) -> DeviceError {
+        DeviceError::Build { device: device.into(), message: error.to_string() }
+    }
+
+    /// The verifier's complaints about a module as a build failure on `device`.
+    pub fn ill_formed(device: impl Into<String>, errors: &[kiln_ir::VerifyError]) -> DeviceError {
+        let words: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        DeviceError::build(device, words.join("; "))
+    }
+
     /// [`DeviceError::NoKernel`] for `kernel`, listing the program's kernels.
     pub(crate) fn no_kernel<'a>(
         kernel: &str,

@@ -33,17 +33,12 @@ mod artifact;
 pub mod buffer;
 pub mod cache;
 pub mod context;
-/// The CUDA device: kiln kernels on NVIDIA GPUs through the driver API, loaded at run time.
-pub mod cuda;
 pub mod device;
 pub mod env;
 pub mod error;
 pub mod event;
-pub mod options;
 pub mod queue;
 mod sanitize;
-/// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
-pub mod vulkan;
 pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
 pub use context::{
     Context, ContextConfig, KernelData, KernelHandle, PreparedModule, Program, ProgramData,
@@ -54,7 +49,7 @@ pub use device::{
 };
 pub use error::{DeviceError, RuntimeError};
 pub use event::{Event, EventStatus};
+pub use kiln_backends::options::BuildOptions;
 /// Re-exported from the IR crate: launch geometry and buffer elements.
 pub use kiln_ir::launch::{Element, NdRange};
-pub use options::BuildOptions;
 pub use queue::{Handler, HostTaskContext, KernelArg, Queue, QueueOrder};

@@ -5,49 +5,36 @@
 
 use std::sync::Arc;
 
+use kiln_backends::options::BuildOptions;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{Module, Scalar};
-use kiln_passes::sanitize::{sanitize_kernel, Sanitized, ERROR_WORDS, SANITIZE_BOUNDS};
+use kiln_ir::{Scalar, Verified};
+use kiln_passes::sanitize::{Sanitized, ERROR_WORDS};
 
-use crate::device::{Device, DeviceKind, Handle};
+use crate::device::{Device, Handle};
 use crate::error::DeviceError;
-use crate::options::{without, BuildOptions};
 
 /// What a device is given to build, and what its launches need.
 pub(crate) struct Prepared {
     /// The module the device compiles (sanitized or not).
-    pub module: Module,
+    pub module: Verified,
     /// The options the device is given (without the sanitizer's).
-    pub options: String,
+    pub options: BuildOptions,
     /// The sanitized kernels, when the sanitizer is on.
     pub sanitized: Option<Arc<[Sanitized]>>,
 }
 
 /// What `dev` builds for `module` under `options`: the module sanitized when the options ask
-/// for it on a device that needs it (not the interpreter, which checks every access).
-pub(crate) fn prepare(
-    dev: &dyn Device,
-    module: &Module,
-    options: &str,
-) -> Result<Prepared, DeviceError> {
-    // The context has already refused options that do not parse.
-    let wanted = BuildOptions::parse(options).is_ok_and(|o| o.sanitize_bounds);
-    if !wanted || dev.kind() == DeviceKind::Interp {
-        return Ok(Prepared { module: module.clone(), options: options.into(), sanitized: None });
+/// for it on a device that needs it (not one that checks every access itself).
+pub(crate) fn prepare(dev: &dyn Device, module: Verified, options: BuildOptions) -> Prepared {
+    if !options.sanitize_bounds || dev.checks_bounds() {
+        return Prepared { module, options, sanitized: None };
     }
-    // Rewrite only verified kernels, so that an error names the user's code, not the
-    // sanitizer's hidden parameters.
-    kiln_ir::verify_module(module).map_err(|errs| DeviceError::Build {
-        device: dev.name(),
-        message: errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "),
-    })?;
-    let sanitized: Vec<Sanitized> = module.kernels.iter().map(sanitize_kernel).collect();
-    let built = Module::new(sanitized.iter().map(|s| s.kernel.clone()).collect());
-    Ok(Prepared {
-        module: built,
-        options: without(options, SANITIZE_BOUNDS),
+    let (module, sanitized) = kiln_backends::driver::sanitize(&module);
+    Prepared {
+        module,
+        options: BuildOptions { sanitize_bounds: false, ..options },
         sanitized: Some(sanitized.into()),
-    })
+    }
 }
 
 /// Runs a sanitized kernel: appends the hidden arguments and a zeroed error buffer, runs

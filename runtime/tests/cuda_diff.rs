@@ -8,7 +8,7 @@ use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{arb_kernel, results_match};
 use kiln_ir::{parse_module, Kernel};
-use kiln_runtime::cuda::CudaDevice;
+use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::{Device, DeviceError};
 
 mod common;

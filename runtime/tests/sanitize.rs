@@ -17,8 +17,8 @@ use kiln_ir::interp;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{results_match, seeded_cases, GenConfig, STEP_LIMIT};
 use kiln_ir::{parse_module, Kernel, Module};
-use kiln_runtime::cuda::CudaDevice;
-use kiln_runtime::vulkan::VulkanDevice;
+use kiln_runtime::device::cuda::CudaDevice;
+use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{
     interp_device, AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, DeviceKind,
     IrDevice, IrExecutor, KernelArg, Queue, QueueOrder, RuntimeError,

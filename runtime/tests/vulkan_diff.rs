@@ -10,7 +10,7 @@ use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{results_match, seeded_cases, GenConfig};
 use kiln_ir::{parse_module, Imm, Kernel};
-use kiln_runtime::vulkan::VulkanDevice;
+use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{Device, DeviceError};
 
 mod common;
@@ -305,7 +305,9 @@ fn damaged_binaries_do_not_load() {
     let Some(dev) = device() else { return };
     common::damaged_binaries_do_not_load(&dev);
     let m = parse_module("kernel k(x: ptr<global, u32>) { x[global_id(0)] = 1u32; }").unwrap();
-    let e = dev.build(&m, "-funroll").unwrap_err();
+    // Options are parsed once, by the context, before any device builds.
+    let ctx = kiln_runtime::Context::new(std::sync::Arc::new(dev));
+    let e = ctx.build_program(&m, &[], "-funroll").unwrap_err();
     assert!(e.to_string().contains("unknown build option `-funroll`"), "{e}");
 }
 

@@ -9,7 +9,7 @@
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, Kernel, Scalar};
-use kiln_runtime::vulkan::{VulkanDevice, MAX_PRIVATE_BYTES};
+use kiln_runtime::device::vulkan::{VulkanDevice, MAX_PRIVATE_BYTES};
 use kiln_runtime::{Device, DeviceError};
 
 fn device() -> Option<VulkanDevice> {
@@ -33,7 +33,8 @@ fn kernel(src: &str) -> Kernel {
 }
 
 fn build_error(dev: &VulkanDevice, k: &Kernel) -> String {
-    match dev.build(&kiln_ir::Module::new(vec![k.clone()]), "") {
+    let m = kiln_ir::Verified::kernel(k.clone()).expect("verifies");
+    match dev.build(&m, &kiln_runtime::BuildOptions::default()) {
         Err(e @ DeviceError::Build { .. }) => e.to_string(),
         Err(e) => panic!("{}: not a build error: {e}", k.name()),
         Ok(_) => panic!("{}: built, but it exceeds a limit", k.name()),

@@ -11,7 +11,7 @@ use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, Module};
 use kiln_runtime::cache::PersistentCache;
 use kiln_runtime::context::driver_cache_key;
-use kiln_runtime::vulkan::VulkanDevice;
+use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{Context, ContextConfig};
 
 fn device() -> Option<Arc<VulkanDevice>> {

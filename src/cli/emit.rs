@@ -1,12 +1,16 @@
-//! `kiln emit`: lower a .kir file for a backend target: `ptx` (PTX text for every kernel, or
-//! the one `--kernel` names) or `spirv-cl` / `spirv-vk` (a binary SPIR-V module for one
-//! kernel; `--text` prints its disassembly) or `amdgpu` (gfx900 assembly for every kernel,
-//! or the one `--kernel` names).
+//! `kiln emit`: lower a .kir file for a target of the registry
+//! (`kiln_backends::registry`) through the build driver: text targets (`ptx`, `amdgpu`,
+//! `kir`) print every kernel or the one `--kernel` names; binary targets (`spirv-cl`,
+//! `spirv-vk`) write one kernel's module (`--text` prints its disassembly).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::Args;
+use kiln::backends::driver;
+use kiln::backends::options::BuildOptions;
+use kiln::backends::ptx::Options;
+use kiln::backends::registry::{self, TargetOptions};
 use kiln::ir::{check_source, Kernel, Module};
 
 use super::{file_name, read_source, Error};
@@ -17,8 +21,8 @@ pub struct EmitArgs {
     /// The .kir file.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The target: `ptx`, `spirv-cl` (OpenCL Kernel flavour), `spirv-vk` (Vulkan compute) or
-    /// `amdgpu` (gfx900 assembly).
+    /// The target: `ptx`, `spirv-cl` (OpenCL Kernel flavour), `spirv-vk` (Vulkan compute),
+    /// `amdgpu` (gfx900 assembly) or `kir` (the kernels as the interpreter runs them).
     #[arg(long, value_name = "TARGET", value_parser = target)]
     target: String,
     /// The kernel to emit (ptx, amdgpu: default every kernel; spirv: needed when the file has
@@ -37,6 +41,10 @@ pub struct EmitArgs {
     /// PTX: the ISA version to declare, MAJOR.MINOR (default: the lowest that supports --sm).
     #[arg(long, value_name = "X.Y", value_parser = ptx_version)]
     ptx_version: Option<(u32, u32)>,
+    /// Run the `-O` pipeline first, as devices do when they build (`kiln emit` lowers the
+    /// kernels as written by default).
+    #[arg(short = 'O', long)]
+    optimize: bool,
     /// Print the time lowering took (parsing excluded) to stderr.
     #[arg(long)]
     time: bool,
@@ -46,16 +54,10 @@ pub struct EmitArgs {
     check_bounds: bool,
 }
 
-/// What a target produced: text, or a binary module with its disassembly.
-enum Emitted {
-    Text(String),
-    Binary { bytes: Vec<u8>, text: String },
-}
-
 /// Runs `kiln emit`.
 pub fn main(a: &EmitArgs) -> Result<(), Error> {
-    let binary = a.target.starts_with("spirv-") && !a.text;
-    if binary && a.output.is_none() && std::io::stdout().is_terminal() {
+    let info = registry::info(&a.target).expect("--target passed the value parser");
+    if info.binary && !a.text && a.output.is_none() && std::io::stdout().is_terminal() {
         // Binary on a terminal is garbage at best and terminal escapes at worst.
         clap::Error::raw(
             clap::error::ErrorKind::MissingRequiredArgument,
@@ -69,36 +71,17 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     }
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
-    let module = if a.check_bounds {
-        let sanitize = |k: &Kernel| kiln::passes::sanitize::sanitize_kernel(k).kernel;
-        Module::new(module.kernels.iter().map(sanitize).collect())
-    } else {
-        module
-    };
+    // A binary file holds one module, of one kernel.
+    let kernels = if info.binary { vec![one_kernel(a, &module)?] } else { selected(a, &module)? };
+    let names: Vec<String> = kernels.iter().map(|k| k.name().to_string()).collect();
+    let module = module.retain(|k| names.iter().any(|n| n == k.name()));
+    let options = TargetOptions { ptx: Options { sm: a.sm, ptx_version: a.ptx_version } };
+    let target = registry::target(&a.target, &options)?;
+    let build = BuildOptions { optimize: a.optimize, sanitize_bounds: a.check_bounds };
     let start = std::time::Instant::now();
-    let out = match a.target.as_str() {
-        "ptx" => {
-            let module = Module::new(selected(a, &module)?.into_iter().cloned().collect());
-            let options = kiln::backends::ptx::Options { sm: a.sm, ptx_version: a.ptx_version };
-            Emitted::Text(
-                kiln::backends::ptx::emit_module(&module, &options).map_err(|e| e.to_string())?,
-            )
-        }
-        "spirv-cl" | "spirv-vk" => {
-            use kiln::backends::spirv::{emit, Flavour};
-            let flavour = if a.target == "spirv-cl" { Flavour::OpenCl } else { Flavour::Vulkan };
-            let m = emit(one_kernel(a, &module)?, flavour).map_err(|e| e.to_string())?;
-            Emitted::Binary { bytes: m.to_bytes(), text: m.disassemble() }
-        }
-        "amdgpu" => {
-            let mut asm = String::new();
-            for k in selected(a, &module)? {
-                asm += &kiln::backends::amdgpu::compile(k).map_err(|e| e.to_string())?.asm;
-            }
-            Emitted::Text(asm)
-        }
-        t => unreachable!("--target `{t}` passed the value parser"),
-    };
+    let (kernels, _) = driver::lower(&target.name(), target.lowering(), module, &build)
+        .map_err(|e| e.to_string())?;
+    let out = target.emit_any(&kernels).map_err(|e| e.to_string())?;
     if a.time {
         let us = start.elapsed().as_secs_f64() * 1e6;
         eprintln!("kiln: emitted {} in {us:.1} us", a.target);
@@ -106,23 +89,19 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     let write = |path: &PathBuf, data: &[u8]| {
         std::fs::write(path, data).map_err(|e| format!("cannot write `{}`: {e}", path.display()))
     };
-    match out {
-        Emitted::Text(text) => match &a.output {
-            Some(p) => write(p, text.as_bytes())?,
-            None => print!("{text}"),
-        },
-        Emitted::Binary { bytes, text } => {
-            if let Some(p) = &a.output {
-                write(p, &bytes)?;
-            }
-            if a.text {
-                println!("{text}");
-            } else if a.output.is_none() {
-                std::io::stdout()
-                    .write_all(&bytes)
-                    .map_err(|e| format!("cannot write stdout: {e}"))?;
-            }
+    if let Some(p) = &a.output {
+        write(p, &out.to_bytes())?;
+    }
+    if a.text || (a.output.is_none() && !out.is_binary()) {
+        let listing = out.listing();
+        print!("{listing}");
+        if out.is_binary() {
+            println!();
         }
+    } else if a.output.is_none() {
+        std::io::stdout()
+            .write_all(&out.to_bytes())
+            .map_err(|e| format!("cannot write stdout: {e}"))?;
     }
     Ok(())
 }
@@ -154,15 +133,11 @@ fn one_kernel<'m>(a: &EmitArgs, module: &'m Module) -> Result<&'m Kernel, Error>
     }
 }
 
-/// The targets `--target` accepts.
-const TARGETS: [&str; 4] = ["ptx", "spirv-cl", "spirv-vk", "amdgpu"];
-
 /// A `--target` value; an unknown one is a usage error (exit code 2).
 fn target(text: &str) -> Result<String, String> {
-    if TARGETS.contains(&text) {
-        Ok(text.to_string())
-    } else {
-        Err(format!("unknown target `{text}` (targets: {})", TARGETS.join(", ")))
+    match registry::info(text) {
+        Some(t) => Ok(t.name.to_string()),
+        None => Err(format!("unknown target `{text}` (targets: {})", registry::names().join(", "))),
     }
 }
 

@@ -7,8 +7,8 @@ use clap::Args;
 use kiln::ir::launch::{self, Arg, NdRange};
 use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
 use kiln::passes::sanitize::SANITIZE_BOUNDS;
-use kiln::runtime::cuda::CudaDevice;
-use kiln::runtime::vulkan::VulkanDevice;
+use kiln::runtime::device::cuda::CudaDevice;
+use kiln::runtime::device::vulkan::VulkanDevice;
 use kiln::runtime::{
     AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, Interp, IrDevice,
     KernelArg, Program, Queue, QueueOrder, RuntimeError,

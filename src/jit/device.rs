@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use kiln_runtime::cuda::CudaDevice;
-use kiln_runtime::vulkan::VulkanDevice;
+use kiln_runtime::device::cuda::CudaDevice;
+use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{Interp, IrDevice};
 
 use super::Error;

@@ -21,7 +21,7 @@ mod device;
 mod error;
 
 use kiln_ir::launch::NdRange;
-use kiln_ir::{check_source, Kernel, Module};
+use kiln_ir::{check_source, Kernel, Module, Verified};
 use kiln_passes::fusion::{fuse_kernels, FusedKernel, FusionSpec, FusionWarning};
 use kiln_runtime::{
     AccessMode, Buffer, Context, ContextConfig, DeviceError, Element, Event, KernelArg, Queue,
@@ -195,7 +195,7 @@ impl Jit {
     /// assert!(module.kernel("saxpy").is_some());
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn compile_source(&self, file: &str, src: &str) -> Result<Module, Error> {
+    pub fn compile_source(&self, file: &str, src: &str) -> Result<Verified, Error> {
         check_source(file, src).map_err(Error::Source)
     }
 

@@ -33,6 +33,7 @@
 //! (three u32 each).
 
 pub mod asm;
+#[cfg(feature = "testing")]
 pub mod gen;
 pub mod isel;
 pub mod mir;
@@ -40,21 +41,35 @@ pub mod regalloc;
 pub mod sim;
 pub mod spill;
 
-use kiln_ir::Kernel;
+use kiln_ir::{Kernel, Verified};
 use kiln_passes::divergence::{analyze, Divergence};
 
-/// Why a kernel cannot be compiled.
+use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Target};
+
+/// Why selection or allocation failed, inside the backend; it leaves as a
+/// [`BackendError`] of the matching [`ErrorKind`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
-    /// The kernel does not pass the verifier.
-    IllFormed(String),
     /// The kernel uses something outside the supported subset.
     Unsupported(String),
     /// The kernel needs more registers than the hardware has.
     RegisterPressure(String),
     /// The kernel needs more of a fixed resource (LDS, scratch, kernel-argument space) than
-    /// gfx9 has; the message names the kernel, the resource and the limit.
+    /// gfx9 has.
     Limit(String),
+}
+
+impl Error {
+    fn into_backend(self, kernel: &str) -> BackendError {
+        let (kind, message) = match self {
+            Error::Unsupported(m) => (ErrorKind::Unsupported, format!("unsupported: {m}")),
+            Error::RegisterPressure(m) => {
+                (ErrorKind::RegisterPressure, format!("register pressure: {m}"))
+            }
+            Error::Limit(m) => (ErrorKind::Limit, m),
+        };
+        BackendError::new("amdgpu", kernel, kind, message)
+    }
 }
 
 /// Bytes of LDS a work-group may use on gfx9 (`group_segment_fixed_size`).
@@ -66,19 +81,6 @@ pub const MAX_SCRATCH_BYTES: u32 = ((1 << 13) - 1) * 1024 / 64;
 
 /// Bytes of kernel arguments kiln may address: `s_load_dword`'s immediate offset has 20 bits.
 pub const MAX_KERNARG_BYTES: u32 = 1 << 20;
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::IllFormed(m) => write!(f, "amdgpu backend: ill-formed kernel: {m}"),
-            Error::Unsupported(m) => write!(f, "amdgpu backend: unsupported: {m}"),
-            Error::RegisterPressure(m) => write!(f, "amdgpu backend: register pressure: {m}"),
-            Error::Limit(m) => write!(f, "amdgpu backend: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// A compiled kernel: allocated machine code and its listing.
 #[derive(Clone, Debug)]
@@ -107,35 +109,60 @@ impl Compiled {
     }
 }
 
-/// Compiles a kernel with its divergence analysis.
-pub fn compile(kernel: &Kernel) -> Result<Compiled, Error> {
+/// The AMDGPU target (gfx900 assembly): one [`Compiled`] kernel per kernel of the module.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Amdgpu;
+
+impl Target for Amdgpu {
+    type Output = Vec<Compiled>;
+    fn name(&self) -> String {
+        "amdgpu".into()
+    }
+    fn emit(&self, module: &Verified) -> Result<Vec<Compiled>, BackendError> {
+        module.kernels.iter().map(compile_verified).collect()
+    }
+}
+
+impl Emitted for Vec<Compiled> {
+    fn listing(&self) -> String {
+        self.iter().map(|c| c.asm.as_str()).collect()
+    }
+}
+
+/// Compiles a kernel with its divergence analysis; an ill-formed kernel is an error.
+pub fn compile(kernel: &Kernel) -> Result<Compiled, BackendError> {
+    compile_verified(&verified_kernel("amdgpu", kernel)?.kernels[0])
+}
+
+fn compile_verified(kernel: &Kernel) -> Result<Compiled, BackendError> {
     // Selection recurses over expressions: give it bounded depth (see kiln_ir::depth), and
     // analyze the kernel it selects from, whose split-off lets need divergence facts too.
     let kernel = &kiln_ir::depth::bound_kernel(kernel);
-    compile_with(kernel, &analyze(kernel))
+    select_and_allocate(kernel, &analyze(kernel))
 }
 
 /// Compiles a kernel with the given divergence facts (tests pass a deliberately wrong
-/// analysis to show the differential test catches the miscompile).
+/// analysis to show the differential test catches the miscompile). Only with the `testing`
+/// feature.
 ///
 /// A kernel with expressions deeper than `kiln_ir::depth::MAX_EXPR_DEPTH` is split into lets
 /// first; `div` then lacks the new lets, so it is recomputed (and a planted wrong analysis
 /// is not used).
-pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, Error> {
-    let bounded = kiln_ir::depth::bound_kernel(kernel);
+#[cfg(feature = "testing")]
+pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, BackendError> {
+    let m = verified_kernel("amdgpu", kernel)?;
+    let bounded = kiln_ir::depth::bound_kernel(&m.kernels[0]);
     if !bounded.ptr_eq(kernel) {
-        return compile(&bounded);
+        return compile_verified(&bounded);
     }
-    // Selection relies on verified types (pointers have elements, and so on).
-    if let Err(errs) = kiln_ir::verify_kernel(kernel) {
-        return Err(Error::IllFormed(errs.first().map(|e| e.to_string()).unwrap_or_default()));
-    }
-    let named = |e: Error| match e {
-        Error::Limit(m) => Error::Limit(format!("kernel `{}`: {m}", kernel.name())),
-        e => e,
-    };
-    let mut f = isel::select(kernel, div).map_err(named)?;
-    regalloc::allocate(&mut f)?;
+    select_and_allocate(kernel, div)
+}
+
+/// Selection, allocation and the final scratch check of a verified, depth-bounded kernel.
+fn select_and_allocate(kernel: &Kernel, div: &Divergence) -> Result<Compiled, BackendError> {
+    let fail = |e: Error| e.into_backend(kernel.name());
+    let mut f = isel::select(kernel, div).map_err(fail)?;
+    regalloc::allocate(&mut f).map_err(fail)?;
     // Spill slots come after the private arrays: the total is checked again.
     if f.scratch_bytes > MAX_SCRATCH_BYTES {
         let m = crate::limits::exceeded(
@@ -144,7 +171,7 @@ pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, Error
             MAX_SCRATCH_BYTES as u64,
             "gfx9's",
         );
-        return Err(Error::Limit(format!("kernel `{}`: {m}", kernel.name())));
+        return Err(Error::Limit(m).into_backend(kernel.name()));
     }
     let asm = asm::print(&f);
     Ok(Compiled { func: f, asm })

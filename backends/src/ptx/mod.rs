@@ -33,14 +33,14 @@
 //!   `atom.{global,shared}` (generic for generic pointers).
 //!
 //! Constructs the backend cannot express (f64 transcendental functions, pointer parameters
-//! in the local or private address space) are a [`PtxError`], never wrong code.
+//! in the local or private address space) are a [`BackendError`](crate::target::BackendError), never wrong code.
 
 mod lower;
 mod regs;
 
-use std::fmt;
+use kiln_ir::{Kernel, Module, Verified};
 
-use kiln_ir::{Kernel, Module};
+use crate::target::{verified_kernel, BackendError, ErrorKind, Target};
 
 /// Names of the three implicit `.u32` parameters that carry the global offset (x, y, z).
 /// They follow the kernel's own parameters, in this order.
@@ -81,31 +81,30 @@ impl Options {
     }
 }
 
-/// Why a kernel could not be lowered to PTX.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PtxError {
-    /// The kernel's name.
-    pub kernel: String,
-    /// What is unsupported or ill-formed.
-    pub message: String,
-}
+/// The PTX target: [`Options`] say for which architecture and ISA version.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ptx(pub Options);
 
-impl fmt::Display for PtxError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PTX backend, kernel `{}`: {}", self.kernel, self.message)
+impl Target for Ptx {
+    type Output = String;
+    fn name(&self) -> String {
+        "ptx".into()
+    }
+    fn emit(&self, module: &Verified) -> Result<String, BackendError> {
+        emit_kernels(&module.kernels, &self.0)
     }
 }
 
-impl std::error::Error for PtxError {}
-
-/// Emits a PTX module holding one kernel (`.visible .entry` named like the kernel).
-pub fn emit_kernel(kernel: &Kernel, options: &Options) -> Result<String, PtxError> {
-    emit_kernels(std::slice::from_ref(kernel), options)
+/// Emits a PTX module holding one kernel (`.visible .entry` named like the kernel); an
+/// ill-formed kernel is an error.
+pub fn emit_kernel(kernel: &Kernel, options: &Options) -> Result<String, BackendError> {
+    Ptx(*options).emit(&verified_kernel("ptx", kernel)?)
 }
 
-/// Emits a PTX module holding every kernel of `module`.
-pub fn emit_module(module: &Module, options: &Options) -> Result<String, PtxError> {
-    emit_kernels(&module.kernels, options)
+/// Emits a PTX module holding every kernel of `module`; an ill-formed module is an error.
+pub fn emit_module(module: &Module, options: &Options) -> Result<String, BackendError> {
+    let m = Verified::new(module.clone()).map_err(|e| BackendError::ill_formed("ptx", &e))?;
+    Ptx(*options).emit(&m)
 }
 
 /// Bytes of `.param` space a kernel's parameters may take before PTX ISA 8.1 (ptxas:
@@ -161,12 +160,14 @@ fn check_limits(k: &Kernel, options: &Options) -> Result<(), String> {
     Ok(())
 }
 
-fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, PtxError> {
+fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, BackendError> {
     if options.sm < 70 {
-        return Err(PtxError {
-            kernel: kernels.first().map_or(String::new(), |k| k.name().to_string()),
-            message: format!("sm_{} is not supported (sm_70 or newer)", options.sm),
-        });
+        return Err(BackendError::new(
+            "ptx",
+            kernels.first().map_or("", |k| k.name()),
+            ErrorKind::Unsupported,
+            format!("sm_{} is not supported (sm_70 or newer)", options.sm),
+        ));
     }
     let (major, minor) = options.version();
     let mut out = format!(
@@ -176,19 +177,10 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, PtxErro
     for k in kernels {
         // Lowering recurses over expressions: give it bounded depth (see kiln_ir::depth).
         let k = &kiln_ir::depth::bound_kernel(k);
-        // Lowering relies on verified types (pointers have elements, and so on).
-        if let Err(errs) = kiln_ir::verify_kernel(k) {
-            let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
-            return Err(PtxError {
-                kernel: k.name().to_string(),
-                message: format!("ill-formed kernel: {first}"),
-            });
-        }
-        check_limits(k, options)
-            .map_err(|message| PtxError { kernel: k.name().to_string(), message })?;
+        let fail = |kind| move |m| BackendError::new("ptx", k.name(), kind, m);
+        check_limits(k, options).map_err(fail(ErrorKind::Limit))?;
         out.push('\n');
-        let text = lower::lower_kernel(k, options)
-            .map_err(|message| PtxError { kernel: k.name().to_string(), message })?;
+        let text = lower::lower_kernel(k, options).map_err(fail(ErrorKind::Unsupported))?;
         out.push_str(&text);
     }
     Ok(out)

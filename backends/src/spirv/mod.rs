@@ -94,8 +94,6 @@ mod exact;
 mod expr;
 mod stmt;
 
-use std::fmt;
-
 use rspirv::binary::{Assemble, Disassemble};
 use rspirv::dr::Operand;
 use rspirv::spirv::{
@@ -103,7 +101,9 @@ use rspirv::spirv::{
     FunctionControl, MemoryModel, StorageClass, Word,
 };
 
-use kiln_ir::{Kernel, Scalar, Stmt, StmtNode, Type};
+use kiln_ir::{Kernel, Scalar, Stmt, StmtNode, Type, Verified};
+
+use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Target};
 
 use ctx::Ctx;
 
@@ -125,24 +125,6 @@ impl Flavour {
         }
     }
 }
-
-/// An emission error: the kernel uses something the flavour cannot express, or is
-/// ill-formed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpirvError {
-    /// The kernel's name.
-    pub kernel: String,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl fmt::Display for SpirvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "spirv: kernel `{}`: {}", self.kernel, self.message)
-    }
-}
-
-impl std::error::Error for SpirvError {}
 
 /// A storage-buffer binding of the Vulkan flavour.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,31 +197,77 @@ impl SpirvModule {
     }
 }
 
-/// Emits `kernel` (which must verify) as a SPIR-V module of the given flavour.
-pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, SpirvError> {
+/// The SPIR-V target of one flavour: one module per kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Spirv(pub Flavour);
+
+impl Flavour {
+    /// The target's name: `spirv-cl` or `spirv-vk`.
+    pub fn target_name(self) -> &'static str {
+        match self {
+            Flavour::OpenCl => "spirv-cl",
+            Flavour::Vulkan => "spirv-vk",
+        }
+    }
+}
+
+impl Target for Spirv {
+    type Output = Vec<SpirvModule>;
+    fn name(&self) -> String {
+        self.0.target_name().into()
+    }
+    fn emit(&self, module: &Verified) -> Result<Vec<SpirvModule>, BackendError> {
+        module.kernels.iter().map(|k| emit_verified(k, self.0)).collect()
+    }
+}
+
+impl Emitted for Vec<SpirvModule> {
+    fn listing(&self) -> String {
+        self.iter().map(SpirvModule::disassemble).collect::<Vec<_>>().join("\n")
+    }
+    /// The modules' bytes, one after another: a `.spv` file holds one module, so emit one
+    /// kernel per file.
+    fn to_bytes(&self) -> Vec<u8> {
+        self.iter().flat_map(SpirvModule::to_bytes).collect()
+    }
+    fn is_binary(&self) -> bool {
+        true
+    }
+}
+
+/// Emits `kernel` as a SPIR-V module of the given flavour; an ill-formed kernel is an error.
+pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendError> {
+    let m = verified_kernel(flavour.target_name(), kernel)?;
+    emit_verified(&m.kernels[0], flavour)
+}
+
+/// Emits one kernel of a verified module.
+fn emit_verified(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendError> {
     // Emission recurses over expressions: give it bounded depth (see kiln_ir::depth).
     let kernel = &kiln_ir::depth::bound_kernel(kernel);
-    let err = |message: String| SpirvError { kernel: kernel.name().to_string(), message };
-    if let Err(errs) = kiln_ir::verify_kernel(kernel) {
-        let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
-        return Err(err(format!("ill-formed kernel: {first}")));
-    }
-    check_limits(kernel, flavour).map_err(err)?;
+    let err = |kind| {
+        move |message: String| {
+            BackendError::new(flavour.target_name(), kernel.name(), kind, message)
+        }
+    };
+    check_limits(kernel, flavour).map_err(err(ErrorKind::Limit))?;
     let mut cx = Ctx::new(flavour);
     let mut em = stmt::Emitter::new(kernel);
     let layout = match flavour {
         Flavour::Vulkan => setup_vulkan(&mut cx, &mut em, kernel),
         Flavour::OpenCl => setup_opencl(&mut cx, &mut em, kernel),
     }
-    .map_err(err)?;
-    em.body(&mut cx, kernel).map_err(err)?;
+    .map_err(err(ErrorKind::Unsupported))?;
+    em.body(&mut cx, kernel).map_err(err(ErrorKind::Unsupported))?;
     if flavour == Flavour::Vulkan {
         preserve_subnormals(&mut cx, em.entry_fn);
     }
     if flavour == Flavour::OpenCl && cx.f16_used {
-        return Err(err("f16 is not supported by the OpenCL flavour (OpenCL environments \
+        return Err(err(ErrorKind::Unsupported)(
+            "f16 is not supported by the OpenCL flavour (OpenCL environments \
              allow only Float16Buffer; vload_half/vstore_half lowering is not implemented)"
-            .into()));
+                .into(),
+        ));
     }
     let module = cx.finish().module();
     Ok(SpirvModule { words: module.assemble(), flavour, entry: kernel.name().to_string(), layout })

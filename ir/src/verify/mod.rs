@@ -108,6 +108,10 @@
 mod expr;
 mod stmt;
 
+mod verified;
+
+pub use verified::Verified;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 

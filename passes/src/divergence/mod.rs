@@ -30,6 +30,7 @@
 //! shared by several places gets the union of their states.
 
 mod print;
+#[cfg(feature = "testing")]
 pub mod trace;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -57,13 +58,18 @@ pub struct Divergence {
 
 /// Runs the analysis on a kernel (which should verify).
 pub fn analyze(kernel: &Kernel) -> Divergence {
-    analyze_with(kernel, &HashSet::new())
+    analyze_forcing(kernel, &HashSet::new())
 }
 
 /// Runs the analysis, but pretends every variable in `forced` is uniform wherever it is
 /// bound. **Unsound by design**: it exists to plant miscompiles in tests and show that the
-/// differential tests catch them.
+/// differential tests catch them. Only with the `testing` feature.
+#[cfg(feature = "testing")]
 pub fn analyze_with(kernel: &Kernel, forced: &HashSet<Var>) -> Divergence {
+    analyze_forcing(kernel, forced)
+}
+
+fn analyze_forcing(kernel: &Kernel, forced: &HashSet<Var>) -> Divergence {
     let mut d = Divergence { forced_uniform: forced.clone(), ..Divergence::default() };
     let mut state = VarSet::new();
     // The analysis recurses over expressions; its facts about the kernel's own variables are

@@ -89,7 +89,8 @@ pub fn context_round_trip(dev: Arc<dyn Device>, tag: &str) {
 pub fn damaged_binaries_do_not_load(dev: &dyn Device) {
     let m = parse_module("kernel k(x: ptr<global, u32>, n: u32) { x[global_id(0)] = n; }")
         .expect("parses");
-    let bin = dev.build(&m, "").expect("builds");
+    let m = kiln_ir::Verified::new(m).expect("verifies");
+    let bin = dev.build(&m, &kiln_runtime::BuildOptions::default()).expect("builds");
     assert!(dev.load(&bin).is_ok());
     for cut in [0, 7, 12, bin.len() / 2, bin.len() - 1] {
         let Err(e) = dev.load(&bin[..cut]) else { panic!("a binary cut at {cut} loads") };

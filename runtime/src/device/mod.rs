@@ -32,18 +32,27 @@
 //! A device whose binaries are real device code implements [`Device`] directly instead:
 //! `build` returns those bytes (they are what the persistent cache stores), `load` turns
 //! them into a module handle, `kernel` looks up a function. The CUDA device
-//! ([`crate::cuda::CudaDevice`], PTX) and the Vulkan device ([`crate::vulkan::VulkanDevice`],
+//! ([`crate::device::cuda::CudaDevice`], PTX) and the Vulkan device ([`crate::device::vulkan::VulkanDevice`],
 //! SPIR-V) do so.
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use kiln_ir::interp;
+use kiln_backends::options::BuildOptions;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{parse_module, verify_module, Kernel, Module};
+use kiln_ir::{Kernel, Verified};
 
 use crate::error::DeviceError;
+
+/// The CUDA device: kiln kernels on NVIDIA GPUs through the driver API, loaded at run time.
+pub mod cuda;
+pub mod interp;
+pub mod registry;
+/// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
+pub mod vulkan;
+
+pub use interp::{interp_device, Interp, InterpDevice, IrDevice, IrExecutor};
 
 /// A device-side object (a loaded program or a kernel), type-erased.
 pub type Handle = Arc<dyn Any + Send + Sync>;
@@ -99,8 +108,15 @@ pub trait Device: Send + Sync + 'static {
             CODEGEN_VERSION
         )
     }
-    /// Builds a program binary for `module` with the given build options.
-    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError>;
+    /// True when the device checks every access of every launch itself, so
+    /// `-fsanitize=bounds` needs no rewrite of its programs (the interpreter); false by
+    /// default.
+    fn checks_bounds(&self) -> bool {
+        false
+    }
+    /// Builds a program binary for `module` with the given build options, through the build
+    /// driver ([`kiln_backends::driver`]) and the device's target.
+    fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError>;
     /// Loads a binary made by [`Device::build`] (possibly by another process, from the
     /// persistent cache) into a program handle.
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError>;
@@ -145,131 +161,17 @@ pub trait Device: Send + Sync + 'static {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError> {
-        let bin = self.build(&Module::new(vec![kernel.clone()]), "")?;
+        let module = Verified::kernel(kernel.clone())
+            .map_err(|errs| DeviceError::ill_formed(self.name(), &errs))?;
+        let bin = self.build(&module, &BuildOptions::default())?;
         let program = self.load(&bin)?;
         let k = self.kernel(&program, kernel.name())?;
         self.run(&k, range, args, buffers)
     }
 }
 
-/// An executor that runs IR kernels directly (the interpreter, or a backend that compiles
-/// inside its `run`). Wrap one in [`IrDevice`] to get a [`Device`].
-pub trait IrExecutor: Send + Sync + 'static {
-    /// The device's name.
-    fn name(&self) -> String;
-    /// Its kind.
-    fn kind(&self) -> DeviceKind;
-    /// Driver / runtime version.
-    fn version(&self) -> String;
-    /// Runs `kernel` over `range`.
-    fn run(
-        &self,
-        kernel: &Kernel,
-        range: &NdRange,
-        args: &[Arg],
-        buffers: &mut [Buffer],
-    ) -> Result<(), String>;
-}
-
-/// A [`Device`] whose program binary is the verified module's canonical text and whose
-/// kernels are IR [`Kernel`]s handed to an [`IrExecutor`].
-#[derive(Debug, Default)]
-pub struct IrDevice<X>(pub X);
-
 /// The value behind a program or kernel handle, when `device` made it; `what` names the
 /// handle in the error (a handle of another device is a launch error, not a panic).
 pub(crate) fn handle_as<'a, T: Any>(h: &'a Handle, what: &str) -> Result<&'a T, DeviceError> {
     h.downcast_ref::<T>().ok_or_else(|| DeviceError::Launch(format!("not a {what} of this device")))
-}
-
-impl<X: IrExecutor> Device for IrDevice<X> {
-    fn name(&self) -> String {
-        self.0.name()
-    }
-    fn kind(&self) -> DeviceKind {
-        self.0.kind()
-    }
-    fn version(&self) -> String {
-        self.0.version()
-    }
-    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
-        // No option changes what is built here, but an unknown one is refused as on the GPU
-        // devices.
-        crate::options::BuildOptions::parse(options)
-            .map_err(|message| DeviceError::Build { device: self.name(), message })?;
-        verify_module(module).map_err(|errs| DeviceError::Build {
-            device: self.name(),
-            message: errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "),
-        })?;
-        Ok(module.to_string().into_bytes())
-    }
-    fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
-        let load_err = |message: String| DeviceError::Load { device: self.name(), message };
-        let text = std::str::from_utf8(binary).map_err(|e| load_err(e.to_string()))?;
-        let module = parse_module(text).map_err(|d| load_err(d.to_string()))?;
-        verify_module(&module).map_err(|_| load_err("the module does not verify".into()))?;
-        Ok(Arc::new(module))
-    }
-    fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
-        let m = handle_as::<Module>(program, "program")?;
-        match m.kernel(name) {
-            Some(k) => Ok(Arc::new(k.clone())),
-            None => Err(DeviceError::no_kernel(name, m.kernels.iter().map(|k| k.name()))),
-        }
-    }
-    fn run(
-        &self,
-        kernel: &Handle,
-        range: &NdRange,
-        args: &[Arg],
-        buffers: &mut [Buffer],
-    ) -> Result<(), DeviceError> {
-        let k = handle_as::<Kernel>(kernel, "kernel")?;
-        self.0.run(k, range, args, buffers).map_err(DeviceError::Launch)
-    }
-}
-
-/// The reference interpreter as an [`IrExecutor`], with optional limits on each launch: a
-/// step limit and a wall-clock timeout (see [`interp::RunOptions`]). The limits are not part
-/// of its identity: programs built for one `Interp` serve any other.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Interp {
-    /// The most statements a launch may execute, summed over its work-items.
-    pub max_steps: Option<u64>,
-    /// How long a launch may run, from the moment the device starts it.
-    pub timeout: Option<std::time::Duration>,
-}
-
-impl IrExecutor for Interp {
-    fn name(&self) -> String {
-        "kiln-interp".into()
-    }
-    fn kind(&self) -> DeviceKind {
-        DeviceKind::Interp
-    }
-    fn version(&self) -> String {
-        env!("CARGO_PKG_VERSION").into()
-    }
-    fn run(
-        &self,
-        kernel: &Kernel,
-        range: &NdRange,
-        args: &[Arg],
-        buffers: &mut [Buffer],
-    ) -> Result<(), String> {
-        let options = interp::RunOptions {
-            max_steps: self.max_steps,
-            deadline: self.timeout.and_then(|t| std::time::Instant::now().checked_add(t)),
-            ..interp::RunOptions::default()
-        };
-        interp::run_with(kernel, range, args, buffers, &options).map_err(|e| e.to_string())
-    }
-}
-
-/// The interpreter as a [`Device`].
-pub type InterpDevice = IrDevice<Interp>;
-
-/// A shared interpreter device.
-pub fn interp_device() -> Arc<dyn Device> {
-    Arc::new(IrDevice(Interp::default()))
 }

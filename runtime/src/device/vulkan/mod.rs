@@ -1,6 +1,6 @@
 //! A minimal Vulkan compute device: runs kernels through the SPIR-V backend's Vulkan flavour.
 //!
-//! [`VulkanDevice`](crate::vulkan::VulkanDevice) implements the runtime's [`Device`] trait, so it
+//! [`VulkanDevice`](crate::device::vulkan::VulkanDevice) implements the runtime's [`Device`] trait, so it
 //! plugs into a [`crate::Context`] and [`crate::Queue`] like the interpreter. [`Device::build`]
 //! optimizes the module with the default `-O` pipeline (`-O0` in the build options skips it) and
 //! emits one Vulkan-flavour SPIR-V module per kernel; the program binary holds those words, their
@@ -12,7 +12,7 @@
 //!
 //! Limits: `build` refuses a kernel that needs more than the device has (storage buffers per
 //! stage, push-constant bytes, shared memory, `#reqd_work_group_size`) or more private
-//! memory per work-item than [`MAX_PRIVATE_BYTES`](crate::vulkan::MAX_PRIVATE_BYTES), naming the kernel and the limit; `run`
+//! memory per work-item than [`MAX_PRIVATE_BYTES`](crate::device::vulkan::MAX_PRIVATE_BYTES), naming the kernel and the limit; `run`
 //! refuses `offset + global` past the `u32` ids as the interpreter does. A launch with more
 //! work-groups than one dispatch may have (`maxComputeWorkGroupCount`) is split into
 //! dispatches with a base group (`vkCmdDispatchBase`); the module reads the whole launch's
@@ -25,7 +25,7 @@
 //!
 //! The Vulkan loader is opened at run time (`ash::Entry::load`), so there is no link-time
 //! dependency: without a loader or a device,
-//! [`VulkanDevice::open`](crate::vulkan::VulkanDevice::open) returns [`DeviceError::Unavailable`].
+//! [`VulkanDevice::open`](crate::device::vulkan::VulkanDevice::open) returns [`DeviceError::Unavailable`].
 //! On this project's machines the device is lavapipe (Mesa's CPU Vulkan driver).
 
 use std::ffi::CStr;
@@ -34,10 +34,12 @@ use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
+use kiln_backends::driver;
 use kiln_backends::limits::{exceeded, Footprint};
-use kiln_backends::spirv::{emit, Flavour, VulkanLayout, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
+use kiln_backends::options::BuildOptions;
+use kiln_backends::spirv::{Flavour, Spirv, VulkanLayout, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
 use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
-use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
+use kiln_ir::{Imm, Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
 use crate::device::{handle_as, Device, DeviceKind, Handle};
@@ -393,29 +395,32 @@ impl VulkanDevice {
     }
 }
 
-/// The program binary [`VulkanDevice`]'s [`Device::build`] makes: the module optimized by
-/// the default `-O` pipeline (unless `options` say `-O0`), each kernel emitted as a
-/// Vulkan-flavour SPIR-V module with its binding layout, and the kernels' signatures. Needs
-/// no Vulkan device (benchmarks and tools use it to build what the device would).
-pub fn build_spirv_program(module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+/// The program binary [`VulkanDevice`]'s [`Device::build`] makes: the module built by the
+/// build driver for the Vulkan-flavour SPIR-V target, each kernel's module with its binding
+/// layout, and the kernels' signatures. Needs no Vulkan device (benchmarks and tools use it
+/// to build what the device would).
+pub fn build_spirv_program(
+    module: &Verified,
+    options: &BuildOptions,
+) -> Result<Vec<u8>, DeviceError> {
     build_checked(module, options, |_, _| Ok(()))
 }
 
 /// [`build_spirv_program`] with `check` run on each kernel and its layout before encoding.
 fn build_checked(
-    module: &Module,
-    options: &str,
+    module: &Verified,
+    options: &BuildOptions,
     check: impl Fn(&Kernel, &VulkanLayout) -> Result<(), String>,
 ) -> Result<Vec<u8>, DeviceError> {
-    let build_err = |message: String| DeviceError::Build { device: "vulkan".into(), message };
-    let kernels = artifact::prepare_kernels("vulkan", module, options)?;
+    let built = driver::build_verified(&Spirv(Flavour::Vulkan), module.clone(), options)
+        .map_err(|e| DeviceError::build("vulkan", e))?;
+    let kernels = &built.kernels.kernels;
     let mut blobs = Vec::with_capacity(kernels.len());
-    for k in &kernels {
-        let m = emit(k, Flavour::Vulkan).map_err(|e| build_err(e.to_string()))?;
-        check(k, &m.layout).map_err(build_err)?;
+    for (k, m) in kernels.iter().zip(&built.output) {
+        check(k, &m.layout).map_err(|e| DeviceError::build("vulkan", e))?;
         blobs.push((m.entry.clone(), program::encode_kernel(&m.layout, &m.words)));
     }
-    Ok(artifact::encode(&kernels, &blobs))
+    Ok(artifact::encode(kernels, &blobs))
 }
 
 /// The most bytes of private arrays one work-item may declare on a Vulkan device. Vulkan has
@@ -446,7 +451,7 @@ impl Device for VulkanDevice {
     /// Builds as [`build_spirv_program`] does, and refuses a kernel that needs more than
     /// this device has (buffer bindings, push constants, shared memory, work-group size) or
     /// more private memory than [`MAX_PRIVATE_BYTES`]: drivers crash or hang on those.
-    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+    fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
         build_checked(module, options, |k, layout| self.check_kernel(k, layout))
     }
 

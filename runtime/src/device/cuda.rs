@@ -1,6 +1,6 @@
 //! The CUDA device: runs kiln kernels on an NVIDIA GPU through the CUDA driver API.
 //!
-//! [`CudaDevice`](crate::cuda::CudaDevice) implements the runtime's [`Device`] trait, so it plugs
+//! [`CudaDevice`](crate::device::cuda::CudaDevice) implements the runtime's [`Device`] trait, so it plugs
 //! into a [`crate::Context`] and [`crate::Queue`] like the interpreter: [`Device::build`] optimizes
 //! the module with the default `-O` pipeline (`-O0` in the build options skips it), lowers it to
 //! PTX by [`kiln_backends::ptx`] for the device's own SM version, and has the driver's JIT linker
@@ -11,12 +11,12 @@
 //! over the nd-range with buffers copied in and out, shaped like the interpreter's
 //! [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is loaded at run time through
 //! `cudarc`'s dynamic loading: on a machine without it,
-//! [`CudaDevice::open`](crate::cuda::CudaDevice::open) returns [`DeviceError::Unavailable`], never
+//! [`CudaDevice::open`](crate::device::cuda::CudaDevice::open) returns [`DeviceError::Unavailable`], never
 //! a panic, and nothing about CUDA is needed to build.
 //!
 //! ```no_run
 //! use kiln_ir::launch::{Arg, Buffer, NdRange};
-//! use kiln_runtime::cuda::CudaDevice;
+//! use kiln_runtime::device::cuda::CudaDevice;
 //! use kiln_runtime::Device;
 //! # let m = kiln_ir::parse_module("kernel k(x: ptr<global, f32>) { x[global_id(0)] = 1.0; }");
 //! # let kernel = m.expect("parses").kernels[0].clone();
@@ -31,9 +31,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
-use kiln_backends::ptx::{emit_module, Options};
+use kiln_backends::driver;
+use kiln_backends::options::BuildOptions;
+use kiln_backends::ptx::{Options, Ptx};
+use kiln_backends::target::Target;
 use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
-use kiln_ir::{Kernel, Module, Type};
+use kiln_ir::{Kernel, Type, Verified};
 
 use crate::artifact;
 use crate::device::{handle_as, Device, DeviceKind, Handle};
@@ -124,9 +127,8 @@ impl CudaDevice {
 
     /// Lowers `module` to PTX for this device (the device code [`Device::build`] stores),
     /// without optimizing it.
-    pub fn ptx(&self, module: &Module) -> Result<String, DeviceError> {
-        emit_module(module, &Options::sm(self.sm))
-            .map_err(|e| DeviceError::Build { device: self.name.clone(), message: e.to_string() })
+    pub fn ptx(&self, module: &Verified) -> Result<String, DeviceError> {
+        Ptx(Options::sm(self.sm)).emit(module).map_err(|e| DeviceError::build(&self.name, e))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -212,24 +214,26 @@ impl CudaDevice {
 }
 
 /// The program binary [`CudaDevice`]'s [`Device::build`] makes for an `sm_<sm>` GPU before
-/// the driver assembles it: the module optimized by the default `-O` pipeline (unless
-/// `options` say `-O0`), lowered to PTX, with the kernels' signatures. Needs no GPU or
-/// driver (benchmarks and tools use it to build what the device would).
-pub fn build_ptx_program(module: &Module, options: &str, sm: u32) -> Result<Vec<u8>, DeviceError> {
+/// the driver assembles it: the module built by the build driver for the PTX target, with
+/// the kernels' signatures. Needs no GPU or driver (benchmarks and tools use it to build
+/// what the device would).
+pub fn build_ptx_program(
+    module: &Verified,
+    options: &BuildOptions,
+    sm: u32,
+) -> Result<Vec<u8>, DeviceError> {
     let (kernels, ptx) = optimized_ptx(module, options, sm)?;
     Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
 }
 
 fn optimized_ptx(
-    module: &Module,
-    options: &str,
+    module: &Verified,
+    options: &BuildOptions,
     sm: u32,
 ) -> Result<(Vec<Kernel>, String), DeviceError> {
-    let device = format!("cuda sm_{sm}");
-    let kernels = artifact::prepare_kernels(&device, module, options)?;
-    let ptx = emit_module(&Module::new(kernels.clone()), &Options::sm(sm))
-        .map_err(|e| DeviceError::Build { device, message: e.to_string() })?;
-    Ok((kernels, ptx))
+    let built = driver::build_verified(&Ptx(Options::sm(sm)), module.clone(), options)
+        .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), e))?;
+    Ok((built.kernels.into_module().kernels, built.output))
 }
 
 impl CudaDevice {
@@ -333,7 +337,7 @@ impl Device for CudaDevice {
 
     /// PTX assembled by the driver into a cubin (the binary the persistent cache keeps);
     /// should the driver's linker fail, the PTX itself, which `load` assembles.
-    fn build(&self, module: &Module, options: &str) -> Result<Vec<u8>, DeviceError> {
+    fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
         let (kernels, ptx) = optimized_ptx(module, options, self.sm)?;
         let blob = match self.cubin(&ptx) {
             Ok(cubin) => ("cubin".to_string(), cubin),

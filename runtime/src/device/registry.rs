@@ -1,0 +1,95 @@
+//! Every device by name: what `kiln run --device` and [`open`] accept. Adding a device is
+//! its module under `device/` plus one entry in [`DEVICES`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::cuda::CudaDevice;
+use super::vulkan::VulkanDevice;
+use super::{Device, Interp, IrDevice};
+use crate::error::DeviceError;
+
+/// Settings for opening a device: limits on each launch where the device can honour them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// The most statements one launch may execute (devices with [`DeviceInfo::counts_steps`]).
+    pub max_steps: Option<u64>,
+    /// How long one launch may run (devices with [`DeviceInfo::stops_at_timeout`]; on the
+    /// others a caller can only stop waiting).
+    pub timeout: Option<Duration>,
+}
+
+/// A device the registry knows.
+pub struct DeviceInfo {
+    /// Its name, as `--device` spells it.
+    pub name: &'static str,
+    /// What it is, in a few words.
+    pub about: &'static str,
+    /// Whether it can bound a launch by [`OpenOptions::max_steps`].
+    pub counts_steps: bool,
+    /// Whether it stops a launch itself at [`OpenOptions::timeout`]; a GPU cannot, so a
+    /// caller that must not wait longer abandons the wait instead.
+    pub stops_at_timeout: bool,
+    open: fn(&OpenOptions) -> Result<Arc<dyn Device>, DeviceError>,
+}
+
+impl DeviceInfo {
+    /// Opens the device (its first instance); a missing driver or GPU is an error saying so.
+    pub fn open(&self, options: &OpenOptions) -> Result<Arc<dyn Device>, DeviceError> {
+        (self.open)(options)
+    }
+}
+
+/// Every device, fastest first ([`best`] takes the first that opens).
+pub const DEVICES: &[DeviceInfo] = &[
+    DeviceInfo {
+        name: "cuda",
+        about: "the first CUDA GPU (PTX, through the driver API)",
+        counts_steps: false,
+        stops_at_timeout: false,
+        open: |_| Ok(Arc::new(CudaDevice::open()?)),
+    },
+    DeviceInfo {
+        name: "vulkan",
+        about: "the first Vulkan device (SPIR-V, Vulkan compute flavour)",
+        counts_steps: false,
+        stops_at_timeout: false,
+        open: |_| Ok(Arc::new(VulkanDevice::open()?)),
+    },
+    DeviceInfo {
+        name: "interp",
+        about: "the reference interpreter (the oracle; checks every access)",
+        counts_steps: true,
+        stops_at_timeout: true,
+        open: |o| Ok(Arc::new(IrDevice(Interp { max_steps: o.max_steps, timeout: o.timeout }))),
+    },
+];
+
+/// The registered device called `name`, or `None`.
+pub fn info(name: &str) -> Option<&'static DeviceInfo> {
+    DEVICES.iter().find(|d| d.name == name)
+}
+
+/// The names of every device.
+pub fn names() -> Vec<&'static str> {
+    DEVICES.iter().map(|d| d.name).collect()
+}
+
+/// Opens the device called `name`; an unknown name is an error listing the known ones.
+pub fn open(name: &str, options: &OpenOptions) -> Result<Arc<dyn Device>, DeviceError> {
+    match info(name) {
+        Some(d) => d.open(options),
+        None => Err(DeviceError::Unavailable {
+            device: name.to_string(),
+            reason: format!("unknown device (devices: {})", names().join(", ")),
+        }),
+    }
+}
+
+/// The first device of [`DEVICES`] that opens (the interpreter always does).
+pub fn best(options: &OpenOptions) -> Arc<dyn Device> {
+    DEVICES
+        .iter()
+        .find_map(|d| d.open(options).ok())
+        .unwrap_or_else(|| Arc::new(IrDevice(Interp::default())))
+}
