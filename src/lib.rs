@@ -22,7 +22,7 @@ pub use kiln_ir::launch::NdRange;
 pub use kiln_passes as passes;
 pub use kiln_passes::fusion::{FusionSpec, ParamRef, RangeSpec};
 pub use kiln_runtime as runtime;
-pub use kiln_runtime::Buffer;
+pub use kiln_runtime::{AnyBuffer, Buffer, Config};
 
 /// The `rust` blocks of README.md (above) and of these docs/*.md files run as doc tests, so
 /// the documentation cannot stop compiling. A docs file with a `rust` block must be listed

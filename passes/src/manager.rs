@@ -8,6 +8,15 @@ use std::fmt;
 use kiln_ir::depth::bound_kernel;
 use kiln_ir::{verify_kernel, Kernel, Module};
 
+/// Whether every pass manager prints the IR after each pass to stderr.
+static TRACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns printing the IR after every pass to stderr on or off, process-wide (kiln's
+/// `KILN_VERBOSE=debuginfo` setting, which `kiln_runtime::Config::install` applies).
+pub fn set_trace(on: bool) {
+    TRACE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A kernel-to-kernel transformation.
 pub trait Pass: Send + Sync {
     /// The pass's name, as used in pipelines.
@@ -134,7 +143,7 @@ impl PassManager {
 
     /// Runs every pass on `k` in order.
     pub fn run(&self, k: &Kernel) -> Result<Kernel, PassError> {
-        let verbose = std::env::var_os("KILN_VERBOSE").is_some_and(|v| v == "debuginfo");
+        let verbose = TRACE.load(std::sync::atomic::Ordering::Relaxed);
         // Passes and the verifier recurse over expressions: keep them within
         // MAX_EXPR_DEPTH before the first pass and after each (a pass that inlines can
         // deepen). A no-op, pointer-equal, when nothing is too deep.

@@ -7,7 +7,7 @@ use kiln_backends::options::BuildOptions;
 use kiln_ir::{Module, Verified};
 
 use crate::cache::hash::hash64;
-use crate::cache::{size_from_env, BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
+use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
 use crate::queue::Scheduler;
@@ -224,7 +224,8 @@ impl PreparedModule {
     }
 }
 
-/// How a [`Context`] is set up. [`ContextConfig::from_env`] reads the environment.
+/// How a [`Context`] is set up; [`crate::Config::context_config`] makes one from kiln's
+/// settings.
 #[derive(Debug, Default)]
 pub struct ContextConfig {
     /// In-memory cache limit in bytes, per map (0: unlimited).
@@ -235,43 +236,6 @@ pub struct ContextConfig {
     pub env_build_options: String,
     /// Worker threads running commands (0: the machine's parallelism, at least 2).
     pub workers: usize,
-}
-
-impl ContextConfig {
-    /// `KILN_IN_MEM_CACHE_MAX`, the persistent cache of [`PersistentCache::from_env`] and
-    /// `KILN_PROGRAM_BUILD_OPTIONS`. A value that is not understood is printed to stderr as
-    /// a warning and ignored (that setting keeps its default; a bad cache setting leaves the
-    /// persistent cache off); use [`try_from_env`](Self::try_from_env) to get it as an error
-    /// instead.
-    pub fn from_env() -> ContextConfig {
-        let warn = |e: &dyn std::fmt::Display| eprintln!("kiln: warning: {e}; ignored");
-        ContextConfig {
-            in_mem_max: size_from_env("KILN_IN_MEM_CACHE_MAX")
-                .unwrap_or_else(|e| {
-                    warn(&e);
-                    None
-                })
-                .unwrap_or(0),
-            persistent: PersistentCache::from_env().unwrap_or_else(|e| {
-                eprintln!("kiln: warning: {e}; the persistent cache stays off");
-                None
-            }),
-            env_build_options: crate::env::text("KILN_PROGRAM_BUILD_OPTIONS").unwrap_or_else(|e| {
-                warn(&e);
-                String::new()
-            }),
-            workers: 0,
-        }
-    }
-
-    /// Like [`from_env`](Self::from_env), but the first value that is not understood (of
-    /// the variables [`crate::env::check_all`] checks) is an error.
-    pub fn try_from_env() -> Result<ContextConfig, crate::env::EnvError> {
-        if let Some(e) = crate::env::check_all().into_iter().next() {
-            return Err(e);
-        }
-        Ok(ContextConfig::from_env())
-    }
 }
 
 // Fields drop in order: the caches' device objects (loaded modules) go before the device
@@ -356,7 +320,7 @@ fn weigh_kernel(k: &KernelHandle) -> usize {
 impl Context {
     /// A context for `device`, configured from the environment.
     pub fn new(device: Arc<dyn Device>) -> Context {
-        Context::with_config(device, ContextConfig::from_env())
+        Context::with_config(device, crate::Config::from_env_lenient().context_config())
     }
 
     /// A context with an explicit configuration.

@@ -3,7 +3,7 @@
 //! and what it accepts, the same for every device; nothing falls back silently.
 //!
 //! The table ([`VARIABLES`]) is what `kiln --help` prints and what the README's table must
-//! list (a test checks both).
+//! list (a test checks both). [`crate::Config`] reads kiln's own variables, once.
 
 use kiln_backends::options::BuildOptions;
 
@@ -238,55 +238,18 @@ fn variable(name: &str) -> Option<&'static Variable> {
     VARIABLES.iter().find(|v| v.name == name)
 }
 
-/// A boolean variable's value: unset, empty or `0` is false, `1` is true, anything else an
-/// error (`yes`, `true` and `on` are refused rather than guessed at).
-pub fn flag(name: &'static str) -> Result<bool, EnvError> {
-    match std::env::var(name) {
-        Ok(v) => parse_flag(name, &v),
-        Err(std::env::VarError::NotPresent) => Ok(false),
-        Err(std::env::VarError::NotUnicode(v)) => Err(not_unicode(name, v)),
-    }
-}
-
-/// An unsigned integer variable (`None` when unset or empty).
-pub fn number(name: &'static str) -> Result<Option<u64>, EnvError> {
-    match std::env::var(name) {
-        Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => parse_u64(name, &v).map(Some),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(not_unicode(name, v)),
-    }
-}
-
-/// A variable's text (empty when unset), checked against the table's rule for it.
-pub fn text(name: &'static str) -> Result<String, EnvError> {
+/// A variable's value, checked against the table's rule for it: `None` when unset. For
+/// [`crate::Config`], the one reader of kiln's own variables.
+pub(crate) fn read(name: &'static str) -> Result<Option<String>, EnvError> {
     let v = match std::env::var(name) {
         Ok(v) => v,
-        Err(std::env::VarError::NotPresent) => return Ok(String::new()),
+        Err(std::env::VarError::NotPresent) => return Ok(None),
         Err(std::env::VarError::NotUnicode(v)) => return Err(not_unicode(name, v)),
     };
     if let Some(check) = variable(name).and_then(|var| var.check) {
         check(name, &v)?;
     }
-    Ok(v)
-}
-
-/// Checks every set variable of kiln's own ([`Scope::Kiln`]) against its rule: what a tool
-/// calls at start-up so a misspelt value is reported before anything runs.
-pub fn check_all() -> Vec<EnvError> {
-    let mut errors = Vec::new();
-    for v in VARIABLES.iter().filter(|v| v.scope == Scope::Kiln) {
-        match std::env::var(v.name) {
-            Ok(value) => {
-                if let Some(Err(e)) = v.check.map(|c| c(v.name, &value)) {
-                    errors.push(e);
-                }
-            }
-            Err(std::env::VarError::NotPresent) => {}
-            Err(std::env::VarError::NotUnicode(value)) => errors.push(not_unicode(v.name, value)),
-        }
-    }
-    errors
+    Ok(Some(v))
 }
 
 fn parse_flag(name: &'static str, v: &str) -> Result<bool, EnvError> {

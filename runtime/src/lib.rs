@@ -32,6 +32,7 @@
 mod artifact;
 pub mod buffer;
 pub mod cache;
+pub mod config;
 pub mod context;
 pub mod device;
 pub mod env;
@@ -40,6 +41,7 @@ pub mod event;
 pub mod queue;
 mod sanitize;
 pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
+pub use config::Config;
 pub use context::{
     Context, ContextConfig, KernelData, KernelHandle, PreparedModule, Program, ProgramData,
     ProgramKey,

@@ -1,7 +1,8 @@
 //! `kiln cache`: look inside (and trim) the persistent program cache.
 
 use clap::{Args, Subcommand};
-use kiln::runtime::cache::{parse_size, size_from_env, PersistentCache, Scan};
+use kiln::runtime::cache::{parse_size, PersistentCache, Scan};
+use kiln::runtime::Config;
 
 use super::Error;
 
@@ -41,7 +42,7 @@ enum CacheCommand {
 /// settings are checked either way, so a bad one is an error here as in `kiln run`; a
 /// root that is missing or not a kiln cache is an error naming it.
 fn open(a: &CacheArgs) -> Result<PersistentCache, Error> {
-    let env = PersistentCache::from_env_root().map_err(|e| Error::Message(e.to_string()))?;
+    let env = config()?.persistent_cache();
     let cache = match (&a.dir, env) {
         (Some(d), _) => PersistentCache::new(d),
         (None, Some(c)) => c,
@@ -53,6 +54,11 @@ fn open(a: &CacheArgs) -> Result<PersistentCache, Error> {
     };
     cache.check_root().map_err(|e| Error::Message(e.to_string()))?;
     Ok(cache)
+}
+
+/// kiln's settings; the CLI checked them at start, so this cannot fail in practice.
+fn config() -> Result<Config, Error> {
+    Config::from_env().map_err(|e| Error::Message(e.to_string()))
 }
 
 /// Warns about what a walk found that is not an item: damaged entries (skipped) and
@@ -127,9 +133,7 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
         CacheCommand::Evict { max_size } => {
             let max = match max_size {
                 Some(m) => *m,
-                None => match size_from_env("KILN_CACHE_MAX_SIZE")
-                    .map_err(|e| Error::Message(e.to_string()))?
-                {
+                None => match config()?.cache_max_size {
                     // 0 is "no limit" for the setting, not "evict everything".
                     Some(0) => {
                         println!("removed 0 items (KILN_CACHE_MAX_SIZE=0 means no limit)");

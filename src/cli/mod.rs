@@ -90,12 +90,13 @@ fn help_footer() -> String {
 pub fn main() -> ExitCode {
     let matches = Cli::command().after_help(help_footer()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let env_errors = kiln::runtime::env::check_all();
-    if !env_errors.is_empty() {
-        for e in &env_errors {
+    // Settings first: a value that is not understood is an error before anything runs.
+    match kiln::runtime::Config::from_env() {
+        Ok(config) => config.install(),
+        Err(e) => {
             report(&Error::Message(e.to_string()));
+            return ExitCode::from(1);
         }
-        return ExitCode::from(1);
     }
     let result = match cli.command {
         Command::Check(a) => check::main(&a),

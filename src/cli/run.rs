@@ -1,18 +1,14 @@
 //! `kiln run`: bind command-line values to a kernel's parameters and run it.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 use kiln::ir::launch::{self, Arg, NdRange};
 use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
 use kiln::passes::sanitize::SANITIZE_BOUNDS;
-use kiln::runtime::device::cuda::CudaDevice;
-use kiln::runtime::device::vulkan::VulkanDevice;
-use kiln::runtime::{
-    AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, Interp, IrDevice,
-    KernelArg, Program, Queue, QueueOrder, RuntimeError,
-};
+use kiln::runtime::device::registry::{self, DeviceInfo, OpenOptions};
+use kiln::runtime::{AnyBuffer, Config};
+use kiln::Jit;
 
 use super::buffers::{contents, new_buffer};
 use super::value::{self, BufferInit};
@@ -100,8 +96,9 @@ pub struct RunArgs {
     /// Global offset, as many dimensions as --global.
     #[arg(long, value_name = "X[,Y[,Z]]", value_parser = sizes)]
     offset: Option<Sizes>,
-    /// Where to run: `interp` (the reference interpreter), `vulkan` (the first Vulkan device,
-    /// e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA GPU, through PTX).
+    /// Where to run: a device of the registry: `interp` (the reference interpreter, also
+    /// `cpu-interp`), `vulkan` (the first Vulkan device, e.g. lavapipe, through the SPIR-V
+    /// backend) or `cuda` (an NVIDIA GPU, through PTX).
     #[arg(long, value_name = "DEVICE", default_value = "interp", value_parser = device_name)]
     device: String,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
@@ -140,32 +137,19 @@ fn arg_binding(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Device names kiln knows of that this build cannot run on.
-const UNAVAILABLE_DEVICES: [&str; 7] =
-    ["cpu", "cpu-jit", "x86", "ptx", "nvidia", "opencl", "amdgpu"];
-
-fn check_device(name: &str) -> Result<(), String> {
-    match name {
-        "interp" | "cpu-interp" | "vulkan" | "cuda" => Ok(()),
-        d if UNAVAILABLE_DEVICES.contains(&d) => Err(format!(
-            "device `{d}` is not available in this build (available: interp, vulkan, cuda)"
-        )),
-        d => Err(format!("unknown device `{d}` (available: interp, vulkan, cuda)")),
-    }
-}
-
-/// A `--device` value: names kiln does not know are usage errors (exit code 2); known
-/// devices this build lacks are refused later by [`check_device`] (exit code 1).
+/// A `--device` value: a device of the registry (`cpu-interp` is another name for
+/// `interp`); anything else is a usage error (exit code 2).
 fn device_name(name: &str) -> Result<String, String> {
-    match check_device(name) {
-        Err(e) if !UNAVAILABLE_DEVICES.contains(&name) => Err(e),
-        _ => Ok(name.to_string()),
+    let name = if name == "cpu-interp" { "interp" } else { name };
+    match registry::info(name) {
+        Some(d) => Ok(d.name.to_string()),
+        None => Err(format!("unknown device `{name}` (devices: {})", registry::names().join(", "))),
     }
 }
 
 pub fn main(a: &RunArgs) -> Result<(), Error> {
-    check_device(&a.device)?;
-    if a.max_steps.is_some() && !matches!(a.device.as_str(), "interp" | "cpu-interp") {
+    let info = registry::info(&a.device).expect("--device passed the value parser");
+    if a.max_steps.is_some() && !info.counts_steps {
         // A usage error (exit code 2): the flag cannot mean anything on this device.
         clap::Error::raw(
             clap::error::ErrorKind::ArgumentConflict,
@@ -215,8 +199,8 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
         }
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
-    let limits = Interp { max_steps: a.max_steps, timeout: a.timeout };
-    let buffers = run_on_device(&a.device, limits, kernel, range, &args, buffers, options)?;
+    let limits = OpenOptions { max_steps: a.max_steps, timeout: a.timeout };
+    let buffers = run_on_device(info, limits, kernel, range, &args, buffers, options)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -235,13 +219,13 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// Runs `kernel` the way an application would: a [`Context`] for the device builds the
-/// program through its caches (in memory; on disk too with `KILN_CACHE_PERSISTENT=1`,
-/// keyed with `KILN_PROGRAM_BUILD_OPTIONS`), and an in-order [`Queue`] runs it. Returns the
-/// buffers' final contents. Messages are the device's own, as before the runtime was used.
+/// Runs `kernel` the way an application would, through the embedding API: a [`Jit`] on
+/// the device builds the program through its caches (in memory; on disk too with
+/// `KILN_CACHE_PERSISTENT=1`, keyed with `KILN_PROGRAM_BUILD_OPTIONS`) and launches it.
+/// Returns the buffers' final contents. Messages are the compiler's and the device's own.
 fn run_on_device(
-    device: &str,
-    limits: Interp,
+    device: &DeviceInfo,
+    limits: OpenOptions,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
@@ -249,84 +233,58 @@ fn run_on_device(
     options: &str,
 ) -> Result<Vec<launch::Buffer>, Error> {
     // Settings first: a bad one is an error before any device is opened.
-    let config = ContextConfig::try_from_env().map_err(|e| Error::Message(e.to_string()))?;
-    let dev: Arc<dyn Device> = match device {
-        "vulkan" => Arc::new(VulkanDevice::open().map_err(message)?),
-        "cuda" => Arc::new(CudaDevice::open().map_err(message)?),
-        _ => Arc::new(IrDevice(limits)),
-    };
-    // The interpreter enforces the limits itself; a GPU's wait is watched from the host.
-    let watchdog = if device == "vulkan" || device == "cuda" { limits.timeout } else { None };
-    let ctx = Context::with_config(dev, ContextConfig { workers: 1, ..config });
+    let config = Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
+    let dev = kiln::Device::open_with(device.name, &limits).map_err(message)?;
+    let jit = Jit::with_config(dev, &config).map_err(message)?.with_options(options);
+    // A device that cannot stop a launch itself is watched from the host.
+    let watchdog = if device.stops_at_timeout { None } else { limits.timeout };
+    let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
+    let jit_args = args
+        .iter()
+        .map(|a| match a {
+            Arg::Scalar(imm) => kiln::Arg::Scalar(*imm),
+            Arg::Buffer(i) => kiln::Arg::Buffer(bufs[*i].clone()),
+        })
+        .collect();
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);
-    let outcome = ctx.build_program(&module, &[], options).map_err(message).and_then(|program| {
-        run_in_context(&ctx, &program, kernel.name(), range, args, buffers, watchdog)
+    let outcome = jit.launch(&module, kernel.name(), range, jit_args).and_then(|launch| {
+        if let Some(t) = watchdog {
+            if launch.wait_timeout(t).is_none() {
+                // The worker thread is stuck in the driver until the GPU finishes: dropping
+                // the queue or the context would join it, and the driver's exit handlers
+                // (NVIDIA's Vulkan driver's, measured) wait for the GPU too. So report and
+                // leave at once, without destructors or exit handlers: that is what
+                // abandoning the wait means.
+                eprintln!(
+                    "kiln: error: kernel `{}` did not finish within {}s (--timeout) on device \
+                     `{}`; kiln abandoned the wait, but the GPU work may still be running",
+                    kernel.name(),
+                    t.as_secs_f64(),
+                    jit.device().name()
+                );
+                abandon(1);
+            }
+        }
+        launch.wait()
     });
     // Before the warnings are printed: storing them may warn.
-    ctx.save_driver_caches();
-    if let Some(disk) = ctx.persistent_cache() {
+    jit.context().save_driver_caches();
+    if let Some(disk) = jit.context().persistent_cache() {
         for w in disk.warnings() {
             eprintln!("kiln: warning: {w}");
         }
     }
-    outcome
+    outcome.map_err(message)?;
+    bufs.iter().map(|b| b.contents().map_err(|e| Error::Message(e.to_string()))).collect()
 }
 
-fn run_in_context(
-    ctx: &Context,
-    program: &Program,
-    name: &str,
-    range: NdRange,
-    args: &[Arg],
-    buffers: Vec<launch::Buffer>,
-    watchdog: Option<std::time::Duration>,
-) -> Result<Vec<launch::Buffer>, Error> {
-    let k = ctx.kernel(program, name).map_err(message)?;
-    let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
-    let q = Queue::new(ctx, QueueOrder::InOrder);
-    let launch = q.submit(|h| {
-        let kargs = args
-            .iter()
-            .map(|a| match a {
-                Arg::Scalar(imm) => KernelArg::Scalar(*imm),
-                Arg::Buffer(i) => KernelArg::Buffer(h.access_any(&bufs[*i], AccessMode::ReadWrite)),
-            })
-            .collect();
-        h.parallel_for(&k, range, kargs);
-    });
-    if let Some(t) = watchdog {
-        if launch.wait_timeout(t).is_none() {
-            // The worker thread is stuck in the driver until the GPU finishes: dropping the
-            // queue or the context would join it, and the driver's exit handlers (NVIDIA's
-            // Vulkan driver's, measured) wait for the GPU too. So report and leave at once,
-            // without destructors or exit handlers: that is what abandoning the wait means.
-            eprintln!(
-                "kiln: error: kernel `{name}` did not finish within {}s (--timeout) on device \
-                 `{}`; kiln abandoned the wait, but the GPU work may still be running",
-                t.as_secs_f64(),
-                ctx.device().name()
-            );
-            abandon(1);
-        }
-    }
-    q.wait().map_err(|e| match e {
-        RuntimeError::Kernel { source, .. } => message(source),
-        other => Error::Message(other.to_string()),
-    })?;
-    let mut out = Vec::with_capacity(bufs.len());
-    for b in &bufs {
-        out.push(b.contents().map_err(|e| Error::Message(e.to_string()))?);
-    }
-    Ok(out)
-}
-
-/// The device's message: a build error is the compiler's own text (which names the
-/// backend and kernel), everything else as the error displays.
-fn message(e: DeviceError) -> Error {
+/// The message of a facade error: a build or launch failure is the compiler's or the
+/// device's own text (which names the backend or interpreter and the kernel).
+fn message(e: kiln::Error) -> Error {
     Error::Message(match e {
-        DeviceError::Build { message, .. } => message,
+        kiln::Error::Build { message, .. } | kiln::Error::Launch { message, .. } => message,
         other => other.to_string(),
     })
 }
@@ -651,11 +609,12 @@ mod tests {
 
     #[test]
     fn devices() {
-        assert!(check_device("interp").is_ok());
-        assert!(check_device("cuda").is_ok());
-        assert!(check_device("vulkan").is_ok());
-        assert!(check_device("amdgpu").unwrap_err().contains("not available in this build"));
-        assert!(check_device("tpu").unwrap_err().contains("unknown device"));
+        assert_eq!(device_name("interp").unwrap(), "interp");
+        assert_eq!(device_name("cpu-interp").unwrap(), "interp");
+        assert_eq!(device_name("cuda").unwrap(), "cuda");
+        assert_eq!(device_name("vulkan").unwrap(), "vulkan");
+        let e = device_name("tpu").unwrap_err();
+        assert!(e.contains("unknown device `tpu`") && e.contains("interp"), "{e}");
     }
 
     #[test]

@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use kiln_runtime::device::cuda::CudaDevice;
-use kiln_runtime::device::vulkan::VulkanDevice;
+use kiln_runtime::device::registry::{self, OpenOptions};
 use kiln_runtime::{Interp, IrDevice};
 
 use super::Error;
@@ -34,6 +33,30 @@ impl std::fmt::Debug for Device {
 }
 
 impl Device {
+    /// The device the registry ([`kiln_runtime::device::registry`]) calls `name`
+    /// (`interp`, `vulkan`, `cuda`, ...); an unknown name or a missing driver is
+    /// [`Error::Device`].
+    ///
+    /// ```
+    /// assert_eq!(kiln::Device::open("interp")?.name(), "kiln-interp");
+    /// assert!(kiln::Device::open("abacus").unwrap_err().to_string().contains("unknown device"));
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn open(name: &str) -> Result<Device, Error> {
+        Device::open_with(name, &OpenOptions::default())
+    }
+
+    /// [`Device::open`] with limits on each launch, where the device can honour them
+    /// ([`registry::DeviceInfo`] says which it can).
+    pub fn open_with(name: &str, options: &OpenOptions) -> Result<Device, Error> {
+        let Some(info) = registry::info(name) else {
+            let names = registry::names().join(", ");
+            return Err(Error::Device(format!("unknown device `{name}` (devices: {names})")));
+        };
+        let inner = info.open(options).map_err(|e| Error::Device(format!("{name}: {e}")))?;
+        Ok(Device { inner })
+    }
+
     /// The reference interpreter: always available, checks every access, slow.
     pub fn interp() -> Device {
         Device { inner: Arc::new(IrDevice(Interp::default())) }
@@ -41,17 +64,16 @@ impl Device {
 
     /// The first Vulkan device; [`Error::Device`] when there is no Vulkan loader or device.
     pub fn vulkan() -> Result<Device, Error> {
-        let d = VulkanDevice::open().map_err(|e| Error::Device(format!("vulkan: {e}")))?;
-        Ok(Device { inner: Arc::new(d) })
+        Device::open("vulkan")
     }
 
     /// CUDA device 0; [`Error::Device`] when there is no CUDA driver or GPU.
     pub fn cuda() -> Result<Device, Error> {
-        let d = CudaDevice::open().map_err(|e| Error::Device(format!("cuda: {e}")))?;
-        Ok(Device { inner: Arc::new(d) })
+        Device::open("cuda")
     }
 
-    /// The fastest device there is: CUDA, else Vulkan, else the interpreter.
+    /// The fastest device there is: the first of the registry's devices that opens
+    /// (CUDA, else Vulkan, else the interpreter).
     ///
     /// ```
     /// use kiln::runtime::DeviceKind;
@@ -60,7 +82,7 @@ impl Device {
     /// assert!(matches!(dev.kind(), DeviceKind::Cuda | DeviceKind::Vulkan | DeviceKind::Interp));
     /// ```
     pub fn best() -> Device {
-        Device::cuda().or_else(|_| Device::vulkan()).unwrap_or_else(|_| Device::interp())
+        Device { inner: registry::best(&OpenOptions::default()) }
     }
 
     /// Which kind of device it is.

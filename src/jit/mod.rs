@@ -24,8 +24,8 @@ use kiln_ir::launch::NdRange;
 use kiln_ir::{check_source, Kernel, Module, Verified};
 use kiln_passes::fusion::{fuse_kernels, FusedKernel, FusionSpec, FusionWarning};
 use kiln_runtime::{
-    AccessMode, Buffer, Context, ContextConfig, DeviceError, Element, Event, KernelArg, Queue,
-    QueueOrder, RuntimeError,
+    AccessMode, Buffer, Config, Context, DeviceError, Element, Event, KernelArg, Queue, QueueOrder,
+    RuntimeError,
 };
 
 pub use args::Arg;
@@ -126,6 +126,13 @@ impl Launch {
     pub fn wait(self) -> Result<(), Error> {
         self.event.wait().map_err(|e| launch_error(&self.kernel, e))
     }
+
+    /// Waits at most `timeout`: `None` if the kernel is still running then (a GPU cannot
+    /// stop it; the caller may stop waiting), else what [`Launch::wait`] returns.
+    pub fn wait_timeout(&self, timeout: std::time::Duration) -> Option<Result<(), Error>> {
+        let r = self.event.wait_timeout(timeout)?;
+        Some(r.map_err(|e| launch_error(&self.kernel, e)))
+    }
 }
 
 fn launch_error(kernel: &str, e: RuntimeError) -> Error {
@@ -150,8 +157,21 @@ impl Jit {
     /// (`KILN_CACHE_PERSISTENT`, `KILN_PROGRAM_BUILD_OPTIONS`, ...: `kiln --help` lists
     /// them); a malformed setting is an [`Error::Device`].
     pub fn new(device: Device) -> Result<Jit, Error> {
-        let config = ContextConfig::try_from_env().map_err(|e| Error::Device(e.to_string()))?;
-        let ctx = Context::with_config(device.inner.clone(), config);
+        let config = Config::from_env().map_err(|e| Error::Device(e.to_string()))?;
+        Jit::with_config(device, &config)
+    }
+
+    /// A JIT on `device` with settings given in code instead of the environment.
+    ///
+    /// ```
+    /// let config = kiln::Config { build_options: "-O0".into(), ..kiln::Config::default() };
+    /// let jit = kiln::Jit::with_config(kiln::Device::interp(), &config)?;
+    /// # let _ = jit;
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn with_config(device: Device, config: &Config) -> Result<Jit, Error> {
+        config.install();
+        let ctx = Context::with_config(device.inner.clone(), config.context_config());
         let queue = Queue::new(&ctx, QueueOrder::InOrder);
         Ok(Jit { device, ctx, queue, options: String::new() })
     }

@@ -77,7 +77,6 @@ use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use super::hash::hash64;
-use super::settings::{size_from_env, SettingError};
 
 mod entry;
 mod format;
@@ -163,37 +162,6 @@ impl PersistentCache {
             warnings: Mutex::new(Vec::new()),
             tmp_counter: AtomicU64::new(0),
         }
-    }
-
-    /// The cache the environment asks for: `Ok(None)` unless `KILN_CACHE_PERSISTENT=1`;
-    /// rooted at `KILN_CACHE_DIR` or [`default_root`](Self::default_root); limits from
-    /// `KILN_CACHE_MAX_SIZE` and `KILN_CACHE_MAX_ITEM_SIZE` (syntax of
-    /// [`parse_size`](super::parse_size)). A limit that does not parse, or a
-    /// `KILN_CACHE_PERSISTENT` that is neither `1` nor `0`, is an error even while the cache
-    /// is off, so a typo is caught before it matters.
-    pub fn from_env() -> Result<Option<PersistentCache>, SettingError> {
-        let on = crate::env::flag("KILN_CACHE_PERSISTENT").map_err(|e| SettingError {
-            var: e.name.to_string(),
-            value: e.value,
-            reason: e.reason,
-        })?;
-        let cache = Self::from_env_root()?;
-        Ok(cache.filter(|_| on))
-    }
-
-    /// Like [`from_env`](Self::from_env) without the `KILN_CACHE_PERSISTENT` check (for
-    /// tools that inspect the cache); `Ok(None)` when there is no root (no `HOME`).
-    pub fn from_env_root() -> Result<Option<PersistentCache>, SettingError> {
-        let max_size = size_from_env("KILN_CACHE_MAX_SIZE")?.unwrap_or(0);
-        let max_item = size_from_env("KILN_CACHE_MAX_ITEM_SIZE")?.unwrap_or(0);
-        let root = match std::env::var_os("KILN_CACHE_DIR") {
-            Some(d) if !d.is_empty() => PathBuf::from(d),
-            _ => match Self::default_root() {
-                Some(r) => r,
-                None => return Ok(None),
-            },
-        };
-        Ok(Some(PersistentCache::new(root).with_max_size(max_size).with_max_item_size(max_item)))
     }
 
     /// `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`.

@@ -11,4 +11,4 @@ pub use disk::{
     Scan,
 };
 pub use memory::{BuildCache, CacheStats};
-pub use settings::{parse_size, size_from_env, SettingError};
+pub use settings::parse_size;

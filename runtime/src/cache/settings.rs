@@ -2,20 +2,6 @@
 //! `KILN_IN_MEM_CACHE_MAX`): one syntax, and a value that does not parse is an error naming
 //! the variable, never a silent "no limit".
 
-use thiserror::Error;
-
-/// A setting whose value kiln cannot honour exactly.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("invalid {var}={value:?}: {reason}")]
-pub struct SettingError {
-    /// The variable (or option) name.
-    pub var: String,
-    /// The value as given.
-    pub value: String,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
 /// Parses a size in bytes: digits, optionally followed by `K`, `M`, `G` or `T` (upper or
 /// lower case, optionally spelled `KiB`, `MiB`, ...), each a power of 1024. `0` means "no
 /// limit" to the callers. Anything else, including a sign, a fraction, `KB` (ambiguous
@@ -49,20 +35,6 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 const SYNTAX: &str = "expected a size in bytes, optionally with a suffix K, M, G or T \
                       (powers of 1024), such as 65536 or 64M";
-
-/// The size setting `var` from the environment: `Ok(None)` when unset or empty.
-pub fn size_from_env(var: &str) -> Result<Option<u64>, SettingError> {
-    let Some(raw) = std::env::var_os(var) else { return Ok(None) };
-    let value = raw.to_string_lossy().into_owned();
-    if value.trim().is_empty() {
-        return Ok(None);
-    }
-    parse_size(&value).map(Some).map_err(|reason| SettingError {
-        var: var.to_string(),
-        value,
-        reason,
-    })
-}
 
 #[cfg(test)]
 mod tests {
