@@ -12,16 +12,7 @@ const CHAIN_SPEC: &str = include_str!("../examples/fusion/chain.toml");
 const SAXPY: &str = include_str!("../examples/saxpy.kir");
 
 fn vulkan() -> Option<Device> {
-    match Device::vulkan() {
-        Ok(d) => Some(d),
-        Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
-        }
-        Err(e) => {
-            kiln_ir::testing::skip(&e.to_string());
-            None
-        }
-    }
+    kiln_ir::testing::require("KILN_REQUIRE_TOOLS", Device::vulkan())
 }
 
 /// The README's path: saxpy by name, then the chain fused and launched with the originals'

@@ -17,16 +17,7 @@ const SMS: [u32; 2] = [80, 90];
 
 /// The ptxas to use, or None to skip (panics when tools are required).
 fn ptxas() -> Option<PathBuf> {
-    match std::env::var_os("KILN_PTXAS").filter(|p| !p.is_empty()) {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_PTXAS is not set and KILN_REQUIRE_TOOLS is: run `cargo xtask test`")
-        }
-        None => {
-            kiln_ir::testing::skip("KILN_PTXAS is not set (run `cargo xtask tools --all`)");
-            None
-        }
-    }
+    kiln_ir::testing::tool("KILN_PTXAS")
 }
 
 /// Assembles `ptx` for `sm`; the error holds ptxas's messages and the numbered PTX.

@@ -13,16 +13,7 @@ use kiln_ir::testing::{seeded_cases, GenConfig};
 use kiln_ir::{parse_module, Kernel};
 
 fn validator() -> Option<PathBuf> {
-    match std::env::var_os("KILN_SPIRV_VAL") {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_REQUIRE_TOOLS is set but KILN_SPIRV_VAL is not")
-        }
-        None => {
-            kiln_ir::testing::skip("KILN_SPIRV_VAL is not set (run `cargo xtask test`)");
-            None
-        }
-    }
+    kiln_ir::testing::tool("KILN_SPIRV_VAL")
 }
 
 /// Emits and validates `k` in `flavour`; returns the validator's complaint, if any.

@@ -13,16 +13,7 @@ use kiln_backends::{amdgpu, ptx};
 use kiln_ir::{parse_module, Kernel};
 
 fn tool(env: &str) -> Option<PathBuf> {
-    match std::env::var_os(env).filter(|p| !p.is_empty()) {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_REQUIRE_TOOLS is set but {env} is not")
-        }
-        None => {
-            eprintln!("skipping the external check: {env} is not set (run `cargo xtask test`)");
-            None
-        }
-    }
+    kiln_ir::testing::tool(env)
 }
 
 /// Runs `tool args.. file` on `bytes` written to a scratch file; Err with its output.

@@ -39,6 +39,13 @@ impl Var {
         &self.name
     }
 
+    /// Prints the variable as a declaration (`name: type`, as a parameter is written) to
+    /// stderr. Meant for debuggers: `call kiln_ir::expr::Var::dump(&v)` in gdb.
+    #[inline(never)]
+    pub fn dump(&self) {
+        eprintln!("{self:?}");
+    }
+
     /// The variable's type.
     pub fn ty(&self) -> Type {
         self.ty

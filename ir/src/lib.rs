@@ -94,6 +94,10 @@ static KEEP_STMT_DUMP: fn(&Stmt) = Stmt::dump;
 static KEEP_KERNEL_DUMP: fn(&Kernel) = Kernel::dump;
 #[used]
 static KEEP_MODULE_DUMP: fn(&Module) = Module::dump;
+#[used]
+static KEEP_VAR_DUMP: fn(&Var) = Var::dump;
+#[used]
+static KEEP_FUNC_DUMP: fn(&Func) = Func::dump;
 
 /// A map keyed by expressions, compared structurally.
 pub type ExprMap<V> = hashbrown::HashMap<Expr, V>;

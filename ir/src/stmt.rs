@@ -115,6 +115,13 @@ pub enum FuncKind {
 pub struct Func(Arc<FuncKind>);
 
 impl Func {
+    /// Prints the operation as a call names it (`barrier(local | global)`, `atomic_add`) to
+    /// stderr. Meant for debuggers: `call kiln_ir::stmt::Func::dump(&f)` in gdb.
+    #[inline(never)]
+    pub fn dump(&self) {
+        eprintln!("{self}");
+    }
+
     /// A handle for the given operation.
     pub fn new(kind: FuncKind) -> Func {
         Func(Arc::new(kind))

@@ -50,6 +50,51 @@ pub use values::{choices_from_bytes, gen_buffer, gen_imm, Choices};
 /// The step limit [`TestCase::run`] uses: generated kernels stay far below it.
 pub const STEP_LIMIT: u64 = 10_000_000;
 
+/// The text of `examples/NAME.kir` (`name` without `.kir`, may name a subfolder:
+/// `fusion/chain`), from the directory `KILN_EXAMPLES_DIR` names when set (test binaries run
+/// on another machine, e.g. the GPU one), else the workspace's `examples/`.
+pub fn example_source(name: &str) -> String {
+    let dir = std::env::var("KILN_EXAMPLES_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../examples").to_string());
+    let path = format!("{dir}/{name}.kir");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read `{path}`: {e}"))
+}
+
+/// The first kernel of `examples/NAME.kir` ([`example_source`]).
+pub fn example_kernel(name: &str) -> Kernel {
+    let src = example_source(name);
+    crate::parse_module(&src).unwrap_or_else(|e| panic!("{name}.kir: {e}")).kernels.remove(0)
+}
+
+/// The one rule for what a test needs from outside this process (an external tool, a
+/// device): `found` is what looking for it gave. `Ok` is used; an error skips the test with
+/// its message ([`skip`]), unless the variable `require` is set (`KILN_REQUIRE_TOOLS`, which
+/// `cargo xtask test` sets, or `KILN_REQUIRE_CUDA` for GPUs CI does not have), when the test
+/// fails with it instead.
+pub fn require<T, E: std::fmt::Display>(require: &str, found: Result<T, E>) -> Option<T> {
+    match found {
+        Ok(t) => Some(t),
+        Err(e) if std::env::var_os(require).is_some_and(|v| !v.is_empty()) => {
+            panic!("{require} is set, but: {e}")
+        }
+        Err(e) => {
+            skip(&e.to_string());
+            None
+        }
+    }
+}
+
+/// The external tool whose path the variable `var` holds (`KILN_SPIRV_VAL`, `KILN_PTXAS`,
+/// `KILN_LLVM_MC`: `cargo xtask test` finds or installs each and sets it), under
+/// [`require`]'s rule with `KILN_REQUIRE_TOOLS`.
+pub fn tool(var: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os(var)
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .ok_or_else(|| format!("{var} is not set (run `cargo xtask test`, which sets it)"));
+    require("KILN_REQUIRE_TOOLS", found)
+}
+
 /// Reports that the calling test is skipping its work (no device, no tool): prints
 /// `skipping BINARY::TEST: REASON` to stderr and, when `KILN_SKIP_LOG` names a file, appends
 /// `BINARY::TEST<tab>REASON` to it, so that `cargo xtask test` can say which tests printed `ok`

@@ -16,27 +16,16 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 
 fn device() -> Option<CudaDevice> {
-    match CudaDevice::open() {
-        Ok(d) => {
-            eprintln!("CUDA device: {} (sm_{})", d.name(), d.sm());
-            Some(d)
-        }
-        Err(e) if std::env::var_os("KILN_REQUIRE_CUDA").is_some() => panic!("{e}"),
-        Err(e) => {
-            assert!(matches!(e, DeviceError::Unavailable { .. }), "{e}");
-            kiln_ir::testing::skip(&e.to_string());
-            None
-        }
-    }
+    // A driver that is there but fails is a failure, not a reason to skip.
+    let found = CudaDevice::open()
+        .inspect_err(|e| assert!(matches!(e, DeviceError::Unavailable { .. }), "{e}"));
+    let d = kiln_ir::testing::require("KILN_REQUIRE_CUDA", found)?;
+    eprintln!("CUDA device: {} (sm_{})", d.name(), d.sm());
+    Some(d)
 }
 
 fn example(name: &str) -> Kernel {
-    // KILN_EXAMPLES_DIR: where the examples are when the binary runs on another machine.
-    let dir = std::env::var("KILN_EXAMPLES_DIR")
-        .unwrap_or_else(|_| format!("{}/../examples", env!("CARGO_MANIFEST_DIR")));
-    let path = format!("{dir}/{name}.kir");
-    let src = std::fs::read_to_string(path).unwrap();
-    parse_module(&src).unwrap().kernels.remove(0)
+    kiln_ir::testing::example_kernel(name)
 }
 
 fn f32s(n: usize, seed: u32) -> Buffer {

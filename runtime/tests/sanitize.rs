@@ -50,17 +50,11 @@ impl IrExecutor for InterpAsGpu {
 
 fn devices() -> Vec<Arc<dyn Device>> {
     let mut out: Vec<Arc<dyn Device>> = vec![Arc::new(IrDevice(InterpAsGpu))];
-    match VulkanDevice::open() {
-        Ok(d) => out.push(Arc::new(d)),
-        Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
-        }
-        Err(e) => eprintln!("skipping Vulkan: {e}"),
+    if let Some(d) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", VulkanDevice::open()) {
+        out.push(Arc::new(d));
     }
-    match CudaDevice::open() {
-        Ok(d) => out.push(Arc::new(d)),
-        Err(e) if std::env::var_os("KILN_REQUIRE_CUDA").is_some() => panic!("{e}"),
-        Err(e) => eprintln!("skipping CUDA: {e}"),
+    if let Some(d) = kiln_ir::testing::require("KILN_REQUIRE_CUDA", CudaDevice::open()) {
+        out.push(Arc::new(d));
     }
     out
 }
@@ -70,10 +64,7 @@ fn kernel(src: &str) -> Kernel {
 }
 
 fn example(name: &str) -> Kernel {
-    // KILN_EXAMPLES_DIR: where the examples are when the binary runs on another machine.
-    let dir = std::env::var("KILN_EXAMPLES_DIR")
-        .unwrap_or_else(|_| format!("{}/../examples", env!("CARGO_MANIFEST_DIR")));
-    kernel(&std::fs::read_to_string(format!("{dir}/{name}.kir")).unwrap())
+    kiln_ir::testing::example_kernel(name)
 }
 
 /// Builds `k` with `options` through `ctx`'s cache and runs it on a queue, as an

@@ -16,27 +16,13 @@ use kiln_runtime::{Device, DeviceError};
 mod common;
 
 fn device() -> Option<VulkanDevice> {
-    match VulkanDevice::open() {
-        Ok(d) => {
-            eprintln!("vulkan device: {} ({})", d.name(), d.version());
-            Some(d)
-        }
-        Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
-        }
-        Err(e) => {
-            kiln_ir::testing::skip(&e.to_string());
-            None
-        }
-    }
+    let d = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", VulkanDevice::open())?;
+    eprintln!("vulkan device: {} ({})", d.name(), d.version());
+    Some(d)
 }
 
 fn example(name: &str) -> Kernel {
-    let dir = std::env::var("KILN_EXAMPLES_DIR")
-        .unwrap_or_else(|_| format!("{}/../examples", env!("CARGO_MANIFEST_DIR")));
-    let path = format!("{dir}/{name}.kir");
-    let src = std::fs::read_to_string(&path).unwrap();
-    parse_module(&src).unwrap().kernels.remove(0)
+    kiln_ir::testing::example_kernel(name)
 }
 
 fn floats(n: usize, seed: f32) -> Buffer {

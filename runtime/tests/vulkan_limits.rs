@@ -13,19 +13,9 @@ use kiln_runtime::device::vulkan::{VulkanDevice, MAX_PRIVATE_BYTES};
 use kiln_runtime::{Device, DeviceError};
 
 fn device() -> Option<VulkanDevice> {
-    match VulkanDevice::open() {
-        Ok(d) => {
-            eprintln!("vulkan device: {}", d.name());
-            Some(d)
-        }
-        Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
+    let d = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", VulkanDevice::open())?;
+    eprintln!("vulkan device: {} ({})", d.name(), d.version());
+    Some(d)
 }
 
 fn kernel(src: &str) -> Kernel {

@@ -15,16 +15,7 @@ use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{Context, ContextConfig};
 
 fn device() -> Option<Arc<VulkanDevice>> {
-    match VulkanDevice::open() {
-        Ok(d) => Some(Arc::new(d)),
-        Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
-            panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            None
-        }
-    }
+    kiln_ir::testing::require("KILN_REQUIRE_TOOLS", VulkanDevice::open()).map(Arc::new)
 }
 
 fn module() -> Module {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use kiln_runtime::device::registry::{self, OpenOptions};
-use kiln_runtime::{Interp, IrDevice};
+use kiln_runtime::{DeviceError, Interp, IrDevice};
 
 use super::Error;
 
@@ -18,7 +18,7 @@ use super::Error;
 /// // Without a driver the explicit constructors say so; they never fall back.
 /// match kiln::Device::cuda() {
 ///     Ok(gpu) => assert_eq!(gpu.kind(), DeviceKind::Cuda),
-///     Err(e) => assert!(e.to_string().starts_with("cuda: "), "{e}"),
+///     Err(e) => assert!(e.to_string().starts_with("CUDA device unavailable"), "{e}"),
 /// }
 /// ```
 #[derive(Clone)]
@@ -53,7 +53,11 @@ impl Device {
             let names = registry::names().join(", ");
             return Err(Error::Device(format!("unknown device `{name}` (devices: {names})")));
         };
-        let inner = info.open(options).map_err(|e| Error::Device(format!("{name}: {e}")))?;
+        let inner = info.open(options).map_err(|e| match e {
+            // Already names the device.
+            DeviceError::Unavailable { .. } => Error::Device(e.to_string()),
+            e => Error::Device(format!("{name}: {e}")),
+        })?;
         Ok(Device { inner })
     }
 

@@ -14,16 +14,7 @@ pub fn kernel(src: &str) -> Kernel {
 }
 
 fn llvm_mc() -> Option<String> {
-    match std::env::var("KILN_LLVM_MC") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ => {
-            if std::env::var("KILN_REQUIRE_TOOLS").is_ok_and(|v| v == "1") {
-                panic!("KILN_REQUIRE_TOOLS=1 but KILN_LLVM_MC is not set");
-            }
-            kiln_ir::testing::skip("llvm-mc checks: KILN_LLVM_MC is not set");
-            None
-        }
-    }
+    kiln_ir::testing::tool("KILN_LLVM_MC").map(|p| p.display().to_string())
 }
 
 /// Asserts that llvm-mc assembles the listing for gfx900.

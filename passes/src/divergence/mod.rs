@@ -39,6 +39,10 @@ use kiln_ir::{AddrSpace, Builtin, Expr, ExprNode, FuncKind, Kernel, Stmt, StmtNo
 
 pub use print::annotate;
 
+// Keep `dump()` in every binary that links kiln-passes, for debuggers (see kiln-ir's).
+#[used]
+static KEEP_DIVERGENCE_DUMP: fn(&Divergence) = Divergence::dump;
+
 /// A set of divergent variables.
 pub type VarSet = HashSet<Var>;
 
@@ -121,7 +125,36 @@ pub fn assigned_vars(s: &Stmt) -> BTreeSet<Var> {
     out
 }
 
+impl std::fmt::Display for Divergence {
+    /// The variables divergent somewhere, by name, and how many branches and bindings were
+    /// found uniform and divergent (the facts per statement print with [`annotate`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&str> = self.ever.iter().map(|v| v.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let count = |m: &HashMap<usize, bool>| {
+            let d = m.values().filter(|&&d| d).count();
+            (m.len() - d, d)
+        };
+        let (bu, bd) = count(&self.branch);
+        let (lu, ld) = count(&self.binding);
+        write!(
+            f,
+            "divergent: [{}]; branches: {bu} uniform, {bd} divergent; bindings: {lu} uniform, \
+             {ld} divergent",
+            names.join(", ")
+        )
+    }
+}
+
 impl Divergence {
+    /// Prints the result's summary ([`Divergence`]'s `Display`) to stderr. Meant for
+    /// debuggers: `call kiln_passes::divergence::Divergence::dump(&d)` in gdb.
+    #[inline(never)]
+    pub fn dump(&self) {
+        eprintln!("{self}");
+    }
+
     /// The mutable variables (`var`s, loop counters) divergent just before statement `s`
     /// (empty if `s` was not analyzed). Immutable bindings are not in it: combine it with
     /// them through [`Divergence::expr_divergent_in`].

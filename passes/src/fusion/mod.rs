@@ -55,21 +55,19 @@
 //! ```
 
 pub mod bind;
+mod fuse;
 pub mod internalize;
 pub mod key;
 pub mod legality;
 pub mod ndrange;
+mod promote;
 pub mod remap;
 pub mod rewrite;
 pub mod spec;
 pub mod toml_spec;
 
-use hashbrown::HashMap;
 use kiln_ir::launch::NdRange;
-use kiln_ir::{
-    AddrSpace, Attrs, Expr, FusedArg, FusedAttr, Kernel, MemFence, Module, Mutator, NdRangeAttr,
-    Stmt, StmtNode, Type, Var, Visitor,
-};
+use kiln_ir::{Kernel, Module, NdRangeAttr, Type};
 use thiserror::Error;
 
 pub use spec::{
@@ -78,8 +76,8 @@ pub use spec::{
 };
 
 pub use bind::{BindArg, BindError};
+pub use fuse::fuse_kernels_with;
 pub use key::{fusion_key, FusionKey};
-use rewrite::{Names, ParamSubst, Rewriter};
 pub use toml_spec::SpecError;
 
 /// Why fusion was refused. Every variant names the violated rule.
@@ -271,6 +269,24 @@ pub struct FusedKernel {
     pub warnings: Vec<FusionWarning>,
 }
 
+impl FusedKernel {
+    /// Prints the fused kernel in the text format to stderr (its `#nd_range` and `#fused`
+    /// attributes carry the range and the argument map), each refused promotion as a
+    /// `//` comment after it. Meant for debuggers:
+    /// `call kiln_passes::fusion::FusedKernel::dump(&f)` in gdb.
+    #[inline(never)]
+    pub fn dump(&self) {
+        eprintln!("{}", self.kernel);
+        for w in &self.warnings {
+            eprintln!("// warning: {w}");
+        }
+    }
+}
+
+// Keep `dump()` in every binary that links kiln-passes, for debuggers (see kiln-ir's).
+#[used]
+static KEEP_FUSED_DUMP: fn(&FusedKernel) = FusedKernel::dump;
+
 /// Options of [`fuse_kernels_with`].
 #[derive(Clone, Copy, Debug)]
 pub struct FuseOptions {
@@ -301,27 +317,6 @@ pub fn fuse_kernels(module: &Module, spec: &FusionSpec) -> Result<FusedKernel, F
     fuse_kernels_with(module, spec, &FuseOptions::default())
 }
 
-struct UnionFind(Vec<usize>);
-
-impl UnionFind {
-    fn find(&mut self, mut x: usize) -> usize {
-        while self.0[x] != x {
-            self.0[x] = self.0[self.0[x]];
-            x = self.0[x];
-        }
-        x
-    }
-    fn union(&mut self, a: usize, b: usize) {
-        let (ra, rb) = (self.find(a), self.find(b));
-        // Keep the smaller index (the first occurrence) as the root.
-        if ra < rb {
-            self.0[rb] = ra;
-        } else {
-            self.0[ra] = rb;
-        }
-    }
-}
-
 /// The `#nd_range` attribute for a range.
 pub fn nd_range_attr(r: &NdRange) -> NdRangeAttr {
     let d = r.dims.clamp(1, 3);
@@ -339,393 +334,4 @@ pub fn nd_range_of(a: &NdRangeAttr) -> NdRange {
         r = r.with_local(l);
     }
     r
-}
-
-fn fused_arg(m: &ArgMap) -> FusedArg {
-    match *m {
-        ArgMap::Param(i) => FusedArg::Param(i as u32),
-        ArgMap::Identical(i) => FusedArg::Identical(i as u32),
-        ArgMap::Promoted { to, size } => FusedArg::Promoted { local: to == PromoteTo::Local, size },
-        ArgMap::Constant(imm) => FusedArg::Const(imm),
-    }
-}
-
-/// Fuses `spec.kernels` from `module` into one kernel.
-pub fn fuse_kernels_with(
-    module: &Module,
-    spec: &FusionSpec,
-    opts: &FuseOptions,
-) -> Result<FusedKernel, FusionError> {
-    if spec.kernels.is_empty() {
-        return Err(FusionError::Empty);
-    }
-    let name = if spec.name.is_empty() { "fused".to_string() } else { spec.name.clone() };
-    if !kiln_ir::parse::is_identifier(&name) {
-        return Err(FusionError::BadName(name));
-    }
-    // Fusion's rewrites recurse over expressions: work on the depth-bounded kernels.
-    let module = &kiln_ir::depth::bound_module(module);
-    let kernels: Vec<&Kernel> = spec
-        .kernels
-        .iter()
-        .enumerate()
-        .map(|(entry, name)| {
-            module
-                .kernel(name)
-                .ok_or_else(|| FusionError::UnknownKernel { entry, name: name.clone() })
-        })
-        .collect::<Result<_, _>>()?;
-    if spec.ndranges.len() != kernels.len() {
-        return Err(FusionError::RangeCount {
-            kernels: kernels.len(),
-            ranges: spec.ndranges.len(),
-        });
-    }
-
-    // Parameters, numbered flat.
-    let mut base = Vec::with_capacity(kernels.len());
-    let mut all: Vec<(ParamRef, Var)> = Vec::new();
-    for (e, k) in kernels.iter().enumerate() {
-        base.push(all.len());
-        for (p, v) in k.params().iter().enumerate() {
-            all.push((ParamRef::new(e, p), v.clone()));
-        }
-    }
-    let flat = |r: ParamRef| -> Result<usize, FusionError> {
-        let bad = |why: String| FusionError::BadParam { entry: r.entry, param: r.param, why };
-        let k = kernels
-            .get(r.entry)
-            .ok_or_else(|| bad(format!("there are {} entries", kernels.len())))?;
-        if r.param >= k.params().len() {
-            return Err(bad(format!("`{}` has {} parameters", k.name(), k.params().len())));
-        }
-        Ok(base[r.entry] + r.param)
-    };
-
-    // Identical parameters.
-    let mut uf = UnionFind((0..all.len()).collect());
-    for group in &spec.identical {
-        let mut first: Option<usize> = None;
-        for &r in group {
-            let i = flat(r)?;
-            if let Some(f) = first {
-                let (ta, tb) = (all[f].1.ty(), all[i].1.ty());
-                if ta != tb {
-                    return Err(FusionError::IdenticalTypeMismatch { a: all[f].0, ta, b: r, tb });
-                }
-                uf.union(f, i);
-            } else {
-                first = Some(i);
-            }
-        }
-    }
-
-    // Nd-ranges and legality.
-    let norms: Vec<ndrange::Norm> = spec
-        .ndranges
-        .iter()
-        .zip(&kernels)
-        .enumerate()
-        .map(|(e, (r, k))| ndrange::normalize(e, r, k))
-        .collect::<Result<_, _>>()?;
-    let syncs: Vec<bool> = kernels.iter().map(|k| internalize::uses_work_group(k.body())).collect();
-    let plan = ndrange::plan(&norms, &kernels, &syncs)?;
-
-    // Constants, per class.
-    let mut consts: HashMap<usize, kiln_ir::Imm> = HashMap::new();
-    for c in &spec.constants {
-        let i = flat(c.param)?;
-        let ty = all[i].1.ty();
-        let Some(s) = ty.scalar() else {
-            return Err(FusionError::ConstantNotScalar { at: c.param, ty });
-        };
-        let root = uf.find(i);
-        let imm = c.value.to_imm(s).map_err(|why| FusionError::ConstantDoesNotFit {
-            at: c.param,
-            kernel: kernels[c.param.entry].name().to_string(),
-            param: all[i].1.name().to_string(),
-            ty,
-            why,
-        })?;
-        if consts.get(&root).is_some_and(|old| *old != imm) {
-            return Err(FusionError::ConflictingConstants { at: c.param });
-        }
-        consts.insert(root, imm);
-    }
-
-    // Promotions, per class.
-    let mut warnings = Vec::new();
-    let fused_items = plan.fused.work_items();
-    // Per class: (requested on, to, size, buffer_len) of each request.
-    type Request = (ParamRef, PromoteTo, Option<u32>, Option<u32>);
-    let mut requests: HashMap<usize, Vec<Request>> = HashMap::new();
-    let mut order: Vec<usize> = Vec::new();
-    for pr in &spec.promote {
-        let i = flat(pr.param)?;
-        let ty = all[i].1.ty();
-        if !ty.is_ptr() {
-            return Err(FusionError::PromoteNotBuffer { at: pr.param, ty });
-        }
-        let groups = match plan.fused.local {
-            Some(l) => {
-                Some((0..plan.fused.dims).map(|d| (plan.fused.global[d] / l[d]) as u64).product())
-            }
-            None => None,
-        };
-        let size = pr.size.or_else(|| {
-            let len = pr.buffer_len? as u64;
-            let per = match pr.to {
-                PromoteTo::Local => groups?,
-                _ => fused_items,
-            };
-            u32::try_from(len / per.max(1)).ok()
-        });
-        let root = uf.find(i);
-        if !requests.contains_key(&root) {
-            order.push(root);
-        }
-        requests.entry(root).or_default().push((pr.param, pr.to, size, pr.buffer_len));
-    }
-    let mut promoted: HashMap<usize, (PromoteTo, u32)> = HashMap::new();
-    let roots: Vec<usize> = (0..all.len()).map(|i| uf.find(i)).collect();
-    for root in order {
-        let reqs = &requests[&root];
-        let at = reqs[0].0;
-        let refuse = |reason: String| FusionWarning { param: at, reason };
-        // A request on any member covers the whole argument; an explicit `none` on the same
-        // argument conflicts.
-        let kinds: Vec<PromoteTo> = reqs.iter().map(|r| r.1).collect();
-        if kinds.contains(&PromoteTo::None) {
-            if kinds.iter().any(|k| *k != PromoteTo::None) {
-                warnings.push(refuse("conflicting requests: none and private/local".into()));
-            }
-            continue;
-        }
-        let members: Vec<usize> = (0..all.len()).filter(|&i| uf.find(i) == root).collect();
-        let to = if reqs.iter().any(|r| r.1 == PromoteTo::Local) {
-            PromoteTo::Local
-        } else {
-            PromoteTo::Private
-        };
-        if to == PromoteTo::Local && plan.fused.local.is_none() {
-            warnings.push(refuse("local promotion needs an explicit local size".into()));
-            continue;
-        }
-        let sizes: Vec<Option<u32>> = reqs.iter().map(|r| r.2).collect();
-        if sizes.iter().any(|s| *s != sizes[0]) {
-            warnings.push(refuse("conflicting requests: different sizes".into()));
-            continue;
-        }
-        let Some(size) = sizes[0].filter(|&s| s > 0) else {
-            warnings.push(refuse(
-                "no usable size (give `size`, or a `buffer_len` of at least one element per work-item/work-group)".into(),
-            ));
-            continue;
-        };
-        if consts.contains_key(&root) {
-            warnings.push(refuse("the parameter is also a constant".into()));
-            continue;
-        }
-        // The buffer's parameter names in each entry (empty where it does not appear).
-        let names_in: Vec<Vec<String>> = (0..kernels.len())
-            .map(|e| {
-                members
-                    .iter()
-                    .filter(|&&m| all[m].0.entry == e)
-                    .map(|&m| all[m].1.name().to_string())
-                    .collect()
-            })
-            .collect();
-        // Escape analysis over every use, in every entry.
-        let mut escaped = false;
-        for (k, names) in kernels.iter().zip(&names_in) {
-            if names.is_empty() {
-                continue;
-            }
-            let mut v = internalize::Escapes { names, escaped: false };
-            v.visit_stmt(k.body());
-            escaped |= v.escaped;
-        }
-        if escaped {
-            warnings.push(refuse(
-                "the pointer escapes (used other than as `p[i]`: bound, passed to a call, cast)"
-                    .into(),
-            ));
-            continue;
-        }
-        // Legality from the access patterns of every entry touching the buffer.
-        let touchers: Vec<legality::Toucher> = kernels
-            .iter()
-            .enumerate()
-            .filter_map(|(e, k)| {
-                let names = names_in[e].clone();
-                if names.is_empty() {
-                    return None;
-                }
-                let consts = k
-                    .params()
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(p, v)| {
-                        consts.get(&roots[base[e] + p]).map(|imm| (v.name().to_string(), *imm))
-                    })
-                    .collect();
-                Some(legality::Toucher {
-                    entry: e,
-                    kernel: k.name(),
-                    body: k.body(),
-                    plan: &plan.entries[e],
-                    names,
-                    consts,
-                })
-            })
-            .collect();
-        let req = legality::Request {
-            to,
-            size,
-            // The smallest length given (a larger one cannot be true of the same buffer).
-            buffer_len: reqs.iter().filter_map(|r| r.3).min(),
-            barriers: spec.barriers,
-        };
-        if let Err(why) = legality::check(&plan.fused, &req, &touchers) {
-            let (e, p) = (all[root].0.entry, all[root].1.name());
-            warnings.push(refuse(format!(
-                "`{p}` of `{}` stays in global memory: {why}",
-                kernels[e].name()
-            )));
-            continue;
-        }
-        promoted.insert(root, (to, size));
-    }
-
-    // The fused signature.
-    let mut names = Names::default();
-    let mut fused_params: Vec<Var> = Vec::new();
-    let mut class_subst: HashMap<usize, (ParamSubst, ArgMap)> = HashMap::new();
-    let mut prologue: Vec<Stmt> = Vec::new();
-    let mut arrays: Vec<(Var, u32)> = Vec::new();
-    // Names of fused parameters first, so locals never take them.
-    for (i, (r, v)) in all.iter().enumerate() {
-        let root = uf.find(i);
-        if root != i || class_subst.contains_key(&root) {
-            continue;
-        }
-        let kname = kernels[r.entry].name();
-        if let Some(imm) = consts.get(&root) {
-            class_subst.insert(root, (ParamSubst::Const(*imm), ArgMap::Constant(*imm)));
-        } else if let Some(&(to, size)) = promoted.get(&root) {
-            let space = if to == PromoteTo::Local { AddrSpace::Local } else { AddrSpace::Private };
-            let elem = v.ty().elem().unwrap_or(kiln_ir::Scalar::U8);
-            let a = Var::new(names.fresh(&format!("{kname}_{}", v.name())), Type::ptr(space, elem));
-            arrays.push((a.clone(), size));
-            class_subst.insert(root, (ParamSubst::Array(a, size), ArgMap::Promoted { to, size }));
-        } else {
-            let p = Var::new(names.fresh(&format!("{kname}_{}", v.name())), v.ty());
-            class_subst
-                .insert(root, (ParamSubst::Param(p.clone()), ArgMap::Param(fused_params.len())));
-            fused_params.push(p);
-        }
-    }
-    for (a, size) in &arrays {
-        prologue.push(Stmt::alloc(a, *size));
-    }
-
-    // The global linear id of the fused range, if any entry needs it.
-    let f = &plan.fused;
-    let glid = Var::new(names.fresh("fused_glid"), Type::U32);
-    let needs_glid = plan.entries.iter().any(|e| e.guard || e.remap_ids);
-    if needs_glid {
-        let rel = |d: usize| {
-            let g = Expr::global_id(d as u8);
-            if f.offset[d] == 0 {
-                g
-            } else {
-                g - Expr::u32(f.offset[d])
-            }
-        };
-        let mut e = rel(f.dims - 1);
-        for d in (0..f.dims - 1).rev() {
-            e = rel(d) + Expr::u32(f.global[d]) * e;
-        }
-        prologue.push(Stmt::let_(&glid, e));
-    }
-
-    // Entry bodies.
-    let mut hoisted: Vec<Stmt> = Vec::new();
-    let mut body: Vec<Stmt> = Vec::new();
-    let mut args_map: Vec<Vec<ArgMap>> = Vec::new();
-    for (e, k) in kernels.iter().enumerate() {
-        let mut params = HashMap::new();
-        let mut amap = Vec::new();
-        for (p, v) in k.params().iter().enumerate() {
-            let i = base[e] + p;
-            let root = uf.find(i);
-            let (subst, m) = &class_subst[&root];
-            params.insert(v.name().to_string(), subst.clone());
-            amap.push(match m {
-                ArgMap::Param(x) if root != i => ArgMap::Identical(*x),
-                m => m.clone(),
-            });
-        }
-        args_map.push(amap);
-        let ep = &plan.entries[e];
-        let mut rw = Rewriter {
-            params,
-            renames: HashMap::new(),
-            names: &mut names,
-            remap: remap::Remap {
-                plan: ep,
-                heterogeneous: plan.heterogeneous,
-                mode: spec.remap,
-                glid: &glid,
-            },
-        };
-        let mut stmts = Vec::new();
-        for s in k.body().stmts() {
-            let s = rw.mutate_stmt(s);
-            match s.node() {
-                StmtNode::Alloc { var, .. } if var.ty().addr_space() == Some(AddrSpace::Local) => {
-                    hoisted.push(s)
-                }
-                _ => stmts.push(s),
-            }
-        }
-        if e > 0 && spec.barriers == BarrierPolicy::WorkGroup {
-            body.push(Stmt::barrier(MemFence::BOTH));
-        }
-        if ep.guard {
-            let n = ep.range.linear() as u32;
-            body.push(Stmt::if_(glid.expr().cmp_lt(Expr::u32(n)), Stmt::block(stmts)));
-        } else {
-            body.extend(stmts);
-        }
-    }
-
-    let mut all_stmts = hoisted;
-    all_stmts.extend(prologue);
-    all_stmts.extend(body);
-    let attrs = Attrs {
-        reqd_work_group_size: kernels.iter().find_map(|k| k.attrs().reqd_work_group_size),
-        fast_math: kernels.iter().all(|k| k.attrs().fast_math),
-        nd_range: Some(nd_range_attr(&plan.fused)),
-        fused: Some(FusedAttr {
-            kernels: spec.kernels.clone(),
-            args: args_map.iter().map(|a| a.iter().map(fused_arg).collect()).collect(),
-        }),
-    };
-    let kernel = Kernel::with_attrs(name, fused_params, attrs, Stmt::block(all_stmts));
-    let verify = |k: &Kernel| -> Result<(), FusionError> {
-        if opts.verify {
-            kiln_ir::verify_kernel(k).map_err(|es| {
-                FusionError::Internal(
-                    es.iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("; "),
-                )
-            })?;
-        }
-        Ok(())
-    };
-    verify(&kernel)?;
-    let kernel = (opts.post_fusion)(&kernel);
-    verify(&kernel)?;
-    Ok(FusedKernel { kernel, range: plan.fused, args: args_map, warnings })
 }

@@ -394,7 +394,7 @@ impl PersistentCache {
     /// Item `n` of `dir` for `key`: `Some(Some)` a valid match, `Some(None)` another key or
     /// damaged (reported once and removed or repaired), `None` no such item.
     fn check_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Option<Option<Vec<u8>>> {
-        match self.load_item(dir, n, key) {
+        match self.load_item(dir, n, key, false) {
             Ok(found) => found,
             Err(Damage::Content(problem)) => {
                 let path = dir.join(format!("{n}"));
@@ -419,11 +419,15 @@ impl PersistentCache {
 
     /// `Ok(Some(Some))`: the item matches and is valid. `Ok(Some(None))`: another key's
     /// item. `Ok(None)`: no such item (or removed meanwhile). `Err`: damaged.
+    ///
+    /// `locked` says whether the caller holds the directory's lock (a store checking for an
+    /// equal item does).
     fn load_item(
         &self,
         dir: &Path,
         n: u64,
         key: &DiskKey,
+        locked: bool,
     ) -> Result<Option<Option<Vec<u8>>>, Damage> {
         let src_path = dir.join(format!("{n}.src"));
         let misplaced = |path: &Path, found| Damage::Misplaced {
@@ -464,9 +468,17 @@ impl PersistentCache {
         let bin_path = dir.join(format!("{n}.bin"));
         let (mut bin_file, on_disk) = match entry::open(&bin_path, OpenOptions::new().read(true)) {
             Ok(Opened::File(f, len)) => (f, len),
-            // Removed by eviction since we read the key: a miss, not damage.
+            // Removed by eviction since we read the key, or not yet written by a store that
+            // reuses the index: a miss, not damage. Stores and evictions change an item only
+            // under the directory's lock, so only a key without its artifact seen under the
+            // lock is damage.
             Ok(Opened::Missing) => {
-                return if src_path.exists() {
+                let lock = if locked { None } else { self.open_lock(dir).ok() };
+                if !locked && lock.as_ref().is_none_or(|l| l.lock().is_err()) {
+                    return Ok(None);
+                }
+                let bin_missing = matches!(entry::kind(&bin_path), Ok(None));
+                return if bin_missing && src_path.exists() {
                     Err(content("the artifact file is missing".into()))
                 } else {
                     Ok(None)
@@ -654,7 +666,7 @@ impl PersistentCache {
         // Under the lock no other writer is active in this directory.
         let srcs = Self::indices(dir, ".src")?;
         for &n in &srcs {
-            if let Ok(Some(Some(_))) = self.load_item(dir, n, key) {
+            if let Ok(Some(Some(_))) = self.load_item(dir, n, key, true) {
                 return Ok(()); // stored by someone else meanwhile
             }
         }

@@ -40,14 +40,14 @@ impl DeviceInfo {
     }
 }
 
-/// Every device, fastest first ([`best`] takes the first that opens).
+/// Every device: the oracle first, the fastest last ([`best`] takes the last that opens).
 pub const DEVICES: &[DeviceInfo] = &[
     DeviceInfo {
-        name: "cuda",
-        about: "the first CUDA GPU (PTX, through the driver API)",
-        counts_steps: false,
-        stops_at_timeout: false,
-        open: |_| Ok(Arc::new(CudaDevice::open()?)),
+        name: "interp",
+        about: "the reference interpreter (the oracle; checks every access)",
+        counts_steps: true,
+        stops_at_timeout: true,
+        open: |o| Ok(Arc::new(IrDevice(Interp { max_steps: o.max_steps, timeout: o.timeout }))),
     },
     DeviceInfo {
         name: "vulkan",
@@ -57,11 +57,11 @@ pub const DEVICES: &[DeviceInfo] = &[
         open: |_| Ok(Arc::new(VulkanDevice::open()?)),
     },
     DeviceInfo {
-        name: "interp",
-        about: "the reference interpreter (the oracle; checks every access)",
-        counts_steps: true,
-        stops_at_timeout: true,
-        open: |o| Ok(Arc::new(IrDevice(Interp { max_steps: o.max_steps, timeout: o.timeout }))),
+        name: "cuda",
+        about: "the first CUDA GPU (PTX, through the driver API)",
+        counts_steps: false,
+        stops_at_timeout: false,
+        open: |_| Ok(Arc::new(CudaDevice::open()?)),
     },
 ];
 
@@ -86,10 +86,12 @@ pub fn open(name: &str, options: &OpenOptions) -> Result<Arc<dyn Device>, Device
     }
 }
 
-/// The first device of [`DEVICES`] that opens (the interpreter always does).
+/// The last device of [`DEVICES`] that opens: the fastest there is (the interpreter always
+/// opens).
 pub fn best(options: &OpenOptions) -> Arc<dyn Device> {
     DEVICES
         .iter()
+        .rev()
         .find_map(|d| d.open(options).ok())
         .unwrap_or_else(|| Arc::new(IrDevice(Interp::default())))
 }

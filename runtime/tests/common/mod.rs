@@ -15,11 +15,7 @@ use kiln_runtime::{Context, ContextConfig, Device, DeviceError, KernelArg, Queue
 pub fn context_round_trip(dev: Arc<dyn Device>, tag: &str) {
     let dir = std::env::temp_dir().join(format!("kiln-{tag}-ctx-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    // KILN_EXAMPLES_DIR: where the examples are when the binary runs on another machine.
-    let dir_ex = std::env::var("KILN_EXAMPLES_DIR")
-        .unwrap_or_else(|_| format!("{}/../examples", env!("CARGO_MANIFEST_DIR")));
-    let module =
-        parse_module(&std::fs::read_to_string(format!("{dir_ex}/saxpy.kir")).unwrap()).unwrap();
+    let module = parse_module(&kiln_ir::testing::example_source("saxpy")).unwrap();
     let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.5).collect();
     let y: Vec<f32> = (0..64).map(|i| 100.0 - i as f32).collect();
     let mut want = vec![Buffer::from_slice(&x), Buffer::from_slice(&y)];
