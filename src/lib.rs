@@ -11,6 +11,8 @@
 //! The workspace crates are re-exported for everything else: [`ir`], [`passes`],
 //! [`backends`] and [`runtime`].
 
+#![warn(missing_docs)]
+
 mod jit;
 
 /// The half-precision float of `f16` buffers and scalars (the `half` crate's).

@@ -1,5 +1,7 @@
 //! The `kiln` command line; see `kiln --help`.
 
+#![warn(missing_docs)]
+
 mod cli;
 
 fn main() -> std::process::ExitCode {

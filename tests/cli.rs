@@ -535,6 +535,26 @@ fn emit_text_targets_cover_every_kernel() {
     assert_fails(&o, 2, &["unknown target `x87`", "ptx, spirv-cl, spirv-vk, amdgpu"]);
 }
 
+/// `--target kir` prints the kernels as the interpreter runs them (canonical, so `kiln fmt
+/// --check` accepts it); `-O` runs the devices' optimizer first, through the same driver.
+#[test]
+fn emit_kir_with_and_without_the_optimizer() {
+    let dir = scratch("emit-kir");
+    let src = "kernel k(x: ptr<global, u32>) {\n  let i: u32 = global_id(0);\n  x[i] = 2 + 3;\n}\n";
+    let file = dir.join("k.kir");
+    std::fs::write(&file, src).unwrap();
+    let o = kiln(&["emit", file.to_str().unwrap(), "--target", "kir"]);
+    assert_ok(&o);
+    assert_eq!(stdout(&o), src);
+    let o = kiln(&["emit", file.to_str().unwrap(), "--target", "kir", "-O"]);
+    assert_ok(&o);
+    let optimized = stdout(&o);
+    assert!(optimized.contains("= 5") && !optimized.contains("2 + 3"), "{optimized}");
+    let out = dir.join("k_opt.kir");
+    std::fs::write(&out, optimized.as_bytes()).unwrap();
+    assert_ok(&kiln(&["fmt", "--check", out.to_str().unwrap()]));
+}
+
 #[test]
 fn fuse_then_run_matches_the_unfused_chain() {
     let dir = scratch("fuse");

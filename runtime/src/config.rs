@@ -49,7 +49,7 @@ impl Config {
     /// The settings the environment gives; the first value that is not understood is an
     /// error naming the variable and what it accepts.
     pub fn from_env() -> Result<Config, EnvError> {
-        Config::read(&mut |e| Err(e))
+        Config::read(&env::lookup, &mut |e| Err(e))
     }
 
     /// The settings the environment gives, where a value that is not understood is printed
@@ -59,14 +59,37 @@ impl Config {
             eprintln!("kiln: warning: {e}; ignored");
             Ok(())
         };
-        Config::read(&mut warn).unwrap_or_default()
+        Config::read(&env::lookup, &mut warn).unwrap_or_default()
     }
 
-    /// Reads every variable once; `bad` decides what a value that is not understood does.
-    fn read(bad: &mut dyn FnMut(EnvError) -> Result<(), EnvError>) -> Result<Config, EnvError> {
+    /// The settings that `lookup` gives for each variable name (`None`: unset), checked as
+    /// [`Config::from_env`] checks the environment's: for settings kept elsewhere (a file,
+    /// a command line), and for tests.
+    ///
+    /// ```
+    /// use kiln_runtime::Config;
+    /// let c = Config::from_lookup(|name| match name {
+    ///     "KILN_CACHE_MAX_SIZE" => Some("64M".into()),
+    ///     "KILN_VERBOSE" => Some("debuginfo".into()),
+    ///     _ => None,
+    /// }).unwrap();
+    /// assert_eq!((c.cache_max_size, c.verbose), (Some(64 << 20), true));
+    /// let e = Config::from_lookup(|n| (n == "KILN_CACHE_PERSISTENT").then(|| "yes".into()));
+    /// assert!(e.unwrap_err().to_string().starts_with("KILN_CACHE_PERSISTENT=\"yes\""));
+    /// ```
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, EnvError> {
+        Config::read(&|name| Ok(lookup(name)), &mut |e| Err(e))
+    }
+
+    /// Reads every variable once through `lookup`; `bad` decides what a value that is not
+    /// understood does.
+    fn read(
+        lookup: &dyn Fn(&'static str) -> Result<Option<String>, EnvError>,
+        bad: &mut dyn FnMut(EnvError) -> Result<(), EnvError>,
+    ) -> Result<Config, EnvError> {
         let mut c = Config::default();
         let mut get = |name: &'static str| -> Result<Option<String>, EnvError> {
-            match env::read(name) {
+            match lookup(name).and_then(|v| env::checked(name, v)) {
                 Ok(v) => Ok(v),
                 Err(e) => bad(e).map(|()| None),
             }

@@ -238,18 +238,25 @@ fn variable(name: &str) -> Option<&'static Variable> {
     VARIABLES.iter().find(|v| v.name == name)
 }
 
-/// A variable's value, checked against the table's rule for it: `None` when unset. For
-/// [`crate::Config`], the one reader of kiln's own variables.
-pub(crate) fn read(name: &'static str) -> Result<Option<String>, EnvError> {
-    let v = match std::env::var(name) {
-        Ok(v) => v,
-        Err(std::env::VarError::NotPresent) => return Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => return Err(not_unicode(name, v)),
-    };
-    if let Some(check) = variable(name).and_then(|var| var.check) {
-        check(name, &v)?;
+/// The environment's value of `name` (`None` when unset); a value that is not UTF-8 is an
+/// error. [`crate::Config`] is the one reader of kiln's own variables.
+pub(crate) fn lookup(name: &'static str) -> Result<Option<String>, EnvError> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(not_unicode(name, v)),
     }
-    Ok(Some(v))
+}
+
+/// `value` of `name`, checked against the table's rule for it.
+pub(crate) fn checked(
+    name: &'static str,
+    value: Option<String>,
+) -> Result<Option<String>, EnvError> {
+    if let (Some(v), Some(check)) = (&value, variable(name).and_then(|var| var.check)) {
+        check(name, v)?;
+    }
+    Ok(value)
 }
 
 fn parse_flag(name: &'static str, v: &str) -> Result<bool, EnvError> {

@@ -5,9 +5,11 @@
 //! * A [`Device`] builds *programs* (artifacts for one device: SPIR-V words, PTX text,
 //!   machine code, or the verified IR for the interpreter) from a [`kiln_ir::Module`] and
 //!   runs their kernels. [`InterpDevice`] runs kernels on the reference interpreter.
-//! * [`cuda::CudaDevice`] (PTX) and [`vulkan::VulkanDevice`] (SPIR-V) implement the same
-//!   trait: their programs are built with the default `-O` pipeline and the backend's
-//!   emitter, and their drivers are loaded at run time (missing: [`DeviceError::Unavailable`]).
+//! * [`device::cuda::CudaDevice`] (PTX) and [`device::vulkan::VulkanDevice`] (SPIR-V)
+//!   implement the same trait: their programs are built through the build driver
+//!   ([`kiln_backends::driver`]: the default `-O` pipeline and the backend's emitter), and
+//!   their drivers are loaded at run time (missing: [`DeviceError::Unavailable`]). Every
+//!   device is registered by name in [`device::registry`].
 //! * A [`Context`] owns a device and the caches: an in-memory [`cache::BuildCache`] for
 //!   programs (keyed by module content, specialization constants, device and build
 //!   options) and one for kernels (keyed by program and kernel name), and optionally a
@@ -24,10 +26,10 @@
 //!
 //! ## Environment
 //!
-//! [`env::VARIABLES`] lists every `KILN_*` variable with what it accepts; [`env`](mod@env) parses
-//! them, so a value that is not understood is an error naming the variable on every device.
-//! Build options (`KILN_PROGRAM_BUILD_OPTIONS` and the API's) are recognized in one place,
-//! [`options`].
+//! [`env::VARIABLES`] lists every `KILN_*` variable with what it accepts; [`Config`] reads
+//! kiln's own once (or takes them from code), so a value that is not understood is an error
+//! naming the variable on every device. Build options (`KILN_PROGRAM_BUILD_OPTIONS` and the
+//! API's) are recognized in one place, [`kiln_backends::options`].
 #![warn(missing_docs)]
 mod artifact;
 pub mod buffer;

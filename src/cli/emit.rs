@@ -79,8 +79,12 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     let target = registry::target(&a.target, &options)?;
     let build = BuildOptions { optimize: a.optimize, sanitize_bounds: a.check_bounds };
     let start = std::time::Instant::now();
-    let (kernels, _) = driver::lower(&target.name(), target.lowering(), module, &build)
-        .map_err(|e| e.to_string())?;
+    // `-O` is asked for by name here: it applies to the kir target too, which devices
+    // (the interpreter) otherwise run as written.
+    let mut lowering = target.lowering();
+    lowering.optimize |= a.optimize;
+    let (kernels, _) =
+        driver::lower(&target.name(), lowering, module, &build).map_err(|e| e.to_string())?;
     let out = target.emit_any(&kernels).map_err(|e| e.to_string())?;
     if a.time {
         let us = start.elapsed().as_secs_f64() * 1e6;

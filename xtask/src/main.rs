@@ -8,6 +8,8 @@
 //! cargo xtask fuzz TARGET [--seconds N] [--stable]   run one (default 60 s)
 //! ```
 
+#![warn(missing_docs)]
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};

@@ -33,7 +33,7 @@
 //!   `atom.{global,shared}` (generic for generic pointers).
 //!
 //! Constructs the backend cannot express (f64 transcendental functions, pointer parameters
-//! in the local or private address space) are a [`BackendError`](crate::target::BackendError), never wrong code.
+//! in the local or private address space) are a [`BackendError`], never wrong code.
 
 mod lower;
 mod regs;

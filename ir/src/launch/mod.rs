@@ -42,7 +42,7 @@ fn pad3(v: &[u32], fill: u32) -> [u32; 3] {
 impl NdRange {
     /// A range of the given global size, one entry per dimension, with no offset and the
     /// local size left to the device. A slice of length 0 or more than 3 gives a range that
-    /// [`run`] rejects.
+    /// [`crate::interp::run`] rejects.
     pub fn new(global: &[u32]) -> NdRange {
         NdRange { dims: global.len(), global: pad3(global, 1), local: None, offset: [0; 3] }
     }

@@ -1,6 +1,6 @@
 //! Devices: what builds programs and runs kernels.
 //!
-//! A [`Device`] turns a [`Module`] into a *program binary* (bytes: SPIR-V words, PTX text,
+//! A [`Device`] turns a [`kiln_ir::Module`] into a *program binary* (bytes: SPIR-V words, PTX text,
 //! machine code, or the verified IR's text for the interpreter), loads binaries into
 //! device-side handles, looks kernels up in loaded programs, and launches them. The binary
 //! is what the persistent cache stores; handles stay in memory.

@@ -95,3 +95,44 @@ pub fn best(options: &OpenOptions) -> Arc<dyn Device> {
         .find_map(|d| d.open(options).ok())
         .unwrap_or_else(|| Arc::new(IrDevice(Interp::default())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DeviceKind;
+
+    #[test]
+    fn names_are_unique_and_open_or_say_why() {
+        for (i, d) in DEVICES.iter().enumerate() {
+            assert!(DEVICES[..i].iter().all(|e| e.name != d.name), "{} twice", d.name);
+            assert!(info(d.name).is_some_and(|i| i.name == d.name));
+            // Opening either works or says the device is unavailable: never a panic.
+            match d.open(&OpenOptions::default()) {
+                Ok(dev) => assert!(!dev.name().is_empty()),
+                Err(e) => assert!(matches!(e, DeviceError::Unavailable { .. }), "{e}"),
+            }
+        }
+        assert_eq!(names()[0], "interp", "the oracle comes first");
+    }
+
+    #[test]
+    fn the_interpreter_takes_its_limits_and_unknown_names_are_refused() {
+        let dev = open("interp", &OpenOptions { max_steps: Some(5), timeout: None }).unwrap();
+        assert_eq!(dev.kind(), DeviceKind::Interp);
+        let k = kiln_ir::parse_module(
+            "kernel spin(x: ptr<global, u32>) { for i: u32 in 0u32 .. 1000u32 { x[0] = i; } }",
+        )
+        .unwrap()
+        .kernels
+        .remove(0);
+        let mut bufs = vec![kiln_ir::launch::Buffer::zeroed(kiln_ir::Scalar::U32, 1)];
+        let args = [kiln_ir::launch::Arg::Buffer(0)];
+        let e = dev
+            .build_and_run(&k, &kiln_ir::launch::NdRange::new(&[1]), &args, &mut bufs)
+            .unwrap_err();
+        assert!(e.to_string().contains("step limit"), "{e}");
+        let Err(e) = open("abacus", &OpenOptions::default()) else { panic!("abacus opened") };
+        assert!(e.to_string().contains("unknown device (devices: interp, vulkan, cuda"), "{e}");
+        assert!(!best(&OpenOptions::default()).name().is_empty());
+    }
+}
