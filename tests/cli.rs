@@ -535,6 +535,37 @@ fn emit_text_targets_cover_every_kernel() {
     assert_fails(&o, 2, &["unknown target `x87`", "ptx, spirv-cl, spirv-vk, amdgpu"]);
 }
 
+/// `--time --repeat N` times the build and N launches (each sees the previous one's writes:
+/// saxpy five times adds 2x five times) and prints the numbers to stderr, not stdout.
+#[test]
+fn run_time_and_repeat() {
+    let o = kiln(&[
+        "run",
+        "examples/saxpy.kir",
+        "--global",
+        "4",
+        "--arg",
+        "x=iota:4",
+        "--arg",
+        "y=zeros:4",
+        "--arg",
+        "a=2.0",
+        "--arg",
+        "n=4",
+        "--time",
+        "--repeat",
+        "5",
+    ]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("y: f32[4] = [0.0, 10.0, 20.0, 30.0]"), "{}", stdout(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line =
+        err.lines().find(|l| l.starts_with("kiln: build ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("; 5 launches: median ") && line.ends_with(" ms"), "{line}");
+    let o = kiln(&["run", "examples/saxpy.kir", "--global", "4", "--repeat", "0"]);
+    assert_fails(&o, 2, &["--repeat"]);
+}
+
 /// `--target kir` prints the kernels as the interpreter runs them (canonical, so `kiln fmt
 /// --check` accepts it); `-O` runs the devices' optimizer first, through the same driver.
 #[test]

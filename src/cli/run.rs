@@ -1,6 +1,7 @@
 //! `kiln run`: bind command-line values to a kernel's parameters and run it.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use kiln::ir::launch::{self, Arg, NdRange};
@@ -124,6 +125,14 @@ pub struct RunArgs {
     /// exits with an error, though the GPU work may still be running.
     #[arg(long, value_name = "SECS", value_parser = value::parse_timeout)]
     timeout: Option<std::time::Duration>,
+    /// Print to stderr how long the build took and the median and minimum time of the
+    /// launches (with --repeat N, N launches; each sees the previous one's writes, and the
+    /// buffers printed or written are those after the last).
+    #[arg(long)]
+    time: bool,
+    /// Launch the kernel N times (N >= 1; default 1).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
 }
 
 /// An `--arg`: NAME=VALUE, where a buffer form (`zeros:N`, `iota:N`, `@PATH`) must be well
@@ -200,7 +209,8 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
     let limits = OpenOptions { max_steps: a.max_steps, timeout: a.timeout };
-    let buffers = run_on_device(info, limits, kernel, range, &args, buffers, options)?;
+    let runs = Runs { repeat: a.repeat, time: a.time };
+    let buffers = run_on_device(info, limits, kernel, range, &args, buffers, options, runs)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -219,6 +229,13 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
+/// How often to launch, and whether to time the build and the launches.
+#[derive(Clone, Copy, Debug)]
+struct Runs {
+    repeat: u32,
+    time: bool,
+}
+
 /// Runs `kernel` the way an application would, through the embedding API: a [`Jit`] on
 /// the device builds the program through its caches (in memory; on disk too with
 /// `KILN_CACHE_PERSISTENT=1`, keyed with `KILN_PROGRAM_BUILD_OPTIONS`) and launches it.
@@ -231,6 +248,7 @@ fn run_on_device(
     args: &[Arg],
     buffers: Vec<launch::Buffer>,
     options: &str,
+    runs: Runs,
 ) -> Result<Vec<launch::Buffer>, Error> {
     // Settings first: a bad one is an error before any device is opened.
     let config = Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
@@ -239,7 +257,7 @@ fn run_on_device(
     // A device that cannot stop a launch itself is watched from the host.
     let watchdog = if device.stops_at_timeout { None } else { limits.timeout };
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
-    let jit_args = args
+    let jit_args: Vec<kiln::Arg> = args
         .iter()
         .map(|a| match a {
             Arg::Scalar(imm) => kiln::Arg::Scalar(*imm),
@@ -249,7 +267,12 @@ fn run_on_device(
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);
-    let outcome = jit.launch(&module, kernel.name(), range, jit_args).and_then(|launch| {
+    let start = Instant::now();
+    let built = jit.prepare(&module, kernel.name());
+    let build_time = start.elapsed();
+    let mut times = Vec::with_capacity(runs.repeat as usize);
+    let launch_once = || -> Result<(), kiln::Error> {
+        let launch = jit.launch(&module, kernel.name(), range.clone(), jit_args.clone())?;
         if let Some(t) = watchdog {
             if launch.wait_timeout(t).is_none() {
                 // The worker thread is stuck in the driver until the GPU finishes: dropping
@@ -268,7 +291,18 @@ fn run_on_device(
             }
         }
         launch.wait()
+    };
+    let outcome = built.and_then(|()| {
+        for _ in 0..runs.repeat {
+            let start = Instant::now();
+            launch_once()?;
+            times.push(start.elapsed());
+        }
+        Ok(())
     });
+    if runs.time && outcome.is_ok() {
+        eprintln!("{}", timing_line(build_time, &mut times));
+    }
     // Before the warnings are printed: storing them may warn.
     jit.context().save_driver_caches();
     if let Some(disk) = jit.context().persistent_cache() {
@@ -278,6 +312,27 @@ fn run_on_device(
     }
     outcome.map_err(message)?;
     bufs.iter().map(|b| b.contents().map_err(|e| Error::Message(e.to_string()))).collect()
+}
+
+/// `kiln: build B ms; N launches: median M ms, min m ms` (the launch time is from submission
+/// to completion, as the host sees it).
+fn timing_line(build: Duration, times: &mut [Duration]) -> String {
+    times.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let median = match times.len() {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => times[n / 2],
+        n => (times[n / 2 - 1] + times[n / 2]) / 2,
+    };
+    let min = times.first().copied().unwrap_or_default();
+    format!(
+        "kiln: build {:.3} ms; {} launch{}: median {:.3} ms, min {:.3} ms",
+        ms(build),
+        times.len(),
+        if times.len() == 1 { "" } else { "es" },
+        ms(median),
+        ms(min)
+    )
 }
 
 /// The message of a facade error: a build or launch failure is the compiler's or the

@@ -24,8 +24,8 @@ use kiln_ir::launch::NdRange;
 use kiln_ir::{check_source, Kernel, Module, Verified};
 use kiln_passes::fusion::{fuse_kernels, FusedKernel, FusionSpec, FusionWarning};
 use kiln_runtime::{
-    AccessMode, Buffer, Config, Context, DeviceError, Element, Event, KernelArg, Queue, QueueOrder,
-    RuntimeError,
+    AccessMode, Buffer, Config, Context, DeviceError, Element, Event, KernelArg, KernelHandle,
+    Queue, QueueOrder, RuntimeError,
 };
 
 pub use args::Arg;
@@ -133,6 +133,14 @@ impl Launch {
         let r = self.event.wait_timeout(timeout)?;
         Some(r.map_err(|e| launch_error(&self.kernel, e)))
     }
+}
+
+/// Kernel `name` of `module`, or [`Error::NoKernel`] listing the module's kernels.
+fn find_kernel<'m>(module: &'m Module, name: &str) -> Result<&'m Kernel, Error> {
+    module.kernel(name).ok_or_else(|| Error::NoKernel {
+        name: name.to_string(),
+        available: module.kernels.iter().map(|k| k.name().to_string()).collect(),
+    })
 }
 
 fn launch_error(kernel: &str, e: RuntimeError) -> Error {
@@ -276,10 +284,7 @@ impl Jit {
         range: NdRange,
         args: Vec<Arg>,
     ) -> Result<Launch, Error> {
-        let kernel = module.kernel(name).ok_or_else(|| Error::NoKernel {
-            name: name.to_string(),
-            available: module.kernels.iter().map(|k| k.name().to_string()).collect(),
-        })?;
+        let kernel = find_kernel(module, name)?;
         args::check_args(kernel, &args)?;
         self.submit(kernel, range, &args)
     }
@@ -325,15 +330,35 @@ impl Jit {
         self.submit(&fused.fused.kernel, fused.fused.range.clone(), &bound)
     }
 
-    fn submit(&self, kernel: &Kernel, range: NdRange, args: &[Arg]) -> Result<Launch, Error> {
+    /// Builds kernel `name` of `module` for the device now (through the program cache, as
+    /// the first [`Jit::launch`] of it would), so that launches after it only run: to time
+    /// builds and launches apart, or to see build errors before any buffer is made.
+    ///
+    /// ```
+    /// # let jit = kiln::Jit::new(kiln::Device::interp())?;
+    /// let module = jit.compile_source("saxpy.kir", include_str!("../../examples/saxpy.kir"))?;
+    /// jit.prepare(&module, "saxpy")?;
+    /// assert!(jit.prepare(&module, "nope").is_err());
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn prepare(&self, module: &Module, name: &str) -> Result<(), Error> {
+        self.kernel_handle(find_kernel(module, name)?).map(|_| ())
+    }
+
+    /// The device's kernel for `kernel`, built through the caches. Only this kernel: another
+    /// kernel of its module that the backend cannot express must not fail its launch.
+    fn kernel_handle(&self, kernel: &Kernel) -> Result<KernelHandle, Error> {
         let name = kernel.name();
-        // Only this kernel: another kernel of the module that the backend cannot express
-        // must not fail this launch.
         let module = Module::new(vec![kernel.clone()]);
         let build =
             |e: DeviceError| Error::Build { kernel: name.to_string(), message: device_message(e) };
         let program = self.ctx.build_program(&module, &[], &self.options).map_err(build)?;
-        let handle = self.ctx.kernel(&program, name).map_err(build)?;
+        self.ctx.kernel(&program, name).map_err(build)
+    }
+
+    fn submit(&self, kernel: &Kernel, range: NdRange, args: &[Arg]) -> Result<Launch, Error> {
+        let name = kernel.name();
+        let handle = self.kernel_handle(kernel)?;
         let event = self.queue.submit(|h| {
             let kargs = args
                 .iter()
