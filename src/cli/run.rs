@@ -209,8 +209,8 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
     let limits = OpenOptions { max_steps: a.max_steps, timeout: a.timeout };
-    let runs = Runs { repeat: a.repeat, time: a.time };
-    let buffers = run_on_device(info, limits, kernel, range, &args, buffers, options, runs)?;
+    let runs = Runs { limits, options, repeat: a.repeat, time: a.time };
+    let buffers = run_on_device(info, kernel, range, &args, buffers, runs)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -229,9 +229,12 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// How often to launch, and whether to time the build and the launches.
+/// How to run: the device's limits, the build options, how often to launch, and whether to
+/// time the build and the launches.
 #[derive(Clone, Copy, Debug)]
-struct Runs {
+struct Runs<'a> {
+    limits: OpenOptions,
+    options: &'a str,
     repeat: u32,
     time: bool,
 }
@@ -242,14 +245,13 @@ struct Runs {
 /// Returns the buffers' final contents. Messages are the compiler's and the device's own.
 fn run_on_device(
     device: &DeviceInfo,
-    limits: OpenOptions,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
     buffers: Vec<launch::Buffer>,
-    options: &str,
     runs: Runs,
 ) -> Result<Vec<launch::Buffer>, Error> {
+    let Runs { limits, options, .. } = runs;
     // Settings first: a bad one is an error before any device is opened.
     let config = Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
     let dev = kiln::Device::open_with(device.name, &limits).map_err(message)?;
