@@ -48,6 +48,7 @@ pub const PASSES: &[PassEntry] = &[
     ("peephole", crate::peephole::peephole, "integer mad/add3 fusion; fma under fast-math"),
     ("scalarize", crate::scalarize::scalarize, "constant-indexed private arrays to vars"),
     ("var-to-let", crate::var_to_let::var_to_let, "single-assignment vars to lets"),
+    ("unroll", crate::unroll::unroll, "full unrolling of small constant-trip loops"),
 ];
 
 /// The pass named `name`, if there is one.
