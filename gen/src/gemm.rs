@@ -12,7 +12,9 @@
 //! let g = p.generate(&GemmConfig::default()).unwrap();
 //! assert_eq!(g.kernel.name(), "gemm_tn_f32_17x3x5");
 //! assert_eq!(g.buffer_elems, [17 * 5, 5 * 3, 17 * 3]);
-//! assert!(GemmConfig::candidates(17, 3, 5).contains(&GemmConfig::default()));
+//! // What a tuner would try for this shape: all valid, none with a tile far past the problem.
+//! let cands = GemmConfig::candidates(17, 3, 5);
+//! assert!(cands.iter().all(|c| c.validate().is_ok() && c.tile_n() < 8));
 //! ```
 
 use kiln_ir::Scalar;

@@ -9,14 +9,14 @@
 //!
 //! The notation is oneDNN's, outermost block first: `4n2c7h7w32n32c` is six blocks (`n`
 //! split 4 x 32, `c` split 2 x 32), and `abcd` is a dense row-major 4-D layout. A block is
-//! `[size]letter[@stride]`:
+//! `size? letter ('[' stride ']')?`:
 //!
 //! * the letter names the dimension: by default `a` is dimension 0, `b` dimension 1, ...;
 //!   [`Layout::parse_named`] takes other names (`"nchw"`);
 //! * a block without a size (or written in upper case, as in oneDNN's `NChw32n32c`) takes
 //!   what the dimension's other blocks leave (rounded up: a padded dimension), so it needs
 //!   the dimension sizes;
-//! * a block without `@stride` is dense against the block to its right (stride = that
+//! * a block without `[stride]` is dense against the block to its right (stride = that
 //!   block's stride times its size; 1 for the innermost block).
 //!
 //! ```
@@ -27,7 +27,7 @@
 //! assert_eq!(l.notation("nchw"), "4n2c7h7w32n32c");
 //! // n = 33 is block (1, 1) of n; c = 5 is block (0, 5) of c.
 //! assert_eq!(l.offset_of(&[33, 5, 0, 0]), 2 * 7 * 7 * 32 * 32 + 32 + 5);
-//! let dense = Layout::parse("NCHW", Scalar::F32, Some(&[2, 3, 4, 5])).unwrap();
+//! let dense = Layout::parse_named("NCHW", "nchw", Scalar::F32, Some(&[2, 3, 4, 5])).unwrap();
 //! assert_eq!(dense.notation("nchw"), "2n3c4h5w");
 //! ```
 
@@ -204,10 +204,15 @@ impl Layout {
             }
             i += 1;
             let mut stride = None;
-            if chars.get(i) == Some(&'@') {
-                i += 1;
+            if chars.get(i) == Some(&'[') {
                 let scol = i + 1;
-                stride = Some(number(&mut i).ok_or_else(|| at(scol, "`@` needs a stride".into()))?);
+                i += 1;
+                let need = || at(scol, "`[` needs a stride and `]`".into());
+                stride = Some(number(&mut i).ok_or_else(need)?);
+                if chars.get(i) != Some(&']') {
+                    return Err(need());
+                }
+                i += 1;
                 if stride.is_some_and(|s| s > 1 << 40) {
                     return Err(at(scol, "stride too large".into()));
                 }
@@ -261,7 +266,7 @@ impl Layout {
         Layout::new(ty, sizes, 0, blocks).map_err(|e| at(1, e.message))
     }
 
-    /// The notation with explicit sizes (and `@stride` where a block is not dense against
+    /// The notation with explicit sizes (and `[stride]` where a block is not dense against
     /// its inner neighbour); parses back to this layout with [`Layout::parse_named`] and
     /// the same names (`offset0` is not part of the notation).
     pub fn notation(&self, names: &str) -> String {
@@ -272,7 +277,7 @@ impl Layout {
             if b.stride == dense {
                 out.push(format!("{}{name}", b.size));
             } else {
-                out.push(format!("{}{name}@{}", b.size, b.stride));
+                out.push(format!("{}{name}[{}]", b.size, b.stride));
             }
             dense = b.stride.saturating_mul(b.size);
         }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use kiln_gen::Generated;
-use kiln_ir::interp::{run, Arg, Buffer, NdRange};
+use kiln_ir::interp::{run, run_with, Arg, Buffer, NdRange, RunOptions};
 use kiln_ir::{parse_module, Module, Scalar};
 
 /// A small deterministic generator (xorshift), so cases are reproducible from a seed.
@@ -59,12 +59,18 @@ pub fn values(b: &Buffer) -> Vec<f64> {
     }
 }
 
-/// Runs `g` with buffers `a`, `b`, `c` (C updated in place) and scalars alpha, beta.
+/// Runs `g` with buffers `a`, `b`, `c` (C updated in place) and scalars alpha, beta; also
+/// in the interpreter's reverse schedule, which must give the same bits (a missing barrier
+/// around the local-memory tiles would show as a difference).
 pub fn run_generated(g: &Generated, ty: Scalar, a: &[f64], b: &[f64], c: &mut Vec<f64>, alpha: f32, beta: f32) {
-    let mut bufs = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
     let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(alpha), Arg::scalar(beta)];
     let range = NdRange::new(&g.global).with_local(&g.local);
+    let mut bufs = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
     run(&g.kernel, &range, &args, &mut bufs).unwrap_or_else(|e| panic!("{e}\n{}", g.kernel));
+    let mut rev = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
+    let opts = RunOptions { reverse_order: true, ..RunOptions::default() };
+    run_with(&g.kernel, &range, &args, &mut rev, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rev[2].as_bytes(), bufs[2].as_bytes(), "schedule-dependent result:\n{}", g.kernel);
     *c = values(&bufs[2]);
 }
 
