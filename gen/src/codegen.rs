@@ -117,9 +117,27 @@ impl Gen<'_> {
     /// `slot` (an element offset): work-item `lid` copies elements `lid, lid + T, ...`.
     fn load_tile(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Stmt {
         let (view, buf, dst, rows, mn0, mn_size, kind, tag) = if is_a {
-            (&self.v.a, &self.pa, &self.a_s, self.cfg.tile_m() as i64, &self.m0, self.m, DimKind::M, "la")
+            (
+                &self.v.a,
+                &self.pa,
+                &self.a_s,
+                self.cfg.tile_m() as i64,
+                &self.m0,
+                self.m,
+                DimKind::M,
+                "la",
+            )
         } else {
-            (&self.v.b, &self.pb, &self.b_s, self.cfg.tile_n() as i64, &self.n0, self.n, DimKind::N, "lb")
+            (
+                &self.v.b,
+                &self.pb,
+                &self.b_s,
+                self.cfg.tile_n() as i64,
+                &self.n0,
+                self.n,
+                DimKind::N,
+                "lb",
+            )
         };
         let bk = self.cfg.k_tile as i64;
         let threads = self.cfg.threads() as i64;
@@ -153,7 +171,8 @@ impl Gen<'_> {
             None => copy,
         });
         let steps = (total + threads - 1) / threads;
-        let mut inner = vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
+        let mut inner =
+            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
         if total % threads != 0 {
             inner.push(Stmt::if_(idx.expr().cmp_lt(c(total)), Stmt::block(body)));
         } else {
@@ -199,11 +218,16 @@ impl Gen<'_> {
 pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String> {
     cfg.validate()?;
     let (a, b, cv) = (&views.a, &views.b, &views.c);
-    for (v, which, kinds) in
-        [(a, "A", [DimKind::M, DimKind::K]), (b, "B", [DimKind::K, DimKind::N]), (cv, "C", [DimKind::M, DimKind::N])]
-    {
+    for (v, which, kinds) in [
+        (a, "A", [DimKind::M, DimKind::K]),
+        (b, "B", [DimKind::K, DimKind::N]),
+        (cv, "C", [DimKind::M, DimKind::N]),
+    ] {
         if let Some(d) = v.vdims().iter().find(|d| !kinds.contains(&d.kind)) {
-            return Err(format!("{which}'s dimension `{}` is {:?}; {which} has only {kinds:?}", d.name, d.kind));
+            return Err(format!(
+                "{which}'s dimension `{}` is {:?}; {which} has only {kinds:?}",
+                d.name, d.kind
+            ));
         }
         for kind in kinds {
             if v.dims_of(kind).is_empty() {

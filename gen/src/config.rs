@@ -65,12 +65,20 @@ impl GemmConfig {
     /// [`MAX_WORK_GROUP`] work-items, at most [`MAX_LOCAL_BYTES`] of local memory, register
     /// blocks of at most 8 x 8, buffering depth 1 or 2.
     pub fn validate(&self) -> Result<(), String> {
-        let fields =
-            [("wg_m", self.wg_m), ("wg_n", self.wg_n), ("tm", self.tm), ("tn", self.tn), ("k_tile", self.k_tile)];
+        let fields = [
+            ("wg_m", self.wg_m),
+            ("wg_n", self.wg_n),
+            ("tm", self.tm),
+            ("tn", self.tn),
+            ("k_tile", self.k_tile),
+        ];
         if let Some((n, _)) = fields.iter().find(|(_, v)| *v == 0) {
             return Err(format!("config: {n} must be positive"));
         }
-        if self.wg_m > MAX_WORK_GROUP || self.wg_n > MAX_WORK_GROUP || self.threads() > MAX_WORK_GROUP {
+        if self.wg_m > MAX_WORK_GROUP
+            || self.wg_n > MAX_WORK_GROUP
+            || self.threads() > MAX_WORK_GROUP
+        {
             return Err(format!(
                 "config: a {}x{} work-group has more than {MAX_WORK_GROUP} work-items",
                 self.wg_m, self.wg_n
@@ -103,7 +111,20 @@ impl GemmConfig {
     pub fn candidates(m: u64, n: u64, k: u64) -> Vec<GemmConfig> {
         let mut out = Vec::new();
         for (wg_m, wg_n) in [(4, 4), (8, 8), (16, 16), (8, 16), (16, 8), (8, 32), (32, 8)] {
-            for (tm, tn) in [(1, 1), (2, 2), (4, 4), (4, 2), (2, 4), (8, 4), (4, 8), (8, 8)] {
+            for (tm, tn) in [
+                (1, 1),
+                (2, 1),
+                (1, 2),
+                (2, 2),
+                (4, 1),
+                (1, 4),
+                (4, 4),
+                (4, 2),
+                (2, 4),
+                (8, 4),
+                (4, 8),
+                (8, 8),
+            ] {
                 for k_tile in [4, 8, 16, 32] {
                     for slm_depth in [1, 2] {
                         for unroll in [false, true] {
@@ -122,7 +143,15 @@ impl GemmConfig {
             }
         }
         if out.is_empty() {
-            out.push(GemmConfig { wg_m: 4, wg_n: 4, tm: 1, tn: 1, k_tile: 4, slm_depth: 1, unroll: false });
+            out.push(GemmConfig {
+                wg_m: 4,
+                wg_n: 4,
+                tm: 1,
+                tn: 1,
+                k_tile: 4,
+                slm_depth: 1,
+                unroll: false,
+            });
         }
         out
     }

@@ -19,8 +19,9 @@
 
 use kiln_ir::Scalar;
 
-use crate::config::GemmConfig;
 use crate::codegen::{generate, GemmViews, Generated};
+use crate::config::GemmConfig;
+use crate::ix;
 use crate::layout::Layout;
 use crate::view::{Base, DimKind, TDim, VDim, View};
 
@@ -200,8 +201,12 @@ impl ConvProblem {
         let [sh, sw] = self.stride;
         let [ph, pw] = self.padding;
         let [dh, dw] = self.dilation;
-        let ih = voh.var() * sh as i32 + kh.var() * (dh + 1) as i32 - ph as i32;
-        let iw = vow.var() * sw as i32 + kw.var() * (dw + 1) as i32 - pw as i32;
+        let tap = |o: &VDim, s: i64, k: &VDim, d: i64, p: i64| {
+            let at = ix::add(&ix::mul(&o.var(), &ix::c(s)), &ix::mul(&k.var(), &ix::c(d + 1)));
+            ix::sub(&at, &ix::c(p))
+        };
+        let ih = tap(&voh, sh, &kh, dh, ph);
+        let iw = tap(&vow, sw, &kw, dw, pw);
         let src = View::new(
             Base::Layout(src_l),
             vec![mb.clone(), voh.clone(), vow.clone(), ic.clone(), kh.clone(), kw.clone()],

@@ -19,8 +19,8 @@
 
 use kiln_ir::Scalar;
 
-use crate::config::GemmConfig;
 use crate::codegen::{generate, GemmViews, Generated};
+use crate::config::GemmConfig;
 use crate::layout::Layout;
 use crate::view::{Base, DimKind, TDim, VDim, View};
 
@@ -58,7 +58,15 @@ impl GemmProblem {
     /// The kernel's name: `gemm_<nn|nt|tn|tt>_<type>_<M>x<N>x<K>`.
     pub fn name(&self) -> String {
         let t = |b: bool| if b { 't' } else { 'n' };
-        format!("gemm_{}{}_{}_{}x{}x{}", t(self.trans_a), t(self.trans_b), self.ty, self.m, self.n, self.k)
+        format!(
+            "gemm_{}{}_{}_{}x{}x{}",
+            t(self.trans_a),
+            t(self.trans_b),
+            self.ty,
+            self.m,
+            self.n,
+            self.k
+        )
     }
 
     /// The problem's views (A: m, k; B: k, n; C: m, n).

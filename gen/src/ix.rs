@@ -97,7 +97,8 @@ pub fn subst(e: &Expr, map: &HashMap<Var, Expr>) -> Expr {
 /// Evaluates a closed expression (variables taken from `env`) with the interpreter's scalar
 /// semantics; loads and built-ins are not closed and are an error.
 pub fn eval(e: &Expr, env: &HashMap<Var, Imm>) -> Result<Imm, String> {
-    let args = |es: &[&Expr]| -> Result<Vec<Imm>, String> { es.iter().map(|x| eval(x, env)).collect() };
+    let args =
+        |es: &[&Expr]| -> Result<Vec<Imm>, String> { es.iter().map(|x| eval(x, env)).collect() };
     match e.node() {
         ExprNode::Imm(i) => Ok(*i),
         ExprNode::Var(v) => env.get(v).copied().ok_or_else(|| format!("`{v}` has no value")),

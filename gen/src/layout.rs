@@ -230,7 +230,8 @@ impl Layout {
         }
         for d in 0..ndims {
             let name = names.chars().nth(d).unwrap_or('?');
-            let open: Vec<usize> = raw.iter().filter(|r| r.0 == d && r.1.is_none()).map(|r| r.3).collect();
+            let open: Vec<usize> =
+                raw.iter().filter(|r| r.0 == d && r.1.is_none()).map(|r| r.3).collect();
             if !raw.iter().any(|r| r.0 == d) {
                 return Err(at(text.len() + 1, format!("dimension `{name}` has no block")));
             }

@@ -16,18 +16,18 @@
 
 #![warn(missing_docs)]
 
+pub mod codegen;
 pub mod config;
 pub mod conv;
-pub mod codegen;
 pub mod gemm;
 pub mod ix;
 pub mod layout;
 pub mod tensor;
 pub mod view;
 
+pub use codegen::{generate, GemmViews, Generated};
 pub use config::GemmConfig;
 pub use conv::{ConvFormat, ConvProblem};
-pub use codegen::{generate, GemmViews, Generated};
 pub use gemm::GemmProblem;
 pub use layout::{Block, Layout, LayoutError};
 pub use tensor::Tensor;

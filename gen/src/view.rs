@@ -243,7 +243,10 @@ impl View {
                 return Err(format!("`{} = {}` is {}, not i32", t.name, t.map, t.map.ty()));
             }
             if let Some(v) = vars_of(&t.map).into_iter().find(|v| !vvars.contains(v)) {
-                return Err(format!("`{} = {}` uses `{v}`, not a virtual dimension", t.name, t.map));
+                return Err(format!(
+                    "`{} = {}` uses `{v}`, not a virtual dimension",
+                    t.name, t.map
+                ));
             }
             match &t.mask {
                 Some(m) => {

@@ -26,7 +26,14 @@ fn wei_index(f: ConvFormat, d: [i64; 4], x: [i64; 4]) -> usize {
     }) as usize
 }
 
-fn reference(p: &ConvProblem, src: &[f64], wei: &[f64], dst: &[f64], alpha: f64, beta: f64) -> (Vec<f64>, Vec<f64>) {
+fn reference(
+    p: &ConvProblem,
+    src: &[f64],
+    wei: &[f64],
+    dst: &[f64],
+    alpha: f64,
+    beta: f64,
+) -> (Vec<f64>, Vec<f64>) {
     let [sd, wd, dd] = p.shapes();
     let mut out = dst.to_vec();
     let mut scale = vec![0.0; dst.len()];
@@ -68,7 +75,7 @@ fn case(p: ConvProblem, cfg: GemmConfig, seed: u64) {
     let [sd, wd, dd] = p.shapes();
     let len = |d: [i64; 4]| d.iter().product::<i64>() as usize;
     assert_eq!(g.buffer_elems, [len(sd), len(wd), len(dd)]);
-    let exact = seed % 2 == 0;
+    let exact = seed.is_multiple_of(2);
     let data = |r: &mut Rng, n| if exact { r.ints(n) } else { r.reals(n, p.ty) };
     let (src, wei, dst) = (data(&mut r, len(sd)), data(&mut r, len(wd)), data(&mut r, len(dd)));
     for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {

@@ -9,7 +9,14 @@ use kiln_gen::{GemmConfig, GemmProblem};
 use kiln_ir::Scalar;
 
 /// C = alpha * op(A) op(B) + beta * C in f64; also the sum of |terms| per element.
-fn reference(p: &GemmProblem, a: &[f64], b: &[f64], c: &[f64], alpha: f64, beta: f64) -> (Vec<f64>, Vec<f64>) {
+fn reference(
+    p: &GemmProblem,
+    a: &[f64],
+    b: &[f64],
+    c: &[f64],
+    alpha: f64,
+    beta: f64,
+) -> (Vec<f64>, Vec<f64>) {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let at = |i: usize, l: usize| if p.trans_a { a[l * m + i] } else { a[i * k + l] };
     let bt = |l: usize, j: usize| if p.trans_b { b[j * k + l] } else { b[l * n + j] };

@@ -12,14 +12,20 @@ use proptest::prelude::*;
 fn all(dims: &[i64]) -> Vec<Vec<i64>> {
     let mut out = vec![vec![]];
     for &d in dims {
-        out = out.into_iter().flat_map(|p| (0..d).map(move |x| [p.clone(), vec![x]].concat())).collect();
+        out = out
+            .into_iter()
+            .flat_map(|p| (0..d).map(move |x| [p.clone(), vec![x]].concat()))
+            .collect();
     }
     out
 }
 
 /// A blocked layout description: per dimension its size and an optional inner block size,
 /// and an order of the blocks (outermost first) as (dim, inner?) pairs.
-fn arb_blocked() -> impl Strategy<Value = (Vec<i64>, Vec<Option<i64>>, Vec<(usize, bool)>)> {
+/// Dimension sizes, optional inner block size per dimension, block order.
+type Blocked = (Vec<i64>, Vec<Option<i64>>, Vec<(usize, bool)>);
+
+fn arb_blocked() -> impl Strategy<Value = Blocked> {
     (1usize..=4)
         .prop_flat_map(|n| {
             (
@@ -176,7 +182,8 @@ fn seed_example_blocked_layout() {
     assert_eq!(l.blocks().len(), 6);
     assert_eq!(l.notation("nchw"), "4n2c7h7w32n32c");
     // Same as oneDNN's NChw32n32c given the sizes.
-    let tag = Layout::parse_named("NChw32n32c", "nchw", Scalar::F32, Some(&[128, 64, 7, 7])).unwrap();
+    let tag =
+        Layout::parse_named("NChw32n32c", "nchw", Scalar::F32, Some(&[128, 64, 7, 7])).unwrap();
     assert_eq!(tag, l);
     // Padding: 3 channels in 32c blocks.
     let p = Layout::parse_named("nChw32c", "nchw", Scalar::F16, Some(&[2, 3, 4, 4])).unwrap();
@@ -191,9 +198,17 @@ fn seed_example_blocked_layout() {
 
 #[test]
 fn layout_errors_are_located() {
-    let e = |t: &str, d: Option<&[i64]>| Layout::parse_named(t, "nchw", Scalar::F32, d).unwrap_err().to_string();
-    assert_eq!(e("4n2x", None), "layout `4n2x`, column 4: `x` is not a dimension (dimensions are named by `nchw`)");
-    assert_eq!(e("4n32", None), "layout `4n32`, column 5: a size must be followed by a dimension letter");
+    let e = |t: &str, d: Option<&[i64]>| {
+        Layout::parse_named(t, "nchw", Scalar::F32, d).unwrap_err().to_string()
+    };
+    assert_eq!(
+        e("4n2x", None),
+        "layout `4n2x`, column 4: `x` is not a dimension (dimensions are named by `nchw`)"
+    );
+    assert_eq!(
+        e("4n32", None),
+        "layout `4n32`, column 5: a size must be followed by a dimension letter"
+    );
     assert!(e("NC", None).contains("column 1: the block of `n` has no size"), "{}", e("NC", None));
     assert!(e("nchwn", Some(&[1, 2, 3, 4])).contains("column 5: `n` has two blocks without a size"));
     assert!(e("4N", None).contains("column 1: `N` is an outer block and takes no size"));
@@ -209,25 +224,50 @@ fn layout_errors_are_located() {
 fn views_refuse_unmasked_out_of_range_mappings() {
     let l = Layout::dense(Scalar::F32, &[4], &[0]).unwrap();
     let i = VDim::new("i", 4, DimKind::M);
-    let err = View::new(Base::Layout(l.clone()), vec![i.clone()], vec![TDim::new("x", i.var() + 1)]).unwrap_err();
+    let err =
+        View::new(Base::Layout(l.clone()), vec![i.clone()], vec![TDim::new("x", i.var() + 1)])
+            .unwrap_err();
     assert_eq!(err, "`x = i + 1` ranges over 1..=4, outside 0..4, and has no mask");
-    let err = View::new(Base::Layout(l.clone()), vec![i.clone()], vec![TDim::new("x", i.var() * i.var() / i.var())])
-        .unwrap_err();
+    let err = View::new(
+        Base::Layout(l.clone()),
+        vec![i.clone()],
+        vec![TDim::new("x", i.var() * i.var() / i.var())],
+    )
+    .unwrap_err();
     assert!(err.contains("cannot bound"), "{err}");
     let j = VDim::new("j", 4, DimKind::M);
-    let err = View::new(Base::Layout(l.clone()), vec![i.clone()], vec![TDim::new("x", j.var())]).unwrap_err();
+    let err = View::new(Base::Layout(l.clone()), vec![i.clone()], vec![TDim::new("x", j.var())])
+        .unwrap_err();
     assert!(err.contains("uses `j`, not a virtual dimension"), "{err}");
     // With a mask it is fine, and the masked element reads as nothing.
-    let v = View::new(Base::Layout(l), vec![i.clone()], vec![TDim::bounded("x", i.var() + 1, 4)]).unwrap();
+    let v = View::new(Base::Layout(l), vec![i.clone()], vec![TDim::bounded("x", i.var() + 1, 4)])
+        .unwrap();
     assert_eq!(v.offset_at(&[3]).unwrap(), None);
     assert_eq!(v.offset_at(&[2]).unwrap(), Some(3));
 }
 
 #[test]
 fn tensor_tiles() {
-    let t = kiln_gen::Tensor::new(vec![2, 3], vec![kiln_gen::ix::c(4), kiln_gen::ix::c(5)]).unwrap();
+    let t =
+        kiln_gen::Tensor::new(vec![2, 3], vec![kiln_gen::ix::c(4), kiln_gen::ix::c(5)]).unwrap();
     assert_eq!(t.elems(), 6);
     let at = t.outer_coords(&[kiln_gen::ix::c(1), kiln_gen::ix::c(2)]);
     assert_eq!(at, vec![kiln_gen::ix::c(5), kiln_gen::ix::c(7)]);
     assert!(kiln_gen::Tensor::new(vec![2], vec![]).is_err());
+}
+
+#[test]
+fn conv_view_prints_as_documented() {
+    // docs/generator.md shows this view; keep the two in step.
+    let p = kiln_gen::ConvProblem::new(2, 3, 7, 7, 8, 3, 3).with_stride(2, 2).with_padding(1, 1);
+    let want = "view mb:2:M oh:4:M ow:4:M ic:3:K kh:3:K kw:3:K
+  n = mb
+  c = ic
+  h = oh * 2 + kh - 1  if h >= 0 && h < 7
+  w = ow * 2 + kw - 1  if w >= 0 && w < 7
+  of f32 2a3b7c7d";
+    assert_eq!(p.views().unwrap().a.to_string(), want);
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/generator.md"))
+        .unwrap();
+    assert!(doc.contains(want), "docs/generator.md does not show the view as it prints");
 }

@@ -62,8 +62,17 @@ pub fn values(b: &Buffer) -> Vec<f64> {
 /// Runs `g` with buffers `a`, `b`, `c` (C updated in place) and scalars alpha, beta; also
 /// in the interpreter's reverse schedule, which must give the same bits (a missing barrier
 /// around the local-memory tiles would show as a difference).
-pub fn run_generated(g: &Generated, ty: Scalar, a: &[f64], b: &[f64], c: &mut Vec<f64>, alpha: f32, beta: f32) {
-    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(alpha), Arg::scalar(beta)];
+pub fn run_generated(
+    g: &Generated,
+    ty: Scalar,
+    a: &[f64],
+    b: &[f64],
+    c: &mut Vec<f64>,
+    alpha: f32,
+    beta: f32,
+) {
+    let args =
+        [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(alpha), Arg::scalar(beta)];
     let range = NdRange::new(&g.global).with_local(&g.local);
     let mut bufs = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
     run(&g.kernel, &range, &args, &mut bufs).unwrap_or_else(|e| panic!("{e}\n{}", g.kernel));
