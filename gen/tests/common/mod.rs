@@ -80,6 +80,13 @@ pub fn run_generated(
     let opts = RunOptions { reverse_order: true, ..RunOptions::default() };
     run_with(&g.kernel, &range, &args, &mut rev, &opts).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(rev[2].as_bytes(), bufs[2].as_bytes(), "schedule-dependent result:\n{}", g.kernel);
+    // The AMDGPU backend's listing, run on its wave simulator, gives the same bits.
+    if let Ok(compiled) = kiln_backends::amdgpu::compile(&g.kernel) {
+        let mut sim = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
+        kiln_backends::amdgpu::sim::run(&compiled, &g.kernel, &range, &args, &mut sim)
+            .unwrap_or_else(|e| panic!("amdgpu sim: {e}\n{}", g.kernel));
+        assert_eq!(sim[2].as_bytes(), bufs[2].as_bytes(), "amdgpu sim differs:\n{}", g.kernel);
+    }
     *c = values(&bufs[2]);
 }
 
@@ -130,6 +137,30 @@ pub fn check_generated(g: &Generated) {
             .output()
             .expect("run ptxas");
         assert!(out.status.success(), "ptxas: {}\n{ptx}", String::from_utf8_lossy(&out.stderr));
+    }
+    // AMDGPU (gfx900): compiled where the backend's subset allows, and then assembled by
+    // llvm-mc when `KILN_LLVM_MC` is set; what it refuses it names.
+    match kiln_backends::amdgpu::compile(k) {
+        Ok(c) => {
+            if let Some(mc) = tool("KILN_LLVM_MC") {
+                let mut child = Command::new(mc)
+                    .args([
+                        "-triple=amdgcn-amd-amdhsa",
+                        "-mcpu=gfx900",
+                        "-filetype=obj",
+                        "-o",
+                        "/dev/null",
+                    ])
+                    .stdin(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("run llvm-mc");
+                child.stdin.take().unwrap().write_all(c.asm.as_bytes()).unwrap();
+                let out = child.wait_with_output().unwrap();
+                assert!(out.status.success(), "llvm-mc: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+        Err(e) => eprintln!("amdgpu refuses `{}`: {e}", k.name()),
     }
     let uses_f16 = text.contains("f16");
     for flavour in [kiln_backends::spirv::Flavour::Vulkan, kiln_backends::spirv::Flavour::OpenCl] {
