@@ -143,3 +143,40 @@ fn bad_problems_are_refused() {
     let deep = GemmConfig { slm_depth: 3, ..GemmConfig::default() };
     assert!(deep.validate().unwrap_err().contains("slm_depth"));
 }
+
+/// The `slm-buffer` pass turns the generator's single-buffered kernels into double-buffered
+/// ones that still verify, still match the reference, and keep every other check
+/// (round trip, PTX, SPIR-V, AMDGPU simulator, both schedules).
+#[test]
+fn slm_buffer_pass_double_buffers_generated_kernels() {
+    let mut r = Rng(0x51f1_5eed);
+    for i in 0..8 {
+        let mut cfg = random_config(&mut r);
+        cfg.slm_depth = 1;
+        let dim = |r: &mut Rng| [1, 3, 17, 20][r.range(0, 3) as usize];
+        let p = GemmProblem {
+            m: dim(&mut r),
+            n: dim(&mut r),
+            k: dim(&mut r),
+            trans_a: r.range(0, 1) == 1,
+            trans_b: r.range(0, 1) == 1,
+            ty: if i % 4 == 3 { Scalar::F16 } else { Scalar::F32 },
+        };
+        let mut g = p.generate(&cfg).unwrap();
+        let before = g.kernel.clone();
+        g.kernel = kiln_passes::slm_buffering::slm_double_buffer(&g.kernel);
+        assert!(!g.kernel.ptr_eq(&before), "{p:?} {cfg}: not double-buffered\n{before}");
+        assert_eq!(g.kernel.to_string().matches("barrier(local)").count(), 2, "{}", g.kernel);
+        check_generated(&g);
+        let (a, b, c) =
+            (r.ints(g.buffer_elems[0]), r.ints(g.buffer_elems[1]), r.ints(g.buffer_elems[2]));
+        let (want, _) = reference(&p, &a, &b, &c, 2.0, 1.0);
+        let mut got = c.clone();
+        run_generated(&g, p.ty, &a, &b, &mut got, 2.0, 1.0);
+        if p.ty == Scalar::F32 {
+            assert_eq!(got, want, "{p:?} {cfg}\n{}", g.kernel);
+        }
+        // A second run finds nothing more to do.
+        assert!(kiln_passes::slm_buffering::slm_double_buffer(&g.kernel).ptr_eq(&g.kernel));
+    }
+}
