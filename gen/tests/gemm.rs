@@ -180,3 +180,37 @@ fn slm_buffer_pass_double_buffers_generated_kernels() {
         assert!(kiln_passes::slm_buffering::slm_double_buffer(&g.kernel).ptr_eq(&g.kernel));
     }
 }
+
+/// The default `-O` pipeline (what `kiln run` and the devices apply before emitting) keeps
+/// generated kernels' results bit-identical, and its output still verifies.
+#[test]
+fn default_pipeline_preserves_generated_kernels() {
+    let mut r = Rng(0x0b5e_55ed);
+    for i in 0..4 {
+        let mut cfg = random_config(&mut r);
+        cfg.unroll = i % 2 == 1;
+        let p = GemmProblem {
+            m: [3, 17][i % 2],
+            n: [5, 9][(i / 2) % 2],
+            k: 11,
+            trans_a: i % 3 == 0,
+            trans_b: i % 2 == 0,
+            ty: if i == 3 { Scalar::F16 } else { Scalar::F32 },
+        };
+        let g = p.generate(&cfg).unwrap();
+        let (a, b, c) = (
+            r.reals(g.buffer_elems[0], p.ty),
+            r.reals(g.buffer_elems[1], p.ty),
+            r.reals(g.buffer_elems[2], p.ty),
+        );
+        let mut plain = c.clone();
+        run_generated(&g, p.ty, &a, &b, &mut plain, 1.5, -0.5);
+        let mut opt = g.clone();
+        opt.kernel = kiln_passes::pipeline::optimize(&g.kernel);
+        check_generated(&opt);
+        let mut got = c.clone();
+        run_generated(&opt, p.ty, &a, &b, &mut got, 1.5, -0.5);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&plain), "{p:?} {cfg}\n{}", opt.kernel);
+    }
+}
