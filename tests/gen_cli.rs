@@ -206,6 +206,30 @@ fn bad_problems_fail_with_a_reason() {
             ],
             "does not fit the padded 2x2 input",
         ),
+        (
+            &[
+                "gen",
+                "conv",
+                "--mb",
+                "1",
+                "--ic",
+                "1",
+                "--oc",
+                "1",
+                "--input",
+                "9x9",
+                "--kernel",
+                "4294967295x1",
+                "--dilation",
+                "4294967295x0",
+            ],
+            "does not fit",
+        ),
+        (&["gen", "gemm", "100000", "100000", "100000"], "exceeds 2^31 elements (indices are i32)"),
+        (
+            &["gen", "gemm", "4294967296", "4294967296", "4294967296"],
+            "spans more than 2^62 elements",
+        ),
     ] {
         let o = kiln(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");

@@ -113,12 +113,14 @@ impl ConvProblem {
     }
 
     fn out(i: i64, k: i64, s: i64, p: i64, d: i64) -> i64 {
-        let span = (k - 1) * (d + 1) + 1;
-        let room = i + 2 * p - span;
-        if room < 0 {
-            0
-        } else {
-            room / s + 1
+        // Sizes past i64 (from a command line) leave no room: the filter does not fit.
+        let room = (|| {
+            let span = (k - 1).checked_mul(d.checked_add(1)?)?.checked_add(1)?;
+            i.checked_add(p.checked_mul(2)?)?.checked_sub(span)
+        })();
+        match room {
+            Some(r) if r >= 0 && s > 0 => r / s + 1,
+            _ => 0,
         }
     }
 

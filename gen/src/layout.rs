@@ -106,7 +106,8 @@ impl Layout {
             if n <= 0 {
                 return Err(plain(format!("dimension {d} has size {n}; sizes must be positive")));
             }
-            let span: i64 = blocks.iter().filter(|b| b.dim == d).map(|b| b.size).product();
+            let span =
+                blocks.iter().filter(|b| b.dim == d).fold(1i64, |a, b| a.saturating_mul(b.size));
             if !blocks.iter().any(|b| b.dim == d) {
                 return Err(plain(format!("dimension {d} has no block")));
             }
@@ -143,7 +144,7 @@ impl Layout {
         for &d in order.iter().rev() {
             let size = *dims.get(d).ok_or_else(|| plain(format!("no dimension {d}")))?;
             blocks.insert(0, Block { dim: d, size, stride });
-            stride *= size;
+            stride = stride.saturating_mul(size);
         }
         Layout::new(ty, dims.to_vec(), 0, blocks)
     }
@@ -247,7 +248,8 @@ impl Layout {
         }
         let mut sizes = Vec::new();
         for d in 0..ndims {
-            let fixed: i64 = raw.iter().filter(|r| r.0 == d).filter_map(|r| r.1).product();
+            let fixed =
+                raw.iter().filter(|r| r.0 == d).filter_map(|r| r.1).fold(1i64, i64::saturating_mul);
             sizes.push(match dims {
                 Some(ds) => ds[d],
                 None => fixed,
@@ -257,8 +259,12 @@ impl Layout {
         let mut stride = 1i64;
         for &(d, size, st, _) in raw.iter().rev() {
             let size = size.unwrap_or_else(|| {
-                let fixed: i64 = raw.iter().filter(|r| r.0 == d).filter_map(|r| r.1).product();
-                (sizes[d] + fixed - 1) / fixed
+                let fixed = raw
+                    .iter()
+                    .filter(|r| r.0 == d)
+                    .filter_map(|r| r.1)
+                    .fold(1i64, i64::saturating_mul);
+                sizes[d].saturating_add(fixed - 1) / fixed
             });
             let s = st.unwrap_or(stride);
             blocks.insert(0, Block { dim: d, size, stride: s });
