@@ -9,7 +9,7 @@
 //! `examples/embed.rs` runs each step (`cargo run --example embed`).
 //!
 //! The workspace crates are re-exported for everything else: [`ir`], [`passes`],
-//! [`backends`] and [`runtime`].
+//! [`backends`], [`runtime`] and [`generator`] (kernels generated from views).
 
 #![warn(missing_docs)]
 
@@ -19,6 +19,7 @@ mod jit;
 pub use half::f16;
 pub use jit::{Arg, Device, Error, Fused, Jit, Launch};
 pub use kiln_backends as backends;
+pub use kiln_gen as generator;
 pub use kiln_ir as ir;
 pub use kiln_ir::launch::NdRange;
 pub use kiln_passes as passes;

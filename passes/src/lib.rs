@@ -5,7 +5,8 @@
 //! * [`manager`]: named passes, [`manager::PassManager`], verification and IR tracing.
 //! * [`pipeline`]: the default `-O` pipeline, [`pipeline::optimize`].
 //! * Classic passes: [`let_opt`], [`cse`], [`licm`], [`dce`], [`constprop`], [`strength`],
-//!   [`peephole`], [`scalarize`], [`var_to_let`] (`kiln opt --list-passes` lists them).
+//!   [`peephole`], [`scalarize`], [`var_to_let`], [`unroll`], [`slm_buffering`] (`kiln opt
+//!   --list-passes` lists them).
 //! * [`fusion`]: the kernel fusion JIT.
 //! * [`divergence`]: uniform/divergent analysis of every value.
 //! * [`sanitize`]: the bounds sanitizer (`-fsanitize=bounds`): kernels that check their own
@@ -26,6 +27,8 @@ pub mod pipeline;
 pub mod sanitize;
 pub mod scalarize;
 pub mod simplify;
+pub mod slm_buffering;
 pub mod strength;
+pub mod unroll;
 pub mod util;
 pub mod var_to_let;

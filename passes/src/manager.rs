@@ -57,6 +57,12 @@ pub const PASSES: &[PassEntry] = &[
     ("peephole", crate::peephole::peephole, "integer mad/add3 fusion; fma under fast-math"),
     ("scalarize", crate::scalarize::scalarize, "constant-indexed private arrays to vars"),
     ("var-to-let", crate::var_to_let::var_to_let, "single-assignment vars to lets"),
+    ("unroll", crate::unroll::unroll, "full unrolling of small constant-trip loops"),
+    (
+        "slm-buffer",
+        crate::slm_buffering::slm_double_buffer,
+        "single to double local-memory buffering",
+    ),
 ];
 
 /// The pass named `name`, if there is one.

@@ -77,6 +77,8 @@ pass_test!(constprop_matches_interpreter, "constprop");
 pass_test!(peephole_matches_interpreter, "peephole");
 pass_test!(scalarize_matches_interpreter, "scalarize");
 pass_test!(var_to_let_matches_interpreter, "var-to-let");
+pass_test!(unroll_matches_interpreter, "unroll");
+pass_test!(slm_buffer_matches_interpreter, "slm-buffer");
 
 /// The generator's private arrays include constant-indexed ones, so the differential test
 /// above exercises the replacement, not only the pass's refusal.

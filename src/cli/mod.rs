@@ -1,5 +1,5 @@
-//! The `kiln` command line: `check`, `fmt`, `run`, `opt`, `emit`, `fuse`, `divergence` and
-//! `cache`.
+//! The `kiln` command line: `check`, `fmt`, `run`, `opt`, `emit`, `fuse`, `divergence`,
+//! `cache` and `gen`.
 //!
 //! Exit codes: 0 on success, 1 when the work fails (a diagnostic in the file, an npy file
 //! that does not fit, an interpreter error, a `KILN_*` value that is not understood), 2 for a
@@ -12,6 +12,7 @@ mod divergence;
 mod emit;
 mod fmt;
 mod fuse;
+mod gen;
 mod npy;
 mod opt;
 mod run;
@@ -52,6 +53,8 @@ enum Command {
     /// Optimize a .kir file with a list of passes or the default pipeline (-O).
     #[command(after_long_help = opt::pass_list())]
     Opt(opt::OptArgs),
+    /// Generate a GEMM or convolution kernel (docs/generator.md) and print it as .kir.
+    Gen(gen::GenArgs),
 }
 
 /// Why a command failed.
@@ -107,6 +110,7 @@ pub fn main() -> ExitCode {
         Command::Divergence(a) => divergence::main(&a),
         Command::Cache(a) => cache::main(&a),
         Command::Opt(a) => opt::main(&a),
+        Command::Gen(a) => gen::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

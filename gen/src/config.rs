@@ -1,0 +1,169 @@
+//! [`GemmConfig`]: the knobs of a generated kernel, and the candidate list a tuner walks.
+
+use std::fmt;
+
+/// Most work-items in a work-group the generator emits (what every target kiln lowers to
+/// allows).
+pub const MAX_WORK_GROUP: u32 = 256;
+/// Most local memory one work-group may use, in bytes (the smallest limit among kiln's
+/// targets).
+pub const MAX_LOCAL_BYTES: u32 = 32 * 1024;
+
+/// How a GEMM-like kernel is blocked. The work-group computes a `wg_m * tm` by `wg_n * tn`
+/// tile of C; each work-item a `tm` x `tn` register block, its rows `wg_m` apart and its
+/// columns `wg_n` apart (so that neighbouring work-items touch neighbouring elements).
+/// The reduction runs `k_tile` at a time through local memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmConfig {
+    /// Work-items along M in a work-group (local dimension 1).
+    pub wg_m: u32,
+    /// Work-items along N in a work-group (local dimension 0).
+    pub wg_n: u32,
+    /// Rows of C per work-item (register block).
+    pub tm: u32,
+    /// Columns of C per work-item (register block).
+    pub tn: u32,
+    /// The reduction depth of one local-memory tile.
+    pub k_tile: u32,
+    /// Local-memory buffers per operand: 1 (load, barrier, compute, barrier) or 2 (the next
+    /// tile loads while the current one is multiplied; one barrier per step).
+    pub slm_depth: u32,
+    /// Fully unroll the constant-trip inner loops (tile loads, the `k_tile` loop) with the
+    /// `unroll` pass.
+    pub unroll: bool,
+}
+
+impl Default for GemmConfig {
+    fn default() -> GemmConfig {
+        GemmConfig { wg_m: 8, wg_n: 8, tm: 2, tn: 2, k_tile: 8, slm_depth: 2, unroll: false }
+    }
+}
+
+impl GemmConfig {
+    /// Rows of C per work-group.
+    pub fn tile_m(&self) -> u32 {
+        self.wg_m * self.tm
+    }
+
+    /// Columns of C per work-group.
+    pub fn tile_n(&self) -> u32 {
+        self.wg_n * self.tn
+    }
+
+    /// Work-items per work-group.
+    pub fn threads(&self) -> u32 {
+        self.wg_m * self.wg_n
+    }
+
+    /// Local memory used, in bytes (f32 tiles).
+    pub fn local_bytes(&self) -> u64 {
+        let per = self.k_tile as u64 * (self.tile_m() as u64 + self.tile_n() as u64);
+        per * self.slm_depth as u64 * 4
+    }
+
+    /// Checks the configuration's own limits (not the problem's): positive sizes, at most
+    /// [`MAX_WORK_GROUP`] work-items, at most [`MAX_LOCAL_BYTES`] of local memory, register
+    /// blocks of at most 8 x 8, buffering depth 1 or 2.
+    pub fn validate(&self) -> Result<(), String> {
+        let fields = [
+            ("wg_m", self.wg_m),
+            ("wg_n", self.wg_n),
+            ("tm", self.tm),
+            ("tn", self.tn),
+            ("k_tile", self.k_tile),
+        ];
+        if let Some((n, _)) = fields.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("config: {n} must be positive"));
+        }
+        if self.wg_m > MAX_WORK_GROUP
+            || self.wg_n > MAX_WORK_GROUP
+            || self.threads() > MAX_WORK_GROUP
+        {
+            return Err(format!(
+                "config: a {}x{} work-group has more than {MAX_WORK_GROUP} work-items",
+                self.wg_m, self.wg_n
+            ));
+        }
+        if self.tm > 8 || self.tn > 8 {
+            return Err(format!("config: register block {}x{} exceeds 8x8", self.tm, self.tn));
+        }
+        if self.k_tile > 256 {
+            return Err(format!("config: k_tile {} exceeds 256", self.k_tile));
+        }
+        if !(1..=2).contains(&self.slm_depth) {
+            return Err(format!("config: slm_depth {} is not 1 or 2", self.slm_depth));
+        }
+        if self.local_bytes() > MAX_LOCAL_BYTES as u64 {
+            return Err(format!(
+                "config: {} bytes of local memory exceed {MAX_LOCAL_BYTES}",
+                self.local_bytes()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every configuration a tuner should try for a GEMM of `m` x `n` x `k` (after the
+    /// view flattening, so a convolution passes its implicit GEMM sizes): a grid of
+    /// work-group shapes, register blocks, `k_tile`s, buffering depths and unrolling, kept
+    /// when valid and when the work-group tile does not exceed the problem by more than
+    /// one step of the grid (a 512-wide tile for a 3-wide matrix would be all masks).
+    /// Deterministic order, most conservative first; never empty.
+    pub fn candidates(m: u64, n: u64, k: u64) -> Vec<GemmConfig> {
+        let mut out = Vec::new();
+        for (wg_m, wg_n) in [(4, 4), (8, 8), (16, 16), (8, 16), (16, 8), (8, 32), (32, 8)] {
+            for (tm, tn) in [
+                (1, 1),
+                (2, 1),
+                (1, 2),
+                (2, 2),
+                (4, 1),
+                (1, 4),
+                (4, 4),
+                (4, 2),
+                (2, 4),
+                (8, 4),
+                (4, 8),
+                (8, 8),
+            ] {
+                for k_tile in [4, 8, 16, 32] {
+                    for slm_depth in [1, 2] {
+                        for unroll in [false, true] {
+                            let c = GemmConfig { wg_m, wg_n, tm, tn, k_tile, slm_depth, unroll };
+                            let fits = |tile: u32, size: u64| (tile as u64) < 2 * size.max(4);
+                            if c.validate().is_ok()
+                                && fits(c.tile_m(), m)
+                                && fits(c.tile_n(), n)
+                                && fits(c.k_tile, k)
+                            {
+                                out.push(c);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            out.push(GemmConfig {
+                wg_m: 4,
+                wg_n: 4,
+                tm: 1,
+                tn: 1,
+                k_tile: 4,
+                slm_depth: 1,
+                unroll: false,
+            });
+        }
+        out
+    }
+}
+
+impl fmt::Display for GemmConfig {
+    /// `wg=8x8 tile=2x2 k=8 slm=2 unroll=0`, the form `kiln gen` takes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "wg={}x{} tile={}x{} k={} slm={} unroll={}",
+            self.wg_m, self.wg_n, self.tm, self.tn, self.k_tile, self.slm_depth, self.unroll as u8
+        )
+    }
+}

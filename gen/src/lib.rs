@@ -1,0 +1,34 @@
+//! # kiln-gen: kernels generated from views, as oneDNN's GPU JIT generator
+//!
+//! * [`layout`]: [`Layout`], a blocked memory layout in oneDNN notation (`4n2c7h7w32n32c`).
+//! * [`tensor`]: [`Tensor`], a block of a tensor at offsets given as IR expressions.
+//! * [`view`]: [`View`], a virtual tensor mapped onto a real one by IR expressions, with
+//!   M/N/K kinds and access masks; views compose.
+//! * [`codegen`]: the generator: `C = alpha * A·B + beta * C` over three views, with a
+//!   work-group tile through local memory (single or double buffered), a register block per
+//!   work-item and masked edges ([`GemmConfig`] sets the blocking;
+//!   [`GemmConfig::candidates`] lists what a tuner should try).
+//! * [`gemm`] and [`conv`]: GEMM (four transpositions, f32 or f16 storage) and 2-D
+//!   convolution forward (NCHW/NHWC, stride, padding, dilation) as views.
+//!
+//! Every generated kernel verifies and is a plain kiln kernel: it prints as `.kir`, runs on
+//! the interpreter, and lowers with every backend. See `docs/generator.md`.
+
+#![warn(missing_docs)]
+
+pub mod codegen;
+pub mod config;
+pub mod conv;
+pub mod gemm;
+pub mod ix;
+pub mod layout;
+pub mod tensor;
+pub mod view;
+
+pub use codegen::{generate, GemmViews, Generated};
+pub use config::GemmConfig;
+pub use conv::{ConvFormat, ConvProblem};
+pub use gemm::GemmProblem;
+pub use layout::{Block, Layout, LayoutError};
+pub use tensor::Tensor;
+pub use view::{Access, Base, DimKind, TDim, VDim, View};

@@ -1,0 +1,461 @@
+//! SLM buffering injection: a single-buffered local-memory loop becomes double-buffered, as
+//! oneDNN's `simple_slm_buffering_injector_t` does.
+//!
+//! The pattern, a `for` loop with constant bounds whose body is
+//!
+//! ```text
+//! for kt in LO .. HI step S { P; barrier(local); C; barrier(local) }
+//! ```
+//!
+//! where `P` (the load) only stores into local arrays `X` and `C` (the compute) only reads
+//! them, becomes
+//!
+//! ```text
+//! { let kt_first = LO; P[kt := kt_first] }  barrier(local)
+//! for kt in LO .. HI step S {
+//!   let kt_slot = ((kt - LO) / S) % 2;
+//!   if kt + S < HI { let kt_next = kt + S; P[kt := kt_next, X[i] := X[i + (1 - kt_slot) * n]] }
+//!   C[X[i] := X[i + kt_slot * n]]
+//!   barrier(local)
+//! }
+//! ```
+//!
+//! with every `X` twice as long (`n` its old length): the next tile loads while the current
+//! one is used, and one barrier per step both publishes the next tile and retires the
+//! current one.
+//!
+//! Exact under conditions the pass proves, and otherwise it leaves the loop alone:
+//! * `P` stores only into `X` (local arrays declared at kernel scope and used nowhere but
+//!   in this loop: stores in `P`, loads in `C`), never reads `X`, binds only `let`s and
+//!   `for` counters, makes no calls, reads no `var` and no local or private array: so
+//!   running it one step early reads the same values;
+//! * every store of `P` writes the same elements in every step: its index does not depend
+//!   on `kt`, and neither does any condition or loop bound around it, except an `if`/`else`
+//!   whose two branches each store into the same element (a masked copy). So a step reads
+//!   the elements its own `P` wrote, whichever of the two halves they are in;
+//! * `C` stores only into private arrays and `var`s, makes no calls, does not use what `P`
+//!   binds, and holds no barrier; both barriers order local memory;
+//! * the loop runs at least once, and `kt + S` cannot wrap.
+
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::{
+    walk_mutate_expr, walk_mutate_stmt, walk_stmt, AddrSpace, Expr, ExprNode, FuncKind, Kernel,
+    MemFence, Mutator, Scalar, Stmt, StmtNode, Type, Var, Visitor,
+};
+
+/// Double-buffers every loop that matches the pattern; the same handle when none does.
+pub fn slm_double_buffer(k: &Kernel) -> Kernel {
+    let k = &kiln_ir::depth::bound_kernel(k);
+    let mut loops = Loops(Vec::new());
+    loops.visit_stmt(k.body());
+    let mut plans = Vec::new();
+    for s in loops.0 {
+        if let Some(p) = plan(k, &s) {
+            // Two loops may not share an array: `plan` refuses arrays used elsewhere.
+            plans.push((s.addr(), p));
+        }
+    }
+    if plans.is_empty() {
+        return k.clone();
+    }
+    let mut sizes = HashMap::new();
+    for (_, p) in &plans {
+        for (name, n) in &p.arrays {
+            sizes.insert(name.clone(), n.0);
+        }
+    }
+    let mut rw = Rewrite { plans: plans.into_iter().collect(), sizes };
+    rw.mutate_kernel(k)
+}
+
+struct Loops(Vec<Stmt>);
+
+impl Visitor for Loops {
+    fn visit_stmt(&mut self, s: &Stmt) {
+        if matches!(s.node(), StmtNode::For { .. }) {
+            self.0.push(s.clone());
+        }
+        walk_stmt(self, s)
+    }
+}
+
+/// A matched loop: the arrays (name -> (old length, element type)) and fresh names.
+struct Plan {
+    arrays: HashMap<String, (u32, Scalar)>,
+    first: Var,
+    next: Var,
+    slot: Var,
+}
+
+/// Every variable name of the kernel, and which are `var`s.
+#[derive(Default)]
+struct Names {
+    all: HashSet<String>,
+    mutable: HashSet<String>,
+}
+
+impl Mutator for Names {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        if let StmtNode::Decl { var, .. } = s.node() {
+            self.mutable.insert(var.name().to_string());
+        }
+        walk_mutate_stmt(self, s)
+    }
+    fn mutate_var(&mut self, v: &Var) -> Var {
+        self.all.insert(v.name().to_string());
+        v.clone()
+    }
+}
+
+fn names_of(s: &Stmt) -> Names {
+    let mut n = Names::default();
+    n.mutate_stmt(s);
+    n
+}
+
+/// Memory accesses of a statement: (array, is_store) per load/store, atomics, calls and
+/// the names it binds.
+#[derive(Default)]
+struct Uses {
+    loads: Vec<Var>,
+    stores: Vec<Var>,
+    calls: usize,
+    barriers: Vec<MemFence>,
+    bound: HashSet<String>,
+}
+
+impl Visitor for Uses {
+    fn visit_expr(&mut self, e: &Expr) {
+        if let ExprNode::Load { buf, .. } = e.node() {
+            self.loads.push(buf.clone());
+        }
+        kiln_ir::walk_expr(self, e)
+    }
+    fn visit_stmt(&mut self, s: &Stmt) {
+        match s.node() {
+            StmtNode::Store { buf, .. } => self.stores.push(buf.clone()),
+            StmtNode::Call { func, .. } => match func.kind() {
+                FuncKind::Barrier(f) => self.barriers.push(f),
+                _ => self.calls += 1,
+            },
+            StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } | StmtNode::For { var, .. } => {
+                self.bound.insert(var.name().to_string());
+            }
+            _ => {}
+        }
+        walk_stmt(self, s)
+    }
+}
+
+fn uses(stmts: &[Stmt]) -> Uses {
+    let mut u = Uses::default();
+    for s in stmts {
+        u.visit_stmt(s);
+    }
+    u
+}
+
+fn is_barrier(s: &Stmt) -> Option<MemFence> {
+    match s.node() {
+        StmtNode::Call { func, .. } => match func.kind() {
+            FuncKind::Barrier(f) => Some(f),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn mentions(e: &Expr, names: &HashSet<String>) -> bool {
+    struct M<'a>(&'a HashSet<String>, bool);
+    impl Visitor for M<'_> {
+        fn visit_expr(&mut self, e: &Expr) {
+            if let ExprNode::Var(v) = e.node() {
+                self.1 |= self.0.contains(v.name());
+            }
+            kiln_ir::walk_expr(self, e)
+        }
+    }
+    let mut m = M(names, false);
+    m.visit_expr(e);
+    m.1
+}
+
+/// Checks that the load part writes the same elements of `xs` in every step; `dep` holds
+/// the names whose values depend on the loop counter.
+fn same_writes(s: &Stmt, xs: &HashSet<String>, dep: &mut HashSet<String>) -> bool {
+    match s.node() {
+        StmtNode::Let { var, value } => {
+            if mentions(value, dep) {
+                dep.insert(var.name().to_string());
+            }
+            true
+        }
+        StmtNode::Store { buf, index, .. } => xs.contains(buf.name()) && !mentions(index, dep),
+        StmtNode::Block(v) => v.iter().all(|s| same_writes(s, xs, dep)),
+        StmtNode::For { lo, hi, step, body, .. } => {
+            ![lo, hi, step].iter().any(|e| mentions(e, dep)) && same_writes(body, xs, dep)
+        }
+        StmtNode::If { cond, then, otherwise } => {
+            if !mentions(cond, dep) {
+                return same_writes(then, xs, dep)
+                    && otherwise.as_ref().is_none_or(|o| same_writes(o, xs, dep));
+            }
+            // A masked copy: both branches store into the same element.
+            let single = |b: &Stmt| match b.stmts() {
+                [s] => match s.node() {
+                    StmtNode::Store { buf, index, .. } => Some((buf.clone(), index.clone())),
+                    _ => None,
+                },
+                _ => None,
+            };
+            match (single(then), otherwise.as_ref().and_then(single)) {
+                (Some((b1, i1)), Some((b2, i2))) => {
+                    b1 == b2 && i1 == i2 && xs.contains(b1.name()) && !mentions(&i1, dep)
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+fn index_types(stmts: &[Stmt], xs: &HashSet<String>) -> Vec<Scalar> {
+    struct T<'a>(&'a HashSet<String>, Vec<Scalar>);
+    impl Visitor for T<'_> {
+        fn visit_expr(&mut self, e: &Expr) {
+            if let ExprNode::Load { buf, index } = e.node() {
+                if self.0.contains(buf.name()) {
+                    self.1.extend(index.ty().scalar());
+                }
+            }
+            kiln_ir::walk_expr(self, e)
+        }
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtNode::Store { buf, index, .. } = s.node() {
+                if self.0.contains(buf.name()) {
+                    self.1.extend(index.ty().scalar());
+                }
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut t = T(xs, Vec::new());
+    for s in stmts {
+        t.visit_stmt(s);
+    }
+    t.1
+}
+
+fn fresh(base: &str, taken: &HashSet<String>) -> String {
+    (0..)
+        .map(|i| if i == 0 { base.to_string() } else { format!("{base}{i}") })
+        .find(|n| !taken.contains(n))
+        .unwrap_or_default()
+}
+
+fn plan(k: &Kernel, s: &Stmt) -> Option<Plan> {
+    let StmtNode::For { var, lo, hi, step, body } = s.node() else { return None };
+    let ty = var.ty().scalar().filter(|t| t.is_int())?;
+    let (lo, hi, st) =
+        (lo.as_imm()?.as_i128()?, hi.as_imm()?.as_i128()?, step.as_imm()?.as_i128()?);
+    if st <= 0 || hi <= lo {
+        return None;
+    }
+    let trip = (hi - lo + st - 1) / st;
+    if lo + trip * st > ty.int_max()? {
+        return None;
+    }
+    let stmts = body.stmts();
+    let b1 = stmts.iter().position(|s| is_barrier(s).is_some())?;
+    let (load, rest) = (&stmts[..b1], &stmts[b1 + 1..]);
+    let (last, compute) = rest.split_last()?;
+    let fences = [is_barrier(&stmts[b1])?, is_barrier(last)?];
+    if load.is_empty() || fences.iter().any(|f| !f.local) {
+        return None;
+    }
+    let (pu, cu) = (uses(load), uses(compute));
+    if !pu.barriers.is_empty() || !cu.barriers.is_empty() || pu.calls > 0 || cu.calls > 0 {
+        return None;
+    }
+    // X: what the load stores into, all local arrays declared at kernel scope.
+    let mut arrays = HashMap::new();
+    for x in &pu.stores {
+        if x.ty().addr_space() != Some(AddrSpace::Local) {
+            return None;
+        }
+        let n = k.body().stmts().iter().find_map(|s| match s.node() {
+            StmtNode::Alloc { var, count } if var == x => Some(*count),
+            _ => None,
+        })?;
+        arrays.insert(x.name().to_string(), (n, x.ty().elem()?));
+    }
+    let xs: HashSet<String> = arrays.keys().cloned().collect();
+    // The load reads only pointer parameters (no local or private array) and no `var`.
+    let params: HashSet<&str> = k.params().iter().map(|p| p.name()).collect();
+    if pu.loads.iter().any(|b| !params.contains(b.name())) {
+        return None;
+    }
+    let kernel_names = names_of(k.body());
+    let load_names = names_of(&Stmt::block(load.to_vec()));
+    if load_names.all.iter().any(|n| kernel_names.mutable.contains(n)) {
+        return None;
+    }
+    // The compute stores only into private arrays, and does not use the load's bindings.
+    if cu.stores.iter().any(|b| b.ty().addr_space() != Some(AddrSpace::Private)) {
+        return None;
+    }
+    let compute_names = names_of(&Stmt::block(compute.to_vec()));
+    if compute_names.all.iter().any(|n| pu.bound.contains(n)) {
+        return None;
+    }
+    // X is used nowhere else: every access of it in the kernel is one of the loop's.
+    let ku = uses(std::slice::from_ref(k.body()));
+    let count = |v: &[Var]| v.iter().filter(|b| xs.contains(b.name())).count();
+    if count(&ku.loads) != count(&cu.loads) || count(&ku.stores) != count(&pu.stores) {
+        return None;
+    }
+    let mut dep = HashSet::from([var.name().to_string()]);
+    if !load.iter().all(|s| same_writes(s, &xs, &mut dep)) {
+        return None;
+    }
+    // Twice the length must fit every index type and an array's u32 length.
+    let max_n = arrays.values().map(|a| a.0 as i128).max()?;
+    for t in index_types(stmts, &xs) {
+        if 2 * max_n > t.int_max()? || !t.is_int() {
+            return None;
+        }
+    }
+    if 2 * max_n > u32::MAX as i128 {
+        return None;
+    }
+    let taken = &kernel_names.all;
+    let base = var.name();
+    Some(Plan {
+        arrays,
+        first: Var::new(fresh(&format!("{base}_first"), taken), Type::Scalar(ty)),
+        next: Var::new(fresh(&format!("{base}_next"), taken), Type::Scalar(ty)),
+        slot: Var::new(fresh(&format!("{base}_slot"), taken), Type::Scalar(ty)),
+    })
+}
+
+/// Renames the loop counter and offsets the accesses of the arrays by `slot * n`.
+struct Offset<'a> {
+    rename: Option<(&'a Var, &'a Var)>,
+    arrays: &'a HashMap<String, (u32, Scalar)>,
+    slot: Option<Expr>,
+}
+
+impl Offset<'_> {
+    fn index(&self, buf: &Var, index: &Expr) -> Option<Expr> {
+        let (n, _) = self.arrays.get(buf.name())?;
+        let slot = self.slot.as_ref()?;
+        let t = index.ty().scalar()?;
+        let s = if slot.ty() == index.ty() { slot.clone() } else { slot.cast(t) };
+        Some(index.clone() + s * Expr::int(t, *n as i128))
+    }
+}
+
+impl Mutator for Offset<'_> {
+    fn mutate_var(&mut self, v: &Var) -> Var {
+        match self.rename {
+            Some((from, to)) if v == from => to.clone(),
+            _ => v.clone(),
+        }
+    }
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        let e = walk_mutate_expr(self, e);
+        if let ExprNode::Load { buf, index } = e.node() {
+            if let Some(i) = self.index(buf, index) {
+                return Expr::load(buf, i);
+            }
+        }
+        e
+    }
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        let s = walk_mutate_stmt(self, s);
+        if let StmtNode::Store { buf, index, value } = s.node() {
+            if let Some(i) = self.index(buf, index) {
+                return Stmt::store(buf, i, value.clone());
+            }
+        }
+        s
+    }
+}
+
+struct Rewrite {
+    plans: HashMap<usize, Plan>,
+    sizes: HashMap<String, u32>,
+}
+
+impl Mutator for Rewrite {
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        if let StmtNode::Alloc { var, count } = s.node() {
+            if let Some(&n) = self.sizes.get(var.name()) {
+                debug_assert_eq!(n, *count);
+                return Stmt::alloc(var, 2 * n);
+            }
+        }
+        // The top-level statement lists are rewritten here, so that a loop can become a
+        // prologue plus a loop in its block.
+        if let StmtNode::Block(v) = s.node() {
+            let mut out = Vec::new();
+            let mut changed = false;
+            for x in v {
+                match self.plans.remove(&x.addr()) {
+                    Some(p) => {
+                        out.extend(expand(x, &p));
+                        changed = true;
+                    }
+                    None => {
+                        let y = self.mutate_stmt(x);
+                        changed |= !y.ptr_eq(x);
+                        out.push(y);
+                    }
+                }
+            }
+            return if changed { Stmt::block(out) } else { s.clone() };
+        }
+        walk_mutate_stmt(self, s)
+    }
+}
+
+/// The prologue and the double-buffered loop for a planned loop.
+fn expand(s: &Stmt, p: &Plan) -> Vec<Stmt> {
+    let StmtNode::For { var, lo, hi, step, body } = s.node() else { return vec![s.clone()] };
+    let stmts = body.stmts();
+    let b1 = stmts.iter().position(|s| is_barrier(s).is_some()).unwrap_or(0);
+    let (load, rest) = (&stmts[..b1], &stmts[b1 + 1..]);
+    let Some((last, compute)) = rest.split_last() else { return vec![s.clone()] };
+    let copy = |rename: &Var, slot: Option<Expr>| -> Vec<Stmt> {
+        let mut m = Offset { rename: Some((var, rename)), arrays: &p.arrays, slot };
+        load.iter().map(|s| m.mutate_stmt(s)).collect()
+    };
+    let first =
+        Stmt::block([vec![Stmt::let_(&p.first, lo.clone())], copy(&p.first, None)].concat());
+    let ty = var.ty().scalar().unwrap_or(Scalar::I32);
+    let one = Expr::int(ty, 1);
+    let is = |e: &Expr, v: i128| e.as_imm().and_then(|i| i.as_i128()) == Some(v);
+    let mut it = var.expr();
+    if !is(lo, 0) {
+        it = it - lo.clone();
+    }
+    if !is(step, 1) {
+        it = it / step.clone();
+    }
+    let slot = it % Expr::int(ty, 2);
+    let next = var.expr() + step.clone();
+    let prefetch = Stmt::block(
+        [vec![Stmt::let_(&p.next, next.clone())], copy(&p.next, Some(one - p.slot.expr()))]
+            .concat(),
+    );
+    let mut m = Offset { rename: None, arrays: &p.arrays, slot: Some(p.slot.expr()) };
+    let mut new_body =
+        vec![Stmt::let_(&p.slot, slot), Stmt::if_(next.cmp_lt(hi.clone()), prefetch)];
+    new_body.extend(compute.iter().map(|s| m.mutate_stmt(s)));
+    new_body.push(last.clone());
+    vec![
+        first,
+        stmts[b1].clone(),
+        Stmt::for_(var, lo.clone(), hi.clone(), step.clone(), Stmt::block(new_body)),
+    ]
+}
