@@ -14,3 +14,4 @@ pub mod limits;
 // their intra-doc links in this crate root's scope instead of the module's.
 pub mod ptx;
 pub mod spirv;
+pub mod x86;
