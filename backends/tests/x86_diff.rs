@@ -3,7 +3,7 @@
 //! bounds, division by zero, wild indices, runaway loops), and random kernels from the shared
 //! generator. Buffers must match bit-exactly (NaN payloads aside) and errors exactly.
 //!
-//! `X86_CASES=N` raises the number of random kernels (default 64) for soak runs.
+//! `X86_CASES=N` raises the number of random kernels (default 256) for soak runs.
 #![cfg(target_arch = "x86_64")]
 
 use std::sync::atomic::AtomicBool;
@@ -472,7 +472,7 @@ fn gen_config() -> GenConfig {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("X86_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64),
+        cases: std::env::var("X86_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256),
         ..ProptestConfig::default()
     })]
     #[test]

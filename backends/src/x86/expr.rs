@@ -29,6 +29,29 @@ impl Gen {
         }
     }
 
+    /// Loads `e` into `rcx` without touching `rax` if it is a variable, constant or
+    /// built-in (no operand needs the stack then); false otherwise.
+    fn leaf_into_rcx(&mut self, e: &Expr) -> AsmResult<bool> {
+        match e.node() {
+            ExprNode::Var(v) => {
+                let slot = self.lookup_slot(v);
+                self.a.mov(rcx, qword_ptr(r13 + slot))?;
+            }
+            ExprNode::Imm(i) => {
+                let bits = rt::bits_of(kiln_ir::interp::scalar::cast(i.scalar(), *i));
+                self.a.mov(rcx, bits)?;
+            }
+            ExprNode::Builtin { .. } => {
+                self.a.mov(rdx, rax)?;
+                self.expr(e)?;
+                self.a.mov(rcx, rax)?;
+                self.a.mov(rax, rdx)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// Evaluates `e` into `rax`.
     pub(crate) fn expr(&mut self, e: &Expr) -> AsmResult<()> {
         match e.node() {
@@ -71,10 +94,12 @@ impl Gen {
             }
             ExprNode::Binary { op, a, b } => {
                 self.expr(a)?;
-                self.push(rax)?;
-                self.expr(b)?;
-                self.a.mov(rcx, rax)?;
-                self.pop(rax)?;
+                if !self.leaf_into_rcx(b)? {
+                    self.push(rax)?;
+                    self.expr(b)?;
+                    self.a.mov(rcx, rax)?;
+                    self.pop(rax)?;
+                }
                 self.binary(*op, scalar(a), e)
             }
             ExprNode::Select { cond, a, b } => {

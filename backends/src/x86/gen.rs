@@ -272,7 +272,38 @@ impl Gen {
             }
         }
         self.resume = std::mem::take(&mut resume);
-        self.stmt(body)?;
+        if n == 0 {
+            // No barriers: this call runs every work-item of the group, keeping the ids in
+            // the context current (dimension 0 fastest) so that faults name the work-item.
+            let mut top = self.a.create_label();
+            let mut done = self.a.create_label();
+            self.a.xor(r15d, r15d)?;
+            self.bind(&mut top)?;
+            self.stmt(body)?;
+            self.a.inc(r15)?;
+            self.a.cmp(r15, qword_ptr(r12 + rt::OFF_ITEMS))?;
+            self.a.jae(done)?;
+            for d in 0..3 {
+                let mut carry = self.a.create_label();
+                let lid = r12 + (rt::OFF_LOCAL_ID + 8 * d);
+                let gid = r12 + (rt::OFF_GLOBAL_ID + 8 * d);
+                self.a.mov(rax, qword_ptr(lid))?;
+                self.a.inc(rax)?;
+                self.a.cmp(rax, qword_ptr(r12 + (rt::OFF_LOCAL_SIZE + 8 * d)))?;
+                self.a.je(carry)?;
+                self.a.mov(qword_ptr(lid), rax)?;
+                self.a.inc(qword_ptr(gid))?;
+                self.a.jmp(top)?;
+                self.bind(&mut carry)?;
+                self.a.mov(qword_ptr(lid), 0)?;
+                self.a.mov(rax, qword_ptr(r12 + (rt::OFF_BASE + 8 * d)))?;
+                self.a.mov(qword_ptr(gid), rax)?;
+            }
+            self.a.jmp(top)?;
+            self.bind(&mut done)?;
+        } else {
+            self.stmt(body)?;
+        }
         self.a.xor(eax, eax)?;
         let mut epi = self.epilogue;
         self.bind(&mut epi)?;

@@ -391,6 +391,8 @@ impl X86Program {
             err_val: 0,
             mems: table.as_ptr(),
             limits: &limits,
+            items: group_size,
+            base: [0; 3],
         };
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
@@ -403,21 +405,20 @@ impl X86Program {
             }
             ctx.group_id = [linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])];
             local.fill(0);
+            ctx.base = std::array::from_fn(|d| {
+                launch.offset[d] as u64 + ctx.group_id[d] * launch.local[d] as u64
+            });
             let r = if self.n_barriers == 0 {
+                // The generated code loops over the group's work-items itself.
+                self.set_ids(&mut ctx, launch, 0);
                 let f = frames.as_mut_ptr() as *mut u8;
-                (0..group_size).try_for_each(|item| {
-                    self.set_ids(&mut ctx, launch, item);
-                    // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
-                    let stop = unsafe {
-                        *(f as *mut u64) = 0;
-                        entry(&mut ctx, f)
-                    };
-                    if stop == 0 {
-                        Ok(())
-                    } else {
-                        Err(self.fault(&ctx, &table, start))
-                    }
-                })
+                // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
+                let stop = unsafe { entry(&mut ctx, f) };
+                if stop == 0 {
+                    Ok(())
+                } else {
+                    Err(self.fault(&ctx, &table, start))
+                }
             } else {
                 self.rounds(&mut ctx, launch, &mut frames, words, entry, &table, start)
             };

@@ -39,6 +39,10 @@ pub(crate) struct Ctx {
     pub mems: *const MemRef,
     /// Limit state read only by [`limit_hit`].
     pub limits: *const Limits,
+    /// Work-items per group (kernels without barriers loop over them in generated code).
+    pub items: u64,
+    /// `global_offset + group_id * local_size` per dimension: the group's first global id.
+    pub base: [u64; 3],
 }
 
 pub(crate) const OFF_LOCAL_ID: i32 = 0;
@@ -53,6 +57,8 @@ pub(crate) const OFF_ERR_CODE: i32 = 176;
 pub(crate) const OFF_ERR_SITE: i32 = 184;
 pub(crate) const OFF_ERR_VAL: i32 = 192;
 pub(crate) const OFF_MEMS: i32 = 200;
+pub(crate) const OFF_ITEMS: i32 = 216;
+pub(crate) const OFF_BASE: i32 = 224;
 
 /// Return value of generated code for a fault; the details are in the context.
 pub(crate) const STOP_ERROR: u64 = u64::MAX;
