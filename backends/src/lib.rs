@@ -5,6 +5,8 @@
 //! * [`ptx`]: PTX text for NVIDIA GPUs (sm_70+), checked by ptxas and run through CUDA.
 //! * [`amdgpu`]: gfx9-style assembly text, checked by llvm-mc and run on kiln's own wave64
 //!   simulator.
+//! * [`x86`]: x86-64 machine code assembled in-process with iced-x86, run on the host
+//!   (one function per work-group's work-items, barriers as per-work-item resume points).
 //!
 //! Each backend is tested against the reference interpreter (`kiln_ir::interp`).
 

@@ -419,7 +419,15 @@ fn nan_chains_and_launch_errors() {
     assert!(diff(&k, &NdRange::new(&[4]), &[Arg::Buffer(0), Arg::Buffer(1)], &bufs).is_ok());
     // Launch errors: wrong argument count and types, bad ranges.
     let args = [Arg::Buffer(0), Arg::Buffer(1)];
-    for r in [NdRange::new(&[5]).with_local(&[2]), NdRange::new(&[]), NdRange::new(&[0])] {
+    let huge = [
+        NdRange::new(&[5]).with_local(&[2]),
+        NdRange::new(&[]),
+        NdRange::new(&[0]),
+        NdRange::new(&[u32::MAX]).with_offset(&[2]),
+        NdRange::new(&[4, 1, 1, 1]),
+        NdRange::new(&[4]).with_local(&[0]),
+    ];
+    for r in huge {
         assert!(diff(&k, &r, &args, &bufs).is_err());
     }
     assert!(diff(&k, &NdRange::new(&[4]), &[Arg::Buffer(0)], &bufs).is_err());
@@ -464,6 +472,28 @@ fn disassembly_names_statements() {
     assert!(d.contains("; let i: u32 = global_id(0);"), "{d}");
     assert!(d.contains("region 1"), "{d}");
     assert!(d.contains("mulss"), "{d}");
+}
+
+#[test]
+fn unchecked_builds_agree_on_correct_kernels_and_programs_are_send_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<kiln_backends::x86::X86Program>();
+    let src =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/reduce.kir"))
+            .unwrap();
+    let k = kernel(&src);
+    let bufs = vec![f32s(256, 3), Buffer::zeroed(Scalar::F32, 4)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(256u32)];
+    let mut want = bufs.clone();
+    run(&k, &NdRange::new(&[256]), &args, &mut want).unwrap();
+    let p = compile(&k, &X86Options { unchecked: true, optimize: true }).unwrap();
+    let mut got = bufs.clone();
+    p.run(&NdRange::new(&[256]), &args, &mut got).unwrap();
+    results_match(&want, &got).unwrap();
+    // Four threads, one group each.
+    let mut par = bufs;
+    p.run_parallel(&NdRange::new(&[256]), &args, &mut par, 4, &X86RunOptions::default()).unwrap();
+    results_match(&want, &par).unwrap();
 }
 
 fn gen_config() -> GenConfig {

@@ -3,7 +3,7 @@
 
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
 
-/// Formats `code` (assembled at address 0), inserting `marks` (code offset, comment).
+/// Formats `code` (assembled at address 0), inserting `marks` (code offset, comment line).
 pub(crate) fn disassemble(code: &[u8], marks: &[(u32, String)], name: &str) -> String {
     let mut out =
         format!("; kernel `{name}`: {} bytes of x86-64\n; region 0 (entry)\n", code.len());
@@ -11,16 +11,12 @@ pub(crate) fn disassemble(code: &[u8], marks: &[(u32, String)], name: &str) -> S
     let mut fmt = IntelFormatter::new();
     let mut text = String::new();
     let mut m = 0;
-    let mut region = 0;
     while decoder.can_decode() {
         let ins = decoder.decode();
         let ip = ins.ip() as u32;
         while m < marks.len() && marks[m].0 <= ip {
-            out.push_str(&format!("    ; {}\n", marks[m].1));
-            if marks[m].1.starts_with("barrier(") {
-                region += 1;
-                out.push_str(&format!("; region {region} (after barrier #{region})\n"));
-            }
+            out.push_str(&marks[m].1);
+            out.push('\n');
             m += 1;
         }
         text.clear();

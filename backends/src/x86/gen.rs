@@ -367,7 +367,7 @@ impl Gen {
     fn mark(&mut self, s: &Stmt) {
         let text = s.to_string();
         let first = text.lines().next().unwrap_or("").trim().to_string();
-        self.marks.push((self.a.instructions().len(), first));
+        self.marks.push((self.a.instructions().len(), format!("    ; {first}")));
     }
 
     fn scoped(&mut self, s: &Stmt) -> AsmResult<()> {
@@ -464,6 +464,9 @@ impl Gen {
                     self.a.mov(eax, id + 1)?;
                     self.a.jmp(self.epilogue)?;
                     self.bind(&mut l)?;
+                    let at = self.a.instructions().len();
+                    self.marks
+                        .push((at, format!("; region {} (after barrier #{})", id + 1, id + 1)));
                     self.a.nop()?;
                 }
                 FuncKind::Fence(_) => {}

@@ -94,14 +94,15 @@ pub struct X86Options {
 /// Per-launch limits; the default has none.
 #[derive(Clone, Debug, Default)]
 pub struct X86RunOptions {
-    /// The most loop iterations (`for` and `while` back-edges, summed over the work-items a
-    /// thread runs) before the launch stops with an error.
+    /// About the most loop iterations (`for` and `while` back-edges, summed over the
+    /// work-items a thread runs; each work-group start counts one too) before the launch
+    /// stops with an error.
     pub max_loop_iterations: Option<u64>,
-    /// The instant after which the launch stops with an error (checked every few thousand
-    /// loop iterations, so code without loops always finishes first).
+    /// The instant after which the launch stops with an error (checked at the start of
+    /// every work-group and every few thousand loop iterations).
     pub deadline: Option<Instant>,
     /// A flag that, once set (by any thread), stops the launch with an error at the next
-    /// check (every few thousand loop iterations).
+    /// check (as for the deadline).
     pub cancel: Option<Arc<AtomicBool>>,
 }
 
@@ -408,6 +409,12 @@ impl X86Program {
             ctx.base = std::array::from_fn(|d| {
                 launch.offset[d] as u64 + ctx.group_id[d] * launch.local[d] as u64
             });
+            self.set_ids(&mut ctx, launch, 0);
+            // Limits are also checked between groups, so that a huge launch of loop-free
+            // code can be stopped; this also refills the back-edge budget.
+            if rt::limit_hit(&mut ctx) != 0 {
+                return Err(self.fault(&ctx, &table, start));
+            }
             let r = if self.n_barriers == 0 {
                 // The generated code loops over the group's work-items itself.
                 self.set_ids(&mut ctx, launch, 0);
