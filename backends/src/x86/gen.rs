@@ -235,7 +235,7 @@ impl Gen {
 
     /// Calls `f` (arguments already in the System V registers), keeping `rsp` 16-aligned.
     pub(crate) fn call(&mut self, f: usize) -> AsmResult<()> {
-        let pad = self.depth % 16 != 0;
+        let pad = !self.depth.is_multiple_of(16);
         if pad {
             self.a.sub(rsp, 8)?;
         }
