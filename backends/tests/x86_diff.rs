@@ -3,7 +3,8 @@
 //! bounds, division by zero, wild indices, runaway loops), and random kernels from the shared
 //! generator. Buffers must match bit-exactly (NaN payloads aside) and errors exactly.
 //!
-//! `X86_CASES=N` raises the number of random kernels (default 256) for soak runs.
+//! `X86_CASES=N` and `X86_BIG_CASES=N` raise the number of random kernels (default 256 small
+//! and 32 bigger ones) for soak runs.
 #![cfg(target_arch = "x86_64")]
 
 use std::sync::atomic::AtomicBool;
@@ -436,6 +437,35 @@ fn nan_chains_and_launch_errors() {
 }
 
 #[test]
+fn oversized_arrays_and_deep_nesting_are_refused() {
+    // 2^28 f64 per work-item: more than the 1 GiB launch limit, refused before running.
+    let k = kernel(
+        "kernel k(o: ptr<global, f64>) { private p: f64[268435456]; p[7] = 1.0; o[0] = p[7]; }",
+    );
+    let p = compile(&k, &X86Options::default()).unwrap();
+    let mut bufs = vec![Buffer::zeroed(Scalar::F64, 1)];
+    let e = p.run(&NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs).unwrap_err();
+    assert!(e.message.contains("bytes"), "{e}");
+    assert!(run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs).is_err());
+    let k = kernel(
+        "kernel k(o: ptr<global, f64>) { local t: f64[268435456]; t[7] = 1.0; o[0] = t[7]; }",
+    );
+    let p = compile(&k, &X86Options::default()).unwrap();
+    let e = p.run(&NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs).unwrap_err();
+    assert!(e.message.contains("bytes"), "{e}");
+    // 600 nested ifs.
+    use kiln_ir::{AddrSpace, Expr, Stmt, Type, Var};
+    let o = Var::new("o", Type::ptr(AddrSpace::Global, Scalar::U32));
+    let mut s = Stmt::store(&o, Expr::u32(0), Expr::u32(1));
+    for _ in 0..600 {
+        s = Stmt::if_(Expr::bool(true), s);
+    }
+    let k = Kernel::new("deep", vec![o], Stmt::block([s]));
+    let e = compile(&k, &X86Options::default()).unwrap_err();
+    assert!(e.to_string().contains("nested more than 512"), "{e}");
+}
+
+#[test]
 fn runaway_kernels_are_stopped() {
     let k =
         kernel("kernel k(o: ptr<global, u32>) { var x: u32 = 0; while x < 1u32 { o[0] = x; } }");
@@ -500,6 +530,18 @@ fn gen_config() -> GenConfig {
     GenConfig { approx_intrinsics: true, ..GenConfig::default() }
 }
 
+/// Bigger kernels and launches: more work-groups with barriers, deeper expressions.
+fn big_config() -> GenConfig {
+    GenConfig {
+        max_work_items: 256,
+        max_stmts: 14,
+        max_block_stmts: 4,
+        max_expr_depth: 5,
+        approx_intrinsics: true,
+        ..GenConfig::default()
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: std::env::var("X86_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256),
@@ -507,8 +549,27 @@ proptest! {
     })]
     #[test]
     fn random_kernels_match_the_interpreter(case in arb_kernel_with(gen_config())) {
+        check_case(&case)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("X86_BIG_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn bigger_random_kernels_match_the_interpreter(case in arb_kernel_with(big_config())) {
+        check_case(&case)?;
+    }
+}
+
+/// One random case on x86, unoptimized and optimized, sequential and on three threads.
+fn check_case(case: &kiln_ir::testing::TestCase) -> Result<(), TestCaseError> {
+    {
         let want = case.run().unwrap();
-        for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
+        for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }]
+        {
             let p = compile(&case.kernel, &opts);
             prop_assert!(p.is_ok(), "{:?}\n{}", p.err(), case.kernel);
             let p = p.unwrap();
@@ -526,4 +587,5 @@ proptest! {
             prop_assert!(m.is_ok(), "parallel: {:?}\n{}", m, case.kernel);
         }
     }
+    Ok(())
 }

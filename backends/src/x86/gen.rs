@@ -98,6 +98,9 @@ pub(crate) struct Gen {
     pub(crate) checked: bool,
     marks: Vec<(usize, String)>,
     last_label_at: Option<usize>,
+    /// The private arrays' bytes when they exceed [`MAX_FRAME`]: the code is then never run
+    /// (the driver's memory limit refuses the launch), and the arrays get no real offsets.
+    oversize: Option<usize>,
 }
 
 /// The size of one private array region in the frame, 8-byte aligned.
@@ -121,9 +124,29 @@ fn private_bytes(s: &Stmt) -> usize {
     }
 }
 
-/// The largest frame (resume word, private arrays, value slots) a kernel may have: frames
+/// The most bytes of private arrays a work-item may have (the launch's memory limit): frames
 /// are addressed with 32-bit displacements.
 const MAX_FRAME: usize = 1 << 30;
+
+/// The deepest statement nesting compiled (the interpreter's limit): code generation
+/// recurses over statements.
+pub(crate) const MAX_NESTING: usize = 512;
+
+/// How deeply statements nest in `s`, counting at most to `MAX_NESTING + 1`.
+pub(crate) fn nesting(s: &Stmt, depth: usize) -> usize {
+    if depth > MAX_NESTING {
+        return depth;
+    }
+    let inner = |s: &Stmt| nesting(s, depth + 1);
+    match s.node() {
+        StmtNode::If { then, otherwise, .. } => {
+            inner(then).max(otherwise.as_ref().map_or(depth, inner))
+        }
+        StmtNode::For { body, .. } | StmtNode::While { body, .. } => inner(body),
+        StmtNode::Block(v) => v.iter().map(inner).max().unwrap_or(depth),
+        _ => depth,
+    }
+}
 
 impl Gen {
     /// A generator for `kernel`'s body; `checked` keeps bounds checks.
@@ -141,7 +164,8 @@ impl Gen {
             next_barrier: 0,
             epilogue,
             depth: 0,
-            next_slot: 8 + privates.min(MAX_FRAME) as i32,
+            next_slot: 8 + if privates > MAX_FRAME { 0 } else { privates as i32 },
+            oversize: (privates > MAX_FRAME).then_some(privates),
             next_private: 8,
             local_bytes: 0,
             checked,
@@ -341,7 +365,7 @@ impl Gen {
                 }
             }
         }
-        let frame_bytes = (self.next_slot as usize).div_ceil(16) * 16;
+        let frame_bytes = (self.next_slot as usize + self.oversize.unwrap_or(0)).div_ceil(16) * 16;
         Ok(Generated {
             asm: self.a,
             mems: self.mems,
@@ -597,7 +621,9 @@ impl Gen {
             });
         } else {
             let off = self.next_private;
-            self.next_private += bytes.min(MAX_FRAME) as i32;
+            if self.oversize.is_none() {
+                self.next_private += bytes as i32;
+            }
             self.mems.push(MemInfo {
                 name: var.name().to_string(),
                 elem,

@@ -208,6 +208,12 @@ pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Erro
     let k = if opts.optimize { kiln_passes::pipeline::optimize(kernel) } else { kernel.clone() };
     // Code generation recurses over expressions: bound their depth (same meaning).
     let k = kiln_ir::depth::bound_kernel(&k);
+    if gen::nesting(k.body(), 0) > gen::MAX_NESTING {
+        return Err(X86Error::Unsupported(format!(
+            "statements nested more than {} deep",
+            gen::MAX_NESTING
+        )));
+    }
     let g = gen::Gen::new(k.params(), k.body(), !opts.unchecked)?;
     let param_slots = g.param_slots();
     let mut out = g.finish(k.body())?;
