@@ -516,7 +516,8 @@ fn unchecked_builds_agree_on_correct_kernels_and_programs_are_send_sync() {
     let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(256u32)];
     let mut want = bufs.clone();
     run(&k, &NdRange::new(&[256]), &args, &mut want).unwrap();
-    let p = compile(&k, &X86Options { unchecked: true, optimize: true }).unwrap();
+    let p = compile(&k, &X86Options { unchecked: true, optimize: true, ..X86Options::default() })
+        .unwrap();
     let mut got = bufs.clone();
     p.run(&NdRange::new(&[256]), &args, &mut got).unwrap();
     results_match(&want, &got).unwrap();

@@ -64,6 +64,7 @@ mod expr;
 mod gen;
 mod launch;
 mod rt;
+mod spmd;
 
 use std::fmt;
 use std::ops::Range;
@@ -89,6 +90,8 @@ pub struct X86Options {
     /// Drop the bounds checks of loads, stores and atomics. An out-of-bounds index then
     /// touches whatever memory it points to: only for kernels known to be correct.
     pub unchecked: bool,
+    /// Never use the 8-lane AVX2 code (see [`X86Program::has_spmd`]), only the scalar code.
+    pub scalar: bool,
 }
 
 /// Per-launch limits; the default has none.
@@ -179,7 +182,17 @@ pub struct X86Program {
     n_barriers: u32,
     /// (code offset, comment) for the disassembly.
     marks: Vec<(u32, String)>,
+    spmd: Option<SpmdCode>,
 }
+
+/// The 8-lane version of a kernel in the SPMD class (see `spmd.rs`).
+struct SpmdCode {
+    code: ExecCode,
+    vframe_bytes: usize,
+    accessed: Vec<u32>,
+}
+
+type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8);
 
 impl fmt::Debug for X86Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -228,6 +241,18 @@ pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Erro
         out.marks.iter().filter_map(|(i, s)| offsets.get(*i).map(|&o| (o, s.clone()))).collect();
     let map = ExecCode::reserve(bytes.len())?;
     let code = ExecCode::new(map, bytes)?;
+    let spmd = if !opts.scalar && avx2() {
+        match spmd::generate(&k, &param_slots)? {
+            Some(mut v) => {
+                let bytes = v.asm.assemble(0)?;
+                let code = ExecCode::new(ExecCode::reserve(bytes.len())?, &bytes)?;
+                Some(SpmdCode { code, vframe_bytes: v.vframe_bytes, accessed: v.accessed })
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
     Ok(X86Program {
         code,
         kernel: k,
@@ -238,7 +263,20 @@ pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Erro
         local_bytes: out.local_bytes,
         n_barriers: out.n_barriers,
         marks,
+        spmd,
     })
+}
+
+/// True if this CPU runs AVX2 code (and the OS saves YMM state).
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 impl X86Program {
@@ -252,10 +290,26 @@ impl X86Program {
         self.code.bytes().len()
     }
 
+    /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
+    /// row length (`local_size(0)`) is a multiple of 8 and whose accesses are all in bounds.
+    /// Kernels qualify when they are straight-line elementwise code: only `let`s and
+    /// stores, on f32, i32 and u32, every access at index `global_id(0)` of a global buffer
+    /// (see the `spmd.rs` docs for the exact class and why it gives the scalar code's
+    /// results). False with [`X86Options::scalar`] or without AVX2.
+    pub fn has_spmd(&self) -> bool {
+        self.spmd.is_some()
+    }
+
     /// The machine code in Intel syntax, one block per region (the code before the first
-    /// barrier, then after each barrier), each IR statement as a comment above its code.
+    /// barrier, then after each barrier), each IR statement as a comment above its code;
+    /// then the 8-lane code, if any.
     pub fn disassemble(&self) -> String {
-        disasm::disassemble(self.code.bytes(), &self.marks, self.kernel.name())
+        let mut s = disasm::disassemble(self.code.bytes(), &self.marks, self.kernel.name());
+        if let Some(v) = &self.spmd {
+            s.push_str("; 8-lane AVX2 code (one row of a work-group, 8 work-items per pass)\n");
+            s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
+        }
+        s
     }
 
     /// Runs the kernel over `range` with the interpreter's call shape, schedule and errors:
@@ -407,6 +461,7 @@ impl X86Program {
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
         let start = Instant::now();
+        let mut vframe: Vec<u32> = Vec::new();
         // SAFETY: the mapping holds a function with this signature (see gen.rs).
         let entry: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(self.code.addr()) };
         for linear in groups {
@@ -424,7 +479,36 @@ impl X86Program {
             if rt::limit_hit(&mut ctx) != 0 {
                 return Err(self.fault(&ctx, &table, start));
             }
-            let r = if self.n_barriers == 0 {
+            let vector = self.spmd.as_ref().filter(|v| {
+                let last = ctx.base[0] + launch.local[0] as u64 - 1;
+                launch.local[0] % 8 == 0
+                    && v.accessed
+                        .iter()
+                        .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
+            });
+            let r = if let Some(v) = vector {
+                // SAFETY: the vector code reads the lane constant at the vector frame's start.
+                let entry: VectorEntry =
+                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
+                vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                vframe[..8].copy_from_slice(&spmd::IOTA);
+                let l = launch.local.map(u64::from);
+                for row in 0..l[1] * l[2] {
+                    let (y, z) = (row % l[1], row / l[1]);
+                    ctx.local_id = [0, y, z];
+                    ctx.global_id = [ctx.base[0], ctx.base[1] + y, ctx.base[2] + z];
+                    // SAFETY: every access of the vector code is at global_id(0) of a
+                    // buffer longer than the row's last global_id(0) (checked above).
+                    unsafe {
+                        entry(
+                            &mut ctx,
+                            frames.as_mut_ptr() as *mut u8,
+                            vframe.as_mut_ptr() as *mut u8,
+                        )
+                    };
+                }
+                Ok(())
+            } else if self.n_barriers == 0 {
                 // The generated code loops over the group's work-items itself.
                 self.set_ids(&mut ctx, launch, 0);
                 let f = frames.as_mut_ptr() as *mut u8;
