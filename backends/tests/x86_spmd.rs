@@ -1,7 +1,7 @@
-//! The x86 JIT's 8-lane AVX2 code (straight-line elementwise kernels indexed by
-//! `global_id(0)`) against its scalar code and the interpreter: hand cases (the benchmark
-//! chain, aliasing buffers, rows sharing elements, the scalar fallbacks) and random
-//! elementwise kernels over edge values. On a CPU without AVX2 the programs have no vector
+//! The x86 JIT's 8-lane AVX2 code (elementwise kernels indexed by `global_id(0)`, with
+//! divergent `if`s as lane masks) against its scalar code and the interpreter: hand cases
+//! (the benchmark chain, aliasing buffers, rows sharing elements, the scalar fallbacks) and
+//! random elementwise kernels with nested divergent branches over edge values. On a CPU without AVX2 the programs have no vector
 //! code and the tests say so.
 //!
 //! `X86_SPMD_CASES=N` raises the number of random kernels (default 128).
@@ -99,8 +99,8 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
     );
     // `o` and `a` the same buffer.
     three_ways(&k, &r, &[Arg::Buffer(0), Arg::Buffer(0), Arg::scalar(3i32)], &[o]);
-    // Not in the class: a neighbour's element, a branch.
-    for body in ["o[i] = a[i + 1u32];", "if s > 0i32 { o[i] = a[i]; }"] {
+    // Not in the class: a neighbour's element, a loop.
+    for body in ["o[i] = a[i + 1u32];", "for j: u32 in 0 .. 2 { o[i] = a[i]; }"] {
         let k = kernel(&format!(
             "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
         ));
@@ -153,6 +153,22 @@ fn arb_value(t: &'static str, depth: u32) -> BoxedStrategy<String> {
     .boxed()
 }
 
+/// A random condition: comparisons of `t` values, sometimes negated or combined.
+fn arb_cond(t: &'static str) -> BoxedStrategy<String> {
+    let cmp = (
+        arb_value(t, 1),
+        prop::sample::select(vec!["==", "!=", "<", "<=", ">", ">="]),
+        arb_value(t, 1),
+    )
+        .prop_map(|(a, op, b)| format!("({a} {op} {b})"));
+    prop_oneof![
+        3 => cmp.clone(),
+        1 => cmp.clone().prop_map(|c| format!("!{c}")),
+        1 => (cmp.clone(), prop::sample::select(vec!["&&", "||"]), cmp).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+    ]
+    .boxed()
+}
+
 fn floats() -> Vec<f32> {
     let special = [
         0.0,
@@ -183,6 +199,9 @@ proptest! {
         fv in arb_value("f32", 3),
         iv in arb_value("i32", 3),
         uv in arb_value("u32", 3),
+        c1 in arb_cond("f32"),
+        c2 in arb_cond("u32"),
+        c3 in arb_cond("i32"),
         local in prop::sample::select(vec![8u32, 16, 32, 24, 12]),
         global in prop::sample::select(vec![96u32, 48, 192]),
     ) {
@@ -192,8 +211,12 @@ proptest! {
                let i: u32 = global_id(0);
                let x: f32 = {fv};
                of[i] = x;
-               oi[i] = {iv};
-               ou[i] = {uv};
+               if {c1} {{
+                 oi[i] = {iv};
+                 if {c2} {{ let y: u32 = {uv}; ou[i] = y; }} else {{ of[i] = x * 2.0; }}
+               }} else if {c3} {{
+                 ou[i] = 7u32;
+               }}
              }}"
         ));
         let fl = floats();

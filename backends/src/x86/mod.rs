@@ -25,6 +25,15 @@
 //!   `floor`/`ceil`/`trunc`, `fma` and the transcendental intrinsics call the interpreter's
 //!   own scalar functions (`kiln_ir::interp::scalar`), so their values are the interpreter's
 //!   exactly.
+//! * **SPMD (AVX2).** Elementwise kernels (`let`s, stores and `if`s on f32, i32 and u32,
+//!   every access at `global_id(0)`) also get 8-lane code: eight work-items of a row per
+//!   pass, values in YMM registers, 8-wide loads and stores, divergent `if`s as lane masks
+//!   with masked stores. It runs a work-group when the CPU has AVX2, `local_size(0)` is a
+//!   multiple of 8 and every accessed buffer covers the group's last `global_id(0)`;
+//!   otherwise the scalar code runs it (and reports any fault). `spmd.rs` says why the
+//!   results are the scalar code's, bit for bit. Loops, gathers/scatters and the use of the
+//!   divergence analysis to keep uniform values scalar are not done: such kernels run on
+//!   the scalar code.
 //! * **Memory.** Code lives in its own anonymous mapping (memmap2), written while writable,
 //!   then made read + execute (never both), unmapped when the program is dropped.
 //!
@@ -292,10 +301,9 @@ impl X86Program {
 
     /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
     /// row length (`local_size(0)`) is a multiple of 8 and whose accesses are all in bounds.
-    /// Kernels qualify when they are straight-line elementwise code: only `let`s and
-    /// stores, on f32, i32 and u32, every access at index `global_id(0)` of a global buffer
-    /// (see the `spmd.rs` docs for the exact class and why it gives the scalar code's
-    /// results). False with [`X86Options::scalar`] or without AVX2.
+    /// Kernels qualify when they are elementwise code: only `let`s, stores and `if`s, on
+    /// f32, i32 and u32, every access at index `global_id(0)` of a global buffer (see the
+    /// module docs). False with [`X86Options::scalar`] or without AVX2.
     pub fn has_spmd(&self) -> bool {
         self.spmd.is_some()
     }
