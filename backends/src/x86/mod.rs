@@ -489,7 +489,7 @@ impl X86Program {
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
-                launch.local[0] % 8 == 0
+                launch.local[0].is_multiple_of(8)
                     && v.accessed
                         .iter()
                         .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
