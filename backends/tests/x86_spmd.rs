@@ -99,6 +99,20 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
     );
     // `o` and `a` the same buffer.
     three_ways(&k, &r, &[Arg::Buffer(0), Arg::Buffer(0), Arg::scalar(3i32)], &[o]);
+    // Uniform lets (hoisted out of the batch loop) and a uniform branch.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, s: f32) {
+           let u: f32 = s * 3.0 + 0.25;
+           let i: u32 = global_id(0);
+           let w: f32 = u / s;
+           if s > 1.0 { o[i] = a[i] * w - u; } else { o[i] = a[i]; }
+         }",
+    );
+    let r = NdRange::new(&[96]).with_local(&[32]);
+    for s in [2.5f32, -1.0, f32::NAN, 0.0] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+        assert_eq!(three_ways(&k, &r, &args, &[f32s(96, 1), f32s(96, 2)]), avx2());
+    }
     // Not in the class: a neighbour's element, a loop.
     for body in ["o[i] = a[i + 1u32];", "for j: u32 in 0 .. 2 { o[i] = a[i]; }"] {
         let k = kernel(&format!(

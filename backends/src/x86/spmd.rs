@@ -9,7 +9,9 @@
 //! `let` of it). Then eight consecutive work-items of a row run at once: every value in one
 //! YMM register per 8 lanes (uniform values are broadcast), loads and stores as unaligned
 //! 8-wide moves, an `if` as a lane mask (stores under it are masked stores; a branch no
-//! lane takes is jumped over).
+//! lane takes is jumped over, so a uniform branch costs a test and a jump). Top-level
+//! `let`s that the divergence analysis (`kiln_passes::divergence`) calls uniform are
+//! computed once per row, before the batch loop.
 //!
 //! Why this is exact, not just usually right: each work-item touches element `global_id(0)`
 //! only, so two lanes of a batch never touch the same element, and work-items sharing an
@@ -53,6 +55,9 @@ struct V {
     /// Pointer parameters: name, table index.
     bufs: Vec<(String, u32)>,
     accessed: Vec<u32>,
+    /// Top-level `let`s the divergence analysis calls uniform: computed once per row, before
+    /// the batch loop (statement addresses).
+    hoisted: Vec<usize>,
 }
 
 fn lane_type(t: Type) -> bool {
@@ -211,6 +216,9 @@ impl V {
     fn block(&mut self, stmts: &[Stmt], mask: Option<i32>) -> AsmResult<()> {
         let mark = self.lets.len();
         for s in stmts {
+            if self.hoisted.contains(&s.addr()) {
+                continue;
+            }
             match s.node() {
                 StmtNode::Let { var, value } => {
                     // Pure and fault-free in this class: computed in every lane.
@@ -375,6 +383,7 @@ pub(crate) fn generate(k: &Kernel, param_slots: &[Option<i32>]) -> AsmResult<Opt
         params: Vec::new(),
         bufs: Vec::new(),
         accessed: Vec::new(),
+        hoisted: Vec::new(),
     };
     let mut table = 0;
     for (p, slot) in k.params().iter().zip(param_slots) {
@@ -408,6 +417,22 @@ pub(crate) fn generate(k: &Kernel, param_slots: &[Option<i32>]) -> AsmResult<Opt
     a.mov(r15, rdx)?;
     a.mov(r14, qword_ptr(r12 + rt::OFF_MEMS))?;
     a.xor(ebx, ebx)?;
+    // Uniform values (parameters and constants only, in this class) are computed once per
+    // row: the divergence analysis says which top-level lets are uniform.
+    let div = kiln_passes::divergence::analyze(k);
+    for s in k.body().stmts() {
+        if let StmtNode::Let { var, value } = s.node() {
+            if div.binding_divergent(s) == Some(false) {
+                v.expr(value)?;
+                let off = v.slot();
+                v.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+                let gid = v.is_gid0(value);
+                v.lets.push((var.name().to_string(), off, gid));
+                v.hoisted.push(s.addr());
+            }
+        }
+    }
+    let a = &mut v.a;
     let mut top = a.create_label();
     a.set_label(&mut top)?;
     a.nop()?;
