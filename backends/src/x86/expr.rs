@@ -304,7 +304,7 @@ impl Gen {
         self.a.mov(rdx, rax)?;
         self.a.mov(rdi, rt::binop_id(op))?;
         self.a.mov(rsi, rt::scalar_id(t))?;
-        self.call(rt::binary_helper as *const () as usize)
+        self.call(rt::HELPER_BINARY)
     }
 
     /// `rax = rax as to`, `rax` holding a value of type `from`.
@@ -347,7 +347,7 @@ impl Gen {
                 self.a.mov(rdx, rax)?;
                 self.a.mov(rdi, rt::scalar_id(from))?;
                 self.a.mov(rsi, rt::scalar_id(to))?;
-                self.call(rt::cast_helper as *const () as usize)
+                self.call(rt::HELPER_CAST)
             }
         }
     }
@@ -428,7 +428,7 @@ impl Gen {
         self.a.mov(rdi, rt::intrinsic_id(op))?;
         self.a.mov(rsi, rt::scalar_id(t))?;
         // rcx already holds the second operand.
-        self.call(rt::intrinsic_helper as *const () as usize)
+        self.call(rt::HELPER_INTRINSIC)
     }
 }
 

@@ -257,14 +257,15 @@ impl Gen {
         self.a.pop(r)
     }
 
-    /// Calls `f` (arguments already in the System V registers), keeping `rsp` 16-aligned.
-    pub(crate) fn call(&mut self, f: usize) -> AsmResult<()> {
+    /// Calls helper `h` (an index into the context's helper table; arguments already in the
+    /// System V registers), keeping `rsp` 16-aligned. Through the table, the code holds no
+    /// absolute address: its bytes mean the same in any process.
+    pub(crate) fn call(&mut self, h: usize) -> AsmResult<()> {
         let pad = !self.depth.is_multiple_of(16);
         if pad {
             self.a.sub(rsp, 8)?;
         }
-        self.a.mov(rax, f as u64)?;
-        self.a.call(rax)?;
+        self.a.call(qword_ptr(r12 + (rt::OFF_HELPERS + 8 * h as i32)))?;
         if pad {
             self.a.add(rsp, 8)?;
         }
@@ -356,8 +357,8 @@ impl Gen {
                 Stub::Limit { back } => {
                     // Reached from statement level only, where rsp is 16-aligned.
                     self.a.mov(rdi, r12)?;
-                    self.a.mov(rax, rt::limit_hit as *const () as usize as u64)?;
-                    self.a.call(rax)?;
+                    self.a
+                        .call(qword_ptr(r12 + (rt::OFF_HELPERS + 8 * rt::HELPER_LIMIT as i32)))?;
                     self.a.test(rax, rax)?;
                     self.a.je(back)?;
                     self.a.mov(rax, rt::STOP_ERROR)?;

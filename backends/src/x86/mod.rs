@@ -239,8 +239,8 @@ pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Erro
     let g = gen::Gen::new(k.params(), k.body(), !opts.unchecked)?;
     let param_slots = g.param_slots();
     let mut out = g.finish(k.body())?;
-    // Position-independent (relative branches, absolute helper addresses), so assembled
-    // at 0 and copied into its mapping.
+    // Position-independent (relative branches, helpers called through the context), so
+    // assembled at 0 and copied into its mapping.
     let res = out
         .asm
         .assemble_options(0, iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
@@ -297,6 +297,14 @@ impl X86Program {
     /// The machine code's size in bytes.
     pub fn code_size(&self) -> usize {
         self.code.bytes().len()
+    }
+
+    /// The scalar machine code. It holds no absolute address (branches are relative, helper
+    /// calls go through the run's context), so the bytes are the same in every process for
+    /// the same kernel and options; what a persistent cache would also need (the frame
+    /// layout and fault tables) is not serializable yet.
+    pub fn code_bytes(&self) -> &[u8] {
+        self.code.bytes()
     }
 
     /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
@@ -465,6 +473,7 @@ impl X86Program {
             limits: &limits,
             items: group_size,
             base: [0; 3],
+            helpers: rt::helpers(),
         };
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;

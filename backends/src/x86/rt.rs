@@ -43,6 +43,27 @@ pub(crate) struct Ctx {
     pub items: u64,
     /// `global_offset + group_id * local_size` per dimension: the group's first global id.
     pub base: [u64; 3],
+    /// The helpers generated code calls, by the `HELPER_*` indices (see [`helpers`]).
+    pub helpers: [usize; 4],
+}
+
+/// [`limit_hit`]'s index in [`Ctx::helpers`].
+pub(crate) const HELPER_LIMIT: usize = 0;
+/// [`cast_helper`]'s index.
+pub(crate) const HELPER_CAST: usize = 1;
+/// [`intrinsic_helper`]'s index.
+pub(crate) const HELPER_INTRINSIC: usize = 2;
+/// [`binary_helper`]'s index.
+pub(crate) const HELPER_BINARY: usize = 3;
+
+/// The helper table a context starts with.
+pub(crate) fn helpers() -> [usize; 4] {
+    [
+        limit_hit as *const () as usize,
+        cast_helper as *const () as usize,
+        intrinsic_helper as *const () as usize,
+        binary_helper as *const () as usize,
+    ]
 }
 
 pub(crate) const OFF_LOCAL_ID: i32 = 0;
@@ -59,6 +80,7 @@ pub(crate) const OFF_ERR_VAL: i32 = 192;
 pub(crate) const OFF_MEMS: i32 = 200;
 pub(crate) const OFF_ITEMS: i32 = 216;
 pub(crate) const OFF_BASE: i32 = 224;
+pub(crate) const OFF_HELPERS: i32 = 248;
 
 /// Return value of generated code for a fault; the details are in the context.
 pub(crate) const STOP_ERROR: u64 = u64::MAX;
