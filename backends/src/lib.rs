@@ -11,6 +11,8 @@
 //! * [`amdgpu`]: gfx9-style assembly text, checked by llvm-mc and run on kiln's own wave64
 //!   simulator.
 //! * [`kir`]: the kernels as the interpreter runs them.
+//! * [`x86`]: x86-64 machine code assembled in-process with iced-x86, run on the host
+//!   (one function per work-group's work-items, barriers as per-work-item resume points).
 //!
 //! Each backend is tested against the reference interpreter (`kiln_ir::interp`).
 
@@ -27,3 +29,4 @@ pub mod ptx;
 pub mod registry;
 pub mod spirv;
 pub mod target;
+pub mod x86;

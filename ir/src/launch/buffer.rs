@@ -214,6 +214,13 @@ impl Buffer {
         &self.data
     }
 
+    /// The raw little-endian bytes, writable (for backends that run kernels in place, such as
+    /// the x86 JIT). Any byte pattern is a valid buffer: a `bool` byte other than 0 reads as
+    /// `true`.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.data
+    }
+
     /// The element type.
     pub fn elem(&self) -> Scalar {
         self.elem

@@ -1,0 +1,667 @@
+//! x86-64 machine code for kiln kernels, assembled in-process with iced-x86 (no LLVM, no
+//! external assembler).
+//!
+//! [`compile`] lowers a verified kernel to one native function that runs one work-item of a
+//! work-group from its resume point to the next barrier or the end; [`X86Program::run`]
+//! drives it over an nd-range with the interpreter's call shape, schedule and errors.
+//!
+//! ## Design
+//!
+//! * **Work-items in a loop, barriers as resume points.** The work-items of a group run in
+//!   linear local-id order, each until it reaches a barrier or finishes, then the next; when
+//!   all wait at the same barrier they all resume (PoCL's work-item loops, with the region
+//!   between two barriers run for every work-item in turn). Every IR value (`let`, `var`,
+//!   loop counters and trip counts, atomic results) and every private array lives in the
+//!   work-item's frame, so values live across a barrier are kept per work-item by
+//!   construction, and barriers inside loops and uniform branches need nothing special. A
+//!   group whose work-items disagree about the barrier is reported as the interpreter reports
+//!   it ("barrier divergence"). Kernels without barriers reuse one frame for every work-item.
+//! * **Local arrays** live in one per-group block, zeroed at the start of every group;
+//!   private arrays are zeroed each time their declaration runs.
+//! * **Code.** A simple, correct generator: expression values in `rax` (operands on the
+//!   machine stack), statement results in frame slots. Integer arithmetic is 64-bit and
+//!   re-wrapped to the type's width; floats use SSE scalar instructions (IEEE, round to
+//!   nearest even, no contraction). Casts other than the plain ones, float `min`/`max`,
+//!   `floor`/`ceil`/`trunc`, `fma` and the transcendental intrinsics call the interpreter's
+//!   own scalar functions (`kiln_ir::eval`), so their values are the interpreter's
+//!   exactly.
+//! * **SPMD (AVX2).** Elementwise kernels (`let`s, stores and `if`s on f32, i32 and u32,
+//!   every access at `global_id(0)`) also get 8-lane code: eight work-items of a row per
+//!   pass, values in YMM registers, 8-wide loads and stores, divergent `if`s as lane masks
+//!   with masked stores. It runs a work-group when the CPU has AVX2, `local_size(0)` is a
+//!   multiple of 8 and every accessed buffer covers the group's last `global_id(0)`;
+//!   otherwise the scalar code runs it (and reports any fault). `spmd.rs` says why the
+//!   results are the scalar code's, bit for bit. Loops, gathers/scatters and the use of the
+//!   divergence analysis to keep uniform values scalar are not done: such kernels run on
+//!   the scalar code.
+//! * **Memory.** Code lives in its own anonymous mapping (memmap2), written while writable,
+//!   then made read + execute (never both), unmapped when the program is dropped.
+//!
+//! ## Safety
+//!
+//! A kernel cannot crash the host: every load, store and atomic is checked against the
+//! length of its buffer or array and reported as the interpreter reports it (kernel,
+//! work-item, access, index, length); integer division and remainder test for zero first
+//! (an error) and handle `i64::MIN / -1` (wraps) before `idiv` could fault. A runaway kernel
+//! is stopped by a back-edge counter: every loop iteration counts down a budget, and when
+//! it runs out a helper looks at the optional step limit, deadline and cancel flag
+//! ([`X86RunOptions`]). [`X86Options::unchecked`] drops the bounds checks: then a wild
+//! index reads or writes wherever it points, so it is for trusted kernels only.
+//!
+//! ## Concurrency
+//!
+//! An [`X86Program`] is `Send + Sync`. Every run builds its own context, frames and local
+//! block, so runs on different buffers may proceed on different threads at once, and
+//! [`X86Program::run_groups_raw`] runs a sub-range of the work-groups of one launch so that
+//! a thread pool can split a launch ([`X86Program::run_parallel`] does, with scoped threads).
+//! Atomics are lock-prefixed, so they are atomic across threads too.
+//!
+//! ```
+//! use kiln_backends::x86::{compile, X86Options};
+//! use kiln_ir::launch::{Arg, Buffer, NdRange};
+//! let m = kiln_ir::parse_module(
+//!     "kernel scale(x: ptr<global, f32>, a: f32) { let i: u32 = global_id(0); x[i] = x[i] * a; }",
+//! ).unwrap();
+//! let prog = compile(&m.kernels[0], &X86Options::default()).unwrap();
+//! let mut bufs = vec![Buffer::from_slice(&[1.0f32, 2.0, 3.0, 4.0])];
+//! prog.run(&NdRange::new(&[4]), &[Arg::Buffer(0), Arg::scalar(2.5f32)], &mut bufs).unwrap();
+//! assert_eq!(bufs[0].to_vec::<f32>(), Some(vec![2.5, 5.0, 7.5, 10.0]));
+//! ```
+
+mod disasm;
+mod expr;
+mod gen;
+mod launch;
+mod rt;
+mod spmd;
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kiln_ir::interp::InterpError;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::{Kernel, Scalar};
+
+pub use launch::{resolve_launch, Launch};
+
+use gen::{MemInfo, MemKind, Site};
+use launch::Bound;
+use rt::{Ctx, ExecCode, Limits, MemRef};
+
+/// Build options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct X86Options {
+    /// Run the default `-O` pipeline (`kiln_passes::pipeline::optimize`) first. Error
+    /// messages then name the optimized kernel's expressions.
+    pub optimize: bool,
+    /// Drop the bounds checks of loads, stores and atomics. An out-of-bounds index then
+    /// touches whatever memory it points to: only for kernels known to be correct.
+    pub unchecked: bool,
+    /// Never use the 8-lane AVX2 code (see [`X86Program::has_spmd`]), only the scalar code.
+    pub scalar: bool,
+}
+
+/// Per-launch limits; the default has none.
+#[derive(Clone, Debug, Default)]
+pub struct X86RunOptions {
+    /// About the most loop iterations (`for` and `while` back-edges, summed over the
+    /// work-items a thread runs; each work-group start counts one too) before the launch
+    /// stops with an error.
+    pub max_loop_iterations: Option<u64>,
+    /// The instant after which the launch stops with an error (checked at the start of
+    /// every work-group and every few thousand loop iterations).
+    pub deadline: Option<Instant>,
+    /// A flag that, once set (by any thread), stops the launch with an error at the next
+    /// check (as for the deadline).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// Why a kernel could not be compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum X86Error {
+    /// The kernel does not verify (the verifier's messages).
+    Invalid(String),
+    /// The target machine is not x86-64, or lacks what the code needs.
+    Unsupported(String),
+    /// Mapping or protecting code memory failed.
+    Memory(String),
+    /// iced-x86 rejected the generated code (a bug in this backend).
+    Internal(String),
+}
+
+impl fmt::Display for X86Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            X86Error::Invalid(m) => write!(f, "invalid kernel: {m}"),
+            X86Error::Unsupported(m) => write!(f, "unsupported: {m}"),
+            X86Error::Memory(m) => write!(f, "code memory: {m}"),
+            X86Error::Internal(m) => write!(f, "x86 backend internal error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for X86Error {}
+
+impl From<iced_x86::IcedError> for X86Error {
+    fn from(e: iced_x86::IcedError) -> X86Error {
+        X86Error::Internal(e.to_string())
+    }
+}
+
+/// A buffer by address, for [`X86Program::run_groups_raw`]: `len` elements of type `elem`
+/// starting at `ptr`.
+#[derive(Clone, Copy, Debug)]
+pub struct RawBuffer {
+    /// The first byte.
+    pub ptr: *mut u8,
+    /// The number of elements.
+    pub len: usize,
+    /// The element type.
+    pub elem: Scalar,
+}
+
+// SAFETY: a RawBuffer is an address and a length; whoever dereferences it (run_groups_raw,
+// under its caller's promise) is responsible for the memory.
+unsafe impl Send for RawBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for RawBuffer {}
+
+impl RawBuffer {
+    /// The buffer's bytes by address. The buffer must outlive every use of the result.
+    pub fn of(b: &mut Buffer) -> RawBuffer {
+        let elem = b.elem();
+        let len = b.len();
+        RawBuffer { ptr: b.as_bytes_mut().as_mut_ptr(), len, elem }
+    }
+}
+
+type Entry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8) -> u64;
+
+/// A kernel compiled to x86-64 machine code. `Send + Sync`; see the module docs.
+pub struct X86Program {
+    code: ExecCode,
+    kernel: Kernel,
+    mems: Vec<MemInfo>,
+    sites: Vec<Site>,
+    param_slots: Vec<Option<i32>>,
+    frame_bytes: usize,
+    local_bytes: usize,
+    n_barriers: u32,
+    /// (code offset, comment) for the disassembly.
+    marks: Vec<(u32, String)>,
+    spmd: Option<SpmdCode>,
+}
+
+/// The 8-lane version of a kernel in the SPMD class (see `spmd.rs`).
+struct SpmdCode {
+    code: ExecCode,
+    vframe_bytes: usize,
+    accessed: Vec<u32>,
+}
+
+type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8);
+
+impl fmt::Debug for X86Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("X86Program")
+            .field("kernel", &self.kernel.name())
+            .field("code_bytes", &self.code.bytes().len())
+            .field("frame_bytes", &self.frame_bytes)
+            .field("local_bytes", &self.local_bytes)
+            .field("barriers", &self.n_barriers)
+            .finish()
+    }
+}
+
+/// The most memory (local arrays plus the frames of a group's work-items) one run may use:
+/// 1 GiB, the interpreter's limit.
+const MEMORY_LIMIT: u64 = 1 << 30;
+
+/// Compiles `kernel` to x86-64 machine code for this machine.
+pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Error> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(X86Error::Unsupported("the x86 backend runs only on x86-64 hosts".into()));
+    }
+    kiln_ir::verify_kernel(kernel).map_err(|errs| {
+        X86Error::Invalid(errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))
+    })?;
+    let k = if opts.optimize { kiln_passes::pipeline::optimize(kernel) } else { kernel.clone() };
+    // Code generation recurses over expressions: bound their depth (same meaning).
+    let k = kiln_ir::depth::bound_kernel(&k);
+    if gen::nesting(k.body(), 0) > gen::MAX_NESTING {
+        return Err(X86Error::Unsupported(format!(
+            "statements nested more than {} deep",
+            gen::MAX_NESTING
+        )));
+    }
+    let g = gen::Gen::new(k.params(), k.body(), !opts.unchecked)?;
+    let param_slots = g.param_slots();
+    let mut out = g.finish(k.body())?;
+    // Position-independent (relative branches, helpers called through the context), so
+    // assembled at 0 and copied into its mapping.
+    let res = out
+        .asm
+        .assemble_options(0, iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
+    let bytes = &res.inner.code_buffer;
+    let offsets = &res.inner.new_instruction_offsets;
+    let marks =
+        out.marks.iter().filter_map(|(i, s)| offsets.get(*i).map(|&o| (o, s.clone()))).collect();
+    let map = ExecCode::reserve(bytes.len())?;
+    let code = ExecCode::new(map, bytes)?;
+    let spmd = if !opts.scalar && avx2() {
+        match spmd::generate(&k, &param_slots)? {
+            Some(mut v) => {
+                let bytes = v.asm.assemble(0)?;
+                let code = ExecCode::new(ExecCode::reserve(bytes.len())?, &bytes)?;
+                Some(SpmdCode { code, vframe_bytes: v.vframe_bytes, accessed: v.accessed })
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    Ok(X86Program {
+        code,
+        kernel: k,
+        mems: out.mems,
+        sites: out.sites,
+        param_slots,
+        frame_bytes: out.frame_bytes,
+        local_bytes: out.local_bytes,
+        n_barriers: out.n_barriers,
+        marks,
+        spmd,
+    })
+}
+
+/// True if this CPU runs AVX2 code (and the OS saves YMM state).
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+impl X86Program {
+    /// The compiled kernel (after the optional `-O` pipeline).
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// The machine code's size in bytes.
+    pub fn code_size(&self) -> usize {
+        self.code.bytes().len()
+    }
+
+    /// The scalar machine code. It holds no absolute address (branches are relative, helper
+    /// calls go through the run's context), so the bytes are the same in every process for
+    /// the same kernel and options; what a persistent cache would also need (the frame
+    /// layout and fault tables) is not serializable yet.
+    pub fn code_bytes(&self) -> &[u8] {
+        self.code.bytes()
+    }
+
+    /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
+    /// row length (`local_size(0)`) is a multiple of 8 and whose accesses are all in bounds.
+    /// Kernels qualify when they are elementwise code: only `let`s, stores and `if`s, on
+    /// f32, i32 and u32, every access at index `global_id(0)` of a global buffer (see the
+    /// module docs). False with [`X86Options::scalar`] or without AVX2.
+    pub fn has_spmd(&self) -> bool {
+        self.spmd.is_some()
+    }
+
+    /// The machine code in Intel syntax, one block per region (the code before the first
+    /// barrier, then after each barrier), each IR statement as a comment above its code;
+    /// then the 8-lane code, if any.
+    pub fn disassemble(&self) -> String {
+        let mut s = disasm::disassemble(self.code.bytes(), &self.marks, self.kernel.name());
+        if let Some(v) = &self.spmd {
+            s.push_str("; 8-lane AVX2 code (one row of a work-group, 8 work-items per pass)\n");
+            s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
+        }
+        s
+    }
+
+    /// Runs the kernel over `range` with the interpreter's call shape, schedule and errors:
+    /// `args` has one entry per parameter, pointer parameters naming entries of `buffers`,
+    /// which the kernel reads and writes in place. No limits.
+    pub fn run(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), InterpError> {
+        self.run_with(range, args, buffers, &X86RunOptions::default())
+    }
+
+    /// [`X86Program::run`] with limits.
+    pub fn run_with(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        opts: &X86RunOptions,
+    ) -> Result<(), InterpError> {
+        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
+        let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
+        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call.
+        unsafe { self.run_groups_raw(&launch, args, &raw, 0..launch.group_count(), opts) }
+    }
+
+    /// Runs the launch's work-groups on up to `threads` threads (scoped; each takes a
+    /// contiguous run of groups). A race-free kernel gives the interpreter's buffers; when
+    /// groups fail, the error of the lowest-numbered failing group among those run is
+    /// returned, and groups on other threads may have run past it.
+    pub fn run_parallel(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        threads: usize,
+        opts: &X86RunOptions,
+    ) -> Result<(), InterpError> {
+        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
+        let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
+        let n = launch.group_count();
+        let threads = (threads.max(1) as u64).min(n);
+        let per = n.div_ceil(threads);
+        let results: Vec<(u64, Result<(), InterpError>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (lo, hi) = (t * per, ((t + 1) * per).min(n));
+                    let raw = &raw;
+                    s.spawn(move || {
+                        // SAFETY: the buffers are borrowed mutably for this call; threads
+                        // run disjoint groups, and a race-free kernel's groups write
+                        // disjoint elements (atomics are lock-prefixed).
+                        (lo, unsafe { self.run_groups_raw(&launch, args, raw, lo..hi, opts) })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        results
+            .into_iter()
+            .filter_map(|(lo, r)| r.err().map(|e| (lo, e)))
+            .min_by_key(|(lo, _)| *lo)
+            .map_or(Ok(()), |(_, e)| Err(e))
+    }
+
+    /// Runs the work-groups `groups` (linear group ids, dimension 0 fastest) of `launch`
+    /// (from [`resolve_launch`]) in order, on this thread.
+    ///
+    /// # Safety
+    ///
+    /// Each buffer must be valid for reads and writes of `len` elements for the whole call,
+    /// and no other code may access them meanwhile, except other `run_groups_raw` calls of
+    /// the same launch on disjoint group ranges (the kernel's own races aside).
+    pub unsafe fn run_groups_raw(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+    ) -> Result<(), InterpError> {
+        let bound =
+            launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
+        let group_size = launch.group_size();
+        let n_states = if self.n_barriers == 0 { 1 } else { group_size };
+        let needed = self.local_bytes as u128 + n_states as u128 * self.frame_bytes as u128;
+        if needed > MEMORY_LIMIT as u128 {
+            return Err(self.launch_error(format!(
+                "the arrays and work-item states of a work-group need {needed} bytes, more \
+                 than the limit of {MEMORY_LIMIT}"
+            )));
+        }
+        let words = self.frame_bytes / 8;
+        let mut frames = vec![0u64; n_states as usize * words];
+        let mut local = vec![0u64; self.local_bytes.div_ceil(8)];
+        let mut table: Vec<MemRef> = Vec::new();
+        for m in &self.mems {
+            let MemKind::Table(t) = m.kind else { continue };
+            debug_assert_eq!(t as usize, table.len());
+            let r = match (m.param, m.local) {
+                (Some(p), _) => match bound[p] {
+                    Bound::Buffer(b) => MemRef { ptr: buffers[b].ptr, len: buffers[b].len as u64 },
+                    Bound::Scalar(_) => MemRef { ptr: std::ptr::null_mut(), len: 0 },
+                },
+                (None, Some((off, count))) => MemRef {
+                    // SAFETY: `off` is within the local block, which has `local_bytes`.
+                    ptr: unsafe { (local.as_mut_ptr() as *mut u8).add(off) },
+                    len: count as u64,
+                },
+                (None, None) => MemRef { ptr: std::ptr::null_mut(), len: 0 },
+            };
+            table.push(r);
+        }
+        for f in frames.chunks_mut(words.max(1)) {
+            for (p, slot) in self.param_slots.iter().enumerate() {
+                if let (Some(s), Bound::Scalar(bits)) = (slot, bound[p]) {
+                    f[*s as usize / 8] = bits;
+                }
+            }
+        }
+        let limits = Limits {
+            steps_left: std::cell::Cell::new(opts.max_loop_iterations.unwrap_or(u64::MAX)),
+            deadline: opts.deadline,
+            cancel: opts.cancel.clone(),
+        };
+        let g = launch.groups().map(|g| g as u64);
+        let mut ctx = Ctx {
+            local_id: [0; 3],
+            global_id: [0; 3],
+            group_id: [0; 3],
+            global_size: launch.global.map(u64::from),
+            local_size: launch.local.map(u64::from),
+            num_groups: launch.groups().map(u64::from),
+            offset: launch.offset.map(u64::from),
+            budget: 0,
+            err_code: 0,
+            err_site: 0,
+            err_val: 0,
+            mems: table.as_ptr(),
+            limits: &limits,
+            items: group_size,
+            base: [0; 3],
+            helpers: rt::helpers(),
+        };
+        // The first back-edge asks the helper, which applies the limits.
+        ctx.budget = 1;
+        let start = Instant::now();
+        let mut vframe: Vec<u32> = Vec::new();
+        // SAFETY: the mapping holds a function with this signature (see gen.rs).
+        let entry: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(self.code.addr()) };
+        for linear in groups {
+            if linear >= launch.group_count() {
+                break;
+            }
+            ctx.group_id = [linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])];
+            local.fill(0);
+            ctx.base = std::array::from_fn(|d| {
+                launch.offset[d] as u64 + ctx.group_id[d] * launch.local[d] as u64
+            });
+            self.set_ids(&mut ctx, launch, 0);
+            // Limits are also checked between groups, so that a huge launch of loop-free
+            // code can be stopped; this also refills the back-edge budget.
+            if rt::limit_hit(&mut ctx) != 0 {
+                return Err(self.fault(&ctx, &table, start));
+            }
+            let vector = self.spmd.as_ref().filter(|v| {
+                let last = ctx.base[0] + launch.local[0] as u64 - 1;
+                launch.local[0].is_multiple_of(8)
+                    && v.accessed
+                        .iter()
+                        .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
+            });
+            let r = if let Some(v) = vector {
+                // SAFETY: the vector code reads the lane constant at the vector frame's start.
+                let entry: VectorEntry =
+                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
+                vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                vframe[..8].copy_from_slice(&spmd::IOTA);
+                let l = launch.local.map(u64::from);
+                for row in 0..l[1] * l[2] {
+                    let (y, z) = (row % l[1], row / l[1]);
+                    ctx.local_id = [0, y, z];
+                    ctx.global_id = [ctx.base[0], ctx.base[1] + y, ctx.base[2] + z];
+                    // SAFETY: every access of the vector code is at global_id(0) of a
+                    // buffer longer than the row's last global_id(0) (checked above).
+                    unsafe {
+                        entry(
+                            &mut ctx,
+                            frames.as_mut_ptr() as *mut u8,
+                            vframe.as_mut_ptr() as *mut u8,
+                        )
+                    };
+                }
+                Ok(())
+            } else if self.n_barriers == 0 {
+                // The generated code loops over the group's work-items itself.
+                self.set_ids(&mut ctx, launch, 0);
+                let f = frames.as_mut_ptr() as *mut u8;
+                // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
+                let stop = unsafe { entry(&mut ctx, f) };
+                if stop == 0 {
+                    Ok(())
+                } else {
+                    Err(self.fault(&ctx, &table, start))
+                }
+            } else {
+                self.rounds(&mut ctx, launch, &mut frames, words, entry, &table, start)
+            };
+            r?;
+        }
+        Ok(())
+    }
+
+    fn set_ids(&self, ctx: &mut Ctx, launch: &Launch, item: u64) {
+        let l = launch.local.map(u64::from);
+        let lid = [item % l[0], item / l[0] % l[1], item / (l[0] * l[1])];
+        ctx.local_id = lid;
+        ctx.global_id =
+            std::array::from_fn(|d| launch.offset[d] as u64 + ctx.group_id[d] * l[d] + lid[d]);
+    }
+
+    /// Runs one group of a kernel with barriers: every work-item up to its next barrier, in
+    /// order, until all have finished (the interpreter's schedule and divergence check).
+    #[allow(clippy::too_many_arguments)]
+    fn rounds(
+        &self,
+        ctx: &mut Ctx,
+        launch: &Launch,
+        frames: &mut [u64],
+        words: usize,
+        entry: Entry,
+        table: &[MemRef],
+        start: Instant,
+    ) -> Result<(), InterpError> {
+        let n = launch.group_size();
+        for f in frames.chunks_mut(words) {
+            f[0] = 0;
+        }
+        loop {
+            let mut first: Option<(u64, [u32; 3])> = None;
+            for item in 0..n {
+                self.set_ids(ctx, launch, item);
+                let f = frames[item as usize * words..].as_mut_ptr() as *mut u8;
+                // SAFETY: as in run_groups_raw.
+                let stop = unsafe { entry(ctx, f) };
+                if stop == rt::STOP_ERROR {
+                    return Err(self.fault(ctx, table, start));
+                }
+                let id = ctx.global_id.map(|v| v as u32);
+                match first {
+                    None => first = Some((stop, id)),
+                    Some((s, first_id)) if s != stop => {
+                        let what = |s: u64| {
+                            if s == 0 {
+                                "finished".to_string()
+                            } else {
+                                format!("waits at barrier #{s} (of {})", self.n_barriers)
+                            }
+                        };
+                        let g = ctx.group_id.map(|v| v as u32);
+                        let message = format!(
+                            "barrier divergence in work-group ({}, {}, {}): work-item ({}, {}, \
+                             {}) {} while work-item ({}, {}, {}) {}",
+                            g[0],
+                            g[1],
+                            g[2],
+                            first_id[0],
+                            first_id[1],
+                            first_id[2],
+                            what(s),
+                            id[0],
+                            id[1],
+                            id[2],
+                            what(stop)
+                        );
+                        return Err(self.error(Some(id), message));
+                    }
+                    Some(_) => {}
+                }
+            }
+            if matches!(first, None | Some((0, _))) {
+                return Ok(());
+            }
+        }
+    }
+
+    fn launch_error(&self, message: String) -> InterpError {
+        self.error(None, message)
+    }
+
+    fn error(&self, work_item: Option<[u32; 3]>, message: String) -> InterpError {
+        InterpError { kernel: self.kernel.name().to_string(), work_item, message }
+    }
+
+    /// The error generated code reported through the context.
+    fn fault(&self, ctx: &Ctx, table: &[MemRef], start: Instant) -> InterpError {
+        let id = Some(ctx.global_id.map(|v| v as u32));
+        let site = self.sites.get(ctx.err_site as usize);
+        let message = match (ctx.err_code, site) {
+            (rt::ERR_OOB, Some(Site::Access { what, mem, signed })) => {
+                let m = &self.mems[*mem as usize];
+                let v = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
+                let len = match m.kind {
+                    MemKind::Table(t) => table[t as usize].len,
+                    MemKind::Private { count, .. } => count as u64,
+                };
+                format!(
+                    "{what} `{}[{v}]` out of bounds ({} has {len} element{})",
+                    m.name,
+                    m.kind_word(),
+                    if len == 1 { "" } else { "s" }
+                )
+            }
+            (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => format!(
+                "integer {} by zero in `{expr}`",
+                if *rem { "remainder" } else { "division" }
+            ),
+            (rt::ERR_FOR_STEP, Some(Site::ForStep { var, signed })) => {
+                let s = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
+                format!("for loop over `{var}`: step {s} is not positive")
+            }
+            (rt::ERR_STEPS, _) => "loop iteration limit exceeded".to_string(),
+            (rt::ERR_DEADLINE, _) => format!(
+                "time limit exceeded: still running at the deadline, {:.3}s after the launch \
+                 started",
+                start.elapsed().as_secs_f64()
+            ),
+            (rt::ERR_CANCELLED, _) => "launch cancelled".to_string(),
+            (code, _) => format!("internal error: fault code {code} without its site"),
+        };
+        self.error(id, message)
+    }
+}

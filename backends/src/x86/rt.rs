@@ -1,0 +1,247 @@
+//! What generated code runs against: the context block it reads ids and memory from, the
+//! executable mapping that holds it, and the Rust helpers it calls for operations whose exact
+//! semantics are easiest to get from the interpreter's own functions.
+
+use kiln_ir::eval;
+use kiln_ir::expr::canonical_int;
+use kiln_ir::{BinOp, Imm, Intrinsic, Scalar};
+
+use super::X86Error;
+
+/// One memory object as generated code sees it: base address and length in elements.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MemRef {
+    pub ptr: *mut u8,
+    pub len: u64,
+}
+
+/// The block generated code addresses through `r12`. Field offsets are fixed by `repr(C)`
+/// and named by the `OFF_*` constants the code generator uses.
+#[repr(C)]
+pub(crate) struct Ctx {
+    pub local_id: [u64; 3],
+    pub global_id: [u64; 3],
+    pub group_id: [u64; 3],
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+    pub num_groups: [u64; 3],
+    pub offset: [u64; 3],
+    /// Loop back-edges left before the limit helper is called.
+    pub budget: u64,
+    /// Why the code returned [`STOP_ERROR`]: one of the `ERR_*` codes.
+    pub err_code: u64,
+    /// The site (index into the program's site table) of the error.
+    pub err_site: u64,
+    /// The offending value (an index, a step), canonical bits.
+    pub err_val: u64,
+    /// The memory table: one [`MemRef`] per global parameter and local array.
+    pub mems: *const MemRef,
+    /// Limit state read only by [`limit_hit`].
+    pub limits: *const Limits,
+    /// Work-items per group (kernels without barriers loop over them in generated code).
+    pub items: u64,
+    /// `global_offset + group_id * local_size` per dimension: the group's first global id.
+    pub base: [u64; 3],
+    /// The helpers generated code calls, by the `HELPER_*` indices (see [`helpers`]).
+    pub helpers: [usize; 4],
+}
+
+/// [`limit_hit`]'s index in [`Ctx::helpers`].
+pub(crate) const HELPER_LIMIT: usize = 0;
+/// [`cast_helper`]'s index.
+pub(crate) const HELPER_CAST: usize = 1;
+/// [`intrinsic_helper`]'s index.
+pub(crate) const HELPER_INTRINSIC: usize = 2;
+/// [`binary_helper`]'s index.
+pub(crate) const HELPER_BINARY: usize = 3;
+
+/// The helper table a context starts with.
+pub(crate) fn helpers() -> [usize; 4] {
+    [
+        limit_hit as *const () as usize,
+        cast_helper as *const () as usize,
+        intrinsic_helper as *const () as usize,
+        binary_helper as *const () as usize,
+    ]
+}
+
+pub(crate) const OFF_LOCAL_ID: i32 = 0;
+pub(crate) const OFF_GLOBAL_ID: i32 = 24;
+pub(crate) const OFF_GROUP_ID: i32 = 48;
+pub(crate) const OFF_GLOBAL_SIZE: i32 = 72;
+pub(crate) const OFF_LOCAL_SIZE: i32 = 96;
+pub(crate) const OFF_NUM_GROUPS: i32 = 120;
+pub(crate) const OFF_OFFSET: i32 = 144;
+pub(crate) const OFF_BUDGET: i32 = 168;
+pub(crate) const OFF_ERR_CODE: i32 = 176;
+pub(crate) const OFF_ERR_SITE: i32 = 184;
+pub(crate) const OFF_ERR_VAL: i32 = 192;
+pub(crate) const OFF_MEMS: i32 = 200;
+pub(crate) const OFF_ITEMS: i32 = 216;
+pub(crate) const OFF_BASE: i32 = 224;
+pub(crate) const OFF_HELPERS: i32 = 248;
+
+/// Return value of generated code for a fault; the details are in the context.
+pub(crate) const STOP_ERROR: u64 = u64::MAX;
+
+/// An access out of bounds (site, index).
+pub(crate) const ERR_OOB: u64 = 1;
+/// Integer division or remainder by zero (site).
+pub(crate) const ERR_DIV_ZERO: u64 = 2;
+/// A `for` step that is not positive (site, step).
+pub(crate) const ERR_FOR_STEP: u64 = 3;
+/// The back-edge limit was reached.
+pub(crate) const ERR_STEPS: u64 = 4;
+/// The deadline passed.
+pub(crate) const ERR_DEADLINE: u64 = 5;
+/// The launch was cancelled through its flag.
+pub(crate) const ERR_CANCELLED: u64 = 6;
+
+/// How many back-edges run between two looks at the clock and the cancel flag.
+pub(crate) const CHECK_EVERY: u64 = 4096;
+
+/// The limits of one launch, consulted every [`CHECK_EVERY`] back-edges.
+pub(crate) struct Limits {
+    /// Back-edges left (whole launch on this thread), or `u64::MAX` for no limit.
+    pub steps_left: std::cell::Cell<u64>,
+    pub deadline: Option<std::time::Instant>,
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Called by generated code when `budget` reaches zero: refills it, or records why the launch
+/// must stop and returns nonzero.
+pub(crate) extern "sysv64" fn limit_hit(ctx: *mut Ctx) -> u64 {
+    // SAFETY: generated code passes the context it was called with, which outlives the call.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: the driver points `limits` at a `Limits` that lives for the whole launch.
+    let limits = unsafe { &*ctx.limits };
+    let stop = |ctx: &mut Ctx, code| {
+        ctx.err_code = code;
+        1
+    };
+    if let Some(c) = &limits.cancel {
+        if c.load(std::sync::atomic::Ordering::Relaxed) {
+            return stop(ctx, ERR_CANCELLED);
+        }
+    }
+    if let Some(d) = limits.deadline {
+        if std::time::Instant::now() >= d {
+            return stop(ctx, ERR_DEADLINE);
+        }
+    }
+    let left = limits.steps_left.get();
+    if left == 0 {
+        return stop(ctx, ERR_STEPS);
+    }
+    let chunk = left.min(CHECK_EVERY);
+    if left != u64::MAX {
+        limits.steps_left.set(left - chunk);
+    }
+    ctx.budget = chunk;
+    0
+}
+
+/// The scalar type with the given index in [`Scalar::ALL`].
+fn scalar_of(id: u64) -> Scalar {
+    Scalar::ALL[id as usize % Scalar::ALL.len()]
+}
+
+/// The index of `t` in [`Scalar::ALL`], as generated code passes it to helpers.
+pub(crate) fn scalar_id(t: Scalar) -> u64 {
+    Scalar::ALL.iter().position(|&s| s == t).unwrap_or(0) as u64
+}
+
+/// A value in generated code's form (canonical 64-bit pattern: integers sign- or
+/// zero-extended, bools 0/1, floats their IEEE bits zero-extended) as an immediate.
+pub(crate) fn imm_of(t: Scalar, bits: u64) -> Imm {
+    match t {
+        Scalar::Bool => Imm::Bool(bits != 0),
+        Scalar::F16 => Imm::Float(t, half::f16::from_bits(bits as u16).to_f64()),
+        Scalar::F32 => Imm::Float(t, f32::from_bits(bits as u32) as f64),
+        Scalar::F64 => Imm::Float(t, f64::from_bits(bits)),
+        _ => Imm::Int(t, canonical_int(t, bits)),
+    }
+}
+
+/// An immediate in generated code's value form (see [`imm_of`]).
+pub(crate) fn bits_of(i: Imm) -> u64 {
+    match i {
+        Imm::Bool(b) => b as u64,
+        Imm::Int(t, bits) => canonical_int(t, bits),
+        Imm::Float(Scalar::F16, v) => kiln_ir::types::f16_from_f64(v).to_bits() as u64,
+        Imm::Float(Scalar::F32, v) => (v as f32).to_bits() as u64,
+        Imm::Float(_, v) => v.to_bits(),
+    }
+}
+
+/// `bits as to`, `bits` being a value of type `from`: the interpreter's cast.
+pub(crate) extern "sysv64" fn cast_helper(from: u64, to: u64, bits: u64) -> u64 {
+    bits_of(eval::cast(scalar_of(to), imm_of(scalar_of(from), bits)))
+}
+
+/// An intrinsic on values of type `ty` (unused arguments are ignored): the interpreter's
+/// result. Only called for verified kernels, whose intrinsics are defined on their types.
+pub(crate) extern "sysv64" fn intrinsic_helper(op: u64, ty: u64, a: u64, b: u64, c: u64) -> u64 {
+    let op = Intrinsic::ALL[op as usize % Intrinsic::ALL.len()];
+    let t = scalar_of(ty);
+    let all = [imm_of(t, a), imm_of(t, b), imm_of(t, c)];
+    let n = op.arity().min(3);
+    eval::intrinsic(op, &all[..n]).map(bits_of).unwrap_or(0)
+}
+
+/// A binary operator on values of type `ty` (a verified kernel's, never a division by
+/// zero, which generated code checks first): the interpreter's result.
+pub(crate) extern "sysv64" fn binary_helper(op: u64, ty: u64, a: u64, b: u64) -> u64 {
+    let op = BinOp::ALL[op as usize % BinOp::ALL.len()];
+    let t = scalar_of(ty);
+    eval::binary(op, imm_of(t, a), imm_of(t, b)).map(bits_of).unwrap_or(0)
+}
+
+/// The index of `op` in [`Intrinsic::ALL`].
+pub(crate) fn intrinsic_id(op: Intrinsic) -> u64 {
+    Intrinsic::ALL.iter().position(|&o| o == op).unwrap_or(0) as u64
+}
+
+/// The index of `op` in [`BinOp::ALL`].
+pub(crate) fn binop_id(op: BinOp) -> u64 {
+    BinOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as u64
+}
+
+/// Machine code in its own mapping: written while writable, then made read + execute (never
+/// both), unmapped on drop.
+pub(crate) struct ExecCode {
+    map: memmap2::Mmap,
+}
+
+impl ExecCode {
+    /// Maps `code` executable. `code` must have been assembled for the address the mapping
+    /// gets, which [`ExecCode::reserve`] gives beforehand.
+    pub fn new(mut map: memmap2::MmapMut, code: &[u8]) -> Result<ExecCode, X86Error> {
+        if map.len() < code.len() {
+            return Err(X86Error::Internal("code outgrew its mapping".into()));
+        }
+        map[..code.len()].copy_from_slice(code);
+        let map = map
+            .make_exec()
+            .map_err(|e| X86Error::Memory(format!("cannot make code executable: {e}")))?;
+        Ok(ExecCode { map })
+    }
+
+    /// A writable anonymous mapping of at least `len` bytes (its address is where the code
+    /// will run).
+    pub fn reserve(len: usize) -> Result<memmap2::MmapMut, X86Error> {
+        memmap2::MmapMut::map_anon(len.max(1))
+            .map_err(|e| X86Error::Memory(format!("cannot map {len} bytes for code: {e}")))
+    }
+
+    /// The address of the first byte.
+    pub fn addr(&self) -> *const u8 {
+        self.map.as_ptr()
+    }
+
+    /// The code bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+}

@@ -1,0 +1,253 @@
+//! The x86 JIT's 8-lane AVX2 code (elementwise kernels indexed by `global_id(0)`, with
+//! divergent `if`s as lane masks) against its scalar code and the interpreter: hand cases
+//! (the benchmark chain, aliasing buffers, rows sharing elements, the scalar fallbacks) and
+//! random elementwise kernels with nested divergent branches over edge values. On a CPU without AVX2 the programs have no vector
+//! code and the tests say so.
+//!
+//! `X86_SPMD_CASES=N` raises the number of random kernels (default 128).
+#![cfg(target_arch = "x86_64")]
+
+use kiln_backends::x86::{compile, X86Options};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::testing::results_match;
+use kiln_ir::{Kernel, Scalar};
+use proptest::prelude::*;
+
+fn kernel(src: &str) -> Kernel {
+    kiln_ir::parse_module(src).unwrap_or_else(|e| panic!("{e:?}\n{src}")).kernels[0].clone()
+}
+
+fn avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Runs `k` on the interpreter, the scalar code and the default (vector when it qualifies)
+/// code; all three must agree, errors included. Returns whether vector code exists.
+fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
+    let mut want = bufs.to_vec();
+    let want_r = run(k, range, args, &mut want);
+    let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
+    assert!(!scalar.has_spmd());
+    let mut has = false;
+    for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
+        let vector = compile(k, &opts).unwrap();
+        has |= vector.has_spmd();
+        for p in [&scalar, &vector] {
+            let mut got = bufs.to_vec();
+            let r = p.run(range, args, &mut got);
+            match (&want_r, &r) {
+                (Err(w), Err(g)) => assert_eq!(w.work_item, g.work_item, "{w} / {g}\n{k}"),
+                _ => assert_eq!(want_r, r, "\n{k}"),
+            }
+            if let Err(m) = results_match(&want, &got) {
+                panic!("{m}\n{k}\n{}", p.disassemble());
+            }
+        }
+    }
+    has
+}
+
+fn f32s(n: usize, seed: u32) -> Buffer {
+    Buffer::from_slice(
+        &(0..n as u32).map(|i| ((i * 7 + seed) % 23) as f32 * 0.37 - 3.0).collect::<Vec<_>>(),
+    )
+}
+
+#[test]
+fn chain_kernels_use_the_lanes_and_agree() {
+    let src = include_str!("../benches/x86_chain.kir");
+    let m = kiln_ir::parse_module(src).unwrap();
+    let n = 1000;
+    for k in &m.kernels {
+        let bufs: Vec<Buffer> = (0..k.params().len()).map(|i| f32s(n, i as u32)).collect();
+        let args: Vec<Arg> = k
+            .params()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| if p.ty().is_ptr() { Arg::Buffer(i) } else { Arg::scalar(1.5f32) })
+            .collect();
+        // 1000 = 125 groups of 8: every group on the lanes.
+        let has = three_ways(k, &NdRange::new(&[n as u32]).with_local(&[8]), &args, &bufs);
+        assert_eq!(has, avx2(), "{k}");
+        // Groups of 5 (not a multiple of 8): the scalar code.
+        three_ways(k, &NdRange::new(&[n as u32]).with_local(&[5]), &args, &bufs);
+        // A global size past the buffers: groups before the end on the lanes, the last one
+        // on the scalar code, which reports the interpreter's out-of-bounds error.
+        three_ways(k, &NdRange::new(&[1024]).with_local(&[64]), &args, &bufs);
+    }
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: only the scalar code ran");
+    }
+}
+
+#[test]
+fn aliasing_and_shared_rows_keep_the_interpreters_order() {
+    // Rows of a 2-D range touch the same elements: each row adds to what the last wrote.
+    let k = kernel(
+        "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {
+           let i: u32 = global_id(0);
+           let v: i32 = o[i] * s + a[i];
+           o[i] = v - 1i32;
+         }",
+    );
+    let o = Buffer::from_slice(&(0..64).map(|i| i * 1000 - 7).collect::<Vec<i32>>());
+    let a = Buffer::from_slice(&(0..64).map(|i| i32::MAX - i).collect::<Vec<i32>>());
+    let r = NdRange::new(&[64, 6]).with_local(&[16, 3]);
+    assert_eq!(
+        three_ways(&k, &r, &[Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(-3i32)], &[o.clone(), a]),
+        avx2()
+    );
+    // `o` and `a` the same buffer.
+    three_ways(&k, &r, &[Arg::Buffer(0), Arg::Buffer(0), Arg::scalar(3i32)], &[o]);
+    // Uniform lets (hoisted out of the batch loop) and a uniform branch.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, s: f32) {
+           let u: f32 = s * 3.0 + 0.25;
+           let i: u32 = global_id(0);
+           let w: f32 = u / s;
+           if s > 1.0 { o[i] = a[i] * w - u; } else { o[i] = a[i]; }
+         }",
+    );
+    let r = NdRange::new(&[96]).with_local(&[32]);
+    for s in [2.5f32, -1.0, f32::NAN, 0.0] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+        assert_eq!(three_ways(&k, &r, &args, &[f32s(96, 1), f32s(96, 2)]), avx2());
+    }
+    // Not in the class: a neighbour's element, a loop.
+    for body in ["o[i] = a[i + 1u32];", "for j: u32 in 0 .. 2 { o[i] = a[i]; }"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
+        ));
+        assert!(!compile(&k, &X86Options::default()).unwrap().has_spmd(), "{k}");
+    }
+}
+
+/// A random f32/i32/u32 expression over `a[i]`, `b[i]`, `s`, `i` and constants.
+fn arb_value(t: &'static str, depth: u32) -> BoxedStrategy<String> {
+    let leaf = match t {
+        "f32" => prop_oneof![
+            Just("a[i]".to_string()),
+            Just("b[i]".to_string()),
+            Just("s".to_string()),
+            Just("(-0.0)".to_string()),
+            (-1e6f32..1e6).prop_map(|v| format!("{v:?}")),
+        ]
+        .boxed(),
+        _ => prop_oneof![
+            Just("c[i]".to_string()),
+            Just("i".to_string()).prop_map(move |_| if t == "u32" {
+                "i".to_string()
+            } else {
+                "c[i]".to_string()
+            }),
+            (0u32..5000).prop_map(move |v| format!("{v}{t}")),
+        ]
+        .boxed(),
+    };
+    let leaf = if t == "u32" {
+        prop_oneof![
+            Just("d[i]".to_string()),
+            Just("i".to_string()),
+            (0u32..u32::MAX).prop_map(|v| format!("{v}u32"))
+        ]
+        .boxed()
+    } else {
+        leaf
+    };
+    if depth == 0 {
+        return leaf;
+    }
+    let ops: &'static [&'static str] =
+        if t == "f32" { &["+", "-", "*", "/"] } else { &["+", "-", "*"] };
+    prop_oneof![
+        1 => leaf,
+        3 => (arb_value(t, depth - 1), prop::sample::select(ops), arb_value(t, depth - 1))
+            .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+    ]
+    .boxed()
+}
+
+/// A random condition: comparisons of `t` values, sometimes negated or combined.
+fn arb_cond(t: &'static str) -> BoxedStrategy<String> {
+    let cmp = (
+        arb_value(t, 1),
+        prop::sample::select(vec!["==", "!=", "<", "<=", ">", ">="]),
+        arb_value(t, 1),
+    )
+        .prop_map(|(a, op, b)| format!("({a} {op} {b})"));
+    prop_oneof![
+        3 => cmp.clone(),
+        1 => cmp.clone().prop_map(|c| format!("!{c}")),
+        1 => (cmp.clone(), prop::sample::select(vec!["&&", "||"]), cmp).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+    ]
+    .boxed()
+}
+
+fn floats() -> Vec<f32> {
+    let special = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-45,
+        3.5,
+        -2.25,
+    ];
+    (0..96)
+        .map(|i| if i % 3 == 0 { special[i / 3 % special.len()] } else { (i as f32 - 40.0) * 0.71 })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("X86_SPMD_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(128),
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn random_elementwise_kernels_agree(
+        fv in arb_value("f32", 3),
+        iv in arb_value("i32", 3),
+        uv in arb_value("u32", 3),
+        c1 in arb_cond("f32"),
+        c2 in arb_cond("u32"),
+        c3 in arb_cond("i32"),
+        local in prop::sample::select(vec![8u32, 16, 32, 24, 12]),
+        global in prop::sample::select(vec![96u32, 48, 192]),
+    ) {
+        let k = kernel(&format!(
+            "kernel k(a: ptr<global, f32>, b: ptr<global, f32>, c: ptr<global, i32>, d: ptr<global, u32>,
+                      s: f32, of: ptr<global, f32>, oi: ptr<global, i32>, ou: ptr<global, u32>) {{
+               let i: u32 = global_id(0);
+               let x: f32 = {fv};
+               of[i] = x;
+               if {c1} {{
+                 oi[i] = {iv};
+                 if {c2} {{ let y: u32 = {uv}; ou[i] = y; }} else {{ of[i] = x * 2.0; }}
+               }} else if {c3} {{
+                 ou[i] = 7u32;
+               }}
+             }}"
+        ));
+        let fl = floats();
+        let bufs = [
+            Buffer::from_slice(&fl),
+            Buffer::from_slice(&fl.iter().rev().copied().collect::<Vec<f32>>()),
+            Buffer::from_slice(&(0..96).map(|i: i32| i.wrapping_mul(0x3b9a_ca07) ^ (i << 29)).collect::<Vec<i32>>()),
+            Buffer::from_slice(&(0..96).map(|i: u32| i.wrapping_mul(0x9e37_79b9)).collect::<Vec<u32>>()),
+            Buffer::zeroed(Scalar::F32, 96),
+            Buffer::zeroed(Scalar::I32, 96),
+            Buffer::zeroed(Scalar::U32, 96),
+        ];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3), Arg::scalar(0.5f32),
+                    Arg::Buffer(4), Arg::Buffer(5), Arg::Buffer(6)];
+        // A global size of 192 runs past the 96-element buffers: the error path.
+        let has = three_ways(&k, &NdRange::new(&[global]).with_local(&[local]), &args, &bufs);
+        prop_assert_eq!(has, avx2());
+    }
+}
