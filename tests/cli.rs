@@ -444,7 +444,11 @@ fn run_rejects_bad_size_lists_and_devices() {
     // has no CUDA driver; it has lavapipe for Vulkan).
     let reference = saxpy_with(&[]);
     assert!(reference.status.success());
-    for (device, unavailable) in [("cuda", "CUDA device unavailable"), ("vulkan", "Vulkan")] {
+    for (device, unavailable) in [
+        ("cuda", "CUDA device unavailable"),
+        ("vulkan", "Vulkan"),
+        ("cpu", "cpu device unavailable"),
+    ] {
         let o = saxpy_with(&["--device", device]);
         if o.status.success() {
             assert_eq!(o.stdout, reference.stdout, "{device} differs from the interpreter");

@@ -6,12 +6,15 @@ use crate::kir::Kir;
 use crate::ptx::{self, Ptx};
 use crate::spirv::{Flavour, Spirv};
 use crate::target::AnyTarget;
+use crate::x86::{X86Options, X86};
 
 /// Settings of the targets that have any, for [`target`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TargetOptions {
     /// The PTX target's architecture and ISA version.
     pub ptx: ptx::Options,
+    /// The x86 target's options (`scalar`: no AVX2 lanes; `unchecked`: no bounds checks).
+    pub x86: X86Options,
 }
 
 /// A target the registry knows.
@@ -50,6 +53,12 @@ pub const TARGETS: &[TargetInfo] = &[
         about: "gfx900 assembly, scalar/vector by divergence",
         binary: false,
         make: |_| Box::new(Amdgpu),
+    },
+    TargetInfo {
+        name: "x86",
+        about: "x86-64 machine code for this host (the cpu device's), as a listing",
+        binary: false,
+        make: |o| Box::new(X86(o.x86.clone())),
     },
     TargetInfo {
         name: "kir",

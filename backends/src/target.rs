@@ -35,6 +35,9 @@ pub enum ErrorKind {
     Limit,
     /// The kernel needs more registers than the target has, even with spilling.
     RegisterPressure,
+    /// The host failed the backend (code memory could not be mapped) or the backend failed
+    /// itself (its assembler rejected the code it generated: a bug to report).
+    Internal,
 }
 
 /// Why a module could not be built for a target: the one error type of every backend.

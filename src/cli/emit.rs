@@ -11,6 +11,7 @@ use kiln::backends::driver;
 use kiln::backends::options::BuildOptions;
 use kiln::backends::ptx::Options;
 use kiln::backends::registry::{self, TargetOptions};
+use kiln::backends::x86::X86Options;
 use kiln::ir::{check_source, Kernel, Module};
 
 use super::{file_name, read_source, Error};
@@ -22,7 +23,8 @@ pub struct EmitArgs {
     #[arg(value_name = "FILE")]
     file: PathBuf,
     /// The target: `ptx`, `spirv-cl` (OpenCL Kernel flavour), `spirv-vk` (Vulkan compute),
-    /// `amdgpu` (gfx900 assembly) or `kir` (the kernels as the interpreter runs them).
+    /// `amdgpu` (gfx900 assembly), `x86` (this host's machine code, as a listing) or `kir`
+    /// (the kernels as the interpreter runs them).
     #[arg(long, value_name = "TARGET", value_parser = target)]
     target: String,
     /// The kernel to emit (ptx, amdgpu: default every kernel; spirv: needed when the file has
@@ -45,6 +47,9 @@ pub struct EmitArgs {
     /// kernels as written by default).
     #[arg(short = 'O', long)]
     optimize: bool,
+    /// x86: only the scalar code, without the 8-lane AVX2 code.
+    #[arg(long)]
+    scalar: bool,
     /// Print the time lowering took (parsing excluded) to stderr.
     #[arg(long)]
     time: bool,
@@ -75,7 +80,10 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     let kernels = if info.binary { vec![one_kernel(a, &module)?] } else { selected(a, &module)? };
     let names: Vec<String> = kernels.iter().map(|k| k.name().to_string()).collect();
     let module = module.retain(|k| names.iter().any(|n| n == k.name()));
-    let options = TargetOptions { ptx: Options { sm: a.sm, ptx_version: a.ptx_version } };
+    let options = TargetOptions {
+        ptx: Options { sm: a.sm, ptx_version: a.ptx_version },
+        x86: X86Options { scalar: a.scalar, ..X86Options::default() },
+    };
     let target = registry::target(&a.target, &options)?;
     let build = BuildOptions { optimize: a.optimize, sanitize_bounds: a.check_bounds };
     let start = std::time::Instant::now();

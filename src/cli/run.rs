@@ -98,8 +98,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "X[,Y[,Z]]", value_parser = sizes)]
     offset: Option<Sizes>,
     /// Where to run: a device of the registry: `interp` (the reference interpreter, also
-    /// `cpu-interp`), `vulkan` (the first Vulkan device, e.g. lavapipe, through the SPIR-V
-    /// backend) or `cuda` (an NVIDIA GPU, through PTX).
+    /// `cpu-interp`), `cpu` (this host's CPU, through the x86-64 backend), `vulkan` (the
+    /// first Vulkan device, e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA
+    /// GPU, through PTX).
     #[arg(long, value_name = "DEVICE", default_value = "interp", value_parser = device_name)]
     device: String,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
@@ -125,6 +126,9 @@ pub struct RunArgs {
     /// exits with an error, though the GPU work may still be running.
     #[arg(long, value_name = "SECS", value_parser = value::parse_timeout)]
     timeout: Option<std::time::Duration>,
+    /// cpu: spread the work-groups over N threads (default: one per core).
+    #[arg(long, value_name = "N", value_parser = threads)]
+    threads: Option<usize>,
     /// Print to stderr how long the build took and the median and minimum time of the
     /// launches (with --repeat N, N launches; each sees the previous one's writes, and the
     /// buffers printed or written are those after the last).
@@ -208,7 +212,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
         }
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
-    let limits = OpenOptions { max_steps: a.max_steps, timeout: a.timeout };
+    let limits = OpenOptions { max_steps: a.max_steps, timeout: a.timeout, threads: a.threads };
     let runs = Runs { limits, options, repeat: a.repeat, time: a.time };
     let buffers = run_on_device(info, kernel, range, &args, buffers, runs)?;
 
@@ -227,6 +231,14 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
         npy::write(&path, elem, contents(&buffers[b]))?;
     }
     Ok(())
+}
+
+/// A `--threads` value: 1 to 4096.
+fn threads(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n @ 1..=4096) => Ok(n),
+        _ => Err(format!("`{text}` is not a thread count from 1 to 4096")),
+    }
 }
 
 /// How to run: the device's limits, the build options, how often to launch, and whether to

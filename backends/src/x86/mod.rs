@@ -83,7 +83,9 @@ use std::time::Instant;
 
 use kiln_ir::interp::InterpError;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{Kernel, Scalar};
+use kiln_ir::{Kernel, Scalar, Verified};
+
+use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Lowering, Target};
 
 pub use launch::{resolve_launch, Launch};
 
@@ -119,9 +121,9 @@ pub struct X86RunOptions {
     pub cancel: Option<Arc<AtomicBool>>,
 }
 
-/// Why a kernel could not be compiled.
+/// Why a kernel could not be compiled, inside the backend; it leaves as a [`BackendError`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum X86Error {
+pub(crate) enum X86Error {
     /// The kernel does not verify (the verifier's messages).
     Invalid(String),
     /// The target machine is not x86-64, or lacks what the code needs.
@@ -144,6 +146,43 @@ impl fmt::Display for X86Error {
 }
 
 impl std::error::Error for X86Error {}
+
+impl X86Error {
+    fn into_backend(self, kernel: &str) -> BackendError {
+        let kind = match &self {
+            X86Error::Invalid(_) => ErrorKind::IllFormed,
+            X86Error::Unsupported(_) => ErrorKind::Unsupported,
+            X86Error::Memory(_) | X86Error::Internal(_) => ErrorKind::Internal,
+        };
+        BackendError::new("x86", kernel, kind, self.to_string())
+    }
+}
+
+/// The x86-64 target: one [`X86Program`] per kernel, for this machine. The build driver
+/// runs `-O` first ([`X86Options::optimize`] is for [`compile`] alone); the code checks
+/// every access itself, so the bounds sanitizer's rewrite is wanted only by
+/// [`X86Options::unchecked`] builds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct X86(pub X86Options);
+
+impl Target for X86 {
+    type Output = Vec<X86Program>;
+    fn name(&self) -> String {
+        "x86".into()
+    }
+    fn lowering(&self) -> Lowering {
+        Lowering { optimize: true, sanitize: self.0.unchecked }
+    }
+    fn emit(&self, module: &Verified) -> Result<Vec<X86Program>, BackendError> {
+        module.kernels.iter().map(|k| compile_verified(k, &self.0)).collect()
+    }
+}
+
+impl Emitted for Vec<X86Program> {
+    fn listing(&self) -> String {
+        self.iter().map(X86Program::disassemble).collect()
+    }
+}
 
 impl From<iced_x86::IcedError> for X86Error {
     fn from(e: iced_x86::IcedError) -> X86Error {
@@ -220,15 +259,25 @@ impl fmt::Debug for X86Program {
 /// 1 GiB, the interpreter's limit.
 const MEMORY_LIMIT: u64 = 1 << 30;
 
-/// Compiles `kernel` to x86-64 machine code for this machine.
-pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Error> {
+/// Compiles `kernel` to x86-64 machine code for this machine (after the `-O` pipeline when
+/// `opts.optimize`); an ill-formed kernel is an error.
+pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, BackendError> {
+    let m = verified_kernel("x86", kernel)?;
+    let k = &m.kernels[0];
+    let k = if opts.optimize { kiln_passes::pipeline::optimize(k) } else { k.clone() };
+    compile_verified(&k, opts)
+}
+
+/// Compiles a verified kernel as it is.
+fn compile_verified(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, BackendError> {
+    compile_inner(kernel, opts).map_err(|e| e.into_backend(kernel.name()))
+}
+
+fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Error> {
     if !cfg!(target_arch = "x86_64") {
         return Err(X86Error::Unsupported("the x86 backend runs only on x86-64 hosts".into()));
     }
-    kiln_ir::verify_kernel(kernel).map_err(|errs| {
-        X86Error::Invalid(errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))
-    })?;
-    let k = if opts.optimize { kiln_passes::pipeline::optimize(kernel) } else { kernel.clone() };
+    let k = kernel.clone();
     // Code generation recurses over expressions: bound their depth (same meaning).
     let k = kiln_ir::depth::bound_kernel(&k);
     if gen::nesting(k.body(), 0) > gen::MAX_NESTING {

@@ -45,6 +45,7 @@ use kiln_ir::{Kernel, Verified};
 
 use crate::error::DeviceError;
 
+pub mod cpu;
 /// The CUDA device: kiln kernels on NVIDIA GPUs through the driver API, loaded at run time.
 pub mod cuda;
 pub mod interp;

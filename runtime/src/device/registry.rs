@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cpu::CpuDevice;
 use super::cuda::CudaDevice;
 use super::vulkan::VulkanDevice;
 use super::{Device, Interp, IrDevice};
@@ -17,6 +18,9 @@ pub struct OpenOptions {
     /// How long one launch may run (devices with [`DeviceInfo::stops_at_timeout`]; on the
     /// others a caller can only stop waiting).
     pub timeout: Option<Duration>,
+    /// How many threads a launch's work-groups are spread over (the cpu device; `None`: one
+    /// per core).
+    pub threads: Option<usize>,
 }
 
 /// A device the registry knows.
@@ -48,6 +52,13 @@ pub const DEVICES: &[DeviceInfo] = &[
         counts_steps: true,
         stops_at_timeout: true,
         open: |o| Ok(Arc::new(IrDevice(Interp { max_steps: o.max_steps, timeout: o.timeout }))),
+    },
+    DeviceInfo {
+        name: "cpu",
+        about: "this host's CPU (x86-64 machine code, work-groups over every core)",
+        counts_steps: false,
+        stops_at_timeout: true,
+        open: |o| Ok(Arc::new(CpuDevice::open(o)?)),
     },
     DeviceInfo {
         name: "vulkan",
@@ -117,7 +128,8 @@ mod tests {
 
     #[test]
     fn the_interpreter_takes_its_limits_and_unknown_names_are_refused() {
-        let dev = open("interp", &OpenOptions { max_steps: Some(5), timeout: None }).unwrap();
+        let dev =
+            open("interp", &OpenOptions { max_steps: Some(5), ..OpenOptions::default() }).unwrap();
         assert_eq!(dev.kind(), DeviceKind::Interp);
         let k = kiln_ir::parse_module(
             "kernel spin(x: ptr<global, u32>) { for i: u32 in 0u32 .. 1000u32 { x[0] = i; } }",
@@ -132,7 +144,10 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("step limit"), "{e}");
         let Err(e) = open("abacus", &OpenOptions::default()) else { panic!("abacus opened") };
-        assert!(e.to_string().contains("unknown device (devices: interp, vulkan, cuda"), "{e}");
+        assert!(
+            e.to_string().contains("unknown device (devices: interp, cpu, vulkan, cuda"),
+            "{e}"
+        );
         assert!(!best(&OpenOptions::default()).name().is_empty());
     }
 }
