@@ -68,6 +68,23 @@ fn embed_source_fuse_launch_read_vulkan() {
 
 /// Every element type a buffer can have goes through a kernel and back unchanged, plus one.
 #[test]
+fn embed_source_fuse_launch_read_cpu() {
+    let Some(dev) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", Device::open("cpu")) else {
+        return;
+    };
+    source_fuse_launch_read(dev);
+}
+
+/// On a GPU machine (by hand: CI has none); skipped without one unless `KILN_REQUIRE_CUDA`.
+#[test]
+fn embed_source_fuse_launch_read_cuda() {
+    let Some(dev) = kiln_ir::testing::require("KILN_REQUIRE_CUDA", Device::cuda()) else {
+        return;
+    };
+    source_fuse_launch_read(dev);
+}
+
+#[test]
 fn typed_buffers_round_trip_through_a_kernel() {
     let jit = Jit::new(Device::interp()).unwrap();
     macro_rules! round_trip {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Every device proof in one command on the GPU machine (no Rust there), with binaries from
+# benches/gpu/build_all.sh:
+#   bash benches/gpu/run_all.sh [BIN_DIR]
+# CUDA: the differential tests (cuda_diff, cuda_optimized), the sanitizer, the embedding
+# API; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
+# host's cores (cpu_diff, and the 4-kernel chain timed with `kiln run --time`); kiln's
+# generated SGEMM against cuBLAS (gemm.py). The Vulkan loader must be installed (see
+# benches/gpu/README.md).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BIN="${1:-benches/gpu/bin}"
+export KILN_EXAMPLES_DIR="$PWD/examples" KILN_REQUIRE_CUDA=1 KILN_REQUIRE_TOOLS=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+rc=0
+step() { # NAME COMMAND...
+  local name=$1; shift
+  local start; start=$(date +%s%N)
+  "$@" 2>&1 | tail -n 12
+  local r=${PIPESTATUS[0]}
+  echo "== $name: exit $r in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+  [ "$r" = 0 ] || rc=1
+}
+step cuda_diff "$BIN/cuda_diff" --test-threads=1
+step cuda_optimized "$BIN/cuda_optimized" --test-threads=1
+step vulkan_diff "$BIN/vulkan_diff" --test-threads=1
+step sanitize "$BIN/sanitize" --test-threads=1
+step embed "$BIN/embed" --test-threads=1
+KILN_CPU_CASES=2000 step cpu_diff "$BIN/cpu_diff"
+n=33554432
+chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg a=iota:$n \
+  --arg b=zeros:$n --arg c=zeros:$n --arg out=zeros:$n --arg n=$n --time --repeat 10 "$@"; }
+step "chain cpu, all threads" chain --device cpu
+step "chain cpu, 1 thread" chain --device cpu --threads 1
+step "chain cuda" chain --device cuda
+step gemm python3 benches/gpu/gemm.py "$BIN/kiln"
+echo "summary: exit $rc"
+exit $rc
