@@ -17,6 +17,9 @@ use std::path::Path;
 
 use kiln::ir::interp::run;
 use kiln::ir::launch::{Arg, Buffer, NdRange};
+use kiln::runtime::device::cpu::CpuDevice;
+use kiln::runtime::device::registry::OpenOptions;
+use kiln::runtime::Device;
 use kiln::ir::{check_source, verify_kernel, Imm, Kernel, Scalar, Type};
 use kiln::passes::manager::PassManager;
 use kiln::passes::pipeline::default_pipeline;
@@ -71,7 +74,7 @@ fn check_output(out: &str, dirs: &[(String, String)]) -> Result<(), String> {
     Ok(())
 }
 
-fn launch(k: &Kernel, items: u32) -> Result<Vec<Buffer>, String> {
+fn launch(k: &Kernel, items: u32, cpu: bool) -> Result<Vec<Buffer>, String> {
     let mut bufs = Vec::new();
     let mut args = Vec::new();
     for p in k.params() {
@@ -100,7 +103,14 @@ fn launch(k: &Kernel, items: u32) -> Result<Vec<Buffer>, String> {
             })),
         }
     }
-    run(k, &NdRange::new(&[items]), &args, &mut bufs).map_err(|e| e.to_string())?;
+    let range = NdRange::new(&[items]);
+    if cpu {
+        // The cpu device (x86-64 code) must give the interpreter's bits on every run case.
+        let dev = CpuDevice::open(&OpenOptions::default()).map_err(|e| e.to_string())?;
+        dev.build_and_run(k, &range, &args, &mut bufs).map_err(|e| e.to_string())?;
+    } else {
+        run(k, &range, &args, &mut bufs).map_err(|e| e.to_string())?;
+    }
     Ok(bufs)
 }
 
@@ -122,8 +132,12 @@ fn run_file(path: &Path, bless: bool) -> Result<(), String> {
     }
     if let Some(n) = dirs.iter().find(|d| d.0 == "run").and_then(|d| d.1.parse::<u32>().ok()) {
         for (a, b) in m.kernels.iter().zip(&out.kernels) {
-            let (x, y) = (launch(a, n)?, launch(b, n)?);
+            let (x, y) = (launch(a, n, false)?, launch(b, n, false)?);
             kiln::ir::testing::results_match(&x, &y)?;
+            if cfg!(target_arch = "x86_64") {
+                kiln::ir::testing::results_match(&x, &launch(b, n, true)?)
+                    .map_err(|e| format!("cpu device: {e}"))?;
+            }
         }
     }
     let text = out.to_string();
