@@ -17,12 +17,12 @@ use std::path::Path;
 
 use kiln::ir::interp::run;
 use kiln::ir::launch::{Arg, Buffer, NdRange};
-use kiln::runtime::device::cpu::CpuDevice;
-use kiln::runtime::device::registry::OpenOptions;
-use kiln::runtime::Device;
 use kiln::ir::{check_source, verify_kernel, Imm, Kernel, Scalar, Type};
 use kiln::passes::manager::PassManager;
 use kiln::passes::pipeline::default_pipeline;
+use kiln::runtime::device::cpu::CpuDevice;
+use kiln::runtime::device::registry::OpenOptions;
+use kiln::runtime::Device;
 
 fn directives(src: &str) -> Vec<(String, String)> {
     src.lines()

@@ -58,7 +58,7 @@
 //!
 //! ```
 //! use kiln_backends::x86::{compile, X86Options};
-//! use kiln_ir::launch::{Arg, Buffer, NdRange};
+//! use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, NdRange};
 //! let m = kiln_ir::parse_module(
 //!     "kernel scale(x: ptr<global, f32>, a: f32) { let i: u32 = global_id(0); x[i] = x[i] * a; }",
 //! ).unwrap();
@@ -82,12 +82,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_ir::interp::InterpError;
-use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, NdRange};
 use kiln_ir::{Kernel, Scalar, Verified};
 
 use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Lowering, Target};
-
-pub use launch::{resolve_launch, Launch};
 
 use gen::{MemInfo, MemKind, Site};
 use launch::Bound;

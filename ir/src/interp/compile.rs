@@ -7,10 +7,10 @@ use crate::kernel::Kernel;
 use crate::stmt::{AtomicOp, FuncKind, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 
-use super::exec::Launch;
 use super::Arg;
 use crate::eval as ops;
 use crate::launch::Buffer;
+use crate::launch::Launch;
 
 /// Where a pointer variable's memory is.
 #[derive(Clone, Copy, Debug)]

@@ -10,78 +10,10 @@ use crate::kernel::Kernel;
 use crate::types::Scalar;
 
 use super::compile::{Code, Inst, Mem, MemInfo, Op, Program};
-use super::{InterpError, NdRange, RunOptions, DEADLINE_CHECK_STEPS};
+use super::{InterpError, RunOptions, DEADLINE_CHECK_STEPS};
 use crate::eval as ops;
-use crate::launch::{default_local_size, Buffer};
-
-/// A checked launch configuration: every dimension filled in (unused ones are size 1,
-/// offset 0).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Launch {
-    pub global: [u32; 3],
-    pub local: [u32; 3],
-    pub offset: [u32; 3],
-}
-
-fn fmt3(v: [u32; 3]) -> String {
-    format!("({}, {}, {})", v[0], v[1], v[2])
-}
-
-/// Checks `range` against `kernel` and fills in the local size.
-pub(super) fn resolve_launch(kernel: &Kernel, range: &NdRange) -> Result<Launch, String> {
-    let dims = range.dims;
-    if !(1..=3).contains(&dims) {
-        return Err(format!("an nd-range has 1 to 3 dimensions, not {dims}"));
-    }
-    let mut global = [1u32; 3];
-    let mut offset = [0u32; 3];
-    for d in 0..dims {
-        if range.global[d] == 0 {
-            return Err(format!("the global size is zero in dimension {d}"));
-        }
-        global[d] = range.global[d];
-        offset[d] = range.offset[d];
-        if offset[d] as u64 + global[d] as u64 > 1 << 32 {
-            return Err(format!(
-                "global offset {} + global size {} in dimension {d} overflows the u32 ids",
-                offset[d], global[d]
-            ));
-        }
-    }
-    let reqd = kernel.attrs().reqd_work_group_size;
-    let local = match (range.local, reqd) {
-        (Some(l), _) => {
-            let mut local = [1u32; 3];
-            for d in 0..dims {
-                if l[d] == 0 {
-                    return Err(format!("the local size is zero in dimension {d}"));
-                }
-                local[d] = l[d];
-            }
-            local
-        }
-        (None, Some(r)) => r,
-        (None, None) => default_local_size(global),
-    };
-    if let Some(r) = reqd {
-        if local != r {
-            return Err(format!(
-                "local size {} does not match the kernel's #reqd_work_group_size{}",
-                fmt3(local),
-                fmt3(r)
-            ));
-        }
-    }
-    for d in 0..3 {
-        if local[d] == 0 || global[d] % local[d] != 0 {
-            return Err(format!(
-                "the global size {} is not a multiple of the local size {} in dimension {d}",
-                global[d], local[d]
-            ));
-        }
-    }
-    Ok(Launch { global, local, offset })
-}
+use crate::launch::resolve::fmt3;
+use crate::launch::{Buffer, Launch};
 
 /// The most memory (local arrays, plus private arrays and variable slots of the work-items
 /// of one group that are alive at once) a launch may need: 1 GiB.

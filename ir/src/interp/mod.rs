@@ -179,7 +179,7 @@ pub fn run_with(
         work_item: None,
         message,
     };
-    let launch = exec::resolve_launch(kernel, range).map_err(fail)?;
+    let launch = crate::launch::resolve_launch(kernel, range).map_err(fail)?;
     let prog = compile::compile(kernel, &launch, args, buffers).map_err(fail)?;
     exec::execute(kernel, &prog, launch, buffers, options)
 }

@@ -8,8 +8,10 @@
 use crate::expr::Imm;
 
 mod buffer;
+pub(crate) mod resolve;
 
 pub use buffer::{Buffer, BufferError, Element};
+pub use resolve::{resolve_launch, Launch};
 
 /// An nd-range: 1 to 3 dimensions of global size, optional local size, and offset.
 ///
