@@ -9,7 +9,7 @@ use crate::cache::hash::hash64;
 use crate::cache::{size_from_env, BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
-use crate::queue::Scheduler;
+use crate::scheduler::Scheduler;
 
 /// The key of a program in the in-memory cache: module content, specialization constants,
 /// device identity and build options. Hashing uses a precomputed hash; equality compares the

@@ -42,6 +42,7 @@ pub mod event;
 pub mod options;
 pub mod queue;
 mod sanitize;
+pub mod scheduler;
 /// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
 pub mod vulkan;
 pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
@@ -57,4 +58,5 @@ pub use event::{Event, EventStatus};
 /// Re-exported from the IR crate: launch geometry and buffer elements.
 pub use kiln_ir::interp::{Element, NdRange};
 pub use options::BuildOptions;
-pub use queue::{Handler, HostTaskContext, KernelArg, Queue, QueueOrder};
+pub use queue::{Handler, Queue, QueueOrder};
+pub use scheduler::{HostTaskContext, KernelArg};
