@@ -396,6 +396,16 @@ impl Context {
         self.0.kernels.stats()
     }
 
+    /// Whether `self` and `other` are the same context (clones of one another).
+    pub fn same_context(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The build options the environment adds to every build.
+    pub(crate) fn env_build_options(&self) -> &str {
+        &self.0.env_build_options
+    }
+
     pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {
         &self.0.scheduler
     }

@@ -63,6 +63,14 @@ impl Event {
         }))
     }
 
+    /// An event that has already failed with `error`: what a command that never runs
+    /// (a command recorded into a graph) hands back.
+    pub(crate) fn failed(name: String, error: RuntimeError) -> Event {
+        let e = Event::new(name);
+        e.finish(Some(error));
+        e
+    }
+
     /// Makes `w` wait for this event; `Err` with the final status if it has finished.
     pub(crate) fn add_waiter(&self, w: Arc<dyn Waiter>) -> Result<(), EventStatus> {
         let mut s = self.state();

@@ -39,6 +39,7 @@ pub mod device;
 pub mod env;
 pub mod error;
 pub mod event;
+pub mod graph;
 pub mod options;
 pub mod queue;
 mod sanitize;

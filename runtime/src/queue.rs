@@ -22,6 +22,7 @@ use crate::buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
 use crate::context::{Context, KernelHandle};
 use crate::error::RuntimeError;
 use crate::event::{Event, EventStatus};
+use crate::graph::Recording;
 use crate::scheduler::command::HostTaskContext;
 use crate::scheduler::{deps, lock, Action, CommandDesc, KernelArg};
 
@@ -136,6 +137,8 @@ pub struct Queue {
     order: QueueOrder,
     pub(crate) last: Mutex<Option<Event>>,
     pub(crate) events: Mutex<Vec<Event>>,
+    /// The graph the queue records into, if any.
+    pub(crate) recording: Mutex<Option<Recording>>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -147,7 +150,13 @@ impl std::fmt::Debug for Queue {
 impl Queue {
     /// A queue on `ctx`.
     pub fn new(ctx: &Context, order: QueueOrder) -> Queue {
-        Queue { ctx: ctx.clone(), order, last: Mutex::new(None), events: Mutex::new(Vec::new()) }
+        Queue {
+            ctx: ctx.clone(),
+            order,
+            last: Mutex::new(None),
+            events: Mutex::new(Vec::new()),
+            recording: Mutex::new(None),
+        }
     }
 
     /// The context.
@@ -171,6 +180,9 @@ impl Queue {
             action: Action::Nothing,
         };
         f(&mut h);
+        if let Some(rec) = lock(&self.recording).as_mut() {
+            return crate::graph::record(self, rec, h);
+        }
         let id = next_command_id();
         let name = match &h.name {
             Some(n) => format!("`{n}` #{id}"),
@@ -209,6 +221,14 @@ impl Queue {
     /// A queue recording into a graph cannot be waited on (its commands do not run until
     /// the graph is submitted): that is an error.
     pub fn wait(&self) -> Result<(), RuntimeError> {
+        if self.is_recording() {
+            return Err(RuntimeError::Invalid {
+                command: "queue wait".into(),
+                message: "the queue is recording into a command graph; its commands run \
+                          when the graph is submitted (call end_recording first)"
+                    .into(),
+            });
+        }
         let evs = std::mem::take(&mut *lock(&self.events));
         let mut first = None;
         for e in evs {

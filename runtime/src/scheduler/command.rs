@@ -46,6 +46,9 @@ pub(crate) type HostFn = Box<dyn FnOnce(&mut HostTaskContext) -> Result<(), Stri
 pub(crate) type SharedHostFn =
     Arc<dyn Fn(&mut HostTaskContext) -> Result<(), String> + Send + Sync>;
 
+/// Work run on a worker with the context's device: a command graph's prepared partition.
+pub(crate) type ExecFn = Box<dyn FnOnce(&dyn Device) -> Result<(), RuntimeError> + Send>;
+
 /// What a command does once its dependencies have finished.
 pub(crate) enum Action {
     /// A kernel launch.
@@ -58,6 +61,8 @@ pub(crate) enum Action {
     Copy { src: Accessor, dst: Accessor },
     /// Sets every element of `dst` to `value`.
     Fill { dst: Accessor, value: Imm },
+    /// A prepared list of work.
+    Exec(ExecFn),
     /// Nothing (a barrier: it only orders).
     Nothing,
 }
@@ -70,6 +75,7 @@ impl Action {
             Action::Host(_) | Action::SharedHost(_) => "host task".into(),
             Action::Copy { .. } => "copy".into(),
             Action::Fill { .. } => "fill".into(),
+            Action::Exec(_) => "graph partition".into(),
             Action::Nothing => "barrier".into(),
         }
     }
@@ -231,6 +237,7 @@ pub(crate) fn run_action(
     let invalid = |message| RuntimeError::Invalid { command: name.into(), message };
     match action {
         Action::Nothing => Ok(()),
+        Action::Exec(f) => f(device),
         Action::Host(f) => f(&mut HostTaskContext { _private: () }).map_err(host_err),
         Action::SharedHost(f) => f(&mut HostTaskContext { _private: () }).map_err(host_err),
         Action::Copy { src, dst } => copy(&src, &dst).map_err(invalid),

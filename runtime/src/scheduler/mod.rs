@@ -22,7 +22,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-pub(crate) use command::Action;
+pub(crate) use command::{Action, PreparedLaunch, SharedHostFn};
 pub use command::{HostTaskContext, KernelArg};
 
 use crate::buffer::Accessor;
