@@ -25,7 +25,7 @@ fn describe(n: &NodeData, verbose: bool) -> String {
                 let a: Vec<String> = args
                     .iter()
                     .map(|a| match a {
-                        KernelArg::Scalar(v) => format!("{v:?}"),
+                        KernelArg::Scalar(v) => kiln_ir::Expr::imm(*v).to_string(),
                         KernelArg::Buffer(acc) => format!("buffer #{}", acc.buffer.id),
                     })
                     .collect();
@@ -34,7 +34,9 @@ fn describe(n: &NodeData, verbose: bool) -> String {
             s
         }
         NodeKind::Copy { src, dst } => format!("copy #{} -> #{}", src.buffer.id, dst.buffer.id),
-        NodeKind::Fill { dst, value } => format!("fill #{} with {value:?}", dst.buffer.id),
+        NodeKind::Fill { dst, value } => {
+            format!("fill #{} with {}", dst.buffer.id, kiln_ir::Expr::imm(*value))
+        }
         NodeKind::Host(_) | NodeKind::OnceHost => "host task".into(),
         NodeKind::Sub(nodes) => format!("sub-graph ({} nodes)", nodes.len()),
         NodeKind::Empty => "empty".into(),
