@@ -19,6 +19,12 @@
 //!   scheduler derives read-after-write, write-after-read and write-after-write
 //!   dependencies from them (across queues) and from explicit event lists, and runs
 //!   independent commands concurrently on the context's worker threads.
+//! * The [`scheduler`] holds the one dependency model (requirements and explicit events to
+//!   read-after-write / write-after-read / write-after-write edges) that queues and command
+//!   graphs share, and the worker threads.
+//! * A [`graph::Graph`] records commands once (explicitly or from a recording queue) and
+//!   replays them: finalized into a [`graph::ExecGraph`] of prepared launch lists,
+//!   partitioned at host tasks, optionally with chains of kernels fused.
 //! * Every command returns an [`Event`]; errors surface at [`Event::wait`] /
 //!   [`Queue::wait`] naming the failing command.
 //!

@@ -598,3 +598,28 @@ fn print_dot_writes_every_node_and_edge() {
     assert!(e.to_string().starts_with("cannot write"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn copies_and_fills_that_do_not_fit_fail_naming_the_command() {
+    let ctx = interp();
+    let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+    let (small, big) = (Buffer::<u32>::zeroed(2), Buffer::<u32>::zeroed(4));
+    let floats = Buffer::<f32>::zeroed(4);
+    let e = q.submit(|h| h.copy(&AnyBuffer::from(&big), &AnyBuffer::from(&small)));
+    let err = e.wait().unwrap_err();
+    assert!(err.to_string().contains("destination must be at least as long"), "{err}");
+    let e = q.submit(|h| h.fill(&AnyBuffer::from(&floats), imm(1)));
+    let err = e.wait().unwrap_err();
+    assert!(
+        matches!(&err, RuntimeError::Invalid { command, .. } if command.starts_with("fill #")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("with a value of type u32"), "{err}");
+    // The same in a graph: the error names the graph's node.
+    let g = Graph::new(&ctx, GraphProperties::default());
+    let other = Buffer::<f32>::zeroed(4);
+    g.add(Node::fill(&AnyBuffer::from(&other), imm(1)).named("f"), &[]).unwrap();
+    let err = q.submit_graph(&g.finalize().unwrap()).wait().unwrap_err();
+    assert!(err.command().ends_with("node 0 `f`"), "{err}");
+    let _ = q.wait();
+}

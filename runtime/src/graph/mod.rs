@@ -4,7 +4,7 @@
 //! sub-graphs) are added explicitly with [`Graph::add`] or recorded from a queue
 //! ([`Queue::begin_recording`]: while recording, the queue's submissions become nodes
 //! instead of running). Edges come from buffer accesses, with the
-//! [scheduler's model](crate::scheduler::deps) (read-after-write, write-after-read,
+//! scheduler's model ([`crate::scheduler`]: read-after-write, write-after-read,
 //! write-after-write, in insertion order), from explicit dependencies (node lists, recorded
 //! events, an in-order queue's previous command) and from [`Graph::make_edge`].
 //!

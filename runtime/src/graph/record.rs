@@ -73,21 +73,29 @@ pub(crate) fn record(q: &Queue, rec: &mut Recording, h: Handler) -> Event {
         Action::Fill { dst, value } => NodeKind::Fill { dst, value },
         Action::Exec(_) | Action::Nothing => NodeKind::Empty,
     };
-    let mut data = lock(&rec.graph.data);
+    // Commands outside the graph it depends on: the seed's rule, wait for them now (the
+    // graph has no way to wait for them at replay), before taking the graph's lock.
     let mut deps = Vec::new();
     let mut failed = None;
-    for e in &h.deps {
-        match data.recorded.iter().find(|(r, _)| r.same_event(e)) {
-            Some((_, n)) => deps.push(*n),
-            // Work outside the graph: the seed's rule, wait for it now (the graph has no
-            // way to wait for it at replay).
-            None => {
-                if let Err(err) = e.wait() {
-                    failed.get_or_insert(err);
+    let outside: Vec<&Event> = {
+        let data = lock(&rec.graph.data);
+        h.deps
+            .iter()
+            .filter(|e| match data.recorded.iter().find(|(r, _)| r.same_event(e)) {
+                Some((_, n)) => {
+                    deps.push(*n);
+                    false
                 }
-            }
+                None => true,
+            })
+            .collect()
+    };
+    for e in outside {
+        if let Err(err) = e.wait() {
+            failed.get_or_insert(err);
         }
     }
+    let mut data = lock(&rec.graph.data);
     if q.order() == QueueOrder::InOrder {
         deps.extend(rec.last);
     }

@@ -1,17 +1,17 @@
 //! The scheduler: commands with requirements and explicit event dependencies become a
 //! dependency graph, which runs on the context's worker threads.
 //!
-//! * [`deps`] is the dependency model (read-after-write, write-after-read,
+//! * `deps` is the dependency model (read-after-write, write-after-read,
 //!   write-after-write per buffer, plus explicit edges), shared by queues, command graphs
 //!   (their recorder derives node edges with it) and the fusion-aware queue.
-//! * [`command`] says what a command does ([`KernelArg`], host tasks, copies, fills,
+//! * `command` says what a command does ([`KernelArg`], host tasks, copies, fills,
 //!   prepared lists) and how a kernel launch binds its buffers.
-//! * [`Scheduler::submit`] takes a [`CommandDesc`], derives its dependencies from the
+//! * `Scheduler::submit` takes a `CommandDesc`, derives its dependencies from the
 //!   buffers' tracks and its event list, and runs it on a worker once all have finished,
 //!   so independent commands run concurrently. If a dependency failed, the command does
 //!   not run and fails with [`RuntimeError::DependencyFailed`].
 //!
-//! Events know their waiting commands only as [`crate::event::Waiter`]s, so that the event,
+//! Events know their waiting commands only as `Waiter`s (crate::event), so that the event,
 //! buffer and queue modules do not depend on one another through the scheduler.
 
 pub(crate) mod command;
