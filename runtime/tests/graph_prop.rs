@@ -147,3 +147,113 @@ proptest! {
         }
     }
 }
+
+mod random_kernels {
+    //! Random kernels from the shared generator (`kiln_ir::testing`), their buffers shared
+    //! at random between them where element type and length agree: a graph of them (edges
+    //! from the buffers, each pointer counted as read and written) replayed with and without
+    //! `fuse_chains` leaves every buffer bit for bit as the eager run.
+
+    use kiln_ir::interp::Arg;
+    use kiln_ir::testing::{arb_kernel_with, GenConfig, TestCase};
+    use kiln_ir::Module;
+    use kiln_runtime::graph::{Graph, GraphProperties};
+    use kiln_runtime::{
+        AccessMode, AnyBuffer, Context, ContextConfig, Interp, IrDevice, KernelArg, Queue,
+        QueueOrder,
+    };
+    use proptest::prelude::*;
+
+    fn submit(
+        q: &Queue,
+        ctx: &Context,
+        cases: &[TestCase],
+        map: &[Vec<usize>],
+        bufs: &[AnyBuffer],
+    ) {
+        for (c, case) in cases.iter().enumerate() {
+            let k = ctx
+                .get_kernel(&Module::new(vec![case.kernel.clone()]), case.kernel.name())
+                .expect("generated kernels build");
+            q.submit(|h| {
+                let args = case
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Scalar(v) => KernelArg::Scalar(*v),
+                        Arg::Buffer(i) => {
+                            h.access_any(&bufs[map[c][*i]], AccessMode::ReadWrite).into()
+                        }
+                    })
+                    .collect();
+                h.parallel_for(&k, case.range.clone(), args);
+            });
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_kernel_graphs_equal_eager_runs(
+            mut cases in proptest::collection::vec(
+                arb_kernel_with(GenConfig { atomics: false, ..GenConfig::default() }), 2..5),
+            share in proptest::collection::vec(any::<bool>(), 32),
+        ) {
+            // Buffer j of case c is `map[c][j]` of the shared list: when `share` says so, an
+            // earlier buffer of the same element type and at least its length (generated
+            // kernels reduce every index modulo the length they were made for).
+            // Equal nd-ranges make chains: launch kernels without a local size over the first
+            // one's range, as `share` says (their indices stay in bounds).
+            let first = cases[0].range.clone();
+            for (c, case) in cases.iter_mut().enumerate() {
+                if first.local.is_none() && case.range.local.is_none() && share[c] {
+                    case.range = first.clone();
+                }
+            }
+            let mut shapes: Vec<(kiln_ir::Scalar, usize)> = Vec::new();
+            let mut inits = Vec::new();
+            let mut map = Vec::new();
+            let mut s = share.iter().cycle();
+            for case in &cases {
+                let mut m = Vec::new();
+                for b in &case.buffers {
+                    let shape = (b.elem(), b.len());
+                    let earlier = shapes.iter().position(|x| x.0 == shape.0 && x.1 >= shape.1);
+                    match earlier {
+                        Some(i) if *s.next().unwrap_or(&false) => m.push(i),
+                        _ => {
+                            shapes.push(shape);
+                            inits.push(b.clone());
+                            m.push(shapes.len() - 1);
+                        }
+                    }
+                }
+                map.push(m);
+            }
+            let dev = IrDevice(Interp { max_steps: Some(2_000_000), timeout: None });
+            let ctx = Context::with_config(std::sync::Arc::new(dev), ContextConfig { workers: 2, ..Default::default() });
+            let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+            let fresh = || inits.iter().map(|b| AnyBuffer::new(b.clone())).collect::<Vec<_>>();
+            let eager = fresh();
+            submit(&q, &ctx, &cases, &map, &eager);
+            submit(&q, &ctx, &cases, &map, &eager);
+            // A kernel that fails on shared data (a step limit) fails both ways alike, but
+            // what runs after a failure differs: such sequences are not compared.
+            prop_assume!(q.wait().is_ok());
+            let want: Vec<Vec<u8>> = eager.iter().map(|b| b.contents().unwrap().as_bytes().to_vec()).collect();
+            for fuse_chains in [false, true] {
+                let b = fresh();
+                let g = Graph::new(&ctx, GraphProperties { fuse_chains, ..Default::default() });
+                q.begin_recording(&g).unwrap();
+                submit(&q, &ctx, &cases, &map, &b);
+                q.end_recording().unwrap();
+                let exec = g.finalize().unwrap();
+                q.submit_graph(&exec);
+                q.submit_graph(&exec).wait().unwrap();
+                let got: Vec<Vec<u8>> = b.iter().map(|b| b.contents().unwrap().as_bytes().to_vec()).collect();
+                prop_assert!(got == want, "fuse_chains {}: buffers differ; schedule {:?}", fuse_chains, exec.schedule());
+            }
+        }
+    }
+}
