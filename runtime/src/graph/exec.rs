@@ -512,18 +512,28 @@ impl ExecGraph {
                 unit_of[m] = Unit::Fused(j);
             }
         }
+        // Units in first-member order, and each node's unit index (linear, for big graphs).
         let mut units: Vec<Unit> = Vec::new();
-        for &u in &unit_of {
-            if !units.contains(&u) {
-                units.push(u);
-            }
-        }
-        let index = |u: Unit| units.iter().position(|&x| x == u).unwrap_or(0);
+        let mut fused_index: Vec<Option<usize>> = vec![None; fused.len()];
+        let unit_index: Vec<usize> = unit_of
+            .iter()
+            .map(|&u| match u {
+                Unit::Fused(j) => *fused_index[j].get_or_insert_with(|| {
+                    units.push(u);
+                    units.len() - 1
+                }),
+                Unit::Node(_) => {
+                    units.push(u);
+                    units.len() - 1
+                }
+            })
+            .collect();
+        let index = |u: usize| unit_index[u];
         let mut usuccs = vec![Vec::new(); units.len()];
         let mut upreds = vec![Vec::new(); units.len()];
         for (a, n) in nodes.iter().enumerate() {
             for &b in &n.succs {
-                let (ua, ub) = (index(unit_of[a]), index(unit_of[b]));
+                let (ua, ub) = (index(a), index(b));
                 if ua != ub && !usuccs[ua].contains(&ub) {
                     usuccs[ua].push(ub);
                     upreds[ub].push(ua);
