@@ -623,3 +623,34 @@ fn copies_and_fills_that_do_not_fit_fail_naming_the_command() {
     assert!(err.command().ends_with("node 0 `f`"), "{err}");
     let _ = q.wait();
 }
+
+/// Regression: a dependency finishing while a command was being wired up released the
+/// command early, so it ran twice and the context's shutdown waited forever.
+#[test]
+fn dependencies_finishing_during_submission_run_each_command_once() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ctx = interp();
+        let k = kernels(&ctx);
+        let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+        let b = Buffer::<u32>::zeroed(1);
+        let mut last: Option<kiln_runtime::Event> = None;
+        for _ in 0..2000 {
+            let dep = last.clone();
+            last = Some(q.submit(|h| {
+                if let Some(d) = &dep {
+                    h.depends_on(d);
+                }
+                let x = h.read_write(&b);
+                h.parallel_for(&k.inc, NdRange::new(&[1]), vec![x.into()]);
+            }));
+        }
+        q.wait().unwrap();
+        let v = b.read().unwrap();
+        drop((q, ctx));
+        let _ = tx.send(v);
+    });
+    // Generous: only a hang (the bug) takes this long.
+    let v = rx.recv_timeout(std::time::Duration::from_secs(300)).expect("the context shut down");
+    assert_eq!(v, [2000]);
+}

@@ -142,13 +142,16 @@ impl Scheduler {
             t.access(event.clone(), a.mode.writes(), &mut deps);
         }
         for d in &deps {
+            // Counted before the event can see the waiter: a dependency that finishes right
+            // after `add_waiter` releases the command, which must not reach zero (and run)
+            // before it is wired up.
+            *lock(&cmd.pending) += 1;
             let waiter: Arc<dyn Waiter> = cmd.clone();
-            match d.add_waiter(waiter) {
-                Ok(()) => *lock(&cmd.pending) += 1,
-                Err(EventStatus::Failed) => {
+            if let Err(status) = d.add_waiter(waiter) {
+                *lock(&cmd.pending) -= 1;
+                if status == EventStatus::Failed {
                     lock(&cmd.failed_dep).get_or_insert_with(|| d.name().to_string());
                 }
-                Err(_) => {}
             }
         }
         self.release(cmd);
