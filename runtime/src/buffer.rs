@@ -42,14 +42,8 @@ impl AccessMode {
     }
 }
 
-/// Which commands last touched a buffer (the scheduler's bookkeeping).
-#[derive(Default)]
-pub(crate) struct Track {
-    /// The last command that wrote it.
-    pub last_write: Option<Event>,
-    /// Commands that read it since then.
-    pub reads: Vec<Event>,
-}
+/// Which live commands last touched a buffer (the scheduler's bookkeeping).
+pub(crate) type Track = crate::scheduler::deps::AccessTrack<Event>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -106,6 +100,11 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
 }
 
 impl<T: Element> Buffer<T> {
+    /// An accessor to this buffer with `mode` (see [`Accessor::new`]).
+    pub fn access(&self, mode: AccessMode) -> Accessor {
+        Accessor { buffer: self.inner.clone(), mode }
+    }
+
     fn wrap(b: launch::Buffer) -> Buffer<T> {
         Buffer { inner: BufferInner::new(b), _t: PhantomData }
     }
@@ -232,6 +231,17 @@ pub struct Accessor {
 }
 
 impl Accessor {
+    /// An accessor to `b` with `mode`, outside a [`crate::Handler`]: for the nodes of a
+    /// command graph added with [`crate::graph::Graph::add`].
+    pub fn new(b: &AnyBuffer, mode: AccessMode) -> Accessor {
+        Accessor { buffer: b.inner.clone(), mode }
+    }
+
+    /// The buffer it accesses.
+    pub fn buffer(&self) -> AnyBuffer {
+        AnyBuffer { inner: self.buffer.clone() }
+    }
+
     /// The access mode.
     pub fn mode(&self) -> AccessMode {
         self.mode

@@ -10,7 +10,7 @@ use crate::cache::hash::hash64;
 use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
-use crate::queue::Scheduler;
+use crate::scheduler::Scheduler;
 
 /// The key of a program in the in-memory cache: module content, specialization constants,
 /// device identity and build options. Hashing uses a precomputed hash; equality compares the
@@ -359,6 +359,16 @@ impl Context {
     /// The kernel cache's statistics.
     pub fn kernel_cache_stats(&self) -> CacheStats {
         self.0.kernels.stats()
+    }
+
+    /// Whether `self` and `other` are the same context (clones of one another).
+    pub fn same_context(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The build options the environment adds to every build.
+    pub(crate) fn env_build_options(&self) -> &str {
+        &self.0.env_build_options
     }
 
     pub(crate) fn scheduler(&self) -> &Arc<Scheduler> {

@@ -4,7 +4,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::error::RuntimeError;
-use crate::queue::Command;
 
 /// Where a command is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,11 +18,19 @@ pub enum EventStatus {
     Failed,
 }
 
+/// A command waiting for events: told once per event it waits for, when that event has
+/// finished (with the event's name if it failed). The scheduler's commands implement it;
+/// events know nothing else about them.
+pub(crate) trait Waiter: Send + Sync {
+    /// One awaited event finished; `failed` names it if it failed.
+    fn dependency_finished(self: Arc<Self>, failed: Option<&str>);
+}
+
 pub(crate) struct EventState {
     pub status: EventStatus,
     pub error: Option<RuntimeError>,
     /// Commands waiting for this one.
-    pub successors: Vec<Arc<Command>>,
+    pub successors: Vec<Arc<dyn Waiter>>,
 }
 
 pub(crate) struct EventInner {
@@ -54,6 +61,31 @@ impl Event {
             }),
             done: Condvar::new(),
         }))
+    }
+
+    /// An event that has already failed with `error`: what a command that never runs
+    /// (a command recorded into a graph) hands back.
+    pub(crate) fn failed(name: String, error: RuntimeError) -> Event {
+        let e = Event::new(name);
+        e.finish(Some(error));
+        e
+    }
+
+    /// Makes `w` wait for this event; `Err` with the final status if it has finished.
+    pub(crate) fn add_waiter(&self, w: Arc<dyn Waiter>) -> Result<(), EventStatus> {
+        let mut s = self.state();
+        match s.status {
+            EventStatus::Complete | EventStatus::Failed => Err(s.status),
+            _ => {
+                s.successors.push(w);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether `self` and `other` are the same event (clones of one another).
+    pub fn same_event(&self, other: &Event) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, EventState> {
@@ -103,7 +135,7 @@ impl Event {
     }
 
     /// Marks the event finished and returns the commands that were waiting on it.
-    pub(crate) fn finish(&self, error: Option<RuntimeError>) -> Vec<Arc<Command>> {
+    pub(crate) fn finish(&self, error: Option<RuntimeError>) -> Vec<Arc<dyn Waiter>> {
         let mut s = self.state();
         s.status = if error.is_some() { EventStatus::Failed } else { EventStatus::Complete };
         s.error = error;

@@ -21,6 +21,12 @@
 //!   scheduler derives read-after-write, write-after-read and write-after-write
 //!   dependencies from them (across queues) and from explicit event lists, and runs
 //!   independent commands concurrently on the context's worker threads.
+//! * The [`scheduler`] holds the one dependency model (requirements and explicit events to
+//!   read-after-write / write-after-read / write-after-write edges) that queues and command
+//!   graphs share, and the worker threads.
+//! * A [`graph::Graph`] records commands once (explicitly or from a recording queue) and
+//!   replays them: finalized into a [`graph::ExecGraph`] of prepared launch lists,
+//!   partitioned at host tasks, optionally with chains of kernels fused.
 //! * Every command returns an [`Event`]; errors surface at [`Event::wait`] /
 //!   [`Queue::wait`] naming the failing command.
 //!
@@ -40,8 +46,10 @@ pub mod device;
 pub mod env;
 pub mod error;
 pub mod event;
+pub mod graph;
 pub mod queue;
 mod sanitize;
+pub mod scheduler;
 pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
 pub use config::Config;
 pub use context::{
@@ -56,4 +64,5 @@ pub use event::{Event, EventStatus};
 pub use kiln_backends::options::BuildOptions;
 /// Re-exported from the IR crate: launch geometry and buffer elements.
 pub use kiln_ir::launch::{Element, NdRange};
-pub use queue::{Handler, HostTaskContext, KernelArg, Queue, QueueOrder};
+pub use queue::{Handler, Queue, QueueOrder};
+pub use scheduler::{HostTaskContext, KernelArg};

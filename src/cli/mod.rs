@@ -13,6 +13,7 @@ mod emit;
 mod fmt;
 mod fuse;
 mod gen;
+mod graph;
 mod npy;
 mod opt;
 mod run;
@@ -43,6 +44,8 @@ enum Command {
     /// Fuse kernels of a .kir file into one, as a TOML spec says (see docs/fusion.md).
     #[command(after_help = fuse::AFTER_HELP)]
     Fuse(fuse::FuseArgs),
+    /// Validate, draw (--dot, --svg) or run (--run) a command graph described in TOML.
+    Graph(graph::GraphArgs),
     /// Run a kernel of a .kir file over an nd-range: on the interpreter, Vulkan or CUDA.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
@@ -107,6 +110,7 @@ pub fn main() -> ExitCode {
         Command::Emit(a) => emit::main(&a),
         Command::Run(a) => run::main(&a),
         Command::Fuse(a) => fuse::main(&a),
+        Command::Graph(a) => graph::main(&a),
         Command::Divergence(a) => divergence::main(&a),
         Command::Cache(a) => cache::main(&a),
         Command::Opt(a) => opt::main(&a),

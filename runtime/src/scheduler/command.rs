@@ -1,0 +1,251 @@
+//! What a command does: kernel launches (with their arguments resolved to buffers once,
+//! [`PreparedLaunch`]), host tasks, buffer copies and fills, and prepared lists (a command
+//! graph's partition).
+
+use std::sync::Arc;
+
+use kiln_ir::launch::{self, Arg, Element, NdRange};
+use kiln_ir::Imm;
+
+use crate::buffer::{Accessor, BufferInner};
+use crate::context::KernelHandle;
+use crate::device::Device;
+use crate::error::{DeviceError, RuntimeError};
+
+/// A kernel argument: a scalar, or a buffer through an accessor.
+#[derive(Clone, Debug)]
+pub enum KernelArg {
+    /// A scalar parameter's value.
+    Scalar(Imm),
+    /// A pointer parameter bound to the accessor's buffer.
+    Buffer(Accessor),
+}
+
+impl KernelArg {
+    /// A scalar argument from a Rust value.
+    pub fn scalar<T: Element>(v: T) -> KernelArg {
+        KernelArg::Scalar(v.to_imm())
+    }
+}
+
+impl From<&Accessor> for KernelArg {
+    fn from(a: &Accessor) -> KernelArg {
+        KernelArg::Buffer(a.clone())
+    }
+}
+
+impl From<Accessor> for KernelArg {
+    fn from(a: Accessor) -> KernelArg {
+        KernelArg::Buffer(a)
+    }
+}
+
+/// A host task's closure, run once.
+pub(crate) type HostFn = Box<dyn FnOnce(&mut HostTaskContext) -> Result<(), String> + Send>;
+/// A host task's closure that can run many times (a command graph replays it).
+pub(crate) type SharedHostFn =
+    Arc<dyn Fn(&mut HostTaskContext) -> Result<(), String> + Send + Sync>;
+
+/// Work run on a worker with the context's device: a command graph's prepared partition.
+pub(crate) type ExecFn = Box<dyn FnOnce(&dyn Device) -> Result<(), RuntimeError> + Send>;
+
+/// What a command does once its dependencies have finished.
+pub(crate) enum Action {
+    /// A kernel launch.
+    Kernel { kernel: KernelHandle, range: NdRange, args: Vec<KernelArg> },
+    /// A host task (run once).
+    Host(HostFn),
+    /// A host task that may run again.
+    SharedHost(SharedHostFn),
+    /// Copies `src` into the start of `dst`.
+    Copy { src: Accessor, dst: Accessor },
+    /// Sets every element of `dst` to `value`.
+    Fill { dst: Accessor, value: Imm },
+    /// A prepared list of work.
+    Exec(ExecFn),
+    /// Nothing (a barrier: it only orders).
+    Nothing,
+}
+
+impl Action {
+    /// The part of a command's default name that says what it does.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Kernel { kernel, .. } => format!("kernel `{}`", kernel.name),
+            Action::Host(_) | Action::SharedHost(_) => "host task".into(),
+            Action::Copy { .. } => "copy".into(),
+            Action::Fill { .. } => "fill".into(),
+            Action::Exec(_) => "graph partition".into(),
+            Action::Nothing => "barrier".into(),
+        }
+    }
+}
+
+/// What a host task can touch: the buffers of its accessors.
+pub struct HostTaskContext {
+    pub(crate) _private: (),
+}
+
+impl HostTaskContext {
+    /// The contents of the accessor's buffer (`None` if `T` is not its element type).
+    pub fn read<T: Element>(&self, a: &Accessor) -> Option<Vec<T>> {
+        a.buffer.data().to_vec::<T>()
+    }
+
+    /// Overwrites the start of the accessor's buffer with `values`; an error if the
+    /// accessor does not write, or `T` is not the element type.
+    pub fn write<T: Element>(&mut self, a: &Accessor, values: &[T]) -> Result<(), String> {
+        if !a.mode.writes() {
+            return Err("host task writes through a read-only accessor".into());
+        }
+        let mut d = a.buffer.data();
+        for (i, v) in values.iter().enumerate().take(a.buffer.len) {
+            d.set(i, v.to_imm()).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// A kernel launch whose arguments are resolved once: the distinct buffers it binds (and
+/// whether it writes each) and the device arguments indexing them. The eager path prepares
+/// a launch per submission; a command graph prepares it at finalize and replays it.
+#[derive(Clone)]
+pub(crate) struct PreparedLaunch {
+    pub kernel: KernelHandle,
+    pub range: NdRange,
+    pub args: Vec<Arg>,
+    pub bufs: Vec<(Arc<BufferInner>, bool)>,
+}
+
+impl PreparedLaunch {
+    /// `kernel` over `range` with `args`; a buffer is written when any of `accessors` on it
+    /// (the command's requirements) writes.
+    pub fn new(
+        kernel: KernelHandle,
+        range: NdRange,
+        args: &[KernelArg],
+        accessors: &[Accessor],
+    ) -> PreparedLaunch {
+        let mut bufs: Vec<(Arc<BufferInner>, bool)> = Vec::new();
+        let mut iargs = Vec::with_capacity(args.len());
+        for a in args {
+            match a {
+                KernelArg::Scalar(v) => iargs.push(Arg::Scalar(*v)),
+                KernelArg::Buffer(acc) => {
+                    let writes = accessors
+                        .iter()
+                        .filter(|x| Arc::ptr_eq(&x.buffer, &acc.buffer))
+                        .any(|x| x.mode.writes());
+                    let i = match bufs.iter().position(|(b, _)| Arc::ptr_eq(b, &acc.buffer)) {
+                        Some(i) => i,
+                        None => {
+                            bufs.push((acc.buffer.clone(), writes));
+                            bufs.len() - 1
+                        }
+                    };
+                    iargs.push(Arg::Buffer(i));
+                }
+            }
+        }
+        PreparedLaunch { kernel, range, args: iargs, bufs }
+    }
+
+    /// Runs the launch on `device`. Written buffers are moved out for the launch (the
+    /// scheduler guarantees no one else uses them meanwhile), read-only ones copied.
+    pub fn run(&self, device: &dyn Device) -> Result<(), DeviceError> {
+        let mut data: Vec<launch::Buffer> = self
+            .bufs
+            .iter()
+            .map(|(b, w)| {
+                let mut d = b.data();
+                if *w {
+                    std::mem::replace(&mut *d, launch::Buffer::zeroed(b.elem, 0))
+                } else {
+                    d.clone()
+                }
+            })
+            .collect();
+        let k = &self.kernel;
+        let r = match &k.sanitized {
+            None => device.run(&k.handle, &self.range, &self.args, &mut data),
+            Some(s) => crate::sanitize::run_checked(
+                device,
+                s,
+                &k.handle,
+                &self.range,
+                &self.args,
+                &mut data,
+            ),
+        };
+        for ((b, w), d) in self.bufs.iter().zip(data) {
+            if *w {
+                *b.data() = d;
+            }
+        }
+        r
+    }
+}
+
+/// Copies `src` into the start of `dst` (same element type, `dst` at least as long).
+pub(crate) fn copy(src: &Accessor, dst: &Accessor) -> Result<(), String> {
+    if Arc::ptr_eq(&src.buffer, &dst.buffer) {
+        return Ok(());
+    }
+    let (s, d) = (&src.buffer, &dst.buffer);
+    if s.elem != d.elem || s.len > d.len {
+        return Err(format!(
+            "cannot copy buffer #{} ({} x {}) into buffer #{} ({} x {}): the element types \
+             must match and the destination must be at least as long",
+            s.id, s.len, s.elem, d.id, d.len, d.elem
+        ));
+    }
+    let from = s.data().clone();
+    let mut to = d.data();
+    for i in 0..from.len() {
+        let v = from.get(i).ok_or("copy source shorter than its length")?;
+        to.set(i, v).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Sets every element of `dst` to `value` (of the buffer's element type).
+pub(crate) fn fill(dst: &Accessor, value: Imm) -> Result<(), String> {
+    let b = &dst.buffer;
+    if value.scalar() != b.elem {
+        return Err(format!(
+            "cannot fill buffer #{} of {} with a value of type {}",
+            b.id,
+            b.elem,
+            value.scalar()
+        ));
+    }
+    let mut d = b.data();
+    for i in 0..b.len {
+        d.set(i, value).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Runs one command's action; errors name the command.
+pub(crate) fn run_action(
+    name: &str,
+    device: &dyn Device,
+    accessors: &[Accessor],
+    action: Action,
+) -> Result<(), RuntimeError> {
+    let host_err = |message| RuntimeError::HostTask { command: name.into(), message };
+    let invalid = |message| RuntimeError::Invalid { command: name.into(), message };
+    match action {
+        Action::Nothing => Ok(()),
+        Action::Exec(f) => f(device),
+        Action::Host(f) => f(&mut HostTaskContext { _private: () }).map_err(host_err),
+        Action::SharedHost(f) => f(&mut HostTaskContext { _private: () }).map_err(host_err),
+        Action::Copy { src, dst } => copy(&src, &dst).map_err(invalid),
+        Action::Fill { dst, value } => fill(&dst, value).map_err(invalid),
+        Action::Kernel { kernel, range, args } => {
+            PreparedLaunch::new(kernel, range, &args, accessors)
+                .run(device)
+                .map_err(|source| RuntimeError::Kernel { command: name.into(), source })
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The scheduler: commands with requirements and explicit event dependencies become a
+//! dependency graph, which runs on the context's worker threads.
+//!
+//! * `deps` is the dependency model (read-after-write, write-after-read,
+//!   write-after-write per buffer, plus explicit edges), shared by queues, command graphs
+//!   (their recorder derives node edges with it) and the fusion-aware queue.
+//! * `command` says what a command does ([`KernelArg`], host tasks, copies, fills,
+//!   prepared lists) and how a kernel launch binds its buffers.
+//! * `Scheduler::submit` takes a `CommandDesc`, derives its dependencies from the
+//!   buffers' tracks and its event list, and runs it on a worker once all have finished,
+//!   so independent commands run concurrently. If a dependency failed, the command does
+//!   not run and fails with [`RuntimeError::DependencyFailed`].
+//!
+//! Events know their waiting commands only as `Waiter`s (crate::event), so that the event,
+//! buffer and queue modules do not depend on one another through the scheduler.
+
+pub(crate) mod command;
+pub(crate) mod deps;
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+pub(crate) use command::{Action, PreparedLaunch, SharedHostFn};
+pub use command::{HostTaskContext, KernelArg};
+
+use crate::buffer::Accessor;
+use crate::device::Device;
+use crate::error::{panic_message, RuntimeError};
+use crate::event::{Event, EventStatus, Waiter};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One command as its producer describes it.
+pub(crate) struct CommandDesc {
+    /// The name its event and errors carry.
+    pub name: String,
+    /// Its buffer requirements, one per buffer ([`deps::merge_accessors`]).
+    pub accessors: Vec<Accessor>,
+    /// Explicit dependencies.
+    pub deps: Vec<Event>,
+    /// What it does.
+    pub action: Action,
+}
+
+/// A submitted command in the scheduler.
+struct Command {
+    event: Event,
+    action: Mutex<Option<Action>>,
+    accessors: Vec<Accessor>,
+    /// Unfinished dependencies, plus one while the command is being wired up.
+    pending: Mutex<usize>,
+    /// The name of a failed dependency.
+    failed_dep: Mutex<Option<String>>,
+    device: Arc<dyn Device>,
+    scheduler: Arc<Scheduler>,
+}
+
+impl Waiter for Command {
+    fn dependency_finished(self: Arc<Self>, failed: Option<&str>) {
+        if let Some(dep) = failed {
+            lock(&self.failed_dep).get_or_insert_with(|| dep.to_string());
+        }
+        let s = self.scheduler.clone();
+        s.release(self);
+    }
+}
+
+struct SchedState {
+    ready: VecDeque<Arc<Command>>,
+    /// Commands submitted and not yet finished (workers outlive a shutdown until 0).
+    inflight: usize,
+    shutdown: bool,
+}
+
+/// The worker threads of a context and their ready list.
+pub(crate) struct Scheduler {
+    state: Mutex<SchedState>,
+    work: Condvar,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Scheduler {
+    /// A scheduler with `n` worker threads.
+    pub fn start(n: usize) -> Arc<Scheduler> {
+        let s = Arc::new(Scheduler {
+            state: Mutex::new(SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false }),
+            work: Condvar::new(),
+            workers: Mutex::new(Vec::new()),
+        });
+        let handles = (0..n)
+            .map(|i| {
+                let s = s.clone();
+                std::thread::Builder::new()
+                    .name(format!("kiln-worker-{i}"))
+                    .spawn(move || s.worker())
+                    .expect("spawning a worker thread")
+            })
+            .collect();
+        *lock(&s.workers) = handles;
+        s
+    }
+
+    /// Submits `desc` to run on `device`: its dependencies are its explicit events, the
+    /// command in `chain` (an in-order queue's last command; `chain` then becomes this
+    /// one) and those derived from its requirements, across every producer of the
+    /// context. Returns its event at once.
+    ///
+    /// The caller holds whatever lock makes its submission order the dependency order
+    /// (a queue's lock on `chain`).
+    pub fn submit(
+        self: &Arc<Self>,
+        device: &Arc<dyn Device>,
+        desc: CommandDesc,
+        chain: Option<&mut Option<Event>>,
+    ) -> Event {
+        let event = Event::new(desc.name);
+        let cmd = Arc::new(Command {
+            event: event.clone(),
+            action: Mutex::new(Some(desc.action)),
+            accessors: desc.accessors,
+            pending: Mutex::new(1),
+            failed_dep: Mutex::new(None),
+            device: device.clone(),
+            scheduler: self.clone(),
+        });
+        lock(&self.state).inflight += 1;
+        let mut deps = desc.deps;
+        if let Some(last) = chain {
+            deps.extend(last.replace(event.clone()));
+        }
+        for a in &cmd.accessors {
+            let mut t = a.buffer.track();
+            if !a.mode.writes() {
+                // Finished reads no longer order anything; keep the list short.
+                t.reads
+                    .retain(|e| !matches!(e.status(), EventStatus::Complete | EventStatus::Failed));
+            }
+            t.access(event.clone(), a.mode.writes(), &mut deps);
+        }
+        for d in &deps {
+            // Counted before the event can see the waiter: a dependency that finishes right
+            // after `add_waiter` releases the command, which must not reach zero (and run)
+            // before it is wired up.
+            *lock(&cmd.pending) += 1;
+            let waiter: Arc<dyn Waiter> = cmd.clone();
+            if let Err(status) = d.add_waiter(waiter) {
+                *lock(&cmd.pending) -= 1;
+                if status == EventStatus::Failed {
+                    lock(&cmd.failed_dep).get_or_insert_with(|| d.name().to_string());
+                }
+            }
+        }
+        self.release(cmd);
+        event
+    }
+
+    /// Stops the workers once every submitted command has finished.
+    pub fn shutdown(&self) {
+        lock(&self.state).shutdown = true;
+        self.work.notify_all();
+        let hs = std::mem::take(&mut *lock(&self.workers));
+        let me = std::thread::current().id();
+        for h in hs {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+    }
+
+    fn enqueue(&self, c: Arc<Command>) {
+        lock(&self.state).ready.push_back(c);
+        self.work.notify_one();
+    }
+
+    fn worker(self: Arc<Self>) {
+        loop {
+            let cmd = {
+                let mut s = lock(&self.state);
+                loop {
+                    if let Some(c) = s.ready.pop_front() {
+                        break c;
+                    }
+                    if s.shutdown && s.inflight == 0 {
+                        return;
+                    }
+                    s = self.work.wait(s).unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            self.execute(cmd);
+        }
+    }
+
+    fn execute(&self, cmd: Arc<Command>) {
+        let name = cmd.event.name().to_string();
+        let error = if let Some(dep) = lock(&cmd.failed_dep).take() {
+            Some(RuntimeError::DependencyFailed { command: name, dependency: dep })
+        } else {
+            cmd.event.state().status = EventStatus::Running;
+            let action = lock(&cmd.action).take().unwrap_or(Action::Nothing);
+            match catch_unwind(AssertUnwindSafe(|| {
+                command::run_action(&name, &*cmd.device, &cmd.accessors, action)
+            })) {
+                Ok(r) => r.err(),
+                Err(p) => Some(RuntimeError::Panicked {
+                    command: name,
+                    message: panic_message(&*p).unwrap_or_default(),
+                }),
+            }
+        };
+        let failed = error.is_some();
+        for succ in cmd.event.finish(error) {
+            succ.dependency_finished(failed.then(|| cmd.event.name()));
+        }
+        let mut s = lock(&self.state);
+        s.inflight -= 1;
+        if s.inflight == 0 && s.shutdown {
+            self.work.notify_all();
+        }
+    }
+
+    /// One dependency of `c` finished; enqueue it when none is left.
+    fn release(&self, c: Arc<Command>) {
+        let ready = {
+            let mut p = lock(&c.pending);
+            *p -= 1;
+            *p == 0
+        };
+        if ready {
+            self.enqueue(c);
+        }
+    }
+}

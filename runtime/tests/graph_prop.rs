@@ -1,0 +1,259 @@
+//! Property test: random command sequences over shared buffers (kernels, copies, fills,
+//! host tasks, explicit event dependencies), recorded into a graph, finalized with and
+//! without `fuse_chains` and replayed twice, leave the buffers exactly as the same
+//! sequence submitted eagerly twice, on the interpreter.
+
+use kiln_ir::parse_module;
+use kiln_runtime::graph::{Graph, GraphProperties};
+use kiln_runtime::{
+    interp_device, AnyBuffer, Buffer, Context, ContextConfig, Event, KernelArg, KernelHandle,
+    NdRange, Queue, QueueOrder,
+};
+use proptest::prelude::*;
+
+const KERNELS: &str = "
+kernel add(a: ptr<global, u32>, b: ptr<global, u32>, out: ptr<global, u32>) {
+  let i: u32 = global_id(0);
+  out[i] = a[i] + b[i];
+}
+kernel mul(a: ptr<global, u32>, b: ptr<global, u32>, out: ptr<global, u32>) {
+  let i: u32 = global_id(0);
+  out[i] = a[i] * b[i] + 1u32;
+}
+kernel scale(x: ptr<global, u32>, s: u32) {
+  let i: u32 = global_id(0);
+  x[i] = x[i] * s;
+}
+kernel rotate(a: ptr<global, u32>, out: ptr<global, u32>) {
+  let i: u32 = global_id(0);
+  out[i] = a[(i + 1u32) % 16u32];
+}
+";
+
+const N: usize = 16;
+const BUFS: usize = 5;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Add(usize, usize, usize),
+    Mul(usize, usize, usize),
+    Scale(usize, u32),
+    Rotate(usize, usize),
+    Fill(usize, u32),
+    Copy(usize, usize),
+    Host(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let b = || 0..BUFS;
+    prop_oneof![
+        3 => (b(), b(), b()).prop_map(|(a, c, o)| Op::Add(a, c, o)),
+        3 => (b(), b(), b()).prop_map(|(a, c, o)| Op::Mul(a, c, o)),
+        2 => (b(), 0u32..5).prop_map(|(x, s)| Op::Scale(x, s)),
+        1 => (b(), b()).prop_filter("rotate in place races", |(a, o)| a != o).prop_map(|(a, o)| Op::Rotate(a, o)),
+        1 => (b(), any::<u32>()).prop_map(|(o, v)| Op::Fill(o, v)),
+        1 => (b(), b()).prop_map(|(a, o)| Op::Copy(a, o)),
+        1 => b().prop_map(Op::Host),
+    ]
+}
+
+struct K {
+    add: KernelHandle,
+    mul: KernelHandle,
+    scale: KernelHandle,
+    rotate: KernelHandle,
+}
+
+/// Submits the sequence; `deps[i]` = Some(j): command i also waits for command j's event.
+fn submit(q: &Queue, k: &K, b: &[Buffer<u32>], ops: &[Op], deps: &[Option<usize>]) {
+    let r = NdRange::new(&[N as u32]);
+    let mut events: Vec<Event> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let dep =
+            deps.get(i).copied().flatten().filter(|&j| j < events.len()).map(|j| events[j].clone());
+        let e = q.submit(|h| {
+            if let Some(d) = &dep {
+                h.depends_on(d);
+            }
+            match *op {
+                Op::Add(a, c, o) | Op::Mul(a, c, o) => {
+                    let kernel = if matches!(op, Op::Add(..)) { &k.add } else { &k.mul };
+                    let (a, c, o) = (h.read(&b[a]), h.read(&b[c]), h.write(&b[o]));
+                    h.parallel_for(kernel, r.clone(), vec![a.into(), c.into(), o.into()]);
+                }
+                Op::Scale(x, s) => {
+                    let x = h.read_write(&b[x]);
+                    h.parallel_for(&k.scale, r.clone(), vec![x.into(), KernelArg::scalar(s)]);
+                }
+                Op::Rotate(a, o) => {
+                    let (a, o) = (h.read(&b[a]), h.write(&b[o]));
+                    h.parallel_for(&k.rotate, r.clone(), vec![a.into(), o.into()]);
+                }
+                Op::Fill(o, v) => {
+                    h.fill(&AnyBuffer::from(&b[o]), kiln_ir::launch::Element::to_imm(v))
+                }
+                Op::Copy(a, o) => h.copy(&AnyBuffer::from(&b[a]), &AnyBuffer::from(&b[o])),
+                Op::Host(x) => {
+                    let acc = h.read_write(&b[x]);
+                    h.host_task_fn(move |c| {
+                        let v: Vec<u32> = c
+                            .read::<u32>(&acc)
+                            .unwrap()
+                            .iter()
+                            .map(|x| x.wrapping_add(7))
+                            .collect();
+                        c.write(&acc, &v)
+                    });
+                }
+            }
+        });
+        events.push(e);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn replayed_graphs_equal_eager_runs(
+        init in proptest::collection::vec(proptest::collection::vec(any::<u32>(), N), BUFS),
+        ops in proptest::collection::vec(op(), 1..10),
+        deps in proptest::collection::vec(proptest::option::weighted(0.2, 0usize..10), 10),
+        in_order in any::<bool>(),
+    ) {
+        let ctx = Context::with_config(interp_device(), ContextConfig { workers: 2, ..Default::default() });
+        let m = parse_module(KERNELS).unwrap();
+        let kk = |n: &str| ctx.get_kernel(&m, n).unwrap();
+        let k = K { add: kk("add"), mul: kk("mul"), scale: kk("scale"), rotate: kk("rotate") };
+        let order = if in_order { QueueOrder::InOrder } else { QueueOrder::OutOfOrder };
+        let q = Queue::new(&ctx, order);
+        let fresh = || init.iter().map(|v| Buffer::from_slice(v)).collect::<Vec<_>>();
+        let eager = fresh();
+        submit(&q, &k, &eager, &ops, &deps);
+        submit(&q, &k, &eager, &ops, &deps);
+        q.wait().unwrap();
+        let want: Vec<Vec<u32>> = eager.iter().map(|b| b.read().unwrap()).collect();
+        for fuse_chains in [false, true] {
+            let b = fresh();
+            let g = Graph::new(&ctx, GraphProperties { fuse_chains, ..Default::default() });
+            q.begin_recording(&g).unwrap();
+            submit(&q, &k, &b, &ops, &deps);
+            q.end_recording().unwrap();
+            let exec = g.finalize().unwrap();
+            q.submit_graph(&exec);
+            q.submit_graph(&exec).wait().unwrap();
+            let got: Vec<Vec<u32>> = b.iter().map(|b| b.read().unwrap()).collect();
+            prop_assert_eq!(&got, &want, "fuse_chains {} schedule {:?}", fuse_chains, exec.schedule());
+        }
+    }
+}
+
+mod random_kernels {
+    //! Random kernels from the shared generator (`kiln_ir::testing`), their buffers shared
+    //! at random between them where element type and length agree: a graph of them (edges
+    //! from the buffers, each pointer counted as read and written) replayed with and without
+    //! `fuse_chains` leaves every buffer bit for bit as the eager run.
+
+    use kiln_ir::launch::Arg;
+    use kiln_ir::testing::{arb_kernel_with, GenConfig, TestCase};
+    use kiln_ir::Module;
+    use kiln_runtime::graph::{Graph, GraphProperties};
+    use kiln_runtime::{
+        AccessMode, AnyBuffer, Context, ContextConfig, Interp, IrDevice, KernelArg, Queue,
+        QueueOrder,
+    };
+    use proptest::prelude::*;
+
+    fn submit(
+        q: &Queue,
+        ctx: &Context,
+        cases: &[TestCase],
+        map: &[Vec<usize>],
+        bufs: &[AnyBuffer],
+    ) {
+        for (c, case) in cases.iter().enumerate() {
+            let k = ctx
+                .get_kernel(&Module::new(vec![case.kernel.clone()]), case.kernel.name())
+                .expect("generated kernels build");
+            q.submit(|h| {
+                let args = case
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Scalar(v) => KernelArg::Scalar(*v),
+                        Arg::Buffer(i) => {
+                            h.access_any(&bufs[map[c][*i]], AccessMode::ReadWrite).into()
+                        }
+                    })
+                    .collect();
+                h.parallel_for(&k, case.range.clone(), args);
+            });
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_kernel_graphs_equal_eager_runs(
+            mut cases in proptest::collection::vec(
+                arb_kernel_with(GenConfig { atomics: false, ..GenConfig::default() }), 2..5),
+            share in proptest::collection::vec(any::<bool>(), 32),
+        ) {
+            // Buffer j of case c is `map[c][j]` of the shared list: when `share` says so, an
+            // earlier buffer of the same element type and at least its length (generated
+            // kernels reduce every index modulo the length they were made for).
+            // Equal nd-ranges make chains: launch kernels without a local size over the first
+            // one's range, as `share` says (their indices stay in bounds).
+            let first = cases[0].range.clone();
+            for (c, case) in cases.iter_mut().enumerate() {
+                if first.local.is_none() && case.range.local.is_none() && share[c] {
+                    case.range = first.clone();
+                }
+            }
+            let mut shapes: Vec<(kiln_ir::Scalar, usize)> = Vec::new();
+            let mut inits = Vec::new();
+            let mut map = Vec::new();
+            let mut s = share.iter().cycle();
+            for case in &cases {
+                let mut m = Vec::new();
+                for b in &case.buffers {
+                    let shape = (b.elem(), b.len());
+                    let earlier = shapes.iter().position(|x| x.0 == shape.0 && x.1 >= shape.1);
+                    match earlier {
+                        Some(i) if *s.next().unwrap_or(&false) => m.push(i),
+                        _ => {
+                            shapes.push(shape);
+                            inits.push(b.clone());
+                            m.push(shapes.len() - 1);
+                        }
+                    }
+                }
+                map.push(m);
+            }
+            let dev = IrDevice(Interp { max_steps: Some(2_000_000), timeout: None });
+            let ctx = Context::with_config(std::sync::Arc::new(dev), ContextConfig { workers: 2, ..Default::default() });
+            let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+            let fresh = || inits.iter().map(|b| AnyBuffer::new(b.clone())).collect::<Vec<_>>();
+            let eager = fresh();
+            submit(&q, &ctx, &cases, &map, &eager);
+            submit(&q, &ctx, &cases, &map, &eager);
+            // A kernel that fails on shared data (a step limit) fails both ways alike, but
+            // what runs after a failure differs: such sequences are not compared.
+            prop_assume!(q.wait().is_ok());
+            let want: Vec<Vec<u8>> = eager.iter().map(|b| b.contents().unwrap().as_bytes().to_vec()).collect();
+            for fuse_chains in [false, true] {
+                let b = fresh();
+                let g = Graph::new(&ctx, GraphProperties { fuse_chains, ..Default::default() });
+                q.begin_recording(&g).unwrap();
+                submit(&q, &ctx, &cases, &map, &b);
+                q.end_recording().unwrap();
+                let exec = g.finalize().unwrap();
+                q.submit_graph(&exec);
+                q.submit_graph(&exec).wait().unwrap();
+                let got: Vec<Vec<u8>> = b.iter().map(|b| b.contents().unwrap().as_bytes().to_vec()).collect();
+                prop_assert!(got == want, "fuse_chains {}: buffers differ; schedule {:?}", fuse_chains, exec.schedule());
+            }
+        }
+    }
+}

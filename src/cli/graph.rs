@@ -1,0 +1,335 @@
+//! `kiln graph FILE.toml [--dot OUT.dot] [--svg OUT.svg] [--verbose] [--run] [--device D]`:
+//! a command graph described in TOML (kernels from a .kir file, buffers, nodes, edges),
+//! validated, drawn and run. The format is documented in docs/graphs.md.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use kiln::ir::{check_source, Imm, Scalar};
+use kiln::runtime::device::registry::{self, OpenOptions};
+use kiln::runtime::graph::{Graph, GraphProperties, Node, NodeId};
+use kiln::runtime::{
+    AccessMode, AnyBuffer, Context, Device, KernelArg, NdRange, Queue, QueueOrder,
+};
+
+use super::value::{format_imm, parse_scalar};
+use super::{file_name, read_source, Error};
+
+/// `kiln graph`'s arguments.
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    /// The graph description (TOML; see docs/graphs.md).
+    #[arg(value_name = "FILE.toml")]
+    file: PathBuf,
+    /// Write the graph in Graphviz's dot format.
+    #[arg(long, value_name = "OUT.dot")]
+    dot: Option<PathBuf>,
+    /// Draw the graph as SVG (runs Graphviz's `dot`).
+    #[arg(long, value_name = "OUT.svg")]
+    svg: Option<PathBuf>,
+    /// With --dot/--svg: nd-ranges, arguments and buffer accesses in the nodes.
+    #[arg(long)]
+    verbose: bool,
+    /// Finalize and run the graph once, then print every buffer.
+    #[arg(long)]
+    run: bool,
+    /// Where to run: `interp`, `vulkan` or `cuda`.
+    #[arg(long, value_name = "DEVICE", default_value = "interp")]
+    device: String,
+}
+
+/// The device of the registry called `name`.
+fn open_device(name: &str) -> Result<Arc<dyn Device>, Error> {
+    let name = if name == "cpu-interp" { "interp" } else { name };
+    registry::open(name, &OpenOptions::default()).map_err(|e| Error::Message(e.to_string()))
+}
+
+/// A TOML value as the text a command-line scalar would be.
+fn scalar_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(format!("{f:?}")),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+struct Described {
+    graph: Graph,
+    buffers: Vec<(String, AnyBuffer)>,
+}
+
+/// An error for the first key of `t` not in `known` (a misspelt key must not be ignored).
+fn known_keys(t: &toml::Value, known: &[&str], at: &str) -> Result<(), String> {
+    match t.as_table().and_then(|t| t.keys().find(|k| !known.contains(&k.as_str()))) {
+        Some(k) => Err(format!("{at}: unknown key `{k}` (known: {})", known.join(", "))),
+        None => Ok(()),
+    }
+}
+
+/// Builds the graph the description says, naming the key at fault in every error.
+fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String> {
+    let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| e.message().to_string())?;
+    let top = ["kernels", "fuse_chains", "internalize", "buffers", "nodes", "edges"];
+    known_keys(&toml::Value::Table(doc.clone()), &top, "the description")?;
+    let flag = |k: &str| doc.get(k).and_then(toml::Value::as_bool).unwrap_or(false);
+    let props = GraphProperties {
+        fuse_chains: flag("fuse_chains"),
+        internalize: flag("internalize"),
+        no_cycle_check: false,
+    };
+    let kir = doc
+        .get("kernels")
+        .and_then(toml::Value::as_str)
+        .ok_or("`kernels`: give the .kir file's path (relative to the description)")?;
+    let kir_path = path.parent().unwrap_or(Path::new(".")).join(kir);
+    let src = std::fs::read_to_string(&kir_path)
+        .map_err(|e| format!("`kernels`: cannot read `{}`: {e}", kir_path.display()))?;
+    let module = check_source(&file_name(&kir_path), &src)
+        .map_err(|ds| ds.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))?;
+    let prepared = ctx.prepare(&module, &[], "");
+    let mut buffers: Vec<(String, AnyBuffer)> = Vec::new();
+    if let Some(t) = doc.get("buffers") {
+        let t = t.as_table().ok_or("`buffers`: expected a table of buffers")?;
+        for (name, b) in t {
+            let at = |why: &str| format!("buffer `{name}`: {why}");
+            known_keys(b, &["type", "len", "init"], &at("keys"))?;
+            let ty = b
+                .get("type")
+                .and_then(toml::Value::as_str)
+                .ok_or_else(|| at("give its `type` (f32, i32, u32, ...)"))?;
+            let elem = Scalar::from_name(ty).ok_or_else(|| at(&format!("unknown type `{ty}`")))?;
+            let len = b
+                .get("len")
+                .and_then(toml::Value::as_integer)
+                .and_then(|l| usize::try_from(l).ok())
+                .ok_or_else(|| at("give its `len` (a non-negative integer)"))?;
+            // The limit `kiln run`'s generated buffers have (4 GiB).
+            if len.saturating_mul(elem.size_bytes()) > 1 << 32 {
+                return Err(at("longer than 4 GiB"));
+            }
+            let mut values: Vec<Imm> = Vec::with_capacity(len);
+            match b.get("init") {
+                None => values.resize(len, zero(elem)),
+                Some(toml::Value::String(s)) if s == "iota" => {
+                    for i in 0..len {
+                        values.push(parse_scalar(&i.to_string(), elem).map_err(|e| at(&e))?);
+                    }
+                }
+                Some(toml::Value::Array(a)) if a.len() == len => {
+                    for v in a {
+                        let t = scalar_text(v)
+                            .ok_or_else(|| at("`init` holds a value that is not a number"))?;
+                        values.push(parse_scalar(&t, elem).map_err(|e| at(&e))?);
+                    }
+                }
+                Some(v) => match scalar_text(v) {
+                    Some(t) => values.resize(len, parse_scalar(&t, elem).map_err(|e| at(&e))?),
+                    None => {
+                        return Err(at(&format!(
+                            "`init` must be \"iota\", one number or {len} numbers"
+                        )))
+                    }
+                },
+            }
+            let contents = kiln::ir::launch::Buffer::from_imms(elem, &values)
+                .map_err(|e| at(&e.to_string()))?;
+            buffers.push((name.clone(), AnyBuffer::new(contents)));
+        }
+    }
+    let buffer = |n: &str, at: &str| {
+        buffers
+            .iter()
+            .find(|(b, _)| b == n)
+            .map(|(_, b)| b.clone())
+            .ok_or_else(|| format!("{at}: no buffer `{n}`"))
+    };
+    let graph = Graph::new(ctx, props);
+    let mut names: Vec<(String, NodeId)> = Vec::new();
+    let empty = Vec::new();
+    let nodes = match doc.get("nodes") {
+        Some(n) => n.as_array().ok_or("`nodes`: expected an array of tables ([[nodes]])")?,
+        None => &empty,
+    };
+    for (i, n) in nodes.iter().enumerate() {
+        let name =
+            n.get("name").and_then(toml::Value::as_str).map_or(format!("{i}"), str::to_string);
+        let at = format!("node `{name}`");
+        let keys = ["name", "kernel", "global", "local", "args", "after", "fill", "value", "copy"];
+        known_keys(n, &keys, &at)?;
+        let node_of = |s: &str, names: &[(String, NodeId)]| {
+            names
+                .iter()
+                .find(|(x, _)| x == s)
+                .map(|(_, id)| *id)
+                .ok_or_else(|| format!("{at}: no node `{s}` before it"))
+        };
+        let mut after = Vec::new();
+        if let Some(a) = n.get("after") {
+            for d in a.as_array().ok_or_else(|| format!("{at}: `after` is a list of node names"))? {
+                after.push(node_of(d.as_str().unwrap_or(""), &names)?);
+            }
+        }
+        let node = if let Some(k) = n.get("kernel").and_then(toml::Value::as_str) {
+            let kernel =
+                module.kernel(k).ok_or_else(|| format!("{at}: no kernel `{k}` in `{kir}`"))?;
+            let sizes = |key: &str| -> Result<Option<Vec<u32>>, String> {
+                match n.get(key) {
+                    None => Ok(None),
+                    Some(v) => v
+                        .as_array()
+                        .and_then(|a| {
+                            a.iter()
+                                .map(|x| x.as_integer().and_then(|x| u32::try_from(x).ok()))
+                                .collect()
+                        })
+                        .map(Some)
+                        .ok_or_else(|| format!("{at}: `{key}` is a list of 1 to 3 sizes")),
+                }
+            };
+            let global = sizes("global")?
+                .filter(|g| (1..=3).contains(&g.len()))
+                .ok_or_else(|| format!("{at}: give `global`, 1 to 3 sizes"))?;
+            let mut range = NdRange::new(&global);
+            if let Some(l) = sizes("local")? {
+                range = range.with_local(&l);
+            }
+            let args = n
+                .get("args")
+                .and_then(toml::Value::as_array)
+                .ok_or_else(|| format!("{at}: give `args`, one per parameter"))?;
+            if args.len() != kernel.params().len() {
+                return Err(format!(
+                    "{at}: kernel `{k}` takes {} arguments, {} given",
+                    kernel.params().len(),
+                    args.len()
+                ));
+            }
+            let mut kargs = Vec::new();
+            for (p, a) in kernel.params().iter().zip(args) {
+                let ty = p.ty();
+                if ty.is_ptr() {
+                    let b = buffer(
+                        a.as_str().ok_or_else(|| {
+                            format!("{at}: parameter `{}` takes a buffer name", p.name())
+                        })?,
+                        &at,
+                    )?;
+                    // Edges are derived as if the kernel read and wrote every buffer it takes.
+                    kargs.push(KernelArg::Buffer(kiln::runtime::Accessor::new(
+                        &b,
+                        AccessMode::ReadWrite,
+                    )));
+                } else {
+                    let s = ty.scalar().ok_or_else(|| {
+                        format!("{at}: parameter `{}` has no scalar type", p.name())
+                    })?;
+                    let t = scalar_text(a)
+                        .ok_or_else(|| format!("{at}: parameter `{}` takes a number", p.name()))?;
+                    kargs.push(KernelArg::Scalar(
+                        parse_scalar(&t, s)
+                            .map_err(|e| format!("{at}: parameter `{}`: {e}", p.name()))?,
+                    ));
+                }
+            }
+            Node::kernel_of(&prepared, k, range, kargs)
+        } else if let Some(b) = n.get("fill").and_then(toml::Value::as_str) {
+            let buf = buffer(b, &at)?;
+            let t = n
+                .get("value")
+                .and_then(scalar_text)
+                .ok_or_else(|| format!("{at}: give the fill `value`"))?;
+            Node::fill(&buf, parse_scalar(&t, buf.elem()).map_err(|e| format!("{at}: {e}"))?)
+        } else if let Some(c) = n.get("copy").and_then(toml::Value::as_array) {
+            let [s, d] = c.as_slice() else {
+                return Err(format!("{at}: `copy` is [source, destination]"));
+            };
+            Node::copy(
+                &buffer(s.as_str().unwrap_or(""), &at)?,
+                &buffer(d.as_str().unwrap_or(""), &at)?,
+            )
+        } else {
+            return Err(format!(
+                "{at}: give `kernel`, `fill` or `copy` (host tasks need Rust: see docs/graphs.md)"
+            ));
+        };
+        let id = graph.add(node.named(name.clone()), &after).map_err(|e| e.to_string())?;
+        names.push((name, id));
+    }
+    if let Some(edges) = doc.get("edges") {
+        for e in edges.as_array().ok_or("`edges` is a list of [from, to] pairs")? {
+            let pair: Vec<&str> = e
+                .as_array()
+                .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
+                .unwrap_or_default();
+            let [from, to] = pair.as_slice() else {
+                return Err(format!("edge {e}: expected [from, to] node names"));
+            };
+            let id = |s: &str| {
+                names
+                    .iter()
+                    .find(|(x, _)| x == s)
+                    .map(|(_, i)| *i)
+                    .ok_or_else(|| format!("edge {e}: no node `{s}`"))
+            };
+            graph.make_edge(id(from)?, id(to)?).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(Described { graph, buffers })
+}
+
+fn zero(elem: Scalar) -> Imm {
+    if elem.is_float() {
+        Imm::float(elem, 0.0)
+    } else if elem == Scalar::Bool {
+        Imm::Bool(false)
+    } else {
+        Imm::int(elem, 0)
+    }
+}
+
+pub fn main(a: &GraphArgs) -> Result<(), Error> {
+    let text = read_source(&a.file)?;
+    let device = open_device(&a.device)?;
+    let config = kiln::runtime::Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
+    let ctx = Context::with_config(device, config.context_config());
+    let d = describe(&ctx, &a.file, &text)
+        .map_err(|m| Error::Message(format!("`{}`: {m}", a.file.display())))?;
+    if let Some(p) = &a.dot {
+        d.graph.print_dot(p, a.verbose).map_err(|e| Error::Message(e.to_string()))?;
+    }
+    if let Some(svg) = &a.svg {
+        let out = std::process::Command::new("dot")
+            .arg("-Tsvg")
+            .arg("-o")
+            .arg(svg)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().map(|mut i| i.write_all(d.graph.to_dot(a.verbose).as_bytes())).transpose()?;
+                c.wait_with_output()
+            })
+            .map_err(|e| {
+                Error::Message(format!(
+                    "cannot run Graphviz's `dot` ({e}): install Graphviz (e.g. `apt install graphviz`) or write --dot and draw it elsewhere"
+                ))
+            })?;
+        if !out.status.success() {
+            return Err(Error::Message(format!("Graphviz's `dot` failed ({})", out.status)));
+        }
+    }
+    // Finalizing checks what drawing does not: kernels resolve, no cycle, partitions.
+    let exec = d.graph.finalize().map_err(|e| Error::Message(e.to_string()))?;
+    if a.run {
+        let q = Queue::new(&ctx, QueueOrder::InOrder);
+        q.submit_graph(&exec).wait().map_err(|e| Error::Message(e.to_string()))?;
+        for (name, b) in &d.buffers {
+            let c = b.contents().map_err(|e| Error::Message(e.to_string()))?;
+            let v: Vec<String> = c.to_imms().into_iter().map(format_imm).collect();
+            println!("{name}: {}[{}] = [{}]", c.elem(), c.len(), v.join(", "));
+        }
+    }
+    Ok(())
+}
