@@ -122,8 +122,6 @@ pub struct X86RunOptions {
 /// Why a kernel could not be compiled, inside the backend; it leaves as a [`BackendError`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum X86Error {
-    /// The kernel does not verify (the verifier's messages).
-    Invalid(String),
     /// The target machine is not x86-64, or lacks what the code needs.
     Unsupported(String),
     /// Mapping or protecting code memory failed.
@@ -135,7 +133,6 @@ pub(crate) enum X86Error {
 impl fmt::Display for X86Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            X86Error::Invalid(m) => write!(f, "invalid kernel: {m}"),
             X86Error::Unsupported(m) => write!(f, "unsupported: {m}"),
             X86Error::Memory(m) => write!(f, "code memory: {m}"),
             X86Error::Internal(m) => write!(f, "x86 backend internal error: {m}"),
@@ -148,7 +145,6 @@ impl std::error::Error for X86Error {}
 impl X86Error {
     fn into_backend(self, kernel: &str) -> BackendError {
         let kind = match &self {
-            X86Error::Invalid(_) => ErrorKind::IllFormed,
             X86Error::Unsupported(_) => ErrorKind::Unsupported,
             X86Error::Memory(_) | X86Error::Internal(_) => ErrorKind::Internal,
         };
