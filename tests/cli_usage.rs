@@ -271,7 +271,7 @@ fn malformed_command_lines_exit_2() {
         &["fmt"],
         &["fmt", "examples/saxpy.kir", "--check", "--nope"],
         &["emit", "examples/saxpy.kir"],
-        &["emit", "examples/saxpy.kir", "--target", "x86"],
+        &["emit", "examples/saxpy.kir", "--target", "x87"],
         &["emit", "examples/saxpy.kir", "--target", "ptx", "--sm", "abc"],
         &["emit", "examples/saxpy.kir", "--target", "ptx", "--ptx-version", "eight"],
         &["fuse", "examples/saxpy.kir"],
