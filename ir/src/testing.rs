@@ -84,6 +84,22 @@ pub fn require<T, E: std::fmt::Display>(require: &str, found: Result<T, E>) -> O
     }
 }
 
+/// [`require`] for one device of several a test runs on: when it is missing (and `require`
+/// is not set) the test goes on with the others, so it says so on stderr without recording
+/// the test as skipped.
+pub fn optional<T, E: std::fmt::Display>(require: &str, found: Result<T, E>) -> Option<T> {
+    match found {
+        Ok(t) => Some(t),
+        Err(e) if std::env::var_os(require).is_some_and(|v| !v.is_empty()) => {
+            panic!("{require} is set, but: {e}")
+        }
+        Err(e) => {
+            eprintln!("not on this device: {e}");
+            None
+        }
+    }
+}
+
 /// The external tool whose path the variable `var` holds (`KILN_SPIRV_VAL`, `KILN_PTXAS`,
 /// `KILN_LLVM_MC`: `cargo xtask test` finds or installs each and sets it), under
 /// [`require`]'s rule with `KILN_REQUIRE_TOOLS`.
