@@ -51,7 +51,7 @@ Program cache:
   The kernel is built through the runtime's program cache. With KILN_CACHE_PERSISTENT=1 the
   built program is also stored on disk (KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln, else
   ~/.cache/kiln; see `kiln cache`), and later runs load it. KILN_PROGRAM_BUILD_OPTIONS is part
-  of the cache key; for vulkan and cuda, `-O0` builds without the -O optimization pipeline.
+  of the cache key; on every device but the interpreter, `-O0` builds without the -O pipeline.
   `kiln --help` lists every variable.
 
 Limits:
@@ -63,7 +63,8 @@ Bounds checks:
   KILN_PROGRAM_BUILD_OPTIONS) makes vulkan and cuda check every access and loop and fail
   with the interpreter's message for the first out-of-bounds access, e.g. `kernel `reduce`,
   work-item (128, 0, 0): store `partial[2]` out of bounds (buffer has 2 elements)`, or for
-  a loop the driver stopped early. The interpreter always checks. See docs/sanitize.md.
+  a loop the driver stopped early. The interpreter and the cpu device always check. See
+  docs/sanitize.md.
 
 Exit status: 0 on success; 1 for an error in the file, the values or the run (messages on
 stderr, `kiln: error: ...`); 2 for a malformed command line.
