@@ -41,7 +41,6 @@ pub struct GraphArgs {
 
 /// The device of the registry called `name`.
 fn open_device(name: &str) -> Result<Arc<dyn Device>, Error> {
-    let name = if name == "cpu-interp" { "interp" } else { name };
     registry::open(name, &OpenOptions::default()).map_err(|e| Error::Message(e.to_string()))
 }
 

@@ -154,7 +154,6 @@ fn arg_binding(text: &str) -> Result<(String, String), String> {
 /// A `--device` value: a device of the registry (`cpu-interp` is another name for
 /// `interp`); anything else is a usage error (exit code 2).
 fn device_name(name: &str) -> Result<String, String> {
-    let name = if name == "cpu-interp" { "interp" } else { name };
     match registry::info(name) {
         Some(d) => Ok(d.name.to_string()),
         None => Err(format!("unknown device `{name}` (devices: {})", registry::names().join(", "))),

@@ -30,10 +30,10 @@ use kiln_backends::options::BuildOptions;
 use kiln_backends::target::Target;
 use kiln_backends::x86::{X86Options, X86Program, X86RunOptions, X86};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{parse_module, Verified};
+use kiln_ir::Verified;
 
 use super::registry::OpenOptions;
-use super::{handle_as, Device, DeviceKind, Handle};
+use super::{handle_as, module_from_text, Device, DeviceKind, Handle};
 use crate::artifact;
 use crate::error::DeviceError;
 
@@ -120,11 +120,7 @@ impl Device for CpuDevice {
             [(kind, text)] if kind == "kir" => text,
             _ => return Err(load_err("expected one kir blob".into())),
         };
-        let text = std::str::from_utf8(text).map_err(|e| load_err(e.to_string()))?;
-        let module = parse_module(text).map_err(|d| load_err(d.to_string()))?;
-        // The bytes may come from disk: trust nothing that does not verify.
-        let module =
-            Verified::new(module).map_err(|_| load_err("the module does not verify".into()))?;
+        let module = module_from_text(&self.name(), text)?;
         let programs = self.target().emit(&module).map_err(|e| load_err(e.to_string()))?;
         Ok(Arc::new(CpuProgram(programs.into_iter().map(Arc::new).collect())))
     }

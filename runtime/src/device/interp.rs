@@ -7,9 +7,9 @@ use kiln_backends::kir::Kir;
 use kiln_backends::options::BuildOptions;
 use kiln_ir::interp;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{parse_module, Kernel, Module, Verified};
+use kiln_ir::{Kernel, Module, Verified};
 
-use super::{handle_as, Device, DeviceKind, Handle};
+use super::{handle_as, module_from_text, Device, DeviceKind, Handle};
 use crate::error::DeviceError;
 
 /// An executor that runs IR kernels directly (the interpreter, or a backend that compiles
@@ -60,14 +60,7 @@ impl<X: IrExecutor> Device for IrDevice<X> {
         Ok(built.output.into_bytes())
     }
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
-        let load_err = |message: String| DeviceError::Load { device: self.name(), message };
-        let text = std::str::from_utf8(binary).map_err(|e| load_err(e.to_string()))?;
-        let module = parse_module(text).map_err(|d| load_err(d.to_string()))?;
-        // The bytes may come from disk: trust nothing that does not verify.
-        let module = Verified::new(module)
-            .map_err(|_| load_err("the module does not verify".into()))?
-            .into_module();
-        Ok(Arc::new(module))
+        Ok(Arc::new(module_from_text(&self.name(), binary)?.into_module()))
     }
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
         let m = handle_as::<Module>(program, "program")?;

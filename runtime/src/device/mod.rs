@@ -171,6 +171,16 @@ pub trait Device: Send + Sync + 'static {
     }
 }
 
+/// The module a program binary holds as kiln text, for the devices whose binaries are IR
+/// (the interpreter, the cpu device). The bytes may come from disk: anything that does not
+/// parse and verify is a load error on `device`, never trusted.
+pub(crate) fn module_from_text(device: &str, text: &[u8]) -> Result<Verified, DeviceError> {
+    let load_err = |message: String| DeviceError::Load { device: device.into(), message };
+    let text = std::str::from_utf8(text).map_err(|e| load_err(e.to_string()))?;
+    let module = kiln_ir::parse_module(text).map_err(|d| load_err(d.to_string()))?;
+    Verified::new(module).map_err(|_| load_err("the module does not verify".into()))
+}
+
 /// The value behind a program or kernel handle, when `device` made it; `what` names the
 /// handle in the error (a handle of another device is a launch error, not a panic).
 pub(crate) fn handle_as<'a, T: Any>(h: &'a Handle, what: &str) -> Result<&'a T, DeviceError> {

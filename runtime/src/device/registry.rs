@@ -76,8 +76,13 @@ pub const DEVICES: &[DeviceInfo] = &[
     },
 ];
 
-/// The registered device called `name`, or `None`.
+/// Other names of registered devices: (alias, name).
+const ALIASES: &[(&str, &str)] = &[("cpu-interp", "interp")];
+
+/// The registered device called `name` (or one of its aliases, such as `cpu-interp`), or
+/// `None`.
 pub fn info(name: &str) -> Option<&'static DeviceInfo> {
+    let name = ALIASES.iter().find(|(a, _)| *a == name).map_or(name, |(_, n)| n);
     DEVICES.iter().find(|d| d.name == name)
 }
 
