@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use kiln_ir::launch::{self, Element};
 use kiln_ir::Scalar;
 
-use crate::error::RuntimeError;
+use crate::device::{Device, Memory};
+use crate::error::{DeviceError, RuntimeError};
 use crate::event::Event;
 
 /// How a command uses a buffer.
@@ -51,8 +52,88 @@ pub(crate) struct BufferInner {
     pub id: u64,
     pub elem: Scalar,
     pub len: usize,
-    pub data: Mutex<launch::Buffer>,
+    pub data: Mutex<Storage>,
     pub track: Mutex<Track>,
+}
+
+/// A buffer's copy in one device memory space.
+struct DeviceCopy {
+    space: u64,
+    mem: Memory,
+    /// Whether it holds the newest contents.
+    valid: bool,
+}
+
+/// A buffer's contents: on the host, and on the devices with memory of their own that
+/// launched kernels with it (see [`crate::device::memory`]). At least one place is valid;
+/// a device write leaves only that device's copy valid, a host write only the host's.
+pub(crate) struct Storage {
+    host: launch::Buffer,
+    host_valid: bool,
+    /// At most one per memory space; never removed while the buffer lives (recordings
+    /// keep their addresses).
+    copies: Vec<DeviceCopy>,
+}
+
+impl Storage {
+    fn new(host: launch::Buffer) -> Storage {
+        Storage { host, host_valid: true, copies: Vec::new() }
+    }
+
+    /// The host contents, downloaded first when only a device holds the newest.
+    pub fn host(&mut self) -> Result<&launch::Buffer, DeviceError> {
+        if !self.host_valid {
+            let c = self.copies.iter().find(|c| c.valid).ok_or_else(|| {
+                DeviceError::Driver("buffer contents lost: no valid copy (a bug in kiln)".into())
+            })?;
+            c.mem.download(self.host.as_bytes_mut())?;
+            self.host_valid = true;
+        }
+        Ok(&self.host)
+    }
+
+    /// The host contents for writing: as [`Storage::host`], and every device copy becomes
+    /// stale.
+    pub fn host_mut(&mut self) -> Result<&mut launch::Buffer, DeviceError> {
+        self.host()?;
+        for c in &mut self.copies {
+            c.valid = false;
+        }
+        Ok(&mut self.host)
+    }
+
+    /// The buffer's copy in `dev`'s memory space `space`, allocated when it has none (its
+    /// contents then unspecified).
+    pub fn allocated(&mut self, dev: &dyn Device, space: u64) -> Result<Memory, DeviceError> {
+        if let Some(c) = self.copies.iter().find(|c| c.space == space) {
+            return Ok(c.mem.clone());
+        }
+        let mem = dev.alloc(self.host.as_bytes().len().max(1))?;
+        self.copies.push(DeviceCopy { space, mem: mem.clone(), valid: false });
+        Ok(mem)
+    }
+
+    /// The buffer's copy on `dev` holding the newest contents (uploaded when stale).
+    pub fn on_device(&mut self, dev: &dyn Device, space: u64) -> Result<Memory, DeviceError> {
+        let mem = self.allocated(dev, space)?;
+        let i = self.copies.iter().position(|c| c.space == space).unwrap_or_default();
+        if !self.copies[i].valid {
+            self.host()?;
+            if !self.host.is_empty() {
+                mem.upload(self.host.as_bytes())?;
+            }
+            self.copies[i].valid = true;
+        }
+        Ok(mem)
+    }
+
+    /// A launch in memory space `space` wrote the buffer: only that copy is newest.
+    pub fn device_wrote(&mut self, space: u64) {
+        self.host_valid = false;
+        for c in &mut self.copies {
+            c.valid = c.space == space;
+        }
+    }
 }
 
 impl BufferInner {
@@ -61,7 +142,7 @@ impl BufferInner {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             elem: b.elem(),
             len: b.len(),
-            data: Mutex::new(b),
+            data: Mutex::new(Storage::new(b)),
             track: Mutex::new(Track::default()),
         })
     }
@@ -73,8 +154,17 @@ impl BufferInner {
             None => Ok(()),
         }
     }
-    pub fn data(&self) -> MutexGuard<'_, launch::Buffer> {
+    /// The contents (lock them; [`Storage::host`] for the host's view).
+    pub fn data(&self) -> MutexGuard<'_, Storage> {
         self.data.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+    /// A copy of the host contents, downloaded first when a device holds the newest; a
+    /// failed download is an error naming the buffer.
+    fn host_copy(&self) -> Result<launch::Buffer, RuntimeError> {
+        self.data().host().cloned().map_err(|source| self.transfer_error(source))
+    }
+    pub fn transfer_error(&self, source: DeviceError) -> RuntimeError {
+        RuntimeError::Kernel { command: format!("host access to buffer #{}", self.id), source }
     }
     pub fn track(&self) -> MutexGuard<'_, Track> {
         self.track.lock().unwrap_or_else(PoisonError::into_inner)
@@ -133,13 +223,15 @@ impl<T: Element> Buffer<T> {
     /// contents out. The error of that command (if it failed) is returned instead.
     pub fn read(&self) -> Result<Vec<T>, RuntimeError> {
         self.inner.wait_for_writer()?;
-        Ok(self.inner.data().to_vec::<T>().unwrap_or_default())
+        Ok(self.inner.host_copy()?.to_vec::<T>().unwrap_or_default())
     }
 
     /// Host write access: waits for every command using the buffer, then copies `values`
     /// in (at most `len` elements; the rest are unchanged). Errors of those commands are
-    /// ignored here: they surface at their own events.
-    pub fn write(&self, values: &[T]) {
+    /// ignored here: they surface at their own events. When a device holds the newest
+    /// contents they are downloaded first (the elements past `values` stay); a failed
+    /// download is the error, and nothing is written.
+    pub fn write(&self, values: &[T]) -> Result<(), RuntimeError> {
         let (w, rs) = {
             let t = self.inner.track();
             (t.last_write.clone(), t.reads.clone())
@@ -147,10 +239,12 @@ impl<T: Element> Buffer<T> {
         for e in w.iter().chain(&rs) {
             let _ = e.wait();
         }
-        let mut d = self.inner.data();
+        let mut st = self.inner.data();
+        let d = st.host_mut().map_err(|source| self.inner.transfer_error(source))?;
         for (i, v) in values.iter().enumerate().take(self.inner.len) {
             let _ = d.set(i, v.to_imm());
         }
+        Ok(())
     }
 }
 
@@ -200,7 +294,7 @@ impl AnyBuffer {
     /// assert!(x.same_buffer(&y));
     /// assert!(!x.same_buffer(&AnyBuffer::from(&Buffer::from_slice(&[1.0f32, 2.0]))));
     /// // One storage: a write through the typed handle shows through the other.
-    /// b.write(&[5.0]);
+    /// b.write(&[5.0]).unwrap();
     /// assert_eq!(x.contents().unwrap().to_vec::<f32>(), Some(vec![5.0, 2.0]));
     /// ```
     pub fn same_buffer(&self, other: &AnyBuffer) -> bool {
@@ -211,7 +305,7 @@ impl AnyBuffer {
     /// contents out. The error of that command (if it failed) is returned instead.
     pub fn contents(&self) -> Result<launch::Buffer, RuntimeError> {
         self.inner.wait_for_writer()?;
-        Ok(self.inner.data().clone())
+        self.inner.host_copy()
     }
 }
 

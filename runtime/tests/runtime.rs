@@ -364,7 +364,7 @@ fn host_write_waits_for_readers() {
             Ok(())
         });
     });
-    b.write(&[6]);
+    b.write(&[6]).unwrap();
     assert_eq!(*seen.lock().unwrap(), Some(5));
     assert_eq!(b.read().unwrap(), vec![6]);
 }

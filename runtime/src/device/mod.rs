@@ -49,11 +49,13 @@ pub mod cpu;
 /// The CUDA device: kiln kernels on NVIDIA GPUs through the driver API, loaded at run time.
 pub mod cuda;
 pub mod interp;
+pub mod memory;
 pub mod registry;
 /// A Vulkan compute device running the SPIR-V backend's Vulkan flavour.
 pub mod vulkan;
 
 pub use interp::{interp_device, Interp, InterpDevice, IrDevice, IrExecutor};
+pub use memory::{DeviceMemory, Memory, RecordLaunch, Recording, ResidentBuffer};
 
 /// A device-side object (a loaded program or a kernel), type-erased.
 pub type Handle = Arc<dyn Any + Send + Sync>;
@@ -150,6 +152,41 @@ pub trait Device: Send + Sync + 'static {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError>;
+
+    /// The memory space the device keeps buffers in between launches, when it has one of
+    /// its own (see [`memory`]): a number no other device shares (two devices that can use
+    /// each other's memory may share it). `None` (the default): launches take host buffers
+    /// through [`Device::run`].
+    fn memory_space(&self) -> Option<u64> {
+        None
+    }
+    /// Allocates `bytes` bytes of device memory (contents unspecified) for a buffer. Only
+    /// called on a device with a [`Device::memory_space`].
+    fn alloc(&self, bytes: usize) -> Result<Memory, DeviceError> {
+        let _ = bytes;
+        Err(DeviceError::Launch(format!("device `{}` has no memory of its own", self.name())))
+    }
+    /// Launches like [`Device::run`], with buffers that are already in the device's memory
+    /// (made by [`Device::alloc`]), which the kernel updates in place. Only called on a
+    /// device with a [`Device::memory_space`].
+    fn run_resident(
+        &self,
+        kernel: &Handle,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &[ResidentBuffer],
+    ) -> Result<(), DeviceError> {
+        let _ = (kernel, range, args, buffers);
+        Err(DeviceError::Launch(format!("device `{}` has no memory of its own", self.name())))
+    }
+    /// Records `launches` once into a command list of the device's own (a Vulkan command
+    /// buffer with pipelines, descriptor sets and barriers prepared, a CUDA graph), which a
+    /// command graph replays on every run. `Ok(None)` (the default) means the device has
+    /// none: the command graph replays its own prepared launch list, launch by launch.
+    fn record(&self, launches: &[RecordLaunch]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
+        let _ = launches;
+        Ok(None)
+    }
 
     /// Builds a program of `kernel` alone (default options), loads it and runs the kernel:
     /// [`Device::build`], [`Device::load`], [`Device::kernel`], [`Device::run`] without any

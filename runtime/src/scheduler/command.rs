@@ -9,7 +9,7 @@ use kiln_ir::Imm;
 
 use crate::buffer::{Accessor, BufferInner};
 use crate::context::KernelHandle;
-use crate::device::Device;
+use crate::device::{Device, ResidentBuffer};
 use crate::error::{DeviceError, RuntimeError};
 
 /// A kernel argument: a scalar, or a buffer through an accessor.
@@ -87,9 +87,10 @@ pub struct HostTaskContext {
 }
 
 impl HostTaskContext {
-    /// The contents of the accessor's buffer (`None` if `T` is not its element type).
+    /// The contents of the accessor's buffer (`None` if `T` is not its element type, or
+    /// the newest contents are on a device and could not be downloaded).
     pub fn read<T: Element>(&self, a: &Accessor) -> Option<Vec<T>> {
-        a.buffer.data().to_vec::<T>()
+        a.buffer.data().host().ok()?.to_vec::<T>()
     }
 
     /// Overwrites the start of the accessor's buffer with `values`; an error if the
@@ -98,7 +99,8 @@ impl HostTaskContext {
         if !a.mode.writes() {
             return Err("host task writes through a read-only accessor".into());
         }
-        let mut d = a.buffer.data();
+        let mut st = a.buffer.data();
+        let d = st.host_mut().map_err(|e| e.to_string())?;
         for (i, v) in values.iter().enumerate().take(a.buffer.len) {
             d.set(i, v.to_imm()).map_err(|e| e.to_string())?;
         }
@@ -150,39 +152,84 @@ impl PreparedLaunch {
         PreparedLaunch { kernel, range, args: iargs, bufs }
     }
 
-    /// Runs the launch on `device`. Written buffers are moved out for the launch (the
-    /// scheduler guarantees no one else uses them meanwhile), read-only ones copied.
+    /// Runs the launch on `device`. On a device with memory of its own, the buffers are
+    /// made current there (uploaded when stale) and the kernel updates them in place;
+    /// otherwise written buffers are moved out of their host storage for the launch (the
+    /// scheduler guarantees no one else uses them meanwhile) and read-only ones copied.
+    /// Sanitized launches always take the host path (they add buffers of their own).
     pub fn run(&self, device: &dyn Device) -> Result<(), DeviceError> {
-        let mut data: Vec<launch::Buffer> = self
-            .bufs
-            .iter()
-            .map(|(b, w)| {
-                let mut d = b.data();
-                if *w {
-                    std::mem::replace(&mut *d, launch::Buffer::zeroed(b.elem, 0))
-                } else {
-                    d.clone()
-                }
-            })
-            .collect();
         let k = &self.kernel;
-        let r = match &k.sanitized {
-            None => device.run(&k.handle, &self.range, &self.args, &mut data),
-            Some(s) => crate::sanitize::run_checked(
-                device,
-                s,
-                &k.handle,
-                &self.range,
-                &self.args,
-                &mut data,
-            ),
+        if let (Some(space), None) = (device.memory_space(), &k.sanitized) {
+            let bufs = self.resident(device, space)?;
+            device.run_resident(&k.handle, &self.range, &self.args, &bufs)?;
+            self.wrote(space);
+            return Ok(());
+        }
+        let mut data: Vec<launch::Buffer> = Vec::with_capacity(self.bufs.len());
+        let mut failed = None;
+        for (b, w) in &self.bufs {
+            let mut st = b.data();
+            let r = if *w {
+                st.host_mut().map(|d| std::mem::replace(d, launch::Buffer::zeroed(b.elem, 0)))
+            } else {
+                st.host().cloned()
+            };
+            match r {
+                Ok(d) => data.push(d),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let r = match failed {
+            Some(e) => Err(e),
+            None => match &k.sanitized {
+                None => device.run(&k.handle, &self.range, &self.args, &mut data),
+                Some(s) => crate::sanitize::run_checked(
+                    device,
+                    s,
+                    &k.handle,
+                    &self.range,
+                    &self.args,
+                    &mut data,
+                ),
+            },
         };
+        // Written buffers go back (also those taken before a failed download).
         for ((b, w), d) in self.bufs.iter().zip(data) {
             if *w {
-                *b.data() = d;
+                if let Ok(h) = b.data().host_mut() {
+                    *h = d;
+                }
             }
         }
         r
+    }
+
+    /// The launch's buffers on `device` (memory space `space`), each holding its newest
+    /// contents.
+    pub fn resident(
+        &self,
+        device: &dyn Device,
+        space: u64,
+    ) -> Result<Vec<ResidentBuffer>, DeviceError> {
+        self.bufs
+            .iter()
+            .map(|(b, _)| {
+                let mem = b.data().on_device(device, space)?;
+                Ok(ResidentBuffer { mem, elem: b.elem, len: b.len })
+            })
+            .collect()
+    }
+
+    /// The launch ran in memory space `space`: the buffers it writes are newest there.
+    pub fn wrote(&self, space: u64) {
+        for (b, w) in &self.bufs {
+            if *w {
+                b.data().device_wrote(space);
+            }
+        }
     }
 }
 
@@ -199,8 +246,9 @@ pub(crate) fn copy(src: &Accessor, dst: &Accessor) -> Result<(), String> {
             s.id, s.len, s.elem, d.id, d.len, d.elem
         ));
     }
-    let from = s.data().clone();
-    let mut to = d.data();
+    let from = s.data().host().map_err(|e| e.to_string())?.clone();
+    let mut st = d.data();
+    let to = st.host_mut().map_err(|e| e.to_string())?;
     for i in 0..from.len() {
         let v = from.get(i).ok_or("copy source shorter than its length")?;
         to.set(i, v).map_err(|e| e.to_string())?;
@@ -219,7 +267,8 @@ pub(crate) fn fill(dst: &Accessor, value: Imm) -> Result<(), String> {
             value.scalar()
         ));
     }
-    let mut d = b.data();
+    let mut st = b.data();
+    let d = st.host_mut().map_err(|e| e.to_string())?;
     for i in 0..b.len {
         d.set(i, value).map_err(|e| e.to_string())?;
     }

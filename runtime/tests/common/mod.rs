@@ -46,7 +46,7 @@ pub fn context_round_trip(dev: Arc<dyn Device>, tag: &str) {
                 );
             });
             q.wait().unwrap();
-            by.write(&y);
+            by.write(&y).unwrap();
         }
         // One more run, read back.
         let p = ctx.build_program(&module, &[], "").unwrap();

@@ -9,7 +9,9 @@
 //! skips both kiln's compiler and the driver's. [`Device::load`] hands the image to
 //! `cuModuleLoadData`, [`Device::kernel`] looks the function up, and [`Device::run`] launches it
 //! over the nd-range with buffers copied in and out, shaped like the interpreter's
-//! [`run`](kiln_ir::interp::run). The driver library (`libcuda.so`) is loaded at run time through
+//! [`run`](kiln_ir::interp::run). Through a [`crate::Context`], buffers stay in device memory
+//! between launches ([`Device::run_resident`]; copied back only when the host reads them), and
+//! a command graph's device partitions become CUDA graphs ([`Device::record`]). The driver library (`libcuda.so`) is loaded at run time through
 //! `cudarc`'s dynamic loading: on a machine without it,
 //! [`CudaDevice::open`](crate::device::cuda::CudaDevice::open) returns [`DeviceError::Unavailable`], never
 //! a panic, and nothing about CUDA is needed to build.
@@ -36,14 +38,19 @@ use kiln_backends::options::BuildOptions;
 use kiln_backends::ptx::{Options, Ptx};
 use kiln_backends::target::Target;
 use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
-use kiln_ir::{Kernel, Type, Verified};
+use kiln_ir::{Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
-use crate::device::{handle_as, Device, DeviceKind, Handle};
+use crate::device::{
+    handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordLaunch, Recording,
+    ResidentBuffer,
+};
 use crate::error::{panic_message, DeviceError};
 
 /// How the CUDA device names itself in "unavailable" messages.
 const UNAVAILABLE: &str = "CUDA";
+
+mod graph;
 
 fn unavailable(reason: impl Into<String>) -> DeviceError {
     DeviceError::Unavailable { device: UNAVAILABLE.into(), reason: reason.into() }
@@ -65,19 +72,47 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, DeviceError>) -> Result<T, DeviceErr
     })
 }
 
+/// Device 0's primary context, retained while anything made in it (the device, a program,
+/// a buffer's memory, a graph) lives.
+#[derive(Debug)]
+pub(crate) struct Primary {
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+}
+
+// The context handle is used only after making it current on the calling thread.
+unsafe impl Send for Primary {}
+unsafe impl Sync for Primary {}
+
+impl Primary {
+    /// Makes the context current on the calling thread.
+    pub(crate) fn current(&self) -> Result<(), DeviceError> {
+        // SAFETY: the context is retained while `self` lives.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(driver("cuCtxSetCurrent"))
+    }
+}
+
+impl Drop for Primary {
+    fn drop(&mut self) {
+        // SAFETY: releases the retain taken when it was made.
+        let _ = guarded(|| {
+            let _ = unsafe { result::primary_ctx::release(self.dev) };
+            Ok(())
+        });
+    }
+}
+
+/// The memory space of device 0's primary context: every [`CudaDevice`] shares it.
+const CUDA_SPACE: u64 = u64::MAX;
+
 /// An NVIDIA GPU (device 0) with its primary context.
 #[derive(Debug)]
 pub struct CudaDevice {
-    dev: sys::CUdevice,
-    ctx: sys::CUcontext,
+    primary: Arc<Primary>,
     name: String,
     sm: u32,
     driver_version: i32,
 }
-
-// The context handle is used only after making it current on the calling thread.
-unsafe impl Send for CudaDevice {}
-unsafe impl Sync for CudaDevice {}
 
 impl CudaDevice {
     /// Loads the CUDA driver and opens device 0; [`DeviceError::Unavailable`] when there is
@@ -116,7 +151,8 @@ impl CudaDevice {
             let _ = unsafe { sys::cuDriverGetVersion(&mut driver_version) };
             // SAFETY: retaining the primary context of a valid device.
             let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(unavail)?;
-            Ok(CudaDevice { dev, ctx, name, sm: (major * 10 + minor) as u32, driver_version })
+            let primary = Arc::new(Primary { dev, ctx });
+            Ok(CudaDevice { primary, name, sm: (major * 10 + minor) as u32, driver_version })
         })
     }
 
@@ -131,84 +167,32 @@ impl CudaDevice {
         Ptx(Options::sm(self.sm)).emit(module).map_err(|e| DeviceError::build(&self.name, e))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Launches `k` on resident buffers and waits for it (errors of the kernel's execution
+    /// surface at this launch, not a later one).
     fn launch(
         &self,
-        f: sys::CUfunction,
-        grid: [u32; 3],
-        block: [u32; 3],
+        k: &CudaKernel,
+        (grid, block): ([u32; 3], [u32; 3]),
         range: &NdRange,
         args: &[Arg],
-        scalars: &[Vec<u8>],
-        buffers: &mut [Buffer],
+        mut params: Params,
     ) -> Result<(), DeviceError> {
-        // SAFETY: the context was retained in `open` and stays alive with `self`; `f`
-        // belongs to a module the kernel handle keeps loaded; every device pointer below is
-        // allocated here, sized from the host buffer, and freed on every path; kernel
-        // parameters point to host values that outlive the launch, which is synchronized
-        // before they are dropped.
+        // SAFETY: the context is retained by `self`; `k.func` belongs to a module the
+        // kernel handle keeps loaded; the parameters point into `params`, which outlives the
+        // launch, and the launch is synchronized before returning.
         unsafe {
-            result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
-            let mut ptrs: Vec<sys::CUdeviceptr> = Vec::with_capacity(buffers.len());
-            let outcome = (|| {
-                for b in buffers.iter() {
-                    let p = result::malloc_sync(b.as_bytes().len().max(1))
-                        .map_err(driver("cuMemAlloc"))?;
-                    ptrs.push(p);
-                    if !b.is_empty() {
-                        result::memcpy_htod_sync(p, b.as_bytes())
-                            .map_err(driver("cuMemcpyHtoD"))?;
-                    }
-                }
-                let mut ptr_args: Vec<sys::CUdeviceptr> = Vec::new();
-                for a in args {
-                    if let Arg::Buffer(i) = a {
-                        ptr_args.push(ptrs[*i]);
-                    }
-                }
-                let mut offsets = range.offset;
-                let mut kparams: Vec<*mut c_void> = Vec::new();
-                let (mut si, mut pi) = (0, 0);
-                for a in args {
-                    match a {
-                        Arg::Scalar(_) => {
-                            kparams.push(scalars[si].as_ptr() as *mut c_void);
-                            si += 1;
-                        }
-                        Arg::Buffer(_) => {
-                            kparams.push(&mut ptr_args[pi] as *mut _ as *mut c_void);
-                            pi += 1;
-                        }
-                    }
-                }
-                for o in offsets.iter_mut() {
-                    kparams.push(o as *mut u32 as *mut c_void);
-                }
-                result::launch_kernel(
-                    f,
-                    (grid[0], grid[1], grid[2]),
-                    (block[0], block[1], block[2]),
-                    0,
-                    std::ptr::null_mut(),
-                    &mut kparams,
-                )
-                .map_err(driver("cuLaunchKernel"))?;
-                result::ctx::synchronize().map_err(driver("kernel execution"))?;
-                for (b, p) in buffers.iter_mut().zip(&ptrs) {
-                    if b.is_empty() {
-                        continue;
-                    }
-                    let mut bytes = vec![0u8; b.as_bytes().len()];
-                    result::memcpy_dtoh_sync(&mut bytes, *p).map_err(driver("cuMemcpyDtoH"))?;
-                    *b = Buffer::from_bytes(b.elem(), bytes)
-                        .map_err(|e| DeviceError::Driver(format!("CUDA read back: {e}")))?;
-                }
-                Ok(())
-            })();
-            for p in ptrs {
-                let _ = result::free_sync(p);
-            }
-            outcome
+            self.primary.current()?;
+            let mut kparams = params.pointers(args, range);
+            result::launch_kernel(
+                k.func,
+                (grid[0], grid[1], grid[2]),
+                (block[0], block[1], block[2]),
+                0,
+                std::ptr::null_mut(),
+                &mut kparams,
+            )
+            .map_err(driver("cuLaunchKernel"))?;
+            result::ctx::synchronize().map_err(driver("kernel execution"))
         }
     }
 }
@@ -248,7 +232,7 @@ impl CudaDevice {
             // destroyed here; the PTX image is NUL-terminated and its size includes the NUL;
             // the cubin belongs to the link state, so it is copied before the state goes.
             unsafe {
-                result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
+                self.primary.current()?;
                 let null = std::ptr::null_mut();
                 let mut state: sys::CUlinkState = std::ptr::null_mut();
                 sys::cuLinkCreate_v2(0, null as _, null as _, &mut state)
@@ -287,7 +271,7 @@ impl CudaDevice {
 /// A loaded module (from a cubin or PTX) and the signatures of its kernels.
 struct CudaProgram {
     module: sys::CUmodule,
-    ctx: sys::CUcontext,
+    primary: Arc<Primary>,
     signatures: Vec<Kernel>,
 }
 
@@ -301,7 +285,7 @@ impl Drop for CudaProgram {
             // SAFETY: unloads the module loaded in `load`, with its context current; if the
             // context is gone, both calls fail harmlessly.
             unsafe {
-                let _ = result::ctx::set_current(self.ctx);
+                let _ = self.primary.current();
                 let _ = result::module::unload(self.module);
             }
             Ok(())
@@ -364,12 +348,16 @@ impl Device for CudaDevice {
             // SAFETY: the context is alive with `self`; the image is a complete cubin or a
             // NUL-terminated PTX string, and outlives the call.
             unsafe {
-                result::ctx::set_current(self.ctx).map_err(driver("cuCtxSetCurrent"))?;
+                self.primary.current()?;
                 result::module::load_data(image.as_ptr() as *const c_void)
                     .map_err(driver("cuModuleLoadData"))
             }
         })?;
-        Ok(Arc::new(CudaProgram { module, ctx: self.ctx, signatures: a.signatures }))
+        Ok(Arc::new(CudaProgram {
+            module,
+            primary: self.primary.clone(),
+            signatures: a.signatures,
+        }))
     }
 
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
@@ -381,7 +369,7 @@ impl Device for CudaDevice {
         let func = guarded(|| {
             // SAFETY: the module is loaded (held by `p`), its context made current first.
             unsafe {
-                result::ctx::set_current(p.ctx).map_err(driver("cuCtxSetCurrent"))?;
+                p.primary.current()?;
                 result::module::get_function(p.module, cname).map_err(driver("cuModuleGetFunction"))
             }
         })?;
@@ -400,61 +388,215 @@ impl Device for CudaDevice {
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError> {
         let k = handle_as::<CudaKernel>(kernel, "kernel")?;
-        let sig = &k.signature;
-        let (grid, block) = launch_shape(sig, range)?;
-        if grid.contains(&0) {
+        let shape = launch_shape(&k.signature, range)?;
+        if shape.0.contains(&0) {
             return Ok(()); // an empty nd-range runs nothing
         }
-        let params = sig.params();
-        if args.len() != params.len() {
-            return Err(launch_err(format!(
-                "kernel `{}` has {} parameters, {} arguments given",
-                sig.name(),
-                params.len(),
-                args.len()
-            )));
-        }
-        // Scalar argument bytes, checked against the parameter types.
-        let mut scalars: Vec<Vec<u8>> = Vec::new();
-        for (p, a) in params.iter().zip(args) {
-            match (p.ty(), a) {
-                (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => {
-                    let b = Buffer::from_imms(s, &[*v])
-                        .map_err(|e| launch_err(format!("argument `{}`: {e}", p.name())))?;
-                    scalars.push(b.as_bytes().to_vec());
+        let elems: Vec<Scalar> = buffers.iter().map(|b| b.elem()).collect();
+        let scalars = check_args(&k.signature, args, &elems)?;
+        guarded(|| {
+            let mut mems = Vec::with_capacity(buffers.len());
+            for b in buffers.iter() {
+                let m = self.alloc_mem(b.as_bytes().len().max(1))?;
+                if !b.is_empty() {
+                    m.upload(b.as_bytes())?;
                 }
-                (Type::Ptr(_, elem), Arg::Buffer(i)) => match buffers.get(*i) {
-                    Some(b) if b.elem() == elem => {}
-                    Some(b) => {
-                        return Err(launch_err(format!(
-                            "parameter `{}` points to {elem}, buffer {i} holds {}",
-                            p.name(),
-                            b.elem()
-                        )))
-                    }
-                    None => return Err(launch_err(format!("no buffer {i}"))),
-                },
-                _ => {
-                    return Err(launch_err(format!(
-                        "argument for `{}: {}` is of the wrong kind or type",
-                        p.name(),
-                        p.ty()
-                    )))
+                mems.push(m);
+            }
+            let params = Params { scalars, ptrs: mems.iter().map(|m| m.ptr).collect() };
+            self.launch(k, shape, range, args, params)?;
+            for (b, m) in buffers.iter_mut().zip(&mems) {
+                if !b.is_empty() {
+                    m.download(b.as_bytes_mut())?;
                 }
             }
+            Ok(())
+        })
+    }
+
+    /// Every CUDA device of this process shares device 0's primary context.
+    fn memory_space(&self) -> Option<u64> {
+        Some(CUDA_SPACE)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Memory, DeviceError> {
+        Ok(Arc::new(guarded(|| self.alloc_mem(bytes))?))
+    }
+
+    /// Runs the kernel on buffers in device memory, in place, and waits for it.
+    fn run_resident(
+        &self,
+        kernel: &Handle,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &[ResidentBuffer],
+    ) -> Result<(), DeviceError> {
+        let k = handle_as::<CudaKernel>(kernel, "kernel")?;
+        let shape = launch_shape(&k.signature, range)?;
+        if shape.0.contains(&0) {
+            return Ok(());
         }
-        guarded(|| self.launch(k.func, grid, block, range, args, &scalars, buffers))
+        let elems: Vec<Scalar> = buffers.iter().map(|b| b.elem).collect();
+        let scalars = check_args(&k.signature, args, &elems)?;
+        let ptrs = device_ptrs(buffers)?;
+        guarded(|| self.launch(k, shape, range, args, Params { scalars, ptrs }))
+    }
+
+    /// A CUDA graph of the launches, one kernel node each with edges from its `after`
+    /// list, instantiated once; a replay is one `cuGraphLaunch`.
+    fn record(&self, launches: &[RecordLaunch]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
+        graph::record(self, launches).map(|g| Some(Box::new(g) as Box<dyn Recording>))
     }
 }
 
-impl Drop for CudaDevice {
+impl CudaDevice {
+    fn alloc_mem(&self, bytes: usize) -> Result<CudaMem, DeviceError> {
+        // SAFETY: allocation in the retained context, made current first.
+        unsafe {
+            self.primary.current()?;
+            let ptr = result::malloc_sync(bytes).map_err(driver("cuMemAlloc"))?;
+            Ok(CudaMem { ptr, bytes, primary: self.primary.clone() })
+        }
+    }
+}
+
+/// A buffer's storage in device memory.
+struct CudaMem {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+    primary: Arc<Primary>,
+}
+
+impl DeviceMemory for CudaMem {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+    fn upload(&self, data: &[u8]) -> Result<(), DeviceError> {
+        let n = data.len().min(self.bytes);
+        guarded(|| {
+            // SAFETY: `ptr` holds `bytes` bytes in the retained context; at most that many
+            // are copied; the synchronous copy finishes before `data` can go.
+            unsafe {
+                self.primary.current()?;
+                result::memcpy_htod_sync(self.ptr, &data[..n]).map_err(driver("cuMemcpyHtoD"))
+            }
+        })
+    }
+    fn download(&self, out: &mut [u8]) -> Result<(), DeviceError> {
+        let n = out.len().min(self.bytes);
+        guarded(|| {
+            // SAFETY: as in `upload`, the other way.
+            unsafe {
+                self.primary.current()?;
+                result::memcpy_dtoh_sync(&mut out[..n], self.ptr).map_err(driver("cuMemcpyDtoH"))
+            }
+        })
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Drop for CudaMem {
     fn drop(&mut self) {
-        // SAFETY: releases the retain taken in `open`.
         let _ = guarded(|| {
-            let _ = unsafe { result::primary_ctx::release(self.dev) };
+            // SAFETY: frees the allocation of `alloc_mem` in its (still retained) context;
+            // nothing uses it any more (recordings hold their memory).
+            unsafe {
+                let _ = self.primary.current();
+                let _ = result::free_sync(self.ptr);
+            }
             Ok(())
         });
     }
+}
+
+/// The device pointers of resident buffers, which must be this device's memory and hold
+/// what they claim to.
+fn device_ptrs(buffers: &[ResidentBuffer]) -> Result<Vec<sys::CUdeviceptr>, DeviceError> {
+    buffers
+        .iter()
+        .map(|b| match b.mem.as_any().downcast_ref::<CudaMem>() {
+            Some(m) if m.bytes >= b.len * b.elem.size_bytes() => Ok(m.ptr),
+            Some(_) => Err(launch_err("a buffer's device memory is smaller than the buffer")),
+            None => Err(launch_err("a buffer's memory belongs to another device")),
+        })
+        .collect()
+}
+
+/// A launch's kernel parameters, owned until the launch (or graph node) has taken them:
+/// the scalars' bytes and the buffers' device pointers.
+struct Params {
+    scalars: Vec<Vec<u8>>,
+    ptrs: Vec<sys::CUdeviceptr>,
+}
+
+impl Params {
+    /// The `void*` array `cuLaunchKernel` takes: one pointer per parameter in order, then
+    /// the three global offsets (kiln's PTX takes them last). Points into `self` and the
+    /// returned offsets' storage, so both must outlive its use.
+    fn pointers(&mut self, args: &[Arg], range: &NdRange) -> Vec<*mut c_void> {
+        let mut out: Vec<*mut c_void> = Vec::with_capacity(args.len() + 3);
+        let mut si = 0;
+        for a in args {
+            match a {
+                Arg::Scalar(_) => {
+                    out.push(self.scalars[si].as_mut_ptr() as *mut c_void);
+                    si += 1;
+                }
+                Arg::Buffer(i) => out.push(&mut self.ptrs[*i] as *mut _ as *mut c_void),
+            }
+        }
+        // The offsets live after the scalars, as three 4-byte values of their own.
+        self.scalars.extend(range.offset.iter().map(|o| o.to_le_bytes().to_vec()));
+        let n = self.scalars.len();
+        for o in &mut self.scalars[n - 3..] {
+            out.push(o.as_mut_ptr() as *mut c_void);
+        }
+        out
+    }
+}
+
+/// The scalar arguments' bytes, after checking every argument against its parameter
+/// (`elems` gives each buffer's element type).
+fn check_args(sig: &Kernel, args: &[Arg], elems: &[Scalar]) -> Result<Vec<Vec<u8>>, DeviceError> {
+    let params = sig.params();
+    if args.len() != params.len() {
+        return Err(launch_err(format!(
+            "kernel `{}` has {} parameters, {} arguments given",
+            sig.name(),
+            params.len(),
+            args.len()
+        )));
+    }
+    let mut scalars: Vec<Vec<u8>> = Vec::new();
+    for (p, a) in params.iter().zip(args) {
+        match (p.ty(), a) {
+            (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => {
+                let b = Buffer::from_imms(s, &[*v])
+                    .map_err(|e| launch_err(format!("argument `{}`: {e}", p.name())))?;
+                scalars.push(b.as_bytes().to_vec());
+            }
+            (Type::Ptr(_, elem), Arg::Buffer(i)) => match elems.get(*i) {
+                Some(&e) if e == elem => {}
+                Some(e) => {
+                    return Err(launch_err(format!(
+                        "parameter `{}` points to {elem}, buffer {i} holds {e}",
+                        p.name()
+                    )))
+                }
+                None => return Err(launch_err(format!("no buffer {i}"))),
+            },
+            _ => {
+                return Err(launch_err(format!(
+                    "argument for `{}: {}` is of the wrong kind or type",
+                    p.name(),
+                    p.ty()
+                )))
+            }
+        }
+    }
+    Ok(scalars)
 }
 
 /// Grid and block sizes for a launch, with the interpreter's rules for the local size.

@@ -1,0 +1,116 @@
+//! Device-resident buffers and device recordings: the hooks a device with memory of its own
+//! (CUDA, Vulkan) implements so that buffers stay on it between launches and a command
+//! graph's launches are recorded once into a device command list.
+//!
+//! A device that runs kernels on host memory (the interpreter, the cpu device) implements
+//! none of this: [`super::Device::memory_space`] is `None`, every launch gets the host
+//! contents, and a command graph replays its own prepared launch list.
+//!
+//! For a device with a memory space, the runtime keeps, per buffer, the host contents and
+//! at most one copy per memory space, each marked valid or stale
+//! ([`crate::buffer`]): a launch uploads a stale copy first and marks the buffers it writes
+//! as valid only on the device; a host access ([`crate::Buffer::read`],
+//! [`crate::AnyBuffer::contents`], [`crate::Buffer::write`], host tasks, copies, fills)
+//! downloads first. A buffer's copy on a device, once allocated, lives as long as the
+//! buffer, so a recording that baked its address in stays valid.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use kiln_ir::launch::{Arg, NdRange};
+use kiln_ir::Scalar;
+
+use super::Handle;
+use crate::error::DeviceError;
+
+/// One buffer's storage in a device's own memory, made by [`super::Device::alloc`].
+pub trait DeviceMemory: Any + Send + Sync {
+    /// Its size in bytes (at least the buffer's).
+    fn bytes(&self) -> usize;
+    /// Copies `data` to the start of the storage (the launches that use it have finished).
+    fn upload(&self, data: &[u8]) -> Result<(), DeviceError>;
+    /// Copies the start of the storage into `out` (the launches writing it have finished).
+    fn download(&self, out: &mut [u8]) -> Result<(), DeviceError>;
+    /// The value itself, for the device that made it to look inside.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A shared handle to device memory.
+pub type Memory = Arc<dyn DeviceMemory>;
+
+/// A launch's buffer in device memory, with what it holds.
+#[derive(Clone)]
+pub struct ResidentBuffer {
+    /// The storage.
+    pub mem: Memory,
+    /// The element type.
+    pub elem: Scalar,
+    /// The number of elements.
+    pub len: usize,
+}
+
+/// One launch of a list that a device records once and replays
+/// ([`super::Device::record`]).
+#[derive(Clone)]
+pub struct RecordLaunch {
+    /// The kernel, made by the recording device's [`super::Device::kernel`].
+    pub kernel: Handle,
+    /// Its nd-range.
+    pub range: NdRange,
+    /// One argument per parameter; [`Arg::Buffer`] indexes `buffers`.
+    pub args: Vec<Arg>,
+    /// The distinct buffers it binds.
+    pub buffers: Vec<ResidentBuffer>,
+    /// The earlier launches of the list it must run after (it touches a buffer one of them
+    /// writes, or writes one they touch); the others may overlap with it.
+    pub after: Vec<usize>,
+}
+
+/// A list of launches recorded into the device's own command list (a Vulkan command
+/// buffer, a CUDA graph), replayed as one submission.
+pub trait Recording: Send + Sync {
+    /// Runs every launch of the list in an order its `after` lists allow, and returns when
+    /// all have finished.
+    fn replay(&self) -> Result<(), DeviceError>;
+}
+
+/// For each launch of a list, the earlier ones it must run after: those touching a buffer
+/// it writes, or writing one it touches. `touches(i)` gives launch `i`'s buffers as
+/// (identity, writes) pairs.
+pub(crate) fn dependencies(
+    n: usize,
+    touches: impl Fn(usize) -> Vec<(usize, bool)>,
+) -> Vec<Vec<usize>> {
+    let all: Vec<Vec<(usize, bool)>> = (0..n).map(touches).collect();
+    (0..n)
+        .map(|j| {
+            (0..j)
+                .filter(|&i| {
+                    all[j].iter().any(|&(b, wj)| {
+                        all[i].iter().any(|&(c, wi)| b == c && (wi || wj))
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependencies_follow_raw_war_waw_only() {
+        // 0 writes A; 1 reads A (RAW); 2 reads A (no edge to 1: both read); 3 writes B;
+        // 4 writes A (WAR on 1, 2 and WAW on 0).
+        let t = [
+            vec![(0, true)],
+            vec![(0, false)],
+            vec![(0, false)],
+            vec![(1, true)],
+            vec![(0, true)],
+        ];
+        let d = dependencies(5, |i| t[i].clone());
+        assert_eq!(d, vec![vec![], vec![0], vec![0], vec![], vec![0, 1, 2]]);
+    }
+}
