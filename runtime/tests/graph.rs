@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use kiln_ir::parse_module;
+use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{ExecGraph, Graph, GraphError, GraphProperties, Node, NodeId};
 use kiln_runtime::{
@@ -68,7 +69,19 @@ fn contexts() -> Vec<Context> {
         }
         Err(e) => kiln_ir::testing::skip(&e.to_string()),
     }
+    // CUDA by hand (no driver in CI): its command graphs become CUDA graphs.
+    if let Ok(d) = CudaDevice::open() {
+        let d: Arc<dyn Device> = Arc::new(d);
+        v.push(Context::with_config(d, ContextConfig { workers: 2, ..Default::default() }));
+    }
     v
+}
+
+/// On a device with memory of its own (Vulkan, CUDA), the device partitions' launches are
+/// recorded command lists; elsewhere none is.
+fn assert_recordings(ctx: &Context, exec: &ExecGraph, device_partitions: usize) {
+    let want = if ctx.device().memory_space().is_some() { device_partitions } else { 0 };
+    assert_eq!(exec.device_recordings(), want, "{}", ctx.device().name());
 }
 
 fn bufs(n: usize) -> Vec<Buffer<u32>> {
@@ -153,8 +166,9 @@ fn diamond(q: &Queue, k: &K, b: &[Buffer<u32>]) {
 fn diamond_records_accessor_edges_and_replays_like_eager() {
     for ctx in contexts() {
         let k = kernels(&ctx);
-        let (g, _) =
+        let (g, exec) =
             eager_vs_graph(&ctx, GraphProperties::default(), 5, 1, |q, b| diamond(q, &k, b));
+        assert_recordings(&ctx, &exec, 1);
         let mut e = g.edges();
         e.sort();
         let n = NodeId::index;
@@ -251,10 +265,11 @@ fn cycles_are_errors_naming_the_cycle() {
 fn a_hundred_submits_run_in_order() {
     for ctx in contexts() {
         let k = kernels(&ctx);
-        eager_vs_graph(&ctx, GraphProperties::default(), 2, 100, |q, b| {
+        let (_, exec) = eager_vs_graph(&ctx, GraphProperties::default(), 2, 100, |q, b| {
             inc(q, &k, &b[0]);
             launch3(q, &k.add, &b[0], &b[0], &b[1]);
         });
+        assert_recordings(&ctx, &exec, 1);
     }
 }
 
@@ -281,7 +296,8 @@ fn host_tasks_split_partitions_device_host_device_host_device() {
             host_double(q, &b[2]);
             launch3(q, &k.mul, &b[2], &b[0], &b[3]);
         };
-        let (g, _) = eager_vs_graph(&ctx, GraphProperties::default(), 4, 3, work);
+        let (g, exec) = eager_vs_graph(&ctx, GraphProperties::default(), 4, 3, work);
+        assert_recordings(&ctx, &exec, 3);
         // A second graph of the same nodes, to look at the partitions.
         let g2 = Graph::new(&ctx, GraphProperties::default());
         let q = Queue::new(&ctx, QueueOrder::OutOfOrder);

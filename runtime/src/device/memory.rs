@@ -74,23 +74,40 @@ pub trait Recording: Send + Sync {
     fn replay(&self) -> Result<(), DeviceError>;
 }
 
-/// For each launch of a list, the earlier ones it must run after: those touching a buffer
-/// it writes, or writing one it touches. `touches(i)` gives launch `i`'s buffers as
-/// (identity, writes) pairs.
+/// A memory space number no other device of this process has (for
+/// [`super::Device::memory_space`]).
+pub fn new_space() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// For each launch of a list, the earlier ones it must run after: the last one writing a
+/// buffer it touches, and when it writes one, those reading that buffer since (ordering is
+/// transitive, so older ones are covered). `touches(i)` gives launch `i`'s buffers as
+/// (identity, writes) pairs, each buffer once.
 pub(crate) fn dependencies(
     n: usize,
     touches: impl Fn(usize) -> Vec<(usize, bool)>,
 ) -> Vec<Vec<usize>> {
-    let all: Vec<Vec<(usize, bool)>> = (0..n).map(touches).collect();
+    // Per buffer: the last writer and the readers since.
+    let mut seen: std::collections::HashMap<usize, (Option<usize>, Vec<usize>)> =
+        Default::default();
     (0..n)
         .map(|j| {
-            (0..j)
-                .filter(|&i| {
-                    all[j].iter().any(|&(b, wj)| {
-                        all[i].iter().any(|&(c, wi)| b == c && (wi || wj))
-                    })
-                })
-                .collect()
+            let mut after = Vec::new();
+            for (b, writes) in touches(j) {
+                let (last, readers) = seen.entry(b).or_default();
+                after.extend(*last);
+                if writes {
+                    after.append(readers);
+                    *last = Some(j);
+                } else {
+                    readers.push(j);
+                }
+            }
+            after.sort_unstable();
+            after.dedup();
+            after
         })
         .collect()
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use kiln_ir::{Imm, Scalar};
 
 use super::fuse::{self, FusedUnit};
+use super::recorded::{self, Recorded};
 use super::{GraphError, GraphProperties, KernelRef, NodeData, NodeId, NodeKind};
 use crate::buffer::{AccessMode, Accessor};
 use crate::context::{Context, KernelHandle};
@@ -46,7 +47,7 @@ struct ExecState {
     top: Vec<Vec<usize>>,
 }
 
-enum StepKind {
+pub(super) enum StepKind {
     Launch(PreparedLaunch),
     Copy(Accessor, Accessor),
     Fill(Accessor, Imm),
@@ -59,10 +60,12 @@ struct Step {
     kind: StepKind,
 }
 
-/// One partition, prepared: its steps in order and the union of their requirements.
+/// One partition, prepared: its steps in order, the union of their requirements, and the
+/// runs of its steps recorded into device command lists (by step range, in order).
 struct PlanPart {
     accessors: Vec<Accessor>,
     steps: Vec<Step>,
+    recorded: Vec<Recorded>,
 }
 
 /// What a submission runs: replaced as a whole on update, so runs in flight keep theirs.
@@ -382,7 +385,7 @@ fn pattern(nodes: &[FlatNode]) -> Vec<(usize, Scalar, usize, Option<AccessMode>)
 }
 
 impl ExecState {
-    fn plan(&self) -> Result<Plan, GraphError> {
+    fn plan(&self, dev: &dyn Device) -> Result<Plan, GraphError> {
         let mut parts = Vec::with_capacity(self.order.len());
         for units in &self.order {
             let mut steps = Vec::new();
@@ -429,14 +432,32 @@ impl ExecState {
                     }
                 }
             }
-            parts.push(PlanPart { accessors: merge_accessors(accessors), steps });
+            let labelled: Vec<(&str, &StepKind)> =
+                steps.iter().map(|s| (&*s.label, &s.kind)).collect();
+            let recorded = recorded::record(&labelled, dev)?;
+            parts.push(PlanPart { accessors: merge_accessors(accessors), steps, recorded });
         }
         Ok(Plan { parts })
     }
 }
 
 fn run_part(plan: &Plan, i: usize, graph: &str, device: &dyn Device) -> Result<(), RuntimeError> {
-    for st in &plan.parts[i].steps {
+    let part = &plan.parts[i];
+    let mut recorded = part.recorded.iter().peekable();
+    let mut s = 0;
+    while s < part.steps.len() {
+        if let Some(r) = recorded.next_if(|r| r.start == s) {
+            let labels: Vec<&str> =
+                part.steps[r.start..r.end].iter().map(|st| &*st.label).collect();
+            r.replay(device).map_err(|source| RuntimeError::Kernel {
+                command: format!("{graph} [{}]", labels.join(", ")),
+                source,
+            })?;
+            s = r.end;
+            continue;
+        }
+        let st = &part.steps[s];
+        s += 1;
         let command = || format!("{graph} {}", st.label);
         match &st.kind {
             StepKind::Launch(l) => l
@@ -552,7 +573,7 @@ impl ExecGraph {
             .map(|p| p.into_iter().map(|i| units[i]).collect())
             .collect();
         let state = ExecState { nodes, kernels, fused, order, top };
-        let plan = state.plan()?;
+        let plan = state.plan(&**ctx.device())?;
         Ok(ExecGraph {
             ctx: ctx.clone(),
             name: format!("graph #{}", next_command_id()),
@@ -567,6 +588,15 @@ impl ExecGraph {
     pub fn schedule(&self) -> Vec<Vec<String>> {
         let p = lock(&self.plan).clone();
         p.parts.iter().map(|p| p.steps.iter().map(|s| s.label.clone()).collect()).collect()
+    }
+
+    /// The number of command lists recorded on the device ([`crate::Device::record`]: Vulkan
+    /// command buffers, CUDA graphs), which replay a partition's kernel launches as one
+    /// submission: one per device partition whose launches are not split by copies or
+    /// fills; 0 on a device that records none (the interpreter, the cpu device), whose
+    /// partitions replay as prepared launch lists.
+    pub fn device_recordings(&self) -> usize {
+        lock(&self.plan).parts.iter().map(|p| p.recorded.len()).sum()
     }
 
     /// The number of chains fused at finalize.
@@ -681,7 +711,7 @@ impl ExecGraph {
                     .into(),
             });
         }
-        let plan = st.plan()?;
+        let plan = st.plan(&**self.ctx.device())?;
         *cur = st;
         *lock(&self.plan) = Arc::new(plan);
         Ok(())

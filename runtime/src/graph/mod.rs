@@ -47,6 +47,7 @@
 mod dot;
 mod exec;
 pub mod fuse;
+mod recorded;
 mod record;
 
 use std::sync::{Arc, Mutex};

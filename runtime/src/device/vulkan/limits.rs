@@ -110,7 +110,7 @@ pub(super) fn check_launch(
     kernel: &Kernel,
     range: &NdRange,
     args: &[Arg],
-    buffers: &[Buffer],
+    buffers: &[Scalar],
 ) -> Result<[u32; 3], DeviceError> {
     let fail = |m: String| Err(launch_err(format!("kernel `{}`: {m}", kernel.name())));
     if !(1..=3).contains(&range.dims) {
@@ -157,13 +157,9 @@ pub(super) fn check_launch(
     for (p, a) in kernel.params().iter().zip(args) {
         match (p.ty(), a) {
             (Type::Ptr(_, elem), Arg::Buffer(i)) => match buffers.get(*i) {
-                Some(b) if b.elem() == elem => {}
+                Some(&b) if b == elem => {}
                 Some(b) => {
-                    return fail(format!(
-                        "`{}` wants {elem} elements, buffer {i} has {}",
-                        p.name(),
-                        b.elem()
-                    ))
+                    return fail(format!("`{}` wants {elem} elements, buffer {i} has {b}", p.name()))
                 }
                 None => return fail(format!("buffer {i} for `{}` does not exist", p.name())),
             },

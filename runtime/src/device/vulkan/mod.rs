@@ -42,12 +42,16 @@ use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
-use crate::device::{handle_as, Device, DeviceKind, Handle};
+use crate::device::{
+    handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordLaunch, Recording,
+    ResidentBuffer,
+};
 use crate::error::DeviceError;
 
 mod limits;
 mod program;
-use limits::{check_launch, split_groups};
+mod resident;
+use limits::check_launch;
 use program::{VkKernel, VkProgram};
 
 fn unavailable(reason: impl Into<String>) -> DeviceError {
@@ -86,7 +90,7 @@ impl Drop for Owner {
 pub struct VulkanDevice {
     owner: Arc<Owner>,
     device: ash::Device,
-    queue: Mutex<vk::Queue>,
+    queue: Arc<Mutex<vk::Queue>>,
     queue_family: u32,
     memory: vk::PhysicalDeviceMemoryProperties,
     limits: vk::PhysicalDeviceLimits,
@@ -106,6 +110,8 @@ pub struct VulkanDevice {
     flushes_f32_subnormals: bool,
     /// Whether the flushing warning was printed (once per device).
     warned_flush: std::sync::atomic::AtomicBool,
+    /// Its memory space (buffers' copies on this device; see [`Device::memory_space`]).
+    space: u64,
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -230,7 +236,7 @@ impl VulkanDevice {
         Ok(VulkanDevice {
             owner: Arc::new(Owner { _entry: entry, instance, device: device.clone() }),
             device,
-            queue: Mutex::new(queue),
+            queue: Arc::new(Mutex::new(queue)),
             queue_family: qf,
             memory,
             limits: props.limits,
@@ -246,6 +252,7 @@ impl VulkanDevice {
             },
             flushes_f32_subnormals: false,
             warned_flush: std::sync::atomic::AtomicBool::new(false),
+            space: crate::device::memory::new_space(),
         })
     }
 
@@ -318,6 +325,7 @@ impl VulkanDevice {
                     layout: k.layout.clone(),
                     words: program::without_denorm_preserve(&k.words, supported),
                     cache: k.cache.clone(),
+                    pipelines: Default::default(),
                 })
             })
             .collect::<Vec<_>>();
@@ -339,17 +347,17 @@ impl VulkanDevice {
         Ok((Arc::new(VkProgram { kernels, cache }), rejected))
     }
 
-    /// Dispatches a loaded kernel: `args` has one entry per parameter, pointer parameters
-    /// naming entries of `buffers`, which are updated in place.
-    fn dispatch(
+    /// Checks a launch of a loaded kernel (`elems`: each buffer's element type) and works
+    /// out its dispatch: work-group size and count, push constants, bindings.
+    fn prepare_dispatch(
         &self,
         k: &VkKernel,
         range: &NdRange,
         args: &[Arg],
-        buffers: &mut [Buffer],
-    ) -> Result<(), DeviceError> {
+        elems: &[Scalar],
+    ) -> Result<resident::Dispatch, DeviceError> {
         let kernel = &k.signature;
-        let local = check_launch(kernel, range, args, buffers)?;
+        let local = check_launch(kernel, range, args, elems)?;
         let layout = &k.layout;
         let mut push = vec![0u8; layout.push_size as usize];
         if push.len() < PUSH_SCALARS_AT as usize {
@@ -378,7 +386,7 @@ impl VulkanDevice {
         let mut bindings: Vec<(u32, usize)> = Vec::new();
         for b in &layout.buffers {
             match args.get(b.param) {
-                Some(Arg::Buffer(i)) => bindings.push((b.param as u32, *i)),
+                Some(Arg::Buffer(i)) if *i < elems.len() => bindings.push((b.param as u32, *i)),
                 _ => {
                     return Err(launch_err(format!(
                         "layout: parameter {} is not a buffer",
@@ -388,10 +396,7 @@ impl VulkanDevice {
             }
         }
         self.check_limits(kernel, local, layout.push_size)?;
-        let mut res = Resources::new(self);
-        let out = res.dispatch(k, local, groups, &push, &bindings, buffers);
-        res.destroy();
-        out
+        Ok(resident::Dispatch { local, groups, push, bindings })
     }
 }
 
@@ -483,6 +488,8 @@ impl Device for VulkanDevice {
         }
     }
 
+    /// Runs the kernel like the interpreter's `run`: the buffers are copied into device
+    /// memory, the kernel runs there in place, and they are copied back.
     fn run(
         &self,
         kernel: &Handle,
@@ -490,8 +497,42 @@ impl Device for VulkanDevice {
         args: &[Arg],
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError> {
-        let k = handle_as::<VkKernel>(kernel, "kernel")?;
-        self.dispatch(k, range, args, buffers)
+        let mut resident = Vec::with_capacity(buffers.len());
+        for b in buffers.iter() {
+            let mem = self.alloc_mem(b.as_bytes().len())?;
+            mem.upload(b.as_bytes())?;
+            resident.push(ResidentBuffer { mem: Arc::new(mem), elem: b.elem(), len: b.len() });
+        }
+        self.launch_resident(kernel, range, args, &resident)?;
+        for (b, r) in buffers.iter_mut().zip(&resident) {
+            r.mem.download(b.as_bytes_mut())?;
+        }
+        Ok(())
+    }
+
+    fn memory_space(&self) -> Option<u64> {
+        Some(self.space)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Memory, DeviceError> {
+        Ok(Arc::new(self.alloc_mem(bytes)?))
+    }
+
+    /// Runs the kernel on buffers in this device's memory, in place, and waits for it.
+    fn run_resident(
+        &self,
+        kernel: &Handle,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &[ResidentBuffer],
+    ) -> Result<(), DeviceError> {
+        self.launch_resident(kernel, range, args, buffers)
+    }
+
+    /// One command buffer for all of `launches`, with their pipelines and descriptor sets
+    /// made now and a barrier before each launch that depends on an earlier one.
+    fn record(&self, launches: &[RecordLaunch]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
+        Ok(Some(Box::new(self.record_launches(launches)?)))
     }
 }
 
@@ -509,268 +550,5 @@ fn imm_bits(imm: &Imm) -> u64 {
         Imm::Float(Scalar::F32, v) => (v as f32).to_bits() as u64,
         Imm::Float(Scalar::F16, v) => kiln_ir::types::f16_from_f64(v).to_bits() as u64,
         Imm::Float(_, v) => v.to_bits(),
-    }
-}
-
-/// Per-launch Vulkan objects, destroyed together.
-struct Resources<'a> {
-    dev: &'a VulkanDevice,
-    buffers: Vec<(vk::Buffer, vk::DeviceMemory)>,
-    shader: vk::ShaderModule,
-    set_layout: vk::DescriptorSetLayout,
-    pipeline_layout: vk::PipelineLayout,
-    pipeline: vk::Pipeline,
-    pool: vk::DescriptorPool,
-    cmd_pool: vk::CommandPool,
-    fence: vk::Fence,
-}
-
-impl<'a> Resources<'a> {
-    fn new(dev: &'a VulkanDevice) -> Resources<'a> {
-        Resources {
-            dev,
-            buffers: Vec::new(),
-            shader: vk::ShaderModule::null(),
-            set_layout: vk::DescriptorSetLayout::null(),
-            pipeline_layout: vk::PipelineLayout::null(),
-            pipeline: vk::Pipeline::null(),
-            pool: vk::DescriptorPool::null(),
-            cmd_pool: vk::CommandPool::null(),
-            fence: vk::Fence::null(),
-        }
-    }
-
-    fn host_buffer(&mut self, bytes: &[u8]) -> Result<vk::Buffer, DeviceError> {
-        let d = &self.dev.device;
-        let size = (bytes.len().max(4) as u64).div_ceil(16) * 16;
-        let bci = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(vk::BufferUsageFlags::STORAGE_BUFFER)
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: valid create infos; objects are recorded for destruction.
-        unsafe {
-            let buf = d.create_buffer(&bci, None).map_err(vkerr("create buffer"))?;
-            let req = d.get_buffer_memory_requirements(buf);
-            let want =
-                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-            let mp = &self.dev.memory;
-            let ty = (0..mp.memory_type_count)
-                .find(|&i| {
-                    req.memory_type_bits & (1 << i) != 0
-                        && mp.memory_types[i as usize].property_flags.contains(want)
-                })
-                .ok_or_else(|| {
-                    DeviceError::Driver("vulkan: no host-visible coherent memory".into())
-                });
-            let ty = match ty {
-                Ok(t) => t,
-                Err(e) => {
-                    d.destroy_buffer(buf, None);
-                    return Err(e);
-                }
-            };
-            let mai =
-                vk::MemoryAllocateInfo::default().allocation_size(req.size).memory_type_index(ty);
-            let mem = match d.allocate_memory(&mai, None) {
-                Ok(m) => m,
-                Err(e) => {
-                    d.destroy_buffer(buf, None);
-                    return Err(vkerr("allocate memory")(e));
-                }
-            };
-            self.buffers.push((buf, mem));
-            d.bind_buffer_memory(buf, mem, 0).map_err(vkerr("bind memory"))?;
-            let p = d
-                .map_memory(mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-                .map_err(vkerr("map"))?;
-            std::ptr::write_bytes(p as *mut u8, 0, size as usize);
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), p as *mut u8, bytes.len());
-            d.unmap_memory(mem);
-            Ok(buf)
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn dispatch(
-        &mut self,
-        k: &VkKernel,
-        local: [u32; 3],
-        groups: [u32; 3],
-        push: &[u8],
-        bindings: &[(u32, usize)],
-        buffers: &mut [Buffer],
-    ) -> Result<(), DeviceError> {
-        let d = self.dev.device.clone();
-        // One device buffer per distinct host buffer (aliased parameters share it).
-        let mut used: Vec<usize> = bindings.iter().map(|b| b.1).collect();
-        used.sort_unstable();
-        used.dedup();
-        let mut vkbufs = Vec::new();
-        for &i in &used {
-            vkbufs.push(self.host_buffer(buffers[i].as_bytes())?);
-        }
-        let vkbuf_of = |i: usize| vkbufs[used.iter().position(|&u| u == i).expect("used")];
-        // SAFETY: every object below is created from valid infos on a live device and
-        // recorded in `self` for destruction; the submission is waited for.
-        unsafe {
-            let sci = vk::ShaderModuleCreateInfo::default().code(&k.words);
-            self.shader =
-                d.create_shader_module(&sci, None).map_err(vkerr("create shader module"))?;
-            let lb: Vec<_> = bindings
-                .iter()
-                .map(|&(b, _)| {
-                    vk::DescriptorSetLayoutBinding::default()
-                        .binding(b)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .descriptor_count(1)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                })
-                .collect();
-            let dslci = vk::DescriptorSetLayoutCreateInfo::default().bindings(&lb);
-            self.set_layout =
-                d.create_descriptor_set_layout(&dslci, None).map_err(vkerr("set layout"))?;
-            let pcr = [vk::PushConstantRange::default()
-                .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                .offset(0)
-                .size(push.len() as u32)];
-            let layouts = [self.set_layout];
-            let plci = vk::PipelineLayoutCreateInfo::default()
-                .set_layouts(&layouts)
-                .push_constant_ranges(&pcr);
-            self.pipeline_layout =
-                d.create_pipeline_layout(&plci, None).map_err(vkerr("pipeline layout"))?;
-            let entries: Vec<_> = (0..3)
-                .map(|i| vk::SpecializationMapEntry::default().constant_id(i).offset(4 * i).size(4))
-                .collect();
-            let spec_data: Vec<u8> = local.iter().flat_map(|x| x.to_le_bytes()).collect();
-            let spec = vk::SpecializationInfo::default().map_entries(&entries).data(&spec_data);
-            let name = std::ffi::CString::new(k.entry.as_str())
-                .map_err(|_| launch_err("bad entry name"))?;
-            let stage = vk::PipelineShaderStageCreateInfo::default()
-                .stage(vk::ShaderStageFlags::COMPUTE)
-                .module(self.shader)
-                .name(&name)
-                .specialization_info(&spec);
-            let cpci = [vk::ComputePipelineCreateInfo::default()
-                .flags(vk::PipelineCreateFlags::DISPATCH_BASE)
-                .stage(stage)
-                .layout(self.pipeline_layout)];
-            self.pipeline = k.cache.create_pipeline(&cpci).map_err(vkerr("create pipeline"))?;
-            let ps = [vk::DescriptorPoolSize::default()
-                .ty(vk::DescriptorType::STORAGE_BUFFER)
-                .descriptor_count(bindings.len().max(1) as u32)];
-            let dpci = vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&ps);
-            self.pool = d.create_descriptor_pool(&dpci, None).map_err(vkerr("descriptor pool"))?;
-            let dsai = vk::DescriptorSetAllocateInfo::default()
-                .descriptor_pool(self.pool)
-                .set_layouts(&layouts);
-            let set = d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?[0];
-            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = bindings
-                .iter()
-                .map(|&(_, i)| {
-                    [vk::DescriptorBufferInfo::default()
-                        .buffer(vkbuf_of(i))
-                        .offset(0)
-                        .range(vk::WHOLE_SIZE)]
-                })
-                .collect();
-            let writes: Vec<_> = bindings
-                .iter()
-                .zip(&infos)
-                .map(|(&(b, _), info)| {
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(b)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .buffer_info(info)
-                })
-                .collect();
-            d.update_descriptor_sets(&writes, &[]);
-            let cpci =
-                vk::CommandPoolCreateInfo::default().queue_family_index(self.dev.queue_family);
-            self.cmd_pool = d.create_command_pool(&cpci, None).map_err(vkerr("command pool"))?;
-            let cbai = vk::CommandBufferAllocateInfo::default()
-                .command_pool(self.cmd_pool)
-                .level(vk::CommandBufferLevel::PRIMARY)
-                .command_buffer_count(1);
-            let cb = d.allocate_command_buffers(&cbai).map_err(vkerr("command buffer"))?[0];
-            let bi = vk::CommandBufferBeginInfo::default()
-                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-            d.begin_command_buffer(cb, &bi).map_err(vkerr("begin"))?;
-            d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, self.pipeline);
-            if !bindings.is_empty() {
-                d.cmd_bind_descriptor_sets(
-                    cb,
-                    vk::PipelineBindPoint::COMPUTE,
-                    self.pipeline_layout,
-                    0,
-                    &[set],
-                    &[],
-                );
-            }
-            d.cmd_push_constants(cb, self.pipeline_layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-            // More groups than one dispatch may have: several dispatches with a base group
-            // (the module reads the launch's counts from push constants, `WorkgroupId`
-            // includes the base), in the order of the unsplit launch.
-            for (base, count) in split_groups(groups, self.dev.limits.max_compute_work_group_count)
-            {
-                d.cmd_dispatch_base(cb, base[0], base[1], base[2], count[0], count[1], count[2]);
-            }
-            let barrier = [vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-                .dst_access_mask(vk::AccessFlags::HOST_READ)];
-            d.cmd_pipeline_barrier(
-                cb,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            );
-            d.end_command_buffer(cb).map_err(vkerr("end"))?;
-            self.fence =
-                d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vkerr("fence"))?;
-            let cbs = [cb];
-            let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
-            {
-                let q = self.dev.queue.lock().unwrap_or_else(|e| e.into_inner());
-                d.queue_submit(*q, &submit, self.fence).map_err(vkerr("submit"))?;
-            }
-            d.wait_for_fences(&[self.fence], true, u64::MAX).map_err(vkerr("wait"))?;
-            // Read back.
-            for (k, &i) in used.iter().enumerate() {
-                let mem = self.buffers[k].1;
-                let n = buffers[i].as_bytes().len();
-                let p = d
-                    .map_memory(mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-                    .map_err(vkerr("map"))?;
-                let bytes = std::slice::from_raw_parts(p as *const u8, n).to_vec();
-                d.unmap_memory(mem);
-                let elem = buffers[i].elem();
-                buffers[i] = Buffer::from_bytes(elem, bytes)
-                    .map_err(|e| DeviceError::Driver(format!("vulkan: read back: {e}")))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn destroy(self) {
-        let d = &self.dev.device;
-        // SAFETY: the submission finished (or never happened); null handles are ignored.
-        unsafe {
-            let _ = d.device_wait_idle();
-            d.destroy_fence(self.fence, None);
-            d.destroy_command_pool(self.cmd_pool, None);
-            d.destroy_descriptor_pool(self.pool, None);
-            d.destroy_pipeline(self.pipeline, None);
-            d.destroy_pipeline_layout(self.pipeline_layout, None);
-            d.destroy_descriptor_set_layout(self.set_layout, None);
-            d.destroy_shader_module(self.shader, None);
-            for (b, m) in &self.buffers {
-                d.destroy_buffer(*b, None);
-                d.free_memory(*m, None);
-            }
-        }
     }
 }

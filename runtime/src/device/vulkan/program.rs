@@ -129,7 +129,8 @@ impl PipelineCache {
 
 impl Drop for PipelineCache {
     fn drop(&mut self) {
-        // SAFETY: pipelines made through it are per-launch and already destroyed.
+        // SAFETY: pipelines made through it belong to its kernels, which hold the cache: they
+        // are gone.
         unsafe { self.owner.device.destroy_pipeline_cache(self.cache, None) };
     }
 }
@@ -146,6 +147,8 @@ pub(super) struct VkKernel {
     pub words: Vec<u32>,
     /// The program's pipeline cache.
     pub cache: Arc<PipelineCache>,
+    /// The pipelines made so far, by work-group size (made once, kept with the kernel).
+    pub pipelines: std::sync::Mutex<Vec<([u32; 3], Arc<super::resident::Pipeline>)>>,
 }
 
 fn put(out: &mut Vec<u8>, v: u32) {
@@ -222,7 +225,14 @@ pub(super) fn decode_kernels(
         let (layout, words) =
             decode_kernel(&signature, &blob).map_err(|e| fail(format!("kernel `{entry}`: {e}")))?;
         let cache = cache.clone();
-        kernels.push(Arc::new(VkKernel { entry, signature, layout, words, cache }));
+        kernels.push(Arc::new(VkKernel {
+            entry,
+            signature,
+            layout,
+            words,
+            cache,
+            pipelines: Default::default(),
+        }));
     }
     Ok(kernels)
 }

@@ -1,0 +1,483 @@
+//! Buffers in Vulkan memory between launches, pipelines made once per kernel and work-group
+//! size, and command buffers recorded once for a command graph's device partition.
+//!
+//! A buffer's storage is one `VkBuffer` in host-visible, coherent memory (device-local as
+//! well where the device has such memory and the allocation fits; host-visible only
+//! otherwise), mapped for its whole life: an upload or a download is a `memcpy`, and a
+//! launch binds it as it is. A launch (eager, or one of a recording) binds the kernel's
+//! cached pipeline, a descriptor set naming the buffers and the push constants
+//! (offset, group counts, scalars), and dispatches; a recording puts a compute-to-compute
+//! barrier before each dispatch that depends on an earlier one, and a compute-to-host
+//! barrier at the end, so the host sees every write once the fence has signalled.
+
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+
+use super::limits::split_groups;
+use super::program::VkKernel;
+use super::{launch_err, vkerr, Owner, VulkanDevice};
+use crate::device::{handle_as, DeviceMemory, Handle, Memory, RecordLaunch, Recording};
+use crate::device::ResidentBuffer;
+use crate::error::DeviceError;
+
+/// A buffer's storage: a mapped `VkBuffer` and its memory.
+pub(super) struct VkMem {
+    owner: Arc<Owner>,
+    pub(super) buf: vk::Buffer,
+    mem: vk::DeviceMemory,
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+// The mapping is written and read only by the runtime, which orders those accesses with
+// the launches using the buffer (the scheduler's dependencies); Vulkan objects are handles.
+unsafe impl Send for VkMem {}
+unsafe impl Sync for VkMem {}
+
+impl DeviceMemory for VkMem {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+    fn upload(&self, data: &[u8]) -> Result<(), DeviceError> {
+        let n = data.len().min(self.bytes);
+        // SAFETY: the mapping holds `bytes` bytes; no launch uses the buffer meanwhile
+        // (coherent memory: the next submission sees the write).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr, n) };
+        Ok(())
+    }
+    fn download(&self, out: &mut [u8]) -> Result<(), DeviceError> {
+        let n = out.len().min(self.bytes);
+        // SAFETY: as in `upload`; the writing launches' fences have signalled after a
+        // compute-to-host barrier.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, out.as_mut_ptr(), n) };
+        Ok(())
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Drop for VkMem {
+    fn drop(&mut self) {
+        let d = &self.owner.device;
+        // SAFETY: no submission uses the buffer any more (launches wait for their fences;
+        // recordings hold their memory).
+        unsafe {
+            d.unmap_memory(self.mem);
+            d.destroy_buffer(self.buf, None);
+            d.free_memory(self.mem, None);
+        }
+    }
+}
+
+impl VulkanDevice {
+    /// A mapped storage buffer of at least `bytes` bytes, zeroed.
+    pub(super) fn alloc_mem(&self, bytes: usize) -> Result<VkMem, DeviceError> {
+        let d = &self.device;
+        let size = (bytes.max(4) as u64).div_ceil(16) * 16;
+        let bci = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(vk::BufferUsageFlags::STORAGE_BUFFER)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        // SAFETY: valid create infos on a live device; every object is destroyed on failure
+        // or by `VkMem`'s Drop.
+        unsafe {
+            let buf = d.create_buffer(&bci, None).map_err(vkerr("create buffer"))?;
+            let req = d.get_buffer_memory_requirements(buf);
+            let mp = &self.memory;
+            let types = |want: vk::MemoryPropertyFlags| {
+                (0..mp.memory_type_count).filter(move |&i| {
+                    req.memory_type_bits & (1 << i) != 0
+                        && mp.memory_types[i as usize].property_flags.contains(want)
+                })
+            };
+            // Device-local host-visible memory first (lavapipe's, ReBAR), then any
+            // host-visible memory: the first allocation that succeeds.
+            let mut mem = None;
+            let mut last = vk::Result::ERROR_OUT_OF_DEVICE_MEMORY;
+            for ty in types(host | vk::MemoryPropertyFlags::DEVICE_LOCAL).chain(types(host)) {
+                let mai = vk::MemoryAllocateInfo::default()
+                    .allocation_size(req.size)
+                    .memory_type_index(ty);
+                match d.allocate_memory(&mai, None) {
+                    Ok(m) => {
+                        mem = Some(m);
+                        break;
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            let Some(mem) = mem else {
+                d.destroy_buffer(buf, None);
+                return Err(DeviceError::Driver(format!(
+                    "vulkan: no host-visible coherent memory for {size} bytes: {last}"
+                )));
+            };
+            let fail = |e| {
+                d.destroy_buffer(buf, None);
+                d.free_memory(mem, None);
+                e
+            };
+            d.bind_buffer_memory(buf, mem, 0).map_err(vkerr("bind memory")).map_err(fail)?;
+            let p = d
+                .map_memory(mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .map_err(vkerr("map"))
+                .map_err(fail)?;
+            std::ptr::write_bytes(p as *mut u8, 0, size as usize);
+            Ok(VkMem { owner: self.owner.clone(), buf, mem, ptr: p as *mut u8, bytes: bytes.max(1) })
+        }
+    }
+}
+
+/// A kernel's compute pipeline for one work-group size, with its layouts.
+pub(super) struct Pipeline {
+    owner: Arc<Owner>,
+    shader: vk::ShaderModule,
+    pub(super) set_layout: vk::DescriptorSetLayout,
+    pub(super) layout: vk::PipelineLayout,
+    pub(super) pipeline: vk::Pipeline,
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        let d = &self.owner.device;
+        // SAFETY: no submission uses it (launches wait; recordings hold their pipelines);
+        // null handles (a half-made pipeline) are ignored.
+        unsafe {
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+            d.destroy_shader_module(self.shader, None);
+        }
+    }
+}
+
+/// The kernel's pipeline for work-group size `local` with a `push`-byte push-constant
+/// block: made once (through the program's pipeline cache) and kept with the kernel.
+pub(super) fn pipeline(
+    owner: &Arc<Owner>,
+    k: &VkKernel,
+    local: [u32; 3],
+    push: u32,
+) -> Result<Arc<Pipeline>, DeviceError> {
+    let mut cached = k.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = cached.iter().find(|(l, _)| *l == local) {
+        return Ok(p.clone());
+    }
+    let d = &owner.device;
+    let mut p = Pipeline {
+        owner: owner.clone(),
+        shader: vk::ShaderModule::null(),
+        set_layout: vk::DescriptorSetLayout::null(),
+        layout: vk::PipelineLayout::null(),
+        pipeline: vk::Pipeline::null(),
+    };
+    // SAFETY: valid create infos on a live device; `p`'s Drop destroys what was made.
+    unsafe {
+        let sci = vk::ShaderModuleCreateInfo::default().code(&k.words);
+        p.shader = d.create_shader_module(&sci, None).map_err(vkerr("create shader module"))?;
+        let lb: Vec<_> = k
+            .layout
+            .buffers
+            .iter()
+            .map(|b| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b.param as u32)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let dslci = vk::DescriptorSetLayoutCreateInfo::default().bindings(&lb);
+        p.set_layout = d.create_descriptor_set_layout(&dslci, None).map_err(vkerr("set layout"))?;
+        let pcr = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(push)];
+        let layouts = [p.set_layout];
+        let plci =
+            vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts).push_constant_ranges(&pcr);
+        p.layout = d.create_pipeline_layout(&plci, None).map_err(vkerr("pipeline layout"))?;
+        let entries: Vec<_> = (0..3)
+            .map(|i| vk::SpecializationMapEntry::default().constant_id(i).offset(4 * i).size(4))
+            .collect();
+        let spec_data: Vec<u8> = local.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let spec = vk::SpecializationInfo::default().map_entries(&entries).data(&spec_data);
+        let name =
+            std::ffi::CString::new(k.entry.as_str()).map_err(|_| launch_err("bad entry name"))?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(p.shader)
+            .name(&name)
+            .specialization_info(&spec);
+        let cpci = [vk::ComputePipelineCreateInfo::default()
+            .flags(vk::PipelineCreateFlags::DISPATCH_BASE)
+            .stage(stage)
+            .layout(p.layout)];
+        p.pipeline = k.cache.create_pipeline(&cpci).map_err(vkerr("create pipeline"))?;
+    }
+    let p = Arc::new(p);
+    cached.push((local, p.clone()));
+    Ok(p)
+}
+
+/// What one dispatch needs besides its pipeline: sizes, push constants, bindings
+/// (binding number, buffer index).
+pub(super) struct Dispatch {
+    pub local: [u32; 3],
+    pub groups: [u32; 3],
+    pub push: Vec<u8>,
+    pub bindings: Vec<(u32, usize)>,
+}
+
+/// A command pool with one command buffer, a descriptor pool with one set per launch, and a
+/// fence: what an eager launch or a recording submits.
+struct Commands {
+    owner: Arc<Owner>,
+    pool: vk::DescriptorPool,
+    cmd_pool: vk::CommandPool,
+    cb: vk::CommandBuffer,
+    fence: vk::Fence,
+}
+
+impl Drop for Commands {
+    fn drop(&mut self) {
+        let d = &self.owner.device;
+        // SAFETY: the submissions were waited for; null handles are ignored.
+        unsafe {
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.cmd_pool, None);
+            d.destroy_descriptor_pool(self.pool, None);
+        }
+    }
+}
+
+/// One launch to encode: its pipeline, dispatch and buffers (by `Dispatch::bindings`).
+struct Encode<'a> {
+    pipeline: Arc<Pipeline>,
+    dispatch: Dispatch,
+    buffers: Vec<&'a VkMem>,
+    /// Whether a barrier must come first (it depends on an earlier launch).
+    barrier: bool,
+}
+
+impl VulkanDevice {
+    /// Records `launches` into a fresh command buffer, ready to submit (again and again).
+    fn encode(&self, launches: &[Encode<'_>], one_time: bool) -> Result<Commands, DeviceError> {
+        let d = &self.device;
+        let mut c = Commands {
+            owner: self.owner.clone(),
+            pool: vk::DescriptorPool::null(),
+            cmd_pool: vk::CommandPool::null(),
+            cb: vk::CommandBuffer::null(),
+            fence: vk::Fence::null(),
+        };
+        let nbind: usize = launches.iter().map(|l| l.dispatch.bindings.len()).sum();
+        // SAFETY: objects made from valid infos on a live device, destroyed by `c`'s Drop;
+        // the descriptor writes name live buffers, which the caller keeps alive with `c`.
+        unsafe {
+            let ps = [vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(nbind.max(1) as u32)];
+            let dpci = vk::DescriptorPoolCreateInfo::default()
+                .max_sets(launches.len().max(1) as u32)
+                .pool_sizes(&ps);
+            c.pool = d.create_descriptor_pool(&dpci, None).map_err(vkerr("descriptor pool"))?;
+            let layouts: Vec<_> = launches.iter().map(|l| l.pipeline.set_layout).collect();
+            let sets = if layouts.is_empty() {
+                Vec::new()
+            } else {
+                let dsai =
+                    vk::DescriptorSetAllocateInfo::default().descriptor_pool(c.pool).set_layouts(&layouts);
+                d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?
+            };
+            for (l, &set) in launches.iter().zip(&sets) {
+                let infos: Vec<[vk::DescriptorBufferInfo; 1]> = l
+                    .dispatch
+                    .bindings
+                    .iter()
+                    .map(|&(_, i)| {
+                        [vk::DescriptorBufferInfo::default()
+                            .buffer(l.buffers[i].buf)
+                            .offset(0)
+                            .range(vk::WHOLE_SIZE)]
+                    })
+                    .collect();
+                let writes: Vec<_> = l
+                    .dispatch
+                    .bindings
+                    .iter()
+                    .zip(&infos)
+                    .map(|(&(b, _), info)| {
+                        vk::WriteDescriptorSet::default()
+                            .dst_set(set)
+                            .dst_binding(b)
+                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                            .buffer_info(info)
+                    })
+                    .collect();
+                d.update_descriptor_sets(&writes, &[]);
+            }
+            let cpci = vk::CommandPoolCreateInfo::default().queue_family_index(self.queue_family);
+            c.cmd_pool = d.create_command_pool(&cpci, None).map_err(vkerr("command pool"))?;
+            let cbai = vk::CommandBufferAllocateInfo::default()
+                .command_pool(c.cmd_pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            c.cb = d.allocate_command_buffers(&cbai).map_err(vkerr("command buffer"))?[0];
+            let flags = if one_time {
+                vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT
+            } else {
+                vk::CommandBufferUsageFlags::empty()
+            };
+            let bi = vk::CommandBufferBeginInfo::default().flags(flags);
+            d.begin_command_buffer(c.cb, &bi).map_err(vkerr("begin"))?;
+            let compute = vk::PipelineStageFlags::COMPUTE_SHADER;
+            let rw = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
+            for (l, &set) in launches.iter().zip(&sets) {
+                if l.barrier {
+                    let b = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
+                    d.cmd_pipeline_barrier(c.cb, compute, compute, vk::DependencyFlags::empty(), &b, &[], &[]);
+                }
+                let p = &l.pipeline;
+                d.cmd_bind_pipeline(c.cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
+                if !l.dispatch.bindings.is_empty() {
+                    d.cmd_bind_descriptor_sets(
+                        c.cb,
+                        vk::PipelineBindPoint::COMPUTE,
+                        p.layout,
+                        0,
+                        &[set],
+                        &[],
+                    );
+                }
+                let push = &l.dispatch.push;
+                d.cmd_push_constants(c.cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+                // More groups than one dispatch may have: several dispatches with a base
+                // group (the module reads the launch's counts from push constants), in the
+                // order of the unsplit launch.
+                let max = self.limits.max_compute_work_group_count;
+                for (base, count) in split_groups(l.dispatch.groups, max) {
+                    d.cmd_dispatch_base(c.cb, base[0], base[1], base[2], count[0], count[1], count[2]);
+                }
+            }
+            let b = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)];
+            d.cmd_pipeline_barrier(
+                c.cb,
+                compute,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &b,
+                &[],
+                &[],
+            );
+            d.end_command_buffer(c.cb).map_err(vkerr("end"))?;
+            c.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vkerr("fence"))?;
+        }
+        Ok(c)
+    }
+
+    /// Submits `c`'s command buffer and waits for it; the fence is reset for the next time.
+    fn submit_wait(&self, c: &Commands) -> Result<(), DeviceError> {
+        submit_wait(&self.device, &self.queue, c)
+    }
+
+    /// One launch's pipeline, dispatch and buffers, checked.
+    fn encode_launch<'a>(
+        &self,
+        kernel: &Handle,
+        range: &kiln_ir::launch::NdRange,
+        args: &[kiln_ir::launch::Arg],
+        buffers: &'a [ResidentBuffer],
+        barrier: bool,
+    ) -> Result<Encode<'a>, DeviceError> {
+        let k = handle_as::<VkKernel>(kernel, "kernel")?;
+        let elems: Vec<_> = buffers.iter().map(|b| b.elem).collect();
+        let dispatch = self.prepare_dispatch(k, range, args, &elems)?;
+        let mems = buffers
+            .iter()
+            .map(|b| match b.mem.as_any().downcast_ref::<VkMem>() {
+                Some(m) if m.bytes >= b.len * b.elem.size_bytes() => Ok(m),
+                Some(_) => Err(launch_err("a buffer's device memory is smaller than the buffer")),
+                None => Err(launch_err("a buffer's memory belongs to another device")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let pipeline = pipeline(&self.owner, k, dispatch.local, dispatch.push.len() as u32)?;
+        Ok(Encode { pipeline, dispatch, buffers: mems, barrier })
+    }
+
+    /// Runs one launch on resident buffers and waits for it.
+    pub(super) fn launch_resident(
+        &self,
+        kernel: &Handle,
+        range: &kiln_ir::launch::NdRange,
+        args: &[kiln_ir::launch::Arg],
+        buffers: &[ResidentBuffer],
+    ) -> Result<(), DeviceError> {
+        let e = self.encode_launch(kernel, range, args, buffers, false)?;
+        let c = self.encode(std::slice::from_ref(&e), true)?;
+        self.submit_wait(&c)
+    }
+
+    /// Records `launches` into one command buffer (see the module docs).
+    pub(super) fn record_launches(&self, launches: &[RecordLaunch]) -> Result<VkGraph, DeviceError> {
+        let mut enc = Vec::with_capacity(launches.len());
+        for (i, l) in launches.iter().enumerate() {
+            if l.after.iter().any(|&j| j >= i) {
+                return Err(launch_err(format!("launch {i} is to run after a later launch")));
+            }
+            enc.push(self.encode_launch(&l.kernel, &l.range, &l.args, &l.buffers, !l.after.is_empty())?);
+        }
+        let commands = self.encode(&enc, false)?;
+        Ok(VkGraph {
+            commands,
+            replaying: Mutex::new(()),
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            _pipelines: enc.into_iter().map(|e| e.pipeline).collect(),
+            _kernels: launches.iter().map(|l| l.kernel.clone()).collect(),
+            _mems: launches.iter().flat_map(|l| l.buffers.iter().map(|b| b.mem.clone())).collect(),
+        })
+    }
+}
+
+fn submit_wait(d: &ash::Device, queue: &Mutex<vk::Queue>, c: &Commands) -> Result<(), DeviceError> {
+    let cbs = [c.cb];
+    let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
+    // SAFETY: a finished command buffer of a live device; the fence is unsignalled (fresh, or
+    // reset after the previous wait); the submission is waited for before returning.
+    unsafe {
+        {
+            let q = queue.lock().unwrap_or_else(|e| e.into_inner());
+            d.queue_submit(*q, &submit, c.fence).map_err(vkerr("submit"))?;
+        }
+        d.wait_for_fences(&[c.fence], true, u64::MAX).map_err(vkerr("wait"))?;
+        d.reset_fences(&[c.fence]).map_err(vkerr("reset fence"))
+    }
+}
+
+/// A command graph's device partition as one recorded command buffer.
+pub(super) struct VkGraph {
+    commands: Commands,
+    /// Held while a replay runs: one at a time (the fence is shared).
+    replaying: Mutex<()>,
+    device: ash::Device,
+    queue: Arc<Mutex<vk::Queue>>,
+    /// What the command buffer names: kept alive with it.
+    _pipelines: Vec<Arc<Pipeline>>,
+    _kernels: Vec<Handle>,
+    _mems: Vec<Memory>,
+}
+
+impl Recording for VkGraph {
+    /// Submits the command buffer and waits for it. Replays of one recording do not
+    /// overlap: a command graph's runs are ordered, and the fence is waited for here.
+    fn replay(&self) -> Result<(), DeviceError> {
+        let _one = self.replaying.lock().unwrap_or_else(|e| e.into_inner());
+        submit_wait(&self.device, &self.queue, &self.commands)
+    }
+}
