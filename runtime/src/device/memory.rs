@@ -120,13 +120,8 @@ mod tests {
     fn dependencies_follow_raw_war_waw_only() {
         // 0 writes A; 1 reads A (RAW); 2 reads A (no edge to 1: both read); 3 writes B;
         // 4 writes A (WAR on 1, 2 and WAW on 0).
-        let t = [
-            vec![(0, true)],
-            vec![(0, false)],
-            vec![(0, false)],
-            vec![(1, true)],
-            vec![(0, true)],
-        ];
+        let t =
+            [vec![(0, true)], vec![(0, false)], vec![(0, false)], vec![(1, true)], vec![(0, true)]];
         let d = dependencies(5, |i| t[i].clone());
         assert_eq!(d, vec![vec![], vec![0], vec![0], vec![], vec![0, 1, 2]]);
     }

@@ -47,8 +47,8 @@
 mod dot;
 mod exec;
 pub mod fuse;
-mod recorded;
 mod record;
+mod recorded;
 
 use std::sync::{Arc, Mutex};
 

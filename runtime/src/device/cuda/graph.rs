@@ -55,7 +55,9 @@ impl Recording for CudaGraph {
             // every pointer its nodes hold is kept alive by `self`. The launch is waited for.
             unsafe {
                 self.primary.current()?;
-                sys::cuGraphLaunch(self.exec, null_mut()).result().map_err(driver("cuGraphLaunch"))?;
+                sys::cuGraphLaunch(self.exec, null_mut())
+                    .result()
+                    .map_err(driver("cuGraphLaunch"))?;
                 result::ctx::synchronize().map_err(driver("graph execution"))
             }
         })
@@ -64,7 +66,10 @@ impl Recording for CudaGraph {
 
 /// Records `launches` as one CUDA graph. Every launch is checked first as
 /// [`crate::Device::run_resident`] checks it, so a bad one fails before any driver call.
-pub(super) fn record(dev: &CudaDevice, launches: &[RecordLaunch]) -> Result<CudaGraph, DeviceError> {
+pub(super) fn record(
+    dev: &CudaDevice,
+    launches: &[RecordLaunch],
+) -> Result<CudaGraph, DeviceError> {
     let mut nodes_in = Vec::with_capacity(launches.len());
     for (i, l) in launches.iter().enumerate() {
         let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
@@ -91,7 +96,10 @@ pub(super) fn record(dev: &CudaDevice, launches: &[RecordLaunch]) -> Result<Cuda
                 exec: null_mut(),
                 primary: dev.primary.clone(),
                 _kernels: launches.iter().map(|l| l.kernel.clone()).collect(),
-                _mems: launches.iter().flat_map(|l| l.buffers.iter().map(|b| b.mem.clone())).collect(),
+                _mems: launches
+                    .iter()
+                    .flat_map(|l| l.buffers.iter().map(|b| b.mem.clone()))
+                    .collect(),
             };
             sys::cuGraphCreate(&mut g.graph, 0).result().map_err(driver("cuGraphCreate"))?;
             let mut nodes: Vec<sys::CUgraphNode> = Vec::with_capacity(launches.len());

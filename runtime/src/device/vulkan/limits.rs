@@ -159,7 +159,10 @@ pub(super) fn check_launch(
             (Type::Ptr(_, elem), Arg::Buffer(i)) => match buffers.get(*i) {
                 Some(&b) if b == elem => {}
                 Some(b) => {
-                    return fail(format!("`{}` wants {elem} elements, buffer {i} has {b}", p.name()))
+                    return fail(format!(
+                        "`{}` wants {elem} elements, buffer {i} has {b}",
+                        p.name()
+                    ))
                 }
                 None => return fail(format!("buffer {i} for `{}` does not exist", p.name())),
             },

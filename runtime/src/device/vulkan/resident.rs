@@ -17,8 +17,8 @@ use ash::vk;
 use super::limits::split_groups;
 use super::program::VkKernel;
 use super::{launch_err, vkerr, Owner, VulkanDevice};
-use crate::device::{handle_as, DeviceMemory, Handle, Memory, RecordLaunch, Recording};
 use crate::device::ResidentBuffer;
+use crate::device::{handle_as, DeviceMemory, Handle, Memory, RecordLaunch, Recording};
 use crate::error::DeviceError;
 
 /// A buffer's storage: a mapped `VkBuffer` and its memory.
@@ -126,7 +126,13 @@ impl VulkanDevice {
                 .map_err(vkerr("map"))
                 .map_err(fail)?;
             std::ptr::write_bytes(p as *mut u8, 0, size as usize);
-            Ok(VkMem { owner: self.owner.clone(), buf, mem, ptr: p as *mut u8, bytes: bytes.max(1) })
+            Ok(VkMem {
+                owner: self.owner.clone(),
+                buf,
+                mem,
+                ptr: p as *mut u8,
+                bytes: bytes.max(1),
+            })
         }
     }
 }
@@ -197,8 +203,9 @@ pub(super) fn pipeline(
             .offset(0)
             .size(push)];
         let layouts = [p.set_layout];
-        let plci =
-            vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts).push_constant_ranges(&pcr);
+        let plci = vk::PipelineLayoutCreateInfo::default()
+            .set_layouts(&layouts)
+            .push_constant_ranges(&pcr);
         p.layout = d.create_pipeline_layout(&plci, None).map_err(vkerr("pipeline layout"))?;
         let entries: Vec<_> = (0..3)
             .map(|i| vk::SpecializationMapEntry::default().constant_id(i).offset(4 * i).size(4))
@@ -289,8 +296,9 @@ impl VulkanDevice {
             let sets = if layouts.is_empty() {
                 Vec::new()
             } else {
-                let dsai =
-                    vk::DescriptorSetAllocateInfo::default().descriptor_pool(c.pool).set_layouts(&layouts);
+                let dsai = vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(c.pool)
+                    .set_layouts(&layouts);
                 d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?
             };
             for (l, &set) in launches.iter().zip(&sets) {
@@ -339,7 +347,15 @@ impl VulkanDevice {
             for (l, &set) in launches.iter().zip(&sets) {
                 if l.barrier {
                     let b = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
-                    d.cmd_pipeline_barrier(c.cb, compute, compute, vk::DependencyFlags::empty(), &b, &[], &[]);
+                    d.cmd_pipeline_barrier(
+                        c.cb,
+                        compute,
+                        compute,
+                        vk::DependencyFlags::empty(),
+                        &b,
+                        &[],
+                        &[],
+                    );
                 }
                 let p = &l.pipeline;
                 d.cmd_bind_pipeline(c.cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
@@ -360,7 +376,9 @@ impl VulkanDevice {
                 // order of the unsplit launch.
                 let max = self.limits.max_compute_work_group_count;
                 for (base, count) in split_groups(l.dispatch.groups, max) {
-                    d.cmd_dispatch_base(c.cb, base[0], base[1], base[2], count[0], count[1], count[2]);
+                    d.cmd_dispatch_base(
+                        c.cb, base[0], base[1], base[2], count[0], count[1], count[2],
+                    );
                 }
             }
             let b = [vk::MemoryBarrier::default()
@@ -376,7 +394,8 @@ impl VulkanDevice {
                 &[],
             );
             d.end_command_buffer(c.cb).map_err(vkerr("end"))?;
-            c.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vkerr("fence"))?;
+            c.fence =
+                d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vkerr("fence"))?;
         }
         Ok(c)
     }
@@ -424,13 +443,22 @@ impl VulkanDevice {
     }
 
     /// Records `launches` into one command buffer (see the module docs).
-    pub(super) fn record_launches(&self, launches: &[RecordLaunch]) -> Result<VkGraph, DeviceError> {
+    pub(super) fn record_launches(
+        &self,
+        launches: &[RecordLaunch],
+    ) -> Result<VkGraph, DeviceError> {
         let mut enc = Vec::with_capacity(launches.len());
         for (i, l) in launches.iter().enumerate() {
             if l.after.iter().any(|&j| j >= i) {
                 return Err(launch_err(format!("launch {i} is to run after a later launch")));
             }
-            enc.push(self.encode_launch(&l.kernel, &l.range, &l.args, &l.buffers, !l.after.is_empty())?);
+            enc.push(self.encode_launch(
+                &l.kernel,
+                &l.range,
+                &l.args,
+                &l.buffers,
+                !l.after.is_empty(),
+            )?);
         }
         let commands = self.encode(&enc, false)?;
         Ok(VkGraph {

@@ -1,0 +1,244 @@
+//! Buffers kept in device memory between launches (Vulkan on lavapipe in CI, CUDA by hand):
+//! every way the host can touch a buffer (read, partial write, host task, copy, fill, a
+//! launch on another device) sees the device's writes, and the device sees the host's;
+//! recorded command lists (a Vulkan command buffer, a CUDA graph) order dependent launches.
+//! Each scenario runs on the interpreter too, which is the oracle.
+
+use std::sync::Arc;
+
+use kiln_ir::parse_module;
+use kiln_runtime::device::cuda::CudaDevice;
+use kiln_runtime::device::vulkan::VulkanDevice;
+use kiln_runtime::graph::{Graph, GraphProperties, Node};
+use kiln_runtime::{
+    interp_device, AccessMode, Buffer, Context, ContextConfig, Device, KernelArg, KernelHandle,
+    NdRange, Queue, QueueOrder,
+};
+
+const KERNELS: &str = "
+kernel inc(x: ptr<global, u32>) {
+  let i: u32 = global_id(0);
+  x[i] = x[i] + 1u32;
+}
+kernel axpy(x: ptr<global, u32>, y: ptr<global, u32>, a: u32) {
+  let i: u32 = global_id(0);
+  y[i] = a * x[i] + y[i];
+}
+";
+
+const N: usize = 64;
+
+fn ctx(d: Arc<dyn Device>) -> Context {
+    Context::with_config(d, ContextConfig { workers: 2, ..Default::default() })
+}
+
+/// The devices with memory of their own found here.
+fn devices() -> Vec<Arc<dyn Device>> {
+    let mut v: Vec<Arc<dyn Device>> = Vec::new();
+    match VulkanDevice::open() {
+        Ok(d) => v.push(Arc::new(d)),
+        Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
+            panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
+        }
+        Err(e) => kiln_ir::testing::skip(&e.to_string()),
+    }
+    if let Ok(d) = CudaDevice::open() {
+        v.push(Arc::new(d));
+    }
+    for d in &v {
+        assert!(d.memory_space().is_some(), "{} keeps no buffers", d.name());
+    }
+    v
+}
+
+fn kernel(c: &Context, name: &str) -> KernelHandle {
+    c.get_kernel(&parse_module(KERNELS).unwrap(), name).unwrap()
+}
+
+fn inc(q: &Queue, k: &KernelHandle, x: &Buffer<u32>) {
+    q.submit(|h| {
+        let x = h.read_write(x);
+        h.parallel_for(k, NdRange::new(&[N as u32]), vec![x.into()]);
+    });
+}
+
+fn axpy(q: &Queue, k: &KernelHandle, x: &Buffer<u32>, y: &Buffer<u32>, a: u32) {
+    q.submit(|h| {
+        let (x, y) = (h.read(x), h.read_write(y));
+        h.parallel_for(
+            k,
+            NdRange::new(&[N as u32]),
+            vec![x.into(), y.into(), KernelArg::scalar(a)],
+        );
+    });
+}
+
+fn iota(s: u32) -> Vec<u32> {
+    (0..N as u32).map(|i| i * 7 + s).collect()
+}
+
+/// Every host access point after device writes, and device launches after host writes, on
+/// `dev` and on the interpreter: the same contents at every step.
+fn host_and_device_agree(dev: Arc<dyn Device>) -> Vec<Vec<u32>> {
+    let c = ctx(dev);
+    let q = Queue::new(&c, QueueOrder::InOrder);
+    let (ki, ka) = (kernel(&c, "inc"), kernel(&c, "axpy"));
+    let (x, y) = (Buffer::from_slice(&iota(1)), Buffer::from_slice(&iota(100)));
+    let mut seen = Vec::new();
+    // Launches back to back (no host access between): y = 3x + y, x + 2.
+    inc(&q, &ki, &x);
+    axpy(&q, &ka, &x, &y, 3);
+    inc(&q, &ki, &x);
+    seen.push(x.read().unwrap());
+    seen.push(y.read().unwrap());
+    // A partial host write after device writes keeps the rest of the device's contents.
+    y.write(&[5, 6, 7]).unwrap();
+    seen.push(y.read().unwrap());
+    // The device sees the host's write.
+    axpy(&q, &ka, &x, &y, 2);
+    // A host task reads the device's write and writes x.
+    q.submit(|h| {
+        let (ry, wx) = (h.read(&y), h.read_write(&x));
+        h.host_task(move |t| {
+            let v: Vec<u32> = t.read(&ry).ok_or("read")?;
+            t.write(&wx, &v.iter().map(|e| e / 2).collect::<Vec<_>>())
+        });
+    });
+    inc(&q, &ki, &x);
+    seen.push(x.read().unwrap());
+    // Copy and fill between device-written buffers.
+    let z = Buffer::<u32>::zeroed(N);
+    inc(&q, &ki, &x);
+    q.submit(|h| h.copy(&(&x).into(), &(&z).into()));
+    inc(&q, &ki, &z);
+    q.submit(|h| h.fill(&(&x).into(), kiln_ir::launch::Element::to_imm(9u32)));
+    inc(&q, &ki, &x);
+    seen.push(z.read().unwrap());
+    seen.push(x.read().unwrap());
+    q.wait().unwrap();
+    seen
+}
+
+#[test]
+fn host_access_sees_device_writes_and_launches_see_host_writes() {
+    let want = host_and_device_agree(interp_device());
+    for d in devices() {
+        let name = d.name();
+        assert_eq!(host_and_device_agree(d), want, "{name}");
+    }
+}
+
+/// One buffer used alternately by a device with memory of its own and the interpreter:
+/// each sees the other's writes.
+#[test]
+fn a_buffer_moves_between_devices() {
+    let interp = ctx(interp_device());
+    let qi = Queue::new(&interp, QueueOrder::InOrder);
+    let ki = kernel(&interp, "inc");
+    for d in devices() {
+        let c = ctx(d);
+        let q = Queue::new(&c, QueueOrder::InOrder);
+        let k = kernel(&c, "inc");
+        let x = Buffer::from_slice(&iota(0));
+        for round in 0..3 {
+            inc(&q, &k, &x);
+            q.wait().unwrap();
+            inc(&qi, &ki, &x);
+            qi.wait().unwrap();
+            inc(&q, &k, &x);
+            q.wait().unwrap();
+            let want: Vec<u32> = iota(3 * (round + 1));
+            assert_eq!(x.read().unwrap(), want, "{} round {round}", c.device().name());
+        }
+    }
+}
+
+/// A recorded chain of 100 dependent launches on one buffer, and independent branches
+/// joined at the end: the command list's barriers (or graph edges) order them.
+#[test]
+fn recorded_lists_order_dependent_launches() {
+    for d in devices() {
+        let c = ctx(d);
+        let q = Queue::new(&c, QueueOrder::OutOfOrder);
+        let (ki, ka) = (kernel(&c, "inc"), kernel(&c, "axpy"));
+        let (x, y, z) = (
+            Buffer::from_slice(&iota(0)),
+            Buffer::from_slice(&iota(1)),
+            Buffer::from_slice(&iota(2)),
+        );
+        let g = Graph::new(&c, GraphProperties::default());
+        q.begin_recording(&g).unwrap();
+        for _ in 0..100 {
+            inc(&q, &ki, &x);
+        }
+        inc(&q, &ki, &y); // independent of x's chain
+        axpy(&q, &ka, &x, &z, 2); // after the chain
+        axpy(&q, &ka, &y, &z, 1); // after both
+        q.end_recording().unwrap();
+        let exec = g.finalize().unwrap();
+        assert_eq!(exec.device_recordings(), 1, "{}", c.device().name());
+        for run in 1..=3u32 {
+            q.submit_graph(&exec).wait().unwrap();
+            let xs: Vec<u32> = iota(0).iter().map(|v| v + 100 * run).collect();
+            assert_eq!(x.read().unwrap(), xs, "{} run {run}", c.device().name());
+        }
+        // Oracle: the same on the interpreter.
+        let ci = ctx(interp_device());
+        let qi = Queue::new(&ci, QueueOrder::InOrder);
+        let (ii, ia) = (kernel(&ci, "inc"), kernel(&ci, "axpy"));
+        let (xi, yi, zi) = (
+            Buffer::from_slice(&iota(0)),
+            Buffer::from_slice(&iota(1)),
+            Buffer::from_slice(&iota(2)),
+        );
+        for _ in 0..3 {
+            for _ in 0..100 {
+                inc(&qi, &ii, &xi);
+            }
+            inc(&qi, &ii, &yi);
+            axpy(&qi, &ia, &xi, &zi, 2);
+            axpy(&qi, &ia, &yi, &zi, 1);
+        }
+        assert_eq!(z.read().unwrap(), zi.read().unwrap(), "{}", c.device().name());
+        assert_eq!(y.read().unwrap(), yi.read().unwrap(), "{}", c.device().name());
+    }
+}
+
+/// Host writes between replays reach the recorded command list, and an update to new
+/// buffers and scalars re-records it.
+#[test]
+fn replays_see_host_writes_and_updates_rerecord() {
+    for d in devices() {
+        let c = ctx(d);
+        let name = c.device().name();
+        let q = Queue::new(&c, QueueOrder::InOrder);
+        let ka = kernel(&c, "axpy");
+        let (x, y) = (Buffer::from_slice(&iota(1)), Buffer::<u32>::zeroed(N));
+        let g = Graph::new(&c, GraphProperties::default());
+        let args = |x: &Buffer<u32>, y: &Buffer<u32>, a: u32| {
+            vec![
+                KernelArg::from(x.access(AccessMode::Read)),
+                KernelArg::from(y.access(AccessMode::ReadWrite)),
+                KernelArg::scalar(a),
+            ]
+        };
+        let range = NdRange::new(&[N as u32]);
+        let n0 = g.add(Node::kernel(&ka, range, args(&x, &y, 2)), &[]).unwrap();
+        let exec = g.finalize().unwrap();
+        q.submit_graph(&exec).wait().unwrap();
+        x.write(&[1000]).unwrap();
+        y.write(&[0; N]).unwrap();
+        q.submit_graph(&exec).wait().unwrap();
+        let mut want: Vec<u32> = iota(1).iter().map(|v| 2 * v).collect();
+        want[0] = 2000;
+        assert_eq!(y.read().unwrap(), want, "{name}");
+        // New buffers and a new scalar for node 0.
+        let (x2, y2) = (Buffer::from_slice(&iota(5)), Buffer::from_slice(&iota(6)));
+        exec.update_node(n0, args(&x2, &y2, 3)).unwrap();
+        assert_eq!(exec.device_recordings(), 1, "{name}");
+        q.submit_graph(&exec).wait().unwrap();
+        let want2: Vec<u32> = iota(5).iter().zip(iota(6)).map(|(a, b)| 3 * a + b).collect();
+        assert_eq!(y2.read().unwrap(), want2, "{name}");
+        assert_eq!(y.read().unwrap(), want, "{name}: the old buffer is left alone");
+    }
+}
