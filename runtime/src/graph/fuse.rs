@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use kiln_ir::{parse_module, Imm, Kernel, Module};
 use kiln_passes::fusion::{
-    fuse_kernels, BindArg, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
+    fuse_kernels, BarrierPolicy, BindArg, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
 use super::exec::FlatNode;
@@ -289,6 +289,12 @@ fn fuse_one(
         kernels: names,
         ndranges: ranges,
         identical: groups.iter().filter(|g| g.1.len() > 1).map(|g| g.1.clone()).collect(),
+        // No barrier between entries: a chain fuses only when every buffer one entry
+        // writes and another touches is accessed per work-item (the check below), so no
+        // work-item reads what another wrote in an earlier entry. (Barriers inside the
+        // kernels stay.) A barrier there would cost every work-group a synchronization per
+        // entry, and the cpu device a resume point.
+        barriers: BarrierPolicy::None,
         ..FusionSpec::default()
     };
     // The legality check: every shared written buffer promoted in a trial fusion.
