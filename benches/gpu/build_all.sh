@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Builds, here where Rust is, every x86-64 binary benches/gpu/run_all.sh needs into
 # benches/gpu/bin (stripped): `kiln` and the device test binaries (cuda_diff, cuda_optimized,
-# vulkan_diff, sanitize, cpu_diff, embed). KILN_GPU_PROFILE=release builds optimized ones
+# vulkan_diff, sanitize, cpu_diff, embed, graph, resident) and the command-graph benchmark
+# (graph_bench, runtime/examples/graph_bench.rs). KILN_GPU_PROFILE=release builds optimized ones
 # (slower to build; the tests are the same).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${KILN_GPU_PROFILE:-dev}" = release ]; then rel=(--release); kiln_bin=target/release/kiln
 else rel=(); kiln_bin=target/debug/kiln; fi
 cargo build "${rel[@]}" --bin kiln
+cargo build "${rel[@]}" -p kiln-runtime --example graph_bench
 mkdir -p benches/gpu/bin
 cp "$kiln_bin" benches/gpu/bin/kiln
+cp "$(dirname "$kiln_bin")/examples/graph_bench" benches/gpu/bin/graph_bench
 find_test() { # PACKAGE TEST
   cargo test "${rel[@]}" --all-features -p "$1" --test "$2" --no-run --message-format=json \
     | python3 -c 'import json,sys
@@ -18,7 +21,7 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
         print(m["executable"])' "$2"
 }
-for t in cuda_diff cuda_optimized vulkan_diff sanitize cpu_diff; do
+for t in cuda_diff cuda_optimized vulkan_diff sanitize cpu_diff graph resident; do
   cp "$(find_test kiln-runtime "$t")" "benches/gpu/bin/$t"
 done
 cp "$(find_test kiln embed)" benches/gpu/bin/embed

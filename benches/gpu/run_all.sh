@@ -5,7 +5,9 @@
 # CUDA: the differential tests (cuda_diff, cuda_optimized), the sanitizer, the embedding
 # API; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
 # host's cores (cpu_diff, and the 4-kernel chain timed with `kiln run --time`); kiln's
-# generated SGEMM against cuBLAS (gemm.py). The Vulkan loader must be installed (see
+# generated SGEMM against cuBLAS (gemm.py); command graphs (the graph and resident tests on
+# CUDA and Vulkan, graph.py: kiln's graph replay against a cupy-built CUDA graph of the same
+# kernels and against eager launches, fused against unfused). The Vulkan loader must be installed (see
 # benches/gpu/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +28,8 @@ step cuda_optimized "$BIN/cuda_optimized" --test-threads=1
 step vulkan_diff "$BIN/vulkan_diff" --test-threads=1
 step sanitize "$BIN/sanitize" --test-threads=1
 step embed "$BIN/embed" --test-threads=1
+step graph "$BIN/graph" --test-threads=1
+step resident "$BIN/resident" --test-threads=1
 KILN_CPU_CASES=2000 step cpu_diff "$BIN/cpu_diff"
 n=33554432
 chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg a=iota:$n \
@@ -34,5 +38,7 @@ step "chain cpu, all threads" chain --device cpu
 step "chain cpu, 1 thread" chain --device cpu --threads 1
 step "chain cuda" chain --device cuda
 TAIL=60 step gemm python3 benches/gpu/gemm.py "$BIN/kiln"
+TAIL=40 step "graph cuda" python3 benches/gpu/graph.py "$BIN"
+TAIL=20 step "graph vulkan" "$BIN/graph_bench" --device vulkan --elems 16777216
 echo "summary: exit $rc"
 exit $rc

@@ -1,20 +1,23 @@
-//! Command-graph benchmark: a chain of 100 tiny kernels (one work-item each) on the
-//! interpreter device, submitted eagerly (100 submissions on an in-order queue) against one
-//! replay of the same chain recorded into a graph, in the same run.
+//! Command-graph benchmark: a chain of 100 tiny kernels (one work-item each), submitted
+//! eagerly (100 submissions on an in-order queue) against one replay of the same chain
+//! recorded into a graph, in the same run, on the interpreter device and, when one is found,
+//! on Vulkan (lavapipe here), where the replay is one recorded command buffer.
 //!
-//! * `chain100/{eager,graph}/submit`: host time of the submission calls only (the run is
-//!   waited for outside the measured time);
-//! * `chain100/{eager,graph}/submit_wait`: submission and completion.
+//! * `chain100[-vulkan]/{eager,graph}/submit`: host time of the submission calls only (the
+//!   run is waited for outside the measured time);
+//! * `chain100[-vulkan]/{eager,graph}/submit_wait`: submission and completion.
 //!
 //! `cargo bench -p kiln-runtime --bench graph -- --warm-up-time 1 --measurement-time 3`
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln_ir::parse_module;
+use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
-    interp_device, Buffer, Context, ContextConfig, KernelArg, KernelHandle, NdRange, Queue,
+    interp_device, Buffer, Context, ContextConfig, Device, KernelArg, KernelHandle, NdRange, Queue,
     QueueOrder,
 };
 
@@ -30,8 +33,15 @@ fn chain(q: &Queue, k: &KernelHandle, b: &Buffer<u32>) {
 }
 
 fn bench(c: &mut Criterion) {
-    let ctx =
-        Context::with_config(interp_device(), ContextConfig { workers: 2, ..Default::default() });
+    bench_on(c, "chain100", interp_device());
+    match VulkanDevice::open() {
+        Ok(d) => bench_on(c, "chain100-vulkan", Arc::new(d)),
+        Err(e) => eprintln!("chain100-vulkan not measured: {e}"),
+    }
+}
+
+fn bench_on(c: &mut Criterion, group: &str, device: Arc<dyn Device>) {
+    let ctx = Context::with_config(device, ContextConfig { workers: 2, ..Default::default() });
     let m = parse_module(
         "kernel inc(x: ptr<global, u32>) { let i: u32 = global_id(0); x[i] = x[i] + 1u32; }",
     )
@@ -45,7 +55,7 @@ fn bench(c: &mut Criterion) {
     q.end_recording().expect("recording ends");
     let exec = g.finalize().expect("graph finalizes");
 
-    let mut group = c.benchmark_group("chain100");
+    let mut group = c.benchmark_group(group);
     group.bench_function("eager/submit", |bench| {
         bench.iter_custom(|iters| {
             let mut t = Duration::ZERO;

@@ -29,28 +29,8 @@ use kiln_runtime::{
 
 const CHAIN: usize = 100;
 
-const KERNELS: &str = "
-kernel inc(x: ptr<global, u32>) {
-  let i: u32 = global_id(0);
-  x[i] = x[i] + 1u32;
-}
-kernel k1(a: ptr<global, f32>, b: ptr<global, f32>, t1: ptr<global, f32>) {
-  let i: u32 = global_id(0);
-  t1[i] = a[i] * b[i];
-}
-kernel k2(t1: ptr<global, f32>, c: ptr<global, f32>, t2: ptr<global, f32>) {
-  let i: u32 = global_id(0);
-  t2[i] = t1[i] + c[i];
-}
-kernel k3(t2: ptr<global, f32>, t3: ptr<global, f32>, s: f32) {
-  let i: u32 = global_id(0);
-  t3[i] = t2[i] * s;
-}
-kernel k4(t3: ptr<global, f32>, b: ptr<global, f32>, out: ptr<global, f32>) {
-  let i: u32 = global_id(0);
-  out[i] = t3[i] - b[i];
-}
-";
+/// The kernels, shared with benches/gpu/graph.py (which launches the same PTX through cupy).
+const KERNELS: &str = include_str!("../../benches/gpu/graph.kir");
 
 struct Args {
     device: String,

@@ -22,7 +22,8 @@ use std::sync::Arc;
 
 use kiln_ir::{parse_module, Imm, Kernel, Module};
 use kiln_passes::fusion::{
-    fuse_kernels, BarrierPolicy, BindArg, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
+    fuse_kernels, BarrierPolicy, BindArg, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion,
+    RangeSpec,
 };
 
 use super::exec::FlatNode;
