@@ -87,3 +87,36 @@ fn mistakes_are_errors_naming_them() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// `--svg` runs Graphviz's `dot`: without it on the PATH, an error says how to get it (exit
+/// 1, nothing drawn); with it, the picture is written.
+#[test]
+fn svg_needs_graphviz_and_says_so() {
+    let toml = format!(
+        "{HEAD}[[nodes]]\nname = \"dbl\"\nkernel = \"scale\"\nglobal = [4]\nargs = [\"x\", 2.0]\n"
+    );
+    let dir = scratch("svg", &toml);
+    let empty = dir.join("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .current_dir(&dir)
+        .env("PATH", &empty)
+        .args(["graph", "g.toml", "--svg", "g.svg"])
+        .output()
+        .expect("run kiln");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("cannot run Graphviz's `dot`") && err.contains("install Graphviz"),
+        "{err}"
+    );
+    assert!(!dir.join("g.svg").exists());
+    // With Graphviz installed (not required in CI), the SVG is drawn.
+    if Command::new("dot").arg("-V").output().is_ok() {
+        let o = kiln(&["graph", "g.toml", "--svg", "g.svg"], &dir);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let svg = std::fs::read_to_string(dir.join("g.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("dbl"), "{svg}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -68,6 +68,9 @@ struct DeviceCopy {
 /// launched kernels with it (see [`crate::device::memory`]). At least one place is valid;
 /// a device write leaves only that device's copy valid, a host write only the host's.
 pub(crate) struct Storage {
+    /// The size of the contents (the host buffer is empty while a host-memory device runs
+    /// a kernel writing it).
+    bytes: usize,
     host: launch::Buffer,
     host_valid: bool,
     /// At most one per memory space; never removed while the buffer lives (recordings
@@ -77,7 +80,7 @@ pub(crate) struct Storage {
 
 impl Storage {
     fn new(host: launch::Buffer) -> Storage {
-        Storage { host, host_valid: true, copies: Vec::new() }
+        Storage { bytes: host.as_bytes().len(), host, host_valid: true, copies: Vec::new() }
     }
 
     /// The host contents, downloaded first when only a device holds the newest.
@@ -108,7 +111,7 @@ impl Storage {
         if let Some(c) = self.copies.iter().find(|c| c.space == space) {
             return Ok(c.mem.clone());
         }
-        let mem = dev.alloc(self.host.as_bytes().len().max(1))?;
+        let mem = dev.alloc(self.bytes.max(1))?;
         self.copies.push(DeviceCopy { space, mem: mem.clone(), valid: false });
         Ok(mem)
     }

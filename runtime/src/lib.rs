@@ -25,8 +25,11 @@
 //!   read-after-write / write-after-read / write-after-write edges) that queues and command
 //!   graphs share, and the worker threads.
 //! * A [`graph::Graph`] records commands once (explicitly or from a recording queue) and
-//!   replays them: finalized into a [`graph::ExecGraph`] of prepared launch lists,
-//!   partitioned at host tasks, optionally with chains of kernels fused.
+//!   replays them: finalized into a [`graph::ExecGraph`] of prepared launch lists
+//!   (recorded into Vulkan command buffers or CUDA graphs on those devices), partitioned at
+//!   host tasks, optionally with chains of kernels fused.
+//! * On devices with memory of their own (Vulkan, CUDA), buffers stay there between
+//!   launches and are copied back only when the host reads them ([`device::memory`]).
 //! * Every command returns an [`Event`]; errors surface at [`Event::wait`] /
 //!   [`Queue::wait`] naming the failing command.
 //!

@@ -11,7 +11,8 @@
 //! [`Graph::finalize`] makes an [`ExecGraph`]: nodes ordered by reverse depth-first search,
 //! split into partitions at host tasks (with the backward-dependency merging of DPC++'s
 //! design), each device partition a prepared launch list whose kernels were resolved once,
-//! through the context's caches. With [`GraphProperties::fuse_chains`], chains of kernels
+//! through the context's caches, which a device with command lists of its own records once
+//! ([`crate::Device::record`]: a Vulkan command buffer, a CUDA graph). With [`GraphProperties::fuse_chains`], chains of kernels
 //! are fused at finalize (see [`fuse`]). [`Queue::submit_graph`] runs it; runs of one
 //! executable graph are ordered, and [`ExecGraph::update`] / [`ExecGraph::update_node`]
 //! change buffers and scalar arguments without finalizing again.
