@@ -130,8 +130,9 @@ fn elementwise4(ctx: &Context, n: usize, reps: usize) -> Result<(), String> {
     let m = parse_module(KERNELS).map_err(|e| e.to_string())?;
     let k = |name: &str| ctx.get_kernel(&m, name).map_err(|e| e.to_string());
     let (k1, k2, k3, k4) = (k("k1")?, k("k2")?, k("k3")?, k("k4")?);
-    let local = if n % 256 == 0 { 256 } else { 1 };
-    let r = NdRange::new(&[n as u32]).with_local(&[local]);
+    // 256 work-items per group, as graph.py launches them (else the device's default).
+    let r = NdRange::new(&[n as u32]);
+    let r = if n.is_multiple_of(256) { r.with_local(&[256]) } else { r };
     let init =
         |s: f32| Buffer::from_slice(&(0..n).map(|i| (i % 1000) as f32 * s).collect::<Vec<_>>());
     let (a, b, c) = (init(0.5), init(0.25), init(2.0));
