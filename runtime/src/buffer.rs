@@ -105,6 +105,16 @@ impl Storage {
         Ok(&mut self.host)
     }
 
+    /// The host contents for a write of every element: as [`Storage::host_mut`], without
+    /// downloading contents that are about to be overwritten.
+    pub fn host_overwrite(&mut self) -> &mut launch::Buffer {
+        self.host_valid = true;
+        for c in &mut self.copies {
+            c.valid = false;
+        }
+        &mut self.host
+    }
+
     /// The buffer's copy in `dev`'s memory space `space`, allocated when it has none (its
     /// contents then unspecified).
     pub fn allocated(&mut self, dev: &dyn Device, space: u64) -> Result<Memory, DeviceError> {
@@ -243,7 +253,11 @@ impl<T: Element> Buffer<T> {
             let _ = e.wait();
         }
         let mut st = self.inner.data();
-        let d = st.host_mut().map_err(|source| self.inner.transfer_error(source))?;
+        let d = if values.len() >= self.inner.len {
+            st.host_overwrite()
+        } else {
+            st.host_mut().map_err(|source| self.inner.transfer_error(source))?
+        };
         for (i, v) in values.iter().enumerate().take(self.inner.len) {
             let _ = d.set(i, v.to_imm());
         }

@@ -248,7 +248,11 @@ pub(crate) fn copy(src: &Accessor, dst: &Accessor) -> Result<(), String> {
     }
     let from = s.data().host().map_err(|e| e.to_string())?.clone();
     let mut st = d.data();
-    let to = st.host_mut().map_err(|e| e.to_string())?;
+    let to = if s.len == d.len {
+        st.host_overwrite()
+    } else {
+        st.host_mut().map_err(|e| e.to_string())?
+    };
     for i in 0..from.len() {
         let v = from.get(i).ok_or("copy source shorter than its length")?;
         to.set(i, v).map_err(|e| e.to_string())?;
@@ -268,7 +272,7 @@ pub(crate) fn fill(dst: &Accessor, value: Imm) -> Result<(), String> {
         ));
     }
     let mut st = b.data();
-    let d = st.host_mut().map_err(|e| e.to_string())?;
+    let d = st.host_overwrite();
     for i in 0..b.len {
         d.set(i, value).map_err(|e| e.to_string())?;
     }
