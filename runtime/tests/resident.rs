@@ -242,3 +242,21 @@ fn replays_see_host_writes_and_updates_rerecord() {
         assert_eq!(y.read().unwrap(), want, "{name}: the old buffer is left alone");
     }
 }
+
+/// A launch the device refuses (here a work-group larger than any device allows) fails when
+/// the partition is recorded, at finalize, naming its node among the chain's.
+#[test]
+fn a_launch_the_device_refuses_fails_at_finalize_naming_its_node() {
+    for d in devices() {
+        let c = ctx(d);
+        let ki = kernel(&c, "inc");
+        let x = Buffer::<u32>::zeroed(1 << 16);
+        let g = Graph::new(&c, GraphProperties::default());
+        let rw = || vec![KernelArg::from(x.access(AccessMode::ReadWrite))];
+        let a = g.add(Node::kernel(&ki, NdRange::new(&[64]), rw()).named("fine"), &[]).unwrap();
+        let big = NdRange::new(&[1 << 16]).with_local(&[1 << 16]);
+        g.add(Node::kernel(&ki, big, rw()).named("huge"), &[a]).unwrap();
+        let e = g.finalize().unwrap_err().to_string();
+        assert!(e.starts_with("node 1 `huge`: "), "{}: {e}", c.device().name());
+    }
+}

@@ -54,9 +54,9 @@ pub(super) fn record(
         {
             j += 1;
         }
-        let launches: Vec<PreparedLaunch> =
-            steps[i..j].iter().filter_map(|s| recordable(s.1)).cloned().collect();
-        let err = |source| GraphError::Kernel { node: steps[i].0.to_string(), source };
+        let (labels, launches): (Vec<&str>, Vec<PreparedLaunch>) =
+            steps[i..j].iter().filter_map(|s| recordable(s.1).map(|l| (s.0, l.clone()))).unzip();
+        let err = |source| GraphError::Kernel { node: labels.join(", "), source };
         let mut list = Vec::with_capacity(launches.len());
         for l in &launches {
             let buffers = l
@@ -82,7 +82,17 @@ pub(super) fn record(
         for (l, a) in list.iter_mut().zip(after) {
             l.after = a;
         }
-        if let Some(recording) = dev.record(&list).map_err(err)? {
+        let recorded = dev.record(&list).map_err(|e| {
+            // Name the launch the device refused, when it refuses it alone too.
+            let alone = list.iter().zip(&labels).find_map(|(l, label)| {
+                let l = RecordLaunch { after: Vec::new(), ..l.clone() };
+                dev.record(&[l])
+                    .err()
+                    .map(|source| GraphError::Kernel { node: label.to_string(), source })
+            });
+            alone.unwrap_or_else(|| err(e))
+        })?;
+        if let Some(recording) = recorded {
             out.push(Recorded { start: i, end: j, recording, launches, space });
         }
         i = j;
