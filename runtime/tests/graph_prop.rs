@@ -1,7 +1,8 @@
 //! Property test: random command sequences over shared buffers (kernels, copies, fills,
 //! host tasks, explicit event dependencies), recorded into a graph, finalized with and
 //! without `fuse_chains` and replayed twice, leave the buffers exactly as the same
-//! sequence submitted eagerly twice, on the interpreter.
+//! sequence submitted eagerly twice, on the interpreter (and replayed on Vulkan too, when
+//! there is a device: recorded command buffers and device-resident buffers).
 
 use kiln_ir::parse_module;
 use kiln_runtime::graph::{Graph, GraphProperties};
@@ -145,7 +146,51 @@ proptest! {
             let got: Vec<Vec<u32>> = b.iter().map(|b| b.read().unwrap()).collect();
             prop_assert_eq!(&got, &want, "fuse_chains {} schedule {:?}", fuse_chains, exec.schedule());
         }
+        // The same graph on Vulkan, where its partitions are recorded command buffers (split
+        // by copies and fills) and the buffers stay in device memory between them.
+        if let Some((vctx, vk)) = vulkan() {
+            let vq = Queue::new(vctx, order);
+            for fuse_chains in [false, true] {
+                let b = fresh();
+                let g = Graph::new(vctx, GraphProperties { fuse_chains, ..Default::default() });
+                vq.begin_recording(&g).unwrap();
+                submit(&vq, vk, &b, &ops, &deps);
+                vq.end_recording().unwrap();
+                let exec = g.finalize().unwrap();
+                vq.submit_graph(&exec);
+                vq.submit_graph(&exec).wait().unwrap();
+                let got: Vec<Vec<u32>> = b.iter().map(|b| b.read().unwrap()).collect();
+                prop_assert_eq!(&got, &want, "vulkan fuse_chains {} schedule {:?}", fuse_chains, exec.schedule());
+            }
+        }
     }
+}
+
+/// One Vulkan context and its kernels for every case (pipelines are made once), when there
+/// is a Vulkan device.
+fn vulkan() -> Option<&'static (Context, K)> {
+    static VK: std::sync::OnceLock<Option<(Context, K)>> = std::sync::OnceLock::new();
+    VK.get_or_init(|| {
+        let d = match kiln_runtime::device::vulkan::VulkanDevice::open() {
+            Ok(d) => d,
+            Err(e) if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() => {
+                panic!("KILN_REQUIRE_TOOLS is set but no Vulkan device: {e}")
+            }
+            Err(e) => {
+                kiln_ir::testing::skip(&e.to_string());
+                return None;
+            }
+        };
+        let ctx = Context::with_config(
+            std::sync::Arc::new(d),
+            ContextConfig { workers: 2, ..Default::default() },
+        );
+        let m = parse_module(KERNELS).unwrap();
+        let kk = |n: &str| ctx.get_kernel(&m, n).unwrap();
+        let k = K { add: kk("add"), mul: kk("mul"), scale: kk("scale"), rotate: kk("rotate") };
+        Some((ctx, k))
+    })
+    .as_ref()
 }
 
 mod random_kernels {
