@@ -30,6 +30,7 @@ step sanitize "$BIN/sanitize" --test-threads=1
 step embed "$BIN/embed" --test-threads=1
 step graph "$BIN/graph" --test-threads=1
 step resident "$BIN/resident" --test-threads=1
+step graph_prop "$BIN/graph_prop"
 KILN_CPU_CASES=2000 step cpu_diff "$BIN/cpu_diff"
 n=33554432
 chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg a=iota:$n \

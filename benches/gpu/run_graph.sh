@@ -3,7 +3,8 @@
 # from benches/gpu/build_all.sh (KILN_GPU_PROFILE=release for host timings worth reporting):
 #   bash benches/gpu/run_graph.sh [BIN_DIR]
 # 1. the graph and resident tests with CUDA present (device partitions as CUDA graphs,
-#    buffers kept in device memory) and NVIDIA's Vulkan driver (recorded command buffers);
+#    buffers kept in device memory) and NVIDIA's Vulkan driver (recorded command buffers),
+#    and graph_prop (random command sequences replayed on Vulkan against the interpreter);
 # 2. graph.py: kiln's graph replay of 100 tiny kernels against a cupy-captured CUDA graph of
 #    kiln's own PTX and against eager launches, and the 4-kernel elementwise chain over 2^28
 #    f32 fused against unfused (target 2.4x);
@@ -24,6 +25,7 @@ step() { # NAME COMMAND...
 }
 step graph "$BIN/graph" --test-threads=1
 step resident "$BIN/resident" --test-threads=1
+step graph_prop "$BIN/graph_prop"
 TAIL=40 step "graph cuda" python3 benches/gpu/graph.py "$BIN"
 TAIL=20 step "graph vulkan" "$BIN/graph_bench" --device vulkan --elems 16777216
 echo "summary: exit $rc"
