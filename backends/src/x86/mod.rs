@@ -414,6 +414,13 @@ impl X86Program {
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
         let n = launch.group_count();
         let threads = (threads.max(1) as u64).min(n);
+        if threads <= 1 {
+            // One thread's worth of groups (a tiny launch): run them here rather than pay
+            // for spawning a thread per launch (what a command graph's replay of small
+            // kernels would mostly measure).
+            // SAFETY: as below, with every group on this thread.
+            return unsafe { self.run_groups_raw(&launch, args, &raw, 0..n, opts) };
+        }
         let per = n.div_ceil(threads);
         let results: Vec<(u64, Result<(), InterpError>)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
