@@ -1,11 +1,12 @@
 //! Command-graph benchmark: a chain of 100 tiny kernels (one work-item each), submitted
 //! eagerly (100 submissions on an in-order queue) against one replay of the same chain
-//! recorded into a graph, in the same run, on the interpreter device and, when one is found,
-//! on Vulkan (lavapipe here), where the replay is one recorded command buffer.
+//! recorded into a graph, in the same run, on the interpreter device, the cpu device (x86-64
+//! code) and, when one is found, on Vulkan (lavapipe here), where the replay is one recorded
+//! command buffer.
 //!
-//! * `chain100[-vulkan]/{eager,graph}/submit`: host time of the submission calls only (the
+//! * `chain100[-cpu|-vulkan]/{eager,graph}/submit`: host time of the submission calls only (the
 //!   run is waited for outside the measured time);
-//! * `chain100[-vulkan]/{eager,graph}/submit_wait`: submission and completion.
+//! * `chain100[-cpu|-vulkan]/{eager,graph}/submit_wait`: submission and completion.
 //!
 //! `cargo bench -p kiln-runtime --bench graph -- --warm-up-time 1 --measurement-time 3`
 
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln_ir::parse_module;
+use kiln_runtime::device::registry::{self, OpenOptions};
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
@@ -34,6 +36,10 @@ fn chain(q: &Queue, k: &KernelHandle, b: &Buffer<u32>) {
 
 fn bench(c: &mut Criterion) {
     bench_on(c, "chain100", interp_device());
+    match registry::open("cpu", &OpenOptions::default()) {
+        Ok(d) => bench_on(c, "chain100-cpu", d),
+        Err(e) => eprintln!("chain100-cpu not measured: {e}"),
+    }
     match VulkanDevice::open() {
         Ok(d) => bench_on(c, "chain100-vulkan", Arc::new(d)),
         Err(e) => eprintln!("chain100-vulkan not measured: {e}"),
