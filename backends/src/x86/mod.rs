@@ -249,6 +249,10 @@ impl fmt::Debug for X86Program {
     }
 }
 
+/// The most work-items one call of the vector code runs in a multi-group span: the limits
+/// (deadline, cancel flag) are looked at between calls.
+const SPAN_ITEMS: u64 = 1 << 16;
+
 /// The most memory (local arrays plus the frames of a group's work-items) one run may use:
 /// 1 GiB, the interpreter's limit.
 const MEMORY_LIMIT: u64 = 1 << 30;
@@ -518,6 +522,7 @@ impl X86Program {
             items: group_size,
             base: [0; 3],
             helpers: rt::helpers(),
+            span: 0,
         };
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
@@ -525,9 +530,46 @@ impl X86Program {
         let mut vframe: Vec<u32> = Vec::new();
         // SAFETY: the mapping holds a function with this signature (see gen.rs).
         let entry: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(self.code.addr()) };
-        for linear in groups {
-            if linear >= launch.group_count() {
-                break;
+        let l = launch.local.map(u64::from);
+        // 1-D launches with rows of whole batches run many groups per call of the vector
+        // code: their work-items are one contiguous run of global_id(0).
+        let spans = self.spmd.as_ref().filter(|_| {
+            l[0].is_multiple_of(8) && l[1] * l[2] == 1 && g[1] * g[2] == 1
+        });
+        let end = groups.end.min(launch.group_count());
+        let mut linear = groups.start;
+        while linear < end {
+            if let Some(v) = spans {
+                let base = launch.offset[0] as u64 + linear * l[0];
+                // Groups whose every access is in bounds (the bounds check, hoisted out of
+                // the work-items), at most SPAN_ITEMS work-items between two limit checks.
+                let fit = v
+                    .accessed
+                    .iter()
+                    .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let n = (fit / l[0]).min(end - linear).min((SPAN_ITEMS / l[0]).max(1));
+                if n > 0 {
+                    ctx.group_id = [linear, 0, 0];
+                    ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
+                    self.set_ids(&mut ctx, launch, 0);
+                    if rt::limit_hit(&mut ctx) != 0 {
+                        return Err(self.fault(&ctx, &table, start));
+                    }
+                    vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                    vframe[..8].copy_from_slice(&spmd::IOTA);
+                    ctx.span = n * l[0];
+                    // SAFETY: the vector code reads the lane constant at the vector frame's
+                    // start; every access is at a global_id(0) below `fit` (checked above).
+                    unsafe {
+                        let entry: VectorEntry =
+                            std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
+                        entry(&mut ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
+                    };
+                    linear += n;
+                    continue;
+                }
             }
             ctx.group_id = [linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])];
             local.fill(0);
@@ -553,7 +595,7 @@ impl X86Program {
                     unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
                 vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                 vframe[..8].copy_from_slice(&spmd::IOTA);
-                let l = launch.local.map(u64::from);
+                ctx.span = l[0];
                 for row in 0..l[1] * l[2] {
                     let (y, z) = (row % l[1], row / l[1]);
                     ctx.local_id = [0, y, z];
@@ -584,6 +626,7 @@ impl X86Program {
                 self.rounds(&mut ctx, launch, &mut frames, words, entry, &table, start)
             };
             r?;
+            linear += 1;
         }
         Ok(())
     }

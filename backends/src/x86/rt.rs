@@ -45,6 +45,8 @@ pub(crate) struct Ctx {
     pub base: [u64; 3],
     /// The helpers generated code calls, by the `HELPER_*` indices (see [`helpers`]).
     pub helpers: [usize; 4],
+    /// Work-items the vector code runs in one call (a multiple of 8), from `global_id[0]`.
+    pub span: u64,
 }
 
 /// [`limit_hit`]'s index in [`Ctx::helpers`].
@@ -81,6 +83,7 @@ pub(crate) const OFF_MEMS: i32 = 200;
 pub(crate) const OFF_ITEMS: i32 = 216;
 pub(crate) const OFF_BASE: i32 = 224;
 pub(crate) const OFF_HELPERS: i32 = 248;
+pub(crate) const OFF_SPAN: i32 = 280;
 
 /// Return value of generated code for a fault; the details are in the context.
 pub(crate) const STOP_ERROR: u64 = u64::MAX;
@@ -245,3 +248,24 @@ impl ExecCode {
         &self.map
     }
 }
+
+// Generated code addresses the context by these offsets: keep them the struct's.
+const _: () = {
+    use std::mem::offset_of;
+    assert!(offset_of!(Ctx, local_id) == OFF_LOCAL_ID as usize);
+    assert!(offset_of!(Ctx, global_id) == OFF_GLOBAL_ID as usize);
+    assert!(offset_of!(Ctx, group_id) == OFF_GROUP_ID as usize);
+    assert!(offset_of!(Ctx, global_size) == OFF_GLOBAL_SIZE as usize);
+    assert!(offset_of!(Ctx, local_size) == OFF_LOCAL_SIZE as usize);
+    assert!(offset_of!(Ctx, num_groups) == OFF_NUM_GROUPS as usize);
+    assert!(offset_of!(Ctx, offset) == OFF_OFFSET as usize);
+    assert!(offset_of!(Ctx, budget) == OFF_BUDGET as usize);
+    assert!(offset_of!(Ctx, err_code) == OFF_ERR_CODE as usize);
+    assert!(offset_of!(Ctx, err_site) == OFF_ERR_SITE as usize);
+    assert!(offset_of!(Ctx, err_val) == OFF_ERR_VAL as usize);
+    assert!(offset_of!(Ctx, mems) == OFF_MEMS as usize);
+    assert!(offset_of!(Ctx, items) == OFF_ITEMS as usize);
+    assert!(offset_of!(Ctx, base) == OFF_BASE as usize);
+    assert!(offset_of!(Ctx, helpers) == OFF_HELPERS as usize);
+    assert!(offset_of!(Ctx, span) == OFF_SPAN as usize);
+};
