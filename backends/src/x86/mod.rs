@@ -69,6 +69,7 @@
 //! ```
 
 mod disasm;
+mod encode;
 mod expr;
 mod gen;
 mod launch;
@@ -223,14 +224,18 @@ pub struct X86Program {
     frame_bytes: usize,
     local_bytes: usize,
     n_barriers: u32,
+    /// Bytes of the scalar code at the start of the mapping.
+    scalar_len: usize,
     /// (code offset, comment) for the disassembly.
-    marks: Vec<(u32, String)>,
+    marks: Vec<(u32, gen::Mark)>,
     spmd: Option<SpmdCode>,
 }
 
 /// The 8-lane version of a kernel in the SPMD class (see `spmd.rs`).
 struct SpmdCode {
-    code: ExecCode,
+    /// Where the vector code starts in the program's mapping, and its length.
+    start: usize,
+    len: usize,
     vframe_bytes: usize,
     accessed: Vec<u32>,
 }
@@ -241,7 +246,7 @@ impl fmt::Debug for X86Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("X86Program")
             .field("kernel", &self.kernel.name())
-            .field("code_bytes", &self.code.bytes().len())
+            .field("code_bytes", &self.scalar_len)
             .field("frame_bytes", &self.frame_bytes)
             .field("local_bytes", &self.local_bytes)
             .field("barriers", &self.n_barriers)
@@ -286,30 +291,33 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     }
     let g = gen::Gen::new(k.params(), k.body(), !opts.unchecked)?;
     let param_slots = g.param_slots();
-    let mut out = g.finish(k.body())?;
+    let out = g.finish(k.body())?;
     // Position-independent (relative branches, helpers called through the context), so
-    // assembled at 0 and copied into its mapping.
-    let res = out
-        .asm
-        .assemble_options(0, iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
-    let bytes = &res.inner.code_buffer;
-    let offsets = &res.inner.new_instruction_offsets;
-    let marks =
-        out.marks.iter().filter_map(|(i, s)| offsets.get(*i).map(|&o| (o, s.clone()))).collect();
-    let map = ExecCode::reserve(bytes.len())?;
-    let code = ExecCode::new(map, bytes)?;
-    let spmd = if !opts.scalar && avx2() {
-        match spmd::generate(&k, &param_slots)? {
-            Some(mut v) => {
-                let bytes = v.asm.assemble(0)?;
-                let code = ExecCode::new(ExecCode::reserve(bytes.len())?, &bytes)?;
-                Some(SpmdCode { code, vframe_bytes: v.vframe_bytes, accessed: v.accessed })
-            }
-            None => None,
+    // encoded at 0 and copied into the mapping.
+    let scalar = encode::encode(out.asm.instructions())?;
+    let marks = out
+        .marks
+        .into_iter()
+        .filter_map(|(i, m)| scalar.offsets.get(i).map(|&o| (o, m)))
+        .collect();
+    let vector = if !opts.scalar && avx2() { spmd::generate(&k, &param_slots)? } else { None };
+    let vector = vector.map(|v| encode::encode(v.asm.instructions()).map(|e| (v, e))).transpose()?;
+    // One mapping for both codes (the vector code 32-byte aligned after the scalar code):
+    // mapping and protecting pages is a good part of the compile time of a small kernel.
+    let vstart = scalar.bytes.len().next_multiple_of(32);
+    let mut bytes = scalar.bytes;
+    let spmd = vector.map(|(v, e)| {
+        bytes.resize(vstart, 0xcc);
+        bytes.extend_from_slice(&e.bytes);
+        SpmdCode {
+            start: vstart,
+            len: e.bytes.len(),
+            vframe_bytes: v.vframe_bytes,
+            accessed: v.accessed,
         }
-    } else {
-        None
-    };
+    });
+    let code = ExecCode::new(&bytes)?;
+    let scalar_len = if spmd.is_some() { vstart } else { bytes.len() };
     Ok(X86Program {
         code,
         kernel: k,
@@ -319,6 +327,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         frame_bytes: out.frame_bytes,
         local_bytes: out.local_bytes,
         n_barriers: out.n_barriers,
+        scalar_len,
         marks,
         spmd,
     })
@@ -344,7 +353,7 @@ impl X86Program {
 
     /// The machine code's size in bytes.
     pub fn code_size(&self) -> usize {
-        self.code.bytes().len()
+        self.scalar_len
     }
 
     /// The scalar machine code. It holds no absolute address (branches are relative, helper
@@ -352,7 +361,7 @@ impl X86Program {
     /// the same kernel and options; what a persistent cache would also need (the frame
     /// layout and fault tables) is not serializable yet.
     pub fn code_bytes(&self) -> &[u8] {
-        self.code.bytes()
+        &self.code.bytes()[..self.scalar_len]
     }
 
     /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
@@ -368,10 +377,16 @@ impl X86Program {
     /// barrier, then after each barrier), each IR statement as a comment above its code;
     /// then the 8-lane code, if any.
     pub fn disassemble(&self) -> String {
-        let mut s = disasm::disassemble(self.code.bytes(), &self.marks, self.kernel.name());
+        let marks: Vec<(u32, String)> =
+            self.marks.iter().map(|(o, m)| (*o, m.to_string())).collect();
+        let mut s = disasm::disassemble(self.code_bytes(), &marks, self.kernel.name());
         if let Some(v) = &self.spmd {
             s.push_str("; 8-lane AVX2 code (one row of a work-group, 8 work-items per pass)\n");
-            s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
+            s.push_str(&disasm::disassemble(
+                &self.code.bytes()[v.start..v.start + v.len],
+                &[],
+                self.kernel.name(),
+            ));
         }
         s
     }
@@ -564,7 +579,7 @@ impl X86Program {
                     // start; every access is at a global_id(0) below `fit` (checked above).
                     unsafe {
                         let entry: VectorEntry =
-                            std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
+                            std::mem::transmute::<*const u8, VectorEntry>(self.code.addr().add(v.start));
                         entry(&mut ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
                     };
                     linear += n;
@@ -592,7 +607,7 @@ impl X86Program {
             let r = if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
-                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
+                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(self.code.addr().add(v.start)) };
                 vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                 vframe[..8].copy_from_slice(&spmd::IOTA);
                 ctx.span = l[0];
