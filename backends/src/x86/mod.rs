@@ -216,41 +216,51 @@ type Entry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8) -> u64;
 
 /// A kernel compiled to x86-64 machine code. `Send + Sync`; see the module docs.
 pub struct X86Program {
-    code: ExecCode,
     kernel: Kernel,
+    checked: bool,
+    /// The scalar frame offsets of the scalar parameters.
+    param_slots: Vec<Option<i32>>,
+    /// The scalar code; for a kernel with vector code, compiled when first needed.
+    scalar: std::sync::OnceLock<Result<ScalarCode, X86Error>>,
+    spmd: Option<SpmdCode>,
+}
+
+/// The scalar code of a kernel and its tables.
+struct ScalarCode {
+    code: ExecCode,
     mems: Vec<MemInfo>,
     sites: Vec<Site>,
-    param_slots: Vec<Option<i32>>,
     frame_bytes: usize,
     local_bytes: usize,
     n_barriers: u32,
-    /// Bytes of the scalar code at the start of the mapping.
-    scalar_len: usize,
     /// (code offset, comment) for the disassembly.
     marks: Vec<(u32, gen::Mark)>,
-    spmd: Option<SpmdCode>,
 }
 
 /// The 8-lane version of a kernel in the SPMD class (see `spmd.rs`).
 struct SpmdCode {
-    /// Where the vector code starts in the program's mapping, and its length.
-    start: usize,
-    len: usize,
+    code: ExecCode,
     vframe_bytes: usize,
     accessed: Vec<u32>,
+    /// The memory table of the kernel's parameters (the class has no arrays).
+    mems: Vec<MemInfo>,
+    /// Bytes of a scalar frame holding the parameters.
+    frame_bytes: usize,
 }
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8);
 
 impl fmt::Debug for X86Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("X86Program")
-            .field("kernel", &self.kernel.name())
-            .field("code_bytes", &self.scalar_len)
-            .field("frame_bytes", &self.frame_bytes)
-            .field("local_bytes", &self.local_bytes)
-            .field("barriers", &self.n_barriers)
-            .finish()
+        let mut d = f.debug_struct("X86Program");
+        d.field("kernel", &self.kernel.name());
+        if let Some(Ok(sc)) = self.scalar.get() {
+            d.field("code_bytes", &sc.code.bytes().len())
+                .field("frame_bytes", &sc.frame_bytes)
+                .field("local_bytes", &sc.local_bytes)
+                .field("barriers", &sc.n_barriers);
+        }
+        d.field("spmd", &self.spmd.is_some()).finish()
     }
 }
 
@@ -289,47 +299,48 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
             gen::MAX_NESTING
         )));
     }
-    let g = gen::Gen::new(k.params(), k.body(), !opts.unchecked)?;
+    let checked = !opts.unchecked;
+    let g = gen::Gen::new(k.params(), k.body(), checked)?;
     let param_slots = g.param_slots();
+    let vector = if !opts.scalar && avx2() { spmd::generate(&k, &param_slots)? } else { None };
+    let spmd = match vector {
+        Some(v) => {
+            let e = encode::encode(v.asm.instructions())?;
+            let frame_bytes = param_slots.iter().flatten().max().map_or(8, |&s| s as usize + 8);
+            Some(SpmdCode {
+                code: ExecCode::new(&e.bytes)?,
+                vframe_bytes: v.vframe_bytes,
+                accessed: v.accessed,
+                mems: g.mems.clone(),
+                frame_bytes,
+            })
+        }
+        None => None,
+    };
+    let scalar = std::sync::OnceLock::new();
+    if spmd.is_none() {
+        // The scalar code is all there is: compile it now (its errors are the build's).
+        scalar.get_or_init(|| Ok(scalar_code(g, &k)?)).as_ref().map_err(Clone::clone)?;
+    }
+    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd })
+}
+
+/// Generates and maps the scalar code of `k` (see gen.rs).
+fn scalar_code(g: gen::Gen, k: &Kernel) -> Result<ScalarCode, X86Error> {
     let out = g.finish(k.body())?;
     // Position-independent (relative branches, helpers called through the context), so
     // encoded at 0 and copied into the mapping.
-    let scalar = encode::encode(out.asm.instructions())?;
-    let marks = out
-        .marks
-        .into_iter()
-        .filter_map(|(i, m)| scalar.offsets.get(i).map(|&o| (o, m)))
-        .collect();
-    let vector = if !opts.scalar && avx2() { spmd::generate(&k, &param_slots)? } else { None };
-    let vector = vector.map(|v| encode::encode(v.asm.instructions()).map(|e| (v, e))).transpose()?;
-    // One mapping for both codes (the vector code 32-byte aligned after the scalar code):
-    // mapping and protecting pages is a good part of the compile time of a small kernel.
-    let vstart = scalar.bytes.len().next_multiple_of(32);
-    let mut bytes = scalar.bytes;
-    let spmd = vector.map(|(v, e)| {
-        bytes.resize(vstart, 0xcc);
-        bytes.extend_from_slice(&e.bytes);
-        SpmdCode {
-            start: vstart,
-            len: e.bytes.len(),
-            vframe_bytes: v.vframe_bytes,
-            accessed: v.accessed,
-        }
-    });
-    let code = ExecCode::new(&bytes)?;
-    let scalar_len = if spmd.is_some() { vstart } else { bytes.len() };
-    Ok(X86Program {
-        code,
-        kernel: k,
+    let e = encode::encode(out.asm.instructions())?;
+    let marks =
+        out.marks.into_iter().filter_map(|(i, m)| e.offsets.get(i).map(|&o| (o, m))).collect();
+    Ok(ScalarCode {
+        code: ExecCode::new(&e.bytes)?,
         mems: out.mems,
         sites: out.sites,
-        param_slots,
         frame_bytes: out.frame_bytes,
         local_bytes: out.local_bytes,
         n_barriers: out.n_barriers,
-        scalar_len,
         marks,
-        spmd,
     })
 }
 
@@ -351,17 +362,29 @@ impl X86Program {
         &self.kernel
     }
 
-    /// The machine code's size in bytes.
-    pub fn code_size(&self) -> usize {
-        self.scalar_len
+    /// The scalar code, compiled now if it was not yet (kernels with vector code get it at
+    /// the first launch that needs it).
+    fn scalar(&self) -> Result<&ScalarCode, X86Error> {
+        self.scalar
+            .get_or_init(|| {
+                let g = gen::Gen::new(self.kernel.params(), self.kernel.body(), self.checked)?;
+                scalar_code(g, &self.kernel)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
-    /// The scalar machine code. It holds no absolute address (branches are relative, helper
-    /// calls go through the run's context), so the bytes are the same in every process for
-    /// the same kernel and options; what a persistent cache would also need (the frame
-    /// layout and fault tables) is not serializable yet.
+    /// The scalar machine code's size in bytes (0 if it cannot be built).
+    pub fn code_size(&self) -> usize {
+        self.code_bytes().len()
+    }
+
+    /// The scalar machine code (empty if it cannot be built). It holds no absolute address
+    /// (branches are relative, helper calls go through the run's context), so the bytes are
+    /// the same in every process for the same kernel and options; what a persistent cache
+    /// would also need (the frame layout and fault tables) is not serializable yet.
     pub fn code_bytes(&self) -> &[u8] {
-        &self.code.bytes()[..self.scalar_len]
+        self.scalar().map_or(&[][..], |s| s.code.bytes())
     }
 
     /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
@@ -377,16 +400,17 @@ impl X86Program {
     /// barrier, then after each barrier), each IR statement as a comment above its code;
     /// then the 8-lane code, if any.
     pub fn disassemble(&self) -> String {
-        let marks: Vec<(u32, String)> =
-            self.marks.iter().map(|(o, m)| (*o, m.to_string())).collect();
-        let mut s = disasm::disassemble(self.code_bytes(), &marks, self.kernel.name());
+        let mut s = match self.scalar() {
+            Ok(sc) => {
+                let marks: Vec<(u32, String)> =
+                    sc.marks.iter().map(|(o, m)| (*o, m.to_string())).collect();
+                disasm::disassemble(sc.code.bytes(), &marks, self.kernel.name())
+            }
+            Err(e) => format!("; kernel `{}`: no scalar code: {e}\n", self.kernel.name()),
+        };
         if let Some(v) = &self.spmd {
-            s.push_str("; 8-lane AVX2 code (one row of a work-group, 8 work-items per pass)\n");
-            s.push_str(&disasm::disassemble(
-                &self.code.bytes()[v.start..v.start + v.len],
-                &[],
-                self.kernel.name(),
-            ));
+            s.push_str("; 8-lane AVX2 code (8 work-items of a row per pass)\n");
+            s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
         }
         s
     }
@@ -478,19 +502,41 @@ impl X86Program {
         let bound =
             launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
         let group_size = launch.group_size();
-        let n_states = if self.n_barriers == 0 { 1 } else { group_size };
-        let needed = self.local_bytes as u128 + n_states as u128 * self.frame_bytes as u128;
+        let l = launch.local.map(u64::from);
+        let g = launch.groups().map(|g| g as u64);
+        let param_len = |m: &MemInfo| match m.param.map(|p| bound[p]) {
+            Some(Bound::Buffer(b)) => buffers[b].len as u64,
+            _ => 0,
+        };
+        // The scalar code is compiled (if it was not yet) unless the vector code runs every
+        // group: rows of whole batches, every access within its buffer.
+        let vector_all = self.spmd.as_ref().is_some_and(|v| {
+            let end0 = launch.offset[0] as u64 + g[0] * l[0];
+            l[0].is_multiple_of(8)
+                && v.accessed.iter().all(|&t| v.mems.get(t as usize).map_or(0, param_len) >= end0)
+        });
+        let sc = match (vector_all, &self.spmd) {
+            (true, Some(_)) => None,
+            _ => Some(self.scalar().map_err(|e| self.launch_error(e.to_string()))?),
+        };
+        let (mems, frame_bytes, local_bytes, n_barriers) = match (sc, &self.spmd) {
+            (Some(sc), _) => (&sc.mems, sc.frame_bytes, sc.local_bytes, sc.n_barriers),
+            (None, Some(v)) => (&v.mems, v.frame_bytes, 0, 0),
+            (None, None) => return Err(self.launch_error("internal error: no code".into())),
+        };
+        let n_states = if n_barriers == 0 { 1 } else { group_size };
+        let needed = local_bytes as u128 + n_states as u128 * frame_bytes as u128;
         if needed > MEMORY_LIMIT as u128 {
             return Err(self.launch_error(format!(
                 "the arrays and work-item states of a work-group need {needed} bytes, more \
                  than the limit of {MEMORY_LIMIT}"
             )));
         }
-        let words = self.frame_bytes / 8;
+        let words = frame_bytes / 8;
         let mut frames = vec![0u64; n_states as usize * words];
-        let mut local = vec![0u64; self.local_bytes.div_ceil(8)];
+        let mut local = vec![0u64; local_bytes.div_ceil(8)];
         let mut table: Vec<MemRef> = Vec::new();
-        for m in &self.mems {
+        for m in mems {
             let MemKind::Table(t) = m.kind else { continue };
             debug_assert_eq!(t as usize, table.len());
             let r = match (m.param, m.local) {
@@ -519,7 +565,6 @@ impl X86Program {
             deadline: opts.deadline,
             cancel: opts.cancel.clone(),
         };
-        let g = launch.groups().map(|g| g as u64);
         let mut ctx = Ctx {
             local_id: [0; 3],
             global_id: [0; 3],
@@ -543,9 +588,6 @@ impl X86Program {
         ctx.budget = 1;
         let start = Instant::now();
         let mut vframe: Vec<u32> = Vec::new();
-        // SAFETY: the mapping holds a function with this signature (see gen.rs).
-        let entry: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(self.code.addr()) };
-        let l = launch.local.map(u64::from);
         // 1-D launches with rows of whole batches run many groups per call of the vector
         // code: their work-items are one contiguous run of global_id(0).
         let spans = self.spmd.as_ref().filter(|_| {
@@ -570,7 +612,7 @@ impl X86Program {
                     ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
                     self.set_ids(&mut ctx, launch, 0);
                     if rt::limit_hit(&mut ctx) != 0 {
-                        return Err(self.fault(&ctx, &table, start));
+                        return Err(self.fault_in(sc, &ctx, &table, start));
                     }
                     vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                     vframe[..8].copy_from_slice(&spmd::IOTA);
@@ -579,7 +621,7 @@ impl X86Program {
                     // start; every access is at a global_id(0) below `fit` (checked above).
                     unsafe {
                         let entry: VectorEntry =
-                            std::mem::transmute::<*const u8, VectorEntry>(self.code.addr().add(v.start));
+                            std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
                         entry(&mut ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
                     };
                     linear += n;
@@ -595,7 +637,7 @@ impl X86Program {
             // Limits are also checked between groups, so that a huge launch of loop-free
             // code can be stopped; this also refills the back-edge budget.
             if rt::limit_hit(&mut ctx) != 0 {
-                return Err(self.fault(&ctx, &table, start));
+                return Err(self.fault_in(sc, &ctx, &table, start));
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
@@ -607,7 +649,7 @@ impl X86Program {
             let r = if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
-                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(self.code.addr().add(v.start)) };
+                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
                 vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                 vframe[..8].copy_from_slice(&spmd::IOTA);
                 ctx.span = l[0];
@@ -626,19 +668,26 @@ impl X86Program {
                     };
                 }
                 Ok(())
-            } else if self.n_barriers == 0 {
-                // The generated code loops over the group's work-items itself.
-                self.set_ids(&mut ctx, launch, 0);
-                let f = frames.as_mut_ptr() as *mut u8;
-                // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
-                let stop = unsafe { entry(&mut ctx, f) };
-                if stop == 0 {
-                    Ok(())
+            } else if let Some(sc) = sc {
+                // SAFETY: the mapping holds a function with this signature (see gen.rs).
+                let entry: Entry =
+                    unsafe { std::mem::transmute::<*const u8, Entry>(sc.code.addr()) };
+                if sc.n_barriers == 0 {
+                    // The generated code loops over the group's work-items itself.
+                    self.set_ids(&mut ctx, launch, 0);
+                    let f = frames.as_mut_ptr() as *mut u8;
+                    // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
+                    let stop = unsafe { entry(&mut ctx, f) };
+                    if stop == 0 {
+                        Ok(())
+                    } else {
+                        Err(self.fault(sc, &ctx, &table, start))
+                    }
                 } else {
-                    Err(self.fault(&ctx, &table, start))
+                    self.rounds(sc, &mut ctx, launch, &mut frames, words, entry, &table, start)
                 }
             } else {
-                self.rounds(&mut ctx, launch, &mut frames, words, entry, &table, start)
+                Err(self.launch_error("internal error: a group the vector code cannot run".into()))
             };
             r?;
             linear += 1;
@@ -659,6 +708,7 @@ impl X86Program {
     #[allow(clippy::too_many_arguments)]
     fn rounds(
         &self,
+        sc: &ScalarCode,
         ctx: &mut Ctx,
         launch: &Launch,
         frames: &mut [u64],
@@ -679,7 +729,7 @@ impl X86Program {
                 // SAFETY: as in run_groups_raw.
                 let stop = unsafe { entry(ctx, f) };
                 if stop == rt::STOP_ERROR {
-                    return Err(self.fault(ctx, table, start));
+                    return Err(self.fault(sc, ctx, table, start));
                 }
                 let id = ctx.global_id.map(|v| v as u32);
                 match first {
@@ -689,7 +739,7 @@ impl X86Program {
                             if s == 0 {
                                 "finished".to_string()
                             } else {
-                                format!("waits at barrier #{s} (of {})", self.n_barriers)
+                                format!("waits at barrier #{s} (of {})", sc.n_barriers)
                             }
                         };
                         let g = ctx.group_id.map(|v| v as u32);
@@ -727,13 +777,39 @@ impl X86Program {
         InterpError { kernel: self.kernel.name().to_string(), work_item, message }
     }
 
+    /// [`X86Program::fault`] for a stop outside the scalar code (a limit between groups).
+    fn fault_in(
+        &self,
+        sc: Option<&ScalarCode>,
+        ctx: &Ctx,
+        table: &[MemRef],
+        start: Instant,
+    ) -> InterpError {
+        match sc {
+            Some(sc) => self.fault(sc, ctx, table, start),
+            None => self.fault_at(&[], &[], ctx, table, start),
+        }
+    }
+
     /// The error generated code reported through the context.
-    fn fault(&self, ctx: &Ctx, table: &[MemRef], start: Instant) -> InterpError {
+    fn fault(&self, sc: &ScalarCode, ctx: &Ctx, table: &[MemRef], start: Instant) -> InterpError {
+        self.fault_at(&sc.sites, &sc.mems, ctx, table, start)
+    }
+
+    /// The error for the stop in `ctx`, with the scalar code's site and memory tables.
+    fn fault_at(
+        &self,
+        sites: &[Site],
+        mems: &[MemInfo],
+        ctx: &Ctx,
+        table: &[MemRef],
+        start: Instant,
+    ) -> InterpError {
         let id = Some(ctx.global_id.map(|v| v as u32));
-        let site = self.sites.get(ctx.err_site as usize);
+        let site = sites.get(ctx.err_site as usize);
         let message = match (ctx.err_code, site) {
             (rt::ERR_OOB, Some(Site::Access { what, mem, signed })) => {
-                let m = &self.mems[*mem as usize];
+                let m = &mems[*mem as usize];
                 let v = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
                 let len = match m.kind {
                     MemKind::Table(t) => table[t as usize].len,
