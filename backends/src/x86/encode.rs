@@ -47,7 +47,9 @@ pub(crate) fn encode(instrs: &[Instruction]) -> Result<Encoded, X86Error> {
         } else if ins.op_kinds().any(|k| matches!(k, OpKind::NearBranch16 | OpKind::NearBranch32))
             || ins.is_ip_rel_memory_operand()
         {
-            return Err(X86Error::Internal(format!("cannot encode `{ins}` position-independently")));
+            return Err(X86Error::Internal(format!(
+                "cannot encode `{ins}` position-independently"
+            )));
         } else {
             enc.encode(ins, at as u64).map_err(|e| X86Error::Internal(e.to_string()))?
         };

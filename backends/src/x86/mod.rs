@@ -27,15 +27,25 @@
 //!   exactly.
 //! * **SPMD (AVX2).** Elementwise kernels (`let`s, stores and `if`s on f32, i32 and u32,
 //!   every access at `global_id(0)`) also get 8-lane code: eight work-items of a row per
-//!   pass, values in YMM registers, 8-wide loads and stores, divergent `if`s as lane masks
-//!   with masked stores. It runs a work-group when the CPU has AVX2, `local_size(0)` is a
-//!   multiple of 8 and every accessed buffer covers the group's last `global_id(0)`;
-//!   otherwise the scalar code runs it (and reports any fault). `spmd.rs` says why the
-//!   results are the scalar code's, bit for bit. Loops, gathers/scatters and the use of the
-//!   divergence analysis to keep uniform values scalar are not done: such kernels run on
-//!   the scalar code.
+//!   pass, values in YMM registers (expression temporaries, `let`s; uniform values and the
+//!   divergence analysis's uniform `let`s computed once per span), loads as memory operands,
+//!   divergent `if`s as lane masks with masked stores. One call runs a whole span: a row of a
+//!   work-group, or for 1-D launches up to 2^16 work-items of consecutive work-groups, with
+//!   the bounds check done once for the span instead of per access. It runs when the CPU has
+//!   AVX2, `local_size(0)` is a multiple of 8 and every accessed buffer covers the span's
+//!   last `global_id(0)`; otherwise the scalar code runs the group (and reports any fault).
+//!   `spmd.rs` says why the results are the scalar code's, bit for bit. Loops,
+//!   gathers/scatters, other types and uniform values in general-purpose registers are not
+//!   done: such kernels run on the scalar code.
+//! * **Compile time.** Instructions are built with iced-x86's code assembler and encoded in
+//!   one pass (`encode.rs`: every branch `rel32`, patched when the labels are placed) rather
+//!   than by iced-x86's multi-pass block encoder; code pages of dropped programs are reused.
+//!   A kernel with vector code gets its scalar code when a launch first needs it (a group
+//!   the lanes cannot run) or when it is disassembled, so building an elementwise kernel
+//!   costs its vector code alone.
 //! * **Memory.** Code lives in its own anonymous mapping (memmap2), written while writable,
-//!   then made read + execute (never both), unmapped when the program is dropped.
+//!   then made read + execute (never both); when the program is dropped the mapping goes to
+//!   a small pool that later programs reuse (made writable, written, made executable again).
 //!
 //! ## Safety
 //!
@@ -320,7 +330,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     let scalar = std::sync::OnceLock::new();
     if spmd.is_none() {
         // The scalar code is all there is: compile it now (its errors are the build's).
-        scalar.get_or_init(|| Ok(scalar_code(g, &k)?)).as_ref().map_err(Clone::clone)?;
+        scalar.get_or_init(|| scalar_code(g, &k)).as_ref().map_err(Clone::clone)?;
     }
     Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd })
 }
@@ -590,9 +600,10 @@ impl X86Program {
         let mut vframe: Vec<u32> = Vec::new();
         // 1-D launches with rows of whole batches run many groups per call of the vector
         // code: their work-items are one contiguous run of global_id(0).
-        let spans = self.spmd.as_ref().filter(|_| {
-            l[0].is_multiple_of(8) && l[1] * l[2] == 1 && g[1] * g[2] == 1
-        });
+        let spans = self
+            .spmd
+            .as_ref()
+            .filter(|_| l[0].is_multiple_of(8) && l[1] * l[2] == 1 && g[1] * g[2] == 1);
         let end = groups.end.min(launch.group_count());
         let mut linear = groups.start;
         while linear < end {
@@ -622,7 +633,11 @@ impl X86Program {
                     unsafe {
                         let entry: VectorEntry =
                             std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
-                        entry(&mut ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
+                        entry(
+                            &mut ctx,
+                            frames.as_mut_ptr() as *mut u8,
+                            vframe.as_mut_ptr() as *mut u8,
+                        )
                     };
                     linear += n;
                     continue;
