@@ -123,6 +123,79 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
     }
 }
 
+#[test]
+fn register_pressure_many_buffers_and_shadowed_lets() {
+    let r = NdRange::new(&[96]).with_local(&[32]);
+    // Twelve live `let`s: seven in registers, the rest in vector frame slots.
+    let lets: String = (0..12)
+        .map(|j| {
+            let prev = if j == 0 { "a[i]".to_string() } else { format!("v{}", j - 1) };
+            format!("let v{j}: f32 = {prev} * s + b[i];\n")
+        })
+        .collect();
+    let sum = (0..12).map(|j| format!("v{j}")).collect::<Vec<_>>().join(" - ");
+    let k = kernel(&format!(
+        "kernel k(a: ptr<global, f32>, b: ptr<global, f32>, o: ptr<global, f32>, s: f32) {{
+           let i: u32 = global_id(0);
+           {lets}
+           o[i] = {sum};
+         }}"
+    ));
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(0.75f32)];
+    let bufs = [f32s(96, 1), f32s(96, 2), f32s(96, 3)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    // A balanced expression tree of depth d needs d + 1 registers: 8 fit (all the
+    // temporaries), 9 do not (then the kernel runs on the scalar code).
+    // (A distinct constant in every node, so that -O finds no common subexpression.)
+    fn tree(d: u32, n: &mut u32) -> String {
+        if d == 0 {
+            return "a[i]".into();
+        }
+        let (x, y) = (tree(d - 1, n), tree(d - 1, n));
+        *n += 1;
+        format!("({x} - {y} * {}.5)", *n)
+    }
+    for (d, lanes) in [(6, true), (7, true), (8, false)] {
+        let k = kernel(&format!(
+            "kernel k(a: ptr<global, f32>, b: ptr<global, f32>, o: ptr<global, f32>, s: f32) {{
+               let i: u32 = global_id(0);
+               o[i] = {};
+             }}",
+            tree(d, &mut 0)
+        ));
+        assert_eq!(three_ways(&k, &r, &args, &bufs), lanes && avx2(), "depth {d}");
+    }
+    // Eleven buffers: eight bases in registers, the others loaded per access.
+    let params: String = (0..10).map(|j| format!("b{j}: ptr<global, i32>, ")).collect();
+    let sum = (0..10).map(|j| format!("b{j}[i]")).collect::<Vec<_>>().join(" + ");
+    let k = kernel(&format!(
+        "kernel k({params}o: ptr<global, i32>) {{ let i: u32 = global_id(0); o[i] = {sum}; }}"
+    ));
+    let bufs: Vec<Buffer> = (0..11)
+        .map(|j| Buffer::from_slice(&(0..96).map(|i| i * 7919 + j * 1_000_003).collect::<Vec<i32>>()))
+        .collect();
+    let args: Vec<Arg> = (0..11).map(Arg::Buffer).collect();
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    // A uniform `let` (computed before the loop) shadowed inside a divergent branch, and a
+    // name bound to a divergent value that a later block binds again.
+    let k = kernel(
+        "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, p: ptr<global, f32>, s: f32) {
+           let i: u32 = global_id(0);
+           let u: f32 = s * 2.0;
+           if a[i] > 0.0 {
+             let u: f32 = a[i] * 3.0;
+             o[i] = u;
+           } else {
+             o[i] = u;
+           }
+           if a[i] < 1.0 { let w: f32 = a[i] + u; p[i] = w; } else { let w: f32 = u - 1.0; p[i] = w; }
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(1.25f32)];
+    let bufs = [f32s(96, 5), f32s(96, 6), f32s(96, 7)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+}
+
 /// A random f32/i32/u32 expression over `a[i]`, `b[i]`, `s`, `i` and constants.
 fn arb_value(t: &'static str, depth: u32) -> BoxedStrategy<String> {
     let leaf = match t {
