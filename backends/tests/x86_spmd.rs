@@ -176,15 +176,15 @@ fn register_pressure_many_buffers_and_shadowed_lets() {
         .collect();
     let args: Vec<Arg> = (0..11).map(Arg::Buffer).collect();
     assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
-    // A uniform `let` (computed before the loop) shadowed inside a divergent branch, and a
-    // name bound to a divergent value that a later block binds again.
+    // A uniform `let` (computed before the loop) used under divergent branches, and one name
+    // bound in two sibling blocks (names cannot be shadowed, but can be reused).
     let k = kernel(
         "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, p: ptr<global, f32>, s: f32) {
            let i: u32 = global_id(0);
            let u: f32 = s * 2.0;
            if a[i] > 0.0 {
-             let u: f32 = a[i] * 3.0;
-             o[i] = u;
+             let v: f32 = a[i] * 3.0;
+             o[i] = v + u;
            } else {
              o[i] = u;
            }
