@@ -736,10 +736,23 @@ impl X86Program {
         for f in frames.chunks_mut(words) {
             f[0] = 0;
         }
+        let l = launch.local.map(u64::from);
         loop {
             let mut first: Option<(u64, [u32; 3])> = None;
+            // Local ids walked in order (dimension 0 fastest), without set_ids' divisions.
+            let mut lid = [0u64; 3];
             for item in 0..n {
-                self.set_ids(ctx, launch, item);
+                ctx.local_id = lid;
+                ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
+                lid[0] += 1;
+                if lid[0] == l[0] {
+                    lid[0] = 0;
+                    lid[1] += 1;
+                    if lid[1] == l[1] {
+                        lid[1] = 0;
+                        lid[2] += 1;
+                    }
+                }
                 let f = frames[item as usize * words..].as_mut_ptr() as *mut u8;
                 // SAFETY: as in run_groups_raw.
                 let stop = unsafe { entry(ctx, f) };
