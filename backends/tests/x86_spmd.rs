@@ -172,7 +172,9 @@ fn register_pressure_many_buffers_and_shadowed_lets() {
         "kernel k({params}o: ptr<global, i32>) {{ let i: u32 = global_id(0); o[i] = {sum}; }}"
     ));
     let bufs: Vec<Buffer> = (0..11)
-        .map(|j| Buffer::from_slice(&(0..96).map(|i| i * 7919 + j * 1_000_003).collect::<Vec<i32>>()))
+        .map(|j| {
+            Buffer::from_slice(&(0..96).map(|i| i * 7919 + j * 1_000_003).collect::<Vec<i32>>())
+        })
         .collect();
     let args: Vec<Arg> = (0..11).map(Arg::Buffer).collect();
     assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
