@@ -326,3 +326,38 @@ proptest! {
         prop_assert_eq!(has, avx2());
     }
 }
+
+#[test]
+fn lazy_scalar_code_under_threads() {
+    // A fresh program whose scalar code is first needed by several threads at once: the
+    // groups past the end of the short buffer fall back to it and report the interpreter's
+    // error for the lowest failing group; every group before it has run.
+    let k = kernel(
+        "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, s: f32) {
+           let i: u32 = global_id(0);
+           o[i] = a[i] * s - 1.0;
+         }",
+    );
+    let range = NdRange::new(&[4096]).with_local(&[64]);
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(0.5f32)];
+    for a_len in [4096, 3000, 64] {
+        let bufs = vec![f32s(a_len, 1), f32s(4096, 2)];
+        let mut want = bufs.clone();
+        let want_r = run(&k, &range, &args, &mut want);
+        for threads in [1, 2, 4] {
+            let p = compile(&k, &X86Options::default()).unwrap();
+            assert_eq!(p.has_spmd(), avx2());
+            let mut got = bufs.clone();
+            let r = p.run_parallel(&range, &args, &mut got, threads, &Default::default());
+            assert_eq!(want_r, r, "{a_len} elements, {threads} threads");
+            if want_r.is_ok() {
+                results_match(&want, &got).unwrap();
+            } else {
+                // Groups before the failing one ran; in order, they match the interpreter's.
+                let (w, g) = (want[1].to_vec::<f32>().unwrap(), got[1].to_vec::<f32>().unwrap());
+                let done = a_len / 64 * 64;
+                assert_eq!(w[..done], g[..done], "{a_len} elements, {threads} threads");
+            }
+        }
+    }
+}
