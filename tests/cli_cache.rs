@@ -75,12 +75,14 @@ fn with_device(device: &str) -> Vec<&str> {
 fn run_stores_programs_that_cache_ls_lists() {
     let dir = scratch("interp");
     let on = [("KILN_CACHE_PERSISTENT", "1")];
+    // The interpreter named (the default device is the cpu one on x86-64 hosts).
+    let saxpy = with_device("interp");
     // Without the switch nothing is stored.
-    let plain = ok(&kiln(&dir, &[], &SAXPY));
+    let plain = ok(&kiln(&dir, &[], &saxpy));
     assert!(plain.contains("y: f32[8] = [0.0, 3.5, 7.0"), "{plain}");
     assert!(!dir.exists(), "a run without KILN_CACHE_PERSISTENT=1 created the cache");
     // With it, the first run stores one program ...
-    assert_eq!(ok(&kiln(&dir, &on, &SAXPY)), plain);
+    assert_eq!(ok(&kiln(&dir, &on, &saxpy)), plain);
     let first = ls(&dir);
     assert_eq!(first.len(), 1, "{first:?}");
     // ... which `kiln cache show` describes: the interpreter's device and the saxpy module.
@@ -89,11 +91,11 @@ fn run_stores_programs_that_cache_ls_lists() {
     assert!(show.contains("kernel saxpy("), "{show}");
     assert!(show.contains("checksum ok"), "{show}");
     // A second run finds it (no new item) and prints the same.
-    assert_eq!(ok(&kiln(&dir, &on, &SAXPY)), plain);
+    assert_eq!(ok(&kiln(&dir, &on, &saxpy)), plain);
     assert_eq!(ls(&dir), first);
     // Other build options are another key: a second item, options recorded.
     let opts = [("KILN_CACHE_PERSISTENT", "1"), ("KILN_PROGRAM_BUILD_OPTIONS", "-O0")];
-    assert_eq!(ok(&kiln(&dir, &opts, &SAXPY)), plain);
+    assert_eq!(ok(&kiln(&dir, &opts, &saxpy)), plain);
     let both = ls(&dir);
     assert_eq!(both.len(), 2, "{both:?}");
     let new = both.iter().find(|id| !first.contains(id)).unwrap();

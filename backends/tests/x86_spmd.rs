@@ -123,6 +123,81 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
     }
 }
 
+#[test]
+fn register_pressure_many_buffers_and_shadowed_lets() {
+    let r = NdRange::new(&[96]).with_local(&[32]);
+    // Twelve live `let`s: seven in registers, the rest in vector frame slots.
+    let lets: String = (0..12)
+        .map(|j| {
+            let prev = if j == 0 { "a[i]".to_string() } else { format!("v{}", j - 1) };
+            format!("let v{j}: f32 = {prev} * s + b[i];\n")
+        })
+        .collect();
+    let sum = (0..12).map(|j| format!("v{j}")).collect::<Vec<_>>().join(" - ");
+    let k = kernel(&format!(
+        "kernel k(a: ptr<global, f32>, b: ptr<global, f32>, o: ptr<global, f32>, s: f32) {{
+           let i: u32 = global_id(0);
+           {lets}
+           o[i] = {sum};
+         }}"
+    ));
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(0.75f32)];
+    let bufs = [f32s(96, 1), f32s(96, 2), f32s(96, 3)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    // A balanced expression tree of depth d needs d + 1 registers: 8 fit (all the
+    // temporaries), 9 do not (then the kernel runs on the scalar code).
+    // (A distinct constant in every node, so that -O finds no common subexpression.)
+    fn tree(d: u32, n: &mut u32) -> String {
+        if d == 0 {
+            return "a[i]".into();
+        }
+        let (x, y) = (tree(d - 1, n), tree(d - 1, n));
+        *n += 1;
+        format!("({x} - {y} * {}.5)", *n)
+    }
+    for (d, lanes) in [(6, true), (7, true), (8, false)] {
+        let k = kernel(&format!(
+            "kernel k(a: ptr<global, f32>, b: ptr<global, f32>, o: ptr<global, f32>, s: f32) {{
+               let i: u32 = global_id(0);
+               o[i] = {};
+             }}",
+            tree(d, &mut 0)
+        ));
+        assert_eq!(three_ways(&k, &r, &args, &bufs), lanes && avx2(), "depth {d}");
+    }
+    // Eleven buffers: eight bases in registers, the others loaded per access.
+    let params: String = (0..10).map(|j| format!("b{j}: ptr<global, i32>, ")).collect();
+    let sum = (0..10).map(|j| format!("b{j}[i]")).collect::<Vec<_>>().join(" + ");
+    let k = kernel(&format!(
+        "kernel k({params}o: ptr<global, i32>) {{ let i: u32 = global_id(0); o[i] = {sum}; }}"
+    ));
+    let bufs: Vec<Buffer> = (0..11)
+        .map(|j| {
+            Buffer::from_slice(&(0..96).map(|i| i * 7919 + j * 1_000_003).collect::<Vec<i32>>())
+        })
+        .collect();
+    let args: Vec<Arg> = (0..11).map(Arg::Buffer).collect();
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    // A uniform `let` (computed before the loop) used under divergent branches, and one name
+    // bound in two sibling blocks (names cannot be shadowed, but can be reused).
+    let k = kernel(
+        "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, p: ptr<global, f32>, s: f32) {
+           let i: u32 = global_id(0);
+           let u: f32 = s * 2.0;
+           if a[i] > 0.0 {
+             let v: f32 = a[i] * 3.0;
+             o[i] = v + u;
+           } else {
+             o[i] = u;
+           }
+           if a[i] < 1.0 { let w: f32 = a[i] + u; p[i] = w; } else { let w: f32 = u - 1.0; p[i] = w; }
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(1.25f32)];
+    let bufs = [f32s(96, 5), f32s(96, 6), f32s(96, 7)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+}
+
 /// A random f32/i32/u32 expression over `a[i]`, `b[i]`, `s`, `i` and constants.
 fn arb_value(t: &'static str, depth: u32) -> BoxedStrategy<String> {
     let leaf = match t {
@@ -249,5 +324,40 @@ proptest! {
         // A global size of 192 runs past the 96-element buffers: the error path.
         let has = three_ways(&k, &NdRange::new(&[global]).with_local(&[local]), &args, &bufs);
         prop_assert_eq!(has, avx2());
+    }
+}
+
+#[test]
+fn lazy_scalar_code_under_threads() {
+    // A fresh program whose scalar code is first needed by several threads at once: the
+    // groups past the end of the short buffer fall back to it and report the interpreter's
+    // error for the lowest failing group; every group before it has run.
+    let k = kernel(
+        "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, s: f32) {
+           let i: u32 = global_id(0);
+           o[i] = a[i] * s - 1.0;
+         }",
+    );
+    let range = NdRange::new(&[4096]).with_local(&[64]);
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(0.5f32)];
+    for a_len in [4096, 3000, 64] {
+        let bufs = vec![f32s(a_len, 1), f32s(4096, 2)];
+        let mut want = bufs.clone();
+        let want_r = run(&k, &range, &args, &mut want);
+        for threads in [1, 2, 4] {
+            let p = compile(&k, &X86Options::default()).unwrap();
+            assert_eq!(p.has_spmd(), avx2());
+            let mut got = bufs.clone();
+            let r = p.run_parallel(&range, &args, &mut got, threads, &Default::default());
+            assert_eq!(want_r, r, "{a_len} elements, {threads} threads");
+            if want_r.is_ok() {
+                results_match(&want, &got).unwrap();
+            } else {
+                // Groups before the failing one ran; in order, they match the interpreter's.
+                let (w, g) = (want[1].to_vec::<f32>().unwrap(), got[1].to_vec::<f32>().unwrap());
+                let done = a_len / 64 * 64;
+                assert_eq!(w[..done], g[..done], "{a_len} elements, {threads} threads");
+            }
+        }
     }
 }

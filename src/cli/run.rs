@@ -54,9 +54,17 @@ Program cache:
   of the cache key; on every device but the interpreter, `-O0` builds without the -O pipeline.
   `kiln --help` lists every variable.
 
+Devices:
+  Without --device, kernels run on `cpu` (this host's CPU through the x86-64 JIT) on x86-64
+  hosts, else on `interp`; --device interp runs the reference interpreter, the oracle every
+  other device is tested against. --max-steps without --device runs on `interp`.
+
 Limits:
-  --max-steps N (interp) and --timeout SECS (every device) stop a kernel that runs too long;
-  without them a kernel that never finishes makes `kiln run` wait forever.
+  --timeout SECS (every device) stops a kernel that runs too long: the cpu device and the
+  interpreter stop it and name the work-item. --max-steps N counts interpreter statements,
+  which only the interpreter can do (it selects `interp` when no --device is given, and is
+  refused with any other device). Without either, a kernel that never finishes makes
+  `kiln run` wait forever.
 
 Bounds checks:
   --check-bounds (the build option -fsanitize=bounds, also accepted in
@@ -101,9 +109,10 @@ pub struct RunArgs {
     /// Where to run: a device of the registry: `interp` (the reference interpreter, also
     /// `cpu-interp`), `cpu` (this host's CPU, through the x86-64 backend), `vulkan` (the
     /// first Vulkan device, e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA
-    /// GPU, through PTX).
-    #[arg(long, value_name = "DEVICE", default_value = "interp", value_parser = device_name)]
-    device: String,
+    /// GPU, through PTX). Default: `cpu` on x86-64 hosts, else `interp`; `interp` when
+    /// --max-steps is given.
+    #[arg(long, value_name = "DEVICE", value_parser = device_name)]
+    device: Option<String>,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
     #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = arg_binding)]
     args: Vec<(String, String)>,
@@ -160,8 +169,20 @@ fn device_name(name: &str) -> Result<String, String> {
     }
 }
 
+/// The device `kiln run` uses without --device: the host's CPU where the x86 backend
+/// runs (it passes the interpreter's differential tests), else the interpreter; and the
+/// interpreter when steps are to be counted, which only it can do.
+fn default_device(max_steps: bool) -> &'static str {
+    if cfg!(target_arch = "x86_64") && !max_steps {
+        "cpu"
+    } else {
+        "interp"
+    }
+}
+
 pub fn main(a: &RunArgs) -> Result<(), Error> {
-    let info = registry::info(&a.device).expect("--device passed the value parser");
+    let device = a.device.as_deref().unwrap_or(default_device(a.max_steps.is_some()));
+    let info = registry::info(device).expect("--device passed the value parser");
     if a.max_steps.is_some() && !info.counts_steps {
         // A usage error (exit code 2): the flag cannot mean anything on this device.
         clap::Error::raw(
@@ -169,7 +190,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
             format!(
                 "--max-steps counts interpreter statements; device `{}` cannot count them \
                  (use --timeout)\n",
-                a.device
+                device
             ),
         )
         .exit()

@@ -56,6 +56,26 @@ pub(crate) enum Site {
     ForStep { var: String, signed: bool },
 }
 
+/// A comment of the disassembly: where a statement's code or a region starts.
+#[derive(Clone, Debug)]
+pub(crate) enum Mark {
+    Stmt(Stmt),
+    /// The region after barrier `k` (numbered from 1).
+    Region(u32),
+}
+
+impl std::fmt::Display for Mark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mark::Stmt(s) => {
+                let text = s.to_string();
+                write!(f, "    ; {}", text.lines().next().unwrap_or("").trim())
+            }
+            Mark::Region(k) => write!(f, "; region {k} (after barrier #{k})"),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Binding {
     Slot(i32),
@@ -76,8 +96,8 @@ pub(crate) struct Generated {
     pub frame_bytes: usize,
     pub local_bytes: usize,
     pub n_barriers: u32,
-    /// (instruction index, IR statement) for the disassembly's comments.
-    pub marks: Vec<(usize, String)>,
+    /// (instruction index, what starts there) for the disassembly's comments.
+    pub marks: Vec<(usize, Mark)>,
 }
 
 pub(crate) struct Gen {
@@ -96,7 +116,7 @@ pub(crate) struct Gen {
     next_private: i32,
     local_bytes: usize,
     pub(crate) checked: bool,
-    marks: Vec<(usize, String)>,
+    marks: Vec<(usize, Mark)>,
     last_label_at: Option<usize>,
     /// The private arrays' bytes when they exceed [`MAX_FRAME`]: the code is then never run
     /// (the driver's memory limit refuses the launch), and the arrays get no real offsets.
@@ -390,9 +410,8 @@ impl Gen {
     }
 
     fn mark(&mut self, s: &Stmt) {
-        let text = s.to_string();
-        let first = text.lines().next().unwrap_or("").trim().to_string();
-        self.marks.push((self.a.instructions().len(), format!("    ; {first}")));
+        // Printed only when the disassembly is asked for (printing is not free).
+        self.marks.push((self.a.instructions().len(), Mark::Stmt(s.clone())));
     }
 
     fn scoped(&mut self, s: &Stmt) -> AsmResult<()> {
@@ -490,8 +509,7 @@ impl Gen {
                     self.a.jmp(self.epilogue)?;
                     self.bind(&mut l)?;
                     let at = self.a.instructions().len();
-                    self.marks
-                        .push((at, format!("; region {} (after barrier #{})", id + 1, id + 1)));
+                    self.marks.push((at, Mark::Region(id as u32 + 1)));
                     self.a.nop()?;
                 }
                 FuncKind::Fence(_) => {}

@@ -27,15 +27,25 @@
 //!   exactly.
 //! * **SPMD (AVX2).** Elementwise kernels (`let`s, stores and `if`s on f32, i32 and u32,
 //!   every access at `global_id(0)`) also get 8-lane code: eight work-items of a row per
-//!   pass, values in YMM registers, 8-wide loads and stores, divergent `if`s as lane masks
-//!   with masked stores. It runs a work-group when the CPU has AVX2, `local_size(0)` is a
-//!   multiple of 8 and every accessed buffer covers the group's last `global_id(0)`;
-//!   otherwise the scalar code runs it (and reports any fault). `spmd.rs` says why the
-//!   results are the scalar code's, bit for bit. Loops, gathers/scatters and the use of the
-//!   divergence analysis to keep uniform values scalar are not done: such kernels run on
-//!   the scalar code.
+//!   pass, values in YMM registers (expression temporaries, `let`s; uniform values and the
+//!   divergence analysis's uniform `let`s computed once per span), loads as memory operands,
+//!   divergent `if`s as lane masks with masked stores. One call runs a whole span: a row of a
+//!   work-group, or for 1-D launches up to 2^16 work-items of consecutive work-groups, with
+//!   the bounds check done once for the span instead of per access. It runs when the CPU has
+//!   AVX2, `local_size(0)` is a multiple of 8 and every accessed buffer covers the span's
+//!   last `global_id(0)`; otherwise the scalar code runs the group (and reports any fault).
+//!   `spmd.rs` says why the results are the scalar code's, bit for bit. Loops,
+//!   gathers/scatters, other types and uniform values in general-purpose registers are not
+//!   done: such kernels run on the scalar code.
+//! * **Compile time.** Instructions are built with iced-x86's code assembler and encoded in
+//!   one pass (`encode.rs`: every branch `rel32`, patched when the labels are placed) rather
+//!   than by iced-x86's multi-pass block encoder; code pages of dropped programs are reused.
+//!   A kernel with vector code gets its scalar code when a launch first needs it (a group
+//!   the lanes cannot run) or when it is disassembled, so building an elementwise kernel
+//!   costs its vector code alone.
 //! * **Memory.** Code lives in its own anonymous mapping (memmap2), written while writable,
-//!   then made read + execute (never both), unmapped when the program is dropped.
+//!   then made read + execute (never both); when the program is dropped the mapping goes to
+//!   a small pool that later programs reuse (made writable, written, made executable again).
 //!
 //! ## Safety
 //!
@@ -69,7 +79,9 @@
 //! ```
 
 mod disasm;
+mod encode;
 mod expr;
+mod fault;
 mod gen;
 mod launch;
 mod rt;
@@ -215,17 +227,25 @@ type Entry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8) -> u64;
 
 /// A kernel compiled to x86-64 machine code. `Send + Sync`; see the module docs.
 pub struct X86Program {
-    code: ExecCode,
     kernel: Kernel,
+    checked: bool,
+    /// The scalar frame offsets of the scalar parameters.
+    param_slots: Vec<Option<i32>>,
+    /// The scalar code; for a kernel with vector code, compiled when first needed.
+    scalar: std::sync::OnceLock<Result<ScalarCode, X86Error>>,
+    spmd: Option<SpmdCode>,
+}
+
+/// The scalar code of a kernel and its tables.
+struct ScalarCode {
+    code: ExecCode,
     mems: Vec<MemInfo>,
     sites: Vec<Site>,
-    param_slots: Vec<Option<i32>>,
     frame_bytes: usize,
     local_bytes: usize,
     n_barriers: u32,
     /// (code offset, comment) for the disassembly.
-    marks: Vec<(u32, String)>,
-    spmd: Option<SpmdCode>,
+    marks: Vec<(u32, gen::Mark)>,
 }
 
 /// The 8-lane version of a kernel in the SPMD class (see `spmd.rs`).
@@ -233,21 +253,31 @@ struct SpmdCode {
     code: ExecCode,
     vframe_bytes: usize,
     accessed: Vec<u32>,
+    /// The memory table of the kernel's parameters (the class has no arrays).
+    mems: Vec<MemInfo>,
+    /// Bytes of a scalar frame holding the parameters.
+    frame_bytes: usize,
 }
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8);
 
 impl fmt::Debug for X86Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("X86Program")
-            .field("kernel", &self.kernel.name())
-            .field("code_bytes", &self.code.bytes().len())
-            .field("frame_bytes", &self.frame_bytes)
-            .field("local_bytes", &self.local_bytes)
-            .field("barriers", &self.n_barriers)
-            .finish()
+        let mut d = f.debug_struct("X86Program");
+        d.field("kernel", &self.kernel.name());
+        if let Some(Ok(sc)) = self.scalar.get() {
+            d.field("code_bytes", &sc.code.bytes().len())
+                .field("frame_bytes", &sc.frame_bytes)
+                .field("local_bytes", &sc.local_bytes)
+                .field("barriers", &sc.n_barriers);
+        }
+        d.field("spmd", &self.spmd.is_some()).finish()
     }
 }
+
+/// The most work-items one call of the vector code runs in a multi-group span: the limits
+/// (deadline, cancel flag) are looked at between calls.
+const SPAN_ITEMS: u64 = 1 << 16;
 
 /// The most memory (local arrays plus the frames of a group's work-items) one run may use:
 /// 1 GiB, the interpreter's limit.
@@ -280,43 +310,48 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
             gen::MAX_NESTING
         )));
     }
-    let g = gen::Gen::new(k.params(), k.body(), !opts.unchecked)?;
+    let checked = !opts.unchecked;
+    let g = gen::Gen::new(k.params(), k.body(), checked)?;
     let param_slots = g.param_slots();
-    let mut out = g.finish(k.body())?;
-    // Position-independent (relative branches, helpers called through the context), so
-    // assembled at 0 and copied into its mapping.
-    let res = out
-        .asm
-        .assemble_options(0, iced_x86::BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
-    let bytes = &res.inner.code_buffer;
-    let offsets = &res.inner.new_instruction_offsets;
-    let marks =
-        out.marks.iter().filter_map(|(i, s)| offsets.get(*i).map(|&o| (o, s.clone()))).collect();
-    let map = ExecCode::reserve(bytes.len())?;
-    let code = ExecCode::new(map, bytes)?;
-    let spmd = if !opts.scalar && avx2() {
-        match spmd::generate(&k, &param_slots)? {
-            Some(mut v) => {
-                let bytes = v.asm.assemble(0)?;
-                let code = ExecCode::new(ExecCode::reserve(bytes.len())?, &bytes)?;
-                Some(SpmdCode { code, vframe_bytes: v.vframe_bytes, accessed: v.accessed })
-            }
-            None => None,
+    let vector = if !opts.scalar && avx2() { spmd::generate(&k, &param_slots)? } else { None };
+    let spmd = match vector {
+        Some(v) => {
+            let e = encode::encode(v.asm.instructions())?;
+            let frame_bytes = param_slots.iter().flatten().max().map_or(8, |&s| s as usize + 8);
+            Some(SpmdCode {
+                code: ExecCode::new(&e.bytes)?,
+                vframe_bytes: v.vframe_bytes,
+                accessed: v.accessed,
+                mems: g.mems.clone(),
+                frame_bytes,
+            })
         }
-    } else {
-        None
+        None => None,
     };
-    Ok(X86Program {
-        code,
-        kernel: k,
+    let scalar = std::sync::OnceLock::new();
+    if spmd.is_none() {
+        // The scalar code is all there is: compile it now (its errors are the build's).
+        scalar.get_or_init(|| scalar_code(g, &k)).as_ref().map_err(Clone::clone)?;
+    }
+    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd })
+}
+
+/// Generates and maps the scalar code of `k` (see gen.rs).
+fn scalar_code(g: gen::Gen, k: &Kernel) -> Result<ScalarCode, X86Error> {
+    let out = g.finish(k.body())?;
+    // Position-independent (relative branches, helpers called through the context), so
+    // encoded at 0 and copied into the mapping.
+    let e = encode::encode(out.asm.instructions())?;
+    let marks =
+        out.marks.into_iter().filter_map(|(i, m)| e.offsets.get(i).map(|&o| (o, m))).collect();
+    Ok(ScalarCode {
+        code: ExecCode::new(&e.bytes)?,
         mems: out.mems,
         sites: out.sites,
-        param_slots,
         frame_bytes: out.frame_bytes,
         local_bytes: out.local_bytes,
         n_barriers: out.n_barriers,
         marks,
-        spmd,
     })
 }
 
@@ -338,17 +373,29 @@ impl X86Program {
         &self.kernel
     }
 
-    /// The machine code's size in bytes.
-    pub fn code_size(&self) -> usize {
-        self.code.bytes().len()
+    /// The scalar code, compiled now if it was not yet (kernels with vector code get it at
+    /// the first launch that needs it).
+    fn scalar(&self) -> Result<&ScalarCode, X86Error> {
+        self.scalar
+            .get_or_init(|| {
+                let g = gen::Gen::new(self.kernel.params(), self.kernel.body(), self.checked)?;
+                scalar_code(g, &self.kernel)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
-    /// The scalar machine code. It holds no absolute address (branches are relative, helper
-    /// calls go through the run's context), so the bytes are the same in every process for
-    /// the same kernel and options; what a persistent cache would also need (the frame
-    /// layout and fault tables) is not serializable yet.
+    /// The scalar machine code's size in bytes (0 if it cannot be built).
+    pub fn code_size(&self) -> usize {
+        self.code_bytes().len()
+    }
+
+    /// The scalar machine code (empty if it cannot be built). It holds no absolute address
+    /// (branches are relative, helper calls go through the run's context), so the bytes are
+    /// the same in every process for the same kernel and options; what a persistent cache
+    /// would also need (the frame layout and fault tables) is not serializable yet.
     pub fn code_bytes(&self) -> &[u8] {
-        self.code.bytes()
+        self.scalar().map_or(&[][..], |s| s.code.bytes())
     }
 
     /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
@@ -364,9 +411,16 @@ impl X86Program {
     /// barrier, then after each barrier), each IR statement as a comment above its code;
     /// then the 8-lane code, if any.
     pub fn disassemble(&self) -> String {
-        let mut s = disasm::disassemble(self.code.bytes(), &self.marks, self.kernel.name());
+        let mut s = match self.scalar() {
+            Ok(sc) => {
+                let marks: Vec<(u32, String)> =
+                    sc.marks.iter().map(|(o, m)| (*o, m.to_string())).collect();
+                disasm::disassemble(sc.code.bytes(), &marks, self.kernel.name())
+            }
+            Err(e) => format!("; kernel `{}`: no scalar code: {e}\n", self.kernel.name()),
+        };
         if let Some(v) = &self.spmd {
-            s.push_str("; 8-lane AVX2 code (one row of a work-group, 8 work-items per pass)\n");
+            s.push_str("; 8-lane AVX2 code (8 work-items of a row per pass)\n");
             s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
         }
         s
@@ -466,19 +520,41 @@ impl X86Program {
         let bound =
             launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
         let group_size = launch.group_size();
-        let n_states = if self.n_barriers == 0 { 1 } else { group_size };
-        let needed = self.local_bytes as u128 + n_states as u128 * self.frame_bytes as u128;
+        let l = launch.local.map(u64::from);
+        let g = launch.groups().map(|g| g as u64);
+        let param_len = |m: &MemInfo| match m.param.map(|p| bound[p]) {
+            Some(Bound::Buffer(b)) => buffers[b].len as u64,
+            _ => 0,
+        };
+        // The scalar code is compiled (if it was not yet) unless the vector code runs every
+        // group: rows of whole batches, every access within its buffer.
+        let vector_all = self.spmd.as_ref().is_some_and(|v| {
+            let end0 = launch.offset[0] as u64 + g[0] * l[0];
+            l[0].is_multiple_of(8)
+                && v.accessed.iter().all(|&t| v.mems.get(t as usize).map_or(0, param_len) >= end0)
+        });
+        let sc = match (vector_all, &self.spmd) {
+            (true, Some(_)) => None,
+            _ => Some(self.scalar().map_err(|e| self.launch_error(e.to_string()))?),
+        };
+        let (mems, frame_bytes, local_bytes, n_barriers) = match (sc, &self.spmd) {
+            (Some(sc), _) => (&sc.mems, sc.frame_bytes, sc.local_bytes, sc.n_barriers),
+            (None, Some(v)) => (&v.mems, v.frame_bytes, 0, 0),
+            (None, None) => return Err(self.launch_error("internal error: no code".into())),
+        };
+        let n_states = if n_barriers == 0 { 1 } else { group_size };
+        let needed = local_bytes as u128 + n_states as u128 * frame_bytes as u128;
         if needed > MEMORY_LIMIT as u128 {
             return Err(self.launch_error(format!(
                 "the arrays and work-item states of a work-group need {needed} bytes, more \
                  than the limit of {MEMORY_LIMIT}"
             )));
         }
-        let words = self.frame_bytes / 8;
+        let words = frame_bytes / 8;
         let mut frames = vec![0u64; n_states as usize * words];
-        let mut local = vec![0u64; self.local_bytes.div_ceil(8)];
+        let mut local = vec![0u64; local_bytes.div_ceil(8)];
         let mut table: Vec<MemRef> = Vec::new();
-        for m in &self.mems {
+        for m in mems {
             let MemKind::Table(t) = m.kind else { continue };
             debug_assert_eq!(t as usize, table.len());
             let r = match (m.param, m.local) {
@@ -507,7 +583,6 @@ impl X86Program {
             deadline: opts.deadline,
             cancel: opts.cancel.clone(),
         };
-        let g = launch.groups().map(|g| g as u64);
         let mut ctx = Ctx {
             local_id: [0; 3],
             global_id: [0; 3],
@@ -525,16 +600,56 @@ impl X86Program {
             items: group_size,
             base: [0; 3],
             helpers: rt::helpers(),
+            span: 0,
         };
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
         let start = Instant::now();
         let mut vframe: Vec<u32> = Vec::new();
-        // SAFETY: the mapping holds a function with this signature (see gen.rs).
-        let entry: Entry = unsafe { std::mem::transmute::<*const u8, Entry>(self.code.addr()) };
-        for linear in groups {
-            if linear >= launch.group_count() {
-                break;
+        // 1-D launches with rows of whole batches run many groups per call of the vector
+        // code: their work-items are one contiguous run of global_id(0).
+        let spans = self
+            .spmd
+            .as_ref()
+            .filter(|_| l[0].is_multiple_of(8) && l[1] * l[2] == 1 && g[1] * g[2] == 1);
+        let end = groups.end.min(launch.group_count());
+        let mut linear = groups.start;
+        while linear < end {
+            if let Some(v) = spans {
+                let base = launch.offset[0] as u64 + linear * l[0];
+                // Groups whose every access is in bounds (the bounds check, hoisted out of
+                // the work-items), at most SPAN_ITEMS work-items between two limit checks.
+                let fit = v
+                    .accessed
+                    .iter()
+                    .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let n = (fit / l[0]).min(end - linear).min((SPAN_ITEMS / l[0]).max(1));
+                if n > 0 {
+                    ctx.group_id = [linear, 0, 0];
+                    ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
+                    self.set_ids(&mut ctx, launch, 0);
+                    if rt::limit_hit(&mut ctx) != 0 {
+                        return Err(self.fault_in(sc, &ctx, &table, start));
+                    }
+                    vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                    vframe[..8].copy_from_slice(&spmd::IOTA);
+                    ctx.span = n * l[0];
+                    // SAFETY: the vector code reads the lane constant at the vector frame's
+                    // start; every access is at a global_id(0) below `fit` (checked above).
+                    unsafe {
+                        let entry: VectorEntry =
+                            std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
+                        entry(
+                            &mut ctx,
+                            frames.as_mut_ptr() as *mut u8,
+                            vframe.as_mut_ptr() as *mut u8,
+                        )
+                    };
+                    linear += n;
+                    continue;
+                }
             }
             ctx.group_id = [linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])];
             local.fill(0);
@@ -545,7 +660,7 @@ impl X86Program {
             // Limits are also checked between groups, so that a huge launch of loop-free
             // code can be stopped; this also refills the back-edge budget.
             if rt::limit_hit(&mut ctx) != 0 {
-                return Err(self.fault(&ctx, &table, start));
+                return Err(self.fault_in(sc, &ctx, &table, start));
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
@@ -560,7 +675,7 @@ impl X86Program {
                     unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
                 vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                 vframe[..8].copy_from_slice(&spmd::IOTA);
-                let l = launch.local.map(u64::from);
+                ctx.span = l[0];
                 for row in 0..l[1] * l[2] {
                     let (y, z) = (row % l[1], row / l[1]);
                     ctx.local_id = [0, y, z];
@@ -576,21 +691,29 @@ impl X86Program {
                     };
                 }
                 Ok(())
-            } else if self.n_barriers == 0 {
-                // The generated code loops over the group's work-items itself.
-                self.set_ids(&mut ctx, launch, 0);
-                let f = frames.as_mut_ptr() as *mut u8;
-                // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
-                let stop = unsafe { entry(&mut ctx, f) };
-                if stop == 0 {
-                    Ok(())
+            } else if let Some(sc) = sc {
+                // SAFETY: the mapping holds a function with this signature (see gen.rs).
+                let entry: Entry =
+                    unsafe { std::mem::transmute::<*const u8, Entry>(sc.code.addr()) };
+                if sc.n_barriers == 0 {
+                    // The generated code loops over the group's work-items itself.
+                    self.set_ids(&mut ctx, launch, 0);
+                    let f = frames.as_mut_ptr() as *mut u8;
+                    // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
+                    let stop = unsafe { entry(&mut ctx, f) };
+                    if stop == 0 {
+                        Ok(())
+                    } else {
+                        Err(self.fault(sc, &ctx, &table, start))
+                    }
                 } else {
-                    Err(self.fault(&ctx, &table, start))
+                    self.rounds(sc, &mut ctx, launch, &mut frames, words, entry, &table, start)
                 }
             } else {
-                self.rounds(&mut ctx, launch, &mut frames, words, entry, &table, start)
+                Err(self.launch_error("internal error: a group the vector code cannot run".into()))
             };
             r?;
+            linear += 1;
         }
         Ok(())
     }
@@ -608,6 +731,7 @@ impl X86Program {
     #[allow(clippy::too_many_arguments)]
     fn rounds(
         &self,
+        sc: &ScalarCode,
         ctx: &mut Ctx,
         launch: &Launch,
         frames: &mut [u64],
@@ -620,15 +744,28 @@ impl X86Program {
         for f in frames.chunks_mut(words) {
             f[0] = 0;
         }
+        let l = launch.local.map(u64::from);
         loop {
             let mut first: Option<(u64, [u32; 3])> = None;
+            // Local ids walked in order (dimension 0 fastest), without set_ids' divisions.
+            let mut lid = [0u64; 3];
             for item in 0..n {
-                self.set_ids(ctx, launch, item);
+                ctx.local_id = lid;
+                ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
+                lid[0] += 1;
+                if lid[0] == l[0] {
+                    lid[0] = 0;
+                    lid[1] += 1;
+                    if lid[1] == l[1] {
+                        lid[1] = 0;
+                        lid[2] += 1;
+                    }
+                }
                 let f = frames[item as usize * words..].as_mut_ptr() as *mut u8;
                 // SAFETY: as in run_groups_raw.
                 let stop = unsafe { entry(ctx, f) };
                 if stop == rt::STOP_ERROR {
-                    return Err(self.fault(ctx, table, start));
+                    return Err(self.fault(sc, ctx, table, start));
                 }
                 let id = ctx.global_id.map(|v| v as u32);
                 match first {
@@ -638,7 +775,7 @@ impl X86Program {
                             if s == 0 {
                                 "finished".to_string()
                             } else {
-                                format!("waits at barrier #{s} (of {})", self.n_barriers)
+                                format!("waits at barrier #{s} (of {})", sc.n_barriers)
                             }
                         };
                         let g = ctx.group_id.map(|v| v as u32);
@@ -674,44 +811,5 @@ impl X86Program {
 
     fn error(&self, work_item: Option<[u32; 3]>, message: String) -> InterpError {
         InterpError { kernel: self.kernel.name().to_string(), work_item, message }
-    }
-
-    /// The error generated code reported through the context.
-    fn fault(&self, ctx: &Ctx, table: &[MemRef], start: Instant) -> InterpError {
-        let id = Some(ctx.global_id.map(|v| v as u32));
-        let site = self.sites.get(ctx.err_site as usize);
-        let message = match (ctx.err_code, site) {
-            (rt::ERR_OOB, Some(Site::Access { what, mem, signed })) => {
-                let m = &self.mems[*mem as usize];
-                let v = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
-                let len = match m.kind {
-                    MemKind::Table(t) => table[t as usize].len,
-                    MemKind::Private { count, .. } => count as u64,
-                };
-                format!(
-                    "{what} `{}[{v}]` out of bounds ({} has {len} element{})",
-                    m.name,
-                    m.kind_word(),
-                    if len == 1 { "" } else { "s" }
-                )
-            }
-            (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => format!(
-                "integer {} by zero in `{expr}`",
-                if *rem { "remainder" } else { "division" }
-            ),
-            (rt::ERR_FOR_STEP, Some(Site::ForStep { var, signed })) => {
-                let s = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
-                format!("for loop over `{var}`: step {s} is not positive")
-            }
-            (rt::ERR_STEPS, _) => "loop iteration limit exceeded".to_string(),
-            (rt::ERR_DEADLINE, _) => format!(
-                "time limit exceeded: still running at the deadline, {:.3}s after the launch \
-                 started",
-                start.elapsed().as_secs_f64()
-            ),
-            (rt::ERR_CANCELLED, _) => "launch cancelled".to_string(),
-            (code, _) => format!("internal error: fault code {code} without its site"),
-        };
-        self.error(id, message)
     }
 }

@@ -45,6 +45,8 @@ pub(crate) struct Ctx {
     pub base: [u64; 3],
     /// The helpers generated code calls, by the `HELPER_*` indices (see [`helpers`]).
     pub helpers: [usize; 4],
+    /// Work-items the vector code runs in one call (a multiple of 8), from `global_id[0]`.
+    pub span: u64,
 }
 
 /// [`limit_hit`]'s index in [`Ctx::helpers`].
@@ -81,6 +83,7 @@ pub(crate) const OFF_MEMS: i32 = 200;
 pub(crate) const OFF_ITEMS: i32 = 216;
 pub(crate) const OFF_BASE: i32 = 224;
 pub(crate) const OFF_HELPERS: i32 = 248;
+pub(crate) const OFF_SPAN: i32 = 280;
 
 /// Return value of generated code for a fault; the details are in the context.
 pub(crate) const STOP_ERROR: u64 = u64::MAX;
@@ -209,39 +212,84 @@ pub(crate) fn binop_id(op: BinOp) -> u64 {
 }
 
 /// Machine code in its own mapping: written while writable, then made read + execute (never
-/// both), unmapped on drop.
+/// both). On drop the mapping goes back to a small pool of page mappings that later
+/// programs reuse (made writable again, written, made executable): a fresh mapping's system
+/// calls and page faults would be a good part of the compile time of a small kernel.
 pub(crate) struct ExecCode {
-    map: memmap2::Mmap,
+    map: Option<memmap2::Mmap>,
+    len: usize,
 }
 
+/// Mappings of dropped programs, for reuse; at most [`POOL_MAX`].
+static POOL: std::sync::Mutex<Vec<memmap2::Mmap>> = std::sync::Mutex::new(Vec::new());
+const POOL_MAX: usize = 64;
+/// Code mappings are whole multiples of this (the page size on x86-64 hosts).
+const PAGE: usize = 4096;
+
 impl ExecCode {
-    /// Maps `code` executable. `code` must have been assembled for the address the mapping
-    /// gets, which [`ExecCode::reserve`] gives beforehand.
-    pub fn new(mut map: memmap2::MmapMut, code: &[u8]) -> Result<ExecCode, X86Error> {
-        if map.len() < code.len() {
-            return Err(X86Error::Internal("code outgrew its mapping".into()));
-        }
+    /// Maps `code` (position independent: it runs wherever it lands) executable.
+    pub fn new(code: &[u8]) -> Result<ExecCode, X86Error> {
+        let size = code.len().max(1).next_multiple_of(PAGE);
+        let reused = {
+            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            pool.iter().position(|m| m.len() == size).map(|i| pool.swap_remove(i))
+        };
+        let mut map = match reused {
+            Some(m) => m
+                .make_mut()
+                .map_err(|e| X86Error::Memory(format!("cannot make code writable: {e}")))?,
+            None => memmap2::MmapMut::map_anon(size)
+                .map_err(|e| X86Error::Memory(format!("cannot map {size} bytes for code: {e}")))?,
+        };
         map[..code.len()].copy_from_slice(code);
+        // int3 after the code, over whatever an earlier program left there.
+        map[code.len()..].fill(0xcc);
         let map = map
             .make_exec()
             .map_err(|e| X86Error::Memory(format!("cannot make code executable: {e}")))?;
-        Ok(ExecCode { map })
-    }
-
-    /// A writable anonymous mapping of at least `len` bytes (its address is where the code
-    /// will run).
-    pub fn reserve(len: usize) -> Result<memmap2::MmapMut, X86Error> {
-        memmap2::MmapMut::map_anon(len.max(1))
-            .map_err(|e| X86Error::Memory(format!("cannot map {len} bytes for code: {e}")))
+        Ok(ExecCode { map: Some(map), len: code.len() })
     }
 
     /// The address of the first byte.
     pub fn addr(&self) -> *const u8 {
-        self.map.as_ptr()
+        self.bytes().as_ptr()
     }
 
     /// The code bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.map
+        self.map.as_ref().map_or(&[], |m| &m[..self.len])
     }
 }
+
+impl Drop for ExecCode {
+    fn drop(&mut self) {
+        // Nothing runs this code any more (its program is being dropped).
+        if let Some(m) = self.map.take() {
+            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            if pool.len() < POOL_MAX {
+                pool.push(m);
+            }
+        }
+    }
+}
+
+// Generated code addresses the context by these offsets: keep them the struct's.
+const _: () = {
+    use std::mem::offset_of;
+    assert!(offset_of!(Ctx, local_id) == OFF_LOCAL_ID as usize);
+    assert!(offset_of!(Ctx, global_id) == OFF_GLOBAL_ID as usize);
+    assert!(offset_of!(Ctx, group_id) == OFF_GROUP_ID as usize);
+    assert!(offset_of!(Ctx, global_size) == OFF_GLOBAL_SIZE as usize);
+    assert!(offset_of!(Ctx, local_size) == OFF_LOCAL_SIZE as usize);
+    assert!(offset_of!(Ctx, num_groups) == OFF_NUM_GROUPS as usize);
+    assert!(offset_of!(Ctx, offset) == OFF_OFFSET as usize);
+    assert!(offset_of!(Ctx, budget) == OFF_BUDGET as usize);
+    assert!(offset_of!(Ctx, err_code) == OFF_ERR_CODE as usize);
+    assert!(offset_of!(Ctx, err_site) == OFF_ERR_SITE as usize);
+    assert!(offset_of!(Ctx, err_val) == OFF_ERR_VAL as usize);
+    assert!(offset_of!(Ctx, mems) == OFF_MEMS as usize);
+    assert!(offset_of!(Ctx, items) == OFF_ITEMS as usize);
+    assert!(offset_of!(Ctx, base) == OFF_BASE as usize);
+    assert!(offset_of!(Ctx, helpers) == OFF_HELPERS as usize);
+    assert!(offset_of!(Ctx, span) == OFF_SPAN as usize);
+};

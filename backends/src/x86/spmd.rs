@@ -4,25 +4,42 @@
 //! A kernel qualifies when its body is only `let`s, stores and `if`/`else` (divergent
 //! conditions included), its values are `f32`, `i32` or `u32` (`+ - *`, and `/` on f32), its
 //! operands are scalar parameters, constants, `global_id(0)` and those `let`s, its
-//! conditions are comparisons of such values (and `!`, `&&`, `||` of them), and every load
+//! conditions are comparisons of such values (and `!`, `&&`, `||` of them), every load
 //! and store indexes a global buffer with exactly `global_id(0)` (directly or through a
-//! `let` of it). Then eight consecutive work-items of a row run at once: every value in one
-//! YMM register per 8 lanes (uniform values are broadcast), loads and stores as unaligned
-//! 8-wide moves, an `if` as a lane mask (stores under it are masked stores; a branch no
-//! lane takes is jumped over, so a uniform branch costs a test and a jump). Top-level
-//! `let`s that the divergence analysis (`kiln_passes::divergence`) calls uniform are
-//! computed once per row, before the batch loop.
+//! `let` of it), and no expression needs more than [`TEMPS`] registers at once. Then eight
+//! consecutive work-items run at once, and one call runs a whole span of them (a row of a
+//! work-group, or for 1-D launches many work-groups back to back).
 //!
-//! Why this is exact, not just usually right: each work-item touches element `global_id(0)`
-//! only, so two lanes of a batch never touch the same element, and work-items sharing an
-//! element (same `x`, other rows) still run in the interpreter's order (rows in order); f32
-//! lane arithmetic and comparisons are the same IEEE operations as the scalar ones (quiet
-//! predicates, false on NaN except `!=`); integer lanes wrap at 32 bits as the scalar code
-//! does. `let`s under a branch are computed in every lane: they are pure and, in this class,
-//! cannot fault, and only the masked stores have effects. There is no fault to report in
-//! the middle of a batch: the driver runs a work-group this way only if `global_id(0)` of
-//! its last work-item is within every accessed buffer (else the scalar code runs it and
-//! reports what the interpreter reports), and nothing else in the class can fault.
+//! ## Code shape
+//!
+//! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order,
+//!   so the deeper operand is computed first), `let`s live in `ymm8..ymm14` while those last
+//!   (then in 32-byte slots of the vector frame, `r15`), and `ymm15` holds the batch's
+//!   `global_id(0)` lanes (a `let` of `global_id(0)` is that register, no copy).
+//! * Operands straight from memory: a load at `global_id(0)` is the memory operand of the
+//!   instruction that uses it (`vaddps ymm0, ymm0, [rdx + rbx*4]`); buffer bases sit in
+//!   general-purpose registers for the whole span (the first eight buffers), `rbx` is the
+//!   batch's first `global_id(0)`.
+//! * Uniform values once per span: scalar parameters and constants are broadcast into the
+//!   vector frame before the loop, and top-level `let`s that the divergence analysis
+//!   (`kiln_passes::divergence`) calls uniform are computed there too.
+//! * Divergent `if`s are lane masks (stores under them are masked stores; a branch no lane
+//!   takes is jumped over, so a uniform branch costs a test and a jump).
+//! * No bounds check in the loop: the driver runs a span this way only if `global_id(0)` of
+//!   its last work-item is within every accessed buffer (the check is hoisted out of the
+//!   work-items), else the scalar code runs the group and reports what the interpreter
+//!   reports.
+//!
+//! ## Why this is exact
+//!
+//! Each work-item touches element `global_id(0)` only, so two lanes of a batch never touch
+//! the same element, and work-items sharing an element (same `x`, other rows) still run in
+//! the interpreter's order (rows in order; multi-group spans are only used for 1-D launches,
+//! which have one row); f32 lane arithmetic and comparisons are the same IEEE operations as
+//! the scalar ones (quiet predicates, false on NaN except `!=`; no contraction); integer
+//! lanes wrap at 32 bits as the scalar code does. `let`s under a branch are computed in
+//! every lane: they are pure and, in this class, cannot fault, and only the masked stores
+//! have effects. Nothing in the class can fault once the span's accesses are in bounds.
 //!
 //! Everything else (loops, barriers, atomics, arrays, other types or indices, gathers) runs
 //! on the scalar code; so does every kernel on CPUs without AVX2.
@@ -36,7 +53,7 @@ use super::rt;
 /// A qualifying kernel's vector code, before assembly.
 pub(crate) struct Spmd {
     pub asm: CodeAssembler,
-    /// Bytes of the vector frame (the lane-index constant, then one 32-byte slot per `let`).
+    /// Bytes of the vector frame (the lane-index constant, then 32-byte slots).
     pub vframe_bytes: usize,
     /// Memory-table entries the code loads or stores (the driver checks their lengths).
     pub accessed: Vec<u32>,
@@ -45,19 +62,53 @@ pub(crate) struct Spmd {
 /// The lane-index constant `[0, 1, ..., 7]` at the start of the vector frame.
 pub(crate) const IOTA: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 
+/// Expression temporaries: `ymm0..ymm{TEMPS-1}`.
+pub(crate) const TEMPS: usize = 8;
+/// The register holding the batch's `global_id(0)` lanes.
+const GID: usize = 15;
+/// Registers for `let`s: `ymm8..ymm14`.
+const LET_REGS: std::ops::Range<usize> = TEMPS..GID;
+const YMM: [AsmRegisterYmm; 16] = [
+    ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14,
+    ymm15,
+];
+/// Registers holding buffer bases for the whole span (`rax` stays scratch for the others).
+const BASES: [AsmRegister64; 8] = [rcx, rdx, rsi, rdi, r8, r9, r10, r11];
+/// Vector frame slots the code itself uses: the span's end (`global_id(0)` bound).
+const END_SLOT: i32 = 32;
+
+/// Where a `let` lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loc {
+    Reg(usize),
+    Slot(i32),
+}
+
+/// An instruction's second source: a register or a 32-byte memory operand.
+enum Src {
+    Reg(usize),
+    Mem(AsmMemoryOperand),
+}
+
 struct V {
     a: CodeAssembler,
-    /// (name, vector slot offset) of each `let`; whether it is `global_id(0)`.
-    lets: Vec<(String, i32, bool)>,
+    /// (name, location, is it `global_id(0)`) of each `let` in scope.
+    lets: Vec<(String, Loc, bool)>,
+    /// Next free vector frame offset.
     next: i32,
+    /// Next free `let` register.
+    next_reg: usize,
     /// Scalar parameters: name, frame slot.
     params: Vec<(String, i32)>,
     /// Pointer parameters: name, table index.
     bufs: Vec<(String, u32)>,
+    /// Table entries accessed, in first-use order (the first eight have base registers).
     accessed: Vec<u32>,
-    /// Top-level `let`s the divergence analysis calls uniform: computed once per row, before
-    /// the batch loop (statement addresses).
-    hoisted: Vec<usize>,
+    /// Uniform values broadcast before the loop: (bits, 0) for constants, (slot, 1) for
+    /// parameters; and their vector frame slots.
+    consts: Vec<((u64, u8), i32)>,
+    /// Top-level `let`s computed before the loop: statement address, location.
+    hoisted: Vec<(usize, Loc)>,
 }
 
 fn lane_type(t: Type) -> bool {
@@ -65,7 +116,7 @@ fn lane_type(t: Type) -> bool {
 }
 
 impl V {
-    fn let_of(&self, v: &Var) -> Option<&(String, i32, bool)> {
+    fn let_of(&self, v: &Var) -> Option<&(String, Loc, bool)> {
         self.lets.iter().rev().find(|(n, _, _)| n == v.name())
     }
 
@@ -82,15 +133,17 @@ impl V {
         self.bufs.iter().find(|(n, _)| n == v.name()).map(|b| b.1)
     }
 
+    fn param(&self, v: &Var) -> Option<i32> {
+        self.params.iter().find(|(n, _)| n == v.name()).map(|p| p.1)
+    }
+
     /// True if `e` is in the class (see the module docs).
     fn qualifies(&self, e: &Expr) -> bool {
         if !lane_type(e.ty()) {
             return false;
         }
         match e.node() {
-            ExprNode::Var(v) => {
-                self.let_of(v).is_some() || self.params.iter().any(|(n, _)| n == v.name())
-            }
+            ExprNode::Var(v) => self.let_of(v).is_some() || self.param(v).is_some(),
             ExprNode::Imm(_) => true,
             ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
             ExprNode::Binary { op, a, b } => {
@@ -104,60 +157,153 @@ impl V {
         }
     }
 
-    /// Evaluates `e` (which qualifies) into `ymm0` for the lanes of the batch whose first
-    /// `global_id(0)` is `[r12 + global_id] + ebx`.
-    fn expr(&mut self, e: &Expr) -> AsmResult<()> {
+    /// True if `e` (which qualifies) can be an instruction's second source as it is.
+    fn is_leaf(e: &Expr) -> bool {
+        matches!(
+            e.node(),
+            ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } | ExprNode::Load { .. }
+        )
+    }
+
+    /// Registers needed to compute `e` into a register (Sethi-Ullman).
+    fn need(e: &Expr) -> usize {
         match e.node() {
-            ExprNode::Var(v) => {
-                if let Some(&(_, off, _)) = self.let_of(v) {
-                    return self.a.vmovups(ymm0, ymmword_ptr(r15 + off));
-                }
-                let slot = self.params.iter().find(|(n, _)| n == v.name()).map_or(0, |p| p.1);
-                self.a.vbroadcastss(ymm0, dword_ptr(r13 + slot))
+            ExprNode::Binary { a, b, .. } => {
+                let nb = if V::is_leaf(b) { 0 } else { V::need(b) };
+                V::need(a).max(nb + 1)
             }
-            ExprNode::Imm(i) => {
-                let bits = rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i));
-                self.a.mov(eax, bits as u32)?;
-                self.a.vmovd(xmm0, eax)?;
-                self.a.vpbroadcastd(ymm0, xmm0)
-            }
-            ExprNode::Builtin { .. } => {
-                self.gid0_eax()?;
-                self.a.vmovd(xmm0, eax)?;
-                self.a.vpbroadcastd(ymm0, xmm0)?;
-                self.a.vpaddd(ymm0, ymm0, ymmword_ptr(r15))
-            }
-            ExprNode::Binary { op, a, b } => {
-                self.expr(a)?;
-                self.a.sub(rsp, 32)?;
-                self.a.vmovups(ymmword_ptr(rsp), ymm0)?;
-                self.expr(b)?;
-                self.a.vmovaps(ymm1, ymm0)?;
-                self.a.vmovups(ymm0, ymmword_ptr(rsp))?;
-                self.a.add(rsp, 32)?;
-                match (op, a.ty() == Type::F32) {
-                    (BinOp::Add, true) => self.a.vaddps(ymm0, ymm0, ymm1),
-                    (BinOp::Sub, true) => self.a.vsubps(ymm0, ymm0, ymm1),
-                    (BinOp::Mul, true) => self.a.vmulps(ymm0, ymm0, ymm1),
-                    (BinOp::Div, true) => self.a.vdivps(ymm0, ymm0, ymm1),
-                    (BinOp::Add, false) => self.a.vpaddd(ymm0, ymm0, ymm1),
-                    (BinOp::Sub, false) => self.a.vpsubd(ymm0, ymm0, ymm1),
-                    _ => self.a.vpmulld(ymm0, ymm0, ymm1),
-                }
-            }
-            ExprNode::Load { buf, .. } => {
-                let t = self.buf(buf).unwrap_or(0);
-                self.address(t)?;
-                self.a.vmovups(ymm0, ymmword_ptr(rdx + rax * 4))
-            }
-            _ => Ok(()),
+            _ => 1,
         }
     }
 
-    /// `eax` = `global_id(0)` of the batch's first lane.
-    fn gid0_eax(&mut self) -> AsmResult<()> {
-        self.a.mov(eax, dword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
-        self.a.add(eax, ebx)
+    /// Registers needed to compute condition `e` into a lane mask.
+    fn need_cond(e: &Expr) -> usize {
+        match e.node() {
+            ExprNode::Binary { op, a, b } if op.is_comparison() => V::need(a).max(V::need(b) + 1),
+            ExprNode::Binary { a, b, .. } => V::need_cond(a).max(V::need_cond(b) + 1),
+            ExprNode::Unary { a, .. } => V::need_cond(a),
+            _ => 1,
+        }
+    }
+
+    /// A vector frame slot holding `key` broadcast to every lane (filled before the loop).
+    fn const_slot(&mut self, key: (u64, u8)) -> i32 {
+        if let Some(&(_, off)) = self.consts.iter().find(|(k, _)| *k == key) {
+            return off;
+        }
+        let off = self.slot();
+        self.consts.push((key, off));
+        off
+    }
+
+    fn imm_slot(&mut self, bits: u32) -> i32 {
+        self.const_slot((bits as u64, 0))
+    }
+
+    /// The memory operand of buffer `t` at the batch's `global_id(0)`.
+    fn element(&mut self, t: u32) -> AsmResult<AsmMemoryOperand> {
+        let pos = match self.accessed.iter().position(|&x| x == t) {
+            Some(p) => p,
+            None => {
+                self.accessed.push(t);
+                self.accessed.len() - 1
+            }
+        };
+        Ok(match BASES.get(pos) {
+            Some(&r) => ymmword_ptr(r + rbx * 4),
+            None => {
+                self.a.mov(rax, qword_ptr(r14 + (t as i32 * 16)))?;
+                ymmword_ptr(rax + rbx * 4)
+            }
+        })
+    }
+
+    /// `e` (a leaf that qualifies) as a second source.
+    fn src(&mut self, e: &Expr) -> AsmResult<Src> {
+        Ok(match e.node() {
+            ExprNode::Var(v) => match self.let_of(v) {
+                Some(&(_, Loc::Reg(r), _)) => Src::Reg(r),
+                Some(&(_, Loc::Slot(off), _)) => Src::Mem(ymmword_ptr(r15 + off)),
+                None => {
+                    let slot = self.param(v).unwrap_or(0);
+                    let off = self.const_slot((slot as u64, 1));
+                    Src::Mem(ymmword_ptr(r15 + off))
+                }
+            },
+            ExprNode::Imm(i) => {
+                let bits = rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i));
+                Src::Mem(ymmword_ptr(r15 + self.imm_slot(bits as u32)))
+            }
+            ExprNode::Load { buf, .. } => {
+                let t = self.buf(buf).unwrap_or(0);
+                Src::Mem(self.element(t)?)
+            }
+            _ => Src::Reg(GID),
+        })
+    }
+
+    /// Evaluates `e` (which qualifies) into `ymm{d}`, with `ymm{d+1}..` as temporaries.
+    fn expr(&mut self, e: &Expr, d: usize) -> AsmResult<()> {
+        let ExprNode::Binary { op, a, b } = e.node() else {
+            return match self.src(e)? {
+                Src::Reg(r) if r == d => Ok(()),
+                Src::Reg(r) => self.a.vmovaps(YMM[d], YMM[r]),
+                Src::Mem(m) => self.a.vmovups(YMM[d], m),
+            };
+        };
+        // (first source register, second source); the result goes to ymm{d}.
+        let (first, s) = if V::is_leaf(b) {
+            self.expr(a, d)?;
+            (d, self.src(b)?)
+        } else if V::need(a) >= V::need(b) {
+            self.expr(a, d)?;
+            self.expr(b, d + 1)?;
+            (d, Src::Reg(d + 1))
+        } else {
+            // The deeper operand first, so that neither needs more than `need(e)`.
+            self.expr(b, d)?;
+            self.expr(a, d + 1)?;
+            (d + 1, Src::Reg(d))
+        };
+        let (x, y) = (YMM[d], YMM[first]);
+        let float = a.ty() == Type::F32;
+        match s {
+            Src::Reg(r) => {
+                let r = YMM[r];
+                match (op, float) {
+                    (BinOp::Add, true) => self.a.vaddps(x, y, r),
+                    (BinOp::Sub, true) => self.a.vsubps(x, y, r),
+                    (BinOp::Mul, true) => self.a.vmulps(x, y, r),
+                    (BinOp::Div, true) => self.a.vdivps(x, y, r),
+                    (BinOp::Add, false) => self.a.vpaddd(x, y, r),
+                    (BinOp::Sub, false) => self.a.vpsubd(x, y, r),
+                    _ => self.a.vpmulld(x, y, r),
+                }
+            }
+            Src::Mem(m) => match (op, float) {
+                (BinOp::Add, true) => self.a.vaddps(x, y, m),
+                (BinOp::Sub, true) => self.a.vsubps(x, y, m),
+                (BinOp::Mul, true) => self.a.vmulps(x, y, m),
+                (BinOp::Div, true) => self.a.vdivps(x, y, m),
+                (BinOp::Add, false) => self.a.vpaddd(x, y, m),
+                (BinOp::Sub, false) => self.a.vpsubd(x, y, m),
+                _ => self.a.vpmulld(x, y, m),
+            },
+        }
+    }
+
+    /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,
+    /// one of them `ymm{d}`.
+    fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> AsmResult<(usize, usize)> {
+        if V::need(a) >= V::need(b) {
+            self.expr(a, d)?;
+            self.expr(b, d + 1)?;
+            Ok((d, d + 1))
+        } else {
+            self.expr(b, d)?;
+            self.expr(a, d + 1)?;
+            Ok((d + 1, d))
+        }
     }
 
     /// True if `e` is a condition in the class: a comparison of lane values, or `!`, `&&`,
@@ -182,19 +328,23 @@ impl V {
     fn check_block(&mut self, stmts: &[Stmt]) -> bool {
         let mark = self.lets.len();
         let ok = stmts.iter().all(|s| match s.node() {
-            StmtNode::Let { var, value } if lane_type(var.ty()) && self.qualifies(value) => {
+            StmtNode::Let { var, value }
+                if lane_type(var.ty()) && self.qualifies(value) && V::need(value) <= TEMPS =>
+            {
                 let gid = self.is_gid0(value);
-                self.lets.push((var.name().to_string(), 0, gid));
+                self.lets.push((var.name().to_string(), Loc::Slot(0), gid));
                 true
             }
             StmtNode::Store { buf, index, value } => {
                 self.buf(buf).is_some()
                     && self.is_gid0(index)
                     && self.qualifies(value)
+                    && V::need(value) <= TEMPS
                     && Some(value.ty()) == buf.ty().elem().map(Type::Scalar)
             }
             StmtNode::If { cond, then, otherwise } => {
                 self.qualifies_cond(cond)
+                    && V::need_cond(cond) <= TEMPS
                     && self.check_block(then.stmts())
                     && otherwise.as_ref().is_none_or(|o| self.check_block(o.stmts()))
             }
@@ -211,89 +361,134 @@ impl V {
         off
     }
 
+    /// Binds a `let` of `value` to a location (a free `let` register, else a slot) and
+    /// computes it there; a `let` of `global_id(0)` is the lane-id register.
+    fn bind_let(&mut self, var: &Var, value: &Expr) -> AsmResult<Loc> {
+        if self.is_gid0(value) {
+            self.lets.push((var.name().to_string(), Loc::Reg(GID), true));
+            return Ok(Loc::Reg(GID));
+        }
+        self.expr(value, 0)?;
+        let loc = if LET_REGS.contains(&self.next_reg) {
+            self.next_reg += 1;
+            self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
+            Loc::Reg(self.next_reg - 1)
+        } else {
+            let off = self.slot();
+            self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+            Loc::Slot(off)
+        };
+        self.lets.push((var.name().to_string(), loc, false));
+        Ok(loc)
+    }
+
     /// Generates a block whose stores take effect in the lanes of the mask in slot `mask`
     /// (all lanes when `None`).
     fn block(&mut self, stmts: &[Stmt], mask: Option<i32>) -> AsmResult<()> {
-        let mark = self.lets.len();
+        let (mark, regs) = (self.lets.len(), self.next_reg);
         for s in stmts {
-            if self.hoisted.contains(&s.addr()) {
+            if let Some(&(_, loc)) = self.hoisted.iter().find(|(a, _)| *a == s.addr()) {
+                // Computed before the loop; in scope from here on.
+                if let StmtNode::Let { var, .. } = s.node() {
+                    self.lets.push((var.name().to_string(), loc, false));
+                }
                 continue;
             }
             match s.node() {
                 StmtNode::Let { var, value } => {
                     // Pure and fault-free in this class: computed in every lane.
-                    self.expr(value)?;
-                    let off = self.slot();
-                    self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
-                    let gid = self.is_gid0(value);
-                    self.lets.push((var.name().to_string(), off, gid));
+                    self.bind_let(var, value)?;
                 }
                 StmtNode::Store { buf, value, .. } => {
-                    self.expr(value)?;
+                    let r = match self.src_if_reg(value) {
+                        Some(r) => r,
+                        None => {
+                            self.expr(value, 0)?;
+                            0
+                        }
+                    };
                     let t = self.buf(buf).unwrap_or(0);
-                    self.address(t)?;
+                    let m = self.element(t)?;
                     match mask {
-                        None => self.a.vmovups(ymmword_ptr(rdx + rax * 4), ymm0)?,
-                        Some(m) => {
-                            self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
-                            self.a.vmaskmovps(ymmword_ptr(rdx + rax * 4), ymm1, ymm0)?;
+                        None => self.a.vmovups(m, YMM[r])?,
+                        Some(k) => {
+                            let k_reg = if r == 1 { ymm2 } else { ymm1 };
+                            self.a.vmovups(k_reg, ymmword_ptr(r15 + k))?;
+                            self.a.vmaskmovps(m, k_reg, YMM[r])?;
                         }
                     }
                 }
                 StmtNode::If { cond, then, otherwise } => {
-                    self.cond(cond)?;
+                    self.cond(cond, 0)?;
                     // then-mask = outer & cond, else-mask = outer & !cond.
-                    let (t, e) = (self.slot(), self.slot());
+                    let t = self.slot();
                     match mask {
                         Some(m) => {
-                            self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
-                            self.a.vpand(ymm2, ymm1, ymm0)?;
-                            self.a.vpandn(ymm3, ymm0, ymm1)?;
+                            self.a.vpandn(ymm1, ymm0, ymmword_ptr(r15 + m))?;
+                            self.a.vpand(ymm0, ymm0, ymmword_ptr(r15 + m))?;
                         }
                         None => {
-                            self.a.vmovaps(ymm2, ymm0)?;
-                            self.a.vpcmpeqd(ymm3, ymm3, ymm3)?;
-                            self.a.vpxor(ymm3, ymm3, ymm0)?;
+                            let ones = self.imm_slot(u32::MAX);
+                            self.a.vpxor(ymm1, ymm0, ymmword_ptr(r15 + ones))?;
                         }
                     }
-                    self.a.vmovups(ymmword_ptr(r15 + t), ymm2)?;
-                    self.a.vmovups(ymmword_ptr(r15 + e), ymm3)?;
+                    self.a.vmovups(ymmword_ptr(r15 + t), ymm0)?;
+                    let e = if otherwise.is_some() {
+                        let e = self.slot();
+                        self.a.vmovups(ymmword_ptr(r15 + e), ymm1)?;
+                        Some(e)
+                    } else {
+                        None
+                    };
                     let mut skip = self.a.create_label();
-                    self.a.vptest(ymm2, ymm2)?;
+                    self.a.vptest(ymm0, ymm0)?;
                     self.a.je(skip)?;
                     self.block(then.stmts(), Some(t))?;
-                    self.a.set_label(&mut skip)?;
-                    self.a.nop()?;
-                    if let Some(o) = otherwise {
+                    self.bind(&mut skip)?;
+                    if let (Some(o), Some(e)) = (otherwise, e) {
                         let mut skip = self.a.create_label();
-                        self.a.vmovups(ymm3, ymmword_ptr(r15 + e))?;
-                        self.a.vptest(ymm3, ymm3)?;
+                        self.a.vmovups(ymm1, ymmword_ptr(r15 + e))?;
+                        self.a.vptest(ymm1, ymm1)?;
                         self.a.je(skip)?;
                         self.block(o.stmts(), Some(e))?;
-                        self.a.set_label(&mut skip)?;
-                        self.a.nop()?;
+                        self.bind(&mut skip)?;
                     }
                 }
                 _ => {}
             }
         }
         self.lets.truncate(mark);
+        self.next_reg = regs;
         Ok(())
     }
 
-    /// Evaluates a condition into `ymm0` as a lane mask (all ones where true). Float
+    /// The register `e` already lives in, if it is a `let` in a register or `global_id(0)`.
+    fn src_if_reg(&self, e: &Expr) -> Option<usize> {
+        match e.node() {
+            ExprNode::Var(v) => match self.let_of(v) {
+                Some(&(_, Loc::Reg(r), _)) => Some(r),
+                _ => None,
+            },
+            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => Some(GID),
+            _ => None,
+        }
+    }
+
+    /// Places `label` here (a `nop` first if the previous instruction already has a label).
+    fn bind(&mut self, label: &mut CodeLabel) -> AsmResult<()> {
+        self.a.nop()?;
+        self.a.set_label(label)
+    }
+
+    /// Evaluates a condition into `ymm{d}` as a lane mask (all ones where true). Float
     /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
     /// NaN), as the scalar comparisons are.
-    fn cond(&mut self, e: &Expr) -> AsmResult<()> {
+    fn cond(&mut self, e: &Expr, d: usize) -> AsmResult<()> {
+        let ones = self.imm_slot(u32::MAX);
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() => {
-                self.expr(a)?;
-                self.a.sub(rsp, 32)?;
-                self.a.vmovups(ymmword_ptr(rsp), ymm0)?;
-                self.expr(b)?;
-                self.a.vmovaps(ymm1, ymm0)?;
-                self.a.vmovups(ymm0, ymmword_ptr(rsp))?;
-                self.a.add(rsp, 32)?;
+                let (ra, rb) = self.pair(a, b, d)?;
+                let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
                 match a.ty().scalar() {
                     Some(Scalar::F32) => {
                         let pred = match op {
@@ -304,85 +499,71 @@ impl V {
                             BinOp::Gt => 0x1e,
                             _ => 0x1d,
                         };
-                        self.a.vcmpps(ymm0, ymm0, ymm1, pred)
+                        self.a.vcmpps(x, y, z, pred)
                     }
                     t => {
                         if t == Some(Scalar::U32) {
                             // Unsigned order is signed order with the sign bits flipped.
-                            self.a.mov(eax, 0x8000_0000u32)?;
-                            self.a.vmovd(xmm2, eax)?;
-                            self.a.vpbroadcastd(ymm2, xmm2)?;
-                            self.a.vpxor(ymm0, ymm0, ymm2)?;
-                            self.a.vpxor(ymm1, ymm1, ymm2)?;
+                            let sign = ymmword_ptr(r15 + self.imm_slot(0x8000_0000));
+                            self.a.vpxor(y, y, sign)?;
+                            self.a.vpxor(z, z, sign)?;
                         }
-                        // (mask, negate): a > b is gt(a, b); a < b is gt(b, a); the others
-                        // negate these or equality.
-                        self.a.vpcmpeqd(ymm3, ymm3, ymm3)?;
-                        match op {
-                            BinOp::Eq => self.a.vpcmpeqd(ymm0, ymm0, ymm1),
-                            BinOp::Ne => {
-                                self.a.vpcmpeqd(ymm0, ymm0, ymm1)?;
-                                self.a.vpxor(ymm0, ymm0, ymm3)
-                            }
-                            BinOp::Gt => self.a.vpcmpgtd(ymm0, ymm0, ymm1),
-                            BinOp::Lt => self.a.vpcmpgtd(ymm0, ymm1, ymm0),
-                            BinOp::Le => {
-                                self.a.vpcmpgtd(ymm0, ymm0, ymm1)?;
-                                self.a.vpxor(ymm0, ymm0, ymm3)
-                            }
-                            _ => {
-                                self.a.vpcmpgtd(ymm0, ymm1, ymm0)?;
-                                self.a.vpxor(ymm0, ymm0, ymm3)
-                            }
+                        // a > b is gt(a, b); a < b is gt(b, a); the others negate these or
+                        // equality.
+                        let (cmp_gt, swap, negate) = match op {
+                            BinOp::Eq => (false, false, false),
+                            BinOp::Ne => (false, false, true),
+                            BinOp::Gt => (true, false, false),
+                            BinOp::Lt => (true, true, false),
+                            BinOp::Le => (true, false, true),
+                            _ => (true, true, true),
+                        };
+                        let (p, q) = if swap { (z, y) } else { (y, z) };
+                        if cmp_gt {
+                            self.a.vpcmpgtd(x, p, q)?;
+                        } else {
+                            self.a.vpcmpeqd(x, p, q)?;
                         }
+                        if negate {
+                            self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
+                        }
+                        Ok(())
                     }
                 }
             }
             ExprNode::Binary { op, a, b } => {
-                self.cond(a)?;
-                self.a.sub(rsp, 32)?;
-                self.a.vmovups(ymmword_ptr(rsp), ymm0)?;
-                self.cond(b)?;
-                self.a.vmovups(ymm1, ymmword_ptr(rsp))?;
-                self.a.add(rsp, 32)?;
+                self.cond(a, d)?;
+                self.cond(b, d + 1)?;
                 if matches!(op, BinOp::LogicAnd | BinOp::And) {
-                    self.a.vpand(ymm0, ymm0, ymm1)
+                    self.a.vpand(YMM[d], YMM[d], YMM[d + 1])
                 } else {
-                    self.a.vpor(ymm0, ymm0, ymm1)
+                    self.a.vpor(YMM[d], YMM[d], YMM[d + 1])
                 }
             }
             ExprNode::Unary { a, .. } => {
-                self.cond(a)?;
-                self.a.vpcmpeqd(ymm3, ymm3, ymm3)?;
-                self.a.vpxor(ymm0, ymm0, ymm3)
+                self.cond(a, d)?;
+                self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + ones))
             }
             _ => Ok(()),
         }
-    }
-
-    /// `rdx` = base of table entry `t`, `rax` = the batch's first `global_id(0)`.
-    fn address(&mut self, t: u32) -> AsmResult<()> {
-        if !self.accessed.contains(&t) {
-            self.accessed.push(t);
-        }
-        self.gid0_eax()?;
-        self.a.mov(rdx, qword_ptr(r14 + (t as i32 * 16)))
     }
 }
 
 /// The vector code for `k` if it qualifies; `param_slots` are the scalar frame's parameter
 /// slots (the vector code reads scalar parameters from the scalar frame).
 ///
-/// The function takes (ctx, scalar frame, vector frame) and runs one row of a work-group:
-/// `global_id(0)` from `ctx.global_id[0]` for `ctx.local_size[0]` work-items (a multiple of 8).
+/// The function takes (ctx, scalar frame, vector frame) and runs `ctx.span` work-items (a
+/// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row.
 pub(crate) fn generate(k: &Kernel, param_slots: &[Option<i32>]) -> AsmResult<Option<Spmd>> {
     let mut v = V {
         a: CodeAssembler::new(64)?,
         lets: Vec::new(),
-        next: 32,
+        next: END_SLOT + 32,
+        next_reg: LET_REGS.start,
         params: Vec::new(),
         bufs: Vec::new(),
         accessed: Vec::new(),
+        consts: Vec::new(),
         hoisted: Vec::new(),
     };
     let mut table = 0;
@@ -398,11 +579,9 @@ pub(crate) fn generate(k: &Kernel, param_slots: &[Option<i32>]) -> AsmResult<Opt
         }
     }
     // Check the whole body first (no code for kernels that do not qualify).
-    let mut probe = V { a: CodeAssembler::new(64)?, lets: Vec::new(), ..v };
-    if !probe.check_block(k.body().stmts()) {
+    if !v.check_block(k.body().stmts()) {
         return Ok(None);
     }
-    let mut v = V { lets: Vec::new(), ..probe };
     let a = &mut v.a;
     a.push(rbp)?;
     a.mov(rbp, rsp)?;
@@ -411,35 +590,43 @@ pub(crate) fn generate(k: &Kernel, param_slots: &[Option<i32>]) -> AsmResult<Opt
     a.push(r13)?;
     a.push(r14)?;
     a.push(r15)?;
-    a.and(rsp, -32)?;
     a.mov(r12, rdi)?;
     a.mov(r13, rsi)?;
     a.mov(r15, rdx)?;
     a.mov(r14, qword_ptr(r12 + rt::OFF_MEMS))?;
-    a.xor(ebx, ebx)?;
-    // Uniform values (parameters and constants only, in this class) are computed once per
-    // row: the divergence analysis says which top-level lets are uniform.
+    a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+    a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+    a.add(rax, rbx)?;
+    a.mov(qword_ptr(r15 + END_SLOT), rax)?;
+    // Broadcast constants and load buffer bases (emitted last, when all are known), then
+    // come back for the uniform `let`s.
+    let init = a.create_label();
+    let mut hoist = a.create_label();
+    a.jmp(init)?;
+    v.bind(&mut hoist)?;
+    // Uniform values once per span: the divergence analysis says which top-level lets are
+    // uniform.
     let div = kiln_passes::divergence::analyze(k);
     for s in k.body().stmts() {
         if let StmtNode::Let { var, value } = s.node() {
-            if div.binding_divergent(s) == Some(false) {
-                v.expr(value)?;
-                let off = v.slot();
-                v.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
-                let gid = v.is_gid0(value);
-                v.lets.push((var.name().to_string(), off, gid));
-                v.hoisted.push(s.addr());
+            if div.binding_divergent(s) == Some(false) && !v.is_gid0(value) {
+                let loc = v.bind_let(var, value)?;
+                v.hoisted.push((s.addr(), loc));
             }
         }
     }
-    let a = &mut v.a;
-    let mut top = a.create_label();
-    a.set_label(&mut top)?;
-    a.nop()?;
+    v.lets.clear();
+    v.a.vmovd(xmm15, ebx)?;
+    v.a.vpbroadcastd(ymm15, xmm15)?;
+    v.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+    let mut top = v.a.create_label();
+    v.bind(&mut top)?;
     v.block(k.body().stmts(), None)?;
+    let eight = v.imm_slot(8);
     let a = &mut v.a;
-    a.add(ebx, 8)?;
-    a.cmp(rbx, qword_ptr(r12 + rt::OFF_LOCAL_SIZE))?;
+    a.add(rbx, 8)?;
+    a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+    a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
     a.jb(top)?;
     a.vzeroupper()?;
     a.lea(rsp, qword_ptr(rbp - 40))?;
@@ -450,5 +637,21 @@ pub(crate) fn generate(k: &Kernel, param_slots: &[Option<i32>]) -> AsmResult<Opt
     a.pop(rbx)?;
     a.pop(rbp)?;
     a.ret()?;
+    let mut init = init;
+    v.bind(&mut init)?;
+    for &((key, param), off) in &v.consts {
+        if param == 1 {
+            v.a.vbroadcastss(ymm0, dword_ptr(r13 + key as i32))?;
+        } else {
+            v.a.mov(eax, key as u32)?;
+            v.a.vmovd(xmm0, eax)?;
+            v.a.vpbroadcastd(ymm0, xmm0)?;
+        }
+        v.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+    }
+    for (&t, &r) in v.accessed.iter().zip(&BASES) {
+        v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
+    }
+    v.a.jmp(hoist)?;
     Ok(Some(Spmd { asm: v.a, vframe_bytes: v.next as usize, accessed: v.accessed }))
 }

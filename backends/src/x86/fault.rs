@@ -1,0 +1,83 @@
+//! The errors generated code reports through the context, in the interpreter's words
+//! (kernel, work-item, access, index, length).
+
+use std::time::Instant;
+
+use kiln_ir::interp::InterpError;
+
+use super::gen::{MemInfo, MemKind, Site};
+use super::rt::{self, Ctx, MemRef};
+use super::{ScalarCode, X86Program};
+
+impl X86Program {
+    /// [`X86Program::fault`] for a stop outside the scalar code (a limit between groups).
+    pub(super) fn fault_in(
+        &self,
+        sc: Option<&ScalarCode>,
+        ctx: &Ctx,
+        table: &[MemRef],
+        start: Instant,
+    ) -> InterpError {
+        match sc {
+            Some(sc) => self.fault(sc, ctx, table, start),
+            None => self.fault_at(&[], &[], ctx, table, start),
+        }
+    }
+
+    /// The error generated code reported through the context.
+    pub(super) fn fault(
+        &self,
+        sc: &ScalarCode,
+        ctx: &Ctx,
+        table: &[MemRef],
+        start: Instant,
+    ) -> InterpError {
+        self.fault_at(&sc.sites, &sc.mems, ctx, table, start)
+    }
+
+    /// The error for the stop in `ctx`, with the scalar code's site and memory tables.
+    fn fault_at(
+        &self,
+        sites: &[Site],
+        mems: &[MemInfo],
+        ctx: &Ctx,
+        table: &[MemRef],
+        start: Instant,
+    ) -> InterpError {
+        let id = Some(ctx.global_id.map(|v| v as u32));
+        let site = sites.get(ctx.err_site as usize);
+        let message = match (ctx.err_code, site) {
+            (rt::ERR_OOB, Some(Site::Access { what, mem, signed })) => {
+                let m = &mems[*mem as usize];
+                let v = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
+                let len = match m.kind {
+                    MemKind::Table(t) => table[t as usize].len,
+                    MemKind::Private { count, .. } => count as u64,
+                };
+                format!(
+                    "{what} `{}[{v}]` out of bounds ({} has {len} element{})",
+                    m.name,
+                    m.kind_word(),
+                    if len == 1 { "" } else { "s" }
+                )
+            }
+            (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => format!(
+                "integer {} by zero in `{expr}`",
+                if *rem { "remainder" } else { "division" }
+            ),
+            (rt::ERR_FOR_STEP, Some(Site::ForStep { var, signed })) => {
+                let s = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
+                format!("for loop over `{var}`: step {s} is not positive")
+            }
+            (rt::ERR_STEPS, _) => "loop iteration limit exceeded".to_string(),
+            (rt::ERR_DEADLINE, _) => format!(
+                "time limit exceeded: still running at the deadline, {:.3}s after the launch \
+                 started",
+                start.elapsed().as_secs_f64()
+            ),
+            (rt::ERR_CANCELLED, _) => "launch cancelled".to_string(),
+            (code, _) => format!("internal error: fault code {code} without its site"),
+        };
+        self.error(id, message)
+    }
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Issue 15's x86 ratios from one run of the criterion bench backends/benches/x86.rs.
+
+Runs `cargo bench -p kiln-backends --bench x86` (extra arguments go to criterion, e.g.
+`--warm-up-time 1 --measurement-time 3`), then reads criterion's estimates of that run and
+prints every ratio the issue asks for, each against a reference measured in the same run:
+
+  python3 benches/x86_ratios.py -- --warm-up-time 1 --measurement-time 3
+
+`--no-run` prints the ratios of the last run without benchmarking again.
+KILN_X86_BENCH_LOG2N sets the chain's size (default 25: 2^25 f32).
+"""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CRIT = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "criterion")
+
+
+def est(group, name):
+    """(mean seconds per iteration, elements per iteration) of one benchmark."""
+    base = os.path.join(CRIT, group, name, "new")
+    with open(os.path.join(base, "estimates.json")) as f:
+        mean = json.load(f)["mean"]["point_estimate"] * 1e-9
+    with open(os.path.join(base, "benchmark.json")) as f:
+        tp = json.load(f).get("throughput") or {}
+    return mean, tp.get("Elements") or tp.get("Bytes") or 1
+
+
+def line(what, value, target=None, higher_is_better=True):
+    verdict = ""
+    if target is not None:
+        ok = value >= target if higher_is_better else value <= target
+        verdict = f"  (target {'>=' if higher_is_better else '<='} {target}: {'met' if ok else 'NOT met'})"
+    print(f"{what:<62} {value:8.3f}{verdict}")
+
+
+def main():
+    args = sys.argv[1:]
+    if "--no-run" not in args:
+        extra = args[args.index("--") + 1:] if "--" in args else []
+        subprocess.run(
+            ["cargo", "bench", "-p", "kiln-backends", "--bench", "x86", "--"] + extra,
+            cwd=ROOT,
+            check=True,
+        )
+    t = lambda g, n: est(g, n)[0]
+    n = est("x86_chain", "fused_1t")[1]
+    print(f"\nchain on {n} f32 elements ({os.cpu_count()} hardware threads)")
+    line("fused 1 thread vs rustc -O loop 1 thread (time ratio)",
+         t("x86_chain", "rustc_1t") / t("x86_chain", "fused_1t"), 0.8)
+    line("fused vs unfused, 1 thread (speed-up)",
+         t("x86_chain", "unfused_1t") / t("x86_chain", "fused_1t"), 2.4)
+    line("fused vs unfused, all threads (speed-up)",
+         t("x86_chain", "unfused_all") / t("x86_chain", "fused_all"), 2.4)
+    line("fused all threads vs rustc -O loop all threads",
+         t("x86_chain", "rustc_all") / t("x86_chain", "fused_all"))
+    # Bytes moved: the chain reads a, b, c and writes out (16 B per element); the copy reads
+    # and writes one array (8 B per element).
+    chain_bw = 16 * n / t("x86_chain", "fused_all")
+    copy_bw = 8 * n / t("x86_chain", "copy_all")
+    print(f"{'fused all threads bandwidth, GB/s':<62} {chain_bw / 1e9:8.3f}")
+    print(f"{'copy all threads bandwidth, GB/s':<62} {copy_bw / 1e9:8.3f}")
+    line("fused all threads bandwidth vs copy bandwidth", chain_bw / copy_bw, 0.8)
+    line("fused 1 thread vs interpreter (per element speed-up)",
+         (t("x86_chain_interp", "interp_fused") / est("x86_chain_interp", "interp_fused")[1])
+         / (t("x86_chain", "fused_1t") / n))
+    line("x86 reduction 1 thread vs rustc -O loop (time ratio)",
+         t("x86_examples", "reduce_rustc") / t("x86_examples", "reduce_x86_1t"))
+    line("x86 2-D stencil 1 thread vs rustc -O loop (time ratio)",
+         t("x86_examples", "stencil_rustc") / t("x86_examples", "stencil_x86_1t"))
+    line("JIT compile (vector code) / PTX emission",
+         t("x86_compile", "x86_jit") / t("x86_compile", "ptx_emit"), 2.0, False)
+    line("JIT compile (scalar code) / PTX emission",
+         t("x86_compile", "x86_jit_scalar") / t("x86_compile", "ptx_emit"), 2.0, False)
+
+
+if __name__ == "__main__":
+    main()
