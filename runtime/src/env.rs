@@ -134,6 +134,13 @@ pub const VARIABLES: &[Variable] = &[
         check: Some(check_verbose),
     },
     Variable {
+        name: "KILN_RT_WARNING_LEVEL",
+        scope: Scope::Kiln,
+        accepts: "a count (0: silent)",
+        meaning: "1 or more prints the runtime's warnings to stderr (a queue's fusion cancelled or refused, and why)",
+        check: Some(check_count),
+    },
+    Variable {
         name: "KILN_REQUIRE_TOOLS",
         scope: Scope::Tests,
         accepts: "any value",

@@ -52,7 +52,10 @@ pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> 
     let mut out: Vec<Accessor> = Vec::new();
     for a in accessors {
         match out.iter_mut().find(|x| Arc::ptr_eq(&x.buffer, &a.buffer)) {
-            Some(x) => x.mode = x.mode.join(a.mode),
+            Some(x) => {
+                x.mode = x.mode.join(a.mode);
+                x.props = x.props.join(a.props);
+            }
             None => out.push(a),
         }
     }
