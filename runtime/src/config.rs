@@ -106,9 +106,8 @@ impl Config {
         c.in_mem_cache_max = size(get("KILN_IN_MEM_CACHE_MAX")?);
         c.build_options = get("KILN_PROGRAM_BUILD_OPTIONS")?.unwrap_or_default();
         c.verbose = get("KILN_VERBOSE")?.is_some_and(|v| v == "debuginfo");
-        c.rt_warning_level = get("KILN_RT_WARNING_LEVEL")?
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX));
+        c.rt_warning_level =
+            get("KILN_RT_WARNING_LEVEL")?.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(0);
         Ok(c)
     }
 

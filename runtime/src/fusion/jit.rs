@@ -24,8 +24,8 @@ use std::sync::Arc;
 use kiln_ir::launch::NdRange;
 use kiln_ir::{parse_module, Imm, Kernel, Module};
 use kiln_passes::fusion::{
-    fuse_kernels, fusion_key, ArgMap, BarrierPolicy, ConstValue, Constant, FusedKernel, FusionSpec,
-    ParamRef, PromoteTo, Promotion, RangeSpec,
+    fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, ConstValue, Constant,
+    FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
 use super::FusionProps;
@@ -337,45 +337,31 @@ fn build(
 
 /// Whether running the entries one after another per work-item gives the same result as
 /// running them one after another: every buffer one entry writes and another touches is
-/// accessed per work-item (private promotion would be legal), or, with barriers between
-/// the entries and an explicit local size, per work-group (local promotion would be).
+/// accessed per work-item, or, with barriers between the entries and an explicit local
+/// size, per work-group ([`fusion_keeps_result`]).
 fn legal(
     module: &Module,
     spec: &FusionSpec,
     members: &[Member],
     groups: &[Group],
 ) -> Result<(), String> {
-    let shared: Vec<&Group> = groups.iter().filter(|g| g.writes && g.entries.len() > 1).collect();
+    let shared: Vec<(ParamRef, Option<u32>)> = groups
+        .iter()
+        .filter(|g| g.writes && g.entries.len() > 1)
+        .map(|g| (g.params[0], u32::try_from(g.buffer.len).ok()))
+        .collect();
     if shared.is_empty() {
         return Ok(());
     }
-    let trial = |to: PromoteTo| -> Result<Option<String>, String> {
-        let promote = shared
-            .iter()
-            .map(|g| Promotion {
-                param: g.params[0],
-                to,
-                size: None,
-                buffer_len: u32::try_from(g.buffer.len).ok(),
-            })
-            .collect();
-        let t = FusionSpec { promote, ..spec.clone() };
-        let f = fuse_kernels(module, &t).map_err(|e| e.to_string())?;
-        Ok(f.warnings.first().map(|w| {
-            let g = shared.iter().find(|g| g.params.contains(&w.param));
-            let b = g.map_or(String::new(), |g| format!("buffer #{} ", g.buffer.id));
-            format!("{b}({})", w.reason)
-        }))
-    };
-    let Some(why) = trial(PromoteTo::Private)? else { return Ok(()) };
-    let groups_kept = spec.barriers == BarrierPolicy::WorkGroup
+    let Err(why) = fusion_keeps_result(module, spec, &shared, false) else { return Ok(()) };
+    let per_group = spec.barriers == BarrierPolicy::WorkGroup
         && members.iter().all(|m| m.range.local.is_some());
-    if groups_kept && trial(PromoteTo::Local)?.is_none() {
+    if per_group && fusion_keeps_result(module, spec, &shared, true).is_ok() {
         return Ok(());
     }
     Err(format!(
         "fusing would change the result: a buffer one kernel writes and another uses is not \
          provably accessed per work-item{}: {why}",
-        if groups_kept { " or per work-group" } else { "" }
+        if per_group { " or per work-group" } else { "" }
     ))
 }

@@ -143,6 +143,8 @@ pub(crate) struct Fusion {
     queue: u64,
     ctx: Context,
     event: Event,
+    /// The hook on its event and on the events of its held kernels.
+    hook: Arc<dyn FusionHook>,
     state: Mutex<State>,
 }
 
@@ -180,15 +182,16 @@ impl Fusion {
     fn new(q: &Queue) -> Arc<Fusion> {
         let id = NEXT_FUSION.fetch_add(1, Ordering::Relaxed);
         Arc::new_cyclic(|w| {
-            let hook = Hook { fusion: w.clone(), id, queue: q.id };
+            let hook: Arc<dyn FusionHook> = Arc::new(Hook { fusion: w.clone(), id, queue: q.id });
             Fusion {
                 id,
                 queue: q.id,
                 ctx: q.ctx.clone(),
                 event: Event::with_hook(
                     format!("fusion #{id} of queue #{}", q.id),
-                    Some(Arc::new(hook)),
+                    Some(hook.clone()),
                 ),
+                hook,
                 state: Mutex::new(State { status: FusionStatus::Active, held: Vec::new() }),
             }
         })
@@ -312,7 +315,14 @@ pub(crate) fn hold(q: &Queue, mut desc: CommandDesc) -> Result<Event, CommandDes
     }
     let name = desc.name.clone();
     let accessors = desc.accessors.clone();
-    let opts = SubmitOpts { hold: true, fusion: Some(f.id), ..SubmitOpts::default() };
+    // The held kernel's event carries the fusion's hook: whatever waits for it or depends
+    // on it from outside the list ends the fusion early.
+    let opts = SubmitOpts {
+        event: Some(Event::with_hook(name.clone(), Some(f.hook.clone()))),
+        hold: true,
+        fusion: Some(f.id),
+        ..SubmitOpts::default()
+    };
     let sub = q.submit_opts(desc, opts);
     st.held.push(HeldKernel {
         held: sub.held.expect("a held submission has a handle"),
