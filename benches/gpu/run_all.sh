@@ -33,6 +33,7 @@ chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg
 step "chain cpu, all threads" chain --device cpu
 step "chain cpu, 1 thread" chain --device cpu --threads 1
 step "chain cuda" chain --device cuda
+TAIL=20 step "fusion queue (cuda, cpu)" bash benches/gpu/fusion_queue.sh "$BIN"
 TAIL=60 step gemm python3 benches/gpu/gemm.py "$BIN/kiln"
 echo "summary: exit $rc"
 exit $rc

@@ -682,3 +682,32 @@ fn failed_kernels_in_a_fusion_report_at_the_fusion_event() {
     let err = q.complete_fusion(FusionProps::default()).wait().unwrap_err();
     assert!(err.to_string().contains("fused kernel") || err.to_string().contains("add"), "{err}");
 }
+
+#[test]
+fn fusion_mode_and_graph_recording_exclude_each_other() {
+    use kiln_runtime::graph::{Graph, GraphProperties};
+    let e = env(interp_device());
+    let q = Queue::new(&e.ctx, QueueOrder::InOrder);
+    let g = Graph::new(&e.ctx, GraphProperties::default());
+    q.start_fusion().unwrap();
+    let err = q.begin_recording(&g).unwrap_err();
+    assert!(err.to_string().contains("fusion mode"), "{err}");
+    q.cancel_fusion();
+    q.begin_recording(&g).unwrap();
+    let err = q.start_fusion().unwrap_err();
+    assert!(err.to_string().contains("recording into a command graph"), "{err}");
+    q.end_recording().unwrap();
+}
+
+#[test]
+fn the_warning_level_is_a_setting() {
+    let c =
+        kiln_runtime::Config::from_lookup(|n| (n == "KILN_RT_WARNING_LEVEL").then(|| "1".into()))
+            .unwrap();
+    assert_eq!((c.rt_warning_level, c.context_config().warning_level), (1, 1));
+    let e = kiln_runtime::Config::from_lookup(|n| {
+        (n == "KILN_RT_WARNING_LEVEL").then(|| "loud".into())
+    })
+    .unwrap_err();
+    assert!(e.to_string().starts_with("KILN_RT_WARNING_LEVEL=\"loud\""), "{e}");
+}

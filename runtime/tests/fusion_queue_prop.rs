@@ -84,10 +84,10 @@ fn cmd() -> impl Strategy<Value = Cmd> {
 fn op() -> impl Strategy<Value = Op> {
     let q = || 0usize..2;
     prop_oneof![
-        12 => (q(), cmd(), proptest::option::weighted(0.2, 0usize..16))
+        14 => (q(), cmd(), proptest::option::weighted(0.15, 0usize..16))
             .prop_map(|(q, cmd, dep)| Op::Submit { q, cmd, dep }),
-        3 => q().prop_map(Op::Start),
-        2 => (q(), any::<bool>()).prop_map(|(q, nb)| Op::Complete(q, nb)),
+        5 => q().prop_map(Op::Start),
+        3 => (q(), any::<bool>()).prop_map(|(q, nb)| Op::Complete(q, nb)),
         1 => q().prop_map(Op::Cancel),
         1 => q().prop_map(Op::WaitQueue),
         1 => (0usize..16).prop_map(Op::WaitEvent),
@@ -186,12 +186,12 @@ fn run(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn fusion_mode_leaves_the_buffers_as_plain_submission(
         init in proptest::collection::vec(proptest::collection::vec(any::<u32>(), N), BUFS),
-        ops in proptest::collection::vec(op(), 1..24),
+        ops in proptest::collection::vec(op(), 4..32),
         in_order in any::<[bool; 2]>(),
     ) {
         let ctx = Context::with_config(interp_device(), ContextConfig { workers: 2, ..Default::default() });

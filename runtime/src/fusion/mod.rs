@@ -299,14 +299,17 @@ fn finished_event(name: String) -> Event {
 /// Holds `desc` back in `q`'s fusion list if `q` is in fusion mode and `desc` is a kernel;
 /// otherwise hands it back.
 pub(crate) fn hold(q: &Queue, mut desc: CommandDesc) -> Result<Event, CommandDesc> {
-    let Action::Kernel { kernel, range, args } = &desc.action else { return Err(desc) };
-    let (kernel, range, args) = (kernel.clone(), range.clone(), args.clone());
+    if !matches!(desc.action, Action::Kernel { .. }) {
+        return Err(desc);
+    }
     let slot = lock(&q.fusion);
     let Some(f) = slot.as_ref() else { return Err(desc) };
     let mut st = lock(&f.state);
     if st.status != FusionStatus::Active {
         return Err(desc);
     }
+    let Action::Kernel { kernel, range, args } = &desc.action else { return Err(desc) };
+    let (kernel, range, args) = (kernel.clone(), range.clone(), args.clone());
     // A kernel of the list depending on the fusion's own event waits for the kernels held
     // so far (the fusion command waits for it: it cannot wait for that).
     if desc.deps.iter().any(|d| d.same_event(&f.event)) {

@@ -1,6 +1,6 @@
 //! The dependency model shared by every producer of commands: queues (live commands,
 //! tracked by their [`crate::Event`]s), command graphs (recorded nodes, tracked by node
-//! index) and, later, the fusion-aware queue.
+//! index) and the fusion-aware queue ([`crate::fusion`]: held kernels are live commands).
 //!
 //! A command declares *requirements* (one [`Accessor`] per buffer: read, write or
 //! read-write) and explicit predecessors. [`AccessTrack`] turns the requirements into
