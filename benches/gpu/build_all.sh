@@ -22,6 +22,8 @@ for t in cuda_diff cuda_optimized vulkan_diff sanitize cpu_diff; do
   cp "$(find_test kiln-runtime "$t")" "benches/gpu/bin/$t"
 done
 cp "$(find_test kiln embed)" benches/gpu/bin/embed
+# The fusion-queue scenarios (named apart from the benchmark of the same name).
+cp "$(find_test kiln-runtime fusion_queue)" benches/gpu/bin/fusion_queue_tests
 # The fusion-mode loop benchmark (benches/gpu/fusion_queue.sh runs it), always optimized.
 cargo bench -p kiln-runtime --bench fusion_queue --no-run --message-format=json \
   | python3 -c 'import json,sys

@@ -3,7 +3,7 @@
 # benches/gpu/build_all.sh:
 #   bash benches/gpu/run_all.sh [BIN_DIR]
 # CUDA: the differential tests (cuda_diff, cuda_optimized), the sanitizer, the embedding
-# API; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
+# API, the fusion-queue scenarios and the fusion-queue loop benchmark; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
 # host's cores (cpu_diff, and the 4-kernel chain timed with `kiln run --time`); kiln's
 # generated SGEMM against cuBLAS (gemm.py). The Vulkan loader must be installed (see
 # benches/gpu/README.md).
@@ -26,6 +26,7 @@ step cuda_optimized "$BIN/cuda_optimized" --test-threads=1
 step vulkan_diff "$BIN/vulkan_diff" --test-threads=1
 step sanitize "$BIN/sanitize" --test-threads=1
 step embed "$BIN/embed" --test-threads=1
+step fusion_queue_tests "$BIN/fusion_queue_tests" --test-threads=1
 KILN_CPU_CASES=2000 step cpu_diff "$BIN/cpu_diff"
 n=33554432
 chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg a=iota:$n \

@@ -6,7 +6,9 @@
 //!   global memory);
 //! * `chain4/fused`: the same four submissions between `start_fusion` and `complete_fusion`,
 //!   the intermediates' accessors asking for private promotion: one fused kernel per
-//!   iteration, from the fusion cache after the first.
+//!   iteration, from the fusion cache after the first;
+//! * `chain4/fused_no_barriers`: the same with `FusionProps { no_barriers: true }` (no
+//!   work-group barrier between the fused kernels, which per-element kernels do not need).
 //!
 //! The device is `KILN_BENCH_DEVICE` (default `cpu`; `benches/gpu/fusion_queue.sh` runs it
 //! with `cuda`). Compare the two lines of one run (fused / unfused).
@@ -116,13 +118,18 @@ fn bench(c: &mut Criterion) {
             q.wait().expect("chain runs");
         })
     });
-    group.bench_function("fused", |bench| {
-        bench.iter(|| {
-            q.start_fusion().expect("fusion starts");
-            chain.submit(&q, true);
-            q.complete_fusion(FusionProps::default()).wait().expect("fused chain runs");
-        })
-    });
+    for (label, props) in [
+        ("fused", FusionProps::default()),
+        ("fused_no_barriers", FusionProps { no_barriers: true }),
+    ] {
+        group.bench_function(label, |bench| {
+            bench.iter(|| {
+                q.start_fusion().expect("fusion starts");
+                chain.submit(&q, true);
+                q.complete_fusion(props).wait().expect("fused chain runs");
+            })
+        });
+    }
     group.finish();
 }
 

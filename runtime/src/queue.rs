@@ -226,10 +226,10 @@ impl Queue {
             deps: h.deps,
             action: h.action,
         };
-        let desc = match crate::fusion::hold(self, desc) {
-            Ok(event) => return event,
-            Err(desc) => desc,
-        };
+        let mut desc = desc;
+        if let Some(event) = crate::fusion::hold(self, &mut desc) {
+            return event;
+        }
         self.submit_desc(desc)
     }
 

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use kiln_ir::launch::NdRange;
 use kiln_ir::{parse_module, Imm, Kernel, Module};
+use kiln_passes::fusion::internalize::uses_work_group;
 use kiln_passes::fusion::{
     fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, ConstValue, Constant,
     FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
@@ -326,7 +327,17 @@ fn build(
         ));
     }
     let module = Module::new(kernels);
-    legal(&module, spec, members, groups)?;
+    let per_item = legal(&module, spec, members, groups)?;
+    // A barrier between the entries orders nothing when every buffer they share is accessed
+    // per work-item (and no entry uses local memory or barriers itself): leave it out, as `no_barriers` would
+    // (on the cpu device a barrier also turns the work-item loop into resumable frames).
+    let local = spec.promote.iter().any(|p| p.to == PromoteTo::Local)
+        || module.kernels.iter().any(|k| uses_work_group(k.body()));
+    let spec = &if per_item && !local && spec.barriers == BarrierPolicy::WorkGroup {
+        FusionSpec { barriers: BarrierPolicy::None, ..spec.clone() }
+    } else {
+        spec.clone()
+    };
     let fused = fuse_kernels(&module, spec).map_err(|e| e.to_string())?;
     let program = ctx
         .build_program(&Module::new(vec![fused.kernel.clone()]), &[], "")
@@ -337,27 +348,28 @@ fn build(
 
 /// Whether running the entries one after another per work-item gives the same result as
 /// running them one after another: every buffer one entry writes and another touches is
-/// accessed per work-item, or, with barriers between the entries and an explicit local
-/// size, per work-group ([`fusion_keeps_result`]).
+/// accessed per work-item (`Ok(true)`, also when there is none), or, with barriers between
+/// the entries and an explicit local size, per work-group (`Ok(false)`)
+/// ([`fusion_keeps_result`]).
 fn legal(
     module: &Module,
     spec: &FusionSpec,
     members: &[Member],
     groups: &[Group],
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let shared: Vec<(ParamRef, Option<u32>)> = groups
         .iter()
         .filter(|g| g.writes && g.entries.len() > 1)
         .map(|g| (g.params[0], u32::try_from(g.buffer.len).ok()))
         .collect();
     if shared.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
-    let Err(why) = fusion_keeps_result(module, spec, &shared, false) else { return Ok(()) };
+    let Err(why) = fusion_keeps_result(module, spec, &shared, false) else { return Ok(true) };
     let per_group = spec.barriers == BarrierPolicy::WorkGroup
         && members.iter().all(|m| m.range.local.is_some());
     if per_group && fusion_keeps_result(module, spec, &shared, true).is_ok() {
-        return Ok(());
+        return Ok(false);
     }
     Err(format!(
         "fusing would change the result: a buffer one kernel writes and another uses is not \

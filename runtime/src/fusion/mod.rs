@@ -7,7 +7,7 @@
 //! the fusion runs. Non-kernel commands (host tasks, copies, fills, graphs) run unfused.
 //!
 //! * [`Queue::cancel_fusion`] lets the held kernels run as they are.
-//! * [`Queue::complete_fusion`] fuses them through the fusion JIT ([`jit`]; a cache keyed
+//! * [`Queue::complete_fusion`] fuses them through the fusion JIT (a cache keyed
 //!   by the fusion key makes an identical sequence a hit) into one kernel whose
 //!   dependencies are the union of theirs, less those between them; the held kernels then
 //!   do nothing and finish after it, so that whatever was ordered after them is ordered
@@ -72,7 +72,9 @@ pub use jit::{FusedEntry, FusionCacheKey, FusionOutcome};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FusionProps {
     /// Put no work-group barrier between the fused kernels (the original's `no_barriers`):
-    /// for kernels whose work-items use only what they wrote themselves.
+    /// for kernels whose work-items use only what they wrote themselves. (Where kiln proves
+    /// that, it leaves the barrier out by itself; a list that needs the barrier is not fused
+    /// with `no_barriers`.)
     pub no_barriers: bool,
 }
 
@@ -296,20 +298,27 @@ fn finished_event(name: String) -> Event {
     e
 }
 
-/// Holds `desc` back in `q`'s fusion list if `q` is in fusion mode and `desc` is a kernel;
-/// otherwise hands it back.
-pub(crate) fn hold(q: &Queue, mut desc: CommandDesc) -> Result<Event, CommandDesc> {
+/// Holds `desc` back in `q`'s fusion list if `q` is in fusion mode and `desc` is a kernel
+/// (taking it, and returning the fusion's event); otherwise leaves it.
+pub(crate) fn hold(q: &Queue, desc: &mut CommandDesc) -> Option<Event> {
     if !matches!(desc.action, Action::Kernel { .. }) {
-        return Err(desc);
+        return None;
     }
     let slot = lock(&q.fusion);
-    let Some(f) = slot.as_ref() else { return Err(desc) };
+    let f = slot.as_ref()?;
     let mut st = lock(&f.state);
     if st.status != FusionStatus::Active {
-        return Err(desc);
+        return None;
     }
-    let Action::Kernel { kernel, range, args } = &desc.action else { return Err(desc) };
+    let Action::Kernel { kernel, range, args } = &desc.action else { return None };
     let (kernel, range, args) = (kernel.clone(), range.clone(), args.clone());
+    let nothing = CommandDesc {
+        name: String::new(),
+        accessors: Vec::new(),
+        deps: Vec::new(),
+        action: Action::Nothing,
+    };
+    let mut desc = std::mem::replace(desc, nothing);
     // A kernel of the list depending on the fusion's own event waits for the kernels held
     // so far (the fusion command waits for it: it cannot wait for that).
     if desc.deps.iter().any(|d| d.same_event(&f.event)) {
@@ -341,7 +350,7 @@ pub(crate) fn hold(q: &Queue, mut desc: CommandDesc) -> Result<Event, CommandDes
     drop(slot);
     q.remember(&event);
     abort_for(&sub.aborts, &name, q);
-    Ok(event)
+    Some(event)
 }
 
 /// Ends the fusions in `hooks` early: command `name`, submitted to `q`, depends on them.
