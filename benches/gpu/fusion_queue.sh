@@ -12,7 +12,9 @@ cd "$(dirname "$0")/../.."
 BIN="${1:-benches/gpu/bin}"
 rc=0
 for dev in cuda cpu; do
-  KILN_BENCH_DEVICE=$dev "$BIN/fusion_queue" --bench --warm-up-time 1 --measurement-time 5 \
-    2>&1 | grep -E "^chain4|time:" || rc=1
+  out=$(KILN_BENCH_DEVICE=$dev "$BIN/fusion_queue" --bench --warm-up-time 1 --measurement-time 5 2>&1)
+  r=$?
+  echo "$out" | grep -E "^chain4|time:"
+  if [ "$r" != 0 ]; then echo "$out" | grep -A2 panicked | head -n 4; echo "== $dev: exit $r"; rc=1; fi
 done
 exit $rc
