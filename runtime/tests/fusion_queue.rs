@@ -711,3 +711,27 @@ fn the_warning_level_is_a_setting() {
     .unwrap_err();
     assert!(e.to_string().starts_with("KILN_RT_WARNING_LEVEL=\"loud\""), "{e}");
 }
+
+#[test]
+fn dependencies_inside_the_list_are_internal_and_outside_ones_kept() {
+    for e in envs() {
+        fused_vs_plain(&e, 5, QueueOrder::OutOfOrder, &[], |q, b, fusion| {
+            let q2 = Queue::new(q.context(), QueueOrder::OutOfOrder);
+            // Outside the list, before it: the fused kernel waits for it.
+            let outside = inc(&q2, &e.k, &b[4]);
+            start(q, fusion);
+            let first = launch3(q, &e.k.add, &b[0], &b[1], &b[2]);
+            q.submit(|h| {
+                // On the fusion's own event (internal) and on the outside command.
+                h.depends_on(&first);
+                h.depends_on(&outside);
+                let (x, y, o) = (h.read(&b[2]), h.read(&b[4]), h.write(&b[3]));
+                h.parallel_for(&e.k.mul, r(), vec![x.into(), y.into(), o.into()]);
+            });
+            if let Some(ev) = complete(q, fusion, FusionProps::default()) {
+                ev.wait().unwrap();
+                assert_eq!(completed(q).0, 2);
+            }
+        });
+    }
+}
