@@ -7,12 +7,13 @@
 //! The cache key is the fusion key ([`fusion_key`]: the spec's identical-argument
 //! partition, promotions, constants and barrier policy) with the members' programs and
 //! kernel names (their full identity, compared in full on a hit), every nd-range and the
-//! access mode of every argument. A second identical sequence is a hit; another kernel,
-//! nd-range, identity pattern of the arguments, promotion, scalar value or property is a
-//! miss, as in the seed.
+//! access mode and length of every buffer argument. A second identical sequence is a hit;
+//! another kernel, nd-range, identity pattern of the arguments, promotion, scalar value or
+//! property is a miss, as in the seed.
 //!
 //! Fusion runs every work-item's entries one after another (with a work-group barrier
-//! between them unless `no_barriers`), so it is legal only when no work-item reads or
+//! between them unless `no_barriers`, or unless every shared buffer is proven per
+//! work-item, when the barrier orders nothing), so it is legal only when no work-item reads or
 //! overwrites what another work-item of another entry wrote (outside its work-group, with
 //! barriers). kiln proves it, as command graphs do ([`crate::graph::fuse`]), with the
 //! promotion legality check in a trial fusion; a list it cannot prove is not fused: the
@@ -244,14 +245,15 @@ pub(crate) fn fuse(ctx: &Context, members: &[Member], props: FusionProps) -> Res
         ..FusionSpec::default()
     };
     // The fusion key of the spec, with what it keys by name alone (the kernels, keyed by
-    // their programs here), every range and every argument's access.
+    // their programs here), every range and every buffer argument's access and length.
     let mut key = fusion_key(&Module::new(vec![]), &spec).0;
     for m in members {
         key.push_str(&format!(";{:?}", m.range));
         for a in m.args {
             if let KernelArg::Buffer(acc) = a {
+                // The legality check bounds accesses by the buffers' lengths.
                 let mode = accessor_of(m, &acc.buffer).map(|x| x.mode);
-                key.push_str(&format!(",{mode:?}"));
+                key.push_str(&format!(",{mode:?}x{}", acc.buffer.len));
             }
         }
     }
