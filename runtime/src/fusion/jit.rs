@@ -13,11 +13,11 @@
 //!
 //! Fusion runs every work-item's entries one after another (with a work-group barrier
 //! between them unless `no_barriers`, or unless every shared buffer is proven per
-//! work-item, when the barrier orders nothing), so it is legal only when no work-item reads or
-//! overwrites what another work-item of another entry wrote (outside its work-group, with
-//! barriers). kiln proves it, as command graphs do ([`crate::graph::fuse`]), with the
-//! promotion legality check in a trial fusion; a list it cannot prove is not fused: the
-//! fusion is cancelled with a warning, never run with a different result.
+//! work-item, when the barrier orders nothing), so it is legal only when no work-item reads
+//! or overwrites what another work-item of another entry wrote (outside its work-group,
+//! with barriers). kiln proves it with the promotion legality check less its rule for
+//! fresh arrays ([`fusion_keeps_result`]); a list it cannot prove is not fused: the fusion
+//! is cancelled with a warning, never run with a different result.
 
 use std::cell::Cell;
 use std::sync::Arc;
