@@ -32,6 +32,7 @@ pub use kiln_runtime::{AnyBuffer, Buffer, Config};
 /// here (`tests/docs.rs` checks that it is).
 #[cfg(doctest)]
 #[doc = include_str!("../docs/embedding.md")]
+#[doc = include_str!("../docs/fusion-queue.md")]
 #[doc = include_str!("../docs/ir-syntax.md")]
 #[doc = include_str!("../docs/sanitize.md")]
 pub struct DocTests;

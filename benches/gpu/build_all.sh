@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds, here where Rust is, every x86-64 binary benches/gpu/run_all.sh needs into
 # benches/gpu/bin (stripped): `kiln` and the device test binaries (cuda_diff, cuda_optimized,
-# vulkan_diff, sanitize, cpu_diff, embed, graph, resident, graph_prop) and the command-graph benchmark
-# (graph_bench, runtime/examples/graph_bench.rs). KILN_GPU_PROFILE=release builds optimized ones
+# vulkan_diff, sanitize, cpu_diff, embed, graph, resident, graph_prop, fusion_queue_tests), the
+# command-graph benchmark (graph_bench, runtime/examples/graph_bench.rs) and the fusion_queue
+# benchmark. KILN_GPU_PROFILE=release builds optimized ones
 # (slower to build; the tests are the same).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,5 +26,14 @@ for t in cuda_diff cuda_optimized vulkan_diff sanitize cpu_diff graph resident g
   cp "$(find_test kiln-runtime "$t")" "benches/gpu/bin/$t"
 done
 cp "$(find_test kiln embed)" benches/gpu/bin/embed
+# The fusion-queue scenarios (named apart from the benchmark of the same name).
+cp "$(find_test kiln-runtime fusion_queue)" benches/gpu/bin/fusion_queue_tests
+# The fusion-mode loop benchmark (benches/gpu/fusion_queue.sh runs it), always optimized.
+cargo bench -p kiln-runtime --bench fusion_queue --no-run --message-format=json \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "fusion_queue" and m.get("executable"):
+        print(m["executable"])' | xargs -I{} cp {} benches/gpu/bin/fusion_queue
 strip benches/gpu/bin/*
 ls -la benches/gpu/bin

@@ -3,7 +3,7 @@
 # benches/gpu/build_all.sh:
 #   bash benches/gpu/run_all.sh [BIN_DIR]
 # CUDA: the differential tests (cuda_diff, cuda_optimized), the sanitizer, the embedding
-# API; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
+# API, the fusion-queue scenarios and the fusion-queue loop benchmark; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
 # host's cores (cpu_diff, and the 4-kernel chain timed with `kiln run --time`); kiln's
 # generated SGEMM against cuBLAS (gemm.py); command graphs (the graph and resident tests on
 # CUDA and Vulkan, graph.py: kiln's graph replay against a cupy-built CUDA graph of the same
@@ -31,6 +31,7 @@ step embed "$BIN/embed" --test-threads=1
 step graph "$BIN/graph" --test-threads=1
 step resident "$BIN/resident" --test-threads=1
 step graph_prop "$BIN/graph_prop"
+step fusion_queue_tests "$BIN/fusion_queue_tests" --test-threads=1
 KILN_CPU_CASES=2000 step cpu_diff "$BIN/cpu_diff"
 n=33554432
 chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg a=iota:$n \
@@ -38,6 +39,7 @@ chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg
 step "chain cpu, all threads" chain --device cpu
 step "chain cpu, 1 thread" chain --device cpu --threads 1
 step "chain cuda" chain --device cuda
+TAIL=20 step "fusion queue (cuda, cpu)" bash benches/gpu/fusion_queue.sh "$BIN"
 TAIL=60 step gemm python3 benches/gpu/gemm.py "$BIN/kiln"
 TAIL=40 step "graph cuda" python3 benches/gpu/graph.py "$BIN"
 TAIL=20 step "graph vulkan" "$BIN/graph_bench" --device vulkan --elems 16777216

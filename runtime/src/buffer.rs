@@ -6,11 +6,12 @@
 //! [`Buffer::write`]) waits for the commands it conflicts with.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kiln_ir::launch::{self, Element};
 use kiln_ir::Scalar;
+pub use kiln_passes::fusion::PromoteTo;
 
 use crate::device::{Device, Memory};
 use crate::error::{DeviceError, RuntimeError};
@@ -54,6 +55,18 @@ pub(crate) struct BufferInner {
     pub len: usize,
     pub data: Mutex<Storage>,
     pub track: Mutex<Track>,
+    /// The buffer's promotion property for queue fusion (see [`Buffer::set_promote`]):
+    /// 0 unset, else [`promote_code`].
+    promote: AtomicU8,
+}
+
+fn promote_code(p: Option<PromoteTo>) -> u8 {
+    match p {
+        None => 0,
+        Some(PromoteTo::None) => 1,
+        Some(PromoteTo::Private) => 2,
+        Some(PromoteTo::Local) => 3,
+    }
 }
 
 /// A buffer's copy in one device memory space.
@@ -157,13 +170,23 @@ impl BufferInner {
             len: b.len(),
             data: Mutex::new(Storage::new(b)),
             track: Mutex::new(Track::default()),
+            promote: AtomicU8::new(0),
         })
+    }
+    /// The buffer's promotion property, if one was set.
+    pub fn promote(&self) -> Option<PromoteTo> {
+        match self.promote.load(Ordering::Relaxed) {
+            1 => Some(PromoteTo::None),
+            2 => Some(PromoteTo::Private),
+            3 => Some(PromoteTo::Local),
+            _ => None,
+        }
     }
     /// Waits for the last command writing the buffer (its error, if it failed).
     fn wait_for_writer(&self) -> Result<(), RuntimeError> {
         let w = self.track().last_write.clone();
         match w {
-            Some(w) => w.wait(),
+            Some(w) => w.wait_because(|| format!("a host read of buffer #{}", self.id)),
             None => Ok(()),
         }
     }
@@ -205,7 +228,18 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
 impl<T: Element> Buffer<T> {
     /// An accessor to this buffer with `mode` (see [`Accessor::new`]).
     pub fn access(&self, mode: AccessMode) -> Accessor {
-        Accessor { buffer: self.inner.clone(), mode }
+        Accessor { buffer: self.inner.clone(), mode, props: AccessProps::default() }
+    }
+
+    /// Sets the buffer's promotion property (SYCL's `promote_private` / `promote_local`
+    /// buffer properties): kernels fused by [`crate::Queue::complete_fusion`] that use the
+    /// buffer keep it in private or local memory instead of global memory, as if each of
+    /// their accessors asked for it ([`AccessProps::promote`]; an accessor asking otherwise
+    /// is a conflict, and the buffer is then not promoted). `None` removes it. A promoted
+    /// buffer is neither read nor written by the fused kernel: its contents after the
+    /// fusion are the ones it had before.
+    pub fn set_promote(&self, promote: Option<PromoteTo>) {
+        self.inner.promote.store(promote_code(promote), Ordering::Relaxed);
     }
 
     fn wrap(b: launch::Buffer) -> Buffer<T> {
@@ -250,7 +284,7 @@ impl<T: Element> Buffer<T> {
             (t.last_write.clone(), t.reads.clone())
         };
         for e in w.iter().chain(&rs) {
-            let _ = e.wait();
+            let _ = e.wait_because(|| format!("a host write of buffer #{}", self.inner.id));
         }
         let mut st = self.inner.data();
         let d = if values.len() >= self.inner.len {
@@ -339,13 +373,40 @@ impl<T: Element> From<&Buffer<T>> for AnyBuffer {
 pub struct Accessor {
     pub(crate) buffer: Arc<BufferInner>,
     pub(crate) mode: AccessMode,
+    pub(crate) props: AccessProps,
+}
+
+/// An accessor's properties for queue fusion (SYCL's accessor property list):
+/// what [`crate::Queue::complete_fusion`] does with the buffer. Outside fusion they change
+/// nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AccessProps {
+    /// `promote_private` / `promote_local`: keep the buffer in private or local memory in
+    /// the fused kernel (`PromoteTo::None`: explicitly not). Overrides nothing: when both
+    /// the buffer ([`Buffer::set_promote`]) and the accessor say, they must agree.
+    pub promote: Option<PromoteTo>,
+    /// `no_init`: the command does not need the buffer's previous contents. A promoted
+    /// buffer starts with no contents, so promotion needs the first fused kernel using it to
+    /// write it only ([`AccessMode::Write`]) or to declare `no_init`.
+    pub no_init: bool,
 }
 
 impl Accessor {
     /// An accessor to `b` with `mode`, outside a [`crate::Handler`]: for the nodes of a
     /// command graph added with [`crate::graph::Graph::add`].
     pub fn new(b: &AnyBuffer, mode: AccessMode) -> Accessor {
-        Accessor { buffer: b.inner.clone(), mode }
+        Accessor { buffer: b.inner.clone(), mode, props: AccessProps::default() }
+    }
+
+    /// The same accessor with the fusion properties `props`.
+    pub fn with_props(mut self, props: AccessProps) -> Accessor {
+        self.props = props;
+        self
+    }
+
+    /// Its fusion properties.
+    pub fn props(&self) -> AccessProps {
+        self.props
     }
 
     /// The buffer it accesses.
@@ -359,8 +420,27 @@ impl Accessor {
     }
 }
 
+impl AccessProps {
+    /// The properties of one command's two accessors to one buffer: `no_init` only if both
+    /// say it; promotion as both ask (the fusion's rules: an explicit `None` against a
+    /// request wins, local beats private).
+    pub(crate) fn join(self, o: AccessProps) -> AccessProps {
+        let promote = match (self.promote, o.promote) {
+            (a, b) if a == b => a,
+            (Some(PromoteTo::None), _) | (_, Some(PromoteTo::None)) => Some(PromoteTo::None),
+            (None, p) | (p, None) => p,
+            _ => Some(PromoteTo::Local),
+        };
+        AccessProps { promote, no_init: self.no_init && o.no_init }
+    }
+}
+
 impl std::fmt::Debug for Accessor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Accessor(#{}, {:?})", self.buffer.id, self.mode)
+        write!(f, "Accessor(#{}, {:?})", self.buffer.id, self.mode)?;
+        if self.props != AccessProps::default() {
+            write!(f, "{:?}", self.props)?;
+        }
+        Ok(())
     }
 }

@@ -43,6 +43,9 @@ pub struct Config {
     /// Print the IR after every optimization pass to stderr (`KILN_VERBOSE=debuginfo`);
     /// takes effect through [`Config::install`].
     pub verbose: bool,
+    /// The runtime's warning level (`KILN_RT_WARNING_LEVEL`): 1 or more prints warnings
+    /// such as a queue's fusion being cancelled early, naming the reason; 0 prints none.
+    pub rt_warning_level: u32,
 }
 
 impl Config {
@@ -103,6 +106,8 @@ impl Config {
         c.in_mem_cache_max = size(get("KILN_IN_MEM_CACHE_MAX")?);
         c.build_options = get("KILN_PROGRAM_BUILD_OPTIONS")?.unwrap_or_default();
         c.verbose = get("KILN_VERBOSE")?.is_some_and(|v| v == "debuginfo");
+        c.rt_warning_level =
+            get("KILN_RT_WARNING_LEVEL")?.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(0);
         Ok(c)
     }
 
@@ -130,6 +135,7 @@ impl Config {
             persistent: self.persistent_cache().filter(|_| self.cache_persistent),
             env_build_options: self.build_options.clone(),
             workers: 0,
+            warning_level: self.rt_warning_level,
         }
     }
 

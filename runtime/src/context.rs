@@ -10,6 +10,7 @@ use crate::cache::hash::hash64;
 use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
+use crate::fusion::jit::{FusionCacheKey, FusionOutcome};
 use crate::scheduler::Scheduler;
 
 /// The key of a program in the in-memory cache: module content, specialization constants,
@@ -236,17 +237,22 @@ pub struct ContextConfig {
     pub env_build_options: String,
     /// Worker threads running commands (0: the machine's parallelism, at least 2).
     pub workers: usize,
+    /// The runtime's warning level (`KILN_RT_WARNING_LEVEL`): 1 or more prints warnings,
+    /// such as a queue's fusion cancelled early, to stderr.
+    pub warning_level: u32,
 }
 
 // Fields drop in order: the caches' device objects (loaded modules) go before the device
 // that made them (a CUDA context, say).
 struct ContextInner {
+    fusions: BuildCache<FusionCacheKey, FusionOutcome, String>,
     kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
     programs: BuildCache<ProgramKey, Program, DeviceError>,
     device: Arc<dyn Device>,
     identity: String,
     persistent: Option<PersistentCache>,
     env_build_options: String,
+    warning_level: u32,
     scheduler: Arc<Scheduler>,
 }
 
@@ -335,8 +341,10 @@ impl Context {
             device,
             programs: BuildCache::new(config.in_mem_max, weigh_program),
             kernels: BuildCache::new(config.in_mem_max, weigh_kernel),
+            fusions: BuildCache::new(config.in_mem_max, crate::fusion::jit::weigh),
             persistent: config.persistent,
             env_build_options: config.env_build_options,
+            warning_level: config.warning_level,
             scheduler: Scheduler::start(workers),
         }))
     }
@@ -359,6 +367,22 @@ impl Context {
     /// The kernel cache's statistics.
     pub fn kernel_cache_stats(&self) -> CacheStats {
         self.0.kernels.stats()
+    }
+
+    /// The fusion cache's statistics: fused kernels of queues' fusion lists
+    /// ([`crate::Queue::complete_fusion`]), keyed by the fusion key (a hit reuses the fused
+    /// kernel without running the fusion JIT).
+    pub fn fusion_cache_stats(&self) -> CacheStats {
+        self.0.fusions.stats()
+    }
+
+    pub(crate) fn fusion_cache(&self) -> &BuildCache<FusionCacheKey, FusionOutcome, String> {
+        &self.0.fusions
+    }
+
+    /// The runtime's warning level ([`ContextConfig::warning_level`]).
+    pub fn warning_level(&self) -> u32 {
+        self.0.warning_level
     }
 
     /// Whether `self` and `other` are the same context (clones of one another).
@@ -512,5 +536,6 @@ impl Context {
     pub fn clear_caches(&self) {
         self.0.programs.clear();
         self.0.kernels.clear();
+        self.0.fusions.clear();
     }
 }

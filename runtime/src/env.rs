@@ -82,6 +82,14 @@ fn check_count(name: &'static str, v: &str) -> Result<(), EnvError> {
     parse_u64(name, v).map(|_| ())
 }
 
+fn check_level(name: &'static str, v: &str) -> Result<(), EnvError> {
+    match v.trim().parse::<u32>() {
+        Ok(_) => Ok(()),
+        Err(_) if v.trim().is_empty() => Ok(()),
+        Err(_) => Err(EnvError { name, value: v.into(), reason: "accepted: 0, 1, 2, ...".into() }),
+    }
+}
+
 /// Every `KILN_*` variable, kiln's own first.
 pub const VARIABLES: &[Variable] = &[
     Variable {
@@ -132,6 +140,13 @@ pub const VARIABLES: &[Variable] = &[
         accepts: "debuginfo",
         meaning: "print the IR after every optimization pass to stderr",
         check: Some(check_verbose),
+    },
+    Variable {
+        name: "KILN_RT_WARNING_LEVEL",
+        scope: Scope::Kiln,
+        accepts: "0, 1, 2, ... (0: silent)",
+        meaning: "1 or more prints the runtime's warnings to stderr (a queue's fusion cancelled or refused, and why)",
+        check: Some(check_level),
     },
     Variable {
         name: "KILN_REQUIRE_TOOLS",
@@ -195,6 +210,13 @@ pub const VARIABLES: &[Variable] = &[
         accepts: "a count",
         meaning: "random cases per pass differential test",
         check: Some(check_count),
+    },
+    Variable {
+        name: "KILN_BENCH_DEVICE",
+        scope: Scope::Tests,
+        accepts: "a device name",
+        meaning: "the device the fusion-queue benchmark runs on (default cpu; benches/gpu runs it with cuda)",
+        check: None,
     },
     Variable {
         name: "KILN_BLESS",

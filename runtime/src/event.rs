@@ -26,6 +26,18 @@ pub(crate) trait Waiter: Send + Sync {
     fn dependency_finished(self: Arc<Self>, failed: Option<&str>);
 }
 
+/// What the event of a kernel held back in a queue's fusion list (or of the fusion command
+/// itself) does before anything outside that fusion waits for it or depends on it: end the
+/// fusion early, so that the kernels run (the seed's early cancellation).
+pub(crate) trait FusionHook: Send + Sync {
+    /// The fusion the event belongs to.
+    fn fusion_id(&self) -> u64;
+    /// The queue of that fusion.
+    fn queue_id(&self) -> u64;
+    /// Cancels the fusion if it is still collecting kernels; `why` names what needs them.
+    fn abort(&self, why: &str);
+}
+
 pub(crate) struct EventState {
     pub status: EventStatus,
     pub error: Option<RuntimeError>,
@@ -37,6 +49,8 @@ pub(crate) struct EventInner {
     pub name: String,
     pub state: Mutex<EventState>,
     pub done: Condvar,
+    /// Set on the events of a queue's fusion (see [`FusionHook`]).
+    pub hook: Option<Arc<dyn FusionHook>>,
 }
 
 /// The completion of a command: wait for it, ask its status, or make other commands depend
@@ -52,6 +66,11 @@ impl std::fmt::Debug for Event {
 
 impl Event {
     pub(crate) fn new(name: String) -> Event {
+        Event::with_hook(name, None)
+    }
+
+    /// A new event that belongs to a queue's fusion ([`FusionHook`]).
+    pub(crate) fn with_hook(name: String, hook: Option<Arc<dyn FusionHook>>) -> Event {
         Event(Arc::new(EventInner {
             name,
             state: Mutex::new(EventState {
@@ -60,7 +79,27 @@ impl Event {
                 successors: Vec::new(),
             }),
             done: Condvar::new(),
+            hook,
         }))
+    }
+
+    /// The fusion the event belongs to, if any.
+    pub(crate) fn hook(&self) -> Option<&Arc<dyn FusionHook>> {
+        self.0.hook.as_ref()
+    }
+
+    /// Ends the fusion this event belongs to if it is still collecting kernels: something
+    /// (`why`) is about to wait for it.
+    pub(crate) fn before_wait(&self, why: impl FnOnce() -> String) {
+        if let Some(h) = &self.0.hook {
+            h.abort(&why());
+        }
+    }
+
+    /// [`Event::wait`], where the waiter is `why` (for the fusion warning).
+    pub(crate) fn wait_because(&self, why: impl FnOnce() -> String) -> Result<(), RuntimeError> {
+        self.before_wait(why);
+        self.wait_finished()
     }
 
     /// An event that has already failed with `error`: what a command that never runs
@@ -103,7 +142,13 @@ impl Event {
     }
 
     /// Blocks until the command has finished; its error, naming the command, if it failed.
+    /// Waiting for the event of a queue in fusion mode ends the fusion early (its kernels
+    /// then run unfused).
     pub fn wait(&self) -> Result<(), RuntimeError> {
+        self.wait_because(|| format!("a wait on the event of {}", self.name()))
+    }
+
+    fn wait_finished(&self) -> Result<(), RuntimeError> {
         let mut s = self.state();
         while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {
             s = self.0.done.wait(s).unwrap_or_else(PoisonError::into_inner);
@@ -118,6 +163,7 @@ impl Event {
     /// submitted or running then. Giving up does not stop the command (a GPU kernel cannot
     /// be interrupted from the host); it goes on running on its worker thread.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<(), RuntimeError>> {
+        self.before_wait(|| format!("a wait on the event of {}", self.name()));
         let deadline = Instant::now().checked_add(timeout);
         let mut s = self.state();
         while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {

@@ -24,6 +24,9 @@
 //! * The [`scheduler`] holds the one dependency model (requirements and explicit events to
 //!   read-after-write / write-after-read / write-after-write edges) that queues and command
 //!   graphs share, and the worker threads.
+//! * A queue in fusion mode ([`Queue::start_fusion`], see [`fusion`]) holds its kernels
+//!   back and fuses them into one at [`Queue::complete_fusion`], through the fusion JIT and
+//!   a fusion cache, cancelling early when other work needs them.
 //! * A [`graph::Graph`] records commands once (explicitly or from a recording queue) and
 //!   replays them: finalized into a [`graph::ExecGraph`] of prepared launch lists
 //!   (recorded into Vulkan command buffers or CUDA graphs on those devices), partitioned at
@@ -49,11 +52,12 @@ pub mod device;
 pub mod env;
 pub mod error;
 pub mod event;
+pub mod fusion;
 pub mod graph;
 pub mod queue;
 mod sanitize;
 pub mod scheduler;
-pub use buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
+pub use buffer::{AccessMode, AccessProps, Accessor, AnyBuffer, Buffer, PromoteTo};
 pub use config::Config;
 pub use context::{
     Context, ContextConfig, KernelData, KernelHandle, PreparedModule, Program, ProgramData,
@@ -64,6 +68,7 @@ pub use device::{
 };
 pub use error::{DeviceError, RuntimeError};
 pub use event::{Event, EventStatus};
+pub use fusion::{FusionProps, FusionStatus};
 pub use kiln_backends::options::BuildOptions;
 /// Re-exported from the IR crate: launch geometry and buffer elements.
 pub use kiln_ir::launch::{Element, NdRange};

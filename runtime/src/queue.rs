@@ -13,18 +13,20 @@
 //! ([`Queue::begin_recording`]), its submissions become the graph's nodes instead.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kiln_ir::launch::{Element, NdRange};
 use kiln_ir::Imm;
 
+use crate::buffer::AccessProps;
 use crate::buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
 use crate::context::{Context, KernelHandle};
 use crate::error::RuntimeError;
 use crate::event::{Event, EventStatus};
+use crate::fusion::Fusion;
 use crate::graph::Recording;
 use crate::scheduler::command::HostTaskContext;
-use crate::scheduler::{deps, lock, Action, CommandDesc, KernelArg};
+use crate::scheduler::{deps, lock, Action, CommandDesc, KernelArg, SubmitOpts};
 
 /// In-order queues run commands one after another in submission order; out-of-order
 /// queues order them only by their dependencies.
@@ -64,6 +66,20 @@ impl Handler {
     /// Declares that the command reads and writes `b`.
     pub fn read_write<T: Element>(&mut self, b: &Buffer<T>) -> Accessor {
         self.access(b, AccessMode::ReadWrite)
+    }
+
+    /// Declares that the command uses `b` as `mode` says, with the fusion properties
+    /// `props` (promotion to private or local memory, `no_init`: see
+    /// [`Queue::complete_fusion`]).
+    pub fn access_with<T: Element>(
+        &mut self,
+        b: &Buffer<T>,
+        mode: AccessMode,
+        props: AccessProps,
+    ) -> Accessor {
+        let a = b.access(mode).with_props(props);
+        self.accessors.push(a.clone());
+        a
     }
 
     /// Declares that the command uses the untyped buffer `b` as `mode` says.
@@ -125,6 +141,7 @@ impl Handler {
 }
 
 static NEXT_COMMAND: AtomicU64 = AtomicU64::new(0);
+static NEXT_QUEUE: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh command number, for command names.
 pub(crate) fn next_command_id() -> u64 {
@@ -139,6 +156,18 @@ pub struct Queue {
     pub(crate) events: Mutex<Vec<Event>>,
     /// The graph the queue records into, if any.
     pub(crate) recording: Mutex<Option<Recording>>,
+    /// A number for the queue, in warnings.
+    pub(crate) id: u64,
+    /// The queue's last fusion (started by [`Queue::start_fusion`]), kept until the next
+    /// one starts so that its event stays valid.
+    pub(crate) fusion: Mutex<Option<Arc<Fusion>>>,
+}
+
+impl Drop for Queue {
+    /// A queue dropped in fusion mode cancels the fusion: its kernels run.
+    fn drop(&mut self) {
+        crate::fusion::drop_queue(self);
+    }
 }
 
 impl std::fmt::Debug for Queue {
@@ -156,6 +185,8 @@ impl Queue {
             last: Mutex::new(None),
             events: Mutex::new(Vec::new()),
             recording: Mutex::new(None),
+            id: NEXT_QUEUE.fetch_add(1, Ordering::Relaxed),
+            fusion: Mutex::new(None),
         }
     }
 
@@ -171,7 +202,8 @@ impl Queue {
 
     /// Submits one command, described by `f`; returns its event at once. While the queue
     /// records into a graph, the command becomes a node instead (see
-    /// [`Queue::begin_recording`]).
+    /// [`Queue::begin_recording`]). In fusion mode ([`Queue::start_fusion`]) a kernel is
+    /// held back in the fusion list and the event returned is the fusion's.
     pub fn submit(&self, f: impl FnOnce(&mut Handler)) -> Event {
         let mut h = Handler {
             name: None,
@@ -194,30 +226,52 @@ impl Queue {
             deps: h.deps,
             action: h.action,
         };
+        let mut desc = desc;
+        if let Some(event) = crate::fusion::hold(self, &mut desc) {
+            return event;
+        }
         self.submit_desc(desc)
     }
 
     /// Submits a described command in this queue's order.
     pub(crate) fn submit_desc(&self, desc: CommandDesc) -> Event {
-        let event = {
-            // The in-order chain and the buffers' bookkeeping are updated under the
-            // queue's lock so that submission order is dependency order.
-            let mut last = lock(&self.last);
-            if self.order == QueueOrder::InOrder {
-                self.ctx.scheduler().submit(self.ctx.device(), desc, Some(&mut *last))
-            } else {
-                let e = self.ctx.scheduler().submit(self.ctx.device(), desc, None);
-                *last = Some(e.clone());
-                e
-            }
-        };
+        let name = desc.name.clone();
+        let sub = self.submit_opts(desc, SubmitOpts::default());
+        self.remember(&sub.event);
+        crate::fusion::abort_for(&sub.aborts, &name, self);
+        sub.event
+    }
+
+    /// Submits a described command in this queue's order, as `opts` say.
+    pub(crate) fn submit_opts(
+        &self,
+        desc: CommandDesc,
+        opts: SubmitOpts,
+    ) -> crate::scheduler::Submitted {
+        // The in-order chain and the buffers' bookkeeping are updated under the queue's
+        // lock so that submission order is dependency order.
+        let mut last = lock(&self.last);
+        if self.order == QueueOrder::InOrder {
+            self.ctx.scheduler().submit(self.ctx.device(), desc, Some(&mut *last), opts)
+        } else {
+            let s = self.ctx.scheduler().submit(self.ctx.device(), desc, None, opts);
+            *last = Some(s.event.clone());
+            s
+        }
+    }
+
+    /// Adds `event` to the events [`Queue::wait`] waits for.
+    pub(crate) fn remember(&self, event: &Event) {
         let mut evs = lock(&self.events);
         evs.retain(|e| e.status() != EventStatus::Complete);
-        evs.push(event.clone());
-        event
+        // A fusion's event comes back for each of its kernels: listed once.
+        if event.hook().is_none() || !evs.iter().any(|e| e.same_event(event)) {
+            evs.push(event.clone());
+        }
     }
 
     /// Waits for every command submitted so far; the first error (in submission order).
+    /// In fusion mode this ends the fusion early: its kernels run unfused.
     /// A queue recording into a graph cannot be waited on (its commands do not run until
     /// the graph is submitted): that is an error.
     pub fn wait(&self) -> Result<(), RuntimeError> {
@@ -232,7 +286,7 @@ impl Queue {
         let evs = std::mem::take(&mut *lock(&self.events));
         let mut first = None;
         for e in evs {
-            if let Err(err) = e.wait() {
+            if let Err(err) = e.wait_because(|| format!("a wait on queue #{}", self.id)) {
                 first.get_or_insert(err);
             }
         }

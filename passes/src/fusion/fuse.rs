@@ -108,6 +108,42 @@ pub fn fuse_kernels_with(
     Ok(FusedKernel { kernel, range: plan.fused, args, warnings })
 }
 
+/// Whether fusing `spec` keeps the result of running its entries one after another, for
+/// the buffers passed as `shared` (one parameter of each; in practice the buffers one entry
+/// writes and another uses): every access to each must be at the work-item's own elements
+/// (no two work-items touch one element), or, when `per_group` is set (barriers between the
+/// entries and an explicit local size), at its work-group's own elements. This is the
+/// promotion legality of [`legality`](super::legality) less its rule that reads see earlier
+/// writes in the fused kernel: a buffer that stays in global memory keeps its contents.
+/// `Err` names the buffer, the kernel and the access.
+pub fn fusion_keeps_result(
+    module: &Module,
+    spec: &FusionSpec,
+    shared: &[(ParamRef, Option<u32>)],
+    per_group: bool,
+) -> Result<(), String> {
+    let module = &kiln_ir::depth::bound_module(module);
+    let err = |e: FusionError| e.to_string();
+    let params = identical_classes(entry_kernels(module, spec).map_err(err)?, spec).map_err(err)?;
+    let kernels = &params.kernels;
+    let norms: Vec<ndrange::Norm> = spec
+        .ndranges
+        .iter()
+        .zip(kernels)
+        .enumerate()
+        .map(|(e, (r, k))| ndrange::normalize(e, r, k))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let syncs: Vec<bool> = kernels.iter().map(|k| internalize::uses_work_group(k.body())).collect();
+    let plan = ndrange::plan(&norms, kernels, &syncs).map_err(err)?;
+    let consts = constants(spec, &params).map_err(err)?;
+    let to = if per_group { PromoteTo::Local } else { PromoteTo::Private };
+    for &(param, len) in shared {
+        promote::in_place(spec, &params, &plan, &consts, param, to, len)?;
+    }
+    Ok(())
+}
+
 /// The fused kernel's name: the spec's, or `fused`; it must be an identifier.
 fn fused_name(spec: &FusionSpec) -> Result<String, FusionError> {
     if spec.kernels.is_empty() {

@@ -43,7 +43,7 @@ pub(crate) fn wrap_index(index: Expr, size: u32) -> Expr {
 }
 
 /// True if `s` contains a barrier or a local array (the entry synchronizes its work-group).
-pub(crate) fn uses_work_group(s: &Stmt) -> bool {
+pub fn uses_work_group(s: &Stmt) -> bool {
     struct Find(bool);
     impl Visitor for Find {
         fn visit_stmt(&mut self, s: &Stmt) {

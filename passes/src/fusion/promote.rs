@@ -112,21 +112,47 @@ fn honour(
         return Err("the parameter is also a constant".into());
     }
     let names_in = params.names_in_entries(root);
-    // Escape analysis over every use, in every entry.
-    let escaped = params.kernels.iter().zip(&names_in).any(|(k, names)| {
+    if escapes(params, &names_in) {
+        return Err(
+            "the pointer escapes (used other than as `p[i]`: bound, passed to a call, cast)".into(),
+        );
+    }
+    let touchers = touchers(params, plan, consts, &names_in);
+    let req = legality::Request {
+        to,
+        size,
+        // The smallest length given (a larger one cannot be true of the same buffer).
+        buffer_len: reqs.iter().filter_map(|r| r.3).min(),
+        barriers: spec.barriers,
+        fresh: true,
+    };
+    legality::check(&plan.fused, &req, &touchers).map_err(|why| {
+        let (e, p) = (params.all[root].0.entry, params.all[root].1.name());
+        format!("`{p}` of `{}` stays in global memory: {why}", params.kernels[e].name())
+    })?;
+    Ok(Some((to, size)))
+}
+
+/// Whether a use of the class's pointer, in any entry, is other than `p[i]`.
+fn escapes(params: &Params, names_in: &[Vec<String>]) -> bool {
+    params.kernels.iter().zip(names_in).any(|(k, names)| {
         let mut v = internalize::Escapes { names, escaped: false };
         if !names.is_empty() {
             v.visit_stmt(k.body());
         }
         v.escaped
-    });
-    if escaped {
-        return Err(
-            "the pointer escapes (used other than as `p[i]`: bound, passed to a call, cast)".into(),
-        );
-    }
-    // Legality from the access patterns of every entry touching the buffer.
-    let touchers: Vec<legality::Toucher> = params
+    })
+}
+
+/// The entries touching a class (whose parameter names are `names_in`), for the legality
+/// check.
+fn touchers<'a>(
+    params: &'a Params,
+    plan: &'a Plan,
+    consts: &HashMap<usize, Imm>,
+    names_in: &[Vec<String>],
+) -> Vec<legality::Toucher<'a>> {
+    params
         .kernels
         .iter()
         .enumerate()
@@ -150,17 +176,31 @@ fn honour(
                 consts,
             }
         })
-        .collect();
-    let req = legality::Request {
-        to,
-        size,
-        // The smallest length given (a larger one cannot be true of the same buffer).
-        buffer_len: reqs.iter().filter_map(|r| r.3).min(),
-        barriers: spec.barriers,
-    };
-    legality::check(&plan.fused, &req, &touchers).map_err(|why| {
-        let (e, p) = (params.all[root].0.entry, params.all[root].1.name());
-        format!("`{p}` of `{}` stays in global memory: {why}", params.kernels[e].name())
-    })?;
-    Ok(Some((to, size)))
+        .collect()
+}
+
+/// Whether the buffer passed as `param` can stay in global memory when the entries run one
+/// after another per work-item (private: each work-item touches only its own elements) or
+/// per work-group with barriers between entries (local): the legality of promotion without
+/// its rule that reads see earlier writes, since global memory keeps the earlier contents.
+pub(super) fn in_place(
+    spec: &FusionSpec,
+    params: &Params,
+    plan: &Plan,
+    consts: &HashMap<usize, Imm>,
+    param: ParamRef,
+    to: PromoteTo,
+    buffer_len: Option<u32>,
+) -> Result<(), String> {
+    let root = params.roots[params.flat(param).map_err(|e| e.to_string())?];
+    let names_in = params.names_in_entries(root);
+    let (e, p) = (params.all[root].0.entry, params.all[root].1.name());
+    let at = format!("`{p}` of `{}`", params.kernels[e].name());
+    if escapes(params, &names_in) {
+        return Err(format!("{at}: the pointer is used other than as `p[i]`"));
+    }
+    let touchers = touchers(params, plan, consts, &names_in);
+    let req =
+        legality::Request { to, size: u32::MAX, buffer_len, barriers: spec.barriers, fresh: false };
+    legality::check(&plan.fused, &req, &touchers).map_err(|why| format!("{at}: {why}"))
 }

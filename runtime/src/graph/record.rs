@@ -27,6 +27,11 @@ impl Queue {
         if r.is_some() {
             return Err(GraphError::Recording("the queue is already recording".into()));
         }
+        if self.is_in_fusion_mode() {
+            return Err(GraphError::Recording(
+                "the queue is in fusion mode (complete or cancel the fusion first)".into(),
+            ));
+        }
         if lock(&graph.data).finalized {
             return Err(GraphError::Finalized { what: "begin_recording".into() });
         }

@@ -1,6 +1,6 @@
 //! The dependency model shared by every producer of commands: queues (live commands,
 //! tracked by their [`crate::Event`]s), command graphs (recorded nodes, tracked by node
-//! index) and, later, the fusion-aware queue.
+//! index) and the fusion-aware queue ([`crate::fusion`]: held kernels are live commands).
 //!
 //! A command declares *requirements* (one [`Accessor`] per buffer: read, write or
 //! read-write) and explicit predecessors. [`AccessTrack`] turns the requirements into
@@ -52,7 +52,10 @@ pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> 
     let mut out: Vec<Accessor> = Vec::new();
     for a in accessors {
         match out.iter_mut().find(|x| Arc::ptr_eq(&x.buffer, &a.buffer)) {
-            Some(x) => x.mode = x.mode.join(a.mode),
+            Some(x) => {
+                x.mode = x.mode.join(a.mode);
+                x.props = x.props.join(a.props);
+            }
             None => out.push(a),
         }
     }

@@ -28,7 +28,7 @@ pub use command::{HostTaskContext, KernelArg};
 use crate::buffer::Accessor;
 use crate::device::Device;
 use crate::error::{panic_message, RuntimeError};
-use crate::event::{Event, EventStatus, Waiter};
+use crate::event::{Event, EventStatus, FusionHook, Waiter};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -44,6 +44,61 @@ pub(crate) struct CommandDesc {
     pub deps: Vec<Event>,
     /// What it does.
     pub action: Action,
+}
+
+/// How [`Scheduler::submit`] submits a command; the default is a live command of a queue.
+#[derive(Default)]
+pub(crate) struct SubmitOpts {
+    /// The event to finish (one made earlier: a fusion command's); `None` makes one.
+    pub event: Option<Event>,
+    /// Do not derive dependencies from the requirements, nor record the command in the
+    /// buffers' tracks (a fused kernel: the held kernels it replaces stay there for it).
+    pub untracked: bool,
+    /// Hold the command back until [`Held::release`] (a kernel in a fusion list).
+    pub hold: bool,
+    /// The fusion the command belongs to: dependencies on that fusion's events do not end
+    /// it early.
+    pub fusion: Option<u64>,
+}
+
+/// What [`Scheduler::submit`] did.
+pub(crate) struct Submitted {
+    /// The command's event.
+    pub event: Event,
+    /// Every command it waits for (explicit, chained and derived from its requirements).
+    pub deps: Vec<Event>,
+    /// The fusions it depends on (other than its own): the caller ends them early once it
+    /// holds no lock (their held kernels must run before this command can).
+    pub aborts: Vec<Arc<dyn FusionHook>>,
+    /// With [`SubmitOpts::hold`]: the handle that lets it run.
+    pub held: Option<Held>,
+}
+
+/// A command held back in a fusion list: wired into the dependency graph (others can
+/// depend on it) but not run until released.
+pub(crate) struct Held(Arc<Command>);
+
+impl Held {
+    /// Lets the command run once its dependencies have finished.
+    pub fn release(self) {
+        let s = self.0.scheduler.clone();
+        s.release(self.0);
+    }
+
+    /// Lets the command run as an empty command after `e` (the fused kernel that does its
+    /// work): commands depending on it then wait for the fused kernel.
+    pub fn replace_by(self, e: &Event) {
+        *lock(&self.0.action) = Some(Action::Nothing);
+        *lock(&self.0.pending) += 1;
+        let waiter: Arc<dyn Waiter> = self.0.clone();
+        if let Err(status) = e.add_waiter(waiter) {
+            *lock(&self.0.pending) -= 1;
+            if status == EventStatus::Failed {
+                lock(&self.0.failed_dep).get_or_insert_with(|| e.name().to_string());
+            }
+        }
+        self.release();
+    }
 }
 
 /// A submitted command in the scheduler.
@@ -106,8 +161,9 @@ impl Scheduler {
 
     /// Submits `desc` to run on `device`: its dependencies are its explicit events, the
     /// command in `chain` (an in-order queue's last command; `chain` then becomes this
-    /// one) and those derived from its requirements, across every producer of the
-    /// context. Returns its event at once.
+    /// one) and, unless `opts.untracked`, those derived from its requirements, across every
+    /// producer of the context. Returns its event at once, with the dependencies and the
+    /// fusions to end early (see [`Submitted`]).
     ///
     /// The caller holds whatever lock makes its submission order the dependency order
     /// (a queue's lock on `chain`).
@@ -116,13 +172,15 @@ impl Scheduler {
         device: &Arc<dyn Device>,
         desc: CommandDesc,
         chain: Option<&mut Option<Event>>,
-    ) -> Event {
-        let event = Event::new(desc.name);
+        opts: SubmitOpts,
+    ) -> Submitted {
+        let event = opts.event.unwrap_or_else(|| Event::new(desc.name));
         let cmd = Arc::new(Command {
             event: event.clone(),
             action: Mutex::new(Some(desc.action)),
             accessors: desc.accessors,
-            pending: Mutex::new(1),
+            // One for the wiring below, one more while the command is held back.
+            pending: Mutex::new(1 + usize::from(opts.hold)),
             failed_dep: Mutex::new(None),
             device: device.clone(),
             scheduler: self.clone(),
@@ -132,16 +190,27 @@ impl Scheduler {
         if let Some(last) = chain {
             deps.extend(last.replace(event.clone()));
         }
-        for a in &cmd.accessors {
-            let mut t = a.buffer.track();
-            if !a.mode.writes() {
-                // Finished reads no longer order anything; keep the list short.
-                t.reads
-                    .retain(|e| !matches!(e.status(), EventStatus::Complete | EventStatus::Failed));
+        if !opts.untracked {
+            for a in &cmd.accessors {
+                let mut t = a.buffer.track();
+                if !a.mode.writes() {
+                    // Finished reads no longer order anything; keep the list short.
+                    t.reads.retain(|e| {
+                        !matches!(e.status(), EventStatus::Complete | EventStatus::Failed)
+                    });
+                }
+                t.access(event.clone(), a.mode.writes(), &mut deps);
             }
-            t.access(event.clone(), a.mode.writes(), &mut deps);
         }
+        let mut aborts: Vec<Arc<dyn FusionHook>> = Vec::new();
         for d in &deps {
+            if let Some(h) = d.hook() {
+                if Some(h.fusion_id()) != opts.fusion
+                    && !aborts.iter().any(|a| a.fusion_id() == h.fusion_id())
+                {
+                    aborts.push(h.clone());
+                }
+            }
             // Counted before the event can see the waiter: a dependency that finishes right
             // after `add_waiter` releases the command, which must not reach zero (and run)
             // before it is wired up.
@@ -154,8 +223,9 @@ impl Scheduler {
                 }
             }
         }
+        let held = opts.hold.then(|| Held(cmd.clone()));
         self.release(cmd);
-        event
+        Submitted { event, deps, aborts, held }
     }
 
     /// Stops the workers once every submitted command has finished.

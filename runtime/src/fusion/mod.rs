@@ -1,0 +1,496 @@
+//! Fusion mode on a queue (the seed's scheduler integration of user-driven kernel fusion).
+//!
+//! [`Queue::start_fusion`] puts a queue into fusion mode: from then on each kernel it is
+//! given enters the dependency graph as usual (its requirements and events make edges, and
+//! other commands can depend on it) but is *held back* in the queue's fusion list, and the
+//! submission returns the event of the *fusion command*, which finishes after everything
+//! the fusion runs. Non-kernel commands (host tasks, copies, fills, graphs) run unfused.
+//!
+//! * [`Queue::cancel_fusion`] lets the held kernels run as they are.
+//! * [`Queue::complete_fusion`] fuses them through the fusion JIT (a cache keyed
+//!   by the fusion key makes an identical sequence a hit) into one kernel whose
+//!   dependencies are the union of theirs, less those between them; the held kernels then
+//!   do nothing and finish after it, so that whatever was ordered after them is ordered
+//!   after it. If the JIT refuses, the fusion is cancelled with a warning.
+//! * Anything outside the fusion list that needs a held kernel ends the fusion early (it is
+//!   cancelled, with a warning naming the cause): a wait on the fusion's event, on the
+//!   queue or on a buffer the kernels write (host access), and any command on this or
+//!   another queue that depends on a held kernel through a requirement or an event (a
+//!   host task, copy or fill, a kernel on another queue, a kernel held in another queue's
+//!   fusion list, which also keeps two fusions from waiting on one another).
+//!
+//! The fusion's event stays valid after cancel, complete or an early end, until the next
+//! `start_fusion` on the queue; `complete_fusion` after an early end returns it. Warnings
+//! print to stderr when the context's warning level (`KILN_RT_WARNING_LEVEL`) is 1 or more;
+//! [`Queue::fusion_status`] reports the same.
+//!
+//! ```
+//! use kiln_ir::parse_module;
+//! use kiln_runtime::fusion::{FusionProps, FusionStatus};
+//! use kiln_runtime::{interp_device, Buffer, Context, KernelArg, NdRange, Queue, QueueOrder};
+//!
+//! let ctx = Context::new(interp_device());
+//! let m = parse_module(
+//!     "kernel inc(x: ptr<global, u32>) { let i: u32 = global_id(0); x[i] = x[i] + 1u32; }
+//!      kernel scale(x: ptr<global, u32>, s: u32) { let i: u32 = global_id(0); x[i] = x[i] * s; }",
+//! )
+//! .unwrap();
+//! let (inc, scale) = (ctx.get_kernel(&m, "inc").unwrap(), ctx.get_kernel(&m, "scale").unwrap());
+//! let q = Queue::new(&ctx, QueueOrder::InOrder);
+//! let b = Buffer::from_slice(&[1u32, 2, 3, 4]);
+//! q.start_fusion().unwrap();
+//! q.submit(|h| {
+//!     let x = h.read_write(&b);
+//!     h.parallel_for(&inc, NdRange::new(&[4]), vec![x.into()]);
+//! });
+//! q.submit(|h| {
+//!     let x = h.read_write(&b);
+//!     h.parallel_for(&scale, NdRange::new(&[4]), vec![x.into(), KernelArg::scalar(10u32)]);
+//! });
+//! q.complete_fusion(FusionProps::default()).wait().unwrap();
+//! assert_eq!(b.read().unwrap(), vec![20, 30, 40, 50]);
+//! assert!(matches!(q.fusion_status(), Some(FusionStatus::Completed { kernels: 2, .. })));
+//! ```
+
+pub(crate) mod jit;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use kiln_ir::launch::NdRange;
+
+use crate::buffer::Accessor;
+use crate::context::{Context, KernelHandle};
+use crate::error::RuntimeError;
+use crate::event::{Event, FusionHook};
+use crate::queue::{next_command_id, Queue};
+use crate::scheduler::{lock, Action, CommandDesc, Held, KernelArg, SubmitOpts};
+
+pub use jit::{FusedEntry, FusionCacheKey, FusionOutcome};
+
+/// Properties of [`Queue::complete_fusion`]; part of the fusion cache's key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FusionProps {
+    /// Put no work-group barrier between the fused kernels (the original's `no_barriers`):
+    /// for kernels whose work-items use only what they wrote themselves. (Where kiln proves
+    /// that, it leaves the barrier out by itself; a list that needs the barrier is not fused
+    /// with `no_barriers`.)
+    pub no_barriers: bool,
+}
+
+/// Where a queue's last fusion is ([`Queue::fusion_status`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FusionStatus {
+    /// Collecting kernels (the queue is in fusion mode).
+    Active,
+    /// Cancelled by [`Queue::cancel_fusion`]: the kernels ran unfused.
+    Cancelled,
+    /// Ended early because something outside the fusion list needed a held kernel; the
+    /// kernels ran unfused.
+    Aborted {
+        /// What needed them.
+        reason: String,
+    },
+    /// The fusion JIT refused the list; it was cancelled (the kernels ran unfused).
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// Fused into one kernel (none when the list was empty).
+    Completed {
+        /// How many kernels were fused.
+        kernels: usize,
+        /// Whether the fused kernel came from the fusion cache.
+        cache_hit: bool,
+        /// Promotions asked for and not done, and why.
+        warnings: Vec<String>,
+    },
+}
+
+impl FusionStatus {
+    /// A phrase saying how the fusion ended, for warnings.
+    fn describe(&self) -> String {
+        match self {
+            FusionStatus::Active => "still collecting kernels".into(),
+            FusionStatus::Cancelled => "it was cancelled".into(),
+            FusionStatus::Aborted { reason } => format!("it was cancelled early: {reason}"),
+            FusionStatus::Failed { reason } => format!("the fusion JIT refused it: {reason}"),
+            FusionStatus::Completed { .. } => "it was completed".into(),
+        }
+    }
+}
+
+static NEXT_FUSION: AtomicU64 = AtomicU64::new(0);
+
+/// A kernel held back in a fusion list.
+struct HeldKernel {
+    held: Held,
+    event: Event,
+    kernel: KernelHandle,
+    range: NdRange,
+    args: Vec<KernelArg>,
+    accessors: Vec<Accessor>,
+    /// Every command it waits for.
+    deps: Vec<Event>,
+}
+
+struct State {
+    status: FusionStatus,
+    held: Vec<HeldKernel>,
+}
+
+/// One fusion of a queue (the seed's `KernelFusionCommand`): its list and its event.
+pub(crate) struct Fusion {
+    id: u64,
+    queue: u64,
+    ctx: Context,
+    event: Event,
+    /// The hook on its event and on the events of its held kernels.
+    hook: Arc<dyn FusionHook>,
+    state: Mutex<State>,
+}
+
+/// The hook on the fusion's events: ends it early when something outside needs them.
+struct Hook {
+    fusion: Weak<Fusion>,
+    id: u64,
+    queue: u64,
+}
+
+impl FusionHook for Hook {
+    fn fusion_id(&self) -> u64 {
+        self.id
+    }
+
+    fn queue_id(&self) -> u64 {
+        self.queue
+    }
+
+    fn abort(&self, why: &str) {
+        if let Some(f) = self.fusion.upgrade() {
+            f.abort(why);
+        }
+    }
+}
+
+/// Prints `msg` as a runtime warning at warning level 1 or more.
+fn warn(ctx: &Context, msg: &str) {
+    if ctx.warning_level() >= 1 {
+        eprintln!("kiln: warning: {msg}");
+    }
+}
+
+impl Fusion {
+    fn new(q: &Queue) -> Arc<Fusion> {
+        let id = NEXT_FUSION.fetch_add(1, Ordering::Relaxed);
+        Arc::new_cyclic(|w| {
+            let hook: Arc<dyn FusionHook> = Arc::new(Hook { fusion: w.clone(), id, queue: q.id });
+            Fusion {
+                id,
+                queue: q.id,
+                ctx: q.ctx.clone(),
+                event: Event::with_hook(
+                    format!("fusion #{id} of queue #{}", q.id),
+                    Some(hook.clone()),
+                ),
+                hook,
+                state: Mutex::new(State { status: FusionStatus::Active, held: Vec::new() }),
+            }
+        })
+    }
+
+    /// Ends the fusion early if it is still collecting: `why` needs its kernels.
+    fn abort(&self, why: &str) {
+        let mut st = lock(&self.state);
+        if st.status == FusionStatus::Active {
+            warn(
+                &self.ctx,
+                &format!(
+                    "fusion on queue #{} cancelled early, its {} kernel(s) run unfused: {why}",
+                    self.queue,
+                    st.held.len()
+                ),
+            );
+            self.cancel_locked(&mut st, FusionStatus::Aborted { reason: why.into() });
+        }
+    }
+
+    /// Lets the held kernels run unfused and finishes the fusion command after them.
+    fn cancel_locked(&self, st: &mut State, status: FusionStatus) {
+        let held = std::mem::take(&mut st.held);
+        let events: Vec<Event> = held.iter().map(|h| h.event.clone()).collect();
+        for h in held {
+            h.held.release();
+        }
+        self.finish(events);
+        st.status = status;
+    }
+
+    /// Submits the fusion command: it finishes after `deps`.
+    fn finish(&self, deps: Vec<Event>) {
+        let desc = CommandDesc {
+            name: self.event.name().into(),
+            accessors: Vec::new(),
+            deps,
+            action: Action::Nothing,
+        };
+        let opts = SubmitOpts {
+            event: Some(self.event.clone()),
+            untracked: true,
+            fusion: Some(self.id),
+            ..SubmitOpts::default()
+        };
+        self.ctx.scheduler().submit(self.ctx.device(), desc, None, opts);
+    }
+
+    /// Fuses the held kernels; `Err` (the JIT's refusal) leaves them held.
+    fn complete_locked(&self, st: &mut State, props: FusionProps) -> Result<(), String> {
+        let members: Vec<jit::Member> = st
+            .held
+            .iter()
+            .map(|h| jit::Member {
+                kernel: &h.kernel,
+                range: &h.range,
+                args: &h.args,
+                accessors: &h.accessors,
+            })
+            .collect();
+        let fused = jit::fuse(&self.ctx, &members, props)?;
+        let held = std::mem::take(&mut st.held);
+        // The union of the members' dependencies, less those on one another.
+        let mut deps: Vec<Event> = Vec::new();
+        for d in held.iter().flat_map(|h| &h.deps) {
+            let internal = held.iter().any(|h| h.event.same_event(d));
+            if !internal && !deps.iter().any(|x| x.same_event(d)) {
+                deps.push(d.clone());
+            }
+        }
+        let desc = CommandDesc {
+            name: format!("fused kernel `{}` #{}", fused.kernel.name, next_command_id()),
+            accessors: fused.accessors,
+            deps,
+            action: Action::Kernel { kernel: fused.kernel, range: fused.range, args: fused.args },
+        };
+        let opts = SubmitOpts { untracked: true, fusion: Some(self.id), ..SubmitOpts::default() };
+        let run = self.ctx.scheduler().submit(self.ctx.device(), desc, None, opts);
+        let events: Vec<Event> = held.iter().map(|h| h.event.clone()).collect();
+        let kernels = held.len();
+        for h in held {
+            h.held.replace_by(&run.event);
+        }
+        self.finish(events);
+        for w in &fused.warnings {
+            warn(&self.ctx, &format!("fusion on queue #{}: {w}", self.queue));
+        }
+        st.status = FusionStatus::Completed {
+            kernels,
+            cache_hit: fused.cache_hit,
+            warnings: fused.warnings,
+        };
+        Ok(())
+    }
+}
+
+/// An event that has finished: what fusion calls return when there is nothing to wait for.
+fn finished_event(name: String) -> Event {
+    let e = Event::new(name);
+    e.finish(None);
+    e
+}
+
+/// Holds `desc` back in `q`'s fusion list if `q` is in fusion mode and `desc` is a kernel
+/// (taking it, and returning the fusion's event); otherwise leaves it.
+pub(crate) fn hold(q: &Queue, desc: &mut CommandDesc) -> Option<Event> {
+    if !matches!(desc.action, Action::Kernel { .. }) {
+        return None;
+    }
+    let slot = lock(&q.fusion);
+    let f = slot.as_ref()?;
+    let mut st = lock(&f.state);
+    if st.status != FusionStatus::Active {
+        return None;
+    }
+    let Action::Kernel { kernel, range, args } = &desc.action else { return None };
+    let (kernel, range, args) = (kernel.clone(), range.clone(), args.clone());
+    let nothing = CommandDesc {
+        name: String::new(),
+        accessors: Vec::new(),
+        deps: Vec::new(),
+        action: Action::Nothing,
+    };
+    let mut desc = std::mem::replace(desc, nothing);
+    // A kernel of the list depending on the fusion's own event waits for the kernels held
+    // so far (the fusion command waits for it: it cannot wait for that).
+    if desc.deps.iter().any(|d| d.same_event(&f.event)) {
+        desc.deps.retain(|d| !d.same_event(&f.event));
+        desc.deps.extend(st.held.iter().map(|h| h.event.clone()));
+    }
+    let name = desc.name.clone();
+    let accessors = desc.accessors.clone();
+    // The held kernel's event carries the fusion's hook: whatever waits for it or depends
+    // on it from outside the list ends the fusion early.
+    let opts = SubmitOpts {
+        event: Some(Event::with_hook(name.clone(), Some(f.hook.clone()))),
+        hold: true,
+        fusion: Some(f.id),
+        ..SubmitOpts::default()
+    };
+    let sub = q.submit_opts(desc, opts);
+    st.held.push(HeldKernel {
+        held: sub.held.expect("a held submission has a handle"),
+        event: sub.event,
+        kernel,
+        range,
+        args,
+        accessors,
+        deps: sub.deps,
+    });
+    let event = f.event.clone();
+    drop(st);
+    drop(slot);
+    q.remember(&event);
+    abort_for(&sub.aborts, &name, q);
+    Some(event)
+}
+
+/// Ends the fusions in `hooks` early: command `name`, submitted to `q`, depends on them.
+pub(crate) fn abort_for(hooks: &[Arc<dyn FusionHook>], name: &str, q: &Queue) {
+    for h in hooks {
+        let why = if h.queue_id() == q.id {
+            format!("{name}, submitted to the same queue, depends on a kernel in the fusion list")
+        } else if q.is_in_fusion_mode() {
+            format!(
+                "{name}, held in the fusion list of queue #{}, depends on a kernel in this \
+                 fusion list (a dependency between two fusions)",
+                q.id
+            )
+        } else {
+            format!("{name}, on queue #{}, depends on a kernel in the fusion list", q.id)
+        };
+        h.abort(&why);
+    }
+}
+
+/// A queue dropped in fusion mode: its kernels run.
+pub(crate) fn drop_queue(q: &Queue) {
+    let f = lock(&q.fusion).clone();
+    if let Some(f) = f {
+        f.abort(&format!("queue #{} was dropped in fusion mode", q.id));
+    }
+}
+
+impl Queue {
+    /// Puts the queue into fusion mode: kernels submitted from now on are held back in its
+    /// fusion list until [`complete_fusion`](Self::complete_fusion) fuses them or
+    /// [`cancel_fusion`](Self::cancel_fusion) (or an early cancellation, see
+    /// [`crate::fusion`]) lets them run unfused. An error if the queue is already in fusion
+    /// mode or records into a command graph.
+    pub fn start_fusion(&self) -> Result<(), RuntimeError> {
+        let invalid = |message: &str| RuntimeError::Invalid {
+            command: "start_fusion".into(),
+            message: message.into(),
+        };
+        if self.is_recording() {
+            return Err(invalid("the queue is recording into a command graph"));
+        }
+        let mut slot = lock(&self.fusion);
+        if slot.as_ref().is_some_and(|f| lock(&f.state).status == FusionStatus::Active) {
+            return Err(invalid(
+                "the queue is already in fusion mode (complete or cancel that fusion first)",
+            ));
+        }
+        // The previous fusion's event is released here (the seed's DELETE status).
+        *slot = Some(Fusion::new(self));
+        Ok(())
+    }
+
+    /// Whether the queue is in fusion mode: started and not yet completed or cancelled
+    /// (explicitly or early).
+    pub fn is_in_fusion_mode(&self) -> bool {
+        lock(&self.fusion).as_ref().is_some_and(|f| lock(&f.state).status == FusionStatus::Active)
+    }
+
+    /// Where the queue's last fusion is: `None` if no fusion was ever started.
+    pub fn fusion_status(&self) -> Option<FusionStatus> {
+        lock(&self.fusion).as_ref().map(|f| lock(&f.state).status.clone())
+    }
+
+    /// Leaves fusion mode letting the held kernels run unfused; returns the fusion's event.
+    /// Not in fusion mode: a warning (level 1) and the last fusion's event, if any.
+    pub fn cancel_fusion(&self) -> Event {
+        let slot = lock(&self.fusion);
+        let Some(f) = slot.as_ref() else {
+            warn(
+                &self.ctx,
+                &format!("cancel_fusion on queue #{}, which never started a fusion", self.id),
+            );
+            return finished_event(format!("no fusion of queue #{}", self.id));
+        };
+        let mut st = lock(&f.state);
+        if st.status == FusionStatus::Active {
+            f.cancel_locked(&mut st, FusionStatus::Cancelled);
+        } else {
+            warn(
+                &self.ctx,
+                &format!(
+                    "cancel_fusion on queue #{}, which is not in fusion mode ({})",
+                    self.id,
+                    st.status.describe()
+                ),
+            );
+        }
+        f.event.clone()
+    }
+
+    /// Leaves fusion mode fusing the held kernels into one (see [`crate::fusion`]), with
+    /// `props`; returns the fusion's event, which finishes after the fused kernel.
+    ///
+    /// The fused kernel's arguments: buffers passed to several kernels are passed once;
+    /// scalar arguments become constants of the fused kernel; a buffer is promoted to
+    /// private or local memory (never read nor written by the fused kernel) as the
+    /// properties of its accessors ([`crate::buffer::AccessProps`]) or of the buffer
+    /// ([`crate::Buffer::set_promote`]) ask, where the JIT proves it exact (a request it
+    /// refuses leaves the buffer in global memory, with a warning). If the JIT refuses the
+    /// list, or cannot prove that fusing keeps the result, the fusion is cancelled with a
+    /// warning ([`FusionStatus::Failed`]). Not in fusion mode (never started, or cancelled
+    /// early): a warning and the last fusion's event.
+    pub fn complete_fusion(&self, props: FusionProps) -> Event {
+        let slot = lock(&self.fusion);
+        let Some(f) = slot.as_ref() else {
+            warn(
+                &self.ctx,
+                &format!("complete_fusion on queue #{}, which never started a fusion", self.id),
+            );
+            return finished_event(format!("no fusion of queue #{}", self.id));
+        };
+        let mut st = lock(&f.state);
+        if st.status != FusionStatus::Active {
+            warn(
+                &self.ctx,
+                &format!(
+                    "complete_fusion on queue #{}, which is not in fusion mode any more ({}): \
+                     nothing fused",
+                    self.id,
+                    st.status.describe()
+                ),
+            );
+            return f.event.clone();
+        }
+        if st.held.is_empty() {
+            f.finish(Vec::new());
+            st.status = FusionStatus::Completed { kernels: 0, cache_hit: false, warnings: vec![] };
+        } else if let Err(reason) = f.complete_locked(&mut st, props) {
+            warn(
+                &self.ctx,
+                &format!(
+                    "fusion on queue #{} cancelled, its {} kernel(s) run unfused: the fusion \
+                     JIT refused it: {reason}",
+                    self.id,
+                    st.held.len()
+                ),
+            );
+            f.cancel_locked(&mut st, FusionStatus::Failed { reason });
+        }
+        f.event.clone()
+    }
+}
