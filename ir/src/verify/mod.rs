@@ -107,6 +107,7 @@
 
 mod expr;
 mod stmt;
+mod vector;
 
 mod verified;
 
@@ -339,6 +340,15 @@ impl<'k> Checker<'k> {
             }
             match p.ty() {
                 Type::Scalar(_) => {}
+                Type::Vector(..) => self.error(
+                    None,
+                    format!(
+                        "parameter `{}` is a vector ({}); pass vectors through a buffer and \
+                         `vload` them",
+                        p.name(),
+                        p.ty()
+                    ),
+                ),
                 Type::Ptr(space, elem) => {
                     if !matches!(
                         space,
