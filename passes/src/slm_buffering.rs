@@ -122,18 +122,37 @@ struct Uses {
     calls: usize,
     barriers: Vec<MemFence>,
     bound: HashSet<String>,
+    /// The most lanes a vector access of each array has (arrays only accessed by scalars
+    /// are absent): offsets must keep such accesses aligned.
+    lanes: HashMap<String, u8>,
+}
+
+impl Uses {
+    fn vector(&mut self, buf: &Var, lanes: u8) {
+        let l = self.lanes.entry(buf.name().to_string()).or_insert(1);
+        *l = (*l).max(lanes);
+    }
 }
 
 impl Visitor for Uses {
     fn visit_expr(&mut self, e: &Expr) {
-        if let ExprNode::Load { buf, .. } = e.node() {
-            self.loads.push(buf.clone());
+        match e.node() {
+            ExprNode::Load { buf, .. } => self.loads.push(buf.clone()),
+            ExprNode::VecLoad { buf, lanes, .. } => {
+                self.loads.push(buf.clone());
+                self.vector(buf, *lanes);
+            }
+            _ => {}
         }
         kiln_ir::walk_expr(self, e)
     }
     fn visit_stmt(&mut self, s: &Stmt) {
         match s.node() {
             StmtNode::Store { buf, .. } => self.stores.push(buf.clone()),
+            StmtNode::VecStore { buf, value, .. } => {
+                self.stores.push(buf.clone());
+                self.vector(buf, value.ty().lanes());
+            }
             StmtNode::Call { func, .. } => match func.kind() {
                 FuncKind::Barrier(f) => self.barriers.push(f),
                 _ => self.calls += 1,
@@ -190,7 +209,9 @@ fn same_writes(s: &Stmt, xs: &HashSet<String>, dep: &mut HashSet<String>) -> boo
             }
             true
         }
-        StmtNode::Store { buf, index, .. } => xs.contains(buf.name()) && !mentions(index, dep),
+        StmtNode::Store { buf, index, .. } | StmtNode::VecStore { buf, index, .. } => {
+            xs.contains(buf.name()) && !mentions(index, dep)
+        }
         StmtNode::Block(v) => v.iter().all(|s| same_writes(s, xs, dep)),
         StmtNode::For { lo, hi, step, body, .. } => {
             ![lo, hi, step].iter().any(|e| mentions(e, dep)) && same_writes(body, xs, dep)
@@ -203,14 +224,21 @@ fn same_writes(s: &Stmt, xs: &HashSet<String>, dep: &mut HashSet<String>) -> boo
             // A masked copy: both branches store into the same element.
             let single = |b: &Stmt| match b.stmts() {
                 [s] => match s.node() {
-                    StmtNode::Store { buf, index, .. } => Some((buf.clone(), index.clone())),
+                    StmtNode::Store { buf, index, .. } => Some((buf.clone(), index.clone(), 1)),
+                    StmtNode::VecStore { buf, index, value } => {
+                        Some((buf.clone(), index.clone(), value.ty().lanes()))
+                    }
                     _ => None,
                 },
                 _ => None,
             };
             match (single(then), otherwise.as_ref().and_then(single)) {
-                (Some((b1, i1)), Some((b2, i2))) => {
-                    b1 == b2 && i1 == i2 && xs.contains(b1.name()) && !mentions(&i1, dep)
+                (Some((b1, i1, l1)), Some((b2, i2, l2))) => {
+                    b1 == b2
+                        && i1 == i2
+                        && l1 == l2
+                        && xs.contains(b1.name())
+                        && !mentions(&i1, dep)
                 }
                 _ => false,
             }
@@ -223,7 +251,7 @@ fn index_types(stmts: &[Stmt], xs: &HashSet<String>) -> Vec<Scalar> {
     struct T<'a>(&'a HashSet<String>, Vec<Scalar>);
     impl Visitor for T<'_> {
         fn visit_expr(&mut self, e: &Expr) {
-            if let ExprNode::Load { buf, index } = e.node() {
+            if let ExprNode::Load { buf, index } | ExprNode::VecLoad { buf, index, .. } = e.node() {
                 if self.0.contains(buf.name()) {
                     self.1.extend(index.ty().scalar());
                 }
@@ -231,7 +259,9 @@ fn index_types(stmts: &[Stmt], xs: &HashSet<String>) -> Vec<Scalar> {
             kiln_ir::walk_expr(self, e)
         }
         fn visit_stmt(&mut self, s: &Stmt) {
-            if let StmtNode::Store { buf, index, .. } = s.node() {
+            if let StmtNode::Store { buf, index, .. } | StmtNode::VecStore { buf, index, .. } =
+                s.node()
+            {
                 if self.0.contains(buf.name()) {
                     self.1.extend(index.ty().scalar());
                 }
@@ -288,6 +318,14 @@ fn plan(k: &Kernel, s: &Stmt) -> Option<Plan> {
             _ => None,
         })?;
         arrays.insert(x.name().to_string(), (n, x.ty().elem()?));
+    }
+    // A vector access stays aligned only if the offset (a multiple of the length) is a
+    // multiple of its lane count.
+    for (name, (n, _)) in &arrays {
+        let lanes = [&pu, &cu].iter().filter_map(|u| u.lanes.get(name)).max().copied();
+        if lanes.is_some_and(|l| n % l as u32 != 0) {
+            return None;
+        }
     }
     let xs: HashSet<String> = arrays.keys().cloned().collect();
     // The load reads only pointer parameters (no local or private array) and no `var`.
@@ -364,19 +402,35 @@ impl Mutator for Offset<'_> {
     }
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         let e = walk_mutate_expr(self, e);
-        if let ExprNode::Load { buf, index } = e.node() {
-            if let Some(i) = self.index(buf, index) {
-                return Expr::load(buf, i);
+        match e.node() {
+            ExprNode::Load { buf, index } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Expr::load(buf, i);
+                }
             }
+            ExprNode::VecLoad { buf, index, lanes } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Expr::vload(buf, i, *lanes);
+                }
+            }
+            _ => {}
         }
         e
     }
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
-        if let StmtNode::Store { buf, index, value } = s.node() {
-            if let Some(i) = self.index(buf, index) {
-                return Stmt::store(buf, i, value.clone());
+        match s.node() {
+            StmtNode::Store { buf, index, value } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Stmt::store(buf, i, value.clone());
+                }
             }
+            StmtNode::VecStore { buf, index, value } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Stmt::vstore(buf, i, value.clone());
+                }
+            }
+            _ => {}
         }
         s
     }
