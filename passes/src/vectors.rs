@@ -228,8 +228,18 @@ impl Lower {
             StmtNode::Assign { var, value } if var.ty().is_vector() => {
                 // All lanes are computed before any is assigned: a lane may read another.
                 let ls = self.lanes(value, &mut Some(out));
-                let tmps: Vec<Expr> =
-                    ls.into_iter().map(|x| self.bind(x, "va", &mut Some(out))).collect();
+                let tmps: Vec<Expr> = ls
+                    .into_iter()
+                    .map(|x| {
+                        if x.as_imm().is_some() {
+                            return x;
+                        }
+                        // Variables too: a lane may be another lane of `var` itself.
+                        let t = self.fresh("va", x.ty());
+                        out.push(Stmt::let_(&t, x));
+                        t.expr()
+                    })
+                    .collect();
                 let vars = self.lanes.get(var.name()).cloned().unwrap_or_default();
                 for (v, x) in vars.iter().zip(tmps) {
                     out.push(Stmt::assign(v, x));
