@@ -31,11 +31,25 @@ pub struct GemmConfig {
     /// Fully unroll the constant-trip inner loops (tile loads, the `k_tile` loop) with the
     /// `unroll` pass.
     pub unroll: bool,
+    /// Vector width, 1, 2, 4 or 8. Above 1, each work-item owns `tm` contiguous rows and
+    /// `tn` contiguous columns of C, reads them from local memory with `vload`s of `tm`
+    /// and `tn` lanes, and the tile copies and C's stores use `vec`-lane vector accesses
+    /// wherever the view is provably contiguous and aligned there (elsewhere scalar ones).
+    pub vec: u32,
 }
 
 impl Default for GemmConfig {
     fn default() -> GemmConfig {
-        GemmConfig { wg_m: 8, wg_n: 8, tm: 2, tn: 2, k_tile: 8, slm_depth: 2, unroll: false }
+        GemmConfig {
+            wg_m: 8,
+            wg_n: 8,
+            tm: 2,
+            tn: 2,
+            k_tile: 8,
+            slm_depth: 2,
+            unroll: false,
+            vec: 1,
+        }
     }
 }
 
@@ -90,6 +104,9 @@ impl GemmConfig {
         if self.k_tile > 256 {
             return Err(format!("config: k_tile {} exceeds 256", self.k_tile));
         }
+        if ![1, 2, 4, 8].contains(&self.vec) {
+            return Err(format!("config: vec {} is not 1, 2, 4 or 8", self.vec));
+        }
         if !(1..=2).contains(&self.slm_depth) {
             return Err(format!("config: slm_depth {} is not 1 or 2", self.slm_depth));
         }
@@ -127,8 +144,13 @@ impl GemmConfig {
             ] {
                 for k_tile in [4, 8, 16, 32] {
                     for slm_depth in [1, 2] {
-                        for unroll in [false, true] {
-                            let c = GemmConfig { wg_m, wg_n, tm, tn, k_tile, slm_depth, unroll };
+                        for (unroll, vec) in [(false, 1), (true, 1), (true, 4)] {
+                            // Vectors where the register block can use them whole.
+                            if vec > 1 && (tm % vec != 0 || tn % vec != 0) {
+                                continue;
+                            }
+                            let c =
+                                GemmConfig { wg_m, wg_n, tm, tn, k_tile, slm_depth, unroll, vec };
                             let fits = |tile: u32, size: u64| (tile as u64) < 2 * size.max(4);
                             if c.validate().is_ok()
                                 && fits(c.tile_m(), m)
@@ -151,6 +173,7 @@ impl GemmConfig {
                 k_tile: 4,
                 slm_depth: 1,
                 unroll: false,
+                vec: 1,
             });
         }
         out
@@ -158,12 +181,19 @@ impl GemmConfig {
 }
 
 impl fmt::Display for GemmConfig {
-    /// `wg=8x8 tile=2x2 k=8 slm=2 unroll=0`, the form `kiln gen` takes.
+    /// `wg=8x8 tile=2x2 k=8 slm=2 unroll=0 vec=1`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "wg={}x{} tile={}x{} k={} slm={} unroll={}",
-            self.wg_m, self.wg_n, self.tm, self.tn, self.k_tile, self.slm_depth, self.unroll as u8
+            "wg={}x{} tile={}x{} k={} slm={} unroll={} vec={}",
+            self.wg_m,
+            self.wg_n,
+            self.tm,
+            self.tn,
+            self.k_tile,
+            self.slm_depth,
+            self.unroll as u8,
+            self.vec
         )
     }
 }

@@ -46,6 +46,7 @@ fn random_config(r: &mut Rng) -> GemmConfig {
         tn: pick(r, &[1, 2, 3, 4]),
         k_tile: pick(r, &[1, 2, 4, 5, 8, 16]),
         slm_depth: pick(r, &[1, 2]),
+        vec: pick(r, &[1, 2, 4]),
         unroll: r.range(0, 1) == 1,
     }
 }
@@ -117,7 +118,16 @@ fn gemm_random_shapes_and_configs() {
 #[test]
 fn gemm_100_cubed() {
     let p = GemmProblem { m: 100, n: 100, k: 100, trans_a: false, trans_b: true, ty: Scalar::F32 };
-    let cfg = GemmConfig { wg_m: 8, wg_n: 8, tm: 4, tn: 4, k_tile: 16, slm_depth: 2, unroll: true };
+    let cfg = GemmConfig {
+        wg_m: 8,
+        wg_n: 8,
+        tm: 4,
+        tn: 4,
+        k_tile: 16,
+        slm_depth: 2,
+        unroll: true,
+        vec: 4,
+    };
     case(p, cfg, 7, false);
 }
 

@@ -108,6 +108,9 @@ struct Common {
     /// Fully unroll the constant-trip inner loops.
     #[arg(long)]
     unroll: bool,
+    /// Vector width of local-memory reads, tile copies and C's stores: 1, 2, 4 or 8.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    vec: u32,
     /// Print the configurations a tuner would try for this problem, one per line, instead.
     #[arg(long)]
     candidates: bool,
@@ -135,6 +138,7 @@ impl Common {
             k_tile: self.k_tile,
             slm_depth: self.slm,
             unroll: self.unroll,
+            vec: self.vec,
         };
         cfg.validate().map_err(Error::Message)?;
         Ok(cfg)

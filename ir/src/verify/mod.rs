@@ -111,6 +111,7 @@ mod vector;
 
 mod verified;
 
+pub use vector::known_residue;
 pub use verified::Verified;
 
 use std::collections::{HashMap, HashSet};
