@@ -5,7 +5,9 @@
 # CUDA: the differential tests (cuda_diff, cuda_optimized), the sanitizer, the embedding
 # API; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
 # host's cores (cpu_diff, and the 4-kernel chain timed with `kiln run --time`); kiln's
-# generated SGEMM against cuBLAS (gemm.py). The Vulkan loader must be installed (see
+# generated SGEMM against cuBLAS (gemm.py), its convolution against cuDNN (conv.py), NVRTC's
+# compile time for a similar CUDA C SGEMM against kiln's generation and emission
+# (nvrtc_gemm.py). The Vulkan loader must be installed (see
 # benches/gpu/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,5 +36,7 @@ step "chain cpu, all threads" chain --device cpu
 step "chain cpu, 1 thread" chain --device cpu --threads 1
 step "chain cuda" chain --device cuda
 TAIL=60 step gemm python3 benches/gpu/gemm.py "$BIN/kiln"
+TAIL=60 step conv python3 benches/gpu/conv.py "$BIN/kiln"
+step "nvrtc vs kiln gemm compile" python3 benches/gpu/nvrtc_gemm.py "$BIN/kiln"
 echo "summary: exit $rc"
 exit $rc
