@@ -197,3 +197,42 @@ impl fmt::Display for GemmConfig {
         )
     }
 }
+
+impl std::str::FromStr for GemmConfig {
+    type Err = String;
+
+    /// Parses the [`Display`](fmt::Display) form, `wg=8x8 tile=2x2 k=8 slm=2 unroll=0 vec=1`
+    /// (every field, any order), and validates it.
+    fn from_str(s: &str) -> Result<GemmConfig, String> {
+        let mut c = GemmConfig::default();
+        let mut seen = Vec::new();
+        let num = |v: &str, what: &str| {
+            v.parse::<u32>().map_err(|_| format!("config: {what} `{v}` is not a number"))
+        };
+        let pair = |v: &str, what: &str| -> Result<(u32, u32), String> {
+            let (a, b) = v.split_once('x').ok_or(format!("config: {what} `{v}` is not AxB"))?;
+            Ok((num(a, what)?, num(b, what)?))
+        };
+        for word in s.split_whitespace() {
+            let (key, v) =
+                word.split_once('=').ok_or(format!("config: `{word}` is not key=value"))?;
+            match key {
+                "wg" => (c.wg_m, c.wg_n) = pair(v, key)?,
+                "tile" => (c.tm, c.tn) = pair(v, key)?,
+                "k" => c.k_tile = num(v, key)?,
+                "slm" => c.slm_depth = num(v, key)?,
+                "unroll" => c.unroll = num(v, key)? != 0,
+                "vec" => c.vec = num(v, key)?,
+                _ => return Err(format!("config: unknown key `{key}`")),
+            }
+            seen.push(key);
+        }
+        for key in ["wg", "tile", "k", "slm", "unroll", "vec"] {
+            if !seen.contains(&key) {
+                return Err(format!("config: `{key}=` is missing"));
+            }
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}

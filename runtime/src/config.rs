@@ -43,6 +43,9 @@ pub struct Config {
     /// Print the IR after every optimization pass to stderr (`KILN_VERBOSE=debuginfo`);
     /// takes effect through [`Config::install`].
     pub verbose: bool,
+    /// Skip autotuning searches (`KILN_TUNE=0`): a tuner uses a stored winner or its
+    /// heuristic and times nothing.
+    pub tune_disabled: bool,
 }
 
 impl Config {
@@ -103,6 +106,7 @@ impl Config {
         c.in_mem_cache_max = size(get("KILN_IN_MEM_CACHE_MAX")?);
         c.build_options = get("KILN_PROGRAM_BUILD_OPTIONS")?.unwrap_or_default();
         c.verbose = get("KILN_VERBOSE")?.is_some_and(|v| v == "debuginfo");
+        c.tune_disabled = get("KILN_TUNE")?.is_some_and(|v| v.trim() == "0");
         Ok(c)
     }
 

@@ -18,7 +18,7 @@ pub struct GenArgs {
 }
 
 #[derive(Subcommand, Debug)]
-enum What {
+pub(super) enum What {
     /// C = alpha * op(A) · op(B) + beta * C, row-major (A is M x K, B is K x N).
     Gemm(GemmArgs),
     /// 2-D convolution forward as an implicit GEMM (M = mb·oh·ow, N = oc, K = ic·kh·kw).
@@ -26,7 +26,7 @@ enum What {
 }
 
 #[derive(Args, Debug)]
-struct GemmArgs {
+pub(super) struct GemmArgs {
     /// Rows of C.
     m: i64,
     /// Columns of C.
@@ -44,7 +44,7 @@ struct GemmArgs {
 }
 
 #[derive(Args, Debug)]
-struct ConvArgs {
+pub(super) struct ConvArgs {
     /// Batch size.
     #[arg(long, value_name = "N")]
     mb: i64,
@@ -152,18 +152,51 @@ impl Common {
     }
 }
 
+impl GemmArgs {
+    /// The problem these arguments describe.
+    pub(super) fn problem(&self) -> GemmProblem {
+        GemmProblem {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            ty: self.common.scalar(),
+        }
+    }
+
+    /// Where to write the kernel (`-o`).
+    pub(super) fn output(&self) -> Option<&PathBuf> {
+        self.common.output.as_ref()
+    }
+}
+
+impl ConvArgs {
+    /// The problem these arguments describe.
+    pub(super) fn problem(&self) -> ConvProblem {
+        let c = self;
+        ConvProblem::new(c.mb, c.ic, c.input.0, c.input.1, c.oc, c.kernel.0, c.kernel.1)
+            .with_stride(c.stride.0, c.stride.1)
+            .with_padding(c.pad.0, c.pad.1)
+            .with_dilation(c.dilation.0, c.dilation.1)
+            .with_format(match c.format {
+                Format::Nchw => ConvFormat::Nchw,
+                Format::Nhwc => ConvFormat::Nhwc,
+            })
+            .with_type(c.common.scalar())
+    }
+
+    /// Where to write the kernel (`-o`).
+    pub(super) fn output(&self) -> Option<&PathBuf> {
+        self.common.output.as_ref()
+    }
+}
+
 /// Runs `kiln gen`.
 pub fn main(a: &GenArgs) -> Result<(), Error> {
     let (common, generated, what) = match &a.what {
         What::Gemm(g) => {
-            let p = GemmProblem {
-                m: g.m,
-                n: g.n,
-                k: g.k,
-                trans_a: g.trans_a,
-                trans_b: g.trans_b,
-                ty: g.common.scalar(),
-            };
+            let p = g.problem();
             if g.common.candidates {
                 p.views().map_err(Error::Message)?;
                 return candidates(p.m as u64, p.n as u64, p.k as u64);
@@ -180,16 +213,7 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
             (&g.common, p.generate(&g.common.config()?), what)
         }
         What::Conv(c) => {
-            let p =
-                ConvProblem::new(c.mb, c.ic, c.input.0, c.input.1, c.oc, c.kernel.0, c.kernel.1)
-                    .with_stride(c.stride.0, c.stride.1)
-                    .with_padding(c.pad.0, c.pad.1)
-                    .with_dilation(c.dilation.0, c.dilation.1)
-                    .with_format(match c.format {
-                        Format::Nchw => ConvFormat::Nchw,
-                        Format::Nhwc => ConvFormat::Nhwc,
-                    })
-                    .with_type(c.common.scalar());
+            let p = c.problem();
             if c.common.candidates {
                 let views = p.views().map_err(Error::Message)?;
                 let size = |v: &kiln::generator::View, k| {
@@ -224,7 +248,7 @@ fn candidates(m: u64, n: u64, k: u64) -> Result<(), Error> {
 }
 
 /// Writes to standard output; a closed pipe (`kiln gen ... | head`) is not an error.
-fn write_stdout(text: &str) -> Result<(), Error> {
+pub(super) fn write_stdout(text: &str) -> Result<(), Error> {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
@@ -235,7 +259,7 @@ fn write_stdout(text: &str) -> Result<(), Error> {
 }
 
 /// The kernel as a .kir module after a comment header (kept by `kiln fmt`).
-fn render(g: &Generated, what: &str, cfg: &GemmConfig) -> String {
+pub(super) fn render(g: &Generated, what: &str, cfg: &GemmConfig) -> String {
     let names: Vec<String> =
         g.kernel.params().iter().take(3).map(|p| p.name().to_string()).collect();
     let [ea, eb, ec] = g.buffer_elems;
