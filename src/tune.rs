@@ -31,6 +31,9 @@ use kiln_ir::{Scalar, Verified};
 use kiln_runtime::cache::{DiskKey, PersistentCache};
 use kiln_runtime::{Config, Device, DeviceKind};
 
+/// Generates a problem's kernel for a blocking.
+pub type GenerateFn<'a> = Box<dyn Fn(&GemmConfig) -> Result<Generated, String> + 'a>;
+
 /// A problem to tune: its cache key and implicit GEMM sizes, and how to generate its kernel
 /// for a blocking.
 pub struct Problem<'a> {
@@ -39,7 +42,7 @@ pub struct Problem<'a> {
     /// The implicit GEMM's M, N and K (the candidates depend on them).
     pub mnk: [u64; 3],
     /// Generates the kernel for a blocking.
-    pub generate: Box<dyn Fn(&GemmConfig) -> Result<Generated, String> + 'a>,
+    pub generate: GenerateFn<'a>,
 }
 
 /// `x` rounded up to a power of two: the size buckets of tuning keys.

@@ -23,6 +23,7 @@ fn every_setting_is_read() {
         ("KILN_IN_MEM_CACHE_MAX", "1G"),
         ("KILN_PROGRAM_BUILD_OPTIONS", "-O0 -fsanitize=bounds"),
         ("KILN_VERBOSE", "debuginfo"),
+        ("KILN_TUNE", "0"),
     ]))
     .unwrap();
     let want = Config {
@@ -33,6 +34,7 @@ fn every_setting_is_read() {
         in_mem_cache_max: 1 << 30,
         build_options: "-O0 -fsanitize=bounds".into(),
         verbose: true,
+        tune_disabled: true,
     };
     assert_eq!(c, want);
     // Nothing set is the default, and the default is what `Config::default` says.

@@ -50,7 +50,7 @@ pub fn known_residue(e: &Expr, m: u64) -> Option<u64> {
                     let amount = b.as_imm()?.as_i128()?;
                     let width = a.ty().scalar()?.bits() as i128;
                     let amount = amount.rem_euclid(width) as u32;
-                    if amount >= 64 || (1u64 << amount) % m == 0 {
+                    if amount >= 64 || (1u64 << amount).is_multiple_of(m) {
                         return Some(0);
                     }
                     Some(ra?.wrapping_shl(amount) & mask)
@@ -222,12 +222,11 @@ impl Checker<'_> {
         let index_ok = self.expr(index);
         if self.expr(value) {
             match (value.ty(), elem) {
-                (Type::Vector(ve, lanes), Some(elem)) if ve == elem => {
-                    if index_ok {
-                        let at = value.clone();
-                        self.vector_index(&at, buf, index, lanes, "vector store to");
-                    }
+                (Type::Vector(ve, lanes), Some(elem)) if ve == elem && index_ok => {
+                    let at = value.clone();
+                    self.vector_index(&at, buf, index, lanes, "vector store to");
                 }
+                (Type::Vector(ve, _), Some(elem)) if ve == elem => {}
                 (t, Some(elem)) => self.at_expr(
                     value,
                     format!(
