@@ -429,7 +429,8 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let lid = Var::new("lid", Type::I32);
     let m0 = Var::new("m0", Type::I32);
     let n0 = Var::new("n0", Type::I32);
-    let depth = cfg.slm_depth as i64;
+    // Triple buffering is the single-buffered loop through the `slm-buffer3` pass (below).
+    let depth = if cfg.slm_depth == 3 { 1 } else { cfg.slm_depth as i64 };
     let mut body = vec![
         Stmt::alloc(&a_s, (depth * bk * bm) as u32),
         Stmt::alloc(&b_s, (depth * bk * bn) as u32),
@@ -591,6 +592,13 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     };
     let mut kernel =
         Kernel::with_attrs(&views.name, vec![pa, pb, pc, alpha, beta], attrs, Stmt::block(body));
+    if cfg.slm_depth == 3 {
+        let tripled = kiln_passes::slm_buffering::slm_triple_buffer(&kernel);
+        if tripled.ptr_eq(&kernel) {
+            return Err("internal error: the slm-buffer3 pass left the k loop alone".into());
+        }
+        kernel = tripled;
+    }
     if cfg.unroll {
         kernel = kiln_passes::unroll::unroll(&kernel);
     }

@@ -25,8 +25,9 @@ pub struct GemmConfig {
     pub tn: u32,
     /// The reduction depth of one local-memory tile.
     pub k_tile: u32,
-    /// Local-memory buffers per operand: 1 (load, barrier, compute, barrier) or 2 (the next
-    /// tile loads while the current one is multiplied; one barrier per step).
+    /// Local-memory buffers per operand: 1 (load, barrier, compute, barrier), 2 (the next
+    /// tile loads while the current one is multiplied; one barrier per step) or 3 (two
+    /// tiles ahead: the single-buffered kernel through the `slm-buffer3` pass).
     pub slm_depth: u32,
     /// Fully unroll the constant-trip inner loops (tile loads, the `k_tile` loop) with the
     /// `unroll` pass.
@@ -107,8 +108,8 @@ impl GemmConfig {
         if ![1, 2, 4, 8].contains(&self.vec) {
             return Err(format!("config: vec {} is not 1, 2, 4 or 8", self.vec));
         }
-        if !(1..=2).contains(&self.slm_depth) {
-            return Err(format!("config: slm_depth {} is not 1 or 2", self.slm_depth));
+        if !(1..=3).contains(&self.slm_depth) {
+            return Err(format!("config: slm_depth {} is not 1, 2 or 3", self.slm_depth));
         }
         if self.local_bytes() > MAX_LOCAL_BYTES as u64 {
             return Err(format!(
@@ -143,7 +144,7 @@ impl GemmConfig {
                 (8, 8),
             ] {
                 for k_tile in [4, 8, 16, 32] {
-                    for slm_depth in [1, 2] {
+                    for slm_depth in [1, 2, 3] {
                         for (unroll, vec) in [(false, 1), (true, 1), (true, 4)] {
                             // Vectors where the register block can use them whole.
                             if vec > 1 && (tm % vec != 0 || tn % vec != 0) {

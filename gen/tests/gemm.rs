@@ -45,7 +45,7 @@ fn random_config(r: &mut Rng) -> GemmConfig {
         tm: pick(r, &[1, 2, 3, 4]),
         tn: pick(r, &[1, 2, 3, 4]),
         k_tile: pick(r, &[1, 2, 4, 5, 8, 16]),
-        slm_depth: pick(r, &[1, 2]),
+        slm_depth: pick(r, &[1, 2, 3]),
         vec: pick(r, &[1, 2, 4]),
         unroll: r.range(0, 1) == 1,
     }
@@ -150,7 +150,7 @@ fn bad_problems_are_refused() {
     assert!(p.generate(&GemmConfig::default()).unwrap_err().contains("f32 and f16"));
     let big = GemmConfig { wg_m: 32, wg_n: 32, ..GemmConfig::default() };
     assert!(big.validate().unwrap_err().contains("work-items"));
-    let deep = GemmConfig { slm_depth: 3, ..GemmConfig::default() };
+    let deep = GemmConfig { slm_depth: 4, ..GemmConfig::default() };
     assert!(deep.validate().unwrap_err().contains("slm_depth"));
 }
 

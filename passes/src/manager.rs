@@ -68,6 +68,11 @@ pub const PASSES: &[PassEntry] = &[
         crate::slm_buffering::slm_double_buffer,
         "single to double local-memory buffering",
     ),
+    (
+        "slm-buffer3",
+        crate::slm_buffering::slm_triple_buffer,
+        "single to triple local-memory buffering (two tiles in flight)",
+    ),
 ];
 
 /// The pass named `name`, if there is one.

@@ -102,7 +102,7 @@ struct Common {
     /// Reduction depth of a local-memory tile.
     #[arg(long, value_name = "N", default_value_t = 8)]
     k_tile: u32,
-    /// Local-memory buffers per operand: 1 or 2 (double buffering).
+    /// Local-memory buffers per operand: 1, 2 (double buffering) or 3 (triple).
     #[arg(long, value_name = "N", default_value_t = 2)]
     slm: u32,
     /// Fully unroll the constant-trip inner loops.
