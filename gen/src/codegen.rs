@@ -163,6 +163,9 @@ impl Gen<'_> {
         if let Some(s) = self.load_tile_vector(is_a, k0, slot) {
             return s;
         }
+        if let Some(s) = self.load_tile_vector_k(is_a, k0, slot) {
+            return s;
+        }
         let e = Var::new(format!("{tag}_e"), Type::I32);
         let idx = Var::new(format!("{tag}_i"), Type::I32);
         let r = Var::new(format!("{tag}_r"), Type::I32);
@@ -276,6 +279,97 @@ impl Gen<'_> {
                 Stmt::if_else(cond, copy, Stmt::vstore(dst, at, Expr::f32(0.0).broadcast(w as u8)))
             }
             None => copy,
+        });
+        let steps = (total + threads - 1) / threads;
+        let mut inner =
+            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
+        if total % threads != 0 {
+            inner.push(Stmt::if_(idx.expr().cmp_lt(c(total)), Stmt::block(body)));
+        } else {
+            inner.extend(body);
+        }
+        Some(Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner)))
+    }
+
+    /// The cooperative tile load with `vec`-lane vector loads along K (a row-major A, a
+    /// column-major B), each stored to local memory lane by lane (the tile is K-major there),
+    /// when the view is provably contiguous and aligned along K and the masks are per vector.
+    fn load_tile_vector_k(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Option<Stmt> {
+        let w = self.cfg.vec as i64;
+        let (view, buf, dst, rows, mn0, mn_size, kind, tag) = if is_a {
+            (
+                &self.v.a,
+                &self.pa,
+                &self.a_s,
+                self.cfg.tile_m() as i64,
+                &self.m0,
+                self.m,
+                DimKind::M,
+                "ka",
+            )
+        } else {
+            (
+                &self.v.b,
+                &self.pb,
+                &self.b_s,
+                self.cfg.tile_n() as i64,
+                &self.n0,
+                self.n,
+                DimKind::N,
+                "kb",
+            )
+        };
+        let bk = self.cfg.k_tile as i64;
+        if w == 1 || bk % w != 0 || view.layout().ty() != Scalar::F32 {
+            return None;
+        }
+        // A vector straddling the K edge would need lane masks.
+        if self.k % bk != 0 && self.k % w != 0 {
+            return None;
+        }
+        let threads = self.cfg.threads() as i64;
+        let total = rows * bk / w;
+        let e = Var::new(format!("{tag}_e"), Type::I32);
+        let idx = Var::new(format!("{tag}_i"), Type::I32);
+        let r = Var::new(format!("{tag}_r"), Type::I32);
+        let q = Var::new(format!("{tag}_q"), Type::I32);
+        let kk = ix::mul(&q.expr(), &c(w));
+        let row = ix::add(mn0, &r.expr());
+        let lane = |j: i64| {
+            let kidx = ix::add(k0, &ix::add(&kk, &c(j)));
+            view.access(&unflatten(view, &[(kind, row.clone()), (DimKind::K, kidx)]))
+        };
+        let acc = lane(0);
+        if acc.mask.is_some() {
+            return None;
+        }
+        let offs: Vec<Expr> = (0..w).map(|j| lane(j).offset).collect();
+        if !contiguous(&offs, &self.frame) {
+            return None;
+        }
+        let kidx = ix::add(k0, &kk);
+        let mut cond = None;
+        if mn_size % rows != 0 {
+            cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
+        }
+        if self.k % bk != 0 {
+            cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
+        }
+        let at =
+            |j: i64| ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()));
+        let v = Var::new(format!("{tag}_v"), Type::vector(Scalar::F32, w as u8));
+        let mut copy = vec![Stmt::let_(&v, Expr::vload(buf, acc.offset, w as u8))];
+        copy.extend((0..w).map(|j| Stmt::store(dst, at(j), v.expr().extract(j as u8))));
+        let mut body = vec![
+            Stmt::let_(&r, ix::rem(&idx.expr(), rows)),
+            Stmt::let_(&q, ix::div(&idx.expr(), rows)),
+        ];
+        body.push(match cond {
+            Some(cond) => {
+                let zero = (0..w).map(|j| Stmt::store(dst, at(j), Expr::f32(0.0)));
+                Stmt::if_else(cond, Stmt::block(copy), Stmt::block(zero))
+            }
+            None => Stmt::block(copy),
         });
         let steps = (total + threads - 1) / threads;
         let mut inner =

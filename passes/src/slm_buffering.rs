@@ -31,7 +31,8 @@
 //!   running it one step early reads the same values;
 //! * every store of `P` writes the same elements in every step: its index does not depend
 //!   on `kt`, and neither does any condition or loop bound around it, except an `if`/`else`
-//!   whose two branches each store into the same element (a masked copy). So a step reads
+//!   whose two branches store into the same elements (a masked copy: each branch `let`s
+//!   and stores, the same index list, no index using a branch's own bindings). So a step reads
 //!   the elements its own `P` wrote, whichever of the two halves they are in;
 //! * `C` stores only into private arrays and `var`s, makes no calls, does not use what `P`
 //!   binds, and holds no barrier; both barriers order local memory;
@@ -239,24 +240,32 @@ fn same_writes(s: &Stmt, xs: &HashSet<String>, dep: &mut HashSet<String>) -> boo
                 return same_writes(then, xs, dep)
                     && otherwise.as_ref().is_none_or(|o| same_writes(o, xs, dep));
             }
-            // A masked copy: both branches store into the same element.
-            let single = |b: &Stmt| match b.stmts() {
-                [s] => match s.node() {
-                    StmtNode::Store { buf, index, .. } => Some((buf.clone(), index.clone(), 1)),
-                    StmtNode::VecStore { buf, index, value } => {
-                        Some((buf.clone(), index.clone(), value.ty().lanes()))
+            // A masked copy: both branches store into the same elements (each branch `let`s
+            // and stores only; a vector copied lane by lane stores several elements).
+            let stores = |b: &Stmt| -> Option<Vec<(Var, Expr, u8)>> {
+                let mut local = dep.clone();
+                let mut out = Vec::new();
+                for s in b.stmts() {
+                    match s.node() {
+                        // An index may not use the branch's own bindings at all: two branches
+                        // may bind one name to different values.
+                        StmtNode::Let { var, .. } => {
+                            local.insert(var.name().to_string());
+                        }
+                        StmtNode::Store { buf, index, .. } if !mentions(index, &local) => {
+                            out.push((buf.clone(), index.clone(), 1))
+                        }
+                        StmtNode::VecStore { buf, index, value } if !mentions(index, &local) => {
+                            out.push((buf.clone(), index.clone(), value.ty().lanes()))
+                        }
+                        _ => return None,
                     }
-                    _ => None,
-                },
-                _ => None,
+                }
+                Some(out)
             };
-            match (single(then), otherwise.as_ref().and_then(single)) {
-                (Some((b1, i1, l1)), Some((b2, i2, l2))) => {
-                    b1 == b2
-                        && i1 == i2
-                        && l1 == l2
-                        && xs.contains(b1.name())
-                        && !mentions(&i1, dep)
+            match (stores(then), otherwise.as_ref().and_then(stores)) {
+                (Some(a), Some(b)) => {
+                    !a.is_empty() && a == b && a.iter().all(|(buf, _, _)| xs.contains(buf.name()))
                 }
                 _ => false,
             }
