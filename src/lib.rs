@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod jit;
+pub mod tune;
 
 /// The half-precision float of `f16` buffers and scalars (the `half` crate's).
 pub use half::f16;

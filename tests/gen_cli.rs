@@ -197,7 +197,7 @@ fn bad_problems_fail_with_a_reason() {
     for (args, why) in [
         (&["gen", "gemm", "0", "3", "4"][..], "GEMM sizes must be positive: M = 0"),
         (&["gen", "gemm", "3", "3", "4", "--wg", "32x32"], "more than 256 work-items"),
-        (&["gen", "gemm", "3", "3", "4", "--slm", "3"], "slm_depth 3 is not 1 or 2"),
+        (&["gen", "gemm", "3", "3", "4", "--slm", "4"], "slm_depth 4 is not 1, 2 or 3"),
         (&["gen", "gemm", "3", "3", "4", "--tile", "9x1"], "register block 9x1 exceeds 8x8"),
         (
             &[

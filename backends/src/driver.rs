@@ -18,6 +18,7 @@
 
 use kiln_ir::{Kernel, Module, Verified};
 use kiln_passes::sanitize::{sanitize_kernel, Sanitized};
+use kiln_passes::vectors::{lower_vectors, VectorLowering};
 
 use crate::options::BuildOptions;
 use crate::target::{BackendError, ErrorKind, Lowering, Target};
@@ -72,6 +73,16 @@ pub fn lower(
         (m, Some(s))
     } else {
         (module, None)
+    };
+    // The target's vector support decides, not the options: a target cannot emit vectors
+    // it does not lower.
+    let module = if lowering.vectors != VectorLowering::Native
+        && module.kernels.iter().any(kiln_passes::vectors::uses_vectors)
+    {
+        let kernels = module.kernels.iter().map(|k| lower_vectors(k, lowering.vectors)).collect();
+        Verified::from_pass_output(Module::new(kernels))
+    } else {
+        module
     };
     if !(lowering.optimize && options.optimize) {
         return Ok((module, sanitized));

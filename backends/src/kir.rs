@@ -5,7 +5,7 @@
 
 use kiln_ir::Verified;
 
-use crate::target::{BackendError, Lowering, Target};
+use crate::target::{BackendError, Lowering, Target, VectorLowering};
 
 /// The `kir` target: a verified module printed in the text format (which parses back).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -17,7 +17,7 @@ impl Target for Kir {
         "kir".into()
     }
     fn lowering(&self) -> Lowering {
-        Lowering { optimize: false, sanitize: false }
+        Lowering { optimize: false, sanitize: false, vectors: VectorLowering::Native }
     }
     fn emit(&self, module: &Verified) -> Result<String, BackendError> {
         Ok(module.to_string())

@@ -18,6 +18,7 @@
 use std::fmt;
 
 use kiln_ir::{Kernel, Verified, VerifyError};
+pub use kiln_passes::vectors::VectorLowering;
 
 /// What went wrong, for callers that act on the kind rather than the words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,6 +97,9 @@ pub struct Lowering {
     /// Apply the bounds sanitizer's IR rewrite when the options say `-fsanitize=bounds`
     /// (a target whose executor checks every access itself says no).
     pub sanitize: bool,
+    /// What the driver does with vector values before emitting (always, `-O0` too): the
+    /// target's own vector support.
+    pub vectors: VectorLowering,
 }
 
 /// A backend: lowers verified modules to its output.
@@ -104,9 +108,10 @@ pub trait Target {
     type Output: Emitted;
     /// The target's name as the CLI spells it (`ptx`, `spirv-vk`, `amdgpu`, ...).
     fn name(&self) -> String;
-    /// What the driver does before [`Target::emit`]; by default optimize and sanitize.
+    /// What the driver does before [`Target::emit`]; by default optimize and sanitize, and
+    /// lower vectors to scalars.
     fn lowering(&self) -> Lowering {
-        Lowering { optimize: true, sanitize: true }
+        Lowering { optimize: true, sanitize: true, vectors: VectorLowering::Scalar }
     }
     /// Lowers every kernel of `module`.
     fn emit(&self, module: &Verified) -> Result<Self::Output, BackendError>;

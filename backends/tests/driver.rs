@@ -47,7 +47,14 @@ fn the_kir_target_prints_what_parses_back() {
     let back = parse_module(&text).unwrap();
     assert!(back.kernels[0].is_equal(&m.kernels[0]), "{text}");
     // The interpreter's programs are the kernels as written: no -O, no sanitizer rewrite.
-    assert_eq!(kir.lowering(), Lowering { optimize: false, sanitize: false });
+    assert_eq!(
+        kir.lowering(),
+        Lowering {
+            optimize: false,
+            sanitize: false,
+            vectors: kiln_backends::target::VectorLowering::Native
+        }
+    );
 }
 
 #[test]

@@ -1,4 +1,5 @@
-"""kiln's generated SGEMM on the GPU against cuBLAS (cupy.matmul, TF32 off), same run.
+"""kiln's generated SGEMM on the GPU against cuBLAS (cupy.matmul, TF32 off), same run, for
+scalar and vector-width (--vec) blockings.
 
     python3 benches/gpu/gemm.py KILN_BINARY [M N K ...]
 
@@ -19,11 +20,21 @@ os.environ.setdefault("CUPY_TF32", "0")
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
+# The vector-width candidates (--vec 4: float4 local-memory reads, tile copies and C stores;
+# --vec 8: two float4 per access; --slm 3: triple buffering) next to the scalar ones.
 CONFIGS = [
     "--wg 16x16 --tile 4x4 --k-tile 8 --slm 2 --unroll",
-    "--wg 16x16 --tile 4x4 --k-tile 16 --slm 2 --unroll",
+    "--wg 16x16 --tile 4x4 --k-tile 8 --slm 2 --unroll --vec 4",
+    "--wg 16x16 --tile 4x4 --k-tile 16 --slm 2 --unroll --vec 4",
     "--wg 16x16 --tile 8x8 --k-tile 8 --slm 2 --unroll",
+    "--wg 16x16 --tile 8x8 --k-tile 8 --slm 2 --unroll --vec 4",
+    "--wg 16x16 --tile 8x8 --k-tile 8 --slm 2 --unroll --vec 8",
+    "--wg 16x16 --tile 8x8 --k-tile 8 --slm 3 --unroll --vec 4",
+    "--wg 16x16 --tile 8x8 --k-tile 16 --slm 3 --unroll --vec 4",
+    "--wg 16x16 --tile 8x8 --k-tile 16 --slm 2 --unroll --vec 4",
+    "--wg 8x16 --tile 8x8 --k-tile 8 --slm 2 --unroll --vec 4",
     "--wg 8x32 --tile 8x4 --k-tile 8 --slm 2 --unroll",
+    "--wg 8x32 --tile 8x4 --k-tile 8 --slm 2 --unroll --vec 4",
     "--wg 8x8 --tile 2x2 --k-tile 8 --slm 2",
 ]
 

@@ -5,9 +5,11 @@
 # CUDA: the differential tests (cuda_diff, cuda_optimized), the sanitizer, the embedding
 # API, the fusion-queue scenarios and the fusion-queue loop benchmark; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
 # host's cores (cpu_diff, and the 4-kernel chain timed with `kiln run --time`); kiln's
-# generated SGEMM against cuBLAS (gemm.py); command graphs (the graph and resident tests on
-# CUDA and Vulkan, graph.py: kiln's graph replay against a cupy-built CUDA graph of the same
-# kernels and against eager launches, fused against unfused). The Vulkan loader must be installed (see
+# generated SGEMM against cuBLAS (gemm.py), its convolution against cuDNN (conv.py), NVRTC's
+# compile time for a similar CUDA C SGEMM against kiln's generation and emission
+# (nvrtc_gemm.py); command graphs (the graph and resident tests on CUDA and Vulkan,
+# graph.py: kiln's graph replay against a cupy-built CUDA graph of the same kernels and
+# against eager launches, fused against unfused). The Vulkan loader must be installed (see
 # benches/gpu/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,5 +45,7 @@ TAIL=20 step "fusion queue (cuda, cpu)" bash benches/gpu/fusion_queue.sh "$BIN"
 TAIL=60 step gemm python3 benches/gpu/gemm.py "$BIN/kiln"
 TAIL=40 step "graph cuda" python3 benches/gpu/graph.py "$BIN"
 TAIL=20 step "graph vulkan" "$BIN/graph_bench" --device vulkan --elems 16777216
+TAIL=60 step conv python3 benches/gpu/conv.py "$BIN/kiln"
+step "nvrtc vs kiln gemm compile" python3 benches/gpu/nvrtc_gemm.py "$BIN/kiln"
 echo "summary: exit $rc"
 exit $rc

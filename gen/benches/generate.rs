@@ -13,10 +13,26 @@ use kiln_ir::Scalar;
 fn generate(c: &mut Criterion) {
     let big =
         GemmProblem { m: 1024, n: 1024, k: 1024, trans_a: false, trans_b: false, ty: Scalar::F32 };
-    let cfg =
-        GemmConfig { wg_m: 16, wg_n: 16, tm: 4, tn: 4, k_tile: 16, slm_depth: 2, unroll: true };
-    let small =
-        GemmConfig { wg_m: 8, wg_n: 8, tm: 2, tn: 2, k_tile: 8, slm_depth: 2, unroll: false };
+    let cfg = GemmConfig {
+        wg_m: 16,
+        wg_n: 16,
+        tm: 4,
+        tn: 4,
+        k_tile: 16,
+        slm_depth: 2,
+        unroll: true,
+        vec: 4,
+    };
+    let small = GemmConfig {
+        wg_m: 8,
+        wg_n: 8,
+        tm: 2,
+        tn: 2,
+        k_tile: 8,
+        slm_depth: 2,
+        unroll: false,
+        vec: 1,
+    };
     let ptx = kiln_backends::ptx::Options::sm(90);
     let mut g = c.benchmark_group("gemm 1024^3");
     for (name, cfg) in [("16x16 wg, 4x4 block, unrolled", cfg), ("8x8 wg, 2x2 block", small)] {

@@ -97,6 +97,22 @@ fn load_f32(buf: &Var, off: Expr) -> Expr {
     }
 }
 
+/// True if the element offsets `offs[j]` (lane `j` of a would-be vector access) are
+/// provably `offs[0] + j`, and `offs[0]` a multiple of the lane count: then one vector
+/// access of `offs.len()` lanes at `offs[0]` reads or writes exactly those elements, aligned.
+/// `frame` substitutes the work-group bases by multiples of their tile sizes for the
+/// alignment proof. Anything the simplifier or the residue analysis cannot settle is `false`
+/// (the caller then keeps scalar accesses).
+fn contiguous(offs: &[Expr], frame: &std::collections::HashMap<Var, Expr>) -> bool {
+    let w = offs.len() as u64;
+    let first = &offs[0];
+    let step_ok = offs.iter().enumerate().skip(1).all(|(j, o)| {
+        let d = kiln_passes::simplify::simplify_expr(&(o.clone() - first.clone()));
+        d.as_imm().and_then(|i| i.as_i128()) == Some(j as i128)
+    });
+    step_ok && kiln_ir::verify::known_residue(&ix::subst(first, frame), w) == Some(0)
+}
+
 struct Gen<'a> {
     v: &'a GemmViews,
     cfg: GemmConfig,
@@ -110,6 +126,8 @@ struct Gen<'a> {
     lid: Expr,
     m0: Expr,
     n0: Expr,
+    /// `m0` and `n0` as multiples of the tile sizes, for alignment proofs.
+    frame: std::collections::HashMap<Var, Expr>,
 }
 
 impl Gen<'_> {
@@ -142,6 +160,12 @@ impl Gen<'_> {
         let bk = self.cfg.k_tile as i64;
         let threads = self.cfg.threads() as i64;
         let total = rows * bk;
+        if let Some(s) = self.load_tile_vector(is_a, k0, slot) {
+            return s;
+        }
+        if let Some(s) = self.load_tile_vector_k(is_a, k0, slot) {
+            return s;
+        }
         let e = Var::new(format!("{tag}_e"), Type::I32);
         let idx = Var::new(format!("{tag}_i"), Type::I32);
         let r = Var::new(format!("{tag}_r"), Type::I32);
@@ -181,32 +205,255 @@ impl Gen<'_> {
         Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner))
     }
 
+    /// The cooperative tile load with `vec`-lane vectors along the tile's rows, when the
+    /// view is provably contiguous and aligned along them and the masks are per vector.
+    fn load_tile_vector(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Option<Stmt> {
+        let w = self.cfg.vec as i64;
+        let (view, buf, dst, rows, mn0, mn_size, kind, tag) = if is_a {
+            (
+                &self.v.a,
+                &self.pa,
+                &self.a_s,
+                self.cfg.tile_m() as i64,
+                &self.m0,
+                self.m,
+                DimKind::M,
+                "va",
+            )
+        } else {
+            (
+                &self.v.b,
+                &self.pb,
+                &self.b_s,
+                self.cfg.tile_n() as i64,
+                &self.n0,
+                self.n,
+                DimKind::N,
+                "vb",
+            )
+        };
+        if w == 1 || rows % w != 0 || view.layout().ty() != Scalar::F32 {
+            return None;
+        }
+        // A vector straddling the M/N edge would need lane masks.
+        if mn_size % rows != 0 && mn_size % w != 0 {
+            return None;
+        }
+        let bk = self.cfg.k_tile as i64;
+        let threads = self.cfg.threads() as i64;
+        let total = rows * bk / w;
+        let e = Var::new(format!("{tag}_e"), Type::I32);
+        let idx = Var::new(format!("{tag}_i"), Type::I32);
+        let q = Var::new(format!("{tag}_q"), Type::I32);
+        let kk = Var::new(format!("{tag}_k"), Type::I32);
+        let r = ix::mul(&q.expr(), &c(w));
+        let kidx = ix::add(k0, &kk.expr());
+        let lane = |j: i64| {
+            let row = ix::add(mn0, &ix::add(&r, &c(j)));
+            view.access(&unflatten(view, &[(kind, row), (DimKind::K, kidx.clone())]))
+        };
+        let acc = lane(0);
+        if acc.mask.is_some() {
+            return None;
+        }
+        let offs: Vec<Expr> = (0..w).map(|j| lane(j).offset).collect();
+        if !contiguous(&offs, &self.frame) {
+            return None;
+        }
+        let mut body = vec![
+            Stmt::let_(&q, ix::rem(&idx.expr(), rows / w)),
+            Stmt::let_(&kk, ix::div(&idx.expr(), rows / w)),
+        ];
+        let row = ix::add(mn0, &r);
+        let mut cond = None;
+        if mn_size % rows != 0 {
+            cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
+        }
+        if self.k % bk != 0 {
+            cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
+        }
+        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r));
+        let copy = Stmt::vstore(dst, at.clone(), Expr::vload(buf, acc.offset, w as u8));
+        body.push(match cond {
+            Some(cond) => {
+                Stmt::if_else(cond, copy, Stmt::vstore(dst, at, Expr::f32(0.0).broadcast(w as u8)))
+            }
+            None => copy,
+        });
+        let steps = (total + threads - 1) / threads;
+        let mut inner =
+            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
+        if total % threads != 0 {
+            inner.push(Stmt::if_(idx.expr().cmp_lt(c(total)), Stmt::block(body)));
+        } else {
+            inner.extend(body);
+        }
+        Some(Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner)))
+    }
+
+    /// The cooperative tile load with `vec`-lane vector loads along K (a row-major A, a
+    /// column-major B), each stored to local memory lane by lane (the tile is K-major there),
+    /// when the view is provably contiguous and aligned along K and the masks are per vector.
+    fn load_tile_vector_k(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Option<Stmt> {
+        let w = self.cfg.vec as i64;
+        let (view, buf, dst, rows, mn0, mn_size, kind, tag) = if is_a {
+            (
+                &self.v.a,
+                &self.pa,
+                &self.a_s,
+                self.cfg.tile_m() as i64,
+                &self.m0,
+                self.m,
+                DimKind::M,
+                "ka",
+            )
+        } else {
+            (
+                &self.v.b,
+                &self.pb,
+                &self.b_s,
+                self.cfg.tile_n() as i64,
+                &self.n0,
+                self.n,
+                DimKind::N,
+                "kb",
+            )
+        };
+        let bk = self.cfg.k_tile as i64;
+        if w == 1 || bk % w != 0 || view.layout().ty() != Scalar::F32 {
+            return None;
+        }
+        // A vector straddling the K edge would need lane masks.
+        if self.k % bk != 0 && self.k % w != 0 {
+            return None;
+        }
+        let threads = self.cfg.threads() as i64;
+        let total = rows * bk / w;
+        let e = Var::new(format!("{tag}_e"), Type::I32);
+        let idx = Var::new(format!("{tag}_i"), Type::I32);
+        let r = Var::new(format!("{tag}_r"), Type::I32);
+        let q = Var::new(format!("{tag}_q"), Type::I32);
+        let kk = ix::mul(&q.expr(), &c(w));
+        let row = ix::add(mn0, &r.expr());
+        let lane = |j: i64| {
+            let kidx = ix::add(k0, &ix::add(&kk, &c(j)));
+            view.access(&unflatten(view, &[(kind, row.clone()), (DimKind::K, kidx)]))
+        };
+        let acc = lane(0);
+        if acc.mask.is_some() {
+            return None;
+        }
+        let offs: Vec<Expr> = (0..w).map(|j| lane(j).offset).collect();
+        if !contiguous(&offs, &self.frame) {
+            return None;
+        }
+        let kidx = ix::add(k0, &kk);
+        let mut cond = None;
+        if mn_size % rows != 0 {
+            cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
+        }
+        if self.k % bk != 0 {
+            cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
+        }
+        let at =
+            |j: i64| ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()));
+        let v = Var::new(format!("{tag}_v"), Type::vector(Scalar::F32, w as u8));
+        let mut copy = vec![Stmt::let_(&v, Expr::vload(buf, acc.offset, w as u8))];
+        copy.extend((0..w).map(|j| Stmt::store(dst, at(j), v.expr().extract(j as u8))));
+        let mut body = vec![
+            Stmt::let_(&r, ix::rem(&idx.expr(), rows)),
+            Stmt::let_(&q, ix::div(&idx.expr(), rows)),
+        ];
+        body.push(match cond {
+            Some(cond) => {
+                let zero = (0..w).map(|j| Stmt::store(dst, at(j), Expr::f32(0.0)));
+                Stmt::if_else(cond, Stmt::block(copy), Stmt::block(zero))
+            }
+            None => Stmt::block(copy),
+        });
+        let steps = (total + threads - 1) / threads;
+        let mut inner =
+            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
+        if total % threads != 0 {
+            inner.push(Stmt::if_(idx.expr().cmp_lt(c(total)), Stmt::block(body)));
+        } else {
+            inner.extend(body);
+        }
+        Some(Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner)))
+    }
+
+    /// The row of the tile (0 .. BM) that register-block row `i` of work-item row `ty` is:
+    /// `ty + i * wg_m` (rows `wg_m` apart), or with vectors `ty * tm + i` (contiguous).
+    fn row(&self, ty: &Expr, i: i64) -> Expr {
+        if self.cfg.vec > 1 {
+            ix::add(&ix::mul(ty, &c(self.cfg.tm as i64)), &c(i))
+        } else {
+            ix::add(ty, &c(i * self.cfg.wg_m as i64))
+        }
+    }
+
+    /// The column of the tile that register-block column `j` of work-item column `tx` is.
+    fn col(&self, tx: &Expr, j: i64) -> Expr {
+        if self.cfg.vec > 1 {
+            ix::add(&ix::mul(tx, &c(self.cfg.tn as i64)), &c(j))
+        } else {
+            ix::add(tx, &c(j * self.cfg.wg_n as i64))
+        }
+    }
+
+    /// Loads `n` register-block operands from local array `s` at `base + f(i)`: one `vload`
+    /// when the block is contiguous (`vec > 1`) and `n` is a lane count, else scalars.
+    fn block_loads(
+        &self,
+        s: &Var,
+        base: &Expr,
+        tag: &str,
+        n: i64,
+        at: &dyn Fn(i64) -> Expr,
+        body: &mut Vec<Stmt>,
+    ) -> Vec<Expr> {
+        if self.cfg.vec > 1 && [2, 4, 8].contains(&n) {
+            let v = Var::new(format!("{tag}_v"), Type::vector(Scalar::F32, n as u8));
+            body.push(Stmt::let_(&v, Expr::vload(s, ix::add(base, &at(0)), n as u8)));
+            return (0..n).map(|i| v.expr().extract(i as u8)).collect();
+        }
+        (0..n)
+            .map(|i| {
+                let x = Var::new(format!("{tag}_{i}"), Type::F32);
+                body.push(Stmt::let_(&x, s.load(ix::add(base, &at(i)))));
+                x.expr()
+            })
+            .collect()
+    }
+
     /// The multiply of the tiles at slots `sa`, `sb` into the register block.
     fn multiply(&self, sa: &Expr, sb: &Expr, acc: &[Vec<Var>], tx: &Expr, ty: &Expr) -> Stmt {
         let cfg = &self.cfg;
         let (bm, bn) = (cfg.tile_m() as i64, cfg.tile_n() as i64);
         let kk = Var::new("kk", Type::I32);
         let mut body = Vec::new();
-        let mut ar = Vec::new();
-        for i in 0..cfg.tm as i64 {
-            let v = Var::new(format!("a_{i}"), Type::F32);
-            let row = ix::add(ty, &c(i * cfg.wg_m as i64));
-            let at = ix::add(sa, &ix::add(&ix::mul(&kk.expr(), &c(bm)), &row));
-            body.push(Stmt::let_(&v, self.a_s.load(at)));
-            ar.push(v);
-        }
-        let mut br = Vec::new();
-        for j in 0..cfg.tn as i64 {
-            let v = Var::new(format!("b_{j}"), Type::F32);
-            let col = ix::add(tx, &c(j * cfg.wg_n as i64));
-            let at = ix::add(sb, &ix::add(&ix::mul(&kk.expr(), &c(bn)), &col));
-            body.push(Stmt::let_(&v, self.b_s.load(at)));
-            br.push(v);
-        }
+        let abase = ix::add(sa, &ix::mul(&kk.expr(), &c(bm)));
+        let ar = self.block_loads(
+            &self.a_s,
+            &abase,
+            "a",
+            cfg.tm as i64,
+            &|i| self.row(ty, i),
+            &mut body,
+        );
+        let bbase = ix::add(sb, &ix::mul(&kk.expr(), &c(bn)));
+        let br = self.block_loads(
+            &self.b_s,
+            &bbase,
+            "b",
+            cfg.tn as i64,
+            &|j| self.col(tx, j),
+            &mut body,
+        );
         for (i, a) in ar.iter().enumerate() {
             for (j, b) in br.iter().enumerate() {
                 let s = &acc[i][j];
-                let f = Expr::intrinsic(Intrinsic::Fma, [a.expr(), b.expr(), s.expr()]);
+                let f = Expr::intrinsic(Intrinsic::Fma, [a.clone(), b.clone(), s.clone().expr()]);
                 body.push(Stmt::assign(s, f));
             }
         }
@@ -276,7 +523,8 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let lid = Var::new("lid", Type::I32);
     let m0 = Var::new("m0", Type::I32);
     let n0 = Var::new("n0", Type::I32);
-    let depth = cfg.slm_depth as i64;
+    // Triple buffering is the single-buffered loop through the `slm-buffer3` pass (below).
+    let depth = if cfg.slm_depth == 3 { 1 } else { cfg.slm_depth as i64 };
     let mut body = vec![
         Stmt::alloc(&a_s, (depth * bk * bm) as u32),
         Stmt::alloc(&b_s, (depth * bk * bn) as u32),
@@ -305,6 +553,12 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         lid: lid.expr(),
         m0: m0.expr(),
         n0: n0.expr(),
+        frame: [
+            (m0.clone(), ix::mul(&Var::new("group_m", Type::I32).expr(), &c(bm))),
+            (n0.clone(), ix::mul(&Var::new("group_n", Type::I32).expr(), &c(bn))),
+        ]
+        .into_iter()
+        .collect(),
     };
     let nk = (k + bk - 1) / bk;
     let kt = Var::new("kt", Type::I32);
@@ -350,10 +604,54 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does.
     let beta0 = beta.expr().cmp_eq(Expr::f32(0.0));
+    let w = cfg.vec as i64;
     for (i, row) in acc.iter().enumerate() {
+        let mi = ix::add(&m0.expr(), &g.row(&ty.expr(), i as i64));
+        // Vector stores along N where each `w` columns are provably contiguous and aligned
+        // in C and need no per-lane mask.
+        let mut vectored = vec![false; row.len()];
+        if w > 1 && tc == Scalar::F32 && row.len() as i64 % w == 0 && (n % bn == 0 || n % w == 0) {
+            for j0 in (0..row.len() as i64).step_by(w as usize) {
+                let lane = |j: i64| {
+                    let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0 + j));
+                    cv.access(&unflatten(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj)]))
+                };
+                let at = lane(0);
+                let offs: Vec<Expr> = (0..w).map(|j| lane(j).offset).collect();
+                if at.mask.is_some() || !contiguous(&offs, &g.frame) {
+                    continue;
+                }
+                let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0));
+                let mut cond = None;
+                if m % bm != 0 {
+                    cond = ix::and(cond, Some(mi.cmp_lt(c(m))));
+                }
+                if n % bn != 0 {
+                    cond = ix::and(cond, Some(nj.cmp_lt(c(n))));
+                }
+                let lanes = (j0..j0 + w).map(|j| row[j as usize].expr());
+                let scaled = alpha.expr().broadcast(w as u8) * Expr::build_vector(lanes);
+                let old = Expr::vload(&pc, at.offset.clone(), w as u8);
+                let v = Expr::select(
+                    beta0.clone(),
+                    scaled.clone(),
+                    scaled + beta.expr().broadcast(w as u8) * old,
+                );
+                let st = Stmt::vstore(&pc, at.offset, v);
+                body.push(match cond {
+                    Some(cond) => Stmt::if_(cond, st),
+                    None => st,
+                });
+                for f in &mut vectored[j0 as usize..(j0 + w) as usize] {
+                    *f = true;
+                }
+            }
+        }
         for (j, s) in row.iter().enumerate() {
-            let mi = ix::add(&m0.expr(), &ix::add(&ty.expr(), &c(i as i64 * cfg.wg_m as i64)));
-            let nj = ix::add(&n0.expr(), &ix::add(&tx.expr(), &c(j as i64 * cfg.wg_n as i64)));
+            if vectored[j] {
+                continue;
+            }
+            let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j as i64));
             let coords = unflatten(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj.clone())]);
             let at = cv.access(&coords);
             let mut cond = None;
@@ -388,6 +686,13 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     };
     let mut kernel =
         Kernel::with_attrs(&views.name, vec![pa, pb, pc, alpha, beta], attrs, Stmt::block(body));
+    if cfg.slm_depth == 3 {
+        let tripled = kiln_passes::slm_buffering::slm_triple_buffer(&kernel);
+        if tripled.ptr_eq(&kernel) {
+            return Err("internal error: the slm-buffer3 pass left the k loop alone".into());
+        }
+        kernel = tripled;
+    }
     if cfg.unroll {
         kernel = kiln_passes::unroll::unroll(&kernel);
     }

@@ -25,17 +25,32 @@ pub struct GemmConfig {
     pub tn: u32,
     /// The reduction depth of one local-memory tile.
     pub k_tile: u32,
-    /// Local-memory buffers per operand: 1 (load, barrier, compute, barrier) or 2 (the next
-    /// tile loads while the current one is multiplied; one barrier per step).
+    /// Local-memory buffers per operand: 1 (load, barrier, compute, barrier), 2 (the next
+    /// tile loads while the current one is multiplied; one barrier per step) or 3 (two
+    /// tiles ahead: the single-buffered kernel through the `slm-buffer3` pass).
     pub slm_depth: u32,
     /// Fully unroll the constant-trip inner loops (tile loads, the `k_tile` loop) with the
     /// `unroll` pass.
     pub unroll: bool,
+    /// Vector width, 1, 2, 4 or 8. Above 1, each work-item owns `tm` contiguous rows and
+    /// `tn` contiguous columns of C, reads them from local memory with `vload`s of `tm`
+    /// and `tn` lanes, and the tile copies and C's stores use `vec`-lane vector accesses
+    /// wherever the view is provably contiguous and aligned there (elsewhere scalar ones).
+    pub vec: u32,
 }
 
 impl Default for GemmConfig {
     fn default() -> GemmConfig {
-        GemmConfig { wg_m: 8, wg_n: 8, tm: 2, tn: 2, k_tile: 8, slm_depth: 2, unroll: false }
+        GemmConfig {
+            wg_m: 8,
+            wg_n: 8,
+            tm: 2,
+            tn: 2,
+            k_tile: 8,
+            slm_depth: 2,
+            unroll: false,
+            vec: 1,
+        }
     }
 }
 
@@ -90,8 +105,11 @@ impl GemmConfig {
         if self.k_tile > 256 {
             return Err(format!("config: k_tile {} exceeds 256", self.k_tile));
         }
-        if !(1..=2).contains(&self.slm_depth) {
-            return Err(format!("config: slm_depth {} is not 1 or 2", self.slm_depth));
+        if ![1, 2, 4, 8].contains(&self.vec) {
+            return Err(format!("config: vec {} is not 1, 2, 4 or 8", self.vec));
+        }
+        if !(1..=3).contains(&self.slm_depth) {
+            return Err(format!("config: slm_depth {} is not 1, 2 or 3", self.slm_depth));
         }
         if self.local_bytes() > MAX_LOCAL_BYTES as u64 {
             return Err(format!(
@@ -126,9 +144,14 @@ impl GemmConfig {
                 (8, 8),
             ] {
                 for k_tile in [4, 8, 16, 32] {
-                    for slm_depth in [1, 2] {
-                        for unroll in [false, true] {
-                            let c = GemmConfig { wg_m, wg_n, tm, tn, k_tile, slm_depth, unroll };
+                    for slm_depth in [1, 2, 3] {
+                        for (unroll, vec) in [(false, 1), (true, 1), (true, 4)] {
+                            // Vectors where the register block can use them whole.
+                            if vec > 1 && (tm % vec != 0 || tn % vec != 0) {
+                                continue;
+                            }
+                            let c =
+                                GemmConfig { wg_m, wg_n, tm, tn, k_tile, slm_depth, unroll, vec };
                             let fits = |tile: u32, size: u64| (tile as u64) < 2 * size.max(4);
                             if c.validate().is_ok()
                                 && fits(c.tile_m(), m)
@@ -151,6 +174,7 @@ impl GemmConfig {
                 k_tile: 4,
                 slm_depth: 1,
                 unroll: false,
+                vec: 1,
             });
         }
         out
@@ -158,12 +182,58 @@ impl GemmConfig {
 }
 
 impl fmt::Display for GemmConfig {
-    /// `wg=8x8 tile=2x2 k=8 slm=2 unroll=0`, the form `kiln gen` takes.
+    /// `wg=8x8 tile=2x2 k=8 slm=2 unroll=0 vec=1`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "wg={}x{} tile={}x{} k={} slm={} unroll={}",
-            self.wg_m, self.wg_n, self.tm, self.tn, self.k_tile, self.slm_depth, self.unroll as u8
+            "wg={}x{} tile={}x{} k={} slm={} unroll={} vec={}",
+            self.wg_m,
+            self.wg_n,
+            self.tm,
+            self.tn,
+            self.k_tile,
+            self.slm_depth,
+            self.unroll as u8,
+            self.vec
         )
+    }
+}
+
+impl std::str::FromStr for GemmConfig {
+    type Err = String;
+
+    /// Parses the [`Display`](fmt::Display) form, `wg=8x8 tile=2x2 k=8 slm=2 unroll=0 vec=1`
+    /// (every field, any order), and validates it.
+    fn from_str(s: &str) -> Result<GemmConfig, String> {
+        let mut c = GemmConfig::default();
+        let mut seen = Vec::new();
+        let num = |v: &str, what: &str| {
+            v.parse::<u32>().map_err(|_| format!("config: {what} `{v}` is not a number"))
+        };
+        let pair = |v: &str, what: &str| -> Result<(u32, u32), String> {
+            let (a, b) = v.split_once('x').ok_or(format!("config: {what} `{v}` is not AxB"))?;
+            Ok((num(a, what)?, num(b, what)?))
+        };
+        for word in s.split_whitespace() {
+            let (key, v) =
+                word.split_once('=').ok_or(format!("config: `{word}` is not key=value"))?;
+            match key {
+                "wg" => (c.wg_m, c.wg_n) = pair(v, key)?,
+                "tile" => (c.tm, c.tn) = pair(v, key)?,
+                "k" => c.k_tile = num(v, key)?,
+                "slm" => c.slm_depth = num(v, key)?,
+                "unroll" => c.unroll = num(v, key)? != 0,
+                "vec" => c.vec = num(v, key)?,
+                _ => return Err(format!("config: unknown key `{key}`")),
+            }
+            seen.push(key);
+        }
+        for key in ["wg", "tile", "k", "slm", "unroll", "vec"] {
+            if !seen.contains(&key) {
+                return Err(format!("config: `{key}=` is missing"));
+            }
+        }
+        c.validate()?;
+        Ok(c)
     }
 }

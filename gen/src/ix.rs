@@ -113,8 +113,11 @@ pub fn eval(e: &Expr, env: &HashMap<Var, Imm>) -> Result<Imm, String> {
             let v: Vec<Imm> = xs.iter().map(|x| eval(x, env)).collect::<Result<_, _>>()?;
             eval::intrinsic(*op, &v)
         }
-        ExprNode::Load { .. } | ExprNode::Builtin { .. } => {
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } | ExprNode::Builtin { .. } => {
             Err(format!("`{e}` cannot be evaluated without a kernel"))
+        }
+        ExprNode::Extract { .. } | ExprNode::Insert { .. } | ExprNode::Vector { .. } => {
+            Err(format!("`{e}` is a vector; index expressions are scalar"))
         }
     }
 }

@@ -45,7 +45,8 @@ fn random_config(r: &mut Rng) -> GemmConfig {
         tm: pick(r, &[1, 2, 3, 4]),
         tn: pick(r, &[1, 2, 3, 4]),
         k_tile: pick(r, &[1, 2, 4, 5, 8, 16]),
-        slm_depth: pick(r, &[1, 2]),
+        slm_depth: pick(r, &[1, 2, 3]),
+        vec: pick(r, &[1, 2, 4]),
         unroll: r.range(0, 1) == 1,
     }
 }
@@ -117,7 +118,16 @@ fn gemm_random_shapes_and_configs() {
 #[test]
 fn gemm_100_cubed() {
     let p = GemmProblem { m: 100, n: 100, k: 100, trans_a: false, trans_b: true, ty: Scalar::F32 };
-    let cfg = GemmConfig { wg_m: 8, wg_n: 8, tm: 4, tn: 4, k_tile: 16, slm_depth: 2, unroll: true };
+    let cfg = GemmConfig {
+        wg_m: 8,
+        wg_n: 8,
+        tm: 4,
+        tn: 4,
+        k_tile: 16,
+        slm_depth: 2,
+        unroll: true,
+        vec: 4,
+    };
     case(p, cfg, 7, false);
 }
 
@@ -140,7 +150,7 @@ fn bad_problems_are_refused() {
     assert!(p.generate(&GemmConfig::default()).unwrap_err().contains("f32 and f16"));
     let big = GemmConfig { wg_m: 32, wg_n: 32, ..GemmConfig::default() };
     assert!(big.validate().unwrap_err().contains("work-items"));
-    let deep = GemmConfig { slm_depth: 3, ..GemmConfig::default() };
+    let deep = GemmConfig { slm_depth: 4, ..GemmConfig::default() };
     assert!(deep.validate().unwrap_err().contains("slm_depth"));
 }
 

@@ -114,7 +114,9 @@ fn stmt_children(s: &Stmt) -> Vec<Node> {
     match s.node() {
         StmtNode::Let { value, .. } | StmtNode::Assign { value, .. } => vec![e(value)],
         StmtNode::Decl { init, .. } => vec![e(init)],
-        StmtNode::Store { index, value, .. } => vec![e(index), e(value)],
+        StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
+            vec![e(index), e(value)]
+        }
         StmtNode::Alloc { .. } => vec![],
         StmtNode::If { cond, then, otherwise } => {
             let mut v = vec![e(cond), st(then)];

@@ -88,7 +88,9 @@ fn stmt_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
     match s.node() {
         StmtNode::Let { value, .. } | StmtNode::Assign { value, .. } => smallvec::smallvec![value],
         StmtNode::Decl { init, .. } => smallvec::smallvec![init],
-        StmtNode::Store { index, value, .. } => smallvec::smallvec![index, value],
+        StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
+            smallvec::smallvec![index, value]
+        }
         StmtNode::If { cond, .. } | StmtNode::While { cond, .. } => smallvec::smallvec![cond],
         StmtNode::For { lo, hi, step, .. } => smallvec::smallvec![lo, hi, step],
         StmtNode::Call { args, .. } => args.iter().collect(),
@@ -221,6 +223,16 @@ impl Bounder {
                 ExprNode::Select { cond: get(cond), a: get(a), b: get(b) }
             }
             ExprNode::Load { buf, index } => ExprNode::Load { buf: buf.clone(), index: get(index) },
+            ExprNode::VecLoad { buf, index, lanes } => {
+                ExprNode::VecLoad { buf: buf.clone(), index: get(index), lanes: *lanes }
+            }
+            ExprNode::Extract { a, lane } => ExprNode::Extract { a: get(a), lane: *lane },
+            ExprNode::Insert { a, lane, b } => {
+                ExprNode::Insert { a: get(a), lane: *lane, b: get(b) }
+            }
+            ExprNode::Vector { ty, elems } => {
+                ExprNode::Vector { ty: *ty, elems: elems.iter().map(get).collect() }
+            }
             ExprNode::Intrinsic { op, args } => {
                 ExprNode::Intrinsic { op: *op, args: args.iter().map(get).collect() }
             }
@@ -258,6 +270,11 @@ impl Bounder {
                 StmtNode::Assign { var: var.clone(), value: self.split(value, &mut lets) }
             }
             StmtNode::Store { buf, index, value } => StmtNode::Store {
+                buf: buf.clone(),
+                index: self.split(index, &mut lets),
+                value: self.split(value, &mut lets),
+            },
+            StmtNode::VecStore { buf, index, value } => StmtNode::VecStore {
                 buf: buf.clone(),
                 index: self.split(index, &mut lets),
                 value: self.split(value, &mut lets),

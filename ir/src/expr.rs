@@ -538,6 +538,41 @@ pub enum ExprNode {
         /// Its arguments.
         args: SmallVec<[Expr; 3]>,
     },
+    /// `vload4(buf, index)`: the `lanes` contiguous elements `buf[index] ..
+    /// buf[index + lanes - 1]` as one vector. `index` must be a multiple of `lanes` (the
+    /// access is then aligned to the vector's size); a misaligned index is an error.
+    VecLoad {
+        /// A pointer-typed variable.
+        buf: Var,
+        /// The integer element index of lane 0.
+        index: Expr,
+        /// The lane count (2, 4 or 8).
+        lanes: u8,
+    },
+    /// `extract(v, lane)`: one lane of a vector, a scalar.
+    Extract {
+        /// The vector.
+        a: Expr,
+        /// The lane, a constant below the vector's lane count.
+        lane: u8,
+    },
+    /// `insert(v, lane, x)`: the vector `v` with lane `lane` replaced by the scalar `x`.
+    Insert {
+        /// The vector.
+        a: Expr,
+        /// The lane, a constant below the vector's lane count.
+        lane: u8,
+        /// The new lane value, of the vector's element type.
+        b: Expr,
+    },
+    /// `f32x4(a, b, c, d)` builds a vector from one scalar per lane; `f32x4(a)` with a
+    /// single element broadcasts it to every lane (`elems` then holds one expression).
+    Vector {
+        /// The vector type built.
+        ty: Type,
+        /// One scalar per lane, or one scalar for every lane.
+        elems: SmallVec<[Expr; 4]>,
+    },
 }
 
 struct ExprData {
@@ -579,6 +614,16 @@ impl Expr {
             },
             ExprNode::Builtin { .. } => Type::U32,
             ExprNode::Intrinsic { args, .. } => args.first().map_or(Type::I32, Expr::ty),
+            ExprNode::VecLoad { buf, lanes, .. } => match buf.ty() {
+                Type::Ptr(_, elem) => Type::Vector(elem, *lanes),
+                t => t,
+            },
+            ExprNode::Extract { a, .. } => match a.ty() {
+                Type::Vector(elem, _) => Type::Scalar(elem),
+                t => t,
+            },
+            ExprNode::Insert { a, .. } => a.ty(),
+            ExprNode::Vector { ty, .. } => *ty,
         };
         let mut h = std::hash::DefaultHasher::new();
         node.hash(&mut h);
@@ -796,6 +841,42 @@ impl Expr {
         Expr::binary(op, self.clone(), b)
     }
 
+    /// `vloadN(buf, index)`: `lanes` contiguous elements from `buf[index]` on.
+    pub fn vload(buf: &Var, index: impl Into<Expr>, lanes: u8) -> Expr {
+        Expr::new(ExprNode::VecLoad { buf: buf.clone(), index: index.into(), lanes })
+    }
+
+    /// `extract(self, lane)`: one lane of a vector.
+    pub fn extract(&self, lane: u8) -> Expr {
+        Expr::new(ExprNode::Extract { a: self.clone(), lane })
+    }
+
+    /// `insert(self, lane, b)`: this vector with one lane replaced.
+    pub fn insert(&self, lane: u8, b: impl Into<Expr>) -> Expr {
+        Expr::new(ExprNode::Insert { a: self.clone(), lane, b: b.into() })
+    }
+
+    /// `f32x4(self)`: this scalar in each of `lanes` lanes.
+    pub fn broadcast(&self, lanes: u8) -> Expr {
+        let ty = match self.ty() {
+            Type::Scalar(s) => Type::Vector(s, lanes),
+            t => t,
+        };
+        Expr::new(ExprNode::Vector { ty, elems: smallvec::smallvec![self.clone()] })
+    }
+
+    /// `f32x4(a, b, c, d)`: a vector of one scalar per lane (at least two elements; the
+    /// vector type is `elems[0]`'s type with `elems.len()` lanes).
+    pub fn build_vector(elems: impl IntoIterator<Item = Expr>) -> Expr {
+        let elems: SmallVec<[Expr; 4]> = elems.into_iter().collect();
+        let ty = match elems.first().map(Expr::ty) {
+            Some(Type::Scalar(s)) => Type::Vector(s, elems.len() as u8),
+            Some(t) => t,
+            None => Type::BOOL,
+        };
+        Expr::new(ExprNode::Vector { ty, elems })
+    }
+
     /// The constant, if this expression is an immediate.
     pub fn as_imm(&self) -> Option<&Imm> {
         match self.node() {
@@ -825,8 +906,13 @@ fn node_children(node: &ExprNode) -> SmallVec<[&Expr; 3]> {
         ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => smallvec::smallvec![a],
         ExprNode::Binary { a, b, .. } => smallvec::smallvec![a, b],
         ExprNode::Select { cond, a, b } => smallvec::smallvec![cond, a, b],
-        ExprNode::Load { index, .. } => smallvec::smallvec![index],
+        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
+            smallvec::smallvec![index]
+        }
         ExprNode::Intrinsic { args, .. } => args.iter().collect(),
+        ExprNode::Extract { a, .. } => smallvec::smallvec![a],
+        ExprNode::Insert { a, b, .. } => smallvec::smallvec![a, b],
+        ExprNode::Vector { elems, .. } => elems.iter().collect(),
     }
 }
 
@@ -878,9 +964,15 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
         })))
     };
     match node {
-        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => {
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } | ExprNode::Extract { a, .. } => {
             out.push(std::mem::replace(a, placeholder()))
         }
+        ExprNode::Insert { a, b, .. } => {
+            out.push(std::mem::replace(a, placeholder()));
+            out.push(std::mem::replace(b, placeholder()));
+        }
+        ExprNode::VecLoad { index, .. } => out.push(std::mem::replace(index, placeholder())),
+        ExprNode::Vector { elems, .. } => out.extend(elems.drain(..)),
         ExprNode::Binary { a, b, .. } => {
             out.push(std::mem::replace(a, placeholder()));
             out.push(std::mem::replace(b, placeholder()));

@@ -175,6 +175,37 @@ impl Printer<'_> {
                 write!(self.out, "{}({dim})", kind.name()).ok();
                 PREC_ATOM
             }
+            ExprNode::VecLoad { buf, index, lanes } => {
+                write!(self.out, "vload{lanes}({}, ", buf.name()).ok();
+                self.expr(index, None, false);
+                self.out.push(')');
+                PREC_ATOM
+            }
+            ExprNode::Extract { a, lane } => {
+                self.out.push_str("extract(");
+                self.expr(a, None, false);
+                write!(self.out, ", {lane})").ok();
+                PREC_ATOM
+            }
+            ExprNode::Insert { a, lane, b } => {
+                self.out.push_str("insert(");
+                self.expr(a, None, false);
+                write!(self.out, ", {lane}, ").ok();
+                self.expr(b, a.ty().lane_scalar(), false);
+                self.out.push(')');
+                PREC_ATOM
+            }
+            ExprNode::Vector { ty, elems } => {
+                write!(self.out, "{ty}(").ok();
+                for (i, a) in elems.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push_str(", ");
+                    }
+                    self.expr(a, ty.lane_scalar(), false);
+                }
+                self.out.push(')');
+                PREC_ATOM
+            }
             ExprNode::Intrinsic { op, args } => {
                 let refs: Vec<&Expr> = args.iter().collect();
                 let (ctx, suffix) = operand_mode(e, &refs, ctx, suffix);
@@ -388,10 +419,17 @@ impl Printer<'_> {
                 self.expr(value, buf.ty().elem(), false);
                 self.out.push(';');
             }
+            StmtNode::VecStore { buf, index, value } => {
+                write!(self.out, "vstore({}, ", buf.name()).ok();
+                self.expr(index, None, false);
+                self.out.push_str(", ");
+                self.expr(value, None, false);
+                self.out.push_str(");");
+            }
             StmtNode::Alloc { var, count } => {
                 let (space, elem) = match var.ty() {
                     Type::Ptr(space, elem) => (space, elem.name()),
-                    Type::Scalar(s) => (AddrSpace::Private, s.name()),
+                    Type::Scalar(s) | Type::Vector(s, _) => (AddrSpace::Private, s.name()),
                 };
                 write!(self.out, "{space} {}: {elem}[{count}];", var.name()).ok();
             }

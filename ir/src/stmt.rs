@@ -201,6 +201,16 @@ pub enum StmtNode {
         /// The stored value, of the pointer's element type.
         value: Expr,
     },
+    /// `vstore(buf, index, value);` stores the vector `value` to the contiguous elements
+    /// `buf[index] .. buf[index + lanes - 1]`; `index` must be a multiple of the lane count.
+    VecStore {
+        /// A pointer-typed variable.
+        buf: Var,
+        /// The integer element index of lane 0.
+        index: Expr,
+        /// The stored vector, of the pointer's element type.
+        value: Expr,
+    },
     /// `local v: T[count];` or `private v: T[count];` an array; `var` is a pointer of the
     /// matching address space. Local arrays are shared by a work-group and may only be
     /// declared at kernel scope; private arrays belong to one work-item. Contents start zeroed.
@@ -309,6 +319,11 @@ impl Stmt {
     /// `buf[index] = value;`
     pub fn store(buf: &Var, index: impl Into<Expr>, value: impl Into<Expr>) -> Stmt {
         Stmt::new(StmtNode::Store { buf: buf.clone(), index: index.into(), value: value.into() })
+    }
+
+    /// `vstore(buf, index, value);` a vector store of contiguous elements.
+    pub fn vstore(buf: &Var, index: impl Into<Expr>, value: impl Into<Expr>) -> Stmt {
+        Stmt::new(StmtNode::VecStore { buf: buf.clone(), index: index.into(), value: value.into() })
     }
 
     /// `local`/`private` array of `count` elements (the address space comes from `var`'s type).

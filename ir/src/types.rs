@@ -215,14 +215,22 @@ impl fmt::Display for AddrSpace {
     }
 }
 
-/// The type of a value: a scalar, or a pointer to scalars in some address space.
+/// The type of a value: a scalar, a short vector of scalars, or a pointer to scalars in some
+/// address space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Type {
     /// A scalar value.
     Scalar(Scalar),
     /// A pointer to elements of the given scalar type.
     Ptr(AddrSpace, Scalar),
+    /// A short vector `f32x4`: 2, 4 or 8 lanes (see [`VECTOR_LANES`]) of a storable scalar
+    /// type (not `bool`). Arithmetic on vectors is lane-wise; memory holds vectors as
+    /// contiguous elements (`vload4`, `vstore`).
+    Vector(Scalar, u8),
 }
+
+/// The lane counts a vector type may have.
+pub const VECTOR_LANES: [u8; 3] = [2, 4, 8];
 
 impl Type {
     /// `bool`
@@ -255,11 +263,17 @@ impl Type {
         Type::Ptr(space, elem)
     }
 
-    /// The scalar, if this is a scalar type.
+    /// A vector type of `lanes` lanes of `elem` (not checked: the verifier rejects lane
+    /// counts outside [`VECTOR_LANES`] and `bool` lanes).
+    pub fn vector(elem: Scalar, lanes: u8) -> Type {
+        Type::Vector(elem, lanes)
+    }
+
+    /// The scalar, if this is a scalar type (vectors and pointers give `None`).
     pub fn scalar(self) -> Option<Scalar> {
         match self {
             Type::Scalar(s) => Some(s),
-            Type::Ptr(..) => None,
+            Type::Ptr(..) | Type::Vector(..) => None,
         }
     }
 
@@ -267,7 +281,7 @@ impl Type {
     pub fn elem(self) -> Option<Scalar> {
         match self {
             Type::Ptr(_, e) => Some(e),
-            Type::Scalar(_) => None,
+            Type::Scalar(_) | Type::Vector(..) => None,
         }
     }
 
@@ -275,8 +289,38 @@ impl Type {
     pub fn addr_space(self) -> Option<AddrSpace> {
         match self {
             Type::Ptr(s, _) => Some(s),
-            Type::Scalar(_) => None,
+            Type::Scalar(_) | Type::Vector(..) => None,
         }
+    }
+
+    /// True for vector types.
+    pub fn is_vector(self) -> bool {
+        matches!(self, Type::Vector(..))
+    }
+
+    /// The number of lanes: a vector's lane count, 1 for scalars and pointers.
+    pub fn lanes(self) -> u8 {
+        match self {
+            Type::Vector(_, n) => n,
+            _ => 1,
+        }
+    }
+
+    /// The scalar of each lane: a scalar type itself, a vector's element type (`None` for
+    /// pointers).
+    pub fn lane_scalar(self) -> Option<Scalar> {
+        match self {
+            Type::Scalar(s) | Type::Vector(s, _) => Some(s),
+            Type::Ptr(..) => None,
+        }
+    }
+
+    /// Parses a text-format vector type name such as `f32x4`.
+    pub fn vector_from_name(name: &str) -> Option<Type> {
+        let (elem, lanes) = name.rsplit_once('x')?;
+        let elem = Scalar::from_name(elem)?;
+        let lanes: u8 = lanes.parse().ok()?;
+        (VECTOR_LANES.contains(&lanes) && elem != Scalar::Bool).then_some(Type::Vector(elem, lanes))
     }
 
     /// True for pointer types.
@@ -316,6 +360,7 @@ impl fmt::Display for Type {
         match self {
             Type::Scalar(s) => write!(f, "{s}"),
             Type::Ptr(space, elem) => write!(f, "ptr<{space}, {elem}>"),
+            Type::Vector(elem, lanes) => write!(f, "{elem}x{lanes}"),
         }
     }
 }

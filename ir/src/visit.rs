@@ -86,7 +86,7 @@ pub fn walk_stmt<V: Visitor + ?Sized>(v: &mut V, s: &Stmt) {
     match s.node() {
         StmtNode::Let { value, .. } | StmtNode::Assign { value, .. } => v.visit_expr(value),
         StmtNode::Decl { init, .. } => v.visit_expr(init),
-        StmtNode::Store { index, value, .. } => {
+        StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
             v.visit_expr(index);
             v.visit_expr(value);
         }
@@ -195,6 +195,34 @@ pub fn walk_mutate_expr<M: Mutator + ?Sized>(m: &mut M, e: &Expr) -> Expr {
             }
             ExprNode::Load { buf: nbuf, index: ni }
         }
+        ExprNode::VecLoad { buf, index, lanes } => {
+            let (nbuf, ni) = (m.mutate_var(buf), m.mutate_expr(index));
+            if nbuf == *buf && ni.ptr_eq(index) {
+                return e.clone();
+            }
+            ExprNode::VecLoad { buf: nbuf, index: ni, lanes: *lanes }
+        }
+        ExprNode::Extract { a, lane } => {
+            let na = m.mutate_expr(a);
+            if na.ptr_eq(a) {
+                return e.clone();
+            }
+            ExprNode::Extract { a: na, lane: *lane }
+        }
+        ExprNode::Insert { a, lane, b } => {
+            let (na, nb) = (m.mutate_expr(a), m.mutate_expr(b));
+            if na.ptr_eq(a) && nb.ptr_eq(b) {
+                return e.clone();
+            }
+            ExprNode::Insert { a: na, lane: *lane, b: nb }
+        }
+        ExprNode::Vector { ty, elems } => {
+            let nelems: SmallVec<[Expr; 4]> = elems.iter().map(|a| m.mutate_expr(a)).collect();
+            if nelems.iter().zip(elems).all(|(n, o)| n.ptr_eq(o)) {
+                return e.clone();
+            }
+            ExprNode::Vector { ty: *ty, elems: nelems }
+        }
         ExprNode::Intrinsic { op, args } => {
             let nargs: SmallVec<[Expr; 3]> = args.iter().map(|a| m.mutate_expr(a)).collect();
             if nargs.iter().zip(args).all(|(n, o)| n.ptr_eq(o)) {
@@ -244,6 +272,13 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
                 return s.clone();
             }
             StmtNode::Store { buf: nb, index: ni, value: nval }
+        }
+        StmtNode::VecStore { buf, index, value } => {
+            let (nb, ni, nval) = (m.mutate_var(buf), m.mutate_expr(index), m.mutate_expr(value));
+            if nb == *buf && ni.ptr_eq(index) && nval.ptr_eq(value) {
+                return s.clone();
+            }
+            StmtNode::VecStore { buf: nb, index: ni, value: nval }
         }
         StmtNode::Alloc { var, count } => {
             let nv = m.mutate_var(var);

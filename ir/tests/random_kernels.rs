@@ -86,6 +86,11 @@ impl Checker {
 
     fn expr_inner(&self, e: &Expr) -> Result<Scalar, String> {
         match e.node() {
+            // The generator makes scalar kernels only (tests/vectors.rs covers vectors).
+            ExprNode::VecLoad { .. }
+            | ExprNode::Extract { .. }
+            | ExprNode::Insert { .. }
+            | ExprNode::Vector { .. } => Err(format!("vector expression `{e}`")),
             ExprNode::Var(v) => {
                 self.lookup(v)?;
                 v.ty().scalar().ok_or_else(|| format!("pointer `{}` used as a value", v.name()))
@@ -168,6 +173,7 @@ impl Checker {
 
     fn stmt(&mut self, s: &Stmt, top: bool) -> Result<(), String> {
         match s.node() {
+            StmtNode::VecStore { .. } => Err("vector store".into()),
             StmtNode::Let { var, value } | StmtNode::Decl { var, init: value } => {
                 let t = self.operand(value)?;
                 if var.ty() != Type::Scalar(t) {
@@ -404,6 +410,10 @@ impl Visitor for Features {
             ExprNode::Intrinsic { op, .. } => format!("intrinsic {}", op.name()),
             ExprNode::Var(_) => "var".into(),
             ExprNode::Imm(i) => format!("imm {}", i.scalar()),
+            ExprNode::VecLoad { .. }
+            | ExprNode::Extract { .. }
+            | ExprNode::Insert { .. }
+            | ExprNode::Vector { .. } => "vector".into(),
         };
         self.0.insert(tag);
         walk_expr(self, e);
@@ -414,6 +424,7 @@ impl Visitor for Features {
             StmtNode::Let { .. } => "let".to_string(),
             StmtNode::Decl { .. } => "var".into(),
             StmtNode::Assign { .. } => "assign".into(),
+            StmtNode::VecStore { .. } => "vector store".into(),
             StmtNode::Store { buf, .. } => {
                 format!("store {}", buf.ty().addr_space().map_or("", |a| a.name()))
             }

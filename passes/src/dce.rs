@@ -39,7 +39,11 @@ fn read_names(s: &Stmt) -> HashSet<String> {
             match e.node() {
                 // Look up first: most references repeat a name already seen, and
                 // allocating its `String` each time dominated this pass.
-                ExprNode::Var(v) | ExprNode::Load { buf: v, .. } if !self.0.contains(v.name()) => {
+                ExprNode::Var(v)
+                | ExprNode::Load { buf: v, .. }
+                | ExprNode::VecLoad { buf: v, .. }
+                    if !self.0.contains(v.name()) =>
+                {
                     self.0.insert(v.name().to_string());
                 }
                 _ => {}
@@ -93,6 +97,12 @@ impl Mutator for Dce {
                 }
                 None => s,
             },
+            // A vector store to a dead array keeps the array (and the store): removing it
+            // would need the bound of every lane, which is rarely worth the analysis.
+            StmtNode::VecStore { buf, .. } if self.arrays.contains_key(buf.name()) => {
+                self.kept.insert(buf.name().to_string());
+                s
+            }
             StmtNode::Assign { var, value } if !self.read.contains(var.name()) => {
                 if may_fail(value) {
                     self.kept.insert(var.name().to_string());

@@ -50,16 +50,18 @@ impl Uses {
         impl Visitor for Count<'_> {
             fn visit_expr(&mut self, e: &Expr) {
                 match e.node() {
-                    ExprNode::Var(v) | ExprNode::Load { buf: v, .. } => self.add(v.name()),
+                    ExprNode::Var(v)
+                    | ExprNode::Load { buf: v, .. }
+                    | ExprNode::VecLoad { buf: v, .. } => self.add(v.name()),
                     _ => {}
                 }
                 walk_expr(self, e)
             }
             fn visit_stmt(&mut self, s: &Stmt) {
                 match s.node() {
-                    StmtNode::Store { buf: v, .. } | StmtNode::Assign { var: v, .. } => {
-                        self.add(v.name())
-                    }
+                    StmtNode::Store { buf: v, .. }
+                    | StmtNode::VecStore { buf: v, .. }
+                    | StmtNode::Assign { var: v, .. } => self.add(v.name()),
                     StmtNode::For { lo, hi, step, body, .. } => {
                         // The bounds are evaluated once, before the loop.
                         [lo, hi, step].into_iter().for_each(|e| self.visit_expr(e));

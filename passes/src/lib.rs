@@ -7,6 +7,8 @@
 //! * Classic passes: [`let_opt`], [`cse`], [`licm`], [`dce`], [`constprop`], [`strength`],
 //!   [`peephole`], [`scalarize`], [`var_to_let`], [`unroll`], [`slm_buffering`] (`kiln opt
 //!   --list-passes` lists them).
+//! * [`vectors`]: vector values (`f32x4`) to one scalar per lane, whole or but for memory
+//!   accesses, for targets without vector registers (the build driver applies it).
 //! * [`fusion`]: the kernel fusion JIT.
 //! * [`divergence`]: uniform/divergent analysis of every value.
 //! * [`sanitize`]: the bounds sanitizer (`-fsanitize=bounds`): kernels that check their own
@@ -32,3 +34,4 @@ pub mod strength;
 pub mod unroll;
 pub mod util;
 pub mod var_to_let;
+pub mod vectors;

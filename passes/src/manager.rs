@@ -59,9 +59,19 @@ pub const PASSES: &[PassEntry] = &[
     ("var-to-let", crate::var_to_let::var_to_let, "single-assignment vars to lets"),
     ("unroll", crate::unroll::unroll, "full unrolling of small constant-trip loops"),
     (
+        "scalarize-vectors",
+        crate::vectors::scalarize_vectors,
+        "vector values and accesses to one scalar per lane",
+    ),
+    (
         "slm-buffer",
         crate::slm_buffering::slm_double_buffer,
         "single to double local-memory buffering",
+    ),
+    (
+        "slm-buffer3",
+        crate::slm_buffering::slm_triple_buffer,
+        "single to triple local-memory buffering (two tiles in flight)",
     ),
 ];
 

@@ -246,14 +246,16 @@ fn wide_indexed(k: &Kernel) -> HashSet<String> {
     }
     impl Visitor for Wide {
         fn visit_expr(&mut self, e: &Expr) {
-            if let ExprNode::Load { buf, index } = e.node() {
+            if let ExprNode::Load { buf, index } | ExprNode::VecLoad { buf, index, .. } = e.node() {
                 self.note(buf, index);
             }
             walk_expr(self, e)
         }
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
-                StmtNode::Store { buf, index, .. } => self.note(buf, index),
+                StmtNode::Store { buf, index, .. } | StmtNode::VecStore { buf, index, .. } => {
+                    self.note(buf, index)
+                }
                 StmtNode::Call { func, args, .. } if matches!(func.kind(), FuncKind::Atomic(_)) => {
                     if let (Some(ExprNode::Var(buf)), Some(index)) =
                         (args.first().map(|a| a.node()), args.get(1))
@@ -293,7 +295,8 @@ fn cast(e: &Expr, to: Scalar) -> Expr {
 }
 
 fn contains_load(e: &Expr) -> bool {
-    matches!(e.node(), ExprNode::Load { .. }) || e.children().into_iter().any(contains_load)
+    matches!(e.node(), ExprNode::Load { .. } | ExprNode::VecLoad { .. })
+        || e.children().into_iter().any(contains_load)
 }
 
 impl Rewriter<'_> {
@@ -328,6 +331,28 @@ impl Rewriter<'_> {
         }
         match e.node() {
             ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => e.clone(),
+            ExprNode::VecLoad { buf, index, lanes } => {
+                let index = self.expr(index, out);
+                let Some(check) = self.check(buf, SiteKind::Load, index.clone(), *lanes, out)
+                else {
+                    return Expr::vload(buf, index, *lanes);
+                };
+                let elem = buf.ty().elem().unwrap_or(Scalar::U32);
+                let v = self.var("v", Type::Vector(elem, *lanes));
+                out.push(Stmt::decl(&v, zero(elem).broadcast(*lanes)));
+                let load = Stmt::assign(&v, Expr::vload(buf, check.index.clone(), *lanes));
+                out.push(Stmt::if_else(check.ok, load, check.record));
+                Expr::var(&v)
+            }
+            ExprNode::Extract { a, lane } => self.expr(a, out).extract(*lane),
+            ExprNode::Insert { a, lane, b } => {
+                let a = self.expr(a, out);
+                a.insert(*lane, self.expr(b, out))
+            }
+            ExprNode::Vector { ty, elems } => {
+                let elems = elems.iter().map(|x| self.expr(x, out)).collect();
+                Expr::new(ExprNode::Vector { ty: *ty, elems })
+            }
             ExprNode::Unary { op, a } => Expr::unary(*op, self.expr(a, out)),
             ExprNode::Binary { op, a, b } => {
                 let a = self.expr(a, out);
@@ -345,7 +370,7 @@ impl Rewriter<'_> {
             }
             ExprNode::Load { buf, index } => {
                 let index = self.expr(index, out);
-                let Some(check) = self.check(buf, SiteKind::Load, index.clone(), out) else {
+                let Some(check) = self.check(buf, SiteKind::Load, index.clone(), 1, out) else {
                     return Expr::load(buf, index);
                 };
                 let elem = buf.ty().elem().unwrap_or(Scalar::U32);
@@ -360,11 +385,13 @@ impl Rewriter<'_> {
 
     /// For an access `buf[index]` through a checked pointer: the index (bound to a
     /// variable), the in-bounds condition and the code recording a violation.
+    /// A vector access of `lanes` lanes also needs its last lane in bounds.
     fn check(
         &mut self,
         buf: &Var,
         kind: SiteKind,
         index: Expr,
+        lanes: u8,
         out: &mut Vec<Stmt>,
     ) -> Option<Check> {
         let (extent, len) = self.extents.get(buf.name())?.clone();
@@ -376,8 +403,15 @@ impl Rewriter<'_> {
         let len =
             if t.bits() == 64 && len_ty == Scalar::U32 { cast(&len, Scalar::U64) } else { len };
         let lt = len.ty().scalar().unwrap_or(Scalar::U32);
-        let below = cast(&index, lt).cmp_lt(len);
+        let below = cast(&index, lt).cmp_lt(len.clone());
         let ok = if t.is_signed() { index.cmp_ge(zero(t)).logic_and(below) } else { below };
+        // `len - index` cannot wrap where `index < len`, the only case the conjunct decides.
+        let ok = if lanes > 1 {
+            let room = Expr::binary(BinOp::Sub, len.clone(), cast(&index, lt));
+            ok.logic_and(room.cmp_ge(Expr::int(lt, lanes as i128)))
+        } else {
+            ok
+        };
         self.sites.push(Site { kind, name: buf.name().to_string(), extent, signed: t.is_signed() });
         let site = self.sites.len() as u32;
         let record = self.record(site, &index);
@@ -430,11 +464,22 @@ impl Rewriter<'_> {
             StmtNode::Store { buf, index, value } => {
                 let index = self.expr(index, out);
                 let value = self.expr(value, out);
-                match self.check(buf, SiteKind::Store, index.clone(), out) {
+                match self.check(buf, SiteKind::Store, index.clone(), 1, out) {
                     Some(c) => {
                         out.push(Stmt::if_else(c.ok, Stmt::store(buf, c.index, value), c.record))
                     }
                     None => out.push(Stmt::store(buf, index, value)),
+                }
+            }
+            StmtNode::VecStore { buf, index, value } => {
+                let lanes = value.ty().lanes();
+                let index = self.expr(index, out);
+                let value = self.expr(value, out);
+                match self.check(buf, SiteKind::Store, index.clone(), lanes, out) {
+                    Some(c) => {
+                        out.push(Stmt::if_else(c.ok, Stmt::vstore(buf, c.index, value), c.record))
+                    }
+                    None => out.push(Stmt::vstore(buf, index, value)),
                 }
             }
             StmtNode::Alloc { var, count } => {
@@ -504,7 +549,7 @@ impl Rewriter<'_> {
                     new_args.push(self.expr(a, out));
                 }
                 let check = match (&ptr, new_args.get(1)) {
-                    (Some(p), Some(i)) => self.check(p, SiteKind::Atomic(op), i.clone(), out),
+                    (Some(p), Some(i)) => self.check(p, SiteKind::Atomic(op), i.clone(), 1, out),
                     _ => None,
                 };
                 let Some(c) = check else {

@@ -79,6 +79,10 @@ impl Visitor for Candidates {
     fn visit_expr(&mut self, e: &Expr) {
         match e.node() {
             ExprNode::Load { buf, index } => self.access(buf, index),
+            // Vector accesses are left to the arrays that stay arrays.
+            ExprNode::VecLoad { buf, .. } => {
+                self.excluded.insert(buf.name().to_string());
+            }
             // The pointer itself used as a value: it escapes.
             ExprNode::Var(v) if matches!(v.ty(), Type::Ptr(..)) => {
                 self.excluded.insert(v.name().to_string());
@@ -106,6 +110,9 @@ impl Visitor for Candidates {
                 }
             }
             StmtNode::Store { buf, index, .. } => self.access(buf, index),
+            StmtNode::VecStore { buf, .. } => {
+                self.excluded.insert(buf.name().to_string());
+            }
             StmtNode::Call { args, .. } => {
                 for v in args.iter().filter_map(|a| a.as_var()) {
                     self.excluded.insert(v.name().to_string());

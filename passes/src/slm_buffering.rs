@@ -31,7 +31,8 @@
 //!   running it one step early reads the same values;
 //! * every store of `P` writes the same elements in every step: its index does not depend
 //!   on `kt`, and neither does any condition or loop bound around it, except an `if`/`else`
-//!   whose two branches each store into the same element (a masked copy). So a step reads
+//!   whose two branches store into the same elements (a masked copy: each branch `let`s
+//!   and stores, the same index list, no index using a branch's own bindings). So a step reads
 //!   the elements its own `P` wrote, whichever of the two halves they are in;
 //! * `C` stores only into private arrays and `var`s, makes no calls, does not use what `P`
 //!   binds, and holds no barrier; both barriers order local memory;
@@ -45,12 +46,29 @@ use kiln_ir::{
 
 /// Double-buffers every loop that matches the pattern; the same handle when none does.
 pub fn slm_double_buffer(k: &Kernel) -> Kernel {
+    slm_buffer(k, 2)
+}
+
+/// Triple-buffers every loop that matches the pattern (the pass `slm-buffer3`): the arrays
+/// hold three tiles, the prologue loads the first two, and step `kt` loads tile `kt + 2S`
+/// while it uses tile `kt`, so two loads are in flight. Still one barrier per step: the slot
+/// step `kt` writes is the one step `kt - S` read, and a barrier ends every step.
+pub fn slm_triple_buffer(k: &Kernel) -> Kernel {
+    slm_buffer(k, 3)
+}
+
+/// Buffers every loop that matches the pattern `depth` deep (2 or 3; other depths leave the
+/// kernel alone); the same handle when no loop matches.
+pub fn slm_buffer(k: &Kernel, depth: u32) -> Kernel {
+    if !(2..=3).contains(&depth) {
+        return k.clone();
+    }
     let k = &kiln_ir::depth::bound_kernel(k);
     let mut loops = Loops(Vec::new());
     loops.visit_stmt(k.body());
     let mut plans = Vec::new();
     for s in loops.0 {
-        if let Some(p) = plan(k, &s) {
+        if let Some(p) = plan(k, &s, depth) {
             // Two loops may not share an array: `plan` refuses arrays used elsewhere.
             plans.push((s.addr(), p));
         }
@@ -64,7 +82,7 @@ pub fn slm_double_buffer(k: &Kernel) -> Kernel {
             sizes.insert(name.clone(), n.0);
         }
     }
-    let mut rw = Rewrite { plans: plans.into_iter().collect(), sizes };
+    let mut rw = Rewrite { plans: plans.into_iter().collect(), sizes, depth };
     rw.mutate_kernel(k)
 }
 
@@ -82,7 +100,8 @@ impl Visitor for Loops {
 /// A matched loop: the arrays (name -> (old length, element type)) and fresh names.
 struct Plan {
     arrays: HashMap<String, (u32, Scalar)>,
-    first: Var,
+    /// The prologue's tile counters, one per tile loaded before the loop (`depth - 1`).
+    first: Vec<Var>,
     next: Var,
     slot: Var,
 }
@@ -122,18 +141,37 @@ struct Uses {
     calls: usize,
     barriers: Vec<MemFence>,
     bound: HashSet<String>,
+    /// The most lanes a vector access of each array has (arrays only accessed by scalars
+    /// are absent): offsets must keep such accesses aligned.
+    lanes: HashMap<String, u8>,
+}
+
+impl Uses {
+    fn vector(&mut self, buf: &Var, lanes: u8) {
+        let l = self.lanes.entry(buf.name().to_string()).or_insert(1);
+        *l = (*l).max(lanes);
+    }
 }
 
 impl Visitor for Uses {
     fn visit_expr(&mut self, e: &Expr) {
-        if let ExprNode::Load { buf, .. } = e.node() {
-            self.loads.push(buf.clone());
+        match e.node() {
+            ExprNode::Load { buf, .. } => self.loads.push(buf.clone()),
+            ExprNode::VecLoad { buf, lanes, .. } => {
+                self.loads.push(buf.clone());
+                self.vector(buf, *lanes);
+            }
+            _ => {}
         }
         kiln_ir::walk_expr(self, e)
     }
     fn visit_stmt(&mut self, s: &Stmt) {
         match s.node() {
             StmtNode::Store { buf, .. } => self.stores.push(buf.clone()),
+            StmtNode::VecStore { buf, value, .. } => {
+                self.stores.push(buf.clone());
+                self.vector(buf, value.ty().lanes());
+            }
             StmtNode::Call { func, .. } => match func.kind() {
                 FuncKind::Barrier(f) => self.barriers.push(f),
                 _ => self.calls += 1,
@@ -190,7 +228,9 @@ fn same_writes(s: &Stmt, xs: &HashSet<String>, dep: &mut HashSet<String>) -> boo
             }
             true
         }
-        StmtNode::Store { buf, index, .. } => xs.contains(buf.name()) && !mentions(index, dep),
+        StmtNode::Store { buf, index, .. } | StmtNode::VecStore { buf, index, .. } => {
+            xs.contains(buf.name()) && !mentions(index, dep)
+        }
         StmtNode::Block(v) => v.iter().all(|s| same_writes(s, xs, dep)),
         StmtNode::For { lo, hi, step, body, .. } => {
             ![lo, hi, step].iter().any(|e| mentions(e, dep)) && same_writes(body, xs, dep)
@@ -200,17 +240,32 @@ fn same_writes(s: &Stmt, xs: &HashSet<String>, dep: &mut HashSet<String>) -> boo
                 return same_writes(then, xs, dep)
                     && otherwise.as_ref().is_none_or(|o| same_writes(o, xs, dep));
             }
-            // A masked copy: both branches store into the same element.
-            let single = |b: &Stmt| match b.stmts() {
-                [s] => match s.node() {
-                    StmtNode::Store { buf, index, .. } => Some((buf.clone(), index.clone())),
-                    _ => None,
-                },
-                _ => None,
+            // A masked copy: both branches store into the same elements (each branch `let`s
+            // and stores only; a vector copied lane by lane stores several elements).
+            let stores = |b: &Stmt| -> Option<Vec<(Var, Expr, u8)>> {
+                let mut local = dep.clone();
+                let mut out = Vec::new();
+                for s in b.stmts() {
+                    match s.node() {
+                        // An index may not use the branch's own bindings at all: two branches
+                        // may bind one name to different values.
+                        StmtNode::Let { var, .. } => {
+                            local.insert(var.name().to_string());
+                        }
+                        StmtNode::Store { buf, index, .. } if !mentions(index, &local) => {
+                            out.push((buf.clone(), index.clone(), 1))
+                        }
+                        StmtNode::VecStore { buf, index, value } if !mentions(index, &local) => {
+                            out.push((buf.clone(), index.clone(), value.ty().lanes()))
+                        }
+                        _ => return None,
+                    }
+                }
+                Some(out)
             };
-            match (single(then), otherwise.as_ref().and_then(single)) {
-                (Some((b1, i1)), Some((b2, i2))) => {
-                    b1 == b2 && i1 == i2 && xs.contains(b1.name()) && !mentions(&i1, dep)
+            match (stores(then), otherwise.as_ref().and_then(stores)) {
+                (Some(a), Some(b)) => {
+                    !a.is_empty() && a == b && a.iter().all(|(buf, _, _)| xs.contains(buf.name()))
                 }
                 _ => false,
             }
@@ -223,7 +278,7 @@ fn index_types(stmts: &[Stmt], xs: &HashSet<String>) -> Vec<Scalar> {
     struct T<'a>(&'a HashSet<String>, Vec<Scalar>);
     impl Visitor for T<'_> {
         fn visit_expr(&mut self, e: &Expr) {
-            if let ExprNode::Load { buf, index } = e.node() {
+            if let ExprNode::Load { buf, index } | ExprNode::VecLoad { buf, index, .. } = e.node() {
                 if self.0.contains(buf.name()) {
                     self.1.extend(index.ty().scalar());
                 }
@@ -231,7 +286,9 @@ fn index_types(stmts: &[Stmt], xs: &HashSet<String>) -> Vec<Scalar> {
             kiln_ir::walk_expr(self, e)
         }
         fn visit_stmt(&mut self, s: &Stmt) {
-            if let StmtNode::Store { buf, index, .. } = s.node() {
+            if let StmtNode::Store { buf, index, .. } | StmtNode::VecStore { buf, index, .. } =
+                s.node()
+            {
                 if self.0.contains(buf.name()) {
                     self.1.extend(index.ty().scalar());
                 }
@@ -253,7 +310,7 @@ fn fresh(base: &str, taken: &HashSet<String>) -> String {
         .unwrap_or_default()
 }
 
-fn plan(k: &Kernel, s: &Stmt) -> Option<Plan> {
+fn plan(k: &Kernel, s: &Stmt, depth: u32) -> Option<Plan> {
     let StmtNode::For { var, lo, hi, step, body } = s.node() else { return None };
     let ty = var.ty().scalar().filter(|t| t.is_int())?;
     let (lo, hi, st) =
@@ -262,7 +319,8 @@ fn plan(k: &Kernel, s: &Stmt) -> Option<Plan> {
         return None;
     }
     let trip = (hi - lo + st - 1) / st;
-    if lo + trip * st > ty.int_max()? {
+    // The prefetch computes `kt + (depth - 1) * S` for the last step too.
+    if lo + (trip + depth as i128 - 2) * st > ty.int_max()? {
         return None;
     }
     let stmts = body.stmts();
@@ -288,6 +346,14 @@ fn plan(k: &Kernel, s: &Stmt) -> Option<Plan> {
             _ => None,
         })?;
         arrays.insert(x.name().to_string(), (n, x.ty().elem()?));
+    }
+    // A vector access stays aligned only if the offset (a multiple of the length) is a
+    // multiple of its lane count.
+    for (name, (n, _)) in &arrays {
+        let lanes = [&pu, &cu].iter().filter_map(|u| u.lanes.get(name)).max().copied();
+        if lanes.is_some_and(|l| n % l as u32 != 0) {
+            return None;
+        }
     }
     let xs: HashSet<String> = arrays.keys().cloned().collect();
     // The load reads only pointer parameters (no local or private array) and no `var`.
@@ -321,18 +387,24 @@ fn plan(k: &Kernel, s: &Stmt) -> Option<Plan> {
     // Twice the length must fit every index type and an array's u32 length.
     let max_n = arrays.values().map(|a| a.0 as i128).max()?;
     for t in index_types(stmts, &xs) {
-        if 2 * max_n > t.int_max()? || !t.is_int() {
+        if depth as i128 * max_n > t.int_max()? || !t.is_int() {
             return None;
         }
     }
-    if 2 * max_n > u32::MAX as i128 {
+    if depth as i128 * max_n > u32::MAX as i128 {
         return None;
     }
     let taken = &kernel_names.all;
     let base = var.name();
     Some(Plan {
         arrays,
-        first: Var::new(fresh(&format!("{base}_first"), taken), Type::Scalar(ty)),
+        first: (0..depth - 1)
+            .map(|j| {
+                let name =
+                    if j == 0 { format!("{base}_first") } else { format!("{base}_first{j}") };
+                Var::new(fresh(&name, taken), Type::Scalar(ty))
+            })
+            .collect(),
         next: Var::new(fresh(&format!("{base}_next"), taken), Type::Scalar(ty)),
         slot: Var::new(fresh(&format!("{base}_slot"), taken), Type::Scalar(ty)),
     })
@@ -364,19 +436,35 @@ impl Mutator for Offset<'_> {
     }
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         let e = walk_mutate_expr(self, e);
-        if let ExprNode::Load { buf, index } = e.node() {
-            if let Some(i) = self.index(buf, index) {
-                return Expr::load(buf, i);
+        match e.node() {
+            ExprNode::Load { buf, index } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Expr::load(buf, i);
+                }
             }
+            ExprNode::VecLoad { buf, index, lanes } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Expr::vload(buf, i, *lanes);
+                }
+            }
+            _ => {}
         }
         e
     }
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
-        if let StmtNode::Store { buf, index, value } = s.node() {
-            if let Some(i) = self.index(buf, index) {
-                return Stmt::store(buf, i, value.clone());
+        match s.node() {
+            StmtNode::Store { buf, index, value } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Stmt::store(buf, i, value.clone());
+                }
             }
+            StmtNode::VecStore { buf, index, value } => {
+                if let Some(i) = self.index(buf, index) {
+                    return Stmt::vstore(buf, i, value.clone());
+                }
+            }
+            _ => {}
         }
         s
     }
@@ -385,6 +473,7 @@ impl Mutator for Offset<'_> {
 struct Rewrite {
     plans: HashMap<usize, Plan>,
     sizes: HashMap<String, u32>,
+    depth: u32,
 }
 
 impl Mutator for Rewrite {
@@ -392,7 +481,7 @@ impl Mutator for Rewrite {
         if let StmtNode::Alloc { var, count } = s.node() {
             if let Some(&n) = self.sizes.get(var.name()) {
                 debug_assert_eq!(n, *count);
-                return Stmt::alloc(var, 2 * n);
+                return Stmt::alloc(var, self.depth * n);
             }
         }
         // The top-level statement lists are rewritten here, so that a loop can become a
@@ -403,7 +492,7 @@ impl Mutator for Rewrite {
             for x in v {
                 match self.plans.remove(&x.addr()) {
                     Some(p) => {
-                        out.extend(expand(x, &p));
+                        out.extend(expand(x, &p, self.depth));
                         changed = true;
                     }
                     None => {
@@ -420,7 +509,7 @@ impl Mutator for Rewrite {
 }
 
 /// The prologue and the double-buffered loop for a planned loop.
-fn expand(s: &Stmt, p: &Plan) -> Vec<Stmt> {
+fn expand(s: &Stmt, p: &Plan, depth: u32) -> Vec<Stmt> {
     let StmtNode::For { var, lo, hi, step, body } = s.node() else { return vec![s.clone()] };
     let stmts = body.stmts();
     let b1 = stmts.iter().position(|s| is_barrier(s).is_some()).unwrap_or(0);
@@ -430,9 +519,25 @@ fn expand(s: &Stmt, p: &Plan) -> Vec<Stmt> {
         let mut m = Offset { rename: Some((var, rename)), arrays: &p.arrays, slot };
         load.iter().map(|s| m.mutate_stmt(s)).collect()
     };
-    let first =
-        Stmt::block([vec![Stmt::let_(&p.first, lo.clone())], copy(&p.first, None)].concat());
     let ty = var.ty().scalar().unwrap_or(Scalar::I32);
+    // Prologue: tiles 0 .. depth - 2 into slots 0 .. depth - 2, those the loop reaches (the
+    // bounds are constants; the first always runs).
+    let (lo_c, hi_c, st_c) = [lo, hi, step].map(|e| e.as_imm().and_then(|i| i.as_i128())).into();
+    let mut prologue = Vec::new();
+    for (j, f) in p.first.iter().enumerate() {
+        if j > 0
+            && !matches!((lo_c, hi_c, st_c), (Some(l), Some(h), Some(s)) if l + j as i128 * s < h)
+        {
+            break;
+        }
+        let at = match (lo_c, st_c) {
+            _ if j == 0 => lo.clone(),
+            (Some(l), Some(s)) => Expr::int(ty, l + j as i128 * s),
+            _ => lo.clone() + step.clone() * Expr::int(ty, j as i128),
+        };
+        let slot = (j > 0).then(|| Expr::int(ty, j as i128));
+        prologue.push(Stmt::block([vec![Stmt::let_(f, at)], copy(f, slot)].concat()));
+    }
     let one = Expr::int(ty, 1);
     let is = |e: &Expr, v: i128| e.as_imm().and_then(|i| i.as_i128()) == Some(v);
     let mut it = var.expr();
@@ -442,20 +547,29 @@ fn expand(s: &Stmt, p: &Plan) -> Vec<Stmt> {
     if !is(step, 1) {
         it = it / step.clone();
     }
-    let slot = it % Expr::int(ty, 2);
-    let next = var.expr() + step.clone();
+    let d = Expr::int(ty, depth as i128);
+    let slot = it % d.clone();
+    let (next, next_slot) = if depth == 2 {
+        (var.expr() + step.clone(), one - p.slot.expr())
+    } else {
+        let ahead = Expr::int(ty, depth as i128 - 1);
+        let dist = match st_c {
+            Some(s) => Expr::int(ty, s * (depth as i128 - 1)),
+            None => step.clone() * ahead.clone(),
+        };
+        (var.expr() + dist, (p.slot.expr() + ahead) % d)
+    };
     let prefetch = Stmt::block(
-        [vec![Stmt::let_(&p.next, next.clone())], copy(&p.next, Some(one - p.slot.expr()))]
-            .concat(),
+        [vec![Stmt::let_(&p.next, next.clone())], copy(&p.next, Some(next_slot))].concat(),
     );
     let mut m = Offset { rename: None, arrays: &p.arrays, slot: Some(p.slot.expr()) };
     let mut new_body =
         vec![Stmt::let_(&p.slot, slot), Stmt::if_(next.cmp_lt(hi.clone()), prefetch)];
     new_body.extend(compute.iter().map(|s| m.mutate_stmt(s)));
     new_body.push(last.clone());
-    vec![
-        first,
+    prologue.extend([
         stmts[b1].clone(),
         Stmt::for_(var, lo.clone(), hi.clone(), step.clone(), Stmt::block(new_body)),
-    ]
+    ]);
+    prologue
 }

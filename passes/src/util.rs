@@ -18,14 +18,20 @@ pub fn count_uses(stmts: &[Stmt], name: &str) -> usize {
         fn visit_expr(&mut self, e: &Expr) {
             match e.node() {
                 ExprNode::Var(v) if v.name() == self.0 => self.1 += 1,
-                ExprNode::Load { buf, .. } if buf.name() == self.0 => self.1 += 1,
+                ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. }
+                    if buf.name() == self.0 =>
+                {
+                    self.1 += 1
+                }
                 _ => {}
             }
             walk_expr(self, e)
         }
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
-                StmtNode::Store { buf: v, .. } | StmtNode::Assign { var: v, .. }
+                StmtNode::Store { buf: v, .. }
+                | StmtNode::VecStore { buf: v, .. }
+                | StmtNode::Assign { var: v, .. }
                     if v.name() == self.0 =>
                 {
                     self.1 += 1
@@ -113,7 +119,7 @@ pub fn is_stable(e: &Expr, mutable: &HashSet<String>) -> bool {
     }
     fn walk(e: &Expr, mutable: &HashSet<String>) -> bool {
         match e.node() {
-            ExprNode::Load { .. } => false,
+            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
             ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
             _ => e.children().iter().all(|c| walk(c, mutable)),
         }
@@ -127,7 +133,7 @@ pub fn free_names(e: &Expr, out: &mut HashSet<String>) {
         ExprNode::Var(v) => {
             out.insert(v.name().to_string());
         }
-        ExprNode::Load { buf, .. } => {
+        ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. } => {
             out.insert(buf.name().to_string());
         }
         _ => {}
@@ -194,7 +200,9 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
     impl Visitor for Names {
         fn visit_expr(&mut self, e: &Expr) {
             match e.node() {
-                ExprNode::Var(v) | ExprNode::Load { buf: v, .. } => {
+                ExprNode::Var(v)
+                | ExprNode::Load { buf: v, .. }
+                | ExprNode::VecLoad { buf: v, .. } => {
                     self.0.insert(v.name().to_string());
                 }
                 _ => {}
@@ -209,6 +217,7 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
                 | StmtNode::For { var, .. }
                 | StmtNode::Assign { var, .. }
                 | StmtNode::Store { buf: var, .. }
+                | StmtNode::VecStore { buf: var, .. }
                 | StmtNode::Call { result: Some(var), .. } => {
                     self.0.insert(var.name().to_string());
                 }

@@ -6,7 +6,7 @@
 use kiln_ir::interp::{run_with, RunOptions};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, verify_kernel, Kernel};
-use kiln_passes::slm_buffering::slm_double_buffer;
+use kiln_passes::slm_buffering::{slm_buffer, slm_double_buffer, slm_triple_buffer};
 
 /// A work-group of 4 sums 16 elements per step through a 4-element local tile; the tile is
 /// masked past the input's end (18 elements).
@@ -58,6 +58,32 @@ fn tiled_loop_is_double_buffered_and_exact() {
     assert_eq!(run(&k2, true), want);
     assert!(slm_double_buffer(&k2).ptr_eq(&k2), "a second run changed it");
     assert!(parse_module(&out).unwrap().kernels[0].is_equal(&k2));
+}
+
+#[test]
+fn tiled_loop_is_triple_buffered_and_exact() {
+    let k = kernel(TILED);
+    let k3 = slm_triple_buffer(&k);
+    verify_kernel(&k3).unwrap_or_else(|e| panic!("{e:?}\n{k3}"));
+    let out = k3.to_string();
+    assert!(out.contains("local t: i32[12];"), "{out}");
+    assert_eq!(out.matches("barrier(local)").count(), 2, "{out}");
+    assert!(out.contains("let kt_slot: u32 = kt % 3;"), "{out}");
+    assert!(out.contains("let kt_first1: u32 = 1;"), "{out}");
+    let want = run(&k, false);
+    assert_eq!(run(&k3, false), want);
+    assert_eq!(run(&k3, true), want);
+    assert!(parse_module(&out).unwrap().kernels[0].is_equal(&k3));
+    // Loops of one and two steps: the prologue loads only the tiles that exist.
+    for trips in [1, 2] {
+        let src = TILED.replace("0u32 .. 5u32", &format!("0u32 .. {trips}u32"));
+        let k = kernel(&src);
+        let k3 = slm_triple_buffer(&k);
+        assert!(!k3.ptr_eq(&k));
+        assert_eq!(run(&k3, false), run(&k, false), "{k3}");
+    }
+    // Depths other than 2 and 3 leave the kernel alone.
+    assert!(slm_buffer(&k, 4).ptr_eq(&k));
 }
 
 /// Each broken condition leaves the kernel as it is.

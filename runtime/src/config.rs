@@ -46,6 +46,9 @@ pub struct Config {
     /// The runtime's warning level (`KILN_RT_WARNING_LEVEL`): 1 or more prints warnings
     /// such as a queue's fusion being cancelled early, naming the reason; 0 prints none.
     pub rt_warning_level: u32,
+    /// Skip autotuning searches (`KILN_TUNE=0`): a tuner uses a stored winner or its
+    /// heuristic and times nothing.
+    pub tune_disabled: bool,
 }
 
 impl Config {
@@ -108,6 +111,7 @@ impl Config {
         c.verbose = get("KILN_VERBOSE")?.is_some_and(|v| v == "debuginfo");
         c.rt_warning_level =
             get("KILN_RT_WARNING_LEVEL")?.and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(0);
+        c.tune_disabled = get("KILN_TUNE")?.is_some_and(|v| v.trim() == "0");
         Ok(c)
     }
 

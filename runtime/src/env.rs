@@ -149,6 +149,13 @@ pub const VARIABLES: &[Variable] = &[
         check: Some(check_level),
     },
     Variable {
+        name: "KILN_TUNE",
+        scope: Scope::Kiln,
+        accepts: "1 or 0",
+        meaning: "0 disables autotuning searches (a stored winner or the heuristic is used)",
+        check: Some(check_flag),
+    },
+    Variable {
         name: "KILN_REQUIRE_TOOLS",
         scope: Scope::Tests,
         accepts: "any value",

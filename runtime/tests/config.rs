@@ -24,6 +24,7 @@ fn every_setting_is_read() {
         ("KILN_PROGRAM_BUILD_OPTIONS", "-O0 -fsanitize=bounds"),
         ("KILN_VERBOSE", "debuginfo"),
         ("KILN_RT_WARNING_LEVEL", "2"),
+        ("KILN_TUNE", "0"),
     ]))
     .unwrap();
     let want = Config {
@@ -35,6 +36,7 @@ fn every_setting_is_read() {
         build_options: "-O0 -fsanitize=bounds".into(),
         verbose: true,
         rt_warning_level: 2,
+        tune_disabled: true,
     };
     assert_eq!(c, want);
     // Nothing set is the default, and the default is what `Config::default` says.

@@ -93,6 +93,7 @@ fn generic_inputs(k: &Kernel, n: usize) -> (Vec<Arg>, Vec<Buffer>) {
                 args.push(Arg::Scalar(kiln_ir::Imm::Bool(true)))
             }
             kiln_ir::Type::Scalar(s) => args.push(Arg::Scalar(kiln_ir::Imm::int(s, n as i128))),
+            kiln_ir::Type::Vector(..) => panic!("vector parameter `{}`", p.name()),
         }
     }
     (args, bufs)

@@ -18,7 +18,7 @@ pub struct GenArgs {
 }
 
 #[derive(Subcommand, Debug)]
-enum What {
+pub(super) enum What {
     /// C = alpha * op(A) · op(B) + beta * C, row-major (A is M x K, B is K x N).
     Gemm(GemmArgs),
     /// 2-D convolution forward as an implicit GEMM (M = mb·oh·ow, N = oc, K = ic·kh·kw).
@@ -26,7 +26,7 @@ enum What {
 }
 
 #[derive(Args, Debug)]
-struct GemmArgs {
+pub(super) struct GemmArgs {
     /// Rows of C.
     m: i64,
     /// Columns of C.
@@ -44,7 +44,7 @@ struct GemmArgs {
 }
 
 #[derive(Args, Debug)]
-struct ConvArgs {
+pub(super) struct ConvArgs {
     /// Batch size.
     #[arg(long, value_name = "N")]
     mb: i64,
@@ -102,12 +102,15 @@ struct Common {
     /// Reduction depth of a local-memory tile.
     #[arg(long, value_name = "N", default_value_t = 8)]
     k_tile: u32,
-    /// Local-memory buffers per operand: 1 or 2 (double buffering).
+    /// Local-memory buffers per operand: 1, 2 (double buffering) or 3 (triple).
     #[arg(long, value_name = "N", default_value_t = 2)]
     slm: u32,
     /// Fully unroll the constant-trip inner loops.
     #[arg(long)]
     unroll: bool,
+    /// Vector width of local-memory reads, tile copies and C's stores: 1, 2, 4 or 8.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    vec: u32,
     /// Print the configurations a tuner would try for this problem, one per line, instead.
     #[arg(long)]
     candidates: bool,
@@ -135,6 +138,7 @@ impl Common {
             k_tile: self.k_tile,
             slm_depth: self.slm,
             unroll: self.unroll,
+            vec: self.vec,
         };
         cfg.validate().map_err(Error::Message)?;
         Ok(cfg)
@@ -148,18 +152,51 @@ impl Common {
     }
 }
 
+impl GemmArgs {
+    /// The problem these arguments describe.
+    pub(super) fn problem(&self) -> GemmProblem {
+        GemmProblem {
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            trans_a: self.trans_a,
+            trans_b: self.trans_b,
+            ty: self.common.scalar(),
+        }
+    }
+
+    /// Where to write the kernel (`-o`).
+    pub(super) fn output(&self) -> Option<&PathBuf> {
+        self.common.output.as_ref()
+    }
+}
+
+impl ConvArgs {
+    /// The problem these arguments describe.
+    pub(super) fn problem(&self) -> ConvProblem {
+        let c = self;
+        ConvProblem::new(c.mb, c.ic, c.input.0, c.input.1, c.oc, c.kernel.0, c.kernel.1)
+            .with_stride(c.stride.0, c.stride.1)
+            .with_padding(c.pad.0, c.pad.1)
+            .with_dilation(c.dilation.0, c.dilation.1)
+            .with_format(match c.format {
+                Format::Nchw => ConvFormat::Nchw,
+                Format::Nhwc => ConvFormat::Nhwc,
+            })
+            .with_type(c.common.scalar())
+    }
+
+    /// Where to write the kernel (`-o`).
+    pub(super) fn output(&self) -> Option<&PathBuf> {
+        self.common.output.as_ref()
+    }
+}
+
 /// Runs `kiln gen`.
 pub fn main(a: &GenArgs) -> Result<(), Error> {
     let (common, generated, what) = match &a.what {
         What::Gemm(g) => {
-            let p = GemmProblem {
-                m: g.m,
-                n: g.n,
-                k: g.k,
-                trans_a: g.trans_a,
-                trans_b: g.trans_b,
-                ty: g.common.scalar(),
-            };
+            let p = g.problem();
             if g.common.candidates {
                 p.views().map_err(Error::Message)?;
                 return candidates(p.m as u64, p.n as u64, p.k as u64);
@@ -176,16 +213,7 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
             (&g.common, p.generate(&g.common.config()?), what)
         }
         What::Conv(c) => {
-            let p =
-                ConvProblem::new(c.mb, c.ic, c.input.0, c.input.1, c.oc, c.kernel.0, c.kernel.1)
-                    .with_stride(c.stride.0, c.stride.1)
-                    .with_padding(c.pad.0, c.pad.1)
-                    .with_dilation(c.dilation.0, c.dilation.1)
-                    .with_format(match c.format {
-                        Format::Nchw => ConvFormat::Nchw,
-                        Format::Nhwc => ConvFormat::Nhwc,
-                    })
-                    .with_type(c.common.scalar());
+            let p = c.problem();
             if c.common.candidates {
                 let views = p.views().map_err(Error::Message)?;
                 let size = |v: &kiln::generator::View, k| {
@@ -220,7 +248,7 @@ fn candidates(m: u64, n: u64, k: u64) -> Result<(), Error> {
 }
 
 /// Writes to standard output; a closed pipe (`kiln gen ... | head`) is not an error.
-fn write_stdout(text: &str) -> Result<(), Error> {
+pub(super) fn write_stdout(text: &str) -> Result<(), Error> {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
@@ -231,7 +259,7 @@ fn write_stdout(text: &str) -> Result<(), Error> {
 }
 
 /// The kernel as a .kir module after a comment header (kept by `kiln fmt`).
-fn render(g: &Generated, what: &str, cfg: &GemmConfig) -> String {
+pub(super) fn render(g: &Generated, what: &str, cfg: &GemmConfig) -> String {
     let names: Vec<String> =
         g.kernel.params().iter().take(3).map(|p| p.name().to_string()).collect();
     let [ea, eb, ec] = g.buffer_elems;

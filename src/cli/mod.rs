@@ -17,6 +17,7 @@ mod graph;
 mod npy;
 mod opt;
 mod run;
+mod tune;
 mod value;
 
 use std::path::Path;
@@ -58,6 +59,9 @@ enum Command {
     Opt(opt::OptArgs),
     /// Generate a GEMM or convolution kernel (docs/generator.md) and print it as .kir.
     Gen(gen::GenArgs),
+    /// Time a generated kernel's candidate blockings on a device and keep the fastest in the
+    /// on-disk cache (docs/generator.md#autotuning); KILN_TUNE=0 skips the search.
+    Tune(tune::TuneArgs),
 }
 
 /// Why a command failed.
@@ -115,6 +119,7 @@ pub fn main() -> ExitCode {
         Command::Cache(a) => cache::main(&a),
         Command::Opt(a) => opt::main(&a),
         Command::Gen(a) => gen::main(&a),
+        Command::Tune(a) => tune::main(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

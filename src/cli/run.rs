@@ -549,6 +549,9 @@ fn parse_value(name: &str, ty: Type, text: &str) -> Result<Value, String> {
         (Type::Scalar(_), Some(_)) => {
             Err(format!("parameter `{name}` is a scalar ({ty}), not a buffer: give a {ty} literal"))
         }
+        (Type::Vector(..), _) => {
+            Err(format!("parameter `{name}` is a vector ({ty}); kernels take vectors in buffers"))
+        }
     }
 }
 

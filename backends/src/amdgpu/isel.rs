@@ -46,6 +46,10 @@ struct Isel<'a> {
     smem_ok: bool,
 }
 
+/// Why a vector construct reaches instruction selection: the driver lowers them first.
+const VECTORS: &str = "vector values: lower them with kiln_passes::vectors::scalarize_vectors \
+                       first (the build driver does, as the target's lowering says)";
+
 fn unsupported<T>(what: impl Into<String>) -> Result<T, Error> {
     Err(Error::Unsupported(what.into()))
 }
@@ -312,6 +316,10 @@ impl Isel<'_> {
                     c.clone(),
                 ))
             }
+            ExprNode::VecLoad { .. }
+            | ExprNode::Extract { .. }
+            | ExprNode::Insert { .. }
+            | ExprNode::Vector { .. } => Err(Error::Unsupported(VECTORS.into())),
             ExprNode::Intrinsic { op, args } => {
                 let mut vals: Vec<Val> =
                     args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
@@ -531,6 +539,7 @@ impl Isel<'_> {
                     self.stmt(c)?;
                 }
             }
+            StmtNode::VecStore { .. } => return Err(Error::Unsupported(VECTORS.into())),
             StmtNode::Call { func, result, args } => match func.kind() {
                 FuncKind::Barrier(_) => {
                     self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);

@@ -137,6 +137,9 @@ pub fn compile(kernel: &Kernel) -> Result<Compiled, BackendError> {
 fn compile_verified(kernel: &Kernel) -> Result<Compiled, BackendError> {
     // Selection recurses over expressions: give it bounded depth (see kiln_ir::depth), and
     // analyze the kernel it selects from, whose split-off lets need divergence facts too.
+    // Vector values become one scalar per lane (the driver did this already for builds;
+    // direct callers get the same). Vector memory accesses are split into element accesses.
+    let kernel = &kiln_passes::vectors::scalarize_vectors(kernel);
     let kernel = &kiln_ir::depth::bound_kernel(kernel);
     select_and_allocate(kernel, &analyze(kernel))
 }
@@ -152,7 +155,9 @@ fn compile_verified(kernel: &Kernel) -> Result<Compiled, BackendError> {
 pub fn compile_with(kernel: &Kernel, div: &Divergence) -> Result<Compiled, BackendError> {
     let m = verified_kernel("amdgpu", kernel)?;
     let bounded = kiln_ir::depth::bound_kernel(&m.kernels[0]);
-    if !bounded.ptr_eq(kernel) {
+    // Divergence facts are for the kernel as given: one that needs rewriting is analyzed
+    // again after it.
+    if !bounded.ptr_eq(kernel) || kiln_passes::vectors::uses_vectors(kernel) {
         return compile_verified(&bounded);
     }
     select_and_allocate(kernel, div)

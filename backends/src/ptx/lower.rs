@@ -9,6 +9,7 @@ use kiln_ir::{
 };
 
 mod expr;
+mod vector;
 
 use super::regs::{arith_ty, bits_ty, mem_ty, Class, Reg, RegFile, Val};
 use super::{Options, OFFSET_PARAMS};
@@ -31,6 +32,8 @@ enum Binding {
     Var(Reg),
     /// A pointer parameter or array.
     Mem(Mem),
+    /// A vector `let`: one value per lane.
+    Vector(Vec<Val>),
 }
 
 /// Which built-ins a kernel reads, and its local arrays.
@@ -97,6 +100,9 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     for (i, p) in kernel.params().iter().enumerate() {
         let pname = format!("{name}_param_{i}");
         match p.ty() {
+            Type::Vector(..) => {
+                return Err(format!("parameter `{}` of vector type {}", p.name(), p.ty()))
+            }
             Type::Ptr(space, elem) => {
                 let space = match space {
                     AddrSpace::Global | AddrSpace::Constant => ".global",
@@ -314,7 +320,7 @@ impl Lower<'_> {
             let words = (elem.size_bytes() as u64 * *count as u64).div_ceil(4);
             self.arrays += 1;
             let sym = format!("{k}_local{}", self.arrays);
-            let _ = writeln!(self.decls, "\t.shared .align 8 .b8 {sym}[{}];", words * 4);
+            let _ = writeln!(self.decls, "\t.shared .align 16 .b8 {sym}[{}];", words * 4);
             let base = self.fresh(Class::B64);
             self.ins(format_args!("mov.u64 {base}, {sym}"));
             let i = self.fresh(Class::B32);
@@ -347,6 +353,12 @@ impl Lower<'_> {
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
         match s.node() {
+            StmtNode::Let { var, value } if var.ty().is_vector() => {
+                let lanes = self.vexpr(value)?;
+                let lanes = lanes.into_iter().map(|v| self.snapshot(v)).collect();
+                self.bind(var.name(), Binding::Vector(lanes));
+            }
+            StmtNode::VecStore { buf, index, value } => self.vstore(buf, index, value)?,
             StmtNode::Let { var, value } => {
                 let v = self.expr(value, None)?;
                 let v = self.snapshot(v);
@@ -438,7 +450,7 @@ impl Lower<'_> {
         let words = (elem.size_bytes() as u64 * count as u64).div_ceil(4);
         self.arrays += 1;
         let sym = format!("{}_private{}", self.kernel.name(), self.arrays);
-        let _ = writeln!(self.decls, "\t.local .align 8 .b8 {sym}[{}];", words * 4);
+        let _ = writeln!(self.decls, "\t.local .align 16 .b8 {sym}[{}];", words * 4);
         let base = self.fresh(Class::B64);
         self.ins(format_args!("mov.u64 {base}, {sym}"));
         if words <= 16 {

@@ -40,7 +40,7 @@ mod regs;
 
 use kiln_ir::{Kernel, Module, Verified};
 
-use crate::target::{verified_kernel, BackendError, ErrorKind, Target};
+use crate::target::{verified_kernel, BackendError, ErrorKind, Lowering, Target, VectorLowering};
 
 /// Names of the three implicit `.u32` parameters that carry the global offset (x, y, z).
 /// They follow the kernel's own parameters, in this order.
@@ -90,6 +90,10 @@ impl Target for Ptx {
     fn name(&self) -> String {
         "ptx".into()
     }
+    /// Vector loads and stores stay whole (`ld.global.v4.f32`); lanes are scalar registers.
+    fn lowering(&self) -> Lowering {
+        Lowering { optimize: true, sanitize: true, vectors: VectorLowering::Memory }
+    }
     fn emit(&self, module: &Verified) -> Result<String, BackendError> {
         emit_kernels(&module.kernels, &self.0)
     }
@@ -128,6 +132,7 @@ pub fn param_bytes(kernel: &Kernel) -> u64 {
         let size = match p.ty() {
             kiln_ir::Type::Ptr(..) => 8,
             kiln_ir::Type::Scalar(s) => s.size_bytes().max(1) as u64,
+            kiln_ir::Type::Vector(s, n) => s.size_bytes() as u64 * n as u64,
         };
         at = at.next_multiple_of(size) + size;
     }
@@ -175,6 +180,9 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, Backend
         options.sm
     );
     for k in kernels {
+        // Lane-wise vector arithmetic becomes scalar code (the driver did this already for
+        // builds; direct callers get the same).
+        let k = &kiln_passes::vectors::lower_vectors(k, VectorLowering::Memory);
         // Lowering recurses over expressions: give it bounded depth (see kiln_ir::depth).
         let k = &kiln_ir::depth::bound_kernel(k);
         let fail = |kind| move |m| BackendError::new("ptx", k.name(), kind, m);

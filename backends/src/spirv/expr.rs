@@ -110,6 +110,10 @@ impl Emitter {
                 self.load_conv(cx, elem, v)
             }
             ExprNode::Builtin { kind, dim } => self.builtin(cx, *kind, *dim as u32)?,
+            ExprNode::VecLoad { .. }
+            | ExprNode::Extract { .. }
+            | ExprNode::Insert { .. }
+            | ExprNode::Vector { .. } => return Err(super::VECTORS.into()),
             ExprNode::Intrinsic { op, args } => {
                 let mut ids = Vec::new();
                 for a in args {

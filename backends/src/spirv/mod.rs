@@ -241,8 +241,14 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendErr
     emit_verified(&m.kernels[0], flavour)
 }
 
+/// Why a vector construct reaches emission: [`emit_verified`] lowers them first.
+pub(crate) const VECTORS: &str = "vector values reach SPIR-V emission unlowered";
+
 /// Emits one kernel of a verified module.
 fn emit_verified(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendError> {
+    // Vector values become one scalar per lane (the driver does this already for builds;
+    // direct callers get the same).
+    let kernel = &kiln_passes::vectors::scalarize_vectors(kernel);
     // Emission recurses over expressions: give it bounded depth (see kiln_ir::depth).
     let kernel = &kiln_ir::depth::bound_kernel(kernel);
     let err = |kind| {
@@ -440,6 +446,7 @@ fn setup_vulkan(
                 em.bind_storage(p, v);
                 layout.buffers.push(BufferBinding { param: i, elem });
             }
+            Type::Vector(..) => return Err(VECTORS.into()),
             Type::Scalar(s) => {
                 // 4-byte slots, 8-byte ones aligned for 64-bit types: push-constant space is
                 // small (128 bytes guaranteed), so scalars are packed.
@@ -514,6 +521,7 @@ fn setup_opencl(
                 cx.ptr(sc, et)
             }
             Type::Scalar(s) => cx.mem_ty(s),
+            Type::Vector(..) => return Err(VECTORS.into()),
         });
     }
     let fty = cx.b.type_function(cx.void, ptys.clone());

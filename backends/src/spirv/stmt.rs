@@ -110,6 +110,7 @@ impl Emitter {
                     let v = self.load_conv(cx, s, id);
                     self.bind(&p, Val::Ssa(v));
                 }
+                kiln_ir::Type::Vector(..) => return Err(super::VECTORS.into()),
             }
         }
         if let Some(pv) = self.push_var {
@@ -420,6 +421,7 @@ impl Emitter {
                 self.scopes.pop();
                 r?;
             }
+            StmtNode::VecStore { .. } => return Err(super::VECTORS.into()),
             StmtNode::Call { result, func, args } => match func.kind() {
                 FuncKind::Barrier(f) => self.barrier(cx, f, true)?,
                 FuncKind::Fence(f) => self.barrier(cx, f, false)?,

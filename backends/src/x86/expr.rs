@@ -143,6 +143,12 @@ impl Gen {
                 }
             }
             ExprNode::Intrinsic { op, args } => self.intrinsic(*op, args),
+            ExprNode::VecLoad { .. }
+            | ExprNode::Extract { .. }
+            | ExprNode::Insert { .. }
+            | ExprNode::Vector { .. } => {
+                unreachable!("vectors are refused before code generation (compile_inner)")
+            }
         }
     }
 

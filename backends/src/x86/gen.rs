@@ -205,7 +205,7 @@ impl Gen {
                     });
                     Binding::Mem(t)
                 }
-                Type::Scalar(_) => Binding::Slot(g.new_slot()),
+                Type::Scalar(_) | Type::Vector(..) => Binding::Slot(g.new_slot()),
             };
             g.scope.push((p.name().to_string(), b));
         }
@@ -441,6 +441,9 @@ impl Gen {
                 let slot = self.lookup_slot(var);
                 self.store_slot(slot)?;
             }
+            StmtNode::VecStore { .. } => {
+                unreachable!("vectors are refused before code generation (compile_inner)")
+            }
             StmtNode::Store { buf, index, value } => {
                 let mem = self.lookup_mem(buf);
                 self.expr(index)?;
@@ -623,7 +626,7 @@ impl Gen {
     fn alloc(&mut self, var: &Var, count: u32) -> AsmResult<()> {
         let (space, elem) = match var.ty() {
             Type::Ptr(s, e) => (s, e),
-            Type::Scalar(_) => return Ok(()),
+            Type::Scalar(_) | Type::Vector(..) => return Ok(()),
         };
         let bytes = array_bytes(elem, count);
         let m = self.mems.len() as u32;

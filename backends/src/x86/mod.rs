@@ -177,7 +177,11 @@ impl Target for X86 {
         "x86".into()
     }
     fn lowering(&self) -> Lowering {
-        Lowering { optimize: true, sanitize: self.0.unchecked }
+        Lowering {
+            optimize: true,
+            sanitize: self.0.unchecked,
+            vectors: crate::target::VectorLowering::Scalar,
+        }
     }
     fn emit(&self, module: &Verified) -> Result<Vec<X86Program>, BackendError> {
         module.kernels.iter().map(|k| compile_verified(k, &self.0)).collect()
@@ -300,6 +304,13 @@ fn compile_verified(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, Ba
 fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Error> {
     if !cfg!(target_arch = "x86_64") {
         return Err(X86Error::Unsupported("the x86 backend runs only on x86-64 hosts".into()));
+    }
+    if kiln_passes::vectors::uses_vectors(kernel) {
+        return Err(X86Error::Unsupported(
+            "vector values: lower them with kiln_passes::vectors::scalarize_vectors first (the \
+             build driver does, as the target's lowering says)"
+                .into(),
+        ));
     }
     let k = kernel.clone();
     // Code generation recurses over expressions: bound their depth (same meaning).

@@ -128,13 +128,17 @@ pub fn check_generated(g: &Generated) {
     if let Some(ptxas) = tool("KILN_PTXAS") {
         let dir = std::env::temp_dir().join(format!("kiln-gen-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join(format!("{}.ptx", k.name()));
+        // One file per call: tests running in parallel threads generate kernels of the
+        // same name, and a shared file was rewritten under ptxas.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let f = dir.join(format!("{}_{n}.ptx", k.name()));
         std::fs::write(&f, &ptx).unwrap();
         let out = Command::new(ptxas)
             .args(["-arch=sm_80"])
             .arg(&f)
             .arg("-o")
-            .arg(dir.join(format!("{}.cubin", k.name())))
+            .arg(dir.join(format!("{}_{n}.cubin", k.name())))
             .output()
             .expect("run ptxas");
         assert!(out.status.success(), "ptxas: {}\n{ptx}", String::from_utf8_lossy(&out.stderr));

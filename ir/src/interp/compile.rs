@@ -47,6 +47,24 @@ pub(super) enum Op {
     /// Pops an index, pushes `mems[i][index]`.
     Load(u32),
     Intrinsic(Intrinsic, u8),
+    /// Lane-wise operations on vectors of `lanes` lanes; a vector is `lanes` consecutive
+    /// stack entries, lane 0 deepest.
+    VUnary(UnOp, u8),
+    VBinary(BinOp, u8),
+    /// Lane-wise `/` or `%`: `exprs[i]` is the expression, for the error message.
+    VDivRem(BinOp, u32, u8),
+    /// Pops a vector, a vector and a bool condition (pushed in that order reversed).
+    VSelect(u8),
+    /// `VIntrinsic(f, arity, lanes)`.
+    VIntrinsic(Intrinsic, u8, u8),
+    /// Pops an index, pushes `lanes` elements of `mems[m]` from it on.
+    VecLoad(u32, u8),
+    /// `Extract(lane, lanes)`: pops a vector, pushes one lane.
+    Extract(u8, u8),
+    /// `Insert(lane, lanes)`: pops a scalar and a vector, pushes the vector with the lane set.
+    Insert(u8, u8),
+    /// Pops a scalar, pushes it `lanes` times.
+    Broadcast(u8),
 }
 
 /// A range of [`Program::ops`] that evaluates one expression.
@@ -61,8 +79,12 @@ pub(super) struct Code {
 pub(super) enum Inst {
     /// `slots[slot] = value` (let, var, assignment).
     Set { slot: u32, value: Code },
+    /// `slots[slot..slot + lanes] = value`, a vector (let, var, assignment).
+    SetVector { slot: u32, lanes: u8, value: Code },
     /// `mems[mem][index] = value`.
     Store { mem: u32, index: Code, value: Code },
+    /// `mems[mem][index..index + lanes] = value`, a vector.
+    VecStore { mem: u32, lanes: u8, index: Code, value: Code },
     /// A private array declaration: zero it.
     ZeroPrivate { arr: u32 },
     /// Jump to `target` unless `cond` is true.
@@ -220,8 +242,21 @@ impl Compiler<'_> {
     }
 
     fn new_slot(&mut self) -> u32 {
-        self.prog.n_slots += 1;
-        self.prog.n_slots - 1
+        self.new_slots(1)
+    }
+
+    /// `n` consecutive slots (a vector takes one per lane); the first one's number.
+    fn new_slots(&mut self, n: u8) -> u32 {
+        self.prog.n_slots += n as u32;
+        self.prog.n_slots - n as u32
+    }
+
+    /// `slots[slot..] = value` for a value of type `ty`.
+    fn set(&mut self, slot: u32, ty: Type, value: Code) {
+        match ty {
+            Type::Vector(_, lanes) => self.emit(Inst::SetVector { slot, lanes, value }),
+            _ => self.emit(Inst::Set { slot, value }),
+        };
     }
 
     fn lookup(&self, name: &str) -> Result<&Binding, String> {
@@ -263,8 +298,17 @@ impl Compiler<'_> {
                 stack.extend(e.children().into_iter().rev().map(|c| (c, false)));
                 continue;
             }
+            let lanes = e.ty().lanes();
+            let vector = e.ty().is_vector();
             let op = match e.node() {
                 ExprNode::Var(v) => match self.lookup(v.name())? {
+                    Binding::Slot { slot, .. } if vector => {
+                        let slot = *slot;
+                        for k in 0..lanes as u32 - 1 {
+                            self.prog.ops.push(Op::Slot(slot + k));
+                        }
+                        Op::Slot(slot + lanes as u32 - 1)
+                    }
                     Binding::Slot { slot, .. } => Op::Slot(*slot),
                     Binding::Const(c) => Op::Const(*c),
                     Binding::Mem(_) => {
@@ -275,6 +319,59 @@ impl Compiler<'_> {
                     }
                 },
                 ExprNode::Imm(i) => Op::Const(normalize(*i)),
+                ExprNode::Unary { op, a } if a.ty().is_vector() => Op::VUnary(*op, lanes),
+                ExprNode::Binary { op, a, .. } if a.ty().is_vector() => {
+                    if op.is_comparison() || op.is_logical() {
+                        return Err(format!("ill-formed kernel: `{}` on vectors", op.symbol()));
+                    }
+                    if matches!(op, BinOp::Div | BinOp::Rem) {
+                        self.prog.exprs.push(e.clone());
+                        Op::VDivRem(*op, (self.prog.exprs.len() - 1) as u32, lanes)
+                    } else {
+                        Op::VBinary(*op, lanes)
+                    }
+                }
+                ExprNode::Select { .. } if vector => Op::VSelect(lanes),
+                ExprNode::Cast { a, .. } if a.ty().is_vector() => {
+                    return Err("ill-formed kernel: a cast of a vector".to_string())
+                }
+                ExprNode::Intrinsic { op, args } if vector => {
+                    if args.len() != op.arity() {
+                        return Err(format!("ill-formed kernel: `{}` arity", op.name()));
+                    }
+                    Op::VIntrinsic(*op, args.len() as u8, lanes)
+                }
+                ExprNode::VecLoad { buf, lanes, .. } => {
+                    Op::VecLoad(self.mem_of(buf.name())?, *lanes)
+                }
+                ExprNode::Extract { a, lane } => {
+                    let n = a.ty().lanes();
+                    if *lane >= n || !a.ty().is_vector() {
+                        return Err(format!("ill-formed kernel: lane {lane} of a {}", a.ty()));
+                    }
+                    Op::Extract(*lane, n)
+                }
+                ExprNode::Insert { a, lane, .. } => {
+                    let n = a.ty().lanes();
+                    if *lane >= n || !a.ty().is_vector() {
+                        return Err(format!("ill-formed kernel: lane {lane} of a {}", a.ty()));
+                    }
+                    Op::Insert(*lane, n)
+                }
+                ExprNode::Vector { elems, .. } => {
+                    if elems.len() == 1 {
+                        Op::Broadcast(lanes)
+                    } else if elems.len() == lanes as usize {
+                        // The lanes are on the stack already, in order.
+                        continue;
+                    } else {
+                        return Err(format!(
+                            "ill-formed kernel: {} lanes for a {}",
+                            elems.len(),
+                            e.ty()
+                        ));
+                    }
+                }
                 ExprNode::Unary { op, .. } => Op::Unary(*op),
                 ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), .. } => {
                     self.prog.exprs.push(e.clone());
@@ -339,9 +436,17 @@ impl Compiler<'_> {
     fn stmt(&mut self, s: &Stmt) -> Result<(), String> {
         match s.node() {
             StmtNode::Let { var, value } | StmtNode::Decl { var, init: value } => {
+                if var.ty() != value.ty() {
+                    return Err(format!(
+                        "ill-formed kernel: `{}` is {} but its value is {}",
+                        var.name(),
+                        var.ty(),
+                        value.ty()
+                    ));
+                }
                 let code = self.expr(value)?;
-                let slot = self.new_slot();
-                self.emit(Inst::Set { slot, value: code });
+                let slot = self.new_slots(var.ty().lanes());
+                self.set(slot, var.ty(), code);
                 let mutable = matches!(s.node(), StmtNode::Decl { .. });
                 self.bind(var.name(), Binding::Slot { slot, mutable });
             }
@@ -355,8 +460,16 @@ impl Compiler<'_> {
                         ))
                     }
                 };
+                if var.ty() != value.ty() {
+                    return Err(format!(
+                        "ill-formed kernel: `{}` is {} but the value assigned is {}",
+                        var.name(),
+                        var.ty(),
+                        value.ty()
+                    ));
+                }
                 let code = self.expr(value)?;
-                self.emit(Inst::Set { slot, value: code });
+                self.set(slot, var.ty(), code);
             }
             StmtNode::Store { buf, index, value } => {
                 let mem = self.mem_of(buf.name())?;
@@ -369,6 +482,28 @@ impl Compiler<'_> {
                 let index = self.expr(index)?;
                 let value = self.expr(value)?;
                 self.emit(Inst::Store { mem, index, value });
+            }
+            StmtNode::VecStore { buf, index, value } => {
+                let mem = self.mem_of(buf.name())?;
+                let (Some(space), Type::Vector(elem, lanes)) = (buf.ty().addr_space(), value.ty())
+                else {
+                    return Err(format!(
+                        "ill-formed kernel: vector store of a {} through `{}`",
+                        value.ty(),
+                        buf.name()
+                    ));
+                };
+                if space == AddrSpace::Constant || buf.ty().elem() != Some(elem) {
+                    return Err(format!(
+                        "ill-formed kernel: vector store of a {} through `{}` ({})",
+                        value.ty(),
+                        buf.name(),
+                        buf.ty()
+                    ));
+                }
+                let index = self.expr(index)?;
+                let value = self.expr(value)?;
+                self.emit(Inst::VecStore { mem, lanes, index, value });
             }
             StmtNode::Alloc { var, count } => match var.ty() {
                 Type::Ptr(AddrSpace::Local, elem) => {

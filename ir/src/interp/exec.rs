@@ -237,6 +237,29 @@ impl Machine<'_> {
                 Inst::Set { slot, value } => {
                     item.slots[*slot as usize] = self.eval(*value, item)?;
                 }
+                Inst::SetVector { slot, lanes, value } => {
+                    let v = self.eval_lanes(*value, item, *lanes)?;
+                    let at = *slot as usize;
+                    item.slots[at..at + v.len()].copy_from_slice(&v);
+                }
+                Inst::VecStore { mem, lanes, index, value } => {
+                    let i = self.eval(*index, item)?;
+                    let v = self.eval_lanes(*value, item, *lanes)?;
+                    let info = &prog.mems[*mem as usize];
+                    let buf = self.memory_mut(info, item);
+                    let at = checked_vector(i, *lanes, buf.len(), "vector store", info)?;
+                    if v[0].scalar() != buf.elem() {
+                        return Err(format!(
+                            "vector store of {} lanes into `{}`, whose elements are {}",
+                            v[0].scalar(),
+                            info.name,
+                            buf.elem()
+                        ));
+                    }
+                    for (k, x) in v.into_iter().enumerate() {
+                        buf.write(at + k, x);
+                    }
+                }
                 Inst::Store { mem, index, value } => {
                     let i = self.eval(*index, item)?;
                     let v = self.eval(*value, item)?;
@@ -338,8 +361,18 @@ impl Machine<'_> {
         }
     }
 
-    /// Evaluates postfix code.
+    /// Evaluates postfix code of a scalar value.
     fn eval(&self, code: Code, item: &Item) -> Result<Imm, String> {
+        Ok(self.eval_lanes(code, item, 1)?[0])
+    }
+
+    /// Evaluates postfix code of a value of `lanes` lanes (1 for a scalar).
+    fn eval_lanes(
+        &self,
+        code: Code,
+        item: &Item,
+        lanes: u8,
+    ) -> Result<SmallVec<[Imm; 16]>, String> {
         let mut stack: SmallVec<[Imm; 16]> = SmallVec::new();
         let underflow = || "ill-formed expression".to_string();
         for op in &self.prog.ops[code.start as usize..code.end as usize] {
@@ -403,14 +436,135 @@ impl Machine<'_> {
                     stack.truncate(at);
                     v
                 }
+                _ => {
+                    self.vector_op(op, &mut stack, item)?;
+                    continue;
+                }
             };
             stack.push(v);
         }
-        match (stack.pop(), stack.is_empty()) {
-            (Some(v), true) => Ok(v),
-            _ => Err(underflow()),
+        if stack.len() != lanes as usize {
+            return Err(underflow());
         }
+        Ok(stack)
     }
+
+    /// Runs one vector operation on the stack (see [`Op`]: a vector is one entry per lane).
+    fn vector_op(
+        &self,
+        op: &Op,
+        stack: &mut SmallVec<[Imm; 16]>,
+        item: &Item,
+    ) -> Result<(), String> {
+        let underflow = || "ill-formed expression".to_string();
+        let take =
+            |stack: &mut SmallVec<[Imm; 16]>, n: usize| -> Result<SmallVec<[Imm; 8]>, String> {
+                if stack.len() < n {
+                    return Err(underflow());
+                }
+                let at = stack.len() - n;
+                let v = stack[at..].iter().copied().collect();
+                stack.truncate(at);
+                Ok(v)
+            };
+        match *op {
+            Op::VUnary(u, n) => {
+                for x in take(stack, n as usize)? {
+                    stack.push(ops::unary(u, x)?);
+                }
+            }
+            Op::VBinary(b, n) | Op::VDivRem(b, _, n) => {
+                let y = take(stack, n as usize)?;
+                let x = take(stack, n as usize)?;
+                for (x, y) in x.into_iter().zip(y) {
+                    if let Op::VDivRem(_, e, _) = *op {
+                        if matches!(y, Imm::Int(_, 0)) && matches!(x, Imm::Int(..)) {
+                            return Err(format!(
+                                "integer {} by zero in a lane of `{}`",
+                                ops::op_word(b),
+                                self.prog.exprs[e as usize]
+                            ));
+                        }
+                    }
+                    stack.push(ops::binary(b, x, y)?);
+                }
+            }
+            Op::VSelect(n) => {
+                let b = take(stack, n as usize)?;
+                let a = take(stack, n as usize)?;
+                match stack.pop().ok_or_else(underflow)? {
+                    Imm::Bool(c) => stack.extend(if c { a } else { b }),
+                    c => {
+                        return Err(format!(
+                            "select condition of type {} is not a bool",
+                            c.scalar()
+                        ))
+                    }
+                }
+            }
+            Op::VIntrinsic(f, arity, n) => {
+                let mut args: SmallVec<[SmallVec<[Imm; 8]>; 3]> = SmallVec::new();
+                for _ in 0..arity {
+                    args.push(take(stack, n as usize)?);
+                }
+                args.reverse();
+                for k in 0..n as usize {
+                    let lane: SmallVec<[Imm; 3]> = args.iter().map(|a| a[k]).collect();
+                    stack.push(ops::intrinsic(f, &lane)?);
+                }
+            }
+            Op::VecLoad(m, n) => {
+                let i = stack.pop().ok_or_else(underflow)?;
+                let info = &self.prog.mems[m as usize];
+                let buf = self.memory(info, item);
+                let at = checked_vector(i, n, buf.len(), "vector load", info)?;
+                for k in 0..n as usize {
+                    stack.push(buf.read(at + k));
+                }
+            }
+            Op::Extract(lane, n) => {
+                let v = take(stack, n as usize)?;
+                stack.push(v[lane as usize]);
+            }
+            Op::Insert(lane, n) => {
+                let x = stack.pop().ok_or_else(underflow)?;
+                let mut v = take(stack, n as usize)?;
+                v[lane as usize] = x;
+                stack.extend(v);
+            }
+            Op::Broadcast(n) => {
+                let x = stack.pop().ok_or_else(underflow)?;
+                for _ in 0..n {
+                    stack.push(x);
+                }
+            }
+            _ => return Err(underflow()),
+        }
+        Ok(())
+    }
+}
+
+/// The first element index of a vector access of `lanes` lanes at `i`: in bounds with all its
+/// lanes, and aligned (a multiple of `lanes`), or an error naming the access.
+fn checked_vector(
+    i: Imm,
+    lanes: u8,
+    len: usize,
+    what: &str,
+    info: &MemInfo,
+) -> Result<usize, String> {
+    let at = checked_index(i, len, what, info)?;
+    if at % lanes as usize != 0 {
+        return Err(format!(
+            "misaligned {what} `{}[{at}]` of {lanes} lanes: the index must be a multiple of {lanes}",
+            info.name
+        ));
+    }
+    if at + lanes as usize > len {
+        let last = at + lanes as usize - 1;
+        checked_index(Imm::Int(Scalar::U64, last as u64), len, what, info)?;
+    }
+    Ok(at)
 }
 
 /// The element index `i` of an access, or an error naming the access.

@@ -4,7 +4,7 @@ use super::lexer::Tok;
 use super::{atomic_op, float_from_bits, Ast, AstKind, Link, PResult, Parser, KEYWORDS, MAX_DEPTH};
 use crate::diag::Span;
 use crate::expr::{BinOp, Builtin, Expr, Imm, Intrinsic, UnOp};
-use crate::types::Scalar;
+use crate::types::{Scalar, Type};
 
 impl Parser<'_> {
     // ---- expressions ---------------------------------------------------------------------
@@ -208,6 +208,8 @@ impl Parser<'_> {
             AstKind::Select(_, x, y) => self.synth(x).or_else(|| self.synth(y)),
             AstKind::Cast(_, t) => Some(*t),
             AstKind::Index(n, _) => self.lookup(n).map(|v| v.ty().elem().unwrap_or(Scalar::I32)),
+            AstKind::Call(name, args) if name == "extract" => self.vector_elem(args.first()?),
+            AstKind::Call(name, _) if vector_call(name) => None,
             AstKind::Call(name, args) => {
                 if Builtin::from_name(name).is_some() {
                     Some(Scalar::U32)
@@ -218,6 +220,101 @@ impl Parser<'_> {
                 }
             }
         }
+    }
+
+    /// The lane type of `a` if it is a vector expression whose type is known from its form
+    /// (vector variables, loads, constructors and lane-wise operations on them).
+    fn vector_elem(&self, a: &Ast) -> Option<Scalar> {
+        match &a.kind {
+            AstKind::Name(n) => match self.lookup(n)?.ty() {
+                Type::Vector(s, _) => Some(s),
+                _ => None,
+            },
+            AstKind::Unary(_, x) => self.vector_elem(x),
+            AstKind::Chain(first, links) => std::iter::once(&**first)
+                .chain(links.iter().map(|l| &l.rhs))
+                .find_map(|x| self.vector_elem(x)),
+            AstKind::Select(_, x, y) => self.vector_elem(x).or_else(|| self.vector_elem(y)),
+            AstKind::Call(name, args) => {
+                if let Some(Type::Vector(s, _)) = Type::vector_from_name(name) {
+                    Some(s)
+                } else if vload_lanes(name).is_some() {
+                    match &args.first()?.kind {
+                        AstKind::Name(n) => self.lookup(n)?.ty().elem(),
+                        _ => None,
+                    }
+                } else if name == "insert" {
+                    self.vector_elem(args.first()?)
+                } else {
+                    args.iter().find_map(|x| self.vector_elem(x))
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// `vload2/4/8(buf, index)`, `extract(v, lane)`, `insert(v, lane, x)` and vector
+    /// constructors `f32x4(...)`; `None` if `name` is none of them.
+    fn vector_call(&mut self, name: &str, args: &[Ast], span: Span) -> PResult<Option<Expr>> {
+        let lane = |p: &Self, a: &Ast| -> PResult<u8> {
+            match &a.kind {
+                AstKind::Lit { tok: Tok::Int { text, radix, suffix: _ }, neg: false, .. } => {
+                    match u8::from_str_radix(text, *radix) {
+                        Ok(v) => Ok(v),
+                        Err(_) => p.error(a.span, "a lane number is an integer literal below 8"),
+                    }
+                }
+                _ => p.error(a.span, format!("`{name}` takes a lane number, an integer literal")),
+            }
+        };
+        if let Some(lanes) = vload_lanes(name) {
+            let [buf, index] = args else {
+                return self.error(
+                    span,
+                    format!("`{name}` takes 2 arguments (pointer, index), found {}", args.len()),
+                );
+            };
+            let AstKind::Name(b) = &buf.kind else {
+                return self.error(
+                    buf.span,
+                    format!("the first operand of `{name}` must be a pointer variable"),
+                );
+            };
+            let buf = self.resolve(b, buf.span)?;
+            let index = self.elab(index, None)?;
+            return Ok(Some(Expr::vload(&buf, index, lanes)));
+        }
+        if name == "extract" {
+            let [v, k] = args else {
+                return self.error(
+                    span,
+                    format!("`extract` takes 2 arguments (vector, lane), found {}", args.len()),
+                );
+            };
+            let k = lane(self, k)?;
+            return Ok(Some(self.elab(v, None)?.extract(k)));
+        }
+        if name == "insert" {
+            let [v, k, x] = args else {
+                return self.error(
+                    span,
+                    format!(
+                        "`insert` takes 3 arguments (vector, lane, value), found {}",
+                        args.len()
+                    ),
+                );
+            };
+            let k = lane(self, k)?;
+            let v = self.elab(v, None)?;
+            let x = self.elab(x, v.ty().lane_scalar())?;
+            return Ok(Some(v.insert(k, x)));
+        }
+        if let Some(ty @ Type::Vector(elem, _)) = Type::vector_from_name(name) {
+            let elems =
+                args.iter().map(|x| self.elab(x, Some(elem))).collect::<PResult<Vec<_>>>()?;
+            return Ok(Some(Expr::new(crate::expr::ExprNode::Vector { ty, elems: elems.into() })));
+        }
+        Ok(None)
     }
 
     pub(super) fn record_expr(&mut self, e: Expr, span: Span) -> Expr {
@@ -334,6 +431,9 @@ impl Parser<'_> {
                 ),
             };
         }
+        if let Some(e) = self.vector_call(name, args, span)? {
+            return Ok(e);
+        }
         if name == "select" {
             return match args {
                 [c, x, y] => self.select(c, x, y, ctx),
@@ -426,4 +526,19 @@ impl Parser<'_> {
             _ => self.error(span, "expected a literal"),
         }
     }
+}
+
+/// The lane count of `vload2`, `vload4` or `vload8`.
+fn vload_lanes(name: &str) -> Option<u8> {
+    match name {
+        "vload2" => Some(2),
+        "vload4" => Some(4),
+        "vload8" => Some(8),
+        _ => None,
+    }
+}
+
+/// True for the names of calls that build or load vectors (their type is not a scalar).
+fn vector_call(name: &str) -> bool {
+    vload_lanes(name).is_some() || name == "insert" || Type::vector_from_name(name).is_some()
 }

@@ -42,6 +42,7 @@ pub fn is_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !KEYWORDS.contains(&name)
         && Scalar::from_name(name).is_none()
+        && Type::vector_from_name(name).is_none()
 }
 
 /// A parsed module together with the source span of each of its nodes.
@@ -313,6 +314,12 @@ impl<'s> Parser<'s> {
     }
 
     fn ty(&mut self) -> PResult<Type> {
+        if let Tok::Ident(name) = self.peek() {
+            if let Some(t) = Type::vector_from_name(name) {
+                self.bump();
+                return Ok(t);
+            }
+        }
         if !self.eat_word("ptr") {
             return Ok(Type::Scalar(self.scalar_type()?));
         }
@@ -575,6 +582,31 @@ impl<'s> Parser<'s> {
             return self.error(name_tok.span, "expected a call");
         };
         self.expect_punct("(")?;
+        if name == "vstore" {
+            if result.is_some() {
+                return self.error(name_tok.span, "`vstore` yields no value to bind");
+            }
+            let args = self.call_args()?;
+            let [buf_ast, index, value] = args.as_slice() else {
+                return self.error(
+                    name_tok.span,
+                    format!(
+                        "`vstore` takes 3 operands (pointer, index, vector), found {}",
+                        args.len()
+                    ),
+                );
+            };
+            let AstKind::Name(buf_name) = &buf_ast.kind else {
+                return self.error(
+                    buf_ast.span,
+                    "the first operand of `vstore` must be a pointer variable",
+                );
+            };
+            let buf = self.resolve(buf_name, buf_ast.span)?;
+            let index = self.elab(index, None)?;
+            let value = self.elab(value, None)?;
+            return Ok(StmtNode::VecStore { buf, index, value });
+        }
         if name == "barrier" || name == "fence" {
             let mut fence = MemFence { local: false, global: false };
             while !self.is_punct(")") {

@@ -91,8 +91,9 @@ impl Checker<'_> {
                 if !kids_ok {
                     return false;
                 }
-                let t = a.ty();
+                let t = super::vector::lane_type(a.ty());
                 let (ok, need) = match op {
+                    UnOp::Not if a.ty().is_vector() => (false, "a bool operand"),
                     UnOp::Neg => (t.is_arith(), "an arithmetic operand (integer, f32 or f64)"),
                     UnOp::Not => (t.is_bool(), "a bool operand (use `~` for integers)"),
                     UnOp::BitNot => (t.is_int(), "an integer operand"),
@@ -135,7 +136,9 @@ impl Checker<'_> {
                         ),
                     );
                     ok = false;
-                } else if ta.scalar().is_none() || ta == Type::F16 {
+                } else if super::vector::lane_type(ta).scalar().is_none()
+                    || super::vector::lane_type(ta) == Type::F16
+                {
                     self.at_expr(
                         e,
                         format!(
@@ -151,6 +154,17 @@ impl Checker<'_> {
             }
             ExprNode::Cast { to, a } => {
                 if kids_ok {
+                    if a.ty().is_vector() {
+                        self.at_expr(
+                            e,
+                            format!(
+                                "cannot cast {}, a vector ({}), to {to}; casts convert scalars \
+                                 only (cast each lane: `extract(v, 0) as {to}`)",
+                                show(a),
+                                a.ty()
+                            ),
+                        );
+                    }
                     if let Type::Ptr(..) = a.ty() {
                         self.at_expr(
                             e,
@@ -206,6 +220,10 @@ impl Checker<'_> {
                 }
                 true
             }
+            ExprNode::VecLoad { .. }
+            | ExprNode::Extract { .. }
+            | ExprNode::Insert { .. }
+            | ExprNode::Vector { .. } => self.vector_expr(e, kids_ok),
             ExprNode::Intrinsic { op, args } => {
                 let name = op.name();
                 if args.len() != op.arity() {
@@ -219,8 +237,8 @@ impl Checker<'_> {
                 if !kids_ok {
                     return false;
                 }
-                let t = args[0].ty();
-                if let Some(other) = args.iter().find(|x| x.ty() != t) {
+                let t = super::vector::lane_type(args[0].ty());
+                if let Some(other) = args.iter().find(|x| x.ty() != args[0].ty()) {
                     self.at_expr(
                         e,
                         format!(
@@ -292,9 +310,12 @@ impl Checker<'_> {
             );
             return false;
         }
-        let t = ta;
+        let t = super::vector::lane_type(ta);
         let is_f16 = t == Type::F16;
         let (ok, need) = match op {
+            _ if ta.is_vector() && op.is_comparison() => {
+                (false, "scalar operands (compare lanes after `extract`)")
+            }
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
                 (t.is_arith(), "arithmetic operands (integers, f32 or f64)")
             }

@@ -107,9 +107,11 @@
 
 mod expr;
 mod stmt;
+mod vector;
 
 mod verified;
 
+pub use vector::known_residue;
 pub use verified::Verified;
 
 use std::collections::{HashMap, HashSet};
@@ -339,6 +341,15 @@ impl<'k> Checker<'k> {
             }
             match p.ty() {
                 Type::Scalar(_) => {}
+                Type::Vector(..) => self.error(
+                    None,
+                    format!(
+                        "parameter `{}` is a vector ({}); pass vectors through a buffer and \
+                         `vload` them",
+                        p.name(),
+                        p.ty()
+                    ),
+                ),
                 Type::Ptr(space, elem) => {
                     if !matches!(
                         space,

@@ -20,7 +20,10 @@ impl Checker<'_> {
                 ),
             );
         }
-        if self.expr(value) && value.ty() != var.ty() && var.ty().scalar().is_some() {
+        if let Some(msg) = super::vector::bad_vector_type(var.ty()) {
+            self.at_stmt(s, format!("`{keyword} {}`: {msg}", var.name()));
+        }
+        if self.expr(value) && value.ty() != var.ty() && !var.ty().is_ptr() {
             self.at_expr(
                 value,
                 format!(
@@ -46,6 +49,7 @@ impl Checker<'_> {
             }
             StmtNode::Assign { var, value } => self.assign(s, var, value),
             StmtNode::Store { buf, index, value } => self.store(s, buf, index, value),
+            StmtNode::VecStore { buf, index, value } => self.vec_store(s, buf, index, value),
             StmtNode::Alloc { var, count } => self.alloc(s, var, *count, place),
             StmtNode::If { cond, then, otherwise } => {
                 self.condition(cond, "if");
@@ -188,7 +192,7 @@ impl Checker<'_> {
         }
     }
 
-    fn store(&mut self, s: &Stmt, buf: &Var, index: &Expr, value: &Expr) {
+    pub(super) fn store(&mut self, s: &Stmt, buf: &Var, index: &Expr, value: &Expr) {
         self.reference(buf, Node::Stmt(s.clone()), "store through");
         let elem = match buf.ty() {
             Type::Ptr(space, elem) => {
@@ -230,7 +234,7 @@ impl Checker<'_> {
     }
 
     /// Checks an index expression (any integer type).
-    fn index(&mut self, index: &Expr, of: &str) {
+    pub(super) fn index(&mut self, index: &Expr, of: &str) {
         if self.expr(index) && !index.ty().is_int() {
             self.at_expr(
                 index,

@@ -38,7 +38,9 @@ fn own_exprs(s: &Stmt) -> Vec<&Expr> {
         StmtNode::Let { value, .. }
         | StmtNode::Decl { init: value, .. }
         | StmtNode::Assign { value, .. } => vec![value],
-        StmtNode::Store { index, value, .. } => vec![index, value],
+        StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
+            vec![index, value]
+        }
         StmtNode::If { cond, .. } => vec![cond],
         StmtNode::For { lo, hi, step, .. } => vec![lo, hi, step],
         StmtNode::Call { args, .. } => args.iter().collect(),

@@ -94,7 +94,7 @@ fn divergent_by(e: &Expr, div: &impl Fn(&Var) -> bool) -> bool {
         ExprNode::Var(v) => div(v),
         ExprNode::Imm(_) => false,
         ExprNode::Builtin { kind, .. } => matches!(kind, Builtin::GlobalId | Builtin::LocalId),
-        ExprNode::Load { buf, index } => {
+        ExprNode::Load { buf, index } | ExprNode::VecLoad { buf, index, .. } => {
             matches!(buf.ty().addr_space(), Some(AddrSpace::Private | AddrSpace::Generic) | None)
                 || divergent_by(index, div)
         }
@@ -261,7 +261,7 @@ impl Divergence {
                 let d = self.expr_div(value, state);
                 self.bind(s, var, d, state);
             }
-            StmtNode::Store { .. } | StmtNode::Alloc { .. } => {}
+            StmtNode::Store { .. } | StmtNode::VecStore { .. } | StmtNode::Alloc { .. } => {}
             StmtNode::Call { result, func, .. } => {
                 if let Some(r) = result {
                     let d = matches!(func.kind(), FuncKind::Atomic(_));

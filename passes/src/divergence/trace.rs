@@ -146,7 +146,7 @@ impl Inst<'_> {
                 out.push(s.clone());
                 bound(var, self, out);
             }
-            StmtNode::Store { index, value, .. } => {
+            StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
                 self.uses(s, &[index, value], out);
                 out.push(s.clone());
             }

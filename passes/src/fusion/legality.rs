@@ -253,19 +253,24 @@ impl Collect<'_> {
             }
             return;
         }
-        match e.node() {
-            ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => self.reads(a, env),
-            ExprNode::Binary { a, b, .. } => {
-                self.reads(a, env);
-                self.reads(b, env);
+        if let ExprNode::VecLoad { buf, index, .. } = e.node() {
+            self.reads(index, env);
+            if self.names.iter().any(|n| n == buf.name()) {
+                // A promoted buffer is indexed one element at a time: a vector access
+                // keeps the buffer in memory.
+                let why = format!("`{e}` is a vector access");
+                self.out.push(Access {
+                    entry: self.entry,
+                    write: false,
+                    text: format!("{e}"),
+                    aff: Err(why),
+                    definite: false,
+                });
             }
-            ExprNode::Select { cond, a, b } => {
-                self.reads(cond, env);
-                self.reads(a, env);
-                self.reads(b, env);
-            }
-            ExprNode::Intrinsic { args, .. } => args.iter().for_each(|a| self.reads(a, env)),
-            _ => {}
+            return;
+        }
+        for c in e.children() {
+            self.reads(c, env);
         }
     }
 
@@ -299,6 +304,20 @@ impl Collect<'_> {
                 if self.names.iter().any(|n| n == buf.name()) {
                     let text = format!("{}[{index}]", buf.name());
                     self.access(env, index, true, text, top);
+                }
+            }
+            StmtNode::VecStore { buf, index, value } => {
+                self.reads(index, env);
+                self.reads(value, env);
+                if self.names.iter().any(|n| n == buf.name()) {
+                    let text = format!("vstore({}, {index}, ..)", buf.name());
+                    self.out.push(Access {
+                        entry: self.entry,
+                        write: true,
+                        aff: Err(format!("`{text}` is a vector access")),
+                        text,
+                        definite: false,
+                    });
                 }
             }
             StmtNode::Alloc { var, .. } => {

@@ -250,6 +250,13 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
             let f = may_fail(&e2);
             (e2, f)
         }
+        // Vector loads, lanes, constructors and lane-wise operations: the e-graph's rules
+        // are scalar, so a vector expression is a leaf whose operands are simplified alone.
+        ExprNode::VecLoad { .. }
+        | ExprNode::Extract { .. }
+        | ExprNode::Insert { .. }
+        | ExprNode::Vector { .. } => vector_leaf(e, limits),
+        _ if e.ty().is_vector() => vector_leaf(e, limits),
         _ => {
             let f = may_fail(e);
             (e.clone(), f)
@@ -257,13 +264,26 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
     }
 }
 
+/// A vector expression (or a lane of one) with its operands simplified.
+fn vector_leaf(e: &Expr, limits: &Limits) -> (Expr, bool) {
+    struct Operands<'a>(&'a Limits);
+    impl Mutator for Operands<'_> {
+        fn mutate_expr(&mut self, e: &Expr) -> Expr {
+            simplify_expr_with(e, self.0)
+        }
+    }
+    let e2 = kiln_ir::walk_mutate_expr(&mut Operands(limits), e);
+    let f = may_fail(&e2);
+    (e2, f)
+}
+
 /// True if evaluating `e` may be an error: it contains a load, or an integer division or
 /// remainder whose divisor is not a non-zero constant.
 pub fn may_fail(e: &Expr) -> bool {
     match e.node() {
-        ExprNode::Load { .. } => true,
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => true,
         ExprNode::Binary { op: kiln_ir::BinOp::Div | kiln_ir::BinOp::Rem, b, .. }
-            if e.ty().scalar().is_some_and(|s| s.is_int())
+            if e.ty().lane_scalar().is_some_and(|s| s.is_int())
                 && b.as_imm().is_none_or(|k| k.is_zero()) =>
         {
             true

@@ -16,6 +16,7 @@ impl Lower<'_> {
                 Binding::Val(v) => Ok(v.clone()),
                 Binding::Var(r) => Ok(Val::Reg(*r)),
                 Binding::Mem(_) => Err(format!("pointer `{}` used as a value", v.name())),
+                Binding::Vector(_) => Err(format!("vector `{}` used as a scalar", v.name())),
             },
             ExprNode::Imm(i) => Ok(Val::Imm(imm(i))),
             ExprNode::Builtin { kind, dim } => self
@@ -55,6 +56,13 @@ impl Lower<'_> {
             }
             ExprNode::Cast { to, a } => self.cast(*to, a, want),
             ExprNode::Intrinsic { op, args } => self.intrinsic(*op, t, args, want),
+            ExprNode::Extract { a, lane } => {
+                let lanes = self.vexpr(a)?;
+                lanes.get(*lane as usize).cloned().ok_or_else(|| format!("lane {lane} of {a}"))
+            }
+            ExprNode::VecLoad { .. } | ExprNode::Insert { .. } | ExprNode::Vector { .. } => {
+                Err(format!("vector {e} used as a scalar"))
+            }
         }
     }
 

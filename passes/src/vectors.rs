@@ -1,0 +1,321 @@
+//! Vector lowering: rewrites vector values (`f32x4`, ...) into one scalar per lane, for
+//! targets whose instructions are scalar. Two forms ([`VectorLowering`]):
+//!
+//! * **Scalar**: no vector is left. A vector `let`/`var` becomes one binding per lane
+//!   (`v_0`, `v_1`, ...), lane-wise operations become one operation per lane, `vload4(p, i)`
+//!   becomes `p[i]`, `p[i + 1]`, ..., and `vstore` one store per lane. The x86 backend
+//!   takes this form.
+//! * **Memory**: the same, except that memory accesses stay whole, since vector loads and
+//!   stores are what GPUs have vector instructions for (`ld.global.v4.f32`). A `vloadN`
+//!   becomes `let t: f32x4 = vload4(p, i);` whose lanes are read with `extract(t, k)`, and a
+//!   `vstore` stores a vector built from its lanes, `vstore(p, i, f32x4(a, b, c, d))`.
+//!
+//! Exact: each lane computes what the interpreter computes for it. The scalar form drops one
+//! check: a misaligned vector access (an error in the interpreter) becomes element accesses
+//! that succeed. Lanes are bound to `let`s before the statement that uses them, except in
+//! a `while` condition (evaluated on every iteration), where lane expressions are repeated
+//! instead; CSE removes the repeats.
+
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::{
+    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode, Type,
+    Var, Visitor,
+};
+
+use crate::util::all_names;
+
+/// What a target does with vector values; the build driver applies [`lower_vectors`]
+/// accordingly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VectorLowering {
+    /// The target lowers every vector construct itself (the IR printer).
+    Native,
+    /// The target wants vector loads and stores, and scalar lanes otherwise (the GPU
+    /// backends: PTX `ld.v4`, AMDGPU `global_load_dwordx4`).
+    Memory,
+    /// The target wants no vectors at all (the x86 backend, SPIR-V).
+    Scalar,
+}
+
+/// True if `k` has any vector-typed value, vector load or vector store.
+pub fn uses_vectors(k: &Kernel) -> bool {
+    struct Find(bool);
+    impl Visitor for Find {
+        fn visit_expr(&mut self, e: &Expr) {
+            if self.0 || e.ty().is_vector() || matches!(e.node(), ExprNode::Extract { .. }) {
+                self.0 = true;
+                return;
+            }
+            walk_expr(self, e)
+        }
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if self.0 {
+                return;
+            }
+            match s.node() {
+                StmtNode::VecStore { .. } => self.0 = true,
+                StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } if var.ty().is_vector() => {
+                    self.0 = true
+                }
+                _ => walk_stmt(self, s),
+            }
+        }
+    }
+    let mut f = Find(false);
+    f.visit_stmt(k.body());
+    f.0
+}
+
+/// Lowers the vectors of `k` to the form `how` asks for (see the module docs); `k` itself
+/// when it has no vectors or `how` is [`VectorLowering::Native`].
+pub fn lower_vectors(k: &Kernel, how: VectorLowering) -> Kernel {
+    if how == VectorLowering::Native || !uses_vectors(k) {
+        return k.clone();
+    }
+    let k = &kiln_ir::depth::bound_kernel(k);
+    let mut l = Lower {
+        keep_memory: how == VectorLowering::Memory,
+        lanes: HashMap::new(),
+        taken: all_names(k),
+    };
+    let body = l.block(k.body());
+    Kernel::with_attrs(k.name(), k.params().to_vec(), k.attrs().clone(), body)
+}
+
+/// The pass `scalarize-vectors`: [`lower_vectors`] to the scalar form.
+pub fn scalarize_vectors(k: &Kernel) -> Kernel {
+    lower_vectors(k, VectorLowering::Scalar)
+}
+
+struct Lower {
+    keep_memory: bool,
+    /// Each vector variable's lane variables.
+    lanes: HashMap<String, Vec<Var>>,
+    taken: HashSet<String>,
+}
+
+impl Lower {
+    fn fresh(&mut self, base: &str, ty: Type) -> Var {
+        let name = (0..)
+            .map(|i| if i == 0 { base.to_string() } else { format!("{base}_{i}") })
+            .find(|n| !self.taken.contains(n))
+            .unwrap_or_default();
+        self.taken.insert(name.clone());
+        Var::new(name, ty)
+    }
+
+    /// `e` bound to a fresh `let` in `out` (unless it is a leaf already or there is no
+    /// `out`: then it is repeated where used).
+    fn bind(&mut self, e: Expr, base: &str, out: &mut Option<&mut Vec<Stmt>>) -> Expr {
+        match (e.node(), out) {
+            (ExprNode::Var(_) | ExprNode::Imm(_), _) | (_, None) => e,
+            (_, Some(out)) => {
+                let v = self.fresh(base, e.ty());
+                out.push(Stmt::let_(&v, e));
+                v.expr()
+            }
+        }
+    }
+
+    /// The lanes of the vector expression `e`, as scalar expressions.
+    fn lanes(&mut self, e: &Expr, out: &mut Option<&mut Vec<Stmt>>) -> Vec<Expr> {
+        let n = e.ty().lanes() as usize;
+        match e.node() {
+            ExprNode::Var(v) => match self.lanes.get(v.name()) {
+                Some(ls) => ls.iter().map(Var::expr).collect(),
+                None => (0..n as u8).map(|k| e.extract(k)).collect(),
+            },
+            ExprNode::VecLoad { buf, index, lanes } => {
+                let index = self.scalar(index, out);
+                if self.keep_memory {
+                    let load = self.bind(Expr::vload(buf, index, *lanes), "vl", out);
+                    return (0..*lanes).map(|k| load.extract(k)).collect();
+                }
+                let index = self.bind(index, "vi", out);
+                let t = index.ty().scalar().unwrap_or(kiln_ir::Scalar::U32);
+                (0..*lanes as i128)
+                    .map(|k| {
+                        let i = if k == 0 { index.clone() } else { &index + Expr::int(t, k) };
+                        buf.load(i)
+                    })
+                    .collect()
+            }
+            ExprNode::Insert { a, lane, b } => {
+                let mut ls = self.lanes(a, out);
+                let b = self.scalar(b, out);
+                if let Some(slot) = ls.get_mut(*lane as usize) {
+                    *slot = b;
+                }
+                ls
+            }
+            ExprNode::Vector { elems, .. } if elems.len() == 1 => {
+                let x = self.scalar(&elems[0], out);
+                let x = self.bind(x, "vb", out);
+                vec![x; n]
+            }
+            ExprNode::Vector { elems, .. } => elems.iter().map(|x| self.scalar(x, out)).collect(),
+            ExprNode::Unary { op, a } => {
+                self.lanes(a, out).into_iter().map(|x| Expr::unary(*op, x)).collect()
+            }
+            ExprNode::Binary { op, a, b } => {
+                let la = self.lanes(a, out);
+                let lb = self.lanes(b, out);
+                la.into_iter().zip(lb).map(|(x, y)| Expr::binary(*op, x, y)).collect()
+            }
+            ExprNode::Select { cond, a, b } => {
+                let c = self.scalar(cond, out);
+                let c = self.bind(c, "vc", out);
+                let la = self.lanes(a, out);
+                let lb = self.lanes(b, out);
+                la.into_iter().zip(lb).map(|(x, y)| Expr::select(c.clone(), x, y)).collect()
+            }
+            ExprNode::Intrinsic { op, args } => {
+                let ls: Vec<Vec<Expr>> = args.iter().map(|a| self.lanes(a, out)).collect();
+                (0..n).map(|k| Expr::intrinsic(*op, ls.iter().map(|l| l[k].clone()))).collect()
+            }
+            // Nothing else has a vector type in a verified kernel.
+            _ => (0..n as u8).map(|k| e.extract(k)).collect(),
+        }
+    }
+
+    /// The scalar expression `e` with every vector inside it lowered.
+    fn scalar(&mut self, e: &Expr, out: &mut Option<&mut Vec<Stmt>>) -> Expr {
+        struct Scalars<'a, 'o, 'p>(&'a mut Lower, &'o mut Option<&'p mut Vec<Stmt>>);
+        impl Mutator for Scalars<'_, '_, '_> {
+            fn mutate_expr(&mut self, e: &Expr) -> Expr {
+                if let ExprNode::Extract { a, lane } = e.node() {
+                    let ls = self.0.lanes(a, self.1);
+                    return ls.get(*lane as usize).cloned().unwrap_or_else(|| e.clone());
+                }
+                walk_mutate_expr(self, e)
+            }
+        }
+        if !has_vector(e) {
+            return e.clone();
+        }
+        Scalars(self, out).mutate_expr(e)
+    }
+
+    /// A statement list with a statement's lets before it.
+    fn block(&mut self, s: &Stmt) -> Stmt {
+        let mut out = Vec::new();
+        for t in s.stmts() {
+            self.stmt(t, &mut out);
+        }
+        if out.len() == 1 && !matches!(s.node(), StmtNode::Block(_)) {
+            out.remove(0)
+        } else {
+            Stmt::block(out)
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt, out: &mut Vec<Stmt>) {
+        match s.node() {
+            StmtNode::Let { var, value } | StmtNode::Decl { var, init: value }
+                if var.ty().is_vector() =>
+            {
+                let mutable = matches!(s.node(), StmtNode::Decl { .. });
+                let ls = self.lanes(value, &mut Some(out));
+                let elem = var.ty().lane_scalar().map_or(Type::U32, Type::Scalar);
+                let vars: Vec<Var> = (0..ls.len())
+                    .map(|k| self.fresh(&format!("{}_{k}", var.name()), elem))
+                    .collect();
+                for (v, x) in vars.iter().zip(ls) {
+                    out.push(if mutable { Stmt::decl(v, x) } else { Stmt::let_(v, x) });
+                }
+                self.lanes.insert(var.name().to_string(), vars);
+            }
+            StmtNode::Assign { var, value } if var.ty().is_vector() => {
+                // All lanes are computed before any is assigned: a lane may read another.
+                let ls = self.lanes(value, &mut Some(out));
+                let tmps: Vec<Expr> = ls
+                    .into_iter()
+                    .map(|x| {
+                        if x.as_imm().is_some() {
+                            return x;
+                        }
+                        // Variables too: a lane may be another lane of `var` itself.
+                        let t = self.fresh("va", x.ty());
+                        out.push(Stmt::let_(&t, x));
+                        t.expr()
+                    })
+                    .collect();
+                let vars = self.lanes.get(var.name()).cloned().unwrap_or_default();
+                for (v, x) in vars.iter().zip(tmps) {
+                    out.push(Stmt::assign(v, x));
+                }
+            }
+            StmtNode::VecStore { buf, index, value } => {
+                let index = self.scalar(index, &mut Some(out));
+                let ls = self.lanes(value, &mut Some(out));
+                if self.keep_memory {
+                    out.push(Stmt::vstore(buf, index, Expr::build_vector(ls)));
+                    return;
+                }
+                let index = self.bind(index, "vi", &mut Some(out));
+                let t = index.ty().scalar().unwrap_or(kiln_ir::Scalar::U32);
+                let ls: Vec<Expr> =
+                    ls.into_iter().map(|x| self.bind(x, "vs", &mut Some(out))).collect();
+                for (k, x) in ls.into_iter().enumerate() {
+                    let i = if k == 0 { index.clone() } else { &index + Expr::int(t, k as i128) };
+                    out.push(Stmt::store(buf, i, x));
+                }
+            }
+            StmtNode::Let { var, value } => {
+                let v = self.scalar(value, &mut Some(out));
+                out.push(Stmt::let_(var, v));
+            }
+            StmtNode::Decl { var, init } => {
+                let v = self.scalar(init, &mut Some(out));
+                out.push(Stmt::decl(var, v));
+            }
+            StmtNode::Assign { var, value } => {
+                let v = self.scalar(value, &mut Some(out));
+                out.push(Stmt::assign(var, v));
+            }
+            StmtNode::Store { buf, index, value } => {
+                let i = self.scalar(index, &mut Some(out));
+                let v = self.scalar(value, &mut Some(out));
+                out.push(Stmt::store(buf, i, v));
+            }
+            StmtNode::Alloc { .. } => out.push(s.clone()),
+            StmtNode::If { cond, then, otherwise } => {
+                let c = self.scalar(cond, &mut Some(out));
+                let then = self.block(then);
+                let otherwise = otherwise.as_ref().map(|o| self.block(o));
+                out.push(match otherwise {
+                    Some(o) => Stmt::if_else(c, then, o),
+                    None => Stmt::if_(c, then),
+                });
+            }
+            StmtNode::For { var, lo, hi, step, body } => {
+                let lo = self.scalar(lo, &mut Some(out));
+                let hi = self.scalar(hi, &mut Some(out));
+                let step = self.scalar(step, &mut Some(out));
+                let body = self.block(body);
+                out.push(Stmt::for_(var, lo, hi, step, body));
+            }
+            StmtNode::While { cond, body } => {
+                // Evaluated before every iteration: no lets outside the loop.
+                let c = self.scalar(cond, &mut None);
+                let body = self.block(body);
+                out.push(Stmt::while_(c, body));
+            }
+            StmtNode::Block(_) => out.push(self.block(s)),
+            StmtNode::Call { result, func, args } => {
+                let args: Vec<Expr> = args.iter().map(|a| self.scalar(a, &mut Some(out))).collect();
+                out.push(match result {
+                    Some(r) => Stmt::call_into(r, func.clone(), args),
+                    None => Stmt::call(func.clone(), args),
+                });
+            }
+        }
+    }
+}
+
+/// True if `e` has a vector anywhere inside (a lane read is how a scalar holds one).
+fn has_vector(e: &Expr) -> bool {
+    e.ty().is_vector()
+        || matches!(e.node(), ExprNode::Extract { .. })
+        || e.children().into_iter().any(has_vector)
+}

@@ -1,0 +1,81 @@
+//! `kiln tune gemm|conv ... --device D`: the fastest blocking of a generated kernel on a
+//! device (kiln::tune): a winner stored in the on-disk cache for the problem's bucket is
+//! used as it is; otherwise candidates are timed and the winner stored. Prints the blocking
+//! and where it came from; `-o FILE` also writes the kernel generated with it.
+
+use clap::Args;
+use kiln::runtime::device::registry::{self, OpenOptions};
+use kiln::tune::{tune, How, Problem, TuneOptions};
+
+use super::gen::{render, write_stdout, What};
+use super::Error;
+
+/// Arguments of `kiln tune`.
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// The device to time on: `cpu`, `vulkan` or `cuda` (on `interp` the heuristic choice
+    /// is printed: the interpreter is no timing device).
+    #[arg(long, value_name = "DEVICE", global = true, default_value = "cpu")]
+    device: String,
+    /// Most candidate blockings to time.
+    #[arg(long, value_name = "N", global = true, default_value_t = 24)]
+    max_candidates: usize,
+    /// Timed launches per candidate (after a warm-up launch); the median counts.
+    #[arg(long, value_name = "N", global = true, default_value_t = 5)]
+    repeat: u32,
+    /// The problem (its blocking flags are what the tuner chooses, and are ignored).
+    #[command(subcommand)]
+    what: What,
+}
+
+/// Runs `kiln tune`.
+pub fn main(a: &TuneArgs) -> Result<(), Error> {
+    let dev = registry::open(&a.device, &OpenOptions::default())
+        .map_err(|e| Error::Message(e.to_string()))?;
+    let config = kiln::Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
+    let mut opts = TuneOptions::from_config(&config);
+    opts.max_candidates = a.max_candidates;
+    opts.repeats = a.repeat;
+    let (gemm, conv);
+    let (problem, output) = match &a.what {
+        What::Gemm(g) => {
+            gemm = g.problem();
+            (Problem::gemm(&gemm), g.output())
+        }
+        What::Conv(c) => {
+            conv = c.problem();
+            (Problem::conv(&conv).map_err(Error::Message)?, c.output())
+        }
+    };
+    let t = tune(&problem, &*dev, &opts).map_err(Error::Message)?;
+    let mut text = String::new();
+    match &t.how {
+        How::Cached => text.push_str(&format!("{}: stored winner for `{}`\n", t.config, t.key)),
+        How::Heuristic(why) => {
+            text.push_str(&format!("{}: heuristic for `{}` ({why})\n", t.config, t.key))
+        }
+        How::Searched { timings, errors } => {
+            for (c, s) in timings {
+                text.push_str(&format!("  {c}: {:.3} ms\n", s * 1e3));
+            }
+            for (c, e) in errors {
+                text.push_str(&format!("  {c}: failed: {e}\n"));
+            }
+            text.push_str(&format!(
+                "{}: fastest of {} on {} for `{}` (stored)\n",
+                t.config,
+                timings.len(),
+                dev.name(),
+                t.key
+            ));
+        }
+    }
+    write_stdout(&text)?;
+    if let Some(path) = output {
+        let g = (problem.generate)(&t.config).map_err(Error::Message)?;
+        let kir = render(&g, &format!("tuned for `{}`", t.key), &t.config);
+        std::fs::write(path, kir)
+            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display())))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! Autotuning (kiln::tune, `kiln tune`): a search on the cpu device stores its winner, and
+//! the next tuner (another process, or a fresh cache handle on the same directory) takes it
+//! from the cache without timing; `KILN_TUNE=0` and the interpreter use the heuristic.
+
+use std::process::Command;
+
+use kiln::generator::{ConvProblem, GemmConfig, GemmProblem};
+use kiln::ir::Scalar;
+use kiln::runtime::cache::PersistentCache;
+use kiln::runtime::device::registry::{open, OpenOptions};
+use kiln::tune::{bucket, heuristic, tune, How, Problem, TuneOptions};
+use kiln::Config;
+
+fn dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kiln-tune-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn opts(cache: &std::path::Path, search: bool) -> TuneOptions {
+    TuneOptions { search, cache: Some(PersistentCache::new(cache)), max_candidates: 3, repeats: 1 }
+}
+
+#[test]
+fn second_tune_is_a_cache_hit() {
+    let d = dir("hit");
+    let cpu = open("cpu", &OpenOptions::default()).unwrap();
+    let p = GemmProblem { m: 20, n: 24, k: 9, trans_a: false, trans_b: true, ty: Scalar::F32 };
+    let first = tune(&Problem::gemm(&p), &*cpu, &opts(&d, true)).unwrap();
+    let How::Searched { timings, errors } = &first.how else { panic!("{:?}", first.how) };
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(timings.len(), 3);
+    let fastest = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
+    assert_eq!(first.config, fastest);
+    assert_eq!(first.key, "gemm NT f32 m32 n32 k16");
+    // Another problem of the same bucket, through a new cache handle (as the next process
+    // would): no timing, the stored winner.
+    let q = GemmProblem { m: 32, n: 17, ..p };
+    let second = tune(&Problem::gemm(&q), &*cpu, &opts(&d, true)).unwrap();
+    assert_eq!((second.how.clone(), second.config), (How::Cached, first.config));
+    // With the search off the stored winner is still used.
+    let third = tune(&Problem::gemm(&q), &*cpu, &opts(&d, false)).unwrap();
+    assert_eq!(third.how, How::Cached);
+    // The winner generates a correct kernel for the other shape too (edges masked).
+    let g = q.generate(&second.config).unwrap();
+    assert!(g.kernel.name().starts_with("gemm"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn search_off_or_interpreter_use_the_heuristic_and_store_nothing() {
+    let d = dir("off");
+    let cfg = Config::from_lookup(|n| (n == "KILN_TUNE").then(|| "0".into())).unwrap();
+    assert!(cfg.tune_disabled);
+    assert!(!TuneOptions::from_config(&cfg).search);
+    let cpu = open("cpu", &OpenOptions::default()).unwrap();
+    let p = GemmProblem { m: 100, n: 64, k: 64, trans_a: false, trans_b: false, ty: Scalar::F32 };
+    let t = tune(&Problem::gemm(&p), &*cpu, &opts(&d, false)).unwrap();
+    assert!(matches!(&t.how, How::Heuristic(w) if w.contains("KILN_TUNE=0")), "{:?}", t.how);
+    assert_eq!(t.config, heuristic([100, 64, 64]));
+    let interp = open("interp", &OpenOptions::default()).unwrap();
+    let conv = ConvProblem::new(1, 4, 6, 6, 8, 3, 3).with_padding(1, 1);
+    let t = tune(&Problem::conv(&conv).unwrap(), &*interp, &opts(&d, true)).unwrap();
+    assert!(matches!(&t.how, How::Heuristic(w) if w.contains("interpreter")), "{:?}", t.how);
+    // Nothing was stored: the cpu search now runs.
+    let t = tune(&Problem::gemm(&p), &*cpu, &opts(&d, true)).unwrap();
+    assert!(matches!(t.how, How::Searched { .. }));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn heuristic_fits_and_configs_print_and_parse() {
+    for mnk in [[1, 1, 1], [3, 17, 1000], [4096, 4096, 64], [1000, 3, 17]] {
+        let c = heuristic(mnk);
+        c.validate().unwrap();
+        let back: GemmConfig = c.to_string().parse().unwrap();
+        assert_eq!(back, c);
+    }
+    assert!("wg=8x8 tile=2x2 k=8 slm=2 unroll=0"
+        .parse::<GemmConfig>()
+        .unwrap_err()
+        .contains("vec"));
+    assert!("wg=8x8 tile=2x2 k=8 slm=5 unroll=0 vec=1".parse::<GemmConfig>().is_err());
+    assert_eq!((bucket(0), bucket(1), bucket(17), bucket(64)), (1, 1, 32, 64));
+}
+
+#[test]
+fn cli_second_process_takes_the_stored_winner() {
+    let d = dir("cli");
+    let run = |extra: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        c.args(["tune", "--device", "cpu", "--max-candidates", "2", "--repeat", "1"])
+            .args(["gemm", "16", "16", "16"])
+            .env("KILN_CACHE_DIR", &d);
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = run(&[]);
+    assert!(first.contains("fastest of 2 on") && first.contains("(stored)"), "{first}");
+    let second = run(&[]);
+    assert!(second.contains("stored winner for `gemm NN f32 m16 n16 k16`"), "{second}");
+    let winner = first.lines().last().unwrap().split(':').next().unwrap();
+    assert!(second.starts_with(winner), "{first}\n{second}");
+    let _ = std::fs::remove_dir_all(&d);
+}
