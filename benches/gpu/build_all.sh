@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, here where Rust is, every x86-64 binary benches/gpu/run_all.sh needs into
 # benches/gpu/bin (stripped): `kiln` and the device test binaries (cuda_diff, cuda_optimized,
-# vulkan_diff, sanitize, cpu_diff, embed, graph, resident, graph_prop, fusion_queue_tests), the
+# vulkan_diff, sanitize, cpu_diff, embed, graph, resident, graph_prop, fusion_queue_tests, vectors), the
 # command-graph benchmark (graph_bench, runtime/examples/graph_bench.rs) and the fusion_queue
 # benchmark. KILN_GPU_PROFILE=release builds optimized ones
 # (slower to build; the tests are the same).
@@ -26,6 +26,7 @@ for t in cuda_diff cuda_optimized vulkan_diff sanitize cpu_diff graph resident g
   cp "$(find_test kiln-runtime "$t")" "benches/gpu/bin/$t"
 done
 cp "$(find_test kiln embed)" benches/gpu/bin/embed
+cp "$(find_test kiln vectors)" benches/gpu/bin/vectors
 # The fusion-queue scenarios (named apart from the benchmark of the same name).
 cp "$(find_test kiln-runtime fusion_queue)" benches/gpu/bin/fusion_queue_tests
 # The fusion-mode loop benchmark (benches/gpu/fusion_queue.sh runs it), always optimized.

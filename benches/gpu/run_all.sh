@@ -30,6 +30,7 @@ step cuda_optimized "$BIN/cuda_optimized" --test-threads=1
 step vulkan_diff "$BIN/vulkan_diff" --test-threads=1
 step sanitize "$BIN/sanitize" --test-threads=1
 step embed "$BIN/embed" --test-threads=1
+step vectors "$BIN/vectors" --test-threads=1
 step graph "$BIN/graph" --test-threads=1
 step resident "$BIN/resident" --test-threads=1
 step graph_prop "$BIN/graph_prop"
