@@ -449,8 +449,11 @@ fn run_part(plan: &Plan, i: usize, graph: &str, device: &dyn Device) -> Result<(
         if let Some(r) = recorded.next_if(|r| r.start == s) {
             let labels: Vec<&str> =
                 part.steps[r.start..r.end].iter().map(|st| &*st.label).collect();
-            r.replay(device).map_err(|source| RuntimeError::Kernel {
-                command: format!("{graph} [{}]", labels.join(", ")),
+            r.replay(device).map_err(|(node, source)| RuntimeError::Kernel {
+                command: match node {
+                    Some(label) => format!("{graph} {label}"),
+                    None => format!("{graph} [{}]", labels.join(", ")),
+                },
                 source,
             })?;
             s = r.end;

@@ -3,10 +3,15 @@
 //! replayed as one submission.
 //!
 //! Each maximal run of kernel launches, buffer copies and buffer fills in a partition (steps
-//! that do nothing may sit among them; host tasks, bounds-checked launches and copies or
-//! fills that would fail end a run, and run on the host between them) is one recording: a
-//! partition without host tasks or bounds-checked kernels is one command buffer / CUDA
-//! graph. Its buffers get their device copies at finalize, whose addresses the recording
+//! that do nothing may sit among them; host tasks, and copies or fills that would fail, end
+//! a run, and run on the host between them) is one recording: a partition without host
+//! tasks is one command buffer / CUDA graph. A bounds-checked launch (`-fsanitize=bounds`)
+//! is recorded with an error buffer of its own in device memory, zeroed before each replay
+//! and read after it: the first launch of the run (in the partition's order) that recorded
+//! a violation fails the replay, with the interpreter's message, naming its node. Unlike a
+//! launch-by-launch run, which stops at the failing launch, the launches after it in the
+//! recording have run too (the buffers' contents after a failed run are unspecified either
+//! way). Its buffers get their device copies at finalize, whose addresses the recording
 //! keeps; each replay first makes those copies current (uploading what the host changed
 //! since) and afterwards marks the written buffers as newest on the device. A device
 //! without memory of its own records nothing: the partition's prepared step list runs step
@@ -22,6 +27,7 @@ use crate::device::{
     Device, RecordCopy, RecordFill, RecordLaunch, RecordStep, Recording, ResidentBuffer,
 };
 use crate::error::DeviceError;
+use crate::sanitize::RecordedCheck;
 
 /// Steps `start..end` of a partition, recorded.
 pub(super) struct Recorded {
@@ -30,6 +36,8 @@ pub(super) struct Recorded {
     recording: Box<dyn Recording>,
     /// Every buffer the recorded steps touch, with whether they write it.
     touched: Vec<(Arc<BufferInner>, bool)>,
+    /// The bounds-checked launches' error buffers, in step order.
+    checks: Vec<RecordedCheck>,
     space: u64,
 }
 
@@ -44,9 +52,7 @@ enum Part<'a> {
 
 fn recordable(k: &StepKind) -> Option<Part<'_>> {
     match k {
-        StepKind::Launch(l) if l.kernel.sanitized.is_none() => {
-            Some(Part::Step(l.bufs.iter().map(|(b, w)| (b, *w)).collect()))
-        }
+        StepKind::Launch(l) => Some(Part::Step(l.bufs.iter().map(|(b, w)| (b, *w)).collect())),
         StepKind::Copy(s, d) if Arc::ptr_eq(&s.buffer, &d.buffer) => Some(Part::Nothing),
         // An invalid copy or fill stays a host step, which reports its error when it runs
         // (as an eager one would).
@@ -93,15 +99,38 @@ pub(super) fn record(
             Ok(ResidentBuffer { mem, elem: b.elem, len: b.len })
         };
         let mut list = Vec::with_capacity(run.len());
-        for (_, k, _) in &run {
+        let mut checks = Vec::new();
+        for (label, k, _) in &run {
             let step = match k {
-                StepKind::Launch(l) => RecordStep::Launch(RecordLaunch {
-                    kernel: l.kernel.handle.clone(),
-                    range: l.range.clone(),
-                    args: l.args.clone(),
-                    buffers: l.bufs.iter().map(|(b, _)| resident(b)).collect::<Result<_, _>>().map_err(err)?,
-                    after: Vec::new(),
-                }),
+                StepKind::Launch(l) => {
+                    let mut buffers: Vec<ResidentBuffer> = l
+                        .bufs
+                        .iter()
+                        .map(|(b, _)| resident(b))
+                        .collect::<Result<_, _>>()
+                        .map_err(err)?;
+                    let mut args = l.args.clone();
+                    if let Some(s) = &l.kernel.sanitized {
+                        let lens = l.bufs.iter().map(|(b, _)| (b.elem, b.len)).collect();
+                        let named = |source| GraphError::Kernel { node: label.to_string(), source };
+                        let (check, full) =
+                            RecordedCheck::new(dev, label, s, &l.args, lens).map_err(named)?;
+                        args = full;
+                        buffers.push(ResidentBuffer {
+                            mem: check.mem.clone(),
+                            elem: kiln_ir::Scalar::U32,
+                            len: kiln_passes::sanitize::ERROR_WORDS,
+                        });
+                        checks.push(check);
+                    }
+                    RecordStep::Launch(RecordLaunch {
+                        kernel: l.kernel.handle.clone(),
+                        range: l.range.clone(),
+                        args,
+                        buffers,
+                        after: Vec::new(),
+                    })
+                }
                 StepKind::Copy(s, d) => RecordStep::Copy(RecordCopy {
                     src: resident(&s.buffer).map_err(err)?,
                     dst: resident(&d.buffer).map_err(err)?,
@@ -142,11 +171,9 @@ pub(super) fn record(
             alone.unwrap_or_else(|| err(e))
         })?;
         if let Some(recording) = recorded {
-            let touched = run
-                .iter()
-                .flat_map(|r| r.2.iter().map(|(b, w)| (Arc::clone(b), *w)))
-                .collect();
-            out.push(Recorded { start: i, end: j, recording, touched, space });
+            let touched =
+                run.iter().flat_map(|r| r.2.iter().map(|(b, w)| (Arc::clone(b), *w))).collect();
+            out.push(Recorded { start: i, end: j, recording, touched, checks, space });
         }
         i = j;
     }
@@ -155,8 +182,20 @@ pub(super) fn record(
 
 impl Recorded {
     /// Replays the recording on `dev`: its buffers made current on the device first, the
-    /// written ones newest there afterwards.
-    pub fn replay(&self, dev: &dyn Device) -> Result<(), DeviceError> {
+    /// written ones newest there afterwards. A bounds violation is an error with the label
+    /// of the node that recorded it.
+    pub fn replay(&self, dev: &dyn Device) -> Result<(), (Option<&str>, DeviceError)> {
+        self.replay_all(dev).map_err(|e| (None, e))?;
+        for c in &self.checks {
+            c.check().map_err(|e| (Some(&*c.label), e))?;
+        }
+        Ok(())
+    }
+
+    fn replay_all(&self, dev: &dyn Device) -> Result<(), DeviceError> {
+        for c in &self.checks {
+            c.reset()?;
+        }
         // A buffer's device copy, once made (at finalize), lives as long as the buffer: it
         // is the memory the recording names.
         for (b, _) in &self.touched {

@@ -80,7 +80,11 @@ enum NodeIn {
 
 /// The memset node parameters that fill `len` elements at `dst` with the value of bytes
 /// `v` (1, 2, 4 or 8 of them).
-fn memsets(dst: sys::CUdeviceptr, len: usize, v: &[u8]) -> Option<Vec<sys::CUDA_MEMSET_NODE_PARAMS>> {
+fn memsets(
+    dst: sys::CUdeviceptr,
+    len: usize,
+    v: &[u8],
+) -> Option<Vec<sys::CUDA_MEMSET_NODE_PARAMS>> {
     let one = |dst, pitch, value, size, width, height| sys::CUDA_MEMSET_NODE_PARAMS {
         dst,
         pitch,
@@ -223,9 +227,16 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                         p.dstDevice = dst;
                         (p.WidthInBytes, p.Height, p.Depth) = (bytes, 1, 1);
                         let ctx = dev.primary.ctx;
-                        sys::cuGraphAddMemcpyNode(&mut node, g.graph, deps_ptr, deps.len(), &p, ctx)
-                            .result()
-                            .map_err(driver("cuGraphAddMemcpyNode"))?;
+                        sys::cuGraphAddMemcpyNode(
+                            &mut node,
+                            g.graph,
+                            deps_ptr,
+                            deps.len(),
+                            &p,
+                            ctx,
+                        )
+                        .result()
+                        .map_err(driver("cuGraphAddMemcpyNode"))?;
                         made.push(node);
                     }
                     NodeIn::Fill(ms) => {

@@ -366,8 +366,7 @@ impl VulkanDevice {
             let bi = vk::CommandBufferBeginInfo::default().flags(flags);
             d.begin_command_buffer(c.cb, &bi).map_err(vkerr("begin"))?;
             // Steps are dispatches and transfers: a barrier orders both kinds both ways.
-            let stages =
-                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+            let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
             let rw = vk::AccessFlags::SHADER_READ
                 | vk::AccessFlags::SHADER_WRITE
                 | vk::AccessFlags::TRANSFER_READ
@@ -547,10 +546,8 @@ impl VulkanDevice {
             enc.push(Encode { work, barrier });
         }
         let commands = self.encode(&enc, false)?;
-        let pipelines = enc
-            .iter()
-            .filter_map(|e| e.dispatch().map(|(p, _, _)| p.clone()))
-            .collect();
+        let pipelines =
+            enc.iter().filter_map(|e| e.dispatch().map(|(p, _, _)| p.clone())).collect();
         Ok(VkGraph {
             commands,
             replaying: Mutex::new(()),
