@@ -594,10 +594,11 @@ impl ExecGraph {
     }
 
     /// The number of command lists recorded on the device ([`crate::Device::record`]: Vulkan
-    /// command buffers, CUDA graphs), which replay a partition's kernel launches as one
-    /// submission: one per device partition whose launches are not split by copies or
-    /// fills; 0 on a device that records none (the interpreter, the cpu device), whose
-    /// partitions replay as prepared launch lists.
+    /// command buffers, CUDA graphs), which replay a partition's kernel launches, copies and
+    /// fills as one submission: one per device partition whose steps are not split by host
+    /// tasks (or copies and fills that cannot succeed, which stay host steps); 0 on a device
+    /// that records none (the interpreter, the cpu device), whose partitions replay as
+    /// prepared step lists.
     pub fn device_recordings(&self) -> usize {
         lock(&self.plan).parts.iter().map(|p| p.recorded.len()).sum()
     }

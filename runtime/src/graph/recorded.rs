@@ -41,11 +41,14 @@ pub(super) struct Recorded {
     space: u64,
 }
 
+/// The buffers a step touches, with whether it writes each.
+type Touches<'a> = Vec<(&'a Arc<BufferInner>, bool)>;
+
 /// What a step contributes to a recording: the buffers it touches (identity, writes) and
 /// how to record it; `None` for a step a recording cannot hold (it runs on the host).
 enum Part<'a> {
     /// Recorded as one device step touching these buffers.
-    Step(Vec<(&'a Arc<BufferInner>, bool)>),
+    Step(Touches<'a>),
     /// Does nothing (an empty node, a copy of a buffer onto itself).
     Nothing,
 }
@@ -85,7 +88,7 @@ pub(super) fn record(
         while j < steps.len() && recordable(steps[j].1).is_some() {
             j += 1;
         }
-        let run: Vec<(&str, &StepKind, Vec<(&Arc<BufferInner>, bool)>)> = steps[i..j]
+        let run: Vec<(&str, &StepKind, Touches<'_>)> = steps[i..j]
             .iter()
             .filter_map(|&(label, k)| match recordable(k) {
                 Some(Part::Step(t)) => Some((label, k, t)),
