@@ -10,7 +10,7 @@ use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Scalar, Verified};
 use kiln_passes::sanitize::{Sanitized, ERROR_WORDS};
 
-use crate::device::{Device, Handle};
+use crate::device::{Device, Handle, Memory};
 use crate::error::DeviceError;
 
 /// What a device is given to build, and what its launches need.
@@ -56,4 +56,68 @@ pub(crate) fn run_checked(
         Some(e) => Err(DeviceError::Launch(e.to_string())),
         None => Ok(()),
     }
+}
+
+/// A sanitized launch recorded into a device command list ([`crate::Device::record`]): its
+/// error buffer lives in device memory, zeroed before each replay and read after it.
+pub(crate) struct RecordedCheck {
+    /// The graph node's label, for the error.
+    pub label: String,
+    sanitized: Sanitized,
+    /// The launch's own arguments (without the hidden ones).
+    args: Vec<Arg>,
+    /// Its buffers' element types and lengths (what the report names).
+    lens: Vec<(Scalar, usize)>,
+    /// The error buffer, bound as the launch's last buffer.
+    pub mem: Memory,
+}
+
+impl RecordedCheck {
+    /// The check for a launch of `s` with `args` over buffers of `lens`, its error buffer
+    /// allocated on `dev`, and the launch's full arguments (the hidden ones appended; the
+    /// error buffer is buffer number `lens.len()`).
+    pub fn new(
+        dev: &dyn Device,
+        label: &str,
+        s: &Sanitized,
+        args: &[Arg],
+        lens: Vec<(Scalar, usize)>,
+    ) -> Result<(RecordedCheck, Vec<Arg>), DeviceError> {
+        let full = s.launch_args(args, &stand_ins(&lens)).map_err(DeviceError::Launch)?;
+        let mem = dev.alloc(ERROR_WORDS * 4)?;
+        let check = RecordedCheck {
+            label: label.to_string(),
+            sanitized: s.clone(),
+            args: args.to_vec(),
+            lens,
+            mem,
+        };
+        Ok((check, full))
+    }
+
+    /// Zeroes the error buffer (before a replay).
+    pub fn reset(&self) -> Result<(), DeviceError> {
+        self.mem.upload(&[0; ERROR_WORDS * 4])
+    }
+
+    /// The violation the last replay recorded, as the interpreter reports it.
+    pub fn check(&self) -> Result<(), DeviceError> {
+        let mut bytes = [0u8; ERROR_WORDS * 4];
+        self.mem.download(&mut bytes)?;
+        let words: Vec<u32> =
+            bytes.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+        if words[0] == 0 {
+            return Ok(());
+        }
+        match self.sanitized.report(&words, &self.args, &stand_ins(&self.lens)) {
+            Some(e) => Err(DeviceError::Launch(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Buffers of the given element types and lengths, for the sanitizer's length lookups
+/// (zeroed allocations: the pages are never touched).
+fn stand_ins(lens: &[(Scalar, usize)]) -> Vec<Buffer> {
+    lens.iter().map(|&(e, n)| Buffer::zeroed(e, n)).collect()
 }

@@ -146,8 +146,9 @@ proptest! {
             let got: Vec<Vec<u32>> = b.iter().map(|b| b.read().unwrap()).collect();
             prop_assert_eq!(&got, &want, "fuse_chains {} schedule {:?}", fuse_chains, exec.schedule());
         }
-        // The same graph on Vulkan, where its partitions are recorded command buffers (split
-        // by copies and fills) and the buffers stay in device memory between them.
+        // The same graph on Vulkan, where its partitions are recorded command buffers (the
+        // copies and fills in them too; split by host tasks) and the buffers stay in device
+        // memory between them.
         if let Some((vctx, vk)) = vulkan() {
             let vq = Queue::new(vctx, order);
             for fuse_chains in [false, true] {

@@ -260,3 +260,88 @@ fn a_launch_the_device_refuses_fails_at_finalize_naming_its_node() {
         assert!(e.starts_with("node 1 `huge`: "), "{}: {e}", c.device().name());
     }
 }
+
+/// A graph whose one device partition mixes launches, copies (into longer destinations,
+/// whose tails stay) and fills of every element size (1-byte fills of lengths that are not
+/// whole words, an 8-byte value whose halves differ) on `dev`: the contents after each of
+/// three replays (the host writing between them) and the number of recordings.
+fn copies_and_fills_in_a_partition(dev: Arc<dyn Device>) -> (Vec<Vec<u8>>, usize) {
+    use kiln_ir::launch::Element;
+    use kiln_runtime::AnyBuffer;
+    let c = ctx(dev);
+    let q = Queue::new(&c, QueueOrder::InOrder);
+    let (ki, ka) = (kernel(&c, "inc"), kernel(&c, "axpy"));
+    let (x, y) = (Buffer::from_slice(&iota(1)), Buffer::from_slice(&iota(2)));
+    // Twice as long as x: a copy of x covers its first half only.
+    let long = Buffer::from_slice(&(0..2 * N as u32).map(|i| 1000 + i).collect::<Vec<_>>());
+    let b8 = Buffer::<u8>::from_slice(&[1, 2, 3, 4, 5, 6, 7]);
+    let b8b = Buffer::<u8>::zeroed(9);
+    let b16 = Buffer::<u16>::zeroed(5);
+    let f32s = Buffer::<f32>::zeroed(6);
+    let u64s = Buffer::<u64>::zeroed(3);
+    let u64b = Buffer::<u64>::from_slice(&[1, 2, 3, 4, 5]);
+    let i64s = Buffer::<i64>::zeroed(4);
+    let bools = Buffer::<bool>::zeroed(3);
+    let fill = |b: AnyBuffer, v: kiln_ir::Imm| q.submit(|h| h.fill(&b, v));
+    let copy = |s: AnyBuffer, d: AnyBuffer| q.submit(|h| h.copy(&s, &d));
+    let g = Graph::new(&c, GraphProperties::default());
+    q.begin_recording(&g).unwrap();
+    inc(&q, &ki, &x);
+    copy((&x).into(), (&long).into()); // reads a launch's write, tail of `long` kept
+    inc(&q, &ki, &x); // writes what the copy read
+    fill((&y).into(), 5u32.to_imm());
+    axpy(&q, &ka, &x, &y, 3); // reads the fill
+    copy((&y).into(), (&x).into());
+    copy((&x).into(), (&x).into()); // onto itself: nothing
+    fill((&b8).into(), 0xabu8.to_imm());
+    copy((&b8).into(), (&b8b).into());
+    fill((&b16).into(), 0x1234u16.to_imm());
+    fill((&f32s).into(), 1.5f32.to_imm());
+    fill((&u64s).into(), 0x1122_3344_5566_7788u64.to_imm()); // halves differ
+    copy((&u64s).into(), (&u64b).into());
+    fill((&i64s).into(), (-1i64).to_imm()); // halves equal
+    fill((&bools).into(), true.to_imm());
+    inc(&q, &ki, &x);
+    q.end_recording().unwrap();
+    let exec = g.finalize().unwrap();
+    let all: Vec<AnyBuffer> = vec![
+        (&x).into(),
+        (&y).into(),
+        (&long).into(),
+        (&b8).into(),
+        (&b8b).into(),
+        (&b16).into(),
+        (&f32s).into(),
+        (&u64s).into(),
+        (&u64b).into(),
+        (&i64s).into(),
+        (&bools).into(),
+    ];
+    let mut seen = Vec::new();
+    for run in 0..3u32 {
+        q.submit_graph(&exec).wait().unwrap();
+        for b in &all {
+            seen.push(b.contents().unwrap().as_bytes().to_vec());
+        }
+        // Host writes between replays reach the next one.
+        long.write(&[run; 3]).unwrap();
+        b8b.write(&[9]).unwrap();
+        u64b.write(&[7, 7, 7, 7, 7]).unwrap();
+    }
+    (seen, exec.device_recordings())
+}
+
+#[test]
+fn copies_and_fills_are_recorded_with_the_launches_of_their_partition() {
+    let (want, none) = copies_and_fills_in_a_partition(interp_device());
+    assert_eq!(none, 0, "the interpreter records nothing");
+    for d in devices() {
+        let name = d.name();
+        let (seen, recordings) = copies_and_fills_in_a_partition(d);
+        assert_eq!(recordings, 1, "{name}: one command list for the whole partition");
+        for (i, (s, w)) in seen.iter().zip(&want).enumerate() {
+            assert_eq!(s, w, "{name}: buffer {} after run {}", i % 11, i / 11);
+        }
+        assert_eq!(seen.len(), want.len());
+    }
+}

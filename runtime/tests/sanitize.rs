@@ -625,3 +625,73 @@ fn random_kernels_with_a_short_buffer_report_what_the_interpreter_reports() {
     eprintln!("{reported} short-buffer launches reported as the interpreter does, {clean} clean");
     assert!(reported >= 40, "only {reported} launches went out of bounds");
 }
+
+/// Bounds-checked launches in a command graph: on a device with memory of its own they are
+/// recorded with the partition's other launches (one recording), and a replay reports the
+/// violation of the node that made it, with the interpreter's message, after an earlier
+/// replay in bounds (whose error buffers stayed zero) succeeded.
+#[test]
+fn graph_replays_report_the_violating_node() {
+    use kiln_runtime::graph::{Graph, GraphProperties, Node};
+    use kiln_runtime::Accessor;
+    let src = "
+kernel scatter(idx: ptr<global, u32>, x: ptr<global, u32>) {
+  let i: u32 = global_id(0);
+  x[idx[i]] = i + 1u32;
+}
+kernel inc(x: ptr<global, u32>) {
+  let i: u32 = global_id(0);
+  x[i] = x[i] + 1u32;
+}";
+    let m = parse_module(src).unwrap();
+    for dev in devices() {
+        let name = dev.name();
+        let ctx = Context::new(dev.clone());
+        let p = ctx.build_program(&m, &[], SAN).unwrap();
+        let (ks, ki) = (ctx.kernel(&p, "scatter").unwrap(), ctx.kernel(&p, "inc").unwrap());
+        let idx_t = kiln_runtime::Buffer::<u32>::from_slice(&[3, 2, 1, 0]);
+        let idx = AnyBuffer::from(&idx_t);
+        let x = AnyBuffer::new(u32s(&[0; 4]));
+        let y = AnyBuffer::new(u32s(&[10; 4]));
+        let acc = |b: &AnyBuffer, m| KernelArg::Buffer(Accessor::new(b, m));
+        let g = Graph::new(&ctx, GraphProperties::default());
+        let r = NdRange::new(&[4]);
+        let a = g
+            .add(
+                Node::kernel(&ki, r.clone(), vec![acc(&y, AccessMode::ReadWrite)]).named("first"),
+                &[],
+            )
+            .unwrap();
+        let s = Node::kernel(
+            &ks,
+            r.clone(),
+            vec![acc(&idx, AccessMode::Read), acc(&x, AccessMode::Write)],
+        );
+        let b = g.add(s.named("scatter"), &[a]).unwrap();
+        g.add(Node::kernel(&ki, r, vec![acc(&y, AccessMode::ReadWrite)]).named("last"), &[b])
+            .unwrap();
+        let exec = g.finalize().unwrap();
+        let want_rec = usize::from(dev.memory_space().is_some());
+        assert_eq!(exec.device_recordings(), want_rec, "{name}: one recording, checks included");
+        let q = Queue::new(&ctx, QueueOrder::InOrder);
+        q.submit_graph(&exec).wait().unwrap();
+        assert_eq!(x.contents().unwrap(), u32s(&[4, 3, 2, 1]), "{name}");
+        assert_eq!(y.contents().unwrap(), u32s(&[12; 4]), "{name}");
+        // Out of bounds: the scatter node is named, with the interpreter's message.
+        let bad = [3u32, 2, 9, 0];
+        idx_t.write(&bad).unwrap();
+        let mut bufs = vec![u32s(&bad), u32s(&[0; 4])];
+        let k = m.kernels.iter().find(|k| k.name() == "scatter").unwrap();
+        let want =
+            interp::run(k, &NdRange::new(&[4]), &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs)
+                .unwrap_err()
+                .to_string();
+        match q.submit_graph(&exec).wait() {
+            Err(RuntimeError::Kernel { command, source: DeviceError::Launch(got) }) => {
+                assert!(command.ends_with("`scatter`"), "{name}: {command}");
+                assert_eq!(got, want, "{name}");
+            }
+            other => panic!("{name}: {other:?}, want {want}"),
+        }
+    }
+}

@@ -66,10 +66,77 @@ pub struct RecordLaunch {
     pub after: Vec<usize>,
 }
 
-/// A list of launches recorded into the device's own command list (a Vulkan command
+/// A copy of a whole buffer into the start of another (same element type, the destination
+/// at least as long), in one list that a device records ([`super::Device::record`]).
+#[derive(Clone)]
+pub struct RecordCopy {
+    /// The buffer read.
+    pub src: ResidentBuffer,
+    /// The buffer written: its first `src.len` elements; the rest stays as it is.
+    pub dst: ResidentBuffer,
+    /// The earlier steps of the list it must run after (as [`RecordLaunch::after`]).
+    pub after: Vec<usize>,
+}
+
+/// A fill of every element of a buffer with one value, in one list that a device records.
+#[derive(Clone)]
+pub struct RecordFill {
+    /// The buffer written, every element of it.
+    pub dst: ResidentBuffer,
+    /// The value's bytes as the buffer stores one element (`dst.elem.size_bytes()` long,
+    /// little-endian).
+    pub value: Vec<u8>,
+    /// The earlier steps of the list it must run after (as [`RecordLaunch::after`]).
+    pub after: Vec<usize>,
+}
+
+/// One step of a list that a device records once and replays ([`super::Device::record`]):
+/// a kernel launch, a buffer copy or a buffer fill. `after` indices count all steps.
+#[derive(Clone)]
+pub enum RecordStep {
+    /// A kernel launch.
+    Launch(RecordLaunch),
+    /// A buffer-to-buffer copy.
+    Copy(RecordCopy),
+    /// A buffer fill.
+    Fill(RecordFill),
+}
+
+impl RecordStep {
+    /// The earlier steps it must run after.
+    pub fn after(&self) -> &[usize] {
+        match self {
+            RecordStep::Launch(l) => &l.after,
+            RecordStep::Copy(c) => &c.after,
+            RecordStep::Fill(f) => &f.after,
+        }
+    }
+
+    /// The same step with no `after` list (recorded alone).
+    pub fn alone(&self) -> RecordStep {
+        let mut s = self.clone();
+        match &mut s {
+            RecordStep::Launch(l) => l.after.clear(),
+            RecordStep::Copy(c) => c.after.clear(),
+            RecordStep::Fill(f) => f.after.clear(),
+        }
+        s
+    }
+
+    /// The memory it names (kept alive by a recording of it).
+    pub fn memories(&self) -> Vec<Memory> {
+        match self {
+            RecordStep::Launch(l) => l.buffers.iter().map(|b| b.mem.clone()).collect(),
+            RecordStep::Copy(c) => vec![c.src.mem.clone(), c.dst.mem.clone()],
+            RecordStep::Fill(f) => vec![f.dst.mem.clone()],
+        }
+    }
+}
+
+/// A list of steps recorded into the device's own command list (a Vulkan command
 /// buffer, a CUDA graph), replayed as one submission.
 pub trait Recording: Send + Sync {
-    /// Runs every launch of the list in an order its `after` lists allow, and returns when
+    /// Runs every step of the list in an order its `after` lists allow, and returns when
     /// all have finished.
     fn replay(&self) -> Result<(), DeviceError>;
 }

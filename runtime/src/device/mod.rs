@@ -55,7 +55,10 @@ pub mod registry;
 pub mod vulkan;
 
 pub use interp::{interp_device, Interp, InterpDevice, IrDevice, IrExecutor};
-pub use memory::{DeviceMemory, Memory, RecordLaunch, Recording, ResidentBuffer};
+pub use memory::{
+    DeviceMemory, Memory, RecordCopy, RecordFill, RecordLaunch, RecordStep, Recording,
+    ResidentBuffer,
+};
 
 /// A device-side object (a loaded program or a kernel), type-erased.
 pub type Handle = Arc<dyn Any + Send + Sync>;
@@ -179,12 +182,13 @@ pub trait Device: Send + Sync + 'static {
         let _ = (kernel, range, args, buffers);
         Err(DeviceError::Launch(format!("device `{}` has no memory of its own", self.name())))
     }
-    /// Records `launches` once into a command list of the device's own (a Vulkan command
-    /// buffer with pipelines, descriptor sets and barriers prepared, a CUDA graph), which a
-    /// command graph replays on every run. `Ok(None)` (the default) means the device has
-    /// none: the command graph replays its own prepared launch list, launch by launch.
-    fn record(&self, launches: &[RecordLaunch]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
-        let _ = launches;
+    /// Records `steps` (kernel launches, buffer copies and fills) once into a command list
+    /// of the device's own (a Vulkan command buffer with pipelines, descriptor sets, copies,
+    /// fills and barriers prepared; a CUDA graph of kernel, memcpy and memset nodes), which
+    /// a command graph replays on every run. `Ok(None)` (the default) means the device has
+    /// none: the command graph replays its own prepared step list, step by step.
+    fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
+        let _ = steps;
         Ok(None)
     }
 

@@ -449,8 +449,11 @@ fn run_part(plan: &Plan, i: usize, graph: &str, device: &dyn Device) -> Result<(
         if let Some(r) = recorded.next_if(|r| r.start == s) {
             let labels: Vec<&str> =
                 part.steps[r.start..r.end].iter().map(|st| &*st.label).collect();
-            r.replay(device).map_err(|source| RuntimeError::Kernel {
-                command: format!("{graph} [{}]", labels.join(", ")),
+            r.replay(device).map_err(|(node, source)| RuntimeError::Kernel {
+                command: match node {
+                    Some(label) => format!("{graph} {label}"),
+                    None => format!("{graph} [{}]", labels.join(", ")),
+                },
                 source,
             })?;
             s = r.end;
@@ -591,10 +594,11 @@ impl ExecGraph {
     }
 
     /// The number of command lists recorded on the device ([`crate::Device::record`]: Vulkan
-    /// command buffers, CUDA graphs), which replay a partition's kernel launches as one
-    /// submission: one per device partition whose launches are not split by copies or
-    /// fills; 0 on a device that records none (the interpreter, the cpu device), whose
-    /// partitions replay as prepared launch lists.
+    /// command buffers, CUDA graphs), which replay a partition's kernel launches, copies and
+    /// fills as one submission: one per device partition whose steps are not split by host
+    /// tasks (or copies and fills that cannot succeed, which stay host steps); 0 on a device
+    /// that records none (the interpreter, the cpu device), whose partitions replay as
+    /// prepared step lists.
     pub fn device_recordings(&self) -> usize {
         lock(&self.plan).parts.iter().map(|p| p.recorded.len()).sum()
     }

@@ -1,6 +1,7 @@
 //! CUDA graphs: a command graph's device partition recorded once through the driver API
-//! (`cuGraphCreate`, one kernel node per launch with edges from its dependencies,
-//! `cuGraphInstantiate`) and replayed with one `cuGraphLaunch`.
+//! (`cuGraphCreate`; one kernel node per launch, one device-to-device memcpy node per copy,
+//! memset nodes per fill, with edges from their dependencies; `cuGraphInstantiate`) and
+//! replayed with one `cuGraphLaunch`.
 
 use std::ptr::null_mut;
 
@@ -8,7 +9,7 @@ use cudarc::driver::{result, sys};
 
 use super::{check_args, device_ptrs, driver, guarded, launch_shape, CudaDevice, CudaKernel};
 use super::{Params, Primary};
-use crate::device::{handle_as, Handle, Memory, RecordLaunch, Recording};
+use crate::device::{handle_as, Handle, Memory, RecordStep, Recording};
 use crate::error::DeviceError;
 use kiln_ir::Scalar;
 use std::sync::Arc;
@@ -64,25 +65,107 @@ impl Recording for CudaGraph {
     }
 }
 
-/// Records `launches` as one CUDA graph. Every launch is checked first as
-/// [`crate::Device::run_resident`] checks it, so a bad one fails before any driver call.
-pub(super) fn record(
-    dev: &CudaDevice,
-    launches: &[RecordLaunch],
-) -> Result<CudaGraph, DeviceError> {
-    let mut nodes_in = Vec::with_capacity(launches.len());
-    for (i, l) in launches.iter().enumerate() {
-        let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
-        let shape = launch_shape(&k.signature, &l.range)?;
-        let elems: Vec<Scalar> = l.buffers.iter().map(|b| b.elem).collect();
-        let scalars = check_args(&k.signature, &l.args, &elems)?;
-        let ptrs = device_ptrs(&l.buffers)?;
-        if let Some(&j) = l.after.iter().find(|&&j| j >= i) {
+/// One step's node(s), checked and ready to add.
+enum NodeIn {
+    /// A kernel node (an empty node for an empty nd-range).
+    Kernel(sys::CUfunction, ([u32; 3], [u32; 3]), Params),
+    /// A device-to-device memcpy node of `bytes` bytes.
+    Copy { src: sys::CUdeviceptr, dst: sys::CUdeviceptr, bytes: usize },
+    /// Memset nodes, independent of each other (an 8-byte value whose halves differ is two
+    /// strided 4-byte memsets).
+    Fill(Vec<sys::CUDA_MEMSET_NODE_PARAMS>),
+    /// Nothing to do (an empty copy or fill), but still ordered.
+    Empty,
+}
+
+/// The memset node parameters that fill `len` elements at `dst` with the value of bytes
+/// `v` (1, 2, 4 or 8 of them).
+fn memsets(
+    dst: sys::CUdeviceptr,
+    len: usize,
+    v: &[u8],
+) -> Option<Vec<sys::CUDA_MEMSET_NODE_PARAMS>> {
+    let one = |dst, pitch, value, size, width, height| sys::CUDA_MEMSET_NODE_PARAMS {
+        dst,
+        pitch,
+        value,
+        elementSize: size,
+        width,
+        height,
+    };
+    let word = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    Some(match v.len() {
+        1 => vec![one(dst, 0, v[0] as u32, 1, len, 1)],
+        2 => vec![one(dst, 0, u16::from_le_bytes([v[0], v[1]]) as u32, 2, len, 1)],
+        4 => vec![one(dst, 0, word(v), 4, len, 1)],
+        8 if v[..4] == v[4..] => vec![one(dst, 0, word(v), 4, 2 * len, 1)],
+        // Rows of one 4-byte word, 8 bytes apart: the low halves, then the high halves.
+        8 => vec![one(dst, 8, word(&v[..4]), 4, 1, len), one(dst + 4, 8, word(&v[4..]), 4, 1, len)],
+        _ => return None,
+    })
+}
+
+/// Records `steps` as one CUDA graph: kernel, memcpy and memset nodes with edges from their
+/// `after` lists. Every step is checked first (launches as [`crate::Device::run_resident`]
+/// checks them), so a bad one fails before any driver call.
+pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph, DeviceError> {
+    let mut nodes_in = Vec::with_capacity(steps.len());
+    for (i, st) in steps.iter().enumerate() {
+        if let Some(&j) = st.after().iter().find(|&&j| j >= i) {
             return Err(DeviceError::Launch(format!(
-                "CUDA graph: launch {i} is to run after launch {j}, which is not before it"
+                "CUDA graph: step {i} is to run after step {j}, which is not before it"
             )));
         }
-        nodes_in.push((k.func, shape, Params { scalars, ptrs }));
+        nodes_in.push(match st {
+            RecordStep::Launch(l) => {
+                let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
+                let shape = launch_shape(&k.signature, &l.range)?;
+                let elems: Vec<Scalar> = l.buffers.iter().map(|b| b.elem).collect();
+                let scalars = check_args(&k.signature, &l.args, &elems)?;
+                let ptrs = device_ptrs(&l.buffers)?;
+                if shape.0.contains(&0) {
+                    NodeIn::Empty
+                } else {
+                    NodeIn::Kernel(k.func, shape, Params { scalars, ptrs })
+                }
+            }
+            RecordStep::Copy(c) => {
+                if c.src.elem != c.dst.elem || c.src.len > c.dst.len {
+                    return Err(DeviceError::Launch(
+                        "CUDA graph: a copy's buffers differ in element type, or the \
+                         destination is shorter"
+                            .into(),
+                    ));
+                }
+                let p = device_ptrs(&[c.src.clone(), c.dst.clone()])?;
+                let bytes = c.src.len * c.src.elem.size_bytes();
+                if bytes == 0 {
+                    NodeIn::Empty
+                } else {
+                    NodeIn::Copy { src: p[0], dst: p[1], bytes }
+                }
+            }
+            RecordStep::Fill(f) => {
+                let p = device_ptrs(std::slice::from_ref(&f.dst))?;
+                if f.value.len() != f.dst.elem.size_bytes() {
+                    return Err(DeviceError::Launch(format!(
+                        "CUDA graph: a fill value of {} bytes for {} elements",
+                        f.value.len(),
+                        f.dst.elem
+                    )));
+                }
+                match memsets(p[0], f.dst.len, &f.value) {
+                    _ if f.dst.len == 0 => NodeIn::Empty,
+                    Some(m) => NodeIn::Fill(m),
+                    None => {
+                        return Err(DeviceError::Launch(format!(
+                            "CUDA graph: no memset for {}-byte elements",
+                            f.value.len()
+                        )))
+                    }
+                }
+            }
+        });
     }
     guarded(|| {
         // SAFETY: the context is retained and made current; each node's parameters are
@@ -95,37 +178,85 @@ pub(super) fn record(
                 graph: null_mut(),
                 exec: null_mut(),
                 primary: dev.primary.clone(),
-                _kernels: launches.iter().map(|l| l.kernel.clone()).collect(),
-                _mems: launches
+                _kernels: steps
                     .iter()
-                    .flat_map(|l| l.buffers.iter().map(|b| b.mem.clone()))
+                    .filter_map(|s| match s {
+                        RecordStep::Launch(l) => Some(l.kernel.clone()),
+                        _ => None,
+                    })
                     .collect(),
+                _mems: steps.iter().flat_map(RecordStep::memories).collect(),
             };
             sys::cuGraphCreate(&mut g.graph, 0).result().map_err(driver("cuGraphCreate"))?;
-            let mut nodes: Vec<sys::CUgraphNode> = Vec::with_capacity(launches.len());
-            for (l, (func, (grid, block), mut params)) in launches.iter().zip(nodes_in) {
-                let deps: Vec<sys::CUgraphNode> = l.after.iter().map(|&j| nodes[j]).collect();
+            // Each step's nodes (a fill may have two; a later step depends on all).
+            let mut nodes: Vec<Vec<sys::CUgraphNode>> = Vec::with_capacity(steps.len());
+            for (st, node_in) in steps.iter().zip(nodes_in) {
+                let deps: Vec<sys::CUgraphNode> =
+                    st.after().iter().flat_map(|&j| nodes[j].iter().copied()).collect();
                 let deps_ptr = if deps.is_empty() { std::ptr::null() } else { deps.as_ptr() };
+                let mut made = Vec::new();
                 let mut node: sys::CUgraphNode = null_mut();
-                if grid.contains(&0) {
-                    // An empty nd-range runs nothing, but still orders what depends on it.
-                    sys::cuGraphAddEmptyNode(&mut node, g.graph, deps_ptr, deps.len())
+                match node_in {
+                    NodeIn::Empty => {
+                        // Runs nothing, but still orders what depends on it.
+                        sys::cuGraphAddEmptyNode(&mut node, g.graph, deps_ptr, deps.len())
+                            .result()
+                            .map_err(driver("cuGraphAddEmptyNode"))?;
+                        made.push(node);
+                    }
+                    NodeIn::Kernel(func, (grid, block), mut params) => {
+                        let RecordStep::Launch(l) = st else { unreachable!("a kernel node") };
+                        let mut kparams = params.pointers(&l.args, &l.range);
+                        let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
+                        p.func = func;
+                        (p.gridDimX, p.gridDimY, p.gridDimZ) = (grid[0], grid[1], grid[2]);
+                        (p.blockDimX, p.blockDimY, p.blockDimZ) = (block[0], block[1], block[2]);
+                        p.sharedMemBytes = 0;
+                        p.kernelParams = kparams.as_mut_ptr();
+                        p.extra = null_mut();
+                        sys::cuGraphAddKernelNode_v2(&mut node, g.graph, deps_ptr, deps.len(), &p)
+                            .result()
+                            .map_err(driver("cuGraphAddKernelNode"))?;
+                        made.push(node);
+                    }
+                    NodeIn::Copy { src, dst, bytes } => {
+                        let mut p: sys::CUDA_MEMCPY3D = std::mem::zeroed();
+                        p.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                        p.srcDevice = src;
+                        p.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                        p.dstDevice = dst;
+                        (p.WidthInBytes, p.Height, p.Depth) = (bytes, 1, 1);
+                        let ctx = dev.primary.ctx;
+                        sys::cuGraphAddMemcpyNode(
+                            &mut node,
+                            g.graph,
+                            deps_ptr,
+                            deps.len(),
+                            &p,
+                            ctx,
+                        )
                         .result()
-                        .map_err(driver("cuGraphAddEmptyNode"))?;
-                } else {
-                    let mut kparams = params.pointers(&l.args, &l.range);
-                    let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
-                    p.func = func;
-                    (p.gridDimX, p.gridDimY, p.gridDimZ) = (grid[0], grid[1], grid[2]);
-                    (p.blockDimX, p.blockDimY, p.blockDimZ) = (block[0], block[1], block[2]);
-                    p.sharedMemBytes = 0;
-                    p.kernelParams = kparams.as_mut_ptr();
-                    p.extra = null_mut();
-                    sys::cuGraphAddKernelNode_v2(&mut node, g.graph, deps_ptr, deps.len(), &p)
-                        .result()
-                        .map_err(driver("cuGraphAddKernelNode"))?;
+                        .map_err(driver("cuGraphAddMemcpyNode"))?;
+                        made.push(node);
+                    }
+                    NodeIn::Fill(ms) => {
+                        for m in ms {
+                            let ctx = dev.primary.ctx;
+                            sys::cuGraphAddMemsetNode(
+                                &mut node,
+                                g.graph,
+                                deps_ptr,
+                                deps.len(),
+                                &m,
+                                ctx,
+                            )
+                            .result()
+                            .map_err(driver("cuGraphAddMemsetNode"))?;
+                            made.push(node);
+                        }
+                    }
                 }
-                nodes.push(node);
+                nodes.push(made);
             }
             sys::cuGraphInstantiateWithFlags(&mut g.exec, g.graph, 0)
                 .result()

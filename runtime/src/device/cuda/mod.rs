@@ -42,7 +42,7 @@ use kiln_ir::{Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
 use crate::device::{
-    handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordLaunch, Recording,
+    handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordStep, Recording,
     ResidentBuffer,
 };
 use crate::error::{panic_message, DeviceError};
@@ -442,10 +442,10 @@ impl Device for CudaDevice {
         guarded(|| self.launch(k, shape, range, args, Params { scalars, ptrs }))
     }
 
-    /// A CUDA graph of the launches, one kernel node each with edges from its `after`
-    /// list, instantiated once; a replay is one `cuGraphLaunch`.
-    fn record(&self, launches: &[RecordLaunch]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
-        graph::record(self, launches).map(|g| Some(Box::new(g) as Box<dyn Recording>))
+    /// A CUDA graph of the steps (kernel, memcpy and memset nodes) with edges from their
+    /// `after` lists, instantiated once; a replay is one `cuGraphLaunch`.
+    fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
+        graph::record(self, steps).map(|g| Some(Box::new(g) as Box<dyn Recording>))
     }
 }
 

@@ -43,7 +43,7 @@ use kiln_ir::{Imm, Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
 use crate::device::{
-    handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordLaunch, Recording,
+    handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordStep, Recording,
     ResidentBuffer,
 };
 use crate::error::DeviceError;
@@ -529,10 +529,11 @@ impl Device for VulkanDevice {
         self.launch_resident(kernel, range, args, buffers)
     }
 
-    /// One command buffer for all of `launches`, with their pipelines and descriptor sets
-    /// made now and a barrier before each launch that depends on an earlier one.
-    fn record(&self, launches: &[RecordLaunch]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
-        Ok(Some(Box::new(self.record_launches(launches)?)))
+    /// One command buffer for all of `steps` (dispatches, copies, fills), with pipelines
+    /// and descriptor sets made now and a barrier before each step that depends on an
+    /// earlier one.
+    fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
+        Ok(Some(Box::new(self.record_steps(steps)?)))
     }
 }
 

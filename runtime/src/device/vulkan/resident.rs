@@ -6,9 +6,12 @@
 //! otherwise), mapped for its whole life: an upload or a download is a `memcpy`, and a
 //! launch binds it as it is. A launch (eager, or one of a recording) binds the kernel's
 //! cached pipeline, a descriptor set naming the buffers and the push constants
-//! (offset, group counts, scalars), and dispatches; a recording puts a compute-to-compute
-//! barrier before each dispatch that depends on an earlier one, and a compute-to-host
-//! barrier at the end, so the host sees every write once the fence has signalled.
+//! (offset, group counts, scalars), and dispatches. A recording also holds a graph's
+//! buffer copies (`vkCmdCopyBuffer`) and fills (`vkCmdFillBuffer` of the value's 4-byte
+//! pattern; an 8-byte value whose halves differ is copied from a small pattern buffer made
+//! at record time, tiled over the destination), puts a compute/transfer barrier before each
+//! step that depends on an earlier one, and a compute/transfer-to-host barrier at the end,
+//! so the host sees every write once the fence has signalled.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +21,7 @@ use super::limits::split_groups;
 use super::program::VkKernel;
 use super::{launch_err, vkerr, Owner, VulkanDevice};
 use crate::device::ResidentBuffer;
-use crate::device::{handle_as, DeviceMemory, Handle, Memory, RecordLaunch, Recording};
+use crate::device::{handle_as, DeviceMemory, Handle, Memory, RecordStep, Recording};
 use crate::error::DeviceError;
 
 /// A buffer's storage: a mapped `VkBuffer` and its memory.
@@ -78,7 +81,11 @@ impl VulkanDevice {
         let size = (bytes.max(4) as u64).div_ceil(16) * 16;
         let bci = vk::BufferCreateInfo::default()
             .size(size)
-            .usage(vk::BufferUsageFlags::STORAGE_BUFFER)
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
         // SAFETY: valid create infos on a live device; every object is destroyed on failure
@@ -261,13 +268,30 @@ impl Drop for Commands {
     }
 }
 
-/// One launch to encode: its pipeline, dispatch and buffers (by `Dispatch::bindings`).
+/// One step to encode, and whether a barrier must come first (it depends on an earlier
+/// step).
 struct Encode<'a> {
-    pipeline: Arc<Pipeline>,
-    dispatch: Dispatch,
-    buffers: Vec<&'a VkMem>,
-    /// Whether a barrier must come first (it depends on an earlier launch).
+    work: Work<'a>,
     barrier: bool,
+}
+
+/// What one encoded step does.
+enum Work<'a> {
+    /// A launch: its pipeline, dispatch and buffers (by `Dispatch::bindings`).
+    Dispatch { pipeline: Arc<Pipeline>, dispatch: Dispatch, buffers: Vec<&'a VkMem> },
+    /// `vkCmdCopyBuffer` with these regions.
+    Copy { src: vk::Buffer, dst: vk::Buffer, regions: Vec<vk::BufferCopy> },
+    /// `vkCmdFillBuffer` of `size` bytes from the start with the 4-byte pattern `data`.
+    Fill { dst: vk::Buffer, size: u64, data: u32 },
+}
+
+impl Encode<'_> {
+    fn dispatch(&self) -> Option<(&Arc<Pipeline>, &Dispatch, &[&VkMem])> {
+        match &self.work {
+            Work::Dispatch { pipeline, dispatch, buffers } => Some((pipeline, dispatch, buffers)),
+            _ => None,
+        }
+    }
 }
 
 impl VulkanDevice {
@@ -281,7 +305,8 @@ impl VulkanDevice {
             cb: vk::CommandBuffer::null(),
             fence: vk::Fence::null(),
         };
-        let nbind: usize = launches.iter().map(|l| l.dispatch.bindings.len()).sum();
+        let dispatches: Vec<_> = launches.iter().filter_map(Encode::dispatch).collect();
+        let nbind: usize = dispatches.iter().map(|l| l.1.bindings.len()).sum();
         // SAFETY: objects made from valid infos on a live device, destroyed by `c`'s Drop;
         // the descriptor writes name live buffers, which the caller keeps alive with `c`.
         unsafe {
@@ -289,10 +314,10 @@ impl VulkanDevice {
                 .ty(vk::DescriptorType::STORAGE_BUFFER)
                 .descriptor_count(nbind.max(1) as u32)];
             let dpci = vk::DescriptorPoolCreateInfo::default()
-                .max_sets(launches.len().max(1) as u32)
+                .max_sets(dispatches.len().max(1) as u32)
                 .pool_sizes(&ps);
             c.pool = d.create_descriptor_pool(&dpci, None).map_err(vkerr("descriptor pool"))?;
-            let layouts: Vec<_> = launches.iter().map(|l| l.pipeline.set_layout).collect();
+            let layouts: Vec<_> = dispatches.iter().map(|l| l.0.set_layout).collect();
             let sets = if layouts.is_empty() {
                 Vec::new()
             } else {
@@ -301,20 +326,18 @@ impl VulkanDevice {
                     .set_layouts(&layouts);
                 d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?
             };
-            for (l, &set) in launches.iter().zip(&sets) {
-                let infos: Vec<[vk::DescriptorBufferInfo; 1]> = l
-                    .dispatch
+            for ((_, dispatch, buffers), &set) in dispatches.iter().zip(&sets) {
+                let infos: Vec<[vk::DescriptorBufferInfo; 1]> = dispatch
                     .bindings
                     .iter()
                     .map(|&(_, i)| {
                         [vk::DescriptorBufferInfo::default()
-                            .buffer(l.buffers[i].buf)
+                            .buffer(buffers[i].buf)
                             .offset(0)
                             .range(vk::WHOLE_SIZE)]
                     })
                     .collect();
-                let writes: Vec<_> = l
-                    .dispatch
+                let writes: Vec<_> = dispatch
                     .bindings
                     .iter()
                     .zip(&infos)
@@ -342,24 +365,40 @@ impl VulkanDevice {
             };
             let bi = vk::CommandBufferBeginInfo::default().flags(flags);
             d.begin_command_buffer(c.cb, &bi).map_err(vkerr("begin"))?;
-            let compute = vk::PipelineStageFlags::COMPUTE_SHADER;
-            let rw = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
-            for (l, &set) in launches.iter().zip(&sets) {
+            // Steps are dispatches and transfers: a barrier orders both kinds both ways.
+            let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+            let rw = vk::AccessFlags::SHADER_READ
+                | vk::AccessFlags::SHADER_WRITE
+                | vk::AccessFlags::TRANSFER_READ
+                | vk::AccessFlags::TRANSFER_WRITE;
+            let mut sets = sets.into_iter();
+            for l in launches {
                 if l.barrier {
                     let b = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
                     d.cmd_pipeline_barrier(
                         c.cb,
-                        compute,
-                        compute,
+                        stages,
+                        stages,
                         vk::DependencyFlags::empty(),
                         &b,
                         &[],
                         &[],
                     );
                 }
-                let p = &l.pipeline;
+                let (p, dispatch) = match &l.work {
+                    Work::Dispatch { pipeline, dispatch, .. } => (pipeline, dispatch),
+                    Work::Copy { src, dst, regions } => {
+                        d.cmd_copy_buffer(c.cb, *src, *dst, regions);
+                        continue;
+                    }
+                    Work::Fill { dst, size, data } => {
+                        d.cmd_fill_buffer(c.cb, *dst, 0, *size, *data);
+                        continue;
+                    }
+                };
+                let set = sets.next().unwrap_or_default();
                 d.cmd_bind_pipeline(c.cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
-                if !l.dispatch.bindings.is_empty() {
+                if !dispatch.bindings.is_empty() {
                     d.cmd_bind_descriptor_sets(
                         c.cb,
                         vk::PipelineBindPoint::COMPUTE,
@@ -369,24 +408,24 @@ impl VulkanDevice {
                         &[],
                     );
                 }
-                let push = &l.dispatch.push;
+                let push = &dispatch.push;
                 d.cmd_push_constants(c.cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
                 // More groups than one dispatch may have: several dispatches with a base
                 // group (the module reads the launch's counts from push constants), in the
                 // order of the unsplit launch.
                 let max = self.limits.max_compute_work_group_count;
-                for (base, count) in split_groups(l.dispatch.groups, max) {
+                for (base, count) in split_groups(dispatch.groups, max) {
                     d.cmd_dispatch_base(
                         c.cb, base[0], base[1], base[2], count[0], count[1], count[2],
                     );
                 }
             }
             let b = [vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];
             d.cmd_pipeline_barrier(
                 c.cb,
-                compute,
+                stages,
                 vk::PipelineStageFlags::HOST,
                 vk::DependencyFlags::empty(),
                 &b,
@@ -417,16 +456,9 @@ impl VulkanDevice {
         let k = handle_as::<VkKernel>(kernel, "kernel")?;
         let elems: Vec<_> = buffers.iter().map(|b| b.elem).collect();
         let dispatch = self.prepare_dispatch(k, range, args, &elems)?;
-        let mems = buffers
-            .iter()
-            .map(|b| match b.mem.as_any().downcast_ref::<VkMem>() {
-                Some(m) if m.bytes >= b.len * b.elem.size_bytes() => Ok(m),
-                Some(_) => Err(launch_err("a buffer's device memory is smaller than the buffer")),
-                None => Err(launch_err("a buffer's memory belongs to another device")),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let mems = buffers.iter().map(vk_mem).collect::<Result<Vec<_>, _>>()?;
         let pipeline = pipeline(&self.owner, k, dispatch.local, dispatch.push.len() as u32)?;
-        Ok(Encode { pipeline, dispatch, buffers: mems, barrier })
+        Ok(Encode { work: Work::Dispatch { pipeline, dispatch, buffers: mems }, barrier })
     }
 
     /// Runs one launch on resident buffers and waits for it.
@@ -442,35 +474,119 @@ impl VulkanDevice {
         self.submit_wait(&c)
     }
 
-    /// Records `launches` into one command buffer (see the module docs).
-    pub(super) fn record_launches(
-        &self,
-        launches: &[RecordLaunch],
-    ) -> Result<VkGraph, DeviceError> {
-        let mut enc = Vec::with_capacity(launches.len());
-        for (i, l) in launches.iter().enumerate() {
-            if l.after.iter().any(|&j| j >= i) {
-                return Err(launch_err(format!("launch {i} is to run after a later launch")));
+    /// Records `steps` into one command buffer (see the module docs).
+    pub(super) fn record_steps(&self, steps: &[RecordStep]) -> Result<VkGraph, DeviceError> {
+        let mut enc = Vec::with_capacity(steps.len());
+        let mut patterns = Vec::new();
+        for (i, st) in steps.iter().enumerate() {
+            if st.after().iter().any(|&j| j >= i) {
+                return Err(launch_err(format!("step {i} is to run after a later step")));
             }
-            enc.push(self.encode_launch(
-                &l.kernel,
-                &l.range,
-                &l.args,
-                &l.buffers,
-                !l.after.is_empty(),
-            )?);
+            let barrier = !st.after().is_empty();
+            let work = match st {
+                RecordStep::Launch(l) => {
+                    self.encode_launch(&l.kernel, &l.range, &l.args, &l.buffers, barrier)?.work
+                }
+                RecordStep::Copy(cp) => {
+                    let src = vk_mem(&cp.src)?;
+                    let dst = vk_mem(&cp.dst)?;
+                    if cp.src.elem != cp.dst.elem || cp.src.len > cp.dst.len {
+                        return Err(launch_err(
+                            "a copy's buffers differ in element type, or the destination is \
+                             shorter",
+                        ));
+                    }
+                    let size = (cp.src.len * cp.src.elem.size_bytes()) as u64;
+                    if size == 0 {
+                        continue;
+                    }
+                    let regions = vec![vk::BufferCopy { src_offset: 0, dst_offset: 0, size }];
+                    Work::Copy { src: src.buf, dst: dst.buf, regions }
+                }
+                RecordStep::Fill(f) => {
+                    let dst = vk_mem(&f.dst)?;
+                    let es = f.dst.elem.size_bytes();
+                    if f.value.len() != es {
+                        return Err(launch_err(format!(
+                            "a fill value of {} bytes for elements of {es}",
+                            f.value.len()
+                        )));
+                    }
+                    let bytes = f.dst.len * es;
+                    if bytes == 0 {
+                        continue;
+                    }
+                    match fill_word(&f.value) {
+                        // Rounded up to whole words: the storage is allocated in 16-byte
+                        // units, and bytes past the buffer's are never read.
+                        Some(data) => {
+                            Work::Fill { dst: dst.buf, size: bytes.div_ceil(4) as u64 * 4, data }
+                        }
+                        None => {
+                            // A pattern buffer of whole values, copied over the destination
+                            // tile by tile (one copy command, many regions).
+                            let tile = bytes.min((64 << 10) / es * es);
+                            let pat = self.alloc_mem(tile)?;
+                            pat.upload(&f.value.repeat(tile / es))?;
+                            let regions = (0..bytes)
+                                .step_by(tile)
+                                .map(|off| vk::BufferCopy {
+                                    src_offset: 0,
+                                    dst_offset: off as u64,
+                                    size: tile.min(bytes - off) as u64,
+                                })
+                                .collect();
+                            let w = Work::Copy { src: pat.buf, dst: dst.buf, regions };
+                            patterns.push(pat);
+                            w
+                        }
+                    }
+                }
+            };
+            enc.push(Encode { work, barrier });
         }
         let commands = self.encode(&enc, false)?;
+        let pipelines =
+            enc.iter().filter_map(|e| e.dispatch().map(|(p, _, _)| p.clone())).collect();
         Ok(VkGraph {
             commands,
             replaying: Mutex::new(()),
             device: self.device.clone(),
             queue: self.queue.clone(),
-            _pipelines: enc.into_iter().map(|e| e.pipeline).collect(),
-            _kernels: launches.iter().map(|l| l.kernel.clone()).collect(),
-            _mems: launches.iter().flat_map(|l| l.buffers.iter().map(|b| b.mem.clone())).collect(),
+            _pipelines: pipelines,
+            _kernels: steps
+                .iter()
+                .filter_map(|s| match s {
+                    RecordStep::Launch(l) => Some(l.kernel.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _mems: steps.iter().flat_map(RecordStep::memories).collect(),
+            _patterns: patterns,
         })
     }
+}
+
+/// A buffer's Vulkan storage, checked to hold the buffer.
+fn vk_mem(b: &ResidentBuffer) -> Result<&VkMem, DeviceError> {
+    match b.mem.as_any().downcast_ref::<VkMem>() {
+        Some(m) if m.bytes >= b.len * b.elem.size_bytes() => Ok(m),
+        Some(_) => Err(launch_err("a buffer's device memory is smaller than the buffer")),
+        None => Err(launch_err("a buffer's memory belongs to another device")),
+    }
+}
+
+/// The 4-byte word whose repetition is a buffer full of the value `v` (its bytes), when
+/// there is one: values of 1, 2 or 4 bytes, and 8-byte values whose halves are equal.
+fn fill_word(v: &[u8]) -> Option<u32> {
+    let w = match v.len() {
+        1 => [v[0]; 4],
+        2 => [v[0], v[1], v[0], v[1]],
+        4 => [v[0], v[1], v[2], v[3]],
+        8 if v[..4] == v[4..] => [v[0], v[1], v[2], v[3]],
+        _ => return None,
+    };
+    Some(u32::from_le_bytes(w))
 }
 
 fn submit_wait(d: &ash::Device, queue: &Mutex<vk::Queue>, c: &Commands) -> Result<(), DeviceError> {
@@ -499,6 +615,8 @@ pub(super) struct VkGraph {
     _pipelines: Vec<Arc<Pipeline>>,
     _kernels: Vec<Handle>,
     _mems: Vec<Memory>,
+    /// The pattern buffers of fills copied from one.
+    _patterns: Vec<VkMem>,
 }
 
 impl Recording for VkGraph {
