@@ -220,12 +220,35 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                         made.push(node);
                     }
                     NodeIn::Copy { src, dst, bytes } => {
-                        let mut p: sys::CUDA_MEMCPY3D = std::mem::zeroed();
-                        p.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                        p.srcDevice = src;
-                        p.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                        p.dstDevice = dst;
-                        (p.WidthInBytes, p.Height, p.Depth) = (bytes, 1, 1);
+                        // Spelled out field by field: `CUmemorytype` has no zero value, so
+                        // a zeroed struct would be undefined behaviour (Rust aborts on it).
+                        let p = sys::CUDA_MEMCPY3D {
+                            srcXInBytes: 0,
+                            srcY: 0,
+                            srcZ: 0,
+                            srcLOD: 0,
+                            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                            srcHost: std::ptr::null(),
+                            srcDevice: src,
+                            srcArray: null_mut(),
+                            reserved0: null_mut(),
+                            srcPitch: 0,
+                            srcHeight: 0,
+                            dstXInBytes: 0,
+                            dstY: 0,
+                            dstZ: 0,
+                            dstLOD: 0,
+                            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                            dstHost: null_mut(),
+                            dstDevice: dst,
+                            dstArray: null_mut(),
+                            reserved1: null_mut(),
+                            dstPitch: 0,
+                            dstHeight: 0,
+                            WidthInBytes: bytes,
+                            Height: 1,
+                            Depth: 1,
+                        };
                         let ctx = dev.primary.ctx;
                         sys::cuGraphAddMemcpyNode(
                             &mut node,
