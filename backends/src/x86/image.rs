@@ -525,6 +525,34 @@ mod tests {
         assert!(e.contains("image of kernel `k`"), "{e}");
     }
 
+    /// Damage behind a valid checksum (as a buggy writer could make): every byte flipped
+    /// and every value of the first bytes of the tables either loads or is an error, never a
+    /// panic. (Only loaded, never run: a flipped code byte is just other code.)
+    #[test]
+    fn resealed_damage_never_panics() {
+        let p = program(
+            "kernel b(x: ptr<global, f32>, n: u32) { local t: f32[8]; private a: i32[3];
+             let i: u32 = local_id(0); t[i] = x[global_id(0)]; barrier(local);
+             a[1] = 2; x[global_id(0)] = t[7 - i] / n as f32 + (a[1] / n as i32) as f32; }",
+        );
+        let image = p.to_image().unwrap();
+        let reseal = |mut b: Vec<u8>| {
+            let sum = checksum(&b[16..]);
+            b[8..16].copy_from_slice(&sum.to_le_bytes());
+            b
+        };
+        let code_len = p.code_bytes().len();
+        for at in 16..image.len() {
+            for v in [image[at] ^ 0x01, image[at] ^ 0x80, 0, 0xff] {
+                let mut bad = image.clone();
+                bad[at] = v;
+                let _ = X86Program::from_image(p.kernel(), &reseal(bad));
+            }
+        }
+        assert!(code_len > 0);
+        assert!(X86Program::from_image(p.kernel(), &reseal(image)).is_ok());
+    }
+
     /// The code is position-independent: no RIP-relative operand (the encoder refuses
     /// them) and no 64-bit immediate or displacement that is a helper's address.
     #[test]
