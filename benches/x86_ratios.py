@@ -75,6 +75,8 @@ def main():
          t("x86_compile", "x86_jit") / t("x86_compile", "ptx_emit"), 2.0, False)
     line("JIT compile (scalar code) / PTX emission",
          t("x86_compile", "x86_jit_scalar") / t("x86_compile", "ptx_emit"), 2.0, False)
+    line("Load of the stored image (both codes) / JIT compile (vector code)",
+         t("x86_compile", "x86_image_load") / t("x86_compile", "x86_jit"))
 
 
 if __name__ == "__main__":

@@ -192,6 +192,13 @@ fn chain(c: &mut Criterion) {
     g.bench_function("ptx_emit", |bch| {
         bch.iter(|| ptx::emit_kernel(black_box(&optimized), &ptx_opts).expect("emits"))
     });
+    // A persistent-cache hit's share: mapping the stored image (both codes, checked) back.
+    let image = x86::compile(&optimized, &x86::X86Options::default())
+        .and_then(|p| p.to_image())
+        .expect("an image");
+    g.bench_function("x86_image_load", |bch| {
+        bch.iter(|| x86::X86Program::from_image(&optimized, black_box(&image)).expect("loads"))
+    });
     g.finish();
 }
 

@@ -62,6 +62,9 @@ pub(crate) enum Mark {
     Stmt(Stmt),
     /// The region after barrier `k` (numbered from 1).
     Region(u32),
+    /// A comment as it was rendered when the program was built (a program loaded from an
+    /// image: see image.rs).
+    Text(String),
 }
 
 impl std::fmt::Display for Mark {
@@ -72,6 +75,7 @@ impl std::fmt::Display for Mark {
                 write!(f, "    ; {}", text.lines().next().unwrap_or("").trim())
             }
             Mark::Region(k) => write!(f, "; region {k} (after barrier #{k})"),
+            Mark::Text(t) => f.write_str(t),
         }
     }
 }

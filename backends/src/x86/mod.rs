@@ -43,6 +43,9 @@
 //!   A kernel with vector code gets its scalar code when a launch first needs it (a group
 //!   the lanes cannot run) or when it is disassembled, so building an elementwise kernel
 //!   costs its vector code alone.
+//! * **Persistence.** [`X86Program::to_image`] writes a program as bytes (both codes, an
+//!   empty relocation list, the CPU features needed, the frame and fault tables) and
+//!   [`X86Program::from_image`] maps them back without compiling (`image.rs`).
 //! * **Memory.** Code lives in its own anonymous mapping (memmap2), written while writable,
 //!   then made read + execute (never both); when the program is dropped the mapping goes to
 //!   a small pool that later programs reuse (made writable, written, made executable again).
@@ -83,9 +86,12 @@ mod encode;
 mod expr;
 mod fault;
 mod gen;
+mod image;
 mod launch;
 mod rt;
 mod spmd;
+
+pub use image::cpu_has;
 
 use std::fmt;
 use std::ops::Range;
@@ -287,6 +293,16 @@ const SPAN_ITEMS: u64 = 1 << 16;
 /// 1 GiB, the interpreter's limit.
 const MEMORY_LIMIT: u64 = 1 << 30;
 
+/// Machine code generated in this process so far (scalar and vector code counted apart).
+static CODES_GENERATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many times this process has generated machine code (each kernel's scalar code and
+/// vector code count one each, lazily compiled scalar code included); a program loaded by
+/// [`X86Program::from_image`] generates none. For tests and statistics.
+pub fn codes_generated() -> u64 {
+    CODES_GENERATED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Compiles `kernel` to x86-64 machine code for this machine (after the `-O` pipeline when
 /// `opts.optimize`); an ill-formed kernel is an error.
 pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, BackendError> {
@@ -327,6 +343,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     let vector = if !opts.scalar && avx2() { spmd::generate(&k, &param_slots)? } else { None };
     let spmd = match vector {
         Some(v) => {
+            CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let e = encode::encode(v.asm.instructions())?;
             let frame_bytes = param_slots.iter().flatten().max().map_or(8, |&s| s as usize + 8);
             Some(SpmdCode {
@@ -349,6 +366,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
 
 /// Generates and maps the scalar code of `k` (see gen.rs).
 fn scalar_code(g: gen::Gen, k: &Kernel) -> Result<ScalarCode, X86Error> {
+    CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = g.finish(k.body())?;
     // Position-independent (relative branches, helpers called through the context), so
     // encoded at 0 and copied into the mapping.
@@ -379,7 +397,8 @@ fn avx2() -> bool {
 }
 
 impl X86Program {
-    /// The compiled kernel (after the optional `-O` pipeline).
+    /// The compiled kernel (after the optional `-O` pipeline); for a program loaded by
+    /// [`X86Program::from_image`], the signature it was loaded for (no body).
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
     }
@@ -403,8 +422,8 @@ impl X86Program {
 
     /// The scalar machine code (empty if it cannot be built). It holds no absolute address
     /// (branches are relative, helper calls go through the run's context), so the bytes are
-    /// the same in every process for the same kernel and options; what a persistent cache
-    /// would also need (the frame layout and fault tables) is not serializable yet.
+    /// the same in every process for the same kernel and options, and run wherever they are
+    /// mapped ([`X86Program::to_image`] stores them with the tables a launch needs).
     pub fn code_bytes(&self) -> &[u8] {
         self.scalar().map_or(&[][..], |s| s.code.bytes())
     }

@@ -1,12 +1,19 @@
 //! The cpu device: kernels compiled in-process to x86-64 machine code by the x86 backend
 //! ([`kiln_backends::x86`]), their work-groups spread over the host's cores.
 //!
-//! A program's binary (what the persistent cache stores) is the module as the build driver
-//! lowered it (`-O`, in the text format, in the checked artifact container the GPU devices
-//! use too): the backend's machine code holds no absolute address, but its frame layouts
-//! and fault tables cannot be stored yet, so loading a program compiles it to machine code
-//! again (tens of microseconds for a small kernel: about PTX emission's time), and no
-//! machine code is ever read back from disk.
+//! A program's binary (what the persistent cache stores) is the machine code itself: the
+//! checked artifact container the GPU devices use (the kernels' signatures), with one
+//! `x86` blob per kernel holding [`X86Program::to_image`]'s bytes: scalar and vector code,
+//! an empty relocation list (the code is position-independent: helpers are called through
+//! a table in the run's context), the CPU features the code needs, and the frame layouts
+//! and fault tables a launch uses. Both codes are stored, so the scalar code that a fresh
+//! build compiles lazily (at the first launch a vector-code kernel needs it) is already
+//! there for a loaded program, which compiles nothing. Loading checks the container, each
+//! image's checksum and tables, and the features against this CPU and this device, then
+//! maps the code writable, fills it and makes it executable. The device's
+//! [`Device::version`] names the features its code uses, so a cache item built for
+//! features this device does not use is under another key (a miss, then a build), and an
+//! image that needs one anyway is refused by `load` (and rebuilt by a `Context`).
 //!
 //! ```
 //! use kiln_ir::launch::{Arg, Buffer, NdRange};
@@ -23,6 +30,7 @@
 //! assert_eq!(bufs[0].to_vec::<i32>(), Some(vec![2, 4, 6, 8]));
 //! ```
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +42,7 @@ use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::Verified;
 
 use super::registry::OpenOptions;
-use super::{handle_as, module_from_text, Device, DeviceKind, Handle};
+use super::{handle_as, Device, DeviceKind, Handle};
 use crate::artifact;
 use crate::error::DeviceError;
 
@@ -43,7 +51,10 @@ use crate::error::DeviceError;
 pub struct CpuDevice {
     threads: usize,
     timeout: Option<Duration>,
-    features: String,
+    /// Whether kernels get 8-lane AVX2 code (the CPU has AVX2 and the device may use it).
+    vector: bool,
+    /// Kernels compiled to machine code by [`Device::build`] so far.
+    compiled: AtomicU64,
 }
 
 /// A loaded program: one compiled kernel per kernel of the module.
@@ -64,7 +75,22 @@ impl CpuDevice {
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             .max(1);
-        Ok(CpuDevice { threads, timeout: options.timeout, features: host_features() })
+        let vector = kiln_backends::x86::cpu_has("avx2");
+        Ok(CpuDevice { threads, timeout: options.timeout, vector, compiled: AtomicU64::new(0) })
+    }
+
+    /// This device without vector code: only the scalar code is built and only images
+    /// that need no CPU feature beyond x86-64's baseline are loaded, as on a CPU without
+    /// AVX2 (its [`Device::version`], and so its persistent-cache key, says so).
+    pub fn scalar_only(mut self) -> CpuDevice {
+        self.vector = false;
+        self
+    }
+
+    /// How many kernels this device has compiled to machine code (a program loaded from
+    /// the persistent cache adds none).
+    pub fn kernels_compiled(&self) -> u64 {
+        self.compiled.load(Ordering::Relaxed)
     }
 
     /// How many threads a launch's work-groups are spread over.
@@ -73,22 +99,16 @@ impl CpuDevice {
     }
 
     fn target(&self) -> X86 {
-        X86(X86Options::default())
+        X86(X86Options { scalar: !self.vector, ..X86Options::default() })
     }
-}
 
-/// The CPU features the generated code depends on (part of the device's identity, so a
-/// cached program is never used on a host that lacks them).
-fn host_features() -> String {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let avx2 = std::arch::is_x86_feature_detected!("avx2");
-        let fma = std::arch::is_x86_feature_detected!("fma");
-        format!("x86-64 avx2 {avx2} fma {fma}")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        "not x86-64".into()
+    /// The CPU features this device's code may use beyond x86-64's baseline.
+    fn features(&self) -> &'static str {
+        if self.vector {
+            "x86-64+avx2"
+        } else {
+            "x86-64"
+        }
     }
 }
 
@@ -99,9 +119,10 @@ impl Device for CpuDevice {
     fn kind(&self) -> DeviceKind {
         DeviceKind::CpuJit
     }
-    /// kiln's version and the host CPU's features.
+    /// kiln's version and the CPU features the device's code uses (part of the persistent
+    /// cache key: an item built for other features is a miss).
     fn version(&self) -> String {
-        format!("{} {}", env!("CARGO_PKG_VERSION"), self.features)
+        format!("{} {}", env!("CARGO_PKG_VERSION"), self.features())
     }
     /// Every load, store and atomic is checked against its buffer's length.
     fn checks_bounds(&self) -> bool {
@@ -112,18 +133,38 @@ impl Device for CpuDevice {
         let (lowered, _) =
             driver::lower(&target.name(), target.lowering(), module.clone(), options)
                 .map_err(|e| DeviceError::build(self.name(), e))?;
-        Ok(artifact::encode(&lowered.kernels, &[("kir".into(), lowered.to_string().into_bytes())]))
+        let programs = target.emit(&lowered).map_err(|e| DeviceError::build(self.name(), e))?;
+        self.compiled.fetch_add(programs.len() as u64, Ordering::Relaxed);
+        let mut blobs = Vec::with_capacity(programs.len());
+        for p in &programs {
+            let image = p.to_image().map_err(|e| DeviceError::build(self.name(), e))?;
+            blobs.push(("x86".to_string(), image));
+        }
+        Ok(artifact::encode(&lowered.kernels, &blobs))
     }
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let load_err = |message: String| DeviceError::Load { device: self.name(), message };
         let a = artifact::decode(&self.name(), binary)?;
-        let text = match a.blobs.as_slice() {
-            [(kind, text)] if kind == "kir" => text,
-            _ => return Err(load_err("expected one kir blob".into())),
-        };
-        let module = module_from_text(&self.name(), text)?;
-        let programs = self.target().emit(&module).map_err(|e| load_err(e.to_string()))?;
-        Ok(Arc::new(CpuProgram(programs.into_iter().map(Arc::new).collect())))
+        if a.blobs.len() != a.signatures.len() || a.blobs.iter().any(|(kind, _)| kind != "x86") {
+            return Err(load_err(format!(
+                "expected one x86 blob per kernel ({} kernels, blobs {:?})",
+                a.signatures.len(),
+                a.blobs.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()
+            )));
+        }
+        let mut programs = Vec::with_capacity(a.blobs.len());
+        for (sig, (_, image)) in a.signatures.iter().zip(&a.blobs) {
+            let p = X86Program::from_image(sig, image).map_err(|e| load_err(e.to_string()))?;
+            if !self.vector && !p.required_features().is_empty() {
+                return Err(load_err(format!(
+                    "kernel `{}`: the code needs {:?}, which this device does not use",
+                    sig.name(),
+                    p.required_features()
+                )));
+            }
+            programs.push(Arc::new(p));
+        }
+        Ok(Arc::new(CpuProgram(programs)))
     }
     fn kernel(&self, program: &Handle, name: &str) -> Result<Handle, DeviceError> {
         let p = handle_as::<CpuProgram>(program, "program")?;

@@ -212,8 +212,8 @@ pub trait Device: Send + Sync + 'static {
     }
 }
 
-/// The module a program binary holds as kiln text, for the devices whose binaries are IR
-/// (the interpreter, the cpu device). The bytes may come from disk: anything that does not
+/// The module a program binary holds as kiln text, for the device whose binaries are IR
+/// (the interpreter). The bytes may come from disk: anything that does not
 /// parse and verify is a load error on `device`, never trusted.
 pub(crate) fn module_from_text(device: &str, text: &[u8]) -> Result<Verified, DeviceError> {
     let load_err = |message: String| DeviceError::Load { device: device.into(), message };

@@ -1,0 +1,581 @@
+//! A compiled program as bytes, for a persistent cache: the machine code, its (empty)
+//! relocation list, the CPU features it needs, and the tables a launch and its error
+//! messages use (frame layout, memory table, fault sites, disassembly comments).
+//!
+//! **No relocations.** The code holds no absolute address: branches are `rel32` (the
+//! encoder refuses anything else, RIP-relative operands included), runtime helpers are
+//! called through the table in the run's context (`Ctx::helpers`), buffers and arrays are
+//! reached through the context's memory table, and the lane-index constant of the vector
+//! code lives in the vector frame. So the bytes run wherever they are mapped, and the
+//! relocation list every code blob carries is empty; a loader refuses a non-empty one
+//! (no producer makes them, so there is nothing it could correctly apply).
+//!
+//! **Both codes.** An image always carries the scalar code, even for a kernel with vector
+//! code whose scalar code would otherwise be compiled at its first launch that needs it:
+//! a loaded program has no kernel body to compile from, and it compiles nothing.
+//!
+//! Layout, little-endian; strings and byte strings as (u32 len, bytes):
+//!
+//! ```text
+//! "KX86IMG1"  u64 checksum (FNV-1a 64 of everything after it)
+//!             str kernel name; u32 params; u8 checked
+//!             u32 features, each str                 (CPU features the code needs)
+//!             u32 param slots, each i32 (i32::MIN: none)
+//!             scalar code: bytes code; u32 relocations (0); mems; sites;
+//!                          u64 frame_bytes; u64 local_bytes; u32 barriers;
+//!                          u32 marks, each (u32 offset, str comment)
+//!             u8 has vector code, then: bytes code; u32 relocations (0);
+//!                          u64 vframe_bytes; u32 accessed, each u32; mems; u64 frame_bytes
+//! mems:  u32 n, each: str name; u8 elem (index in Scalar::ALL);
+//!        u8 0, u32 table index | u8 1, i32 frame offset, u32 count;
+//!        u8 0 | u8 1, u32 parameter;  u8 0 | u8 1, u64 local offset, u32 count
+//! sites: u32 n, each: u8 0, str access, u32 mem, u8 signed | u8 1, u8 rem, str expr
+//!                   | u8 2, str var, u8 signed
+//! ```
+//!
+//! Decoding checks the checksum first (a damaged image is refused before any of its code
+//! is mapped), then every length and every index the launch code uses against the
+//! tables it indexes: a bad image is an error, never a panic or a wild access. The
+//! checksum guards against damage, not against someone who can write the cache directory
+//! (who could as well replace the program using it).
+
+use std::sync::OnceLock;
+
+use kiln_ir::{AtomicOp, Kernel, Scalar};
+
+use super::gen::{Mark, MemInfo, MemKind, Site};
+use super::rt::ExecCode;
+use super::{ScalarCode, SpmdCode, X86Error, X86Program};
+
+const MAGIC: &[u8; 8] = b"KX86IMG1";
+/// The largest table size or byte count an image may declare (far above any real one).
+const MAX_BYTES: u64 = 1 << 30;
+
+/// FNV-1a, 64 bits: enough to catch damage, and needs no dependency.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+struct W(Vec<u8>);
+
+impl W {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+    }
+    fn opt<T>(&mut self, v: Option<T>, f: impl FnOnce(&mut W, T)) {
+        match v {
+            Some(v) => {
+                self.u8(1);
+                f(self, v)
+            }
+            None => self.u8(0),
+        }
+    }
+    fn mems(&mut self, mems: &[MemInfo]) {
+        self.u32(mems.len() as u32);
+        for m in mems {
+            self.bytes(m.name.as_bytes());
+            self.u8(Scalar::ALL.iter().position(|s| *s == m.elem).unwrap_or(0xff) as u8);
+            match m.kind {
+                MemKind::Table(t) => {
+                    self.u8(0);
+                    self.u32(t);
+                }
+                MemKind::Private { off, count } => {
+                    self.u8(1);
+                    self.u32(off as u32);
+                    self.u32(count);
+                }
+            }
+            self.opt(m.param, |w, p| w.u32(p as u32));
+            self.opt(m.local, |w, (off, count)| {
+                w.u64(off as u64);
+                w.u32(count);
+            });
+        }
+    }
+    fn sites(&mut self, sites: &[Site]) {
+        self.u32(sites.len() as u32);
+        for s in sites {
+            match s {
+                Site::Access { what, mem, signed } => {
+                    self.u8(0);
+                    self.bytes(what.as_bytes());
+                    self.u32(*mem);
+                    self.u8(*signed as u8);
+                }
+                Site::Div { rem, expr } => {
+                    self.u8(1);
+                    self.u8(*rem as u8);
+                    self.bytes(expr.as_bytes());
+                }
+                Site::ForStep { var, signed } => {
+                    self.u8(2);
+                    self.bytes(var.as_bytes());
+                    self.u8(*signed as u8);
+                }
+            }
+        }
+    }
+}
+
+/// A reader whose every read is bounds-checked.
+struct R<'a>(&'a [u8]);
+
+type Res<T> = Result<T, String>;
+
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Res<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(format!("truncated: {n} bytes wanted, {} left", self.0.len()));
+        }
+        let (h, t) = self.0.split_at(n);
+        self.0 = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Res<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn flag(&mut self) -> Res<bool> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(format!("bad flag byte {b}")),
+        }
+    }
+    fn u32(&mut self) -> Res<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| "truncated")?))
+    }
+    fn u64(&mut self) -> Res<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| "truncated")?))
+    }
+    /// A count or size, refused above [`MAX_BYTES`].
+    fn size(&mut self, what: &str) -> Res<usize> {
+        let v = self.u64()?;
+        if v > MAX_BYTES {
+            return Err(format!("{what} of {v} bytes"));
+        }
+        Ok(v as usize)
+    }
+    fn bytes(&mut self) -> Res<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn str(&mut self) -> Res<String> {
+        String::from_utf8(self.bytes()?.to_vec()).map_err(|e| e.to_string())
+    }
+    fn mems(&mut self, params: usize) -> Res<Vec<MemInfo>> {
+        let n = self.u32()?;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let name = self.str()?;
+            let e = self.u8()?;
+            let elem = *Scalar::ALL.get(e as usize).ok_or(format!("bad element type {e}"))?;
+            let kind = match self.u8()? {
+                0 => {
+                    let t = self.u32()?;
+                    // The launch builds the table in this order (see run_groups_raw).
+                    let next =
+                        out.iter().filter(|m: &&MemInfo| matches!(m.kind, MemKind::Table(_)));
+                    if t as usize != next.count() {
+                        return Err(format!("`{name}`: table entry {t} out of order"));
+                    }
+                    MemKind::Table(t)
+                }
+                1 => MemKind::Private { off: self.u32()? as i32, count: self.u32()? },
+                b => return Err(format!("`{name}`: bad memory kind {b}")),
+            };
+            let param = if self.flag()? { Some(self.u32()? as usize) } else { None };
+            if param.is_some_and(|p| p >= params) {
+                return Err(format!("`{name}`: parameter {param:?} of {params}"));
+            }
+            let local =
+                if self.flag()? { Some((self.size("local offset")?, self.u32()?)) } else { None };
+            out.push(MemInfo { name, elem, kind, param, local });
+        }
+        Ok(out)
+    }
+    fn sites(&mut self, mems: usize) -> Res<Vec<Site>> {
+        let n = self.u32()?;
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(match self.u8()? {
+                0 => {
+                    let what = self.str()?;
+                    // The access words generated code uses, as the static strings sites hold.
+                    let what = ["load", "store"]
+                        .into_iter()
+                        .chain(AtomicOp::ALL.iter().map(|op| op.name()))
+                        .find(|w| *w == what)
+                        .ok_or(format!("unknown access `{what}`"))?;
+                    let mem = self.u32()?;
+                    if mem as usize >= mems {
+                        return Err(format!("site names memory {mem} of {mems}"));
+                    }
+                    Site::Access { what, mem, signed: self.flag()? }
+                }
+                1 => Site::Div { rem: self.flag()?, expr: self.str()? },
+                2 => Site::ForStep { var: self.str()?, signed: self.flag()? },
+                b => return Err(format!("bad site kind {b}")),
+            });
+        }
+        Ok(out)
+    }
+    fn code(&mut self) -> Res<ExecCode> {
+        let code = self.bytes()?;
+        let relocs = self.u32()?;
+        if relocs != 0 {
+            return Err(format!(
+                "{relocs} relocations: this backend's code is position-independent and no \
+                 loader applies relocations"
+            ));
+        }
+        ExecCode::new(code).map_err(|e| e.to_string())
+    }
+}
+
+/// The frame size checks a launch relies on: whole words, at least one, and every scalar
+/// parameter's slot inside it.
+fn check_frame(frame_bytes: usize, slots: &[Option<i32>]) -> Res<()> {
+    if frame_bytes == 0 || !frame_bytes.is_multiple_of(8) {
+        return Err(format!("frame of {frame_bytes} bytes"));
+    }
+    match slots.iter().flatten().find(|&&s| s < 0 || s % 8 != 0 || s as usize + 8 > frame_bytes) {
+        Some(s) => Err(format!("parameter slot {s} outside a frame of {frame_bytes} bytes")),
+        None => Ok(()),
+    }
+}
+
+/// Memory bound to a parameter is bound to a pointer parameter.
+fn check_params(mems: &[MemInfo], sig: &Kernel) -> Res<()> {
+    for m in mems {
+        let Some(p) = m.param else { continue };
+        if !matches!(sig.params()[p].ty(), kiln_ir::Type::Ptr(..)) {
+            return Err(format!("memory `{}` bound to scalar parameter {p}", m.name));
+        }
+    }
+    Ok(())
+}
+
+/// Each local array within the local block.
+fn check_locals(mems: &[MemInfo], local_bytes: usize) -> Res<()> {
+    for m in mems {
+        if let Some((off, count)) = m.local {
+            let end = off as u64 + count as u64 * m.elem.size_bytes() as u64;
+            if end > local_bytes as u64 {
+                return Err(format!("local array `{}` ends at {end}, past {local_bytes}", m.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl X86Program {
+    /// The CPU features the program's code needs beyond x86-64's baseline (SSE2): `avx2`
+    /// when it has vector code.
+    pub fn required_features(&self) -> Vec<&'static str> {
+        if self.spmd.is_some() {
+            vec!["avx2"]
+        } else {
+            vec![]
+        }
+    }
+
+    /// The program as bytes for [`X86Program::from_image`] (see the module docs of
+    /// `image.rs` in the source for the layout): the scalar code (compiled now if it was not
+    /// yet; an error if it cannot be), the vector code if any, an empty relocation list for
+    /// each (the code is position-independent), the features it needs and its tables.
+    pub fn to_image(&self) -> Result<Vec<u8>, crate::target::BackendError> {
+        let sc = self.scalar().map_err(|e| e.into_backend(self.kernel.name()))?;
+        let mut w = W(Vec::new());
+        w.bytes(self.kernel.name().as_bytes());
+        w.u32(self.kernel.params().len() as u32);
+        w.u8(self.checked as u8);
+        let features = self.required_features();
+        w.u32(features.len() as u32);
+        features.iter().for_each(|f| w.bytes(f.as_bytes()));
+        w.u32(self.param_slots.len() as u32);
+        self.param_slots.iter().for_each(|s| w.u32(s.unwrap_or(i32::MIN) as u32));
+        w.bytes(sc.code.bytes());
+        w.u32(0);
+        w.mems(&sc.mems);
+        w.sites(&sc.sites);
+        w.u64(sc.frame_bytes as u64);
+        w.u64(sc.local_bytes as u64);
+        w.u32(sc.n_barriers);
+        w.u32(sc.marks.len() as u32);
+        for (off, m) in &sc.marks {
+            w.u32(*off);
+            w.bytes(m.to_string().as_bytes());
+        }
+        w.opt(self.spmd.as_ref(), |w, v| {
+            w.bytes(v.code.bytes());
+            w.u32(0);
+            w.u64(v.vframe_bytes as u64);
+            w.u32(v.accessed.len() as u32);
+            v.accessed.iter().for_each(|&a| w.u32(a));
+            w.mems(&v.mems);
+            w.u64(v.frame_bytes as u64);
+        });
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&checksum(&w.0).to_le_bytes());
+        out.extend_from_slice(&w.0);
+        Ok(out)
+    }
+
+    /// A program from [`X86Program::to_image`]'s bytes, for the kernel `signature` (its
+    /// name, parameters and attributes; the body is not needed and not kept: a loaded
+    /// program compiles nothing, and [`X86Program::kernel`] returns the signature). The
+    /// bytes are checked (checksum, then every length and table index), and the CPU must
+    /// have every feature the code needs; the code is mapped writable, filled, then made
+    /// executable. Any failure is an error naming it.
+    pub fn from_image(
+        signature: &Kernel,
+        image: &[u8],
+    ) -> Result<X86Program, crate::target::BackendError> {
+        load(signature, image).map_err(|m| {
+            X86Error::Unsupported(format!("cannot load the machine code image: {m}"))
+                .into_backend(signature.name())
+        })
+    }
+}
+
+/// Whether this CPU has `feature`, one of the names [`X86Program::required_features`]
+/// uses (`avx2`, `fma`); false for any other name and on other architectures.
+pub fn cpu_has(feature: &str) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match feature {
+            "avx2" => super::avx2(),
+            "fma" => std::arch::is_x86_feature_detected!("fma"),
+            _ => false,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = feature;
+        false
+    }
+}
+
+fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err("this host is not x86-64".into());
+    }
+    let mut r = R(image);
+    if r.take(MAGIC.len()).ok() != Some(&MAGIC[..]) {
+        return Err("not an x86 code image (bad magic)".into());
+    }
+    let sum = r.u64()?;
+    if checksum(r.0) != sum {
+        return Err("checksum mismatch (damaged image)".into());
+    }
+    let name = r.str()?;
+    let params = r.u32()? as usize;
+    if name != sig.name() || params != sig.params().len() {
+        return Err(format!(
+            "image of kernel `{name}` with {params} parameters, for kernel `{}` with {}",
+            sig.name(),
+            sig.params().len()
+        ));
+    }
+    let checked = r.flag()?;
+    for _ in 0..r.u32()? {
+        let f = r.str()?;
+        if !cpu_has(&f) {
+            return Err(format!("the code needs the CPU feature `{f}`, which this CPU lacks"));
+        }
+    }
+    let n = r.u32()? as usize;
+    if n != params {
+        return Err(format!("{n} parameter slots for {params} parameters"));
+    }
+    let param_slots: Vec<Option<i32>> = (0..n)
+        .map(|_| r.u32().map(|s| Some(s as i32).filter(|&s| s != i32::MIN)))
+        .collect::<Res<_>>()?;
+    // Scalar parameters only have slots, pointer ones only memory entries.
+    for (p, s) in sig.params().iter().zip(&param_slots) {
+        if s.is_some() != matches!(p.ty(), kiln_ir::Type::Scalar(_)) {
+            return Err(format!("parameter `{}`: slot does not match its type", p.name()));
+        }
+    }
+    let code = r.code()?;
+    let mems = r.mems(params)?;
+    check_params(&mems, sig)?;
+    let sites = r.sites(mems.len())?;
+    let frame_bytes = r.size("frame")?;
+    let local_bytes = r.size("local block")?;
+    let n_barriers = r.u32()?;
+    check_frame(frame_bytes, &param_slots)?;
+    check_locals(&mems, local_bytes)?;
+    for m in &mems {
+        if let MemKind::Private { off, count } = m.kind {
+            let end = off as i64 + count as i64 * m.elem.size_bytes() as i64;
+            if off < 0 || end > frame_bytes as i64 {
+                return Err(format!("private array `{}` outside the frame", m.name));
+            }
+        }
+    }
+    let n_marks = r.u32()?;
+    let mut marks = Vec::new();
+    for _ in 0..n_marks {
+        marks.push((r.u32()?, Mark::Text(r.str()?)));
+    }
+    let scalar = ScalarCode { code, mems, sites, frame_bytes, local_bytes, n_barriers, marks };
+    let spmd = if r.flag()? {
+        let code = r.code()?;
+        let vframe_bytes = r.size("vector frame")?;
+        if vframe_bytes < 32 {
+            return Err(format!("vector frame of {vframe_bytes} bytes"));
+        }
+        let accessed: Vec<u32> = (0..r.u32()?).map(|_| r.u32()).collect::<Res<_>>()?;
+        let mems = r.mems(params)?;
+        check_params(&mems, sig)?;
+        if mems.iter().any(|m| !matches!(m.kind, MemKind::Table(_)) || m.param.is_none()) {
+            return Err("vector code memory that is not a buffer parameter".into());
+        }
+        if let Some(a) = accessed.iter().find(|&&a| a as usize >= mems.len()) {
+            return Err(format!("vector code accesses memory {a} of {}", mems.len()));
+        }
+        let frame_bytes = r.size("frame")?;
+        check_frame(frame_bytes, &param_slots)?;
+        Some(SpmdCode { code, vframe_bytes, accessed, mems, frame_bytes })
+    } else {
+        None
+    };
+    if !r.0.is_empty() {
+        return Err("trailing bytes".into());
+    }
+    let cell = OnceLock::new();
+    let _ = cell.set(Ok(scalar));
+    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_ir::launch::{Arg, Buffer, NdRange};
+
+    fn program(src: &str) -> X86Program {
+        let m = kiln_ir::parse_module(src).unwrap();
+        super::super::compile(&m.kernels[0], &super::super::X86Options::default()).unwrap()
+    }
+
+    const SRC: &str = "kernel k(x: ptr<global, i32>, d: i32) {
+        let i: u32 = global_id(0); x[i] = x[i] / d + x[i + 1]; }";
+
+    #[test]
+    fn round_trip_runs_and_reports_like_the_original() {
+        let vector = "kernel v(x: ptr<global, i32>, d: i32) {
+            let i: u32 = global_id(0); x[i] = x[i] * d + 1; }";
+        assert_eq!(program(vector).has_spmd(), cpu_has("avx2"));
+        for src in [SRC, vector] {
+            let p = program(src);
+            let image = p.to_image().unwrap();
+            let q = X86Program::from_image(p.kernel(), &image).unwrap();
+            // Both codes are in the loaded program: it never compiles.
+            assert!(q.scalar.get().is_some_and(|s| s.is_ok()));
+            assert_eq!(q.code_bytes(), p.code_bytes());
+            assert_eq!(q.has_spmd(), p.has_spmd());
+            assert_eq!(q.required_features(), p.required_features());
+            assert_eq!(q.disassemble(), p.disassemble());
+            // Whole batches (the vector code where there is one), a ragged range (the
+            // scalar code), a division by zero, an access out of bounds.
+            for (d, n, len) in [(3i32, 16u32, 17usize), (3, 13, 14), (0, 8, 9), (2, 9, 9)] {
+                let args = [Arg::Buffer(0), Arg::scalar(d)];
+                let init: Vec<i32> = (0..len as i32).map(|v| v * 5 - 7).collect();
+                let (mut a, mut b) =
+                    (vec![Buffer::from_slice(&init)], vec![Buffer::from_slice(&init)]);
+                let ra = p.run(&NdRange::new(&[n]), &args, &mut a).map_err(|e| e.to_string());
+                let rb = q.run(&NdRange::new(&[n]), &args, &mut b).map_err(|e| e.to_string());
+                assert_eq!(ra, rb, "{src}");
+                assert_eq!(a[0].to_vec::<i32>(), b[0].to_vec::<i32>());
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_images_are_refused() {
+        let p = program(SRC);
+        let image = p.to_image().unwrap();
+        for n in 0..image.len() {
+            assert!(X86Program::from_image(p.kernel(), &image[..n]).is_err(), "cut at {n}");
+        }
+        for at in (0..image.len()).step_by(7) {
+            let mut bad = image.clone();
+            bad[at] ^= 0x40;
+            let e = X86Program::from_image(p.kernel(), &bad).unwrap_err().to_string();
+            assert!(e.contains("cannot load"), "{e}");
+        }
+        // Another kernel's signature, a nonzero relocation count (checksum made valid).
+        let other = kiln_ir::parse_module("kernel j(x: ptr<global, i32>) {}").unwrap();
+        let e = X86Program::from_image(&other.kernels[0], &image).unwrap_err().to_string();
+        assert!(e.contains("image of kernel `k`"), "{e}");
+    }
+
+    /// Damage behind a valid checksum (as a buggy writer could make): every byte flipped
+    /// and every value of the first bytes of the tables either loads or is an error, never a
+    /// panic. (Only loaded, never run: a flipped code byte is just other code.)
+    #[test]
+    fn resealed_damage_never_panics() {
+        let p = program(
+            "kernel b(x: ptr<global, f32>, n: u32) { local t: f32[8]; private a: i32[3];
+             let i: u32 = local_id(0); t[i] = x[global_id(0)]; barrier(local);
+             a[1] = 2; x[global_id(0)] = t[7 - i] / n as f32 + (a[1] / n as i32) as f32; }",
+        );
+        let image = p.to_image().unwrap();
+        let reseal = |mut b: Vec<u8>| {
+            let sum = checksum(&b[16..]);
+            b[8..16].copy_from_slice(&sum.to_le_bytes());
+            b
+        };
+        let code_len = p.code_bytes().len();
+        for at in 16..image.len() {
+            for v in [image[at] ^ 0x01, image[at] ^ 0x80, 0, 0xff] {
+                let mut bad = image.clone();
+                bad[at] = v;
+                let _ = X86Program::from_image(p.kernel(), &reseal(bad));
+            }
+        }
+        assert!(code_len > 0);
+        assert!(X86Program::from_image(p.kernel(), &reseal(image)).is_ok());
+    }
+
+    /// The code is position-independent: no RIP-relative operand (the encoder refuses
+    /// them) and no 64-bit immediate or displacement that is a helper's address.
+    #[test]
+    fn code_holds_no_absolute_address() {
+        let p = program(
+            "kernel h(x: ptr<global, f32>, n: u32) { let i: u32 = global_id(0);
+             var s: f32 = 0.0; for j: u32 in 0..n { s = s + sin(x[i]) + floor(x[j]); }
+             x[i] = s; }",
+        );
+        let helpers = super::super::rt::helpers();
+        let mut d = iced_x86::Decoder::new(64, p.code_bytes(), iced_x86::DecoderOptions::NONE);
+        let mut n = 0;
+        while d.can_decode() {
+            let ins = d.decode();
+            n += 1;
+            assert!(!ins.is_ip_rel_memory_operand(), "{ins}");
+            let imm = (0..ins.op_count())
+                .filter(|&i| ins.op_kind(i) == iced_x86::OpKind::Immediate64)
+                .map(|_| ins.immediate64());
+            for v in imm.chain([ins.memory_displacement64()]) {
+                assert!(!helpers.contains(&(v as usize)), "{ins} embeds a helper address");
+            }
+        }
+        assert!(n > 20);
+    }
+}
