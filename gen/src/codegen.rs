@@ -131,32 +131,23 @@ struct Gen<'a> {
 }
 
 impl Gen<'_> {
+    /// Operand A (`is_a`) or B as a tile load sees it: its view, global buffer, local tile,
+    /// tile rows, work-group base and size along M or N, and which of the two that is.
+    fn operand(&self, is_a: bool) -> (&View, &Var, &Var, i64, &Expr, i64, DimKind) {
+        if is_a {
+            let rows = self.cfg.tile_m() as i64;
+            (&self.v.a, &self.pa, &self.a_s, rows, &self.m0, self.m, DimKind::M)
+        } else {
+            let rows = self.cfg.tile_n() as i64;
+            (&self.v.b, &self.pb, &self.b_s, rows, &self.n0, self.n, DimKind::N)
+        }
+    }
+
     /// The cooperative load of one `BK`-deep tile of an operand into local memory at
     /// `slot` (an element offset): work-item `lid` copies elements `lid, lid + T, ...`.
     fn load_tile(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Stmt {
-        let (view, buf, dst, rows, mn0, mn_size, kind, tag) = if is_a {
-            (
-                &self.v.a,
-                &self.pa,
-                &self.a_s,
-                self.cfg.tile_m() as i64,
-                &self.m0,
-                self.m,
-                DimKind::M,
-                "la",
-            )
-        } else {
-            (
-                &self.v.b,
-                &self.pb,
-                &self.b_s,
-                self.cfg.tile_n() as i64,
-                &self.n0,
-                self.n,
-                DimKind::N,
-                "lb",
-            )
-        };
+        let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
+        let tag = if is_a { "la" } else { "lb" };
         let bk = self.cfg.k_tile as i64;
         let threads = self.cfg.threads() as i64;
         let total = rows * bk;
@@ -209,29 +200,8 @@ impl Gen<'_> {
     /// view is provably contiguous and aligned along them and the masks are per vector.
     fn load_tile_vector(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Option<Stmt> {
         let w = self.cfg.vec as i64;
-        let (view, buf, dst, rows, mn0, mn_size, kind, tag) = if is_a {
-            (
-                &self.v.a,
-                &self.pa,
-                &self.a_s,
-                self.cfg.tile_m() as i64,
-                &self.m0,
-                self.m,
-                DimKind::M,
-                "va",
-            )
-        } else {
-            (
-                &self.v.b,
-                &self.pb,
-                &self.b_s,
-                self.cfg.tile_n() as i64,
-                &self.n0,
-                self.n,
-                DimKind::N,
-                "vb",
-            )
-        };
+        let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
+        let tag = if is_a { "va" } else { "vb" };
         if w == 1 || rows % w != 0 || view.layout().ty() != Scalar::F32 {
             return None;
         }
@@ -296,29 +266,8 @@ impl Gen<'_> {
     /// when the view is provably contiguous and aligned along K and the masks are per vector.
     fn load_tile_vector_k(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Option<Stmt> {
         let w = self.cfg.vec as i64;
-        let (view, buf, dst, rows, mn0, mn_size, kind, tag) = if is_a {
-            (
-                &self.v.a,
-                &self.pa,
-                &self.a_s,
-                self.cfg.tile_m() as i64,
-                &self.m0,
-                self.m,
-                DimKind::M,
-                "ka",
-            )
-        } else {
-            (
-                &self.v.b,
-                &self.pb,
-                &self.b_s,
-                self.cfg.tile_n() as i64,
-                &self.n0,
-                self.n,
-                DimKind::N,
-                "kb",
-            )
-        };
+        let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
+        let tag = if is_a { "ka" } else { "kb" };
         let bk = self.cfg.k_tile as i64;
         if w == 1 || bk % w != 0 || view.layout().ty() != Scalar::F32 {
             return None;

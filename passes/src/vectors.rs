@@ -61,6 +61,9 @@ pub fn uses_vectors(k: &Kernel) -> bool {
             }
         }
     }
+    // The walk recurses: bound the depth first, as every other walk does (a no-op unless
+    // some expression is deeper than `MAX_EXPR_DEPTH`).
+    let k = kiln_ir::depth::bound_kernel(k);
     let mut f = Find(false);
     f.visit_stmt(k.body());
     f.0
