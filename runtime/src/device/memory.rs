@@ -133,6 +133,30 @@ impl RecordStep {
     }
 }
 
+/// What a device's recording of steps names and must keep alive as long as it exists: the
+/// kernels (their modules stay loaded) and the buffers' memory (their addresses are baked
+/// into the recording).
+pub struct KeepAlive {
+    _kernels: Vec<Handle>,
+    _mems: Vec<Memory>,
+}
+
+impl KeepAlive {
+    /// The kernels and memory `steps` name.
+    pub fn of(steps: &[RecordStep]) -> KeepAlive {
+        KeepAlive {
+            _kernels: steps
+                .iter()
+                .filter_map(|s| match s {
+                    RecordStep::Launch(l) => Some(l.kernel.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _mems: steps.iter().flat_map(RecordStep::memories).collect(),
+        }
+    }
+}
+
 /// A list of steps recorded into the device's own command list (a Vulkan command
 /// buffer, a CUDA graph), replayed as one submission.
 pub trait Recording: Send + Sync {

@@ -56,7 +56,7 @@ pub mod vulkan;
 
 pub use interp::{interp_device, Interp, InterpDevice, IrDevice, IrExecutor};
 pub use memory::{
-    DeviceMemory, Memory, RecordCopy, RecordFill, RecordLaunch, RecordStep, Recording,
+    DeviceMemory, KeepAlive, Memory, RecordCopy, RecordFill, RecordLaunch, RecordStep, Recording,
     ResidentBuffer,
 };
 

@@ -9,7 +9,7 @@ use cudarc::driver::{result, sys};
 
 use super::{check_args, device_ptrs, driver, guarded, launch_shape, CudaDevice, CudaKernel};
 use super::{Params, Primary};
-use crate::device::{handle_as, Handle, Memory, RecordStep, Recording};
+use crate::device::{handle_as, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
 use kiln_ir::Scalar;
 use std::sync::Arc;
@@ -19,10 +19,8 @@ pub(super) struct CudaGraph {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
     primary: Arc<Primary>,
-    /// The kernels (their modules stay loaded) and the buffers' memory (their addresses
-    /// are baked into the nodes).
-    _kernels: Vec<Handle>,
-    _mems: Vec<Memory>,
+    /// The kernels and memory the nodes name.
+    _alive: KeepAlive,
 }
 
 // The graph handles are used only with their context made current on the calling thread,
@@ -178,14 +176,7 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                 graph: null_mut(),
                 exec: null_mut(),
                 primary: dev.primary.clone(),
-                _kernels: steps
-                    .iter()
-                    .filter_map(|s| match s {
-                        RecordStep::Launch(l) => Some(l.kernel.clone()),
-                        _ => None,
-                    })
-                    .collect(),
-                _mems: steps.iter().flat_map(RecordStep::memories).collect(),
+                _alive: KeepAlive::of(steps),
             };
             sys::cuGraphCreate(&mut g.graph, 0).result().map_err(driver("cuGraphCreate"))?;
             // Each step's nodes (a fill may have two; a later step depends on all).

@@ -21,7 +21,7 @@ use super::limits::split_groups;
 use super::program::VkKernel;
 use super::{launch_err, vkerr, Owner, VulkanDevice};
 use crate::device::ResidentBuffer;
-use crate::device::{handle_as, DeviceMemory, Handle, Memory, RecordStep, Recording};
+use crate::device::{handle_as, DeviceMemory, Handle, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
 
 /// A buffer's storage: a mapped `VkBuffer` and its memory.
@@ -554,14 +554,7 @@ impl VulkanDevice {
             device: self.device.clone(),
             queue: self.queue.clone(),
             _pipelines: pipelines,
-            _kernels: steps
-                .iter()
-                .filter_map(|s| match s {
-                    RecordStep::Launch(l) => Some(l.kernel.clone()),
-                    _ => None,
-                })
-                .collect(),
-            _mems: steps.iter().flat_map(RecordStep::memories).collect(),
+            _alive: KeepAlive::of(steps),
             _patterns: patterns,
         })
     }
@@ -613,8 +606,7 @@ pub(super) struct VkGraph {
     queue: Arc<Mutex<vk::Queue>>,
     /// What the command buffer names: kept alive with it.
     _pipelines: Vec<Arc<Pipeline>>,
-    _kernels: Vec<Handle>,
-    _mems: Vec<Memory>,
+    _alive: KeepAlive,
     /// The pattern buffers of fills copied from one.
     _patterns: Vec<VkMem>,
 }
