@@ -62,21 +62,8 @@ pub fn fuse_kernels_with(
     let name = fused_name(spec)?;
     // Fusion's rewrites recurse over expressions: work on the depth-bounded kernels.
     let module = &kiln_ir::depth::bound_module(module);
-    // 2. Identical parameters (checked first: their errors name parameters).
-    let params = identical_classes(entry_kernels(module, spec)?, spec)?;
-    // 1. Nd-ranges and legality.
-    let kernels = &params.kernels;
-    let norms: Vec<ndrange::Norm> = spec
-        .ndranges
-        .iter()
-        .zip(kernels)
-        .enumerate()
-        .map(|(e, (r, k))| ndrange::normalize(e, r, k))
-        .collect::<Result<_, _>>()?;
-    let syncs: Vec<bool> = kernels.iter().map(|k| internalize::uses_work_group(k.body())).collect();
-    let plan = ndrange::plan(&norms, kernels, &syncs)?;
-    // 3. Constants and promotions, per class.
-    let consts = constants(spec, &params)?;
+    let (params, plan, consts) = analyse(module, spec)?;
+    // 3. Promotions, per class.
     let (promoted, warnings) = promote::resolve(spec, &params, &plan, &consts)?;
     // 4. The fused signature and the entries' bodies.
     let sig = signature(&params, &consts, &promoted);
@@ -123,8 +110,22 @@ pub fn fusion_keeps_result(
     per_group: bool,
 ) -> Result<(), String> {
     let module = &kiln_ir::depth::bound_module(module);
-    let err = |e: FusionError| e.to_string();
-    let params = identical_classes(entry_kernels(module, spec).map_err(err)?, spec).map_err(err)?;
+    let (params, plan, consts) = analyse(module, spec).map_err(|e| e.to_string())?;
+    let to = if per_group { PromoteTo::Local } else { PromoteTo::Private };
+    for &(param, len) in shared {
+        promote::in_place(spec, &params, &plan, &consts, param, to, len)?;
+    }
+    Ok(())
+}
+
+/// What fusing `spec` rests on, in the order the checks report: the identical-parameter
+/// classes (first, so that their errors name parameters), the nd-range plan and its
+/// legality, and the constants per class.
+fn analyse<'m>(
+    module: &'m Module,
+    spec: &FusionSpec,
+) -> Result<(Params<'m>, ndrange::Plan, HashMap<usize, Imm>), FusionError> {
+    let params = identical_classes(entry_kernels(module, spec)?, spec)?;
     let kernels = &params.kernels;
     let norms: Vec<ndrange::Norm> = spec
         .ndranges
@@ -132,16 +133,11 @@ pub fn fusion_keeps_result(
         .zip(kernels)
         .enumerate()
         .map(|(e, (r, k))| ndrange::normalize(e, r, k))
-        .collect::<Result<_, _>>()
-        .map_err(err)?;
+        .collect::<Result<_, _>>()?;
     let syncs: Vec<bool> = kernels.iter().map(|k| internalize::uses_work_group(k.body())).collect();
-    let plan = ndrange::plan(&norms, kernels, &syncs).map_err(err)?;
-    let consts = constants(spec, &params).map_err(err)?;
-    let to = if per_group { PromoteTo::Local } else { PromoteTo::Private };
-    for &(param, len) in shared {
-        promote::in_place(spec, &params, &plan, &consts, param, to, len)?;
-    }
-    Ok(())
+    let plan = ndrange::plan(&norms, kernels, &syncs)?;
+    let consts = constants(spec, &params)?;
+    Ok((params, plan, consts))
 }
 
 /// The fused kernel's name: the spec's, or `fused`; it must be an identifier.
