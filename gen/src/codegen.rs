@@ -707,8 +707,22 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         body.push(g.multiply(&slot(&last, bm), &slot(&last, bn), &acc, &tx.expr(), &ty.expr()));
     }
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
-    // NaN), as BLAS does.
+    // NaN), as BLAS does, and then does not read C at all (a uniform branch).
     let beta0 = beta.expr().cmp_eq(Expr::f32(0.0));
+    let (mut fresh, mut update) = (Vec::new(), Vec::new());
+    let mut put = |cond: Option<Expr>, st: [Stmt; 2]| {
+        let [f, u] = st;
+        match cond {
+            Some(cond) => {
+                fresh.push(Stmt::if_(cond.clone(), f));
+                update.push(Stmt::if_(cond, u));
+            }
+            None => {
+                fresh.push(f);
+                update.push(u);
+            }
+        }
+    };
     let w = cfg.vec as i64;
     for (i, row) in acc.iter().enumerate() {
         let mi = ix::add(&m0.expr(), &g.row(&ty.expr(), i as i64));
@@ -737,16 +751,14 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
                 let lanes = (j0..j0 + w).map(|j| row[j as usize].expr());
                 let scaled = alpha.expr().broadcast(w as u8) * Expr::build_vector(lanes);
                 let old = Expr::vload(&pc, at.offset.clone(), w as u8);
-                let v = Expr::select(
-                    beta0.clone(),
-                    scaled.clone(),
-                    scaled + beta.expr().broadcast(w as u8) * old,
+                let updated = scaled.clone() + beta.expr().broadcast(w as u8) * old;
+                put(
+                    cond,
+                    [
+                        Stmt::vstore(&pc, at.offset.clone(), scaled),
+                        Stmt::vstore(&pc, at.offset, updated),
+                    ],
                 );
-                let st = Stmt::vstore(&pc, at.offset, v);
-                body.push(match cond {
-                    Some(cond) => Stmt::if_(cond, st),
-                    None => st,
-                });
                 for f in &mut vectored[j0 as usize..(j0 + w) as usize] {
                     *f = true;
                 }
@@ -769,15 +781,18 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             cond = ix::and(cond, at.mask);
             let scaled = alpha.expr() * s.expr();
             let old = load_f32(&pc, at.offset.clone());
-            let v = Expr::select(beta0.clone(), scaled.clone(), scaled + beta.expr() * old);
-            let v = if tc == Scalar::F32 { v } else { v.cast(tc) };
-            let st = Stmt::store(&pc, at.offset, v);
-            body.push(match cond {
-                Some(cond) => Stmt::if_(cond, st),
-                None => st,
-            });
+            let updated = scaled.clone() + beta.expr() * old;
+            let narrow = |v: Expr| if tc == Scalar::F32 { v } else { v.cast(tc) };
+            put(
+                cond,
+                [
+                    Stmt::store(&pc, at.offset.clone(), narrow(scaled)),
+                    Stmt::store(&pc, at.offset, narrow(updated)),
+                ],
+            );
         }
     }
+    body.push(Stmt::if_else(beta0, Stmt::block(fresh), Stmt::block(update)));
     let local = [cfg.wg_n, cfg.wg_m];
     let global = [global[0] as u32, global[1] as u32];
     let attrs = Attrs {
