@@ -118,13 +118,14 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
             RecordStep::Launch(l) => {
                 let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
                 let shape = launch_shape(&k.signature, &l.range)?;
-                let elems: Vec<Scalar> = l.buffers.iter().map(|b| b.elem).collect();
+                let elems: Vec<(Scalar, usize)> =
+                    l.buffers.iter().map(|b| (b.elem, b.len)).collect();
                 let scalars = check_args(&k.signature, &l.args, &elems)?;
                 let ptrs = device_ptrs(&l.buffers)?;
                 if shape.0.contains(&0) {
                     NodeIn::Empty
                 } else {
-                    NodeIn::Kernel(k.func, shape, Params { scalars, ptrs })
+                    NodeIn::Kernel(k.func, shape, Params::new(scalars, ptrs, &l.args, &elems))
                 }
             }
             RecordStep::Copy(c) => {

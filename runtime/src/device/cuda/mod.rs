@@ -392,7 +392,7 @@ impl Device for CudaDevice {
         if shape.0.contains(&0) {
             return Ok(()); // an empty nd-range runs nothing
         }
-        let elems: Vec<Scalar> = buffers.iter().map(|b| b.elem()).collect();
+        let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem(), b.len())).collect();
         let scalars = check_args(&k.signature, args, &elems)?;
         guarded(|| {
             let mut mems = Vec::with_capacity(buffers.len());
@@ -403,7 +403,7 @@ impl Device for CudaDevice {
                 }
                 mems.push(m);
             }
-            let params = Params { scalars, ptrs: mems.iter().map(|m| m.ptr).collect() };
+            let params = Params::new(scalars, mems.iter().map(|m| m.ptr).collect(), args, &elems);
             self.launch(k, shape, range, args, params)?;
             for (b, m) in buffers.iter_mut().zip(&mems) {
                 if !b.is_empty() {
@@ -436,10 +436,10 @@ impl Device for CudaDevice {
         if shape.0.contains(&0) {
             return Ok(());
         }
-        let elems: Vec<Scalar> = buffers.iter().map(|b| b.elem).collect();
+        let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem, b.len)).collect();
         let scalars = check_args(&k.signature, args, &elems)?;
         let ptrs = device_ptrs(buffers)?;
-        guarded(|| self.launch(k, shape, range, args, Params { scalars, ptrs }))
+        guarded(|| self.launch(k, shape, range, args, Params::new(scalars, ptrs, args, &elems)))
     }
 
     /// A CUDA graph of the steps (kernel, memcpy and memset nodes) with edges from their
@@ -529,15 +529,38 @@ fn device_ptrs(buffers: &[ResidentBuffer]) -> Result<Vec<sys::CUdeviceptr>, Devi
 struct Params {
     scalars: Vec<Vec<u8>>,
     ptrs: Vec<sys::CUdeviceptr>,
+    /// The device pointers of the ranged arguments ([`Arg::Range`]), in argument order: their
+    /// buffer's pointer advanced to the range's first element.
+    views: Vec<sys::CUdeviceptr>,
 }
 
 impl Params {
+    /// The parameters of a launch with `args` (checked by [`check_args`] against buffers of
+    /// `elems`), whose buffers are at `ptrs`.
+    fn new(
+        scalars: Vec<Vec<u8>>,
+        ptrs: Vec<sys::CUdeviceptr>,
+        args: &[Arg],
+        elems: &[(Scalar, usize)],
+    ) -> Params {
+        let views = args
+            .iter()
+            .filter_map(|a| match *a {
+                Arg::Range { buffer, offset, .. } => {
+                    Some(ptrs[buffer] + (offset * elems[buffer].0.size_bytes()) as u64)
+                }
+                _ => None,
+            })
+            .collect();
+        Params { scalars, ptrs, views }
+    }
+
     /// The `void*` array `cuLaunchKernel` takes: one pointer per parameter in order, then
     /// the three global offsets (kiln's PTX takes them last). Points into `self` and the
     /// returned offsets' storage, so both must outlive its use.
     fn pointers(&mut self, args: &[Arg], range: &NdRange) -> Vec<*mut c_void> {
         let mut out: Vec<*mut c_void> = Vec::with_capacity(args.len() + 3);
-        let mut si = 0;
+        let (mut si, mut vi) = (0, 0);
         for a in args {
             match a {
                 Arg::Scalar(_) => {
@@ -545,6 +568,10 @@ impl Params {
                     si += 1;
                 }
                 Arg::Buffer(i) => out.push(&mut self.ptrs[*i] as *mut _ as *mut c_void),
+                Arg::Range { .. } => {
+                    out.push(&mut self.views[vi] as *mut _ as *mut c_void);
+                    vi += 1;
+                }
             }
         }
         // The offsets live after the scalars, as three 4-byte values of their own.
@@ -558,8 +585,13 @@ impl Params {
 }
 
 /// The scalar arguments' bytes, after checking every argument against its parameter
-/// (`elems` gives each buffer's element type).
-fn check_args(sig: &Kernel, args: &[Arg], elems: &[Scalar]) -> Result<Vec<Vec<u8>>, DeviceError> {
+/// (`elems` gives each buffer's element type and length; a ranged argument must lie within
+/// its buffer).
+fn check_args(
+    sig: &Kernel,
+    args: &[Arg],
+    elems: &[(Scalar, usize)],
+) -> Result<Vec<Vec<u8>>, DeviceError> {
     let params = sig.params();
     if args.len() != params.len() {
         return Err(launch_err(format!(
@@ -570,16 +602,19 @@ fn check_args(sig: &Kernel, args: &[Arg], elems: &[Scalar]) -> Result<Vec<Vec<u8
         )));
     }
     let mut scalars: Vec<Vec<u8>> = Vec::new();
-    for (p, a) in params.iter().zip(args) {
+    for (n, (p, a)) in params.iter().zip(args).enumerate() {
         match (p.ty(), a) {
             (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => {
                 let b = Buffer::from_imms(s, &[*v])
                     .map_err(|e| launch_err(format!("argument `{}`: {e}", p.name())))?;
                 scalars.push(b.as_bytes().to_vec());
             }
-            (Type::Ptr(_, elem), Arg::Buffer(i)) => match elems.get(*i) {
-                Some(&e) if e == elem => {}
-                Some(e) => {
+            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => match elems.get(*i)
+            {
+                Some(&(e, len)) if e == elem => {
+                    kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
+                }
+                Some((e, _)) => {
                     return Err(launch_err(format!(
                         "parameter `{}` points to {elem}, buffer {i} holds {e}",
                         p.name()

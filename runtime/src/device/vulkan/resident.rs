@@ -24,6 +24,30 @@ use crate::device::ResidentBuffer;
 use crate::device::{handle_as, DeviceMemory, Handle, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
 
+/// A launch whose unaligned ranges were staged into buffers of their own
+/// ([`VulkanDevice::stage_unaligned`]).
+struct Staged {
+    /// The launch's arguments, staged ranges bound to their stand-ins.
+    args: Vec<kiln_ir::launch::Arg>,
+    /// The launch's buffers, the stand-ins appended.
+    buffers: Vec<ResidentBuffer>,
+    /// Per stand-in: it, the buffer of its range, the range's first byte and its bytes.
+    back: Vec<(crate::device::Memory, ResidentBuffer, usize, usize)>,
+}
+
+impl Staged {
+    /// Copies each stand-in's contents back into its range (the launch has finished).
+    fn copy_back(&self) -> Result<(), DeviceError> {
+        for (temp, b, at, bytes) in &self.back {
+            let mut whole = vec![0u8; b.len * b.elem.size_bytes()];
+            b.mem.download(&mut whole)?;
+            temp.download(&mut whole[*at..at + bytes])?;
+            b.mem.upload(&whole)?;
+        }
+        Ok(())
+    }
+}
+
 /// A buffer's storage: a mapped `VkBuffer` and its memory.
 pub(super) struct VkMem {
     owner: Arc<Owner>,
@@ -237,13 +261,24 @@ pub(super) fn pipeline(
     Ok(p)
 }
 
-/// What one dispatch needs besides its pipeline: sizes, push constants, bindings
-/// (binding number, buffer index).
+/// What one dispatch needs besides its pipeline: sizes, push constants, bindings.
 pub(super) struct Dispatch {
     pub local: [u32; 3],
     pub groups: [u32; 3],
     pub push: Vec<u8>,
-    pub bindings: Vec<(u32, usize)>,
+    pub bindings: Vec<Binding>,
+}
+
+/// One storage-buffer descriptor of a dispatch.
+pub(super) struct Binding {
+    /// The binding number (the parameter's index).
+    pub binding: u32,
+    /// The launch's buffer it names.
+    pub buffer: usize,
+    /// The first byte bound (a ranged argument's offset, aligned).
+    pub offset: u64,
+    /// The bytes bound (`vk::WHOLE_SIZE` for the rest of the buffer).
+    pub range: u64,
 }
 
 /// A command pool with one command buffer, a descriptor pool with one set per launch, and a
@@ -330,21 +365,21 @@ impl VulkanDevice {
                 let infos: Vec<[vk::DescriptorBufferInfo; 1]> = dispatch
                     .bindings
                     .iter()
-                    .map(|&(_, i)| {
+                    .map(|b| {
                         [vk::DescriptorBufferInfo::default()
-                            .buffer(buffers[i].buf)
-                            .offset(0)
-                            .range(vk::WHOLE_SIZE)]
+                            .buffer(buffers[b.buffer].buf)
+                            .offset(b.offset)
+                            .range(b.range)]
                     })
                     .collect();
                 let writes: Vec<_> = dispatch
                     .bindings
                     .iter()
                     .zip(&infos)
-                    .map(|(&(b, _), info)| {
+                    .map(|(b, info)| {
                         vk::WriteDescriptorSet::default()
                             .dst_set(set)
-                            .dst_binding(b)
+                            .dst_binding(b.binding)
                             .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
                             .buffer_info(info)
                     })
@@ -454,7 +489,7 @@ impl VulkanDevice {
         barrier: bool,
     ) -> Result<Encode<'a>, DeviceError> {
         let k = handle_as::<VkKernel>(kernel, "kernel")?;
-        let elems: Vec<_> = buffers.iter().map(|b| b.elem).collect();
+        let elems: Vec<_> = buffers.iter().map(|b| (b.elem, b.len)).collect();
         let dispatch = self.prepare_dispatch(k, range, args, &elems)?;
         let mems = buffers.iter().map(vk_mem).collect::<Result<Vec<_>, _>>()?;
         let pipeline = pipeline(&self.owner, k, dispatch.local, dispatch.push.len() as u32)?;
@@ -469,9 +504,72 @@ impl VulkanDevice {
         args: &[kiln_ir::launch::Arg],
         buffers: &[ResidentBuffer],
     ) -> Result<(), DeviceError> {
+        let staged = self.stage_unaligned(args, buffers)?;
+        let (args, buffers) = match &staged {
+            Some(s) => (&s.args[..], &s.buffers[..]),
+            None => (args, buffers),
+        };
         let e = self.encode_launch(kernel, range, args, buffers, false)?;
         let c = self.encode(std::slice::from_ref(&e), true)?;
-        self.submit_wait(&c)
+        self.submit_wait(&c)?;
+        match staged {
+            Some(s) => s.copy_back(),
+            None => Ok(()),
+        }
+    }
+
+    /// For a launch with ranged arguments whose byte offset is not a multiple of
+    /// `minStorageBufferOffsetAlignment` (a descriptor cannot start there): each such range
+    /// copied into a buffer of its own, which the launch binds whole and whose contents go
+    /// back into the range afterwards ([`Staged::copy_back`]). Exact only while no other
+    /// argument of the launch binds the same buffer (they would not see each other's
+    /// stores), so that case is refused, naming the limit. `None` when nothing needs it.
+    fn stage_unaligned(
+        &self,
+        args: &[kiln_ir::launch::Arg],
+        buffers: &[ResidentBuffer],
+    ) -> Result<Option<Staged>, DeviceError> {
+        use kiln_ir::launch::Arg;
+        let align = self.limits.min_storage_buffer_offset_alignment.max(1);
+        let unaligned = |a: &Arg| match *a {
+            Arg::Range { buffer, offset, .. } => buffers
+                .get(buffer)
+                .is_some_and(|b| !(offset as u64 * b.elem.size_bytes() as u64).is_multiple_of(align)),
+            _ => false,
+        };
+        if !args.iter().any(unaligned) {
+            return Ok(None);
+        }
+        let mut staged = Staged { args: args.to_vec(), buffers: buffers.to_vec(), back: vec![] };
+        for (n, a) in args.iter().enumerate() {
+            let Arg::Range { buffer, offset, len } = *a else { continue };
+            if !unaligned(a) {
+                continue;
+            }
+            let b = &buffers[buffer];
+            if offset.checked_add(len).is_none_or(|end| end > b.len) {
+                continue; // the launch's own checks refuse it, naming it
+            }
+            if let Some(m) = args.iter().enumerate().position(|(m, o)| m != n && o.buffer() == Some(buffer)) {
+                return Err(launch_err(format!(
+                    "argument {n} binds elements from offset {offset} of buffer {buffer}, byte \
+                     {}, which is not a multiple of this device's \
+                     minStorageBufferOffsetAlignment ({align} bytes), and argument {m} binds \
+                     the same buffer: kiln cannot stage the range and keep the two views \
+                     coherent; use an offset that is a multiple of {align} bytes",
+                    offset * b.elem.size_bytes()
+                )));
+            }
+            let size = b.elem.size_bytes();
+            let mut whole = vec![0u8; b.len * size];
+            b.mem.download(&mut whole)?;
+            let temp: crate::device::Memory = Arc::new(self.alloc_mem(len * size)?);
+            temp.upload(&whole[offset * size..(offset + len) * size])?;
+            staged.args[n] = Arg::Buffer(staged.buffers.len());
+            staged.buffers.push(ResidentBuffer { mem: temp.clone(), elem: b.elem, len });
+            staged.back.push((temp, b.clone(), offset * size, len * size));
+        }
+        Ok(Some(staged))
     }
 
     /// Records `steps` into one command buffer (see the module docs).
