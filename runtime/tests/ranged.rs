@@ -187,8 +187,10 @@ fn bounds_errors_name_indexes_relative_to_the_range() {
     };
     let want = run(&*interp_device());
     assert!(
-        want.contains("`x[3]` out of bounds (buffer range has 3 elements, at offset 2 of its \
-                       buffer; the index is relative to the range)"),
+        want.contains(
+            "`x[3]` out of bounds (buffer range has 3 elements, at offset 2 of its \
+                       buffer; the index is relative to the range)"
+        ),
         "{want}"
     );
     for dev in devices().into_iter().filter(|d| d.checks_bounds() || d.name().contains("cpu")) {
@@ -308,7 +310,7 @@ fn vulkan_offsets_below_the_descriptor_alignment() {
     qi.wait().unwrap();
     assert_eq!(contents(&b), contents(&bi));
     assert_ne!(want, contents(&bi)); // the refused case differs from this one
-    // A command graph cannot stage it: finalize refuses it, naming the limit.
+                                     // A command graph cannot stage it: finalize refuses it, naming the limit.
     let g = Graph::new(&c, GraphProperties::default());
     q.begin_recording(&g).unwrap();
     launch(&q, &kernel(&c, "inc"), 7, &b, &[(0, 5)]);

@@ -13,7 +13,11 @@ pub(crate) enum Bound {
     Scalar(u64),
     Buffer(usize),
     /// Elements `offset..offset + len` of a buffer (an [`Arg::Range`], checked in bounds).
-    Range { buffer: usize, offset: usize, len: usize },
+    Range {
+        buffer: usize,
+        offset: usize,
+        len: usize,
+    },
 }
 
 /// Checks `args` against the kernel's parameters (the interpreter's rules and messages).

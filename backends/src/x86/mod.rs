@@ -747,7 +747,17 @@ impl X86Program {
                         Err(self.fault(sc, &ctx, &table, &ranges, start))
                     }
                 } else {
-                    self.rounds(sc, &mut ctx, launch, &mut frames, words, entry, &table, &ranges, start)
+                    self.rounds(
+                        sc,
+                        &mut ctx,
+                        launch,
+                        &mut frames,
+                        words,
+                        entry,
+                        &table,
+                        &ranges,
+                        start,
+                    )
                 }
             } else {
                 Err(self.launch_error("internal error: a group the vector code cannot run".into()))

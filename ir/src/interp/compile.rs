@@ -175,7 +175,6 @@ pub(super) fn compile(
     Ok(c.prog)
 }
 
-
 impl Compiler<'_> {
     fn bind_args(
         &mut self,

@@ -609,19 +609,20 @@ fn check_args(
                     .map_err(|e| launch_err(format!("argument `{}`: {e}", p.name())))?;
                 scalars.push(b.as_bytes().to_vec());
             }
-            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => match elems.get(*i)
-            {
-                Some(&(e, len)) if e == elem => {
-                    kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
+            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => {
+                match elems.get(*i) {
+                    Some(&(e, len)) if e == elem => {
+                        kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
+                    }
+                    Some((e, _)) => {
+                        return Err(launch_err(format!(
+                            "parameter `{}` points to {elem}, buffer {i} holds {e}",
+                            p.name()
+                        )))
+                    }
+                    None => return Err(launch_err(format!("no buffer {i}"))),
                 }
-                Some((e, _)) => {
-                    return Err(launch_err(format!(
-                        "parameter `{}` points to {elem}, buffer {i} holds {e}",
-                        p.name()
-                    )))
-                }
-                None => return Err(launch_err(format!("no buffer {i}"))),
-            },
+            }
             _ => {
                 return Err(launch_err(format!(
                     "argument for `{}: {}` is of the wrong kind or type",

@@ -156,20 +156,20 @@ pub(super) fn check_launch(
     }
     for (n, (p, a)) in kernel.params().iter().zip(args).enumerate() {
         match (p.ty(), a) {
-            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => match buffers
-                .get(*i)
-            {
-                Some(&(b, len)) if b == elem => {
-                    kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
+            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => {
+                match buffers.get(*i) {
+                    Some(&(b, len)) if b == elem => {
+                        kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
+                    }
+                    Some((b, _)) => {
+                        return fail(format!(
+                            "`{}` wants {elem} elements, buffer {i} has {b}",
+                            p.name()
+                        ))
+                    }
+                    None => return fail(format!("buffer {i} for `{}` does not exist", p.name())),
                 }
-                Some((b, _)) => {
-                    return fail(format!(
-                        "`{}` wants {elem} elements, buffer {i} has {b}",
-                        p.name()
-                    ))
-                }
-                None => return fail(format!("buffer {i} for `{}` does not exist", p.name())),
-            },
+            }
             (Type::Scalar(s), Arg::Scalar(imm)) if imm.scalar() == s => {}
             _ => {
                 return fail(format!(

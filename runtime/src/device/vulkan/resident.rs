@@ -532,9 +532,9 @@ impl VulkanDevice {
         use kiln_ir::launch::Arg;
         let align = self.limits.min_storage_buffer_offset_alignment.max(1);
         let unaligned = |a: &Arg| match *a {
-            Arg::Range { buffer, offset, .. } => buffers
-                .get(buffer)
-                .is_some_and(|b| !(offset as u64 * b.elem.size_bytes() as u64).is_multiple_of(align)),
+            Arg::Range { buffer, offset, .. } => buffers.get(buffer).is_some_and(|b| {
+                !(offset as u64 * b.elem.size_bytes() as u64).is_multiple_of(align)
+            }),
             _ => false,
         };
         if !args.iter().any(unaligned) {
@@ -550,7 +550,9 @@ impl VulkanDevice {
             if offset.checked_add(len).is_none_or(|end| end > b.len) {
                 continue; // the launch's own checks refuse it, naming it
             }
-            if let Some(m) = args.iter().enumerate().position(|(m, o)| m != n && o.buffer() == Some(buffer)) {
+            if let Some(m) =
+                args.iter().enumerate().position(|(m, o)| m != n && o.buffer() == Some(buffer))
+            {
                 return Err(launch_err(format!(
                     "argument {n} binds elements from offset {offset} of buffer {buffer}, byte \
                      {}, which is not a multiple of this device's \
