@@ -7,7 +7,7 @@
 //! The cache key is the fusion key ([`fusion_key`]: the spec's identical-argument
 //! partition, promotions, constants and barrier policy) with the members' programs and
 //! kernel names (their full identity, compared in full on a hit), every nd-range and the
-//! access mode and length of every buffer argument. A second identical sequence is a hit;
+//! access mode, length and range of every buffer argument. A second identical sequence is a hit;
 //! another kernel, nd-range, identity pattern of the arguments, promotion, scalar value or
 //! property is a miss, as in the seed.
 //!

@@ -399,7 +399,7 @@ impl VulkanDevice {
                     let size = elems[buffer].0.size_bytes() as u64;
                     let at = offset as u64 * size;
                     let align = self.limits.min_storage_buffer_offset_alignment.max(1);
-                    if at % align != 0 {
+                    if !at.is_multiple_of(align) {
                         return Err(launch_err(format!(
                             "kernel `{}`: argument {} binds elements from offset {offset} of \
                              buffer {buffer}, byte {at}, which is not a multiple of this \
