@@ -771,7 +771,7 @@ fn launch3_ranged(
 fn ranged_accessors_fuse_like_unfused() {
     for e in envs() {
         // b[5] is promoted: fusion leaves its contents as they were.
-        fused_vs_plain(&e, 7, QueueOrder::InOrder, &[5], |q, b, fusion| {
+        let fused = fused_vs_plain(&e, 7, QueueOrder::InOrder, &[5], |q, b, fusion| {
             start(q, fusion);
             let p = Some(5);
             launch3_ranged(q, &e.k.add, 8, b, (0, 4), (1, 0), (2, 8), p);
@@ -785,6 +785,8 @@ fn ranged_accessors_fuse_like_unfused() {
                 assert!(warnings.is_empty(), "{warnings:?}");
             }
         });
+        // Its range lived in private memory: the buffer was never written.
+        assert_eq!(fused[5], contents(&bufs(7))[5], "{}", e.ctx.device().name());
         fused_vs_plain(&e, 3, QueueOrder::InOrder, &[], |q, b, fusion| {
             start(q, fusion);
             launch3_ranged(q, &e.k.add, 8, b, (0, 0), (1, 0), (2, 0), None);

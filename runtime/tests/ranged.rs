@@ -281,7 +281,11 @@ fn vulkan_offsets_below_the_descriptor_alignment() {
         let vk = VulkanDevice::open().unwrap();
         vk.limits().min_storage_buffer_offset_alignment
     };
-    assert!(align > 4, "lavapipe's minStorageBufferOffsetAlignment is {align}: nothing to test");
+    if align <= 4 {
+        // Every u32 offset is aligned there: nothing is staged or refused.
+        kiln_ir::testing::skip(&format!("minStorageBufferOffsetAlignment is {align} bytes"));
+        return;
+    }
     // An eager launch stages an unaligned range (offset 1 element = 4 bytes) and matches
     // the interpreter.
     let run = |dev: Arc<dyn Device>| {
