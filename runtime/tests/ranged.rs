@@ -249,11 +249,12 @@ fn command_graphs_replay_ranged_launches() {
         let name = dev.name();
         let c = ctx(dev);
         let (add, double) = (kernel(&c, "add"), kernel(&c, "double"));
-        // Offsets that are multiples of 16 bytes: recordable on every device.
+        // Offsets that are multiples of 64 bytes: recordable on every device (Vulkan's
+        // minStorageBufferOffsetAlignment is 16 on lavapipe, at most 64 on NVIDIA's).
         let record = |q: &Queue, b: &[Buffer<u32>]| {
-            launch(q, &add, 8, b, &[(0, 4), (1, 8), (2, 16)]);
-            launch(q, &double, 12, b, &[(2, 12)]);
-            launch(q, &add, 8, b, &[(1, 4), (2, 16), (0, 24)]);
+            launch(q, &add, 8, b, &[(0, 0), (1, 16), (2, 16)]);
+            launch(q, &double, 12, b, &[(2, 16)]);
+            launch(q, &add, 8, b, &[(1, 16), (2, 0), (0, 16)]);
         };
         let q = Queue::new(&c, QueueOrder::OutOfOrder);
         let eager = bufs(3);

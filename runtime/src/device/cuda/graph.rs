@@ -7,7 +7,8 @@ use std::ptr::null_mut;
 
 use cudarc::driver::{result, sys};
 
-use super::{check_args, device_ptrs, driver, guarded, launch_shape, CudaDevice, CudaKernel};
+use super::{check_args, check_recorded_ranges, device_ptrs, driver, guarded, launch_shape};
+use super::{CudaDevice, CudaKernel};
 use super::{Params, Primary};
 use crate::device::{handle_as, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
@@ -118,6 +119,7 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
             RecordStep::Launch(l) => {
                 let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
                 let shape = launch_shape(&k.signature, &l.range)?;
+                check_recorded_ranges(&l.args, &l.buffers)?;
                 let elems: Vec<(Scalar, usize)> =
                     l.buffers.iter().map(|b| (b.elem, b.len)).collect();
                 let scalars = check_args(&k.signature, &l.args, &elems)?;

@@ -41,6 +41,7 @@ use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
+use crate::device::memory::stage_ranges;
 use crate::device::{
     handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordStep, Recording,
     ResidentBuffer,
@@ -393,25 +394,22 @@ impl Device for CudaDevice {
             return Ok(()); // an empty nd-range runs nothing
         }
         let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem(), b.len())).collect();
-        let scalars = check_args(&k.signature, args, &elems)?;
-        guarded(|| {
-            let mut mems = Vec::with_capacity(buffers.len());
-            for b in buffers.iter() {
-                let m = self.alloc_mem(b.as_bytes().len().max(1))?;
-                if !b.is_empty() {
-                    m.upload(b.as_bytes())?;
-                }
-                mems.push(m);
+        check_args(&k.signature, args, &elems)?;
+        let mut resident = Vec::with_capacity(buffers.len());
+        for b in buffers.iter() {
+            let m = guarded(|| self.alloc_mem(b.as_bytes().len().max(1)))?;
+            if !b.is_empty() {
+                m.upload(b.as_bytes())?;
             }
-            let params = Params::new(scalars, mems.iter().map(|m| m.ptr).collect(), args, &elems);
-            self.launch(k, shape, range, args, params)?;
-            for (b, m) in buffers.iter_mut().zip(&mems) {
-                if !b.is_empty() {
-                    m.download(b.as_bytes_mut())?;
-                }
+            resident.push(ResidentBuffer { mem: Arc::new(m), elem: b.elem(), len: b.len() });
+        }
+        self.run_resident(kernel, range, args, &resident)?;
+        for (b, r) in buffers.iter_mut().zip(&resident) {
+            if !b.is_empty() {
+                r.mem.download(b.as_bytes_mut())?;
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// Every CUDA device of this process shares device 0's primary context.
@@ -436,10 +434,23 @@ impl Device for CudaDevice {
         if shape.0.contains(&0) {
             return Ok(());
         }
+        // A range whose start is not 16-byte aligned runs from memory of its own: the
+        // kernel's vector accesses (`ld.global.v4`) need aligned addresses.
+        let staged = stage_ranges(args, buffers, RANGE_ALIGN, RANGE_LIMIT, |bytes| {
+            Ok(Arc::new(guarded(|| self.alloc_mem(bytes.max(1)))?) as Memory)
+        })?;
+        let (args, buffers) = match &staged {
+            Some(s) => (&s.args[..], &s.buffers[..]),
+            None => (args, buffers),
+        };
         let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem, b.len)).collect();
         let scalars = check_args(&k.signature, args, &elems)?;
         let ptrs = device_ptrs(buffers)?;
-        guarded(|| self.launch(k, shape, range, args, Params::new(scalars, ptrs, args, &elems)))
+        guarded(|| self.launch(k, shape, range, args, Params::new(scalars, ptrs, args, &elems)))?;
+        match staged {
+            Some(s) => s.copy_back(),
+            None => Ok(()),
+        }
     }
 
     /// A CUDA graph of the steps (kernel, memcpy and memset nodes) with edges from their
@@ -509,6 +520,30 @@ impl Drop for CudaMem {
             Ok(())
         });
     }
+}
+
+/// The alignment, in bytes, of a ranged argument's start that a launch binds in place:
+/// kiln's PTX keeps vector loads and stores whole (`ld.global.v4`), which need it.
+const RANGE_ALIGN: u64 = 16;
+/// [`RANGE_ALIGN`] in errors.
+const RANGE_LIMIT: &str = "the 16 bytes CUDA's vector loads and stores need";
+
+/// Checks that no ranged argument of a recorded launch starts off [`RANGE_ALIGN`] (a CUDA
+/// graph's kernel node cannot stage it).
+fn check_recorded_ranges(args: &[Arg], buffers: &[ResidentBuffer]) -> Result<(), DeviceError> {
+    for (n, a) in args.iter().enumerate() {
+        if let Arg::Range { buffer, offset, .. } = *a {
+            let at = buffers.get(buffer).map_or(0, |b| offset * b.elem.size_bytes()) as u64;
+            if !at.is_multiple_of(RANGE_ALIGN) {
+                return Err(launch_err(format!(
+                    "argument {n} binds elements from offset {offset} of buffer {buffer}, byte \
+                     {at}, which is not a multiple of {RANGE_LIMIT}; a CUDA graph cannot stage \
+                     it (an eager launch does)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The device pointers of resident buffers, which must be this device's memory and hold

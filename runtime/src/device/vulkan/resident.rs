@@ -20,33 +20,10 @@ use ash::vk;
 use super::limits::split_groups;
 use super::program::VkKernel;
 use super::{launch_err, vkerr, Owner, VulkanDevice};
+use crate::device::memory::{stage_ranges, Staged};
 use crate::device::ResidentBuffer;
 use crate::device::{handle_as, DeviceMemory, Handle, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
-
-/// A launch whose unaligned ranges were staged into buffers of their own
-/// ([`VulkanDevice::stage_unaligned`]).
-struct Staged {
-    /// The launch's arguments, staged ranges bound to their stand-ins.
-    args: Vec<kiln_ir::launch::Arg>,
-    /// The launch's buffers, the stand-ins appended.
-    buffers: Vec<ResidentBuffer>,
-    /// Per stand-in: it, the buffer of its range, the range's first byte and its bytes.
-    back: Vec<(crate::device::Memory, ResidentBuffer, usize, usize)>,
-}
-
-impl Staged {
-    /// Copies each stand-in's contents back into its range (the launch has finished).
-    fn copy_back(&self) -> Result<(), DeviceError> {
-        for (temp, b, at, bytes) in &self.back {
-            let mut whole = vec![0u8; b.len * b.elem.size_bytes()];
-            b.mem.download(&mut whole)?;
-            temp.download(&mut whole[*at..at + bytes])?;
-            b.mem.upload(&whole)?;
-        }
-        Ok(())
-    }
-}
 
 /// A buffer's storage: a mapped `VkBuffer` and its memory.
 pub(super) struct VkMem {
@@ -518,60 +495,20 @@ impl VulkanDevice {
         }
     }
 
-    /// For a launch with ranged arguments whose byte offset is not a multiple of
-    /// `minStorageBufferOffsetAlignment` (a descriptor cannot start there): each such range
-    /// copied into a buffer of its own, which the launch binds whole and whose contents go
-    /// back into the range afterwards ([`Staged::copy_back`]). Exact only while no other
-    /// argument of the launch binds the same buffer (they would not see each other's
-    /// stores), so that case is refused, naming the limit. `None` when nothing needs it.
+    /// A launch's ranged arguments whose byte offset is not a multiple of
+    /// `minStorageBufferOffsetAlignment` (a descriptor cannot start there), staged into
+    /// buffers of their own ([`crate::device::memory::stage_ranges`]); `None` when there are
+    /// none.
     fn stage_unaligned(
         &self,
         args: &[kiln_ir::launch::Arg],
         buffers: &[ResidentBuffer],
     ) -> Result<Option<Staged>, DeviceError> {
-        use kiln_ir::launch::Arg;
         let align = self.limits.min_storage_buffer_offset_alignment.max(1);
-        let unaligned = |a: &Arg| match *a {
-            Arg::Range { buffer, offset, .. } => buffers.get(buffer).is_some_and(|b| {
-                !(offset as u64 * b.elem.size_bytes() as u64).is_multiple_of(align)
-            }),
-            _ => false,
-        };
-        if !args.iter().any(unaligned) {
-            return Ok(None);
-        }
-        let mut staged = Staged { args: args.to_vec(), buffers: buffers.to_vec(), back: vec![] };
-        for (n, a) in args.iter().enumerate() {
-            let Arg::Range { buffer, offset, len } = *a else { continue };
-            if !unaligned(a) {
-                continue;
-            }
-            let b = &buffers[buffer];
-            if offset.checked_add(len).is_none_or(|end| end > b.len) {
-                continue; // the launch's own checks refuse it, naming it
-            }
-            if let Some(m) =
-                args.iter().enumerate().position(|(m, o)| m != n && o.buffer() == Some(buffer))
-            {
-                return Err(launch_err(format!(
-                    "argument {n} binds elements from offset {offset} of buffer {buffer}, byte \
-                     {}, which is not a multiple of this device's \
-                     minStorageBufferOffsetAlignment ({align} bytes), and argument {m} binds \
-                     the same buffer: kiln cannot stage the range and keep the two views \
-                     coherent; use an offset that is a multiple of {align} bytes",
-                    offset * b.elem.size_bytes()
-                )));
-            }
-            let size = b.elem.size_bytes();
-            let mut whole = vec![0u8; b.len * size];
-            b.mem.download(&mut whole)?;
-            let temp: crate::device::Memory = Arc::new(self.alloc_mem(len * size)?);
-            temp.upload(&whole[offset * size..(offset + len) * size])?;
-            staged.args[n] = Arg::Buffer(staged.buffers.len());
-            staged.buffers.push(ResidentBuffer { mem: temp.clone(), elem: b.elem, len });
-            staged.back.push((temp, b.clone(), offset * size, len * size));
-        }
-        Ok(Some(staged))
+        let limit = format!("this device's minStorageBufferOffsetAlignment ({align} bytes)");
+        stage_ranges(args, buffers, align, &limit, |bytes| {
+            Ok(Arc::new(self.alloc_mem(bytes)?) as crate::device::Memory)
+        })
     }
 
     /// Records `steps` into one command buffer (see the module docs).
