@@ -28,6 +28,10 @@ kernel inc(x: ptr<global, u32>) {
   let i: u32 = global_id(0);
   x[i] = x[i] + 1u32;
 }
+kernel inc_first(x: ptr<global, u32>, unused: ptr<global, u32>) {
+  let i: u32 = global_id(0);
+  x[i] = x[i] + 1u32;
+}
 kernel double(x: ptr<global, u32>) {
   let i: u32 = global_id(0);
   x[i] = x[i] * 2u32;
@@ -106,6 +110,14 @@ fn work(ctx: &Context, q: &Queue, b: &[Buffer<u32>]) {
     launch(q, &add, 7, b, &[(0, 1), (1, 9), (3, 5)]);
     launch(q, &double, 12, b, &[(1, 20)]);
     launch(q, &add, 8, b, &[(2, 0), (3, 13), (1, 0)]);
+    // A zero-length range (at the buffer's end) bound to a parameter the kernel never uses.
+    let inc_first = kernel(ctx, "inc_first");
+    q.submit(|h| {
+        let none = AccessProps::default();
+        let x = h.access_range(&b[3], AccessMode::ReadWrite, 6, 3, none).unwrap();
+        let y = h.access_range(&b[2], AccessMode::Read, N, 0, none).unwrap();
+        h.parallel_for(&inc_first, NdRange::new(&[3]), vec![x.into(), y.into()]);
+    });
 }
 
 #[test]

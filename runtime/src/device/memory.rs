@@ -204,7 +204,8 @@ pub fn stage_ranges(
     alloc: impl Fn(usize) -> Result<Memory, DeviceError>,
 ) -> Result<Option<Staged>, DeviceError> {
     let misaligned = |a: &Arg| match *a {
-        Arg::Range { buffer, offset, .. } => buffers.get(buffer).is_some_and(|b| {
+        // A zero-length range binds no element: nothing to stage.
+        Arg::Range { buffer, offset, len } if len > 0 => buffers.get(buffer).is_some_and(|b| {
             !(offset as u64 * b.elem.size_bytes() as u64).is_multiple_of(align.max(1))
         }),
         _ => false,

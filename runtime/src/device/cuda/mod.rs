@@ -532,7 +532,7 @@ const RANGE_LIMIT: &str = "the 16 bytes CUDA's vector loads and stores need";
 /// graph's kernel node cannot stage it).
 fn check_recorded_ranges(args: &[Arg], buffers: &[ResidentBuffer]) -> Result<(), DeviceError> {
     for (n, a) in args.iter().enumerate() {
-        if let Arg::Range { buffer, offset, .. } = *a {
+        if let Arg::Range { buffer, offset, len: 1.. } = *a {
             let at = buffers.get(buffer).map_or(0, |b| offset * b.elem.size_bytes()) as u64;
             if !at.is_multiple_of(RANGE_ALIGN) {
                 return Err(launch_err(format!(

@@ -395,6 +395,17 @@ impl VulkanDevice {
                     offset: 0,
                     range: vk::WHOLE_SIZE,
                 }),
+                // A zero-length range has no element to bind (and Vulkan wants a non-zero
+                // range starting inside the buffer): the buffer is bound, which no valid
+                // access of the kernel touches.
+                Some(&Arg::Range { buffer, len: 0, .. }) if buffer < elems.len() => {
+                    bindings.push(resident::Binding {
+                        binding: b.param as u32,
+                        buffer,
+                        offset: 0,
+                        range: vk::WHOLE_SIZE,
+                    })
+                }
                 Some(&Arg::Range { buffer, offset, len }) if buffer < elems.len() => {
                     let size = elems[buffer].0.size_bytes() as u64;
                     let at = offset as u64 * size;
@@ -409,14 +420,11 @@ impl VulkanDevice {
                             b.param
                         )));
                     }
-                    // A zero-length range has nothing to bind (Vulkan wants a non-zero
-                    // range): its start is bound, to the buffer's end.
-                    let range = if len == 0 { vk::WHOLE_SIZE } else { len as u64 * size };
                     bindings.push(resident::Binding {
                         binding: b.param as u32,
                         buffer,
                         offset: at,
-                        range,
+                        range: len as u64 * size,
                     })
                 }
                 _ => {
