@@ -19,8 +19,11 @@ fn bufs() -> Vec<Buffer> {
         .collect()
 }
 
-/// Launches over `n` work-items with the three ranges `(buffer, offset)` of `len` elements.
-fn cases() -> Vec<(u32, usize, [(usize, usize); 3])> {
+/// A launch over `n` work-items with three ranges `(buffer, offset)` of `len` elements.
+type Case = (u32, usize, [(usize, usize); 3]);
+
+/// The launches compared.
+fn cases() -> Vec<Case> {
     vec![
         (8, 8, [(0, 0), (1, 8), (2, 16)]),
         (7, 7, [(0, 3), (1, 29), (2, 1)]),
