@@ -309,7 +309,8 @@ fn vulkan_offsets_below_the_descriptor_alignment() {
         launch(&q, &kernel(&c, "inc"), 7, &b, &[(0, 5)]);
         q.wait().map(|()| contents(&b)).map_err(|e| e.to_string())
     };
-    let want = run(interp_device()).unwrap();
+    // The interpreter binds both views of buffer 1 (they see each other's stores).
+    run(interp_device()).unwrap();
     // The unaligned range of buffer 1 shares its buffer with another argument: refused.
     let e = run(dev.clone()).unwrap_err();
     assert!(e.contains("minStorageBufferOffsetAlignment") && e.contains("binds the same"), "{e}");
@@ -326,7 +327,6 @@ fn vulkan_offsets_below_the_descriptor_alignment() {
     launch(&qi, &kernel(&ci, "inc"), 7, &bi, &[(0, 5)]);
     qi.wait().unwrap();
     assert_eq!(contents(&b), contents(&bi));
-    assert_ne!(want, contents(&bi)); // the refused case differs from this one
                                      // A command graph cannot stage it: finalize refuses it, naming the limit.
     let g = Graph::new(&c, GraphProperties::default());
     q.begin_recording(&g).unwrap();
