@@ -327,7 +327,7 @@ fn vulkan_offsets_below_the_descriptor_alignment() {
     launch(&qi, &kernel(&ci, "inc"), 7, &bi, &[(0, 5)]);
     qi.wait().unwrap();
     assert_eq!(contents(&b), contents(&bi));
-                                     // A command graph cannot stage it: finalize refuses it, naming the limit.
+    // A command graph cannot stage it: finalize refuses it, naming the limit.
     let g = Graph::new(&c, GraphProperties::default());
     q.begin_recording(&g).unwrap();
     launch(&q, &kernel(&c, "inc"), 7, &b, &[(0, 5)]);
