@@ -554,8 +554,11 @@ impl X86Program {
         let g = launch.groups().map(|g| g as u64);
         let param_len = |m: &MemInfo| match m.param.map(|p| bound[p]) {
             Some(Bound::Buffer(b)) => buffers[b].len as u64,
+            Some(Bound::Range { len, .. }) => len as u64,
             _ => 0,
         };
+        // Per parameter, the offset of a ranged buffer argument (bounds messages name it).
+        let ranges: Vec<Option<usize>> = args.iter().map(Arg::range_offset).collect();
         // The scalar code is compiled (if it was not yet) unless the vector code runs every
         // group: rows of whole batches, every access within its buffer.
         let vector_all = self.spmd.as_ref().is_some_and(|v| {
@@ -590,6 +593,13 @@ impl X86Program {
             let r = match (m.param, m.local) {
                 (Some(p), _) => match bound[p] {
                     Bound::Buffer(b) => MemRef { ptr: buffers[b].ptr, len: buffers[b].len as u64 },
+                    // SAFETY: bind_args checked that the range lies within the buffer.
+                    Bound::Range { buffer, offset, len } => MemRef {
+                        ptr: unsafe {
+                            buffers[buffer].ptr.add(offset * buffers[buffer].elem.size_bytes())
+                        },
+                        len: len as u64,
+                    },
                     Bound::Scalar(_) => MemRef { ptr: std::ptr::null_mut(), len: 0 },
                 },
                 (None, Some((off, count))) => MemRef {
@@ -661,7 +671,7 @@ impl X86Program {
                     ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
                     self.set_ids(&mut ctx, launch, 0);
                     if rt::limit_hit(&mut ctx) != 0 {
-                        return Err(self.fault_in(sc, &ctx, &table, start));
+                        return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
                     }
                     vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                     vframe[..8].copy_from_slice(&spmd::IOTA);
@@ -690,7 +700,7 @@ impl X86Program {
             // Limits are also checked between groups, so that a huge launch of loop-free
             // code can be stopped; this also refills the back-edge budget.
             if rt::limit_hit(&mut ctx) != 0 {
-                return Err(self.fault_in(sc, &ctx, &table, start));
+                return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
@@ -734,10 +744,20 @@ impl X86Program {
                     if stop == 0 {
                         Ok(())
                     } else {
-                        Err(self.fault(sc, &ctx, &table, start))
+                        Err(self.fault(sc, &ctx, &table, &ranges, start))
                     }
                 } else {
-                    self.rounds(sc, &mut ctx, launch, &mut frames, words, entry, &table, start)
+                    self.rounds(
+                        sc,
+                        &mut ctx,
+                        launch,
+                        &mut frames,
+                        words,
+                        entry,
+                        &table,
+                        &ranges,
+                        start,
+                    )
                 }
             } else {
                 Err(self.launch_error("internal error: a group the vector code cannot run".into()))
@@ -768,6 +788,7 @@ impl X86Program {
         words: usize,
         entry: Entry,
         table: &[MemRef],
+        ranges: &[Option<usize>],
         start: Instant,
     ) -> Result<(), InterpError> {
         let n = launch.group_size();
@@ -795,7 +816,7 @@ impl X86Program {
                 // SAFETY: as in run_groups_raw.
                 let stop = unsafe { entry(ctx, f) };
                 if stop == rt::STOP_ERROR {
-                    return Err(self.fault(sc, ctx, table, start));
+                    return Err(self.fault(sc, ctx, table, ranges, start));
                 }
                 let id = ctx.global_id.map(|v| v as u32);
                 match first {

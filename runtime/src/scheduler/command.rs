@@ -145,7 +145,10 @@ impl PreparedLaunch {
                             bufs.len() - 1
                         }
                     };
-                    iargs.push(Arg::Buffer(i));
+                    iargs.push(match acc.range {
+                        Some((offset, len)) => Arg::Range { buffer: i, offset, len },
+                        None => Arg::Buffer(i),
+                    });
                 }
             }
         }
