@@ -118,6 +118,20 @@ impl Storage {
         Ok(&mut self.host)
     }
 
+    /// The host contents, moved out for a launch that only reads them (downloaded first
+    /// when a device holds the newest; device copies stay valid). The caller holds the
+    /// lock until [`Storage::return_host`] puts them back, so no one sees the gap.
+    pub fn lend_host(&mut self) -> Result<launch::Buffer, DeviceError> {
+        self.host()?;
+        let elem = self.host.elem();
+        Ok(std::mem::replace(&mut self.host, launch::Buffer::zeroed(elem, 0)))
+    }
+
+    /// Puts back what [`Storage::lend_host`] lent.
+    pub fn return_host(&mut self, b: launch::Buffer) {
+        self.host = b;
+    }
+
     /// The host contents for a write of every element: as [`Storage::host_mut`], without
     /// downloading contents that are about to be overwritten.
     pub fn host_overwrite(&mut self) -> &mut launch::Buffer {
