@@ -157,8 +157,9 @@ impl PreparedLaunch {
 
     /// Runs the launch on `device`. On a device with memory of its own, the buffers are
     /// made current there (uploaded when stale) and the kernel updates them in place;
-    /// otherwise written buffers are moved out of their host storage for the launch (the
-    /// scheduler guarantees no one else uses them meanwhile) and read-only ones copied.
+    /// otherwise the buffers are moved out of their host storage for the launch: written
+    /// ones freely (the scheduler guarantees no one else uses them meanwhile), read-only
+    /// ones under their locks until they are back.
     /// Sanitized launches always take the host path (they add buffers of their own).
     pub fn run(&self, device: &dyn Device) -> Result<(), DeviceError> {
         let k = &self.kernel;
