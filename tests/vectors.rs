@@ -72,6 +72,20 @@ const CASES: &[&str] = &[
     vstore(out, g * 8u32, acc);
   }
 }",
+    // Lane-wise compares into masks (`boolx4`), mask logic, selects by mask, and lane-wise
+    // casts both ways (f32x4 <-> i32x4, i32x4 -> u16x4, u8x8 -> f32 lanes).
+    "kernel masks(x: ptr<global, f32>, n: ptr<global, i32>, out: ptr<global, f32>, q: ptr<global, u16>) {
+  let g: u32 = global_id(0);
+  let v: f32x4 = vload4(x, g * 4u32);
+  let w: i32x4 = vload4(n, g * 4u32);
+  let m: boolx4 = v > f32x4(0.0) & !(w == i32x4(3)) | w < i32x4(-5);
+  let t: i32x4 = v as i32;
+  let s: f32x4 = m ? v * f32x4(2.0) : (w + t) as f32;
+  vstore(out, g * 4u32, s);
+  vstore(n, g * 4u32, (v >= (w as f32)) ? t : w ^ i32x4(7));
+  let k: boolx4 = boolx4(extract(m, 0), true, extract(m, 3), false);
+  vstore(q, g * 4u32, k ? w as u16 : (-v) as u16);
+}",
     // Local memory: a vector store into a tile, a barrier, vector loads of another lane.
     "kernel tile(x: ptr<global, f32>, out: ptr<global, f32>) {
   local t: f32[32];
@@ -184,7 +198,7 @@ fn ptx_uses_vector_instructions_and_assembles() {
     for want in ["ld.global.v2.f64", "ld.global.v4.u16", "ld.global.v4.u8", "ld.global.v4.b16"] {
         assert!(widths.output.contains(want), "{want}:\n{}", widths.output);
     }
-    let tile = build(&Ptx(Options::sm(80)), &parse_module(CASES[4]).unwrap(), &opts).unwrap();
+    let tile = build(&Ptx(Options::sm(80)), &parse_module(CASES[5]).unwrap(), &opts).unwrap();
     assert!(tile.output.contains("st.shared.v4.f32"), "{}", tile.output);
     let Some(ptxas) = kiln::ir::testing::tool("KILN_PTXAS") else { return };
     let dir = std::env::temp_dir().join(format!("kiln-vec-ptx-{}", std::process::id()));
@@ -325,7 +339,16 @@ fn arb_vexpr() -> impl Strategy<Value = String> {
             inner.clone().prop_map(|x| format!("-({x})")),
             (inner.clone(), 0u8..4, inner.clone())
                 .prop_map(|(x, l, y)| format!("insert({x}, {l}, extract({y}, {}))", 3 - l)),
-            (inner.clone(), inner).prop_map(|(x, y)| format!("(global_id(0) > 3u32 ? {x} : {y})")),
+            (inner.clone(), inner.clone())
+                .prop_map(|(x, y)| format!("(global_id(0) > 3u32 ? {x} : {y})")),
+            (
+                inner.clone(),
+                inner.clone(),
+                inner.clone(),
+                prop::sample::select(vec!["<", "<=", "==", "!=", ">", ">="])
+            )
+                .prop_map(|(x, y, z, op)| format!("(({x} {op} {y}) | !(a > b) ? {z} : a)")),
+            inner.prop_map(|x| format!("((({x}) as f32 * f32x4(0.5)) as i32)")),
         ]
     })
 }

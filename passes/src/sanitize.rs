@@ -430,8 +430,7 @@ impl Rewriter<'_> {
         let ok = if lanes > 1 {
             let room = Expr::binary(BinOp::Sub, len.clone(), cast(&index, lt));
             let rem = Expr::binary(BinOp::And, index.clone(), Expr::int(t, lanes as i128 - 1));
-            ok.logic_and(rem.cmp_eq(zero(t)))
-                .logic_and(room.cmp_ge(Expr::int(lt, lanes as i128)))
+            ok.logic_and(rem.cmp_eq(zero(t))).logic_and(room.cmp_ge(Expr::int(lt, lanes as i128)))
         } else {
             ok
         };

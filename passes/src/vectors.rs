@@ -165,6 +165,19 @@ impl Lower {
                 let lb = self.lanes(b, out);
                 la.into_iter().zip(lb).map(|(x, y)| Expr::binary(*op, x, y)).collect()
             }
+            ExprNode::Select { cond, a, b } if cond.ty().is_vector() => {
+                // A mask: each lane picks by its own condition.
+                let lc = self.lanes(cond, out);
+                let la = self.lanes(a, out);
+                let lb = self.lanes(b, out);
+                lc.into_iter()
+                    .zip(la.into_iter().zip(lb))
+                    .map(|(c, (x, y))| Expr::select(c, x, y))
+                    .collect()
+            }
+            ExprNode::Cast { to, a } => {
+                self.lanes(a, out).into_iter().map(|x| x.cast(*to)).collect()
+            }
             ExprNode::Select { cond, a, b } => {
                 let c = self.scalar(cond, out);
                 let c = self.bind(c, "vc", out);
