@@ -10,9 +10,12 @@
 //!   becomes `let t: f32x4 = vload4(p, i);` whose lanes are read with `extract(t, k)`, and a
 //!   `vstore` stores a vector built from its lanes, `vstore(p, i, f32x4(a, b, c, d))`.
 //!
-//! Exact: each lane computes what the interpreter computes for it. The scalar form drops one
-//! check: a misaligned vector access (an error in the interpreter) becomes element accesses
-//! that succeed. Lanes are bound to `let`s before the statement that uses them, except in
+//! Exact: each lane computes what the interpreter computes for it, masks (`boolx4`, from
+//! lane-wise compares) and lane-wise casts included. The scalar form cannot keep one check:
+//! a misaligned vector access (an error in the interpreter) becomes element accesses that
+//! succeed. The bounds sanitizer (`-fsanitize=bounds`) checks alignment before this lowering
+//! runs and reports the interpreter's error; without it a misaligned access on a scalarizing
+//! target is as undefined as an out-of-bounds one. Lanes are bound to `let`s before the statement that uses them, except in
 //! a `while` condition (evaluated on every iteration), where lane expressions are repeated
 //! instead; CSE removes the repeats.
 
