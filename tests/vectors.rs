@@ -228,6 +228,41 @@ fn ptx_uses_vector_instructions_and_assembles() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// How many `OpLoad`s in the disassembly `text` load an `OpTypeVector` of `n` components.
+fn vector_loads(text: &str, n: u32) -> usize {
+    let ids: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let (id, rest) = l.trim().split_once(" = ")?;
+            let t: Vec<&str> = rest.split_whitespace().collect();
+            (t.first() == Some(&"OpTypeVector") && t.get(2) == Some(&n.to_string().as_str()))
+                .then(|| id.to_string())
+        })
+        .collect();
+    text.lines()
+        .filter(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            t.get(2) == Some(&"OpLoad") && t.get(3).is_some_and(|ty| ids.iter().any(|i| i == ty))
+        })
+        .count()
+}
+
+#[test]
+fn spirv_uses_vector_types_for_whole_accesses() {
+    let axpy = emit(&kernel(CASES[0]), Flavour::Vulkan).unwrap().disassemble();
+    for want in ["OpTypeVector", "OpTypeRuntimeArray", "OpCompositeExtract", "OpCompositeConstruct"]
+    {
+        assert!(axpy.contains(want), "{want}:\n{axpy}");
+    }
+    // Two loads of a whole 4-lane vector through the aliased vector views.
+    assert_eq!(vector_loads(&axpy, 4), 2, "{axpy}");
+    // f32x8: two 4-lane chunks per access (one load of 8 lanes per iteration).
+    let acc = emit(&kernel(CASES[3]), Flavour::Vulkan).unwrap().disassemble();
+    assert!(vector_loads(&acc, 4) >= 2, "{acc}");
+    let widths = emit(&kernel(CASES[2]), Flavour::Vulkan).unwrap().disassemble();
+    assert_eq!(vector_loads(&widths, 2), 1, "f64x2:\n{widths}");
+}
+
 #[test]
 fn spirv_validates_and_runs_on_vulkan() {
     if let Some(val) = kiln::ir::testing::tool("KILN_SPIRV_VAL") {
