@@ -2,7 +2,8 @@
 //! bit for bit, through every pass, both forms of vector lowering, the cpu device (x86),
 //! Vulkan (lavapipe), the AMDGPU wave simulator, and CUDA where there is one; the PTX,
 //! SPIR-V and AMDGPU outputs are checked by ptxas, spirv-val and llvm-mc. Also random
-//! lane-wise expressions (proptest) through the scalar lowering and the `-O` pipeline.
+//! lane-wise expressions (proptest: arithmetic, masks, selects, casts) through both
+//! lowerings, the `-O` pipeline, the cpu device, the AMDGPU simulator and Vulkan.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -410,5 +411,31 @@ proptest! {
         }
         same(&k, "-O", &oracle(&optimize(&k)), &want);
         let _ = Scalar::I32;
+        // The backends: the cpu device (x86), the AMDGPU simulator, Vulkan where present.
+        let (args, mut bufs) = inputs(&k);
+        CPU.with(|d| d.build_and_run(&k, &range(), &args, &mut bufs)).unwrap();
+        same(&k, "cpu", &bufs, &want);
+        let c = kiln::backends::amdgpu::compile(&k).unwrap();
+        let (args, mut bufs) = inputs(&k);
+        kiln::backends::amdgpu::sim::run(&c, &k, &range(), &args, &mut bufs).unwrap();
+        same(&k, "amdgpu", &bufs, &want);
+        if let Some(dev) = VULKAN.as_ref() {
+            let (args, mut bufs) = inputs(&k);
+            dev.build_and_run(&k, &range(), &args, &mut bufs).unwrap();
+            same(&k, "vulkan", &bufs, &want);
+        }
     }
 }
+
+thread_local! {
+    static CPU: CpuDevice = CpuDevice::open(&OpenOptions::default()).unwrap();
+}
+
+/// The Vulkan device the random kernels also run on (opened once).
+static VULKAN: std::sync::LazyLock<Option<kiln::runtime::device::vulkan::VulkanDevice>> =
+    std::sync::LazyLock::new(|| {
+        kiln::ir::testing::optional(
+            "KILN_REQUIRE_TOOLS",
+            kiln::runtime::device::vulkan::VulkanDevice::open(),
+        )
+    });
