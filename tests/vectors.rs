@@ -306,6 +306,27 @@ fn spirv_validates_and_runs_on_vulkan() {
 }
 
 #[test]
+fn amdgpu_uses_vector_memory_instructions() {
+    let asm = |src: &str| kiln::backends::amdgpu::compile(&kernel(src)).unwrap().asm;
+    let axpy = asm(CASES[0]);
+    for want in ["global_load_dwordx4", "global_store_dwordx4"] {
+        assert!(axpy.contains(want), "{want}:\n{axpy}");
+    }
+    let tile = asm(CASES[5]);
+    for want in ["ds_write_b128", "ds_read_b128"] {
+        assert!(tile.contains(want), "{want}:\n{tile}");
+    }
+    assert!(asm(CASES[3]).matches("global_store_dwordx4").count() >= 2);
+    let pairs = asm("kernel p(x: ptr<global, i32>) {
+  let i: u32 = global_id(0) * 2u32;
+  vstore(x, i, vload2(x, i) + i32x2(1));
+}");
+    for want in ["global_load_dwordx2", "global_store_dwordx2"] {
+        assert!(pairs.contains(want), "{want}:\n{pairs}");
+    }
+}
+
+#[test]
 fn amdgpu_assembles_and_simulates() {
     for src in CASES {
         let k = kernel(src);
