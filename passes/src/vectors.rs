@@ -34,9 +34,9 @@ pub enum VectorLowering {
     /// The target lowers every vector construct itself (the IR printer).
     Native,
     /// The target wants vector loads and stores, and scalar lanes otherwise (the GPU
-    /// backends: PTX `ld.v4`, AMDGPU `global_load_dwordx4`).
+    /// backends: PTX `ld.v4`, SPIR-V `OpTypeVector` accesses, AMDGPU `global_load_dwordx4`).
     Memory,
-    /// The target wants no vectors at all (the x86 backend, SPIR-V).
+    /// The target wants no vectors at all (the x86 backend).
     Scalar,
 }
 

@@ -10,8 +10,9 @@
 //! and casts, held as an f32) and `f32` in one VGPR, `i64`/`u64` in an SGPR pair when
 //! uniform (SALU where gfx9 has the operation) or a VGPR pair, `f64` in a VGPR pair;
 //! buffers of every element type in global, constant or generic (`flat_*`) memory and local
-//! arrays of them; private arrays (up to [`isel::MAX_PRIVATE`] elements in registers, larger
-//! ones in scratch memory); `let`, `var`, assignment, stores, `if`/`else`, `for` (every
+//! arrays of them; vector loads and stores of 32-bit lanes whole (`global_load_dwordx2/x4`,
+//! `ds_read_b64/b128` and the stores; [`isel`]'s vector module); private arrays (up to
+//! [`isel::MAX_PRIVATE`] elements in registers, larger ones in scratch memory); `let`, `var`, assignment, stores, `if`/`else`, `for` (every
 //! integer counter type), `while`, barriers, fences, atomics on global and local memory
 //! (every operation and type the IR defines, old values returned); every operator on every
 //! type, including integer division and remainder by any divisor (LLVM's reciprocal
