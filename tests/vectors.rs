@@ -187,6 +187,55 @@ fn cpu_device_runs_vector_kernels() {
     }
 }
 
+/// Kernels with one bad vector access (misaligned, or a lane out of bounds) when `o` is 2.
+const BAD: &[&str] = &[
+    "kernel vmis(x: ptr<global, f32>, y: ptr<global, f32>, o: u32) {
+  let g: u32 = global_id(0);
+  let i: u32 = g * 4u32 + (g == 1u32 ? o : 0u32);
+  vstore(y, g * 4u32, vload4(x, i) * f32x4(2.0));
+}",
+    "kernel vloc(out: ptr<global, i32>, o: u32) {
+  local t: i32[64];
+  let l: u32 = local_id(0);
+  vstore(t, l * 4u32 + (l == 3u32 ? o : 0u32), i32x4(l as i32));
+  barrier(local);
+  out[global_id(0)] = t[l];
+}",
+    "kernel vtail(x: ptr<global, u32>, y: ptr<global, u32>, o: u32) {
+  let g: u32 = global_id(0);
+  if g == 15u32 {
+    vstore(y, 60u32 + o, vload2(x, 62u32 + o));
+  }
+}",
+    "kernel vpast(y: ptr<global, i32>, o: i32) {
+  vstore(y, (global_id(0) as i32) * 8i32 - o * 4i32, i32x8(1));
+}",
+];
+
+#[test]
+fn cpu_device_reports_bad_vector_accesses_as_the_interpreter_does() {
+    // The cpu device checks every access itself (no sanitizer): misalignment included.
+    let dev = CpuDevice::open(&OpenOptions::default()).unwrap();
+    for src in BAD {
+        let k = kernel(src);
+        let (args, bufs) = inputs(&k);
+        let args: Vec<Arg> = args
+            .into_iter()
+            .map(|a| match a {
+                Arg::Scalar(Imm::Int(t, _)) => Arg::Scalar(Imm::Int(t, 2)),
+                a => a,
+            })
+            .collect();
+        let want = run(&k, &range(), &args, &mut bufs.clone()).unwrap_err().to_string();
+        assert!(want.contains("misaligned") || want.contains("out of bounds"), "{want}");
+        let got = dev.build_and_run(&k, &range(), &args, &mut bufs.clone()).unwrap_err();
+        match got {
+            kiln::runtime::DeviceError::Launch(got) => assert_eq!(got, want, "{}", k.name()),
+            other => panic!("{}: {other:?}, want {want}", k.name()),
+        }
+    }
+}
+
 #[test]
 fn ptx_uses_vector_instructions_and_assembles() {
     let opts = BuildOptions::parse("-O").unwrap();
