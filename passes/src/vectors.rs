@@ -3,19 +3,20 @@
 //!
 //! * **Scalar**: no vector is left. A vector `let`/`var` becomes one binding per lane
 //!   (`v_0`, `v_1`, ...), lane-wise operations become one operation per lane, `vload4(p, i)`
-//!   becomes `p[i]`, `p[i + 1]`, ..., and `vstore` one store per lane. The x86 backend
-//!   takes this form.
+//!   becomes `p[i]`, `p[i + 1]`, ..., and `vstore` one store per lane. The pass
+//!   `scalarize-vectors` gives this form.
 //! * **Memory**: the same, except that memory accesses stay whole, since vector loads and
-//!   stores are what GPUs have vector instructions for (`ld.global.v4.f32`). A `vloadN`
+//!   stores are what GPUs have vector instructions for (`ld.global.v4.f32`), and what a
+//!   checking target checks whole. Every backend takes this form. A `vloadN`
 //!   becomes `let t: f32x4 = vload4(p, i);` whose lanes are read with `extract(t, k)`, and a
 //!   `vstore` stores a vector built from its lanes, `vstore(p, i, f32x4(a, b, c, d))`.
 //!
 //! Exact: each lane computes what the interpreter computes for it, masks (`boolx4`, from
 //! lane-wise compares) and lane-wise casts included. The scalar form cannot keep one check:
 //! a misaligned vector access (an error in the interpreter) becomes element accesses that
-//! succeed. The bounds sanitizer (`-fsanitize=bounds`) checks alignment before this lowering
-//! runs and reports the interpreter's error; without it a misaligned access on a scalarizing
-//! target is as undefined as an out-of-bounds one. Lanes are bound to `let`s before the statement that uses them, except in
+//! succeed. That is why every backend takes the Memory form and checks (x86) or, under the
+//! bounds sanitizer (`-fsanitize=bounds`, which checks alignment before this lowering runs),
+//! reports vector accesses whole. Lanes are bound to `let`s before the statement that uses them, except in
 //! a `while` condition (evaluated on every iteration), where lane expressions are repeated
 //! instead; CSE removes the repeats.
 
@@ -36,7 +37,7 @@ pub enum VectorLowering {
     /// The target wants vector loads and stores, and scalar lanes otherwise (the GPU
     /// backends: PTX `ld.v4`, SPIR-V `OpTypeVector` accesses, AMDGPU `global_load_dwordx4`).
     Memory,
-    /// The target wants no vectors at all (the x86 backend).
+    /// The target wants no vectors at all (the `scalarize-vectors` pass).
     Scalar,
 }
 
