@@ -96,6 +96,24 @@ const CASES: &[&str] = &[
   let o: f32x4 = vload4(t, ((l + 1u32) % 8u32) * 4u32);
   vstore(out, global_id(0) * 4u32, o + f32x4(extract(o, 1)));
 }",
+    // A vector load inside a `while` condition (kept inline by the lowering), 2-lane local
+    // tiles (ds_read_b64), i64x2 lanes, and a loaded vector stored as it is.
+    "kernel misc(x: ptr<global, u32>, w: ptr<global, i64>, out: ptr<global, u32>) {
+  local t: u32[16];
+  let l: u32 = local_id(0);
+  var n: u32 = 0u32;
+  while extract(vload4(x, (n % 4u32) * 4u32), 1) > 3u32 && n < 5u32 {
+    n = n + 1u32;
+  }
+  vstore(t, l * 2u32, vload2(x, global_id(0) * 2u32) + u32x2(n));
+  barrier(local);
+  let p: u32x2 = vload2(t, ((l + 3u32) % 8u32) * 2u32);
+  vstore(out, global_id(0) * 2u32, p);
+  if global_id(0) < 8u32 {
+    let q: i64x2 = vload2(w, global_id(0) * 2u32);
+    vstore(w, global_id(0) * 2u32, q * i64x2(-3) + i64x2(extract(q, 1)));
+  }
+}",
 ];
 
 fn kernel(src: &str) -> Kernel {
@@ -364,6 +382,10 @@ fn amdgpu_uses_vector_memory_instructions() {
     let tile = asm(CASES[5]);
     for want in ["ds_write_b128", "ds_read_b128"] {
         assert!(tile.contains(want), "{want}:\n{tile}");
+    }
+    let misc = asm(CASES[6]);
+    for want in ["ds_write_b64", "ds_read_b64", "global_load_dwordx4", "global_load_dwordx2"] {
+        assert!(misc.contains(want), "{want}:\n{misc}");
     }
     assert!(asm(CASES[3]).matches("global_store_dwordx4").count() >= 2);
     let pairs = asm("kernel p(x: ptr<global, i32>) {
