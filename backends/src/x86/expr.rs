@@ -137,6 +137,18 @@ impl Gen {
         }
     }
 
+    /// Stores `rcx` to element `rax` of memory `mem`, whose base is in `rdx`.
+    pub(crate) fn store_element(&mut self, mem: u32) -> AsmResult<()> {
+        let elem = self.mems[mem as usize].elem;
+        let m = rdx + rax * elem.size_bytes() as u32;
+        match elem.size_bytes() {
+            1 => self.a.mov(byte_ptr(m), cl),
+            2 => self.a.mov(word_ptr(m), cx),
+            4 => self.a.mov(dword_ptr(m), ecx),
+            _ => self.a.mov(qword_ptr(m), rcx),
+        }
+    }
+
     /// Loads element `rax` of memory `mem`, whose base is in `rdx`, into `rax` (in its
     /// canonical form).
     pub(crate) fn load_element(&mut self, mem: u32) -> AsmResult<()> {
