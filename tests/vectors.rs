@@ -2,7 +2,8 @@
 //! bit for bit, through every pass, both forms of vector lowering, the cpu device (x86),
 //! Vulkan (lavapipe), the AMDGPU wave simulator, and CUDA where there is one; the PTX,
 //! SPIR-V and AMDGPU outputs are checked by ptxas, spirv-val and llvm-mc. Also random
-//! lane-wise expressions (proptest) through the scalar lowering and the `-O` pipeline.
+//! lane-wise expressions (proptest: arithmetic, masks, selects, casts) through both
+//! lowerings, the `-O` pipeline, the cpu device, the AMDGPU simulator and Vulkan.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -72,6 +73,20 @@ const CASES: &[&str] = &[
     vstore(out, g * 8u32, acc);
   }
 }",
+    // Lane-wise compares into masks (`boolx4`), mask logic, selects by mask, and lane-wise
+    // casts both ways (f32x4 <-> i32x4, i32x4 -> u16x4, u8x8 -> f32 lanes).
+    "kernel masks(x: ptr<global, f32>, n: ptr<global, i32>, out: ptr<global, f32>, q: ptr<global, u16>) {
+  let g: u32 = global_id(0);
+  let v: f32x4 = vload4(x, g * 4u32);
+  let w: i32x4 = vload4(n, g * 4u32);
+  let m: boolx4 = v > f32x4(0.0) & !(w == i32x4(3)) | w < i32x4(-5);
+  let t: i32x4 = v as i32;
+  let s: f32x4 = m ? v * f32x4(2.0) : (w + t) as f32;
+  vstore(out, g * 4u32, s);
+  vstore(n, g * 4u32, (v >= (w as f32)) ? t : w ^ i32x4(7));
+  let k: boolx4 = boolx4(extract(m, 0), true, extract(m, 3), false);
+  vstore(q, g * 4u32, k ? w as u16 : (-v) as u16);
+}",
     // Local memory: a vector store into a tile, a barrier, vector loads of another lane.
     "kernel tile(x: ptr<global, f32>, out: ptr<global, f32>) {
   local t: f32[32];
@@ -80,6 +95,24 @@ const CASES: &[&str] = &[
   barrier(local);
   let o: f32x4 = vload4(t, ((l + 1u32) % 8u32) * 4u32);
   vstore(out, global_id(0) * 4u32, o + f32x4(extract(o, 1)));
+}",
+    // A vector load inside a `while` condition (kept inline by the lowering), 2-lane local
+    // tiles (ds_read_b64), i64x2 lanes, and a loaded vector stored as it is.
+    "kernel misc(x: ptr<global, u32>, w: ptr<global, i64>, out: ptr<global, u32>) {
+  local t: u32[16];
+  let l: u32 = local_id(0);
+  var n: u32 = 0u32;
+  while extract(vload4(x, (n % 4u32) * 4u32), 1) > 3u32 && n < 5u32 {
+    n = n + 1u32;
+  }
+  vstore(t, l * 2u32, vload2(x, global_id(0) * 2u32) + u32x2(n));
+  barrier(local);
+  let p: u32x2 = vload2(t, ((l + 3u32) % 8u32) * 2u32);
+  vstore(out, global_id(0) * 2u32, p);
+  if global_id(0) < 8u32 {
+    let q: i64x2 = vload2(w, global_id(0) * 2u32);
+    vstore(w, global_id(0) * 2u32, q * i64x2(-3) + i64x2(extract(q, 1)));
+  }
 }",
 ];
 
@@ -172,6 +205,55 @@ fn cpu_device_runs_vector_kernels() {
     }
 }
 
+/// Kernels with one bad vector access (misaligned, or a lane out of bounds) when `o` is 2.
+const BAD: &[&str] = &[
+    "kernel vmis(x: ptr<global, f32>, y: ptr<global, f32>, o: u32) {
+  let g: u32 = global_id(0);
+  let i: u32 = g * 4u32 + (g == 1u32 ? o : 0u32);
+  vstore(y, g * 4u32, vload4(x, i) * f32x4(2.0));
+}",
+    "kernel vloc(out: ptr<global, i32>, o: u32) {
+  local t: i32[64];
+  let l: u32 = local_id(0);
+  vstore(t, l * 4u32 + (l == 3u32 ? o : 0u32), i32x4(l as i32));
+  barrier(local);
+  out[global_id(0)] = t[l];
+}",
+    "kernel vtail(x: ptr<global, u32>, y: ptr<global, u32>, o: u32) {
+  let g: u32 = global_id(0);
+  if g == 15u32 {
+    vstore(y, 60u32 + o, vload2(x, 62u32 + o));
+  }
+}",
+    "kernel vpast(y: ptr<global, i32>, o: i32) {
+  vstore(y, (global_id(0) as i32) * 8i32 - o * 4i32, i32x8(1));
+}",
+];
+
+#[test]
+fn cpu_device_reports_bad_vector_accesses_as_the_interpreter_does() {
+    // The cpu device checks every access itself (no sanitizer): misalignment included.
+    let dev = CpuDevice::open(&OpenOptions::default()).unwrap();
+    for src in BAD {
+        let k = kernel(src);
+        let (args, bufs) = inputs(&k);
+        let args: Vec<Arg> = args
+            .into_iter()
+            .map(|a| match a {
+                Arg::Scalar(Imm::Int(t, _)) => Arg::Scalar(Imm::Int(t, 2)),
+                a => a,
+            })
+            .collect();
+        let want = run(&k, &range(), &args, &mut bufs.clone()).unwrap_err().to_string();
+        assert!(want.contains("misaligned") || want.contains("out of bounds"), "{want}");
+        let got = dev.build_and_run(&k, &range(), &args, &mut bufs.clone()).unwrap_err();
+        match got {
+            kiln::runtime::DeviceError::Launch(got) => assert_eq!(got, want, "{}", k.name()),
+            other => panic!("{}: {other:?}, want {want}", k.name()),
+        }
+    }
+}
+
 #[test]
 fn ptx_uses_vector_instructions_and_assembles() {
     let opts = BuildOptions::parse("-O").unwrap();
@@ -184,7 +266,7 @@ fn ptx_uses_vector_instructions_and_assembles() {
     for want in ["ld.global.v2.f64", "ld.global.v4.u16", "ld.global.v4.u8", "ld.global.v4.b16"] {
         assert!(widths.output.contains(want), "{want}:\n{}", widths.output);
     }
-    let tile = build(&Ptx(Options::sm(80)), &parse_module(CASES[4]).unwrap(), &opts).unwrap();
+    let tile = build(&Ptx(Options::sm(80)), &parse_module(CASES[5]).unwrap(), &opts).unwrap();
     assert!(tile.output.contains("st.shared.v4.f32"), "{}", tile.output);
     let Some(ptxas) = kiln::ir::testing::tool("KILN_PTXAS") else { return };
     let dir = std::env::temp_dir().join(format!("kiln-vec-ptx-{}", std::process::id()));
@@ -212,6 +294,41 @@ fn ptx_uses_vector_instructions_and_assembles() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How many `OpLoad`s in the disassembly `text` load an `OpTypeVector` of `n` components.
+fn vector_loads(text: &str, n: u32) -> usize {
+    let ids: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let (id, rest) = l.trim().split_once(" = ")?;
+            let t: Vec<&str> = rest.split_whitespace().collect();
+            (t.first() == Some(&"OpTypeVector") && t.get(2) == Some(&n.to_string().as_str()))
+                .then(|| id.to_string())
+        })
+        .collect();
+    text.lines()
+        .filter(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            t.get(2) == Some(&"OpLoad") && t.get(3).is_some_and(|ty| ids.iter().any(|i| i == ty))
+        })
+        .count()
+}
+
+#[test]
+fn spirv_uses_vector_types_for_whole_accesses() {
+    let axpy = emit(&kernel(CASES[0]), Flavour::Vulkan).unwrap().disassemble();
+    for want in ["OpTypeVector", "OpTypeRuntimeArray", "OpCompositeExtract", "OpCompositeConstruct"]
+    {
+        assert!(axpy.contains(want), "{want}:\n{axpy}");
+    }
+    // Two loads of a whole 4-lane vector through the aliased vector views.
+    assert_eq!(vector_loads(&axpy, 4), 2, "{axpy}");
+    // f32x8: two 4-lane chunks per access (one load of 8 lanes per iteration).
+    let acc = emit(&kernel(CASES[3]), Flavour::Vulkan).unwrap().disassemble();
+    assert!(vector_loads(&acc, 4) >= 2, "{acc}");
+    let widths = emit(&kernel(CASES[2]), Flavour::Vulkan).unwrap().disassemble();
+    assert_eq!(vector_loads(&widths, 2), 1, "f64x2:\n{widths}");
 }
 
 #[test]
@@ -252,6 +369,31 @@ fn spirv_validates_and_runs_on_vulkan() {
         let (args, mut bufs) = inputs(&k);
         dev.build_and_run(&k, &range(), &args, &mut bufs).unwrap_or_else(|e| panic!("{e}"));
         same(&k, "vulkan", &bufs, &want);
+    }
+}
+
+#[test]
+fn amdgpu_uses_vector_memory_instructions() {
+    let asm = |src: &str| kiln::backends::amdgpu::compile(&kernel(src)).unwrap().asm;
+    let axpy = asm(CASES[0]);
+    for want in ["global_load_dwordx4", "global_store_dwordx4"] {
+        assert!(axpy.contains(want), "{want}:\n{axpy}");
+    }
+    let tile = asm(CASES[5]);
+    for want in ["ds_write_b128", "ds_read_b128"] {
+        assert!(tile.contains(want), "{want}:\n{tile}");
+    }
+    let misc = asm(CASES[6]);
+    for want in ["ds_write_b64", "ds_read_b64", "global_load_dwordx4", "global_load_dwordx2"] {
+        assert!(misc.contains(want), "{want}:\n{misc}");
+    }
+    assert!(asm(CASES[3]).matches("global_store_dwordx4").count() >= 2);
+    let pairs = asm("kernel p(x: ptr<global, i32>) {
+  let i: u32 = global_id(0) * 2u32;
+  vstore(x, i, vload2(x, i) + i32x2(1));
+}");
+    for want in ["global_load_dwordx2", "global_store_dwordx2"] {
+        assert!(pairs.contains(want), "{want}:\n{pairs}");
     }
 }
 
@@ -325,7 +467,16 @@ fn arb_vexpr() -> impl Strategy<Value = String> {
             inner.clone().prop_map(|x| format!("-({x})")),
             (inner.clone(), 0u8..4, inner.clone())
                 .prop_map(|(x, l, y)| format!("insert({x}, {l}, extract({y}, {}))", 3 - l)),
-            (inner.clone(), inner).prop_map(|(x, y)| format!("(global_id(0) > 3u32 ? {x} : {y})")),
+            (inner.clone(), inner.clone())
+                .prop_map(|(x, y)| format!("(global_id(0) > 3u32 ? {x} : {y})")),
+            (
+                inner.clone(),
+                inner.clone(),
+                inner.clone(),
+                prop::sample::select(vec!["<", "<=", "==", "!=", ">", ">="])
+            )
+                .prop_map(|(x, y, z, op)| format!("(({x} {op} {y}) | !(a > b) ? {z} : a)")),
+            inner.prop_map(|x| format!("((({x}) as f32 * f32x4(0.5)) as i32)")),
         ]
     })
 }
@@ -352,5 +503,31 @@ proptest! {
         }
         same(&k, "-O", &oracle(&optimize(&k)), &want);
         let _ = Scalar::I32;
+        // The backends: the cpu device (x86), the AMDGPU simulator, Vulkan where present.
+        let (args, mut bufs) = inputs(&k);
+        CPU.with(|d| d.build_and_run(&k, &range(), &args, &mut bufs)).unwrap();
+        same(&k, "cpu", &bufs, &want);
+        let c = kiln::backends::amdgpu::compile(&k).unwrap();
+        let (args, mut bufs) = inputs(&k);
+        kiln::backends::amdgpu::sim::run(&c, &k, &range(), &args, &mut bufs).unwrap();
+        same(&k, "amdgpu", &bufs, &want);
+        if let Some(dev) = VULKAN.as_ref() {
+            let (args, mut bufs) = inputs(&k);
+            dev.build_and_run(&k, &range(), &args, &mut bufs).unwrap();
+            same(&k, "vulkan", &bufs, &want);
+        }
     }
 }
+
+thread_local! {
+    static CPU: CpuDevice = CpuDevice::open(&OpenOptions::default()).unwrap();
+}
+
+/// The Vulkan device the random kernels also run on (opened once).
+static VULKAN: std::sync::LazyLock<Option<kiln::runtime::device::vulkan::VulkanDevice>> =
+    std::sync::LazyLock::new(|| {
+        kiln::ir::testing::optional(
+            "KILN_REQUIRE_TOOLS",
+            kiln::runtime::device::vulkan::VulkanDevice::open(),
+        )
+    });

@@ -109,9 +109,9 @@ pub trait Target {
     /// The target's name as the CLI spells it (`ptx`, `spirv-vk`, `amdgpu`, ...).
     fn name(&self) -> String;
     /// What the driver does before [`Target::emit`]; by default optimize and sanitize, and
-    /// lower vectors to scalars.
+    /// lower vectors to scalar lanes with memory accesses kept whole.
     fn lowering(&self) -> Lowering {
-        Lowering { optimize: true, sanitize: true, vectors: VectorLowering::Scalar }
+        Lowering { optimize: true, sanitize: true, vectors: VectorLowering::Memory }
     }
     /// Lowers every kernel of `module`.
     fn emit(&self, module: &Verified) -> Result<Self::Output, BackendError>;

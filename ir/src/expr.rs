@@ -597,17 +597,19 @@ impl Expr {
         let ty = match &node {
             ExprNode::Var(v) => v.ty(),
             ExprNode::Imm(i) => Type::Scalar(i.scalar()),
-            ExprNode::Unary { op: UnOp::Not, .. } => Type::BOOL,
+            // Lane-wise on vectors: a compare of `f32x4`s is a `boolx4` mask, a cast of one
+            // casts each lane.
+            ExprNode::Unary { op: UnOp::Not, a } => a.ty().with_lanes_of(Scalar::Bool),
             ExprNode::Unary { a, .. } => a.ty(),
             ExprNode::Binary { op, a, .. } => {
                 if op.is_comparison() || op.is_logical() {
-                    Type::BOOL
+                    a.ty().with_lanes_of(Scalar::Bool)
                 } else {
                     a.ty()
                 }
             }
             ExprNode::Select { a, .. } => a.ty(),
-            ExprNode::Cast { to, .. } => Type::Scalar(*to),
+            ExprNode::Cast { to, a } => a.ty().with_lanes_of(*to),
             ExprNode::Load { buf, .. } => match buf.ty() {
                 Type::Ptr(_, elem) => Type::Scalar(elem),
                 t => t,

@@ -320,7 +320,16 @@ impl Type {
         let (elem, lanes) = name.rsplit_once('x')?;
         let elem = Scalar::from_name(elem)?;
         let lanes: u8 = lanes.parse().ok()?;
-        (VECTOR_LANES.contains(&lanes) && elem != Scalar::Bool).then_some(Type::Vector(elem, lanes))
+        VECTOR_LANES.contains(&lanes).then_some(Type::Vector(elem, lanes))
+    }
+
+    /// `s` with as many lanes as `self` has: `s` itself unless `self` is a vector, whose
+    /// lane-wise compares and casts yield vectors of `s`.
+    pub fn with_lanes_of(self, s: Scalar) -> Type {
+        match self {
+            Type::Vector(_, n) => Type::Vector(s, n),
+            _ => Type::Scalar(s),
+        }
     }
 
     /// True for pointer types.

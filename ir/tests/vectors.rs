@@ -100,11 +100,15 @@ fn verifier_rejects_ill_typed_vectors() {
         ("vstore(x, 1u32, f32x2(1.0));", "misaligned vector store to `x`"),
         ("let v: f32x4 = f32x4(1.0, 2.0);", "takes one value (a broadcast) or 4 lanes"),
         ("let v: f32x4 = vload4(x, 0u32); let s: f32 = extract(v, 4);", "lane 4"),
-        ("let v: f32x4 = vload4(x, 0u32); let b: bool = v < v;", "compare lanes"),
+        ("let v: f32x4 = vload4(x, 0u32); let b: bool = v < v;", "declared bool"),
+        ("let v: f32x4 = vload4(x, 0u32); vstore(x, 0u32, v < v);", "a mask (boolx4)"),
+        ("let v: f32x4 = vload4(x, 0u32); let m: boolx2 = boolx2(true); let w: f32x4 = m ? v : v;",
+         "a mask of as many lanes"),
+        ("let v: f32x4 = vload4(x, 0u32); let m: boolx4 = v < v && v > v;", "not bool"),
         ("let v: f32x4 = vload4(x, 0u32); x[0] = v;", "stored value"),
         ("let v: f32x4 = vload4(x, 0u32); let w: i32x4 = v;", "declared i32x4"),
         ("let v: f32x4 = vload4(x, 0u32); let w: f32x2 = v;", "declared f32x2"),
-        ("let v: f32x4 = vload4(x, 0u32); let c: f32 = v as f32;", "cannot cast"),
+        ("let v: f32x4 = vload4(x, 0u32); let c: f32 = v as f32;", "declared f32"),
         ("let v: f32x4 = vload4(x, 0u32); let w: f32x4 = v + f32x4(1.0) * 2.0;", "different types"),
         ("vstore(x, 0u32, i32x2(1));", "holds f32 elements"),
         ("let v: f32x4 = vload4(x, 0u32); let w: f32x4 = insert(v, 0, 1i32);", "`insert` of"),
@@ -120,6 +124,32 @@ fn verifier_rejects_ill_typed_vectors() {
         "kernel k(x: ptr<global, f16>) { let v: f16x2 = vload2(x, 0u32); let w: f16x2 = v + v; }",
     );
     assert!(e.contains("f16"), "{e}");
+}
+
+#[test]
+fn masks_and_lane_wise_casts_print_parse_and_run() {
+    let m = parse(
+        "kernel k(x: ptr<global, f32>, n: ptr<global, i32>) {
+  let v: f32x4 = vload4(x, 0u32);
+  let m: boolx4 = v > f32x4(1.0) | !(v == f32x4(-2.5));
+  let c: boolx4 = boolx4(false, true, extract(m, 0), true);
+  vstore(n, 0u32, m & c ? v as i32 : i32x4(-1));
+  vstore(x, 0u32, (vload4(n, 0u32) + i32x4(1)) as f32);
+}",
+    );
+    verify_module(&m).unwrap();
+    let text = m.to_string();
+    assert!(text.contains("v as i32"), "{text}");
+    let back = parse(&text);
+    assert!(back.kernels[0].body().is_equal(m.kernels[0].body()), "{text}");
+    let mut bufs = vec![
+        Buffer::from_slice(&[3.75f32, -2.5, 0.5, 1.0]),
+        Buffer::zeroed(kiln_ir::Scalar::I32, 4),
+    ];
+    run(&m.kernels[0], &NdRange::new(&[1]), &[Arg::Buffer(0), Arg::Buffer(1)], &mut bufs).unwrap();
+    // m = [T, F, T, T]; c = [F, T, T, T]; m & c = [F, F, T, T].
+    assert_eq!(bufs[1].to_vec::<i32>().unwrap(), vec![-1, -1, 0, 1]);
+    assert_eq!(bufs[0].to_vec::<f32>().unwrap(), vec![0.0, 0.0, 1.0, 2.0]);
 }
 
 #[test]

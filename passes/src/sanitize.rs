@@ -86,6 +86,8 @@ pub struct Site {
     pub extent: Extent,
     /// Whether the index type is signed (how the recorded bits read back).
     pub signed: bool,
+    /// The lanes of a vector access (its index must be a multiple of them); 1 otherwise.
+    pub lanes: u8,
 }
 
 /// A sanitized kernel and what a launch needs to run it and read its report.
@@ -165,7 +167,10 @@ impl Sanitized {
         };
         let bits = (words[3] as u64) << 32 | words[2] as u64;
         let index = if site.signed { bits as i64 as i128 } else { bits as i128 };
+        let vector = site.lanes > 1;
         let what = match site.kind {
+            SiteKind::Load if vector => "vector load",
+            SiteKind::Store if vector => "vector store",
             SiteKind::Load => "load",
             SiteKind::Store => "store",
             SiteKind::Atomic(op) => op.name(),
@@ -195,6 +200,18 @@ impl Sanitized {
             Extent::Private(n) => ("private array", n as u64, None),
             Extent::None => ("buffer", 0, None),
         };
+        // A vector access in bounds failed its alignment or its last lane, in the
+        // interpreter's order (first element, alignment, last lane).
+        let lanes = site.lanes as i128;
+        let in_bounds = index >= 0 && index < len as i128;
+        if vector && in_bounds && index % lanes != 0 {
+            return Some(err(format!(
+                "misaligned {what} `{}[{index}]` of {lanes} lanes: the index must be a \
+                 multiple of {lanes}",
+                site.name
+            )));
+        }
+        let index = if vector && in_bounds { index + lanes - 1 } else { index };
         let note = kiln_ir::launch::bounds_note(kind, len, offset);
         Some(err(format!("{what} `{}[{index}]` out of bounds ({note})", site.name)))
     }
@@ -410,13 +427,24 @@ impl Rewriter<'_> {
         let below = cast(&index, lt).cmp_lt(len.clone());
         let ok = if t.is_signed() { index.cmp_ge(zero(t)).logic_and(below) } else { below };
         // `len - index` cannot wrap where `index < len`, the only case the conjunct decides.
+        // A vector access must also be aligned, as the interpreter demands: the check is
+        // kept here, before vector lowering splits the access into element accesses that
+        // would succeed misaligned. (Lanes are a power of two, so `index & (lanes - 1)` is
+        // the remainder for signed indices too, and an index at or above 0 is all it sees.)
         let ok = if lanes > 1 {
             let room = Expr::binary(BinOp::Sub, len.clone(), cast(&index, lt));
-            ok.logic_and(room.cmp_ge(Expr::int(lt, lanes as i128)))
+            let rem = Expr::binary(BinOp::And, index.clone(), Expr::int(t, lanes as i128 - 1));
+            ok.logic_and(rem.cmp_eq(zero(t))).logic_and(room.cmp_ge(Expr::int(lt, lanes as i128)))
         } else {
             ok
         };
-        self.sites.push(Site { kind, name: buf.name().to_string(), extent, signed: t.is_signed() });
+        self.sites.push(Site {
+            kind,
+            name: buf.name().to_string(),
+            extent,
+            signed: t.is_signed(),
+            lanes,
+        });
         let site = self.sites.len() as u32;
         let record = self.record(site, &index);
         Some(Check { index, ok, record })
@@ -537,6 +565,7 @@ impl Rewriter<'_> {
                     name: cond.to_string(),
                     extent: Extent::None,
                     signed: false,
+                    lanes: 1,
                 });
                 let record = self.record(self.sites.len() as u32, &Expr::var(&n));
                 out.push(Stmt::if_(Expr::unary(kiln_ir::UnOp::Not, Expr::var(&done)), record));
@@ -643,6 +672,7 @@ impl Rewriter<'_> {
             name: var.name().to_string(),
             extent: Extent::None,
             signed: false,
+            lanes: 1,
         });
         let record = self.record(self.sites.len() as u32, &Expr::var(&n));
         out.push(Stmt::if_(cut, record));

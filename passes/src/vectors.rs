@@ -3,16 +3,20 @@
 //!
 //! * **Scalar**: no vector is left. A vector `let`/`var` becomes one binding per lane
 //!   (`v_0`, `v_1`, ...), lane-wise operations become one operation per lane, `vload4(p, i)`
-//!   becomes `p[i]`, `p[i + 1]`, ..., and `vstore` one store per lane. The x86 backend
-//!   takes this form.
+//!   becomes `p[i]`, `p[i + 1]`, ..., and `vstore` one store per lane. The pass
+//!   `scalarize-vectors` gives this form.
 //! * **Memory**: the same, except that memory accesses stay whole, since vector loads and
-//!   stores are what GPUs have vector instructions for (`ld.global.v4.f32`). A `vloadN`
+//!   stores are what GPUs have vector instructions for (`ld.global.v4.f32`), and what a
+//!   checking target checks whole. Every backend takes this form. A `vloadN`
 //!   becomes `let t: f32x4 = vload4(p, i);` whose lanes are read with `extract(t, k)`, and a
 //!   `vstore` stores a vector built from its lanes, `vstore(p, i, f32x4(a, b, c, d))`.
 //!
-//! Exact: each lane computes what the interpreter computes for it. The scalar form drops one
-//! check: a misaligned vector access (an error in the interpreter) becomes element accesses
-//! that succeed. Lanes are bound to `let`s before the statement that uses them, except in
+//! Exact: each lane computes what the interpreter computes for it, masks (`boolx4`, from
+//! lane-wise compares) and lane-wise casts included. The scalar form cannot keep one check:
+//! a misaligned vector access (an error in the interpreter) becomes element accesses that
+//! succeed. That is why every backend takes the Memory form and checks (x86) or, under the
+//! bounds sanitizer (`-fsanitize=bounds`, which checks alignment before this lowering runs),
+//! reports vector accesses whole. Lanes are bound to `let`s before the statement that uses them, except in
 //! a `while` condition (evaluated on every iteration), where lane expressions are repeated
 //! instead; CSE removes the repeats.
 
@@ -31,9 +35,9 @@ pub enum VectorLowering {
     /// The target lowers every vector construct itself (the IR printer).
     Native,
     /// The target wants vector loads and stores, and scalar lanes otherwise (the GPU
-    /// backends: PTX `ld.v4`, AMDGPU `global_load_dwordx4`).
+    /// backends: PTX `ld.v4`, SPIR-V `OpTypeVector` accesses, AMDGPU `global_load_dwordx4`).
     Memory,
-    /// The target wants no vectors at all (the x86 backend, SPIR-V).
+    /// The target wants no vectors at all (the `scalarize-vectors` pass).
     Scalar,
 }
 
@@ -164,6 +168,19 @@ impl Lower {
                 let la = self.lanes(a, out);
                 let lb = self.lanes(b, out);
                 la.into_iter().zip(lb).map(|(x, y)| Expr::binary(*op, x, y)).collect()
+            }
+            ExprNode::Select { cond, a, b } if cond.ty().is_vector() => {
+                // A mask: each lane picks by its own condition.
+                let lc = self.lanes(cond, out);
+                let la = self.lanes(a, out);
+                let lb = self.lanes(b, out);
+                lc.into_iter()
+                    .zip(la.into_iter().zip(lb))
+                    .map(|(c, (x, y))| Expr::select(c, x, y))
+                    .collect()
+            }
+            ExprNode::Cast { to, a } => {
+                self.lanes(a, out).into_iter().map(|x| x.cast(*to)).collect()
             }
             ExprNode::Select { cond, a, b } => {
                 let c = self.scalar(cond, out);

@@ -1,5 +1,5 @@
 //! `-fsanitize=bounds` through the runtime: deliberately bad kernels (out-of-bounds loads,
-//! stores and atomics; 1-D and 2-D ranges; signed, 64-bit and loop-carried indices; local
+//! stores and atomics; misaligned and partly out-of-bounds vector accesses; 1-D and 2-D ranges; signed, 64-bit and loop-carried indices; local
 //! and private arrays) are reported with the interpreter's exact message when they have one
 //! violation, and with a real violation when they have several; in-bounds kernels (the
 //! examples and random kernels) give the same buffers with and without the sanitizer; loops
@@ -265,6 +265,57 @@ fn bad_kernels() -> Vec<Bad> {
             bufs: vec![u32s(&[3, 1, 4]), u32s(&[0])],
         },
         Bad {
+            what: "misaligned vector load (an error the scalar lowering alone would lose)",
+            kernel: kernel(
+                "kernel vmis(x: ptr<global, f32>, y: ptr<global, f32>, o: u32) {
+                   let g: u32 = global_id(0);
+                   let i: u32 = g * 4u32 + (g == 1u32 ? o : 0u32);
+                   vstore(y, g * 4u32, vload4(x, i) * f32x4(2.0));
+                 }",
+            ),
+            range: NdRange::new(&[3]),
+            args: vec![b(0), b(1), Arg::scalar(2u32)],
+            bufs: vec![f32s(16), f32s(12)],
+        },
+        Bad {
+            what: "misaligned vector store to a local array",
+            kernel: kernel(
+                "kernel vloc(out: ptr<global, i32>, o: u32) #reqd_work_group_size(2, 1, 1) {
+                   local t: i32[8];
+                   let l: u32 = local_id(0);
+                   vstore(t, l * 4u32 + l * o, i32x4(l as i32));
+                   barrier(local);
+                   out[global_id(0)] = t[l];
+                 }",
+            ),
+            range: NdRange::new(&[2]),
+            args: vec![b(0), Arg::scalar(1u32)],
+            bufs: vec![Buffer::from_slice(&[0i32; 2])],
+        },
+        Bad {
+            what: "vector load whose last lane is past the end",
+            kernel: kernel(
+                "kernel vtail(x: ptr<global, u32>, y: ptr<global, u32>) {
+                   let g: u32 = global_id(0);
+                   vstore(y, g * 2u32, vload2(x, g * 2u32));
+                 }",
+            ),
+            range: NdRange::new(&[3]),
+            args: vec![b(0), b(1)],
+            bufs: vec![u32s(&[1, 2, 3, 4, 5]), u32s(&[0; 6])],
+        },
+        Bad {
+            what: "vector store starting past the end",
+            kernel: kernel(
+                "kernel vpast(y: ptr<global, f32>) {
+                   vstore(y, global_id(0) * 4u32, f32x4(1.5));
+                 }",
+            ),
+            range: NdRange::new(&[3]),
+            args: vec![b(0)],
+            bufs: vec![f32s(8)],
+        },
+        Bad {
             what: "load in an else-if condition",
             kernel: kernel(
                 "kernel pick(x: ptr<global, u32>, out: ptr<global, u32>) {
@@ -301,7 +352,11 @@ fn one_violation_is_reported_exactly_as_the_interpreter_reports_it() {
         let ctx = Context::new(dev.clone());
         for b in &cases {
             let want = interp_error(b);
-            assert!(want.contains("out of bounds"), "{}: {want}", b.what);
+            assert!(
+                want.contains("out of bounds") || want.contains("misaligned"),
+                "{}: {want}",
+                b.what
+            );
             match launch(&ctx, &b.kernel, SAN, &b.range, &b.args, &b.bufs) {
                 Err(DeviceError::Launch(got)) => {
                     assert_eq!(got, want, "{} on {}", b.what, dev.name())

@@ -19,6 +19,7 @@ mod convert;
 mod divide;
 mod intrin;
 mod memory;
+mod vector;
 mod wide;
 
 pub use memory::MAX_PRIVATE;
@@ -44,6 +45,8 @@ struct Isel<'a> {
     scratch: HashMap<Var, u32>,
     force_v: HashSet<Var>,
     smem_ok: bool,
+    /// The lanes of each vector `let` (a vector load; see `isel/vector.rs`).
+    vecs: HashMap<Var, Vec<Val>>,
 }
 
 /// Why a vector construct reaches instruction selection: the driver lowers them first.
@@ -124,6 +127,7 @@ pub fn select(k: &Kernel, div: &Divergence) -> Result<MFunc, Error> {
         scratch: HashMap::new(),
         force_v: vars_needing_vgprs(k, div),
         smem_ok: !has_global_writes(k.body()),
+        vecs: HashMap::new(),
     };
     i.entry(k)?;
     for s in k.body().stmts() {
@@ -316,10 +320,10 @@ impl Isel<'_> {
                     c.clone(),
                 ))
             }
-            ExprNode::VecLoad { .. }
-            | ExprNode::Extract { .. }
-            | ExprNode::Insert { .. }
-            | ExprNode::Vector { .. } => Err(Error::Unsupported(VECTORS.into())),
+            ExprNode::Extract { a, lane } => self.extract(a, *lane),
+            ExprNode::VecLoad { .. } | ExprNode::Insert { .. } | ExprNode::Vector { .. } => {
+                Err(Error::Unsupported(VECTORS.into()))
+            }
             ExprNode::Intrinsic { op, args } => {
                 let mut vals: Vec<Val> =
                     args.iter().map(|a| self.expr(a)).collect::<Result<_, _>>()?;
@@ -483,6 +487,18 @@ impl Isel<'_> {
     fn stmt(&mut self, s: &Stmt) -> Result<(), Error> {
         self.set_cur(s);
         match s.node() {
+            StmtNode::Let { var, value } if var.ty().is_vector() => {
+                let lanes = match value.node() {
+                    ExprNode::VecLoad { buf, index, lanes } => self.vec_load(buf, index, *lanes)?,
+                    ExprNode::Var(v) => self
+                        .vecs
+                        .get(v)
+                        .cloned()
+                        .ok_or_else(|| Error::Unsupported(VECTORS.into()))?,
+                    _ => return Err(Error::Unsupported(VECTORS.into())),
+                };
+                self.vecs.insert(var.clone(), lanes);
+            }
             StmtNode::Let { var, value } | StmtNode::Decl { var, init: value } => {
                 let is_let = matches!(s.node(), StmtNode::Let { .. });
                 let x = self.expr(value)?;
@@ -539,7 +555,7 @@ impl Isel<'_> {
                     self.stmt(c)?;
                 }
             }
-            StmtNode::VecStore { .. } => return Err(Error::Unsupported(VECTORS.into())),
+            StmtNode::VecStore { buf, index, value } => self.vec_store(buf, index, value)?,
             StmtNode::Call { func, result, args } => match func.kind() {
                 FuncKind::Barrier(_) => {
                     self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);

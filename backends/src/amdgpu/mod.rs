@@ -10,8 +10,9 @@
 //! and casts, held as an f32) and `f32` in one VGPR, `i64`/`u64` in an SGPR pair when
 //! uniform (SALU where gfx9 has the operation) or a VGPR pair, `f64` in a VGPR pair;
 //! buffers of every element type in global, constant or generic (`flat_*`) memory and local
-//! arrays of them; private arrays (up to [`isel::MAX_PRIVATE`] elements in registers, larger
-//! ones in scratch memory); `let`, `var`, assignment, stores, `if`/`else`, `for` (every
+//! arrays of them; vector loads and stores of 32-bit lanes whole (`global_load_dwordx2/x4`,
+//! `ds_read_b64/b128` and the stores; [`isel`]'s vector module); private arrays (up to
+//! [`isel::MAX_PRIVATE`] elements in registers, larger ones in scratch memory); `let`, `var`, assignment, stores, `if`/`else`, `for` (every
 //! integer counter type), `while`, barriers, fences, atomics on global and local memory
 //! (every operation and type the IR defines, old values returned); every operator on every
 //! type, including integer division and remainder by any divisor (LLVM's reciprocal
@@ -118,6 +119,15 @@ impl Target for Amdgpu {
     fn name(&self) -> String {
         "amdgpu".into()
     }
+    /// Vector loads and stores stay whole (`global_load_dwordx4`, `ds_read_b128`, ...: see
+    /// `isel/vector.rs`), the rest one scalar per lane.
+    fn lowering(&self) -> crate::target::Lowering {
+        crate::target::Lowering {
+            optimize: true,
+            sanitize: true,
+            vectors: crate::target::VectorLowering::Memory,
+        }
+    }
     fn emit(&self, module: &Verified) -> Result<Vec<Compiled>, BackendError> {
         module.kernels.iter().map(compile_verified).collect()
     }
@@ -137,9 +147,10 @@ pub fn compile(kernel: &Kernel) -> Result<Compiled, BackendError> {
 fn compile_verified(kernel: &Kernel) -> Result<Compiled, BackendError> {
     // Selection recurses over expressions: give it bounded depth (see kiln_ir::depth), and
     // analyze the kernel it selects from, whose split-off lets need divergence facts too.
-    // Vector values become one scalar per lane (the driver did this already for builds;
-    // direct callers get the same). Vector memory accesses are split into element accesses.
-    let kernel = &kiln_passes::vectors::scalarize_vectors(kernel);
+    // Vector values become one scalar per lane, memory accesses staying whole (the driver
+    // did this already for builds; direct callers get the same): see `isel/vector.rs`.
+    let kernel =
+        &kiln_passes::vectors::lower_vectors(kernel, kiln_passes::vectors::VectorLowering::Memory);
     let kernel = &kiln_ir::depth::bound_kernel(kernel);
     select_and_allocate(kernel, &analyze(kernel))
 }

@@ -36,6 +36,7 @@ impl Emitter {
                     cx.b.load(ty, None, p, None, []).map_err(er)?
                 }
                 Val::Ptr(..) => return Err(format!("pointer `{}` used as a value", v.name())),
+                Val::Vector(_) => return Err(super::VECTORS.into()),
             },
             ExprNode::Imm(i) => match *i {
                 Imm::Bool(b) => cx.bool_const(b),
@@ -110,10 +111,10 @@ impl Emitter {
                 self.load_conv(cx, elem, v)
             }
             ExprNode::Builtin { kind, dim } => self.builtin(cx, *kind, *dim as u32)?,
-            ExprNode::VecLoad { .. }
-            | ExprNode::Extract { .. }
-            | ExprNode::Insert { .. }
-            | ExprNode::Vector { .. } => return Err(super::VECTORS.into()),
+            ExprNode::Extract { a, lane } => self.extract(cx, a, *lane)?,
+            ExprNode::VecLoad { .. } | ExprNode::Insert { .. } | ExprNode::Vector { .. } => {
+                return Err(super::VECTORS.into())
+            }
             ExprNode::Intrinsic { op, args } => {
                 let mut ids = Vec::new();
                 for a in args {

@@ -93,6 +93,7 @@ mod ctx;
 mod exact;
 mod expr;
 mod stmt;
+mod vector;
 
 use rspirv::binary::{Assemble, Disassemble};
 use rspirv::dr::Operand;
@@ -103,7 +104,9 @@ use rspirv::spirv::{
 
 use kiln_ir::{Kernel, Scalar, Stmt, StmtNode, Type, Verified};
 
-use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Target};
+use crate::target::{
+    verified_kernel, BackendError, Emitted, ErrorKind, Lowering, Target, VectorLowering,
+};
 
 use ctx::Ctx;
 
@@ -213,6 +216,11 @@ impl Flavour {
 
 impl Target for Spirv {
     type Output = Vec<SpirvModule>;
+    /// Vector loads and stores stay whole (`OpTypeVector` accesses, see `vector.rs`), the
+    /// rest one scalar per lane.
+    fn lowering(&self) -> Lowering {
+        Lowering { optimize: true, sanitize: true, vectors: VectorLowering::Memory }
+    }
     fn name(&self) -> String {
         self.0.target_name().into()
     }
@@ -246,9 +254,9 @@ pub(crate) const VECTORS: &str = "vector values reach SPIR-V emission unlowered"
 
 /// Emits one kernel of a verified module.
 fn emit_verified(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendError> {
-    // Vector values become one scalar per lane (the driver does this already for builds;
-    // direct callers get the same).
-    let kernel = &kiln_passes::vectors::scalarize_vectors(kernel);
+    // Vector values become one scalar per lane, memory accesses staying whole (the driver
+    // does this already for builds; direct callers get the same).
+    let kernel = &kiln_passes::vectors::lower_vectors(kernel, VectorLowering::Memory);
     // Emission recurses over expressions: give it bounded depth (see kiln_ir::depth).
     let kernel = &kiln_ir::depth::bound_kernel(kernel);
     let err = |kind| {
@@ -443,7 +451,7 @@ fn setup_vulkan(
                 cx.b.decorate(v, Decoration::DescriptorSet, [Operand::LiteralBit32(0)]);
                 cx.b.decorate(v, Decoration::Binding, [Operand::LiteralBit32(i as u32)]);
                 cx.b.decorate(v, Decoration::Aliased, []);
-                em.bind_storage(p, v);
+                em.bind_storage(p, v, i as u32);
                 layout.buffers.push(BufferBinding { param: i, elem });
             }
             Type::Vector(..) => return Err(VECTORS.into()),

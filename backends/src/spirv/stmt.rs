@@ -33,6 +33,8 @@ pub(crate) enum Val {
     Mut(Word, Scalar),
     /// A buffer or array with its element type.
     Ptr(Mem, Scalar),
+    /// A vector (a vector load's result): index into [`Emitter::vectors`].
+    Vector(usize),
 }
 
 /// Per-kernel lowering state.
@@ -51,6 +53,14 @@ pub(crate) struct Emitter {
     pub entry_fn: Word,
     cl_params: Vec<(Var, Word)>,
     local_arrays: Vec<(usize, Word, Word, Scalar, u32)>,
+    /// The vector values bound by `let`s (see `vector.rs`).
+    pub(crate) vectors: Vec<super::vector::VecVal>,
+    /// Storage buffer variables and their bindings (Vulkan).
+    pub(crate) storage_bindings: Vec<(Word, u32)>,
+    /// Aliased vector views of storage buffers: (buffer variable, lane type, lanes, view).
+    pub(crate) vector_views: Vec<(Word, Scalar, u8, Word)>,
+    /// The block types of vector views already decorated.
+    pub(crate) vector_structs: Vec<Word>,
 }
 
 impl Emitter {
@@ -65,6 +75,10 @@ impl Emitter {
             entry_fn: 0,
             cl_params: Vec::new(),
             local_arrays: Vec::new(),
+            vectors: Vec::new(),
+            storage_bindings: Vec::new(),
+            vector_views: Vec::new(),
+            vector_structs: Vec::new(),
         }
     }
 
@@ -72,7 +86,8 @@ impl Emitter {
         self.local_arrays.push((s.addr(), var, arr_ty, elem, n));
     }
 
-    pub fn bind_storage(&mut self, p: &Var, var: Word) {
+    pub fn bind_storage(&mut self, p: &Var, var: Word, binding: u32) {
+        self.storage_bindings.push((var, binding));
         let elem = p.ty().elem().expect("pointer");
         self.bind(p, Val::Ptr(Mem::Storage(var), elem));
     }
@@ -230,7 +245,8 @@ impl Emitter {
         Ok((p, sc))
     }
 
-    fn ptr_of(&self, v: &Var) -> Result<(Mem, Scalar), String> {
+    /// The memory `v` points to and its element type.
+    pub(crate) fn ptr_to(&self, v: &Var) -> Result<(Mem, Scalar), String> {
         match self.lookup(v)? {
             Val::Ptr(m, e) => Ok((m, e)),
             _ => Err(format!("`{}` is not a pointer", v.name())),
@@ -338,6 +354,11 @@ impl Emitter {
     fn stmt(&mut self, cx: &mut Ctx, s: &Stmt) -> Result<(), String> {
         let e = |e: rspirv::dr::Error| e.to_string();
         match s.node() {
+            StmtNode::Let { var, value } if var.ty().is_vector() => {
+                let v = self.vec_value(cx, value)?;
+                self.vectors.push(v);
+                self.bind(var, Val::Vector(self.vectors.len() - 1));
+            }
             StmtNode::Let { var, value } => {
                 let (v, _) = self.expr(cx, value)?;
                 self.bind(var, Val::Ssa(v));
@@ -358,7 +379,7 @@ impl Emitter {
                 }
             }
             StmtNode::Store { buf, index, value } => {
-                let (mem, elem) = self.ptr_of(buf)?;
+                let (mem, elem) = self.ptr_to(buf)?;
                 let (v, _) = self.expr(cx, value)?;
                 let (p, _) = self.elem_ptr(cx, mem, elem, index)?;
                 let v = self.store_conv(cx, elem, v);
@@ -421,7 +442,7 @@ impl Emitter {
                 self.scopes.pop();
                 r?;
             }
-            StmtNode::VecStore { .. } => return Err(super::VECTORS.into()),
+            StmtNode::VecStore { buf, index, value } => self.vec_store(cx, buf, index, value)?,
             StmtNode::Call { result, func, args } => match func.kind() {
                 FuncKind::Barrier(f) => self.barrier(cx, f, true)?,
                 FuncKind::Fence(f) => self.barrier(cx, f, false)?,
@@ -524,7 +545,7 @@ impl Emitter {
             Some(kiln_ir::ExprNode::Var(v)) => v.clone(),
             _ => return Err("atomic needs a pointer variable operand".into()),
         };
-        let (mem, elem) = self.ptr_of(&buf)?;
+        let (mem, elem) = self.ptr_to(&buf)?;
         let idx = args.get(1).ok_or("atomic needs an index")?;
         let (p, sc) = self.elem_ptr(cx, mem, elem, idx)?;
         let mut vals = Vec::new();

@@ -62,6 +62,11 @@ impl X86Program {
                 let note = kiln_ir::launch::bounds_note(m.kind_word(), len, offset);
                 format!("{what} `{}[{v}]` out of bounds ({note})", m.name)
             }
+            (rt::ERR_MISALIGNED, Some(Site::Align { what, mem, lanes })) => format!(
+                "misaligned {what} `{}[{}]` of {lanes} lanes: the index must be a multiple of \
+                 {lanes}",
+                mems[*mem as usize].name, ctx.err_val
+            ),
             (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => format!(
                 "integer {} by zero in `{expr}`",
                 if *rem { "remainder" } else { "division" }

@@ -54,6 +54,8 @@ pub(crate) enum Site {
     Div { rem: bool, expr: String },
     /// A `for` loop's step.
     ForStep { var: String, signed: bool },
+    /// The alignment of a vector access (`what`) of `lanes` lanes to memory `mem`.
+    Align { what: &'static str, mem: u32, lanes: u8 },
 }
 
 /// A comment of the disassembly: where a statement's code or a region starts.
@@ -81,7 +83,7 @@ impl std::fmt::Display for Mark {
 }
 
 #[derive(Clone, Debug)]
-enum Binding {
+pub(crate) enum Binding {
     Slot(i32),
     Mem(u32),
 }
@@ -227,7 +229,7 @@ impl Gen {
             .collect()
     }
 
-    fn new_slot(&mut self) -> i32 {
+    pub(crate) fn new_slot(&mut self) -> i32 {
         let s = self.next_slot;
         self.next_slot += 8;
         s
@@ -268,7 +270,17 @@ impl Gen {
     }
 
     fn lookup(&self, v: &Var) -> Option<&Binding> {
-        self.scope.iter().rev().find(|(n, _)| n == v.name()).map(|(_, b)| b)
+        self.lookup_name(v.name())
+    }
+
+    /// What the name `name` is bound to in scope.
+    pub(crate) fn lookup_name(&self, name: &str) -> Option<&Binding> {
+        self.scope.iter().rev().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+
+    /// Binds `name` in the current scope.
+    pub(crate) fn bind_name(&mut self, name: String, b: Binding) {
+        self.scope.push((name, b));
     }
 
     pub(crate) fn push(&mut self, r: AsmRegister64) -> AsmResult<()> {
@@ -434,6 +446,7 @@ impl Gen {
             self.mark(s);
         }
         match s.node() {
+            StmtNode::Let { var, value } if var.ty().is_vector() => self.vec_let(var, value)?,
             StmtNode::Let { var, value } | StmtNode::Decl { var, init: value } => {
                 self.expr(value)?;
                 let slot = self.new_slot();
@@ -445,9 +458,7 @@ impl Gen {
                 let slot = self.lookup_slot(var);
                 self.store_slot(slot)?;
             }
-            StmtNode::VecStore { .. } => {
-                unreachable!("vectors are refused before code generation (compile_inner)")
-            }
+            StmtNode::VecStore { buf, index, value } => self.vec_store(buf, index, value)?,
             StmtNode::Store { buf, index, value } => {
                 let mem = self.lookup_mem(buf);
                 self.expr(index)?;
@@ -457,14 +468,7 @@ impl Gen {
                 self.pop(rax)?;
                 let signed = index.ty().scalar().is_some_and(Scalar::is_signed);
                 self.address(mem, "store", signed)?;
-                let elem = self.mems[mem as usize].elem;
-                let m = rdx + rax * elem.size_bytes() as u32;
-                match elem.size_bytes() {
-                    1 => self.a.mov(byte_ptr(m), cl)?,
-                    2 => self.a.mov(word_ptr(m), cx)?,
-                    4 => self.a.mov(dword_ptr(m), ecx)?,
-                    _ => self.a.mov(qword_ptr(m), rcx)?,
-                }
+                self.store_element(mem)?;
             }
             StmtNode::Alloc { var, count } => self.alloc(var, *count)?,
             StmtNode::If { cond, then, otherwise } => {

@@ -126,9 +126,25 @@ impl W {
                     self.bytes(var.as_bytes());
                     self.u8(*signed as u8);
                 }
+                Site::Align { what, mem, lanes } => {
+                    self.u8(3);
+                    self.bytes(what.as_bytes());
+                    self.u32(*mem);
+                    self.u8(*lanes);
+                }
             }
         }
     }
+}
+
+/// The access word generated code uses (`load`, `vector store`, an atomic's name), as the
+/// static string sites hold.
+fn access_word(what: &str) -> Res<&'static str> {
+    ["load", "store", "vector load", "vector store"]
+        .into_iter()
+        .chain(AtomicOp::ALL.iter().map(|op| op.name()))
+        .find(|w| *w == what)
+        .ok_or(format!("unknown access `{what}`"))
 }
 
 /// A reader whose every read is bounds-checked.
@@ -213,18 +229,20 @@ impl<'a> R<'a> {
         for _ in 0..n {
             out.push(match self.u8()? {
                 0 => {
-                    let what = self.str()?;
-                    // The access words generated code uses, as the static strings sites hold.
-                    let what = ["load", "store"]
-                        .into_iter()
-                        .chain(AtomicOp::ALL.iter().map(|op| op.name()))
-                        .find(|w| *w == what)
-                        .ok_or(format!("unknown access `{what}`"))?;
+                    let what = access_word(&self.str()?)?;
                     let mem = self.u32()?;
                     if mem as usize >= mems {
                         return Err(format!("site names memory {mem} of {mems}"));
                     }
                     Site::Access { what, mem, signed: self.flag()? }
+                }
+                3 => {
+                    let what = access_word(&self.str()?)?;
+                    let mem = self.u32()?;
+                    if mem as usize >= mems {
+                        return Err(format!("site names memory {mem} of {mems}"));
+                    }
+                    Site::Align { what, mem, lanes: self.u8()? }
                 }
                 1 => Site::Div { rem: self.flag()?, expr: self.str()? },
                 2 => Site::ForStep { var: self.str()?, signed: self.flag()? },

@@ -90,6 +90,7 @@ mod image;
 mod launch;
 mod rt;
 mod spmd;
+mod vector;
 
 pub use image::cpu_has;
 
@@ -186,7 +187,8 @@ impl Target for X86 {
         Lowering {
             optimize: true,
             sanitize: self.0.unchecked,
-            vectors: crate::target::VectorLowering::Scalar,
+            // Vector accesses stay whole to be checked whole (alignment), see vector.rs.
+            vectors: crate::target::VectorLowering::Memory,
         }
     }
     fn emit(&self, module: &Verified) -> Result<Vec<X86Program>, BackendError> {
@@ -321,14 +323,11 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     if !cfg!(target_arch = "x86_64") {
         return Err(X86Error::Unsupported("the x86 backend runs only on x86-64 hosts".into()));
     }
-    if kiln_passes::vectors::uses_vectors(kernel) {
-        return Err(X86Error::Unsupported(
-            "vector values: lower them with kiln_passes::vectors::scalarize_vectors first (the \
-             build driver does, as the target's lowering says)"
-                .into(),
-        ));
-    }
-    let k = kernel.clone();
+    // Vector values become one scalar per lane, memory accesses staying vector accesses,
+    // which code generation checks as the interpreter does (alignment included) and splits
+    // (see vector.rs). The driver did this already for builds; direct callers get the same.
+    let k =
+        kiln_passes::vectors::lower_vectors(kernel, kiln_passes::vectors::VectorLowering::Memory);
     // Code generation recurses over expressions: bound their depth (same meaning).
     let k = kiln_ir::depth::bound_kernel(&k);
     if gen::nesting(k.body(), 0) > gen::MAX_NESTING {

@@ -100,6 +100,8 @@ pub(crate) const ERR_STEPS: u64 = 4;
 pub(crate) const ERR_DEADLINE: u64 = 5;
 /// The launch was cancelled through its flag.
 pub(crate) const ERR_CANCELLED: u64 = 6;
+/// A vector access whose index is not a multiple of its lanes (site, index).
+pub(crate) const ERR_MISALIGNED: u64 = 7;
 
 /// How many back-edges run between two looks at the clock and the cancel flag.
 pub(crate) const CHECK_EVERY: u64 = 4096;

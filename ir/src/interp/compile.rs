@@ -58,6 +58,11 @@ pub(super) enum Op {
     VDivRem(BinOp, u32, u8),
     /// Pops a vector, a vector and a bool condition (pushed in that order reversed).
     VSelect(u8),
+    /// Pops a vector, a vector and a mask of as many lanes: lane `k` from the first vector
+    /// where mask lane `k` is true, else from the second.
+    VSelectMask(u8),
+    /// `VCast(to, lanes)`: casts each lane to `to`.
+    VCast(Scalar, u8),
     /// `VIntrinsic(f, arity, lanes)`.
     VIntrinsic(Intrinsic, u8, u8),
     /// Pops an index, pushes `lanes` elements of `mems[m]` from it on.
@@ -322,7 +327,7 @@ impl Compiler<'_> {
                 ExprNode::Imm(i) => Op::Const(normalize(*i)),
                 ExprNode::Unary { op, a } if a.ty().is_vector() => Op::VUnary(*op, lanes),
                 ExprNode::Binary { op, a, .. } if a.ty().is_vector() => {
-                    if op.is_comparison() || op.is_logical() {
+                    if op.is_logical() {
                         return Err(format!("ill-formed kernel: `{}` on vectors", op.symbol()));
                     }
                     if matches!(op, BinOp::Div | BinOp::Rem) {
@@ -332,10 +337,11 @@ impl Compiler<'_> {
                         Op::VBinary(*op, lanes)
                     }
                 }
-                ExprNode::Select { .. } if vector => Op::VSelect(lanes),
-                ExprNode::Cast { a, .. } if a.ty().is_vector() => {
-                    return Err("ill-formed kernel: a cast of a vector".to_string())
+                ExprNode::Select { cond, .. } if vector && cond.ty().is_vector() => {
+                    Op::VSelectMask(lanes)
                 }
+                ExprNode::Select { .. } if vector => Op::VSelect(lanes),
+                ExprNode::Cast { to, a } if a.ty().is_vector() => Op::VCast(*to, lanes),
                 ExprNode::Intrinsic { op, args } if vector => {
                     if args.len() != op.arity() {
                         return Err(format!("ill-formed kernel: `{}` arity", op.name()));

@@ -513,6 +513,27 @@ impl Machine<'_> {
                     }
                 }
             }
+            Op::VSelectMask(n) => {
+                let b = take(stack, n as usize)?;
+                let a = take(stack, n as usize)?;
+                let m = take(stack, n as usize)?;
+                for ((c, x), y) in m.into_iter().zip(a).zip(b) {
+                    match c {
+                        Imm::Bool(c) => stack.push(if c { x } else { y }),
+                        c => {
+                            return Err(format!(
+                                "select mask lane of type {} is not a bool",
+                                c.scalar()
+                            ))
+                        }
+                    }
+                }
+            }
+            Op::VCast(to, n) => {
+                for x in take(stack, n as usize)? {
+                    stack.push(ops::cast(to, x));
+                }
+            }
             Op::VIntrinsic(f, arity, n) => {
                 let mut args: SmallVec<[SmallVec<[Imm; 8]>; 3]> = SmallVec::new();
                 for _ in 0..arity {

@@ -3,7 +3,7 @@
 //! of its ancestors that depend on its type are skipped, so one mistake gives one error.
 
 use crate::expr::{canonical_int, round_float, BinOp, Expr, ExprNode, Imm, Intrinsic, UnOp};
-use crate::types::Type;
+use crate::types::{Scalar, Type};
 
 use super::{show, Checker, Node};
 
@@ -93,9 +93,8 @@ impl Checker<'_> {
                 }
                 let t = super::vector::lane_type(a.ty());
                 let (ok, need) = match op {
-                    UnOp::Not if a.ty().is_vector() => (false, "a bool operand"),
                     UnOp::Neg => (t.is_arith(), "an arithmetic operand (integer, f32 or f64)"),
-                    UnOp::Not => (t.is_bool(), "a bool operand (use `~` for integers)"),
+                    UnOp::Not => (t.is_bool(), "a bool operand or mask (use `~` for integers)"),
                     UnOp::BitNot => (t.is_int(), "an integer operand"),
                 };
                 if !ok {
@@ -117,10 +116,18 @@ impl Checker<'_> {
                     return false;
                 }
                 let mut ok = true;
-                if !cond.ty().is_bool() {
+                // A mask (`boolxN`) selects lane by lane between vectors of N lanes.
+                let mask_ok = matches!((cond.ty(), a.ty()),
+                    (Type::Vector(Scalar::Bool, n), Type::Vector(_, m)) if n == m);
+                if !cond.ty().is_bool() && !mask_ok {
                     self.at_expr(
                         e,
-                        format!("condition {} of select is {}, not bool", show(cond), cond.ty()),
+                        format!(
+                            "condition {} of select is {}, not bool (or a mask of as many lanes \
+                             as the arms)",
+                            show(cond),
+                            cond.ty()
+                        ),
                     );
                     ok = false;
                 }
@@ -154,17 +161,7 @@ impl Checker<'_> {
             }
             ExprNode::Cast { to, a } => {
                 if kids_ok {
-                    if a.ty().is_vector() {
-                        self.at_expr(
-                            e,
-                            format!(
-                                "cannot cast {}, a vector ({}), to {to}; casts convert scalars \
-                                 only (cast each lane: `extract(v, 0) as {to}`)",
-                                show(a),
-                                a.ty()
-                            ),
-                        );
-                    }
+                    // A vector is cast lane by lane (`v as i32` of an `f32x4` is an `i32x4`).
                     if let Type::Ptr(..) = a.ty() {
                         self.at_expr(
                             e,
@@ -313,9 +310,6 @@ impl Checker<'_> {
         let t = super::vector::lane_type(ta);
         let is_f16 = t == Type::F16;
         let (ok, need) = match op {
-            _ if ta.is_vector() && op.is_comparison() => {
-                (false, "scalar operands (compare lanes after `extract`)")
-            }
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
                 (t.is_arith(), "arithmetic operands (integers, f32 or f64)")
             }

@@ -21,9 +21,6 @@ pub(super) fn bad_vector_type(t: Type) -> Option<String> {
         Type::Vector(s, n) if !VECTOR_LANES.contains(&n) => {
             Some(format!("a vector of {n} lanes of {s}; vectors have 2, 4 or 8 lanes"))
         }
-        Type::Vector(Scalar::Bool, _) => {
-            Some("a vector of bool; vector lanes are storable scalar types".to_string())
-        }
         _ => None,
     }
 }
@@ -222,6 +219,18 @@ impl Checker<'_> {
         let index_ok = self.expr(index);
         if self.expr(value) {
             match (value.ty(), elem) {
+                // A mask (`boolxN`, what a lane-wise compare yields) is a value only.
+                (Type::Vector(Scalar::Bool, _), _) => self.at_expr(
+                    value,
+                    format!(
+                        "vector store of {}, a mask ({}); bool vectors cannot be stored \
+                         (select numbers with it first: `m ? {}x4(1) : {}x4(0)`)",
+                        show(value),
+                        value.ty(),
+                        Scalar::U32,
+                        Scalar::U32
+                    ),
+                ),
                 (Type::Vector(ve, lanes), Some(elem)) if ve == elem && index_ok => {
                     let at = value.clone();
                     self.vector_index(&at, buf, index, lanes, "vector store to");

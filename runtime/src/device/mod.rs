@@ -92,7 +92,7 @@ impl fmt::Display for DeviceKind {
 
 /// The version stamp of kiln's code generators; bump it when any backend's output changes
 /// for the same input, so persistent-cache entries of older builds are not used.
-pub const CODEGEN_VERSION: u32 = 3;
+pub const CODEGEN_VERSION: u32 = 4;
 
 /// A device that builds programs and runs their kernels. Shared between threads.
 pub trait Device: Send + Sync + 'static {

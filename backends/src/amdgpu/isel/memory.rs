@@ -166,9 +166,14 @@ impl Isel<'_> {
     }
 
     pub(super) fn store(&mut self, buf: &Var, index: &Expr, value: &Expr) -> Result<(), Error> {
+        let x = self.expr(value)?;
+        self.store_val(buf, index, x)
+    }
+
+    /// Stores the value `x` (already computed) to `buf[index]`.
+    pub(super) fn store_val(&mut self, buf: &Var, index: &Expr, x: Val) -> Result<(), Error> {
         let elem = Self::elem(buf);
         let size = elem.size_bytes() as u32;
-        let x = self.expr(value)?;
         if self.privs.contains_key(buf) {
             return self.private_store(buf, index, x);
         }
@@ -232,7 +237,8 @@ impl Isel<'_> {
         match var.ty().addr_space() {
             Some(AddrSpace::Local) => {
                 let size = elem.size_bytes() as u32;
-                let base = self.f.lds_bytes.next_multiple_of(size.max(4));
+                // 16-byte aligned: `ds_read_b128` of a 4-lane vector needs it.
+                let base = self.f.lds_bytes.next_multiple_of(16);
                 let end = base as u64 + size as u64 * count as u64;
                 if end > crate::amdgpu::MAX_LDS_BYTES as u64 {
                     return too_big(

@@ -8,7 +8,8 @@ use crate::amdgpu::mir::{Inst, Opnd, PReg};
 
 /// True for the instructions [`exec`] runs.
 pub(super) fn is_memory(op: &str) -> bool {
-    op.starts_with("global_atomic")
+    is_quad(op)
+        || op.starts_with("global_atomic")
         || op.contains("_rtn_")
         || op.starts_with("flat_")
         || op.starts_with("scratch_")
@@ -20,6 +21,7 @@ pub(super) fn is_memory(op: &str) -> bool {
 pub(super) fn exec(w: &mut Wave, i: &Inst, mem: &mut Mem, lds: &mut [u8]) -> Result<(), String> {
     let (op, u, d) = (i.op, &i.uses, i.defs.first());
     match op {
+        _ if is_quad(op) => quad(w, op, u, d, mem, lds)?,
         _ if op.starts_with("global_atomic") || op.contains("_rtn_") => {
             let (dn, pair) = match d {
                 Some(Opnd::P(PReg::V(n))) => (*n as usize, false),
@@ -157,6 +159,54 @@ pub(super) fn exec(w: &mut Wave, i: &Inst, mem: &mut Mem, lds: &mut [u8]) -> Res
             }
         }
         _ => return Err(format!("simulator: unknown instruction {op}")),
+    }
+    Ok(())
+}
+
+/// The 16-byte accesses of four consecutive VGPRs (vector loads and stores).
+fn is_quad(op: &str) -> bool {
+    matches!(op, "global_load_dwordx4" | "global_store_dwordx4" | "ds_read_b128" | "ds_write_b128")
+}
+
+/// Runs a 16-byte load or store: loads `[vaddr, saddr]` (global) or `[addr]` (LDS) into
+/// `v[d:d+3]`; stores `[vaddr, data, saddr]` or `[addr, data]` from `v[data:data+3]`.
+fn quad(
+    w: &mut Wave,
+    op: &str,
+    u: &[Opnd],
+    d: Option<&Opnd>,
+    mem: &mut Mem,
+    lds: &mut [u8],
+) -> Result<(), String> {
+    let store = op.contains("store") || op.contains("write");
+    let local = op.starts_with("ds_");
+    let regs = match (store, d, u.get(1)) {
+        (false, Some(Opnd::P(PReg::V4(n))), _) | (true, _, Some(Opnd::P(PReg::V4(n)))) => {
+            *n as usize
+        }
+        _ => return Err(format!("simulator: bad registers in {op}")),
+    };
+    for l in (0..LANES).filter(|l| w.exec >> l & 1 == 1) {
+        let o = lane(w, &u[0], l);
+        for k in 0..4usize {
+            if local {
+                let at = o as usize + 4 * k;
+                let s = lds.get_mut(at..at + 4).ok_or("LDS access out of bounds")?;
+                if store {
+                    s.copy_from_slice(&w.v[regs + k][l].to_le_bytes());
+                } else {
+                    w.v[regs + k][l] = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                }
+            } else {
+                let base = s64(w, &u[if store { 2 } else { 1 }]);
+                let a = base.wrapping_add(o as u64 + 4 * k as u64);
+                if store {
+                    mem.write_n(a, w.v[regs + k][l] as u64, 4)?;
+                } else {
+                    w.v[regs + k][l] = mem.read_n(a, 4)? as u32;
+                }
+            }
+        }
     }
     Ok(())
 }
