@@ -17,7 +17,7 @@
 //! Layout, little-endian; strings and byte strings as (u32 len, bytes):
 //!
 //! ```text
-//! "KX86IMG1"  u64 checksum (FNV-1a 64 of everything after it)
+//! "KX86IMG2"  u64 checksum (FNV-1a 64 of everything after it)
 //!             str kernel name; u32 params; u8 checked
 //!             u32 features, each str                 (CPU features the code needs)
 //!             u32 param slots, each i32 (i32::MIN: none)
@@ -47,7 +47,7 @@ use super::gen::{Mark, MemInfo, MemKind, Site};
 use super::rt::ExecCode;
 use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 
-const MAGIC: &[u8; 8] = b"KX86IMG1";
+const MAGIC: &[u8; 8] = b"KX86IMG2";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -328,6 +328,8 @@ impl X86Program {
             v.accessed.iter().for_each(|&a| w.u32(a));
             w.mems(&v.mems);
             w.u64(v.frame_bytes as u64);
+            w.sites(&v.sites);
+            w.u8(v.per_group as u8);
         });
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
@@ -451,7 +453,9 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         }
         let frame_bytes = r.size("frame")?;
         check_frame(frame_bytes, &param_slots)?;
-        Some(SpmdCode { code, vframe_bytes, accessed, mems, frame_bytes })
+        let sites = r.sites(mems.len())?;
+        let per_group = r.flag()?;
+        Some(SpmdCode { code, vframe_bytes, accessed, mems, frame_bytes, sites, per_group })
     } else {
         None
     };
@@ -460,7 +464,7 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     }
     let cell = OnceLock::new();
     let _ = cell.set(Ok(scalar));
-    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd })
+    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd: None })
 }
 
 #[cfg(test)]

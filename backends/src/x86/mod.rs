@@ -244,6 +244,8 @@ pub struct X86Program {
     /// The scalar code; for a kernel with vector code, compiled when first needed.
     scalar: std::sync::OnceLock<Result<ScalarCode, X86Error>>,
     spmd: Option<SpmdCode>,
+    /// Why the kernel has no vector code (when it has none and it was asked for).
+    no_spmd: Option<String>,
 }
 
 /// The scalar code of a kernel and its tables.
@@ -267,9 +269,14 @@ struct SpmdCode {
     mems: Vec<MemInfo>,
     /// Bytes of a scalar frame holding the parameters.
     frame_bytes: usize,
+    /// Fault sites of the checked accesses and loops (indexed by `Ctx::err_site`).
+    sites: Vec<gen::Site>,
+    /// True if one call must not run several work-groups (the code reads `local_id(0)` or
+    /// `group_id(0)`).
+    per_group: bool,
 }
 
-type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8);
+type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
 
 impl fmt::Debug for X86Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -340,7 +347,17 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     let checked = !opts.unchecked;
     let g = gen::Gen::new(k.params(), k.body(), checked)?;
     let param_slots = g.param_slots();
-    let vector = if !opts.scalar && avx2() { spmd::generate(&k, &param_slots)? } else { None };
+    let vector = if opts.scalar {
+        Err("scalar code was asked for".to_string())
+    } else if !avx2() {
+        Err("this CPU has no AVX2".to_string())
+    } else {
+        spmd::generate(&k, &param_slots, &g.mems)?
+    };
+    let (vector, no_spmd) = match vector {
+        Ok(v) => (Some(v), None),
+        Err(why) => (None, Some(why)),
+    };
     let spmd = match vector {
         Some(v) => {
             CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -352,6 +369,8 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
                 accessed: v.accessed,
                 mems: g.mems.clone(),
                 frame_bytes,
+                sites: v.sites,
+                per_group: v.per_group,
             })
         }
         None => None,
@@ -361,7 +380,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         // The scalar code is all there is: compile it now (its errors are the build's).
         scalar.get_or_init(|| scalar_code(g, &k)).as_ref().map_err(Clone::clone)?;
     }
-    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd })
+    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd })
 }
 
 /// Generates and maps the scalar code of `k` (see gen.rs).
@@ -449,6 +468,9 @@ impl X86Program {
             }
             Err(e) => format!("; kernel `{}`: no scalar code: {e}\n", self.kernel.name()),
         };
+        if let Some(why) = &self.no_spmd {
+            s.push_str(&format!("; no 8-lane AVX2 code: {why}\n"));
+        }
         if let Some(v) = &self.spmd {
             s.push_str("; 8-lane AVX2 code (8 work-items of a row per pass)\n");
             s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
@@ -558,9 +580,15 @@ impl X86Program {
         };
         // The scalar code is compiled (if it was not yet) unless the vector code runs every
         // group: rows of whole batches, every access within its buffer.
+        // The vector code's checked accesses compare 32-bit indices with lengths below 2^31
+        // (see spmd/mem.rs): other buffers leave the kernel to the scalar code.
+        let lens_fit = self.spmd.as_ref().is_some_and(|v| {
+            v.mems.iter().map(param_len).all(|n| n < 1 << 31 && (n > 0 || v.sites.is_empty()))
+        });
         let vector_all = self.spmd.as_ref().is_some_and(|v| {
             let end0 = launch.offset[0] as u64 + g[0] * l[0];
-            l[0].is_multiple_of(8)
+            lens_fit
+                && l[0].is_multiple_of(8)
                 && v.accessed.iter().all(|&t| v.mems.get(t as usize).map_or(0, param_len) >= end0)
         });
         let sc = match (vector_all, &self.spmd) {
@@ -638,10 +666,13 @@ impl X86Program {
         let mut vframe: Vec<u32> = Vec::new();
         // 1-D launches with rows of whole batches run many groups per call of the vector
         // code: their work-items are one contiguous run of global_id(0).
-        let spans = self
-            .spmd
-            .as_ref()
-            .filter(|_| l[0].is_multiple_of(8) && l[1] * l[2] == 1 && g[1] * g[2] == 1);
+        let spans = self.spmd.as_ref().filter(|v| {
+            lens_fit
+                && !v.per_group
+                && l[0].is_multiple_of(8)
+                && l[1] * l[2] == 1
+                && g[1] * g[2] == 1
+        });
         let end = groups.end.min(launch.group_count());
         let mut linear = groups.start;
         while linear < end {
@@ -668,7 +699,7 @@ impl X86Program {
                     ctx.span = n * l[0];
                     // SAFETY: the vector code reads the lane constant at the vector frame's
                     // start; every access is at a global_id(0) below `fit` (checked above).
-                    unsafe {
+                    let stop = unsafe {
                         let entry: VectorEntry =
                             std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
                         entry(
@@ -677,6 +708,9 @@ impl X86Program {
                             vframe.as_mut_ptr() as *mut u8,
                         )
                     };
+                    if stop != 0 {
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, start));
+                    }
                     linear += n;
                     continue;
                 }
@@ -694,7 +728,8 @@ impl X86Program {
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
-                launch.local[0].is_multiple_of(8)
+                lens_fit
+                    && launch.local[0].is_multiple_of(8)
                     && v.accessed
                         .iter()
                         .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
@@ -712,13 +747,16 @@ impl X86Program {
                     ctx.global_id = [ctx.base[0], ctx.base[1] + y, ctx.base[2] + z];
                     // SAFETY: every access of the vector code is at global_id(0) of a
                     // buffer longer than the row's last global_id(0) (checked above).
-                    unsafe {
+                    let stop = unsafe {
                         entry(
                             &mut ctx,
                             frames.as_mut_ptr() as *mut u8,
                             vframe.as_mut_ptr() as *mut u8,
                         )
                     };
+                    if stop != 0 {
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, start));
+                    }
                 }
                 Ok(())
             } else if let Some(sc) = sc {
