@@ -330,6 +330,8 @@ impl X86Program {
             w.u64(v.frame_bytes as u64);
             w.sites(&v.sites);
             w.u8(v.per_group as u8);
+            w.u64(v.local_bytes as u64);
+            w.u32(v.n_barriers);
         });
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
@@ -445,8 +447,13 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         let accessed: Vec<u32> = (0..r.u32()?).map(|_| r.u32()).collect::<Res<_>>()?;
         let mems = r.mems(params)?;
         check_params(&mems, sig)?;
-        if mems.iter().any(|m| !matches!(m.kind, MemKind::Table(_)) || m.param.is_none()) {
-            return Err("vector code memory that is not a buffer parameter".into());
+        if mems
+            .iter()
+            .any(|m| !matches!(m.kind, MemKind::Table(_)) || m.param.is_none() == m.local.is_none())
+        {
+            return Err(
+                "vector code memory that is neither a buffer parameter nor a local array".into()
+            );
         }
         if let Some(a) = accessed.iter().find(|&&a| a as usize >= mems.len()) {
             return Err(format!("vector code accesses memory {a} of {}", mems.len()));
@@ -455,7 +462,24 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         check_frame(frame_bytes, &param_slots)?;
         let sites = r.sites(mems.len())?;
         let per_group = r.flag()?;
-        Some(SpmdCode { code, vframe_bytes, accessed, mems, frame_bytes, sites, per_group })
+        let local_bytes = r.size("local arrays")?;
+        let n_barriers = r.u32()?;
+        if mems.iter().any(|m| {
+            m.local.is_some_and(|(off, n)| off + n as usize * m.elem.size_bytes() > local_bytes)
+        }) {
+            return Err("vector code local array outside the local block".into());
+        }
+        Some(SpmdCode {
+            code,
+            vframe_bytes,
+            accessed,
+            mems,
+            frame_bytes,
+            sites,
+            per_group,
+            local_bytes,
+            n_barriers,
+        })
     } else {
         None
     };

@@ -90,6 +90,7 @@ mod image;
 mod launch;
 mod rt;
 mod spmd;
+mod vrounds;
 
 pub use image::cpu_has;
 
@@ -274,6 +275,10 @@ struct SpmdCode {
     /// True if one call must not run several work-groups (the code reads `local_id(0)` or
     /// `group_id(0)`).
     per_group: bool,
+    /// Bytes of the local arrays (laid out as in the scalar code).
+    local_bytes: usize,
+    /// Barrier statements (then a call runs one batch up to its next barrier).
+    n_barriers: u32,
 }
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
@@ -367,10 +372,12 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
                 code: ExecCode::new(&e.bytes)?,
                 vframe_bytes: v.vframe_bytes,
                 accessed: v.accessed,
-                mems: g.mems.clone(),
+                mems: v.mems,
                 frame_bytes,
                 sites: v.sites,
                 per_group: v.per_group,
+                local_bytes: v.local_bytes,
+                n_barriers: v.n_barriers,
             })
         }
         None => None,
@@ -574,8 +581,9 @@ impl X86Program {
         let group_size = launch.group_size();
         let l = launch.local.map(u64::from);
         let g = launch.groups().map(|g| g as u64);
-        let param_len = |m: &MemInfo| match m.param.map(|p| bound[p]) {
-            Some(Bound::Buffer(b)) => buffers[b].len as u64,
+        let param_len = |m: &MemInfo| match (m.param.map(|p| bound[p]), m.local) {
+            (Some(Bound::Buffer(b)), _) => buffers[b].len as u64,
+            (None, Some((_, count))) => count as u64,
             _ => 0,
         };
         // The scalar code is compiled (if it was not yet) unless the vector code runs every
@@ -597,7 +605,7 @@ impl X86Program {
         };
         let (mems, frame_bytes, local_bytes, n_barriers) = match (sc, &self.spmd) {
             (Some(sc), _) => (&sc.mems, sc.frame_bytes, sc.local_bytes, sc.n_barriers),
-            (None, Some(v)) => (&v.mems, v.frame_bytes, 0, 0),
+            (None, Some(v)) => (&v.mems, v.frame_bytes, v.local_bytes, 0),
             (None, None) => return Err(self.launch_error("internal error: no code".into())),
         };
         let n_states = if n_barriers == 0 { 1 } else { group_size };
@@ -669,6 +677,7 @@ impl X86Program {
         let spans = self.spmd.as_ref().filter(|v| {
             lens_fit
                 && !v.per_group
+                && v.n_barriers == 0
                 && l[0].is_multiple_of(8)
                 && l[1] * l[2] == 1
                 && g[1] * g[2] == 1
@@ -734,7 +743,9 @@ impl X86Program {
                         .iter()
                         .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
             });
-            let r = if let Some(v) = vector {
+            let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
+                self.vector_rounds(v, &mut ctx, launch, &mut frames, &mut vframe, &table, start)
+            } else if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
                     unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
@@ -839,30 +850,7 @@ impl X86Program {
                 match first {
                     None => first = Some((stop, id)),
                     Some((s, first_id)) if s != stop => {
-                        let what = |s: u64| {
-                            if s == 0 {
-                                "finished".to_string()
-                            } else {
-                                format!("waits at barrier #{s} (of {})", sc.n_barriers)
-                            }
-                        };
-                        let g = ctx.group_id.map(|v| v as u32);
-                        let message = format!(
-                            "barrier divergence in work-group ({}, {}, {}): work-item ({}, {}, \
-                             {}) {} while work-item ({}, {}, {}) {}",
-                            g[0],
-                            g[1],
-                            g[2],
-                            first_id[0],
-                            first_id[1],
-                            first_id[2],
-                            what(s),
-                            id[0],
-                            id[1],
-                            id[2],
-                            what(stop)
-                        );
-                        return Err(self.error(Some(id), message));
+                        return Err(self.divergence(ctx, sc.n_barriers, (s, first_id), (stop, id)));
                     }
                     Some(_) => {}
                 }
@@ -871,6 +859,43 @@ impl X86Program {
                 return Ok(());
             }
         }
+    }
+
+    /// The interpreter's "barrier divergence" error: `first` (stop, work-item) is the
+    /// group's first work-item, `other` the first that stopped elsewhere (a stop is 0 for
+    /// finished, else the barrier's number).
+    fn divergence(
+        &self,
+        ctx: &Ctx,
+        n_barriers: u32,
+        first: (u64, [u32; 3]),
+        other: (u64, [u32; 3]),
+    ) -> InterpError {
+        let what = |s: u64| {
+            if s == 0 {
+                "finished".to_string()
+            } else {
+                format!("waits at barrier #{s} (of {n_barriers})")
+            }
+        };
+        let g = ctx.group_id.map(|v| v as u32);
+        let (f, o) = (first.1, other.1);
+        let message = format!(
+            "barrier divergence in work-group ({}, {}, {}): work-item ({}, {}, {}) {} while \
+             work-item ({}, {}, {}) {}",
+            g[0],
+            g[1],
+            g[2],
+            f[0],
+            f[1],
+            f[2],
+            what(first.0),
+            o[0],
+            o[1],
+            o[2],
+            what(other.0)
+        );
+        self.error(Some(o), message)
     }
 
     fn launch_error(&self, message: String) -> InterpError {

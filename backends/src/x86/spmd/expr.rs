@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Scalar, Stmt, StmtNode, Type, UnOp};
 
-use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, YMM};
+use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
+use crate::x86::gen::Site;
 use crate::x86::rt;
 
 /// An instruction's second source: a register or a 32-byte memory operand.
@@ -199,6 +200,9 @@ impl V {
             ExprNode::Binary { op, a, b } if op.is_comparison() || op.is_logical() => {
                 self.need_cond(e)
             }
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } if a.ty() != Type::F32 => {
+                self.need(a).max(self.need(b) + 1).max(3)
+            }
             ExprNode::Binary { a, b, .. } => {
                 let nb = if self.is_leaf(b) { 0 } else { self.need(b) };
                 self.need(a).max(nb + 1)
@@ -289,6 +293,13 @@ impl V {
             ExprNode::Binary { op, .. } if op.is_comparison() || op.is_logical() => {
                 return no("a bool value");
             }
+            ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b }
+                if a.ty() == Type::U32
+                    && self.kind(a) == Kind::Uniform
+                    && self.kind(b) == Kind::Uniform =>
+            {
+                return self.uniform_div(e, *op == BinOp::Rem, a, b, d);
+            }
             ExprNode::Binary { op, a, b } => return self.binary(*op, a, b, d),
             ExprNode::Load { buf, index } if !self.is_leaf(e) => {
                 return self.load(buf, index, e.ty(), d);
@@ -368,6 +379,40 @@ impl V {
             _ => self.a.vpmulld(x, y, m)?,
         }
         Ok(())
+    }
+
+    /// A u32 `/` or `%` of uniform values (`ymm{d}`..`ymm{d+2}`): one `div` for all lanes;
+    /// a zero divisor is an error of the lowest active lane (with no lane active, nothing
+    /// is computed).
+    fn uniform_div(&mut self, e: &Expr, rem: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
+        let (ra, rb) = self.pair(a, b, d)?;
+        let mut ok = self.a.create_label();
+        let mut zero = self.a.create_label();
+        let mut end = self.a.create_label();
+        self.a.vmovd(r10d, XMM[rb])?;
+        self.a.test(r10d, r10d)?;
+        self.a.jne(ok)?;
+        self.active(d + 2)?;
+        self.a.vptest(YMM[d + 2], YMM[d + 2])?;
+        self.a.je(zero)?;
+        let site = Site::Div { rem, expr: e.to_string() };
+        self.fault_stub(rb, d + 2, d + 2, rt::ERR_DIV_ZERO, site, false, Some(zero))?;
+        self.bind(&mut ok)?;
+        self.a.vmovd(eax, XMM[ra])?;
+        // rdx may hold a buffer base.
+        self.a.push(rdx)?;
+        self.a.xor(edx, edx)?;
+        self.a.div(r10d)?;
+        if rem {
+            self.a.mov(eax, edx)?;
+        }
+        self.a.pop(rdx)?;
+        self.a.vmovd(XMM[d], eax)?;
+        self.a.vpbroadcastd(YMM[d], XMM[d])?;
+        self.a.jmp(end)?;
+        self.bind(&mut zero)?;
+        self.a.vpxor(YMM[d], YMM[d], YMM[d])?;
+        self.bind(&mut end)
     }
 
     /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,

@@ -86,6 +86,13 @@ pub(crate) struct Spmd {
     /// True if the code reads `local_id(0)` or `group_id(0)`, so one call must not span
     /// several work-groups.
     pub per_group: bool,
+    /// The memory table: the parameters', then the local arrays (laid out as the scalar
+    /// code lays them out).
+    pub mems: Vec<MemInfo>,
+    /// Bytes of the local arrays.
+    pub local_bytes: usize,
+    /// Barrier statements: a call then runs one batch up to its next barrier.
+    pub n_barriers: u32,
 }
 
 /// Why a kernel gets no vector code, or an assembler error.
@@ -206,7 +213,13 @@ struct V {
     sites: Vec<Site>,
     stubs: Vec<(CodeLabel, Stub)>,
     ret: CodeLabel,
+    fault_exit: CodeLabel,
     per_group: bool,
+    /// The resume point after each barrier, and the slot saying where to resume.
+    resumes: Vec<CodeLabel>,
+    resume: i32,
+    /// Barriers generated so far.
+    barriers: u32,
 }
 
 fn lane_type(t: Type) -> bool {
@@ -234,6 +247,9 @@ pub(crate) fn generate(
 fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> R<Spmd> {
     let mut a = CodeAssembler::new(64)?;
     let ret = a.create_label();
+    let fault_exit = a.create_label();
+    let n_barriers = super::gen::count_barriers(k.body());
+    let resumes = (0..n_barriers).map(|_| a.create_label()).collect();
     let mut v = V {
         a,
         lets: Vec::new(),
@@ -258,8 +274,16 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         sites: Vec::new(),
         stubs: Vec::new(),
         ret,
+        fault_exit,
         per_group: false,
+        resumes,
+        resume: 0,
+        barriers: 0,
     };
+    if n_barriers > 0 {
+        // Values live across a barrier stay in the batch's vector frame: no let registers.
+        v.next_reg = GID;
+    }
     let mut table = 0;
     for (p, slot) in k.params().iter().zip(param_slots) {
         match (p.ty(), slot) {
@@ -272,11 +296,33 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
             _ => {}
         }
     }
+    // Local arrays (kernel scope only), after the parameters in declaration order, as the
+    // scalar code's table has them.
+    let mut local_bytes = 0;
+    for s in k.body().stmts() {
+        if let StmtNode::Alloc { var, count } = s.node() {
+            if let Type::Ptr(kiln_ir::AddrSpace::Local, elem) = var.ty() {
+                if matches!(elem, Scalar::F32 | Scalar::I32 | Scalar::U32) {
+                    v.bufs.push((var.name().to_string(), table));
+                }
+                v.mems.push(MemInfo {
+                    name: var.name().to_string(),
+                    elem,
+                    kind: super::gen::MemKind::Table(table),
+                    param: None,
+                    local: Some((local_bytes, *count)),
+                });
+                local_bytes += super::gen::array_bytes(elem, *count);
+                table += 1;
+            }
+        }
+    }
     v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()));
     v.alive = v.slot();
     v.tmp_i = v.slot();
     v.tmp_v = v.slot();
     v.fault_lane = v.slot();
+    v.resume = v.slot();
     v.save = v.next;
     v.next += 32 * 8;
     let a = &mut v.a;
@@ -314,9 +360,14 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     v.a.vmovd(xmm15, ebx)?;
     v.a.vpbroadcastd(ymm15, xmm15)?;
     v.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+    // A batch stopped at a barrier resumes after it (its state is in its vector frame).
+    for (k, &l) in v.resumes.iter().enumerate() {
+        v.a.cmp(dword_ptr(r15 + v.resume), k as i32 + 1)?;
+        v.a.je(l)?;
+    }
     let mut top = v.a.create_label();
     v.bind(&mut top)?;
-    let mut fault_exit = v.a.create_label();
+    let mut fault_exit = v.fault_exit;
     if v.may_fault {
         let ones = v.imm_slot(u32::MAX);
         v.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
@@ -385,6 +436,9 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         accessed: v.accessed,
         sites: v.sites,
         per_group: v.per_group,
+        mems: v.mems,
+        local_bytes,
+        n_barriers,
     })
 }
 
@@ -518,8 +572,17 @@ impl V {
                 self.for_loop(var, lo, hi, step, body.stmts())?
             }
             StmtNode::Block(v) => self.block(v)?,
-            StmtNode::Call { func, .. } => return no(format!("`{func}`")),
-            StmtNode::Alloc { var, .. } => return no(format!("array `{}`", var.name())),
+            StmtNode::Call { func, .. } => match func.kind() {
+                kiln_ir::FuncKind::Barrier(_) => self.barrier()?,
+                // Execution is in order per batch: memory is always consistent.
+                kiln_ir::FuncKind::Fence(_) => {}
+                _ => return no(format!("`{func}`")),
+            },
+            StmtNode::Alloc { var, .. } => {
+                if self.buf(var).is_none() {
+                    return no(format!("array `{}` ({})", var.name(), var.ty()));
+                }
+            }
             StmtNode::VecStore { .. } => return no("a vector store"),
         }
         Ok(())
@@ -559,6 +622,26 @@ impl V {
             _ => self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?,
         }
         Ok(())
+    }
+
+    /// A barrier: the batch stops here (reporting a fault first) and the next call for it
+    /// resumes after it. Only where every lane of the group gets here together: not under
+    /// divergent control.
+    fn barrier(&mut self) -> R<()> {
+        if self.dctl > 0 {
+            return no("a barrier under a branch or loop that differs between work-items");
+        }
+        self.barriers += 1;
+        let k = self.barriers;
+        if self.may_fault {
+            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+            self.a.jne(self.fault_exit)?;
+        }
+        self.a.mov(dword_ptr(r15 + self.resume), k as i32)?;
+        self.a.mov(eax, k)?;
+        self.a.jmp(self.ret)?;
+        let mut l = self.resumes[k as usize - 1];
+        self.bind(&mut l)
     }
 
     /// Counts one loop back-edge against the launch's budget (the helper applies the
