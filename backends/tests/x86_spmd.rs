@@ -115,7 +115,7 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
         assert_eq!(three_ways(&k, &r, &args, &[f32s(96, 1), f32s(96, 2)]), avx2());
     }
     // A neighbour's element (a checked contiguous load) and a loop run on the lanes too;
-    // a barrier and 64-bit values do not.
+    // private arrays and 64-bit values do not.
     for body in ["o[i] = a[i + 1u32];", "for j: u32 in 0 .. 2 { o[i] = a[i]; }"] {
         let k = kernel(&format!(
             "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
@@ -125,7 +125,9 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(1i32)];
         assert_eq!(three_ways(&k, &NdRange::new(&[96]).with_local(&[32]), &args, &bufs), avx2());
     }
-    for body in ["barrier(local); o[i] = a[i];", "let w: i64 = 3i64; o[i] = a[i];"] {
+    for body in
+        ["private p: i32[4]; p[1] = s; o[i] = a[i] + p[1];", "let w: i64 = 3i64; o[i] = a[i];"]
+    {
         let k = kernel(&format!(
             "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
         ));

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use iced_x86::code_asm::*;
-use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Scalar, Stmt, StmtNode, Type, UnOp};
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Scalar, Stmt, StmtNode, Type, UnOp};
 
 use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
 use crate::x86::gen::Site;
@@ -14,6 +14,21 @@ use crate::x86::rt;
 enum Src {
     Reg(usize),
     Mem(AsmMemoryOperand),
+}
+
+/// `mad(a, b, c)` and `add3(a, b, c)` on i32/u32 as the wrapping `a * b + c` and
+/// `a + b + c` they are (the `-O` pipeline makes them from index arithmetic).
+pub(super) fn desugar(e: &Expr) -> Option<Expr> {
+    let ExprNode::Intrinsic { op, args } = e.node() else { return None };
+    if !matches!(e.ty(), Type::Scalar(Scalar::I32 | Scalar::U32)) || args.len() != 3 {
+        return None;
+    }
+    let (a, b, c) = (args[0].clone(), args[1].clone(), args[2].clone());
+    match op {
+        Intrinsic::Mad => Some(Expr::binary(BinOp::Add, Expr::binary(BinOp::Mul, a, b), c)),
+        Intrinsic::Add3 => Some(Expr::binary(BinOp::Add, Expr::binary(BinOp::Add, a, b), c)),
+        _ => None,
+    }
 }
 
 /// The names bound only by `let`s of `global_id(0)` (or of such names): accesses at them
@@ -81,6 +96,7 @@ fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
         }
         ExprNode::Binary { a, b, .. } => has_checked_load(a, names) || has_checked_load(b, names),
         ExprNode::Unary { a, .. } => has_checked_load(a, names),
+        ExprNode::Intrinsic { args, .. } => args.iter().any(|a| has_checked_load(a, names)),
         // Other nodes are outside the class (the kernel gets no vector code).
         _ => false,
     }
@@ -112,6 +128,9 @@ pub(super) fn needs_alive(stmts: &[Stmt], names: &HashSet<String>) -> bool {
 impl V {
     /// What `e`'s lanes are (assuming it is in the class).
     pub(super) fn kind(&self, e: &Expr) -> Kind {
+        if let Some(d) = desugar(e) {
+            return self.kind(&d);
+        }
         match e.node() {
             ExprNode::Imm(_) => Kind::Uniform,
             ExprNode::Var(v) => match self.find(v.name()) {
@@ -146,6 +165,9 @@ impl V {
 
     /// True if `e` has a load that is not at exactly `global_id(0)` (one that can fault).
     fn has_checked_load(&self, e: &Expr) -> bool {
+        if let Some(d) = desugar(e) {
+            return self.has_checked_load(&d);
+        }
         match e.node() {
             ExprNode::Load { index, .. } => {
                 self.kind(index) != Kind::Gid0 || self.has_checked_load(index)
@@ -167,6 +189,9 @@ impl V {
     /// parameters, ids and sizes other than `global_id(0)` and `local_id(0)`, and lets of
     /// those; no loads.
     pub(super) fn invariant(&self, e: &Expr) -> bool {
+        if let Some(d) = desugar(e) {
+            return self.invariant(&d);
+        }
         match e.node() {
             ExprNode::Imm(_) => true,
             ExprNode::Var(v) => match self.find(v.name()) {
@@ -196,12 +221,18 @@ impl V {
 
     /// Registers needed to compute `e` into a register (Sethi-Ullman).
     pub(super) fn need(&self, e: &Expr) -> usize {
+        if let Some(d) = desugar(e) {
+            return self.need(&d);
+        }
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() || op.is_logical() => {
                 self.need_cond(e)
             }
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } if a.ty() != Type::F32 => {
                 self.need(a).max(self.need(b) + 1).max(3)
+            }
+            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
+                self.need(a).max(self.need(b)).max(self.need(a).min(self.need(b)) + 1)
             }
             ExprNode::Binary { a, b, .. } => {
                 let nb = if self.is_leaf(b) { 0 } else { self.need(b) };
@@ -271,7 +302,7 @@ impl V {
                 let off = self.const_slot(((field + 8 * *dim as i32) as u64, 2));
                 Src::Mem(ymmword_ptr(r15 + off))
             }
-            _ => return no("an expression outside the class"),
+            _ => return no(format!("`{e}`")),
         })
     }
 
@@ -288,6 +319,9 @@ impl V {
     pub(super) fn expr(&mut self, e: &Expr, d: usize) -> R<()> {
         if !lane_type(e.ty()) {
             return no(format!("a value of type {}", e.ty()));
+        }
+        if let Some(plain) = desugar(e) {
+            return self.expr(&plain, d);
         }
         match e.node() {
             ExprNode::Binary { op, .. } if op.is_comparison() || op.is_logical() => {
@@ -323,6 +357,19 @@ impl V {
 
     fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
         let float = a.ty() == Type::F32;
+        if matches!(op, BinOp::Shl | BinOp::Shr) && !float {
+            // Per-lane counts, taken modulo 32 as the interpreter does.
+            let (ra, rb) = self.pair(a, b, d)?;
+            let m31 = self.imm_slot(31);
+            let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
+            self.a.vpand(z, z, ymmword_ptr(r15 + m31))?;
+            match (op, a.ty() == Type::I32) {
+                (BinOp::Shl, _) => self.a.vpsllvd(x, y, z)?,
+                (_, true) => self.a.vpsravd(x, y, z)?,
+                _ => self.a.vpsrlvd(x, y, z)?,
+            }
+            return Ok(());
+        }
         let ok = match op {
             BinOp::Add | BinOp::Sub | BinOp::Mul => true,
             BinOp::Div => float,
@@ -511,7 +558,7 @@ impl V {
                 self.cond(a, d)?;
                 self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + ones))?;
             }
-            _ => return no("a condition outside the class"),
+            _ => return no(format!("the condition `{e}`")),
         }
         Ok(())
     }
