@@ -302,15 +302,21 @@ proptest! {
         trips in 0u32..5,
         uniform_loop in any::<bool>(),
         n in prop::sample::select(vec![0u32, 3, 40, 63, 64, 1000]),
-        local in prop::sample::select(vec![8u32, 16, 32]),
+        local in prop::sample::select(vec![8u32, 16, 32, 64]),
+        rot in 0u32..9,
     ) {
         let cond = if uniform_loop { "t < n" } else { "t < (x & 3u32) + n" };
         let k = kernel(&format!(
             "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, ix: ptr<global, u32>, n: u32) {{
+               local sh: f32[64];
                let i: u32 = global_id(0);
+               let l: u32 = local_id(0);
                var x: u32 = i ^ 5u32;
                x = ix[{i1}];
                var acc: f32 = a[{i2}];
+               sh[l] = acc;
+               barrier(local);
+               acc = acc + sh[(l + {rot}u32) & (local_size(0) - 1u32)];
                for j: u32 in 0u32 .. {trips}u32 {{
                  var t: u32 = 0u32;
                  while {cond} && t < 4u32 {{

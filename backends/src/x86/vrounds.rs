@@ -31,10 +31,15 @@ impl X86Program {
         let per_row = (l[0] / 8) as usize;
         let batches = per_row * (l[1] * l[2]) as usize;
         let words = v.vframe_bytes.div_ceil(32) * 8;
-        vframe.clear();
-        vframe.resize(batches * words, 0);
+        // Every batch starts from the top; the code writes every other slot before reading
+        // it, so frames are set up once per launch, not per group.
+        if vframe.len() != batches * words {
+            vframe.clear();
+            vframe.resize(batches * words, 0);
+        }
         for f in vframe.chunks_mut(words) {
             f[..8].copy_from_slice(&spmd::IOTA);
+            f[spmd::RESUME_SLOT as usize / 4] = 0;
         }
         // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs).
         let entry: VectorEntry =

@@ -134,6 +134,10 @@ const XMM: [AsmRegisterXmm; 16] = [
 const BASES: [AsmRegister64; 6] = [rcx, rdx, rsi, rdi, r8, r9];
 /// Vector frame slots the code itself uses: the span's end (`global_id(0)` bound).
 const END_SLOT: i32 = 32;
+/// The slot saying which barrier a batch waits at (0: none, start from the top); the
+/// fifth slot after the end slot (alive mask, two spill slots and the faulting lane come
+/// first).
+pub(crate) const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
 
 /// Where a `let` or `var` lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -323,6 +327,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     v.tmp_v = v.slot();
     v.fault_lane = v.slot();
     v.resume = v.slot();
+    debug_assert_eq!(v.resume, RESUME_SLOT);
     v.save = v.next;
     v.next += 32 * 8;
     let a = &mut v.a;
@@ -345,6 +350,13 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     // come back for the uniform `let`s.
     let init = a.create_label();
     let mut hoist = a.create_label();
+    // A batch resuming after a barrier has its broadcasts and hoisted lets in its own
+    // frame already: only the base registers are loaded again.
+    let bases_only = a.create_label();
+    if n_barriers > 0 {
+        a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
+        a.jne(bases_only)?;
+    }
     a.jmp(init)?;
     v.bind(&mut hoist)?;
     // Top-level lets of values fixed for the call: computed once, before the loop.
@@ -357,6 +369,8 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         }
     }
     v.lets.clear();
+    let mut lanes = v.a.create_label();
+    v.bind(&mut lanes)?;
     v.a.vmovd(xmm15, ebx)?;
     v.a.vpbroadcastd(ymm15, xmm15)?;
     v.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
@@ -430,6 +444,12 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
     v.a.jmp(hoist)?;
+    let mut bases_only = bases_only;
+    v.bind(&mut bases_only)?;
+    for (&t, &r) in v.based.iter().zip(&BASES) {
+        v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
+    }
+    v.a.jmp(lanes)?;
     Ok(Spmd {
         asm: v.a,
         vframe_bytes: v.next as usize,
