@@ -25,7 +25,9 @@
 //!                          u64 frame_bytes; u64 local_bytes; u32 barriers;
 //!                          u32 marks, each (u32 offset, str comment)
 //!             u8 has vector code, then: bytes code; u32 relocations (0);
-//!                          u64 vframe_bytes; u32 accessed, each u32; mems; u64 frame_bytes
+//!                          u64 vframe_bytes; u32 accessed, each u32; mems; u64 frame_bytes;
+//!                          sites; u8 per_group; u64 local_bytes; u32 barriers
+//!             u8 has a reason for no vector code, then: str reason
 //! mems:  u32 n, each: str name; u8 elem (index in Scalar::ALL);
 //!        u8 0, u32 table index | u8 1, i32 frame offset, u32 count;
 //!        u8 0 | u8 1, u32 parameter;  u8 0 | u8 1, u64 local offset, u32 count
@@ -333,6 +335,7 @@ impl X86Program {
             w.u64(v.local_bytes as u64);
             w.u32(v.n_barriers);
         });
+        w.opt(self.no_spmd.as_ref(), |w, why| w.bytes(why.as_bytes()));
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
         out.extend_from_slice(&w.0);
@@ -483,12 +486,13 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     } else {
         None
     };
+    let no_spmd = if r.flag()? { Some(r.str()?) } else { None };
     if !r.0.is_empty() {
         return Err("trailing bytes".into());
     }
     let cell = OnceLock::new();
     let _ = cell.set(Ok(scalar));
-    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd: None })
+    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd })
 }
 
 #[cfg(test)]
@@ -530,6 +534,43 @@ mod tests {
                 let rb = q.run(&NdRange::new(&[n]), &args, &mut b).map_err(|e| e.to_string());
                 assert_eq!(ra, rb, "{src}");
                 assert_eq!(a[0].to_vec::<i32>(), b[0].to_vec::<i32>());
+            }
+        }
+    }
+
+    #[test]
+    fn vector_code_with_barriers_local_arrays_and_checked_accesses_round_trips() {
+        // A barrier, a local array, a gathered load that can fault (its site is in the
+        // image) and a uniform division.
+        let src = "kernel r(x: ptr<global, f32>, ix: ptr<global, u32>, d: u32) {
+            local t: f32[16];
+            let l: u32 = local_id(0);
+            t[l] = x[ix[global_id(0)]];
+            barrier(local);
+            x[global_id(0)] = t[(l + 16u32 / d) & 15u32]; }";
+        let p = program(src);
+        assert_eq!(p.has_spmd(), cpu_has("avx2"));
+        let image = p.to_image().unwrap();
+        let q = X86Program::from_image(p.kernel(), &image).unwrap();
+        assert_eq!(q.has_spmd(), p.has_spmd());
+        for (bad, d) in [(None, 3u32), (Some(37usize), 3), (None, 0)] {
+            let mut ix: Vec<u32> = (0..64u32).map(|i| (i * 13) % 64).collect();
+            if let Some(at) = bad {
+                ix[at] = 64;
+            }
+            let init: Vec<f32> = (0..64).map(|v| v as f32 * 0.5 - 3.0).collect();
+            let bufs = vec![Buffer::from_slice(&init), Buffer::from_slice(&ix)];
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(d)];
+            let range = NdRange::new(&[64]).with_local(&[16]);
+            let mut want = bufs.clone();
+            let rw = kiln_ir::interp::run(p.kernel(), &range, &args, &mut want);
+            for prog in [&p, &q] {
+                let mut got = bufs.clone();
+                let r = prog.run(&range, &args, &mut got);
+                assert_eq!(r, rw);
+                if rw.is_ok() {
+                    assert_eq!(got[0].to_vec::<f32>(), want[0].to_vec::<f32>());
+                }
             }
         }
     }
