@@ -253,6 +253,36 @@ fn barriers_and_local_memory_run_on_the_lanes() {
 }
 
 #[test]
+fn hoisting_shadowing_divisions_and_local_arrays_without_barriers() {
+    let r = NdRange::new(&[128]).with_local(&[16]);
+    let kernels = [
+        // A let of a divergent let is not hoisted; a uniform division (by zero for n = 5).
+        "kernel k(o: ptr<global, u32>, n: u32) {
+           let a0: u32 = n * 2u32;
+           let a: u32 = global_id(0) + a0;
+           let b: u32 = a * 3u32;
+           o[global_id(0)] = (b >> 1u32) + a0 / (n - 5u32);
+         }",
+        // A local array without barriers or local ids: it starts zeroed in every group.
+        // (One work-item per group touches it: no race.)
+        "kernel k(o: ptr<global, u32>, n: u32) {
+           local t: u32[4];
+           if (global_id(0) & 15u32) == (n & 7u32) {
+             t[n & 3u32] = t[n & 3u32] + global_id(0);
+             o[global_id(0)] = t[n & 3u32] + t[2];
+           }
+         }",
+    ];
+    for src in kernels {
+        let k = kernel(src);
+        for n in [5u32, 6, 1] {
+            let args = [Arg::Buffer(0), Arg::scalar(n)];
+            assert_eq!(three_ways(&k, &r, &args, &[Buffer::zeroed(Scalar::U32, 128)]), avx2());
+        }
+    }
+}
+
+#[test]
 fn which_kernels_have_vector_code() {
     if !avx2() {
         kiln_ir::testing::skip("no AVX2 on this CPU");

@@ -88,12 +88,15 @@ fn is_gid0_syntax(e: &Expr, names: &HashSet<String>) -> bool {
     }
 }
 
-/// True if `e` has a load at an index other than `global_id(0)`.
+/// True if `e` has a load at an index other than `global_id(0)` or an integer division
+/// (what can fault).
 fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
     match e.node() {
         ExprNode::Load { index, .. } => {
             !is_gid0_syntax(index, names) || has_checked_load(index, names)
         }
+        // Integer division can fault too.
+        ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
         ExprNode::Binary { a, b, .. } => has_checked_load(a, names) || has_checked_load(b, names),
         ExprNode::Unary { a, .. } => has_checked_load(a, names),
         ExprNode::Intrinsic { args, .. } => args.iter().any(|a| has_checked_load(a, names)),
@@ -163,7 +166,8 @@ impl V {
         }
     }
 
-    /// True if `e` has a load that is not at exactly `global_id(0)` (one that can fault).
+    /// True if `e` has a load that is not at exactly `global_id(0)` or an integer division
+    /// (what can fault).
     fn has_checked_load(&self, e: &Expr) -> bool {
         if let Some(d) = desugar(e) {
             return self.has_checked_load(&d);
@@ -172,6 +176,7 @@ impl V {
             ExprNode::Load { index, .. } => {
                 self.kind(index) != Kind::Gid0 || self.has_checked_load(index)
             }
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
             ExprNode::Binary { a, b, .. } => self.has_checked_load(a) || self.has_checked_load(b),
             ExprNode::Unary { a, .. } => self.has_checked_load(a),
             _ => false,

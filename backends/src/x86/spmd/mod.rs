@@ -319,6 +319,8 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
                 });
                 local_bytes += super::gen::array_bytes(elem, *count);
                 table += 1;
+                // Local arrays start zeroed in every group: one group per call.
+                v.per_group = true;
             }
         }
     }
@@ -360,13 +362,23 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     }
     a.jmp(init)?;
     v.bind(&mut hoist)?;
-    // Top-level lets of values fixed for the call: computed once, before the loop.
+    // Top-level lets of values fixed for the call: computed once, before the loop. Other
+    // top-level names are in scope as divergent, so that a later let naming one (through
+    // shadowing) is not hoisted.
     for s in k.body().stmts() {
-        if let StmtNode::Let { var, value } = s.node() {
-            if lane_type(var.ty()) && v.invariant(value) {
+        let other = match s.node() {
+            StmtNode::Let { var, value } if lane_type(var.ty()) && v.invariant(value) => {
                 let loc = v.bind_let(var, value, Kind::Uniform)?;
                 v.hoisted.push((s.addr(), loc));
+                None
             }
+            StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => Some(var),
+            StmtNode::Call { result: Some(r), .. } => Some(r),
+            _ => None,
+        };
+        if let Some(var) = other {
+            let name = var.name().to_string();
+            v.lets.push(Bound { name, loc: Loc::Slot(0), kind: Kind::Div, decl: Some(0) });
         }
     }
     v.lets.clear();
