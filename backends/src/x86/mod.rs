@@ -25,18 +25,20 @@
 //!   `floor`/`ceil`/`trunc`, `fma` and the transcendental intrinsics call the interpreter's
 //!   own scalar functions (`kiln_ir::eval`), so their values are the interpreter's
 //!   exactly.
-//! * **SPMD (AVX2).** Elementwise kernels (`let`s, stores and `if`s on f32, i32 and u32,
-//!   every access at `global_id(0)`) also get 8-lane code: eight work-items of a row per
-//!   pass, values in YMM registers (expression temporaries, `let`s; uniform values and the
-//!   divergence analysis's uniform `let`s computed once per span), loads as memory operands,
-//!   divergent `if`s as lane masks with masked stores. One call runs a whole span: a row of a
-//!   work-group, or for 1-D launches up to 2^16 work-items of consecutive work-groups, with
-//!   the bounds check done once for the span instead of per access. It runs when the CPU has
-//!   AVX2, `local_size(0)` is a multiple of 8 and every accessed buffer covers the span's
-//!   last `global_id(0)`; otherwise the scalar code runs the group (and reports any fault).
-//!   `spmd.rs` says why the results are the scalar code's, bit for bit. Loops,
-//!   gathers/scatters, other types and uniform values in general-purpose registers are not
-//!   done: such kernels run on the scalar code.
+//! * **SPMD (AVX2).** Kernels on f32, i32 and u32 values — `let`s, `var`s, `if`s, loops,
+//!   loads and stores anywhere in global buffers and local arrays, barriers — also get
+//!   8-lane code (`spmd/`): eight work-items of a row per pass, values in YMM registers, the
+//!   batch-uniform ones computed once and branched on with ordinary jumps, divergent `if`s
+//!   and `while`s as lane masks, accesses at `global_id(0)` as memory operands, contiguous
+//!   ones as masked vector accesses, others as gathers and per-lane scatters, every access
+//!   but the first kind bounds-checked per lane and reported as the interpreter reports it.
+//!   Kernels with barriers run their groups batch by batch, round by round (`rounds.rs`).
+//!   A group runs on the lanes when the CPU has AVX2, `local_size(0)` is a multiple of 8
+//!   and its buffers fit (see docs/cpu.md); otherwise the scalar code runs it. 1-D launches
+//!   without local arrays or group-dependent ids run up to 2^16 work-items of consecutive
+//!   groups per call. Kernels outside the class (64-bit values, casts, atomics, private
+//!   arrays, ...) run on the scalar code, and the disassembly says why. `spmd/mod.rs` says
+//!   why the results are the scalar code's, bit for bit.
 //! * **Compile time.** Instructions are built with iced-x86's code assembler and encoded in
 //!   one pass (`encode.rs`: every branch `rel32`, patched when the labels are placed) rather
 //!   than by iced-x86's multi-pass block encoder; code pages of dropped programs are reused.
@@ -88,9 +90,9 @@ mod fault;
 mod gen;
 mod image;
 mod launch;
+mod rounds;
 mod rt;
 mod spmd;
-mod vrounds;
 
 pub use image::cpu_has;
 
@@ -455,17 +457,17 @@ impl X86Program {
     }
 
     /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
-    /// row length (`local_size(0)`) is a multiple of 8 and whose accesses are all in bounds.
-    /// Kernels qualify when they are elementwise code: only `let`s, stores and `if`s, on
-    /// f32, i32 and u32, every access at index `global_id(0)` of a global buffer (see the
-    /// module docs). False with [`X86Options::scalar`] or without AVX2.
+    /// row length (`local_size(0)`) is a multiple of 8 and whose buffers fit (see the module
+    /// docs). False with [`X86Options::scalar`], without AVX2, or for a kernel outside the
+    /// class; [`X86Program::disassemble`] then says why on its `; no 8-lane AVX2 code:`
+    /// line.
     pub fn has_spmd(&self) -> bool {
         self.spmd.is_some()
     }
 
     /// The machine code in Intel syntax, one block per region (the code before the first
     /// barrier, then after each barrier), each IR statement as a comment above its code;
-    /// then the 8-lane code, if any.
+    /// then the 8-lane code, or the line saying why there is none.
     pub fn disassemble(&self) -> String {
         let mut s = match self.scalar() {
             Ok(sc) => {
@@ -803,99 +805,6 @@ impl X86Program {
         ctx.local_id = lid;
         ctx.global_id =
             std::array::from_fn(|d| launch.offset[d] as u64 + ctx.group_id[d] * l[d] + lid[d]);
-    }
-
-    /// Runs one group of a kernel with barriers: every work-item up to its next barrier, in
-    /// order, until all have finished (the interpreter's schedule and divergence check).
-    #[allow(clippy::too_many_arguments)]
-    fn rounds(
-        &self,
-        sc: &ScalarCode,
-        ctx: &mut Ctx,
-        launch: &Launch,
-        frames: &mut [u64],
-        words: usize,
-        entry: Entry,
-        table: &[MemRef],
-        start: Instant,
-    ) -> Result<(), InterpError> {
-        let n = launch.group_size();
-        for f in frames.chunks_mut(words) {
-            f[0] = 0;
-        }
-        let l = launch.local.map(u64::from);
-        loop {
-            let mut first: Option<(u64, [u32; 3])> = None;
-            // Local ids walked in order (dimension 0 fastest), without set_ids' divisions.
-            let mut lid = [0u64; 3];
-            for item in 0..n {
-                ctx.local_id = lid;
-                ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
-                lid[0] += 1;
-                if lid[0] == l[0] {
-                    lid[0] = 0;
-                    lid[1] += 1;
-                    if lid[1] == l[1] {
-                        lid[1] = 0;
-                        lid[2] += 1;
-                    }
-                }
-                let f = frames[item as usize * words..].as_mut_ptr() as *mut u8;
-                // SAFETY: as in run_groups_raw.
-                let stop = unsafe { entry(ctx, f) };
-                if stop == rt::STOP_ERROR {
-                    return Err(self.fault(sc, ctx, table, start));
-                }
-                let id = ctx.global_id.map(|v| v as u32);
-                match first {
-                    None => first = Some((stop, id)),
-                    Some((s, first_id)) if s != stop => {
-                        return Err(self.divergence(ctx, sc.n_barriers, (s, first_id), (stop, id)));
-                    }
-                    Some(_) => {}
-                }
-            }
-            if matches!(first, None | Some((0, _))) {
-                return Ok(());
-            }
-        }
-    }
-
-    /// The interpreter's "barrier divergence" error: `first` (stop, work-item) is the
-    /// group's first work-item, `other` the first that stopped elsewhere (a stop is 0 for
-    /// finished, else the barrier's number).
-    fn divergence(
-        &self,
-        ctx: &Ctx,
-        n_barriers: u32,
-        first: (u64, [u32; 3]),
-        other: (u64, [u32; 3]),
-    ) -> InterpError {
-        let what = |s: u64| {
-            if s == 0 {
-                "finished".to_string()
-            } else {
-                format!("waits at barrier #{s} (of {n_barriers})")
-            }
-        };
-        let g = ctx.group_id.map(|v| v as u32);
-        let (f, o) = (first.1, other.1);
-        let message = format!(
-            "barrier divergence in work-group ({}, {}, {}): work-item ({}, {}, {}) {} while \
-             work-item ({}, {}, {}) {}",
-            g[0],
-            g[1],
-            g[2],
-            f[0],
-            f[1],
-            f[2],
-            what(first.0),
-            o[0],
-            o[1],
-            o[2],
-            what(other.0)
-        );
-        self.error(Some(o), message)
     }
 
     fn launch_error(&self, message: String) -> InterpError {

@@ -25,7 +25,9 @@ impl V {
         self.a.mov(dword_ptr(r15 + self.resume), k as i32)?;
         self.a.mov(eax, k)?;
         self.a.jmp(self.ret)?;
-        let mut l = self.resumes[k as usize - 1];
+        let Some(&(mut l)) = self.resumes.get(k as usize - 1) else {
+            return no("internal: more barriers than counted");
+        };
         self.bind(&mut l)
     }
 
