@@ -244,6 +244,21 @@ fn barriers_and_local_memory_run_on_the_lanes() {
            o[global_id(1) * 16u32 + global_id(0)] = t[(me * 5u32) & 63u32] + t[me + m * 60u32];
          }",
     );
+    // Rows disagree about a barrier and a later row faults after its first lanes finished:
+    // the interpreter reports the divergence it meets first.
+    let k2 = kernel(
+        "kernel k(o: ptr<global, u32>, ix: ptr<global, u32>) {
+           if global_id(1) == 0u32 { barrier(local); }
+           o[ix[global_id(1) * 8u32 + global_id(0)]] = 1u32;
+         }",
+    );
+    for bad in [10usize, 8, 3] {
+        let mut ix: Vec<u32> = (0..16).collect();
+        ix[bad] = 99;
+        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::from_slice(&ix)];
+        let r = NdRange::new(&[8, 2]).with_local(&[8, 2]);
+        assert_eq!(three_ways(&k2, &r, &[Arg::Buffer(0), Arg::Buffer(1)], &bufs), avx2());
+    }
     for m in [0u32, 4, 2, 1] {
         let args = [Arg::Buffer(0), Arg::scalar(m)];
         let bufs = [Buffer::zeroed(Scalar::U32, 16 * 8)];

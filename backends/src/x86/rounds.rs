@@ -60,6 +60,15 @@ impl X86Program {
                     entry(ctx, frames.as_mut_ptr() as *mut u8, f.as_mut_ptr() as *mut u8)
                 };
                 if stop == rt::STOP_ERROR {
+                    // The lanes before the faulting one ran to the batch's stop first: if
+                    // that differs from the group's first work-item's, the interpreter
+                    // reports the divergence at the batch's first work-item.
+                    let lane = ctx.global_id[0].wrapping_sub(ctx.base[0] + lid[0]);
+                    let here = f[spmd::RESUME_SLOT as usize / 4] as u64;
+                    if let Some((s, first_id)) = first.filter(|(s, _)| lane > 0 && *s != here) {
+                        let id0 = std::array::from_fn(|d| (ctx.base[d] + lid[d]) as u32);
+                        return Err(self.divergence(ctx, v.n_barriers, (s, first_id), (here, id0)));
+                    }
                     return Err(self.fault_at(&v.sites, &v.mems, ctx, table, start));
                 }
                 let id = ctx.global_id.map(|x| x as u32);

@@ -18,11 +18,13 @@ impl V {
         }
         self.barriers += 1;
         let k = self.barriers;
+        // Where the batch stops, also on a fault (the lanes before the faulting one got
+        // here: the driver compares that with the other batches first).
+        self.a.mov(dword_ptr(r15 + self.resume), k as i32)?;
         if self.may_fault {
             self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
             self.a.jne(self.fault_exit)?;
         }
-        self.a.mov(dword_ptr(r15 + self.resume), k as i32)?;
         self.a.mov(eax, k)?;
         self.a.jmp(self.ret)?;
         let Some(&(mut l)) = self.resumes.get(k as usize - 1) else {

@@ -402,6 +402,10 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
     }
     v.block(k.body().stmts())?;
+    if n_barriers > 0 {
+        // Finished (see `barrier`).
+        v.a.mov(dword_ptr(r15 + RESUME_SLOT), 0)?;
+    }
     if v.may_fault {
         v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
         v.a.jne(fault_exit)?;
