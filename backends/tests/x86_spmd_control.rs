@@ -316,6 +316,50 @@ fn which_kernels_have_vector_code() {
             assert_eq!(p.has_spmd(), want, "{}", &d[d.find("; no 8-lane").unwrap_or(0)..]);
         }
     }
+    // And the launches run on the lanes: every group of these launches (2-D rows of 64,
+    // groups of 64 with barriers, a loop kernel) is counted.
+    let stencil = kiln_ir::parse_module(include_str!("../../examples/stencil2d.kir")).unwrap();
+    let reduce = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap();
+    let looped = kernel(
+        "kernel k(o: ptr<global, f32>, n: u32) {
+           var s: f32 = 0.0;
+           for j: u32 in 0u32 .. n { s = s + 0.5; }
+           while s > 1.0 { s = s - 0.75; }
+           o[global_id(0)] = s;
+         }",
+    );
+    let cases: [(&Kernel, NdRange, Vec<Arg>, Vec<Buffer>, u64); 3] = [
+        (
+            &stencil.kernels[0],
+            NdRange::new(&[128, 4]).with_local(&[64, 1]),
+            vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(128u32), Arg::scalar(4u32)],
+            vec![f32s(512, 1), Buffer::zeroed(Scalar::F32, 512)],
+            8,
+        ),
+        (
+            &reduce.kernels[0],
+            NdRange::new(&[256]).with_local(&[64]),
+            vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(256u32)],
+            vec![f32s(256, 1), Buffer::zeroed(Scalar::F32, 4)],
+            4,
+        ),
+        (
+            &looped,
+            NdRange::new(&[64]).with_local(&[16]),
+            vec![Arg::Buffer(0), Arg::scalar(7u32)],
+            vec![Buffer::zeroed(Scalar::F32, 64)],
+            4,
+        ),
+    ];
+    for (k, range, args, bufs, groups) in cases {
+        for optimize in [false, true] {
+            let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+            let before = kiln_backends::x86::lane_groups_on_this_thread();
+            p.run(&range, &args, &mut bufs.clone()).unwrap();
+            let ran = kiln_backends::x86::lane_groups_on_this_thread() - before;
+            assert_eq!(ran, groups, "groups on the lanes\n{k}");
+        }
+    }
 }
 
 /// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`

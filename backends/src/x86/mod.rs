@@ -317,6 +317,21 @@ pub fn codes_generated() -> u64 {
     CODES_GENERATED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+thread_local! {
+    /// Work-groups this thread has run on the 8-lane code.
+    static LANE_GROUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many work-groups this thread has run on the 8-lane AVX2 code so far (the rest ran
+/// on the scalar code). For tests and statistics: a test can tell which code ran a launch.
+pub fn lane_groups_on_this_thread() -> u64 {
+    LANE_GROUPS.with(|c| c.get())
+}
+
+fn count_lane_groups(n: u64) {
+    LANE_GROUPS.with(|c| c.set(c.get() + n));
+}
+
 /// Compiles `kernel` to x86-64 machine code for this machine (after the `-O` pipeline when
 /// `opts.optimize`); an ill-formed kernel is an error.
 pub fn compile(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, BackendError> {
@@ -722,6 +737,7 @@ impl X86Program {
                     if stop != 0 {
                         return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, start));
                     }
+                    count_lane_groups(n);
                     linear += n;
                     continue;
                 }
@@ -745,6 +761,9 @@ impl X86Program {
                         .iter()
                         .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
             });
+            if vector.is_some() {
+                count_lane_groups(1);
+            }
             let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
                 self.vector_rounds(v, &mut ctx, launch, &mut frames, &mut vframe, &table, start)
             } else if let Some(v) = vector {
