@@ -328,7 +328,9 @@ fn which_kernels_have_vector_code() {
            o[global_id(0)] = s;
          }",
     );
-    let cases: [(&Kernel, NdRange, Vec<Arg>, Vec<Buffer>, u64); 3] = [
+    /// (kernel, range, arguments, buffers, groups expected on the lanes)
+    type Case<'a> = (&'a Kernel, NdRange, Vec<Arg>, Vec<Buffer>, u64);
+    let cases: [Case; 3] = [
         (
             &stencil.kernels[0],
             NdRange::new(&[128, 4]).with_local(&[64, 1]),
