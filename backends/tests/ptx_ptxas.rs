@@ -267,3 +267,31 @@ fn optimized_random_kernels_assemble() {
         assemble(&p, &ptx, sm, &format!("optimized{n}")).unwrap_or_else(|e| panic!("{e}\n{k}"));
     }
 }
+
+/// A positive constant added to a signed index becomes the address's immediate offset
+/// (directly, through `add3`, and through a `let`); unsigned indices and negative
+/// constants keep their own address arithmetic, because folding them would change an
+/// access whose index wraps.
+#[test]
+fn constant_offsets_fold_only_when_exact() {
+    let src = "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, n: i32, u: u32) {
+  let i: i32 = global_id(0) as i32;
+  let j: i32 = i + 4;
+  o[i] = a[j] + a[i + 8] + a[add3(i, n, 2)] + a[j + 3];
+  o[i + 1] = a[i - 3] + a[u + 5u32];
+}
+";
+    let m = parse_module(src).unwrap();
+    let ptx = emit_kernel(&m.kernels[0], &Options::sm(90)).unwrap();
+    let loads: Vec<&str> = ptx.lines().filter(|l| l.contains("ld.global")).collect();
+    let has = |off: &str| loads.iter().any(|l| l.contains(&format!("+{off}]")));
+    // j = i + 4 -> +16; i + 8 -> +32; add3(i, n, 2) -> (i + n) + 8 bytes; j + 3 -> +28.
+    for off in ["16", "32", "8", "28"] {
+        assert!(has(off), "no load at +{off} bytes:\n{ptx}");
+    }
+    // i - 3 and the u32 index u + 5 are computed whole.
+    assert!(!has("20"), "u32 index folded:\n{ptx}");
+    assert!(loads.iter().all(|l| !l.contains("+-") && !l.contains("-12]")), "{ptx}");
+    assert!(ptx.contains("st.global.f32 [%rd") && ptx.contains("+4]"), "o[i + 1]:\n{ptx}");
+    assemble_module(src, "offsets");
+}

@@ -161,6 +161,22 @@ fn gathers_scatters_and_faults_agree() {
         let bufs = [Buffer::zeroed(Scalar::I32, 64), a.clone(), Buffer::from_slice(&ix)];
         three_ways(&k, &r, &args, &bufs);
     }
+    // Ranged arguments (a window of a bigger buffer): gathers, scatters and faults count
+    // from the window's start, and errors name it as the interpreter does.
+    for (off, len, bad) in [(5usize, 64usize, None), (3, 64, Some(9usize)), (0, 60, None)] {
+        let mut ix = perm.clone();
+        if let Some(at) = bad {
+            ix[at] = 70;
+        }
+        let args = [
+            Arg::Range { buffer: 0, offset: off, len },
+            Arg::Range { buffer: 1, offset: 2, len: 64 },
+            Arg::Buffer(2),
+        ];
+        let big = Buffer::from_slice(&(0..70).map(|i| i * 3 - 50).collect::<Vec<i32>>());
+        let bufs = [Buffer::zeroed(Scalar::I32, 70), big, Buffer::from_slice(&ix)];
+        three_ways(&k, &r, &args, &bufs);
+    }
     // A signed index: a negative one is reported as negative.
     let k = kernel(
         "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, ix: ptr<global, i32>, s: i32) {

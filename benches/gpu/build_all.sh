@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, here where Rust is, every x86-64 binary benches/gpu/run_all.sh needs into
 # benches/gpu/bin (stripped): `kiln` and the device test binaries (cuda_diff, cuda_optimized,
-# vulkan_diff, sanitize, cpu_diff, embed, graph, resident, graph_prop, fusion_queue_tests, vectors), the
+# vulkan_diff, sanitize, cpu_diff, embed, graph, resident, graph_prop, ranged, fusion_queue_tests, vectors), the
 # command-graph benchmark (graph_bench, runtime/examples/graph_bench.rs) and the fusion_queue
 # benchmark. KILN_GPU_PROFILE=release builds optimized ones
 # (slower to build; the tests are the same).
@@ -22,7 +22,7 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
         print(m["executable"])' "$2"
 }
-for t in cuda_diff cuda_optimized vulkan_diff sanitize cpu_diff graph resident graph_prop; do
+for t in cuda_diff cuda_optimized vulkan_diff sanitize cpu_diff graph resident graph_prop ranged; do
   cp "$(find_test kiln-runtime "$t")" "benches/gpu/bin/$t"
 done
 cp "$(find_test kiln embed)" benches/gpu/bin/embed

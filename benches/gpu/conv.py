@@ -39,6 +39,7 @@ CONFIGS = [
     "--wg 16x16 --tile 4x4 --k-tile 8 --slm 2 --unroll --vec 4",
     "--wg 16x16 --tile 8x8 --k-tile 8 --slm 2 --unroll --vec 4",
     "--wg 8x16 --tile 8x4 --k-tile 16 --slm 2 --unroll --vec 4",
+    "--wg 8x16 --tile 8x8 --k-tile 8 --slm 2 --unroll --vec 4",
 ]
 
 

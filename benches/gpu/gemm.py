@@ -36,6 +36,10 @@ CONFIGS = [
     "--wg 8x32 --tile 8x4 --k-tile 8 --slm 2 --unroll",
     "--wg 8x32 --tile 8x4 --k-tile 8 --slm 2 --unroll --vec 4",
     "--wg 8x8 --tile 2x2 --k-tile 8 --slm 2",
+    "--wg 8x16 --tile 8x8 --k-tile 16 --slm 2 --unroll --vec 4",
+    "--wg 16x8 --tile 8x8 --k-tile 16 --slm 2 --unroll --vec 4",
+    "--wg 8x32 --tile 8x4 --k-tile 16 --slm 2 --unroll --vec 4",
+    "--wg 16x16 --tile 8x4 --k-tile 16 --slm 2 --unroll --vec 4",
 ]
 
 

@@ -3,7 +3,7 @@
 # benches/gpu/build_all.sh:
 #   bash benches/gpu/run_all.sh [BIN_DIR]
 # CUDA: the differential tests (cuda_diff, cuda_optimized), the sanitizer, the embedding
-# API, the fusion-queue scenarios and the fusion-queue loop benchmark; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
+# API, the fusion-queue scenarios, ranged accessors and the fusion-queue loop benchmark; NVIDIA's Vulkan driver: vulkan_diff, the sanitizer, embedding; the cpu device on the
 # host's cores (cpu_diff, and the 4-kernel chain timed with `kiln run --time`); kiln's
 # generated SGEMM against cuBLAS (gemm.py), its convolution against cuDNN (conv.py), NVRTC's
 # compile time for a similar CUDA C SGEMM against kiln's generation and emission
@@ -35,6 +35,9 @@ step graph "$BIN/graph" --test-threads=1
 step resident "$BIN/resident" --test-threads=1
 step graph_prop "$BIN/graph_prop"
 step fusion_queue_tests "$BIN/fusion_queue_tests" --test-threads=1
+# Ranged accessors on CUDA and NVIDIA's Vulkan against the interpreter (and the fusion
+# queue's ranged scenario, in fusion_queue_tests above).
+step ranged "$BIN/ranged" --test-threads=1
 KILN_CPU_CASES=2000 step cpu_diff "$BIN/cpu_diff"
 n=33554432
 chain() { "$BIN/kiln" run benches/gpu/chain.kir --kernel fused --global $n --arg a=iota:$n \

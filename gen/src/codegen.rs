@@ -10,8 +10,9 @@
 //! ```text
 //! local a_s: f32[depth * BK * BM]; local b_s: f32[depth * BK * BN];
 //! var acc_i_j: f32 = 0.0;                          // tm x tn register block
-//! for kt in 0 .. ceil(K / BK):                     // (depth 2: tile kt+1 loads here,
-//!   cooperative load of A's and B's BK-deep tiles    //  while tile kt is multiplied)
+//! for kt in 0 .. ceil(K / BK):                     // (depth 2: tile kt+1 loads into
+//!   cooperative load of A's and B's BK-deep tiles    //  registers, tile kt is multiplied,
+//!                                                    //  the registers go to local memory)
 //!     (masked: 0 outside the views or past M/N/K)
 //!   barrier(local)
 //!   for kk in 0 .. BK: a_i = a_s[..]; b_j = b_s[..]; acc_i_j = fma(a_i, b_j, acc_i_j)
@@ -113,6 +114,28 @@ fn contiguous(offs: &[Expr], frame: &std::collections::HashMap<Var, Expr>) -> bo
     step_ok && kiln_ir::verify::known_residue(&ix::subst(first, frame), w) == Some(0)
 }
 
+/// How a tile copy stores a loaded value (an f32 or vector expression) into local memory.
+type StoreFn = Box<dyn Fn(&Expr) -> Vec<Stmt>>;
+
+/// One work-item's part of a cooperative tile copy: index arithmetic, when the source
+/// exists, what to load and how to store it into the local tile.
+struct TileCopy {
+    /// `let`s of the positions the rest uses.
+    pre: Vec<Stmt>,
+    /// Where the source elements exist (`None`: always); elsewhere the tile gets zeros.
+    cond: Option<Expr>,
+    /// The load, as f32 or an f32 vector.
+    value: Expr,
+    /// The load's type.
+    ty: Type,
+    /// Zero of that type.
+    zero: Expr,
+    /// Copies (elements or vectors) per tile.
+    total: i64,
+    /// The store of a value of type `ty` into the tile.
+    store: StoreFn,
+}
+
 struct Gen<'a> {
     v: &'a GemmViews,
     cfg: GemmConfig,
@@ -144,61 +167,143 @@ impl Gen<'_> {
     }
 
     /// The cooperative load of one `BK`-deep tile of an operand into local memory at
-    /// `slot` (an element offset): work-item `lid` copies elements `lid, lid + T, ...`.
+    /// `slot` (an element offset), done at once: work-item `lid` copies elements (or
+    /// vectors) `lid, lid + T, ...` of the tile.
     fn load_tile(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Stmt {
+        let threads = self.cfg.threads() as i64;
+        let tag = if is_a { "ta" } else { "tb" };
+        let e = Var::new(format!("{tag}_e"), Type::I32);
+        let idx = Var::new(format!("{tag}_i"), Type::I32);
+        let copy = self.tile_copy(is_a, k0, slot, &idx.expr(), "");
+        let v = Var::new(format!("{tag}_v"), copy.ty);
+        let mut body = copy.pre;
+        // A masked copy stores zeros in its `else` (rather than through a `var`), the form
+        // the `slm-buffer3` pass recognises.
+        let mut load = vec![Stmt::let_(&v, copy.value)];
+        load.extend((copy.store)(&v.expr()));
+        body.push(match copy.cond {
+            Some(cond) => {
+                Stmt::if_else(cond, Stmt::block(load), Stmt::block((copy.store)(&copy.zero)))
+            }
+            None => Stmt::block(load),
+        });
+        let mut inner =
+            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
+        if copy.total % threads != 0 {
+            inner.push(Stmt::if_(idx.expr().cmp_lt(c(copy.total)), Stmt::block(body)));
+        } else {
+            inner.extend(body);
+        }
+        let steps = (copy.total + threads - 1) / threads;
+        Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner))
+    }
+
+    /// The same copy staged through registers, for the double-buffered loop: `.0` loads
+    /// this work-item's share into variables when `guard` holds (issued before the
+    /// multiply, so the global loads' latency overlaps it), `.1` stores them into the
+    /// tile (after the multiply, before the barrier).
+    fn stage_tile(
+        &self,
+        is_a: bool,
+        k0: &Expr,
+        slot: &Expr,
+        guard: Option<&Expr>,
+    ) -> (Vec<Stmt>, Vec<Stmt>) {
+        let threads = self.cfg.threads() as i64;
+        let tag = if is_a { "pa" } else { "pb" };
+        let (mut fetch, mut store) = (Vec::new(), Vec::new());
+        let mut e = 0;
+        loop {
+            let idx = Var::new(format!("{tag}_i{e}"), Type::I32);
+            let at = ix::add(&self.lid, &c(e * threads));
+            let copy = self.tile_copy(is_a, k0, slot, &idx.expr(), &e.to_string());
+            fetch.push(Stmt::let_(&idx, at));
+            fetch.extend(copy.pre);
+            let v = Var::new(format!("{tag}_v{e}"), copy.ty);
+            let inside = if copy.total % threads != 0 {
+                Some(idx.expr().cmp_lt(c(copy.total)))
+            } else {
+                None
+            };
+            let when = ix::and(guard.cloned(), inside);
+            match ix::and(when.clone(), copy.cond) {
+                Some(load_when) => {
+                    fetch.push(Stmt::decl(&v, copy.zero));
+                    fetch.push(Stmt::if_(load_when, Stmt::assign(&v, copy.value)));
+                }
+                None => fetch.push(Stmt::let_(&v, copy.value)),
+            }
+            let put = Stmt::block((copy.store)(&v.expr()));
+            store.push(match when {
+                Some(when) => Stmt::if_(when, put),
+                None => put,
+            });
+            e += 1;
+            if e * threads >= copy.total {
+                return (fetch, store);
+            }
+        }
+    }
+
+    /// Work-item index `idx`'s part of the copy of a tile: vectors along the tile's rows,
+    /// vectors along K, or single elements, whichever the view provably allows.
+    fn tile_copy(&self, is_a: bool, k0: &Expr, slot: &Expr, idx: &Expr, sfx: &str) -> TileCopy {
+        if let Some(t) = self.copy_vector_rows(is_a, k0, slot, idx, sfx) {
+            return t;
+        }
+        if let Some(t) = self.copy_vector_k(is_a, k0, slot, idx, sfx) {
+            return t;
+        }
         let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
         let tag = if is_a { "la" } else { "lb" };
         let bk = self.cfg.k_tile as i64;
-        let threads = self.cfg.threads() as i64;
-        let total = rows * bk;
-        if let Some(s) = self.load_tile_vector(is_a, k0, slot) {
-            return s;
-        }
-        if let Some(s) = self.load_tile_vector_k(is_a, k0, slot) {
-            return s;
-        }
-        let e = Var::new(format!("{tag}_e"), Type::I32);
-        let idx = Var::new(format!("{tag}_i"), Type::I32);
-        let r = Var::new(format!("{tag}_r"), Type::I32);
-        let kk = Var::new(format!("{tag}_k"), Type::I32);
+        let r = Var::new(format!("{tag}_r{sfx}"), Type::I32);
+        let kk = Var::new(format!("{tag}_k{sfx}"), Type::I32);
         // Rows fastest: neighbouring work-items take neighbouring rows of the tile, and the
         // tile is stored k-major, as the multiply reads it.
-        let mut body = vec![
-            Stmt::let_(&r, ix::rem(&idx.expr(), rows)),
-            Stmt::let_(&kk, ix::div(&idx.expr(), rows)),
-        ];
+        let pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&kk, ix::div(idx, rows))];
         let row = ix::add(mn0, &r.expr());
         let kidx = ix::add(k0, &kk.expr());
         let coords = unflatten(view, &[(kind, row.clone()), (DimKind::K, kidx.clone())]);
         let acc = view.access(&coords);
+        let mut cond = self.edges(&row, mn_size, rows, &kidx);
+        cond = ix::and(cond, acc.mask);
+        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r.expr()));
+        let dst = dst.clone();
+        TileCopy {
+            pre,
+            cond,
+            value: load_f32(buf, acc.offset),
+            ty: Type::F32,
+            zero: Expr::f32(0.0),
+            total: rows * bk,
+            store: Box::new(move |v| vec![Stmt::store(&dst, at.clone(), v.clone())]),
+        }
+    }
+
+    /// The condition that a tile row `row` (of `rows` per tile, `mn_size` in all) and a
+    /// reduction index `kidx` are inside the problem, where the tiling can step outside.
+    fn edges(&self, row: &Expr, mn_size: i64, rows: i64, kidx: &Expr) -> Option<Expr> {
         let mut cond = None;
         if mn_size % rows != 0 {
             cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
         }
-        if self.k % bk != 0 {
+        if self.k % self.cfg.k_tile as i64 != 0 {
             cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
         }
-        cond = ix::and(cond, acc.mask);
-        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r.expr()));
-        let copy = Stmt::store(dst, at.clone(), load_f32(buf, acc.offset));
-        body.push(match cond {
-            Some(cond) => Stmt::if_else(cond, copy, Stmt::store(dst, at, Expr::f32(0.0))),
-            None => copy,
-        });
-        let steps = (total + threads - 1) / threads;
-        let mut inner =
-            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
-        if total % threads != 0 {
-            inner.push(Stmt::if_(idx.expr().cmp_lt(c(total)), Stmt::block(body)));
-        } else {
-            inner.extend(body);
-        }
-        Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner))
+        cond
     }
 
-    /// The cooperative tile load with `vec`-lane vectors along the tile's rows, when the
-    /// view is provably contiguous and aligned along them and the masks are per vector.
-    fn load_tile_vector(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Option<Stmt> {
+    /// The copy with `vec`-lane vectors along the tile's rows, when the view is provably
+    /// contiguous and aligned along them and the masks are per vector.
+    fn copy_vector_rows(
+        &self,
+        is_a: bool,
+        k0: &Expr,
+        slot: &Expr,
+        idx: &Expr,
+        sfx: &str,
+    ) -> Option<TileCopy> {
         let w = self.cfg.vec as i64;
         let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
         let tag = if is_a { "va" } else { "vb" };
@@ -210,12 +315,8 @@ impl Gen<'_> {
             return None;
         }
         let bk = self.cfg.k_tile as i64;
-        let threads = self.cfg.threads() as i64;
-        let total = rows * bk / w;
-        let e = Var::new(format!("{tag}_e"), Type::I32);
-        let idx = Var::new(format!("{tag}_i"), Type::I32);
-        let q = Var::new(format!("{tag}_q"), Type::I32);
-        let kk = Var::new(format!("{tag}_k"), Type::I32);
+        let q = Var::new(format!("{tag}_q{sfx}"), Type::I32);
+        let kk = Var::new(format!("{tag}_k{sfx}"), Type::I32);
         let r = ix::mul(&q.expr(), &c(w));
         let kidx = ix::add(k0, &kk.expr());
         let lane = |j: i64| {
@@ -230,41 +331,33 @@ impl Gen<'_> {
         if !contiguous(&offs, &self.frame) {
             return None;
         }
-        let mut body = vec![
-            Stmt::let_(&q, ix::rem(&idx.expr(), rows / w)),
-            Stmt::let_(&kk, ix::div(&idx.expr(), rows / w)),
-        ];
-        let row = ix::add(mn0, &r);
-        let mut cond = None;
-        if mn_size % rows != 0 {
-            cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
-        }
-        if self.k % bk != 0 {
-            cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
-        }
+        let pre =
+            vec![Stmt::let_(&q, ix::rem(idx, rows / w)), Stmt::let_(&kk, ix::div(idx, rows / w))];
+        let cond = self.edges(&ix::add(mn0, &r), mn_size, rows, &kidx);
         let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r));
-        let copy = Stmt::vstore(dst, at.clone(), Expr::vload(buf, acc.offset, w as u8));
-        body.push(match cond {
-            Some(cond) => {
-                Stmt::if_else(cond, copy, Stmt::vstore(dst, at, Expr::f32(0.0).broadcast(w as u8)))
-            }
-            None => copy,
-        });
-        let steps = (total + threads - 1) / threads;
-        let mut inner =
-            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
-        if total % threads != 0 {
-            inner.push(Stmt::if_(idx.expr().cmp_lt(c(total)), Stmt::block(body)));
-        } else {
-            inner.extend(body);
-        }
-        Some(Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner)))
+        let dst = dst.clone();
+        Some(TileCopy {
+            pre,
+            cond,
+            value: Expr::vload(buf, acc.offset, w as u8),
+            ty: Type::vector(Scalar::F32, w as u8),
+            zero: Expr::f32(0.0).broadcast(w as u8),
+            total: rows * bk / w,
+            store: Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]),
+        })
     }
 
-    /// The cooperative tile load with `vec`-lane vector loads along K (a row-major A, a
-    /// column-major B), each stored to local memory lane by lane (the tile is K-major there),
-    /// when the view is provably contiguous and aligned along K and the masks are per vector.
-    fn load_tile_vector_k(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Option<Stmt> {
+    /// The copy with `vec`-lane vector loads along K (a row-major A, a column-major B),
+    /// each stored to local memory lane by lane (the tile is K-major there), when the view
+    /// is provably contiguous and aligned along K and the masks are per vector.
+    fn copy_vector_k(
+        &self,
+        is_a: bool,
+        k0: &Expr,
+        slot: &Expr,
+        idx: &Expr,
+        sfx: &str,
+    ) -> Option<TileCopy> {
         let w = self.cfg.vec as i64;
         let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
         let tag = if is_a { "ka" } else { "kb" };
@@ -276,12 +369,8 @@ impl Gen<'_> {
         if self.k % bk != 0 && self.k % w != 0 {
             return None;
         }
-        let threads = self.cfg.threads() as i64;
-        let total = rows * bk / w;
-        let e = Var::new(format!("{tag}_e"), Type::I32);
-        let idx = Var::new(format!("{tag}_i"), Type::I32);
-        let r = Var::new(format!("{tag}_r"), Type::I32);
-        let q = Var::new(format!("{tag}_q"), Type::I32);
+        let r = Var::new(format!("{tag}_r{sfx}"), Type::I32);
+        let q = Var::new(format!("{tag}_q{sfx}"), Type::I32);
         let kk = ix::mul(&q.expr(), &c(w));
         let row = ix::add(mn0, &r.expr());
         let lane = |j: i64| {
@@ -296,58 +385,69 @@ impl Gen<'_> {
         if !contiguous(&offs, &self.frame) {
             return None;
         }
-        let kidx = ix::add(k0, &kk);
-        let mut cond = None;
-        if mn_size % rows != 0 {
-            cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
-        }
-        if self.k % bk != 0 {
-            cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
-        }
-        let at =
-            |j: i64| ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()));
-        let v = Var::new(format!("{tag}_v"), Type::vector(Scalar::F32, w as u8));
-        let mut copy = vec![Stmt::let_(&v, Expr::vload(buf, acc.offset, w as u8))];
-        copy.extend((0..w).map(|j| Stmt::store(dst, at(j), v.expr().extract(j as u8))));
-        let mut body = vec![
-            Stmt::let_(&r, ix::rem(&idx.expr(), rows)),
-            Stmt::let_(&q, ix::div(&idx.expr(), rows)),
-        ];
-        body.push(match cond {
-            Some(cond) => {
-                let zero = (0..w).map(|j| Stmt::store(dst, at(j), Expr::f32(0.0)));
-                Stmt::if_else(cond, Stmt::block(copy), Stmt::block(zero))
-            }
-            None => Stmt::block(copy),
-        });
-        let steps = (total + threads - 1) / threads;
-        let mut inner =
-            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
-        if total % threads != 0 {
-            inner.push(Stmt::if_(idx.expr().cmp_lt(c(total)), Stmt::block(body)));
-        } else {
-            inner.extend(body);
-        }
-        Some(Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner)))
+        let cond = self.edges(&row, mn_size, rows, &ix::add(k0, &kk));
+        let pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&q, ix::div(idx, rows))];
+        let at = move |j: i64| {
+            ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()))
+        };
+        let ats: Vec<Expr> = (0..w).map(at).collect();
+        let dst = dst.clone();
+        Some(TileCopy {
+            pre,
+            cond,
+            value: Expr::vload(buf, acc.offset, w as u8),
+            ty: Type::vector(Scalar::F32, w as u8),
+            zero: Expr::f32(0.0).broadcast(w as u8),
+            total: rows * bk / w,
+            store: Box::new(move |v| {
+                ats.iter()
+                    .enumerate()
+                    .map(|(j, a)| Stmt::store(&dst, a.clone(), v.extract(j as u8)))
+                    .collect()
+            }),
+        })
     }
 
-    /// The row of the tile (0 .. BM) that register-block row `i` of work-item row `ty` is:
-    /// `ty + i * wg_m` (rows `wg_m` apart), or with vectors `ty * tm + i` (contiguous).
-    fn row(&self, ty: &Expr, i: i64) -> Expr {
-        if self.cfg.vec > 1 {
-            ix::add(&ix::mul(ty, &c(self.cfg.tm as i64)), &c(i))
+    /// Register-block rows (or columns) of `t` lanes come in groups of `gw` contiguous
+    /// elements: `vec` when it divides `t` (each work-item reads a group with one `vload`,
+    /// and neighbouring work-items read neighbouring groups, so a warp's local-memory reads
+    /// are contiguous and free of bank conflicts), else the whole block.
+    fn group(&self, t: u32) -> i64 {
+        if t.is_multiple_of(self.cfg.vec) {
+            self.cfg.vec as i64
         } else {
-            ix::add(ty, &c(i * self.cfg.wg_m as i64))
+            t as i64
         }
+    }
+
+    /// The tile coordinate of element `i` of a register block of `t` lanes owned by
+    /// work-item `w` of `wg` along that axis: `w + i * wg` (lanes `wg` apart) without
+    /// vectors; with them, group `i / gw` starts at `(i / gw) * wg * gw` and work-item `w`
+    /// owns lanes `w * gw .. w * gw + gw` of it.
+    fn lane_at(&self, w: &Expr, i: i64, t: u32, wg: u32) -> Expr {
+        let (stride, off) = self.lane_split(i, t, wg);
+        ix::add(&ix::mul(w, &c(stride)), &c(off))
+    }
+
+    /// [`Gen::lane_at`] as `w * stride + offset`: the part that depends on the work-item
+    /// and the constant part.
+    fn lane_split(&self, i: i64, t: u32, wg: u32) -> (i64, i64) {
+        if self.cfg.vec > 1 {
+            let gw = self.group(t);
+            (gw, (i / gw) * wg as i64 * gw + i % gw)
+        } else {
+            (1, i * wg as i64)
+        }
+    }
+
+    /// The row of the tile (0 .. BM) that register-block row `i` of work-item row `ty` is.
+    fn row(&self, ty: &Expr, i: i64) -> Expr {
+        self.lane_at(ty, i, self.cfg.tm, self.cfg.wg_m)
     }
 
     /// The column of the tile that register-block column `j` of work-item column `tx` is.
     fn col(&self, tx: &Expr, j: i64) -> Expr {
-        if self.cfg.vec > 1 {
-            ix::add(&ix::mul(tx, &c(self.cfg.tn as i64)), &c(j))
-        } else {
-            ix::add(tx, &c(j * self.cfg.wg_n as i64))
-        }
+        self.lane_at(tx, j, self.cfg.tn, self.cfg.wg_n)
     }
 
     /// Loads `n` register-block operands from local array `s` at `base + f(i)`: one `vload`
@@ -361,10 +461,16 @@ impl Gen<'_> {
         at: &dyn Fn(i64) -> Expr,
         body: &mut Vec<Stmt>,
     ) -> Vec<Expr> {
-        if self.cfg.vec > 1 && [2, 4, 8].contains(&n) {
-            let v = Var::new(format!("{tag}_v"), Type::vector(Scalar::F32, n as u8));
-            body.push(Stmt::let_(&v, Expr::vload(s, ix::add(base, &at(0)), n as u8)));
-            return (0..n).map(|i| v.expr().extract(i as u8)).collect();
+        let gw = self.group(n as u32);
+        if self.cfg.vec > 1 && [2, 4, 8].contains(&gw) {
+            let mut out = Vec::new();
+            for g in 0..n / gw {
+                let v = Var::new(format!("{tag}_v{g}"), Type::vector(Scalar::F32, gw as u8));
+                let at0 = ix::add(base, &at(g * gw));
+                body.push(Stmt::let_(&v, Expr::vload(s, at0, gw as u8)));
+                out.extend((0..gw).map(|i| v.expr().extract(i as u8)));
+            }
+            return out;
         }
         (0..n)
             .map(|i| {
@@ -375,28 +481,36 @@ impl Gen<'_> {
             .collect()
     }
 
-    /// The multiply of the tiles at slots `sa`, `sb` into the register block.
+    /// The multiply of the tiles at slots `sa`, `sb` into the register block. Each
+    /// work-item's first row and column of the tiles are bound once, so that every read
+    /// in the (unrolled) `kk` loop is that position plus a constant, which backends fold
+    /// into the address.
     fn multiply(&self, sa: &Expr, sb: &Expr, acc: &[Vec<Var>], tx: &Expr, ty: &Expr) -> Stmt {
         let cfg = &self.cfg;
         let (bm, bn) = (cfg.tile_m() as i64, cfg.tile_n() as i64);
         let kk = Var::new("kk", Type::I32);
+        let (a_at, b_at) = (Var::new("a_at", Type::I32), Var::new("b_at", Type::I32));
+        let pre = [
+            Stmt::let_(&a_at, ix::add(sa, &self.row(ty, 0))),
+            Stmt::let_(&b_at, ix::add(sb, &self.col(tx, 0))),
+        ];
         let mut body = Vec::new();
-        let abase = ix::add(sa, &ix::mul(&kk.expr(), &c(bm)));
+        let abase = ix::add(&a_at.expr(), &ix::mul(&kk.expr(), &c(bm)));
         let ar = self.block_loads(
             &self.a_s,
             &abase,
             "a",
             cfg.tm as i64,
-            &|i| self.row(ty, i),
+            &|i| c(self.lane_split(i, cfg.tm, cfg.wg_m).1),
             &mut body,
         );
-        let bbase = ix::add(sb, &ix::mul(&kk.expr(), &c(bn)));
+        let bbase = ix::add(&b_at.expr(), &ix::mul(&kk.expr(), &c(bn)));
         let br = self.block_loads(
             &self.b_s,
             &bbase,
             "b",
             cfg.tn as i64,
-            &|j| self.col(tx, j),
+            &|j| c(self.lane_split(j, cfg.tn, cfg.wg_n).1),
             &mut body,
         );
         for (i, a) in ar.iter().enumerate() {
@@ -406,8 +520,41 @@ impl Gen<'_> {
                 body.push(Stmt::assign(s, f));
             }
         }
-        Stmt::for_(&kk, c(0), c(cfg.k_tile as i64), c(1), Stmt::block(body))
+        let mut out = pre.to_vec();
+        out.push(Stmt::for_(&kk, c(0), c(cfg.k_tile as i64), c(1), Stmt::block(body)));
+        Stmt::block(out)
     }
+}
+
+/// Whether work-items are arranged in 8 x 4 warp tiles (see [`work_item_n`]).
+fn warp_tiled(cfg: &GemmConfig) -> bool {
+    cfg.vec > 1
+        && cfg.wg_n.is_multiple_of(8)
+        && cfg.wg_m.is_multiple_of(4)
+        && cfg.threads().is_multiple_of(32)
+}
+
+/// The work-item's column position `tx` (0 .. wg_n) from its linear id. With vectors,
+/// each run of 32 linear ids (a warp or subgroup) covers 8 columns by 4 rows of
+/// work-items, so the warp's local-memory reads of B are 8 neighbouring groups (one
+/// conflict-free access) and of A 4 groups, instead of 16 and 2 of a row-major mapping.
+fn work_item_n(cfg: &GemmConfig, lid: &Expr) -> Expr {
+    if !warp_tiled(cfg) {
+        return Expr::local_id(0).cast(Scalar::I32);
+    }
+    let warp = ix::div(lid, 32);
+    let lane = ix::rem(lid, 32);
+    ix::add(&ix::mul(&ix::rem(&warp, cfg.wg_n as i64 / 8), &c(8)), &ix::rem(&lane, 8))
+}
+
+/// The work-item's row position `ty` (0 .. wg_m), the partner of [`work_item_n`].
+fn work_item_m(cfg: &GemmConfig, lid: &Expr) -> Expr {
+    if !warp_tiled(cfg) {
+        return Expr::local_id(1).cast(Scalar::I32);
+    }
+    let warp = ix::div(lid, 32);
+    let lane = ix::rem(lid, 32);
+    ix::add(&ix::mul(&ix::div(&warp, cfg.wg_n as i64 / 8), &c(4)), &ix::div(&lane, 8))
 }
 
 /// Generates the kernel for `views` with `cfg`: verified, and unrolled when `cfg.unroll`.
@@ -477,9 +624,15 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let mut body = vec![
         Stmt::alloc(&a_s, (depth * bk * bm) as u32),
         Stmt::alloc(&b_s, (depth * bk * bn) as u32),
-        Stmt::let_(&tx, Expr::local_id(0).cast(Scalar::I32)),
-        Stmt::let_(&ty, Expr::local_id(1).cast(Scalar::I32)),
-        Stmt::let_(&lid, ix::add(&ix::mul(&ty.expr(), &c(cfg.wg_n as i64)), &tx.expr())),
+        Stmt::let_(
+            &lid,
+            ix::add(
+                &ix::mul(&Expr::local_id(1).cast(Scalar::I32), &c(cfg.wg_n as i64)),
+                &Expr::local_id(0).cast(Scalar::I32),
+            ),
+        ),
+        Stmt::let_(&tx, work_item_n(cfg, &lid.expr())),
+        Stmt::let_(&ty, work_item_m(cfg, &lid.expr())),
         Stmt::let_(&m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(bm))),
         Stmt::let_(&n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(bn))),
     ];
@@ -535,24 +688,41 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         let next = ix::add(&kt.expr(), &c(1));
         let nk0 = ix::mul(&next, &c(bk));
         let (sa, sb) = (Var::new("sa", Type::I32), Var::new("sb", Type::I32));
-        let step = Stmt::block([
-            Stmt::let_(&sa, slot(&kt.expr(), bm)),
-            Stmt::let_(&sb, slot(&kt.expr(), bn)),
-            Stmt::if_(
-                next.cmp_lt(c(nk)),
-                Stmt::block([
-                    g.load_tile(true, &nk0, &slot(&next, bm)),
-                    g.load_tile(false, &nk0, &slot(&next, bn)),
-                ]),
-            ),
-            g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()),
-            barrier(),
-        ]);
-        body.push(Stmt::for_(&kt, c(0), c(nk), c(1), step));
+        // The next tile goes through registers: its global loads are issued before the
+        // multiply and stored to local memory after it, so their latency overlaps the
+        // multiply instead of stalling the stores in front of it. The last tile's
+        // multiply is peeled off the loop, so the loads in it need no guard.
+        let (fa, sta) = g.stage_tile(true, &nk0, &slot(&next, bm), None);
+        let (fb, stb) = g.stage_tile(false, &nk0, &slot(&next, bn), None);
+        let mut step =
+            vec![Stmt::let_(&sa, slot(&kt.expr(), bm)), Stmt::let_(&sb, slot(&kt.expr(), bn))];
+        step.extend(fa);
+        step.extend(fb);
+        step.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
+        step.extend(sta);
+        step.extend(stb);
+        step.push(barrier());
+        body.push(Stmt::for_(&kt, c(0), c(nk - 1), c(1), Stmt::block(step)));
+        let last = c(nk - 1);
+        body.push(g.multiply(&slot(&last, bm), &slot(&last, bn), &acc, &tx.expr(), &ty.expr()));
     }
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
-    // NaN), as BLAS does.
+    // NaN), as BLAS does, and then does not read C at all (a uniform branch).
     let beta0 = beta.expr().cmp_eq(Expr::f32(0.0));
+    let (mut fresh, mut update) = (Vec::new(), Vec::new());
+    let mut put = |cond: Option<Expr>, st: [Stmt; 2]| {
+        let [f, u] = st;
+        match cond {
+            Some(cond) => {
+                fresh.push(Stmt::if_(cond.clone(), f));
+                update.push(Stmt::if_(cond, u));
+            }
+            None => {
+                fresh.push(f);
+                update.push(u);
+            }
+        }
+    };
     let w = cfg.vec as i64;
     for (i, row) in acc.iter().enumerate() {
         let mi = ix::add(&m0.expr(), &g.row(&ty.expr(), i as i64));
@@ -581,16 +751,14 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
                 let lanes = (j0..j0 + w).map(|j| row[j as usize].expr());
                 let scaled = alpha.expr().broadcast(w as u8) * Expr::build_vector(lanes);
                 let old = Expr::vload(&pc, at.offset.clone(), w as u8);
-                let v = Expr::select(
-                    beta0.clone(),
-                    scaled.clone(),
-                    scaled + beta.expr().broadcast(w as u8) * old,
+                let updated = scaled.clone() + beta.expr().broadcast(w as u8) * old;
+                put(
+                    cond,
+                    [
+                        Stmt::vstore(&pc, at.offset.clone(), scaled),
+                        Stmt::vstore(&pc, at.offset, updated),
+                    ],
                 );
-                let st = Stmt::vstore(&pc, at.offset, v);
-                body.push(match cond {
-                    Some(cond) => Stmt::if_(cond, st),
-                    None => st,
-                });
                 for f in &mut vectored[j0 as usize..(j0 + w) as usize] {
                     *f = true;
                 }
@@ -613,15 +781,18 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             cond = ix::and(cond, at.mask);
             let scaled = alpha.expr() * s.expr();
             let old = load_f32(&pc, at.offset.clone());
-            let v = Expr::select(beta0.clone(), scaled.clone(), scaled + beta.expr() * old);
-            let v = if tc == Scalar::F32 { v } else { v.cast(tc) };
-            let st = Stmt::store(&pc, at.offset, v);
-            body.push(match cond {
-                Some(cond) => Stmt::if_(cond, st),
-                None => st,
-            });
+            let updated = scaled.clone() + beta.expr() * old;
+            let narrow = |v: Expr| if tc == Scalar::F32 { v } else { v.cast(tc) };
+            put(
+                cond,
+                [
+                    Stmt::store(&pc, at.offset.clone(), narrow(scaled)),
+                    Stmt::store(&pc, at.offset, narrow(updated)),
+                ],
+            );
         }
     }
+    body.push(Stmt::if_else(beta0, Stmt::block(fresh), Stmt::block(update)));
     let local = [cfg.wg_n, cfg.wg_m];
     let global = [global[0] as u32, global[1] as u32];
     let attrs = Attrs {

@@ -32,10 +32,12 @@ pub struct GemmConfig {
     /// Fully unroll the constant-trip inner loops (tile loads, the `k_tile` loop) with the
     /// `unroll` pass.
     pub unroll: bool,
-    /// Vector width, 1, 2, 4 or 8. Above 1, each work-item owns `tm` contiguous rows and
-    /// `tn` contiguous columns of C, reads them from local memory with `vload`s of `tm`
-    /// and `tn` lanes, and the tile copies and C's stores use `vec`-lane vector accesses
-    /// wherever the view is provably contiguous and aligned there (elsewhere scalar ones).
+    /// Vector width, 1, 2, 4 or 8. Above 1, each work-item owns groups of `vec`
+    /// contiguous rows and columns of C (`wg_m * vec` rows, `wg_n * vec` columns apart; a
+    /// register block that `vec` does not divide is one contiguous group), reads each group
+    /// from local memory with one `vload`, and the tile copies and C's stores use
+    /// `vec`-lane vector accesses wherever the view is provably contiguous and aligned
+    /// there (elsewhere scalar ones).
     pub vec: u32,
 }
 

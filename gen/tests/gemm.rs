@@ -224,3 +224,30 @@ fn default_pipeline_preserves_generated_kernels() {
         assert_eq!(bits(&got), bits(&plain), "{p:?} {cfg}\n{}", opt.kernel);
     }
 }
+
+/// Vector blockings whose work-items form 8 x 4 warp tiles and whose register blocks split
+/// into groups `wg * vec` apart (tile 8x8 with vec 4, ...), including a block that does not
+/// split (tm = 2 under vec = 4) and shapes that are not multiples of the tile.
+#[test]
+fn gemm_warp_tiled_vector_groups() {
+    let cfg = |wg_m, wg_n, tm, tn, k_tile, vec| GemmConfig {
+        wg_m,
+        wg_n,
+        tm,
+        tn,
+        k_tile,
+        slm_depth: 2,
+        unroll: true,
+        vec,
+    };
+    let p = |m, n, k, trans_a, trans_b| GemmProblem { m, n, k, trans_a, trans_b, ty: Scalar::F32 };
+    let cases = [
+        (p(64, 128, 24, false, false), cfg(8, 16, 8, 8, 8, 4)),
+        (p(37, 70, 19, false, true), cfg(4, 8, 4, 8, 4, 2)),
+        (p(33, 130, 9, true, false), cfg(8, 16, 2, 8, 8, 4)),
+        (p(40, 64, 16, true, true), cfg(4, 16, 8, 4, 8, 4)),
+    ];
+    for (i, (p, c)) in cases.into_iter().enumerate() {
+        case(p, c, 11 + i as u64, i % 2 == 0);
+    }
+}

@@ -122,6 +122,8 @@ impl Sanitized {
         for &(p, ty) in &self.lens {
             let len = match args[p] {
                 Arg::Buffer(b) if b < buffers.len() => buffers[b].len() as u64,
+                // A ranged argument is checked against its range (indexes are relative to it).
+                Arg::Range { buffer, len, .. } if buffer < buffers.len() => len as u64,
                 _ => {
                     return Err(format!(
                         "kernel `{}`: argument {p} must be a buffer (pointer parameter)",
@@ -179,20 +181,22 @@ impl Sanitized {
                 )));
             }
         };
-        let (kind, len) = match site.extent {
+        let (kind, len, offset) = match site.extent {
             Extent::Param(p) => match args.get(p) {
-                Some(Arg::Buffer(b)) if *b < buffers.len() => ("buffer", buffers[*b].len() as u64),
-                _ => ("buffer", 0),
+                Some(Arg::Buffer(b)) if *b < buffers.len() => {
+                    ("buffer", buffers[*b].len() as u64, None)
+                }
+                Some(&Arg::Range { buffer, offset, len }) if buffer < buffers.len() => {
+                    ("buffer", len as u64, Some(offset))
+                }
+                _ => ("buffer", 0, None),
             },
-            Extent::Local(n) => ("local array", n as u64),
-            Extent::Private(n) => ("private array", n as u64),
-            Extent::None => ("buffer", 0),
+            Extent::Local(n) => ("local array", n as u64, None),
+            Extent::Private(n) => ("private array", n as u64, None),
+            Extent::None => ("buffer", 0, None),
         };
-        Some(err(format!(
-            "{what} `{}[{index}]` out of bounds ({kind} has {len} element{})",
-            site.name,
-            if len == 1 { "" } else { "s" }
-        )))
+        let note = kiln_ir::launch::bounds_note(kind, len, offset);
+        Some(err(format!("{what} `{}[{index}]` out of bounds ({note})", site.name)))
     }
 }
 

@@ -118,6 +118,20 @@ impl Storage {
         Ok(&mut self.host)
     }
 
+    /// The host contents, moved out for a launch that only reads them (downloaded first
+    /// when a device holds the newest; device copies stay valid). The caller holds the
+    /// lock until [`Storage::return_host`] puts them back, so no one sees the gap.
+    pub fn lend_host(&mut self) -> Result<launch::Buffer, DeviceError> {
+        self.host()?;
+        let elem = self.host.elem();
+        Ok(std::mem::replace(&mut self.host, launch::Buffer::zeroed(elem, 0)))
+    }
+
+    /// Puts back what [`Storage::lend_host`] lent.
+    pub fn return_host(&mut self, b: launch::Buffer) {
+        self.host = b;
+    }
+
     /// The host contents for a write of every element: as [`Storage::host_mut`], without
     /// downloading contents that are about to be overwritten.
     pub fn host_overwrite(&mut self) -> &mut launch::Buffer {
@@ -228,7 +242,7 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
 impl<T: Element> Buffer<T> {
     /// An accessor to this buffer with `mode` (see [`Accessor::new`]).
     pub fn access(&self, mode: AccessMode) -> Accessor {
-        Accessor { buffer: self.inner.clone(), mode, props: AccessProps::default() }
+        Accessor { buffer: self.inner.clone(), mode, props: AccessProps::default(), range: None }
     }
 
     /// Sets the buffer's promotion property (SYCL's `promote_private` / `promote_local`
@@ -374,6 +388,9 @@ pub struct Accessor {
     pub(crate) buffer: Arc<BufferInner>,
     pub(crate) mode: AccessMode,
     pub(crate) props: AccessProps,
+    /// A ranged accessor's `(offset, len)` in elements ([`Accessor::with_range`]); `None`
+    /// for the whole buffer.
+    pub(crate) range: Option<(usize, usize)>,
 }
 
 /// An accessor's properties for queue fusion (SYCL's accessor property list):
@@ -395,7 +412,37 @@ impl Accessor {
     /// An accessor to `b` with `mode`, outside a [`crate::Handler`]: for the nodes of a
     /// command graph added with [`crate::graph::Graph::add`].
     pub fn new(b: &AnyBuffer, mode: AccessMode) -> Accessor {
-        Accessor { buffer: b.inner.clone(), mode, props: AccessProps::default() }
+        Accessor { buffer: b.inner.clone(), mode, props: AccessProps::default(), range: None }
+    }
+
+    /// The same accessor over elements `offset..offset + len` of its buffer only (a SYCL
+    /// ranged accessor): a kernel argument bound to it sees a buffer of `len` elements whose
+    /// index 0 is element `offset` ([`kiln_ir::launch::Arg::Range`]), and an index outside
+    /// `0..len` is out of bounds. A range that does not lie within the buffer is refused,
+    /// naming the buffer, the offset, the length and the buffer's size.
+    ///
+    /// Dependencies are tracked per buffer: commands through two ranges of one buffer are
+    /// ordered as if each used the whole buffer, whether the ranges overlap or not.
+    pub fn with_range(mut self, offset: usize, len: usize) -> Result<Accessor, RuntimeError> {
+        let size = self.buffer.len;
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(RuntimeError::Invalid {
+                command: format!("ranged accessor of buffer #{}", self.buffer.id),
+                message: format!(
+                    "offset {offset} + length {len} is past the end of buffer #{} ({size} \
+                     element{})",
+                    self.buffer.id,
+                    if size == 1 { "" } else { "s" }
+                ),
+            });
+        }
+        self.range = Some((offset, len));
+        Ok(self)
+    }
+
+    /// A ranged accessor's `(offset, len)` in elements; `None` for the whole buffer.
+    pub fn range(&self) -> Option<(usize, usize)> {
+        self.range
     }
 
     /// The same accessor with the fusion properties `props`.
@@ -438,6 +485,9 @@ impl AccessProps {
 impl std::fmt::Debug for Accessor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Accessor(#{}, {:?})", self.buffer.id, self.mode)?;
+        if let Some((o, n)) = self.range {
+            write!(f, "[{o}..{}]", o + n)?;
+        }
         if self.props != AccessProps::default() {
             write!(f, "{:?}", self.props)?;
         }

@@ -21,6 +21,9 @@
 //!   scheduler derives read-after-write, write-after-read and write-after-write
 //!   dependencies from them (across queues) and from explicit event lists, and runs
 //!   independent commands concurrently on the context's worker threads.
+//!   An accessor may cover a range of its buffer only ([`Handler::access_range`],
+//!   [`Accessor::with_range`]: SYCL's ranged accessor): the kernel sees the range as a
+//!   buffer of its own, index 0 at the range's offset ([`kiln_ir::launch::Arg::Range`]).
 //! * The [`scheduler`] holds the one dependency model (requirements and explicit events to
 //!   read-after-write / write-after-read / write-after-write edges) that queues and command
 //!   graphs share, and the worker threads.

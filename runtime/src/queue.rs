@@ -82,6 +82,45 @@ impl Handler {
         a
     }
 
+    /// Declares that the command uses elements `offset..offset + len` of `b` as `mode` says,
+    /// with the fusion properties `props` (`AccessProps::default()` for none): a ranged
+    /// accessor ([`Accessor::with_range`]). A kernel argument bound to it sees a buffer of
+    /// `len` elements whose index 0 is element `offset` of `b`. A range past the end of `b`
+    /// is refused (and nothing is declared), naming the buffer, the offset, the length and
+    /// the buffer's size.
+    ///
+    /// ```
+    /// use kiln_runtime::{interp_device, AccessMode, AccessProps, Buffer, Context};
+    /// use kiln_runtime::{NdRange, Queue, QueueOrder};
+    /// let ctx = Context::new(interp_device());
+    /// let m = kiln_ir::parse_module(
+    ///     "kernel inc(x: ptr<global, u32>) { let i: u32 = global_id(0); x[i] = x[i] + 1u32; }",
+    /// )
+    /// .unwrap();
+    /// let k = ctx.get_kernel(&m, "inc").unwrap();
+    /// let q = Queue::new(&ctx, QueueOrder::InOrder);
+    /// let b = Buffer::from_slice(&[0u32; 8]);
+    /// q.submit(|h| {
+    ///     let a = h.access_range(&b, AccessMode::ReadWrite, 2, 4, AccessProps::default()).unwrap();
+    ///     h.parallel_for(&k, NdRange::new(&[4]), vec![a.into()]);
+    /// })
+    /// .wait()
+    /// .unwrap();
+    /// assert_eq!(b.read().unwrap(), [0, 0, 1, 1, 1, 1, 0, 0]);
+    /// ```
+    pub fn access_range<T: Element>(
+        &mut self,
+        b: &Buffer<T>,
+        mode: AccessMode,
+        offset: usize,
+        len: usize,
+        props: AccessProps,
+    ) -> Result<Accessor, RuntimeError> {
+        let a = b.access(mode).with_props(props).with_range(offset, len)?;
+        self.accessors.push(a.clone());
+        Ok(a)
+    }
+
     /// Declares that the command uses the untyped buffer `b` as `mode` says.
     pub fn access_any(&mut self, b: &AnyBuffer, mode: AccessMode) -> Accessor {
         let a = Accessor::new(b, mode);

@@ -735,3 +735,89 @@ fn dependencies_inside_the_list_are_internal_and_outside_ones_kept() {
         });
     }
 }
+
+/// `kernel` over `n` work-items with three ranged accessors `(buffer, offset)` of `n`
+/// elements each: two read, the last written; accessors of buffer `promoted` ask for
+/// promotion to private memory.
+#[allow(clippy::too_many_arguments)]
+fn launch3_ranged(
+    q: &Queue,
+    k: &KernelHandle,
+    n: usize,
+    b: &[Buffer<u32>],
+    a: (usize, usize),
+    x: (usize, usize),
+    out: (usize, usize),
+    promoted: Option<usize>,
+) -> Event {
+    let props = |i: usize| AccessProps {
+        promote: (promoted == Some(i)).then_some(PromoteTo::Private),
+        no_init: false,
+    };
+    q.submit(|h| {
+        let a = h.access_range(&b[a.0], AccessMode::Read, a.1, n, props(a.0)).unwrap();
+        let x = h.access_range(&b[x.0], AccessMode::Read, x.1, n, props(x.0)).unwrap();
+        let o = h.access_range(&b[out.0], AccessMode::Write, out.1, n, props(out.0)).unwrap();
+        h.parallel_for(k, NdRange::new(&[n as u32]), vec![a.into(), x.into(), o.into()]);
+    })
+}
+
+/// The original's "ranged accessors" scenario: kernels over sub-ranges of their buffers,
+/// one range written and read again through the same range (an identical argument, here
+/// promoted to private memory, its copy sized by the range), another buffer read through
+/// two disjoint ranges (two arguments); then a list writing one buffer through overlapping
+/// ranges, which fusion cannot prove independent: cancelled, never fused wrongly.
+#[test]
+fn ranged_accessors_fuse_like_unfused() {
+    for e in envs() {
+        // b[5] is promoted: fusion leaves its contents as they were.
+        let fused = fused_vs_plain(&e, 7, QueueOrder::InOrder, &[5], |q, b, fusion| {
+            start(q, fusion);
+            let p = Some(5);
+            launch3_ranged(q, &e.k.add, 8, b, (0, 4), (1, 0), (2, 8), p);
+            launch3_ranged(q, &e.k.add, 8, b, (3, 0), (3, 8), (5, 4), p);
+            launch3_ranged(q, &e.k.mul, 8, b, (2, 8), (5, 4), (4, 2), p);
+            launch3_ranged(q, &e.k.add, 8, b, (5, 4), (1, 8), (6, 8), p);
+            if let Some(ev) = complete(q, fusion, FusionProps::default()) {
+                ev.wait().unwrap();
+                let (kernels, _, warnings) = completed(q);
+                assert_eq!(kernels, 4, "{}", e.ctx.device().name());
+                assert!(warnings.is_empty(), "{warnings:?}");
+            }
+        });
+        // Its range lived in private memory: the buffer was never written.
+        assert_eq!(fused[5], contents(&bufs(7))[5], "{}", e.ctx.device().name());
+        fused_vs_plain(&e, 3, QueueOrder::InOrder, &[], |q, b, fusion| {
+            start(q, fusion);
+            launch3_ranged(q, &e.k.add, 8, b, (0, 0), (1, 0), (2, 0), None);
+            launch3_ranged(q, &e.k.add, 8, b, (2, 4), (1, 8), (2, 8), None);
+            if let Some(ev) = complete(q, fusion, FusionProps::default()) {
+                ev.wait().unwrap();
+                match q.fusion_status() {
+                    Some(FusionStatus::Failed { reason }) => {
+                        assert!(reason.contains("overlapping accessors"), "{reason}")
+                    }
+                    s => panic!("overlapping written ranges were fused: {s:?}"),
+                }
+            }
+        });
+    }
+}
+
+/// A second identical ranged sequence is a cache hit; the same kernels over other ranges are
+/// a miss (the ranges are part of the fusion key).
+#[test]
+fn ranges_are_part_of_the_fusion_key() {
+    let e = env(interp_device());
+    let q = Queue::new(&e.ctx, QueueOrder::InOrder);
+    let b = bufs(3);
+    let mut hits = Vec::new();
+    for off in [0, 0, 8] {
+        q.start_fusion().unwrap();
+        launch3_ranged(&q, &e.k.add, 8, &b, (0, off), (1, 0), (2, 0), None);
+        launch3_ranged(&q, &e.k.mul, 8, &b, (2, 0), (1, 8), (0, 8), None);
+        q.complete_fusion(FusionProps::default()).wait().unwrap();
+        hits.push(completed(&q).1);
+    }
+    assert_eq!(hits, [false, true, false]);
+}

@@ -2,12 +2,15 @@
 //! tasks, explicit event dependencies), with random fusion-mode boundaries (start, complete
 //! with or without barriers, cancel) and random synchronization points (queue and event
 //! waits, host reads), leave the buffers exactly as the same sequence without fusion mode,
-//! on the interpreter.
+//! on the interpreter. Kernels bind random ranged accessors, and pairs of kernels pass an
+//! intermediate through a scratch buffer with random promotion properties (private, local
+//! or none; `no_init`; on the buffer or the accessor; whole or ranged): the scratch buffer,
+//! whose contents promotion leaves as they were, is the one buffer not compared.
 
 use kiln_ir::parse_module;
 use kiln_runtime::{
-    interp_device, AnyBuffer, Buffer, Context, ContextConfig, Event, FusionProps, KernelArg,
-    KernelHandle, NdRange, Queue, QueueOrder,
+    interp_device, AccessMode, AccessProps, AnyBuffer, Buffer, Context, ContextConfig, Event,
+    FusionProps, Handler, KernelArg, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 use proptest::prelude::*;
 
@@ -38,10 +41,31 @@ kernel rotate(a: ptr<global, u32>, out: ptr<global, u32>) {
 const N: usize = 16;
 const BUFS: usize = 5;
 
+/// Where a kernel's accessors start, and how many elements each covers (`N`: whole buffers,
+/// no range).
+#[derive(Clone, Copy, Debug)]
+struct Ranges {
+    len: usize,
+    offsets: [usize; 3],
+}
+
+/// A promotion request: promote to private (`Some(false)`), local (`Some(true)`) or none,
+/// `no_init`, and whether the buffer (else each accessor) carries it.
+#[derive(Clone, Copy, Debug)]
+struct Promo {
+    to: Option<bool>,
+    no_init: bool,
+    on_buffer: bool,
+}
+
 #[derive(Clone, Debug)]
 enum Cmd {
-    Add(usize, usize, usize),
-    Mul(usize, usize, usize),
+    Add(usize, usize, usize, Ranges),
+    Mul(usize, usize, usize, Ranges),
+    /// `add(a, a) -> scratch` then `mul(scratch, a) -> o`, one after another on one queue,
+    /// the scratch accessors asking for `Promo`, over `Ranges` (the scratch range is
+    /// `offsets[2]`).
+    Through(usize, usize, Promo, Ranges),
     Scale(usize, u32),
     RotateGroup(usize, usize),
     Rotate(usize, usize),
@@ -66,12 +90,38 @@ enum Op {
     Read(usize),
 }
 
+fn ranges() -> impl Strategy<Value = Ranges> {
+    prop_oneof![
+        1 => Just(Ranges { len: N, offsets: [0; 3] }),
+        2 => (prop_oneof![Just(4usize), Just(8)], [0usize..9, 0..9, 0..9]).prop_map(|(len, o)| {
+            Ranges { len, offsets: o.map(|x| x.min(N - len)) }
+        }),
+    ]
+}
+
+fn promo() -> impl Strategy<Value = Promo> {
+    (prop_oneof![Just(None), Just(Some(false)), Just(Some(true))], any::<bool>(), any::<bool>())
+        .prop_map(|(to, no_init, on_buffer)| Promo { to, no_init, on_buffer })
+}
+
+/// A kernel whose output buffer is also an input reads and writes it at the same elements
+/// only (anything else races between its work-items).
+fn no_race(a: usize, c: usize, o: usize, r: &mut Ranges) {
+    if a == o {
+        r.offsets[0] = r.offsets[2];
+    }
+    if c == o {
+        r.offsets[1] = r.offsets[2];
+    }
+}
+
 fn cmd() -> impl Strategy<Value = Cmd> {
     let b = || 0..BUFS;
     let apart = |(a, o): &(usize, usize)| a != o;
     prop_oneof![
-        3 => (b(), b(), b()).prop_map(|(a, c, o)| Cmd::Add(a, c, o)),
-        3 => (b(), b(), b()).prop_map(|(a, c, o)| Cmd::Mul(a, c, o)),
+        3 => (b(), b(), b(), ranges()).prop_map(|(a, c, o, mut r)| { no_race(a, c, o, &mut r); Cmd::Add(a, c, o, r) }),
+        3 => (b(), b(), b(), ranges()).prop_map(|(a, c, o, mut r)| { no_race(a, c, o, &mut r); Cmd::Mul(a, c, o, r) }),
+        3 => (b(), b(), promo(), ranges()).prop_map(|(a, o, p, mut r)| { no_race(a, a, o, &mut r); Cmd::Through(a, o, p, r) }),
         2 => (b(), 0u32..5).prop_map(|(x, s)| Cmd::Scale(x, s)),
         1 => (b(), b()).prop_filter("rotating in place races", apart).prop_map(|(a, o)| Cmd::RotateGroup(a, o)),
         1 => (b(), b()).prop_filter("rotating in place races", apart).prop_map(|(a, o)| Cmd::Rotate(a, o)),
@@ -103,18 +153,92 @@ struct K {
     rotate: KernelHandle,
 }
 
-fn submit(q: &Queue, k: &K, b: &[Buffer<u32>], cmd: &Cmd, dep: Option<&Event>) -> Event {
+/// An accessor of `b` as `r` says (ranged unless it covers the whole buffer).
+fn access(
+    h: &mut Handler,
+    b: &Buffer<u32>,
+    mode: AccessMode,
+    r: &Ranges,
+    i: usize,
+    props: AccessProps,
+) -> KernelArg {
+    let a = if r.len == N {
+        h.access_with(b, mode, props)
+    } else {
+        h.access_range(b, mode, r.offsets[i], r.len, props).unwrap()
+    };
+    a.into()
+}
+
+/// `kernel` over `r.len` items reading `a` and `c` and writing `o` through `r`'s ranges.
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    h: &mut Handler,
+    kernel: &KernelHandle,
+    b: &[&Buffer<u32>; 3],
+    r: &Ranges,
+    props: [AccessProps; 3],
+    out_mode: AccessMode,
+) {
+    let args = vec![
+        access(h, b[0], AccessMode::Read, r, 0, props[0]),
+        access(h, b[1], AccessMode::Read, r, 1, props[1]),
+        access(h, b[2], out_mode, r, 2, props[2]),
+    ];
+    h.parallel_for(kernel, NdRange::new(&[r.len as u32]), args);
+}
+
+fn submit(
+    q: &Queue,
+    k: &K,
+    b: &[Buffer<u32>],
+    scratch: &Buffer<u32>,
+    cmd: &Cmd,
+    dep: Option<&Event>,
+) -> Event {
     let r = NdRange::new(&[N as u32]);
+    let none = AccessProps::default();
+    if let Cmd::Through(a, o, p, ranges) = *cmd {
+        let to = p.to.map(|l| if l { PromoteTo::Local } else { PromoteTo::Private });
+        scratch.set_promote(if p.on_buffer { to } else { None });
+        let acc = |no_init| AccessProps {
+            promote: if p.on_buffer { None } else { to },
+            no_init: no_init && p.no_init,
+        };
+        // The scratch range is the output's (offsets[2]) in both kernels.
+        let r2 = Ranges {
+            len: ranges.len,
+            offsets: [ranges.offsets[2], ranges.offsets[0], ranges.offsets[2]],
+        };
+        q.submit(|h| {
+            if let Some(d) = dep {
+                h.depends_on(d);
+            }
+            // Written only (or no_init): a promoted scratch starts empty.
+            let mode = if p.no_init { AccessMode::ReadWrite } else { AccessMode::Write };
+            launch(h, &k.add, &[&b[a], &b[a], scratch], &ranges, [none, none, acc(true)], mode);
+        });
+        return q.submit(|h| {
+            launch(
+                h,
+                &k.mul,
+                &[scratch, &b[a], &b[o]],
+                &r2,
+                [acc(false), none, none],
+                AccessMode::Write,
+            );
+        });
+    }
     q.submit(|h| {
         if let Some(d) = dep {
             h.depends_on(d);
         }
         match *cmd {
-            Cmd::Add(a, c, o) | Cmd::Mul(a, c, o) => {
+            Cmd::Add(a, c, o, ref ranges) | Cmd::Mul(a, c, o, ref ranges) => {
                 let kernel = if matches!(cmd, Cmd::Add(..)) { &k.add } else { &k.mul };
-                let (a, c, o) = (h.read(&b[a]), h.read(&b[c]), h.write(&b[o]));
-                h.parallel_for(kernel, r.clone(), vec![a.into(), c.into(), o.into()]);
+                launch(h, kernel, &[&b[a], &b[c], &b[o]], ranges, [none; 3], AccessMode::Write);
             }
+            Cmd::Through(..) => unreachable!("submitted above"),
             Cmd::Scale(x, s) => {
                 let x = h.read_write(&b[x]);
                 h.parallel_for(&k.scale, r.clone(), vec![x.into(), KernelArg::scalar(s)]);
@@ -152,12 +276,13 @@ fn run(
 ) -> Vec<Vec<u32>> {
     let qs = [Queue::new(ctx, orders[0]), Queue::new(ctx, orders[1])];
     let b: Vec<Buffer<u32>> = init.iter().map(|v| Buffer::from_slice(v)).collect();
+    let scratch = Buffer::from_slice(&[0u32; N]);
     let mut events: Vec<Event> = Vec::new();
     for op in ops {
         match op {
             Op::Submit { q, cmd, dep } => {
                 let dep = dep.and_then(|j| events.get(j).cloned());
-                events.push(submit(&qs[*q], k, &b, cmd, dep.as_ref()));
+                events.push(submit(&qs[*q], k, &b, &scratch, cmd, dep.as_ref()));
             }
             Op::Start(q) if fusion && !qs[*q].is_in_fusion_mode() => qs[*q].start_fusion().unwrap(),
             Op::Complete(q, no_barriers) if fusion => {

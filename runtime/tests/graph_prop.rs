@@ -230,6 +230,11 @@ mod random_kernels {
                         Arg::Buffer(i) => {
                             h.access_any(&bufs[map[c][*i]], AccessMode::ReadWrite).into()
                         }
+                        Arg::Range { buffer, offset, len } => h
+                            .access_any(&bufs[map[c][*buffer]], AccessMode::ReadWrite)
+                            .with_range(*offset, *len)
+                            .expect("generated ranges fit")
+                            .into(),
                     })
                     .collect();
                 h.parallel_for(&k, case.range.clone(), args);

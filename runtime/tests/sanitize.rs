@@ -87,6 +87,11 @@ fn launch(
             .map(|a| match a {
                 Arg::Scalar(v) => KernelArg::Scalar(*v),
                 Arg::Buffer(i) => KernelArg::Buffer(h.access_any(&any[*i], AccessMode::ReadWrite)),
+                Arg::Range { buffer, offset, len } => KernelArg::Buffer(
+                    h.access_any(&any[*buffer], AccessMode::ReadWrite)
+                        .with_range(*offset, *len)
+                        .unwrap(),
+                ),
             })
             .collect();
         h.parallel_for(&kh, range.clone(), kargs);

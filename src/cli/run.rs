@@ -295,10 +295,12 @@ fn run_on_device(
     let jit_args: Vec<kiln::Arg> = args
         .iter()
         .map(|a| match a {
-            Arg::Scalar(imm) => kiln::Arg::Scalar(*imm),
-            Arg::Buffer(i) => kiln::Arg::Buffer(bufs[*i].clone()),
+            Arg::Scalar(imm) => Ok(kiln::Arg::Scalar(*imm)),
+            Arg::Buffer(i) => Ok(kiln::Arg::Buffer(bufs[*i].clone())),
+            // The command line binds whole buffers only.
+            Arg::Range { .. } => Err(Error::Message("`kiln run` binds whole buffers only".into())),
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     // Only the chosen kernel is built: another kernel of the file that a backend cannot
     // express must not fail this run.
     let module = Module::new(vec![kernel.clone()]);

@@ -2,7 +2,8 @@
 //! vector memory, local (LDS) memory, and barriers across the waves of a work-group. It runs
 //! the allocated machine IR of a [`Compiled`] kernel over an nd-range.
 //!
-//! Memory map: buffer `i` lives at address `(i + 1) << 32`, the kernarg segment at
+//! Memory map: pointer argument `v` (its buffer, or its range of one) lives at address
+//! `(v + 1) << 32`, the kernarg segment at
 //! `0xffff << 32`. Every access is bounds-checked; an access outside a buffer is an error.
 
 use std::collections::HashMap;
@@ -36,17 +37,25 @@ struct Wave {
 
 struct Mem<'a> {
     bufs: Vec<Vec<u8>>,
+    /// The address spaces of the pointer arguments: `views[v]` is `(buffer, first byte, bytes)`
+    /// and pointer argument `v` addresses it as `(v + 1) << 32` plus a byte offset, so that a
+    /// ranged argument ([`Arg::Range`]) reaches its range only.
+    views: Vec<(usize, usize, usize)>,
     karg: &'a [u8],
 }
 
 impl Mem<'_> {
     fn slot(&mut self, addr: u64, n: usize) -> Result<&mut [u8], String> {
         let (hi, lo) = (addr >> 32, (addr & 0xffff_ffff) as usize);
-        let i = (hi as usize).wrapping_sub(1);
+        let v = (hi as usize).wrapping_sub(1);
+        let &(i, first, len) =
+            self.views.get(v).ok_or_else(|| format!("address {addr:#x} maps to no buffer"))?;
         let buf =
             self.bufs.get_mut(i).ok_or_else(|| format!("address {addr:#x} maps to no buffer"))?;
-        let len = buf.len();
-        buf.get_mut(lo..lo + n)
+        if lo + n > len {
+            return Err(format!("access at byte {lo} of buffer {i} out of bounds ({len} bytes)"));
+        }
+        buf.get_mut(first + lo..first + lo + n)
             .ok_or_else(|| format!("access at byte {lo} of buffer {i} out of bounds ({len} bytes)"))
     }
     fn read(&mut self, addr: u64) -> Result<u32, String> {
@@ -92,11 +101,18 @@ pub fn run(
     }
     // Kernarg segment.
     let mut karg = vec![0u8; f.kernarg_bytes as usize];
-    for ((p, a), &off) in kernel.params().iter().zip(args).zip(&f.param_offsets) {
+    let mut views = Vec::new();
+    for (n, ((p, a), &off)) in kernel.params().iter().zip(args).zip(&f.param_offsets).enumerate() {
         let off = off as usize;
         match a {
-            Arg::Buffer(i) => {
-                karg[off..off + 8].copy_from_slice(&((*i as u64 + 1) << 32).to_le_bytes())
+            Arg::Buffer(_) | Arg::Range { .. } => {
+                let b = a.buffer().unwrap_or_default();
+                let buf = buffers.get(b).ok_or_else(|| format!("argument {n}: no buffer {b}"))?;
+                kiln_ir::launch::check_range(n, p.name(), a, buf.len())?;
+                let size = buf.elem().size_bytes();
+                let (first, len) = a.window(buf.len()).unwrap_or_default();
+                views.push((b, first * size, len * size));
+                karg[off..off + 8].copy_from_slice(&((views.len() as u64) << 32).to_le_bytes())
             }
             Arg::Scalar(imm) => {
                 // 64-bit values take 8 bytes; the rest 4 (8/16-bit integers extended, f16
@@ -129,7 +145,7 @@ pub fn run(
         .map(|(n, i)| (&i.uses[0], n))
         .collect();
     let mut mem =
-        Mem { bufs: buffers.iter().map(|b| b.as_bytes().to_vec()).collect(), karg: &karg };
+        Mem { bufs: buffers.iter().map(|b| b.as_bytes().to_vec()).collect(), views, karg: &karg };
     let groups = [0, 1, 2].map(|d| range.global[d] / local[d]);
     let lanes = (local[0] * local[1] * local[2]) as usize;
     for gz in 0..groups[2] {

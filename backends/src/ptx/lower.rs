@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use kiln_ir::{
-    walk_expr, walk_stmt, AddrSpace, AtomicOp, Builtin, Expr, ExprNode, FuncKind, Imm, Kernel,
-    Scalar, Stmt, StmtNode, Type, Visitor,
+    walk_expr, walk_stmt, AddrSpace, AtomicOp, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm,
+    Intrinsic, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
 };
 
 mod expr;
@@ -76,6 +76,9 @@ struct Lower<'k> {
     arrays: u32,
     /// Addresses computed in the current straight-line stretch: (base, index) -> address.
     addrs: HashMap<(Reg, Val), Reg>,
+    /// `let`s bound to `x + C` (a signed index plus a positive constant): their register
+    /// -> (`x`, `C`), so an access at such an index folds `C` into the address.
+    offsets: HashMap<Reg, (Val, i128)>,
     fast: bool,
 }
 
@@ -93,6 +96,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         labels: 0,
         arrays: 0,
         addrs: HashMap::new(),
+        offsets: HashMap::new(),
         fast: kernel.attrs().fast_math,
     };
     let name = kernel.name();
@@ -360,7 +364,16 @@ impl Lower<'_> {
             }
             StmtNode::VecStore { buf, index, value } => self.vstore(buf, index, value)?,
             StmtNode::Let { var, value } => {
-                let v = self.expr(value, None)?;
+                let v = match self.split_offset(value)? {
+                    Some((x, off)) => {
+                        let t = scalar(value.ty())?;
+                        let r = self.fresh(Class::of(t));
+                        self.ins(format_args!("add.s{} {r}, {x}, {off}", t.bits()));
+                        self.offsets.insert(r, (x, off));
+                        Val::Reg(r)
+                    }
+                    None => self.expr(value, None)?,
+                };
                 let v = self.snapshot(v);
                 self.bind(var.name(), Binding::Val(v));
             }
@@ -609,13 +622,72 @@ impl Lower<'_> {
                 return Ok(if off == 0 { format!("[{base}]") } else { format!("[{base}+{off}]") });
             }
         }
-        let i = self.expr(index, None)?;
+        let (i, off) = match self.split_offset(index)? {
+            Some((x, c)) if (c * size) <= i32::MAX as i128 => (x, c * size),
+            _ => (self.expr(index, None)?, 0),
+        };
+        let a = self.addr_reg(base, it, size, i);
+        Ok(if off == 0 { format!("[{a}]") } else { format!("[{a}+{off}]") })
+    }
+
+    /// `index` as `x + C` with `C > 0` when its type is a signed integer: a `+` or `add3`
+    /// with a positive constant, or a `let` bound to one, nested. Folding `C` into the
+    /// address is exact for every in-bounds access: `x + C` wraps only past the type's
+    /// maximum, to a negative index, which no access may use. (Unsigned indices wrap to
+    /// small ones, and negative constants to large ones, so neither is folded.)
+    /// `None` when there is no constant to split off.
+    fn split_offset(&mut self, index: &Expr) -> R<Option<(Val, i128)>> {
+        let Some(t) = index.ty().scalar().filter(|t| t.is_int() && t.is_signed()) else {
+            return Ok(None);
+        };
+        if t.bits() < 32 {
+            return Ok(None);
+        }
+        let positive = |e: &Expr| e.as_imm().and_then(Imm::as_i128).filter(|c| *c > 0);
+        let (x, c) = match index.node() {
+            ExprNode::Binary { op: BinOp::Add, a, b } => match (positive(a), positive(b)) {
+                (_, Some(c)) => (a.clone(), c),
+                (Some(c), _) => (b.clone(), c),
+                _ => return Ok(None),
+            },
+            ExprNode::Intrinsic { op: Intrinsic::Add3, args } => {
+                let Some(k) = args.iter().position(|e| positive(e).is_some()) else {
+                    return Ok(None);
+                };
+                let rest: Vec<&Expr> =
+                    args.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, e)| e).collect();
+                let x = Expr::binary(BinOp::Add, rest[0].clone(), rest[1].clone());
+                (x, positive(&args[k]).expect("positive"))
+            }
+            ExprNode::Var(v) => {
+                return Ok(match self.lookup(v.name())? {
+                    Binding::Val(Val::Reg(r)) => self.offsets.get(r).cloned(),
+                    _ => None,
+                })
+            }
+            _ => return Ok(None),
+        };
+        let (x, c0) = match self.split_offset(&x)? {
+            Some((x, c0)) => (x, c0),
+            None => (self.expr(&x, None)?, 0),
+        };
+        let total = c + c0;
+        if total > t.int_max().unwrap_or(0) || matches!(&x, Val::Reg(r) if self.mutable.contains(r))
+        {
+            return Ok(None);
+        }
+        Ok(Some((x, total)))
+    }
+
+    /// The register holding `base + i * size` (`i` of index type `it`), reused within a
+    /// straight-line stretch.
+    fn addr_reg(&mut self, base: Reg, it: Scalar, size: i128, i: Val) -> Reg {
         let key = match &i {
             Val::Reg(r) if self.mutable.contains(r) => None,
             v => Some((base, v.clone())),
         };
         if let Some(a) = key.as_ref().and_then(|k| self.addrs.get(k)) {
-            return Ok(format!("[{a}]"));
+            return *a;
         }
         let a = self.fresh(Class::B64);
         if let Some(k) = key {
@@ -632,7 +704,7 @@ impl Lower<'_> {
                 self.ins(format_args!("mad.wide.{w} {a}, {i}, {size}, {base}"));
             }
         }
-        Ok(format!("[{a}]"))
+        a
     }
 }
 

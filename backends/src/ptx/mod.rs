@@ -21,7 +21,11 @@
 //! * Global and constant buffers are `ld/st.global` through `cvta.to.global` pointers, generic
 //!   pointers use generic `ld/st`, local arrays are `.shared` (zeroed at entry, followed by one
 //!   `bar.sync`), private arrays are `.local` (zeroed where they are declared). An access costs
-//!   one `mad.wide` (or none for a constant index) of 64-bit address arithmetic.
+//!   one `mad.wide` (or none for a constant index) of 64-bit address arithmetic, shared by
+//!   accesses whose signed index is the same value plus a positive constant (directly, via
+//!   `add3` or a `let`): the constant becomes the address's immediate offset. That is exact
+//!   for every in-bounds access, since such an index can only wrap to a negative value;
+//!   unsigned indices and negative constants are never folded.
 //! * Floating point is exact IEEE: `add.rn`, `mul.rn`, `div.rn`, `sqrt.rn`, `fma.rn` only for
 //!   `fma`; under `#fast_math`, `add/sub/mul` drop `.rn` so that `ptxas` may contract them.
 //!   `exp`, `log`, `sin` and `cos` use the hardware approximations on f32 (they are

@@ -16,11 +16,12 @@ impl X86Program {
         sc: Option<&ScalarCode>,
         ctx: &Ctx,
         table: &[MemRef],
+        ranges: &[Option<usize>],
         start: Instant,
     ) -> InterpError {
         match sc {
-            Some(sc) => self.fault(sc, ctx, table, start),
-            None => self.fault_at(&[], &[], ctx, table, start),
+            Some(sc) => self.fault(sc, ctx, table, ranges, start),
+            None => self.fault_at(&[], &[], ctx, table, ranges, start),
         }
     }
 
@@ -30,9 +31,10 @@ impl X86Program {
         sc: &ScalarCode,
         ctx: &Ctx,
         table: &[MemRef],
+        ranges: &[Option<usize>],
         start: Instant,
     ) -> InterpError {
-        self.fault_at(&sc.sites, &sc.mems, ctx, table, start)
+        self.fault_at(&sc.sites, &sc.mems, ctx, table, ranges, start)
     }
 
     /// The error for the stop in `ctx`, with the scalar code's site and memory tables.
@@ -42,6 +44,7 @@ impl X86Program {
         mems: &[MemInfo],
         ctx: &Ctx,
         table: &[MemRef],
+        ranges: &[Option<usize>],
         start: Instant,
     ) -> InterpError {
         let id = Some(ctx.global_id.map(|v| v as u32));
@@ -54,12 +57,10 @@ impl X86Program {
                     MemKind::Table(t) => table[t as usize].len,
                     MemKind::Private { count, .. } => count as u64,
                 };
-                format!(
-                    "{what} `{}[{v}]` out of bounds ({} has {len} element{})",
-                    m.name,
-                    m.kind_word(),
-                    if len == 1 { "" } else { "s" }
-                )
+                // A ranged buffer argument's index is relative to its range: say so.
+                let offset = m.param.and_then(|p| ranges.get(p).copied().flatten());
+                let note = kiln_ir::launch::bounds_note(m.kind_word(), len, offset);
+                format!("{what} `{}[{v}]` out of bounds ({note})", m.name)
             }
             (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => format!(
                 "integer {} by zero in `{expr}`",

@@ -12,6 +12,12 @@ use super::RawBuffer;
 pub(crate) enum Bound {
     Scalar(u64),
     Buffer(usize),
+    /// Elements `offset..offset + len` of a buffer (an [`Arg::Range`], checked in bounds).
+    Range {
+        buffer: usize,
+        offset: usize,
+        len: usize,
+    },
 }
 
 /// Checks `args` against the kernel's parameters (the interpreter's rules and messages).
@@ -42,7 +48,7 @@ pub(crate) fn bind_args(
                 }
                 Bound::Scalar(super::rt::bits_of(kiln_ir::eval::cast(s, *v)))
             }
-            (Type::Ptr(_, elem), Arg::Buffer(b)) => {
+            (Type::Ptr(_, elem), Arg::Buffer(b) | Arg::Range { buffer: b, .. }) => {
                 let Some(buf) = buffers.get(*b) else {
                     return Err(format!(
                         "argument {i} (`{name}`) binds buffer {b}, but only {} buffer{} given",
@@ -57,13 +63,14 @@ pub(crate) fn bind_args(
                         buf.elem
                     ));
                 }
-                Bound::Buffer(*b)
+                kiln_ir::launch::check_range(i, name, a, buf.len)?;
+                match *a {
+                    Arg::Range { buffer, offset, len } => Bound::Range { buffer, offset, len },
+                    _ => Bound::Buffer(*b),
+                }
             }
             (t, a) => {
-                let kind = match a {
-                    Arg::Scalar(_) => "a scalar",
-                    Arg::Buffer(_) => "a buffer",
-                };
+                let kind = a.kind_word();
                 return Err(format!("argument {i} (`{name}`) is a {t} but {kind} was given"));
             }
         });

@@ -600,9 +600,12 @@ impl X86Program {
         let g = launch.groups().map(|g| g as u64);
         let param_len = |m: &MemInfo| match (m.param.map(|p| bound[p]), m.local) {
             (Some(Bound::Buffer(b)), _) => buffers[b].len as u64,
+            (Some(Bound::Range { len, .. }), _) => len as u64,
             (None, Some((_, count))) => count as u64,
             _ => 0,
         };
+        // Per parameter, the offset of a ranged buffer argument (bounds messages name it).
+        let ranges: Vec<Option<usize>> = args.iter().map(Arg::range_offset).collect();
         // The scalar code is compiled (if it was not yet) unless the vector code runs every
         // group: rows of whole batches, every access within its buffer.
         // The vector code's checked accesses compare 32-bit indices with lengths below 2^31
@@ -643,6 +646,13 @@ impl X86Program {
             let r = match (m.param, m.local) {
                 (Some(p), _) => match bound[p] {
                     Bound::Buffer(b) => MemRef { ptr: buffers[b].ptr, len: buffers[b].len as u64 },
+                    // SAFETY: bind_args checked that the range lies within the buffer.
+                    Bound::Range { buffer, offset, len } => MemRef {
+                        ptr: unsafe {
+                            buffers[buffer].ptr.add(offset * buffers[buffer].elem.size_bytes())
+                        },
+                        len: len as u64,
+                    },
                     Bound::Scalar(_) => MemRef { ptr: std::ptr::null_mut(), len: 0 },
                 },
                 (None, Some((off, count))) => MemRef {
@@ -718,7 +728,7 @@ impl X86Program {
                     ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
                     self.set_ids(&mut ctx, launch, 0);
                     if rt::limit_hit(&mut ctx) != 0 {
-                        return Err(self.fault_in(sc, &ctx, &table, start));
+                        return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
                     }
                     vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                     vframe[..8].copy_from_slice(&spmd::IOTA);
@@ -735,7 +745,7 @@ impl X86Program {
                         )
                     };
                     if stop != 0 {
-                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, start));
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
                     }
                     count_lane_groups(n);
                     linear += n;
@@ -751,7 +761,7 @@ impl X86Program {
             // Limits are also checked between groups, so that a huge launch of loop-free
             // code can be stopped; this also refills the back-edge budget.
             if rt::limit_hit(&mut ctx) != 0 {
-                return Err(self.fault_in(sc, &ctx, &table, start));
+                return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
@@ -765,7 +775,16 @@ impl X86Program {
                 count_lane_groups(1);
             }
             let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
-                self.vector_rounds(v, &mut ctx, launch, &mut frames, &mut vframe, &table, start)
+                self.vector_rounds(
+                    v,
+                    &mut ctx,
+                    launch,
+                    &mut frames,
+                    &mut vframe,
+                    &table,
+                    &ranges,
+                    start,
+                )
             } else if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
@@ -787,7 +806,7 @@ impl X86Program {
                         )
                     };
                     if stop != 0 {
-                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, start));
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
                     }
                 }
                 Ok(())
@@ -804,10 +823,20 @@ impl X86Program {
                     if stop == 0 {
                         Ok(())
                     } else {
-                        Err(self.fault(sc, &ctx, &table, start))
+                        Err(self.fault(sc, &ctx, &table, &ranges, start))
                     }
                 } else {
-                    self.rounds(sc, &mut ctx, launch, &mut frames, words, entry, &table, start)
+                    self.rounds(
+                        sc,
+                        &mut ctx,
+                        launch,
+                        &mut frames,
+                        words,
+                        entry,
+                        &table,
+                        &ranges,
+                        start,
+                    )
                 }
             } else {
                 Err(self.launch_error("internal error: a group the vector code cannot run".into()))

@@ -26,6 +26,7 @@ impl X86Program {
         frames: &mut [u64],
         vframe: &mut Vec<u32>,
         table: &[MemRef],
+        ranges: &[Option<usize>],
         start: Instant,
     ) -> Result<(), InterpError> {
         let l = launch.local.map(u64::from);
@@ -69,7 +70,7 @@ impl X86Program {
                         let id0 = std::array::from_fn(|d| (ctx.base[d] + lid[d]) as u32);
                         return Err(self.divergence(ctx, v.n_barriers, (s, first_id), (here, id0)));
                     }
-                    return Err(self.fault_at(&v.sites, &v.mems, ctx, table, start));
+                    return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
                 }
                 let id = ctx.global_id.map(|x| x as u32);
                 match first {
@@ -98,6 +99,7 @@ impl X86Program {
         words: usize,
         entry: Entry,
         table: &[MemRef],
+        ranges: &[Option<usize>],
         start: Instant,
     ) -> Result<(), InterpError> {
         let n = launch.group_size();
@@ -125,7 +127,7 @@ impl X86Program {
                 // SAFETY: as in run_groups_raw.
                 let stop = unsafe { entry(ctx, f) };
                 if stop == rt::STOP_ERROR {
-                    return Err(self.fault(sc, ctx, table, start));
+                    return Err(self.fault(sc, ctx, table, ranges, start));
                 }
                 let id = ctx.global_id.map(|v| v as u32);
                 match first {

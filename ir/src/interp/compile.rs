@@ -28,6 +28,9 @@ pub(super) enum Mem {
 pub(super) struct MemInfo {
     pub name: String,
     pub mem: Mem,
+    /// For a buffer bound through a range ([`Arg::Range`]): its `(offset, len)`; indexes
+    /// are relative to `offset` and bounded by `len`.
+    pub window: Option<(usize, usize)>,
 }
 
 /// One postfix operation on the evaluation stack.
@@ -172,13 +175,6 @@ pub(super) fn compile(
     Ok(c.prog)
 }
 
-fn kind_of(a: &Arg) -> &'static str {
-    match a {
-        Arg::Scalar(_) => "a scalar",
-        Arg::Buffer(_) => "a buffer",
-    }
-}
-
 impl Compiler<'_> {
     fn bind_args(
         &mut self,
@@ -207,7 +203,7 @@ impl Compiler<'_> {
                     }
                     Binding::Const(normalize(*v))
                 }
-                (Type::Ptr(_, elem), Arg::Buffer(b)) => {
+                (Type::Ptr(_, elem), Arg::Buffer(b) | Arg::Range { buffer: b, .. }) => {
                     let Some(buf) = buffers.get(*b) else {
                         return Err(format!(
                             "argument {i} (`{name}`) binds buffer {b}, but only {} buffer{} given",
@@ -222,12 +218,17 @@ impl Compiler<'_> {
                             buf.elem()
                         ));
                     }
-                    Binding::Mem(self.add_mem(name, Mem::Buffer(*b as u32)))
+                    crate::launch::check_range(i, name, a, buf.len())?;
+                    let m = self.add_mem(name, Mem::Buffer(*b as u32));
+                    if let Arg::Range { offset, len, .. } = *a {
+                        self.prog.mems[m as usize].window = Some((offset, len));
+                    }
+                    Binding::Mem(m)
                 }
                 (t, a) => {
                     return Err(format!(
                         "argument {i} (`{name}`) is a {t} but {} was given",
-                        kind_of(a)
+                        a.kind_word()
                     ))
                 }
             };
@@ -237,7 +238,7 @@ impl Compiler<'_> {
     }
 
     fn add_mem(&mut self, name: &str, mem: Mem) -> u32 {
-        self.prog.mems.push(MemInfo { name: name.to_string(), mem });
+        self.prog.mems.push(MemInfo { name: name.to_string(), mem, window: None });
         (self.prog.mems.len() - 1) as u32
     }
 

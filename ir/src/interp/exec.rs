@@ -246,8 +246,8 @@ impl Machine<'_> {
                     let i = self.eval(*index, item)?;
                     let v = self.eval_lanes(*value, item, *lanes)?;
                     let info = &prog.mems[*mem as usize];
-                    let buf = self.memory_mut(info, item);
-                    let at = checked_vector(i, *lanes, buf.len(), "vector store", info)?;
+                    let (buf, base, len) = self.memory_mut(info, item);
+                    let at = base + checked_vector(i, *lanes, len, "vector store", info)?;
                     if v[0].scalar() != buf.elem() {
                         return Err(format!(
                             "vector store of {} lanes into `{}`, whose elements are {}",
@@ -264,8 +264,8 @@ impl Machine<'_> {
                     let i = self.eval(*index, item)?;
                     let v = self.eval(*value, item)?;
                     let info = &prog.mems[*mem as usize];
-                    let buf = self.memory_mut(info, item);
-                    let at = checked_index(i, buf.len(), "store", info)?;
+                    let (buf, base, len) = self.memory_mut(info, item);
+                    let at = base + checked_index(i, len, "store", info)?;
                     if v.scalar() != buf.elem() {
                         return Err(format!(
                             "store of a {} value into `{}`, whose elements are {}",
@@ -331,8 +331,8 @@ impl Machine<'_> {
                     };
                     let v = self.eval(*value, item)?;
                     let info = &prog.mems[*mem as usize];
-                    let buf = self.memory_mut(info, item);
-                    let at = checked_index(i, buf.len(), op.name(), info)?;
+                    let (buf, base, len) = self.memory_mut(info, item);
+                    let at = base + checked_index(i, len, op.name(), info)?;
                     let old = buf.read(at);
                     let new = ops::atomic(*op, old, c, v)?;
                     buf.write(at, new);
@@ -345,20 +345,31 @@ impl Machine<'_> {
         Ok(Stop::Done)
     }
 
-    fn memory_mut<'m>(&'m mut self, info: &MemInfo, item: &'m mut Item) -> &'m mut Buffer {
-        match info.mem {
+    /// The memory `info` names, the element its index 0 is at and how many elements it has
+    /// (a ranged buffer argument sees only its range).
+    fn memory_mut<'m>(
+        &'m mut self,
+        info: &MemInfo,
+        item: &'m mut Item,
+    ) -> (&'m mut Buffer, usize, usize) {
+        let buf = match info.mem {
             Mem::Buffer(b) => &mut self.buffers[b as usize],
             Mem::Local(a) => &mut self.locals[a as usize],
             Mem::Private(a) => &mut item.privates[a as usize],
-        }
+        };
+        let (base, len) = info.window.unwrap_or((0, buf.len()));
+        (buf, base, len)
     }
 
-    fn memory<'m>(&'m self, info: &MemInfo, item: &'m Item) -> &'m Buffer {
-        match info.mem {
+    /// As [`Self::memory_mut`], to read.
+    fn memory<'m>(&'m self, info: &MemInfo, item: &'m Item) -> (&'m Buffer, usize, usize) {
+        let buf = match info.mem {
             Mem::Buffer(b) => &self.buffers[b as usize],
             Mem::Local(a) => &self.locals[a as usize],
             Mem::Private(a) => &item.privates[a as usize],
-        }
+        };
+        let (base, len) = info.window.unwrap_or((0, buf.len()));
+        (buf, base, len)
     }
 
     /// Evaluates postfix code of a scalar value.
@@ -423,8 +434,8 @@ impl Machine<'_> {
                 Op::Load(m) => {
                     let i = stack.pop().ok_or_else(underflow)?;
                     let info = &self.prog.mems[*m as usize];
-                    let buf = self.memory(info, item);
-                    buf.read(checked_index(i, buf.len(), "load", info)?)
+                    let (buf, base, len) = self.memory(info, item);
+                    buf.read(base + checked_index(i, len, "load", info)?)
                 }
                 Op::Intrinsic(f, n) => {
                     let n = *n as usize;
@@ -516,8 +527,8 @@ impl Machine<'_> {
             Op::VecLoad(m, n) => {
                 let i = stack.pop().ok_or_else(underflow)?;
                 let info = &self.prog.mems[m as usize];
-                let buf = self.memory(info, item);
-                let at = checked_vector(i, n, buf.len(), "vector load", info)?;
+                let (buf, base, len) = self.memory(info, item);
+                let at = base + checked_vector(i, n, len, "vector load", info)?;
                 for k in 0..n as usize {
                     stack.push(buf.read(at + k));
                 }
@@ -584,9 +595,6 @@ fn checked_index(i: Imm, len: usize, what: &str, info: &MemInfo) -> Result<usize
         Mem::Local(_) => "local array",
         Mem::Private(_) => "private array",
     };
-    Err(format!(
-        "{what} `{}[{v}]` out of bounds ({kind} has {len} element{})",
-        info.name,
-        if len == 1 { "" } else { "s" }
-    ))
+    let note = crate::launch::bounds_note(kind, len as u64, info.window.map(|w| w.0));
+    Err(format!("{what} `{}[{v}]` out of bounds ({note})", info.name))
 }

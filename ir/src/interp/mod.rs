@@ -35,7 +35,10 @@
 //!   exactly the parameter's type, and buffer indices in range whose element type is the
 //!   pointer's element type. Entries of [`NdRange`]'s arrays past `dims` are ignored (size 1,
 //!   offset 0). Any pointer parameter (whatever its address space) binds a buffer; two
-//!   parameters may bind the same buffer, and then see each other's stores.
+//!   parameters may bind the same buffer, and then see each other's stores. A parameter
+//!   bound to a range of a buffer ([`Arg::Range`], which must lie
+//!   within it) sees those elements only, index 0 at the range's offset; an index outside
+//!   the range is out of bounds, and the message says it is relative to the range.
 //! * **Default local size.** With no local size given and no `#reqd_work_group_size`,
 //!   [`default_local_size`](crate::launch::default_local_size) is used: dimension 0 gets the largest divisor of its global size
 //!   that is at most 64, the other dimensions get 1.

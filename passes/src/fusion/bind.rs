@@ -20,6 +20,9 @@ pub trait BindArg: Clone {
 }
 
 impl BindArg for Arg {
+    /// Equal arguments: the same scalar bits, the same buffer, or the same range of the same
+    /// buffer (a range and its whole buffer, or two ranges of one buffer, are different
+    /// arguments).
     fn same(&self, other: &Arg) -> bool {
         self == other
     }
@@ -27,7 +30,7 @@ impl BindArg for Arg {
     fn scalar(&self) -> Option<Imm> {
         match self {
             Arg::Scalar(imm) => Some(*imm),
-            Arg::Buffer(_) => None,
+            Arg::Buffer(_) | Arg::Range { .. } => None,
         }
     }
 }

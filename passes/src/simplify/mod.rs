@@ -297,12 +297,15 @@ pub fn may_fail(e: &Expr) -> bool {
 /// condition, loops that provably run zero times or have empty bodies, and empty blocks.
 pub struct StmtSimplifier {
     limits: Limits,
+    /// Results so far, by expression: generated and unrolled kernels repeat the same index
+    /// expressions many times, and each would otherwise build its own e-graph.
+    done: hashbrown::HashMap<Expr, Option<Expr>>,
 }
 
 impl StmtSimplifier {
     /// A statement simplifier using `limits` for each expression.
     pub fn new(limits: Limits) -> StmtSimplifier {
-        StmtSimplifier { limits }
+        StmtSimplifier { limits, done: hashbrown::HashMap::new() }
     }
 }
 
@@ -312,7 +315,15 @@ fn is_empty_block(s: &Stmt) -> bool {
 
 impl Mutator for StmtSimplifier {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        simplify_expr_with(e, &self.limits)
+        // An unchanged expression is kept as `None`, so that every equal one comes back as
+        // its own handle (passes leave unchanged kernels pointer-equal).
+        if let Some(r) = self.done.get(e) {
+            return r.clone().unwrap_or_else(|| e.clone());
+        }
+        let r = simplify_expr_with(e, &self.limits);
+        let changed = (!r.ptr_eq(e)).then(|| r.clone());
+        self.done.insert(e.clone(), changed);
+        r
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {

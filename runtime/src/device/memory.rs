@@ -165,6 +165,86 @@ pub trait Recording: Send + Sync {
     fn replay(&self) -> Result<(), DeviceError>;
 }
 
+/// A launch whose misaligned ranges were staged into buffers of their own
+/// ([`stage_ranges`]).
+pub struct Staged {
+    /// The launch's arguments, staged ranges bound to their stand-ins.
+    pub args: Vec<Arg>,
+    /// The launch's buffers, the stand-ins appended.
+    pub buffers: Vec<ResidentBuffer>,
+    /// Per stand-in: it, the buffer of its range, the range's first byte and its bytes.
+    back: Vec<(Memory, ResidentBuffer, usize, usize)>,
+}
+
+impl Staged {
+    /// Copies each stand-in's contents back into its range (the launch has finished).
+    pub fn copy_back(&self) -> Result<(), DeviceError> {
+        for (temp, b, at, bytes) in &self.back {
+            let mut whole = vec![0u8; b.len * b.elem.size_bytes()];
+            b.mem.download(&mut whole)?;
+            temp.download(&mut whole[*at..at + bytes])?;
+            b.mem.upload(&whole)?;
+        }
+        Ok(())
+    }
+}
+
+/// For a launch on device memory with ranged arguments ([`Arg::Range`]) whose byte offset
+/// is not a multiple of `align` (where the device cannot bind a range: a Vulkan descriptor
+/// offset, CUDA's 16-byte vector accesses): each such range copied into memory of its own
+/// (from `alloc`), which the launch binds whole and whose contents go back into the range
+/// afterwards ([`Staged::copy_back`]). Exact only while no other argument of the launch
+/// binds the same buffer (they would not see each other's stores), so that case is
+/// refused, naming `limit`. `None` when nothing needs staging.
+pub fn stage_ranges(
+    args: &[Arg],
+    buffers: &[ResidentBuffer],
+    align: u64,
+    limit: &str,
+    alloc: impl Fn(usize) -> Result<Memory, DeviceError>,
+) -> Result<Option<Staged>, DeviceError> {
+    let misaligned = |a: &Arg| match *a {
+        // A zero-length range binds no element: nothing to stage.
+        Arg::Range { buffer, offset, len } if len > 0 => buffers.get(buffer).is_some_and(|b| {
+            !(offset as u64 * b.elem.size_bytes() as u64).is_multiple_of(align.max(1))
+        }),
+        _ => false,
+    };
+    if !args.iter().any(misaligned) {
+        return Ok(None);
+    }
+    let mut staged = Staged { args: args.to_vec(), buffers: buffers.to_vec(), back: vec![] };
+    for (n, a) in args.iter().enumerate() {
+        let Arg::Range { buffer, offset, len } = *a else { continue };
+        if !misaligned(a) {
+            continue;
+        }
+        let b = &buffers[buffer];
+        if offset.checked_add(len).is_none_or(|end| end > b.len) {
+            continue; // the launch's own checks refuse it, naming it
+        }
+        let size = b.elem.size_bytes();
+        let others = args.iter().enumerate().find(|(m, o)| *m != n && o.buffer() == Some(buffer));
+        if let Some((m, _)) = others {
+            return Err(DeviceError::Launch(format!(
+                "argument {n} binds elements from offset {offset} of buffer {buffer}, byte {}, \
+                 which is not a multiple of {limit}, and argument {m} binds the same buffer: \
+                 kiln cannot stage the range and keep the two views coherent; use an offset \
+                 that is a multiple of {align} bytes",
+                offset * size
+            )));
+        }
+        let mut whole = vec![0u8; b.len * size];
+        b.mem.download(&mut whole)?;
+        let temp = alloc(len * size)?;
+        temp.upload(&whole[offset * size..(offset + len) * size])?;
+        staged.args[n] = Arg::Buffer(staged.buffers.len());
+        staged.buffers.push(ResidentBuffer { mem: temp.clone(), elem: b.elem, len });
+        staged.back.push((temp, b.clone(), offset * size, len * size));
+    }
+    Ok(Some(staged))
+}
+
 /// A memory space number no other device of this process has (for
 /// [`super::Device::memory_space`]).
 pub fn new_space() -> u64 {

@@ -7,7 +7,7 @@
 //! The cache key is the fusion key ([`fusion_key`]: the spec's identical-argument
 //! partition, promotions, constants and barrier policy) with the members' programs and
 //! kernel names (their full identity, compared in full on a hit), every nd-range and the
-//! access mode and length of every buffer argument. A second identical sequence is a hit;
+//! access mode, length and range of every buffer argument. A second identical sequence is a hit;
 //! another kernel, nd-range, identity pattern of the arguments, promotion, scalar value or
 //! property is a miss, as in the seed.
 //!
@@ -83,12 +83,52 @@ pub(crate) fn weigh(o: &FusionOutcome) -> usize {
     }
 }
 
-/// One buffer of the list: its parameters, the entries binding it, whether any writes it.
+/// One argument of the list (a buffer, or one range of it: two ranges of one buffer are two
+/// arguments): its parameters, the entries binding it, whether any writes its buffer.
 struct Group {
     buffer: Arc<BufferInner>,
+    /// The range bound (`None`: the whole buffer).
+    range: Option<(usize, usize)>,
     params: Vec<ParamRef>,
     entries: Vec<usize>,
     writes: bool,
+}
+
+impl Group {
+    /// The elements the kernels see through it: its range's, or the buffer's.
+    fn len(&self) -> usize {
+        self.range.map_or(self.buffer.len, |r| r.1)
+    }
+}
+
+/// Refuses a list that binds one written buffer through two arguments whose elements
+/// overlap without being the same (a range and its whole buffer, two overlapping ranges):
+/// the fusion's legality check reasons per argument, so it would take them for independent
+/// memory. Disjoint ranges of one buffer are independent and fine.
+fn check_ranges(groups: &[Group]) -> Result<(), String> {
+    for (i, a) in groups.iter().enumerate() {
+        for b in &groups[i + 1..] {
+            if !Arc::ptr_eq(&a.buffer, &b.buffer) || !(a.writes || b.writes) {
+                continue;
+            }
+            let window = |g: &Group| g.range.unwrap_or((0, g.buffer.len));
+            let ((ao, al), (bo, bl)) = (window(a), window(b));
+            if ao < bo + bl && bo < ao + al {
+                let show = |g: &Group| match g.range {
+                    Some((o, n)) => format!("elements {o}..{}", o + n),
+                    None => "the whole buffer".to_string(),
+                };
+                return Err(format!(
+                    "buffer #{} is written and bound through overlapping accessors ({} and {}), \
+                     which the fusion cannot prove independent",
+                    a.buffer.id,
+                    show(a),
+                    show(b)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn constant(v: Imm) -> ConstValue {
@@ -201,7 +241,8 @@ pub(crate) fn fuse(ctx: &Context, members: &[Member], props: FusionProps) -> Res
                 KernelArg::Buffer(acc) => acc,
             };
             let writes = accessor_of(m, &acc.buffer).is_some_and(|x| x.mode.writes());
-            match groups.iter_mut().find(|g| Arc::ptr_eq(&g.buffer, &acc.buffer)) {
+            let same = |g: &&mut Group| Arc::ptr_eq(&g.buffer, &acc.buffer) && g.range == acc.range;
+            match groups.iter_mut().find(same) {
                 Some(g) => {
                     g.params.push(ParamRef::new(e, p));
                     if !g.entries.contains(&e) {
@@ -211,6 +252,7 @@ pub(crate) fn fuse(ctx: &Context, members: &[Member], props: FusionProps) -> Res
                 }
                 None => groups.push(Group {
                     buffer: acc.buffer.clone(),
+                    range: acc.range,
                     params: vec![ParamRef::new(e, p)],
                     entries: vec![e],
                     writes,
@@ -218,16 +260,27 @@ pub(crate) fn fuse(ctx: &Context, members: &[Member], props: FusionProps) -> Res
             }
         }
     }
+    check_ranges(&groups)?;
     let mut warnings = Vec::new();
     let mut promote = Vec::new();
     for g in &groups {
+        // A buffer bound through several ranges stays in global memory: promoting one of
+        // them would drop the buffer from the fused command's requirements while another
+        // range still uses it.
+        let shared = groups.iter().filter(|o| Arc::ptr_eq(&o.buffer, &g.buffer)).count() > 1;
         match promotion(members, g) {
             Ok(None) => {}
+            Ok(Some(_)) if shared => warnings.push(format!(
+                "buffer #{} is not promoted: the fused kernels bind it through more than one \
+                 range",
+                g.buffer.id
+            )),
+            // A ranged accessor's private or local copy holds its range only.
             Ok(Some(to)) => promote.push(Promotion {
                 param: g.params[0],
                 to,
                 size: None,
-                buffer_len: Some(u32::try_from(g.buffer.len).map_err(|_| {
+                buffer_len: Some(u32::try_from(g.len()).map_err(|_| {
                     format!("buffer #{} is longer than 2^32 elements", g.buffer.id)
                 })?),
             }),
@@ -251,9 +304,10 @@ pub(crate) fn fuse(ctx: &Context, members: &[Member], props: FusionProps) -> Res
         key.push_str(&format!(";{:?}", m.range));
         for a in m.args {
             if let KernelArg::Buffer(acc) = a {
-                // The legality check bounds accesses by the buffers' lengths.
+                // The legality check bounds accesses by the buffers' (or ranges') lengths,
+                // and the ranges decide which arguments are identical.
                 let mode = accessor_of(m, &acc.buffer).map(|x| x.mode);
-                key.push_str(&format!(",{mode:?}x{}", acc.buffer.len));
+                key.push_str(&format!(",{mode:?}x{}@{:?}", acc.buffer.len, acc.range));
             }
         }
     }
@@ -362,7 +416,7 @@ fn legal(
     let shared: Vec<(ParamRef, Option<u32>)> = groups
         .iter()
         .filter(|g| g.writes && g.entries.len() > 1)
-        .map(|g| (g.params[0], u32::try_from(g.buffer.len).ok()))
+        .map(|g| (g.params[0], u32::try_from(g.len()).ok()))
         .collect();
     if shared.is_empty() {
         return Ok(true);

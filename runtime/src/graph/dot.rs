@@ -26,7 +26,10 @@ fn describe(n: &NodeData, verbose: bool) -> String {
                     .iter()
                     .map(|a| match a {
                         KernelArg::Scalar(v) => kiln_ir::Expr::imm(*v).to_string(),
-                        KernelArg::Buffer(acc) => format!("buffer #{}", acc.buffer.id),
+                        KernelArg::Buffer(acc) => match acc.range() {
+                            Some((o, n)) => format!("buffer #{}[{o}..{}]", acc.buffer.id, o + n),
+                            None => format!("buffer #{}", acc.buffer.id),
+                        },
                     })
                     .collect();
                 let _ = write!(s, "\\nargs: {}", a.join(", "));

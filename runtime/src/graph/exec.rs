@@ -357,9 +357,12 @@ pub(crate) fn schedule(
 }
 
 /// The aliasing pattern of the graph's buffers: which buffer references are the same
-/// buffer, with each one's element type, length and access. Edges and fusion were derived
-/// from it, so an update must keep it.
-fn pattern(nodes: &[FlatNode]) -> Vec<(usize, Scalar, usize, Option<AccessMode>)> {
+/// buffer, with each one's element type, length, access and range. Edges and fusion were
+/// derived from it, so an update must keep it.
+type Pattern = Vec<(usize, Scalar, usize, Option<AccessMode>, Option<(usize, usize)>)>;
+
+/// See [`Pattern`].
+fn pattern(nodes: &[FlatNode]) -> Pattern {
     let mut ids: Vec<u64> = Vec::new();
     let mut out = Vec::new();
     let mut push = |a: &Accessor, mode: Option<AccessMode>| {
@@ -367,7 +370,7 @@ fn pattern(nodes: &[FlatNode]) -> Vec<(usize, Scalar, usize, Option<AccessMode>)
             ids.push(a.buffer.id);
             ids.len() - 1
         });
-        out.push((i, a.buffer.elem, a.buffer.len, mode));
+        out.push((i, a.buffer.elem, a.buffer.len, mode, a.range));
     };
     for n in nodes {
         for a in &n.accessors {

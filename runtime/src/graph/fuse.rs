@@ -36,7 +36,10 @@ use crate::scheduler::{KernelArg, PreparedLaunch};
 impl BindArg for KernelArg {
     fn same(&self, other: &KernelArg) -> bool {
         match (self, other) {
-            (KernelArg::Buffer(a), KernelArg::Buffer(b)) => Arc::ptr_eq(&a.buffer, &b.buffer),
+            // Two ranges of one buffer (or a range and the whole) are different arguments.
+            (KernelArg::Buffer(a), KernelArg::Buffer(b)) => {
+                Arc::ptr_eq(&a.buffer, &b.buffer) && a.range == b.range
+            }
             (KernelArg::Scalar(a), KernelArg::Scalar(b)) => a == b,
             _ => false,
         }
@@ -255,6 +258,17 @@ fn fuse_one(
     for (e, &m) in members.iter().enumerate() {
         for (p, a) in args_of(&nodes[m]).iter().enumerate() {
             let KernelArg::Buffer(acc) = a else { continue };
+            // The chain's legality check and promotions reason per buffer; a ranged
+            // accessor would need them per range, so such chains stay unfused.
+            if let Some((o, n)) = acc.range {
+                return Err(format!(
+                    "{} binds elements {o}..{} of buffer #{} through a ranged \
+                     accessor, which graph chain fusion does not handle",
+                    nodes[m].label,
+                    o + n,
+                    acc.buffer.id
+                ));
+            }
             let writes = nodes[m]
                 .accessors
                 .iter()

@@ -145,7 +145,10 @@ impl PreparedLaunch {
                             bufs.len() - 1
                         }
                     };
-                    iargs.push(Arg::Buffer(i));
+                    iargs.push(match acc.range {
+                        Some((offset, len)) => Arg::Range { buffer: i, offset, len },
+                        None => Arg::Buffer(i),
+                    });
                 }
             }
         }
@@ -165,22 +168,38 @@ impl PreparedLaunch {
             self.wrote(space);
             return Ok(());
         }
-        let mut data: Vec<launch::Buffer> = Vec::with_capacity(self.bufs.len());
+        // Written buffers are moved out of their host storage for the launch (the scheduler
+        // guarantees no one else uses them meanwhile). Read-only ones are lent under their
+        // locks, held until they are back, so concurrent readers wait rather than this
+        // launch copying whole buffers; the locks are taken in address order, so two
+        // launches cannot each hold one the other waits for.
+        let mut order: Vec<usize> = (0..self.bufs.len()).collect();
+        order.sort_by_key(|&i| Arc::as_ptr(&self.bufs[i].0) as usize);
+        let mut slots: Vec<Option<launch::Buffer>> = (0..self.bufs.len()).map(|_| None).collect();
+        let mut lent = Vec::new();
         let mut failed = None;
-        for (b, w) in &self.bufs {
+        for &i in &order {
+            let (b, w) = &self.bufs[i];
             let mut st = b.data();
             let r = if *w {
                 st.host_mut().map(|d| std::mem::replace(d, launch::Buffer::zeroed(b.elem, 0)))
             } else {
-                st.host().cloned()
+                st.lend_host()
             };
             match r {
-                Ok(d) => data.push(d),
+                Ok(d) => slots[i] = Some(d),
                 Err(e) => {
                     failed = Some(e);
                     break;
                 }
             }
+            if !*w {
+                lent.push((i, st));
+            }
+        }
+        let mut data: Vec<launch::Buffer> = Vec::with_capacity(self.bufs.len());
+        if failed.is_none() {
+            data.extend(slots.iter_mut().map(|d| d.take().expect("every buffer taken")));
         }
         let r = match failed {
             Some(e) => Err(e),
@@ -196,9 +215,19 @@ impl PreparedLaunch {
                 ),
             },
         };
-        // Written buffers go back (also those taken before a failed download).
-        for ((b, w), d) in self.bufs.iter().zip(data) {
-            if *w {
+        // Everything goes back (also what was taken before a failed download).
+        if !data.is_empty() {
+            for (slot, d) in slots.iter_mut().zip(data) {
+                *slot = Some(d);
+            }
+        }
+        for (i, mut st) in lent {
+            if let Some(d) = slots[i].take() {
+                st.return_host(d);
+            }
+        }
+        for ((b, w), d) in self.bufs.iter().zip(slots) {
+            if let (true, Some(d)) = (*w, d) {
                 if let Ok(h) = b.data().host_mut() {
                     *h = d;
                 }

@@ -47,7 +47,9 @@ impl<H: Clone> AccessTrack<H> {
 }
 
 /// One accessor per buffer, with the strongest mode asked for (in first-use order): a
-/// command that reads and writes a buffer through two accessors read-writes it.
+/// command that reads and writes a buffer through two accessors read-writes it. The merged
+/// accessor keeps a range only when every accessor of its buffer has that same range;
+/// otherwise it covers the whole buffer (requirements are tracked per buffer anyway).
 pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> Vec<Accessor> {
     let mut out: Vec<Accessor> = Vec::new();
     for a in accessors {
@@ -55,6 +57,9 @@ pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> 
             Some(x) => {
                 x.mode = x.mode.join(a.mode);
                 x.props = x.props.join(a.props);
+                if x.range != a.range {
+                    x.range = None;
+                }
             }
             None => out.push(a),
         }

@@ -7,7 +7,8 @@ use std::ptr::null_mut;
 
 use cudarc::driver::{result, sys};
 
-use super::{check_args, device_ptrs, driver, guarded, launch_shape, CudaDevice, CudaKernel};
+use super::{check_args, check_recorded_ranges, device_ptrs, driver, guarded, launch_shape};
+use super::{CudaDevice, CudaKernel};
 use super::{Params, Primary};
 use crate::device::{handle_as, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
@@ -118,13 +119,15 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
             RecordStep::Launch(l) => {
                 let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
                 let shape = launch_shape(&k.signature, &l.range)?;
-                let elems: Vec<Scalar> = l.buffers.iter().map(|b| b.elem).collect();
+                check_recorded_ranges(&l.args, &l.buffers)?;
+                let elems: Vec<(Scalar, usize)> =
+                    l.buffers.iter().map(|b| (b.elem, b.len)).collect();
                 let scalars = check_args(&k.signature, &l.args, &elems)?;
                 let ptrs = device_ptrs(&l.buffers)?;
                 if shape.0.contains(&0) {
                     NodeIn::Empty
                 } else {
-                    NodeIn::Kernel(k.func, shape, Params { scalars, ptrs })
+                    NodeIn::Kernel(k.func, shape, Params::new(scalars, ptrs, &l.args, &elems))
                 }
             }
             RecordStep::Copy(c) => {

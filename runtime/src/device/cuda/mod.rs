@@ -41,6 +41,7 @@ use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
+use crate::device::memory::stage_ranges;
 use crate::device::{
     handle_as, Device, DeviceKind, DeviceMemory, Handle, Memory, RecordStep, Recording,
     ResidentBuffer,
@@ -392,26 +393,23 @@ impl Device for CudaDevice {
         if shape.0.contains(&0) {
             return Ok(()); // an empty nd-range runs nothing
         }
-        let elems: Vec<Scalar> = buffers.iter().map(|b| b.elem()).collect();
-        let scalars = check_args(&k.signature, args, &elems)?;
-        guarded(|| {
-            let mut mems = Vec::with_capacity(buffers.len());
-            for b in buffers.iter() {
-                let m = self.alloc_mem(b.as_bytes().len().max(1))?;
-                if !b.is_empty() {
-                    m.upload(b.as_bytes())?;
-                }
-                mems.push(m);
+        let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem(), b.len())).collect();
+        check_args(&k.signature, args, &elems)?;
+        let mut resident = Vec::with_capacity(buffers.len());
+        for b in buffers.iter() {
+            let m = guarded(|| self.alloc_mem(b.as_bytes().len().max(1)))?;
+            if !b.is_empty() {
+                m.upload(b.as_bytes())?;
             }
-            let params = Params { scalars, ptrs: mems.iter().map(|m| m.ptr).collect() };
-            self.launch(k, shape, range, args, params)?;
-            for (b, m) in buffers.iter_mut().zip(&mems) {
-                if !b.is_empty() {
-                    m.download(b.as_bytes_mut())?;
-                }
+            resident.push(ResidentBuffer { mem: Arc::new(m), elem: b.elem(), len: b.len() });
+        }
+        self.run_resident(kernel, range, args, &resident)?;
+        for (b, r) in buffers.iter_mut().zip(&resident) {
+            if !b.is_empty() {
+                r.mem.download(b.as_bytes_mut())?;
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// Every CUDA device of this process shares device 0's primary context.
@@ -436,10 +434,23 @@ impl Device for CudaDevice {
         if shape.0.contains(&0) {
             return Ok(());
         }
-        let elems: Vec<Scalar> = buffers.iter().map(|b| b.elem).collect();
+        // A range whose start is not 16-byte aligned runs from memory of its own: the
+        // kernel's vector accesses (`ld.global.v4`) need aligned addresses.
+        let staged = stage_ranges(args, buffers, RANGE_ALIGN, RANGE_LIMIT, |bytes| {
+            Ok(Arc::new(guarded(|| self.alloc_mem(bytes.max(1)))?) as Memory)
+        })?;
+        let (args, buffers) = match &staged {
+            Some(s) => (&s.args[..], &s.buffers[..]),
+            None => (args, buffers),
+        };
+        let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem, b.len)).collect();
         let scalars = check_args(&k.signature, args, &elems)?;
         let ptrs = device_ptrs(buffers)?;
-        guarded(|| self.launch(k, shape, range, args, Params { scalars, ptrs }))
+        guarded(|| self.launch(k, shape, range, args, Params::new(scalars, ptrs, args, &elems)))?;
+        match staged {
+            Some(s) => s.copy_back(),
+            None => Ok(()),
+        }
     }
 
     /// A CUDA graph of the steps (kernel, memcpy and memset nodes) with edges from their
@@ -511,6 +522,30 @@ impl Drop for CudaMem {
     }
 }
 
+/// The alignment, in bytes, of a ranged argument's start that a launch binds in place:
+/// kiln's PTX keeps vector loads and stores whole (`ld.global.v4`), which need it.
+const RANGE_ALIGN: u64 = 16;
+/// [`RANGE_ALIGN`] in errors.
+const RANGE_LIMIT: &str = "the 16 bytes CUDA's vector loads and stores need";
+
+/// Checks that no ranged argument of a recorded launch starts off [`RANGE_ALIGN`] (a CUDA
+/// graph's kernel node cannot stage it).
+fn check_recorded_ranges(args: &[Arg], buffers: &[ResidentBuffer]) -> Result<(), DeviceError> {
+    for (n, a) in args.iter().enumerate() {
+        if let Arg::Range { buffer, offset, len: 1.. } = *a {
+            let at = buffers.get(buffer).map_or(0, |b| offset * b.elem.size_bytes()) as u64;
+            if !at.is_multiple_of(RANGE_ALIGN) {
+                return Err(launch_err(format!(
+                    "argument {n} binds elements from offset {offset} of buffer {buffer}, byte \
+                     {at}, which is not a multiple of {RANGE_LIMIT}; a CUDA graph cannot stage \
+                     it (an eager launch does)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The device pointers of resident buffers, which must be this device's memory and hold
 /// what they claim to.
 fn device_ptrs(buffers: &[ResidentBuffer]) -> Result<Vec<sys::CUdeviceptr>, DeviceError> {
@@ -529,15 +564,38 @@ fn device_ptrs(buffers: &[ResidentBuffer]) -> Result<Vec<sys::CUdeviceptr>, Devi
 struct Params {
     scalars: Vec<Vec<u8>>,
     ptrs: Vec<sys::CUdeviceptr>,
+    /// The device pointers of the ranged arguments ([`Arg::Range`]), in argument order: their
+    /// buffer's pointer advanced to the range's first element.
+    views: Vec<sys::CUdeviceptr>,
 }
 
 impl Params {
+    /// The parameters of a launch with `args` (checked by [`check_args`] against buffers of
+    /// `elems`), whose buffers are at `ptrs`.
+    fn new(
+        scalars: Vec<Vec<u8>>,
+        ptrs: Vec<sys::CUdeviceptr>,
+        args: &[Arg],
+        elems: &[(Scalar, usize)],
+    ) -> Params {
+        let views = args
+            .iter()
+            .filter_map(|a| match *a {
+                Arg::Range { buffer, offset, .. } => {
+                    Some(ptrs[buffer] + (offset * elems[buffer].0.size_bytes()) as u64)
+                }
+                _ => None,
+            })
+            .collect();
+        Params { scalars, ptrs, views }
+    }
+
     /// The `void*` array `cuLaunchKernel` takes: one pointer per parameter in order, then
     /// the three global offsets (kiln's PTX takes them last). Points into `self` and the
     /// returned offsets' storage, so both must outlive its use.
     fn pointers(&mut self, args: &[Arg], range: &NdRange) -> Vec<*mut c_void> {
         let mut out: Vec<*mut c_void> = Vec::with_capacity(args.len() + 3);
-        let mut si = 0;
+        let (mut si, mut vi) = (0, 0);
         for a in args {
             match a {
                 Arg::Scalar(_) => {
@@ -545,6 +603,10 @@ impl Params {
                     si += 1;
                 }
                 Arg::Buffer(i) => out.push(&mut self.ptrs[*i] as *mut _ as *mut c_void),
+                Arg::Range { .. } => {
+                    out.push(&mut self.views[vi] as *mut _ as *mut c_void);
+                    vi += 1;
+                }
             }
         }
         // The offsets live after the scalars, as three 4-byte values of their own.
@@ -558,8 +620,13 @@ impl Params {
 }
 
 /// The scalar arguments' bytes, after checking every argument against its parameter
-/// (`elems` gives each buffer's element type).
-fn check_args(sig: &Kernel, args: &[Arg], elems: &[Scalar]) -> Result<Vec<Vec<u8>>, DeviceError> {
+/// (`elems` gives each buffer's element type and length; a ranged argument must lie within
+/// its buffer).
+fn check_args(
+    sig: &Kernel,
+    args: &[Arg],
+    elems: &[(Scalar, usize)],
+) -> Result<Vec<Vec<u8>>, DeviceError> {
     let params = sig.params();
     if args.len() != params.len() {
         return Err(launch_err(format!(
@@ -570,23 +637,27 @@ fn check_args(sig: &Kernel, args: &[Arg], elems: &[Scalar]) -> Result<Vec<Vec<u8
         )));
     }
     let mut scalars: Vec<Vec<u8>> = Vec::new();
-    for (p, a) in params.iter().zip(args) {
+    for (n, (p, a)) in params.iter().zip(args).enumerate() {
         match (p.ty(), a) {
             (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => {
                 let b = Buffer::from_imms(s, &[*v])
                     .map_err(|e| launch_err(format!("argument `{}`: {e}", p.name())))?;
                 scalars.push(b.as_bytes().to_vec());
             }
-            (Type::Ptr(_, elem), Arg::Buffer(i)) => match elems.get(*i) {
-                Some(&e) if e == elem => {}
-                Some(e) => {
-                    return Err(launch_err(format!(
-                        "parameter `{}` points to {elem}, buffer {i} holds {e}",
-                        p.name()
-                    )))
+            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => {
+                match elems.get(*i) {
+                    Some(&(e, len)) if e == elem => {
+                        kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
+                    }
+                    Some((e, _)) => {
+                        return Err(launch_err(format!(
+                            "parameter `{}` points to {elem}, buffer {i} holds {e}",
+                            p.name()
+                        )))
+                    }
+                    None => return Err(launch_err(format!("no buffer {i}"))),
                 }
-                None => return Err(launch_err(format!("no buffer {i}"))),
-            },
+            }
             _ => {
                 return Err(launch_err(format!(
                     "argument for `{}: {}` is of the wrong kind or type",

@@ -110,7 +110,7 @@ pub(super) fn check_launch(
     kernel: &Kernel,
     range: &NdRange,
     args: &[Arg],
-    buffers: &[Scalar],
+    buffers: &[(Scalar, usize)],
 ) -> Result<[u32; 3], DeviceError> {
     let fail = |m: String| Err(launch_err(format!("kernel `{}`: {m}", kernel.name())));
     if !(1..=3).contains(&range.dims) {
@@ -154,18 +154,22 @@ pub(super) fn check_launch(
     if args.len() != kernel.params().len() {
         return fail(format!("{} arguments for {} parameters", args.len(), kernel.params().len()));
     }
-    for (p, a) in kernel.params().iter().zip(args) {
+    for (n, (p, a)) in kernel.params().iter().zip(args).enumerate() {
         match (p.ty(), a) {
-            (Type::Ptr(_, elem), Arg::Buffer(i)) => match buffers.get(*i) {
-                Some(&b) if b == elem => {}
-                Some(b) => {
-                    return fail(format!(
-                        "`{}` wants {elem} elements, buffer {i} has {b}",
-                        p.name()
-                    ))
+            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => {
+                match buffers.get(*i) {
+                    Some(&(b, len)) if b == elem => {
+                        kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
+                    }
+                    Some((b, _)) => {
+                        return fail(format!(
+                            "`{}` wants {elem} elements, buffer {i} has {b}",
+                            p.name()
+                        ))
+                    }
+                    None => return fail(format!("buffer {i} for `{}` does not exist", p.name())),
                 }
-                None => return fail(format!("buffer {i} for `{}` does not exist", p.name())),
-            },
+            }
             (Type::Scalar(s), Arg::Scalar(imm)) if imm.scalar() == s => {}
             _ => {
                 return fail(format!(

@@ -347,14 +347,17 @@ impl VulkanDevice {
         Ok((Arc::new(VkProgram { kernels, cache }), rejected))
     }
 
-    /// Checks a launch of a loaded kernel (`elems`: each buffer's element type) and works
-    /// out its dispatch: work-group size and count, push constants, bindings.
+    /// Checks a launch of a loaded kernel (`elems`: each buffer's element type and length)
+    /// and works out its dispatch: work-group size and count, push constants, bindings. A
+    /// ranged argument binds its range through the descriptor's offset, which must be a
+    /// multiple of `minStorageBufferOffsetAlignment` (an eager launch stages other ranges
+    /// first, see `resident.rs`; here they are refused, naming the limit).
     fn prepare_dispatch(
         &self,
         k: &VkKernel,
         range: &NdRange,
         args: &[Arg],
-        elems: &[Scalar],
+        elems: &[(Scalar, usize)],
     ) -> Result<resident::Dispatch, DeviceError> {
         let kernel = &k.signature;
         let local = check_launch(kernel, range, args, elems)?;
@@ -383,10 +386,47 @@ impl VulkanDevice {
             };
             slot.copy_from_slice(&bits.to_le_bytes()[..n]);
         }
-        let mut bindings: Vec<(u32, usize)> = Vec::new();
+        let mut bindings: Vec<resident::Binding> = Vec::new();
         for b in &layout.buffers {
             match args.get(b.param) {
-                Some(Arg::Buffer(i)) if *i < elems.len() => bindings.push((b.param as u32, *i)),
+                Some(Arg::Buffer(i)) if *i < elems.len() => bindings.push(resident::Binding {
+                    binding: b.param as u32,
+                    buffer: *i,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }),
+                // A zero-length range has no element to bind (and Vulkan wants a non-zero
+                // range starting inside the buffer): the buffer is bound, which no valid
+                // access of the kernel touches.
+                Some(&Arg::Range { buffer, len: 0, .. }) if buffer < elems.len() => {
+                    bindings.push(resident::Binding {
+                        binding: b.param as u32,
+                        buffer,
+                        offset: 0,
+                        range: vk::WHOLE_SIZE,
+                    })
+                }
+                Some(&Arg::Range { buffer, offset, len }) if buffer < elems.len() => {
+                    let size = elems[buffer].0.size_bytes() as u64;
+                    let at = offset as u64 * size;
+                    let align = self.limits.min_storage_buffer_offset_alignment.max(1);
+                    if !at.is_multiple_of(align) {
+                        return Err(launch_err(format!(
+                            "kernel `{}`: argument {} binds elements from offset {offset} of \
+                             buffer {buffer}, byte {at}, which is not a multiple of this \
+                             device's minStorageBufferOffsetAlignment ({align} bytes); a \
+                             recorded launch cannot stage it",
+                            kernel.name(),
+                            b.param
+                        )));
+                    }
+                    bindings.push(resident::Binding {
+                        binding: b.param as u32,
+                        buffer,
+                        offset: at,
+                        range: len as u64 * size,
+                    })
+                }
                 _ => {
                     return Err(launch_err(format!(
                         "layout: parameter {} is not a buffer",

@@ -20,6 +20,7 @@ use ash::vk;
 use super::limits::split_groups;
 use super::program::VkKernel;
 use super::{launch_err, vkerr, Owner, VulkanDevice};
+use crate::device::memory::{stage_ranges, Staged};
 use crate::device::ResidentBuffer;
 use crate::device::{handle_as, DeviceMemory, Handle, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
@@ -237,13 +238,24 @@ pub(super) fn pipeline(
     Ok(p)
 }
 
-/// What one dispatch needs besides its pipeline: sizes, push constants, bindings
-/// (binding number, buffer index).
+/// What one dispatch needs besides its pipeline: sizes, push constants, bindings.
 pub(super) struct Dispatch {
     pub local: [u32; 3],
     pub groups: [u32; 3],
     pub push: Vec<u8>,
-    pub bindings: Vec<(u32, usize)>,
+    pub bindings: Vec<Binding>,
+}
+
+/// One storage-buffer descriptor of a dispatch.
+pub(super) struct Binding {
+    /// The binding number (the parameter's index).
+    pub binding: u32,
+    /// The launch's buffer it names.
+    pub buffer: usize,
+    /// The first byte bound (a ranged argument's offset, aligned).
+    pub offset: u64,
+    /// The bytes bound (`vk::WHOLE_SIZE` for the rest of the buffer).
+    pub range: u64,
 }
 
 /// A command pool with one command buffer, a descriptor pool with one set per launch, and a
@@ -330,21 +342,21 @@ impl VulkanDevice {
                 let infos: Vec<[vk::DescriptorBufferInfo; 1]> = dispatch
                     .bindings
                     .iter()
-                    .map(|&(_, i)| {
+                    .map(|b| {
                         [vk::DescriptorBufferInfo::default()
-                            .buffer(buffers[i].buf)
-                            .offset(0)
-                            .range(vk::WHOLE_SIZE)]
+                            .buffer(buffers[b.buffer].buf)
+                            .offset(b.offset)
+                            .range(b.range)]
                     })
                     .collect();
                 let writes: Vec<_> = dispatch
                     .bindings
                     .iter()
                     .zip(&infos)
-                    .map(|(&(b, _), info)| {
+                    .map(|(b, info)| {
                         vk::WriteDescriptorSet::default()
                             .dst_set(set)
-                            .dst_binding(b)
+                            .dst_binding(b.binding)
                             .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
                             .buffer_info(info)
                     })
@@ -454,7 +466,7 @@ impl VulkanDevice {
         barrier: bool,
     ) -> Result<Encode<'a>, DeviceError> {
         let k = handle_as::<VkKernel>(kernel, "kernel")?;
-        let elems: Vec<_> = buffers.iter().map(|b| b.elem).collect();
+        let elems: Vec<_> = buffers.iter().map(|b| (b.elem, b.len)).collect();
         let dispatch = self.prepare_dispatch(k, range, args, &elems)?;
         let mems = buffers.iter().map(vk_mem).collect::<Result<Vec<_>, _>>()?;
         let pipeline = pipeline(&self.owner, k, dispatch.local, dispatch.push.len() as u32)?;
@@ -469,9 +481,34 @@ impl VulkanDevice {
         args: &[kiln_ir::launch::Arg],
         buffers: &[ResidentBuffer],
     ) -> Result<(), DeviceError> {
+        let staged = self.stage_unaligned(args, buffers)?;
+        let (args, buffers) = match &staged {
+            Some(s) => (&s.args[..], &s.buffers[..]),
+            None => (args, buffers),
+        };
         let e = self.encode_launch(kernel, range, args, buffers, false)?;
         let c = self.encode(std::slice::from_ref(&e), true)?;
-        self.submit_wait(&c)
+        self.submit_wait(&c)?;
+        match staged {
+            Some(s) => s.copy_back(),
+            None => Ok(()),
+        }
+    }
+
+    /// A launch's ranged arguments whose byte offset is not a multiple of
+    /// `minStorageBufferOffsetAlignment` (a descriptor cannot start there), staged into
+    /// buffers of their own ([`crate::device::memory::stage_ranges`]); `None` when there are
+    /// none.
+    fn stage_unaligned(
+        &self,
+        args: &[kiln_ir::launch::Arg],
+        buffers: &[ResidentBuffer],
+    ) -> Result<Option<Staged>, DeviceError> {
+        let align = self.limits.min_storage_buffer_offset_alignment.max(1);
+        let limit = format!("this device's minStorageBufferOffsetAlignment ({align} bytes)");
+        stage_ranges(args, buffers, align, &limit, |bytes| {
+            Ok(Arc::new(self.alloc_mem(bytes)?) as crate::device::Memory)
+        })
     }
 
     /// Records `steps` into one command buffer (see the module docs).
