@@ -71,6 +71,10 @@ def main():
          t("x86_examples", "reduce_rustc") / t("x86_examples", "reduce_x86_1t"))
     line("x86 2-D stencil 1 thread vs rustc -O loop (time ratio)",
          t("x86_examples", "stencil_rustc") / t("x86_examples", "stencil_x86_1t"))
+    line("x86 reduction, scalar code only, vs rustc -O loop (time ratio)",
+         t("x86_examples", "reduce_rustc") / t("x86_examples", "reduce_x86_scalar_1t"))
+    line("x86 2-D stencil, scalar code only, vs rustc -O loop (time ratio)",
+         t("x86_examples", "stencil_rustc") / t("x86_examples", "stencil_x86_scalar_1t"))
     line("JIT compile (vector code) / PTX emission",
          t("x86_compile", "x86_jit") / t("x86_compile", "ptx_emit"), 2.0, False)
     line("JIT compile (scalar code) / PTX emission",

@@ -10,7 +10,8 @@
 //! * `x86_chain_interp`: the fused chain on the interpreter and on the JIT, 2^16 elements
 //!   (the interpreter is too slow for 2^25); compare per element.
 //! * `x86_examples`: the work-group reduction (`examples/reduce.kir`) and the 2-D stencil
-//!   (`examples/stencil2d.kir`) on 2^22 elements, single thread, against rustc -O loops
+//!   (`examples/stencil2d.kir`) on 2^22 elements, single thread, on the 8-lane code and
+//!   on the scalar code alone, against rustc -O loops
 //!   computing the same values in the same order.
 //! * `x86_compile`: JIT compile time of the fused chain (after `-O`) to executable code,
 //!   default (vector code; the scalar code is compiled when a launch first needs it) and
@@ -240,6 +241,12 @@ fn examples(c: &mut Criterion) {
     let compile = |src: &str| {
         x86::compile(&parse_module(src).expect("parses").kernels[0], &opts).expect("compiles")
     };
+    // The scalar code alone: what these kernels ran on before they got vector code.
+    let scalar_opts = x86::X86Options { scalar: true, ..opts.clone() };
+    let compile_scalar = |src: &str| {
+        x86::compile(&parse_module(src).expect("parses").kernels[0], &scalar_opts)
+            .expect("compiles")
+    };
     let n = 1usize << 22;
     let x = data(n, 7);
     let mut g = c.benchmark_group("x86_examples");
@@ -258,6 +265,10 @@ fn examples(c: &mut Criterion) {
     g.bench_function("reduce_x86_1t", |bch| {
         bch.iter(|| reduce.run(&range, &args, &mut bufs).expect("runs"))
     });
+    let reduce_scalar = compile_scalar(REDUCE);
+    g.bench_function("reduce_x86_scalar_1t", |bch| {
+        bch.iter(|| reduce_scalar.run(&range, &args, &mut bufs).expect("runs"))
+    });
 
     let stencil = compile(STENCIL);
     let (w, h) = (2048usize, n / 2048);
@@ -274,6 +285,10 @@ fn examples(c: &mut Criterion) {
     });
     g.bench_function("stencil_x86_1t", |bch| {
         bch.iter(|| stencil.run(&range, &args, &mut bufs).expect("runs"))
+    });
+    let stencil_scalar = compile_scalar(STENCIL);
+    g.bench_function("stencil_x86_scalar_1t", |bch| {
+        bch.iter(|| stencil_scalar.run(&range, &args, &mut bufs).expect("runs"))
     });
     g.finish();
 }

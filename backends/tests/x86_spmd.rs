@@ -114,12 +114,28 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
         assert_eq!(three_ways(&k, &r, &args, &[f32s(96, 1), f32s(96, 2)]), avx2());
     }
-    // Not in the class: a neighbour's element, a loop.
+    // A neighbour's element (a checked contiguous load) and a loop run on the lanes too;
+    // private arrays and 64-bit values do not.
     for body in ["o[i] = a[i + 1u32];", "for j: u32 in 0 .. 2 { o[i] = a[i]; }"] {
         let k = kernel(&format!(
             "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
         ));
-        assert!(!compile(&k, &X86Options::default()).unwrap().has_spmd(), "{k}");
+        let bufs =
+            [Buffer::from_slice(&[5i32; 96]), Buffer::from_slice(&(0..96).collect::<Vec<i32>>())];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(1i32)];
+        assert_eq!(three_ways(&k, &NdRange::new(&[96]).with_local(&[32]), &args, &bufs), avx2());
+    }
+    for body in
+        ["private p: i32[4]; p[1] = s; o[i] = a[i] + p[1];", "let w: i64 = 3i64; o[i] = a[i];"]
+    {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
+        ));
+        let p = compile(&k, &X86Options::default()).unwrap();
+        assert!(!p.has_spmd(), "{k}");
+        if avx2() {
+            assert!(p.disassemble().contains("; no 8-lane AVX2 code: "), "{}", p.disassemble());
+        }
     }
 }
 

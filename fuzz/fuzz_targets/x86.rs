@@ -1,15 +1,82 @@
 //! x86 JIT: a random kernel from the shared `kiln_ir::testing` generator (every feature,
 //! barriers and local memory included) is compiled to x86-64, unoptimized and with `-O`,
 //! each with the AVX2 lanes where the kernel qualifies and scalar only, run in this process
-//! and compared with the interpreter. A crash here is a host crash the
-//! backend promised never to cause.
+//! and compared with the interpreter. The same bytes also pick a kernel of the 8-lane
+//! class (loops, divergent branches, gathers, scatters, a local array and a barrier, with
+//! indices that may be out of bounds), compared the same way, errors included. A crash
+//! here is a host crash the backend promised never to cause.
 #![no_main]
 
 use kiln_backends::x86::{compile, X86Options, X86RunOptions};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{case_from_bytes, results_match, GenConfig};
+use kiln_ir::Scalar;
 use libfuzzer_sys::fuzz_target;
 
+/// A kernel of the 8-lane class chosen by `data`, run every way and compared with the
+/// interpreter (buffers when it succeeds, the error word for word when it fails).
+fn lanes_case(data: &[u8]) {
+    let byte = |i: usize| data.get(i).copied().unwrap_or(0) as usize;
+    const INDEX: [&str; 11] = [
+        "i", "(i + 1u32)", "(i - 2u32)", "x", "(x & 31u32)", "ix[i]", "ix[i & 15u32]",
+        "(i * 3u32)", "n", "(ix[x & 63u32] + 2u32)", "(i + n)",
+    ];
+    let ix = |k: usize| INDEX[byte(k) % INDEX.len()];
+    let cond = if byte(4) % 2 == 0 { "t < n" } else { "t < (x & 3u32) + n" };
+    let src = format!(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, ix: ptr<global, u32>, n: u32) {{
+           local sh: f32[64];
+           let i: u32 = global_id(0);
+           let l: u32 = local_id(0);
+           var x: u32 = i ^ 5u32;
+           x = ix[{}];
+           var acc: f32 = a[{}];
+           sh[l] = acc;
+           barrier(local);
+           acc = acc + sh[(l + {}u32) & (local_size(0) - 1u32)];
+           for j: u32 in 0u32 .. {}u32 {{
+             var t: u32 = 0u32;
+             while {cond} && t < 4u32 {{
+               if (x & 1u32) == 0u32 {{ acc = acc + a[{}]; }} else {{ x = (x >> 1u32) + 7u32; }}
+               t = t + 1u32;
+             }}
+             x = x * 5u32 + j;
+           }}
+           if acc > 0.0 {{ o[{}] = acc; }}
+         }}",
+        ix(0),
+        ix(1),
+        byte(5) % 9,
+        byte(6) % 5,
+        ix(2),
+        ix(3)
+    );
+    let kernel = kiln_ir::parse_module(&src).expect("the template parses").kernels[0].clone();
+    let n = [0u32, 3, 40, 63, 64, 1000][byte(7) % 6];
+    let local = [8u32, 16, 32, 64][byte(8) % 4];
+    let range = NdRange::new(&[64]).with_local(&[local]);
+    let ixs: Vec<u32> = (0..64u32).map(|i| (i * 29 + byte(9) as u32) % 70).collect();
+    let a: Vec<f32> = (0..64u32).map(|i| ((i * 7 + byte(10) as u32) % 23) as f32 * 0.37 - 3.0).collect();
+    let bufs = [Buffer::zeroed(Scalar::F32, 64), Buffer::from_slice(&a), Buffer::from_slice(&ixs)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n)];
+    let mut want = bufs.to_vec();
+    let want_r = kiln_ir::interp::run(&kernel, &range, &args, &mut want);
+    for (optimize, scalar) in [(false, false), (true, false), (false, true)] {
+        let p = compile(&kernel, &X86Options { optimize, scalar, ..X86Options::default() })
+            .unwrap_or_else(|e| panic!("{e}\n{kernel}"));
+        let mut got = bufs.to_vec();
+        let r = p.run(&range, &args, &mut got);
+        assert_eq!(want_r, r, "\n{kernel}\n{}", p.disassemble());
+        if want_r.is_ok() {
+            if let Err(e) = results_match(&want, &got) {
+                panic!("{e}\n{kernel}\n{}", p.disassemble());
+            }
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
+    lanes_case(data);
     let case = case_from_bytes(data, &GenConfig { approx_intrinsics: true, ..GenConfig::default() });
     let want = case.run().expect("generated kernels run");
     for (optimize, scalar) in [(false, false), (true, false), (false, true), (true, true)] {

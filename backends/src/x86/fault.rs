@@ -38,7 +38,7 @@ impl X86Program {
     }
 
     /// The error for the stop in `ctx`, with the scalar code's site and memory tables.
-    fn fault_at(
+    pub(super) fn fault_at(
         &self,
         sites: &[Site],
         mems: &[MemInfo],

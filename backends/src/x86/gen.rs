@@ -130,7 +130,7 @@ pub(crate) struct Gen {
 }
 
 /// The size of one private array region in the frame, 8-byte aligned.
-fn array_bytes(elem: Scalar, count: u32) -> usize {
+pub(crate) fn array_bytes(elem: Scalar, count: u32) -> usize {
     (count as usize * elem.size_bytes()).div_ceil(8) * 8
 }
 

@@ -17,7 +17,7 @@
 //! Layout, little-endian; strings and byte strings as (u32 len, bytes):
 //!
 //! ```text
-//! "KX86IMG1"  u64 checksum (FNV-1a 64 of everything after it)
+//! "KX86IMG2"  u64 checksum (FNV-1a 64 of everything after it)
 //!             str kernel name; u32 params; u8 checked
 //!             u32 features, each str                 (CPU features the code needs)
 //!             u32 param slots, each i32 (i32::MIN: none)
@@ -25,7 +25,9 @@
 //!                          u64 frame_bytes; u64 local_bytes; u32 barriers;
 //!                          u32 marks, each (u32 offset, str comment)
 //!             u8 has vector code, then: bytes code; u32 relocations (0);
-//!                          u64 vframe_bytes; u32 accessed, each u32; mems; u64 frame_bytes
+//!                          u64 vframe_bytes; u32 accessed, each u32; mems; u64 frame_bytes;
+//!                          sites; u8 per_group; u64 local_bytes; u32 barriers
+//!             u8 has a reason for no vector code, then: str reason
 //! mems:  u32 n, each: str name; u8 elem (index in Scalar::ALL);
 //!        u8 0, u32 table index | u8 1, i32 frame offset, u32 count;
 //!        u8 0 | u8 1, u32 parameter;  u8 0 | u8 1, u64 local offset, u32 count
@@ -47,7 +49,7 @@ use super::gen::{Mark, MemInfo, MemKind, Site};
 use super::rt::ExecCode;
 use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 
-const MAGIC: &[u8; 8] = b"KX86IMG1";
+const MAGIC: &[u8; 8] = b"KX86IMG2";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -346,7 +348,12 @@ impl X86Program {
             v.accessed.iter().for_each(|&a| w.u32(a));
             w.mems(&v.mems);
             w.u64(v.frame_bytes as u64);
+            w.sites(&v.sites);
+            w.u8(v.per_group as u8);
+            w.u64(v.local_bytes as u64);
+            w.u32(v.n_barriers);
         });
+        w.opt(self.no_spmd.as_ref(), |w, why| w.bytes(why.as_bytes()));
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
         out.extend_from_slice(&w.0);
@@ -461,24 +468,49 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         let accessed: Vec<u32> = (0..r.u32()?).map(|_| r.u32()).collect::<Res<_>>()?;
         let mems = r.mems(params)?;
         check_params(&mems, sig)?;
-        if mems.iter().any(|m| !matches!(m.kind, MemKind::Table(_)) || m.param.is_none()) {
-            return Err("vector code memory that is not a buffer parameter".into());
+        if mems
+            .iter()
+            .any(|m| !matches!(m.kind, MemKind::Table(_)) || m.param.is_none() == m.local.is_none())
+        {
+            return Err(
+                "vector code memory that is neither a buffer parameter nor a local array".into()
+            );
         }
         if let Some(a) = accessed.iter().find(|&&a| a as usize >= mems.len()) {
             return Err(format!("vector code accesses memory {a} of {}", mems.len()));
         }
         let frame_bytes = r.size("frame")?;
         check_frame(frame_bytes, &param_slots)?;
-        Some(SpmdCode { code, vframe_bytes, accessed, mems, frame_bytes })
+        let sites = r.sites(mems.len())?;
+        let per_group = r.flag()?;
+        let local_bytes = r.size("local arrays")?;
+        let n_barriers = r.u32()?;
+        if mems.iter().any(|m| {
+            m.local.is_some_and(|(off, n)| off + n as usize * m.elem.size_bytes() > local_bytes)
+        }) {
+            return Err("vector code local array outside the local block".into());
+        }
+        Some(SpmdCode {
+            code,
+            vframe_bytes,
+            accessed,
+            mems,
+            frame_bytes,
+            sites,
+            per_group,
+            local_bytes,
+            n_barriers,
+        })
     } else {
         None
     };
+    let no_spmd = if r.flag()? { Some(r.str()?) } else { None };
     if !r.0.is_empty() {
         return Err("trailing bytes".into());
     }
     let cell = OnceLock::new();
     let _ = cell.set(Ok(scalar));
-    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd })
+    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd })
 }
 
 #[cfg(test)]
@@ -520,6 +552,43 @@ mod tests {
                 let rb = q.run(&NdRange::new(&[n]), &args, &mut b).map_err(|e| e.to_string());
                 assert_eq!(ra, rb, "{src}");
                 assert_eq!(a[0].to_vec::<i32>(), b[0].to_vec::<i32>());
+            }
+        }
+    }
+
+    #[test]
+    fn vector_code_with_barriers_local_arrays_and_checked_accesses_round_trips() {
+        // A barrier, a local array, a gathered load that can fault (its site is in the
+        // image) and a uniform division.
+        let src = "kernel r(x: ptr<global, f32>, ix: ptr<global, u32>, d: u32) {
+            local t: f32[16];
+            let l: u32 = local_id(0);
+            t[l] = x[ix[global_id(0)]];
+            barrier(local);
+            x[global_id(0)] = t[(l + 16u32 / d) & 15u32]; }";
+        let p = program(src);
+        assert_eq!(p.has_spmd(), cpu_has("avx2"));
+        let image = p.to_image().unwrap();
+        let q = X86Program::from_image(p.kernel(), &image).unwrap();
+        assert_eq!(q.has_spmd(), p.has_spmd());
+        for (bad, d) in [(None, 3u32), (Some(37usize), 3), (None, 0)] {
+            let mut ix: Vec<u32> = (0..64u32).map(|i| (i * 13) % 64).collect();
+            if let Some(at) = bad {
+                ix[at] = 64;
+            }
+            let init: Vec<f32> = (0..64).map(|v| v as f32 * 0.5 - 3.0).collect();
+            let bufs = vec![Buffer::from_slice(&init), Buffer::from_slice(&ix)];
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(d)];
+            let range = NdRange::new(&[64]).with_local(&[16]);
+            let mut want = bufs.clone();
+            let rw = kiln_ir::interp::run(p.kernel(), &range, &args, &mut want);
+            for prog in [&p, &q] {
+                let mut got = bufs.clone();
+                let r = prog.run(&range, &args, &mut got);
+                assert_eq!(r, rw);
+                if rw.is_ok() {
+                    assert_eq!(got[0].to_vec::<f32>(), want[0].to_vec::<f32>());
+                }
             }
         }
     }

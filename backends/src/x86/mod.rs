@@ -25,18 +25,20 @@
 //!   `floor`/`ceil`/`trunc`, `fma` and the transcendental intrinsics call the interpreter's
 //!   own scalar functions (`kiln_ir::eval`), so their values are the interpreter's
 //!   exactly.
-//! * **SPMD (AVX2).** Elementwise kernels (`let`s, stores and `if`s on f32, i32 and u32,
-//!   every access at `global_id(0)`) also get 8-lane code: eight work-items of a row per
-//!   pass, values in YMM registers (expression temporaries, `let`s; uniform values and the
-//!   divergence analysis's uniform `let`s computed once per span), loads as memory operands,
-//!   divergent `if`s as lane masks with masked stores. One call runs a whole span: a row of a
-//!   work-group, or for 1-D launches up to 2^16 work-items of consecutive work-groups, with
-//!   the bounds check done once for the span instead of per access. It runs when the CPU has
-//!   AVX2, `local_size(0)` is a multiple of 8 and every accessed buffer covers the span's
-//!   last `global_id(0)`; otherwise the scalar code runs the group (and reports any fault).
-//!   `spmd.rs` says why the results are the scalar code's, bit for bit. Loops,
-//!   gathers/scatters, other types and uniform values in general-purpose registers are not
-//!   done: such kernels run on the scalar code.
+//! * **SPMD (AVX2).** Kernels on f32, i32 and u32 values — `let`s, `var`s, `if`s, loops,
+//!   loads and stores anywhere in global buffers and local arrays, barriers — also get
+//!   8-lane code (`spmd/`): eight work-items of a row per pass, values in YMM registers, the
+//!   batch-uniform ones computed once and branched on with ordinary jumps, divergent `if`s
+//!   and `while`s as lane masks, accesses at `global_id(0)` as memory operands, contiguous
+//!   ones as masked vector accesses, others as gathers and per-lane scatters, every access
+//!   but the first kind bounds-checked per lane and reported as the interpreter reports it.
+//!   Kernels with barriers run their groups batch by batch, round by round (`rounds.rs`).
+//!   A group runs on the lanes when the CPU has AVX2, `local_size(0)` is a multiple of 8
+//!   and its buffers fit (see docs/cpu.md); otherwise the scalar code runs it. 1-D launches
+//!   without local arrays or group-dependent ids run up to 2^16 work-items of consecutive
+//!   groups per call. Kernels outside the class (64-bit values, casts, atomics, private
+//!   arrays, ...) run on the scalar code, and the disassembly says why. `spmd/mod.rs` says
+//!   why the results are the scalar code's, bit for bit.
 //! * **Compile time.** Instructions are built with iced-x86's code assembler and encoded in
 //!   one pass (`encode.rs`: every branch `rel32`, patched when the labels are placed) rather
 //!   than by iced-x86's multi-pass block encoder; code pages of dropped programs are reused.
@@ -88,6 +90,7 @@ mod fault;
 mod gen;
 mod image;
 mod launch;
+mod rounds;
 mod rt;
 mod spmd;
 mod vector;
@@ -246,6 +249,8 @@ pub struct X86Program {
     /// The scalar code; for a kernel with vector code, compiled when first needed.
     scalar: std::sync::OnceLock<Result<ScalarCode, X86Error>>,
     spmd: Option<SpmdCode>,
+    /// Why the kernel has no vector code (when it has none and it was asked for).
+    no_spmd: Option<String>,
 }
 
 /// The scalar code of a kernel and its tables.
@@ -269,9 +274,18 @@ struct SpmdCode {
     mems: Vec<MemInfo>,
     /// Bytes of a scalar frame holding the parameters.
     frame_bytes: usize,
+    /// Fault sites of the checked accesses and loops (indexed by `Ctx::err_site`).
+    sites: Vec<gen::Site>,
+    /// True if one call must not run several work-groups (the code reads `local_id(0)` or
+    /// `group_id(0)`).
+    per_group: bool,
+    /// Bytes of the local arrays (laid out as in the scalar code).
+    local_bytes: usize,
+    /// Barrier statements (then a call runs one batch up to its next barrier).
+    n_barriers: u32,
 }
 
-type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8);
+type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
 
 impl fmt::Debug for X86Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -303,6 +317,21 @@ static CODES_GENERATED: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 /// [`X86Program::from_image`] generates none. For tests and statistics.
 pub fn codes_generated() -> u64 {
     CODES_GENERATED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+thread_local! {
+    /// Work-groups this thread has run on the 8-lane code.
+    static LANE_GROUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many work-groups this thread has run on the 8-lane AVX2 code so far (the rest ran
+/// on the scalar code). For tests and statistics: a test can tell which code ran a launch.
+pub fn lane_groups_on_this_thread() -> u64 {
+    LANE_GROUPS.with(|c| c.get())
+}
+
+fn count_lane_groups(n: u64) {
+    LANE_GROUPS.with(|c| c.set(c.get() + n));
 }
 
 /// Compiles `kernel` to x86-64 machine code for this machine (after the `-O` pipeline when
@@ -339,7 +368,17 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     let checked = !opts.unchecked;
     let g = gen::Gen::new(k.params(), k.body(), checked)?;
     let param_slots = g.param_slots();
-    let vector = if !opts.scalar && avx2() { spmd::generate(&k, &param_slots)? } else { None };
+    let vector = if opts.scalar {
+        Err("scalar code was asked for".to_string())
+    } else if !avx2() {
+        Err("this CPU has no AVX2".to_string())
+    } else {
+        spmd::generate(&k, &param_slots, &g.mems)?
+    };
+    let (vector, no_spmd) = match vector {
+        Ok(v) => (Some(v), None),
+        Err(why) => (None, Some(why)),
+    };
     let spmd = match vector {
         Some(v) => {
             CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -349,8 +388,12 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
                 code: ExecCode::new(&e.bytes)?,
                 vframe_bytes: v.vframe_bytes,
                 accessed: v.accessed,
-                mems: g.mems.clone(),
+                mems: v.mems,
                 frame_bytes,
+                sites: v.sites,
+                per_group: v.per_group,
+                local_bytes: v.local_bytes,
+                n_barriers: v.n_barriers,
             })
         }
         None => None,
@@ -360,7 +403,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         // The scalar code is all there is: compile it now (its errors are the build's).
         scalar.get_or_init(|| scalar_code(g, &k)).as_ref().map_err(Clone::clone)?;
     }
-    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd })
+    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd })
 }
 
 /// Generates and maps the scalar code of `k` (see gen.rs).
@@ -428,17 +471,17 @@ impl X86Program {
     }
 
     /// True if the kernel also has 8-lane AVX2 code, which runs every work-group whose
-    /// row length (`local_size(0)`) is a multiple of 8 and whose accesses are all in bounds.
-    /// Kernels qualify when they are elementwise code: only `let`s, stores and `if`s, on
-    /// f32, i32 and u32, every access at index `global_id(0)` of a global buffer (see the
-    /// module docs). False with [`X86Options::scalar`] or without AVX2.
+    /// row length (`local_size(0)`) is a multiple of 8 and whose buffers fit (see the module
+    /// docs). False with [`X86Options::scalar`], without AVX2, or for a kernel outside the
+    /// class; [`X86Program::disassemble`] then says why on its `; no 8-lane AVX2 code:`
+    /// line.
     pub fn has_spmd(&self) -> bool {
         self.spmd.is_some()
     }
 
     /// The machine code in Intel syntax, one block per region (the code before the first
     /// barrier, then after each barrier), each IR statement as a comment above its code;
-    /// then the 8-lane code, if any.
+    /// then the 8-lane code, or the line saying why there is none.
     pub fn disassemble(&self) -> String {
         let mut s = match self.scalar() {
             Ok(sc) => {
@@ -448,6 +491,9 @@ impl X86Program {
             }
             Err(e) => format!("; kernel `{}`: no scalar code: {e}\n", self.kernel.name()),
         };
+        if let Some(why) = &self.no_spmd {
+            s.push_str(&format!("; no 8-lane AVX2 code: {why}\n"));
+        }
         if let Some(v) = &self.spmd {
             s.push_str("; 8-lane AVX2 code (8 work-items of a row per pass)\n");
             s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
@@ -551,18 +597,25 @@ impl X86Program {
         let group_size = launch.group_size();
         let l = launch.local.map(u64::from);
         let g = launch.groups().map(|g| g as u64);
-        let param_len = |m: &MemInfo| match m.param.map(|p| bound[p]) {
-            Some(Bound::Buffer(b)) => buffers[b].len as u64,
-            Some(Bound::Range { len, .. }) => len as u64,
+        let param_len = |m: &MemInfo| match (m.param.map(|p| bound[p]), m.local) {
+            (Some(Bound::Buffer(b)), _) => buffers[b].len as u64,
+            (Some(Bound::Range { len, .. }), _) => len as u64,
+            (None, Some((_, count))) => count as u64,
             _ => 0,
         };
         // Per parameter, the offset of a ranged buffer argument (bounds messages name it).
         let ranges: Vec<Option<usize>> = args.iter().map(Arg::range_offset).collect();
         // The scalar code is compiled (if it was not yet) unless the vector code runs every
         // group: rows of whole batches, every access within its buffer.
+        // The vector code's checked accesses compare 32-bit indices with lengths below 2^31
+        // (see spmd/mem.rs): other buffers leave the kernel to the scalar code.
+        let lens_fit = self.spmd.as_ref().is_some_and(|v| {
+            v.mems.iter().map(param_len).all(|n| n < 1 << 31 && (n > 0 || v.sites.is_empty()))
+        });
         let vector_all = self.spmd.as_ref().is_some_and(|v| {
             let end0 = launch.offset[0] as u64 + g[0] * l[0];
-            l[0].is_multiple_of(8)
+            lens_fit
+                && l[0].is_multiple_of(8)
                 && v.accessed.iter().all(|&t| v.mems.get(t as usize).map_or(0, param_len) >= end0)
         });
         let sc = match (vector_all, &self.spmd) {
@@ -571,7 +624,7 @@ impl X86Program {
         };
         let (mems, frame_bytes, local_bytes, n_barriers) = match (sc, &self.spmd) {
             (Some(sc), _) => (&sc.mems, sc.frame_bytes, sc.local_bytes, sc.n_barriers),
-            (None, Some(v)) => (&v.mems, v.frame_bytes, 0, 0),
+            (None, Some(v)) => (&v.mems, v.frame_bytes, v.local_bytes, 0),
             (None, None) => return Err(self.launch_error("internal error: no code".into())),
         };
         let n_states = if n_barriers == 0 { 1 } else { group_size };
@@ -647,10 +700,14 @@ impl X86Program {
         let mut vframe: Vec<u32> = Vec::new();
         // 1-D launches with rows of whole batches run many groups per call of the vector
         // code: their work-items are one contiguous run of global_id(0).
-        let spans = self
-            .spmd
-            .as_ref()
-            .filter(|_| l[0].is_multiple_of(8) && l[1] * l[2] == 1 && g[1] * g[2] == 1);
+        let spans = self.spmd.as_ref().filter(|v| {
+            lens_fit
+                && !v.per_group
+                && v.n_barriers == 0
+                && l[0].is_multiple_of(8)
+                && l[1] * l[2] == 1
+                && g[1] * g[2] == 1
+        });
         let end = groups.end.min(launch.group_count());
         let mut linear = groups.start;
         while linear < end {
@@ -677,7 +734,7 @@ impl X86Program {
                     ctx.span = n * l[0];
                     // SAFETY: the vector code reads the lane constant at the vector frame's
                     // start; every access is at a global_id(0) below `fit` (checked above).
-                    unsafe {
+                    let stop = unsafe {
                         let entry: VectorEntry =
                             std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
                         entry(
@@ -686,6 +743,10 @@ impl X86Program {
                             vframe.as_mut_ptr() as *mut u8,
                         )
                     };
+                    if stop != 0 {
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
+                    }
+                    count_lane_groups(n);
                     linear += n;
                     continue;
                 }
@@ -703,12 +764,27 @@ impl X86Program {
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
-                launch.local[0].is_multiple_of(8)
+                lens_fit
+                    && launch.local[0].is_multiple_of(8)
                     && v.accessed
                         .iter()
                         .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
             });
-            let r = if let Some(v) = vector {
+            if vector.is_some() {
+                count_lane_groups(1);
+            }
+            let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
+                self.vector_rounds(
+                    v,
+                    &mut ctx,
+                    launch,
+                    &mut frames,
+                    &mut vframe,
+                    &table,
+                    &ranges,
+                    start,
+                )
+            } else if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
                     unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
@@ -721,13 +797,16 @@ impl X86Program {
                     ctx.global_id = [ctx.base[0], ctx.base[1] + y, ctx.base[2] + z];
                     // SAFETY: every access of the vector code is at global_id(0) of a
                     // buffer longer than the row's last global_id(0) (checked above).
-                    unsafe {
+                    let stop = unsafe {
                         entry(
                             &mut ctx,
                             frames.as_mut_ptr() as *mut u8,
                             vframe.as_mut_ptr() as *mut u8,
                         )
                     };
+                    if stop != 0 {
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
+                    }
                 }
                 Ok(())
             } else if let Some(sc) = sc {
@@ -773,86 +852,6 @@ impl X86Program {
         ctx.local_id = lid;
         ctx.global_id =
             std::array::from_fn(|d| launch.offset[d] as u64 + ctx.group_id[d] * l[d] + lid[d]);
-    }
-
-    /// Runs one group of a kernel with barriers: every work-item up to its next barrier, in
-    /// order, until all have finished (the interpreter's schedule and divergence check).
-    #[allow(clippy::too_many_arguments)]
-    fn rounds(
-        &self,
-        sc: &ScalarCode,
-        ctx: &mut Ctx,
-        launch: &Launch,
-        frames: &mut [u64],
-        words: usize,
-        entry: Entry,
-        table: &[MemRef],
-        ranges: &[Option<usize>],
-        start: Instant,
-    ) -> Result<(), InterpError> {
-        let n = launch.group_size();
-        for f in frames.chunks_mut(words) {
-            f[0] = 0;
-        }
-        let l = launch.local.map(u64::from);
-        loop {
-            let mut first: Option<(u64, [u32; 3])> = None;
-            // Local ids walked in order (dimension 0 fastest), without set_ids' divisions.
-            let mut lid = [0u64; 3];
-            for item in 0..n {
-                ctx.local_id = lid;
-                ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
-                lid[0] += 1;
-                if lid[0] == l[0] {
-                    lid[0] = 0;
-                    lid[1] += 1;
-                    if lid[1] == l[1] {
-                        lid[1] = 0;
-                        lid[2] += 1;
-                    }
-                }
-                let f = frames[item as usize * words..].as_mut_ptr() as *mut u8;
-                // SAFETY: as in run_groups_raw.
-                let stop = unsafe { entry(ctx, f) };
-                if stop == rt::STOP_ERROR {
-                    return Err(self.fault(sc, ctx, table, ranges, start));
-                }
-                let id = ctx.global_id.map(|v| v as u32);
-                match first {
-                    None => first = Some((stop, id)),
-                    Some((s, first_id)) if s != stop => {
-                        let what = |s: u64| {
-                            if s == 0 {
-                                "finished".to_string()
-                            } else {
-                                format!("waits at barrier #{s} (of {})", sc.n_barriers)
-                            }
-                        };
-                        let g = ctx.group_id.map(|v| v as u32);
-                        let message = format!(
-                            "barrier divergence in work-group ({}, {}, {}): work-item ({}, {}, \
-                             {}) {} while work-item ({}, {}, {}) {}",
-                            g[0],
-                            g[1],
-                            g[2],
-                            first_id[0],
-                            first_id[1],
-                            first_id[2],
-                            what(s),
-                            id[0],
-                            id[1],
-                            id[2],
-                            what(stop)
-                        );
-                        return Err(self.error(Some(id), message));
-                    }
-                    Some(_) => {}
-                }
-            }
-            if matches!(first, None | Some((0, _))) {
-                return Ok(());
-            }
-        }
     }
 
     fn launch_error(&self, message: String) -> InterpError {

@@ -1,0 +1,183 @@
+//! Work-groups of kernels with barriers, in rounds: on the scalar code every work-item runs
+//! up to its next barrier, in order, round after round until all have finished (the
+//! interpreter's schedule); on the 8-lane code the group's batches (eight work-items of a
+//! row each) do the same, eight work-items per step.
+//! Each batch keeps its state (values live across barriers, loop counters, masks) in its
+//! own vector frame; the code only runs barriers where every lane of a batch agrees (not
+//! under divergent control), so batches are compared as the interpreter compares
+//! work-items.
+
+use std::time::Instant;
+
+use kiln_ir::interp::InterpError;
+use kiln_ir::launch::Launch;
+
+use super::rt::{self, Ctx, MemRef};
+use super::{spmd, Entry, ScalarCode, SpmdCode, VectorEntry, X86Program};
+
+impl X86Program {
+    /// Runs one work-group (ids in `ctx`) of a kernel with barriers on the vector code.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn vector_rounds(
+        &self,
+        v: &SpmdCode,
+        ctx: &mut Ctx,
+        launch: &Launch,
+        frames: &mut [u64],
+        vframe: &mut Vec<u32>,
+        table: &[MemRef],
+        ranges: &[Option<usize>],
+        start: Instant,
+    ) -> Result<(), InterpError> {
+        let l = launch.local.map(u64::from);
+        let per_row = (l[0] / 8) as usize;
+        let batches = per_row * (l[1] * l[2]) as usize;
+        let words = v.vframe_bytes.div_ceil(32) * 8;
+        // Every batch starts from the top; the code writes every other slot before reading
+        // it, so frames are set up once per launch, not per group.
+        if vframe.len() != batches * words {
+            vframe.clear();
+            vframe.resize(batches * words, 0);
+        }
+        for f in vframe.chunks_mut(words) {
+            f[..8].copy_from_slice(&spmd::IOTA);
+            f[spmd::RESUME_SLOT as usize / 4] = 0;
+        }
+        // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs).
+        let entry: VectorEntry =
+            unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
+        ctx.span = 8;
+        loop {
+            let mut first: Option<(u64, [u32; 3])> = None;
+            for (b, f) in vframe.chunks_mut(words).enumerate() {
+                let row = (b / per_row) as u64;
+                let lid = [(b % per_row) as u64 * 8, row % l[1], row / l[1]];
+                ctx.local_id = lid;
+                ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
+                // SAFETY: the frame has the code's vector frame size and the lane constant;
+                // the code checks its accesses (unchecked ones are at global_id(0) within
+                // the buffers, which the caller checked for the group).
+                let stop = unsafe {
+                    entry(ctx, frames.as_mut_ptr() as *mut u8, f.as_mut_ptr() as *mut u8)
+                };
+                if stop == rt::STOP_ERROR {
+                    // The lanes before the faulting one ran to the batch's stop first: if
+                    // that differs from the group's first work-item's, the interpreter
+                    // reports the divergence at the batch's first work-item.
+                    let lane = ctx.global_id[0].wrapping_sub(ctx.base[0] + lid[0]);
+                    let here = f[spmd::RESUME_SLOT as usize / 4] as u64;
+                    if let Some((s, first_id)) = first.filter(|(s, _)| lane > 0 && *s != here) {
+                        let id0 = std::array::from_fn(|d| (ctx.base[d] + lid[d]) as u32);
+                        return Err(self.divergence(ctx, v.n_barriers, (s, first_id), (here, id0)));
+                    }
+                    return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
+                }
+                let id = ctx.global_id.map(|x| x as u32);
+                match first {
+                    None => first = Some((stop, id)),
+                    Some((s, first_id)) if s != stop => {
+                        return Err(self.divergence(ctx, v.n_barriers, (s, first_id), (stop, id)));
+                    }
+                    Some(_) => {}
+                }
+            }
+            if matches!(first, None | Some((0, _))) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs one group of a kernel with barriers: every work-item up to its next barrier, in
+    /// order, until all have finished (the interpreter's schedule and divergence check).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rounds(
+        &self,
+        sc: &ScalarCode,
+        ctx: &mut Ctx,
+        launch: &Launch,
+        frames: &mut [u64],
+        words: usize,
+        entry: Entry,
+        table: &[MemRef],
+        ranges: &[Option<usize>],
+        start: Instant,
+    ) -> Result<(), InterpError> {
+        let n = launch.group_size();
+        for f in frames.chunks_mut(words) {
+            f[0] = 0;
+        }
+        let l = launch.local.map(u64::from);
+        loop {
+            let mut first: Option<(u64, [u32; 3])> = None;
+            // Local ids walked in order (dimension 0 fastest), without set_ids' divisions.
+            let mut lid = [0u64; 3];
+            for item in 0..n {
+                ctx.local_id = lid;
+                ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
+                lid[0] += 1;
+                if lid[0] == l[0] {
+                    lid[0] = 0;
+                    lid[1] += 1;
+                    if lid[1] == l[1] {
+                        lid[1] = 0;
+                        lid[2] += 1;
+                    }
+                }
+                let f = frames[item as usize * words..].as_mut_ptr() as *mut u8;
+                // SAFETY: as in run_groups_raw.
+                let stop = unsafe { entry(ctx, f) };
+                if stop == rt::STOP_ERROR {
+                    return Err(self.fault(sc, ctx, table, ranges, start));
+                }
+                let id = ctx.global_id.map(|v| v as u32);
+                match first {
+                    None => first = Some((stop, id)),
+                    Some((s, first_id)) if s != stop => {
+                        return Err(self.divergence(ctx, sc.n_barriers, (s, first_id), (stop, id)));
+                    }
+                    Some(_) => {}
+                }
+            }
+            if matches!(first, None | Some((0, _))) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The interpreter's "barrier divergence" error: `first` (stop, work-item) is the
+    /// group's first work-item, `other` the first that stopped elsewhere (a stop is 0 for
+    /// finished, else the barrier's number).
+    pub(super) fn divergence(
+        &self,
+        ctx: &Ctx,
+        n_barriers: u32,
+        first: (u64, [u32; 3]),
+        other: (u64, [u32; 3]),
+    ) -> InterpError {
+        let what = |s: u64| {
+            if s == 0 {
+                "finished".to_string()
+            } else {
+                format!("waits at barrier #{s} (of {n_barriers})")
+            }
+        };
+        let g = ctx.group_id.map(|v| v as u32);
+        let (f, o) = (first.1, other.1);
+        let message = format!(
+            "barrier divergence in work-group ({}, {}, {}): work-item ({}, {}, {}) {} while \
+             work-item ({}, {}, {}) {}",
+            g[0],
+            g[1],
+            g[2],
+            f[0],
+            f[1],
+            f[2],
+            what(first.0),
+            o[0],
+            o[1],
+            o[2],
+            what(other.0)
+        );
+        self.error(Some(o), message)
+    }
+}

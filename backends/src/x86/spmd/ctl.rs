@@ -1,0 +1,283 @@
+//! Control flow of the vector code: branches and loops by divergence, barriers, the loop
+//! back-edge budget and the out-of-line stubs (fault reports, limit checks).
+
+use iced_x86::code_asm::*;
+use kiln_ir::{Expr, Scalar, Stmt, Type, Var};
+
+use super::{lane_type, no, Bound, Kind, Loc, Stub, R, V, XMM, YMM};
+use crate::x86::gen::Site;
+use crate::x86::rt;
+
+impl V {
+    /// A barrier: the batch stops here (reporting a fault first) and the next call for it
+    /// resumes after it. Only where every lane of the group gets here together: not under
+    /// divergent control.
+    pub(super) fn barrier(&mut self) -> R<()> {
+        if self.dctl > 0 {
+            return no("a barrier under a branch or loop that differs between work-items");
+        }
+        self.barriers += 1;
+        let k = self.barriers;
+        // Where the batch stops, also on a fault (the lanes before the faulting one got
+        // here: the driver compares that with the other batches first).
+        self.a.mov(dword_ptr(r15 + self.resume), k as i32)?;
+        if self.may_fault {
+            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+            self.a.jne(self.fault_exit)?;
+        }
+        self.a.mov(eax, k)?;
+        self.a.jmp(self.ret)?;
+        let Some(&(mut l)) = self.resumes.get(k as usize - 1) else {
+            return no("internal: more barriers than counted");
+        };
+        self.bind(&mut l)
+    }
+
+    /// Counts one loop back-edge against the launch's budget (the helper applies the
+    /// limits when it runs out).
+    pub(super) fn back_edge(&mut self) -> R<()> {
+        let slow = self.a.create_label();
+        let mut back = self.a.create_label();
+        self.a.dec(qword_ptr(r12 + rt::OFF_BUDGET))?;
+        self.a.je(slow)?;
+        self.bind(&mut back)?;
+        self.stubs.push((slow, Stub::Limit { back }));
+        Ok(())
+    }
+
+    pub(super) fn if_stmt(
+        &mut self,
+        cond: &Expr,
+        then: &[Stmt],
+        otherwise: Option<&[Stmt]>,
+    ) -> R<()> {
+        if self.uniform_cond(cond) {
+            // Every lane agrees: an ordinary branch on lane 0.
+            let mut els = self.a.create_label();
+            let mut end = self.a.create_label();
+            self.cond_top(cond, 0)?;
+            self.a.vmovmskps(eax, ymm0)?;
+            self.a.test(eax, 1)?;
+            self.a.je(els)?;
+            self.block(then)?;
+            self.a.jmp(end)?;
+            self.bind(&mut els)?;
+            if let Some(o) = otherwise {
+                self.block(o)?;
+            }
+            return self.bind(&mut end);
+        }
+        self.cond_top(cond, 0)?;
+        // then-mask = active & cond, else-mask = active & !cond.
+        self.active(2)?;
+        self.a.vpandn(ymm1, ymm0, ymm2)?;
+        self.a.vpand(ymm0, ymm0, ymm2)?;
+        let t = self.slot();
+        self.a.vmovups(ymmword_ptr(r15 + t), ymm0)?;
+        let e = match otherwise {
+            Some(_) => {
+                let e = self.slot();
+                self.a.vmovups(ymmword_ptr(r15 + e), ymm1)?;
+                Some(e)
+            }
+            None => None,
+        };
+        let outer = self.mask;
+        self.dctl += 1;
+        let mut skip = self.a.create_label();
+        self.a.vptest(ymm0, ymm0)?;
+        self.a.je(skip)?;
+        self.mask = Some(t);
+        self.block(then)?;
+        self.bind(&mut skip)?;
+        if let (Some(o), Some(e)) = (otherwise, e) {
+            let mut skip = self.a.create_label();
+            self.a.vmovups(ymm1, ymmword_ptr(r15 + e))?;
+            self.a.vptest(ymm1, ymm1)?;
+            self.a.je(skip)?;
+            self.mask = Some(e);
+            self.block(o)?;
+            self.bind(&mut skip)?;
+        }
+        self.mask = outer;
+        self.dctl -= 1;
+        Ok(())
+    }
+
+    pub(super) fn while_loop(&mut self, cond: &Expr, body: &[Stmt]) -> R<()> {
+        let mut top = self.a.create_label();
+        let mut exit = self.a.create_label();
+        if self.uniform_cond(cond) {
+            self.bind(&mut top)?;
+            self.cond_top(cond, 0)?;
+            self.a.vmovmskps(eax, ymm0)?;
+            self.a.test(eax, 1)?;
+            self.a.je(exit)?;
+            self.exit_if_none_active(exit)?;
+            self.block(body)?;
+            self.back_edge()?;
+            self.a.jmp(top)?;
+            return self.bind(&mut exit);
+        }
+        // The loop mask: lanes still iterating (and alive), narrowed by the condition.
+        let lm = self.slot();
+        self.active(0)?;
+        self.a.vmovups(ymmword_ptr(r15 + lm), ymm0)?;
+        let outer = self.mask;
+        self.mask = Some(lm);
+        self.dctl += 1;
+        self.bind(&mut top)?;
+        self.cond_top(cond, 0)?;
+        self.a.vpand(ymm0, ymm0, ymmword_ptr(r15 + lm))?;
+        if self.may_fault {
+            self.a.vpand(ymm0, ymm0, ymmword_ptr(r15 + self.alive))?;
+        }
+        self.a.vmovups(ymmword_ptr(r15 + lm), ymm0)?;
+        self.a.vptest(ymm0, ymm0)?;
+        self.a.je(exit)?;
+        self.block(body)?;
+        self.back_edge()?;
+        self.a.jmp(top)?;
+        self.bind(&mut exit)?;
+        self.mask = outer;
+        self.dctl -= 1;
+        Ok(())
+    }
+
+    /// Jumps to `exit` if no lane is active (all that were have faulted), so that a
+    /// uniform loop stops with its lanes.
+    pub(super) fn exit_if_none_active(&mut self, exit: CodeLabel) -> R<()> {
+        if self.may_fault {
+            self.active(1)?;
+            self.a.vptest(ymm1, ymm1)?;
+            self.a.je(exit)?;
+        }
+        Ok(())
+    }
+
+    /// A `for` with batch-uniform bounds: a 64-bit counter in the frame, values and
+    /// comparisons as the interpreter's (no wrapping), the step checked first.
+    pub(super) fn for_loop(
+        &mut self,
+        var: &Var,
+        lo: &Expr,
+        hi: &Expr,
+        step: &Expr,
+        body: &[Stmt],
+    ) -> R<()> {
+        if [lo, hi, step].iter().any(|e| self.kind(e) != Kind::Uniform) {
+            return no(format!("`for {}` with bounds that differ between work-items", var.name()));
+        }
+        if !lane_type(var.ty()) || var.ty() == Type::F32 {
+            return no(format!("`for {}` over {}", var.name(), var.ty()));
+        }
+        let signed = var.ty().scalar().is_some_and(Scalar::is_signed);
+        let (cnt, end, inc, val) = (self.slot(), self.slot(), self.slot(), self.slot());
+        let mut exit = self.a.create_label();
+        let mut top = self.a.create_label();
+        for (e, off) in [(lo, cnt), (hi, end), (step, inc)] {
+            self.expr_top(e, 0)?;
+            self.a.vmovd(eax, xmm0)?;
+            if signed {
+                self.a.movsxd(rax, eax)?;
+            }
+            self.a.mov(qword_ptr(r15 + off), rax)?;
+        }
+        // rax holds the step: a step that is not positive is an error of every active lane
+        // (the lowest is reported), and the loop is skipped.
+        let mut ok = self.a.create_label();
+        self.a.test(rax, rax)?;
+        if signed {
+            self.a.jg(ok)?;
+        } else {
+            self.a.jne(ok)?;
+        }
+        self.active(1)?;
+        self.a.vptest(ymm1, ymm1)?;
+        self.a.je(exit)?;
+        self.a.vmovaps(ymm2, ymm1)?;
+        let site = Site::ForStep { var: var.name().to_string(), signed };
+        self.fault_stub(0, 2, 1, rt::ERR_FOR_STEP, site, signed, Some(exit))?;
+        self.bind(&mut ok)?;
+        self.bind(&mut top)?;
+        self.a.mov(rax, qword_ptr(r15 + cnt))?;
+        self.a.cmp(rax, qword_ptr(r15 + end))?;
+        if signed {
+            self.a.jge(exit)?;
+        } else {
+            self.a.jae(exit)?;
+        }
+        self.a.vmovd(xmm0, eax)?;
+        self.a.vpbroadcastd(ymm0, xmm0)?;
+        self.a.vmovups(ymmword_ptr(r15 + val), ymm0)?;
+        self.exit_if_none_active(exit)?;
+        let name = var.name().to_string();
+        self.lets.push(Bound { name, loc: Loc::Slot(val), kind: Kind::Uniform, decl: None });
+        self.block(body)?;
+        self.lets.pop();
+        self.a.mov(rax, qword_ptr(r15 + inc))?;
+        self.a.add(qword_ptr(r15 + cnt), rax)?;
+        self.back_edge()?;
+        self.a.jmp(top)?;
+        self.bind(&mut exit)
+    }
+
+    /// Emits the out-of-line stubs.
+    pub(super) fn stubs(&mut self) -> R<()> {
+        for (mut label, stub) in std::mem::take(&mut self.stubs) {
+            self.bind(&mut label)?;
+            match stub {
+                Stub::Fault { idx, f, act, code, site, signed, back } => {
+                    let a = &mut self.a;
+                    a.vmovups(ymmword_ptr(r15 + self.tmp_i), YMM[idx])?;
+                    a.vmovmskps(eax, YMM[f])?;
+                    a.bsf(eax, eax)?;
+                    a.mov(dword_ptr(r15 + self.fault_lane), eax)?;
+                    a.mov(qword_ptr(r12 + rt::OFF_ERR_CODE), code as i32)?;
+                    a.mov(qword_ptr(r12 + rt::OFF_ERR_SITE), site as i32)?;
+                    if signed {
+                        a.movsxd(r10, dword_ptr(r15 + rax * 4 + self.tmp_i))?;
+                    } else {
+                        a.mov(r10d, dword_ptr(r15 + rax * 4 + self.tmp_i))?;
+                    }
+                    a.mov(qword_ptr(r12 + rt::OFF_ERR_VAL), r10)?;
+                    // Alive: the lanes before the faulting one.
+                    a.vmovd(XMM[f], eax)?;
+                    a.vpbroadcastd(YMM[f], XMM[f])?;
+                    a.vpcmpgtd(YMM[f], YMM[f], ymmword_ptr(r15))?;
+                    a.vpand(YMM[f], YMM[f], ymmword_ptr(r15 + self.alive))?;
+                    a.vmovups(ymmword_ptr(r15 + self.alive), YMM[f])?;
+                    a.vpand(YMM[act], YMM[act], YMM[f])?;
+                    a.jmp(back)?;
+                }
+                Stub::Limit { back } => {
+                    let a = &mut self.a;
+                    for (i, &y) in YMM[8..].iter().enumerate() {
+                        a.vmovups(ymmword_ptr(r15 + (self.save + 32 * i as i32)), y)?;
+                    }
+                    for r in [rcx, rdx, rsi, rdi, r8, r9, r10, r11] {
+                        a.push(r)?;
+                    }
+                    // Eight pushes after the prologue's six: 16-byte aligned after this.
+                    a.sub(rsp, 8)?;
+                    a.vzeroupper()?;
+                    a.mov(rdi, r12)?;
+                    a.call(qword_ptr(r12 + (rt::OFF_HELPERS + 8 * rt::HELPER_LIMIT as i32)))?;
+                    a.add(rsp, 8)?;
+                    for r in [r11, r10, r9, r8, rdi, rsi, rdx, rcx] {
+                        a.pop(r)?;
+                    }
+                    for (i, &y) in YMM[8..].iter().enumerate() {
+                        a.vmovups(y, ymmword_ptr(r15 + (self.save + 32 * i as i32)))?;
+                    }
+                    a.test(rax, rax)?;
+                    a.je(back)?;
+                    a.mov(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rbx)?;
+                    a.mov(rax, rt::STOP_ERROR)?;
+                    a.jmp(self.ret)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

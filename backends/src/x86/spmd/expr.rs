@@ -1,0 +1,570 @@
+//! Expressions and conditions of the vector code: what their lanes are ([`Kind`]), how
+//! many registers they need, and their code.
+
+use std::collections::HashSet;
+
+use iced_x86::code_asm::*;
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Scalar, Stmt, StmtNode, Type, UnOp};
+
+use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
+use crate::x86::gen::Site;
+use crate::x86::rt;
+
+/// An instruction's second source: a register or a 32-byte memory operand.
+enum Src {
+    Reg(usize),
+    Mem(AsmMemoryOperand),
+}
+
+/// `mad(a, b, c)` and `add3(a, b, c)` on i32/u32 as the wrapping `a * b + c` and
+/// `a + b + c` they are (the `-O` pipeline makes them from index arithmetic).
+pub(super) fn desugar(e: &Expr) -> Option<Expr> {
+    let ExprNode::Intrinsic { op, args } = e.node() else { return None };
+    if !matches!(e.ty(), Type::Scalar(Scalar::I32 | Scalar::U32)) || args.len() != 3 {
+        return None;
+    }
+    let (a, b, c) = (args[0].clone(), args[1].clone(), args[2].clone());
+    match op {
+        Intrinsic::Mad => Some(Expr::binary(BinOp::Add, Expr::binary(BinOp::Mul, a, b), c)),
+        Intrinsic::Add3 => Some(Expr::binary(BinOp::Add, Expr::binary(BinOp::Add, a, b), c)),
+        _ => None,
+    }
+}
+
+/// The names bound only by `let`s of `global_id(0)` (or of such names): accesses at them
+/// are the unchecked, span-checked kind.
+pub(super) fn gid0_names(stmts: &[Stmt]) -> HashSet<String> {
+    let mut yes = HashSet::new();
+    let mut not = HashSet::new();
+    fn walk(stmts: &[Stmt], yes: &mut HashSet<String>, not: &mut HashSet<String>) {
+        for s in stmts {
+            match s.node() {
+                StmtNode::Let { var, value } => {
+                    let g = match value.node() {
+                        ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
+                        ExprNode::Var(v) => yes.contains(v.name()) && !not.contains(v.name()),
+                        _ => false,
+                    };
+                    if g {
+                        yes.insert(var.name().to_string());
+                    } else {
+                        not.insert(var.name().to_string());
+                    }
+                }
+                StmtNode::Decl { var, .. } | StmtNode::For { var, .. } => {
+                    not.insert(var.name().to_string());
+                }
+                StmtNode::Call { result: Some(r), .. } => {
+                    not.insert(r.name().to_string());
+                }
+                _ => {}
+            }
+            match s.node() {
+                StmtNode::If { then, otherwise, .. } => {
+                    walk(then.stmts(), yes, not);
+                    if let Some(o) = otherwise {
+                        walk(o.stmts(), yes, not);
+                    }
+                }
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                    walk(body.stmts(), yes, not)
+                }
+                StmtNode::Block(v) => walk(v, yes, not),
+                _ => {}
+            }
+        }
+    }
+    walk(stmts, &mut yes, &mut not);
+    yes.retain(|n| !not.contains(n));
+    yes
+}
+
+/// True if `e` is `global_id(0)` or one of `names`.
+fn is_gid0_syntax(e: &Expr, names: &HashSet<String>) -> bool {
+    match e.node() {
+        ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
+        ExprNode::Var(v) => names.contains(v.name()),
+        _ => false,
+    }
+}
+
+/// True if `e` has a load at an index other than `global_id(0)` or an integer division
+/// (what can fault).
+fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
+    match e.node() {
+        ExprNode::Load { index, .. } => {
+            !is_gid0_syntax(index, names) || has_checked_load(index, names)
+        }
+        // Integer division can fault too.
+        ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
+        ExprNode::Binary { a, b, .. } => has_checked_load(a, names) || has_checked_load(b, names),
+        ExprNode::Unary { a, .. } => has_checked_load(a, names),
+        ExprNode::Intrinsic { args, .. } => args.iter().any(|a| has_checked_load(a, names)),
+        // Other nodes are outside the class (the kernel gets no vector code).
+        _ => false,
+    }
+}
+
+/// True if the body has loops or accesses other than at exactly `global_id(0)`: lanes can
+/// fault or run long, so the code keeps the alive mask.
+pub(super) fn needs_alive(stmts: &[Stmt], names: &HashSet<String>) -> bool {
+    stmts.iter().any(|s| match s.node() {
+        StmtNode::For { .. } | StmtNode::While { .. } => true,
+        StmtNode::Store { index, value, .. } => {
+            !is_gid0_syntax(index, names)
+                || has_checked_load(index, names)
+                || has_checked_load(value, names)
+        }
+        StmtNode::Let { value: e, .. }
+        | StmtNode::Decl { init: e, .. }
+        | StmtNode::Assign { value: e, .. } => has_checked_load(e, names),
+        StmtNode::If { cond, then, otherwise } => {
+            has_checked_load(cond, names)
+                || needs_alive(then.stmts(), names)
+                || otherwise.as_ref().is_some_and(|o| needs_alive(o.stmts(), names))
+        }
+        StmtNode::Block(v) => needs_alive(v, names),
+        _ => false,
+    })
+}
+
+impl V {
+    /// What `e`'s lanes are (assuming it is in the class).
+    pub(super) fn kind(&self, e: &Expr) -> Kind {
+        if let Some(d) = desugar(e) {
+            return self.kind(&d);
+        }
+        match e.node() {
+            ExprNode::Imm(_) => Kind::Uniform,
+            ExprNode::Var(v) => match self.find(v.name()) {
+                Some(b) => b.kind,
+                None if self.param(v).is_some() => Kind::Uniform,
+                None => Kind::Div,
+            },
+            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => Kind::Gid0,
+            ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => Kind::Contig,
+            ExprNode::Builtin { .. } => Kind::Uniform,
+            ExprNode::Binary { op, a, b } if !op.is_comparison() => {
+                let (ka, kb) = (self.kind(a), self.kind(b));
+                let int = matches!(e.ty(), Type::Scalar(Scalar::I32 | Scalar::U32));
+                let contig = |k: Kind| matches!(k, Kind::Gid0 | Kind::Contig);
+                if ka == Kind::Uniform && kb == Kind::Uniform {
+                    Kind::Uniform
+                } else if int
+                    && ((*op == BinOp::Add
+                        && ((contig(ka) && kb == Kind::Uniform)
+                            || (ka == Kind::Uniform && contig(kb))))
+                        || (*op == BinOp::Sub && contig(ka) && kb == Kind::Uniform))
+                {
+                    Kind::Contig
+                } else {
+                    Kind::Div
+                }
+            }
+            ExprNode::Load { index, .. } if self.kind(index) == Kind::Uniform => Kind::Uniform,
+            _ => Kind::Div,
+        }
+    }
+
+    /// True if `e` has a load that is not at exactly `global_id(0)` or an integer division
+    /// (what can fault).
+    fn has_checked_load(&self, e: &Expr) -> bool {
+        if let Some(d) = desugar(e) {
+            return self.has_checked_load(&d);
+        }
+        match e.node() {
+            ExprNode::Load { index, .. } => {
+                self.kind(index) != Kind::Gid0 || self.has_checked_load(index)
+            }
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
+            ExprNode::Binary { a, b, .. } => self.has_checked_load(a) || self.has_checked_load(b),
+            ExprNode::Unary { a, .. } => self.has_checked_load(a),
+            _ => false,
+        }
+    }
+
+    /// True if condition `e` is the same in every lane.
+    pub(super) fn uniform_cond(&self, e: &Expr) -> bool {
+        uniform::uniform_cond(e, &|n| {
+            self.find(n).map_or(self.params.iter().any(|p| p.0 == n), |b| b.kind == Kind::Uniform)
+        })
+    }
+
+    /// True if `e` is fixed for a whole call (computed once before the loop): constants,
+    /// parameters, ids and sizes other than `global_id(0)` and `local_id(0)`, and lets of
+    /// those; no loads.
+    pub(super) fn invariant(&self, e: &Expr) -> bool {
+        if let Some(d) = desugar(e) {
+            return self.invariant(&d);
+        }
+        match e.node() {
+            ExprNode::Imm(_) => true,
+            ExprNode::Var(v) => match self.find(v.name()) {
+                Some(b) => b.kind == Kind::Uniform && b.decl.is_none(),
+                None => self.param(v).is_some(),
+            },
+            ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
+            ExprNode::Builtin { kind: Builtin::GroupId, dim: 0 } => false,
+            ExprNode::Builtin { .. } => true,
+            ExprNode::Binary { op, a, b } => {
+                !op.is_comparison() && self.invariant(a) && self.invariant(b)
+            }
+            _ => false,
+        }
+    }
+
+    /// True if `e` can be an instruction's second source as it is.
+    fn is_leaf(&self, e: &Expr) -> bool {
+        match e.node() {
+            ExprNode::Var(_) | ExprNode::Imm(_) => true,
+            ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => false,
+            ExprNode::Builtin { .. } => true,
+            ExprNode::Load { index, .. } => self.kind(index) == Kind::Gid0,
+            _ => false,
+        }
+    }
+
+    /// Registers needed to compute `e` into a register (Sethi-Ullman).
+    pub(super) fn need(&self, e: &Expr) -> usize {
+        if let Some(d) = desugar(e) {
+            return self.need(&d);
+        }
+        match e.node() {
+            ExprNode::Binary { op, a, b } if op.is_comparison() || op.is_logical() => {
+                self.need_cond(e)
+            }
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } if a.ty() != Type::F32 => {
+                self.need(a).max(self.need(b) + 1).max(3)
+            }
+            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
+                self.need(a).max(self.need(b)).max(self.need(a).min(self.need(b)) + 1)
+            }
+            ExprNode::Binary { a, b, .. } => {
+                let nb = if self.is_leaf(b) { 0 } else { self.need(b) };
+                self.need(a).max(nb + 1)
+            }
+            ExprNode::Load { index, .. } if !self.is_leaf(e) => self.need(index).max(3),
+            _ => 1,
+        }
+    }
+
+    /// Registers needed to compute condition `e` into a lane mask.
+    fn need_cond(&self, e: &Expr) -> usize {
+        match e.node() {
+            ExprNode::Binary { op, a, b } if op.is_comparison() => {
+                self.need(a).max(self.need(b) + 1)
+            }
+            ExprNode::Binary { a, b, .. } => self.need_cond(a).max(self.need_cond(b) + 1),
+            ExprNode::Unary { a, .. } => self.need_cond(a),
+            _ => 1,
+        }
+    }
+
+    /// `e` (a leaf) as a second source.
+    fn src(&mut self, e: &Expr) -> R<Src> {
+        Ok(match e.node() {
+            ExprNode::Var(v) => match self.find(v.name()) {
+                Some(b) => match b.loc {
+                    Loc::Reg(r) => Src::Reg(r),
+                    Loc::Slot(off) => Src::Mem(ymmword_ptr(r15 + off)),
+                },
+                None => match self.param(v) {
+                    Some(slot) => {
+                        if !lane_type(e.ty()) {
+                            return no(format!("parameter `{}` of type {}", v.name(), e.ty()));
+                        }
+                        let off = self.const_slot((slot as u64, 1));
+                        Src::Mem(ymmword_ptr(r15 + off))
+                    }
+                    None => return no(format!("`{}` of type {}", v.name(), e.ty())),
+                },
+            },
+            ExprNode::Imm(i) => {
+                if !lane_type(e.ty()) {
+                    return no(format!("a constant of type {}", e.ty()));
+                }
+                let bits = rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i));
+                Src::Mem(ymmword_ptr(r15 + self.imm_slot(bits as u32)))
+            }
+            ExprNode::Load { buf, .. } => {
+                let t = self.buf_of(buf, e.ty())?;
+                Src::Mem(self.element(t)?)
+            }
+            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => Src::Reg(GID),
+            ExprNode::Builtin { kind, dim } => {
+                let field = match kind {
+                    Builtin::GlobalId => rt::OFF_GLOBAL_ID,
+                    Builtin::LocalId => rt::OFF_LOCAL_ID,
+                    Builtin::GroupId => rt::OFF_GROUP_ID,
+                    Builtin::GlobalSize => rt::OFF_GLOBAL_SIZE,
+                    Builtin::LocalSize => rt::OFF_LOCAL_SIZE,
+                    Builtin::NumGroups => rt::OFF_NUM_GROUPS,
+                    Builtin::GlobalOffset => rt::OFF_OFFSET,
+                };
+                if *kind == Builtin::GroupId && *dim == 0 {
+                    self.per_group = true;
+                }
+                let off = self.const_slot(((field + 8 * *dim as i32) as u64, 2));
+                Src::Mem(ymmword_ptr(r15 + off))
+            }
+            _ => return no(format!("`{e}`")),
+        })
+    }
+
+    /// Evaluates `e` into `ymm0`-based `ymm{d}`, failing if it needs more temporaries than
+    /// there are.
+    pub(super) fn expr_top(&mut self, e: &Expr, d: usize) -> R<()> {
+        if d + self.need(e) > TEMPS {
+            return no("an expression needing more than 8 registers");
+        }
+        self.expr(e, d)
+    }
+
+    /// Evaluates `e` into `ymm{d}`, with `ymm{d+1}..` as temporaries.
+    pub(super) fn expr(&mut self, e: &Expr, d: usize) -> R<()> {
+        if !lane_type(e.ty()) {
+            return no(format!("a value of type {}", e.ty()));
+        }
+        if let Some(plain) = desugar(e) {
+            return self.expr(&plain, d);
+        }
+        match e.node() {
+            ExprNode::Binary { op, .. } if op.is_comparison() || op.is_logical() => {
+                return no("a bool value");
+            }
+            ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b }
+                if a.ty() == Type::U32
+                    && self.kind(a) == Kind::Uniform
+                    && self.kind(b) == Kind::Uniform =>
+            {
+                return self.uniform_div(e, *op == BinOp::Rem, a, b, d);
+            }
+            ExprNode::Binary { op, a, b } => return self.binary(*op, a, b, d),
+            ExprNode::Load { buf, index } if !self.is_leaf(e) => {
+                return self.load(buf, index, e.ty(), d);
+            }
+            ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => {
+                // local_id(0) = global_id(0) - the group's first global_id(0).
+                self.per_group = true;
+                let base = self.const_slot((rt::OFF_BASE as u64, 2));
+                self.a.vpsubd(YMM[d], YMM[GID], ymmword_ptr(r15 + base))?;
+                return Ok(());
+            }
+            _ => {}
+        }
+        match self.src(e)? {
+            Src::Reg(r) if r == d => {}
+            Src::Reg(r) => self.a.vmovaps(YMM[d], YMM[r])?,
+            Src::Mem(m) => self.a.vmovups(YMM[d], m)?,
+        }
+        Ok(())
+    }
+
+    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
+        let float = a.ty() == Type::F32;
+        if matches!(op, BinOp::Shl | BinOp::Shr) && !float {
+            // Per-lane counts, taken modulo 32 as the interpreter does.
+            let (ra, rb) = self.pair(a, b, d)?;
+            let m31 = self.imm_slot(31);
+            let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
+            self.a.vpand(z, z, ymmword_ptr(r15 + m31))?;
+            match (op, a.ty() == Type::I32) {
+                (BinOp::Shl, _) => self.a.vpsllvd(x, y, z)?,
+                (_, true) => self.a.vpsravd(x, y, z)?,
+                _ => self.a.vpsrlvd(x, y, z)?,
+            }
+            return Ok(());
+        }
+        let ok = match op {
+            BinOp::Add | BinOp::Sub | BinOp::Mul => true,
+            BinOp::Div => float,
+            BinOp::And | BinOp::Or | BinOp::Xor => !float,
+            _ => false,
+        };
+        if !ok {
+            return no(format!("`{}` on {}", op.symbol(), a.ty()));
+        }
+        // (first source register, second source); the result goes to ymm{d}.
+        let (first, s) = if self.is_leaf(b) {
+            self.expr(a, d)?;
+            (d, self.src(b)?)
+        } else if self.need(a) >= self.need(b) {
+            self.expr(a, d)?;
+            self.expr(b, d + 1)?;
+            (d, Src::Reg(d + 1))
+        } else {
+            // The deeper operand first, so that neither needs more than `need(e)`.
+            self.expr(b, d)?;
+            self.expr(a, d + 1)?;
+            (d + 1, Src::Reg(d))
+        };
+        let (x, y) = (YMM[d], YMM[first]);
+        let m = match s {
+            Src::Reg(r) => {
+                let r = YMM[r];
+                match (op, float) {
+                    (BinOp::Add, true) => self.a.vaddps(x, y, r)?,
+                    (BinOp::Sub, true) => self.a.vsubps(x, y, r)?,
+                    (BinOp::Mul, true) => self.a.vmulps(x, y, r)?,
+                    (BinOp::Div, true) => self.a.vdivps(x, y, r)?,
+                    (BinOp::Add, false) => self.a.vpaddd(x, y, r)?,
+                    (BinOp::Sub, false) => self.a.vpsubd(x, y, r)?,
+                    (BinOp::And, _) => self.a.vpand(x, y, r)?,
+                    (BinOp::Or, _) => self.a.vpor(x, y, r)?,
+                    (BinOp::Xor, _) => self.a.vpxor(x, y, r)?,
+                    _ => self.a.vpmulld(x, y, r)?,
+                }
+                return Ok(());
+            }
+            Src::Mem(m) => m,
+        };
+        match (op, float) {
+            (BinOp::Add, true) => self.a.vaddps(x, y, m)?,
+            (BinOp::Sub, true) => self.a.vsubps(x, y, m)?,
+            (BinOp::Mul, true) => self.a.vmulps(x, y, m)?,
+            (BinOp::Div, true) => self.a.vdivps(x, y, m)?,
+            (BinOp::Add, false) => self.a.vpaddd(x, y, m)?,
+            (BinOp::Sub, false) => self.a.vpsubd(x, y, m)?,
+            (BinOp::And, _) => self.a.vpand(x, y, m)?,
+            (BinOp::Or, _) => self.a.vpor(x, y, m)?,
+            (BinOp::Xor, _) => self.a.vpxor(x, y, m)?,
+            _ => self.a.vpmulld(x, y, m)?,
+        }
+        Ok(())
+    }
+
+    /// A u32 `/` or `%` of uniform values (`ymm{d}`..`ymm{d+2}`): one `div` for all lanes;
+    /// a zero divisor is an error of the lowest active lane (with no lane active, nothing
+    /// is computed).
+    fn uniform_div(&mut self, e: &Expr, rem: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
+        let (ra, rb) = self.pair(a, b, d)?;
+        let mut ok = self.a.create_label();
+        let mut zero = self.a.create_label();
+        let mut end = self.a.create_label();
+        self.a.vmovd(r10d, XMM[rb])?;
+        self.a.test(r10d, r10d)?;
+        self.a.jne(ok)?;
+        self.active(d + 2)?;
+        self.a.vptest(YMM[d + 2], YMM[d + 2])?;
+        self.a.je(zero)?;
+        let site = Site::Div { rem, expr: e.to_string() };
+        self.fault_stub(rb, d + 2, d + 2, rt::ERR_DIV_ZERO, site, false, Some(zero))?;
+        self.bind(&mut ok)?;
+        self.a.vmovd(eax, XMM[ra])?;
+        // rdx may hold a buffer base.
+        self.a.push(rdx)?;
+        self.a.xor(edx, edx)?;
+        self.a.div(r10d)?;
+        if rem {
+            self.a.mov(eax, edx)?;
+        }
+        self.a.pop(rdx)?;
+        self.a.vmovd(XMM[d], eax)?;
+        self.a.vpbroadcastd(YMM[d], XMM[d])?;
+        self.a.jmp(end)?;
+        self.bind(&mut zero)?;
+        self.a.vpxor(YMM[d], YMM[d], YMM[d])?;
+        self.bind(&mut end)
+    }
+
+    /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,
+    /// one of them `ymm{d}`.
+    fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> R<(usize, usize)> {
+        if self.need(a) >= self.need(b) {
+            self.expr(a, d)?;
+            self.expr(b, d + 1)?;
+            Ok((d, d + 1))
+        } else {
+            self.expr(b, d)?;
+            self.expr(a, d + 1)?;
+            Ok((d + 1, d))
+        }
+    }
+
+    /// A condition into `ymm{d}`, failing if it needs too many registers.
+    pub(super) fn cond_top(&mut self, e: &Expr, d: usize) -> R<()> {
+        if d + self.need_cond(e) > TEMPS {
+            return no("a condition needing more than 8 registers");
+        }
+        self.cond(e, d)
+    }
+
+    /// Evaluates a condition into `ymm{d}` as a lane mask (all ones where true). Float
+    /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
+    /// NaN), as the scalar comparisons are.
+    fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        let ones = self.imm_slot(u32::MAX);
+        match e.node() {
+            ExprNode::Binary { op, a, b } if op.is_comparison() => {
+                if a.ty() != b.ty() || !lane_type(a.ty()) {
+                    return no(format!("a comparison of {}", a.ty()));
+                }
+                let (ra, rb) = self.pair(a, b, d)?;
+                let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
+                match a.ty().scalar() {
+                    Some(Scalar::F32) => {
+                        let pred = match op {
+                            BinOp::Eq => 0x00,
+                            BinOp::Ne => 0x04,
+                            BinOp::Lt => 0x11,
+                            BinOp::Le => 0x12,
+                            BinOp::Gt => 0x1e,
+                            _ => 0x1d,
+                        };
+                        self.a.vcmpps(x, y, z, pred)?;
+                    }
+                    t => {
+                        if t == Some(Scalar::U32) {
+                            // Unsigned order is signed order with the sign bits flipped.
+                            let sign = ymmword_ptr(r15 + self.imm_slot(0x8000_0000));
+                            self.a.vpxor(y, y, sign)?;
+                            self.a.vpxor(z, z, sign)?;
+                        }
+                        // a > b is gt(a, b); a < b is gt(b, a); the others negate these or
+                        // equality.
+                        let (cmp_gt, swap, negate) = match op {
+                            BinOp::Eq => (false, false, false),
+                            BinOp::Ne => (false, false, true),
+                            BinOp::Gt => (true, false, false),
+                            BinOp::Lt => (true, true, false),
+                            BinOp::Le => (true, false, true),
+                            _ => (true, true, true),
+                        };
+                        let (p, q) = if swap { (z, y) } else { (y, z) };
+                        if cmp_gt {
+                            self.a.vpcmpgtd(x, p, q)?;
+                        } else {
+                            self.a.vpcmpeqd(x, p, q)?;
+                        }
+                        if negate {
+                            self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
+                        }
+                    }
+                }
+            }
+            ExprNode::Binary {
+                op: op @ (BinOp::LogicAnd | BinOp::LogicOr | BinOp::And | BinOp::Or),
+                a,
+                b,
+            } if a.ty() == Type::BOOL => {
+                if matches!(op, BinOp::LogicAnd | BinOp::LogicOr) && self.has_checked_load(b) {
+                    // The interpreter skips the right side where the left decides.
+                    return no(format!("`{}` with a load on its right", op.symbol()));
+                }
+                self.cond(a, d)?;
+                self.cond(b, d + 1)?;
+                if matches!(op, BinOp::LogicAnd | BinOp::And) {
+                    self.a.vpand(YMM[d], YMM[d], YMM[d + 1])?;
+                } else {
+                    self.a.vpor(YMM[d], YMM[d], YMM[d + 1])?;
+                }
+            }
+            ExprNode::Unary { op: UnOp::Not, a } => {
+                self.cond(a, d)?;
+                self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + ones))?;
+            }
+            _ => return no(format!("the condition `{e}`")),
+        }
+        Ok(())
+    }
+}

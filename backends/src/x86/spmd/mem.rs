@@ -1,0 +1,244 @@
+//! Loads and stores of the vector code: unchecked at exactly `global_id(0)` (the driver
+//! checks the span), else checked per lane and shaped by the index's [`Kind`]: one
+//! broadcast element (uniform), a masked vector access (contiguous), a gather or per-lane
+//! scalar stores in lane order (anything else).
+
+use iced_x86::code_asm::*;
+use kiln_ir::{Expr, Type, Var};
+
+use super::{no, Kind, Stub, BASES, R, V, XMM, YMM};
+use crate::x86::gen::{MemKind, Site};
+use crate::x86::rt;
+
+impl V {
+    /// The table index of buffer `buf`, whose elements must have type `ty`.
+    pub(super) fn buf_of(&self, buf: &Var, ty: Type) -> R<u32> {
+        match self.buf(buf) {
+            Some(t) if buf.ty().elem().map(Type::Scalar) == Some(ty) => Ok(t),
+            _ => no(format!("an access of `{}` ({})", buf.name(), buf.ty())),
+        }
+    }
+
+    /// The position of table `t` among the tables with base registers.
+    fn based_pos(&mut self, t: u32) -> usize {
+        match self.based.iter().position(|&x| x == t) {
+            Some(p) => p,
+            None => {
+                self.based.push(t);
+                self.based.len() - 1
+            }
+        }
+    }
+
+    /// The base register of table `t` (checked accesses need one).
+    fn base(&mut self, t: u32) -> R<AsmRegister64> {
+        match BASES.get(self.based_pos(t)) {
+            Some(&r) => Ok(r),
+            None => no(format!("more than {} buffers", BASES.len())),
+        }
+    }
+
+    /// The memory operand of buffer `t` at the batch's `global_id(0)` (unchecked: the
+    /// driver checks the span).
+    pub(super) fn element(&mut self, t: u32) -> R<AsmMemoryOperand> {
+        if !self.accessed.contains(&t) {
+            self.accessed.push(t);
+        }
+        let pos = self.based_pos(t);
+        Ok(match BASES.get(pos) {
+            Some(&r) => ymmword_ptr(r + rbx * 4),
+            None => {
+                self.a.mov(rax, qword_ptr(r14 + (t as i32 * 16)))?;
+                ymmword_ptr(rax + rbx * 4)
+            }
+        })
+    }
+
+    /// The memory-table position of table `t` (for the fault site).
+    fn mem_of(&self, t: u32) -> u32 {
+        self.mems.iter().position(|m| matches!(m.kind, MemKind::Table(x) if x == t)).unwrap_or(0)
+            as u32
+    }
+
+    /// Records a fault site and the stub that reports lanes `f` (indices in `idx`, access
+    /// mask `act`): a branch to it if any lane of `f` is set, or, given `back`, an
+    /// unconditional jump that resumes at `back`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fault_stub(
+        &mut self,
+        idx: usize,
+        f: usize,
+        act: usize,
+        code: u64,
+        site: Site,
+        signed: bool,
+        back: Option<CodeLabel>,
+    ) -> R<()> {
+        if !self.may_fault {
+            return no("internal: a checked access in code without an alive mask");
+        }
+        self.sites.push(site);
+        let site = self.sites.len() as u64 - 1;
+        let stub = self.a.create_label();
+        match back {
+            Some(back) => {
+                self.a.jmp(stub)?;
+                self.stubs.push((stub, Stub::Fault { idx, f, act, code, site, signed, back }));
+            }
+            None => {
+                let mut back = self.a.create_label();
+                self.a.vptest(YMM[f], YMM[f])?;
+                self.a.jne(stub)?;
+                self.bind(&mut back)?;
+                self.stubs.push((stub, Stub::Fault { idx, f, act, code, site, signed, back }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the indices in `ymm{idx}` against table `t`'s length in the lanes of
+    /// `ymm{act}` (using `ymm{f}`); faulting lanes are reported and leave `act`.
+    fn check(
+        &mut self,
+        idx: usize,
+        act: usize,
+        f: usize,
+        t: u32,
+        what: &'static str,
+        signed: bool,
+    ) -> R<()> {
+        // index <u len  <=>  (index ^ sign) <=s ((len - 1) ^ sign), for 1 <= len < 2^31
+        // (the driver runs the vector code only then).
+        let sign = self.imm_slot(0x8000_0000);
+        let lenx = self.const_slot((t as u64, 3));
+        self.a.vpxor(YMM[f], YMM[idx], ymmword_ptr(r15 + sign))?;
+        self.a.vpcmpgtd(YMM[f], YMM[f], ymmword_ptr(r15 + lenx))?;
+        self.a.vpand(YMM[f], YMM[f], YMM[act])?;
+        let site = Site::Access { what, mem: self.mem_of(t), signed };
+        self.fault_stub(idx, f, act, rt::ERR_OOB, site, signed, None)
+    }
+
+    /// The index expression's signedness, if it is a 32-bit integer.
+    fn index_type(index: &Expr) -> R<bool> {
+        match index.ty() {
+            Type::Scalar(kiln_ir::Scalar::I32) => Ok(true),
+            Type::Scalar(kiln_ir::Scalar::U32) => Ok(false),
+            t => no(format!("an index of type {t}")),
+        }
+    }
+
+    /// A checked load of `buf[index]` into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries).
+    pub(super) fn load(&mut self, buf: &Var, index: &Expr, ty: Type, d: usize) -> R<()> {
+        let t = self.buf_of(buf, ty)?;
+        let signed = Self::index_type(index)?;
+        let kind = self.kind(index);
+        self.expr(index, d)?;
+        self.active(d + 1)?;
+        self.check(d, d + 1, d + 2, t, "load", signed)?;
+        let base = self.base(t)?;
+        let (x, m, g) = (YMM[d], YMM[d + 1], YMM[d + 2]);
+        match kind {
+            Kind::Uniform => {
+                // One element for all lanes (in bounds if any lane is active).
+                let mut skip = self.a.create_label();
+                self.a.vpxor(g, g, g)?;
+                self.a.vmovmskps(eax, m)?;
+                self.a.test(eax, eax)?;
+                self.a.je(skip)?;
+                self.a.vmovd(eax, XMM[d])?;
+                self.a.movsxd(rax, eax)?;
+                self.a.vbroadcastss(g, dword_ptr(base + rax * 4))?;
+                self.bind(&mut skip)?;
+                self.a.vmovaps(x, g)?;
+            }
+            Kind::Gid0 | Kind::Contig => {
+                self.a.vmovd(eax, XMM[d])?;
+                self.a.movsxd(rax, eax)?;
+                self.a.vmaskmovps(x, m, ymmword_ptr(base + rax * 4))?;
+            }
+            Kind::Div => {
+                self.a.vpxor(g, g, g)?;
+                self.a.vgatherdps_3(g, ymmword_ptr(base + x * 4), m)?;
+                self.a.vmovaps(x, g)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `buf[index] = value` in the active lanes.
+    pub(super) fn store(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
+        let t = self.buf_of(buf, value.ty())?;
+        if self.kind(index) == Kind::Gid0 {
+            return self.store_gid0(t, value);
+        }
+        let signed = Self::index_type(index)?;
+        let kind = self.kind(index);
+        self.expr_top(value, 0)?;
+        if 1 + self.need(index).max(3) > super::TEMPS {
+            return no("an index needing more than 7 registers");
+        }
+        self.expr(index, 1)?;
+        self.active(2)?;
+        self.check(1, 2, 3, t, "store", signed)?;
+        let base = self.base(t)?;
+        if kind == Kind::Contig {
+            self.a.vmovd(eax, xmm1)?;
+            self.a.movsxd(rax, eax)?;
+            self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
+            return Ok(());
+        }
+        // Per-lane stores in lane order: where lanes collide, the last work-item wins, as
+        // in the interpreter.
+        self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
+        self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
+        self.a.vmovmskps(eax, ymm2)?;
+        for lane in 0..8 {
+            let mut skip = self.a.create_label();
+            self.a.test(eax, 1 << lane)?;
+            self.a.je(skip)?;
+            self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
+            self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
+            self.a.mov(dword_ptr(base + r10 * 4), r11d)?;
+            self.bind(&mut skip)?;
+        }
+        Ok(())
+    }
+
+    /// A store at exactly `global_id(0)`: unchecked (the driver checks the span), masked
+    /// when not every lane is active.
+    fn store_gid0(&mut self, t: u32, value: &Expr) -> R<()> {
+        let r = match self.src_if_reg(value) {
+            Some(r) => r,
+            None => {
+                self.expr_top(value, 0)?;
+                0
+            }
+        };
+        let m = self.element(t)?;
+        if self.mask.is_none() && !self.may_fault {
+            self.a.vmovups(m, YMM[r])?;
+        } else {
+            let k = if r == 1 { 2 } else { 1 };
+            self.active(k)?;
+            self.a.vmaskmovps(m, YMM[k], YMM[r])?;
+        }
+        Ok(())
+    }
+
+    /// The register `e` already lives in, if it is a `let` in a register or `global_id(0)`.
+    fn src_if_reg(&self, e: &Expr) -> Option<usize> {
+        match e.node() {
+            kiln_ir::ExprNode::Var(v) => match self.find(v.name()) {
+                Some(b) => match b.loc {
+                    super::Loc::Reg(r) => Some(r),
+                    super::Loc::Slot(_) => None,
+                },
+                None => None,
+            },
+            kiln_ir::ExprNode::Builtin { kind: kiln_ir::Builtin::GlobalId, dim: 0 } => {
+                Some(super::GID)
+            }
+            _ => None,
+        }
+    }
+}

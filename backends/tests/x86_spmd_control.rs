@@ -1,0 +1,444 @@
+//! The x86 JIT's 8-lane code beyond elementwise kernels — loops (uniform and divergent),
+//! `var`s, gathers, contiguous neighbour accesses, per-lane scatters, ids of other
+//! dimensions — against its scalar code and the interpreter, errors compared word for
+//! word: hand cases (the 2-D stencil example, faults in several lanes, a bad `for` step,
+//! the loop limit) and random kernels with loops, branches and indirect accesses. Also
+//! which kernels get vector code, so a fall back to the scalar code is caught.
+#![cfg(target_arch = "x86_64")]
+
+use kiln_backends::x86::{compile, X86Options, X86RunOptions};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::testing::results_match;
+use kiln_ir::{Kernel, Scalar};
+use proptest::prelude::*;
+
+fn kernel(src: &str) -> Kernel {
+    kiln_ir::parse_module(src).unwrap_or_else(|e| panic!("{e:?}\n{src}")).kernels[0].clone()
+}
+
+fn avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Runs `k` on the interpreter, the scalar code and the vector code; results and errors
+/// (kernel, work-item, message) must be the same. Buffers are compared only when the
+/// interpreter succeeds (after an error they are unspecified). Returns whether the kernel
+/// has vector code.
+fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
+    let mut want = bufs.to_vec();
+    let want_r = run(k, range, args, &mut want);
+    let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
+    let mut has = false;
+    for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
+        let vector = compile(k, &opts).unwrap();
+        has |= vector.has_spmd();
+        for p in [&scalar, &vector] {
+            let mut got = bufs.to_vec();
+            let r = p.run(range, args, &mut got);
+            assert_eq!(want_r, r, "\n{k}\n{}", p.disassemble());
+            if want_r.is_ok() {
+                if let Err(m) = results_match(&want, &got) {
+                    panic!("{m}\n{k}\n{}", p.disassemble());
+                }
+            }
+        }
+    }
+    has
+}
+
+fn f32s(n: usize, seed: u32) -> Buffer {
+    Buffer::from_slice(
+        &(0..n as u32).map(|i| ((i * 7 + seed) % 23) as f32 * 0.37 - 3.0).collect::<Vec<_>>(),
+    )
+}
+
+#[test]
+fn stencil_example_runs_on_the_lanes() {
+    let k = kiln_ir::parse_module(include_str!("../../examples/stencil2d.kir")).unwrap().kernels[0]
+        .clone();
+    for (w, h, lw) in [(64u32, 12u32, 32u32), (40, 7, 8), (37, 5, 37)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(w), Arg::scalar(h)];
+        let bufs = [f32s((w * h) as usize, 3), Buffer::zeroed(Scalar::F32, (w * h) as usize)];
+        let r = NdRange::new(&[w, h]).with_local(&[lw, 1]);
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{w}x{h}");
+    }
+    // The grid past the buffers: out-of-bounds errors in the middle of a batch.
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(64u32), Arg::scalar(12u32)];
+    let bufs = [f32s(64 * 12 - 3, 3), Buffer::zeroed(Scalar::F32, 64 * 12)];
+    three_ways(&k, &NdRange::new(&[64, 12]).with_local(&[16, 2]), &args, &bufs);
+}
+
+#[test]
+fn loops_run_on_the_lanes() {
+    let r = NdRange::new(&[96]).with_local(&[32]);
+    let kernels = [
+        // Signed shifts by per-lane counts (taken modulo 32), in a uniform loop.
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var v: i32 = 0i32 - 1000i32;
+           for j: i32 in 0i32 .. 40i32 step 7i32 {
+             v = (v >> (j - 3i32)) ^ (v << 2i32);
+           }
+           if v > 0i32 { o[i] = a[i & 63u32]; } else { o[i] = 2.0; }
+         }",
+        // A uniform `for` with a uniform `var` accumulator and a divergent one.
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var acc: f32 = 0.0;
+           var c: u32 = 0u32;
+           for j: u32 in 0 .. n step 2 {
+             acc = acc + a[(i + j) & 63u32];
+             c = c + j;
+           }
+           o[i] = acc + a[c & 63u32];
+         }",
+        // A divergent `while` (different trip counts per lane) with a divergent `if`.
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var x: u32 = i * 2654435761u32;
+           var steps: u32 = 0u32;
+           while (x & 7u32) != 0u32 && steps < n {
+             if (x & 1u32) == 1u32 { x = x * 3u32 + 1u32; } else { x = x ^ ((x << 3u32) >> (steps + 30u32)); }
+             steps = steps + 1u32;
+           }
+           o[i] = a[steps & 63u32] + 1.0;
+         }",
+        // A signed `for` with negative bounds and a uniform `while` inside.
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var s: f32 = a[i & 63u32];
+           for j: i32 in -5i32 .. 7i32 step 3i32 {
+             var t: u32 = 0u32;
+             while t < 3u32 { s = s * 0.5 + 1.0; t = t + 1u32; }
+             if s > 1.5 { s = s - 0.25; }
+           }
+           o[i] = s;
+         }",
+    ];
+    for src in kernels {
+        let k = kernel(src);
+        for n in [0u32, 1, 9] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 96), f32s(64, 1)];
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{k}");
+        }
+    }
+}
+
+#[test]
+fn gathers_scatters_and_faults_agree() {
+    let r = NdRange::new(&[64]).with_local(&[16]);
+    // A permutation through an index buffer (gather and scatter).
+    let k = kernel(
+        "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, idx: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           let j: u32 = idx[i];
+           o[j] = a[j] * 2i32 + a[(j + 3u32) & 63u32];
+         }",
+    );
+    let perm: Vec<u32> = (0..64u32).map(|i| (i * 37 + 11) % 64).collect();
+    let a = Buffer::from_slice(&(0..64).map(|i| i * 5 - 100).collect::<Vec<i32>>());
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+    let bufs = [Buffer::zeroed(Scalar::I32, 64), a.clone(), Buffer::from_slice(&perm)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    // Lanes storing to the same element: the last work-item wins, as in the interpreter.
+    let same: Vec<u32> = (0..64u32).map(|i| i / 16).collect();
+    three_ways(
+        &k,
+        &r,
+        &args,
+        &[Buffer::zeroed(Scalar::I32, 64), a.clone(), Buffer::from_slice(&same)],
+    );
+    // Faults: lane 5 of a batch faults at the scatter, lane 2 earlier at the load; the
+    // interpreter reports lane 2. Then a lone fault in the last lane of the launch.
+    for (lane, bad) in [(2usize, 1000u32), (5, 64), (63, 4096)] {
+        let mut ix = perm.clone();
+        ix[lane] = bad;
+        if lane == 5 {
+            ix[2] = 100;
+        }
+        let bufs = [Buffer::zeroed(Scalar::I32, 64), a.clone(), Buffer::from_slice(&ix)];
+        three_ways(&k, &r, &args, &bufs);
+    }
+    // Ranged arguments (a window of a bigger buffer): gathers, scatters and faults count
+    // from the window's start, and errors name it as the interpreter does.
+    for (off, len, bad) in [(5usize, 64usize, None), (3, 64, Some(9usize)), (0, 60, None)] {
+        let mut ix = perm.clone();
+        if let Some(at) = bad {
+            ix[at] = 70;
+        }
+        let args = [
+            Arg::Range { buffer: 0, offset: off, len },
+            Arg::Range { buffer: 1, offset: 2, len: 64 },
+            Arg::Buffer(2),
+        ];
+        let big = Buffer::from_slice(&(0..70).map(|i| i * 3 - 50).collect::<Vec<i32>>());
+        let bufs = [Buffer::zeroed(Scalar::I32, 70), big, Buffer::from_slice(&ix)];
+        three_ways(&k, &r, &args, &bufs);
+    }
+    // A signed index: a negative one is reported as negative.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, ix: ptr<global, i32>, s: i32) {
+           let i: i32 = ix[global_id(0)];
+           o[global_id(0)] = a[i + s] + a[s];
+         }",
+    );
+    let ix = Buffer::from_slice(&(0..64).map(|i| (i * 13) % 64).collect::<Vec<i32>>());
+    for s in [0i32, -3, 5] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(s)];
+        let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(64, 2), ix.clone()];
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    }
+}
+
+#[test]
+fn for_step_errors_and_limits() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, n: u32, s: i32) {
+           let i: u32 = global_id(0);
+           if i > 3u32 {
+             for j: i32 in 0i32 .. 10i32 step s { o[i] = o[i] + 1u32; }
+           }
+           var x: u32 = i + n;
+           var c: u32 = 0u32;
+           while x != 0u32 { x = x & (x - 1u32); c = c + 1u32; }
+           o[i] = c;
+         }",
+    );
+    let r = NdRange::new(&[32]).with_local(&[16]);
+    for (n, s) in [(0u32, 1i32), (0, 0), (0, -2), (1u32 << 31, 3)] {
+        let args = [Arg::Buffer(0), Arg::scalar(n), Arg::scalar(s)];
+        three_ways(&k, &r, &args, &[Buffer::zeroed(Scalar::U32, 32)]);
+    }
+    // A loop that never ends (n = 0 for odd i) stops at the iteration limit on both codes.
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, n: u32) {
+           var x: u32 = global_id(0);
+           while x != 0u32 { x = x + n; }
+           o[global_id(0)] = x;
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::scalar(0u32)];
+    let opts = X86RunOptions { max_loop_iterations: Some(10_000), ..X86RunOptions::default() };
+    for scalar in [true, false] {
+        let p = compile(&k, &X86Options { scalar, ..X86Options::default() }).unwrap();
+        let mut bufs = [Buffer::zeroed(Scalar::U32, 32)];
+        let e = p.run_with(&r, &args, &mut bufs, &opts).unwrap_err();
+        assert!(e.message.contains("loop iteration limit"), "{e}");
+    }
+}
+
+#[test]
+fn barriers_and_local_memory_run_on_the_lanes() {
+    let k = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap().kernels[0]
+        .clone();
+    for (n, global) in [(256u32, 256u32), (200, 256), (64, 64)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [f32s(global as usize, 4), Buffer::zeroed(Scalar::F32, (global / 64) as usize)];
+        let r = NdRange::new(&[global]).with_local(&[64]);
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    }
+    // A 2-D group, a barrier in a uniform loop, a uniform branch around a barrier that
+    // differs between rows (barrier divergence, reported as the interpreter does), and a
+    // local out-of-bounds access.
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, m: u32) {
+           local t: u32[64];
+           let x: u32 = local_id(0);
+           let y: u32 = local_id(1);
+           let me: u32 = y * 16u32 + x;
+           t[me] = me * 3u32;
+           for r: u32 in 0u32 .. 3u32 {
+             barrier(local);
+             let v: u32 = t[(me + r + 1u32) & 63u32];
+             barrier(local);
+             t[me] = v + t[me];
+           }
+           barrier(local);
+           if y < m { barrier(local); }
+           o[global_id(1) * 16u32 + global_id(0)] = t[(me * 5u32) & 63u32] + t[me + m * 60u32];
+         }",
+    );
+    // Rows disagree about a barrier and a later row faults after its first lanes finished:
+    // the interpreter reports the divergence it meets first.
+    let k2 = kernel(
+        "kernel k(o: ptr<global, u32>, ix: ptr<global, u32>) {
+           if global_id(1) == 0u32 { barrier(local); }
+           o[ix[global_id(1) * 8u32 + global_id(0)]] = 1u32;
+         }",
+    );
+    for bad in [10usize, 8, 3] {
+        let mut ix: Vec<u32> = (0..16).collect();
+        ix[bad] = 99;
+        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::from_slice(&ix)];
+        let r = NdRange::new(&[8, 2]).with_local(&[8, 2]);
+        assert_eq!(three_ways(&k2, &r, &[Arg::Buffer(0), Arg::Buffer(1)], &bufs), avx2());
+    }
+    for m in [0u32, 4, 2, 1] {
+        let args = [Arg::Buffer(0), Arg::scalar(m)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 16 * 8)];
+        let r = NdRange::new(&[16, 8]).with_local(&[16, 4]);
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "m = {m}");
+    }
+}
+
+#[test]
+fn hoisting_shadowing_divisions_and_local_arrays_without_barriers() {
+    let r = NdRange::new(&[128]).with_local(&[16]);
+    let kernels = [
+        // A let of a divergent let is not hoisted; a uniform division (by zero for n = 5).
+        "kernel k(o: ptr<global, u32>, n: u32) {
+           let a0: u32 = n * 2u32;
+           let a: u32 = global_id(0) + a0;
+           let b: u32 = a * 3u32;
+           o[global_id(0)] = (b >> 1u32) + a0 / (n - 5u32);
+         }",
+        // A local array without barriers or local ids: it starts zeroed in every group.
+        // (One work-item per group touches it: no race.)
+        "kernel k(o: ptr<global, u32>, n: u32) {
+           local t: u32[4];
+           if (global_id(0) & 15u32) == (n & 7u32) {
+             t[n & 3u32] = t[n & 3u32] + global_id(0);
+             o[global_id(0)] = t[n & 3u32] + t[2];
+           }
+         }",
+    ];
+    for src in kernels {
+        let k = kernel(src);
+        for n in [5u32, 6, 1] {
+            let args = [Arg::Buffer(0), Arg::scalar(n)];
+            assert_eq!(three_ways(&k, &r, &args, &[Buffer::zeroed(Scalar::U32, 128)]), avx2());
+        }
+    }
+}
+
+#[test]
+fn which_kernels_have_vector_code() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    let examples = [
+        (include_str!("../../examples/stencil2d.kir"), true),
+        (include_str!("../../examples/reduce.kir"), true),
+    ];
+    for (src, want) in examples {
+        let k = kiln_ir::parse_module(src).unwrap().kernels[0].clone();
+        // As written and after `-O` (what the devices and the benchmark build).
+        for optimize in [false, true] {
+            let p = compile(&k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+            let d = p.disassemble();
+            assert_eq!(p.has_spmd(), want, "{}", &d[d.find("; no 8-lane").unwrap_or(0)..]);
+        }
+    }
+    // And the launches run on the lanes: every group of these launches (2-D rows of 64,
+    // groups of 64 with barriers, a loop kernel) is counted.
+    let stencil = kiln_ir::parse_module(include_str!("../../examples/stencil2d.kir")).unwrap();
+    let reduce = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap();
+    let looped = kernel(
+        "kernel k(o: ptr<global, f32>, n: u32) {
+           var s: f32 = 0.0;
+           for j: u32 in 0u32 .. n { s = s + 0.5; }
+           while s > 1.0 { s = s - 0.75; }
+           o[global_id(0)] = s;
+         }",
+    );
+    /// (kernel, range, arguments, buffers, groups expected on the lanes)
+    type Case<'a> = (&'a Kernel, NdRange, Vec<Arg>, Vec<Buffer>, u64);
+    let cases: [Case; 3] = [
+        (
+            &stencil.kernels[0],
+            NdRange::new(&[128, 4]).with_local(&[64, 1]),
+            vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(128u32), Arg::scalar(4u32)],
+            vec![f32s(512, 1), Buffer::zeroed(Scalar::F32, 512)],
+            8,
+        ),
+        (
+            &reduce.kernels[0],
+            NdRange::new(&[256]).with_local(&[64]),
+            vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(256u32)],
+            vec![f32s(256, 1), Buffer::zeroed(Scalar::F32, 4)],
+            4,
+        ),
+        (
+            &looped,
+            NdRange::new(&[64]).with_local(&[16]),
+            vec![Arg::Buffer(0), Arg::scalar(7u32)],
+            vec![Buffer::zeroed(Scalar::F32, 64)],
+            4,
+        ),
+    ];
+    for (k, range, args, bufs, groups) in cases {
+        for optimize in [false, true] {
+            let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+            let before = kiln_backends::x86::lane_groups_on_this_thread();
+            p.run(&range, &args, &mut bufs.clone()).unwrap();
+            let ran = kiln_backends::x86::lane_groups_on_this_thread() - before;
+            assert_eq!(ran, groups, "groups on the lanes\n{k}");
+        }
+    }
+}
+
+/// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`
+/// only inside the loop.
+fn arb_index(in_loop: bool) -> BoxedStrategy<String> {
+    let j = if in_loop { "(i + j)" } else { "(i + n)" };
+    prop::sample::select(vec![
+        j,
+        "i",
+        "(i + 1u32)",
+        "(i - 2u32)",
+        "x",
+        "(x & 31u32)",
+        "ix[i]",
+        "ix[i & 15u32]",
+        "(i * 3u32)",
+        "n",
+        "(ix[x & 63u32] + 2u32)",
+    ])
+    .prop_map(String::from)
+    .boxed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    #[test]
+    fn random_control_kernels_agree(
+        i1 in arb_index(false), i2 in arb_index(false), i3 in arb_index(true), i4 in arb_index(false),
+        trips in 0u32..5,
+        uniform_loop in any::<bool>(),
+        n in prop::sample::select(vec![0u32, 3, 40, 63, 64, 1000]),
+        local in prop::sample::select(vec![8u32, 16, 32, 64]),
+        rot in 0u32..9,
+    ) {
+        let cond = if uniform_loop { "t < n" } else { "t < (x & 3u32) + n" };
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, ix: ptr<global, u32>, n: u32) {{
+               local sh: f32[64];
+               let i: u32 = global_id(0);
+               let l: u32 = local_id(0);
+               var x: u32 = i ^ 5u32;
+               x = ix[{i1}];
+               var acc: f32 = a[{i2}];
+               sh[l] = acc;
+               barrier(local);
+               acc = acc + sh[(l + {rot}u32) & (local_size(0) - 1u32)];
+               for j: u32 in 0u32 .. {trips}u32 {{
+                 var t: u32 = 0u32;
+                 while {cond} && t < 4u32 {{
+                   if (x & 1u32) == 0u32 {{ acc = acc + a[{i3}]; }} else {{ x = x + 7u32; }}
+                   t = t + 1u32;
+                 }}
+                 x = x * 5u32 + j;
+               }}
+               if acc > 0.0 {{ o[{i4}] = acc; }}
+             }}"
+        ));
+        let ix: Vec<u32> = (0..64u32).map(|i| (i * 29 + 3) % 70).collect();
+        let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(64, 5), Buffer::from_slice(&ix)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n)];
+        let has = three_ways(&k, &NdRange::new(&[64]).with_local(&[local]), &args, &bufs);
+        prop_assert_eq!(has, avx2());
+    }
+}
