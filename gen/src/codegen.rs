@@ -136,6 +136,21 @@ struct TileCopy {
     store: StoreFn,
 }
 
+impl TileCopy {
+    /// A copy of vectors (`load` is a `vload`), zero where `cond` fails.
+    fn vector(
+        pre: Vec<Stmt>,
+        cond: Option<Expr>,
+        load: Expr,
+        total: i64,
+        store: StoreFn,
+    ) -> TileCopy {
+        let ty = load.ty();
+        let zero = Expr::f32(0.0).broadcast(ty.lanes());
+        TileCopy { pre, cond, value: load, ty, zero, total, store }
+    }
+}
+
 struct Gen<'a> {
     v: &'a GemmViews,
     cfg: GemmConfig,
@@ -336,15 +351,14 @@ impl Gen<'_> {
         let cond = self.edges(&ix::add(mn0, &r), mn_size, rows, &kidx);
         let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r));
         let dst = dst.clone();
-        Some(TileCopy {
+        let store: StoreFn = Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]);
+        Some(TileCopy::vector(
             pre,
             cond,
-            value: Expr::vload(buf, acc.offset, w as u8),
-            ty: Type::vector(Scalar::F32, w as u8),
-            zero: Expr::f32(0.0).broadcast(w as u8),
-            total: rows * bk / w,
-            store: Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]),
-        })
+            Expr::vload(buf, acc.offset, w as u8),
+            rows * bk / w,
+            store,
+        ))
     }
 
     /// The copy with `vec`-lane vector loads along K (a row-major A, a column-major B),
@@ -392,20 +406,19 @@ impl Gen<'_> {
         };
         let ats: Vec<Expr> = (0..w).map(at).collect();
         let dst = dst.clone();
-        Some(TileCopy {
+        let store: StoreFn = Box::new(move |v| {
+            ats.iter()
+                .enumerate()
+                .map(|(j, a)| Stmt::store(&dst, a.clone(), v.extract(j as u8)))
+                .collect()
+        });
+        Some(TileCopy::vector(
             pre,
             cond,
-            value: Expr::vload(buf, acc.offset, w as u8),
-            ty: Type::vector(Scalar::F32, w as u8),
-            zero: Expr::f32(0.0).broadcast(w as u8),
-            total: rows * bk / w,
-            store: Box::new(move |v| {
-                ats.iter()
-                    .enumerate()
-                    .map(|(j, a)| Stmt::store(&dst, a.clone(), v.extract(j as u8)))
-                    .collect()
-            }),
-        })
+            Expr::vload(buf, acc.offset, w as u8),
+            rows * bk / w,
+            store,
+        ))
     }
 
     /// Register-block rows (or columns) of `t` lanes come in groups of `gw` contiguous
