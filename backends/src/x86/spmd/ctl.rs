@@ -55,10 +55,7 @@ impl V {
             // Every lane agrees: an ordinary branch on lane 0.
             let mut els = self.a.create_label();
             let mut end = self.a.create_label();
-            self.cond_top(cond, 0)?;
-            self.a.vmovmskps(eax, ymm0)?;
-            self.a.test(eax, 1)?;
-            self.a.je(els)?;
+            self.uniform_jump_unless(cond, els)?;
             self.block(then)?;
             self.a.jmp(end)?;
             self.bind(&mut els)?;
@@ -109,10 +106,7 @@ impl V {
         let mut exit = self.a.create_label();
         if self.uniform_cond(cond) {
             self.bind(&mut top)?;
-            self.cond_top(cond, 0)?;
-            self.a.vmovmskps(eax, ymm0)?;
-            self.a.test(eax, 1)?;
-            self.a.je(exit)?;
+            self.uniform_jump_unless(cond, exit)?;
             self.exit_if_none_active(exit)?;
             self.block(body)?;
             self.back_edge()?;
@@ -172,12 +166,11 @@ impl V {
             return no(format!("`for {}` over {}", var.name(), var.ty()));
         }
         let signed = var.ty().scalar().is_some_and(Scalar::is_signed);
-        let (cnt, end, inc, val) = (self.slot(), self.slot(), self.slot(), self.slot());
+        let (cnt, end, inc) = (self.slot(), self.slot(), self.slot());
         let mut exit = self.a.create_label();
         let mut top = self.a.create_label();
         for (e, off) in [(lo, cnt), (hi, end), (step, inc)] {
-            self.expr_top(e, 0)?;
-            self.a.vmovd(eax, xmm0)?;
+            self.uniform_to_eax(e)?;
             if signed {
                 self.a.movsxd(rax, eax)?;
             }
@@ -192,6 +185,9 @@ impl V {
         } else {
             self.a.jne(ok)?;
         }
+        // The fault report reads the step from the lanes of ymm0.
+        self.a.vmovd(xmm0, eax)?;
+        self.a.vpbroadcastd(ymm0, xmm0)?;
         self.active(1)?;
         self.a.vptest(ymm1, ymm1)?;
         self.a.je(exit)?;
@@ -207,12 +203,11 @@ impl V {
         } else {
             self.a.jae(exit)?;
         }
-        self.a.vmovd(xmm0, eax)?;
-        self.a.vpbroadcastd(ymm0, xmm0)?;
-        self.a.vmovups(ymmword_ptr(r15 + val), ymm0)?;
         self.exit_if_none_active(exit)?;
+        // The counter's low dword is the variable's value (in range: below `hi`), read
+        // by scalar code and broadcast only where it meets lanes.
         let name = var.name().to_string();
-        self.lets.push(Bound { name, loc: Loc::Slot(val), kind: Kind::Uniform, decl: None });
+        self.lets.push(Bound { name, loc: Loc::Scalar(cnt), kind: Kind::Uniform, decl: None });
         self.block(body)?;
         self.lets.pop();
         self.a.mov(rax, qword_ptr(r15 + inc))?;

@@ -63,6 +63,7 @@
 mod ctl;
 mod expr;
 mod mem;
+mod scalar;
 mod uniform;
 
 use std::collections::HashSet;
@@ -143,8 +144,13 @@ pub(crate) const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
 /// Where a `let` or `var` lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Loc {
+    /// A `let` register.
     Reg(usize),
+    /// A 32-byte slot of the vector frame.
     Slot(i32),
+    /// A batch-uniform `i32`/`u32` value in the dword at this vector frame offset,
+    /// computed and read by scalar (GPR) code (see `scalar.rs`).
+    Scalar(i32),
 }
 
 /// What is known about a value's lanes.
@@ -531,6 +537,14 @@ impl V {
         if !lane_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
+        if kind == Kind::Uniform && scalar::int_type(var.ty()) && self.gpr_ok(value) {
+            // Uniform index arithmetic stays scalar.
+            self.gpr(value)?;
+            let off = self.slot();
+            self.a.mov(dword_ptr(r15 + off), eax)?;
+            self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None });
+            return Ok(Loc::Scalar(off));
+        }
         self.expr_top(value, 0)?;
         let loc = if LET_REGS.contains(&self.next_reg) {
             self.next_reg += 1;
@@ -593,11 +607,19 @@ impl V {
                     return no(format!("`{}` has type {}", var.name(), var.ty()));
                 }
                 let kind = self.var_kind(var, init)?;
-                self.expr_top(init, 0)?;
                 let off = self.slot();
-                self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+                let loc = if kind == Kind::Uniform && scalar::int_type(var.ty()) {
+                    // Every assignment is uniform too (see uniform.rs): a scalar variable.
+                    self.uniform_to_eax(init)?;
+                    self.a.mov(dword_ptr(r15 + off), eax)?;
+                    Loc::Scalar(off)
+                } else {
+                    self.expr_top(init, 0)?;
+                    self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+                    Loc::Slot(off)
+                };
                 let name = var.name().to_string();
-                self.lets.push(Bound { name, loc: Loc::Slot(off), kind, decl: Some(self.dctl) });
+                self.lets.push(Bound { name, loc, kind, decl: Some(self.dctl) });
             }
             StmtNode::Assign { var, value } => self.assign(var, value)?,
             StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,
@@ -641,12 +663,22 @@ impl V {
         let Some(b) = self.find(var.name()) else {
             return no(format!("`{}` is not a variable here", var.name()));
         };
-        let (Loc::Slot(off), kind, decl) = (b.loc, b.kind, b.decl) else {
+        let (loc, kind, decl) = (b.loc, b.kind, b.decl);
+        if decl.is_none() {
             return no(format!("`{}` is not a variable here", var.name()));
-        };
+        }
         if kind == Kind::Uniform && (decl != Some(self.dctl) || self.kind(value) != Kind::Uniform) {
             return no(format!("internal: `{}` is not uniform", var.name()));
         }
+        let off = match loc {
+            Loc::Slot(off) => off,
+            Loc::Scalar(off) => {
+                self.uniform_to_eax(value)?;
+                self.a.mov(dword_ptr(r15 + off), eax)?;
+                return Ok(());
+            }
+            Loc::Reg(_) => return no(format!("`{}` is not a variable here", var.name())),
+        };
         self.expr_top(value, 0)?;
         match self.mask {
             // A uniform variable's lanes all take the value (see uniform.rs).
