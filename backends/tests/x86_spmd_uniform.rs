@@ -49,7 +49,8 @@ fn vector_listing(k: &Kernel) -> Vec<String> {
     let p = compile(k, &X86Options::default()).unwrap();
     assert!(p.has_spmd(), "{}", p.disassemble());
     let text = p.disassemble();
-    let start = text.find("8-lane").unwrap_or_else(|| panic!("no 8-lane code:\n{text}"));
+    let start =
+        text.find("; 8-lane AVX2 code").unwrap_or_else(|| panic!("no 8-lane code:\n{text}"));
     text[start..]
         .lines()
         .map(|l| l.trim().split_once("  ").map_or(l.trim(), |(_, ins)| ins.trim()).to_string())
@@ -108,9 +109,24 @@ fn arb_uniform(depth: u32, with_q: bool, t: &'static str) -> BoxedStrategy<Strin
         leaves.push("(0i32 - 5i32)".into());
     }
     let leaf = prop::sample::select(leaves);
-    leaf.prop_recursive(depth, 16, 2, |inner| {
-        (inner.clone(), prop::sample::select(vec!["+", "-", "*", "&", "|", "^"]), inner)
-            .prop_map(|(a, op, b)| format!("({a} {op} {b})"))
+    // Division and remainder by constants that cannot fault (-2 and 7 for i32: negative
+    // and odd divisors truncate toward zero).
+    let divisors: Vec<String> = if t == "u32" {
+        vec!["2u32".into(), "7u32".into(), "4294967295u32".into()]
+    } else {
+        vec!["2i32".into(), "7i32".into(), "-2i32".into()]
+    };
+    leaf.prop_recursive(depth, 16, 2, move |inner| {
+        prop_oneof![
+            (
+                inner.clone(),
+                prop::sample::select(vec!["+", "-", "*", "&", "|", "^"]),
+                inner.clone()
+            )
+                .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (inner, prop::sample::select(vec!["/", "%"]), prop::sample::select(divisors.clone()))
+                .prop_map(|(a, op, d)| format!("({a} {op} {d})")),
+        ]
     })
     .boxed()
 }

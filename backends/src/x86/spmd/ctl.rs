@@ -207,7 +207,8 @@ impl V {
         // The counter's low dword is the variable's value (in range: below `hi`), read
         // by scalar code and broadcast only where it meets lanes.
         let name = var.name().to_string();
-        self.lets.push(Bound { name, loc: Loc::Scalar(cnt), kind: Kind::Uniform, decl: None });
+        let (loc, dword) = (Loc::Scalar(cnt), Some(cnt));
+        self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None, dword });
         self.block(body)?;
         self.lets.pop();
         self.a.mov(rax, qword_ptr(r15 + inc))?;

@@ -10,6 +10,17 @@ use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
 use crate::x86::gen::Site;
 use crate::x86::rt;
 
+/// True if `e` has an integer `/` or `%` (which the GPR code does by a constant, the lane
+/// code only for u32 uniform values).
+fn has_div(e: &Expr) -> bool {
+    match e.node() {
+        ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
+        ExprNode::Binary { a, b, .. } => has_div(a) || has_div(b),
+        ExprNode::Unary { a, .. } => has_div(a),
+        _ => desugar(e).is_some_and(|d| has_div(&d)),
+    }
+}
+
 /// The context field of a built-in's dimension 0 (dimension `d` is `8 * d` further).
 pub(super) fn builtin_field(kind: Builtin) -> i32 {
     match kind {
@@ -212,8 +223,12 @@ impl V {
         }
         match e.node() {
             ExprNode::Imm(_) => true,
+            // (In the loop body a uniform `let` already in lanes counts too: what matters
+            // there is that its lanes need no broadcast.)
             ExprNode::Var(v) => match self.find(v.name()) {
-                Some(b) => b.kind == Kind::Uniform && b.decl.is_none(),
+                Some(b) => {
+                    b.kind == Kind::Uniform && b.decl.is_none() && !matches!(b.loc, Loc::Scalar(_))
+                }
                 None => self.param(v).is_some(),
             },
             ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
@@ -349,8 +364,10 @@ impl V {
                     return Ok(());
                 }
             }
-            ExprNode::Binary { .. } if self.gpr_ok(e) => {
-                // Uniform index arithmetic: computed once in a GPR, then broadcast.
+            ExprNode::Binary { .. } if self.gpr_ok(e) && !(self.invariant(e) && !has_div(e)) => {
+                // Uniform index arithmetic that changes within a call (loop counters,
+                // uniform `var`s): computed in a GPR, then broadcast. (Values fixed for the
+                // call take the lane code below, on operands broadcast once per call.)
                 self.gpr(e)?;
                 self.a.vmovd(XMM[d], eax)?;
                 self.a.vpbroadcastd(YMM[d], XMM[d])?;

@@ -174,6 +174,9 @@ struct Bound {
     kind: Kind,
     /// For `var`s, the divergent-control depth of the declaration.
     decl: Option<usize>,
+    /// A batch-uniform `i32`/`u32` value's dword in the vector frame, for scalar code
+    /// (`scalar.rs`); with `loc` a `Reg` or `Slot`, the value is also there in all lanes.
+    dword: Option<i32>,
 }
 
 /// Out-of-line code, emitted after the function.
@@ -207,7 +210,7 @@ struct V {
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
-    hoisted: Vec<(usize, Loc)>,
+    hoisted: Vec<(usize, Loc, Option<i32>)>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
     /// Divergent-control depth (divergent `if`s and `while`s around the code).
@@ -374,8 +377,8 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     for s in k.body().stmts() {
         let other = match s.node() {
             StmtNode::Let { var, value } if lane_type(var.ty()) && v.invariant(value) => {
-                let loc = v.bind_let(var, value, Kind::Uniform)?;
-                v.hoisted.push((s.addr(), loc));
+                let (loc, dword) = v.bind_let(var, value, Kind::Uniform, true)?;
+                v.hoisted.push((s.addr(), loc, dword));
                 None
             }
             StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => Some(var),
@@ -384,7 +387,8 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         };
         if let Some(var) = other {
             let name = var.name().to_string();
-            v.lets.push(Bound { name, loc: Loc::Slot(0), kind: Kind::Div, decl: Some(0) });
+            let loc = Loc::Slot(0);
+            v.lets.push(Bound { name, loc, kind: Kind::Div, decl: Some(0), dword: None });
         }
     }
     v.lets.clear();
@@ -528,24 +532,38 @@ impl V {
 
     /// Binds a `let` of `value` to a location (a free `let` register, else a slot) and
     /// computes it there; a `let` of `global_id(0)` is the lane-id register.
-    fn bind_let(&mut self, var: &Var, value: &kiln_ir::Expr, kind: Kind) -> R<Loc> {
+    fn bind_let(
+        &mut self,
+        var: &Var,
+        value: &kiln_ir::Expr,
+        kind: Kind,
+        hoisting: bool,
+    ) -> R<(Loc, Option<i32>)> {
         let name = var.name().to_string();
         if kind == Kind::Gid0 {
-            self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None });
-            return Ok(Loc::Reg(GID));
+            self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None, dword: None });
+            return Ok((Loc::Reg(GID), None));
         }
         if !lane_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
+        let mut dword = None;
         if kind == Kind::Uniform && scalar::int_type(var.ty()) && self.gpr_ok(value) {
-            // Uniform index arithmetic stays scalar.
+            // Uniform index arithmetic stays scalar, in a dword; it is broadcast too when
+            // that is cheap: into a free let register, or once per call (hoisted).
             self.gpr(value)?;
             let off = self.slot();
             self.a.mov(dword_ptr(r15 + off), eax)?;
-            self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None });
-            return Ok(Loc::Scalar(off));
+            dword = Some(off);
+            if !LET_REGS.contains(&self.next_reg) && !hoisting {
+                self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None, dword });
+                return Ok((Loc::Scalar(off), dword));
+            }
+            self.a.vmovd(xmm0, eax)?;
+            self.a.vpbroadcastd(ymm0, xmm0)?;
+        } else {
+            self.expr_top(value, 0)?;
         }
-        self.expr_top(value, 0)?;
         let loc = if LET_REGS.contains(&self.next_reg) {
             self.next_reg += 1;
             self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
@@ -555,8 +573,8 @@ impl V {
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
             Loc::Slot(off)
         };
-        self.lets.push(Bound { name, loc, kind, decl: None });
-        Ok(loc)
+        self.lets.push(Bound { name, loc, kind, decl: None, dword });
+        Ok((loc, dword))
     }
 
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
@@ -580,11 +598,12 @@ impl V {
     fn block(&mut self, stmts: &[Stmt]) -> R<()> {
         let (mark, regs) = (self.lets.len(), self.next_reg);
         for s in stmts {
-            if let Some(&(_, loc)) = self.hoisted.iter().find(|(a, _)| *a == s.addr()) {
+            if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 // Computed before the loop; in scope from here on.
                 if let StmtNode::Let { var, .. } = s.node() {
                     let name = var.name().to_string();
-                    self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None });
+                    let kind = Kind::Uniform;
+                    self.lets.push(Bound { name, loc, kind, decl: None, dword });
                 }
                 continue;
             }
@@ -600,7 +619,7 @@ impl V {
             StmtNode::Let { var, value } => {
                 // Pure, and its loads masked: computed in every lane.
                 let kind = self.kind(value);
-                self.bind_let(var, value, kind)?;
+                self.bind_let(var, value, kind, false)?;
             }
             StmtNode::Decl { var, init } => {
                 if !lane_type(var.ty()) {
@@ -619,7 +638,11 @@ impl V {
                     Loc::Slot(off)
                 };
                 let name = var.name().to_string();
-                self.lets.push(Bound { name, loc, kind, decl: Some(self.dctl) });
+                let dword = match loc {
+                    Loc::Scalar(off) => Some(off),
+                    _ => None,
+                };
+                self.lets.push(Bound { name, loc, kind, decl: Some(self.dctl), dword });
             }
             StmtNode::Assign { var, value } => self.assign(var, value)?,
             StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,

@@ -8,7 +8,9 @@
 //! one is it broadcast into a YMM register (`vpbroadcastd` from its dword), and a uniform
 //! branch tests a flag, not lane 0 of a mask.
 //!
-//! Exactness: `i32`/`u32` `+ - * & | ^` wrap at 32 bits in a GPR as in a lane, and
+//! Exactness: `i32`/`u32` `+ - * & | ^` wrap at 32 bits in a GPR as in a lane, `/` and
+//! `%` by a constant that cannot fault (not 0, for `i32` not -1) truncate as the
+//! interpreter's do (`div`/`idiv`), and
 //! comparisons use the signed or unsigned condition codes of the operands' type; the
 //! values have no loads (nothing here can fault), so computing them is pure.
 
@@ -16,7 +18,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Scalar, Type, UnOp};
 
 use super::expr::desugar;
-use super::{no, Kind, Loc, R, V};
+use super::{no, Kind, R, V};
 use crate::x86::rt;
 
 /// True for the 32-bit integer types a GPR holds here.
@@ -38,11 +40,14 @@ impl V {
         match e.node() {
             ExprNode::Imm(_) => true,
             ExprNode::Var(v) => match self.find(v.name()) {
-                Some(b) => matches!(b.loc, Loc::Scalar(_)) && b.kind == Kind::Uniform,
+                Some(b) => b.dword.is_some() && b.kind == Kind::Uniform,
                 None => self.param(v).is_some(),
             },
             ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } => {
+                safe_divisor(b).is_some() && self.gpr_ok(a)
+            }
             ExprNode::Binary { op, a, b } => {
                 matches!(
                     op,
@@ -52,6 +57,26 @@ impl V {
             }
             _ => false,
         }
+    }
+
+    /// `eax = eax / d` or `eax % d` for a [`safe_divisor`] `d` (`rdx` may hold a buffer
+    /// base: saved around the division).
+    fn gpr_div(&mut self, d: u32, rem: bool, signed: bool) -> R<()> {
+        let a = &mut self.a;
+        a.push(rdx)?;
+        a.mov(r10d, d)?;
+        if signed {
+            a.cdq()?;
+            a.idiv(r10d)?;
+        } else {
+            a.xor(edx, edx)?;
+            a.div(r10d)?;
+        }
+        if rem {
+            a.mov(eax, edx)?;
+        }
+        a.pop(rdx)?;
+        Ok(())
     }
 
     /// True if condition `e` is computable in a GPR: comparisons of [`V::gpr_ok`] values
@@ -77,9 +102,9 @@ impl V {
             ExprNode::Imm(i) => {
                 Leaf::Imm(rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32 as i32)
             }
-            ExprNode::Var(v) => match self.find(v.name()).map(|b| b.loc) {
-                Some(Loc::Scalar(off)) => Leaf::Mem(dword_ptr(r15 + off)),
-                Some(_) => return no(format!("internal: `{}` is not in a GPR", v.name())),
+            ExprNode::Var(v) => match self.find(v.name()).map(|b| b.dword) {
+                Some(Some(off)) => Leaf::Mem(dword_ptr(r15 + off)),
+                Some(None) => return no(format!("internal: `{}` is not in a GPR", v.name())),
                 None => match self.param(v) {
                     Some(slot) => Leaf::Mem(dword_ptr(r13 + slot)),
                     None => return no(format!("`{}` is not a value here", v.name())),
@@ -113,6 +138,13 @@ impl V {
         let ExprNode::Binary { op, a, b } = e.node() else {
             return no(format!("internal: `{e}` is not a GPR value"));
         };
+        if matches!(op, BinOp::Div | BinOp::Rem) {
+            let Some(d) = safe_divisor(b) else {
+                return no(format!("internal: `{e}` in a GPR"));
+            };
+            self.gpr(a)?;
+            return self.gpr_div(d, *op == BinOp::Rem, e.ty() == Type::I32);
+        }
         let leaf = match self.gpr_leaf_if(b)? {
             Some(l) => {
                 self.gpr(a)?;
@@ -236,6 +268,15 @@ impl V {
         self.a.vmovd(eax, xmm0)?;
         Ok(())
     }
+}
+
+/// The bits of constant divisor `b` if dividing by it can never fault: not 0, and for
+/// `i32` not -1 (`MIN / -1`). Other divisors take the lane code and its checks.
+fn safe_divisor(b: &Expr) -> Option<u32> {
+    let ExprNode::Imm(i) = b.node() else { return None };
+    let d = rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32;
+    let bad = d == 0 || (b.ty() == Type::I32 && d == u32::MAX);
+    (!bad).then_some(d)
 }
 
 /// A GPR instruction's second operand.
