@@ -195,3 +195,46 @@ proptest! {
         prop_assert_eq!(has, avx2());
     }
 }
+
+/// Kernels with barriers run a row's batches in one call per round: batches of one row
+/// that disagree about a barrier are reported as the interpreter reports them (at the first
+/// disagreeing work-item, before a later batch runs into a fault), and faults in later
+/// batches of a row are reported with their work-item.
+#[test]
+fn rows_of_batches_per_call_keep_the_interpreters_order() {
+    // Lane 0 of every batch bumps t[0] (in work-item order), then every batch branches
+    // on it uniformly: batch `stop_at` and later ones skip a barrier the others reach.
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, ix: ptr<global, u32>, stop_at: u32) {
+           local t: u32[64];
+           let l: u32 = local_id(0);
+           if (l & 7u32) == 0u32 { t[0] = t[0] + 1u32; }
+           if t[0] <= stop_at { barrier(local); t[l] = l; }
+           barrier(local);
+           o[ix[global_id(0)]] = t[l] + t[0];
+         }",
+    );
+    for (stop_at, bad) in
+        [(99u32, None), (1, None), (2, Some(20usize)), (99, Some(45)), (3, Some(3))]
+    {
+        let mut ix: Vec<u32> = (0..64).collect();
+        if let Some(b) = bad {
+            ix[b] = 1000;
+        }
+        let bufs = [Buffer::zeroed(Scalar::U32, 64), Buffer::from_slice(&ix)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(stop_at)];
+        for r in
+            [NdRange::new(&[64]).with_local(&[32]), NdRange::new(&[32, 2]).with_local(&[16, 2])]
+        {
+            // The interpreter's verdict: divergence where batches disagree within the group.
+            let e = run(&k, &r, &args, &mut bufs.to_vec()).err().map(|e| e.message);
+            let diverges = stop_at < 99;
+            assert_eq!(
+                e.as_deref().is_some_and(|m| m.contains("barrier divergence")),
+                diverges,
+                "{e:?}"
+            );
+            assert!(three_ways(&k, &r, &args, &bufs) == avx2(), "stop_at {stop_at}, bad {bad:?}");
+        }
+    }
+}

@@ -26,11 +26,53 @@ impl V {
             self.a.jne(self.fault_exit)?;
         }
         self.a.mov(eax, k)?;
-        self.a.jmp(self.ret)?;
+        self.a.jmp(self.next_batch)?;
         let Some(&(mut l)) = self.resumes.get(k as usize - 1) else {
             return no("internal: more barriers than counted");
         };
         self.bind(&mut l)
+    }
+
+    /// The hand-over between the batches of a call with barriers (one call runs a round
+    /// of a whole row): the stopped batch's stop (`rax`) must be the round's (`[rbp-48]`,
+    /// set by the first batch when the driver passed none), else the call returns
+    /// [`super::STOP_DIVERGE`] with the batch's first `global_id(0)` in the context, so
+    /// that no later batch runs (the interpreter reports the first divergent work-item
+    /// before running on). Otherwise the next batch's frame follows this one's and the
+    /// call goes on at `dispatch`, until the span's end: then it returns the round's stop.
+    pub(super) fn next_batch_code(&mut self, dispatch: CodeLabel) -> R<()> {
+        let stride = self.next;
+        let mut next = self.next_batch;
+        let mut compare = self.a.create_label();
+        let mut advance = self.a.create_label();
+        let mut done = self.a.create_label();
+        let mut diverge = self.a.create_label();
+        let round = qword_ptr(rbp - 48);
+        self.bind(&mut next)?;
+        self.a.cmp(round, -1)?;
+        self.a.jne(compare)?;
+        self.a.mov(round, rax)?;
+        self.a.jmp(advance)?;
+        self.bind(&mut compare)?;
+        self.a.cmp(round, rax)?;
+        self.a.jne(diverge)?;
+        self.bind(&mut advance)?;
+        let end = super::END_SLOT;
+        self.a.mov(rax, qword_ptr(r15 + end))?;
+        self.a.add(rbx, 8)?;
+        self.a.cmp(rbx, rax)?;
+        self.a.jae(done)?;
+        self.a.add(r15, stride)?;
+        self.a.mov(qword_ptr(r15 + end), rax)?;
+        self.a.jmp(dispatch)?;
+        self.bind(&mut done)?;
+        self.a.mov(rax, round)?;
+        self.a.jmp(self.ret)?;
+        self.bind(&mut diverge)?;
+        self.a.mov(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rbx)?;
+        self.a.mov(rax, super::STOP_DIVERGE)?;
+        self.a.jmp(self.ret)?;
+        Ok(())
     }
 
     /// Counts one loop back-edge against the launch's budget (the helper applies the

@@ -140,6 +140,13 @@ const END_SLOT: i32 = 32;
 /// fifth slot after the end slot (alive mask, two spill slots and the faulting lane come
 /// first).
 pub(crate) const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
+/// A qword in the resume slot of a call's first frame: the stop every batch of the call
+/// must reach (as the group's first batch did this round), or `u64::MAX` when the call's
+/// first batch sets it (see `rounds.rs`).
+pub(crate) const ROUND_SLOT: i32 = RESUME_SLOT + 8;
+/// Returned when a batch stopped elsewhere than the round's stop (barrier divergence):
+/// the batch's first `global_id(0)` is in the context, its stop in its resume slot.
+pub(crate) const STOP_DIVERGE: u64 = u64::MAX - 1;
 
 /// Where a `let` or `var` lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,6 +238,9 @@ struct V {
     per_group: bool,
     /// The resume point after each barrier, and the slot saying where to resume.
     resumes: Vec<CodeLabel>,
+    /// Where a batch that stopped (at a barrier or the end, its stop in `eax`) hands over
+    /// to the next batch of the call (see `ctl.rs`).
+    next_batch: CodeLabel,
     resume: i32,
     /// Barriers generated so far.
     barriers: u32,
@@ -264,6 +274,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     let fault_exit = a.create_label();
     let n_barriers = super::gen::count_barriers(k.body());
     let resumes = (0..n_barriers).map(|_| a.create_label()).collect();
+    let next_batch = a.create_label();
     let mut v = V {
         a,
         lets: Vec::new(),
@@ -291,6 +302,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         fault_exit,
         per_group: false,
         resumes,
+        next_batch,
         resume: 0,
         barriers: 0,
     };
@@ -353,6 +365,13 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     a.mov(r12, rdi)?;
     a.mov(r13, rsi)?;
     a.mov(r15, rdx)?;
+    if n_barriers > 0 {
+        // The round's stop, for every batch of this call (two pushes keep the stack's
+        // 16-byte alignment, which the limit stub's call relies on).
+        a.mov(rax, qword_ptr(r15 + ROUND_SLOT))?;
+        a.push(rax)?;
+        a.push(rax)?;
+    }
     a.mov(r14, qword_ptr(r12 + rt::OFF_MEMS))?;
     a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
     a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
@@ -365,10 +384,14 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     // A batch resuming after a barrier has its broadcasts and hoisted lets in its own
     // frame already: only the base registers are loaded again.
     let bases_only = a.create_label();
+    // Where the next batch of a call with barriers starts (its frame and ids set).
+    let mut dispatch = a.create_label();
     if n_barriers > 0 {
-        a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
-        a.jne(bases_only)?;
+        v.bind(&mut dispatch)?;
+        v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
+        v.a.jne(bases_only)?;
     }
+    let a = &mut v.a;
     a.jmp(init)?;
     v.bind(&mut hoist)?;
     // Top-level lets of values fixed for the call: computed once, before the loop. Other
@@ -419,6 +442,10 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     if v.may_fault {
         v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
         v.a.jne(fault_exit)?;
+    }
+    if n_barriers > 0 {
+        v.a.xor(eax, eax)?;
+        v.a.jmp(v.next_batch)?;
     }
     let eight = v.imm_slot(8);
     let a = &mut v.a;
@@ -477,6 +504,9 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
     v.a.jmp(lanes)?;
+    if n_barriers > 0 {
+        v.next_batch_code(dispatch)?;
+    }
     Ok(Spmd {
         asm: v.a,
         vframe_bytes: v.next as usize,
