@@ -46,9 +46,9 @@ impl X86Program {
         // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs).
         let entry: VectorEntry =
             unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
-        // One call per row and round: the code runs the row's batches one after the other
-        // (each in its own frame, see `next_batch_code`), checking that each stops where
-        // the round's first batch stopped.
+        // One call per row and round (per group when it has one row): the code runs the
+        // row's batches one after the other (each in its own frame, see `next_batch_code`),
+        // checking that each stops where the round's first batch stopped.
         ctx.span = l[0];
         let rows = (l[1] * l[2]) as usize;
         let resume = spmd::RESUME_SLOT as usize / 4;
@@ -65,6 +65,9 @@ impl X86Program {
                 let expect = first.unwrap_or(u64::MAX);
                 frames_of_row[round_slot] = expect as u32;
                 frames_of_row[round_slot + 1] = (expect >> 32) as u32;
+                // A group of one row: the code runs all its rounds in this call.
+                frames_of_row[round_slot + 2] = u32::from(rows == 1);
+                frames_of_row[round_slot + 3] = 0;
                 // SAFETY: the frames have the code's vector frame size and the lane
                 // constant, one after the other for the row's batches; the code checks its
                 // accesses (unchecked ones are at global_id(0) within the buffers, which

@@ -39,7 +39,9 @@ impl V {
     /// [`super::STOP_DIVERGE`] with the batch's first `global_id(0)` in the context, so
     /// that no later batch runs (the interpreter reports the first divergent work-item
     /// before running on). Otherwise the next batch's frame follows this one's and the
-    /// call goes on at `dispatch`, until the span's end: then it returns the round's stop.
+    /// call goes on at `dispatch`, until the span's end: then it returns the round's stop,
+    /// or, when the driver says the call's row is its group's only one (`LOOP_SLOT`),
+    /// starts the next round at the first batch until the row has finished.
     pub(super) fn next_batch_code(&mut self, dispatch: CodeLabel) -> R<()> {
         let stride = self.next;
         let mut next = self.next_batch;
@@ -67,7 +69,17 @@ impl V {
         self.a.jmp(dispatch)?;
         self.bind(&mut done)?;
         self.a.mov(rax, round)?;
-        self.a.jmp(self.ret)?;
+        // The group's only row runs its next round in this call too, from its first batch
+        // (the call's `global_id(0)`) and frame.
+        self.a.test(rax, rax)?;
+        self.a.je(self.ret)?;
+        self.a.mov(r10, qword_ptr(rbp - 56))?;
+        self.a.cmp(qword_ptr(r10 + super::LOOP_SLOT), 0)?;
+        self.a.je(self.ret)?;
+        self.a.mov(r15, r10)?;
+        self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+        self.a.mov(round, -1)?;
+        self.a.jmp(dispatch)?;
         self.bind(&mut diverge)?;
         self.a.mov(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rbx)?;
         self.a.mov(rax, super::STOP_DIVERGE)?;

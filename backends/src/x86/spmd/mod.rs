@@ -144,6 +144,9 @@ pub(crate) const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
 /// must reach (as the group's first batch did this round), or `u64::MAX` when the call's
 /// first batch sets it (see `rounds.rs`).
 pub(crate) const ROUND_SLOT: i32 = RESUME_SLOT + 8;
+/// A qword after [`ROUND_SLOT`]: nonzero when the call is the group's only row, so that
+/// the code itself runs round after round until the row finishes (see `ctl.rs`).
+pub(crate) const LOOP_SLOT: i32 = ROUND_SLOT + 8;
 /// Returned when a batch stopped elsewhere than the round's stop (barrier divergence):
 /// the batch's first `global_id(0)` is in the context, its stop in its resume slot.
 pub(crate) const STOP_DIVERGE: u64 = u64::MAX - 1;
@@ -366,11 +369,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     a.mov(r13, rsi)?;
     a.mov(r15, rdx)?;
     if n_barriers > 0 {
-        // The round's stop, for every batch of this call (two pushes keep the stack's
-        // 16-byte alignment, which the limit stub's call relies on).
+        // The round's stop, for every batch of this call, and the call's first frame (two
+        // pushes keep the stack's 16-byte alignment, which the limit stub's call needs).
         a.mov(rax, qword_ptr(r15 + ROUND_SLOT))?;
         a.push(rax)?;
-        a.push(rax)?;
+        a.push(r15)?;
     }
     a.mov(r14, qword_ptr(r12 + rt::OFF_MEMS))?;
     a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
