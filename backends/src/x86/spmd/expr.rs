@@ -364,7 +364,7 @@ impl V {
                     return Ok(());
                 }
             }
-            ExprNode::Binary { .. } if self.gpr_ok(e) && !(self.invariant(e) && !has_div(e)) => {
+            ExprNode::Binary { .. } if self.gpr_ok(e) && (!self.invariant(e) || has_div(e)) => {
                 // Uniform index arithmetic that changes within a call (loop counters,
                 // uniform `var`s): computed in a GPR, then broadcast. (Values fixed for the
                 // call take the lane code below, on operands broadcast once per call.)
