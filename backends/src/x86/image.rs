@@ -17,7 +17,7 @@
 //! Layout, little-endian; strings and byte strings as (u32 len, bytes):
 //!
 //! ```text
-//! "KX86IMG2"  u64 checksum (FNV-1a 64 of everything after it)
+//! "KX86IMG3"  u64 checksum (FNV-1a 64 of everything after it)
 //!             str kernel name; u32 params; u8 checked
 //!             u32 features, each str                 (CPU features the code needs)
 //!             u32 param slots, each i32 (i32::MIN: none)
@@ -49,7 +49,10 @@ use super::gen::{Mark, MemInfo, MemKind, Site};
 use super::rt::ExecCode;
 use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 
-const MAGIC: &[u8; 8] = b"KX86IMG2";
+/// The image format; bumped whenever the code's contract with the driver changes (3: the
+/// 8-lane code of kernels with barriers runs a row of batches per call), so that an older
+/// cached image is refused rather than run by a driver that expects other code.
+const MAGIC: &[u8; 8] = b"KX86IMG3";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 

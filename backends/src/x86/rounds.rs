@@ -46,42 +46,80 @@ impl X86Program {
         // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs).
         let entry: VectorEntry =
             unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
-        ctx.span = 8;
+        // One call per row and round (per group when it has one row): the code runs the
+        // row's batches one after the other (each in its own frame, see `next_batch_code`),
+        // checking that each stops where the round's first batch stopped.
+        ctx.span = l[0];
+        let rows = (l[1] * l[2]) as usize;
+        let resume = spmd::RESUME_SLOT as usize / 4;
+        let round_slot = spmd::ROUND_SLOT as usize / 4;
+        let base_id: [u32; 3] = std::array::from_fn(|d| ctx.base[d] as u32);
         loop {
-            let mut first: Option<(u64, [u32; 3])> = None;
-            for (b, f) in vframe.chunks_mut(words).enumerate() {
-                let row = (b / per_row) as u64;
-                let lid = [(b % per_row) as u64 * 8, row % l[1], row / l[1]];
+            // The round's stop, once the group's first batch has reached it.
+            let mut first: Option<u64> = None;
+            for row in 0..rows {
+                let lid = [0, row as u64 % l[1], row as u64 / l[1]];
                 ctx.local_id = lid;
                 ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
-                // SAFETY: the frame has the code's vector frame size and the lane constant;
-                // the code checks its accesses (unchecked ones are at global_id(0) within
-                // the buffers, which the caller checked for the group).
+                let frames_of_row = &mut vframe[row * per_row * words..(row + 1) * per_row * words];
+                let expect = first.unwrap_or(u64::MAX);
+                frames_of_row[round_slot] = expect as u32;
+                frames_of_row[round_slot + 1] = (expect >> 32) as u32;
+                // A group of one row: the code runs all its rounds in this call.
+                frames_of_row[round_slot + 2] = u32::from(rows == 1);
+                frames_of_row[round_slot + 3] = 0;
+                // SAFETY: the frames have the code's vector frame size and the lane
+                // constant, one after the other for the row's batches; the code checks its
+                // accesses (unchecked ones are at global_id(0) within the buffers, which
+                // the caller checked for the group).
                 let stop = unsafe {
-                    entry(ctx, frames.as_mut_ptr() as *mut u8, f.as_mut_ptr() as *mut u8)
+                    entry(
+                        ctx,
+                        frames.as_mut_ptr() as *mut u8,
+                        frames_of_row.as_mut_ptr() as *mut u8,
+                    )
                 };
+                // The batch the code stopped in (its first work-item's local id).
+                let gid0 = ctx.global_id[0];
+                let b = ((gid0 - ctx.base[0]) / 8) as usize;
+                let batch_stop = |b: usize| frames_of_row[b * words + resume] as u64;
+                let batch_id: [u32; 3] = std::array::from_fn(|d| {
+                    (ctx.base[d] + if d == 0 { b as u64 * 8 } else { lid[d] }) as u32
+                });
+                // The round's stop as the group's first batch reached it (this call's first
+                // batch if this is the first row).
+                let round = first.unwrap_or_else(|| batch_stop(0));
+                let is_first = row == 0 && b == 0;
                 if stop == rt::STOP_ERROR {
                     // The lanes before the faulting one ran to the batch's stop first: if
-                    // that differs from the group's first work-item's, the interpreter
-                    // reports the divergence at the batch's first work-item.
-                    let lane = ctx.global_id[0].wrapping_sub(ctx.base[0] + lid[0]);
-                    let here = f[spmd::RESUME_SLOT as usize / 4] as u64;
-                    if let Some((s, first_id)) = first.filter(|(s, _)| lane > 0 && *s != here) {
-                        let id0 = std::array::from_fn(|d| (ctx.base[d] + lid[d]) as u32);
-                        return Err(self.divergence(ctx, v.n_barriers, (s, first_id), (here, id0)));
+                    // that differs from the round's, the interpreter reports the
+                    // divergence at the batch's first work-item.
+                    ctx.local_id[0] = b as u64 * 8;
+                    let lane = gid0 - (ctx.base[0] + b as u64 * 8);
+                    let here = batch_stop(b);
+                    if !is_first && lane > 0 && round != here {
+                        return Err(self.divergence(
+                            ctx,
+                            v.n_barriers,
+                            (round, base_id),
+                            (here, batch_id),
+                        ));
                     }
                     return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
                 }
-                let id = ctx.global_id.map(|x| x as u32);
-                match first {
-                    None => first = Some((stop, id)),
-                    Some((s, first_id)) if s != stop => {
-                        return Err(self.divergence(ctx, v.n_barriers, (s, first_id), (stop, id)));
-                    }
-                    Some(_) => {}
+                if stop == spmd::STOP_DIVERGE {
+                    ctx.local_id[0] = b as u64 * 8;
+                    let here = batch_stop(b);
+                    return Err(self.divergence(
+                        ctx,
+                        v.n_barriers,
+                        (round, base_id),
+                        (here, batch_id),
+                    ));
                 }
+                first.get_or_insert(stop);
             }
-            if matches!(first, None | Some((0, _))) {
+            if matches!(first, None | Some(0)) {
                 return Ok(());
             }
         }

@@ -26,11 +26,65 @@ impl V {
             self.a.jne(self.fault_exit)?;
         }
         self.a.mov(eax, k)?;
-        self.a.jmp(self.ret)?;
+        self.a.jmp(self.next_batch)?;
         let Some(&(mut l)) = self.resumes.get(k as usize - 1) else {
             return no("internal: more barriers than counted");
         };
         self.bind(&mut l)
+    }
+
+    /// The hand-over between the batches of a call with barriers (one call runs a round
+    /// of a whole row): the stopped batch's stop (`rax`) must be the round's (`[rbp-48]`,
+    /// set by the first batch when the driver passed none), else the call returns
+    /// [`super::STOP_DIVERGE`] with the batch's first `global_id(0)` in the context, so
+    /// that no later batch runs (the interpreter reports the first divergent work-item
+    /// before running on). Otherwise the next batch's frame follows this one's and the
+    /// call goes on at `dispatch`, until the span's end: then it returns the round's stop,
+    /// or, when the driver says the call's row is its group's only one (`LOOP_SLOT`),
+    /// starts the next round at the first batch until the row has finished.
+    pub(super) fn next_batch_code(&mut self, dispatch: CodeLabel) -> R<()> {
+        let stride = self.next;
+        let mut next = self.next_batch;
+        let mut compare = self.a.create_label();
+        let mut advance = self.a.create_label();
+        let mut done = self.a.create_label();
+        let mut diverge = self.a.create_label();
+        let round = qword_ptr(rbp - 48);
+        self.bind(&mut next)?;
+        self.a.cmp(round, -1)?;
+        self.a.jne(compare)?;
+        self.a.mov(round, rax)?;
+        self.a.jmp(advance)?;
+        self.bind(&mut compare)?;
+        self.a.cmp(round, rax)?;
+        self.a.jne(diverge)?;
+        self.bind(&mut advance)?;
+        let end = super::END_SLOT;
+        self.a.mov(rax, qword_ptr(r15 + end))?;
+        self.a.add(rbx, 8)?;
+        self.a.cmp(rbx, rax)?;
+        self.a.jae(done)?;
+        self.a.add(r15, stride)?;
+        self.a.mov(qword_ptr(r15 + end), rax)?;
+        self.a.jmp(dispatch)?;
+        self.bind(&mut done)?;
+        self.a.mov(rax, round)?;
+        // The group's only row runs its next round in this call too, from its first batch
+        // (the call's `global_id(0)`) and frame.
+        self.a.test(rax, rax)?;
+        self.a.je(self.ret)?;
+        self.a.mov(r10, qword_ptr(rbp - 56))?;
+        self.a.cmp(qword_ptr(r10 + super::LOOP_SLOT), 0)?;
+        self.a.je(self.ret)?;
+        self.a.mov(r15, r10)?;
+        self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+        self.a.mov(round, -1)?;
+        self.a.jmp(dispatch)?;
+        self.bind(&mut diverge)?;
+        self.a.mov(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rbx)?;
+        self.a.mov(rax, super::STOP_DIVERGE)?;
+        self.a.jmp(self.ret)?;
+        Ok(())
     }
 
     /// Counts one loop back-edge against the launch's budget (the helper applies the
@@ -55,10 +109,7 @@ impl V {
             // Every lane agrees: an ordinary branch on lane 0.
             let mut els = self.a.create_label();
             let mut end = self.a.create_label();
-            self.cond_top(cond, 0)?;
-            self.a.vmovmskps(eax, ymm0)?;
-            self.a.test(eax, 1)?;
-            self.a.je(els)?;
+            self.uniform_jump_unless(cond, els)?;
             self.block(then)?;
             self.a.jmp(end)?;
             self.bind(&mut els)?;
@@ -109,10 +160,7 @@ impl V {
         let mut exit = self.a.create_label();
         if self.uniform_cond(cond) {
             self.bind(&mut top)?;
-            self.cond_top(cond, 0)?;
-            self.a.vmovmskps(eax, ymm0)?;
-            self.a.test(eax, 1)?;
-            self.a.je(exit)?;
+            self.uniform_jump_unless(cond, exit)?;
             self.exit_if_none_active(exit)?;
             self.block(body)?;
             self.back_edge()?;
@@ -172,12 +220,11 @@ impl V {
             return no(format!("`for {}` over {}", var.name(), var.ty()));
         }
         let signed = var.ty().scalar().is_some_and(Scalar::is_signed);
-        let (cnt, end, inc, val) = (self.slot(), self.slot(), self.slot(), self.slot());
+        let (cnt, end, inc) = (self.slot(), self.slot(), self.slot());
         let mut exit = self.a.create_label();
         let mut top = self.a.create_label();
         for (e, off) in [(lo, cnt), (hi, end), (step, inc)] {
-            self.expr_top(e, 0)?;
-            self.a.vmovd(eax, xmm0)?;
+            self.uniform_to_eax(e)?;
             if signed {
                 self.a.movsxd(rax, eax)?;
             }
@@ -192,6 +239,9 @@ impl V {
         } else {
             self.a.jne(ok)?;
         }
+        // The fault report reads the step from the lanes of ymm0.
+        self.a.vmovd(xmm0, eax)?;
+        self.a.vpbroadcastd(ymm0, xmm0)?;
         self.active(1)?;
         self.a.vptest(ymm1, ymm1)?;
         self.a.je(exit)?;
@@ -207,12 +257,12 @@ impl V {
         } else {
             self.a.jae(exit)?;
         }
-        self.a.vmovd(xmm0, eax)?;
-        self.a.vpbroadcastd(ymm0, xmm0)?;
-        self.a.vmovups(ymmword_ptr(r15 + val), ymm0)?;
         self.exit_if_none_active(exit)?;
+        // The counter's low dword is the variable's value (in range: below `hi`), read
+        // by scalar code and broadcast only where it meets lanes.
         let name = var.name().to_string();
-        self.lets.push(Bound { name, loc: Loc::Slot(val), kind: Kind::Uniform, decl: None });
+        let (loc, dword) = (Loc::Scalar(cnt), Some(cnt));
+        self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None, dword });
         self.block(body)?;
         self.lets.pop();
         self.a.mov(rax, qword_ptr(r15 + inc))?;

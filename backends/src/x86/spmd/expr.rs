@@ -10,6 +10,30 @@ use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
 use crate::x86::gen::Site;
 use crate::x86::rt;
 
+/// True if `e` has an integer `/` or `%` (which the GPR code does by a constant, the lane
+/// code only for u32 uniform values).
+fn has_div(e: &Expr) -> bool {
+    match e.node() {
+        ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
+        ExprNode::Binary { a, b, .. } => has_div(a) || has_div(b),
+        ExprNode::Unary { a, .. } => has_div(a),
+        _ => desugar(e).is_some_and(|d| has_div(&d)),
+    }
+}
+
+/// The context field of a built-in's dimension 0 (dimension `d` is `8 * d` further).
+pub(super) fn builtin_field(kind: Builtin) -> i32 {
+    match kind {
+        Builtin::GlobalId => rt::OFF_GLOBAL_ID,
+        Builtin::LocalId => rt::OFF_LOCAL_ID,
+        Builtin::GroupId => rt::OFF_GROUP_ID,
+        Builtin::GlobalSize => rt::OFF_GLOBAL_SIZE,
+        Builtin::LocalSize => rt::OFF_LOCAL_SIZE,
+        Builtin::NumGroups => rt::OFF_NUM_GROUPS,
+        Builtin::GlobalOffset => rt::OFF_OFFSET,
+    }
+}
+
 /// An instruction's second source: a register or a 32-byte memory operand.
 enum Src {
     Reg(usize),
@@ -199,8 +223,12 @@ impl V {
         }
         match e.node() {
             ExprNode::Imm(_) => true,
+            // (In the loop body a uniform `let` already in lanes counts too: what matters
+            // there is that its lanes need no broadcast.)
             ExprNode::Var(v) => match self.find(v.name()) {
-                Some(b) => b.kind == Kind::Uniform && b.decl.is_none(),
+                Some(b) => {
+                    b.kind == Kind::Uniform && b.decl.is_none() && !matches!(b.loc, Loc::Scalar(_))
+                }
                 None => self.param(v).is_some(),
             },
             ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
@@ -216,7 +244,11 @@ impl V {
     /// True if `e` can be an instruction's second source as it is.
     fn is_leaf(&self, e: &Expr) -> bool {
         match e.node() {
-            ExprNode::Var(_) | ExprNode::Imm(_) => true,
+            // A GPR value is broadcast into a register first.
+            ExprNode::Var(v) => {
+                !matches!(self.find(v.name()), Some(b) if matches!(b.loc, Loc::Scalar(_)))
+            }
+            ExprNode::Imm(_) => true,
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
             ExprNode::Load { index, .. } => self.kind(index) == Kind::Gid0,
@@ -267,6 +299,7 @@ impl V {
                 Some(b) => match b.loc {
                     Loc::Reg(r) => Src::Reg(r),
                     Loc::Slot(off) => Src::Mem(ymmword_ptr(r15 + off)),
+                    Loc::Scalar(_) => return no(format!("internal: `{}` is no leaf", v.name())),
                 },
                 None => match self.param(v) {
                     Some(slot) => {
@@ -292,15 +325,7 @@ impl V {
             }
             ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => Src::Reg(GID),
             ExprNode::Builtin { kind, dim } => {
-                let field = match kind {
-                    Builtin::GlobalId => rt::OFF_GLOBAL_ID,
-                    Builtin::LocalId => rt::OFF_LOCAL_ID,
-                    Builtin::GroupId => rt::OFF_GROUP_ID,
-                    Builtin::GlobalSize => rt::OFF_GLOBAL_SIZE,
-                    Builtin::LocalSize => rt::OFF_LOCAL_SIZE,
-                    Builtin::NumGroups => rt::OFF_NUM_GROUPS,
-                    Builtin::GlobalOffset => rt::OFF_OFFSET,
-                };
+                let field = builtin_field(*kind);
                 if *kind == Builtin::GroupId && *dim == 0 {
                     self.per_group = true;
                 }
@@ -331,6 +356,22 @@ impl V {
         match e.node() {
             ExprNode::Binary { op, .. } if op.is_comparison() || op.is_logical() => {
                 return no("a bool value");
+            }
+            ExprNode::Var(v) => {
+                if let Some(Loc::Scalar(off)) = self.find(v.name()).map(|b| b.loc) {
+                    // A uniform value meeting divergent ones: broadcast from its dword.
+                    self.a.vpbroadcastd(YMM[d], dword_ptr(r15 + off))?;
+                    return Ok(());
+                }
+            }
+            ExprNode::Binary { .. } if self.gpr_ok(e) && (!self.invariant(e) || has_div(e)) => {
+                // Uniform index arithmetic that changes within a call (loop counters,
+                // uniform `var`s): computed in a GPR, then broadcast. (Values fixed for the
+                // call take the lane code below, on operands broadcast once per call.)
+                self.gpr(e)?;
+                self.a.vmovd(XMM[d], eax)?;
+                self.a.vpbroadcastd(YMM[d], XMM[d])?;
+                return Ok(());
             }
             ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b }
                 if a.ty() == Type::U32

@@ -231,7 +231,7 @@ impl V {
             kiln_ir::ExprNode::Var(v) => match self.find(v.name()) {
                 Some(b) => match b.loc {
                     super::Loc::Reg(r) => Some(r),
-                    super::Loc::Slot(_) => None,
+                    super::Loc::Slot(_) | super::Loc::Scalar(_) => None,
                 },
                 None => None,
             },

@@ -63,6 +63,7 @@
 mod ctl;
 mod expr;
 mod mem;
+mod scalar;
 mod uniform;
 
 use std::collections::HashSet;
@@ -139,12 +140,27 @@ const END_SLOT: i32 = 32;
 /// fifth slot after the end slot (alive mask, two spill slots and the faulting lane come
 /// first).
 pub(crate) const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
+/// A qword in the resume slot of a call's first frame: the stop every batch of the call
+/// must reach (as the group's first batch did this round), or `u64::MAX` when the call's
+/// first batch sets it (see `rounds.rs`).
+pub(crate) const ROUND_SLOT: i32 = RESUME_SLOT + 8;
+/// A qword after [`ROUND_SLOT`]: nonzero when the call is the group's only row, so that
+/// the code itself runs round after round until the row finishes (see `ctl.rs`).
+pub(crate) const LOOP_SLOT: i32 = ROUND_SLOT + 8;
+/// Returned when a batch stopped elsewhere than the round's stop (barrier divergence):
+/// the batch's first `global_id(0)` is in the context, its stop in its resume slot.
+pub(crate) const STOP_DIVERGE: u64 = u64::MAX - 1;
 
 /// Where a `let` or `var` lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Loc {
+    /// A `let` register.
     Reg(usize),
+    /// A 32-byte slot of the vector frame.
     Slot(i32),
+    /// A batch-uniform `i32`/`u32` value in the dword at this vector frame offset,
+    /// computed and read by scalar (GPR) code (see `scalar.rs`).
+    Scalar(i32),
 }
 
 /// What is known about a value's lanes.
@@ -168,6 +184,9 @@ struct Bound {
     kind: Kind,
     /// For `var`s, the divergent-control depth of the declaration.
     decl: Option<usize>,
+    /// A batch-uniform `i32`/`u32` value's dword in the vector frame, for scalar code
+    /// (`scalar.rs`); with `loc` a `Reg` or `Slot`, the value is also there in all lanes.
+    dword: Option<i32>,
 }
 
 /// Out-of-line code, emitted after the function.
@@ -201,7 +220,7 @@ struct V {
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
-    hoisted: Vec<(usize, Loc)>,
+    hoisted: Vec<(usize, Loc, Option<i32>)>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
     /// Divergent-control depth (divergent `if`s and `while`s around the code).
@@ -222,6 +241,9 @@ struct V {
     per_group: bool,
     /// The resume point after each barrier, and the slot saying where to resume.
     resumes: Vec<CodeLabel>,
+    /// Where a batch that stopped (at a barrier or the end, its stop in `eax`) hands over
+    /// to the next batch of the call (see `ctl.rs`).
+    next_batch: CodeLabel,
     resume: i32,
     /// Barriers generated so far.
     barriers: u32,
@@ -255,6 +277,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     let fault_exit = a.create_label();
     let n_barriers = super::gen::count_barriers(k.body());
     let resumes = (0..n_barriers).map(|_| a.create_label()).collect();
+    let next_batch = a.create_label();
     let mut v = V {
         a,
         lets: Vec::new(),
@@ -282,6 +305,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         fault_exit,
         per_group: false,
         resumes,
+        next_batch,
         resume: 0,
         barriers: 0,
     };
@@ -344,6 +368,13 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     a.mov(r12, rdi)?;
     a.mov(r13, rsi)?;
     a.mov(r15, rdx)?;
+    if n_barriers > 0 {
+        // The round's stop, for every batch of this call, and the call's first frame (two
+        // pushes keep the stack's 16-byte alignment, which the limit stub's call needs).
+        a.mov(rax, qword_ptr(r15 + ROUND_SLOT))?;
+        a.push(rax)?;
+        a.push(r15)?;
+    }
     a.mov(r14, qword_ptr(r12 + rt::OFF_MEMS))?;
     a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
     a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
@@ -356,10 +387,14 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     // A batch resuming after a barrier has its broadcasts and hoisted lets in its own
     // frame already: only the base registers are loaded again.
     let bases_only = a.create_label();
+    // Where the next batch of a call with barriers starts (its frame and ids set).
+    let mut dispatch = a.create_label();
     if n_barriers > 0 {
-        a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
-        a.jne(bases_only)?;
+        v.bind(&mut dispatch)?;
+        v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
+        v.a.jne(bases_only)?;
     }
+    let a = &mut v.a;
     a.jmp(init)?;
     v.bind(&mut hoist)?;
     // Top-level lets of values fixed for the call: computed once, before the loop. Other
@@ -368,8 +403,8 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     for s in k.body().stmts() {
         let other = match s.node() {
             StmtNode::Let { var, value } if lane_type(var.ty()) && v.invariant(value) => {
-                let loc = v.bind_let(var, value, Kind::Uniform)?;
-                v.hoisted.push((s.addr(), loc));
+                let (loc, dword) = v.bind_let(var, value, Kind::Uniform, true)?;
+                v.hoisted.push((s.addr(), loc, dword));
                 None
             }
             StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => Some(var),
@@ -378,7 +413,8 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         };
         if let Some(var) = other {
             let name = var.name().to_string();
-            v.lets.push(Bound { name, loc: Loc::Slot(0), kind: Kind::Div, decl: Some(0) });
+            let loc = Loc::Slot(0);
+            v.lets.push(Bound { name, loc, kind: Kind::Div, decl: Some(0), dword: None });
         }
     }
     v.lets.clear();
@@ -409,6 +445,10 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     if v.may_fault {
         v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
         v.a.jne(fault_exit)?;
+    }
+    if n_barriers > 0 {
+        v.a.xor(eax, eax)?;
+        v.a.jmp(v.next_batch)?;
     }
     let eight = v.imm_slot(8);
     let a = &mut v.a;
@@ -467,6 +507,9 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
     v.a.jmp(lanes)?;
+    if n_barriers > 0 {
+        v.next_batch_code(dispatch)?;
+    }
     Ok(Spmd {
         asm: v.a,
         vframe_bytes: v.next as usize,
@@ -522,16 +565,38 @@ impl V {
 
     /// Binds a `let` of `value` to a location (a free `let` register, else a slot) and
     /// computes it there; a `let` of `global_id(0)` is the lane-id register.
-    fn bind_let(&mut self, var: &Var, value: &kiln_ir::Expr, kind: Kind) -> R<Loc> {
+    fn bind_let(
+        &mut self,
+        var: &Var,
+        value: &kiln_ir::Expr,
+        kind: Kind,
+        hoisting: bool,
+    ) -> R<(Loc, Option<i32>)> {
         let name = var.name().to_string();
         if kind == Kind::Gid0 {
-            self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None });
-            return Ok(Loc::Reg(GID));
+            self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None, dword: None });
+            return Ok((Loc::Reg(GID), None));
         }
         if !lane_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
-        self.expr_top(value, 0)?;
+        let mut dword = None;
+        if kind == Kind::Uniform && scalar::int_type(var.ty()) && self.gpr_ok(value) {
+            // Uniform index arithmetic stays scalar, in a dword; it is broadcast too when
+            // that is cheap: into a free let register, or once per call (hoisted).
+            self.gpr(value)?;
+            let off = self.slot();
+            self.a.mov(dword_ptr(r15 + off), eax)?;
+            dword = Some(off);
+            if !LET_REGS.contains(&self.next_reg) && !hoisting {
+                self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None, dword });
+                return Ok((Loc::Scalar(off), dword));
+            }
+            self.a.vmovd(xmm0, eax)?;
+            self.a.vpbroadcastd(ymm0, xmm0)?;
+        } else {
+            self.expr_top(value, 0)?;
+        }
         let loc = if LET_REGS.contains(&self.next_reg) {
             self.next_reg += 1;
             self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
@@ -541,8 +606,8 @@ impl V {
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
             Loc::Slot(off)
         };
-        self.lets.push(Bound { name, loc, kind, decl: None });
-        Ok(loc)
+        self.lets.push(Bound { name, loc, kind, decl: None, dword });
+        Ok((loc, dword))
     }
 
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
@@ -566,11 +631,12 @@ impl V {
     fn block(&mut self, stmts: &[Stmt]) -> R<()> {
         let (mark, regs) = (self.lets.len(), self.next_reg);
         for s in stmts {
-            if let Some(&(_, loc)) = self.hoisted.iter().find(|(a, _)| *a == s.addr()) {
+            if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 // Computed before the loop; in scope from here on.
                 if let StmtNode::Let { var, .. } = s.node() {
                     let name = var.name().to_string();
-                    self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None });
+                    let kind = Kind::Uniform;
+                    self.lets.push(Bound { name, loc, kind, decl: None, dword });
                 }
                 continue;
             }
@@ -586,18 +652,30 @@ impl V {
             StmtNode::Let { var, value } => {
                 // Pure, and its loads masked: computed in every lane.
                 let kind = self.kind(value);
-                self.bind_let(var, value, kind)?;
+                self.bind_let(var, value, kind, false)?;
             }
             StmtNode::Decl { var, init } => {
                 if !lane_type(var.ty()) {
                     return no(format!("`{}` has type {}", var.name(), var.ty()));
                 }
                 let kind = self.var_kind(var, init)?;
-                self.expr_top(init, 0)?;
                 let off = self.slot();
-                self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+                let loc = if kind == Kind::Uniform && scalar::int_type(var.ty()) {
+                    // Every assignment is uniform too (see uniform.rs): a scalar variable.
+                    self.uniform_to_eax(init)?;
+                    self.a.mov(dword_ptr(r15 + off), eax)?;
+                    Loc::Scalar(off)
+                } else {
+                    self.expr_top(init, 0)?;
+                    self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+                    Loc::Slot(off)
+                };
                 let name = var.name().to_string();
-                self.lets.push(Bound { name, loc: Loc::Slot(off), kind, decl: Some(self.dctl) });
+                let dword = match loc {
+                    Loc::Scalar(off) => Some(off),
+                    _ => None,
+                };
+                self.lets.push(Bound { name, loc, kind, decl: Some(self.dctl), dword });
             }
             StmtNode::Assign { var, value } => self.assign(var, value)?,
             StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,
@@ -641,12 +719,22 @@ impl V {
         let Some(b) = self.find(var.name()) else {
             return no(format!("`{}` is not a variable here", var.name()));
         };
-        let (Loc::Slot(off), kind, decl) = (b.loc, b.kind, b.decl) else {
+        let (loc, kind, decl) = (b.loc, b.kind, b.decl);
+        if decl.is_none() {
             return no(format!("`{}` is not a variable here", var.name()));
-        };
+        }
         if kind == Kind::Uniform && (decl != Some(self.dctl) || self.kind(value) != Kind::Uniform) {
             return no(format!("internal: `{}` is not uniform", var.name()));
         }
+        let off = match loc {
+            Loc::Slot(off) => off,
+            Loc::Scalar(off) => {
+                self.uniform_to_eax(value)?;
+                self.a.mov(dword_ptr(r15 + off), eax)?;
+                return Ok(());
+            }
+            Loc::Reg(_) => return no(format!("`{}` is not a variable here", var.name())),
+        };
         self.expr_top(value, 0)?;
         match self.mask {
             // A uniform variable's lanes all take the value (see uniform.rs).

@@ -1,0 +1,289 @@
+//! Batch-uniform integer values in general-purpose registers.
+//!
+//! What `uniform.rs` proves the same in all eight lanes needs no vector: index arithmetic,
+//! the counters of uniform `for` loops and uniform conditions are computed with scalar
+//! instructions in `eax` (`r10` as the second operand, the machine stack for deeper
+//! trees), and kept in a dword of the vector frame ([`Loc::Scalar`], addressed by `r15`,
+//! so a batch stopped at a barrier keeps them). Only where such a value meets a divergent
+//! one is it broadcast into a YMM register (`vpbroadcastd` from its dword), and a uniform
+//! branch tests a flag, not lane 0 of a mask.
+//!
+//! Exactness: `i32`/`u32` `+ - * & | ^` wrap at 32 bits in a GPR as in a lane, `/` and
+//! `%` by a constant that cannot fault (not 0, for `i32` not -1) truncate as the
+//! interpreter's do (`div`/`idiv`), and
+//! comparisons use the signed or unsigned condition codes of the operands' type; the
+//! values have no loads (nothing here can fault), so computing them is pure.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Scalar, Type, UnOp};
+
+use super::expr::desugar;
+use super::{no, Kind, R, V};
+use crate::x86::rt;
+
+/// True for the 32-bit integer types a GPR holds here.
+pub(super) fn int_type(t: Type) -> bool {
+    matches!(t, Type::Scalar(Scalar::I32 | Scalar::U32))
+}
+
+impl V {
+    /// True if `e` is a batch-uniform `i32`/`u32` value computable in a GPR: constants,
+    /// parameters, ids and sizes other than `global_id(0)`/`local_id(0)`, names bound to
+    /// GPR dwords, and `+ - * & | ^` of those.
+    pub(super) fn gpr_ok(&self, e: &Expr) -> bool {
+        if let Some(d) = desugar(e) {
+            return self.gpr_ok(&d);
+        }
+        if !int_type(e.ty()) {
+            return false;
+        }
+        match e.node() {
+            ExprNode::Imm(_) => true,
+            ExprNode::Var(v) => match self.find(v.name()) {
+                Some(b) => b.dword.is_some() && b.kind == Kind::Uniform,
+                None => self.param(v).is_some(),
+            },
+            ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
+            ExprNode::Builtin { .. } => true,
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } => {
+                safe_divisor(b).is_some() && self.gpr_ok(a)
+            }
+            ExprNode::Binary { op, a, b } => {
+                matches!(
+                    op,
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
+                ) && self.gpr_ok(a)
+                    && self.gpr_ok(b)
+            }
+            _ => false,
+        }
+    }
+
+    /// `eax = eax / d` or `eax % d` for a [`safe_divisor`] `d` (`rdx` may hold a buffer
+    /// base: saved around the division).
+    fn gpr_div(&mut self, d: u32, rem: bool, signed: bool) -> R<()> {
+        let a = &mut self.a;
+        a.push(rdx)?;
+        a.mov(r10d, d)?;
+        if signed {
+            a.cdq()?;
+            a.idiv(r10d)?;
+        } else {
+            a.xor(edx, edx)?;
+            a.div(r10d)?;
+        }
+        if rem {
+            a.mov(eax, edx)?;
+        }
+        a.pop(rdx)?;
+        Ok(())
+    }
+
+    /// True if condition `e` is computable in a GPR: comparisons of [`V::gpr_ok`] values
+    /// and `! && || & |` of such conditions.
+    pub(super) fn gpr_cond_ok(&self, e: &Expr) -> bool {
+        match e.node() {
+            ExprNode::Binary { op, a, b } if op.is_comparison() => {
+                a.ty() == b.ty() && self.gpr_ok(a) && self.gpr_ok(b)
+            }
+            ExprNode::Binary {
+                op: BinOp::LogicAnd | BinOp::LogicOr | BinOp::And | BinOp::Or,
+                a,
+                b,
+            } if a.ty() == Type::BOOL => self.gpr_cond_ok(a) && self.gpr_cond_ok(b),
+            ExprNode::Unary { op: UnOp::Not, a } => self.gpr_cond_ok(a),
+            _ => false,
+        }
+    }
+
+    /// A leaf of a GPR expression as a 32-bit memory operand or immediate, if it is one.
+    fn gpr_leaf(&mut self, e: &Expr) -> R<Option<Leaf>> {
+        Ok(Some(match e.node() {
+            ExprNode::Imm(i) => {
+                Leaf::Imm(rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32 as i32)
+            }
+            ExprNode::Var(v) => match self.find(v.name()).map(|b| b.dword) {
+                Some(Some(off)) => Leaf::Mem(dword_ptr(r15 + off)),
+                Some(None) => return no(format!("internal: `{}` is not in a GPR", v.name())),
+                None => match self.param(v) {
+                    Some(slot) => Leaf::Mem(dword_ptr(r13 + slot)),
+                    None => return no(format!("`{}` is not a value here", v.name())),
+                },
+            },
+            ExprNode::Builtin { kind, dim } => {
+                let field = super::expr::builtin_field(*kind);
+                if *kind == Builtin::GroupId && *dim == 0 {
+                    self.per_group = true;
+                }
+                // The low 32 bits of the context's u64 field, as the broadcasts take them.
+                Leaf::Mem(dword_ptr(r12 + (field + 8 * *dim as i32)))
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Computes [`V::gpr_ok`] value `e` into `eax` (`r10` and the stack as temporaries).
+    pub(super) fn gpr(&mut self, e: &Expr) -> R<()> {
+        if let Some(d) = desugar(e) {
+            return self.gpr(&d);
+        }
+        if let Some(l) = self.gpr_leaf(e)? {
+            match l {
+                Leaf::Imm(i) => self.a.mov(eax, i as u32)?,
+                Leaf::Mem(m) => self.a.mov(eax, m)?,
+                Leaf::Reg => self.a.mov(eax, r10d)?,
+            }
+            return Ok(());
+        }
+        let ExprNode::Binary { op, a, b } = e.node() else {
+            return no(format!("internal: `{e}` is not a GPR value"));
+        };
+        if matches!(op, BinOp::Div | BinOp::Rem) {
+            let Some(d) = safe_divisor(b) else {
+                return no(format!("internal: `{e}` in a GPR"));
+            };
+            self.gpr(a)?;
+            return self.gpr_div(d, *op == BinOp::Rem, e.ty() == Type::I32);
+        }
+        let leaf = match self.gpr_leaf_if(b)? {
+            Some(l) => {
+                self.gpr(a)?;
+                l
+            }
+            None => {
+                self.gpr(b)?;
+                self.a.push(rax)?;
+                self.gpr(a)?;
+                self.a.pop(r10)?;
+                Leaf::Reg
+            }
+        };
+        self.gpr_op(*op, leaf)
+    }
+
+    /// `b` as a leaf if it is one (after desugaring it is never one when desugarable).
+    fn gpr_leaf_if(&mut self, b: &Expr) -> R<Option<Leaf>> {
+        if desugar(b).is_some() {
+            return Ok(None);
+        }
+        self.gpr_leaf(b)
+    }
+
+    /// `eax = eax op leaf`.
+    fn gpr_op(&mut self, op: BinOp, l: Leaf) -> R<()> {
+        let a = &mut self.a;
+        match (op, l) {
+            (BinOp::Add, Leaf::Reg) => a.add(eax, r10d)?,
+            (BinOp::Sub, Leaf::Reg) => a.sub(eax, r10d)?,
+            (BinOp::Mul, Leaf::Reg) => a.imul_2(eax, r10d)?,
+            (BinOp::And, Leaf::Reg) => a.and(eax, r10d)?,
+            (BinOp::Or, Leaf::Reg) => a.or(eax, r10d)?,
+            (BinOp::Xor, Leaf::Reg) => a.xor(eax, r10d)?,
+            (BinOp::Add, Leaf::Mem(m)) => a.add(eax, m)?,
+            (BinOp::Sub, Leaf::Mem(m)) => a.sub(eax, m)?,
+            (BinOp::Mul, Leaf::Mem(m)) => a.imul_2(eax, m)?,
+            (BinOp::And, Leaf::Mem(m)) => a.and(eax, m)?,
+            (BinOp::Or, Leaf::Mem(m)) => a.or(eax, m)?,
+            (BinOp::Xor, Leaf::Mem(m)) => a.xor(eax, m)?,
+            (BinOp::Add, Leaf::Imm(i)) => a.add(eax, i)?,
+            (BinOp::Sub, Leaf::Imm(i)) => a.sub(eax, i)?,
+            (BinOp::Mul, Leaf::Imm(i)) => a.imul_3(eax, eax, i)?,
+            (BinOp::And, Leaf::Imm(i)) => a.and(eax, i)?,
+            (BinOp::Or, Leaf::Imm(i)) => a.or(eax, i)?,
+            (BinOp::Xor, Leaf::Imm(i)) => a.xor(eax, i)?,
+            _ => return no(format!("internal: `{}` in a GPR", op.symbol())),
+        }
+        Ok(())
+    }
+
+    /// Computes [`V::gpr_cond_ok`] condition `e` into `eax` as 0 or 1.
+    pub(super) fn gpr_cond(&mut self, e: &Expr) -> R<()> {
+        match e.node() {
+            ExprNode::Binary { op, a, b } if op.is_comparison() => {
+                let signed = a.ty() == Type::I32;
+                self.gpr(b)?;
+                self.a.push(rax)?;
+                self.gpr(a)?;
+                self.a.pop(r10)?;
+                self.a.cmp(eax, r10d)?;
+                let a = &mut self.a;
+                match (op, signed) {
+                    (BinOp::Eq, _) => a.sete(al)?,
+                    (BinOp::Ne, _) => a.setne(al)?,
+                    (BinOp::Lt, true) => a.setl(al)?,
+                    (BinOp::Le, true) => a.setle(al)?,
+                    (BinOp::Gt, true) => a.setg(al)?,
+                    (BinOp::Ge, true) => a.setge(al)?,
+                    (BinOp::Lt, false) => a.setb(al)?,
+                    (BinOp::Le, false) => a.setbe(al)?,
+                    (BinOp::Gt, false) => a.seta(al)?,
+                    _ => a.setae(al)?,
+                }
+                a.movzx(eax, al)?;
+            }
+            ExprNode::Binary { op, a, b } => {
+                // Both sides are pure (no loads): evaluating the right one where the left
+                // decides changes nothing.
+                self.gpr_cond(b)?;
+                self.a.push(rax)?;
+                self.gpr_cond(a)?;
+                self.a.pop(r10)?;
+                if matches!(op, BinOp::LogicAnd | BinOp::And) {
+                    self.a.and(eax, r10d)?;
+                } else {
+                    self.a.or(eax, r10d)?;
+                }
+            }
+            ExprNode::Unary { a, .. } => {
+                self.gpr_cond(a)?;
+                self.a.xor(eax, 1)?;
+            }
+            _ => return no(format!("internal: the condition `{e}` in a GPR")),
+        }
+        Ok(())
+    }
+
+    /// Jumps to `no_label` unless uniform condition `e` holds: scalar code where it can be
+    /// (see [`V::gpr_cond_ok`]), else lane 0 of the vector condition.
+    pub(super) fn uniform_jump_unless(&mut self, e: &Expr, no_label: CodeLabel) -> R<()> {
+        if self.gpr_cond_ok(e) {
+            self.gpr_cond(e)?;
+            self.a.test(eax, eax)?;
+        } else {
+            self.cond_top(e, 0)?;
+            self.a.vmovmskps(eax, ymm0)?;
+            self.a.test(eax, 1)?;
+        }
+        self.a.je(no_label)?;
+        Ok(())
+    }
+
+    /// Uniform `i32`/`u32` value `e` into `eax`: in GPRs where it can be, else computed in
+    /// lanes and lane 0 taken.
+    pub(super) fn uniform_to_eax(&mut self, e: &Expr) -> R<()> {
+        if self.gpr_ok(e) {
+            return self.gpr(e);
+        }
+        self.expr_top(e, 0)?;
+        self.a.vmovd(eax, xmm0)?;
+        Ok(())
+    }
+}
+
+/// The bits of constant divisor `b` if dividing by it can never fault: not 0, and for
+/// `i32` not -1 (`MIN / -1`). Other divisors take the lane code and its checks.
+fn safe_divisor(b: &Expr) -> Option<u32> {
+    let ExprNode::Imm(i) = b.node() else { return None };
+    let d = rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32;
+    let bad = d == 0 || (b.ty() == Type::I32 && d == u32::MAX);
+    (!bad).then_some(d)
+}
+
+/// A GPR instruction's second operand.
+#[derive(Clone, Copy)]
+enum Leaf {
+    /// `r10d`.
+    Reg,
+    Mem(AsmMemoryOperand),
+    Imm(i32),
+}

@@ -1,0 +1,240 @@
+//! Batch-uniform integer values of the 8-lane code in general-purpose registers: the
+//! disassembly shows scalar arithmetic on a uniform loop's counter and index values, and
+//! random kernels full of uniform index arithmetic, uniform branches, uniform `var`s and
+//! nested uniform loops (signed and unsigned, negative and wrapping values) agree with the
+//! scalar code and the interpreter, errors compared word for word.
+#![cfg(target_arch = "x86_64")]
+
+use kiln_backends::x86::{compile, X86Options};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::testing::results_match;
+use kiln_ir::{Kernel, Scalar};
+use proptest::prelude::*;
+
+fn kernel(src: &str) -> Kernel {
+    kiln_ir::parse_module(src).unwrap_or_else(|e| panic!("{e:?}\n{src}")).kernels[0].clone()
+}
+
+fn avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Runs `k` on the interpreter, the scalar code and the vector code (plain and `-O`);
+/// results and errors must be the same. Returns whether the kernel has vector code.
+fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
+    let mut want = bufs.to_vec();
+    let want_r = run(k, range, args, &mut want);
+    let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
+    let mut has = false;
+    for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
+        let vector = compile(k, &opts).unwrap();
+        has |= vector.has_spmd();
+        for p in [&scalar, &vector] {
+            let mut got = bufs.to_vec();
+            let r = p.run(range, args, &mut got);
+            assert_eq!(want_r, r, "\n{k}\n{}", p.disassemble());
+            if want_r.is_ok() {
+                if let Err(m) = results_match(&want, &got) {
+                    panic!("{m}\n{k}\n{}", p.disassemble());
+                }
+            }
+        }
+    }
+    has
+}
+
+/// The lines of the vector code's listing (after its header line), without addresses.
+fn vector_listing(k: &Kernel) -> Vec<String> {
+    let p = compile(k, &X86Options::default()).unwrap();
+    assert!(p.has_spmd(), "{}", p.disassemble());
+    let text = p.disassemble();
+    let start =
+        text.find("; 8-lane AVX2 code").unwrap_or_else(|| panic!("no 8-lane code:\n{text}"));
+    text[start..]
+        .lines()
+        .map(|l| l.trim().split_once("  ").map_or(l.trim(), |(_, ins)| ins.trim()).to_string())
+        .collect()
+}
+
+#[test]
+fn uniform_loop_arithmetic_is_scalar() {
+    if !avx2() {
+        return;
+    }
+    // A row sum: `j * w` and the loop's bounds and counter are the same in all lanes.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, w: u32, h: u32) {
+           let i: u32 = global_id(0);
+           var acc: f32 = 0.0;
+           for j: u32 in 0u32 .. h {
+             let row: u32 = j * w + 1u32;
+             if j != 3u32 { acc = acc + a[row + i]; }
+           }
+           o[i] = acc;
+         }",
+    );
+    let code = vector_listing(&k);
+    let has = |p: &str| code.iter().any(|l| l.starts_with(p));
+    // `j * w` by a scalar multiply of a GPR with the parameter's scalar frame slot, the
+    // `+ 1` by a scalar add, the uniform `if` by a scalar compare and set.
+    assert!(has("imul eax,"), "no scalar multiply:\n{}", code.join("\n"));
+    assert!(has("add eax,1"), "no scalar add:\n{}", code.join("\n"));
+    assert!(has("setne al"), "no scalar condition:\n{}", code.join("\n"));
+    // No lane multiply (the only multiply is uniform) and no lane mask test of a
+    // uniform condition.
+    assert!(!has("vpmulld"), "a lane multiply:\n{}", code.join("\n"));
+    assert!(!has("vmovmskps eax,ymm0"), "a lane-0 branch:\n{}", code.join("\n"));
+    // The counter is broadcast only where it meets lanes: here never (the row value is).
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(40u32), Arg::scalar(6u32)];
+    let a = Buffer::from_slice(&(0..300).map(|i| i as f32 * 0.5 - 7.0).collect::<Vec<_>>());
+    let bufs = [Buffer::zeroed(Scalar::F32, 40), a];
+    assert!(three_ways(&k, &NdRange::new(&[40]).with_local(&[8]), &args, &bufs));
+}
+
+/// A batch-uniform expression of type `t` (`i32` or `u32`) over the loop counters `j`,
+/// `q`, the parameters `n`, `m`, the uniform `var` `u` and (for u32) ids and sizes of
+/// other dimensions, with wrapping and sign-crossing constants.
+fn arb_uniform(depth: u32, with_q: bool, t: &'static str) -> BoxedStrategy<String> {
+    let mut leaves: Vec<String> = vec!["j".into(), "n".into(), "m".into(), "u".into()];
+    if with_q {
+        leaves.push("q".into());
+    }
+    for c in ["0", "3", "2147483647"] {
+        leaves.push(format!("{c}{t}"));
+    }
+    if t == "u32" {
+        leaves.extend(["group_id(1)", "local_size(0)", "4294967291u32"].map(String::from));
+    } else {
+        leaves.push("(0i32 - 5i32)".into());
+    }
+    let leaf = prop::sample::select(leaves);
+    // Division and remainder by constants that cannot fault (-2 and 7 for i32: negative
+    // and odd divisors truncate toward zero).
+    let divisors: Vec<String> = if t == "u32" {
+        vec!["2u32".into(), "7u32".into(), "4294967295u32".into()]
+    } else {
+        vec!["2i32".into(), "7i32".into(), "-2i32".into()]
+    };
+    leaf.prop_recursive(depth, 16, 2, move |inner| {
+        prop_oneof![
+            (
+                inner.clone(),
+                prop::sample::select(vec!["+", "-", "*", "&", "|", "^"]),
+                inner.clone()
+            )
+                .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            (inner, prop::sample::select(vec!["/", "%"]), prop::sample::select(divisors.clone()))
+                .prop_map(|(a, op, d)| format!("({a} {op} {d})")),
+        ]
+    })
+    .boxed()
+}
+
+fn arb_cmp() -> BoxedStrategy<&'static str> {
+    prop::sample::select(vec!["<", "<=", ">", ">=", "==", "!="]).boxed()
+}
+
+fn arb_case() -> impl Strategy<Value = (&'static str, [String; 4])> {
+    prop::sample::select(vec!["i32", "u32"]).prop_flat_map(|t| {
+        (
+            Just(t),
+            [
+                arb_uniform(3, true, t),
+                arb_uniform(3, true, t),
+                arb_uniform(2, true, t),
+                arb_uniform(2, false, t),
+            ],
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn uniform_integer_code_agrees(
+        (t, [e1, e2, e3, e4]) in arb_case(),
+        c1 in arb_cmp(), c2 in arb_cmp(),
+        n in prop::sample::select(vec![0i32, 2, 3, 7, -1, -40]),
+        m in prop::sample::select(vec![1i32, 5, -3, i32::MIN]),
+        hi in 0i32..5,
+    ) {
+        // For u32, also a contiguous access at `global_id(0)` plus a uniform offset.
+        let contig = if t == "u32" { "acc = acc + a[(i + off) & 63u32];" } else { "" };
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, {t}>, a: ptr<global, {t}>, n: {t}, m: {t}) {{
+               let i: u32 = global_id(0);
+               let x: {t} = a[i];
+               var acc: {t} = x;
+               var u: {t} = n;
+               for j: {t} in 0{t} .. {hi}{t} {{
+                 let lo: {t} = {e4} & 3{t};
+                 for q: {t} in lo .. lo + 3{t} step 2{t} {{
+                   let off: {t} = {e3} & 31{t};
+                   acc = acc + a[off] * (q + 1{t}) + x;
+                   {contig}
+                   if {e1} {c1} {e2} {{ u = u + {e2}; acc = acc ^ u; }} else {{ acc = acc + j; }}
+                   if {e1} {c2} n && acc > 0{t} {{ acc = acc - m; }}
+                 }}
+                 u = u * 3{t} + j;
+               }}
+               o[i] = acc + a[u & 63{t}];
+             }}"
+        ));
+        let a: Vec<i32> = (0..64i32).map(|i| (i * 37 + 11) % 101 - 50).collect();
+        let (a, o, args) = if t == "i32" {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(m)];
+            (Buffer::from_slice(&a), Buffer::zeroed(Scalar::I32, 48), args)
+        } else {
+            let a: Vec<u32> = a.iter().map(|&v| v as u32).collect();
+            let (n, m) = (n as u32, m as u32);
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(m)];
+            (Buffer::from_slice(&a), Buffer::zeroed(Scalar::U32, 48), args)
+        };
+        let has = three_ways(&k, &NdRange::new(&[16, 3]).with_local(&[16, 1]), &args, &[o, a]);
+        prop_assert_eq!(has, avx2());
+    }
+}
+
+/// Kernels with barriers run a row's batches in one call per round: batches of one row
+/// that disagree about a barrier are reported as the interpreter reports them (at the first
+/// disagreeing work-item, before a later batch runs into a fault), and faults in later
+/// batches of a row are reported with their work-item.
+#[test]
+fn rows_of_batches_per_call_keep_the_interpreters_order() {
+    // Lane 0 of every batch bumps t[0] (in work-item order), then every batch branches
+    // on it uniformly: batch `stop_at` and later ones skip a barrier the others reach.
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, ix: ptr<global, u32>, stop_at: u32) {
+           local t: u32[64];
+           let l: u32 = local_id(0);
+           if (l & 7u32) == 0u32 { t[0] = t[0] + 1u32; }
+           if t[0] <= stop_at { barrier(local); t[l] = l; }
+           barrier(local);
+           o[ix[global_id(0)]] = t[l] + t[0];
+         }",
+    );
+    for (stop_at, bad) in
+        [(99u32, None), (1, None), (2, Some(20usize)), (99, Some(45)), (3, Some(3))]
+    {
+        let mut ix: Vec<u32> = (0..64).collect();
+        if let Some(b) = bad {
+            ix[b] = 1000;
+        }
+        let bufs = [Buffer::zeroed(Scalar::U32, 64), Buffer::from_slice(&ix)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(stop_at)];
+        for r in
+            [NdRange::new(&[64]).with_local(&[32]), NdRange::new(&[32, 2]).with_local(&[16, 2])]
+        {
+            // The interpreter's verdict: divergence where batches disagree within the group.
+            let e = run(&k, &r, &args, &mut bufs.to_vec()).err().map(|e| e.message);
+            let diverges = stop_at < 99;
+            assert_eq!(
+                e.as_deref().is_some_and(|m| m.contains("barrier divergence")),
+                diverges,
+                "{e:?}"
+            );
+            assert!(three_ways(&k, &r, &args, &bufs) == avx2(), "stop_at {stop_at}, bad {bad:?}");
+        }
+    }
+}
