@@ -5,44 +5,15 @@
 //! scalar code and the interpreter, errors compared word for word.
 #![cfg(target_arch = "x86_64")]
 
+mod x86_common;
+
+use x86_common::{avx2, kernel, three_ways};
+
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::testing::results_match;
 use kiln_ir::{Kernel, Scalar};
 use proptest::prelude::*;
-
-fn kernel(src: &str) -> Kernel {
-    kiln_ir::parse_module(src).unwrap_or_else(|e| panic!("{e:?}\n{src}")).kernels[0].clone()
-}
-
-fn avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-}
-
-/// Runs `k` on the interpreter, the scalar code and the vector code (plain and `-O`);
-/// results and errors must be the same. Returns whether the kernel has vector code.
-fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
-    let mut want = bufs.to_vec();
-    let want_r = run(k, range, args, &mut want);
-    let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
-    let mut has = false;
-    for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
-        let vector = compile(k, &opts).unwrap();
-        has |= vector.has_spmd();
-        for p in [&scalar, &vector] {
-            let mut got = bufs.to_vec();
-            let r = p.run(range, args, &mut got);
-            assert_eq!(want_r, r, "\n{k}\n{}", p.disassemble());
-            if want_r.is_ok() {
-                if let Err(m) = results_match(&want, &got) {
-                    panic!("{m}\n{k}\n{}", p.disassemble());
-                }
-            }
-        }
-    }
-    has
-}
 
 /// The lines of the vector code's listing (after its header line), without addresses.
 fn vector_listing(k: &Kernel) -> Vec<String> {

@@ -13,7 +13,6 @@ flops), the ratio to the reference and % of the GPU's fp32 peak (FP32_PEAK_TFLOP
 67 for the H100 SXM; set it for other GPUs).
 """
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ import tempfile
 os.environ.setdefault("CUPY_TF32", "0")
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
+from kiln_gen import generated, median_ms  # noqa: E402
 
 PEAK = float(os.environ.get("FP32_PEAK_TFLOPS", "67"))
 # (C in, K out, H, W, stride): ResNet-50's 3x3 convolutions.
@@ -41,21 +41,6 @@ CONFIGS = [
     "--wg 8x16 --tile 8x4 --k-tile 16 --slm 2 --unroll --vec 4",
     "--wg 8x16 --tile 8x8 --k-tile 8 --slm 2 --unroll --vec 4",
 ]
-
-
-def median_ms(fn, reps=10, warm=3):
-    for _ in range(warm):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(cp.cuda.get_elapsed_time(s, e))
-    return float(np.median(times))
 
 
 def reference(x, w, stride):
@@ -93,20 +78,9 @@ def reference(x, w, stride):
 
 def kiln_conv(kiln, layer, cfg, tmp):
     c, k, h, w, stride = layer
-    tag = f"c{c}k{k}h{h}s{stride}_" + re.sub(r"[^0-9a-z]+", "_", cfg)
-    kir = os.path.join(tmp, f"{tag}.kir")
-    ptx = os.path.join(tmp, f"{tag}.ptx")
-    subprocess.run([kiln, "gen", "conv", "--mb", str(BATCH), "--ic", str(c),
-                    "--oc", str(k), "--input", f"{h}x{w}", "--kernel", "3x3",
-                    "--stride", f"{stride}x{stride}", "--pad", "1x1", *cfg.split(),
-                    "-o", kir], check=True)
-    src = open(kir).read()
-    name = re.search(r"kernel (\w+)\(", src).group(1)
-    rng = re.search(r"#nd_range\(global = \[(\d+), (\d+)\], local = \[(\d+), (\d+)\]", src)
-    g0, g1, l0, l1 = map(int, rng.groups())
-    subprocess.run([kiln, "emit", kir, "--target", "ptx", "-O", "-o", ptx], check=True)
-    mod = cp.RawModule(path=ptx)
-    return mod.get_function(name), (g0 // l0, g1 // l1, 1), (l0, l1, 1)
+    args = ["conv", "--mb", str(BATCH), "--ic", str(c), "--oc", str(k), "--input", f"{h}x{w}",
+            "--kernel", "3x3", "--stride", f"{stride}x{stride}", "--pad", "1x1", *cfg.split()]
+    return generated(kiln, args, f"c{c}k{k}h{h}s{stride}_{cfg}", tmp)
 
 
 def main():

@@ -11,7 +11,6 @@ after 3 warm-ups, with CUDA events. The best blocking per problem is reported as
 as a ratio to cuBLAS measured in the same run.
 """
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import tempfile
 os.environ.setdefault("CUPY_TF32", "0")
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
+from kiln_gen import generated, median_ms  # noqa: E402
 
 # The vector-width candidates (--vec 4: float4 local-memory reads, tile copies and C stores;
 # --vec 8: two float4 per access; --slm 3: triple buffering) next to the scalar ones.
@@ -43,34 +43,9 @@ CONFIGS = [
 ]
 
 
-def median_ms(fn, reps=10, warm=3):
-    for _ in range(warm):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(cp.cuda.get_elapsed_time(s, e))
-    return float(np.median(times))
-
-
 def kiln_gemm(kiln, m, n, k, cfg, tmp):
-    # A file of its own per kernel: cupy caches modules by path.
-    tag = f"{m}x{n}x{k}_" + re.sub(r"[^0-9a-z]+", "_", cfg)
-    kir = os.path.join(tmp, f"{tag}.kir")
-    ptx = os.path.join(tmp, f"{tag}.ptx")
-    subprocess.run([kiln, "gen", "gemm", str(m), str(n), str(k), *cfg.split(), "-o", kir], check=True)
-    src = open(kir).read()
-    name = re.search(r"kernel (\w+)\(", src).group(1)
-    rng = re.search(r"#nd_range\(global = \[(\d+), (\d+)\], local = \[(\d+), (\d+)\]", src)
-    g0, g1, l0, l1 = map(int, rng.groups())
-    subprocess.run([kiln, "emit", kir, "--target", "ptx", "-O", "-o", ptx], check=True)
-    mod = cp.RawModule(path=ptx)
-    return mod.get_function(name), (g0 // l0, g1 // l1, 1), (l0, l1, 1)
+    return generated(kiln, ["gemm", str(m), str(n), str(k), *cfg.split()],
+                     f"{m}x{n}x{k}_{cfg}", tmp)
 
 
 def main():

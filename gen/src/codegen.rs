@@ -29,7 +29,7 @@ use kiln_ir::{
 
 use crate::config::GemmConfig;
 use crate::ix::{self, c};
-use crate::view::{DimKind, View};
+use crate::view::{Access, DimKind, View};
 
 /// The three views of a GEMM-like kernel and the names of its buffer parameters.
 #[derive(Clone, Debug)]
@@ -98,20 +98,27 @@ fn load_f32(buf: &Var, off: Expr) -> Expr {
     }
 }
 
-/// True if the element offsets `offs[j]` (lane `j` of a would-be vector access) are
-/// provably `offs[0] + j`, and `offs[0]` a multiple of the lane count: then one vector
-/// access of `offs.len()` lanes at `offs[0]` reads or writes exactly those elements, aligned.
-/// `frame` substitutes the work-group bases by multiples of their tile sizes for the
-/// alignment proof. Anything the simplifier or the residue analysis cannot settle is `false`
-/// (the caller then keeps scalar accesses).
-fn contiguous(offs: &[Expr], frame: &std::collections::HashMap<Var, Expr>) -> bool {
-    let w = offs.len() as u64;
-    let first = &offs[0];
-    let step_ok = offs.iter().enumerate().skip(1).all(|(j, o)| {
-        let d = kiln_passes::simplify::simplify_expr(&(o.clone() - first.clone()));
+/// Lane 0's access of a would-be `w`-lane vector access whose lane `j` is `lane(j)`, when one
+/// vector access at it reads or writes exactly those elements, aligned: no view mask applies,
+/// the offsets are provably `offset0 + j` and `offset0` a multiple of `w`. `frame`
+/// substitutes the work-group bases by multiples of their tile sizes for the alignment proof.
+/// Anything the simplifier or the residue analysis cannot settle is `None` (the caller then
+/// keeps scalar accesses).
+fn vector_access(
+    w: i64,
+    frame: &std::collections::HashMap<Var, Expr>,
+    lane: impl Fn(i64) -> Access,
+) -> Option<Access> {
+    let first = lane(0);
+    if first.mask.is_some() {
+        return None;
+    }
+    let step_ok = (1..w).all(|j| {
+        let d = kiln_passes::simplify::simplify_expr(&(lane(j).offset - first.offset.clone()));
         d.as_imm().and_then(|i| i.as_i128()) == Some(j as i128)
     });
-    step_ok && kiln_ir::verify::known_residue(&ix::subst(first, frame), w) == Some(0)
+    let aligned = kiln_ir::verify::known_residue(&ix::subst(&first.offset, frame), w as u64);
+    (step_ok && aligned == Some(0)).then_some(first)
 }
 
 /// How a tile copy stores a loaded value (an f32 or vector expression) into local memory.
@@ -338,14 +345,7 @@ impl Gen<'_> {
             let row = ix::add(mn0, &ix::add(&r, &c(j)));
             view.access(&unflatten(view, &[(kind, row), (DimKind::K, kidx.clone())]))
         };
-        let acc = lane(0);
-        if acc.mask.is_some() {
-            return None;
-        }
-        let offs: Vec<Expr> = (0..w).map(|j| lane(j).offset).collect();
-        if !contiguous(&offs, &self.frame) {
-            return None;
-        }
+        let acc = vector_access(w, &self.frame, lane)?;
         let pre =
             vec![Stmt::let_(&q, ix::rem(idx, rows / w)), Stmt::let_(&kk, ix::div(idx, rows / w))];
         let cond = self.edges(&ix::add(mn0, &r), mn_size, rows, &kidx);
@@ -391,14 +391,7 @@ impl Gen<'_> {
             let kidx = ix::add(k0, &ix::add(&kk, &c(j)));
             view.access(&unflatten(view, &[(kind, row.clone()), (DimKind::K, kidx)]))
         };
-        let acc = lane(0);
-        if acc.mask.is_some() {
-            return None;
-        }
-        let offs: Vec<Expr> = (0..w).map(|j| lane(j).offset).collect();
-        if !contiguous(&offs, &self.frame) {
-            return None;
-        }
+        let acc = vector_access(w, &self.frame, lane)?;
         let cond = self.edges(&row, mn_size, rows, &ix::add(k0, &kk));
         let pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&q, ix::div(idx, rows))];
         let at = move |j: i64| {
@@ -748,11 +741,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
                     let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0 + j));
                     cv.access(&unflatten(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj)]))
                 };
-                let at = lane(0);
-                let offs: Vec<Expr> = (0..w).map(|j| lane(j).offset).collect();
-                if at.mask.is_some() || !contiguous(&offs, &g.frame) {
-                    continue;
-                }
+                let Some(at) = vector_access(w, &g.frame, lane) else { continue };
                 let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0));
                 let mut cond = None;
                 if m % bm != 0 {

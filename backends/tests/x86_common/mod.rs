@@ -1,0 +1,64 @@
+//! Shared helpers of the x86 JIT's tests: parsing, the AVX2 check, the three-way comparison
+//! (interpreter, scalar code, 8-lane code) and deterministic input data.
+#![allow(dead_code)]
+
+use kiln_backends::x86::{compile, X86Options};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::testing::results_match;
+use kiln_ir::Kernel;
+
+/// The first kernel of a source text.
+pub fn kernel(src: &str) -> Kernel {
+    kiln_ir::parse_module(src).unwrap_or_else(|e| panic!("{e:?}\n{src}")).kernels[0].clone()
+}
+
+/// Whether this CPU runs the 8-lane code.
+pub fn avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Runs `k` on the interpreter, the scalar code and the vector code (plain and `-O`);
+/// results and errors (kernel, work-item, message) must be the same. Buffers are compared
+/// when the interpreter succeeds, and after an error too when `buffers_after_errors` (kernels
+/// whose lanes cannot have stored past a fault). Returns whether the kernel has vector code.
+pub fn check(
+    k: &Kernel,
+    range: &NdRange,
+    args: &[Arg],
+    bufs: &[Buffer],
+    buffers_after_errors: bool,
+) -> bool {
+    let mut want = bufs.to_vec();
+    let want_r = run(k, range, args, &mut want);
+    let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
+    assert!(!scalar.has_spmd());
+    let mut has = false;
+    for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
+        let vector = compile(k, &opts).unwrap();
+        has |= vector.has_spmd();
+        for p in [&scalar, &vector] {
+            let mut got = bufs.to_vec();
+            let r = p.run(range, args, &mut got);
+            assert_eq!(want_r, r, "\n{k}\n{}", p.disassemble());
+            if want_r.is_ok() || buffers_after_errors {
+                if let Err(m) = results_match(&want, &got) {
+                    panic!("{m}\n{k}\n{}", p.disassemble());
+                }
+            }
+        }
+    }
+    has
+}
+
+/// [`check`] for kernels whose buffers are unspecified after an error.
+pub fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
+    check(k, range, args, bufs, false)
+}
+
+/// `n` f32 values between -3 and 5.1, varied by `seed`.
+pub fn f32s(n: usize, seed: u32) -> Buffer {
+    Buffer::from_slice(
+        &(0..n as u32).map(|i| ((i * 7 + seed) % 23) as f32 * 0.37 - 3.0).collect::<Vec<_>>(),
+    )
+}
