@@ -20,8 +20,9 @@ use proptest::prelude::*;
 
 /// Runs `k` on the interpreter, the scalar code and the default (vector when it qualifies)
 /// code; all three must agree, errors included. Unlike `x86_common::check`, an error is
-/// compared by work-item only: the 8-lane code checks a span's buffers up front, so when
-/// two loads of one work-item are out of bounds it may name the other buffer. Returns whether vector code exists.
+/// compared by work-item only: the `-O` pipeline may reorder loads (CSE binds a repeated
+/// load ahead of its statement, `a + b * b` becomes `mad(b, b, a)`), so when two loads of
+/// one work-item are out of bounds the optimized code may name the other buffer. Returns whether vector code exists.
 fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
     let mut want = bufs.to_vec();
     let want_r = run(k, range, args, &mut want);

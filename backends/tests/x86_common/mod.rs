@@ -20,15 +20,9 @@ pub fn avx2() -> bool {
 
 /// Runs `k` on the interpreter, the scalar code and the vector code (plain and `-O`);
 /// results and errors (kernel, work-item, message) must be the same. Buffers are compared
-/// when the interpreter succeeds, and after an error too when `buffers_after_errors` (kernels
-/// whose lanes cannot have stored past a fault). Returns whether the kernel has vector code.
-pub fn check(
-    k: &Kernel,
-    range: &NdRange,
-    args: &[Arg],
-    bufs: &[Buffer],
-    buffers_after_errors: bool,
-) -> bool {
+/// only when the interpreter succeeds (after an error they are unspecified: lanes after the
+/// faulting one may have stored). Returns whether the kernel has vector code.
+pub fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
     let mut want = bufs.to_vec();
     let want_r = run(k, range, args, &mut want);
     let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
@@ -41,7 +35,7 @@ pub fn check(
             let mut got = bufs.to_vec();
             let r = p.run(range, args, &mut got);
             assert_eq!(want_r, r, "\n{k}\n{}", p.disassemble());
-            if want_r.is_ok() || buffers_after_errors {
+            if want_r.is_ok() {
                 if let Err(m) = results_match(&want, &got) {
                     panic!("{m}\n{k}\n{}", p.disassemble());
                 }
@@ -49,11 +43,6 @@ pub fn check(
         }
     }
     has
-}
-
-/// [`check`] for kernels whose buffers are unspecified after an error.
-pub fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
-    check(k, range, args, bufs, false)
 }
 
 /// `n` f32 values between -3 and 5.1, varied by `seed`.
