@@ -29,6 +29,43 @@ struct Case {
     /// device is lavapipe). Without it the case is skipped with a message, unless
     /// `KILN_REQUIRE_TOOLS` is set, when it fails.
     requires: Option<String>,
+    /// Inputs too large to check in, written into the scratch directory before the run:
+    /// the name of their generator ([`generate`]).
+    generate: Option<String>,
+}
+
+/// Writes the inputs generator `name` makes into `dir`.
+fn generate(name: &str, dir: &Path) -> Result<(), String> {
+    let write = |file: &str, text: String| {
+        std::fs::write(dir.join(file), text).map_err(|e| format!("cannot write {file}: {e}"))
+    };
+    match name {
+        // `chain.toml`: a graph of 1000 kernels in one chain, `t1000 = t0 + 1000` through
+        // 999 intermediates that no other node uses (so fused and internalized).
+        "chain_1000" => {
+            write(
+                "chain.kir",
+                "kernel next(x: ptr<global, u32>, y: ptr<global, u32>) {\n  \
+                 let i: u32 = global_id(0);\n  y[i] = x[i] + 1u32;\n}\n"
+                    .into(),
+            )?;
+            let mut toml = String::from(
+                "kernels = \"chain.kir\"\nfuse_chains = true\ninternalize = true\n\n[buffers]\n\
+                 t0 = { type = \"u32\", len = 4, init = \"iota\" }\n",
+            );
+            for i in 1..=1000 {
+                toml.push_str(&format!("t{i} = {{ type = \"u32\", len = 4 }}\n"));
+            }
+            for i in 0..1000 {
+                toml.push_str(&format!(
+                    "\n[[nodes]]\nkernel = \"next\"\nglobal = [4]\nargs = [\"t{i}\", \"t{}\"]\n",
+                    i + 1
+                ));
+            }
+            write("chain.toml", toml)
+        }
+        other => Err(format!("unknown `generate = {other:?}`")),
+    }
 }
 
 /// Why the device a case `requires` is missing here, if it is.
@@ -117,6 +154,9 @@ fn check_case(path: &Path) -> Result<(), String> {
     let tmp = std::env::temp_dir().join(format!("kiln-adv-{}-{stem}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(tmp.join("home")).map_err(|e| e.to_string())?;
+    if let Some(name) = &case.generate {
+        generate(name, &tmp)?;
+    }
     let corpus_before = snapshot(&dir);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiln"));
     cmd.current_dir(&tmp)

@@ -13,16 +13,22 @@ use crate::simplify::may_fail;
 /// Counts references to the variable `name` (as a value, a load/store buffer or an
 /// assignment target) in statements.
 pub fn count_uses(stmts: &[Stmt], name: &str) -> usize {
-    struct Count<'a>(&'a str, usize);
-    impl Visitor for Count<'_> {
+    let mut n = 0;
+    for s in stmts {
+        for_each_reference(s, &mut |v| n += usize::from(v == name));
+    }
+    n
+}
+
+/// Calls `f` with the name of every reference to a variable in `s`, as [`count_uses`]
+/// counts them: as a value, a load/store buffer or an assignment target.
+pub fn for_each_reference(s: &Stmt, f: &mut dyn FnMut(&str)) {
+    struct Refs<'f>(&'f mut dyn FnMut(&str));
+    impl Visitor for Refs<'_> {
         fn visit_expr(&mut self, e: &Expr) {
             match e.node() {
-                ExprNode::Var(v) if v.name() == self.0 => self.1 += 1,
-                ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. }
-                    if buf.name() == self.0 =>
-                {
-                    self.1 += 1
-                }
+                ExprNode::Var(v) => (self.0)(v.name()),
+                ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. } => (self.0)(buf.name()),
                 _ => {}
             }
             walk_expr(self, e)
@@ -31,19 +37,13 @@ pub fn count_uses(stmts: &[Stmt], name: &str) -> usize {
             match s.node() {
                 StmtNode::Store { buf: v, .. }
                 | StmtNode::VecStore { buf: v, .. }
-                | StmtNode::Assign { var: v, .. }
-                    if v.name() == self.0 =>
-                {
-                    self.1 += 1
-                }
+                | StmtNode::Assign { var: v, .. } => (self.0)(v.name()),
                 _ => {}
             }
             walk_stmt(self, s)
         }
     }
-    let mut c = Count(name, 0);
-    stmts.iter().for_each(|s| c.visit_stmt(s));
-    c.1
+    Refs(f).visit_stmt(s)
 }
 
 /// Counts references to `name` that sit inside a `for` or `while` body within `stmts`.

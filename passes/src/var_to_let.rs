@@ -7,11 +7,13 @@
 //! Exact: no read sees `init`, and after the assignment `x` never changes, which is what a
 //! `let` in the rest of the same block means. The name and its scope stay the same.
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use kiln_ir::{walk_mutate_stmt, walk_stmt, Kernel, Mutator, Stmt, StmtNode, Visitor};
 
 use crate::simplify::may_fail;
+#[cfg(doc)]
 use crate::util::count_uses;
+use crate::util::for_each_reference;
 
 /// Rewrites every qualifying `var` into a `let`.
 pub fn var_to_let(k: &Kernel) -> Kernel {
@@ -42,44 +44,85 @@ struct VarToLet {
 }
 
 impl VarToLet {
-    /// For the declaration at `d`, the index of the assignment that can become its `let`.
-    fn single_assignment(&self, stmts: &[Stmt], d: usize) -> Option<usize> {
-        let StmtNode::Decl { var, init } = stmts[d].node() else { return None };
-        if self.assigns.get(var.name()) != Some(&1) || may_fail(init) {
-            return None;
+    /// For each declaration in `stmts` that can become a `let`, by index, the index of its
+    /// assignment: the kernel's only assignment to it, later in the same block, with nothing
+    /// in between reading it, nor the assigned value (`x = x + 1`). One walk of the block: a
+    /// fused chain declares its promoted elements at the top and assigns each far below, so
+    /// a walk per declaration took n^2 steps for n entries.
+    fn single_assignments(&self, stmts: &[Stmt]) -> HashMap<usize, usize> {
+        let mut decls: Vec<(usize, &str)> = Vec::new();
+        let mut names: HashMap<&str, Uses> = HashMap::new();
+        for (d, s) in stmts.iter().enumerate() {
+            if let StmtNode::Decl { var, init } = s.node() {
+                if self.assigns.get(var.name()) == Some(&1) && !may_fail(init) {
+                    decls.push((d, var.name()));
+                    names.entry(var.name()).or_default();
+                }
+            }
         }
-        let a = d
-            + 1
-            + stmts[d + 1..].iter().position(
-                |s| matches!(s.node(), StmtNode::Assign { var: v, .. } if v.name() == var.name()),
-            )?;
-        // Nothing in between reads it, nor does the assigned value (`x = x + 1`).
-        (count_uses(&stmts[d + 1..=a], var.name()) == 1).then_some(a)
+        if decls.is_empty() {
+            return HashMap::new();
+        }
+        for (i, s) in stmts.iter().enumerate() {
+            if let StmtNode::Assign { var, .. } = s.node() {
+                if let Some(u) = names.get_mut(var.name()) {
+                    u.assigned_at.push(i);
+                }
+            }
+            for_each_reference(s, &mut |name| {
+                if let Some(u) = names.get_mut(name) {
+                    match u.uses.last_mut() {
+                        Some((at, n)) if *at == i => *n += 1,
+                        _ => u.uses.push((i, 1)),
+                    }
+                }
+            });
+        }
+        let mut out = HashMap::new();
+        let mut taken = HashSet::new();
+        for (d, name) in decls {
+            let u = &names[name];
+            let Some(&a) = u.assigned_at.iter().find(|&&a| a > d) else { continue };
+            let between: usize =
+                u.uses.iter().filter(|(i, _)| *i > d && *i <= a).map(|(_, n)| n).sum();
+            // A second declaration of the name finds the assignment already a `let`.
+            if between == 1 && taken.insert(a) {
+                out.insert(d, a);
+            }
+        }
+        out
     }
+}
+
+/// Where one name is assigned at the top level of a block, and used, per statement.
+#[derive(Default)]
+struct Uses {
+    assigned_at: Vec<usize>,
+    /// (statement, references to the name in it), as [`count_uses`] counts them.
+    uses: Vec<(usize, usize)>,
 }
 
 impl Mutator for VarToLet {
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let StmtNode::Block(stmts) = s.node() else { return s };
-        let mut out = stmts.clone();
-        let mut changed = false;
-        let mut d = 0;
-        while d < out.len() {
-            if let Some(a) = self.single_assignment(&out, d) {
-                if let StmtNode::Assign { var, value } = out[a].node() {
-                    out[a] = Stmt::let_(var, value.clone());
-                    out.remove(d);
-                    changed = true;
-                    continue;
-                }
+        let lets = self.single_assignments(stmts);
+        if lets.is_empty() {
+            return s;
+        }
+        let assigns: HashSet<usize> = lets.values().copied().collect();
+        let mut out = Vec::with_capacity(stmts.len() - lets.len());
+        for (i, st) in stmts.iter().enumerate() {
+            if lets.contains_key(&i) {
+                continue;
             }
-            d += 1;
+            match st.node() {
+                StmtNode::Assign { var, value } if assigns.contains(&i) => {
+                    out.push(Stmt::let_(var, value.clone()))
+                }
+                _ => out.push(st.clone()),
+            }
         }
-        if changed {
-            Stmt::block(out)
-        } else {
-            s
-        }
+        Stmt::block(out)
     }
 }

@@ -672,3 +672,79 @@ fn dependencies_finishing_during_submission_run_each_command_once() {
     let v = rx.recv_timeout(std::time::Duration::from_secs(300)).expect("the context shut down");
     assert_eq!(v, [2000]);
 }
+
+/// Records `work` into a graph and finalizes it on another thread, failing if that takes
+/// longer than `limit_s`: a hang limit far beyond what finalizing takes (chain search was
+/// cubic in the chain's length: 290 s for 1000 kernels in a release build).
+fn finalize_within(
+    ctx: &Context,
+    props: GraphProperties,
+    limit_s: u64,
+    work: impl Fn(&Queue),
+) -> ExecGraph {
+    let q = Queue::new(ctx, QueueOrder::OutOfOrder);
+    let g = Graph::new(ctx, props);
+    q.begin_recording(&g).unwrap();
+    work(&q);
+    q.end_recording().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(g.finalize());
+    });
+    let limit = std::time::Duration::from_secs(limit_s);
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("finalize still runs after {limit:?}"))
+        .unwrap()
+}
+
+/// A chain of 1000 kernels, each reading the previous one's output, fuses into one node at
+/// finalize (its intermediates internalized), and replays with the eager result.
+#[test]
+fn a_chain_of_a_thousand_kernels_fuses_whole() {
+    const LEN: usize = 1000;
+    let ctx = interp();
+    let k = kernels(&ctx);
+    // t[i + 1] = t[i] + c, for t = b[0..=LEN] and c = b[LEN + 1].
+    let work = |q: &Queue, b: &[Buffer<u32>]| {
+        for i in 0..LEN {
+            launch3(q, &k.add, &b[i], &b[LEN + 1], &b[i + 1]);
+        }
+    };
+    let props = GraphProperties { fuse_chains: true, internalize: true, ..Default::default() };
+    let b = bufs(LEN + 2);
+    let exec = finalize_within(&ctx, props, 240, |q| work(q, &b));
+    assert_eq!(exec.fused_chains(), 1);
+    assert_eq!(
+        exec.schedule(),
+        [[format!("fused chain [{}]", {
+            (0..LEN).map(|i| format!("node {i}")).collect::<Vec<_>>().join(", ")
+        })]]
+    );
+    let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+    q.submit_graph(&exec).wait().unwrap();
+    let eager = bufs(LEN + 2);
+    work(&q, &eager);
+    q.wait().unwrap();
+    for i in [0, LEN, LEN + 1] {
+        assert_eq!(b[i].read().unwrap(), eager[i].read().unwrap(), "buffer {i}");
+    }
+}
+
+/// A chain of 1000 kernels that cannot be fused (each reads what the previous one wrote to
+/// the same buffer before writing it: no private promotion proves that) finalizes without
+/// trying its 1000 suffixes, and replays with the eager result.
+#[test]
+fn a_chain_of_a_thousand_unfusable_kernels_finalizes() {
+    const LEN: usize = 1000;
+    let ctx = interp();
+    let k = kernels(&ctx);
+    let props = GraphProperties { fuse_chains: true, ..Default::default() };
+    let b = bufs(1);
+    let exec = finalize_within(&ctx, props, 240, |q| (0..LEN).for_each(|_| inc(q, &k, &b[0])));
+    assert_eq!(exec.fused_chains(), 0);
+    assert_eq!(exec.schedule()[0].len(), LEN);
+    let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+    q.submit_graph(&exec).wait().unwrap();
+    let want: Vec<u32> = contents(&bufs(1))[0].iter().map(|v| v + LEN as u32).collect();
+    assert_eq!(b[0].read().unwrap(), want);
+}

@@ -23,6 +23,10 @@ pub(super) struct Params<'m> {
     pub all: Vec<(ParamRef, Var)>,
     /// The class root of each flat parameter.
     pub roots: Vec<usize>,
+    /// The members of each class with more than one, by root, in flat order: a long chain
+    /// has as many classes as entries, and finding each one's members by a scan of every
+    /// parameter made its promotions take n^2 steps each.
+    pub members: HashMap<usize, Vec<usize>>,
 }
 
 impl Params<'_> {
@@ -39,16 +43,20 @@ impl Params<'_> {
         Ok(self.base[r.entry] + r.param)
     }
 
-    /// The names the class `root` goes by in each entry (empty where it does not appear).
-    pub fn names_in_entries(&self, root: usize) -> Vec<Vec<String>> {
-        (0..self.kernels.len())
-            .map(|e| {
-                (0..self.all.len())
-                    .filter(|&m| self.roots[m] == root && self.all[m].0.entry == e)
-                    .map(|m| self.all[m].1.name().to_string())
-                    .collect()
-            })
-            .collect()
+    /// The entries the class `root` appears in, in order, each with the names it goes by
+    /// there.
+    pub fn names_in_entries(&self, root: usize) -> Vec<(usize, Vec<String>)> {
+        let single = [root];
+        let members = self.members.get(&root).map_or(&single[..], Vec::as_slice);
+        let mut out: Vec<(usize, Vec<String>)> = Vec::new();
+        for &m in members {
+            let (e, name) = (self.all[m].0.entry, self.all[m].1.name().to_string());
+            match out.last_mut() {
+                Some((last, names)) if *last == e => names.push(name),
+                _ => out.push((e, vec![name])),
+            }
+        }
+        out
     }
 }
 
@@ -116,6 +124,19 @@ pub fn fusion_keeps_result(
         promote::in_place(spec, &params, &plan, &consts, param, to, len)?;
     }
     Ok(())
+}
+
+/// The promotions of `spec` that [`fuse_kernels_with`] would refuse, each with why, and
+/// its errors, without building the fused kernel: a check as cheap as the analysis, for
+/// callers that try many candidate lists (graph chain fusion).
+pub fn refused_promotions(
+    module: &Module,
+    spec: &FusionSpec,
+) -> Result<Vec<super::FusionWarning>, FusionError> {
+    fused_name(spec)?;
+    let module = &kiln_ir::depth::bound_module(module);
+    let (params, plan, consts) = analyse(module, spec)?;
+    Ok(promote::resolve(spec, &params, &plan, &consts)?.1)
 }
 
 /// What fusing `spec` rests on, in the order the checks report: the identical-parameter
@@ -189,7 +210,8 @@ fn identical_classes<'m>(
             all.push((ParamRef::new(e, p), v.clone()));
         }
     }
-    let mut params = Params { kernels, base, roots: (0..all.len()).collect(), all };
+    let roots = (0..all.len()).collect();
+    let mut params = Params { kernels, base, roots, all, members: HashMap::new() };
     let mut uf = UnionFind(params.roots.clone());
     for group in &spec.identical {
         let mut first: Option<usize> = None;
@@ -208,6 +230,11 @@ fn identical_classes<'m>(
         }
     }
     params.roots = (0..params.all.len()).map(|i| uf.find(i)).collect();
+    for (i, &root) in params.roots.iter().enumerate() {
+        if root != i {
+            params.members.entry(root).or_insert_with(|| vec![root]).push(i);
+        }
+    }
     Ok(params)
 }
 

@@ -76,7 +76,7 @@ pub use spec::{
 };
 
 pub use bind::{BindArg, BindError};
-pub use fuse::{fuse_kernels_with, fusion_keeps_result};
+pub use fuse::{fuse_kernels_with, fusion_keeps_result, refused_promotions};
 pub use key::{fusion_key, FusionKey};
 pub use toml_spec::SpecError;
 

@@ -134,12 +134,10 @@ fn honour(
 }
 
 /// Whether a use of the class's pointer, in any entry, is other than `p[i]`.
-fn escapes(params: &Params, names_in: &[Vec<String>]) -> bool {
-    params.kernels.iter().zip(names_in).any(|(k, names)| {
+fn escapes(params: &Params, names_in: &[(usize, Vec<String>)]) -> bool {
+    names_in.iter().any(|(e, names)| {
         let mut v = internalize::Escapes { names, escaped: false };
-        if !names.is_empty() {
-            v.visit_stmt(k.body());
-        }
+        v.visit_stmt(params.kernels[*e].body());
         v.escaped
     })
 }
@@ -150,14 +148,12 @@ fn touchers<'a>(
     params: &'a Params,
     plan: &'a Plan,
     consts: &HashMap<usize, Imm>,
-    names_in: &[Vec<String>],
+    names_in: &[(usize, Vec<String>)],
 ) -> Vec<legality::Toucher<'a>> {
-    params
-        .kernels
+    names_in
         .iter()
-        .enumerate()
-        .filter(|(e, _)| !names_in[*e].is_empty())
-        .map(|(e, k)| {
+        .map(|(e, names)| {
+            let (e, k) = (*e, params.kernels[*e]);
             let consts = k
                 .params()
                 .iter()
@@ -172,7 +168,7 @@ fn touchers<'a>(
                 kernel: k.name(),
                 body: k.body(),
                 plan: &plan.entries[e],
-                names: names_in[e].clone(),
+                names: names.clone(),
                 consts,
             }
         })

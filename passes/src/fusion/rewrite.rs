@@ -23,21 +23,29 @@ pub(crate) enum ParamSubst {
 #[derive(Default)]
 pub(crate) struct Names {
     used: HashSet<String>,
+    /// Per base, the suffix to try next: every entry of a long chain asks for the same
+    /// bases (`i`, `scale_x`), and trying `_1`, `_2`, ... from the start each time made a
+    /// fusion of n entries take n^2 steps.
+    next: HashMap<String, usize>,
 }
 
 impl Names {
     /// `base` if unused, else `base_1`, `base_2`, ...
     pub fn fresh(&mut self, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut n = 1;
-        // Every generated name must parse back: skip reserved words (a base taken from the
-        // input is an identifier, so only the bare base can be one).
-        while self.used.contains(&name) || !kiln_ir::parse::is_identifier(&name) {
-            name = format!("{base}_{n}");
-            n += 1;
+        // The candidates are `base`, `base_1`, `base_2`, ...: start after the last one taken
+        // (names are never released, so the ones before stay taken).
+        let mut k = self.next.get(base).copied().unwrap_or(0);
+        loop {
+            let name = if k == 0 { base.to_string() } else { format!("{base}_{k}") };
+            k += 1;
+            // Every generated name must parse back: skip reserved words (a base taken from
+            // the input is an identifier, so only the bare base can be one).
+            if !self.used.contains(&name) && kiln_ir::parse::is_identifier(&name) {
+                self.next.insert(base.to_string(), k);
+                self.used.insert(name.clone());
+                return name;
+            }
         }
-        self.used.insert(name.clone());
-        name
     }
 }
 

@@ -3,16 +3,17 @@
 //! A *chain* is a sequence of kernel nodes of one partition with equal nd-ranges, each an
 //! immediate successor of the previous one, that can run as one node without reordering
 //! anything else: contracting it leaves the graph acyclic and its own edges go forward.
-//! Chains are grown greedily along the execution order and fused with the fusion JIT
-//! ([`kiln_passes::fusion`]); the fused kernel is built through the context's program
-//! cache, so an identical chain in another graph is a cache hit.
+//! Chains are grown greedily along the execution order, and the longest prefix of each that
+//! passes the legality check below is fused with the fusion JIT ([`kiln_passes::fusion`]);
+//! the fused kernel is built through the context's program cache, so an identical chain in
+//! another graph is a cache hit. The search takes about n log n steps for n kernels.
 //!
 //! Fusion runs every work-item's entries one after another, so it is legal only when no
 //! work-item reads or overwrites what another work-item of another entry wrote. kiln
 //! proves it with the private-promotion legality check: every buffer that one entry writes
 //! and another touches must pass it (each work-item touches only its own elements, writes
-//! before it reads). A chain that fails a check stays as it was, with a `debug` log line
-//! (target `kiln::graph`) saying why.
+//! before it reads). Kernels that no passing prefix takes stay as they were, with a `debug`
+//! log line (target `kiln::graph`) saying why.
 //!
 //! With [`super::GraphProperties::internalize`], those buffers that no node outside the
 //! chain touches are promoted to private memory: the fused kernel neither reads nor writes
@@ -20,10 +21,12 @@
 
 use std::sync::Arc;
 
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::launch::NdRange;
 use kiln_ir::{parse_module, Imm, Kernel, Module};
 use kiln_passes::fusion::{
-    fuse_kernels, BarrierPolicy, BindArg, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion,
-    RangeSpec,
+    fuse_kernels, refused_promotions, ArgMap, BarrierPolicy, BindArg, FusedKernel, FusionSpec,
+    ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
 use super::exec::FlatNode;
@@ -84,13 +87,11 @@ impl FusedUnit {
             self.members.iter().map(|&m| args_of(&nodes[m]).to_vec()).collect();
         let bound =
             self.fused.bind_args(&self.module, &self.spec, &args).map_err(|e| e.to_string())?;
-        let mut internal: Vec<&Arc<BufferInner>> = Vec::new();
+        let mut internal: HashSet<u64> = HashSet::new();
         for (e, maps) in self.fused.args.iter().enumerate() {
             for (p, m) in maps.iter().enumerate() {
-                if let (kiln_passes::fusion::ArgMap::Promoted { .. }, KernelArg::Buffer(a)) =
-                    (m, &args[e][p])
-                {
-                    internal.push(&a.buffer);
+                if let (ArgMap::Promoted { .. }, KernelArg::Buffer(a)) = (m, &args[e][p]) {
+                    internal.insert(a.buffer.id);
                 }
             }
         }
@@ -98,7 +99,7 @@ impl FusedUnit {
             self.members
                 .iter()
                 .flat_map(|&m| nodes[m].accessors.iter().cloned())
-                .filter(|a| !internal.iter().any(|b| Arc::ptr_eq(b, &a.buffer))),
+                .filter(|a| !internal.contains(&a.buffer.id)),
         );
         let launch =
             PreparedLaunch::new(self.kernel.clone(), self.fused.range.clone(), &bound, &accessors);
@@ -106,34 +107,309 @@ impl FusedUnit {
     }
 }
 
-/// Whether `chain` can run as one node in its order: its edges go forward, and no node
-/// outside it is both reachable from it and reaching it (contracting it stays acyclic).
-fn contraction_ok(nodes: &[FlatNode], chain: &[usize]) -> bool {
-    let pos = |n: usize| chain.iter().position(|&c| c == n);
-    for (j, &c) in chain.iter().enumerate() {
-        if nodes[c].succs.iter().any(|&s| pos(s).is_some_and(|i| i <= j)) {
-            return false;
+/// The search for chains: the graph, each node's place in the execution order, and marks
+/// stamped per chain, so that no search clears an array (a graph of n nodes is searched in
+/// about n steps, plus the nodes between a chain's first and last member).
+struct Search<'a> {
+    nodes: &'a [FlatNode],
+    part: &'a [usize],
+    /// Each node's index in the execution order (a topological order).
+    pos: Vec<usize>,
+    /// Fused into a unit already.
+    used: Vec<bool>,
+    /// `== stamp`: a member of the current chain.
+    member: Vec<u32>,
+    /// `== stamp`: known not to be reachable from the current chain.
+    clear: Vec<u32>,
+    /// `== walk`: seen by the current backward walk.
+    seen: Vec<u32>,
+    stamp: u32,
+    walk: u32,
+}
+
+impl Search<'_> {
+    fn range(&self, i: usize) -> Option<&NdRange> {
+        match &self.nodes[i].kind {
+            NodeKind::Kernel { range, .. } => Some(range),
+            _ => None,
         }
     }
-    let reach = |forward: bool| {
-        let mut seen = vec![false; nodes.len()];
-        let next = |n: usize| if forward { &nodes[n].succs } else { &nodes[n].preds };
-        let mut stack: Vec<usize> = chain.iter().flat_map(|&c| next(c).clone()).collect();
-        while let Some(n) = stack.pop() {
-            if seen[n] || pos(n).is_some() {
+
+    /// Whether `p`, not a member, is reachable from the current chain, whose first member
+    /// is at `first` in the order. Then the chain and a successor of `p` cannot be one node
+    /// (`p` would run after the chain and before that successor): contracting them would
+    /// close a cycle. Walks back from `p` over nodes after `first` (only those can be
+    /// reached from the chain), and remembers what it cleared: the chain grows only by
+    /// successors of its last member, which come after every node walked here.
+    fn reachable(&mut self, p: usize, first: usize) -> bool {
+        self.walk += 1;
+        let mut stack = vec![p];
+        let mut walked = Vec::new();
+        while let Some(x) = stack.pop() {
+            if self.member[x] == self.stamp {
+                return true;
+            }
+            if self.clear[x] == self.stamp || self.seen[x] == self.walk || self.pos[x] < first {
                 continue;
             }
-            seen[n] = true;
-            stack.extend(next(n).iter().copied());
+            self.seen[x] = self.walk;
+            walked.push(x);
+            stack.extend(self.nodes[x].preds.iter().copied());
         }
-        seen
-    };
-    let (after, before) = (reach(true), reach(false));
-    !after.iter().zip(&before).any(|(a, b)| *a && *b)
+        for x in walked {
+            self.clear[x] = self.stamp;
+        }
+        false
+    }
+
+    /// The successor of `last` that can join `chain` (started at `s`), if one can.
+    fn next(&mut self, ir: &mut ChainIr, cx: &Inputs, last: usize) -> Option<usize> {
+        let s = ir.members[0];
+        let first = self.pos[s];
+        for &m in &self.nodes[last].succs {
+            if self.used[m] || self.range(m).is_none() || self.part[m] != self.part[s] {
+                continue;
+            }
+            if self.range(m) != self.range(s) {
+                tracing::debug!(target: "kiln::graph", "not fusing {} after {}: their nd-ranges differ", self.nodes[m].label, self.nodes[last].label);
+                continue;
+            }
+            let nodes = self.nodes;
+            let stamp = self.stamp;
+            if nodes[m].preds.iter().any(|&p| self.member[p] != stamp && self.reachable(p, first)) {
+                tracing::debug!(target: "kiln::graph", "not fusing {} after {}: another node depends on the chain and {} depends on it", self.nodes[m].label, self.nodes[last].label, self.nodes[m].label);
+                continue;
+            }
+            match ir.push(cx, m) {
+                Ok(()) => {
+                    self.member[m] = stamp;
+                    return Some(m);
+                }
+                Err(why) => {
+                    tracing::debug!(target: "kiln::graph", "not fusing {} after {}: {why}", self.nodes[m].label, self.nodes[last].label)
+                }
+            }
+        }
+        None
+    }
+}
+
+/// What the members' IR is made from.
+struct Inputs<'a> {
+    ctx: &'a Context,
+    nodes: &'a [FlatNode],
+    kernels: &'a [Option<KernelHandle>],
+}
+
+/// One buffer of a chain: its parameters and the entries binding it (both in entry order),
+/// and the first entry that writes it.
+struct Group {
+    buffer: Arc<BufferInner>,
+    params: Vec<ParamRef>,
+    entries: Vec<usize>,
+    first_write: Option<usize>,
+}
+
+impl Group {
+    /// Whether, among the first `n` entries, one writes it and another uses it: then its
+    /// accesses must be proven per work-item.
+    fn shared(&self, n: usize) -> bool {
+        self.first_write.is_some_and(|w| w < n)
+            && self.entries.iter().take_while(|&&e| e < n).nth(1).is_some()
+    }
+
+    fn promotion(&self) -> Result<Promotion, String> {
+        Ok(Promotion {
+            param: self.params[0],
+            to: PromoteTo::Private,
+            size: None,
+            buffer_len: Some(
+                u32::try_from(self.buffer.len).map_err(|_| {
+                    format!("buffer #{} is longer than 2^32 elements", self.buffer.id)
+                })?,
+            ),
+        })
+    }
+}
+
+/// A chain's IR as it grows: the members' kernels under distinct names, their ranges, and
+/// the buffers they bind.
+#[derive(Default)]
+struct ChainIr {
+    members: Vec<usize>,
+    /// The distinct kernels, under the names the spec uses.
+    kernels: Vec<Kernel>,
+    /// The spec's name of each (program image, kernel name) seen.
+    named: HashMap<(usize, Arc<str>), String>,
+    /// The members' programs, parsed once each (by image).
+    parsed: HashMap<usize, (Arc<str>, Module)>,
+    names: Vec<String>,
+    ranges: Vec<RangeSpec>,
+    groups: Vec<Group>,
+    /// Each buffer's group, by buffer id.
+    group_of: HashMap<u64, usize>,
+}
+
+impl ChainIr {
+    /// Appends node `m` as the next entry, or says why it cannot be one.
+    fn push(&mut self, cx: &Inputs, m: usize) -> Result<(), String> {
+        let n = &cx.nodes[m];
+        let k = cx.kernels[m].as_ref().ok_or("its kernel was not resolved")?;
+        let key = &k.program.key;
+        if k.sanitized.is_some()
+            || !key.spec_consts.is_empty()
+            || *key.options != *cx.ctx.env_build_options()
+        {
+            return Err(format!(
+                "{} was built with build options or specialization constants, which a fused kernel does not carry",
+                n.label
+            ));
+        }
+        let NodeKind::Kernel { range, args, .. } = &n.kind else {
+            return Err(format!("{} is not a kernel", n.label));
+        };
+        for a in args {
+            // The chain's legality check and promotions reason per buffer; a ranged
+            // accessor would need them per range, so such kernels stay unfused.
+            if let KernelArg::Buffer(acc) = a {
+                if let Some((o, len)) = acc.range {
+                    return Err(format!(
+                        "{} binds elements {o}..{} of buffer #{} through a ranged \
+                         accessor, which graph chain fusion does not handle",
+                        n.label,
+                        o + len,
+                        acc.buffer.id
+                    ));
+                }
+            }
+        }
+        let image = Arc::as_ptr(&key.image) as *const u8 as usize;
+        let name = match self.named.get(&(image, k.name.clone())) {
+            Some(name) => name.clone(),
+            None => {
+                if !self.parsed.contains_key(&image) {
+                    let module = parse_module(&key.image).map_err(|d| d.to_string())?;
+                    self.parsed.insert(image, (key.image.clone(), module));
+                }
+                let ir = self.parsed[&image]
+                    .1
+                    .kernel(&k.name)
+                    .ok_or("the kernel is not in its program")?
+                    .clone();
+                let name = match self.kernels.iter().find(|x| x.name() == ir.name()) {
+                    Some(x) if x.is_equal(&ir) => ir.name().to_string(),
+                    Some(_) => {
+                        let fresh = format!("{}_{}", ir.name(), self.kernels.len());
+                        self.kernels.push(Kernel::with_attrs(
+                            &fresh,
+                            ir.params().to_vec(),
+                            ir.attrs().clone(),
+                            ir.body().clone(),
+                        ));
+                        fresh
+                    }
+                    None => {
+                        self.kernels.push(ir.clone());
+                        ir.name().to_string()
+                    }
+                };
+                self.named.insert((image, k.name.clone()), name.clone());
+                name
+            }
+        };
+        let e = self.members.len();
+        let d = range.dims.clamp(1, 3);
+        let mut r = RangeSpec::new(&range.global[..d]).with_offset(&range.offset[..d]);
+        if let Some(l) = range.local {
+            r = r.with_local(&l[..d]);
+        }
+        // Parameters bound to one buffer are one parameter.
+        for (p, a) in args.iter().enumerate() {
+            let KernelArg::Buffer(acc) = a else { continue };
+            let writes =
+                n.accessors.iter().any(|x| Arc::ptr_eq(&x.buffer, &acc.buffer) && x.mode.writes());
+            let g = *self.group_of.entry(acc.buffer.id).or_insert_with(|| {
+                self.groups.push(Group {
+                    buffer: acc.buffer.clone(),
+                    params: Vec::new(),
+                    entries: Vec::new(),
+                    first_write: None,
+                });
+                self.groups.len() - 1
+            });
+            let g = &mut self.groups[g];
+            g.params.push(ParamRef::new(e, p));
+            if g.entries.last() != Some(&e) {
+                g.entries.push(e);
+            }
+            if writes && g.first_write.is_none() {
+                g.first_write = Some(e);
+            }
+        }
+        self.members.push(m);
+        self.names.push(name);
+        self.ranges.push(r);
+        Ok(())
+    }
+
+    /// The spec fusing the first `n` entries, with no promotion.
+    fn spec(&self, n: usize) -> FusionSpec {
+        FusionSpec {
+            name: format!("graph_chain_{}", self.members[0]),
+            kernels: self.names[..n].to_vec(),
+            ndranges: self.ranges[..n].to_vec(),
+            identical: self
+                .groups
+                .iter()
+                .map(|g| g.params.iter().take_while(|p| p.entry < n).copied().collect::<Vec<_>>())
+                .filter(|ps| ps.len() > 1)
+                .collect(),
+            // No barrier between entries: a chain fuses only when every buffer one entry
+            // writes and another touches is accessed per work-item (the check below), so no
+            // work-item reads what another wrote in an earlier entry. (Barriers inside the
+            // kernels stay.) A barrier there would cost every work-group a synchronization
+            // per entry, and the cpu device a resume point.
+            barriers: BarrierPolicy::None,
+            ..FusionSpec::default()
+        }
+    }
+
+    /// The legality check of the first `n` entries: every buffer one of them writes and
+    /// another uses must pass private promotion; `Err` says why not.
+    fn check(&self, n: usize) -> Result<(), String> {
+        let spec = FusionSpec {
+            promote: self
+                .groups
+                .iter()
+                .filter(|g| g.shared(n))
+                .map(Group::promotion)
+                .collect::<Result<_, _>>()?,
+            ..self.spec(n)
+        };
+        let refused = refused_promotions(&self.module(), &spec).map_err(|e| e.to_string())?;
+        match refused.first() {
+            None => Ok(()),
+            Some(w) => Err(format!(
+                "a buffer one kernel writes and another uses is not provably accessed per work-item ({w})"
+            )),
+        }
+    }
+
+    fn module(&self) -> Module {
+        Module::new(self.kernels.clone())
+    }
 }
 
 /// Finds the chains of the graph (in `order`, the execution order) and fuses those that
 /// can be. `kernels` are the resolved kernels, `part` each node's partition.
+///
+/// From each kernel node not yet fused, in order, a chain grows greedily along successors
+/// (equal nd-ranges, one partition, contractible). Of it, the longest prefix that passes
+/// the legality check is fused: prefixes of 2, 4, 8, ... entries are checked while they
+/// pass, then the length is bisected (a prefix of a legal chain is legal: it has fewer
+/// accesses to prove and the same order). The chain grows only as far as the checks need,
+/// so finalizing a chain of n kernels takes about n log n steps, where trying every
+/// chain's suffixes took n^3.
 pub(crate) fn fuse_chains(
     ctx: &Context,
     nodes: &[FlatNode],
@@ -142,49 +418,99 @@ pub(crate) fn fuse_chains(
     order: &[usize],
     internalize: bool,
 ) -> Vec<FusedUnit> {
-    let range = |i: usize| match &nodes[i].kind {
-        NodeKind::Kernel { range, .. } => Some(range),
-        _ => None,
+    let len = nodes.len();
+    let mut pos = vec![0; len];
+    for (k, &i) in order.iter().enumerate() {
+        pos[i] = k;
+    }
+    let mut search = Search {
+        nodes,
+        part,
+        pos,
+        used: vec![false; len],
+        member: vec![0; len],
+        clear: vec![0; len],
+        seen: vec![0; len],
+        stamp: 0,
+        walk: 0,
     };
-    let mut used = vec![false; nodes.len()];
+    let cx = Inputs { ctx, nodes, kernels };
+    // The nodes using each buffer, to tell which buffers are used outside a chain.
+    let mut users: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for a in &n.accessors {
+            let u = users.entry(a.buffer.id).or_default();
+            if u.last() != Some(&i) {
+                u.push(i);
+            }
+        }
+    }
     let mut out = Vec::new();
     for &s in order {
-        if used[s] || range(s).is_none() {
+        if search.used[s] || search.range(s).is_none() {
             continue;
         }
-        let mut chain = vec![s];
+        search.stamp += 1;
+        let mut ir = ChainIr::default();
+        if let Err(why) = ir.push(&cx, s) {
+            tracing::debug!(target: "kiln::graph", "{} not fused: {why}", nodes[s].label);
+            continue;
+        }
+        search.member[s] = search.stamp;
+        // Grows the chain to `n` entries if it can; the length it has.
+        let mut grow = |ir: &mut ChainIr, n: usize| {
+            while ir.members.len() < n {
+                let last = ir.members[ir.members.len() - 1];
+                match search.next(ir, &cx, last) {
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+            ir.members.len()
+        };
+        // `good`: a legal prefix length; `bad`: an illegal one, with why.
+        let (mut good, mut bad): (usize, Option<(usize, String)>) = (1, None);
+        let mut want = 2;
         loop {
-            let last = chain[chain.len() - 1];
-            let mut next = None;
-            for &m in &nodes[last].succs {
-                if used[m] || range(m).is_none() || part[m] != part[s] {
-                    continue;
-                }
-                if range(m) != range(s) {
-                    tracing::debug!(target: "kiln::graph", "not fusing {} after {}: their nd-ranges differ", nodes[m].label, nodes[last].label);
-                    continue;
-                }
-                let mut c = chain.clone();
-                c.push(m);
-                if contraction_ok(nodes, &c) {
-                    next = Some(m);
+            let n = grow(&mut ir, want);
+            if n <= good {
+                break;
+            }
+            match ir.check(n) {
+                Ok(()) => good = n,
+                Err(why) => {
+                    bad = Some((n, why));
                     break;
                 }
-                tracing::debug!(target: "kiln::graph", "not fusing {} after {}: another node depends on the chain and {} depends on it", nodes[m].label, nodes[last].label, nodes[m].label);
             }
-            match next {
-                Some(m) => chain.push(m),
-                None => break,
+            if n < want {
+                break;
+            }
+            want = n * 2;
+        }
+        while let Some((b, _)) = &bad {
+            let mid = (good + b) / 2;
+            if mid == good {
+                break;
+            }
+            match ir.check(mid) {
+                Ok(()) => good = mid,
+                Err(why) => bad = Some((mid, why)),
             }
         }
-        if chain.len() < 2 {
+        if let Some((b, why)) = &bad {
+            let names: Vec<&str> = ir.members[..*b].iter().map(|&m| &*nodes[m].label).collect();
+            tracing::debug!(target: "kiln::graph", "chain [{}] not fused: {why}", names.join(", "));
+        }
+        if good < 2 {
             continue;
         }
-        let label = chain.iter().map(|&m| &*nodes[m].label).collect::<Vec<_>>().join(", ");
-        match fuse_one(ctx, nodes, kernels, chain, internalize) {
+        let label = ir.members[..good].iter().map(|&m| &*nodes[m].label).collect::<Vec<_>>();
+        let label = label.join(", ");
+        match fuse_prefix(ctx, nodes, &ir, good, &users, internalize) {
             Ok(u) => {
                 for &m in &u.members {
-                    used[m] = true;
+                    search.used[m] = true;
                 }
                 tracing::debug!(target: "kiln::graph", "fused chain [{label}]");
                 out.push(u);
@@ -195,147 +521,35 @@ pub(crate) fn fuse_chains(
     out
 }
 
-/// One buffer of a chain: its parameters, the entries binding it, whether any writes it.
-type Group = (Arc<BufferInner>, Vec<ParamRef>, Vec<usize>, bool);
-
-fn fuse_one(
+/// Fuses the first `n` entries of `ir`, which passed the legality check. With
+/// `internalize`, the buffers they share that no other node uses are promoted to private
+/// memory.
+fn fuse_prefix(
     ctx: &Context,
     nodes: &[FlatNode],
-    kernels: &[Option<KernelHandle>],
-    members: Vec<usize>,
+    ir: &ChainIr,
+    n: usize,
+    users: &HashMap<u64, Vec<usize>>,
     internalize: bool,
 ) -> Result<FusedUnit, String> {
-    // The members' IR, from their programs' canonical text, under distinct names.
-    let mut module: Vec<Kernel> = Vec::new();
-    let mut names = Vec::new();
-    let mut ranges = Vec::new();
-    for &m in &members {
-        let n = &nodes[m];
-        let k = kernels[m].as_ref().ok_or("a kernel was not resolved")?;
-        let key = &k.program.key;
-        if k.sanitized.is_some()
-            || !key.spec_consts.is_empty()
-            || *key.options != *ctx.env_build_options()
-        {
-            return Err(format!(
-                "{} was built with build options or specialization constants, which a fused kernel does not carry",
-                n.label
-            ));
-        }
-        let m_ir = parse_module(&key.image).map_err(|d| d.to_string())?;
-        let ir = m_ir.kernel(&k.name).ok_or("the kernel is not in its program")?;
-        let name = match module.iter().find(|x| x.name() == ir.name()) {
-            Some(x) if x.is_equal(ir) => ir.name().to_string(),
-            Some(_) => {
-                let fresh = format!("{}_{}", ir.name(), module.len());
-                module.push(Kernel::with_attrs(
-                    &fresh,
-                    ir.params().to_vec(),
-                    ir.attrs().clone(),
-                    ir.body().clone(),
-                ));
-                fresh
-            }
-            None => {
-                module.push(ir.clone());
-                ir.name().to_string()
-            }
-        };
-        names.push(name);
-        if let NodeKind::Kernel { range, .. } = &n.kind {
-            let d = range.dims.clamp(1, 3);
-            let mut r = RangeSpec::new(&range.global[..d]).with_offset(&range.offset[..d]);
-            if let Some(l) = range.local {
-                r = r.with_local(&l[..d]);
-            }
-            ranges.push(r);
-        }
+    let members = ir.members[..n].to_vec();
+    let mut inside: Vec<usize> = members.clone();
+    inside.sort_unstable();
+    let outside = |g: &Group| {
+        users.get(&g.buffer.id).is_some_and(|u| u.iter().any(|i| inside.binary_search(i).is_err()))
+    };
+    let mut spec = ir.spec(n);
+    spec.promote = ir
+        .groups
+        .iter()
+        .filter(|g| internalize && g.shared(n) && !outside(g))
+        .map(Group::promotion)
+        .collect::<Result<_, _>>()?;
+    let module = ir.module();
+    let fused = fuse_kernels(&module, &spec).map_err(|e| e.to_string())?;
+    if let Some(w) = fused.warnings.first() {
+        return Err(format!("internal error: a promotion the check allowed was refused ({w})"));
     }
-    let module = Module::new(module);
-    // Parameters bound to one buffer are one parameter; buffers one entry writes and another
-    // touches are the ones whose accesses must be proven per work-item.
-    let mut groups: Vec<Group> = Vec::new();
-    for (e, &m) in members.iter().enumerate() {
-        for (p, a) in args_of(&nodes[m]).iter().enumerate() {
-            let KernelArg::Buffer(acc) = a else { continue };
-            // The chain's legality check and promotions reason per buffer; a ranged
-            // accessor would need them per range, so such chains stay unfused.
-            if let Some((o, n)) = acc.range {
-                return Err(format!(
-                    "{} binds elements {o}..{} of buffer #{} through a ranged \
-                     accessor, which graph chain fusion does not handle",
-                    nodes[m].label,
-                    o + n,
-                    acc.buffer.id
-                ));
-            }
-            let writes = nodes[m]
-                .accessors
-                .iter()
-                .any(|x| Arc::ptr_eq(&x.buffer, &acc.buffer) && x.mode.writes());
-            match groups.iter_mut().find(|g| Arc::ptr_eq(&g.0, &acc.buffer)) {
-                Some(g) => {
-                    g.1.push(ParamRef::new(e, p));
-                    if !g.2.contains(&e) {
-                        g.2.push(e);
-                    }
-                    g.3 |= writes;
-                }
-                None => {
-                    groups.push((acc.buffer.clone(), vec![ParamRef::new(e, p)], vec![e], writes))
-                }
-            }
-        }
-    }
-    let shared: Vec<_> = groups.iter().filter(|g| g.3 && g.2.len() > 1).collect();
-    let promote =
-        |g: &(Arc<BufferInner>, Vec<ParamRef>, Vec<usize>, bool)| -> Result<Promotion, String> {
-            Ok(Promotion {
-                param: g.1[0],
-                to: PromoteTo::Private,
-                size: None,
-                buffer_len: Some(
-                    u32::try_from(g.0.len).map_err(|_| "a buffer longer than 2^32 elements")?,
-                ),
-            })
-        };
-    let mut spec = FusionSpec {
-        name: format!("graph_chain_{}", members[0]),
-        kernels: names,
-        ndranges: ranges,
-        identical: groups.iter().filter(|g| g.1.len() > 1).map(|g| g.1.clone()).collect(),
-        // No barrier between entries: a chain fuses only when every buffer one entry
-        // writes and another touches is accessed per work-item (the check below), so no
-        // work-item reads what another wrote in an earlier entry. (Barriers inside the
-        // kernels stay.) A barrier there would cost every work-group a synchronization per
-        // entry, and the cpu device a resume point.
-        barriers: BarrierPolicy::None,
-        ..FusionSpec::default()
-    };
-    // The legality check: every shared written buffer promoted in a trial fusion.
-    let trial_spec = FusionSpec {
-        promote: shared.iter().map(|g| promote(g)).collect::<Result<_, _>>()?,
-        ..spec.clone()
-    };
-    let trial = fuse_kernels(&module, &trial_spec).map_err(|e| e.to_string())?;
-    if let Some(w) = trial.warnings.first() {
-        return Err(format!(
-            "a buffer one kernel writes and another uses is not provably accessed per work-item ({w})"
-        ));
-    }
-    let outside = |b: &Arc<BufferInner>| {
-        nodes.iter().enumerate().any(|(i, n)| {
-            !members.contains(&i) && n.accessors.iter().any(|a| Arc::ptr_eq(&a.buffer, b))
-        })
-    };
-    let internal: Vec<_> = shared.iter().filter(|g| internalize && !outside(&g.0)).collect();
-    let fused = if internal.len() == shared.len() {
-        spec = trial_spec;
-        trial
-    } else {
-        spec.promote = internal.iter().map(|g| promote(g)).collect::<Result<_, _>>()?;
-        fuse_kernels(&module, &spec).map_err(|e| e.to_string())?
-    };
     let program = ctx
         .build_program(&Module::new(vec![fused.kernel.clone()]), &[], "")
         .map_err(|e| e.to_string())?;

@@ -15,7 +15,9 @@
 
 use std::sync::Arc;
 
-use crate::buffer::Accessor;
+use hashbrown::HashMap;
+
+use crate::buffer::{Accessor, BufferInner};
 
 /// Which commands last touched one buffer: the state the edges are derived from.
 #[derive(Clone, Debug)]
@@ -52,8 +54,11 @@ impl<H: Clone> AccessTrack<H> {
 /// otherwise it covers the whole buffer (requirements are tracked per buffer anyway).
 pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> Vec<Accessor> {
     let mut out: Vec<Accessor> = Vec::new();
+    // Each buffer's place in `out`, by address: a fused chain of n kernels merges n
+    // accessors per buffer over as many buffers.
+    let mut at: HashMap<*const BufferInner, usize> = HashMap::new();
     for a in accessors {
-        match out.iter_mut().find(|x| Arc::ptr_eq(&x.buffer, &a.buffer)) {
+        match at.get(&Arc::as_ptr(&a.buffer)).map(|&i| &mut out[i]) {
             Some(x) => {
                 x.mode = x.mode.join(a.mode);
                 x.props = x.props.join(a.props);
@@ -61,7 +66,10 @@ pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> 
                     x.range = None;
                 }
             }
-            None => out.push(a),
+            None => {
+                at.insert(Arc::as_ptr(&a.buffer), out.len());
+                out.push(a);
+            }
         }
     }
     out
