@@ -821,3 +821,84 @@ fn ranges_are_part_of_the_fusion_key() {
     }
     assert_eq!(hits, [false, true, false]);
 }
+
+/// The fusion cache keys constants by their bits: lists that differ only in a NaN's
+/// payload, or in the sign of a zero, are different fused kernels, each fused (a miss, where
+/// a hit's constant failed the binding check and the list ran unfused) and each writing its
+/// own bits.
+#[test]
+fn constants_differing_only_in_bits_fuse_apart() {
+    let m = parse_module(
+        "kernel put(t: ptr<global, f32>, v: f32) { let i: u32 = global_id(0); t[i] = v; }
+         kernel copy(t: ptr<global, f32>, out: ptr<global, f32>) {
+           let i: u32 = global_id(0); out[i] = t[i]; }",
+    )
+    .unwrap();
+    for e in envs() {
+        let (put, copy) =
+            (e.ctx.get_kernel(&m, "put").unwrap(), e.ctx.get_kernel(&m, "copy").unwrap());
+        let q = Queue::new(&e.ctx, QueueOrder::InOrder);
+        let (t, out) = (Buffer::<f32>::zeroed(N), Buffer::<f32>::zeroed(N));
+        let before = e.ctx.fusion_cache_stats();
+        // Two quiet NaNs with different payloads, 0.0 and -0.0, then the first NaN again.
+        for (bits, hit) in [
+            (0x7fc0_0001u32, false),
+            (0x7fc0_0002, false),
+            (0, false),
+            (0x8000_0000, false),
+            (0x7fc0_0001, true),
+        ] {
+            q.start_fusion().unwrap();
+            q.submit(|h| {
+                let t = h.write(&t);
+                h.parallel_for(&put, r(), vec![t.into(), KernelArg::scalar(f32::from_bits(bits))]);
+            });
+            q.submit(|h| {
+                let (t, o) = (h.read(&t), h.write(&out));
+                h.parallel_for(&copy, r(), vec![t.into(), o.into()]);
+            });
+            q.complete_fusion(FusionProps::default()).wait().unwrap();
+            let (kernels, cache_hit, _) = completed(&q);
+            assert_eq!((kernels, cache_hit), (2, hit), "{bits:#x} on {}", e.ctx.device().name());
+            let got: Vec<u32> = out.read().unwrap().iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, vec![bits; N], "{}", e.ctx.device().name());
+        }
+        let st = e.ctx.fusion_cache_stats();
+        assert_eq!((st.builds - before.builds, st.hits - before.hits), (4, 1));
+    }
+}
+
+/// A list with a kernel given an argument of the wrong type is not fused, and the reason is
+/// that argument, naming the kernel, the parameter and both types (it was "a buffer one
+/// kernel writes and another uses is not provably accessed per work-item"); the kernels run
+/// unfused, and the fusion's event fails with the kernel's launch.
+#[test]
+fn an_argument_of_the_wrong_type_is_the_reason_a_fusion_fails() {
+    let e = env(interp_device());
+    let floats = Buffer::<f32>::zeroed(N);
+    let wrong = [
+        (KernelArg::scalar(2.0f32), "parameter `s` is a u32 but argument 1 is a f32 scalar"),
+        (
+            KernelArg::from(floats.access(AccessMode::Read)),
+            "parameter `s` is a u32 but argument 1 is a buffer of f32",
+        ),
+    ];
+    for (arg, why) in wrong {
+        let b = bufs(3);
+        let q = Queue::new(&e.ctx, QueueOrder::InOrder);
+        q.start_fusion().unwrap();
+        launch3(&q, &e.k.add, &b[0], &b[1], &b[2]);
+        q.submit(|h| {
+            let x = h.read_write(&b[2]);
+            h.parallel_for(&e.k.scale, r(), vec![x.into(), arg.clone()]);
+        });
+        let fused = q.complete_fusion(FusionProps::default()).wait().unwrap_err();
+        assert!(fused.to_string().contains("kernel `scale`"), "{fused}");
+        let reason = match q.fusion_status() {
+            Some(FusionStatus::Failed { reason }) => reason,
+            s => panic!("not failed: {s:?}"),
+        };
+        assert!(reason.contains(&format!("kernel `scale`: {why}")), "{reason}");
+        assert!(!reason.contains("per work-item"), "{reason}");
+    }
+}

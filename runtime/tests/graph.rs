@@ -748,3 +748,28 @@ fn a_chain_of_a_thousand_unfusable_kernels_finalizes() {
     let want: Vec<u32> = contents(&bufs(1))[0].iter().map(|v| v + LEN as u32).collect();
     assert_eq!(b[0].read().unwrap(), want);
 }
+
+/// A kernel node given an argument of the wrong type does not join a chain (it joined, and
+/// the fused kernel's launch failed naming a parameter of the fused kernel): the run fails
+/// with the node's own launch error.
+#[test]
+fn a_node_with_an_argument_of_the_wrong_type_is_not_fused() {
+    let ctx = interp();
+    let k = kernels(&ctx);
+    let b = bufs(3);
+    let props = GraphProperties { fuse_chains: true, ..Default::default() };
+    let exec = finalize_within(&ctx, props, 240, |q| {
+        launch3(q, &k.add, &b[0], &b[1], &b[2]);
+        q.submit(|h| {
+            let x = h.read_write(&b[2]);
+            h.parallel_for(&k.scale, r(), vec![x.into(), KernelArg::scalar(2.0f32)]);
+        });
+    });
+    assert_eq!(exec.fused_chains(), 0);
+    let q = Queue::new(&ctx, QueueOrder::InOrder);
+    let err = q.submit_graph(&exec).wait().unwrap_err();
+    assert!(
+        err.to_string().contains("argument 1 (`s`) is a u32 but the value given is a f32"),
+        "{err}"
+    );
+}

@@ -110,20 +110,24 @@ pub fn fuse_kernels_with(
 /// entries and an explicit local size), at its work-group's own elements. This is the
 /// promotion legality of [`legality`](super::legality) less its rule that reads see earlier
 /// writes in the fused kernel: a buffer that stays in global memory keeps its contents.
-/// `Err` names the buffer, the kernel and the access.
+/// `Err` is a [`FusionError`] that refuses `spec` whatever its accesses (a type, a constant,
+/// an nd-range rule); `Ok(Err)` names the buffer, the kernel and the access not proven.
 pub fn fusion_keeps_result(
     module: &Module,
     spec: &FusionSpec,
     shared: &[(ParamRef, Option<u32>)],
     per_group: bool,
-) -> Result<(), String> {
+) -> Result<Result<(), String>, FusionError> {
     let module = &kiln_ir::depth::bound_module(module);
-    let (params, plan, consts) = analyse(module, spec).map_err(|e| e.to_string())?;
+    let (params, plan, consts) = analyse(module, spec)?;
     let to = if per_group { PromoteTo::Local } else { PromoteTo::Private };
     for &(param, len) in shared {
-        promote::in_place(spec, &params, &plan, &consts, param, to, len)?;
+        params.flat(param)?;
+        if let Err(why) = promote::in_place(spec, &params, &plan, &consts, param, to, len) {
+            return Ok(Err(why));
+        }
     }
-    Ok(())
+    Ok(Ok(()))
 }
 
 /// The promotions of `spec` that [`fuse_kernels_with`] would refuse, each with why, and

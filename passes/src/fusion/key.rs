@@ -4,11 +4,11 @@ use std::hash::{Hash, Hasher};
 
 use kiln_ir::Module;
 
-use super::spec::{BarrierPolicy, FusionSpec, ParamRef, RemapMode};
+use super::spec::{BarrierPolicy, ConstValue, FusionSpec, ParamRef, RemapMode};
 
 /// A stable cache key for a fusion request: the kernels' identities (name and structural
 /// hash) in order, the identical-parameter partition (normalized: transitive closure,
-/// sorted), the barrier policy, the remapping mode, the promotions, the constants and the
+/// sorted), the barrier policy, the remapping mode, the promotions, the constants (by bits) and the
 /// nd-ranges, these only when they are not all equal (or a promoted size is derived from them). Two specs with equal keys produce the
 /// same fused kernel from the same module.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,7 +83,15 @@ pub fn fusion_key(module: &Module, spec: &FusionSpec) -> FusionKey {
     let mut consts: Vec<String> = spec
         .constants
         .iter()
-        .map(|c| format!("{}.{}={:?}", c.param.entry, c.param.param, c.value))
+        .map(|c| {
+            // Floats by their bits: NaNs with different payloads (or 0.0 and -0.0) are
+            // different constants of different fused kernels.
+            let v = match c.value {
+                ConstValue::Float(f) => format!("f{:016x}", f.to_bits()),
+                v => format!("{v:?}"),
+            };
+            format!("{}.{}={v}", c.param.entry, c.param.param)
+        })
         .collect();
     consts.sort();
     out.push_str(&format!(";constants=[{}]", consts.join(",")));

@@ -23,7 +23,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use kiln_ir::launch::NdRange;
-use kiln_ir::{parse_module, Imm, Kernel, Module};
+use kiln_ir::{parse_module, Imm, Kernel, Module, Type};
 use kiln_passes::fusion::internalize::uses_work_group;
 use kiln_passes::fusion::{
     fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, ConstValue, Constant,
@@ -303,11 +303,16 @@ pub(crate) fn fuse(ctx: &Context, members: &[Member], props: FusionProps) -> Res
     for m in members {
         key.push_str(&format!(";{:?}", m.range));
         for a in m.args {
-            if let KernelArg::Buffer(acc) = a {
+            match a {
                 // The legality check bounds accesses by the buffers' (or ranges') lengths,
                 // and the ranges decide which arguments are identical.
-                let mode = accessor_of(m, &acc.buffer).map(|x| x.mode);
-                key.push_str(&format!(",{mode:?}x{}@{:?}", acc.buffer.len, acc.range));
+                KernelArg::Buffer(acc) => {
+                    let mode = accessor_of(m, &acc.buffer).map(|x| x.mode);
+                    let (elem, len) = (acc.buffer.elem, acc.buffer.len);
+                    key.push_str(&format!(",{mode:?}x{len}{elem}@{:?}", acc.range));
+                }
+                // The arguments' types were checked against the parameters' on the miss.
+                KernelArg::Scalar(v) => key.push_str(&format!(",{}", v.scalar())),
             }
         }
     }
@@ -354,6 +359,40 @@ pub(crate) fn fuse(ctx: &Context, members: &[Member], props: FusionProps) -> Res
     })
 }
 
+/// Whether `args` fit the parameters of `kernel` as its launch requires: one argument per
+/// parameter, a scalar of the parameter's type, a buffer of the pointer's element type. A
+/// kernel whose arguments do not fit is not fused (its own launch then reports the error);
+/// `Err` names the kernel (as `name`), the parameter and both types.
+pub(crate) fn check_args(name: &str, kernel: &Kernel, args: &[KernelArg]) -> Result<(), String> {
+    let params = kernel.params();
+    if args.len() != params.len() {
+        return Err(format!(
+            "kernel `{name}` takes {} arguments, {} given",
+            params.len(),
+            args.len()
+        ));
+    }
+    for (i, (p, a)) in params.iter().zip(args).enumerate() {
+        let (fits, given) = match a {
+            KernelArg::Scalar(v) => {
+                (p.ty() == Type::Scalar(v.scalar()), format!("a {} scalar", v.scalar()))
+            }
+            KernelArg::Buffer(acc) => (
+                p.ty().is_ptr() && p.ty().elem() == Some(acc.buffer.elem),
+                format!("a buffer of {}", acc.buffer.elem),
+            ),
+        };
+        if !fits {
+            return Err(format!(
+                "kernel `{name}`: parameter `{}` is a {} but argument {i} is {given}",
+                p.name(),
+                p.ty()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A cache miss: the members' IR, the legality check, the fusion and the build.
 fn build(
     ctx: &Context,
@@ -364,9 +403,6 @@ fn build(
     let mut kernels: Vec<Kernel> = Vec::new();
     let mut parsed: Vec<(Arc<str>, Module)> = Vec::new();
     for (m, name) in members.iter().zip(&spec.kernels) {
-        if kernels.iter().any(|k| k.name() == name) {
-            continue;
-        }
         let image = &m.kernel.program.key.image;
         if !parsed.iter().any(|(i, _)| Arc::ptr_eq(i, image)) {
             parsed.push((image.clone(), parse_module(image).map_err(|d| d.to_string())?));
@@ -375,6 +411,10 @@ fn build(
         let ir = module
             .kernel(&m.kernel.name)
             .ok_or_else(|| format!("kernel `{}` is not in its program", m.kernel.name))?;
+        check_args(&m.kernel.name, ir, m.args)?;
+        if kernels.iter().any(|k| k.name() == name) {
+            continue;
+        }
         kernels.push(Kernel::with_attrs(
             name,
             ir.params().to_vec(),
@@ -421,10 +461,12 @@ fn legal(
     if shared.is_empty() {
         return Ok(true);
     }
-    let Err(why) = fusion_keeps_result(module, spec, &shared, false) else { return Ok(true) };
+    // An error that refuses the list whatever its accesses is reported as it is.
+    let keeps = |per_group| fusion_keeps_result(module, spec, &shared, per_group);
+    let Err(why) = keeps(false).map_err(|e| e.to_string())? else { return Ok(true) };
     let per_group = spec.barriers == BarrierPolicy::WorkGroup
         && members.iter().all(|m| m.range.local.is_some());
-    if per_group && fusion_keeps_result(module, spec, &shared, true).is_ok() {
+    if per_group && keeps(true).map_err(|e| e.to_string())?.is_ok() {
         return Ok(false);
     }
     Err(format!(

@@ -33,6 +33,7 @@ use super::exec::FlatNode;
 use super::NodeKind;
 use crate::buffer::{Accessor, BufferInner};
 use crate::context::{Context, KernelHandle};
+use crate::fusion::jit::check_args;
 use crate::scheduler::deps::merge_accessors;
 use crate::scheduler::{KernelArg, PreparedLaunch};
 
@@ -239,8 +240,8 @@ struct ChainIr {
     members: Vec<usize>,
     /// The distinct kernels, under the names the spec uses.
     kernels: Vec<Kernel>,
-    /// The spec's name of each (program image, kernel name) seen.
-    named: HashMap<(usize, Arc<str>), String>,
+    /// The index in `kernels` of each (program image, kernel name) seen.
+    named: HashMap<(usize, Arc<str>), usize>,
     /// The members' programs, parsed once each (by image).
     parsed: HashMap<usize, (Arc<str>, Module)>,
     names: Vec<String>,
@@ -284,8 +285,8 @@ impl ChainIr {
             }
         }
         let image = Arc::as_ptr(&key.image) as *const u8 as usize;
-        let name = match self.named.get(&(image, k.name.clone())) {
-            Some(name) => name.clone(),
+        let at = match self.named.get(&(image, k.name.clone())) {
+            Some(&at) => at,
             None => {
                 if !self.parsed.contains_key(&image) {
                     let module = parse_module(&key.image).map_err(|d| d.to_string())?;
@@ -296,8 +297,8 @@ impl ChainIr {
                     .kernel(&k.name)
                     .ok_or("the kernel is not in its program")?
                     .clone();
-                let name = match self.kernels.iter().find(|x| x.name() == ir.name()) {
-                    Some(x) if x.is_equal(&ir) => ir.name().to_string(),
+                let at = match self.kernels.iter().position(|x| x.name() == ir.name()) {
+                    Some(at) if self.kernels[at].is_equal(&ir) => at,
                     Some(_) => {
                         let fresh = format!("{}_{}", ir.name(), self.kernels.len());
                         self.kernels.push(Kernel::with_attrs(
@@ -306,17 +307,20 @@ impl ChainIr {
                             ir.attrs().clone(),
                             ir.body().clone(),
                         ));
-                        fresh
+                        self.kernels.len() - 1
                     }
                     None => {
-                        self.kernels.push(ir.clone());
-                        ir.name().to_string()
+                        self.kernels.push(ir);
+                        self.kernels.len() - 1
                     }
                 };
-                self.named.insert((image, k.name.clone()), name.clone());
-                name
+                self.named.insert((image, k.name.clone()), at);
+                at
             }
         };
+        check_args(&k.name, &self.kernels[at], args)
+            .map_err(|why| format!("{}: {why}", n.label))?;
+        let name = self.kernels[at].name().to_string();
         let e = self.members.len();
         let d = range.dims.clamp(1, 3);
         let mut r = RangeSpec::new(&range.global[..d]).with_offset(&range.offset[..d]);
