@@ -40,13 +40,17 @@ fn generate(name: &str, dir: &Path) -> Result<(), String> {
         std::fs::write(dir.join(file), text).map_err(|e| format!("cannot write {file}: {e}"))
     };
     match name {
-        // `chain.toml`: a graph of 1000 kernels in one chain, `t1000 = t0 + 1000` through
-        // 999 intermediates that no other node uses (so fused and internalized).
+        // `chain.toml`: a graph of 1000 kernels in one chain: 999 add one to the previous
+        // one's output (`t999 = t0 + 999`, through intermediates that no other node uses),
+        // the last rotates `t999` into `t1000` (reading a neighbour's element: it cannot
+        // join the fused chain).
         "chain_1000" => {
             write(
                 "chain.kir",
                 "kernel next(x: ptr<global, u32>, y: ptr<global, u32>) {\n  \
-                 let i: u32 = global_id(0);\n  y[i] = x[i] + 1u32;\n}\n"
+                 let i: u32 = global_id(0);\n  y[i] = x[i] + 1u32;\n}\n\
+                 kernel rotate(x: ptr<global, u32>, y: ptr<global, u32>) {\n  \
+                 let i: u32 = global_id(0);\n  y[i] = x[(i + 1u32) % 4u32];\n}\n"
                     .into(),
             )?;
             let mut toml = String::from(
@@ -57,8 +61,9 @@ fn generate(name: &str, dir: &Path) -> Result<(), String> {
                 toml.push_str(&format!("t{i} = {{ type = \"u32\", len = 4 }}\n"));
             }
             for i in 0..1000 {
+                let kernel = if i < 999 { "next" } else { "rotate" };
                 toml.push_str(&format!(
-                    "\n[[nodes]]\nkernel = \"next\"\nglobal = [4]\nargs = [\"t{i}\", \"t{}\"]\n",
+                    "\n[[nodes]]\nkernel = \"{kernel}\"\nglobal = [4]\nargs = [\"t{i}\", \"t{}\"]\n",
                     i + 1
                 ));
             }
