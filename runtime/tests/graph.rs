@@ -558,6 +558,13 @@ fn chains_fuse_at_finalize_and_give_the_eager_results() {
         let (_, exec) = eager_vs_graph(&ctx, props, 4, 1, work);
         assert_eq!(exec.fused_chains(), 0);
         assert_eq!(exec.schedule(), [["node 0", "node 1"]]);
+        // And says why, as a fusion-aware queue does.
+        let refused = exec.refused_chains();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].nodes, ["node 0", "node 1"]);
+        let why = &refused[0].reason;
+        assert!(why.starts_with("fusing would change the result: a buffer one kernel writes and another uses is not provably accessed per work-item: "), "{why}");
+        assert!(why.contains("(`rotate`)"), "{why}");
     }
 }
 
@@ -723,6 +730,11 @@ fn a_chain_of_a_thousand_kernels_fuses_its_longest_legal_prefix() {
     let prefix: Vec<String> = (0..LEN - 1).map(|i| format!("node {i}")).collect();
     let fused = format!("fused chain [{}]", prefix.join(", "));
     assert_eq!(exec.schedule(), [[fused, format!("node {}", LEN - 1)]]);
+    assert_eq!(exec.fused_chain_nodes(), [prefix]);
+    let refused = exec.refused_chains();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].nodes.len(), LEN);
+    assert!(refused[0].reason.contains("not provably accessed per work-item"), "{refused:?}");
     let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
     q.submit_graph(&exec).wait().unwrap();
     let eager = bufs(LEN + 2);
@@ -770,6 +782,11 @@ fn a_node_with_an_argument_of_the_wrong_type_is_not_fused() {
         });
     });
     assert_eq!(exec.fused_chains(), 0);
+    let refused = exec.refused_chains();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].nodes, ["node 0", "node 1"]);
+    let why = "node 1: kernel `scale`: parameter `s` is a u32 but argument 1 is a f32 scalar";
+    assert_eq!(refused[0].reason, why);
     let q = Queue::new(&ctx, QueueOrder::InOrder);
     let err = q.submit_graph(&exec).wait().unwrap_err();
     assert!(

@@ -469,9 +469,16 @@ fn legal(
     if per_group && keeps(true).map_err(|e| e.to_string())?.is_ok() {
         return Ok(false);
     }
-    Err(format!(
+    Err(not_per_item(per_group, &why))
+}
+
+/// The reason a list is not fused when a buffer it shares is not proven accessed per
+/// work-item (or `per_group`, per work-group): `why` names the buffer and the access. Graph
+/// chain fusion gives the same text.
+pub(crate) fn not_per_item(per_group: bool, why: &str) -> String {
+    format!(
         "fusing would change the result: a buffer one kernel writes and another uses is not \
          provably accessed per work-item{}: {why}",
         if per_group { " or per work-group" } else { "" }
-    ))
+    )
 }

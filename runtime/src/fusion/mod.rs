@@ -174,7 +174,7 @@ impl FusionHook for Hook {
 }
 
 /// Prints `msg` as a runtime warning at warning level 1 or more.
-fn warn(ctx: &Context, msg: &str) {
+pub(crate) fn warn(ctx: &Context, msg: &str) {
     if ctx.warning_level() >= 1 {
         eprintln!("kiln: warning: {msg}");
     }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use kiln_ir::{Imm, Scalar};
 
-use super::fuse::{self, FusedUnit};
+use super::fuse::{self, FusedUnit, RefusedChain};
 use super::recorded::{self, Recorded};
 use super::{GraphError, GraphProperties, KernelRef, NodeData, NodeId, NodeKind};
 use crate::buffer::{AccessMode, Accessor};
@@ -85,6 +85,8 @@ struct Plan {
 pub struct ExecGraph {
     ctx: Context,
     name: String,
+    /// The chains finalize did not fuse, with why.
+    refused: Vec<RefusedChain>,
     state: Mutex<ExecState>,
     plan: Mutex<Arc<Plan>>,
     last_run: Mutex<Option<Event>>,
@@ -527,11 +529,15 @@ impl ExecGraph {
         let succs: Vec<Vec<usize>> = nodes.iter().map(|n| n.succs.clone()).collect();
         let preds: Vec<Vec<usize>> = nodes.iter().map(|n| n.preds.clone()).collect();
         let flat_order: Vec<usize> = schedule(&succs, &preds, &part).concat();
-        let fused = if props.fuse_chains {
+        let name = format!("graph #{}", next_command_id());
+        let (fused, refused) = if props.fuse_chains {
             fuse::fuse_chains(ctx, &nodes, &kernels, &part, &flat_order, props.internalize)
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
+        for r in &refused {
+            crate::fusion::warn(ctx, &format!("{name}: {r}"));
+        }
         // The units and their edges.
         let mut unit_of: Vec<Unit> = (0..nodes.len()).map(Unit::Node).collect();
         for (j, f) in fused.iter().enumerate() {
@@ -582,7 +588,8 @@ impl ExecGraph {
         let plan = state.plan(&**ctx.device())?;
         Ok(ExecGraph {
             ctx: ctx.clone(),
-            name: format!("graph #{}", next_command_id()),
+            name,
+            refused,
             state: Mutex::new(state),
             plan: Mutex::new(Arc::new(plan)),
             last_run: Mutex::new(None),
@@ -609,6 +616,24 @@ impl ExecGraph {
     /// The number of chains fused at finalize.
     pub fn fused_chains(&self) -> usize {
         lock(&self.state).fused.len()
+    }
+
+    /// The chains fused at finalize, each as its nodes' labels in order.
+    pub fn fused_chain_nodes(&self) -> Vec<Vec<String>> {
+        let st = lock(&self.state);
+        st.fused
+            .iter()
+            .map(|f| f.members.iter().map(|&m| st.nodes[m].label.clone()).collect())
+            .collect()
+    }
+
+    /// The chains of kernels finalize considered and did not fuse as one kernel, each with
+    /// why (the reason a fusion-aware queue would give). A chain's longest prefix that can
+    /// be fused is fused, so a refused chain's first nodes may be in
+    /// [`fused_chain_nodes`](Self::fused_chain_nodes). Each is also a runtime warning at
+    /// `KILN_RT_WARNING_LEVEL=1` or more.
+    pub fn refused_chains(&self) -> &[RefusedChain] {
+        &self.refused
     }
 
     /// Replaces the arguments of the kernel node `node` (a node of the graph it was

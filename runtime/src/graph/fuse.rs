@@ -33,7 +33,7 @@ use super::exec::FlatNode;
 use super::NodeKind;
 use crate::buffer::{Accessor, BufferInner};
 use crate::context::{Context, KernelHandle};
-use crate::fusion::jit::check_args;
+use crate::fusion::jit::{check_args, not_per_item};
 use crate::scheduler::deps::merge_accessors;
 use crate::scheduler::{KernelArg, PreparedLaunch};
 
@@ -126,6 +126,41 @@ struct Search<'a> {
     seen: Vec<u32>,
     stamp: u32,
     walk: u32,
+    /// The chains considered and not fused, with why.
+    refused: Vec<RefusedChain>,
+}
+
+/// A chain of kernel nodes that finalize considered and did not fuse as one kernel
+/// ([`super::ExecGraph::refused_chains`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedChain {
+    /// Its nodes' labels, in order (`node 3`, ``node 3 `name` ``).
+    pub nodes: Vec<String>,
+    /// Why, as a fusion-aware queue says why it refused a fusion.
+    pub reason: String,
+}
+
+impl RefusedChain {
+    fn new(nodes: &[FlatNode], members: &[usize], reason: String) -> RefusedChain {
+        RefusedChain { nodes: members.iter().map(|&m| nodes[m].label.clone()).collect(), reason }
+    }
+}
+
+impl std::fmt::Display for RefusedChain {
+    /// `chain [node 0, node 1] not fused: ...`, at most eight labels shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.nodes.len();
+        let shown = if n <= 8 {
+            self.nodes.join(", ")
+        } else {
+            format!(
+                "{}, ..., {} ({n} nodes)",
+                self.nodes[..4].join(", "),
+                self.nodes[n - 2..].join(", ")
+            )
+        };
+        write!(f, "chain [{shown}] not fused as one kernel: {}", self.reason)
+    }
 }
 
 impl Search<'_> {
@@ -187,7 +222,9 @@ impl Search<'_> {
                     return Some(m);
                 }
                 Err(why) => {
-                    tracing::debug!(target: "kiln::graph", "not fusing {} after {}: {why}", self.nodes[m].label, self.nodes[last].label)
+                    let mut chain = ir.members.clone();
+                    chain.push(m);
+                    self.refused.push(RefusedChain::new(self.nodes, &chain, why));
                 }
             }
         }
@@ -393,9 +430,7 @@ impl ChainIr {
         let refused = refused_promotions(&self.module(), &spec).map_err(|e| e.to_string())?;
         match refused.first() {
             None => Ok(()),
-            Some(w) => Err(format!(
-                "a buffer one kernel writes and another uses is not provably accessed per work-item ({w})"
-            )),
+            Some(w) => Err(not_per_item(false, &w.reason)),
         }
     }
 
@@ -405,7 +440,8 @@ impl ChainIr {
 }
 
 /// Finds the chains of the graph (in `order`, the execution order) and fuses those that
-/// can be. `kernels` are the resolved kernels, `part` each node's partition.
+/// can be; also returns the chains it did not fuse, with why. `kernels` are the resolved
+/// kernels, `part` each node's partition.
 ///
 /// From each kernel node not yet fused, in order, a chain grows greedily along successors
 /// (equal nd-ranges, one partition, contractible). Of it, the longest prefix that passes
@@ -421,7 +457,7 @@ pub(crate) fn fuse_chains(
     part: &[usize],
     order: &[usize],
     internalize: bool,
-) -> Vec<FusedUnit> {
+) -> (Vec<FusedUnit>, Vec<RefusedChain>) {
     let len = nodes.len();
     let mut pos = vec![0; len];
     for (k, &i) in order.iter().enumerate() {
@@ -437,6 +473,7 @@ pub(crate) fn fuse_chains(
         seen: vec![0; len],
         stamp: 0,
         walk: 0,
+        refused: Vec::new(),
     };
     let cx = Inputs { ctx, nodes, kernels };
     // The nodes using each buffer, to tell which buffers are used outside a chain.
@@ -502,9 +539,8 @@ pub(crate) fn fuse_chains(
                 Err(why) => bad = Some((mid, why)),
             }
         }
-        if let Some((b, why)) = &bad {
-            let names: Vec<&str> = ir.members[..*b].iter().map(|&m| &*nodes[m].label).collect();
-            tracing::debug!(target: "kiln::graph", "chain [{}] not fused: {why}", names.join(", "));
+        if let Some((b, why)) = bad {
+            search.refused.push(RefusedChain::new(nodes, &ir.members[..b], why));
         }
         if good < 2 {
             continue;
@@ -519,10 +555,15 @@ pub(crate) fn fuse_chains(
                 tracing::debug!(target: "kiln::graph", "fused chain [{label}]");
                 out.push(u);
             }
-            Err(why) => tracing::debug!(target: "kiln::graph", "chain [{label}] not fused: {why}"),
+            Err(why) => {
+                search.refused.push(RefusedChain::new(nodes, &ir.members[..good], why));
+            }
         }
     }
-    out
+    for r in &search.refused {
+        tracing::debug!(target: "kiln::graph", "{r}");
+    }
+    (out, search.refused)
 }
 
 /// Fuses the first `n` entries of `ir`, which passed the legality check. With
