@@ -16,7 +16,9 @@ use kiln::runtime::{
 use super::buffers::{contents, new_buffer};
 use super::device::{abandon_wait, DeviceArgs};
 use super::run::show_buffer;
-use super::value::{filled_bytes, generated_bytes, parse_scalar, reserve_bytes, BufferInit};
+use super::value::{
+    filled_bytes, generated_bytes, parse_scalar, push_le, reserve_bytes, BufferInit,
+};
 use super::{file_name, read_source, Error};
 
 /// `kiln graph`'s arguments.
@@ -116,10 +118,7 @@ fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String>
                     for v in a {
                         let t = scalar_text(v)
                             .ok_or_else(|| at("`init` holds a value that is not a number"))?;
-                        super::value::push_le(
-                            &mut bytes,
-                            parse_scalar(&t, elem).map_err(|e| at(&e))?,
-                        );
+                        push_le(&mut bytes, parse_scalar(&t, elem).map_err(|e| at(&e))?);
                     }
                     Ok(bytes)
                 }

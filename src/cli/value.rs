@@ -105,7 +105,7 @@ pub fn generated_bytes(init: &BufferInit, elem: Scalar) -> Result<Vec<u8>, Strin
 }
 
 /// The zero of `elem` (`false`, `0`, `+0.0`).
-pub fn zero(elem: Scalar) -> Imm {
+fn zero(elem: Scalar) -> Imm {
     if elem.is_float() {
         Imm::float(elem, 0.0)
     } else if elem == Scalar::Bool {
