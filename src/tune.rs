@@ -218,6 +218,9 @@ fn disk_key(dev: &dyn Device, key: &str) -> DiskKey {
 /// Tunes `problem` on `dev`: the stored winner when there is one, else a search (stored),
 /// else the heuristic (see the module docs).
 pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<Tuned, String> {
+    // A problem that cannot be generated at all (sizes it cannot have) is refused first, in
+    // the generator's words: no key is looked up, no candidate built, no heuristic offered.
+    (problem.generate)(&heuristic(problem.mnk))?;
     let key = problem.key.clone();
     let dk = disk_key(dev, &key);
     if let Some(cache) = &opts.cache {
@@ -238,9 +241,6 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
         return Ok(Tuned { config: heuristic(problem.mnk), how: How::Heuristic(why), key });
     }
     let cands = GemmConfig::candidates(problem.mnk[0], problem.mnk[1], problem.mnk[2]);
-    // A problem that cannot be generated at all (sizes it cannot have) is refused here, in
-    // the generator's words, before any candidate is built.
-    (problem.generate)(&cands[0])?;
     // The reference every candidate's output is checked against.
     let check = Check::new(problem, &cands[0])
         .map_err(|e| format!("tuning `{key}`: cannot check candidates: {e}"))?;

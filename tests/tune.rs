@@ -173,3 +173,22 @@ fn a_miscompiled_candidate_cannot_win() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue 29, U4: `tune` of a GEMM with a zero size offered a heuristic blocking for
+/// `gemm NN f32 m1 n1 k1` (on the interpreter, or with the search off) or built every
+/// candidate before failing. It is refused first, in the generator's words.
+#[test]
+fn impossible_problems_are_refused_before_anything_else() {
+    let d = dir("bad");
+    let interp = open("interp", &OpenOptions::default()).unwrap();
+    let cpu = open("cpu", &OpenOptions::default()).unwrap();
+    let zero = GemmProblem { m: 0, n: 1, k: 1, trans_a: false, trans_b: false, ty: Scalar::F32 };
+    let huge = GemmProblem { m: 1 << 32, ..zero };
+    for (p, why) in [(zero, "must be positive: M = 0"), (huge, "at most 1073741823")] {
+        for dev in [&interp, &cpu] {
+            let e = tune(&Problem::gemm(&p), &**dev, &opts(&d, true)).unwrap_err();
+            assert!(e.contains(why) && !e.contains("m1 "), "{e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
