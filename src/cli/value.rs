@@ -402,6 +402,17 @@ mod tests {
         assert_eq!(parse_scalar("true", Scalar::Bool), Ok(Imm::Bool(true)));
         assert_eq!(parse_scalar("false", Scalar::Bool), Ok(Imm::Bool(false)));
         assert!(parse_scalar("1", Scalar::Bool).is_err());
+        // A finite literal that would round to infinity is refused, as in .kir (issue 29).
+        for (text, ty) in [("1e40", Scalar::F32), ("-1e40", Scalar::F32), ("70000", Scalar::F16)] {
+            let e = parse_scalar(text, ty).unwrap_err();
+            assert!(e.contains(&format!("out of range for {ty}")), "{e}");
+        }
+        assert!(parse_scalar("1e400", Scalar::F64).is_err());
+        assert_eq!(
+            parse_scalar("+Infinity", Scalar::F32),
+            Ok(Imm::float(Scalar::F32, f64::INFINITY))
+        );
+        assert_eq!(parse_scalar("1_000.5f64", Scalar::F64), Ok(Imm::float(Scalar::F64, 1000.5)));
     }
 
     #[test]
@@ -446,6 +457,14 @@ mod tests {
         assert!(generated_bytes(&BufferInit::Zeros(usize::MAX), Scalar::F32).is_err());
         let b = generated_bytes(&BufferInit::Iota(2), Scalar::F16).unwrap();
         assert_eq!(format_imm(element(&b, Scalar::F16, 1)), "1.0");
+        // A fill is at the element's size: -0.0 is not zero bytes, 7u8 is one byte each.
+        let b = filled_bytes(2, Imm::float(Scalar::F32, -0.0)).unwrap();
+        assert_eq!(b, [0, 0, 0, 0x80, 0, 0, 0, 0x80]);
+        assert_eq!(filled_bytes(3, Imm::int(Scalar::U8, 7)).unwrap(), [7, 7, 7]);
+        assert_eq!(filled_bytes(0, Imm::Bool(true)).unwrap(), Vec::<u8>::new());
+        let e = filled_bytes((1 << 30) + 1, Imm::float(Scalar::F32, 0.0)).unwrap_err();
+        assert!(e.contains("too large a buffer (limit 4 GiB)"), "{e}");
+        assert!(reserve_bytes(usize::MAX, Scalar::U8).is_err());
     }
 
     #[test]
