@@ -23,9 +23,9 @@ pub struct DeviceArgs {
     /// (interp only: GPU devices cannot count steps; use --timeout there).
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u64>,
-    /// Stop waiting after SECS seconds (decimals allowed). The interpreter stops the kernel
-    /// and names the work-item it was running; on GPU devices kiln abandons the wait and
-    /// exits with an error, though the GPU work may still be running.
+    /// Stop waiting after SECS seconds (decimals allowed). The interpreter and the cpu
+    /// device stop the kernel and name the work-item it was running; on GPU devices kiln
+    /// abandons the wait and exits with an error, though the GPU work may still be running.
     #[arg(long, value_name = "SECS", value_parser = value::parse_timeout)]
     pub timeout: Option<Duration>,
     /// cpu: spread the work-groups over N threads (default: one per core).
