@@ -448,12 +448,12 @@ fn the_cache_is_private_whatever_the_umask() {
         .filter(|(_, _, d)| !d)
         .map(|(p, _, _)| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    for want in ["CACHEDIR.TAG", "mac.key", ".lock", "0.src", "0.bin"] {
-        assert!(names.iter().any(|n| n == want), "no {want} in {all:?}");
-    }
     for (path, mode, is_dir) in &all {
         let want = if *is_dir { 0o700 } else { 0o600 };
         assert_eq!(*mode, want, "{} is {mode:04o} under umask 000", path.display());
+    }
+    for want in ["CACHEDIR.TAG", "mac.key", ".lock", "0.src", "0.bin"] {
+        assert!(names.iter().any(|n| n == want), "no {want} in {all:?}");
     }
     // A cache an earlier kiln made under the usual umask: 0755 directories are narrowed
     // when kiln next uses them.
@@ -633,4 +633,74 @@ fn no_absolute_cache_location_leaves_the_working_directory_alone() {
     assert_eq!(ls(&home.join(".cache/kiln")).len(), 1);
     assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Issue 29, S1: `kiln tune` uses the blocking a stored record names, so a record is
+/// trusted like machine code: one planted in a cache others can write is not used (the
+/// heuristic is, with one warning naming the directory). The planted record, valid and
+/// written through kiln's own cache code, is shown to be used where only this user can
+/// write.
+#[cfg(unix)]
+#[test]
+fn a_planted_tuning_record_is_not_used() {
+    use kiln::generator::GemmConfig;
+    use kiln::runtime::cache::PersistentCache;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("tune");
+    let tune = |env: &[(&str, &str)]| {
+        let args = ["tune", "--device", "cpu", "--max-candidates", "2", "--repeat", "1"];
+        ok(&kiln(&dir, env, &[&args[..], &["gemm", "16", "16", "16"]].concat()))
+    };
+    let first = tune(&[]);
+    assert!(first.contains("(stored)"), "{first}");
+    let winner = first.lines().last().unwrap().split(':').next().unwrap().to_string();
+    // Another blocking, stored for the same problem.
+    let planted = GemmConfig::candidates(16, 16, 16)
+        .into_iter()
+        .map(|c| c.to_string())
+        .find(|c| *c != winner)
+        .unwrap();
+    let id = ls(&dir).pop().unwrap();
+    let key = PersistentCache::new(&dir).show(&id).unwrap().key.unwrap();
+    ok(&kiln(&dir, &[], &["cache", "clear"]));
+    PersistentCache::new(&dir).put(&key, planted.as_bytes());
+    let off = [("KILN_TUNE", "0")];
+    let used = tune(&off);
+    assert!(used.starts_with(&format!("{planted}: stored winner")), "{used}");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o707)).unwrap();
+    let o = kiln(&dir, &off, &["tune", "--device", "cpu", "gemm", "16", "16", "16"]);
+    let out = ok(&o);
+    assert!(out.contains(": heuristic for `gemm NN f32 m16 n16 k16`"), "{out}");
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let said = format!("`{}` is writable by others (mode 0707)", dir.display());
+    assert!(err.contains(&said), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/cache.md quoted an error text kiln does not print. Each of its `sh,fails` examples
+/// is followed by a `text` block with the message: run the command (in the repository
+/// root, as the page says), and the message must be what kiln prints.
+#[test]
+fn cache_doc_quotes_the_real_errors() {
+    let md = std::fs::read_to_string(root().join("docs/cache.md")).unwrap();
+    let dir = scratch("doc-errors");
+    let mut rest = md.as_str();
+    let mut checked = 0;
+    while let Some(at) = rest.find("```sh,fails\n") {
+        rest = &rest[at + "```sh,fails\n".len()..];
+        let (command, after) = rest.split_once("```").unwrap();
+        let quoted_at = after.find("```text\n").expect("a `text` block with the message");
+        let (quoted, _) = after[quoted_at + "```text\n".len()..].split_once("```").unwrap();
+        let quoted: Vec<&str> = quoted.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let kiln_at = words.iter().position(|w| *w == "kiln").expect("a kiln command");
+        let env: Vec<(&str, &str)> =
+            words[..kiln_at].iter().map(|w| w.split_once('=').expect("NAME=VALUE")).collect();
+        let o = kiln(&dir, &env, &words[kiln_at + 1..]);
+        let err = fails(&o, &[]);
+        assert_eq!(err.lines().collect::<Vec<_>>(), quoted, "{command}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "docs/cache.md's failing examples");
 }

@@ -52,7 +52,7 @@ pub enum RootError {
     Foreign {
         /// The root.
         root: PathBuf,
-        /// The first entry found that kiln's layout does not name.
+        /// The first entry (in byte order) that kiln's layout does not name.
         entry: String,
     },
     /// The root cannot be read.
@@ -103,6 +103,9 @@ fn classify(root: &Path) -> Result<bool, RootError> {
     }
     let rd = fs::read_dir(root)
         .map_err(|e| RootError::Unreadable { root: root.into(), message: e.to_string() })?;
+    // The first foreign name in byte order, so that the message does not depend on the
+    // order the file system lists entries in.
+    let mut foreign: Option<String> = None;
     for e in rd {
         let e =
             e.map_err(|e| RootError::Unreadable { root: root.into(), message: e.to_string() })?;
@@ -111,9 +114,14 @@ fn classify(root: &Path) -> Result<bool, RootError> {
         if is_root_file(&name) || (is_level_name(&name) && is_dir) {
             continue;
         }
-        return Err(RootError::Foreign { root: root.into(), entry: name });
+        if foreign.as_ref().is_none_or(|f| name < *f) {
+            foreign = Some(name);
+        }
     }
-    Ok(false)
+    match foreign {
+        Some(entry) => Err(RootError::Foreign { root: root.into(), entry }),
+        None => Ok(false),
+    }
 }
 
 impl PersistentCache {
