@@ -202,3 +202,40 @@ fn an_item_from_another_cache_is_not_authenticated() {
     assert!(w[0].contains("not authenticated"), "{w:?}");
     assert_eq!(c.get(&other), Some(good()), "the cache's own item still loads");
 }
+
+/// The key file must be as private as the cache: one that is not this user's, or that
+/// others may read, turns the cache off (one warning naming it and why), so nothing that
+/// its key authenticates is loaded.
+#[test]
+fn a_key_file_others_can_read_or_own_is_not_used() {
+    let mut cases: Vec<(u32, Option<u32>, String)> = vec![
+        (0o644, None, "is open to other users (mode 0644; kiln makes it 0600)".into()),
+        (0o640, None, "is open to other users (mode 0640; kiln makes it 0600)".into()),
+    ];
+    if is_root() {
+        cases.push((0o600, Some(65534), "belongs to uid 65534, not to this user (uid 0)".into()));
+    }
+    for (mode, owner, reason) in cases {
+        let t = TempDir::new(&format!("trust-key-{mode:o}-{}", owner.is_some()));
+        plant(&t.0);
+        let key_file = t.0.join("mac.key");
+        fs::set_permissions(&key_file, fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&key_file, Some(uid), None).unwrap();
+        }
+        let c = PersistentCache::new(&t.0);
+        assert_eq!(c.get(&key()), None, "{reason}: the planted item was loaded");
+        c.put(&key(), &good());
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains(&format!("`{}` {reason}", key_file.display())), "{w:?}");
+        assert!(w[0].contains("remove it to let kiln make a new key"), "{w:?}");
+        // Removed, a new key is made: the old items do not authenticate and are rebuilt.
+        fs::remove_file(&key_file).unwrap();
+        let c = PersistentCache::new(&t.0);
+        assert_eq!(c.get(&key()), None);
+        assert!(c.warnings()[0].contains("not authenticated"), "{:?}", c.warnings());
+        c.put(&key(), &good());
+        assert_eq!(PersistentCache::new(&t.0).get(&key()), Some(good()));
+    }
+}

@@ -246,8 +246,9 @@ impl PersistentCache {
         self.max_size
     }
 
-    /// Whether an unwritable root turned the cache's writes off (hits are still served
-    /// from what is there).
+    /// Whether the cache's writes are off for this process: an unwritable root (hits are
+    /// still served from what is there), or one that cannot be trusted or has no usable
+    /// key (nothing is served).
     pub fn is_disabled(&self) -> bool {
         self.disabled.load(Ordering::Relaxed)
     }

@@ -64,7 +64,13 @@ impl MacKey {
 /// file and what is wrong) when the file there cannot be trusted or read.
 pub(super) fn load(root: &Path) -> Result<Option<MacKey>, String> {
     let path = root.join(KEY_NAME);
-    let mut f = match entry::open(&path, OpenOptions::new().read(true)) {
+    read_key(&path).map_err(|e| {
+        format!("{e}; remove it to let kiln make a new key (every item is then rebuilt)")
+    })
+}
+
+fn read_key(path: &Path) -> Result<Option<MacKey>, String> {
+    let mut f = match entry::open(path, OpenOptions::new().read(true)) {
         Ok(Opened::File(f, _)) => f,
         Ok(Opened::Missing) => return Ok(None),
         Ok(Opened::NotAFile(ft)) => {
@@ -73,7 +79,7 @@ pub(super) fn load(root: &Path) -> Result<Option<MacKey>, String> {
         Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
     };
     let meta = f.metadata().map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    trust::check_private_file(&path, &meta)?;
+    trust::check_private_file(path, &meta)?;
     let mut key = [0u8; 32];
     let mut rest = Vec::new();
     f.read_exact(&mut key)

@@ -242,3 +242,29 @@ impl PersistentCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PersistentCache;
+    use std::ffi::OsStr;
+    use std::path::PathBuf;
+
+    /// Only absolute values count; the first absolute one wins.
+    #[test]
+    fn default_root_follows_the_xdg_rule() {
+        let root = |x: Option<&str>, h: Option<&str>| {
+            PersistentCache::default_root_from(x.map(OsStr::new), h.map(OsStr::new))
+        };
+        assert_eq!(root(Some("/x"), Some("/h")), Ok(PathBuf::from("/x/kiln")));
+        assert_eq!(root(Some("rel"), Some("/h")), Ok(PathBuf::from("/h/.cache/kiln")));
+        assert_eq!(root(Some(""), Some("/h")), Ok(PathBuf::from("/h/.cache/kiln")));
+        assert_eq!(root(None, Some("/h")), Ok(PathBuf::from("/h/.cache/kiln")));
+        for (x, h) in
+            [(None, None), (Some(""), Some("")), (Some("a/b"), Some("h")), (None, Some(""))]
+        {
+            let e = root(x, h).unwrap_err();
+            assert!(e.starts_with("no directory for the persistent cache: "), "{e}");
+        }
+        assert!(root(Some("a/b"), None).unwrap_err().contains("XDG_CACHE_HOME=\"a/b\" is not an"));
+    }
+}
