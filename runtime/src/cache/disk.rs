@@ -106,7 +106,6 @@ pub use format::{DiskKey, KeyHashes};
 use mac::MacKey;
 pub use root::RootError;
 pub use scan::{ItemDetails, ItemInfo, Scan};
-use trust::Levels;
 
 /// Totals of [`PersistentCache::stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -279,42 +278,6 @@ impl PersistentCache {
         self.disable(why);
     }
 
-    /// Reports a level directory someone else may have written (once per directory).
-    fn warn_untrusted(&self, why: String) {
-        self.warn_once(
-            format!("untrusted {why}"),
-            format!("{why}: kiln loads nothing from it and stores nothing in it; rebuilding"),
-        );
-    }
-
-    /// The root's MAC key, read on first use, or made when there is none yet and the root
-    /// can be written. A key that cannot be read or trusted turns the cache off.
-    fn mac_key(&self) -> Option<MacKey> {
-        let mut slot = self.mac_key.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(k) = &*slot {
-            return Some(k.clone());
-        }
-        let found = match self.check_writable() {
-            Ok(()) => {
-                let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
-                mac::load_or_create(&self.root, &format!(".tmp-{}-{n}-key", std::process::id()))
-                    .map(Some)
-            }
-            Err(_) => mac::load(&self.root),
-        };
-        match found {
-            Ok(k) => {
-                *slot = k.clone();
-                k
-            }
-            Err(why) => {
-                drop(slot);
-                self.refuse(why);
-                None
-            }
-        }
-    }
-
     /// Reports an entry of the wrong type at a name the layout owns (once) and removes it
     /// where that loses nothing ([`entry::remove_misplaced`]). Returns whether it is gone.
     fn report_misplaced(&self, path: &Path, found: FileType, expected: &str) -> bool {
@@ -356,38 +319,6 @@ impl PersistentCache {
             p.push(self.hex(part));
         }
         p
-    }
-
-    /// What the level directories from the root down to `dir` are
-    /// ([`trust::levels`]); trusted ones that others may read are narrowed to 0700.
-    fn levels(&self, dir: &Path) -> Levels {
-        trust::levels(&self.root, dir, self.check_writable().is_ok())
-    }
-
-    /// Whether the level directories from the root down to `dir` all exist, are real
-    /// directories (not links) and are trusted. A misplaced one is reported and removed
-    /// where that loses nothing; an untrusted one is reported; either way the answer is
-    /// `false`.
-    fn levels_ok(&self, dir: &Path) -> bool {
-        match self.levels(dir) {
-            Levels::Ok => true,
-            Levels::Missing => false,
-            Levels::Misplaced(p, ft) => {
-                self.report_misplaced(&p, ft, "a directory");
-                false
-            }
-            Levels::Untrusted(why) => {
-                self.warn_untrusted(why);
-                false
-            }
-            Levels::Unreadable(p, e) => {
-                self.warn_once(
-                    format!("read {}", p.display()),
-                    format!("cannot read `{}`: {e}", p.display()),
-                );
-                false
-            }
-        }
     }
 
     /// Collision indices of the entries in `dir` named `<n><ext>`, of any type, ascending.

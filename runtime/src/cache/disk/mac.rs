@@ -6,9 +6,11 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
 
 use super::entry::{self, describe, Opened};
-use super::trust;
+use super::{trust, PersistentCache};
 
 /// The key file's name at the root.
 pub(super) const KEY_NAME: &str = "mac.key";
@@ -118,5 +120,35 @@ pub(super) fn load_or_create(root: &Path, tmp_name: &str) -> Result<MacKey, Stri
             load(root)?.ok_or_else(|| format!("`{}` vanished while it was read", path.display()))
         }
         Err(e) => Err(format!("cannot create the cache key `{}`: {e}", path.display())),
+    }
+}
+
+impl PersistentCache {
+    /// The root's MAC key, read on first use, or made when there is none yet and the root
+    /// can be written. A key that cannot be read or trusted turns the cache off.
+    pub(super) fn mac_key(&self) -> Option<MacKey> {
+        let mut slot = self.mac_key.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(k) = &*slot {
+            return Some(k.clone());
+        }
+        let found = match self.check_writable() {
+            Ok(()) => {
+                let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
+                load_or_create(&self.root, &format!(".tmp-{}-{n}-key", std::process::id()))
+                    .map(Some)
+            }
+            Err(_) => load(&self.root),
+        };
+        match found {
+            Ok(k) => {
+                *slot = k.clone();
+                k
+            }
+            Err(why) => {
+                drop(slot);
+                self.refuse(why);
+                None
+            }
+        }
     }
 }

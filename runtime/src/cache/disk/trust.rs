@@ -10,7 +10,7 @@ use std::fs::{self, DirBuilder, FileType, Metadata, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::entry;
+use super::{entry, PersistentCache};
 
 /// The mode of every directory kiln creates in the cache.
 const DIR_MODE: u32 = 0o700;
@@ -152,4 +152,40 @@ pub(super) fn private_file(opts: &mut OpenOptions) -> &mut OpenOptions {
 fn euid() -> u32 {
     // SAFETY: geteuid takes no arguments, cannot fail and touches no memory of ours.
     unsafe { libc::geteuid() }
+}
+
+impl PersistentCache {
+    /// Reports a level directory someone else may have written (once per directory).
+    pub(super) fn warn_untrusted(&self, why: String) {
+        self.warn_once(
+            format!("untrusted {why}"),
+            format!("{why}: kiln loads nothing from it and stores nothing in it; rebuilding"),
+        );
+    }
+
+    /// Whether the level directories from the root down to `dir` all exist, are real
+    /// directories (not links) and are trusted ([`levels`]; trusted ones that others may
+    /// read are narrowed to 0700). A misplaced one is reported and removed where that
+    /// loses nothing; an untrusted one is reported; either way the answer is `false`.
+    pub(super) fn levels_ok(&self, dir: &Path) -> bool {
+        match levels(&self.root, dir, self.check_writable().is_ok()) {
+            Levels::Ok => true,
+            Levels::Missing => false,
+            Levels::Misplaced(p, ft) => {
+                self.report_misplaced(&p, ft, "a directory");
+                false
+            }
+            Levels::Untrusted(why) => {
+                self.warn_untrusted(why);
+                false
+            }
+            Levels::Unreadable(p, e) => {
+                self.warn_once(
+                    format!("read {}", p.display()),
+                    format!("cannot read `{}`: {e}", p.display()),
+                );
+                false
+            }
+        }
+    }
 }
