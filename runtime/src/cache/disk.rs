@@ -25,7 +25,7 @@
 //!
 //! Items hold machine code that the cpu device maps executable, tuning records and other
 //! artifacts a device trusts, so a checksum is not enough: anyone who can write a file
-//! can recompute one. Hence ([`trust`], [`mac`]):
+//! can recompute one. Hence (the private modules `trust` and `mac`):
 //!
 //! * Directories are created 0700 and files 0600, whatever the umask; a directory of the
 //!   cache that others may read (made by an earlier version) is narrowed to 0700.
@@ -34,7 +34,7 @@
 //!   that is not makes its items misses that are neither loaded nor stored. Either is
 //!   reported once, naming the directory and the reason.
 //! * Every `.src` and `.bin` carries a keyed MAC (BLAKE3) under the root's `mac.key`,
-//!   which must itself belong to this user with mode 0600. An item whose MAC fails
+//!   which must itself belong to this user and be readable by no one else. An item whose MAC fails
 //!   (edited, copied from another cache, written by an earlier version) is damaged: it is
 //!   reported, removed and rebuilt, never loaded.
 //!
@@ -54,8 +54,8 @@
 //!   and the item skipped. Either way the cache keeps working for every other item.
 //!   Entries with other names are foreign: never followed, never removed.
 //! * A root is used only when it is a kiln cache: tagged by `CACHEDIR.TAG`, or holding
-//!   nothing but level directories and a key (an untagged cache of an earlier version), or missing or
-//!   empty (it is created and tagged on the first store). Any other directory (`$HOME`,
+//!   nothing but level directories and a key (an untagged cache of an earlier version), or
+//!   missing or empty (it is created and tagged on the first store). Any other directory (`$HOME`,
 //!   say) turns the cache off with a warning naming the root and what it holds, and
 //!   [`PersistentCache::check_root`] refuses it, so `kiln cache clear` never deletes there.
 //! * The checks are against links and misplaced entries present when the cache looks; a
