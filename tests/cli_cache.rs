@@ -1,7 +1,8 @@
 //! `kiln run` goes through the runtime's caches: with `KILN_CACHE_PERSISTENT=1` the program
 //! it builds lands in the persistent cache, where `kiln cache ls|show` find it; a second run
 //! reuses it; `KILN_PROGRAM_BUILD_OPTIONS` is part of the key; and the output is the same
-//! every time.
+//! every time. It loads only what this user's kiln wrote (private modes, directories no one
+//! else can write, a keyed MAC), and never lands in the working directory by default.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
