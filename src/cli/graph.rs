@@ -352,6 +352,12 @@ pub fn main(a: &GraphArgs) -> Result<(), Error> {
                 .unwrap_or_else(|| abandon_wait("the graph", t, &ctx.device().name())),
             None => event.wait(),
         };
+        // What the on-disk cache refused or could not do (an item that does not
+        // authenticate, a directory others can write), as `kiln run` prints it.
+        ctx.save_driver_caches();
+        for w in ctx.persistent_cache().map(|c| c.warnings()).unwrap_or_default() {
+            eprintln!("kiln: warning: {w}");
+        }
         done.map_err(|e| Error::Message(e.to_string()))?;
         for (name, b) in &d.buffers {
             let c = b.contents().map_err(|e| Error::Message(e.to_string()))?;
