@@ -219,9 +219,9 @@ impl Checks<'_> {
         let mut coefs: Option<[i128; 3]> = None;
         for (a, f) in accesses.iter().zip(forms) {
             let mut k = [0i128; 3];
-            for d in 0..3 {
+            for (d, kd) in k.iter_mut().enumerate() {
                 let (g, l) = (f.k[d], f.k[3 + d]);
-                k[d] = if dom.ls[d] > 1 { l } else { g };
+                *kd = if dom.ls[d] > 1 { l } else { g };
                 if dom.ls[d] > 1 && dom.ng[d] > 1 && g != l.saturating_mul(dom.ls[d] as i128) {
                     return Err(format!(
                         "{}: the index is not a function of the work-item's global id, so it may be another work-item's element",
@@ -229,7 +229,7 @@ impl Checks<'_> {
                     ));
                 }
                 if fused.global[d] <= 1 {
-                    k[d] = 0;
+                    *kd = 0;
                 }
             }
             match coefs {
