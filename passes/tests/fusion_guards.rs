@@ -397,7 +397,7 @@ fn guard_text(kind: u8, a: u32, b: u32) -> String {
         0 => "i < n".to_string(),
         1 => format!("i >= {a}u32"),
         2 => format!("i >= {a}u32 && i < n"),
-        3 => format!("!(i >= n)"),
+        3 => "!(i >= n)".to_string(),
         4 => format!("i < n && i + {b}u32 < n + {a}u32"),
         _ => "true".to_string(),
     }
