@@ -65,7 +65,9 @@ fn requests(spec: &FusionSpec, params: &Params, plan: &Plan) -> Result<Requests,
                 PromoteTo::Local => groups?,
                 _ => fused_items,
             };
-            u32::try_from(len / per.max(1)).ok()
+            // Rounded up: a range rounded up to the work-group size has more work-items
+            // than elements, and the guarded ones own none (the legality check decides).
+            u32::try_from(len.div_ceil(per.max(1))).ok()
         });
         let root = params.roots[i];
         if !requests.contains_key(&root) {
