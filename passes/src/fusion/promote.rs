@@ -136,7 +136,7 @@ fn honour(
 }
 
 /// Whether a use of the class's pointer, in any entry, is other than `p[i]`.
-fn escapes(params: &Params, names_in: &[Vec<String>]) -> bool {
+pub(super) fn escapes(params: &Params, names_in: &[Vec<String>]) -> bool {
     params.kernels.iter().zip(names_in).any(|(k, names)| {
         let mut v = internalize::Escapes { names, escaped: false };
         if !names.is_empty() {
@@ -148,7 +148,7 @@ fn escapes(params: &Params, names_in: &[Vec<String>]) -> bool {
 
 /// The entries touching a class (whose parameter names are `names_in`), for the legality
 /// check.
-fn touchers<'a>(
+pub(super) fn touchers<'a>(
     params: &'a Params,
     plan: &'a Plan,
     consts: &HashMap<usize, Imm>,

@@ -124,6 +124,16 @@ pub(super) struct Domain {
 }
 
 impl Domain {
+    /// The fused range's groups and local ids (one group when no local size is known).
+    pub fn of(fused: &NdRange) -> Domain {
+        let ls = fused.local.unwrap_or(fused.global);
+        Domain {
+            ls,
+            ng: [0, 1, 2].map(|d| fused.global[d] / ls[d]),
+            local_known: fused.local.is_some(),
+        }
+    }
+
     /// How many values atom `i` of `a` takes.
     pub fn extent(&self, a: &Aff, i: usize) -> i128 {
         match i {

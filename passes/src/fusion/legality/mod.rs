@@ -96,9 +96,7 @@ pub(crate) fn check(fused: &NdRange, req: &Request, touchers: &[Toucher]) -> Res
     if req.to == PromoteTo::Local && local.is_none() {
         return Err("local promotion needs an explicit local size".into());
     }
-    let ls = local.unwrap_or(fused.global);
-    let dom =
-        Domain { ls, ng: [0, 1, 2].map(|d| fused.global[d] / ls[d]), local_known: local.is_some() };
+    let dom = Domain::of(fused);
     let mut accesses = Vec::new();
     // Loops are numbered across entries: no loop of one entry encloses another's access.
     let mut loops = 0;
@@ -110,15 +108,7 @@ pub(crate) fn check(fused: &NdRange, req: &Request, touchers: &[Toucher]) -> Res
             ));
         }
         let ctx = Ctx { dom: &dom, fused, entry: t.plan, consts: &t.consts };
-        let mut path = Path { exact: true, ..Path::default() };
-        if t.plan.guard {
-            // The fused kernel runs this entry under `glid < N`.
-            let n = t.plan.range.linear() as i128;
-            let below = Aff::konst(n - 1).sub(ctx.linear_id());
-            path.guard.extend(below);
-            path.exact &= below.is_some();
-            path.conds.push(format!("the fused kernel's `glid < {n}`"));
-        }
+        let path = entry_path(&ctx, t.plan);
         let mut c = Collect { ctx, names: &t.names, entry: t.entry, out: Vec::new(), loops };
         c.stmts(t.body.stmts(), &mut Env::default(), &path);
         loops = c.loops;
@@ -431,4 +421,71 @@ fn one_to_one_run(dom: &Domain, p: &Aff) -> Option<(i128, i128)> {
         count = count.checked_mul(extent)?;
     }
     Some((dom.range(p).0, count))
+}
+
+/// One access of a buffer as the legality check sees it, for `--explain`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessVerdict {
+    /// The entry.
+    pub entry: usize,
+    /// Whether it is a store.
+    pub write: bool,
+    /// The access as written, e.g. `t[i + 1]`.
+    pub text: String,
+    /// The conditions it runs under (empty: every work-item runs it).
+    pub guard: Vec<String>,
+    /// Whether its guard is exactly the set of work-items that run it (a store that surely
+    /// runs there).
+    pub exact_guard: bool,
+    /// Its index is an affine function of the ids (and counted loops), or why not.
+    pub affine: Result<(), String>,
+    /// Whether its index is proven inside `[0, len)` under its guard (`len`: the buffer
+    /// length when known, else 2^32).
+    pub in_bounds: bool,
+}
+
+/// The accesses of one buffer in the entries that touch it, in program order.
+pub(crate) fn describe(
+    fused: &NdRange,
+    buffer_len: Option<u32>,
+    touchers: &[Toucher],
+) -> Vec<AccessVerdict> {
+    let dom = Domain::of(fused);
+    let len_limit = buffer_len.map_or(1i128 << 32, |l| l as i128);
+    let mut out = Vec::new();
+    let mut loops = 0;
+    for t in touchers {
+        let ctx = Ctx { dom: &dom, fused, entry: t.plan, consts: &t.consts };
+        let path = entry_path(&ctx, t.plan);
+        let mut c = Collect { ctx, names: &t.names, entry: t.entry, out: Vec::new(), loops };
+        c.stmts(t.body.stmts(), &mut Env::default(), &path);
+        loops = c.loops;
+        for a in c.out {
+            let in_bounds =
+                a.aff.as_ref().is_ok_and(|f| dom.within(f, 0, len_limit - 1, &a.path.guard));
+            out.push(AccessVerdict {
+                entry: a.entry,
+                write: a.write,
+                text: a.text,
+                guard: a.path.conds,
+                exact_guard: a.path.exact,
+                affine: a.aff.map(|_| ()),
+                in_bounds,
+            });
+        }
+    }
+    out
+}
+
+/// Where an entry's statements run: under the fused kernel's `glid < N` when it is guarded.
+fn entry_path(ctx: &Ctx, plan: &EntryPlan) -> Path {
+    let mut path = Path { exact: true, ..Path::default() };
+    if plan.guard {
+        let n = plan.range.linear() as i128;
+        let below = Aff::konst(n - 1).sub(ctx.linear_id());
+        path.guard.extend(below);
+        path.exact &= below.is_some();
+        path.conds.push(format!("the fused kernel's `glid < {n}`"));
+    }
+    path
 }
