@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use kiln::ir::launch::{self, Arg, NdRange};
-use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
+use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type, Verified};
 use kiln::passes::sanitize::SANITIZE_BOUNDS;
 use kiln::runtime::device::registry::{self, DeviceInfo, OpenOptions};
-use kiln::runtime::{AnyBuffer, Config};
+use kiln::runtime::AnyBuffer;
 use kiln::Jit;
 
 use super::buffers::{contents, new_buffer};
@@ -108,7 +108,7 @@ pub struct RunArgs {
     offset: Option<Sizes>,
     /// Where to run: a device of the registry: `interp` (the reference interpreter, also
     /// `cpu-interp`), `cpu` (this host's CPU, through the x86-64 backend), `vulkan` (the
-    /// first Vulkan device, e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA
+    /// fastest Vulkan device, e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA
     /// GPU, through PTX). Default: `cpu` on x86-64 hosts, else `interp`; `interp` when
     /// --max-steps is given.
     #[arg(long, value_name = "DEVICE", value_parser = device_name)]
@@ -235,7 +235,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
     let limits = OpenOptions { max_steps: a.max_steps, timeout: a.timeout, threads: a.threads };
     let runs = Runs { limits, options, repeat: a.repeat, time: a.time };
-    let buffers = run_on_device(info, kernel, range, &args, buffers, runs)?;
+    let buffers = run_on_device(info, &module, kernel, range, &args, buffers, runs)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -278,6 +278,7 @@ struct Runs<'a> {
 /// Returns the buffers' final contents. Messages are the compiler's and the device's own.
 fn run_on_device(
     device: &DeviceInfo,
+    module: &Verified,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
@@ -285,10 +286,8 @@ fn run_on_device(
     runs: Runs,
 ) -> Result<Vec<launch::Buffer>, Error> {
     let Runs { limits, options, .. } = runs;
-    // Settings first: a bad one is an error before any device is opened.
-    let config = Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
     let dev = kiln::Device::open_with(device.name, &limits).map_err(message)?;
-    let jit = Jit::with_config(dev, &config).map_err(message)?.with_options(options);
+    let jit = Jit::with_config(dev, super::config()).map_err(message)?.with_options(options);
     // A device that cannot stop a launch itself is watched from the host.
     let watchdog = if device.stops_at_timeout { None } else { limits.timeout };
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
@@ -301,15 +300,14 @@ fn run_on_device(
             Arg::Range { .. } => Err(Error::Message("`kiln run` binds whole buffers only".into())),
         })
         .collect::<Result<_, _>>()?;
-    // Only the chosen kernel is built: another kernel of the file that a backend cannot
-    // express must not fail this run.
-    let module = Module::new(vec![kernel.clone()]);
+    // Only the chosen kernel is built (another kernel of the file that a backend cannot
+    // express must not fail this run), and the module is not verified again.
     let start = Instant::now();
-    let built = jit.prepare(&module, kernel.name());
+    let built = jit.prepare(module, kernel.name());
     let build_time = start.elapsed();
     let mut times = Vec::with_capacity(runs.repeat as usize);
     let launch_once = || -> Result<(), kiln::Error> {
-        let launch = jit.launch(&module, kernel.name(), range.clone(), jit_args.clone())?;
+        let launch = jit.launch(module, kernel.name(), range.clone(), jit_args.clone())?;
         if let Some(t) = watchdog {
             if launch.wait_timeout(t).is_none() {
                 // The worker thread is stuck in the driver until the GPU finishes: dropping
