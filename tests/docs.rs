@@ -498,6 +498,99 @@ fn every_link_resolves() {
     }
 }
 
+/// The `.rs` files under `dir`, recursively, as paths relative to the repository.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(root().join(dir)).into_iter().flatten().flatten() {
+        let rel = dir.join(e.file_name());
+        if e.path().is_dir() {
+            out.extend(rust_files(&rel));
+        } else if rel.extension().is_some_and(|x| x == "rs") {
+            out.push(rel);
+        }
+    }
+    out
+}
+
+/// docs/architecture.md, the map, stays true where a test can tell: the number of crates
+/// and their names, every path it names, and two rules of the path of a kernel (devices and
+/// `kiln emit` build through `driver::build_verified`, the CLI reads the settings once).
+#[test]
+fn architecture_page_is_true() {
+    let page = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    // "a Cargo workspace of N crates": the root package and every member but xtask.
+    let manifest: toml::Table =
+        std::fs::read_to_string(root().join("Cargo.toml")).unwrap().parse().unwrap();
+    let members: Vec<&str> = manifest["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.as_str())
+        .filter(|m| *m != "xtask")
+        .collect();
+    let count = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+        .iter()
+        .position(|n| page.contains(&format!("a Cargo workspace of {n} crates")))
+        .map(|i| i + 1);
+    assert_eq!(count, Some(members.len() + 1), "the crate count of docs/architecture.md");
+    for m in &members {
+        let member: toml::Table =
+            std::fs::read_to_string(root().join(m).join("Cargo.toml")).unwrap().parse().unwrap();
+        let name = member["package"]["name"].as_str().unwrap();
+        assert!(page.contains(&format!("{name} ({m}/)")), "the diagram lacks {name} ({m}/)");
+    }
+    // Every path it names from the repository's root exists; in the table of folders, each
+    // file and folder it names exists under that row's folder.
+    let mut problems = Vec::new();
+    for line in page.lines() {
+        let row = line
+            .strip_prefix("| `")
+            .and_then(|r| r.split_once('`'))
+            .map(|(dir, _)| dir)
+            .filter(|d| d.ends_with('/'));
+        for (i, token) in line.split('`').enumerate() {
+            let plain = i % 2 == 1 && !token.contains(' ') && token.contains('/');
+            let top = token.split('/').next().unwrap_or("");
+            if plain && root().join(top).is_dir() && !root().join(token).exists() {
+                problems.push(format!("`{token}` does not exist"));
+            }
+            let Some(dir) = row else { continue };
+            let named = i % 2 == 1 && (token.ends_with(".rs") || token.ends_with('/'));
+            if named && !token.contains(' ') && !root().join(token).exists() {
+                let under = rust_files(Path::new(dir));
+                let found = under.iter().any(|f| {
+                    let f = f.to_string_lossy();
+                    f.ends_with(&format!("/{token}")) || f.contains(&format!("/{token}"))
+                });
+                if !found {
+                    problems.push(format!("`{token}` is not under `{dir}`"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "docs/architecture.md: {}", problems.join("; "));
+    // "Every device's `build` goes through the one build driver ... `kiln emit` takes the
+    // same driver": only the driver itself takes its steps apart.
+    for dir in ["src", "runtime/src", "gen/src"] {
+        for f in rust_files(Path::new(dir)) {
+            let text = std::fs::read_to_string(root().join(&f)).unwrap();
+            assert!(
+                !text.contains("driver::lower("),
+                "{} builds around build_verified",
+                f.display()
+            );
+        }
+    }
+    // "`Config::from_env` reads the environment once (the CLI and `Jit::new` do)".
+    let reads: Vec<PathBuf> = rust_files(Path::new("src/cli"))
+        .into_iter()
+        .filter(|f| std::fs::read_to_string(root().join(f)).unwrap().contains("from_env"))
+        .collect();
+    assert_eq!(reads, [PathBuf::from("src/cli/mod.rs")], "the CLI reads its settings once");
+    let cli = std::fs::read_to_string(root().join("src/cli/mod.rs")).unwrap();
+    assert_eq!(cli.matches("from_env").count(), 1, "src/cli/mod.rs reads its settings once");
+}
+
 /// The README's variable table lists every `KILN_*` variable kiln and its tests know of.
 #[test]
 fn readme_lists_every_environment_variable() {
