@@ -10,6 +10,7 @@
 mod attrs;
 mod expr;
 mod lexer;
+mod literal;
 
 use hashbrown::HashMap;
 
@@ -19,6 +20,7 @@ use crate::kernel::{Attrs, Kernel, Module};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 use lexer::{Tok, Token};
+pub use literal::{float_literal, FloatLiteralError};
 
 /// Deepest nesting of expressions or statements the parser accepts; deeper input is an error
 /// rather than a stack overflow. Nesting is what the parser recurses on: parentheses, operands
