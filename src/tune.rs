@@ -160,7 +160,10 @@ impl TuneOptions {
     pub fn from_config(config: &Config) -> TuneOptions {
         TuneOptions {
             search: !config.tune_disabled,
-            cache: config.persistent_cache(),
+            // With no directory for it, a cache that is off and whose warning says why.
+            cache: Some(config.persistent_cache().unwrap_or_else(|| {
+                PersistentCache::unavailable(&config.cache_root().err().unwrap_or_default())
+            })),
             max_candidates: 24,
             repeats: 5,
         }

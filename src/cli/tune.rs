@@ -48,7 +48,13 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
     let mut opts = TuneOptions::from_config(super::config());
     opts.max_candidates = a.max_candidates;
     opts.repeats = a.repeat;
-    let t = tune(&problem, &*dev, &opts).map_err(Error::Message)?;
+    let t = tune(&problem, &*dev, &opts);
+    // What the on-disk cache refused or could not do (a directory others can write, a
+    // record that does not authenticate), once each.
+    for w in opts.cache.iter().flat_map(|c| c.warnings()) {
+        eprintln!("kiln: warning: {w}");
+    }
+    let t = t.map_err(Error::Message)?;
     let mut text = String::new();
     match &t.how {
         How::Cached => text.push_str(&format!("{}: stored winner for `{}`\n", t.config, t.key)),
