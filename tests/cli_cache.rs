@@ -680,8 +680,9 @@ fn a_planted_tuning_record_is_not_used() {
 }
 
 /// docs/cache.md quoted an error text kiln does not print. Each of its `sh,fails` examples
-/// is followed by a `text` block with the message: run the command (in the repository
-/// root, as the page says), and the message must be what kiln prints.
+/// is followed by an `output` block with the message (which tests/docs.rs compares too):
+/// run the command (in the repository root, as the page says), and the message must be
+/// what kiln prints.
 #[test]
 fn cache_doc_quotes_the_real_errors() {
     let md = std::fs::read_to_string(root().join("docs/cache.md")).unwrap();
@@ -691,8 +692,8 @@ fn cache_doc_quotes_the_real_errors() {
     while let Some(at) = rest.find("```sh,fails\n") {
         rest = &rest[at + "```sh,fails\n".len()..];
         let (command, after) = rest.split_once("```").unwrap();
-        let quoted_at = after.find("```text\n").expect("a `text` block with the message");
-        let (quoted, _) = after[quoted_at + "```text\n".len()..].split_once("```").unwrap();
+        let quoted_at = after.find("```output\n").expect("an `output` block with the message");
+        let (quoted, _) = after[quoted_at + "```output\n".len()..].split_once("```").unwrap();
         let quoted: Vec<&str> = quoted.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
         let words: Vec<&str> = command.split_whitespace().collect();
         let kiln_at = words.iter().position(|w| *w == "kiln").expect("a kiln command");

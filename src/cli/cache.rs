@@ -55,9 +55,9 @@ fn open(a: &CacheArgs) -> Result<PersistentCache, Error> {
     Ok(cache)
 }
 
-/// kiln's settings; the CLI checked them at start, so this cannot fail in practice.
+/// kiln's settings, as the CLI read them at start.
 fn config() -> Result<Config, Error> {
-    Config::from_env().map_err(|e| Error::Message(e.to_string()))
+    Ok(super::config().clone())
 }
 
 /// Warns about what a walk found that is not an item: damaged entries (skipped) and

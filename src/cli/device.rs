@@ -14,7 +14,7 @@ use super::value;
 pub struct DeviceArgs {
     /// Where to run: a device of the registry: `interp` (the reference interpreter, also
     /// `cpu-interp`), `cpu` (this host's CPU, through the x86-64 backend), `vulkan` (the
-    /// first Vulkan device, e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA
+    /// fastest Vulkan device, e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA
     /// GPU, through PTX). Default: `cpu` on x86-64 hosts, else `interp`; `interp` when
     /// --max-steps is given.
     #[arg(long, value_name = "DEVICE", value_parser = device_name)]

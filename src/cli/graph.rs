@@ -312,8 +312,7 @@ pub fn main(a: &GraphArgs) -> Result<(), Error> {
     let text = read_source(&a.file)?;
     let (info, limits) = a.device.resolve();
     let device: Arc<dyn Device> = info.open(&limits).map_err(|e| Error::Message(e.to_string()))?;
-    let config = kiln::runtime::Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
-    let ctx = Context::with_config(device, config.context_config());
+    let ctx = Context::with_config(device, super::config().context_config());
     let d = describe(&ctx, &a.file, &text)
         .map_err(|m| Error::Message(format!("`{}`: {m}", a.file.display())))?;
     if let Some(p) = &a.dot {

@@ -23,6 +23,7 @@ mod value;
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use kiln::ir::Diagnostic;
@@ -122,9 +123,10 @@ fn summaries(cmd: clap::Command) -> clap::Command {
 pub fn main() -> ExitCode {
     let matches = summaries(Cli::command()).after_help(help_footer()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    // Settings first: a value that is not understood is an error before anything runs.
+    // Settings first, read once: a value that is not understood is an error before anything
+    // runs, and every command takes them from `config()`.
     match kiln::runtime::Config::from_env() {
-        Ok(config) => config.install(),
+        Ok(config) => CONFIG.get_or_init(|| config).install(),
         Err(e) => {
             report(&Error::Message(e.to_string()));
             return ExitCode::from(1);
@@ -150,6 +152,14 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// kiln's settings, read from the environment once by [`main`] before any command runs.
+static CONFIG: OnceLock<kiln::Config> = OnceLock::new();
+
+/// The settings [`main`] read.
+fn config() -> &'static kiln::Config {
+    CONFIG.get().expect("main reads the settings before running a command")
 }
 
 /// Prints an error to stderr.

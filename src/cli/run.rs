@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use kiln::ir::launch::{self, Arg, NdRange};
-use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
+use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type, Verified};
 use kiln::passes::sanitize::SANITIZE_BOUNDS;
 use kiln::runtime::device::registry::{DeviceInfo, OpenOptions};
-use kiln::runtime::{AnyBuffer, Config};
+use kiln::runtime::AnyBuffer;
 use kiln::Jit;
 
 use super::buffers::{contents, new_buffer};
@@ -186,7 +186,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
     let runs = Runs { limits, options, repeat: a.repeat, time: a.time };
-    let buffers = run_on_device(info, kernel, range, &args, buffers, runs)?;
+    let buffers = run_on_device(info, &module, kernel, range, &args, buffers, runs)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -221,6 +221,7 @@ struct Runs<'a> {
 /// Returns the buffers' final contents. Messages are the compiler's and the device's own.
 fn run_on_device(
     device: &DeviceInfo,
+    module: &Verified,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
@@ -228,10 +229,8 @@ fn run_on_device(
     runs: Runs,
 ) -> Result<Vec<launch::Buffer>, Error> {
     let Runs { limits, options, .. } = runs;
-    // Settings first: a bad one is an error before any device is opened.
-    let config = Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
     let dev = kiln::Device::open_with(device.name, &limits).map_err(message)?;
-    let jit = Jit::with_config(dev, &config).map_err(message)?.with_options(options);
+    let jit = Jit::with_config(dev, super::config()).map_err(message)?.with_options(options);
     // A device that cannot stop a launch itself is watched from the host.
     let watchdog = if device.stops_at_timeout { None } else { limits.timeout };
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
@@ -244,15 +243,14 @@ fn run_on_device(
             Arg::Range { .. } => Err(Error::Message("`kiln run` binds whole buffers only".into())),
         })
         .collect::<Result<_, _>>()?;
-    // Only the chosen kernel is built: another kernel of the file that a backend cannot
-    // express must not fail this run.
-    let module = Module::new(vec![kernel.clone()]);
+    // Only the chosen kernel is built (another kernel of the file that a backend cannot
+    // express must not fail this run), and the module is not verified again.
     let start = Instant::now();
-    let built = jit.prepare(&module, kernel.name());
+    let built = jit.prepare(module, kernel.name());
     let build_time = start.elapsed();
     let mut times = Vec::with_capacity(runs.repeat as usize);
     let launch_once = || -> Result<(), kiln::Error> {
-        let launch = jit.launch(&module, kernel.name(), range.clone(), jit_args.clone())?;
+        let launch = jit.launch(module, kernel.name(), range.clone(), jit_args.clone())?;
         if let Some(t) = watchdog {
             if launch.wait_timeout(t).is_none() {
                 abandon_wait(&format!("kernel `{}`", kernel.name()), t, &jit.device().name());

@@ -45,8 +45,7 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
     };
     let dev = registry::open(&a.device, &OpenOptions::default())
         .map_err(|e| Error::Message(e.to_string()))?;
-    let config = kiln::Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
-    let mut opts = TuneOptions::from_config(&config);
+    let mut opts = TuneOptions::from_config(super::config());
     opts.max_candidates = a.max_candidates;
     opts.repeats = a.repeat;
     let t = tune(&problem, &*dev, &opts);

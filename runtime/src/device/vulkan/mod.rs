@@ -54,6 +54,18 @@ mod resident;
 use limits::check_launch;
 use program::{VkKernel, VkProgram};
 
+/// How fast a kind of physical device is expected to run kernels, higher is faster: a
+/// discrete GPU, an integrated one, a virtual one, then a software driver on the CPU.
+fn speed_rank(ty: vk::PhysicalDeviceType) -> u8 {
+    match ty {
+        vk::PhysicalDeviceType::DISCRETE_GPU => 4,
+        vk::PhysicalDeviceType::INTEGRATED_GPU => 3,
+        vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+        vk::PhysicalDeviceType::CPU => 0,
+        _ => 1,
+    }
+}
+
 fn unavailable(reason: impl Into<String>) -> DeviceError {
     DeviceError::Unavailable { device: "vulkan".into(), reason: reason.into() }
 }
@@ -86,7 +98,8 @@ impl Drop for Owner {
     }
 }
 
-/// A Vulkan compute device (the first physical device with a compute queue).
+/// A Vulkan compute device: the fastest kind of physical device with a compute queue (a
+/// discrete GPU, else an integrated or virtual one, else a software driver such as lavapipe).
 pub struct VulkanDevice {
     owner: Arc<Owner>,
     device: ash::Device,
@@ -95,6 +108,8 @@ pub struct VulkanDevice {
     memory: vk::PhysicalDeviceMemoryProperties,
     limits: vk::PhysicalDeviceLimits,
     name: String,
+    /// A software driver on the host's CPU (`VK_PHYSICAL_DEVICE_TYPE_CPU`: lavapipe).
+    emulated: bool,
     driver_version: u32,
     api_version: u32,
     /// `shaderDenormPreserveFloat32` and `...Float64`: whether the `DenormPreserve` mode
@@ -121,7 +136,7 @@ impl fmt::Debug for VulkanDevice {
 }
 
 impl VulkanDevice {
-    /// Opens the loader and the first device with a compute queue, enabling the optional
+    /// Opens the loader and the fastest device with a compute queue, enabling the optional
     /// features kernels may need (8/16/64-bit types, 64-bit and f32 atomics) where present.
     pub fn open() -> Result<VulkanDevice, DeviceError> {
         // SAFETY: loading the system's Vulkan loader library; failure is reported.
@@ -156,17 +171,21 @@ impl VulkanDevice {
         // SAFETY: plain queries on a live instance.
         let pds = unsafe { instance.enumerate_physical_devices() }
             .map_err(|e| unavailable(format!("cannot list devices: {e}")))?;
-        let mut chosen = None;
+        // The fastest kind of device with a compute queue; the driver's order among equals.
+        let mut chosen: Option<(u8, vk::PhysicalDevice, u32)> = None;
         for pd in pds {
             let qfs = unsafe { instance.get_physical_device_queue_family_properties(pd) };
             if let Some(q) =
                 qfs.iter().position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
             {
-                chosen = Some((pd, q as u32));
-                break;
+                let ty = unsafe { instance.get_physical_device_properties(pd) }.device_type;
+                let rank = speed_rank(ty);
+                if chosen.is_none_or(|(best, ..)| rank > best) {
+                    chosen = Some((rank, pd, q as u32));
+                }
             }
         }
-        let (pd, qf) =
+        let (_, pd, qf) =
             chosen.ok_or_else(|| unavailable("no Vulkan device with a compute queue"))?;
         let props = unsafe { instance.get_physical_device_properties(pd) };
         let name =
@@ -241,6 +260,7 @@ impl VulkanDevice {
             memory,
             limits: props.limits,
             name,
+            emulated: props.device_type == vk::PhysicalDeviceType::CPU,
             driver_version: props.driver_version,
             api_version: props.api_version,
             denorm_preserve,
@@ -481,6 +501,11 @@ impl Device for VulkanDevice {
 
     fn kind(&self) -> DeviceKind {
         DeviceKind::Vulkan
+    }
+
+    /// A software Vulkan driver (lavapipe, SwiftShader) reports itself as a CPU device.
+    fn emulated(&self) -> bool {
+        self.emulated
     }
 
     /// The driver's and the API's versions, as the device reports them, and whether it
