@@ -190,3 +190,57 @@ fn spirv_moves_floats_without_conversions() {
         }
     }
 }
+
+/// `-` and `abs` only change the sign bit (IEEE 754's negate and abs are not arithmetic): a
+/// NaN keeps its payload on the x86 code and the AMDGPU simulator, and PTX and SPIR-V use
+/// bit operations (`neg.f32`/`abs.f32` may give "an unspecified NaN", `OpFNegate` need not
+/// keep the payload).
+#[test]
+fn negation_and_abs_flip_only_the_sign_bit() {
+    const OP_FNEGATE: u32 = 127;
+    for (ty, nans) in [
+        ("f32", vec![0x7f80_0001u64, 0xffbf_ffff, 0x7fc0_0001, 0x3f80_0000]),
+        ("f64", vec![0x7ff0_0000_0000_0001, 0xfff7_ffff_ffff_ffff, 0x7ff8_0000_0000_0001, 0x1]),
+    ] {
+        let k = kiln_ir::parse_module(&format!(
+            "kernel signs_{ty}(x: ptr<global, {ty}>, y: ptr<global, {ty}>) {{
+  let i: u32 = global_id(0);
+  y[2u32 * i] = -x[i];
+  y[2u32 * i + 1u32] = abs(x[i]);
+}}"
+        ))
+        .unwrap()
+        .kernels
+        .remove(0);
+        let s = Scalar::from_name(ty).unwrap();
+        let sign = 1u64 << (s.bits() - 1);
+        let buf = |bits: &[u64]| {
+            let imms: Vec<_> = bits.iter().map(|&b| kiln_ir::Imm::from_bits(s, b)).collect();
+            Buffer::from_imms(s, &imms).unwrap()
+        };
+        let want: Vec<u64> = nans.iter().flat_map(|&b| [b ^ sign, b & !sign]).collect();
+        let bufs = vec![buf(&nans), buf(&vec![0; 2 * nans.len()])];
+        let (want, args) = (vec![buf(&nans), buf(&want)], [Arg::Buffer(0), Arg::Buffer(1)]);
+        let range = NdRange::new(&[nans.len() as u32]);
+        let mut got = bufs.clone();
+        kiln_ir::interp::run(&k, &range, &args, &mut got).unwrap();
+        bits_match(&want, &got).unwrap_or_else(|e| panic!("interp {ty}: {e}"));
+        for opts in x86_options() {
+            let mut got = bufs.clone();
+            compile(&k, &opts).unwrap().run(&range, &args, &mut got).unwrap();
+            bits_match(&want, &got).unwrap_or_else(|e| panic!("x86 {ty} {opts:?}: {e}"));
+        }
+        let c = kiln_backends::amdgpu::compile(&k).unwrap();
+        let mut got = bufs.clone();
+        kiln_backends::amdgpu::sim::run(&c, &k, &range, &args, &mut got).unwrap();
+        bits_match(&want, &got).unwrap_or_else(|e| panic!("amdgpu {ty}: {e}\n{}", c.asm));
+        let ptx = kiln_backends::ptx::emit_kernel(&k, &Default::default()).unwrap();
+        assert!(!ptx.contains("neg.f") && !ptx.contains("abs.f"), "{ty}:\n{ptx}");
+        let m = emit(&k, Flavour::Vulkan).unwrap();
+        let mut at = 5;
+        while at < m.words.len() {
+            assert_ne!(m.words[at] & 0xffff, OP_FNEGATE, "{ty}: OpFNegate");
+            at += ((m.words[at] >> 16) as usize).max(1);
+        }
+    }
+}

@@ -63,9 +63,14 @@ impl Emitter {
                 let (a, at) = self.expr(cx, a)?;
                 let ty = cx.ty(at);
                 if at.is_float() && *op == UnOp::Neg {
-                    let r = cx.b.f_negate(ty, None, a).map_err(er)?;
-                    exact(cx, r);
-                    return Ok((r, t));
+                    // A sign-bit flip: `OpFNegate` need not keep a NaN's payload, and kiln's
+                    // `-` does (a signalling NaN stays signalling).
+                    let is = int_of_bits(at.bits());
+                    let it = cx.ty(is);
+                    let xi = cx.b.bitcast(it, None, a).map_err(er)?;
+                    let sign = cx.constant(is, 1u64 << (at.bits() - 1));
+                    let r = cx.b.bitwise_xor(it, None, xi, sign).map_err(er)?;
+                    return Ok((cx.b.bitcast(ty, None, r).map_err(er)?, t));
                 }
                 match op {
                     UnOp::Neg => cx.b.s_negate(ty, None, a),
