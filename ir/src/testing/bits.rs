@@ -172,6 +172,20 @@ mod tests {
                 .count();
             assert!(snan >= 12, "{ty}: only {snan} signalling NaNs expected");
         }
+        // The expectation itself goes through buffers: their bytes are the bits given (fills
+        // and host copies write elements the same way).
+        for (ty, bits) in [
+            (Scalar::F16, 0x7c01u64),
+            (Scalar::F32, 0x7f80_0001),
+            (Scalar::F64, 0x7ff0_0000_0000_0001),
+        ] {
+            let mut b = Buffer::zeroed(ty, 1);
+            b.set(0, Imm::from_bits(ty, bits)).unwrap();
+            assert_eq!(b.as_bytes(), &bits.to_le_bytes()[..ty.size_bytes()], "{ty}");
+        }
+        let f = Buffer::from_slice(&[f32::from_bits(0x7fbf_ffff)]);
+        assert_eq!(f.as_bytes(), &0x7fbf_ffffu32.to_le_bytes());
+        assert_eq!(f.to_vec::<f32>().unwrap()[0].to_bits(), 0x7fbf_ffff);
     }
 
     #[test]
