@@ -669,3 +669,63 @@ fn fuse_output_passes_fmt_check() {
     assert!(stdout(&o).contains("see docs/fusion.md"), "{}", stdout(&o));
     assert!(root().join("docs/fusion.md").is_file());
 }
+
+/// Issue 29 (W1): signalling NaNs from a `.npy` file and from `--arg` were quieted on a plain
+/// copy by the interpreter (f32 0x7f800001 became 0x7fc00001). Every device copies every bit
+/// into `--out`, and the printed values read back as the same bits.
+#[test]
+fn run_copies_nan_payloads_bit_for_bit() {
+    let dir = scratch("nan-bits");
+    let kir = dir.join("copy.kir");
+    std::fs::write(
+        &kir,
+        "kernel copy(x: ptr<global, f32>, y: ptr<global, f32>, s: f32) {
+  let i: u32 = global_id(0);
+  y[2u32 * i] = x[i];
+  y[2u32 * i + 1u32] = i == 0u32 ? s : x[i];
+}
+",
+    )
+    .unwrap();
+    let x_bits = [0x7f80_0001u32, 0x7fbf_ffff];
+    let x: Vec<f32> = x_bits.iter().map(|&b| f32::from_bits(b)).collect();
+    write_npy(&dir.join("x.npy"), &[2], &x);
+    let want = [0x7f80_0001u32, 0x7fa0_0005, 0x7fbf_ffff, 0x7fbf_ffff];
+    for device in ["interp", "cpu"] {
+        let out = dir.join(format!("y-{device}.npy"));
+        let run = |extra: &[String]| {
+            let mut args = vec![
+                "run".to_string(),
+                kir.display().to_string(),
+                "--device".into(),
+                device.into(),
+                "--global".into(),
+                "2".into(),
+                "--arg".into(),
+                format!("x=@{}", dir.join("x.npy").display()),
+                "--arg".into(),
+                "y=zeros:4".into(),
+                "--arg".into(),
+                "s=nanf32(0x7fa00005)".into(),
+            ];
+            args.extend_from_slice(extra);
+            kiln(&args)
+        };
+        let o = run(&["--out".into(), format!("y={}", out.display())]);
+        assert_ok(&o);
+        let (_, _, got) = read_npy_f32(&out);
+        let got: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, want, "{device}: --out");
+        let o = run(&[]);
+        assert_ok(&o);
+        let shown = stdout(&o);
+        assert!(
+            shown.contains(
+                "y: f32[4] = [nanf32(0x7f800001), nanf32(0x7fa00005), nanf32(0x7fbfffff), \
+                 nanf32(0x7fbfffff)]"
+            ),
+            "{device}: {shown}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

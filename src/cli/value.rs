@@ -174,15 +174,7 @@ fn zeroed_bytes(bytes: usize) -> Result<Vec<u8>, String> {
 
 /// Appends the little-endian encoding of `imm` (of its own type) to `out`.
 pub fn push_le(out: &mut Vec<u8>, imm: Imm) {
-    match imm {
-        Imm::Bool(b) => out.push(b as u8),
-        Imm::Int(t, bits) => out.extend_from_slice(&bits.to_le_bytes()[..t.size_bytes()]),
-        Imm::Float(Scalar::F16, v) => {
-            out.extend_from_slice(&kiln_ir::types::f16_from_f64(v).to_bits().to_le_bytes())
-        }
-        Imm::Float(Scalar::F32, v) => out.extend_from_slice(&(v as f32).to_bits().to_le_bytes()),
-        Imm::Float(_, v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),
-    }
+    out.extend_from_slice(&imm.to_bits().to_le_bytes()[..imm.scalar().size_bytes()]);
 }
 
 /// Decodes element `i` of a little-endian buffer of `elem`s.
@@ -191,27 +183,20 @@ pub fn element(bytes: &[u8], elem: Scalar, i: usize) -> Imm {
     let raw = &bytes[i * size..(i + 1) * size];
     let mut word = [0u8; 8];
     word[..size].copy_from_slice(raw);
-    let bits = u64::from_le_bytes(word);
-    match elem {
-        Scalar::Bool => Imm::Bool(bits != 0),
-        Scalar::F16 => Imm::Float(Scalar::F16, half::f16::from_bits(bits as u16).to_f64()),
-        Scalar::F32 => Imm::Float(Scalar::F32, f32::from_bits(bits as u32) as f64),
-        Scalar::F64 => Imm::Float(Scalar::F64, f64::from_bits(bits)),
-        t => Imm::int(t, if t.is_signed() { sign_extend(bits, t.bits()) } else { bits as i128 }),
-    }
-}
-
-fn sign_extend(bits: u64, width: u32) -> i128 {
-    let shift = 64 - width;
-    ((bits << shift) as i64 >> shift) as i128
+    Imm::from_bits(elem, u64::from_le_bytes(word))
 }
 
 /// Formats an immediate the way `kiln run` prints buffer elements: integers in decimal,
-/// floats with Rust's shortest round-trip form (always with a `.` or exponent, `NaN`, `inf`).
+/// floats with Rust's shortest round-trip form (always with a `.` or exponent, `NaN`, `inf`);
+/// a NaN other than the default one as its bits, `nanf32(0x7f800001)`, as `.kir` writes it
+/// and [`parse_scalar`] reads it.
 pub fn format_imm(imm: Imm) -> String {
     match imm {
         Imm::Bool(b) => b.to_string(),
         Imm::Int(..) => imm.as_i128().unwrap_or_default().to_string(),
+        Imm::Float(t, v) if v.is_nan() && imm != Imm::float(t, f64::NAN) => {
+            format!("nan{t}(0x{:x})", imm.to_bits())
+        }
         Imm::Float(Scalar::F16 | Scalar::F32, v) => format!("{:?}", v as f32),
         Imm::Float(_, v) => format!("{v:?}"),
     }
@@ -226,7 +211,9 @@ pub fn format_imm(imm: Imm) -> String {
 ///   width (`0xffffffff` is -1 as an `i32`).
 /// * floats: a decimal number with an optional sign (`1.5`, `-2`, `1e-3`), `inf` or `NaN`,
 ///   `_` separators, an optional `f16`/`f32`/`f64` suffix that must name `ty`; rounded to
-///   nearest, and an error when a finite number is too large for `ty` (as in `.kir`).
+///   nearest, and an error when a finite number is too large for `ty` (as in `.kir`). A NaN
+///   with a payload is written by its bits, as in `.kir`: `nanf32(0x7f800001)` (`nan(0x...)`
+///   takes the parameter's type), and keeps every bit.
 pub fn parse_scalar(text: &str, ty: Scalar) -> Result<Imm, String> {
     let bad = |why: &str| format!("`{text}` is not a valid {ty} value{why}");
     if text.trim() != text || text.is_empty() {
@@ -246,6 +233,9 @@ pub fn parse_scalar(text: &str, ty: Scalar) -> Result<Imm, String> {
         }
     }
     if ty.is_float() {
+        if let Some(nan) = parse_nan_bits(text, ty) {
+            return nan.map_err(|why| bad(&why));
+        }
         let clean: String = body.chars().filter(|&c| c != '_').collect();
         let (neg, digits) = match clean.as_bytes().first() {
             Some(b'-') => (true, &clean[1..]),
@@ -275,6 +265,27 @@ pub fn parse_scalar(text: &str, ty: Scalar) -> Result<Imm, String> {
         return Err(bad(&format!(" (out of range {min}..={max})")));
     }
     Ok(Imm::int(ty, value))
+}
+
+/// `nan(0xBITS)` or `nanTY(0xBITS)` (TY must be `ty`) as the NaN of type `ty` with those
+/// bits; None if `text` is not of that form.
+fn parse_nan_bits(text: &str, ty: Scalar) -> Option<Result<Imm, String>> {
+    let inner = text.strip_prefix("nan")?.strip_suffix(')')?;
+    let (suffix, hex) = inner.split_once("(0x")?;
+    if !suffix.is_empty() && suffix != ty.name() {
+        return Some(Err(format!(" (the NaN is `{suffix}`, the parameter {ty})")));
+    }
+    let digits: String = hex.chars().filter(|&c| c != '_').collect();
+    let bits = match u64::from_str_radix(&digits, 16) {
+        Ok(b) if ty.bits() >= 64 || b >> ty.bits() == 0 => b,
+        _ => return Some(Err(format!(" (`0x{hex}` is not a {ty} bit pattern)"))),
+    };
+    let imm = Imm::from_bits(ty, bits);
+    Some(if imm.as_f64().is_some_and(f64::is_nan) {
+        Ok(imm)
+    } else {
+        Err(format!(" (`0x{hex}` is not a NaN bit pattern of {ty})"))
+    })
 }
 
 /// Splits a type suffix off a literal: `5u32` -> (`5`, u32). Hex literals only lose integer
@@ -413,6 +424,34 @@ mod tests {
             Ok(Imm::float(Scalar::F32, f64::INFINITY))
         );
         assert_eq!(parse_scalar("1_000.5f64", Scalar::F64), Ok(Imm::float(Scalar::F64, 1000.5)));
+    }
+
+    /// Issue 29 (W1): a NaN's payload, signalling or quiet, goes in and comes out bit for
+    /// bit, in the `.kir` spelling.
+    #[test]
+    fn nan_payloads_parse_and_print_by_their_bits() {
+        for (ty, text, bits) in [
+            (Scalar::F32, "nanf32(0x7f800001)", 0x7f80_0001u64),
+            (Scalar::F32, "nan(0x7fbfffff)", 0x7fbf_ffff),
+            (Scalar::F16, "nanf16(0x7c01)", 0x7c01),
+            (Scalar::F64, "nanf64(0xfff0000000000001)", 0xfff0_0000_0000_0001),
+        ] {
+            let imm = parse_scalar(text, ty).unwrap();
+            assert_eq!(imm.to_bits(), bits, "{text}");
+            let shown = format_imm(imm);
+            assert_eq!(parse_scalar(&shown, ty).map(|i| i.to_bits()), Ok(bits), "{shown}");
+            let mut le = Vec::new();
+            push_le(&mut le, imm);
+            assert_eq!(element(&le, ty, 0).to_bits(), bits, "{text} through bytes");
+        }
+        assert_eq!(format_imm(Imm::from_bits(Scalar::F32, 0x7f80_0001)), "nanf32(0x7f800001)");
+        assert_eq!(format_imm(Imm::float(Scalar::F32, f64::NAN)), "NaN");
+        for bad in
+            ["nanf32(0x3f800000)", "nanf64(0x7f800001)", "nanf32(0x1ffffffff)", "nanf32(0xzz)"]
+        {
+            let e = parse_scalar(bad, Scalar::F32).unwrap_err();
+            assert!(e.contains("not a valid f32 value ("), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -732,12 +732,9 @@ impl<'s> Parser<'s> {
     }
 }
 
+/// The float of type `ty` with exactly these bits; None if `bits` is wider than the type.
 fn float_from_bits(ty: Scalar, bits: u64) -> Option<f64> {
-    match ty {
-        Scalar::F16 => u16::try_from(bits).ok().map(|b| half::f16::from_bits(b).to_f64()),
-        Scalar::F32 => u32::try_from(bits).ok().map(|b| f32::from_bits(b) as f64),
-        _ => Some(f64::from_bits(bits)),
-    }
+    (ty.bits() >= 64 || bits >> ty.bits() == 0).then(|| crate::expr::float_from_bits(ty, bits))
 }
 
 fn atomic_op(name: &str) -> Option<AtomicOp> {
