@@ -2,20 +2,22 @@
 //! a kernel, read the result back; then fuse three kernels and launch the fused kernel with
 //! the arguments of the originals.
 //!
-//! `cargo run --example embed [interp|vulkan|cuda|best]` (default `interp`).
+//! `cargo run --example embed [interp|cpu|vulkan|cuda|best]` (default `interp`).
 
 use kiln::{args, Device, FusionSpec, Jit, NdRange};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. A device and a JIT on it. The explicit constructors fail with a clear message when
-    //    the driver is missing; `best()` falls back to the interpreter.
+    //    the driver is missing; `best()` takes a GPU, else the cpu device, else the
+    //    interpreter.
     let device = match std::env::args().nth(1).as_deref().unwrap_or("interp") {
         "interp" => Device::interp(),
+        "cpu" => Device::cpu()?,
         "vulkan" => Device::vulkan()?,
         "cuda" => Device::cuda()?,
         "best" => Device::best(),
         other => {
-            return Err(format!("unknown device `{other}` (interp, vulkan, cuda, best)").into())
+            return Err(format!("unknown device `{other}` (interp, cpu, vulkan, cuda, best)").into())
         }
     };
     let jit = Jit::new(device)?;

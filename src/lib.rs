@@ -1,4 +1,5 @@
-#![doc = include_str!("../README.md")]
+// The README with its links rewritten for rustdoc, by build.rs.
+#![doc = include_str!(concat!(env!("OUT_DIR"), "/README.md"))]
 //!
 //! # Embedding kiln
 //!
@@ -15,6 +16,9 @@
 
 mod jit;
 pub mod tune;
+
+// `kiln::guide`: docs/ and examples/README.md as pages of these docs, written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/guide.rs"));
 
 /// The half-precision float of `f16` buffers and scalars (the `half` crate's).
 pub use half::f16;

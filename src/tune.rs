@@ -7,10 +7,17 @@
 //! name, driver version and kiln's codegen version, [`Device::identity`]). A blocking is
 //! valid for every shape (edges are masked), so a winner serves its whole bucket.
 //!
-//! The search times each candidate's kernel on zero-filled buffers: one launch to warm up,
-//! then the median of `repeats` launches. The interpreter is no timing device: on it, and
-//! whenever the search is off (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no stored
-//! winner, the blocking is [`heuristic`]'s.
+//! Before a candidate is timed its output is checked: it runs on the device for a small
+//! problem of the same kind ([`Problem::small`]: the same transpositions or layout and type,
+//! sizes cut to a few dozen) with inputs of small integers, where every blocking's sums are
+//! exact, and must give the interpreter's bits for a reference blocking. A candidate that
+//! gives other bits (a miscompiled blocking) is dropped and reported in
+//! [`How::Searched`]'s `errors`, so it can never win and be stored.
+//!
+//! The search times each checked candidate's kernel on zero-filled buffers: one launch to
+//! warm up, then the median of `repeats` launches. The interpreter is no timing device: on
+//! it, and whenever the search is off (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no
+//! stored winner, the blocking is [`heuristic`]'s.
 //!
 //! ```no_run
 //! use kiln::generator::GemmProblem;
@@ -22,6 +29,7 @@
 //! println!("{} ({:?})", tuned.config, tuned.how);
 //! ```
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_backends::options::BuildOptions;
@@ -43,7 +51,14 @@ pub struct Problem<'a> {
     pub mnk: [u64; 3],
     /// Generates the kernel for a blocking.
     pub generate: GenerateFn<'a>,
+    /// Generates the kernel of a small problem of the same kind for a blocking: what each
+    /// candidate's output is checked on (see the module docs).
+    pub small: GenerateFn<'a>,
 }
+
+/// The largest implicit GEMM sizes M, N and K of the problem a candidate is checked on:
+/// small enough for the interpreter, odd so that partial tiles are checked too.
+const SMALL_MNK: [i64; 3] = [37, 37, 19];
 
 /// `x` rounded up to a power of two: the size buckets of tuning keys.
 pub fn bucket(x: u64) -> u64 {
@@ -63,10 +78,17 @@ impl<'a> Problem<'a> {
             bucket(p.n as u64),
             bucket(p.k as u64)
         );
+        let small = GemmProblem {
+            m: p.m.min(SMALL_MNK[0]),
+            n: p.n.min(SMALL_MNK[1]),
+            k: p.k.min(SMALL_MNK[2]),
+            ..*p
+        };
         Problem {
             key,
             mnk: [p.m as u64, p.n as u64, p.k as u64],
             generate: Box::new(move |c| p.generate(c)),
+            small: Box::new(move |c| small.generate(c)),
         }
     }
 
@@ -85,8 +107,38 @@ impl<'a> Problem<'a> {
             bucket(mnk[1]),
             bucket(mnk[2])
         );
-        Ok(Problem { key, mnk, generate: Box::new(move |c| p.generate(c)) })
+        let small = small_conv(p);
+        Ok(Problem {
+            key,
+            mnk,
+            generate: Box::new(move |c| p.generate(c)),
+            small: Box::new(move |c| small.generate(c)),
+        })
     }
+}
+
+/// `p` with its sizes cut down: one image, at most [`SMALL_MNK`] output channels, an output
+/// of at most 6 x 6 pixels and few enough input channels that K stays near `SMALL_MNK[2]`;
+/// the filter, strides, padding, dilation, layout and type are kept.
+fn small_conv(p: &ConvProblem) -> ConvProblem {
+    let taps = (p.kh * p.kw).max(1);
+    // The input extent that gives `out` outputs, within the problem's own.
+    let input = |out: i64, full_out: i64, full_in: i64, k: i64, s: i64, pad: i64, d: i64| {
+        let out = out.min(full_out).max(1);
+        let need = (out - 1) * s + (k - 1) * (d + 1) + 1 - 2 * pad;
+        need.clamp(1, full_in.max(1))
+    };
+    let mut q = *p;
+    q.mb = 1;
+    q.oc = p.oc.min(SMALL_MNK[1]);
+    q.ic = p.ic.min((SMALL_MNK[2] / taps).max(1));
+    q.ih = input(6, p.oh(), p.ih, p.kh, p.stride[0], p.padding[0], p.dilation[0]);
+    q.iw = input(6, p.ow(), p.iw, p.kw, p.stride[1], p.padding[1], p.dilation[1]);
+    if q.oh() == 0 || q.ow() == 0 {
+        // Padding wider than the cut input: keep the problem's own spatial sizes.
+        (q.ih, q.iw) = (p.ih, p.iw);
+    }
+    q
 }
 
 /// How a search runs.
@@ -108,7 +160,10 @@ impl TuneOptions {
     pub fn from_config(config: &Config) -> TuneOptions {
         TuneOptions {
             search: !config.tune_disabled,
-            cache: config.persistent_cache(),
+            // With no directory for it, a cache that is off and whose warning says why.
+            cache: Some(config.persistent_cache().unwrap_or_else(|| {
+                PersistentCache::unavailable(&config.cache_root().err().unwrap_or_default())
+            })),
             max_candidates: 24,
             repeats: 5,
         }
@@ -125,7 +180,8 @@ pub enum How {
     Searched {
         /// Candidates and their median times, in the order timed.
         timings: Vec<(GemmConfig, f64)>,
-        /// Candidates that failed to generate, build or run, with why.
+        /// Candidates that failed to generate, build or run, or whose output was wrong (the
+        /// error begins with [`WRONG_OUTPUT`]), with why.
         errors: Vec<(GemmConfig, String)>,
     },
     /// [`heuristic`]'s choice, and why no search ran.
@@ -165,6 +221,9 @@ fn disk_key(dev: &dyn Device, key: &str) -> DiskKey {
 /// Tunes `problem` on `dev`: the stored winner when there is one, else a search (stored),
 /// else the heuristic (see the module docs).
 pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<Tuned, String> {
+    // A problem that cannot be generated at all (sizes it cannot have) is refused first, in
+    // the generator's words: no key is looked up, no candidate built, no heuristic offered.
+    (problem.generate)(&heuristic(problem.mnk))?;
     let key = problem.key.clone();
     let dk = disk_key(dev, &key);
     if let Some(cache) = &opts.cache {
@@ -185,6 +244,9 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
         return Ok(Tuned { config: heuristic(problem.mnk), how: How::Heuristic(why), key });
     }
     let cands = GemmConfig::candidates(problem.mnk[0], problem.mnk[1], problem.mnk[2]);
+    // The reference every candidate's output is checked against.
+    let check = Check::new(problem, &cands[0])
+        .map_err(|e| format!("tuning `{key}`: cannot check candidates: {e}"))?;
     let n = opts.max_candidates.clamp(1, cands.len());
     // Evenly spread, the first and the last included.
     let picked: Vec<GemmConfig> =
@@ -192,7 +254,10 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     let mut timings = Vec::new();
     let mut errors = Vec::new();
     for c in picked {
-        match time_one(problem, dev, &c, opts.repeats.max(1)) {
+        match check
+            .candidate(problem, dev, &c)
+            .and_then(|()| time_one(problem, dev, &c, opts.repeats.max(1)))
+        {
             Ok(t) => timings.push((c, t)),
             Err(e) => errors.push((c, e)),
         }
@@ -211,6 +276,102 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     Ok(Tuned { config, how: How::Searched { timings, errors }, key })
 }
 
+/// A check of candidates' outputs: the small problem's inputs and what the interpreter
+/// computes from them with a reference blocking.
+struct Check {
+    inputs: Vec<Buffer>,
+    expected: Buffer,
+}
+
+/// How the error of a candidate dropped for its output begins (in [`How::Searched`]'s
+/// `errors`).
+pub const WRONG_OUTPUT: &str = "wrong output";
+
+/// The small problem's scalars: alpha = 1, beta = 1/2 (C's old contents count, exactly).
+const CHECK_SCALARS: [f32; 2] = [1.0, 0.5];
+
+impl Check {
+    /// Runs the small problem with blocking `reference` on the interpreter.
+    fn new(problem: &Problem, reference: &GemmConfig) -> Result<Check, String> {
+        let g = (problem.small)(reference)?;
+        let inputs = check_inputs(&g);
+        let interp: Arc<dyn Device> =
+            kiln_runtime::device::registry::open("interp", &Default::default())
+                .map_err(|e| e.to_string())?;
+        let mut out = inputs.clone();
+        Launcher::new(&*interp, &g)?.run(&mut out, CHECK_SCALARS)?;
+        Ok(Check { inputs, expected: out.swap_remove(2) })
+    }
+
+    /// Whether `c` gives the reference's bits for the small problem on `dev`; an error
+    /// naming the first element that differs.
+    fn candidate(&self, problem: &Problem, dev: &dyn Device, c: &GemmConfig) -> Result<(), String> {
+        let g = (problem.small)(c)?;
+        let mut out = self.inputs.clone();
+        Launcher::new(dev, &g)?.run(&mut out, CHECK_SCALARS)?;
+        let (got, want) = (out[2].as_bytes(), self.expected.as_bytes());
+        if got == want {
+            return Ok(());
+        }
+        let size = self.expected.elem().size_bytes();
+        let i = got.chunks(size).zip(want.chunks(size)).position(|(a, b)| a != b).unwrap_or(0);
+        let show = |b: &Buffer| {
+            b.get(i).and_then(|v| v.as_f64()).map_or_else(|| "missing".into(), |v| format!("{v:?}"))
+        };
+        Err(format!(
+            "{WRONG_OUTPUT}, dropped: on the check problem ({}x{}x{}), C[{i}] is {} but the \
+             interpreter computes {:?}",
+            g.mnk[0],
+            g.mnk[1],
+            g.mnk[2],
+            show(&out[2]),
+            show(&self.expected)
+        ))
+    }
+}
+
+/// A, B and C of a generated problem filled with small integers (|x| <= 3): every product
+/// and every partial sum of a small problem is exact, whatever order a blocking adds in.
+fn check_inputs(g: &Generated) -> Vec<Buffer> {
+    let elem = |i: usize| g.kernel.params()[i].ty().elem().unwrap_or(Scalar::F32);
+    (0..3)
+        .map(|b| {
+            let mut buf = Buffer::zeroed(elem(b), g.buffer_elems[b].max(1));
+            for i in 0..buf.len() {
+                let v = ((i * (2 * b + 5) + b) % 7) as f64 - 3.0;
+                // Within the buffer, of its float type: cannot fail.
+                let _ = buf.set(i, kiln_ir::Imm::float(buf.elem(), v));
+            }
+            buf
+        })
+        .collect()
+}
+
+/// A generated kernel built and loaded on a device, ready to launch.
+struct Launcher<'d> {
+    dev: &'d dyn Device,
+    kernel: kiln_runtime::Handle,
+    range: NdRange,
+}
+
+impl<'d> Launcher<'d> {
+    fn new(dev: &'d dyn Device, g: &Generated) -> Result<Launcher<'d>, String> {
+        let module = Verified::kernel(g.kernel.clone()).map_err(|e| format!("{e:?}"))?;
+        let opts = BuildOptions::parse("-O")?;
+        let bin = dev.build(&module, &opts).map_err(|e| e.to_string())?;
+        let program = dev.load(&bin).map_err(|e| e.to_string())?;
+        let kernel = dev.kernel(&program, g.kernel.name()).map_err(|e| e.to_string())?;
+        Ok(Launcher { dev, kernel, range: NdRange::new(&g.global).with_local(&g.local) })
+    }
+
+    /// One launch on A, B and C with the scalars alpha and beta.
+    fn run(&self, buffers: &mut [Buffer], [alpha, beta]: [f32; 2]) -> Result<(), String> {
+        let args =
+            [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(alpha), Arg::scalar(beta)];
+        self.dev.run(&self.kernel, &self.range, &args, buffers).map_err(|e| e.to_string())
+    }
+}
+
 /// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch).
 fn time_one(
     problem: &Problem,
@@ -219,11 +380,7 @@ fn time_one(
     repeats: u32,
 ) -> Result<f64, String> {
     let g = (problem.generate)(c)?;
-    let module = Verified::kernel(g.kernel.clone()).map_err(|e| format!("{e:?}"))?;
-    let opts = BuildOptions::parse("-O")?;
-    let bin = dev.build(&module, &opts).map_err(|e| e.to_string())?;
-    let program = dev.load(&bin).map_err(|e| e.to_string())?;
-    let kernel = dev.kernel(&program, g.kernel.name()).map_err(|e| e.to_string())?;
+    let launcher = Launcher::new(dev, &g)?;
     let mut buffers: Vec<Buffer> = g
         .kernel
         .params()
@@ -232,10 +389,7 @@ fn time_one(
         .zip(g.buffer_elems)
         .map(|(p, n)| Buffer::zeroed(p.ty().elem().unwrap_or(Scalar::F32), n.max(1)))
         .collect();
-    let args =
-        [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(1.0f32), Arg::scalar(0.0f32)];
-    let range = NdRange::new(&g.global).with_local(&g.local);
-    let mut run = || dev.run(&kernel, &range, &args, &mut buffers).map_err(|e| e.to_string());
+    let mut run = || launcher.run(&mut buffers, [1.0, 0.0]);
     run()?;
     let mut times = Vec::with_capacity(repeats as usize);
     for _ in 0..repeats {

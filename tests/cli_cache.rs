@@ -1,7 +1,8 @@
 //! `kiln run` goes through the runtime's caches: with `KILN_CACHE_PERSISTENT=1` the program
 //! it builds lands in the persistent cache, where `kiln cache ls|show` find it; a second run
 //! reuses it; `KILN_PROGRAM_BUILD_OPTIONS` is part of the key; and the output is the same
-//! every time.
+//! every time. It loads only what this user's kiln wrote (private modes, directories no one
+//! else can write, a keyed MAC), and never lands in the working directory by default.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -89,7 +90,7 @@ fn run_stores_programs_that_cache_ls_lists() {
     let show = ok(&kiln(&dir, &[], &["cache", "show", &first[0]]));
     assert!(show.contains("device: interp|kiln-interp|"), "{show}");
     assert!(show.contains("kernel saxpy("), "{show}");
-    assert!(show.contains("checksum ok"), "{show}");
+    assert!(show.contains(", authenticated"), "{show}");
     // A second run finds it (no new item) and prints the same.
     assert_eq!(ok(&kiln(&dir, &on, &saxpy)), plain);
     assert_eq!(ls(&dir), first);
@@ -170,7 +171,7 @@ fn concurrent_runs_share_one_cache() {
     assert_eq!(items.len(), 2, "{items:?}");
     for id in &items {
         let show = ok(&kiln(&dir, &[], &["cache", "show", id]));
-        assert!(show.contains("checksum ok"), "{show}");
+        assert!(show.contains(", authenticated"), "{show}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -402,4 +403,306 @@ fn evict_under_a_zero_setting_keeps_items() {
     assert!(out.contains("removed 1 items"), "{out}");
     assert!(ls(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every entry under `dir` (links not followed, `dir` included) with its permission bits
+/// and whether it is a directory.
+#[cfg(unix)]
+fn modes(dir: &Path) -> Vec<(PathBuf, u32, bool)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        if m.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+        out.push((p, m.permissions().mode() & 0o7777, m.is_dir()));
+    }
+    out.sort();
+    out
+}
+
+/// Issue 29, S1: under `umask 000` kiln made the cache `drwxrwxrwx` and its items
+/// `-rw-rw-rw-`. Directories are 0700 and files 0600 whatever the umask; directories an
+/// earlier kiln made 0755 are narrowed to 0700.
+#[cfg(unix)]
+#[test]
+fn the_cache_is_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = scratch("umask");
+    let dir = base.join("cache");
+    let o = Command::new("sh")
+        .current_dir(root())
+        .args(["-c", "umask 000 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_kiln")])
+        .args(SAXPY)
+        .env("KILN_CACHE_DIR", &dir)
+        .env("KILN_CACHE_PERSISTENT", "1")
+        .env_remove("KILN_PROGRAM_BUILD_OPTIONS")
+        .env_remove("KILN_CACHE_MAX_SIZE")
+        .output()
+        .unwrap();
+    ok(&o);
+    let all = modes(&dir);
+    let names: Vec<String> = all
+        .iter()
+        .filter(|(_, _, d)| !d)
+        .map(|(p, _, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for (path, mode, is_dir) in &all {
+        let want = if *is_dir { 0o700 } else { 0o600 };
+        assert_eq!(*mode, want, "{} is {mode:04o} under umask 000", path.display());
+    }
+    for want in ["CACHEDIR.TAG", "mac.key", ".lock", "0.src", "0.bin"] {
+        assert!(names.iter().any(|n| n == want), "no {want} in {all:?}");
+    }
+    // A cache an earlier kiln made under the usual umask: 0755 directories are narrowed
+    // when kiln next uses them.
+    for (path, _, is_dir) in &all {
+        if *is_dir {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    ok(&kiln(&dir, &[("KILN_CACHE_PERSISTENT", "1")], &SAXPY));
+    for (path, mode, is_dir) in modes(&dir) {
+        if is_dir {
+            assert_eq!(mode, 0o700, "{} was left {mode:04o}", path.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A kernel with saxpy's name and signature that writes something else: the code someone
+/// plants for saxpy's key.
+const PLANTED: &str = "kernel saxpy(x: ptr<global, f32>, y: ptr<global, f32>, a: f32, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n {
+    y[i] = 1234.5;
+  }
+}
+";
+
+/// Issue 29, S1: a cache directory another user could write (owned by uid 65534, or
+/// writable by others or the group) held machine code planted for saxpy's key, and
+/// `kiln run` on the cpu device ran it. kiln now runs what it builds itself, printing the
+/// right answer, with one warning naming the directory and the reason. The planted item is
+/// a valid one, written through kiln's own cache code (as another user's kiln would write
+/// it), and is shown to be run when the directory is private to this user.
+#[cfg(all(unix, target_arch = "x86_64"))]
+#[test]
+fn planted_code_in_a_cache_others_can_write_is_not_run() {
+    use kiln::runtime::cache::PersistentCache;
+    use std::os::unix::fs::PermissionsExt;
+    let base = scratch("planted");
+    let (dir, theirs) = (base.join("cache"), base.join("theirs"));
+    std::fs::create_dir_all(&base).unwrap();
+    let on = [("KILN_CACHE_PERSISTENT", "1")];
+    let saxpy = with_device("cpu");
+    let want = ok(&kiln(&dir, &on, &saxpy));
+    // The planted kernel's machine code, built by kiln into another cache.
+    let planted_kir = base.join("planted.kir");
+    std::fs::write(&planted_kir, PLANTED).unwrap();
+    let mut planted_args = saxpy.clone();
+    planted_args[1] = planted_kir.to_str().unwrap();
+    let planted_out = ok(&kiln(&theirs, &on, &planted_args));
+    assert!(planted_out.contains("1234.5"), "{planted_out}");
+    let key_of = |root: &Path| {
+        let id = ls(root).pop().unwrap();
+        PersistentCache::new(root).show(&id).unwrap().key.unwrap()
+    };
+    let code = PersistentCache::new(&theirs).get(&key_of(&theirs)).unwrap();
+    // Stored for saxpy's key in this cache, replacing what kiln built there.
+    let saxpy_key = key_of(&dir);
+    ok(&kiln(&dir, &[], &["cache", "clear"]));
+    PersistentCache::new(&dir).put(&saxpy_key, &code);
+    assert_eq!(ok(&kiln(&dir, &on, &saxpy)), planted_out, "the planted item is loadable");
+    // Each way of opening the directory to someone else: a mode, or (as root, the other
+    // user being uid 65534) an owner; with the reason the warning must give.
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mut exposures = vec![
+        ("is writable by others (mode 0707)", Some(0o707)),
+        ("is writable by its group (mode 0770)", Some(0o770)),
+    ];
+    if me == 0 {
+        exposures.push(("belongs to uid 65534, not to this user (uid 0)", None));
+    }
+    let chmod = |mode| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode));
+    for (reason, mode) in exposures {
+        match mode {
+            Some(mode) => chmod(mode).unwrap(),
+            None => std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap(),
+        }
+        let o = kiln(&dir, &on, &saxpy);
+        assert_eq!(ok(&o), want, "the planted code ran ({reason})");
+        let err = text(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("`{}` {reason}", dir.display())), "{err}");
+        // `kiln cache show` says why kiln does not load it.
+        let show = ok(&kiln(&dir, &[], &["cache", "show", &ls(&dir)[0]]));
+        let said =
+            format!("not authenticated: `{}` {reason}; kiln will not load it", dir.display());
+        assert!(show.contains(&said), "{show}");
+        std::os::unix::fs::chown(&dir, Some(me), None).unwrap();
+        chmod(0o700).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Issue 29, S1: `kiln cache show` said `checksum ok` for an item anyone could have
+/// re-checksummed. It says `authenticated` only for an item kiln would load, and why not
+/// for one copied in from another cache (valid, but under another key).
+#[test]
+fn cache_show_says_whether_an_item_is_authenticated() {
+    let base = scratch("show-auth");
+    let (dir, theirs) = (base.join("cache"), base.join("theirs"));
+    let on = [("KILN_CACHE_PERSISTENT", "1")];
+    let interp = with_device("interp");
+    ok(&kiln(&dir, &on, &interp));
+    ok(&kiln(&theirs, &on, &interp));
+    let id = ls(&dir).pop().unwrap();
+    let show = ok(&kiln(&dir, &[], &["cache", "show", &id]));
+    assert!(show.contains(", authenticated"), "{show}");
+    for f in ["0.src", "0.bin"] {
+        std::fs::copy(theirs.join(&id).with_file_name(f), dir.join(&id).with_file_name(f)).unwrap();
+    }
+    let show = ok(&kiln(&dir, &[], &["cache", "show", &id]));
+    assert!(show.contains("bytes, not authenticated: its MAC does not match"), "{show}");
+    assert!(!show.contains(", authenticated"), "{show}");
+    // A run does not load it: one warning naming the item, and the item rebuilt.
+    let o = kiln(&dir, &on, &interp);
+    ok(&o);
+    let err = text(&o.stderr);
+    assert!(err.contains(&format!("`{}`", dir.join(&id).display())), "{err}");
+    assert!(err.contains("not authenticated"), "{err}");
+    let show = ok(&kiln(&dir, &[], &["cache", "show", &ls(&dir)[0]]));
+    assert!(show.contains(", authenticated"), "{show}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Issue 29, S2: with `HOME` empty, or `XDG_CACHE_HOME` relative, kiln put its cache in
+/// the working directory (`./.cache/kiln`, `./rel/dir/kiln`). Relative and empty values
+/// are ignored, as the XDG rule says; with no absolute location left, the persistent
+/// cache is off with one warning saying why, and the working directory stays empty.
+#[test]
+fn no_absolute_cache_location_leaves_the_working_directory_alone() {
+    let base = scratch("no-home");
+    let cwd = base.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let saxpy_kir = root().join("examples/saxpy.kir");
+    let mut args = SAXPY.to_vec();
+    args[1] = saxpy_kir.to_str().unwrap();
+    let want = ok(&kiln(&base.join("unused"), &[], &SAXPY));
+    let run = |home: Option<&str>, xdg: Option<&str>, args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        c.current_dir(&cwd).args(args).env("KILN_CACHE_PERSISTENT", "1");
+        for v in ["KILN_CACHE_DIR", "KILN_PROGRAM_BUILD_OPTIONS", "KILN_CACHE_MAX_SIZE"] {
+            c.env_remove(v);
+        }
+        for (name, value) in [("HOME", home), ("XDG_CACHE_HOME", xdg)] {
+            match value {
+                Some(v) => c.env(name, v),
+                None => c.env_remove(name),
+            };
+        }
+        c.output().unwrap()
+    };
+    for (home, xdg, said) in [
+        (Some(""), None, "XDG_CACHE_HOME is not set and HOME is empty"),
+        (Some(""), Some("rel/dir"), "XDG_CACHE_HOME=\"rel/dir\" is not an absolute path"),
+        (Some("home"), Some(""), "HOME=\"home\" is not an absolute path"),
+        (None, Some("rel"), "HOME is not set"),
+    ] {
+        let o = run(home, xdg, &args);
+        assert_eq!(ok(&o), want, "{home:?} {xdg:?}");
+        let err = text(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("no directory for the persistent cache"), "{err}");
+        assert!(err.contains(said), "{err}");
+        assert!(err.contains("continuing without a persistent cache"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
+        assert!(left.is_empty(), "{home:?} {xdg:?} wrote into the working directory: {left:?}");
+        // `kiln cache` says the same.
+        let o = run(home, xdg, &["cache", "stats"]);
+        assert!(fails(&o, &["no directory for the persistent cache", said]).contains("--dir"));
+    }
+    // A relative XDG_CACHE_HOME next to an absolute HOME: HOME's cache.
+    let home = base.join("home");
+    let o = run(Some(home.to_str().unwrap()), Some("rel"), &args);
+    assert_eq!(ok(&o), want);
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    assert_eq!(ls(&home.join(".cache/kiln")).len(), 1);
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Issue 29, S1: `kiln tune` uses the blocking a stored record names, so a record is
+/// trusted like machine code: one planted in a cache others can write is not used (the
+/// heuristic is, with one warning naming the directory). The planted record, valid and
+/// written through kiln's own cache code, is shown to be used where only this user can
+/// write.
+#[cfg(unix)]
+#[test]
+fn a_planted_tuning_record_is_not_used() {
+    use kiln::generator::GemmConfig;
+    use kiln::runtime::cache::PersistentCache;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("tune");
+    let tune = |env: &[(&str, &str)]| {
+        let args = ["tune", "--device", "cpu", "--max-candidates", "2", "--repeat", "1"];
+        ok(&kiln(&dir, env, &[&args[..], &["gemm", "16", "16", "16"]].concat()))
+    };
+    let first = tune(&[]);
+    assert!(first.contains("(stored)"), "{first}");
+    let winner = first.lines().last().unwrap().split(':').next().unwrap().to_string();
+    // Another blocking, stored for the same problem.
+    let planted = GemmConfig::candidates(16, 16, 16)
+        .into_iter()
+        .map(|c| c.to_string())
+        .find(|c| *c != winner)
+        .unwrap();
+    let id = ls(&dir).pop().unwrap();
+    let key = PersistentCache::new(&dir).show(&id).unwrap().key.unwrap();
+    ok(&kiln(&dir, &[], &["cache", "clear"]));
+    PersistentCache::new(&dir).put(&key, planted.as_bytes());
+    let off = [("KILN_TUNE", "0")];
+    let used = tune(&off);
+    assert!(used.starts_with(&format!("{planted}: stored winner")), "{used}");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o707)).unwrap();
+    let o = kiln(&dir, &off, &["tune", "--device", "cpu", "gemm", "16", "16", "16"]);
+    let out = ok(&o);
+    assert!(out.contains(": heuristic for `gemm NN f32 m16 n16 k16`"), "{out}");
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let said = format!("`{}` is writable by others (mode 0707)", dir.display());
+    assert!(err.contains(&said), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/cache.md quoted an error text kiln does not print. Each of its `sh,fails` examples
+/// is followed by an `output` block with the message (which tests/docs.rs compares too):
+/// run the command (in the repository root, as the page says), and the message must be
+/// what kiln prints.
+#[test]
+fn cache_doc_quotes_the_real_errors() {
+    let md = std::fs::read_to_string(root().join("docs/cache.md")).unwrap();
+    let dir = scratch("doc-errors");
+    let mut rest = md.as_str();
+    let mut checked = 0;
+    while let Some(at) = rest.find("```sh,fails\n") {
+        rest = &rest[at + "```sh,fails\n".len()..];
+        let (command, after) = rest.split_once("```").unwrap();
+        let quoted_at = after.find("```output\n").expect("an `output` block with the message");
+        let (quoted, _) = after[quoted_at + "```output\n".len()..].split_once("```").unwrap();
+        let quoted: Vec<&str> = quoted.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let kiln_at = words.iter().position(|w| *w == "kiln").expect("a kiln command");
+        let env: Vec<(&str, &str)> =
+            words[..kiln_at].iter().map(|w| w.split_once('=').expect("NAME=VALUE")).collect();
+        let o = kiln(&dir, &env, &words[kiln_at + 1..]);
+        let err = fails(&o, &[]);
+        assert_eq!(err.lines().collect::<Vec<_>>(), quoted, "{command}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "docs/cache.md's failing examples");
 }

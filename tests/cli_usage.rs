@@ -252,7 +252,7 @@ fn help_lists_variables_and_real_flags() {
             );
         }
     }
-    assert!(help.contains("Vulkan or CUDA"), "{help}");
+    assert!(help.contains("over an nd-range on a device: `interp`"), "{help}");
     let o = kiln(&["opt", "--help"]);
     assert!(text(&o.stdout).contains("--list-passes"), "{}", text(&o.stdout));
     let o = kiln(&["opt", "--list-passes"]);
@@ -296,4 +296,57 @@ fn malformed_command_lines_exit_2() {
         assert_eq!(o.status.code(), Some(2), "kiln {args:?}: {}", text(&o.stderr));
         assert!(!text(&o.stderr).is_empty(), "kiln {args:?} said nothing");
     }
+}
+
+/// Issue 29: `kiln --help` said `run` ran on "the interpreter, Vulkan or CUDA" (no `cpu`) and
+/// `emit` lowered for four targets (no `kir`, `x86`). The summaries name every device and
+/// every target of the registries.
+#[test]
+fn help_summaries_list_every_device_and_target() {
+    let o = kiln(&["--help"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let help = text(&o.stdout);
+    let summary = |cmd: &str| {
+        help.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{cmd} ")))
+            .unwrap_or_else(|| panic!("no `{cmd}` in:\n{help}"))
+            .to_string()
+    };
+    let run = summary("run");
+    for d in kiln::runtime::device::registry::names() {
+        assert!(run.contains(&format!("`{d}`")), "`run`'s summary lacks `{d}`: {run}");
+    }
+    let emit = summary("emit");
+    for t in kiln::backends::registry::names() {
+        assert!(emit.contains(&format!("`{t}`")), "`emit`'s summary lacks `{t}`: {emit}");
+    }
+}
+
+/// Issue 29, H2: `kiln graph --run` had no --timeout or --max-steps, its help left out `cpu`
+/// and its default device was `interp` where `kiln run`'s is `cpu`. Both take the same
+/// device options, described by the same help.
+#[test]
+fn graph_and_run_share_their_device_options() {
+    let options = |cmd: &str| {
+        let o = kiln(&[cmd, "--help"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let help = text(&o.stdout);
+        // The lines from --device up to the option or section after --threads.
+        let lines: Vec<&str> = help.lines().collect();
+        let at = |flag: &str| lines.iter().position(|l| l.trim_start().starts_with(flag));
+        let start = at("--device <DEVICE>").unwrap_or_else(|| panic!("{help}"));
+        let threads = at("--threads <N>").unwrap_or_else(|| panic!("{help}"));
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        let next = |l: &&str| {
+            (indent(l) <= 6 && l.trim_start().starts_with('-')) || (indent(l) == 0 && !l.is_empty())
+        };
+        let end =
+            lines[threads + 1..].iter().position(next).map_or(lines.len(), |e| e + threads + 1);
+        // Short and long help lay the same text out differently.
+        lines[start..end].join(" ").split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let run = options("run");
+    assert!(run.contains("--max-steps <N>") && run.contains("--timeout <SECS>"), "{run}");
+    assert!(run.contains("`cpu`") && run.contains("Default: `cpu` on x86-64 hosts"), "{run}");
+    assert_eq!(options("graph"), run);
 }

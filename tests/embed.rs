@@ -76,6 +76,62 @@ fn embed_source_fuse_launch_read_cpu() {
 }
 
 /// On a GPU machine (by hand: CI has none); skipped without one unless `KILN_REQUIRE_CUDA`.
+/// `Device::best()` on a machine with a software Vulkan driver (lavapipe in CI) and no
+/// GPU: the cpu device, which outruns it, on x86-64. A machine with a GPU gets the GPU.
+#[test]
+fn best_device_is_a_gpu_else_the_cpu_device_never_lavapipe() {
+    let best = Device::best();
+    if let Ok(cuda) = Device::cuda() {
+        assert_eq!(best.kind(), cuda.kind(), "{best:?}");
+        return;
+    }
+    let vk = kiln_ir::testing::optional("KILN_REQUIRE_TOOLS", Device::vulkan());
+    match vk {
+        Some(vk) if !vk.is_emulated() => {
+            assert_eq!(best.name(), vk.name(), "a Vulkan GPU and no CUDA: {best:?}");
+            return;
+        }
+        Some(vk) => eprintln!("{} is a software Vulkan driver", vk.name()),
+        None => {}
+    }
+    assert_eq!(Device::cpu().is_ok(), cfg!(target_arch = "x86_64"));
+    let want = Device::cpu().map_or(kiln::runtime::DeviceKind::Interp, |d| d.kind());
+    assert_eq!(best.kind(), want, "{best:?}");
+}
+
+/// A module is verified once, by `compile_source`: launching it, preparing it and fusing
+/// and launching its kernels hand the `Verified` module down to the device's build, which
+/// does not verify it again. (On the cpu device: the interpreter's program is kiln text,
+/// which its `load` parses and checks again, as bytes that may come from disk.)
+#[test]
+fn a_verified_module_is_not_verified_again_on_its_way_to_the_device() {
+    use kiln::ir::verify::modules_verified;
+    let Some(dev) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", Device::cpu()) else {
+        return;
+    };
+    let jit = Jit::new(dev).unwrap();
+    let start = modules_verified();
+    let m = jit.compile_source("saxpy.kir", SAXPY).unwrap();
+    let chain = jit.compile_source("chain.kir", CHAIN).unwrap();
+    assert_eq!(modules_verified(), start + 2);
+    let (x, y) = (jit.buffer_from(&[1.0f32; 8]), jit.buffer_zeroed::<f32>(8));
+    jit.prepare(&m, "saxpy").unwrap();
+    jit.launch(&m, "saxpy", NdRange::new(&[8]), args![&x, &y, 2.0f32, 8u32])
+        .unwrap()
+        .wait()
+        .unwrap();
+    let fused = jit.fuse(&chain, &FusionSpec::from_toml(CHAIN_SPEC).unwrap()).unwrap();
+    let bufs: Vec<_> = (0..6).map(|_| jit.buffer_from(&[1.0f32; 64])).collect();
+    let [a, b, c, t1, t2, out] = &bufs[..] else { unreachable!() };
+    jit.launch_fused(&fused, &[args![a, b, t1], args![t1, c, t2], args![t2, a, out]])
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(y.read().unwrap(), vec![2.0; 8]);
+    assert_eq!(out.read().unwrap(), vec![1.0; 64]);
+    assert_eq!(modules_verified(), start + 2, "a build verified a module again");
+}
+
 #[test]
 fn embed_source_fuse_launch_read_cuda() {
     let Some(dev) = kiln_ir::testing::require("KILN_REQUIRE_CUDA", Device::cuda()) else {

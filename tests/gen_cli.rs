@@ -223,12 +223,12 @@ fn bad_problems_fail_with_a_reason() {
                 "--dilation",
                 "4294967295x0",
             ],
-            "does not fit",
+            "convolution: kh = 4294967295; sizes must be at most 1073741823",
         ),
         (&["gen", "gemm", "100000", "100000", "100000"], "exceeds 2^31 elements (indices are i32)"),
         (
             &["gen", "gemm", "4294967296", "4294967296", "4294967296"],
-            "spans more than 2^62 elements",
+            "GEMM sizes must be at most 1073741823 (kernels index with 32-bit integers)",
         ),
     ] {
         let o = kiln(args);

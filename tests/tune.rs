@@ -107,3 +107,88 @@ fn cli_second_process_takes_the_stored_winner() {
     assert!(second.starts_with(winner), "{first}\n{second}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A device that miscompiles one blocking: it runs kernels on the interpreter but, for
+/// work-groups of 4 x 4 (the first candidate's), corrupts the first element of C, as a
+/// backend bug in that blocking's code would.
+struct Miscompiles;
+
+impl kiln::runtime::IrExecutor for Miscompiles {
+    fn name(&self) -> String {
+        "miscompiles-4x4".into()
+    }
+    fn kind(&self) -> kiln::runtime::DeviceKind {
+        kiln::runtime::DeviceKind::Cuda
+    }
+    fn version(&self) -> String {
+        "test".into()
+    }
+    fn run(
+        &self,
+        k: &kiln::ir::Kernel,
+        r: &kiln::ir::launch::NdRange,
+        a: &[kiln::ir::launch::Arg],
+        b: &mut [kiln::ir::launch::Buffer],
+    ) -> Result<(), String> {
+        kiln::ir::interp::run(k, r, a, b).map_err(|e| e.to_string())?;
+        if r.local == Some([4, 4, 1]) {
+            b[2].as_bytes_mut()[1] ^= 0x40;
+        }
+        Ok(())
+    }
+}
+
+fn miscompiling_device() -> std::sync::Arc<dyn kiln::runtime::Device> {
+    std::sync::Arc::new(kiln::runtime::IrDevice(Miscompiles))
+}
+
+/// Issue 29: the tuner stored the fastest candidate without looking at its output, so a fast
+/// miscompiled blocking would be cached and used. A candidate whose output differs from the
+/// interpreter's is dropped, reported, and never stored.
+#[test]
+fn a_miscompiled_candidate_cannot_win() {
+    let d = dir("wrong");
+    let dev = miscompiling_device();
+    let p = GemmProblem { m: 20, n: 24, k: 9, trans_a: false, trans_b: false, ty: Scalar::F32 };
+    let first = GemmConfig::candidates(20, 24, 9)[0];
+    assert_eq!((first.wg_m, first.wg_n), (4, 4), "the candidate the device miscompiles");
+    // The miscompiled candidate alone: no winner, and the error says why.
+    let one = TuneOptions { max_candidates: 1, ..opts(&d, true) };
+    match tune(&Problem::gemm(&p), &*dev, &one) {
+        Ok(t) => panic!("{} won ({:?})", t.config, t.how),
+        Err(e) => assert!(e.contains("no candidate ran") && e.contains("wrong output"), "{e}"),
+    }
+    // Nothing was stored for the bucket.
+    let stored = tune(&Problem::gemm(&p), &*dev, &opts(&d, false)).unwrap();
+    assert!(matches!(stored.how, How::Heuristic(_)), "{:?}", stored.how);
+    // With another candidate, that one wins and the miscompiled one is reported.
+    let two = TuneOptions { max_candidates: 2, ..opts(&d, true) };
+    let t = tune(&Problem::gemm(&p), &*dev, &two).unwrap();
+    let How::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
+    assert_eq!(timings.len(), 1, "{timings:?}");
+    assert_ne!(t.config, first);
+    assert!(
+        errors.iter().any(|(c, e)| *c == first && e.contains("wrong output") && e.contains("C[0]")),
+        "{errors:?}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 29, U4: `tune` of a GEMM with a zero size offered a heuristic blocking for
+/// `gemm NN f32 m1 n1 k1` (on the interpreter, or with the search off) or built every
+/// candidate before failing. It is refused first, in the generator's words.
+#[test]
+fn impossible_problems_are_refused_before_anything_else() {
+    let d = dir("bad");
+    let interp = open("interp", &OpenOptions::default()).unwrap();
+    let cpu = open("cpu", &OpenOptions::default()).unwrap();
+    let zero = GemmProblem { m: 0, n: 1, k: 1, trans_a: false, trans_b: false, ty: Scalar::F32 };
+    let huge = GemmProblem { m: 1 << 32, ..zero };
+    for (p, why) in [(zero, "must be positive: M = 0"), (huge, "at most 1073741823")] {
+        for dev in [&interp, &cpu] {
+            let e = tune(&Problem::gemm(&p), &**dev, &opts(&d, true)).unwrap_err();
+            assert!(e.contains(why) && !e.contains("m1 "), "{e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

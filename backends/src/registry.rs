@@ -40,13 +40,13 @@ pub const TARGETS: &[TargetInfo] = &[
         name: "spirv-cl",
         about: "SPIR-V, OpenCL Kernel flavour (one kernel per module)",
         binary: true,
-        make: |_| Box::new(Spirv(Flavour::OpenCl)),
+        make: |_| Box::new(Spirv::new(Flavour::OpenCl)),
     },
     TargetInfo {
         name: "spirv-vk",
         about: "SPIR-V, Vulkan compute flavour (one kernel per module)",
         binary: true,
-        make: |_| Box::new(Spirv(Flavour::Vulkan)),
+        make: |_| Box::new(Spirv::new(Flavour::Vulkan)),
     },
     TargetInfo {
         name: "amdgpu",

@@ -86,7 +86,7 @@ fn refusals_are_one_error_type_with_kinds() {
     let e = build(&ptx, &big, &options("")).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit, "{e}");
     assert!(e.message.contains("49152"), "{e}");
-    let spirv = kiln_backends::spirv::Spirv(kiln_backends::spirv::Flavour::OpenCl);
+    let spirv = kiln_backends::spirv::Spirv::new(kiln_backends::spirv::Flavour::OpenCl);
     let f16 = module("kernel h(x: ptr<global, f16>) { x[0] = x[1]; }");
     let e = build(&spirv, &f16, &options("")).unwrap_err();
     assert_eq!((e.kind, e.target.as_str()), (ErrorKind::Unsupported, "spirv-cl"), "{e}");

@@ -154,6 +154,47 @@ fn gathers_scatters_and_faults_agree() {
     }
 }
 
+/// `&&` and `||` evaluate both sides (kiln_ir's semantics, the interpreter's): a load on the
+/// right runs in every lane, also where the left side decides, so the lane code is exact and
+/// an out-of-bounds load there is an error on every path.
+#[test]
+fn logic_operators_with_loads_on_the_right_run_on_the_lanes() {
+    let r = NdRange::new(&[64]).with_local(&[16]);
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, f32>, idx: ptr<global, u32>, n: u32) {
+           let i: u32 = global_id(0);
+           if i + 1u32 < n && a[i + 1u32] > a[i] {
+             o[i] = o[i] + 1u32;
+           }
+           if i < 8u32 || a[idx[i]] < 0.0 {
+             o[i] = o[i] + 10u32;
+           } else {
+             o[i] = o[i] + 100u32;
+           }
+           if !(a[i] > 1.0 && (i > 60u32 || a[(i * 5u32) & 63u32] > 0.5)) {
+             o[i] = o[i] + 1000u32;
+           }
+         }",
+    );
+    let perm: Vec<u32> = (0..64u32).map(|i| (i * 37 + 11) % 64).collect();
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(64u32)];
+    // In bounds (`a` has 65 elements): the results.
+    let bufs = [Buffer::zeroed(Scalar::U32, 64), f32s(65, 4), Buffer::from_slice(&perm)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    // `a[64]` on the right of a false `i + 1 < n`, for work-item 63: the interpreter's
+    // error, on the lanes too.
+    let bufs = [Buffer::zeroed(Scalar::U32, 64), f32s(64, 4), Buffer::from_slice(&perm)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+    let mut want = bufs.to_vec();
+    let e = kiln_ir::interp::run(&k, &r, &args, &mut want).unwrap_err().to_string();
+    assert!(e.contains("work-item (63, 0, 0)") && e.contains("out of bounds"), "{e}");
+    // An index on the right of a true `i < 8` that is out of bounds (work-item 3).
+    let mut ix = perm.clone();
+    ix[3] = 500;
+    let bufs = [Buffer::zeroed(Scalar::U32, 64), f32s(65, 4), Buffer::from_slice(&ix)];
+    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+}
+
 #[test]
 fn for_step_errors_and_limits() {
     let k = kernel(

@@ -36,5 +36,12 @@ for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "fusion_queue" and m.get("executable"):
         print(m["executable"])' | xargs -I{} cp {} benches/gpu/bin/fusion_queue
+# The guarded-chain fusion benchmark (benches/gpu/fusion_queue.sh runs it too).
+cargo bench -p kiln-runtime --bench fusion_guarded --no-run --message-format=json \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "fusion_guarded" and m.get("executable"):
+        print(m["executable"])' | xargs -I{} cp {} benches/gpu/bin/fusion_guarded
 strip benches/gpu/bin/*
 ls -la benches/gpu/bin

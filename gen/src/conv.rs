@@ -168,6 +168,17 @@ impl ConvProblem {
         if let Some((n, v)) = named.iter().find(|(_, v)| *v <= 0) {
             return Err(format!("convolution: {n} = {v}; sizes must be positive"));
         }
+        let params =
+            [("stride", self.stride), ("padding", self.padding), ("dilation", self.dilation)];
+        let too_big =
+            named.iter().copied().chain(params.iter().flat_map(|&(n, [h, w])| [(n, h), (n, w)]));
+        if let Some((n, v)) = too_big.into_iter().find(|(_, v)| *v > crate::MAX_SIZE) {
+            return Err(format!(
+                "convolution: {n} = {v}; sizes must be at most {} (kernels index with 32-bit \
+                 integers)",
+                crate::MAX_SIZE
+            ));
+        }
         if self.stride.iter().any(|&s| s < 1) {
             return Err(format!("convolution: strides {:?} must be at least 1", self.stride));
         }

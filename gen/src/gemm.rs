@@ -23,6 +23,7 @@ use crate::codegen::{generate, GemmViews, Generated};
 use crate::config::GemmConfig;
 use crate::layout::Layout;
 use crate::view::{Base, DimKind, TDim, VDim, View};
+use crate::MAX_SIZE;
 
 /// A GEMM problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,6 +78,13 @@ impl GemmProblem {
         if self.m <= 0 || self.n <= 0 || self.k <= 0 {
             return Err(format!(
                 "GEMM sizes must be positive: M = {}, N = {}, K = {}",
+                self.m, self.n, self.k
+            ));
+        }
+        if [self.m, self.n, self.k].iter().any(|&s| s > MAX_SIZE) {
+            return Err(format!(
+                "GEMM sizes must be at most {MAX_SIZE} (kernels index with 32-bit integers): \
+                 M = {}, N = {}, K = {}",
                 self.m, self.n, self.k
             ));
         }

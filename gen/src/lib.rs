@@ -26,6 +26,11 @@ pub mod tensor;
 pub mod view;
 
 pub use codegen::{generate, GemmViews, Generated};
+
+/// The largest size a problem's dimension may have (GEMM's M, N and K, a convolution's
+/// sizes, strides, padding and dilation): generated kernels index with 32-bit integers, and
+/// a flattened dimension must stay below 2^30 (see [`generate`]).
+pub const MAX_SIZE: i64 = (1 << 30) - 1;
 pub use config::GemmConfig;
 pub use conv::{ConvFormat, ConvProblem};
 pub use gemm::GemmProblem;

@@ -1,5 +1,5 @@
 //! [`Tensor`]: a block of a larger tensor, given by its dimensions and the offsets (IR
-//! expressions) of its first element. The seed's example is a `32x32x1x1` tile of
+//! expressions) of its first element. oneDNN's example is a `32x32x1x1` tile of
 //! activations at `[mb_idx, ic_idx, 0, 0]`.
 //!
 //! ```

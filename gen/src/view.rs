@@ -14,7 +14,7 @@
 //! within its dimension over the whole virtual box (interval arithmetic on the mapping),
 //! so an access through a view, with its masks, never leaves the buffer.
 //!
-//! The seed's example, the source of a 2-D convolution with a 3x3 filter (stride 1,
+//! oneDNN's example of views, the source of a 2-D convolution with a 3x3 filter (stride 1,
 //! padding 1, no dilation) over an `NCHW` tensor of 2x3x5x5:
 //!
 //! ```

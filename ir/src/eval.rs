@@ -162,11 +162,25 @@ pub fn cast(to: Scalar, a: Imm) -> Imm {
             }
             t => Imm::Int(t, canonical_int(t, bits)),
         },
-        Imm::Float(_, v) => match to {
+        Imm::Float(from, v) => match to {
             Scalar::Bool => Imm::Bool(v != 0.0),
-            t if t.is_float() => Imm::Float(t, round_float(t, v)),
+            // A cast to its own type is no conversion: every bit stays.
+            t if t == from => a,
+            // A conversion quiets a signalling NaN (IEEE 754 convertFormat), keeping the
+            // sign and the top payload bits.
+            t if t.is_float() => Imm::Float(t, round_float(t, quiet(v))),
             t => Imm::Int(t, float_to_int(t, v)),
         },
+    }
+}
+
+/// `v` with the quiet bit set if it is a NaN (the same bit for every float type's NaN as an
+/// [`Imm`] holds it): what arithmetic makes of a signalling NaN.
+fn quiet(v: f64) -> f64 {
+    if v.is_nan() {
+        f64::from_bits(v.to_bits() | 1 << 51)
+    } else {
+        v
     }
 }
 
@@ -185,11 +199,11 @@ fn float_to_int(t: Scalar, v: f64) -> u64 {
     }
 }
 
-/// IEEE 754-2019 minimumNumber / maximumNumber: a NaN operand yields the other operand and
-/// -0.0 < +0.0.
+/// IEEE 754-2019 minimumNumber / maximumNumber: a NaN operand yields the other operand (two
+/// NaNs give a quiet NaN) and -0.0 < +0.0.
 fn float_min_max(max: bool, x: f64, y: f64) -> f64 {
     if x.is_nan() {
-        return y;
+        return quiet(y);
     }
     if y.is_nan() {
         return x;
@@ -242,6 +256,8 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
         (Intrinsic::Fma, &[Imm::Float(Scalar::F64, a), Imm::Float(_, b), Imm::Float(_, c)]) => {
             Ok(Imm::Float(Scalar::F64, a.mul_add(b, c)))
         }
+        // `abs` only clears the sign bit, so a NaN keeps its payload, signalling or not.
+        (Intrinsic::Abs, &[Imm::Float(t, x)]) if t != Scalar::F16 => Ok(Imm::Float(t, x.abs())),
         (_, &[Imm::Float(Scalar::F32, x)]) => {
             let x = x as f32;
             let v = match op {

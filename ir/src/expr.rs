@@ -78,7 +78,9 @@ impl fmt::Display for Var {
 ///
 /// Integers are kept canonical: the bit pattern sign-extended (signed types) or zero-extended
 /// (unsigned types) to 64 bits. Floats are kept as `f64` holding a value exactly representable
-/// in their type. Equality and hashing are bitwise, so `-0.0 != 0.0` and a NaN equals itself.
+/// in their type; an f16 or f32 NaN as the `f64` NaN with its sign and payload (quiet bit
+/// included) at the top ([`float_from_bits`]), so a signalling NaN keeps every bit while it
+/// is only moved. Equality and hashing are bitwise, so `-0.0 != 0.0` and a NaN equals itself.
 #[derive(Clone, Copy, Debug)]
 pub enum Imm {
     /// A `bool`.
@@ -100,6 +102,28 @@ impl Imm {
     pub fn float(ty: Scalar, value: f64) -> Imm {
         debug_assert!(ty.is_float(), "Imm::float of non-float type {ty}");
         Imm::Float(ty, round_float(ty, value))
+    }
+
+    /// The immediate of type `ty` whose bits are the low bits of `bits` (a `bool` is true when
+    /// they are not 0). Exact: a float keeps every bit, a signalling NaN included
+    /// ([`float_from_bits`]).
+    pub fn from_bits(ty: Scalar, bits: u64) -> Imm {
+        match ty {
+            Scalar::Bool => Imm::Bool(bits & 0xff != 0),
+            t if t.is_float() => Imm::Float(t, float_from_bits(t, bits)),
+            t => Imm::Int(t, canonical_int(t, bits)),
+        }
+    }
+
+    /// The immediate's bits in its type, zero-extended to 64 (`bool`: 0 or 1): what a buffer
+    /// element of its type holds. The inverse of [`Imm::from_bits`].
+    pub fn to_bits(&self) -> u64 {
+        match *self {
+            Imm::Bool(b) => b as u64,
+            Imm::Int(t, bits) if t.bits() < 64 => bits & ((1u64 << t.bits()) - 1),
+            Imm::Int(_, bits) => bits,
+            Imm::Float(t, v) => float_to_bits(t, v),
+        }
     }
 
     /// The immediate's scalar type.
@@ -174,12 +198,82 @@ pub fn canonical_int(ty: Scalar, bits: u64) -> u64 {
     }
 }
 
-/// Rounds `v` to the nearest value of float type `ty` (round-to-nearest-even).
+/// Rounds `v` to the nearest value of float type `ty` (round-to-nearest-even). A NaN keeps
+/// its sign and the payload bits `ty` has room for, signalling or quiet as it was (see
+/// [`float_to_bits`]): rounding a value that is already of type `ty` changes no bit.
 pub fn round_float(ty: Scalar, v: f64) -> f64 {
     match ty {
+        _ if v.is_nan() => float_from_bits(ty, float_to_bits(ty, v)),
         Scalar::F16 => crate::types::f16_from_f64(v).to_f64(),
         Scalar::F32 => v as f32 as f64,
         _ => v,
+    }
+}
+
+/// The payload width (explicit significand bits) of float type `ty`: 10, 23 or 52.
+fn payload_bits(ty: Scalar) -> u32 {
+    match ty {
+        Scalar::F16 => 10,
+        Scalar::F32 => 23,
+        _ => 52,
+    }
+}
+
+/// The `f64` that stands for the float of type `ty` whose bits are the low 16, 32 or 64 of
+/// `bits`: how an f16 or f32 is held in [`Imm::Float`]. Every value is exact. A NaN keeps its
+/// sign and its whole payload, quiet bit included, at the top of the `f64`'s payload (where a
+/// hardware conversion puts it, but not made quiet), so a signalling NaN stays signalling and
+/// moving a value through an `Imm` keeps every bit; [`float_to_bits`] gives them back.
+///
+/// ```
+/// use kiln_ir::expr::{float_from_bits, float_to_bits};
+/// use kiln_ir::Scalar;
+/// let snan = float_from_bits(Scalar::F32, 0x7f80_0001);
+/// assert!(snan.is_nan());
+/// assert_eq!(float_to_bits(Scalar::F32, snan), 0x7f80_0001);
+/// assert_eq!(float_to_bits(Scalar::F16, float_from_bits(Scalar::F16, 0x7c01)), 0x7c01);
+/// ```
+pub fn float_from_bits(ty: Scalar, bits: u64) -> f64 {
+    let p = payload_bits(ty);
+    if p == 52 {
+        return f64::from_bits(bits);
+    }
+    let width = ty.bits();
+    let bits = bits & ((1u64 << width) - 1);
+    let exp_mask = ((1u64 << (width - 1 - p)) - 1) << p;
+    let payload = bits & ((1u64 << p) - 1);
+    if bits & exp_mask == exp_mask && payload != 0 {
+        let sign = (bits >> (width - 1)) << 63;
+        return f64::from_bits(sign | 0x7ff0_0000_0000_0000 | payload << (52 - p));
+    }
+    match ty {
+        Scalar::F16 => half::f16::from_bits(bits as u16).to_f64(),
+        _ => f32::from_bits(bits as u32) as f64,
+    }
+}
+
+/// The bits (zero-extended) of `v` as a float of type `ty`, the inverse of
+/// [`float_from_bits`]. A value `ty` cannot hold is rounded to nearest even; a NaN keeps its
+/// sign and the top payload bits `ty` has room for, and if none of those is set it gets the
+/// quiet bit, so it stays a NaN.
+pub fn float_to_bits(ty: Scalar, v: f64) -> u64 {
+    let p = payload_bits(ty);
+    if p == 52 {
+        return v.to_bits();
+    }
+    if v.is_nan() {
+        let width = ty.bits();
+        let b = v.to_bits();
+        let mut payload = (b & ((1u64 << 52) - 1)) >> (52 - p);
+        if payload == 0 {
+            payload = 1 << (p - 1);
+        }
+        let exp_mask = ((1u64 << (width - 1 - p)) - 1) << p;
+        return (b >> 63) << (width - 1) | exp_mask | payload;
+    }
+    match ty {
+        Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
+        _ => (v as f32).to_bits() as u64,
     }
 }
 
@@ -1048,5 +1142,50 @@ mod tests {
             e = e + 1;
         }
         drop(e);
+    }
+}
+
+#[cfg(test)]
+mod float_bits_tests {
+    use super::*;
+
+    /// Issue 29 (W1): every f16 bit pattern, and f32 NaNs and edge values, survive the trip
+    /// through an `Imm` bit for bit; conversions quiet a signalling NaN, copies do not.
+    #[test]
+    fn floats_keep_every_bit_through_an_imm() {
+        for b in 0..=u16::MAX as u64 {
+            assert_eq!(Imm::from_bits(Scalar::F16, b).to_bits(), b, "f16 {b:#x}");
+        }
+        let f32s = [
+            0x7f80_0001u64,
+            0x7fbf_ffff,
+            0xff80_0001,
+            0x7fc0_0001,
+            0xffff_ffff,
+            0x1,
+            0x8000_0000,
+            0x7f80_0000,
+            0x3f80_0000,
+        ];
+        for b in f32s {
+            let i = Imm::from_bits(Scalar::F32, b);
+            assert_eq!(i.to_bits(), b, "f32 {b:#x}");
+            assert_eq!(Imm::float(Scalar::F32, i.as_f64().unwrap()), i, "rounding {b:#x}");
+            assert_eq!(crate::eval::cast(Scalar::F32, i), i, "same-type cast {b:#x}");
+        }
+        let snan = Imm::from_bits(Scalar::F32, 0x7f80_0001);
+        assert_eq!(crate::eval::cast(Scalar::F64, snan).to_bits(), 0x7ff8_0000_2000_0000);
+        let h = Imm::from_bits(Scalar::F16, 0x7c01);
+        assert_eq!(crate::eval::cast(Scalar::F32, h).to_bits(), 0x7fc0_2000);
+        let d = Imm::from_bits(Scalar::F64, 0x7ff0_0000_0000_0001);
+        // The payload bits f32 has room for are all zero: the quiet bit keeps it a NaN.
+        assert_eq!(crate::eval::cast(Scalar::F32, d).to_bits(), 0x7fc0_0000);
+        assert_eq!(float_to_bits(Scalar::F32, f64::from_bits(0x7ff0_0000_0000_0001)), 0x7fc0_0000);
+        assert_eq!(crate::eval::unary(UnOp::Neg, snan).map(|v| v.to_bits()), Ok(0xff80_0001));
+        let abs =
+            crate::eval::intrinsic(Intrinsic::Abs, &[Imm::from_bits(Scalar::F32, 0xff80_0001)]);
+        assert_eq!(abs.map(|v| v.to_bits()), Ok(0x7f80_0001));
+        assert_eq!(Imm::from_bits(Scalar::I8, 0xff), Imm::int(Scalar::I8, -1));
+        assert_eq!(Imm::int(Scalar::I8, -1).to_bits(), 0xff);
     }
 }

@@ -92,14 +92,7 @@ impl fmt::Display for FusedArg {
             FusedArg::Const(i @ Imm::Int(t, _)) => {
                 write!(f, "const({t}, {})", i.as_i128().unwrap_or(0))
             }
-            FusedArg::Const(Imm::Float(t, v)) => {
-                let bits = match t {
-                    crate::types::Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
-                    crate::types::Scalar::F32 => (v as f32).to_bits() as u64,
-                    _ => v.to_bits(),
-                };
-                write!(f, "const({t}, 0x{bits:x})")
-            }
+            FusedArg::Const(i @ Imm::Float(t, _)) => write!(f, "const({t}, 0x{:x})", i.to_bits()),
         }
     }
 }

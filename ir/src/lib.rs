@@ -79,7 +79,7 @@ pub use kernel::{Attrs, FusedArg, FusedAttr, Kernel, Module, NdRangeAttr};
 pub use parse::{parse_file, parse_module, Parsed};
 pub use stmt::{AtomicOp, Func, FuncKind, MemFence, Stmt, StmtNode};
 pub use types::{AddrSpace, Scalar, Type, VECTOR_LANES};
-pub use verify::{verify_kernel, verify_module, Verified, VerifyError};
+pub use verify::{verify_kernel, verify_module, ToVerified, Verified, VerifyError};
 pub use visit::{
     walk_expr, walk_mutate_expr, walk_mutate_kernel, walk_mutate_stmt, walk_stmt, Mutator, Visitor,
 };

@@ -23,7 +23,7 @@
 use std::fmt::{self, Write};
 
 use crate::diag::{Span, Spans};
-use crate::expr::{Expr, ExprNode, Imm, UnOp};
+use crate::expr::{float_to_bits, Expr, ExprNode, Imm, UnOp};
 use crate::kernel::{Kernel, Module};
 use crate::parse::Parsed;
 use crate::stmt::{Func, FuncKind, Stmt, StmtNode};
@@ -266,16 +266,7 @@ impl Printer<'_> {
 
 /// True for the positive quiet NaN with no payload, which prints as `nan`.
 pub(crate) fn is_canonical_nan(ty: Scalar, v: f64) -> bool {
-    float_bits(ty, v) == float_bits(ty, f64::NAN)
-}
-
-/// The bits of `v` in float type `ty`.
-pub(crate) fn float_bits(ty: Scalar, v: f64) -> u64 {
-    match ty {
-        Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
-        Scalar::F32 => (v as f32).to_bits() as u64,
-        _ => v.to_bits(),
-    }
+    float_to_bits(ty, v) == float_to_bits(ty, f64::NAN)
 }
 
 fn write_float(out: &mut String, ty: Scalar, v: f64) {
@@ -283,7 +274,7 @@ fn write_float(out: &mut String, ty: Scalar, v: f64) {
         if is_canonical_nan(ty, v) {
             out.push_str("nan");
         } else {
-            write!(out, "nan{}(0x{:x})", ty.name(), float_bits(ty, v)).ok();
+            write!(out, "nan{}(0x{:x})", ty.name(), float_to_bits(ty, v)).ok();
         }
     } else if v.is_infinite() {
         out.push_str(if v < 0.0 { "-inf" } else { "inf" });

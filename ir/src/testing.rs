@@ -33,6 +33,7 @@
 //! What the generated kernels contain, and the rules that keep them valid and race-free, are
 //! described on [`GenConfig`] and in the generator's source (`testing/gen.rs`).
 
+mod bits;
 mod gen;
 mod values;
 
@@ -45,6 +46,7 @@ use crate::kernel::Kernel;
 use crate::launch::{Arg, Buffer, NdRange};
 use crate::types::Scalar;
 
+pub use bits::{bits_match, nan_copy_case};
 pub use values::{choices_from_bytes, gen_buffer, gen_imm, Choices};
 
 /// The step limit [`TestCase::run`] uses: generated kernels stay far below it.
@@ -330,9 +332,10 @@ pub fn arb_arith_type() -> impl Strategy<Value = Scalar> {
     )
 }
 
-/// Compares two runs' buffers element by element: bitwise, except that any two NaNs of the
-/// same type are equal (NaN payloads and signs are unspecified). The error names the first
-/// difference.
+/// Compares two runs' buffers element by element: bitwise, except that a quiet NaN meets any
+/// NaN of the same type (the sign and payload of an arithmetic result are unspecified). An
+/// expected signalling NaN must be found bit for bit: arithmetic never gives one, so it was
+/// copied, and a copy keeps every bit. The error names the first difference.
 pub fn results_match(expected: &[Buffer], actual: &[Buffer]) -> Result<(), String> {
     if expected.len() != actual.len() {
         return Err(format!("{} buffers expected, {} found", expected.len(), actual.len()));
@@ -349,8 +352,10 @@ pub fn results_match(expected: &[Buffer], actual: &[Buffer]) -> Result<(), Strin
         }
         for i in 0..e.len() {
             let (x, y) = (e.get(i), a.get(i));
-            let both_nan = x.and_then(|x| x.as_f64()).is_some_and(f64::is_nan)
-                && y.and_then(|y| y.as_f64()).is_some_and(f64::is_nan);
+            let quiet_nan = |v: Option<Imm>| {
+                v.and_then(|v| v.as_f64()).is_some_and(|f| f.is_nan() && f.to_bits() & 1 << 51 != 0)
+            };
+            let both_nan = quiet_nan(x) && y.and_then(|y| y.as_f64()).is_some_and(f64::is_nan);
             if x != y && !both_nan {
                 return Err(format!("buffer {b}, element {i}: expected {x:?}, found {y:?}"));
             }

@@ -360,8 +360,9 @@ fn promoted_fusion_equals_sequential() {
     );
 }
 
-/// In two dimensions the work-item's own element is `x + width * y`; an index that ignores a
-/// dimension (`x` alone) is shared by the work-items of a column and refused.
+/// In two dimensions the work-item's own element is `x + width * y`, or any other one-to-one
+/// map such as the transposed `y + height * x`; an index that ignores a dimension (`x` alone)
+/// is shared by the work-items of a column and refused, and so is one whose rows overlap.
 #[test]
 fn promotion_in_two_dimensions() {
     for (index, legal) in [
@@ -369,7 +370,8 @@ fn promotion_in_two_dimensions() {
         ("2 * (global_id(0) + 4 * global_id(1)) + 1", true),
         ("group_id(0) * 2 + local_id(0) + 4 * global_id(1)", true),
         ("global_id(0)", false),
-        ("global_id(1) + 3 * global_id(0)", false),
+        ("global_id(1) + 3 * global_id(0)", true),
+        ("global_id(1) + 2 * global_id(0)", false),
     ] {
         let text = format!(
             "kernel produce(src: ptr<global, u32>, t: ptr<global, u32>) {{

@@ -7,7 +7,7 @@
 //! * `program/<artifact>/{rebuild,persistent_hit}/<example>`: building the program binary
 //!   as the device would (interp: verified IR text, loaded; ptx: `-O` pipeline + PTX
 //!   emitter for sm_90; spirv: `-O` pipeline + Vulkan-flavour SPIR-V) against reading the
-//!   same binary back from the persistent cache (key check, checksums, LRU stamp; the
+//!   same binary back from the persistent cache (key check, MACs, LRU stamp; the
 //!   key's hashes computed once, as a `Context` does). PTX and
 //!   SPIR-V are built without a GPU; loading them into a driver is the same on both sides
 //!   and not measured.

@@ -25,8 +25,8 @@ pub struct Config {
     /// Store built programs in the on-disk cache and load them from it
     /// (`KILN_CACHE_PERSISTENT=1`).
     pub cache_persistent: bool,
-    /// The on-disk cache's root (`KILN_CACHE_DIR`); `None` is
-    /// [`PersistentCache::default_root`].
+    /// The on-disk cache's root (`KILN_CACHE_DIR`, taken as given: a relative path is
+    /// relative to the working directory); `None` is [`PersistentCache::default_root`].
     pub cache_dir: Option<PathBuf>,
     /// On-disk cache limit in bytes; least recently used programs are evicted past it
     /// (`KILN_CACHE_MAX_SIZE`; `None` when unset, and both `None` and 0 mean no limit:
@@ -115,28 +115,35 @@ impl Config {
         Ok(c)
     }
 
-    /// The on-disk cache's root: [`Config::cache_dir`], else the default (`None` when there
-    /// is no `HOME` either).
-    pub fn cache_root(&self) -> Option<PathBuf> {
-        self.cache_dir.clone().or_else(PersistentCache::default_root)
+    /// The on-disk cache's root: [`Config::cache_dir`], else the default; `Err` says why
+    /// there is none (no absolute `XDG_CACHE_HOME` or `HOME`).
+    pub fn cache_root(&self) -> Result<PathBuf, String> {
+        self.cache_dir.clone().map_or_else(PersistentCache::default_root, Ok)
     }
 
     /// The on-disk cache at [`Config::cache_root`] with the configured limits, whether or
     /// not [`Config::cache_persistent`] is on (tools that inspect the cache want it either
-    /// way).
+    /// way); `None` where there is no root.
     pub fn persistent_cache(&self) -> Option<PersistentCache> {
-        self.cache_root().map(|root| {
+        self.cache_root().ok().map(|root| {
             PersistentCache::new(root)
                 .with_max_size(self.cache_max_size.unwrap_or(0))
                 .with_max_item_size(self.cache_max_item_size)
         })
     }
 
-    /// How a [`crate::Context`] is set up under these settings.
+    /// How a [`crate::Context`] is set up under these settings. With the persistent cache
+    /// on but no directory for it, the context's cache is
+    /// [`PersistentCache::unavailable`], whose warning says why.
     pub fn context_config(&self) -> ContextConfig {
+        let persistent = match self.cache_root() {
+            _ if !self.cache_persistent => None,
+            Ok(_) => self.persistent_cache(),
+            Err(why) => Some(PersistentCache::unavailable(&why)),
+        };
         ContextConfig {
             in_mem_max: self.in_mem_cache_max,
-            persistent: self.persistent_cache().filter(|_| self.cache_persistent),
+            persistent,
             env_build_options: self.build_options.clone(),
             workers: 0,
             warning_level: self.rt_warning_level,

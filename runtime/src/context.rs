@@ -4,7 +4,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use kiln_backends::options::BuildOptions;
-use kiln_ir::{Module, Verified};
+use kiln_ir::{Module, ToVerified, Verified};
 
 use crate::cache::hash::hash64;
 use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
@@ -209,8 +209,30 @@ impl std::fmt::Debug for KernelHandle {
 /// hashing of the module. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PreparedModule {
-    module: Arc<Module>,
+    module: Prepared,
     key: ProgramKey,
+}
+
+/// A prepared module as it was given: verified already, or to be verified at its build.
+#[derive(Clone, Debug)]
+enum Prepared {
+    Verified(Arc<Verified>),
+    Unchecked(Arc<Module>),
+}
+
+impl ToVerified for Prepared {
+    fn as_module(&self) -> &Module {
+        match self {
+            Prepared::Verified(m) => m.as_module(),
+            Prepared::Unchecked(m) => m,
+        }
+    }
+    fn verified(&self) -> Option<&Verified> {
+        match self {
+            Prepared::Verified(m) => Some(m),
+            Prepared::Unchecked(_) => None,
+        }
+    }
 }
 
 impl PreparedModule {
@@ -221,7 +243,7 @@ impl PreparedModule {
 
     /// The module.
     pub fn module(&self) -> &Module {
-        &self.module
+        self.module.as_module()
     }
 }
 
@@ -410,24 +432,33 @@ impl Context {
     }
 
     /// The program for `module`, from the in-memory cache, else the persistent cache, else
-    /// built (and then stored in both). Concurrent requests for one key build once.
-    pub fn build_program(
+    /// built (and then stored in both). Concurrent requests for one key build once. A
+    /// [`Verified`] module is built as it is; a plain [`Module`] is verified first.
+    pub fn build_program<M: ToVerified + ?Sized>(
         &self,
-        module: &Module,
+        module: &M,
         spec_consts: &[u8],
         options: &str,
     ) -> Result<Program, DeviceError> {
-        let key = self.program_key(module, spec_consts, options);
+        let key = self.program_key(module.as_module(), spec_consts, options);
         self.0.programs.get_or_build(&key, || self.build_uncached(&key, module))
     }
 
     /// Registers `module` (with spec constants and build options): computes its program key
-    /// once, for [`program_of`](Self::program_of) and [`kernel_of`](Self::kernel_of).
-    pub fn prepare(&self, module: &Module, spec_consts: &[u8], options: &str) -> PreparedModule {
-        PreparedModule {
-            key: self.program_key(module, spec_consts, options),
-            module: Arc::new(module.clone()),
-        }
+    /// once, for [`program_of`](Self::program_of) and [`kernel_of`](Self::kernel_of). A
+    /// [`Verified`] module is not verified again when it is built.
+    pub fn prepare<M: ToVerified + ?Sized>(
+        &self,
+        module: &M,
+        spec_consts: &[u8],
+        options: &str,
+    ) -> PreparedModule {
+        let module = match module.verified() {
+            Some(v) => Prepared::Verified(Arc::new(v.clone())),
+            // Verified at its build, where an error is reported.
+            None => Prepared::Unchecked(Arc::new(module.as_module().clone())),
+        };
+        PreparedModule { key: self.program_key(module.as_module(), spec_consts, options), module }
     }
 
     /// The program of a prepared module (cached like [`build_program`](Self::build_program),
@@ -459,7 +490,11 @@ impl Context {
         })))
     }
 
-    fn build_uncached(&self, key: &ProgramKey, module: &Module) -> Result<Program, DeviceError> {
+    fn build_uncached<M: ToVerified + ?Sized>(
+        &self,
+        key: &ProgramKey,
+        module: &M,
+    ) -> Result<Program, DeviceError> {
         let dev = &self.0.device;
         // Every device refuses unknown options alike, the interpreter (which has none to
         // apply) included, and before the persistent cache is asked.
@@ -471,9 +506,12 @@ impl Context {
                 e
             },
         })?;
-        // Verified once here, for every step below: the sanitizer and the device's build.
-        let module = Verified::new(module.clone())
-            .map_err(|errs| DeviceError::ill_formed(dev.name(), &errs))?;
+        // Verified here only if it was not before, once for every step below: the
+        // sanitizer and the device's build.
+        let module = module
+            .to_verified()
+            .map_err(|errs| DeviceError::ill_formed(dev.name(), &errs))?
+            .into_owned();
         // The sanitizer's rewrite is deterministic, so a binary from disk gets the same
         // site tables it was built with.
         let prepared = crate::sanitize::prepare(&**dev, module, options);
@@ -519,7 +557,11 @@ impl Context {
 
     /// [`build_program`](Self::build_program) with no spec constants or options, then
     /// [`kernel`](Self::kernel).
-    pub fn get_kernel(&self, module: &Module, name: &str) -> Result<KernelHandle, DeviceError> {
+    pub fn get_kernel<M: ToVerified + ?Sized>(
+        &self,
+        module: &M,
+        name: &str,
+    ) -> Result<KernelHandle, DeviceError> {
         let p = self.build_program(module, &[], "")?;
         self.kernel(&p, name)
     }

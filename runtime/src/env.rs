@@ -103,7 +103,9 @@ pub const VARIABLES: &[Variable] = &[
         name: "KILN_CACHE_DIR",
         scope: Scope::Kiln,
         accepts: "a directory",
-        meaning: "the on-disk cache's root (default $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)",
+        meaning: "the on-disk cache's root, taken as given (a relative one from the working \
+                  directory); default $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln (absolute \
+                  values only)",
         check: None,
     },
     Variable {

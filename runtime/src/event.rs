@@ -28,7 +28,7 @@ pub(crate) trait Waiter: Send + Sync {
 
 /// What the event of a kernel held back in a queue's fusion list (or of the fusion command
 /// itself) does before anything outside that fusion waits for it or depends on it: end the
-/// fusion early, so that the kernels run (the seed's early cancellation).
+/// fusion early, so that the kernels run (SYCL kernel fusion's early cancellation).
 pub(crate) trait FusionHook: Send + Sync {
     /// The fusion the event belongs to.
     fn fusion_id(&self) -> u64;

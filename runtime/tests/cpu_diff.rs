@@ -105,3 +105,19 @@ fn a_runaway_kernel_stops_at_the_timeout() {
     assert!(matches!(e, DeviceError::Launch(_)), "{e}");
     assert!(e.to_string().contains("spin"), "{e}");
 }
+
+/// Issue 29 (W1): NaN payloads, signalling ones included, that a kernel only moves keep every
+/// bit on the cpu device (scalar and 8-lane code, plain and `-O` through the device's build).
+#[test]
+fn nan_payloads_are_copied_bit_for_bit() {
+    let Some(dev) = device(2) else { return };
+    for dev in [dev, device(1).unwrap().scalar_only()] {
+        for ty in [kiln_ir::Scalar::F16, kiln_ir::Scalar::F32, kiln_ir::Scalar::F64] {
+            let (case, want) = kiln_ir::testing::nan_copy_case(ty);
+            let mut got = case.buffers.clone();
+            dev.build_and_run(&case.kernel, &case.range, &case.args, &mut got)
+                .unwrap_or_else(|e| panic!("{ty}: {e}"));
+            kiln_ir::testing::bits_match(&want, &got).unwrap_or_else(|e| panic!("{ty}: {e}"));
+        }
+    }
+}

@@ -251,3 +251,17 @@ fn damaged_binaries_do_not_load() {
     let Some(dev) = device() else { return };
     common::damaged_binaries_do_not_load(&dev);
 }
+
+/// Issue 29 (W1): NaN payloads, signalling ones included, that a kernel only moves keep every
+/// bit on the CUDA device, as on the interpreter.
+#[test]
+fn nan_payloads_are_copied_bit_for_bit() {
+    let Some(dev) = device() else { return };
+    for ty in [kiln_ir::Scalar::F16, kiln_ir::Scalar::F32, kiln_ir::Scalar::F64] {
+        let (case, want) = kiln_ir::testing::nan_copy_case(ty);
+        let mut got = case.buffers.clone();
+        dev.build_and_run(&case.kernel, &case.range, &case.args, &mut got)
+            .unwrap_or_else(|e| panic!("{ty}: {e}"));
+        kiln_ir::testing::bits_match(&want, &got).unwrap_or_else(|e| panic!("{ty}: {e}"));
+    }
+}

@@ -93,14 +93,14 @@ fn truncated_bin_is_rebuilt_not_loaded() {
     // The damaged item was removed; storing the rebuilt artifact works.
     c.put(&key(1), &artifact(1));
     assert_eq!(c.get(&key(1)), Some(artifact(1)));
-    // Flipped bits with the right length: a checksum mismatch.
+    // Flipped bits with the right length: the MAC does not match.
     let d = only_item_dir(&c, &key(1));
     let mut bin = fs::read(d.join("0.bin")).unwrap();
     let last = bin.len() - 1;
     bin[last] ^= 0xff;
     fs::write(d.join("0.bin"), &bin).unwrap();
     assert_eq!(c.get(&key(1)), None);
-    assert!(c.warnings().iter().any(|w| w.contains("checksum")), "{:?}", c.warnings());
+    assert!(c.warnings().iter().any(|w| w.contains("not authenticated")), "{:?}", c.warnings());
 }
 
 #[test]
@@ -207,9 +207,10 @@ fn item_size_limit_and_lru_eviction() {
     let n = c.stats().items;
     assert_eq!(c.clear() as u64, n);
     assert_eq!(c.stats().items, 0);
-    // Only the root's tag is left.
-    let left: Vec<_> = fs::read_dir(&t.0).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(left, ["CACHEDIR.TAG"]);
+    // Only the root's tag and key are left.
+    let mut left: Vec<_> = fs::read_dir(&t.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    left.sort();
+    assert_eq!(left, ["CACHEDIR.TAG", "mac.key"]);
 }
 
 /// Worker for the multi-process test: runs only when `KILN_MP_WORKER` names a directory.

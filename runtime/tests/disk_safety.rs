@@ -125,13 +125,13 @@ fn clear_and_evict_never_follow_links() {
     assert_eq!(c.clear(), 3);
     assert_eq!(snapshot(&victim), before, "clear touched files outside the cache");
     assert_eq!(c.stats().items, 0);
-    // What is left is foreign (the links under names kiln does not use) and the tag.
+    // What is left is foreign (the links under names kiln does not use), the tag and the key.
     let mut left: Vec<String> = fs::read_dir(c.root())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, ["CACHEDIR.TAG", "parent", "self", "victim-link"]);
+    assert_eq!(left, ["CACHEDIR.TAG", "mac.key", "parent", "self", "victim-link"]);
     // The other cache, reached through links, still has its items.
     assert_eq!(PersistentCache::new(victim.join("other-cache")).get(&key(9)), Some(artifact(9)));
 }
@@ -314,7 +314,8 @@ fn length_mismatch_message_names_both_lengths() {
     fs::write(&bin, &bytes).unwrap();
     let fresh = PersistentCache::new(&t.0);
     assert_eq!(fresh.get(&key(2)), None);
-    let want = format!("{} bytes where {} are expected", len + 24 + 8, len + 24);
+    // The header: magic, length and a 32-byte MAC.
+    let want = format!("{} bytes where {} are expected", len + 48 + 8, len + 48);
     assert!(fresh.warnings()[0].contains(&want), "{:?}", fresh.warnings());
 }
 

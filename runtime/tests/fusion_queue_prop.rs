@@ -5,7 +5,9 @@
 //! on the interpreter. Kernels bind random ranged accessors, and pairs of kernels pass an
 //! intermediate through a scratch buffer with random promotion properties (private, local
 //! or none; `no_init`; on the buffer or the accessor; whole or ranged): the scratch buffer,
-//! whose contents promotion leaves as they were, is the one buffer not compared.
+//! whose contents promotion leaves as they were, is the one buffer not compared. Guarded
+//! pairs do the same the way GPU programs are written: `if i < n` (and `i >= k`, through a
+//! `bool` let) over `n` rounded up to a random work-group size.
 
 use kiln_ir::parse_module;
 use kiln_runtime::{
@@ -35,6 +37,15 @@ kernel rotate_group(a: ptr<global, u32>, out: ptr<global, u32>) {
 kernel rotate(a: ptr<global, u32>, out: ptr<global, u32>) {
   let i: u32 = global_id(0);
   out[i] = a[(i + 1u32) % 16u32];
+}
+kernel gadd(a: ptr<global, u32>, b: ptr<global, u32>, out: ptr<global, u32>, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n { out[i] = a[i] + b[i]; }
+}
+kernel gmul(a: ptr<global, u32>, b: ptr<global, u32>, out: ptr<global, u32>, n: u32, k: u32) {
+  let i: u32 = global_id(0);
+  let ok: bool = i >= k && i < n;
+  if ok { out[i] = a[i] * b[i] + 1u32; }
 }
 ";
 
@@ -66,6 +77,16 @@ enum Cmd {
     /// the scratch accessors asking for `Promo`, over `Ranges` (the scratch range is
     /// `offsets[2]`).
     Through(usize, usize, Promo, Ranges),
+    /// `gadd(a, a) -> scratch` then `gmul(scratch, a) -> o` under `i < n` (and `i >= k`),
+    /// over `n` rounded up to the local size `ls`, the scratch accessors asking for `Promo`.
+    Guarded {
+        a: usize,
+        o: usize,
+        promo: Promo,
+        n: u32,
+        ls: u32,
+        k: u32,
+    },
     Scale(usize, u32),
     RotateGroup(usize, usize),
     Rotate(usize, usize),
@@ -122,6 +143,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         3 => (b(), b(), b(), ranges()).prop_map(|(a, c, o, mut r)| { no_race(a, c, o, &mut r); Cmd::Add(a, c, o, r) }),
         3 => (b(), b(), b(), ranges()).prop_map(|(a, c, o, mut r)| { no_race(a, c, o, &mut r); Cmd::Mul(a, c, o, r) }),
         3 => (b(), b(), promo(), ranges()).prop_map(|(a, o, p, mut r)| { no_race(a, a, o, &mut r); Cmd::Through(a, o, p, r) }),
+        3 => (b(), b(), promo(), 1u32..=N as u32, prop_oneof![Just(1u32), Just(4), Just(8), Just(16)], 0u32..4)
+            .prop_map(|(a, o, promo, n, ls, k)| Cmd::Guarded { a, o, promo, n, ls, k }),
         2 => (b(), 0u32..5).prop_map(|(x, s)| Cmd::Scale(x, s)),
         1 => (b(), b()).prop_filter("rotating in place races", apart).prop_map(|(a, o)| Cmd::RotateGroup(a, o)),
         1 => (b(), b()).prop_filter("rotating in place races", apart).prop_map(|(a, o)| Cmd::Rotate(a, o)),
@@ -146,6 +169,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 struct K {
+    gadd: KernelHandle,
+    gmul: KernelHandle,
     add: KernelHandle,
     mul: KernelHandle,
     scale: KernelHandle,
@@ -198,6 +223,28 @@ fn submit(
 ) -> Event {
     let r = NdRange::new(&[N as u32]);
     let none = AccessProps::default();
+    if let Cmd::Guarded { a, o, promo: p, n, ls, k: lo } = *cmd {
+        let to = p.to.map(|l| if l { PromoteTo::Local } else { PromoteTo::Private });
+        scratch.set_promote(if p.on_buffer { to } else { None });
+        let acc = AccessProps { promote: if p.on_buffer { None } else { to }, no_init: p.no_init };
+        let range = NdRange::new(&[n.div_ceil(ls) * ls]).with_local(&[ls]);
+        q.submit(|h| {
+            if let Some(d) = dep {
+                h.depends_on(d);
+            }
+            let (x, y) = (h.read(&b[a]), h.read(&b[a]));
+            let t = h.access_with(scratch, AccessMode::Write, acc);
+            let args = vec![x.into(), y.into(), t.into(), KernelArg::scalar(n)];
+            h.parallel_for(&k.gadd, range.clone(), args);
+        });
+        return q.submit(|h| {
+            let (t, x) = (h.access_with(scratch, AccessMode::Read, acc), h.read(&b[a]));
+            let out = h.write(&b[o]);
+            let args =
+                vec![t.into(), x.into(), out.into(), KernelArg::scalar(n), KernelArg::scalar(lo)];
+            h.parallel_for(&k.gmul, range.clone(), args);
+        });
+    }
     if let Cmd::Through(a, o, p, ranges) = *cmd {
         let to = p.to.map(|l| if l { PromoteTo::Local } else { PromoteTo::Private });
         scratch.set_promote(if p.on_buffer { to } else { None });
@@ -238,7 +285,7 @@ fn submit(
                 let kernel = if matches!(cmd, Cmd::Add(..)) { &k.add } else { &k.mul };
                 launch(h, kernel, &[&b[a], &b[c], &b[o]], ranges, [none; 3], AccessMode::Write);
             }
-            Cmd::Through(..) => unreachable!("submitted above"),
+            Cmd::Through(..) | Cmd::Guarded { .. } => unreachable!("submitted above"),
             Cmd::Scale(x, s) => {
                 let x = h.read_write(&b[x]);
                 h.parallel_for(&k.scale, r.clone(), vec![x.into(), KernelArg::scalar(s)]);
@@ -322,7 +369,7 @@ proptest! {
         let ctx = Context::with_config(interp_device(), ContextConfig { workers: 2, ..Default::default() });
         let m = parse_module(KERNELS).unwrap();
         let g = |n: &str| ctx.get_kernel(&m, n).unwrap();
-        let k = K { add: g("add"), mul: g("mul"), scale: g("scale"), rotate_group: g("rotate_group"), rotate: g("rotate") };
+        let k = K { gadd: g("gadd"), gmul: g("gmul"), add: g("add"), mul: g("mul"), scale: g("scale"), rotate_group: g("rotate_group"), rotate: g("rotate") };
         let order = |i: bool| if i { QueueOrder::InOrder } else { QueueOrder::OutOfOrder };
         let orders = [order(in_order[0]), order(in_order[1])];
         let want = run(&ctx, &k, &init, &ops, orders, false);

@@ -1,6 +1,6 @@
-//! Command graphs: the seed's scenarios (CommandGraph.md), each compared with the same
-//! commands submitted eagerly, on the interpreter and (when one is found, as in
-//! vulkan_diff.rs) on Vulkan.
+//! Command graphs: the scenarios of DPC++'s command-graph design (its CommandGraph.md, for
+//! SYCL's `sycl_ext_oneapi_graph`), each compared with the same commands submitted eagerly,
+//! on the interpreter and (when one is found, as in vulkan_diff.rs) on Vulkan.
 
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{results_match, seeded_cases, GenConfig};
-use kiln_ir::{parse_module, Imm, Kernel};
+use kiln_ir::{parse_module, Kernel};
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{Device, DeviceError};
 
@@ -99,19 +99,27 @@ fn generic_inputs(k: &Kernel, n: usize) -> (Vec<Arg>, Vec<Buffer>) {
     (args, bufs)
 }
 
-/// Whether every element where `got` differs from `want` is a NaN in `want`. Vulkan's
-/// default float rules let a driver assume no NaN arises (SPIR-V's
-/// `SignedZeroInfNanPreserve` mode is optional); lavapipe drops the store of a NaN that it
-/// computes at compile time, e.g. `-0.0 / local_id(1)` with a local size of 1 in dimension 1.
-/// Every other difference is a failure.
-fn only_nans_differ(want: &[Buffer], got: &[Buffer]) -> bool {
+/// Whether any buffer holds a NaN.
+fn has_nan(bufs: &[Buffer]) -> bool {
+    bufs.iter().any(|b| b.to_imms().iter().any(|v| v.as_f64().is_some_and(f64::is_nan)))
+}
+
+/// Random cases (by index) where lavapipe (Mesa 22.3) drops the store of a NaN it computes
+/// at compile time, even with `SignedZeroInfNanPreserve` declared (case 46: `v2 =
+/// local_size(1) as f32 as f64 * (-20.0 - -0.0 / local_id(1) as f64)` with one work-item in
+/// dimension 1, then `out0[lin] = v2 as f32`, keeps the value stored before it). Only these,
+/// only on lavapipe, and only where the interpreter has a NaN may differ; each must still
+/// differ, so the list cannot outlive the defect.
+const LAVAPIPE_DROPPED_NAN_STORES: &[usize] = &[46];
+
+/// Whether `got` differs from `want` only where `want` holds a NaN and `got` does not.
+fn only_nan_stores_dropped(want: &[Buffer], got: &[Buffer]) -> bool {
     want.iter().zip(got).all(|(w, g)| {
-        (0..w.len()).all(|i| match (w.get(i), g.get(i)) {
-            (Some(Imm::Float(_, x)), _) if x.is_nan() => true,
-            (Some(Imm::Float(_, x)), Some(Imm::Float(_, y))) => x.to_bits() == y.to_bits(),
-            (a, b) => a == b,
+        (0..w.len()).all(|i| {
+            let (x, y) = (w.get(i), g.get(i));
+            x == y || x.and_then(|x| x.as_f64()).is_some_and(f64::is_nan)
         })
-    })
+    }) && results_match(want, got).is_err()
 }
 
 #[test]
@@ -120,7 +128,9 @@ fn random_kernels_match_the_interpreter() {
     let cfg = GenConfig::default();
     let cases: usize =
         std::env::var("KILN_VULKAN_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
-    let (mut ran, mut rejected, mut nan_only) = (0, 0, 0);
+    let (mut ran, mut rejected, mut with_nan) = (0, 0, 0);
+    let lavapipe = dev.name().starts_with("llvmpipe");
+    let mut dropped = Vec::new();
     // Every mismatch is collected, so one run on another machine reports them all.
     let mut failures = Vec::new();
     for (n, case) in seeded_cases(0x2545_f491_4f6c_dd1d, &cfg).take(cases).enumerate() {
@@ -137,20 +147,27 @@ fn random_kernels_match_the_interpreter() {
                 continue;
             }
         }
-        if let Err(e) = results_match(&want, &got) {
-            if only_nans_differ(&want, &got) {
-                nan_only += 1;
-                continue;
+        if lavapipe && LAVAPIPE_DROPPED_NAN_STORES.contains(&n) {
+            if only_nan_stores_dropped(&want, &got) {
+                dropped.push(n);
+            } else {
+                failures.push(format!("case {n}: expected lavapipe to drop a NaN store here"));
             }
+            continue;
+        }
+        // Bit-exact up to the payloads of computed NaNs: a NaN must meet a NaN.
+        if let Err(e) = results_match(&want, &got) {
             let (r, a, k) = (&case.range, &case.args, &case.kernel);
             failures.push(format!("case {n}: {e}\nrange {r:?}\nargs {a:?}\n{k}"));
             continue;
         }
         ran += 1;
+        with_nan += has_nan(&want) as usize;
     }
     eprintln!(
         "{ran} of {cases} random kernels matched on the Vulkan device ({rejected} rejected, \
-         {nan_only} differing only where the interpreter computes a NaN, {} mismatches)",
+         {with_nan} of the matches with a NaN, lavapipe's dropped NaN stores in cases \
+         {dropped:?}, {} mismatches)",
         failures.len()
     );
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n\n"));
@@ -158,9 +175,11 @@ fn random_kernels_match_the_interpreter() {
 }
 
 /// The SPIR-V backend's hand cases (one kernel per construct), on generic inputs.
-/// `exp`, `log`, `sin` and `cos` are approximate on both sides: f32 results of the
-/// `intrinsics` kernel may differ by at most 1e-5 * max(1, |expected|); everything else is
-/// compared exactly. `atomics` is skipped: its results depend on the schedule by design.
+/// `exp`, `log`, `sin` and `cos` are approximate on both sides: the `intrinsics` kernel
+/// keeps them in a buffer of their own (`g`), whose results may differ by at most
+/// 1e-5 * max(1, |expected|); everything else, the exact intrinsics (`min`, `max`, `abs`,
+/// `fma`, `sqrt`, `floor`, `ceil`, `trunc`) included, is compared exactly. `atomics` is
+/// skipped: its results depend on the schedule by design.
 #[test]
 fn hand_cases_match_the_interpreter() {
     let Some(dev) = device() else { return };
@@ -185,17 +204,19 @@ fn hand_cases_match_the_interpreter() {
         let mut got = bufs.clone();
         dev.build_and_run(&k, &range, &args, &mut got).unwrap();
         if k.name() == "intrinsics" {
+            let approx = k.params().iter().position(|p| p.name() == "g").expect("`g` parameter");
             for (b, (w, g)) in want.iter().zip(&got).enumerate() {
-                match (w.to_vec::<f32>(), g.to_vec::<f32>()) {
-                    (Some(w), Some(g)) => {
-                        for (i, (x, y)) in w.iter().zip(&g).enumerate() {
-                            let ok = (x.is_nan() && y.is_nan())
-                                || (x - y).abs() <= 1e-5 * x.abs().max(1.0);
-                            assert!(ok, "intrinsics: buffer {b}[{i}]: expected {x}, got {y}");
-                        }
-                    }
-                    _ => results_match(std::slice::from_ref(w), std::slice::from_ref(g))
-                        .unwrap_or_else(|e| panic!("intrinsics: {e}")),
+                if b != approx {
+                    results_match(std::slice::from_ref(w), std::slice::from_ref(g))
+                        .unwrap_or_else(|e| panic!("intrinsics: buffer {b}: {e}"));
+                    continue;
+                }
+                let (w, g) = (w.to_vec::<f32>().unwrap(), g.to_vec::<f32>().unwrap());
+                for (i, (x, y)) in w.iter().zip(&g).enumerate() {
+                    let ok = x == y
+                        || (x.is_nan() && y.is_nan())
+                        || (x - y).abs() <= 1e-5 * x.abs().max(1.0);
+                    assert!(ok, "intrinsics: buffer {b}[{i}]: expected {x}, got {y}");
                 }
             }
         } else {
@@ -215,16 +236,6 @@ fn unsupported_constructs_are_clear_errors() {
     let e = dev.build_and_run(&k, &NdRange::new(&[4]), &[Arg::Buffer(0)], &mut bufs).unwrap_err();
     assert!(
         e.to_string().contains("`exp` on f64 cannot be expressed in the Vulkan flavour"),
-        "{e}"
-    );
-    assert_eq!(bufs[0].to_vec::<f64>().unwrap(), vec![1.0; 4]);
-    // Regression (issue 13): GLSL.std.450 `Fma` on f64 rounds twice on lavapipe
-    // (fma(1 + 2^-52, 1 - 2^-52, -1) gave 0, not -2^-104); refused, never different.
-    let src = "kernel e(x: ptr<global, f64>) { x[0] = fma(x[1], x[2], x[3]); }";
-    let k = parse_module(src).unwrap().kernels.remove(0);
-    let e = dev.build_and_run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs).unwrap_err();
-    assert!(
-        e.to_string().contains("`fma` on f64 cannot be expressed in the Vulkan flavour"),
         "{e}"
     );
     assert_eq!(bufs[0].to_vec::<f64>().unwrap(), vec![1.0; 4]);
@@ -504,4 +515,84 @@ fn subnormals_are_kept() {
         }
     }
     assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+/// Issue 29 (W1): NaN payloads, signalling ones included, that a kernel only moves keep every
+/// bit on the Vulkan device, as on the interpreter (which quieted them before).
+#[test]
+fn nan_payloads_are_copied_bit_for_bit() {
+    let Some(dev) = device() else { return };
+    for ty in [kiln_ir::Scalar::F16, kiln_ir::Scalar::F32, kiln_ir::Scalar::F64] {
+        let (case, want) = kiln_ir::testing::nan_copy_case(ty);
+        let mut got = case.buffers.clone();
+        dev.build_and_run(&case.kernel, &case.range, &case.args, &mut got)
+            .unwrap_or_else(|e| panic!("{ty}: {e}"));
+        kiln_ir::testing::bits_match(&want, &got).unwrap_or_else(|e| panic!("{ty}: {e}"));
+    }
+}
+
+/// Issue 29: f64 `fma` was refused on every driver because lavapipe's GLSL.std.450 `Fma`
+/// rounds twice (issue 13: `fma(1 + 2^-52, 1 - 2^-52, -1)` gave 0, not -2^-104). The device
+/// measures its driver when opened: where `Fma` rounds once (NVIDIA) a kernel with f64 `fma`
+/// runs and gives the interpreter's bits on inputs where one rounding and two differ; where
+/// it does not (lavapipe) the kernel is refused by name and the buffers are untouched.
+#[test]
+fn f64_fma_runs_exactly_where_the_driver_rounds_once() {
+    let Some(dev) = device() else { return };
+    let src = "kernel fma64(a: ptr<global, f64>, b: ptr<global, f64>, c: ptr<global, f64>) {
+  let k: u32 = global_id(0);
+  c[k] = fma(a[k], b[k], c[k]);
+}";
+    let k = parse_module(src).unwrap().kernels.remove(0);
+    let e = f64::EPSILON;
+    let mut cases = vec![
+        (1.0 + e, 1.0 - e, -1.0),
+        (1e308, 10.0, f64::NEG_INFINITY),
+        (f64::MAX, 2.0, -f64::MAX),
+        (f64::MIN_POSITIVE * 1.5, 0.75 + e, -f64::MIN_POSITIVE),
+        (-0.0, 1.0, 0.0),
+        (f64::INFINITY, 0.0, 1.0),
+        (f64::NAN, 1.0, 1.0),
+    ];
+    // Random products against minus their rounded value: the exact result is the rounding
+    // error, which two roundings lose.
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..249 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let a = f64::from_bits((s & 0x800f_ffff_ffff_ffff) | (1000 + (s >> 52) % 40) << 52);
+        let b = 1.0 + (s >> 20) as f64 * e;
+        cases.push((a, b, -(a * b)));
+    }
+    let col = |f: fn(&(f64, f64, f64)) -> f64| {
+        Buffer::from_slice(&cases.iter().map(f).collect::<Vec<_>>())
+    };
+    let bufs = vec![col(|c| c.0), col(|c| c.1), col(|c| c.2)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+    let range = NdRange::new(&[cases.len() as u32]);
+    let mut want = bufs.clone();
+    run(&k, &range, &args, &mut want).unwrap();
+    assert_eq!(want[2].to_vec::<f64>().unwrap()[0], -(2f64.powi(-104)));
+    let mut got = bufs.clone();
+    match dev.build_and_run(&k, &range, &args, &mut got) {
+        Ok(()) => {
+            assert!(dev.exact_f64_fma(), "f64 fma ran on a device measured to round it twice");
+            results_match(&want, &got).unwrap();
+            eprintln!("f64 fma ran on {} and matched the interpreter", dev.name());
+        }
+        Err(err) => {
+            assert!(!dev.exact_f64_fma(), "f64 fma refused on a device that rounds once: {err}");
+            let m = err.to_string();
+            assert!(
+                m.contains(
+                    "`fma` on f64 cannot be expressed in the Vulkan flavour for this driver"
+                ) && m.contains("not measured to round once"),
+                "{m}"
+            );
+            assert_eq!(got, bufs, "a refused kernel changed the buffers");
+            eprintln!("f64 fma refused on {}, as measured: {m}", dev.name());
+        }
+    }
+    assert!(dev.version().contains(&format!("exact-fma-f64 {}", dev.exact_f64_fma())));
 }

@@ -9,7 +9,7 @@ use super::Error;
 #[derive(Args, Debug)]
 pub struct CacheArgs {
     /// The cache root (default: `KILN_CACHE_DIR`, else `$XDG_CACHE_HOME/kiln` or
-    /// `~/.cache/kiln`).
+    /// `$HOME/.cache/kiln`, where only an absolute XDG_CACHE_HOME or HOME counts).
     #[arg(long, value_name = "DIR", global = true)]
     dir: Option<std::path::PathBuf>,
     #[command(subcommand)]
@@ -20,7 +20,7 @@ pub struct CacheArgs {
 enum CacheCommand {
     /// List the items: KEY, size in bytes, seconds since last use.
     Ls,
-    /// Show one item's full key and whether its artifact checks out.
+    /// Show one item's full key and whether it is authenticated (kiln would load it).
     Show {
         /// An item key as `kiln cache ls` prints it.
         key: String,
@@ -42,23 +42,22 @@ enum CacheCommand {
 /// settings are checked either way, so a bad one is an error here as in `kiln run`; a
 /// root that is missing or not a kiln cache is an error naming it.
 fn open(a: &CacheArgs) -> Result<PersistentCache, Error> {
-    let env = config()?.persistent_cache();
-    let cache = match (&a.dir, env) {
+    let config = config()?;
+    let cache = match (&a.dir, config.persistent_cache()) {
         (Some(d), _) => PersistentCache::new(d),
         (None, Some(c)) => c,
         (None, None) => {
-            return Err(Error::Message(
-                "no cache directory: set KILN_CACHE_DIR or HOME, or pass --dir".into(),
-            ))
+            let why = config.cache_root().err().unwrap_or_default();
+            return Err(Error::Message(format!("{why}, or pass --dir")));
         }
     };
     cache.check_root().map_err(|e| Error::Message(e.to_string()))?;
     Ok(cache)
 }
 
-/// kiln's settings; the CLI checked them at start, so this cannot fail in practice.
+/// kiln's settings, as the CLI read them at start.
 fn config() -> Result<Config, Error> {
-    Config::from_env().map_err(|e| Error::Message(e.to_string()))
+    Ok(super::config().clone())
 }
 
 /// Warns about what a walk found that is not an item: damaged entries (skipped) and
@@ -113,9 +112,10 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
                 }
                 Err(e) => println!("key: damaged ({e})"),
             }
-            match d.artifact {
-                Ok(n) => println!("artifact: {n} bytes, checksum ok"),
-                Err(e) => println!("artifact: damaged ({e})"),
+            match (d.artifact, d.authenticated) {
+                (Ok(n), Ok(())) => println!("artifact: {n} bytes, authenticated"),
+                (Ok(n), Err(why)) => println!("artifact: {n} bytes, {why}; kiln will not load it"),
+                (Err(e), _) => println!("artifact: damaged ({e})"),
             }
         }
         CacheCommand::Stats => {

@@ -11,8 +11,9 @@ use kiln::backends::driver;
 use kiln::backends::options::BuildOptions;
 use kiln::backends::ptx::Options;
 use kiln::backends::registry::{self, TargetOptions};
+use kiln::backends::target::{AnyTarget, BackendError, Emitted, Lowering, Target};
 use kiln::backends::x86::X86Options;
-use kiln::ir::{check_source, Kernel, Module};
+use kiln::ir::{check_source, Kernel, Module, Verified};
 
 use super::{file_name, read_source, Error};
 
@@ -87,13 +88,8 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     let target = registry::target(&a.target, &options)?;
     let build = BuildOptions { optimize: a.optimize, sanitize_bounds: a.check_bounds };
     let start = std::time::Instant::now();
-    // `-O` is asked for by name here: it applies to the kir target too, which devices
-    // (the interpreter) otherwise run as written.
-    let mut lowering = target.lowering();
-    lowering.optimize |= a.optimize;
-    let (kernels, _) =
-        driver::lower(&target.name(), lowering, module, &build).map_err(|e| e.to_string())?;
-    let out = target.emit_any(&kernels).map_err(|e| e.to_string())?;
+    let chosen = Chosen { target: &*target, optimize: a.optimize };
+    let out = driver::build_verified(&chosen, module, &build).map_err(|e| e.to_string())?.output;
     if a.time {
         let us = start.elapsed().as_secs_f64() * 1e6;
         eprintln!("kiln: emitted {} in {us:.1} us", a.target);
@@ -116,6 +112,43 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
             .map_err(|e| format!("cannot write stdout: {e}"))?;
     }
     Ok(())
+}
+
+/// The registry's target as the build driver takes it, with `-O` asked for by name: it
+/// applies to the kir target too, which devices (the interpreter) otherwise run as written.
+struct Chosen<'a> {
+    target: &'a dyn AnyTarget,
+    optimize: bool,
+}
+
+/// A target's output, whatever the target.
+struct Output(Box<dyn Emitted>);
+
+impl Emitted for Output {
+    fn listing(&self) -> String {
+        self.0.listing()
+    }
+    fn to_bytes(&self) -> Vec<u8> {
+        self.0.to_bytes()
+    }
+    fn is_binary(&self) -> bool {
+        self.0.is_binary()
+    }
+}
+
+impl Target for Chosen<'_> {
+    type Output = Output;
+    fn name(&self) -> String {
+        self.target.name()
+    }
+    fn lowering(&self) -> Lowering {
+        let mut lowering = self.target.lowering();
+        lowering.optimize |= self.optimize;
+        lowering
+    }
+    fn emit(&self, module: &Verified) -> Result<Output, BackendError> {
+        self.target.emit_any(module).map(Output)
+    }
 }
 
 /// The kernel `--kernel` names, or every kernel of the file.

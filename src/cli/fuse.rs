@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use kiln::ir::{check_source, Module};
-use kiln::passes::fusion::{fuse_kernels, fusion_key, FusionSpec};
+use kiln::passes::fusion::{explain, fuse_kernels, fusion_key, FusionSpec};
 
 use super::{file_name, read_source, Error};
 
@@ -34,6 +34,12 @@ pub struct FuseArgs {
     /// Also print the fusion key (for caching) to standard error.
     #[arg(long)]
     key: bool,
+    /// Print, for every buffer the kernels share, each access with its guard and whether it
+    /// is analysable and in bounds, and the verdicts: may it stay in global memory (per
+    /// work-item, per work-group), is a requested promotion done or why not. Printed on
+    /// standard output instead of the fused module (which `-o` still writes).
+    #[arg(long)]
+    explain: bool,
 }
 
 pub fn main(a: &FuseArgs) -> Result<(), Error> {
@@ -50,6 +56,15 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
         spec.name = n.clone();
     }
     let fused = fuse_kernels(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
+    if a.explain {
+        let reports = explain(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
+        if reports.is_empty() {
+            println!("no buffer is shared by the kernels or named by a promotion");
+        }
+        for r in reports {
+            println!("{r}");
+        }
+    }
     for w in &fused.warnings {
         eprintln!("kiln: warning: {w}");
     }
@@ -61,6 +76,7 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     match &a.output {
         Some(p) => std::fs::write(p, text)
             .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", p.display())))?,
+        None if a.explain => {}
         None => print!("{text}"),
     }
     Ok(())

@@ -1,19 +1,24 @@
-//! `kiln graph FILE.toml [--dot OUT.dot] [--svg OUT.svg] [--verbose] [--run] [--device D]`:
-//! a command graph described in TOML (kernels from a .kir file, buffers, nodes, edges),
-//! validated, drawn and run. The format is documented in docs/graphs.md.
+//! `kiln graph FILE.toml [--dot OUT.dot] [--svg OUT.svg] [--verbose] [--run] [--device D]
+//! [--timeout SECS] [--max-steps N]`: a command graph described in TOML (kernels from a .kir
+//! file, buffers, nodes, edges), validated, drawn and run. The format is documented in
+//! docs/graphs.md; the device options are `kiln run`'s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use kiln::ir::{check_source, Imm, Scalar};
-use kiln::runtime::device::registry::{self, OpenOptions};
+use kiln::ir::{check_source, Scalar};
 use kiln::runtime::graph::{Graph, GraphProperties, Node, NodeId};
 use kiln::runtime::{
     AccessMode, AnyBuffer, Context, Device, KernelArg, NdRange, Queue, QueueOrder,
 };
 
-use super::value::{format_imm, parse_scalar};
+use super::buffers::{contents, new_buffer};
+use super::device::{abandon_wait, DeviceArgs};
+use super::run::show_buffer;
+use super::value::{
+    filled_bytes, generated_bytes, parse_scalar, push_le, reserve_bytes, BufferInit,
+};
 use super::{file_name, read_source, Error};
 
 /// `kiln graph`'s arguments.
@@ -31,17 +36,14 @@ pub struct GraphArgs {
     /// With --dot/--svg: nd-ranges, arguments and buffer accesses in the nodes.
     #[arg(long)]
     verbose: bool,
-    /// Finalize and run the graph once, then print every buffer.
+    /// Finalize and run the graph once, then print every buffer as `kiln run` does.
     #[arg(long)]
     run: bool,
-    /// Where to run: `interp`, `vulkan` or `cuda`.
-    #[arg(long, value_name = "DEVICE", default_value = "interp")]
-    device: String,
-}
-
-/// The device of the registry called `name`.
-fn open_device(name: &str) -> Result<Arc<dyn Device>, Error> {
-    registry::open(name, &OpenOptions::default()).map_err(|e| Error::Message(e.to_string()))
+    /// With --run: print every element of each buffer, not a summary.
+    #[arg(long)]
+    full: bool,
+    #[command(flatten)]
+    device: DeviceArgs,
 }
 
 /// A TOML value as the text a command-line scalar would be.
@@ -104,27 +106,24 @@ fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String>
                 .and_then(toml::Value::as_integer)
                 .and_then(|l| usize::try_from(l).ok())
                 .ok_or_else(|| at("give its `len` (a non-negative integer)"))?;
-            // The limit `kiln run`'s generated buffers have (4 GiB).
-            if len.saturating_mul(elem.size_bytes()) > 1 << 32 {
-                return Err(at("longer than 4 GiB"));
-            }
-            let mut values: Vec<Imm> = Vec::with_capacity(len);
-            match b.get("init") {
-                None => values.resize(len, zero(elem)),
+            // Built at the element's size, under `kiln run`'s limit for generated buffers
+            // (4 GiB), and refused with a message when the memory cannot be had.
+            let bytes = match b.get("init") {
+                None => generated_bytes(&BufferInit::Zeros(len), elem),
                 Some(toml::Value::String(s)) if s == "iota" => {
-                    for i in 0..len {
-                        values.push(parse_scalar(&i.to_string(), elem).map_err(|e| at(&e))?);
-                    }
+                    generated_bytes(&BufferInit::Iota(len), elem)
                 }
                 Some(toml::Value::Array(a)) if a.len() == len => {
+                    let mut bytes = reserve_bytes(len, elem).map_err(|e| at(&e))?;
                     for v in a {
                         let t = scalar_text(v)
                             .ok_or_else(|| at("`init` holds a value that is not a number"))?;
-                        values.push(parse_scalar(&t, elem).map_err(|e| at(&e))?);
+                        push_le(&mut bytes, parse_scalar(&t, elem).map_err(|e| at(&e))?);
                     }
+                    Ok(bytes)
                 }
                 Some(v) => match scalar_text(v) {
-                    Some(t) => values.resize(len, parse_scalar(&t, elem).map_err(|e| at(&e))?),
+                    Some(t) => filled_bytes(len, parse_scalar(&t, elem).map_err(|e| at(&e))?),
                     None => {
                         return Err(at(&format!(
                             "`init` must be \"iota\", one number or {len} numbers"
@@ -132,9 +131,9 @@ fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String>
                     }
                 },
             }
-            let contents = kiln::ir::launch::Buffer::from_imms(elem, &values)
-                .map_err(|e| at(&e.to_string()))?;
-            buffers.push((name.clone(), AnyBuffer::new(contents)));
+            .map_err(|e| at(&e))?;
+            buffers
+                .push((name.clone(), AnyBuffer::new(new_buffer(elem, bytes).map_err(|e| at(&e))?)));
         }
     }
     let buffer = |n: &str, at: &str| {
@@ -145,6 +144,7 @@ fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String>
             .ok_or_else(|| format!("{at}: no buffer `{n}`"))
     };
     let graph = Graph::new(ctx, props);
+    let name_lines = node_name_lines(text);
     let mut names: Vec<(String, NodeId)> = Vec::new();
     let empty = Vec::new();
     let nodes = match doc.get("nodes") {
@@ -157,6 +157,19 @@ fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String>
         let at = format!("node `{name}`");
         let keys = ["name", "kernel", "global", "local", "args", "after", "fill", "value", "copy"];
         known_keys(n, &keys, &at)?;
+        // `after` and `edges` name nodes: a second node of a name would be unreachable.
+        if let Some(first) = names.iter().position(|(x, _)| *x == name) {
+            let line = |j: usize| match name_lines.get(j).copied().flatten() {
+                Some(l) => format!("line {l}"),
+                None => format!("node {}", j + 1),
+            };
+            return Err(format!(
+                "{}: {at} is defined twice (first at {}); node names must be unique, since \
+                 `after` and `edges` refer to them",
+                line(i),
+                line(first)
+            ));
+        }
         let node_of = |s: &str, names: &[(String, NodeId)]| {
             names
                 .iter()
@@ -278,21 +291,28 @@ fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String>
     Ok(Described { graph, buffers })
 }
 
-fn zero(elem: Scalar) -> Imm {
-    if elem.is_float() {
-        Imm::float(elem, 0.0)
-    } else if elem == Scalar::Bool {
-        Imm::Bool(false)
-    } else {
-        Imm::int(elem, 0)
-    }
+/// The line of each `[[nodes]]` entry's `name` (`None` where it has none), for messages.
+fn node_name_lines(text: &str) -> Vec<Option<usize>> {
+    use toml::de::{DeTable, DeValue};
+    let Ok(doc) = DeTable::parse(text) else { return Vec::new() };
+    let Some(DeValue::Array(nodes)) = doc.get_ref().get("nodes").map(|v| v.get_ref()) else {
+        return Vec::new();
+    };
+    let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+    nodes
+        .iter()
+        .map(|n| match n.get_ref() {
+            DeValue::Table(t) => t.get("name").map(|v| line(v.span().start)),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn main(a: &GraphArgs) -> Result<(), Error> {
     let text = read_source(&a.file)?;
-    let device = open_device(&a.device)?;
-    let config = kiln::runtime::Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
-    let ctx = Context::with_config(device, config.context_config());
+    let (info, limits) = a.device.resolve();
+    let device: Arc<dyn Device> = info.open(&limits).map_err(|e| Error::Message(e.to_string()))?;
+    let ctx = Context::with_config(device, super::config().context_config());
     let d = describe(&ctx, &a.file, &text)
         .map_err(|m| Error::Message(format!("`{}`: {m}", a.file.display())))?;
     if let Some(p) = &a.dot {
@@ -323,11 +343,24 @@ pub fn main(a: &GraphArgs) -> Result<(), Error> {
     let exec = d.graph.finalize().map_err(|e| Error::Message(e.to_string()))?;
     if a.run {
         let q = Queue::new(&ctx, QueueOrder::InOrder);
-        q.submit_graph(&exec).wait().map_err(|e| Error::Message(e.to_string()))?;
+        let event = q.submit_graph(&exec);
+        // A device that cannot stop a launch itself is watched from the host, as by `kiln run`.
+        let done = match limits.timeout.filter(|_| !info.stops_at_timeout) {
+            Some(t) => event
+                .wait_timeout(t)
+                .unwrap_or_else(|| abandon_wait("the graph", t, &ctx.device().name())),
+            None => event.wait(),
+        };
+        // What the on-disk cache refused or could not do (an item that does not
+        // authenticate, a directory others can write), as `kiln run` prints it.
+        ctx.save_driver_caches();
+        for w in ctx.persistent_cache().map(|c| c.warnings()).unwrap_or_default() {
+            eprintln!("kiln: warning: {w}");
+        }
+        done.map_err(|e| Error::Message(e.to_string()))?;
         for (name, b) in &d.buffers {
             let c = b.contents().map_err(|e| Error::Message(e.to_string()))?;
-            let v: Vec<String> = c.to_imms().into_iter().map(format_imm).collect();
-            println!("{name}: {}[{}] = [{}]", c.elem(), c.len(), v.join(", "));
+            println!("{}", show_buffer(name, c.elem(), contents(&c), a.full));
         }
     }
     Ok(())

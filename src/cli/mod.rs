@@ -8,6 +8,7 @@
 mod buffers;
 mod cache;
 mod check;
+mod device;
 mod divergence;
 mod emit;
 mod fmt;
@@ -22,6 +23,7 @@ mod value;
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use kiln::ir::Diagnostic;
@@ -40,14 +42,14 @@ enum Command {
     Check(check::CheckArgs),
     /// Print .kir files in canonical form, or check that they are in it.
     Fmt(fmt::FmtArgs),
-    /// Lower a .kir file for a target: `ptx`, `spirv-cl`, `spirv-vk` or `amdgpu`.
+    // The summary lists the backends' registry: see `summaries`.
     Emit(emit::EmitArgs),
     /// Fuse kernels of a .kir file into one, as a TOML spec says (see docs/fusion.md).
     #[command(after_help = fuse::AFTER_HELP)]
     Fuse(fuse::FuseArgs),
     /// Validate, draw (--dot, --svg) or run (--run) a command graph described in TOML.
     Graph(graph::GraphArgs),
-    /// Run a kernel of a .kir file over an nd-range: on the interpreter, Vulkan or CUDA.
+    // The summary lists the devices' registry: see `summaries`.
     #[command(after_long_help = run::AFTER_HELP)]
     Run(Box<run::RunArgs>),
     /// Print kernels with each binding and branch annotated uniform/divergent.
@@ -96,13 +98,35 @@ fn help_footer() -> String {
     s
 }
 
+/// `a`, `b` or `c`, each in backticks.
+fn one_of(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The command's summaries that list a registry (the targets of `emit`, the devices of
+/// `run`), made from the registry so that they cannot leave one out.
+fn summaries(cmd: clap::Command) -> clap::Command {
+    let targets = one_of(&kiln::backends::registry::names());
+    let devices = one_of(&kiln::runtime::device::registry::names());
+    cmd.mut_subcommand("emit", |c| c.about(format!("Lower a .kir file for a target: {targets}")))
+        .mut_subcommand("run", |c| {
+            c.about(format!("Run a kernel of a .kir file over an nd-range on a device: {devices}"))
+        })
+}
+
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    let matches = Cli::command().after_help(help_footer()).get_matches();
+    let matches = summaries(Cli::command()).after_help(help_footer()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    // Settings first: a value that is not understood is an error before anything runs.
+    // Settings first, read once: a value that is not understood is an error before anything
+    // runs, and every command takes them from `config()`.
     match kiln::runtime::Config::from_env() {
-        Ok(config) => config.install(),
+        Ok(config) => CONFIG.get_or_init(|| config).install(),
         Err(e) => {
             report(&Error::Message(e.to_string()));
             return ExitCode::from(1);
@@ -128,6 +152,14 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// kiln's settings, read from the environment once by [`main`] before any command runs.
+static CONFIG: OnceLock<kiln::Config> = OnceLock::new();
+
+/// The settings [`main`] read.
+fn config() -> &'static kiln::Config {
+    CONFIG.get().expect("main reads the settings before running a command")
 }
 
 /// Prints an error to stderr.

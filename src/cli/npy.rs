@@ -64,6 +64,14 @@ fn describe(dtype: &DType) -> String {
 pub fn read(path: &Path, elem: Scalar) -> Result<Vec<u8>, String> {
     let shown = path.display();
     let file = File::open(path).map_err(|e| format!("cannot open `{shown}`: {e}"))?;
+    let size = file.metadata().map_err(|e| format!("cannot read `{shown}`: {e}"))?.len();
+    // Before npyz reads the header: it allocates the length the file claims.
+    if let Some(offset) = data_offset(path).filter(|&o| o > size) {
+        return Err(format!(
+            "`{shown}` is not a valid .npy file: its header would end at byte {offset}, but \
+             the file has {size} bytes"
+        ));
+    }
     // Before npyz reads the header: it multiplies the shape without an overflow check.
     if let Some(dims) = header_shape(path) {
         let count = dims.iter().try_fold(1u128, |n, &d| n.checked_mul(d));
@@ -139,7 +147,9 @@ fn check_data_size(path: &Path, shape: &[u64], elem: Scalar) -> Result<(), Strin
             "`{shown}` has shape {dims}, whose size overflows 64 bits; the header is corrupt"
         ));
     };
-    let data = data_bytes(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let size = std::fs::metadata(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?.len();
+    let offset = data_offset(path).ok_or_else(|| format!("cannot read the header of `{shown}`"))?;
+    let data = size.saturating_sub(offset);
     if data != bytes {
         return Err(format!(
             "`{shown}` has shape {dims} of {} ({bytes} bytes of data) but holds {data} bytes \
@@ -171,20 +181,23 @@ fn header_shape(path: &Path) -> Option<Vec<u128>> {
         .collect()
 }
 
-/// The number of bytes after a `.npy` file's header (magic, version, header length, header).
-fn data_bytes(path: &Path) -> std::io::Result<u64> {
+/// Where a `.npy` file's data starts: after the magic, the version, the header length (2
+/// bytes in version 1, else 4) and the header. `None` when the file is too short or has no
+/// `.npy` magic, which leaves the error to the real parser.
+fn data_offset(path: &Path) -> Option<u64> {
     use std::io::Read;
-    let mut f = File::open(path)?;
-    let size = f.metadata()?.len();
+    let mut f = File::open(path).ok()?;
     let mut pre = [0u8; 12];
-    f.read_exact(&mut pre[..10])?;
-    let offset = if pre[6] == 1 {
-        10 + u64::from(u16::from_le_bytes([pre[8], pre[9]]))
+    f.read_exact(&mut pre[..10]).ok()?;
+    if &pre[..6] != b"\x93NUMPY" {
+        return None;
+    }
+    if pre[6] == 1 {
+        Some(10 + u64::from(u16::from_le_bytes([pre[8], pre[9]])))
     } else {
-        f.read_exact(&mut pre[10..12])?;
-        12 + u64::from(u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]))
-    };
-    Ok(size.saturating_sub(offset))
+        f.read_exact(&mut pre[10..12]).ok()?;
+        Some(12 + u64::from(u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]])))
+    }
 }
 
 fn extend<T, const N: usize>(out: &mut Vec<u8>, values: Vec<T>, le: fn(T) -> [u8; N]) {
@@ -297,6 +310,16 @@ mod tests {
             let err = read(&path, Scalar::F32).unwrap_err();
             assert!(err.contains(want), "{shape}: {err}");
         }
+        // Issue 29, C2: 13 bytes whose header length is 0xffffffff made npyz allocate 4 GiB.
+        let mut forged = b"\x93NUMPY\x02\x00\xff\xff\xff\xff".to_vec();
+        forged.push(b'{');
+        assert_eq!(forged.len(), 13);
+        std::fs::write(dir.join("forged.npy"), &forged).unwrap();
+        let err = read(&dir.join("forged.npy"), Scalar::F32).unwrap_err();
+        assert!(
+            err.contains("header would end at byte 4294967307") && err.contains("13 bytes"),
+            "{err}"
+        );
         let ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
         std::fs::write(dir.join("b.npy"), npy_bytes(ok, &data)).unwrap();
         assert_eq!(read(&dir.join("b.npy"), Scalar::F32).unwrap(), data);

@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use kiln::ir::launch::{self, Arg, NdRange};
-use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type};
+use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type, Verified};
 use kiln::passes::sanitize::SANITIZE_BOUNDS;
-use kiln::runtime::device::registry::{self, DeviceInfo, OpenOptions};
-use kiln::runtime::{AnyBuffer, Config};
+use kiln::runtime::device::registry::{DeviceInfo, OpenOptions};
+use kiln::runtime::AnyBuffer;
 use kiln::Jit;
 
 use super::buffers::{contents, new_buffer};
+use super::device::{abandon_wait, DeviceArgs};
 use super::value::{self, BufferInit};
 use super::{file_name, npy, read_source, Error};
 
@@ -22,7 +23,8 @@ Kernel arguments:
         integers: 42, -7, 0xff, 0b101, 1_000, optionally suffixed (5u32); decimal values must
                   fit the type, hex/octal/binary ones may also be a bit pattern (0xffffffff
                   is -1 as i32)
-        floats:   1.5, -2, 1e-3, inf, NaN, optionally suffixed (1.5f32), rounded to nearest
+        floats:   1.5, -2, 1e-3, inf, NaN, optionally suffixed (1.5f32), rounded to nearest;
+                  a finite value too large for the type (1e40 as f32) is an error, as in .kir
         bool:     true, false
     for pointer parameters, a buffer of the pointer's element type:
         @PATH.npy a NumPy array whose dtype is exactly the element type (float32 for f32,
@@ -106,13 +108,8 @@ pub struct RunArgs {
     /// Global offset, as many dimensions as --global.
     #[arg(long, value_name = "X[,Y[,Z]]", value_parser = sizes)]
     offset: Option<Sizes>,
-    /// Where to run: a device of the registry: `interp` (the reference interpreter, also
-    /// `cpu-interp`), `cpu` (this host's CPU, through the x86-64 backend), `vulkan` (the
-    /// first Vulkan device, e.g. lavapipe, through the SPIR-V backend) or `cuda` (an NVIDIA
-    /// GPU, through PTX). Default: `cpu` on x86-64 hosts, else `interp`; `interp` when
-    /// --max-steps is given.
-    #[arg(long, value_name = "DEVICE", value_parser = device_name)]
-    device: Option<String>,
+    #[command(flatten)]
+    device: DeviceArgs,
     /// A kernel argument; one for every parameter (VALUE forms are listed below).
     #[arg(long = "arg", value_name = "NAME=VALUE", value_parser = arg_binding)]
     args: Vec<(String, String)>,
@@ -127,18 +124,6 @@ pub struct RunArgs {
     /// first violation fails the run with the interpreter's message for it.
     #[arg(long)]
     check_bounds: bool,
-    /// Stop with an error after N interpreter statements, summed over all work-items
-    /// (interp only: GPU devices cannot count steps; use --timeout there).
-    #[arg(long, value_name = "N")]
-    max_steps: Option<u64>,
-    /// Stop waiting after SECS seconds (decimals allowed). The interpreter stops the kernel
-    /// and names the work-item it was running; on GPU devices kiln abandons the wait and
-    /// exits with an error, though the GPU work may still be running.
-    #[arg(long, value_name = "SECS", value_parser = value::parse_timeout)]
-    timeout: Option<std::time::Duration>,
-    /// cpu: spread the work-groups over N threads (default: one per core).
-    #[arg(long, value_name = "N", value_parser = threads)]
-    threads: Option<usize>,
     /// Print to stderr how long the build took and the median and minimum time of the
     /// launches (with --repeat N, N launches; each sees the previous one's writes, and the
     /// buffers printed or written are those after the last).
@@ -160,41 +145,8 @@ fn arg_binding(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A `--device` value: a device of the registry (`cpu-interp` is another name for
-/// `interp`); anything else is a usage error (exit code 2).
-fn device_name(name: &str) -> Result<String, String> {
-    match registry::info(name) {
-        Some(d) => Ok(d.name.to_string()),
-        None => Err(format!("unknown device `{name}` (devices: {})", registry::names().join(", "))),
-    }
-}
-
-/// The device `kiln run` uses without --device: the host's CPU where the x86 backend
-/// runs (it passes the interpreter's differential tests), else the interpreter; and the
-/// interpreter when steps are to be counted, which only it can do.
-fn default_device(max_steps: bool) -> &'static str {
-    if cfg!(target_arch = "x86_64") && !max_steps {
-        "cpu"
-    } else {
-        "interp"
-    }
-}
-
 pub fn main(a: &RunArgs) -> Result<(), Error> {
-    let device = a.device.as_deref().unwrap_or(default_device(a.max_steps.is_some()));
-    let info = registry::info(device).expect("--device passed the value parser");
-    if a.max_steps.is_some() && !info.counts_steps {
-        // A usage error (exit code 2): the flag cannot mean anything on this device.
-        clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            format!(
-                "--max-steps counts interpreter statements; device `{}` cannot count them \
-                 (use --timeout)\n",
-                device
-            ),
-        )
-        .exit()
-    }
+    let (info, limits) = a.device.resolve();
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
     let kernel = select_kernel(&module, a.kernel.as_deref(), &a.file)?;
@@ -233,9 +185,8 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
         }
     }
     let options = if a.check_bounds { SANITIZE_BOUNDS } else { "" };
-    let limits = OpenOptions { max_steps: a.max_steps, timeout: a.timeout, threads: a.threads };
     let runs = Runs { limits, options, repeat: a.repeat, time: a.time };
-    let buffers = run_on_device(info, kernel, range, &args, buffers, runs)?;
+    let buffers = run_on_device(info, &module, kernel, range, &args, buffers, runs)?;
 
     let params = kernel.params();
     if outs.is_empty() {
@@ -254,14 +205,6 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// A `--threads` value: 1 to 4096.
-fn threads(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n @ 1..=4096) => Ok(n),
-        _ => Err(format!("`{text}` is not a thread count from 1 to 4096")),
-    }
-}
-
 /// How to run: the device's limits, the build options, how often to launch, and whether to
 /// time the build and the launches.
 #[derive(Clone, Copy, Debug)]
@@ -278,6 +221,7 @@ struct Runs<'a> {
 /// Returns the buffers' final contents. Messages are the compiler's and the device's own.
 fn run_on_device(
     device: &DeviceInfo,
+    module: &Verified,
     kernel: &Kernel,
     range: NdRange,
     args: &[Arg],
@@ -285,10 +229,8 @@ fn run_on_device(
     runs: Runs,
 ) -> Result<Vec<launch::Buffer>, Error> {
     let Runs { limits, options, .. } = runs;
-    // Settings first: a bad one is an error before any device is opened.
-    let config = Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
     let dev = kiln::Device::open_with(device.name, &limits).map_err(message)?;
-    let jit = Jit::with_config(dev, &config).map_err(message)?.with_options(options);
+    let jit = Jit::with_config(dev, super::config()).map_err(message)?.with_options(options);
     // A device that cannot stop a launch itself is watched from the host.
     let watchdog = if device.stops_at_timeout { None } else { limits.timeout };
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
@@ -301,30 +243,17 @@ fn run_on_device(
             Arg::Range { .. } => Err(Error::Message("`kiln run` binds whole buffers only".into())),
         })
         .collect::<Result<_, _>>()?;
-    // Only the chosen kernel is built: another kernel of the file that a backend cannot
-    // express must not fail this run.
-    let module = Module::new(vec![kernel.clone()]);
+    // Only the chosen kernel is built (another kernel of the file that a backend cannot
+    // express must not fail this run), and the module is not verified again.
     let start = Instant::now();
-    let built = jit.prepare(&module, kernel.name());
+    let built = jit.prepare(module, kernel.name());
     let build_time = start.elapsed();
     let mut times = Vec::with_capacity(runs.repeat as usize);
     let launch_once = || -> Result<(), kiln::Error> {
-        let launch = jit.launch(&module, kernel.name(), range.clone(), jit_args.clone())?;
+        let launch = jit.launch(module, kernel.name(), range.clone(), jit_args.clone())?;
         if let Some(t) = watchdog {
             if launch.wait_timeout(t).is_none() {
-                // The worker thread is stuck in the driver until the GPU finishes: dropping
-                // the queue or the context would join it, and the driver's exit handlers
-                // (NVIDIA's Vulkan driver's, measured) wait for the GPU too. So report and
-                // leave at once, without destructors or exit handlers: that is what
-                // abandoning the wait means.
-                eprintln!(
-                    "kiln: error: kernel `{}` did not finish within {}s (--timeout) on device \
-                     `{}`; kiln abandoned the wait, but the GPU work may still be running",
-                    kernel.name(),
-                    t.as_secs_f64(),
-                    jit.device().name()
-                );
-                abandon(1);
+                abandon_wait(&format!("kernel `{}`", kernel.name()), t, &jit.device().name());
             }
         }
         launch.wait()
@@ -587,7 +516,7 @@ fn bind_outs(k: &Kernel, given: &[(String, String)]) -> Result<Vec<(usize, PathB
 }
 
 /// `name: f32[8] = [0.0, 1.0, ...]`, eliding the middle of long buffers unless `full`.
-fn show_buffer(name: &str, elem: Scalar, bytes: &[u8], full: bool) -> String {
+pub(super) fn show_buffer(name: &str, elem: Scalar, bytes: &[u8], full: bool) -> String {
     let n = bytes.len() / elem.size_bytes();
     let item = |i| value::format_imm(value::element(bytes, elem, i));
     let items: Vec<String> = if full || n <= 16 {
@@ -596,20 +525,6 @@ fn show_buffer(name: &str, elem: Scalar, bytes: &[u8], full: bool) -> String {
         (0..8).map(item).chain(["...".to_string()]).chain((n - 4..n).map(item)).collect()
     };
     format!("{name}: {elem}[{n}] = [{}]", items.join(", "))
-}
-
-/// Ends the process with `code` at once: no destructors, no exit handlers (stdout is
-/// flushed first, stderr is unbuffered).
-fn abandon(code: i32) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    #[cfg(unix)]
-    // SAFETY: `_exit` ends the process; nothing runs after it.
-    unsafe {
-        libc::_exit(code)
-    }
-    #[cfg(not(unix))]
-    std::process::exit(code)
 }
 
 #[cfg(test)]
@@ -700,16 +615,6 @@ mod tests {
         assert!(o(&[("a", "a.npy")]).unwrap_err().contains("is a scalar"));
         assert!(o(&[("z", "a.npy")]).unwrap_err().contains("no parameter `z`"));
         assert!(o(&[("x", "1.npy"), ("x", "2.npy")]).unwrap_err().contains("twice"));
-    }
-
-    #[test]
-    fn devices() {
-        assert_eq!(device_name("interp").unwrap(), "interp");
-        assert_eq!(device_name("cpu-interp").unwrap(), "interp");
-        assert_eq!(device_name("cuda").unwrap(), "cuda");
-        assert_eq!(device_name("vulkan").unwrap(), "vulkan");
-        let e = device_name("tpu").unwrap_err();
-        assert!(e.contains("unknown device `tpu`") && e.contains("interp"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use clap::Args;
 use kiln::runtime::device::registry::{self, OpenOptions};
-use kiln::tune::{tune, How, Problem, TuneOptions};
+use kiln::tune::{tune, How, Problem, TuneOptions, WRONG_OUTPUT};
 
 use super::gen::{render, write_stdout, What};
 use super::Error;
@@ -30,16 +30,12 @@ pub struct TuneArgs {
 
 /// Runs `kiln tune`.
 pub fn main(a: &TuneArgs) -> Result<(), Error> {
-    let dev = registry::open(&a.device, &OpenOptions::default())
-        .map_err(|e| Error::Message(e.to_string()))?;
-    let config = kiln::Config::from_env().map_err(|e| Error::Message(e.to_string()))?;
-    let mut opts = TuneOptions::from_config(&config);
-    opts.max_candidates = a.max_candidates;
-    opts.repeats = a.repeat;
+    // The problem first: sizes it cannot have are refused before anything is opened or built.
     let (gemm, conv);
     let (problem, output) = match &a.what {
         What::Gemm(g) => {
             gemm = g.problem();
+            gemm.views().map_err(Error::Message)?;
             (Problem::gemm(&gemm), g.output())
         }
         What::Conv(c) => {
@@ -47,7 +43,18 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             (Problem::conv(&conv).map_err(Error::Message)?, c.output())
         }
     };
-    let t = tune(&problem, &*dev, &opts).map_err(Error::Message)?;
+    let dev = registry::open(&a.device, &OpenOptions::default())
+        .map_err(|e| Error::Message(e.to_string()))?;
+    let mut opts = TuneOptions::from_config(super::config());
+    opts.max_candidates = a.max_candidates;
+    opts.repeats = a.repeat;
+    let t = tune(&problem, &*dev, &opts);
+    // What the on-disk cache refused or could not do (a directory others can write, a
+    // record that does not authenticate), once each.
+    for w in opts.cache.iter().flat_map(|c| c.warnings()) {
+        eprintln!("kiln: warning: {w}");
+    }
+    let t = t.map_err(Error::Message)?;
     let mut text = String::new();
     match &t.how {
         How::Cached => text.push_str(&format!("{}: stored winner for `{}`\n", t.config, t.key)),
@@ -60,6 +67,9 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             }
             for (c, e) in errors {
                 text.push_str(&format!("  {c}: failed: {e}\n"));
+                if e.starts_with(WRONG_OUTPUT) {
+                    eprintln!("kiln: warning: candidate {c}: {e}");
+                }
             }
             text.push_str(&format!(
                 "{}: fastest of {} on {} for `{}` (stored)\n",

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use kiln::ir::parse::{float_literal, FloatLiteralError};
 use kiln::ir::{Imm, Scalar};
 
 /// The largest buffer `zeros:N` / `iota:N` may ask for, in bytes (4 GiB).
@@ -77,19 +78,12 @@ pub fn parse_buffer_init(text: &str) -> Option<Result<BufferInit, String>> {
 /// The little-endian bytes of `init` for a buffer of `elem` elements. (Npy files are read by
 /// the caller.)
 pub fn generated_bytes(init: &BufferInit, elem: Scalar) -> Result<Vec<u8>, String> {
-    let (n, iota) = match *init {
-        BufferInit::Zeros(n) => (n, false),
-        BufferInit::Iota(n) => (n, true),
+    let n = match *init {
+        BufferInit::Zeros(n) => return filled_bytes(n, zero(elem)),
+        BufferInit::Iota(n) => n,
         BufferInit::Npy(_) => unreachable!("npy files are read elsewhere"),
     };
-    let size = elem.size_bytes();
-    match n.checked_mul(size) {
-        Some(bytes) if bytes <= MAX_BUFFER_BYTES => {}
-        _ => return Err(format!("{n} elements of {elem} is too large a buffer (limit 4 GiB)")),
-    }
-    if !iota {
-        return Ok(vec![0; n * size]);
-    }
+    buffer_size(n, elem)?;
     if elem == Scalar::Bool {
         return Err("iota:N needs a numeric element type, not bool".to_string());
     }
@@ -101,7 +95,7 @@ pub fn generated_bytes(init: &BufferInit, elem: Scalar) -> Result<Vec<u8>, Strin
             ));
         }
     }
-    let mut out = Vec::with_capacity(n * size);
+    let mut out = reserve_bytes(n, elem)?;
     for i in 0..n {
         let imm =
             if elem.is_float() { Imm::float(elem, i as f64) } else { Imm::int(elem, i as i128) };
@@ -110,17 +104,77 @@ pub fn generated_bytes(init: &BufferInit, elem: Scalar) -> Result<Vec<u8>, Strin
     Ok(out)
 }
 
+/// The zero of `elem` (`false`, `0`, `+0.0`).
+fn zero(elem: Scalar) -> Imm {
+    if elem.is_float() {
+        Imm::float(elem, 0.0)
+    } else if elem == Scalar::Bool {
+        Imm::Bool(false)
+    } else {
+        Imm::int(elem, 0)
+    }
+}
+
+/// The size in bytes of `n` elements of `elem`, or an error when it is over the limit of a
+/// buffer made on the command line (4 GiB).
+fn buffer_size(n: usize, elem: Scalar) -> Result<usize, String> {
+    match n.checked_mul(elem.size_bytes()) {
+        Some(bytes) if bytes <= MAX_BUFFER_BYTES => Ok(bytes),
+        _ => Err(format!("{n} elements of {elem} is too large a buffer (limit 4 GiB)")),
+    }
+}
+
+/// The error for a buffer of `bytes` bytes that the allocator refused.
+fn no_memory(bytes: usize) -> String {
+    format!("not enough memory for a buffer of {bytes} bytes")
+}
+
+/// An empty vector with room for `n` elements of `elem` (within the 4 GiB limit); an error,
+/// never an abort, when the memory cannot be had.
+pub fn reserve_bytes(n: usize, elem: Scalar) -> Result<Vec<u8>, String> {
+    let bytes = buffer_size(n, elem)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(bytes).map_err(|_| no_memory(bytes))?;
+    Ok(out)
+}
+
+/// `n` elements of `value` (of `value`'s type) as little-endian bytes, within the 4 GiB
+/// limit; an error, never an abort, when the memory cannot be had.
+pub fn filled_bytes(n: usize, value: Imm) -> Result<Vec<u8>, String> {
+    let mut one = Vec::new();
+    push_le(&mut one, value);
+    let bytes = buffer_size(n, value.scalar())?;
+    if one.iter().all(|&b| b == 0) {
+        // Zeroed memory from the allocator is not touched until used: a large zero buffer
+        // costs nothing until a kernel writes it.
+        return zeroed_bytes(bytes);
+    }
+    let mut out = reserve_bytes(n, value.scalar())?;
+    for _ in 0..n {
+        out.extend_from_slice(&one);
+    }
+    Ok(out)
+}
+
+/// `bytes` zero bytes, or an error when the allocator refuses them.
+fn zeroed_bytes(bytes: usize) -> Result<Vec<u8>, String> {
+    if bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(bytes).map_err(|_| no_memory(bytes))?;
+    // SAFETY: the layout's size is not zero.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return Err(no_memory(bytes));
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `bytes` u8s (size
+    // `bytes`, alignment 1), and all `bytes` of them are initialized (to zero).
+    Ok(unsafe { Vec::from_raw_parts(p, bytes, bytes) })
+}
+
 /// Appends the little-endian encoding of `imm` (of its own type) to `out`.
 pub fn push_le(out: &mut Vec<u8>, imm: Imm) {
-    match imm {
-        Imm::Bool(b) => out.push(b as u8),
-        Imm::Int(t, bits) => out.extend_from_slice(&bits.to_le_bytes()[..t.size_bytes()]),
-        Imm::Float(Scalar::F16, v) => {
-            out.extend_from_slice(&kiln_ir::types::f16_from_f64(v).to_bits().to_le_bytes())
-        }
-        Imm::Float(Scalar::F32, v) => out.extend_from_slice(&(v as f32).to_bits().to_le_bytes()),
-        Imm::Float(_, v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),
-    }
+    out.extend_from_slice(&imm.to_bits().to_le_bytes()[..imm.scalar().size_bytes()]);
 }
 
 /// Decodes element `i` of a little-endian buffer of `elem`s.
@@ -129,27 +183,20 @@ pub fn element(bytes: &[u8], elem: Scalar, i: usize) -> Imm {
     let raw = &bytes[i * size..(i + 1) * size];
     let mut word = [0u8; 8];
     word[..size].copy_from_slice(raw);
-    let bits = u64::from_le_bytes(word);
-    match elem {
-        Scalar::Bool => Imm::Bool(bits != 0),
-        Scalar::F16 => Imm::Float(Scalar::F16, half::f16::from_bits(bits as u16).to_f64()),
-        Scalar::F32 => Imm::Float(Scalar::F32, f32::from_bits(bits as u32) as f64),
-        Scalar::F64 => Imm::Float(Scalar::F64, f64::from_bits(bits)),
-        t => Imm::int(t, if t.is_signed() { sign_extend(bits, t.bits()) } else { bits as i128 }),
-    }
-}
-
-fn sign_extend(bits: u64, width: u32) -> i128 {
-    let shift = 64 - width;
-    ((bits << shift) as i64 >> shift) as i128
+    Imm::from_bits(elem, u64::from_le_bytes(word))
 }
 
 /// Formats an immediate the way `kiln run` prints buffer elements: integers in decimal,
-/// floats with Rust's shortest round-trip form (always with a `.` or exponent, `NaN`, `inf`).
+/// floats with Rust's shortest round-trip form (always with a `.` or exponent, `NaN`, `inf`);
+/// a NaN other than the default one as its bits, `nanf32(0x7f800001)`, as `.kir` writes it
+/// and [`parse_scalar`] reads it.
 pub fn format_imm(imm: Imm) -> String {
     match imm {
         Imm::Bool(b) => b.to_string(),
         Imm::Int(..) => imm.as_i128().unwrap_or_default().to_string(),
+        Imm::Float(t, v) if v.is_nan() && imm != Imm::float(t, f64::NAN) => {
+            format!("nan{t}(0x{:x})", imm.to_bits())
+        }
         Imm::Float(Scalar::F16 | Scalar::F32, v) => format!("{:?}", v as f32),
         Imm::Float(_, v) => format!("{v:?}"),
     }
@@ -162,9 +209,11 @@ pub fn format_imm(imm: Imm) -> String {
 ///   optional type suffix that must name `ty` (`5u32`). Decimal values must lie in the type's
 ///   range; a non-negative hex/octal/binary value may also be any bit pattern of the type's
 ///   width (`0xffffffff` is -1 as an `i32`).
-/// * floats: anything Rust's float parser takes (`1.5`, `-2`, `1e-3`, `inf`, `NaN`), `_`
-///   separators, an optional `f16`/`f32`/`f64` suffix that must name `ty`; rounded to
-///   nearest.
+/// * floats: a decimal number with an optional sign (`1.5`, `-2`, `1e-3`), `inf` or `NaN`,
+///   `_` separators, an optional `f16`/`f32`/`f64` suffix that must name `ty`; rounded to
+///   nearest, and an error when a finite number is too large for `ty` (as in `.kir`). A NaN
+///   with a payload is written by its bits, as in `.kir`: `nanf32(0x7f800001)` (`nan(0x...)`
+///   takes the parameter's type), and keeps every bit.
 pub fn parse_scalar(text: &str, ty: Scalar) -> Result<Imm, String> {
     let bad = |why: &str| format!("`{text}` is not a valid {ty} value{why}");
     if text.trim() != text || text.is_empty() {
@@ -184,15 +233,29 @@ pub fn parse_scalar(text: &str, ty: Scalar) -> Result<Imm, String> {
         }
     }
     if ty.is_float() {
+        if let Some(nan) = parse_nan_bits(text, ty) {
+            return nan.map_err(|why| bad(&why));
+        }
         let clean: String = body.chars().filter(|&c| c != '_').collect();
-        if clean.is_empty() || clean.starts_with("0x") || clean.starts_with("-0x") {
-            return Err(bad(""));
-        }
-        return match ty {
-            Scalar::F32 => clean.parse::<f32>().map(|v| Imm::float(ty, v as f64)),
-            _ => clean.parse::<f64>().map(|v| Imm::float(ty, v)),
-        }
-        .map_err(|_| bad(""));
+        let (neg, digits) = match clean.as_bytes().first() {
+            Some(b'-') => (true, &clean[1..]),
+            Some(b'+') => (false, &clean[1..]),
+            _ => (false, &clean[..]),
+        };
+        let sign = |v: f64| Imm::float(ty, if neg { -v } else { v });
+        return match digits.to_ascii_lowercase().as_str() {
+            "inf" | "infinity" => Ok(sign(f64::INFINITY)),
+            "nan" => Ok(sign(f64::NAN)),
+            // The `.kir` parser's rule: a finite literal never becomes `inf`.
+            _ => match float_literal(ty, digits) {
+                Ok(v) => Ok(sign(v)),
+                Err(FloatLiteralError::Malformed) => Err(bad("")),
+                Err(FloatLiteralError::OutOfRange) => Err(format!(
+                    "`{text}` is out of range for {ty} (it would round to infinity; write \
+                     `inf` for infinity)"
+                )),
+            },
+        };
     }
     let (value, decimal) = parse_int_text(body).map_err(|()| bad(""))?;
     let (min, max) = (ty.int_min().unwrap_or(0), ty.int_max().unwrap_or(0));
@@ -202,6 +265,27 @@ pub fn parse_scalar(text: &str, ty: Scalar) -> Result<Imm, String> {
         return Err(bad(&format!(" (out of range {min}..={max})")));
     }
     Ok(Imm::int(ty, value))
+}
+
+/// `nan(0xBITS)` or `nanTY(0xBITS)` (TY must be `ty`) as the NaN of type `ty` with those
+/// bits; None if `text` is not of that form.
+fn parse_nan_bits(text: &str, ty: Scalar) -> Option<Result<Imm, String>> {
+    let inner = text.strip_prefix("nan")?.strip_suffix(')')?;
+    let (suffix, hex) = inner.split_once("(0x")?;
+    if !suffix.is_empty() && suffix != ty.name() {
+        return Some(Err(format!(" (the NaN is `{suffix}`, the parameter {ty})")));
+    }
+    let digits: String = hex.chars().filter(|&c| c != '_').collect();
+    let bits = match u64::from_str_radix(&digits, 16) {
+        Ok(b) if ty.bits() >= 64 || b >> ty.bits() == 0 => b,
+        _ => return Some(Err(format!(" (`0x{hex}` is not a {ty} bit pattern)"))),
+    };
+    let imm = Imm::from_bits(ty, bits);
+    Some(if imm.as_f64().is_some_and(f64::is_nan) {
+        Ok(imm)
+    } else {
+        Err(format!(" (`0x{hex}` is not a NaN bit pattern of {ty})"))
+    })
 }
 
 /// Splits a type suffix off a literal: `5u32` -> (`5`, u32). Hex literals only lose integer
@@ -329,6 +413,45 @@ mod tests {
         assert_eq!(parse_scalar("true", Scalar::Bool), Ok(Imm::Bool(true)));
         assert_eq!(parse_scalar("false", Scalar::Bool), Ok(Imm::Bool(false)));
         assert!(parse_scalar("1", Scalar::Bool).is_err());
+        // A finite literal that would round to infinity is refused, as in .kir (issue 29).
+        for (text, ty) in [("1e40", Scalar::F32), ("-1e40", Scalar::F32), ("70000", Scalar::F16)] {
+            let e = parse_scalar(text, ty).unwrap_err();
+            assert!(e.contains(&format!("out of range for {ty}")), "{e}");
+        }
+        assert!(parse_scalar("1e400", Scalar::F64).is_err());
+        assert_eq!(
+            parse_scalar("+Infinity", Scalar::F32),
+            Ok(Imm::float(Scalar::F32, f64::INFINITY))
+        );
+        assert_eq!(parse_scalar("1_000.5f64", Scalar::F64), Ok(Imm::float(Scalar::F64, 1000.5)));
+    }
+
+    /// Issue 29 (W1): a NaN's payload, signalling or quiet, goes in and comes out bit for
+    /// bit, in the `.kir` spelling.
+    #[test]
+    fn nan_payloads_parse_and_print_by_their_bits() {
+        for (ty, text, bits) in [
+            (Scalar::F32, "nanf32(0x7f800001)", 0x7f80_0001u64),
+            (Scalar::F32, "nan(0x7fbfffff)", 0x7fbf_ffff),
+            (Scalar::F16, "nanf16(0x7c01)", 0x7c01),
+            (Scalar::F64, "nanf64(0xfff0000000000001)", 0xfff0_0000_0000_0001),
+        ] {
+            let imm = parse_scalar(text, ty).unwrap();
+            assert_eq!(imm.to_bits(), bits, "{text}");
+            let shown = format_imm(imm);
+            assert_eq!(parse_scalar(&shown, ty).map(|i| i.to_bits()), Ok(bits), "{shown}");
+            let mut le = Vec::new();
+            push_le(&mut le, imm);
+            assert_eq!(element(&le, ty, 0).to_bits(), bits, "{text} through bytes");
+        }
+        assert_eq!(format_imm(Imm::from_bits(Scalar::F32, 0x7f80_0001)), "nanf32(0x7f800001)");
+        assert_eq!(format_imm(Imm::float(Scalar::F32, f64::NAN)), "NaN");
+        for bad in
+            ["nanf32(0x3f800000)", "nanf64(0x7f800001)", "nanf32(0x1ffffffff)", "nanf32(0xzz)"]
+        {
+            let e = parse_scalar(bad, Scalar::F32).unwrap_err();
+            assert!(e.contains("not a valid f32 value ("), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -373,6 +496,14 @@ mod tests {
         assert!(generated_bytes(&BufferInit::Zeros(usize::MAX), Scalar::F32).is_err());
         let b = generated_bytes(&BufferInit::Iota(2), Scalar::F16).unwrap();
         assert_eq!(format_imm(element(&b, Scalar::F16, 1)), "1.0");
+        // A fill is at the element's size: -0.0 is not zero bytes, 7u8 is one byte each.
+        let b = filled_bytes(2, Imm::float(Scalar::F32, -0.0)).unwrap();
+        assert_eq!(b, [0, 0, 0, 0x80, 0, 0, 0, 0x80]);
+        assert_eq!(filled_bytes(3, Imm::int(Scalar::U8, 7)).unwrap(), [7, 7, 7]);
+        assert_eq!(filled_bytes(0, Imm::Bool(true)).unwrap(), Vec::<u8>::new());
+        let e = filled_bytes((1 << 30) + 1, Imm::float(Scalar::F32, 0.0)).unwrap_err();
+        assert!(e.contains("too large a buffer (limit 4 GiB)"), "{e}");
+        assert!(reserve_bytes(usize::MAX, Scalar::U8).is_err());
     }
 
     #[test]

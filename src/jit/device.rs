@@ -7,8 +7,9 @@ use kiln_runtime::{DeviceError, Interp, IrDevice};
 
 use super::Error;
 
-/// A device to run kernels on: the reference interpreter, the first Vulkan device (through
-/// the SPIR-V backend) or the first CUDA GPU (through PTX). Cheap to clone.
+/// A device to run kernels on: the reference interpreter, this host's CPU (x86-64 machine
+/// code), the fastest Vulkan device (through the SPIR-V backend) or the first CUDA GPU
+/// (through PTX). Cheap to clone.
 ///
 /// ```
 /// use kiln::runtime::DeviceKind;
@@ -34,7 +35,7 @@ impl std::fmt::Debug for Device {
 
 impl Device {
     /// The device the registry ([`kiln_runtime::device::registry`]) calls `name`
-    /// (`interp`, `vulkan`, `cuda`, ...); an unknown name or a missing driver is
+    /// (`interp`, `cpu`, `vulkan`, `cuda`, ...); an unknown name or a missing driver is
     /// [`Error::Device`].
     ///
     /// ```
@@ -66,7 +67,20 @@ impl Device {
         Device { inner: Arc::new(IrDevice(Interp::default())) }
     }
 
-    /// The first Vulkan device; [`Error::Device`] when there is no Vulkan loader or device.
+    /// This host's CPU: kernels compiled to x86-64 machine code, their work-groups spread
+    /// over every core; [`Error::Device`] on a host that is not x86-64.
+    ///
+    /// ```
+    /// # if !cfg!(target_arch = "x86_64") { return Ok(()); }
+    /// assert_eq!(kiln::Device::cpu()?.kind(), kiln::runtime::DeviceKind::CpuJit);
+    /// # Ok::<(), kiln::Error>(())
+    /// ```
+    pub fn cpu() -> Result<Device, Error> {
+        Device::open("cpu")
+    }
+
+    /// The fastest Vulkan device (a GPU before a software driver such as lavapipe);
+    /// [`Error::Device`] when there is no Vulkan loader or device.
     pub fn vulkan() -> Result<Device, Error> {
         Device::open("vulkan")
     }
@@ -76,17 +90,26 @@ impl Device {
         Device::open("cuda")
     }
 
-    /// The fastest device there is: the first of the registry's devices that opens
-    /// (CUDA, else Vulkan, else the interpreter).
+    /// The fastest device there is: a GPU (CUDA, else a Vulkan GPU), else the cpu device
+    /// (x86-64 hosts), else the interpreter. A software Vulkan driver (lavapipe, which runs
+    /// on the CPU slower than the cpu device) is never chosen; [`Device::vulkan`] opens it.
     ///
     /// ```
     /// use kiln::runtime::DeviceKind;
     ///
     /// let dev = kiln::Device::best();
-    /// assert!(matches!(dev.kind(), DeviceKind::Cuda | DeviceKind::Vulkan | DeviceKind::Interp));
+    /// if cfg!(target_arch = "x86_64") {
+    ///     assert!(matches!(dev.kind(), DeviceKind::Cuda | DeviceKind::Vulkan | DeviceKind::CpuJit));
+    /// }
     /// ```
     pub fn best() -> Device {
         Device { inner: registry::best(&OpenOptions::default()) }
+    }
+
+    /// True for a GPU interface that a software driver emulates on the host's CPU
+    /// (lavapipe): [`Device::best`] never picks one.
+    pub fn is_emulated(&self) -> bool {
+        self.inner.emulated()
     }
 
     /// Which kind of device it is.

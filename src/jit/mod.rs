@@ -75,6 +75,8 @@ impl std::fmt::Debug for Jit {
 #[derive(Clone, Debug)]
 pub struct Fused {
     fused: FusedKernel,
+    /// The fused kernel alone, as the fusion pass verified it: what is built.
+    built: Verified,
     module: Module,
     spec: FusionSpec,
 }
@@ -133,6 +135,12 @@ impl Launch {
         let r = self.event.wait_timeout(timeout)?;
         Some(r.map_err(|e| launch_error(&self.kernel, e)))
     }
+}
+
+/// Kernel `name` of `module` alone (which has it). Only this kernel is built: another
+/// kernel of its module that the backend cannot express must not fail its launch.
+fn only(module: &Verified, name: &str) -> Verified {
+    module.clone().retain(|k| k.name() == name)
 }
 
 /// Kernel `name` of `module`, or [`Error::NoKernel`] listing the module's kernels.
@@ -230,9 +238,11 @@ impl Jit {
     /// Fuses kernels of `module` as `spec` says (see docs/fusion.md; a TOML spec parses
     /// with [`FusionSpec::from_toml`]). An illegal fusion is an [`Error::Fusion`] naming the
     /// rule.
-    pub fn fuse(&self, module: &Module, spec: &FusionSpec) -> Result<Fused, Error> {
+    pub fn fuse(&self, module: &Verified, spec: &FusionSpec) -> Result<Fused, Error> {
         let fused = fuse_kernels(module, spec).map_err(Error::Fusion)?;
-        Ok(Fused { fused, module: module.clone(), spec: spec.clone() })
+        // The fusion pass verifies what it makes.
+        let built = Verified::from_pass_output(Module::new(vec![fused.kernel.clone()]));
+        Ok(Fused { fused, built, module: module.module().clone(), spec: spec.clone() })
     }
 
     /// A buffer holding a copy of `values`.
@@ -279,14 +289,13 @@ impl Jit {
     /// ```
     pub fn launch(
         &self,
-        module: &Module,
+        module: &Verified,
         name: &str,
         range: NdRange,
         args: Vec<Arg>,
     ) -> Result<Launch, Error> {
-        let kernel = find_kernel(module, name)?;
-        args::check_args(kernel, &args)?;
-        self.submit(kernel, range, &args)
+        args::check_args(find_kernel(module, name)?, &args)?;
+        self.submit(&only(module, name), range, &args)
     }
 
     /// Launches a fused kernel with the arguments of the kernels it was fused from:
@@ -327,7 +336,7 @@ impl Jit {
         }
         let bound = fused.fused.bind_args(&fused.module, &fused.spec, args).map_err(Error::Bind)?;
         args::check_args(&fused.fused.kernel, &bound)?;
-        self.submit(&fused.fused.kernel, fused.fused.range.clone(), &bound)
+        self.submit(&fused.built, fused.fused.range.clone(), &bound)
     }
 
     /// Builds kernel `name` of `module` for the device now (through the program cache, as
@@ -341,24 +350,25 @@ impl Jit {
     /// assert!(jit.prepare(&module, "nope").is_err());
     /// # Ok::<(), kiln::Error>(())
     /// ```
-    pub fn prepare(&self, module: &Module, name: &str) -> Result<(), Error> {
-        self.kernel_handle(find_kernel(module, name)?).map(|_| ())
+    pub fn prepare(&self, module: &Verified, name: &str) -> Result<(), Error> {
+        find_kernel(module, name)?;
+        self.kernel_handle(&only(module, name)).map(|_| ())
     }
 
-    /// The device's kernel for `kernel`, built through the caches. Only this kernel: another
-    /// kernel of its module that the backend cannot express must not fail its launch.
-    fn kernel_handle(&self, kernel: &Kernel) -> Result<KernelHandle, Error> {
-        let name = kernel.name();
-        let module = Module::new(vec![kernel.clone()]);
+    /// The device's kernel for the one kernel of `module`, built through the caches. The
+    /// module is verified already, so the build does not verify it again.
+    fn kernel_handle(&self, module: &Verified) -> Result<KernelHandle, Error> {
+        let name = module.kernels[0].name();
         let build =
             |e: DeviceError| Error::Build { kernel: name.to_string(), message: device_message(e) };
-        let program = self.ctx.build_program(&module, &[], &self.options).map_err(build)?;
+        let program = self.ctx.build_program(module, &[], &self.options).map_err(build)?;
         self.ctx.kernel(&program, name).map_err(build)
     }
 
-    fn submit(&self, kernel: &Kernel, range: NdRange, args: &[Arg]) -> Result<Launch, Error> {
-        let name = kernel.name();
-        let handle = self.kernel_handle(kernel)?;
+    /// `module` (of one kernel) launched: built once, then submitted to the queue.
+    fn submit(&self, module: &Verified, range: NdRange, args: &[Arg]) -> Result<Launch, Error> {
+        let name = module.kernels[0].name();
+        let handle = self.kernel_handle(module)?;
         let event = self.queue.submit(|h| {
             let kargs = args
                 .iter()

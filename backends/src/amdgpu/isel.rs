@@ -58,7 +58,7 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T, Error> {
 }
 
 /// Every scalar type has a representation: bool, 8/16/32-bit integers in one 32-bit register
-/// (8/16-bit ones kept sign- or zero-extended), f16 and f32 as an f32 in one register, and
+/// (8/16-bit ones kept sign- or zero-extended), f16 as its bits and f32 in one register, and
 /// i64/u64/f64 in a VGPR pair.
 fn check_scalar(_: Scalar) -> Result<(), Error> {
     Ok(())
@@ -248,7 +248,7 @@ impl Isel<'_> {
                 let bits = match i {
                     Imm::Bool(b) => u32::from(*b),
                     Imm::Int(_, b) => *b as u32,
-                    Imm::Float(_, f) => (*f as f32).to_bits(),
+                    Imm::Float(..) => i.to_bits() as u32,
                 };
                 if s {
                     return Ok(Val { o: Opnd::Imm(bits), s: true });

@@ -7,7 +7,7 @@
 //!
 //! **Supported**: every scalar type: `bool` and 8/16/32-bit integers in one 32-bit register
 //! (8/16-bit ones re-extended after each wrapping operation), `f16` (storage: loads, stores
-//! and casts, held as an f32) and `f32` in one VGPR, `i64`/`u64` in an SGPR pair when
+//! and casts, held as its 16 bits, so a copy keeps every bit) and `f32` in one VGPR, `i64`/`u64` in an SGPR pair when
 //! uniform (SALU where gfx9 has the operation) or a VGPR pair, `f64` in a VGPR pair;
 //! buffers of every element type in global, constant or generic (`flat_*`) memory and local
 //! arrays of them; vector loads and stores of 32-bit lanes whole (`global_load_dwordx2/x4`,
@@ -29,7 +29,7 @@
 //! pointer, `s[2:3]` the flat scratch init, `s4..s6` the work-group ids, `s7` the wave's
 //! private segment offset, `v0..v2` the work-item ids. Explicit arguments are
 //! laid out in order (pointers and 64-bit scalars 8 bytes, other scalars 4 with 8/16-bit
-//! integers sign- or zero-extended and f16 as an f32, naturally aligned); then, 8-aligned, the
+//! integers sign- or zero-extended and f16 as its bits, naturally aligned); then, 8-aligned, the
 //! hidden arguments kiln adds: global offset, local size, global size and number of groups
 //! (three u32 each).
 

@@ -116,13 +116,11 @@ pub fn run(
             }
             Arg::Scalar(imm) => {
                 // 64-bit values take 8 bytes; the rest 4 (8/16-bit integers extended, f16
-                // as an f32), as the backend's entry code reads them.
+                // as its bits), as the backend's entry code reads them.
                 let wide = p.ty().scalar().is_some_and(super::isel::is_wide);
                 let bits = match imm {
-                    Imm::Bool(b) => u64::from(*b),
                     Imm::Int(_, b) => *b,
-                    Imm::Float(_, x) if wide => x.to_bits(),
-                    Imm::Float(_, x) => (*x as f32).to_bits() as u64,
+                    _ => imm.to_bits(),
                 };
                 let n = if wide { 8 } else { 4 };
                 karg[off..off + n].copy_from_slice(&bits.to_le_bytes()[..n]);

@@ -174,10 +174,8 @@ pub(super) fn imm(i: &Imm) -> String {
                 format!("{}", v as u64)
             }
         }
-        Imm::Float(Scalar::F16, v) => {
-            format!("0x{:04X}", kiln_ir::types::f16_from_f64(v).to_bits())
-        }
-        Imm::Float(Scalar::F32, v) => format!("0f{:08X}", (v as f32).to_bits()),
+        Imm::Float(Scalar::F16, _) => format!("0x{:04X}", i.to_bits()),
+        Imm::Float(Scalar::F32, _) => format!("0f{:08X}", i.to_bits()),
         Imm::Float(_, v) => format!("0d{:016X}", v.to_bits()),
     }
 }

@@ -24,6 +24,8 @@ pub(crate) struct Ctx {
     pub void: Word,
     /// Set when an f16 type was needed (the OpenCL flavour cannot express it yet).
     pub f16_used: bool,
+    /// The driver's f64 `Fma` rounds once ([`super::Spirv::exact_f64_fma`]).
+    pub exact_f64_fma: bool,
     pub ext_set: Word,
 }
 
@@ -48,6 +50,7 @@ impl Ctx {
             void,
             ext_set,
             f16_used: false,
+            exact_f64_fma: false,
         }
     }
 
@@ -168,11 +171,7 @@ impl Ctx {
 
     /// A float constant of type `s` (f32 or f64) with value `v`.
     pub fn float_const(&mut self, s: Scalar, v: f64) -> Word {
-        match s {
-            Scalar::F32 => self.constant(s, (v as f32).to_bits() as u64),
-            Scalar::F64 => self.constant(s, v.to_bits()),
-            _ => self.constant(s, kiln_ir::types::f16_from_f64(v).to_bits() as u64),
-        }
+        self.constant(s, kiln_ir::expr::float_to_bits(s, v))
     }
 
     /// OpConstantNull of a type.

@@ -63,9 +63,14 @@ impl Emitter {
                 let (a, at) = self.expr(cx, a)?;
                 let ty = cx.ty(at);
                 if at.is_float() && *op == UnOp::Neg {
-                    let r = cx.b.f_negate(ty, None, a).map_err(er)?;
-                    exact(cx, r);
-                    return Ok((r, t));
+                    // A sign-bit flip: `OpFNegate` need not keep a NaN's payload, and kiln's
+                    // `-` does (a signalling NaN stays signalling).
+                    let is = int_of_bits(at.bits());
+                    let it = cx.ty(is);
+                    let xi = cx.b.bitcast(it, None, a).map_err(er)?;
+                    let sign = cx.constant(is, 1u64 << (at.bits() - 1));
+                    let r = cx.b.bitwise_xor(it, None, xi, sign).map_err(er)?;
+                    return Ok((cx.b.bitcast(ty, None, r).map_err(er)?, t));
                 }
                 match op {
                     UnOp::Neg => cx.b.s_negate(ty, None, a),
@@ -398,7 +403,8 @@ impl Emitter {
                 cx.b.bitcast(ty, None, r).map_err(er)
             }
             Intrinsic::Fma | Intrinsic::Sqrt
-                if cx.flavour == Flavour::Vulkan && (t == Scalar::F32 || op == Intrinsic::Fma) =>
+                if cx.flavour == Flavour::Vulkan
+                    && (t == Scalar::F32 || (op == Intrinsic::Fma && !cx.exact_f64_fma)) =>
             {
                 self.vulkan_float_op(cx, op.name(), t, a)
             }
@@ -449,16 +455,17 @@ impl Emitter {
 impl Emitter {
     /// f32 `/`, `fma` or `sqrt`, or f64 `fma`, in the Vulkan flavour, where the driver's
     /// instructions may be inexact: correctly rounded sequences on f32 (see `exact`); f64
-    /// `fma` is an error (GLSL.std.450 `Fma` may round twice, lavapipe's does, and an exact
-    /// f64 emulation is not written).
+    /// `fma` on a driver not measured to round it once is an error (GLSL.std.450 `Fma` may
+    /// round twice, lavapipe's does, and an exact f64 emulation is not written).
     fn vulkan_float_op(&mut self, cx: &mut Ctx, name: &str, t: Scalar, a: &[Word]) -> R<Word> {
         match (t, name, a) {
             (Scalar::F32, "/", &[x, y]) => super::exact::div_f32(cx, x, y),
             (Scalar::F32, "fma", &[x, y, z]) => super::exact::fma_f32(cx, x, y, z),
             (Scalar::F32, "sqrt", &[x]) => super::exact::sqrt_f32(cx, x),
             (Scalar::F64, "fma", _) => Err("`fma` on f64 cannot be expressed in the Vulkan \
-                 flavour: GLSL.std.450 `Fma` may round twice (lavapipe's does) and kiln's \
-                 `fma` rounds once; use the OpenCL flavour or another device"
+                 flavour for this driver: its GLSL.std.450 `Fma` on f64 was not measured to \
+                 round once (lavapipe's rounds twice) and kiln's `fma` rounds once; use \
+                 another device"
                 .into()),
             _ => Err(format!("`{name}` on {t}")),
         }

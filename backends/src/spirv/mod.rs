@@ -40,7 +40,7 @@
 //! | f32 `fma` | GLSL.std.450 `Fma` may round twice (lavapipe: `fma(1 + 2^-23, 1 - 2^-23, -1)` is 0, `fma(1e38, 10, -inf)` NaN) | exact product in f64, TwoSum, round-to-odd, one rounding to f32 |
 //! | f32 `/` | `OpFDiv` 2.5 ULP, undefined for divisors outside [2^-126, 2^126] | f64 estimate, a Newton step with the exact f64 residual `a - q*b`, then the last bit chosen by the exact residual at the midpoint; zeros, infinities and NaN decided explicitly |
 //! | f32 `sqrt` | `Sqrt` only as exact as `1 / InverseSqrt` | the same scheme with the residual `x - q*q` |
-//! | f64 `fma` | `Fma` may round twice (lavapipe's does) | **refused** with an error naming it (no exact f64 emulation is written) |
+//! | f64 `fma` | `Fma` may round twice (lavapipe's does; NVIDIA's rounds once) | GLSL.std.450 `Fma` where the device measured it to round once when opened ([`Spirv::exact_f64_fma`]); elsewhere **refused** with an error naming it (no exact f64 emulation is written) |
 //! | shifts | undefined for amounts >= the width | amount masked to the width (as the interpreter takes it modulo) |
 //! | float to int casts | `OpConvertFToS/U` undefined out of range and for NaN | range and NaN tested first, the converted value only for in-range inputs |
 //! | `min`/`max` | GLSL `FMin`/`FMax` undefined for NaN | explicit compares, `IsNan` and a sign test for ±0 (no `FMin`/`FMax`) |
@@ -202,7 +202,23 @@ impl SpirvModule {
 
 /// The SPIR-V target of one flavour: one module per kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Spirv(pub Flavour);
+pub struct Spirv {
+    /// The flavour emitted.
+    pub flavour: Flavour,
+    /// Whether the Vulkan driver that will run the modules computes GLSL.std.450 `Fma` on
+    /// f64 with one rounding, as kiln's `fma` does (the Vulkan device measures it when it
+    /// opens). Only then does a Vulkan-flavour module use it for f64 `fma`; otherwise f64
+    /// `fma` is refused by name. The OpenCL flavour's `fma` is exact by its specification.
+    pub exact_f64_fma: bool,
+}
+
+impl Spirv {
+    /// The target for `flavour`, assuming nothing of the driver (f64 `fma` is refused in
+    /// the Vulkan flavour).
+    pub fn new(flavour: Flavour) -> Spirv {
+        Spirv { flavour, exact_f64_fma: false }
+    }
+}
 
 impl Flavour {
     /// The target's name: `spirv-cl` or `spirv-vk`.
@@ -222,10 +238,10 @@ impl Target for Spirv {
         Lowering { optimize: true, sanitize: true, vectors: VectorLowering::Memory }
     }
     fn name(&self) -> String {
-        self.0.target_name().into()
+        self.flavour.target_name().into()
     }
     fn emit(&self, module: &Verified) -> Result<Vec<SpirvModule>, BackendError> {
-        module.kernels.iter().map(|k| emit_verified(k, self.0)).collect()
+        module.kernels.iter().map(|k| emit_verified(k, *self)).collect()
     }
 }
 
@@ -246,14 +262,15 @@ impl Emitted for Vec<SpirvModule> {
 /// Emits `kernel` as a SPIR-V module of the given flavour; an ill-formed kernel is an error.
 pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendError> {
     let m = verified_kernel(flavour.target_name(), kernel)?;
-    emit_verified(&m.kernels[0], flavour)
+    emit_verified(&m.kernels[0], Spirv::new(flavour))
 }
 
 /// Why a vector construct reaches emission: [`emit_verified`] lowers them first.
 pub(crate) const VECTORS: &str = "vector values reach SPIR-V emission unlowered";
 
 /// Emits one kernel of a verified module.
-fn emit_verified(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendError> {
+fn emit_verified(kernel: &Kernel, target: Spirv) -> Result<SpirvModule, BackendError> {
+    let flavour = target.flavour;
     // Vector values become one scalar per lane, memory accesses staying whole (the driver
     // does this already for builds; direct callers get the same).
     let kernel = &kiln_passes::vectors::lower_vectors(kernel, VectorLowering::Memory);
@@ -266,6 +283,7 @@ fn emit_verified(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, Backe
     };
     check_limits(kernel, flavour).map_err(err(ErrorKind::Limit))?;
     let mut cx = Ctx::new(flavour);
+    cx.exact_f64_fma = target.exact_f64_fma;
     let mut em = stmt::Emitter::new(kernel);
     let layout = match flavour {
         Flavour::Vulkan => setup_vulkan(&mut cx, &mut em, kernel),
@@ -287,9 +305,10 @@ fn emit_verified(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, Backe
     Ok(SpirvModule { words: module.assemble(), flavour, entry: kernel.name().to_string(), layout })
 }
 
-/// Vulkan lets a driver flush subnormal floats (NVIDIA's does for f32 by default); kiln's
-/// semantics keep them, so the module asks for `DenormPreserve` (SPV_KHR_float_controls,
-/// core in Vulkan 1.2) for each float width it uses. The runtime drops the mode where the
+/// Vulkan lets a driver flush subnormal floats (NVIDIA's does for f32 by default) and
+/// assume that no NaN, infinity or signed zero matters; kiln's semantics keep them all, so
+/// the module asks for `DenormPreserve` and `SignedZeroInfNanPreserve`
+/// (SPV_KHR_float_controls, core in Vulkan 1.2) for each float width it uses. The runtime drops the mode where the
 /// device lacks the matching `shaderDenormPreserveFloat*` property (declaring it there is
 /// invalid); see the module docs for what that means on lavapipe and NVIDIA.
 fn preserve_subnormals(cx: &mut Ctx, entry: Word) {
@@ -302,9 +321,14 @@ fn preserve_subnormals(cx: &mut Ctx, entry: Word) {
         return;
     }
     cx.cap(Capability::DenormPreserve);
+    cx.cap(Capability::SignedZeroInfNanPreserve);
     cx.ext("SPV_KHR_float_controls");
     for w in widths {
         cx.b.execution_mode(entry, ExecutionMode::DenormPreserve, [w]);
+        // Without it a driver may assume no NaN or infinity arises, and lavapipe then drops
+        // the store of a NaN it computes at compile time (`-0.0 / local_id(1)` with one
+        // work-item in dimension 1).
+        cx.b.execution_mode(entry, ExecutionMode::SignedZeroInfNanPreserve, [w]);
     }
 }
 

@@ -162,10 +162,7 @@ pub(crate) fn scalar_id(t: Scalar) -> u64 {
 pub(crate) fn imm_of(t: Scalar, bits: u64) -> Imm {
     match t {
         Scalar::Bool => Imm::Bool(bits != 0),
-        Scalar::F16 => Imm::Float(t, half::f16::from_bits(bits as u16).to_f64()),
-        Scalar::F32 => Imm::Float(t, f32::from_bits(bits as u32) as f64),
-        Scalar::F64 => Imm::Float(t, f64::from_bits(bits)),
-        _ => Imm::Int(t, canonical_int(t, bits)),
+        _ => Imm::from_bits(t, bits),
     }
 }
 
@@ -174,9 +171,7 @@ pub(crate) fn bits_of(i: Imm) -> u64 {
     match i {
         Imm::Bool(b) => b as u64,
         Imm::Int(t, bits) => canonical_int(t, bits),
-        Imm::Float(Scalar::F16, v) => kiln_ir::types::f16_from_f64(v).to_bits() as u64,
-        Imm::Float(Scalar::F32, v) => (v as f32).to_bits() as u64,
-        Imm::Float(_, v) => v.to_bits(),
+        Imm::Float(..) => i.to_bits(),
     }
 }
 

@@ -68,8 +68,11 @@
 //!   NaN operand yields the other operand (NaN only if both are), and -0.0 < +0.0. `abs` and
 //!   `-` only change the sign bit. `exp`, `log`, `sin` and `cos` use the host's libm and are
 //!   approximate ([`crate::Intrinsic::is_approximate`]); backends may differ by a few ulps.
-//!   The sign and payload of a NaN result are unspecified (compare NaNs as equal to each
-//!   other); loading and storing f32 may quiet a signalling NaN. f16 values only move:
+//!   The sign and payload of a NaN computed by arithmetic are unspecified (compare such NaNs
+//!   as equal to each other). Moving a value changes no bit: loads, stores, `let`, `var`,
+//!   selects, scalar arguments, literals, vector lanes, `-` and `abs` keep a NaN's payload,
+//!   a signalling NaN stays signalling (only arithmetic and conversions quiet one, as IEEE
+//!   754 says; a cast to the value's own type is no conversion). f16 values only move:
 //!   loads, stores and casts (casts to f16 round to nearest even, correctly from any type).
 //! * **Casts.** Integer to integer wraps (sign- or zero-extends from the source type, then
 //!   truncates); float to integer truncates toward zero and saturates, NaN giving 0; integer

@@ -110,11 +110,11 @@ impl sealed::Sealed for f32 {}
 impl Element for f32 {
     const SCALAR: Scalar = Scalar::F32;
     fn to_imm(self) -> Imm {
-        Imm::Float(Scalar::F32, self as f64)
+        Imm::from_bits(Scalar::F32, self.to_bits() as u64)
     }
     fn from_imm(imm: Imm) -> Option<f32> {
         match imm {
-            Imm::Float(Scalar::F32, v) => Some(v as f32),
+            Imm::Float(Scalar::F32, _) => Some(f32::from_bits(imm.to_bits() as u32)),
             _ => None,
         }
     }
@@ -138,11 +138,11 @@ impl sealed::Sealed for f16 {}
 impl Element for f16 {
     const SCALAR: Scalar = Scalar::F16;
     fn to_imm(self) -> Imm {
-        Imm::Float(Scalar::F16, self.to_f64())
+        Imm::from_bits(Scalar::F16, self.to_bits() as u64)
     }
     fn from_imm(imm: Imm) -> Option<f16> {
         match imm {
-            Imm::Float(Scalar::F16, v) => Some(crate::types::f16_from_f64(v)),
+            Imm::Float(Scalar::F16, _) => Some(f16::from_bits(imm.to_bits() as u16)),
             _ => None,
         }
     }
@@ -265,14 +265,7 @@ impl Buffer {
         let b = &self.data[i * n..i * n + n];
         let mut raw = [0u8; 8];
         raw[..n].copy_from_slice(b);
-        let bits = u64::from_le_bytes(raw);
-        match self.elem {
-            Scalar::Bool => Imm::Bool(bits != 0),
-            Scalar::F16 => Imm::Float(Scalar::F16, f16::from_bits(bits as u16).to_f64()),
-            Scalar::F32 => Imm::Float(Scalar::F32, f32::from_bits(bits as u32) as f64),
-            Scalar::F64 => Imm::Float(Scalar::F64, f64::from_bits(bits)),
-            t => Imm::Int(t, canonical_int(t, bits)),
-        }
+        Imm::from_bits(self.elem, u64::from_le_bytes(raw))
     }
 
     /// Writes element `i`; `i` must be in bounds. A value of another type is converted by its
@@ -282,11 +275,7 @@ impl Buffer {
         let bits = match value {
             Imm::Bool(b) => b as u64,
             Imm::Int(_, bits) => bits,
-            Imm::Float(_, v) => match self.elem {
-                Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
-                Scalar::F32 => (v as f32).to_bits() as u64,
-                _ => v.to_bits(),
-            },
+            Imm::Float(_, v) => crate::expr::float_to_bits(self.elem, v),
         };
         self.data[i * n..i * n + n].copy_from_slice(&bits.to_le_bytes()[..n]);
     }

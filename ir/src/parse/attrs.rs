@@ -140,15 +140,7 @@ impl Parser<'_> {
                 let value = if neg { -value } else { value };
                 let imm = match ty {
                     Scalar::Bool => Imm::Bool(value != 0),
-                    t if t.is_float() => {
-                        let bits = value as u64;
-                        let v = match t {
-                            Scalar::F16 => half::f16::from_bits(bits as u16).to_f64(),
-                            Scalar::F32 => f32::from_bits(bits as u32) as f64,
-                            _ => f64::from_bits(bits),
-                        };
-                        Imm::Float(t, v)
-                    }
+                    t if t.is_float() => Imm::from_bits(t, value as u64),
                     t => Imm::int(t, value),
                 };
                 FusedArg::Const(imm)

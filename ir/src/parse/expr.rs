@@ -473,7 +473,11 @@ impl Parser<'_> {
                     return self.error(span, "integer literal is too large");
                 };
                 if ty.is_float() {
-                    let v = mag as f64;
+                    // `70000` where an f16 is wanted overflows as `70000.0` does.
+                    let v = crate::expr::round_float(ty, mag as f64);
+                    if v.is_infinite() {
+                        return self.error(span, format!("literal out of range for {ty}"));
+                    }
                     return Ok(Imm::float(ty, if neg { -v } else { v }));
                 }
                 let v = if neg { -(mag as i128) } else { mag as i128 };
@@ -494,17 +498,15 @@ impl Parser<'_> {
             }
             Tok::Float { text, suffix } => {
                 let ty = suffix.or(float_ctx).unwrap_or(Scalar::F32);
-                let v = match ty {
-                    Scalar::F32 => text.parse::<f32>().map(f64::from).ok(),
-                    _ => text.parse::<f64>().ok(),
-                };
-                let Some(v) = v.map(|v| crate::expr::round_float(ty, v)) else {
-                    return self.error(span, "malformed float literal");
-                };
-                if v.is_infinite() {
-                    return self.error(span, format!("literal out of range for {ty}"));
+                match super::float_literal(ty, text) {
+                    Ok(v) => Ok(Imm::float(ty, if neg { -v } else { v })),
+                    Err(super::FloatLiteralError::Malformed) => {
+                        self.error(span, "malformed float literal")
+                    }
+                    Err(super::FloatLiteralError::OutOfRange) => {
+                        self.error(span, format!("literal out of range for {ty}"))
+                    }
                 }
-                Ok(Imm::float(ty, if neg { -v } else { v }))
             }
             Tok::SpecialFloat { nan, suffix } => {
                 let ty = suffix.or(float_ctx).unwrap_or(Scalar::F32);

@@ -10,6 +10,7 @@
 mod attrs;
 mod expr;
 mod lexer;
+mod literal;
 
 use hashbrown::HashMap;
 
@@ -19,6 +20,7 @@ use crate::kernel::{Attrs, Kernel, Module};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 use lexer::{Tok, Token};
+pub use literal::{float_literal, FloatLiteralError};
 
 /// Deepest nesting of expressions or statements the parser accepts; deeper input is an error
 /// rather than a stack overflow. Nesting is what the parser recurses on: parentheses, operands
@@ -730,12 +732,9 @@ impl<'s> Parser<'s> {
     }
 }
 
+/// The float of type `ty` with exactly these bits; None if `bits` is wider than the type.
 fn float_from_bits(ty: Scalar, bits: u64) -> Option<f64> {
-    match ty {
-        Scalar::F16 => u16::try_from(bits).ok().map(|b| half::f16::from_bits(b).to_f64()),
-        Scalar::F32 => u32::try_from(bits).ok().map(|b| f32::from_bits(b) as f64),
-        _ => Some(f64::from_bits(bits)),
-    }
+    (ty.bits() >= 64 || bits >> ty.bits() == 0).then(|| crate::expr::float_from_bits(ty, bits))
 }
 
 fn atomic_op(name: &str) -> Option<AtomicOp> {

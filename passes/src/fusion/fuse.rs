@@ -146,7 +146,7 @@ pub fn refused_promotions(
 /// What fusing `spec` rests on, in the order the checks report: the identical-parameter
 /// classes (first, so that their errors name parameters), the nd-range plan and its
 /// legality, and the constants per class.
-fn analyse<'m>(
+pub(super) fn analyse<'m>(
     module: &'m Module,
     spec: &FusionSpec,
 ) -> Result<(Params<'m>, ndrange::Plan, HashMap<usize, Imm>), FusionError> {

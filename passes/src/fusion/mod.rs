@@ -55,6 +55,7 @@
 //! ```
 
 pub mod bind;
+pub mod explain;
 mod fuse;
 pub mod internalize;
 pub mod key;
@@ -76,8 +77,10 @@ pub use spec::{
 };
 
 pub use bind::{BindArg, BindError};
+pub use explain::{explain, BufferReport};
 pub use fuse::{fuse_kernels_with, fusion_keeps_result, refused_promotions};
 pub use key::{fusion_key, FusionKey};
+pub use legality::AccessVerdict;
 pub use toml_spec::SpecError;
 
 /// Why fusion was refused. Every variant names the violated rule.

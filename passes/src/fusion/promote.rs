@@ -65,7 +65,9 @@ fn requests(spec: &FusionSpec, params: &Params, plan: &Plan) -> Result<Requests,
                 PromoteTo::Local => groups?,
                 _ => fused_items,
             };
-            u32::try_from(len / per.max(1)).ok()
+            // Rounded up: a range rounded up to the work-group size has more work-items
+            // than elements, and the guarded ones own none (the legality check decides).
+            u32::try_from(len.div_ceil(per.max(1))).ok()
         });
         let root = params.roots[i];
         if !requests.contains_key(&root) {
@@ -134,7 +136,7 @@ fn honour(
 }
 
 /// Whether a use of the class's pointer, in any entry, is other than `p[i]`.
-fn escapes(params: &Params, names_in: &[(usize, Vec<String>)]) -> bool {
+pub(super) fn escapes(params: &Params, names_in: &[(usize, Vec<String>)]) -> bool {
     names_in.iter().any(|(e, names)| {
         let mut v = internalize::Escapes { names, escaped: false };
         v.visit_stmt(params.kernels[*e].body());
@@ -144,7 +146,7 @@ fn escapes(params: &Params, names_in: &[(usize, Vec<String>)]) -> bool {
 
 /// The entries touching a class (whose parameter names are `names_in`), for the legality
 /// check.
-fn touchers<'a>(
+pub(super) fn touchers<'a>(
     params: &'a Params,
     plan: &'a Plan,
     consts: &HashMap<usize, Imm>,

@@ -4,12 +4,13 @@
 //!
 //! ```text
 //! <root>/CACHEDIR.TAG   marks the root as a kiln cache (https://bford.info/cachedir/)
+//! <root>/mac.key        the 32-byte key of the items' MACs (0600, made on first use)
 //! <root>/<device_hash>/<image_hash>/<spec_consts_hash>/<build_options_hash>/
 //!     .lock        advisory lock of this item directory (flock; released by the OS when
 //!                  the holder dies, so a lock file left by a killed process is harmless)
 //!     <n>.src      the full key: device identity, image, spec constants, build options,
-//!                  and the length and checksum of <n>.bin; itself checksummed
-//!     <n>.bin      the artifact: a header (magic, length, checksum) and the bytes
+//!                  and the length and MAC of <n>.bin; itself authenticated by a MAC
+//!     <n>.bin      the artifact: a header (magic, length, MAC) and the bytes
 //!     .tmp-*       a file being written (renamed into place when complete)
 //! ```
 //!
@@ -19,6 +20,23 @@
 //! ([`PersistentCache::get_hashed`]), so a lookup never re-hashes the module. A hash match
 //! is never trusted: the full key in `<n>.src` is compared, and on a collision the next
 //! free `<n>` is used.
+//!
+//! ## Who wrote an item
+//!
+//! Items hold machine code that the cpu device maps executable, tuning records and other
+//! artifacts a device trusts, so a checksum is not enough: anyone who can write a file
+//! can recompute one. Hence (the private modules `trust` and `mac`):
+//!
+//! * Directories are created 0700 and files 0600, whatever the umask; a directory of the
+//!   cache that others may read (made by an earlier version) is narrowed to 0700.
+//! * The root and every level directory of an item must belong to the effective user and
+//!   be writable by no one else. A root that is not turns the cache off; a level directory
+//!   that is not makes its items misses that are neither loaded nor stored. Either is
+//!   reported once, naming the directory and the reason.
+//! * Every `.src` and `.bin` carries a keyed MAC (BLAKE3) under the root's `mac.key`,
+//!   which must itself belong to this user and be readable by no one else. An item whose MAC fails
+//!   (edited, copied from another cache, written by an earlier version) is damaged: it is
+//!   reported, removed and rebuilt, never loaded.
 //!
 //! ## Safety of the files around the cache
 //!
@@ -36,8 +54,8 @@
 //!   and the item skipped. Either way the cache keeps working for every other item.
 //!   Entries with other names are foreign: never followed, never removed.
 //! * A root is used only when it is a kiln cache: tagged by `CACHEDIR.TAG`, or holding
-//!   nothing but level directories (an untagged cache of an earlier version), or missing or
-//!   empty (it is created and tagged on the first store). Any other directory (`$HOME`,
+//!   nothing but level directories and a key (an untagged cache of an earlier version), or
+//!   missing or empty (it is created and tagged on the first store). Any other directory (`$HOME`,
 //!   say) turns the cache off with a warning naming the root and what it holds, and
 //!   [`PersistentCache::check_root`] refuses it, so `kiln cache clear` never deletes there.
 //! * The checks are against links and misplaced entries present when the cache looks; a
@@ -76,15 +94,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
-use super::hash::hash64;
-
 mod entry;
 mod format;
+mod mac;
 mod root;
 mod scan;
+mod trust;
 use entry::{describe, Opened, Removal};
-use format::{check_bin, encode_bin, read_exact_two, read_key_file, MAX_ARTIFACT};
+use format::{check_bin, encode_bin, read_exact_two, read_key_file, BIN_HEADER, MAX_ARTIFACT};
 pub use format::{DiskKey, KeyHashes};
+use mac::MacKey;
 pub use root::RootError;
 pub use scan::{ItemDetails, ItemInfo, Scan};
 
@@ -124,6 +143,8 @@ pub struct PersistentCache {
     warned: Mutex<HashSet<String>>,
     warnings: Mutex<Vec<String>>,
     tmp_counter: AtomicU64,
+    /// The root's MAC key, once read (or made).
+    mac_key: Mutex<Option<MacKey>>,
 }
 
 /// Why an item could not be read: its contents (the item is removed), or an entry of the
@@ -133,10 +154,12 @@ enum Damage {
     Misplaced { path: PathBuf, found: FileType, expected: &'static str },
 }
 
-/// Why a store failed: this item's directory is damaged (the cache stays on), or the root
+/// Why a store failed: this item's directory is damaged (the cache stays on), a level
+/// directory may have been written by someone else (the cache stays on), or the root
 /// cannot be written (the cache turns off).
 enum PutError {
     Item(String),
+    Untrusted(String),
     Io(io::Error),
 }
 
@@ -161,15 +184,18 @@ impl PersistentCache {
             warned: Mutex::new(HashSet::new()),
             warnings: Mutex::new(Vec::new()),
             tmp_counter: AtomicU64::new(0),
+            mac_key: Mutex::new(None),
         }
     }
 
-    /// `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`.
-    pub fn default_root() -> Option<PathBuf> {
-        match std::env::var_os("XDG_CACHE_HOME") {
-            Some(x) if !x.is_empty() => Some(PathBuf::from(x).join("kiln")),
-            _ => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("kiln")),
-        }
+    /// A cache that is off from the start because there is no place for it, saying `why`
+    /// as its one warning (what a [`crate::Config`] with the cache on but no usable
+    /// directory gives a context). Its [`root`](Self::root) is empty.
+    pub fn unavailable(why: &str) -> PersistentCache {
+        let c = PersistentCache::new(PathBuf::new());
+        c.root_state.store(root::REFUSED, Ordering::Relaxed);
+        c.disable(why.to_string());
+        c
     }
 
     /// Evict least-recently-used items after a store once the total passes `bytes` (0: no
@@ -219,8 +245,9 @@ impl PersistentCache {
         self.max_size
     }
 
-    /// Whether an unwritable root turned the cache's writes off (hits are still served
-    /// from what is there).
+    /// Whether the cache's writes are off for this process: an unwritable root (hits are
+    /// still served from what is there), or one that cannot be trusted or has no usable
+    /// key (nothing is served).
     pub fn is_disabled(&self) -> bool {
         self.disabled.load(Ordering::Relaxed)
     }
@@ -242,6 +269,13 @@ impl PersistentCache {
     fn disable(&self, why: String) {
         self.disabled.store(true, Ordering::Relaxed);
         self.warn_once("disabled".into(), format!("{why}; continuing without a persistent cache"));
+    }
+
+    /// Turns the cache off for reads and writes, saying why once: what it holds cannot be
+    /// trusted (or authenticated).
+    fn refuse(&self, why: String) {
+        self.root_state.store(root::REFUSED, Ordering::Relaxed);
+        self.disable(why);
     }
 
     /// Reports an entry of the wrong type at a name the layout owns (once) and removes it
@@ -287,35 +321,6 @@ impl PersistentCache {
         p
     }
 
-    /// Whether the level directories from the root down to `dir` all exist and are real
-    /// directories (not links). A misplaced one is reported and, with `repair`, removed
-    /// where that loses nothing; either way the answer is `false`.
-    fn levels_ok(&self, dir: &Path, repair: bool) -> bool {
-        let Ok(rel) = dir.strip_prefix(&self.root) else { return false };
-        let mut p = self.root.clone();
-        for c in rel.components() {
-            p.push(c);
-            match entry::kind(&p) {
-                Ok(Some(ft)) if ft.is_dir() => {}
-                Ok(None) => return false,
-                Ok(Some(ft)) => {
-                    if repair {
-                        self.report_misplaced(&p, ft, "a directory");
-                    }
-                    return false;
-                }
-                Err(e) => {
-                    self.warn_once(
-                        format!("read {}", p.display()),
-                        format!("cannot read `{}`: {e}", p.display()),
-                    );
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
     /// Collision indices of the entries in `dir` named `<n><ext>`, of any type, ascending.
     fn indices(dir: &Path, ext: &str) -> io::Result<Vec<u64>> {
         let mut v: Vec<u64> = fs::read_dir(dir)?
@@ -346,15 +351,16 @@ impl PersistentCache {
         if !self.root_usable(false) {
             return None;
         }
+        let mac = self.mac_key()?;
         let dir = self.item_dir_hashed(hashes);
         // A missing level is a plain miss; a link there is never followed.
-        if !self.levels_ok(&dir, true) {
+        if !self.levels_ok(&dir) {
             return None;
         }
         // The common case first: the key is item 0 of its directory, found with no
         // listing. Otherwise (no `0.src`, another key's, or damaged) list the directory:
         // item 0 may have been removed while later ones remain.
-        if let Some(Some(bin)) = self.check_item(&dir, 0, key) {
+        if let Some(Some(bin)) = self.check_item(&dir, 0, key, &mac) {
             return Some((dir, 0, bin));
         }
         let ns = match Self::indices(&dir, ".src") {
@@ -369,7 +375,7 @@ impl PersistentCache {
             }
         };
         for n in ns.into_iter().filter(|&n| n != 0) {
-            if let Some(Some(bin)) = self.check_item(&dir, n, key) {
+            if let Some(Some(bin)) = self.check_item(&dir, n, key, &mac) {
                 return Some((dir, n, bin));
             }
         }
@@ -393,8 +399,14 @@ impl PersistentCache {
 
     /// Item `n` of `dir` for `key`: `Some(Some)` a valid match, `Some(None)` another key or
     /// damaged (reported once and removed or repaired), `None` no such item.
-    fn check_item(&self, dir: &Path, n: u64, key: &DiskKey) -> Option<Option<Vec<u8>>> {
-        match self.load_item(dir, n, key, false) {
+    fn check_item(
+        &self,
+        dir: &Path,
+        n: u64,
+        key: &DiskKey,
+        mac: &MacKey,
+    ) -> Option<Option<Vec<u8>>> {
+        match self.load_item(dir, n, key, mac, false) {
             Ok(found) => found,
             Err(Damage::Content(problem)) => {
                 let path = dir.join(format!("{n}"));
@@ -421,12 +433,13 @@ impl PersistentCache {
     /// item. `Ok(None)`: no such item (or removed meanwhile). `Err`: damaged.
     ///
     /// `locked` says whether the caller holds the directory's lock (a store checking for an
-    /// equal item does).
+    /// equal item does). Nothing comes back that `mac` does not authenticate.
     fn load_item(
         &self,
         dir: &Path,
         n: u64,
         key: &DiskKey,
+        mac: &MacKey,
         locked: bool,
     ) -> Result<Option<Option<Vec<u8>>>, Damage> {
         let src_path = dir.join(format!("{n}.src"));
@@ -448,20 +461,21 @@ impl PersistentCache {
         let content = |m: String| Damage::Content(m);
         let short = read_key_file(&mut src_file, key.encoded_len())
             .map_err(|e| content(format!("cannot read key file: {e}")))?;
-        let (src, (stored, len, sum)) = match DiskKey::decode(&short) {
+        let (src, (stored, len, tag)) = match DiskKey::decode(&short, mac) {
             Ok(d) => (short, d),
             // Not what a file of exactly our key's size holds: read it whole before calling
             // it damaged (it may be another key's, or a read may have come back short).
             Err(_) => {
                 let whole = read_whole(&src_path).map_err(content)?;
-                let d = DiskKey::decode(&whole).map_err(|e| content(format!("key file: {e}")))?;
+                let d =
+                    DiskKey::decode(&whole, mac).map_err(|e| content(format!("key file: {e}")))?;
                 (whole, d)
             }
         };
         if stored != *key {
             return Ok(Some(None)); // a hash collision: another key's item
         }
-        // The length comes from a checksummed key file; still, never allocate absurdly.
+        // The length comes from an authenticated key file; still, never allocate absurdly.
         let Some(size) = usize::try_from(len).ok().filter(|&l| l <= MAX_ARTIFACT) else {
             return Err(content(format!("artifact length {len} out of range")));
         };
@@ -487,8 +501,8 @@ impl PersistentCache {
             Ok(Opened::NotAFile(ft)) => return Err(misplaced(&bin_path, ft)),
             Err(e) => return Err(content(format!("cannot read artifact: {e}"))),
         };
-        let expected = size as u64 + 24;
-        let mut header = [0u8; 24];
+        let expected = (size + BIN_HEADER) as u64;
+        let mut header = [0u8; BIN_HEADER];
         let mut payload = vec![0u8; size];
         let checked = if on_disk < expected {
             Err(format!("truncated: the artifact file has {on_disk} of {expected} bytes"))
@@ -499,7 +513,7 @@ impl PersistentCache {
             ))
         } else {
             match read_exact_two(&mut bin_file, &mut header, &mut payload) {
-                Ok(()) => check_bin(&header, &payload, len, sum),
+                Ok(()) => check_bin(&header, &payload, len, &tag, Some(mac)),
                 Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
                     Err(format!("truncated: shorter than {expected} bytes"))
                 }
@@ -527,7 +541,7 @@ impl PersistentCache {
         let path = dir.join(".lock");
         for _ in 0..2 {
             let mut opts = OpenOptions::new();
-            opts.create(true).truncate(false).write(true);
+            trust::private_file(opts.create(true).truncate(false).write(true));
             match entry::open(&path, &mut opts)? {
                 Opened::File(f, _) => return Ok(f),
                 Opened::Missing => return Err(io::Error::from(ErrorKind::NotFound).into()),
@@ -586,12 +600,13 @@ impl PersistentCache {
         if !self.root_usable(true) {
             return;
         }
+        let Some(mut mac) = self.mac_key() else { return };
         let dir = self.item_dir_hashed(hashes);
         // The directory may be removed by a concurrent eviction between creating it and
         // writing into it: retry a few times.
         let mut last = None;
         for _ in 0..4 {
-            match self.try_put(&dir, key, artifact) {
+            match self.try_put(&dir, key, artifact, &mac) {
                 Ok(()) => {
                     last = None;
                     break;
@@ -603,14 +618,20 @@ impl PersistentCache {
                     );
                     return;
                 }
+                Err(PutError::Untrusted(why)) => {
+                    self.warn_untrusted(why);
+                    return;
+                }
                 Err(PutError::Io(e)) if e.kind() == ErrorKind::NotFound => {
                     last = Some(e);
                     // The root itself may be gone (removed by hand): look at it afresh,
-                    // which creates and tags it again.
+                    // which creates and tags it again, with a new key.
                     self.forget_root();
                     if !self.root_usable(true) {
                         return;
                     }
+                    let Some(fresh) = self.mac_key() else { return };
+                    mac = fresh;
                 }
                 Err(PutError::Io(e)) => {
                     last = Some(e);
@@ -627,8 +648,8 @@ impl PersistentCache {
         }
     }
 
-    /// Creates the level directories of `dir` one by one below the (existing) root, never
-    /// through a link.
+    /// Creates the level directories of `dir` one by one below the (existing) root, 0700,
+    /// never through a link, and never into a directory someone else may have written.
     fn make_levels(&self, dir: &Path) -> Result<(), PutError> {
         let rel =
             dir.strip_prefix(&self.root).map_err(|_| PutError::Item("outside the root".into()))?;
@@ -636,9 +657,14 @@ impl PersistentCache {
         for c in rel.components() {
             p.push(c);
             loop {
-                match entry::kind(&p)? {
-                    Some(ft) if ft.is_dir() => break,
-                    Some(ft) => {
+                match entry::metadata(&p)? {
+                    Some(m) if m.is_dir() => {
+                        trust::check_dir(&p, &m).map_err(PutError::Untrusted)?;
+                        trust::narrow_dir(&p, &m);
+                        break;
+                    }
+                    Some(m) => {
+                        let ft = m.file_type();
                         if !self.report_misplaced(&p, ft, "a directory") {
                             return Err(PutError::Item(format!(
                                 "`{}` is {}, not a directory",
@@ -647,7 +673,7 @@ impl PersistentCache {
                             )));
                         }
                     }
-                    None => match fs::create_dir(&p) {
+                    None => match trust::create_dir(&p, false) {
                         Ok(()) => break,
                         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
                         Err(e) => return Err(e.into()),
@@ -658,7 +684,13 @@ impl PersistentCache {
         Ok(())
     }
 
-    fn try_put(&self, dir: &Path, key: &DiskKey, artifact: &[u8]) -> Result<(), PutError> {
+    fn try_put(
+        &self,
+        dir: &Path,
+        key: &DiskKey,
+        artifact: &[u8],
+        mac: &MacKey,
+    ) -> Result<(), PutError> {
         self.check_writable()?;
         self.make_levels(dir)?;
         let lock = self.open_lock(dir)?;
@@ -666,7 +698,7 @@ impl PersistentCache {
         // Under the lock no other writer is active in this directory.
         let srcs = Self::indices(dir, ".src")?;
         for &n in &srcs {
-            if let Ok(Some(Some(_))) = self.load_item(dir, n, key, true) {
+            if let Ok(Some(Some(_))) = self.load_item(dir, n, key, mac, true) {
                 return Ok(()); // stored by someone else meanwhile
             }
         }
@@ -691,8 +723,9 @@ impl PersistentCache {
         // renamed over.
         let bins = Self::indices(dir, ".bin")?;
         let n = srcs.iter().chain(&bins).max().map_or(0, |&m| m + 1);
-        self.write_atomic(dir, &format!("{n}.bin"), &encode_bin(artifact))?;
-        let src = key.encode(artifact.len() as u64, hash64(artifact));
+        let (bin, tag) = encode_bin(artifact, mac);
+        self.write_atomic(dir, &format!("{n}.bin"), &bin)?;
+        let src = key.encode(artifact.len() as u64, &tag, mac);
         self.write_atomic(dir, &format!("{n}.src"), &src)?;
         drop(lock);
         Ok(())

@@ -1,14 +1,14 @@
-//! A small, stable, dependency-free hash (FNV-1a, 64 bits) for on-disk names and checksums.
+//! Small, stable, dependency-free hashes for on-disk names and in-memory keys.
 //!
 //! Stable across builds and platforms (unlike `std`'s `DefaultHasher`), which is what a
-//! persistent cache's directory names and checksums need. It is not cryptographic: the cache
-//! never trusts a hash alone (full keys are compared; see [`super::disk`]).
+//! persistent cache's directory names need. They are not cryptographic and anyone can
+//! recompute them, so they never prove anything: the cache compares full keys and
+//! authenticates every item with a keyed MAC (see [`super::disk`]).
 
-/// A fast, stable 64-bit hash for checksums and directory names: one multiply per 8 bytes
-/// (FNV-1a takes one per byte), so checking a cached artifact costs a fraction of reading
-/// it. Every step is a bijection of the state for a fixed input word, so changing any one
-/// 8-byte word of the input always changes the hash; the length is mixed in, and a
-/// finalizer spreads the bits. Stable across builds and platforms (little-endian words).
+/// A fast, stable 64-bit hash for directory names and keys: one multiply per 8 bytes
+/// (FNV-1a takes one per byte). Every step is a bijection of the state for a fixed input
+/// word, so changing any one 8-byte word of the input always changes the hash; the length
+/// is mixed in, and a finalizer spreads the bits. Stable across builds and platforms (little-endian words).
 pub fn hash64(bytes: &[u8]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let step = |h: u64, w: u64| (h ^ w).wrapping_mul(K).rotate_left(31);

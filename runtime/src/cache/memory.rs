@@ -1,7 +1,7 @@
 //! The in-memory build cache: thread-safe `get_or_build` with one builder per key.
 //!
-//! This follows the seed design (`KernelProgramCache`): the map holds a *build result* per
-//! key, not the value itself. A build result is in one of three states: in progress, done
+//! This follows DPC++'s SYCL runtime (its `KernelProgramCache`): the map holds a *build
+//! result* per key, not the value itself. A build result is in one of three states: in progress, done
 //! or failed. [`BuildCache::get_or_build`] locks the map only to look up or insert an
 //! entry, never while building:
 //!

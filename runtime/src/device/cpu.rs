@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use kiln_backends::driver;
 use kiln_backends::options::BuildOptions;
-use kiln_backends::target::Target;
 use kiln_backends::x86::{X86Options, X86Program, X86RunOptions, X86};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::Verified;
@@ -129,18 +128,15 @@ impl Device for CpuDevice {
         true
     }
     fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
-        let target = self.target();
-        let (lowered, _) =
-            driver::lower(&target.name(), target.lowering(), module.clone(), options)
-                .map_err(|e| DeviceError::build(self.name(), e))?;
-        let programs = target.emit(&lowered).map_err(|e| DeviceError::build(self.name(), e))?;
-        self.compiled.fetch_add(programs.len() as u64, Ordering::Relaxed);
-        let mut blobs = Vec::with_capacity(programs.len());
-        for p in &programs {
+        let built = driver::build_verified(&self.target(), module.clone(), options)
+            .map_err(|e| DeviceError::build(self.name(), e))?;
+        self.compiled.fetch_add(built.output.len() as u64, Ordering::Relaxed);
+        let mut blobs = Vec::with_capacity(built.output.len());
+        for p in &built.output {
             let image = p.to_image().map_err(|e| DeviceError::build(self.name(), e))?;
             blobs.push(("x86".to_string(), image));
         }
-        Ok(artifact::encode(&lowered.kernels, &blobs))
+        Ok(artifact::encode(&built.kernels.kernels, &blobs))
     }
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let load_err = |message: String| DeviceError::Load { device: self.name(), message };

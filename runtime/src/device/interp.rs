@@ -26,6 +26,11 @@ pub trait IrExecutor: Send + Sync + 'static {
     fn checks_bounds(&self) -> bool {
         false
     }
+    /// True when it emulates a GPU on the host's CPU (see [`Device::emulated`]); false by
+    /// default.
+    fn emulated(&self) -> bool {
+        false
+    }
     /// Runs `kernel` over `range`.
     fn run(
         &self,
@@ -53,6 +58,9 @@ impl<X: IrExecutor> Device for IrDevice<X> {
     }
     fn checks_bounds(&self) -> bool {
         self.0.checks_bounds()
+    }
+    fn emulated(&self) -> bool {
+        self.0.emulated()
     }
     fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
         let built = kiln_backends::driver::build_verified(&Kir, module.clone(), options)

@@ -114,6 +114,13 @@ pub trait Device: Send + Sync + 'static {
             CODEGEN_VERSION
         )
     }
+    /// True when the device is a GPU interface that a software driver implements on the
+    /// host's CPU (lavapipe, llvmpipe, SwiftShader: Vulkan's `VK_PHYSICAL_DEVICE_TYPE_CPU`).
+    /// The cpu device runs kernels faster there, so [`registry::best`] passes such a device
+    /// over; it is used only when asked for by name. False by default.
+    fn emulated(&self) -> bool {
+        false
+    }
     /// True when the device checks every access of every launch itself, so
     /// `-fsanitize=bounds` needs no rewrite of its programs (the interpreter); false by
     /// default.

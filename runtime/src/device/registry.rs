@@ -44,7 +44,8 @@ impl DeviceInfo {
     }
 }
 
-/// Every device: the oracle first, the fastest last ([`best`] takes the last that opens).
+/// Every device, in order of expected speed: the oracle first, the fastest last ([`best`]
+/// takes the last that opens and is not [`Device::emulated`]).
 pub const DEVICES: &[DeviceInfo] = &[
     DeviceInfo {
         name: "interp",
@@ -62,7 +63,7 @@ pub const DEVICES: &[DeviceInfo] = &[
     },
     DeviceInfo {
         name: "vulkan",
-        about: "the first Vulkan device (SPIR-V, Vulkan compute flavour)",
+        about: "the fastest Vulkan device, a GPU before lavapipe (SPIR-V, Vulkan compute flavour)",
         counts_steps: false,
         stops_at_timeout: false,
         open: |_| Ok(Arc::new(VulkanDevice::open()?)),
@@ -102,14 +103,19 @@ pub fn open(name: &str, options: &OpenOptions) -> Result<Arc<dyn Device>, Device
     }
 }
 
-/// The last device of [`DEVICES`] that opens: the fastest there is (the interpreter always
-/// opens).
+/// The fastest device there is: a GPU (CUDA, else a Vulkan GPU), else the cpu device (on
+/// x86-64), else the interpreter, which always opens. A GPU interface emulated on the host's
+/// CPU ([`Device::emulated`]: lavapipe) is never chosen here; [`open`] it by name.
 pub fn best(options: &OpenOptions) -> Arc<dyn Device> {
-    DEVICES
-        .iter()
-        .rev()
-        .find_map(|d| d.open(options).ok())
+    fastest(DEVICES.iter().rev().map(|d| d.open(options)))
         .unwrap_or_else(|| Arc::new(IrDevice(Interp::default())))
+}
+
+/// The first device of `candidates` (fastest first) that opened and is not emulated.
+fn fastest(
+    candidates: impl Iterator<Item = Result<Arc<dyn Device>, DeviceError>>,
+) -> Option<Arc<dyn Device>> {
+    candidates.filter_map(Result::ok).find(|d| !d.emulated())
 }
 
 #[cfg(test)]
@@ -154,5 +160,54 @@ mod tests {
             "{e}"
         );
         assert!(!best(&OpenOptions::default()).name().is_empty());
+    }
+
+    /// A device of `kind` that says whether it is emulated.
+    struct Fake(DeviceKind, bool);
+    impl super::super::IrExecutor for Fake {
+        fn name(&self) -> String {
+            format!("fake-{}", self.0)
+        }
+        fn kind(&self) -> DeviceKind {
+            self.0
+        }
+        fn version(&self) -> String {
+            String::new()
+        }
+        fn run(
+            &self,
+            _: &kiln_ir::Kernel,
+            _: &kiln_ir::launch::NdRange,
+            _: &[kiln_ir::launch::Arg],
+            _: &mut [kiln_ir::launch::Buffer],
+        ) -> Result<(), String> {
+            Ok(())
+        }
+        fn emulated(&self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn the_fastest_device_that_opens_is_not_an_emulated_gpu() {
+        let fake = |kind, emulated| -> Result<Arc<dyn Device>, DeviceError> {
+            Ok(Arc::new(IrDevice(Fake(kind, emulated))))
+        };
+        let missing = || Err(DeviceError::Unavailable { device: "x".into(), reason: "y".into() });
+        // lavapipe and the cpu device, no CUDA: the cpu device.
+        let order = [missing(), fake(DeviceKind::Vulkan, true), fake(DeviceKind::CpuJit, false)];
+        assert_eq!(fastest(order.into_iter()).unwrap().kind(), DeviceKind::CpuJit);
+        // A Vulkan GPU beats the cpu device; CUDA beats both.
+        let order = [missing(), fake(DeviceKind::Vulkan, false), fake(DeviceKind::CpuJit, false)];
+        assert_eq!(fastest(order.into_iter()).unwrap().kind(), DeviceKind::Vulkan);
+        let order = [fake(DeviceKind::Cuda, false), fake(DeviceKind::Vulkan, false)];
+        assert_eq!(fastest(order.into_iter()).unwrap().kind(), DeviceKind::Cuda);
+        assert!(fastest([fake(DeviceKind::Vulkan, true)].into_iter()).is_none());
+    }
+
+    /// The registry's order is the ranking: GPUs after the cpu device after the oracle.
+    #[test]
+    fn devices_are_listed_slowest_first() {
+        assert_eq!(names(), ["interp", "cpu", "vulkan", "cuda"]);
     }
 }

@@ -9,7 +9,7 @@
 //! kernel names (their full identity, compared in full on a hit), every nd-range and the
 //! access mode, length and range of every buffer argument. A second identical sequence is a hit;
 //! another kernel, nd-range, identity pattern of the arguments, promotion, scalar value or
-//! property is a miss, as in the seed.
+//! property is a miss, as in DPC++'s fusion cache.
 //!
 //! Fusion runs every work-item's entries one after another (with a work-group barrier
 //! between them unless `no_barriers`, or unless every shared buffer is proven per

@@ -1,4 +1,6 @@
-//! Fusion mode on a queue (the seed's scheduler integration of user-driven kernel fusion).
+//! Fusion mode on a queue: SYCL's user-driven kernel fusion
+//! (`sycl_ext_codeplay_kernel_fusion`), built into the scheduler the way DPC++'s SYCL
+//! runtime builds it in, as a fusion command that owns the held kernels.
 //!
 //! [`Queue::start_fusion`] puts a queue into fusion mode: from then on each kernel it is
 //! given enters the dependency graph as usual (its requirements and events make edges, and
@@ -139,7 +141,7 @@ struct State {
     held: Vec<HeldKernel>,
 }
 
-/// One fusion of a queue (the seed's `KernelFusionCommand`): its list and its event.
+/// One fusion of a queue (DPC++ calls it a `KernelFusionCommand`): its list and its event.
 pub(crate) struct Fusion {
     id: u64,
     queue: u64,
@@ -399,7 +401,8 @@ impl Queue {
                 "the queue is already in fusion mode (complete or cancel that fusion first)",
             ));
         }
-        // The previous fusion's event is released here (the seed's DELETE status).
+        // The previous fusion's event is released here, not when it finished, so that it
+        // stays valid until the next start (DPC++ marks such a fusion command deleted).
         *slot = Some(Fusion::new(self));
         Ok(())
     }

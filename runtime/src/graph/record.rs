@@ -78,7 +78,7 @@ pub(crate) fn record(q: &Queue, rec: &mut Recording, h: Handler) -> Event {
         Action::Fill { dst, value } => NodeKind::Fill { dst, value },
         Action::Exec(_) | Action::Nothing => NodeKind::Empty,
     };
-    // Commands outside the graph it depends on: the seed's rule, wait for them now (the
+    // Commands outside the graph it depends on are waited for now, while recording (the
     // graph has no way to wait for them at replay), before taking the graph's lock.
     let mut deps = Vec::new();
     let mut failed = None;

@@ -21,7 +21,7 @@ enum K {
     I64 {
         signed: bool,
     },
-    /// f16 or f32 held as an f32.
+    /// f32, or f16 once widened to f32 (an f16 is held as its 16 bits).
     F32,
     F64,
 }
@@ -65,6 +65,13 @@ impl Isel<'_> {
         if from == to {
             return Ok(x);
         }
+        // An f16 is held as its bits, so that moving it keeps every bit (a signalling NaN
+        // included); a conversion starts by widening it to f32 (exact, NaNs made quiet).
+        let (from, x) = if from == Scalar::F16 {
+            (Scalar::F32, self.cvt("v_cvt_f32_f16", x))
+        } else {
+            (from, x)
+        };
         // Conversions of 64-bit values are VALU sequences.
         let x = if is_wide(from) { Val { o: self.w(x), s: false } } else { x };
         let v = |o: Opnd| Val { o, s: false };
@@ -164,16 +171,14 @@ impl Isel<'_> {
         })
     }
 
-    /// For an f16 destination: rounds the f32 `x` to f16 and back (every f16 is an f32, and
-    /// the value is kept as an f32). Int-to-f16 through f32 is exact: where the int-to-f32
-    /// step rounds (magnitude above 2^24) the f16 result is infinite either way.
+    /// For an f16 destination: rounds the f32 `x` to f16, giving its bits. Int-to-f16 through
+    /// f32 is exact: where the int-to-f32 step rounds (magnitude above 2^24) the f16 result
+    /// is infinite either way.
     fn round_f16(&mut self, to: Scalar, x: Val) -> Val {
         if to != Scalar::F16 {
             return x;
         }
-        let x = self.vgpr(x);
-        let h = self.vv("v_cvt_f16_f32", vec![x]);
-        Val { o: self.vv("v_cvt_f32_f16", vec![h]), s: false }
+        self.cvt("v_cvt_f16_f32", x)
     }
 
     /// f64 to f32 rounded to odd (truncate, then set the last bit when inexact): a second

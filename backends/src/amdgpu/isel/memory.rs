@@ -118,7 +118,6 @@ impl Isel<'_> {
             let d = if is_wide(elem) { self.v2() } else { self.v() };
             self.emit(op, vec![d.clone()], vec![a, Opnd::Text("off")]);
             self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0)")]);
-            let d = if elem == Scalar::F16 { self.vv("v_cvt_f32_f16", vec![d]) } else { d };
             let r = Val { o: d, s: false };
             return Ok(if is_wide(elem) { r } else { self.to(r, s) });
         }
@@ -160,7 +159,6 @@ impl Isel<'_> {
                 self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0)")]);
             }
         }
-        let d = if elem == Scalar::F16 { self.vv("v_cvt_f32_f16", vec![d]) } else { d };
         let r = Val { o: d, s: false };
         Ok(if is_wide(elem) { r } else { self.to(r, s) })
     }
@@ -179,7 +177,6 @@ impl Isel<'_> {
         }
         if let Some(&base) = self.scratch.get(buf) {
             let x = if is_wide(elem) { self.w(x) } else { self.vgpr(x) };
-            let x = if elem == Scalar::F16 { self.vv("v_cvt_f16_f32", vec![x]) } else { x };
             let a = self.scratch_address(index, size, base)?;
             let op = match size {
                 1 => "scratch_store_byte",
@@ -191,7 +188,6 @@ impl Isel<'_> {
             return Ok(());
         }
         let x = if is_wide(elem) { self.w(x) } else { self.vgpr(x) };
-        let x = if elem == Scalar::F16 { self.vv("v_cvt_f16_f32", vec![x]) } else { x };
         let (lop, gop) = match size {
             1 => ("ds_write_b8", "global_store_byte"),
             2 => ("ds_write_b16", "global_store_short"),

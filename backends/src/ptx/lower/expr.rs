@@ -83,8 +83,11 @@ impl Lower<'_> {
         let d = self.dst(want, c);
         match (op, c) {
             (UnOp::Not, Class::Pred) => self.ins(format_args!("not.pred {d}, {x}")),
-            (UnOp::Neg, Class::F32 | Class::F64) => {
-                self.ins(format_args!("neg.{} {d}, {x}", arith_ty(t)))
+            // A sign-bit flip: `neg.f32` may give "an unspecified NaN" for a NaN, and kiln's
+            // `-` keeps the payload (a signalling NaN stays signalling).
+            (UnOp::Neg, Class::F32) => self.ins(format_args!("xor.b32 {d}, {x}, 0x80000000")),
+            (UnOp::Neg, Class::F64) => {
+                self.ins(format_args!("xor.b64 {d}, {x}, 0x8000000000000000"))
             }
             (UnOp::Neg, Class::B32 | Class::B64) if t.is_int() => {
                 let s = if c == Class::B64 { "s64" } else { "s32" };
@@ -357,6 +360,18 @@ impl Lower<'_> {
                 Ok(Val::Reg(d))
             }
             Intrinsic::Abs if t.is_unsigned() => Ok(vals.remove(0)),
+            // The sign bit cleared, as for `-`: `abs.f32` may change a NaN's payload.
+            Intrinsic::Abs if float => {
+                let x = self.reg(vals.remove(0), c);
+                let d = self.dst(want, c);
+                let (b, mask) = if c == Class::F64 {
+                    ("b64", "0x7fffffffffffffff")
+                } else {
+                    ("b32", "0x7fffffff")
+                };
+                self.ins(format_args!("and.{b} {d}, {x}, {mask}"));
+                Ok(Val::Reg(d))
+            }
             Intrinsic::Abs => {
                 let x = self.reg(vals.remove(0), c);
                 let d = self.dst(want, c);

@@ -190,23 +190,6 @@ impl V {
         }
     }
 
-    /// True if `e` has a load that is not at exactly `global_id(0)` or an integer division
-    /// (what can fault).
-    fn has_checked_load(&self, e: &Expr) -> bool {
-        if let Some(d) = desugar(e) {
-            return self.has_checked_load(&d);
-        }
-        match e.node() {
-            ExprNode::Load { index, .. } => {
-                self.kind(index) != Kind::Gid0 || self.has_checked_load(index)
-            }
-            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
-            ExprNode::Binary { a, b, .. } => self.has_checked_load(a) || self.has_checked_load(b),
-            ExprNode::Unary { a, .. } => self.has_checked_load(a),
-            _ => false,
-        }
-    }
-
     /// True if condition `e` is the same in every lane.
     pub(super) fn uniform_cond(&self, e: &Expr) -> bool {
         uniform::uniform_cond(e, &|n| {
@@ -588,10 +571,8 @@ impl V {
                 a,
                 b,
             } if a.ty() == Type::BOOL => {
-                if matches!(op, BinOp::LogicAnd | BinOp::LogicOr) && self.has_checked_load(b) {
-                    // The interpreter skips the right side where the left decides.
-                    return no(format!("`{}` with a load on its right", op.symbol()));
-                }
+                // `&&` and `||` do not short-circuit (kiln_ir's semantics): both sides are
+                // evaluated, left first, in every lane, as the interpreter does.
                 self.cond(a, d)?;
                 self.cond(b, d + 1)?;
                 if matches!(op, BinOp::LogicAnd | BinOp::And) {

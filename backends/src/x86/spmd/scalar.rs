@@ -222,8 +222,8 @@ impl V {
                 a.movzx(eax, al)?;
             }
             ExprNode::Binary { op, a, b } => {
-                // Both sides are pure (no loads): evaluating the right one where the left
-                // decides changes nothing.
+                // `&&` and `||` evaluate both sides (kiln_ir's semantics); these have no
+                // loads, so the order does not matter either.
                 self.gpr_cond(b)?;
                 self.a.push(rax)?;
                 self.gpr_cond(a)?;

@@ -5,7 +5,7 @@
 //! The cache creates no links, so a link anywhere below its root was put there by someone
 //! else (or by damage); following it could read, stamp or delete files outside the cache.
 
-use std::fs::{self, File, FileType, OpenOptions};
+use std::fs::{self, File, FileType, Metadata, OpenOptions};
 use std::io::{self, ErrorKind};
 use std::path::Path;
 
@@ -51,10 +51,10 @@ pub(super) fn open(path: &Path, opts: &mut OpenOptions) -> io::Result<Opened> {
     }
 }
 
-/// Creates `path` for writing; fails if anything (a link included) is already there.
+/// Creates `path` for writing, 0600; fails if anything (a link included) is already there.
 pub(super) fn create_new(path: &Path) -> io::Result<File> {
     let mut opts = OpenOptions::new();
-    opts.write(true).create_new(true);
+    super::trust::private_file(opts.write(true).create_new(true));
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -91,8 +91,13 @@ pub(super) fn describe(ft: FileType) -> &'static str {
 
 /// The type of the entry at `path` itself (a link is a link), `None` when there is none.
 pub(super) fn kind(path: &Path) -> io::Result<Option<FileType>> {
+    Ok(metadata(path)?.map(|m| m.file_type()))
+}
+
+/// The metadata of the entry at `path` itself (a link is a link), `None` when there is none.
+pub(super) fn metadata(path: &Path) -> io::Result<Option<Metadata>> {
     match fs::symlink_metadata(path) {
-        Ok(m) => Ok(Some(m.file_type())),
+        Ok(m) => Ok(Some(m)),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
         Err(e) => Err(e),
     }

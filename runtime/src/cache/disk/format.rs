@@ -1,15 +1,32 @@
 //! The persistent cache's file formats: the full key (`<n>.src`), the artifact file
 //! (`<n>.bin`), the key's hashes, and the lean readers of the hit path.
+//!
+//! ```text
+//! <n>.src  "KILNSRC3", 4 × (length u64, bytes): device, image, spec constants, build
+//!          options; the artifact's length u64 and MAC; the MAC of everything before it
+//! <n>.bin  "KILNBIN3", the artifact's length u64 and MAC, the artifact
+//! ```
+//!
+//! Integers are little-endian; MACs are [`super::mac`]'s, 32 bytes.
 
 use std::fs::File;
 use std::io::{self, Read};
 
+use super::mac::{Domain, MacKey, MAC_LEN};
 use crate::cache::hash::hash64;
 
-// Version 2: checksums and directory names by `hash64` (version 1 used FNV-1a; its items
-// read as damaged and are rebuilt).
-const SRC_MAGIC: &[u8; 8] = b"KILNSRC2";
-const BIN_MAGIC: &[u8; 8] = b"KILNBIN2";
+// Version 3: every item authenticated by a keyed MAC (version 2 had checksums anyone could
+// recompute; version 1 FNV-1a ones). Items of earlier versions read as damaged and are
+// rebuilt, never trusted.
+const SRC_MAGIC: &[u8; 8] = b"KILNSRC3";
+const BIN_MAGIC: &[u8; 8] = b"KILNBIN3";
+
+/// The length of a `.bin` file's header: magic, length, MAC.
+pub(super) const BIN_HEADER: usize = 16 + MAC_LEN;
+
+/// A `.src` file's contents once its MAC checks out: the key, and the length and MAC of
+/// the artifact it belongs to.
+pub(super) type Decoded = (DiskKey, u64, [u8; MAC_LEN]);
 
 /// The full key of a persistent-cache item.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -32,10 +49,12 @@ impl DiskKey {
             + self.image.len()
             + self.spec_consts.len()
             + self.build_options.len();
-        SRC_MAGIC.len() + 4 * 8 + parts + 16 + 8
+        SRC_MAGIC.len() + 4 * 8 + parts + 8 + 2 * MAC_LEN
     }
 
-    pub(super) fn encode(&self, bin_len: u64, bin_sum: u64) -> Vec<u8> {
+    /// The `.src` file of this key for an artifact of `bin_len` bytes whose MAC is
+    /// `bin_mac`, authenticated by `mac`.
+    pub(super) fn encode(&self, bin_len: u64, bin_mac: &[u8; MAC_LEN], mac: &MacKey) -> Vec<u8> {
         let mut out = SRC_MAGIC.to_vec();
         for part in
             [self.device.as_bytes(), &self.image, &self.spec_consts, self.build_options.as_bytes()]
@@ -44,21 +63,28 @@ impl DiskKey {
             out.extend_from_slice(part);
         }
         out.extend_from_slice(&bin_len.to_le_bytes());
-        out.extend_from_slice(&bin_sum.to_le_bytes());
-        let sum = hash64(&out);
-        out.extend_from_slice(&sum.to_le_bytes());
+        out.extend_from_slice(bin_mac);
+        let tag = mac.tag(Domain::Src, &out);
+        out.extend_from_slice(&tag);
         out
     }
 
-    /// Parses a `.src` file: the key, the `.bin` length and checksum.
-    pub(super) fn decode(bytes: &[u8]) -> Result<(DiskKey, u64, u64), String> {
-        if bytes.len() < SRC_MAGIC.len() + 8 || &bytes[..8] != SRC_MAGIC {
-            return Err("not a kiln cache key file (bad magic)".into());
+    /// Parses a `.src` file whose MAC `mac` verifies: the key, the `.bin` length and MAC.
+    pub(super) fn decode(bytes: &[u8], mac: &MacKey) -> Result<Decoded, String> {
+        let body = src_body(bytes)?;
+        if !mac.verify(Domain::Src, body, &bytes[body.len()..]) {
+            return Err(NOT_AUTHENTIC.into());
         }
-        let (body, sum) = bytes.split_at(bytes.len() - 8);
-        if hash64(body) != u64_at(sum, 0).unwrap_or(0) {
-            return Err("checksum mismatch".into());
-        }
+        Self::parse(body)
+    }
+
+    /// Parses a `.src` file without authenticating it (for showing what an item that does
+    /// not authenticate claims to be; never for loading).
+    pub(super) fn decode_unauthenticated(bytes: &[u8]) -> Result<Decoded, String> {
+        Self::parse(src_body(bytes)?)
+    }
+
+    fn parse(body: &[u8]) -> Result<Decoded, String> {
         let mut pos = 8;
         let mut parts = Vec::new();
         for _ in 0..4 {
@@ -69,8 +95,9 @@ impl DiskKey {
             pos = end;
         }
         let bin_len = u64_at(body, pos).ok_or("truncated")?;
-        let bin_sum = u64_at(body, pos + 8).ok_or("truncated")?;
-        if pos + 16 != body.len() {
+        let bin_mac = body.get(pos + 8..pos + 8 + MAC_LEN).ok_or("truncated")?;
+        let bin_mac: [u8; MAC_LEN] = bin_mac.try_into().map_err(|_| "truncated")?;
+        if pos + 8 + MAC_LEN != body.len() {
             return Err("trailing bytes".into());
         }
         let text = |v: Vec<u8>| String::from_utf8(v).map_err(|_| "a text field is not UTF-8");
@@ -82,8 +109,21 @@ impl DiskKey {
             spec_consts: next(),
             build_options: text(next())?,
         };
-        Ok((key, bin_len, bin_sum))
+        Ok((key, bin_len, bin_mac))
     }
+}
+
+/// Why an item whose MAC fails is refused.
+pub(super) const NOT_AUTHENTIC: &str =
+    "not authenticated: its MAC does not match this cache's key (edited, or written \
+     without the key)";
+
+/// The part of a `.src` file its MAC covers, once the magic is right.
+fn src_body(bytes: &[u8]) -> Result<&[u8], String> {
+    if bytes.len() < SRC_MAGIC.len() + MAC_LEN || &bytes[..8] != SRC_MAGIC {
+        return Err("not a kiln cache key file of this version (bad magic)".into());
+    }
+    Ok(&bytes[..bytes.len() - MAC_LEN])
 }
 
 /// The hashes of a [`DiskKey`]'s parts, which name its item directory. Compute them once
@@ -128,20 +168,29 @@ pub(super) fn u64_at(b: &[u8], pos: usize) -> Option<u64> {
     Some(u64::from_le_bytes(s.try_into().ok()?))
 }
 
-pub(super) fn encode_bin(payload: &[u8]) -> Vec<u8> {
-    let mut out = BIN_MAGIC.to_vec();
+/// The `.bin` file of `payload` and the payload's MAC (which its `.src` records).
+pub(super) fn encode_bin(payload: &[u8], mac: &MacKey) -> (Vec<u8>, [u8; MAC_LEN]) {
+    let tag = mac.tag(Domain::Bin, payload);
+    let mut out = Vec::with_capacity(BIN_HEADER + payload.len());
+    out.extend_from_slice(BIN_MAGIC);
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&hash64(payload).to_le_bytes());
+    out.extend_from_slice(&tag);
     out.extend_from_slice(payload);
-    out
+    (out, tag)
 }
 
-/// Checks a `.bin` file against the length and checksum its `.src` records.
-pub(super) fn decode_bin(bytes: &[u8], len: u64, sum: u64) -> Result<&[u8], String> {
-    if bytes.len() < 24 {
+/// Checks a `.bin` file against the length and MAC its `.src` records; `mac` `None`
+/// checks the structure only (for showing an item that does not authenticate).
+pub(super) fn decode_bin<'a>(
+    bytes: &'a [u8],
+    len: u64,
+    tag: &[u8; MAC_LEN],
+    mac: Option<&MacKey>,
+) -> Result<&'a [u8], String> {
+    if bytes.len() < BIN_HEADER {
         return Err("not a kiln cache binary (truncated header)".into());
     }
-    let (header, payload) = bytes.split_at(24);
+    let (header, payload) = bytes.split_at(BIN_HEADER);
     let have = payload.len() as u64;
     if have < len {
         return Err(format!("truncated: {have} of {len} bytes"));
@@ -149,13 +198,20 @@ pub(super) fn decode_bin(bytes: &[u8], len: u64, sum: u64) -> Result<&[u8], Stri
     if have > len {
         return Err(format!("length mismatch: {have} bytes where {len} are expected"));
     }
-    check_bin(header, payload, len, sum).map(|()| payload)
+    check_bin(header, payload, len, tag, mac).map(|()| payload)
 }
 
-/// Checks a `.bin` file's header and payload (read separately) against its `.src`.
-pub(super) fn check_bin(header: &[u8], payload: &[u8], len: u64, sum: u64) -> Result<(), String> {
+/// Checks a `.bin` file's header and payload (read separately) against its `.src`: the
+/// length, and with `mac` the payload's MAC.
+pub(super) fn check_bin(
+    header: &[u8],
+    payload: &[u8],
+    len: u64,
+    tag: &[u8; MAC_LEN],
+    mac: Option<&MacKey>,
+) -> Result<(), String> {
     if header.get(..8) != Some(&BIN_MAGIC[..]) {
-        return Err("not a kiln cache binary (bad magic)".into());
+        return Err("not a kiln cache binary of this version (bad magic)".into());
     }
     // The header's length and the key file's must agree (the payload was read, or
     // checked, at the key file's length: comparing against it would say "N of N").
@@ -168,10 +224,15 @@ pub(super) fn check_bin(header: &[u8], payload: &[u8], len: u64, sum: u64) -> Re
     if payload.len() as u64 != len {
         return Err(format!("truncated: {} of {len} bytes", payload.len()));
     }
-    if u64_at(header, 16) != Some(sum) || hash64(payload) != sum {
-        return Err("checksum mismatch".into());
+    // The header's copy of the MAC must be the one the key file authenticates; only then is
+    // the payload hashed (a swapped-in artifact is refused without reading the key again).
+    if header.get(16..BIN_HEADER) != Some(&tag[..]) {
+        return Err("not authenticated: the artifact is not the one its key file names".into());
     }
-    Ok(())
+    match mac {
+        Some(m) if !m.verify(Domain::Bin, payload, tag) => Err(NOT_AUTHENTIC.into()),
+        _ => Ok(()),
+    }
 }
 
 /// The largest artifact a key file may announce (a bound against damaged lengths).
@@ -213,8 +274,41 @@ mod tests {
             spec_consts: vec![1, 2, 3],
             build_options: "-O0".into(),
         };
-        let bytes = k.encode(5, 6);
+        let mac = MacKey::from_bytes([7; 32]);
+        let bytes = k.encode(5, &[6; MAC_LEN], &mac);
         assert_eq!(bytes.len(), k.encoded_len());
-        assert_eq!(DiskKey::decode(&bytes), Ok((k, 5, 6)));
+        assert_eq!(DiskKey::decode(&bytes, &mac), Ok((k, 5, [6; MAC_LEN])));
+    }
+
+    /// A file written under another key, or re-sealed with a public hash, is refused;
+    /// flipping any byte of either file is caught.
+    #[test]
+    fn only_the_key_authenticates() {
+        let k = DiskKey {
+            device: "dev".into(),
+            image: b"kernel k() {}".to_vec(),
+            spec_consts: vec![],
+            build_options: String::new(),
+        };
+        let (mine, theirs) = (MacKey::from_bytes([1; 32]), MacKey::from_bytes([2; 32]));
+        let payload = b"machine code".to_vec();
+        let (bin, tag) = encode_bin(&payload, &mine);
+        let src = k.encode(payload.len() as u64, &tag, &mine);
+        assert!(DiskKey::decode(&src, &mine).is_ok());
+        assert_eq!(decode_bin(&bin, payload.len() as u64, &tag, Some(&mine)), Ok(&payload[..]));
+        assert_eq!(DiskKey::decode(&src, &theirs).unwrap_err(), NOT_AUTHENTIC);
+        let (their_bin, their_tag) = encode_bin(&payload, &theirs);
+        let e = decode_bin(&their_bin, payload.len() as u64, &their_tag, Some(&mine));
+        assert_eq!(e.unwrap_err(), NOT_AUTHENTIC);
+        for i in 0..src.len() {
+            let mut s = src.clone();
+            s[i] ^= 1;
+            assert!(DiskKey::decode(&s, &mine).is_err(), "src byte {i}");
+        }
+        for i in 0..bin.len() {
+            let mut b = bin.clone();
+            b[i] ^= 1;
+            assert!(decode_bin(&b, payload.len() as u64, &tag, Some(&mine)).is_err(), "bin {i}");
+        }
     }
 }

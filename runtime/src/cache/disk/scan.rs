@@ -9,7 +9,9 @@ use std::time::SystemTime;
 
 use super::entry::{self, describe, Opened};
 use super::format::decode_bin;
+use super::mac::{self, KEY_NAME};
 use super::root::{is_level_name, TAG_NAME};
+use super::trust::{self, Levels};
 use super::{DiskKey, DiskStats, PersistentCache};
 
 /// One item of the cache, as listed by [`PersistentCache::items`].
@@ -30,10 +32,15 @@ pub struct ItemInfo {
 /// What [`PersistentCache::show`] finds for an item.
 #[derive(Clone, Debug)]
 pub struct ItemDetails {
-    /// The full key, if `<n>.src` is readable and valid.
+    /// The full key, if `<n>.src` is readable and well-formed (what it claims, whether or
+    /// not it authenticates).
     pub key: Result<DiskKey, String>,
-    /// The artifact's length in bytes, if `<n>.bin` is present and checks out.
+    /// The artifact's length in bytes, if `<n>.bin` is present and well-formed.
     pub artifact: Result<usize, String>,
+    /// Whether kiln would load the item: its directories are this user's and no one
+    /// else's to write, and both files carry a MAC under the cache's key; else why not
+    /// (`not authenticated: ...`).
+    pub authenticated: Result<(), String>,
 }
 
 /// Everything a walk of the cache ([`PersistentCache::scan`]) found.
@@ -97,6 +104,12 @@ impl PersistentCache {
                         if !ft.is_file() {
                             damaged("its tag file");
                         }
+                    } else if depth == 0 && name == KEY_NAME {
+                        if !ft.is_file() {
+                            damaged("its key file");
+                        }
+                    } else if depth == 0 && name.starts_with(".tmp-") && ft.is_file() {
+                        // A key being written.
                     } else if !is_level_name(&name) {
                         out.foreign.push(path);
                     } else if ft.is_dir() {
@@ -153,9 +166,22 @@ impl PersistentCache {
             return None;
         }
         let dir = self.root.join(dir);
-        if !self.levels_ok(&dir, false) {
-            return None;
-        }
+        let root_trust = fs::metadata(&self.root)
+            .map_err(|e| e.to_string())
+            .and_then(|m| trust::check_dir(&self.root, &m));
+        let dir_trust = match trust::levels(&self.root, &dir, false) {
+            Levels::Ok => root_trust,
+            Levels::Untrusted(why) => Err(why),
+            Levels::Missing | Levels::Misplaced(..) | Levels::Unreadable(..) => return None,
+        };
+        let mac = match mac::load(&self.root) {
+            Ok(Some(k)) => Ok(k),
+            Ok(None) => Err(format!(
+                "the cache has no key (`{}`), so nothing in it can be authenticated",
+                self.root.join(KEY_NAME).display()
+            )),
+            Err(e) => Err(e),
+        };
         let read = |path: &Path| match entry::open(path, OpenOptions::new().read(true)) {
             Ok(Opened::File(mut f, _)) => {
                 let mut v = Vec::new();
@@ -166,14 +192,24 @@ impl PersistentCache {
             Err(e) => Err(format!("cannot read: {e}")),
         };
         let src = read(&dir.join(format!("{n}.src"))).ok()??;
-        let decoded = DiskKey::decode(&src);
-        let artifact = match (&decoded, read(&dir.join(format!("{n}.bin")))) {
-            (Ok((_, len, sum)), Ok(Some(bin))) => decode_bin(&bin, *len, *sum).map(|p| p.len()),
+        let decoded = DiskKey::decode_unauthenticated(&src);
+        let bin = read(&dir.join(format!("{n}.bin")));
+        let artifact = match (&decoded, &bin) {
+            (Ok((_, len, tag)), Ok(Some(bin))) => decode_bin(bin, *len, tag, None).map(|p| p.len()),
             (Err(_), _) => Err("unknown (the key file is damaged)".into()),
             (_, Ok(None)) => Err("the artifact file is missing".into()),
-            (_, Err(e)) => Err(e),
+            (_, Err(e)) => Err(e.clone()),
         };
-        Some(ItemDetails { key: decoded.map(|(k, _, _)| k), artifact })
+        // The first reason kiln would not load it.
+        let authenticated = dir_trust.and(mac).map_err(|e| format!("not authenticated: {e}"));
+        let authenticated = authenticated.and_then(|mac| {
+            let (_, len, tag) = DiskKey::decode(&src, &mac)?;
+            match &bin {
+                Ok(Some(bin)) => decode_bin(bin, len, &tag, Some(&mac)).map(|_| ()),
+                _ => Err("the artifact file cannot be read".into()),
+            }
+        });
+        Some(ItemDetails { key: decoded.map(|(k, _, _)| k), artifact, authenticated })
     }
 
     /// Removes least-recently-used items until the total size is at most `max_bytes`,
@@ -195,6 +231,11 @@ impl PersistentCache {
         for item in items {
             if total <= max_bytes {
                 break;
+            }
+            // Nothing is deleted in a directory someone else may control (it could be
+            // swapped for a link to files elsewhere).
+            if !self.levels_ok(&item.dir) {
+                continue;
             }
             let Ok(lock) = self.open_lock(&item.dir) else { continue };
             if lock.try_lock().is_err() {

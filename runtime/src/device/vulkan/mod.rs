@@ -39,7 +39,7 @@ use kiln_backends::limits::{exceeded, Footprint};
 use kiln_backends::options::BuildOptions;
 use kiln_backends::spirv::{Flavour, Spirv, VulkanLayout, PUSH_NUM_GROUPS_AT, PUSH_SCALARS_AT};
 use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
-use kiln_ir::{Imm, Kernel, Scalar, Type, Verified};
+use kiln_ir::{Kernel, Scalar, Type, Verified};
 
 use crate::artifact;
 use crate::device::{
@@ -53,6 +53,18 @@ mod program;
 mod resident;
 use limits::check_launch;
 use program::{VkKernel, VkProgram};
+
+/// How fast a kind of physical device is expected to run kernels, higher is faster: a
+/// discrete GPU, an integrated one, a virtual one, then a software driver on the CPU.
+fn speed_rank(ty: vk::PhysicalDeviceType) -> u8 {
+    match ty {
+        vk::PhysicalDeviceType::DISCRETE_GPU => 4,
+        vk::PhysicalDeviceType::INTEGRATED_GPU => 3,
+        vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+        vk::PhysicalDeviceType::CPU => 0,
+        _ => 1,
+    }
+}
 
 fn unavailable(reason: impl Into<String>) -> DeviceError {
     DeviceError::Unavailable { device: "vulkan".into(), reason: reason.into() }
@@ -86,7 +98,8 @@ impl Drop for Owner {
     }
 }
 
-/// A Vulkan compute device (the first physical device with a compute queue).
+/// A Vulkan compute device: the fastest kind of physical device with a compute queue (a
+/// discrete GPU, else an integrated or virtual one, else a software driver such as lavapipe).
 pub struct VulkanDevice {
     owner: Arc<Owner>,
     device: ash::Device,
@@ -95,11 +108,16 @@ pub struct VulkanDevice {
     memory: vk::PhysicalDeviceMemoryProperties,
     limits: vk::PhysicalDeviceLimits,
     name: String,
+    /// A software driver on the host's CPU (`VK_PHYSICAL_DEVICE_TYPE_CPU`: lavapipe).
+    emulated: bool,
     driver_version: u32,
     api_version: u32,
     /// `shaderDenormPreserveFloat32` and `...Float64`: whether the `DenormPreserve` mode
     /// kiln's modules declare may be used here.
     denorm_preserve: [bool; 2],
+    /// `shaderSignedZeroInfNanPreserveFloat32` and `...Float64`: whether the
+    /// `SignedZeroInfNanPreserve` mode kiln's modules declare may be used here.
+    nan_preserve: [bool; 2],
     /// `shaderFloat64`: modules declaring `Float64` (f64 values, and f32 `/`, `sqrt` and
     /// `fma`, which kiln computes exactly through f64) need it.
     float64: bool,
@@ -110,6 +128,10 @@ pub struct VulkanDevice {
     flushes_f32_subnormals: bool,
     /// Whether the flushing warning was printed (once per device).
     warned_flush: std::sync::atomic::AtomicBool,
+    /// Measured at open on devices with `shaderFloat64`: whether the driver's GLSL.std.450
+    /// `Fma` on f64 rounds once (NVIDIA's does; lavapipe's rounds twice). Only then do
+    /// kernels with f64 `fma` build for this device.
+    exact_f64_fma: bool,
     /// Its memory space (buffers' copies on this device; see [`Device::memory_space`]).
     space: u64,
 }
@@ -121,7 +143,7 @@ impl fmt::Debug for VulkanDevice {
 }
 
 impl VulkanDevice {
-    /// Opens the loader and the first device with a compute queue, enabling the optional
+    /// Opens the loader and the fastest device with a compute queue, enabling the optional
     /// features kernels may need (8/16/64-bit types, 64-bit and f32 atomics) where present.
     pub fn open() -> Result<VulkanDevice, DeviceError> {
         // SAFETY: loading the system's Vulkan loader library; failure is reported.
@@ -138,6 +160,11 @@ impl VulkanDevice {
             Ok(mut d) => {
                 if !d.denorm_preserve[0] {
                     d.flushes_f32_subnormals = d.probe_f32_flush()?;
+                }
+                if d.float64 {
+                    // The probe itself needs the instruction; any failure counts as inexact.
+                    d.exact_f64_fma = true;
+                    d.exact_f64_fma = matches!(d.probe_f64_fma(), Ok(true));
                 }
                 Ok(d)
             }
@@ -156,17 +183,21 @@ impl VulkanDevice {
         // SAFETY: plain queries on a live instance.
         let pds = unsafe { instance.enumerate_physical_devices() }
             .map_err(|e| unavailable(format!("cannot list devices: {e}")))?;
-        let mut chosen = None;
+        // The fastest kind of device with a compute queue; the driver's order among equals.
+        let mut chosen: Option<(u8, vk::PhysicalDevice, u32)> = None;
         for pd in pds {
             let qfs = unsafe { instance.get_physical_device_queue_family_properties(pd) };
             if let Some(q) =
                 qfs.iter().position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
             {
-                chosen = Some((pd, q as u32));
-                break;
+                let ty = unsafe { instance.get_physical_device_properties(pd) }.device_type;
+                let rank = speed_rank(ty);
+                if chosen.is_none_or(|(best, ..)| rank > best) {
+                    chosen = Some((rank, pd, q as u32));
+                }
             }
         }
-        let (pd, qf) =
+        let (_, pd, qf) =
             chosen.ok_or_else(|| unavailable("no Vulkan device with a compute queue"))?;
         let props = unsafe { instance.get_physical_device_properties(pd) };
         let name =
@@ -181,6 +212,10 @@ impl VulkanDevice {
         }
         let denorm_preserve =
             [p12.shader_denorm_preserve_float32 != 0, p12.shader_denorm_preserve_float64 != 0];
+        let nan_preserve = [
+            p12.shader_signed_zero_inf_nan_preserve_float32 != 0,
+            p12.shader_signed_zero_inf_nan_preserve_float64 != 0,
+        ];
         let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
             .map_err(vkerr("enumerate extensions"))?;
         let has_float_atomics = exts.iter().any(|e| {
@@ -241,9 +276,11 @@ impl VulkanDevice {
             memory,
             limits: props.limits,
             name,
+            emulated: props.device_type == vk::PhysicalDeviceType::CPU,
             driver_version: props.driver_version,
             api_version: props.api_version,
             denorm_preserve,
+            nan_preserve,
             float64: base.shader_float64 != 0,
             cache_id: program::CacheId {
                 vendor: props.vendor_id,
@@ -252,6 +289,7 @@ impl VulkanDevice {
             },
             flushes_f32_subnormals: false,
             warned_flush: std::sync::atomic::AtomicBool::new(false),
+            exact_f64_fma: false,
             space: crate::device::memory::new_space(),
         })
     }
@@ -275,6 +313,36 @@ impl VulkanDevice {
         let mut bufs = vec![Buffer::from_slice(&[0.0f32, f32::MIN_POSITIVE])];
         self.build_and_run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs)?;
         Ok(bufs[0].to_vec::<f32>().is_none_or(|v| v[0] == 0.0))
+    }
+
+    /// Whether this device's driver computes f64 `fma` with one rounding, as kiln's `fma`
+    /// does, measured when it was opened: only then do kernels with f64 `fma` build here (the
+    /// SPIR-V Vulkan flavour has no exact emulation of it; lavapipe's `Fma` rounds twice).
+    pub fn exact_f64_fma(&self) -> bool {
+        self.exact_f64_fma
+    }
+
+    /// Runs the driver's f64 `Fma` on inputs where one rounding and two differ (a product's
+    /// rounding error, an overflowing product against an infinity, products near a rounding
+    /// tie, a subnormal result): `true` when every result is the correctly rounded one.
+    fn probe_f64_fma(&self) -> Result<bool, DeviceError> {
+        let k = kiln_ir::parse_module(
+            "kernel kiln_probe_fma(a: ptr<global, f64>, b: ptr<global, f64>, c: ptr<global, f64>) {
+  let i: u32 = global_id(0);
+  c[i] = fma(a[i], b[i], c[i]);
+}
+",
+        )
+        .map_err(|e| launch_err(format!("fma probe: {e:?}")))?
+        .kernels
+        .remove(0);
+        let (a, b, c) = fma_probe_inputs();
+        let want: Vec<u64> = (0..a.len()).map(|i| a[i].mul_add(b[i], c[i]).to_bits()).collect();
+        let mut bufs = vec![Buffer::from_slice(&a), Buffer::from_slice(&b), Buffer::from_slice(&c)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        self.build_and_run(&k, &NdRange::new(&[a.len() as u32]), &args, &mut bufs)?;
+        let got = bufs[2].to_vec::<f64>().unwrap_or_default();
+        Ok(got.iter().map(|v| v.to_bits()).eq(want))
     }
 
     /// The device's limits, as it reports them (kiln checks kernels and launches against
@@ -305,33 +373,49 @@ impl VulkanDevice {
                 });
             }
         }
-        // A width whose DenormPreserve the device cannot honour loses the mode (declaring it
-        // there is invalid): the driver's default applies, which keeps subnormals on
-        // lavapipe (Mesa 22 reports no DenormPreserve support); see docs/vulkan.md.
-        let supported = |w: u32| match w {
-            32 => self.denorm_preserve[0],
-            64 => self.denorm_preserve[1],
-            _ => false,
+        // A width whose DenormPreserve or SignedZeroInfNanPreserve the device cannot honour
+        // loses the mode (declaring it there is invalid): the driver's default applies, which
+        // keeps subnormals on lavapipe (Mesa 22 reports no DenormPreserve support); see
+        // docs/vulkan.md.
+        let supported = |mode: u32, w: u32| {
+            let flags = if mode == program::NAN_PRESERVE {
+                self.nan_preserve
+            } else {
+                self.denorm_preserve
+            };
+            match w {
+                32 => flags[0],
+                64 => flags[1],
+                _ => false,
+            }
         };
+        let modes = [program::DENORM_PRESERVE, program::NAN_PRESERVE];
         let kernels = kernels
             .into_iter()
             .map(|k| {
-                if program::denorm_preserve_widths(&k.words).into_iter().all(supported) {
+                let all = |mode| {
+                    program::mode_widths(&k.words, mode).into_iter().all(|w| supported(mode, w))
+                };
+                if modes.iter().all(|&m| all(m)) {
                     return k;
                 }
+                let words = modes.iter().fold(k.words.clone(), |words, &m| {
+                    program::without_mode(&words, m, |w| supported(m, w))
+                });
                 Arc::new(program::VkKernel {
                     entry: k.entry.clone(),
                     signature: k.signature.clone(),
                     layout: k.layout.clone(),
-                    words: program::without_denorm_preserve(&k.words, supported),
+                    words,
                     cache: k.cache.clone(),
                     pipelines: Default::default(),
                 })
             })
             .collect::<Vec<_>>();
         if self.flushes_f32_subnormals {
-            let uses_f32 =
-                kernels.iter().find(|k| program::denorm_preserve_widths(&k.words).contains(&32));
+            let uses_f32 = kernels
+                .iter()
+                .find(|k| program::mode_widths(&k.words, program::DENORM_PRESERVE).contains(&32));
             if let Some(k) = uses_f32 {
                 if !self.warned_flush.swap(true, std::sync::atomic::Ordering::Relaxed) {
                     eprintln!(
@@ -379,7 +463,7 @@ impl VulkanDevice {
             let Some(Arg::Scalar(imm)) = args.get(s.param) else {
                 return Err(launch_err(format!("layout: parameter {} is not a scalar", s.param)));
             };
-            let bits = imm_bits(imm);
+            let bits = imm.to_bits();
             let (at, n) = (s.offset as usize, if s.ty.bits() == 64 { 8 } else { 4 });
             let Some(slot) = push.get_mut(at..at + n) else {
                 return Err(launch_err(format!("layout: push offset {at} out of range")));
@@ -440,24 +524,52 @@ impl VulkanDevice {
     }
 }
 
+/// Inputs `(a, b, c)` on which `fma(a, b, c)` rounded once differs from `a * b + c` rounded
+/// twice: the probe of [`VulkanDevice::exact_f64_fma`].
+fn fma_probe_inputs() -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let e = f64::EPSILON;
+    let tiny = f64::MIN_POSITIVE;
+    let cases = [
+        // The product's rounding error: -2^-104 once, 0 twice.
+        (1.0 + e, 1.0 - e, -1.0),
+        // The product overflows: -inf once, NaN twice.
+        (1e308, 10.0, f64::NEG_INFINITY),
+        (f64::MAX, 2.0, -f64::MAX),
+        // Near a tie: 1 + 2^-53 + 2^-104 rounds up once, to even (down) twice.
+        (1.0 + 2.0 * e, 0.5 + e / 4.0, 0.5 - e),
+        // A subnormal result whose product's low part decides the rounding.
+        (tiny * (1.0 + e), 0.75 + e, -(tiny * 0.75)),
+        (3.0, 1.0 / 3.0, -1.0),
+        (0.1, 10.0, -1.0),
+    ];
+    (
+        cases.iter().map(|c| c.0).collect(),
+        cases.iter().map(|c| c.1).collect(),
+        cases.iter().map(|c| c.2).collect(),
+    )
+}
+
 /// The program binary [`VulkanDevice`]'s [`Device::build`] makes: the module built by the
 /// build driver for the Vulkan-flavour SPIR-V target, each kernel's module with its binding
 /// layout, and the kernels' signatures. Needs no Vulkan device (benchmarks and tools use it
-/// to build what the device would).
+/// to build what the device would; f64 `fma` is refused, as on a device whose driver
+/// rounds it twice).
 pub fn build_spirv_program(
     module: &Verified,
     options: &BuildOptions,
 ) -> Result<Vec<u8>, DeviceError> {
-    build_checked(module, options, |_, _| Ok(()))
+    build_checked(Spirv::new(Flavour::Vulkan), module, options, |_, _| Ok(()))
 }
 
-/// [`build_spirv_program`] with `check` run on each kernel and its layout before encoding.
+/// [`build_spirv_program`] for `target`, with `check` run on each kernel and its layout
+/// before encoding.
 fn build_checked(
+    target: Spirv,
     module: &Verified,
     options: &BuildOptions,
     check: impl Fn(&Kernel, &VulkanLayout) -> Result<(), String>,
 ) -> Result<Vec<u8>, DeviceError> {
-    let built = driver::build_verified(&Spirv(Flavour::Vulkan), module.clone(), options)
+    let built = driver::build_verified(&target, module.clone(), options)
         .map_err(|e| DeviceError::build("vulkan", e))?;
     let kernels = &built.kernels.kernels;
     let mut blobs = Vec::with_capacity(kernels.len());
@@ -483,13 +595,21 @@ impl Device for VulkanDevice {
         DeviceKind::Vulkan
     }
 
-    /// The driver's and the API's versions, as the device reports them, and whether it
-    /// honours `DenormPreserve` for f32 and f64 (which changes the modules it runs).
+    /// A software Vulkan driver (lavapipe, SwiftShader) reports itself as a CPU device.
+    fn emulated(&self) -> bool {
+        self.emulated
+    }
+
+    /// The driver's and the API's versions, as the device reports them, whether it
+    /// honours `DenormPreserve` for f32 and f64 (which changes the modules it runs), and
+    /// what was measured at open (f32 flushing, one-rounding f64 `fma`).
     fn version(&self) -> String {
         let [p32, p64] = self.denorm_preserve;
+        let [n32, n64] = self.nan_preserve;
         format!(
-            "driver {:#x} api {:#x} denorm-preserve f32 {p32} f64 {p64} flushes-f32 {}",
-            self.driver_version, self.api_version, self.flushes_f32_subnormals
+            "driver {:#x} api {:#x} denorm-preserve f32 {p32} f64 {p64} nan-preserve f32 {n32} \
+             f64 {n64} flushes-f32 {} exact-fma-f64 {}",
+            self.driver_version, self.api_version, self.flushes_f32_subnormals, self.exact_f64_fma
         )
     }
 
@@ -497,7 +617,8 @@ impl Device for VulkanDevice {
     /// this device has (buffer bindings, push constants, shared memory, work-group size) or
     /// more private memory than [`MAX_PRIVATE_BYTES`]: drivers crash or hang on those.
     fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
-        build_checked(module, options, |k, layout| self.check_kernel(k, layout))
+        let target = Spirv { flavour: Flavour::Vulkan, exact_f64_fma: self.exact_f64_fma };
+        build_checked(target, module, options, |k, layout| self.check_kernel(k, layout))
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
@@ -574,22 +695,5 @@ impl Device for VulkanDevice {
     /// earlier one.
     fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
         Ok(Some(Box::new(self.record_steps(steps)?)))
-    }
-}
-
-/// The bits of a scalar argument, zero-extended from its width.
-fn imm_bits(imm: &Imm) -> u64 {
-    match *imm {
-        Imm::Bool(b) => b as u64,
-        Imm::Int(s, bits) => {
-            if s.bits() >= 64 {
-                bits
-            } else {
-                bits & ((1u64 << s.bits()) - 1)
-            }
-        }
-        Imm::Float(Scalar::F32, v) => (v as f32).to_bits() as u64,
-        Imm::Float(Scalar::F16, v) => kiln_ir::types::f16_from_f64(v).to_bits() as u64,
-        Imm::Float(_, v) => v.to_bits(),
     }
 }

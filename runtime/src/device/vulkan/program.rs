@@ -237,11 +237,15 @@ pub(super) fn decode_kernels(
     Ok(kernels)
 }
 
-/// The float widths for which a SPIR-V module declares the `DenormPreserve` execution mode
-/// (the device must support each). Malformed words end the scan (the driver rejects them).
-pub(super) fn denorm_preserve_widths(words: &[u32]) -> Vec<u32> {
+/// The `DenormPreserve` execution mode (SPV_KHR_float_controls).
+pub(super) const DENORM_PRESERVE: u32 = 4459;
+/// The `SignedZeroInfNanPreserve` execution mode (SPV_KHR_float_controls).
+pub(super) const NAN_PRESERVE: u32 = 4461;
+
+/// The float widths for which the module declares the execution mode `mode` (one of the
+/// float-controls modes above, whose one operand is a width).
+pub(super) fn mode_widths(words: &[u32], mode: u32) -> Vec<u32> {
     const OP_EXECUTION_MODE: u32 = 16;
-    const DENORM_PRESERVE: u32 = 4459;
     let mut out = Vec::new();
     let mut i = 5; // after the header
     while let Some(&w) = words.get(i) {
@@ -249,7 +253,7 @@ pub(super) fn denorm_preserve_widths(words: &[u32]) -> Vec<u32> {
         if n == 0 {
             break;
         }
-        if w & 0xffff == OP_EXECUTION_MODE && n >= 4 && words.get(i + 2) == Some(&DENORM_PRESERVE) {
+        if w & 0xffff == OP_EXECUTION_MODE && n >= 4 && words.get(i + 2) == Some(&mode) {
             out.extend(words.get(i + 3));
         }
         i += n;
@@ -257,19 +261,15 @@ pub(super) fn denorm_preserve_widths(words: &[u32]) -> Vec<u32> {
     out
 }
 
-/// `words` without the `DenormPreserve` execution modes whose width `keep` rejects.
-pub(super) fn without_denorm_preserve(words: &[u32], keep: impl Fn(u32) -> bool) -> Vec<u32> {
+/// `words` without the execution modes `mode` whose width `keep` rejects.
+pub(super) fn without_mode(words: &[u32], mode: u32, keep: impl Fn(u32) -> bool) -> Vec<u32> {
     const OP_EXECUTION_MODE: u32 = 16;
-    const DENORM_PRESERVE: u32 = 4459;
     let mut out = words[..words.len().min(5)].to_vec();
     let mut i = 5;
     while let Some(&w) = words.get(i) {
         let n = ((w >> 16) as usize).max(1).min(words.len() - i);
         let inst = &words[i..i + n];
-        let drop = w & 0xffff == OP_EXECUTION_MODE
-            && n >= 4
-            && inst[2] == DENORM_PRESERVE
-            && !keep(inst[3]);
+        let drop = w & 0xffff == OP_EXECUTION_MODE && n >= 4 && inst[2] == mode && !keep(inst[3]);
         if !drop {
             out.extend_from_slice(inst);
         }
@@ -310,13 +310,15 @@ mod tests {
         .kernels
         .remove(0);
         let m = kiln_backends::spirv::emit(&k, kiln_backends::spirv::Flavour::Vulkan).unwrap();
-        assert_eq!(denorm_preserve_widths(&m.words), vec![32, 64]);
-        let no64 = without_denorm_preserve(&m.words, |w| w == 32);
-        assert_eq!(denorm_preserve_widths(&no64), vec![32]);
+        assert_eq!(mode_widths(&m.words, DENORM_PRESERVE), vec![32, 64]);
+        assert_eq!(mode_widths(&m.words, NAN_PRESERVE), vec![32, 64]);
+        let no64 = without_mode(&m.words, DENORM_PRESERVE, |w| w == 32);
+        assert_eq!(mode_widths(&no64, DENORM_PRESERVE), vec![32]);
+        assert_eq!(mode_widths(&no64, NAN_PRESERVE), vec![32, 64]);
         assert_eq!(no64.len(), m.words.len() - 4);
-        let none = without_denorm_preserve(&m.words, |_| false);
-        assert_eq!(denorm_preserve_widths(&none), Vec::<u32>::new());
-        assert_eq!(without_denorm_preserve(&m.words, |_| true), m.words);
+        let none = without_mode(&m.words, DENORM_PRESERVE, |_| false);
+        assert_eq!(mode_widths(&none, DENORM_PRESERVE), Vec::<u32>::new());
+        assert_eq!(without_mode(&m.words, DENORM_PRESERVE, |_| true), m.words);
     }
 
     /// f64 values and the exact f32 division need `Float64`; integer kernels do not.

@@ -1,0 +1,273 @@
+//! Fusion-aware queues on kernels written the way GPU programs are written (issue 28):
+//! `if i < n` over a range rounded up to the work-group size, guarded intermediates promoted
+//! to private memory, a work-group permutation promoted to local memory, work-items that
+//! own several elements. Each scenario runs in fusion mode and without it on fresh buffers,
+//! on every device found (interp, cpu, Vulkan, CUDA), and the buffers must be bit-identical.
+
+use std::sync::Arc;
+
+use kiln_ir::parse_module;
+use kiln_runtime::device::cpu::CpuDevice;
+use kiln_runtime::device::cuda::CudaDevice;
+use kiln_runtime::device::registry::OpenOptions;
+use kiln_runtime::device::vulkan::VulkanDevice;
+use kiln_runtime::{
+    interp_device, AccessMode, AccessProps, Buffer, Context, ContextConfig, Device, FusionProps,
+    FusionStatus, KernelArg, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
+};
+
+const KERNELS: &str = "
+kernel shift_exp(x: ptr<global, f32>, e: ptr<global, f32>, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n { e[i] = exp(x[i] * 0.001 - 0.5); }
+}
+kernel poly(e: ptr<global, f32>, y: ptr<global, f32>, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n { y[i] = e[i] * e[i] + 2.0 * e[i] - 1.0; }
+}
+kernel clamp_low(y: ptr<global, f32>, lo: f32, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n { y[i] = max(y[i], lo); }
+}
+kernel root(y: ptr<global, f32>, z: ptr<global, f32>, n: u32) {
+  let i: u32 = global_id(0);
+  let ok: bool = i < n;
+  if ok { z[i] = sqrt(y[i]); }
+}
+kernel scale(z: ptr<global, f32>, s: f32, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n { z[i] = z[i] * s; }
+}
+kernel reverse_block(a: ptr<global, f32>, t: ptr<global, f32>) {
+  let l: u32 = local_id(0);
+  t[group_id(0) * local_size(0) + local_size(0) - 1u32 - l] = a[global_id(0)] + 1.0;
+}
+kernel read_block(t: ptr<global, f32>, out: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  out[i] = t[i] * 3.0;
+}
+kernel quad_write(a: ptr<global, f32>, t: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  for j: u32 in 0u32 .. 4u32 step 1u32 { t[i * 4u32 + j] = a[i] + (j as f32); }
+}
+kernel quad_sum(t: ptr<global, f32>, out: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  var acc: f32 = 0.0;
+  for j: u32 in 0u32 .. 4u32 step 1u32 { acc = acc + t[i * 4u32 + j]; }
+  out[i] = acc;
+}
+";
+
+struct Env {
+    ctx: Context,
+    module: kiln_ir::Module,
+}
+
+impl Env {
+    fn k(&self, name: &str) -> KernelHandle {
+        self.ctx.get_kernel(&self.module, name).unwrap()
+    }
+}
+
+fn env(dev: Arc<dyn Device>) -> Env {
+    let ctx = Context::with_config(
+        dev,
+        ContextConfig { workers: 2, warning_level: 1, ..Default::default() },
+    );
+    Env { ctx, module: parse_module(KERNELS).unwrap() }
+}
+
+/// Each device found: the interpreter, the cpu device, Vulkan and CUDA.
+fn envs() -> Vec<Env> {
+    let mut v = vec![env(interp_device())];
+    if cfg!(target_arch = "x86_64") {
+        if let Some(d) = kiln_ir::testing::optional(
+            "KILN_REQUIRE_TOOLS",
+            CpuDevice::open(&OpenOptions::default()),
+        ) {
+            v.push(env(Arc::new(d)));
+        }
+    }
+    if let Some(d) = kiln_ir::testing::optional("KILN_REQUIRE_TOOLS", VulkanDevice::open()) {
+        v.push(env(Arc::new(d)));
+    }
+    if let Some(d) = kiln_ir::testing::optional("KILN_REQUIRE_CUDA", CudaDevice::open()) {
+        v.push(env(Arc::new(d)));
+    }
+    v
+}
+
+/// `count` buffers of `len` distinct values each.
+fn bufs(count: usize, len: usize) -> Vec<Buffer<f32>> {
+    (0..count)
+        .map(|b| {
+            let v: Vec<f32> =
+                (0..len).map(|i| (i as f32) * 0.75 + b as f32 * 100.0 + 1.0).collect();
+            Buffer::from_slice(&v)
+        })
+        .collect()
+}
+
+/// Runs `work` twice on fresh buffers, without and with fusion mode, and returns the fusion
+/// status and the buffers of both runs as bits.
+fn twice(
+    e: &Env,
+    count: usize,
+    len: usize,
+    work: impl Fn(&Queue, &[Buffer<f32>]),
+    props: FusionProps,
+) -> (FusionStatus, Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    let run = |fusion: bool| {
+        let q = Queue::new(&e.ctx, QueueOrder::InOrder);
+        let b = bufs(count, len);
+        if fusion {
+            q.start_fusion().unwrap();
+        }
+        work(&q, &b);
+        let status = fusion.then(|| {
+            q.complete_fusion(props.clone()).wait().unwrap();
+            q.fusion_status().expect("a fusion status")
+        });
+        q.wait().unwrap();
+        let bits: Vec<Vec<u32>> =
+            b.iter().map(|b| b.read().unwrap().iter().map(|x| x.to_bits()).collect()).collect();
+        (status, bits)
+    };
+    let (_, plain) = run(false);
+    let (status, fused) = run(true);
+    (status.expect("fusion ran"), plain, fused)
+}
+
+fn completed(s: &FusionStatus, dev: &str) -> (usize, Vec<String>) {
+    match s {
+        FusionStatus::Completed { kernels, warnings, .. } => (*kernels, warnings.clone()),
+        s => panic!("{dev}: not fused: {s:?}"),
+    }
+}
+
+/// The issue's scenario: five guarded kernels in two chains over `n = 1000` elements,
+/// launched over 1024 work-items in groups of 64; then the same with the intermediate `e`
+/// promoted to private memory.
+#[test]
+fn guarded_chains_over_rounded_up_ranges_fuse() {
+    const N: u32 = 1000;
+    let range = || NdRange::new(&[1024]).with_local(&[64]);
+    for e in envs() {
+        let dev = e.ctx.device().name().to_string();
+        let (k1, k2, k3, k4, k5) =
+            (e.k("shift_exp"), e.k("poly"), e.k("clamp_low"), e.k("root"), e.k("scale"));
+        for promote in [false, true] {
+            // Buffers: 0 = x, 1 = e, 2 = y, 3 = z.
+            let work = |q: &Queue, b: &[Buffer<f32>]| {
+                let props =
+                    AccessProps { promote: promote.then_some(PromoteTo::Private), no_init: false };
+                q.submit(|h| {
+                    let (x, t) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, props));
+                    h.parallel_for(&k1, range(), vec![x.into(), t.into(), KernelArg::scalar(N)]);
+                });
+                q.submit(|h| {
+                    let t = h.access_with(&b[1], AccessMode::Read, props);
+                    let y = h.write(&b[2]);
+                    h.parallel_for(&k2, range(), vec![t.into(), y.into(), KernelArg::scalar(N)]);
+                });
+                q.submit(|h| {
+                    let y = h.read_write(&b[2]);
+                    h.parallel_for(
+                        &k3,
+                        range(),
+                        vec![y.into(), KernelArg::scalar(0.25f32), KernelArg::scalar(N)],
+                    );
+                });
+                q.submit(|h| {
+                    let (y, z) = (h.read(&b[2]), h.write(&b[3]));
+                    h.parallel_for(&k4, range(), vec![y.into(), z.into(), KernelArg::scalar(N)]);
+                });
+                q.submit(|h| {
+                    let z = h.read_write(&b[3]);
+                    h.parallel_for(
+                        &k5,
+                        range(),
+                        vec![z.into(), KernelArg::scalar(1.5f32), KernelArg::scalar(N)],
+                    );
+                });
+            };
+            let (status, plain, fused) = twice(&e, 4, N as usize, work, FusionProps::default());
+            let (kernels, warnings) = completed(&status, &dev);
+            assert_eq!(kernels, 5, "{dev}");
+            assert!(warnings.is_empty(), "{dev}: {warnings:?}");
+            for b in [0, 2, 3] {
+                assert_eq!(plain[b], fused[b], "{dev}: buffer {b}, promote {promote}");
+            }
+            if promote {
+                // Promoted: the fused run never wrote `e`.
+                assert_eq!(
+                    fused[1],
+                    bufs(4, N as usize)[1]
+                        .read()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect::<Vec<_>>(),
+                    "{dev}"
+                );
+            } else {
+                assert_eq!(plain[1], fused[1], "{dev}");
+            }
+        }
+    }
+}
+
+/// A producer that writes its work-group's block reversed and a consumer that reads it in
+/// order: the intermediate is promoted to local memory.
+#[test]
+fn a_work_group_permutation_is_promoted_to_local_memory() {
+    let range = || NdRange::new(&[256]).with_local(&[64]);
+    for e in envs() {
+        let dev = e.ctx.device().name().to_string();
+        let (w, r) = (e.k("reverse_block"), e.k("read_block"));
+        let work = |q: &Queue, b: &[Buffer<f32>]| {
+            let props = AccessProps { promote: Some(PromoteTo::Local), no_init: false };
+            q.submit(|h| {
+                let (a, t) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, props));
+                h.parallel_for(&w, range(), vec![a.into(), t.into()]);
+            });
+            q.submit(|h| {
+                let (t, o) = (h.access_with(&b[1], AccessMode::Read, props), h.write(&b[2]));
+                h.parallel_for(&r, range(), vec![t.into(), o.into()]);
+            });
+        };
+        let (status, plain, fused) = twice(&e, 3, 256, work, FusionProps::default());
+        let (kernels, warnings) = completed(&status, &dev);
+        assert_eq!((kernels, warnings), (2, vec![]), "{dev}");
+        assert_eq!(plain[2], fused[2], "{dev}");
+        assert_ne!(plain[1], fused[1], "{dev}: the promoted buffer was written");
+    }
+}
+
+/// Work-item `i` writes `t[i * 4 + j]` for `j < 4` (DPC++'s internalization tests, local
+/// size 8): promoted to private and to local memory.
+#[test]
+fn work_items_owning_several_elements_are_promoted() {
+    let range = || NdRange::new(&[64]).with_local(&[8]);
+    for e in envs() {
+        let dev = e.ctx.device().name().to_string();
+        let (w, r) = (e.k("quad_write"), e.k("quad_sum"));
+        for to in [PromoteTo::Private, PromoteTo::Local] {
+            let work = |q: &Queue, b: &[Buffer<f32>]| {
+                let props = AccessProps { promote: Some(to), no_init: false };
+                q.submit(|h| {
+                    let (a, t) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, props));
+                    h.parallel_for(&w, range(), vec![a.into(), t.into()]);
+                });
+                q.submit(|h| {
+                    let (t, o) = (h.access_with(&b[1], AccessMode::Read, props), h.write(&b[2]));
+                    h.parallel_for(&r, range(), vec![t.into(), o.into()]);
+                });
+            };
+            let (status, plain, fused) = twice(&e, 3, 256, work, FusionProps::default());
+            let (kernels, warnings) = completed(&status, &dev);
+            assert_eq!((kernels, warnings), (2, vec![]), "{dev} {to:?}");
+            assert_eq!(plain[2], fused[2], "{dev} {to:?}");
+        }
+    }
+}
