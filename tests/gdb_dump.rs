@@ -67,11 +67,8 @@ fn json_string_field(line: &str, key: &str) -> Option<String> {
 
 #[test]
 fn dump_from_gdb() {
-    let Some(gdb) = find_gdb() else {
-        if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() {
-            panic!("gdb not found (KILN_REQUIRE_TOOLS is set): install it or set KILN_GDB");
-        }
-        kiln_ir::testing::skip("gdb not found (set KILN_GDB or install gdb)");
+    let found = find_gdb().ok_or("gdb not found (set KILN_GDB or install gdb)");
+    let Some(gdb) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", found) else {
         return;
     };
     let exe = build_example();
