@@ -7,7 +7,8 @@ prints every ratio the issue asks for, each against a reference measured in the 
 
   python3 benches/x86_ratios.py -- --warm-up-time 1 --measurement-time 3
 
-`--no-run` prints the ratios of the last run without benchmarking again.
+`--no-run` prints the ratios of the last run without benchmarking again;
+`--bench-binary PATH` runs a bench binary built elsewhere instead of `cargo bench`.
 KILN_X86_BENCH_LOG2N sets the chain's size (default 25: 2^25 f32).
 
 Every ratio's two numbers come from the same run: the script records when its bench run
@@ -66,14 +67,17 @@ def main():
     args = sys.argv[1:]
     if "--no-run" not in args:
         extra = args[args.index("--") + 1:] if "--" in args else []
+        ours = args[:args.index("--")] if "--" in args else args
         if os.path.exists(RUN):
             os.remove(RUN)
         start = time.time()
-        subprocess.run(
-            ["cargo", "bench", "-p", "kiln-backends", "--bench", "x86", "--"] + extra,
-            cwd=ROOT,
-            check=True,
-        )
+        if "--bench-binary" in ours:
+            # A bench binary built elsewhere (e.g. carried to the GPU machine's host).
+            binary = ours[ours.index("--bench-binary") + 1]
+            cmd = [binary, "--bench"] + extra
+        else:
+            cmd = ["cargo", "bench", "-p", "kiln-backends", "--bench", "x86", "--"] + extra
+        subprocess.run(cmd, cwd=ROOT, check=True)
         os.makedirs(CRIT, exist_ok=True)
         with open(RUN, "w") as f:
             f.write(f"{start} {time.time()}\n")
