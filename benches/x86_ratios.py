@@ -7,22 +7,48 @@ prints every ratio the issue asks for, each against a reference measured in the 
 
   python3 benches/x86_ratios.py -- --warm-up-time 1 --measurement-time 3
 
-`--no-run` prints the ratios of the last run without benchmarking again.
+`--no-run` prints the ratios of the last run without benchmarking again;
+`--bench-binary PATH` runs a bench binary built elsewhere instead of `cargo bench`.
 KILN_X86_BENCH_LOG2N sets the chain's size (default 25: 2^25 f32).
+
+Every ratio's two numbers come from the same run: the script records when its bench run
+started and ended (target/criterion/x86_ratios.run) and fails if any estimate it reads was
+written outside that run (an older run's, or one from a filtered `cargo bench` since). The
+bench checks every timed variant bit for bit before timing it, and fails otherwise.
 """
 import json
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRIT = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "criterion")
+RUN = os.path.join(CRIT, "x86_ratios.run")
 
 
-def est(group, name):
-    """(mean seconds per iteration, elements per iteration) of one benchmark."""
+def run_window():
+    """(start, end) of the last complete bench run this script made, in seconds since the epoch."""
+    try:
+        with open(RUN) as f:
+            start, end = (float(x) for x in f.read().split())
+    except (OSError, ValueError):
+        sys.exit(f"x86_ratios: no complete run recorded in {RUN}: run without --no-run")
+    return start, end
+
+
+def est(group, name, window):
+    """(mean seconds per iteration, elements per iteration) of one benchmark of the run."""
     base = os.path.join(CRIT, group, name, "new")
-    with open(os.path.join(base, "estimates.json")) as f:
+    path = os.path.join(base, "estimates.json")
+    try:
+        written = os.path.getmtime(path)
+    except OSError:
+        sys.exit(f"x86_ratios: {group}/{name} was not measured in this run ({path} is missing)")
+    if not window[0] <= written <= window[1]:
+        sys.exit(f"x86_ratios: {group}/{name} comes from another run than the others "
+                 f"({path} was written outside the run): rerun without --no-run or filters")
+    with open(path) as f:
         mean = json.load(f)["mean"]["point_estimate"] * 1e-9
     with open(os.path.join(base, "benchmark.json")) as f:
         tp = json.load(f).get("throughput") or {}
@@ -41,13 +67,24 @@ def main():
     args = sys.argv[1:]
     if "--no-run" not in args:
         extra = args[args.index("--") + 1:] if "--" in args else []
-        subprocess.run(
-            ["cargo", "bench", "-p", "kiln-backends", "--bench", "x86", "--"] + extra,
-            cwd=ROOT,
-            check=True,
-        )
-    t = lambda g, n: est(g, n)[0]
-    n = est("x86_chain", "fused_1t")[1]
+        ours = args[:args.index("--")] if "--" in args else args
+        if os.path.exists(RUN):
+            os.remove(RUN)
+        start = time.time()
+        if "--bench-binary" in ours:
+            # A bench binary built elsewhere (e.g. carried to the GPU machine's host).
+            binary = ours[ours.index("--bench-binary") + 1]
+            cmd = [binary, "--bench"] + extra
+        else:
+            cmd = ["cargo", "bench", "-p", "kiln-backends", "--bench", "x86", "--"] + extra
+        subprocess.run(cmd, cwd=ROOT, check=True)
+        os.makedirs(CRIT, exist_ok=True)
+        with open(RUN, "w") as f:
+            f.write(f"{start} {time.time()}\n")
+    window = run_window()
+    est_ = lambda g, n: est(g, n, window)  # noqa: E731
+    t = lambda g, n: est_(g, n)[0]  # noqa: E731
+    n = est_("x86_chain", "fused_1t")[1]
     print(f"\nchain on {n} f32 elements ({os.cpu_count()} hardware threads)")
     line("fused 1 thread vs rustc -O loop 1 thread (time ratio)",
          t("x86_chain", "rustc_1t") / t("x86_chain", "fused_1t"), 0.8)
@@ -65,7 +102,7 @@ def main():
     print(f"{'copy all threads bandwidth, GB/s':<62} {copy_bw / 1e9:8.3f}")
     line("fused all threads bandwidth vs copy bandwidth", chain_bw / copy_bw, 0.8)
     line("fused 1 thread vs interpreter (per element speed-up)",
-         (t("x86_chain_interp", "interp_fused") / est("x86_chain_interp", "interp_fused")[1])
+         (t("x86_chain_interp", "interp_fused") / est_("x86_chain_interp", "interp_fused")[1])
          / (t("x86_chain", "fused_1t") / n))
     line("x86 reduction 1 thread vs rustc -O loop (time ratio)",
          t("x86_examples", "reduce_rustc") / t("x86_examples", "reduce_x86_1t"))

@@ -18,18 +18,19 @@ fn find_gdb() -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join("gdb")).find(|p| p.is_file())
 }
 
-/// Builds the example with full debug info for the code the debugger evaluates in (the example
-/// and kiln-ir): the workspace's dev profile only has line tables and function names, so
-/// `e.dump()` would not find `e` or `dump`'s parameters. Returns the executable's path.
+/// Builds the example in the test profile, which keeps full debug info for the code the
+/// debugger evaluates in (the example and kiln-ir; see Cargo.toml), so that `e.dump()` finds
+/// `e` and `dump`'s parameters. With the workspace's features, as `cargo xtask test` builds
+/// the tests, the build reuses every library the tests were linked with and adds only the
+/// example. Returns the executable's path.
 fn build_example() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let out = Command::new(cargo)
-        .args(["build", "--example", "dump_demo", "--message-format=json-render-diagnostics"])
+        .args(["build", "--profile", "test", "--workspace", "--all-features"])
+        .args(["--example", "dump_demo", "--message-format=json-render-diagnostics"])
         .arg("--manifest-path")
         .arg(&manifest)
-        .args(["--config", "profile.dev.package.kiln.debug=2"])
-        .args(["--config", "profile.dev.package.kiln-ir.debug=2"])
         .output()
         .expect("run cargo");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -67,11 +68,8 @@ fn json_string_field(line: &str, key: &str) -> Option<String> {
 
 #[test]
 fn dump_from_gdb() {
-    let Some(gdb) = find_gdb() else {
-        if std::env::var_os("KILN_REQUIRE_TOOLS").is_some() {
-            panic!("gdb not found (KILN_REQUIRE_TOOLS is set): install it or set KILN_GDB");
-        }
-        kiln_ir::testing::skip("gdb not found (set KILN_GDB or install gdb)");
+    let found = find_gdb().ok_or("gdb not found (set KILN_GDB or install gdb)");
+    let Some(gdb) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", found) else {
         return;
     };
     let exe = build_example();

@@ -170,6 +170,9 @@ fn chain(c: &mut Criterion) {
     let range = NdRange::new(&[small as u32]).with_local(&[256]);
     kiln_ir::interp::run(&kernel, &range, &fused_args, &mut bufs).expect("interprets");
     assert!(bufs[6].to_vec::<f32>().expect("f32")[..] == want[..small], "interpreter");
+    bufs[6] = Buffer::zeroed(Scalar::F32, small);
+    jit.run(&range, &fused_args, &mut bufs).expect("runs");
+    assert!(bufs[6].to_vec::<f32>().expect("f32")[..] == want[..small], "JIT, 2^16 elements");
     let mut g = c.benchmark_group("x86_chain_interp");
     g.sample_size(10).throughput(Throughput::Elements(small as u64));
     g.bench_function("interp_fused", |bch| {
@@ -266,6 +269,9 @@ fn examples(c: &mut Criterion) {
         bch.iter(|| reduce.run(&range, &args, &mut bufs).expect("runs"))
     });
     let reduce_scalar = compile_scalar(REDUCE);
+    bufs[1] = Buffer::zeroed(Scalar::F32, n / 64);
+    reduce_scalar.run(&range, &args, &mut bufs).expect("runs");
+    assert!(bufs[1].to_vec::<f32>().expect("f32") == want, "reduction, scalar code");
     g.bench_function("reduce_x86_scalar_1t", |bch| {
         bch.iter(|| reduce_scalar.run(&range, &args, &mut bufs).expect("runs"))
     });
@@ -287,6 +293,9 @@ fn examples(c: &mut Criterion) {
         bch.iter(|| stencil.run(&range, &args, &mut bufs).expect("runs"))
     });
     let stencil_scalar = compile_scalar(STENCIL);
+    bufs[1] = Buffer::zeroed(Scalar::F32, n);
+    stencil_scalar.run(&range, &args, &mut bufs).expect("runs");
+    assert!(bufs[1].to_vec::<f32>().expect("f32") == want, "stencil, scalar code");
     g.bench_function("stencil_x86_scalar_1t", |bch| {
         bch.iter(|| stencil_scalar.run(&range, &args, &mut bufs).expect("runs"))
     });

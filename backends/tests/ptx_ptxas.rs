@@ -202,6 +202,7 @@ fn random_kernels_assemble() {
     let cfg = GenConfig { approx_intrinsics: true, ..GenConfig::default() };
     let strategy = kiln_ir::testing::arb_kernel_with(cfg);
     let _ = arb_kernel;
+    let mut refused = 0;
     for n in 0..cases {
         let case = strategy.new_tree(&mut runner).unwrap().current();
         let k: &Kernel = &case.kernel;
@@ -210,11 +211,20 @@ fn random_kernels_assemble() {
             Ok(ptx) => assemble(&p, &ptx, sm, &format!("random{n}"))
                 .unwrap_or_else(|e| panic!("{e}\nkernel:\n{k}")),
             Err(e) => {
-                // Only f64 transcendental functions are refused.
-                assert!(e.message.contains("f64"), "{e}\nkernel:\n{k}");
+                // Only f64 transcendental functions are refused, in these words.
+                let documented = ["exp", "log", "sin", "cos"].iter().any(|f| {
+                    e.message
+                        .contains(&format!("`{f}` on f64 (PTX has approximations for f32 only)"))
+                });
+                assert!(documented, "{e}\nkernel:\n{k}");
+                refused += 1;
             }
         }
     }
+    // 3 of the default 120 were refused when the bound was set: at most 5 in 120 (4%), so a
+    // backend that starts refusing more fails here.
+    eprintln!("{refused} of {cases} random kernels refused");
+    assert!(refused <= (5 * cases).div_ceil(120), "{refused} of {cases} random kernels refused");
     let _ = Scalar::F32;
 }
 

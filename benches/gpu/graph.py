@@ -17,6 +17,10 @@ BIN_DIR holds `kiln` and `graph_bench` (benches/gpu/build_all.sh). Steps:
    graph, launch+synchronize. Median of R after warm-up; the same clock (perf_counter) as
    kiln's Instant.
 3. Ratios: kiln graph / cupy graph, kiln eager / kiln graph, kiln fused / unfused.
+
+Every timed result is checked (graph_bench checks its own against the host's arithmetic and
+fails otherwise; here the counter after the chain100 launches and elementwise4's output bit
+for bit); a wrong one fails the script before any ratio is printed.
 """
 import argparse
 import os
@@ -42,6 +46,12 @@ def median_us(fn, reps, warm=3):
         fn()
         t.append((time.perf_counter() - s) * 1e6)
     return float(np.median(t))
+
+
+def check(what, ok, why):
+    """Fails the script, before any ratio is printed, when a timed result is wrong."""
+    if not ok:
+        sys.exit(f"{what}: wrong result ({why}); no ratios")
 
 
 def kiln_results(bin_dir, elems, reps):
@@ -86,6 +96,10 @@ def main():
             graph_submit = median_us(lambda: graph.launch(stream=stream), a.reps)
             stream.synchronize()
             graph_wait = median_us(lambda: (graph.launch(stream=stream), stream.synchronize()), a.reps)
+        # Every timed launch incremented x once: four timed loops of warm-up + reps rounds.
+        stream.synchronize()
+        want = 4 * (3 + a.reps) * 100
+        check("cupy chain100", int(x.get()[0]) == want, f"x is {int(x.get()[0])}, not {want}")
         print(f"cupy chain100: eager submit {eager_submit:.1f} us, submit+wait {eager_wait:.1f} us; "
               f"CUDA graph launch {graph_submit:.1f} us, launch+wait {graph_wait:.1f} us")
 
@@ -104,6 +118,10 @@ def main():
             fs[3](grid, block, (t3, bv, out, z, z, z))
             g4 = stream.end_capture()
             g4_wait = median_us(lambda: (g4.launch(stream=stream), stream.synchronize()), a.reps)
+        ha, hb, hc = av.get(), bv.get(), cv.get()
+        want = ((ha * hb + hc) * np.float32(1.5) - hb).view(np.uint32)
+        check("cupy elementwise4", np.array_equal(out.get().view(np.uint32), want),
+              "out differs from the host's f32 arithmetic")
         print(f"cupy elementwise4 CUDA graph (unfused, kiln's PTX): {g4_wait / 1e3:.3f} ms")
 
     print("== ratios (same run)")

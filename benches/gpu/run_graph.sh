@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN="${1:-benches/gpu/bin}"
-export KILN_EXAMPLES_DIR="$PWD/examples" KILN_REQUIRE_TOOLS=1
+export KILN_EXAMPLES_DIR="$PWD/examples" KILN_REQUIRE_TOOLS=1 KILN_REQUIRE_CUDA=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 rc=0
 step() { # NAME COMMAND...

@@ -9,8 +9,9 @@
 //! 2. `elementwise4`: `t1 = a * b; t2 = t1 + c; t3 = t2 * s; out = t3 - b` over `--elems`
 //!    f32 (default 2^28) as a graph of four kernels, finalized without and with
 //!    `fuse_chains` (+ `internalize`: t1..t3 never reach memory), one replay each (submit and
-//!    wait; the buffers stay on the device between replays). The outputs are compared bit
-//!    for bit.
+//!    wait; the buffers stay on the device between replays). Both outputs are compared bit
+//!    for bit with the host's arithmetic, and the run fails before any result is printed
+//!    when one differs.
 //!
 //! ```text
 //! cargo run --release -p kiln-runtime --example graph_bench -- --device cuda
@@ -189,8 +190,21 @@ fn elementwise4(ctx: &Context, n: usize, reps: usize) -> Result<(), String> {
         }
         outs.push(out.read().map_err(|e| e.to_string())?);
     }
-    if outs[0].iter().zip(&outs[1]).any(|(x, y)| x.to_bits() != y.to_bits()) {
-        return Err("elementwise4: fused and unfused outputs differ".into());
+    // Both against the host's arithmetic (one rounding per operation, as the kernels do).
+    let (ha, hb, hc) = (
+        a.read().map_err(|e| e.to_string())?,
+        b.read().map_err(|e| e.to_string())?,
+        c.read().map_err(|e| e.to_string())?,
+    );
+    let want = |i: usize| ((ha[i] * hb[i] + hc[i]) * 1.5f32 - hb[i]).to_bits();
+    for (out, what) in outs.iter().zip(["unfused", "fused"]) {
+        if let Some(i) = (0..n).find(|&i| out[i].to_bits() != want(i)) {
+            return Err(format!(
+                "elementwise4: the {what} graph's out[{i}] is {}, not {}",
+                out[i],
+                f32::from_bits(want(i))
+            ));
+        }
     }
     let [u, f] = times.map(median);
     result("elementwise4.unfused_us", u);
