@@ -11,9 +11,10 @@ use kiln_runtime::device::cpu::CpuDevice;
 use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::device::vulkan::VulkanDevice;
+use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
-    interp_device, AccessMode, AccessProps, Buffer, Context, ContextConfig, Device, FusionProps,
-    FusionStatus, KernelArg, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
+    interp_device, AccessMode, AccessProps, AnyBuffer, Buffer, Context, ContextConfig, Device,
+    FusionProps, FusionStatus, KernelArg, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 
 const KERNELS: &str = "
@@ -125,7 +126,7 @@ fn twice(
         }
         work(&q, &b);
         let status = fusion.then(|| {
-            q.complete_fusion(props.clone()).wait().unwrap();
+            q.complete_fusion(props).wait().unwrap();
             q.fusion_status().expect("a fusion status")
         });
         q.wait().unwrap();
@@ -145,73 +146,109 @@ fn completed(s: &FusionStatus, dev: &str) -> (usize, Vec<String>) {
     }
 }
 
-/// The issue's scenario: five guarded kernels in two chains over `n = 1000` elements,
-/// launched over 1024 work-items in groups of 64; then the same with the intermediate `e`
-/// promoted to private memory.
-#[test]
-fn guarded_chains_over_rounded_up_ranges_fuse() {
+/// The issue's five guarded kernels in two chains over `n = 1000` (launched over 1024
+/// work-items in groups of 64); with `promote`, the intermediate `e` asks for private memory.
+/// Buffers: 0 = x, 1 = e, 2 = y, 3 = z.
+fn guarded_five(e: &Env, q: &Queue, b: &[Buffer<f32>], promote: bool) {
     const N: u32 = 1000;
     let range = || NdRange::new(&[1024]).with_local(&[64]);
+    let (k1, k2, k3, k4, k5) =
+        (e.k("shift_exp"), e.k("poly"), e.k("clamp_low"), e.k("root"), e.k("scale"));
+    let props = AccessProps { promote: promote.then_some(PromoteTo::Private), no_init: false };
+    q.submit(|h| {
+        let (x, t) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, props));
+        h.parallel_for(&k1, range(), vec![x.into(), t.into(), KernelArg::scalar(N)]);
+    });
+    q.submit(|h| {
+        let t = h.access_with(&b[1], AccessMode::Read, props);
+        let y = h.write(&b[2]);
+        h.parallel_for(&k2, range(), vec![t.into(), y.into(), KernelArg::scalar(N)]);
+    });
+    q.submit(|h| {
+        let y = h.read_write(&b[2]);
+        let args = vec![y.into(), KernelArg::scalar(0.25f32), KernelArg::scalar(N)];
+        h.parallel_for(&k3, range(), args);
+    });
+    q.submit(|h| {
+        let (y, z) = (h.read(&b[2]), h.write(&b[3]));
+        h.parallel_for(&k4, range(), vec![y.into(), z.into(), KernelArg::scalar(N)]);
+    });
+    q.submit(|h| {
+        let z = h.read_write(&b[3]);
+        let args = vec![z.into(), KernelArg::scalar(1.5f32), KernelArg::scalar(N)];
+        h.parallel_for(&k5, range(), args);
+    });
+}
+
+/// The issue's scenario in a fusion-aware queue, without and with `e` promoted.
+#[test]
+fn guarded_chains_over_rounded_up_ranges_fuse() {
+    const N: usize = 1000;
     for e in envs() {
         let dev = e.ctx.device().name().to_string();
-        let (k1, k2, k3, k4, k5) =
-            (e.k("shift_exp"), e.k("poly"), e.k("clamp_low"), e.k("root"), e.k("scale"));
         for promote in [false, true] {
-            // Buffers: 0 = x, 1 = e, 2 = y, 3 = z.
-            let work = |q: &Queue, b: &[Buffer<f32>]| {
-                let props =
-                    AccessProps { promote: promote.then_some(PromoteTo::Private), no_init: false };
-                q.submit(|h| {
-                    let (x, t) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, props));
-                    h.parallel_for(&k1, range(), vec![x.into(), t.into(), KernelArg::scalar(N)]);
-                });
-                q.submit(|h| {
-                    let t = h.access_with(&b[1], AccessMode::Read, props);
-                    let y = h.write(&b[2]);
-                    h.parallel_for(&k2, range(), vec![t.into(), y.into(), KernelArg::scalar(N)]);
-                });
-                q.submit(|h| {
-                    let y = h.read_write(&b[2]);
-                    h.parallel_for(
-                        &k3,
-                        range(),
-                        vec![y.into(), KernelArg::scalar(0.25f32), KernelArg::scalar(N)],
-                    );
-                });
-                q.submit(|h| {
-                    let (y, z) = (h.read(&b[2]), h.write(&b[3]));
-                    h.parallel_for(&k4, range(), vec![y.into(), z.into(), KernelArg::scalar(N)]);
-                });
-                q.submit(|h| {
-                    let z = h.read_write(&b[3]);
-                    h.parallel_for(
-                        &k5,
-                        range(),
-                        vec![z.into(), KernelArg::scalar(1.5f32), KernelArg::scalar(N)],
-                    );
-                });
-            };
-            let (status, plain, fused) = twice(&e, 4, N as usize, work, FusionProps::default());
+            let work = |q: &Queue, b: &[Buffer<f32>]| guarded_five(&e, q, b, promote);
+            let (status, plain, fused) = twice(&e, 4, N, work, FusionProps::default());
             let (kernels, warnings) = completed(&status, &dev);
             assert_eq!(kernels, 5, "{dev}");
             assert!(warnings.is_empty(), "{dev}: {warnings:?}");
             for b in [0, 2, 3] {
                 assert_eq!(plain[b], fused[b], "{dev}: buffer {b}, promote {promote}");
             }
+            let untouched: Vec<u32> =
+                bufs(4, N)[1].read().unwrap().iter().map(|x| x.to_bits()).collect();
             if promote {
                 // Promoted: the fused run never wrote `e`.
-                assert_eq!(
-                    fused[1],
-                    bufs(4, N as usize)[1]
-                        .read()
-                        .unwrap()
-                        .iter()
-                        .map(|x| x.to_bits())
-                        .collect::<Vec<_>>(),
-                    "{dev}"
-                );
+                assert_eq!(fused[1], untouched, "{dev}");
             } else {
                 assert_eq!(plain[1], fused[1], "{dev}");
+            }
+        }
+    }
+}
+
+/// The same kernels recorded into a command graph with `fuse_chains`, then a copy of `z`
+/// (buffer 4): the chain fuses at finalize (the scalar arguments are the fused kernel's
+/// constants, so `i < n` bounds every access), and replays give the eager run's bits; with
+/// `internalize`, `e` and `y`, which nothing outside the chain uses, are not written back.
+#[test]
+fn guarded_chains_fuse_in_command_graphs() {
+    const N: usize = 1000;
+    for e in envs() {
+        let dev = e.ctx.device().name().to_string();
+        let q = Queue::new(&e.ctx, QueueOrder::InOrder);
+        let run = |q: &Queue, b: &[Buffer<f32>]| {
+            guarded_five(&e, q, b, false);
+            q.submit(|h| h.copy(&AnyBuffer::from(&b[3]), &AnyBuffer::from(&b[4])));
+        };
+        let eager = bufs(5, N);
+        run(&q, &eager);
+        q.wait().unwrap();
+        let bits = |b: &Buffer<f32>| -> Vec<u32> {
+            b.read().unwrap().iter().map(|x| x.to_bits()).collect()
+        };
+        for internalize in [false, true] {
+            let replay = bufs(5, N);
+            let g = Graph::new(
+                &e.ctx,
+                GraphProperties { fuse_chains: true, internalize, ..Default::default() },
+            );
+            q.begin_recording(&g).unwrap();
+            run(&q, &replay);
+            q.end_recording().unwrap();
+            let exec = g.finalize().unwrap();
+            assert_eq!(exec.fused_chain_nodes().len(), 1, "{dev}: {:?}", exec.refused_chains());
+            assert_eq!(exec.fused_chain_nodes()[0].len(), 5, "{dev}");
+            assert!(exec.refused_chains().is_empty(), "{dev}: {:?}", exec.refused_chains());
+            for _ in 0..2 {
+                q.submit_graph(&exec).wait().unwrap();
+            }
+            assert_eq!(bits(&replay[0]), bits(&eager[0]), "{dev}");
+            assert_eq!(bits(&replay[3]), bits(&eager[3]), "{dev}: z, internalize {internalize}");
+            assert_eq!(bits(&replay[4]), bits(&eager[4]), "{dev}: copy of z");
+            if !internalize {
+                assert_eq!(bits(&replay[1]), bits(&eager[1]), "{dev}");
+                assert_eq!(bits(&replay[2]), bits(&eager[2]), "{dev}");
             }
         }
     }

@@ -739,19 +739,47 @@ fn a_chain_of_a_thousand_kernels_fuses_its_longest_legal_prefix() {
     }
 }
 
-/// A chain of 1000 kernels that cannot be fused (each reads what the previous one wrote to
-/// the same buffer before writing it: no private promotion proves that) finalizes without
-/// trying its 1000 suffixes, and replays with the eager result.
+/// A chain of 1000 kernels that cannot be fused (each reads the neighbour of an element the
+/// previous one wrote: another work-item's) finalizes without trying its 1000 suffixes, and
+/// replays with the eager result.
 #[test]
 fn a_chain_of_a_thousand_unfusable_kernels_finalizes() {
     const LEN: usize = 1000;
     let ctx = interp();
     let k = kernels(&ctx);
     let props = GraphProperties { fuse_chains: true, ..Default::default() };
-    let b = bufs(1);
-    let exec = finalize_within(&ctx, props, 240, |q| (0..LEN).for_each(|_| inc(q, &k, &b[0])));
+    let work = |q: &Queue, b: &[Buffer<u32>]| {
+        for i in 0..LEN {
+            let (from, to) = (&b[i % 2], &b[1 - i % 2]);
+            q.submit(|h| {
+                let (a, o) = (h.read(from), h.write(to));
+                h.parallel_for(&k.rotate, r(), vec![a.into(), o.into()]);
+            });
+        }
+    };
+    let b = bufs(2);
+    let exec = finalize_within(&ctx, props, 240, |q| work(q, &b));
     assert_eq!(exec.fused_chains(), 0);
     assert_eq!(exec.schedule()[0].len(), LEN);
+    let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+    q.submit_graph(&exec).wait().unwrap();
+    let eager = bufs(2);
+    work(&q, &eager);
+    q.wait().unwrap();
+    assert_eq!(contents(&b), contents(&eager));
+}
+
+/// A chain of kernels that each update the same buffer in place (`x[i] = x[i] + 1`): every
+/// work-item touches only its own element, so the whole chain fuses (the queue's rule).
+#[test]
+fn a_chain_of_in_place_updates_fuses() {
+    const LEN: usize = 64;
+    let ctx = interp();
+    let k = kernels(&ctx);
+    let props = GraphProperties { fuse_chains: true, ..Default::default() };
+    let b = bufs(1);
+    let exec = finalize_within(&ctx, props, 240, |q| (0..LEN).for_each(|_| inc(q, &k, &b[0])));
+    assert_eq!(exec.fused_chains(), 1, "{:?}", exec.refused_chains());
     let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
     q.submit_graph(&exec).wait().unwrap();
     let want: Vec<u32> = contents(&bufs(1))[0].iter().map(|v| v + LEN as u32).collect();

@@ -131,7 +131,7 @@ fn check_ranges(groups: &[Group]) -> Result<(), String> {
     Ok(())
 }
 
-fn constant(v: Imm) -> ConstValue {
+pub(crate) fn constant(v: Imm) -> ConstValue {
     match v {
         Imm::Bool(b) => ConstValue::Bool(b),
         Imm::Int(..) => ConstValue::Int(v.as_i128().unwrap_or_default()),

@@ -25,15 +25,15 @@ use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
 use kiln_ir::{parse_module, Imm, Kernel, Module};
 use kiln_passes::fusion::{
-    fuse_kernels, refused_promotions, ArgMap, BarrierPolicy, BindArg, FusedKernel, FusionSpec,
-    ParamRef, PromoteTo, Promotion, RangeSpec,
+    fuse_kernels, fusion_keeps_result, ArgMap, BarrierPolicy, BindArg, Constant, FusedKernel,
+    FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
 use super::exec::FlatNode;
 use super::NodeKind;
 use crate::buffer::{Accessor, BufferInner};
 use crate::context::{Context, KernelHandle};
-use crate::fusion::jit::{check_args, not_per_item};
+use crate::fusion::jit::{check_args, constant, not_per_item};
 use crate::scheduler::deps::merge_accessors;
 use crate::scheduler::{KernelArg, PreparedLaunch};
 
@@ -283,6 +283,9 @@ struct ChainIr {
     parsed: HashMap<usize, (Arc<str>, Module)>,
     names: Vec<String>,
     ranges: Vec<RangeSpec>,
+    /// The members' scalar arguments, which the fused kernel takes as constants (so guards
+    /// like `i < n` bound its accesses).
+    constants: Vec<Constant>,
     groups: Vec<Group>,
     /// Each buffer's group, by buffer id.
     group_of: HashMap<u64, usize>,
@@ -366,7 +369,14 @@ impl ChainIr {
         }
         // Parameters bound to one buffer are one parameter.
         for (p, a) in args.iter().enumerate() {
-            let KernelArg::Buffer(acc) = a else { continue };
+            let acc = match a {
+                KernelArg::Buffer(acc) => acc,
+                KernelArg::Scalar(v) => {
+                    let param = ParamRef::new(e, p);
+                    self.constants.push(Constant { param, value: constant(*v) });
+                    continue;
+                }
+            };
             let writes =
                 n.accessors.iter().any(|x| Arc::ptr_eq(&x.buffer, &acc.buffer) && x.mode.writes());
             let g = *self.group_of.entry(acc.buffer.id).or_insert_with(|| {
@@ -410,27 +420,26 @@ impl ChainIr {
             // work-item reads what another wrote in an earlier entry. (Barriers inside the
             // kernels stay.) A barrier there would cost every work-group a synchronization
             // per entry, and the cpu device a resume point.
+            constants: self.constants.iter().filter(|c| c.param.entry < n).cloned().collect(),
             barriers: BarrierPolicy::None,
             ..FusionSpec::default()
         }
     }
 
     /// The legality check of the first `n` entries: every buffer one of them writes and
-    /// another uses must pass private promotion; `Err` says why not.
+    /// another uses must be accessed per work-item (the queue's rule, [`fusion_keeps_result`]);
+    /// `Err` says why not.
     fn check(&self, n: usize) -> Result<(), String> {
-        let spec = FusionSpec {
-            promote: self
-                .groups
-                .iter()
-                .filter(|g| g.shared(n))
-                .map(Group::promotion)
-                .collect::<Result<_, _>>()?,
-            ..self.spec(n)
-        };
-        let refused = refused_promotions(&self.module(), &spec).map_err(|e| e.to_string())?;
-        match refused.first() {
-            None => Ok(()),
-            Some(w) => Err(not_per_item(false, &w.reason)),
+        let shared = self
+            .groups
+            .iter()
+            .filter(|g| g.shared(n))
+            .map(|g| Ok((g.params[0], Some(g.promotion()?.buffer_len.unwrap_or(u32::MAX)))))
+            .collect::<Result<Vec<_>, String>>()?;
+        match fusion_keeps_result(&self.module(), &self.spec(n), &shared, false) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(not_per_item(false, &why)),
+            Err(e) => Err(e.to_string()),
         }
     }
 
