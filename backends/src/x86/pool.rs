@@ -13,7 +13,7 @@
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -134,7 +134,7 @@ impl Job {
 impl WorkerPool {
     /// A pool running jobs on `threads` threads in all: the submitting thread and
     /// `threads - 1` workers started now (none for `threads <= 1`: jobs then run on the
-    /// submitting thread alone).
+    /// submitting thread alone; fewer if the system refuses to start more threads).
     pub fn new(threads: usize) -> WorkerPool {
         let shared = Arc::new(Shared {
             state: Mutex::new(State { epoch: 0, job: None, shutdown: false }),
@@ -143,20 +143,24 @@ impl WorkerPool {
             sleepers: AtomicUsize::new(0),
         });
         // The pool is ready when its threads are: each has its name and is waiting for work.
-        let started = Arc::new(Barrier::new(threads.max(1)));
-        let workers = (1..threads.max(1))
-            .map(|i| {
-                let (shared, started) = (shared.clone(), started.clone());
+        // A thread the system refuses to start leaves the pool smaller, not broken.
+        let (ready, started) = std::sync::mpsc::channel::<()>();
+        let workers: Vec<JoinHandle<()>> = (1..threads.max(1))
+            .map_while(|i| {
+                let (shared, ready) = (shared.clone(), ready.clone());
                 std::thread::Builder::new()
                     .name(format!("kiln-cpu-{i}"))
                     .spawn(move || {
-                        started.wait();
+                        let _ = ready.send(());
                         worker(&shared)
                     })
-                    .expect("the operating system starts a worker thread")
+                    .ok()
             })
             .collect();
-        started.wait();
+        drop(ready);
+        for _ in &workers {
+            let _ = started.recv();
+        }
         WorkerPool { shared, workers, submit: Mutex::new(()) }
     }
 
@@ -167,7 +171,8 @@ impl WorkerPool {
 
     /// Runs `task(i)` once for every `i` in `0..n`, on the pool's threads and this one (in
     /// no set order, several at once), and returns when all have run. A panic of a task is
-    /// raised here once the others have run; the pool stays usable.
+    /// raised here once the others have run; the pool stays usable. A task must not submit
+    /// to the same pool (it would wait for its own job to end).
     pub fn run(&self, n: usize, task: &(dyn Fn(usize) + Sync)) {
         if n <= 1 || self.workers.is_empty() {
             (0..n).for_each(task);

@@ -109,8 +109,8 @@ impl CpuDevice {
     }
 
     /// How many worker threads the device has started so far (`threads() - 1` once a
-    /// launch has had more than one work-group, else 0); they are joined when the device
-    /// is dropped.
+    /// launch has had more than one work-group, fewer only if the system refused to start
+    /// them, else 0); they are joined when the device is dropped.
     pub fn workers_started(&self) -> usize {
         self.pool.get().map_or(0, |p| p.threads() - 1)
     }
