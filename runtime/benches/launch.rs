@@ -5,6 +5,9 @@
 //!
 //! * `launch256/{1-thread,N-threads}`: one `Device::run` of a built kernel over 256
 //!   work-items (groups of 32), buffers on the host;
+//! * `launch256/queue`: the same launch submitted on an in-order queue of a `Context` (all
+//!   threads) and waited for, as `kiln run --time` times a launch (the runtime's hand-off to
+//!   its worker and back included);
 //! * `chain100/{eager,replay}`: submission and completion of 100 dependent launches of
 //!   256 work-items each (criterion's throughput is kernels per second);
 //! * a closing `per kernel:` summary: the median cost of one kernel in each case and the
@@ -128,15 +131,25 @@ fn bench(c: &mut Criterion) {
     g.bench_function("eager", |bench| bench.iter(eager));
     g.bench_function("replay", |bench| bench.iter(replay));
     g.finish();
+    let queued = || {
+        q.submit(|h| {
+            let x = h.read_write(&b);
+            h.parallel_for(&k, range(), vec![KernelArg::from(x)]);
+        });
+        q.wait().expect("launch runs");
+    };
+    c.benchmark_group("launch256").bench_function("queue", |bench| bench.iter(queued));
 
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let l1 = us(median(2001, &mut run1));
     let ln = us(median(2001, &mut run_all));
     let e = us(median(101, eager)) / NODES as f64;
     let r = us(median(101, replay)) / NODES as f64;
+    let lq = us(median(2001, queued));
     println!(
-        "per kernel: launch256 {l1:.2} us on 1 thread, {ln:.2} us on {threads}; 100 kernels \
-         eager {e:.2} us, graph replay {r:.2} us (eager/replay {:.1}x)",
+        "per kernel: launch256 {l1:.2} us on 1 thread, {ln:.2} us on {threads}, {lq:.2} us \
+         through a queue; 100 kernels eager {e:.2} us, graph replay {r:.2} us (eager/replay \
+         {:.1}x)",
         e / r
     );
 }
