@@ -68,7 +68,7 @@
 //! An [`X86Program`] is `Send + Sync`. Every run builds its own context, frames and local
 //! block, so runs on different buffers may proceed on different threads at once, and
 //! [`X86Program::run_groups_raw`] runs a sub-range of the work-groups of one launch so that
-//! a thread pool can split a launch ([`X86Program::run_parallel`] does, with scoped threads).
+//! a thread pool can split a launch ([`X86Program::run_on`] does, on a [`WorkerPool`]).
 //! Atomics are lock-prefixed, so they are atomic across threads too.
 //!
 //! ```
@@ -90,17 +90,19 @@ mod fault;
 mod gen;
 mod image;
 mod launch;
+mod pool;
 mod rounds;
 mod rt;
 mod spmd;
 mod vector;
 
 pub use image::cpu_has;
+pub use pool::WorkerPool;
 
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use kiln_ir::interp::InterpError;
@@ -527,10 +529,8 @@ impl X86Program {
         unsafe { self.run_groups_raw(&launch, args, &raw, 0..launch.group_count(), opts) }
     }
 
-    /// Runs the launch's work-groups on up to `threads` threads (scoped; each takes a
-    /// contiguous run of groups). A race-free kernel gives the interpreter's buffers; when
-    /// groups fail, the error of the lowest-numbered failing group among those run is
-    /// returned, and groups on other threads may have run past it.
+    /// Runs the launch's work-groups on up to `threads` threads, started for this call:
+    /// [`X86Program::run_on`] a [`WorkerPool`] of `threads`.
     pub fn run_parallel(
         &self,
         range: &NdRange,
@@ -539,41 +539,46 @@ impl X86Program {
         threads: usize,
         opts: &X86RunOptions,
     ) -> Result<(), InterpError> {
+        self.run_on(&WorkerPool::new(threads), range, args, buffers, opts)
+    }
+
+    /// Runs the launch's work-groups on the pool's threads (each takes a contiguous run of
+    /// groups, run in order). A race-free kernel gives the interpreter's buffers; when
+    /// groups fail, the error of the lowest-numbered failing group among those run is
+    /// returned, and groups on other threads may have run past it.
+    pub fn run_on(
+        &self,
+        pool: &WorkerPool,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        opts: &X86RunOptions,
+    ) -> Result<(), InterpError> {
         let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
         let n = launch.group_count();
-        let threads = (threads.max(1) as u64).min(n);
-        if threads <= 1 {
-            // One thread's worth of groups (a tiny launch): run them here rather than pay
-            // for spawning a thread per launch (what a command graph's replay of small
-            // kernels would mostly measure).
+        let parts = (pool.threads() as u64).min(n);
+        if parts <= 1 {
             // SAFETY: as below, with every group on this thread.
             return unsafe { self.run_groups_raw(&launch, args, &raw, 0..n, opts) };
         }
-        let per = n.div_ceil(threads);
-        let results: Vec<(u64, Result<(), InterpError>)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (lo, hi) = (t * per, ((t + 1) * per).min(n));
-                    let raw = &raw;
-                    s.spawn(move || {
-                        // SAFETY: the buffers are borrowed mutably for this call; threads
-                        // run disjoint groups, and a race-free kernel's groups write
-                        // disjoint elements (atomics are lock-prefixed).
-                        (lo, unsafe { self.run_groups_raw(&launch, args, raw, lo..hi, opts) })
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
+        let per = n.div_ceil(parts);
+        let results: Vec<Mutex<Option<InterpError>>> =
+            (0..parts).map(|_| Mutex::new(None)).collect();
+        pool.run(parts as usize, &|t| {
+            let (lo, hi) = (t as u64 * per, ((t as u64 + 1) * per).min(n));
+            // SAFETY: the buffers are borrowed mutably for this call, which returns after
+            // every part has run; parts run disjoint groups, and a race-free kernel's groups
+            // write disjoint elements (atomics are lock-prefixed).
+            if let Err(e) = unsafe { self.run_groups_raw(&launch, args, &raw, lo..hi, opts) } {
+                *results[t].lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
         });
+        // Parts are in group order: the first error is the lowest-numbered group's.
         results
             .into_iter()
-            .filter_map(|(lo, r)| r.err().map(|e| (lo, e)))
-            .min_by_key(|(lo, _)| *lo)
-            .map_or(Ok(()), |(_, e)| Err(e))
+            .find_map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .map_or(Ok(()), Err)
     }
 
     /// Runs the work-groups `groups` (linear group ids, dimension 0 fastest) of `launch`

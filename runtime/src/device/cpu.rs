@@ -31,12 +31,12 @@
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use kiln_backends::driver;
 use kiln_backends::options::BuildOptions;
-use kiln_backends::x86::{X86Options, X86Program, X86RunOptions, X86};
+use kiln_backends::x86::{WorkerPool, X86Options, X86Program, X86RunOptions, X86};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::Verified;
 
@@ -54,6 +54,9 @@ pub struct CpuDevice {
     vector: bool,
     /// Kernels compiled to machine code by [`Device::build`] so far.
     compiled: AtomicU64,
+    /// The threads launches run on, started at the first launch that has more than one
+    /// work-group and parked between launches (joined when the device is dropped).
+    pool: OnceLock<WorkerPool>,
 }
 
 /// A loaded program: one compiled kernel per kernel of the module.
@@ -61,7 +64,8 @@ struct CpuProgram(Vec<Arc<X86Program>>);
 
 impl CpuDevice {
     /// The host's CPU, running each launch's work-groups on `options.threads` threads (by
-    /// default one per core) and stopping a launch at `options.timeout`. Unavailable on a
+    /// default one per core: the calling thread and a pool of workers the device keeps)
+    /// and stopping a launch at `options.timeout`. Unavailable on a
     /// host that is not x86-64.
     pub fn open(options: &OpenOptions) -> Result<CpuDevice, DeviceError> {
         if !cfg!(target_arch = "x86_64") {
@@ -75,7 +79,13 @@ impl CpuDevice {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             .max(1);
         let vector = kiln_backends::x86::cpu_has("avx2");
-        Ok(CpuDevice { threads, timeout: options.timeout, vector, compiled: AtomicU64::new(0) })
+        Ok(CpuDevice {
+            threads,
+            timeout: options.timeout,
+            vector,
+            compiled: AtomicU64::new(0),
+            pool: OnceLock::new(),
+        })
     }
 
     /// This device without vector code: only the scalar code is built and only images
@@ -95,6 +105,13 @@ impl CpuDevice {
     /// How many threads a launch's work-groups are spread over.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// How many worker threads the device has started so far (`threads() - 1` once a
+    /// launch has had more than one work-group, fewer only if the system refused to start
+    /// them, else 0); they are joined when the device is dropped.
+    pub fn workers_started(&self) -> usize {
+        self.pool.get().map_or(0, |p| p.threads() - 1)
     }
 
     fn target(&self) -> X86 {
@@ -181,7 +198,7 @@ impl Device for CpuDevice {
             deadline: self.timeout.and_then(|t| Instant::now().checked_add(t)),
             ..X86RunOptions::default()
         };
-        k.run_parallel(range, args, buffers, self.threads, &opts)
-            .map_err(|e| DeviceError::Launch(e.to_string()))
+        let pool = self.pool.get_or_init(|| WorkerPool::new(self.threads));
+        k.run_on(pool, range, args, buffers, &opts).map_err(|e| DeviceError::Launch(e.to_string()))
     }
 }
