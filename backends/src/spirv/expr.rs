@@ -41,8 +41,15 @@ impl Emitter {
             ExprNode::Imm(i) => match *i {
                 Imm::Bool(b) => cx.bool_const(b),
                 Imm::Int(s, bits) => cx.constant(s, bits),
-                Imm::Float(s, f) if f == 0.0 && s != Scalar::F16 && self.opaque_zero.is_some() => {
-                    // ±0.0 built at run time (see `Emitter::opaque_zero`).
+                Imm::Float(s, f)
+                    if (f == 0.0 || f.is_nan())
+                        && s != Scalar::F16
+                        && self.opaque_zero.is_some() =>
+                {
+                    // ±0.0 and NaNs built at run time from their bits (see
+                    // `Emitter::opaque_zero`): besides lavapipe's folding of zeros, NVIDIA's
+                    // compiler quiets a signalling NaN constant (0x7fb00003 became 0x7ff00003),
+                    // and kiln's constants keep every bit.
                     let z = self.opaque_zero.expect("checked");
                     let is = int_of_bits(s.bits());
                     let it = cx.ty(is);
@@ -51,8 +58,7 @@ impl Emitter {
                     } else {
                         cx.b.u_convert(it, None, z).map_err(er)?
                     };
-                    let bits =
-                        cx.constant(is, if f.is_sign_negative() { 1 << (s.bits() - 1) } else { 0 });
+                    let bits = cx.constant(is, kiln_ir::expr::float_to_bits(s, f));
                     let v = cx.b.bitwise_or(it, None, z, bits).map_err(er)?;
                     let ft = cx.ty(s);
                     cx.b.bitcast(ft, None, v).map_err(er)?
