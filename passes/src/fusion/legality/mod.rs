@@ -19,7 +19,7 @@
 //! expressions joined by `&&` (or, negated, `||`), `bool` lets of such conditions, and the
 //! fused kernel's own `glid < N` guard of an entry with a smaller range. Work-items (and
 //! loop iterations) outside an access's guard never run it and need no proof. Facts are
-//! proved under the guard by a sound prover ([`affine::Domain::proves`]); what it cannot
+//! proved under the guard by a sound prover (`Domain::proves` in `affine.rs`); what it cannot
 //! prove is refused, never assumed.
 //!
 //! * **private**: with `L` the fused global linear id and `N` the work-item count, every
