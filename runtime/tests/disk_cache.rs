@@ -225,7 +225,9 @@ fn mp_worker() {
             Some(a) => assert_eq!(a, artifact(i), "process {seed} loaded a wrong artifact"),
             None => c.put(&key(i), &artifact(i)),
         }
-        if round % 20 == 19 {
+        // Evictions by several processes at once may, each from its own view, remove every
+        // item; the last rounds only get and put, so the directory ends with items.
+        if round == 19 || round == 39 {
             c.evict(3000);
         }
     }

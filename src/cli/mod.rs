@@ -159,6 +159,9 @@ static CONFIG: OnceLock<kiln::Config> = OnceLock::new();
 
 /// The settings [`main`] read.
 fn config() -> &'static kiln::Config {
+    // Unit tests call commands without `main`: they get the defaults, not the environment.
+    #[cfg(test)]
+    let _ = CONFIG.set(kiln::Config::default());
     CONFIG.get().expect("main reads the settings before running a command")
 }
 
