@@ -769,23 +769,6 @@ fn a_chain_of_a_thousand_unfusable_kernels_finalizes() {
     assert_eq!(contents(&b), contents(&eager));
 }
 
-/// A chain of kernels that each update the same buffer in place (`x[i] = x[i] + 1`): every
-/// work-item touches only its own element, so the whole chain fuses (the queue's rule).
-#[test]
-fn a_chain_of_in_place_updates_fuses() {
-    const LEN: usize = 64;
-    let ctx = interp();
-    let k = kernels(&ctx);
-    let props = GraphProperties { fuse_chains: true, ..Default::default() };
-    let b = bufs(1);
-    let exec = finalize_within(&ctx, props, 240, |q| (0..LEN).for_each(|_| inc(q, &k, &b[0])));
-    assert_eq!(exec.fused_chains(), 1, "{:?}", exec.refused_chains());
-    let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
-    q.submit_graph(&exec).wait().unwrap();
-    let want: Vec<u32> = contents(&bufs(1))[0].iter().map(|v| v + LEN as u32).collect();
-    assert_eq!(b[0].read().unwrap(), want);
-}
-
 /// A kernel node given an argument of the wrong type does not join a chain (it joined, and
 /// the fused kernel's launch failed naming a parameter of the fused kernel): the run fails
 /// with the node's own launch error.

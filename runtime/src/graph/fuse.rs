@@ -25,7 +25,7 @@ use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
 use kiln_ir::{parse_module, Imm, Kernel, Module};
 use kiln_passes::fusion::{
-    fuse_kernels, fusion_keeps_result, ArgMap, BarrierPolicy, BindArg, Constant, FusedKernel,
+    fuse_kernels, refused_promotions, ArgMap, BarrierPolicy, BindArg, Constant, FusedKernel,
     FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
@@ -427,19 +427,22 @@ impl ChainIr {
     }
 
     /// The legality check of the first `n` entries: every buffer one of them writes and
-    /// another uses must be accessed per work-item (the queue's rule, [`fusion_keeps_result`]);
-    /// `Err` says why not.
+    /// another uses must pass private promotion (judged under each access's guard, with the
+    /// scalar arguments as constants); `Err` says why not.
     fn check(&self, n: usize) -> Result<(), String> {
-        let shared = self
-            .groups
-            .iter()
-            .filter(|g| g.shared(n))
-            .map(|g| Ok((g.params[0], Some(g.promotion()?.buffer_len.unwrap_or(u32::MAX)))))
-            .collect::<Result<Vec<_>, String>>()?;
-        match fusion_keeps_result(&self.module(), &self.spec(n), &shared, false) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(why)) => Err(not_per_item(false, &why)),
-            Err(e) => Err(e.to_string()),
+        let spec = FusionSpec {
+            promote: self
+                .groups
+                .iter()
+                .filter(|g| g.shared(n))
+                .map(Group::promotion)
+                .collect::<Result<_, _>>()?,
+            ..self.spec(n)
+        };
+        let refused = refused_promotions(&self.module(), &spec).map_err(|e| e.to_string())?;
+        match refused.first() {
+            None => Ok(()),
+            Some(w) => Err(not_per_item(false, &w.reason)),
         }
     }
 
