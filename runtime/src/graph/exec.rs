@@ -538,52 +538,19 @@ impl ExecGraph {
         for r in &refused {
             crate::fusion::warn(ctx, &format!("{name}: {r}"));
         }
-        // The units and their edges.
-        let mut unit_of: Vec<Unit> = (0..nodes.len()).map(Unit::Node).collect();
-        for (j, f) in fused.iter().enumerate() {
-            for &m in &f.members {
-                unit_of[m] = Unit::Fused(j);
+        let (fused, order) = match units_in_order(&nodes, &part, &fused) {
+            Some(order) => (fused, order),
+            None => {
+                // The fused chains, contracted, left some unit unschedulable (a cycle through
+                // a chain): run every node as it is rather than skip any.
+                let why = "contracting the fused chains made the graph cyclic; no chain is fused";
+                crate::fusion::warn(ctx, &format!("{name}: {why}"));
+                let order = units_in_order(&nodes, &part, &[]).ok_or_else(|| {
+                    GraphError::Unsupported { node: name.clone(), why: why.into() }
+                })?;
+                (Vec::new(), order)
             }
-        }
-        // Units in first-member order, and each node's unit index (linear, for big graphs).
-        let mut units: Vec<Unit> = Vec::new();
-        let mut fused_index: Vec<Option<usize>> = vec![None; fused.len()];
-        let unit_index: Vec<usize> = unit_of
-            .iter()
-            .map(|&u| match u {
-                Unit::Fused(j) => *fused_index[j].get_or_insert_with(|| {
-                    units.push(u);
-                    units.len() - 1
-                }),
-                Unit::Node(_) => {
-                    units.push(u);
-                    units.len() - 1
-                }
-            })
-            .collect();
-        let index = |u: usize| unit_index[u];
-        let mut usuccs = vec![Vec::new(); units.len()];
-        let mut upreds = vec![Vec::new(); units.len()];
-        for (a, n) in nodes.iter().enumerate() {
-            for &b in &n.succs {
-                let (ua, ub) = (index(a), index(b));
-                if ua != ub && !usuccs[ua].contains(&ub) {
-                    usuccs[ua].push(ub);
-                    upreds[ub].push(ua);
-                }
-            }
-        }
-        let upart: Vec<usize> = units
-            .iter()
-            .map(|u| match *u {
-                Unit::Node(i) => part[i],
-                Unit::Fused(j) => part[fused[j].members[0]],
-            })
-            .collect();
-        let order = schedule(&usuccs, &upreds, &upart)
-            .into_iter()
-            .map(|p| p.into_iter().map(|i| units[i]).collect())
-            .collect();
+        };
         let state = ExecState { nodes, kernels, fused, order, top };
         let plan = state.plan(&**ctx.device())?;
         Ok(ExecGraph {
@@ -795,4 +762,61 @@ impl Queue {
         *last = prev.clone();
         prev.unwrap_or_else(|| bad("nothing was submitted"))
     }
+}
+
+/// The units (nodes, and fused chains as one unit each) per partition in execution order;
+/// `None` when some unit cannot be placed (the contracted graph has a cycle).
+fn units_in_order(
+    nodes: &[FlatNode],
+    part: &[usize],
+    fused: &[fuse::FusedUnit],
+) -> Option<Vec<Vec<Unit>>> {
+    // The units and their edges.
+    let mut unit_of: Vec<Unit> = (0..nodes.len()).map(Unit::Node).collect();
+    for (j, f) in fused.iter().enumerate() {
+        for &m in &f.members {
+            unit_of[m] = Unit::Fused(j);
+        }
+    }
+    // Units in first-member order, and each node's unit index (linear, for big graphs).
+    let mut units: Vec<Unit> = Vec::new();
+    let mut fused_index: Vec<Option<usize>> = vec![None; fused.len()];
+    let unit_index: Vec<usize> = unit_of
+        .iter()
+        .map(|&u| match u {
+            Unit::Fused(j) => *fused_index[j].get_or_insert_with(|| {
+                units.push(u);
+                units.len() - 1
+            }),
+            Unit::Node(_) => {
+                units.push(u);
+                units.len() - 1
+            }
+        })
+        .collect();
+    let index = |u: usize| unit_index[u];
+    let mut usuccs = vec![Vec::new(); units.len()];
+    let mut upreds = vec![Vec::new(); units.len()];
+    for (a, n) in nodes.iter().enumerate() {
+        for &b in &n.succs {
+            let (ua, ub) = (index(a), index(b));
+            if ua != ub && !usuccs[ua].contains(&ub) {
+                usuccs[ua].push(ub);
+                upreds[ub].push(ua);
+            }
+        }
+    }
+    let upart: Vec<usize> = units
+        .iter()
+        .map(|u| match *u {
+            Unit::Node(i) => part[i],
+            Unit::Fused(j) => part[fused[j].members[0]],
+        })
+        .collect();
+    let order: Vec<Vec<Unit>> = schedule(&usuccs, &upreds, &upart)
+        .into_iter()
+        .map(|p| p.into_iter().map(|i| units[i]).collect())
+        .collect();
+    let placed: usize = order.iter().map(Vec::len).sum();
+    (placed == units.len()).then_some(order)
 }
