@@ -23,28 +23,8 @@ use kiln_runtime::{
 const N: u32 = (1 << 20) - 37;
 const LOCAL: u32 = 256;
 
-const KERNELS: &str = "
-kernel shift_exp(x: ptr<global, f32>, e: ptr<global, f32>, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { e[i] = exp(x[i] * 0.001 - 0.5); }
-}
-kernel poly(e: ptr<global, f32>, y: ptr<global, f32>, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { y[i] = e[i] * e[i] + 2.0 * e[i] - 1.0; }
-}
-kernel clamp_low(y: ptr<global, f32>, lo: f32, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { y[i] = max(y[i], lo); }
-}
-kernel root(y: ptr<global, f32>, z: ptr<global, f32>, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { z[i] = sqrt(y[i]); }
-}
-kernel scale(z: ptr<global, f32>, s: f32, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { z[i] = z[i] * s; }
-}
-";
+/// The same five kernels as runtime/tests/fusion_guarded.rs.
+const KERNELS: &str = include_str!("../tests/guarded_chain.kir");
 
 struct Chain {
     k: Vec<KernelHandle>,

@@ -17,28 +17,9 @@ use kiln_runtime::{
     FusionProps, FusionStatus, KernelArg, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 
-const KERNELS: &str = "
-kernel shift_exp(x: ptr<global, f32>, e: ptr<global, f32>, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { e[i] = exp(x[i] * 0.001 - 0.5); }
-}
-kernel poly(e: ptr<global, f32>, y: ptr<global, f32>, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { y[i] = e[i] * e[i] + 2.0 * e[i] - 1.0; }
-}
-kernel clamp_low(y: ptr<global, f32>, lo: f32, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { y[i] = max(y[i], lo); }
-}
-kernel root(y: ptr<global, f32>, z: ptr<global, f32>, n: u32) {
-  let i: u32 = global_id(0);
-  let ok: bool = i < n;
-  if ok { z[i] = sqrt(y[i]); }
-}
-kernel scale(z: ptr<global, f32>, s: f32, n: u32) {
-  let i: u32 = global_id(0);
-  if i < n { z[i] = z[i] * s; }
-}
+const KERNELS: &str = concat!(
+    include_str!("guarded_chain.kir"),
+    "
 kernel reverse_block(a: ptr<global, f32>, t: ptr<global, f32>) {
   let l: u32 = local_id(0);
   t[group_id(0) * local_size(0) + local_size(0) - 1u32 - l] = a[global_id(0)] + 1.0;
@@ -57,7 +38,8 @@ kernel quad_sum(t: ptr<global, f32>, out: ptr<global, f32>) {
   for j: u32 in 0u32 .. 4u32 step 1u32 { acc = acc + t[i * 4u32 + j]; }
   out[i] = acc;
 }
-";
+",
+);
 
 struct Env {
     ctx: Context,

@@ -55,20 +55,28 @@ pub(super) fn levels(root: &Path, dir: &Path, narrow: bool) -> Levels {
     Levels::Ok
 }
 
+/// `Err` naming the owner when `path` does not belong to this process's effective user.
+#[cfg(unix)]
+fn owned_by_me(path: &Path, meta: &Metadata) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = euid();
+    if meta.uid() != me {
+        return Err(format!(
+            "`{}` belongs to uid {}, not to this user (uid {me})",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    Ok(())
+}
+
 /// Why a directory's contents cannot be trusted (`Err`), judged from its metadata (of the
 /// entry itself: a link is judged by [`super::entry`] first).
 pub(super) fn check_dir(path: &Path, meta: &Metadata) -> Result<(), String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        let me = euid();
-        if meta.uid() != me {
-            return Err(format!(
-                "`{}` belongs to uid {}, not to this user (uid {me})",
-                path.display(),
-                meta.uid()
-            ));
-        }
+        owned_by_me(path, meta)?;
         let mode = meta.mode() & 0o7777;
         if mode & 0o022 != 0 {
             let who = match mode & 0o022 {
@@ -90,14 +98,7 @@ pub(super) fn check_private_file(path: &Path, meta: &Metadata) -> Result<(), Str
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        let me = euid();
-        if meta.uid() != me {
-            return Err(format!(
-                "`{}` belongs to uid {}, not to this user (uid {me})",
-                path.display(),
-                meta.uid()
-            ));
-        }
+        owned_by_me(path, meta)?;
         let mode = meta.mode() & 0o7777;
         if mode & 0o077 != 0 {
             return Err(format!(
