@@ -9,7 +9,7 @@ use kiln_ir::Module;
 
 use super::legality::{self, AccessVerdict};
 use super::spec::{FusionSpec, ParamRef, PromoteTo};
-use super::{fuse, promote, FuseOptions, FusionError};
+use super::{fuse, promote, FusionError};
 
 /// What fusion decides about one buffer (a class of identical parameters) that more than
 /// one entry touches, or that a promotion request names.
@@ -38,9 +38,8 @@ pub struct BufferReport {
 pub fn explain(module: &Module, spec: &FusionSpec) -> Result<Vec<BufferReport>, FusionError> {
     let module = &kiln_ir::depth::bound_module(module);
     let (params, plan, consts) = fuse::analyse(module, spec)?;
-    // The promotions fusion would do (no post-fusion pipeline: only the verdicts matter).
-    let opts = FuseOptions { post_fusion: super::identity, verify: false };
-    let fused = fuse::fuse_kernels_with(module, spec, &opts)?;
+    // The promotions fusion would refuse, from the same analysis (no kernel is built).
+    let (_, refusals) = promote::resolve(spec, &params, &plan, &consts)?;
     let mut out = Vec::new();
     for (i, (pref, var)) in params.all.iter().enumerate() {
         if params.roots[i] != i || !var.ty().is_ptr() {
@@ -62,7 +61,7 @@ pub fn explain(module: &Module, spec: &FusionSpec) -> Result<Vec<BufferReport>, 
         let verdict = |to| promote::in_place(spec, &params, &plan, &consts, *pref, to, buffer_len);
         let promotion = requests.first().map(|r| {
             let in_class = |p: &ParamRef| params.flat(*p).is_ok_and(|f| params.roots[f] == i);
-            let refused = fused.warnings.iter().find(|w| in_class(&w.param));
+            let refused = refusals.iter().find(|w| in_class(&w.param));
             (r.to, refused.map_or(Ok(()), |w| Err(w.reason.clone())))
         });
         out.push(BufferReport {
