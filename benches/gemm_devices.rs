@@ -99,6 +99,7 @@ fn gemm(c: &mut Criterion) {
                 slm_depth: 2,
                 unroll: true,
                 vec: 4,
+                split_k: 1,
             },
         ),
         ("generated 8x8 wg 2x2", GemmConfig::default()),

@@ -1,5 +1,6 @@
-//! Autotuning of generated kernels: time candidate blockings ([`GemmConfig::candidates`]) of
-//! a GEMM or convolution on a device, keep the fastest in the persistent cache under the
+//! Autotuning of generated kernels: time blockings of a GEMM or convolution on a device,
+//! chosen by [`kiln_gen::tuner`]'s model and search (the target's seeds and the model's best,
+//! then the neighbours of the fastest), keep the fastest in the persistent cache under the
 //! problem's key, and let the next process take it from there without searching.
 //!
 //! The key is the problem with its sizes *bucketed* (each of M, N, K rounded up to a power
@@ -15,9 +16,10 @@
 //! [`How::Searched`]'s `errors`, so it can never win and be stored.
 //!
 //! The search times each checked candidate's kernel on zero-filled buffers: one launch to
-//! warm up, then the median of `repeats` launches. The interpreter is no timing device: on
-//! it, and whenever the search is off (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no
-//! stored winner, the blocking is [`heuristic`]'s.
+//! warm up, then the median of `repeats` launches (a split-K candidate's two kernels
+//! together). The interpreter is no timing device: on it, and whenever the search is off
+//! (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no stored winner, the blocking is
+//! [`heuristic`]'s: the model's first choice for the device's [`target`].
 //!
 //! ```no_run
 //! use kiln::generator::GemmProblem;
@@ -33,6 +35,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_backends::options::BuildOptions;
+use kiln_gen::tuner::{self, Target};
 use kiln_gen::{ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Scalar, Verified};
@@ -147,8 +150,11 @@ pub struct TuneOptions {
     pub search: bool,
     /// Where winners are kept; `None`: nowhere (every call searches).
     pub cache: Option<PersistentCache>,
-    /// Most candidates timed: spread evenly over [`GemmConfig::candidates`]' list.
+    /// Most candidates timed (see [`tuner::search`]).
     pub max_candidates: usize,
+    /// Time every blocking of the documented subset ([`tuner::subset`]) instead, however
+    /// many.
+    pub exhaustive: bool,
     /// Timed launches per candidate (after one warm-up launch).
     pub repeats: u32,
 }
@@ -165,6 +171,7 @@ impl TuneOptions {
                 PersistentCache::unavailable(&config.cache_root().err().unwrap_or_default())
             })),
             max_candidates: 24,
+            exhaustive: false,
             repeats: 5,
         }
     }
@@ -199,14 +206,26 @@ pub struct Tuned {
     pub key: String,
 }
 
-/// The blocking chosen without timing: among the candidates, the one with the largest
-/// work-group tile (`tile_m * tile_n`) that fits the problem (`tile_m <= M`, `tile_n <= N`),
-/// preferring vector width 4 and then unrolling on ties; the first candidate if none fits.
-pub fn heuristic(mnk: [u64; 3]) -> GemmConfig {
-    let cands = GemmConfig::candidates(mnk[0], mnk[1], mnk[2]);
-    let fits = |c: &&GemmConfig| c.tile_m() as u64 <= mnk[0] && c.tile_n() as u64 <= mnk[1];
-    let score = |c: &GemmConfig| (c.tile_m() * c.tile_n(), c.vec == 4, c.unroll, c.slm_depth);
-    cands.iter().filter(fits).max_by_key(|c| score(c)).copied().unwrap_or(cands[0])
+/// The blocking chosen without timing: the model's first choice for the problem on
+/// `target` ([`tuner::first_choice`]).
+pub fn heuristic(mnk: [u64; 3], target: &Target) -> GemmConfig {
+    tuner::first_choice(mnk, target)
+}
+
+/// What the model assumes about `dev`: an H100 for the GPU devices (CUDA and Vulkan), the
+/// host's threads for the cpu device and the interpreter.
+pub fn target(dev: &dyn Device) -> Target {
+    match dev.kind() {
+        DeviceKind::Cuda | DeviceKind::Vulkan => Target::h100(),
+        _ => Target::cpu(std::thread::available_parallelism().map_or(1, |n| n.get() as u32)),
+    }
+}
+
+/// The winner stored for `problem` on `dev` in `cache`, if any (a record that does not parse,
+/// another version's, is none).
+pub fn stored(problem: &Problem, dev: &dyn Device, cache: &PersistentCache) -> Option<GemmConfig> {
+    let stored = cache.get(&disk_key(dev, &problem.key)).and_then(|b| String::from_utf8(b).ok());
+    stored.and_then(|s| s.parse::<GemmConfig>().ok())
 }
 
 fn disk_key(dev: &dyn Device, key: &str) -> DiskKey {
@@ -223,15 +242,13 @@ fn disk_key(dev: &dyn Device, key: &str) -> DiskKey {
 pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<Tuned, String> {
     // A problem that cannot be generated at all (sizes it cannot have) is refused first, in
     // the generator's words: no key is looked up, no candidate built, no heuristic offered.
-    (problem.generate)(&heuristic(problem.mnk))?;
+    let target = target(dev);
+    (problem.generate)(&heuristic(problem.mnk, &target))?;
     let key = problem.key.clone();
     let dk = disk_key(dev, &key);
-    if let Some(cache) = &opts.cache {
-        let stored = cache.get(&dk).and_then(|b| String::from_utf8(b).ok());
-        // A record that does not parse (another version's) is searched again, not trusted.
-        if let Some(config) = stored.and_then(|s| s.parse::<GemmConfig>().ok()) {
-            return Ok(Tuned { config, how: How::Cached, key });
-        }
+    // A record that does not parse (another version's) is searched again, not trusted.
+    if let Some(config) = opts.cache.as_ref().and_then(|c| stored(problem, dev, c)) {
+        return Ok(Tuned { config, how: How::Cached, key });
     }
     let why = if !opts.search {
         Some("the search is off (KILN_TUNE=0)".to_string())
@@ -241,27 +258,23 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
         None
     };
     if let Some(why) = why {
-        return Ok(Tuned { config: heuristic(problem.mnk), how: How::Heuristic(why), key });
+        let config = heuristic(problem.mnk, &target);
+        return Ok(Tuned { config, how: How::Heuristic(why), key });
     }
-    let cands = GemmConfig::candidates(problem.mnk[0], problem.mnk[1], problem.mnk[2]);
-    // The reference every candidate's output is checked against.
-    let check = Check::new(problem, &cands[0])
+    // The reference every candidate's output is checked against: the plainest blocking.
+    let check = Check::new(problem, &GemmConfig::candidates(1, 1, 1)[0])
         .map_err(|e| format!("tuning `{key}`: cannot check candidates: {e}"))?;
-    let n = opts.max_candidates.clamp(1, cands.len());
-    // Evenly spread, the first and the last included.
-    let picked: Vec<GemmConfig> =
-        (0..n).map(|i| cands[if n == 1 { 0 } else { i * (cands.len() - 1) / (n - 1) }]).collect();
-    let mut timings = Vec::new();
-    let mut errors = Vec::new();
-    for c in picked {
-        match check
-            .candidate(problem, dev, &c)
-            .and_then(|()| time_one(problem, dev, &c, opts.repeats.max(1)))
-        {
-            Ok(t) => timings.push((c, t)),
-            Err(e) => errors.push((c, e)),
-        }
-    }
+    let mut time = |c: &GemmConfig| {
+        check
+            .candidate(problem, dev, c)
+            .and_then(|()| time_one(problem, dev, c, opts.repeats.max(1)))
+    };
+    let searched = if opts.exhaustive {
+        tuner::exhaustive(problem.mnk, &mut time)
+    } else {
+        tuner::search(problem.mnk, &target, opts.max_candidates, &mut time)
+    };
+    let (timings, errors) = (searched.timings, searched.errors);
     let Some(&(config, _)) = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
         let first = errors.first().map(|(c, e)| format!("{c}: {e}")).unwrap_or_default();
         return Err(format!(
@@ -347,28 +360,50 @@ fn check_inputs(g: &Generated) -> Vec<Buffer> {
         .collect()
 }
 
-/// A generated kernel built and loaded on a device, ready to launch.
+/// A generated kernel built and loaded on a device, ready to launch (with split-K, its
+/// reduction kernel and the workspace too).
 struct Launcher<'d> {
     dev: &'d dyn Device,
     kernel: kiln_runtime::Handle,
     range: NdRange,
+    reduce: Option<(kiln_runtime::Handle, NdRange, usize)>,
 }
 
 impl<'d> Launcher<'d> {
     fn new(dev: &'d dyn Device, g: &Generated) -> Result<Launcher<'d>, String> {
-        let module = Verified::kernel(g.kernel.clone()).map_err(|e| format!("{e:?}"))?;
+        let mut kernels = vec![g.kernel.clone()];
+        kernels.extend(g.split.iter().map(|s| s.reduce.clone()));
+        let module = Verified::new(kiln_ir::Module::new(kernels)).map_err(|e| format!("{e:?}"))?;
         let opts = BuildOptions::parse("-O")?;
         let bin = dev.build(&module, &opts).map_err(|e| e.to_string())?;
         let program = dev.load(&bin).map_err(|e| e.to_string())?;
-        let kernel = dev.kernel(&program, g.kernel.name()).map_err(|e| e.to_string())?;
-        Ok(Launcher { dev, kernel, range: NdRange::new(&g.global).with_local(&g.local) })
+        let handle = |name: &str| dev.kernel(&program, name).map_err(|e| e.to_string());
+        let kernel = handle(g.kernel.name())?;
+        let reduce = match &g.split {
+            Some(s) => Some((handle(s.reduce.name())?, s.range(), s.workspace_elems)),
+            None => None,
+        };
+        Ok(Launcher { dev, kernel, range: g.range(), reduce })
     }
 
-    /// One launch on A, B and C with the scalars alpha and beta.
-    fn run(&self, buffers: &mut [Buffer], [alpha, beta]: [f32; 2]) -> Result<(), String> {
-        let args =
-            [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(alpha), Arg::scalar(beta)];
-        self.dev.run(&self.kernel, &self.range, &args, buffers).map_err(|e| e.to_string())
+    /// One launch on A, B and C with the scalars alpha and beta (split-K: the partial
+    /// products into a workspace, then the reduction into C).
+    fn run(&self, buffers: &mut Vec<Buffer>, [alpha, beta]: [f32; 2]) -> Result<(), String> {
+        let (sa, sb) = (Arg::scalar(alpha), Arg::scalar(beta));
+        let Some((reduce, range, elems)) = &self.reduce else {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), sa, sb];
+            return self
+                .dev
+                .run(&self.kernel, &self.range, &args, buffers)
+                .map_err(|e| e.to_string());
+        };
+        buffers.push(Buffer::zeroed(Scalar::F32, *elems));
+        let part = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(3)];
+        let done = self.dev.run(&self.kernel, &self.range, &part, buffers).and_then(|()| {
+            self.dev.run(reduce, range, &[Arg::Buffer(3), Arg::Buffer(2), sa, sb], buffers)
+        });
+        buffers.truncate(3);
+        done.map_err(|e| e.to_string())
     }
 }
 

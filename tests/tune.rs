@@ -4,11 +4,12 @@
 
 use std::process::Command;
 
+use kiln::generator::tuner::{self, Target};
 use kiln::generator::{ConvProblem, GemmConfig, GemmProblem};
 use kiln::ir::Scalar;
 use kiln::runtime::cache::PersistentCache;
 use kiln::runtime::device::registry::{open, OpenOptions};
-use kiln::tune::{bucket, heuristic, tune, How, Problem, TuneOptions};
+use kiln::tune::{bucket, heuristic, target, tune, How, Problem, TuneOptions};
 use kiln::Config;
 
 fn dir(tag: &str) -> std::path::PathBuf {
@@ -18,7 +19,13 @@ fn dir(tag: &str) -> std::path::PathBuf {
 }
 
 fn opts(cache: &std::path::Path, search: bool) -> TuneOptions {
-    TuneOptions { search, cache: Some(PersistentCache::new(cache)), max_candidates: 3, repeats: 1 }
+    TuneOptions {
+        search,
+        cache: Some(PersistentCache::new(cache)),
+        max_candidates: 3,
+        exhaustive: false,
+        repeats: 1,
+    }
 }
 
 #[test]
@@ -57,7 +64,7 @@ fn search_off_or_interpreter_use_the_heuristic_and_store_nothing() {
     let p = GemmProblem { m: 100, n: 64, k: 64, trans_a: false, trans_b: false, ty: Scalar::F32 };
     let t = tune(&Problem::gemm(&p), &*cpu, &opts(&d, false)).unwrap();
     assert!(matches!(&t.how, How::Heuristic(w) if w.contains("KILN_TUNE=0")), "{:?}", t.how);
-    assert_eq!(t.config, heuristic([100, 64, 64]));
+    assert_eq!(t.config, heuristic([100, 64, 64], &target(&*cpu)));
     let interp = open("interp", &OpenOptions::default()).unwrap();
     let conv = ConvProblem::new(1, 4, 6, 6, 8, 3, 3).with_padding(1, 1);
     let t = tune(&Problem::conv(&conv).unwrap(), &*interp, &opts(&d, true)).unwrap();
@@ -71,7 +78,7 @@ fn search_off_or_interpreter_use_the_heuristic_and_store_nothing() {
 #[test]
 fn heuristic_fits_and_configs_print_and_parse() {
     for mnk in [[1, 1, 1], [3, 17, 1000], [4096, 4096, 64], [1000, 3, 17]] {
-        let c = heuristic(mnk);
+        let c = heuristic(mnk, &Target::h100());
         c.validate().unwrap();
         let back: GemmConfig = c.to_string().parse().unwrap();
         assert_eq!(back, c);
@@ -109,9 +116,9 @@ fn cli_second_process_takes_the_stored_winner() {
 }
 
 /// A device that miscompiles one blocking: it runs kernels on the interpreter but, for
-/// work-groups of 4 x 4 (the first candidate's), corrupts the first element of C, as a
-/// backend bug in that blocking's code would.
-struct Miscompiles;
+/// launches of the given global and local sizes (the first candidate's), corrupts the first
+/// element of C, as a backend bug in that blocking's code would.
+struct Miscompiles([u32; 3], [u32; 3]);
 
 impl kiln::runtime::IrExecutor for Miscompiles {
     fn name(&self) -> String {
@@ -131,15 +138,18 @@ impl kiln::runtime::IrExecutor for Miscompiles {
         b: &mut [kiln::ir::launch::Buffer],
     ) -> Result<(), String> {
         kiln::ir::interp::run(k, r, a, b).map_err(|e| e.to_string())?;
-        if r.local == Some([4, 4, 1]) {
+        if (r.global, r.local) == (self.1, Some(self.0)) {
             b[2].as_bytes_mut()[1] ^= 0x40;
         }
         Ok(())
     }
 }
 
-fn miscompiling_device() -> std::sync::Arc<dyn kiln::runtime::Device> {
-    std::sync::Arc::new(kiln::runtime::IrDevice(Miscompiles))
+fn miscompiling_device(
+    g: &kiln::generator::Generated,
+) -> std::sync::Arc<dyn kiln::runtime::Device> {
+    let r = g.range();
+    std::sync::Arc::new(kiln::runtime::IrDevice(Miscompiles(r.local.unwrap(), r.global)))
 }
 
 /// Issue 29: the tuner stored the fastest candidate without looking at its output, so a fast
@@ -148,10 +158,10 @@ fn miscompiling_device() -> std::sync::Arc<dyn kiln::runtime::Device> {
 #[test]
 fn a_miscompiled_candidate_cannot_win() {
     let d = dir("wrong");
-    let dev = miscompiling_device();
     let p = GemmProblem { m: 20, n: 24, k: 9, trans_a: false, trans_b: false, ty: Scalar::F32 };
-    let first = GemmConfig::candidates(20, 24, 9)[0];
-    assert_eq!((first.wg_m, first.wg_n), (4, 4), "the candidate the device miscompiles");
+    // The search's first candidate on this device (a Cuda-kind device: the H100 model).
+    let first = tuner::search([20, 24, 9], &Target::h100(), 1, &mut |_| Ok(1.0)).timings[0].0;
+    let dev = miscompiling_device(&p.generate(&first).unwrap());
     // The miscompiled candidate alone: no winner, and the error says why.
     let one = TuneOptions { max_candidates: 1, ..opts(&d, true) };
     match tune(&Problem::gemm(&p), &*dev, &one) {
@@ -161,11 +171,12 @@ fn a_miscompiled_candidate_cannot_win() {
     // Nothing was stored for the bucket.
     let stored = tune(&Problem::gemm(&p), &*dev, &opts(&d, false)).unwrap();
     assert!(matches!(stored.how, How::Heuristic(_)), "{:?}", stored.how);
-    // With another candidate, that one wins and the miscompiled one is reported.
-    let two = TuneOptions { max_candidates: 2, ..opts(&d, true) };
-    let t = tune(&Problem::gemm(&p), &*dev, &two).unwrap();
+    // With more candidates, another one wins (those launched like the first are
+    // miscompiled too) and the miscompiled one is reported.
+    let more = TuneOptions { max_candidates: 8, ..opts(&d, true) };
+    let t = tune(&Problem::gemm(&p), &*dev, &more).unwrap_or_else(|e| panic!("{e}"));
     let How::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
-    assert_eq!(timings.len(), 1, "{timings:?}");
+    assert!(!timings.is_empty() && timings.iter().all(|(c, _)| *c != first), "{timings:?}");
     assert_ne!(t.config, first);
     assert!(
         errors.iter().any(|(c, e)| *c == first && e.contains("wrong output") && e.contains("C[0]")),
@@ -191,4 +202,173 @@ fn impossible_problems_are_refused_before_anything_else() {
         }
     }
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 26: `kiln gen` without blocking flags takes the winner `kiln tune` stored for the
+/// device, and says so; with nothing stored, the model's first choice for the device.
+#[test]
+fn gen_without_blocking_flags_uses_the_stored_winner_else_the_model() {
+    let d = dir("gen");
+    let kiln = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(args)
+            .env("KILN_CACHE_DIR", &d)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        (text(&out.stdout), text(&out.stderr))
+    };
+    let cpu = open("cpu", &OpenOptions::default()).unwrap();
+    let model = heuristic([20, 24, 9], &target(&*cpu));
+    let (kir, err) = kiln(&["gen", "gemm", "20", "24", "9"]);
+    assert!(err.contains(&format!("blocking {model}: the model's first choice for")), "{err}");
+    assert!(kir.contains(&format!("// Blocking: {model};")), "{kir}");
+    // Blocking flags are used as given, and nothing is said about them.
+    let (kir, err) = kiln(&["gen", "gemm", "20", "24", "9", "--tile", "1x1"]);
+    assert!(
+        kir.contains("// Blocking: wg=8x8 tile=1x1 k=8 slm=2 unroll=0 vec=1;") && err.is_empty()
+    );
+    let (tuned, _) = kiln(
+        &["tune", "--device", "cpu", "--max-candidates", "2", "--repeat", "1"]
+            .iter()
+            .chain(&["gemm", "20", "24", "9"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    let winner = tuned.lines().last().unwrap().split(':').next().unwrap().to_string();
+    let (kir, err) = kiln(&["gen", "gemm", "30", "17", "16"]);
+    assert!(
+        err.contains(&format!(
+            "blocking {winner}: the winner stored for `gemm NN f32 m32 n32 k16` on"
+        )),
+        "{err}"
+    );
+    assert!(kir.contains(&format!("// Blocking: {winner};")), "{kir}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 26: the exhaustive-subset mode times every blocking of the documented subset.
+#[test]
+fn exhaustive_mode_times_the_whole_subset() {
+    let d = dir("exhaustive");
+    let cpu = open("cpu", &OpenOptions::default()).unwrap();
+    let p = GemmProblem { m: 8, n: 8, k: 8, trans_a: true, trans_b: false, ty: Scalar::F32 };
+    let o = TuneOptions { exhaustive: true, ..opts(&d, true) };
+    let t = tune(&Problem::gemm(&p), &*cpu, &o).unwrap();
+    let How::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
+    assert!(errors.is_empty(), "{errors:?}");
+    let subset = tuner::subset([8, 8, 8]);
+    assert!(subset.len() >= 4);
+    assert_eq!(timings.iter().map(|(c, _)| *c).collect::<Vec<_>>(), subset);
+    let fastest = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
+    assert_eq!(t.config, fastest);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// C = alpha * op(A) op(B) + beta * C in f64 (exact for the small integers used here).
+fn reference(p: &GemmProblem, a: &[f32], b: &[f32], c: &[f32], alpha: f32, beta: f32) -> Vec<f32> {
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    let at = |i: usize, l: usize| if p.trans_a { a[l * m + i] } else { a[i * k + l] } as f64;
+    let bt = |l: usize, j: usize| if p.trans_b { b[j * k + l] } else { b[l * n + j] } as f64;
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let s: f64 = (0..k).map(|l| at(i, l) * bt(l, j)).sum();
+            let old = if beta == 0.0 { 0.0 } else { beta as f64 * c[i * n + j] as f64 };
+            out[i * n + j] = (alpha as f64 * s + old) as f32;
+        }
+    }
+    out
+}
+
+/// Runs a generated GEMM (split-K: both kernels, through a workspace) on `dev`.
+fn run_on(
+    dev: &dyn kiln::runtime::Device,
+    g: &kiln::generator::Generated,
+    bufs: [Vec<f32>; 3],
+    alpha: f32,
+    beta: f32,
+) -> Vec<f32> {
+    use kiln::ir::launch::{Arg, Buffer};
+    let mut kernels = vec![g.kernel.clone()];
+    kernels.extend(g.split.iter().map(|s| s.reduce.clone()));
+    let module = kiln::ir::Verified::new(kiln::ir::Module::new(kernels)).unwrap();
+    let opts = kiln::backends::options::BuildOptions::parse("-O").unwrap();
+    let program = dev.load(&dev.build(&module, &opts).unwrap()).unwrap();
+    let mut b: Vec<Buffer> = bufs.iter().map(|v| Buffer::from_slice(v)).collect();
+    let (sa, sb) = (Arg::scalar(alpha), Arg::scalar(beta));
+    match &g.split {
+        None => {
+            let k = dev.kernel(&program, g.kernel.name()).unwrap();
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), sa, sb];
+            dev.run(&k, &g.range(), &args, &mut b).unwrap();
+        }
+        Some(s) => {
+            b.push(Buffer::zeroed(Scalar::F32, s.workspace_elems));
+            let k = dev.kernel(&program, g.kernel.name()).unwrap();
+            dev.run(&k, &g.range(), &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(3)], &mut b)
+                .unwrap();
+            let r = dev.kernel(&program, s.reduce.name()).unwrap();
+            dev.run(&r, &s.range(), &[Arg::Buffer(3), Arg::Buffer(2), sa, sb], &mut b).unwrap();
+        }
+    }
+    b[2].to_vec::<f32>().unwrap()
+}
+
+/// Issue 26: split-K and transposed operands (vector loads kept, transposed through local
+/// memory) on random shapes, odd sizes included, on the cpu device and the interpreter,
+/// against a plain Rust reference (bit-exact on small integers).
+#[test]
+fn split_k_and_transposed_operands_on_the_cpu_device_and_interpreter() {
+    let devs = [
+        open("cpu", &OpenOptions::default()).unwrap(),
+        open("interp", &OpenOptions::default()).unwrap(),
+    ];
+    let mut seed = 0x2600_1234_5678_9abcu64;
+    let mut rnd = |hi: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % hi
+    };
+    let mut split = 0;
+    for i in 0..8 {
+        let dims = [1, 5, 17, 31, 40];
+        let p = GemmProblem {
+            m: dims[rnd(5) as usize],
+            n: dims[rnd(5) as usize],
+            k: [7, 33, 64, 150][rnd(4) as usize],
+            trans_a: i % 2 == 1,
+            trans_b: i % 4 >= 2,
+            ty: Scalar::F32,
+        };
+        let cfg = GemmConfig {
+            wg_m: 4,
+            wg_n: [4, 8][rnd(2) as usize],
+            tm: 4,
+            tn: 4,
+            k_tile: [4, 8][rnd(2) as usize],
+            slm_depth: 1 + rnd(3) as u32,
+            unroll: true,
+            vec: [1, 4][rnd(2) as usize],
+            split_k: [1, 2, 3, 4][rnd(4) as usize],
+        };
+        let g = p.generate(&cfg).unwrap();
+        split += g.split.is_some() as usize;
+        let mut fill = |n: usize| (0..n).map(|_| rnd(7) as f32 - 3.0).collect::<Vec<f32>>();
+        let (a, b, c) = (fill(g.buffer_elems[0]), fill(g.buffer_elems[1]), fill(g.buffer_elems[2]));
+        let (alpha, beta) = (2.0, 0.5);
+        let want = reference(&p, &a, &b, &c, alpha, beta);
+        for dev in &devs {
+            let got = run_on(&**dev, &g, [a.clone(), b.clone(), c.clone()], alpha, beta);
+            assert_eq!(got, want, "{} {p:?} {cfg}", dev.name());
+        }
+    }
+    assert!(split >= 3, "only {split} of the cases split K");
+    // A transposed operand with vectors loads its tiles with vector loads.
+    let p = GemmProblem { m: 64, n: 64, k: 64, trans_a: false, trans_b: true, ty: Scalar::F32 };
+    let cfg: GemmConfig = "wg=8x8 tile=4x4 k=8 slm=2 unroll=1 vec=4".parse().unwrap();
+    let text = p.generate(&cfg).unwrap().kernel.to_string();
+    assert!(text.contains("vload4(b, ") && text.contains("vload4(a, "), "{text}");
 }

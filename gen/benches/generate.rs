@@ -22,6 +22,7 @@ fn generate(c: &mut Criterion) {
         slm_depth: 2,
         unroll: true,
         vec: 4,
+        split_k: 1,
     };
     let small = GemmConfig {
         wg_m: 8,
@@ -32,6 +33,7 @@ fn generate(c: &mut Criterion) {
         slm_depth: 2,
         unroll: false,
         vec: 1,
+        split_k: 1,
     };
     let ptx = kiln_backends::ptx::Options::sm(90);
     let mut g = c.benchmark_group("gemm 1024^3");

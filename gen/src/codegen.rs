@@ -23,6 +23,7 @@
 //! Local dimension 0 runs along N, 1 along M. Index arithmetic is `i32`; the generator
 //! refuses problems whose offsets would not fit.
 
+use kiln_ir::launch::NdRange;
 use kiln_ir::{
     AddrSpace, Attrs, Expr, Intrinsic, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var,
 };
@@ -59,6 +60,53 @@ pub struct Generated {
     pub buffer_elems: [usize; 3],
     /// The flattened GEMM sizes M, N, K.
     pub mnk: [u64; 3],
+    /// With split-K ([`GemmConfig::split_k`] above 1, when K has more than one slice):
+    /// `kernel` is the partial-products kernel, with parameters `(a, b, w)`, and this says
+    /// how to finish.
+    pub split: Option<SplitK>,
+}
+
+/// The second half of a split-K GEMM. The partial-products kernel (three-dimensional:
+/// dimension 2 is the slice) writes slice `s`'s product `A[:, Ks] · B[Ks, :]` to
+/// `w[s * E + i]` for each element `i` of C (`E` elements); `reduce` then computes, per
+/// element, `acc = w[i]; acc += w[E + i]; ...` in slice order and
+/// `C[i] = alpha * acc (+ beta * C[i])`, as the unsplit kernel does with its accumulator.
+/// Every launch adds in the same order, so the result is the same on every run and device
+/// (it may differ in the last bits from the unsplit kernel's, which adds all of K in one
+/// chain).
+#[derive(Clone, Debug)]
+pub struct SplitK {
+    /// Slices the reduction is cut into (each a whole number of k-tiles).
+    pub slices: u32,
+    /// Elements of the f32 workspace `w` (`slices * E`).
+    pub workspace_elems: usize,
+    /// The reduction kernel: parameters `(w, c, alpha, beta)`, one work-item per element.
+    pub reduce: Kernel,
+    /// Its global size (one dimension).
+    pub reduce_global: u32,
+    /// Its work-group size.
+    pub reduce_local: u32,
+}
+
+impl Generated {
+    /// The launch of [`Generated::kernel`]: two dimensions, or three with split-K.
+    pub fn range(&self) -> NdRange {
+        match &self.split {
+            Some(s) => NdRange::new(&[self.global[0], self.global[1], s.slices]).with_local(&[
+                self.local[0],
+                self.local[1],
+                1,
+            ]),
+            None => NdRange::new(&self.global).with_local(&self.local),
+        }
+    }
+}
+
+impl SplitK {
+    /// The launch of [`SplitK::reduce`].
+    pub fn range(&self) -> NdRange {
+        NdRange::new(&[self.reduce_global]).with_local(&[self.reduce_local])
+    }
 }
 
 fn sizes(v: &View, kind: DimKind) -> Vec<i64> {
@@ -171,6 +219,9 @@ struct Gen<'a> {
     lid: Expr,
     m0: Expr,
     n0: Expr,
+    /// The reduction indices one work-group covers: `k_tile` rounded up to a multiple of
+    /// it (all of K), or one split-K slice.
+    kspan: i64,
     /// `m0` and `n0` as multiples of the tile sizes, for alignment proofs.
     frame: std::collections::HashMap<Var, Expr>,
 }
@@ -310,7 +361,7 @@ impl Gen<'_> {
         if mn_size % rows != 0 {
             cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
         }
-        if self.k % self.cfg.k_tile as i64 != 0 {
+        if self.k % self.kspan != 0 {
             cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
         }
         cond
@@ -607,6 +658,25 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let k = prod(sizes(a, DimKind::K)).filter(|&x| x < 1 << 30).ok_or_else(too_big)?;
     let n = prod(sizes(b, DimKind::N)).filter(|&x| x < 1 << 30).ok_or_else(too_big)?;
     let (bm, bn, bk) = (cfg.tile_m() as i64, cfg.tile_n() as i64, cfg.k_tile as i64);
+    // Split-K: slices of whole k-tiles, as few as cover K.
+    let ktiles = (k + bk - 1) / bk;
+    let per_slice = (ktiles + cfg.split_k as i64 - 1) / cfg.split_k as i64;
+    let slices = (ktiles + per_slice - 1) / per_slice;
+    let kspan = per_slice * bk;
+    let c_elems = cv.layout().size_elems().unwrap_or(0);
+    if slices > 1 {
+        if c_elems != m * n {
+            return Err(format!(
+                "split-K needs C's buffer to hold exactly its M x N = {} elements (it has {c_elems})",
+                m * n
+            ));
+        }
+        if slices.checked_mul(c_elems).is_none_or(|w| w >= 1 << 31) {
+            return Err(format!(
+                "split-K: the workspace of {slices} x {c_elems} elements exceeds 2^31 (indices are i32)"
+            ));
+        }
+    }
     let groups_m = (m + bm - 1) / bm;
     let groups_n = (n + bn - 1) / bn;
     let global = [groups_n * cfg.wg_n as i64, groups_m * cfg.wg_m as i64];
@@ -616,6 +686,9 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let pa = Var::new(&views.names[0], Type::ptr(AddrSpace::Global, ta));
     let pb = Var::new(&views.names[1], Type::ptr(AddrSpace::Global, tb));
     let pc = Var::new(&views.names[2], Type::ptr(AddrSpace::Global, tc));
+    // Split-K's partial products go to the workspace instead of C.
+    let pw = Var::new("w", Type::ptr(AddrSpace::Global, Scalar::F32));
+    let kb = Var::new("kb", Type::I32);
     let alpha = Var::new("alpha", Type::F32);
     let beta = Var::new("beta", Type::F32);
     let a_s = Var::new("a_s", Type::ptr(AddrSpace::Local, Scalar::F32));
@@ -642,6 +715,9 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         Stmt::let_(&m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(bm))),
         Stmt::let_(&n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(bn))),
     ];
+    if slices > 1 {
+        body.push(Stmt::let_(&kb, ix::mul(&Expr::group_id(2).cast(Scalar::I32), &c(kspan))));
+    }
     let acc: Vec<Vec<Var>> = (0..cfg.tm)
         .map(|i| (0..cfg.tn).map(|j| Var::new(format!("acc_{i}_{j}"), Type::F32)).collect())
         .collect();
@@ -661,17 +737,21 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         lid: lid.expr(),
         m0: m0.expr(),
         n0: n0.expr(),
+        kspan: if slices > 1 { kspan } else { ktiles * bk },
         frame: [
             (m0.clone(), ix::mul(&Var::new("group_m", Type::I32).expr(), &c(bm))),
             (n0.clone(), ix::mul(&Var::new("group_n", Type::I32).expr(), &c(bn))),
+            (kb.clone(), ix::mul(&Var::new("group_k", Type::I32).expr(), &c(kspan))),
         ]
         .into_iter()
         .collect(),
     };
-    let nk = (k + bk - 1) / bk;
+    let nk = if slices > 1 { per_slice } else { ktiles };
     let kt = Var::new("kt", Type::I32);
     let barrier = || Stmt::barrier(MemFence::LOCAL);
-    let k0 = ix::mul(&kt.expr(), &c(bk));
+    // The first reduction index of a step: past the slice's start with split-K.
+    let kstart = |e: Expr| if slices > 1 { ix::add(&kb.expr(), &e) } else { e };
+    let k0 = kstart(ix::mul(&kt.expr(), &c(bk)));
     if depth == 1 {
         let z = c(0);
         let step = Stmt::block([
@@ -687,12 +767,12 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         // the end of a step both publishes the next tile and retires the current one, so
         // one barrier per step suffices.
         let z = c(0);
-        body.push(g.load_tile(true, &z, &z));
-        body.push(g.load_tile(false, &z, &z));
+        body.push(g.load_tile(true, &kstart(c(0)), &z));
+        body.push(g.load_tile(false, &kstart(c(0)), &z));
         body.push(barrier());
         let slot = |t: &Expr, size: i64| ix::mul(&ix::rem(t, 2), &c(bk * size));
         let next = ix::add(&kt.expr(), &c(1));
-        let nk0 = ix::mul(&next, &c(bk));
+        let nk0 = kstart(ix::mul(&next, &c(bk)));
         let (sa, sb) = (Var::new("sa", Type::I32), Var::new("sb", Type::I32));
         // The next tile goes through registers: its global loads are issued before the
         // multiply and stored to local memory after it, so their latency overlaps the
@@ -715,18 +795,15 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does, and then does not read C at all (a uniform branch).
     let beta0 = beta.expr().cmp_eq(Expr::f32(0.0));
-    let (mut fresh, mut update) = (Vec::new(), Vec::new());
-    let mut put = |cond: Option<Expr>, st: [Stmt; 2]| {
-        let [f, u] = st;
-        match cond {
-            Some(cond) => {
-                fresh.push(Stmt::if_(cond.clone(), f));
-                update.push(Stmt::if_(cond, u));
-            }
-            None => {
-                fresh.push(f);
-                update.push(u);
-            }
+    // Split-K stores the unscaled accumulators to slice `group_id(2)` of the workspace.
+    let zoff = ix::mul(&Expr::group_id(2).cast(Scalar::I32), &c(c_elems));
+    let (mut fresh, mut update, mut partial) = (Vec::new(), Vec::new(), Vec::new());
+    let mut put = |cond: Option<Expr>, st: [Stmt; 3]| {
+        for (list, st) in [&mut fresh, &mut update, &mut partial].into_iter().zip(st) {
+            list.push(match &cond {
+                Some(cond) => Stmt::if_(cond.clone(), st),
+                None => st,
+            });
         }
     };
     let w = cfg.vec as i64;
@@ -735,7 +812,13 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         // Vector stores along N where each `w` columns are provably contiguous and aligned
         // in C and need no per-lane mask.
         let mut vectored = vec![false; row.len()];
-        if w > 1 && tc == Scalar::F32 && row.len() as i64 % w == 0 && (n % bn == 0 || n % w == 0) {
+        let split_aligned = slices == 1 || c_elems % w == 0;
+        if w > 1
+            && tc == Scalar::F32
+            && split_aligned
+            && row.len() as i64 % w == 0
+            && (n % bn == 0 || n % w == 0)
+        {
             for j0 in (0..row.len() as i64).step_by(w as usize) {
                 let lane = |j: i64| {
                     let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0 + j));
@@ -750,15 +833,16 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
                 if n % bn != 0 {
                     cond = ix::and(cond, Some(nj.cmp_lt(c(n))));
                 }
-                let lanes = (j0..j0 + w).map(|j| row[j as usize].expr());
-                let scaled = alpha.expr().broadcast(w as u8) * Expr::build_vector(lanes);
+                let lanes = Expr::build_vector((j0..j0 + w).map(|j| row[j as usize].expr()));
+                let scaled = alpha.expr().broadcast(w as u8) * lanes.clone();
                 let old = Expr::vload(&pc, at.offset.clone(), w as u8);
                 let updated = scaled.clone() + beta.expr().broadcast(w as u8) * old;
                 put(
                     cond,
                     [
                         Stmt::vstore(&pc, at.offset.clone(), scaled),
-                        Stmt::vstore(&pc, at.offset, updated),
+                        Stmt::vstore(&pc, at.offset.clone(), updated),
+                        Stmt::vstore(&pw, ix::add(&zoff, &at.offset), lanes),
                     ],
                 );
                 for f in &mut vectored[j0 as usize..(j0 + w) as usize] {
@@ -789,25 +873,40 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
                 cond,
                 [
                     Stmt::store(&pc, at.offset.clone(), narrow(scaled)),
-                    Stmt::store(&pc, at.offset, narrow(updated)),
+                    Stmt::store(&pc, at.offset.clone(), narrow(updated)),
+                    Stmt::store(&pw, ix::add(&zoff, &at.offset), s.expr()),
                 ],
             );
         }
     }
-    body.push(Stmt::if_else(beta0, Stmt::block(fresh), Stmt::block(update)));
     let local = [cfg.wg_n, cfg.wg_m];
     let global = [global[0] as u32, global[1] as u32];
+    let (params, range, split) = if slices > 1 {
+        body.push(Stmt::block(partial));
+        let reduce = reduce_kernel(&views.name, &views.names[2], tc, slices, c_elems);
+        let split = SplitK {
+            slices: slices as u32,
+            workspace_elems: (slices * c_elems) as usize,
+            reduce_global: (c_elems as u32).div_ceil(REDUCE_LOCAL) * REDUCE_LOCAL,
+            reduce_local: REDUCE_LOCAL,
+            reduce,
+        };
+        let range = ([global[0], global[1], slices as u32], [local[0], local[1], 1]);
+        (vec![pa, pb, pw], (range.0.to_vec(), range.1.to_vec()), Some(split))
+    } else {
+        body.push(Stmt::if_else(beta0, Stmt::block(fresh), Stmt::block(update)));
+        (vec![pa, pb, pc, alpha, beta], (global.to_vec(), local.to_vec()), None)
+    };
     let attrs = Attrs {
         reqd_work_group_size: Some([local[0], local[1], 1]),
         nd_range: Some(NdRangeAttr {
-            global: global.to_vec(),
-            local: Some(local.to_vec()),
-            offset: vec![0, 0],
+            offset: vec![0; range.0.len()],
+            global: range.0,
+            local: Some(range.1),
         }),
         ..Attrs::default()
     };
-    let mut kernel =
-        Kernel::with_attrs(&views.name, vec![pa, pb, pc, alpha, beta], attrs, Stmt::block(body));
+    let mut kernel = Kernel::with_attrs(&views.name, params, attrs, Stmt::block(body));
     if cfg.slm_depth == 3 {
         let tripled = kiln_passes::slm_buffering::slm_triple_buffer(&kernel);
         if tripled.ptr_eq(&kernel) {
@@ -818,10 +917,12 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     if cfg.unroll {
         kernel = kiln_passes::unroll::unroll(&kernel);
     }
-    kiln_ir::verify_kernel(&kernel).map_err(|e| {
-        let first = e.first().map(|x| x.to_string()).unwrap_or_default();
-        format!("internal error: the generated kernel does not verify: {first}")
-    })?;
+    for k in std::iter::once(&kernel).chain(split.as_ref().map(|s| &s.reduce)) {
+        kiln_ir::verify_kernel(k).map_err(|e| {
+            let first = e.first().map(|x| x.to_string()).unwrap_or_default();
+            format!("internal error: the generated kernel does not verify: {first}")
+        })?;
+    }
     let elems = |v: &View| v.layout().size_elems().unwrap_or(0) as usize;
     Ok(Generated {
         kernel,
@@ -829,5 +930,55 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         local,
         buffer_elems: [elems(a), elems(b), elems(cv)],
         mnk: [m as u64, n as u64, k as u64],
+        split,
     })
+}
+
+/// Work-items per work-group of the split-K reduction.
+const REDUCE_LOCAL: u32 = 256;
+
+/// The split-K reduction `NAME_reduce(w, c, alpha, beta)` (see [`SplitK`]): work-item `i`
+/// adds `w[i], w[E + i], ...` in slice order and updates `C[i]`; `beta == 0` ignores C's
+/// old value, as the unsplit kernel does.
+fn reduce_kernel(name: &str, c_name: &str, tc: Scalar, slices: i64, elems: i64) -> Kernel {
+    let pw = Var::new("w", Type::ptr(AddrSpace::Global, Scalar::F32));
+    let pc = Var::new(c_name, Type::ptr(AddrSpace::Global, tc));
+    let alpha = Var::new("alpha", Type::F32);
+    let beta = Var::new("beta", Type::F32);
+    let i = Var::new("i", Type::I32);
+    let z = Var::new("z", Type::I32);
+    let acc = Var::new("acc", Type::F32);
+    let add = Stmt::assign(
+        &acc,
+        acc.expr() + pw.load(ix::add(&ix::mul(&z.expr(), &c(elems)), &i.expr())),
+    );
+    let narrow = |v: Expr| if tc == Scalar::F32 { v } else { v.cast(tc) };
+    let scaled = alpha.expr() * acc.expr();
+    let updated = scaled.clone() + beta.expr() * load_f32(&pc, i.expr());
+    let body = Stmt::block([
+        Stmt::let_(&i, Expr::global_id(0).cast(Scalar::I32)),
+        Stmt::if_(
+            i.expr().cmp_lt(c(elems)),
+            Stmt::block([
+                Stmt::decl(&acc, pw.load(i.expr())),
+                Stmt::for_(&z, c(1), c(slices), c(1), add),
+                Stmt::if_else(
+                    beta.expr().cmp_eq(Expr::f32(0.0)),
+                    Stmt::store(&pc, i.expr(), narrow(scaled)),
+                    Stmt::store(&pc, i.expr(), narrow(updated)),
+                ),
+            ]),
+        ),
+    ]);
+    let global = (elems as u32).div_ceil(REDUCE_LOCAL) * REDUCE_LOCAL;
+    let attrs = Attrs {
+        reqd_work_group_size: Some([REDUCE_LOCAL, 1, 1]),
+        nd_range: Some(NdRangeAttr {
+            global: vec![global],
+            local: Some(vec![REDUCE_LOCAL]),
+            offset: vec![0],
+        }),
+        ..Attrs::default()
+    };
+    Kernel::with_attrs(format!("{name}_reduce"), vec![pw, pc, alpha, beta], attrs, body)
 }

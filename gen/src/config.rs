@@ -8,6 +8,8 @@ pub const MAX_WORK_GROUP: u32 = 256;
 /// Most local memory one work-group may use, in bytes (the smallest limit among kiln's
 /// targets).
 pub const MAX_LOCAL_BYTES: u32 = 32 * 1024;
+/// Most slices a split-K kernel cuts the reduction into.
+pub const MAX_SPLIT_K: u32 = 64;
 
 /// How a GEMM-like kernel is blocked. The work-group computes a `wg_m * tm` by `wg_n * tn`
 /// tile of C; each work-item a `tm` x `tn` register block, its rows `wg_m` apart and its
@@ -39,6 +41,10 @@ pub struct GemmConfig {
     /// `vec`-lane vector accesses wherever the view is provably contiguous and aligned
     /// there (elsewhere scalar ones).
     pub vec: u32,
+    /// Split-K: the reduction is cut into at most this many slices of whole `k_tile`s,
+    /// each computed by its own work-groups into a workspace, and a second kernel adds the
+    /// slices in slice order (see [`crate::codegen`]). 1: no split.
+    pub split_k: u32,
 }
 
 impl Default for GemmConfig {
@@ -52,6 +58,7 @@ impl Default for GemmConfig {
             slm_depth: 2,
             unroll: false,
             vec: 1,
+            split_k: 1,
         }
     }
 }
@@ -80,7 +87,8 @@ impl GemmConfig {
 
     /// Checks the configuration's own limits (not the problem's): positive sizes, at most
     /// [`MAX_WORK_GROUP`] work-items, at most [`MAX_LOCAL_BYTES`] of local memory, register
-    /// blocks of at most 8 x 8, buffering depth 1 or 2.
+    /// blocks of at most 8 x 8, buffering depth 1, 2 or 3, split-K into 1 to [`MAX_SPLIT_K`]
+    /// slices.
     pub fn validate(&self) -> Result<(), String> {
         let fields = [
             ("wg_m", self.wg_m),
@@ -113,6 +121,9 @@ impl GemmConfig {
         if !(1..=3).contains(&self.slm_depth) {
             return Err(format!("config: slm_depth {} is not 1, 2 or 3", self.slm_depth));
         }
+        if !(1..=MAX_SPLIT_K).contains(&self.split_k) {
+            return Err(format!("config: split_k {} is not 1 to {MAX_SPLIT_K}", self.split_k));
+        }
         if self.local_bytes() > MAX_LOCAL_BYTES as u64 {
             return Err(format!(
                 "config: {} bytes of local memory exceed {MAX_LOCAL_BYTES}",
@@ -120,6 +131,21 @@ impl GemmConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Whether the work-group tile and the k-tile do not exceed the problem by more than one
+    /// step of the candidate grid (a 512-wide tile for a 3-wide matrix would be all masks).
+    pub fn fits(&self, m: u64, n: u64, k: u64) -> bool {
+        let fits = |tile: u32, size: u64| (tile as u64) < 2 * size.max(4);
+        fits(self.tile_m(), m) && fits(self.tile_n(), n) && fits(self.k_tile, k)
+    }
+
+    /// Split-K slices of a reduction of `k`: [`GemmConfig::split_k`] at most, each a whole
+    /// number of k-tiles, as few as cover `k` (what the generator emits).
+    pub fn slices(&self, k: u64) -> u64 {
+        let ktiles = k.max(1).div_ceil(self.k_tile.max(1) as u64);
+        let per = ktiles.div_ceil(self.split_k.max(1) as u64);
+        ktiles.div_ceil(per)
     }
 
     /// Every configuration a tuner should try for a GEMM of `m` x `n` x `k` (after the
@@ -152,14 +178,18 @@ impl GemmConfig {
                             if vec > 1 && (tm % vec != 0 || tn % vec != 0) {
                                 continue;
                             }
-                            let c =
-                                GemmConfig { wg_m, wg_n, tm, tn, k_tile, slm_depth, unroll, vec };
-                            let fits = |tile: u32, size: u64| (tile as u64) < 2 * size.max(4);
-                            if c.validate().is_ok()
-                                && fits(c.tile_m(), m)
-                                && fits(c.tile_n(), n)
-                                && fits(c.k_tile, k)
-                            {
+                            let c = GemmConfig {
+                                wg_m,
+                                wg_n,
+                                tm,
+                                tn,
+                                k_tile,
+                                slm_depth,
+                                unroll,
+                                vec,
+                                split_k: 1,
+                            };
+                            if c.validate().is_ok() && c.fits(m, n, k) {
                                 out.push(c);
                             }
                         }
@@ -177,6 +207,7 @@ impl GemmConfig {
                 slm_depth: 1,
                 unroll: false,
                 vec: 1,
+                split_k: 1,
             });
         }
         out
@@ -184,7 +215,8 @@ impl GemmConfig {
 }
 
 impl fmt::Display for GemmConfig {
-    /// `wg=8x8 tile=2x2 k=8 slm=2 unroll=0 vec=1`.
+    /// `wg=8x8 tile=2x2 k=8 slm=2 unroll=0 vec=1`, followed by ` split=N` when the
+    /// reduction is split.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -197,7 +229,11 @@ impl fmt::Display for GemmConfig {
             self.slm_depth,
             self.unroll as u8,
             self.vec
-        )
+        )?;
+        if self.split_k > 1 {
+            write!(f, " split={}", self.split_k)?;
+        }
+        Ok(())
     }
 }
 
@@ -205,7 +241,7 @@ impl std::str::FromStr for GemmConfig {
     type Err = String;
 
     /// Parses the [`Display`](fmt::Display) form, `wg=8x8 tile=2x2 k=8 slm=2 unroll=0 vec=1`
-    /// (every field, any order), and validates it.
+    /// (every field, any order; `split=N` may be left out for 1), and validates it.
     fn from_str(s: &str) -> Result<GemmConfig, String> {
         let mut c = GemmConfig::default();
         let mut seen = Vec::new();
@@ -226,6 +262,7 @@ impl std::str::FromStr for GemmConfig {
                 "slm" => c.slm_depth = num(v, key)?,
                 "unroll" => c.unroll = num(v, key)? != 0,
                 "vec" => c.vec = num(v, key)?,
+                "split" => c.split_k = num(v, key)?,
                 _ => return Err(format!("config: unknown key `{key}`")),
             }
             seen.push(key);

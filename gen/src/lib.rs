@@ -8,6 +8,8 @@
 //!   work-group tile through local memory (single or double buffered), a register block per
 //!   work-item and masked edges ([`GemmConfig`] sets the blocking;
 //!   [`GemmConfig::candidates`] lists what a tuner should try).
+//! * [`tuner`]: a model of the target that ranks blockings, and the search that times the
+//!   best of them and their neighbours (split-K included).
 //! * [`gemm`] and [`conv`]: GEMM (four transpositions, f32 or f16 storage) and 2-D
 //!   convolution forward (NCHW/NHWC, stride, padding, dilation) as views.
 //!
@@ -23,9 +25,10 @@ pub mod gemm;
 pub mod ix;
 pub mod layout;
 pub mod tensor;
+pub mod tuner;
 pub mod view;
 
-pub use codegen::{generate, GemmViews, Generated};
+pub use codegen::{generate, GemmViews, Generated, SplitK};
 
 /// The largest size a problem's dimension may have (GEMM's M, N and K, a convolution's
 /// sizes, strides, padding and dilation): generated kernels index with 32-bit integers, and

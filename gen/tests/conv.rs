@@ -133,6 +133,7 @@ fn conv_random_shapes_strides_dilations() {
             k_tile: pick(&mut r, &[1, 4, 9, 16]),
             slm_depth: pick(&mut r, &[1, 2, 3]),
             vec: pick(&mut r, &[1, 2, 4]),
+            split_k: 1,
             unroll: r.range(0, 1) == 1,
         };
         case(p, cfg, r.next());

@@ -47,6 +47,7 @@ fn random_config(r: &mut Rng) -> GemmConfig {
         k_tile: pick(r, &[1, 2, 4, 5, 8, 16]),
         slm_depth: pick(r, &[1, 2, 3]),
         vec: pick(r, &[1, 2, 4]),
+        split_k: 1,
         unroll: r.range(0, 1) == 1,
     }
 }
@@ -127,6 +128,7 @@ fn gemm_100_cubed() {
         slm_depth: 2,
         unroll: true,
         vec: 4,
+        split_k: 1,
     };
     case(p, cfg, 7, false);
 }
@@ -239,6 +241,7 @@ fn gemm_warp_tiled_vector_groups() {
         slm_depth: 2,
         unroll: true,
         vec,
+        split_k: 1,
     };
     let p = |m, n, k, trans_a, trans_b| GemmProblem { m, n, k, trans_a, trans_b, ty: Scalar::F32 };
     let cases = [
@@ -249,5 +252,51 @@ fn gemm_warp_tiled_vector_groups() {
     ];
     for (i, (p, c)) in cases.into_iter().enumerate() {
         case(p, c, 11 + i as u64, i % 2 == 0);
+    }
+}
+
+/// Issue 26: split-K (partial products per slice of K into a workspace, then the slices
+/// added in slice order) on random shapes, odd sizes and all transpositions: the
+/// interpreter (both schedules) and the AMDGPU simulator give the reference's bits on
+/// integer data, and the reals within rounding.
+#[test]
+fn split_k_random_shapes() {
+    let mut r = Rng(0x5eed_0026_5917_0001);
+    for i in 0..10 {
+        let dim = |r: &mut Rng| [1, 3, 8, 17, 33][r.range(0, 4) as usize];
+        let p = GemmProblem {
+            m: dim(&mut r),
+            n: dim(&mut r),
+            k: [19, 40, 64, 100, 257][r.range(0, 4) as usize],
+            trans_a: r.range(0, 1) == 1,
+            trans_b: r.range(0, 1) == 1,
+            ty: if i % 4 == 3 { Scalar::F16 } else { Scalar::F32 },
+        };
+        let cfg =
+            GemmConfig { split_k: [2, 3, 4, 8][r.range(0, 3) as usize], ..random_config(&mut r) };
+        let g = p.generate(&cfg).unwrap();
+        assert_eq!(g.split.is_some(), cfg.slices(p.k as u64) > 1, "{p:?} {cfg}");
+        case(p, cfg, r.next(), i % 2 == 0);
+    }
+    // Vector loads and vector stores into the workspace (C's 32 x 32 elements are whole
+    // vectors), double and triple buffered.
+    for slm_depth in [2, 3] {
+        let p =
+            GemmProblem { m: 32, n: 32, k: 200, trans_a: true, trans_b: false, ty: Scalar::F32 };
+        let cfg = GemmConfig {
+            wg_m: 4,
+            wg_n: 4,
+            tm: 4,
+            tn: 4,
+            k_tile: 8,
+            slm_depth,
+            unroll: true,
+            vec: 4,
+            split_k: 4,
+        };
+        let g = p.generate(&cfg).unwrap();
+        assert_eq!(g.split.as_ref().map(|s| s.slices), Some(4));
+        assert!(g.kernel.to_string().contains("vstore(w, "), "{}", g.kernel);
+        case(p, cfg, 11, true);
     }
 }

@@ -1,12 +1,16 @@
 //! `kiln gen gemm|conv ...`: print a generated kernel (kiln-gen) as .kir, with a comment
 //! saying what it computes, the buffer sizes and the blocking; `--candidates` lists the
-//! configurations a tuner would try instead.
+//! configurations a tuner would try instead. Without blocking flags the blocking is the
+//! winner `kiln tune` stored for the device, else the tuner's model's first choice for it
+//! (standard error says which).
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 use kiln::generator::{ConvFormat, ConvProblem, GemmConfig, GemmProblem, Generated};
 use kiln::ir::{Module, Scalar};
+use kiln::runtime::device::registry::{self, OpenOptions};
+use kiln::tune::{self, TuneOptions};
 
 use super::Error;
 
@@ -93,24 +97,33 @@ struct Common {
     /// Storage type (f16 is storage only: the kernel accumulates in f32).
     #[arg(long = "type", value_enum, default_value = "f32")]
     ty: Ty,
-    /// Work-items of a work-group along M x N.
-    #[arg(long, value_name = "MxN", value_parser = pair, default_value = "8x8")]
-    wg: (i64, i64),
-    /// Register block per work-item, M x N.
-    #[arg(long, value_name = "MxN", value_parser = pair, default_value = "2x2")]
-    tile: (i64, i64),
-    /// Reduction depth of a local-memory tile.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    k_tile: u32,
-    /// Local-memory buffers per operand: 1, 2 (double buffering) or 3 (triple).
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    slm: u32,
+    /// Work-items of a work-group along M x N (default 8x8 when another blocking flag is
+    /// given; with none, the stored winner or the model's choice for `--device`).
+    #[arg(long, value_name = "MxN", value_parser = pair)]
+    wg: Option<(i64, i64)>,
+    /// Register block per work-item, M x N (default 2x2).
+    #[arg(long, value_name = "MxN", value_parser = pair)]
+    tile: Option<(i64, i64)>,
+    /// Reduction depth of a local-memory tile (default 8).
+    #[arg(long, value_name = "N")]
+    k_tile: Option<u32>,
+    /// Local-memory buffers per operand: 1, 2 (double buffering, the default) or 3 (triple).
+    #[arg(long, value_name = "N")]
+    slm: Option<u32>,
     /// Fully unroll the constant-trip inner loops.
     #[arg(long)]
     unroll: bool,
-    /// Vector width of local-memory reads, tile copies and C's stores: 1, 2, 4 or 8.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    vec: u32,
+    /// Vector width of local-memory reads, tile copies and C's stores: 1 (default), 2, 4 or 8.
+    #[arg(long, value_name = "N")]
+    vec: Option<u32>,
+    /// Split-K: cut the reduction into at most N slices (1, the default: no split); the
+    /// output then holds two kernels, the partial products and their ordered sum.
+    #[arg(long, value_name = "N")]
+    split_k: Option<u32>,
+    /// Without blocking flags: the device whose stored winner (`kiln tune`) is used, and whose
+    /// model ranks the blockings otherwise.
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    device: String,
     /// Print the configurations a tuner would try for this problem, one per line, instead.
     #[arg(long)]
     candidates: bool,
@@ -128,19 +141,72 @@ fn pair(s: &str) -> Result<(i64, i64), String> {
 }
 
 impl Common {
-    fn config(&self) -> Result<GemmConfig, Error> {
+    /// The blocking the flags give, the defaults filling those left out; `None` when no
+    /// blocking flag is given.
+    fn config(&self) -> Result<Option<GemmConfig>, Error> {
+        let given = self.wg.is_some()
+            || self.tile.is_some()
+            || self.k_tile.is_some()
+            || self.slm.is_some()
+            || self.unroll
+            || self.vec.is_some()
+            || self.split_k.is_some();
+        if !given {
+            return Ok(None);
+        }
+        let d = GemmConfig::default();
         let u = |v: i64| u32::try_from(v).map_err(|_| Error::Message(format!("{v} is too large")));
+        let (wg, tile) = (self.wg.unwrap_or((8, 8)), self.tile.unwrap_or((2, 2)));
         let cfg = GemmConfig {
-            wg_m: u(self.wg.0)?,
-            wg_n: u(self.wg.1)?,
-            tm: u(self.tile.0)?,
-            tn: u(self.tile.1)?,
-            k_tile: self.k_tile,
-            slm_depth: self.slm,
+            wg_m: u(wg.0)?,
+            wg_n: u(wg.1)?,
+            tm: u(tile.0)?,
+            tn: u(tile.1)?,
+            k_tile: self.k_tile.unwrap_or(d.k_tile),
+            slm_depth: self.slm.unwrap_or(d.slm_depth),
             unroll: self.unroll,
-            vec: self.vec,
+            vec: self.vec.unwrap_or(d.vec),
+            split_k: self.split_k.unwrap_or(d.split_k),
         };
         cfg.validate().map_err(Error::Message)?;
+        Ok(Some(cfg))
+    }
+
+    /// The blocking for `problem`: the flags', else the winner stored for `--device`, else
+    /// the model's first choice for it; standard error says which of the last two.
+    fn blocking(&self, problem: &kiln::tune::Problem) -> Result<GemmConfig, Error> {
+        if let Some(cfg) = self.config()? {
+            return Ok(cfg);
+        }
+        let dev = registry::open(&self.device, &OpenOptions::default())
+            .map_err(|e| Error::Message(e.to_string()))?;
+        let cache = TuneOptions::from_config(super::config()).cache;
+        let found = cache.as_ref().and_then(|c| tune::stored(problem, &*dev, c));
+        for w in cache.iter().flat_map(|c| c.warnings()) {
+            eprintln!("kiln: warning: {w}");
+        }
+        let cfg = match found {
+            Some(cfg) => {
+                eprintln!(
+                    "kiln: gen: blocking {cfg}: the winner stored for `{}` on {}",
+                    problem.key,
+                    dev.name()
+                );
+                cfg
+            }
+            None => {
+                let target = tune::target(&*dev);
+                let cfg = tune::heuristic(problem.mnk, &target);
+                eprintln!(
+                    "kiln: gen: blocking {cfg}: the model's first choice for {} ({}; no winner \
+                     stored for `{}`)",
+                    dev.name(),
+                    target.name,
+                    problem.key
+                );
+                cfg
+            }
+        };
         Ok(cfg)
     }
 
@@ -194,7 +260,7 @@ impl ConvArgs {
 
 /// Runs `kiln gen`.
 pub fn main(a: &GenArgs) -> Result<(), Error> {
-    let (common, generated, what) = match &a.what {
+    let (cfg, generated, what) = match &a.what {
         What::Gemm(g) => {
             let p = g.problem();
             if g.common.candidates {
@@ -210,7 +276,9 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
                 p.k,
                 p.ty
             );
-            (&g.common, p.generate(&g.common.config()?), what)
+            p.views().map_err(Error::Message)?;
+            let cfg = g.common.blocking(&tune::Problem::gemm(&p))?;
+            (cfg, p.generate(&cfg), what)
         }
         What::Conv(c) => {
             let p = c.problem();
@@ -230,12 +298,17 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
                 p.shapes()[1],
                 p.shapes()[2]
             );
-            (&c.common, p.generate(&c.common.config()?), what)
+            let cfg = c.common.blocking(&tune::Problem::conv(&p).map_err(Error::Message)?)?;
+            (cfg, p.generate(&cfg), what)
         }
     };
+    let output = match &a.what {
+        What::Gemm(g) => g.output(),
+        What::Conv(c) => c.output(),
+    };
     let g = generated.map_err(Error::Message)?;
-    let text = render(&g, &what, &common.config()?);
-    match &common.output {
+    let text = render(&g, &what, &cfg);
+    match output {
         Some(path) => std::fs::write(path, text)
             .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display()))),
         None => write_stdout(&text),
@@ -260,18 +333,37 @@ pub(super) fn write_stdout(text: &str) -> Result<(), Error> {
 
 /// The kernel as a .kir module after a comment header (kept by `kiln fmt`).
 pub(super) fn render(g: &Generated, what: &str, cfg: &GemmConfig) -> String {
-    let names: Vec<String> =
-        g.kernel.params().iter().take(3).map(|p| p.name().to_string()).collect();
+    // C is the third parameter, or the reduction's second with split-K.
+    let c_param = match &g.split {
+        Some(s) => &s.reduce.params()[1],
+        None => &g.kernel.params()[2],
+    };
+    let names: Vec<String> = [&g.kernel.params()[0], &g.kernel.params()[1], c_param]
+        .map(|p| p.name().to_string())
+        .into();
     let [ea, eb, ec] = g.buffer_elems;
+    let mut kernels = vec![g.kernel.clone()];
+    let mut split = String::new();
+    if let Some(s) = &g.split {
+        kernels.push(s.reduce.clone());
+        split = format!(
+            "// Split-K into {} slices: run `{}` (a, b, w) with w of {} f32 elements, then `{}` \
+             (w, c, alpha, beta), each over its #nd_range.\n",
+            s.slices,
+            g.kernel.name(),
+            s.workspace_elems,
+            s.reduce.name()
+        );
+    }
     format!(
         "// Generated by kiln gen: {what}.\n\
          // Buffers: {} {ea}, {} {eb}, {} {ec} elements; scalars alpha, beta (f32).\n\
-         // Blocking: {cfg}; launch: global {:?}, local {:?} (#nd_range).\n{}",
+         // Blocking: {cfg}; launch: global {:?}, local {:?} (#nd_range).\n{split}{}",
         names[0],
         names[1],
         names[2],
         g.global,
         g.local,
-        Module::new(vec![g.kernel.clone()])
+        Module::new(kernels)
     )
 }

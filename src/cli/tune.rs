@@ -20,6 +20,10 @@ pub struct TuneArgs {
     /// Most candidate blockings to time.
     #[arg(long, value_name = "N", global = true, default_value_t = 24)]
     max_candidates: usize,
+    /// Time every blocking of the documented subset (unrolled, double-buffered; see
+    /// docs/generator.md) instead of the model-guided search.
+    #[arg(long, global = true)]
+    exhaustive: bool,
     /// Timed launches per candidate (after a warm-up launch); the median counts.
     #[arg(long, value_name = "N", global = true, default_value_t = 5)]
     repeat: u32,
@@ -48,6 +52,7 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
     let mut opts = TuneOptions::from_config(super::config());
     opts.max_candidates = a.max_candidates;
     opts.repeats = a.repeat;
+    opts.exhaustive = a.exhaustive;
     let t = tune(&problem, &*dev, &opts);
     // What the on-disk cache refused or could not do (a directory others can write, a
     // record that does not authenticate), once each.

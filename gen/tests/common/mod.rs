@@ -11,7 +11,7 @@ use kiln_gen::Generated;
 use kiln_ir::interp::{run, run_with, RunOptions};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::tool;
-use kiln_ir::{parse_module, Module, Scalar};
+use kiln_ir::{parse_module, Kernel, Module, Scalar};
 
 /// A small deterministic generator (xorshift), so cases are reproducible from a seed.
 pub struct Rng(pub u64);
@@ -62,7 +62,8 @@ pub fn values(b: &Buffer) -> Vec<f64> {
 
 /// Runs `g` with buffers `a`, `b`, `c` (C updated in place) and scalars alpha, beta; also
 /// in the interpreter's reverse schedule, which must give the same bits (a missing barrier
-/// around the local-memory tiles would show as a difference).
+/// around the local-memory tiles would show as a difference). A split-K kernel runs its
+/// partial products into a workspace and then its reduction.
 pub fn run_generated(
     g: &Generated,
     ty: Scalar,
@@ -72,25 +73,60 @@ pub fn run_generated(
     alpha: f32,
     beta: f32,
 ) {
-    let args =
-        [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(alpha), Arg::scalar(beta)];
-    let range = NdRange::new(&g.global).with_local(&g.local);
-    let mut bufs = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
-    run(&g.kernel, &range, &args, &mut bufs).unwrap_or_else(|e| panic!("{e}\n{}", g.kernel));
-    let mut rev = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
+    let fresh = || {
+        let mut v = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
+        if let Some(s) = &g.split {
+            v.push(Buffer::zeroed(Scalar::F32, s.workspace_elems));
+        }
+        v
+    };
+    let bufs = launch(g, fresh(), alpha, beta, &mut |k, r, args, bufs| {
+        run(k, r, args, bufs).map_err(|e| e.to_string())
+    });
     let opts = RunOptions { reverse_order: true, ..RunOptions::default() };
-    run_with(&g.kernel, &range, &args, &mut rev, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let rev = launch(g, fresh(), alpha, beta, &mut |k, r, args, bufs| {
+        run_with(k, r, args, bufs, &opts).map_err(|e| e.to_string())
+    });
     assert_eq!(rev[2].as_bytes(), bufs[2].as_bytes(), "schedule-dependent result:\n{}", g.kernel);
     // The AMDGPU backend's listing, run on its wave simulator, gives the same bits. It
     // compiles every generated kernel (none was refused when this was written): a refusal
     // fails, rather than leaving the kernel unchecked there.
-    let compiled = kiln_backends::amdgpu::compile(&g.kernel)
-        .unwrap_or_else(|e| panic!("amdgpu refuses `{}`: {e}\n{}", g.kernel.name(), g.kernel));
-    let mut sim = vec![buffer(ty, a), buffer(ty, b), buffer(ty, c)];
-    kiln_backends::amdgpu::sim::run(&compiled, &g.kernel, &range, &args, &mut sim)
-        .unwrap_or_else(|e| panic!("amdgpu sim: {e}\n{}", g.kernel));
+    let sim = launch(g, fresh(), alpha, beta, &mut |k, r, args, bufs| {
+        let compiled = kiln_backends::amdgpu::compile(k)
+            .unwrap_or_else(|e| panic!("amdgpu refuses `{}`: {e}\n{k}", k.name()));
+        kiln_backends::amdgpu::sim::run(&compiled, k, r, args, bufs)
+            .map_err(|e| format!("amdgpu sim: {e}"))
+    });
     assert_eq!(sim[2].as_bytes(), bufs[2].as_bytes(), "amdgpu sim differs:\n{}", g.kernel);
     *c = values(&bufs[2]);
+}
+
+/// A runner of one kernel launch.
+type Runner<'a> = dyn FnMut(&Kernel, &NdRange, &[Arg], &mut [Buffer]) -> Result<(), String> + 'a;
+
+/// Launches `g` on `bufs` (A, B, C and, with split-K, the workspace) with `runner`.
+fn launch(
+    g: &Generated,
+    mut bufs: Vec<Buffer>,
+    alpha: f32,
+    beta: f32,
+    runner: &mut Runner,
+) -> Vec<Buffer> {
+    let (sa, sb) = (Arg::scalar(alpha), Arg::scalar(beta));
+    let fail = |e: String, k: &Kernel| panic!("{e}\n{k}");
+    match &g.split {
+        None => {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), sa, sb];
+            runner(&g.kernel, &g.range(), &args, &mut bufs).unwrap_or_else(|e| fail(e, &g.kernel));
+        }
+        Some(s) => {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(3)];
+            runner(&g.kernel, &g.range(), &args, &mut bufs).unwrap_or_else(|e| fail(e, &g.kernel));
+            let args = [Arg::Buffer(3), Arg::Buffer(2), sa, sb];
+            runner(&s.reduce, &s.range(), &args, &mut bufs).unwrap_or_else(|e| fail(e, &s.reduce));
+        }
+    }
+    bufs
 }
 
 /// Compares with a tolerance relative to the magnitude of the summed terms.
@@ -110,7 +146,13 @@ pub fn compare(what: &str, got: &[f64], want: &[f64], scale: &[f64], ty: Scalar)
 /// with `KILN_PTXAS`, assembles for sm_80) and SPIR-V in both flavours (f16 kernels are
 /// refused by the OpenCL flavour, as documented; with `KILN_SPIRV_VAL`, validated).
 pub fn check_generated(g: &Generated) {
-    let k = &g.kernel;
+    check_kernel(&g.kernel);
+    if let Some(s) = &g.split {
+        check_kernel(&s.reduce);
+    }
+}
+
+fn check_kernel(k: &Kernel) {
     kiln_ir::verify_kernel(k).unwrap_or_else(|e| panic!("{e:?}\n{k}"));
     let text = Module::new(vec![k.clone()]).to_string();
     let back = parse_module(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));

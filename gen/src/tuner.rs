@@ -1,0 +1,372 @@
+//! Finding a good blocking without timing everything: a model of the target ranks the
+//! blockings of a GEMM, a few of the best (and the target's known-good seeds) are timed, and
+//! a local search around the fastest times its neighbours.
+//!
+//! The model ([`predict`]) estimates a kernel's time in cycles of one compute unit from what
+//! limits a blocked GEMM on a GPU-like target:
+//!
+//! * **occupancy**: work-groups resident per unit, limited by registers (the register block,
+//!   the operands of a step, the staged next tile, addressing), local memory (the tiles
+//!   times the buffering depth), work-items and groups per unit;
+//! * **issue**: per reduction step each work-item issues `tm * tn` FMAs, `(tm + tn) / vec`
+//!   local-memory reads and, unrolled or not, loop overhead; the tile copies add their
+//!   loads and stores: the ratio is the tile's reuse (arithmetic intensity);
+//! * **latency**: too few resident warps, each with too few independent FMAs, leave the
+//!   pipelines idle; a single-buffered loop waits for its loads at every step, a
+//!   double-buffered one only at its barrier, and other resident groups cover the waits;
+//! * **wave quantization**: the busiest unit runs `ceil(groups / units)` groups, so a grid
+//!   slightly larger than a multiple of the units wastes most of a wave; split-K multiplies
+//!   the groups (and adds the reduction kernel's memory traffic);
+//! * **memory**: A and B are read once per tile of the other operand (less what the cache
+//!   keeps), C once (split-K: its slices written and read back).
+//!
+//! The model is coarse by design: it only has to put the good blockings near the top, since
+//! the search times them. The search space ([`space`]) is [`GemmConfig::candidates`] and,
+//! for reductions deep enough to split, the same blockings with split-K. The
+//! exhaustive-subset mode ([`subset`]) is the part of that space with unrolled,
+//! double-buffered loops: what the known-good blockings of every target kiln was measured on
+//! share.
+
+use std::collections::HashSet;
+
+use crate::config::{GemmConfig, MAX_WORK_GROUP};
+
+/// What the model knows about a target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// A short name (`h100`, `cpu`).
+    pub name: String,
+    /// Compute units (SMs; threads of the cpu device).
+    pub units: u32,
+    /// 32-bit registers per unit.
+    pub regs_per_unit: u32,
+    /// Most registers one work-item may use before spilling.
+    pub max_regs_per_item: u32,
+    /// Local (shared) memory per unit, in bytes.
+    pub local_per_unit: u32,
+    /// Most resident work-items per unit.
+    pub max_items_per_unit: u32,
+    /// Most resident work-groups per unit.
+    pub max_groups_per_unit: u32,
+    /// Work-items issued together (warp, subgroup or SIMD width).
+    pub simd: u32,
+    /// f32 lanes issued per unit per cycle.
+    pub lanes_per_cycle: u32,
+    /// Resident warps times independent FMAs per warp (in fours) that hide latency.
+    pub latency_warps: u32,
+    /// Cycles a step of a double-buffered loop waits at its barrier.
+    pub barrier_cycles: u32,
+    /// Cycles a single-buffered step waits for its global loads.
+    pub load_latency: u32,
+    /// Bytes of memory traffic per cycle, the whole device.
+    pub bytes_per_cycle: f64,
+    /// How many times on average the cache serves an operand tile before memory does.
+    pub cache_reuse: f64,
+    /// Cycles one extra kernel launch costs (split-K's reduction).
+    pub launch_cycles: f64,
+    /// Known-good blockings, timed first when they fit the problem.
+    pub seeds: Vec<GemmConfig>,
+}
+
+/// A blocking that unrolls, double-buffers and uses 4-lane vectors: what the seeds are.
+fn seed(wg_m: u32, wg_n: u32, tm: u32, tn: u32, k_tile: u32) -> GemmConfig {
+    GemmConfig { wg_m, wg_n, tm, tn, k_tile, slm_depth: 2, unroll: true, vec: 4, split_k: 1 }
+}
+
+impl Target {
+    /// An NVIDIA H100 (SXM): 132 SMs of 64 Ki registers, 228 KiB of shared memory, 2048
+    /// threads and 32 blocks each, 128 f32 lanes per cycle, ~3.3 TB/s at ~1.75 GHz. The
+    /// seeds are the best fixed blockings measured there (benches/gpu/README.md).
+    pub fn h100() -> Target {
+        Target {
+            name: "h100".into(),
+            units: 132,
+            regs_per_unit: 65536,
+            max_regs_per_item: 255,
+            local_per_unit: 228 * 1024,
+            max_items_per_unit: 2048,
+            max_groups_per_unit: 32,
+            simd: 32,
+            lanes_per_cycle: 128,
+            latency_warps: 16,
+            barrier_cycles: 60,
+            load_latency: 700,
+            bytes_per_cycle: 1900.0,
+            cache_reuse: 8.0,
+            launch_cycles: 6000.0,
+            seeds: vec![
+                seed(8, 16, 8, 8, 8),
+                seed(8, 32, 8, 4, 16),
+                seed(16, 16, 8, 8, 8),
+                seed(8, 16, 8, 8, 16),
+                seed(16, 8, 8, 8, 16),
+                seed(16, 16, 4, 4, 16),
+            ],
+        }
+    }
+
+    /// kiln's cpu device on `threads` threads: each runs one work-group at a time, 8 lanes
+    /// wide, two FMAs per cycle; barriers are rounds over the group's work-items.
+    pub fn cpu(threads: u32) -> Target {
+        Target {
+            name: "cpu".into(),
+            units: threads.max(1),
+            regs_per_unit: 1 << 20,
+            max_regs_per_item: 1 << 16,
+            local_per_unit: 1 << 20,
+            max_items_per_unit: MAX_WORK_GROUP,
+            max_groups_per_unit: 1,
+            simd: 8,
+            lanes_per_cycle: 16,
+            latency_warps: 1,
+            barrier_cycles: 400,
+            load_latency: 400,
+            bytes_per_cycle: 8.0,
+            cache_reuse: 4.0,
+            launch_cycles: 20000.0,
+            seeds: vec![seed(16, 16, 4, 4, 16), seed(8, 8, 4, 4, 16)],
+        }
+    }
+}
+
+/// The model's estimate of `cfg`'s time for an `m x n x k` GEMM on `target`, in cycles of
+/// one unit; `None` when the blocking cannot run there (no work-group fits a unit).
+pub fn predict(cfg: &GemmConfig, [m, n, k]: [u64; 3], target: &Target) -> Option<f64> {
+    let t = target;
+    let (bm, bn, bk) = (cfg.tile_m() as u64, cfg.tile_n() as u64, cfg.k_tile as u64);
+    let (tm, tn) = (cfg.tm as f64, cfg.tn as f64);
+    let threads = cfg.threads() as u64;
+    let slices = cfg.slices(k);
+    let steps = k.max(1).div_ceil(bk).div_ceil(slices) as f64;
+    let groups = m.max(1).div_ceil(bm) * n.max(1).div_ceil(bn) * slices;
+    // Registers per work-item: accumulators, a step's operands, the staged next tile of a
+    // double-buffered loop, and addressing.
+    let staged = if cfg.slm_depth == 2 { ((bm + bn) * bk).div_ceil(threads) } else { 0 };
+    let regs = (cfg.tm * cfg.tn + cfg.tm + cfg.tn) as u64 + staged + 20;
+    let spill = if regs > t.max_regs_per_item as u64 { 4.0 } else { 1.0 };
+    let regs = regs.min(t.max_regs_per_item as u64).next_multiple_of(8);
+    let warps = threads.div_ceil(t.simd as u64);
+    let by_regs = t.regs_per_unit as u64 / (regs * warps * t.simd as u64);
+    let by_items = t.max_items_per_unit as u64 / threads;
+    let by_local = t.local_per_unit as u64 / cfg.local_bytes().max(1);
+    let per_unit = by_regs.min(by_items).min(by_local).min(t.max_groups_per_unit as u64);
+    if per_unit == 0 {
+        return None;
+    }
+    // Wave quantization: the busiest unit's groups, `act` of them resident at a time.
+    let busiest = groups.div_ceil(t.units as u64);
+    let act = per_unit.min(busiest);
+    let rounds = busiest.div_ceil(act) as f64;
+    // Issue per step: the multiply, its local reads (vectors of at most 4 lanes per
+    // instruction), loop overhead, and the tile copy (a load, a store and addressing per
+    // element or vector).
+    let vw = cfg.vec.min(4) as f64;
+    let loop_overhead = if cfg.unroll { 0.25 } else { 10.0 };
+    let per_item = bk as f64 * (tm * tn + (tm + tn) / vw + loop_overhead);
+    let copy = (bm + bn) as f64 * bk as f64 / vw * 3.0;
+    // Whole warps issue: a work-group of 8 work-items costs a warp of 32.
+    let lanes = (warps * t.simd as u64) as f64;
+    let issue = (lanes * per_item + copy) / t.lanes_per_cycle as f64;
+    // Latency: resident warps times independent FMAs (in fours) below what hides it.
+    let ilp = (tm * tn / 4.0).clamp(0.25, 4.0);
+    let hiding = (act * warps) as f64 * ilp / t.latency_warps as f64;
+    let latency = (1.0 / hiding).max(1.0);
+    let wait = match cfg.slm_depth {
+        1 => 2.0 * t.barrier_cycles as f64 + t.load_latency as f64,
+        _ => t.barrier_cycles as f64,
+    };
+    let compute =
+        busiest as f64 * steps * issue * latency * spill + rounds * steps * wait / act as f64;
+    // Memory: operand tiles (the cache serving most re-reads) and C, plus split-K's slices.
+    let (mf, nf, kf) = (m as f64, n as f64, k as f64);
+    let operands =
+        4.0 * (mf * kf * n.div_ceil(bn) as f64 + kf * nf * m.div_ceil(bm) as f64) / t.cache_reuse;
+    let mut bytes = operands + 8.0 * mf * nf;
+    let mut reduce = 0.0;
+    if slices > 1 {
+        // The slices written by the first kernel, read back (and C written) by the second.
+        bytes += 4.0 * slices as f64 * mf * nf;
+        reduce = t.launch_cycles + 4.0 * (slices + 2) as f64 * mf * nf / t.bytes_per_cycle;
+    }
+    Some(compute.max(bytes / t.bytes_per_cycle) + reduce)
+}
+
+/// The search space for an `m x n x k` GEMM: [`GemmConfig::candidates`], then, when the
+/// reduction has more than 4 k-tiles, each of them split 2, 4, 8 and 16 ways (those that
+/// give exactly that many slices of at least two k-tiles). Deterministic order.
+pub fn space([m, n, k]: [u64; 3]) -> Vec<GemmConfig> {
+    let base = GemmConfig::candidates(m, n, k);
+    let mut out = base.clone();
+    for split_k in [2, 4, 8, 16] {
+        for c in &base {
+            let s = GemmConfig { split_k, ..*c };
+            if splits_exactly(&s, k) {
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `c` splits `k` into exactly `split_k` slices of at least two k-tiles each (the
+/// other split-K settings duplicate a smaller one, or slice too thin to pay).
+fn splits_exactly(c: &GemmConfig, k: u64) -> bool {
+    let ktiles = k.div_ceil(c.k_tile as u64);
+    c.split_k == 1 || (c.slices(k) == c.split_k as u64 && ktiles >= 2 * c.split_k as u64)
+}
+
+/// The documented subset an exhaustive search times: the blockings of [`space`] that
+/// unroll and double-buffer.
+pub fn subset(mnk: [u64; 3]) -> Vec<GemmConfig> {
+    space(mnk).into_iter().filter(|c| c.unroll && c.slm_depth == 2).collect()
+}
+
+/// `configs` in the model's order, fastest predicted first (ties keep their order; those
+/// that cannot run go last). Deterministic.
+pub fn rank(configs: &[GemmConfig], mnk: [u64; 3], target: &Target) -> Vec<GemmConfig> {
+    let mut scored: Vec<(f64, GemmConfig)> =
+        configs.iter().map(|c| (predict(c, mnk, target).unwrap_or(f64::INFINITY), *c)).collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    scored.into_iter().map(|(_, c)| c).collect()
+}
+
+/// The model's first choice for the problem: what is used without timing.
+pub fn first_choice(mnk: [u64; 3], target: &Target) -> GemmConfig {
+    let space = space(mnk);
+    rank(&space, mnk, target).first().copied().unwrap_or(space[0])
+}
+
+/// The blockings one step from `c`: work-group sides halved or doubled, register-block
+/// sides halved, doubled or swapped, the k-tile halved or doubled, the other buffering
+/// depths, vector widths, split-K settings, and unrolling toggled; those valid for the
+/// problem (see [`GemmConfig::fits`]). Deterministic order.
+pub fn neighbours(c: &GemmConfig, [m, n, k]: [u64; 3]) -> Vec<GemmConfig> {
+    let mut out: Vec<GemmConfig> = Vec::new();
+    let twice = |v: u32| [v * 2, v / 2];
+    for wg_m in twice(c.wg_m) {
+        out.push(GemmConfig { wg_m, ..*c });
+    }
+    for wg_n in twice(c.wg_n) {
+        out.push(GemmConfig { wg_n, ..*c });
+    }
+    for tm in twice(c.tm) {
+        out.push(GemmConfig { tm, ..*c });
+    }
+    for tn in twice(c.tn) {
+        out.push(GemmConfig { tn, ..*c });
+    }
+    out.push(GemmConfig { tm: c.tn, tn: c.tm, ..*c });
+    out.push(GemmConfig { wg_m: c.wg_n, wg_n: c.wg_m, ..*c });
+    for k_tile in twice(c.k_tile) {
+        out.push(GemmConfig { k_tile, ..*c });
+    }
+    for slm_depth in [1, 2, 3] {
+        out.push(GemmConfig { slm_depth, ..*c });
+    }
+    for vec in [1, 2, 4, 8] {
+        out.push(GemmConfig { vec, ..*c });
+    }
+    for split_k in [c.split_k * 2, c.split_k / 2, 1] {
+        out.push(GemmConfig { split_k, ..*c });
+    }
+    out.push(GemmConfig { unroll: !c.unroll, ..*c });
+    let mut seen = HashSet::from([*c]);
+    out.retain(|x| {
+        x.validate().is_ok()
+            && x.fits(m, n, k)
+            && (x.vec == 1 || (x.tm % x.vec == 0 && x.tn % x.vec == 0))
+            && splits_exactly(x, k)
+            && seen.insert(*x)
+    });
+    out
+}
+
+/// What a search timed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Searched {
+    /// Blockings and their times, in the order timed.
+    pub timings: Vec<(GemmConfig, f64)>,
+    /// Blockings that failed to time, with why.
+    pub errors: Vec<(GemmConfig, String)>,
+}
+
+impl Searched {
+    /// The fastest blocking timed and its time.
+    pub fn best(&self) -> Option<(GemmConfig, f64)> {
+        self.timings.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    fn tried(&self, c: &GemmConfig) -> bool {
+        self.timings.iter().any(|(x, _)| x == c) || self.errors.iter().any(|(x, _)| x == c)
+    }
+
+    fn time(&mut self, c: GemmConfig, time: &mut dyn FnMut(&GemmConfig) -> Result<f64, String>) {
+        match time(&c) {
+            Ok(t) => self.timings.push((c, t)),
+            Err(e) => self.errors.push((c, e)),
+        }
+    }
+}
+
+/// How many of a search's `budget` timings go to the model's first choices and the seeds
+/// before the local search: half, at least one.
+fn initial_share(budget: usize) -> usize {
+    (budget / 2).max(1)
+}
+
+/// The default search: at most `budget` blockings timed with `time` (seconds, or any
+/// measure where less is better). First the target's seeds that fit the problem and the
+/// model's best, then the untimed neighbours of the fastest so far, in the model's order,
+/// moving to a neighbour whenever it is faster; budget left when no neighbour is untimed
+/// goes down the model's ranking. Deterministic for a deterministic `time`.
+pub fn search(
+    mnk: [u64; 3],
+    target: &Target,
+    budget: usize,
+    time: &mut dyn FnMut(&GemmConfig) -> Result<f64, String>,
+) -> Searched {
+    let [m, n, k] = mnk;
+    let budget = budget.max(1);
+    let ranked = rank(&space(mnk), mnk, target);
+    let mut out = Searched::default();
+    let seeds = target.seeds.iter().filter(|c| c.validate().is_ok() && c.fits(m, n, k));
+    let initial = initial_share(budget);
+    for c in seeds.chain(ranked.iter()).copied().collect::<Vec<_>>() {
+        if out.timings.len() + out.errors.len() >= initial {
+            break;
+        }
+        if !out.tried(&c) {
+            out.time(c, time);
+        }
+    }
+    let spent = |s: &Searched| s.timings.len() + s.errors.len();
+    while spent(&out) < budget {
+        let Some((best, _)) = out.best() else { break };
+        let next = rank(&neighbours(&best, mnk), mnk, target).into_iter().find(|c| !out.tried(c));
+        match next {
+            Some(c) => out.time(c, time),
+            None => break,
+        }
+    }
+    for c in &ranked {
+        if spent(&out) >= budget {
+            break;
+        }
+        if !out.tried(c) {
+            out.time(*c, time);
+        }
+    }
+    out
+}
+
+/// The exhaustive-subset mode: every blocking of [`subset`] timed.
+pub fn exhaustive(
+    mnk: [u64; 3],
+    time: &mut dyn FnMut(&GemmConfig) -> Result<f64, String>,
+) -> Searched {
+    let mut out = Searched::default();
+    for c in subset(mnk) {
+        out.time(c, time);
+    }
+    out
+}
