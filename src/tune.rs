@@ -40,6 +40,7 @@ use kiln_gen::{ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Scalar, Verified};
 use kiln_runtime::cache::{DiskKey, PersistentCache};
+use kiln_runtime::device::ResidentBuffer;
 use kiln_runtime::{Config, Device, DeviceKind};
 
 /// Generates a problem's kernel for a blocking.
@@ -212,11 +213,12 @@ pub fn heuristic(mnk: [u64; 3], target: &Target) -> GemmConfig {
     tuner::first_choice(mnk, target)
 }
 
-/// What the model assumes about `dev`: an H100 for the GPU devices (CUDA and Vulkan), the
-/// host's threads for the cpu device and the interpreter.
+/// What the model assumes about `dev`: an H100 for the GPU devices (CUDA, and Vulkan on a
+/// GPU), the host's threads for the cpu device, the interpreter and a Vulkan device that
+/// runs on the CPU (lavapipe).
 pub fn target(dev: &dyn Device) -> Target {
     match dev.kind() {
-        DeviceKind::Cuda | DeviceKind::Vulkan => Target::h100(),
+        DeviceKind::Cuda | DeviceKind::Vulkan if !dev.emulated() => Target::h100(),
         _ => Target::cpu(std::thread::available_parallelism().map_or(1, |n| n.get() as u32)),
     }
 }
@@ -346,10 +348,10 @@ impl Check {
 /// A, B and C of a generated problem filled with small integers (|x| <= 3): every product
 /// and every partial sum of a small problem is exact, whatever order a blocking adds in.
 fn check_inputs(g: &Generated) -> Vec<Buffer> {
-    let elem = |i: usize| g.kernel.params()[i].ty().elem().unwrap_or(Scalar::F32);
+    let types = operand_types(g);
     (0..3)
         .map(|b| {
-            let mut buf = Buffer::zeroed(elem(b), g.buffer_elems[b].max(1));
+            let mut buf = Buffer::zeroed(types[b], g.buffer_elems[b].max(1));
             for i in 0..buf.len() {
                 let v = ((i * (2 * b + 5) + b) % 7) as f64 - 3.0;
                 // Within the buffer, of its float type: cannot fail.
@@ -386,6 +388,25 @@ impl<'d> Launcher<'d> {
         Ok(Launcher { dev, kernel, range: g.range(), reduce })
     }
 
+    /// One launch on A, B, C (and, with split-K, the workspace) already in the device's
+    /// memory, with the scalars alpha and beta.
+    fn run_resident(&self, bufs: &[ResidentBuffer], [alpha, beta]: [f32; 2]) -> Result<(), String> {
+        let (sa, sb) = (Arg::scalar(alpha), Arg::scalar(beta));
+        let err = |e: kiln_runtime::DeviceError| e.to_string();
+        match &self.reduce {
+            None => {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), sa, sb];
+                self.dev.run_resident(&self.kernel, &self.range, &args, bufs).map_err(err)
+            }
+            Some((reduce, range, _)) => {
+                let part = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(3)];
+                self.dev.run_resident(&self.kernel, &self.range, &part, bufs).map_err(err)?;
+                let sum = [Arg::Buffer(3), Arg::Buffer(2), sa, sb];
+                self.dev.run_resident(reduce, range, &sum, bufs).map_err(err)
+            }
+        }
+    }
+
     /// One launch on A, B and C with the scalars alpha and beta (split-K: the partial
     /// products into a workspace, then the reduction into C).
     fn run(&self, buffers: &mut Vec<Buffer>, [alpha, beta]: [f32; 2]) -> Result<(), String> {
@@ -407,7 +428,20 @@ impl<'d> Launcher<'d> {
     }
 }
 
-/// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch).
+/// The element types of A, B and C (C is the reduction's with split-K, whose first kernel
+/// writes an f32 workspace).
+fn operand_types(g: &Generated) -> [Scalar; 3] {
+    let elem = |k: &kiln_ir::Kernel, i: usize| k.params()[i].ty().elem().unwrap_or(Scalar::F32);
+    let c = match &g.split {
+        Some(s) => elem(&s.reduce, 1),
+        None => elem(&g.kernel, 2),
+    };
+    [elem(&g.kernel, 0), elem(&g.kernel, 1), c]
+}
+
+/// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch), on
+/// zero-filled buffers. On a device with memory of its own the buffers stay there, so the
+/// launches time the kernels, not copies between host and device.
 fn time_one(
     problem: &Problem,
     dev: &dyn Device,
@@ -416,15 +450,27 @@ fn time_one(
 ) -> Result<f64, String> {
     let g = (problem.generate)(c)?;
     let launcher = Launcher::new(dev, &g)?;
-    let mut buffers: Vec<Buffer> = g
-        .kernel
-        .params()
-        .iter()
-        .take(3)
+    let mut buffers: Vec<Buffer> = operand_types(&g)
+        .into_iter()
         .zip(g.buffer_elems)
-        .map(|(p, n)| Buffer::zeroed(p.ty().elem().unwrap_or(Scalar::F32), n.max(1)))
+        .map(|(t, n)| Buffer::zeroed(t, n.max(1)))
         .collect();
-    let mut run = || launcher.run(&mut buffers, [1.0, 0.0]);
+    let resident = if dev.memory_space().is_some() {
+        let mut host = buffers.clone();
+        host.extend(g.split.iter().map(|s| Buffer::zeroed(Scalar::F32, s.workspace_elems)));
+        let put = |b: &Buffer| -> Result<ResidentBuffer, String> {
+            let mem = dev.alloc(b.as_bytes().len().max(1)).map_err(|e| e.to_string())?;
+            mem.upload(b.as_bytes()).map_err(|e| e.to_string())?;
+            Ok(ResidentBuffer { mem, elem: b.elem(), len: b.len() })
+        };
+        Some(host.iter().map(put).collect::<Result<Vec<_>, String>>()?)
+    } else {
+        None
+    };
+    let mut run = || match &resident {
+        Some(r) => launcher.run_resident(r, [1.0, 0.0]),
+        None => launcher.run(&mut buffers, [1.0, 0.0]),
+    };
     run()?;
     let mut times = Vec::with_capacity(repeats as usize);
     for _ in 0..repeats {
