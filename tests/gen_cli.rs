@@ -248,3 +248,26 @@ fn bad_problems_fail_with_a_reason() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
     }
 }
+
+/// Issue 26: `--split-k` prints the partial-products kernel and its reduction, which check
+/// and lower; a split that cannot be made is refused with the reason.
+#[test]
+fn split_k_prints_two_kernels_that_check_and_lower() {
+    let dir = scratch("split");
+    let f = dir.join("s.kir");
+    ok(&["gen", "gemm", "20", "24", "100", "--k-tile", "8", "--split-k", "4", "-o", s(&f)]);
+    let kir = std::fs::read_to_string(&f).unwrap();
+    assert!(
+        kir.contains("// Split-K into 4 slices: run `gemm_nn_f32_20x24x100` (a, b, w)"),
+        "{kir}"
+    );
+    assert!(kir.contains("// Buffers: a 2000, b 2400, c 480 elements"), "{kir}");
+    assert!(kir
+        .contains("kernel gemm_nn_f32_20x24x100_reduce(w: ptr<global, f32>, c: ptr<global, f32>"));
+    ok(&["check", s(&f)]);
+    ok(&["emit", s(&f), "--target", "ptx"]);
+    let o = kiln(&["gen", "gemm", "20", "24", "100", "--split-k", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("split_k 0 is not 1 to 64"), "{}", text(&o.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+}

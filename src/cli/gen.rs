@@ -342,6 +342,7 @@ pub(super) fn render(g: &Generated, what: &str, cfg: &GemmConfig) -> String {
         .map(|p| p.name().to_string())
         .into();
     let [ea, eb, ec] = g.buffer_elems;
+    let range = g.range();
     let mut kernels = vec![g.kernel.clone()];
     let mut split = String::new();
     if let Some(s) = &g.split {
@@ -362,8 +363,8 @@ pub(super) fn render(g: &Generated, what: &str, cfg: &GemmConfig) -> String {
         names[0],
         names[1],
         names[2],
-        g.global,
-        g.local,
+        &range.global[..range.dims],
+        range.local.map(|l| l[..range.dims].to_vec()).unwrap_or_default(),
         Module::new(kernels)
     )
 }

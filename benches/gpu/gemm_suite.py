@@ -1,0 +1,173 @@
+"""The SGEMM suite of issue 26: kiln tuned, kiln default and cuBLAS (cupy, TF32 off) in one
+run, on square, tall-skinny, deep-K, transposed, odd-sized problems and a batch of small
+GEMMs, every result checked against cuBLAS's before it is timed.
+
+    python3 benches/gpu/gemm_suite.py KILN_BINARY [--quick] [--only NAME...] [--max-candidates N]
+
+For each problem:
+* kiln default: `kiln gen gemm M N K --device cuda` with no blocking flags and an empty
+  cache (so no stored winner): the tuner model's first choice, what a user gets untuned;
+* kiln tuned: `kiln tune --device cuda gemm M N K -o FILE` in a fresh cache (the model-guided
+  search; its wall time is reported, the issue asks <= 30 s at 4096^3);
+* each kernel is lowered with `kiln emit --target ptx -O` and launched through cupy with its
+  own #nd_range (split-K: the partial-products kernel, then the reduction, through a
+  workspace); cuBLAS is cupy.matmul on the same (transposed) operands.
+Results: max |kiln - cuBLAS| / max |cuBLAS| must be below 1e-4, or the problem is marked
+WRONG and its ratio is not printed. Times are medians of 10 after 3 warm-ups (CUDA events).
+The batch row runs kiln's kernel once per matrix against one batched cupy.matmul.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("CUPY_TF32", "0")
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+from kiln_gen import median_ms  # noqa: E402
+
+# name, M, N, K, trans_a, trans_b, batch
+PROBLEMS = [
+    ("square 1024", 1024, 1024, 1024, False, False, 1),
+    ("square 2048", 2048, 2048, 2048, False, False, 1),
+    ("square 4096", 4096, 4096, 4096, False, False, 1),
+    ("square 8192", 8192, 8192, 8192, False, False, 1),
+    ("2048x8192x1024", 2048, 8192, 1024, False, False, 1),
+    ("tall-skinny 16384x256x2048", 16384, 256, 2048, False, False, 1),
+    ("tall-skinny 256x16384x2048", 256, 16384, 2048, False, False, 1),
+    ("deep-K 1536x1536x12288", 1536, 1536, 12288, False, False, 1),
+    ("deep-K 512x512x32768", 512, 512, 32768, False, False, 1),
+    ("4096^3 A^T", 4096, 4096, 4096, True, False, 1),
+    ("4096^3 B^T", 4096, 4096, 4096, False, True, 1),
+    ("4096^3 A^T B^T", 4096, 4096, 4096, True, True, 1),
+    ("odd 3000^3", 3000, 3000, 3000, False, False, 1),
+    ("odd 1000^3", 1000, 1000, 1000, False, False, 1),
+    ("odd 1023x1025x1027", 1023, 1025, 1027, False, False, 1),
+    ("batch 256 x 64^3", 64, 64, 64, False, False, 256),
+]
+QUICK = {"square 1024", "square 4096", "deep-K 1536x1536x12288", "4096^3 B^T", "odd 3000^3"}
+
+
+def kernels_of(kiln, kir, tmp, tag):
+    """The kernels of a .kir file from `kiln gen`/`kiln tune -o`, lowered to PTX and loaded:
+    [(function, grid, block)] in launch order, and the split-K workspace size (or 0)."""
+    src = open(kir).read()
+    ptx = os.path.join(tmp, f"{tag}.ptx")
+    subprocess.run([kiln, "emit", kir, "--target", "ptx", "-O", "-o", ptx], check=True)
+    mod = cp.RawModule(path=ptx)
+    out = []
+    for line in src.splitlines():
+        m = re.match(r"kernel (\w+)\(.*#nd_range\(global = \[([\d, ]+)\], local = \[([\d, ]+)\]", line)
+        if not m:
+            continue
+        g = [int(x) for x in m.group(2).split(",")]
+        l = [int(x) for x in m.group(3).split(",")]
+        g += [1] * (3 - len(g))
+        l += [1] * (3 - len(l))
+        out.append((mod.get_function(m.group(1)), tuple(a // b for a, b in zip(g, l)), tuple(l)))
+    ws = re.search(r"w of (\d+) f32 elements", src)
+    blocking = re.search(r"// Blocking: ([^;]+);", src).group(1)
+    return out, int(ws.group(1)) if ws else 0, blocking
+
+
+def launcher(kernels, ws_elems, a, b, c):
+    """A function launching the kernels on A, B, C (alpha 1, beta 0)."""
+    z = np.uint32(0)
+    one, zero = np.float32(1.0), np.float32(0.0)
+    if ws_elems:
+        w = cp.zeros(ws_elems, dtype=np.float32)
+        (part, pg, pb), (red, rg, rb) = kernels
+
+        def run():
+            part(pg, pb, (a, b, w, z, z, z))
+            red(rg, rb, (w, c, one, zero, z, z, z))
+        return run
+    (f, g, bl), = kernels
+    return lambda: f(g, bl, (a, b, c, one, zero, z, z, z))
+
+
+def gen_args(m, n, k, ta, tb):
+    return ["gemm", str(m), str(n), str(k)] + (["--trans-a"] if ta else []) + (["--trans-b"] if tb else [])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kiln")
+    ap.add_argument("--quick", action="store_true", help="five problems only")
+    ap.add_argument("--only", nargs="*", help="problem names (substrings)")
+    ap.add_argument("--max-candidates", default="24")
+    args = ap.parse_args()
+    kiln = os.path.abspath(args.kiln)
+    dev = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    print(f"device: {dev}; cuBLAS via cupy.matmul, CUPY_TF32={os.environ['CUPY_TF32']}")
+    rs = np.random.default_rng(0)
+    rows = []
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = os.path.join(tmp, "empty-cache")
+        tuned_cache = os.path.join(tmp, "tuned-cache")
+        for name, m, n, k, ta, tb, batch in PROBLEMS:
+            if args.quick and name not in QUICK:
+                continue
+            if args.only and not any(o in name for o in args.only):
+                continue
+            tag = re.sub(r"[^0-9a-zA-Z]+", "_", name)
+            shape_a = (k, m) if ta else (m, k)
+            shape_b = (n, k) if tb else (k, n)
+            a = cp.asarray(rs.standard_normal((batch, *shape_a), dtype=np.float32))
+            b = cp.asarray(rs.standard_normal((batch, *shape_b), dtype=np.float32))
+            opa = a.transpose(0, 2, 1) if ta else a
+            opb = b.transpose(0, 2, 1) if tb else b
+            want = cp.matmul(opa, opb)
+            flop = 2.0 * m * n * k * batch
+            ref_ms = median_ms(lambda: cp.matmul(opa, opb))
+            row = {"name": name, "cublas": flop / ref_ms / 1e9}
+            # kiln default: no blocking flags, nothing stored.
+            kir_d = os.path.join(tmp, f"{tag}_default.kir")
+            subprocess.run([kiln, "gen", *gen_args(m, n, k, ta, tb), "--device", "cuda", "-o", kir_d],
+                           check=True, env={**os.environ, "KILN_CACHE_DIR": empty})
+            # kiln tuned: the default search in a fresh cache.
+            kir_t = os.path.join(tmp, f"{tag}_tuned.kir")
+            t0 = time.perf_counter()
+            subprocess.run([kiln, "tune", "--device", "cuda", "--max-candidates", args.max_candidates,
+                            *gen_args(m, n, k, ta, tb), "-o", kir_t], check=True,
+                           env={**os.environ, "KILN_CACHE_DIR": tuned_cache}, stdout=subprocess.DEVNULL)
+            row["tune_s"] = time.perf_counter() - t0
+            for which, kir in (("default", kir_d), ("tuned", kir_t)):
+                kernels, ws, blocking = kernels_of(kiln, kir, tmp, f"{tag}_{which}")
+                c = cp.zeros((batch, m, n), dtype=np.float32)
+                runs = [launcher(kernels, ws, a[i], b[i], c[i]) for i in range(batch)]
+
+                def run_all():
+                    for r in runs:
+                        r()
+                run_all()
+                cp.cuda.Device().synchronize()
+                err = float(cp.max(cp.abs(c - want)) / cp.max(cp.abs(want)))
+                ok = err < 1e-4
+                ms = median_ms(run_all)
+                row[which] = (flop / ms / 1e9, blocking, ok, err)
+                failed |= not ok
+            rows.append(row)
+            d, t = row["default"], row["tuned"]
+            print(f"{name}: cuBLAS {row['cublas']:.2f}, default {d[0]:.2f} ({d[1]}){'' if d[2] else ' WRONG'}, "
+                  f"tuned {t[0]:.2f} ({t[1]}){'' if t[2] else ' WRONG'} TFLOP/s; tune {row['tune_s']:.1f} s",
+                  flush=True)
+    print()
+    print("| problem | cuBLAS TFLOP/s | kiln default | default / cuBLAS | kiln tuned | tuned / cuBLAS | tune time |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        d, t = r["default"], r["tuned"]
+        ratio = lambda x: f"{x[0] / r['cublas']:.3f}x" if x[2] else f"WRONG (err {x[3]:.1e})"
+        print(f"| {r['name']} | {r['cublas']:.2f} | {d[0]:.2f} | {ratio(d)} | {t[0]:.2f} | {ratio(t)} "
+              f"| {r['tune_s']:.1f} s |")
+    for r in rows:
+        print(f"  {r['name']}: default `{r['default'][1]}`, tuned `{r['tuned'][1]}`")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
