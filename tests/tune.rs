@@ -321,10 +321,11 @@ fn run_on(
 /// against a plain Rust reference (bit-exact on small integers).
 #[test]
 fn split_k_and_transposed_operands_on_the_cpu_device_and_interpreter() {
-    let devs = [
-        open("cpu", &OpenOptions::default()).unwrap(),
-        open("interp", &OpenOptions::default()).unwrap(),
-    ];
+    let mut devs = vec![open("cpu", &OpenOptions::default()).unwrap()];
+    devs.push(open("interp", &OpenOptions::default()).unwrap());
+    // Vulkan (lavapipe here) too, where it is installed.
+    let vulkan = open("vulkan", &OpenOptions::default());
+    devs.extend(kiln::ir::testing::require("KILN_REQUIRE_TOOLS", vulkan));
     let mut seed = 0x2600_1234_5678_9abcu64;
     let mut rnd = |hi: u64| {
         seed ^= seed << 13;
@@ -371,4 +372,23 @@ fn split_k_and_transposed_operands_on_the_cpu_device_and_interpreter() {
     let cfg: GemmConfig = "wg=8x8 tile=4x4 k=8 slm=2 unroll=1 vec=4".parse().unwrap();
     let text = p.generate(&cfg).unwrap().kernel.to_string();
     assert!(text.contains("vload4(b, ") && text.contains("vload4(a, "), "{text}");
+}
+
+/// Tuning on a device with memory of its own (Vulkan; lavapipe here) times its candidates
+/// on buffers kept there, and every candidate passes the check.
+#[test]
+fn tuning_on_vulkan_uses_device_memory() {
+    let vulkan = open("vulkan", &OpenOptions::default());
+    let Some(vk) = kiln::ir::testing::require("KILN_REQUIRE_TOOLS", vulkan) else {
+        return;
+    };
+    assert!(vk.memory_space().is_some());
+    let d = dir("vulkan");
+    let p = GemmProblem { m: 5, n: 6, k: 8, trans_a: false, trans_b: true, ty: Scalar::F32 };
+    let t = tune(&Problem::gemm(&p), &*vk, &TuneOptions { max_candidates: 2, ..opts(&d, true) })
+        .unwrap();
+    let How::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(timings.len(), 2);
+    let _ = std::fs::remove_dir_all(&d);
 }
