@@ -100,6 +100,22 @@ fn conv_3x3_padded_both_formats() {
     }
 }
 
+/// Split-K on convolutions (K = channels x filter taps cut into slices, summed in order by
+/// the second kernel), both formats, padded and strided.
+#[test]
+fn conv_split_k() {
+    for (i, format) in [ConvFormat::Nchw, ConvFormat::Nhwc].into_iter().enumerate() {
+        let p = ConvProblem::new(2, 6, 7, 6, 5, 3, 3)
+            .with_padding(1, 1)
+            .with_stride(1 + i as i64, 1)
+            .with_format(format);
+        let cfg = GemmConfig { k_tile: 4, split_k: 3 + i as u32, ..GemmConfig::default() };
+        let g = p.generate(&cfg).unwrap();
+        assert!(g.split.as_ref().is_some_and(|s| s.slices > 1), "{format:?}");
+        case(p, cfg, 5 + i as u64);
+    }
+}
+
 #[test]
 fn conv_random_shapes_strides_dilations() {
     let mut r = Rng(0xdead_beef_cafe_f00d);
