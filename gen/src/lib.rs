@@ -8,6 +8,7 @@
 //!   work-group tile through local memory (single or double buffered), a register block per
 //!   work-item and masked edges ([`GemmConfig`] sets the blocking;
 //!   [`GemmConfig::candidates`] lists what a tuner should try).
+//! * [`split`]: split-K's second kernel, which adds the slices' partial products in order.
 //! * [`tuner`]: a model of the target that ranks blockings, and the search that times the
 //!   best of them and their neighbours (split-K included).
 //! * [`gemm`] and [`conv`]: GEMM (four transpositions, f32 or f16 storage) and 2-D
@@ -24,11 +25,13 @@ pub mod conv;
 pub mod gemm;
 pub mod ix;
 pub mod layout;
+pub mod split;
 pub mod tensor;
 pub mod tuner;
 pub mod view;
 
-pub use codegen::{generate, GemmViews, Generated, SplitK};
+pub use codegen::{generate, GemmViews, Generated};
+pub use split::SplitK;
 
 /// The largest size a problem's dimension may have (GEMM's M, N and K, a convolution's
 /// sizes, strides, padding and dilation): generated kernels index with 32-bit integers, and
