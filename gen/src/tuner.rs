@@ -24,8 +24,8 @@
 //! the search times them. The search space ([`space`]) is [`GemmConfig::candidates`] and,
 //! for reductions deep enough to split, the same blockings with split-K. The
 //! exhaustive-subset mode ([`subset`]) is the part of that space with unrolled,
-//! double-buffered loops: what the known-good blockings of every target kiln was measured on
-//! share.
+//! double-buffered loops, 4-lane vectors and k-tiles of 8 or 16: what the known-good
+//! blockings kiln was measured with share.
 
 use std::collections::HashSet;
 
@@ -216,9 +216,20 @@ fn splits_exactly(c: &GemmConfig, k: u64) -> bool {
 }
 
 /// The documented subset an exhaustive search times: the blockings of [`space`] that
-/// unroll and double-buffer.
+/// unroll, double-buffer, split K at most 8 ways, use 4-lane vectors (register blocks 4x4,
+/// 4x8, 8x4 and 8x8) and k-tiles of 8 or 16; for a problem too small for any of those, the
+/// scalar ones that unroll and double-buffer. Every fixed blocking measured best on the H100
+/// is one of them.
 pub fn subset(mnk: [u64; 3]) -> Vec<GemmConfig> {
-    space(mnk).into_iter().filter(|c| c.unroll && c.slm_depth == 2).collect()
+    let base: Vec<GemmConfig> =
+        space(mnk).into_iter().filter(|c| c.unroll && c.slm_depth == 2 && c.split_k <= 8).collect();
+    let vectors: Vec<GemmConfig> =
+        base.iter().filter(|c| c.vec == 4 && [8, 16].contains(&c.k_tile)).copied().collect();
+    if vectors.is_empty() {
+        base.into_iter().filter(|c| c.vec == 1).collect()
+    } else {
+        vectors
+    }
 }
 
 /// `configs` in the model's order, fastest predicted first (ties keep their order; those
