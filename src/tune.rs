@@ -35,7 +35,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_backends::options::BuildOptions;
-use kiln_gen::tuner::{self, Target};
+use kiln_gen::tuner;
+pub use kiln_gen::tuner::Target;
 use kiln_gen::{ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Scalar, Verified};

@@ -121,9 +121,9 @@ struct Common {
     #[arg(long, value_name = "N")]
     split_k: Option<u32>,
     /// Without blocking flags: the device whose stored winner (`kiln tune`) is used, and whose
-    /// model ranks the blockings otherwise.
-    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
-    device: String,
+    /// model ranks the blockings otherwise (default `cpu`).
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<String>,
     /// Print the configurations a tuner would try for this problem, one per line, instead.
     #[arg(long)]
     candidates: bool,
@@ -178,8 +178,20 @@ impl Common {
         if let Some(cfg) = self.config()? {
             return Ok(cfg);
         }
-        let dev = registry::open(&self.device, &OpenOptions::default())
-            .map_err(|e| Error::Message(e.to_string()))?;
+        let dev = match registry::open(
+            self.device.as_deref().unwrap_or("cpu"),
+            &OpenOptions::default(),
+        ) {
+            Ok(dev) => dev,
+            // No cpu device on this host and none asked for: the cpu model, nothing stored.
+            Err(e) if self.device.is_none() => {
+                let target = tune::Target::cpu(1);
+                let cfg = tune::heuristic(problem.mnk, &target);
+                eprintln!("kiln: gen: blocking {cfg}: the model's first choice for the cpu ({e})");
+                return Ok(cfg);
+            }
+            Err(e) => return Err(Error::Message(e.to_string())),
+        };
         let cache = TuneOptions::from_config(super::config()).cache;
         let found = cache.as_ref().and_then(|c| tune::stored(problem, &*dev, c));
         for w in cache.iter().flat_map(|c| c.warnings()) {
