@@ -139,9 +139,9 @@ pub fn predict(cfg: &GemmConfig, [m, n, k]: [u64; 3], target: &Target) -> Option
     let slices = cfg.slices(k);
     let steps = k.max(1).div_ceil(bk).div_ceil(slices) as f64;
     let groups = m.max(1).div_ceil(bm) * n.max(1).div_ceil(bn) * slices;
-    // Registers per work-item: accumulators, a step's operands, the staged next tile of a
-    // double-buffered loop, and addressing.
-    let staged = if cfg.slm_depth == 2 { ((bm + bn) * bk).div_ceil(threads) } else { 0 };
+    // Registers per work-item: accumulators, a step's operands, the tile loads in flight of
+    // a double- or triple-buffered loop, and addressing.
+    let staged = if cfg.slm_depth >= 2 { ((bm + bn) * bk).div_ceil(threads) } else { 0 };
     let regs = (cfg.tm * cfg.tn + cfg.tm + cfg.tn) as u64 + staged + 20;
     let spill = if regs > t.max_regs_per_item as u64 { 4.0 } else { 1.0 };
     let regs = regs.min(t.max_regs_per_item as u64).next_multiple_of(8);
@@ -171,9 +171,12 @@ pub fn predict(cfg: &GemmConfig, [m, n, k]: [u64; 3], target: &Target) -> Option
     let ilp = (tm * tn / 4.0).clamp(0.25, 4.0);
     let hiding = (act * warps) as f64 * ilp / t.latency_warps as f64;
     let latency = (1.0 / hiding).max(1.0);
+    // Triple buffering's deeper pipeline has never paid on the H100 (benches/gpu/README.md):
+    // its extra slot costs local memory (above) and index arithmetic.
     let wait = match cfg.slm_depth {
         1 => 2.0 * t.barrier_cycles as f64 + t.load_latency as f64,
-        _ => t.barrier_cycles as f64,
+        2 => t.barrier_cycles as f64,
+        _ => 1.5 * t.barrier_cycles as f64,
     };
     let compute =
         busiest as f64 * steps * issue * latency * spill + rounds * steps * wait / act as f64;
