@@ -376,5 +376,8 @@ fn command_graph_chains_over_ranges_fuse() {
     assert_eq!(exec.fused_chains(), 0);
     let refused = exec.refused_chains();
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].reason.contains("overlapping accessors (elements 16..24 and elements 20..28)"), "{refused:?}");
+    assert!(
+        refused[0].reason.contains("overlapping accessors (elements 16..24 and elements 20..28)"),
+        "{refused:?}"
+    );
 }
