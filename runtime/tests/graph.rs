@@ -886,3 +886,38 @@ fn explain_reports_fused_and_refused_chains_per_buffer() {
     assert!(text[1].contains("\nbuffer `out` of `add` (parameter (0, 2)):\n"), "{}", text[1]);
     assert!(text[1].contains("in global memory, per work-item: no: "), "{}", text[1]);
 }
+
+/// Graph chains and fusion-aware queues share one fusion front end and its cache: the same
+/// chain finalized in a second graph, and fused by a queue with `no_barriers` (graph chains
+/// have no barrier between their kernels), reuses the fused kernel.
+#[test]
+fn graph_chains_and_queue_fusions_share_the_fusion_cache() {
+    let ctx = interp();
+    let k = kernels(&ctx);
+    let chain = |q: &Queue, b: &[Buffer<u32>]| {
+        launch3(q, &k.add, &b[0], &b[1], &b[2]);
+        scale(q, &k, &b[2], 3);
+    };
+    let props = GraphProperties { fuse_chains: true, ..Default::default() };
+    for _ in 0..2 {
+        let (_, exec) = eager_vs_graph(&ctx, props, 3, 1, chain);
+        assert_eq!(exec.fused_chains(), 1);
+    }
+    let st = ctx.fusion_cache_stats();
+    assert_eq!((st.builds, st.hits), (1, 1));
+    let q = Queue::new(&ctx, QueueOrder::InOrder);
+    let b = bufs(3);
+    q.start_fusion().unwrap();
+    chain(&q, &b);
+    let props = kiln_runtime::fusion::FusionProps { no_barriers: true };
+    q.complete_fusion(props).wait().unwrap();
+    let status = q.fusion_status();
+    assert!(
+        matches!(
+            status,
+            Some(kiln_runtime::fusion::FusionStatus::Completed { cache_hit: true, .. })
+        ),
+        "{status:?}"
+    );
+    assert_eq!(ctx.fusion_cache_stats().builds, 1);
+}

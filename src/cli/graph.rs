@@ -348,15 +348,14 @@ pub fn main(a: &GraphArgs) -> Result<(), Error> {
     let exec = d.graph.finalize().map_err(|e| Error::Message(e.to_string()))?;
     if a.explain {
         let chains = exec.explain();
+        let mut text: String = chains.iter().map(|c| format!("{c}\n")).collect();
         if chains.is_empty() {
-            println!(
-                "no chain of kernels was considered for fusion (that needs `fuse_chains = true` \
-                 and kernel nodes with equal nd-ranges, each after the one before)"
-            );
+            text = "no chain of kernels was considered for fusion (that needs `fuse_chains = \
+                    true` and kernel nodes with equal nd-ranges, each after the one before)\n"
+                .into();
         }
-        for c in chains {
-            println!("{c}");
-        }
+        // A long report piped into `head` is not an error.
+        super::gen::write_stdout(&text)?;
     }
     if a.run {
         let q = Queue::new(&ctx, QueueOrder::InOrder);

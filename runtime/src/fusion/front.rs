@@ -370,12 +370,17 @@ impl Input {
                     } else {
                         m.kernel.name.to_string()
                     };
-                    kernels.push(Kernel::with_attrs(
-                        &name,
-                        ir.params().to_vec(),
-                        ir.attrs().clone(),
-                        ir.body().clone(),
-                    ));
+                    // The kernel itself (one reference count) unless it is renamed.
+                    kernels.push(if name == ir.name() {
+                        ir
+                    } else {
+                        Kernel::with_attrs(
+                            &name,
+                            ir.params().to_vec(),
+                            ir.attrs().clone(),
+                            ir.body().clone(),
+                        )
+                    });
                     distinct.insert(id.clone(), kernels.len() - 1);
                     kernels.len() - 1
                 }

@@ -5,8 +5,8 @@
 //! anything else: contracting it, with the chains fused before it, leaves the graph acyclic.
 //! Chains are grown greedily along the execution order, and the longest prefix of each that
 //! the fusion front end ([`crate::fusion::front`], the one a fusion-aware queue uses)
-//! accepts is fused through it, so an identical chain in another graph, or in a queue's
-//! fusion list, is a hit of the context's fusion cache. The search takes about n log n
+//! accepts is fused through it, so an identical chain in another graph (or in a queue's
+//! fusion list completed with `no_barriers`) is a hit of the context's fusion cache. The search takes about n log n
 //! steps for n kernels, plus the nodes between a chain's first and last member.
 //!
 //! The rule is the queue's: fusion runs every work-item's entries one after another, so it
