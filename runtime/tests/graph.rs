@@ -807,14 +807,25 @@ fn a_chain_of_in_place_updates_fuses() {
     const LEN: usize = 64;
     let ctx = interp();
     let k = kernels(&ctx);
-    let props = GraphProperties { fuse_chains: true, ..Default::default() };
-    let b = bufs(1);
-    let exec = finalize_within(&ctx, props, 240, |q| (0..LEN).for_each(|_| inc(q, &k, &b[0])));
-    assert_eq!(exec.fused_chains(), 1, "{:?}", exec.refused_chains());
-    let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
-    q.submit_graph(&exec).wait().unwrap();
-    let want: Vec<u32> = contents(&bufs(1))[0].iter().map(|v| v + LEN as u32).collect();
-    assert_eq!(b[0].read().unwrap(), want);
+    // With `internalize`, the buffer (used by the chain alone) is not promoted: the first
+    // kernel reads what was there before, which private memory would not hold.
+    for internalize in [false, true] {
+        let props = GraphProperties { fuse_chains: true, internalize, ..Default::default() };
+        let b = bufs(1);
+        let exec = finalize_within(&ctx, props, 240, |q| (0..LEN).for_each(|_| inc(q, &k, &b[0])));
+        assert_eq!(exec.fused_chains(), 1, "{:?}", exec.refused_chains());
+        let report = exec.explain()[0].to_string();
+        let promotion = if internalize {
+            "promotion to private: refused: "
+        } else {
+            "promotion: not requested"
+        };
+        assert!(report.contains(promotion), "{report}");
+        let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+        q.submit_graph(&exec).wait().unwrap();
+        let want: Vec<u32> = contents(&bufs(1))[0].iter().map(|v| v + LEN as u32).collect();
+        assert_eq!(b[0].read().unwrap(), want);
+    }
 }
 
 /// Two chains that are each contractible alone but not both (graph_prop's case): node 0
