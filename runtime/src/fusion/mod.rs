@@ -10,10 +10,10 @@
 //!
 //! * [`Queue::cancel_fusion`] lets the held kernels run as they are.
 //! * [`Queue::complete_fusion`] fuses them through the fusion front end that command graphs
-//!   use too ([`front`]: a cache keyed by the fusion key makes an identical sequence a hit) into one kernel whose
-//!   dependencies are the union of theirs, less those between them; the held kernels then
-//!   do nothing and finish after it, so that whatever was ordered after them is ordered
-//!   after it. If the JIT refuses, the fusion is cancelled with a warning.
+//!   use too (its cache, keyed by the fusion key, makes an identical sequence a hit) into
+//!   one kernel whose dependencies are the union of theirs, less those between them; the
+//!   held kernels then do nothing and finish after it, so that whatever was ordered after
+//!   them is ordered after it. If the JIT refuses, the fusion is cancelled with a warning.
 //! * Anything outside the fusion list that needs a held kernel ends the fusion early (it is
 //!   cancelled, with a warning naming the cause): a wait on the fusion's event, on the
 //!   queue or on a buffer the kernels write (host access), and any command on this or

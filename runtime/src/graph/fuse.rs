@@ -4,7 +4,7 @@
 //! immediate successor of the previous one, that can run as one node without reordering
 //! anything else: contracting it, with the chains fused before it, leaves the graph acyclic.
 //! Chains are grown greedily along the execution order, and the longest prefix of each that
-//! the fusion front end ([`crate::fusion::front`], the one a fusion-aware queue uses)
+//! the fusion front end (`runtime/src/fusion/front.rs`, the one a fusion-aware queue uses)
 //! accepts is fused through it, so an identical chain in another graph (or in a queue's
 //! fusion list completed with `no_barriers`) is a hit of the context's fusion cache. The search takes about n log n
 //! steps for n kernels, plus the nodes between a chain's first and last member.
