@@ -199,11 +199,12 @@ impl Group {
 /// the legality check reasons per argument, so it would take them for independent memory.
 /// Disjoint ranges of one buffer are independent and fine.
 fn check_ranges(groups: &[Group]) -> Result<(), String> {
-    for (i, a) in groups.iter().enumerate() {
-        for b in &groups[i + 1..] {
-            if !Arc::ptr_eq(&a.buffer, &b.buffer) || !(a.writes || b.writes) {
-                continue;
-            }
+    // Only arguments of one buffer can overlap: each is compared with the earlier ones of
+    // its buffer (a chain of a thousand kernels has a thousand buffers).
+    let mut earlier: HashMap<u64, Vec<&Group>> = HashMap::new();
+    for b in groups {
+        let same = earlier.entry(b.buffer.id).or_default();
+        for &a in same.iter().filter(|a| a.writes || b.writes) {
             let window = |g: &Group| g.range.unwrap_or((0, g.buffer.len));
             let ((ao, al), (bo, bl)) = (window(a), window(b));
             if ao < bo + bl && bo < ao + al {
@@ -220,6 +221,7 @@ fn check_ranges(groups: &[Group]) -> Result<(), String> {
                 ));
             }
         }
+        same.push(b);
     }
     Ok(())
 }
@@ -429,6 +431,10 @@ impl Input {
     fn spec(&self, members: &[Member], req: &Request) -> Result<(FusionSpec, Vec<String>), String> {
         let mut warnings = Vec::new();
         let mut promote = Vec::new();
+        let mut ranges_of: HashMap<u64, usize> = HashMap::new();
+        for g in &self.groups {
+            *ranges_of.entry(g.buffer.id).or_default() += 1;
+        }
         for g in &self.groups {
             let asked = match req.promote {
                 Promote::Nothing => Ok(None),
@@ -440,7 +446,7 @@ impl Input {
             // A buffer bound through several ranges stays in global memory: promoting one of
             // them would drop the buffer from the fused command's requirements while another
             // range still uses it.
-            let ranges = self.groups.iter().filter(|o| Arc::ptr_eq(&o.buffer, &g.buffer)).count();
+            let ranges = ranges_of[&g.buffer.id];
             match asked {
                 Ok(None) => {}
                 Ok(Some(_)) if ranges > 1 => warnings.push(format!(
