@@ -26,7 +26,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
 use kiln_ir::{Imm, Kernel, Module, Type};
 use kiln_passes::fusion::internalize::uses_work_group;
@@ -358,7 +358,7 @@ impl Input {
         let mut idents: Vec<(ProgramKey, Arc<str>)> = Vec::new();
         // Each distinct kernel's index in `kernels`, and each kernel name's first user.
         let mut distinct: HashMap<(ProgramKey, Arc<str>), usize> = HashMap::new();
-        let mut taken: HashMap<Arc<str>, ()> = HashMap::new();
+        let mut taken: HashSet<Arc<str>> = HashSet::new();
         for (e, m) in members.iter().enumerate() {
             let ir = FusionFront::ir(ctx, m)?;
             let id = (m.kernel.program.key.clone(), m.kernel.name.clone());
@@ -367,7 +367,7 @@ impl Input {
                 None => {
                     // One name per distinct kernel: a name taken by another program's kernel
                     // is made unique with the entry's number.
-                    let name = if taken.insert(m.kernel.name.clone(), ()).is_some() {
+                    let name = if !taken.insert(m.kernel.name.clone()) {
                         format!("{}__k{e}", m.kernel.name)
                     } else {
                         m.kernel.name.to_string()
