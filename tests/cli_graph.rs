@@ -120,3 +120,36 @@ fn svg_needs_graphviz_and_says_so() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--explain` prints every chain finalize considered, fused or not and why, with the
+/// verdict on each shared buffer (the same words as `kiln fuse --explain`); without
+/// `fuse_chains` it says that no chain was considered.
+#[test]
+fn explain_prints_each_chain_and_its_buffers() {
+    let nodes = "[[nodes]]\nname = \"dbl\"\nkernel = \"scale\"\nglobal = [4]\nargs = [\"x\", 2.0]\n\
+                 [[nodes]]\nname = \"sum\"\nkernel = \"add\"\nglobal = [4]\nargs = [\"x\", \"x\", \"y\"]\n";
+    let dir = scratch("explain", &format!("fuse_chains = true\n{HEAD}{nodes}"));
+    let o = kiln(&["graph", "g.toml", "--explain"], &dir);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        "fused chain [node 0 `dbl`, node 1 `sum`]:\n\
+         buffer `x` of `scale` (parameter (0, 0)):\n  \
+         entry 0 reads `x[i]` (every work-item): affine index, in bounds\n  \
+         entry 0 writes `x[i]` (every work-item): affine index, in bounds\n  \
+         entry 1 reads `a[i]` (every work-item): affine index, in bounds\n  \
+         entry 1 reads `b[i]` (every work-item): affine index, in bounds\n  \
+         in global memory, per work-item: yes\n  \
+         promotion: not requested\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("explain-off", &format!("{HEAD}{nodes}"));
+    let o = kiln(&["graph", "g.toml", "--explain"], &dir);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("no chain of kernels was considered"),
+        "{}",
+        text(&o.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

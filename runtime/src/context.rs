@@ -10,7 +10,7 @@ use crate::cache::hash::hash64;
 use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
-use crate::fusion::jit::{FusionCacheKey, FusionOutcome};
+use crate::fusion::front::FusionFront;
 use crate::scheduler::Scheduler;
 
 /// The key of a program in the in-memory cache: module content, specialization constants,
@@ -141,6 +141,9 @@ impl KernelKeyRef<'_> {
 pub struct ProgramData {
     /// The program's cache key.
     pub key: ProgramKey,
+    /// The module it was built from, as given (before the sanitizer's rewrite): the IR
+    /// fusion reads its kernels from.
+    pub module: Arc<Module>,
     /// The binary, as stored in the persistent cache.
     pub binary: Arc<[u8]>,
     /// The device-side handle.
@@ -267,7 +270,7 @@ pub struct ContextConfig {
 // Fields drop in order: the caches' device objects (loaded modules) go before the device
 // that made them (a CUDA context, say).
 struct ContextInner {
-    fusions: BuildCache<FusionCacheKey, FusionOutcome, String>,
+    fusion: FusionFront,
     kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
     programs: BuildCache<ProgramKey, Program, DeviceError>,
     device: Arc<dyn Device>,
@@ -363,7 +366,7 @@ impl Context {
             device,
             programs: BuildCache::new(config.in_mem_max, weigh_program),
             kernels: BuildCache::new(config.in_mem_max, weigh_kernel),
-            fusions: BuildCache::new(config.in_mem_max, crate::fusion::jit::weigh),
+            fusion: FusionFront::new(config.in_mem_max),
             persistent: config.persistent,
             env_build_options: config.env_build_options,
             warning_level: config.warning_level,
@@ -392,14 +395,16 @@ impl Context {
     }
 
     /// The fusion cache's statistics: fused kernels of queues' fusion lists
-    /// ([`crate::Queue::complete_fusion`]), keyed by the fusion key (a hit reuses the fused
-    /// kernel without running the fusion JIT).
+    /// ([`crate::Queue::complete_fusion`]) and of command graphs' chains
+    /// ([`crate::graph::GraphProperties::fuse_chains`]), keyed by the fusion key (a hit
+    /// reuses the fused kernel without running the fusion JIT).
     pub fn fusion_cache_stats(&self) -> CacheStats {
-        self.0.fusions.stats()
+        self.0.fusion.stats()
     }
 
-    pub(crate) fn fusion_cache(&self) -> &BuildCache<FusionCacheKey, FusionOutcome, String> {
-        &self.0.fusions
+    /// The fusion front end, which owns the fusion cache.
+    pub(crate) fn fusion_front(&self) -> &FusionFront {
+        &self.0.fusion
     }
 
     /// The runtime's warning level ([`ContextConfig::warning_level`]).
@@ -512,6 +517,7 @@ impl Context {
             .to_verified()
             .map_err(|errs| DeviceError::ill_formed(dev.name(), &errs))?
             .into_owned();
+        let ir = Arc::new(module.as_module().clone());
         // The sanitizer's rewrite is deterministic, so a binary from disk gets the same
         // site tables it was built with.
         let prepared = crate::sanitize::prepare(&**dev, module, options);
@@ -523,6 +529,7 @@ impl Context {
                     Ok(handle) => {
                         return Ok(Program(Arc::new(ProgramData {
                             key: key.clone(),
+                            module: ir,
                             binary: bin.into(),
                             handle,
                             from_disk: true,
@@ -542,6 +549,7 @@ impl Context {
         }
         Ok(Program(Arc::new(ProgramData {
             key: key.clone(),
+            module: ir,
             binary: bin.into(),
             handle,
             from_disk: false,
@@ -578,6 +586,6 @@ impl Context {
     pub fn clear_caches(&self) {
         self.0.programs.clear();
         self.0.kernels.clear();
-        self.0.fusions.clear();
+        self.0.fusion.clear();
     }
 }

@@ -798,3 +798,137 @@ fn a_node_with_an_argument_of_the_wrong_type_is_not_fused() {
         "{err}"
     );
 }
+
+/// A chain of kernels that each update the same buffer in place (`x[i] = x[i] + 1`): every
+/// work-item touches only its own element, so the whole chain fuses (the queue's rule; the
+/// promotion-based check graphs used refused it, since the first kernel reads the buffer).
+#[test]
+fn a_chain_of_in_place_updates_fuses() {
+    const LEN: usize = 64;
+    let ctx = interp();
+    let k = kernels(&ctx);
+    // With `internalize`, the buffer (used by the chain alone) is not promoted: the first
+    // kernel reads what was there before, which private memory would not hold.
+    for internalize in [false, true] {
+        let props = GraphProperties { fuse_chains: true, internalize, ..Default::default() };
+        let b = bufs(1);
+        let exec = finalize_within(&ctx, props, 240, |q| (0..LEN).for_each(|_| inc(q, &k, &b[0])));
+        assert_eq!(exec.fused_chains(), 1, "{:?}", exec.refused_chains());
+        let report = exec.explain()[0].to_string();
+        let promotion = if internalize {
+            "promotion to private: refused: "
+        } else {
+            "promotion: not requested"
+        };
+        assert!(report.contains(promotion), "{report}");
+        let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+        q.submit_graph(&exec).wait().unwrap();
+        let want: Vec<u32> = contents(&bufs(1))[0].iter().map(|v| v + LEN as u32).collect();
+        assert_eq!(b[0].read().unwrap(), want);
+    }
+}
+
+/// Two chains that are each contractible alone but not both (graph_prop's case): node 0
+/// (`b2 = b3 + b2` in place) and node 2 (`b2 *= 2`, also after node 1 by an explicit
+/// dependency) form one chain, node 1 (`b4 = b1 + b3`) and node 3 (`b3 = b3 + b4`, after
+/// node 0, which reads `b3`) another; contracting both makes each wait for the other. The
+/// first is fused, the second is not (finalize fell back to fusing nothing, with a
+/// warning), and the replays give the eager result.
+#[test]
+fn chains_that_would_wait_for_each_other_are_not_both_fused() {
+    let ctx = interp();
+    let k = kernels(&ctx);
+    let work = |q: &Queue, b: &[Buffer<u32>]| {
+        launch3(q, &k.add, &b[3], &b[2], &b[2]);
+        let e1 = q.submit(|h| {
+            let (a, c, o) = (h.read(&b[1]), h.read(&b[3]), h.write(&b[4]));
+            h.parallel_for(&k.add, r(), vec![a.into(), c.into(), o.into()]);
+        });
+        q.submit(|h| {
+            h.depends_on(&e1);
+            let x = h.read_write(&b[2]);
+            h.parallel_for(&k.scale, r(), vec![x.into(), KernelArg::scalar(2u32)]);
+        });
+        launch3(q, &k.add, &b[3], &b[4], &b[3]);
+    };
+    let props = GraphProperties { fuse_chains: true, ..Default::default() };
+    let (_, exec) = eager_vs_graph(&ctx, props, 5, 2, work);
+    assert_eq!(exec.fused_chain_nodes(), [["node 0", "node 2"]], "{:?}", exec.schedule());
+    assert_eq!(exec.schedule(), [["node 1", "fused chain [node 0, node 2]", "node 3"]]);
+}
+
+/// `explain` reports every chain considered, fused or not, with the verdict on each shared
+/// buffer in the words of `kiln fuse --explain`.
+#[test]
+fn explain_reports_fused_and_refused_chains_per_buffer() {
+    let ctx = interp();
+    let k = kernels(&ctx);
+    let work = |q: &Queue, b: &[Buffer<u32>]| {
+        launch3(q, &k.add, &b[0], &b[1], &b[2]);
+        scale(q, &k, &b[2], 3);
+        q.submit(|h| {
+            let (a, o) = (h.read(&b[2]), h.write(&b[3]));
+            h.parallel_for(&k.rotate, r(), vec![a.into(), o.into()]);
+        });
+    };
+    let props = GraphProperties { fuse_chains: true, ..Default::default() };
+    let (_, exec) = eager_vs_graph(&ctx, props, 4, 1, work);
+    let text: Vec<String> = exec.explain().iter().map(|c| c.to_string()).collect();
+    assert_eq!(
+        text[0],
+        "fused chain [node 0, node 1]:\n\
+         buffer `out` of `add` (parameter (0, 2)):\n  \
+         entry 0 writes `out[i]` (every work-item): affine index, in bounds\n  \
+         entry 1 reads `x[i]` (every work-item): affine index, in bounds\n  \
+         entry 1 writes `x[i]` (every work-item): affine index, in bounds\n  \
+         in global memory, per work-item: yes\n  \
+         promotion: not requested"
+    );
+    assert_eq!(text.len(), 2, "{text:?}");
+    assert!(
+        text[1].starts_with(
+            "chain [node 0, node 1, node 2] not fused as one kernel: fusing would change the \
+             result: a buffer one kernel writes and another uses is not provably accessed per \
+             work-item: "
+        ),
+        "{}",
+        text[1]
+    );
+    assert!(text[1].contains("\nbuffer `out` of `add` (parameter (0, 2)):\n"), "{}", text[1]);
+    assert!(text[1].contains("in global memory, per work-item: no: "), "{}", text[1]);
+}
+
+/// Graph chains and fusion-aware queues share one fusion front end and its cache: the same
+/// chain finalized in a second graph, and fused by a queue with `no_barriers` (graph chains
+/// have no barrier between their kernels), reuses the fused kernel.
+#[test]
+fn graph_chains_and_queue_fusions_share_the_fusion_cache() {
+    let ctx = interp();
+    let k = kernels(&ctx);
+    let chain = |q: &Queue, b: &[Buffer<u32>]| {
+        launch3(q, &k.add, &b[0], &b[1], &b[2]);
+        scale(q, &k, &b[2], 3);
+    };
+    let props = GraphProperties { fuse_chains: true, ..Default::default() };
+    for _ in 0..2 {
+        let (_, exec) = eager_vs_graph(&ctx, props, 3, 1, chain);
+        assert_eq!(exec.fused_chains(), 1);
+    }
+    let st = ctx.fusion_cache_stats();
+    assert_eq!((st.builds, st.hits), (1, 1));
+    let q = Queue::new(&ctx, QueueOrder::InOrder);
+    let b = bufs(3);
+    q.start_fusion().unwrap();
+    chain(&q, &b);
+    let props = kiln_runtime::fusion::FusionProps { no_barriers: true };
+    q.complete_fusion(props).wait().unwrap();
+    let status = q.fusion_status();
+    assert!(
+        matches!(
+            status,
+            Some(kiln_runtime::fusion::FusionStatus::Completed { cache_hit: true, .. })
+        ),
+        "{status:?}"
+    );
+    assert_eq!(ctx.fusion_cache_stats().builds, 1);
+}

@@ -1,5 +1,6 @@
-//! Property test: random command sequences over shared buffers (kernels, copies, fills,
-//! host tasks, explicit event dependencies), recorded into a graph, finalized with and
+//! Property test: random command sequences over shared buffers (kernels, in place or not,
+//! guarded by `i < n` for a random `n` or not, copies, fills, host tasks, explicit event
+//! dependencies), recorded into a graph, finalized with and
 //! without `fuse_chains` and replayed twice, leave the buffers exactly as the same
 //! sequence submitted eagerly twice, on the interpreter (and replayed on Vulkan too, when
 //! there is a device: recorded command buffers and device-resident buffers).
@@ -29,6 +30,13 @@ kernel rotate(a: ptr<global, u32>, out: ptr<global, u32>) {
   let i: u32 = global_id(0);
   out[i] = a[(i + 1u32) % 16u32];
 }
+kernel gadd(a: ptr<global, u32>, b: ptr<global, u32>, out: ptr<global, u32>, n: u32) {
+  let i: u32 = global_id(0);
+  let inside: bool = i < n;
+  if inside {
+    out[i] = a[i] + b[i] * 3u32;
+  }
+}
 ";
 
 const N: usize = 16;
@@ -40,6 +48,8 @@ enum Op {
     Mul(usize, usize, usize),
     Scale(usize, u32),
     Rotate(usize, usize),
+    /// `out[i] = a[i] + 3 * b[i]` for `i < n` only (a guard through a `let`).
+    GuardedAdd(usize, usize, usize, u32),
     Fill(usize, u32),
     Copy(usize, usize),
     Host(usize),
@@ -52,6 +62,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (b(), b(), b()).prop_map(|(a, c, o)| Op::Mul(a, c, o)),
         2 => (b(), 0u32..5).prop_map(|(x, s)| Op::Scale(x, s)),
         1 => (b(), b()).prop_filter("rotate in place races", |(a, o)| a != o).prop_map(|(a, o)| Op::Rotate(a, o)),
+        2 => (b(), b(), b(), 0u32..=N as u32).prop_map(|(a, c, o, n)| Op::GuardedAdd(a, c, o, n)),
         1 => (b(), any::<u32>()).prop_map(|(o, v)| Op::Fill(o, v)),
         1 => (b(), b()).prop_map(|(a, o)| Op::Copy(a, o)),
         1 => b().prop_map(Op::Host),
@@ -63,6 +74,7 @@ struct K {
     mul: KernelHandle,
     scale: KernelHandle,
     rotate: KernelHandle,
+    gadd: KernelHandle,
 }
 
 /// Submits the sequence; `deps[i]` = Some(j): command i also waits for command j's event.
@@ -89,6 +101,11 @@ fn submit(q: &Queue, k: &K, b: &[Buffer<u32>], ops: &[Op], deps: &[Option<usize>
                 Op::Rotate(a, o) => {
                     let (a, o) = (h.read(&b[a]), h.write(&b[o]));
                     h.parallel_for(&k.rotate, r.clone(), vec![a.into(), o.into()]);
+                }
+                Op::GuardedAdd(a, c, o, n) => {
+                    let (a, c, o) = (h.read(&b[a]), h.read(&b[c]), h.read_write(&b[o]));
+                    let args = vec![a.into(), c.into(), o.into(), KernelArg::scalar(n)];
+                    h.parallel_for(&k.gadd, r.clone(), args);
                 }
                 Op::Fill(o, v) => {
                     h.fill(&AnyBuffer::from(&b[o]), kiln_ir::launch::Element::to_imm(v))
@@ -125,7 +142,13 @@ proptest! {
         let ctx = Context::with_config(interp_device(), ContextConfig { workers: 2, ..Default::default() });
         let m = parse_module(KERNELS).unwrap();
         let kk = |n: &str| ctx.get_kernel(&m, n).unwrap();
-        let k = K { add: kk("add"), mul: kk("mul"), scale: kk("scale"), rotate: kk("rotate") };
+        let k = K {
+            add: kk("add"),
+            mul: kk("mul"),
+            scale: kk("scale"),
+            rotate: kk("rotate"),
+            gadd: kk("gadd"),
+        };
         let order = if in_order { QueueOrder::InOrder } else { QueueOrder::OutOfOrder };
         let q = Queue::new(&ctx, order);
         let fresh = || init.iter().map(|v| Buffer::from_slice(v)).collect::<Vec<_>>();
@@ -181,7 +204,13 @@ fn vulkan() -> Option<&'static (Context, K)> {
         );
         let m = parse_module(KERNELS).unwrap();
         let kk = |n: &str| ctx.get_kernel(&m, n).unwrap();
-        let k = K { add: kk("add"), mul: kk("mul"), scale: kk("scale"), rotate: kk("rotate") };
+        let k = K {
+            add: kk("add"),
+            mul: kk("mul"),
+            scale: kk("scale"),
+            rotate: kk("rotate"),
+            gadd: kk("gadd"),
+        };
         Some((ctx, k))
     })
     .as_ref()

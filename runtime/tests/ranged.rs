@@ -339,3 +339,45 @@ fn vulkan_offsets_below_the_descriptor_alignment() {
     };
     assert!(e.contains("minStorageBufferOffsetAlignment"), "{e}");
 }
+
+/// Command graph chain fusion goes through the fusion front end a queue uses, so it takes
+/// ranged accessors as a fusion list does: kernels over ranges fuse (two disjoint ranges of
+/// one buffer are two arguments) and replay with the eager result; a chain binding one
+/// written buffer through overlapping ranges is refused, saying so.
+#[test]
+fn command_graph_chains_over_ranges_fuse() {
+    let c = ctx(interp_device());
+    let (add, double, inc) = (kernel(&c, "add"), kernel(&c, "double"), kernel(&c, "inc"));
+    let record = |q: &Queue, b: &[Buffer<u32>]| {
+        launch(q, &add, 8, b, &[(0, 0), (1, 16), (2, 16)]);
+        launch(q, &double, 8, b, &[(2, 16)]);
+        launch(q, &add, 8, b, &[(2, 16), (2, 0), (0, 8)]);
+    };
+    let q = Queue::new(&c, QueueOrder::OutOfOrder);
+    let eager = bufs(3);
+    record(&q, &eager);
+    q.wait().unwrap();
+    let replay = bufs(3);
+    let g = Graph::new(&c, GraphProperties { fuse_chains: true, ..Default::default() });
+    q.begin_recording(&g).unwrap();
+    record(&q, &replay);
+    q.end_recording().unwrap();
+    let exec = g.finalize().unwrap();
+    assert_eq!(exec.fused_chain_nodes(), [["node 0", "node 1", "node 2"]]);
+    q.submit_graph(&exec).wait().unwrap();
+    assert_eq!(contents(&replay), contents(&eager));
+    // `double` over elements 16..24 then `inc` over 20..28 of the same buffer.
+    let g = Graph::new(&c, GraphProperties { fuse_chains: true, ..Default::default() });
+    q.begin_recording(&g).unwrap();
+    launch(&q, &double, 8, &replay, &[(2, 16)]);
+    launch(&q, &inc, 8, &replay, &[(2, 20)]);
+    q.end_recording().unwrap();
+    let exec = g.finalize().unwrap();
+    assert_eq!(exec.fused_chains(), 0);
+    let refused = exec.refused_chains();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].reason.contains("overlapping accessors (elements 16..24 and elements 20..28)"),
+        "{refused:?}"
+    );
+}

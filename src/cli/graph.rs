@@ -1,5 +1,5 @@
-//! `kiln graph FILE.toml [--dot OUT.dot] [--svg OUT.svg] [--verbose] [--run] [--device D]
-//! [--timeout SECS] [--max-steps N]`: a command graph described in TOML (kernels from a .kir
+//! `kiln graph FILE.toml [--dot OUT.dot] [--svg OUT.svg] [--verbose] [--explain] [--run]
+//! [--device D] [--timeout SECS] [--max-steps N]`: a command graph described in TOML (kernels from a .kir
 //! file, buffers, nodes, edges), validated, drawn and run. The format is documented in
 //! docs/graphs.md; the device options are `kiln run`'s.
 
@@ -42,6 +42,11 @@ pub struct GraphArgs {
     /// With --run: print every element of each buffer, not a summary.
     #[arg(long)]
     full: bool,
+    /// Print every chain of kernels finalize considered for fusion (`fuse_chains`): fused,
+    /// or why not, and for every buffer one kernel of the chain writes and another uses,
+    /// each access and the verdicts, in the words of `kiln fuse --explain`.
+    #[arg(long)]
+    explain: bool,
     #[command(flatten)]
     device: DeviceArgs,
 }
@@ -341,6 +346,17 @@ pub fn main(a: &GraphArgs) -> Result<(), Error> {
     }
     // Finalizing checks what drawing does not: kernels resolve, no cycle, partitions.
     let exec = d.graph.finalize().map_err(|e| Error::Message(e.to_string()))?;
+    if a.explain {
+        let chains = exec.explain();
+        let mut text: String = chains.iter().map(|c| format!("{c}\n")).collect();
+        if chains.is_empty() {
+            text = "no chain of kernels was considered for fusion (that needs `fuse_chains = \
+                    true` and kernel nodes with equal nd-ranges, each after the one before)\n"
+                .into();
+        }
+        // A long report piped into `head` is not an error.
+        super::gen::write_stdout(&text)?;
+    }
     if a.run {
         let q = Queue::new(&ctx, QueueOrder::InOrder);
         let event = q.submit_graph(&exec);

@@ -130,19 +130,6 @@ pub fn fusion_keeps_result(
     Ok(Ok(()))
 }
 
-/// The promotions of `spec` that [`fuse_kernels_with`] would refuse, each with why, and
-/// its errors, without building the fused kernel: a check as cheap as the analysis, for
-/// callers that try many candidate lists (graph chain fusion).
-pub fn refused_promotions(
-    module: &Module,
-    spec: &FusionSpec,
-) -> Result<Vec<super::FusionWarning>, FusionError> {
-    fused_name(spec)?;
-    let module = &kiln_ir::depth::bound_module(module);
-    let (params, plan, consts) = analyse(module, spec)?;
-    Ok(promote::resolve(spec, &params, &plan, &consts)?.1)
-}
-
 /// What fusing `spec` rests on, in the order the checks report: the identical-parameter
 /// classes (first, so that their errors name parameters), the nd-range plan and its
 /// legality, and the constants per class.

@@ -78,7 +78,7 @@ pub use spec::{
 
 pub use bind::{BindArg, BindError};
 pub use explain::{explain, BufferReport};
-pub use fuse::{fuse_kernels_with, fusion_keeps_result, refused_promotions};
+pub use fuse::{fuse_kernels_with, fusion_keeps_result};
 pub use key::{fusion_key, FusionKey};
 pub use legality::AccessVerdict;
 pub use toml_spec::SpecError;

@@ -9,11 +9,11 @@
 //! the fusion runs. Non-kernel commands (host tasks, copies, fills, graphs) run unfused.
 //!
 //! * [`Queue::cancel_fusion`] lets the held kernels run as they are.
-//! * [`Queue::complete_fusion`] fuses them through the fusion JIT (a cache keyed
-//!   by the fusion key makes an identical sequence a hit) into one kernel whose
-//!   dependencies are the union of theirs, less those between them; the held kernels then
-//!   do nothing and finish after it, so that whatever was ordered after them is ordered
-//!   after it. If the JIT refuses, the fusion is cancelled with a warning.
+//! * [`Queue::complete_fusion`] fuses them through the fusion front end that command graphs
+//!   use too (its cache, keyed by the fusion key, makes an identical sequence a hit) into
+//!   one kernel whose dependencies are the union of theirs, less those between them; the
+//!   held kernels then do nothing and finish after it, so that whatever was ordered after
+//!   them is ordered after it. If the JIT refuses, the fusion is cancelled with a warning.
 //! * Anything outside the fusion list that needs a held kernel ends the fusion early (it is
 //!   cancelled, with a warning naming the cause): a wait on the fusion's event, on the
 //!   queue or on a buffer the kernels write (host access), and any command on this or
@@ -54,7 +54,7 @@
 //! assert!(matches!(q.fusion_status(), Some(FusionStatus::Completed { kernels: 2, .. })));
 //! ```
 
-pub(crate) mod jit;
+pub(crate) mod front;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -68,7 +68,7 @@ use crate::event::{Event, FusionHook};
 use crate::queue::{next_command_id, Queue};
 use crate::scheduler::{lock, Action, CommandDesc, Held, KernelArg, SubmitOpts};
 
-pub use jit::{FusedEntry, FusionCacheKey, FusionOutcome};
+pub use front::{FusedEntry, FusionCacheKey, FusionOutcome};
 
 /// Properties of [`Queue::complete_fusion`]; part of the fusion cache's key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -247,17 +247,19 @@ impl Fusion {
 
     /// Fuses the held kernels; `Err` (the JIT's refusal) leaves them held.
     fn complete_locked(&self, st: &mut State, props: FusionProps) -> Result<(), String> {
-        let members: Vec<jit::Member> = st
+        let members: Vec<front::Member> = st
             .held
             .iter()
-            .map(|h| jit::Member {
+            .map(|h| front::Member {
                 kernel: &h.kernel,
                 range: &h.range,
                 args: &h.args,
                 accessors: &h.accessors,
             })
             .collect();
-        let fused = jit::fuse(&self.ctx, &members, props)?;
+        let req =
+            front::Request { barriers: !props.no_barriers, promote: front::Promote::Requested };
+        let fused = self.ctx.fusion_front().fuse(&self.ctx, &members, &req)?;
         let held = std::mem::take(&mut st.held);
         // The union of the members' dependencies, less those on one another.
         let mut deps: Vec<Event> = Vec::new();
@@ -268,10 +270,14 @@ impl Fusion {
             }
         }
         let desc = CommandDesc {
-            name: format!("fused kernel `{}` #{}", fused.kernel.name, next_command_id()),
+            name: format!("fused kernel `{}` #{}", fused.entry.kernel().name, next_command_id()),
             accessors: fused.accessors,
             deps,
-            action: Action::Kernel { kernel: fused.kernel, range: fused.range, args: fused.args },
+            action: Action::Kernel {
+                kernel: fused.entry.kernel().clone(),
+                range: fused.entry.range().clone(),
+                args: fused.args,
+            },
         };
         let opts = SubmitOpts { untracked: true, fusion: Some(self.id), ..SubmitOpts::default() };
         let run = self.ctx.scheduler().submit(self.ctx.device(), desc, None, opts);

@@ -67,7 +67,7 @@ use crate::scheduler::lock;
 use crate::scheduler::{HostTaskContext, KernelArg, SharedHostFn};
 
 pub use exec::ExecGraph;
-pub use fuse::RefusedChain;
+pub use fuse::{ChainReport, RefusedChain};
 pub(crate) use record::{record, Recording};
 
 /// A node of a [`Graph`], as [`Graph::add`] returns it.

@@ -1,0 +1,667 @@
+//! The fusion front end: what a queue's fusion list ([`crate::Queue::complete_fusion`]) and a
+//! command graph's kernel chains ([`crate::graph::GraphProperties::fuse_chains`]) both call
+//! to become one kernel. From a list of launches (kernel, nd-range, arguments, accessors) it
+//! makes the [`FusionSpec`] (identical arguments, scalar arguments as constants, the
+//! promotions the caller asks for, the barrier policy) over the members' own IR, which each
+//! built program keeps ([`crate::context::ProgramData::module`]): kernels are never printed
+//! and parsed back. It judges the list by one rule ([`FusionFront::check`]), fuses it with
+//! [`kiln_passes::fusion::fuse_kernels`], and keeps the fused kernels in its cache.
+//!
+//! The cache key is the fusion key ([`fusion_key`]: the spec's identical-argument
+//! partition, promotions, constants and barrier policy) with the members' programs and
+//! kernel names (their full identity, compared in full on a hit), every nd-range and the
+//! access mode, length and range of every buffer argument. A second identical sequence is
+//! a hit, from a queue or a graph alike; another kernel, nd-range, identity pattern of the
+//! arguments, promotion, scalar value or property is a miss, as in DPC++'s fusion cache.
+//!
+//! The rule: fusion runs every work-item's entries one after another (with a work-group
+//! barrier between them when the caller allows it, unless every shared buffer is proven per
+//! work-item, when the barrier orders nothing), so it is legal only when no work-item reads
+//! or overwrites what another work-item of another entry wrote (outside its work-group,
+//! with barriers). kiln proves it with the promotion legality check less its rule for
+//! fresh arrays ([`fusion_keeps_result`]), each access judged under its guard with the
+//! scalar arguments as constants; a list it cannot prove is not fused, never run with a
+//! different result.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::launch::NdRange;
+use kiln_ir::{Imm, Kernel, Module, Type};
+use kiln_passes::fusion::internalize::uses_work_group;
+use kiln_passes::fusion::{
+    explain, fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, BindArg,
+    BufferReport, ConstValue, Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion,
+    RangeSpec,
+};
+
+use crate::buffer::{AccessMode, Accessor, BufferInner};
+use crate::cache::{BuildCache, CacheStats};
+use crate::context::{Context, KernelHandle, ProgramKey};
+use crate::scheduler::deps::merge_accessors;
+use crate::scheduler::KernelArg;
+
+impl BindArg for KernelArg {
+    fn same(&self, other: &KernelArg) -> bool {
+        match (self, other) {
+            // Two ranges of one buffer (or a range and the whole) are different arguments.
+            (KernelArg::Buffer(a), KernelArg::Buffer(b)) => {
+                Arc::ptr_eq(&a.buffer, &b.buffer) && a.range == b.range
+            }
+            (KernelArg::Scalar(a), KernelArg::Scalar(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    fn scalar(&self) -> Option<Imm> {
+        match self {
+            KernelArg::Scalar(v) => Some(*v),
+            KernelArg::Buffer(_) => None,
+        }
+    }
+}
+
+/// One launch of a list to fuse.
+pub(crate) struct Member<'a> {
+    pub kernel: &'a KernelHandle,
+    pub range: &'a NdRange,
+    pub args: &'a [KernelArg],
+    /// Its requirements (merged, one per buffer).
+    pub accessors: &'a [Accessor],
+}
+
+/// Which buffers the caller wants promoted.
+pub(crate) enum Promote<'a> {
+    /// None.
+    Nothing,
+    /// As the properties of the accessors and buffers ask (a queue's fusion list).
+    Requested,
+    /// To private memory, every buffer one entry writes and another uses that no command
+    /// outside the list uses (`outside` says which are used outside: a graph's chain with
+    /// `internalize`).
+    Unshared(&'a dyn Fn(&BufferInner) -> bool),
+}
+
+/// What the caller asks of a fusion.
+pub(crate) struct Request<'a> {
+    /// Whether a work-group barrier may separate the entries (then lists accessed per
+    /// work-group fuse too).
+    pub barriers: bool,
+    pub promote: Promote<'a>,
+}
+
+/// The fused launch that replaces a list.
+pub(crate) struct Fused {
+    pub entry: Arc<FusedEntry>,
+    pub args: Vec<KernelArg>,
+    /// The members' requirements, less the promoted buffers.
+    pub accessors: Vec<Accessor>,
+    pub cache_hit: bool,
+    /// Promotions asked for and not done, and why.
+    pub warnings: Vec<String>,
+}
+
+/// The key of the fusion cache (see the module's docs).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FusionCacheKey {
+    spec: String,
+    members: Vec<(ProgramKey, Arc<str>)>,
+}
+
+/// A fused kernel in the cache, or why the list cannot be fused.
+pub type FusionOutcome = Result<Arc<FusedEntry>, String>;
+
+/// What the fusion cache keeps for one key: the fused kernel, and what binds its arguments.
+pub struct FusedEntry {
+    module: Module,
+    spec: FusionSpec,
+    fused: FusedKernel,
+    kernel: KernelHandle,
+}
+
+impl FusedEntry {
+    /// The fused kernel, built.
+    pub(crate) fn kernel(&self) -> &KernelHandle {
+        &self.kernel
+    }
+
+    /// The nd-range the fused kernel runs over.
+    pub(crate) fn range(&self) -> &NdRange {
+        &self.fused.range
+    }
+
+    /// The fused launch's arguments for the members' current ones, and its requirements
+    /// (the members', less the promoted buffers).
+    pub(crate) fn bind(
+        &self,
+        members: &[Member],
+    ) -> Result<(Vec<KernelArg>, Vec<Accessor>), String> {
+        let args: Vec<Vec<KernelArg>> = members.iter().map(|m| m.args.to_vec()).collect();
+        let bound =
+            self.fused.bind_args(&self.module, &self.spec, &args).map_err(|e| e.to_string())?;
+        let mut internal: Vec<&Arc<BufferInner>> = Vec::new();
+        for (e, maps) in self.fused.args.iter().enumerate() {
+            for (p, m) in maps.iter().enumerate() {
+                if let (ArgMap::Promoted { .. }, KernelArg::Buffer(a)) = (m, &args[e][p]) {
+                    internal.push(&a.buffer);
+                }
+            }
+        }
+        let accessors = merge_accessors(
+            members
+                .iter()
+                .flat_map(|m| m.accessors.iter().cloned())
+                .filter(|a| !internal.iter().any(|b| Arc::ptr_eq(b, &a.buffer))),
+        );
+        Ok((bound, accessors))
+    }
+}
+
+/// The cache's weight of an outcome (its kernel's text, roughly).
+fn weigh(o: &FusionOutcome) -> usize {
+    match o {
+        Ok(e) => e.kernel.program.key.image.len() + 256,
+        Err(why) => why.len() + 64,
+    }
+}
+
+/// One argument of the list (a buffer, or one range of it: two ranges of one buffer are two
+/// arguments): its parameters, the entries binding it, whether any writes its buffer.
+struct Group {
+    buffer: Arc<BufferInner>,
+    /// The range bound (`None`: the whole buffer).
+    range: Option<(usize, usize)>,
+    params: Vec<ParamRef>,
+    entries: Vec<usize>,
+    writes: bool,
+}
+
+impl Group {
+    /// The elements the kernels see through it: its range's, or the buffer's.
+    fn len(&self) -> usize {
+        self.range.map_or(self.buffer.len, |r| r.1)
+    }
+
+    /// Whether one entry writes it and another uses it: its accesses decide legality.
+    fn shared(&self) -> bool {
+        self.writes && self.entries.len() > 1
+    }
+
+    fn len_u32(&self) -> Result<u32, String> {
+        u32::try_from(self.len())
+            .map_err(|_| format!("buffer #{} is longer than 2^32 elements", self.buffer.id))
+    }
+}
+
+/// Refuses a list that binds one written buffer through two arguments whose elements
+/// overlap without being the same (a range and its whole buffer, two overlapping ranges):
+/// the legality check reasons per argument, so it would take them for independent memory.
+/// Disjoint ranges of one buffer are independent and fine.
+fn check_ranges(groups: &[Group]) -> Result<(), String> {
+    // Only arguments of one buffer can overlap: each is compared with the earlier ones of
+    // its buffer (a chain of a thousand kernels has a thousand buffers).
+    let mut earlier: HashMap<u64, Vec<&Group>> = HashMap::new();
+    for b in groups {
+        let same = earlier.entry(b.buffer.id).or_default();
+        for &a in same.iter().filter(|a| a.writes || b.writes) {
+            let window = |g: &Group| g.range.unwrap_or((0, g.buffer.len));
+            let ((ao, al), (bo, bl)) = (window(a), window(b));
+            if ao < bo + bl && bo < ao + al {
+                let show = |g: &Group| match g.range {
+                    Some((o, n)) => format!("elements {o}..{}", o + n),
+                    None => "the whole buffer".to_string(),
+                };
+                return Err(format!(
+                    "buffer #{} is written and bound through overlapping accessors ({} and {}), \
+                     which the fusion cannot prove independent",
+                    a.buffer.id,
+                    show(a),
+                    show(b)
+                ));
+            }
+        }
+        same.push(b);
+    }
+    Ok(())
+}
+
+fn constant(v: Imm) -> ConstValue {
+    match v {
+        Imm::Bool(b) => ConstValue::Bool(b),
+        Imm::Int(..) => ConstValue::Int(v.as_i128().unwrap_or_default()),
+        Imm::Float(_, f) => ConstValue::Float(f),
+    }
+}
+
+fn accessor_of<'a>(m: &'a Member, b: &Arc<BufferInner>) -> Option<&'a Accessor> {
+    m.accessors.iter().find(|a| Arc::ptr_eq(&a.buffer, b))
+}
+
+/// The promotion the properties ask for on `g`, if any: the effective request of each
+/// entry's accessor is its own property, else the buffer's (both given and different: a
+/// conflict); all must agree that the buffer is promoted (a request against none is the
+/// JIT's conflict, not promoted); local beats private; and the first entry using it must
+/// write it only or declare `no_init` (a promoted buffer starts empty). `Err` says why a
+/// request is not honoured.
+fn requested(members: &[Member], g: &Group) -> Result<Option<PromoteTo>, String> {
+    let buf = g.buffer.promote();
+    let mut asks = Vec::new();
+    for &e in &g.entries {
+        let acc = accessor_of(&members[e], &g.buffer).map(|a| a.props.promote).unwrap_or(None);
+        let eff = match (acc, buf) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(format!(
+                    "the accessor of `{}` asks `{}` but the buffer `{}`",
+                    members[e].kernel.name,
+                    a.name(),
+                    b.name()
+                ))
+            }
+            (Some(a), _) | (None, Some(a)) => a,
+            (None, None) => PromoteTo::None,
+        };
+        asks.push((e, eff));
+    }
+    if asks.iter().all(|(_, p)| *p == PromoteTo::None) {
+        return Ok(None);
+    }
+    if let Some((e, _)) = asks.iter().find(|(_, p)| *p == PromoteTo::None) {
+        return Err(format!(
+            "the accessor of `{}` does not ask for promotion while another does (conflicting \
+             requests)",
+            members[*e].kernel.name
+        ));
+    }
+    let first = &members[g.entries[0]];
+    if let Some(a) = accessor_of(first, &g.buffer) {
+        if a.mode != AccessMode::Write && !a.props.no_init {
+            return Err(format!(
+                "the first fused kernel using it, `{}`, reads its contents (a promoted buffer \
+                 starts empty: declare that accessor write-only or `no_init`)",
+                first.kernel.name
+            ));
+        }
+    }
+    let local = asks.iter().any(|(_, p)| *p == PromoteTo::Local);
+    Ok(Some(if local { PromoteTo::Local } else { PromoteTo::Private }))
+}
+
+fn range_spec(r: &NdRange) -> RangeSpec {
+    let d = r.dims.clamp(1, 3);
+    let mut s = RangeSpec::new(&r.global[..d]).with_offset(&r.offset[..d]);
+    if let Some(l) = r.local {
+        s = s.with_local(&l[..d]);
+    }
+    s
+}
+
+/// Whether `args` fit the parameters of `kernel` as its launch requires: one argument per
+/// parameter, a scalar of the parameter's type, a buffer of the pointer's element type. A
+/// kernel whose arguments do not fit is not fused (its own launch then reports the error);
+/// `Err` names the kernel (as `name`), the parameter and both types.
+fn check_args(name: &str, kernel: &Kernel, args: &[KernelArg]) -> Result<(), String> {
+    let params = kernel.params();
+    if args.len() != params.len() {
+        return Err(format!(
+            "kernel `{name}` takes {} arguments, {} given",
+            params.len(),
+            args.len()
+        ));
+    }
+    for (i, (p, a)) in params.iter().zip(args).enumerate() {
+        let (fits, given) = match a {
+            KernelArg::Scalar(v) => {
+                (p.ty() == Type::Scalar(v.scalar()), format!("a {} scalar", v.scalar()))
+            }
+            KernelArg::Buffer(acc) => (
+                p.ty().is_ptr() && p.ty().elem() == Some(acc.buffer.elem),
+                format!("a buffer of {}", acc.buffer.elem),
+            ),
+        };
+        if !fits {
+            return Err(format!(
+                "kernel `{name}`: parameter `{}` is a {} but argument {i} is {given}",
+                p.name(),
+                p.ty()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The reason a list is not fused when a buffer it shares is not proven accessed per
+/// work-item (or `per_group`, per work-group): `why` names the buffer and the access.
+fn not_per_item(per_group: bool, why: &str) -> String {
+    format!(
+        "fusing would change the result: a buffer one kernel writes and another uses is not \
+         provably accessed per work-item{}: {why}",
+        if per_group { " or per work-group" } else { "" }
+    )
+}
+
+/// A list made ready for the fusion JIT: its distinct kernels' IR under distinct names, the
+/// entries' names, and its arguments.
+struct Input {
+    module: Module,
+    names: Vec<String>,
+    idents: Vec<(ProgramKey, Arc<str>)>,
+    groups: Vec<Group>,
+    constants: Vec<Constant>,
+}
+
+impl Input {
+    /// `Err` when a member cannot be fused at all, saying why.
+    fn new(ctx: &Context, members: &[Member]) -> Result<Input, String> {
+        let mut kernels: Vec<Kernel> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        let mut idents: Vec<(ProgramKey, Arc<str>)> = Vec::new();
+        // Each distinct kernel's index in `kernels`, and each kernel name's first user.
+        let mut distinct: HashMap<(ProgramKey, Arc<str>), usize> = HashMap::new();
+        let mut taken: HashSet<Arc<str>> = HashSet::new();
+        for (e, m) in members.iter().enumerate() {
+            let ir = FusionFront::ir(ctx, m)?;
+            let id = (m.kernel.program.key.clone(), m.kernel.name.clone());
+            let at = match distinct.get(&id) {
+                Some(&at) => at,
+                None => {
+                    // One name per distinct kernel: a name taken by another program's kernel
+                    // is made unique with the entry's number.
+                    let name = if !taken.insert(m.kernel.name.clone()) {
+                        format!("{}__k{e}", m.kernel.name)
+                    } else {
+                        m.kernel.name.to_string()
+                    };
+                    // The kernel itself (one reference count) unless it is renamed.
+                    kernels.push(if name == ir.name() {
+                        ir
+                    } else {
+                        Kernel::with_attrs(
+                            &name,
+                            ir.params().to_vec(),
+                            ir.attrs().clone(),
+                            ir.body().clone(),
+                        )
+                    });
+                    distinct.insert(id.clone(), kernels.len() - 1);
+                    kernels.len() - 1
+                }
+            };
+            names.push(kernels[at].name().to_string());
+            idents.push(id);
+        }
+        let mut groups: Vec<Group> = Vec::new();
+        let mut group_of: HashMap<(u64, Option<(usize, usize)>), usize> = HashMap::new();
+        let mut constants = Vec::new();
+        for (e, m) in members.iter().enumerate() {
+            for (p, a) in m.args.iter().enumerate() {
+                let acc = match a {
+                    KernelArg::Scalar(v) => {
+                        let param = ParamRef::new(e, p);
+                        constants.push(Constant { param, value: constant(*v) });
+                        continue;
+                    }
+                    KernelArg::Buffer(acc) => acc,
+                };
+                let writes = accessor_of(m, &acc.buffer).is_some_and(|x| x.mode.writes());
+                let g = *group_of.entry((acc.buffer.id, acc.range)).or_insert_with(|| {
+                    groups.push(Group {
+                        buffer: acc.buffer.clone(),
+                        range: acc.range,
+                        params: Vec::new(),
+                        entries: Vec::new(),
+                        writes: false,
+                    });
+                    groups.len() - 1
+                });
+                let g = &mut groups[g];
+                g.params.push(ParamRef::new(e, p));
+                if g.entries.last() != Some(&e) {
+                    g.entries.push(e);
+                }
+                g.writes |= writes;
+            }
+        }
+        check_ranges(&groups)?;
+        Ok(Input { module: Module::new(kernels), names, idents, groups, constants })
+    }
+
+    /// The spec fusing the list with `promote` and the barrier policy asked for; the
+    /// promotions asked for and not honoured, with why.
+    fn spec(&self, members: &[Member], req: &Request) -> Result<(FusionSpec, Vec<String>), String> {
+        let mut warnings = Vec::new();
+        let mut promote = Vec::new();
+        let mut ranges_of: HashMap<u64, usize> = HashMap::new();
+        for g in &self.groups {
+            *ranges_of.entry(g.buffer.id).or_default() += 1;
+        }
+        for g in &self.groups {
+            let asked = match req.promote {
+                Promote::Nothing => Ok(None),
+                Promote::Requested => requested(members, g),
+                Promote::Unshared(outside) => {
+                    Ok((g.shared() && !outside(&g.buffer)).then_some(PromoteTo::Private))
+                }
+            };
+            // A buffer bound through several ranges stays in global memory: promoting one of
+            // them would drop the buffer from the fused command's requirements while another
+            // range still uses it.
+            let ranges = ranges_of[&g.buffer.id];
+            match asked {
+                Ok(None) => {}
+                Ok(Some(_)) if ranges > 1 => warnings.push(format!(
+                    "buffer #{} is not promoted: the fused kernels bind it through more than one \
+                     range",
+                    g.buffer.id
+                )),
+                // A ranged accessor's private or local copy holds its range only.
+                Ok(Some(to)) => promote.push(Promotion {
+                    param: g.params[0],
+                    to,
+                    size: None,
+                    buffer_len: Some(g.len_u32()?),
+                }),
+                Err(why) => {
+                    warnings.push(format!("buffer #{} is not promoted: {why}", g.buffer.id))
+                }
+            }
+        }
+        // The distinct kernels' names, at most four, name the fused kernel.
+        let mut shown: Vec<&str> = Vec::new();
+        for n in &self.names {
+            if !shown.contains(&n.as_str()) {
+                shown.push(n);
+            }
+        }
+        let more = shown.len() > 4;
+        shown.truncate(4);
+        let spec = FusionSpec {
+            name: format!("fused_{}{}", shown.join("_"), if more { "_etc" } else { "" }),
+            kernels: self.names.clone(),
+            ndranges: members.iter().map(|m| range_spec(m.range)).collect(),
+            identical: self
+                .groups
+                .iter()
+                .filter(|g| g.params.len() > 1)
+                .map(|g| g.params.clone())
+                .collect(),
+            promote,
+            constants: self.constants.clone(),
+            barriers: if req.barriers { BarrierPolicy::WorkGroup } else { BarrierPolicy::None },
+            ..FusionSpec::default()
+        };
+        Ok((spec, warnings))
+    }
+
+    /// Whether running the entries one after another per work-item gives the same result as
+    /// running them one after another: every buffer one entry writes and another touches is
+    /// accessed per work-item (`Ok(true)`, also when there is none), or, with barriers
+    /// between the entries and an explicit local size, per work-group (`Ok(false)`)
+    /// ([`fusion_keeps_result`]).
+    fn legal(&self, spec: &FusionSpec, members: &[Member]) -> Result<bool, String> {
+        let shared: Vec<(ParamRef, Option<u32>)> = self
+            .groups
+            .iter()
+            .filter(|g| g.shared())
+            .map(|g| (g.params[0], u32::try_from(g.len()).ok()))
+            .collect();
+        if shared.is_empty() {
+            return Ok(true);
+        }
+        // An error that refuses the list whatever its accesses is reported as it is.
+        let keeps = |per_group| fusion_keeps_result(&self.module, spec, &shared, per_group);
+        let Err(why) = keeps(false).map_err(|e| e.to_string())? else { return Ok(true) };
+        let per_group = spec.barriers == BarrierPolicy::WorkGroup
+            && members.iter().all(|m| m.range.local.is_some());
+        if per_group && keeps(true).map_err(|e| e.to_string())?.is_ok() {
+            return Ok(false);
+        }
+        Err(not_per_item(per_group, &why))
+    }
+}
+
+/// The fusion front end and its cache of fused kernels; each [`Context`] holds one.
+pub(crate) struct FusionFront {
+    cache: BuildCache<FusionCacheKey, FusionOutcome, String>,
+}
+
+impl FusionFront {
+    /// A front end whose cache holds at most `max_bytes` (0: unlimited).
+    pub(crate) fn new(max_bytes: u64) -> FusionFront {
+        FusionFront { cache: BuildCache::new(max_bytes, weigh) }
+    }
+
+    pub(crate) fn stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    pub(crate) fn clear(&self) {
+        self.cache.clear()
+    }
+
+    /// The IR of `m`'s kernel, if it can be fused at all: built without build options,
+    /// specialization constants or the sanitizer (none of which a fused kernel carries),
+    /// and given arguments that fit its parameters. `Err` says why not.
+    fn ir(ctx: &Context, m: &Member) -> Result<Kernel, String> {
+        let k = m.kernel;
+        let key = &k.program.key;
+        if k.sanitized.is_some()
+            || !key.spec_consts.is_empty()
+            || *key.options != *ctx.env_build_options()
+        {
+            return Err(format!(
+                "kernel `{}` was built with build options or specialization constants, which \
+                 a fused kernel does not carry",
+                k.name
+            ));
+        }
+        let ir = k
+            .program
+            .module
+            .kernel(&k.name)
+            .ok_or_else(|| format!("kernel `{}` is not in its program", k.name))?;
+        check_args(&k.name, ir, m.args)?;
+        Ok(ir.clone())
+    }
+
+    /// Whether `m` can be an entry of a fused list at all; `Err` says why not.
+    pub(crate) fn joinable(ctx: &Context, m: &Member) -> Result<(), String> {
+        Self::ir(ctx, m).map(|_| ())
+    }
+
+    /// Whether `members`, fused without barriers between them, keep the result: the rule
+    /// (see the module's docs), without building anything. `Err` says why not, in the words
+    /// [`fuse`](Self::fuse) uses.
+    pub(crate) fn check(&self, ctx: &Context, members: &[Member]) -> Result<(), String> {
+        let input = Input::new(ctx, members)?;
+        let req = Request { barriers: false, promote: Promote::Nothing };
+        let (spec, _) = input.spec(members, &req)?;
+        input.legal(&spec, members).map(|_| ())
+    }
+
+    /// What fusion decides about each buffer of `members` that more than one of them
+    /// touches or a promotion names, as `kiln fuse --explain` reports it.
+    pub(crate) fn explain(
+        &self,
+        ctx: &Context,
+        members: &[Member],
+        req: &Request,
+    ) -> Result<Vec<BufferReport>, String> {
+        let input = Input::new(ctx, members)?;
+        let (spec, _) = input.spec(members, req)?;
+        explain(&input.module, &spec).map_err(|e| e.to_string())
+    }
+
+    /// Fuses `members` as `req` asks, through the cache; `Err` says why they cannot be.
+    pub(crate) fn fuse(
+        &self,
+        ctx: &Context,
+        members: &[Member],
+        req: &Request,
+    ) -> Result<Fused, String> {
+        let input = Input::new(ctx, members)?;
+        let (spec, mut warnings) = input.spec(members, req)?;
+        // The fusion key of the spec, with what it keys by name alone (the kernels, keyed by
+        // their programs here), every range and every buffer argument's access and length.
+        let mut key = fusion_key(&Module::new(vec![]), &spec).0;
+        for m in members {
+            key.push_str(&format!(";{:?}", m.range));
+            for a in m.args {
+                match a {
+                    // The legality check bounds accesses by the buffers' (or ranges')
+                    // lengths, and the ranges decide which arguments are identical.
+                    KernelArg::Buffer(acc) => {
+                        let mode = accessor_of(m, &acc.buffer).map(|x| x.mode);
+                        let (elem, len) = (acc.buffer.elem, acc.buffer.len);
+                        key.push_str(&format!(",{mode:?}x{len}{elem}@{:?}", acc.range));
+                    }
+                    // The arguments' types were checked against the parameters'.
+                    KernelArg::Scalar(v) => key.push_str(&format!(",{}", v.scalar())),
+                }
+            }
+        }
+        let key = FusionCacheKey { spec: key, members: input.idents.clone() };
+        let built = Cell::new(false);
+        let entry = self
+            .cache
+            .get_or_build(&key, || {
+                built.set(true);
+                Ok(build(ctx, &input, spec, members).map(Arc::new))
+            })
+            .unwrap_or_else(Err)?;
+        let (args, accessors) = entry.bind(members)?;
+        for w in &entry.fused.warnings {
+            let g = input.groups.iter().find(|g| g.params.contains(&w.param));
+            let b = g.map_or(String::new(), |g| format!("buffer #{} ", g.buffer.id));
+            warnings.push(format!("{b}is not promoted: {}", w.reason));
+        }
+        Ok(Fused { entry, args, accessors, cache_hit: !built.get(), warnings })
+    }
+}
+
+/// A cache miss: the legality check, the fusion and the build.
+fn build(
+    ctx: &Context,
+    input: &Input,
+    spec: FusionSpec,
+    members: &[Member],
+) -> Result<FusedEntry, String> {
+    let per_item = input.legal(&spec, members)?;
+    // A barrier between the entries orders nothing when every buffer they share is accessed
+    // per work-item (and no entry uses local memory or barriers itself): leave it out, as
+    // `no_barriers` would (on the cpu device a barrier also turns the work-item loop into
+    // resumable frames).
+    let local = spec.promote.iter().any(|p| p.to == PromoteTo::Local)
+        || input.module.kernels.iter().any(|k| uses_work_group(k.body()));
+    let spec = if per_item && !local && spec.barriers == BarrierPolicy::WorkGroup {
+        FusionSpec { barriers: BarrierPolicy::None, ..spec }
+    } else {
+        spec
+    };
+    let fused = fuse_kernels(&input.module, &spec).map_err(|e| e.to_string())?;
+    let program = ctx
+        .build_program(&Module::new(vec![fused.kernel.clone()]), &[], "")
+        .map_err(|e| e.to_string())?;
+    let kernel = ctx.kernel(&program, fused.kernel.name()).map_err(|e| e.to_string())?;
+    Ok(FusedEntry { module: input.module.clone(), spec, fused, kernel })
+}
