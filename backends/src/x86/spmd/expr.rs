@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Scalar, Stmt, StmtNode, Type, UnOp};
 
-use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
+use super::{lane_type, no, scalar, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
 use crate::x86::gen::Site;
 use crate::x86::rt;
 
@@ -122,8 +122,9 @@ fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
         // Integer division can fault too.
         ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
         ExprNode::Binary { a, b, .. } => has_checked_load(a, names) || has_checked_load(b, names),
-        ExprNode::Unary { a, .. } => has_checked_load(a, names),
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => has_checked_load(a, names),
         ExprNode::Intrinsic { args, .. } => args.iter().any(|a| has_checked_load(a, names)),
+        ExprNode::Select { cond, a, b } => [cond, a, b].iter().any(|x| has_checked_load(x, names)),
         // Other nodes are outside the class (the kernel gets no vector code).
         _ => false,
     }
@@ -148,6 +149,8 @@ pub(super) fn needs_alive(stmts: &[Stmt], names: &HashSet<String>) -> bool {
                 || otherwise.as_ref().is_some_and(|o| needs_alive(o.stmts(), names))
         }
         StmtNode::Block(v) => needs_alive(v, names),
+        // Atomics check their indices.
+        StmtNode::Call { func, .. } => matches!(func.kind(), kiln_ir::FuncKind::Atomic(_)),
         _ => false,
     })
 }
@@ -186,6 +189,16 @@ impl V {
                 }
             }
             ExprNode::Load { index, .. } if self.kind(index) == Kind::Uniform => Kind::Uniform,
+            // Anything else of uniform operands (see `uniform::uniform`).
+            ExprNode::Binary { .. }
+            | ExprNode::Unary { .. }
+            | ExprNode::Cast { .. }
+            | ExprNode::Select { .. }
+            | ExprNode::Intrinsic { .. }
+                if uniform::operands(e).iter().all(|x| self.kind(x) == Kind::Uniform) =>
+            {
+                Kind::Uniform
+            }
             _ => Kind::Div,
         }
     }
@@ -217,8 +230,20 @@ impl V {
             ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { kind: Builtin::GroupId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
+            // A division that can fault is computed in the batch loop, where faults are
+            // reported.
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
+                if a.ty() != Type::F32 && !scalar::safe_divisor_expr(b) =>
+            {
+                false
+            }
             ExprNode::Binary { op, a, b } => {
                 !op.is_comparison() && self.invariant(a) && self.invariant(b)
+            }
+            ExprNode::Unary { .. } | ExprNode::Cast { .. } | ExprNode::Intrinsic { .. }
+                if e.ty() != Type::BOOL =>
+            {
+                uniform::operands(e).iter().all(|x| x.ty() != Type::BOOL && self.invariant(x))
             }
             _ => false,
         }
@@ -244,6 +269,12 @@ impl V {
         if let Some(d) = desugar(e) {
             return self.need(&d);
         }
+        if e.ty() == Type::BOOL {
+            return self.need_cond(e);
+        }
+        if let Some(n) = self.need_op(e) {
+            return n;
+        }
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() || op.is_logical() => {
                 self.need_cond(e)
@@ -264,7 +295,10 @@ impl V {
     }
 
     /// Registers needed to compute condition `e` into a lane mask.
-    fn need_cond(&self, e: &Expr) -> usize {
+    pub(super) fn need_cond(&self, e: &Expr) -> usize {
+        if let Some(n) = self.need_op_cond(e) {
+            return n;
+        }
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() => {
                 self.need(a).max(self.need(b) + 1)
@@ -330,6 +364,10 @@ impl V {
 
     /// Evaluates `e` into `ymm{d}`, with `ymm{d+1}..` as temporaries.
     pub(super) fn expr(&mut self, e: &Expr, d: usize) -> R<()> {
+        if e.ty() == Type::BOOL {
+            // A lane mask.
+            return self.cond(e, d);
+        }
         if !lane_type(e.ty()) {
             return no(format!("a value of type {}", e.ty()));
         }
@@ -337,9 +375,6 @@ impl V {
             return self.expr(&plain, d);
         }
         match e.node() {
-            ExprNode::Binary { op, .. } if op.is_comparison() || op.is_logical() => {
-                return no("a bool value");
-            }
             ExprNode::Var(v) => {
                 if let Some(Loc::Scalar(off)) = self.find(v.name()).map(|b| b.loc) {
                     // A uniform value meeting divergent ones: broadcast from its dword.
@@ -363,7 +398,14 @@ impl V {
             {
                 return self.uniform_div(e, *op == BinOp::Rem, a, b, d);
             }
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => {
+                return self.op_expr(e, d);
+            }
             ExprNode::Binary { op, a, b } => return self.binary(*op, a, b, d),
+            ExprNode::Select { .. }
+            | ExprNode::Unary { .. }
+            | ExprNode::Cast { .. }
+            | ExprNode::Intrinsic { .. } => return self.op_expr(e, d),
             ExprNode::Load { buf, index } if !self.is_leaf(e) => {
                 return self.load(buf, index, e.ty(), d);
             }
@@ -516,7 +558,10 @@ impl V {
     /// Evaluates a condition into `ymm{d}` as a lane mask (all ones where true). Float
     /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
     /// NaN), as the scalar comparisons are.
-    fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+    pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        if let Some(r) = self.op_cond(e, d) {
+            return r;
+        }
         let ones = self.imm_slot(u32::MAX);
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() => {

@@ -31,7 +31,7 @@ impl V {
     }
 
     /// The base register of table `t` (checked accesses need one).
-    fn base(&mut self, t: u32) -> R<AsmRegister64> {
+    pub(super) fn base(&mut self, t: u32) -> R<AsmRegister64> {
         match BASES.get(self.based_pos(t)) {
             Some(&r) => Ok(r),
             None => no(format!("more than {} buffers", BASES.len())),
@@ -98,7 +98,7 @@ impl V {
 
     /// Checks the indices in `ymm{idx}` against table `t`'s length in the lanes of
     /// `ymm{act}` (using `ymm{f}`); faulting lanes are reported and leave `act`.
-    fn check(
+    pub(super) fn check(
         &mut self,
         idx: usize,
         act: usize,

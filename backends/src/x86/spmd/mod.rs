@@ -60,9 +60,11 @@
 //! kind with a defined result) gives the interpreter's result: no work-item reads what
 //! another one of the same launch writes without a barrier.
 
+mod atomic;
 mod ctl;
 mod expr;
 mod mem;
+mod ops;
 mod scalar;
 mod uniform;
 
@@ -217,7 +219,8 @@ struct V {
     accessed: Vec<u32>,
     /// Values broadcast before the loop and their slots; the key's second part says what
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
-    /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast.
+    /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
+    /// 64-bit constant broadcast to the four qwords.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
@@ -247,10 +250,19 @@ struct V {
     resume: i32,
     /// Barriers generated so far.
     barriers: u32,
+    /// Why the kernel's atomics cannot run in batch order, if they cannot (see
+    /// `atomic.rs`).
+    atomic_problem: Option<String>,
 }
 
+/// The types of lane values in memory and parameters.
 fn lane_type(t: Type) -> bool {
     matches!(t.scalar(), Some(Scalar::F32 | Scalar::I32 | Scalar::U32))
+}
+
+/// The types of `let`s and `var`s: lane types, and `bool` as a lane mask.
+fn value_type(t: Type) -> bool {
+    lane_type(t) || t == Type::BOOL
 }
 
 /// The vector code for `k`, or why it has none; `param_slots` are the scalar frame's
@@ -308,6 +320,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         next_batch,
         resume: 0,
         barriers: 0,
+        atomic_problem: atomic::batch_order_problem(k),
     };
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
@@ -321,7 +334,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
                 table += 1;
             }
             (Type::Ptr(..), _) => table += 1,
-            (_, Some(s)) if lane_type(p.ty()) => v.params.push((p.name().to_string(), *s)),
+            (_, Some(s)) if value_type(p.ty()) => v.params.push((p.name().to_string(), *s)),
             _ => {}
         }
     }
@@ -402,7 +415,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     // shadowing) is not hoisted.
     for s in k.body().stmts() {
         let other = match s.node() {
-            StmtNode::Let { var, value } if lane_type(var.ty()) && v.invariant(value) => {
+            StmtNode::Let { var, value } if value_type(var.ty()) && v.invariant(value) => {
                 let (loc, dword) = v.bind_let(var, value, Kind::Uniform, true)?;
                 v.hoisted.push((s.addr(), loc, dword));
                 None
@@ -482,6 +495,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         match what {
             1 => v.a.vbroadcastss(ymm0, dword_ptr(r13 + key as i32))?,
             2 => v.a.vbroadcastss(ymm0, dword_ptr(r12 + key as i32))?,
+            4 => {
+                v.a.mov(rax, key)?;
+                v.a.vmovq(xmm0, rax)?;
+                v.a.vpbroadcastq(ymm0, xmm0)?;
+            }
             3 => {
                 v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;
                 v.a.sub(eax, 1)?;
@@ -577,7 +595,7 @@ impl V {
             self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None, dword: None });
             return Ok((Loc::Reg(GID), None));
         }
-        if !lane_type(var.ty()) {
+        if !value_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
         let mut dword = None;
@@ -655,7 +673,7 @@ impl V {
                 self.bind_let(var, value, kind, false)?;
             }
             StmtNode::Decl { var, init } => {
-                if !lane_type(var.ty()) {
+                if !value_type(var.ty()) {
                     return no(format!("`{}` has type {}", var.name(), var.ty()));
                 }
                 let kind = self.var_kind(var, init)?;
@@ -687,11 +705,11 @@ impl V {
                 self.for_loop(var, lo, hi, step, body.stmts())?
             }
             StmtNode::Block(v) => self.block(v)?,
-            StmtNode::Call { func, .. } => match func.kind() {
+            StmtNode::Call { func, result, args } => match func.kind() {
                 kiln_ir::FuncKind::Barrier(_) => self.barrier()?,
                 // Execution is in order per batch: memory is always consistent.
                 kiln_ir::FuncKind::Fence(_) => {}
-                _ => return no(format!("`{func}`")),
+                kiln_ir::FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
             },
             StmtNode::Alloc { var, .. } => {
                 if self.buf(var).is_none() {
