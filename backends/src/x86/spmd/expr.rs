@@ -249,6 +249,30 @@ impl V {
         }
     }
 
+    /// True if `a` must be evaluated before `b` (both can fault: the interpreter reports
+    /// the left one's fault first when one lane has both). [`V::need`] counts the registers
+    /// of that order for such operands.
+    fn in_order(&self, a: &Expr, b: &Expr) -> bool {
+        self.may_fault(a) && self.may_fault(b)
+    }
+
+    /// True if computing `e` can fault: a checked load (any but at exactly
+    /// `global_id(0)`) or an integer division by anything but a safe constant.
+    fn may_fault(&self, e: &Expr) -> bool {
+        if let Some(d) = desugar(e) {
+            return self.may_fault(&d);
+        }
+        match e.node() {
+            ExprNode::Load { index, .. } => self.kind(index) != Kind::Gid0 || self.may_fault(index),
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
+                if a.ty() != Type::F32 && !scalar::safe_divisor_expr(b) =>
+            {
+                true
+            }
+            _ => uniform::operands(e).iter().any(|x| self.may_fault(x)),
+        }
+    }
+
     /// True if `e` can be an instruction's second source as it is.
     fn is_leaf(&self, e: &Expr) -> bool {
         match e.node() {
@@ -282,8 +306,11 @@ impl V {
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } if a.ty() != Type::F32 => {
                 self.need(a).max(self.need(b) + 1).max(3)
             }
-            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
+            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } if !self.in_order(a, b) => {
                 self.need(a).max(self.need(b)).max(self.need(a).min(self.need(b)) + 1)
+            }
+            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
+                self.need(a).max(self.need(b) + 1)
             }
             ExprNode::Binary { a, b, .. } => {
                 let nb = if self.is_leaf(b) { 0 } else { self.need(b) };
@@ -454,7 +481,7 @@ impl V {
         let (first, s) = if self.is_leaf(b) {
             self.expr(a, d)?;
             (d, self.src(b)?)
-        } else if self.need(a) >= self.need(b) {
+        } else if self.need(a) >= self.need(b) || self.in_order(a, b) {
             self.expr(a, d)?;
             self.expr(b, d + 1)?;
             (d, Src::Reg(d + 1))
@@ -536,7 +563,7 @@ impl V {
     /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,
     /// one of them `ymm{d}`.
     fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> R<(usize, usize)> {
-        if self.need(a) >= self.need(b) {
+        if self.need(a) >= self.need(b) || self.in_order(a, b) {
             self.expr(a, d)?;
             self.expr(b, d + 1)?;
             Ok((d, d + 1))

@@ -6,14 +6,17 @@
 //!
 //! A kernel gets vector code when its body is `let`s, `var`s and assignments, stores,
 //! `if`/`else`, `while` and `for` (a `for` whose bounds and step are batch-uniform, see
-//! `uniform.rs`), on `f32`, `i32` and `u32` values (`+ - *`, `/` on f32, `& | ^` on
-//! integers, comparisons and `! && ||`), with operands that are scalar parameters,
-//! constants, built-in ids and sizes, and loads and stores of global `f32`/`i32`/`u32`
-//! buffers at `i32`/`u32` indices (at most six buffers with checked accesses). Anything
-//! else — barriers, local and private arrays, atomics, 64-bit values, integer division,
-//! shifts, casts, intrinsics, a `for` whose bounds differ between lanes — makes the
-//! whole kernel run on the scalar code, and [`generate`] says why (`kiln emit --target
-//! x86` prints it).
+//! `uniform.rs`), barriers under batch-uniform control, local arrays, and atomics whose
+//! order between work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool`
+//! values (`bool`s as lane masks): every operator (`/` and `%` on integers per lane,
+//! shifts by per-lane counts), `select`, the casts between these types and the
+//! intrinsics `min`, `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`),
+//! with operands that are scalar parameters, constants, built-in ids and sizes, and loads
+//! and stores of global and local `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at
+//! most six buffers with checked accesses). Anything else — 64-bit values and other
+//! types, private arrays, the transcendental functions, a `for` whose bounds differ
+//! between lanes, a barrier under divergent control — makes the whole kernel run on the
+//! scalar code, and [`generate`] says why (`kiln emit --target x86` prints it).
 //!
 //! ## Code shape
 //!
@@ -54,7 +57,11 @@
 //! ## Why this is exact
 //!
 //! f32 lane arithmetic and comparisons are the scalar code's IEEE operations (quiet
-//! predicates, no contraction); integer lanes wrap at 32 bits. `let`s under a branch are
+//! predicates, no contraction); integer lanes wrap at 32 bits; the operations of `ops.rs`
+//! are `kiln_ir::eval`'s bit for bit (NaN and signed-zero rules of `min`/`max`,
+//! saturating casts, integer division through an exact f64 quotient). Where two operands
+//! can fault, the left one is computed first, so that a lane faulting in both reports the
+//! interpreter's fault. `let`s under a branch are
 //! computed in every lane: they are pure, loads in them are masked, and only stores have
 //! effects. Lanes of one batch run interleaved, which for a race-free kernel (the only
 //! kind with a defined result) gives the interpreter's result: no work-item reads what
