@@ -232,6 +232,25 @@ fn integer_division_per_lane_reports_the_interpreters_error() {
     assert_eq!(agree(&k, &r, &args(1.0, 1, 1, true), &bufs()), avx2());
 }
 
+#[test]
+fn for_loops_with_bounds_per_lane_agree() {
+    for body in [
+        "var acc: f32 = 0.0;
+         for j: u32 in (i & 7u32) .. (d[i] & 15u32) step (g[i] & 3u32) + 1u32 { acc = acc + (j as f32); }
+         of[i] = acc;",
+        // Counters that would wrap past the type's end stop, as the interpreter's never wrap.
+        "for j: u32 in d[i] .. 4294967295u32 step 2147483648u32 { ou[i] = ou[i] + 1u32; }
+         for j: i32 in c[i] .. 2147483647i32 step 1073741824i32 { oi[i] = oi[i] + 1i32; }",
+        // Under a divergent branch, the counter indexing a buffer (out of bounds at the end).
+        "if c[i] > 0i32 { for j: u32 in 0u32 .. (i & 3u32) + m { of[i] = of[i] + a[j + i]; } }",
+        // A step that is not positive in some lanes: the lowest active one is reported.
+        "for j: i32 in c[i] .. n step (e[i] & 3i32) { oi[i] = oi[i] + j; }",
+        "if (i & 1u32) == 1u32 { for j: u32 in 0u32 .. 5u32 step (d[i] & 1u32) { ou[i] = j; } }",
+    ] {
+        run_cases(body);
+    }
+}
+
 /// The kinds of kernels of issue 24's table that fell back to the scalar code for `max`,
 /// `sqrt`/`abs`/`select`, a cast and atomics: all must have 8-lane code now.
 #[test]

@@ -5,8 +5,8 @@
 //! ## The class
 //!
 //! A kernel gets vector code when its body is `let`s, `var`s and assignments, stores,
-//! `if`/`else`, `while` and `for` (a `for` whose bounds and step are batch-uniform, see
-//! `uniform.rs`), barriers under batch-uniform control, local arrays, and atomics whose
+//! `if`/`else`, `while` and `for` (with batch-uniform bounds and step, see `uniform.rs`, a
+//! scalar counter; else a counter per lane under a loop mask), barriers under batch-uniform control, local arrays, and atomics whose
 //! order between work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool`
 //! values (`bool`s as lane masks): every operator (`/` and `%` on integers per lane,
 //! shifts by per-lane counts), `select`, the casts between these types and the
@@ -14,9 +14,8 @@
 //! with operands that are scalar parameters, constants, built-in ids and sizes, and loads
 //! and stores of global and local `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at
 //! most six buffers with checked accesses). Anything else — 64-bit values and other
-//! types, private arrays, the transcendental functions, a `for` whose bounds differ
-//! between lanes, a barrier under divergent control — makes the whole kernel run on the
-//! scalar code, and [`generate`] says why (`kiln emit --target x86` prints it).
+//! types, private arrays, the transcendental functions, a barrier under divergent
+//! control — makes the whole kernel run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints it).
 //!
 //! ## Code shape
 //!
