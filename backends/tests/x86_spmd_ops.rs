@@ -251,6 +251,65 @@ fn for_loops_with_bounds_per_lane_agree() {
     }
 }
 
+#[test]
+fn private_arrays_are_per_lane() {
+    for body in [
+        // Each lane its own array, zeroed at the declaration, indexed per lane (out of
+        // bounds for some lanes: the lowest is reported).
+        "private p: f32[8];
+         p[i & 7u32] = a[i];
+         p[(i + 3u32) & 7u32] = p[(i + 3u32) & 7u32] + b[i];
+         of[i] = p[i & 7u32] + p[(i + 3u32) & 7u32] + p[1];",
+        "private q: i32[4];
+         for j: u32 in 0u32 .. 4u32 { q[j] = c[i] * (j as i32); }
+         var s2: i32 = 0i32;
+         for j: u32 in 0u32 .. (d[i] & 3u32) + 1u32 { s2 = s2 + q[j]; }
+         oi[i] = s2;",
+        "private r: u32[3];
+         if c[i] > 0i32 { r[d[i] & 3u32] = d[i]; }
+         ou[i] = r[g[i] & 1u32] + r[2];",
+        // Declared in a loop: zeroed on every iteration.
+        "for j: u32 in 0u32 .. 3u32 {
+           private t: u32[2];
+           t[j & 1u32] = t[j & 1u32] + j + 1u32;
+           ou[i] = ou[i] + t[0] * 10u32 + t[1];
+         }",
+    ] {
+        run_cases(body);
+    }
+}
+
+#[test]
+fn images_keep_private_arrays_and_the_fma_feature() {
+    let k = ops_kernel(
+        "private p: f32[4];
+         p[d[i] & 3u32] = fma(a[i], b[i], s);
+         of[i] = p[g[i] & 3u32] + p[0];",
+    );
+    let p = compile(&k, &X86Options::default()).unwrap();
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: no vector code to store");
+        return;
+    }
+    assert!(p.has_spmd(), "{}", p.disassemble());
+    assert_eq!(p.required_features(), ["avx2", "fma"]);
+    let q = kiln_backends::x86::X86Program::from_image(p.kernel(), &p.to_image().unwrap()).unwrap();
+    assert_eq!(q.required_features(), p.required_features());
+    let r = NdRange::new(&[64]).with_local(&[16]);
+    let a = args(0.5, 0, 0, true);
+    let mut want = bufs();
+    let want_r = kiln_ir::interp::run(&k, &r, &a, &mut want);
+    let mut got = bufs();
+    let before = kiln_backends::x86::lane_groups_on_this_thread();
+    assert_eq!(q.run(&r, &a, &mut got), want_r);
+    // Every group on the lanes (a private array's length fits their checks).
+    assert_eq!(kiln_backends::x86::lane_groups_on_this_thread() - before, 4);
+    kiln_ir::testing::results_match(&want, &got).unwrap();
+    // Without fma, no feature beyond AVX2.
+    let k = ops_kernel("private p: f32[4]; p[1] = a[i]; of[i] = p[1] * s;");
+    assert_eq!(compile(&k, &X86Options::default()).unwrap().required_features(), ["avx2"]);
+}
+
 /// The kinds of kernels of issue 24's table that fell back to the scalar code for `max`,
 /// `sqrt`/`abs`/`select`, a cast and atomics: all must have 8-lane code now.
 #[test]

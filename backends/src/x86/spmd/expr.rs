@@ -188,7 +188,12 @@ impl V {
                     Kind::Div
                 }
             }
-            ExprNode::Load { index, .. } if self.kind(index) == Kind::Uniform => Kind::Uniform,
+            // (Each lane has its own private array.)
+            ExprNode::Load { buf, index }
+                if self.kind(index) == Kind::Uniform && self.private(buf).is_none() =>
+            {
+                Kind::Uniform
+            }
             // Anything else of uniform operands (see `uniform::uniform`).
             ExprNode::Binary { .. }
             | ExprNode::Unary { .. }
@@ -205,8 +210,12 @@ impl V {
 
     /// True if condition `e` is the same in every lane.
     pub(super) fn uniform_cond(&self, e: &Expr) -> bool {
+        // Buffer parameters and local arrays: the same memory in every lane.
         uniform::uniform_cond(e, &|n| {
-            self.find(n).map_or(self.params.iter().any(|p| p.0 == n), |b| b.kind == Kind::Uniform)
+            self.find(n).map_or(
+                self.params.iter().any(|p| p.0 == n) || self.bufs.iter().any(|b| b.0 == n),
+                |b| b.kind == Kind::Uniform,
+            )
         })
     }
 
@@ -263,7 +272,11 @@ impl V {
             return self.may_fault(&d);
         }
         match e.node() {
-            ExprNode::Load { index, .. } => self.kind(index) != Kind::Gid0 || self.may_fault(index),
+            ExprNode::Load { buf, index } => {
+                self.kind(index) != Kind::Gid0
+                    || self.private(buf).is_some()
+                    || self.may_fault(index)
+            }
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
                 if a.ty() != Type::F32 && !scalar::safe_divisor_expr(b) =>
             {
@@ -283,7 +296,9 @@ impl V {
             ExprNode::Imm(_) => true,
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
-            ExprNode::Load { index, .. } => self.kind(index) == Kind::Gid0,
+            ExprNode::Load { buf, index } => {
+                self.kind(index) == Kind::Gid0 && self.private(buf).is_none()
+            }
             _ => false,
         }
     }
@@ -434,6 +449,9 @@ impl V {
             | ExprNode::Cast { .. }
             | ExprNode::Intrinsic { .. } => return self.op_expr(e, d),
             ExprNode::Load { buf, index } if !self.is_leaf(e) => {
+                if let Some(p) = self.private(buf) {
+                    return self.load_private(&p, index, e.ty(), d);
+                }
                 return self.load(buf, index, e.ty(), d);
             }
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => {

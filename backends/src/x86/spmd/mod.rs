@@ -6,16 +6,18 @@
 //!
 //! A kernel gets vector code when its body is `let`s, `var`s and assignments, stores,
 //! `if`/`else`, `while` and `for` (with batch-uniform bounds and step, see `uniform.rs`, a
-//! scalar counter; else a counter per lane under a loop mask), barriers under batch-uniform control, local arrays, and atomics whose
-//! order between work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool`
-//! values (`bool`s as lane masks): every operator (`/` and `%` on integers per lane,
-//! shifts by per-lane counts), `select`, the casts between these types and the
-//! intrinsics `min`, `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`),
-//! with operands that are scalar parameters, constants, built-in ids and sizes, and loads
-//! and stores of global and local `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at
-//! most six buffers with checked accesses). Anything else — 64-bit values and other
-//! types, private arrays, the transcendental functions, a barrier under divergent
-//! control — makes the whole kernel run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints it).
+//! scalar counter; else a counter per lane under a loop mask), barriers under
+//! batch-uniform control, local and private arrays, and atomics whose order between
+//! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
+//! (`bool`s as lane masks): every operator (`/` and `%` on integers per lane, shifts by
+//! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
+//! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`), with operands that
+//! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
+//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
+//! buffers with checked accesses). Anything else — 64-bit values and other types, the
+//! transcendental functions, a barrier under divergent control — makes the whole kernel
+//! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
+//! it).
 //!
 //! ## Code shape
 //!
@@ -103,6 +105,8 @@ pub(crate) struct Spmd {
     pub local_bytes: usize,
     /// Barrier statements: a call then runs one batch up to its next barrier.
     pub n_barriers: u32,
+    /// True if the code has FMA3 instructions.
+    pub fma: bool,
 }
 
 /// Why a kernel gets no vector code, or an assembler error.
@@ -259,6 +263,22 @@ struct V {
     /// Why the kernel's atomics cannot run in batch order, if they cannot (see
     /// `atomic.rs`).
     atomic_problem: Option<String>,
+    /// Private arrays declared so far (see `mem.rs`).
+    privs: Vec<Priv>,
+    /// The code has FMA3 instructions.
+    fma: bool,
+}
+
+/// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
+/// vector frame.
+#[derive(Clone)]
+struct Priv {
+    name: String,
+    elem: Scalar,
+    off: i32,
+    count: u32,
+    /// Its position in the memory table (for fault sites).
+    mem: u32,
 }
 
 /// The types of lane values in memory and parameters.
@@ -327,6 +347,8 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         resume: 0,
         barriers: 0,
         atomic_problem: atomic::batch_order_problem(k),
+        privs: Vec::new(),
+        fma: false,
     };
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
@@ -367,7 +389,9 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
             }
         }
     }
-    v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()));
+    // Private array accesses are always checked.
+    v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()))
+        || mem::has_private(k.body());
     v.alive = v.slot();
     v.tmp_i = v.slot();
     v.tmp_v = v.slot();
@@ -543,6 +567,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         mems: v.mems,
         local_bytes,
         n_barriers,
+        fma: v.fma,
     })
 }
 
@@ -717,8 +742,10 @@ impl V {
                 kiln_ir::FuncKind::Fence(_) => {}
                 kiln_ir::FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
             },
-            StmtNode::Alloc { var, .. } => {
-                if self.buf(var).is_none() {
+            StmtNode::Alloc { var, count } => {
+                if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
+                    self.alloc_private(var, *count)?;
+                } else if self.buf(var).is_none() {
                     return no(format!("array `{}` ({})", var.name(), var.ty()));
                 }
             }

@@ -349,7 +349,10 @@ impl V {
             // One rounding. The interpreter's `mul_add` is libm's `fmaf`, which on an FMA3
             // CPU is `vfmadd213ss a, b, c` (a = b * a + c): the same instruction with the
             // same operands picks the same NaN when several are.
-            (Intrinsic::Fma, _) => self.a.vfmadd213ps(x, y, YMM[d + 2])?,
+            (Intrinsic::Fma, _) => {
+                self.fma = true;
+                self.a.vfmadd213ps(x, y, YMM[d + 2])?
+            }
             _ => return no(format!("`{}` on {}", op.name(), first.ty())),
         }
         Ok(())

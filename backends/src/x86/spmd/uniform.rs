@@ -58,7 +58,8 @@ fn uniform(e: &Expr, is_uniform: &dyn Fn(&str) -> bool) -> bool {
         ExprNode::Var(v) => is_uniform(v.name()),
         ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
         ExprNode::Builtin { .. } => true,
-        ExprNode::Load { index, .. } => uniform(index, is_uniform),
+        // The same element of the same memory: not of a private array (one per lane).
+        ExprNode::Load { buf, index } => is_uniform(buf.name()) && uniform(index, is_uniform),
         // Operations of uniform operands (comparisons, casts, intrinsics, selects
         // included): computed the same in every lane.
         ExprNode::Binary { .. }
@@ -167,6 +168,11 @@ impl Walk<'_> {
             StmtNode::Block(v) => self.block(v, dctl),
             StmtNode::Call { result: Some(r), .. } => {
                 self.scope.push(Entry { name: r.name().to_string(), uniform: false, decl: None });
+            }
+            // A local array is the same memory in every lane, a private one is not.
+            StmtNode::Alloc { var, .. } => {
+                let uniform = matches!(var.ty(), kiln_ir::Type::Ptr(kiln_ir::AddrSpace::Local, _));
+                self.scope.push(Entry { name: var.name().to_string(), uniform, decl: None });
             }
             _ => {}
         }
