@@ -1,6 +1,7 @@
 //! Atomics on the lanes: the indices and operands are computed and checked in lanes, then
-//! each active lane performs its operation in lane order, a `lock`ed scalar instruction
-//! (other threads may run other groups on the same buffer).
+//! each active lane performs its operation in lane order, a scalar instruction, `lock`ed
+//! on buffers (other threads may run other groups on the same buffer), not on local
+//! arrays (one thread runs a group).
 //!
 //! Within a batch the lanes run one statement after another, so a work-item's second
 //! atomic comes after every lane's first, where the interpreter runs each work-item's
@@ -146,6 +147,7 @@ impl V {
         self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
         let base = self.base(t)?;
         let float = elem == Type::F32;
+        let shared = self.mems.get(self.mem_of(t) as usize).is_none_or(|m| m.local.is_none());
         let int_signed = elem == Type::I32;
         for lane in 0..8 {
             let l = 4 * lane;
@@ -163,7 +165,11 @@ impl V {
                     if op == AtomicOp::Sub {
                         a.neg(r11d)?;
                     }
-                    a.lock().xadd(dword_ptr(r10), r11d)?;
+                    if shared {
+                        a.lock().xadd(dword_ptr(r10), r11d)?;
+                    } else {
+                        a.xadd(dword_ptr(r10), r11d)?;
+                    }
                     a.mov(eax, r11d)?;
                 }
                 AtomicOp::Xchg => {
@@ -173,7 +179,11 @@ impl V {
                 AtomicOp::CmpXchg => {
                     a.mov(eax, dword_ptr(r15 + (o_cmp + l)))?;
                     a.mov(r11d, v)?;
-                    a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                    if shared {
+                        a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                    } else {
+                        a.cmpxchg(dword_ptr(r10), r11d)?;
+                    }
                 }
                 _ => {
                     // Compare-and-swap loop: eax the old value, r11d the new one.
@@ -202,7 +212,11 @@ impl V {
                             a.vmovd(r11d, xmm0)?;
                         }
                     }
-                    a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                    if shared {
+                        a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                    } else {
+                        a.cmpxchg(dword_ptr(r10), r11d)?;
+                    }
                     a.jne(retry)?;
                 }
             }

@@ -181,7 +181,7 @@ impl V {
     }
 
     /// The memory-table position of table `t` (for the fault site).
-    fn mem_of(&self, t: u32) -> u32 {
+    pub(super) fn mem_of(&self, t: u32) -> u32 {
         self.mems.iter().position(|m| matches!(m.kind, MemKind::Table(x) if x == t)).unwrap_or(0)
             as u32
     }
