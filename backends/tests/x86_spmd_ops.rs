@@ -2,7 +2,8 @@
 //! the interpreter's NaN and signed-zero rules, `abs`, `sqrt`, `fma`, `floor`/`ceil`/
 //! `trunc`, `select`, negation, `bool` values as lane masks, every cast between f32, i32,
 //! u32 and bool (saturating, NaN to 0, u32 to f32 correctly rounded), integer `/` and `%`
-//! with per-lane divisors (zero divisors, i32::MIN / -1) and atomics — against its scalar
+//! with per-lane divisors (zero divisors, i32::MIN / -1), `for` loops with bounds per lane,
+//! private arrays and atomics — against its scalar
 //! code and the interpreter, bits and errors compared: hand cases over edge values, random
 //! kernels using every one of these operations, and the kernels of issue 24's table that
 //! must now get vector code (so that a fall back to the scalar code fails here).
@@ -527,9 +528,13 @@ proptest! {
         n in prop::sample::select(vec![0i32, -1, 5]),
         m in prop::sample::select(vec![0u32, 3, u32::MAX]),
     ) {
+        // Also a private array and a `for` with bounds per lane.
         let k = ops_kernel(&format!(
             "let p: bool = {bv};
-             of[i] = {fv};
+             private pa: f32[4];
+             pa[d[i] & 3u32] = {fv};
+             for j: u32 in (d[i] & 3u32) .. (g[i] & 7u32) {{ pa[j & 3u32] = pa[j & 3u32] + 0.5; }}
+             of[i] = pa[g[i] & 3u32] + pa[0];
              if p {{ oi[i] = {iv}; }} else {{ ou[i] = {uv}; }}"
         ));
         let has = agree(&k, &NdRange::new(&[64]).with_local(&[local]), &args(s, n, m, true), &bufs());
