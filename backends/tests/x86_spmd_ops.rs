@@ -2,11 +2,11 @@
 //! the interpreter's NaN and signed-zero rules, `abs`, `sqrt`, `fma`, `floor`/`ceil`/
 //! `trunc`, `select`, negation, `bool` values as lane masks, every cast between f32, i32,
 //! u32 and bool (saturating, NaN to 0, u32 to f32 correctly rounded), integer `/` and `%`
-//! with per-lane divisors (zero divisors, i32::MIN / -1), `for` loops with bounds per lane,
-//! private arrays and atomics — against its scalar
-//! code and the interpreter, bits and errors compared: hand cases over edge values, random
-//! kernels using every one of these operations, and the kernels of issue 24's table that
-//! must now get vector code (so that a fall back to the scalar code fails here).
+//! with per-lane divisors (zero divisors, i32::MIN / -1), `for` loops with bounds per
+//! lane, private arrays and atomics — against its scalar code and the interpreter, bits
+//! and errors compared: hand cases over edge values, random kernels using every one of
+//! these operations, and the kernels of issue 24's table that must now get vector code
+//! (so that a fall back to the scalar code fails here).
 //!
 //! `X86_SPMD_OPS_CASES=N` raises the number of random kernels (default 96).
 #![cfg(target_arch = "x86_64")]
