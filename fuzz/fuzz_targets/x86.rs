@@ -3,7 +3,8 @@
 //! each with the AVX2 lanes where the kernel qualifies and scalar only, run in this process
 //! and compared with the interpreter. The same bytes also pick a kernel of the 8-lane
 //! class (loops, divergent branches, gathers, scatters, a local array and a barrier, with
-//! indices that may be out of bounds), compared the same way, errors included. A crash
+//! indices that may be out of bounds, one of the lane operations beyond `+ - *` and a `for`
+//! with bounds per lane), compared the same way, errors included. A crash
 //! here is a host crash the backend promised never to cause.
 #![no_main]
 
@@ -22,6 +23,19 @@ fn lanes_case(data: &[u8]) {
         "(i * 3u32)", "n", "(ix[x & 63u32] + 2u32)", "(i + n)",
     ];
     let ix = |k: usize| INDEX[byte(k) % INDEX.len()];
+    // Operations of the lanes beyond + - *: min/max, abs/sqrt/fma/rounding, select, casts
+    // (saturating), integer division by divisors that may be 0 or -1, a `for` per lane.
+    const OPS: [&str; 8] = [
+        "acc + a[i & 63u32]",
+        "max(acc, a[x & 63u32]) - min(acc, 0.5)",
+        "select(acc > 1.0, sqrt(abs(acc)), fma(acc, 0.5, (x as f32)))",
+        "acc + ((((x as i32) % (((x & 3u32) as i32) - 1i32)) as f32))",
+        "acc + (((acc * 1.0e9) as u32) as f32) - trunc(acc) + (((acc * -3.0e9) as i32) as f32)",
+        "floor(acc * 0.5) + ((x >> 3u32) as f32) * ceil(-0.25)",
+        "acc + ((x / ((x & 7u32) + 1u32 - (i & 1u32))) as f32)",
+        "select((x as bool) != (acc < 0.0), -acc, acc * 2.0)",
+    ];
+    let op = OPS[byte(11) % OPS.len()];
     let cond = if byte(4) % 2 == 0 { "t < n" } else { "t < (x & 3u32) + n" };
     let src = format!(
         "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, ix: ptr<global, u32>, n: u32) {{
@@ -34,6 +48,8 @@ fn lanes_case(data: &[u8]) {
            sh[l] = acc;
            barrier(local);
            acc = acc + sh[(l + {}u32) & (local_size(0) - 1u32)];
+           acc = {op};
+           for k: u32 in (x & 3u32) .. (i & 7u32) {{ acc = acc + (k as f32) * 0.5; }}
            for j: u32 in 0u32 .. {}u32 {{
              var t: u32 = 0u32;
              while {cond} && t < 4u32 {{

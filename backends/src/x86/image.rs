@@ -307,12 +307,12 @@ fn check_locals(mems: &[MemInfo], local_bytes: usize) -> Res<()> {
 
 impl X86Program {
     /// The CPU features the program's code needs beyond x86-64's baseline (SSE2): `avx2`
-    /// when it has vector code.
+    /// when it has vector code, and `fma` when that has `fma` calls.
     pub fn required_features(&self) -> Vec<&'static str> {
-        if self.spmd.is_some() {
-            vec!["avx2"]
-        } else {
-            vec![]
+        match &self.spmd {
+            Some(v) if v.fma => vec!["avx2", "fma"],
+            Some(_) => vec!["avx2"],
+            None => vec![],
         }
     }
 
@@ -420,11 +420,13 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         ));
     }
     let checked = r.flag()?;
+    let mut fma = false;
     for _ in 0..r.u32()? {
         let f = r.str()?;
         if !cpu_has(&f) {
             return Err(format!("the code needs the CPU feature `{f}`, which this CPU lacks"));
         }
+        fma |= f == "fma";
     }
     let n = r.u32()? as usize;
     if n != params {
@@ -471,13 +473,19 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         let accessed: Vec<u32> = (0..r.u32()?).map(|_| r.u32()).collect::<Res<_>>()?;
         let mems = r.mems(params)?;
         check_params(&mems, sig)?;
-        if mems
-            .iter()
-            .any(|m| !matches!(m.kind, MemKind::Table(_)) || m.param.is_none() == m.local.is_none())
-        {
-            return Err(
-                "vector code memory that is neither a buffer parameter nor a local array".into()
-            );
+        if mems.iter().any(|m| match m.kind {
+            MemKind::Table(_) => m.param.is_none() == m.local.is_none(),
+            // A private array holds eight lanes of each element in the vector frame.
+            MemKind::Private { off, count } => {
+                m.param.is_some()
+                    || m.local.is_some()
+                    || off < 0
+                    || off as u64 + count as u64 * 32 > vframe_bytes as u64
+            }
+        }) {
+            return Err("vector code memory that is neither a buffer parameter, a local array \
+                 nor a private array in the vector frame"
+                .into());
         }
         if let Some(a) = accessed.iter().find(|&&a| a as usize >= mems.len()) {
             return Err(format!("vector code accesses memory {a} of {}", mems.len()));
@@ -503,6 +511,7 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
             per_group,
             local_bytes,
             n_barriers,
+            fma,
         })
     } else {
         None

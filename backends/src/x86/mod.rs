@@ -272,7 +272,7 @@ struct SpmdCode {
     code: ExecCode,
     vframe_bytes: usize,
     accessed: Vec<u32>,
-    /// The memory table of the kernel's parameters (the class has no arrays).
+    /// The memory table: the parameters, local and private arrays.
     mems: Vec<MemInfo>,
     /// Bytes of a scalar frame holding the parameters.
     frame_bytes: usize,
@@ -285,6 +285,8 @@ struct SpmdCode {
     local_bytes: usize,
     /// Barrier statements (then a call runs one batch up to its next barrier).
     n_barriers: u32,
+    /// True if the code has FMA3 instructions (the CPU feature `fma`).
+    fma: bool,
 }
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
@@ -396,6 +398,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
                 per_group: v.per_group,
                 local_bytes: v.local_bytes,
                 n_barriers: v.n_barriers,
+                fma: v.fma,
             })
         }
         None => None,
@@ -606,6 +609,10 @@ impl X86Program {
             (Some(Bound::Buffer(b)), _) => buffers[b].len as u64,
             (Some(Bound::Range { len, .. }), _) => len as u64,
             (None, Some((_, count))) => count as u64,
+            (None, None) => match m.kind {
+                MemKind::Private { count, .. } => count as u64,
+                MemKind::Table(_) => 0,
+            },
             _ => 0,
         };
         // Per parameter, the offset of a ranged buffer argument (bounds messages name it).

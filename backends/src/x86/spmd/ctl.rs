@@ -213,11 +213,11 @@ impl V {
         step: &Expr,
         body: &[Stmt],
     ) -> R<()> {
-        if [lo, hi, step].iter().any(|e| self.kind(e) != Kind::Uniform) {
-            return no(format!("`for {}` with bounds that differ between work-items", var.name()));
-        }
         if !lane_type(var.ty()) || var.ty() == Type::F32 {
             return no(format!("`for {}` over {}", var.name(), var.ty()));
+        }
+        if [lo, hi, step].iter().any(|e| self.kind(e) != Kind::Uniform) {
+            return self.divergent_for(var, lo, hi, step, body);
         }
         let signed = var.ty().scalar().is_some_and(Scalar::is_signed);
         let (cnt, end, inc) = (self.slot(), self.slot(), self.slot());
@@ -270,6 +270,84 @@ impl V {
         self.back_edge()?;
         self.a.jmp(top)?;
         self.bind(&mut exit)
+    }
+
+    /// A `for` whose bounds or step differ between lanes: a loop mask, as a divergent
+    /// `while`, over a counter per lane. The interpreter's counter never wraps (it stops
+    /// below `hi`): a lane whose next value would wrap past 2^32 (u32) or 2^31 (i32) leaves
+    /// the loop instead. A step that is not positive is an error of the lowest active lane
+    /// with one, after `lo`, `hi` and `step` are computed, as in the interpreter.
+    fn divergent_for(
+        &mut self,
+        var: &Var,
+        lo: &Expr,
+        hi: &Expr,
+        step: &Expr,
+        body: &[Stmt],
+    ) -> R<()> {
+        let signed = var.ty().scalar().is_some_and(Scalar::is_signed);
+        let (cnt, end, inc, lm) = (self.slot(), self.slot(), self.slot(), self.slot());
+        for (e, off) in [(lo, cnt), (hi, end), (step, inc)] {
+            self.expr_top(e, 0)?;
+            self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+        }
+        // Bad steps among the active lanes (ymm0 holds the steps).
+        self.active(1)?;
+        self.a.vpxor(ymm2, ymm2, ymm2)?;
+        if signed {
+            self.a.vpcmpgtd(ymm2, ymm0, ymm2)?;
+            self.a.vpandn(ymm2, ymm2, ymm1)?;
+        } else {
+            self.a.vpcmpeqd(ymm2, ymm0, ymm2)?;
+            self.a.vpand(ymm2, ymm2, ymm1)?;
+        }
+        let site = Site::ForStep { var: var.name().to_string(), signed };
+        self.fault_stub(0, 2, 1, rt::ERR_FOR_STEP, site, signed, None)?;
+        self.a.vmovups(ymmword_ptr(r15 + lm), ymm1)?;
+        let outer = self.mask;
+        self.mask = Some(lm);
+        self.dctl += 1;
+        let mut top = self.a.create_label();
+        let mut exit = self.a.create_label();
+        // Unsigned order is signed order with the sign bits flipped.
+        let sign = self.imm_slot(0x8000_0000);
+        self.bind(&mut top)?;
+        self.a.vmovups(ymm0, ymmword_ptr(r15 + cnt))?;
+        self.a.vmovups(ymm1, ymmword_ptr(r15 + end))?;
+        if !signed {
+            self.a.vpxor(ymm0, ymm0, ymmword_ptr(r15 + sign))?;
+            self.a.vpxor(ymm1, ymm1, ymmword_ptr(r15 + sign))?;
+        }
+        self.a.vpcmpgtd(ymm0, ymm1, ymm0)?;
+        self.a.vpand(ymm0, ymm0, ymmword_ptr(r15 + lm))?;
+        if self.may_fault {
+            self.a.vpand(ymm0, ymm0, ymmword_ptr(r15 + self.alive))?;
+        }
+        self.a.vmovups(ymmword_ptr(r15 + lm), ymm0)?;
+        self.a.vptest(ymm0, ymm0)?;
+        self.a.je(exit)?;
+        let name = var.name().to_string();
+        let loc = Loc::Slot(cnt);
+        self.lets.push(Bound { name, loc, kind: Kind::Div, decl: None, dword: None });
+        self.block(body)?;
+        self.lets.pop();
+        // Next values; lanes whose counter would wrap leave the loop.
+        self.a.vmovups(ymm0, ymmword_ptr(r15 + cnt))?;
+        self.a.vpaddd(ymm1, ymm0, ymmword_ptr(r15 + inc))?;
+        self.a.vmovups(ymmword_ptr(r15 + cnt), ymm1)?;
+        if !signed {
+            self.a.vpxor(ymm0, ymm0, ymmword_ptr(r15 + sign))?;
+            self.a.vpxor(ymm1, ymm1, ymmword_ptr(r15 + sign))?;
+        }
+        self.a.vpcmpgtd(ymm0, ymm0, ymm1)?;
+        self.a.vpandn(ymm0, ymm0, ymmword_ptr(r15 + lm))?;
+        self.a.vmovups(ymmword_ptr(r15 + lm), ymm0)?;
+        self.back_edge()?;
+        self.a.jmp(top)?;
+        self.bind(&mut exit)?;
+        self.mask = outer;
+        self.dctl -= 1;
+        Ok(())
     }
 
     /// Emits the out-of-line stubs.

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Scalar, Stmt, StmtNode, Type, UnOp};
 
-use super::{lane_type, no, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
+use super::{lane_type, no, scalar, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
 use crate::x86::gen::Site;
 use crate::x86::rt;
 
@@ -122,8 +122,9 @@ fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
         // Integer division can fault too.
         ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => true,
         ExprNode::Binary { a, b, .. } => has_checked_load(a, names) || has_checked_load(b, names),
-        ExprNode::Unary { a, .. } => has_checked_load(a, names),
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => has_checked_load(a, names),
         ExprNode::Intrinsic { args, .. } => args.iter().any(|a| has_checked_load(a, names)),
+        ExprNode::Select { cond, a, b } => [cond, a, b].iter().any(|x| has_checked_load(x, names)),
         // Other nodes are outside the class (the kernel gets no vector code).
         _ => false,
     }
@@ -148,6 +149,8 @@ pub(super) fn needs_alive(stmts: &[Stmt], names: &HashSet<String>) -> bool {
                 || otherwise.as_ref().is_some_and(|o| needs_alive(o.stmts(), names))
         }
         StmtNode::Block(v) => needs_alive(v, names),
+        // Atomics check their indices.
+        StmtNode::Call { func, .. } => matches!(func.kind(), kiln_ir::FuncKind::Atomic(_)),
         _ => false,
     })
 }
@@ -185,15 +188,34 @@ impl V {
                     Kind::Div
                 }
             }
-            ExprNode::Load { index, .. } if self.kind(index) == Kind::Uniform => Kind::Uniform,
+            // (Each lane has its own private array.)
+            ExprNode::Load { buf, index }
+                if self.kind(index) == Kind::Uniform && self.private(buf).is_none() =>
+            {
+                Kind::Uniform
+            }
+            // Anything else of uniform operands (see `uniform::uniform`).
+            ExprNode::Binary { .. }
+            | ExprNode::Unary { .. }
+            | ExprNode::Cast { .. }
+            | ExprNode::Select { .. }
+            | ExprNode::Intrinsic { .. }
+                if uniform::operands(e).iter().all(|x| self.kind(x) == Kind::Uniform) =>
+            {
+                Kind::Uniform
+            }
             _ => Kind::Div,
         }
     }
 
     /// True if condition `e` is the same in every lane.
     pub(super) fn uniform_cond(&self, e: &Expr) -> bool {
+        // Buffer parameters and local arrays: the same memory in every lane.
         uniform::uniform_cond(e, &|n| {
-            self.find(n).map_or(self.params.iter().any(|p| p.0 == n), |b| b.kind == Kind::Uniform)
+            self.find(n).map_or(
+                self.params.iter().any(|p| p.0 == n) || self.bufs.iter().any(|b| b.0 == n),
+                |b| b.kind == Kind::Uniform,
+            )
         })
     }
 
@@ -217,10 +239,50 @@ impl V {
             ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { kind: Builtin::GroupId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
+            // A division that can fault is computed in the batch loop, where faults are
+            // reported.
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
+                if a.ty() != Type::F32 && !scalar::safe_divisor_expr(b) =>
+            {
+                false
+            }
             ExprNode::Binary { op, a, b } => {
                 !op.is_comparison() && self.invariant(a) && self.invariant(b)
             }
+            ExprNode::Unary { .. } | ExprNode::Cast { .. } | ExprNode::Intrinsic { .. }
+                if e.ty() != Type::BOOL =>
+            {
+                uniform::operands(e).iter().all(|x| x.ty() != Type::BOOL && self.invariant(x))
+            }
             _ => false,
+        }
+    }
+
+    /// True if `a` must be evaluated before `b` (both can fault: the interpreter reports
+    /// the left one's fault first when one lane has both). [`V::need`] counts the registers
+    /// of that order for such operands.
+    fn in_order(&self, a: &Expr, b: &Expr) -> bool {
+        self.may_fault(a) && self.may_fault(b)
+    }
+
+    /// True if computing `e` can fault: a checked load (any but at exactly
+    /// `global_id(0)`) or an integer division by anything but a safe constant.
+    fn may_fault(&self, e: &Expr) -> bool {
+        if let Some(d) = desugar(e) {
+            return self.may_fault(&d);
+        }
+        match e.node() {
+            ExprNode::Load { buf, index } => {
+                self.kind(index) != Kind::Gid0
+                    || self.private(buf).is_some()
+                    || self.may_fault(index)
+            }
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
+                if a.ty() != Type::F32 && !scalar::safe_divisor_expr(b) =>
+            {
+                true
+            }
+            _ => uniform::operands(e).iter().any(|x| self.may_fault(x)),
         }
     }
 
@@ -234,7 +296,9 @@ impl V {
             ExprNode::Imm(_) => true,
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
-            ExprNode::Load { index, .. } => self.kind(index) == Kind::Gid0,
+            ExprNode::Load { buf, index } => {
+                self.kind(index) == Kind::Gid0 && self.private(buf).is_none()
+            }
             _ => false,
         }
     }
@@ -244,6 +308,12 @@ impl V {
         if let Some(d) = desugar(e) {
             return self.need(&d);
         }
+        if e.ty() == Type::BOOL {
+            return self.need_cond(e);
+        }
+        if let Some(n) = self.need_op(e) {
+            return n;
+        }
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() || op.is_logical() => {
                 self.need_cond(e)
@@ -251,8 +321,11 @@ impl V {
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } if a.ty() != Type::F32 => {
                 self.need(a).max(self.need(b) + 1).max(3)
             }
-            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
+            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } if !self.in_order(a, b) => {
                 self.need(a).max(self.need(b)).max(self.need(a).min(self.need(b)) + 1)
+            }
+            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
+                self.need(a).max(self.need(b) + 1)
             }
             ExprNode::Binary { a, b, .. } => {
                 let nb = if self.is_leaf(b) { 0 } else { self.need(b) };
@@ -264,7 +337,10 @@ impl V {
     }
 
     /// Registers needed to compute condition `e` into a lane mask.
-    fn need_cond(&self, e: &Expr) -> usize {
+    pub(super) fn need_cond(&self, e: &Expr) -> usize {
+        if let Some(n) = self.need_op_cond(e) {
+            return n;
+        }
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() => {
                 self.need(a).max(self.need(b) + 1)
@@ -330,6 +406,10 @@ impl V {
 
     /// Evaluates `e` into `ymm{d}`, with `ymm{d+1}..` as temporaries.
     pub(super) fn expr(&mut self, e: &Expr, d: usize) -> R<()> {
+        if e.ty() == Type::BOOL {
+            // A lane mask.
+            return self.cond(e, d);
+        }
         if !lane_type(e.ty()) {
             return no(format!("a value of type {}", e.ty()));
         }
@@ -337,9 +417,6 @@ impl V {
             return self.expr(&plain, d);
         }
         match e.node() {
-            ExprNode::Binary { op, .. } if op.is_comparison() || op.is_logical() => {
-                return no("a bool value");
-            }
             ExprNode::Var(v) => {
                 if let Some(Loc::Scalar(off)) = self.find(v.name()).map(|b| b.loc) {
                     // A uniform value meeting divergent ones: broadcast from its dword.
@@ -363,8 +440,18 @@ impl V {
             {
                 return self.uniform_div(e, *op == BinOp::Rem, a, b, d);
             }
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => {
+                return self.op_expr(e, d);
+            }
             ExprNode::Binary { op, a, b } => return self.binary(*op, a, b, d),
+            ExprNode::Select { .. }
+            | ExprNode::Unary { .. }
+            | ExprNode::Cast { .. }
+            | ExprNode::Intrinsic { .. } => return self.op_expr(e, d),
             ExprNode::Load { buf, index } if !self.is_leaf(e) => {
+                if let Some(p) = self.private(buf) {
+                    return self.load_private(&p, index, e.ty(), d);
+                }
                 return self.load(buf, index, e.ty(), d);
             }
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => {
@@ -412,7 +499,7 @@ impl V {
         let (first, s) = if self.is_leaf(b) {
             self.expr(a, d)?;
             (d, self.src(b)?)
-        } else if self.need(a) >= self.need(b) {
+        } else if self.need(a) >= self.need(b) || self.in_order(a, b) {
             self.expr(a, d)?;
             self.expr(b, d + 1)?;
             (d, Src::Reg(d + 1))
@@ -494,7 +581,7 @@ impl V {
     /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,
     /// one of them `ymm{d}`.
     fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> R<(usize, usize)> {
-        if self.need(a) >= self.need(b) {
+        if self.need(a) >= self.need(b) || self.in_order(a, b) {
             self.expr(a, d)?;
             self.expr(b, d + 1)?;
             Ok((d, d + 1))
@@ -516,7 +603,10 @@ impl V {
     /// Evaluates a condition into `ymm{d}` as a lane mask (all ones where true). Float
     /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
     /// NaN), as the scalar comparisons are.
-    fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+    pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        if let Some(r) = self.op_cond(e, d) {
+            return r;
+        }
         let ones = self.imm_slot(u32::MAX);
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() => {

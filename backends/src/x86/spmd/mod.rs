@@ -5,15 +5,19 @@
 //! ## The class
 //!
 //! A kernel gets vector code when its body is `let`s, `var`s and assignments, stores,
-//! `if`/`else`, `while` and `for` (a `for` whose bounds and step are batch-uniform, see
-//! `uniform.rs`), on `f32`, `i32` and `u32` values (`+ - *`, `/` on f32, `& | ^` on
-//! integers, comparisons and `! && ||`), with operands that are scalar parameters,
-//! constants, built-in ids and sizes, and loads and stores of global `f32`/`i32`/`u32`
-//! buffers at `i32`/`u32` indices (at most six buffers with checked accesses). Anything
-//! else — barriers, local and private arrays, atomics, 64-bit values, integer division,
-//! shifts, casts, intrinsics, a `for` whose bounds differ between lanes — makes the
-//! whole kernel run on the scalar code, and [`generate`] says why (`kiln emit --target
-//! x86` prints it).
+//! `if`/`else`, `while` and `for` (with batch-uniform bounds and step, see `uniform.rs`, a
+//! scalar counter; else a counter per lane under a loop mask), barriers under
+//! batch-uniform control, local and private arrays, and atomics whose order between
+//! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
+//! (`bool`s as lane masks): every operator (`/` and `%` on integers per lane, shifts by
+//! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
+//! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`), with operands that
+//! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
+//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
+//! buffers with checked accesses). Anything else — 64-bit values and other types, the
+//! transcendental functions, a barrier under divergent control — makes the whole kernel
+//! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
+//! it).
 //!
 //! ## Code shape
 //!
@@ -54,15 +58,21 @@
 //! ## Why this is exact
 //!
 //! f32 lane arithmetic and comparisons are the scalar code's IEEE operations (quiet
-//! predicates, no contraction); integer lanes wrap at 32 bits. `let`s under a branch are
+//! predicates, no contraction); integer lanes wrap at 32 bits; the operations of `ops.rs`
+//! are `kiln_ir::eval`'s bit for bit (NaN and signed-zero rules of `min`/`max`,
+//! saturating casts, integer division through an exact f64 quotient). Where two operands
+//! can fault, the left one is computed first, so that a lane faulting in both reports the
+//! interpreter's fault. `let`s under a branch are
 //! computed in every lane: they are pure, loads in them are masked, and only stores have
 //! effects. Lanes of one batch run interleaved, which for a race-free kernel (the only
 //! kind with a defined result) gives the interpreter's result: no work-item reads what
 //! another one of the same launch writes without a barrier.
 
+mod atomic;
 mod ctl;
 mod expr;
 mod mem;
+mod ops;
 mod scalar;
 mod uniform;
 
@@ -95,6 +105,8 @@ pub(crate) struct Spmd {
     pub local_bytes: usize,
     /// Barrier statements: a call then runs one batch up to its next barrier.
     pub n_barriers: u32,
+    /// True if the code has FMA3 instructions.
+    pub fma: bool,
 }
 
 /// Why a kernel gets no vector code, or an assembler error.
@@ -217,7 +229,8 @@ struct V {
     accessed: Vec<u32>,
     /// Values broadcast before the loop and their slots; the key's second part says what
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
-    /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast.
+    /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
+    /// 64-bit constant broadcast to the four qwords.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
@@ -247,10 +260,35 @@ struct V {
     resume: i32,
     /// Barriers generated so far.
     barriers: u32,
+    /// Why the kernel's atomics cannot run in batch order, if they cannot (see
+    /// `atomic.rs`).
+    atomic_problem: Option<String>,
+    /// Private arrays declared so far (see `mem.rs`).
+    privs: Vec<Priv>,
+    /// The code has FMA3 instructions.
+    fma: bool,
 }
 
+/// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
+/// vector frame.
+#[derive(Clone)]
+struct Priv {
+    name: String,
+    elem: Scalar,
+    off: i32,
+    count: u32,
+    /// Its position in the memory table (for fault sites).
+    mem: u32,
+}
+
+/// The types of lane values in memory and parameters.
 fn lane_type(t: Type) -> bool {
     matches!(t.scalar(), Some(Scalar::F32 | Scalar::I32 | Scalar::U32))
+}
+
+/// The types of `let`s and `var`s: lane types, and `bool` as a lane mask.
+fn value_type(t: Type) -> bool {
+    lane_type(t) || t == Type::BOOL
 }
 
 /// The vector code for `k`, or why it has none; `param_slots` are the scalar frame's
@@ -308,6 +346,9 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         next_batch,
         resume: 0,
         barriers: 0,
+        atomic_problem: atomic::batch_order_problem(k),
+        privs: Vec::new(),
+        fma: false,
     };
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
@@ -321,7 +362,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
                 table += 1;
             }
             (Type::Ptr(..), _) => table += 1,
-            (_, Some(s)) if lane_type(p.ty()) => v.params.push((p.name().to_string(), *s)),
+            (_, Some(s)) if value_type(p.ty()) => v.params.push((p.name().to_string(), *s)),
             _ => {}
         }
     }
@@ -348,7 +389,9 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
             }
         }
     }
-    v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()));
+    // Private array accesses are always checked.
+    v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()))
+        || mem::has_private(k.body());
     v.alive = v.slot();
     v.tmp_i = v.slot();
     v.tmp_v = v.slot();
@@ -402,7 +445,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     // shadowing) is not hoisted.
     for s in k.body().stmts() {
         let other = match s.node() {
-            StmtNode::Let { var, value } if lane_type(var.ty()) && v.invariant(value) => {
+            StmtNode::Let { var, value } if value_type(var.ty()) && v.invariant(value) => {
                 let (loc, dword) = v.bind_let(var, value, Kind::Uniform, true)?;
                 v.hoisted.push((s.addr(), loc, dword));
                 None
@@ -482,6 +525,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         match what {
             1 => v.a.vbroadcastss(ymm0, dword_ptr(r13 + key as i32))?,
             2 => v.a.vbroadcastss(ymm0, dword_ptr(r12 + key as i32))?,
+            4 => {
+                v.a.mov(rax, key)?;
+                v.a.vmovq(xmm0, rax)?;
+                v.a.vpbroadcastq(ymm0, xmm0)?;
+            }
             3 => {
                 v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;
                 v.a.sub(eax, 1)?;
@@ -519,6 +567,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         mems: v.mems,
         local_bytes,
         n_barriers,
+        fma: v.fma,
     })
 }
 
@@ -577,7 +626,7 @@ impl V {
             self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None, dword: None });
             return Ok((Loc::Reg(GID), None));
         }
-        if !lane_type(var.ty()) {
+        if !value_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
         let mut dword = None;
@@ -655,7 +704,7 @@ impl V {
                 self.bind_let(var, value, kind, false)?;
             }
             StmtNode::Decl { var, init } => {
-                if !lane_type(var.ty()) {
+                if !value_type(var.ty()) {
                     return no(format!("`{}` has type {}", var.name(), var.ty()));
                 }
                 let kind = self.var_kind(var, init)?;
@@ -687,14 +736,16 @@ impl V {
                 self.for_loop(var, lo, hi, step, body.stmts())?
             }
             StmtNode::Block(v) => self.block(v)?,
-            StmtNode::Call { func, .. } => match func.kind() {
+            StmtNode::Call { func, result, args } => match func.kind() {
                 kiln_ir::FuncKind::Barrier(_) => self.barrier()?,
                 // Execution is in order per batch: memory is always consistent.
                 kiln_ir::FuncKind::Fence(_) => {}
-                _ => return no(format!("`{func}`")),
+                kiln_ir::FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
             },
-            StmtNode::Alloc { var, .. } => {
-                if self.buf(var).is_none() {
+            StmtNode::Alloc { var, count } => {
+                if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
+                    self.alloc_private(var, *count)?;
+                } else if self.buf(var).is_none() {
                     return no(format!("array `{}` ({})", var.name(), var.ty()));
                 }
             }

@@ -279,6 +279,11 @@ fn safe_divisor(b: &Expr) -> Option<u32> {
     (!bad).then_some(d)
 }
 
+/// True if `b` is a divisor that can never fault (see [`safe_divisor`]).
+pub(super) fn safe_divisor_expr(b: &Expr) -> bool {
+    safe_divisor(b).is_some()
+}
+
 /// A GPR instruction's second operand.
 #[derive(Clone, Copy)]
 enum Leaf {

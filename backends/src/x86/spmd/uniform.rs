@@ -58,11 +58,27 @@ fn uniform(e: &Expr, is_uniform: &dyn Fn(&str) -> bool) -> bool {
         ExprNode::Var(v) => is_uniform(v.name()),
         ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
         ExprNode::Builtin { .. } => true,
-        ExprNode::Binary { op, a, b } if !op.is_comparison() => {
-            uniform(a, is_uniform) && uniform(b, is_uniform)
-        }
-        ExprNode::Load { index, .. } => uniform(index, is_uniform),
+        // The same element of the same memory: not of a private array (one per lane).
+        ExprNode::Load { buf, index } => is_uniform(buf.name()) && uniform(index, is_uniform),
+        // Operations of uniform operands (comparisons, casts, intrinsics, selects
+        // included): computed the same in every lane.
+        ExprNode::Binary { .. }
+        | ExprNode::Unary { .. }
+        | ExprNode::Cast { .. }
+        | ExprNode::Select { .. }
+        | ExprNode::Intrinsic { .. } => operands(e).iter().all(|x| uniform(x, is_uniform)),
         _ => false,
+    }
+}
+
+/// The operands of a unary, binary, cast, select or intrinsic node (none for others).
+pub(super) fn operands(e: &Expr) -> Vec<&Expr> {
+    match e.node() {
+        ExprNode::Binary { a, b, .. } => vec![a, b],
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => vec![a],
+        ExprNode::Select { cond, a, b } => vec![cond, a, b],
+        ExprNode::Intrinsic { args, .. } => args.iter().collect(),
+        _ => vec![],
     }
 }
 
@@ -75,7 +91,8 @@ pub(super) fn uniform_cond(e: &Expr, is_uniform: &dyn Fn(&str) -> bool) -> bool 
         }
         ExprNode::Binary { a, b, .. } => uniform_cond(a, is_uniform) && uniform_cond(b, is_uniform),
         ExprNode::Unary { a, .. } => uniform_cond(a, is_uniform),
-        _ => false,
+        // `bool` names, constants, selects and casts.
+        _ => uniform(e, is_uniform),
     }
 }
 
@@ -151,6 +168,11 @@ impl Walk<'_> {
             StmtNode::Block(v) => self.block(v, dctl),
             StmtNode::Call { result: Some(r), .. } => {
                 self.scope.push(Entry { name: r.name().to_string(), uniform: false, decl: None });
+            }
+            // A local array is the same memory in every lane, a private one is not.
+            StmtNode::Alloc { var, .. } => {
+                let uniform = matches!(var.ty(), kiln_ir::Type::Ptr(kiln_ir::AddrSpace::Local, _));
+                self.scope.push(Entry { name: var.name().to_string(), uniform, decl: None });
             }
             _ => {}
         }

@@ -1,0 +1,233 @@
+//! Atomics on the lanes: the indices and operands are computed and checked in lanes, then
+//! each active lane performs its operation in lane order, a scalar instruction, `lock`ed
+//! on buffers (other threads may run other groups on the same buffer), not on local
+//! arrays (one thread runs a group).
+//!
+//! Within a batch the lanes run one statement after another, so a work-item's second
+//! atomic comes after every lane's first, where the interpreter runs each work-item's
+//! atomics before the next work-item's. The outcome is the interpreter's when the order
+//! cannot show: [`batch_order_problem`] accepts a kernel whose atomics on each memory
+//! (every local array apart; all buffer parameters together, as they may alias) either
+//! all discard their result and are integer operations of one commutative kind (`add` and
+//! `sub`, or only `and`, `or`, `xor`, `min` or `max`, on one element type), or are a
+//! single atomic statement outside every loop (run at most once per work-item, so in
+//! work-item order). Other kernels run on the scalar code.
+
+use std::collections::HashMap;
+
+use iced_x86::code_asm::*;
+use kiln_ir::{AtomicOp, Expr, FuncKind, Kernel, Scalar, Stmt, StmtNode, Type, Var};
+
+use super::{no, Bound, Kind, Loc, R, V};
+
+/// One atomic statement, as the ordering rule sees it.
+struct Use {
+    op: AtomicOp,
+    elem: Option<Scalar>,
+    result: bool,
+    in_loop: bool,
+}
+
+/// Why the atomics of `k` would not give the interpreter's outcome in batch order (see the
+/// module docs), or `None` if they do.
+pub(super) fn batch_order_problem(k: &Kernel) -> Option<String> {
+    let mut uses: HashMap<Option<String>, Vec<Use>> = HashMap::new();
+    let locals: Vec<String> = local_arrays(k.body().stmts());
+    collect(k.body().stmts(), false, &locals, &mut uses);
+    for (mem, us) in &uses {
+        let group = |u: &Use| match u.op {
+            AtomicOp::Add | AtomicOp::Sub => Some(0),
+            AtomicOp::And => Some(1),
+            AtomicOp::Or => Some(2),
+            AtomicOp::Xor => Some(3),
+            AtomicOp::Min => Some(4),
+            AtomicOp::Max => Some(5),
+            AtomicOp::Xchg | AtomicOp::CmpXchg => None,
+        };
+        let first = &us[0];
+        let commutative = us.iter().all(|u| {
+            !u.result
+                && u.elem.is_some_and(Scalar::is_int)
+                && u.elem == first.elem
+                && group(u).is_some()
+                && group(u) == group(first)
+        });
+        let single = us.len() == 1 && !first.in_loop;
+        if !commutative && !single {
+            let what = match mem {
+                Some(name) => format!("local array `{name}`"),
+                None => "buffer parameters".to_string(),
+            };
+            return Some(format!(
+                "atomics on {what} whose order between work-items would show (results used, \
+                 several kinds, floats, or in a loop)"
+            ));
+        }
+    }
+    None
+}
+
+fn local_arrays(stmts: &[Stmt]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in stmts {
+        if let StmtNode::Alloc { var, .. } = s.node() {
+            out.push(var.name().to_string());
+        }
+    }
+    out
+}
+
+/// The atomics of `stmts` by memory: `Some(name)` for a local array, `None` for the rest.
+fn collect(
+    stmts: &[Stmt],
+    in_loop: bool,
+    locals: &[String],
+    uses: &mut HashMap<Option<String>, Vec<Use>>,
+) {
+    for s in stmts {
+        match s.node() {
+            StmtNode::Call { result, func, args } => {
+                if let FuncKind::Atomic(op) = func.kind() {
+                    let buf = args.first().and_then(Expr::as_var).map(|v| v.name().to_string());
+                    let mem = buf.filter(|b| locals.contains(b));
+                    let elem = args.last().and_then(|v| v.ty().scalar());
+                    let u = Use { op, elem, result: result.is_some(), in_loop };
+                    uses.entry(mem).or_default().push(u);
+                }
+            }
+            StmtNode::If { then, otherwise, .. } => {
+                collect(then.stmts(), in_loop, locals, uses);
+                if let Some(o) = otherwise {
+                    collect(o.stmts(), in_loop, locals, uses);
+                }
+            }
+            StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                collect(body.stmts(), true, locals, uses)
+            }
+            StmtNode::Block(v) => collect(v, in_loop, locals, uses),
+            _ => {}
+        }
+    }
+}
+
+impl V {
+    /// `atomic_<op>(buf, index, [cmp,] value)` in the active lanes, in lane order; the old
+    /// values become `result`'s lanes.
+    pub(super) fn atomic(&mut self, op: AtomicOp, result: Option<&Var>, args: &[Expr]) -> R<()> {
+        if let Some(why) = &self.atomic_problem {
+            return no(why.clone());
+        }
+        let (Some(buf), Some(value)) = (args.first().and_then(Expr::as_var), args.last()) else {
+            return no(format!("`{}` without its operands", op.name()));
+        };
+        let elem = value.ty();
+        let t = self.buf_of(buf, elem)?;
+        let index = &args[1];
+        let signed = match index.ty() {
+            Type::Scalar(Scalar::I32) => true,
+            Type::Scalar(Scalar::U32) => false,
+            t => return no(format!("an index of type {t}")),
+        };
+        let (o_idx, o_cmp, o_val) = (self.slot(), self.slot(), self.slot());
+        let (o_mask, o_res) = (self.slot(), self.slot());
+        // The operands in the interpreter's order (index, compared value, value), then the
+        // bounds check.
+        let mut operands = vec![(index, o_idx)];
+        if op == AtomicOp::CmpXchg {
+            operands.push((&args[2], o_cmp));
+        }
+        operands.push((value, o_val));
+        for (e, off) in operands {
+            self.expr_top(e, 0)?;
+            self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+        }
+        self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
+        self.active(2)?;
+        self.check(1, 2, 3, t, op.name(), signed)?;
+        self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
+        let base = self.base(t)?;
+        let float = elem == Type::F32;
+        let shared = self.mems.get(self.mem_of(t) as usize).is_none_or(|m| m.local.is_none());
+        let int_signed = elem == Type::I32;
+        for lane in 0..8 {
+            let l = 4 * lane;
+            let v = dword_ptr(r15 + (o_val + l));
+            let mut skip = self.a.create_label();
+            self.a.test(byte_ptr(r15 + (o_mask + l + 3)), 0x80)?;
+            self.a.je(skip)?;
+            // In bounds, so below 2^31: sign or zero extension alike.
+            self.a.movsxd(r10, dword_ptr(r15 + (o_idx + l)))?;
+            self.a.lea(r10, qword_ptr(base + r10 * 4))?;
+            let a = &mut self.a;
+            match op {
+                AtomicOp::Add | AtomicOp::Sub if !float => {
+                    a.mov(r11d, v)?;
+                    if op == AtomicOp::Sub {
+                        a.neg(r11d)?;
+                    }
+                    if shared {
+                        a.lock().xadd(dword_ptr(r10), r11d)?;
+                    } else {
+                        a.xadd(dword_ptr(r10), r11d)?;
+                    }
+                    a.mov(eax, r11d)?;
+                }
+                AtomicOp::Xchg => {
+                    a.mov(eax, v)?;
+                    a.xchg(dword_ptr(r10), eax)?;
+                }
+                AtomicOp::CmpXchg => {
+                    a.mov(eax, dword_ptr(r15 + (o_cmp + l)))?;
+                    a.mov(r11d, v)?;
+                    if shared {
+                        a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                    } else {
+                        a.cmpxchg(dword_ptr(r10), r11d)?;
+                    }
+                }
+                _ => {
+                    // Compare-and-swap loop: eax the old value, r11d the new one.
+                    let mut retry = a.create_label();
+                    a.mov(eax, dword_ptr(r10))?;
+                    a.nop()?;
+                    a.set_label(&mut retry)?;
+                    a.mov(r11d, eax)?;
+                    match (op, int_signed) {
+                        (AtomicOp::And, _) => a.and(r11d, v)?,
+                        (AtomicOp::Or, _) => a.or(r11d, v)?,
+                        (AtomicOp::Xor, _) => a.xor(r11d, v)?,
+                        (AtomicOp::Min | AtomicOp::Max, _) => {
+                            a.cmp(r11d, v)?;
+                            match (op == AtomicOp::Min, int_signed) {
+                                (true, true) => a.cmovg(r11d, v)?,
+                                (true, false) => a.cmova(r11d, v)?,
+                                (false, true) => a.cmovl(r11d, v)?,
+                                (false, false) => a.cmovb(r11d, v)?,
+                            }
+                        }
+                        _ => {
+                            // f32 add (old + value, as the interpreter adds).
+                            a.vmovd(xmm0, eax)?;
+                            a.vaddss(xmm0, xmm0, v)?;
+                            a.vmovd(r11d, xmm0)?;
+                        }
+                    }
+                    if shared {
+                        a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                    } else {
+                        a.cmpxchg(dword_ptr(r10), r11d)?;
+                    }
+                    a.jne(retry)?;
+                }
+            }
+            self.a.mov(dword_ptr(r15 + (o_res + l)), eax)?;
+            self.bind(&mut skip)?;
+        }
+        if let Some(r) = result {
+            let name = r.name().to_string();
+            let loc = Loc::Slot(o_res);
+            self.lets.push(Bound { name, loc, kind: Kind::Div, decl: None, dword: None });
+        }
+        Ok(())
+    }
+}
