@@ -307,10 +307,10 @@ fn check_locals(mems: &[MemInfo], local_bytes: usize) -> Res<()> {
 
 impl X86Program {
     /// The CPU features the program's code needs beyond x86-64's baseline (SSE2): `avx2`
-    /// when it has vector code.
+    /// and `fma` when it has vector code (`exp`, `log`, `sin`, `cos` use FMA).
     pub fn required_features(&self) -> Vec<&'static str> {
         if self.spmd.is_some() {
-            vec!["avx2"]
+            vec!["avx2", "fma"]
         } else {
             vec![]
         }

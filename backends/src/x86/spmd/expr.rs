@@ -244,6 +244,9 @@ impl V {
         if let Some(d) = desugar(e) {
             return self.need(&d);
         }
+        if let Some((op, a)) = super::math::lanes_math(e) {
+            return self.need(a).max(super::math::need(op));
+        }
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() || op.is_logical() => {
                 self.need_cond(e)
@@ -335,6 +338,9 @@ impl V {
         }
         if let Some(plain) = desugar(e) {
             return self.expr(&plain, d);
+        }
+        if let Some((op, a)) = super::math::lanes_math(e) {
+            return self.math(op, a, d);
         }
         match e.node() {
             ExprNode::Binary { op, .. } if op.is_comparison() || op.is_logical() => {

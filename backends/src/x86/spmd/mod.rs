@@ -62,6 +62,7 @@
 
 mod ctl;
 mod expr;
+mod math;
 mod mem;
 mod scalar;
 mod uniform;
@@ -217,7 +218,8 @@ struct V {
     accessed: Vec<u32>,
     /// Values broadcast before the loop and their slots; the key's second part says what
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
-    /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast.
+    /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 64-bit
+    /// constant bits (an f64 in every lane, for `math.rs`).
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
@@ -482,6 +484,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         match what {
             1 => v.a.vbroadcastss(ymm0, dword_ptr(r13 + key as i32))?,
             2 => v.a.vbroadcastss(ymm0, dword_ptr(r12 + key as i32))?,
+            4 => {
+                v.a.mov(rax, key)?;
+                v.a.vmovq(xmm0, rax)?;
+                v.a.vpbroadcastq(ymm0, xmm0)?;
+            }
             3 => {
                 v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;
                 v.a.sub(eax, 1)?;
