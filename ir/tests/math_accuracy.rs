@@ -1,6 +1,6 @@
 //! The accuracy of kiln's own `exp`, `log`, `sin` and `cos` (kiln_ir::eval::math), measured
 //! against the host's f64 libm (whose error, below 2^-52 relative, is negligible at f32
-//! precision): the bounds docs/semantics.md states, over a sweep of the whole f32 range
+//! precision): the bounds docs/math.md states, over a sweep of the whole f32 range
 //! (every 1021st bit pattern, both signs: subnormals, huge `sin`/`cos` arguments and the
 //! overflow and underflow of `exp` included), dense sweeps where the functions are hardest,
 //! and the special values bit for bit.

@@ -9,9 +9,9 @@
 //! rounding to integral ties to even): the constants below are shared with that code.
 //!
 //! Accuracy, measured over every f32 of the ranges the tests sweep, against the f64 libm
-//! (docs/semantics.md has the table): `exp` and `log` within 1 ulp, `sin` and `cos` within
+//! (docs/math.md has the table): `exp` and `log` within 1 ulp, `sin` and `cos` within
 //! 1 ulp over the whole f32 range (huge arguments included: they are reduced with 2/pi to
-//! more than 150 bits). Special values: a NaN argument gives that NaN, quieted; `exp(+inf)`
+//! 207 bits). Special values: a NaN argument gives that NaN, quieted; `exp(+inf)`
 //! is +inf, `exp(-inf)` +0, overflow +inf and underflow rounds to subnormals or +0;
 //! `log(±0)` is -inf, `log(+inf)` +inf, `log` of a negative number or -inf is the positive
 //! quiet NaN `0x7fc00000`; `sin(±0)` is ±0, `sin(±inf)` and `cos(±inf)` are `0x7fc00000`.

@@ -53,6 +53,9 @@
 //!
 //! ## Why this is exact
 //!
+//! `exp`, `log`, `sin` and `cos` of f32 lanes (`math.rs`) are the interpreter's own operation
+//! sequences (`kiln_ir::eval::math`), instruction for instruction.
+//!
 //! f32 lane arithmetic and comparisons are the scalar code's IEEE operations (quiet
 //! predicates, no contraction); integer lanes wrap at 32 bits. `let`s under a branch are
 //! computed in every lane: they are pure, loads in them are masked, and only stores have
