@@ -10,7 +10,7 @@ mod x86_common;
 
 use x86_common::{avx2, kernel};
 
-use kiln_backends::x86::{compile, X86Options};
+use kiln_backends::x86::{compile, lane_groups_on_this_thread, X86Options};
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
@@ -77,10 +77,12 @@ fn ordinary(n: usize) -> Vec<f32> {
     (0..n).map(|i| i as f32 * (40.0 / n as f32) - 20.0).collect()
 }
 
+/// The arguments of the tests, a whole number of work-groups of 64.
 fn inputs() -> Vec<f32> {
     let mut v = specials();
     v.extend(random_bits(6000, 0x9e37_79b9));
     v.extend(ordinary(2000));
+    v.resize(v.len().next_multiple_of(64), 0.5);
     v
 }
 
@@ -90,10 +92,10 @@ fn bits(b: &Buffer) -> Vec<u32> {
 
 /// Runs `k(x, o)` (one work-item per element of `x`, groups of 64) on the interpreter, the
 /// scalar code and the default and `-O` programs: the outputs must be the same bits.
-/// Returns whether both programs had vector code.
+/// Returns whether both programs ran every group on the 8-lane code.
 fn bit_exact(k: &Kernel, x: &[f32]) -> bool {
     let n = x.len();
-    let range = NdRange::new(&[n as u32]);
+    let range = NdRange::new(&[n as u32]).with_local(&[64]);
     let args = [Arg::Buffer(0), Arg::Buffer(1)];
     let bufs = vec![Buffer::from_slice(x), Buffer::zeroed(Scalar::F32, n)];
     let mut want = bufs.clone();
@@ -106,11 +108,12 @@ fn bit_exact(k: &Kernel, x: &[f32]) -> bool {
         X86Options { optimize: true, ..X86Options::default() },
     ] {
         let p = compile(k, &opts).unwrap();
-        if !opts.scalar {
-            vector &= p.has_spmd();
-        }
         let mut got = bufs.clone();
+        let before = lane_groups_on_this_thread();
         p.run(&range, &args, &mut got).unwrap();
+        if !opts.scalar {
+            vector &= p.has_spmd() && lane_groups_on_this_thread() - before == n as u64 / 64;
+        }
         let got = bits(&got[1]);
         for (i, (w, g)) in want.iter().zip(&got).enumerate() {
             assert_eq!(
@@ -137,7 +140,7 @@ fn expect_vector(has: bool, k: &Kernel) -> bool {
         kiln_ir::testing::skip("no AVX2+FMA on this CPU: only the scalar code ran");
         return false;
     }
-    assert!(has, "no vector code for\n{k}");
+    assert!(has, "not every group ran on the 8-lane code:\n{k}");
     true
 }
 
@@ -234,10 +237,11 @@ proptest! {
         let mut a = specials();
         a.extend(random_bits(40, seed | 1));
         a.extend(ordinary(40));
+        a.resize(a.len().next_multiple_of(16), 2.0);
         let n = a.len();
         let mut b = ordinary(n);
         b.rotate_left(seed as usize % n);
-        let range = NdRange::new(&[n as u32]);
+        let range = NdRange::new(&[n as u32]).with_local(&[16]);
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
         let bufs = vec![Buffer::from_slice(&a), Buffer::from_slice(&b), Buffer::zeroed(Scalar::F32, n)];
         let mut want = bufs.clone();

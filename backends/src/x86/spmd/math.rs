@@ -323,9 +323,9 @@ impl V {
         self.a.vfmadd132pd(r3, r4, p0)?;
         // x < 0: -r and -k.
         self.a.vmovdqu(x0, xmmword_ptr(r15 + sx))?;
-        self.a.vpmovsxdq(r0, x0)?;
-        self.a.vandpd(r0, r0, sign)?;
-        self.a.vxorpd(r3, r3, r0)?;
+        self.a.vpmovsxdq(r1, x0)?;
+        self.a.vandpd(r1, r1, sign)?;
+        self.a.vxorpd(r3, r3, r1)?;
         self.a.vmovdqu(x4, xmmword_ptr(r15 + sk))?;
         self.a.vpsignd(x4, x4, x0)?;
         // The huge lanes take these.
