@@ -11,7 +11,8 @@
 //! constants, built-in ids and sizes, and loads and stores of global `f32`/`i32`/`u32`
 //! buffers at `i32`/`u32` indices (at most six buffers with checked accesses). Anything
 //! else — barriers, local and private arrays, atomics, 64-bit values, integer division,
-//! shifts, casts, intrinsics, a `for` whose bounds differ between lanes — makes the
+//! shifts, casts, intrinsics other than f32 `exp`/`log`/`sin`/`cos` (`math.rs`), a `for`
+//! whose bounds differ between lanes — makes the
 //! whole kernel run on the scalar code, and [`generate`] says why (`kiln emit --target
 //! x86` prints it).
 //!
