@@ -3,8 +3,8 @@
 //! each with the AVX2 lanes where the kernel qualifies and scalar only, run in this process
 //! and compared with the interpreter. The same bytes also pick a kernel of the 8-lane
 //! class (loops, divergent branches, gathers, scatters, a local array and a barrier, with
-//! indices that may be out of bounds, one of the lane operations beyond `+ - *` and a `for`
-//! with bounds per lane), compared the same way, errors included. A crash
+//! indices that may be out of bounds, one of the lane operations beyond `+ - *`, a `for`
+//! with bounds per lane and `exp`/`log`/`sin`/`cos`), compared the same way, errors included. A crash
 //! here is a host crash the backend promised never to cause.
 #![no_main]
 
@@ -37,6 +37,8 @@ fn lanes_case(data: &[u8]) {
     ];
     let op = OPS[byte(11) % OPS.len()];
     let cond = if byte(4) % 2 == 0 { "t < n" } else { "t < (x & 3u32) + n" };
+    // `exp`, `log`, `sin`, `cos` have lane code of their own (or none: the parentheses).
+    let math = ["", "exp", "log", "sin", "cos"][byte(12) % 5];
     let src = format!(
         "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, ix: ptr<global, u32>, n: u32) {{
            local sh: f32[64];
@@ -50,6 +52,7 @@ fn lanes_case(data: &[u8]) {
            acc = acc + sh[(l + {}u32) & (local_size(0) - 1u32)];
            acc = {op};
            for k: u32 in (x & 3u32) .. (i & 7u32) {{ acc = acc + (k as f32) * 0.5; }}
+           acc = {math}(acc * 0.5);
            for j: u32 in 0u32 .. {}u32 {{
              var t: u32 = 0u32;
              while {cond} && t < 4u32 {{

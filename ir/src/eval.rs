@@ -14,6 +14,8 @@
 //! These functions never panic: an operand of a type an operator is not defined on (which a
 //! verified kernel never has) is an `Err` with a message.
 
+pub mod math;
+
 use crate::expr::{canonical_int, round_float, BinOp, Imm, Intrinsic, UnOp};
 use crate::stmt::AtomicOp;
 use crate::types::Scalar;
@@ -266,10 +268,10 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
                 Intrinsic::Floor => x.floor(),
                 Intrinsic::Ceil => x.ceil(),
                 Intrinsic::Trunc => x.trunc(),
-                Intrinsic::Exp => x.exp(),
-                Intrinsic::Log => x.ln(),
-                Intrinsic::Sin => x.sin(),
-                Intrinsic::Cos => x.cos(),
+                Intrinsic::Exp => math::exp_f32(x),
+                Intrinsic::Log => math::log_f32(x),
+                Intrinsic::Sin => math::sin_f32(x),
+                Intrinsic::Cos => math::cos_f32(x),
                 _ => return Err(format!("`{name}` takes {} arguments", op.arity())),
             };
             Ok(Imm::Float(Scalar::F32, v as f64))

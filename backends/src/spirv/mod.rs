@@ -57,9 +57,9 @@
 //! * `exp`, `log`, `sin`, `cos` (f32) are the driver's GLSL.std.450 functions, as the other
 //!   backends use their hardware's: Vulkan allows `exp` 3 + 2|x| ULP, `log` 3 ULP (2^-21
 //!   absolute in [0.5, 2]), `sin`/`cos` 2^-11 absolute in [-pi, pi]; the interpreter uses
-//!   the host's libm. They are approximate in kiln's semantics (`Intrinsic::is_approximate`);
-//!   tests compare them with a tolerance. On f64 they are refused (GLSL.std.450 defines
-//!   them on 16- and 32-bit floats only).
+//!   kiln's own f32 algorithms (`kiln_ir::eval::math`, docs/math.md). They are approximate
+//!   in kiln's semantics (`Intrinsic::is_approximate`); tests compare them with a tolerance.
+//!   On f64 they are refused (GLSL.std.450 defines them on 16- and 32-bit floats only).
 //! * Subnormals: Vulkan lets a driver flush them. The module declares `DenormPreserve`
 //!   (SPV_KHR_float_controls) for each float width it uses; the runtime drops the mode where
 //!   the device does not offer it (`shaderDenormPreserveFloat32/64`), and then the driver's

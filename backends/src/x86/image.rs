@@ -307,7 +307,7 @@ fn check_locals(mems: &[MemInfo], local_bytes: usize) -> Res<()> {
 
 impl X86Program {
     /// The CPU features the program's code needs beyond x86-64's baseline (SSE2): `avx2`
-    /// when it has vector code, and `fma` when that has `fma` calls.
+    /// when it has vector code, and `fma` when that has `fma` calls or `exp`, `log`, `sin`, `cos` (which use FMA).
     pub fn required_features(&self) -> Vec<&'static str> {
         match &self.spmd {
             Some(v) if v.fma => vec!["avx2", "fma"],

@@ -705,6 +705,7 @@ impl X86Program {
             base: [0; 3],
             helpers: rt::helpers(),
             span: 0,
+            math_table: kiln_ir::eval::math::SINCOS_TABLE.as_ptr(),
         };
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;

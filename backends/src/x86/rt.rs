@@ -47,6 +47,9 @@ pub(crate) struct Ctx {
     pub helpers: [usize; 4],
     /// Work-items the vector code runs in one call (a multiple of 8), from `global_id[0]`.
     pub span: u64,
+    /// `kiln_ir::eval::math::SINCOS_TABLE`, which the vector code of `sin`/`cos` gathers
+    /// from (an address in the context keeps the code position-independent).
+    pub math_table: *const f64,
 }
 
 /// [`limit_hit`]'s index in [`Ctx::helpers`].
@@ -84,6 +87,7 @@ pub(crate) const OFF_ITEMS: i32 = 216;
 pub(crate) const OFF_BASE: i32 = 224;
 pub(crate) const OFF_HELPERS: i32 = 248;
 pub(crate) const OFF_SPAN: i32 = 280;
+pub(crate) const OFF_MATH_TABLE: i32 = 288;
 
 /// Return value of generated code for a fault; the details are in the context.
 pub(crate) const STOP_ERROR: u64 = u64::MAX;
@@ -289,4 +293,5 @@ const _: () = {
     assert!(offset_of!(Ctx, base) == OFF_BASE as usize);
     assert!(offset_of!(Ctx, helpers) == OFF_HELPERS as usize);
     assert!(offset_of!(Ctx, span) == OFF_SPAN as usize);
+    assert!(offset_of!(Ctx, math_table) == OFF_MATH_TABLE as usize);
 };

@@ -308,6 +308,9 @@ impl V {
         if let Some(d) = desugar(e) {
             return self.need(&d);
         }
+        if let Some((op, a)) = super::math::lanes_math(e) {
+            return self.need(a).max(super::math::need(op));
+        }
         if e.ty() == Type::BOOL {
             return self.need_cond(e);
         }
@@ -415,6 +418,9 @@ impl V {
         }
         if let Some(plain) = desugar(e) {
             return self.expr(&plain, d);
+        }
+        if let Some((op, a)) = super::math::lanes_math(e) {
+            return self.math(op, a, d);
         }
         match e.node() {
             ExprNode::Var(v) => {

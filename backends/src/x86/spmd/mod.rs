@@ -11,10 +11,11 @@
 //! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
 //! (`bool`s as lane masks): every operator (`/` and `%` on integers per lane, shifts by
 //! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
-//! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`), with operands that
+//! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
+//! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — 64-bit values and other types, the
+//! buffers with checked accesses). Anything else — 64-bit values and other types, f64
 //! transcendental functions, a barrier under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
@@ -57,6 +58,9 @@
 //!
 //! ## Why this is exact
 //!
+//! `exp`, `log`, `sin` and `cos` of f32 lanes (`math.rs`) are the interpreter's own operation
+//! sequences (`kiln_ir::eval::math`), instruction for instruction.
+//!
 //! f32 lane arithmetic and comparisons are the scalar code's IEEE operations (quiet
 //! predicates, no contraction); integer lanes wrap at 32 bits; the operations of `ops.rs`
 //! are `kiln_ir::eval`'s bit for bit (NaN and signed-zero rules of `min`/`max`,
@@ -71,6 +75,7 @@
 mod atomic;
 mod ctl;
 mod expr;
+mod math;
 mod mem;
 mod ops;
 mod scalar;
