@@ -1,0 +1,154 @@
+//! Errors of optimized x86 code quote the source as the interpreter does: a division by zero
+//! names the division as written (`` `x[i] / a[(i + 1) % 8]` ``), not what the passes made
+//! of it (`` `cse0 / a[i + 1 & 7]` ``), after CSE, constant propagation, `let` inlining,
+//! unrolling and vector lowering. Each case compares the whole error (kernel, work-item,
+//! message) with the interpreter's on the source kernel.
+#![cfg(target_arch = "x86_64")]
+
+mod x86_common;
+
+use x86_common::kernel;
+
+use kiln_backends::x86::{compile, X86Options};
+use kiln_ir::interp::{run, InterpError};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::Kernel;
+use kiln_passes::manager::PassManager;
+
+/// Runs the source kernel `k` on the interpreter and `program` (built from `k` one way or
+/// another) on x86; both must fail with the same error, which is returned.
+fn same_error(
+    k: &Kernel,
+    program: &Kernel,
+    opts: &X86Options,
+    range: &NdRange,
+    args: &[Arg],
+    bufs: &[Buffer],
+) -> InterpError {
+    let want = run(k, range, args, &mut bufs.to_vec()).expect_err("the case must fail");
+    let p = compile(program, opts).unwrap_or_else(|e| panic!("{e}\n{program}"));
+    let got = p.run(range, args, &mut bufs.to_vec());
+    assert_eq!(got, Err(want.clone()), "\nsource:\n{k}\nbuilt:\n{program}");
+    want
+}
+
+/// `k` optimized by x86 `-O` (scalar and 8-lane code), against the interpreter.
+fn optimized_agrees(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> InterpError {
+    let mut last = None;
+    for scalar in [true, false] {
+        let opts = X86Options { optimize: true, scalar, ..X86Options::default() };
+        last = Some(same_error(k, k, &opts, range, args, bufs));
+    }
+    last.unwrap()
+}
+
+fn i32s(v: &[i32]) -> Buffer {
+    Buffer::from_slice(v)
+}
+
+#[test]
+fn a_division_whose_operands_cse_binds_quotes_the_source() {
+    // The issue's case: `x[i]` and `a[(i + 1) % 8]` repeat, so CSE binds them and the
+    // simplifier turns `% 8` into `& 7`.
+    let k = kernel(
+        "kernel k(x: ptr<global, i32>, a: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           o[i] = x[i] / a[(i + 1) % 8] + x[i] * a[(i + 1) % 8];
+         }",
+    );
+    let opt = kiln_passes::pipeline::optimize(&k);
+    assert!(!opt.to_string().contains("x[i] / a[(i + 1) % 8]"), "nothing rewritten:\n{opt}");
+    let bufs = [i32s(&[5; 16]), i32s(&[1, 2, 3, 0, 4, 5, 6, 7]), i32s(&[0; 16])];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+    let e = optimized_agrees(&k, &NdRange::new(&[16]), &args, &bufs);
+    assert_eq!(e.message, "integer division by zero in `x[i] / a[(i + 1) % 8]`");
+    assert_eq!(e.work_item, Some([2, 0, 0]));
+}
+
+#[test]
+fn a_division_constant_propagation_and_let_inlining_rewrite_quotes_the_source() {
+    // `n` folds into the division, `d` is inlined, `r % d` is repeated: the division and
+    // the remainder still name `n / d` and `r % d`.
+    let k = kernel(
+        "kernel k(a: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           let n: i32 = 100;
+           let d: i32 = a[i] - 3;
+           let q: i32 = n / d;
+           let r: i32 = a[i] + 1;
+           o[i] = q + r % d + r % d;
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::Buffer(1)];
+    let range = NdRange::new(&[8]);
+    let e = optimized_agrees(&k, &range, &args, &[i32s(&[1, 2, 3, 4, 5, 6, 7, 8]), i32s(&[0; 8])]);
+    assert_eq!(e.message, "integer division by zero in `n / d`");
+    // A divisor that constant propagation makes `d * 0`, in a repeated remainder.
+    let k2 = kernel(
+        "kernel k(a: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           let d: i32 = a[i] - 3;
+           let r: i32 = a[i] + 1;
+           let z: i32 = 0;
+           o[i] = r % (d * z) + r % (d * z);
+         }",
+    );
+    let e = optimized_agrees(&k2, &range, &args, &[i32s(&[4; 8]), i32s(&[0; 8])]);
+    assert_eq!(e.message, "integer remainder by zero in `r % (d * z)`");
+}
+
+#[test]
+fn a_division_inside_an_unrolled_loop_quotes_the_source() {
+    // Unrolling binds `j` to a constant in each copy, which constant propagation and the
+    // simplifier fold into the copies (`a[3]`, `a[0]`): each still names the source.
+    let k = kernel(
+        "kernel k(a: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           var s: i32 = 1000 + i as i32;
+           for j: u32 in 0 .. 4 {
+             s = s / a[j] + s % a[(j + 1) % 4];
+           }
+           o[i] = s;
+         }",
+    );
+    let unrolled = PassManager::from_names("unroll,constprop,simplify,cse,let-opt,dce")
+        .unwrap()
+        .run(&kiln_passes::origin::record_origins(&k))
+        .unwrap();
+    assert!(!unrolled.to_string().contains("for "), "not unrolled:\n{unrolled}");
+    let args = [Arg::Buffer(0), Arg::Buffer(1)];
+    let range = NdRange::new(&[4]);
+    for (a, want) in [
+        (&[0, 1, 2, 3], "integer division by zero in `s / a[j]`"),
+        (&[1, 2, 3, 0], "integer remainder by zero in `s % a[(j + 1) % 4]`"),
+    ] {
+        let bufs = [i32s(a), i32s(&[0; 4])];
+        for scalar in [true, false] {
+            let opts = X86Options { scalar, ..X86Options::default() };
+            let e = same_error(&k, &unrolled, &opts, &range, &args, &bufs);
+            assert_eq!(e.message, want);
+        }
+        assert_eq!(optimized_agrees(&k, &range, &args, &bufs).message, want);
+    }
+}
+
+#[test]
+fn a_lane_of_a_vector_division_is_named_as_the_interpreter_names_it() {
+    // Vector lowering makes one scalar division per lane; each is "a lane of" the source's.
+    let k = kernel(
+        "kernel k(a: ptr<global, i32>, b: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0) * 4u32;
+           let v: i32x4 = vload4(a, i);
+           let w: i32x4 = vload4(b, i);
+           vstore(o, i, v / w + v % w);
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+    let bufs =
+        [i32s(&[7; 16]), i32s(&[1, 2, 3, 4, 5, 6, 0, 8, 1, 1, 1, 1, 1, 1, 1, 1]), i32s(&[0; 16])];
+    let range = NdRange::new(&[4]);
+    let e = same_error(&k, &k, &X86Options::default(), &range, &args, &bufs);
+    assert_eq!(e.message, "integer division by zero in a lane of `v / w`");
+    assert_eq!(e.work_item, Some([1, 0, 0]));
+    optimized_agrees(&k, &range, &args, &bufs);
+}
