@@ -1,8 +1,10 @@
 //! Errors of optimized x86 code quote the source as the interpreter does: a division by zero
 //! names the division as written (`` `x[i] / a[(i + 1) % 8]` ``), not what the passes made
 //! of it (`` `cse0 / a[i + 1 & 7]` ``), after CSE, constant propagation, `let` inlining,
-//! unrolling and vector lowering. Each case compares the whole error (kernel, work-item,
-//! message) with the interpreter's on the source kernel.
+//! unrolling and vector lowering; and when several loads of a work-item fail, it names
+//! the one the source reaches first, though CSE and `mad` fusion reorder loads. Each case
+//! compares the whole error (kernel, work-item, message) with the interpreter's on the
+//! source kernel.
 #![cfg(target_arch = "x86_64")]
 
 mod x86_common;
@@ -151,4 +153,31 @@ fn a_lane_of_a_vector_division_is_named_as_the_interpreter_names_it() {
     assert_eq!(e.message, "integer division by zero in a lane of `v / w`");
     assert_eq!(e.work_item, Some([1, 0, 0]));
     optimized_agrees(&k, &range, &args, &bufs);
+}
+
+#[test]
+fn the_first_failing_load_of_the_source_is_the_one_named() {
+    // At work-items 4.., `c[i]` and `a[i]` are both out of bounds; the source loads `c`
+    // first. CSE binds the repeated `a[i]` (it must bind `c[i]` ahead of it) and `c + a * b`
+    // is a `mad(a, b, c)` candidate (which would load `a` first).
+    let k = kernel(
+        "kernel k(a: ptr<global, i32>, b: ptr<global, i32>, c: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           o[i] = c[i] + a[i] * a[i];
+           o[i] = c[i] + a[i] * b[i];
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)];
+    let bufs = [i32s(&[3; 4]), i32s(&[2; 8]), i32s(&[1; 4]), i32s(&[0; 8])];
+    let e = optimized_agrees(&k, &NdRange::new(&[8]), &args, &bufs);
+    assert_eq!(e.message, "load `c[4]` out of bounds (buffer has 4 elements)");
+    // The second statement alone: only the `mad` reorders it.
+    let k = kernel(
+        "kernel k(a: ptr<global, i32>, b: ptr<global, i32>, c: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           o[i] = c[i] + a[i] * b[i];
+         }",
+    );
+    let e = optimized_agrees(&k, &NdRange::new(&[8]), &args, &bufs);
+    assert_eq!(e.message, "load `c[4]` out of bounds (buffer has 4 elements)");
 }

@@ -1,6 +1,7 @@
 //! Source names of fault sites (`kiln_passes::origin`): recorded on the divisions that may
 //! fail, invisible to equality and printing, kept by the passes of the `-O` pipeline, and
-//! quoted by the interpreter.
+//! quoted by the interpreter. And the first error of a work-item stays the source's where
+//! CSE and `mad` fusion reorder the loads and divisions of a statement.
 
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
@@ -104,4 +105,33 @@ fn the_simplifier_keeps_a_named_division_whole_and_simplifies_its_operands() {
     let s = simplify_expr(&named);
     assert_eq!(s.to_string(), "x / 4");
     assert!(s.origin().is_none());
+}
+
+#[test]
+fn cse_and_mad_fusion_keep_the_first_failing_load() {
+    // At work-item 4 `c[i]`, `a[i]` and `b[i]` are all out of bounds: the source names `c`.
+    let k = kernel(
+        "kernel k(a: ptr<global, i32>, b: ptr<global, i32>, c: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           o[i] = c[i] + a[i] * a[i] + b[i] / (a[i] - c[i]);
+           o[i] = c[i] + a[i] * b[i];
+         }",
+    );
+    let bufs = [
+        Buffer::from_slice(&[3i32; 4]),
+        Buffer::from_slice(&[2i32; 4]),
+        Buffer::from_slice(&[1i32; 4]),
+        Buffer::zeroed(kiln_ir::Scalar::I32, 8),
+    ];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)];
+    let range = NdRange::new(&[8]);
+    let want = run(&k, &range, &args, &mut bufs.to_vec()).unwrap_err();
+    assert_eq!(want.message, "load `c[4]` out of bounds (buffer has 4 elements)");
+    let cse = kiln_passes::cse::cse(&k);
+    assert!(cse.to_string().contains("let cse"), "nothing bound:\n{cse}");
+    let fused = kiln_passes::peephole::peephole(&k);
+    for (what, out) in [("cse", &cse), ("peephole", &fused), ("-O", &optimize(&k))] {
+        let got = run(out, &range, &args, &mut bufs.to_vec()).unwrap_err();
+        assert_eq!(got, want, "{what}:\n{out}");
+    }
 }
