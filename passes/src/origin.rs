@@ -9,6 +9,11 @@
 //!
 //! Out-of-bounds accesses name a buffer (a parameter, never renamed) and an index value,
 //! and a `for` loop's step error its variable, which the passes keep; they need no origin.
+//!
+//! Which error comes first matters as much: where several loads or divisions of a
+//! work-item fail, the interpreter reports the first in evaluation order. A rewrite may
+//! drop repeats (an equal load fails with the first) but must reach the distinct ones in
+//! the same order ([`same_fault_order`]); CSE, `mad` fusion and the simplifier keep it.
 
 use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
 
@@ -40,4 +45,51 @@ pub fn is_fault_division(e: &Expr) -> bool {
         }
         _ => false,
     }
+}
+
+/// The nodes of `e` that may fail (loads and [`is_fault_division`]s), in the order their
+/// checks run (operands left to right, each before its operator), with repeats: the first
+/// of them that fails is the error `e` reports.
+fn fault_points(e: &Expr, out: &mut Vec<Expr>) {
+    for c in e.children() {
+        fault_points(c, out);
+    }
+    if is_fault_point(e) {
+        out.push(e.clone());
+    }
+}
+
+fn is_fault_point(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Load { .. } | ExprNode::VecLoad { .. }) || is_fault_division(e)
+}
+
+/// True if `b`, a rewrite of `a`, reaches the loads and divisions of `a` that may fail in
+/// the same order, repeats aside (a repeat fails only where the first did), so that on any
+/// input it fails with the same error. `b` may lack some that the rewrite proved cannot fail
+/// (`local_id(1) % local_size(1)` is `local_id(1)`), never have others. `norm` brings a node
+/// that may fail to a canonical form (its operands simplified), since a rewrite may simplify
+/// those too.
+pub fn same_fault_order(a: &Expr, b: &Expr, norm: impl Fn(&Expr) -> Expr) -> bool {
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    fault_points(a, &mut fa);
+    fault_points(b, &mut fb);
+    let distinct = |v: Vec<Expr>, norm: &dyn Fn(&Expr) -> Expr| {
+        let mut out: Vec<Expr> = Vec::new();
+        for x in v.iter().map(norm).filter(is_fault_point) {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    };
+    // One that may fail (the common case: an index with one load) has no order.
+    let plain = |x: &Expr| x.clone();
+    let (da, db) = (distinct(fa.clone(), &plain), distinct(fb.clone(), &plain));
+    if da.len() <= 1 && db.len() <= da.len() {
+        return true;
+    }
+    let (da, db) = (distinct(fa, &norm), distinct(fb, &norm));
+    // `db` must be a subsequence of `da`.
+    let mut rest = da.iter();
+    db.iter().all(|x| rest.any(|y| y == x))
 }

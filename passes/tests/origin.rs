@@ -135,3 +135,28 @@ fn cse_and_mad_fusion_keep_the_first_failing_load() {
         assert_eq!(got, want, "{what}:\n{out}");
     }
 }
+
+#[test]
+fn the_simplifier_keeps_the_first_failing_division() {
+    // Factoring `x * y + x * y` into `y * (x + x)` would reach `d[i] % d[i]` before
+    // `d[i] / d[i]`: where `d[i]` is 0 the source reports the division.
+    let k = kernel(
+        "kernel k(d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           o[i] = d[i] / d[i] * (d[i] + d[i] % d[i]) + d[i] / d[i] * (d[i] + d[i] % d[i]);
+         }",
+    );
+    let bufs = [Buffer::from_slice(&[3u32, 0, 2, 1]), Buffer::zeroed(kiln_ir::Scalar::U32, 4)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1)];
+    let range = NdRange::new(&[4]);
+    let want = run(&k, &range, &args, &mut bufs.to_vec()).unwrap_err();
+    assert_eq!(want.message, "integer division by zero in `d[i] / d[i]`");
+    let simplified = kiln_passes::simplify::simplify_kernel(&record_origins(&k));
+    for (what, out) in [("simplify", &simplified), ("-O", &optimize(&k))] {
+        assert_eq!(
+            run(out, &range, &args, &mut bufs.to_vec()).unwrap_err(),
+            want,
+            "{what}:\n{out}"
+        );
+    }
+}

@@ -136,7 +136,8 @@ fn cheap_round(e: &Expr, limits: &Limits) -> (Expr, bool) {
         // may fold what the leaves gave); an unchanged round ends the loop by identity.
         (simplify_leaves(&p, limits), false)
     };
-    if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) {
+    // The result must fail as `e` does, with the same first error (see `crate::origin`).
+    if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) || !fails_alike(e, &r, limits) {
         (e.clone(), saturated)
     } else {
         (r, saturated)
@@ -179,9 +180,19 @@ fn simplify_once(e: &Expr, limits: &Limits) -> (Expr, bool) {
     match to_expr(&best, &runner.egraph.analysis.leaves) {
         // Only a strictly cheaper result (counting inside opaque leaves too) replaces `e`,
         // so simplifying a simplified expression returns the very same handle.
-        Some(s) if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) => (s, saturated),
+        Some(s)
+            if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) && fails_alike(e, &s, limits) =>
+        {
+            (s, saturated)
+        }
         _ => (e.clone(), saturated),
     }
+}
+
+/// True if `r` fails as `e` does, with the same first error ([`crate::origin`]), the nodes
+/// that may fail compared with their operands simplified (as the e-graph's leaves are).
+fn fails_alike(e: &Expr, r: &Expr, limits: &Limits) -> bool {
+    crate::origin::same_fault_order(e, r, |x| opaque(x, limits).0)
 }
 
 /// Adds `e` to the e-graph: operators as nodes, everything else as an opaque leaf whose
