@@ -18,8 +18,9 @@
 use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
 
 /// `k` with every fault site that has no [`Expr::origin`] yet given its own text as origin
-/// (its [`Expr::fault_site`]). The kernel means and prints the same; running it twice
-/// changes nothing.
+/// (its [`Expr::fault_site`]). The kernel means the same; running it twice changes nothing.
+/// Expressions deeper than [`kiln_ir::depth::MAX_EXPR_DEPTH`] are split into `let`s first
+/// (as every pass does), so a division inside one is named by its split text.
 pub fn record_origins(k: &Kernel) -> Kernel {
     struct Record;
     impl Mutator for Record {
@@ -32,7 +33,7 @@ pub fn record_origins(k: &Kernel) -> Kernel {
             r
         }
     }
-    Record.mutate_kernel(k)
+    Record.mutate_kernel(&kiln_ir::depth::bound_kernel(k))
 }
 
 /// True for an integer (or integer-vector) `/` or `%` whose divisor is not a non-zero

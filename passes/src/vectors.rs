@@ -80,7 +80,7 @@ pub fn lower_vectors(k: &Kernel, how: VectorLowering) -> Kernel {
         return k.clone();
     }
     // Lanes and `let`-bound parts of a division still name it as the source did.
-    let k = &kiln_ir::depth::bound_kernel(&crate::origin::record_origins(k));
+    let k = &crate::origin::record_origins(k);
     let mut l = Lower {
         keep_memory: how == VectorLowering::Memory,
         lanes: HashMap::new(),
