@@ -486,6 +486,42 @@ fn run_reports_interpreter_errors() {
 }
 
 #[test]
+fn run_on_cpu_quotes_the_source_of_a_failing_division() {
+    // `-O` (the cpu device's default) binds `x[i]` and `a[(i + 1) % 8]` to `let`s: the error
+    // still quotes the division as written, as the interpreter does (issue 29 U1).
+    let dir = scratch("division-source");
+    let k = dir.join("k.kir");
+    std::fs::write(
+        &k,
+        "kernel k(x: ptr<global, i32>, a: ptr<global, i32>, o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           o[i] = x[i] / a[(i + 1) % 8] + x[i] * a[(i + 1) % 8];
+         }",
+    )
+    .unwrap();
+    let want = "kiln: error: kernel `k`, work-item (0, 0, 0): integer division by zero in \
+                `x[i] / a[(i + 1) % 8]`\n";
+    for device in ["interp", "cpu"] {
+        let o = kiln(&[
+            "run".as_ref(),
+            k.as_os_str(),
+            "--device".as_ref(),
+            device.as_ref(),
+            "--global".as_ref(),
+            "8".as_ref(),
+            "--arg".as_ref(),
+            "x=iota:8".as_ref(),
+            "--arg".as_ref(),
+            "a=zeros:8".as_ref(),
+            "--arg".as_ref(),
+            "o=zeros:8".as_ref(),
+        ] as &[&std::ffi::OsStr]);
+        assert_eq!(o.status.code(), Some(1), "{device}: {}", stderr(&o));
+        assert_eq!(stderr(&o), want, "{device}");
+    }
+}
+
+#[test]
 fn usage() {
     let o = kiln(&["--help"]);
     assert_ok(&o);

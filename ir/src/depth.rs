@@ -238,7 +238,7 @@ impl Bounder {
             }
             ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => return n.clone(),
         };
-        Expr::new(node)
+        n.rebuild(node)
     }
 
     /// A sub-statement that is its own scope (a kernel, loop or branch body): its splits stay

@@ -675,6 +675,9 @@ struct ExprData {
     /// Nodes on the longest path to a leaf (a leaf is 1), kept so that depth checks are O(1).
     depth: u32,
     node: ExprNode,
+    /// How error messages name the source construct this node was derived from (see
+    /// [`Expr::origin`]); not part of equality, hashing or printing.
+    origin: Option<Arc<str>>,
 }
 
 /// An immutable, reference-counted expression handle. Cloning is cheap; equality and hashing
@@ -724,7 +727,63 @@ impl Expr {
         let mut h = std::hash::DefaultHasher::new();
         node.hash(&mut h);
         let depth = 1 + node_children(&node).iter().map(|c| c.0.depth).max().unwrap_or(0);
-        Expr(Arc::new(ExprData { ty, hash: h.finish(), depth, node }))
+        Expr(Arc::new(ExprData { ty, hash: h.finish(), depth, node, origin: None }))
+    }
+
+    /// `node`, a rebuilt version of this node (same kind, new operands), keeping this node's
+    /// [`Expr::origin`]. Passes that rewrite operands use it so that a fault site keeps
+    /// naming its source.
+    pub fn rebuild(&self, node: ExprNode) -> Expr {
+        let e = Expr::new(node);
+        match &self.0.origin {
+            Some(o) => e.with_origin(o.clone()),
+            None => e,
+        }
+    }
+
+    /// How an error names this node's source, when a pass recorded it: the source
+    /// expression in backticks (`` `x[i] / a[(i + 1) % 8]` ``), or ``a lane of `v / w` ``
+    /// for one lane of a vector operation. The optimizer records it on the nodes that can
+    /// fault (integer division and remainder) before rewriting them, so that their errors
+    /// quote the source as the interpreter does. It takes no part in equality, hashing or
+    /// printing, so it does not survive printing and parsing back.
+    pub fn origin(&self) -> Option<&str> {
+        self.0.origin.as_deref()
+    }
+
+    /// This expression with the [`Expr::origin`] of `from`, if it has one (a node that
+    /// replaces `from` and stands for the same source, such as one lane of it).
+    pub fn with_origin_of(&self, from: &Expr) -> Expr {
+        match &from.0.origin {
+            Some(o) => self.with_origin(o.clone()),
+            None => self.clone(),
+        }
+    }
+
+    /// This expression with `origin` recorded as its [`Expr::origin`] (equal to `self`).
+    pub fn with_origin(&self, origin: Arc<str>) -> Expr {
+        if self.0.origin.as_ref().is_some_and(|o| **o == *origin) {
+            return self.clone();
+        }
+        let d = &self.0;
+        Expr(Arc::new(ExprData {
+            ty: d.ty,
+            hash: d.hash,
+            depth: d.depth,
+            node: d.node.clone(),
+            origin: Some(origin),
+        }))
+    }
+
+    /// How a fault message names this expression (`integer division by zero in {site}`):
+    /// its [`Expr::origin`] if it has one, else its text in backticks, as ``a lane of `e` ``
+    /// for a vector.
+    pub fn fault_site(&self) -> String {
+        match (self.origin(), self.ty().is_vector()) {
+            (Some(o), _) => o.to_string(),
+            (None, true) => format!("a lane of `{self}`"),
+            (None, false) => format!("`{self}`"),
+        }
     }
 
     /// Nodes on the longest path from this expression to a leaf: a variable or constant is 1,
@@ -1056,6 +1115,7 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 hash: 0,
                 depth: 1,
                 node: ExprNode::Imm(Imm::Bool(false)),
+                origin: None,
             })
         })))
     };

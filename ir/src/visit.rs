@@ -231,7 +231,8 @@ pub fn walk_mutate_expr<M: Mutator + ?Sized>(m: &mut M, e: &Expr) -> Expr {
             ExprNode::Intrinsic { op: *op, args: nargs }
         }
     };
-    Expr::new(node)
+    // Same kind, new operands: the node still stands for its source.
+    e.rebuild(node)
 }
 
 fn same_opt(new: &Option<Stmt>, old: &Option<Stmt>) -> bool {

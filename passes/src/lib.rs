@@ -11,6 +11,8 @@
 //!   accesses, for targets without vector registers (the build driver applies it).
 //! * [`fusion`]: the kernel fusion JIT.
 //! * [`divergence`]: uniform/divergent analysis of every value.
+//! * [`origin`]: the source names of fault sites, kept through the passes for error
+//!   messages.
 //! * [`sanitize`]: the bounds sanitizer (`-fsanitize=bounds`): kernels that check their own
 //!   accesses and loops and report the first violation.
 
@@ -24,6 +26,7 @@ pub mod fusion;
 pub mod let_opt;
 pub mod licm;
 pub mod manager;
+pub mod origin;
 pub mod peephole;
 pub mod pipeline;
 pub mod sanitize;

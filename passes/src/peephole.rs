@@ -10,11 +10,15 @@
 //!   contraction changes rounding.
 //!
 //! Expressions are pure and evaluate every operand, so reordering `c + a * b` into
-//! `mad(a, b, c)` changes nothing observable. The pass runs late in the default pipeline
+//! `mad(a, b, c)` changes nothing observable, except which error comes first when `c` and
+//! `a * b` may both fail (loads, divisions): that sum is left alone, so the optimized
+//! kernel reports the error the source reports. The pass runs late in the default pipeline
 //! (after `simplify`, `cse` and `strength`): the simplifier sees `mad`/`add3` as opaque
 //! calls, so fusing earlier would hide `+`/`*` from its rules.
 
 use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Intrinsic, Kernel, Mutator};
+
+use crate::simplify::may_fail;
 
 struct Peephole {
     fast_math: bool,
@@ -34,7 +38,8 @@ fn fuse(a: &Expr, b: &Expr, fused: Intrinsic, add3: bool) -> Option<Expr> {
     if let Some((x, y)) = operands(a, BinOp::Mul) {
         return Some(Expr::intrinsic(fused, [x, y, b.clone()]));
     }
-    if let Some((x, y)) = operands(b, BinOp::Mul) {
+    // `a` is evaluated first: it must not move behind another operand that may fail.
+    if let Some((x, y)) = operands(b, BinOp::Mul).filter(|_| !(may_fail(a) && may_fail(b))) {
         return Some(Expr::intrinsic(fused, [x, y, a.clone()]));
     }
     if !add3 {

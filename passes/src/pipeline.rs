@@ -18,7 +18,8 @@ pub fn default_pipeline() -> PassManager {
 }
 
 /// Optimizes a kernel with the default pipeline. The result has the same meaning as `k`
-/// (identical interpreter results) and verifies.
+/// (identical interpreter results, errors quoting `k`'s text: see [`crate::origin`]) and
+/// verifies.
 pub fn optimize(k: &Kernel) -> Kernel {
     try_optimize(k).unwrap_or_else(|_| k.clone())
 }
@@ -28,5 +29,6 @@ pub fn try_optimize(k: &Kernel) -> Result<Kernel, PassError> {
     // Built once: the pipeline is called for every fused kernel, and looking up ten pass
     // names each time showed up in its profile.
     static PIPELINE: OnceLock<PassManager> = OnceLock::new();
-    PIPELINE.get_or_init(default_pipeline).run(k)
+    // Errors of the optimized kernel quote the source's fault sites (see `origin`).
+    PIPELINE.get_or_init(default_pipeline).run(&crate::origin::record_origins(k))
 }

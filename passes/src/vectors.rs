@@ -79,7 +79,8 @@ pub fn lower_vectors(k: &Kernel, how: VectorLowering) -> Kernel {
     if how == VectorLowering::Native || !uses_vectors(k) {
         return k.clone();
     }
-    let k = &kiln_ir::depth::bound_kernel(k);
+    // Lanes and `let`-bound parts of a division still name it as the source did.
+    let k = &crate::origin::record_origins(k);
     let mut l = Lower {
         keep_memory: how == VectorLowering::Memory,
         lanes: HashMap::new(),
@@ -167,7 +168,11 @@ impl Lower {
             ExprNode::Binary { op, a, b } => {
                 let la = self.lanes(a, out);
                 let lb = self.lanes(b, out);
-                la.into_iter().zip(lb).map(|(x, y)| Expr::binary(*op, x, y)).collect()
+                // Each lane of a division keeps its name, ``a lane of `v / w` ``.
+                la.into_iter()
+                    .zip(lb)
+                    .map(|(x, y)| Expr::binary(*op, x, y).with_origin_of(e))
+                    .collect()
             }
             ExprNode::Select { cond, a, b } if cond.ty().is_vector() => {
                 // A mask: each lane picks by its own condition.

@@ -210,7 +210,7 @@ impl Gen {
             BinOp::Div | BinOp::Rem => {
                 let rem = op == BinOp::Rem;
                 let zero =
-                    self.fault(rt::ERR_DIV_ZERO, Site::Div { rem, expr: e.to_string() }, false);
+                    self.fault(rt::ERR_DIV_ZERO, Site::Div { rem, expr: e.fault_site() }, false);
                 self.a.test(rcx, rcx)?;
                 self.a.je(zero)?;
                 if signed {

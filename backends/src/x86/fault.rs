@@ -67,10 +67,9 @@ impl X86Program {
                  {lanes}",
                 mems[*mem as usize].name, ctx.err_val
             ),
-            (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => format!(
-                "integer {} by zero in `{expr}`",
-                if *rem { "remainder" } else { "division" }
-            ),
+            (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => {
+                format!("integer {} by zero in {expr}", if *rem { "remainder" } else { "division" })
+            }
             (rt::ERR_FOR_STEP, Some(Site::ForStep { var, signed })) => {
                 let s = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
                 format!("for loop over `{var}`: step {s} is not positive")

@@ -50,7 +50,8 @@ impl MemInfo {
 pub(crate) enum Site {
     /// A load, store or atomic (`what`) of memory `mem`, with an index of signed type or not.
     Access { what: &'static str, mem: u32, signed: bool },
-    /// An integer division or remainder.
+    /// An integer division or remainder; `expr` names it as the interpreter does
+    /// ([`kiln_ir::Expr::fault_site`]: its source where the optimizer recorded it).
     Div { rem: bool, expr: String },
     /// A `for` loop's step.
     ForStep { var: String, signed: bool },

@@ -50,9 +50,10 @@ use super::rt::ExecCode;
 use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 
 /// The image format; bumped whenever the code's contract with the driver changes (3: the
-/// 8-lane code of kernels with barriers runs a row of batches per call), so that an older
+/// 8-lane code of kernels with barriers runs a row of batches per call; 4: a division site
+/// holds its whole name, backticks included, since a lane's is ``a lane of `e` ``), so that an older
 /// cached image is refused rather than run by a driver that expects other code.
-const MAGIC: &[u8; 8] = b"KX86IMG3";
+const MAGIC: &[u8; 8] = b"KX86IMG4";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 

@@ -119,7 +119,7 @@ use rt::{Ctx, ExecCode, Limits, MemRef};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct X86Options {
     /// Run the default `-O` pipeline (`kiln_passes::pipeline::optimize`) first. Error
-    /// messages then name the optimized kernel's expressions.
+    /// messages stay the interpreter's on the source kernel (`kiln_passes::origin`).
     pub optimize: bool,
     /// Drop the bounds checks of loads, stores and atomics. An out-of-bounds index then
     /// touches whatever memory it points to: only for kernels known to be correct.

@@ -404,9 +404,9 @@ impl Machine<'_> {
                     let x = stack.pop().ok_or_else(underflow)?;
                     if matches!(y, Imm::Int(_, 0)) && matches!(x, Imm::Int(..)) {
                         return Err(format!(
-                            "integer {} by zero in `{}`",
+                            "integer {} by zero in {}",
                             ops::op_word(*b),
-                            self.prog.exprs[*e as usize]
+                            self.prog.exprs[*e as usize].fault_site()
                         ));
                     }
                     ops::binary(*b, x, y)?
@@ -491,9 +491,9 @@ impl Machine<'_> {
                     if let Op::VDivRem(_, e, _) = *op {
                         if matches!(y, Imm::Int(_, 0)) && matches!(x, Imm::Int(..)) {
                             return Err(format!(
-                                "integer {} by zero in a lane of `{}`",
+                                "integer {} by zero in {}",
                                 ops::op_word(b),
-                                self.prog.exprs[e as usize]
+                                self.prog.exprs[e as usize].fault_site()
                             ));
                         }
                     }

@@ -93,7 +93,7 @@
 //! * **Errors** ([`InterpError`]) name the kernel and, for faults during execution, the
 //!   global id of the work-item: out-of-bounds loads, stores and atomics (naming the
 //!   pointer, the index and the length), integer division or remainder by zero (naming the
-//!   expression), bad `for` steps, barrier divergence, the step limit, and every launch
+//!   expression as the source wrote it: [`crate::Expr::fault_site`]), bad `for` steps, barrier divergence, the step limit, and every launch
 //!   check above. Kernels the verifier would reject are reported as "ill-formed kernel" where
 //!   the interpreter notices (names not in scope, assignment to non-`var`s, operand type
 //!   mismatches, ...); the interpreter never panics on them.

@@ -20,15 +20,23 @@
 //!   evaluated anyway, and every later occurrence in the block reads the binding. Nothing
 //!   is ever hoisted out of a branch or loop body into code that would not have run it.
 //!
+//! A repeat that may fail (a load, a division) keeps the interpreter's first error: its
+//! `let` goes right before the statement that first evaluates it, and the operands that
+//! statement evaluates before it and that may fail get `let`s first, in order. So the
+//! failing loads and divisions of a work-item are reached in the same order, and the
+//! optimized kernel reports the one the source reports (binding `a[i]` of
+//! `b[i] + a[i] * a[i]` alone would name `a` where the source names `b`).
+//!
 //! Names are unique per scope (no shadowing), so a variable in scope at the binding means
 //! the same thing at every later occurrence in the block.
 
 use hashbrown::HashSet;
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, Kernel, Mutator, Scalar, Stmt, StmtNode,
-    Type, Var,
+    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprSet, Kernel, Mutator, Scalar, Stmt,
+    StmtNode, Type, Var,
 };
 
+use crate::simplify::may_fail;
 use crate::util::{all_names, is_stable, mutable_names};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
@@ -64,6 +72,27 @@ fn count_into<'a>(e: &'a Expr, counts: &mut ExprMap<usize>, order: &mut Vec<&'a 
     }
     for c in e.children() {
         count_into(c, counts, order);
+    }
+}
+
+/// True if `e` occurs in `x` (or is `x`).
+fn contains(x: &Expr, e: &Expr) -> bool {
+    x == e || x.children().iter().any(|c| contains(c, e))
+}
+
+/// The operands that may fail and that statement `s` evaluates before its first occurrence
+/// of `e` (each whole, in evaluation order: operands left to right, each before its
+/// operator), or `None` if `s` does not evaluate `e`.
+fn failing_before(s: &Stmt, e: &Expr) -> Option<Vec<Expr>> {
+    let mut out = Vec::new();
+    let mut level: Vec<&Expr> = own_exprs(s);
+    loop {
+        let at = level.iter().position(|x| contains(x, e))?;
+        out.extend(level[..at].iter().filter(|x| may_fail(x)).map(|x| (*x).clone()));
+        if level[at] == e {
+            return Some(out);
+        }
+        level = level[at].children().into_iter().collect();
     }
 }
 
@@ -115,6 +144,26 @@ impl Repeats {
         }
     }
 
+    /// Binds `e` to a fresh `let` inserted at `at`, replacing it in `out[from..]` (the whole
+    /// block when `stable`, else the own expressions of `out[from..=k]`).
+    fn bind(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        at: usize,
+        from: usize,
+        k: usize,
+        e: &Expr,
+        stable: bool,
+    ) {
+        let var = Var::new(self.fresh(), e.ty());
+        let to = var.expr();
+        let end = if stable { out.len() } else { k + 1 };
+        for t in &mut out[from..end] {
+            *t = Replace { from: e, to: &to, own_only: !stable, depth: 0 }.mutate_stmt(t);
+        }
+        out.insert(at, Stmt::let_(&var, e.clone()));
+    }
+
     /// The best repeated subexpression of the statement `stmts[k]` together with the lets
     /// already bound for it (`stmts[start..k]`, evaluated right before it), and whether it
     /// is stable (bound across statements) or not (bound within the statement only): the
@@ -127,6 +176,7 @@ impl Repeats {
         stmts: &[Stmt],
         start: usize,
         k: usize,
+        skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
     ) -> Option<(Expr, bool)> {
         let mut counts = ExprMap::new();
@@ -144,7 +194,7 @@ impl Repeats {
         let mut best: Option<(Expr, bool, usize)> = None;
         for e in order {
             let size = crate::simplify::node_count(e);
-            if best.as_ref().is_some_and(|b| b.2 >= size) || bound == Some(e) {
+            if best.as_ref().is_some_and(|b| b.2 >= size) || bound == Some(e) || skip.contains(e) {
                 continue;
             }
             let own = counts.get(e).copied().unwrap_or(0);
@@ -192,17 +242,35 @@ impl Mutator for Repeats {
             // Bind the largest repeat first, then look again: its parts may still repeat,
             // also in the lets just made (they run right before the statement).
             let start = k;
-            while let Some((e, stable)) = self.candidate(&out, start, k, &mut later) {
+            let mut skip = ExprSet::default();
+            while let Some((e, stable)) = self.candidate(&out, start, k, &skip, &mut later) {
                 later = None;
-                let var = Var::new(self.fresh(), e.ty());
-                let to = var.expr();
-                let own_only = !stable;
-                let end = if stable { out.len() } else { k + 1 };
-                for t in &mut out[start..end] {
-                    *t = Replace { from: &e, to: &to, own_only, depth: 0 }.mutate_stmt(t);
+                if stable || !may_fail(&e) {
+                    self.bind(&mut out, start, start, k, &e, stable);
+                    k += 1;
+                    changed = true;
+                    continue;
                 }
-                out.insert(start, Stmt::let_(&var, e));
-                k += 1;
+                // Keep the first error: bind it where it is first evaluated, after what
+                // may fail before it there (see the module docs).
+                let Some(j) =
+                    (start..=k).find(|&j| own_exprs(&out[j]).iter().any(|x| contains(x, &e)))
+                else {
+                    skip.insert(e);
+                    continue;
+                };
+                let before = failing_before(&out[j], &e).unwrap_or_default();
+                if !before.iter().all(bindable) {
+                    skip.insert(e);
+                    continue;
+                }
+                // `e` first, so that its occurrences are still found whole; then each operand
+                // before it, last first, each `let` going ahead of those made so far (a later
+                // one may contain an earlier one, which its binding then reads).
+                for x in [&e].into_iter().chain(before.iter().rev()) {
+                    self.bind(&mut out, j, j, k, x, false);
+                    k += 1;
+                }
                 changed = true;
             }
             // Then the statement's nested blocks, on their own.

@@ -357,6 +357,8 @@ pub fn to_expr(rec: &RecExpr<Node>, leaves: &[(Expr, bool)]) -> Option<Expr> {
 /// True for the expression kinds that become e-graph operator nodes.
 pub fn is_operator(e: &Expr) -> bool {
     match e.node() {
+        // A division named by its source stays whole (see `crate::origin`).
+        _ if e.origin().is_some() => false,
         ExprNode::Unary { a, .. } => a.ty().scalar().is_some_and(|s| s != Scalar::F16),
         ExprNode::Binary { a, .. } => a.ty().scalar().is_some_and(|s| s != Scalar::F16),
         ExprNode::Select { a, .. } => a.ty().scalar().is_some(),

@@ -136,7 +136,8 @@ fn cheap_round(e: &Expr, limits: &Limits) -> (Expr, bool) {
         // may fold what the leaves gave); an unchanged round ends the loop by identity.
         (simplify_leaves(&p, limits), false)
     };
-    if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) {
+    // The result must fail as `e` does, with the same first error (see `crate::origin`).
+    if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) || !fails_alike(e, &r, limits) {
         (e.clone(), saturated)
     } else {
         (r, saturated)
@@ -179,9 +180,19 @@ fn simplify_once(e: &Expr, limits: &Limits) -> (Expr, bool) {
     match to_expr(&best, &runner.egraph.analysis.leaves) {
         // Only a strictly cheaper result (counting inside opaque leaves too) replaces `e`,
         // so simplifying a simplified expression returns the very same handle.
-        Some(s) if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) => (s, saturated),
+        Some(s)
+            if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) && fails_alike(e, &s, limits) =>
+        {
+            (s, saturated)
+        }
         _ => (e.clone(), saturated),
     }
+}
+
+/// True if `r` fails as `e` does, with the same first error ([`crate::origin`]), the nodes
+/// that may fail compared with their operands simplified (as the e-graph's leaves are).
+fn fails_alike(e: &Expr, r: &Expr, limits: &Limits) -> bool {
+    crate::origin::same_fault_order(e, r, |x| opaque(x, limits).0)
 }
 
 /// Adds `e` to the e-graph: operators as nodes, everything else as an opaque leaf whose
@@ -224,6 +235,11 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
             let e2 = if i.ptr_eq(index) { e.clone() } else { Expr::load(buf, i) };
             (e2, true)
         }
+        ExprNode::Binary { .. } if e.origin().is_some() => {
+            let e2 = named_division(e, sub);
+            let f = may_fail(&e2);
+            (e2, f)
+        }
         ExprNode::Cast { to, a } => {
             let a2 = sub(a);
             if let Some(k) = a2.as_imm() {
@@ -264,6 +280,21 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
     }
 }
 
+/// A division named by its source ([`Expr::origin`]) with its operands simplified by `sub`,
+/// keeping its name; once the divisor is a non-zero constant it cannot fail, and comes back
+/// as a plain operator for the rules.
+pub(crate) fn named_division(e: &Expr, sub: impl Fn(&Expr) -> Expr) -> Expr {
+    let ExprNode::Binary { op, a, b } = e.node() else { return e.clone() };
+    let (a2, b2) = (sub(a), sub(b));
+    if b2.as_imm().is_some_and(|k| !k.is_zero()) {
+        return Expr::binary(*op, a2, b2);
+    }
+    if a2.ptr_eq(a) && b2.ptr_eq(b) {
+        return e.clone();
+    }
+    e.rebuild(ExprNode::Binary { op: *op, a: a2, b: b2 })
+}
+
 /// A vector expression (or a lane of one) with its operands simplified.
 fn vector_leaf(e: &Expr, limits: &Limits) -> (Expr, bool) {
     struct Operands<'a>(&'a Limits);
@@ -282,12 +313,7 @@ fn vector_leaf(e: &Expr, limits: &Limits) -> (Expr, bool) {
 pub fn may_fail(e: &Expr) -> bool {
     match e.node() {
         ExprNode::Load { .. } | ExprNode::VecLoad { .. } => true,
-        ExprNode::Binary { op: kiln_ir::BinOp::Div | kiln_ir::BinOp::Rem, b, .. }
-            if e.ty().lane_scalar().is_some_and(|s| s.is_int())
-                && b.as_imm().is_none_or(|k| k.is_zero()) =>
-        {
-            true
-        }
+        _ if crate::origin::is_fault_division(e) => true,
         _ => e.children().iter().any(|c| may_fail(c)),
     }
 }

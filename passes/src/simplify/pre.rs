@@ -54,6 +54,14 @@ pub fn presimplify(e: &Expr) -> Expr {
             }
         }
         _ if is_operator(e) => operator(e),
+        ExprNode::Binary { .. } if e.origin().is_some() => {
+            let d = super::named_division(e, presimplify);
+            if d.origin().is_none() {
+                operator(&d)
+            } else {
+                d
+            }
+        }
         ExprNode::Intrinsic { op, args } => {
             let new: Vec<Expr> = args.iter().map(presimplify).collect();
             let consts: Option<Vec<Imm>> = new.iter().map(|a| a.as_imm().copied()).collect();

@@ -564,7 +564,7 @@ impl V {
         self.active(d + 2)?;
         self.a.vptest(YMM[d + 2], YMM[d + 2])?;
         self.a.je(zero)?;
-        let site = Site::Div { rem, expr: e.to_string() };
+        let site = Site::Div { rem, expr: e.fault_site() };
         self.fault_stub(rb, d + 2, d + 2, rt::ERR_DIV_ZERO, site, false, Some(zero))?;
         self.bind(&mut ok)?;
         self.a.vmovd(eax, XMM[ra])?;

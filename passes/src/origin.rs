@@ -1,0 +1,96 @@
+//! Source names of fault sites: before the optimizer rewrites a kernel, every node that can
+//! fault and whose error quotes it (an integer `/` or `%` by a divisor that is not a
+//! non-zero constant) records how the interpreter names it ([`Expr::origin`]). Passes keep
+//! the origin when they rebuild such a node (the mutator's default walk does; the
+//! simplifier keeps a named division whole and simplifies its operands alone, since almost
+//! no algebra holds across a division by an unknown value), and backends quote it, so
+//! optimized code reports `` integer division by zero in `x[i] / a[(i + 1) % 8]` `` as the
+//! interpreter does on the source, not `` `cse0 / a[i + 1 & 7]` ``.
+//!
+//! Out-of-bounds accesses name a buffer (a parameter, never renamed) and an index value,
+//! and a `for` loop's step error its variable, which the passes keep; they need no origin.
+//!
+//! Which error comes first matters as much: where several loads or divisions of a
+//! work-item fail, the interpreter reports the first in evaluation order. A rewrite may
+//! drop repeats (an equal load fails with the first) but must reach the distinct ones in
+//! the same order ([`same_fault_order`]); CSE, `mad` fusion and the simplifier keep it.
+
+use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
+
+/// `k` with every fault site that has no [`Expr::origin`] yet given its own text as origin
+/// (its [`Expr::fault_site`]). The kernel means the same; running it twice changes nothing.
+/// Expressions deeper than [`kiln_ir::depth::MAX_EXPR_DEPTH`] are split into `let`s first
+/// (as every pass does), so a division inside one is named by its split text.
+pub fn record_origins(k: &Kernel) -> Kernel {
+    struct Record;
+    impl Mutator for Record {
+        fn mutate_expr(&mut self, e: &Expr) -> Expr {
+            let r = walk_mutate_expr(self, e);
+            if r.origin().is_none() && is_fault_division(&r) {
+                // The text of `e`, the source node (its children's origins print nothing).
+                return r.with_origin(e.fault_site().into());
+            }
+            r
+        }
+    }
+    Record.mutate_kernel(&kiln_ir::depth::bound_kernel(k))
+}
+
+/// True for an integer (or integer-vector) `/` or `%` whose divisor is not a non-zero
+/// constant: a node that may fail with a division by zero.
+pub fn is_fault_division(e: &Expr) -> bool {
+    match e.node() {
+        ExprNode::Binary { op: BinOp::Div | BinOp::Rem, b, .. } => {
+            e.ty().lane_scalar().is_some_and(|s| s.is_int())
+                && b.as_imm().is_none_or(|k| k.is_zero())
+        }
+        _ => false,
+    }
+}
+
+/// The nodes of `e` that may fail (loads and [`is_fault_division`]s), in the order their
+/// checks run (operands left to right, each before its operator), with repeats: the first
+/// of them that fails is the error `e` reports.
+fn fault_points(e: &Expr, out: &mut Vec<Expr>) {
+    for c in e.children() {
+        fault_points(c, out);
+    }
+    if is_fault_point(e) {
+        out.push(e.clone());
+    }
+}
+
+fn is_fault_point(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Load { .. } | ExprNode::VecLoad { .. }) || is_fault_division(e)
+}
+
+/// True if `b`, a rewrite of `a`, reaches the loads and divisions of `a` that may fail in
+/// the same order, repeats aside (a repeat fails only where the first did), so that on any
+/// input it fails with the same error. `b` may lack some that the rewrite proved cannot fail
+/// (`local_id(1) % local_size(1)` is `local_id(1)`), never have others. `norm` brings a node
+/// that may fail to a canonical form (its operands simplified), since a rewrite may simplify
+/// those too.
+pub fn same_fault_order(a: &Expr, b: &Expr, norm: impl Fn(&Expr) -> Expr) -> bool {
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    fault_points(a, &mut fa);
+    fault_points(b, &mut fb);
+    let distinct = |v: Vec<Expr>, norm: &dyn Fn(&Expr) -> Expr| {
+        let mut out: Vec<Expr> = Vec::new();
+        for x in v.iter().map(norm).filter(is_fault_point) {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        out
+    };
+    // One that may fail (the common case: an index with one load) has no order.
+    let plain = |x: &Expr| x.clone();
+    let (da, db) = (distinct(fa.clone(), &plain), distinct(fb.clone(), &plain));
+    if da.len() <= 1 && db.len() <= da.len() {
+        return true;
+    }
+    let (da, db) = (distinct(fa, &norm), distinct(fb, &norm));
+    // `db` must be a subsequence of `da`.
+    let mut rest = da.iter();
+    db.iter().all(|x| rest.any(|y| y == x))
+}
