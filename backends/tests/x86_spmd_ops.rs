@@ -13,17 +13,17 @@
 
 mod x86_common;
 
-use x86_common::{avx2, kernel, three_ways_opt_item};
+use x86_common::{avx2, kernel, three_ways};
 
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
 use proptest::prelude::*;
 
-/// Interpreter, scalar code and vector code agree, errors word for word (for `-O` code
-/// the work-item), buffers after success.
+/// Interpreter, scalar code and vector code (plain and `-O`) agree, errors word for word,
+/// buffers after success.
 fn agree(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
-    three_ways_opt_item(k, range, args, bufs)
+    three_ways(k, range, args, bufs)
 }
 
 /// Why `k` has no 8-lane code (plain and `-O`), `None` if it has (or without AVX2).

@@ -45,36 +45,6 @@ pub fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) ->
     has
 }
 
-/// [`three_ways`], except that an error of the `-O` code need only name the interpreter's
-/// work-item: the pipeline rewrites expressions (CSE names a repeated operand), so the
-/// text a division fault quotes, or which of two faulting accesses comes first, may differ.
-pub fn three_ways_opt_item(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
-    let mut want = bufs.to_vec();
-    let want_r = run(k, range, args, &mut want);
-    let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
-    let mut has = false;
-    for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
-        let vector = compile(k, &opts).unwrap();
-        has |= vector.has_spmd();
-        for p in [&scalar, &vector] {
-            let mut got = bufs.to_vec();
-            let r = p.run(range, args, &mut got);
-            match (&want_r, &r) {
-                (Err(w), Err(g)) if opts.optimize && std::ptr::eq(p, &vector) => {
-                    assert_eq!((&w.kernel, w.work_item), (&g.kernel, g.work_item), "\n{k}");
-                }
-                _ => assert_eq!(want_r, r, "\n{k}\n{}", p.disassemble()),
-            }
-            if want_r.is_ok() {
-                if let Err(m) = results_match(&want, &got) {
-                    panic!("{m}\n{k}\n{}", p.disassemble());
-                }
-            }
-        }
-    }
-    has
-}
-
 /// `n` f32 values between -3 and 5.1, varied by `seed`.
 pub fn f32s(n: usize, seed: u32) -> Buffer {
     Buffer::from_slice(

@@ -408,7 +408,7 @@ impl V {
         self.a.vpcmpeqd(t, y, t)?;
         self.active(d + 3)?;
         self.a.vpand(t, t, u)?;
-        let site = Site::Div { rem, expr: e.to_string() };
+        let site = Site::Div { rem, expr: e.fault_site() };
         self.fault_stub(d + 1, d + 2, d + 3, rt::ERR_DIV_ZERO, site, false, None)?;
         // u32 to f64: (v ^ 2^31) as i32, then + 2^31, exactly.
         let sign = self.imm_slot(0x8000_0000);
