@@ -393,28 +393,44 @@ impl VulkanDevice {
             let bi = vk::CommandBufferBeginInfo::default()
                 .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
             d.begin_command_buffer(c.cb, &bi).map_err(vkerr("begin"))?;
-            // Steps are dispatches and transfers: a barrier orders both kinds both ways.
-            let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-            let rw = vk::AccessFlags::SHADER_READ
-                | vk::AccessFlags::SHADER_WRITE
-                | vk::AccessFlags::TRANSFER_READ
-                | vk::AccessFlags::TRANSFER_WRITE;
+            // A barrier waits for the stages the earlier steps used (all of them, for the
+            // first step: eager launches and replays submitted before return before they
+            // finish) and makes their writes visible to this step's stage: no wider, so a
+            // chain of dispatches waits for compute work only.
+            let transfer = vk::PipelineStageFlags::TRANSFER;
+            let compute = vk::PipelineStageFlags::COMPUTE_SHADER;
+            let mut used = vk::PipelineStageFlags::empty();
             let mut sets = sets.into_iter();
             for (i, l) in launches.iter().enumerate() {
-                // The first step also waits for earlier submissions (eager launches and
-                // replays return before they finish).
+                let stage = if l.dispatch().is_some() { compute } else { transfer };
                 if l.barrier || i == 0 {
-                    let b = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
+                    let src = if i == 0 { compute | transfer } else { used };
+                    let mut writes = vk::AccessFlags::empty();
+                    if src.contains(compute) {
+                        writes |= vk::AccessFlags::SHADER_WRITE;
+                    }
+                    if src.contains(transfer) {
+                        writes |= vk::AccessFlags::TRANSFER_WRITE;
+                    }
+                    let access = if stage == compute {
+                        vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE
+                    } else {
+                        vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE
+                    };
+                    let b = [vk::MemoryBarrier::default()
+                        .src_access_mask(writes)
+                        .dst_access_mask(access)];
                     d.cmd_pipeline_barrier(
                         c.cb,
-                        stages,
-                        stages,
+                        src,
+                        stage,
                         vk::DependencyFlags::empty(),
                         &b,
                         &[],
                         &[],
                     );
                 }
+                used |= stage;
                 let (p, dispatch) = match &l.work {
                     Work::Dispatch { pipeline, dispatch, .. } => (pipeline, dispatch),
                     Work::Copy { src, dst, regions } => {
@@ -455,7 +471,7 @@ impl VulkanDevice {
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];
             d.cmd_pipeline_barrier(
                 c.cb,
-                stages,
+                compute | transfer,
                 vk::PipelineStageFlags::HOST,
                 vk::DependencyFlags::empty(),
                 &b,
