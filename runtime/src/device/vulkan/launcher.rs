@@ -244,7 +244,10 @@ impl Launcher {
     ) -> Result<(), DeviceError> {
         let mut st = self.lock();
         let mut s = self.slot(&mut st)?;
-        let r = self.record_dispatch(&mut s, pipeline, dispatch, mems);
+        // Nothing in flight (the slot search recycled every finished submission): no earlier
+        // write on the device to wait for.
+        let after_others = !st.busy.is_empty();
+        let r = self.record_dispatch(&mut s, pipeline, dispatch, mems, after_others);
         let r = r.and_then(|()| self.submit(&s, s.cb));
         match r {
             Ok(()) => {
@@ -266,6 +269,7 @@ impl Launcher {
         p: &Pipeline,
         dispatch: &Dispatch,
         mems: &[&VkMem],
+        after_others: bool,
     ) -> Result<(), DeviceError> {
         let d = &self.owner.device;
         let n = dispatch.bindings.len() as u32;
@@ -300,21 +304,27 @@ impl Launcher {
             let bi = vk::CommandBufferBeginInfo::default()
                 .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
             d.begin_command_buffer(s.cb, &bi).map_err(vkerr("begin"))?;
-            // Earlier submissions on the queue (eager launches, replays, their transfers)
-            // write before this dispatch reads or writes: the barrier orders them on the
-            // device, in submission order, instead of the host waiting between them.
-            let b = [vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-                .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
-            d.cmd_pipeline_barrier(
-                s.cb,
-                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::DependencyFlags::empty(),
-                &b,
-                &[],
-                &[],
-            );
+            // Earlier submissions still in flight on the queue (eager launches, replays,
+            // their transfers) write before this dispatch reads or writes: the barrier orders
+            // them on the device, in submission order, instead of the host waiting between
+            // them. With none in flight it is left out (lavapipe drains its pipeline at
+            // every barrier).
+            if after_others {
+                let b = [vk::MemoryBarrier::default()
+                    .src_access_mask(
+                        vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
+                    )
+                    .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+                d.cmd_pipeline_barrier(
+                    s.cb,
+                    vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::DependencyFlags::empty(),
+                    &b,
+                    &[],
+                    &[],
+                );
+            }
             d.cmd_bind_pipeline(s.cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
             if n > 0 {
                 d.cmd_bind_descriptor_sets(
