@@ -366,3 +366,27 @@ fn short_buffer_is_an_error_with_bounds_checks_vulkan() {
     assert!(matches!(e, Error::Launch { ref kernel, .. } if kernel == "saxpy"), "{e:?}");
     assert!(e.to_string().contains("out of bounds"), "{e}");
 }
+
+/// Issue 25: launching a kernel the Jit launched before takes its device kernel from the Jit:
+/// the module is not printed and hashed into a program-cache key again (the program cache
+/// sees no lookup), and every launch still runs.
+#[test]
+fn repeated_launches_skip_the_program_cache_lookup() {
+    let jit = Jit::new(Device::interp()).unwrap();
+    let src = "kernel inc(b: ptr<global, i32>) { let i: u32 = global_id(0); b[i] = b[i] + 1; }";
+    let module = jit.compile_source("inc.kir", src).unwrap();
+    let b = jit.buffer_zeroed::<i32>(4);
+    jit.launch(&module, "inc", NdRange::new(&[4]), args![&b]).unwrap().wait().unwrap();
+    let before = jit.context().program_cache_stats();
+    for _ in 0..10 {
+        jit.launch(&module, "inc", NdRange::new(&[4]), args![&b]).unwrap().wait().unwrap();
+    }
+    let after = jit.context().program_cache_stats();
+    assert_eq!((after.hits, after.misses), (before.hits, before.misses), "{before:?} {after:?}");
+    assert_eq!(b.read().unwrap(), vec![11; 4]);
+    // The same source compiled again is another module: looked up (a hit), not rebuilt.
+    let again = jit.compile_source("inc.kir", src).unwrap();
+    jit.launch(&again, "inc", NdRange::new(&[4]), args![&b]).unwrap().wait().unwrap();
+    let last = jit.context().program_cache_stats();
+    assert_eq!((last.hits, last.builds), (after.hits + 1, after.builds), "{last:?}");
+}

@@ -1,17 +1,22 @@
-//! Launch overhead on the cpu device (issue 24's targets): one 256-work-item launch on
-//! one thread and on all of them, 100 tiny kernels submitted eagerly on an in-order queue,
-//! and the same 100 kernels recorded into a command graph and replayed. Every result is
-//! checked against values computed here before anything is timed.
+//! Launch overhead per device (issue 24's targets for the cpu device, issue 25's for Vulkan
+//! and CUDA): one 256-work-item launch on one thread and on all of them (cpu), 100 tiny
+//! dependent kernels submitted eagerly on an in-order queue and waited for, and the same 100
+//! kernels recorded into a command graph and replayed, on the cpu device and on Vulkan and
+//! CUDA where they open. Every result is checked against values computed here before
+//! anything is timed.
 //!
 //! * `launch256/{1-thread,N-threads}`: one `Device::run` of a built kernel over 256
 //!   work-items (groups of 32), buffers on the host;
 //! * `launch256/queue`: the same launch submitted on an in-order queue of a `Context` (all
 //!   threads) and waited for, as `kiln run --time` times a launch (the runtime's hand-off to
 //!   its worker and back included);
-//! * `chain100/{eager,replay}`: submission and completion of 100 dependent launches of
-//!   256 work-items each (criterion's throughput is kernels per second);
-//! * a closing `per kernel:` summary: the median cost of one kernel in each case and the
-//!   ratio of eager submission to replay (the target is at most 10x).
+//! * `chain100[-vulkan|-cuda]/{eager,replay}`: submission and completion of 100 dependent
+//!   launches of 256 work-items each (criterion's throughput is kernels per second); the
+//!   wait is `Queue::wait`, which waits for the device too;
+//! * closing `per kernel:` lines: the median cost of one kernel in each case, per device,
+//!   and the ratio of eager submission to replay. The references to hold them against
+//!   (cupy's eager launches and a hand-built CUDA graph on the same GPU) come from
+//!   `benches/gpu/launch_ref.py`; `benches/gpu/run_launch.sh` runs both.
 //!
 //! `cargo bench -p kiln-runtime --bench launch -- --warm-up-time 1 --measurement-time 3`
 
@@ -22,7 +27,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kiln_ir::launch::{self, Arg, NdRange};
 use kiln_ir::{parse_module, Scalar};
 use kiln_runtime::device::cpu::CpuDevice;
+use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::registry::OpenOptions;
+use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{ExecGraph, Graph, GraphProperties};
 use kiln_runtime::{Buffer, Context, Device, KernelArg, KernelHandle, Queue, QueueOrder};
 
@@ -77,8 +84,8 @@ fn chain(q: &Queue, k: &KernelHandle, b: &Buffer<u32>) {
 
 /// The queue, kernel, buffer and recorded graph of the 100-kernel chain, both ways
 /// checked once.
-fn chain_setup(dev: CpuDevice) -> (Queue, KernelHandle, Buffer<u32>, ExecGraph) {
-    let ctx = Context::new(Arc::new(dev));
+fn chain_setup(dev: Arc<dyn Device>) -> (Queue, KernelHandle, Buffer<u32>, ExecGraph) {
+    let ctx = Context::new(dev);
     let m = parse_module(SOURCE).expect("kernel parses");
     let k = ctx.get_kernel(&m, "inc").expect("kernel builds");
     let q = Queue::new(&ctx, QueueOrder::InOrder);
@@ -120,17 +127,8 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     let Some(dev) = open(None) else { return };
-    let (q, k, b, exec) = chain_setup(dev);
-    let mut g = c.benchmark_group("chain100");
-    g.throughput(Throughput::Elements(NODES as u64));
-    let eager = || {
-        chain(&q, &k, &b);
-        q.wait().expect("chain runs");
-    };
-    let replay = || q.submit_graph(&exec).wait().expect("graph runs");
-    g.bench_function("eager", |bench| bench.iter(eager));
-    g.bench_function("replay", |bench| bench.iter(replay));
-    g.finish();
+    let (q, k, b, exec) = chain_setup(Arc::new(dev));
+    let (eager, replay) = chain_bench(c, "chain100", &q, &k, &b, &exec);
     let queued = || {
         q.submit(|h| {
             let x = h.read_write(&b);
@@ -140,11 +138,9 @@ fn bench(c: &mut Criterion) {
     };
     c.benchmark_group("launch256").bench_function("queue", |bench| bench.iter(queued));
 
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
     let l1 = us(median(2001, &mut run1));
     let ln = us(median(2001, &mut run_all));
-    let e = us(median(101, eager)) / NODES as f64;
-    let r = us(median(101, replay)) / NODES as f64;
+    let (e, r) = (us(eager) / NODES as f64, us(replay) / NODES as f64);
     let lq = us(median(2001, queued));
     println!(
         "per kernel: launch256 {l1:.2} us on 1 thread, {ln:.2} us on {threads}, {lq:.2} us \
@@ -152,6 +148,66 @@ fn bench(c: &mut Criterion) {
          {:.1}x)",
         e / r
     );
+
+    // The GPU devices, where they open: the same chain, eager and replayed.
+    type Opened = Result<Arc<dyn Device>, String>;
+    let gpus: [(&str, Opened); 2] = [
+        ("vulkan", VulkanDevice::open().map(|d| Arc::new(d) as _).map_err(|e| e.to_string())),
+        ("cuda", CudaDevice::open().map(|d| Arc::new(d) as _).map_err(|e| e.to_string())),
+    ];
+    for (kind, dev) in gpus {
+        let dev = match dev {
+            Ok(d) => d,
+            Err(e) => {
+                println!("per kernel: {kind} not measured: {e}");
+                continue;
+            }
+        };
+        let name = dev.name();
+        let (q, k, b, exec) = chain_setup(dev);
+        let (eager, replay) = chain_bench(c, &format!("chain100-{kind}"), &q, &k, &b, &exec);
+        let (e, r) = (us(eager) / NODES as f64, us(replay) / NODES as f64);
+        println!(
+            "per kernel: {kind} ({name}): 100 dependent kernels eager {e:.2} us, graph replay \
+             {r:.2} us per node (eager/replay {:.1}x)",
+            e / r
+        );
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Criterion's measurement of the chain eager (100 submissions, then a wait on the queue)
+/// and replayed (one graph submission and its wait), in `group`; then the median of 101
+/// runs of each, checked afterwards to have computed the chain.
+fn chain_bench(
+    c: &mut Criterion,
+    group: &str,
+    q: &Queue,
+    k: &KernelHandle,
+    b: &Buffer<u32>,
+    exec: &ExecGraph,
+) -> (Duration, Duration) {
+    let mut g = c.benchmark_group(group);
+    g.throughput(Throughput::Elements(NODES as u64));
+    let eager = || {
+        chain(q, k, b);
+        q.wait().expect("chain runs");
+    };
+    let replay = || q.submit_graph(exec).wait().expect("graph runs");
+    g.bench_function("eager", |bench| bench.iter(eager));
+    g.bench_function("replay", |bench| bench.iter(replay));
+    g.finish();
+    let before = b.read().expect("reads");
+    let (e, r) = (median(101, eager), median(101, replay));
+    // 202 more runs of the chain: each element grows by 202 * NODES * (i + 1).
+    let runs = 202 * NODES as u32;
+    let want: Vec<u32> =
+        before.iter().zip(expected(runs)).map(|(v, add)| v.wrapping_add(add)).collect();
+    assert_eq!(b.read().expect("reads"), want, "{group}: the timed chains' result");
+    (e, r)
 }
 
 criterion_group!(benches, bench);

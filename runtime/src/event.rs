@@ -1,8 +1,15 @@
 //! Events: the completion of one command.
+//!
+//! A kernel launch (or a command graph's partition) on a device that returns once the work
+//! is submitted (Vulkan, CUDA: see [`crate::Device::finish`]) completes its event then, so
+//! that the commands depending on it are submitted at once, ordered after it on the device.
+//! A wait on such an event ([`Event::wait`], [`Event::wait_timeout`], [`crate::Queue::wait`])
+//! also waits for the device to finish; reading a buffer waits for the launches writing it.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::device::Device;
 use crate::error::RuntimeError;
 
 /// Where a command is.
@@ -43,6 +50,9 @@ pub(crate) struct EventState {
     pub error: Option<RuntimeError>,
     /// Commands waiting for this one.
     pub successors: Vec<Arc<dyn Waiter>>,
+    /// The device the command's work was submitted to, when it may still run there after
+    /// the event completed: a host wait waits for it ([`Device::finish`]).
+    pub device: Option<Arc<dyn Device>>,
 }
 
 pub(crate) struct EventInner {
@@ -77,6 +87,7 @@ impl Event {
                 status: EventStatus::Submitted,
                 error: None,
                 successors: Vec::new(),
+                device: None,
             }),
             done: Condvar::new(),
             hook,
@@ -153,9 +164,26 @@ impl Event {
         while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {
             s = self.0.done.wait(s).unwrap_or_else(PoisonError::into_inner);
         }
-        match &s.error {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
+        if let Some(e) = &s.error {
+            return Err(e.clone());
+        }
+        let device = s.device.clone();
+        drop(s);
+        self.device_finished(device, None).map(drop)
+    }
+
+    /// Waits for `device` (the event's, if any) to finish the work submitted to it, at most
+    /// `timeout`: `false` if it had not by then.
+    fn device_finished(
+        &self,
+        device: Option<Arc<dyn Device>>,
+        timeout: Option<Duration>,
+    ) -> Result<bool, RuntimeError> {
+        match device {
+            Some(d) => d
+                .finish(timeout)
+                .map_err(|source| RuntimeError::Kernel { command: self.name().into(), source }),
+            None => Ok(true),
         }
     }
 
@@ -174,15 +202,33 @@ impl Event {
             };
             s = self.0.done.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
         }
-        Some(match &s.error {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
-        })
+        if let Some(e) = &s.error {
+            return Some(Err(e.clone()));
+        }
+        let device = s.device.clone();
+        drop(s);
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        match self.device_finished(device, left) {
+            Ok(true) => Some(Ok(())),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Marks the event finished and returns the commands that were waiting on it.
     pub(crate) fn finish(&self, error: Option<RuntimeError>) -> Vec<Arc<dyn Waiter>> {
+        self.finish_on(error, None)
+    }
+
+    /// [`Event::finish`] for work submitted to `device` that may still run there: a host
+    /// wait on the event also waits for the device.
+    pub(crate) fn finish_on(
+        &self,
+        error: Option<RuntimeError>,
+        device: Option<Arc<dyn Device>>,
+    ) -> Vec<Arc<dyn Waiter>> {
         let mut s = self.state();
+        s.device = device;
         s.status = if error.is_some() { EventStatus::Failed } else { EventStatus::Complete };
         s.error = error;
         self.0.done.notify_all();

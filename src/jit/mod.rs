@@ -45,7 +45,14 @@ pub struct Jit {
     ctx: Context,
     queue: Queue,
     options: String,
+    /// The device kernels of the last kernels launched, by the kernel's IR object (its
+    /// `Arc`, kept here so that its address is not reused): a launch of one of them again
+    /// neither prints nor hashes its module for the program cache's key.
+    handles: std::sync::Mutex<Vec<(Kernel, KernelHandle)>>,
 }
+
+/// How many kernels' device handles a [`Jit`] keeps for launches ([`Jit::launch`]).
+const HANDLES: usize = 64;
 
 impl std::fmt::Debug for Jit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -189,7 +196,7 @@ impl Jit {
         config.install();
         let ctx = Context::with_config(device.inner.clone(), config.context_config());
         let queue = Queue::new(&ctx, QueueOrder::InOrder);
-        Ok(Jit { device, ctx, queue, options: String::new() })
+        Ok(Jit { device, ctx, queue, options: String::new(), handles: Default::default() })
     }
 
     /// The same JIT, building kernels with these build options (as
@@ -208,6 +215,8 @@ impl Jit {
     /// ```
     pub fn with_options(mut self, options: &str) -> Jit {
         self.options = options.to_string();
+        // Kernels made with the old options are not these options' kernels.
+        self.handles = Default::default();
         self
     }
 
@@ -272,7 +281,8 @@ impl Jit {
     /// Launches kernel `name` of `module` over `range`, one argument per parameter in
     /// order. Arguments are checked first: a wrong count, a scalar for a pointer, a buffer or
     /// scalar of another type is an [`Error::Argument`] naming the kernel and parameter.
-    /// Only that kernel is built (through the program cache).
+    /// Only that kernel is built (through the program cache); launching it again (the same
+    /// module's kernel) takes the device kernel the Jit keeps, with no cache lookup.
     ///
     /// ```
     /// # let jit = kiln::Jit::new(kiln::Device::interp())?;
@@ -294,8 +304,26 @@ impl Jit {
         range: NdRange,
         args: Vec<Arg>,
     ) -> Result<Launch, Error> {
-        args::check_args(find_kernel(module, name)?, &args)?;
-        self.submit(&only(module, name), range, &args)
+        let kernel = find_kernel(module, name)?;
+        args::check_args(kernel, &args)?;
+        let handle = self.handle_of(module, kernel)?;
+        Ok(self.submit_handle(handle, name, range, &args))
+    }
+
+    /// The device kernel of `kernel` (of `module`): the one made for the same IR object
+    /// before, else built through the caches and remembered.
+    fn handle_of(&self, module: &Verified, kernel: &Kernel) -> Result<KernelHandle, Error> {
+        let lock = || self.handles.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, h)) = lock().iter().find(|(k, _)| k.ptr_eq(kernel)) {
+            return Ok(h.clone());
+        }
+        let h = self.kernel_handle(&only(module, kernel.name()))?;
+        let mut hs = lock();
+        if hs.len() >= HANDLES {
+            hs.remove(0);
+        }
+        hs.push((kernel.clone(), h.clone()));
+        Ok(h)
     }
 
     /// Launches a fused kernel with the arguments of the kernels it was fused from:
@@ -351,8 +379,7 @@ impl Jit {
     /// # Ok::<(), kiln::Error>(())
     /// ```
     pub fn prepare(&self, module: &Verified, name: &str) -> Result<(), Error> {
-        find_kernel(module, name)?;
-        self.kernel_handle(&only(module, name)).map(|_| ())
+        self.handle_of(module, find_kernel(module, name)?).map(|_| ())
     }
 
     /// The device's kernel for the one kernel of `module`, built through the caches. The
@@ -367,8 +394,18 @@ impl Jit {
 
     /// `module` (of one kernel) launched: built once, then submitted to the queue.
     fn submit(&self, module: &Verified, range: NdRange, args: &[Arg]) -> Result<Launch, Error> {
-        let name = module.kernels[0].name();
         let handle = self.kernel_handle(module)?;
+        Ok(self.submit_handle(handle, module.kernels[0].name(), range, args))
+    }
+
+    /// `handle` (of kernel `name`) submitted to the queue.
+    fn submit_handle(
+        &self,
+        handle: KernelHandle,
+        name: &str,
+        range: NdRange,
+        args: &[Arg],
+    ) -> Launch {
         let event = self.queue.submit(|h| {
             let kargs = args
                 .iter()
@@ -379,6 +416,6 @@ impl Jit {
                 .collect();
             h.parallel_for(&handle, range, kargs);
         });
-        Ok(Launch { kernel: name.to_string(), event })
+        Launch { kernel: name.to_string(), event }
     }
 }

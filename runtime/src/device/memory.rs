@@ -160,8 +160,9 @@ impl KeepAlive {
 /// A list of steps recorded into the device's own command list (a Vulkan command
 /// buffer, a CUDA graph), replayed as one submission.
 pub trait Recording: Send + Sync {
-    /// Runs every step of the list in an order its `after` lists allow, and returns when
-    /// all have finished.
+    /// Runs every step of the list in an order its `after` lists allow, after everything
+    /// submitted to the device before; returns when all have finished, or once they are
+    /// submitted on a device that implements [`super::Device::finish`].
     fn replay(&self) -> Result<(), DeviceError>;
 }
 

@@ -178,7 +178,8 @@ pub trait Device: Send + Sync + 'static {
     }
     /// Launches like [`Device::run`], with buffers that are already in the device's memory
     /// (made by [`Device::alloc`]), which the kernel updates in place. Only called on a
-    /// device with a [`Device::memory_space`].
+    /// device with a [`Device::memory_space`]. It may return once the launch is submitted
+    /// (see [`Device::finish`]).
     fn run_resident(
         &self,
         kernel: &Handle,
@@ -197,6 +198,17 @@ pub trait Device: Send + Sync + 'static {
     fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
         let _ = steps;
         Ok(None)
+    }
+    /// Waits, at most `timeout` (`None`: as long as it takes), until every launch and replay
+    /// handed to the device has finished on it: `Ok(false)` if some had not by then, the
+    /// device's error if one failed there. A device whose [`Device::run_resident`] and
+    /// [`Recording::replay`] return once the work is submitted (Vulkan, CUDA: later work
+    /// on the device is ordered after it there, and a host access to a buffer's device copy
+    /// waits for it first) implements it; a wait on the event of a launch calls it. The
+    /// default, for devices that return when the work is done, returns `Ok(true)`.
+    fn finish(&self, timeout: Option<std::time::Duration>) -> Result<bool, DeviceError> {
+        let _ = timeout;
+        Ok(true)
     }
 
     /// Builds a program of `kernel` alone (default options), loads it and runs the kernel:

@@ -266,11 +266,19 @@ impl Scheduler {
 
     fn execute(&self, cmd: Arc<Command>) {
         let name = cmd.event.name().to_string();
+        let mut device = None;
         let error = if let Some(dep) = lock(&cmd.failed_dep).take() {
             Some(RuntimeError::DependencyFailed { command: name, dependency: dep })
         } else {
             cmd.event.state().status = EventStatus::Running;
             let action = lock(&cmd.action).take().unwrap_or(Action::Nothing);
+            // Work on a device with memory of its own may still run there when the action
+            // returns (see `Device::finish`): a host wait on the event waits for it.
+            if matches!(action, Action::Kernel { .. } | Action::Exec(_))
+                && cmd.device.memory_space().is_some()
+            {
+                device = Some(cmd.device.clone());
+            }
             match catch_unwind(AssertUnwindSafe(|| {
                 command::run_action(&name, &*cmd.device, &cmd.accessors, action)
             })) {
@@ -282,7 +290,7 @@ impl Scheduler {
             }
         };
         let failed = error.is_some();
-        for succ in cmd.event.finish(error) {
+        for succ in cmd.event.finish_on(error, device) {
             succ.dependency_finished(failed.then(|| cmd.event.name()));
         }
         let mut s = lock(&self.state);

@@ -32,10 +32,11 @@ unsafe impl Sync for CudaGraph {}
 impl Drop for CudaGraph {
     fn drop(&mut self) {
         let _ = guarded(|| {
-            // SAFETY: destroys what `record` made, in its retained context; no replay is
-            // running (replays wait for the graph to finish).
+            // SAFETY: destroys what `record` made, in its retained context, once replays in
+            // flight have finished.
             unsafe {
                 let _ = self.primary.current();
+                let _ = result::ctx::synchronize();
                 if !self.exec.is_null() {
                     let _ = sys::cuGraphExecDestroy(self.exec);
                 }
@@ -49,16 +50,16 @@ impl Drop for CudaGraph {
 }
 
 impl Recording for CudaGraph {
+    /// Launches the graph on the context's null stream and returns (see
+    /// [`crate::Device::finish`]).
     fn replay(&self) -> Result<(), DeviceError> {
         guarded(|| {
             // SAFETY: an instantiated graph of the retained context, made current first;
-            // every pointer its nodes hold is kept alive by `self`. The launch is waited for.
+            // every pointer its nodes hold is kept alive by `self`, whose drop waits for the
+            // replays in flight. Launches of one graph on one stream are ordered.
             unsafe {
                 self.primary.current()?;
-                sys::cuGraphLaunch(self.exec, null_mut())
-                    .result()
-                    .map_err(driver("cuGraphLaunch"))?;
-                result::ctx::synchronize().map_err(driver("graph execution"))
+                sys::cuGraphLaunch(self.exec, null_mut()).result().map_err(driver("cuGraphLaunch"))
             }
         })
     }

@@ -168,8 +168,10 @@ impl CudaDevice {
         Ptx(Options::sm(self.sm)).emit(module).map_err(|e| DeviceError::build(&self.name, e))
     }
 
-    /// Launches `k` on resident buffers and waits for it (errors of the kernel's execution
-    /// surface at this launch, not a later one).
+    /// Launches `k` on resident buffers on the context's null stream and returns: later
+    /// launches, graph replays and the synchronous copies of uploads and downloads run after
+    /// it on that stream, and [`Device::finish`] waits for it (errors of the kernel's
+    /// execution surface there, or at the next synchronous call).
     fn launch(
         &self,
         k: &CudaKernel,
@@ -179,8 +181,8 @@ impl CudaDevice {
         mut params: Params,
     ) -> Result<(), DeviceError> {
         // SAFETY: the context is retained by `self`; `k.func` belongs to a module the
-        // kernel handle keeps loaded; the parameters point into `params`, which outlives the
-        // launch, and the launch is synchronized before returning.
+        // kernel handle keeps loaded (unloading it synchronizes first); the parameters point
+        // into `params`, which outlives the call: `cuLaunchKernel` copies them.
         unsafe {
             self.primary.current()?;
             let mut kparams = params.pointers(args, range);
@@ -192,8 +194,33 @@ impl CudaDevice {
                 std::ptr::null_mut(),
                 &mut kparams,
             )
-            .map_err(driver("cuLaunchKernel"))?;
-            result::ctx::synchronize().map_err(driver("kernel execution"))
+            .map_err(driver("cuLaunchKernel"))
+        }
+    }
+
+    /// Waits for the work on the context's null stream, at most `timeout`: `false` if some
+    /// is still running then.
+    fn wait_stream(&self, timeout: Option<std::time::Duration>) -> Result<bool, DeviceError> {
+        let Some(timeout) = timeout else {
+            self.primary.current()?;
+            return result::ctx::synchronize().map(|()| true).map_err(driver("kernel execution"));
+        };
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            // SAFETY: as above; the null stream is the context's own.
+            let r = unsafe {
+                self.primary.current()?;
+                sys::cuStreamQuery(std::ptr::null_mut())
+            };
+            match r {
+                sys::CUresult::CUDA_SUCCESS => return Ok(true),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => return Err(driver("kernel execution")(result::DriverError(e))),
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
 }
@@ -283,10 +310,12 @@ unsafe impl Sync for CudaProgram {}
 impl Drop for CudaProgram {
     fn drop(&mut self) {
         let _ = guarded(|| {
-            // SAFETY: unloads the module loaded in `load`, with its context current; if the
-            // context is gone, both calls fail harmlessly.
+            // SAFETY: unloads the module loaded in `load`, with its context current, once
+            // launches in flight (which may use its functions) have finished; if the context
+            // is gone, the calls fail harmlessly.
             unsafe {
                 let _ = self.primary.current();
+                let _ = result::ctx::synchronize();
                 let _ = result::module::unload(self.module);
             }
             Ok(())
@@ -421,7 +450,8 @@ impl Device for CudaDevice {
         Ok(Arc::new(guarded(|| self.alloc_mem(bytes))?))
     }
 
-    /// Runs the kernel on buffers in device memory, in place, and waits for it.
+    /// Runs the kernel on buffers in device memory, in place; returns once it is launched
+    /// (see [`Device::finish`]).
     fn run_resident(
         &self,
         kernel: &Handle,
@@ -457,6 +487,11 @@ impl Device for CudaDevice {
     /// `after` lists, instantiated once; a replay is one `cuGraphLaunch`.
     fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
         graph::record(self, steps).map(|g| Some(Box::new(g) as Box<dyn Recording>))
+    }
+
+    /// Waits for every launch and graph replay on the context's null stream.
+    fn finish(&self, timeout: Option<std::time::Duration>) -> Result<bool, DeviceError> {
+        guarded(|| self.wait_stream(timeout))
     }
 }
 
@@ -511,10 +546,11 @@ impl DeviceMemory for CudaMem {
 impl Drop for CudaMem {
     fn drop(&mut self) {
         let _ = guarded(|| {
-            // SAFETY: frees the allocation of `alloc_mem` in its (still retained) context;
-            // nothing uses it any more (recordings hold their memory).
+            // SAFETY: frees the allocation of `alloc_mem` in its (still retained) context once
+            // launches in flight have finished (recordings hold their memory).
             unsafe {
                 let _ = self.primary.current();
+                let _ = result::ctx::synchronize();
                 let _ = result::free_sync(self.ptr);
             }
             Ok(())

@@ -48,9 +48,12 @@ use crate::device::{
 };
 use crate::error::DeviceError;
 
+mod launcher;
 mod limits;
 mod program;
 mod resident;
+pub use launcher::LaunchStats;
+use launcher::Launcher;
 use limits::check_launch;
 use program::{VkKernel, VkProgram};
 
@@ -103,7 +106,6 @@ impl Drop for Owner {
 pub struct VulkanDevice {
     owner: Arc<Owner>,
     device: ash::Device,
-    queue: Arc<Mutex<vk::Queue>>,
     queue_family: u32,
     memory: vk::PhysicalDeviceMemoryProperties,
     limits: vk::PhysicalDeviceLimits,
@@ -134,6 +136,15 @@ pub struct VulkanDevice {
     exact_f64_fma: bool,
     /// Its memory space (buffers' copies on this device; see [`Device::memory_space`]).
     space: u64,
+    /// Eager submission: pooled command buffers, descriptor pools and fences.
+    launcher: Arc<Launcher>,
+}
+
+impl Drop for VulkanDevice {
+    /// Waits for the launches in flight, which releases what they keep alive.
+    fn drop(&mut self) {
+        let _ = self.launcher.finish(None);
+    }
 }
 
 impl fmt::Debug for VulkanDevice {
@@ -266,12 +277,22 @@ impl VulkanDevice {
         // SAFETY: valid create info; the device is destroyed in Drop.
         let device = unsafe { instance.create_device(pd, &dci, None) }
             .map_err(|e| unavailable(format!("cannot create a device on {name}: {e}")))?;
-        let queue = unsafe { device.get_device_queue(qf, 0) };
+        let queue = Arc::new(Mutex::new(unsafe { device.get_device_queue(qf, 0) }));
         let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
+        let owner = Arc::new(Owner { _entry: entry, instance, device: device.clone() });
+        let launcher =
+            match Launcher::new(&owner, &queue, qf, props.limits.max_compute_work_group_count) {
+                Ok(l) => Arc::new(l),
+                Err(e) => {
+                    // SAFETY: no child objects exist; the instance is destroyed by the caller.
+                    unsafe { device.destroy_device(None) };
+                    std::mem::forget(owner);
+                    return Err(e);
+                }
+            };
         Ok(VulkanDevice {
-            owner: Arc::new(Owner { _entry: entry, instance, device: device.clone() }),
+            owner,
             device,
-            queue: Arc::new(Mutex::new(queue)),
             queue_family: qf,
             memory,
             limits: props.limits,
@@ -291,6 +312,7 @@ impl VulkanDevice {
             warned_flush: std::sync::atomic::AtomicBool::new(false),
             exact_f64_fma: false,
             space: crate::device::memory::new_space(),
+            launcher,
         })
     }
 
@@ -343,6 +365,12 @@ impl VulkanDevice {
         self.build_and_run(&k, &NdRange::new(&[a.len() as u32]), &args, &mut bufs)?;
         let got = bufs[2].to_vec::<f64>().unwrap_or_default();
         Ok(got.iter().map(|v| v.to_bits()).eq(want))
+    }
+
+    /// What eager submission has done on this device so far: the Vulkan objects it made
+    /// (reused from launch to launch) and how often the host waited for the device.
+    pub fn launch_stats(&self) -> LaunchStats {
+        self.launcher.stats()
     }
 
     /// The device's limits, as it reports them (kiln checks kernels and launches against
@@ -679,7 +707,9 @@ impl Device for VulkanDevice {
         Ok(Arc::new(self.alloc_mem(bytes)?))
     }
 
-    /// Runs the kernel on buffers in this device's memory, in place, and waits for it.
+    /// Runs the kernel on buffers in this device's memory, in place: returns once it is
+    /// submitted; later launches and replays run after it, and [`Device::finish`] and any
+    /// host access to a buffer's device copy wait for it.
     fn run_resident(
         &self,
         kernel: &Handle,
@@ -695,5 +725,10 @@ impl Device for VulkanDevice {
     /// earlier one.
     fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
         Ok(Some(Box::new(self.record_steps(steps)?)))
+    }
+
+    /// Waits for every launch and replay submitted so far.
+    fn finish(&self, timeout: Option<std::time::Duration>) -> Result<bool, DeviceError> {
+        self.launcher.finish(timeout)
     }
 }

@@ -11,12 +11,16 @@
 //! pattern; an 8-byte value whose halves differ is copied from a small pattern buffer made
 //! at record time, tiled over the destination), puts a compute/transfer barrier before each
 //! step that depends on an earlier one, and a compute/transfer-to-host barrier at the end,
-//! so the host sees every write once the fence has signalled.
+//! so the host sees every write once the fence has signalled. A recording starts with a
+//! barrier against earlier submissions (eager launches still in flight) and may be pending
+//! more than once (`SIMULTANEOUS_USE`): a replay returns once submitted, like an eager
+//! launch (see `launcher.rs`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Weak};
 
 use ash::vk;
 
+use super::launcher::Launcher;
 use super::limits::split_groups;
 use super::program::VkKernel;
 use super::{launch_err, vkerr, Owner, VulkanDevice};
@@ -28,6 +32,9 @@ use crate::error::DeviceError;
 /// A buffer's storage: a mapped `VkBuffer` and its memory.
 pub(super) struct VkMem {
     owner: Arc<Owner>,
+    /// The device's launcher, whose submissions a host access waits for (gone with the
+    /// device, which waits for them first).
+    launcher: Weak<Launcher>,
     pub(super) buf: vk::Buffer,
     mem: vk::DeviceMemory,
     ptr: *mut u8,
@@ -45,6 +52,7 @@ impl DeviceMemory for VkMem {
     }
     fn upload(&self, data: &[u8]) -> Result<(), DeviceError> {
         let n = data.len().min(self.bytes);
+        self.finish()?;
         // SAFETY: the mapping holds `bytes` bytes; no launch uses the buffer meanwhile
         // (coherent memory: the next submission sees the write).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr, n) };
@@ -52,6 +60,7 @@ impl DeviceMemory for VkMem {
     }
     fn download(&self, out: &mut [u8]) -> Result<(), DeviceError> {
         let n = out.len().min(self.bytes);
+        self.finish()?;
         // SAFETY: as in `upload`; the writing launches' fences have signalled after a
         // compute-to-host barrier.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr, out.as_mut_ptr(), n) };
@@ -59,6 +68,17 @@ impl DeviceMemory for VkMem {
     }
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+}
+
+impl VkMem {
+    /// Waits for the device's submissions in flight: a host access must not overlap a
+    /// launch that reads or writes the buffer.
+    fn finish(&self) -> Result<(), DeviceError> {
+        match self.launcher.upgrade() {
+            Some(l) => l.finish(None).map(drop),
+            None => Ok(()),
+        }
     }
 }
 
@@ -136,6 +156,7 @@ impl VulkanDevice {
             std::ptr::write_bytes(p as *mut u8, 0, size as usize);
             Ok(VkMem {
                 owner: self.owner.clone(),
+                launcher: Arc::downgrade(&self.launcher),
                 buf,
                 mem,
                 ptr: p as *mut u8,
@@ -258,22 +279,21 @@ pub(super) struct Binding {
     pub range: u64,
 }
 
-/// A command pool with one command buffer, a descriptor pool with one set per launch, and a
-/// fence: what an eager launch or a recording submits.
+/// A command pool with one command buffer and a descriptor pool with one set per launch:
+/// what a recording submits.
 struct Commands {
     owner: Arc<Owner>,
     pool: vk::DescriptorPool,
     cmd_pool: vk::CommandPool,
     cb: vk::CommandBuffer,
-    fence: vk::Fence,
 }
 
 impl Drop for Commands {
     fn drop(&mut self) {
         let d = &self.owner.device;
-        // SAFETY: the submissions were waited for; null handles are ignored.
+        // SAFETY: no submission is in flight (the launcher keeps the recording alive until
+        // its replays have finished); null handles are ignored.
         unsafe {
-            d.destroy_fence(self.fence, None);
             d.destroy_command_pool(self.cmd_pool, None);
             d.destroy_descriptor_pool(self.pool, None);
         }
@@ -307,15 +327,15 @@ impl Encode<'_> {
 }
 
 impl VulkanDevice {
-    /// Records `launches` into a fresh command buffer, ready to submit (again and again).
-    fn encode(&self, launches: &[Encode<'_>], one_time: bool) -> Result<Commands, DeviceError> {
+    /// Records `launches` into a fresh command buffer, ready to submit (again and again, even
+    /// while an earlier submission is pending).
+    fn encode(&self, launches: &[Encode<'_>]) -> Result<Commands, DeviceError> {
         let d = &self.device;
         let mut c = Commands {
             owner: self.owner.clone(),
             pool: vk::DescriptorPool::null(),
             cmd_pool: vk::CommandPool::null(),
             cb: vk::CommandBuffer::null(),
-            fence: vk::Fence::null(),
         };
         let dispatches: Vec<_> = launches.iter().filter_map(Encode::dispatch).collect();
         let nbind: usize = dispatches.iter().map(|l| l.1.bindings.len()).sum();
@@ -370,33 +390,47 @@ impl VulkanDevice {
                 .level(vk::CommandBufferLevel::PRIMARY)
                 .command_buffer_count(1);
             c.cb = d.allocate_command_buffers(&cbai).map_err(vkerr("command buffer"))?[0];
-            let flags = if one_time {
-                vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT
-            } else {
-                vk::CommandBufferUsageFlags::empty()
-            };
-            let bi = vk::CommandBufferBeginInfo::default().flags(flags);
+            let bi = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
             d.begin_command_buffer(c.cb, &bi).map_err(vkerr("begin"))?;
-            // Steps are dispatches and transfers: a barrier orders both kinds both ways.
-            let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-            let rw = vk::AccessFlags::SHADER_READ
-                | vk::AccessFlags::SHADER_WRITE
-                | vk::AccessFlags::TRANSFER_READ
-                | vk::AccessFlags::TRANSFER_WRITE;
+            // A barrier waits for the stages the earlier steps used (all of them, for the
+            // first step: eager launches and replays submitted before return before they
+            // finish) and makes their writes visible to this step's stage: no wider, so a
+            // chain of dispatches waits for compute work only.
+            let transfer = vk::PipelineStageFlags::TRANSFER;
+            let compute = vk::PipelineStageFlags::COMPUTE_SHADER;
+            let mut used = vk::PipelineStageFlags::empty();
             let mut sets = sets.into_iter();
-            for l in launches {
-                if l.barrier {
-                    let b = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
+            for (i, l) in launches.iter().enumerate() {
+                let stage = if l.dispatch().is_some() { compute } else { transfer };
+                if l.barrier || i == 0 {
+                    let src = if i == 0 { compute | transfer } else { used };
+                    let mut writes = vk::AccessFlags::empty();
+                    if src.contains(compute) {
+                        writes |= vk::AccessFlags::SHADER_WRITE;
+                    }
+                    if src.contains(transfer) {
+                        writes |= vk::AccessFlags::TRANSFER_WRITE;
+                    }
+                    let access = if stage == compute {
+                        vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE
+                    } else {
+                        vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE
+                    };
+                    let b = [vk::MemoryBarrier::default()
+                        .src_access_mask(writes)
+                        .dst_access_mask(access)];
                     d.cmd_pipeline_barrier(
                         c.cb,
-                        stages,
-                        stages,
+                        src,
+                        stage,
                         vk::DependencyFlags::empty(),
                         &b,
                         &[],
                         &[],
                     );
                 }
+                used |= stage;
                 let (p, dispatch) = match &l.work {
                     Work::Dispatch { pipeline, dispatch, .. } => (pipeline, dispatch),
                     Work::Copy { src, dst, regions } => {
@@ -437,7 +471,7 @@ impl VulkanDevice {
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];
             d.cmd_pipeline_barrier(
                 c.cb,
-                stages,
+                compute | transfer,
                 vk::PipelineStageFlags::HOST,
                 vk::DependencyFlags::empty(),
                 &b,
@@ -445,15 +479,8 @@ impl VulkanDevice {
                 &[],
             );
             d.end_command_buffer(c.cb).map_err(vkerr("end"))?;
-            c.fence =
-                d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(vkerr("fence"))?;
         }
         Ok(c)
-    }
-
-    /// Submits `c`'s command buffer and waits for it; the fence is reset for the next time.
-    fn submit_wait(&self, c: &Commands) -> Result<(), DeviceError> {
-        submit_wait(&self.device, &self.queue, c)
     }
 
     /// One launch's pipeline, dispatch and buffers, checked.
@@ -473,7 +500,8 @@ impl VulkanDevice {
         Ok(Encode { work: Work::Dispatch { pipeline, dispatch, buffers: mems }, barrier })
     }
 
-    /// Runs one launch on resident buffers and waits for it.
+    /// Runs one launch on resident buffers: returns once it is submitted (see
+    /// `launcher.rs`), unless ranges were staged, whose copying back waits for it.
     pub(super) fn launch_resident(
         &self,
         kernel: &Handle,
@@ -486,9 +514,13 @@ impl VulkanDevice {
             Some(s) => (&s.args[..], &s.buffers[..]),
             None => (args, buffers),
         };
-        let e = self.encode_launch(kernel, range, args, buffers, false)?;
-        let c = self.encode(std::slice::from_ref(&e), true)?;
-        self.submit_wait(&c)?;
+        let k = handle_as::<VkKernel>(kernel, "kernel")?;
+        let elems: Vec<_> = buffers.iter().map(|b| (b.elem, b.len)).collect();
+        let dispatch = self.prepare_dispatch(k, range, args, &elems)?;
+        let mems = buffers.iter().map(vk_mem).collect::<Result<Vec<_>, _>>()?;
+        let pipeline = pipeline(&self.owner, k, dispatch.local, dispatch.push.len() as u32)?;
+        let keep = buffers.iter().map(|b| b.mem.clone());
+        self.launcher.dispatch(&pipeline, &dispatch, &mems, keep)?;
         match staged {
             Some(s) => s.copy_back(),
             None => Ok(()),
@@ -582,17 +614,17 @@ impl VulkanDevice {
             };
             enc.push(Encode { work, barrier });
         }
-        let commands = self.encode(&enc, false)?;
+        let commands = self.encode(&enc)?;
         let pipelines =
             enc.iter().filter_map(|e| e.dispatch().map(|(p, _, _)| p.clone())).collect();
         Ok(VkGraph {
-            commands,
-            replaying: Mutex::new(()),
-            device: self.device.clone(),
-            queue: self.queue.clone(),
-            _pipelines: pipelines,
-            _alive: KeepAlive::of(steps),
-            _patterns: patterns,
+            recorded: Arc::new(Recorded {
+                commands,
+                _pipelines: pipelines,
+                _alive: KeepAlive::of(steps),
+                _patterns: patterns,
+            }),
+            launcher: self.launcher.clone(),
         })
     }
 }
@@ -619,40 +651,27 @@ fn fill_word(v: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(w))
 }
 
-fn submit_wait(d: &ash::Device, queue: &Mutex<vk::Queue>, c: &Commands) -> Result<(), DeviceError> {
-    let cbs = [c.cb];
-    let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
-    // SAFETY: a finished command buffer of a live device; the fence is unsignalled (fresh, or
-    // reset after the previous wait); the submission is waited for before returning.
-    unsafe {
-        {
-            let q = queue.lock().unwrap_or_else(|e| e.into_inner());
-            d.queue_submit(*q, &submit, c.fence).map_err(vkerr("submit"))?;
-        }
-        d.wait_for_fences(&[c.fence], true, u64::MAX).map_err(vkerr("wait"))?;
-        d.reset_fences(&[c.fence]).map_err(vkerr("reset fence"))
-    }
-}
-
-/// A command graph's device partition as one recorded command buffer.
-pub(super) struct VkGraph {
+/// What a recorded command buffer names, kept alive by the recording and by each replay in
+/// flight.
+struct Recorded {
     commands: Commands,
-    /// Held while a replay runs: one at a time (the fence is shared).
-    replaying: Mutex<()>,
-    device: ash::Device,
-    queue: Arc<Mutex<vk::Queue>>,
-    /// What the command buffer names: kept alive with it.
     _pipelines: Vec<Arc<Pipeline>>,
     _alive: KeepAlive,
     /// The pattern buffers of fills copied from one.
     _patterns: Vec<VkMem>,
 }
 
+/// A command graph's device partition as one recorded command buffer.
+pub(super) struct VkGraph {
+    recorded: Arc<Recorded>,
+    launcher: Arc<Launcher>,
+}
+
 impl Recording for VkGraph {
-    /// Submits the command buffer and waits for it. Replays of one recording do not
-    /// overlap: a command graph's runs are ordered, and the fence is waited for here.
+    /// Submits the command buffer and returns: the device orders it after earlier
+    /// submissions, and host accesses and waits wait for it (see `launcher.rs`).
     fn replay(&self) -> Result<(), DeviceError> {
-        let _one = self.replaying.lock().unwrap_or_else(|e| e.into_inner());
-        submit_wait(&self.device, &self.queue, &self.commands)
+        let cb = self.recorded.commands.cb;
+        self.launcher.replay(cb, self.recorded.clone())
     }
 }

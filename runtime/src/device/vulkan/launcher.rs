@@ -1,0 +1,444 @@
+//! Eager submission without a host round trip: command buffers, descriptor pools and fences
+//! reused from a pool of slots, and launches that return once submitted.
+//!
+//! An eager launch takes a free slot (one command buffer, one descriptor pool, one fence),
+//! records a barrier (every earlier compute or transfer write on the queue before this
+//! dispatch's reads and writes), the dispatch and a compute-to-host barrier, submits it with
+//! the slot's fence and returns: dependent launches are ordered on the device by those
+//! barriers, never by the host waiting. A slot is reused once its fence has signalled; while
+//! all [`MAX_SLOTS`] are in flight the oldest is waited for. A slot keeps what its commands
+//! name (pipeline, buffers' memory, a recording's command buffer) alive until it is reused.
+//!
+//! The host waits only where it must see the device's work: before it reads or writes a
+//! buffer's device copy ([`Launcher::finish`], called by the memory's upload and download)
+//! and when something waits on a launch's event (the runtime calls
+//! [`crate::Device::finish`]). Launches of one device are serialized here (one lock held
+//! while a slot is recorded and submitted), which is also the order the barriers follow.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ash::vk;
+
+use super::limits::split_groups;
+use super::resident::{Dispatch, Pipeline, VkMem};
+use super::{vkerr, Owner};
+use crate::device::Memory;
+use crate::error::DeviceError;
+
+/// How many launches may be in flight on one device before a new one waits for the
+/// oldest: enough for a driver's queue to stay busy, few enough that the pool stays small.
+pub(super) const MAX_SLOTS: usize = 32;
+
+/// Storage-buffer descriptors a slot's pool holds at first (grown for a launch binding more).
+const FIRST_DESCRIPTORS: u32 = 16;
+
+/// What a slot's submission names, kept alive until its fence has signalled.
+pub(super) enum Keep {
+    /// A pipeline bound by the commands.
+    Pipeline { _p: Arc<Pipeline> },
+    /// A buffer's storage bound by the commands.
+    Memory { _m: Memory },
+    /// A recording's command resources, submitted with the slot's fence.
+    Recorded { _r: Arc<dyn Send + Sync> },
+}
+
+/// One reusable submission: a command buffer of the launcher's pool, a descriptor pool for
+/// its one set, a fence, and what its last submission names.
+struct Slot {
+    cb: vk::CommandBuffer,
+    fence: vk::Fence,
+    pool: vk::DescriptorPool,
+    /// Storage-buffer descriptors `pool` holds.
+    capacity: u32,
+    keep: Vec<Keep>,
+}
+
+struct State {
+    cmd_pool: vk::CommandPool,
+    /// Slots whose fence is unsignalled and reset, ready to record.
+    free: Vec<Slot>,
+    /// Submitted slots, oldest first.
+    busy: VecDeque<Slot>,
+}
+
+/// Counts of what eager submission did on one device, since it was opened: how many Vulkan
+/// objects it made and how often the host waited for the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchStats {
+    /// Eager launches and replays submitted.
+    pub submits: u64,
+    /// Command buffers allocated (each slot allocates one, once).
+    pub command_buffers: u64,
+    /// Descriptor pools created (once per slot, again when a launch binds more buffers
+    /// than its pool holds).
+    pub descriptor_pools: u64,
+    /// Fences created (each slot creates one, once).
+    pub fences: u64,
+    /// Waits of the host for every submitted launch: before a host access to a buffer's
+    /// device copy, or a wait on an event, while launches were in flight.
+    pub finishes: u64,
+    /// Waits for the oldest launch because every slot was in flight.
+    pub slot_waits: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    submits: AtomicU64,
+    command_buffers: AtomicU64,
+    descriptor_pools: AtomicU64,
+    fences: AtomicU64,
+    finishes: AtomicU64,
+    slot_waits: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A device's eager submission: its slots, its queue, and the counts of [`LaunchStats`].
+pub(super) struct Launcher {
+    owner: Arc<Owner>,
+    queue: Arc<Mutex<vk::Queue>>,
+    /// `maxComputeWorkGroupCount`: bigger launches are split into several dispatches.
+    max_groups: [u32; 3],
+    state: Mutex<State>,
+    counts: Counters,
+}
+
+impl Launcher {
+    /// A launcher for the queue of family `family`, with no slot yet.
+    pub fn new(
+        owner: &Arc<Owner>,
+        queue: &Arc<Mutex<vk::Queue>>,
+        family: u32,
+        max_groups: [u32; 3],
+    ) -> Result<Launcher, DeviceError> {
+        let cpci = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(family)
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+        // SAFETY: valid create info on a live device; destroyed in Drop.
+        let cmd_pool = unsafe { owner.device.create_command_pool(&cpci, None) }
+            .map_err(vkerr("command pool"))?;
+        Ok(Launcher {
+            owner: owner.clone(),
+            queue: queue.clone(),
+            max_groups,
+            state: Mutex::new(State { cmd_pool, free: Vec::new(), busy: VecDeque::new() }),
+            counts: Counters::default(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> LaunchStats {
+        let c = &self.counts;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        LaunchStats {
+            submits: get(&c.submits),
+            command_buffers: get(&c.command_buffers),
+            descriptor_pools: get(&c.descriptor_pools),
+            fences: get(&c.fences),
+            finishes: get(&c.finishes),
+            slot_waits: get(&c.slot_waits),
+        }
+    }
+
+    /// Moves the finished slots at the front of the busy list to the free list.
+    fn recycle(&self, st: &mut State) -> Result<(), DeviceError> {
+        let d = &self.owner.device;
+        while let Some(s) = st.busy.front() {
+            // SAFETY: a fence of this device.
+            if !unsafe { d.get_fence_status(s.fence) }.map_err(vkerr("fence status"))? {
+                break;
+            }
+            let mut s = st.busy.pop_front().expect("a front slot");
+            // SAFETY: its submission has finished: nothing uses the fence or what it kept.
+            unsafe { d.reset_fences(&[s.fence]) }.map_err(vkerr("reset fence"))?;
+            s.keep.clear();
+            st.free.push(s);
+        }
+        Ok(())
+    }
+
+    /// A slot ready to record: a free one, a new one while fewer than [`MAX_SLOTS`] exist,
+    /// else the oldest once it has finished.
+    fn slot(&self, st: &mut State) -> Result<Slot, DeviceError> {
+        self.recycle(st)?;
+        if let Some(s) = st.free.pop() {
+            return Ok(s);
+        }
+        if st.busy.len() < MAX_SLOTS {
+            return self.new_slot(st);
+        }
+        bump(&self.counts.slot_waits);
+        let fence = st.busy.front().expect("a busy slot").fence;
+        // SAFETY: a submitted fence of this device.
+        unsafe { self.owner.device.wait_for_fences(&[fence], true, u64::MAX) }
+            .map_err(vkerr("wait"))?;
+        self.recycle(st)?;
+        st.free.pop().ok_or_else(|| DeviceError::Driver("vulkan: no slot after a wait".into()))
+    }
+
+    fn new_slot(&self, st: &mut State) -> Result<Slot, DeviceError> {
+        let d = &self.owner.device;
+        let cbai = vk::CommandBufferAllocateInfo::default()
+            .command_pool(st.cmd_pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: valid infos on a live device; the pool is used under the state's lock; the
+        // objects are destroyed with the pool (command buffer) or in `Launcher::drop`.
+        unsafe {
+            let cb = d.allocate_command_buffers(&cbai).map_err(vkerr("command buffer"))?[0];
+            bump(&self.counts.command_buffers);
+            let fence = match d.create_fence(&vk::FenceCreateInfo::default(), None) {
+                Ok(f) => f,
+                Err(e) => {
+                    d.free_command_buffers(st.cmd_pool, &[cb]);
+                    return Err(vkerr("fence")(e));
+                }
+            };
+            bump(&self.counts.fences);
+            Ok(Slot { cb, fence, pool: vk::DescriptorPool::null(), capacity: 0, keep: Vec::new() })
+        }
+    }
+
+    /// Makes sure `s`'s descriptor pool holds `n` storage-buffer descriptors, then empties it.
+    fn descriptors(&self, s: &mut Slot, n: u32) -> Result<(), DeviceError> {
+        let d = &self.owner.device;
+        // SAFETY: the slot's previous submission has finished (it was recycled or is new),
+        // so its set is no longer in use.
+        unsafe {
+            if s.pool != vk::DescriptorPool::null() && s.capacity >= n {
+                return d
+                    .reset_descriptor_pool(s.pool, vk::DescriptorPoolResetFlags::empty())
+                    .map_err(vkerr("reset descriptor pool"));
+            }
+            d.destroy_descriptor_pool(s.pool, None);
+            s.pool = vk::DescriptorPool::null();
+            let capacity = n.max(FIRST_DESCRIPTORS).next_power_of_two();
+            let ps = [vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(capacity)];
+            let dpci = vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&ps);
+            s.pool = d.create_descriptor_pool(&dpci, None).map_err(vkerr("descriptor pool"))?;
+            s.capacity = capacity;
+            bump(&self.counts.descriptor_pools);
+        }
+        Ok(())
+    }
+
+    /// Records and submits one dispatch of `pipeline` on `mems` (its buffers, as
+    /// `dispatch.bindings` index them; `keep` their storage) and returns without waiting.
+    pub fn dispatch(
+        &self,
+        pipeline: &Arc<Pipeline>,
+        dispatch: &Dispatch,
+        mems: &[&VkMem],
+        keep: impl Iterator<Item = Memory>,
+    ) -> Result<(), DeviceError> {
+        let mut st = self.lock();
+        let mut s = self.slot(&mut st)?;
+        // Nothing in flight (the slot search recycled every finished submission): no earlier
+        // write on the device to wait for.
+        let after_others = !st.busy.is_empty();
+        let r = self.record_dispatch(&mut s, pipeline, dispatch, mems, after_others);
+        let r = r.and_then(|()| self.submit(&s, s.cb));
+        match r {
+            Ok(()) => {
+                s.keep.push(Keep::Pipeline { _p: pipeline.clone() });
+                s.keep.extend(keep.map(|m| Keep::Memory { _m: m }));
+                st.busy.push_back(s);
+                Ok(())
+            }
+            Err(e) => {
+                st.free.push(s);
+                Err(e)
+            }
+        }
+    }
+
+    fn record_dispatch(
+        &self,
+        s: &mut Slot,
+        p: &Pipeline,
+        dispatch: &Dispatch,
+        mems: &[&VkMem],
+        after_others: bool,
+    ) -> Result<(), DeviceError> {
+        let d = &self.owner.device;
+        let n = dispatch.bindings.len() as u32;
+        // SAFETY: the slot is free (its last submission finished); the command buffer is
+        // recorded under the state's lock (its pool's external synchronization); the
+        // descriptor writes name live buffers, which the slot keeps alive once submitted.
+        unsafe {
+            let mut set = vk::DescriptorSet::null();
+            if n > 0 {
+                self.descriptors(s, n)?;
+                let layouts = [p.set_layout];
+                let dsai = vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(s.pool)
+                    .set_layouts(&layouts);
+                set = d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?[0];
+                for b in &dispatch.bindings {
+                    let mem = mems.get(b.buffer).ok_or_else(|| {
+                        DeviceError::Launch(format!("vulkan launch: no buffer {}", b.buffer))
+                    })?;
+                    let info = [vk::DescriptorBufferInfo::default()
+                        .buffer(mem.buf)
+                        .offset(b.offset)
+                        .range(b.range)];
+                    let w = [vk::WriteDescriptorSet::default()
+                        .dst_set(set)
+                        .dst_binding(b.binding)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(&info)];
+                    d.update_descriptor_sets(&w, &[]);
+                }
+            }
+            let bi = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+            d.begin_command_buffer(s.cb, &bi).map_err(vkerr("begin"))?;
+            // Earlier submissions still in flight on the queue (eager launches, replays,
+            // their transfers) write before this dispatch reads or writes: the barrier orders
+            // them on the device, in submission order, instead of the host waiting between
+            // them. With none in flight it is left out (lavapipe drains its pipeline at
+            // every barrier).
+            if after_others {
+                let b = [vk::MemoryBarrier::default()
+                    .src_access_mask(
+                        vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
+                    )
+                    .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+                d.cmd_pipeline_barrier(
+                    s.cb,
+                    vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::DependencyFlags::empty(),
+                    &b,
+                    &[],
+                    &[],
+                );
+            }
+            d.cmd_bind_pipeline(s.cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
+            if n > 0 {
+                d.cmd_bind_descriptor_sets(
+                    s.cb,
+                    vk::PipelineBindPoint::COMPUTE,
+                    p.layout,
+                    0,
+                    &[set],
+                    &[],
+                );
+            }
+            let push = &dispatch.push;
+            d.cmd_push_constants(s.cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+            let g = dispatch.groups;
+            if g.iter().zip(self.max_groups).all(|(&g, m)| g <= m) {
+                d.cmd_dispatch(s.cb, g[0], g[1], g[2]);
+            } else {
+                // More groups than one dispatch may have: several dispatches with a base
+                // group (the module reads the launch's counts from push constants).
+                for (base, count) in split_groups(g, self.max_groups) {
+                    d.cmd_dispatch_base(
+                        s.cb, base[0], base[1], base[2], count[0], count[1], count[2],
+                    );
+                }
+            }
+            let b = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)];
+            d.cmd_pipeline_barrier(
+                s.cb,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &b,
+                &[],
+                &[],
+            );
+            d.end_command_buffer(s.cb).map_err(vkerr("end"))
+        }
+    }
+
+    /// Submits `cb` with `s`'s fence.
+    fn submit(&self, s: &Slot, cb: vk::CommandBuffer) -> Result<(), DeviceError> {
+        let cbs = [cb];
+        let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
+        let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: a finished command buffer; the slot's fence is unsignalled and not in use.
+        unsafe { self.owner.device.queue_submit(*q, &submit, s.fence) }.map_err(vkerr("submit"))?;
+        bump(&self.counts.submits);
+        Ok(())
+    }
+
+    /// Submits a recorded command buffer (made with `SIMULTANEOUS_USE`, starting with a
+    /// barrier against earlier submissions) with a slot's fence, keeping `keep` (what owns
+    /// the command buffer) alive until it has finished; returns without waiting.
+    pub fn replay(
+        &self,
+        cb: vk::CommandBuffer,
+        keep: Arc<dyn Send + Sync>,
+    ) -> Result<(), DeviceError> {
+        let mut st = self.lock();
+        let mut s = self.slot(&mut st)?;
+        match self.submit(&s, cb) {
+            Ok(()) => {
+                s.keep.push(Keep::Recorded { _r: keep });
+                st.busy.push_back(s);
+                Ok(())
+            }
+            Err(e) => {
+                st.free.push(s);
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits until every submission so far has finished, at most `timeout` (`None`:
+    /// forever): `false` if some had not by then.
+    pub fn finish(&self, timeout: Option<Duration>) -> Result<bool, DeviceError> {
+        let mut st = self.lock();
+        self.recycle(&mut st)?;
+        if st.busy.is_empty() {
+            return Ok(true);
+        }
+        bump(&self.counts.finishes);
+        let fences: Vec<vk::Fence> = st.busy.iter().map(|s| s.fence).collect();
+        let ns = timeout.map_or(u64::MAX, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX));
+        // SAFETY: submitted fences of this device.
+        match unsafe { self.owner.device.wait_for_fences(&fences, true, ns) } {
+            Ok(()) => {
+                self.recycle(&mut st)?;
+                Ok(true)
+            }
+            Err(vk::Result::TIMEOUT) => Ok(false),
+            Err(e) => Err(vkerr("wait")(e)),
+        }
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        let d = &self.owner.device;
+        let st = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: waits for what is in flight before destroying it; the command buffers go
+        // with their pool.
+        unsafe {
+            let fences: Vec<vk::Fence> = st.busy.iter().map(|s| s.fence).collect();
+            if !fences.is_empty() {
+                let _ = d.wait_for_fences(&fences, true, u64::MAX);
+            }
+            for s in st.free.drain(..).chain(st.busy.drain(..)) {
+                d.destroy_fence(s.fence, None);
+                d.destroy_descriptor_pool(s.pool, None);
+            }
+            d.destroy_command_pool(st.cmd_pool, None);
+        }
+    }
+}
