@@ -21,6 +21,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use kiln::backends::{ptx, x86};
 use kiln::generator::{GemmConfig, GemmProblem};
 use kiln::ir::{parse_module, Kernel, Scalar, Verified};
+use kiln::passes::manager::Step;
 use kiln::passes::pipeline::{default_pipeline, optimize};
 use kiln::runtime::device::registry::{open, OpenOptions};
 
@@ -51,7 +52,11 @@ fn pass_shares(k: &Kernel) -> String {
         .map(|i| {
             let mut t: Vec<Duration> = runs.iter().map(|r| r.entries[i].time).collect();
             t.sort();
-            (format!("{:?}", runs[0].entries[i].step), t[10])
+            let name = match runs[0].entries[i].step {
+                Step::Pass(p) => format!("#{} {p}", i + 1),
+                Step::Verify(p) => format!("#{} verify {p}", i + 1),
+            };
+            (name, t[10])
         })
         .collect();
     let total: Duration = med.iter().map(|m| m.1).sum();
