@@ -56,3 +56,25 @@ fn opt_verbose_prints_ir_after_each_pass() {
     assert!(err.contains("// IR after pass `simplify`:"), "{err}");
     assert!(err.contains("// IR after pass `cse`:"), "{err}");
 }
+
+#[test]
+fn opt_time_passes_lists_every_pass_that_ran() {
+    let out =
+        kiln(&["opt", &example("saxpy.kir"), "--passes", "simplify,cse,simplify", "--time-passes"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pass timing for kernel `saxpy`:"), "{err}");
+    let steps: Vec<&str> = err
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            w.next()?.parse::<usize>().ok()?;
+            Some(l.split_whitespace().nth(1).unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(steps, ["simplify", "(verify", "cse", "(verify", "simplify", "(verify"], "{err}");
+    assert!(err.contains("total"), "{err}");
+    // The optimized kernel still goes to stdout, and parses.
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    kiln::ir::check_source("saxpy.kir", &text).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
+}

@@ -4,6 +4,7 @@
 //! level, and to stderr).
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use kiln_ir::depth::bound_kernel;
 use kiln_ir::{verify_kernel, Kernel, Module};
@@ -159,19 +160,45 @@ impl PassManager {
 
     /// Runs every pass on `k` in order.
     pub fn run(&self, k: &Kernel) -> Result<Kernel, PassError> {
+        self.run_inner(k, None)
+    }
+
+    /// Runs every pass on `k` in order, as [`run`](Self::run) does, and says how long each
+    /// pass and each verification took (`kiln opt --time-passes`).
+    pub fn run_timed(&self, k: &Kernel) -> Result<(Kernel, TimeReport), PassError> {
+        let mut report = TimeReport { kernel: k.name().to_string(), entries: Vec::new() };
+        let out = self.run_inner(k, Some(&mut report))?;
+        Ok((out, report))
+    }
+
+    fn run_inner(
+        &self,
+        k: &Kernel,
+        mut report: Option<&mut TimeReport>,
+    ) -> Result<Kernel, PassError> {
         let verbose = TRACE.load(std::sync::atomic::Ordering::Relaxed);
+        let mut record = |step: Step, start: Instant| {
+            if let Some(r) = report.as_deref_mut() {
+                r.entries.push(PassTime { step, time: start.elapsed() });
+            }
+        };
         // Passes and the verifier recurse over expressions: keep them within
         // MAX_EXPR_DEPTH before the first pass and after each (a pass that inlines can
         // deepen). A no-op, pointer-equal, when nothing is too deep.
         let mut k = bound_kernel(k);
         for p in &self.passes {
+            let start = Instant::now();
             k = bound_kernel(&p.run(&k));
+            record(Step::Pass(p.name()), start);
             tracing::debug!(target: "kiln::passes", pass = p.name(), "after {}:\n{}", p.name(), k);
             if verbose {
                 eprintln!("// IR after pass `{}`:\n{}", p.name(), k);
             }
             if self.verify {
-                verify_kernel(&k).map_err(|errs| PassError::Verify {
+                let start = Instant::now();
+                let verified = verify_kernel(&k);
+                record(Step::Verify(p.name()), start);
+                verified.map_err(|errs| PassError::Verify {
                     pass: p.name().to_string(),
                     errors: errs.iter().map(|e| e.to_string()).collect(),
                 })?;
@@ -184,5 +211,72 @@ impl PassManager {
     pub fn run_module(&self, m: &Module) -> Result<Module, PassError> {
         let kernels = m.kernels.iter().map(|k| self.run(k)).collect::<Result<Vec<_>, _>>()?;
         Ok(Module::new(kernels))
+    }
+
+    /// Runs the passes on every kernel of a module, with one [`TimeReport`] per kernel.
+    pub fn run_module_timed(&self, m: &Module) -> Result<(Module, Vec<TimeReport>), PassError> {
+        let (kernels, reports) =
+            m.kernels.iter().map(|k| self.run_timed(k)).collect::<Result<(Vec<_>, Vec<_>), _>>()?;
+        Ok((Module::new(kernels), reports))
+    }
+}
+
+/// One step a pass manager took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Running the named pass (with the expression-depth bound applied to its output).
+    Pass(&'static str),
+    /// Verifying the output of the named pass.
+    Verify(&'static str),
+}
+
+/// How long one step took.
+#[derive(Clone, Debug)]
+pub struct PassTime {
+    /// The step.
+    pub step: Step,
+    /// Its wall-clock time.
+    pub time: Duration,
+}
+
+/// The time each step of one pipeline run took on one kernel, in the order the steps ran (a
+/// pass that appears twice in the pipeline has two entries), as compilers' `-ftime-report`
+/// gives. Its `Display` is the table `kiln opt --time-passes` prints.
+#[derive(Clone, Debug)]
+pub struct TimeReport {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Every step, in order.
+    pub entries: Vec<PassTime>,
+}
+
+impl TimeReport {
+    /// The sum of every step's time.
+    pub fn total(&self) -> Duration {
+        self.entries.iter().map(|e| e.time).sum()
+    }
+}
+
+impl fmt::Display for TimeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.total();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let share = |d: Duration| {
+            if total.is_zero() {
+                0.0
+            } else {
+                100.0 * d.as_secs_f64() / total.as_secs_f64()
+            }
+        };
+        writeln!(f, "pass timing for kernel `{}`:", self.kernel)?;
+        writeln!(f, "  {:<4} {:<20} {:>10} {:>7}", "#", "step", "ms", "share")?;
+        for (i, e) in self.entries.iter().enumerate() {
+            let name = match e.step {
+                Step::Pass(p) => p.to_string(),
+                Step::Verify(p) => format!("(verify {p})"),
+            };
+            writeln!(f, "  {:<4} {name:<20} {:>10.3} {:>6.1}%", i + 1, ms(e.time), share(e.time))?;
+        }
+        write!(f, "  {:<4} {:<20} {:>10.3} {:>6.1}%", "", "total", ms(total), 100.0)
     }
 }

@@ -61,3 +61,33 @@ fn optimize_cleans_up_a_remapped_kernel() {
     assert!(!text.contains('/'), "{text}");
     assert!(text.contains("o[r] = r << 1;"), "{text}");
 }
+
+#[test]
+fn timed_run_reports_every_pass_and_verification_in_order() {
+    use kiln_passes::manager::Step;
+    let m = parse_module(
+        "kernel k(o: ptr<global, u32>) { let g: u32 = global_id(0); o[g] = g * 1u32 + 0u32; }",
+    )
+    .expect("parses");
+    let pm = default_pipeline().with_verify(true);
+    let (timed, report) = pm.run_timed(&m.kernels[0]).expect("runs");
+    // The same kernel as an untimed run.
+    assert_eq!(timed.to_string(), pm.run(&m.kernels[0]).expect("runs").to_string());
+    let mut want = Vec::new();
+    for name in DEFAULT_PIPELINE.split(',') {
+        want.push(Step::Pass(name));
+        want.push(Step::Verify(name));
+    }
+    let got: Vec<Step> = report.entries.iter().map(|e| e.step).collect();
+    assert_eq!(got, want);
+    assert_eq!(report.kernel, "k");
+    let text = report.to_string();
+    for name in DEFAULT_PIPELINE.split(',') {
+        assert!(text.contains(&format!("(verify {name})")), "{text}");
+    }
+    assert_eq!(
+        text.lines().count(),
+        2 + want.len() + 1,
+        "header, one line per step, total:\n{text}"
+    );
+}

@@ -4,7 +4,7 @@
 
 use kiln_ir::testing::{arb_expr, ExprEnv};
 use kiln_ir::{Expr, Imm, Scalar, Type, Var};
-use kiln_passes::simplify::{node_count, simplify_expr};
+use kiln_passes::simplify::{node_count, simplify_expr, Limits};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -148,4 +148,57 @@ fn random_expressions_keep_their_value_and_simplify_idempotently() {
     if let Err(e) = result {
         panic!("{e}");
     }
+}
+
+/// A kernel storing `x_i * 3 + x_i * 5` for `n` parameters `x_i`: each is distinct, and only
+/// the e-graph (factoring) finds `x_i * 8`.
+fn factoring_kernel(n: usize) -> kiln_ir::Kernel {
+    let params: Vec<String> = (0..n).map(|i| format!("x{i}: u32")).collect();
+    let stores: Vec<String> =
+        (0..n).map(|i| format!("o[{i}u32] = x{i} * 3u32 + x{i} * 5u32;")).collect();
+    let src =
+        format!("kernel k(o: ptr<global, u32>, {}) {{ {} }}", params.join(", "), stores.join(" "));
+    kiln_ir::parse_module(&src).expect("parses").kernels[0].clone()
+}
+
+fn factored(text: &str, i: usize) -> bool {
+    text.contains(&format!("o[{i}u32] = x{i} * 8;"))
+}
+
+#[test]
+fn a_spent_budget_leaves_the_rest_to_the_cheap_pass_the_same_way_every_time() {
+    use kiln_ir::Mutator;
+    use kiln_passes::simplify::StmtSimplifier;
+    let k = factoring_kernel(40);
+    // The default budget scales with the kernel: everything is simplified.
+    let full = kiln_passes::simplify::simplify_kernel(&k).to_string();
+    assert!((0..40).all(|i| factored(&full, i)), "{full}");
+    // A budget of a few small e-graphs: the first expressions get one, the rest not.
+    let tight = Limits { nodes: 50, work_per_node: 0, ..Limits::default() };
+    let once = StmtSimplifier::new(tight.clone()).mutate_kernel(&k).to_string();
+    let done = (0..40).filter(|&i| factored(&once, i)).count();
+    assert!(factored(&once, 0) && !factored(&once, 39) && done < 40, "{once}");
+    assert!((0..done).all(|i| factored(&once, i)), "in the kernel's order:\n{once}");
+    // Work units, not time: the same result on every run, whatever the machine does.
+    for _ in 0..5 {
+        assert_eq!(StmtSimplifier::new(tight.clone()).mutate_kernel(&k).to_string(), once);
+    }
+}
+
+#[test]
+fn each_distinct_expression_is_simplified_once_within_a_kernel() {
+    use kiln_ir::Mutator;
+    use kiln_passes::simplify::StmtSimplifier;
+    // The same hard index inside 30 different statements: with a budget for about one
+    // e-graph, every copy still gets its result (the copies cost nothing).
+    let stores: Vec<String> =
+        (0..30).map(|i| format!("o[{i}u32] = a[x * 3u32 + x * 5u32] + {i}u32;")).collect();
+    let src = format!(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, x: u32) {{ {} }}",
+        stores.join(" ")
+    );
+    let k = kiln_ir::parse_module(&src).expect("parses").kernels[0].clone();
+    let tight = Limits { nodes: 50, work_per_node: 0, ..Limits::default() };
+    let text = StmtSimplifier::new(tight).mutate_kernel(&k).to_string();
+    assert_eq!(text.matches("a[x * 8]").count(), 30, "{text}");
 }

@@ -1,6 +1,7 @@
-//! `kiln opt FILE (--passes LIST | -O) [-o OUT]`: parse and verify a .kir file, run a list of
-//! passes (or the default pipeline) over every kernel, verifying after each pass, and print
-//! the result (or write it to OUT). `KILN_VERBOSE=debuginfo` prints the IR after each pass.
+//! `kiln opt FILE (--passes LIST | -O) [-o OUT] [--time-passes]`: parse and verify a .kir file,
+//! run a list of passes (or the default pipeline) over every kernel, verifying after each pass,
+//! and print the result (or write it to OUT). `KILN_VERBOSE=debuginfo` prints the IR after each
+//! pass; `--time-passes` prints each pass's time to stderr.
 //! `kiln opt --list-passes` prints every pass with one line on what it does.
 
 use std::path::PathBuf;
@@ -26,6 +27,10 @@ pub struct OptArgs {
     /// Write the result here instead of standard output.
     #[arg(short = 'o', value_name = "OUT")]
     out: Option<PathBuf>,
+    /// Print how long each pass (and each verification after it) took, per kernel, to
+    /// standard error, as compilers' -ftime-report does.
+    #[arg(long)]
+    time_passes: bool,
     /// Print every pass with one line on what it does, and the passes -O runs; then exit.
     #[arg(long, exclusive = true)]
     list_passes: bool,
@@ -65,7 +70,15 @@ pub fn main(args: &OptArgs) -> Result<(), Error> {
     .with_verify(true);
     let src = read_source(file)?;
     let module = check_source(&file_name(file), &src).map_err(Error::Diagnostics)?;
-    let out = pm.run_module(&module).map_err(|e| e.to_string())?;
+    let out = if args.time_passes {
+        let (out, reports) = pm.run_module_timed(&module).map_err(|e| e.to_string())?;
+        for r in reports {
+            eprintln!("{r}");
+        }
+        out
+    } else {
+        pm.run_module(&module).map_err(|e| e.to_string())?
+    };
     let text = format!("{}\n", out.to_string().trim_end());
     match &args.out {
         Some(path) => std::fs::write(path, text)

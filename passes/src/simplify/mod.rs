@@ -1,6 +1,7 @@
 //! The expression simplifier: kiln expressions go into an [egg] e-graph, sound type-aware
 //! rules ([`rules`]) and constant folding (an e-class analysis with the interpreter's exact
-//! scalar semantics) run under node, iteration and time limits, and the cheapest equivalent
+//! scalar semantics) run under node, iteration and work limits (never time: the result depends
+//! only on the input), and the cheapest equivalent
 //! expression comes back ([`Cost`]).
 //!
 //! The e-graph is the strong but slow half. Every expression first goes through a cheap
@@ -35,19 +36,24 @@ use std::time::Duration;
 
 use egg::{CostFunction, Extractor, Id, Language, Rewrite, Runner};
 use kiln_ir::eval;
-use kiln_ir::{Expr, ExprNode, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::{Expr, ExprMap, ExprNode, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
 
 use lang::{is_operator, to_expr, KAnalysis, KGraph, Konst, Node};
 
-/// Limits for one simplification.
+/// Limits for one simplification. Every limit counts work (e-graph nodes, rounds), never
+/// time, so the result depends only on the input, never on the machine or its load.
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// Most e-nodes in the e-graph.
+    /// Most e-nodes in one e-graph (one expression's search).
     pub nodes: usize,
-    /// Most rule-application rounds.
+    /// Most rule-application rounds of one e-graph.
     pub iterations: usize,
-    /// Most wall-clock time.
-    pub time: Duration,
+    /// The work budget of one simplification (an expression, or a whole kernel for the
+    /// `simplify` pass), in e-nodes built over all its e-graphs, per node of the input:
+    /// the budget is `4 * nodes + work_per_node * (nodes of the input)`. Once it is spent,
+    /// the remaining expressions get only the cheap pass ([`pre::presimplify`]), so a huge
+    /// kernel costs time linear in its size.
+    pub work_per_node: usize,
     /// Run the cheap bottom-up pass ([`pre::presimplify`]) first and the e-graph only where
     /// it could still find something cheaper ([`gate::egg_may_help`]). Off, every
     /// expression goes through the e-graph (the reference the tests compare against).
@@ -55,11 +61,40 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 6 rounds, 800 nodes, 50 ms, pre-simplification on: the node and round limits stop a
-    /// typical index expression well under a millisecond (so results are deterministic); the
-    /// time limit is only a safety net for huge expressions.
+    /// 6 rounds, 800 nodes, 200 e-nodes of work per input node, pre-simplification on: the
+    /// node and round limits stop a typical index expression well under a millisecond; the
+    /// work budget only bounds huge kernels.
     fn default() -> Limits {
-        Limits { nodes: 800, iterations: 6, time: Duration::from_millis(50), presimplify: true }
+        Limits { nodes: 800, iterations: 6, work_per_node: 200, presimplify: true }
+    }
+}
+
+impl Limits {
+    /// The work budget for an input of `size` nodes (see [`Limits::work_per_node`]).
+    fn budget(&self, size: usize) -> usize {
+        self.nodes.saturating_mul(4).saturating_add(self.work_per_node.saturating_mul(size))
+    }
+}
+
+/// The state of one simplification: its limits, the work left, and every expression already
+/// simplified (generated and unrolled kernels repeat the same index expressions many times,
+/// and each would otherwise build its own e-graphs).
+struct Ctx<'a> {
+    limits: &'a Limits,
+    /// E-nodes the remaining e-graphs may still build.
+    work_left: usize,
+    /// Whether an e-graph was skipped for lack of budget since this was last cleared.
+    starved: bool,
+    /// Results by input (`None`: unchanged), reused for free: each distinct expression is
+    /// simplified once. A result is kept only if no e-graph was skipped for lack of budget
+    /// while computing it. The memo lives as long as one simplification (one kernel) and
+    /// is filled in the kernel's order, so the result never depends on anything else.
+    memo: ExprMap<Option<Expr>>,
+}
+
+impl Ctx<'_> {
+    fn new(limits: &Limits, size: usize) -> Ctx<'_> {
+        Ctx { limits, work_left: limits.budget(size), starved: false, memo: ExprMap::default() }
     }
 }
 
@@ -89,6 +124,19 @@ pub fn expr_cost(e: &Expr) -> u64 {
     e.children().iter().fold(own, |s, c| s.saturating_add(expr_cost(c)))
 }
 
+/// The number of expression nodes in a kernel (what its simplification's budget scales with).
+fn kernel_size(k: &Kernel) -> usize {
+    struct Count(usize);
+    impl kiln_ir::Visitor for Count {
+        fn visit_expr(&mut self, e: &Expr) {
+            self.0 += node_count(e);
+        }
+    }
+    let mut c = Count(0);
+    kiln_ir::Visitor::visit_kernel(&mut c, k);
+    c.0
+}
+
 /// The number of nodes in an expression tree.
 pub fn node_count(e: &Expr) -> usize {
     1 + e.children().iter().map(|c| node_count(c)).sum::<usize>()
@@ -108,13 +156,33 @@ pub fn simplify_expr(e: &Expr) -> Expr {
 /// Simplifies `e` under `limits`: rounds repeat while they make the expression strictly
 /// cheaper (so this terminates), so simplifying the result again changes nothing.
 pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
+    simplify_in(e, &mut Ctx::new(limits, node_count(e)))
+}
+
+/// [`simplify_expr_with`] within a simplification's context: each distinct expression is
+/// simplified once.
+fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
+    if matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }) {
+        return e.clone();
+    }
+    if let Some(r) = cx.memo.get(e) {
+        return r.clone().unwrap_or_else(|| e.clone());
+    }
+    let starved = std::mem::replace(&mut cx.starved, false);
+    let r = fixpoint(e, cx);
+    if !cx.starved {
+        cx.memo.insert(e.clone(), (!r.ptr_eq(e)).then(|| r.clone()));
+    }
+    cx.starved |= starved;
+    r
+}
+
+/// Rounds until nothing cheaper is found.
+fn fixpoint(e: &Expr, cx: &mut Ctx) -> Expr {
     let mut cur = e.clone();
     loop {
-        let (next, saturated) = if limits.presimplify {
-            cheap_round(&cur, limits)
-        } else {
-            simplify_once(&cur, limits)
-        };
+        let (next, saturated) =
+            if cx.limits.presimplify { cheap_round(&cur, cx) } else { simplify_once(&cur, cx) };
         // A saturated e-graph held everything the rules reach from the result too, so
         // another round could not find anything cheaper.
         if next.ptr_eq(&cur) || saturated {
@@ -127,14 +195,14 @@ pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
 /// One round with pre-simplification: the cheap pass, then the e-graph only if it may still
 /// help; otherwise just the operands inside opaque leaves (loads' indices, casts, calls) are
 /// simplified on their own. Returns `e` itself unless the result is strictly cheaper.
-fn cheap_round(e: &Expr, limits: &Limits) -> (Expr, bool) {
+fn cheap_round(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     let p = pre::presimplify(e);
     let (r, saturated) = if gate::egg_may_help(&p) {
-        simplify_once(&p, limits)
+        simplify_once(&p, cx)
     } else {
         // Nothing for the e-graph at the top. Another round only if something changed (it
         // may fold what the leaves gave); an unchanged round ends the loop by identity.
-        (simplify_leaves(&p, limits), false)
+        (simplify_leaves(&p, cx), false)
     };
     // The result must fail as `e` does, with the same first error (see `crate::origin`).
     if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) || !fails_alike(e, &r, limits) {
@@ -145,35 +213,44 @@ fn cheap_round(e: &Expr, limits: &Limits) -> (Expr, bool) {
 }
 
 /// `e` with the operands of its opaque leaves simplified (the operator part unchanged).
-fn simplify_leaves(e: &Expr, limits: &Limits) -> Expr {
+fn simplify_leaves(e: &Expr, cx: &mut Ctx) -> Expr {
     if e.as_imm().is_some() {
         return e.clone();
     }
     if is_operator(e) {
-        let kids: Vec<Expr> = e.children().iter().map(|c| simplify_leaves(c, limits)).collect();
+        let kids: Vec<Expr> = e.children().iter().map(|c| simplify_leaves(c, cx)).collect();
         if kids.iter().zip(e.children()).all(|(a, b)| a.ptr_eq(b)) {
             return e.clone();
         }
         return pre::rebuild(e, kids);
     }
-    opaque(e, limits).0
+    opaque(e, cx).0
 }
 
 /// One e-graph round: the cheapest equivalent found, or `e` itself if none is cheaper, and
 /// whether the e-graph saturated (no limit stopped it).
-fn simplify_once(e: &Expr, limits: &Limits) -> (Expr, bool) {
+fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     match e.node() {
         ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => return (e.clone(), true),
         _ => {}
     }
     let mut g = KGraph::new(KAnalysis::default());
-    let root = add_expr(&mut g, e, limits);
+    let root = add_expr(&mut g, e, cx);
+    // An e-graph may overshoot its node limit by one round's additions: charge what it
+    // built, and start one only with a whole limit's worth left.
+    if cx.work_left < cx.limits.nodes {
+        cx.starved = true;
+        return (e.clone(), false);
+    }
     let runner = Runner::default()
         .with_egraph(g)
-        .with_node_limit(limits.nodes)
-        .with_iter_limit(limits.iterations)
-        .with_time_limit(limits.time)
+        .with_node_limit(cx.limits.nodes)
+        .with_iter_limit(cx.limits.iterations)
+        // Work limits only (nodes, rounds, the budget): never wall-clock time, so the
+        // result never depends on the machine's load.
+        .with_time_limit(Duration::MAX)
         .run(rewrites());
+    cx.work_left = cx.work_left.saturating_sub(runner.egraph.total_size());
     let saturated = matches!(runner.stop_reason, Some(egg::StopReason::Saturated));
     let root = runner.egraph.find(root);
     let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
@@ -197,12 +274,12 @@ fn fails_alike(e: &Expr, r: &Expr, limits: &Limits) -> bool {
 
 /// Adds `e` to the e-graph: operators as nodes, everything else as an opaque leaf whose
 /// operands are simplified on their own (and folded when all are constant).
-fn add_expr(g: &mut KGraph, e: &Expr, limits: &Limits) -> Id {
+fn add_expr(g: &mut KGraph, e: &Expr, cx: &mut Ctx) -> Id {
     if let Some(imm) = e.as_imm() {
         return g.add(Node::Const(Konst(*imm)));
     }
     if is_operator(e) {
-        let kids: Vec<Id> = e.children().iter().map(|c| add_expr(g, c, limits)).collect();
+        let kids: Vec<Id> = e.children().iter().map(|c| add_expr(g, c, cx)).collect();
         let node = match e.node() {
             ExprNode::Unary { op, .. } => match op {
                 kiln_ir::UnOp::Neg => Node::Neg([kids[0]]),
@@ -216,7 +293,7 @@ fn add_expr(g: &mut KGraph, e: &Expr, limits: &Limits) -> Id {
         };
         return g.add(node);
     }
-    let (leaf, may_fail) = opaque(e, limits);
+    let (leaf, may_fail) = opaque(e, cx);
     if let Some(imm) = leaf.as_imm() {
         return g.add(Node::Const(Konst(*imm)));
     }
@@ -226,8 +303,8 @@ fn add_expr(g: &mut KGraph, e: &Expr, limits: &Limits) -> Id {
 
 /// Simplifies the operands of an opaque expression, folds it when they are all constant, and
 /// says whether evaluating it may fail.
-fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
-    let sub = |x: &Expr| simplify_expr_with(x, limits);
+fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
+    let mut sub = |x: &Expr| simplify_in(x, cx);
     match e.node() {
         ExprNode::Var(_) | ExprNode::Builtin { .. } | ExprNode::Imm(_) => (e.clone(), false),
         ExprNode::Load { buf, index } => {
@@ -254,7 +331,7 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
             (e2, f)
         }
         ExprNode::Intrinsic { op, args } => {
-            let new: Vec<Expr> = args.iter().map(sub).collect();
+            let new: Vec<Expr> = args.iter().map(&mut sub).collect();
             let consts: Option<Vec<_>> = new.iter().map(|a| a.as_imm().copied()).collect();
             if let Some(Ok(k)) = consts.map(|c| eval::intrinsic(*op, &c)) {
                 if !op.is_approximate() {
@@ -271,8 +348,8 @@ fn opaque(e: &Expr, limits: &Limits) -> (Expr, bool) {
         ExprNode::VecLoad { .. }
         | ExprNode::Extract { .. }
         | ExprNode::Insert { .. }
-        | ExprNode::Vector { .. } => vector_leaf(e, limits),
-        _ if e.ty().is_vector() => vector_leaf(e, limits),
+        | ExprNode::Vector { .. } => vector_leaf(e, cx),
+        _ if e.ty().is_vector() => vector_leaf(e, cx),
         _ => {
             let f = may_fail(e);
             (e.clone(), f)
@@ -296,14 +373,14 @@ pub(crate) fn named_division(e: &Expr, sub: impl Fn(&Expr) -> Expr) -> Expr {
 }
 
 /// A vector expression (or a lane of one) with its operands simplified.
-fn vector_leaf(e: &Expr, limits: &Limits) -> (Expr, bool) {
-    struct Operands<'a>(&'a Limits);
-    impl Mutator for Operands<'_> {
+fn vector_leaf(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
+    struct Operands<'a, 'b>(&'a mut Ctx<'b>);
+    impl Mutator for Operands<'_, '_> {
         fn mutate_expr(&mut self, e: &Expr) -> Expr {
-            simplify_expr_with(e, self.0)
+            simplify_in(e, self.0)
         }
     }
-    let e2 = kiln_ir::walk_mutate_expr(&mut Operands(limits), e);
+    let e2 = kiln_ir::walk_mutate_expr(&mut Operands(cx), e);
     let f = may_fail(&e2);
     (e2, f)
 }
@@ -323,15 +400,39 @@ pub fn may_fail(e: &Expr) -> bool {
 /// condition, loops that provably run zero times or have empty bodies, and empty blocks.
 pub struct StmtSimplifier {
     limits: Limits,
-    /// Results so far, by expression: generated and unrolled kernels repeat the same index
-    /// expressions many times, and each would otherwise build its own e-graph.
-    done: hashbrown::HashMap<Expr, Option<Expr>>,
+    /// The budget of the kernel being simplified, and every expression simplified so far
+    /// (set up by `mutate_kernel`, or for the first expression when used on its own).
+    cx: Option<CtxState>,
+}
+
+/// [`Ctx`] without its borrow of the limits, kept between the calls of a mutator.
+struct CtxState {
+    work_left: usize,
+    memo: ExprMap<Option<Expr>>,
 }
 
 impl StmtSimplifier {
     /// A statement simplifier using `limits` for each expression.
     pub fn new(limits: Limits) -> StmtSimplifier {
-        StmtSimplifier { limits, done: hashbrown::HashMap::new() }
+        StmtSimplifier { limits, cx: None }
+    }
+
+    /// Runs `f` in this simplifier's context, whose budget is set from `size` input nodes
+    /// the first time.
+    fn with_cx<R>(&mut self, size: usize, f: impl FnOnce(&mut Ctx) -> R) -> R {
+        let state = self.cx.take().unwrap_or_else(|| CtxState {
+            work_left: self.limits.budget(size),
+            memo: ExprMap::default(),
+        });
+        let mut cx = Ctx {
+            limits: &self.limits,
+            work_left: state.work_left,
+            starved: false,
+            memo: state.memo,
+        };
+        let r = f(&mut cx);
+        self.cx = Some(CtxState { work_left: cx.work_left, memo: cx.memo });
+        r
     }
 }
 
@@ -340,16 +441,19 @@ fn is_empty_block(s: &Stmt) -> bool {
 }
 
 impl Mutator for StmtSimplifier {
+    fn mutate_kernel(&mut self, k: &Kernel) -> Kernel {
+        // One budget for the whole kernel, scaled by its size, and nothing from an earlier
+        // kernel: a kernel's result never depends on what was simplified before.
+        self.cx = None;
+        let size = kernel_size(k);
+        self.with_cx(size, |_| ());
+        kiln_ir::walk_mutate_kernel(self, k)
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        // An unchanged expression is kept as `None`, so that every equal one comes back as
-        // its own handle (passes leave unchanged kernels pointer-equal).
-        if let Some(r) = self.done.get(e) {
-            return r.clone().unwrap_or_else(|| e.clone());
-        }
-        let r = simplify_expr_with(e, &self.limits);
-        let changed = (!r.ptr_eq(e)).then(|| r.clone());
-        self.done.insert(e.clone(), changed);
-        r
+        // The memo keeps an unchanged expression as `None`, so that every equal one comes
+        // back as its own handle (passes leave unchanged kernels pointer-equal).
+        self.with_cx(node_count(e), |cx| simplify_in(e, cx))
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {

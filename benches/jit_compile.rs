@@ -1,0 +1,159 @@
+//! How long kiln takes to build the kernels that matter, in process, split by stage:
+//!
+//! * `jit_gemm_4096`: the tuned 4096^3 SGEMM (`kiln gen gemm 4096 4096 4096 --wg 8x16 --tile
+//!   8x8 --k-tile 8 --slm 2 --unroll --vec 4`, the blocking benches/gpu/README.md reports):
+//!   the generator, the `-O` pipeline, PTX emission, and all three (issue 26's target: at
+//!   most 5 ms on the GPU machine's host);
+//! * `jit_stencil`: the 2-D 5-point stencil (`examples/stencil2d.kir`) for the cpu device:
+//!   the `-O` pipeline, x86 code generation of the optimized kernel, and the device's whole
+//!   build (issue 24's target: at most 5 ms);
+//!
+//! then a closing line per kernel with the median of 21 runs of each stage and, for the
+//! pipeline, the share of each pass (`PassManager::run_timed`, as `kiln opt --time-passes`).
+//! Every stage's output is checked once first (it builds, verifies and is not empty).
+//!
+//! `cargo bench --bench jit_compile -- --warm-up-time 1 --measurement-time 3`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use kiln::backends::{ptx, x86};
+use kiln::generator::{GemmConfig, GemmProblem};
+use kiln::ir::{parse_module, Kernel, Scalar, Verified};
+use kiln::passes::manager::Step;
+use kiln::passes::pipeline::{default_pipeline, optimize};
+use kiln::runtime::device::registry::{open, OpenOptions};
+
+const STENCIL: &str = include_str!("../examples/stencil2d.kir");
+
+fn median21(mut f: impl FnMut()) -> Duration {
+    let mut t: Vec<Duration> = (0..21)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[10]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The pipeline's passes by share of its time (medians of 21 runs per step).
+fn pass_shares(k: &Kernel) -> String {
+    let pm = default_pipeline();
+    let runs: Vec<_> = (0..21).map(|_| pm.run_timed(k).expect("pipeline runs").1).collect();
+    let steps = runs[0].entries.len();
+    let mut med: Vec<(String, Duration)> = (0..steps)
+        .map(|i| {
+            let mut t: Vec<Duration> = runs.iter().map(|r| r.entries[i].time).collect();
+            t.sort();
+            let name = match runs[0].entries[i].step {
+                Step::Pass(p) => format!("#{} {p}", i + 1),
+                Step::Verify(p) => format!("#{} verify {p}", i + 1),
+            };
+            (name, t[10])
+        })
+        .collect();
+    let total: Duration = med.iter().map(|m| m.1).sum();
+    med.sort_by_key(|m| std::cmp::Reverse(m.1));
+    med.iter()
+        .take(4)
+        .map(|(s, t)| format!("{s} {:.0}%", 100.0 * t.as_secs_f64() / total.as_secs_f64()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn gemm(c: &mut Criterion) {
+    let problem =
+        GemmProblem { m: 4096, n: 4096, k: 4096, trans_a: false, trans_b: false, ty: Scalar::F32 };
+    // `..default()`: the configuration may grow fields (split-K, ...) that keep defaults here.
+    #[allow(clippy::needless_update)]
+    let cfg = GemmConfig {
+        wg_m: 8,
+        wg_n: 16,
+        tm: 8,
+        tn: 8,
+        k_tile: 8,
+        slm_depth: 2,
+        unroll: true,
+        vec: 4,
+        ..GemmConfig::default()
+    };
+    let opts = ptx::Options::sm(90);
+    let all = || {
+        let k = problem.generate(&cfg).expect("generates").kernel;
+        let k = optimize(&k);
+        ptx::emit_kernel(&k, &opts).expect("emits")
+    };
+    let k = problem.generate(&cfg).expect("generates").kernel;
+    let opt = optimize(&k);
+    assert!(kiln::ir::verify_kernel(&opt).is_ok(), "the optimized GEMM verifies");
+    assert!(all().contains(".entry"), "PTX with an entry point");
+
+    let mut g = c.benchmark_group("jit_gemm_4096");
+    g.sample_size(10);
+    g.bench_function("generate", |b| b.iter(|| problem.generate(black_box(&cfg)).expect("ok")));
+    g.bench_function("O_pipeline", |b| b.iter(|| optimize(black_box(&k))));
+    g.bench_function("ptx_emit", |b| b.iter(|| ptx::emit_kernel(black_box(&opt), &opts)));
+    g.bench_function("all_three", |b| b.iter(all));
+    g.finish();
+    println!(
+        "\njit_gemm_4096 medians of 21: generate {:.2} ms, -O {:.2} ms, PTX {:.2} ms, all three \
+         {:.2} ms; -O's largest steps: {}",
+        ms(median21(|| {
+            black_box(problem.generate(&cfg).expect("ok"));
+        })),
+        ms(median21(|| {
+            black_box(optimize(&k));
+        })),
+        ms(median21(|| {
+            black_box(ptx::emit_kernel(&opt, &opts).expect("ok"));
+        })),
+        ms(median21(|| {
+            black_box(all());
+        })),
+        pass_shares(&k)
+    );
+}
+
+fn stencil(c: &mut Criterion) {
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let k = parse_module(STENCIL).expect("parses").kernels.remove(0);
+    let opt = optimize(&k);
+    let x86_opts = x86::X86Options::default();
+    let dev = open("cpu", &OpenOptions::default()).expect("the cpu device opens");
+    let module = Verified::kernel(k.clone()).expect("verifies");
+    let build = || dev.build(&module, &Default::default()).expect("builds");
+    assert!(!build().is_empty(), "a program");
+    assert!(x86::compile(&opt, &x86_opts).is_ok(), "x86 code");
+
+    let mut g = c.benchmark_group("jit_stencil");
+    g.bench_function("O_pipeline", |b| b.iter(|| optimize(black_box(&k))));
+    g.bench_function("x86_codegen", |b| b.iter(|| x86::compile(black_box(&opt), &x86_opts)));
+    g.bench_function("device_build", |b| b.iter(build));
+    g.finish();
+    println!(
+        "\njit_stencil medians of 21: -O {:.3} ms, x86 codegen {:.3} ms, device build {:.3} ms; \
+         -O's largest steps: {}",
+        ms(median21(|| {
+            black_box(optimize(&k));
+        })),
+        ms(median21(|| {
+            black_box(x86::compile(&opt, &x86_opts).expect("ok"));
+        })),
+        ms(median21(|| {
+            black_box(build());
+        })),
+        pass_shares(&k)
+    );
+}
+
+criterion_group!(benches, gemm, stencil);
+criterion_main!(benches);
