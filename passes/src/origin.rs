@@ -70,13 +70,13 @@ fn is_fault_point(e: &Expr) -> bool {
 /// (`local_id(1) % local_size(1)` is `local_id(1)`), never have others. `norm` brings a node
 /// that may fail to a canonical form (its operands simplified), since a rewrite may simplify
 /// those too.
-pub fn same_fault_order(a: &Expr, b: &Expr, norm: impl Fn(&Expr) -> Expr) -> bool {
+pub fn same_fault_order(a: &Expr, b: &Expr, mut norm: impl FnMut(&Expr) -> Expr) -> bool {
     let (mut fa, mut fb) = (Vec::new(), Vec::new());
     fault_points(a, &mut fa);
     fault_points(b, &mut fb);
-    let distinct = |v: Vec<Expr>, norm: &dyn Fn(&Expr) -> Expr| {
+    let distinct = |v: Vec<Expr>, norm: &mut dyn FnMut(&Expr) -> Expr| {
         let mut out: Vec<Expr> = Vec::new();
-        for x in v.iter().map(norm).filter(is_fault_point) {
+        for x in v.iter().map(|x| norm(x)).filter(is_fault_point) {
             if !out.contains(&x) {
                 out.push(x);
             }
@@ -84,12 +84,12 @@ pub fn same_fault_order(a: &Expr, b: &Expr, norm: impl Fn(&Expr) -> Expr) -> boo
         out
     };
     // One that may fail (the common case: an index with one load) has no order.
-    let plain = |x: &Expr| x.clone();
-    let (da, db) = (distinct(fa.clone(), &plain), distinct(fb.clone(), &plain));
+    let mut plain = |x: &Expr| x.clone();
+    let (da, db) = (distinct(fa.clone(), &mut plain), distinct(fb.clone(), &mut plain));
     if da.len() <= 1 && db.len() <= da.len() {
         return true;
     }
-    let (da, db) = (distinct(fa, &norm), distinct(fb, &norm));
+    let (da, db) = (distinct(fa, &mut norm), distinct(fb, &mut norm));
     // `db` must be a subsequence of `da`.
     let mut rest = da.iter();
     db.iter().all(|x| rest.any(|y| y == x))

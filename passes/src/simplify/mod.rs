@@ -205,7 +205,7 @@ fn cheap_round(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         (simplify_leaves(&p, cx), false)
     };
     // The result must fail as `e` does, with the same first error (see `crate::origin`).
-    if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) || !fails_alike(e, &r, limits) {
+    if r.ptr_eq(e) || expr_cost(&r) >= expr_cost(e) || !fails_alike(e, &r, cx) {
         (e.clone(), saturated)
     } else {
         (r, saturated)
@@ -258,7 +258,7 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         // Only a strictly cheaper result (counting inside opaque leaves too) replaces `e`,
         // so simplifying a simplified expression returns the very same handle.
         Some(s)
-            if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) && fails_alike(e, &s, limits) =>
+            if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) && fails_alike(e, &s, cx) =>
         {
             (s, saturated)
         }
@@ -268,8 +268,8 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
 
 /// True if `r` fails as `e` does, with the same first error ([`crate::origin`]), the nodes
 /// that may fail compared with their operands simplified (as the e-graph's leaves are).
-fn fails_alike(e: &Expr, r: &Expr, limits: &Limits) -> bool {
-    crate::origin::same_fault_order(e, r, |x| opaque(x, limits).0)
+fn fails_alike(e: &Expr, r: &Expr, cx: &mut Ctx) -> bool {
+    crate::origin::same_fault_order(e, r, |x| opaque(x, cx).0)
 }
 
 /// Adds `e` to the e-graph: operators as nodes, everything else as an opaque leaf whose
@@ -313,7 +313,7 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             (e2, true)
         }
         ExprNode::Binary { .. } if e.origin().is_some() => {
-            let e2 = named_division(e, sub);
+            let e2 = named_division(e, &mut sub);
             let f = may_fail(&e2);
             (e2, f)
         }
@@ -360,7 +360,7 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
 /// A division named by its source ([`Expr::origin`]) with its operands simplified by `sub`,
 /// keeping its name; once the divisor is a non-zero constant it cannot fail, and comes back
 /// as a plain operator for the rules.
-pub(crate) fn named_division(e: &Expr, sub: impl Fn(&Expr) -> Expr) -> Expr {
+pub(crate) fn named_division(e: &Expr, mut sub: impl FnMut(&Expr) -> Expr) -> Expr {
     let ExprNode::Binary { op, a, b } = e.node() else { return e.clone() };
     let (a2, b2) = (sub(a), sub(b));
     if b2.as_imm().is_some_and(|k| !k.is_zero()) {
