@@ -22,7 +22,9 @@ include!(concat!(env!("OUT_DIR"), "/guide.rs"));
 
 /// The half-precision float of `f16` buffers and scalars (the `half` crate's).
 pub use half::f16;
-pub use jit::{Arg, Device, Error, Fused, Jit, Launch};
+pub use jit::{
+    Arg, ArgFor, ArgsFor, Device, Error, Fused, Jit, Launch, ParamType, Signature, TypedKernel,
+};
 pub use kiln_backends as backends;
 pub use kiln_gen as generator;
 pub use kiln_ir as ir;
