@@ -5,8 +5,9 @@
 //!
 //! [`Jit`] is the way in: [`Device`] picks where kernels run, [`Jit::compile_source`] parses
 //! and verifies, [`Jit::fuse`] fuses, [`Jit::buffer_from`] / [`Jit::buffer_zeroed`] make typed
-//! buffers, [`Jit::launch`] / [`Jit::launch_fused`] run kernels with arguments made by
-//! [`args!`], and [`Buffer::read`] reads results back. Every failure is an [`Error`].
+//! buffers, [`Jit::kernel`] makes a [`TypedKernel`] whose launches take a Rust tuple checked
+//! by the compiler, [`Jit::launch`] / [`Jit::launch_fused`] run kernels with arguments made by
+//! [`args!`] (checked at launch), and [`Buffer::read`] reads results back. Every failure is an [`Error`].
 //! `examples/embed.rs` runs each step (`cargo run --example embed`).
 //!
 //! The workspace crates are re-exported for everything else: [`ir`], [`passes`],
