@@ -29,7 +29,7 @@ pub use jit::{
 pub use kiln_backends as backends;
 pub use kiln_gen as generator;
 pub use kiln_ir as ir;
-pub use kiln_ir::launch::NdRange;
+pub use kiln_ir::launch::{NdRange, RangeError};
 pub use kiln_passes as passes;
 pub use kiln_passes::fusion::{FusionSpec, ParamRef, RangeSpec};
 pub use kiln_runtime as runtime;

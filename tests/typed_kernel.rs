@@ -40,10 +40,12 @@ fn typed_saxpy_matches_the_interpreter(dev: Device) {
     let m = jit.compile_source("saxpy.kir", SAXPY).unwrap();
     let saxpy = jit.kernel::<Saxpy>(&m, "saxpy").unwrap();
     assert_eq!(saxpy.name(), "saxpy");
-    // The handle outlives the buffers of each launch.
+    // The handle outlives the buffers of each launch, and one range (a `usize` size) serves
+    // every launch: `NdRange` is `Copy`.
+    let range = NdRange::try_new(&[128usize]).unwrap();
     for round in 0..2 {
         let (x, y) = (jit.buffer_from(&xs), jit.buffer_from(&ys));
-        saxpy.launch(NdRange::new(&[128]), (&x, &y, 1.7, n)).unwrap().wait().unwrap();
+        saxpy.launch(range, (&x, &y, 1.7, n)).unwrap().wait().unwrap();
         let got = y.read().unwrap();
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&want), "round {round} on {dev:?}");
@@ -163,4 +165,31 @@ fn a_typed_launch_reports_device_failures_as_a_dynamic_one_does() {
     let a = jit.buffer_zeroed::<f32>(4);
     let err = fill.launch(NdRange::new(&[8]), (&a, 1.0)).unwrap().wait().unwrap_err();
     assert!(err.to_string().contains("kernel `fill` failed"), "{err}");
+}
+
+/// `NdRange::try_new` takes any unsigned integer type, and refuses what does not fit with
+/// an error naming the dimension (through `?` as a `kiln::Error`).
+#[test]
+fn nd_ranges_from_any_unsigned_integer() {
+    fn range_of(sizes: &[u64]) -> Result<NdRange, Error> {
+        Ok(NdRange::try_new(sizes)?)
+    }
+    assert_eq!(NdRange::try_new(&[3u8, 4]).unwrap(), NdRange::new(&[3, 4]));
+    assert_eq!(NdRange::try_new(&[7u16]).unwrap(), NdRange::new(&[7]));
+    assert_eq!(NdRange::try_new(&[1usize, 2, 3]).unwrap(), NdRange::new(&[1, 2, 3]));
+    assert_eq!(range_of(&[u32::MAX as u64]).unwrap(), NdRange::new(&[u32::MAX]));
+    let err = range_of(&[4, 1 << 32]).unwrap_err();
+    assert!(matches!(err, Error::Range(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "nd-range dimension 1: global size 4294967296 does not fit in 32 bits (at most 4294967295)"
+    );
+    assert_eq!(
+        range_of(&[]).unwrap_err().to_string(),
+        "an nd-range has 1 to 3 dimensions, 0 given"
+    );
+    assert_eq!(
+        range_of(&[1, 1, 1, 1]).unwrap_err().to_string(),
+        "an nd-range has 1 to 3 dimensions, 4 given"
+    );
 }

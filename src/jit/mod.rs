@@ -338,7 +338,7 @@ impl Jit {
         }
         let bound = fused.fused.bind_args(&fused.module, &fused.spec, args).map_err(Error::Bind)?;
         args::check_args(&fused.fused.kernel, &bound)?;
-        self.submit(&fused.built, fused.fused.range.clone(), &bound)
+        self.submit(&fused.built, fused.fused.range, &bound)
     }
 
     /// Builds kernel `name` of `module` for the device now (through the program cache, as
