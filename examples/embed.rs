@@ -1,6 +1,6 @@
 //! Embedding kiln as a JIT library, one step at a time: pick a device, compile source, launch
-//! a kernel (by name with `args!`, then through a typed handle), read the result back; then fuse three kernels and launch the fused kernel with
-//! the arguments of the originals.
+//! a kernel (by name with `args!`, then through a typed handle), read the result back; then
+//! fuse three kernels and launch the fused kernel with the arguments of the originals.
 //!
 //! `cargo run --example embed [interp|cpu|vulkan|cuda|best]` (default `interp`).
 

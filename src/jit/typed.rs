@@ -31,6 +31,11 @@ pub trait ParamType: sealed::Sealed {
 /// A value that may be passed for a parameter declared as `P` in a [`TypedKernel`]'s
 /// signature: `P` itself for a scalar, and a `&Buffer<T>` of any lifetime for `&Buffer<T>`
 /// (so a handle outlives the buffers of any one launch).
+#[diagnostic::on_unimplemented(
+    message = "a `{Self}` cannot be passed for a parameter the signature declares `{P}`",
+    label = "the kernel's signature says `{P}` here",
+    note = "kiln does not convert arguments: pass a `{P}` (a literal takes the signature's type)"
+)]
 pub trait ArgFor<P: ParamType>: sealed::Sealed {
     /// The argument, to go down the same launch path as [`crate::args!`]'s.
     #[doc(hidden)]
@@ -78,6 +83,10 @@ pub trait Signature: sealed::Sealed {
 
 /// Arguments for a [`TypedKernel`] of signature `S`: a tuple of the same length whose
 /// element `i` is an [`ArgFor`] the signature's element `i`.
+#[diagnostic::on_unimplemented(
+    message = "the arguments `{Self}` do not fit the kernel's signature `{S}`",
+    note = "give a tuple with one argument per parameter of the signature, each of its type"
+)]
 pub trait ArgsFor<S: Signature>: sealed::SealedArgs {
     /// The arguments in order.
     #[doc(hidden)]
