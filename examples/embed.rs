@@ -1,10 +1,10 @@
 //! Embedding kiln as a JIT library, one step at a time: pick a device, compile source, launch
-//! a kernel, read the result back; then fuse three kernels and launch the fused kernel with
-//! the arguments of the originals.
+//! a kernel (by name with `args!`, then through a typed handle), read the result back; then
+//! fuse three kernels and launch the fused kernel with the arguments of the originals.
 //!
 //! `cargo run --example embed [interp|cpu|vulkan|cuda|best]` (default `interp`).
 
-use kiln::{args, Device, FusionSpec, Jit, NdRange};
+use kiln::{args, Buffer, Device, FusionSpec, Jit, NdRange};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. A device and a JIT on it. The explicit constructors fail with a clear message when
@@ -37,6 +37,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out: Vec<f32> = y.read()?;
     println!("saxpy: y = {out:?}");
     check(&out, &host_x.iter().map(|x| 2.0 * x).collect::<Vec<_>>())?;
+    // The same kernel through a typed handle: its signature is checked once, here, and the
+    // compiler checks each launch's arguments against it (`2.0f64` would not compile).
+    let typed = jit.kernel::<(&Buffer<f32>, &Buffer<f32>, f32, u32)>(&saxpy, "saxpy")?;
+    typed.launch(NdRange::new(&[n]), (&x, &y, 1.0, n))?.wait()?;
+    check(&y.read()?, &host_x.iter().map(|x| 3.0 * x).collect::<Vec<_>>())?;
 
     // 4. Fusion: add, mul and sub of examples/fusion/chain.kir become one kernel whose
     //    intermediates t1 and t2 stay in private memory (chain.toml says how).

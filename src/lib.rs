@@ -5,8 +5,9 @@
 //!
 //! [`Jit`] is the way in: [`Device`] picks where kernels run, [`Jit::compile_source`] parses
 //! and verifies, [`Jit::fuse`] fuses, [`Jit::buffer_from`] / [`Jit::buffer_zeroed`] make typed
-//! buffers, [`Jit::launch`] / [`Jit::launch_fused`] run kernels with arguments made by
-//! [`args!`], and [`Buffer::read`] reads results back. Every failure is an [`Error`].
+//! buffers, [`Jit::kernel`] makes a [`TypedKernel`] whose launches take a Rust tuple checked
+//! by the compiler, [`Jit::launch`] / [`Jit::launch_fused`] run kernels with arguments made by
+//! [`args!`] (checked at launch), and [`Buffer::read`] reads results back. Every failure is an [`Error`].
 //! `examples/embed.rs` runs each step (`cargo run --example embed`).
 //!
 //! The workspace crates are re-exported for everything else: [`ir`], [`passes`],
@@ -22,11 +23,13 @@ include!(concat!(env!("OUT_DIR"), "/guide.rs"));
 
 /// The half-precision float of `f16` buffers and scalars (the `half` crate's).
 pub use half::f16;
-pub use jit::{Arg, Device, Error, Fused, Jit, Launch};
+pub use jit::{
+    Arg, ArgFor, ArgsFor, Device, Error, Fused, Jit, Launch, ParamType, Signature, TypedKernel,
+};
 pub use kiln_backends as backends;
 pub use kiln_gen as generator;
 pub use kiln_ir as ir;
-pub use kiln_ir::launch::NdRange;
+pub use kiln_ir::launch::{NdRange, RangeError};
 pub use kiln_passes as passes;
 pub use kiln_passes::fusion::{FusionSpec, ParamRef, RangeSpec};
 pub use kiln_runtime as runtime;

@@ -54,7 +54,7 @@ impl Pair<'_> {
         let entries = vec![
             Entry {
                 kernel: "produce".into(),
-                range: range.clone(),
+                range,
                 args: vec![Arg::Buffer(0), Arg::Buffer(1), n.clone()],
             },
             Entry {

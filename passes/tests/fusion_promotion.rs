@@ -73,7 +73,7 @@ kernel consume(t: ptr<global, u32>, out: ptr<global, u32>, idx: ptr<global, u32>
     };
     let b = Arg::Buffer;
     let entries = vec![
-        Entry { kernel: "produce".into(), range: range.clone(), args: vec![b(0), b(1), b(3)] },
+        Entry { kernel: "produce".into(), range, args: vec![b(0), b(1), b(3)] },
         Entry { kernel: "consume".into(), range, args: vec![b(1), b(2), b(3)] },
     ];
     Scenario { module, spec, entries, pool }
@@ -110,7 +110,7 @@ kernel consume(t: ptr<global, f32>, out: ptr<global, f32>) {
             ..FusionSpec::default()
         },
         entries: vec![
-            Entry { kernel: "produce".into(), range: r.clone(), args: vec![Arg::Buffer(0)] },
+            Entry { kernel: "produce".into(), range: r, args: vec![Arg::Buffer(0)] },
             Entry {
                 kernel: "consume".into(),
                 range: r,
@@ -396,7 +396,7 @@ kernel consume(t: ptr<global, u32>, out: ptr<global, u32>) {{
                 ..FusionSpec::default()
             },
             entries: vec![
-                Entry { kernel: "produce".into(), range: range.clone(), args: vec![b(0), b(1)] },
+                Entry { kernel: "produce".into(), range, args: vec![b(0), b(1)] },
                 Entry { kernel: "consume".into(), range, args: vec![b(1), b(2)] },
             ],
             pool: vec![

@@ -134,7 +134,7 @@ fn scenario(entries: &[(&str, NdRange, RangeSpec, Vec<Arg>)], pool: Vec<Buffer>)
     };
     let entries = entries
         .iter()
-        .map(|(k, r, _, a)| Entry { kernel: k.to_string(), range: r.clone(), args: a.clone() })
+        .map(|(k, r, _, a)| Entry { kernel: k.to_string(), range: *r, args: a.clone() })
         .collect();
     Scenario { module, spec, entries, pool }
 }
@@ -153,10 +153,7 @@ fn add_mul(local: Option<u32>) -> Scenario {
     }
     let pool = vec![f32s(64, 1.0), f32s(64, 2.0), f32s(64, 0.0), f32s(64, 3.0), f32s(64, 0.0)];
     let mut s = scenario(
-        &[
-            ("add", r.clone(), rs.clone(), vec![b(0), b(1), b(2)]),
-            ("mul", r, rs, vec![b(2), b(3), b(4)]),
-        ],
+        &[("add", r, rs.clone(), vec![b(0), b(1), b(2)]), ("mul", r, rs, vec![b(2), b(3), b(4)])],
         pool,
     );
     s.spec.identical = vec![vec![ParamRef::new(0, 2), ParamRef::new(1, 0)]];
@@ -251,9 +248,9 @@ fn s06_diamond_with_repeat() {
     ];
     let mut s = scenario(
         &[
-            ("add", r.clone(), rs.clone(), vec![b(0), b(1), b(2)]),
-            ("scale", r.clone(), rs.clone(), vec![b(2), Arg::scalar(2.0f32), b(3)]),
-            ("scale", r.clone(), rs.clone(), vec![b(2), Arg::scalar(3.0f32), b(4)]),
+            ("add", r, rs.clone(), vec![b(0), b(1), b(2)]),
+            ("scale", r, rs.clone(), vec![b(2), Arg::scalar(2.0f32), b(3)]),
+            ("scale", r, rs.clone(), vec![b(2), Arg::scalar(3.0f32), b(4)]),
             ("add2", r, rs, vec![b(3), b(4), b(5)]),
         ],
         pool,
@@ -295,10 +292,7 @@ fn s07_barrier_needed_between_kernels() {
     let rs = RangeSpec::new(&[16]).with_local(&[8]);
     let pool = vec![f32s(16, 1.0), f32s(16, 2.0), f32s(16, 0.0), f32s(16, 0.0)];
     let mut s = scenario(
-        &[
-            ("add", r.clone(), rs.clone(), vec![b(0), b(1), b(2)]),
-            ("neighbour", r, rs, vec![b(2), b(3)]),
-        ],
+        &[("add", r, rs.clone(), vec![b(0), b(1), b(2)]), ("neighbour", r, rs, vec![b(2), b(3)])],
         pool,
     );
     s.spec.identical = vec![vec![ParamRef::new(0, 2), ParamRef::new(1, 0)]];
@@ -315,10 +309,7 @@ fn s08_local_memory_reduction_after_kernel() {
     let rs = RangeSpec::new(&[64]).with_local(&[16]);
     let pool = vec![f32s(64, 1.0), f32s(64, 2.0), f32s(64, 0.0), f32s(4, 0.0)];
     let mut s = scenario(
-        &[
-            ("add", r.clone(), rs.clone(), vec![b(0), b(1), b(2)]),
-            ("reduce", r, rs, vec![b(2), b(3)]),
-        ],
+        &[("add", r, rs.clone(), vec![b(0), b(1), b(2)]), ("reduce", r, rs, vec![b(2), b(3)])],
         pool,
     );
     s.spec.identical = vec![vec![ParamRef::new(0, 2), ParamRef::new(1, 0)]];
@@ -334,7 +325,7 @@ fn ids_scenario(kernel: &str, per: usize, ranges: &[(NdRange, RangeSpec)]) -> Sc
     let mut entries = Vec::new();
     for (r, rs) in ranges {
         pool.push(Buffer::zeroed(kiln_ir::Scalar::U32, r.work_items() as usize * per));
-        entries.push((kernel, r.clone(), rs.clone(), vec![b(pool.len() - 1)]));
+        entries.push((kernel, *r, rs.clone(), vec![b(pool.len() - 1)]));
     }
     scenario(&entries, pool)
 }
@@ -481,7 +472,7 @@ fn s15_promotion_with_non_unit_size() {
     let rs = RangeSpec::new(&[32]);
     let pool = vec![f32s(32, 1.0), f32s(64, 0.0), f32s(32, 0.0)];
     let mut s = scenario(
-        &[("pair", r.clone(), rs.clone(), vec![b(0), b(1)]), ("unpair", r, rs, vec![b(1), b(2)])],
+        &[("pair", r, rs.clone(), vec![b(0), b(1)]), ("unpair", r, rs, vec![b(1), b(2)])],
         pool,
     );
     s.spec.identical = vec![vec![ParamRef::new(0, 1), ParamRef::new(1, 0)]];
@@ -501,10 +492,8 @@ fn s16_promotion_refused_when_pointer_escapes() {
     let r = NdRange::new(&[8]);
     let rs = RangeSpec::new(&[8]);
     let pool = vec![Buffer::from_slice(&[1u32, 2, 3, 4, 5, 6, 7, 8])];
-    let mut s = scenario(
-        &[("count", r.clone(), rs.clone(), vec![b(0)]), ("count", r, rs, vec![b(0)])],
-        pool,
-    );
+    let mut s =
+        scenario(&[("count", r, rs.clone(), vec![b(0)]), ("count", r, rs, vec![b(0)])], pool);
     s.spec.identical = vec![vec![ParamRef::new(0, 0), ParamRef::new(1, 0)]];
     s.spec.promote = vec![Promotion {
         param: ParamRef::new(0, 0),
@@ -559,7 +548,7 @@ fn s18_constant_propagation() {
     let pool = vec![f32s(16, 1.0), f32s(16, 0.0), f32s(16, 0.0)];
     let mut s = scenario(
         &[
-            ("scale", r.clone(), rs.clone(), vec![b(0), Arg::scalar(2.5f32), b(1)]),
+            ("scale", r, rs.clone(), vec![b(0), Arg::scalar(2.5f32), b(1)]),
             ("scale", r, rs, vec![b(1), Arg::scalar(-1.0f32), b(2)]),
         ],
         pool,

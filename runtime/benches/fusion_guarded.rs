@@ -39,27 +39,27 @@ impl Chain {
         let (b, k, n) = (&self.b, &self.k, KernelArg::scalar(N));
         q.submit(|h| {
             let (x, e) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, p));
-            h.parallel_for(&k[0], r.clone(), vec![x.into(), e.into(), n.clone()]);
+            h.parallel_for(&k[0], r, vec![x.into(), e.into(), n.clone()]);
         });
         q.submit(|h| {
             let (e, y) = (
                 h.access_with(&b[1], AccessMode::Read, p),
                 h.access_with(&b[2], AccessMode::Write, p),
             );
-            h.parallel_for(&k[1], r.clone(), vec![e.into(), y.into(), n.clone()]);
+            h.parallel_for(&k[1], r, vec![e.into(), y.into(), n.clone()]);
         });
         q.submit(|h| {
             let y = h.access_with(&b[2], AccessMode::ReadWrite, p);
             let args = vec![y.into(), KernelArg::scalar(0.25f32), n.clone()];
-            h.parallel_for(&k[2], r.clone(), args);
+            h.parallel_for(&k[2], r, args);
         });
         q.submit(|h| {
             let (y, z) = (h.access_with(&b[2], AccessMode::Read, p), h.write(&b[3]));
-            h.parallel_for(&k[3], r.clone(), vec![y.into(), z.into(), n.clone()]);
+            h.parallel_for(&k[3], r, vec![y.into(), z.into(), n.clone()]);
         });
         q.submit(|h| {
             let z = h.read_write(&b[3]);
-            h.parallel_for(&k[4], r.clone(), vec![z.into(), KernelArg::scalar(1.5f32), n.clone()]);
+            h.parallel_for(&k[4], r, vec![z.into(), KernelArg::scalar(1.5f32), n.clone()]);
         });
     }
 

@@ -63,7 +63,7 @@ impl Chain {
                 let y = h.read(&b[y]);
                 let o =
                     if t < 6 { h.access_with(&b[t], AccessMode::Write, p) } else { h.write(&b[t]) };
-                h.parallel_for(k, r.clone(), vec![x.into(), y.into(), o.into()]);
+                h.parallel_for(k, r, vec![x.into(), y.into(), o.into()]);
             });
         };
         step(&self.add, 0, 1, 3);
@@ -72,11 +72,7 @@ impl Chain {
         q.submit(|h| {
             let x = h.access_with(&b[5], AccessMode::Read, p);
             let o = h.write(&b[6]);
-            h.parallel_for(
-                &self.scale,
-                r.clone(),
-                vec![x.into(), KernelArg::scalar(0.5f32), o.into()],
-            );
+            h.parallel_for(&self.scale, r, vec![x.into(), KernelArg::scalar(0.5f32), o.into()]);
         });
     }
 }

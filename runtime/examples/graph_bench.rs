@@ -150,19 +150,19 @@ fn elementwise4(ctx: &Context, n: usize, reps: usize) -> Result<(), String> {
         q.begin_recording(&g).map_err(|e| e.to_string())?;
         q.submit(|h| {
             let args = vec![h.read(&a).into(), h.read(&b).into(), h.write(&t1).into()];
-            h.parallel_for(&k1, r.clone(), args)
+            h.parallel_for(&k1, r, args)
         });
         q.submit(|h| {
             let args = vec![h.read(&t1).into(), h.read(&c).into(), h.write(&t2).into()];
-            h.parallel_for(&k2, r.clone(), args)
+            h.parallel_for(&k2, r, args)
         });
         q.submit(|h| {
             let args = vec![h.read(&t2).into(), h.write(&t3).into(), KernelArg::scalar(1.5f32)];
-            h.parallel_for(&k3, r.clone(), args)
+            h.parallel_for(&k3, r, args)
         });
         q.submit(|h| {
             let args = vec![h.read(&t3).into(), h.read(&b).into(), h.write(&out).into()];
-            h.parallel_for(&k4, r.clone(), args)
+            h.parallel_for(&k4, r, args)
         });
         q.end_recording().map_err(|e| e.to_string())?;
         let exec = g.finalize().map_err(|e| e.to_string())?;

@@ -102,12 +102,12 @@ kernel two(tmp: ptr<global, i32>, in3: ptr<global, i32>, out: ptr<global, i32>) 
         q.submit(|h| {
             let (a, b) = (h.read(&in1), h.read(&in2));
             let t = h.access_with(&tmp, AccessMode::Write, private());
-            h.parallel_for(&k1, range.clone(), vec![a.into(), b.into(), t.into()]);
+            h.parallel_for(&k1, range, vec![a.into(), b.into(), t.into()]);
         });
         q.submit(|h| {
             let t = h.access_with(&tmp, AccessMode::Read, private());
             let (c, o) = (h.read(&in3), h.write(&out));
-            h.parallel_for(&k2, range.clone(), vec![t.into(), c.into(), o.into()]);
+            h.parallel_for(&k2, range, vec![t.into(), c.into(), o.into()]);
         });
         q.complete_fusion(FusionProps { no_barriers: true }).wait().unwrap();
         assert_fused(&q, 2, &dev);
@@ -156,13 +156,13 @@ kernel two(tmp: ptr<global, i32>, tmp2: ptr<global, i8>, inp: ptr<global, i32>, 
             let a = h.read(&inp);
             let t = h.access_with(&tmp, AccessMode::Write, private());
             let t2 = h.access_with(&tmp2, AccessMode::Write, private());
-            h.parallel_for(&k1, range.clone(), vec![a.into(), t.into(), t2.into()]);
+            h.parallel_for(&k1, range, vec![a.into(), t.into(), t2.into()]);
         });
         q.submit(|h| {
             let t = h.access_with(&tmp, AccessMode::Read, private());
             let t2 = h.access_with(&tmp2, AccessMode::Read, private());
             let (a, o) = (h.read(&inp), h.write(&out));
-            h.parallel_for(&k2, range.clone(), vec![t.into(), t2.into(), a.into(), o.into()]);
+            h.parallel_for(&k2, range, vec![t.into(), t2.into(), a.into(), o.into()]);
         });
         q.complete_fusion(FusionProps { no_barriers: true }).wait().unwrap();
         assert_fused(&q, 2, &dev);

@@ -291,11 +291,11 @@ fn internalization_from_the_buffer_property_and_local() {
                     AccessMode::ReadWrite,
                     AccessProps { promote: None, no_init: true },
                 );
-                h.parallel_for(&e.k.add, local.clone(), vec![x.into(), y.into(), t.into()]);
+                h.parallel_for(&e.k.add, local, vec![x.into(), y.into(), t.into()]);
             });
             q.submit(|h| {
                 let (t, o) = (h.read(&b[2]), h.write(&b[3]));
-                h.parallel_for(&e.k.reverse_group, local.clone(), vec![t.into(), o.into()]);
+                h.parallel_for(&e.k.reverse_group, local, vec![t.into(), o.into()]);
             });
             if let Some(ev) = complete(q, fusion, FusionProps::default()) {
                 ev.wait().unwrap();
@@ -348,10 +348,10 @@ fn barriers_keep_work_group_exchanges_and_no_barriers_refuses_them() {
         for no_barriers in [false, true] {
             fused_vs_plain(&e, 4, QueueOrder::InOrder, &[], |q, b, fusion| {
                 start(q, fusion);
-                launch3_at(q, &e.k.add, local.clone(), &b[0], &b[1], &b[2]);
+                launch3_at(q, &e.k.add, local, &b[0], &b[1], &b[2]);
                 q.submit(|h| {
                     let (t, o) = (h.read(&b[2]), h.write(&b[3]));
-                    h.parallel_for(&e.k.reverse_group, local.clone(), vec![t.into(), o.into()]);
+                    h.parallel_for(&e.k.reverse_group, local, vec![t.into(), o.into()]);
                 });
                 if let Some(ev) = complete(q, fusion, FusionProps { no_barriers }) {
                     ev.wait().unwrap();

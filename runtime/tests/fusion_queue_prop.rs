@@ -235,14 +235,14 @@ fn submit(
             let (x, y) = (h.read(&b[a]), h.read(&b[a]));
             let t = h.access_with(scratch, AccessMode::Write, acc);
             let args = vec![x.into(), y.into(), t.into(), KernelArg::scalar(n)];
-            h.parallel_for(&k.gadd, range.clone(), args);
+            h.parallel_for(&k.gadd, range, args);
         });
         return q.submit(|h| {
             let (t, x) = (h.access_with(scratch, AccessMode::Read, acc), h.read(&b[a]));
             let out = h.write(&b[o]);
             let args =
                 vec![t.into(), x.into(), out.into(), KernelArg::scalar(n), KernelArg::scalar(lo)];
-            h.parallel_for(&k.gmul, range.clone(), args);
+            h.parallel_for(&k.gmul, range, args);
         });
     }
     if let Cmd::Through(a, o, p, ranges) = *cmd {
@@ -288,12 +288,12 @@ fn submit(
             Cmd::Through(..) | Cmd::Guarded { .. } => unreachable!("submitted above"),
             Cmd::Scale(x, s) => {
                 let x = h.read_write(&b[x]);
-                h.parallel_for(&k.scale, r.clone(), vec![x.into(), KernelArg::scalar(s)]);
+                h.parallel_for(&k.scale, r, vec![x.into(), KernelArg::scalar(s)]);
             }
             Cmd::RotateGroup(a, o) | Cmd::Rotate(a, o) => {
                 let (kernel, range) = match cmd {
-                    Cmd::Rotate(..) => (&k.rotate, r.clone()),
-                    _ => (&k.rotate_group, r.clone().with_local(&[4])),
+                    Cmd::Rotate(..) => (&k.rotate, r),
+                    _ => (&k.rotate_group, r.with_local(&[4])),
                 };
                 let (a, o) = (h.read(&b[a]), h.write(&b[o]));
                 h.parallel_for(kernel, range, vec![a.into(), o.into()]);

@@ -92,20 +92,20 @@ fn submit(q: &Queue, k: &K, b: &[Buffer<u32>], ops: &[Op], deps: &[Option<usize>
                 Op::Add(a, c, o) | Op::Mul(a, c, o) => {
                     let kernel = if matches!(op, Op::Add(..)) { &k.add } else { &k.mul };
                     let (a, c, o) = (h.read(&b[a]), h.read(&b[c]), h.write(&b[o]));
-                    h.parallel_for(kernel, r.clone(), vec![a.into(), c.into(), o.into()]);
+                    h.parallel_for(kernel, r, vec![a.into(), c.into(), o.into()]);
                 }
                 Op::Scale(x, s) => {
                     let x = h.read_write(&b[x]);
-                    h.parallel_for(&k.scale, r.clone(), vec![x.into(), KernelArg::scalar(s)]);
+                    h.parallel_for(&k.scale, r, vec![x.into(), KernelArg::scalar(s)]);
                 }
                 Op::Rotate(a, o) => {
                     let (a, o) = (h.read(&b[a]), h.write(&b[o]));
-                    h.parallel_for(&k.rotate, r.clone(), vec![a.into(), o.into()]);
+                    h.parallel_for(&k.rotate, r, vec![a.into(), o.into()]);
                 }
                 Op::GuardedAdd(a, c, o, n) => {
                     let (a, c, o) = (h.read(&b[a]), h.read(&b[c]), h.read_write(&b[o]));
                     let args = vec![a.into(), c.into(), o.into(), KernelArg::scalar(n)];
-                    h.parallel_for(&k.gadd, r.clone(), args);
+                    h.parallel_for(&k.gadd, r, args);
                 }
                 Op::Fill(o, v) => {
                     h.fill(&AnyBuffer::from(&b[o]), kiln_ir::launch::Element::to_imm(v))
@@ -259,7 +259,7 @@ mod random_kernels {
                             .into(),
                     })
                     .collect();
-                h.parallel_for(&k, case.range.clone(), args);
+                h.parallel_for(&k, case.range, args);
             });
         }
     }
@@ -278,10 +278,10 @@ mod random_kernels {
             // kernels reduce every index modulo the length they were made for).
             // Equal nd-ranges make chains: launch kernels without a local size over the first
             // one's range, as `share` says (their indices stay in bounds).
-            let first = cases[0].range.clone();
+            let first = cases[0].range;
             for (c, case) in cases.iter_mut().enumerate() {
                 if first.local.is_none() && case.range.local.is_none() && share[c] {
-                    case.range = first.clone();
+                    case.range = first;
                 }
             }
             let mut shapes: Vec<(kiln_ir::Scalar, usize)> = Vec::new();
@@ -445,7 +445,7 @@ mod fusable_chains {
                 args.push(h.read(prev).into());
                 args.push(h.write(t(c)).into());
                 args.push(KernelArg::scalar(ch.scalars[c]));
-                h.parallel_for(&k, r.clone(), args);
+                h.parallel_for(&k, r, args);
             });
         }
         if let Some(j) = ch.tail {
@@ -453,7 +453,7 @@ mod fusable_chains {
             let out = &b[ch.inputs + ch.kernels.len()];
             q.submit(|h| {
                 let (a, o) = (h.read(t(j)), h.write(out));
-                h.parallel_for(&k, r.clone(), vec![a.into(), o.into()]);
+                h.parallel_for(&k, r, vec![a.into(), o.into()]);
             });
         }
     }

@@ -94,7 +94,7 @@ fn launch(
                 ),
             })
             .collect();
-        h.parallel_for(&kh, range.clone(), kargs);
+        h.parallel_for(&kh, *range, kargs);
     });
     match q.wait() {
         Ok(()) => Ok(any.iter().map(|b| b.contents().unwrap()).collect()),
@@ -729,16 +729,9 @@ kernel inc(x: ptr<global, u32>) {
         let g = Graph::new(&ctx, GraphProperties::default());
         let r = NdRange::new(&[4]);
         let a = g
-            .add(
-                Node::kernel(&ki, r.clone(), vec![acc(&y, AccessMode::ReadWrite)]).named("first"),
-                &[],
-            )
+            .add(Node::kernel(&ki, r, vec![acc(&y, AccessMode::ReadWrite)]).named("first"), &[])
             .unwrap();
-        let s = Node::kernel(
-            &ks,
-            r.clone(),
-            vec![acc(&idx, AccessMode::Read), acc(&x, AccessMode::Write)],
-        );
+        let s = Node::kernel(&ks, r, vec![acc(&idx, AccessMode::Read), acc(&x, AccessMode::Write)]);
         let b = g.add(s.named("scatter"), &[a]).unwrap();
         g.add(Node::kernel(&ki, r, vec![acc(&y, AccessMode::ReadWrite)]).named("last"), &[b])
             .unwrap();

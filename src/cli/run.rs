@@ -250,7 +250,7 @@ fn run_on_device(
     let build_time = start.elapsed();
     let mut times = Vec::with_capacity(runs.repeat as usize);
     let launch_once = || -> Result<(), kiln::Error> {
-        let launch = jit.launch(module, kernel.name(), range.clone(), jit_args.clone())?;
+        let launch = jit.launch(module, kernel.name(), range, jit_args.clone())?;
         if let Some(t) = watchdog {
             if launch.wait_timeout(t).is_none() {
                 abandon_wait(&format!("kernel `{}`", kernel.name()), t, &jit.device().name());

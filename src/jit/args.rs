@@ -1,7 +1,7 @@
 //! [`Arg`]: a kernel argument from Rust values, checked against the parameter it is for.
 
 use half::f16;
-use kiln_ir::{Imm, Kernel, Type};
+use kiln_ir::{Imm, Kernel, Scalar, Type};
 use kiln_passes::fusion::BindArg;
 use kiln_runtime::{AnyBuffer, Buffer, Element};
 
@@ -88,9 +88,36 @@ macro_rules! args {
     };
 }
 
+/// What an argument is, as far as a parameter cares: a buffer of an element type or a
+/// scalar of a type. Both the dynamic [`Arg`] list and the typed handle's tuple type
+/// describe themselves this way, so one check serves both.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A buffer of these elements.
+    Buffer(Scalar),
+    /// A scalar of this type.
+    Scalar(Scalar),
+}
+
+impl Arg {
+    fn kind(&self) -> ArgKind {
+        match self {
+            Arg::Buffer(b) => ArgKind::Buffer(b.elem()),
+            Arg::Scalar(i) => ArgKind::Scalar(i.scalar()),
+        }
+    }
+}
+
 /// Checks `args` against `kernel`'s parameters: one each, buffers of the pointee type for
 /// pointers, scalars of the exact type otherwise.
 pub(crate) fn check_args(kernel: &Kernel, args: &[Arg]) -> Result<(), Error> {
+    let kinds: Vec<ArgKind> = args.iter().map(Arg::kind).collect();
+    check_kinds(kernel, &kinds)
+}
+
+/// Checks arguments of these kinds against `kernel`'s parameters (see [`check_args`]).
+pub(crate) fn check_kinds(kernel: &Kernel, args: &[ArgKind]) -> Result<(), Error> {
     let params = kernel.params();
     let err = |param: Option<&str>, message: String| Error::Argument {
         kernel: kernel.name().to_string(),
@@ -113,29 +140,23 @@ pub(crate) fn check_args(kernel: &Kernel, args: &[Arg]) -> Result<(), Error> {
     }
     for (p, a) in params.iter().zip(args) {
         let bad = |m: String| Err(err(Some(p.name()), m));
-        match (p.ty(), a) {
-            (Type::Ptr(_, elem), Arg::Buffer(b)) if b.elem() != elem => {
+        match (p.ty(), *a) {
+            (Type::Ptr(_, elem), ArgKind::Buffer(b)) if b != elem => {
                 return bad(format!(
-                    "expects a buffer of `{elem}` (`{}`), a buffer of `{}` was given",
+                    "expects a buffer of `{elem}` (`{}`), a buffer of `{b}` was given",
                     p.ty(),
-                    b.elem()
                 ))
             }
-            (Type::Ptr(..), Arg::Scalar(i)) => {
+            (Type::Ptr(..), ArgKind::Scalar(s)) => {
+                return bad(format!("expects a buffer (`{}`), a scalar `{s}` was given", p.ty()))
+            }
+            (Type::Scalar(s), ArgKind::Scalar(given)) if given != s => {
                 return bad(format!(
-                    "expects a buffer (`{}`), a scalar `{}` was given",
-                    p.ty(),
-                    i.scalar()
+                    "expects a scalar `{s}`, a scalar `{given}` was given (kiln does not convert)"
                 ))
             }
-            (Type::Scalar(s), Arg::Scalar(i)) if i.scalar() != s => {
-                return bad(format!(
-                    "expects a scalar `{s}`, a scalar `{}` was given (kiln does not convert)",
-                    i.scalar()
-                ))
-            }
-            (Type::Scalar(s), Arg::Buffer(b)) => {
-                return bad(format!("expects a scalar `{s}`, a buffer of `{}` was given", b.elem()))
+            (Type::Scalar(s), ArgKind::Buffer(b)) => {
+                return bad(format!("expects a scalar `{s}`, a buffer of `{b}` was given"))
             }
             _ => {}
         }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use kiln_ir::launch::RangeError;
 use kiln_ir::Diagnostic;
 use kiln_passes::fusion::{BindError, FusionError};
 use kiln_runtime::RuntimeError;
@@ -59,6 +60,8 @@ pub enum Error {
         /// The device's message.
         message: String,
     },
+    /// A global size that does not fit an nd-range ([`NdRange::try_new`](crate::NdRange::try_new)).
+    Range(RangeError),
     /// A runtime error outside a launch (reading back a buffer whose writer failed).
     Runtime(RuntimeError),
 }
@@ -91,6 +94,7 @@ impl fmt::Display for Error {
                 write!(f, "kernel `{kernel}`: {message}")
             }
             Error::Bind(e) => e.fmt(f),
+            Error::Range(e) => e.fmt(f),
             Error::Launch { kernel, message } => write!(f, "kernel `{kernel}` failed: {message}"),
             Error::Runtime(e) => e.fmt(f),
         }
@@ -102,6 +106,7 @@ impl std::error::Error for Error {
         match self {
             Error::Fusion(e) => Some(e),
             Error::Bind(e) => Some(e),
+            Error::Range(e) => Some(e),
             Error::Runtime(e) => Some(e),
             _ => None,
         }
@@ -112,5 +117,12 @@ impl std::error::Error for Error {
 impl From<RuntimeError> for Error {
     fn from(e: RuntimeError) -> Error {
         Error::Runtime(e)
+    }
+}
+
+/// So that `NdRange::try_new(&[len])?` works in a function returning `kiln::Error`.
+impl From<RangeError> for Error {
+    fn from(e: RangeError) -> Error {
+        Error::Range(e)
     }
 }

@@ -19,6 +19,7 @@
 mod args;
 mod device;
 mod error;
+mod typed;
 
 use kiln_ir::launch::NdRange;
 use kiln_ir::{check_source, Kernel, Module, Verified};
@@ -31,6 +32,7 @@ use kiln_runtime::{
 pub use args::Arg;
 pub use device::Device;
 pub use error::Error;
+pub use typed::{ArgFor, ArgsFor, ParamType, Signature, TypedKernel};
 
 /// A JIT for one device: compiles kiln source, fuses kernels, makes buffers and launches
 /// kernels on an in-order queue (each launch sees the previous one's writes).
@@ -364,7 +366,7 @@ impl Jit {
         }
         let bound = fused.fused.bind_args(&fused.module, &fused.spec, args).map_err(Error::Bind)?;
         args::check_args(&fused.fused.kernel, &bound)?;
-        self.submit(&fused.built, fused.fused.range.clone(), &bound)
+        self.submit(&fused.built, fused.fused.range, &bound)
     }
 
     /// Builds kernel `name` of `module` for the device now (through the program cache, as

@@ -13,14 +13,16 @@ pub(crate) mod resolve;
 pub use buffer::{Buffer, BufferError, Element};
 pub use resolve::{resolve_launch, Launch};
 
-/// An nd-range: 1 to 3 dimensions of global size, optional local size, and offset.
+/// An nd-range: 1 to 3 dimensions of global size, optional local size, and offset. A plain
+/// value (`Copy`): one range may serve many launches. [`NdRange::new`] takes `u32` sizes (what
+/// work-item ids are), [`NdRange::try_new`] any unsigned integer type.
 ///
 /// ```
 /// use kiln_ir::launch::NdRange;
 /// let r = NdRange::new(&[8, 4]).with_local(&[4, 2]).with_offset(&[1, 0]);
 /// assert_eq!((r.dims, r.global, r.local, r.offset), (2, [8, 4, 1], Some([4, 2, 1]), [1, 0, 0]));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NdRange {
     /// Number of dimensions, 1..=3.
     pub dims: usize,
@@ -49,6 +51,34 @@ impl NdRange {
         NdRange { dims: global.len(), global: pad3(global, 1), local: None, offset: [0; 3] }
     }
 
+    /// A range of the given global size as [`NdRange::new`] makes it, from sizes of any
+    /// unsigned integer type (a `usize` length, a `u64` count): refused, naming the
+    /// dimension, where a size does not fit the 32 bits work-item ids have, or where there
+    /// are not 1 to 3 dimensions.
+    ///
+    /// ```
+    /// use kiln_ir::launch::NdRange;
+    /// let len: usize = 1000;
+    /// assert_eq!(NdRange::try_new(&[len, 2])?, NdRange::new(&[1000, 2]));
+    /// let err = NdRange::try_new(&[1u64 << 32]).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "nd-range dimension 0: global size 4294967296 does not fit in 32 bits (at most 4294967295)"
+    /// );
+    /// # Ok::<(), kiln_ir::launch::RangeError>(())
+    /// ```
+    pub fn try_new<T: RangeSize>(global: &[T]) -> Result<NdRange, RangeError> {
+        if !(1..=3).contains(&global.len()) {
+            return Err(RangeError::Dims(global.len()));
+        }
+        let mut sizes = [1u32; 3];
+        for (dim, (s, g)) in sizes.iter_mut().zip(global).enumerate() {
+            let value = g.to_u64();
+            *s = u32::try_from(value).map_err(|_| RangeError::TooLarge { dim, value })?;
+        }
+        Ok(NdRange::new(&sizes[..global.len()]))
+    }
+
     /// The same range with the given work-group size (missing dimensions are 1).
     pub fn with_local(mut self, local: &[u32]) -> NdRange {
         self.local = Some(pad3(local, 1));
@@ -66,6 +96,58 @@ impl NdRange {
         self.global.iter().take(self.dims.min(3)).map(|&g| g as u64).product()
     }
 }
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// An unsigned integer type a global size may be given in ([`NdRange::try_new`]): `u8`,
+/// `u16`, `u32`, `u64`, `usize`. Sealed: kiln implements it for exactly these.
+pub trait RangeSize: Copy + sealed::Sealed {
+    /// The value, widened.
+    fn to_u64(self) -> u64;
+}
+
+macro_rules! range_size {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl RangeSize for $t {
+            fn to_u64(self) -> u64 {
+                self as u64
+            }
+        }
+    )*};
+}
+range_size!(u8, u16, u32, u64, usize);
+
+/// A global size [`NdRange::try_new`] refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RangeError {
+    /// Not 1 to 3 dimensions; the count given.
+    Dims(usize),
+    /// A size past `u32::MAX`.
+    TooLarge {
+        /// The dimension, from 0.
+        dim: usize,
+        /// The size given.
+        value: u64,
+    },
+}
+
+impl std::fmt::Display for RangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RangeError::Dims(n) => write!(f, "an nd-range has 1 to 3 dimensions, {n} given"),
+            RangeError::TooLarge { dim, value } => write!(
+                f,
+                "nd-range dimension {dim}: global size {value} does not fit in 32 bits (at most {})",
+                u32::MAX
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
 
 /// A kernel argument: a scalar value, the index of a buffer in the buffer list, or a range
 /// of elements of one.

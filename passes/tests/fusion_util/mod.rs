@@ -184,7 +184,7 @@ pub fn retarget(case: &TestCase, range: &NdRange, agnostic: bool) -> TestCase {
             }
         }
     }
-    TestCase { kernel, range: range.clone(), args: case.args.clone(), buffers }
+    TestCase { kernel, range: *range, args: case.args.clone(), buffers }
 }
 
 fn divisors(n: u32) -> Vec<u32> {
@@ -380,7 +380,7 @@ pub fn random_scenario(raw: &[u32]) -> Scenario {
         }
         spec.kernels.push(kname);
         spec.ndranges.push(rs);
-        entries.push(Entry { kernel: kernel.name().to_string(), range: ranges[e].clone(), args });
+        entries.push(Entry { kernel: kernel.name().to_string(), range: ranges[e], args });
     }
     // Promoted temporaries: zero their shared copies too (identical groups).
     Scenario { module: Module::new(kernels), spec, entries, pool }

@@ -275,7 +275,7 @@ impl Fusion {
             deps,
             action: Action::Kernel {
                 kernel: fused.entry.kernel().clone(),
-                range: fused.entry.range().clone(),
+                range: *fused.entry.range(),
                 args: fused.args,
             },
         };
@@ -319,7 +319,7 @@ pub(crate) fn hold(q: &Queue, desc: &mut CommandDesc) -> Option<Event> {
         return None;
     }
     let Action::Kernel { kernel, range, args } = &desc.action else { return None };
-    let (kernel, range, args) = (kernel.clone(), range.clone(), args.clone());
+    let (kernel, range, args) = (kernel.clone(), *range, args.clone());
     let nothing = CommandDesc {
         name: String::new(),
         accessors: Vec::new(),

@@ -421,12 +421,7 @@ impl ExecState {
                                         why: "its kernel was not resolved".into(),
                                     }
                                 })?;
-                                StepKind::Launch(PreparedLaunch::new(
-                                    k,
-                                    range.clone(),
-                                    args,
-                                    &n.accessors,
-                                ))
+                                StepKind::Launch(PreparedLaunch::new(k, *range, args, &n.accessors))
                             }
                             NodeKind::Copy { src, dst } => StepKind::Copy(src.clone(), dst.clone()),
                             NodeKind::Fill { dst, value } => StepKind::Fill(dst.clone(), *value),

@@ -82,7 +82,7 @@ impl FusedUnit {
         let (bound, accessors) = self.entry.bind(&members)?;
         let launch = PreparedLaunch::new(
             self.entry.kernel().clone(),
-            self.entry.range().clone(),
+            *self.entry.range(),
             &bound,
             &accessors,
         );

@@ -128,7 +128,7 @@ pub(super) fn record(
                     }
                     RecordStep::Launch(RecordLaunch {
                         kernel: l.kernel.handle.clone(),
-                        range: l.range.clone(),
+                        range: l.range,
                         args,
                         buffers,
                         after: Vec::new(),
