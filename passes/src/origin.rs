@@ -76,7 +76,7 @@ pub fn same_fault_order(a: &Expr, b: &Expr, mut norm: impl FnMut(&Expr) -> Expr)
     fault_points(b, &mut fb);
     let distinct = |v: Vec<Expr>, norm: &mut dyn FnMut(&Expr) -> Expr| {
         let mut out: Vec<Expr> = Vec::new();
-        for x in v.iter().map(|x| norm(x)).filter(is_fault_point) {
+        for x in v.iter().map(&mut *norm).filter(is_fault_point) {
             if !out.contains(&x) {
                 out.push(x);
             }

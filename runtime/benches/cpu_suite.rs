@@ -359,7 +359,7 @@ fn cases() -> Vec<Case> {
     v.push(Case {
         name: "mandel_cast",
         built: build(&suite, "mandel_cast"),
-        range: mrange.clone(),
+        range: mrange,
         args: vec![
             Arg::Buffer(0),
             Arg::scalar(mw as u32),

@@ -257,9 +257,7 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     match to_expr(&best, &runner.egraph.analysis.leaves) {
         // Only a strictly cheaper result (counting inside opaque leaves too) replaces `e`,
         // so simplifying a simplified expression returns the very same handle.
-        Some(s)
-            if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) && fails_alike(e, &s, cx) =>
-        {
+        Some(s) if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) && fails_alike(e, &s, cx) => {
             (s, saturated)
         }
         _ => (e.clone(), saturated),
