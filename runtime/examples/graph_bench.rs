@@ -170,8 +170,8 @@ fn elementwise4(ctx: &Context, n: usize, reps: usize) -> Result<(), String> {
     };
     let q = Queue::new(ctx, QueueOrder::InOrder);
     let mut times = [Vec::new(), Vec::new()];
-    let mut outs = Vec::new();
-    for (f, fuse) in [false, true].into_iter().enumerate() {
+    let mut graphs = Vec::new();
+    for fuse in [false, true] {
         let (exec, out) = graph(fuse)?;
         println!(
             "elementwise4 fuse_chains={fuse}: {} fused chain(s), {} device recording(s)",
@@ -181,13 +181,21 @@ fn elementwise4(ctx: &Context, n: usize, reps: usize) -> Result<(), String> {
         if fuse && exec.fused_chains() != 1 {
             return Err("elementwise4: the chain did not fuse".into());
         }
-        for rep in 0..reps + 2 {
+        graphs.push((exec, out));
+    }
+    // Replays alternate between the two graphs, so that neither is measured in a warmer or
+    // colder state of the device (clocks, caches, memory placement) than the other.
+    for rep in 0..reps + 2 {
+        for (f, (exec, _)) in graphs.iter().enumerate() {
             let t = Instant::now();
-            q.submit_graph(&exec).wait().map_err(|e| e.to_string())?;
+            q.submit_graph(exec).wait().map_err(|e| e.to_string())?;
             if rep >= 2 {
                 times[f].push(t.elapsed());
             }
         }
+    }
+    let mut outs = Vec::new();
+    for (_, out) in &graphs {
         outs.push(out.read().map_err(|e| e.to_string())?);
     }
     // Both against the host's arithmetic (one rounding per operation, as the kernels do).
