@@ -383,6 +383,59 @@ fn which_kernels_have_vector_code() {
     }
 }
 
+#[test]
+fn full_batches_run_unmasked_and_agree() {
+    // Batches wholly inside or outside the guard take the unmasked copies (both sides of an
+    // `if`/`else`, nested `if`s, loops, a divergent `var` set on either side); the guard's
+    // last batch is split, a fault at `a[i + 1]` lands in a middle batch (a = 43: lane 2 of
+    // 40..47, a full batch of the guard), in the last batch (64: lane 7) or nowhere (65),
+    // and a fault before the branch leaves one lane of a batch alive (a = 20: lane 1 of
+    // 16..23).
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var s: f32 = 1.0 + a[(i + 3u32) & 23u32];
+           if i < n {
+             var t: f32 = a[i + 1u32] * 2.0;
+             if t < 0.0 { t = 0.0 - t; } else { t = t + a[(i * 5u32) & 15u32]; }
+             for j: u32 in 0u32 .. 3u32 { s = s + t * a[(i + j) & 15u32]; }
+             var c: u32 = 0u32;
+             while c < (i & 3u32) { s = s * 0.5; c = c + 1u32; }
+             o[i] = s;
+           } else {
+             s = a[i - n];
+             if s > 1.0 { o[i] = s + a[(i * 3u32) & 15u32]; }
+           }
+           o[i] = o[i] + s;
+         }",
+    );
+    let r = NdRange::new(&[64]).with_local(&[32]);
+    for n in [64u32, 61, 20, 0] {
+        for len in [43usize, 64, 65, 20] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(len, 5)];
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "n = {n}, a: {len}");
+        }
+    }
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    // The guarded store's unmasked copy: a plain store at `global_id(0)` (`rbx`) next to
+    // the masked one.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n { o[i] = a[i] * 2.0; }
+         }",
+    );
+    let d = compile(&k, &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let stores =
+        |op: &str| lanes.lines().filter(|l| l.contains(op) && l.contains("+rbx*4],ymm")).count();
+    assert_eq!((stores("vmovups ["), stores("vmaskmovps [")), (1, 1), "{lanes}");
+}
+
 /// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`
 /// only inside the loop.
 fn arb_index(in_loop: bool) -> BoxedStrategy<String> {

@@ -2,11 +2,35 @@
 //! back-edge budget and the out-of-line stubs (fault reports, limit checks).
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Expr, Scalar, Stmt, Type, Var};
+use kiln_ir::{Expr, Scalar, Stmt, StmtNode, Type, Var};
 
 use super::{lane_type, no, Bound, Kind, Loc, Stub, R, V, XMM, YMM};
 use crate::x86::gen::Site;
 use crate::x86::rt;
+
+/// The largest branch bodies (in statements, nested ones included) that also get an
+/// unmasked copy for batches whose lanes all take them.
+const FULL_BATCH_STMTS: usize = 64;
+
+/// The statements of `stmts`, nested ones included.
+fn stmt_count(stmts: &[Stmt]) -> usize {
+    stmts
+        .iter()
+        .map(|s| {
+            1 + match s.node() {
+                StmtNode::If { then, otherwise, .. } => {
+                    stmt_count(then.stmts())
+                        + otherwise.as_ref().map_or(0, |o| stmt_count(o.stmts()))
+                }
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                    stmt_count(body.stmts())
+                }
+                StmtNode::Block(v) => stmt_count(v),
+                _ => 0,
+            }
+        })
+        .sum()
+}
 
 impl V {
     /// A barrier: the batch stops here (reporting a fault first) and the next call for it
@@ -134,6 +158,23 @@ impl V {
             None => None,
         };
         let outer = self.mask;
+        // Full batches unmasked: where no mask is in force, a batch whose lanes all take
+        // the same side runs a copy of that side under no mask (plain loads and stores, no
+        // blends). That mask would be every lane (alive ones), so the copy is exact. Only for
+        // small bodies: copies nest, once per divergent `if` level.
+        let fast = outer.is_none()
+            && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
+        let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
+        if fast {
+            self.a.vmovmskps(eax, ymm0)?;
+            self.a.cmp(eax, 0xff)?;
+            self.a.je(fast_then)?;
+            if otherwise.is_some() {
+                self.a.vmovmskps(eax, ymm1)?;
+                self.a.cmp(eax, 0xff)?;
+                self.a.je(fast_else)?;
+            }
+        }
         self.dctl += 1;
         let mut skip = self.a.create_label();
         self.a.vptest(ymm0, ymm0)?;
@@ -152,6 +193,20 @@ impl V {
         }
         self.mask = outer;
         self.dctl -= 1;
+        if fast {
+            // (The masked code is generated first, so that what it refuses — a barrier
+            // under this branch — is refused for the kernel.)
+            let mut done = self.a.create_label();
+            self.a.jmp(done)?;
+            self.bind(&mut fast_then)?;
+            self.block(then)?;
+            if let Some(o) = otherwise {
+                self.a.jmp(done)?;
+                self.bind(&mut fast_else)?;
+                self.block(o)?;
+            }
+            self.bind(&mut done)?;
+        }
         Ok(())
     }
 

@@ -38,7 +38,9 @@
 //! * Control by divergence: a branch or loop condition that is batch-uniform is an
 //!   ordinary jump on lane 0; a divergent `if` is a pair of lane masks, a divergent
 //!   `while` a loop mask iterated until no lane is left; stores under a mask are masked,
-//!   assignments to divergent `var`s are blends. A branch no lane takes is jumped over.
+//!   assignments to divergent `var`s are blends. A branch no lane takes is jumped over; a
+//!   divergent `if` outside other divergent control also has an unmasked copy of each
+//!   (small) side, run by batches whose lanes all take that side (`ctl.rs`).
 //!   Batch-uniform `for` loops count in a 64-bit frame word (no wrapping, as the
 //!   interpreter's `for`).
 //!
