@@ -436,6 +436,48 @@ fn full_batches_run_unmasked_and_agree() {
     assert_eq!((stores("vmovups ["), stores("vmaskmovps [")), (1, 1), "{lanes}");
 }
 
+#[test]
+fn deep_operand_chains_run_on_the_lanes() {
+    // Horner chains nest to the right: computed deeper operand first, they need two
+    // registers at any depth (the option pricing kernel of the cpu suite had no vector code
+    // before); a load that faults (a shorter `a`) sits at the bottom of one, and a chain on
+    // each side of one product.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n {
+             let x: f32 = a[i] * 0.5;
+             let p: f32 = x * (1.5 + x * (0.5 - x * (2.0 + x * (a[i + 3u32] - x * (1.0 + x * (3.0 - x * (0.25 + x * (7.0 - x))))))));
+             let q: f32 = (x * (1.0 + x * (2.0 - x * (3.0 + x * (4.0 - x))))) * (x - (3.0 - x * (1.0 + x * (5.0 - x * (0.125 + x)))));
+             o[i] = p + q;
+           }
+         }",
+    );
+    let r = NdRange::new(&[64]).with_local(&[32]);
+    for (n, len) in [(64u32, 67usize), (61, 64), (64, 50)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(len, 2)];
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "n = {n}, a: {len}");
+    }
+    let m = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
+    let options = m.kernel("options").unwrap();
+    let pos = |seed: u32| {
+        Buffer::from_slice(
+            &(0..64u32).map(|i| 0.25 + ((i * 7 + seed) % 23) as f32 * 0.37).collect::<Vec<_>>(),
+        )
+    };
+    for n in [64u32, 61] {
+        let args = [0, 1, 2, 3].map(Arg::Buffer).into_iter().chain([
+            Arg::scalar(0.02f32),
+            Arg::scalar(0.3f32),
+            Arg::scalar(n),
+        ]);
+        let bufs = [pos(1), pos(5), pos(9), Buffer::zeroed(Scalar::F32, 64)];
+        let args: Vec<Arg> = args.collect();
+        assert_eq!(three_ways(options, &r, &args, &bufs), avx2(), "options, n = {n}");
+    }
+}
+
 /// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`
 /// only inside the loop.
 fn arb_index(in_loop: bool) -> BoxedStrategy<String> {
