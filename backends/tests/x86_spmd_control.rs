@@ -478,6 +478,21 @@ fn deep_operand_chains_run_on_the_lanes() {
     }
 }
 
+#[test]
+fn labels_in_loops_cost_no_nops() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    // A `nop` only where two labels meet (it took an issue slot per label per iteration):
+    // naive GEMM's 8-lane code had 36.
+    let m = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
+    let d = compile(m.kernel("gemm_naive").unwrap(), &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let nops = lanes.lines().filter(|l| l.ends_with("  nop")).count();
+    assert!(nops <= 2, "{nops} nops\n{lanes}");
+}
+
 /// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`
 /// only inside the loop.
 fn arb_index(in_loop: bool) -> BoxedStrategy<String> {

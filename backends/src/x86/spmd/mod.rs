@@ -274,6 +274,9 @@ struct V {
     privs: Vec<Priv>,
     /// The code has FMA3 instructions.
     fma: bool,
+    /// The instruction count where the last label was placed (two labels at one place
+    /// need a `nop` between them).
+    last_label_at: Option<usize>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -356,6 +359,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         atomic_problem: atomic::batch_order_problem(k),
         privs: Vec::new(),
         fma: false,
+        last_label_at: None,
     };
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
@@ -614,7 +618,13 @@ impl V {
 
     /// Places `label` here (a `nop` first if the previous instruction already has a label).
     fn bind(&mut self, label: &mut CodeLabel) -> R<()> {
-        self.a.nop()?;
+        // (Not a `nop` at every label: many are in loops, where it would cost an issue slot
+        // per iteration.)
+        let here = self.a.instructions().len();
+        if self.last_label_at == Some(here) {
+            self.a.nop()?;
+        }
+        self.last_label_at = Some(self.a.instructions().len());
         self.a.set_label(label)?;
         Ok(())
     }
