@@ -493,6 +493,38 @@ fn labels_in_loops_cost_no_nops() {
     assert!(nops <= 2, "{nops} nops\n{lanes}");
 }
 
+#[test]
+fn vars_live_in_registers() {
+    // A loop-carried accumulator, set unmasked and under a divergent `if` (a blend), in
+    // a let register: the same bits and faults (a shorter `a`) as the interpreter.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var s: f32 = 0.0;
+           for j: u32 in 0u32 .. n {
+             s = s + a[(i + j) & 63u32];
+             if s > 4.0 { s = s * 0.5; }
+           }
+           o[i] = s;
+         }",
+    );
+    let r = NdRange::new(&[64]).with_local(&[16]);
+    for (n, len) in [(9u32, 64usize), (0, 64), (5, 40)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(len, 7)];
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "n = {n}, a: {len}");
+    }
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    let d = compile(&k, &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let count = |ins: &str| lanes.lines().filter(|l| l.ends_with(ins)).count();
+    assert!(count("vmovaps ymm8,ymm0") >= 2, "{lanes}");
+    assert_eq!(count("vblendvps ymm8,ymm8,ymm0,ymm1"), 1, "{lanes}");
+}
+
 /// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`
 /// only inside the loop.
 fn arb_index(in_loop: bool) -> BoxedStrategy<String> {

@@ -23,8 +23,8 @@
 //! ## Code shape
 //!
 //! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order),
-//!   `let`s live in `ymm8..ymm14` while those last (then in 32-byte slots of the vector
-//!   frame, `r15`), `var`s in slots, and `ymm15` holds the batch's `global_id(0)` lanes.
+//!   `let`s and `var`s live in `ymm8..ymm14` while those last (then in 32-byte slots of
+//!   the vector frame, `r15`), and `ymm15` holds the batch's `global_id(0)` lanes.
 //! * Uniform values once per call: scalar parameters, constants, ids and sizes are
 //!   broadcast into the vector frame before the loop, and top-level `let`s computed from
 //!   them only are computed there too.
@@ -725,13 +725,21 @@ impl V {
                     return no(format!("`{}` has type {}", var.name(), var.ty()));
                 }
                 let kind = self.var_kind(var, init)?;
-                let off = self.slot();
                 let loc = if kind == Kind::Uniform && scalar::int_type(var.ty()) {
                     // Every assignment is uniform too (see uniform.rs): a scalar variable.
+                    let off = self.slot();
                     self.uniform_to_eax(init)?;
                     self.a.mov(dword_ptr(r15 + off), eax)?;
                     Loc::Scalar(off)
+                } else if LET_REGS.contains(&self.next_reg) {
+                    // In a free `let` register while its scope lasts, as a `let` (loop-carried
+                    // values, accumulators): assignments are moves or blends there.
+                    self.expr_top(init, 0)?;
+                    self.next_reg += 1;
+                    self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
+                    Loc::Reg(self.next_reg - 1)
                 } else {
+                    let off = self.slot();
                     self.expr_top(init, 0)?;
                     self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
                     Loc::Slot(off)
@@ -801,7 +809,17 @@ impl V {
                 self.a.mov(dword_ptr(r15 + off), eax)?;
                 return Ok(());
             }
-            Loc::Reg(_) => return no(format!("`{}` is not a variable here", var.name())),
+            Loc::Reg(r) => {
+                self.expr_top(value, 0)?;
+                match self.mask {
+                    Some(m) if kind != Kind::Uniform => {
+                        self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
+                        self.a.vblendvps(YMM[r], YMM[r], ymm0, ymm1)?;
+                    }
+                    _ => self.a.vmovaps(YMM[r], ymm0)?,
+                }
+                return Ok(());
+            }
         };
         self.expr_top(value, 0)?;
         match self.mask {
