@@ -463,4 +463,49 @@ impl V {
         }
         Ok(())
     }
+
+    /// `var = value`: a move (or under a mask a blend) into the variable's place.
+    pub(super) fn assign(&mut self, var: &Var, value: &Expr) -> R<()> {
+        let Some(b) = self.find(var.name()) else {
+            return no(format!("`{}` is not a variable here", var.name()));
+        };
+        let (loc, kind, decl) = (b.loc, b.kind, b.decl);
+        if decl.is_none() {
+            return no(format!("`{}` is not a variable here", var.name()));
+        }
+        if kind == Kind::Uniform && (decl != Some(self.dctl) || self.kind(value) != Kind::Uniform) {
+            return no(format!("internal: `{}` is not uniform", var.name()));
+        }
+        let off = match loc {
+            Loc::Slot(off) => off,
+            Loc::Scalar(off) => {
+                self.uniform_to_eax(value)?;
+                self.a.mov(dword_ptr(r15 + off), eax)?;
+                return Ok(());
+            }
+            Loc::Reg(r) => {
+                self.expr_top(value, 0)?;
+                match self.mask {
+                    Some(m) if kind != Kind::Uniform => {
+                        self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
+                        self.a.vblendvps(YMM[r], YMM[r], ymm0, ymm1)?;
+                    }
+                    _ => self.a.vmovaps(YMM[r], ymm0)?,
+                }
+                return Ok(());
+            }
+        };
+        self.expr_top(value, 0)?;
+        match self.mask {
+            // A uniform variable's lanes all take the value (see uniform.rs).
+            Some(m) if kind != Kind::Uniform => {
+                self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
+                self.a.vmovups(ymm2, ymmword_ptr(r15 + off))?;
+                self.a.vblendvps(ymm2, ymm2, ymm0, ymm1)?;
+                self.a.vmovups(ymmword_ptr(r15 + off), ymm2)?;
+            }
+            _ => self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?,
+        }
+        Ok(())
+    }
 }
