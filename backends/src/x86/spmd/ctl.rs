@@ -1,5 +1,6 @@
-//! Control flow of the vector code: branches and loops by divergence, barriers, the loop
-//! back-edge budget and the out-of-line stubs (fault reports, limit checks).
+//! Control flow of the vector code: branches and loops by divergence, assignments under
+//! masks, barriers, the loop back-edge budget and the out-of-line stubs (fault reports,
+//! limit checks).
 
 use iced_x86::code_asm::*;
 use kiln_ir::{Expr, Scalar, Stmt, StmtNode, Type, Var};
