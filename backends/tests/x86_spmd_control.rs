@@ -383,6 +383,148 @@ fn which_kernels_have_vector_code() {
     }
 }
 
+#[test]
+fn full_batches_run_unmasked_and_agree() {
+    // Batches wholly inside or outside the guard take the unmasked copies (both sides of an
+    // `if`/`else`, nested `if`s, loops, a divergent `var` set on either side); the guard's
+    // last batch is split, a fault at `a[i + 1]` lands in a middle batch (a = 43: lane 2 of
+    // 40..47, a full batch of the guard), in the last batch (64: lane 7) or nowhere (65),
+    // and a fault before the branch leaves one lane of a batch alive (a = 20: lane 1 of
+    // 16..23).
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var s: f32 = 1.0 + a[(i + 3u32) & 23u32];
+           if i < n {
+             var t: f32 = a[i + 1u32] * 2.0;
+             if t < 0.0 { t = 0.0 - t; } else { t = t + a[(i * 5u32) & 15u32]; }
+             for j: u32 in 0u32 .. 3u32 { s = s + t * a[(i + j) & 15u32]; }
+             var c: u32 = 0u32;
+             while c < (i & 3u32) { s = s * 0.5; c = c + 1u32; }
+             o[i] = s;
+           } else {
+             s = a[i - n];
+             if s > 1.0 { o[i] = s + a[(i * 3u32) & 15u32]; }
+           }
+           o[i] = o[i] + s;
+         }",
+    );
+    let r = NdRange::new(&[64]).with_local(&[32]);
+    for n in [64u32, 61, 20, 0] {
+        for len in [43usize, 64, 65, 20] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(len, 5)];
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "n = {n}, a: {len}");
+        }
+    }
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    // The guarded store's unmasked copy: a plain store at `global_id(0)` (`rbx`) next to
+    // the masked one.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n { o[i] = a[i] * 2.0; }
+         }",
+    );
+    let d = compile(&k, &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let stores =
+        |op: &str| lanes.lines().filter(|l| l.contains(op) && l.contains("+rbx*4],ymm")).count();
+    assert_eq!((stores("vmovups ["), stores("vmaskmovps [")), (1, 1), "{lanes}");
+}
+
+#[test]
+fn deep_operand_chains_run_on_the_lanes() {
+    // Horner chains nest to the right: computed deeper operand first, they need two
+    // registers at any depth (the option pricing kernel of the cpu suite had no vector code
+    // before); a load that faults (a shorter `a`) sits at the bottom of one, and a chain on
+    // each side of one product.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n {
+             let x: f32 = a[i] * 0.5;
+             let p: f32 = x * (1.5 + x * (0.5 - x * (2.0 + x * (a[i + 3u32] - x * (1.0 + x * (3.0 - x * (0.25 + x * (7.0 - x))))))));
+             let q: f32 = (x * (1.0 + x * (2.0 - x * (3.0 + x * (4.0 - x))))) * (x - (3.0 - x * (1.0 + x * (5.0 - x * (0.125 + x)))));
+             o[i] = p + q;
+           }
+         }",
+    );
+    let r = NdRange::new(&[64]).with_local(&[32]);
+    for (n, len) in [(64u32, 67usize), (61, 64), (64, 50)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(len, 2)];
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "n = {n}, a: {len}");
+    }
+    let m = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
+    let options = m.kernel("options").unwrap();
+    let pos = |seed: u32| {
+        Buffer::from_slice(
+            &(0..64u32).map(|i| 0.25 + ((i * 7 + seed) % 23) as f32 * 0.37).collect::<Vec<_>>(),
+        )
+    };
+    for n in [64u32, 61] {
+        let args = [0, 1, 2, 3].map(Arg::Buffer).into_iter().chain([
+            Arg::scalar(0.02f32),
+            Arg::scalar(0.3f32),
+            Arg::scalar(n),
+        ]);
+        let bufs = [pos(1), pos(5), pos(9), Buffer::zeroed(Scalar::F32, 64)];
+        let args: Vec<Arg> = args.collect();
+        assert_eq!(three_ways(options, &r, &args, &bufs), avx2(), "options, n = {n}");
+    }
+}
+
+#[test]
+fn labels_in_loops_cost_no_nops() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    // A `nop` only where two labels meet (it took an issue slot per label per iteration):
+    // naive GEMM's 8-lane code had 36.
+    let m = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
+    let d = compile(m.kernel("gemm_naive").unwrap(), &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let nops = lanes.lines().filter(|l| l.ends_with("  nop")).count();
+    assert!(nops <= 2, "{nops} nops\n{lanes}");
+}
+
+#[test]
+fn vars_live_in_registers() {
+    // A loop-carried accumulator, set unmasked and under a divergent `if` (a blend), in
+    // a let register: the same bits and faults (a shorter `a`) as the interpreter.
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var s: f32 = 0.0;
+           for j: u32 in 0u32 .. n {
+             s = s + a[(i + j) & 63u32];
+             if s > 4.0 { s = s * 0.5; }
+           }
+           o[i] = s;
+         }",
+    );
+    let r = NdRange::new(&[64]).with_local(&[16]);
+    for (n, len) in [(9u32, 64usize), (0, 64), (5, 40)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(len, 7)];
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "n = {n}, a: {len}");
+    }
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    let d = compile(&k, &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let count = |ins: &str| lanes.lines().filter(|l| l.ends_with(ins)).count();
+    assert!(count("vmovaps ymm8,ymm0") >= 2, "{lanes}");
+    assert_eq!(count("vblendvps ymm8,ymm8,ymm0,ymm1"), 1, "{lanes}");
+}
+
 /// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`
 /// only inside the loop.
 fn arb_index(in_loop: bool) -> BoxedStrategy<String> {

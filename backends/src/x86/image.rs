@@ -17,7 +17,7 @@
 //! Layout, little-endian; strings and byte strings as (u32 len, bytes):
 //!
 //! ```text
-//! "KX86IMG3"  u64 checksum (FNV-1a 64 of everything after it)
+//! "KX86IMG4"  u64 checksum (FNV-1a 64 of everything after it)
 //!             str kernel name; u32 params; u8 checked
 //!             u32 features, each str                 (CPU features the code needs)
 //!             u32 param slots, each i32 (i32::MIN: none)

@@ -1,12 +1,37 @@
-//! Control flow of the vector code: branches and loops by divergence, barriers, the loop
-//! back-edge budget and the out-of-line stubs (fault reports, limit checks).
+//! Control flow of the vector code: branches and loops by divergence, assignments under
+//! masks, barriers, the loop back-edge budget and the out-of-line stubs (fault reports,
+//! limit checks).
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Expr, Scalar, Stmt, Type, Var};
+use kiln_ir::{Expr, Scalar, Stmt, StmtNode, Type, Var};
 
 use super::{lane_type, no, Bound, Kind, Loc, Stub, R, V, XMM, YMM};
 use crate::x86::gen::Site;
 use crate::x86::rt;
+
+/// The largest branch bodies (in statements, nested ones included) that also get an
+/// unmasked copy for batches whose lanes all take them.
+const FULL_BATCH_STMTS: usize = 64;
+
+/// The statements of `stmts`, nested ones included.
+fn stmt_count(stmts: &[Stmt]) -> usize {
+    stmts
+        .iter()
+        .map(|s| {
+            1 + match s.node() {
+                StmtNode::If { then, otherwise, .. } => {
+                    stmt_count(then.stmts())
+                        + otherwise.as_ref().map_or(0, |o| stmt_count(o.stmts()))
+                }
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                    stmt_count(body.stmts())
+                }
+                StmtNode::Block(v) => stmt_count(v),
+                _ => 0,
+            }
+        })
+        .sum()
+}
 
 impl V {
     /// A barrier: the batch stops here (reporting a fault first) and the next call for it
@@ -134,6 +159,23 @@ impl V {
             None => None,
         };
         let outer = self.mask;
+        // Full batches unmasked: where no mask is in force, a batch whose lanes all take
+        // the same side runs a copy of that side under no mask (plain loads and stores, no
+        // blends). That mask would be every lane (alive ones), so the copy is exact. Only for
+        // small bodies: copies nest, once per divergent `if` level.
+        let fast = outer.is_none()
+            && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
+        let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
+        if fast {
+            self.a.vmovmskps(eax, ymm0)?;
+            self.a.cmp(eax, 0xff)?;
+            self.a.je(fast_then)?;
+            if otherwise.is_some() {
+                self.a.vmovmskps(eax, ymm1)?;
+                self.a.cmp(eax, 0xff)?;
+                self.a.je(fast_else)?;
+            }
+        }
         self.dctl += 1;
         let mut skip = self.a.create_label();
         self.a.vptest(ymm0, ymm0)?;
@@ -152,6 +194,20 @@ impl V {
         }
         self.mask = outer;
         self.dctl -= 1;
+        if fast {
+            // (The masked code is generated first, so that what it refuses — a barrier
+            // under this branch — is refused for the kernel.)
+            let mut done = self.a.create_label();
+            self.a.jmp(done)?;
+            self.bind(&mut fast_then)?;
+            self.block(then)?;
+            if let Some(o) = otherwise {
+                self.a.jmp(done)?;
+                self.bind(&mut fast_else)?;
+                self.block(o)?;
+            }
+            self.bind(&mut done)?;
+        }
         Ok(())
     }
 
@@ -405,6 +461,51 @@ impl V {
                     a.jmp(self.ret)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// `var = value`: a move (or under a mask a blend) into the variable's place.
+    pub(super) fn assign(&mut self, var: &Var, value: &Expr) -> R<()> {
+        let Some(b) = self.find(var.name()) else {
+            return no(format!("`{}` is not a variable here", var.name()));
+        };
+        let (loc, kind, decl) = (b.loc, b.kind, b.decl);
+        if decl.is_none() {
+            return no(format!("`{}` is not a variable here", var.name()));
+        }
+        if kind == Kind::Uniform && (decl != Some(self.dctl) || self.kind(value) != Kind::Uniform) {
+            return no(format!("internal: `{}` is not uniform", var.name()));
+        }
+        let off = match loc {
+            Loc::Slot(off) => off,
+            Loc::Scalar(off) => {
+                self.uniform_to_eax(value)?;
+                self.a.mov(dword_ptr(r15 + off), eax)?;
+                return Ok(());
+            }
+            Loc::Reg(r) => {
+                self.expr_top(value, 0)?;
+                match self.mask {
+                    Some(m) if kind != Kind::Uniform => {
+                        self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
+                        self.a.vblendvps(YMM[r], YMM[r], ymm0, ymm1)?;
+                    }
+                    _ => self.a.vmovaps(YMM[r], ymm0)?,
+                }
+                return Ok(());
+            }
+        };
+        self.expr_top(value, 0)?;
+        match self.mask {
+            // A uniform variable's lanes all take the value (see uniform.rs).
+            Some(m) if kind != Kind::Uniform => {
+                self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
+                self.a.vmovups(ymm2, ymmword_ptr(r15 + off))?;
+                self.a.vblendvps(ymm2, ymm2, ymm0, ymm1)?;
+                self.a.vmovups(ymmword_ptr(r15 + off), ymm2)?;
+            }
+            _ => self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?,
         }
         Ok(())
     }

@@ -330,9 +330,15 @@ impl V {
             ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
                 self.need(a).max(self.need(b) + 1)
             }
+            ExprNode::Binary { a, b, .. } if self.is_leaf(b) => self.need(a).max(1),
+            ExprNode::Binary { a, b, .. } if self.in_order(a, b) => {
+                self.need(a).max(self.need(b) + 1)
+            }
+            // The deeper operand first (see `binary`): a chain like Horner's
+            // `k * (c0 + k * (c1 + ...))` needs two registers at any depth.
             ExprNode::Binary { a, b, .. } => {
-                let nb = if self.is_leaf(b) { 0 } else { self.need(b) };
-                self.need(a).max(nb + 1)
+                let (na, nb) = (self.need(a), self.need(b));
+                na.max(nb).max(na.min(nb) + 1)
             }
             ExprNode::Load { index, .. } if !self.is_leaf(e) => self.need(index).max(3),
             _ => 1,
@@ -409,6 +415,10 @@ impl V {
 
     /// Evaluates `e` into `ymm{d}`, with `ymm{d+1}..` as temporaries.
     pub(super) fn expr(&mut self, e: &Expr, d: usize) -> R<()> {
+        if d >= TEMPS {
+            // (`need` counts what this takes: never reached, but never a let register.)
+            return no("internal: out of expression registers");
+        }
         if e.ty() == Type::BOOL {
             // A lane mask.
             return self.cond(e, d);

@@ -23,8 +23,8 @@
 //! ## Code shape
 //!
 //! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order),
-//!   `let`s live in `ymm8..ymm14` while those last (then in 32-byte slots of the vector
-//!   frame, `r15`), `var`s in slots, and `ymm15` holds the batch's `global_id(0)` lanes.
+//!   `let`s and `var`s live in `ymm8..ymm14` while those last (then in 32-byte slots of
+//!   the vector frame, `r15`), and `ymm15` holds the batch's `global_id(0)` lanes.
 //! * Uniform values once per call: scalar parameters, constants, ids and sizes are
 //!   broadcast into the vector frame before the loop, and top-level `let`s computed from
 //!   them only are computed there too.
@@ -38,7 +38,9 @@
 //! * Control by divergence: a branch or loop condition that is batch-uniform is an
 //!   ordinary jump on lane 0; a divergent `if` is a pair of lane masks, a divergent
 //!   `while` a loop mask iterated until no lane is left; stores under a mask are masked,
-//!   assignments to divergent `var`s are blends. A branch no lane takes is jumped over.
+//!   assignments to divergent `var`s are blends. A branch no lane takes is jumped over; a
+//!   divergent `if` outside other divergent control also has an unmasked copy of each
+//!   (small) side, run by batches whose lanes all take that side (`ctl.rs`).
 //!   Batch-uniform `for` loops count in a 64-bit frame word (no wrapping, as the
 //!   interpreter's `for`).
 //!
@@ -272,6 +274,9 @@ struct V {
     privs: Vec<Priv>,
     /// The code has FMA3 instructions.
     fma: bool,
+    /// The instruction count where the last label was placed (two labels at one place
+    /// need a `nop` between them).
+    last_label_at: Option<usize>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -354,6 +359,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         atomic_problem: atomic::batch_order_problem(k),
         privs: Vec::new(),
         fma: false,
+        last_label_at: None,
     };
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
@@ -612,7 +618,13 @@ impl V {
 
     /// Places `label` here (a `nop` first if the previous instruction already has a label).
     fn bind(&mut self, label: &mut CodeLabel) -> R<()> {
-        self.a.nop()?;
+        // (Not a `nop` at every label: many are in loops, where it would cost an issue slot
+        // per iteration.)
+        let here = self.a.instructions().len();
+        if self.last_label_at == Some(here) {
+            self.a.nop()?;
+        }
+        self.last_label_at = Some(self.a.instructions().len());
         self.a.set_label(label)?;
         Ok(())
     }
@@ -713,13 +725,21 @@ impl V {
                     return no(format!("`{}` has type {}", var.name(), var.ty()));
                 }
                 let kind = self.var_kind(var, init)?;
-                let off = self.slot();
                 let loc = if kind == Kind::Uniform && scalar::int_type(var.ty()) {
                     // Every assignment is uniform too (see uniform.rs): a scalar variable.
+                    let off = self.slot();
                     self.uniform_to_eax(init)?;
                     self.a.mov(dword_ptr(r15 + off), eax)?;
                     Loc::Scalar(off)
+                } else if LET_REGS.contains(&self.next_reg) {
+                    // In a free `let` register while its scope lasts, as a `let` (loop-carried
+                    // values, accumulators): assignments are moves or blends there.
+                    self.expr_top(init, 0)?;
+                    self.next_reg += 1;
+                    self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
+                    Loc::Reg(self.next_reg - 1)
                 } else {
+                    let off = self.slot();
                     self.expr_top(init, 0)?;
                     self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
                     Loc::Slot(off)
@@ -769,39 +789,5 @@ impl V {
             return no(format!("internal: `{}` is not uniform", var.name()));
         }
         Ok(Kind::Uniform)
-    }
-
-    fn assign(&mut self, var: &Var, value: &kiln_ir::Expr) -> R<()> {
-        let Some(b) = self.find(var.name()) else {
-            return no(format!("`{}` is not a variable here", var.name()));
-        };
-        let (loc, kind, decl) = (b.loc, b.kind, b.decl);
-        if decl.is_none() {
-            return no(format!("`{}` is not a variable here", var.name()));
-        }
-        if kind == Kind::Uniform && (decl != Some(self.dctl) || self.kind(value) != Kind::Uniform) {
-            return no(format!("internal: `{}` is not uniform", var.name()));
-        }
-        let off = match loc {
-            Loc::Slot(off) => off,
-            Loc::Scalar(off) => {
-                self.uniform_to_eax(value)?;
-                self.a.mov(dword_ptr(r15 + off), eax)?;
-                return Ok(());
-            }
-            Loc::Reg(_) => return no(format!("`{}` is not a variable here", var.name())),
-        };
-        self.expr_top(value, 0)?;
-        match self.mask {
-            // A uniform variable's lanes all take the value (see uniform.rs).
-            Some(m) if kind != Kind::Uniform => {
-                self.a.vmovups(ymm1, ymmword_ptr(r15 + m))?;
-                self.a.vmovups(ymm2, ymmword_ptr(r15 + off))?;
-                self.a.vblendvps(ymm2, ymm2, ymm0, ymm1)?;
-                self.a.vmovups(ymmword_ptr(r15 + off), ymm2)?;
-            }
-            _ => self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?,
-        }
-        Ok(())
     }
 }
