@@ -8,8 +8,9 @@
 //!    (`submit_wait`). Median of `--reps` after warm-up.
 //! 2. `elementwise4`: `t1 = a * b; t2 = t1 + c; t3 = t2 * s; out = t3 - b` over `--elems`
 //!    f32 (default 2^28) as a graph of four kernels, finalized without and with
-//!    `fuse_chains` (+ `internalize`: t1..t3 never reach memory), one replay each (submit and
-//!    wait; the buffers stay on the device between replays). Both outputs are compared bit
+//!    `fuse_chains` (+ `internalize`: t1..t3 never reach memory): replays (submit and wait; the
+//!    buffers stay on the device between replays) alternate between the two graphs, median of
+//!    `--reps` each. Both outputs are compared bit
 //!    for bit with the host's arithmetic, and the run fails before any result is printed
 //!    when one differs.
 //!
