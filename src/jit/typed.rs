@@ -111,76 +111,16 @@ macro_rules! tuple_signature {
         }
     };
 }
-tuple_signature!();
-tuple_signature!((P1, A1, a1));
-tuple_signature!((P1, A1, a1), (P2, A2, a2));
-tuple_signature!((P1, A1, a1), (P2, A2, a2), (P3, A3, a3));
-tuple_signature!((P1, A1, a1), (P2, A2, a2), (P3, A3, a3), (P4, A4, a4));
-tuple_signature!((P1, A1, a1), (P2, A2, a2), (P3, A3, a3), (P4, A4, a4), (P5, A5, a5));
-tuple_signature!(
-    (P1, A1, a1),
-    (P2, A2, a2),
-    (P3, A3, a3),
-    (P4, A4, a4),
-    (P5, A5, a5),
-    (P6, A6, a6)
-);
-tuple_signature!(
-    (P1, A1, a1),
-    (P2, A2, a2),
-    (P3, A3, a3),
-    (P4, A4, a4),
-    (P5, A5, a5),
-    (P6, A6, a6),
-    (P7, A7, a7)
-);
-tuple_signature!(
-    (P1, A1, a1),
-    (P2, A2, a2),
-    (P3, A3, a3),
-    (P4, A4, a4),
-    (P5, A5, a5),
-    (P6, A6, a6),
-    (P7, A7, a7),
-    (P8, A8, a8)
-);
-tuple_signature!(
-    (P1, A1, a1),
-    (P2, A2, a2),
-    (P3, A3, a3),
-    (P4, A4, a4),
-    (P5, A5, a5),
-    (P6, A6, a6),
-    (P7, A7, a7),
-    (P8, A8, a8),
-    (P9, A9, a9)
-);
-tuple_signature!(
-    (P1, A1, a1),
-    (P2, A2, a2),
-    (P3, A3, a3),
-    (P4, A4, a4),
-    (P5, A5, a5),
-    (P6, A6, a6),
-    (P7, A7, a7),
-    (P8, A8, a8),
-    (P9, A9, a9),
-    (P10, A10, a10)
-);
-tuple_signature!(
-    (P1, A1, a1),
-    (P2, A2, a2),
-    (P3, A3, a3),
-    (P4, A4, a4),
-    (P5, A5, a5),
-    (P6, A6, a6),
-    (P7, A7, a7),
-    (P8, A8, a8),
-    (P9, A9, a9),
-    (P10, A10, a10),
-    (P11, A11, a11)
-);
-tuple_signature!(
+/// Implements the signature traits for the tuple of the given parameters and for each
+/// shorter tuple, down to `()` (a tuple's type parameters' names do not matter).
+macro_rules! tuple_signatures {
+    () => { tuple_signature!(); };
+    ($head:tt $(, $rest:tt)*) => {
+        tuple_signature!($head $(, $rest)*);
+        tuple_signatures!($($rest),*);
+    };
+}
+tuple_signatures!(
     (P1, A1, a1),
     (P2, A2, a2),
     (P3, A3, a3),

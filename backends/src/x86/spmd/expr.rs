@@ -6,7 +6,10 @@ use std::collections::HashSet;
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Scalar, Stmt, StmtNode, Type, UnOp};
 
-use super::{lane_type, no, scalar, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
+use super::{
+    lane_type, no, scalar, uniform, Kind, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_GT_OQ, CMP_LE_OQ,
+    CMP_LT_OQ, CMP_NEQ_UQ, GID, R, TEMPS, V, XMM, YMM,
+};
 use crate::x86::gen::Site;
 use crate::x86::rt;
 
@@ -634,12 +637,12 @@ impl V {
                 match a.ty().scalar() {
                     Some(Scalar::F32) => {
                         let pred = match op {
-                            BinOp::Eq => 0x00,
-                            BinOp::Ne => 0x04,
-                            BinOp::Lt => 0x11,
-                            BinOp::Le => 0x12,
-                            BinOp::Gt => 0x1e,
-                            _ => 0x1d,
+                            BinOp::Eq => CMP_EQ_OQ,
+                            BinOp::Ne => CMP_NEQ_UQ,
+                            BinOp::Lt => CMP_LT_OQ,
+                            BinOp::Le => CMP_LE_OQ,
+                            BinOp::Gt => CMP_GT_OQ,
+                            _ => CMP_GE_OQ,
                         };
                         self.a.vcmpps(x, y, z, pred)?;
                     }

@@ -23,7 +23,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::eval::math as m;
 use kiln_ir::{Expr, ExprNode, Intrinsic, Scalar, Type};
 
-use super::{no, R, V, XMM, YMM};
+use super::{has_fma, no, CMP_EQ_OQ, CMP_GE_OQ, CMP_LT_OQ, CMP_UNORD_Q, R, V, XMM, YMM};
 use crate::x86::rt;
 
 /// Registers (the result's included) the 8-lane code of `op` needs.
@@ -35,10 +35,6 @@ pub(super) fn need(op: Intrinsic) -> usize {
     }
 }
 
-const EQ: i32 = 0x00;
-const LT: i32 = 0x11;
-const GE: i32 = 0x1d;
-const UNORD: i32 = 0x03;
 /// `vroundps`/`vroundpd` modes: to nearest even, and toward -inf (no precision exception).
 const NEAREST: i32 = 0x08;
 const FLOOR: i32 = 0x09;
@@ -52,23 +48,10 @@ pub(super) fn lanes_math(e: &Expr) -> Option<(Intrinsic, &Expr)> {
     ok.then(|| (*op, &args[0]))
 }
 
-/// True if this CPU has FMA3 (every AVX2 CPU kiln meets does; the check keeps code
-/// generation honest on one that does not).
-fn have_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 impl V {
     /// `op(a)` into `ymm{d}` (see the module docs for the registers it uses).
     pub(super) fn math(&mut self, op: Intrinsic, a: &Expr, d: usize) -> R<()> {
-        if !have_fma() {
+        if !has_fma() {
             return no(format!("`{}` (this CPU has no FMA)", op.name()));
         }
         self.fma = true;
@@ -147,7 +130,7 @@ impl V {
     fn quiet_nan_blend(&mut self, d: usize, res: usize, t: usize) -> R<()> {
         let (x, t) = (YMM[d], YMM[t]);
         let qbit = self.ci(0x0040_0000);
-        self.a.vcmpps(t, x, x, UNORD)?;
+        self.a.vcmpps(t, x, x, CMP_UNORD_Q)?;
         self.a.vorps(x, x, qbit)?;
         self.a.vblendvps(x, YMM[res], x, t)?;
         Ok(())
@@ -160,7 +143,7 @@ impl V {
         // Below the normal range: x * 2^25, k adjusted by -25.
         let (tiny, scale, m25) =
             (self.cf(m::LOG_TINY), self.cf(33_554_432.0), self.ci(-25i32 as u32));
-        self.a.vcmpps(b, x, tiny, LT)?;
+        self.a.vcmpps(b, x, tiny, CMP_LT_OQ)?;
         self.a.vmulps(c, x, scale)?;
         self.a.vblendvps(x, x, c, b)?;
         self.a.vandps(c, b, m25)?;
@@ -211,11 +194,11 @@ impl V {
         let (inf, ninf, zero) = (self.cf(f32::INFINITY), self.cf(f32::NEG_INFINITY), self.cf(0.0));
         let dnan = self.ci(m::DEFAULT_NAN_BITS);
         self.a.vmovups(x, ymmword_ptr(r15 + sx))?;
-        self.a.vcmpps(b, x, inf, EQ)?;
+        self.a.vcmpps(b, x, inf, CMP_EQ_OQ)?;
         self.a.vblendvps(e, e, inf, b)?;
-        self.a.vcmpps(b, x, zero, EQ)?;
+        self.a.vcmpps(b, x, zero, CMP_EQ_OQ)?;
         self.a.vblendvps(e, e, ninf, b)?;
-        self.a.vcmpps(b, x, zero, LT)?;
+        self.a.vcmpps(b, x, zero, CMP_LT_OQ)?;
         self.a.vblendvps(e, e, dnan, b)?;
         self.quiet_nan_blend(d, d + 3, d + 1)
     }
@@ -230,7 +213,7 @@ impl V {
         self.a.vmovups(ymmword_ptr(r15 + sx), x)?;
         let (abs, huge) = (self.ci(0x7fff_ffff), self.cf(m::SINCOS_HUGE));
         self.a.vandps(YMM[d + 1], x, abs)?;
-        self.a.vcmpps(YMM[d + 1], YMM[d + 1], huge, GE)?;
+        self.a.vcmpps(YMM[d + 1], YMM[d + 1], huge, CMP_GE_OQ)?;
         self.a.vmovups(ymmword_ptr(r15 + smask), YMM[d + 1])?;
         self.a.vmovmskps(r11d, YMM[d + 1])?;
         for h in 0..2 {
@@ -242,13 +225,13 @@ impl V {
         self.a.vmovups(YMM[d + 1], ymmword_ptr(r15 + sx))?;
         if shift == 0 {
             let zero = self.cf(0.0);
-            self.a.vcmpps(t, YMM[d + 1], zero, EQ)?;
+            self.a.vcmpps(t, YMM[d + 1], zero, CMP_EQ_OQ)?;
             self.a.vblendvps(x, x, YMM[d + 1], t)?;
         }
         let (abs, inf, dnan) =
             (self.ci(0x7fff_ffff), self.cf(f32::INFINITY), self.ci(m::DEFAULT_NAN_BITS));
         self.a.vandps(t, YMM[d + 1], abs)?;
-        self.a.vcmpps(t, t, inf, EQ)?;
+        self.a.vcmpps(t, t, inf, CMP_EQ_OQ)?;
         self.a.vblendvps(x, x, dnan, t)?;
         self.a.vmovaps(YMM[d + 3], x)?;
         self.a.vmovaps(x, YMM[d + 1])?;

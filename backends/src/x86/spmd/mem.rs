@@ -122,6 +122,13 @@ impl V {
         self.expr(index, 1)?;
         self.active(2)?;
         self.check_private(p, 1, 2, 3, "store", signed)?;
+        self.store_lanes(r15, p.off)
+    }
+
+    /// Stores `ymm0`'s lanes at the dword indices in `ymm1`'s lanes from `base + off`, one
+    /// lane after another for the lanes active in `ymm2`: where lanes collide, the last
+    /// work-item wins, as in the interpreter.
+    fn store_lanes(&mut self, base: AsmRegister64, off: i32) -> R<()> {
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
         self.a.vmovmskps(eax, ymm2)?;
@@ -131,7 +138,7 @@ impl V {
             self.a.je(skip)?;
             self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
             self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
-            self.a.mov(dword_ptr(r15 + r10 * 4 + p.off), r11d)?;
+            self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?;
             self.bind(&mut skip)?;
         }
         Ok(())
@@ -316,21 +323,7 @@ impl V {
             self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
             return Ok(());
         }
-        // Per-lane stores in lane order: where lanes collide, the last work-item wins, as
-        // in the interpreter.
-        self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
-        self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
-        self.a.vmovmskps(eax, ymm2)?;
-        for lane in 0..8 {
-            let mut skip = self.a.create_label();
-            self.a.test(eax, 1 << lane)?;
-            self.a.je(skip)?;
-            self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
-            self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
-            self.a.mov(dword_ptr(base + r10 * 4), r11d)?;
-            self.bind(&mut skip)?;
-        }
-        Ok(())
+        self.store_lanes(base, 0)
     }
 
     /// A store at exactly `global_id(0)`: unchecked (the driver checks the span), masked

@@ -137,6 +137,22 @@ fn no<T>(why: impl Into<String>) -> R<T> {
 /// The lane-index constant `[0, 1, ..., 7]` at the start of the vector frame.
 pub(crate) const IOTA: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 
+/// `vcmpps`/`vcmppd` predicates (ordered and quiet unless named otherwise).
+const CMP_EQ_OQ: i32 = 0x00;
+const CMP_LT_OQ: i32 = 0x11;
+const CMP_LE_OQ: i32 = 0x12;
+const CMP_UNORD_Q: i32 = 0x03;
+const CMP_NEQ_UQ: i32 = 0x04;
+const CMP_ORD_Q: i32 = 0x07;
+const CMP_GE_OQ: i32 = 0x1d;
+const CMP_GT_OQ: i32 = 0x1e;
+
+/// True if this CPU has FMA3 (every AVX2 CPU kiln meets does; the check keeps code
+/// generation honest on one that does not).
+fn has_fma() -> bool {
+    std::arch::is_x86_feature_detected!("fma")
+}
+
 /// Expression temporaries: `ymm0..ymm{TEMPS-1}`.
 const TEMPS: usize = 8;
 /// The register holding the batch's `global_id(0)` lanes.

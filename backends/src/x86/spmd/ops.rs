@@ -11,7 +11,9 @@
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, Type, UnOp};
 
-use super::{no, Loc, R, V, XMM, YMM};
+use super::{
+    has_fma, no, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_NEQ_UQ, CMP_ORD_Q, CMP_UNORD_Q, R, V, XMM, YMM,
+};
 use crate::x86::gen::Site;
 use crate::x86::rt;
 
@@ -21,12 +23,6 @@ const F32_2P32: u32 = 0x4f80_0000;
 /// f32 bits of 1.0 and 65536.0.
 const F32_ONE: u32 = 0x3f80_0000;
 const F32_2P16: u32 = 0x4780_0000;
-/// `vcmpps` predicates.
-const CMP_EQ_OQ: i32 = 0x00;
-const CMP_UNORD_Q: i32 = 0x03;
-const CMP_NEQ_UQ: i32 = 0x04;
-const CMP_ORD_Q: i32 = 0x07;
-const CMP_GE_OQ: i32 = 0x1d;
 
 /// The scalar type of a 32-bit lane value (`None` for any other type).
 fn lane_scalar(t: Type) -> Option<Scalar> {
@@ -37,7 +33,7 @@ fn lane_scalar(t: Type) -> Option<Scalar> {
 }
 
 /// True if the lane code has intrinsic `op` on operands of type `t` (see
-/// [`V::intrinsic`]); the transcendental functions are not (yet) among them.
+/// [`V::intrinsic`]); `exp`, `log`, `sin` and `cos` are `math.rs`'s.
 pub(super) fn has_intrinsic(op: Intrinsic, t: Type) -> bool {
     let f = t == Type::F32;
     match op {
@@ -45,15 +41,10 @@ pub(super) fn has_intrinsic(op: Intrinsic, t: Type) -> bool {
             lane_scalar(t).is_some() && t != Type::BOOL
         }
         Intrinsic::Sqrt | Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Trunc => f,
-        Intrinsic::Fma => f && fma3(),
+        Intrinsic::Fma => f && has_fma(),
         Intrinsic::Mad | Intrinsic::Add3 => false,
         Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos => false,
     }
-}
-
-/// True if this CPU has FMA3 (every AVX2 CPU so far has).
-fn fma3() -> bool {
-    std::arch::is_x86_feature_detected!("fma")
 }
 
 impl V {

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use ash::vk;
 
-use super::limits::split_groups;
 use super::resident::{Dispatch, Pipeline, VkMem};
 use super::{vkerr, Owner};
 use crate::device::Memory;
@@ -327,31 +326,7 @@ impl Launcher {
                     &[],
                 );
             }
-            d.cmd_bind_pipeline(s.cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
-            if n > 0 {
-                d.cmd_bind_descriptor_sets(
-                    s.cb,
-                    vk::PipelineBindPoint::COMPUTE,
-                    p.layout,
-                    0,
-                    &[set],
-                    &[],
-                );
-            }
-            let push = &dispatch.push;
-            d.cmd_push_constants(s.cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-            let g = dispatch.groups;
-            if g.iter().zip(self.max_groups).all(|(&g, m)| g <= m) {
-                d.cmd_dispatch(s.cb, g[0], g[1], g[2]);
-            } else {
-                // More groups than one dispatch may have: several dispatches with a base
-                // group (the module reads the launch's counts from push constants).
-                for (base, count) in split_groups(g, self.max_groups) {
-                    d.cmd_dispatch_base(
-                        s.cb, base[0], base[1], base[2], count[0], count[1], count[2],
-                    );
-                }
-            }
+            dispatch.record(d, s.cb, p, set, self.max_groups);
             let b = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];

@@ -267,6 +267,41 @@ pub(super) struct Dispatch {
     pub bindings: Vec<Binding>,
 }
 
+impl Dispatch {
+    /// Records this dispatch into `cb`: the pipeline, the descriptor set (when it binds a
+    /// buffer), the push constants, and the groups, split into several dispatches with a
+    /// base group where there are more than one may have (the module reads the launch's
+    /// counts from push constants), in the order of the unsplit launch.
+    ///
+    /// # Safety
+    /// `cb` is a command buffer of `d` in the recording state; `p` and `set` are `d`'s and
+    /// `set` is written for `p`'s layout.
+    pub(super) unsafe fn record(
+        &self,
+        d: &ash::Device,
+        cb: vk::CommandBuffer,
+        p: &Pipeline,
+        set: vk::DescriptorSet,
+        max_groups: [u32; 3],
+    ) {
+        d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
+        if !self.bindings.is_empty() {
+            d.cmd_bind_descriptor_sets(
+                cb,
+                vk::PipelineBindPoint::COMPUTE,
+                p.layout,
+                0,
+                &[set],
+                &[],
+            );
+        }
+        d.cmd_push_constants(cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, &self.push);
+        for (base, count) in split_groups(self.groups, max_groups) {
+            d.cmd_dispatch_base(cb, base[0], base[1], base[2], count[0], count[1], count[2]);
+        }
+    }
+}
+
 /// One storage-buffer descriptor of a dispatch.
 pub(super) struct Binding {
     /// The binding number (the parameter's index).
@@ -443,28 +478,8 @@ impl VulkanDevice {
                     }
                 };
                 let set = sets.next().unwrap_or_default();
-                d.cmd_bind_pipeline(c.cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
-                if !dispatch.bindings.is_empty() {
-                    d.cmd_bind_descriptor_sets(
-                        c.cb,
-                        vk::PipelineBindPoint::COMPUTE,
-                        p.layout,
-                        0,
-                        &[set],
-                        &[],
-                    );
-                }
-                let push = &dispatch.push;
-                d.cmd_push_constants(c.cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, push);
-                // More groups than one dispatch may have: several dispatches with a base
-                // group (the module reads the launch's counts from push constants), in the
-                // order of the unsplit launch.
                 let max = self.limits.max_compute_work_group_count;
-                for (base, count) in split_groups(dispatch.groups, max) {
-                    d.cmd_dispatch_base(
-                        c.cb, base[0], base[1], base[2], count[0], count[1], count[2],
-                    );
-                }
+                dispatch.record(d, c.cb, p, set, max);
             }
             let b = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
