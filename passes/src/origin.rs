@@ -64,6 +64,14 @@ fn is_fault_point(e: &Expr) -> bool {
     matches!(e.node(), ExprNode::Load { .. } | ExprNode::VecLoad { .. }) || is_fault_division(e)
 }
 
+/// True if `a` and `b` (structurally equal) carry the same origins at every node: two
+/// equal expressions derived from different source text must not share one's rewrite.
+pub fn same_origins(a: &Expr, b: &Expr) -> bool {
+    a.ptr_eq(b)
+        || (a.origin() == b.origin()
+            && a.children().iter().zip(b.children()).all(|(x, y)| same_origins(x, y)))
+}
+
 /// True if `b`, a rewrite of `a`, reaches the loads and divisions of `a` that may fail in
 /// the same order, repeats aside (a repeat fails only where the first did), so that on any
 /// input it fails with the same error. `b` may lack some that the rewrite proved cannot fail

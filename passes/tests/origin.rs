@@ -160,3 +160,36 @@ fn the_simplifier_keeps_the_first_failing_division() {
         );
     }
 }
+
+/// Two equal divisions named after different source text keep their own names through the
+/// simplifier, whose memo shares one rewrite between equal expressions.
+#[test]
+fn equal_divisions_of_different_source_keep_their_names_through_simplify() {
+    use kiln_ir::Mutator;
+    struct Name(Vec<&'static str>);
+    impl Mutator for Name {
+        fn mutate_expr(&mut self, e: &Expr) -> Expr {
+            let e = kiln_ir::walk_mutate_expr(self, e);
+            match e.node() {
+                ExprNode::Binary { op: BinOp::Div, .. } => e.with_origin(self.0.remove(0).into()),
+                _ => e,
+            }
+        }
+    }
+    let k = kernel(
+        "kernel k(x: ptr<global, u32>, o: ptr<global, u32>, p: ptr<global, u32>, d: u32) {
+           let i: u32 = global_id(0);
+           o[i] = (x[i] + 0u32) / d;
+           p[i] = (x[i] + 0u32) / d;
+         }",
+    );
+    let named = Name(vec!["`first`", "`second`"]).mutate_kernel(&k);
+    let s = kiln_passes::simplify::simplify_kernel(&named);
+    assert_eq!(
+        divisions(&s),
+        vec![
+            ("x[i] / d".into(), Some("`first`".into())),
+            ("x[i] / d".into(), Some("`second`".into())),
+        ]
+    );
+}

@@ -165,13 +165,18 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
     if matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }) {
         return e.clone();
     }
-    if let Some(r) = cx.memo.get(e) {
-        return r.clone().unwrap_or_else(|| e.clone());
+    // A hit is taken only from an equal expression of the same source names: a rewrite
+    // keeps the names it was built from (see `crate::origin`).
+    if let Some((k, r)) = cx.memo.get_key_value(e) {
+        if r.is_none() || crate::origin::same_origins(k, e) {
+            return r.clone().unwrap_or_else(|| e.clone());
+        }
     }
     let starved = std::mem::replace(&mut cx.starved, false);
     let r = fixpoint(e, cx);
     if !cx.starved {
-        cx.memo.insert(e.clone(), (!r.ptr_eq(e)).then(|| r.clone()));
+        // The first entry stays: its value belongs to its key's source names.
+        cx.memo.entry(e.clone()).or_insert_with(|| (!r.ptr_eq(e)).then(|| r.clone()));
     }
     cx.starved |= starved;
     r
