@@ -765,3 +765,32 @@ fn run_copies_nan_payloads_bit_for_bit() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A `kiln fuse` spec may name entries by kernel and parameters by name: the same fused
+/// kernel as the positional spec; an unknown or ambiguous name is refused, naming it.
+#[test]
+fn fuse_spec_by_names_matches_the_positional_spec() {
+    let dir = scratch("fuse-names");
+    let fuse = |spec: &str| {
+        let file = dir.join("spec.toml");
+        std::fs::write(&file, spec).unwrap();
+        kiln(&["fuse", "examples/fusion/chain.kir", "--spec", file.to_str().unwrap()])
+    };
+    let positional = std::fs::read_to_string("examples/fusion/chain.toml").unwrap();
+    let named = positional
+        .replace(
+            "identical = [[[0, 2], [1, 0]], [[1, 2], [2, 0]], [[0, 0], [2, 1]]]",
+            "identical = [[[\"add\", \"t1\"], [\"mul\", \"t1\"]], [[1, \"t2\"], [\"sub\", \"t2\"]], \
+             [[\"add\", \"a\"], [2, \"a\"]]]",
+        )
+        .replace("{ entry = 0, param = 2,", "{ entry = \"add\", param = \"t1\",");
+    assert_ne!(named, positional, "the spec was rewritten");
+    let (a, b) = (fuse(&positional), fuse(&named));
+    assert_ok(&a);
+    assert_ok(&b);
+    assert_eq!(stdout(&a), stdout(&b));
+    let o = fuse(&named.replace("[\"sub\", \"t2\"]", "[\"sub\", \"t9\"]"));
+    assert_fails(&o, 1, &["kernel `sub` (entry 2) has no parameter `t9`"]);
+    let o = fuse(&named.replace("[\"mul\", \"t1\"]", "[\"div\", \"t1\"]"));
+    assert_fails(&o, 1, &["kernel `div` is not in the list (kernels: add, mul, sub)"]);
+}

@@ -214,7 +214,7 @@ fn bad_launches() {
     let r = NdRange::new(&[16]);
     let mut b = saxpy_bufs(16);
     let args = saxpy_args();
-    assert_eq!(launch_err(&k, &r, &args[..3], &mut b), "the kernel takes 4 arguments, 3 given");
+    assert_eq!(launch_err(&k, &r, &args[..3], &mut b), "the kernel takes 4 arguments (x: ptr<global, f32>, y: ptr<global, f32>, a: f32, n: u32), 3 given");
     let mut a = args.clone();
     a[0] = Arg::scalar(1.0f32);
     assert_eq!(

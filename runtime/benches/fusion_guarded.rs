@@ -15,8 +15,9 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln_ir::parse_module;
 use kiln_runtime::device::registry::{self, OpenOptions};
+use kiln_runtime::QueueFusion;
 use kiln_runtime::{
-    AccessMode, AccessProps, Buffer, Context, ContextConfig, FusionProps, FusionStatus, KernelArg,
+    AccessMode, AccessProps, Arg, Buffer, Context, ContextConfig, FusionProps, FusionStatus,
     KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 
@@ -36,7 +37,7 @@ impl Chain {
     fn submit(&self, q: &Queue, promote: bool) {
         let r = NdRange::new(&[N.div_ceil(LOCAL) * LOCAL]).with_local(&[LOCAL]);
         let p = AccessProps { promote: promote.then_some(PromoteTo::Private), no_init: false };
-        let (b, k, n) = (&self.b, &self.k, KernelArg::scalar(N));
+        let (b, k, n) = (&self.b, &self.k, Arg::scalar(N));
         q.submit(|h| {
             let (x, e) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, p));
             h.parallel_for(&k[0], r, vec![x.into(), e.into(), n.clone()]);
@@ -50,7 +51,7 @@ impl Chain {
         });
         q.submit(|h| {
             let y = h.access_with(&b[2], AccessMode::ReadWrite, p);
-            let args = vec![y.into(), KernelArg::scalar(0.25f32), n.clone()];
+            let args = vec![y.into(), Arg::scalar(0.25f32), n.clone()];
             h.parallel_for(&k[2], r, args);
         });
         q.submit(|h| {
@@ -59,7 +60,7 @@ impl Chain {
         });
         q.submit(|h| {
             let z = h.read_write(&b[3]);
-            h.parallel_for(&k[4], r, vec![z.into(), KernelArg::scalar(1.5f32), n.clone()]);
+            h.parallel_for(&k[4], r, vec![z.into(), Arg::scalar(1.5f32), n.clone()]);
         });
     }
 

@@ -18,8 +18,9 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln_ir::parse_module;
 use kiln_runtime::device::registry::{self, OpenOptions};
+use kiln_runtime::QueueFusion;
 use kiln_runtime::{
-    AccessMode, AccessProps, Buffer, Context, ContextConfig, FusionProps, FusionStatus, KernelArg,
+    AccessMode, AccessProps, Arg, Buffer, Context, ContextConfig, FusionProps, FusionStatus,
     KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 
@@ -72,7 +73,7 @@ impl Chain {
         q.submit(|h| {
             let x = h.access_with(&b[5], AccessMode::Read, p);
             let o = h.write(&b[6]);
-            h.parallel_for(&self.scale, r, vec![x.into(), KernelArg::scalar(0.5f32), o.into()]);
+            h.parallel_for(&self.scale, r, vec![x.into(), Arg::scalar(0.5f32), o.into()]);
         });
     }
 }

@@ -10,6 +10,7 @@
 //!
 //! `cargo bench -p kiln-runtime --bench graph -- --warm-up-time 1 --measurement-time 3`
 
+use kiln_runtime::QueueGraph;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,7 @@ use kiln_runtime::device::registry::{self, OpenOptions};
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
-    interp_device, Buffer, Context, ContextConfig, Device, KernelArg, KernelHandle, NdRange, Queue,
+    interp_device, Arg, Buffer, Context, ContextConfig, Device, KernelHandle, NdRange, Queue,
     QueueOrder,
 };
 
@@ -29,7 +30,7 @@ fn chain(q: &Queue, k: &KernelHandle, b: &Buffer<u32>) {
     for _ in 0..NODES {
         q.submit(|h| {
             let x = h.read_write(b);
-            h.parallel_for(k, NdRange::new(&[1]), vec![KernelArg::from(x)]);
+            h.parallel_for(k, NdRange::new(&[1]), vec![Arg::from(x)]);
         });
     }
 }

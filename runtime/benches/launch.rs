@@ -20,6 +20,7 @@
 //!
 //! `cargo bench -p kiln-runtime --bench launch -- --warm-up-time 1 --measurement-time 3`
 
+use kiln_runtime::QueueGraph;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{ExecGraph, Graph, GraphProperties};
-use kiln_runtime::{Buffer, Context, Device, KernelArg, KernelHandle, Queue, QueueOrder};
+use kiln_runtime::{Buffer, Context, Device, KernelHandle, Queue, QueueOrder};
 
 const ITEMS: u32 = 256;
 const LOCAL: u32 = 32;
@@ -77,7 +78,7 @@ fn chain(q: &Queue, k: &KernelHandle, b: &Buffer<u32>) {
     for _ in 0..NODES {
         q.submit(|h| {
             let x = h.read_write(b);
-            h.parallel_for(k, range(), vec![KernelArg::from(x)]);
+            h.parallel_for(k, range(), vec![Arg::from(x)]);
         });
     }
 }
@@ -132,7 +133,7 @@ fn bench(c: &mut Criterion) {
     let queued = || {
         q.submit(|h| {
             let x = h.read_write(&b);
-            h.parallel_for(&k, range(), vec![KernelArg::from(x)]);
+            h.parallel_for(&k, range(), vec![Arg::from(x)]);
         });
         q.wait().expect("launch runs");
     };

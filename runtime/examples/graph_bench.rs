@@ -20,14 +20,13 @@
 //!
 //! Prints `RESULT <name> <value>` lines (times in microseconds) and the ratios.
 
+use kiln_runtime::QueueGraph;
 use std::time::{Duration, Instant};
 
 use kiln_ir::parse_module;
 use kiln_runtime::device::registry::{self, OpenOptions};
 use kiln_runtime::graph::{ExecGraph, Graph, GraphProperties};
-use kiln_runtime::{
-    Buffer, Context, ContextConfig, KernelArg, KernelHandle, NdRange, Queue, QueueOrder,
-};
+use kiln_runtime::{Arg, Buffer, Context, ContextConfig, KernelHandle, NdRange, Queue, QueueOrder};
 
 const CHAIN: usize = 100;
 
@@ -74,7 +73,7 @@ fn chain(q: &Queue, k: &KernelHandle, b: &Buffer<u32>) {
     for _ in 0..CHAIN {
         q.submit(|h| {
             let x = h.read_write(b);
-            h.parallel_for(k, NdRange::new(&[1]), vec![KernelArg::from(x)]);
+            h.parallel_for(k, NdRange::new(&[1]), vec![Arg::from(x)]);
         });
     }
 }
@@ -158,7 +157,7 @@ fn elementwise4(ctx: &Context, n: usize, reps: usize) -> Result<(), String> {
             h.parallel_for(&k2, r, args)
         });
         q.submit(|h| {
-            let args = vec![h.read(&t2).into(), h.write(&t3).into(), KernelArg::scalar(1.5f32)];
+            let args = vec![h.read(&t2).into(), h.write(&t3).into(), Arg::scalar(1.5f32)];
             h.parallel_for(&k3, r, args)
         });
         q.submit(|h| {

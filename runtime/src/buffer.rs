@@ -7,8 +7,9 @@
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
+use hashbrown::HashMap;
 use kiln_ir::launch::{self, Element};
 use kiln_ir::Scalar;
 pub use kiln_passes::fusion::PromoteTo;
@@ -16,6 +17,7 @@ pub use kiln_passes::fusion::PromoteTo;
 use crate::device::{Device, Memory};
 use crate::error::{DeviceError, RuntimeError};
 use crate::event::Event;
+use crate::sync::{ranks, RankedGuard, RankedMutex};
 
 /// How a command uses a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,7 +47,7 @@ impl AccessMode {
 }
 
 /// Which live commands last touched a buffer (the scheduler's bookkeeping).
-pub(crate) type Track = crate::scheduler::deps::AccessTrack<Event>;
+pub(crate) type Track = crate::deps::AccessTrack<Event>;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -53,8 +55,8 @@ pub(crate) struct BufferInner {
     pub id: u64,
     pub elem: Scalar,
     pub len: usize,
-    pub data: Mutex<Storage>,
-    pub track: Mutex<Track>,
+    pub data: RankedMutex<Storage>,
+    pub track: RankedMutex<Track>,
     /// The buffer's promotion property for queue fusion (see [`Buffer::set_promote`]):
     /// 0 unset, else [`promote_code`].
     promote: AtomicU8,
@@ -182,8 +184,8 @@ impl BufferInner {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             elem: b.elem(),
             len: b.len(),
-            data: Mutex::new(Storage::new(b)),
-            track: Mutex::new(Track::default()),
+            data: RankedMutex::new(ranks::BUFFER_DATA, Storage::new(b)),
+            track: RankedMutex::new(ranks::BUFFER_TRACK, Track::default()),
             promote: AtomicU8::new(0),
         })
     }
@@ -205,8 +207,8 @@ impl BufferInner {
         }
     }
     /// The contents (lock them; [`Storage::host`] for the host's view).
-    pub fn data(&self) -> MutexGuard<'_, Storage> {
-        self.data.lock().unwrap_or_else(PoisonError::into_inner)
+    pub fn data(&self) -> RankedGuard<'_, Storage> {
+        self.data.lock()
     }
     /// A copy of the host contents, downloaded first when a device holds the newest; a
     /// failed download is an error naming the buffer.
@@ -216,8 +218,8 @@ impl BufferInner {
     pub fn transfer_error(&self, source: DeviceError) -> RuntimeError {
         RuntimeError::Kernel { command: format!("host access to buffer #{}", self.id), source }
     }
-    pub fn track(&self) -> MutexGuard<'_, Track> {
-        self.track.lock().unwrap_or_else(PoisonError::into_inner)
+    pub fn track(&self) -> RankedGuard<'_, Track> {
+        self.track.lock()
     }
 }
 
@@ -246,7 +248,7 @@ impl<T: Element> Buffer<T> {
     }
 
     /// Sets the buffer's promotion property (SYCL's `promote_private` / `promote_local`
-    /// buffer properties): kernels fused by [`crate::Queue::complete_fusion`] that use the
+    /// buffer properties): kernels fused by [`crate::QueueFusion::complete_fusion`] that use the
     /// buffer keep it in private or local memory instead of global memory, as if each of
     /// their accessors asked for it ([`AccessProps::promote`]; an accessor asking otherwise
     /// is a conflict, and the buffer is then not promoted). `None` removes it. A promoted
@@ -394,7 +396,7 @@ pub struct Accessor {
 }
 
 /// An accessor's properties for queue fusion (SYCL's accessor property list):
-/// what [`crate::Queue::complete_fusion`] does with the buffer. Outside fusion they change
+/// what [`crate::QueueFusion::complete_fusion`] does with the buffer. Outside fusion they change
 /// nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AccessProps {
@@ -493,4 +495,115 @@ impl std::fmt::Debug for Accessor {
         }
         Ok(())
     }
+}
+
+/// A kernel argument as queues, command graphs and the facade take it: the one argument
+/// type of every layer ([`kiln_ir::launch::Arg`]), its buffers named by accessors. A
+/// launch declares each buffer argument's accessor as one of its requirements, so
+/// `Arg::from(&buffer)` (an accessor that reads and writes) is all a launch needs; an
+/// accessor from [`crate::Handler::read`] and the like says more precisely how the buffer
+/// is used. An [`Arg::Range`] binds a range of the accessor's elements (of its range, for a
+/// ranged accessor).
+///
+/// ```
+/// use kiln_runtime::{AccessMode, Arg, Buffer};
+/// let b = Buffer::from_slice(&[1u32, 2]);
+/// let args: Vec<Arg> = vec![(&b).into(), b.access(AccessMode::Read).into(), 7u32.into()];
+/// assert_eq!(args[0].buffer().map(|a| a.mode()), Some(AccessMode::ReadWrite));
+/// assert!(args[0].same(&args[1]) && !args[0].same(&args[2]));
+/// ```
+pub type Arg<B = Accessor> = launch::Arg<B>;
+
+/// Arguments through one accessor or another are the same when they bind the same elements
+/// of one buffer (the access modes do not matter).
+impl launch::BufferRef for Accessor {
+    fn same_buffer(&self, other: &Accessor) -> bool {
+        Arc::ptr_eq(&self.buffer, &other.buffer) && self.range == other.range
+    }
+}
+
+impl From<Accessor> for Arg {
+    fn from(a: Accessor) -> Arg {
+        Arg::Buffer(a)
+    }
+}
+
+impl From<&Accessor> for Arg {
+    fn from(a: &Accessor) -> Arg {
+        Arg::Buffer(a.clone())
+    }
+}
+
+/// The buffer itself (not a copy), read and written: the kernel's writes are seen through it.
+impl<T: Element> From<&Buffer<T>> for Arg {
+    fn from(b: &Buffer<T>) -> Arg {
+        Arg::Buffer(b.access(AccessMode::ReadWrite))
+    }
+}
+
+/// As for `&Buffer<T>`.
+impl<T: Element> From<Buffer<T>> for Arg {
+    fn from(b: Buffer<T>) -> Arg {
+        Arg::Buffer(b.access(AccessMode::ReadWrite))
+    }
+}
+
+/// As for `&Buffer<T>`.
+impl From<&AnyBuffer> for Arg {
+    fn from(b: &AnyBuffer) -> Arg {
+        Arg::Buffer(Accessor::new(b, AccessMode::ReadWrite))
+    }
+}
+
+/// Elements `(offset, len)` of a buffer; `None`: the whole buffer.
+pub(crate) type Window = Option<(usize, usize)>;
+
+/// The buffer a kernel argument binds and the elements of it: an accessor's range and the
+/// argument's own composed. `None` for a scalar.
+pub(crate) fn arg_view(a: &Arg) -> Option<(&Arc<BufferInner>, Window)> {
+    match a {
+        launch::Arg::Scalar(_) => None,
+        launch::Arg::Buffer(acc) => Some((&acc.buffer, acc.range)),
+        launch::Arg::Range { buffer: acc, offset, len } => {
+            let base = acc.range.map_or(0, |(o, _)| o);
+            Some((&acc.buffer, Some((base.saturating_add(*offset), *len))))
+        }
+    }
+}
+
+/// Checks `args` against `kernel`'s parameters ([`launch::check_args`], the one check of
+/// every layer): one per parameter, scalars of the parameter's type exactly, buffers of the
+/// pointer's element type, ranges within what their accessors show. Every launch through
+/// the runtime passes it before anything runs.
+pub fn check_kernel_args(kernel: &kiln_ir::Kernel, args: &[Arg]) -> Result<(), launch::ArgError> {
+    launch::check_args(kernel, args, args.len(), |a| {
+        Some((a.buffer.elem, a.range.map_or(a.buffer.len, |(_, n)| n)))
+    })
+}
+
+/// One accessor per buffer, with the strongest mode asked for (in first-use order): a
+/// command that reads and writes a buffer through two accessors read-writes it. The merged
+/// accessor keeps a range only when every accessor of its buffer has that same range;
+/// otherwise it covers the whole buffer (requirements are tracked per buffer anyway).
+pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> Vec<Accessor> {
+    let mut out: Vec<Accessor> = Vec::new();
+    // Each buffer's place in `out`, by address: a fused chain of n kernels merges n
+    // accessors per buffer over as many buffers.
+    let mut at: HashMap<*const BufferInner, usize> = HashMap::new();
+    for a in accessors {
+        match at.get(&Arc::as_ptr(&a.buffer)).map(|&i| &mut out[i]) {
+            Some(x) => {
+                x.mode = x.mode.join(a.mode);
+                x.props = x.props.join(a.props);
+                if x.range != a.range {
+                    x.range = None;
+                }
+            }
+            None => {
+                at.insert(Arc::as_ptr(&a.buffer), out.len());
+                out.push(a);
+            }
+        }
+    }
+    out
 }

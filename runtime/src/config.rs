@@ -15,7 +15,6 @@
 use std::path::PathBuf;
 
 use crate::cache::{parse_size, PersistentCache};
-use crate::context::ContextConfig;
 use crate::env::{self, EnvError};
 
 /// kiln's settings. The default is what an empty environment means: no persistent cache, no
@@ -154,4 +153,21 @@ impl Config {
     pub fn install(&self) {
         kiln_passes::manager::set_trace(self.verbose);
     }
+}
+
+/// How a [`crate::Context`] is set up; [`crate::Config::context_config`] makes one from kiln's
+/// settings.
+#[derive(Debug, Default)]
+pub struct ContextConfig {
+    /// In-memory cache limit in bytes, per map (0: unlimited).
+    pub in_mem_max: u64,
+    /// The persistent cache, if enabled.
+    pub persistent: Option<PersistentCache>,
+    /// Build options added to every build (`KILN_PROGRAM_BUILD_OPTIONS`).
+    pub env_build_options: String,
+    /// Worker threads running commands (0: the machine's parallelism, at least 2).
+    pub workers: usize,
+    /// The runtime's warning level (`KILN_RT_WARNING_LEVEL`): 1 or more prints warnings,
+    /// such as a queue's fusion cancelled early, to stderr.
+    pub warning_level: u32,
 }

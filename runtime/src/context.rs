@@ -1,210 +1,17 @@
 //! The context: a device, its program and kernel caches, and the worker threads.
 
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kiln_backends::options::BuildOptions;
 use kiln_ir::{Module, ToVerified, Verified};
 
-use crate::cache::hash::hash64;
 use crate::cache::{BuildCache, CacheStats, DiskKey, KeyHashes, PersistentCache};
+pub use crate::config::ContextConfig;
 use crate::device::{Device, Handle};
 use crate::error::DeviceError;
-use crate::fusion::front::FusionFront;
+use crate::program::KernelKeyRef;
+pub use crate::program::{KernelData, KernelHandle, KernelKey, Program, ProgramData, ProgramKey};
 use crate::scheduler::Scheduler;
-
-/// The key of a program in the in-memory cache: module content, specialization constants,
-/// device identity and build options. Hashing uses a precomputed hash; equality compares the
-/// full values, so a hash collision can never hand out another program.
-#[derive(Clone, Debug)]
-pub struct ProgramKey {
-    hash: u64,
-    /// The parts' hashes, which also name the persistent-cache directory.
-    hashes: KeyHashes,
-    /// The module's canonical text.
-    pub image: Arc<str>,
-    /// Serialized specialization-constant values.
-    pub spec_consts: Arc<[u8]>,
-    /// The device's [`Device::identity`].
-    pub device: Arc<str>,
-    /// All build options (API, then `KILN_PROGRAM_BUILD_OPTIONS`).
-    pub options: Arc<str>,
-}
-
-impl ProgramKey {
-    /// A key from its parts.
-    pub fn new(image: &str, spec_consts: &[u8], device: &str, options: &str) -> ProgramKey {
-        let hashes = KeyHashes::of_parts(
-            device.as_bytes(),
-            image.as_bytes(),
-            spec_consts,
-            options.as_bytes(),
-        );
-        let all = [hashes.device, hashes.image, hashes.spec_consts, hashes.build_options];
-        let hash = hash64(&all.map(u64::to_le_bytes).concat());
-        ProgramKey {
-            hash,
-            hashes,
-            image: image.into(),
-            spec_consts: spec_consts.into(),
-            device: device.into(),
-            options: options.into(),
-        }
-    }
-
-    /// The hashes of its parts (the persistent cache's directory names), computed once.
-    pub fn hashes(&self) -> &KeyHashes {
-        &self.hashes
-    }
-
-    /// The same key for the persistent cache.
-    pub fn disk_key(&self) -> DiskKey {
-        DiskKey {
-            device: self.device.to_string(),
-            image: self.image.as_bytes().to_vec(),
-            spec_consts: self.spec_consts.to_vec(),
-            build_options: self.options.to_string(),
-        }
-    }
-}
-
-/// Equal contents, checked by pointer first: keys cloned from one another share their
-/// parts, and comparing a module's whole text on every cache hit would dominate the hit.
-/// (`Arc`'s own `==` takes no such shortcut for unsized contents like `str`.)
-fn same<T: ?Sized + PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
-    Arc::ptr_eq(a, b) || **a == **b
-}
-
-impl PartialEq for ProgramKey {
-    fn eq(&self, o: &ProgramKey) -> bool {
-        self.hash == o.hash
-            && same(&self.image, &o.image)
-            && same(&self.spec_consts, &o.spec_consts)
-            && same(&self.device, &o.device)
-            && same(&self.options, &o.options)
-    }
-}
-
-impl Eq for ProgramKey {}
-
-impl Hash for ProgramKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.hash);
-    }
-}
-
-/// The key of a kernel: its program and its name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelKey {
-    /// The program's key.
-    pub program: ProgramKey,
-    /// The kernel's name.
-    pub name: Arc<str>,
-}
-
-impl Hash for KernelKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        KernelKeyRef { program: &self.program, name: &self.name }.hash(h)
-    }
-}
-
-/// A borrowed [`KernelKey`]: what a kernel lookup hashes and compares, so that a hit
-/// allocates nothing and touches no reference count.
-#[derive(Clone, Copy, Debug)]
-struct KernelKeyRef<'a> {
-    program: &'a ProgramKey,
-    name: &'a str,
-}
-
-impl Hash for KernelKeyRef<'_> {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        // The program's precomputed hash, not its contents: hashing is O(name).
-        h.write_u64(self.program.hash);
-        self.name.hash(h);
-    }
-}
-
-impl hashbrown::Equivalent<KernelKey> for KernelKeyRef<'_> {
-    fn equivalent(&self, k: &KernelKey) -> bool {
-        // Same-`Arc` fields compare by pointer first (see `same`).
-        *self.program == k.program && self.name == &*k.name
-    }
-}
-
-impl KernelKeyRef<'_> {
-    fn owned(&self) -> KernelKey {
-        KernelKey { program: self.program.clone(), name: self.name.into() }
-    }
-}
-
-/// What a [`Program`] handle points to.
-pub struct ProgramData {
-    /// The program's cache key.
-    pub key: ProgramKey,
-    /// The module it was built from, as given (before the sanitizer's rewrite): the IR
-    /// fusion reads its kernels from.
-    pub module: Arc<Module>,
-    /// The binary, as stored in the persistent cache.
-    pub binary: Arc<[u8]>,
-    /// The device-side handle.
-    pub handle: Handle,
-    /// Whether the binary came from the persistent cache.
-    pub from_disk: bool,
-    /// With `-fsanitize=bounds` (on a device other than the interpreter): the sanitized
-    /// kernels, in module order, whose launches take hidden arguments.
-    pub sanitized: Option<Arc<[kiln_passes::sanitize::Sanitized]>>,
-}
-
-/// A built program: the binary and the device's loaded handle. Cheap to clone (one
-/// reference count); its fields are read through `Deref` ([`ProgramData`]).
-#[derive(Clone)]
-pub struct Program(Arc<ProgramData>);
-
-impl std::ops::Deref for Program {
-    type Target = ProgramData;
-    fn deref(&self) -> &ProgramData {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Program {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Program")
-            .field("binary_len", &self.binary.len())
-            .field("from_disk", &self.from_disk)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What a [`KernelHandle`] points to.
-pub struct KernelData {
-    /// The kernel's name.
-    pub name: Arc<str>,
-    /// The program it belongs to.
-    pub program: Program,
-    /// The device-side handle.
-    pub handle: Handle,
-    /// The kernel as sanitized, when its program was built with `-fsanitize=bounds`.
-    pub sanitized: Option<kiln_passes::sanitize::Sanitized>,
-}
-
-/// A kernel of a built program, ready to launch. Cheap to clone (one reference count); its
-/// fields are read through `Deref` ([`KernelData`]).
-#[derive(Clone)]
-pub struct KernelHandle(Arc<KernelData>);
-
-impl std::ops::Deref for KernelHandle {
-    type Target = KernelData;
-    fn deref(&self) -> &KernelData {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for KernelHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelHandle").field("name", &self.name).finish_non_exhaustive()
-    }
-}
 
 /// A module registered with a [`Context`] by [`Context::prepare`]: the module and its
 /// program key, computed once. Submissions that name a kernel of it
@@ -250,27 +57,12 @@ impl PreparedModule {
     }
 }
 
-/// How a [`Context`] is set up; [`crate::Config::context_config`] makes one from kiln's
-/// settings.
-#[derive(Debug, Default)]
-pub struct ContextConfig {
-    /// In-memory cache limit in bytes, per map (0: unlimited).
-    pub in_mem_max: u64,
-    /// The persistent cache, if enabled.
-    pub persistent: Option<PersistentCache>,
-    /// Build options added to every build (`KILN_PROGRAM_BUILD_OPTIONS`).
-    pub env_build_options: String,
-    /// Worker threads running commands (0: the machine's parallelism, at least 2).
-    pub workers: usize,
-    /// The runtime's warning level (`KILN_RT_WARNING_LEVEL`): 1 or more prints warnings,
-    /// such as a queue's fusion cancelled early, to stderr.
-    pub warning_level: u32,
-}
-
 // Fields drop in order: the caches' device objects (loaded modules) go before the device
 // that made them (a CUDA context, say).
 struct ContextInner {
-    fusion: FusionFront,
+    /// The cache a layer above keeps per context (the fusion cache), made at its first use.
+    layer_cache: OnceLock<Box<dyn LayerCache>>,
+    in_mem_max: u64,
     kernels: BuildCache<KernelKey, KernelHandle, DeviceError>,
     programs: BuildCache<ProgramKey, Program, DeviceError>,
     device: Arc<dyn Device>,
@@ -330,6 +122,19 @@ fn save_driver_caches(inner: &ContextInner) {
     }
 }
 
+/// A cache that a layer above the context keeps per context (the fusion front end's cache
+/// of fused kernels): the context owns it, so it lives as long as the context and
+/// [`Context::clear_caches`] and the statistics reach it, without the context depending on
+/// that layer.
+pub(crate) trait LayerCache: Send + Sync + 'static {
+    /// Its statistics.
+    fn stats(&self) -> CacheStats;
+    /// Drops its finished entries.
+    fn clear(&self);
+    /// Itself, to be downcast to its type.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
 /// A device with its caches and worker threads. Cheap to clone (clones share everything).
 #[derive(Clone)]
 pub struct Context(Arc<ContextInner>);
@@ -366,7 +171,8 @@ impl Context {
             device,
             programs: BuildCache::new(config.in_mem_max, weigh_program),
             kernels: BuildCache::new(config.in_mem_max, weigh_kernel),
-            fusion: FusionFront::new(config.in_mem_max),
+            layer_cache: OnceLock::new(),
+            in_mem_max: config.in_mem_max,
             persistent: config.persistent,
             env_build_options: config.env_build_options,
             warning_level: config.warning_level,
@@ -395,16 +201,22 @@ impl Context {
     }
 
     /// The fusion cache's statistics: fused kernels of queues' fusion lists
-    /// ([`crate::Queue::complete_fusion`]) and of command graphs' chains
-    /// ([`crate::graph::GraphProperties::fuse_chains`]), keyed by the fusion key (a hit
-    /// reuses the fused kernel without running the fusion JIT).
+    /// (`QueueFusion::complete_fusion`) and of command graphs' chains
+    /// (`GraphProperties::fuse_chains`), keyed by the fusion key (a hit reuses the fused
+    /// kernel without running the fusion JIT).
     pub fn fusion_cache_stats(&self) -> CacheStats {
-        self.0.fusion.stats()
+        self.0.layer_cache.get().map_or_else(CacheStats::default, |c| c.stats())
     }
 
-    /// The fusion front end, which owns the fusion cache.
-    pub(crate) fn fusion_front(&self) -> &FusionFront {
-        &self.0.fusion
+    /// The cache of type `T` a layer above keeps with this context (the fusion front end),
+    /// made by `make` (given the in-memory cache limit) at its first use. One type per
+    /// context: the fusion front end is the only one.
+    pub(crate) fn layer_cache<T: LayerCache>(&self, make: impl FnOnce(u64) -> T) -> &T {
+        let c = self.0.layer_cache.get_or_init(|| Box::new(make(self.0.in_mem_max)));
+        match c.as_any().downcast_ref::<T>() {
+            Some(t) => t,
+            None => unreachable!("one layer cache type per context"),
+        }
     }
 
     /// The runtime's warning level ([`ContextConfig::warning_level`]).
@@ -524,7 +336,7 @@ impl Context {
         let sanitized = prepared.sanitized;
         let disk_key = self.0.persistent.as_ref().map(|_| key.disk_key());
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
-            if let Some(bin) = p.get_hashed(dk, &key.hashes) {
+            if let Some(bin) = p.get_hashed(dk, key.hashes()) {
                 match load_with_driver_cache(dev.as_ref(), p, dk, &bin) {
                     Ok(handle) => {
                         return Ok(Program(Arc::new(ProgramData {
@@ -538,14 +350,14 @@ impl Context {
                     }
                     // Valid bytes the device rejects: drop the item so that the rebuilt
                     // binary replaces it (reported once by the cache as a warning).
-                    Err(e) => p.discard_hashed(dk, &key.hashes, &e.to_string()),
+                    Err(e) => p.discard_hashed(dk, key.hashes(), &e.to_string()),
                 }
             }
         }
         let bin = dev.build(&prepared.module, &prepared.options)?;
         let handle = dev.load(&bin)?;
         if let (Some(p), Some(dk)) = (&self.0.persistent, &disk_key) {
-            p.put_hashed(dk, &key.hashes, &bin);
+            p.put_hashed(dk, key.hashes(), &bin);
         }
         Ok(Program(Arc::new(ProgramData {
             key: key.clone(),
@@ -586,6 +398,8 @@ impl Context {
     pub fn clear_caches(&self) {
         self.0.programs.clear();
         self.0.kernels.clear();
-        self.0.fusion.clear();
+        if let Some(c) = self.0.layer_cache.get() {
+            c.clear();
+        }
     }
 }

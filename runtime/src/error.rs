@@ -59,6 +59,15 @@ pub enum RuntimeError {
         /// The device's error.
         source: DeviceError,
     },
+    /// A kernel command's arguments do not fit the kernel's parameters (checked before
+    /// anything runs).
+    #[error("command {command} failed: {source}")]
+    Argument {
+        /// The failing command (`kernel `name` #id`).
+        command: String,
+        /// Which argument, and what is wrong.
+        source: kiln_ir::launch::ArgError,
+    },
     /// A host task returned an error.
     #[error("command {command} failed: {message}")]
     HostTask {
@@ -98,6 +107,7 @@ impl RuntimeError {
     pub fn command(&self) -> &str {
         match self {
             RuntimeError::Kernel { command, .. }
+            | RuntimeError::Argument { command, .. }
             | RuntimeError::HostTask { command, .. }
             | RuntimeError::Panicked { command, .. }
             | RuntimeError::DependencyFailed { command, .. }

@@ -6,11 +6,12 @@
 //! A wait on such an event ([`Event::wait`], [`Event::wait_timeout`], [`crate::Queue::wait`])
 //! also waits for the device to finish; reading a buffer waits for the launches writing it.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar};
 use std::time::{Duration, Instant};
 
 use crate::device::Device;
 use crate::error::RuntimeError;
+use crate::sync::{ranks, RankedGuard, RankedMutex};
 
 /// Where a command is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +58,7 @@ pub(crate) struct EventState {
 
 pub(crate) struct EventInner {
     pub name: String,
-    pub state: Mutex<EventState>,
+    pub state: RankedMutex<EventState>,
     pub done: Condvar,
     /// Set on the events of a queue's fusion (see [`FusionHook`]).
     pub hook: Option<Arc<dyn FusionHook>>,
@@ -83,12 +84,15 @@ impl Event {
     pub(crate) fn with_hook(name: String, hook: Option<Arc<dyn FusionHook>>) -> Event {
         Event(Arc::new(EventInner {
             name,
-            state: Mutex::new(EventState {
-                status: EventStatus::Submitted,
-                error: None,
-                successors: Vec::new(),
-                device: None,
-            }),
+            state: RankedMutex::new(
+                ranks::EVENT,
+                EventState {
+                    status: EventStatus::Submitted,
+                    error: None,
+                    successors: Vec::new(),
+                    device: None,
+                },
+            ),
             done: Condvar::new(),
             hook,
         }))
@@ -138,8 +142,8 @@ impl Event {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, EventState> {
-        self.0.state.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn state(&self) -> RankedGuard<'_, EventState> {
+        self.0.state.lock()
     }
 
     /// The command's name (`kernel `saxpy` #3`, `host task #4`, or the name given).
@@ -162,7 +166,7 @@ impl Event {
     fn wait_finished(&self) -> Result<(), RuntimeError> {
         let mut s = self.state();
         while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {
-            s = self.0.done.wait(s).unwrap_or_else(PoisonError::into_inner);
+            s = self.0.state.wait(&self.0.done, s);
         }
         if let Some(e) = &s.error {
             return Err(e.clone());
@@ -200,7 +204,7 @@ impl Event {
                 // Beyond the clock's range: as good as forever.
                 None => Duration::from_secs(u32::MAX.into()),
             };
-            s = self.0.done.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
+            s = self.0.state.wait_timeout(&self.0.done, s, left);
         }
         if let Some(e) = &s.error {
             return Some(Err(e.clone()));

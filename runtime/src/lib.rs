@@ -27,9 +27,9 @@
 //! * The [`scheduler`] holds the one dependency model (requirements and explicit events to
 //!   read-after-write / write-after-read / write-after-write edges) that queues and command
 //!   graphs share, and the worker threads.
-//! * A queue in fusion mode ([`Queue::start_fusion`], see [`fusion`]) holds its kernels
-//!   back and fuses them into one at [`Queue::complete_fusion`], through the fusion JIT and
-//!   a fusion cache, cancelling early when other work needs them.
+//! * A queue in fusion mode ([`QueueFusion::start_fusion`], see [`fusion`]) holds its
+//!   kernels back and fuses them into one at [`QueueFusion::complete_fusion`], through the
+//!   fusion JIT and a fusion cache, cancelling early when other work needs them.
 //! * A [`graph::Graph`] records commands once (explicitly or from a recording queue) and
 //!   replays them: finalized into a [`graph::ExecGraph`] of prepared launch lists
 //!   (recorded into Vulkan command buffers or CUDA graphs on those devices), partitioned at
@@ -38,6 +38,54 @@
 //!   launches and are copied back only when the host reads them ([`device::memory`]).
 //! * Every command returns an [`Event`]; errors surface at [`Event::wait`] /
 //!   [`Queue::wait`] naming the failing command.
+//!
+//! ## Layers
+//!
+//! The modules form a DAG; each uses only those below it (`grep -rn "use crate::"
+//! runtime/src` shows no edge upward):
+//!
+//! 1. devices and device memory ([`device`], with its executors under `device/NAME/`),
+//!    errors, the caches ([`cache`]), settings ([`config`], [`env`]);
+//! 2. the scheduler: [`event`]s, the dependency model (`deps`), [`buffer`]s (which track
+//!    their accesses with it), built programs and kernel handles (`program`), and the
+//!    [`scheduler`] with its commands and worker threads; then the [`context`] (a device,
+//!    its caches and its scheduler);
+//! 3. the [`queue`] (eager submission);
+//! 4. [`fusion`] and command graphs ([`graph`]) above the queue, through its interface
+//!    only: the queue knows them as a recorder and a holder of its submissions (traits of
+//!    its own), and their operations on a queue are the traits [`QueueFusion`] and
+//!    [`QueueGraph`]. Graphs use the fusion front end; fusion does not know graphs. The
+//!    fusion front end's cache lives in the context as a cache of a layer above.
+//!
+//! ## Lock order
+//!
+//! Every mutex of the runtime has a rank; a thread takes a lock only while every lock it
+//! holds ranks lower (locks of one rank held together, buffers' contents, go in address
+//! order). Debug builds check it on every lock and panic naming both locks; release builds
+//! compile the check out. Outermost first:
+//!
+//! | rank | lock | taken around |
+//! |---|---|---|
+//! | 10 | graph nodes | recording a node (waits for outside events first, then locks) |
+//! | 20, 22, 24 | executable graph state, plan, last run | `update`, `submit_graph` (which submits under the last run's lock) |
+//! | 30 | queue recording slot | `begin_recording`, a submission (released before recording) |
+//! | 32 | queue fusion slot | `start_fusion` / `complete_fusion` / a held submission |
+//! | 34 | fusion list | holding, completing, cancelling a fusion (submits under it) |
+//! | 40 | queue last command | a submission (in-order chain; the scheduler wires the command under it) |
+//! | 50 | buffer track | deriving a command's dependencies |
+//! | 60, 62 | command action, failed dependency | running or replacing a command |
+//! | 70 | event state | finishing or waiting for an event |
+//! | 72 | command pending count | releasing a command |
+//! | 74 | queue events | remembering a submission for `Queue::wait` |
+//! | 80, 82 | scheduler ready list, worker handles | enqueueing, shutdown |
+//! | 90, 92 | cache map, cache entry | program, kernel and fusion cache lookups |
+//! | 100 | buffer contents | host access, a launch (several, in address order) |
+//! | 110, 112, 114 | disk cache key, warnings, warned set | the persistent cache |
+//!
+//! The table is `sync::ranks`; `tests/concurrent.rs` runs every public operation at once
+//! from several threads in a debug build, so an order the table does not allow fails there.
+//! (The Vulkan device's own queue and pool locks are internal to one driver call and take
+//! no other lock.)
 //!
 //! ## Environment
 //!
@@ -51,16 +99,21 @@ pub mod buffer;
 pub mod cache;
 pub mod config;
 pub mod context;
+mod deps;
 pub mod device;
 pub mod env;
 pub mod error;
 pub mod event;
 pub mod fusion;
 pub mod graph;
+mod program;
 pub mod queue;
 mod sanitize;
 pub mod scheduler;
-pub use buffer::{AccessMode, AccessProps, Accessor, AnyBuffer, Buffer, PromoteTo};
+mod sync;
+pub use buffer::{
+    check_kernel_args, AccessMode, AccessProps, Accessor, AnyBuffer, Arg, Buffer, PromoteTo,
+};
 pub use config::Config;
 pub use context::{
     Context, ContextConfig, KernelData, KernelHandle, PreparedModule, Program, ProgramData,
@@ -71,9 +124,11 @@ pub use device::{
 };
 pub use error::{DeviceError, RuntimeError};
 pub use event::{Event, EventStatus};
-pub use fusion::{FusionProps, FusionStatus};
+pub use fusion::{FusionProps, FusionStatus, QueueFusion};
+pub use graph::QueueGraph;
 pub use kiln_backends::options::BuildOptions;
+pub use kiln_ir::launch::{ArgError, ArgKind};
 /// Re-exported from the IR crate: launch geometry and buffer elements.
 pub use kiln_ir::launch::{Element, NdRange};
 pub use queue::{Handler, Queue, QueueOrder};
-pub use scheduler::{HostTaskContext, KernelArg};
+pub use scheduler::HostTaskContext;

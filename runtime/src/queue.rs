@@ -10,23 +10,24 @@
 //!
 //! The [`Event`] of each command reports errors at [`Event::wait`]; [`Queue::wait`] waits
 //! for everything submitted to the queue. While a queue records into a command graph
-//! ([`Queue::begin_recording`]), its submissions become the graph's nodes instead.
+//! ([`crate::QueueGraph::begin_recording`]), its submissions become the graph's nodes instead.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kiln_ir::launch::{Element, NdRange};
 use kiln_ir::Imm;
 
 use crate::buffer::AccessProps;
+use crate::buffer::Arg;
 use crate::buffer::{AccessMode, Accessor, AnyBuffer, Buffer};
 use crate::context::{Context, KernelHandle};
 use crate::error::RuntimeError;
-use crate::event::{Event, EventStatus};
-use crate::fusion::Fusion;
-use crate::graph::Recording;
+use crate::event::{Event, EventStatus, FusionHook};
 use crate::scheduler::command::HostTaskContext;
-use crate::scheduler::{deps, lock, Action, CommandDesc, KernelArg, SubmitOpts};
+use crate::scheduler::{Action, CommandDesc, SubmitOpts};
+use crate::sync::{ranks, RankedGuard, RankedMutex};
 
 /// In-order queues run commands one after another in submission order; out-of-order
 /// queues order them only by their dependencies.
@@ -70,7 +71,7 @@ impl Handler {
 
     /// Declares that the command uses `b` as `mode` says, with the fusion properties
     /// `props` (promotion to private or local memory, `no_init`: see
-    /// [`Queue::complete_fusion`]).
+    /// [`crate::QueueFusion::complete_fusion`]).
     pub fn access_with<T: Element>(
         &mut self,
         b: &Buffer<T>,
@@ -138,8 +139,13 @@ impl Handler {
         self.name = Some(name.into());
     }
 
-    /// Makes the command a launch of `kernel` over `range`.
-    pub fn parallel_for(&mut self, kernel: &KernelHandle, range: NdRange, args: Vec<KernelArg>) {
+    /// Makes the command a launch of `kernel` over `range`. Each buffer argument's accessor
+    /// is one of the command's requirements (as if declared with [`Handler::access_any`]),
+    /// so `(&buffer).into()`, which reads and writes it, needs no declaration of its own.
+    /// The arguments are checked against the kernel's parameters before it runs: a mismatch
+    /// is a [`RuntimeError::Argument`] at [`Event::wait`] naming the argument.
+    pub fn parallel_for(&mut self, kernel: &KernelHandle, range: NdRange, args: Vec<Arg>) {
+        self.accessors.extend(args.iter().filter_map(|a| a.buffer().cloned()));
         self.action = Action::Kernel { kernel: kernel.clone(), range, args };
     }
 
@@ -187,25 +193,50 @@ pub(crate) fn next_command_id() -> u64 {
     NEXT_COMMAND.fetch_add(1, Ordering::Relaxed)
 }
 
+/// A layer above the queue that records its submissions instead of running them (a
+/// command graph, [`crate::graph`]): the queue knows it only through this.
+pub(crate) trait Recorder: Send + Sync {
+    /// Records the command `h`, submitted to `q`; its event.
+    fn record(&self, q: &Queue, h: Handler) -> Event;
+}
+
+/// A layer above the queue that holds its kernels back (a fusion list, [`crate::fusion`]):
+/// the queue knows it only through this.
+pub(crate) trait Holder: Send + Sync {
+    /// Takes the kernel command `desc` of `q` if it collects kernels (leaving `desc`
+    /// empty): the event the submission returns, and the fusions it depends on (the queue
+    /// ends them early once it holds no lock).
+    fn hold(&self, q: &Queue, desc: &mut CommandDesc) -> Option<(Event, Vec<Arc<dyn FusionHook>>)>;
+    /// Whether it still collects kernels.
+    fn active(&self) -> bool;
+    /// `q` is dropped.
+    fn queue_dropped(&self, q: &Queue);
+    /// Itself, to be downcast to its type.
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
 /// A queue of commands for one context.
 pub struct Queue {
-    pub(crate) ctx: Context,
+    ctx: Context,
     order: QueueOrder,
-    pub(crate) last: Mutex<Option<Event>>,
-    pub(crate) events: Mutex<Vec<Event>>,
+    last: RankedMutex<Option<Event>>,
+    events: RankedMutex<Vec<Event>>,
     /// The graph the queue records into, if any.
-    pub(crate) recording: Mutex<Option<Recording>>,
+    recorder: RankedMutex<Option<Arc<dyn Recorder>>>,
     /// A number for the queue, in warnings.
-    pub(crate) id: u64,
-    /// The queue's last fusion (started by [`Queue::start_fusion`]), kept until the next
-    /// one starts so that its event stays valid.
-    pub(crate) fusion: Mutex<Option<Arc<Fusion>>>,
+    id: u64,
+    /// The queue's last fusion, kept until the next one starts so that its event stays
+    /// valid.
+    holder: RankedMutex<Option<Arc<dyn Holder>>>,
 }
 
 impl Drop for Queue {
     /// A queue dropped in fusion mode cancels the fusion: its kernels run.
     fn drop(&mut self) {
-        crate::fusion::drop_queue(self);
+        let holder = self.holder.lock().clone();
+        if let Some(h) = holder {
+            h.queue_dropped(self);
+        }
     }
 }
 
@@ -221,11 +252,11 @@ impl Queue {
         Queue {
             ctx: ctx.clone(),
             order,
-            last: Mutex::new(None),
-            events: Mutex::new(Vec::new()),
-            recording: Mutex::new(None),
+            last: RankedMutex::new(ranks::QUEUE_LAST, None),
+            events: RankedMutex::new(ranks::QUEUE_EVENTS, Vec::new()),
+            recorder: RankedMutex::new(ranks::QUEUE_RECORDING, None),
             id: NEXT_QUEUE.fetch_add(1, Ordering::Relaxed),
-            fusion: Mutex::new(None),
+            holder: RankedMutex::new(ranks::QUEUE_FUSION, None),
         }
     }
 
@@ -239,9 +270,30 @@ impl Queue {
         self.order
     }
 
+    /// The queue's number (unique in the process), as warnings and errors name it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The graph recording the queue's submissions, if any (taken and set by
+    /// [`crate::graph`]).
+    pub(crate) fn recorder(&self) -> RankedGuard<'_, Option<Arc<dyn Recorder>>> {
+        self.recorder.lock()
+    }
+
+    /// The queue's fusion, if one was started (taken and set by [`crate::fusion`]).
+    pub(crate) fn holder(&self) -> RankedGuard<'_, Option<Arc<dyn Holder>>> {
+        self.holder.lock()
+    }
+
+    /// Whether a fusion collects the queue's kernels.
+    pub(crate) fn holding(&self) -> bool {
+        self.holder.lock().as_ref().is_some_and(|h| h.active())
+    }
+
     /// Submits one command, described by `f`; returns its event at once. While the queue
     /// records into a graph, the command becomes a node instead (see
-    /// [`Queue::begin_recording`]). In fusion mode ([`Queue::start_fusion`]) a kernel is
+    /// [`crate::QueueGraph::begin_recording`]). In fusion mode ([`crate::QueueFusion::start_fusion`]) a kernel is
     /// held back in the fusion list and the event returned is the fusion's.
     pub fn submit(&self, f: impl FnOnce(&mut Handler)) -> Event {
         let mut h = Handler {
@@ -251,23 +303,30 @@ impl Queue {
             action: Action::Nothing,
         };
         f(&mut h);
-        if let Some(rec) = lock(&self.recording).as_mut() {
-            return crate::graph::record(self, rec, h);
+        let recorder = self.recorder.lock().clone();
+        if let Some(r) = recorder {
+            return r.record(self, h);
         }
         let id = next_command_id();
         let name = match &h.name {
             Some(n) => format!("`{n}` #{id}"),
             None => format!("{} #{id}", h.action.describe()),
         };
-        let desc = CommandDesc {
+        let mut desc = CommandDesc {
             name,
-            accessors: deps::merge_accessors(h.accessors),
+            accessors: crate::buffer::merge_accessors(h.accessors),
             deps: h.deps,
             action: h.action,
         };
-        let mut desc = desc;
-        if let Some(event) = crate::fusion::hold(self, &mut desc) {
-            return event;
+        if matches!(desc.action, Action::Kernel { .. }) {
+            let name = desc.name.clone();
+            // Held under the slot's lock, so that no other fusion starts meanwhile.
+            let held = self.holder.lock().as_ref().and_then(|f| f.hold(self, &mut desc));
+            if let Some((event, aborts)) = held {
+                self.remember(&event);
+                self.abort_for(&aborts, &name);
+                return event;
+            }
         }
         self.submit_desc(desc)
     }
@@ -277,8 +336,29 @@ impl Queue {
         let name = desc.name.clone();
         let sub = self.submit_opts(desc, SubmitOpts::default());
         self.remember(&sub.event);
-        crate::fusion::abort_for(&sub.aborts, &name, self);
+        self.abort_for(&sub.aborts, &name);
         sub.event
+    }
+
+    /// Ends the fusions in `hooks` early: command `name`, submitted to this queue, depends
+    /// on kernels they hold.
+    fn abort_for(&self, hooks: &[Arc<dyn FusionHook>], name: &str) {
+        for h in hooks {
+            let why = if h.queue_id() == self.id {
+                format!(
+                    "{name}, submitted to the same queue, depends on a kernel in the fusion list"
+                )
+            } else if self.holding() {
+                format!(
+                    "{name}, held in the fusion list of queue #{}, depends on a kernel in this \
+                     fusion list (a dependency between two fusions)",
+                    self.id
+                )
+            } else {
+                format!("{name}, on queue #{}, depends on a kernel in the fusion list", self.id)
+            };
+            h.abort(&why);
+        }
     }
 
     /// Submits a described command in this queue's order, as `opts` say.
@@ -289,7 +369,7 @@ impl Queue {
     ) -> crate::scheduler::Submitted {
         // The in-order chain and the buffers' bookkeeping are updated under the queue's
         // lock so that submission order is dependency order.
-        let mut last = lock(&self.last);
+        let mut last = self.last.lock();
         if self.order == QueueOrder::InOrder {
             self.ctx.scheduler().submit(self.ctx.device(), desc, Some(&mut *last), opts)
         } else {
@@ -301,7 +381,7 @@ impl Queue {
 
     /// Adds `event` to the events [`Queue::wait`] waits for.
     pub(crate) fn remember(&self, event: &Event) {
-        let mut evs = lock(&self.events);
+        let mut evs = self.events.lock();
         evs.retain(|e| e.status() != EventStatus::Complete);
         // A fusion's event comes back for each of its kernels: listed once.
         if event.hook().is_none() || !evs.iter().any(|e| e.same_event(event)) {
@@ -314,7 +394,7 @@ impl Queue {
     /// A queue recording into a graph cannot be waited on (its commands do not run until
     /// the graph is submitted): that is an error.
     pub fn wait(&self) -> Result<(), RuntimeError> {
-        if self.is_recording() {
+        if self.recorder.lock().is_some() {
             return Err(RuntimeError::Invalid {
                 command: "queue wait".into(),
                 message: "the queue is recording into a command graph; its commands run \
@@ -322,7 +402,7 @@ impl Queue {
                     .into(),
             });
         }
-        let evs = std::mem::take(&mut *lock(&self.events));
+        let evs = std::mem::take(&mut *self.events.lock());
         let mut first = None;
         for e in evs {
             if let Err(err) = e.wait_because(|| format!("a wait on queue #{}", self.id)) {

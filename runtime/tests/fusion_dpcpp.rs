@@ -4,6 +4,7 @@
 //! device found (interp, cpu, Vulkan, CUDA). Structs and `sycl::vec`s become flat buffers with
 //! the same element offsets.
 
+use kiln_runtime::QueueFusion;
 use std::sync::Arc;
 
 use kiln_ir::parse_module;

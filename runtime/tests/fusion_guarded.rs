@@ -4,6 +4,7 @@
 //! own several elements. Each scenario runs in fusion mode and without it on fresh buffers,
 //! on every device found (interp, cpu, Vulkan, CUDA), and the buffers must be bit-identical.
 
+use kiln_runtime::{QueueFusion, QueueGraph};
 use std::sync::Arc;
 
 use kiln_ir::parse_module;
@@ -13,8 +14,8 @@ use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
-    interp_device, AccessMode, AccessProps, AnyBuffer, Buffer, Context, ContextConfig, Device,
-    FusionProps, FusionStatus, KernelArg, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
+    interp_device, AccessMode, AccessProps, AnyBuffer, Arg, Buffer, Context, ContextConfig, Device,
+    FusionProps, FusionStatus, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 
 const KERNELS: &str = concat!(
@@ -139,25 +140,25 @@ fn guarded_five(e: &Env, q: &Queue, b: &[Buffer<f32>], promote: bool) {
     let props = AccessProps { promote: promote.then_some(PromoteTo::Private), no_init: false };
     q.submit(|h| {
         let (x, t) = (h.read(&b[0]), h.access_with(&b[1], AccessMode::Write, props));
-        h.parallel_for(&k1, range(), vec![x.into(), t.into(), KernelArg::scalar(N)]);
+        h.parallel_for(&k1, range(), vec![x.into(), t.into(), Arg::scalar(N)]);
     });
     q.submit(|h| {
         let t = h.access_with(&b[1], AccessMode::Read, props);
         let y = h.write(&b[2]);
-        h.parallel_for(&k2, range(), vec![t.into(), y.into(), KernelArg::scalar(N)]);
+        h.parallel_for(&k2, range(), vec![t.into(), y.into(), Arg::scalar(N)]);
     });
     q.submit(|h| {
         let y = h.read_write(&b[2]);
-        let args = vec![y.into(), KernelArg::scalar(0.25f32), KernelArg::scalar(N)];
+        let args = vec![y.into(), Arg::scalar(0.25f32), Arg::scalar(N)];
         h.parallel_for(&k3, range(), args);
     });
     q.submit(|h| {
         let (y, z) = (h.read(&b[2]), h.write(&b[3]));
-        h.parallel_for(&k4, range(), vec![y.into(), z.into(), KernelArg::scalar(N)]);
+        h.parallel_for(&k4, range(), vec![y.into(), z.into(), Arg::scalar(N)]);
     });
     q.submit(|h| {
         let z = h.read_write(&b[3]);
-        let args = vec![z.into(), KernelArg::scalar(1.5f32), KernelArg::scalar(N)];
+        let args = vec![z.into(), Arg::scalar(1.5f32), Arg::scalar(N)];
         h.parallel_for(&k5, range(), args);
     });
 }

@@ -4,6 +4,7 @@
 //! Vulkan (lavapipe here) and CUDA (skipped without a driver, required with
 //! `KILN_REQUIRE_CUDA`).
 
+use kiln_runtime::{QueueFusion, QueueGraph};
 use std::sync::Arc;
 
 use kiln_ir::parse_module;
@@ -12,9 +13,8 @@ use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{
-    interp_device, AccessMode, AccessProps, AnyBuffer, Buffer, Context, ContextConfig, Device,
-    Event, FusionProps, FusionStatus, KernelArg, KernelHandle, NdRange, PromoteTo, Queue,
-    QueueOrder,
+    interp_device, AccessMode, AccessProps, AnyBuffer, Arg, Buffer, Context, ContextConfig, Device,
+    Event, FusionProps, FusionStatus, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 
 const KERNELS: &str = "
@@ -142,7 +142,7 @@ fn launch3_at(
 fn scale(q: &Queue, k: &K, x: &Buffer<u32>, s: u32) -> Event {
     q.submit(|h| {
         let x = h.read_write(x);
-        h.parallel_for(&k.scale, r(), vec![x.into(), KernelArg::scalar(s)]);
+        h.parallel_for(&k.scale, r(), vec![x.into(), Arg::scalar(s)]);
     })
 }
 
@@ -453,7 +453,7 @@ fn jit_cache_hits_and_misses_as_the_seed_says() {
         });
         q.submit(|h| {
             let x = h.read_write(&b[out]);
-            h.parallel_for(&e.k.scale, NdRange::new(&[n]), vec![x.into(), KernelArg::scalar(s)]);
+            h.parallel_for(&e.k.scale, NdRange::new(&[n]), vec![x.into(), Arg::scalar(s)]);
         });
         q.complete_fusion(FusionProps { no_barriers }).wait().unwrap();
         completed(&q).1
@@ -851,7 +851,7 @@ fn constants_differing_only_in_bits_fuse_apart() {
             q.start_fusion().unwrap();
             q.submit(|h| {
                 let t = h.write(&t);
-                h.parallel_for(&put, r(), vec![t.into(), KernelArg::scalar(f32::from_bits(bits))]);
+                h.parallel_for(&put, r(), vec![t.into(), Arg::scalar(f32::from_bits(bits))]);
             });
             q.submit(|h| {
                 let (t, o) = (h.read(&t), h.write(&out));
@@ -877,10 +877,10 @@ fn an_argument_of_the_wrong_type_is_the_reason_a_fusion_fails() {
     let e = env(interp_device());
     let floats = Buffer::<f32>::zeroed(N);
     let wrong = [
-        (KernelArg::scalar(2.0f32), "parameter `s` is a u32 but argument 1 is a f32 scalar"),
+        (Arg::scalar(2.0f32), "argument 1 (`s`) is a u32 but the value given is a f32"),
         (
-            KernelArg::from(floats.access(AccessMode::Read)),
-            "parameter `s` is a u32 but argument 1 is a buffer of f32",
+            Arg::from(floats.access(AccessMode::Read)),
+            "argument 1 (`s`) is a u32 but a buffer was given",
         ),
     ];
     for (arg, why) in wrong {

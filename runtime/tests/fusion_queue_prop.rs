@@ -10,9 +10,10 @@
 //! `bool` let) over `n` rounded up to a random work-group size.
 
 use kiln_ir::parse_module;
+use kiln_runtime::QueueFusion;
 use kiln_runtime::{
-    interp_device, AccessMode, AccessProps, AnyBuffer, Buffer, Context, ContextConfig, Event,
-    FusionProps, Handler, KernelArg, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
+    interp_device, AccessMode, AccessProps, AnyBuffer, Arg, Buffer, Context, ContextConfig, Event,
+    FusionProps, Handler, KernelHandle, NdRange, PromoteTo, Queue, QueueOrder,
 };
 use proptest::prelude::*;
 
@@ -186,7 +187,7 @@ fn access(
     r: &Ranges,
     i: usize,
     props: AccessProps,
-) -> KernelArg {
+) -> Arg {
     let a = if r.len == N {
         h.access_with(b, mode, props)
     } else {
@@ -234,14 +235,13 @@ fn submit(
             }
             let (x, y) = (h.read(&b[a]), h.read(&b[a]));
             let t = h.access_with(scratch, AccessMode::Write, acc);
-            let args = vec![x.into(), y.into(), t.into(), KernelArg::scalar(n)];
+            let args = vec![x.into(), y.into(), t.into(), Arg::scalar(n)];
             h.parallel_for(&k.gadd, range, args);
         });
         return q.submit(|h| {
             let (t, x) = (h.access_with(scratch, AccessMode::Read, acc), h.read(&b[a]));
             let out = h.write(&b[o]);
-            let args =
-                vec![t.into(), x.into(), out.into(), KernelArg::scalar(n), KernelArg::scalar(lo)];
+            let args = vec![t.into(), x.into(), out.into(), Arg::scalar(n), Arg::scalar(lo)];
             h.parallel_for(&k.gmul, range, args);
         });
     }
@@ -288,7 +288,7 @@ fn submit(
             Cmd::Through(..) | Cmd::Guarded { .. } => unreachable!("submitted above"),
             Cmd::Scale(x, s) => {
                 let x = h.read_write(&b[x]);
-                h.parallel_for(&k.scale, r, vec![x.into(), KernelArg::scalar(s)]);
+                h.parallel_for(&k.scale, r, vec![x.into(), Arg::scalar(s)]);
             }
             Cmd::RotateGroup(a, o) | Cmd::Rotate(a, o) => {
                 let (kernel, range) = match cmd {

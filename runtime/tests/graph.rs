@@ -2,6 +2,7 @@
 //! SYCL's `sycl_ext_oneapi_graph`), each compared with the same commands submitted eagerly,
 //! on the interpreter and (when one is found, as in vulkan_diff.rs) on Vulkan.
 
+use kiln_runtime::{QueueFusion, QueueGraph};
 use std::sync::Arc;
 
 use kiln_ir::parse_module;
@@ -9,7 +10,7 @@ use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{ExecGraph, Graph, GraphError, GraphProperties, Node, NodeId};
 use kiln_runtime::{
-    interp_device, AccessMode, AnyBuffer, Buffer, Context, ContextConfig, Device, KernelArg,
+    interp_device, AccessMode, AnyBuffer, Arg, Buffer, Context, ContextConfig, Device,
     KernelHandle, NdRange, Queue, QueueOrder, RuntimeError,
 };
 
@@ -99,7 +100,7 @@ fn launch3(q: &Queue, k: &KernelHandle, a: &Buffer<u32>, b: &Buffer<u32>, out: &
 fn scale(q: &Queue, k: &K, x: &Buffer<u32>, s: u32) {
     q.submit(|h| {
         let x = h.read_write(x);
-        h.parallel_for(&k.scale, r(), vec![x.into(), KernelArg::scalar(s)]);
+        h.parallel_for(&k.scale, r(), vec![x.into(), Arg::scalar(s)]);
     });
 }
 
@@ -209,7 +210,7 @@ fn node_ordering_is_reverse_dfs_and_topological() {
     let k = kernels(&ctx);
     let b = bufs(4);
     let g = Graph::new(&ctx, GraphProperties::default());
-    let rw = |i: usize| KernelArg::from(b[i].access(AccessMode::ReadWrite));
+    let rw = |i: usize| Arg::from(b[i].access(AccessMode::ReadWrite));
     let a = g.add(Node::kernel(&k.inc, r(), vec![rw(0)]).named("a"), &[]).unwrap();
     let x = g.add(Node::kernel(&k.inc, r(), vec![rw(1)]).named("b"), &[a]).unwrap();
     let y = g.add(Node::kernel(&k.inc, r(), vec![rw(2)]).named("c"), &[a]).unwrap();
@@ -311,7 +312,7 @@ fn backward_edge_merges_partitions() {
     let ctx = interp();
     let k = kernels(&ctx);
     let b = bufs(6);
-    let rw = |i: usize| KernelArg::from(b[i].access(AccessMode::ReadWrite));
+    let rw = |i: usize| Arg::from(b[i].access(AccessMode::ReadWrite));
     let host = |i: usize| {
         let acc = b[i].access(AccessMode::ReadWrite);
         let a2 = acc.clone();
@@ -372,7 +373,7 @@ fn sub_graphs_run_inside_the_graph() {
         scale(&q, &k, &b[2], 5);
         q.end_recording().unwrap();
         let g = Graph::new(&ctx, GraphProperties::default());
-        let rw = |i: usize| KernelArg::from(b[i].access(AccessMode::ReadWrite));
+        let rw = |i: usize| Arg::from(b[i].access(AccessMode::ReadWrite));
         let first = g.add(Node::kernel(&k.inc, r(), vec![rw(0)]), &[]).unwrap();
         let s = g.add(Node::sub_graph(&sub), &[first]).unwrap();
         g.add(Node::kernel(&k.inc, r(), vec![rw(2)]), &[s]).unwrap();
@@ -420,7 +421,7 @@ fn updates_change_arguments_without_finalizing_again() {
                 Node::kernel(
                     &k.scale,
                     r(),
-                    vec![b[0].access(AccessMode::ReadWrite).into(), KernelArg::scalar(s)],
+                    vec![b[0].access(AccessMode::ReadWrite).into(), Arg::scalar(s)],
                 ),
                 &[],
             )
@@ -450,7 +451,7 @@ fn updates_change_arguments_without_finalizing_again() {
     // Per node: a new scalar for node 0 (on b2 again: scaled twice now).
     exec.update_node(
         NodeId::clone(&g1.edges()[0].0),
-        vec![b2[0].access(AccessMode::ReadWrite).into(), KernelArg::scalar(10u32)],
+        vec![b2[0].access(AccessMode::ReadWrite).into(), Arg::scalar(10u32)],
     )
     .unwrap();
     q.submit_graph(&exec).wait().unwrap();
@@ -460,15 +461,12 @@ fn updates_change_arguments_without_finalizing_again() {
     // Refused: a scalar of another type, another buffer for one use of a shared buffer, another topology.
     let n0 = g1.edges()[0].0;
     let e = exec
-        .update_node(
-            n0,
-            vec![b2[0].access(AccessMode::ReadWrite).into(), KernelArg::scalar(1.0f32)],
-        )
+        .update_node(n0, vec![b2[0].access(AccessMode::ReadWrite).into(), Arg::scalar(1.0f32)])
         .unwrap_err();
     assert!(e.to_string().contains("does not match the old"), "{e}");
     let other = Buffer::<u32>::zeroed(N);
     let e = exec
-        .update_node(n0, vec![other.access(AccessMode::ReadWrite).into(), KernelArg::scalar(1u32)])
+        .update_node(n0, vec![other.access(AccessMode::ReadWrite).into(), Arg::scalar(1u32)])
         .unwrap_err();
     assert!(e.to_string().contains("changes which nodes share a buffer"), "{e}");
     let g3 = Graph::new(&ctx, GraphProperties::default());
@@ -769,34 +767,28 @@ fn a_chain_of_a_thousand_unfusable_kernels_finalizes() {
     assert_eq!(contents(&b), contents(&eager));
 }
 
-/// A kernel node given an argument of the wrong type does not join a chain (it joined, and
-/// the fused kernel's launch failed naming a parameter of the fused kernel): the run fails
-/// with the node's own launch error.
+/// A kernel node given an argument of the wrong type is refused when the graph is finalized
+/// (the runtime's one argument check), naming the node, the argument and both types: it
+/// neither joins a chain (it joined, and the fused kernel's launch failed naming a parameter
+/// of the fused kernel) nor fails only at replay.
 #[test]
-fn a_node_with_an_argument_of_the_wrong_type_is_not_fused() {
+fn a_node_with_an_argument_of_the_wrong_type_is_refused_at_finalize() {
     let ctx = interp();
     let k = kernels(&ctx);
     let b = bufs(3);
     let props = GraphProperties { fuse_chains: true, ..Default::default() };
-    let exec = finalize_within(&ctx, props, 240, |q| {
-        launch3(q, &k.add, &b[0], &b[1], &b[2]);
-        q.submit(|h| {
-            let x = h.read_write(&b[2]);
-            h.parallel_for(&k.scale, r(), vec![x.into(), KernelArg::scalar(2.0f32)]);
-        });
+    let q = Queue::new(&ctx, QueueOrder::OutOfOrder);
+    let g = Graph::new(&ctx, props);
+    q.begin_recording(&g).unwrap();
+    launch3(&q, &k.add, &b[0], &b[1], &b[2]);
+    q.submit(|h| {
+        let x = h.read_write(&b[2]);
+        h.parallel_for(&k.scale, r(), vec![x.into(), Arg::scalar(2.0f32)]);
     });
-    assert_eq!(exec.fused_chains(), 0);
-    let refused = exec.refused_chains();
-    assert_eq!(refused.len(), 1);
-    assert_eq!(refused[0].nodes, ["node 0", "node 1"]);
-    let why = "node 1: kernel `scale`: parameter `s` is a u32 but argument 1 is a f32 scalar";
-    assert_eq!(refused[0].reason, why);
-    let q = Queue::new(&ctx, QueueOrder::InOrder);
-    let err = q.submit_graph(&exec).wait().unwrap_err();
-    assert!(
-        err.to_string().contains("argument 1 (`s`) is a u32 but the value given is a f32"),
-        "{err}"
-    );
+    q.end_recording().unwrap();
+    let err = g.finalize().unwrap_err();
+    assert!(matches!(err, GraphError::Argument { .. }), "{err:?}");
+    assert_eq!(err.to_string(), "node 1: argument 1 (`s`) is a u32 but the value given is a f32",);
 }
 
 /// A chain of kernels that each update the same buffer in place (`x[i] = x[i] + 1`): every
@@ -847,7 +839,7 @@ fn chains_that_would_wait_for_each_other_are_not_both_fused() {
         q.submit(|h| {
             h.depends_on(&e1);
             let x = h.read_write(&b[2]);
-            h.parallel_for(&k.scale, r(), vec![x.into(), KernelArg::scalar(2u32)]);
+            h.parallel_for(&k.scale, r(), vec![x.into(), Arg::scalar(2u32)]);
         });
         launch3(q, &k.add, &b[3], &b[4], &b[3]);
     };

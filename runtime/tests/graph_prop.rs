@@ -7,9 +7,10 @@
 
 use kiln_ir::parse_module;
 use kiln_runtime::graph::{Graph, GraphProperties};
+use kiln_runtime::QueueGraph;
 use kiln_runtime::{
-    interp_device, AnyBuffer, Buffer, Context, ContextConfig, Event, KernelArg, KernelHandle,
-    NdRange, Queue, QueueOrder,
+    interp_device, AnyBuffer, Arg, Buffer, Context, ContextConfig, Event, KernelHandle, NdRange,
+    Queue, QueueOrder,
 };
 use proptest::prelude::*;
 
@@ -96,7 +97,7 @@ fn submit(q: &Queue, k: &K, b: &[Buffer<u32>], ops: &[Op], deps: &[Option<usize>
                 }
                 Op::Scale(x, s) => {
                     let x = h.read_write(&b[x]);
-                    h.parallel_for(&k.scale, r, vec![x.into(), KernelArg::scalar(s)]);
+                    h.parallel_for(&k.scale, r, vec![x.into(), Arg::scalar(s)]);
                 }
                 Op::Rotate(a, o) => {
                     let (a, o) = (h.read(&b[a]), h.write(&b[o]));
@@ -104,7 +105,7 @@ fn submit(q: &Queue, k: &K, b: &[Buffer<u32>], ops: &[Op], deps: &[Option<usize>
                 }
                 Op::GuardedAdd(a, c, o, n) => {
                     let (a, c, o) = (h.read(&b[a]), h.read(&b[c]), h.read_write(&b[o]));
-                    let args = vec![a.into(), c.into(), o.into(), KernelArg::scalar(n)];
+                    let args = vec![a.into(), c.into(), o.into(), Arg::scalar(n)];
                     h.parallel_for(&k.gadd, r, args);
                 }
                 Op::Fill(o, v) => {
@@ -226,9 +227,9 @@ mod random_kernels {
     use kiln_ir::testing::{arb_kernel_with, GenConfig, TestCase};
     use kiln_ir::Module;
     use kiln_runtime::graph::{Graph, GraphProperties};
+    use kiln_runtime::QueueGraph;
     use kiln_runtime::{
-        AccessMode, AnyBuffer, Context, ContextConfig, Interp, IrDevice, KernelArg, Queue,
-        QueueOrder,
+        AccessMode, AnyBuffer, Context, ContextConfig, Interp, IrDevice, Queue, QueueOrder,
     };
     use proptest::prelude::*;
 
@@ -248,7 +249,7 @@ mod random_kernels {
                     .args
                     .iter()
                     .map(|a| match a {
-                        Arg::Scalar(v) => KernelArg::Scalar(*v),
+                        Arg::Scalar(v) => Arg::Scalar(*v),
                         Arg::Buffer(i) => {
                             h.access_any(&bufs[map[c][*i]], AccessMode::ReadWrite).into()
                         }
@@ -342,8 +343,9 @@ mod fusable_chains {
 
     use kiln_ir::parse_module;
     use kiln_runtime::graph::{Graph, GraphProperties};
+    use kiln_runtime::QueueGraph;
     use kiln_runtime::{
-        interp_device, Buffer, Context, ContextConfig, KernelArg, NdRange, Queue, QueueOrder,
+        interp_device, Arg, Buffer, Context, ContextConfig, NdRange, Queue, QueueOrder,
     };
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
@@ -438,13 +440,12 @@ mod fusable_chains {
         for c in 0..ch.kernels.len() {
             let k = ctx.get_kernel(&m, &format!("k{c}")).unwrap();
             q.submit(|h| {
-                let mut args: Vec<KernelArg> =
-                    (0..ch.inputs).map(|j| h.read(&b[j]).into()).collect();
+                let mut args: Vec<Arg> = (0..ch.inputs).map(|j| h.read(&b[j]).into()).collect();
                 args.extend((0..c.saturating_sub(1)).map(|j| h.read(t(j)).into()));
                 let prev = if c == 0 { &b[0] } else { t(c - 1) };
                 args.push(h.read(prev).into());
                 args.push(h.write(t(c)).into());
-                args.push(KernelArg::scalar(ch.scalars[c]));
+                args.push(Arg::scalar(ch.scalars[c]));
                 h.parallel_for(&k, r, args);
             });
         }

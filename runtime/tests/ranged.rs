@@ -5,6 +5,7 @@
 //! overlapping ranges are ordered; command graphs replay ranged launches; Vulkan stages
 //! offsets that `minStorageBufferOffsetAlignment` does not allow, or refuses them by name.
 
+use kiln_runtime::QueueGraph;
 use std::sync::Arc;
 
 use kiln_ir::launch::{Arg, NdRange};
@@ -15,8 +16,8 @@ use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
-    interp_device, AccessMode, AccessProps, Buffer, Context, ContextConfig, Device, KernelArg,
-    KernelHandle, Queue, QueueOrder,
+    interp_device, AccessMode, AccessProps, Buffer, Context, ContextConfig, Device, KernelHandle,
+    Queue, QueueOrder,
 };
 
 const KERNELS: &str = "
@@ -94,7 +95,7 @@ fn launch(q: &Queue, k: &KernelHandle, len: usize, b: &[Buffer<u32>], ranges: &[
             .map(|(i, &(buf, off))| {
                 let mode = if i + 1 == n { AccessMode::ReadWrite } else { AccessMode::Read };
                 let r = h.access_range(&b[buf], mode, off, len, AccessProps::default());
-                KernelArg::from(r.unwrap())
+                Arg::from(r.unwrap())
             })
             .collect();
         h.parallel_for(k, NdRange::new(&[len as u32]), args);

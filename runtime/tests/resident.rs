@@ -4,6 +4,7 @@
 //! recorded command lists (a Vulkan command buffer, a CUDA graph) order dependent launches.
 //! Each scenario runs on the interpreter too, which is the oracle.
 
+use kiln_runtime::QueueGraph;
 use std::sync::Arc;
 
 use kiln_ir::parse_module;
@@ -11,8 +12,8 @@ use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{Graph, GraphProperties, Node};
 use kiln_runtime::{
-    interp_device, AccessMode, Buffer, Context, ContextConfig, Device, KernelArg, KernelHandle,
-    NdRange, Queue, QueueOrder,
+    interp_device, AccessMode, Arg, Buffer, Context, ContextConfig, Device, KernelHandle, NdRange,
+    Queue, QueueOrder,
 };
 
 const KERNELS: &str = "
@@ -66,11 +67,7 @@ fn inc(q: &Queue, k: &KernelHandle, x: &Buffer<u32>) {
 fn axpy(q: &Queue, k: &KernelHandle, x: &Buffer<u32>, y: &Buffer<u32>, a: u32) {
     q.submit(|h| {
         let (x, y) = (h.read(x), h.read_write(y));
-        h.parallel_for(
-            k,
-            NdRange::new(&[N as u32]),
-            vec![x.into(), y.into(), KernelArg::scalar(a)],
-        );
+        h.parallel_for(k, NdRange::new(&[N as u32]), vec![x.into(), y.into(), Arg::scalar(a)]);
     });
 }
 
@@ -218,9 +215,9 @@ fn replays_see_host_writes_and_updates_rerecord() {
         let g = Graph::new(&c, GraphProperties::default());
         let args = |x: &Buffer<u32>, y: &Buffer<u32>, a: u32| {
             vec![
-                KernelArg::from(x.access(AccessMode::Read)),
-                KernelArg::from(y.access(AccessMode::ReadWrite)),
-                KernelArg::scalar(a),
+                Arg::from(x.access(AccessMode::Read)),
+                Arg::from(y.access(AccessMode::ReadWrite)),
+                Arg::scalar(a),
             ]
         };
         let range = NdRange::new(&[N as u32]);
@@ -253,7 +250,7 @@ fn a_launch_the_device_refuses_fails_at_finalize_naming_its_node() {
         let ki = kernel(&c, "inc");
         let x = Buffer::<u32>::zeroed(1 << 16);
         let g = Graph::new(&c, GraphProperties::default());
-        let rw = || vec![KernelArg::from(x.access(AccessMode::ReadWrite))];
+        let rw = || vec![Arg::from(x.access(AccessMode::ReadWrite))];
         let a = g.add(Node::kernel(&ki, NdRange::new(&[64]), rw()).named("fine"), &[]).unwrap();
         let big = NdRange::new(&[1 << 16]).with_local(&[1 << 16]);
         g.add(Node::kernel(&ki, big, rw()).named("huge"), &[a]).unwrap();

@@ -6,8 +6,8 @@ use std::time::Duration;
 use kiln_ir::{parse_module, Module};
 use kiln_runtime::cache::PersistentCache;
 use kiln_runtime::{
-    interp_device, Buffer, Context, ContextConfig, EventStatus, KernelArg, NdRange, Queue,
-    QueueOrder, RuntimeError,
+    interp_device, Arg, Buffer, Context, ContextConfig, EventStatus, NdRange, Queue, QueueOrder,
+    RuntimeError,
 };
 
 const SAXPY: &str = "kernel saxpy(x: ptr<global, f32>, y: ptr<global, f32>, a: f32, n: u32) {
@@ -92,7 +92,7 @@ fn persistent_cache_serves_a_second_context() {
     let q = Queue::new(&c2, QueueOrder::InOrder);
     q.submit(|h| {
         let a = h.read_write(&x);
-        h.parallel_for(&k, NdRange::new(&[2]), vec![a.into(), KernelArg::scalar(3.0f32)]);
+        h.parallel_for(&k, NdRange::new(&[2]), vec![a.into(), Arg::scalar(3.0f32)]);
     });
     assert_eq!(x.read().unwrap(), vec![3.0, 6.0]);
     let _ = std::fs::remove_dir_all(&dir);
@@ -111,13 +111,41 @@ fn saxpy_through_a_queue() {
         h.parallel_for(
             &k,
             NdRange::new(&[4]),
-            vec![xa.into(), ya.into(), KernelArg::scalar(2.0f32), KernelArg::scalar(4u32)],
+            vec![xa.into(), ya.into(), Arg::scalar(2.0f32), Arg::scalar(4u32)],
         );
     });
     e.wait().unwrap();
     assert_eq!(e.status(), EventStatus::Complete);
     assert_eq!(y.read().unwrap(), vec![12.0, 14.0, 16.0, 18.0]);
     assert_eq!(x.read().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+}
+
+/// Arguments are checked against the kernel's parameters before anything runs, by the one
+/// check of every layer: a mismatch is `RuntimeError::Argument` naming the command and the
+/// argument (it was the device's launch error), and a buffer argument given with
+/// `Arg::from(&buffer)` needs no accessor of its own (the launch declares it).
+#[test]
+fn queue_launch_arguments_are_checked_naming_the_argument() {
+    let c = ctx();
+    let k = c.get_kernel(&module(), "scale").unwrap();
+    let x = Buffer::from_slice(&[1.0f32, 2.0]);
+    let q = Queue::new(&c, QueueOrder::InOrder);
+    let e = q.submit(|h| {
+        h.parallel_for(&k, NdRange::new(&[2]), vec![Arg::from(&x), Arg::scalar(2.0f64)]);
+    });
+    let err = e.wait().unwrap_err();
+    assert!(matches!(err, RuntimeError::Argument { .. }), "{err:?}");
+    assert!(
+        err.to_string().ends_with("argument 1 (`a`) is a f32 but the value given is a f64"),
+        "{err}"
+    );
+    assert_eq!(x.read().unwrap(), vec![1.0, 2.0], "nothing ran");
+    q.submit(|h| {
+        h.parallel_for(&k, NdRange::new(&[2]), vec![Arg::from(&x), Arg::scalar(3.0f32)]);
+    })
+    .wait()
+    .unwrap();
+    assert_eq!(x.read().unwrap(), vec![3.0, 6.0]);
 }
 
 /// A gate that host tasks open; a bounded wait so a wrong schedule fails instead of hanging.
@@ -297,7 +325,7 @@ fn events_across_queues() {
     for q in [&q1, &q2, &q1] {
         q.submit(|h| {
             let a = h.read_write(&x);
-            h.parallel_for(&k, NdRange::new(&[8]), vec![a.into(), KernelArg::scalar(2.0f32)]);
+            h.parallel_for(&k, NdRange::new(&[8]), vec![a.into(), Arg::scalar(2.0f32)]);
         });
     }
     assert_eq!(x.read().unwrap(), vec![8.0f32; 8]);
@@ -312,7 +340,7 @@ fn errors_surface_at_wait_naming_the_command() {
     // Out of bounds: 8 work-items over 4 elements.
     let e1 = q.submit(|h| {
         let a = h.read_write(&x);
-        h.parallel_for(&k, NdRange::new(&[8]), vec![a.into(), KernelArg::scalar(2.0f32)]);
+        h.parallel_for(&k, NdRange::new(&[8]), vec![a.into(), Arg::scalar(2.0f32)]);
     });
     let e2 = q.submit(|h| {
         h.name("after");
@@ -402,7 +430,7 @@ fn prepared_modules_look_kernels_up_by_key() {
     let q = Queue::new(&c, QueueOrder::InOrder);
     q.submit(|h| {
         let a = h.read_write(&x);
-        h.parallel_for(&s, NdRange::new(&[2]), vec![a.into(), KernelArg::scalar(2.0f32)]);
+        h.parallel_for(&s, NdRange::new(&[2]), vec![a.into(), Arg::scalar(2.0f32)]);
     });
     assert_eq!(x.read().unwrap(), vec![2.0, -4.0]);
 }
@@ -448,7 +476,7 @@ fn limited_interp_stops_endless_kernel() {
         let q = Queue::new(&c, QueueOrder::InOrder);
         q.submit(|h| {
             let a = h.read_write(&x);
-            h.parallel_for(&k, NdRange::new(&[1]), vec![KernelArg::Buffer(a)]);
+            h.parallel_for(&k, NdRange::new(&[1]), vec![Arg::Buffer(a)]);
         });
         let e = q.wait().unwrap_err().to_string();
         assert!(e.contains("work-item (0, 0, 0)") && e.contains(want), "{e}");

@@ -11,6 +11,7 @@
 //! unless `KILN_REQUIRE_TOOLS` is set) and on CUDA (by hand on a GPU machine; skipped with a
 //! message without one, unless `KILN_REQUIRE_CUDA` is set).
 
+use kiln_runtime::QueueGraph;
 use std::sync::Arc;
 
 use kiln_ir::interp;
@@ -21,7 +22,7 @@ use kiln_runtime::device::cuda::CudaDevice;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::{
     interp_device, AccessMode, AnyBuffer, Context, ContextConfig, Device, DeviceError, DeviceKind,
-    IrDevice, IrExecutor, KernelArg, Queue, QueueOrder, RuntimeError,
+    IrDevice, IrExecutor, Queue, QueueOrder, RuntimeError,
 };
 
 const SAN: &str = "-fsanitize=bounds";
@@ -85,9 +86,9 @@ fn launch(
         let kargs = args
             .iter()
             .map(|a| match a {
-                Arg::Scalar(v) => KernelArg::Scalar(*v),
-                Arg::Buffer(i) => KernelArg::Buffer(h.access_any(&any[*i], AccessMode::ReadWrite)),
-                Arg::Range { buffer, offset, len } => KernelArg::Buffer(
+                Arg::Scalar(v) => Arg::Scalar(*v),
+                Arg::Buffer(i) => Arg::Buffer(h.access_any(&any[*i], AccessMode::ReadWrite)),
+                Arg::Range { buffer, offset, len } => Arg::Buffer(
                     h.access_any(&any[*buffer], AccessMode::ReadWrite)
                         .with_range(*offset, *len)
                         .unwrap(),
@@ -641,7 +642,7 @@ fn the_docs_rust_example_reports() {
         let q = Queue::new(&ctx, QueueOrder::InOrder);
         q.submit(|h| {
             let a = h.access_any(&x, AccessMode::ReadWrite);
-            h.parallel_for(&kernel, NdRange::new(&[4]), vec![KernelArg::Buffer(a)]);
+            h.parallel_for(&kernel, NdRange::new(&[4]), vec![Arg::Buffer(a)]);
         });
         let Err(RuntimeError::Kernel { source: DeviceError::Launch(m), .. }) = q.wait() else {
             panic!("no violation reported on {}", dev.name())
@@ -725,7 +726,7 @@ kernel inc(x: ptr<global, u32>) {
         let idx = AnyBuffer::from(&idx_t);
         let x = AnyBuffer::new(u32s(&[0; 4]));
         let y = AnyBuffer::new(u32s(&[10; 4]));
-        let acc = |b: &AnyBuffer, m| KernelArg::Buffer(Accessor::new(b, m));
+        let acc = |b: &AnyBuffer, m| Arg::Buffer(Accessor::new(b, m));
         let g = Graph::new(&ctx, GraphProperties::default());
         let r = NdRange::new(&[4]);
         let a = g

@@ -4,6 +4,7 @@
 //! event. Every result is compared with the interpreter's. Without a Vulkan device the tests
 //! skip, unless `KILN_REQUIRE_TOOLS` is set.
 
+use kiln_runtime::QueueGraph;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +12,8 @@ use kiln_ir::parse_module;
 use kiln_runtime::device::vulkan::VulkanDevice;
 use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
-    interp_device, Buffer, Context, ContextConfig, Device, EventStatus, KernelArg, KernelHandle,
-    NdRange, Queue, QueueOrder,
+    interp_device, Arg, Buffer, Context, ContextConfig, Device, EventStatus, KernelHandle, NdRange,
+    Queue, QueueOrder,
 };
 
 const KERNELS: &str = "
@@ -52,11 +53,7 @@ fn inc(q: &Queue, k: &KernelHandle, x: &Buffer<u32>) {
 fn axpy(q: &Queue, k: &KernelHandle, x: &Buffer<u32>, y: &Buffer<u32>, a: u32) {
     q.submit(|h| {
         let (x, y) = (h.read(x), h.read_write(y));
-        h.parallel_for(
-            k,
-            NdRange::new(&[N as u32]),
-            vec![x.into(), y.into(), KernelArg::scalar(a)],
-        );
+        h.parallel_for(k, NdRange::new(&[N as u32]), vec![x.into(), y.into(), Arg::scalar(a)]);
     });
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use kiln::ir::{check_source, Module};
 use kiln::passes::fusion::{explain, fuse_kernels, fusion_key, FusionSpec};
+use kiln::runtime::fusion::settled_spec;
 
 use super::{file_name, read_source, Error};
 
@@ -46,7 +47,7 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     let src = read_source(&a.file)?;
     let module = check_source(&file_name(&a.file), &src).map_err(Error::Diagnostics)?;
     let spec_text = read_source(&a.spec)?;
-    let mut spec = FusionSpec::from_toml(&spec_text)
+    let mut spec = FusionSpec::from_toml_for(&spec_text, &module)
         .map_err(|e| Error::Message(format!("`{}`: {e}", a.spec.display())))?;
     if let Some(n) = &a.name {
         // An empty name would silently become the default one.
@@ -55,6 +56,8 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
         }
         spec.name = n.clone();
     }
+    // The barrier rule of every fusion API (`Jit::fuse`, queue fusion, graphs).
+    let spec = settled_spec(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
     let fused = fuse_kernels(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
     if a.explain {
         let reports = explain(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;

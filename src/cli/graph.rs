@@ -3,15 +3,14 @@
 //! file, buffers, nodes, edges), validated, drawn and run. The format is documented in
 //! docs/graphs.md; the device options are `kiln run`'s.
 
+use kiln::runtime::QueueGraph;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
 use kiln::ir::{check_source, Scalar};
 use kiln::runtime::graph::{Graph, GraphProperties, Node, NodeId};
-use kiln::runtime::{
-    AccessMode, AnyBuffer, Context, Device, KernelArg, NdRange, Queue, QueueOrder,
-};
+use kiln::runtime::{AccessMode, AnyBuffer, Arg, Context, Device, NdRange, Queue, QueueOrder};
 
 use super::buffers::{contents, new_buffer};
 use super::device::{abandon_wait, DeviceArgs};
@@ -234,17 +233,15 @@ fn describe(ctx: &Context, path: &Path, text: &str) -> Result<Described, String>
                         &at,
                     )?;
                     // Edges are derived as if the kernel read and wrote every buffer it takes.
-                    kargs.push(KernelArg::Buffer(kiln::runtime::Accessor::new(
-                        &b,
-                        AccessMode::ReadWrite,
-                    )));
+                    kargs
+                        .push(Arg::Buffer(kiln::runtime::Accessor::new(&b, AccessMode::ReadWrite)));
                 } else {
                     let s = ty.scalar().ok_or_else(|| {
                         format!("{at}: parameter `{}` has no scalar type", p.name())
                     })?;
                     let t = scalar_text(a)
                         .ok_or_else(|| format!("{at}: parameter `{}` takes a number", p.name()))?;
-                    kargs.push(KernelArg::Scalar(
+                    kargs.push(Arg::Scalar(
                         parse_scalar(&t, s)
                             .map_err(|e| format!("{at}: parameter `{}`: {e}", p.name()))?,
                     ));

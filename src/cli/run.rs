@@ -8,7 +8,7 @@ use kiln::ir::launch::{self, Arg, NdRange};
 use kiln::ir::{check_source, Imm, Kernel, Module, Scalar, Type, Verified};
 use kiln::passes::sanitize::SANITIZE_BOUNDS;
 use kiln::runtime::device::registry::{DeviceInfo, OpenOptions};
-use kiln::runtime::AnyBuffer;
+use kiln::runtime::{AccessMode, Accessor, AnyBuffer};
 use kiln::Jit;
 
 use super::buffers::{contents, new_buffer};
@@ -234,15 +234,11 @@ fn run_on_device(
     // A device that cannot stop a launch itself is watched from the host.
     let watchdog = if device.stops_at_timeout { None } else { limits.timeout };
     let bufs: Vec<AnyBuffer> = buffers.into_iter().map(AnyBuffer::new).collect();
+    // The same arguments, their buffers named by the runtime's accessors.
     let jit_args: Vec<kiln::Arg> = args
         .iter()
-        .map(|a| match a {
-            Arg::Scalar(imm) => Ok(kiln::Arg::Scalar(*imm)),
-            Arg::Buffer(i) => Ok(kiln::Arg::Buffer(bufs[*i].clone())),
-            // The command line binds whole buffers only.
-            Arg::Range { .. } => Err(Error::Message("`kiln run` binds whole buffers only".into())),
-        })
-        .collect::<Result<_, _>>()?;
+        .map(|a| a.clone().map_buffer(|i| Accessor::new(&bufs[i], AccessMode::ReadWrite)))
+        .collect();
     // Only the chosen kernel is built (another kernel of the file that a backend cannot
     // express must not fail this run), and the module is not verified again.
     let start = Instant::now();

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use kiln_ir::launch::RangeError;
+use kiln_ir::launch::{ArgError, RangeError};
 use kiln_ir::Diagnostic;
 use kiln_passes::fusion::{BindError, FusionError};
 use kiln_runtime::RuntimeError;
@@ -41,14 +41,13 @@ pub enum Error {
         /// The compiler's message.
         message: String,
     },
-    /// An argument does not fit its parameter, or there are too many or too few.
+    /// An argument does not fit its parameter, or there are too many or too few: the
+    /// argument error of every layer ([`ArgError`]), with the kernel it is for.
     Argument {
         /// The kernel the argument is for.
         kernel: String,
-        /// The parameter, when one is at fault (`None` for a wrong count).
-        param: Option<String>,
-        /// What is wrong.
-        message: String,
+        /// Which argument, and what is wrong.
+        source: ArgError,
     },
     /// Arguments given against the original kernels do not fit the fused kernel (parameters
     /// fused as identical given different buffers, a constant given another value).
@@ -87,12 +86,7 @@ impl fmt::Display for Error {
             Error::Build { kernel, message } => {
                 write!(f, "building kernel `{kernel}` failed: {message}")
             }
-            Error::Argument { kernel, param: Some(p), message } => {
-                write!(f, "kernel `{kernel}`, parameter `{p}`: {message}")
-            }
-            Error::Argument { kernel, param: None, message } => {
-                write!(f, "kernel `{kernel}`: {message}")
-            }
+            Error::Argument { kernel, source } => write!(f, "kernel `{kernel}`: {source}"),
             Error::Bind(e) => e.fmt(f),
             Error::Range(e) => e.fmt(f),
             Error::Launch { kernel, message } => write!(f, "kernel `{kernel}` failed: {message}"),
@@ -108,6 +102,7 @@ impl std::error::Error for Error {
             Error::Bind(e) => Some(e),
             Error::Range(e) => Some(e),
             Error::Runtime(e) => Some(e),
+            Error::Argument { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -23,15 +23,18 @@ mod typed;
 
 use kiln_ir::launch::NdRange;
 use kiln_ir::{check_source, Kernel, Module, Verified};
-use kiln_passes::fusion::{fuse_kernels, FusedKernel, FusionSpec, FusionWarning};
+use kiln_passes::fusion::{FusedKernel, FusionSpec, FusionWarning};
+use kiln_runtime::fusion::fuse_spec;
 use kiln_runtime::{
-    AccessMode, Buffer, Config, Context, DeviceError, Element, Event, KernelArg, KernelHandle,
-    Queue, QueueOrder, RuntimeError,
+    Buffer, Config, Context, DeviceError, Element, Event, KernelHandle, Queue, QueueOrder,
+    RuntimeError,
 };
 
-pub use args::Arg;
 pub use device::Device;
 pub use error::Error;
+/// A kernel argument: the runtime's one argument type (a buffer, a range of one, or a
+/// scalar of its exact type), made with [`args!`](crate::args) or `Arg::from`.
+pub use kiln_runtime::Arg;
 pub use typed::{ArgFor, ArgsFor, ParamType, Signature, TypedKernel};
 
 /// A JIT for one device: compiles kiln source, fuses kernels, makes buffers and launches
@@ -162,6 +165,9 @@ fn find_kernel<'m>(module: &'m Module, name: &str) -> Result<&'m Kernel, Error> 
 
 fn launch_error(kernel: &str, e: RuntimeError) -> Error {
     match e {
+        RuntimeError::Argument { source, .. } => {
+            Error::Argument { kernel: kernel.to_string(), source }
+        }
         RuntimeError::Kernel { source, .. } => {
             Error::Launch { kernel: kernel.to_string(), message: device_message(source) }
         }
@@ -248,9 +254,12 @@ impl Jit {
 
     /// Fuses kernels of `module` as `spec` says (see docs/fusion.md; a TOML spec parses
     /// with [`FusionSpec::from_toml`]). An illegal fusion is an [`Error::Fusion`] naming the
-    /// rule.
+    /// rule. The entries are separated by a work-group barrier only where a dependence
+    /// needs one, by the rule queue fusion and command graphs apply
+    /// ([`kiln_runtime::fusion::fuse_spec`]): the same list fuses into the same kernel
+    /// whichever API fuses it.
     pub fn fuse(&self, module: &Verified, spec: &FusionSpec) -> Result<Fused, Error> {
-        let fused = fuse_kernels(module, spec).map_err(Error::Fusion)?;
+        let fused = fuse_spec(module, spec).map_err(Error::Fusion)?;
         // The fusion pass verifies what it makes.
         let built = Verified::from_pass_output(Module::new(vec![fused.kernel.clone()]));
         Ok(Fused { fused, built, module: module.module().clone(), spec: spec.clone() })
@@ -294,8 +303,7 @@ impl Jit {
     /// let err = jit.launch(&module, "saxpy", kiln::NdRange::new(&[4]), kiln::args![&x, &y, 2.0f64, 4u32]);
     /// assert_eq!(
     ///     err.unwrap_err().to_string(),
-    ///     "kernel `saxpy`, parameter `a`: expects a scalar `f32`, a scalar `f64` was given \
-    ///      (kiln does not convert)"
+    ///     "kernel `saxpy`: argument 2 (`a`) is a f32 but the value given is a f64"
     /// );
     /// # Ok::<(), kiln::Error>(())
     /// ```
@@ -408,16 +416,8 @@ impl Jit {
         range: NdRange,
         args: &[Arg],
     ) -> Launch {
-        let event = self.queue.submit(|h| {
-            let kargs = args
-                .iter()
-                .map(|a| match a {
-                    Arg::Scalar(imm) => KernelArg::Scalar(*imm),
-                    Arg::Buffer(b) => KernelArg::Buffer(h.access_any(b, AccessMode::ReadWrite)),
-                })
-                .collect();
-            h.parallel_for(&handle, range, kargs);
-        });
+        // Each buffer argument's accessor is the launch's requirement.
+        let event = self.queue.submit(|h| h.parallel_for(&handle, range, args.to_vec()));
         Launch { kernel: name.to_string(), event }
     }
 }

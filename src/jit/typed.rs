@@ -6,10 +6,9 @@ use std::marker::PhantomData;
 use half::f16;
 use kiln_ir::launch::NdRange;
 use kiln_ir::Verified;
-use kiln_runtime::{Buffer, Element};
+use kiln_runtime::{Arg, ArgKind, Buffer, Element};
 
-use super::args::{check_kinds, ArgKind};
-use super::{find_kernel, only, Arg, Error, Jit, Launch};
+use super::{find_kernel, only, Error, Jit, Launch};
 
 mod sealed {
     /// Parameter types and signatures kiln defines.
@@ -219,8 +218,7 @@ impl Jit {
     /// let err = jit.kernel::<(&Buffer<f32>, &Buffer<f32>, f64, u32)>(&module, "saxpy").unwrap_err();
     /// assert_eq!(
     ///     err.to_string(),
-    ///     "kernel `saxpy`, parameter `a`: expects a scalar `f32`, a scalar `f64` was given \
-    ///      (kiln does not convert)"
+    ///     "kernel `saxpy`: argument 2 (`a`) is a f32 but the value given is a f64"
     /// );
     /// # Ok::<(), kiln::Error>(())
     /// ```
@@ -229,7 +227,9 @@ impl Jit {
         module: &Verified,
         name: &str,
     ) -> Result<TypedKernel<'_, S>, Error> {
-        check_kinds(find_kernel(module, name)?, &S::kinds())?;
+        let kernel = find_kernel(module, name)?;
+        kiln_ir::launch::check_kinds(kernel, &S::kinds())
+            .map_err(|source| Error::Argument { kernel: name.to_string(), source })?;
         Ok(TypedKernel { jit: self, module: only(module, name), signature: PhantomData })
     }
 }

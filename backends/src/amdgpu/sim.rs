@@ -106,7 +106,7 @@ pub fn run(
         let off = off as usize;
         match a {
             Arg::Buffer(_) | Arg::Range { .. } => {
-                let b = a.buffer().unwrap_or_default();
+                let b = a.buffer().copied().unwrap_or_default();
                 let buf = buffers.get(b).ok_or_else(|| format!("argument {n}: no buffer {b}"))?;
                 kiln_ir::launch::check_range(n, p.name(), a, buf.len())?;
                 let size = buf.elem().size_bytes();

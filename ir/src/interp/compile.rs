@@ -187,54 +187,19 @@ impl Compiler<'_> {
         args: &[Arg],
         buffers: &[Buffer],
     ) -> Result<(), String> {
-        let params = kernel.params();
-        if args.len() != params.len() {
-            return Err(format!(
-                "the kernel takes {} argument{}, {} given",
-                params.len(),
-                if params.len() == 1 { "" } else { "s" },
-                args.len()
-            ));
-        }
-        for (i, (p, a)) in params.iter().zip(args).enumerate() {
+        crate::launch::check_args(kernel, args, buffers.len(), |&b| {
+            buffers.get(b).map(|buf| (buf.elem(), buf.len()))
+        })?;
+        for (p, a) in kernel.params().iter().zip(args) {
             let name = p.name();
-            let binding = match (p.ty(), a) {
-                (Type::Scalar(s), Arg::Scalar(v)) => {
-                    if v.scalar() != s {
-                        return Err(format!(
-                            "argument {i} (`{name}`) is a {s} but the value given is a {}",
-                            v.scalar()
-                        ));
-                    }
-                    Binding::Const(normalize(*v))
-                }
-                (Type::Ptr(_, elem), Arg::Buffer(b) | Arg::Range { buffer: b, .. }) => {
-                    let Some(buf) = buffers.get(*b) else {
-                        return Err(format!(
-                            "argument {i} (`{name}`) binds buffer {b}, but only {} buffer{} given",
-                            buffers.len(),
-                            if buffers.len() == 1 { " is" } else { "s are" }
-                        ));
-                    };
-                    if buf.elem() != elem {
-                        return Err(format!(
-                            "argument {i} (`{name}`) is a {} but buffer {b} holds {} elements",
-                            p.ty(),
-                            buf.elem()
-                        ));
-                    }
-                    crate::launch::check_range(i, name, a, buf.len())?;
+            let binding = match a {
+                Arg::Scalar(v) => Binding::Const(normalize(*v)),
+                Arg::Buffer(b) | Arg::Range { buffer: b, .. } => {
                     let m = self.add_mem(name, Mem::Buffer(*b as u32));
                     if let Arg::Range { offset, len, .. } = *a {
                         self.prog.mems[m as usize].window = Some((offset, len));
                     }
                     Binding::Mem(m)
-                }
-                (t, a) => {
-                    return Err(format!(
-                        "argument {i} (`{name}`) is a {t} but {} was given",
-                        a.kind_word()
-                    ))
                 }
             };
             self.scope.push((name.to_string(), binding));

@@ -5,11 +5,11 @@
 //! These types belong to no executor: the interpreter, the passes that reason about launches
 //! (fusion), the backends' simulators and the runtime's devices all take them from here.
 
-use crate::expr::Imm;
-
+mod arg;
 mod buffer;
 pub(crate) mod resolve;
 
+pub use arg::{check_args, check_kinds, check_range, Arg, ArgError, ArgKind, BufferRef};
 pub use buffer::{Buffer, BufferError, Element};
 pub use resolve::{resolve_launch, Launch};
 
@@ -148,98 +148,6 @@ impl std::fmt::Display for RangeError {
 }
 
 impl std::error::Error for RangeError {}
-
-/// A kernel argument: a scalar value, the index of a buffer in the buffer list, or a range
-/// of elements of one.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Arg {
-    /// A scalar parameter's value.
-    Scalar(Imm),
-    /// A pointer parameter bound to `buffers[i]`.
-    Buffer(usize),
-    /// A pointer parameter bound to elements `offset..offset + len` of `buffers[buffer]` (a
-    /// SYCL ranged accessor): the kernel sees a buffer of `len` elements whose index 0 is
-    /// element `offset`; an index outside `0..len` is out of bounds even where the buffer
-    /// goes on. The range must lie within the buffer ([`check_range`]).
-    Range {
-        /// The buffer's index in the buffer list.
-        buffer: usize,
-        /// The first element bound, in elements.
-        offset: usize,
-        /// The number of elements bound.
-        len: usize,
-    },
-}
-
-impl Arg {
-    /// A scalar argument from a Rust value (`Arg::scalar(2.5f32)`).
-    pub fn scalar<T: Element>(v: T) -> Arg {
-        Arg::Scalar(v.to_imm())
-    }
-
-    /// The buffer index a pointer argument binds (whole or a range of it); `None` for a
-    /// scalar.
-    pub fn buffer(&self) -> Option<usize> {
-        match self {
-            Arg::Scalar(_) => None,
-            Arg::Buffer(b) | Arg::Range { buffer: b, .. } => Some(*b),
-        }
-    }
-
-    /// The elements a pointer argument binds, as `(offset, len)`, given the length of its
-    /// buffer: `(0, buffer_len)` for a whole buffer. `None` for a scalar.
-    pub fn window(&self, buffer_len: usize) -> Option<(usize, usize)> {
-        match self {
-            Arg::Scalar(_) => None,
-            Arg::Buffer(_) => Some((0, buffer_len)),
-            Arg::Range { offset, len, .. } => Some((*offset, *len)),
-        }
-    }
-
-    /// The range's offset, for a ranged argument ([`Arg::Range`]); `None` otherwise. Bounds
-    /// messages use it to say that an index is relative to the range.
-    pub fn range_offset(&self) -> Option<usize> {
-        match self {
-            Arg::Range { offset, .. } => Some(*offset),
-            _ => None,
-        }
-    }
-
-    /// A short word for its kind, in argument mismatch messages.
-    pub fn kind_word(&self) -> &'static str {
-        match self {
-            Arg::Scalar(_) => "a scalar",
-            Arg::Buffer(_) => "a buffer",
-            Arg::Range { .. } => "a buffer range",
-        }
-    }
-}
-
-/// Checks that argument `i` (parameter `name`), ranged as `arg` says, lies within its buffer
-/// of `buffer_len` elements; the message names the argument, the buffer, the offset, the
-/// length and the buffer's size. Every executor refuses an out-of-range [`Arg::Range`] with it.
-///
-/// ```
-/// use kiln_ir::launch::{check_range, Arg};
-/// assert!(check_range(0, "x", &Arg::Range { buffer: 1, offset: 4, len: 4 }, 8).is_ok());
-/// assert_eq!(
-///     check_range(0, "x", &Arg::Range { buffer: 1, offset: 6, len: 4 }, 8).unwrap_err(),
-///     "argument 0 (`x`) binds elements 6..10 (offset 6, length 4) of buffer 1, which has 8 elements"
-/// );
-/// ```
-pub fn check_range(i: usize, name: &str, arg: &Arg, buffer_len: usize) -> Result<(), String> {
-    if let Arg::Range { buffer, offset, len } = *arg {
-        if offset.checked_add(len).is_none_or(|end| end > buffer_len) {
-            return Err(format!(
-                "argument {i} (`{name}`) binds elements {offset}..{} (offset {offset}, length \
-                 {len}) of buffer {buffer}, which has {buffer_len} element{}",
-                offset as u128 + len as u128,
-                if buffer_len == 1 { "" } else { "s" }
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// The parenthesis of an out-of-bounds message: what was accessed and how long it is, and
 /// for a ranged buffer argument (`range_offset` given) that the index is relative to the

@@ -4,36 +4,11 @@
 //! This is the one place that mapping is applied: the fusion tests and the `kiln` facade
 //! both call [`FusedKernel::bind_args`], so a launch never guesses by position.
 
-use kiln_ir::launch::Arg;
+use kiln_ir::launch::{Arg, BufferRef};
 use kiln_ir::{Imm, Module};
 use thiserror::Error;
 
 use super::{ArgMap, FusedKernel, FusionSpec};
-
-/// An argument value that [`FusedKernel::bind_args`] can check against the fusion's promises.
-pub trait BindArg: Clone {
-    /// Whether `self` and `other` are the same argument: the same buffer (not merely equal
-    /// contents), or bitwise equal scalars.
-    fn same(&self, other: &Self) -> bool;
-    /// The value of a scalar argument; `None` for a buffer.
-    fn scalar(&self) -> Option<Imm>;
-}
-
-impl BindArg for Arg {
-    /// Equal arguments: the same scalar bits, the same buffer, or the same range of the same
-    /// buffer (a range and its whole buffer, or two ranges of one buffer, are different
-    /// arguments).
-    fn same(&self, other: &Arg) -> bool {
-        self == other
-    }
-
-    fn scalar(&self) -> Option<Imm> {
-        match self {
-            Arg::Scalar(imm) => Some(*imm),
-            Arg::Buffer(_) | Arg::Range { .. } => None,
-        }
-    }
-}
 
 /// Why arguments could not be bound to a fused kernel. Each variant names the entry, the
 /// original kernel and its parameter where there is one.
@@ -112,19 +87,19 @@ impl FusedKernel {
     /// launched one after another.
     ///
     /// Arguments of parameters the fusion merged ([`ArgMap::Identical`]) must be the same
-    /// argument ([`BindArg::same`]) and arguments of parameters it made constants must equal
+    /// argument ([`Arg::same`]) and arguments of parameters it made constants must equal
     /// the constant: anything else would make the fused kernel compute something other than
     /// the originals, so it is an error. Arguments of promoted (internalized) buffers are
     /// not passed: the fused kernel keeps that data on chip, so those buffers are neither
     /// read nor written.
     ///
     /// `module` and `spec` must be the ones the kernel was fused from.
-    pub fn bind_args<A: BindArg>(
+    pub fn bind_args<B: BufferRef>(
         &self,
         module: &Module,
         spec: &FusionSpec,
-        args: &[Vec<A>],
-    ) -> Result<Vec<A>, BindError> {
+        args: &[Vec<Arg<B>>],
+    ) -> Result<Vec<Arg<B>>, BindError> {
         let mismatch = |why: String| BindError::Mismatch { fused: self.kernel.name().into(), why };
         if args.len() != self.args.len() {
             return Err(BindError::EntryCount { expected: self.args.len(), got: args.len() });
@@ -195,7 +170,7 @@ impl FusedKernel {
                         }
                     }
                     ArgMap::Constant(c) => {
-                        let given = args[e][p].scalar();
+                        let given = args[e][p].imm();
                         if given != Some(*c) {
                             return Err(BindError::ConstantMismatch {
                                 entry: e,

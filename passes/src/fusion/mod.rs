@@ -60,6 +60,7 @@ mod fuse;
 pub mod internalize;
 pub mod key;
 pub mod legality;
+mod names;
 pub mod ndrange;
 mod promote;
 pub mod remap;
@@ -76,11 +77,12 @@ pub use spec::{
     RangeSpec, RemapMode,
 };
 
-pub use bind::{BindArg, BindError};
+pub use bind::BindError;
 pub use explain::{explain, BufferReport};
 pub use fuse::{fuse_kernels_with, fusion_keeps_result};
 pub use key::{fusion_key, FusionKey};
 pub use legality::AccessVerdict;
+pub use names::{EntrySel, ParamSel};
 pub use toml_spec::SpecError;
 
 /// Why fusion was refused. Every variant names the violated rule.

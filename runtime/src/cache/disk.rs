@@ -91,8 +91,9 @@ use std::fs::{self, File, FileType, OpenOptions};
 use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
+
+use crate::sync::{ranks, RankedMutex};
 
 mod entry;
 mod format;
@@ -140,11 +141,11 @@ pub struct PersistentCache {
     root_state: AtomicU8,
     fault: Option<DiskFault>,
     written: AtomicU64,
-    warned: Mutex<HashSet<String>>,
-    warnings: Mutex<Vec<String>>,
+    warned: RankedMutex<HashSet<String>>,
+    warnings: RankedMutex<Vec<String>>,
     tmp_counter: AtomicU64,
     /// The root's MAC key, once read (or made).
-    mac_key: Mutex<Option<MacKey>>,
+    mac_key: RankedMutex<Option<MacKey>>,
 }
 
 /// Why an item could not be read: its contents (the item is removed), or an entry of the
@@ -181,10 +182,10 @@ impl PersistentCache {
             root_state: AtomicU8::new(root::UNCHECKED),
             fault: None,
             written: AtomicU64::new(0),
-            warned: Mutex::new(HashSet::new()),
-            warnings: Mutex::new(Vec::new()),
+            warned: RankedMutex::new(ranks::DISK_WARNED, HashSet::new()),
+            warnings: RankedMutex::new(ranks::DISK_WARNINGS, Vec::new()),
             tmp_counter: AtomicU64::new(0),
-            mac_key: Mutex::new(None),
+            mac_key: RankedMutex::new(ranks::DISK_KEY, None),
         }
     }
 
@@ -254,14 +255,14 @@ impl PersistentCache {
 
     /// The warnings issued so far (each distinct problem once).
     pub fn warnings(&self) -> Vec<String> {
-        self.warnings.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.warnings.lock().clone()
     }
 
     fn warn_once(&self, what: String, message: String) {
-        let new = self.warned.lock().unwrap_or_else(PoisonError::into_inner).insert(what);
+        let new = self.warned.lock().insert(what);
         if new {
             tracing::warn!("kiln persistent cache: {message}");
-            self.warnings.lock().unwrap_or_else(PoisonError::into_inner).push(message);
+            self.warnings.lock().push(message);
         }
     }
 

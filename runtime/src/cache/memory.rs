@@ -24,7 +24,9 @@
 
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, OnceLock};
+
+use crate::sync::{ranks, RankedGuard, RankedMutex};
 
 use hashbrown::{Equivalent, HashMap};
 
@@ -42,7 +44,7 @@ struct Entry<V, E> {
     /// The error of a failed build.
     error: OnceLock<E>,
     /// Guards the condition variable's wait (the state itself is atomic).
-    lock: Mutex<()>,
+    lock: RankedMutex<()>,
     /// Signalled when the state leaves `IN_PROGRESS`.
     built: Condvar,
     /// Threads waiting on `built` (changed under `lock`), so that a build nobody waits for
@@ -60,7 +62,7 @@ impl<V, E> Entry<V, E> {
             state: AtomicU8::new(IN_PROGRESS),
             value: OnceLock::new(),
             error: OnceLock::new(),
-            lock: Mutex::new(()),
+            lock: RankedMutex::new(ranks::CACHE_ENTRY, ()),
             built: Condvar::new(),
             waiters: AtomicUsize::new(0),
             last_used: AtomicU64::new(tick),
@@ -70,7 +72,7 @@ impl<V, E> Entry<V, E> {
 
     /// Sets the final state and wakes every waiter.
     fn finish(&self, state: u8) {
-        let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _g = self.lock.lock();
         self.state.store(state, Ordering::Release);
         // A waiter registers under the lock before it sleeps and checks the state first, so
         // with none registered now, none can miss this change.
@@ -81,14 +83,14 @@ impl<V, E> Entry<V, E> {
 
     /// Blocks until the state is not `IN_PROGRESS`; returns it.
     fn wait(&self) -> u8 {
-        let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut g = self.lock.lock();
         loop {
             let s = self.state.load(Ordering::Acquire);
             if s != IN_PROGRESS {
                 return s;
             }
             self.waiters.fetch_add(1, Ordering::Relaxed);
-            g = self.built.wait(g).unwrap_or_else(PoisonError::into_inner);
+            g = self.lock.wait(&self.built, g);
             self.waiters.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -139,7 +141,7 @@ struct Counters {
 /// assert_eq!((cache.stats().hits, cache.stats().builds), (1, 1));
 /// ```
 pub struct BuildCache<K, V, E> {
-    map: Mutex<HashMap<K, Arc<Entry<V, E>>>>,
+    map: RankedMutex<HashMap<K, Arc<Entry<V, E>>>>,
     weigh: fn(&V) -> usize,
     max_bytes: u64,
     tick: AtomicU64,
@@ -177,7 +179,7 @@ impl<K: Hash + Eq + Clone, V: Clone, E: Clone> BuildCache<K, V, E> {
     /// the finished entries passes `max_bytes` (0: never evict).
     pub fn new(max_bytes: u64, weigh: fn(&V) -> usize) -> BuildCache<K, V, E> {
         BuildCache {
-            map: Mutex::new(HashMap::new()),
+            map: RankedMutex::new(ranks::CACHE_MAP, HashMap::new()),
             weigh,
             max_bytes,
             tick: AtomicU64::new(0),
@@ -185,8 +187,8 @@ impl<K: Hash + Eq + Clone, V: Clone, E: Clone> BuildCache<K, V, E> {
         }
     }
 
-    fn map(&self) -> MutexGuard<'_, HashMap<K, Arc<Entry<V, E>>>> {
-        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    fn map(&self) -> RankedGuard<'_, HashMap<K, Arc<Entry<V, E>>>> {
+        self.map.lock()
     }
 
     fn next_tick(&self) -> u64 {

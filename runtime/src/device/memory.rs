@@ -225,7 +225,7 @@ pub fn stage_ranges(
             continue; // the launch's own checks refuse it, naming it
         }
         let size = b.elem.size_bytes();
-        let others = args.iter().enumerate().find(|(m, o)| *m != n && o.buffer() == Some(buffer));
+        let others = args.iter().enumerate().find(|(m, o)| *m != n && o.buffer() == Some(&buffer));
         if let Some((m, _)) = others {
             return Err(DeviceError::Launch(format!(
                 "argument {n} binds elements from offset {offset} of buffer {buffer}, byte {}, \

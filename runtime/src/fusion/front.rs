@@ -1,4 +1,4 @@
-//! The fusion front end: what a queue's fusion list ([`crate::Queue::complete_fusion`]) and a
+//! The fusion front end: what a queue's fusion list ([`crate::QueueFusion::complete_fusion`]) and a
 //! command graph's kernel chains ([`crate::graph::GraphProperties::fuse_chains`]) both call
 //! to become one kernel. From a list of launches (kernel, nd-range, arguments, accessors) it
 //! makes the [`FusionSpec`] (identical arguments, scalar arguments as constants, the
@@ -28,45 +28,22 @@ use std::sync::Arc;
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
-use kiln_ir::{Imm, Kernel, Module, Type};
-use kiln_passes::fusion::internalize::uses_work_group;
+use kiln_ir::{Imm, Kernel, Module};
 use kiln_passes::fusion::{
-    explain, fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, BindArg,
-    BufferReport, ConstValue, Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion,
-    RangeSpec,
+    explain, fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, BufferReport,
+    ConstValue, Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
-use crate::buffer::{AccessMode, Accessor, BufferInner};
+use crate::buffer::merge_accessors;
+use crate::buffer::{arg_view, AccessMode, Accessor, Arg, BufferInner};
 use crate::cache::{BuildCache, CacheStats};
-use crate::context::{Context, KernelHandle, ProgramKey};
-use crate::scheduler::deps::merge_accessors;
-use crate::scheduler::KernelArg;
-
-impl BindArg for KernelArg {
-    fn same(&self, other: &KernelArg) -> bool {
-        match (self, other) {
-            // Two ranges of one buffer (or a range and the whole) are different arguments.
-            (KernelArg::Buffer(a), KernelArg::Buffer(b)) => {
-                Arc::ptr_eq(&a.buffer, &b.buffer) && a.range == b.range
-            }
-            (KernelArg::Scalar(a), KernelArg::Scalar(b)) => a == b,
-            _ => false,
-        }
-    }
-
-    fn scalar(&self) -> Option<Imm> {
-        match self {
-            KernelArg::Scalar(v) => Some(*v),
-            KernelArg::Buffer(_) => None,
-        }
-    }
-}
+use crate::context::{Context, KernelHandle, LayerCache, ProgramKey};
 
 /// One launch of a list to fuse.
 pub(crate) struct Member<'a> {
     pub kernel: &'a KernelHandle,
     pub range: &'a NdRange,
-    pub args: &'a [KernelArg],
+    pub args: &'a [Arg],
     /// Its requirements (merged, one per buffer).
     pub accessors: &'a [Accessor],
 }
@@ -94,7 +71,7 @@ pub(crate) struct Request<'a> {
 /// The fused launch that replaces a list.
 pub(crate) struct Fused {
     pub entry: Arc<FusedEntry>,
-    pub args: Vec<KernelArg>,
+    pub args: Vec<Arg>,
     /// The members' requirements, less the promoted buffers.
     pub accessors: Vec<Accessor>,
     pub cache_hit: bool,
@@ -133,17 +110,14 @@ impl FusedEntry {
 
     /// The fused launch's arguments for the members' current ones, and its requirements
     /// (the members', less the promoted buffers).
-    pub(crate) fn bind(
-        &self,
-        members: &[Member],
-    ) -> Result<(Vec<KernelArg>, Vec<Accessor>), String> {
-        let args: Vec<Vec<KernelArg>> = members.iter().map(|m| m.args.to_vec()).collect();
+    pub(crate) fn bind(&self, members: &[Member]) -> Result<(Vec<Arg>, Vec<Accessor>), String> {
+        let args: Vec<Vec<Arg>> = members.iter().map(|m| m.args.to_vec()).collect();
         let bound =
             self.fused.bind_args(&self.module, &self.spec, &args).map_err(|e| e.to_string())?;
         let mut internal: Vec<&Arc<BufferInner>> = Vec::new();
         for (e, maps) in self.fused.args.iter().enumerate() {
             for (p, m) in maps.iter().enumerate() {
-                if let (ArgMap::Promoted { .. }, KernelArg::Buffer(a)) = (m, &args[e][p]) {
+                if let (ArgMap::Promoted { .. }, Some(a)) = (m, args[e][p].buffer()) {
                     internal.push(&a.buffer);
                 }
             }
@@ -296,40 +270,6 @@ fn range_spec(r: &NdRange) -> RangeSpec {
     s
 }
 
-/// Whether `args` fit the parameters of `kernel` as its launch requires: one argument per
-/// parameter, a scalar of the parameter's type, a buffer of the pointer's element type. A
-/// kernel whose arguments do not fit is not fused (its own launch then reports the error);
-/// `Err` names the kernel (as `name`), the parameter and both types.
-fn check_args(name: &str, kernel: &Kernel, args: &[KernelArg]) -> Result<(), String> {
-    let params = kernel.params();
-    if args.len() != params.len() {
-        return Err(format!(
-            "kernel `{name}` takes {} arguments, {} given",
-            params.len(),
-            args.len()
-        ));
-    }
-    for (i, (p, a)) in params.iter().zip(args).enumerate() {
-        let (fits, given) = match a {
-            KernelArg::Scalar(v) => {
-                (p.ty() == Type::Scalar(v.scalar()), format!("a {} scalar", v.scalar()))
-            }
-            KernelArg::Buffer(acc) => (
-                p.ty().is_ptr() && p.ty().elem() == Some(acc.buffer.elem),
-                format!("a buffer of {}", acc.buffer.elem),
-            ),
-        };
-        if !fits {
-            return Err(format!(
-                "kernel `{name}`: parameter `{}` is a {} but argument {i} is {given}",
-                p.name(),
-                p.ty()
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// The reason a list is not fused when a buffer it shares is not proven accessed per
 /// work-item (or `per_group`, per work-group): `why` names the buffer and the access.
 fn not_per_item(per_group: bool, why: &str) -> String {
@@ -395,19 +335,18 @@ impl Input {
         let mut constants = Vec::new();
         for (e, m) in members.iter().enumerate() {
             for (p, a) in m.args.iter().enumerate() {
-                let acc = match a {
-                    KernelArg::Scalar(v) => {
+                let Some((buffer, range)) = arg_view(a) else {
+                    if let Some(v) = a.imm() {
                         let param = ParamRef::new(e, p);
-                        constants.push(Constant { param, value: constant(*v) });
-                        continue;
+                        constants.push(Constant { param, value: constant(v) });
                     }
-                    KernelArg::Buffer(acc) => acc,
+                    continue;
                 };
-                let writes = accessor_of(m, &acc.buffer).is_some_and(|x| x.mode.writes());
-                let g = *group_of.entry((acc.buffer.id, acc.range)).or_insert_with(|| {
+                let writes = accessor_of(m, buffer).is_some_and(|x| x.mode.writes());
+                let g = *group_of.entry((buffer.id, range)).or_insert_with(|| {
                     groups.push(Group {
-                        buffer: acc.buffer.clone(),
-                        range: acc.range,
+                        buffer: buffer.clone(),
+                        range,
                         params: Vec::new(),
                         entries: Vec::new(),
                         writes: false,
@@ -520,6 +459,25 @@ impl Input {
     }
 }
 
+/// The fusion front end of `ctx`: made at its first use, kept by the context.
+pub(crate) fn of(ctx: &Context) -> &FusionFront {
+    ctx.layer_cache(FusionFront::new)
+}
+
+impl LayerCache for FusionFront {
+    fn stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    fn clear(&self) {
+        self.cache.clear()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 /// The fusion front end and its cache of fused kernels; each [`Context`] holds one.
 pub(crate) struct FusionFront {
     cache: BuildCache<FusionCacheKey, FusionOutcome, String>,
@@ -531,12 +489,9 @@ impl FusionFront {
         FusionFront { cache: BuildCache::new(max_bytes, weigh) }
     }
 
-    pub(crate) fn stats(&self) -> CacheStats {
-        self.cache.stats()
-    }
-
-    pub(crate) fn clear(&self) {
-        self.cache.clear()
+    /// The fused kernels in the cache.
+    pub(crate) fn kernels(&self) -> Vec<Kernel> {
+        self.cache.values().into_iter().flatten().map(|e| e.fused.kernel.clone()).collect()
     }
 
     /// The IR of `m`'s kernel, if it can be fused at all: built without build options,
@@ -560,7 +515,10 @@ impl FusionFront {
             .module
             .kernel(&k.name)
             .ok_or_else(|| format!("kernel `{}` is not in its program", k.name))?;
-        check_args(&k.name, ir, m.args)?;
+        // A kernel whose arguments do not fit is not fused (its own launch then reports
+        // the error).
+        crate::buffer::check_kernel_args(ir, m.args)
+            .map_err(|e| format!("kernel `{}`: {e}", k.name))?;
         Ok(ir.clone())
     }
 
@@ -607,16 +565,15 @@ impl FusionFront {
         for m in members {
             key.push_str(&format!(";{:?}", m.range));
             for a in m.args {
-                match a {
+                match (arg_view(a), a.imm()) {
                     // The legality check bounds accesses by the buffers' (or ranges')
                     // lengths, and the ranges decide which arguments are identical.
-                    KernelArg::Buffer(acc) => {
-                        let mode = accessor_of(m, &acc.buffer).map(|x| x.mode);
-                        let (elem, len) = (acc.buffer.elem, acc.buffer.len);
-                        key.push_str(&format!(",{mode:?}x{len}{elem}@{:?}", acc.range));
+                    (Some((b, range)), _) => {
+                        let mode = accessor_of(m, b).map(|x| x.mode);
+                        key.push_str(&format!(",{mode:?}x{}{}@{range:?}", b.len, b.elem));
                     }
                     // The arguments' types were checked against the parameters'.
-                    KernelArg::Scalar(v) => key.push_str(&format!(",{}", v.scalar())),
+                    (None, v) => key.push_str(&format!(",{:?}", v.map(|v| v.scalar()))),
                 }
             }
         }
@@ -647,17 +604,7 @@ fn build(
     members: &[Member],
 ) -> Result<FusedEntry, String> {
     let per_item = input.legal(&spec, members)?;
-    // A barrier between the entries orders nothing when every buffer they share is accessed
-    // per work-item (and no entry uses local memory or barriers itself): leave it out, as
-    // `no_barriers` would (on the cpu device a barrier also turns the work-item loop into
-    // resumable frames).
-    let local = spec.promote.iter().any(|p| p.to == PromoteTo::Local)
-        || input.module.kernels.iter().any(|k| uses_work_group(k.body()));
-    let spec = if per_item && !local && spec.barriers == BarrierPolicy::WorkGroup {
-        FusionSpec { barriers: BarrierPolicy::None, ..spec }
-    } else {
-        spec
-    };
+    let spec = super::rule::settle_barriers(&input.module, spec, per_item);
     let fused = fuse_kernels(&input.module, &spec).map_err(|e| e.to_string())?;
     let program = ctx
         .build_program(&Module::new(vec![fused.kernel.clone()]), &[], "")

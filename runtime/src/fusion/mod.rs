@@ -2,14 +2,14 @@
 //! (`sycl_ext_codeplay_kernel_fusion`), built into the scheduler the way DPC++'s SYCL
 //! runtime builds it in, as a fusion command that owns the held kernels.
 //!
-//! [`Queue::start_fusion`] puts a queue into fusion mode: from then on each kernel it is
+//! [`QueueFusion::start_fusion`] puts a queue into fusion mode: from then on each kernel it is
 //! given enters the dependency graph as usual (its requirements and events make edges, and
 //! other commands can depend on it) but is *held back* in the queue's fusion list, and the
 //! submission returns the event of the *fusion command*, which finishes after everything
 //! the fusion runs. Non-kernel commands (host tasks, copies, fills, graphs) run unfused.
 //!
-//! * [`Queue::cancel_fusion`] lets the held kernels run as they are.
-//! * [`Queue::complete_fusion`] fuses them through the fusion front end that command graphs
+//! * [`QueueFusion::cancel_fusion`] lets the held kernels run as they are.
+//! * [`QueueFusion::complete_fusion`] fuses them through the fusion front end that command graphs
 //!   use too (its cache, keyed by the fusion key, makes an identical sequence a hit) into
 //!   one kernel whose dependencies are the union of theirs, less those between them; the
 //!   held kernels then do nothing and finish after it, so that whatever was ordered after
@@ -24,12 +24,12 @@
 //! The fusion's event stays valid after cancel, complete or an early end, until the next
 //! `start_fusion` on the queue; `complete_fusion` after an early end returns it. Warnings
 //! print to stderr when the context's warning level (`KILN_RT_WARNING_LEVEL`) is 1 or more;
-//! [`Queue::fusion_status`] reports the same.
+//! [`QueueFusion::fusion_status`] reports the same.
 //!
 //! ```
 //! use kiln_ir::parse_module;
-//! use kiln_runtime::fusion::{FusionProps, FusionStatus};
-//! use kiln_runtime::{interp_device, Buffer, Context, KernelArg, NdRange, Queue, QueueOrder};
+//! use kiln_runtime::fusion::{FusionProps, FusionStatus, QueueFusion};
+//! use kiln_runtime::{interp_device, Arg, Buffer, Context, NdRange, Queue, QueueOrder};
 //!
 //! let ctx = Context::new(interp_device());
 //! let m = parse_module(
@@ -47,7 +47,7 @@
 //! });
 //! q.submit(|h| {
 //!     let x = h.read_write(&b);
-//!     h.parallel_for(&scale, NdRange::new(&[4]), vec![x.into(), KernelArg::scalar(10u32)]);
+//!     h.parallel_for(&scale, NdRange::new(&[4]), vec![x.into(), Arg::scalar(10u32)]);
 //! });
 //! q.complete_fusion(FusionProps::default()).wait().unwrap();
 //! assert_eq!(b.read().unwrap(), vec![20, 30, 40, 50]);
@@ -55,22 +55,32 @@
 //! ```
 
 pub(crate) mod front;
+mod rule;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use kiln_ir::launch::NdRange;
 
 use crate::buffer::Accessor;
+use crate::buffer::Arg;
 use crate::context::{Context, KernelHandle};
 use crate::error::RuntimeError;
 use crate::event::{Event, FusionHook};
-use crate::queue::{next_command_id, Queue};
-use crate::scheduler::{lock, Action, CommandDesc, Held, KernelArg, SubmitOpts};
+use crate::queue::{next_command_id, Holder, Queue};
+use crate::scheduler::{Action, CommandDesc, Held, SubmitOpts};
+use crate::sync::{ranks, RankedMutex};
 
 pub use front::{FusedEntry, FusionCacheKey, FusionOutcome};
+pub use rule::{fuse_spec, settled_spec};
 
-/// Properties of [`Queue::complete_fusion`]; part of the fusion cache's key.
+/// The fused kernels `ctx`'s fusion cache holds (queue fusion and command graphs share it),
+/// in no particular order: what the fusion JIT made of each list, to inspect.
+pub fn fused_kernels(ctx: &Context) -> Vec<kiln_ir::Kernel> {
+    front::of(ctx).kernels()
+}
+
+/// Properties of [`QueueFusion::complete_fusion`]; part of the fusion cache's key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FusionProps {
     /// Put no work-group barrier between the fused kernels (the original's `no_barriers`):
@@ -80,12 +90,12 @@ pub struct FusionProps {
     pub no_barriers: bool,
 }
 
-/// Where a queue's last fusion is ([`Queue::fusion_status`]).
+/// Where a queue's last fusion is ([`QueueFusion::fusion_status`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FusionStatus {
     /// Collecting kernels (the queue is in fusion mode).
     Active,
-    /// Cancelled by [`Queue::cancel_fusion`]: the kernels ran unfused.
+    /// Cancelled by [`QueueFusion::cancel_fusion`]: the kernels ran unfused.
     Cancelled,
     /// Ended early because something outside the fusion list needed a held kernel; the
     /// kernels ran unfused.
@@ -130,7 +140,7 @@ struct HeldKernel {
     event: Event,
     kernel: KernelHandle,
     range: NdRange,
-    args: Vec<KernelArg>,
+    args: Vec<Arg>,
     accessors: Vec<Accessor>,
     /// Every command it waits for.
     deps: Vec<Event>,
@@ -149,7 +159,7 @@ pub(crate) struct Fusion {
     event: Event,
     /// The hook on its event and on the events of its held kernels.
     hook: Arc<dyn FusionHook>,
-    state: Mutex<State>,
+    state: RankedMutex<State>,
 }
 
 /// The hook on the fusion's events: ends it early when something outside needs them.
@@ -186,24 +196,27 @@ impl Fusion {
     fn new(q: &Queue) -> Arc<Fusion> {
         let id = NEXT_FUSION.fetch_add(1, Ordering::Relaxed);
         Arc::new_cyclic(|w| {
-            let hook: Arc<dyn FusionHook> = Arc::new(Hook { fusion: w.clone(), id, queue: q.id });
+            let hook: Arc<dyn FusionHook> = Arc::new(Hook { fusion: w.clone(), id, queue: q.id() });
             Fusion {
                 id,
-                queue: q.id,
-                ctx: q.ctx.clone(),
+                queue: q.id(),
+                ctx: q.context().clone(),
                 event: Event::with_hook(
-                    format!("fusion #{id} of queue #{}", q.id),
+                    format!("fusion #{id} of queue #{}", q.id()),
                     Some(hook.clone()),
                 ),
                 hook,
-                state: Mutex::new(State { status: FusionStatus::Active, held: Vec::new() }),
+                state: RankedMutex::new(
+                    ranks::FUSION,
+                    State { status: FusionStatus::Active, held: Vec::new() },
+                ),
             }
         })
     }
 
     /// Ends the fusion early if it is still collecting: `why` needs its kernels.
     fn abort(&self, why: &str) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if st.status == FusionStatus::Active {
             warn(
                 &self.ctx,
@@ -259,7 +272,7 @@ impl Fusion {
             .collect();
         let req =
             front::Request { barriers: !props.no_barriers, promote: front::Promote::Requested };
-        let fused = self.ctx.fusion_front().fuse(&self.ctx, &members, &req)?;
+        let fused = front::of(&self.ctx).fuse(&self.ctx, &members, &req)?;
         let held = std::mem::take(&mut st.held);
         // The union of the members' dependencies, less those on one another.
         let mut deps: Vec<Event> = Vec::new();
@@ -306,150 +319,89 @@ fn finished_event(name: String) -> Event {
     e
 }
 
-/// Holds `desc` back in `q`'s fusion list if `q` is in fusion mode and `desc` is a kernel
-/// (taking it, and returning the fusion's event); otherwise leaves it.
-pub(crate) fn hold(q: &Queue, desc: &mut CommandDesc) -> Option<Event> {
-    if !matches!(desc.action, Action::Kernel { .. }) {
-        return None;
-    }
-    let slot = lock(&q.fusion);
-    let f = slot.as_ref()?;
-    let mut st = lock(&f.state);
-    if st.status != FusionStatus::Active {
-        return None;
-    }
-    let Action::Kernel { kernel, range, args } = &desc.action else { return None };
-    let (kernel, range, args) = (kernel.clone(), *range, args.clone());
-    let nothing = CommandDesc {
-        name: String::new(),
-        accessors: Vec::new(),
-        deps: Vec::new(),
-        action: Action::Nothing,
-    };
-    let mut desc = std::mem::replace(desc, nothing);
-    // A kernel of the list depending on the fusion's own event waits for the kernels held
-    // so far (the fusion command waits for it: it cannot wait for that).
-    if desc.deps.iter().any(|d| d.same_event(&f.event)) {
-        desc.deps.retain(|d| !d.same_event(&f.event));
-        desc.deps.extend(st.held.iter().map(|h| h.event.clone()));
-    }
-    let name = desc.name.clone();
-    let accessors = desc.accessors.clone();
-    // The held kernel's event carries the fusion's hook: whatever waits for it or depends
-    // on it from outside the list ends the fusion early.
-    let opts = SubmitOpts {
-        event: Some(Event::with_hook(name.clone(), Some(f.hook.clone()))),
-        hold: true,
-        fusion: Some(f.id),
-        ..SubmitOpts::default()
-    };
-    let sub = q.submit_opts(desc, opts);
-    st.held.push(HeldKernel {
-        held: sub.held.expect("a held submission has a handle"),
-        event: sub.event,
-        kernel,
-        range,
-        args,
-        accessors,
-        deps: sub.deps,
-    });
-    let event = f.event.clone();
-    drop(st);
-    drop(slot);
-    q.remember(&event);
-    abort_for(&sub.aborts, &name, q);
-    Some(event)
-}
-
-/// Ends the fusions in `hooks` early: command `name`, submitted to `q`, depends on them.
-pub(crate) fn abort_for(hooks: &[Arc<dyn FusionHook>], name: &str, q: &Queue) {
-    for h in hooks {
-        let why = if h.queue_id() == q.id {
-            format!("{name}, submitted to the same queue, depends on a kernel in the fusion list")
-        } else if q.is_in_fusion_mode() {
-            format!(
-                "{name}, held in the fusion list of queue #{}, depends on a kernel in this \
-                 fusion list (a dependency between two fusions)",
-                q.id
-            )
-        } else {
-            format!("{name}, on queue #{}, depends on a kernel in the fusion list", q.id)
+impl Holder for Fusion {
+    /// Holds the kernel command `desc` back in the fusion list while the fusion collects.
+    fn hold(&self, q: &Queue, desc: &mut CommandDesc) -> Option<(Event, Vec<Arc<dyn FusionHook>>)> {
+        let mut st = self.state.lock();
+        if st.status != FusionStatus::Active {
+            return None;
+        }
+        let Action::Kernel { kernel, range, args } = &desc.action else { return None };
+        let (kernel, range, args) = (kernel.clone(), *range, args.clone());
+        let nothing = CommandDesc {
+            name: String::new(),
+            accessors: Vec::new(),
+            deps: Vec::new(),
+            action: Action::Nothing,
         };
-        h.abort(&why);
+        let mut desc = std::mem::replace(desc, nothing);
+        // A kernel of the list depending on the fusion's own event waits for the kernels
+        // held so far (the fusion command waits for it: it cannot wait for that).
+        if desc.deps.iter().any(|d| d.same_event(&self.event)) {
+            desc.deps.retain(|d| !d.same_event(&self.event));
+            desc.deps.extend(st.held.iter().map(|h| h.event.clone()));
+        }
+        let name = desc.name.clone();
+        let accessors = desc.accessors.clone();
+        // The held kernel's event carries the fusion's hook: whatever waits for it or
+        // depends on it from outside the list ends the fusion early.
+        let opts = SubmitOpts {
+            event: Some(Event::with_hook(name, Some(self.hook.clone()))),
+            hold: true,
+            fusion: Some(self.id),
+            ..SubmitOpts::default()
+        };
+        let sub = q.submit_opts(desc, opts);
+        st.held.push(HeldKernel {
+            held: sub.held.expect("a held submission has a handle"),
+            event: sub.event,
+            kernel,
+            range,
+            args,
+            accessors,
+            deps: sub.deps,
+        });
+        Some((self.event.clone(), sub.aborts))
+    }
+
+    fn active(&self) -> bool {
+        self.state.lock().status == FusionStatus::Active
+    }
+
+    fn queue_dropped(&self, q: &Queue) {
+        self.abort(&format!("queue #{} was dropped in fusion mode", q.id()));
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }
 
-/// A queue dropped in fusion mode: its kernels run.
-pub(crate) fn drop_queue(q: &Queue) {
-    let f = lock(&q.fusion).clone();
-    if let Some(f) = f {
-        f.abort(&format!("queue #{} was dropped in fusion mode", q.id));
-    }
+/// The fusion `q` last started, if any.
+fn fusion_of(slot: &Option<Arc<dyn Holder>>) -> Option<Arc<Fusion>> {
+    slot.clone().and_then(|h| h.as_any().downcast::<Fusion>().ok())
 }
 
-impl Queue {
+/// Fusion mode on a [`Queue`] (the queue's own methods are in [`crate::queue`]; fusion sits
+/// above the queue and reaches it through its interface only).
+pub trait QueueFusion {
     /// Puts the queue into fusion mode: kernels submitted from now on are held back in its
     /// fusion list until [`complete_fusion`](Self::complete_fusion) fuses them or
     /// [`cancel_fusion`](Self::cancel_fusion) (or an early cancellation, see
     /// [`crate::fusion`]) lets them run unfused. An error if the queue is already in fusion
     /// mode or records into a command graph.
-    pub fn start_fusion(&self) -> Result<(), RuntimeError> {
-        let invalid = |message: &str| RuntimeError::Invalid {
-            command: "start_fusion".into(),
-            message: message.into(),
-        };
-        if self.is_recording() {
-            return Err(invalid("the queue is recording into a command graph"));
-        }
-        let mut slot = lock(&self.fusion);
-        if slot.as_ref().is_some_and(|f| lock(&f.state).status == FusionStatus::Active) {
-            return Err(invalid(
-                "the queue is already in fusion mode (complete or cancel that fusion first)",
-            ));
-        }
-        // The previous fusion's event is released here, not when it finished, so that it
-        // stays valid until the next start (DPC++ marks such a fusion command deleted).
-        *slot = Some(Fusion::new(self));
-        Ok(())
-    }
+    fn start_fusion(&self) -> Result<(), RuntimeError>;
 
     /// Whether the queue is in fusion mode: started and not yet completed or cancelled
     /// (explicitly or early).
-    pub fn is_in_fusion_mode(&self) -> bool {
-        lock(&self.fusion).as_ref().is_some_and(|f| lock(&f.state).status == FusionStatus::Active)
-    }
+    fn is_in_fusion_mode(&self) -> bool;
 
     /// Where the queue's last fusion is: `None` if no fusion was ever started.
-    pub fn fusion_status(&self) -> Option<FusionStatus> {
-        lock(&self.fusion).as_ref().map(|f| lock(&f.state).status.clone())
-    }
+    fn fusion_status(&self) -> Option<FusionStatus>;
 
     /// Leaves fusion mode letting the held kernels run unfused; returns the fusion's event.
     /// Not in fusion mode: a warning (level 1) and the last fusion's event, if any.
-    pub fn cancel_fusion(&self) -> Event {
-        let slot = lock(&self.fusion);
-        let Some(f) = slot.as_ref() else {
-            warn(
-                &self.ctx,
-                &format!("cancel_fusion on queue #{}, which never started a fusion", self.id),
-            );
-            return finished_event(format!("no fusion of queue #{}", self.id));
-        };
-        let mut st = lock(&f.state);
-        if st.status == FusionStatus::Active {
-            f.cancel_locked(&mut st, FusionStatus::Cancelled);
-        } else {
-            warn(
-                &self.ctx,
-                &format!(
-                    "cancel_fusion on queue #{}, which is not in fusion mode ({})",
-                    self.id,
-                    st.status.describe()
-                ),
-            );
-        }
-        f.event.clone()
-    }
+    fn cancel_fusion(&self) -> Event;
 
     /// Leaves fusion mode fusing the held kernels into one (see [`crate::fusion`]), with
     /// `props`; returns the fusion's event, which finishes after the fused kernel.
@@ -463,23 +415,80 @@ impl Queue {
     /// list, or cannot prove that fusing keeps the result, the fusion is cancelled with a
     /// warning ([`FusionStatus::Failed`]). Not in fusion mode (never started, or cancelled
     /// early): a warning and the last fusion's event.
-    pub fn complete_fusion(&self, props: FusionProps) -> Event {
-        let slot = lock(&self.fusion);
-        let Some(f) = slot.as_ref() else {
-            warn(
-                &self.ctx,
-                &format!("complete_fusion on queue #{}, which never started a fusion", self.id),
-            );
-            return finished_event(format!("no fusion of queue #{}", self.id));
+    fn complete_fusion(&self, props: FusionProps) -> Event;
+}
+
+impl QueueFusion for Queue {
+    fn start_fusion(&self) -> Result<(), RuntimeError> {
+        let invalid = |message: &str| RuntimeError::Invalid {
+            command: "start_fusion".into(),
+            message: message.into(),
         };
-        let mut st = lock(&f.state);
+        if self.recorder().is_some() {
+            return Err(invalid("the queue is recording into a command graph"));
+        }
+        let mut slot = self.holder();
+        if slot.as_ref().is_some_and(|f| f.active()) {
+            return Err(invalid(
+                "the queue is already in fusion mode (complete or cancel that fusion first)",
+            ));
+        }
+        // The previous fusion's event is released here, not when it finished, so that it
+        // stays valid until the next start (DPC++ marks such a fusion command deleted).
+        *slot = Some(Fusion::new(self));
+        Ok(())
+    }
+
+    fn is_in_fusion_mode(&self) -> bool {
+        self.holding()
+    }
+
+    fn fusion_status(&self) -> Option<FusionStatus> {
+        fusion_of(&self.holder()).map(|f| f.state.lock().status.clone())
+    }
+
+    fn cancel_fusion(&self) -> Event {
+        let slot = self.holder();
+        let Some(f) = fusion_of(&slot) else {
+            warn(
+                self.context(),
+                &format!("cancel_fusion on queue #{}, which never started a fusion", self.id()),
+            );
+            return finished_event(format!("no fusion of queue #{}", self.id()));
+        };
+        let mut st = f.state.lock();
+        if st.status == FusionStatus::Active {
+            f.cancel_locked(&mut st, FusionStatus::Cancelled);
+        } else {
+            warn(
+                self.context(),
+                &format!(
+                    "cancel_fusion on queue #{}, which is not in fusion mode ({})",
+                    self.id(),
+                    st.status.describe()
+                ),
+            );
+        }
+        f.event.clone()
+    }
+
+    fn complete_fusion(&self, props: FusionProps) -> Event {
+        let slot = self.holder();
+        let Some(f) = fusion_of(&slot) else {
+            warn(
+                self.context(),
+                &format!("complete_fusion on queue #{}, which never started a fusion", self.id()),
+            );
+            return finished_event(format!("no fusion of queue #{}", self.id()));
+        };
+        let mut st = f.state.lock();
         if st.status != FusionStatus::Active {
             warn(
-                &self.ctx,
+                self.context(),
                 &format!(
                     "complete_fusion on queue #{}, which is not in fusion mode any more ({}): \
                      nothing fused",
-                    self.id,
+                    self.id(),
                     st.status.describe()
                 ),
             );
@@ -490,11 +499,11 @@ impl Queue {
             st.status = FusionStatus::Completed { kernels: 0, cache_hit: false, warnings: vec![] };
         } else if let Err(reason) = f.complete_locked(&mut st, props) {
             warn(
-                &self.ctx,
+                self.context(),
                 &format!(
                     "fusion on queue #{} cancelled, its {} kernel(s) run unfused: the fusion \
                      JIT refused it: {reason}",
-                    self.id,
+                    self.id(),
                     st.held.len()
                 ),
             );

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{NodeData, NodeKind};
-use crate::scheduler::KernelArg;
+use crate::buffer::arg_view;
 
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
@@ -24,12 +24,12 @@ fn describe(n: &NodeData, verbose: bool) -> String {
                 }
                 let a: Vec<String> = args
                     .iter()
-                    .map(|a| match a {
-                        KernelArg::Scalar(v) => kiln_ir::Expr::imm(*v).to_string(),
-                        KernelArg::Buffer(acc) => match acc.range() {
-                            Some((o, n)) => format!("buffer #{}[{o}..{}]", acc.buffer.id, o + n),
-                            None => format!("buffer #{}", acc.buffer.id),
-                        },
+                    .map(|a| match (a, arg_view(a)) {
+                        (_, Some((b, Some((o, n))))) => format!("buffer #{}[{o}..{}]", b.id, o + n),
+                        (_, Some((b, None))) => format!("buffer #{}", b.id),
+                        (a, None) => {
+                            a.imm().map(|v| kiln_ir::Expr::imm(v).to_string()).unwrap_or_default()
+                        }
                     })
                     .collect();
                 let _ = write!(s, "\\nargs: {}", a.join(", "));

@@ -1,13 +1,15 @@
 //! Finalize: from a modifiable graph to an executable one, and its submission and update.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kiln_ir::{Imm, Scalar};
 
 use super::fuse::{self, ChainReport, FusedUnit, RefusedChain};
 use super::recorded::{self, Recorded};
 use super::{GraphError, GraphProperties, KernelRef, NodeData, NodeId, NodeKind};
+use crate::buffer::merge_accessors;
+use crate::buffer::Arg;
 use crate::buffer::{AccessMode, Accessor};
 use crate::context::{Context, KernelHandle};
 use crate::device::Device;
@@ -15,8 +17,8 @@ use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::queue::{next_command_id, Queue};
 use crate::scheduler::command::{copy, fill, HostTaskContext};
-use crate::scheduler::deps::merge_accessors;
-use crate::scheduler::{lock, Action, CommandDesc, KernelArg, PreparedLaunch, SharedHostFn};
+use crate::scheduler::{Action, CommandDesc, PreparedLaunch, SharedHostFn};
+use crate::sync::{ranks, RankedMutex};
 
 /// A node of the flattened graph (sub-graphs inlined).
 #[derive(Clone)]
@@ -89,9 +91,9 @@ pub struct ExecGraph {
     refused: Vec<RefusedChain>,
     /// Whether fused chains keep their unshared buffers in private memory.
     internalize: bool,
-    state: Mutex<ExecState>,
-    plan: Mutex<Arc<Plan>>,
-    last_run: Mutex<Option<Event>>,
+    state: RankedMutex<ExecState>,
+    plan: RankedMutex<Arc<Plan>>,
+    last_run: RankedMutex<Option<Event>>,
 }
 
 impl std::fmt::Debug for ExecGraph {
@@ -382,7 +384,7 @@ fn pattern(nodes: &[FlatNode]) -> Pattern {
         }
         if let NodeKind::Kernel { args, .. } = &n.kind {
             for a in args {
-                if let KernelArg::Buffer(acc) = a {
+                if let Some(acc) = a.buffer() {
                     push(acc, None);
                 }
             }
@@ -421,7 +423,12 @@ impl ExecState {
                                         why: "its kernel was not resolved".into(),
                                     }
                                 })?;
-                                StepKind::Launch(PreparedLaunch::new(k, *range, args, &n.accessors))
+                                let launch = PreparedLaunch::new(k, *range, args, &n.accessors)
+                                    .map_err(|source| GraphError::Argument {
+                                        node: n.label.clone(),
+                                        source,
+                                    })?;
+                                StepKind::Launch(launch)
                             }
                             NodeKind::Copy { src, dst } => StepKind::Copy(src.clone(), dst.clone()),
                             NodeKind::Fill { dst, value } => StepKind::Fill(dst.clone(), *value),
@@ -558,16 +565,16 @@ impl ExecGraph {
             name,
             refused,
             internalize: props.internalize,
-            state: Mutex::new(state),
-            plan: Mutex::new(Arc::new(plan)),
-            last_run: Mutex::new(None),
+            state: RankedMutex::new(ranks::EXEC_STATE, state),
+            plan: RankedMutex::new(ranks::EXEC_PLAN, Arc::new(plan)),
+            last_run: RankedMutex::new(ranks::EXEC_LAST, None),
         })
     }
 
     /// The partitions, each with the labels of its steps in execution order (`node 3`,
     /// `node 3 `name``, `node 2 > node 0` inside a sub-graph, `fused chain [...]`).
     pub fn schedule(&self) -> Vec<Vec<String>> {
-        let p = lock(&self.plan).clone();
+        let p = self.plan.lock().clone();
         p.parts.iter().map(|p| p.steps.iter().map(|s| s.label.clone()).collect()).collect()
     }
 
@@ -578,17 +585,17 @@ impl ExecGraph {
     /// that records none (the interpreter, the cpu device), whose partitions replay as
     /// prepared step lists.
     pub fn device_recordings(&self) -> usize {
-        lock(&self.plan).parts.iter().map(|p| p.recorded.len()).sum()
+        self.plan.lock().parts.iter().map(|p| p.recorded.len()).sum()
     }
 
     /// The number of chains fused at finalize.
     pub fn fused_chains(&self) -> usize {
-        lock(&self.state).fused.len()
+        self.state.lock().fused.len()
     }
 
     /// The chains fused at finalize, each as its nodes' labels in order.
     pub fn fused_chain_nodes(&self) -> Vec<Vec<String>> {
-        let st = lock(&self.state);
+        let st = self.state.lock();
         st.fused
             .iter()
             .map(|f| f.members.iter().map(|&m| st.nodes[m].label.clone()).collect())
@@ -610,7 +617,7 @@ impl ExecGraph {
     /// may it stay in global memory per work-item, is a promotion done), in the words of
     /// `kiln fuse --explain`. `kiln graph --explain` prints it.
     pub fn explain(&self) -> Vec<ChainReport> {
-        let st = lock(&self.state);
+        let st = self.state.lock();
         let mut chains: Vec<(&[usize], Option<&str>)> =
             st.fused.iter().map(|f| (&f.members[..], None)).collect();
         chains.extend(self.refused.iter().map(|r| (&r.members[..], Some(&*r.reason))));
@@ -628,8 +635,8 @@ impl ExecGraph {
     /// arguments must match the old ones in kind and type, and keep which nodes share a
     /// buffer (and each buffer's length and access): the edges, partitions and fused chains
     /// were derived from them. Otherwise nothing changes and the error says why.
-    pub fn update_node(&self, node: NodeId, args: Vec<KernelArg>) -> Result<(), GraphError> {
-        let mut st = lock(&self.state).clone();
+    pub fn update_node(&self, node: NodeId, args: Vec<Arg>) -> Result<(), GraphError> {
+        let mut st = self.state.lock().clone();
         let i = match st.top.get(node.0).map(Vec::as_slice) {
             Some([i]) => *i,
             _ => return Err(GraphError::NoSuchNode(format!("node {} (a kernel node)", node.0))),
@@ -649,8 +656,12 @@ impl ExecGraph {
         }
         for (k, (o, a)) in old.iter().zip(&args).enumerate() {
             let same_kind = match (o, a) {
-                (KernelArg::Scalar(x), KernelArg::Scalar(y)) => x.scalar() == y.scalar(),
-                (KernelArg::Buffer(_), KernelArg::Buffer(_)) => true,
+                (Arg::Scalar(x), Arg::Scalar(y)) => x.scalar() == y.scalar(),
+                (Arg::Buffer(_), Arg::Buffer(_)) => true,
+                (
+                    Arg::Range { offset: o1, len: l1, .. },
+                    Arg::Range { offset: o2, len: l2, .. },
+                ) => (o1, l1) == (o2, l2),
                 _ => false,
             };
             if !same_kind {
@@ -664,9 +675,9 @@ impl ExecGraph {
         }
         for acc in &mut n.accessors {
             let pos = old.iter().position(
-                |o| matches!(o, KernelArg::Buffer(b) if std::sync::Arc::ptr_eq(&b.buffer, &acc.buffer)),
+                |o| matches!(o.buffer(), Some(b) if std::sync::Arc::ptr_eq(&b.buffer, &acc.buffer)),
             );
-            if let Some(KernelArg::Buffer(b)) = pos.map(|p| &args[p]) {
+            if let Some(b) = pos.and_then(|p| args[p].buffer()) {
                 acc.buffer = b.buffer.clone();
             }
         }
@@ -679,9 +690,9 @@ impl ExecGraph {
     /// nd-ranges and edges), for the runs submitted from now on, without finalizing again.
     /// The same rules as [`update_node`](Self::update_node) apply to the buffers.
     pub fn update(&self, graph: &super::Graph) -> Result<(), GraphError> {
-        let mut st = lock(&self.state).clone();
+        let mut st = self.state.lock().clone();
         let mut nodes = Vec::new();
-        flatten(&lock(&graph.data).nodes.clone(), "", &mut nodes);
+        flatten(&graph.data.lock().nodes.clone(), "", &mut nodes);
         let mismatch =
             |node: &str, why: &str| GraphError::Update { node: node.into(), why: why.into() };
         if nodes.len() != st.nodes.len() {
@@ -721,7 +732,7 @@ impl ExecGraph {
 
     /// Installs an updated state if it keeps the aliasing pattern and its plan builds.
     fn commit(&self, st: ExecState) -> Result<(), GraphError> {
-        let mut cur = lock(&self.state);
+        let mut cur = self.state.lock();
         if pattern(&st.nodes) != pattern(&cur.nodes) {
             return Err(GraphError::Update {
                 node: "the graph".into(),
@@ -732,56 +743,51 @@ impl ExecGraph {
         }
         let plan = st.plan(&**self.ctx.device())?;
         *cur = st;
-        *lock(&self.plan) = Arc::new(plan);
+        *self.plan.lock() = Arc::new(plan);
         Ok(())
     }
 }
 
-impl Queue {
-    /// Submits a run of `exec`; returns the event of the run's last partition (which
-    /// finishes last). Its partitions are ordered after the previous run of `exec` and, by
-    /// their buffer requirements, with all other work of the context. An executable graph
-    /// of another context, or a submission while the queue records, fails at `wait`.
-    pub fn submit_graph(&self, exec: &ExecGraph) -> Event {
-        let bad = |message: &str| {
-            Event::failed(
-                exec.name.clone(),
-                RuntimeError::Invalid { command: exec.name.clone(), message: message.into() },
-            )
-        };
-        if !exec.ctx.same_context(&self.ctx) {
-            return bad("the executable graph belongs to another context than the queue");
-        }
-        if self.is_recording() {
-            return bad("submitting an executable graph to a recording queue is not supported");
-        }
-        let plan = lock(&exec.plan).clone();
-        let mut last = lock(&exec.last_run);
-        let mut prev = last.clone();
-        if plan.parts.is_empty() {
-            let desc = CommandDesc {
-                name: exec.name.clone(),
-                accessors: Vec::new(),
-                deps: prev.into_iter().collect(),
-                action: Action::Nothing,
-            };
-            let e = self.submit_desc(desc);
-            *last = Some(e.clone());
-            return e;
-        }
-        for (i, p) in plan.parts.iter().enumerate() {
-            let (plan2, name) = (plan.clone(), exec.name.clone());
-            let desc = CommandDesc {
-                name: format!("{} partition {i}", exec.name),
-                accessors: p.accessors.clone(),
-                deps: prev.take().into_iter().collect(),
-                action: Action::Exec(Box::new(move |dev| run_part(&plan2, i, &name, dev))),
-            };
-            prev = Some(self.submit_desc(desc));
-        }
-        *last = prev.clone();
-        prev.unwrap_or_else(|| bad("nothing was submitted"))
+/// Submits a run of `exec` to `q` ([`super::QueueGraph::submit_graph`]).
+pub(crate) fn submit(q: &Queue, exec: &ExecGraph) -> Event {
+    let bad = |message: &str| {
+        Event::failed(
+            exec.name.clone(),
+            RuntimeError::Invalid { command: exec.name.clone(), message: message.into() },
+        )
+    };
+    if !exec.ctx.same_context(q.context()) {
+        return bad("the executable graph belongs to another context than the queue");
     }
+    if q.recorder().is_some() {
+        return bad("submitting an executable graph to a recording queue is not supported");
+    }
+    let plan = exec.plan.lock().clone();
+    let mut last = exec.last_run.lock();
+    let mut prev = last.clone();
+    if plan.parts.is_empty() {
+        let desc = CommandDesc {
+            name: exec.name.clone(),
+            accessors: Vec::new(),
+            deps: prev.into_iter().collect(),
+            action: Action::Nothing,
+        };
+        let e = q.submit_desc(desc);
+        *last = Some(e.clone());
+        return e;
+    }
+    for (i, p) in plan.parts.iter().enumerate() {
+        let (plan2, name) = (plan.clone(), exec.name.clone());
+        let desc = CommandDesc {
+            name: format!("{} partition {i}", exec.name),
+            accessors: p.accessors.clone(),
+            deps: prev.take().into_iter().collect(),
+            action: Action::Exec(Box::new(move |dev| run_part(&plan2, i, &name, dev))),
+        };
+        prev = Some(q.submit_desc(desc));
+    }
+    *last = prev.clone();
+    prev.unwrap_or_else(|| bad("nothing was submitted"))
 }
 
 /// The units (nodes, and fused chains as one unit each) per partition in execution order;

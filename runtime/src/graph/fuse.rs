@@ -85,7 +85,8 @@ impl FusedUnit {
             *self.entry.range(),
             &bound,
             &accessors,
-        );
+        )
+        .map_err(|e| e.to_string())?;
         Ok((launch, accessors))
     }
 }
@@ -203,8 +204,9 @@ pub(crate) fn explain(
     internalize: bool,
 ) -> ChainReport {
     let entries = members(nodes, kernels, chain);
-    let buffers = Users::new(nodes)
-        .request(chain, internalize, |req| ctx.fusion_front().explain(ctx, &entries, req));
+    let buffers = Users::new(nodes).request(chain, internalize, |req| {
+        crate::fusion::front::of(ctx).explain(ctx, &entries, req)
+    });
     ChainReport {
         nodes: chain.iter().map(|&m| nodes[m].label.clone()).collect(),
         verdict: refused.map_or(Ok(()), |r| Err(r.to_string())),
@@ -372,7 +374,7 @@ impl Search<'_> {
     /// `Err` says why the first `n` members of `chain` cannot be fused.
     fn check(&self, chain: &[usize], n: usize) -> Result<(), String> {
         let entries = members(self.nodes, self.kernels, &chain[..n]);
-        self.ctx.fusion_front().check(self.ctx, &entries)
+        crate::fusion::front::of(self.ctx).check(self.ctx, &entries)
     }
 }
 
@@ -482,8 +484,9 @@ pub(crate) fn fuse_chains(
         }
         let prefix = &chain[..good];
         let entries = members(nodes, kernels, prefix);
-        let fused =
-            users.request(prefix, internalize, |req| ctx.fusion_front().fuse(ctx, &entries, req));
+        let fused = users.request(prefix, internalize, |req| {
+            crate::fusion::front::of(ctx).fuse(ctx, &entries, req)
+        });
         match fused {
             Ok(f) => {
                 let label = prefix.iter().map(|&m| &*nodes[m].label).collect::<Vec<_>>();

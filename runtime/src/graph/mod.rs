@@ -2,7 +2,7 @@
 //!
 //! A [`Graph`] is *modifiable*: nodes (kernel launches, buffer copies and fills, host tasks,
 //! sub-graphs) are added explicitly with [`Graph::add`] or recorded from a queue
-//! ([`Queue::begin_recording`]: while recording, the queue's submissions become nodes
+//! ([`QueueGraph::begin_recording`]: while recording, the queue's submissions become nodes
 //! instead of running). Edges come from buffer accesses, with the
 //! scheduler's model ([`crate::scheduler`]: read-after-write, write-after-read,
 //! write-after-write, in insertion order), from explicit dependencies (node lists, recorded
@@ -13,14 +13,16 @@
 //! design), each device partition a prepared launch list whose kernels were resolved once,
 //! through the context's caches, which a device with command lists of its own records once
 //! ([`crate::Device::record`]: a Vulkan command buffer, a CUDA graph). With [`GraphProperties::fuse_chains`], chains of kernels
-//! are fused at finalize (see [`fuse`]). [`Queue::submit_graph`] runs it; runs of one
+//! are fused at finalize (see [`fuse`]). [`QueueGraph::submit_graph`] runs it; runs of one
 //! executable graph are ordered, and [`ExecGraph::update`] / [`ExecGraph::update_node`]
 //! change buffers and scalar arguments without finalizing again.
 //!
 //! ```
 //! use kiln_ir::parse_module;
 //! use kiln_runtime::graph::{Graph, GraphProperties};
-//! use kiln_runtime::{interp_device, Buffer, Context, KernelArg, NdRange, Queue, QueueOrder};
+//! use kiln_runtime::{
+//!     interp_device, Arg, Buffer, Context, NdRange, Queue, QueueGraph, QueueOrder,
+//! };
 //!
 //! let ctx = Context::new(interp_device());
 //! let m = parse_module("kernel inc(x: ptr<global, u32>) { let i: u32 = global_id(0); x[i] = x[i] + 1u32; }").unwrap();
@@ -32,7 +34,7 @@
 //! for _ in 0..3 {
 //!     q.submit(|h| {
 //!         let x = h.read_write(&b);
-//!         h.parallel_for(&inc, NdRange::new(&[4]), vec![KernelArg::from(x)]);
+//!         h.parallel_for(&inc, NdRange::new(&[4]), vec![Arg::from(x)]);
 //!     });
 //! }
 //! q.end_recording().unwrap();
@@ -42,8 +44,8 @@
 //! assert_eq!(b.read().unwrap(), vec![6; 4]);
 //! ```
 //!
-//! [`Queue::begin_recording`]: crate::Queue::begin_recording
-//! [`Queue::submit_graph`]: crate::Queue::submit_graph
+//! [`QueueGraph::begin_recording`]: crate::QueueGraph::begin_recording
+//! [`QueueGraph::submit_graph`]: crate::QueueGraph::submit_graph
 
 mod dot;
 mod exec;
@@ -51,24 +53,26 @@ pub mod fuse;
 mod record;
 mod recorded;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 use kiln_ir::launch::NdRange;
 use kiln_ir::Imm;
 use thiserror::Error;
 
+use crate::buffer::merge_accessors;
+use crate::buffer::Arg;
 use crate::buffer::{AccessMode, Accessor, AnyBuffer};
 use crate::context::{Context, KernelHandle, PreparedModule};
+use crate::deps::AccessTrack;
 use crate::error::DeviceError;
 use crate::event::Event;
-use crate::scheduler::deps::{merge_accessors, AccessTrack};
-use crate::scheduler::lock;
-use crate::scheduler::{HostTaskContext, KernelArg, SharedHostFn};
+use crate::scheduler::{HostTaskContext, SharedHostFn};
+use crate::sync::{ranks, RankedMutex};
 
 pub use exec::ExecGraph;
 pub use fuse::{ChainReport, RefusedChain};
-pub(crate) use record::{record, Recording};
+pub use record::QueueGraph;
 
 /// A node of a [`Graph`], as [`Graph::add`] returns it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -131,6 +135,14 @@ pub enum GraphError {
         /// The device's error.
         source: DeviceError,
     },
+    /// A kernel node's arguments do not fit its kernel's parameters.
+    #[error("{node}: {source}")]
+    Argument {
+        /// The node.
+        node: String,
+        /// Which argument, and what is wrong.
+        source: kiln_ir::launch::ArgError,
+    },
     /// Recording could not start, stop or record.
     #[error("recording: {0}")]
     Recording(String),
@@ -156,7 +168,7 @@ pub enum GraphError {
 #[derive(Clone)]
 pub(crate) enum NodeKind {
     /// A kernel launch, resolved at finalize when given as a module and name.
-    Kernel { kernel: KernelRef, range: NdRange, args: Vec<KernelArg> },
+    Kernel { kernel: KernelRef, range: NdRange, args: Vec<Arg> },
     /// Copies `src` into the start of `dst`.
     Copy { src: Accessor, dst: Accessor },
     /// Sets every element of `dst` to `value`.
@@ -200,30 +212,20 @@ impl Node {
         Node { kind, name: None, accessors: merge_accessors(accessors) }
     }
 
-    fn kernel_accessors(args: &[KernelArg]) -> Vec<Accessor> {
-        args.iter()
-            .filter_map(|a| match a {
-                KernelArg::Buffer(acc) => Some(acc.clone()),
-                KernelArg::Scalar(_) => None,
-            })
-            .collect()
+    fn kernel_accessors(args: &[Arg]) -> Vec<Accessor> {
+        args.iter().filter_map(|a| a.buffer().cloned()).collect()
     }
 
     /// A launch of `kernel` over `range`; its buffer arguments' accessors are its
     /// requirements.
-    pub fn kernel(kernel: &KernelHandle, range: NdRange, args: Vec<KernelArg>) -> Node {
+    pub fn kernel(kernel: &KernelHandle, range: NdRange, args: Vec<Arg>) -> Node {
         let acc = Node::kernel_accessors(&args);
         Node::of(NodeKind::Kernel { kernel: KernelRef::Handle(kernel.clone()), range, args }, acc)
     }
 
     /// A launch of the kernel `name` of a prepared module, resolved through the context's
     /// program and kernel caches once, at finalize.
-    pub fn kernel_of(
-        module: &PreparedModule,
-        name: &str,
-        range: NdRange,
-        args: Vec<KernelArg>,
-    ) -> Node {
+    pub fn kernel_of(module: &PreparedModule, name: &str, range: NdRange, args: Vec<Arg>) -> Node {
         let acc = Node::kernel_accessors(&args);
         let kernel = KernelRef::Of(module.clone(), name.to_string());
         Node::of(NodeKind::Kernel { kernel, range, args }, acc)
@@ -252,7 +254,7 @@ impl Node {
     /// The nodes and edges of `graph` as one node (a copy: later changes to `graph` do not
     /// show here). Its requirements are those of its nodes.
     pub fn sub_graph(graph: &Graph) -> Node {
-        let nodes = lock(&graph.data).nodes.clone();
+        let nodes = graph.data.lock().nodes.clone();
         let acc = nodes.iter().flat_map(|n| n.accessors.clone()).collect();
         Node::of(NodeKind::Sub(Arc::new(nodes)), acc)
     }
@@ -306,13 +308,13 @@ pub(crate) struct GraphData {
 pub struct Graph {
     pub(crate) ctx: Context,
     pub(crate) props: GraphProperties,
-    pub(crate) data: Arc<Mutex<GraphData>>,
+    pub(crate) data: Arc<RankedMutex<GraphData>>,
 }
 
 impl std::fmt::Debug for Graph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Graph")
-            .field("nodes", &lock(&self.data).nodes.len())
+            .field("nodes", &self.data.lock().nodes.len())
             .field("props", &self.props)
             .finish_non_exhaustive()
     }
@@ -324,13 +326,16 @@ impl Graph {
         Graph {
             ctx: ctx.clone(),
             props,
-            data: Arc::new(Mutex::new(GraphData {
-                nodes: Vec::new(),
-                tracks: HashMap::new(),
-                recorded: Vec::new(),
-                finalized: false,
-                poisoned: None,
-            })),
+            data: Arc::new(RankedMutex::new(
+                ranks::GRAPH,
+                GraphData {
+                    nodes: Vec::new(),
+                    tracks: HashMap::new(),
+                    recorded: Vec::new(),
+                    finalized: false,
+                    poisoned: None,
+                },
+            )),
         }
     }
 
@@ -341,12 +346,12 @@ impl Graph {
 
     /// The number of nodes (a sub-graph counts as one).
     pub fn node_count(&self) -> usize {
-        lock(&self.data).nodes.len()
+        self.data.lock().nodes.len()
     }
 
     /// The edges, as (from, to) pairs.
     pub fn edges(&self) -> Vec<(NodeId, NodeId)> {
-        let d = lock(&self.data);
+        let d = self.data.lock();
         let mut out = Vec::new();
         for (i, n) in d.nodes.iter().enumerate() {
             out.extend(n.succs.iter().map(|&s| (NodeId(i), NodeId(s))));
@@ -358,7 +363,7 @@ impl Graph {
     /// buffer accesses conflict with its own (read-after-write, write-after-read,
     /// write-after-write).
     pub fn add(&self, node: Node, depends_on: &[NodeId]) -> Result<NodeId, GraphError> {
-        let mut d = lock(&self.data);
+        let mut d = self.data.lock();
         if d.finalized {
             return Err(GraphError::Finalized { what: "add".into() });
         }
@@ -370,7 +375,7 @@ impl Graph {
     /// cycle (the error names it), unless the graph has
     /// [`no_cycle_check`](GraphProperties::no_cycle_check).
     pub fn make_edge(&self, from: NodeId, to: NodeId) -> Result<(), GraphError> {
-        let mut d = lock(&self.data);
+        let mut d = self.data.lock();
         let what = format!("make_edge({}, {})", d.label(from.0)?, d.label(to.0)?);
         if d.finalized {
             return Err(GraphError::Finalized { what });
@@ -407,21 +412,21 @@ impl Graph {
 
     /// The text [`print_dot`](Self::print_dot) writes.
     pub fn to_dot(&self, verbose: bool) -> String {
-        dot::to_dot(&lock(&self.data).nodes, verbose)
+        dot::to_dot(&self.data.lock().nodes, verbose)
     }
 
     /// Makes the executable graph: see [`ExecGraph`]. The graph can no longer be modified
     /// afterwards (adding is an error): its nodes are what the executable graph runs.
     pub fn finalize(&self) -> Result<ExecGraph, GraphError> {
         let nodes = {
-            let d = lock(&self.data);
+            let d = self.data.lock();
             if let Some(e) = &d.poisoned {
                 return Err(e.clone());
             }
             d.nodes.clone()
         };
         let exec = ExecGraph::build(&self.ctx, self.props, &nodes)?;
-        lock(&self.data).finalized = true;
+        self.data.lock().finalized = true;
         Ok(exec)
     }
 }

@@ -1,52 +1,80 @@
 //! Record and replay: a queue's submissions become graph nodes.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::exec::ExecGraph;
 use super::{Graph, GraphError, KernelRef, Node, NodeKind};
+use crate::buffer::merge_accessors;
 use crate::error::RuntimeError;
 use crate::event::Event;
-use crate::queue::{next_command_id, Handler, Queue, QueueOrder};
-use crate::scheduler::deps::merge_accessors;
-use crate::scheduler::{lock, Action};
+use crate::queue::{next_command_id, Handler, Queue, QueueOrder, Recorder};
+use crate::scheduler::Action;
 
 /// A queue's recording: the graph and the queue's last recorded node (an in-order queue's
-/// next node depends on it).
+/// next node depends on it; `usize::MAX` before the first).
 pub(crate) struct Recording {
-    pub graph: Graph,
-    pub last: Option<usize>,
+    graph: Graph,
+    last: AtomicUsize,
 }
 
-impl Queue {
+impl Recorder for Recording {
+    fn record(&self, q: &Queue, h: Handler) -> Event {
+        record(q, self, h)
+    }
+}
+
+/// Command graphs on a [`Queue`]: recording its submissions and submitting executable
+/// graphs (the queue's own methods are in [`crate::queue`]; graphs sit above the queue and
+/// reach it through its interface only).
+pub trait QueueGraph {
     /// Starts recording into `graph`: until [`end_recording`](Self::end_recording), every
-    /// [`submit`](Self::submit) adds a node to `graph` instead of running, with edges from
-    /// its buffer accesses, its event dependencies (events of commands recorded into the
-    /// same graph; others are waited for now, as DPC++ does) and, on an in-order queue, the
+    /// [`Queue::submit`] adds a node to `graph` instead of running, with edges from its
+    /// buffer accesses, its event dependencies (events of commands recorded into the same
+    /// graph; others are waited for now, as DPC++ does) and, on an in-order queue, the
     /// previous recorded command. The events returned then are not waitable (waiting is an
-    /// error saying so), nor is the queue ([`wait`](Self::wait)). Several queues may
-    /// record into one graph.
-    pub fn begin_recording(&self, graph: &Graph) -> Result<(), GraphError> {
-        let mut r = lock(&self.recording);
+    /// error saying so), nor is the queue ([`Queue::wait`]). Several queues may record into
+    /// one graph.
+    fn begin_recording(&self, graph: &Graph) -> Result<(), GraphError>;
+
+    /// Stops recording; submissions run again.
+    fn end_recording(&self) -> Result<(), GraphError>;
+
+    /// Whether the queue is recording into a graph.
+    fn is_recording(&self) -> bool;
+
+    /// Submits a run of `exec`; returns the event of the run's last partition (which
+    /// finishes last). Its partitions are ordered after the previous run of `exec` and, by
+    /// their buffer requirements, with all other work of the context. An executable graph
+    /// of another context, or a submission while the queue records, fails at `wait`.
+    fn submit_graph(&self, exec: &ExecGraph) -> Event;
+}
+
+impl QueueGraph for Queue {
+    fn begin_recording(&self, graph: &Graph) -> Result<(), GraphError> {
+        let mut r = self.recorder();
         if r.is_some() {
             return Err(GraphError::Recording("the queue is already recording".into()));
         }
-        if self.is_in_fusion_mode() {
+        if self.holding() {
             return Err(GraphError::Recording(
                 "the queue is in fusion mode (complete or cancel the fusion first)".into(),
             ));
         }
-        if lock(&graph.data).finalized {
+        if graph.data.lock().finalized {
             return Err(GraphError::Finalized { what: "begin_recording".into() });
         }
-        if !self.ctx.same_context(&graph.ctx) {
+        if !self.context().same_context(&graph.ctx) {
             return Err(GraphError::Recording(
                 "the graph belongs to another context than the queue".into(),
             ));
         }
-        *r = Some(Recording { graph: graph.clone(), last: None });
+        *r = Some(Arc::new(Recording { graph: graph.clone(), last: AtomicUsize::new(usize::MAX) }));
         Ok(())
     }
 
-    /// Stops recording; submissions run again.
-    pub fn end_recording(&self) -> Result<(), GraphError> {
-        match lock(&self.recording).take() {
+    fn end_recording(&self) -> Result<(), GraphError> {
+        match self.recorder().take() {
             Some(_) => Ok(()),
             None => {
                 Err(GraphError::Recording("end_recording on a queue that is not recording".into()))
@@ -54,15 +82,18 @@ impl Queue {
         }
     }
 
-    /// Whether the queue is recording into a graph.
-    pub fn is_recording(&self) -> bool {
-        lock(&self.recording).is_some()
+    fn is_recording(&self) -> bool {
+        self.recorder().is_some()
+    }
+
+    fn submit_graph(&self, exec: &ExecGraph) -> Event {
+        super::exec::submit(self, exec)
     }
 }
 
 /// Records one submission of `q` (which is recording) as a node; the event returned fails
 /// at `wait` saying that the command runs only with the graph.
-pub(crate) fn record(q: &Queue, rec: &mut Recording, h: Handler) -> Event {
+fn record(q: &Queue, rec: &Recording, h: Handler) -> Event {
     let id = next_command_id();
     let name = match &h.name {
         Some(n) => format!("`{n}` #{id}"),
@@ -83,7 +114,7 @@ pub(crate) fn record(q: &Queue, rec: &mut Recording, h: Handler) -> Event {
     let mut deps = Vec::new();
     let mut failed = None;
     let outside: Vec<&Event> = {
-        let data = lock(&rec.graph.data);
+        let data = rec.graph.data.lock();
         h.deps
             .iter()
             .filter(|e| match data.recorded.iter().find(|(r, _)| r.same_event(e)) {
@@ -100,9 +131,10 @@ pub(crate) fn record(q: &Queue, rec: &mut Recording, h: Handler) -> Event {
             failed.get_or_insert(err);
         }
     }
-    let mut data = lock(&rec.graph.data);
-    if q.order() == QueueOrder::InOrder {
-        deps.extend(rec.last);
+    let mut data = rec.graph.data.lock();
+    let last = rec.last.load(Ordering::Acquire);
+    if q.order() == QueueOrder::InOrder && last != usize::MAX {
+        deps.push(last);
     }
     let node = Node { kind, name: h.name.clone(), accessors: merge_accessors(h.accessors) };
     let once = matches!(node.kind, NodeKind::OnceHost);
@@ -127,7 +159,7 @@ pub(crate) fn record(q: &Queue, rec: &mut Recording, h: Handler) -> Event {
             "{label} depends on a command outside the graph that failed: {err}"
         )));
     }
-    rec.last = Some(index);
+    rec.last.store(index, Ordering::Release);
     let event = Event::failed(
         name.clone(),
         invalid(

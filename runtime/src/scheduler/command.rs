@@ -4,41 +4,13 @@
 
 use std::sync::Arc;
 
-use kiln_ir::launch::{self, Arg, Element, NdRange};
+use kiln_ir::launch::{self, ArgError, Element, NdRange};
 use kiln_ir::Imm;
 
-use crate::buffer::{Accessor, BufferInner};
-use crate::context::KernelHandle;
+use crate::buffer::{arg_view, Accessor, Arg, BufferInner};
 use crate::device::{Device, ResidentBuffer};
 use crate::error::{DeviceError, RuntimeError};
-
-/// A kernel argument: a scalar, or a buffer through an accessor.
-#[derive(Clone, Debug)]
-pub enum KernelArg {
-    /// A scalar parameter's value.
-    Scalar(Imm),
-    /// A pointer parameter bound to the accessor's buffer.
-    Buffer(Accessor),
-}
-
-impl KernelArg {
-    /// A scalar argument from a Rust value.
-    pub fn scalar<T: Element>(v: T) -> KernelArg {
-        KernelArg::Scalar(v.to_imm())
-    }
-}
-
-impl From<&Accessor> for KernelArg {
-    fn from(a: &Accessor) -> KernelArg {
-        KernelArg::Buffer(a.clone())
-    }
-}
-
-impl From<Accessor> for KernelArg {
-    fn from(a: Accessor) -> KernelArg {
-        KernelArg::Buffer(a)
-    }
-}
+use crate::program::KernelHandle;
 
 /// A host task's closure, run once.
 pub(crate) type HostFn = Box<dyn FnOnce(&mut HostTaskContext) -> Result<(), String> + Send>;
@@ -52,7 +24,7 @@ pub(crate) type ExecFn = Box<dyn FnOnce(&dyn Device) -> Result<(), RuntimeError>
 /// What a command does once its dependencies have finished.
 pub(crate) enum Action {
     /// A kernel launch.
-    Kernel { kernel: KernelHandle, range: NdRange, args: Vec<KernelArg> },
+    Kernel { kernel: KernelHandle, range: NdRange, args: Vec<Arg> },
     /// A host task (run once).
     Host(HostFn),
     /// A host task that may run again.
@@ -115,44 +87,50 @@ impl HostTaskContext {
 pub(crate) struct PreparedLaunch {
     pub kernel: KernelHandle,
     pub range: NdRange,
-    pub args: Vec<Arg>,
+    pub args: Vec<launch::Arg>,
     pub bufs: Vec<(Arc<BufferInner>, bool)>,
 }
 
 impl PreparedLaunch {
-    /// `kernel` over `range` with `args`; a buffer is written when any of `accessors` on it
-    /// (the command's requirements) writes.
+    /// `kernel` over `range` with `args`, checked against the kernel's parameters (the one
+    /// check every launch through the runtime passes, [`launch::check_args`]); a buffer is
+    /// written when any of `accessors` on it (the command's requirements) writes.
     pub fn new(
         kernel: KernelHandle,
         range: NdRange,
-        args: &[KernelArg],
+        args: &[Arg],
         accessors: &[Accessor],
-    ) -> PreparedLaunch {
+    ) -> Result<PreparedLaunch, ArgError> {
+        if let Some(ir) = kernel.program.module.kernel(&kernel.name) {
+            crate::buffer::check_kernel_args(ir, args)?;
+        }
         let mut bufs: Vec<(Arc<BufferInner>, bool)> = Vec::new();
         let mut iargs = Vec::with_capacity(args.len());
         for a in args {
-            match a {
-                KernelArg::Scalar(v) => iargs.push(Arg::Scalar(*v)),
-                KernelArg::Buffer(acc) => {
-                    let writes = accessors
-                        .iter()
-                        .filter(|x| Arc::ptr_eq(&x.buffer, &acc.buffer))
-                        .any(|x| x.mode.writes());
-                    let i = match bufs.iter().position(|(b, _)| Arc::ptr_eq(b, &acc.buffer)) {
-                        Some(i) => i,
-                        None => {
-                            bufs.push((acc.buffer.clone(), writes));
-                            bufs.len() - 1
-                        }
-                    };
-                    iargs.push(match acc.range {
-                        Some((offset, len)) => Arg::Range { buffer: i, offset, len },
-                        None => Arg::Buffer(i),
-                    });
+            let (buffer, window) = match arg_view(a) {
+                Some(view) => view,
+                None => {
+                    iargs.extend(a.imm().map(launch::Arg::Scalar));
+                    continue;
                 }
-            }
+            };
+            let writes = accessors
+                .iter()
+                .filter(|x| Arc::ptr_eq(&x.buffer, buffer))
+                .any(|x| x.mode.writes());
+            let i = match bufs.iter().position(|(b, _)| Arc::ptr_eq(b, buffer)) {
+                Some(i) => i,
+                None => {
+                    bufs.push((buffer.clone(), writes));
+                    bufs.len() - 1
+                }
+            };
+            iargs.push(match window {
+                Some((offset, len)) => launch::Arg::Range { buffer: i, offset, len },
+                None => launch::Arg::Buffer(i),
+            });
         }
-        PreparedLaunch { kernel, range, args: iargs, bufs }
+        Ok(PreparedLaunch { kernel, range, args: iargs, bufs })
     }
 
     /// Runs the launch on `device`. On a device with memory of its own, the buffers are
@@ -327,6 +305,7 @@ pub(crate) fn run_action(
         Action::Fill { dst, value } => fill(&dst, value).map_err(invalid),
         Action::Kernel { kernel, range, args } => {
             PreparedLaunch::new(kernel, range, &args, accessors)
+                .map_err(|source| RuntimeError::Argument { command: name.into(), source })?
                 .run(device)
                 .map_err(|source| RuntimeError::Kernel { command: name.into(), source })
         }

@@ -1,10 +1,10 @@
 //! The scheduler: commands with requirements and explicit event dependencies become a
 //! dependency graph, which runs on the context's worker threads.
 //!
-//! * `deps` is the dependency model (read-after-write, write-after-read,
+//! * [`crate::deps`] is the dependency model (read-after-write, write-after-read,
 //!   write-after-write per buffer, plus explicit edges), shared by queues, command graphs
 //!   (their recorder derives node edges with it) and the fusion-aware queue.
-//! * `command` says what a command does ([`KernelArg`], host tasks, copies, fills,
+//! * `command` says what a command does (kernel launches, host tasks, copies, fills,
 //!   prepared lists) and how a kernel launch binds its buffers.
 //! * `Scheduler::submit` takes a `CommandDesc`, derives its dependencies from the
 //!   buffers' tracks and its event list, and runs it on a worker once all have finished,
@@ -15,30 +15,26 @@
 //! buffer and queue modules do not depend on one another through the scheduler.
 
 pub(crate) mod command;
-pub(crate) mod deps;
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar};
 use std::thread::JoinHandle;
 
+pub use command::HostTaskContext;
 pub(crate) use command::{Action, PreparedLaunch, SharedHostFn};
-pub use command::{HostTaskContext, KernelArg};
 
 use crate::buffer::Accessor;
 use crate::device::Device;
 use crate::error::{panic_message, RuntimeError};
 use crate::event::{Event, EventStatus, FusionHook, Waiter};
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::sync::{ranks, RankedMutex};
 
 /// One command as its producer describes it.
 pub(crate) struct CommandDesc {
     /// The name its event and errors carry.
     pub name: String,
-    /// Its buffer requirements, one per buffer ([`deps::merge_accessors`]).
+    /// Its buffer requirements, one per buffer (`buffer::merge_accessors`).
     pub accessors: Vec<Accessor>,
     /// Explicit dependencies.
     pub deps: Vec<Event>,
@@ -88,13 +84,13 @@ impl Held {
     /// Lets the command run as an empty command after `e` (the fused kernel that does its
     /// work): commands depending on it then wait for the fused kernel.
     pub fn replace_by(self, e: &Event) {
-        *lock(&self.0.action) = Some(Action::Nothing);
-        *lock(&self.0.pending) += 1;
+        *self.0.action.lock() = Some(Action::Nothing);
+        *self.0.pending.lock() += 1;
         let waiter: Arc<dyn Waiter> = self.0.clone();
         if let Err(status) = e.add_waiter(waiter) {
-            *lock(&self.0.pending) -= 1;
+            *self.0.pending.lock() -= 1;
             if status == EventStatus::Failed {
-                lock(&self.0.failed_dep).get_or_insert_with(|| e.name().to_string());
+                self.0.failed_dep.lock().get_or_insert_with(|| e.name().to_string());
             }
         }
         self.release();
@@ -104,12 +100,12 @@ impl Held {
 /// A submitted command in the scheduler.
 struct Command {
     event: Event,
-    action: Mutex<Option<Action>>,
+    action: RankedMutex<Option<Action>>,
     accessors: Vec<Accessor>,
     /// Unfinished dependencies, plus one while the command is being wired up.
-    pending: Mutex<usize>,
+    pending: RankedMutex<usize>,
     /// The name of a failed dependency.
-    failed_dep: Mutex<Option<String>>,
+    failed_dep: RankedMutex<Option<String>>,
     device: Arc<dyn Device>,
     scheduler: Arc<Scheduler>,
 }
@@ -117,7 +113,7 @@ struct Command {
 impl Waiter for Command {
     fn dependency_finished(self: Arc<Self>, failed: Option<&str>) {
         if let Some(dep) = failed {
-            lock(&self.failed_dep).get_or_insert_with(|| dep.to_string());
+            self.failed_dep.lock().get_or_insert_with(|| dep.to_string());
         }
         let s = self.scheduler.clone();
         s.release(self);
@@ -133,18 +129,21 @@ struct SchedState {
 
 /// The worker threads of a context and their ready list.
 pub(crate) struct Scheduler {
-    state: Mutex<SchedState>,
+    state: RankedMutex<SchedState>,
     work: Condvar,
-    workers: Mutex<Vec<JoinHandle<()>>>,
+    workers: RankedMutex<Vec<JoinHandle<()>>>,
 }
 
 impl Scheduler {
     /// A scheduler with `n` worker threads.
     pub fn start(n: usize) -> Arc<Scheduler> {
         let s = Arc::new(Scheduler {
-            state: Mutex::new(SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false }),
+            state: RankedMutex::new(
+                ranks::SCHEDULER,
+                SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false },
+            ),
             work: Condvar::new(),
-            workers: Mutex::new(Vec::new()),
+            workers: RankedMutex::new(ranks::WORKERS, Vec::new()),
         });
         let handles = (0..n)
             .map(|i| {
@@ -155,7 +154,7 @@ impl Scheduler {
                     .expect("spawning a worker thread")
             })
             .collect();
-        *lock(&s.workers) = handles;
+        *s.workers.lock() = handles;
         s
     }
 
@@ -177,15 +176,15 @@ impl Scheduler {
         let event = opts.event.unwrap_or_else(|| Event::new(desc.name));
         let cmd = Arc::new(Command {
             event: event.clone(),
-            action: Mutex::new(Some(desc.action)),
+            action: RankedMutex::new(ranks::COMMAND_ACTION, Some(desc.action)),
             accessors: desc.accessors,
             // One for the wiring below, one more while the command is held back.
-            pending: Mutex::new(1 + usize::from(opts.hold)),
-            failed_dep: Mutex::new(None),
+            pending: RankedMutex::new(ranks::COMMAND_PENDING, 1 + usize::from(opts.hold)),
+            failed_dep: RankedMutex::new(ranks::COMMAND_FAILED, None),
             device: device.clone(),
             scheduler: self.clone(),
         });
-        lock(&self.state).inflight += 1;
+        self.state.lock().inflight += 1;
         let mut deps = desc.deps;
         if let Some(last) = chain {
             deps.extend(last.replace(event.clone()));
@@ -214,12 +213,12 @@ impl Scheduler {
             // Counted before the event can see the waiter: a dependency that finishes right
             // after `add_waiter` releases the command, which must not reach zero (and run)
             // before it is wired up.
-            *lock(&cmd.pending) += 1;
+            *cmd.pending.lock() += 1;
             let waiter: Arc<dyn Waiter> = cmd.clone();
             if let Err(status) = d.add_waiter(waiter) {
-                *lock(&cmd.pending) -= 1;
+                *cmd.pending.lock() -= 1;
                 if status == EventStatus::Failed {
-                    lock(&cmd.failed_dep).get_or_insert_with(|| d.name().to_string());
+                    cmd.failed_dep.lock().get_or_insert_with(|| d.name().to_string());
                 }
             }
         }
@@ -230,9 +229,9 @@ impl Scheduler {
 
     /// Stops the workers once every submitted command has finished.
     pub fn shutdown(&self) {
-        lock(&self.state).shutdown = true;
+        self.state.lock().shutdown = true;
         self.work.notify_all();
-        let hs = std::mem::take(&mut *lock(&self.workers));
+        let hs = std::mem::take(&mut *self.workers.lock());
         let me = std::thread::current().id();
         for h in hs {
             if h.thread().id() != me {
@@ -242,14 +241,14 @@ impl Scheduler {
     }
 
     fn enqueue(&self, c: Arc<Command>) {
-        lock(&self.state).ready.push_back(c);
+        self.state.lock().ready.push_back(c);
         self.work.notify_one();
     }
 
     fn worker(self: Arc<Self>) {
         loop {
             let cmd = {
-                let mut s = lock(&self.state);
+                let mut s = self.state.lock();
                 loop {
                     if let Some(c) = s.ready.pop_front() {
                         break c;
@@ -257,7 +256,7 @@ impl Scheduler {
                     if s.shutdown && s.inflight == 0 {
                         return;
                     }
-                    s = self.work.wait(s).unwrap_or_else(PoisonError::into_inner);
+                    s = self.state.wait(&self.work, s);
                 }
             };
             self.execute(cmd);
@@ -267,11 +266,12 @@ impl Scheduler {
     fn execute(&self, cmd: Arc<Command>) {
         let name = cmd.event.name().to_string();
         let mut device = None;
-        let error = if let Some(dep) = lock(&cmd.failed_dep).take() {
+        let failed_dep = cmd.failed_dep.lock().take();
+        let error = if let Some(dep) = failed_dep {
             Some(RuntimeError::DependencyFailed { command: name, dependency: dep })
         } else {
             cmd.event.state().status = EventStatus::Running;
-            let action = lock(&cmd.action).take().unwrap_or(Action::Nothing);
+            let action = cmd.action.lock().take().unwrap_or(Action::Nothing);
             // Work on a device with memory of its own may still run there when the action
             // returns (see `Device::finish`): a host wait on the event waits for it.
             if matches!(action, Action::Kernel { .. } | Action::Exec(_))
@@ -293,7 +293,7 @@ impl Scheduler {
         for succ in cmd.event.finish_on(error, device) {
             succ.dependency_finished(failed.then(|| cmd.event.name()));
         }
-        let mut s = lock(&self.state);
+        let mut s = self.state.lock();
         s.inflight -= 1;
         if s.inflight == 0 && s.shutdown {
             self.work.notify_all();
@@ -303,7 +303,7 @@ impl Scheduler {
     /// One dependency of `c` finished; enqueue it when none is left.
     fn release(&self, c: Arc<Command>) {
         let ready = {
-            let mut p = lock(&c.pending);
+            let mut p = c.pending.lock();
             *p -= 1;
             *p == 0
         };

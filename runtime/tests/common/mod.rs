@@ -7,7 +7,7 @@ use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
 use kiln_runtime::cache::PersistentCache;
 use kiln_runtime::context::driver_cache_key;
-use kiln_runtime::{Context, ContextConfig, Device, DeviceError, KernelArg, Queue, QueueOrder};
+use kiln_runtime::{Context, ContextConfig, Device, DeviceError, Queue, QueueOrder};
 
 /// The device through the runtime: a [`Context`] builds the program once (then hits),
 /// a [`Queue`] runs it, and a second context over the same persistent cache directory
@@ -42,7 +42,7 @@ pub fn context_round_trip(dev: Arc<dyn Device>, tag: &str) {
                 h.parallel_for(
                     &k,
                     NdRange::new(&[64]),
-                    vec![ax.into(), ay.into(), KernelArg::scalar(1.5f32), KernelArg::scalar(60u32)],
+                    vec![ax.into(), ay.into(), Arg::scalar(1.5f32), Arg::scalar(60u32)],
                 );
             });
             q.wait().unwrap();
@@ -57,7 +57,7 @@ pub fn context_round_trip(dev: Arc<dyn Device>, tag: &str) {
             h.parallel_for(
                 &k,
                 NdRange::new(&[64]),
-                vec![ax.into(), ay.into(), KernelArg::scalar(1.5f32), KernelArg::scalar(60u32)],
+                vec![ax.into(), ay.into(), Arg::scalar(1.5f32), Arg::scalar(60u32)],
             );
         });
         assert_eq!(by.read().unwrap(), want_y, "round {round}");

@@ -7,7 +7,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
 
 use super::entry::{self, describe, Opened};
 use super::{trust, PersistentCache};
@@ -127,7 +126,7 @@ impl PersistentCache {
     /// The root's MAC key, read on first use, or made when there is none yet and the root
     /// can be written. A key that cannot be read or trusted turns the cache off.
     pub(super) fn mac_key(&self) -> Option<MacKey> {
-        let mut slot = self.mac_key.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.mac_key.lock();
         if let Some(k) = &*slot {
             return Some(k.clone());
         }

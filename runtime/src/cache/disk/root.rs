@@ -11,7 +11,6 @@ use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
 
 use thiserror::Error;
 
@@ -229,7 +228,7 @@ impl PersistentCache {
     pub(super) fn forget_root(&self) {
         let _ =
             self.root_state.compare_exchange(KILN, UNCHECKED, Ordering::Relaxed, Ordering::Relaxed);
-        *self.mac_key.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.mac_key.lock() = None;
     }
 
     /// Writes the tag file (another process may have just done so: that is fine).

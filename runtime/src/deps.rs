@@ -2,7 +2,7 @@
 //! tracked by their [`crate::Event`]s), command graphs (recorded nodes, tracked by node
 //! index) and the fusion-aware queue ([`crate::fusion`]: held kernels are live commands).
 //!
-//! A command declares *requirements* (one [`Accessor`] per buffer: read, write or
+//! A command declares *requirements* (one accessor per buffer: read, write or
 //! read-write) and explicit predecessors. [`AccessTrack`] turns the requirements into
 //! edges, per buffer and in submission order:
 //!
@@ -12,12 +12,6 @@
 //!
 //! The bookkeeping is generic over the handle of a command so that the live scheduler and
 //! the graph recorder derive exactly the same edges from the same accesses.
-
-use std::sync::Arc;
-
-use hashbrown::HashMap;
-
-use crate::buffer::{Accessor, BufferInner};
 
 /// Which commands last touched one buffer: the state the edges are derived from.
 #[derive(Clone, Debug)]
@@ -46,33 +40,6 @@ impl<H: Clone> AccessTrack<H> {
             self.reads.push(cmd);
         }
     }
-}
-
-/// One accessor per buffer, with the strongest mode asked for (in first-use order): a
-/// command that reads and writes a buffer through two accessors read-writes it. The merged
-/// accessor keeps a range only when every accessor of its buffer has that same range;
-/// otherwise it covers the whole buffer (requirements are tracked per buffer anyway).
-pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> Vec<Accessor> {
-    let mut out: Vec<Accessor> = Vec::new();
-    // Each buffer's place in `out`, by address: a fused chain of n kernels merges n
-    // accessors per buffer over as many buffers.
-    let mut at: HashMap<*const BufferInner, usize> = HashMap::new();
-    for a in accessors {
-        match at.get(&Arc::as_ptr(&a.buffer)).map(|&i| &mut out[i]) {
-            Some(x) => {
-                x.mode = x.mode.join(a.mode);
-                x.props = x.props.join(a.props);
-                if x.range != a.range {
-                    x.range = None;
-                }
-            }
-            None => {
-                at.insert(Arc::as_ptr(&a.buffer), out.len());
-                out.push(a);
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
