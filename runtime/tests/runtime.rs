@@ -139,13 +139,16 @@ fn queue_launch_arguments_are_checked_naming_the_argument() {
         err.to_string().ends_with("argument 1 (`a`) is a f32 but the value given is a f64"),
         "{err}"
     );
-    assert_eq!(x.read().unwrap(), vec![1.0, 2.0], "nothing ran");
+    // Commands after a failed one fail with it (`DependencyFailed`): a fresh queue and
+    // buffer run, with the buffer argument declaring its own access.
+    let y = Buffer::from_slice(&[1.0f32, 2.0]);
+    let q = Queue::new(&c, QueueOrder::InOrder);
     q.submit(|h| {
-        h.parallel_for(&k, NdRange::new(&[2]), vec![Arg::from(&x), Arg::scalar(3.0f32)]);
+        h.parallel_for(&k, NdRange::new(&[2]), vec![Arg::from(&y), Arg::scalar(3.0f32)]);
     })
     .wait()
     .unwrap();
-    assert_eq!(x.read().unwrap(), vec![3.0, 6.0]);
+    assert_eq!(y.read().unwrap(), vec![3.0, 6.0]);
 }
 
 /// A gate that host tasks open; a bounded wait so a wrong schedule fails instead of hanging.
