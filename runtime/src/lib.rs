@@ -45,7 +45,7 @@
 //! runtime/src` shows no edge upward):
 //!
 //! 1. devices and device memory ([`device`], with its executors under `device/NAME/`),
-//!    errors, the caches ([`cache`]), settings ([`config`], [`env`]);
+//!    errors, the caches ([`cache`]), settings ([`config`], [`mod@env`]);
 //! 2. the scheduler: [`event`]s, the dependency model (`deps`), [`buffer`]s (which track
 //!    their accesses with it), built programs and kernel handles (`program`), and the
 //!    [`scheduler`] with its commands and worker threads; then the [`context`] (a device,

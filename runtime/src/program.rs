@@ -23,7 +23,7 @@ pub struct ProgramKey {
     pub image: Arc<str>,
     /// Serialized specialization-constant values.
     pub spec_consts: Arc<[u8]>,
-    /// The device's [`Device::identity`].
+    /// The device's [`crate::Device::identity`].
     pub device: Arc<str>,
     /// All build options (API, then `KILN_PROGRAM_BUILD_OPTIONS`).
     pub options: Arc<str>,

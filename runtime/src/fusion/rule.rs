@@ -27,7 +27,7 @@ pub(crate) fn settle_barriers(module: &Module, spec: FusionSpec, per_item: bool)
 }
 
 /// Fuses kernels of `module` as `spec` says, with its barrier policy settled by the rule
-/// queue fusion and command graphs apply ([`settle_barriers`]): what `kiln::Jit::fuse`
+/// queue fusion and command graphs apply: what `kiln::Jit::fuse`
 /// does. The buffers shared between entries are the ones `spec` declares identical (its
 /// other parameters are distinct buffers); a group is shared where it spans several
 /// entries and one of them writes it (stores to it or passes it to an atomic).

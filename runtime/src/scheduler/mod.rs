@@ -1,7 +1,7 @@
 //! The scheduler: commands with requirements and explicit event dependencies become a
 //! dependency graph, which runs on the context's worker threads.
 //!
-//! * [`crate::deps`] is the dependency model (read-after-write, write-after-read,
+//! * `crate::deps` is the dependency model (read-after-write, write-after-read,
 //!   write-after-write per buffer, plus explicit edges), shared by queues, command graphs
 //!   (their recorder derives node edges with it) and the fusion-aware queue.
 //! * `command` says what a command does (kernel launches, host tasks, copies, fills,
