@@ -66,17 +66,18 @@
 //!
 //! | rank | lock | taken around |
 //! |---|---|---|
-//! | 10 | graph nodes | recording a node (waits for outside events first, then locks) |
 //! | 20, 22, 24 | executable graph state, plan, last run | `update`, `submit_graph` (which submits under the last run's lock) |
-//! | 30 | queue recording slot | `begin_recording`, a submission (released before recording) |
+//! | 28 | queue recording slot | `begin_recording`, a submission (released before recording) |
+//! | 30 | recording order | recording one submission (waits for outside events under it) |
+//! | 31 | graph nodes | recording a node, `begin_recording` (under the slot), `finalize` |
 //! | 32 | queue fusion slot | `start_fusion` / `complete_fusion` / a held submission |
 //! | 34 | fusion list | holding, completing, cancelling a fusion (submits under it) |
 //! | 40 | queue last command | a submission (in-order chain; the scheduler wires the command under it) |
+//! | 42 | queue events | remembering a submission for `Queue::wait` (reads the others' status) |
 //! | 50 | buffer track | deriving a command's dependencies |
 //! | 60, 62 | command action, failed dependency | running or replacing a command |
 //! | 70 | event state | finishing or waiting for an event |
 //! | 72 | command pending count | releasing a command |
-//! | 74 | queue events | remembering a submission for `Queue::wait` |
 //! | 80, 82 | scheduler ready list, worker handles | enqueueing, shutdown |
 //! | 90, 92 | cache map, cache entry | program, kernel and fusion cache lookups |
 //! | 100 | buffer contents | host access, a launch (several, in address order) |

@@ -43,7 +43,9 @@ pub(crate) mod ranks {
     /// An executable graph's last run.
     pub const EXEC_LAST: Rank = Rank::new(24, "exec graph last run");
     /// A queue's recording slot.
-    pub const QUEUE_RECORDING: Rank = Rank::new(30, "queue recording");
+    pub const QUEUE_RECORDING: Rank = Rank::new(28, "queue recording");
+    /// A recording queue's last recorded node (held while one submission is recorded).
+    pub const RECORDING: Rank = Rank::new(30, "recording order");
     /// A command graph's nodes (`Graph`): `begin_recording` checks them under the
     /// queue's recording slot.
     pub const GRAPH: Rank = Rank::new(31, "graph nodes");

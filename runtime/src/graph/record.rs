@@ -1,6 +1,5 @@
 //! Record and replay: a queue's submissions become graph nodes.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::exec::ExecGraph;
@@ -10,12 +9,14 @@ use crate::error::RuntimeError;
 use crate::event::Event;
 use crate::queue::{next_command_id, Handler, Queue, QueueOrder, Recorder};
 use crate::scheduler::Action;
+use crate::sync::{ranks, RankedMutex};
 
 /// A queue's recording: the graph and the queue's last recorded node (an in-order queue's
-/// next node depends on it; `usize::MAX` before the first).
+/// next node depends on it), whose lock also keeps the queue's submissions recorded one at
+/// a time, in order.
 pub(crate) struct Recording {
     graph: Graph,
-    last: AtomicUsize,
+    last: RankedMutex<Option<usize>>,
 }
 
 impl Recorder for Recording {
@@ -69,7 +70,10 @@ impl QueueGraph for Queue {
                 "the graph belongs to another context than the queue".into(),
             ));
         }
-        *r = Some(Arc::new(Recording { graph: graph.clone(), last: AtomicUsize::new(usize::MAX) }));
+        *r = Some(Arc::new(Recording {
+            graph: graph.clone(),
+            last: RankedMutex::new(ranks::RECORDING, None),
+        }));
         Ok(())
     }
 
@@ -94,6 +98,8 @@ impl QueueGraph for Queue {
 /// Records one submission of `q` (which is recording) as a node; the event returned fails
 /// at `wait` saying that the command runs only with the graph.
 fn record(q: &Queue, rec: &Recording, h: Handler) -> Event {
+    // Held to the end: the queue's submissions are recorded one at a time.
+    let mut last = rec.last.lock();
     let id = next_command_id();
     let name = match &h.name {
         Some(n) => format!("`{n}` #{id}"),
@@ -132,9 +138,8 @@ fn record(q: &Queue, rec: &Recording, h: Handler) -> Event {
         }
     }
     let mut data = rec.graph.data.lock();
-    let last = rec.last.load(Ordering::Acquire);
-    if q.order() == QueueOrder::InOrder && last != usize::MAX {
-        deps.push(last);
+    if q.order() == QueueOrder::InOrder {
+        deps.extend(*last);
     }
     let node = Node { kind, name: h.name.clone(), accessors: merge_accessors(h.accessors) };
     let once = matches!(node.kind, NodeKind::OnceHost);
@@ -159,7 +164,7 @@ fn record(q: &Queue, rec: &Recording, h: Handler) -> Event {
             "{label} depends on a command outside the graph that failed: {err}"
         )));
     }
-    rec.last.store(index, Ordering::Release);
+    *last = Some(index);
     let event = Event::failed(
         name.clone(),
         invalid(
