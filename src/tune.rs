@@ -37,7 +37,7 @@ use std::time::Instant;
 use kiln_backends::options::BuildOptions;
 use kiln_gen::tuner;
 pub use kiln_gen::tuner::Target;
-use kiln_gen::{ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
+use kiln_gen::{BatchedGemm, ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Scalar, Verified};
 use kiln_runtime::cache::{DiskKey, PersistentCache};
@@ -92,6 +92,26 @@ impl<'a> Problem<'a> {
         Problem {
             key,
             mnk: [p.m as u64, p.n as u64, p.k as u64],
+            generate: Box::new(move |c| p.generate(c)),
+            small: Box::new(move |c| small.generate(c)),
+        }
+    }
+
+    /// A batched GEMM, keyed like [`Problem::gemm`] with the bucketed batch size; the model
+    /// ranks the blockings of one GEMM of the batch.
+    pub fn batched_gemm(p: &'a BatchedGemm) -> Problem<'a> {
+        let one = Problem::gemm(&p.gemm);
+        let key = one.key.replacen(" m", &format!(" b{} m", bucket(p.batch as u64)), 1);
+        let small_gemm = GemmProblem {
+            m: p.gemm.m.min(SMALL_MNK[0]),
+            n: p.gemm.n.min(SMALL_MNK[1]),
+            k: p.gemm.k.min(SMALL_MNK[2]),
+            ..p.gemm
+        };
+        let small = small_gemm.batched(p.batch.min(3));
+        Problem {
+            key,
+            mnk: one.mnk,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
