@@ -318,10 +318,26 @@ impl Gen<'_> {
         let kk = Var::new(format!("{tag}_k{sfx}"), Type::I32);
         // Rows fastest: neighbouring work-items take neighbouring rows of the tile, and the
         // tile is stored k-major, as the multiply reads it.
-        let pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&kk, ix::div(idx, rows))];
+        let mut pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&kk, ix::div(idx, rows))];
         let row = ix::add(mn0, &r.expr());
         let kidx = ix::add(k0, &kk.expr());
-        let coords = self.coords(view, &[(kind, row.clone()), (DimKind::K, kidx.clone())]);
+        // A flat index over several virtual dimensions (a convolution's M = mb, oh, ow and
+        // K = ic, kh, kw) is taken apart with divisions: each coordinate is bound once, so
+        // that the mask and the offset share it, and those of the row, which do not change
+        // from one reduction step to the next, are hoisted out of the k loop (`licm`).
+        let by_mn = self.coords(view, &[(kind, row.clone())]);
+        let by_k = unflatten(view, &[(DimKind::K, kidx.clone())]);
+        let mut coords = Vec::new();
+        for (p, d) in view.vdims().iter().enumerate() {
+            let e = if d.kind == DimKind::K { by_k[p].clone() } else { by_mn[p].clone() };
+            if view.dims_of(d.kind).len() > 1 {
+                let v = Var::new(format!("{tag}_{}{sfx}", d.name), Type::I32);
+                pre.push(Stmt::let_(&v, e));
+                coords.push(v.expr());
+            } else {
+                coords.push(e);
+            }
+        }
         let acc = view.access(&coords);
         let mut cond = self.edges(&row, mn_size, rows, &kidx);
         cond = ix::and(cond, acc.mask);
