@@ -198,7 +198,10 @@ fn bad_problems_fail_with_a_reason() {
         (&["gen", "gemm", "0", "3", "4"][..], "GEMM sizes must be positive: M = 0"),
         (&["gen", "gemm", "3", "3", "4", "--wg", "32x32"], "more than 256 work-items"),
         (&["gen", "gemm", "3", "3", "4", "--slm", "4"], "slm_depth 4 is not 1, 2 or 3"),
-        (&["gen", "gemm", "3", "3", "4", "--tile", "9x1"], "register block 9x1 exceeds 8x8"),
+        (
+            &["gen", "gemm", "3", "3", "4", "--tile", "12x12"],
+            "register block 12x12 exceeds 8x16 or 16x8",
+        ),
         (
             &[
                 "gen", "conv", "--mb", "1", "--ic", "1", "--oc", "1", "--input", "2x2", "--kernel",
