@@ -15,9 +15,10 @@
 //! gives other bits (a miscompiled blocking) is dropped and reported in
 //! [`How::Searched`]'s `errors`, so it can never win and be stored.
 //!
-//! The search times each checked candidate's kernel on zero-filled buffers: one launch to
-//! warm up, then the median of `repeats` launches (a split-K candidate's two kernels
-//! together). The interpreter is no timing device: on it, and whenever the search is off
+//! The search times each checked candidate's kernel on buffers of small non-zero values
+//! (zeros would let a GPU's clocks boost past what real data gets): one launch to warm up,
+//! then the median of `repeats` launches (a split-K candidate's two kernels together), each
+//! waited for until the device is done (a launch on a GPU returns once submitted). The interpreter is no timing device: on it, and whenever the search is off
 //! (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no stored winner, the blocking is
 //! [`heuristic`]'s: the model's first choice for the device's [`target`].
 //!
@@ -460,9 +461,48 @@ fn operand_types(g: &Generated) -> [Scalar; 3] {
     [elem(&g.kernel, 0), elem(&g.kernel, 1), c]
 }
 
-/// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch), on
-/// zero-filled buffers. On a device with memory of its own the buffers stay there, so the
-/// launches time the kernels, not copies between host and device.
+/// Buffers of `elem` filled with small values that are not zero (a few quarters, repeating
+/// with period 13): the multiply-adds of a timed kernel then switch as many bits as on real
+/// data, as the GPU's power management sees it (zeros let the clocks boost past what any
+/// real input gets, and change which blocking is fastest).
+fn timing_buffer(elem: Scalar, len: usize) -> Buffer {
+    let value = |i: usize| ((i * 7 + 3) % 13) as f32 * 0.25 - 1.5;
+    match elem {
+        Scalar::F16 => {
+            Buffer::from_slice(&(0..len).map(|i| half::f16::from_f32(value(i))).collect::<Vec<_>>())
+        }
+        Scalar::F32 => Buffer::from_slice(&(0..len).map(value).collect::<Vec<_>>()),
+        other => Buffer::zeroed(other, len),
+    }
+}
+
+/// The median of `repeats` timed calls of `run`, after one untimed call: each timed call is
+/// `run` then `finish` (which waits until the device has done what `run` submitted), with
+/// the device idle when the clock starts, so a launch that returns once submitted is timed
+/// to its end. `clock` reads the time in seconds.
+fn median_time(
+    repeats: u32,
+    run: &mut dyn FnMut() -> Result<(), String>,
+    finish: &mut dyn FnMut() -> Result<(), String>,
+    clock: &mut dyn FnMut() -> f64,
+) -> Result<f64, String> {
+    run()?;
+    finish()?;
+    let mut times = Vec::with_capacity(repeats.max(1) as usize);
+    for _ in 0..repeats.max(1) {
+        let t0 = clock();
+        run()?;
+        finish()?;
+        times.push(clock() - t0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch), each
+/// waited for ([`median_time`]), on buffers of small non-zero values ([`timing_buffer`]). On
+/// a device with memory of its own the buffers stay there, so the launches time the
+/// kernels, not copies between host and device.
 fn time_one(
     problem: &Problem,
     dev: &dyn Device,
@@ -474,7 +514,7 @@ fn time_one(
     let mut buffers: Vec<Buffer> = operand_types(&g)
         .into_iter()
         .zip(g.buffer_elems)
-        .map(|(t, n)| Buffer::zeroed(t, n.max(1)))
+        .map(|(t, n)| timing_buffer(t, n.max(1)))
         .collect();
     let resident = if dev.memory_space().is_some() {
         let mut host = buffers.clone();
@@ -492,13 +532,49 @@ fn time_one(
         Some(r) => launcher.run_resident(r, [1.0, 0.0]),
         None => launcher.run(&mut buffers, [1.0, 0.0]),
     };
-    run()?;
-    let mut times = Vec::with_capacity(repeats as usize);
-    for _ in 0..repeats {
-        let t0 = Instant::now();
-        run()?;
-        times.push(t0.elapsed().as_secs_f64());
+    // A resident launch returns once submitted: the device is waited for in the clock.
+    let mut finish = || match dev.finish(None) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("{}: the device did not finish", dev.name())),
+        Err(e) => Err(e.to_string()),
+    };
+    let start = Instant::now();
+    median_time(repeats, &mut run, &mut finish, &mut || start.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A launch that returns once submitted is timed to its end: a fake device whose work
+    /// completes only in `finish`, and a clock that counts completed work, see every timed
+    /// launch take exactly one unit (without the wait, they would take none).
+    #[test]
+    fn timed_launches_are_waited_for() {
+        use std::cell::Cell;
+        let (submitted, done) = (Cell::new(0u32), Cell::new(0u32));
+        let mut run = || {
+            submitted.set(submitted.get() + 1);
+            Ok(())
+        };
+        let mut finish = || {
+            done.set(submitted.get());
+            Ok(())
+        };
+        let t = median_time(5, &mut run, &mut finish, &mut || done.get() as f64).unwrap();
+        assert_eq!((t, submitted.get(), done.get()), (1.0, 6, 6));
+        let failing = median_time(3, &mut || Ok(()), &mut || Err("lost".into()), &mut || 0.0);
+        assert_eq!(failing, Err("lost".to_string()));
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+
+    /// Timed candidates run on data that is not all zeros, in both storage types.
+    #[test]
+    fn timing_buffers_are_not_zero() {
+        for elem in [Scalar::F32, Scalar::F16] {
+            let b = timing_buffer(elem, 40);
+            assert_eq!((b.elem(), b.len()), (elem, 40));
+            let zeros = (0..40).filter(|&i| b.get(i).and_then(|v| v.as_f64()) == Some(0.0)).count();
+            assert!(zeros <= 40 / 13 + 1, "{elem}: {zeros} zeros");
+        }
+    }
 }

@@ -174,8 +174,6 @@ impl GemmConfig {
                 (8, 4),
                 (4, 8),
                 (8, 8),
-                (8, 16),
-                (16, 8),
             ] {
                 for k_tile in [4, 8, 16, 32] {
                     for slm_depth in [1, 2, 3] {

@@ -220,7 +220,7 @@ fn splits_exactly(c: &GemmConfig, k: u64) -> bool {
 
 /// The documented subset an exhaustive search times: the blockings of [`space`] that
 /// unroll, double-buffer, split K at most 8 ways, use 4-lane vectors (register blocks 4x4,
-/// 4x8, 8x4, 8x8, 8x16 and 16x8) and k-tiles of 8 or 16; for a problem too small for any of those, the
+/// 4x8, 8x4 and 8x8) and k-tiles of 8 or 16; for a problem too small for any of those, the
 /// scalar ones that unroll and double-buffer. Every fixed blocking measured best on the H100
 /// is one of them.
 pub fn subset(mnk: [u64; 3]) -> Vec<GemmConfig> {
