@@ -8,17 +8,19 @@
 //! name, driver version and kiln's codegen version, [`Device::identity`]). A blocking is
 //! valid for every shape (edges are masked), so a winner serves its whole bucket.
 //!
-//! Before a candidate is timed its output is checked: it runs on the device for a small
+//! Before a candidate can win its output is checked (the fastest first, then the next
+//! fastest if it fails): it runs on the device for a small
 //! problem of the same kind ([`Problem::small`]: the same transpositions or layout and type,
 //! sizes cut to a few dozen) with inputs of small integers, where every blocking's sums are
 //! exact, and must give the interpreter's bits for a reference blocking. A candidate that
-//! gives other bits (a miscompiled blocking) is dropped and reported in
+//! gives other bits (a miscompiled blocking) is dropped from the timings and reported in
 //! [`How::Searched`]'s `errors`, so it can never win and be stored.
 //!
-//! The search times each checked candidate's kernel on buffers of small non-zero values
-//! (zeros would let a GPU's clocks boost past what real data gets): one launch to warm up,
-//! then the median of `repeats` launches (a split-K candidate's two kernels together), each
-//! waited for until the device is done (a launch on a GPU returns once submitted). The interpreter is no timing device: on it, and whenever the search is off
+//! The search times each candidate's kernel on buffers of small non-zero values (zeros would
+//! let a GPU's clocks boost past what real data gets): launches for 50 ms (at least one) to
+//! warm up, then the median of `repeats` launches (a split-K candidate's two kernels
+//! together), each waited for until the device is done (a launch on a GPU returns once
+//! submitted). The interpreter is no timing device: on it, and whenever the search is off
 //! (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no stored winner, the blocking is
 //! [`heuristic`]'s: the model's first choice for the device's [`target`].
 //!
@@ -288,18 +290,32 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     // The reference every candidate's output is checked against: the plainest blocking.
     let check = Check::new(problem, &GemmConfig::candidates(1, 1, 1)[0])
         .map_err(|e| format!("tuning `{key}`: cannot check candidates: {e}"))?;
-    let mut time = |c: &GemmConfig| {
-        check
-            .candidate(problem, dev, c)
-            .and_then(|()| time_one(problem, dev, c, opts.repeats.max(1)))
-    };
+    let mut time = |c: &GemmConfig| time_one(problem, dev, c, opts.repeats.max(1));
     let searched = if opts.exhaustive {
         tuner::exhaustive(problem.mnk, &mut time)
     } else {
         tuner::search(problem.mnk, &target, opts.max_candidates, &mut time)
     };
-    let (timings, errors) = (searched.timings, searched.errors);
-    let Some(&(config, _)) = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
+    let (mut timings, mut errors) = (searched.timings, searched.errors);
+    // The fastest is checked before it can win (checking every candidate built each one
+    // twice, half of a search's time); one whose output is wrong is dropped, with why, and
+    // the next fastest checked.
+    let mut order: Vec<(GemmConfig, f64)> = timings.clone();
+    order.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut winner = None;
+    for (c, _) in order {
+        match check.candidate(problem, dev, &c) {
+            Ok(()) => {
+                winner = Some(c);
+                break;
+            }
+            Err(e) => {
+                timings.retain(|(x, _)| *x != c);
+                errors.push((c, e));
+            }
+        }
+    }
+    let Some(config) = winner else {
         let first = errors.first().map(|(c, e)| format!("{c}: {e}")).unwrap_or_default();
         return Err(format!(
             "tuning `{key}` on {}: no candidate ran ({} failed; first: {first})",
@@ -476,18 +492,30 @@ fn timing_buffer(elem: Scalar, len: usize) -> Buffer {
     }
 }
 
-/// The median of `repeats` timed calls of `run`, after one untimed call: each timed call is
-/// `run` then `finish` (which waits until the device has done what `run` submitted), with
-/// the device idle when the clock starts, so a launch that returns once submitted is timed
-/// to its end. `clock` reads the time in seconds.
+/// How long a candidate runs untimed before it is timed, in seconds (at least one launch):
+/// a GPU that was idle (compiling the candidate) takes a while to raise its clocks, which
+/// made the first candidate of a search look slower than it is.
+const WARM_UP_S: f64 = 0.05;
+
+/// The median of `repeats` timed calls of `run`, after untimed calls for `warm_up` (at least
+/// one): each call is `run` then `finish` (which waits until the device has done what `run`
+/// submitted), with the device idle when the clock starts, so a launch that returns once
+/// submitted is timed to its end. `clock` reads the time in seconds.
 fn median_time(
     repeats: u32,
+    warm_up: f64,
     run: &mut dyn FnMut() -> Result<(), String>,
     finish: &mut dyn FnMut() -> Result<(), String>,
     clock: &mut dyn FnMut() -> f64,
 ) -> Result<f64, String> {
-    run()?;
-    finish()?;
+    let start = clock();
+    loop {
+        run()?;
+        finish()?;
+        if clock() - start >= warm_up {
+            break;
+        }
+    }
     let mut times = Vec::with_capacity(repeats.max(1) as usize);
     for _ in 0..repeats.max(1) {
         let t0 = clock();
@@ -539,7 +567,7 @@ fn time_one(
         Err(e) => Err(e.to_string()),
     };
     let start = Instant::now();
-    median_time(repeats, &mut run, &mut finish, &mut || start.elapsed().as_secs_f64())
+    median_time(repeats, WARM_UP_S, &mut run, &mut finish, &mut || start.elapsed().as_secs_f64())
 }
 
 #[cfg(test)]
@@ -561,9 +589,12 @@ mod tests {
             done.set(submitted.get());
             Ok(())
         };
-        let t = median_time(5, &mut run, &mut finish, &mut || done.get() as f64).unwrap();
+        let t = median_time(5, 0.0, &mut run, &mut finish, &mut || done.get() as f64).unwrap();
         assert_eq!((t, submitted.get(), done.get()), (1.0, 6, 6));
-        let failing = median_time(3, &mut || Ok(()), &mut || Err("lost".into()), &mut || 0.0);
+        // Three units of warm-up: three untimed launches first.
+        let t = median_time(5, 3.0, &mut run, &mut finish, &mut || done.get() as f64).unwrap();
+        assert_eq!((t, submitted.get(), done.get()), (1.0, 14, 14));
+        let failing = median_time(3, 0.0, &mut || Ok(()), &mut || Err("lost".into()), &mut || 0.0);
         assert_eq!(failing, Err("lost".to_string()));
     }
 
