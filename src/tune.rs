@@ -8,16 +8,19 @@
 //! name, driver version and kiln's codegen version, [`Device::identity`]). A blocking is
 //! valid for every shape (edges are masked), so a winner serves its whole bucket.
 //!
-//! Before a candidate is timed its output is checked: it runs on the device for a small
+//! Before a candidate can win its output is checked (the fastest first, then the next
+//! fastest if it fails): it runs on the device for a small
 //! problem of the same kind ([`Problem::small`]: the same transpositions or layout and type,
 //! sizes cut to a few dozen) with inputs of small integers, where every blocking's sums are
 //! exact, and must give the interpreter's bits for a reference blocking. A candidate that
-//! gives other bits (a miscompiled blocking) is dropped and reported in
+//! gives other bits (a miscompiled blocking) is dropped from the timings and reported in
 //! [`How::Searched`]'s `errors`, so it can never win and be stored.
 //!
-//! The search times each checked candidate's kernel on zero-filled buffers: one launch to
+//! The search times each candidate's kernel on buffers of small non-zero values (zeros would
+//! let a GPU's clocks boost past what real data gets): launches for 50 ms (at least one) to
 //! warm up, then the median of `repeats` launches (a split-K candidate's two kernels
-//! together). The interpreter is no timing device: on it, and whenever the search is off
+//! together), each waited for until the device is done (a launch on a GPU returns once
+//! submitted). The interpreter is no timing device: on it, and whenever the search is off
 //! (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no stored winner, the blocking is
 //! [`heuristic`]'s: the model's first choice for the device's [`target`].
 //!
@@ -37,7 +40,7 @@ use std::time::Instant;
 use kiln_backends::options::BuildOptions;
 use kiln_gen::tuner;
 pub use kiln_gen::tuner::Target;
-use kiln_gen::{ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
+use kiln_gen::{BatchedGemm, ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Scalar, Verified};
 use kiln_runtime::cache::{DiskKey, PersistentCache};
@@ -92,6 +95,26 @@ impl<'a> Problem<'a> {
         Problem {
             key,
             mnk: [p.m as u64, p.n as u64, p.k as u64],
+            generate: Box::new(move |c| p.generate(c)),
+            small: Box::new(move |c| small.generate(c)),
+        }
+    }
+
+    /// A batched GEMM, keyed like [`Problem::gemm`] with the bucketed batch size; the model
+    /// ranks the blockings of one GEMM of the batch.
+    pub fn batched_gemm(p: &'a BatchedGemm) -> Problem<'a> {
+        let one = Problem::gemm(&p.gemm);
+        let key = one.key.replacen(" m", &format!(" b{} m", bucket(p.batch as u64)), 1);
+        let small_gemm = GemmProblem {
+            m: p.gemm.m.min(SMALL_MNK[0]),
+            n: p.gemm.n.min(SMALL_MNK[1]),
+            k: p.gemm.k.min(SMALL_MNK[2]),
+            ..p.gemm
+        };
+        let small = small_gemm.batched(p.batch.min(3));
+        Problem {
+            key,
+            mnk: one.mnk,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
@@ -267,18 +290,32 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     // The reference every candidate's output is checked against: the plainest blocking.
     let check = Check::new(problem, &GemmConfig::candidates(1, 1, 1)[0])
         .map_err(|e| format!("tuning `{key}`: cannot check candidates: {e}"))?;
-    let mut time = |c: &GemmConfig| {
-        check
-            .candidate(problem, dev, c)
-            .and_then(|()| time_one(problem, dev, c, opts.repeats.max(1)))
-    };
+    let mut time = |c: &GemmConfig| time_one(problem, dev, c, opts.repeats.max(1));
     let searched = if opts.exhaustive {
         tuner::exhaustive(problem.mnk, &mut time)
     } else {
         tuner::search(problem.mnk, &target, opts.max_candidates, &mut time)
     };
-    let (timings, errors) = (searched.timings, searched.errors);
-    let Some(&(config, _)) = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
+    let (mut timings, mut errors) = (searched.timings, searched.errors);
+    // The fastest is checked before it can win (checking every candidate built each one
+    // twice, half of a search's time); one whose output is wrong is dropped, with why, and
+    // the next fastest checked.
+    let mut order: Vec<(GemmConfig, f64)> = timings.clone();
+    order.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut winner = None;
+    for (c, _) in order {
+        match check.candidate(problem, dev, &c) {
+            Ok(()) => {
+                winner = Some(c);
+                break;
+            }
+            Err(e) => {
+                timings.retain(|(x, _)| *x != c);
+                errors.push((c, e));
+            }
+        }
+    }
+    let Some(config) = winner else {
         let first = errors.first().map(|(c, e)| format!("{c}: {e}")).unwrap_or_default();
         return Err(format!(
             "tuning `{key}` on {}: no candidate ran ({} failed; first: {first})",
@@ -440,9 +477,60 @@ fn operand_types(g: &Generated) -> [Scalar; 3] {
     [elem(&g.kernel, 0), elem(&g.kernel, 1), c]
 }
 
-/// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch), on
-/// zero-filled buffers. On a device with memory of its own the buffers stay there, so the
-/// launches time the kernels, not copies between host and device.
+/// Buffers of `elem` filled with small values that are not zero (a few quarters, repeating
+/// with period 13): the multiply-adds of a timed kernel then switch as many bits as on real
+/// data, as the GPU's power management sees it (zeros let the clocks boost past what any
+/// real input gets, and change which blocking is fastest).
+fn timing_buffer(elem: Scalar, len: usize) -> Buffer {
+    let value = |i: usize| ((i * 7 + 3) % 13) as f32 * 0.25 - 1.5;
+    match elem {
+        Scalar::F16 => {
+            Buffer::from_slice(&(0..len).map(|i| half::f16::from_f32(value(i))).collect::<Vec<_>>())
+        }
+        Scalar::F32 => Buffer::from_slice(&(0..len).map(value).collect::<Vec<_>>()),
+        other => Buffer::zeroed(other, len),
+    }
+}
+
+/// How long a candidate runs untimed before it is timed, in seconds (at least one launch):
+/// a GPU that was idle (compiling the candidate) takes a while to raise its clocks, which
+/// made the first candidate of a search look slower than it is.
+const WARM_UP_S: f64 = 0.05;
+
+/// The median of `repeats` timed calls of `run`, after untimed calls for `warm_up` (at least
+/// one): each call is `run` then `finish` (which waits until the device has done what `run`
+/// submitted), with the device idle when the clock starts, so a launch that returns once
+/// submitted is timed to its end. `clock` reads the time in seconds.
+fn median_time(
+    repeats: u32,
+    warm_up: f64,
+    run: &mut dyn FnMut() -> Result<(), String>,
+    finish: &mut dyn FnMut() -> Result<(), String>,
+    clock: &mut dyn FnMut() -> f64,
+) -> Result<f64, String> {
+    let start = clock();
+    loop {
+        run()?;
+        finish()?;
+        if clock() - start >= warm_up {
+            break;
+        }
+    }
+    let mut times = Vec::with_capacity(repeats.max(1) as usize);
+    for _ in 0..repeats.max(1) {
+        let t0 = clock();
+        run()?;
+        finish()?;
+        times.push(clock() - t0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch), each
+/// waited for ([`median_time`]), on buffers of small non-zero values ([`timing_buffer`]). On
+/// a device with memory of its own the buffers stay there, so the launches time the
+/// kernels, not copies between host and device.
 fn time_one(
     problem: &Problem,
     dev: &dyn Device,
@@ -454,7 +542,7 @@ fn time_one(
     let mut buffers: Vec<Buffer> = operand_types(&g)
         .into_iter()
         .zip(g.buffer_elems)
-        .map(|(t, n)| Buffer::zeroed(t, n.max(1)))
+        .map(|(t, n)| timing_buffer(t, n.max(1)))
         .collect();
     let resident = if dev.memory_space().is_some() {
         let mut host = buffers.clone();
@@ -472,13 +560,52 @@ fn time_one(
         Some(r) => launcher.run_resident(r, [1.0, 0.0]),
         None => launcher.run(&mut buffers, [1.0, 0.0]),
     };
-    run()?;
-    let mut times = Vec::with_capacity(repeats as usize);
-    for _ in 0..repeats {
-        let t0 = Instant::now();
-        run()?;
-        times.push(t0.elapsed().as_secs_f64());
+    // A resident launch returns once submitted: the device is waited for in the clock.
+    let mut finish = || match dev.finish(None) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("{}: the device did not finish", dev.name())),
+        Err(e) => Err(e.to_string()),
+    };
+    let start = Instant::now();
+    median_time(repeats, WARM_UP_S, &mut run, &mut finish, &mut || start.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A launch that returns once submitted is timed to its end: a fake device whose work
+    /// completes only in `finish`, and a clock that counts completed work, see every timed
+    /// launch take exactly one unit (without the wait, they would take none).
+    #[test]
+    fn timed_launches_are_waited_for() {
+        use std::cell::Cell;
+        let (submitted, done) = (Cell::new(0u32), Cell::new(0u32));
+        let mut run = || {
+            submitted.set(submitted.get() + 1);
+            Ok(())
+        };
+        let mut finish = || {
+            done.set(submitted.get());
+            Ok(())
+        };
+        let t = median_time(5, 0.0, &mut run, &mut finish, &mut || done.get() as f64).unwrap();
+        assert_eq!((t, submitted.get(), done.get()), (1.0, 6, 6));
+        // Three units of warm-up: three untimed launches first.
+        let t = median_time(5, 3.0, &mut run, &mut finish, &mut || done.get() as f64).unwrap();
+        assert_eq!((t, submitted.get(), done.get()), (1.0, 14, 14));
+        let failing = median_time(3, 0.0, &mut || Ok(()), &mut || Err("lost".into()), &mut || 0.0);
+        assert_eq!(failing, Err("lost".to_string()));
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+
+    /// Timed candidates run on data that is not all zeros, in both storage types.
+    #[test]
+    fn timing_buffers_are_not_zero() {
+        for elem in [Scalar::F32, Scalar::F16] {
+            let b = timing_buffer(elem, 40);
+            assert_eq!((b.elem(), b.len()), (elem, 40));
+            let zeros = (0..40).filter(|&i| b.get(i).and_then(|v| v.as_f64()) == Some(0.0)).count();
+            assert!(zeros <= 40 / 13 + 1, "{elem}: {zeros} zeros");
+        }
+    }
 }

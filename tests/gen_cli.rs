@@ -198,7 +198,10 @@ fn bad_problems_fail_with_a_reason() {
         (&["gen", "gemm", "0", "3", "4"][..], "GEMM sizes must be positive: M = 0"),
         (&["gen", "gemm", "3", "3", "4", "--wg", "32x32"], "more than 256 work-items"),
         (&["gen", "gemm", "3", "3", "4", "--slm", "4"], "slm_depth 4 is not 1, 2 or 3"),
-        (&["gen", "gemm", "3", "3", "4", "--tile", "9x1"], "register block 9x1 exceeds 8x8"),
+        (
+            &["gen", "gemm", "3", "3", "4", "--tile", "12x12"],
+            "register block 12x12 exceeds 8x16 or 16x8",
+        ),
         (
             &[
                 "gen", "conv", "--mb", "1", "--ic", "1", "--oc", "1", "--input", "2x2", "--kernel",
@@ -269,5 +272,45 @@ fn split_k_prints_two_kernels_that_check_and_lower() {
     let o = kiln(&["gen", "gemm", "20", "24", "100", "--split-k", "0"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("split_k 0 is not 1 to 64"), "{}", text(&o.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--batch N`: one kernel for N GEMMs, dimension 2 of its launch over the batch; it runs
+/// under `kiln run` to each matrix's product, and a batch of 0 is refused.
+#[test]
+fn batched_gemm_runs_each_matrix_under_kiln_run() {
+    let dir = scratch("batch");
+    let f = dir.join("b.kir");
+    ok(&[
+        "gen",
+        "gemm",
+        "4",
+        "3",
+        "2",
+        "--batch",
+        "2",
+        "--wg",
+        "2x2",
+        "--tile",
+        "1x1",
+        "-o",
+        s(&f),
+    ]);
+    let kir = std::fs::read_to_string(&f).unwrap();
+    assert!(kir.contains("// Buffers: a 16, b 12, c 24 elements"), "{kir}");
+    assert!(kir.contains("#nd_range(global = [4, 4, 2], local = [2, 2, 1]"), "{kir}");
+    ok(&["check", s(&f)]);
+    ok(&["emit", s(&f), "--target", "ptx"]);
+    let args = ["--arg", "a=iota:16", "--arg", "b=iota:12", "--arg", "c=zeros:24"];
+    let out =
+        ok(&[&["run", s(&f), "--full"][..], &args, &["--arg", "alpha=1", "--arg", "beta=0"]]
+            .concat());
+    // Matrix 0: (0..7 as 4 x 2) · (0..5 as 2 x 3); matrix 1: (8..15) · (6..11).
+    let want = "c: f32[24] = [3.0, 4.0, 5.0, 9.0, 14.0, 19.0, 15.0, 24.0, 33.0, 21.0, 34.0, 47.0, \
+                129.0, 146.0, 163.0, 159.0, 180.0, 201.0, 189.0, 214.0, 239.0, 219.0, 248.0, 277.0]";
+    assert!(out.contains(want), "{out}");
+    let o = kiln(&["gen", "gemm", "4", "4", "4", "--batch", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("the batch must be from 1"), "{}", text(&o.stderr));
     std::fs::remove_dir_all(&dir).ok();
 }

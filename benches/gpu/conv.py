@@ -43,6 +43,24 @@ CONFIGS = [
 ]
 
 
+def im2col_reference(x, w, stride):
+    """The 3x3, padding 1 convolution as im2col + cuBLAS GEMM (cupy.matmul, TF32 off): a
+    function computing it."""
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    p = (h + 2 - 3) // stride + 1
+    q = (wd + 2 - 3) // stride + 1
+    xp = cp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    wm = w.reshape(k, c * 9)
+
+    def run():
+        cols = cp.stack([xp[:, :, r:r + stride * p:stride, s:s + stride * q:stride]
+                         for r in range(3) for s in range(3)], axis=2)
+        cols = cols.reshape(n, c * 9, p * q)
+        return cp.matmul(wm, cols).reshape(n, k, p, q)
+    return run
+
+
 def reference(x, w, stride):
     """cuDNN where cupy has it, else im2col + cuBLAS. Returns (name, fn)."""
     try:
@@ -61,19 +79,7 @@ def reference(x, w, stride):
         return "cuDNN", run
     except Exception as e:  # noqa: BLE001
         print(f"  (no cuDNN through cupy: {e}; using im2col + cuBLAS)")
-    n, c, h, wd = x.shape
-    k = w.shape[0]
-    p = (h + 2 - 3) // stride + 1
-    q = (wd + 2 - 3) // stride + 1
-    xp = cp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    wm = w.reshape(k, c * 9)
-
-    def run():
-        cols = cp.stack([xp[:, :, r:r + stride * p:stride, s:s + stride * q:stride]
-                         for r in range(3) for s in range(3)], axis=2)
-        cols = cols.reshape(n, c * 9, p * q)
-        return cp.matmul(wm, cols).reshape(n, k, p, q)
-    return "im2col+cuBLAS", run
+    return "im2col+cuBLAS", im2col_reference(x, w, stride)
 
 
 def kiln_conv(kiln, layer, cfg, tmp):

@@ -18,7 +18,8 @@ For each problem:
   workspace); cuBLAS is cupy.matmul on the same (transposed) operands.
 Results: max |kiln - cuBLAS| / max |cuBLAS| must be below 1e-4, or the problem is marked
 WRONG and its ratio is not printed. Times are medians of 10 after 3 warm-ups (CUDA events).
-The batch row runs kiln's kernel once per matrix against one batched cupy.matmul.
+A batch row runs kiln's batched kernel (`--batch N`: one launch for the batch) against one
+batched cupy.matmul.
 """
 import argparse
 import os
@@ -31,7 +32,7 @@ import time
 os.environ.setdefault("CUPY_TF32", "0")
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
-from kiln_gen import median_ms  # noqa: E402
+from kiln_gen import kernels_of, launcher, median_ms  # noqa: E402
 
 # name, M, N, K, trans_a, trans_b, batch
 PROBLEMS = [
@@ -51,50 +52,15 @@ PROBLEMS = [
     ("odd 1000^3", 1000, 1000, 1000, False, False, 1),
     ("odd 1023x1025x1027", 1023, 1025, 1027, False, False, 1),
     ("batch 256 x 64^3", 64, 64, 64, False, False, 256),
+    ("batch 64 x 256^3", 256, 256, 256, False, False, 64),
 ]
-QUICK = {"square 1024", "square 4096", "deep-K 1536x1536x12288", "4096^3 B^T", "odd 3000^3"}
+QUICK = {"square 1024", "square 4096", "deep-K 1536x1536x12288", "4096^3 B^T", "odd 3000^3",
+         "batch 256 x 64^3"}
 
 
-def kernels_of(kiln, kir, tmp, tag):
-    """The kernels of a .kir file from `kiln gen`/`kiln tune -o`, lowered to PTX and loaded:
-    [(function, grid, block)] in launch order, and the split-K workspace size (or 0)."""
-    src = open(kir).read()
-    ptx = os.path.join(tmp, f"{tag}.ptx")
-    subprocess.run([kiln, "emit", kir, "--target", "ptx", "-O", "-o", ptx], check=True)
-    mod = cp.RawModule(path=ptx)
-    out = []
-    for line in src.splitlines():
-        m = re.match(r"kernel (\w+)\(.*#nd_range\(global = \[([\d, ]+)\], local = \[([\d, ]+)\]", line)
-        if not m:
-            continue
-        g = [int(x) for x in m.group(2).split(",")]
-        l = [int(x) for x in m.group(3).split(",")]
-        g += [1] * (3 - len(g))
-        l += [1] * (3 - len(l))
-        out.append((mod.get_function(m.group(1)), tuple(a // b for a, b in zip(g, l)), tuple(l)))
-    ws = re.search(r"w of (\d+) f32 elements", src)
-    blocking = re.search(r"// Blocking: ([^;]+);", src).group(1)
-    return out, int(ws.group(1)) if ws else 0, blocking
-
-
-def launcher(kernels, ws_elems, a, b, c):
-    """A function launching the kernels on A, B, C (alpha 1, beta 0)."""
-    z = np.uint32(0)
-    one, zero = np.float32(1.0), np.float32(0.0)
-    if ws_elems:
-        w = cp.zeros(ws_elems, dtype=np.float32)
-        (part, pg, pb), (red, rg, rb) = kernels
-
-        def run():
-            part(pg, pb, (a, b, w, z, z, z))
-            red(rg, rb, (w, c, one, zero, z, z, z))
-        return run
-    (f, g, bl), = kernels
-    return lambda: f(g, bl, (a, b, c, one, zero, z, z, z))
-
-
-def gen_args(m, n, k, ta, tb):
-    return ["gemm", str(m), str(n), str(k)] + (["--trans-a"] if ta else []) + (["--trans-b"] if tb else [])
+def gen_args(m, n, k, ta, tb, batch=1):
+    return (["gemm", str(m), str(n), str(k)] + (["--trans-a"] if ta else []) + (["--trans-b"] if tb else [])
+            + (["--batch", str(batch)] if batch > 1 else []))
 
 
 def main():
@@ -133,20 +99,20 @@ def main():
             row = {"name": name, "cublas": flop / ref_ms / 1e9}
             # kiln default: no blocking flags, nothing stored.
             kir_d = os.path.join(tmp, f"{tag}_default.kir")
-            subprocess.run([kiln, "gen", *gen_args(m, n, k, ta, tb), "--device", "cuda", "-o", kir_d],
+            subprocess.run([kiln, "gen", *gen_args(m, n, k, ta, tb, batch), "--device", "cuda", "-o", kir_d],
                            check=True, env={**os.environ, "KILN_CACHE_DIR": empty})
             # kiln tuned: the default search in a fresh cache.
             kir_t = os.path.join(tmp, f"{tag}_tuned.kir")
             t0 = time.perf_counter()
             subprocess.run([kiln, "tune", "--device", "cuda", "--max-candidates", args.max_candidates,
-                            *gen_args(m, n, k, ta, tb), "-o", kir_t], check=True,
+                            *gen_args(m, n, k, ta, tb, batch), "-o", kir_t], check=True,
                            env={**os.environ, "KILN_CACHE_DIR": tuned_cache}, stdout=subprocess.DEVNULL)
             row["tune_s"] = time.perf_counter() - t0
             variants = [("default", kir_d), ("tuned", kir_t)]
             if args.exhaustive:
                 kir_x = os.path.join(tmp, f"{tag}_exhaustive.kir")
                 t0 = time.perf_counter()
-                subprocess.run([kiln, "tune", "--device", "cuda", "--exhaustive", *gen_args(m, n, k, ta, tb),
+                subprocess.run([kiln, "tune", "--device", "cuda", "--exhaustive", *gen_args(m, n, k, ta, tb, batch),
                                 "-o", kir_x], check=True, stdout=subprocess.DEVNULL,
                                env={**os.environ, "KILN_CACHE_DIR": os.path.join(tmp, f"{tag}-exhaustive")})
                 row["exhaustive_s"] = time.perf_counter() - t0
@@ -154,11 +120,7 @@ def main():
             for which, kir in variants:
                 kernels, ws, blocking = kernels_of(kiln, kir, tmp, f"{tag}_{which}")
                 c = cp.zeros((batch, m, n), dtype=np.float32)
-                runs = [launcher(kernels, ws, a[i], b[i], c[i]) for i in range(batch)]
-
-                def run_all():
-                    for r in runs:
-                        r()
+                run_all = launcher(kernels, ws, a, b, c)
                 run_all()
                 cp.cuda.Device().synchronize()
                 err = float(cp.max(cp.abs(c - want)) / cp.max(cp.abs(want)))

@@ -68,14 +68,14 @@ pub struct Generated {
 }
 
 impl Generated {
-    /// The launch of [`Generated::kernel`]: two dimensions, or three with split-K.
+    /// The launch of [`Generated::kernel`] (its `#nd_range`): two dimensions, or three with
+    /// split-K or a batch (dimension 2 runs over batch indices times slices, the slice
+    /// fastest).
     pub fn range(&self) -> NdRange {
-        match &self.split {
-            Some(s) => NdRange::new(&[self.global[0], self.global[1], s.slices]).with_local(&[
-                self.local[0],
-                self.local[1],
-                1,
-            ]),
+        match &self.kernel.attrs().nd_range {
+            Some(r) => {
+                NdRange::new(&r.global).with_local(r.local.as_deref().unwrap_or(&self.local))
+            }
             None => NdRange::new(&self.global).with_local(&self.local),
         }
     }
@@ -196,9 +196,21 @@ struct Gen<'a> {
     kspan: i64,
     /// `m0` and `n0` as multiples of the tile sizes, for alignment proofs.
     frame: std::collections::HashMap<Var, Expr>,
+    /// The flat batch index of a batched GEMM (the views' batch dimensions), else `None`.
+    batch: Option<Expr>,
 }
 
 impl Gen<'_> {
+    /// Virtual coordinates of `v` from flat M, N and K indices, and the work-group's batch
+    /// index for the views' batch dimensions.
+    fn coords(&self, v: &View, flat: &[(DimKind, Expr)]) -> Vec<Expr> {
+        let mut all = flat.to_vec();
+        if let Some(b) = &self.batch {
+            all.push((DimKind::Batch, b.clone()));
+        }
+        unflatten(v, &all)
+    }
+
     /// Operand A (`is_a`) or B as a tile load sees it: its view, global buffer, local tile,
     /// tile rows, work-group base and size along M or N, and which of the two that is.
     fn operand(&self, is_a: bool) -> (&View, &Var, &Var, i64, &Expr, i64, DimKind) {
@@ -306,10 +318,26 @@ impl Gen<'_> {
         let kk = Var::new(format!("{tag}_k{sfx}"), Type::I32);
         // Rows fastest: neighbouring work-items take neighbouring rows of the tile, and the
         // tile is stored k-major, as the multiply reads it.
-        let pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&kk, ix::div(idx, rows))];
+        let mut pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&kk, ix::div(idx, rows))];
         let row = ix::add(mn0, &r.expr());
         let kidx = ix::add(k0, &kk.expr());
-        let coords = unflatten(view, &[(kind, row.clone()), (DimKind::K, kidx.clone())]);
+        // A flat index over several virtual dimensions (a convolution's M = mb, oh, ow and
+        // K = ic, kh, kw) is taken apart with divisions: each coordinate is bound once, so
+        // that the mask and the offset share it, and those of the row, which do not change
+        // from one reduction step to the next, are hoisted out of the k loop (`licm`).
+        let by_mn = self.coords(view, &[(kind, row.clone())]);
+        let by_k = unflatten(view, &[(DimKind::K, kidx.clone())]);
+        let mut coords = Vec::new();
+        for (p, d) in view.vdims().iter().enumerate() {
+            let e = if d.kind == DimKind::K { by_k[p].clone() } else { by_mn[p].clone() };
+            if view.dims_of(d.kind).len() > 1 {
+                let v = Var::new(format!("{tag}_{}{sfx}", d.name), Type::I32);
+                pre.push(Stmt::let_(&v, e));
+                coords.push(v.expr());
+            } else {
+                coords.push(e);
+            }
+        }
         let acc = view.access(&coords);
         let mut cond = self.edges(&row, mn_size, rows, &kidx);
         cond = ix::and(cond, acc.mask);
@@ -366,7 +394,7 @@ impl Gen<'_> {
         let kidx = ix::add(k0, &kk.expr());
         let lane = |j: i64| {
             let row = ix::add(mn0, &ix::add(&r, &c(j)));
-            view.access(&unflatten(view, &[(kind, row), (DimKind::K, kidx.clone())]))
+            view.access(&self.coords(view, &[(kind, row), (DimKind::K, kidx.clone())]))
         };
         let acc = vector_access(w, &self.frame, lane)?;
         let pre =
@@ -412,7 +440,7 @@ impl Gen<'_> {
         let row = ix::add(mn0, &r.expr());
         let lane = |j: i64| {
             let kidx = ix::add(k0, &ix::add(&kk, &c(j)));
-            view.access(&unflatten(view, &[(kind, row.clone()), (DimKind::K, kidx)]))
+            view.access(&self.coords(view, &[(kind, row.clone()), (DimKind::K, kidx)]))
         };
         let acc = vector_access(w, &self.frame, lane)?;
         let cond = self.edges(&row, mn_size, rows, &ix::add(k0, &kk));
@@ -595,7 +623,8 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         (b, "B", [DimKind::K, DimKind::N]),
         (cv, "C", [DimKind::M, DimKind::N]),
     ] {
-        if let Some(d) = v.vdims().iter().find(|d| !kinds.contains(&d.kind)) {
+        let allowed = |k: DimKind| kinds.contains(&k) || k == DimKind::Batch;
+        if let Some(d) = v.vdims().iter().find(|d| !allowed(d.kind)) {
             return Err(format!(
                 "{which}'s dimension `{}` is {:?}; {which} has only {kinds:?}",
                 d.name, d.kind
@@ -621,6 +650,8 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     agree(a, cv, DimKind::M, "A", "C")?;
     agree(a, b, DimKind::K, "A", "B")?;
     agree(b, cv, DimKind::N, "B", "C")?;
+    agree(a, cv, DimKind::Batch, "A", "C")?;
+    agree(b, cv, DimKind::Batch, "B", "C")?;
     let ta = elem_ty(a, "A")?;
     let tb = elem_ty(b, "B")?;
     let tc = elem_ty(cv, "C")?;
@@ -629,6 +660,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let m = prod(sizes(a, DimKind::M)).filter(|&x| x < 1 << 30).ok_or_else(too_big)?;
     let k = prod(sizes(a, DimKind::K)).filter(|&x| x < 1 << 30).ok_or_else(too_big)?;
     let n = prod(sizes(b, DimKind::N)).filter(|&x| x < 1 << 30).ok_or_else(too_big)?;
+    let batch = prod(sizes(cv, DimKind::Batch)).filter(|&x| x < 1 << 30).ok_or_else(too_big)?;
     let (bm, bn, bk) = (cfg.tile_m() as i64, cfg.tile_n() as i64, cfg.k_tile as i64);
     // Split-K: slices of whole k-tiles, as few as cover K.
     let ktiles = (k + bk - 1) / bk;
@@ -637,10 +669,11 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let kspan = per_slice * bk;
     let c_elems = cv.layout().size_elems().unwrap_or(0);
     if slices > 1 {
-        if c_elems != m * n {
+        if c_elems != batch * m * n {
+            let what = if batch > 1 { "batch x M x N" } else { "M x N" };
             return Err(format!(
-                "split-K needs C's buffer to hold exactly its M x N = {} elements (it has {c_elems})",
-                m * n
+                "split-K needs C's buffer to hold exactly its {what} = {} elements (it has {c_elems})",
+                batch * m * n
             ));
         }
         if slices.checked_mul(c_elems).is_none_or(|w| w >= 1 << 31) {
@@ -652,8 +685,18 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let groups_m = (m + bm - 1) / bm;
     let groups_n = (n + bn - 1) / bn;
     let global = [groups_n * cfg.wg_n as i64, groups_m * cfg.wg_m as i64];
+    // Dimension 2 of the launch: one work-group per batch index and split-K slice, the
+    // slice fastest.
+    let groups_z = batch * slices;
     if global.iter().any(|&g| g > u32::MAX as i64 / 2) {
         return Err(too_big());
+    }
+    if groups_z > u16::MAX as i64 {
+        return Err(format!(
+            "{batch} batch indices x {slices} split-K slices = {groups_z} work-groups along \
+             dimension 2, more than {} (the smallest limit among kiln's targets)",
+            u16::MAX
+        ));
     }
     let pa = Var::new(&views.names[0], Type::ptr(AddrSpace::Global, ta));
     let pb = Var::new(&views.names[1], Type::ptr(AddrSpace::Global, tb));
@@ -687,8 +730,15 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         Stmt::let_(&m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(bm))),
         Stmt::let_(&n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(bn))),
     ];
+    let gz = || Expr::group_id(2).cast(Scalar::I32);
+    // The work-group's split-K slice and batch index (dimension 2 is batch * slices + slice).
+    let slice = if batch > 1 { ix::rem(&gz(), slices) } else { gz() };
+    let bidx = Var::new("bidx", Type::I32);
+    if batch > 1 {
+        body.push(Stmt::let_(&bidx, ix::div(&gz(), slices)));
+    }
     if slices > 1 {
-        body.push(Stmt::let_(&kb, ix::mul(&Expr::group_id(2).cast(Scalar::I32), &c(kspan))));
+        body.push(Stmt::let_(&kb, ix::mul(&slice, &c(kspan))));
     }
     let acc: Vec<Vec<Var>> = (0..cfg.tm)
         .map(|i| (0..cfg.tn).map(|j| Var::new(format!("acc_{i}_{j}"), Type::F32)).collect())
@@ -714,9 +764,11 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             (m0.clone(), ix::mul(&Var::new("group_m", Type::I32).expr(), &c(bm))),
             (n0.clone(), ix::mul(&Var::new("group_n", Type::I32).expr(), &c(bn))),
             (kb.clone(), ix::mul(&Var::new("group_k", Type::I32).expr(), &c(kspan))),
+            (bidx.clone(), Var::new("group_b", Type::I32).expr()),
         ]
         .into_iter()
         .collect(),
+        batch: (batch > 1).then(|| bidx.expr()),
     };
     let nk = if slices > 1 { per_slice } else { ktiles };
     let kt = Var::new("kt", Type::I32);
@@ -767,8 +819,8 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does, and then does not read C at all (a uniform branch).
     let beta0 = beta.expr().cmp_eq(Expr::f32(0.0));
-    // Split-K stores the unscaled accumulators to slice `group_id(2)` of the workspace.
-    let zoff = ix::mul(&Expr::group_id(2).cast(Scalar::I32), &c(c_elems));
+    // Split-K stores the unscaled accumulators to its slice of the workspace.
+    let zoff = ix::mul(&slice, &c(c_elems));
     let (mut fresh, mut update, mut partial) = (Vec::new(), Vec::new(), Vec::new());
     let mut put = |cond: Option<Expr>, st: [Stmt; 3]| {
         for (list, st) in [&mut fresh, &mut update, &mut partial].into_iter().zip(st) {
@@ -794,7 +846,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             for j0 in (0..row.len() as i64).step_by(w as usize) {
                 let lane = |j: i64| {
                     let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0 + j));
-                    cv.access(&unflatten(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj)]))
+                    cv.access(&g.coords(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj)]))
                 };
                 let Some(at) = vector_access(w, &g.frame, lane) else { continue };
                 let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0));
@@ -827,7 +879,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
                 continue;
             }
             let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j as i64));
-            let coords = unflatten(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj.clone())]);
+            let coords = g.coords(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj.clone())]);
             let at = cv.access(&coords);
             let mut cond = None;
             if m % bm != 0 {
@@ -863,11 +915,16 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             reduce_local: REDUCE_LOCAL,
             reduce,
         };
-        let range = ([global[0], global[1], slices as u32], [local[0], local[1], 1]);
+        let range = ([global[0], global[1], groups_z as u32], [local[0], local[1], 1]);
         (vec![pa, pb, pw], (range.0.to_vec(), range.1.to_vec()), Some(split))
     } else {
         body.push(Stmt::if_else(beta0, Stmt::block(fresh), Stmt::block(update)));
-        (vec![pa, pb, pc, alpha, beta], (global.to_vec(), local.to_vec()), None)
+        let range = if batch > 1 {
+            (vec![global[0], global[1], groups_z as u32], vec![local[0], local[1], 1])
+        } else {
+            (global.to_vec(), local.to_vec())
+        };
+        (vec![pa, pb, pc, alpha, beta], range, None)
     };
     let attrs = Attrs {
         reqd_work_group_size: Some([local[0], local[1], 1]),

@@ -87,7 +87,7 @@ impl GemmConfig {
 
     /// Checks the configuration's own limits (not the problem's): positive sizes, at most
     /// [`MAX_WORK_GROUP`] work-items, at most [`MAX_LOCAL_BYTES`] of local memory, register
-    /// blocks of at most 8 x 8, buffering depth 1, 2 or 3, split-K into 1 to [`MAX_SPLIT_K`]
+    /// blocks of at most 128 accumulators with sides of at most 16 (8 x 16, 16 x 8), buffering depth 1, 2 or 3, split-K into 1 to [`MAX_SPLIT_K`]
     /// slices.
     pub fn validate(&self) -> Result<(), String> {
         let fields = [
@@ -109,8 +109,12 @@ impl GemmConfig {
                 self.wg_m, self.wg_n
             ));
         }
-        if self.tm > 8 || self.tn > 8 {
-            return Err(format!("config: register block {}x{} exceeds 8x8", self.tm, self.tn));
+        if self.tm > 16 || self.tn > 16 || self.tm * self.tn > 128 {
+            return Err(format!(
+                "config: register block {}x{} exceeds 8x16 or 16x8 (128 accumulators, sides \
+                 of at most 16)",
+                self.tm, self.tn
+            ));
         }
         if self.k_tile > 256 {
             return Err(format!("config: k_tile {} exceeds 256", self.k_tile));

@@ -21,7 +21,7 @@ use kiln_ir::Scalar;
 
 use crate::codegen::{generate, GemmViews, Generated};
 use crate::config::GemmConfig;
-use crate::layout::Layout;
+use crate::layout::{Block, Layout};
 use crate::view::{Base, DimKind, TDim, VDim, View};
 use crate::MAX_SIZE;
 
@@ -53,6 +53,28 @@ fn operand(ty: Scalar, d0: VDim, d1: VDim, trans: bool) -> Result<View, String> 
     let layout = matrix(ty, r.size, c.size)?;
     let tdims = vec![TDim::new("row", r.var()), TDim::new("col", c.var())];
     View::new(Base::Layout(layout), vec![d0, d1], tdims)
+}
+
+/// [`operand`] for a batch of `batch` such matrices, `stride` elements apart.
+fn batched_operand(
+    ty: Scalar,
+    vb: VDim,
+    d0: VDim,
+    d1: VDim,
+    trans: bool,
+    stride: i64,
+) -> Result<View, String> {
+    let (r, c) = if trans { (&d1, &d0) } else { (&d0, &d1) };
+    let blocks = vec![
+        Block { dim: 0, size: vb.size, stride },
+        Block { dim: 1, size: r.size, stride: c.size },
+        Block { dim: 2, size: c.size, stride: 1 },
+    ];
+    let layout =
+        Layout::new(ty, vec![vb.size, r.size, c.size], 0, blocks).map_err(|e| e.to_string())?;
+    let tdims =
+        vec![TDim::new("batch", vb.var()), TDim::new("row", r.var()), TDim::new("col", c.var())];
+    View::new(Base::Layout(layout), vec![vb, d0, d1], tdims)
 }
 
 impl GemmProblem {
@@ -97,6 +119,84 @@ impl GemmProblem {
             a: operand(self.ty, vm(), vk(), self.trans_a)?,
             b: operand(self.ty, vk(), vn(), self.trans_b)?,
             c: operand(self.ty, vm(), vn(), false)?,
+            names: ["a".into(), "b".into(), "c".into()],
+        })
+    }
+
+    /// Generates the kernel; parameters `(a, b, c, alpha: f32, beta: f32)`.
+    pub fn generate(&self, cfg: &GemmConfig) -> Result<Generated, String> {
+        generate(&self.views()?, cfg)
+    }
+
+    /// A batch of `batch` independent problems of this shape, each operand's matrices
+    /// stored one after another (see [`BatchedGemm`]).
+    pub fn batched(self, batch: i64) -> BatchedGemm {
+        let (a, b) = ((self.m * self.k).max(1), (self.k * self.n).max(1));
+        BatchedGemm { gemm: self, batch, strides: [a, b, (self.m * self.n).max(1)] }
+    }
+}
+
+/// A batched GEMM: `C[i] = alpha * op(A[i]) · op(B[i]) + beta * C[i]` for `i` in
+/// `0 .. batch`, one launch for the whole batch (dimension 2 of the launch runs over `i`).
+/// Matrix `i` of an operand starts `i * stride` elements into its buffer; each matrix is
+/// row-major as in [`GemmProblem`].
+///
+/// ```
+/// use kiln_gen::{GemmConfig, GemmProblem};
+/// use kiln_ir::Scalar;
+/// let p = GemmProblem { m: 8, n: 4, k: 2, trans_a: false, trans_b: false, ty: Scalar::F32 };
+/// let g = p.batched(3).generate(&GemmConfig::default()).unwrap();
+/// assert_eq!(g.kernel.name(), "gemm_nn_f32_b3_8x4x2");
+/// assert_eq!(g.buffer_elems, [3 * 8 * 2, 3 * 2 * 4, 3 * 8 * 4]);
+/// assert_eq!(g.range().global[2], 3);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchedGemm {
+    /// The shape of each problem of the batch.
+    pub gemm: GemmProblem,
+    /// How many problems.
+    pub batch: i64,
+    /// Elements from one matrix of A, B and C to the next: at least the matrix's size (the
+    /// matrices may not overlap).
+    pub strides: [i64; 3],
+}
+
+impl BatchedGemm {
+    /// The kernel's name: `gemm_<nn|nt|tn|tt>_<type>_b<batch>_<M>x<N>x<K>`.
+    pub fn name(&self) -> String {
+        let p = &self.gemm;
+        let t = |b: bool| if b { 't' } else { 'n' };
+        let (ta, tb) = (t(p.trans_a), t(p.trans_b));
+        format!("gemm_{ta}{tb}_{}_b{}_{}x{}x{}", p.ty, self.batch, p.m, p.n, p.k)
+    }
+
+    /// The problem's views (A: batch, m, k; B: batch, k, n; C: batch, m, n).
+    pub fn views(&self) -> Result<GemmViews, String> {
+        let p = &self.gemm;
+        p.views()?;
+        if self.batch <= 0 || self.batch > MAX_SIZE {
+            return Err(format!("the batch must be from 1 to {MAX_SIZE}: {}", self.batch));
+        }
+        let sizes = [p.m * p.k, p.k * p.n, p.m * p.n];
+        for ((name, &stride), size) in ["A", "B", "C"].iter().zip(&self.strides).zip(sizes) {
+            if stride < size {
+                return Err(format!(
+                    "the batch stride of {name}, {stride}, is less than its {size} elements \
+                     (the matrices would overlap)"
+                ));
+            }
+        }
+        let (m, n, k) = (p.m, p.n, p.k);
+        let vb = || VDim::new("i", self.batch, DimKind::Batch);
+        let vm = || VDim::new("m", m, DimKind::M);
+        let vn = || VDim::new("n", n, DimKind::N);
+        let vk = || VDim::new("k", k, DimKind::K);
+        let [sa, sb, sc] = self.strides;
+        Ok(GemmViews {
+            name: self.name(),
+            a: batched_operand(p.ty, vb(), vm(), vk(), p.trans_a, sa)?,
+            b: batched_operand(p.ty, vb(), vk(), vn(), p.trans_b, sb)?,
+            c: batched_operand(p.ty, vb(), vm(), vn(), false, sc)?,
             names: ["a".into(), "b".into(), "c".into()],
         })
     }

@@ -39,7 +39,7 @@ pub use split::SplitK;
 pub const MAX_SIZE: i64 = (1 << 30) - 1;
 pub use config::GemmConfig;
 pub use conv::{ConvFormat, ConvProblem};
-pub use gemm::GemmProblem;
+pub use gemm::{BatchedGemm, GemmProblem};
 pub use layout::{Block, Layout, LayoutError};
 pub use tensor::Tensor;
 pub use view::{Access, Base, DimKind, TDim, VDim, View};

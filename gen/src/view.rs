@@ -62,6 +62,8 @@ pub enum DimKind {
     N,
     /// A reduction dimension of A and B.
     K,
+    /// A batch dimension of A, B and C: one independent GEMM per index (a batched GEMM).
+    Batch,
 }
 
 /// A virtual dimension: a name (its `i32` variable's name), a size and a kind.

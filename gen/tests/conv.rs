@@ -166,3 +166,37 @@ fn bad_convolutions_are_refused() {
     let p = ConvProblem::new(1, 0, 5, 5, 1, 3, 3);
     assert!(p.generate(&GemmConfig::default()).unwrap_err().contains("ic = 0"));
 }
+
+/// The output position of a tile row (mb, oh, ow: divisions of the flat row by OH * OW and
+/// OW) does not change from one reduction step to the next: in the double-buffered loop,
+/// after the default pipeline, it is computed before the k loop, not in it (the loop takes
+/// apart only the reduction index).
+#[test]
+fn conv_row_positions_are_computed_outside_the_k_loop() {
+    let p = ConvProblem::new(4, 8, 14, 14, 16, 3, 3).with_stride(2, 2).with_padding(1, 1);
+    assert_eq!((p.oh(), p.ow()), (7, 7));
+    for unroll in [false, true] {
+        let cfg = GemmConfig {
+            wg_m: 8,
+            wg_n: 8,
+            tm: 2,
+            tn: 2,
+            k_tile: 8,
+            slm_depth: 2,
+            unroll,
+            vec: 1,
+            split_k: 1,
+        };
+        let g = p.generate(&cfg).unwrap();
+        let text = kiln_passes::pipeline::optimize(&g.kernel).to_string();
+        let at = text.find("for kt").unwrap_or_else(|| panic!("no k loop:\n{text}"));
+        let (before, rest) = text.split_at(at);
+        // The loop ends at the first line indented as its header (`for kt` is indented 4).
+        let end = rest.find("\n    }").unwrap_or_else(|| panic!("no loop end:\n{text}"));
+        let in_loop = &rest[..end];
+        assert!(before.contains("/ 49") && before.contains("% 7"), "{text}");
+        assert!(!in_loop.contains("/ 49") && !in_loop.contains("% 7"), "{text}");
+        assert!(in_loop.contains("/ 9"), "the reduction index is taken apart in the loop:\n{text}");
+        case(p, cfg, 3);
+    }
+}

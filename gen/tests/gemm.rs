@@ -300,3 +300,31 @@ fn split_k_random_shapes() {
         case(p, cfg, 11, true);
     }
 }
+
+/// Register blocks of 8 x 16 and 16 x 8 (a 128 x 256 work-group tile at 16 x 16
+/// work-items): 4-lane and scalar, transposed operands, sizes that are not multiples of the
+/// tile; larger blocks refused.
+#[test]
+fn gemm_8x16_register_blocks() {
+    let mut r = Rng(0x8f16_0026_0003);
+    for (i, (tm, tn)) in [(8, 16), (16, 8)].into_iter().enumerate() {
+        let p =
+            GemmProblem { m: 19, n: 37, k: 11, trans_a: i == 0, trans_b: i == 1, ty: Scalar::F32 };
+        let cfg = GemmConfig {
+            wg_m: 2,
+            wg_n: 2,
+            tm,
+            tn,
+            k_tile: 8,
+            slm_depth: 2,
+            unroll: i == 0,
+            vec: [4, 1][i],
+            split_k: 1,
+        };
+        case(p, cfg, r.next(), true);
+    }
+    let bad = GemmConfig { tm: 17, tn: 1, ..GemmConfig::default() };
+    assert!(bad.validate().unwrap_err().contains("exceeds 8x16 or 16x8"));
+    let bad = GemmConfig { tm: 16, tn: 16, ..GemmConfig::default() };
+    assert!(bad.validate().unwrap_err().contains("exceeds 8x16 or 16x8"));
+}

@@ -45,8 +45,14 @@ fn ranking_is_deterministic_and_valid() {
         assert_eq!(a, b);
         assert_eq!(a.len(), space.len());
         assert!(a.iter().all(|c| c.validate().is_ok() && c.fits(mnk[0], mnk[1], mnk[2])));
-        assert_eq!(tuner::first_choice(mnk, &t), a[0]);
         let p = |c: &GemmConfig| tuner::predict(c, mnk, &t).unwrap_or(f64::INFINITY);
+        // The model's best, or a seed it predicts within SEED_TRUST of that.
+        let first = tuner::first_choice(mnk, &t);
+        assert!(
+            first == a[0]
+                || (t.seeds.contains(&first) && p(&first) <= tuner::SEED_TRUST * p(&a[0])),
+            "{mnk:?}: {first}"
+        );
         assert!(a.windows(2).all(|w| p(&w[0]) <= p(&w[1])), "{mnk:?}: not in the model's order");
     }
 }
@@ -63,6 +69,9 @@ fn the_model_prefers_the_measured_best_blocking() {
     let best: GemmConfig = "wg=8x16 tile=8x8 k=8 slm=2 unroll=1 vec=4".parse().unwrap();
     assert!(at(&best) < 40, "measured best at {} of {}", at(&best), ranked.len());
     assert!(at(&GemmConfig::default()) > ranked.len() / 2);
+    // Untimed, 4096^3 gets the blocking measured best there (0.84x cuBLAS against 0.76x
+    // for the model's own best, benches/gpu/README.md).
+    assert_eq!(tuner::first_choice(mnk, &t), best);
     // A deep reduction over few tiles: the model splits K.
     let deep = [256, 256, 16384];
     assert!(tuner::first_choice(deep, &t).split_k > 1, "{}", tuner::first_choice(deep, &t));

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use kiln::generator::{ConvFormat, ConvProblem, GemmConfig, GemmProblem, Generated};
+use kiln::generator::{BatchedGemm, ConvFormat, ConvProblem, GemmConfig, GemmProblem, Generated};
 use kiln::ir::{Module, Scalar};
 use kiln::runtime::device::registry::{self, OpenOptions};
 use kiln::tune::{self, TuneOptions};
@@ -43,6 +43,10 @@ pub(super) struct GemmArgs {
     /// B is stored transposed (N x K).
     #[arg(long)]
     trans_b: bool,
+    /// A batch of N independent GEMMs of this shape in one launch, each operand's matrices
+    /// stored one after another (the blocking is chosen for one GEMM of the batch).
+    #[arg(long, value_name = "N")]
+    batch: Option<i64>,
     #[command(flatten)]
     common: Common,
 }
@@ -243,6 +247,11 @@ impl GemmArgs {
         }
     }
 
+    /// The batched problem with `--batch`.
+    pub(super) fn batched(&self) -> Option<BatchedGemm> {
+        self.batch.map(|b| self.problem().batched(b))
+    }
+
     /// Where to write the kernel (`-o`).
     pub(super) fn output(&self) -> Option<&PathBuf> {
         self.common.output.as_ref()
@@ -279,7 +288,7 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
                 p.views().map_err(Error::Message)?;
                 return candidates(p.m as u64, p.n as u64, p.k as u64);
             }
-            let what = format!(
+            let mut what = format!(
                 "C = alpha * {}·{} + beta * C, M = {}, N = {}, K = {}, row-major {}",
                 if p.trans_a { "A^T" } else { "A" },
                 if p.trans_b { "B^T" } else { "B" },
@@ -289,8 +298,22 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
                 p.ty
             );
             p.views().map_err(Error::Message)?;
-            let cfg = g.common.blocking(&tune::Problem::gemm(&p))?;
-            (cfg, p.generate(&cfg), what)
+            match g.batched() {
+                Some(bp) => {
+                    bp.views().map_err(Error::Message)?;
+                    what = format!(
+                        "a batch of {} GEMMs (dimension 2 of the launch), each {what}; matrix i \
+                         of a, b and c at element i * {}, i * {}, i * {}",
+                        bp.batch, bp.strides[0], bp.strides[1], bp.strides[2]
+                    );
+                    let cfg = g.common.blocking(&tune::Problem::batched_gemm(&bp))?;
+                    (cfg, bp.generate(&cfg), what)
+                }
+                None => {
+                    let cfg = g.common.blocking(&tune::Problem::gemm(&p))?;
+                    (cfg, p.generate(&cfg), what)
+                }
+            }
         }
         What::Conv(c) => {
             let p = c.problem();

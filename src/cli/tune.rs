@@ -35,12 +35,19 @@ pub struct TuneArgs {
 /// Runs `kiln tune`.
 pub fn main(a: &TuneArgs) -> Result<(), Error> {
     // The problem first: sizes it cannot have are refused before anything is opened or built.
-    let (gemm, conv);
+    let (gemm, batched, conv);
     let (problem, output) = match &a.what {
         What::Gemm(g) => {
             gemm = g.problem();
             gemm.views().map_err(Error::Message)?;
-            (Problem::gemm(&gemm), g.output())
+            batched = g.batched();
+            match &batched {
+                Some(b) => {
+                    b.views().map_err(Error::Message)?;
+                    (Problem::batched_gemm(b), g.output())
+                }
+                None => (Problem::gemm(&gemm), g.output()),
+            }
         }
         What::Conv(c) => {
             conv = c.problem();
