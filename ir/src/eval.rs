@@ -15,6 +15,7 @@
 //! verified kernel never has) is an `Err` with a message.
 
 pub mod math;
+pub mod math64;
 
 use crate::expr::{canonical_int, round_float, BinOp, Imm, Intrinsic, UnOp};
 use crate::stmt::AtomicOp;
@@ -283,10 +284,10 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
                 Intrinsic::Floor => x.floor(),
                 Intrinsic::Ceil => x.ceil(),
                 Intrinsic::Trunc => x.trunc(),
-                Intrinsic::Exp => x.exp(),
-                Intrinsic::Log => x.ln(),
-                Intrinsic::Sin => x.sin(),
-                Intrinsic::Cos => x.cos(),
+                Intrinsic::Exp => math64::exp_f64(x),
+                Intrinsic::Log => math64::log_f64(x),
+                Intrinsic::Sin => math64::sin_f64(x),
+                Intrinsic::Cos => math64::cos_f64(x),
                 _ => return Err(format!("`{name}` takes {} arguments", op.arity())),
             };
             Ok(Imm::Float(Scalar::F64, v))
