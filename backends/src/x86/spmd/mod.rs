@@ -9,14 +9,15 @@
 //! scalar counter; else a counter per lane under a loop mask), barriers under
 //! batch-uniform control, local and private arrays, and atomics whose order between
 //! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
-//! (`bool`s as lane masks): every operator (`/` and `%` on integers per lane, shifts by
+//! (`bool`s as lane masks) and `i8`, `u8`, `i16`, `u16` values extended to 32-bit lanes
+//! (`narrow.rs`: all but `/` and `%`, in buffer memory only): every operator (`/` and `%` on integers per lane, shifts by
 //! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — 64-bit values and other types, f64
-//! transcendental functions, a barrier under divergent control — makes the whole kernel
+//! buffers with checked accesses). Anything else — 64-bit values, f64 and f16, a barrier
+//! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
 //!
@@ -79,6 +80,7 @@ mod ctl;
 mod expr;
 mod math;
 mod mem;
+mod narrow;
 mod ops;
 mod scalar;
 mod uniform;
@@ -312,9 +314,15 @@ fn lane_type(t: Type) -> bool {
     matches!(t.scalar(), Some(Scalar::F32 | Scalar::I32 | Scalar::U32))
 }
 
-/// The types of `let`s and `var`s: lane types, and `bool` as a lane mask.
+/// The types of `let`s and `var`s: lane types, `bool` as a lane mask, and 8/16-bit
+/// integers extended to 32 bits (`narrow.rs`).
 fn value_type(t: Type) -> bool {
-    lane_type(t) || t == Type::BOOL
+    lane_type(t) || t == Type::BOOL || narrow::narrow(t).is_some()
+}
+
+/// The element types of buffers the lane code accesses.
+fn elem_type(e: Scalar) -> bool {
+    lane_type(Type::Scalar(e)) || narrow::narrow(Type::Scalar(e)).is_some()
 }
 
 /// The vector code for `k`, or why it has none; `param_slots` are the scalar frame's
@@ -384,7 +392,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     let mut table = 0;
     for (p, slot) in k.params().iter().zip(param_slots) {
         match (p.ty(), slot) {
-            (Type::Ptr(_, Scalar::F32 | Scalar::I32 | Scalar::U32), _) => {
+            (Type::Ptr(_, e), _) if elem_type(e) => {
                 v.bufs.push((p.name().to_string(), table));
                 table += 1;
             }
@@ -399,7 +407,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     for s in k.body().stmts() {
         if let StmtNode::Alloc { var, count } = s.node() {
             if let Type::Ptr(kiln_ir::AddrSpace::Local, elem) = var.ty() {
-                if matches!(elem, Scalar::F32 | Scalar::I32 | Scalar::U32) {
+                if elem_type(elem) {
                     v.bufs.push((var.name().to_string(), table));
                 }
                 v.mems.push(MemInfo {

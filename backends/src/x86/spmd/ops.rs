@@ -182,7 +182,7 @@ impl V {
     /// `cond ? a : b`: all three evaluated in every lane, in that order (as the
     /// interpreter does), then blended.
     fn select(&mut self, cond: &Expr, a: &Expr, b: &Expr, d: usize) -> R<()> {
-        if lane_scalar(a.ty()).is_none() {
+        if lane_scalar(a.ty()).is_none() && super::narrow::narrow(a.ty()).is_none() {
             return no(format!("a select of {}", a.ty()));
         }
         self.cond(cond, d)?;

@@ -1,0 +1,270 @@
+//! The x86 JIT's 8-lane code on 8- and 16-bit integers (`i8`, `u8`, `i16`, `u16`, kept
+//! extended in 32-bit lanes): loads and stores of every shape (at `global_id(0)`, at a
+//! computed index with bounds faults, colliding per-lane stores), wrapping `+ - *`, shifts
+//! by counts at and past the width, `& | ^ ~`, negation, `min`/`max`/`abs` (wrapping at
+//! MIN), comparisons, `select`, `var`s, and the casts to and from every 32-bit type and
+//! bool (saturating from f32, NaN to 0) — against the scalar code and the interpreter,
+//! bits and errors compared: hand cases over edge values and random kernels. Each kernel
+//! must get vector code (a fall back to the scalar code fails here), except the integer
+//! `/` and `%` of these types, which stay scalar and say so.
+//!
+//! `X86_SPMD_WIDE_CASES=N` raises the number of random kernels (default 64).
+#![cfg(target_arch = "x86_64")]
+
+mod x86_common;
+
+use x86_common::{avx2, kernel, three_ways};
+
+use kiln_backends::x86::{compile, X86Options};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::{Kernel, Scalar};
+use proptest::prelude::*;
+
+/// Why `k` has no 8-lane code (plain and `-O`), `None` if it has (or without AVX2).
+fn fallback(k: &Kernel) -> Option<String> {
+    if !avx2() {
+        return None;
+    }
+    for optimize in [false, true] {
+        let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+        if !p.has_spmd() {
+            let d = p.disassemble();
+            let why = d.lines().find(|l| l.starts_with("; no 8-lane")).unwrap_or("?");
+            return Some(format!("{why} (optimize: {optimize})"));
+        }
+    }
+    None
+}
+
+const PARAMS: &str = "c8: ptr<global, i8>, e8: ptr<global, i8>, d8: ptr<global, u8>, \
+     g8: ptr<global, u8>, c16: ptr<global, i16>, d16: ptr<global, u16>, a: ptr<global, f32>, \
+     o8: ptr<global, i8>, ou8: ptr<global, u8>, o16: ptr<global, i16>, ou16: ptr<global, u16>, \
+     of: ptr<global, f32>, oi: ptr<global, i32>, n: i32, flag: bool";
+
+/// 64 values cycling through `base` with stride `k`.
+fn cyc<T: Copy>(base: &[T], k: usize) -> Vec<T> {
+    (0..64).map(|i| base[(i * k) % base.len()]).collect()
+}
+
+/// The buffers of [`PARAMS`]: edge values (MIN, MAX, -1, 0, shift counts at and past the
+/// width, f32 NaNs, infinities and values past every narrow range), then zeroed outputs.
+fn bufs() -> Vec<Buffer> {
+    let i8s = [0i8, 1, -1, 7, 8, 9, -128, 127, -127, 100, -100, 15, 16, 31, 33, 3];
+    let u8s = [0u8, 1, 255, 7, 8, 9, 128, 127, 200, 100, 15, 16, 17, 254, 63, 3];
+    let i16s = [0i16, 1, -1, 15, 16, 17, i16::MIN, i16::MAX, -300, 300, 255, -256, 31, 32, 5];
+    let u16s = [0u16, 1, u16::MAX, 15, 16, 17, 0x8000, 0x7fff, 300, 255, 256, 31, 32, 5];
+    let fs = [
+        0.0f32,
+        -0.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        127.5,
+        128.0,
+        -128.9,
+        -129.0,
+        255.9,
+        256.0,
+        -1.5,
+        32767.9,
+        -32769.0,
+        65535.5,
+        1e10,
+        -1e10,
+        0.7,
+    ];
+    vec![
+        Buffer::from_slice(&cyc(&i8s, 1)),
+        Buffer::from_slice(&cyc(&i8s, 5)),
+        Buffer::from_slice(&cyc(&u8s, 1)),
+        Buffer::from_slice(&cyc(&u8s, 3)),
+        Buffer::from_slice(&cyc(&i16s, 1)),
+        Buffer::from_slice(&cyc(&u16s, 7)),
+        Buffer::from_slice(&cyc(&fs, 1)),
+        Buffer::zeroed(Scalar::I8, 64),
+        Buffer::zeroed(Scalar::U8, 64),
+        Buffer::zeroed(Scalar::I16, 64),
+        Buffer::zeroed(Scalar::U16, 64),
+        Buffer::zeroed(Scalar::F32, 64),
+        Buffer::zeroed(Scalar::I32, 64),
+    ]
+}
+
+fn args(n: i32, flag: bool) -> Vec<Arg> {
+    let mut v: Vec<Arg> = (0..13).map(Arg::Buffer).collect();
+    v.extend([Arg::scalar(n), Arg::scalar(flag)]);
+    v
+}
+
+/// A kernel over [`PARAMS`] with `body` after `let i: u32 = global_id(0);`.
+fn wide_kernel(body: &str) -> Kernel {
+    kernel(&format!("kernel k({PARAMS}) {{ let i: u32 = global_id(0); {body} }}"))
+}
+
+/// `body` gets vector code and agrees three ways over several group sizes and arguments.
+fn run_cases(body: &str) {
+    let k = wide_kernel(body);
+    assert_eq!(fallback(&k), None, "{k}");
+    for local in [8u32, 16, 64] {
+        for (n, flag) in [(3, true), (-1, false)] {
+            let r = NdRange::new(&[64]).with_local(&[local]);
+            assert_eq!(three_ways(&k, &r, &args(n, flag), &bufs()), avx2(), "{k}");
+        }
+    }
+}
+
+#[test]
+fn narrow_arithmetic_wraps_as_the_interpreter() {
+    run_cases(
+        "o8[i] = c8[i] + e8[i] * 3i8 - 100i8;
+         ou8[i] = d8[i] * g8[i] + 7u8 - d8[i];
+         o16[i] = c16[i] * c16[i] - 30000i16;
+         ou16[i] = d16[i] * 300u16 + d16[i];",
+    );
+    run_cases(
+        "o8[i] = -c8[i] ^ (e8[i] & 15i8);
+         ou8[i] = ~d8[i] | (g8[i] & 7u8);
+         o16[i] = ~c16[i] + -c16[i];
+         ou16[i] = -d16[i];",
+    );
+}
+
+#[test]
+fn narrow_shifts_take_counts_modulo_the_width() {
+    run_cases(
+        "o8[i] = c8[i] << e8[i];
+         ou8[i] = d8[i] >> g8[i];
+         o16[i] = c16[i] >> (c16[i] & 31i16);
+         ou16[i] = d16[i] << (d16[i] & 31u16);",
+    );
+    run_cases("o8[i] = c8[i] >> e8[i]; ou8[i] = d8[i] << g8[i];");
+}
+
+#[test]
+fn narrow_min_max_abs_compare_and_select() {
+    run_cases(
+        "o8[i] = abs(c8[i]) + min(c8[i], e8[i]);
+         ou8[i] = max(d8[i], g8[i]) - min(d8[i], 9u8);
+         o16[i] = abs(c16[i]);
+         ou16[i] = max(d16[i], 300u16);",
+    );
+    run_cases(
+        "var x: i8 = c8[i];
+         if x < e8[i] { x = e8[i] - x; }
+         let p: bool = d8[i] >= g8[i];
+         o8[i] = select(p, x, -x);
+         ou8[i] = p ? d8[i] : g8[i];
+         ou16[i] = (c16[i] > -2i16) != flag ? d16[i] : 1u16;",
+    );
+}
+
+#[test]
+fn narrow_casts_extend_and_saturate_as_the_interpreter() {
+    run_cases(
+        "o8[i] = (a[i] as i8); ou8[i] = (a[i] as u8);
+         o16[i] = (a[i] as i16); ou16[i] = (a[i] as u16);",
+    );
+    run_cases(
+        "oi[i] = (c8[i] as i32) + (d8[i] as i32) * 1000 + (c16[i] as i32);
+         of[i] = (c8[i] as f32) + (d16[i] as f32) * 0.5;
+         ou8[i] = (c8[i] as u8) + (c16[i] as u8);
+         o8[i] = (d16[i] as i8) - (d8[i] as i8);
+         o16[i] = (c8[i] as i16) * (d8[i] as i16);
+         ou16[i] = (c8[i] as u16) ^ ((oi[i] + n) as u16);",
+    );
+    run_cases(
+        "o8[i] = (flag as i8) + ((a[i] > 0.5) as i8);
+         oi[i] = ((c8[i] as u32) >> 24u32) as i32;",
+    );
+}
+
+#[test]
+fn narrow_accesses_at_computed_indices_fault_and_collide_as_the_interpreter() {
+    // Indices from u8 data run past the 64 elements: the first faulting work-item's error.
+    run_cases("o8[i] = c8[(d8[i] as u32)];");
+    run_cases("ou16[(g8[i] as u32)] = d16[i];");
+    // Reversed, strided and colliding stores (the last work-item wins), uniform loads.
+    run_cases(
+        "o8[63u32 - i] = e8[i];
+         ou8[i >> 1u32] = d8[i];
+         o16[(i * 7u32) & 63u32] = c16[3u32] + c16[i];",
+    );
+    // Inside divergent control, the stores masked.
+    run_cases("if c8[i] < 0i8 { ou16[i] = d16[i] + 1u16; } else { o8[i] = e8[i]; }");
+}
+
+#[test]
+fn narrow_division_stays_scalar_and_says_why() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: no vector code to fall back from");
+        return;
+    }
+    let k = wide_kernel("o8[i] = c8[i] / e8[i];");
+    let why = fallback(&k).expect("i8 division gets no vector code");
+    assert!(why.contains("c8[i] / e8[i]") && why.contains("i8"), "{why}");
+    let r = NdRange::new(&[64]).with_local(&[8]);
+    // (Agreeing, on the scalar code.)
+    assert!(!three_ways(&k, &r, &args(0, true), &bufs()));
+}
+
+/// A random expression of narrow type `t` (no `/` or `%`).
+fn arb(t: &'static str, depth: u32) -> BoxedStrategy<String> {
+    let leaf: BoxedStrategy<String> = match t {
+        "i8" => prop::sample::select(vec!["c8[i]", "e8[i]", "(-128i8)", "127i8", "(-1i8)", "9i8"]),
+        "u8" => prop::sample::select(vec!["d8[i]", "g8[i]", "255u8", "0u8", "8u8"]),
+        "i16" => prop::sample::select(vec!["c16[i]", "(-32768i16)", "16i16", "(-1i16)"]),
+        _ => prop::sample::select(vec!["d16[i]", "65535u16", "17u16", "1u16"]),
+    }
+    .prop_map(String::from)
+    .boxed();
+    if depth == 0 {
+        return leaf;
+    }
+    let sub = |u: &'static str| arb(u, depth - 1);
+    let cast = prop_oneof![
+        sub("i8").prop_map(|x| format!("({x} as T)")),
+        sub("u8").prop_map(|x| format!("({x} as T)")),
+        sub("i16").prop_map(|x| format!("({x} as T)")),
+        sub("u16").prop_map(|x| format!("({x} as T)")),
+        Just("(a[i] as T)".to_string()),
+        Just("((n * 77) as T)".to_string()),
+    ]
+    .prop_map(move |x| x.replace("as T", &format!("as {t}")));
+    let cmp = (sub(t), prop::sample::select(vec!["<", "<=", "==", "!=", ">", ">="]), sub(t))
+        .prop_map(|(x, o, y)| format!("({x} {o} {y})"));
+    prop_oneof![
+        1 => leaf,
+        3 => (sub(t), prop::sample::select(vec!["+", "-", "*", "&", "|", "^", "<<", ">>"]), sub(t))
+            .prop_map(|(x, o, y)| format!("({x} {o} {y})")),
+        1 => (prop::sample::select(vec!["min", "max"]), sub(t), sub(t))
+            .prop_map(|(f, x, y)| format!("{f}({x}, {y})")),
+        1 => (prop::sample::select(vec!["abs", "-", "~"]), sub(t)).prop_map(|(f, x)| format!("{f}({x})")),
+        2 => cast,
+        1 => (cmp, sub(t), sub(t)).prop_map(|(c, x, y)| format!("select({c}, {x}, {y})")),
+    ]
+    .boxed()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("X86_SPMD_WIDE_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64),
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn random_narrow_kernels_agree(
+        x8 in arb("i8", 3),
+        xu8 in arb("u8", 3),
+        x16 in arb("i16", 2),
+        xu16 in arb("u16", 2),
+        local in prop::sample::select(vec![8u32, 16, 64]),
+        n in prop::sample::select(vec![0i32, -1, 1000]),
+    ) {
+        let k = wide_kernel(&format!(
+            "o8[i] = {x8}; ou8[i] = {xu8}; o16[i] = {x16}; ou16[i] = {xu16};
+             oi[i] = ({x8} as i32) + ({xu16} as i32);"
+        ));
+        prop_assert_eq!(fallback(&k), None, "{}", k);
+        let r = NdRange::new(&[64]).with_local(&[local]);
+        prop_assert_eq!(three_ways(&k, &r, &args(n, n > 0), &bufs()), avx2(), "{}", k);
+    }
+}
