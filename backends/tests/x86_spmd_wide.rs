@@ -172,6 +172,12 @@ fn narrow_casts_extend_and_saturate_as_the_interpreter() {
          o16[i] = (c8[i] as i16) * (d8[i] as i16);
          ou16[i] = (c8[i] as u16) ^ ((oi[i] + n) as u16);",
     );
+    // (The fuzz target's 8-lane case has this operation too.)
+    run_cases(
+        "let x: u32 = (oi[i] as u32) ^ i;
+         of[i] = a[i] + ((((x as u8) * 37u8 + (x as u8)) >> 3u8) as f32)
+           - (((a[i] * 100.0) as i16) as f32);",
+    );
     run_cases(
         "o8[i] = (flag as i8) + ((a[i] > 0.5) as i8);
          oi[i] = ((c8[i] as u32) >> 24u32) as i32;",
@@ -266,5 +272,121 @@ proptest! {
         prop_assert_eq!(fallback(&k), None, "{}", k);
         let r = NdRange::new(&[64]).with_local(&[local]);
         prop_assert_eq!(three_ways(&k, &r, &args(n, n > 0), &bufs()), avx2(), "{}", k);
+    }
+}
+
+/// The fixed kernels of the fallback ledger: for each scalar type, one kernel per family of
+/// operations (`o[i] = ...` over buffers `x`, `y` of that type).
+fn ledger_kernels() -> Vec<(String, &'static str, Kernel)> {
+    const INT: [(&str, &str); 7] = [
+        ("arith", "x[i] + y[i] * x[i] - y[i]"),
+        ("bits", "(x[i] & y[i]) | (x[i] ^ ~y[i])"),
+        ("shift", "(x[i] << y[i]) + (x[i] >> y[i])"),
+        ("neg", "-x[i]"),
+        ("minmax", "max(x[i], y[i]) - min(abs(x[i]), y[i])"),
+        ("select", "x[i] < y[i] ? x[i] : y[i]"),
+        ("div", "x[i] / (y[i] | 1) + x[i] % (y[i] | 1)"),
+    ];
+    const FLOAT: [(&str, &str); 6] = [
+        ("arith", "x[i] + y[i] * x[i] / y[i]"),
+        ("minmax", "max(x[i], y[i]) - min(abs(x[i]), y[i])"),
+        ("round", "sqrt(x[i]) + floor(y[i]) - ceil(x[i]) + trunc(y[i])"),
+        ("fma", "fma(x[i], y[i], x[i])"),
+        ("select", "x[i] < y[i] ? -x[i] : y[i]"),
+        ("math", "exp(x[i]) + log(y[i]) + sin(x[i]) * cos(y[i])"),
+    ];
+    let mut v = Vec::new();
+    for t in ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f32", "f64"] {
+        let fams: &[(&str, &str)] = if t.starts_with('f') { &FLOAT } else { &INT };
+        let one = if t.starts_with('f') { "1.0".to_string() } else { format!("1{t}") };
+        for (fam, e) in fams {
+            let e = e.replace("| 1)", &format!("| {one})"));
+            // Also the casts to and from f32 and i32, in every kernel.
+            let src = format!(
+                "kernel k(x: ptr<global, {t}>, y: ptr<global, {t}>, o: ptr<global, {t}>, \
+                   of: ptr<global, f32>, oi: ptr<global, i32>, a: ptr<global, f32>) {{
+                   let i: u32 = global_id(0);
+                   o[i] = {e};
+                   of[i] = (x[i] as f32); oi[i] = (y[i] as i32) + ((a[i] as {t}) as i32);
+                 }}"
+            );
+            v.push((t.to_string(), *fam, kernel(&src)));
+        }
+    }
+    // f16, a storage type: loads, stores and casts.
+    let f16 = "kernel k(x: ptr<global, f16>, o: ptr<global, f16>, of: ptr<global, f32>) {
+                 let i: u32 = global_id(0); of[i] = (x[i] as f32); o[i] = ((of[i] * 2.0) as f16); }";
+    v.push(("f16".to_string(), "storage", kernel(f16)));
+    v
+}
+
+/// The documented fallbacks (docs/cpu.md): 64-bit and f16 values, and `/` `%` on 8/16-bit
+/// integers. Everything else in the ledger must get 8-lane code, and every fallback must
+/// say why naming the type.
+fn documented_fallback(t: &str, fam: &str) -> bool {
+    matches!(t, "i64" | "u64" | "f64" | "f16")
+        || (matches!(t, "i8" | "u8" | "i16" | "u16") && fam == "div")
+}
+
+#[test]
+fn fallback_ledger_every_type_and_operation_family() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: every kernel falls back");
+        return;
+    }
+    let mut wrong = Vec::new();
+    let mut count = 0;
+    for (t, fam, k) in ledger_kernels() {
+        let why = fallback(&k);
+        eprintln!("{t:>4} {fam:<7} {}", why.as_deref().unwrap_or("8-lane code"));
+        match (&why, documented_fallback(&t, fam)) {
+            (None, false) => {}
+            (Some(w), true) if w.contains(&t) => count += 1,
+            _ => wrong.push(format!("{t} {fam}: {why:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "fallbacks differ from the documented ones:\n{}", wrong.join("\n"));
+    // i64 and u64: 7 families each, f64: 6, f16: 1, 8/16-bit `/`: 4.
+    assert_eq!(count, 7 + 7 + 6 + 1 + 4, "documented fallbacks");
+    // The ledger's kernels run the same three ways, fallback or not.
+    for (t, fam, k) in ledger_kernels() {
+        if fam == "math" || fam == "div" || t == "f16" {
+            continue;
+        }
+        let mut b = vec![
+            ledger_buffer(&k, 0, 1),
+            ledger_buffer(&k, 1, 5),
+            ledger_buffer(&k, 2, 0),
+            Buffer::zeroed(Scalar::F32, 64),
+            Buffer::zeroed(Scalar::I32, 64),
+        ];
+        b.push(Buffer::from_slice(&(0..64).map(|j| j as f32 * 37.5 - 1000.0).collect::<Vec<_>>()));
+        let args: Vec<Arg> = (0..6).map(Arg::Buffer).collect();
+        let r = NdRange::new(&[64]).with_local(&[16]);
+        three_ways(&k, &r, &args, &b);
+    }
+}
+
+/// 64 elements of parameter `p`'s element type: small values with negatives, varied by
+/// `seed` (0: zeroes).
+fn ledger_buffer(k: &Kernel, p: usize, seed: i64) -> Buffer {
+    let s = k.params()[p].ty().elem().unwrap();
+    let vals: Vec<i64> =
+        (0..64).map(|j| if seed == 0 { 0 } else { (j * seed * 13) % 41 - 20 }).collect();
+    match s {
+        Scalar::F32 => {
+            Buffer::from_slice(&vals.iter().map(|&v| v as f32 * 0.75).collect::<Vec<_>>())
+        }
+        Scalar::F64 => {
+            Buffer::from_slice(&vals.iter().map(|&v| v as f64 * 0.75).collect::<Vec<_>>())
+        }
+        Scalar::I8 => Buffer::from_slice(&vals.iter().map(|&v| v as i8).collect::<Vec<_>>()),
+        Scalar::U8 => Buffer::from_slice(&vals.iter().map(|&v| v as u8).collect::<Vec<_>>()),
+        Scalar::I16 => Buffer::from_slice(&vals.iter().map(|&v| v as i16).collect::<Vec<_>>()),
+        Scalar::U16 => Buffer::from_slice(&vals.iter().map(|&v| v as u16).collect::<Vec<_>>()),
+        Scalar::I32 => Buffer::from_slice(&vals.iter().map(|&v| v as i32).collect::<Vec<_>>()),
+        Scalar::U32 => Buffer::from_slice(&vals.iter().map(|&v| v as u32).collect::<Vec<_>>()),
+        Scalar::I64 => Buffer::from_slice(&vals),
+        _ => Buffer::from_slice(&vals.iter().map(|&v| v as u64).collect::<Vec<_>>()),
     }
 }
