@@ -10,7 +10,7 @@
 //! batch-uniform control, local and private arrays, and atomics whose order between
 //! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
 //! (`bool`s as lane masks) and `i8`, `u8`, `i16`, `u16` values extended to 32-bit lanes
-//! (`narrow.rs`: all but `/` and `%`, in buffer memory only): every operator (`/` and `%` on integers per lane, shifts by
+//! (`narrow.rs`; in buffer memory only): every operator (`/` and `%` on integers per lane, shifts by
 //! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that

@@ -16,7 +16,7 @@
 //! eight elements by one instruction, other loads each active lane's element; stores write
 //! each active lane's low bytes, one lane after another (as the 32-bit per-lane stores:
 //! where lanes collide, the last work-item wins), checked as 32-bit accesses are.
-//! Integer `/` and `%` on these types stay on the scalar code.
+//! Integer `/` and `%` are per lane as for i32 (`ops.rs`), on the extended values.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar, Type, UnOp, Var};
@@ -112,6 +112,12 @@ impl V {
                 }
                 Ok(())
             }),
+            // Per lane as i32 division of the extended values (exact: no quotient
+            // overflows 32 bits), then re-extended: MIN / -1 wraps to MIN, as the
+            // interpreter's wrapping division.
+            ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b } => self
+                .lane_div(e, *op == BinOp::Rem, a, b, d)
+                .and_then(|_| self.rewiden(d, bits, signed)),
             ExprNode::Binary { op: op @ (BinOp::Shl | BinOp::Shr), a, b } => {
                 self.narrow_shift(*op == BinOp::Shl, a, b, d, bits, signed)
             }

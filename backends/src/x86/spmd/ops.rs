@@ -385,10 +385,13 @@ impl V {
     /// one is at least 1/|b|, its error at most |a/b| * 2^-53), so truncating it is the
     /// integer quotient; i32::MIN / -1 converts to i32::MIN (the wrapped quotient).
     /// The remainder is a - q * b, wrapping (0 for i32::MIN % -1).
-    fn lane_div(&mut self, e: &Expr, rem: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
+    pub(super) fn lane_div(&mut self, e: &Expr, rem: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
         let unsigned = match lane_scalar(a.ty()) {
             Some(Scalar::U32) => true,
             Some(Scalar::I32) => false,
+            // 8/16-bit values extended to 32 bits are i32 values of the same magnitude
+            // (`narrow.rs` re-extends the result).
+            _ if super::narrow::narrow(a.ty()).is_some() => false,
             _ => return no(format!("`{}` on {}", if rem { "%" } else { "/" }, a.ty())),
         };
         self.expr(a, d)?;
