@@ -200,6 +200,102 @@ fn narrow_accesses_at_computed_indices_fault_and_collide_as_the_interpreter() {
     run_cases("if c8[i] < 0i8 { ou16[i] = d16[i] + 1u16; } else { o8[i] = e8[i]; }");
 }
 
+/// An f16 buffer of these bit patterns.
+fn f16_buffer(bits: impl Iterator<Item = u16>) -> Buffer {
+    Buffer::from_bytes(Scalar::F16, bits.flat_map(u16::to_le_bytes).collect()).unwrap()
+}
+
+#[test]
+fn f16_loads_stores_and_casts_give_the_interpreters_bits() {
+    if !std::arch::is_x86_feature_detected!("f16c") {
+        kiln_ir::testing::skip("no F16C on this CPU: f16 stays on the scalar code");
+        return;
+    }
+    // Every f16 bit pattern class: NaNs (quiet, signalling, payloads, both signs),
+    // infinities, zeros, subnormals, the largest; f32s that round, overflow, underflow.
+    let h: Vec<u16> = [
+        0x0000u16, 0x8000, 0x0001, 0x83ff, 0x3c00, 0xbc00, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00,
+        0xfe01, 0x7c01, 0xfd55, 0x3555, 0x0400,
+    ]
+    .iter()
+    .cycle()
+    .take(64)
+    .copied()
+    .collect();
+    let k = kernel(
+        "kernel k(x: ptr<global, f16>, y: ptr<global, f16>, a: ptr<global, f32>,
+                  of: ptr<global, f32>, oi: ptr<global, i32>, ou8: ptr<global, u8>,
+                  o: ptr<global, f16>, p: ptr<global, f16>) {
+           let i: u32 = global_id(0);
+           // (Checked accesses first: they need base registers, which go in first-use order.)
+           p[(i * 3u32) & 63u32] = (((i as i32) * 1037 - 30000) as f16);
+           let w: f16 = y[(i * 5u32) & 63u32];
+           var v: f16 = x[i];
+           if a[i] > 1.0 { v = (a[i] as f16); }
+           of[i] = (v as f32) + (w as f32);
+           oi[i] = (x[i] as i32) + ((oi[i] as f16) as i32);
+           ou8[i] = (x[i] as u8);
+           o[i] = ((a[i] * 3.0) as f16);
+         }",
+    );
+    assert_eq!(fallback(&k), None, "{k}");
+    let fs: Vec<f32> = [
+        0.0f32,
+        -0.0,
+        1.0,
+        65504.0,
+        65519.9,
+        65520.0,
+        -70000.0,
+        5.9604645e-8,
+        2.9802322e-8,
+        2.9802326e-8,
+        1.00048828125,
+        1.0004883,
+        f32::NAN,
+        f32::from_bits(0x7fa0_1234),
+        f32::from_bits(0xffc0_0001),
+        f32::INFINITY,
+        3.0e-5,
+        -2.5,
+    ]
+    .iter()
+    .cycle()
+    .take(64)
+    .copied()
+    .collect();
+    let bufs = vec![
+        f16_buffer(h.iter().copied()),
+        f16_buffer(h.iter().rev().copied()),
+        Buffer::from_slice(&fs),
+        Buffer::zeroed(Scalar::F32, 64),
+        Buffer::from_slice(&(0..64).map(|j| j * 4099 - 70000).collect::<Vec<i32>>()),
+        Buffer::zeroed(Scalar::U8, 64),
+        Buffer::zeroed(Scalar::F16, 64),
+        Buffer::zeroed(Scalar::F16, 64),
+    ];
+    let args: Vec<Arg> = (0..8).map(Arg::Buffer).collect();
+    for local in [8u32, 64] {
+        let r = NdRange::new(&[64]).with_local(&[local]);
+        assert!(three_ways(&k, &r, &args, &bufs));
+    }
+}
+
+#[test]
+fn narrow_local_arrays_across_a_barrier() {
+    run_cases(
+        "local s8: i8[64];
+         local s16: u16[64];
+         let l: u32 = local_id(0);
+         s8[l] = c8[i] * 3i8;
+         s16[l] = d16[i] ^ 255u16;
+         barrier(local);
+         let r: u32 = (local_size(0) - 1u32) - l;
+         o8[i] = s8[r] + s8[l];
+         ou16[i] = s16[r];",
+    );
+}
+
 #[test]
 fn narrow_division_per_lane_wraps_and_faults_as_the_interpreter() {
     // e8 and g8 have zeroes: the lowest such work-item's error; `| 1` divisors: MIN / -1
@@ -324,10 +420,10 @@ fn ledger_kernels() -> Vec<(String, &'static str, Kernel)> {
     v
 }
 
-/// The documented fallbacks (docs/cpu.md): 64-bit and f16 values, every family. Everything
-/// else in the ledger must get 8-lane code, and every fallback must say why naming the type.
+/// The documented fallbacks (docs/cpu.md): 64-bit values, every family. Everything else in
+/// the ledger must get 8-lane code, and every fallback must say why naming the type.
 fn documented_fallback(t: &str) -> bool {
-    matches!(t, "i64" | "u64" | "f64" | "f16")
+    matches!(t, "i64" | "u64" | "f64")
 }
 
 #[test]
@@ -348,8 +444,8 @@ fn fallback_ledger_every_type_and_operation_family() {
         }
     }
     assert!(wrong.is_empty(), "fallbacks differ from the documented ones:\n{}", wrong.join("\n"));
-    // i64 and u64: 7 families each, f64: 6, f16: 1.
-    assert_eq!(count, 7 + 7 + 6 + 1, "documented fallbacks");
+    // i64 and u64: 7 families each, f64: 6.
+    assert_eq!(count, 7 + 7 + 6, "documented fallbacks");
     // The ledger's kernels run the same three ways, fallback or not.
     for (t, fam, k) in ledger_kernels() {
         if fam == "math" || t == "f16" {

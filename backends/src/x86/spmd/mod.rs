@@ -9,14 +9,14 @@
 //! scalar counter; else a counter per lane under a loop mask), barriers under
 //! batch-uniform control, local and private arrays, and atomics whose order between
 //! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
-//! (`bool`s as lane masks) and `i8`, `u8`, `i16`, `u16` values extended to 32-bit lanes
-//! (`narrow.rs`; in buffer memory only): every operator (`/` and `%` on integers per lane, shifts by
+//! (`bool`s as lane masks) and `i8`, `u8`, `i16`, `u16` values extended to 32-bit lanes,
+//! `f16` values as their bits (`narrow.rs`; in buffer memory only): every operator (`/` and `%` on integers per lane, shifts by
 //! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — 64-bit values, f64 and f16, a barrier
+//! buffers with checked accesses). Anything else — 64-bit values and f64, a barrier
 //! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).

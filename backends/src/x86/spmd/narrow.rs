@@ -17,22 +17,31 @@
 //! each active lane's low bytes, one lane after another (as the 32-bit per-lane stores:
 //! where lanes collide, the last work-item wins), checked as 32-bit accesses are.
 //! Integer `/` and `%` are per lane as for i32 (`ops.rs`), on the extended values.
+//!
+//! `f16` values (a storage type: loads, stores, casts, `let`/`var`) are their bits in the
+//! lanes as u16 values are, and convert through f32 (F16C).
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar, Type, UnOp, Var};
 
-use super::{lane_type, no, Kind, R, V, YMM};
+use super::{lane_type, no, Kind, R, V, XMM, YMM};
 use crate::x86::rt;
 
-/// Width in bits and signedness of an 8- or 16-bit integer type.
+/// Width in bits and signedness of an 8- or 16-bit integer type; f16, a storage type (no
+/// operator takes it), is its 16 bits zero-extended, as u16.
 pub(super) fn narrow(t: Type) -> Option<(u32, bool)> {
     match t.scalar()? {
         Scalar::I8 => Some((8, true)),
         Scalar::U8 => Some((8, false)),
         Scalar::I16 => Some((16, true)),
-        Scalar::U16 => Some((16, false)),
+        Scalar::U16 | Scalar::F16 => Some((16, false)),
         _ => None,
     }
+}
+
+/// True if a cast converts to or from f16 (through f32: `half_cast`).
+fn half_cast(to: Scalar, from: Type) -> bool {
+    (to == Scalar::F16) != (from == Type::F16)
 }
 
 /// True if the casts of this module convert `from` to `to` (see [`V::narrow_expr`]).
@@ -59,6 +68,7 @@ impl V {
     /// Registers the nodes of this module need (see [`V::need`]); `None` for other nodes.
     pub(super) fn need_narrow(&self, e: &Expr) -> Option<usize> {
         match e.node() {
+            ExprNode::Cast { to, a } if half_cast(*to, a.ty()) => Some(self.need(a).max(4)),
             ExprNode::Cast { to, a } if narrow_cast(*to, a.ty()) => {
                 // From f32 through the saturating 32-bit conversion (4 for u32).
                 Some(self.need(a).max(if a.ty() == Type::F32 { 4 } else { 1 }))
@@ -83,6 +93,9 @@ impl V {
     /// nodes (a narrow `let`, `var` or `select` takes the common code).
     pub(super) fn narrow_expr(&mut self, e: &Expr, d: usize) -> Option<R<()>> {
         if let ExprNode::Cast { to, a } = e.node() {
+            if half_cast(*to, a.ty()) {
+                return Some(self.half_cast(*to, a, d));
+            }
             if narrow_cast(*to, a.ty()) {
                 return Some(self.narrow_cast(*to, a, d));
             }
@@ -182,6 +195,35 @@ impl V {
         } else {
             self.a.vpsrlvd(x, y, z)?;
         }
+        Ok(())
+    }
+
+    /// `a as to` where one side is f16: through f32, with F16C's conversions (`vcvtph2ps`
+    /// is exact; `vcvtps2ph` rounds to nearest even, quiets a NaN keeping its sign and top
+    /// payload bits, as `kiln_ir::eval::cast` does). Every source type's value is exact in
+    /// f32 or, where it is not (integers beyond 2^24), infinite as f16 either way.
+    fn half_cast(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
+        if !std::arch::is_x86_feature_detected!("f16c") {
+            return no("an f16 conversion without F16C");
+        }
+        if to == Scalar::F16 {
+            if a.ty() == Type::F32 {
+                self.expr(a, d)?;
+            } else {
+                self.expr(&a.cast(Scalar::F32), d)?;
+            }
+            self.a.vcvtps2ph(XMM[d], YMM[d], 0)?;
+            self.a.vpmovzxwd(YMM[d], XMM[d])?;
+            return Ok(());
+        }
+        if to != Scalar::F32 {
+            return self.expr(&a.cast(Scalar::F32).cast(to), d);
+        }
+        // The eight f16s as packed words, then converted.
+        self.expr(a, d)?;
+        self.a.vextracti128(XMM[d + 1], YMM[d], 1)?;
+        self.a.vpackusdw(XMM[d], XMM[d], XMM[d + 1])?;
+        self.a.vcvtph2ps(YMM[d], XMM[d])?;
         Ok(())
     }
 
