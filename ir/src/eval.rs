@@ -261,6 +261,14 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
         }
         // `abs` only clears the sign bit, so a NaN keeps its payload, signalling or not.
         (Intrinsic::Abs, &[Imm::Float(t, x)]) if t != Scalar::F16 => Ok(Imm::Float(t, x.abs())),
+        // Rounding to an integral value is arithmetic: a signalling NaN comes back quiet (as
+        // IEEE 754 says and the hardware does; Rust's software `floor` of an unoptimized
+        // build would return it unchanged).
+        (Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Trunc, &[Imm::Float(t, x)])
+            if x.is_nan() && t != Scalar::F16 =>
+        {
+            Ok(Imm::Float(t, quiet(x)))
+        }
         (_, &[Imm::Float(Scalar::F32, x)]) => {
             let x = x as f32;
             let v = match op {

@@ -201,3 +201,20 @@ fn the_interpreter_and_every_evaluation_use_kilns_f64_functions() {
         }
     }
 }
+
+#[test]
+fn rounding_to_integral_quiets_signalling_nans_in_every_build() {
+    use kiln_ir::eval::intrinsic;
+    use kiln_ir::{Imm, Intrinsic, Scalar};
+    // (Rust's software `floor` of an unoptimized build returns a signalling NaN unchanged;
+    // the hardware, and so the 8-lane code, quiets it.)
+    for op in [Intrinsic::Floor, Intrinsic::Ceil, Intrinsic::Trunc] {
+        let s64 = f64::from_bits(0x7ff4_0000_0000_0001);
+        let got = intrinsic(op, &[Imm::Float(Scalar::F64, s64)]).unwrap();
+        assert_eq!(got.to_bits(), 0x7ffc_0000_0000_0001, "{op:?} f64");
+        // The f32 signalling NaN 0xffa00001 as an immediate holds it (`as` would quiet it).
+        let s32 = f64::from_bits(0xfff4_0000_2000_0000);
+        let got = intrinsic(op, &[Imm::Float(Scalar::F32, s32)]).unwrap();
+        assert_eq!(got.to_bits(), 0xffe0_0001, "{op:?} f32");
+    }
+}

@@ -314,6 +314,9 @@ impl V {
         if let Some(d) = desugar(e) {
             return self.need(&d);
         }
+        if let Some(n) = self.need_from64(e) {
+            return n;
+        }
         if let Some((op, a)) = super::math::lanes_math(e) {
             return self.need(a).max(super::math::need(op));
         }
@@ -356,6 +359,9 @@ impl V {
 
     /// Registers needed to compute condition `e` into a lane mask.
     pub(super) fn need_cond(&self, e: &Expr) -> usize {
+        if let Some(n) = self.need_from64(e) {
+            return n;
+        }
         if let Some(n) = self.need_op_cond(e) {
             return n;
         }
@@ -428,6 +434,12 @@ impl V {
         if d >= TEMPS {
             // (`need` counts what this takes: never reached, but never a let register.)
             return no("internal: out of expression registers");
+        }
+        if let Some(r) = self.from64(e, d) {
+            return r;
+        }
+        if super::wide64::is_f64(e.ty()) {
+            return no("internal: an f64 value in one register");
         }
         if e.ty() == Type::BOOL {
             // A lane mask.
@@ -633,6 +645,9 @@ impl V {
     /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
     /// NaN), as the scalar comparisons are.
     pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        if let Some(r) = self.from64(e, d) {
+            return r;
+        }
         if let Some(r) = self.op_cond(e, d) {
             return r;
         }

@@ -316,6 +316,9 @@ impl V {
         if super::narrow::narrow(value.ty()).is_some() {
             return self.narrow_store(buf, index, value);
         }
+        if super::wide64::is_f64(value.ty()) {
+            return self.store64(buf, index, value);
+        }
         let t = self.buf_of(buf, value.ty())?;
         if self.kind(index) == Kind::Gid0 {
             return self.store_gid0(t, value);

@@ -10,13 +10,14 @@
 //! batch-uniform control, local and private arrays, and atomics whose order between
 //! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
 //! (`bool`s as lane masks) and `i8`, `u8`, `i16`, `u16` values extended to 32-bit lanes,
-//! `f16` values as their bits (`narrow.rs`; in buffer memory only): every operator (`/` and `%` on integers per lane, shifts by
+//! `f16` values as their bits (`narrow.rs`; in buffer memory only), and `f64` values four
+//! lanes per register, two registers a value (`wide64.rs`): every operator (`/` and `%` on integers per lane, shifts by
 //! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — 64-bit values and f64, a barrier
+//! buffers with checked accesses). Anything else — 64-bit integers, f64 transcendental functions, a barrier
 //! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
@@ -84,6 +85,7 @@ mod narrow;
 mod ops;
 mod scalar;
 mod uniform;
+mod wide64;
 
 use std::collections::HashSet;
 
@@ -292,6 +294,8 @@ struct V {
     privs: Vec<Priv>,
     /// The code has FMA3 instructions.
     fma: bool,
+    /// A 64-byte slot for f64 per-lane stores, once one needs it (`wide64.rs`).
+    scratch64: Option<i32>,
     /// The instruction count where the last label was placed (two labels at one place
     /// need a `nop` between them).
     last_label_at: Option<usize>,
@@ -317,12 +321,13 @@ fn lane_type(t: Type) -> bool {
 /// The types of `let`s and `var`s: lane types, `bool` as a lane mask, and 8/16-bit
 /// integers extended to 32 bits (`narrow.rs`).
 fn value_type(t: Type) -> bool {
-    lane_type(t) || t == Type::BOOL || narrow::narrow(t).is_some()
+    lane_type(t) || t == Type::BOOL || narrow::narrow(t).is_some() || wide64::is_f64(t)
 }
 
 /// The element types of buffers the lane code accesses.
 fn elem_type(e: Scalar) -> bool {
-    lane_type(Type::Scalar(e)) || narrow::narrow(Type::Scalar(e)).is_some()
+    let t = Type::Scalar(e);
+    lane_type(t) || narrow::narrow(t).is_some() || wide64::is_f64(t)
 }
 
 /// The vector code for `k`, or why it has none; `param_slots` are the scalar frame's
@@ -383,6 +388,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         atomic_problem: atomic::batch_order_problem(k),
         privs: Vec::new(),
         fma: false,
+        scratch64: None,
         last_label_at: None,
     };
     if n_barriers > 0 {
@@ -670,6 +676,9 @@ impl V {
         if !value_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
+        if wide64::is_f64(var.ty()) {
+            return Ok((self.bind_let64(var, value, kind)?, None));
+        }
         let mut dword = None;
         if kind == Kind::Uniform && scalar::int_type(var.ty()) && self.gpr_ok(value) {
             // Uniform index arithmetic stays scalar, in a dword; it is broadcast too when
@@ -743,6 +752,10 @@ impl V {
                 // Pure, and its loads masked: computed in every lane.
                 let kind = self.kind(value);
                 self.bind_let(var, value, kind, false)?;
+            }
+            StmtNode::Decl { var, init } if wide64::is_f64(var.ty()) => {
+                let kind = self.var_kind(var, init)?;
+                self.decl64(var, init, kind)?;
             }
             StmtNode::Decl { var, init } => {
                 if !value_type(var.ty()) {

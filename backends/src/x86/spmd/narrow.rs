@@ -47,7 +47,8 @@ fn half_cast(to: Scalar, from: Type) -> bool {
 /// True if the casts of this module convert `from` to `to` (see [`V::narrow_expr`]).
 fn narrow_cast(to: Scalar, from: Type) -> bool {
     let to_t = Type::Scalar(to);
-    (narrow(to_t).is_some() && (narrow(from).is_some() || lane_type(from) || from == Type::BOOL))
+    let from_ok = narrow(from).is_some() || lane_type(from) || from == Type::BOOL;
+    (narrow(to_t).is_some() && (from_ok || from == Type::F64))
         || (narrow(from).is_some() && lane_type(to_t))
 }
 
@@ -71,6 +72,9 @@ impl V {
             ExprNode::Cast { to, a } if half_cast(*to, a.ty()) => Some(self.need(a).max(4)),
             ExprNode::Cast { to, a } if narrow_cast(*to, a.ty()) => {
                 // From f32 through the saturating 32-bit conversion (4 for u32).
+                if a.ty() == Type::F64 {
+                    return Some(self.need64(a).max(4));
+                }
                 Some(self.need(a).max(if a.ty() == Type::F32 { 4 } else { 1 }))
             }
             _ if narrow(e.ty()).is_none() => None,
@@ -206,6 +210,10 @@ impl V {
         if !std::arch::is_x86_feature_detected!("f16c") {
             return no("an f16 conversion without F16C");
         }
+        if to == Scalar::F16 && a.ty() == Type::F64 {
+            // Through f32 it would round twice.
+            return no("a cast from f64 to f16");
+        }
         if to == Scalar::F16 {
             if a.ty() == Type::F32 {
                 self.expr(a, d)?;
@@ -238,7 +246,7 @@ impl V {
             }
             return Ok(());
         };
-        if a.ty() == Type::F32 {
+        if a.ty() == Type::F32 || a.ty() == Type::F64 {
             // Saturating to the 32-bit type of the same signedness, then clamped.
             let via = if signed { Scalar::I32 } else { Scalar::U32 };
             self.expr(&a.cast(via), d)?;
