@@ -477,7 +477,7 @@ impl V {
         if kind == Kind::Uniform && (decl != Some(self.dctl) || self.kind(value) != Kind::Uniform) {
             return no(format!("internal: `{}` is not uniform", var.name()));
         }
-        if super::wide64::is_f64(var.ty()) {
+        if super::wide64::is_64(var.ty()) {
             return match loc {
                 Loc::Slot(off) => self.assign64(off, kind, value),
                 _ => no(format!("internal: `{}` is not in a slot", var.name())),

@@ -48,8 +48,8 @@ enum Src {
 /// arithmetic).
 pub(super) fn desugar(e: &Expr) -> Option<Expr> {
     let ExprNode::Intrinsic { op, args } = e.node() else { return None };
-    let int = matches!(e.ty(), Type::Scalar(Scalar::I32 | Scalar::U32))
-        || super::narrow::narrow(e.ty()).is_some();
+    let int = matches!(e.ty(), Type::Scalar(Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64))
+        || super::narrow::narrow(e.ty()).is_some_and(|_| e.ty() != Type::F16);
     if !int || args.len() != 3 {
         return None;
     }
@@ -438,8 +438,8 @@ impl V {
         if let Some(r) = self.from64(e, d) {
             return r;
         }
-        if super::wide64::is_f64(e.ty()) {
-            return no("internal: an f64 value in one register");
+        if super::wide64::is_64(e.ty()) {
+            return no("internal: a 64-bit value in one register");
         }
         if e.ty() == Type::BOOL {
             // A lane mask.

@@ -316,7 +316,7 @@ impl V {
         if super::narrow::narrow(value.ty()).is_some() {
             return self.narrow_store(buf, index, value);
         }
-        if super::wide64::is_f64(value.ty()) {
+        if super::wide64::is_64(value.ty()) {
             return self.store64(buf, index, value);
         }
         let t = self.buf_of(buf, value.ty())?;

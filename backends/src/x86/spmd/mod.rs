@@ -10,14 +10,14 @@
 //! batch-uniform control, local and private arrays, and atomics whose order between
 //! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
 //! (`bool`s as lane masks) and `i8`, `u8`, `i16`, `u16` values extended to 32-bit lanes,
-//! `f16` values as their bits (`narrow.rs`; in buffer memory only), and `f64` values four
-//! lanes per register, two registers a value (`wide64.rs`): every operator (`/` and `%` on integers per lane, shifts by
+//! `f16` values as their bits (`narrow.rs`; in buffer memory only), and `f64`, `i64` and
+//! `u64` values four lanes per register, two registers a value (`wide64.rs`): every operator (`/` and `%` on integers per lane, shifts by
 //! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — 64-bit integers, f64 transcendental functions, a barrier
+//! buffers with checked accesses). Anything else — 64-bit integer division, f64 transcendental functions, a barrier
 //! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
@@ -321,13 +321,13 @@ fn lane_type(t: Type) -> bool {
 /// The types of `let`s and `var`s: lane types, `bool` as a lane mask, and 8/16-bit
 /// integers extended to 32 bits (`narrow.rs`).
 fn value_type(t: Type) -> bool {
-    lane_type(t) || t == Type::BOOL || narrow::narrow(t).is_some() || wide64::is_f64(t)
+    lane_type(t) || t == Type::BOOL || narrow::narrow(t).is_some() || wide64::is_64(t)
 }
 
 /// The element types of buffers the lane code accesses.
 fn elem_type(e: Scalar) -> bool {
     let t = Type::Scalar(e);
-    lane_type(t) || narrow::narrow(t).is_some() || wide64::is_f64(t)
+    lane_type(t) || narrow::narrow(t).is_some() || wide64::is_64(t)
 }
 
 /// The vector code for `k`, or why it has none; `param_slots` are the scalar frame's
@@ -676,7 +676,7 @@ impl V {
         if !value_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
-        if wide64::is_f64(var.ty()) {
+        if wide64::is_64(var.ty()) {
             return Ok((self.bind_let64(var, value, kind)?, None));
         }
         let mut dword = None;
@@ -753,7 +753,7 @@ impl V {
                 let kind = self.kind(value);
                 self.bind_let(var, value, kind, false)?;
             }
-            StmtNode::Decl { var, init } if wide64::is_f64(var.ty()) => {
+            StmtNode::Decl { var, init } if wide64::is_64(var.ty()) => {
                 let kind = self.var_kind(var, init)?;
                 self.decl64(var, init, kind)?;
             }

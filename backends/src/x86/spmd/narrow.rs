@@ -48,8 +48,8 @@ fn half_cast(to: Scalar, from: Type) -> bool {
 fn narrow_cast(to: Scalar, from: Type) -> bool {
     let to_t = Type::Scalar(to);
     let from_ok = narrow(from).is_some() || lane_type(from) || from == Type::BOOL;
-    (narrow(to_t).is_some() && (from_ok || from == Type::F64))
-        || (narrow(from).is_some() && lane_type(to_t))
+    let wide = matches!(from.scalar(), Some(Scalar::F64 | Scalar::I64 | Scalar::U64));
+    (narrow(to_t).is_some() && (from_ok || wide)) || (narrow(from).is_some() && lane_type(to_t))
 }
 
 impl V {
@@ -72,7 +72,7 @@ impl V {
             ExprNode::Cast { to, a } if half_cast(*to, a.ty()) => Some(self.need(a).max(4)),
             ExprNode::Cast { to, a } if narrow_cast(*to, a.ty()) => {
                 // From f32 through the saturating 32-bit conversion (4 for u32).
-                if a.ty() == Type::F64 {
+                if super::wide64::is_64(a.ty()) {
                     return Some(self.need64(a).max(4));
                 }
                 Some(self.need(a).max(if a.ty() == Type::F32 { 4 } else { 1 }))
@@ -260,6 +260,11 @@ impl V {
                 self.a.vpminud(YMM[d], YMM[d], ymmword_ptr(r15 + hi))?;
             }
             return Ok(());
+        }
+        if matches!(a.ty().scalar(), Some(Scalar::I64 | Scalar::U64)) {
+            // Truncated to 32 bits first, then to the width.
+            self.expr(&a.cast(Scalar::I32), d)?;
+            return self.rewiden(d, bits, signed);
         }
         if a.ty() == Type::BOOL {
             // 0 or 1: already canonical.

@@ -1,6 +1,12 @@
-//! `f64` values in the lane code: the eight lanes of a value in two registers, lanes 0..3
-//! in `ymm{d}` and lanes 4..7 in `ymm{d+1}` (four per register), `let`s and `var`s in
-//! 64-byte slots of the vector frame.
+//! `f64`, `i64` and `u64` values in the lane code: the eight lanes of a value in two
+//! registers, lanes 0..3 in `ymm{d}` and lanes 4..7 in `ymm{d+1}` (four per register),
+//! `let`s and `var`s in 64-byte slots of the vector frame.
+//!
+//! i64/u64 (`int64_op`): `+ - & | ^` and comparisons are AVX2's qword instructions, which
+//! wrap as the interpreter does; `*` is the low 64 bits of the product from three 32-bit
+//! partial products; shifts take counts modulo 64 (`i64 >>` as `((x ^ s) >>> n) ^ s`, s the
+//! sign mask); unsigned order is signed order with the sign bits flipped; casts truncate
+//! to 32 bits or extend from them, and to f64 round once (`int64_to_f64`).
 //!
 //! Why this is exact: `+ - * /`, `sqrt` (correctly rounded), `fma` (one rounding, the
 //! interpreter's `mul_add` being the same FMA3 instruction), `floor`/`ceil`/`trunc`
@@ -15,7 +21,8 @@
 //! vector stores, others checked per-lane stores in lane order. Casts to i32/u32 (and
 //! through them to 8/16-bit integers) saturate as the interpreter's, NaN giving 0 (see
 //! `f64_to_int`). Not yet in the lanes (the kernel stays on the scalar code, saying so):
-//! `exp`, `log`, `sin`, `cos` of f64, f64 private arrays and atomics, and i64/u64 values.
+//! `exp`, `log`, `sin`, `cos` of f64, i64/u64 `/` and `%` and conversions between them
+//! and f32 (and from f64), 64-bit private arrays and atomics.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar, Type, UnOp, Var};
@@ -34,9 +41,15 @@ fn to_32(to: Scalar) -> bool {
     matches!(to, Scalar::F32 | Scalar::I32 | Scalar::U32 | Scalar::Bool)
 }
 
-/// True for the type of this module's values.
-pub(super) fn is_f64(t: Type) -> bool {
-    t == Type::F64
+/// True for the types of this module's values: f64, i64, u64.
+pub(super) fn is_64(t: Type) -> bool {
+    matches!(t.scalar(), Some(Scalar::F64 | Scalar::I64 | Scalar::U64))
+        && !matches!(t, Type::Ptr(..))
+}
+
+/// True for i64 and u64.
+fn is_int64(t: Type) -> bool {
+    matches!(t, Type::Scalar(Scalar::I64 | Scalar::U64))
 }
 
 impl V {
@@ -51,13 +64,25 @@ impl V {
             ExprNode::Load { index, .. } if self.kind(index) != Kind::Gid0 => {
                 self.need(index).max(5)
             }
+            // (Temporaries: a product's partial products, a signed shift's sign mask.)
+            ExprNode::Binary { op, a, b }
+                if (*op == BinOp::Mul && is_int64(e.ty()))
+                    || (*op == BinOp::Shr && e.ty() == Type::I64) =>
+            {
+                self.need64(a).max(self.need64(b) + 2).max(6)
+            }
             ExprNode::Binary { a, b, .. } => self.need64(a).max(self.need64(b) + 2),
-            ExprNode::Unary { a, .. } => self.need64(a),
+            ExprNode::Unary { a, .. } => self.need64(a).max(3),
+            ExprNode::Intrinsic { .. } if super::expr::desugar(e).is_some() => {
+                super::expr::desugar(e).map_or(2, |p| self.need64(&p))
+            }
             ExprNode::Intrinsic { op, args } => {
                 let n = args.iter().enumerate().map(|(k, x)| self.need64(x) + 2 * k).max();
                 let n = n.unwrap_or(2);
                 if matches!(op, Intrinsic::Min | Intrinsic::Max) {
                     n.max(6)
+                } else if *op == Intrinsic::Abs {
+                    n.max(3)
                 } else {
                     n
                 }
@@ -65,7 +90,7 @@ impl V {
             ExprNode::Select { cond, a, b } => {
                 self.need_cond(cond).max(self.need64(a) + 1).max(self.need64(b) + 3).max(6)
             }
-            ExprNode::Cast { a, .. } if is_f64(a.ty()) => self.need64(a),
+            ExprNode::Cast { a, .. } if is_64(a.ty()) => self.need64(a).max(4),
             ExprNode::Cast { a, .. } if a.ty() == Type::BOOL => self.need_cond(a).max(2),
             ExprNode::Cast { a, .. } => self.need(a).max(2),
             _ => 2,
@@ -76,8 +101,8 @@ impl V {
     /// (casts from f64, comparisons of f64); `None` for others.
     pub(super) fn need_from64(&self, e: &Expr) -> Option<usize> {
         match e.node() {
-            ExprNode::Cast { to, a } if is_f64(a.ty()) && to_32(*to) => Some(self.need64(a).max(4)),
-            ExprNode::Binary { op, a, b } if op.is_comparison() && is_f64(a.ty()) => {
+            ExprNode::Cast { to, a } if is_64(a.ty()) && to_32(*to) => Some(self.need64(a).max(4)),
+            ExprNode::Binary { op, a, b } if op.is_comparison() && is_64(a.ty()) => {
                 Some(self.need64(a).max(self.need64(b) + 2))
             }
             _ => None,
@@ -99,9 +124,18 @@ impl V {
             return no("internal: out of expression registers");
         }
         let (x, y) = (YMM[d], YMM[d + 1]);
+        if let Some(plain) = super::expr::desugar(e) {
+            return self.expr64(&plain, d);
+        }
+        let Some(ty) = e.ty().scalar() else { return no(format!("`{e}`")) };
+        if is_int64(e.ty()) {
+            if let Some(r) = self.int64_op(e, d) {
+                return r;
+            }
+        }
         match e.node() {
             ExprNode::Imm(i) => {
-                let bits = kiln_ir::eval::cast(Scalar::F64, *i).to_bits();
+                let bits = crate::x86::rt::bits_of(kiln_ir::eval::cast(ty, *i));
                 let m = self.q_slot(bits);
                 self.a.vmovupd(x, m)?;
                 self.a.vmovupd(y, m)?;
@@ -124,7 +158,7 @@ impl V {
                 if self.private(buf).is_some() {
                     return no(format!("a load of the private array `{}` of f64", buf.name()));
                 }
-                self.load64(buf, index, d)?;
+                self.load64(buf, index, e.ty(), d)?;
             }
             ExprNode::Binary { op, a, b } => {
                 self.expr64(a, d)?;
@@ -160,18 +194,26 @@ impl V {
                 self.a.vblendvpd(y, YMM[d + 4], YMM[d + 2], c)?;
                 self.a.vmovapd(x, t)?;
             }
-            ExprNode::Cast { to: Scalar::F64, a } => self.cast_to64(a, d)?,
-            _ => return no(format!("`{e}` on f64")),
+            ExprNode::Cast { to, a } => self.cast_to64(*to, a, d)?,
+            _ => return no(format!("`{e}` on {ty}")),
         }
         Ok(())
     }
 
-    /// `a as f64` into `ymm{d}`, `ymm{d+1}`.
-    fn cast_to64(&mut self, a: &Expr, d: usize) -> R<()> {
+    /// `a as to` (a 64-bit type) into `ymm{d}`, `ymm{d+1}`.
+    fn cast_to64(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
         let (x, y) = (YMM[d], YMM[d + 1]);
         let from = a.ty();
-        if is_f64(from) {
+        let to_t = Type::Scalar(to);
+        if from == to_t || (is_int64(from) && is_int64(to_t)) {
+            // The same bits.
             return self.expr64(a, d);
+        }
+        if is_int64(from) && to == Scalar::F64 {
+            return self.int64_to_f64(from == Type::I64, a, d);
+        }
+        if is_64(from) || (is_int64(to_t) && from.scalar().is_some_and(|s| s.is_float())) {
+            return no(format!("a cast from {from} to {to}"));
         }
         if from == Type::BOOL {
             self.cond(a, d)?;
@@ -185,6 +227,15 @@ impl V {
         }
         self.a.vextracti128(XMM[d + 1], x, 1)?;
         for (r, xr) in [(y, XMM[d + 1]), (x, XMM[d])] {
+            if is_int64(to_t) {
+                // Sign extension from signed types (8/16-bit values are extended already),
+                // zero extension from u32 and bool.
+                match from.scalar() {
+                    Some(Scalar::U32 | Scalar::Bool) => self.a.vpmovzxdq(r, xr)?,
+                    _ => self.a.vpmovsxdq(r, xr)?,
+                }
+                continue;
+            }
             match from.scalar() {
                 Some(Scalar::F32) => self.a.vcvtps2pd(r, xr)?,
                 Some(Scalar::U32) => {
@@ -197,6 +248,37 @@ impl V {
                 }
                 _ => self.a.vcvtdq2pd(r, xr)?,
             }
+        }
+        Ok(())
+    }
+
+    /// i64/u64 `a` as f64 into `ymm{d}`, `ymm{d+1}`, correctly rounded: the high dword
+    /// (signed for i64) times 2^32 and the low dword (unsigned) are both exact in f64, so
+    /// their sum rounds once.
+    fn int64_to_f64(&mut self, signed: bool, a: &Expr, d: usize) -> R<()> {
+        self.expr64(a, d)?;
+        let sign = self.imm_slot(0x8000_0000);
+        let k = self.q_slot(F64_M2P31);
+        let two32 = self.q_slot(0x41f0_0000_0000_0000);
+        for h in 0..2 {
+            let (p, t, u) = (YMM[d + h], YMM[d + 2], YMM[d + 3]);
+            // The high dwords, then the low ones, of the four qwords in an xmm each.
+            self.a.vshufps(t, p, p, 0xdd)?;
+            self.a.vpermpd(t, t, 0x08)?;
+            self.a.vshufps(u, p, p, 0x88)?;
+            self.a.vpermpd(u, u, 0x08)?;
+            if !signed {
+                self.a.vpxor(XMM[d + 2], XMM[d + 2], xmmword_ptr(r15 + sign))?;
+            }
+            self.a.vcvtdq2pd(t, XMM[d + 2])?;
+            if !signed {
+                self.a.vsubpd(t, t, k)?;
+            }
+            self.a.vmulpd(t, t, two32)?;
+            self.a.vpxor(XMM[d + 3], XMM[d + 3], xmmword_ptr(r15 + sign))?;
+            self.a.vcvtdq2pd(u, XMM[d + 3])?;
+            self.a.vsubpd(u, u, k)?;
+            self.a.vaddpd(p, t, u)?;
         }
         Ok(())
     }
@@ -215,10 +297,10 @@ impl V {
     pub(super) fn from64(&mut self, e: &Expr, d: usize) -> Option<R<()>> {
         match e.node() {
             // (To 8/16-bit integers: `narrow.rs`, through i32/u32.)
-            ExprNode::Cast { to, a } if is_f64(a.ty()) && to_32(*to) => {
+            ExprNode::Cast { to, a } if is_64(a.ty()) && to_32(*to) => {
                 Some(self.cast_from64(*to, a, d))
             }
-            ExprNode::Binary { op, a, b } if op.is_comparison() && is_f64(a.ty()) => {
+            ExprNode::Binary { op, a, b } if op.is_comparison() && is_64(a.ty()) => {
                 Some(self.compare64(*op, a, b, d))
             }
             _ => None,
@@ -227,6 +309,23 @@ impl V {
 
     fn cast_from64(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
         let (x, y) = (YMM[d], YMM[d + 1]);
+        if is_int64(a.ty()) {
+            self.expr64(a, d)?;
+            match to {
+                // Truncation: the low dwords.
+                Scalar::I32 | Scalar::U32 => self.pack_masks(d)?,
+                Scalar::Bool => {
+                    let z = self.q_slot(0);
+                    self.a.vpcmpeqq(x, x, z)?;
+                    self.a.vpcmpeqq(y, y, z)?;
+                    self.pack_masks(d)?;
+                    let ones = self.imm_slot(u32::MAX);
+                    self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
+                }
+                _ => return no(format!("a cast from {} to {to}", a.ty())),
+            }
+            return Ok(());
+        }
         match to {
             Scalar::F32 => {
                 self.expr64(a, d)?;
@@ -294,6 +393,39 @@ impl V {
     fn compare64(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
         self.expr64(a, d)?;
         self.expr64(b, d + 2)?;
+        if is_int64(a.ty()) {
+            if a.ty() == Type::U64 {
+                // Unsigned order is signed order with the sign bits flipped.
+                let sign = self.q_slot(1 << 63);
+                for &r in &YMM[d..d + 4] {
+                    self.a.vpxor(r, r, sign)?;
+                }
+            }
+            // a > b is gt(a, b); a < b is gt(b, a); the others negate these or equality.
+            let (gt, swap, negate) = match op {
+                BinOp::Eq => (false, false, false),
+                BinOp::Ne => (false, false, true),
+                BinOp::Gt => (true, false, false),
+                BinOp::Lt => (true, true, false),
+                BinOp::Le => (true, false, true),
+                _ => (true, true, true),
+            };
+            for h in 0..2 {
+                let (p, q) = (YMM[d + h], YMM[d + 2 + h]);
+                let (s, t) = if swap { (q, p) } else { (p, q) };
+                if gt {
+                    self.a.vpcmpgtq(p, s, t)?;
+                } else {
+                    self.a.vpcmpeqq(p, s, t)?;
+                }
+            }
+            self.pack_masks(d)?;
+            if negate {
+                let ones = self.imm_slot(u32::MAX);
+                self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + ones))?;
+            }
+            return Ok(());
+        }
         let pred = match op {
             BinOp::Eq => CMP_EQ_OQ,
             BinOp::Ne => CMP_NEQ_UQ,
@@ -372,10 +504,124 @@ impl V {
         Ok(())
     }
 
+    /// The i64/u64 operations that differ from f64's into `ymm{d}`, `ymm{d+1}`; `None` for
+    /// the nodes both share (constants, names, loads, `select`, casts).
+    fn int64_op(&mut self, e: &Expr, d: usize) -> Option<R<()>> {
+        let signed = e.ty() == Type::I64;
+        Some(match e.node() {
+            ExprNode::Binary { op, a, b } => {
+                let op = *op;
+                self.expr64(a, d).and_then(|_| self.expr64(b, d + 2)).and_then(|_| {
+                    for h in 0..2 {
+                        let (p, q) = (YMM[d + h], YMM[d + 2 + h]);
+                        let (t, u) = (YMM[d + 4], YMM[d + 5]);
+                        match op {
+                            BinOp::Add => self.a.vpaddq(p, p, q)?,
+                            BinOp::Sub => self.a.vpsubq(p, p, q)?,
+                            BinOp::And => self.a.vpand(p, p, q)?,
+                            BinOp::Or => self.a.vpor(p, p, q)?,
+                            BinOp::Xor => self.a.vpxor(p, p, q)?,
+                            BinOp::Mul => {
+                                // Wrapping: lo*lo + ((hi_a*lo_b + lo_a*hi_b) << 32).
+                                self.a.vpsrlq(t, p, 32)?;
+                                self.a.vpmuludq(t, t, q)?;
+                                self.a.vpsrlq(u, q, 32)?;
+                                self.a.vpmuludq(u, u, p)?;
+                                self.a.vpaddq(t, t, u)?;
+                                self.a.vpsllq(t, t, 32)?;
+                                self.a.vpmuludq(p, p, q)?;
+                                self.a.vpaddq(p, p, t)?;
+                            }
+                            BinOp::Shl | BinOp::Shr => {
+                                // Counts modulo 64, as the interpreter takes them.
+                                let m = self.q_slot(63);
+                                self.a.vpand(q, q, m)?;
+                                if op == BinOp::Shl {
+                                    self.a.vpsllvq(p, p, q)?;
+                                } else if signed {
+                                    // ((x ^ s) >>> n) ^ s, s the sign mask.
+                                    self.a.vpxor(t, t, t)?;
+                                    self.a.vpcmpgtq(t, t, p)?;
+                                    self.a.vpxor(p, p, t)?;
+                                    self.a.vpsrlvq(p, p, q)?;
+                                    self.a.vpxor(p, p, t)?;
+                                } else {
+                                    self.a.vpsrlvq(p, p, q)?;
+                                }
+                            }
+                            _ => return no(format!("`{}` on {}", op.symbol(), e.ty())),
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Unary { op, a } => {
+                let op = *op;
+                self.expr64(a, d).and_then(|_| {
+                    let z = YMM[d + 2];
+                    for h in 0..2 {
+                        let p = YMM[d + h];
+                        if op == UnOp::Neg {
+                            self.a.vpxor(z, z, z)?;
+                            self.a.vpsubq(p, z, p)?;
+                        } else {
+                            let ones = self.q_slot(u64::MAX);
+                            self.a.vpxor(p, p, ones)?;
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Intrinsic { op: op @ (Intrinsic::Min | Intrinsic::Max), args }
+                if args.len() == 2 =>
+            {
+                let max = *op == Intrinsic::Max;
+                self.expr64(&args[0], d).and_then(|_| self.expr64(&args[1], d + 2)).and_then(|_| {
+                    for h in 0..2 {
+                        let (p, q, m) = (YMM[d + h], YMM[d + 2 + h], YMM[d + 4]);
+                        // m: a > b (signed, or with the sign bits flipped).
+                        if signed {
+                            self.a.vpcmpgtq(m, p, q)?;
+                        } else {
+                            let sign = self.q_slot(1 << 63);
+                            self.a.vpxor(m, p, sign)?;
+                            self.a.vpxor(YMM[d + 5], q, sign)?;
+                            self.a.vpcmpgtq(m, m, YMM[d + 5])?;
+                        }
+                        if max {
+                            self.a.vblendvpd(p, q, p, m)?;
+                        } else {
+                            self.a.vblendvpd(p, p, q, m)?;
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Intrinsic { op: Intrinsic::Abs, args } if args.len() == 1 => {
+                self.expr64(&args[0], d).and_then(|_| {
+                    if signed {
+                        // (x ^ s) - s, s the sign mask: wrapping at MIN.
+                        let s = YMM[d + 2];
+                        for h in 0..2 {
+                            let p = YMM[d + h];
+                            self.a.vpxor(s, s, s)?;
+                            self.a.vpcmpgtq(s, s, p)?;
+                            self.a.vpxor(p, p, s)?;
+                            self.a.vpsubq(p, p, s)?;
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Intrinsic { op, .. } => no(format!("`{}` on {}", op.name(), e.ty())),
+            _ => return None,
+        })
+    }
+
     /// A load of f64 `buf[index]` into `ymm{d}`, `ymm{d+1}`: at exactly `global_id(0)` two
     /// vector loads, else a checked gather per half.
-    fn load64(&mut self, buf: &Var, index: &Expr, d: usize) -> R<()> {
-        let t = self.buf_of(buf, Type::F64)?;
+    fn load64(&mut self, buf: &Var, index: &Expr, ty: Type, d: usize) -> R<()> {
+        let t = self.buf_of(buf, ty)?;
         if self.kind(index) == Kind::Gid0 {
             let b = self.element_base(t)?;
             self.a.vmovupd(YMM[d], ymmword_ptr(b + rbx * 8))?;
@@ -406,7 +652,7 @@ impl V {
         if self.private(buf).is_some() {
             return no(format!("a store to the private array `{}` of f64", buf.name()));
         }
-        let t = self.buf_of(buf, Type::F64)?;
+        let t = self.buf_of(buf, value.ty())?;
         self.expr64_top(value, 0)?;
         if self.kind(index) == Kind::Gid0 {
             let whole = self.mask.is_none() && !self.may_fault;
