@@ -328,13 +328,30 @@ fn i64_u64_casts_to_and_from_every_supported_type() {
 }
 
 #[test]
+fn i64_u64_division_per_lane_wraps_and_faults_as_the_interpreter() {
+    // p and q have zeroes: the lowest such work-item's error.
+    int_cases("op[i] = p[i] / p[(i + 3u32) & 63u32];");
+    int_cases("oq[i] = q[i] % q[(i * 5u32) & 63u32];");
+    // Nonzero divisors: MIN / -1 wraps to MIN, MIN % -1 is 0; under divergent control.
+    int_cases(
+        "op[i] = p[i] / (p[(i + 1u32) & 63u32] | 1i64) + p[i] % ((p[i] & 3i64) - 2i64 | 1i64);
+         if c[i] > 0 { oq[i] = q[i] / (q[i] >> 3u64 | 1u64) - q[i] % 7u64; }
+         o8[i] = ((-9223372036854775808i64 / n) as i8) + ((n % -1i64) as i8);",
+    );
+    // Of uniform values by a constant: computed once per call, before the batch loop.
+    int_cases(
+        "let w: i64 = n / -1i64; let v: u64 = (n as u64) % 10u64; op[i] = w + p[i]; oq[i] = v;",
+    );
+}
+
+#[test]
 fn i64_accesses_at_computed_indices_fault_as_the_interpreter() {
     int_cases("op[i] = p[u[i]];");
     int_cases("oq[(c[i] as u32) & 127u32] = q[i];");
     int_cases("if c[i] < 0 { op[i] = p[i]; } else { oq[i ^ 0u32] = q[i] + 1u64; }");
 }
 
-/// A random expression of type `t` (i64 or u64; no `/` or `%`).
+/// A random expression of type `t` (i64 or u64; divisors made odd, so nonzero).
 fn arb_int(t: &'static str, depth: u32) -> BoxedStrategy<String> {
     let leaf: BoxedStrategy<String> = if t == "i64" {
         prop::sample::select(vec![
@@ -365,6 +382,8 @@ fn arb_int(t: &'static str, depth: u32) -> BoxedStrategy<String> {
         1 => leaf,
         3 => (sub(), prop::sample::select(vec!["+", "-", "*", "&", "|", "^", "<<", ">>"]), arb_int(t, 0))
             .prop_map(|(x, o, y)| format!("({x} {o} {y})")),
+        1 => (sub(), prop::sample::select(vec!["/", "%"]), arb_int(t, 0))
+            .prop_map(move |(x, o, y)| format!("({x} {o} ({y} | 1{t}))")),
         1 => (prop::sample::select(vec!["min", "max"]), sub(), arb_int(t, 0))
             .prop_map(|(f, x, y)| format!("{f}({x}, {y})")),
         1 => (prop::sample::select(vec!["abs", "-", "~"]), sub()).prop_map(|(f, x)| format!("{f}({x})")),

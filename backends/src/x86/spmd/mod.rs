@@ -17,7 +17,7 @@
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — 64-bit integer division, f64 transcendental functions, a barrier
+//! buffers with checked accesses). Anything else — conversions between 64-bit integers and f32, f64 transcendental functions, a barrier
 //! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).

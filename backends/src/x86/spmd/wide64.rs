@@ -6,7 +6,8 @@
 //! wrap as the interpreter does; `*` is the low 64 bits of the product from three 32-bit
 //! partial products; shifts take counts modulo 64 (`i64 >>` as `((x ^ s) >>> n) ^ s`, s the
 //! sign mask); unsigned order is signed order with the sign bits flipped; casts truncate
-//! to 32 bits or extend from them, and to f64 round once (`int64_to_f64`).
+//! to 32 bits or extend from them, and to f64 round once (`int64_to_f64`); `/` and `%` are
+//! one scalar division per active lane (`div64`).
 //!
 //! Why this is exact: `+ - * /`, `sqrt` (correctly rounded), `fma` (one rounding, the
 //! interpreter's `mul_add` being the same FMA3 instruction), `floor`/`ceil`/`trunc`
@@ -21,8 +22,8 @@
 //! vector stores, others checked per-lane stores in lane order. Casts to i32/u32 (and
 //! through them to 8/16-bit integers) saturate as the interpreter's, NaN giving 0 (see
 //! `f64_to_int`). Not yet in the lanes (the kernel stays on the scalar code, saying so):
-//! `exp`, `log`, `sin`, `cos` of f64, i64/u64 `/` and `%` and conversions between them
-//! and f32 (and from f64), 64-bit private arrays and atomics.
+//! `exp`, `log`, `sin`, `cos` of f64, conversions between i64/u64 and f32 (and from f64
+//! to them), 64-bit private arrays and atomics.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar, Type, UnOp, Var};
@@ -64,9 +65,10 @@ impl V {
             ExprNode::Load { index, .. } if self.kind(index) != Kind::Gid0 => {
                 self.need(index).max(5)
             }
-            // (Temporaries: a product's partial products, a signed shift's sign mask.)
+            // (Temporaries: a product's partial products, a signed shift's sign mask, a
+            // division's zero test.)
             ExprNode::Binary { op, a, b }
-                if (*op == BinOp::Mul && is_int64(e.ty()))
+                if (matches!(op, BinOp::Mul | BinOp::Div | BinOp::Rem) && is_int64(e.ty()))
                     || (*op == BinOp::Shr && e.ty() == Type::I64) =>
             {
                 self.need64(a).max(self.need64(b) + 2).max(6)
@@ -509,6 +511,9 @@ impl V {
     fn int64_op(&mut self, e: &Expr, d: usize) -> Option<R<()>> {
         let signed = e.ty() == Type::I64;
         Some(match e.node() {
+            ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b } => {
+                self.div64(e, *op == BinOp::Rem, signed, a, b, d)
+            }
             ExprNode::Binary { op, a, b } => {
                 let op = *op;
                 self.expr64(a, d).and_then(|_| self.expr64(b, d + 2)).and_then(|_| {
@@ -616,6 +621,75 @@ impl V {
             ExprNode::Intrinsic { op, .. } => no(format!("`{}` on {}", op.name(), e.ty())),
             _ => return None,
         })
+    }
+
+    /// An i64/u64 `/` or `%` per lane: a zero divisor in an active lane is an error of the
+    /// lowest such lane (as `ops.rs`'s i32 division reports it); then one `idiv`/`div` per
+    /// active lane on the lanes spilled to the frame, `MIN / -1` wrapping to MIN (`%`: 0)
+    /// as the interpreter's wrapping division (where `idiv` would trap).
+    fn div64(&mut self, e: &Expr, rem: bool, signed: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
+        self.expr64(a, d)?;
+        self.expr64(b, d + 2)?;
+        // A constant nonzero divisor cannot fault: every lane is divided (such a division
+        // may be computed before the batch loop, where there is no lane mask yet).
+        let safe = super::scalar::safe_divisor_expr(b);
+        if safe {
+            let ones = self.imm_slot(u32::MAX);
+            self.a.vmovups(YMM[d + 5], ymmword_ptr(r15 + ones))?;
+        } else {
+            let z = self.q_slot(0);
+            self.a.vpcmpeqq(YMM[d + 4], YMM[d + 2], z)?;
+            self.a.vpcmpeqq(YMM[d + 5], YMM[d + 3], z)?;
+            self.pack_masks(d + 4)?;
+            self.active(d + 5)?;
+            self.a.vpand(YMM[d + 4], YMM[d + 4], YMM[d + 5])?;
+            let site = crate::x86::gen::Site::Div { rem, expr: e.fault_site() };
+            let code = crate::x86::rt::ERR_DIV_ZERO;
+            self.fault_stub(d + 4, d + 4, d + 5, code, site, false, None)?;
+        }
+        let (sa, sb) = (self.scratch64(), self.slot64());
+        self.a.vmovupd(ymmword_ptr(r15 + sa), YMM[d])?;
+        self.a.vmovupd(ymmword_ptr(r15 + (sa + 32)), YMM[d + 1])?;
+        self.a.vmovupd(ymmword_ptr(r15 + sb), YMM[d + 2])?;
+        self.a.vmovupd(ymmword_ptr(r15 + (sb + 32)), YMM[d + 3])?;
+        self.a.vmovmskps(r11d, YMM[d + 5])?;
+        // rdx may hold a buffer base.
+        self.a.push(rdx)?;
+        for lane in 0..8 {
+            let mut skip = self.a.create_label();
+            let mut minus1 = self.a.create_label();
+            let mut done = self.a.create_label();
+            self.a.test(r11d, 1 << lane)?;
+            self.a.je(skip)?;
+            self.a.mov(rax, qword_ptr(r15 + (sa + 8 * lane)))?;
+            self.a.mov(r10, qword_ptr(r15 + (sb + 8 * lane)))?;
+            if signed {
+                self.a.cmp(r10, -1)?;
+                self.a.je(minus1)?;
+                self.a.cqo()?;
+                self.a.idiv(r10)?;
+            } else {
+                self.a.xor(edx, edx)?;
+                self.a.div(r10)?;
+            }
+            if rem {
+                self.a.mov(rax, rdx)?;
+            }
+            self.a.jmp(done)?;
+            self.bind(&mut minus1)?;
+            if rem {
+                self.a.xor(eax, eax)?;
+            } else {
+                self.a.neg(rax)?;
+            }
+            self.bind(&mut done)?;
+            self.a.mov(qword_ptr(r15 + (sa + 8 * lane)), rax)?;
+            self.bind(&mut skip)?;
+        }
+        self.a.pop(rdx)?;
+        self.a.vmovupd(YMM[d], ymmword_ptr(r15 + sa))?;
+        self.a.vmovupd(YMM[d + 1], ymmword_ptr(r15 + (sa + 32)))?;
+        Ok(())
     }
 
     /// A load of f64 `buf[index]` into `ymm{d}`, `ymm{d+1}`: at exactly `global_id(0)` two
