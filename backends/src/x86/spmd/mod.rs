@@ -79,6 +79,7 @@
 mod atomic;
 mod ctl;
 mod expr;
+mod int64;
 mod math;
 mod mem;
 mod narrow;
