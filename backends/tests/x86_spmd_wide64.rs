@@ -132,6 +132,23 @@ fn f64_arithmetic_and_rounding_give_the_interpreters_bits() {
 }
 
 #[test]
+fn f64_exp_gives_the_interpreters_bits_over_its_whole_range() {
+    run_cases("o[i] = exp(x[i]) + exp(y[i] * s);");
+    run_cases("o[i] = s * exp(x[i] - y[i]);");
+    // A sweep of [-750, 712] (overflow, subnormal results, underflow to 0) with specials.
+    let k = wide_kernel("o[i] = exp(x[i]); of[i] = (exp(y[i]) as f32);");
+    assert_eq!(fallback(&k), None, "{k}");
+    let mut b = bufs();
+    for run in 0..8 {
+        let xs: Vec<f64> = (0..64).map(|j| -750.0 + (run * 64 + j) as f64 * 2.857_123).collect();
+        b[0] = Buffer::from_slice(&xs);
+        b[1] = Buffer::from_slice(&xs.iter().map(|v| v * 1e-3 + 709.78).collect::<Vec<_>>());
+        let r = NdRange::new(&[64]).with_local(&[64]);
+        assert_eq!(three_ways(&k, &r, &args(0.5, true), &b), avx2());
+    }
+}
+
+#[test]
 fn f64_min_max_keep_the_interpreters_nan_and_zero_rules() {
     run_cases("o[i] = min(x[i], y[i]) + max(y[i], s);");
     run_cases("o[i] = max(min(x[i], -0.0), 0.0) - min(max(s, y[i]), x[i]);");
@@ -205,7 +222,7 @@ fn arb(depth: u32) -> BoxedStrategy<String> {
             .prop_map(|(x, o, y)| format!("({x} {o} {y})")),
         2 => (prop::sample::select(vec!["min", "max"]), sub(), sub())
             .prop_map(|(f, x, y)| format!("{f}({x}, {y})")),
-        2 => (prop::sample::select(vec!["abs", "sqrt", "floor", "ceil", "trunc", "-"]), sub())
+        2 => (prop::sample::select(vec!["abs", "sqrt", "floor", "ceil", "trunc", "-", "exp"]), sub())
             .prop_map(|(f, x)| format!("{f}({x})")),
         // (Each later operand takes two more registers: the last two are leaves.)
         1 => (sub(), arb(0), arb(0)).prop_map(|(x, y, z)| format!("fma({x}, {y}, {z})")),

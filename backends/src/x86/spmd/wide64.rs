@@ -21,8 +21,8 @@
 //! driver), others checked gathers (`vgatherdpd`); stores at `global_id(0)` are (masked)
 //! vector stores, others checked per-lane stores in lane order. Casts to i32/u32 (and
 //! through them to 8/16-bit integers) saturate as the interpreter's, NaN giving 0 (see
-//! `f64_to_int`). Not yet in the lanes (the kernel stays on the scalar code, saying so):
-//! `exp`, `log`, `sin`, `cos` of f64, conversions between i64/u64 and f32 (and from f64
+//! `f64_to_int`). `exp` is `math64.rs`'s. Not yet in the lanes (the kernel stays on the
+//! scalar code, saying so): `log`, `sin`, `cos` of f64, conversions between i64/u64 and f32 (and from f64
 //! to them), 64-bit private arrays and atomics.
 
 use iced_x86::code_asm::*;
@@ -83,6 +83,8 @@ impl V {
                 let n = n.unwrap_or(2);
                 if matches!(op, Intrinsic::Min | Intrinsic::Max) {
                     n.max(6)
+                } else if *op == Intrinsic::Exp {
+                    n.max(super::math64::EXP64_NEED)
                 } else if *op == Intrinsic::Abs {
                     n.max(3)
                 } else {
@@ -419,7 +421,8 @@ impl V {
             | Intrinsic::Sqrt
             | Intrinsic::Floor
             | Intrinsic::Ceil
-            | Intrinsic::Trunc => 1,
+            | Intrinsic::Trunc
+            | Intrinsic::Exp => 1,
             _ => return no(format!("`{}` on f64", op.name())),
         };
         if args.len() != arity {
@@ -427,6 +430,9 @@ impl V {
         }
         for (k, x) in args.iter().enumerate() {
             self.expr64(x, d + 2 * k)?;
+        }
+        if op == Intrinsic::Exp {
+            return self.exp64(d);
         }
         for h in 0..2 {
             let x = YMM[d + h];
