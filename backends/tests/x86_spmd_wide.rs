@@ -423,7 +423,7 @@ fn ledger_kernels() -> Vec<(String, &'static str, Kernel)> {
 }
 
 /// The documented fallbacks (docs/cpu.md): conversions between i64/u64 and f32, and f64
-/// `log`/`sin`/`cos`. Everything else in the ledger must get 8-lane code, and every
+/// `sin`/`cos`. Everything else in the ledger must get 8-lane code, and every
 /// fallback must say why naming the type.
 fn documented_fallback(t: &str, fam: &str) -> bool {
     (matches!(t, "i64" | "u64") && fam == "casts") || (t == "f64" && fam == "math")

@@ -149,6 +149,28 @@ fn f64_exp_gives_the_interpreters_bits_over_its_whole_range() {
 }
 
 #[test]
+fn f64_log_gives_the_interpreters_bits_over_its_whole_range() {
+    run_cases("o[i] = log(x[i]) + log(y[i] * s);");
+    // Subnormals, around 1, powers of two, huge values, negatives, with specials.
+    let k = wide_kernel("o[i] = log(x[i]); of[i] = (log(y[i]) as f32);");
+    assert_eq!(fallback(&k), None, "{k}");
+    let mut b = bufs();
+    for run in 0..8u64 {
+        let xs: Vec<f64> = (0..64u64)
+            .map(|j| {
+                f64::from_bits(((run * 64 + j) * 0x0020_0a3d_70a3_d70b) % 0x7ff0_0000_0000_0000)
+            })
+            .collect();
+        b[0] = Buffer::from_slice(&xs);
+        b[1] = Buffer::from_slice(
+            &(0..64).map(|j| 1.0 + (j as f64 - 32.0) * 1e-9).collect::<Vec<_>>(),
+        );
+        let r = NdRange::new(&[64]).with_local(&[64]);
+        assert_eq!(three_ways(&k, &r, &args(0.5, true), &b), avx2());
+    }
+}
+
+#[test]
 fn f64_min_max_keep_the_interpreters_nan_and_zero_rules() {
     run_cases("o[i] = min(x[i], y[i]) + max(y[i], s);");
     run_cases("o[i] = max(min(x[i], -0.0), 0.0) - min(max(s, y[i]), x[i]);");
@@ -222,7 +244,7 @@ fn arb(depth: u32) -> BoxedStrategy<String> {
             .prop_map(|(x, o, y)| format!("({x} {o} {y})")),
         2 => (prop::sample::select(vec!["min", "max"]), sub(), sub())
             .prop_map(|(f, x, y)| format!("{f}({x}, {y})")),
-        2 => (prop::sample::select(vec!["abs", "sqrt", "floor", "ceil", "trunc", "-", "exp"]), sub())
+        2 => (prop::sample::select(vec!["abs", "sqrt", "floor", "ceil", "trunc", "-", "exp", "log"]), sub())
             .prop_map(|(f, x)| format!("{f}({x})")),
         // (Each later operand takes two more registers: the last two are leaves.)
         1 => (sub(), arb(0), arb(0)).prop_map(|(x, y, z)| format!("fma({x}, {y}, {z})")),

@@ -17,7 +17,7 @@
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — conversions between 64-bit integers and f32, f64 `log`/`sin`/`cos`, a barrier
+//! buffers with checked accesses). Anything else — conversions between 64-bit integers and f32, f64 `sin`/`cos`, a barrier
 //! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
@@ -62,8 +62,8 @@
 //!
 //! ## Why this is exact
 //!
-//! `exp`, `log`, `sin` and `cos` of f32 lanes (`math.rs`) and `exp` of f64 lanes
-//! (`math64.rs`) are the interpreter's own operation
+//! `exp`, `log`, `sin` and `cos` of f32 lanes (`math.rs`) and `exp` and `log` of f64
+//! lanes (`math64.rs`) are the interpreter's own operation
 //! sequences (`kiln_ir::eval::math`), instruction for instruction.
 //!
 //! f32 lane arithmetic and comparisons are the scalar code's IEEE operations (quiet

@@ -21,8 +21,8 @@
 //! driver), others checked gathers (`vgatherdpd`); stores at `global_id(0)` are (masked)
 //! vector stores, others checked per-lane stores in lane order. Casts to i32/u32 (and
 //! through them to 8/16-bit integers) saturate as the interpreter's, NaN giving 0 (see
-//! `f64_to_int`). `exp` is `math64.rs`'s. Not yet in the lanes (the kernel stays on the
-//! scalar code, saying so): `log`, `sin`, `cos` of f64, conversions between i64/u64 and f32 (and from f64
+//! `f64_to_int`). `exp` and `log` are `math64.rs`'s. Not yet in the lanes (the kernel stays
+//! on the scalar code, saying so): `sin`, `cos` of f64, conversions between i64/u64 and f32 (and from f64
 //! to them), 64-bit private arrays and atomics.
 
 use iced_x86::code_asm::*;
@@ -83,7 +83,7 @@ impl V {
                 let n = n.unwrap_or(2);
                 if matches!(op, Intrinsic::Min | Intrinsic::Max) {
                     n.max(6)
-                } else if *op == Intrinsic::Exp {
+                } else if matches!(op, Intrinsic::Exp | Intrinsic::Log) {
                     n.max(super::math64::EXP64_NEED)
                 } else if *op == Intrinsic::Abs {
                     n.max(3)
@@ -422,7 +422,8 @@ impl V {
             | Intrinsic::Floor
             | Intrinsic::Ceil
             | Intrinsic::Trunc
-            | Intrinsic::Exp => 1,
+            | Intrinsic::Exp
+            | Intrinsic::Log => 1,
             _ => return no(format!("`{}` on f64", op.name())),
         };
         if args.len() != arity {
@@ -431,8 +432,10 @@ impl V {
         for (k, x) in args.iter().enumerate() {
             self.expr64(x, d + 2 * k)?;
         }
-        if op == Intrinsic::Exp {
-            return self.exp64(d);
+        match op {
+            Intrinsic::Exp => return self.exp64(d),
+            Intrinsic::Log => return self.log64(d),
+            _ => {}
         }
         for h in 0..2 {
             let x = YMM[d + h];
