@@ -282,6 +282,59 @@ fn f16_loads_stores_and_casts_give_the_interpreters_bits() {
 }
 
 #[test]
+fn narrow_parameters_private_arrays_and_bool_casts() {
+    let k = kernel(
+        "kernel k(c8: ptr<global, i8>, d16: ptr<global, u16>, h: ptr<global, f16>,
+                  o8: ptr<global, i8>, oi: ptr<global, i32>, of: ptr<global, f64>,
+                  p8: i8, q16: u16, r: f16) {
+           let i: u32 = global_id(0);
+           private t: i8[8];
+           private w: f16[2];
+           t[i & 7u32] = c8[i] - p8;
+           w[i & 1u32] = h[i];
+           o8[i] = t[(i + 3u32) & 7u32] + t[i & 7u32];
+           oi[i] = ((d16[i] > q16) as i32) + ((c8[i] as bool) as i32) * 2 + ((h[i] as bool) as i32) * 4
+             + ((r as f32) as i32) * 8;
+           of[i] = (w[i & 1u32] as f64) + (r as f64);
+         }",
+    );
+    assert_eq!(fallback(&k), None, "{k}");
+    let b = bufs();
+    let h: Vec<u16> = [0x3c00u16, 0x8000, 0x0000, 0x7e00, 0xfc00, 0x0001, 0x7bff, 0xc500]
+        .iter()
+        .cycle()
+        .take(64)
+        .copied()
+        .collect();
+    let bufs = vec![
+        b[0].clone(),
+        b[5].clone(),
+        f16_buffer(h.into_iter()),
+        Buffer::zeroed(Scalar::I8, 64),
+        Buffer::zeroed(Scalar::I32, 64),
+        Buffer::zeroed(Scalar::F64, 64),
+    ];
+    for (p8, q16, r) in [(-128i8, 300u16, 0x4500u16), (7, 0, 0xfe00)] {
+        let mut args: Vec<Arg> = (0..6).map(Arg::Buffer).collect();
+        let r = kiln_ir::Imm::Float(Scalar::F16, f16_value(r));
+        args.extend([Arg::scalar(p8), Arg::scalar(q16), Arg::Scalar(r)]);
+        for local in [8u32, 64] {
+            let range = NdRange::new(&[64]).with_local(&[local]);
+            assert!(three_ways(&k, &range, &args, &bufs), "{k}");
+        }
+    }
+}
+
+/// The value of f16 bits, as an f16 immediate holds it.
+fn f16_value(bits: u16) -> f64 {
+    let b = f16_buffer(std::iter::once(bits));
+    match b.get(0) {
+        Some(kiln_ir::Imm::Float(_, v)) => v,
+        _ => unreachable!("an f16 buffer holds floats"),
+    }
+}
+
+#[test]
 fn narrow_local_arrays_across_a_barrier() {
     run_cases(
         "local s8: i8[64];

@@ -386,7 +386,8 @@ impl V {
                 },
                 None => match self.param(v) {
                     Some(slot) => {
-                        if !lane_type(e.ty()) {
+                        // (An 8/16-bit or f16 parameter's slot holds its canonical bits.)
+                        if !lane_type(e.ty()) && super::narrow::narrow(e.ty()).is_none() {
                             return no(format!("parameter `{}` of type {}", v.name(), e.ty()));
                         }
                         let off = self.const_slot((slot as u64, 1));
@@ -439,7 +440,7 @@ impl V {
             return r;
         }
         if super::wide64::is_64(e.ty()) {
-            return no("internal: a 64-bit value in one register");
+            return no(format!("`{e}` ({}) where a 32-bit lane value is needed", e.ty()));
         }
         if e.ty() == Type::BOOL {
             // A lane mask.

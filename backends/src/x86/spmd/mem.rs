@@ -39,6 +39,9 @@ impl V {
     pub(super) fn alloc_private(&mut self, var: &Var, count: u32) -> R<()> {
         let elem = match var.ty() {
             Type::Ptr(_, e @ (Scalar::F32 | Scalar::I32 | Scalar::U32)) => e,
+            // 8/16-bit and f16 elements as their 32-bit lane form (the frame is no one
+            // else's memory).
+            Type::Ptr(_, e) if super::narrow::narrow(Type::Scalar(e)).is_some() => e,
             t => return no(format!("array `{}` ({t})", var.name())),
         };
         if count == 0 || count > MAX_PRIVATE {

@@ -78,6 +78,7 @@ impl V {
                 Some(self.need(a).max(if a.ty() == Type::F32 { 4 } else { 1 }))
             }
             _ if narrow(e.ty()).is_none() => None,
+            ExprNode::Load { buf, .. } if self.private(buf).is_some() => None,
             // At exactly `global_id(0)` one extending load; else checked, per lane.
             ExprNode::Load { index, .. } if self.kind(index) == Kind::Gid0 => Some(1),
             ExprNode::Load { buf, index } if self.private(buf).is_none() => {
@@ -172,7 +173,8 @@ impl V {
                     Ok(())
                 })
             }
-            ExprNode::Var(_) | ExprNode::Select { .. } => return None,
+            // (Private arrays hold the lane form: `mem.rs` loads them.)
+            ExprNode::Var(_) | ExprNode::Select { .. } | ExprNode::Load { .. } => return None,
             _ => no(format!("`{e}` on {}", e.ty())),
         })
     }

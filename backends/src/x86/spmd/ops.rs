@@ -219,6 +219,11 @@ impl V {
 
     /// `a as to` (see `kiln_ir::eval::cast`).
     fn cast(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
+        if to == Scalar::Bool && super::narrow::narrow(a.ty()).is_some() {
+            // `!= 0` of the value as i32 (f16: as f32, exact).
+            let via = if a.ty() == Type::F16 { Scalar::F32 } else { Scalar::I32 };
+            return self.cast(Scalar::Bool, &a.cast(via), d);
+        }
         let Some(from) = lane_scalar(a.ty()) else {
             return no(format!("a cast from {}", a.ty()));
         };

@@ -213,6 +213,10 @@ impl V {
             // The same bits.
             return self.expr64(a, d);
         }
+        if from == Type::F16 && to == Scalar::F64 {
+            // Exact through f32.
+            return self.cast_to64(to, &a.cast(Scalar::F32), d);
+        }
         if is_int64(from) && to == Scalar::F64 {
             return self.int64_to_f64(from == Type::I64, a, d);
         }
