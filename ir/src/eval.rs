@@ -15,6 +15,7 @@
 //! verified kernel never has) is an `Err` with a message.
 
 pub mod math;
+pub mod math64;
 
 use crate::expr::{canonical_int, round_float, BinOp, Imm, Intrinsic, UnOp};
 use crate::stmt::AtomicOp;
@@ -260,6 +261,14 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
         }
         // `abs` only clears the sign bit, so a NaN keeps its payload, signalling or not.
         (Intrinsic::Abs, &[Imm::Float(t, x)]) if t != Scalar::F16 => Ok(Imm::Float(t, x.abs())),
+        // Rounding to an integral value is arithmetic: a signalling NaN comes back quiet (as
+        // IEEE 754 says and the hardware does; Rust's software `floor` of an unoptimized
+        // build would return it unchanged).
+        (Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Trunc, &[Imm::Float(t, x)])
+            if x.is_nan() && t != Scalar::F16 =>
+        {
+            Ok(Imm::Float(t, quiet(x)))
+        }
         (_, &[Imm::Float(Scalar::F32, x)]) => {
             let x = x as f32;
             let v = match op {
@@ -283,10 +292,10 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
                 Intrinsic::Floor => x.floor(),
                 Intrinsic::Ceil => x.ceil(),
                 Intrinsic::Trunc => x.trunc(),
-                Intrinsic::Exp => x.exp(),
-                Intrinsic::Log => x.ln(),
-                Intrinsic::Sin => x.sin(),
-                Intrinsic::Cos => x.cos(),
+                Intrinsic::Exp => math64::exp_f64(x),
+                Intrinsic::Log => math64::log_f64(x),
+                Intrinsic::Sin => math64::sin_f64(x),
+                Intrinsic::Cos => math64::cos_f64(x),
                 _ => return Err(format!("`{name}` takes {} arguments", op.arity())),
             };
             Ok(Imm::Float(Scalar::F64, v))

@@ -1,4 +1,5 @@
-//! kiln's own `exp`, `log`, `sin` and `cos` on f32: the one definition of their bits.
+//! kiln's own `exp`, `log`, `sin` and `cos` on f32 (on f64: `math64`): the one definition
+//! of their bits.
 //!
 //! Each function is a fixed sequence of IEEE operations (f32 or f64 `+ - * /`, `fma` where
 //! written, a single rounding), integer bit operations, conversions, comparisons and
@@ -75,10 +76,15 @@ pub const COS_C: [f64; 4] = [
     0.000_024_390_448_796_277_41,
 ];
 
-/// The first bits of 2/pi, 24 a word.
-const TWO_OVER_PI_BITS: [u32; 12] = [
+/// The first bits of 2/pi, 24 a word (1248 bits: enough for the f64 reduction's table in
+/// `math64`, whose last row reads to bit 1183).
+pub(super) const TWO_OVER_PI_BITS: [u32; 52] = [
     0xa2f983, 0x6e4e44, 0x1529fc, 0x2757d1, 0xf534dd, 0xc0db62, 0x95993c, 0x439041, 0xfe5163,
-    0xabdebb, 0xc561b7, 0x246e3a,
+    0xabdebb, 0xc561b7, 0x246e3a, 0x424dd2, 0xe00649, 0x2eea09, 0xd1921c, 0xfe1deb, 0x1cb129,
+    0xa73ee8, 0x8235f5, 0x2ebb44, 0x84e99c, 0x7026b4, 0x5f7e41, 0x3991d6, 0x398353, 0x39f49c,
+    0x845f8b, 0xbdf928, 0x3b1ff8, 0x97ffde, 0x05980f, 0xef2f11, 0x8b5a0a, 0x6d1f6d, 0x367ecf,
+    0x27cb09, 0xb74f46, 0x3f669e, 0x5fea2d, 0x7527ba, 0xc7ebe5, 0xf17b3d, 0x0739f7, 0x8a5292,
+    0xea6bfb, 0x5fb11f, 0x8d5d08, 0x560330, 0x46fc7b, 0x6babf0, 0xcfbc20,
 ];
 
 /// Rows of [`SINCOS_TABLE`]: one per binary exponent E of x = M 2^E (M the 24-bit integer
@@ -87,13 +93,17 @@ pub const SINCOS_ROWS: usize = 100;
 /// The exponent E of the table's first row.
 pub const SINCOS_E0: i32 = 5;
 
-/// Bits `i..i+len` of 2/pi (bit 1 weighs 1/2) as an integer.
-const fn pi_bits(i: usize, len: usize) -> u64 {
+/// Bits `i..i+len` of 2/pi (bit 1 weighs 1/2, bits from 0 down are zero) as an integer.
+pub(super) const fn pi_bits(i: i64, len: usize) -> u64 {
     let mut v = 0u64;
     let mut j = 0;
     while j < len {
-        let b = i + j - 1;
-        let bit = (TWO_OVER_PI_BITS[b / 24] >> (23 - b % 24)) & 1;
+        let b = i + j as i64 - 1;
+        let bit = if b < 0 {
+            0
+        } else {
+            (TWO_OVER_PI_BITS[b as usize / 24] >> (23 - b as usize % 24)) & 1
+        };
         v = v << 1 | bit as u64;
         j += 1;
     }
@@ -104,7 +114,7 @@ const fn build_table() -> [f64; 3 * SINCOS_ROWS] {
     let mut t = [0.0; 3 * SINCOS_ROWS];
     let mut row = 0;
     while row < SINCOS_ROWS {
-        let e = SINCOS_E0 as usize + row;
+        let e = SINCOS_E0 as i64 + row as i64;
         // 2^E 2/pi mod 4 = the bits from E-1 on, weighing 2^1, 2^0, ...: 26 bits down to
         // 2^-24 (times M: exact, 50 bits), 26 more down to 2^-50 (exact too, and exactly
         // added to the first after its reduction mod 4), then 53 more.

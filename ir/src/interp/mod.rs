@@ -66,9 +66,9 @@
 //! * **Floats.** f32 arithmetic is done in f32 (IEEE binary32, round to nearest even), f64
 //!   in f64; `fma` rounds once. `min`/`max` are IEEE 754-2019 minimumNumber/maximumNumber: a
 //!   NaN operand yields the other operand (NaN only if both are), and -0.0 < +0.0. `abs` and
-//!   `-` only change the sign bit. `exp`, `log`, `sin` and `cos` are on f32 kiln's own
-//!   algorithms ([`crate::eval::math`], docs/math.md: within 1 ulp, the same bits on every
-//!   host), on f64 the host's libm; they are approximate
+//!   `-` only change the sign bit. `exp`, `log`, `sin` and `cos` are kiln's own
+//!   algorithms ([`crate::eval::math`] on f32, [`crate::eval::math64`] on f64, docs/math.md:
+//!   within 1 ulp, the same bits on every host); they are approximate
 //!   ([`crate::Intrinsic::is_approximate`]): GPU backends may differ by a few ulps.
 //!   The sign and payload of a NaN computed by arithmetic are unspecified (compare such NaNs
 //!   as equal to each other). Moving a value changes no bit: loads, stores, `let`, `var`,

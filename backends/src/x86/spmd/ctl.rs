@@ -477,6 +477,12 @@ impl V {
         if kind == Kind::Uniform && (decl != Some(self.dctl) || self.kind(value) != Kind::Uniform) {
             return no(format!("internal: `{}` is not uniform", var.name()));
         }
+        if super::wide64::is_64(var.ty()) {
+            return match loc {
+                Loc::Slot(off) => self.assign64(off, kind, value),
+                _ => no(format!("internal: `{}` is not in a slot", var.name())),
+            };
+        }
         let off = match loc {
             Loc::Slot(off) => off,
             Loc::Scalar(off) => {

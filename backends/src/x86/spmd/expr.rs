@@ -43,11 +43,14 @@ enum Src {
     Mem(AsmMemoryOperand),
 }
 
-/// `mad(a, b, c)` and `add3(a, b, c)` on i32/u32 as the wrapping `a * b + c` and
-/// `a + b + c` they are (the `-O` pipeline makes them from index arithmetic).
+/// `mad(a, b, c)` and `add3(a, b, c)` on i32/u32 (and the 8/16-bit integers) as the
+/// wrapping `a * b + c` and `a + b + c` they are (the `-O` pipeline makes them from index
+/// arithmetic).
 pub(super) fn desugar(e: &Expr) -> Option<Expr> {
     let ExprNode::Intrinsic { op, args } = e.node() else { return None };
-    if !matches!(e.ty(), Type::Scalar(Scalar::I32 | Scalar::U32)) || args.len() != 3 {
+    let int = matches!(e.ty(), Type::Scalar(Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64))
+        || super::narrow::narrow(e.ty()).is_some_and(|_| e.ty() != Type::F16);
+    if !int || args.len() != 3 {
         return None;
     }
     let (a, b, c) = (args[0].clone(), args[1].clone(), args[2].clone());
@@ -300,7 +303,7 @@ impl V {
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
             ExprNode::Load { buf, index } => {
-                self.kind(index) == Kind::Gid0 && self.private(buf).is_none()
+                self.kind(index) == Kind::Gid0 && self.private(buf).is_none() && lane_type(e.ty())
             }
             _ => false,
         }
@@ -311,11 +314,17 @@ impl V {
         if let Some(d) = desugar(e) {
             return self.need(&d);
         }
+        if let Some(n) = self.need_from64(e) {
+            return n;
+        }
         if let Some((op, a)) = super::math::lanes_math(e) {
             return self.need(a).max(super::math::need(op));
         }
         if e.ty() == Type::BOOL {
             return self.need_cond(e);
+        }
+        if let Some(n) = self.need_narrow(e) {
+            return n;
         }
         if let Some(n) = self.need_op(e) {
             return n;
@@ -350,6 +359,9 @@ impl V {
 
     /// Registers needed to compute condition `e` into a lane mask.
     pub(super) fn need_cond(&self, e: &Expr) -> usize {
+        if let Some(n) = self.need_from64(e) {
+            return n;
+        }
         if let Some(n) = self.need_op_cond(e) {
             return n;
         }
@@ -374,7 +386,8 @@ impl V {
                 },
                 None => match self.param(v) {
                     Some(slot) => {
-                        if !lane_type(e.ty()) {
+                        // (An 8/16-bit or f16 parameter's slot holds its canonical bits.)
+                        if !lane_type(e.ty()) && super::narrow::narrow(e.ty()).is_none() {
                             return no(format!("parameter `{}` of type {}", v.name(), e.ty()));
                         }
                         let off = self.const_slot((slot as u64, 1));
@@ -384,7 +397,8 @@ impl V {
                 },
             },
             ExprNode::Imm(i) => {
-                if !lane_type(e.ty()) {
+                // (Narrow integers: their canonical bits, cut to the lane.)
+                if !lane_type(e.ty()) && super::narrow::narrow(e.ty()).is_none() {
                     return no(format!("a constant of type {}", e.ty()));
                 }
                 let bits = rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i));
@@ -422,11 +436,20 @@ impl V {
             // (`need` counts what this takes: never reached, but never a let register.)
             return no("internal: out of expression registers");
         }
+        if let Some(r) = self.from64(e, d) {
+            return r;
+        }
+        if super::wide64::is_64(e.ty()) {
+            return no(format!("`{e}` ({}) where a 32-bit lane value is needed", e.ty()));
+        }
         if e.ty() == Type::BOOL {
             // A lane mask.
             return self.cond(e, d);
         }
-        if !lane_type(e.ty()) {
+        if let Some(r) = self.narrow_expr(e, d) {
+            return r;
+        }
+        if !lane_type(e.ty()) && super::narrow::narrow(e.ty()).is_none() {
             return no(format!("a value of type {}", e.ty()));
         }
         if let Some(plain) = desugar(e) {
@@ -490,7 +513,7 @@ impl V {
         Ok(())
     }
 
-    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
+    pub(super) fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
         let float = a.ty() == Type::F32;
         if matches!(op, BinOp::Shl | BinOp::Shr) && !float {
             // Per-lane counts, taken modulo 32 as the interpreter does.
@@ -599,7 +622,7 @@ impl V {
 
     /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,
     /// one of them `ymm{d}`.
-    fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> R<(usize, usize)> {
+    pub(super) fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> R<(usize, usize)> {
         if self.need(a) >= self.need(b) || self.in_order(a, b) {
             self.expr(a, d)?;
             self.expr(b, d + 1)?;
@@ -623,13 +646,19 @@ impl V {
     /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
     /// NaN), as the scalar comparisons are.
     pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        if let Some(r) = self.from64(e, d) {
+            return r;
+        }
         if let Some(r) = self.op_cond(e, d) {
             return r;
         }
         let ones = self.imm_slot(u32::MAX);
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() => {
-                if a.ty() != b.ty() || !lane_type(a.ty()) {
+                // (Narrow integers compare as their signed 32-bit extensions.)
+                if a.ty() != b.ty()
+                    || !(lane_type(a.ty()) || super::narrow::narrow(a.ty()).is_some())
+                {
                     return no(format!("a comparison of {}", a.ty()));
                 }
                 let (ra, rb) = self.pair(a, b, d)?;

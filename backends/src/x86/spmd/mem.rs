@@ -39,6 +39,9 @@ impl V {
     pub(super) fn alloc_private(&mut self, var: &Var, count: u32) -> R<()> {
         let elem = match var.ty() {
             Type::Ptr(_, e @ (Scalar::F32 | Scalar::I32 | Scalar::U32)) => e,
+            // 8/16-bit and f16 elements as their 32-bit lane form (the frame is no one
+            // else's memory).
+            Type::Ptr(_, e) if super::narrow::narrow(Type::Scalar(e)).is_some() => e,
             t => return no(format!("array `{}` ({t})", var.name())),
         };
         if count == 0 || count > MAX_PRIVATE {
@@ -122,13 +125,13 @@ impl V {
         self.expr(index, 1)?;
         self.active(2)?;
         self.check_private(p, 1, 2, 3, "store", signed)?;
-        self.store_lanes(r15, p.off)
+        self.store_lanes(r15, p.off, 4)
     }
 
-    /// Stores `ymm0`'s lanes at the dword indices in `ymm1`'s lanes from `base + off`, one
-    /// lane after another for the lanes active in `ymm2`: where lanes collide, the last
-    /// work-item wins, as in the interpreter.
-    fn store_lanes(&mut self, base: AsmRegister64, off: i32) -> R<()> {
+    /// Stores the low `size` bytes (4, 2 or 1) of `ymm0`'s lanes at the element indices in
+    /// `ymm1`'s lanes from `base + off`, one lane after another for the lanes active in
+    /// `ymm2`: where lanes collide, the last work-item wins, as in the interpreter.
+    pub(super) fn store_lanes(&mut self, base: AsmRegister64, off: i32, size: u32) -> R<()> {
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
         self.a.vmovmskps(eax, ymm2)?;
@@ -138,7 +141,11 @@ impl V {
             self.a.je(skip)?;
             self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
             self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
-            self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?;
+            match size {
+                4 => self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?,
+                2 => self.a.mov(word_ptr(base + r10 * 2 + off), r11w)?,
+                _ => self.a.mov(byte_ptr(base + r10 + off), r11b)?,
+            }
             self.bind(&mut skip)?;
         }
         Ok(())
@@ -174,15 +181,21 @@ impl V {
     /// The memory operand of buffer `t` at the batch's `global_id(0)` (unchecked: the
     /// driver checks the span).
     pub(super) fn element(&mut self, t: u32) -> R<AsmMemoryOperand> {
+        Ok(ymmword_ptr(self.element_base(t)? + rbx * 4))
+    }
+
+    /// The base of buffer `t` for an unchecked access at the batch's `global_id(0)` (`rbx`):
+    /// its base register, else `rax` loaded with it.
+    pub(super) fn element_base(&mut self, t: u32) -> R<AsmRegister64> {
         if !self.accessed.contains(&t) {
             self.accessed.push(t);
         }
         let pos = self.based_pos(t);
         Ok(match BASES.get(pos) {
-            Some(&r) => ymmword_ptr(r + rbx * 4),
+            Some(&r) => r,
             None => {
                 self.a.mov(rax, qword_ptr(r14 + (t as i32 * 16)))?;
-                ymmword_ptr(rax + rbx * 4)
+                rax
             }
         })
     }
@@ -252,7 +265,7 @@ impl V {
     }
 
     /// The index expression's signedness, if it is a 32-bit integer.
-    fn index_type(index: &Expr) -> R<bool> {
+    pub(super) fn index_type(index: &Expr) -> R<bool> {
         match index.ty() {
             Type::Scalar(kiln_ir::Scalar::I32) => Ok(true),
             Type::Scalar(kiln_ir::Scalar::U32) => Ok(false),
@@ -303,6 +316,12 @@ impl V {
         if let Some(p) = self.private(buf) {
             return self.store_private(&p, index, value);
         }
+        if super::narrow::narrow(value.ty()).is_some() {
+            return self.narrow_store(buf, index, value);
+        }
+        if super::wide64::is_64(value.ty()) {
+            return self.store64(buf, index, value);
+        }
         let t = self.buf_of(buf, value.ty())?;
         if self.kind(index) == Kind::Gid0 {
             return self.store_gid0(t, value);
@@ -323,7 +342,7 @@ impl V {
             self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
             return Ok(());
         }
-        self.store_lanes(base, 0)
+        self.store_lanes(base, 0, 4)
     }
 
     /// A store at exactly `global_id(0)`: unchecked (the driver checks the span), masked

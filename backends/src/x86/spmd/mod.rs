@@ -9,14 +9,16 @@
 //! scalar counter; else a counter per lane under a loop mask), barriers under
 //! batch-uniform control, local and private arrays, and atomics whose order between
 //! work-items cannot show (`atomic.rs`), on `f32`, `i32`, `u32` and `bool` values
-//! (`bool`s as lane masks): every operator (`/` and `%` on integers per lane, shifts by
+//! (`bool`s as lane masks) and `i8`, `u8`, `i16`, `u16` values extended to 32-bit lanes,
+//! `f16` values as their bits (`narrow.rs`; in buffer memory only), and `f64`, `i64` and
+//! `u64` values four lanes per register, two registers a value (`wide64.rs`): every operator (`/` and `%` on integers per lane, shifts by
 //! per-lane counts), `select`, the casts between these types and the intrinsics `min`,
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
 //! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — 64-bit values and other types, f64
-//! transcendental functions, a barrier under divergent control — makes the whole kernel
+//! buffers with checked accesses). Anything else — conversions between 64-bit integers and f32, f64 `sin`/`cos`, a barrier
+//! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
 //!
@@ -60,7 +62,8 @@
 //!
 //! ## Why this is exact
 //!
-//! `exp`, `log`, `sin` and `cos` of f32 lanes (`math.rs`) are the interpreter's own operation
+//! `exp`, `log`, `sin` and `cos` of f32 lanes (`math.rs`) and `exp` and `log` of f64
+//! lanes (`math64.rs`) are the interpreter's own operation
 //! sequences (`kiln_ir::eval::math`), instruction for instruction.
 //!
 //! f32 lane arithmetic and comparisons are the scalar code's IEEE operations (quiet
@@ -77,11 +80,15 @@
 mod atomic;
 mod ctl;
 mod expr;
+mod int64;
 mod math;
+mod math64;
 mod mem;
+mod narrow;
 mod ops;
 mod scalar;
 mod uniform;
+mod wide64;
 
 use std::collections::HashSet;
 
@@ -290,6 +297,8 @@ struct V {
     privs: Vec<Priv>,
     /// The code has FMA3 instructions.
     fma: bool,
+    /// A 64-byte slot for f64 per-lane stores, once one needs it (`wide64.rs`).
+    scratch64: Option<i32>,
     /// The instruction count where the last label was placed (two labels at one place
     /// need a `nop` between them).
     last_label_at: Option<usize>,
@@ -312,9 +321,16 @@ fn lane_type(t: Type) -> bool {
     matches!(t.scalar(), Some(Scalar::F32 | Scalar::I32 | Scalar::U32))
 }
 
-/// The types of `let`s and `var`s: lane types, and `bool` as a lane mask.
+/// The types of `let`s and `var`s: lane types, `bool` as a lane mask, and 8/16-bit
+/// integers extended to 32 bits (`narrow.rs`).
 fn value_type(t: Type) -> bool {
-    lane_type(t) || t == Type::BOOL
+    lane_type(t) || t == Type::BOOL || narrow::narrow(t).is_some() || wide64::is_64(t)
+}
+
+/// The element types of buffers the lane code accesses.
+fn elem_type(e: Scalar) -> bool {
+    let t = Type::Scalar(e);
+    lane_type(t) || narrow::narrow(t).is_some() || wide64::is_64(t)
 }
 
 /// The vector code for `k`, or why it has none; `param_slots` are the scalar frame's
@@ -375,6 +391,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         atomic_problem: atomic::batch_order_problem(k),
         privs: Vec::new(),
         fma: false,
+        scratch64: None,
         last_label_at: None,
     };
     if n_barriers > 0 {
@@ -384,7 +401,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     let mut table = 0;
     for (p, slot) in k.params().iter().zip(param_slots) {
         match (p.ty(), slot) {
-            (Type::Ptr(_, Scalar::F32 | Scalar::I32 | Scalar::U32), _) => {
+            (Type::Ptr(_, e), _) if elem_type(e) => {
                 v.bufs.push((p.name().to_string(), table));
                 table += 1;
             }
@@ -399,7 +416,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     for s in k.body().stmts() {
         if let StmtNode::Alloc { var, count } = s.node() {
             if let Type::Ptr(kiln_ir::AddrSpace::Local, elem) = var.ty() {
-                if matches!(elem, Scalar::F32 | Scalar::I32 | Scalar::U32) {
+                if elem_type(elem) {
                     v.bufs.push((var.name().to_string(), table));
                 }
                 v.mems.push(MemInfo {
@@ -662,6 +679,9 @@ impl V {
         if !value_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
+        if wide64::is_64(var.ty()) {
+            return Ok((self.bind_let64(var, value, kind)?, None));
+        }
         let mut dword = None;
         if kind == Kind::Uniform && scalar::int_type(var.ty()) && self.gpr_ok(value) {
             // Uniform index arithmetic stays scalar, in a dword; it is broadcast too when
@@ -735,6 +755,10 @@ impl V {
                 // Pure, and its loads masked: computed in every lane.
                 let kind = self.kind(value);
                 self.bind_let(var, value, kind, false)?;
+            }
+            StmtNode::Decl { var, init } if wide64::is_64(var.ty()) => {
+                let kind = self.var_kind(var, init)?;
+                self.decl64(var, init, kind)?;
             }
             StmtNode::Decl { var, init } => {
                 if !value_type(var.ty()) {

@@ -182,7 +182,7 @@ impl V {
     /// `cond ? a : b`: all three evaluated in every lane, in that order (as the
     /// interpreter does), then blended.
     fn select(&mut self, cond: &Expr, a: &Expr, b: &Expr, d: usize) -> R<()> {
-        if lane_scalar(a.ty()).is_none() {
+        if lane_scalar(a.ty()).is_none() && super::narrow::narrow(a.ty()).is_none() {
             return no(format!("a select of {}", a.ty()));
         }
         self.cond(cond, d)?;
@@ -219,6 +219,11 @@ impl V {
 
     /// `a as to` (see `kiln_ir::eval::cast`).
     fn cast(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
+        if to == Scalar::Bool && super::narrow::narrow(a.ty()).is_some() {
+            // `!= 0` of the value as i32 (f16: as f32, exact).
+            let via = if a.ty() == Type::F16 { Scalar::F32 } else { Scalar::I32 };
+            return self.cast(Scalar::Bool, &a.cast(via), d);
+        }
         let Some(from) = lane_scalar(a.ty()) else {
             return no(format!("a cast from {}", a.ty()));
         };
@@ -385,10 +390,13 @@ impl V {
     /// one is at least 1/|b|, its error at most |a/b| * 2^-53), so truncating it is the
     /// integer quotient; i32::MIN / -1 converts to i32::MIN (the wrapped quotient).
     /// The remainder is a - q * b, wrapping (0 for i32::MIN % -1).
-    fn lane_div(&mut self, e: &Expr, rem: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
+    pub(super) fn lane_div(&mut self, e: &Expr, rem: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
         let unsigned = match lane_scalar(a.ty()) {
             Some(Scalar::U32) => true,
             Some(Scalar::I32) => false,
+            // 8/16-bit values extended to 32 bits are i32 values of the same magnitude
+            // (`narrow.rs` re-extends the result).
+            _ if super::narrow::narrow(a.ty()).is_some() => false,
             _ => return no(format!("`{}` on {}", if rem { "%" } else { "/" }, a.ty())),
         };
         self.expr(a, d)?;

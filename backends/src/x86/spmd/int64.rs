@@ -1,0 +1,228 @@
+//! i64/u64 operations of the lane code beyond what they share with f64 (`wide64.rs`: the
+//! two-register layout, constants, names, loads, stores, `select`, comparisons, casts):
+//! arithmetic, shifts, `min`/`max`/`abs`, `/` and `%` per lane, and the conversion to f64.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Type, UnOp};
+
+use super::wide64::F64_M2P31;
+use super::{no, R, V, XMM, YMM};
+
+impl V {
+    /// i64/u64 `a` as f64 into `ymm{d}`, `ymm{d+1}`, correctly rounded: the high dword
+    /// (signed for i64) times 2^32 and the low dword (unsigned) are both exact in f64, so
+    /// their sum rounds once.
+    pub(super) fn int64_to_f64(&mut self, signed: bool, a: &Expr, d: usize) -> R<()> {
+        self.expr64(a, d)?;
+        let sign = self.imm_slot(0x8000_0000);
+        let k = self.q_slot(F64_M2P31);
+        let two32 = self.q_slot(0x41f0_0000_0000_0000);
+        for h in 0..2 {
+            let (p, t, u) = (YMM[d + h], YMM[d + 2], YMM[d + 3]);
+            // The high dwords, then the low ones, of the four qwords in an xmm each.
+            self.a.vshufps(t, p, p, 0xdd)?;
+            self.a.vpermpd(t, t, 0x08)?;
+            self.a.vshufps(u, p, p, 0x88)?;
+            self.a.vpermpd(u, u, 0x08)?;
+            if !signed {
+                self.a.vpxor(XMM[d + 2], XMM[d + 2], xmmword_ptr(r15 + sign))?;
+            }
+            self.a.vcvtdq2pd(t, XMM[d + 2])?;
+            if !signed {
+                self.a.vsubpd(t, t, k)?;
+            }
+            self.a.vmulpd(t, t, two32)?;
+            self.a.vpxor(XMM[d + 3], XMM[d + 3], xmmword_ptr(r15 + sign))?;
+            self.a.vcvtdq2pd(u, XMM[d + 3])?;
+            self.a.vsubpd(u, u, k)?;
+            self.a.vaddpd(p, t, u)?;
+        }
+        Ok(())
+    }
+
+    /// The i64/u64 operations that differ from f64's into `ymm{d}`, `ymm{d+1}`; `None` for
+    /// the nodes both share (constants, names, loads, `select`, casts).
+    pub(super) fn int64_op(&mut self, e: &Expr, d: usize) -> Option<R<()>> {
+        let signed = e.ty() == Type::I64;
+        Some(match e.node() {
+            ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b } => {
+                self.div64(e, *op == BinOp::Rem, signed, a, b, d)
+            }
+            ExprNode::Binary { op, a, b } => {
+                let op = *op;
+                self.expr64(a, d).and_then(|_| self.expr64(b, d + 2)).and_then(|_| {
+                    for h in 0..2 {
+                        let (p, q) = (YMM[d + h], YMM[d + 2 + h]);
+                        let (t, u) = (YMM[d + 4], YMM[d + 5]);
+                        match op {
+                            BinOp::Add => self.a.vpaddq(p, p, q)?,
+                            BinOp::Sub => self.a.vpsubq(p, p, q)?,
+                            BinOp::And => self.a.vpand(p, p, q)?,
+                            BinOp::Or => self.a.vpor(p, p, q)?,
+                            BinOp::Xor => self.a.vpxor(p, p, q)?,
+                            BinOp::Mul => {
+                                // Wrapping: lo*lo + ((hi_a*lo_b + lo_a*hi_b) << 32).
+                                self.a.vpsrlq(t, p, 32)?;
+                                self.a.vpmuludq(t, t, q)?;
+                                self.a.vpsrlq(u, q, 32)?;
+                                self.a.vpmuludq(u, u, p)?;
+                                self.a.vpaddq(t, t, u)?;
+                                self.a.vpsllq(t, t, 32)?;
+                                self.a.vpmuludq(p, p, q)?;
+                                self.a.vpaddq(p, p, t)?;
+                            }
+                            BinOp::Shl | BinOp::Shr => {
+                                // Counts modulo 64, as the interpreter takes them.
+                                let m = self.q_slot(63);
+                                self.a.vpand(q, q, m)?;
+                                if op == BinOp::Shl {
+                                    self.a.vpsllvq(p, p, q)?;
+                                } else if signed {
+                                    // ((x ^ s) >>> n) ^ s, s the sign mask.
+                                    self.a.vpxor(t, t, t)?;
+                                    self.a.vpcmpgtq(t, t, p)?;
+                                    self.a.vpxor(p, p, t)?;
+                                    self.a.vpsrlvq(p, p, q)?;
+                                    self.a.vpxor(p, p, t)?;
+                                } else {
+                                    self.a.vpsrlvq(p, p, q)?;
+                                }
+                            }
+                            _ => return no(format!("`{}` on {}", op.symbol(), e.ty())),
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Unary { op, a } => {
+                let op = *op;
+                self.expr64(a, d).and_then(|_| {
+                    let z = YMM[d + 2];
+                    for h in 0..2 {
+                        let p = YMM[d + h];
+                        if op == UnOp::Neg {
+                            self.a.vpxor(z, z, z)?;
+                            self.a.vpsubq(p, z, p)?;
+                        } else {
+                            let ones = self.q_slot(u64::MAX);
+                            self.a.vpxor(p, p, ones)?;
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Intrinsic { op: op @ (Intrinsic::Min | Intrinsic::Max), args }
+                if args.len() == 2 =>
+            {
+                let max = *op == Intrinsic::Max;
+                self.expr64(&args[0], d).and_then(|_| self.expr64(&args[1], d + 2)).and_then(|_| {
+                    for h in 0..2 {
+                        let (p, q, m) = (YMM[d + h], YMM[d + 2 + h], YMM[d + 4]);
+                        // m: a > b (signed, or with the sign bits flipped).
+                        if signed {
+                            self.a.vpcmpgtq(m, p, q)?;
+                        } else {
+                            let sign = self.q_slot(1 << 63);
+                            self.a.vpxor(m, p, sign)?;
+                            self.a.vpxor(YMM[d + 5], q, sign)?;
+                            self.a.vpcmpgtq(m, m, YMM[d + 5])?;
+                        }
+                        if max {
+                            self.a.vblendvpd(p, q, p, m)?;
+                        } else {
+                            self.a.vblendvpd(p, p, q, m)?;
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Intrinsic { op: Intrinsic::Abs, args } if args.len() == 1 => {
+                self.expr64(&args[0], d).and_then(|_| {
+                    if signed {
+                        // (x ^ s) - s, s the sign mask: wrapping at MIN.
+                        let s = YMM[d + 2];
+                        for h in 0..2 {
+                            let p = YMM[d + h];
+                            self.a.vpxor(s, s, s)?;
+                            self.a.vpcmpgtq(s, s, p)?;
+                            self.a.vpxor(p, p, s)?;
+                            self.a.vpsubq(p, p, s)?;
+                        }
+                    }
+                    Ok(())
+                })
+            }
+            ExprNode::Intrinsic { op, .. } => no(format!("`{}` on {}", op.name(), e.ty())),
+            _ => return None,
+        })
+    }
+
+    /// An i64/u64 `/` or `%` per lane: a zero divisor in an active lane is an error of the
+    /// lowest such lane (as `ops.rs`'s i32 division reports it); then one `idiv`/`div` per
+    /// active lane on the lanes spilled to the frame, `MIN / -1` wrapping to MIN (`%`: 0)
+    /// as the interpreter's wrapping division (where `idiv` would trap).
+    fn div64(&mut self, e: &Expr, rem: bool, signed: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
+        self.expr64(a, d)?;
+        self.expr64(b, d + 2)?;
+        // A constant nonzero divisor cannot fault: every lane is divided (such a division
+        // may be computed before the batch loop, where there is no lane mask yet).
+        let safe = super::scalar::safe_divisor_expr(b);
+        if safe {
+            let ones = self.imm_slot(u32::MAX);
+            self.a.vmovups(YMM[d + 5], ymmword_ptr(r15 + ones))?;
+        } else {
+            let z = self.q_slot(0);
+            self.a.vpcmpeqq(YMM[d + 4], YMM[d + 2], z)?;
+            self.a.vpcmpeqq(YMM[d + 5], YMM[d + 3], z)?;
+            self.pack_masks(d + 4)?;
+            self.active(d + 5)?;
+            self.a.vpand(YMM[d + 4], YMM[d + 4], YMM[d + 5])?;
+            let site = crate::x86::gen::Site::Div { rem, expr: e.fault_site() };
+            let code = crate::x86::rt::ERR_DIV_ZERO;
+            self.fault_stub(d + 4, d + 4, d + 5, code, site, false, None)?;
+        }
+        let (sa, sb) = (self.scratch64(), self.slot64());
+        self.a.vmovupd(ymmword_ptr(r15 + sa), YMM[d])?;
+        self.a.vmovupd(ymmword_ptr(r15 + (sa + 32)), YMM[d + 1])?;
+        self.a.vmovupd(ymmword_ptr(r15 + sb), YMM[d + 2])?;
+        self.a.vmovupd(ymmword_ptr(r15 + (sb + 32)), YMM[d + 3])?;
+        self.a.vmovmskps(r11d, YMM[d + 5])?;
+        // rdx may hold a buffer base.
+        self.a.push(rdx)?;
+        for lane in 0..8 {
+            let mut skip = self.a.create_label();
+            let mut minus1 = self.a.create_label();
+            let mut done = self.a.create_label();
+            self.a.test(r11d, 1 << lane)?;
+            self.a.je(skip)?;
+            self.a.mov(rax, qword_ptr(r15 + (sa + 8 * lane)))?;
+            self.a.mov(r10, qword_ptr(r15 + (sb + 8 * lane)))?;
+            if signed {
+                self.a.cmp(r10, -1)?;
+                self.a.je(minus1)?;
+                self.a.cqo()?;
+                self.a.idiv(r10)?;
+            } else {
+                self.a.xor(edx, edx)?;
+                self.a.div(r10)?;
+            }
+            if rem {
+                self.a.mov(rax, rdx)?;
+            }
+            self.a.jmp(done)?;
+            self.bind(&mut minus1)?;
+            if rem {
+                self.a.xor(eax, eax)?;
+            } else {
+                self.a.neg(rax)?;
+            }
+            self.bind(&mut done)?;
+            self.a.mov(qword_ptr(r15 + (sa + 8 * lane)), rax)?;
+            self.bind(&mut skip)?;
+        }
+        self.a.pop(rdx)?;
+        self.a.vmovupd(YMM[d], ymmword_ptr(r15 + sa))?;
+        self.a.vmovupd(YMM[d + 1], ymmword_ptr(r15 + (sa + 32)))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,629 @@
+//! `f64`, `i64` and `u64` values in the lane code: the eight lanes of a value in two
+//! registers, lanes 0..3 in `ymm{d}` and lanes 4..7 in `ymm{d+1}` (four per register),
+//! `let`s and `var`s in 64-byte slots of the vector frame.
+//!
+//! i64/u64 (`int64.rs`): `+ - & | ^` and comparisons are AVX2's qword instructions, which
+//! wrap as the interpreter does; `*` is the low 64 bits of the product from three 32-bit
+//! partial products; shifts take counts modulo 64 (`i64 >>` as `((x ^ s) >>> n) ^ s`, s the
+//! sign mask); unsigned order is signed order with the sign bits flipped; casts truncate
+//! to 32 bits or extend from them, and to f64 round once (`int64_to_f64`); `/` and `%` are
+//! one scalar division per active lane (`div64`).
+//!
+//! Why this is exact: `+ - * /`, `sqrt` (correctly rounded), `fma` (one rounding, the
+//! interpreter's `mul_add` being the same FMA3 instruction), `floor`/`ceil`/`trunc`
+//! (`vroundpd`), `-` and `abs` (the sign bit only) and the quiet comparisons are the scalar
+//! code's IEEE operations lane by lane; `min`/`max` take `ops.rs`'s f32 fix-ups for the
+//! interpreter's NaN and signed-zero rules; conversions between f32 and f64 round to
+//! nearest even and quiet a NaN keeping its sign and top payload bits, as
+//! `kiln_ir::eval::cast` does, and i32/u32 (and the 8/16-bit integers, extended) convert
+//! exactly. Conditions of f64 values are qword masks narrowed to the lanes' dword masks.
+//! Loads at exactly `global_id(0)` are two vector loads (the span is checked by the
+//! driver), others checked gathers (`vgatherdpd`); stores at `global_id(0)` are (masked)
+//! vector stores, others checked per-lane stores in lane order. Casts to i32/u32 (and
+//! through them to 8/16-bit integers) saturate as the interpreter's, NaN giving 0 (see
+//! `f64_to_int`). `exp` and `log` are `math64.rs`'s. Not yet in the lanes (the kernel stays
+//! on the scalar code, saying so): `sin`, `cos` of f64, conversions between i64/u64 and f32 (and from f64
+//! to them), 64-bit private arrays and atomics.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar, Type, UnOp, Var};
+
+use super::{
+    lane_type, no, Bound, Kind, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_GT_OQ, CMP_LE_OQ, CMP_LT_OQ,
+    CMP_NEQ_UQ, CMP_UNORD_Q, R, TEMPS, V, XMM, YMM,
+};
+
+/// f64 bits of 1.0 and -2^31.
+const F64_ONE: u64 = 0x3ff0_0000_0000_0000;
+pub(super) const F64_M2P31: u64 = 0xc1e0_0000_0000_0000;
+
+/// True for the 32-bit lane types (and bool) a cast from f64 converts to here.
+fn to_32(to: Scalar) -> bool {
+    matches!(to, Scalar::F32 | Scalar::I32 | Scalar::U32 | Scalar::Bool)
+}
+
+/// True for the types of this module's values: f64, i64, u64.
+pub(super) fn is_64(t: Type) -> bool {
+    matches!(t.scalar(), Some(Scalar::F64 | Scalar::I64 | Scalar::U64))
+        && !matches!(t, Type::Ptr(..))
+}
+
+/// True for i64 and u64.
+fn is_int64(t: Type) -> bool {
+    matches!(t, Type::Scalar(Scalar::I64 | Scalar::U64))
+}
+
+impl V {
+    /// A 32-byte slot holding the qword `bits` four times.
+    pub(super) fn q_slot(&mut self, bits: u64) -> AsmMemoryOperand {
+        ymmword_ptr(r15 + self.const_slot((bits, 4)))
+    }
+
+    /// Registers needed to compute f64 `e` into `ymm{d}`, `ymm{d+1}`.
+    pub(super) fn need64(&self, e: &Expr) -> usize {
+        match e.node() {
+            ExprNode::Load { index, .. } if self.kind(index) != Kind::Gid0 => {
+                self.need(index).max(5)
+            }
+            // (Temporaries: a product's partial products, a signed shift's sign mask, a
+            // division's zero test.)
+            ExprNode::Binary { op, a, b }
+                if (matches!(op, BinOp::Mul | BinOp::Div | BinOp::Rem) && is_int64(e.ty()))
+                    || (*op == BinOp::Shr && e.ty() == Type::I64) =>
+            {
+                self.need64(a).max(self.need64(b) + 2).max(6)
+            }
+            ExprNode::Binary { a, b, .. } => self.need64(a).max(self.need64(b) + 2),
+            ExprNode::Unary { a, .. } => self.need64(a).max(3),
+            ExprNode::Intrinsic { .. } if super::expr::desugar(e).is_some() => {
+                super::expr::desugar(e).map_or(2, |p| self.need64(&p))
+            }
+            ExprNode::Intrinsic { op, args } => {
+                let n = args.iter().enumerate().map(|(k, x)| self.need64(x) + 2 * k).max();
+                let n = n.unwrap_or(2);
+                if matches!(op, Intrinsic::Min | Intrinsic::Max) {
+                    n.max(6)
+                } else if matches!(op, Intrinsic::Exp | Intrinsic::Log) {
+                    n.max(super::math64::EXP64_NEED)
+                } else if *op == Intrinsic::Abs {
+                    n.max(3)
+                } else {
+                    n
+                }
+            }
+            ExprNode::Select { cond, a, b } => {
+                self.need_cond(cond).max(self.need64(a) + 1).max(self.need64(b) + 3).max(6)
+            }
+            ExprNode::Cast { a, .. } if is_64(a.ty()) => self.need64(a).max(4),
+            ExprNode::Cast { a, .. } if a.ty() == Type::BOOL => self.need_cond(a).max(2),
+            ExprNode::Cast { a, .. } => self.need(a).max(2),
+            _ => 2,
+        }
+    }
+
+    /// Registers for the nodes that consume f64 values into one 32-bit lane register
+    /// (casts from f64, comparisons of f64); `None` for others.
+    pub(super) fn need_from64(&self, e: &Expr) -> Option<usize> {
+        match e.node() {
+            ExprNode::Cast { to, a } if is_64(a.ty()) && to_32(*to) => Some(self.need64(a).max(4)),
+            ExprNode::Binary { op, a, b } if op.is_comparison() && is_64(a.ty()) => {
+                Some(self.need64(a).max(self.need64(b) + 2))
+            }
+            _ => None,
+        }
+    }
+
+    /// Evaluates f64 `e` into `ymm{d}`, `ymm{d+1}`, failing if that needs too many
+    /// registers.
+    pub(super) fn expr64_top(&mut self, e: &Expr, d: usize) -> R<()> {
+        if d + self.need64(e) > TEMPS {
+            return no("an f64 expression needing more than 8 registers");
+        }
+        self.expr64(e, d)
+    }
+
+    /// Evaluates f64 `e` into `ymm{d}` (lanes 0..3) and `ymm{d+1}` (lanes 4..7).
+    pub(super) fn expr64(&mut self, e: &Expr, d: usize) -> R<()> {
+        if d + 2 > TEMPS {
+            return no("internal: out of expression registers");
+        }
+        let (x, y) = (YMM[d], YMM[d + 1]);
+        if let Some(plain) = super::expr::desugar(e) {
+            return self.expr64(&plain, d);
+        }
+        let Some(ty) = e.ty().scalar() else { return no(format!("`{e}`")) };
+        if is_int64(e.ty()) {
+            if let Some(r) = self.int64_op(e, d) {
+                return r;
+            }
+        }
+        match e.node() {
+            ExprNode::Imm(i) => {
+                let bits = crate::x86::rt::bits_of(kiln_ir::eval::cast(ty, *i));
+                let m = self.q_slot(bits);
+                self.a.vmovupd(x, m)?;
+                self.a.vmovupd(y, m)?;
+            }
+            ExprNode::Var(v) => match self.find(v.name()).map(|b| b.loc) {
+                Some(Loc::Slot(off)) => {
+                    self.a.vmovupd(x, ymmword_ptr(r15 + off))?;
+                    self.a.vmovupd(y, ymmword_ptr(r15 + (off + 32)))?;
+                }
+                Some(_) => return no(format!("internal: `{}` is not in a slot", v.name())),
+                None => match self.param(v) {
+                    Some(slot) => {
+                        self.a.vbroadcastsd(x, qword_ptr(r13 + slot))?;
+                        self.a.vmovapd(y, x)?;
+                    }
+                    None => return no(format!("`{}` of type f64", v.name())),
+                },
+            },
+            ExprNode::Load { buf, index } => {
+                if self.private(buf).is_some() {
+                    return no(format!("a load of the private array `{}` of f64", buf.name()));
+                }
+                self.load64(buf, index, e.ty(), d)?;
+            }
+            ExprNode::Binary { op, a, b } => {
+                self.expr64(a, d)?;
+                self.expr64(b, d + 2)?;
+                for h in 0..2 {
+                    let (p, q) = (YMM[d + h], YMM[d + 2 + h]);
+                    match op {
+                        BinOp::Add => self.a.vaddpd(p, p, q)?,
+                        BinOp::Sub => self.a.vsubpd(p, p, q)?,
+                        BinOp::Mul => self.a.vmulpd(p, p, q)?,
+                        BinOp::Div => self.a.vdivpd(p, p, q)?,
+                        _ => return no(format!("`{}` on f64", op.symbol())),
+                    }
+                }
+            }
+            ExprNode::Unary { op: UnOp::Neg, a } => {
+                self.expr64(a, d)?;
+                let m = self.q_slot(1 << 63);
+                self.a.vxorpd(x, x, m)?;
+                self.a.vxorpd(y, y, m)?;
+            }
+            ExprNode::Intrinsic { op, args } => self.intrinsic64(*op, args, d)?,
+            ExprNode::Select { cond, a, b } => {
+                // In order (cond, a, b), as the interpreter evaluates them.
+                self.cond(cond, d)?;
+                self.expr64(a, d + 1)?;
+                self.expr64(b, d + 3)?;
+                let (c, t) = (YMM[d], YMM[d + 5]);
+                self.a.vpmovsxdq(t, XMM[d])?;
+                self.a.vextracti128(XMM[d], c, 1)?;
+                self.a.vpmovsxdq(c, XMM[d])?;
+                self.a.vblendvpd(t, YMM[d + 3], YMM[d + 1], t)?;
+                self.a.vblendvpd(y, YMM[d + 4], YMM[d + 2], c)?;
+                self.a.vmovapd(x, t)?;
+            }
+            ExprNode::Cast { to, a } => self.cast_to64(*to, a, d)?,
+            _ => return no(format!("`{e}` on {ty}")),
+        }
+        Ok(())
+    }
+
+    /// `a as to` (a 64-bit type) into `ymm{d}`, `ymm{d+1}`.
+    fn cast_to64(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
+        let (x, y) = (YMM[d], YMM[d + 1]);
+        let from = a.ty();
+        let to_t = Type::Scalar(to);
+        if from == to_t || (is_int64(from) && is_int64(to_t)) {
+            // The same bits.
+            return self.expr64(a, d);
+        }
+        if from == Type::F16 && to == Scalar::F64 {
+            // Exact through f32.
+            return self.cast_to64(to, &a.cast(Scalar::F32), d);
+        }
+        if is_int64(from) && to == Scalar::F64 {
+            return self.int64_to_f64(from == Type::I64, a, d);
+        }
+        if is_64(from) || (is_int64(to_t) && from.scalar().is_some_and(|s| s.is_float())) {
+            return no(format!("a cast from {from} to {to}"));
+        }
+        if from == Type::BOOL {
+            self.cond(a, d)?;
+            let one = self.imm_slot(1);
+            self.a.vpand(x, x, ymmword_ptr(r15 + one))?;
+        } else if lane_type(from) || super::narrow::narrow(from).is_some_and(|_| from != Type::F16)
+        {
+            self.expr(a, d)?;
+        } else {
+            return no(format!("a cast from {from} to f64"));
+        }
+        self.a.vextracti128(XMM[d + 1], x, 1)?;
+        for (r, xr) in [(y, XMM[d + 1]), (x, XMM[d])] {
+            if is_int64(to_t) {
+                // Sign extension from signed types (8/16-bit values are extended already),
+                // zero extension from u32 and bool.
+                match from.scalar() {
+                    Some(Scalar::U32 | Scalar::Bool) => self.a.vpmovzxdq(r, xr)?,
+                    _ => self.a.vpmovsxdq(r, xr)?,
+                }
+                continue;
+            }
+            match from.scalar() {
+                Some(Scalar::F32) => self.a.vcvtps2pd(r, xr)?,
+                Some(Scalar::U32) => {
+                    // (v ^ 2^31) as i32, then + 2^31: exact.
+                    let sign = self.imm_slot(0x8000_0000);
+                    self.a.vpxor(xr, xr, xmmword_ptr(r15 + sign))?;
+                    self.a.vcvtdq2pd(r, xr)?;
+                    let k = self.q_slot(F64_M2P31);
+                    self.a.vsubpd(r, r, k)?;
+                }
+                _ => self.a.vcvtdq2pd(r, xr)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Narrows qword masks in `ymm{d}`, `ymm{d+1}` to the lanes' dword mask in `ymm{d}`.
+    pub(super) fn pack_masks(&mut self, d: usize) -> R<()> {
+        let (x, y) = (YMM[d], YMM[d + 1]);
+        // The low dwords of the qwords: [l0 l1 h0 h1 | l2 l3 h2 h3], then in lane order.
+        self.a.vshufps(x, x, y, 0x88)?;
+        self.a.vpermpd(x, x, 0xd8)?;
+        Ok(())
+    }
+
+    /// The nodes consuming f64 values into `ymm{d}` (one 32-bit lane register): casts from
+    /// f64 and comparisons of f64; `None` for others.
+    pub(super) fn from64(&mut self, e: &Expr, d: usize) -> Option<R<()>> {
+        match e.node() {
+            // (To 8/16-bit integers: `narrow.rs`, through i32/u32.)
+            ExprNode::Cast { to, a } if is_64(a.ty()) && to_32(*to) => {
+                Some(self.cast_from64(*to, a, d))
+            }
+            ExprNode::Binary { op, a, b } if op.is_comparison() && is_64(a.ty()) => {
+                Some(self.compare64(*op, a, b, d))
+            }
+            _ => None,
+        }
+    }
+
+    fn cast_from64(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
+        let (x, y) = (YMM[d], YMM[d + 1]);
+        if is_int64(a.ty()) {
+            self.expr64(a, d)?;
+            match to {
+                // Truncation: the low dwords.
+                Scalar::I32 | Scalar::U32 => self.pack_masks(d)?,
+                Scalar::Bool => {
+                    let z = self.q_slot(0);
+                    self.a.vpcmpeqq(x, x, z)?;
+                    self.a.vpcmpeqq(y, y, z)?;
+                    self.pack_masks(d)?;
+                    let ones = self.imm_slot(u32::MAX);
+                    self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
+                }
+                _ => return no(format!("a cast from {} to {to}", a.ty())),
+            }
+            return Ok(());
+        }
+        match to {
+            Scalar::F32 => {
+                self.expr64(a, d)?;
+                self.a.vcvtpd2ps(XMM[d], x)?;
+                self.a.vcvtpd2ps(XMM[d + 1], y)?;
+                self.a.vinsertf128(x, x, XMM[d + 1], 1)?;
+            }
+            Scalar::Bool => {
+                // `!= 0`: a NaN is true, -0.0 false.
+                self.expr64(a, d)?;
+                let z = self.q_slot(0);
+                self.a.vcmppd(x, x, z, CMP_NEQ_UQ)?;
+                self.a.vcmppd(y, y, z, CMP_NEQ_UQ)?;
+                self.pack_masks(d)?;
+            }
+            Scalar::I32 | Scalar::U32 => {
+                self.expr64(a, d)?;
+                self.f64_to_int(to == Scalar::U32, d)?;
+            }
+            _ => return no(format!("a cast from f64 to {to}")),
+        }
+        Ok(())
+    }
+
+    /// The saturating conversion of the f64 lanes in `ymm{d}`, `ymm{d+1}` to i32 or u32
+    /// lanes in `ymm{d}` (`ymm{d+2}`, `ymm{d+3}` temporaries), NaN giving 0, as
+    /// `kiln_ir::eval::cast`. i32: NaN lanes cleared first; truncation gives 0x80000000
+    /// out of range, which is i32::MIN below and, flipped by the `>= 2^31` mask, i32::MAX
+    /// above. u32: floor (= truncation on the range) minus 2^31 is exact and in i32 range
+    /// for [0, 2^32), converted and shifted back; below 0 and for NaN that gives 0; at
+    /// 2^32 and above the `>= 2^32` mask makes u32::MAX.
+    fn f64_to_int(&mut self, unsigned: bool, d: usize) -> R<()> {
+        let limit = if unsigned { 0x41f0_0000_0000_0000 } else { 0x41e0_0000_0000_0000 };
+        let limit = self.q_slot(limit);
+        for h in 0..2 {
+            let x = YMM[d + h];
+            if unsigned {
+                self.a.vroundpd(x, x, 9)?;
+            } else {
+                // (ymm{d+3} is free until this half's mask: the low half's is in ymm{d+2}.)
+                self.a.vcmppd(YMM[d + 3], x, x, super::CMP_ORD_Q)?;
+                self.a.vandpd(x, x, YMM[d + 3])?;
+            }
+            self.a.vcmppd(YMM[d + 2 + h], x, limit, CMP_GE_OQ)?;
+        }
+        self.pack_masks(d + 2)?;
+        if unsigned {
+            let k = self.q_slot(F64_M2P31);
+            self.a.vaddpd(YMM[d], YMM[d], k)?;
+            self.a.vaddpd(YMM[d + 1], YMM[d + 1], k)?;
+        }
+        self.a.vcvttpd2dq(XMM[d], YMM[d])?;
+        self.a.vcvttpd2dq(XMM[d + 1], YMM[d + 1])?;
+        self.a.vinserti128(YMM[d], YMM[d], XMM[d + 1], 1)?;
+        if unsigned {
+            let sign = self.imm_slot(0x8000_0000);
+            self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + sign))?;
+            self.a.vpor(YMM[d], YMM[d], YMM[d + 2])?;
+        } else {
+            self.a.vpxor(YMM[d], YMM[d], YMM[d + 2])?;
+        }
+        Ok(())
+    }
+
+    fn compare64(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
+        self.expr64(a, d)?;
+        self.expr64(b, d + 2)?;
+        if is_int64(a.ty()) {
+            if a.ty() == Type::U64 {
+                // Unsigned order is signed order with the sign bits flipped.
+                let sign = self.q_slot(1 << 63);
+                for &r in &YMM[d..d + 4] {
+                    self.a.vpxor(r, r, sign)?;
+                }
+            }
+            // a > b is gt(a, b); a < b is gt(b, a); the others negate these or equality.
+            let (gt, swap, negate) = match op {
+                BinOp::Eq => (false, false, false),
+                BinOp::Ne => (false, false, true),
+                BinOp::Gt => (true, false, false),
+                BinOp::Lt => (true, true, false),
+                BinOp::Le => (true, false, true),
+                _ => (true, true, true),
+            };
+            for h in 0..2 {
+                let (p, q) = (YMM[d + h], YMM[d + 2 + h]);
+                let (s, t) = if swap { (q, p) } else { (p, q) };
+                if gt {
+                    self.a.vpcmpgtq(p, s, t)?;
+                } else {
+                    self.a.vpcmpeqq(p, s, t)?;
+                }
+            }
+            self.pack_masks(d)?;
+            if negate {
+                let ones = self.imm_slot(u32::MAX);
+                self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + ones))?;
+            }
+            return Ok(());
+        }
+        let pred = match op {
+            BinOp::Eq => CMP_EQ_OQ,
+            BinOp::Ne => CMP_NEQ_UQ,
+            BinOp::Lt => CMP_LT_OQ,
+            BinOp::Le => CMP_LE_OQ,
+            BinOp::Gt => CMP_GT_OQ,
+            _ => CMP_GE_OQ,
+        };
+        for h in 0..2 {
+            self.a.vcmppd(YMM[d + h], YMM[d + h], YMM[d + 2 + h], pred)?;
+        }
+        self.pack_masks(d)
+    }
+
+    fn intrinsic64(&mut self, op: Intrinsic, args: &[Expr], d: usize) -> R<()> {
+        let arity = match op {
+            Intrinsic::Fma => 3,
+            Intrinsic::Min | Intrinsic::Max => 2,
+            Intrinsic::Abs
+            | Intrinsic::Sqrt
+            | Intrinsic::Floor
+            | Intrinsic::Ceil
+            | Intrinsic::Trunc
+            | Intrinsic::Exp
+            | Intrinsic::Log => 1,
+            _ => return no(format!("`{}` on f64", op.name())),
+        };
+        if args.len() != arity {
+            return no(format!("`{}` with {} arguments", op.name(), args.len()));
+        }
+        for (k, x) in args.iter().enumerate() {
+            self.expr64(x, d + 2 * k)?;
+        }
+        match op {
+            Intrinsic::Exp => return self.exp64(d),
+            Intrinsic::Log => return self.log64(d),
+            _ => {}
+        }
+        for h in 0..2 {
+            let x = YMM[d + h];
+            match op {
+                Intrinsic::Abs => {
+                    let m = self.q_slot(!(1 << 63));
+                    self.a.vandpd(x, x, m)?;
+                }
+                Intrinsic::Sqrt => self.a.vsqrtpd(x, x)?,
+                // Rounding with the precision exception suppressed (bit 3).
+                Intrinsic::Floor => self.a.vroundpd(x, x, 9)?,
+                Intrinsic::Ceil => self.a.vroundpd(x, x, 10)?,
+                Intrinsic::Trunc => self.a.vroundpd(x, x, 11)?,
+                Intrinsic::Fma => {
+                    if !super::has_fma() {
+                        return no("`fma` without FMA3");
+                    }
+                    self.fma = true;
+                    self.a.vfmadd213pd(x, YMM[d + 2 + h], YMM[d + 4 + h])?;
+                }
+                _ => self.min_max64(op == Intrinsic::Max, d + h, d + 2 + h, d + 4, d + 5)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// `ops.rs`'s f32 `min`/`max` fix-ups on f64 lanes: `x` (result) and `y` operands,
+    /// `r`, `e` temporaries.
+    fn min_max64(&mut self, max: bool, xi: usize, yi: usize, ri: usize, ei: usize) -> R<()> {
+        let (x, y, r, e) = (YMM[xi], YMM[yi], YMM[ri], YMM[ei]);
+        if max {
+            self.a.vmaxpd(r, y, x)?;
+            self.a.vcmppd(e, x, y, CMP_NEQ_UQ)?;
+            self.a.vorpd(e, e, y)?;
+            self.a.vandpd(r, r, e)?;
+        } else {
+            self.a.vminpd(r, y, x)?;
+            self.a.vcmppd(e, x, y, CMP_EQ_OQ)?;
+            self.a.vandpd(e, e, y)?;
+            self.a.vorpd(r, r, e)?;
+        }
+        let one = self.q_slot(F64_ONE);
+        self.a.vmulpd(e, y, one)?;
+        self.a.vcmppd(x, x, x, CMP_UNORD_Q)?;
+        self.a.vblendvpd(x, r, e, x)?;
+        Ok(())
+    }
+
+    /// A load of f64 `buf[index]` into `ymm{d}`, `ymm{d+1}`: at exactly `global_id(0)` two
+    /// vector loads, else a checked gather per half.
+    fn load64(&mut self, buf: &Var, index: &Expr, ty: Type, d: usize) -> R<()> {
+        let t = self.buf_of(buf, ty)?;
+        if self.kind(index) == Kind::Gid0 {
+            let b = self.element_base(t)?;
+            self.a.vmovupd(YMM[d], ymmword_ptr(b + rbx * 8))?;
+            self.a.vmovupd(YMM[d + 1], ymmword_ptr(b + rbx * 8 + 32))?;
+            return Ok(());
+        }
+        let signed = Self::index_type(index)?;
+        self.expr(index, d)?;
+        self.active(d + 1)?;
+        self.check(d, d + 1, d + 2, t, "load", signed)?;
+        let base = self.base(t)?;
+        // Lanes 0..3: indices in xmm{d}, the mask widened.
+        self.a.vpmovsxdq(YMM[d + 3], XMM[d + 1])?;
+        self.a.vxorpd(YMM[d + 2], YMM[d + 2], YMM[d + 2])?;
+        self.a.vgatherdpd_3(YMM[d + 2], qword_ptr(base + XMM[d] * 8), YMM[d + 3])?;
+        // Lanes 4..7.
+        self.a.vextracti128(XMM[d + 3], YMM[d], 1)?;
+        self.a.vextracti128(XMM[d + 4], YMM[d + 1], 1)?;
+        self.a.vpmovsxdq(YMM[d + 4], XMM[d + 4])?;
+        self.a.vxorpd(YMM[d + 1], YMM[d + 1], YMM[d + 1])?;
+        self.a.vgatherdpd_3(YMM[d + 1], qword_ptr(base + XMM[d + 3] * 8), YMM[d + 4])?;
+        self.a.vmovapd(YMM[d], YMM[d + 2])?;
+        Ok(())
+    }
+
+    /// `buf[index] = value` of f64 in the active lanes.
+    pub(super) fn store64(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
+        if self.private(buf).is_some() {
+            return no(format!("a store to the private array `{}` of f64", buf.name()));
+        }
+        let t = self.buf_of(buf, value.ty())?;
+        self.expr64_top(value, 0)?;
+        if self.kind(index) == Kind::Gid0 {
+            let whole = self.mask.is_none() && !self.may_fault;
+            if !whole {
+                self.active(2)?;
+                self.a.vpmovsxdq(ymm3, xmm2)?;
+                self.a.vextracti128(xmm2, ymm2, 1)?;
+                self.a.vpmovsxdq(ymm2, xmm2)?;
+            }
+            let b = self.element_base(t)?;
+            if whole {
+                self.a.vmovupd(ymmword_ptr(b + rbx * 8), ymm0)?;
+                self.a.vmovupd(ymmword_ptr(b + rbx * 8 + 32), ymm1)?;
+            } else {
+                self.a.vmaskmovpd(ymmword_ptr(b + rbx * 8), ymm3, ymm0)?;
+                self.a.vmaskmovpd(ymmword_ptr(b + rbx * 8 + 32), ymm2, ymm1)?;
+            }
+            return Ok(());
+        }
+        let signed = Self::index_type(index)?;
+        if 2 + self.need(index).max(3) > TEMPS {
+            return no("an index needing more than 6 registers");
+        }
+        self.expr(index, 2)?;
+        self.active(3)?;
+        self.check(2, 3, 4, t, "store", signed)?;
+        let base = self.base(t)?;
+        // The value's lanes in a 64-byte scratch slot, then one store per active lane in
+        // lane order (the last work-item wins where lanes collide).
+        let tmp = self.scratch64();
+        self.a.vmovupd(ymmword_ptr(r15 + tmp), ymm0)?;
+        self.a.vmovupd(ymmword_ptr(r15 + (tmp + 32)), ymm1)?;
+        self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm2)?;
+        self.a.vmovmskps(eax, ymm3)?;
+        for lane in 0..8 {
+            let mut skip = self.a.create_label();
+            self.a.test(eax, 1 << lane)?;
+            self.a.je(skip)?;
+            self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
+            self.a.mov(r11, qword_ptr(r15 + (tmp + 8 * lane)))?;
+            self.a.mov(qword_ptr(base + r10 * 8), r11)?;
+            self.bind(&mut skip)?;
+        }
+        Ok(())
+    }
+
+    /// A fresh 64-byte slot of the vector frame.
+    pub(super) fn slot64(&mut self) -> i32 {
+        let off = self.slot();
+        self.slot();
+        off
+    }
+
+    /// The code's 64-byte scratch slot (for per-lane stores).
+    pub(super) fn scratch64(&mut self) -> i32 {
+        match self.scratch64 {
+            Some(off) => off,
+            None => {
+                let off = self.slot64();
+                self.scratch64 = Some(off);
+                off
+            }
+        }
+    }
+
+    /// A `let` of f64: computed into a 64-byte slot.
+    pub(super) fn bind_let64(&mut self, var: &Var, value: &Expr, kind: Kind) -> R<Loc> {
+        self.expr64_top(value, 0)?;
+        let off = self.slot64();
+        self.a.vmovupd(ymmword_ptr(r15 + off), ymm0)?;
+        self.a.vmovupd(ymmword_ptr(r15 + (off + 32)), ymm1)?;
+        let name = var.name().to_string();
+        self.lets.push(Bound { name, loc: Loc::Slot(off), kind, decl: None, dword: None });
+        Ok(Loc::Slot(off))
+    }
+
+    /// A `var` of f64: a 64-byte slot.
+    pub(super) fn decl64(&mut self, var: &Var, init: &Expr, kind: Kind) -> R<()> {
+        self.bind_let64(var, init, kind)?;
+        if let Some(b) = self.lets.last_mut() {
+            b.decl = Some(self.dctl);
+        }
+        Ok(())
+    }
+
+    /// `var = value` of f64, blended into the active lanes under divergent control.
+    pub(super) fn assign64(&mut self, off: i32, kind: Kind, value: &Expr) -> R<()> {
+        self.expr64_top(value, 0)?;
+        match self.mask {
+            Some(m) if kind != Kind::Uniform => {
+                self.a.vpmovsxdq(ymm2, xmmword_ptr(r15 + m))?;
+                self.a.vpmovsxdq(ymm3, xmmword_ptr(r15 + (m + 16)))?;
+                self.a.vmovupd(ymm4, ymmword_ptr(r15 + off))?;
+                self.a.vblendvpd(ymm0, ymm4, ymm0, ymm2)?;
+                self.a.vmovupd(ymm4, ymmword_ptr(r15 + (off + 32)))?;
+                self.a.vblendvpd(ymm1, ymm4, ymm1, ymm3)?;
+            }
+            _ => {}
+        }
+        self.a.vmovupd(ymmword_ptr(r15 + off), ymm0)?;
+        self.a.vmovupd(ymmword_ptr(r15 + (off + 32)), ymm1)?;
+        Ok(())
+    }
+}
