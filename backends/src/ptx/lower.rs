@@ -104,8 +104,8 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     for (i, p) in kernel.params().iter().enumerate() {
         let pname = format!("{name}_param_{i}");
         match p.ty() {
-            Type::Vector(..) => {
-                return Err(format!("parameter `{}` of vector type {}", p.name(), p.ty()))
+            Type::Vector(..) | Type::Frag(_) => {
+                return Err(format!("parameter `{}` of type {}", p.name(), p.ty()))
             }
             Type::Ptr(space, elem) => {
                 let space = match space {
@@ -453,6 +453,9 @@ impl Lower<'_> {
                     if let Some(v) = result {
                         self.bind(v.name(), Binding::Val(Val::Reg(r)));
                     }
+                }
+                FuncKind::Matrix(op) => {
+                    return Err(format!("matrix operation `{}` is not yet lowered", op.name()))
                 }
             },
         }

@@ -137,6 +137,8 @@ pub fn param_bytes(kernel: &Kernel) -> u64 {
             kiln_ir::Type::Ptr(..) => 8,
             kiln_ir::Type::Scalar(s) => s.size_bytes().max(1) as u64,
             kiln_ir::Type::Vector(s, n) => s.size_bytes() as u64 * n as u64,
+            // Refused by the verifier; counted as nothing.
+            kiln_ir::Type::Frag(_) => 0,
         };
         at = at.next_multiple_of(size) + size;
     }

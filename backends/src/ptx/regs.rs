@@ -131,6 +131,7 @@ pub(super) fn arith_ty(s: Scalar) -> &'static str {
         Scalar::I64 => "s64",
         Scalar::U64 => "u64",
         Scalar::F16 => "f16",
+        Scalar::BF16 => "bf16",
         Scalar::F32 => "f32",
         Scalar::F64 => "f64",
         Scalar::Bool => "pred",

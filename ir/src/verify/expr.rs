@@ -48,6 +48,20 @@ impl Checker<'_> {
 
     /// Checks one node whose children have been checked (`kids_ok`: all are well typed).
     fn expr_node(&mut self, e: &Expr, kids_ok: bool) -> bool {
+        if !matches!(e.node(), ExprNode::Var(_)) {
+            if let Some(k) = e.children().into_iter().find(|k| k.ty().frag().is_some()) {
+                self.at_expr(
+                    e,
+                    format!(
+                        "{} is a fragment ({}); fragments only move through variables and \
+                         matrix calls (store one with `frag_store` to compute with it)",
+                        show(k),
+                        k.ty()
+                    ),
+                );
+                return false;
+            }
+        }
         match e.node() {
             ExprNode::Var(v) => {
                 self.reference(v, Node::Expr(e.clone()), "use of");
