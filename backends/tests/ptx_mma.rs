@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::process::Command;
 
-use kiln_backends::ptx::{emit_module, Options};
+use kiln_backends::ptx::{emit_module, Options, Ptx};
 use kiln_backends::target::ErrorKind;
 use kiln_ir::parse_module;
 
@@ -116,15 +116,25 @@ fn ptxas_accepts_every_form_for_sm_80_and_sm_90a() {
     let m = parse_module(&mma_module()).unwrap();
     let dir = std::env::temp_dir().join(format!("kiln-ptx-mma-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (sm, arch) in [(80, "sm_80"), (90, "sm_90a")] {
-        let ptx = emit_module(&m, &Options::sm(sm)).unwrap();
-        let file = dir.join(format!("mma.{arch}.ptx"));
+    let opt = kiln_backends::options::BuildOptions::parse("-O").unwrap();
+    for (sm, arch, optimize) in
+        [(80, "sm_80", false), (90, "sm_90a", false), (80, "sm_80", true), (90, "sm_90a", true)]
+    {
+        // As written, and through the build driver's -O pipeline (what devices run).
+        let ptx = if optimize {
+            kiln_backends::driver::build(&Ptx(Options::sm(sm)), &m, &opt).unwrap().output
+        } else {
+            emit_module(&m, &Options::sm(sm)).unwrap()
+        };
+        // 16 m16n8k16 kernels, 16 m16n16k16 kernels (two steps each) and `fills`.
+        assert_eq!(ptx.matches("mma.sync").count(), 16 + 32 + 1, "{arch} -O {optimize}");
+        let file = dir.join(format!("mma.{arch}.{optimize}.ptx"));
         std::fs::File::create(&file).unwrap().write_all(ptx.as_bytes()).unwrap();
         let out = Command::new(&ptxas)
             .arg(format!("-arch={arch}"))
             .arg(&file)
             .arg("-o")
-            .arg(dir.join(format!("mma.{arch}.cubin")))
+            .arg(dir.join(format!("mma.{arch}.{optimize}.cubin")))
             .output()
             .expect("run ptxas");
         let numbered: String =
