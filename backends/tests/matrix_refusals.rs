@@ -22,10 +22,26 @@ const BF16: &str = "kernel k(x: ptr<global, f32>, y: ptr<global, bf16>) {
 fn matrix_operations_and_bf16_are_refused_by_name() {
     let options = Default::default();
     for (name, matrix_words, bf16_words) in [
-        ("spirv-vk", "need SPV_KHR_cooperative_matrix, which is not yet emitted", "bf16 is not yet emitted for SPIR-V"),
-        ("spirv-cl", "need SPV_KHR_cooperative_matrix, which is not yet emitted", "bf16 is not yet emitted for SPIR-V"),
-        ("amdgpu", "matrix operation `frag_load` is not lowered for amdgpu", "bf16 is not lowered for amdgpu"),
-        ("x86", "matrix operation `frag_load` is not lowered by the x86 backend", "bf16 is not lowered by the x86 backend"),
+        (
+            "spirv-vk",
+            "need SPV_KHR_cooperative_matrix, which is not yet emitted",
+            "bf16 is not yet emitted for SPIR-V",
+        ),
+        (
+            "spirv-cl",
+            "need SPV_KHR_cooperative_matrix, which is not yet emitted",
+            "bf16 is not yet emitted for SPIR-V",
+        ),
+        (
+            "amdgpu",
+            "matrix operation `frag_load` is not lowered for amdgpu",
+            "bf16 is not lowered for amdgpu",
+        ),
+        (
+            "x86",
+            "matrix operation `frag_load` is not lowered by the x86 backend",
+            "bf16 is not lowered by the x86 backend",
+        ),
     ] {
         let t = target(name, &options).unwrap();
         for (src, words) in [(MATRIX, matrix_words), (BF16, bf16_words)] {

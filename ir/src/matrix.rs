@@ -433,9 +433,7 @@ mod tests {
         let b = vec![1.0f32; 16 * 8];
         let mut c = vec![0.0f32; 16 * 8];
         c[0] = 16777216.0;
-        for kk in 0..16 {
-            a[kk] = 1.0;
-        }
+        a[..16].fill(1.0);
         let d = mma_reference(shape, &a, &b, &c);
         assert_eq!(d[0], 16777216.0);
         assert_eq!(d[8], 0.0);

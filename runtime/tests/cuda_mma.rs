@@ -54,6 +54,7 @@ fn half_buffer(v: &[f32], elem: &str) -> (Buffer, Vec<f32>) {
 
 /// Runs `k` on the interpreter and on `dev`; output buffer `out` must agree element by
 /// element within `bound[i]` (0 means bit for bit).
+#[allow(clippy::too_many_arguments)]
 fn compare(
     dev: Option<&CudaDevice>,
     k: &Kernel,

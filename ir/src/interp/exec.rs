@@ -122,7 +122,7 @@ pub(super) fn execute(
         coop_counts: Vec::new(),
     };
     if prog.n_coop > 0 {
-        if group_size % matrix::SUB_GROUP != 0 {
+        if !group_size.is_multiple_of(matrix::SUB_GROUP) {
             return Err(m.error(
                 None,
                 format!(

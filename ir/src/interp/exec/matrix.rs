@@ -137,7 +137,7 @@ impl Machine<'_> {
         rows: u32,
         cols: u32,
     ) -> Result<Vec<usize>, String> {
-        if offset % FRAG_ALIGN != 0 || stride % FRAG_ALIGN != 0 {
+        if !offset.is_multiple_of(FRAG_ALIGN) || !stride.is_multiple_of(FRAG_ALIGN) {
             return Err(format!(
                 "misaligned `{name}` on `{}`: offset {offset} and stride {stride} must be \
                  multiples of {FRAG_ALIGN}",
@@ -212,7 +212,7 @@ impl Machine<'_> {
             let info = &self.prog.mems[mem as usize];
             let (_, base, len) = self.memory(info, item);
             let first = checked_index(i, len, "copy_async", info)?;
-            if first % n as usize != 0 {
+            if !first.is_multiple_of(n as usize) {
                 return Err(format!(
                     "misaligned `copy_async` at `{}[{first}]` of {n} elements: the index must be \
                      a multiple of {n}",
