@@ -193,7 +193,9 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, Backend
         let k = &kiln_ir::depth::bound_kernel(k);
         let fail = |kind| move |m| BackendError::new("ptx", k.name(), kind, m);
         check_limits(k, options).map_err(fail(ErrorKind::Limit))?;
-        if let Some(e) = kiln_ir::matrix::first_extension(k).filter(|_| options.sm < 80) {
+        // Only older targets pay for the walk.
+        let needs_sm80 = || kiln_ir::matrix::first_extension(k);
+        if let Some(e) = (options.sm < 80).then(needs_sm80).flatten() {
             return Err(fail(ErrorKind::Unsupported)(format!(
                 "{e} needs sm_80 or newer; the target is sm_{}",
                 options.sm
