@@ -101,7 +101,9 @@ fn launch(k: &Kernel, items: u32, cpu: bool) -> Result<Vec<Buffer>, String> {
             } else {
                 Imm::int(s, 3)
             })),
-            Type::Vector(..) => return Err(format!("vector parameter `{}`", p.name())),
+            Type::Vector(..) | Type::Frag(_) => {
+                return Err(format!("vector or fragment parameter `{}`", p.name()))
+            }
         }
     }
     let range = NdRange::new(&[items]);

@@ -145,7 +145,7 @@ fn inputs(k: &Kernel) -> (Vec<Arg>, Vec<Buffer>) {
             }
             Type::Scalar(s) if s.is_float() => args.push(Arg::Scalar(Imm::float(s, 1.5))),
             Type::Scalar(s) => args.push(Arg::Scalar(Imm::int(s, 3))),
-            Type::Vector(..) => unreachable!("verified kernels take no vectors"),
+            Type::Vector(..) | Type::Frag(_) => unreachable!("verified kernels take no vectors"),
         }
     }
     (args, bufs)

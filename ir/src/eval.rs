@@ -38,7 +38,7 @@ fn shift_amount(ty: Scalar, y: u64) -> u32 {
 pub fn unary(op: UnOp, a: Imm) -> Result<Imm, String> {
     match (op, a) {
         (UnOp::Neg, Imm::Int(t, x)) => Ok(Imm::Int(t, canonical_int(t, x.wrapping_neg()))),
-        (UnOp::Neg, Imm::Float(t, v)) if t != Scalar::F16 => Ok(Imm::Float(t, -v)),
+        (UnOp::Neg, Imm::Float(t, v)) if !t.is_storage_float() => Ok(Imm::Float(t, -v)),
         (UnOp::Not, Imm::Bool(b)) => Ok(Imm::Bool(!b)),
         (UnOp::BitNot, Imm::Int(t, x)) => Ok(Imm::Int(t, canonical_int(t, !x))),
         _ => Err(undefined(op.symbol(), a.scalar())),
@@ -238,7 +238,7 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
             Ok(Imm::Int(t, if x_less != max { x } else { y }))
         }
         (Intrinsic::Min | Intrinsic::Max, &[Imm::Float(t, x), Imm::Float(_, y)])
-            if t != Scalar::F16 =>
+            if !t.is_storage_float() =>
         {
             Ok(Imm::Float(t, float_min_max(op == Intrinsic::Max, x, y)))
         }
@@ -260,12 +260,14 @@ pub fn intrinsic(op: Intrinsic, args: &[Imm]) -> Result<Imm, String> {
             Ok(Imm::Float(Scalar::F64, a.mul_add(b, c)))
         }
         // `abs` only clears the sign bit, so a NaN keeps its payload, signalling or not.
-        (Intrinsic::Abs, &[Imm::Float(t, x)]) if t != Scalar::F16 => Ok(Imm::Float(t, x.abs())),
+        (Intrinsic::Abs, &[Imm::Float(t, x)]) if !t.is_storage_float() => {
+            Ok(Imm::Float(t, x.abs()))
+        }
         // Rounding to an integral value is arithmetic: a signalling NaN comes back quiet (as
         // IEEE 754 says and the hardware does; Rust's software `floor` of an unoptimized
         // build would return it unchanged).
         (Intrinsic::Floor | Intrinsic::Ceil | Intrinsic::Trunc, &[Imm::Float(t, x)])
-            if x.is_nan() && t != Scalar::F16 =>
+            if x.is_nan() && !t.is_storage_float() =>
         {
             Ok(Imm::Float(t, quiet(x)))
         }

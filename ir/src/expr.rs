@@ -205,15 +205,17 @@ pub fn round_float(ty: Scalar, v: f64) -> f64 {
     match ty {
         _ if v.is_nan() => float_from_bits(ty, float_to_bits(ty, v)),
         Scalar::F16 => crate::types::f16_from_f64(v).to_f64(),
+        Scalar::BF16 => crate::types::bf16_from_f64(v).to_f64(),
         Scalar::F32 => v as f32 as f64,
         _ => v,
     }
 }
 
-/// The payload width (explicit significand bits) of float type `ty`: 10, 23 or 52.
+/// The payload width (explicit significand bits) of float type `ty`: 10, 7, 23 or 52.
 fn payload_bits(ty: Scalar) -> u32 {
     match ty {
         Scalar::F16 => 10,
+        Scalar::BF16 => 7,
         Scalar::F32 => 23,
         _ => 52,
     }
@@ -248,6 +250,7 @@ pub fn float_from_bits(ty: Scalar, bits: u64) -> f64 {
     }
     match ty {
         Scalar::F16 => half::f16::from_bits(bits as u16).to_f64(),
+        Scalar::BF16 => half::bf16::from_bits(bits as u16).to_f64(),
         _ => f32::from_bits(bits as u32) as f64,
     }
 }
@@ -273,6 +276,7 @@ pub fn float_to_bits(ty: Scalar, v: f64) -> u64 {
     }
     match ty {
         Scalar::F16 => crate::types::f16_from_f64(v).to_bits() as u64,
+        Scalar::BF16 => crate::types::bf16_from_f64(v).to_bits() as u64,
         _ => (v as f32).to_bits() as u64,
     }
 }

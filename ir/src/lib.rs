@@ -32,7 +32,10 @@
 //!   arithmetic on signed and logical on unsigned types.
 //! * **Floats** are IEEE-754 binary32/binary64 with round-to-nearest-even and no
 //!   reassociation or contraction (`fma` is explicit) unless the kernel is `#fast_math`.
-//!   `f16` is a storage type: it can be loaded, stored and cast, not computed with.
+//!   `f16` and `bf16` are storage types: they can be loaded, stored and cast, not computed
+//!   with (casts to them round to nearest even, once, from any type).
+//! * **Matrix operations** ([`matrix`]) act on fragments held by a sub-group of 32
+//!   consecutive work-items, which must execute them together with equal operands.
 //! * **Casts** between integers wrap; float to integer rounds toward zero and saturates, NaN
 //!   giving 0; integer to float rounds to nearest; anything to `bool` is `!= 0`; `bool` to a
 //!   number is 0 or 1.
@@ -62,6 +65,7 @@ pub mod expr;
 pub mod interp;
 pub mod kernel;
 pub mod launch;
+pub mod matrix;
 pub mod ops;
 pub mod parse;
 pub mod print;
@@ -76,6 +80,7 @@ pub use check::check_source;
 pub use diag::{Diagnostic, Span, Spans};
 pub use expr::{BinOp, Builtin, Expr, ExprNode, Imm, IntoOperand, Intrinsic, UnOp, Var};
 pub use kernel::{Attrs, FusedArg, FusedAttr, Kernel, Module, NdRangeAttr};
+pub use matrix::{Frag, FragRole, Layout, MatShape, MatrixOp};
 pub use parse::{parse_file, parse_module, Parsed};
 pub use stmt::{AtomicOp, Func, FuncKind, MemFence, Stmt, StmtNode};
 pub use types::{AddrSpace, Scalar, Type, VECTOR_LANES};

@@ -25,6 +25,7 @@ use std::fmt::{self, Write};
 use crate::diag::{Span, Spans};
 use crate::expr::{float_to_bits, Expr, ExprNode, Imm, UnOp};
 use crate::kernel::{Kernel, Module};
+use crate::matrix::MatrixOp;
 use crate::parse::Parsed;
 use crate::stmt::{Func, FuncKind, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
@@ -421,6 +422,7 @@ impl Printer<'_> {
                 let (space, elem) = match var.ty() {
                     Type::Ptr(space, elem) => (space, elem.name()),
                     Type::Scalar(s) | Type::Vector(s, _) => (AddrSpace::Private, s.name()),
+                    Type::Frag(f) => (AddrSpace::Private, f.elem.name()),
                 };
                 write!(self.out, "{space} {}: {elem}[{count}];", var.name()).ok();
             }
@@ -474,6 +476,9 @@ impl Printer<'_> {
     }
 
     fn call(&mut self, func: &Func, args: &[Expr]) {
+        if let FuncKind::Matrix(op) = func.kind() {
+            return self.matrix_call(op, args);
+        }
         write!(self.out, "{}(", func.name()).ok();
         let mut first = true;
         if let FuncKind::Barrier(fence) | FuncKind::Fence(fence) = func.kind() {
@@ -488,6 +493,35 @@ impl Printer<'_> {
             first = false;
             let ctx = if i >= 2 { elem } else { None };
             self.expr(a, ctx, false);
+        }
+        self.out.push(')');
+    }
+
+    /// A matrix call: the operands, with the layout after `p, offset, stride` and the copy's
+    /// element count or the wait's group count last.
+    fn matrix_call(&mut self, op: MatrixOp, args: &[Expr]) {
+        write!(self.out, "{}(", op.name()).ok();
+        let mut words: Vec<String> = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(", ");
+            }
+            if let (MatrixOp::Store(l), 3) = (op, i) {
+                write!(self.out, "{}, ", l.name()).ok();
+            }
+            // No context: literals print with their suffix, so they parse back as they are.
+            self.expr(a, None, false);
+        }
+        match op {
+            MatrixOp::Load(l) => words.push(l.name().to_string()),
+            MatrixOp::CopyAsync(n) | MatrixOp::Wait(n) => words.push(n.to_string()),
+            _ => {}
+        }
+        for (i, w) in words.iter().enumerate() {
+            if i > 0 || !args.is_empty() {
+                self.out.push_str(", ");
+            }
+            self.out.push_str(w);
         }
         self.out.push(')');
     }
@@ -583,6 +617,7 @@ impl fmt::Display for Func {
                 write!(f, "{}({fence})", self.name())
             }
             FuncKind::Atomic(op) => f.write_str(op.name()),
+            FuncKind::Matrix(op) => f.write_str(op.name()),
         }
     }
 }

@@ -5,6 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::expr::{Expr, Var};
+use crate::matrix::MatrixOp;
 
 /// Which memory a barrier or fence orders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -107,6 +108,9 @@ pub enum FuncKind {
     Fence(MemFence),
     /// An atomic on `p[i]`: operands `(p, i, v)` or `(p, i, cmp, v)`; yields the old value.
     Atomic(AtomicOp),
+    /// A matrix operation ([`crate::matrix`]): fragment load, store, fill, `mma`, or an
+    /// asynchronous copy and its commit and wait.
+    Matrix(MatrixOp),
 }
 
 /// A named operation used by call statements, as oneDNN uses `func_t` for GPU constructs.
@@ -153,12 +157,22 @@ impl Func {
             FuncKind::Barrier(_) => "barrier",
             FuncKind::Fence(_) => "fence",
             FuncKind::Atomic(op) => op.name(),
+            FuncKind::Matrix(op) => op.name(),
         }
     }
 
-    /// True if calling it yields a value (atomics).
+    /// True if calling it yields a value (atomics; fragment loads, fills and `mma`).
     pub fn has_result(&self) -> bool {
-        matches!(self.kind(), FuncKind::Atomic(_))
+        match self.kind() {
+            FuncKind::Atomic(_) => true,
+            FuncKind::Matrix(op) => op.has_result(),
+            FuncKind::Barrier(_) | FuncKind::Fence(_) => false,
+        }
+    }
+
+    /// A matrix operation.
+    pub fn matrix(op: MatrixOp) -> Func {
+        Func::new(FuncKind::Matrix(op))
     }
 }
 

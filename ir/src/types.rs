@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+pub use crate::matrix::Frag;
+
 /// A scalar element type: what one register or one buffer element holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scalar {
@@ -29,11 +31,15 @@ pub enum Scalar {
     F32,
     /// IEEE binary64.
     F64,
+    /// bfloat16 (the top half of an IEEE binary32); storage only (load, store, cast), no
+    /// arithmetic, like f16. Last, so that the indices of the older types stay as they were
+    /// (on-disk signatures encode a type by its index in [`Scalar::ALL`]).
+    BF16,
 }
 
 impl Scalar {
     /// Every scalar type, in declaration order.
-    pub const ALL: [Scalar; 12] = [
+    pub const ALL: [Scalar; 13] = [
         Scalar::Bool,
         Scalar::I8,
         Scalar::I16,
@@ -46,6 +52,7 @@ impl Scalar {
         Scalar::F16,
         Scalar::F32,
         Scalar::F64,
+        Scalar::BF16,
     ];
 
     /// The integer types, signed then unsigned, narrowest first.
@@ -89,12 +96,18 @@ impl Scalar {
         matches!(self, Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64)
     }
 
-    /// True for f16, f32 and f64.
+    /// True for f16, bf16, f32 and f64.
     pub fn is_float(self) -> bool {
-        matches!(self, Scalar::F16 | Scalar::F32 | Scalar::F64)
+        matches!(self, Scalar::F16 | Scalar::BF16 | Scalar::F32 | Scalar::F64)
     }
 
-    /// True for types that arithmetic is defined on (integers, f32, f64; not bool, not f16).
+    /// True for the 16-bit float storage types f16 and bf16: loaded, stored and cast, never
+    /// computed with.
+    pub fn is_storage_float(self) -> bool {
+        matches!(self, Scalar::F16 | Scalar::BF16)
+    }
+
+    /// True for types that arithmetic is defined on (integers, f32, f64; not bool, f16, bf16).
     pub fn is_arith(self) -> bool {
         self.is_int() || matches!(self, Scalar::F32 | Scalar::F64)
     }
@@ -104,7 +117,7 @@ impl Scalar {
         match self {
             Scalar::Bool => 1,
             Scalar::I8 | Scalar::U8 => 8,
-            Scalar::I16 | Scalar::U16 | Scalar::F16 => 16,
+            Scalar::I16 | Scalar::U16 | Scalar::F16 | Scalar::BF16 => 16,
             Scalar::I32 | Scalar::U32 | Scalar::F32 => 32,
             Scalar::I64 | Scalar::U64 | Scalar::F64 => 64,
         }
@@ -128,6 +141,7 @@ impl Scalar {
             Scalar::U32 => "u32",
             Scalar::U64 => "u64",
             Scalar::F16 => "f16",
+            Scalar::BF16 => "bf16",
             Scalar::F32 => "f32",
             Scalar::F64 => "f64",
         }
@@ -227,6 +241,9 @@ pub enum Type {
     /// type (not `bool`). Arithmetic on vectors is lane-wise; memory holds vectors as
     /// contiguous elements (`vload4`, `vstore`).
     Vector(Scalar, u8),
+    /// A matrix fragment `frag<role, shape, elem>` held by a sub-group ([`crate::matrix`]):
+    /// only variables, `let`/`var`, assignments and the matrix calls take one.
+    Frag(Frag),
 }
 
 /// The lane counts a vector type may have.
@@ -253,6 +270,8 @@ impl Type {
     pub const U64: Type = Type::Scalar(Scalar::U64);
     /// `f16`
     pub const F16: Type = Type::Scalar(Scalar::F16);
+    /// `bf16`
+    pub const BF16: Type = Type::Scalar(Scalar::BF16);
     /// `f32`
     pub const F32: Type = Type::Scalar(Scalar::F32);
     /// `f64`
@@ -273,7 +292,7 @@ impl Type {
     pub fn scalar(self) -> Option<Scalar> {
         match self {
             Type::Scalar(s) => Some(s),
-            Type::Ptr(..) | Type::Vector(..) => None,
+            Type::Ptr(..) | Type::Vector(..) | Type::Frag(_) => None,
         }
     }
 
@@ -281,7 +300,7 @@ impl Type {
     pub fn elem(self) -> Option<Scalar> {
         match self {
             Type::Ptr(_, e) => Some(e),
-            Type::Scalar(_) | Type::Vector(..) => None,
+            Type::Scalar(_) | Type::Vector(..) | Type::Frag(_) => None,
         }
     }
 
@@ -289,7 +308,7 @@ impl Type {
     pub fn addr_space(self) -> Option<AddrSpace> {
         match self {
             Type::Ptr(s, _) => Some(s),
-            Type::Scalar(_) | Type::Vector(..) => None,
+            Type::Scalar(_) | Type::Vector(..) | Type::Frag(_) => None,
         }
     }
 
@@ -311,7 +330,7 @@ impl Type {
     pub fn lane_scalar(self) -> Option<Scalar> {
         match self {
             Type::Scalar(s) | Type::Vector(s, _) => Some(s),
-            Type::Ptr(..) => None,
+            Type::Ptr(..) | Type::Frag(_) => None,
         }
     }
 
@@ -329,6 +348,14 @@ impl Type {
         match self {
             Type::Vector(_, n) => Type::Vector(s, n),
             _ => Type::Scalar(s),
+        }
+    }
+
+    /// The fragment type, if this is one.
+    pub fn frag(self) -> Option<Frag> {
+        match self {
+            Type::Frag(f) => Some(f),
+            _ => None,
         }
     }
 
@@ -370,6 +397,7 @@ impl fmt::Display for Type {
             Type::Scalar(s) => write!(f, "{s}"),
             Type::Ptr(space, elem) => write!(f, "ptr<{space}, {elem}>"),
             Type::Vector(elem, lanes) => write!(f, "{elem}x{lanes}"),
+            Type::Frag(frag) => write!(f, "{frag}"),
         }
     }
 }
@@ -380,32 +408,47 @@ impl fmt::Display for Type {
 /// double rounding gives a different f16 for some values, e.g. `65519.99999` becomes
 /// infinity instead of 65504. NaNs keep their sign and the top payload bits, made quiet.
 pub fn f16_from_f64(v: f64) -> half::f16 {
+    half::f16::from_bits(narrow_from_f64(v, 10, 15))
+}
+
+/// `v` rounded once to the nearest bf16 (ties to even), as kiln's semantics require: from
+/// f64 directly, never through f32 (which would round twice). NaNs keep their sign and the
+/// top payload bits, made quiet.
+pub fn bf16_from_f64(v: f64) -> half::bf16 {
+    half::bf16::from_bits(narrow_from_f64(v, 7, 127))
+}
+
+/// The bits of `v` rounded once (ties to even) to a 16-bit binary float with `man` explicit
+/// significand bits and largest exponent `emax` (f16: 10, 15; bf16: 7, 127).
+fn narrow_from_f64(v: f64, man: i32, emax: i32) -> u16 {
     let bits = v.to_bits();
     let sign = ((bits >> 48) & 0x8000) as u16;
+    let inf = (0x7fffu16 >> man) << man;
     if v.is_nan() {
-        return half::f16::from_bits(sign | 0x7e00 | ((bits >> 42) & 0x3ff) as u16);
+        let payload = ((bits >> (52 - man)) as u16) & ((1 << man) - 1);
+        return sign | inf | (1 << (man - 1)) | payload;
     }
     let a = v.abs();
-    // 65520 lies halfway between the largest f16 (65504) and 2^16, and ties go to even: up.
-    if a >= 65520.0 {
-        return half::f16::from_bits(sign | 0x7c00);
-    }
     // 2^k for a normal f64 exponent k, exactly.
     let pow2 = |k: i32| f64::from_bits(((k + 1023) as u64) << 52);
-    if a < pow2(-14) {
-        // Subnormal (or zero): units of 2^-24; a count of 1024 is the smallest normal's
-        // encoding, so rounding up into the normal range needs no special case.
-        return half::f16::from_bits(sign | (a * pow2(24)).round_ties_even() as u16);
+    // Halfway between the largest finite value and 2^(emax+1); ties go to even: up.
+    if a >= (2.0 - pow2(-(man + 1))) * pow2(emax) {
+        return sign | inf;
     }
-    let e = ((a.to_bits() >> 52) as i32) - 1023;
-    // The significand in units of the last f16 place: [1024, 2048) before rounding.
-    let mut m = (a * pow2(10 - e)).round_ties_even() as u16;
-    let mut e = e;
-    if m == 2048 {
-        m = 1024;
+    let emin = 1 - emax;
+    if a < pow2(emin) {
+        // Subnormal (or zero): units of 2^(emin-man); a count of 2^man is the smallest
+        // normal's encoding, so rounding up into the normal range needs no special case.
+        return sign | (a * pow2(man - emin)).round_ties_even() as u16;
+    }
+    let mut e = ((a.to_bits() >> 52) as i32) - 1023;
+    // The significand in units of the last place: [2^man, 2^(man+1)) before rounding.
+    let mut m = (a * pow2(man - e)).round_ties_even() as u16;
+    if m == 2 << man {
+        m = 1 << man;
         e += 1;
     }
-    half::f16::from_bits(sign | (((e + 15) as u16) << 10) | (m - 1024))
+    sign | (((e + emax) as u16) << man) | (m - (1 << man))
 }
 
 #[cfg(test)]
@@ -466,5 +509,36 @@ mod tests {
         assert_eq!(f16_from_f64(1e-30).to_bits(), 0);
         assert_eq!(f16_from_f64(f64::NEG_INFINITY).to_bits(), 0xfc00);
         assert_eq!(f16_from_f64(2f64.powi(-25) * 1.5).to_bits(), 1);
+    }
+
+    #[test]
+    fn bf16_rounding_is_single() {
+        use super::bf16_from_f64;
+        // Every bf16 and every midpoint (exact in f32, so rounding f32 bits by hand is the
+        // reference: add 0x7fff plus the kept lowest bit, drop the low half).
+        let from_f32 = |x: f32| {
+            let b = x.to_bits();
+            ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+        };
+        for b in 0..=u16::MAX {
+            let h = half::bf16::from_bits(b);
+            if h.is_nan() {
+                assert!(bf16_from_f64(h.to_f64()).is_nan());
+                continue;
+            }
+            assert_eq!(bf16_from_f64(h.to_f64()).to_bits(), b, "{h}");
+            let next = half::bf16::from_bits(b.wrapping_add(1));
+            if b & 0x7fff < 0x7f80 && !next.is_nan() && next.to_f64().abs() > h.to_f64().abs() {
+                let mid = (h.to_f64() + next.to_f64()) / 2.0;
+                assert_eq!(bf16_from_f64(mid).to_bits(), from_f32(mid as f32), "midpoint {mid}");
+            }
+        }
+        // Through f32 this would round twice: 1 + 2^-8 + 2^-30 goes to 1 + 2^-8 in f32,
+        // a tie that goes to 1.0; once, it is above the tie and goes up.
+        let above_tie = 1.0 + 2f64.powi(-8) + 2f64.powi(-30);
+        assert_eq!(bf16_from_f64(above_tie).to_f64(), 1.0 + 2f64.powi(-7));
+        assert_eq!(bf16_from_f64(-0.0).to_bits(), 0x8000);
+        assert_eq!(bf16_from_f64(f64::MAX).to_bits(), 0x7f80);
+        assert_eq!(bf16_from_f64(3.0e38).to_bits(), 0x7f62);
     }
 }

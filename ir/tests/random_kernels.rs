@@ -252,6 +252,7 @@ impl Checker {
                 Ok(())
             }
             StmtNode::Call { result, func, args } => match func.kind() {
+                FuncKind::Matrix(op) => Err(format!("generated `{}`", op.name())),
                 FuncKind::Barrier(_) | FuncKind::Fence(_) => {
                     if args.is_empty() && result.is_none() {
                         Ok(())
@@ -449,6 +450,7 @@ impl Visitor for Features {
             StmtNode::Call { result, func, args } => match func.kind() {
                 FuncKind::Barrier(_) => "barrier".into(),
                 FuncKind::Fence(_) => "fence".into(),
+                FuncKind::Matrix(op) => op.name().into(),
                 FuncKind::Atomic(op) => {
                     let space = args[0].ty().addr_space().map_or("", |a| a.name());
                     self.0.insert(format!("atomic {space} result {}", result.is_some()));

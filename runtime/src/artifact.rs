@@ -47,9 +47,9 @@ fn type_code(t: Type) -> u8 {
             let a = AddrSpace::ALL.iter().position(|x| *x == a).unwrap_or(7) as u8;
             0x80 | (a << 4) | scalar(s)
         }
-        // Never a parameter's type (the verifier refuses vector parameters): a code that
-        // reads back as no type, so a damaged signature is refused, not misread.
-        Type::Vector(..) => 0x7f,
+        // Never a parameter's type (the verifier refuses vector and fragment parameters): a
+        // code that reads back as no type, so a damaged signature is refused, not misread.
+        Type::Vector(..) | Type::Frag(_) => 0x7f,
     }
 }
 

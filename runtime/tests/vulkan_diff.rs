@@ -93,7 +93,9 @@ fn generic_inputs(k: &Kernel, n: usize) -> (Vec<Arg>, Vec<Buffer>) {
                 args.push(Arg::Scalar(kiln_ir::Imm::Bool(true)))
             }
             kiln_ir::Type::Scalar(s) => args.push(Arg::Scalar(kiln_ir::Imm::int(s, n as i128))),
-            kiln_ir::Type::Vector(..) => panic!("vector parameter `{}`", p.name()),
+            kiln_ir::Type::Vector(..) | kiln_ir::Type::Frag(_) => {
+                panic!("vector or fragment parameter `{}`", p.name())
+            }
         }
     }
     (args, bufs)

@@ -479,6 +479,7 @@ fn parse_value(name: &str, ty: Type, text: &str) -> Result<Value, String> {
         (Type::Vector(..), _) => {
             Err(format!("parameter `{name}` is a vector ({ty}); kernels take vectors in buffers"))
         }
+        (Type::Frag(_), _) => Err(format!("parameter `{name}` is a fragment ({ty})")),
     }
 }
 

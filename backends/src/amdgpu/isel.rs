@@ -565,6 +565,9 @@ impl Isel<'_> {
                     self.emit("s_waitcnt", vec![], vec![Opnd::Text("vmcnt(0) lgkmcnt(0)")]);
                 }
                 FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
+                FuncKind::Matrix(op) => {
+                    return unsupported(format!("matrix operation `{}`", op.name()))
+                }
             },
             StmtNode::If { cond, then, otherwise } => {
                 let c = self.expr(cond)?;

@@ -145,6 +145,14 @@ pub fn compile(kernel: &Kernel) -> Result<Compiled, BackendError> {
 }
 
 fn compile_verified(kernel: &Kernel) -> Result<Compiled, BackendError> {
+    if let Some(e) = kiln_ir::matrix::first_extension(kernel) {
+        return Err(BackendError::new(
+            "amdgpu",
+            kernel.name(),
+            ErrorKind::Unsupported,
+            format!("unsupported: {e} is not lowered for amdgpu (no WMMA-style lowering yet)"),
+        ));
+    }
     // Selection recurses over expressions: give it bounded depth (see kiln_ir::depth), and
     // analyze the kernel it selects from, whose split-off lets need divergence facts too.
     // Vector values become one scalar per lane, memory accesses staying whole (the driver

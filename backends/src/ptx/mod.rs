@@ -137,6 +137,8 @@ pub fn param_bytes(kernel: &Kernel) -> u64 {
             kiln_ir::Type::Ptr(..) => 8,
             kiln_ir::Type::Scalar(s) => s.size_bytes().max(1) as u64,
             kiln_ir::Type::Vector(s, n) => s.size_bytes() as u64 * n as u64,
+            // Refused by the verifier; counted as nothing.
+            kiln_ir::Type::Frag(_) => 0,
         };
         at = at.next_multiple_of(size) + size;
     }
@@ -191,6 +193,14 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, Backend
         let k = &kiln_ir::depth::bound_kernel(k);
         let fail = |kind| move |m| BackendError::new("ptx", k.name(), kind, m);
         check_limits(k, options).map_err(fail(ErrorKind::Limit))?;
+        // Only older targets pay for the walk.
+        let needs_sm80 = || kiln_ir::matrix::first_extension(k);
+        if let Some(e) = (options.sm < 80).then(needs_sm80).flatten() {
+            return Err(fail(ErrorKind::Unsupported)(format!(
+                "{e} needs sm_80 or newer; the target is sm_{}",
+                options.sm
+            )));
+        }
         out.push('\n');
         let text = lower::lower_kernel(k, options).map_err(fail(ErrorKind::Unsupported))?;
         out.push_str(&text);

@@ -267,6 +267,9 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendErr
 
 /// Why a vector construct reaches emission: [`emit_verified`] lowers them first.
 pub(crate) const VECTORS: &str = "vector values reach SPIR-V emission unlowered";
+/// Why a kernel with matrix operations is refused (checked before emission starts).
+pub(crate) const MATRIX: &str =
+    "matrix operations need SPV_KHR_cooperative_matrix, which is not yet emitted";
 
 /// Emits one kernel of a verified module.
 fn emit_verified(kernel: &Kernel, target: Spirv) -> Result<SpirvModule, BackendError> {
@@ -282,6 +285,15 @@ fn emit_verified(kernel: &Kernel, target: Spirv) -> Result<SpirvModule, BackendE
         }
     };
     check_limits(kernel, flavour).map_err(err(ErrorKind::Limit))?;
+    match kiln_ir::matrix::first_extension(kernel) {
+        Some(kiln_ir::matrix::Extension::Bf16) => {
+            return Err(err(ErrorKind::Unsupported)(
+                "bf16 is not yet emitted for SPIR-V (it needs SPV_KHR_bfloat16)".to_string(),
+            ))
+        }
+        Some(e) => return Err(err(ErrorKind::Unsupported)(format!("{e}: {MATRIX}"))),
+        None => {}
+    }
     let mut cx = Ctx::new(flavour);
     cx.exact_f64_fma = target.exact_f64_fma;
     let mut em = stmt::Emitter::new(kernel);
@@ -479,6 +491,7 @@ fn setup_vulkan(
                 layout.buffers.push(BufferBinding { param: i, elem });
             }
             Type::Vector(..) => return Err(VECTORS.into()),
+            Type::Frag(_) => return Err(MATRIX.into()),
             Type::Scalar(s) => {
                 // 4-byte slots, 8-byte ones aligned for 64-bit types: push-constant space is
                 // small (128 bytes guaranteed), so scalars are packed.
@@ -554,6 +567,7 @@ fn setup_opencl(
             }
             Type::Scalar(s) => cx.mem_ty(s),
             Type::Vector(..) => return Err(VECTORS.into()),
+            Type::Frag(_) => return Err(MATRIX.into()),
         });
     }
     let fty = cx.b.type_function(cx.void, ptys.clone());

@@ -126,6 +126,7 @@ impl Emitter {
                     self.bind(&p, Val::Ssa(v));
                 }
                 kiln_ir::Type::Vector(..) => return Err(super::VECTORS.into()),
+                kiln_ir::Type::Frag(_) => return Err(super::MATRIX.into()),
             }
         }
         if let Some(pv) = self.push_var {
@@ -452,6 +453,7 @@ impl Emitter {
                         self.bind(r, Val::Ssa(v));
                     }
                 }
+                FuncKind::Matrix(_) => return Err(super::MATRIX.into()),
             },
         }
         Ok(())

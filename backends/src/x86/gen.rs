@@ -212,7 +212,7 @@ impl Gen {
                     });
                     Binding::Mem(t)
                 }
-                Type::Scalar(_) | Type::Vector(..) => Binding::Slot(g.new_slot()),
+                Type::Scalar(_) | Type::Vector(..) | Type::Frag(_) => Binding::Slot(g.new_slot()),
             };
             g.scope.push((p.name().to_string(), b));
         }
@@ -526,6 +526,8 @@ impl Gen {
                 }
                 FuncKind::Fence(_) => {}
                 FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
+                // Refused by name before code generation (`compile_inner`).
+                FuncKind::Matrix(_) => {}
             },
         }
         Ok(())
@@ -635,7 +637,7 @@ impl Gen {
     fn alloc(&mut self, var: &Var, count: u32) -> AsmResult<()> {
         let (space, elem) = match var.ty() {
             Type::Ptr(s, e) => (s, e),
-            Type::Scalar(_) | Type::Vector(..) => return Ok(()),
+            Type::Scalar(_) | Type::Vector(..) | Type::Frag(_) => return Ok(()),
         };
         let bytes = array_bytes(elem, count);
         let m = self.mems.len() as u32;

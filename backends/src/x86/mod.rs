@@ -359,6 +359,12 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     // Vector values become one scalar per lane, memory accesses staying vector accesses,
     // which code generation checks as the interpreter does (alignment included) and splits
     // (see vector.rs). The driver did this already for builds; direct callers get the same.
+    // The interpreter, not this backend, defines matrix operations and bf16 conversions.
+    if let Some(e) = kiln_ir::matrix::first_extension(kernel) {
+        return Err(X86Error::Unsupported(format!(
+            "{e} is not lowered by the x86 backend (run the kernel on the interpreter device)"
+        )));
+    }
     let k =
         kiln_passes::vectors::lower_vectors(kernel, kiln_passes::vectors::VectorLowering::Memory);
     // Code generation recurses over expressions: bound their depth (same meaning).

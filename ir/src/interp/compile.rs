@@ -4,6 +4,7 @@
 
 use crate::expr::{BinOp, Builtin, Expr, ExprNode, Imm, Intrinsic, UnOp};
 use crate::kernel::Kernel;
+use crate::matrix::{FragRole, Layout, MatShape, MatrixOp};
 use crate::stmt::{AtomicOp, FuncKind, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 
@@ -106,6 +107,16 @@ pub(super) enum Inst {
     ForNext { var: u32, lp: u32, body: u32 },
     /// Barrier number `id` (in program order).
     Barrier { id: u32 },
+    /// `frags[dst] = frags[src]` (let, var, assignment of a fragment).
+    FragCopy { dst: u32, src: u32 },
+    /// A cooperative matrix operation, number `site` in program order.
+    Coop { site: u32, op: Coop },
+    /// `copy_async`: `n` elements from `mems[src][si..]` to `mems[dst][di..]`.
+    CopyAsync { dst: u32, di: Code, src: u32, si: Code, n: u8 },
+    /// `async_commit()`.
+    AsyncCommit,
+    /// `async_wait(n)`.
+    AsyncWait { n: u8 },
     /// An atomic on `mems[mem][index]`.
     Atomic {
         op: AtomicOp,
@@ -115,6 +126,31 @@ pub(super) enum Inst {
         value: Code,
         result: Option<u32>,
     },
+}
+
+/// A cooperative matrix operation (see [`crate::matrix`]); fragments are `frags` slots.
+#[derive(Clone, Debug)]
+pub(super) enum Coop {
+    /// `frags[dst]` = the `rows`×`cols` tile at `mems[mem][offset..]`.
+    Load { dst: u32, mem: u32, offset: Code, stride: Code, layout: Layout, rows: u32, cols: u32 },
+    /// The tile `frags[src]` to `mems[mem][offset..]`.
+    Store { src: u32, mem: u32, offset: Code, stride: Code, layout: Layout, rows: u32, cols: u32 },
+    /// Every element of `frags[dst]` = `value`.
+    Fill { dst: u32, value: Code },
+    /// `frags[d] = frags[a] · frags[b] + frags[c]`.
+    Mma { d: u32, a: u32, b: u32, c: u32, shape: MatShape },
+}
+
+impl Coop {
+    /// The operation's name in the text format.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Coop::Load { .. } => "frag_load",
+            Coop::Store { .. } => "frag_store",
+            Coop::Fill { .. } => "frag_fill",
+            Coop::Mma { .. } => "mma",
+        }
+    }
 }
 
 /// A compiled kernel, ready to run one launch.
@@ -133,10 +169,15 @@ pub(super) struct Program {
     pub privates: Vec<(Scalar, u32)>,
     pub n_slots: u32,
     pub n_barriers: u32,
+    /// The element count of each fragment slot.
+    pub frags: Vec<u32>,
+    /// Cooperative matrix operations (sites), in program order.
+    pub n_coop: u32,
 }
 
 enum Binding {
     Slot { slot: u32, mutable: bool },
+    Frag { slot: u32, mutable: bool },
     Const(Imm),
     Mem(u32),
 }
@@ -171,6 +212,8 @@ pub(super) fn compile(
             privates: Vec::new(),
             n_slots: 0,
             n_barriers: 0,
+            frags: Vec::new(),
+            n_coop: 0,
         },
         scope: Vec::new(),
         depth: 0,
@@ -282,6 +325,12 @@ impl Compiler<'_> {
                     }
                     Binding::Slot { slot, .. } => Op::Slot(*slot),
                     Binding::Const(c) => Op::Const(*c),
+                    Binding::Frag { .. } => {
+                        return Err(format!(
+                            "ill-formed kernel: fragment `{}` used as a value",
+                            v.name()
+                        ))
+                    }
                     Binding::Mem(_) => {
                         return Err(format!(
                             "ill-formed kernel: pointer `{}` used as a value",
@@ -407,6 +456,28 @@ impl Compiler<'_> {
 
     fn stmt(&mut self, s: &Stmt) -> Result<(), String> {
         match s.node() {
+            StmtNode::Let { var, value } | StmtNode::Decl { var, init: value }
+                if var.ty().frag().is_some() =>
+            {
+                let src = self.frag_of(value, var.ty())?;
+                let dst = self.new_frag(var.ty())?;
+                self.emit(Inst::FragCopy { dst, src });
+                let mutable = matches!(s.node(), StmtNode::Decl { .. });
+                self.bind(var.name(), Binding::Frag { slot: dst, mutable });
+            }
+            StmtNode::Assign { var, value } if var.ty().frag().is_some() => {
+                let dst = match self.lookup(var.name())? {
+                    Binding::Frag { slot, mutable: true } => *slot,
+                    _ => {
+                        return Err(format!(
+                            "ill-formed kernel: assignment to `{}`, which is not a `var`",
+                            var.name()
+                        ))
+                    }
+                };
+                let src = self.frag_of(value, var.ty())?;
+                self.emit(Inst::FragCopy { dst, src });
+            }
             StmtNode::Let { var, value } | StmtNode::Decl { var, init: value } => {
                 if var.ty() != value.ty() {
                     return Err(format!(
@@ -582,8 +653,10 @@ impl Compiler<'_> {
             FuncKind::Barrier(_) => "barrier",
             FuncKind::Fence(_) => "fence",
             FuncKind::Atomic(op) => op.name(),
+            FuncKind::Matrix(op) => op.name(),
         };
         let op = match kind {
+            FuncKind::Matrix(op) => return self.matrix(result, op, args),
             FuncKind::Barrier(_) | FuncKind::Fence(_) => {
                 if !args.is_empty() || result.is_some() {
                     return Err(format!(
@@ -654,5 +727,116 @@ pub(super) fn normalize(i: Imm) -> Imm {
         Imm::Int(t, bits) if t.is_int() => Imm::Int(t, crate::expr::canonical_int(t, bits)),
         Imm::Float(t, v) if t.is_float() => Imm::Float(t, crate::expr::round_float(t, v)),
         other => other,
+    }
+}
+
+impl Compiler<'_> {
+    /// A fresh fragment slot for a value of type `ty`.
+    fn new_frag(&mut self, ty: Type) -> Result<u32, String> {
+        let Type::Frag(f) = ty else {
+            return Err(format!("ill-formed kernel: {ty} is not a fragment type"));
+        };
+        f.check().map_err(|m| format!("ill-formed kernel: {m}"))?;
+        self.prog.frags.push(f.len() as u32);
+        Ok(self.prog.frags.len() as u32 - 1)
+    }
+
+    /// The slot of fragment variable `e`, which must be of type `ty` (any fragment if `None`).
+    fn frag_of(&self, e: &Expr, ty: impl Into<Option<Type>>) -> Result<u32, String> {
+        let ty = ty.into();
+        let bad = || format!("ill-formed kernel: {e} is not a fragment variable of the right type");
+        let v = e.as_var().ok_or_else(bad)?;
+        if ty.is_some_and(|t| t != v.ty()) {
+            return Err(bad());
+        }
+        match self.lookup(v.name())? {
+            Binding::Frag { slot, .. } => Ok(*slot),
+            _ => Err(bad()),
+        }
+    }
+
+    fn matrix(
+        &mut self,
+        result: Option<&crate::expr::Var>,
+        op: MatrixOp,
+        args: &[Expr],
+    ) -> Result<(), String> {
+        let name = op.name();
+        if args.len() != op.arity() || result.is_some() != op.has_result() {
+            return Err(format!("ill-formed kernel: `{name}` operands"));
+        }
+        let ptr = |c: &Self, e: &Expr| -> Result<u32, String> {
+            let v = e.as_var().ok_or_else(|| {
+                format!("ill-formed kernel: the memory operand of `{name}` is not a pointer")
+            })?;
+            c.mem_of(v.name())
+        };
+        let dst = match result {
+            Some(r) => Some(self.new_frag(r.ty())?),
+            None => None,
+        };
+        let frag_ty = result.map(|r| r.ty());
+        let coop = match op {
+            MatrixOp::Load(layout) => {
+                let f = frag_ty.and_then(Type::frag).ok_or("ill-formed kernel: frag_load type")?;
+                let (rows, cols) = f.dims();
+                let mem = ptr(self, &args[0])?;
+                let offset = self.expr(&args[1])?;
+                let stride = self.expr(&args[2])?;
+                Coop::Load { dst: dst.unwrap_or(0), mem, offset, stride, layout, rows, cols }
+            }
+            MatrixOp::Store(layout) => {
+                let f = args[3].ty().frag().ok_or("ill-formed kernel: frag_store operand")?;
+                if f.role != FragRole::Acc {
+                    return Err(format!("ill-formed kernel: `frag_store` of {f}"));
+                }
+                let (rows, cols) = f.dims();
+                let src = self.frag_of(&args[3], None)?;
+                let mem = ptr(self, &args[0])?;
+                let offset = self.expr(&args[1])?;
+                let stride = self.expr(&args[2])?;
+                Coop::Store { src, mem, offset, stride, layout, rows, cols }
+            }
+            MatrixOp::Fill => {
+                let value = self.expr(&args[0])?;
+                Coop::Fill { dst: dst.unwrap_or(0), value }
+            }
+            MatrixOp::Mma => {
+                let f = frag_ty.and_then(Type::frag).ok_or("ill-formed kernel: mma type")?;
+                let a = self.frag_of(&args[0], None)?;
+                let b = self.frag_of(&args[1], None)?;
+                let c = self.frag_of(&args[2], frag_ty)?;
+                let shapes = [&args[0], &args[1]].map(|x| x.ty().frag().map(|g| (g.role, g.shape)));
+                if shapes != [Some((FragRole::A, f.shape)), Some((FragRole::B, f.shape))]
+                    || args[0].ty().frag().map(|g| g.elem) != args[1].ty().frag().map(|g| g.elem)
+                {
+                    return Err("ill-formed kernel: `mma` operand types".to_string());
+                }
+                Coop::Mma { d: dst.unwrap_or(0), a, b, c, shape: f.shape }
+            }
+            MatrixOp::CopyAsync(n) => {
+                let dst = ptr(self, &args[0])?;
+                let di = self.expr(&args[1])?;
+                let src = ptr(self, &args[2])?;
+                let si = self.expr(&args[3])?;
+                self.emit(Inst::CopyAsync { dst, di, src, si, n });
+                return Ok(());
+            }
+            MatrixOp::Commit => {
+                self.emit(Inst::AsyncCommit);
+                return Ok(());
+            }
+            MatrixOp::Wait(n) => {
+                self.emit(Inst::AsyncWait { n });
+                return Ok(());
+            }
+        };
+        let site = self.prog.n_coop;
+        self.prog.n_coop += 1;
+        self.emit(Inst::Coop { site, op: coop });
+        if let (Some(r), Some(slot)) = (result, dst) {
+            self.bind(r.name(), Binding::Frag { slot, mutable: false });
+        }
+        Ok(())
     }
 }

@@ -1,6 +1,8 @@
 //! Runs a compiled [`Program`] over an nd-range: work-groups one after another, the
 //! work-items of a group as resumable states that run in index order up to each barrier.
 
+mod matrix;
+
 use std::time::Instant;
 
 use smallvec::SmallVec;
@@ -35,6 +37,11 @@ struct Item {
     privates: Vec<Buffer>,
     local_id: [u32; 3],
     global_id: [u32; 3],
+    /// The linear local id.
+    linear: u64,
+    /// Fragment values, whole tiles row-major.
+    frags: Vec<Vec<f32>>,
+    copies: matrix::AsyncState,
 }
 
 impl Item {
@@ -46,6 +53,9 @@ impl Item {
             privates: prog.privates.iter().map(|&(t, n)| Buffer::zeroed(t, n as usize)).collect(),
             local_id: [0; 3],
             global_id: [0; 3],
+            linear: 0,
+            frags: prog.frags.iter().map(|&n| vec![0.0; n as usize]).collect(),
+            copies: matrix::AsyncState::default(),
         }
     }
 }
@@ -63,6 +73,10 @@ struct Machine<'a> {
     until_clock: u32,
     deadline: Option<(Instant, Instant)>,
     reverse: bool,
+    /// Per sub-group of the current work-group: its cooperative matrix operations so far.
+    coop_logs: Vec<matrix::CoopLog>,
+    /// Per work-item of the current work-group: how many cooperative operations it ran.
+    coop_counts: Vec<u32>,
 }
 
 /// Runs `prog` over the whole launch.
@@ -104,7 +118,22 @@ pub(super) fn execute(
         until_clock: DEADLINE_CHECK_STEPS,
         deadline: options.deadline.map(|d| (Instant::now(), d)),
         reverse: options.reverse_order,
+        coop_logs: Vec::new(),
+        coop_counts: Vec::new(),
     };
+    if prog.n_coop > 0 {
+        if !group_size.is_multiple_of(matrix::SUB_GROUP) {
+            return Err(m.error(
+                None,
+                format!(
+                    "matrix operations need work-groups of a multiple of {} work-items (whole                      sub-groups); this launch's work-groups have {group_size}",
+                    matrix::SUB_GROUP
+                ),
+            ));
+        }
+        m.coop_logs = (0..group_size / matrix::SUB_GROUP).map(|_| Default::default()).collect();
+        m.coop_counts = vec![0; group_size as usize];
+    }
     let groups: [u32; 3] = std::array::from_fn(|d| launch.global[d] / launch.local[d]);
     let mut items: Vec<Item> = (0..n_states).map(|_| Item::new(prog)).collect();
     let [g0, g1, g2] = groups.map(|g| g as u64);
@@ -133,12 +162,22 @@ impl Machine<'_> {
             (linear / (l[0] as u64 * l[1] as u64)) as u32,
         ];
         item.pc = 0;
+        item.linear = linear;
+        item.copies.clear();
         item.local_id = local_id;
         item.global_id =
             std::array::from_fn(|d| self.launch.offset[d] + self.group_id[d] * l[d] + local_id[d]);
     }
 
     fn run_group(&mut self, items: &mut [Item]) -> Result<(), InterpError> {
+        self.run_group_items(items)?;
+        if self.prog.n_coop > 0 {
+            self.coop_finish().map_err(|e| self.error(None, e))?;
+        }
+        Ok(())
+    }
+
+    fn run_group_items(&mut self, items: &mut [Item]) -> Result<(), InterpError> {
         for a in &mut self.locals {
             a.fill_zero();
         }
@@ -323,6 +362,18 @@ impl Machine<'_> {
                     }
                 }
                 Inst::Barrier { id } => return Ok(Stop::Barrier(*id)),
+                Inst::FragCopy { dst, src } => {
+                    if dst != src {
+                        let v = item.frags[*src as usize].clone();
+                        item.frags[*dst as usize] = v;
+                    }
+                }
+                Inst::Coop { site, op } => self.coop(item, *site, op)?,
+                Inst::CopyAsync { dst, di, src, si, n } => {
+                    self.copy_async(item, (*dst, *di, *src, *si, *n))?
+                }
+                Inst::AsyncCommit => self.async_commit(item),
+                Inst::AsyncWait { n } => self.async_wait(item, *n),
                 Inst::Atomic { op, mem, index, cmp, value, result } => {
                     let i = self.eval(*index, item)?;
                     let c = match cmp {

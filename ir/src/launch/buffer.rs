@@ -134,6 +134,20 @@ impl Element for f64 {
     }
 }
 
+impl sealed::Sealed for half::bf16 {}
+impl Element for half::bf16 {
+    const SCALAR: Scalar = Scalar::BF16;
+    fn to_imm(self) -> Imm {
+        Imm::from_bits(Scalar::BF16, self.to_bits() as u64)
+    }
+    fn from_imm(imm: Imm) -> Option<half::bf16> {
+        match imm {
+            Imm::Float(Scalar::BF16, _) => Some(half::bf16::from_bits(imm.to_bits() as u16)),
+            _ => None,
+        }
+    }
+}
+
 impl sealed::Sealed for f16 {}
 impl Element for f16 {
     const SCALAR: Scalar = Scalar::F16;

@@ -17,6 +17,7 @@ use hashbrown::HashMap;
 use crate::diag::{Diagnostic, Span, Spans};
 use crate::expr::{BinOp, Builtin, Expr, Intrinsic, UnOp, Var};
 use crate::kernel::{Attrs, Kernel, Module};
+use crate::matrix::{Frag, FragRole, Layout, MatShape, MatrixOp};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 use lexer::{Tok, Token};
@@ -322,6 +323,9 @@ impl<'s> Parser<'s> {
                 return Ok(t);
             }
         }
+        if self.is_word("frag") && self.peek_at(1) == &Tok::Punct("<") {
+            return self.frag_type();
+        }
         if !self.eat_word("ptr") {
             return Ok(Type::Scalar(self.scalar_type()?));
         }
@@ -343,6 +347,30 @@ impl<'s> Parser<'s> {
         let elem = self.scalar_type()?;
         self.expect_punct(">")?;
         Ok(Type::Ptr(space, elem))
+    }
+
+    /// `frag<role, shape, elem>`.
+    fn frag_type(&mut self) -> PResult<Type> {
+        self.bump();
+        self.expect_punct("<")?;
+        let role = self.word_of("a fragment role (a, b or acc)", FragRole::from_name)?;
+        self.expect_punct(",")?;
+        let shape = self.word_of("a matrix shape (m16n8k16 or m16n16k16)", MatShape::from_name)?;
+        self.expect_punct(",")?;
+        let elem = self.scalar_type()?;
+        self.expect_punct(">")?;
+        Ok(Type::Frag(Frag::new(role, shape, elem)))
+    }
+
+    /// An identifier that `parse` accepts, as what it parses to; `what` names what is expected.
+    fn word_of<T>(&mut self, what: &str, parse: impl Fn(&str) -> Option<T>) -> PResult<T> {
+        if let Tok::Ident(w) = self.peek() {
+            if let Some(v) = parse(w) {
+                self.bump();
+                return Ok(v);
+            }
+        }
+        self.error(self.span(), format!("expected {what}, found {}", self.peek().describe()))
     }
 
     // ---- kernels -------------------------------------------------------------------------
@@ -552,7 +580,7 @@ impl<'s> Parser<'s> {
         let (name, _) = self.binder("variable")?;
         let ann = if self.eat_punct(":") { Some(self.ty()?) } else { None };
         self.expect_punct("=")?;
-        let is_atomic_call = matches!(self.peek(), Tok::Ident(w) if atomic_op(w).is_some())
+        let is_atomic_call = matches!(self.peek(), Tok::Ident(w) if atomic_op(w).is_some() || MatrixOp::is_name(w))
             && self.peek_at(1) == &Tok::Punct("(");
         let node = if is_atomic_call {
             let node = self.call_stmt(Some((name, ann)))?;
@@ -584,6 +612,9 @@ impl<'s> Parser<'s> {
             return self.error(name_tok.span, "expected a call");
         };
         self.expect_punct("(")?;
+        if MatrixOp::is_name(&name) {
+            return self.matrix_call(&name, name_tok.span, result);
+        }
         if name == "vstore" {
             if result.is_some() {
                 return self.error(name_tok.span, "`vstore` yields no value to bind");
@@ -682,6 +713,97 @@ impl<'s> Parser<'s> {
         Ok(StmtNode::Call { result, func: Func::atomic(op), args: exprs })
     }
 
+    /// A matrix call after its `(`: operands, the layout word of `frag_load`/`frag_store`, and
+    /// the literal count of `copy_async`/`async_wait`. Stops before the `;`.
+    fn matrix_call(
+        &mut self,
+        name: &str,
+        span: Span,
+        result: Option<(String, Option<Type>)>,
+    ) -> PResult<StmtNode> {
+        let mut args = self.call_args()?;
+        let want = match name {
+            "frag_load" => 4,
+            "frag_store" => 5,
+            "frag_fill" => 1,
+            "mma" => 3,
+            "copy_async" => 5,
+            "async_commit" => 0,
+            _ => 1,
+        };
+        if args.len() != want {
+            return self.error(
+                span,
+                format!("`{name}` takes {want} operand{}, found {}", plural(want), args.len()),
+            );
+        }
+        let word = |p: &Self, a: &Ast| -> PResult<Layout> {
+            match &a.kind {
+                AstKind::Name(n) if Layout::from_name(n).is_some() => {
+                    Ok(Layout::from_name(n).unwrap())
+                }
+                _ => p.error(a.span, format!("expected the layout `row` or `col` in `{name}`")),
+            }
+        };
+        let count = |p: &Self, a: &Ast| -> PResult<u8> {
+            match &a.kind {
+                AstKind::Lit {
+                    tok: Tok::Int { text, radix, suffix: None }, neg: false, ..
+                } => match u8::from_str_radix(text, *radix) {
+                    Ok(v) => Ok(v),
+                    Err(_) => p.error(a.span, format!("the count of `{name}` must be below 256")),
+                },
+                _ => p.error(
+                    a.span,
+                    format!("expected a count (an unsuffixed integer literal) in `{name}`"),
+                ),
+            }
+        };
+        let op = match name {
+            "frag_load" => MatrixOp::Load(word(self, &args.remove(3))?),
+            "frag_store" => MatrixOp::Store(word(self, &args.remove(3))?),
+            "frag_fill" => MatrixOp::Fill,
+            "mma" => MatrixOp::Mma,
+            "copy_async" => MatrixOp::CopyAsync(count(self, &args.remove(4))?),
+            "async_commit" => MatrixOp::Commit,
+            _ => MatrixOp::Wait(count(self, &args.remove(0))?),
+        };
+        let ann = result.as_ref().and_then(|(_, t)| *t);
+        let mut exprs = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            // Indices and strides are u32 unless written otherwise; a fill's literal is of the
+            // fragment's element type.
+            let ctx = match op {
+                MatrixOp::Fill => ann.and_then(Type::frag).map(|f| f.elem),
+                MatrixOp::Mma => None,
+                MatrixOp::Load(_) | MatrixOp::Store(_) if i == 0 || i == 3 => None,
+                MatrixOp::CopyAsync(_) if i % 2 == 0 => None,
+                _ => Some(Scalar::U32),
+            };
+            exprs.push(self.elab(a, ctx)?);
+        }
+        let result = match result {
+            None => None,
+            Some(_) if !op.has_result() => {
+                return self.error(span, format!("`{name}` yields no value to bind"));
+            }
+            Some((rname, ann)) => {
+                let ty = match (ann, op) {
+                    (Some(t), _) => t,
+                    (None, MatrixOp::Mma) => exprs[2].ty(),
+                    (None, _) => {
+                        return self.error(
+                            span,
+                            format!("the fragment `{name}` makes needs a type: `let {rname}: frag<..> = {name}(..)`"),
+                        )
+                    }
+                };
+                Some(Var::new(rname, ty))
+            }
+        };
+        Ok(StmtNode::Call { result, func: Func::matrix(op), args: exprs })
+    }
+
     fn if_stmt(&mut self) -> PResult<Stmt> {
         let start = self.bump().span;
         self.enter(start)?;
@@ -735,6 +857,14 @@ impl<'s> Parser<'s> {
 /// The float of type `ty` with exactly these bits; None if `bits` is wider than the type.
 fn float_from_bits(ty: Scalar, bits: u64) -> Option<f64> {
     (ty.bits() >= 64 || bits >> ty.bits() == 0).then(|| crate::expr::float_from_bits(ty, bits))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 fn atomic_op(name: &str) -> Option<AtomicOp> {

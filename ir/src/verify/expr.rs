@@ -8,17 +8,22 @@ use crate::types::{Scalar, Type};
 use super::{show, Checker, Node};
 
 const F16_NOTE: &str = "; f16 is a storage type (load, store and cast it; convert with `as f32`)";
+const BF16_NOTE: &str = "; bf16 is a storage type (load, store and cast it; convert with `as f32`)";
 
 fn f16_note(t: Type) -> &'static str {
     if t == Type::F16 {
         F16_NOTE
+    } else if t == Type::BF16 {
+        BF16_NOTE
     } else {
         ""
     }
 }
 
 fn f16_note2(a: Type, b: Type) -> &'static str {
-    if a == Type::F16 || b == Type::F16 {
+    if a == Type::BF16 || b == Type::BF16 {
+        BF16_NOTE
+    } else if a == Type::F16 || b == Type::F16 {
         F16_NOTE
     } else {
         ""
@@ -48,6 +53,20 @@ impl Checker<'_> {
 
     /// Checks one node whose children have been checked (`kids_ok`: all are well typed).
     fn expr_node(&mut self, e: &Expr, kids_ok: bool) -> bool {
+        if !matches!(e.node(), ExprNode::Var(_)) {
+            if let Some(k) = e.children().into_iter().find(|k| k.ty().frag().is_some()) {
+                self.at_expr(
+                    e,
+                    format!(
+                        "{} is a fragment ({}); fragments only move through variables and \
+                         matrix calls (store one with `frag_store` to compute with it)",
+                        show(k),
+                        k.ty()
+                    ),
+                );
+                return false;
+            }
+        }
         match e.node() {
             ExprNode::Var(v) => {
                 self.reference(v, Node::Expr(e.clone()), "use of");
@@ -144,12 +163,13 @@ impl Checker<'_> {
                     );
                     ok = false;
                 } else if super::vector::lane_type(ta).scalar().is_none()
-                    || super::vector::lane_type(ta) == Type::F16
+                    || super::vector::lane_type(ta).is_float()
+                        && !super::vector::lane_type(ta).is_arith()
                 {
                     self.at_expr(
                         e,
                         format!(
-                            "select needs scalar arms other than f16, but {} and {} are {ta}{}",
+                            "select needs scalar arms other than f16 and bf16, but {} and {} are {ta}{}",
                             show(a),
                             show(b),
                             f16_note(ta)
@@ -308,7 +328,7 @@ impl Checker<'_> {
             return false;
         }
         let t = super::vector::lane_type(ta);
-        let is_f16 = t == Type::F16;
+        let is_f16 = t == Type::F16 || t == Type::BF16;
         let (ok, need) = match op {
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
                 (t.is_arith(), "arithmetic operands (integers, f32 or f64)")
@@ -321,7 +341,7 @@ impl Checker<'_> {
                 (t.is_int() || t.is_bool(), "integer or bool operands")
             }
             BinOp::Eq | BinOp::Ne => {
-                (t.scalar().is_some() && !is_f16, "scalar operands other than f16")
+                (t.scalar().is_some() && !is_f16, "scalar operands other than f16 and bf16")
             }
             BinOp::LogicAnd | BinOp::LogicOr => (true, ""),
         };

@@ -106,6 +106,7 @@
 //! an expression gives one error, not one per enclosing operator.
 
 mod expr;
+mod matrix;
 mod stmt;
 mod vector;
 
@@ -358,6 +359,14 @@ impl<'k> Checker<'k> {
             }
             match p.ty() {
                 Type::Scalar(_) => {}
+                Type::Frag(_) => self.error(
+                    None,
+                    format!(
+                        "parameter `{}` is a fragment ({}); fragments live in variables only",
+                        p.name(),
+                        p.ty()
+                    ),
+                ),
                 Type::Vector(..) => self.error(
                     None,
                     format!(

@@ -806,6 +806,7 @@ impl V {
                 // Execution is in order per batch: memory is always consistent.
                 kiln_ir::FuncKind::Fence(_) => {}
                 kiln_ir::FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
+                kiln_ir::FuncKind::Matrix(_) => return no("matrix operations"),
             },
             StmtNode::Alloc { var, count } => {
                 if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {

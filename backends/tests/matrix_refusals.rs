@@ -1,0 +1,57 @@
+//! Targets without a lowering for matrix operations or bf16 refuse such kernels by name
+//! (never a panic, never wrong code): SPIR-V (both flavours), the AMDGPU-like target and x86.
+
+use kiln_backends::registry::target;
+use kiln_backends::target::ErrorKind;
+use kiln_ir::{parse_module, Verified};
+
+const MATRIX: &str = "kernel k(a: ptr<global, f16>, d: ptr<global, f32>) {
+  let fa: frag<a, m16n8k16, f16> = frag_load(a, 0u32, 16u32, row);
+  let fb: frag<b, m16n8k16, f16> = frag_load(a, 0u32, 8u32, col);
+  let c: frag<acc, m16n8k16, f32> = frag_fill(0.0f32);
+  let r: frag<acc, m16n8k16, f32> = mma(fa, fb, c);
+  frag_store(d, 0u32, 8u32, row, r);
+}";
+
+const BF16: &str = "kernel k(x: ptr<global, f32>, y: ptr<global, bf16>) {
+  let i: u32 = global_id(0);
+  y[i] = x[i] as bf16;
+}";
+
+#[test]
+fn matrix_operations_and_bf16_are_refused_by_name() {
+    let options = Default::default();
+    for (name, matrix_words, bf16_words) in [
+        (
+            "spirv-vk",
+            "need SPV_KHR_cooperative_matrix, which is not yet emitted",
+            "bf16 is not yet emitted for SPIR-V",
+        ),
+        (
+            "spirv-cl",
+            "need SPV_KHR_cooperative_matrix, which is not yet emitted",
+            "bf16 is not yet emitted for SPIR-V",
+        ),
+        (
+            "amdgpu",
+            "matrix operation `frag_load` is not lowered for amdgpu",
+            "bf16 is not lowered for amdgpu",
+        ),
+        (
+            "x86",
+            "matrix operation `frag_load` is not lowered by the x86 backend",
+            "bf16 is not lowered by the x86 backend",
+        ),
+    ] {
+        let t = target(name, &options).unwrap();
+        for (src, words) in [(MATRIX, matrix_words), (BF16, bf16_words)] {
+            let m = Verified::new(parse_module(src).unwrap()).unwrap();
+            let e = match t.emit_any(&m) {
+                Ok(_) => panic!("{name} emitted a kernel it cannot lower"),
+                Err(e) => e,
+            };
+            assert_eq!(e.kind, ErrorKind::Unsupported, "{name}: {e}");
+            assert!(e.to_string().contains(words), "{name}: {e}");
+        }
+    }
+}
