@@ -73,7 +73,7 @@
 //!
 //! ```
 //! use kiln_backends::x86::{compile, X86Options};
-//! use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, NdRange};
+//! use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, LaunchError, NdRange};
 //! let m = kiln_ir::parse_module(
 //!     "kernel scale(x: ptr<global, f32>, a: f32) { let i: u32 = global_id(0); x[i] = x[i] * a; }",
 //! ).unwrap();
@@ -105,8 +105,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kiln_ir::interp::InterpError;
-use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, NdRange};
+use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, LaunchError, NdRange};
 use kiln_ir::{Kernel, Scalar, Verified};
 
 use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Lowering, Target};
@@ -514,7 +513,7 @@ impl X86Program {
         range: &NdRange,
         args: &[Arg],
         buffers: &mut [Buffer],
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         self.run_with(range, args, buffers, &X86RunOptions::default())
     }
 
@@ -525,7 +524,7 @@ impl X86Program {
         args: &[Arg],
         buffers: &mut [Buffer],
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
         // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call.
@@ -541,7 +540,7 @@ impl X86Program {
         buffers: &mut [Buffer],
         threads: usize,
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         self.run_on(&WorkerPool::new(threads), range, args, buffers, opts)
     }
 
@@ -556,7 +555,7 @@ impl X86Program {
         args: &[Arg],
         buffers: &mut [Buffer],
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
         let n = launch.group_count();
@@ -566,7 +565,7 @@ impl X86Program {
             return unsafe { self.run_groups_raw(&launch, args, &raw, 0..n, opts) };
         }
         let per = n.div_ceil(parts);
-        let results: Vec<Mutex<Option<InterpError>>> =
+        let results: Vec<Mutex<Option<LaunchError>>> =
             (0..parts).map(|_| Mutex::new(None)).collect();
         pool.run(parts as usize, &|t| {
             let (lo, hi) = (t as u64 * per, ((t as u64 + 1) * per).min(n));
@@ -599,7 +598,7 @@ impl X86Program {
         buffers: &[RawBuffer],
         groups: Range<u64>,
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let bound =
             launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
         let group_size = launch.group_size();
@@ -867,11 +866,11 @@ impl X86Program {
             std::array::from_fn(|d| launch.offset[d] as u64 + ctx.group_id[d] * l[d] + lid[d]);
     }
 
-    fn launch_error(&self, message: String) -> InterpError {
+    fn launch_error(&self, message: String) -> LaunchError {
         self.error(None, message)
     }
 
-    fn error(&self, work_item: Option<[u32; 3]>, message: String) -> InterpError {
-        InterpError { kernel: self.kernel.name().to_string(), work_item, message }
+    fn error(&self, work_item: Option<[u32; 3]>, message: String) -> LaunchError {
+        LaunchError { kernel: self.kernel.name().to_string(), work_item, message }
     }
 }

@@ -9,8 +9,7 @@
 
 use std::time::Instant;
 
-use kiln_ir::interp::InterpError;
-use kiln_ir::launch::Launch;
+use kiln_ir::launch::{Launch, LaunchError};
 
 use super::rt::{self, Ctx, MemRef};
 use super::{spmd, Entry, ScalarCode, SpmdCode, VectorEntry, X86Program};
@@ -28,7 +27,7 @@ impl X86Program {
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let l = launch.local.map(u64::from);
         let per_row = (l[0] / 8) as usize;
         let batches = per_row * (l[1] * l[2]) as usize;
@@ -139,7 +138,7 @@ impl X86Program {
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let n = launch.group_size();
         for f in frames.chunks_mut(words) {
             f[0] = 0;
@@ -191,7 +190,7 @@ impl X86Program {
         n_barriers: u32,
         first: (u64, [u32; 3]),
         other: (u64, [u32; 3]),
-    ) -> InterpError {
+    ) -> LaunchError {
         let what = |s: u64| {
             if s == 0 {
                 "finished".to_string()

@@ -8,9 +8,11 @@
 use crate::expr::Imm;
 
 mod buffer;
+mod error;
 pub(crate) mod resolve;
 
 pub use buffer::{Buffer, BufferError, Element};
+pub use error::LaunchError;
 pub use resolve::{resolve_launch, Launch};
 
 /// An nd-range: 1 to 3 dimensions of global size, optional local size, and offset. A plain
