@@ -69,11 +69,12 @@
 //! block, so runs on different buffers may proceed on different threads at once, and
 //! [`X86Program::run_groups_raw`] runs a sub-range of the work-groups of one launch so that
 //! a thread pool can split a launch ([`X86Program::run_on`] does, on a [`WorkerPool`]).
-//! Atomics are lock-prefixed, so they are atomic across threads too.
+//! Atomics on buffers are lock-prefixed, so they are atomic across threads too, except in a
+//! launch that runs on one thread (`run`, or `run_on` a small range or a pool of one).
 //!
 //! ```
 //! use kiln_backends::x86::{compile, X86Options};
-//! use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, LaunchError, NdRange};
+//! use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, NdRange};
 //! let m = kiln_ir::parse_module(
 //!     "kernel scale(x: ptr<global, f32>, a: f32) { let i: u32 = global_id(0); x[i] = x[i] * a; }",
 //! ).unwrap();
@@ -308,6 +309,11 @@ impl fmt::Debug for X86Program {
 /// (deadline, cancel flag) are looked at between calls.
 const SPAN_ITEMS: u64 = 1 << 16;
 
+/// A launch of at most this many work-items runs on the calling thread: handing work to
+/// the pool's threads and waiting for them costs microseconds, more than a small kernel
+/// runs. (A kernel with long loops over a small range is the loser of this rule.)
+pub const INLINE_ITEMS: u64 = 4096;
+
 /// The most memory (local arrays plus the frames of a group's work-items) one run may use:
 /// 1 GiB, the interpreter's limit.
 const MEMORY_LIMIT: u64 = 1 << 30;
@@ -527,8 +533,9 @@ impl X86Program {
     ) -> Result<(), LaunchError> {
         let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
-        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call.
-        unsafe { self.run_groups_raw(&launch, args, &raw, 0..launch.group_count(), opts) }
+        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call, and
+        // this thread runs every group.
+        unsafe { self.run_groups(&launch, args, &raw, 0..launch.group_count(), opts, true) }
     }
 
     /// Runs the launch's work-groups on up to `threads` threads, started for this call:
@@ -545,7 +552,8 @@ impl X86Program {
     }
 
     /// Runs the launch's work-groups on the pool's threads (each takes a contiguous run of
-    /// groups, run in order). A race-free kernel gives the interpreter's buffers; when
+    /// groups, run in order); a launch of at most [`INLINE_ITEMS`] work-items runs on this
+    /// thread alone. A race-free kernel gives the interpreter's buffers; when
     /// groups fail, the error of the lowest-numbered failing group among those run is
     /// returned, and groups on other threads may have run past it.
     pub fn run_on(
@@ -560,9 +568,9 @@ impl X86Program {
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
         let n = launch.group_count();
         let parts = (pool.threads() as u64).min(n);
-        if parts <= 1 {
+        if parts <= 1 || n.saturating_mul(launch.group_size()) <= INLINE_ITEMS {
             // SAFETY: as below, with every group on this thread.
-            return unsafe { self.run_groups_raw(&launch, args, &raw, 0..n, opts) };
+            return unsafe { self.run_groups(&launch, args, &raw, 0..n, opts, true) };
         }
         let per = n.div_ceil(parts);
         let results: Vec<Mutex<Option<LaunchError>>> =
@@ -598,6 +606,25 @@ impl X86Program {
         buffers: &[RawBuffer],
         groups: Range<u64>,
         opts: &X86RunOptions,
+    ) -> Result<(), LaunchError> {
+        // SAFETY: the caller's promise.
+        unsafe { self.run_groups(launch, args, buffers, groups, opts, false) }
+    }
+
+    /// [`X86Program::run_groups_raw`]; with `alone`, the caller also promises that no other
+    /// thread runs groups of the launch (atomics on buffers then need no `lock`).
+    ///
+    /// # Safety
+    ///
+    /// As for [`X86Program::run_groups_raw`].
+    unsafe fn run_groups(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+        alone: bool,
     ) -> Result<(), LaunchError> {
         let bound =
             launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
@@ -705,6 +732,7 @@ impl X86Program {
             helpers: rt::helpers(),
             span: 0,
             math_table: kiln_ir::eval::math::SINCOS_TABLE.as_ptr(),
+            alone: u64::from(alone),
         };
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
