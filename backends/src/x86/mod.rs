@@ -328,7 +328,26 @@ pub fn codes_generated() -> u64 {
     CODES_GENERATED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The memory a launch runs in (scalar frames, the local block, the memory table, vector
+/// frames), kept by each thread between its launches so that a launch allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    frames: Vec<u64>,
+    local: Vec<u64>,
+    table: Vec<MemRef>,
+    vframe: Vec<u32>,
+}
+
 thread_local! {
+    /// See [`Scratch`].
+    static SCRATCH: std::cell::Cell<Scratch> = const {
+        std::cell::Cell::new(Scratch {
+            frames: Vec::new(),
+            local: Vec::new(),
+            table: Vec::new(),
+            vframe: Vec::new(),
+        })
+    };
     /// Work-groups this thread has run on the 8-lane code.
     static LANE_GROUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
@@ -626,6 +645,31 @@ impl X86Program {
         opts: &X86RunOptions,
         alone: bool,
     ) -> Result<(), LaunchError> {
+        // The thread's blocks from its last launch (none if a launch is running below this
+        // one on the same thread, which then keeps its own).
+        let mut s = SCRATCH.with(std::cell::Cell::take);
+        // SAFETY: the caller's promise.
+        let r = unsafe { self.run_groups_in(launch, args, buffers, groups, opts, alone, &mut s) };
+        SCRATCH.with(|c| c.set(s));
+        r
+    }
+
+    /// [`X86Program::run_groups`] with the memory blocks of `s`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`X86Program::run_groups_raw`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_groups_in(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+        alone: bool,
+        s: &mut Scratch,
+    ) -> Result<(), LaunchError> {
         let bound =
             launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
         let group_size = launch.group_size();
@@ -674,9 +718,14 @@ impl X86Program {
             )));
         }
         let words = frame_bytes / 8;
-        let mut frames = vec![0u64; n_states as usize * words];
-        let mut local = vec![0u64; local_bytes.div_ceil(8)];
-        let mut table: Vec<MemRef> = Vec::new();
+        // As freshly allocated, zeroed blocks, without the allocations.
+        let Scratch { frames, local, table, vframe } = s;
+        frames.clear();
+        frames.resize(n_states as usize * words, 0);
+        local.clear();
+        local.resize(local_bytes.div_ceil(8), 0);
+        table.clear();
+        vframe.clear();
         for m in mems {
             let MemKind::Table(t) = m.kind else { continue };
             debug_assert_eq!(t as usize, table.len());
@@ -737,7 +786,6 @@ impl X86Program {
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
         let start = Instant::now();
-        let mut vframe: Vec<u32> = Vec::new();
         // 1-D launches with rows of whole batches run many groups per call of the vector
         // code: their work-items are one contiguous run of global_id(0).
         let spans = self.spmd.as_ref().filter(|v| {
@@ -767,7 +815,7 @@ impl X86Program {
                     ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
                     self.set_ids(&mut ctx, launch, 0);
                     if rt::limit_hit(&mut ctx) != 0 {
-                        return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
+                        return Err(self.fault_in(sc, &ctx, table, &ranges, start));
                     }
                     vframe.resize(v.vframe_bytes.div_ceil(4), 0);
                     vframe[..8].copy_from_slice(&spmd::IOTA);
@@ -784,7 +832,7 @@ impl X86Program {
                         )
                     };
                     if stop != 0 {
-                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
                     }
                     count_lane_groups(n);
                     linear += n;
@@ -800,7 +848,7 @@ impl X86Program {
             // Limits are also checked between groups, so that a huge launch of loop-free
             // code can be stopped; this also refills the back-edge budget.
             if rt::limit_hit(&mut ctx) != 0 {
-                return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
+                return Err(self.fault_in(sc, &ctx, table, &ranges, start));
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
@@ -814,16 +862,7 @@ impl X86Program {
                 count_lane_groups(1);
             }
             let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
-                self.vector_rounds(
-                    v,
-                    &mut ctx,
-                    launch,
-                    &mut frames,
-                    &mut vframe,
-                    &table,
-                    &ranges,
-                    start,
-                )
+                self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
             } else if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
@@ -845,7 +884,7 @@ impl X86Program {
                         )
                     };
                     if stop != 0 {
-                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
                     }
                 }
                 Ok(())
@@ -862,20 +901,10 @@ impl X86Program {
                     if stop == 0 {
                         Ok(())
                     } else {
-                        Err(self.fault(sc, &ctx, &table, &ranges, start))
+                        Err(self.fault(sc, &ctx, table, &ranges, start))
                     }
                 } else {
-                    self.rounds(
-                        sc,
-                        &mut ctx,
-                        launch,
-                        &mut frames,
-                        words,
-                        entry,
-                        &table,
-                        &ranges,
-                        start,
-                    )
+                    self.rounds(sc, &mut ctx, launch, frames, words, entry, table, &ranges, start)
                 }
             } else {
                 Err(self.launch_error("internal error: a group the vector code cannot run".into()))
