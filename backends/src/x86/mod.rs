@@ -338,6 +338,17 @@ struct Scratch {
     vframe: Vec<u32>,
 }
 
+/// The first `n` words of `v` from a 64-byte boundary (`v` grown with zeros as needed): the
+/// vector code's 32-byte slots then never straddle a cache line, whatever address the
+/// allocator gave.
+fn aligned(v: &mut Vec<u32>, n: usize) -> &mut [u32] {
+    if v.len() < n + 16 {
+        v.resize(n + 16, 0);
+    }
+    let off = v.as_ptr().align_offset(64);
+    &mut v[off..off + n]
+}
+
 thread_local! {
     /// See [`Scratch`].
     static SCRATCH: std::cell::Cell<Scratch> = const {
@@ -817,7 +828,7 @@ impl X86Program {
                     if rt::limit_hit(&mut ctx) != 0 {
                         return Err(self.fault_in(sc, &ctx, table, &ranges, start));
                     }
-                    vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                    let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
                     vframe[..8].copy_from_slice(&spmd::IOTA);
                     ctx.span = n * l[0];
                     // SAFETY: the vector code reads the lane constant at the vector frame's
@@ -867,7 +878,7 @@ impl X86Program {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
                     unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
-                vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
                 vframe[..8].copy_from_slice(&spmd::IOTA);
                 ctx.span = l[0];
                 for row in 0..l[1] * l[2] {

@@ -34,10 +34,7 @@ impl X86Program {
         let words = v.vframe_bytes.div_ceil(32) * 8;
         // Every batch starts from the top; the code writes every other slot before reading
         // it, so frames are set up once per launch, not per group.
-        if vframe.len() != batches * words {
-            vframe.clear();
-            vframe.resize(batches * words, 0);
-        }
+        let vframe = super::aligned(vframe, batches * words);
         for f in vframe.chunks_mut(words) {
             f[..8].copy_from_slice(&spmd::IOTA);
             f[spmd::RESUME_SLOT as usize / 4] = 0;
