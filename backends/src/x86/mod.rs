@@ -338,12 +338,13 @@ struct Scratch {
     vframe: Vec<u32>,
 }
 
-/// The first `n` words of `v` from a 64-byte boundary (`v` grown with zeros as needed): the
-/// vector code's 32-byte slots then never straddle a cache line, whatever address the
-/// allocator gave.
-fn aligned(v: &mut Vec<u32>, n: usize) -> &mut [u32] {
-    if v.len() < n + 16 {
-        v.resize(n + 16, 0);
+/// The first `n` elements of `v` from a 64-byte boundary (`v` grown with zeros as needed):
+/// the vector code's 32-byte accesses to its frames and to local arrays then never
+/// straddle a cache line, whatever address the allocator gave.
+fn aligned<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    let pad = 64 / std::mem::size_of::<T>();
+    if v.len() < n + pad {
+        v.resize(n + pad, T::default());
     }
     let off = v.as_ptr().align_offset(64);
     &mut v[off..off + n]
@@ -734,7 +735,7 @@ impl X86Program {
         frames.clear();
         frames.resize(n_states as usize * words, 0);
         local.clear();
-        local.resize(local_bytes.div_ceil(8), 0);
+        let local = aligned(local, local_bytes.div_ceil(8));
         table.clear();
         vframe.clear();
         for m in mems {
