@@ -11,7 +11,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use kiln_backends::x86::{compile, X86Options, X86RunOptions};
-use kiln_ir::interp::{run, InterpError};
+use kiln_ir::interp::run;
+use kiln_ir::launch::LaunchError;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{arb_kernel_with, results_match, GenConfig};
 use kiln_ir::{Imm, Kernel, Scalar};
@@ -30,7 +31,7 @@ fn diff_opts(
     args: &[Arg],
     bufs: &[Buffer],
     opt: bool,
-) -> (Result<(), InterpError>, Vec<Buffer>) {
+) -> (Result<(), LaunchError>, Vec<Buffer>) {
     let mut want = bufs.to_vec();
     let want_r = run(k, range, args, &mut want);
     let mut variants = vec![X86Options::default()];
@@ -59,7 +60,7 @@ fn diff_opts(
     (want_r, want)
 }
 
-fn diff(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> Result<(), InterpError> {
+fn diff(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> Result<(), LaunchError> {
     diff_opts(k, range, args, bufs, true).0
 }
 

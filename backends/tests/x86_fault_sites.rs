@@ -12,7 +12,8 @@ mod x86_common;
 use x86_common::kernel;
 
 use kiln_backends::x86::{compile, X86Options};
-use kiln_ir::interp::{run, InterpError};
+use kiln_ir::interp::run;
+use kiln_ir::launch::LaunchError;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::Kernel;
 use kiln_passes::manager::PassManager;
@@ -27,7 +28,7 @@ fn same_error(
     range: &NdRange,
     args: &[Arg],
     bufs: &[Buffer],
-) -> InterpError {
+) -> LaunchError {
     let want = run(k, range, args, &mut bufs.to_vec()).expect_err("the case must fail");
     let p = compile(program, opts).unwrap_or_else(|e| panic!("{e}\n{program}"));
     let got = p.run(range, args, &mut bufs.to_vec());
@@ -36,7 +37,7 @@ fn same_error(
 }
 
 /// `k` optimized by x86 `-O` (scalar and 8-lane code), against the interpreter.
-fn optimized_agrees(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> InterpError {
+fn optimized_agrees(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> LaunchError {
     let mut last = None;
     for scalar in [true, false] {
         let opts = X86Options { optimize: true, scalar, ..X86Options::default() };

@@ -41,8 +41,9 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::expr::{Expr, Imm, Var};
-use crate::interp::{run_with, InterpError, RunOptions};
+use crate::interp::{run_with, RunOptions};
 use crate::kernel::Kernel;
+use crate::launch::LaunchError;
 use crate::launch::{Arg, Buffer, NdRange};
 use crate::types::Scalar;
 
@@ -230,13 +231,13 @@ pub struct TestCase {
 impl TestCase {
     /// Runs the case on the interpreter (with [`STEP_LIMIT`]) on a copy of its buffers, and
     /// returns the final buffers.
-    pub fn run(&self) -> Result<Vec<Buffer>, InterpError> {
+    pub fn run(&self) -> Result<Vec<Buffer>, LaunchError> {
         self.run_kernel(&self.kernel)
     }
 
     /// Runs another kernel (e.g. a transformed version of this one) with this case's range,
     /// arguments and a copy of its buffers.
-    pub fn run_kernel(&self, kernel: &Kernel) -> Result<Vec<Buffer>, InterpError> {
+    pub fn run_kernel(&self, kernel: &Kernel) -> Result<Vec<Buffer>, LaunchError> {
         let mut bufs = self.buffers.clone();
         run_with(
             kernel,

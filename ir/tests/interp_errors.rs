@@ -1,7 +1,8 @@
 //! Reference interpreter error tests: every launch check and every run-time fault, with the
 //! exact message each gives.
 
-use kiln_ir::interp::{run, InterpError};
+use kiln_ir::interp::run;
+use kiln_ir::launch::LaunchError;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{
     AddrSpace, AtomicOp, Attrs, Expr, Func, Imm, Kernel, MemFence, Scalar, Stmt, Type, UnOp, Var,
@@ -15,7 +16,7 @@ fn u32v(name: &str) -> Var {
     Var::new(name, Type::U32)
 }
 
-fn run_err(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &mut [Buffer]) -> InterpError {
+fn run_err(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &mut [Buffer]) -> LaunchError {
     match run(k, r, args, bufs) {
         Ok(()) => panic!("kernel `{}` ran without error", k.name()),
         Err(e) => e,

@@ -20,7 +20,7 @@
 //! reported with the number of iterations it ran.
 //!
 //! [`Sanitized::report`] turns the error buffer into the interpreter's error
-//! ([`InterpError`]) for the same access, such as
+//! ([`LaunchError`]) for the same access, such as
 //! ``kernel `k`, work-item (x, y, z): store `p[9]` out of bounds (buffer has 8 elements)``.
 //! When only one access in the launch is out of bounds
 //! the report is exactly the interpreter's. When several are, it names one of them (the
@@ -31,7 +31,7 @@
 //! only the first is kept.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::interp::InterpError;
+use kiln_ir::launch::LaunchError;
 use kiln_ir::launch::{Arg, Buffer};
 use kiln_ir::{
     AddrSpace, AtomicOp, BinOp, Expr, ExprNode, Func, FuncKind, Imm, Kernel, Scalar, Stmt,
@@ -149,11 +149,11 @@ impl Sanitized {
     /// The violation recorded in the error buffer `words`, as the interpreter reports it,
     /// or `None` if there is none. `args` and `buffers` are the launch's (original
     /// arguments), for the buffers' lengths.
-    pub fn report(&self, words: &[u32], args: &[Arg], buffers: &[Buffer]) -> Option<InterpError> {
+    pub fn report(&self, words: &[u32], args: &[Arg], buffers: &[Buffer]) -> Option<LaunchError> {
         if words.len() < ERROR_WORDS || words[0] == 0 {
             return None;
         }
-        let err = |message: String| InterpError {
+        let err = |message: String| LaunchError {
             kernel: self.name.clone(),
             work_item: Some([words[4], words[5], words[6]]),
             message,

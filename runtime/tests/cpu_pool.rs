@@ -131,10 +131,12 @@ fn a_fault_in_one_launch_does_not_poison_the_pool() {
     let _t = turn();
     let Some(dev) = device(3, None) else { return };
     let k = affine();
-    let range = NdRange::new(&[256]).with_local(&[8]);
+    // More work-items than a launch runs on the calling thread: the pool's threads run it.
+    let n = 8192;
+    let range = NdRange::new(&[n as u32]).with_local(&[8]);
     let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(1i32)];
-    let x = Buffer::from_slice(&(0..256).collect::<Vec<i32>>());
-    for short in [100usize, 255, 17] {
+    let x = Buffer::from_slice(&(0..n as i32).collect::<Vec<i32>>());
+    for short in [100usize, n - 1, 17, 5000] {
         // Too short an output: groups on several threads fault; the lowest one is reported,
         // as the interpreter reports it.
         same_as_interpreter(
@@ -144,15 +146,76 @@ fn a_fault_in_one_launch_does_not_poison_the_pool() {
             &args,
             &[x.clone(), Buffer::zeroed(Scalar::I32, short)],
         );
-        same_as_interpreter(
-            &dev,
-            &k,
-            &range,
-            &args,
-            &[x.clone(), Buffer::zeroed(Scalar::I32, 256)],
-        );
+        same_as_interpreter(&dev, &k, &range, &args, &[x.clone(), Buffer::zeroed(Scalar::I32, n)]);
     }
     assert_eq!(dev.workers_started(), 2);
+}
+
+/// A histogram in local memory, added to the global bins with atomics.
+fn histogram() -> Kernel {
+    kernel(
+        "kernel hist(x: ptr<global, u32>, h: ptr<global, u32>, n: u32) {
+             local bins: u32[16];
+             let l: u32 = local_id(0);
+             if l < 16u32 { bins[l] = 0u32; }
+             barrier(local);
+             let i: u32 = global_id(0);
+             if i < n { atomic_add(bins, x[i] & 15u32, 1u32); atomic_sub(h, 16u32 + (x[i] >> 28u32), 1u32); }
+             barrier(local);
+             if l < 16u32 { atomic_add(h, l, bins[l]); }
+         }",
+    )
+}
+
+#[test]
+fn a_small_launch_runs_on_the_calling_thread() {
+    let _t = turn();
+    let Some(dev) = device(4, None) else { return };
+    if !kiln_backends::x86::cpu_has("avx2") {
+        // The count below is of groups run on the 8-lane code.
+        kiln_ir::testing::skip("this CPU has no AVX2");
+        return;
+    }
+    // Long enough per group (a loop) that the workers would take part if it were handed
+    // to them.
+    let k = kernel(
+        "kernel mix(x: ptr<global, u32>) {
+             let i: u32 = global_id(0);
+             var h: u32 = x[i];
+             for j: u32 in 0u32 .. 2000u32 { h = h * 747796405u32 + j; }
+             x[i] = h; }",
+    );
+    let built = dev.build(&kiln_ir::Verified::kernel(k.clone()).unwrap(), &Default::default());
+    let program = dev.load(&built.unwrap()).unwrap();
+    let h = dev.kernel(&program, "mix").unwrap();
+    let items = kiln_backends::x86::INLINE_ITEMS as u32;
+    let range = NdRange::new(&[items]).with_local(&[64]);
+    let x = Buffer::from_slice(&(0..items).collect::<Vec<u32>>());
+    let mut want = vec![x.clone()];
+    run(&k, &range, &[Arg::Buffer(0)], &mut want).unwrap();
+    for _ in 0..10 {
+        let mut bufs = vec![x.clone()];
+        let before = kiln_backends::x86::lane_groups_on_this_thread();
+        dev.run(&h, &range, &[Arg::Buffer(0)], &mut bufs).unwrap();
+        // Every group here, none handed to the (started) workers.
+        assert_eq!(kiln_backends::x86::lane_groups_on_this_thread() - before, 64);
+        assert_eq!(bufs, want);
+    }
+    assert_eq!(dev.workers_started(), 3);
+}
+
+#[test]
+fn atomics_on_buffers_agree_on_one_thread_and_on_many() {
+    let _t = turn();
+    let k = histogram();
+    for (threads, n) in [(1usize, 20000u32), (3, 20000), (3, 1000)] {
+        let Some(dev) = device(threads, None) else { return };
+        let x: Vec<u32> = (0..n).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+        let range = NdRange::new(&[n.div_ceil(64) * 64]).with_local(&[64]);
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n - 3)];
+        let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::U32, 32)];
+        same_as_interpreter(&dev, &k, &range, &args, &bufs);
+    }
 }
 
 #[test]

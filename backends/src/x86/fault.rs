@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use kiln_ir::interp::InterpError;
+use kiln_ir::launch::LaunchError;
 
 use super::gen::{MemInfo, MemKind, Site};
 use super::rt::{self, Ctx, MemRef};
@@ -18,7 +18,7 @@ impl X86Program {
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
-    ) -> InterpError {
+    ) -> LaunchError {
         match sc {
             Some(sc) => self.fault(sc, ctx, table, ranges, start),
             None => self.fault_at(&[], &[], ctx, table, ranges, start),
@@ -33,7 +33,7 @@ impl X86Program {
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
-    ) -> InterpError {
+    ) -> LaunchError {
         self.fault_at(&sc.sites, &sc.mems, ctx, table, ranges, start)
     }
 
@@ -46,7 +46,7 @@ impl X86Program {
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
-    ) -> InterpError {
+    ) -> LaunchError {
         let id = Some(ctx.global_id.map(|v| v as u32));
         let site = sites.get(ctx.err_site as usize);
         let message = match (ctx.err_code, site) {

@@ -69,7 +69,8 @@
 //! block, so runs on different buffers may proceed on different threads at once, and
 //! [`X86Program::run_groups_raw`] runs a sub-range of the work-groups of one launch so that
 //! a thread pool can split a launch ([`X86Program::run_on`] does, on a [`WorkerPool`]).
-//! Atomics are lock-prefixed, so they are atomic across threads too.
+//! Atomics on buffers are lock-prefixed, so they are atomic across threads too, except in a
+//! launch that runs on one thread (`run`, or `run_on` a small range or a pool of one).
 //!
 //! ```
 //! use kiln_backends::x86::{compile, X86Options};
@@ -105,8 +106,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kiln_ir::interp::InterpError;
-use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, NdRange};
+use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, LaunchError, NdRange};
 use kiln_ir::{Kernel, Scalar, Verified};
 
 use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Lowering, Target};
@@ -309,6 +309,11 @@ impl fmt::Debug for X86Program {
 /// (deadline, cancel flag) are looked at between calls.
 const SPAN_ITEMS: u64 = 1 << 16;
 
+/// A launch of at most this many work-items runs on the calling thread: handing work to
+/// the pool's threads and waiting for them costs microseconds, more than a small kernel
+/// runs. (A kernel with long loops over a small range is the loser of this rule.)
+pub const INLINE_ITEMS: u64 = 4096;
+
 /// The most memory (local arrays plus the frames of a group's work-items) one run may use:
 /// 1 GiB, the interpreter's limit.
 const MEMORY_LIMIT: u64 = 1 << 30;
@@ -323,7 +328,38 @@ pub fn codes_generated() -> u64 {
     CODES_GENERATED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The memory a launch runs in (scalar frames, the local block, the memory table, vector
+/// frames), kept by each thread between its launches so that a launch allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    frames: Vec<u64>,
+    local: Vec<u64>,
+    table: Vec<MemRef>,
+    vframe: Vec<u32>,
+}
+
+/// The first `n` elements of `v` from a 64-byte boundary (`v` grown with zeros as needed):
+/// the vector code's 32-byte accesses to its frames and to local arrays then never
+/// straddle a cache line, whatever address the allocator gave.
+fn aligned<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    let pad = 64 / std::mem::size_of::<T>();
+    if v.len() < n + pad {
+        v.resize(n + pad, T::default());
+    }
+    let off = v.as_ptr().align_offset(64);
+    &mut v[off..off + n]
+}
+
 thread_local! {
+    /// See [`Scratch`].
+    static SCRATCH: std::cell::Cell<Scratch> = const {
+        std::cell::Cell::new(Scratch {
+            frames: Vec::new(),
+            local: Vec::new(),
+            table: Vec::new(),
+            vframe: Vec::new(),
+        })
+    };
     /// Work-groups this thread has run on the 8-lane code.
     static LANE_GROUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
@@ -520,7 +556,7 @@ impl X86Program {
         range: &NdRange,
         args: &[Arg],
         buffers: &mut [Buffer],
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         self.run_with(range, args, buffers, &X86RunOptions::default())
     }
 
@@ -531,11 +567,12 @@ impl X86Program {
         args: &[Arg],
         buffers: &mut [Buffer],
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
-        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call.
-        unsafe { self.run_groups_raw(&launch, args, &raw, 0..launch.group_count(), opts) }
+        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call, and
+        // this thread runs every group.
+        unsafe { self.run_groups(&launch, args, &raw, 0..launch.group_count(), opts, true) }
     }
 
     /// Runs the launch's work-groups on up to `threads` threads, started for this call:
@@ -547,12 +584,13 @@ impl X86Program {
         buffers: &mut [Buffer],
         threads: usize,
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         self.run_on(&WorkerPool::new(threads), range, args, buffers, opts)
     }
 
     /// Runs the launch's work-groups on the pool's threads (each takes a contiguous run of
-    /// groups, run in order). A race-free kernel gives the interpreter's buffers; when
+    /// groups, run in order); a launch of at most [`INLINE_ITEMS`] work-items runs on this
+    /// thread alone. A race-free kernel gives the interpreter's buffers; when
     /// groups fail, the error of the lowest-numbered failing group among those run is
     /// returned, and groups on other threads may have run past it.
     pub fn run_on(
@@ -562,17 +600,17 @@ impl X86Program {
         args: &[Arg],
         buffers: &mut [Buffer],
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
         let n = launch.group_count();
         let parts = (pool.threads() as u64).min(n);
-        if parts <= 1 {
+        if parts <= 1 || n.saturating_mul(launch.group_size()) <= INLINE_ITEMS {
             // SAFETY: as below, with every group on this thread.
-            return unsafe { self.run_groups_raw(&launch, args, &raw, 0..n, opts) };
+            return unsafe { self.run_groups(&launch, args, &raw, 0..n, opts, true) };
         }
         let per = n.div_ceil(parts);
-        let results: Vec<Mutex<Option<InterpError>>> =
+        let results: Vec<Mutex<Option<LaunchError>>> =
             (0..parts).map(|_| Mutex::new(None)).collect();
         pool.run(parts as usize, &|t| {
             let (lo, hi) = (t as u64 * per, ((t as u64 + 1) * per).min(n));
@@ -605,7 +643,51 @@ impl X86Program {
         buffers: &[RawBuffer],
         groups: Range<u64>,
         opts: &X86RunOptions,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
+        // SAFETY: the caller's promise.
+        unsafe { self.run_groups(launch, args, buffers, groups, opts, false) }
+    }
+
+    /// [`X86Program::run_groups_raw`]; with `alone`, the caller also promises that no other
+    /// thread runs groups of the launch (atomics on buffers then need no `lock`).
+    ///
+    /// # Safety
+    ///
+    /// As for [`X86Program::run_groups_raw`].
+    unsafe fn run_groups(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+        alone: bool,
+    ) -> Result<(), LaunchError> {
+        // The thread's blocks from its last launch (none if a launch is running below this
+        // one on the same thread, which then keeps its own).
+        let mut s = SCRATCH.with(std::cell::Cell::take);
+        // SAFETY: the caller's promise.
+        let r = unsafe { self.run_groups_in(launch, args, buffers, groups, opts, alone, &mut s) };
+        SCRATCH.with(|c| c.set(s));
+        r
+    }
+
+    /// [`X86Program::run_groups`] with the memory blocks of `s`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`X86Program::run_groups_raw`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_groups_in(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+        alone: bool,
+        s: &mut Scratch,
+    ) -> Result<(), LaunchError> {
         let bound =
             launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
         let group_size = launch.group_size();
@@ -654,9 +736,14 @@ impl X86Program {
             )));
         }
         let words = frame_bytes / 8;
-        let mut frames = vec![0u64; n_states as usize * words];
-        let mut local = vec![0u64; local_bytes.div_ceil(8)];
-        let mut table: Vec<MemRef> = Vec::new();
+        // As freshly allocated, zeroed blocks, without the allocations.
+        let Scratch { frames, local, table, vframe } = s;
+        frames.clear();
+        frames.resize(n_states as usize * words, 0);
+        local.clear();
+        let local = aligned(local, local_bytes.div_ceil(8));
+        table.clear();
+        vframe.clear();
         for m in mems {
             let MemKind::Table(t) = m.kind else { continue };
             debug_assert_eq!(t as usize, table.len());
@@ -712,11 +799,11 @@ impl X86Program {
             helpers: rt::helpers(),
             span: 0,
             math_table: kiln_ir::eval::math::SINCOS_TABLE.as_ptr(),
+            alone: u64::from(alone),
         };
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
         let start = Instant::now();
-        let mut vframe: Vec<u32> = Vec::new();
         // 1-D launches with rows of whole batches run many groups per call of the vector
         // code: their work-items are one contiguous run of global_id(0).
         let spans = self.spmd.as_ref().filter(|v| {
@@ -746,9 +833,9 @@ impl X86Program {
                     ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
                     self.set_ids(&mut ctx, launch, 0);
                     if rt::limit_hit(&mut ctx) != 0 {
-                        return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
+                        return Err(self.fault_in(sc, &ctx, table, &ranges, start));
                     }
-                    vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                    let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
                     vframe[..8].copy_from_slice(&spmd::IOTA);
                     ctx.span = n * l[0];
                     // SAFETY: the vector code reads the lane constant at the vector frame's
@@ -763,7 +850,7 @@ impl X86Program {
                         )
                     };
                     if stop != 0 {
-                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
                     }
                     count_lane_groups(n);
                     linear += n;
@@ -779,7 +866,7 @@ impl X86Program {
             // Limits are also checked between groups, so that a huge launch of loop-free
             // code can be stopped; this also refills the back-edge budget.
             if rt::limit_hit(&mut ctx) != 0 {
-                return Err(self.fault_in(sc, &ctx, &table, &ranges, start));
+                return Err(self.fault_in(sc, &ctx, table, &ranges, start));
             }
             let vector = self.spmd.as_ref().filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
@@ -793,21 +880,12 @@ impl X86Program {
                 count_lane_groups(1);
             }
             let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
-                self.vector_rounds(
-                    v,
-                    &mut ctx,
-                    launch,
-                    &mut frames,
-                    &mut vframe,
-                    &table,
-                    &ranges,
-                    start,
-                )
+                self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
             } else if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.
                 let entry: VectorEntry =
                     unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
-                vframe.resize(v.vframe_bytes.div_ceil(4), 0);
+                let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
                 vframe[..8].copy_from_slice(&spmd::IOTA);
                 ctx.span = l[0];
                 for row in 0..l[1] * l[2] {
@@ -824,7 +902,7 @@ impl X86Program {
                         )
                     };
                     if stop != 0 {
-                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, &table, &ranges, start));
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
                     }
                 }
                 Ok(())
@@ -841,20 +919,10 @@ impl X86Program {
                     if stop == 0 {
                         Ok(())
                     } else {
-                        Err(self.fault(sc, &ctx, &table, &ranges, start))
+                        Err(self.fault(sc, &ctx, table, &ranges, start))
                     }
                 } else {
-                    self.rounds(
-                        sc,
-                        &mut ctx,
-                        launch,
-                        &mut frames,
-                        words,
-                        entry,
-                        &table,
-                        &ranges,
-                        start,
-                    )
+                    self.rounds(sc, &mut ctx, launch, frames, words, entry, table, &ranges, start)
                 }
             } else {
                 Err(self.launch_error("internal error: a group the vector code cannot run".into()))
@@ -873,11 +941,11 @@ impl X86Program {
             std::array::from_fn(|d| launch.offset[d] as u64 + ctx.group_id[d] * l[d] + lid[d]);
     }
 
-    fn launch_error(&self, message: String) -> InterpError {
+    fn launch_error(&self, message: String) -> LaunchError {
         self.error(None, message)
     }
 
-    fn error(&self, work_item: Option<[u32; 3]>, message: String) -> InterpError {
-        InterpError { kernel: self.kernel.name().to_string(), work_item, message }
+    fn error(&self, work_item: Option<[u32; 3]>, message: String) -> LaunchError {
+        LaunchError { kernel: self.kernel.name().to_string(), work_item, message }
     }
 }

@@ -9,8 +9,7 @@
 
 use std::time::Instant;
 
-use kiln_ir::interp::InterpError;
-use kiln_ir::launch::Launch;
+use kiln_ir::launch::{Launch, LaunchError};
 
 use super::rt::{self, Ctx, MemRef};
 use super::{spmd, Entry, ScalarCode, SpmdCode, VectorEntry, X86Program};
@@ -28,17 +27,14 @@ impl X86Program {
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let l = launch.local.map(u64::from);
         let per_row = (l[0] / 8) as usize;
         let batches = per_row * (l[1] * l[2]) as usize;
         let words = v.vframe_bytes.div_ceil(32) * 8;
         // Every batch starts from the top; the code writes every other slot before reading
         // it, so frames are set up once per launch, not per group.
-        if vframe.len() != batches * words {
-            vframe.clear();
-            vframe.resize(batches * words, 0);
-        }
+        let vframe = super::aligned(vframe, batches * words);
         for f in vframe.chunks_mut(words) {
             f[..8].copy_from_slice(&spmd::IOTA);
             f[spmd::RESUME_SLOT as usize / 4] = 0;
@@ -139,7 +135,7 @@ impl X86Program {
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
-    ) -> Result<(), InterpError> {
+    ) -> Result<(), LaunchError> {
         let n = launch.group_size();
         for f in frames.chunks_mut(words) {
             f[0] = 0;
@@ -191,7 +187,7 @@ impl X86Program {
         n_barriers: u32,
         first: (u64, [u32; 3]),
         other: (u64, [u32; 3]),
-    ) -> InterpError {
+    ) -> LaunchError {
         let what = |s: u64| {
             if s == 0 {
                 "finished".to_string()

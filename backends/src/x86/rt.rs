@@ -50,6 +50,10 @@ pub(crate) struct Ctx {
     /// `kiln_ir::eval::math::SINCOS_TABLE`, which the vector code of `sin`/`cos` gathers
     /// from (an address in the context keeps the code position-independent).
     pub math_table: *const f64,
+    /// 1 when this thread runs every work-group of the launch (nothing else may touch its
+    /// buffers meanwhile, see `run_groups_raw`), so that atomics on buffers need no `lock`
+    /// prefix; else 0.
+    pub alone: u64,
 }
 
 /// [`limit_hit`]'s index in [`Ctx::helpers`].
@@ -88,6 +92,7 @@ pub(crate) const OFF_BASE: i32 = 224;
 pub(crate) const OFF_HELPERS: i32 = 248;
 pub(crate) const OFF_SPAN: i32 = 280;
 pub(crate) const OFF_MATH_TABLE: i32 = 288;
+pub(crate) const OFF_ALONE: i32 = 296;
 
 /// Return value of generated code for a fault; the details are in the context.
 pub(crate) const STOP_ERROR: u64 = u64::MAX;
@@ -294,4 +299,5 @@ const _: () = {
     assert!(offset_of!(Ctx, helpers) == OFF_HELPERS as usize);
     assert!(offset_of!(Ctx, span) == OFF_SPAN as usize);
     assert!(offset_of!(Ctx, math_table) == OFF_MATH_TABLE as usize);
+    assert!(offset_of!(Ctx, alone) == OFF_ALONE as usize);
 };

@@ -12,9 +12,10 @@ use crate::kernel::Kernel;
 use crate::types::Scalar;
 
 use super::compile::{Code, Inst, Mem, MemInfo, Op, Program};
-use super::{InterpError, RunOptions, DEADLINE_CHECK_STEPS};
+use super::{RunOptions, DEADLINE_CHECK_STEPS};
 use crate::eval as ops;
 use crate::launch::resolve::fmt3;
+use crate::launch::LaunchError;
 use crate::launch::{Buffer, Launch};
 
 /// The most memory (local arrays, plus private arrays and variable slots of the work-items
@@ -86,7 +87,7 @@ pub(super) fn execute(
     launch: Launch,
     buffers: &mut [Buffer],
     options: &RunOptions,
-) -> Result<(), InterpError> {
+) -> Result<(), LaunchError> {
     let max_steps = options.max_steps;
     let group_size: u64 = launch.local.iter().map(|&l| l as u64).product();
     // Without barriers each work-item runs to the end in one go: one state serves them all.
@@ -97,7 +98,7 @@ pub(super) fn execute(
     let slots = prog.n_slots as u128 + prog.loop_vars.len() as u128;
     let needed = bytes(&prog.locals) + n_states as u128 * (bytes(&prog.privates) + 16 * slots);
     if needed > MEMORY_LIMIT as u128 {
-        return Err(InterpError {
+        return Err(LaunchError {
             kernel: kernel.name().to_string(),
             work_item: None,
             message: format!(
@@ -146,8 +147,8 @@ pub(super) fn execute(
 }
 
 impl Machine<'_> {
-    fn error(&self, item: Option<&Item>, message: String) -> InterpError {
-        InterpError {
+    fn error(&self, item: Option<&Item>, message: String) -> LaunchError {
+        LaunchError {
             kernel: self.kernel.to_string(),
             work_item: item.map(|i| i.global_id),
             message,
@@ -169,7 +170,7 @@ impl Machine<'_> {
             std::array::from_fn(|d| self.launch.offset[d] + self.group_id[d] * l[d] + local_id[d]);
     }
 
-    fn run_group(&mut self, items: &mut [Item]) -> Result<(), InterpError> {
+    fn run_group(&mut self, items: &mut [Item]) -> Result<(), LaunchError> {
         self.run_group_items(items)?;
         if self.prog.n_coop > 0 {
             self.coop_finish().map_err(|e| self.error(None, e))?;
@@ -177,7 +178,7 @@ impl Machine<'_> {
         Ok(())
     }
 
-    fn run_group_items(&mut self, items: &mut [Item]) -> Result<(), InterpError> {
+    fn run_group_items(&mut self, items: &mut [Item]) -> Result<(), LaunchError> {
         for a in &mut self.locals {
             a.fill_zero();
         }
@@ -205,7 +206,7 @@ impl Machine<'_> {
     }
 
     /// Runs the work-items of a group, in the order of `items`, from barrier to barrier.
-    fn rounds(&mut self, items: &mut [Item]) -> Result<(), InterpError> {
+    fn rounds(&mut self, items: &mut [Item]) -> Result<(), LaunchError> {
         loop {
             let mut first = None;
             for item in items.iter_mut() {

@@ -90,7 +90,7 @@
 //! * **Deadline.** [`RunOptions::deadline`] bounds the wall-clock time: the clock is read
 //!   every few thousand steps, and a launch still running past the deadline stops with an
 //!   error naming the work-item it was executing. [`run`] sets none.
-//! * **Errors** ([`InterpError`]) name the kernel and, for faults during execution, the
+//! * **Errors** ([`LaunchError`], the one type of launch faults) name the kernel and, for faults during execution, the
 //!   global id of the work-item: out-of-bounds loads, stores and atomics (naming the
 //!   pointer, the index and the length), integer division or remainder by zero (naming the
 //!   expression as the source wrote it: [`crate::Expr::fault_site`]), bad `for` steps, barrier divergence, the step limit, and every launch
@@ -101,37 +101,9 @@
 mod compile;
 mod exec;
 
-use std::fmt;
-
 use crate::kernel::Kernel;
 
-use crate::launch::{Arg, Buffer, NdRange};
-
-/// A run-time error, naming the kernel and (when it is about one) the work-item.
-///
-/// Displays as ``kernel `saxpy`, work-item (17, 0, 0): load `x[17]` out of bounds (buffer
-/// has 16 elements)``, or ``kernel `saxpy`: ...`` for errors about the whole launch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InterpError {
-    /// The kernel's name.
-    pub kernel: String,
-    /// The global id of the failing work-item.
-    pub work_item: Option<[u32; 3]>,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl fmt::Display for InterpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "kernel `{}`", self.kernel)?;
-        if let Some([x, y, z]) = self.work_item {
-            write!(f, ", work-item ({x}, {y}, {z})")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-impl std::error::Error for InterpError {}
+use crate::launch::{Arg, Buffer, LaunchError, NdRange};
 
 /// Options for [`run_with`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -167,7 +139,7 @@ pub fn run(
     range: &NdRange,
     args: &[Arg],
     buffers: &mut [Buffer],
-) -> Result<(), InterpError> {
+) -> Result<(), LaunchError> {
     run_with(kernel, range, args, buffers, &RunOptions::default())
 }
 
@@ -179,10 +151,10 @@ pub fn run_with(
     args: &[Arg],
     buffers: &mut [Buffer],
     options: &RunOptions,
-) -> Result<(), InterpError> {
+) -> Result<(), LaunchError> {
     // Compiling walks expressions recursively; give it bounded depth (see crate::depth).
     let kernel = &crate::depth::bound_kernel(kernel);
-    let fail = |message: String| InterpError {
+    let fail = |message: String| LaunchError {
         kernel: kernel.name().to_string(),
         work_item: None,
         message,

@@ -7,10 +7,12 @@
 
 mod arg;
 mod buffer;
+mod error;
 pub(crate) mod resolve;
 
 pub use arg::{check_args, check_kinds, check_range, Arg, ArgError, ArgKind, BufferRef};
 pub use buffer::{Buffer, BufferError, Element};
+pub use error::LaunchError;
 pub use resolve::{resolve_launch, Launch};
 
 /// An nd-range: 1 to 3 dimensions of global size, optional local size, and offset. A plain

@@ -19,6 +19,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{AtomicOp, Expr, FuncKind, Kernel, Scalar, Stmt, StmtNode, Type, Var};
 
 use super::{no, Bound, Kind, Loc, R, V};
+use crate::x86::rt;
 
 /// One atomic statement, as the ordering rule sees it.
 struct Use {
@@ -146,9 +147,56 @@ impl V {
         self.check(1, 2, 3, t, op.name(), signed)?;
         self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
         let base = self.base(t)?;
-        let float = elem == Type::F32;
         let shared = self.mems.get(self.mem_of(t) as usize).is_none_or(|m| m.local.is_none());
-        let int_signed = elem == Type::I32;
+        let lanes = Lanes {
+            op,
+            float: elem == Type::F32,
+            signed: elem == Type::I32,
+            base,
+            o: [o_idx, o_cmp, o_val, o_mask, o_res],
+            result: result.is_some(),
+        };
+        if shared {
+            // Buffers are `lock`ed unless this thread runs the whole launch (then nothing
+            // else touches them until it returns): two copies of the lanes, one test.
+            let (mut locked, mut done) = (self.a.create_label(), self.a.create_label());
+            self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
+            self.a.je(locked)?;
+            self.atomic_lanes(&lanes, false)?;
+            self.a.jmp(done)?;
+            self.bind(&mut locked)?;
+            self.atomic_lanes(&lanes, true)?;
+            self.bind(&mut done)?;
+        } else {
+            // One thread runs a group: its local arrays are this thread's alone.
+            self.atomic_lanes(&lanes, false)?;
+        }
+        if let Some(r) = result {
+            let name = r.name().to_string();
+            let loc = Loc::Slot(o_res);
+            self.lets.push(Bound { name, loc, kind: Kind::Div, decl: None, dword: None });
+        }
+        Ok(())
+    }
+}
+
+/// What the lanes of one atomic statement need: the operation, its element type, the base
+/// register of its memory and the slots of (index, compared value, value, mask, result).
+struct Lanes {
+    op: AtomicOp,
+    float: bool,
+    signed: bool,
+    base: AsmRegister64,
+    o: [i32; 5],
+    result: bool,
+}
+
+impl V {
+    /// Each active lane's operation, in lane order: `lock`ed read-modify-writes with
+    /// `locked`, else plain ones (same values, as only this thread touches the memory).
+    fn atomic_lanes(&mut self, x: &Lanes, locked: bool) -> R<()> {
+        let [o_idx, o_cmp, o_val, o_mask, o_res] = x.o;
+        let op = x.op;
         for lane in 0..8 {
             let l = 4 * lane;
             let v = dword_ptr(r15 + (o_val + l));
@@ -157,48 +205,65 @@ impl V {
             self.a.je(skip)?;
             // In bounds, so below 2^31: sign or zero extension alike.
             self.a.movsxd(r10, dword_ptr(r15 + (o_idx + l)))?;
-            self.a.lea(r10, qword_ptr(base + r10 * 4))?;
+            self.a.lea(r10, qword_ptr(x.base + r10 * 4))?;
             let a = &mut self.a;
             match op {
-                AtomicOp::Add | AtomicOp::Sub if !float => {
+                AtomicOp::Add | AtomicOp::Sub if !x.float && !x.result => {
+                    // The old value is not wanted: a memory-destination add or sub.
+                    a.mov(r11d, v)?;
+                    match (op == AtomicOp::Add, locked) {
+                        (true, true) => a.lock().add(dword_ptr(r10), r11d)?,
+                        (true, false) => a.add(dword_ptr(r10), r11d)?,
+                        (false, true) => a.lock().sub(dword_ptr(r10), r11d)?,
+                        (false, false) => a.sub(dword_ptr(r10), r11d)?,
+                    }
+                }
+                AtomicOp::Add | AtomicOp::Sub if !x.float => {
                     a.mov(r11d, v)?;
                     if op == AtomicOp::Sub {
                         a.neg(r11d)?;
                     }
-                    if shared {
+                    if locked {
                         a.lock().xadd(dword_ptr(r10), r11d)?;
                     } else {
                         a.xadd(dword_ptr(r10), r11d)?;
                     }
                     a.mov(eax, r11d)?;
                 }
-                AtomicOp::Xchg => {
+                AtomicOp::Xchg if locked => {
+                    // `xchg` with memory is always locked.
                     a.mov(eax, v)?;
                     a.xchg(dword_ptr(r10), eax)?;
+                }
+                AtomicOp::Xchg => {
+                    a.mov(r11d, v)?;
+                    a.mov(eax, dword_ptr(r10))?;
+                    a.mov(dword_ptr(r10), r11d)?;
                 }
                 AtomicOp::CmpXchg => {
                     a.mov(eax, dword_ptr(r15 + (o_cmp + l)))?;
                     a.mov(r11d, v)?;
-                    if shared {
+                    if locked {
                         a.lock().cmpxchg(dword_ptr(r10), r11d)?;
                     } else {
                         a.cmpxchg(dword_ptr(r10), r11d)?;
                     }
                 }
                 _ => {
-                    // Compare-and-swap loop: eax the old value, r11d the new one.
+                    // eax the old value, r11d the new one: a compare-and-swap loop when
+                    // locked, a plain read-modify-write when not.
                     let mut retry = a.create_label();
                     a.mov(eax, dword_ptr(r10))?;
                     a.nop()?;
                     a.set_label(&mut retry)?;
                     a.mov(r11d, eax)?;
-                    match (op, int_signed) {
-                        (AtomicOp::And, _) => a.and(r11d, v)?,
-                        (AtomicOp::Or, _) => a.or(r11d, v)?,
-                        (AtomicOp::Xor, _) => a.xor(r11d, v)?,
-                        (AtomicOp::Min | AtomicOp::Max, _) => {
+                    match op {
+                        AtomicOp::And => a.and(r11d, v)?,
+                        AtomicOp::Or => a.or(r11d, v)?,
+                        AtomicOp::Xor => a.xor(r11d, v)?,
+                        AtomicOp::Min | AtomicOp::Max => {
                             a.cmp(r11d, v)?;
-                            match (op == AtomicOp::Min, int_signed) {
+                            match (op == AtomicOp::Min, x.signed) {
                                 (true, true) => a.cmovg(r11d, v)?,
                                 (true, false) => a.cmova(r11d, v)?,
                                 (false, true) => a.cmovl(r11d, v)?,
@@ -212,21 +277,18 @@ impl V {
                             a.vmovd(r11d, xmm0)?;
                         }
                     }
-                    if shared {
+                    if locked {
                         a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                        a.jne(retry)?;
                     } else {
-                        a.cmpxchg(dword_ptr(r10), r11d)?;
+                        a.mov(dword_ptr(r10), r11d)?;
                     }
-                    a.jne(retry)?;
                 }
             }
-            self.a.mov(dword_ptr(r15 + (o_res + l)), eax)?;
+            if x.result {
+                self.a.mov(dword_ptr(r15 + (o_res + l)), eax)?;
+            }
             self.bind(&mut skip)?;
-        }
-        if let Some(r) = result {
-            let name = r.name().to_string();
-            let loc = Loc::Slot(o_res);
-            self.lets.push(Bound { name, loc, kind: Kind::Div, decl: None, dword: None });
         }
         Ok(())
     }
