@@ -9,6 +9,7 @@ use kiln_ir::{
 };
 
 mod expr;
+mod matrix;
 mod vector;
 
 use super::regs::{arith_ty, bits_ty, mem_ty, Class, Reg, RegFile, Val};
@@ -34,6 +35,8 @@ enum Binding {
     Mem(Mem),
     /// A vector `let`: one value per lane.
     Vector(Vec<Val>),
+    /// A fragment: this lane's registers (see `matrix.rs` for the layout).
+    Frag(Vec<Reg>),
 }
 
 /// Which built-ins a kernel reads, and its local arrays.
@@ -363,6 +366,15 @@ impl Lower<'_> {
                 self.bind(var.name(), Binding::Vector(lanes));
             }
             StmtNode::VecStore { buf, index, value } => self.vstore(buf, index, value)?,
+            StmtNode::Let { var, value } if var.ty().frag().is_some() => {
+                self.frag_bind(var, value, false)?
+            }
+            StmtNode::Decl { var, init } if var.ty().frag().is_some() => {
+                self.frag_bind(var, init, true)?
+            }
+            StmtNode::Assign { var, value } if var.ty().frag().is_some() => {
+                self.frag_assign(var, value)?
+            }
             StmtNode::Let { var, value } => {
                 let v = match self.split_offset(value)? {
                     Some((x, off)) => {
@@ -454,9 +466,7 @@ impl Lower<'_> {
                         self.bind(v.name(), Binding::Val(Val::Reg(r)));
                     }
                 }
-                FuncKind::Matrix(op) => {
-                    return Err(format!("matrix operation `{}` is not yet lowered", op.name()))
-                }
+                FuncKind::Matrix(op) => self.matrix(op, result.as_ref(), args)?,
             },
         }
         Ok(())
@@ -719,7 +729,7 @@ fn scalar(t: Type) -> R<Scalar> {
 fn st_ty(s: Scalar) -> &'static str {
     match s {
         Scalar::I8 | Scalar::U8 => "b8",
-        Scalar::I16 | Scalar::U16 | Scalar::F16 => "b16",
+        Scalar::I16 | Scalar::U16 | Scalar::F16 | Scalar::BF16 => "b16",
         other => mem_ty(other),
     }
 }
@@ -729,7 +739,7 @@ fn sel_ty(s: Scalar) -> &'static str {
     match s {
         Scalar::F32 => "f32",
         Scalar::F64 => "f64",
-        Scalar::F16 => "b16",
+        Scalar::F16 | Scalar::BF16 => "b16",
         s => bits_ty(s),
     }
 }

@@ -193,6 +193,12 @@ fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, Backend
         let k = &kiln_ir::depth::bound_kernel(k);
         let fail = |kind| move |m| BackendError::new("ptx", k.name(), kind, m);
         check_limits(k, options).map_err(fail(ErrorKind::Limit))?;
+        if let Some(e) = kiln_ir::matrix::first_extension(k).filter(|_| options.sm < 80) {
+            return Err(fail(ErrorKind::Unsupported)(format!(
+                "{e} needs sm_80 or newer; the target is sm_{}",
+                options.sm
+            )));
+        }
         out.push('\n');
         let text = lower::lower_kernel(k, options).map_err(fail(ErrorKind::Unsupported))?;
         out.push_str(&text);

@@ -29,7 +29,7 @@ impl Class {
     pub(super) fn of(s: Scalar) -> Class {
         match s {
             Scalar::Bool => Class::Pred,
-            Scalar::F16 => Class::B16,
+            Scalar::F16 | Scalar::BF16 => Class::B16,
             Scalar::F32 => Class::F32,
             Scalar::F64 => Class::F64,
             Scalar::I64 | Scalar::U64 => Class::B64,
@@ -155,7 +155,7 @@ pub(super) fn mem_ty(s: Scalar) -> &'static str {
         Scalar::U8 | Scalar::Bool => "u8",
         Scalar::I16 => "s16",
         Scalar::U16 => "u16",
-        Scalar::F16 => "b16",
+        Scalar::F16 | Scalar::BF16 => "b16",
         other => arith_ty(other),
     }
 }
@@ -175,7 +175,7 @@ pub(super) fn imm(i: &Imm) -> String {
                 format!("{}", v as u64)
             }
         }
-        Imm::Float(Scalar::F16, _) => format!("0x{:04X}", i.to_bits()),
+        Imm::Float(Scalar::F16 | Scalar::BF16, _) => format!("0x{:04X}", i.to_bits()),
         Imm::Float(Scalar::F32, _) => format!("0f{:08X}", i.to_bits()),
         Imm::Float(_, v) => format!("0d{:016X}", v.to_bits()),
     }

@@ -17,6 +17,7 @@ impl Lower<'_> {
                 Binding::Var(r) => Ok(Val::Reg(*r)),
                 Binding::Mem(_) => Err(format!("pointer `{}` used as a value", v.name())),
                 Binding::Vector(_) => Err(format!("vector `{}` used as a scalar", v.name())),
+                Binding::Frag(_) => Err(format!("fragment `{}` used as a scalar", v.name())),
             },
             ExprNode::Imm(i) => Ok(Val::Imm(imm(i))),
             ExprNode::Builtin { kind, dim } => self
@@ -222,6 +223,9 @@ impl Lower<'_> {
         if from == to {
             return Ok(x);
         }
+        if from == Scalar::BF16 || to == Scalar::BF16 {
+            return self.bf16_cast(from, to, x, want);
+        }
         let (fc, tc) = (Class::of(from), Class::of(to));
         let x = self.reg(x, fc);
         if to == Scalar::Bool {
@@ -319,6 +323,32 @@ impl Lower<'_> {
             }
         }
         Ok(Val::Reg(d))
+    }
+
+    /// Casts to and from bf16: f32 to bf16 rounds once (`cvt.rn.bf16.f32`, sm_80); bf16 to
+    /// f32 is exact (the bits moved up). Other casts would round twice on the way through f32
+    /// or need sm_90's conversions: refused by name.
+    fn bf16_cast(&mut self, from: Scalar, to: Scalar, x: Val, want: Option<Reg>) -> R<Val> {
+        let x = self.reg(x, Class::of(from));
+        match (from, to) {
+            (Scalar::F32, Scalar::BF16) => {
+                let d = self.dst(want, Class::B16);
+                self.ins(format_args!("cvt.rn.bf16.f32 {d}, {x}"));
+                Ok(Val::Reg(d))
+            }
+            (Scalar::BF16, Scalar::F32) => {
+                let w = self.fresh(Class::B32);
+                self.ins(format_args!("cvt.u32.u16 {w}, {x}"));
+                self.ins(format_args!("shl.b32 {w}, {w}, 16"));
+                let d = self.dst(want, Class::F32);
+                self.ins(format_args!("mov.b32 {d}, {w}"));
+                Ok(Val::Reg(d))
+            }
+            _ => Err(format!(
+                "cast from {from} to {to} is not lowered for PTX (only f32 to and from bf16; \
+                 cast through f32 where that is exact)"
+            )),
+        }
     }
 
     fn intrinsic(&mut self, op: Intrinsic, t: Scalar, args: &[Expr], want: Option<Reg>) -> R<Val> {
