@@ -41,6 +41,9 @@ use crate::ix::{self, c};
 use crate::tc_epilogue::{apply, Epilogue};
 use crate::MAX_SIZE;
 
+/// The most local memory a generated kernel uses: what PTX lets a kernel declare statically.
+pub const MAX_LOCAL_BYTES: u32 = 48 * 1024;
+
 /// The blocking of a tensor-core GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TcConfig {
@@ -60,9 +63,9 @@ pub struct TcConfig {
 }
 
 impl Default for TcConfig {
-    /// 128 x 128 x 32, 2 x 4 warps (each 64 x 32), three stages.
+    /// 128 x 128 x 32, 2 x 4 warps (each 64 x 32), two stages (what fits 48 KiB).
     fn default() -> TcConfig {
-        TcConfig { bm: 128, bn: 128, bk: 32, warps_m: 2, warps_n: 4, stages: 3 }
+        TcConfig { bm: 128, bn: 128, bk: 32, warps_m: 2, warps_n: 4, stages: 2 }
     }
 }
 
@@ -114,8 +117,11 @@ impl TcConfig {
             return bad("stages must be 2, 3 or 4".into());
         }
         let bytes = self.local_bytes();
-        if bytes > 160 * 1024 {
-            return bad(format!("{bytes} bytes of local memory (more than 160 KiB)"));
+        if bytes > MAX_LOCAL_BYTES {
+            return bad(format!(
+                "{bytes} bytes of local memory, more than the {MAX_LOCAL_BYTES} a kernel may \
+                 declare statically (fewer stages or a smaller block)"
+            ));
         }
         Ok(())
     }
@@ -127,8 +133,17 @@ impl TcConfig {
         // The larger of the two layouts of each operand tile.
         let a = (bm * (bk + 8)).max(bk * (bm + 8));
         let b = (bn * (bk + 8)).max(bk * (bn + 8));
-        let (_, wn) = self.warp_tile();
-        2 * self.stages * (a + b) + 4 * self.warps_m * self.warps_n * 16 * wn
+        2 * self.stages * (a + b) + 4 * self.warps_m * self.warps_n * 16 * self.epilogue_cols()
+    }
+
+    /// Columns of one warp's accumulators the epilogue stages through local memory at once
+    /// (16 rows by this many): 16, or 8 when the warp's tile is an odd multiple of 8 wide.
+    pub fn epilogue_cols(&self) -> u32 {
+        if self.warp_tile().1.is_multiple_of(16) {
+            16
+        } else {
+            8
+        }
     }
 
     /// Blockings a tuner should try for an `m x n x k` problem, best guess first; all valid.
@@ -144,7 +159,7 @@ impl TcConfig {
             (64, 64, 2, 2),
             (32, 32, 1, 2),
         ] {
-            for (bk, stages) in [(32, 3), (32, 4), (64, 3), (32, 2)] {
+            for (bk, stages) in [(32, 2), (16, 3), (16, 4), (32, 3), (64, 2)] {
                 let cfg = TcConfig { bm, bn, bk, warps_m: wm, warps_n: wn, stages };
                 // Keep blocks that do not dwarf the problem.
                 let fits = (bm as u64) < 2 * m.max(16)
@@ -566,65 +581,58 @@ impl<'a> Gen<'a> {
         wn0: &Expr,
     ) -> Vec<Stmt> {
         let p = self.p;
-        let (_, wn) = self.cfg.warp_tile();
-        let wn = wn as i64;
-        let band = 16 * wn;
+        let ec = self.cfg.epilogue_cols() as i64;
+        let chunk = 16 * ec;
         let cs = Var::new("c_s", Type::ptr(AddrSpace::Local, Scalar::F32));
         let cbuf = Var::new("c", Type::ptr(AddrSpace::Global, p.out));
         let base = Var::new("c_at", Type::I32);
-        let mut out = vec![Stmt::let_(&base, ix::mul(warp, &c(band)))];
+        let mut out = vec![Stmt::let_(&base, ix::mul(warp, &c(chunk)))];
         let barrier = || Stmt::barrier(MemFence::LOCAL);
+        let per_chunk = ec as usize / 8;
         for (i, row) in acc.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                let off = ix::add(&base.expr(), &c(8 * j as i64));
-                out.push(Stmt::call(
-                    Func::matrix(MatrixOp::Store(FragLayout::Row)),
-                    [cs.expr(), u32_of(&off), Expr::u32(wn as u32), v.expr()],
-                ));
-            }
-            out.push(barrier());
-            for e in 0..band / 32 {
-                let tag = format!("{i}_{e}");
-                let idx = ix::add(lane, &c(32 * e));
-                let (gm, gn) = (
-                    Var::new(format!("gm{tag}"), Type::I32),
-                    Var::new(format!("gn{tag}"), Type::I32),
-                );
-                let mut body = Vec::new();
-                let x = Var::new(format!("x{tag}"), Type::F32);
-                let mut pre = Vec::new();
-                let mut val = cs.load(ix::add(&base.expr(), &idx));
-                body.push(Stmt::let_(&x, val));
-                val = x.expr();
-                for &op in &p.epilogue.0 {
-                    val = apply(op, val, &gm.expr(), &gn.expr(), p.n, p.out, &mut pre);
+            for (jc, frags) in row.chunks(per_chunk).enumerate() {
+                for (j, v) in frags.iter().enumerate() {
+                    let off = ix::add(&base.expr(), &c(8 * j as i64));
+                    out.push(Stmt::call(
+                        Func::matrix(MatrixOp::Store(FragLayout::Row)),
+                        [cs.expr(), u32_of(&off), Expr::u32(ec as u32), v.expr()],
+                    ));
                 }
-                body.extend(pre);
-                let val = if p.out == Scalar::F32 { val } else { val.cast(p.out) };
-                let at = ix::add(&ix::mul(&gm.expr(), &c(p.n)), &gn.expr());
-                body.push(Stmt::store(&cbuf, at, val));
-                let cond = ix::and(
-                    (p.m % self.cfg.bm as i64 != 0).then(|| gm.expr().cmp_lt(c(p.m))),
-                    (p.n % self.cfg.bn as i64 != 0).then(|| gn.expr().cmp_lt(c(p.n))),
-                );
-                // Element `idx` of the band is row idx / wn, column idx % wn.
-                out.push(Stmt::let_(
-                    &gm,
-                    ix::add(
-                        &self.m0.expr(),
-                        &ix::add(wm0, &ix::add(&c(16 * i as i64), &ix::div(&idx, wn))),
-                    ),
-                ));
-                out.push(Stmt::let_(
-                    &gn,
-                    ix::add(&self.n0.expr(), &ix::add(wn0, &ix::rem(&idx, wn))),
-                ));
-                out.push(match cond {
-                    Some(cond) => Stmt::if_(cond, Stmt::block(body)),
-                    None => Stmt::block(body),
-                });
+                out.push(barrier());
+                for e in 0..chunk / 32 {
+                    let tag = format!("{i}_{jc}_{e}");
+                    let idx = ix::add(lane, &c(32 * e));
+                    let (gm, gn) = (
+                        Var::new(format!("gm{tag}"), Type::I32),
+                        Var::new(format!("gn{tag}"), Type::I32),
+                    );
+                    let x = Var::new(format!("x{tag}"), Type::F32);
+                    let mut body = vec![Stmt::let_(&x, cs.load(ix::add(&base.expr(), &idx)))];
+                    let mut pre = Vec::new();
+                    let mut val = x.expr();
+                    for &op in &p.epilogue.0 {
+                        val = apply(op, val, &gm.expr(), &gn.expr(), p.n, p.out, &mut pre);
+                    }
+                    body.extend(pre);
+                    let val = if p.out == Scalar::F32 { val } else { val.cast(p.out) };
+                    let at = ix::add(&ix::mul(&gm.expr(), &c(p.n)), &gn.expr());
+                    body.push(Stmt::store(&cbuf, at, val));
+                    let cond = ix::and(
+                        (p.m % self.cfg.bm as i64 != 0).then(|| gm.expr().cmp_lt(c(p.m))),
+                        (p.n % self.cfg.bn as i64 != 0).then(|| gn.expr().cmp_lt(c(p.n))),
+                    );
+                    // Element `idx` of the chunk is row idx / ec, column idx % ec.
+                    let row0 = ix::add(wm0, &ix::add(&c(16 * i as i64), &ix::div(&idx, ec)));
+                    let col0 = ix::add(wn0, &ix::add(&c(ec * jc as i64), &ix::rem(&idx, ec)));
+                    out.push(Stmt::let_(&gm, ix::add(&self.m0.expr(), &row0)));
+                    out.push(Stmt::let_(&gn, ix::add(&self.n0.expr(), &col0)));
+                    out.push(match cond {
+                        Some(cond) => Stmt::if_(cond, Stmt::block(body)),
+                        None => Stmt::block(body),
+                    });
+                }
+                out.push(barrier());
             }
-            out.push(barrier());
         }
         out
     }
@@ -642,7 +650,7 @@ impl<'a> Gen<'a> {
         let mut body = vec![
             Stmt::alloc(&self.a.local, (s * self.a.tile_elems()) as u32),
             Stmt::alloc(&self.b.local, (s * self.b.tile_elems()) as u32),
-            Stmt::alloc(&cs, cfg.warps_m * cfg.warps_n * 16 * wn),
+            Stmt::alloc(&cs, cfg.warps_m * cfg.warps_n * 16 * cfg.epilogue_cols()),
             Stmt::let_(&self.m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(cfg.bm as i64))),
             Stmt::let_(&self.n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(cfg.bn as i64))),
             Stmt::let_(&warp, ix::div(&self.lid, 32)),

@@ -273,3 +273,54 @@ fn tc_gemm_refusals_name_the_problem() {
         cfg.validate().unwrap();
     }
 }
+
+/// Emits the kernel for sm_80 and, with `KILN_PTXAS`, assembles it for sm_80 and sm_90a.
+fn ptx_assembles(p: &TcGemmProblem, cfg: &TcConfig) -> String {
+    let g = p.generate(cfg).unwrap_or_else(|e| panic!("{p:?} {cfg}: {e}"));
+    let ptx = kiln_backends::ptx::emit_kernel(&g.kernel, &kiln_backends::ptx::Options::sm(80))
+        .unwrap_or_else(|e| panic!("ptx: {e}\n{}", g.kernel));
+    if let Some(ptxas) = kiln_ir::testing::tool("KILN_PTXAS") {
+        let dir = std::env::temp_dir().join(format!("kiln-tc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join(format!("{}_{}.ptx", g.kernel.name(), cfg.stages));
+        std::fs::write(&f, &ptx).unwrap();
+        for arch in ["sm_80", "sm_90a"] {
+            let out = std::process::Command::new(&ptxas)
+                .arg(format!("-arch={arch}"))
+                .arg(&f)
+                .arg("-o")
+                .arg(f.with_extension(format!("{arch}.cubin")))
+                .output()
+                .expect("run ptxas");
+            assert!(
+                out.status.success(),
+                "ptxas {arch}: {}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                g.kernel.name()
+            );
+        }
+    }
+    ptx
+}
+
+#[test]
+fn tc_gemm_ptx_uses_mma_ldmatrix_and_cp_async() {
+    // The benchmark's kernel (default blocking, aligned sizes) and an odd, transposed one.
+    let big = TcGemmProblem {
+        out: Scalar::BF16,
+        epilogue: Epilogue::parse("bias,relu,scale").unwrap(),
+        ..TcGemmProblem::new(4096, 4096, 4096, Scalar::BF16)
+    };
+    let ptx = ptx_assembles(&big, &TcConfig::default());
+    for form in ["mma.sync.aligned.m16n8k16", "ldmatrix.sync.aligned", "cp.async", ".target sm_80"]
+    {
+        assert!(ptx.contains(form), "no `{form}` in the PTX");
+    }
+    let odd = TcGemmProblem {
+        trans_a: true,
+        trans_b: true,
+        ..TcGemmProblem::new(37, 29, 45, Scalar::F16)
+    };
+    let ptx = ptx_assembles(&odd, &small());
+    assert!(ptx.contains("ldmatrix.sync.aligned") && ptx.contains(".trans"));
+}
