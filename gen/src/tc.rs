@@ -119,7 +119,7 @@ impl TcConfig {
         let bytes = self.local_bytes();
         if bytes > MAX_LOCAL_BYTES {
             return bad(format!(
-                "{bytes} bytes of local memory, more than the {MAX_LOCAL_BYTES} a kernel may \
+                "{bytes} bytes of local memory, more than the 48 KiB ({MAX_LOCAL_BYTES} bytes) a kernel may \
                  declare statically (fewer stages or a smaller block)"
             ));
         }
