@@ -11,6 +11,8 @@
 //! * [`split`]: split-K's second kernel, which adds the slices' partial products in order.
 //! * [`tuner`]: a model of the target that ranks blockings, and the search that times the
 //!   best of them and their neighbours (split-K included).
+//! * [`tc`]: tensor-core GEMM (f16/bf16 inputs, f32 accumulation) through the IR's matrix
+//!   operations, with fused element-wise epilogues ([`tc_epilogue`]).
 //! * [`gemm`] and [`conv`]: GEMM (four transpositions, f32 or f16 storage) and 2-D
 //!   convolution forward (NCHW/NHWC, stride, padding, dilation) as views.
 //!
@@ -26,12 +28,16 @@ pub mod gemm;
 pub mod ix;
 pub mod layout;
 pub mod split;
+pub mod tc;
+pub mod tc_epilogue;
 pub mod tensor;
 pub mod tuner;
 pub mod view;
 
 pub use codegen::{generate, GemmViews, Generated};
 pub use split::SplitK;
+pub use tc::{TcConfig, TcGemmProblem, TcGenerated};
+pub use tc_epilogue::{EpOp, Epilogue};
 
 /// The largest size a problem's dimension may have (GEMM's M, N and K, a convolution's
 /// sizes, strides, padding and dilation): generated kernels index with 32-bit integers, and

@@ -27,6 +27,8 @@ pub(super) enum What {
     Gemm(GemmArgs),
     /// 2-D convolution forward as an implicit GEMM (M = mb·oh·ow, N = oc, K = ic·kh·kw).
     Conv(ConvArgs),
+    /// Tensor-core GEMM: f16/bf16 inputs, f32 accumulation, fused element-wise epilogue.
+    TcGemm(super::gen_tc::TcGemmArgs),
 }
 
 #[derive(Args, Debug)]
@@ -137,7 +139,7 @@ struct Common {
 }
 
 /// `AxB` with positive numbers that fit a u32 (or 0, for padding and dilation).
-fn pair(s: &str) -> Result<(i64, i64), String> {
+pub(super) fn pair(s: &str) -> Result<(i64, i64), String> {
     let bad = || format!("`{s}` is not of the form AxB (e.g. 3x3)");
     let (a, b) = s.split_once('x').ok_or_else(bad)?;
     let n = |t: &str| t.parse::<u32>().map(i64::from).map_err(|_| bad());
@@ -282,6 +284,7 @@ impl ConvArgs {
 /// Runs `kiln gen`.
 pub fn main(a: &GenArgs) -> Result<(), Error> {
     let (cfg, generated, what) = match &a.what {
+        What::TcGemm(t) => return super::gen_tc::main(t),
         What::Gemm(g) => {
             let p = g.problem();
             if g.common.candidates {
@@ -340,6 +343,7 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
     let output = match &a.what {
         What::Gemm(g) => g.output(),
         What::Conv(c) => c.output(),
+        What::TcGemm(t) => t.output.as_ref(),
     };
     let g = generated.map_err(Error::Message)?;
     let text = render(&g, &what, &cfg);

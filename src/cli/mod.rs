@@ -14,6 +14,7 @@ mod emit;
 mod fmt;
 mod fuse;
 mod gen;
+mod gen_tc;
 mod graph;
 mod npy;
 mod opt;

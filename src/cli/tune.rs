@@ -53,6 +53,13 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             conv = c.problem();
             (Problem::conv(&conv).map_err(Error::Message)?, c.output())
         }
+        What::TcGemm(_) => {
+            return Err(Error::Message(
+                "kiln tune does not time tensor-core GEMMs yet: `kiln gen tc-gemm ... \
+                 --candidates` lists the blockings to try"
+                    .into(),
+            ))
+        }
     };
     let dev = registry::open(&a.device, &OpenOptions::default())
         .map_err(|e| Error::Message(e.to_string()))?;

@@ -1,0 +1,171 @@
+"""Tensor-core GEMM (issue 27 items 4-5): kiln's `gen tc-gemm` (sm_80 path: mma.sync, ldmatrix,
+cp.async) against cuBLAS (torch.matmul) in one run, every result checked first.
+
+    python3 benches/gpu/tc_gemm.py KILN_BINARY [--sizes 4096 8192] [--configs "128x128:2x4:32:2" ...]
+
+Rows:
+* bf16 and f16 GEMM N^3, f32 accumulation, output of the input type: kiln vs torch.matmul;
+* GEMM + bias + ReLU + scale (bf16 out): kiln's fused epilogue vs torch.matmul followed by
+  the same three element-wise ops as separate torch kernels (add, relu, mul);
+* JIT: wall time of `kiln gen tc-gemm` + `kiln emit --target ptx -O` for the 4096^3 kernel
+  (two processes: an upper bound of the in-process time).
+Check: max |kiln - torch| / max |torch| below 2e-2 (bf16/f16 output rounding, different
+summation order), else the row is marked WRONG and its ratio not printed. Times: medians of
+10 after 3 warm-ups, CUDA events.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import cupy as cp
+import numpy as np
+import torch
+
+# torch and cupy both launch on the legacy default stream here, so CUDA events on cupy's
+# stream time torch's kernels too.
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kiln_gen import median_ms  # noqa: E402
+
+
+def build(kiln, args, tmp, tag):
+    kir = os.path.join(tmp, f"{tag}.kir")
+    ptx = os.path.join(tmp, f"{tag}.ptx")
+    t0 = time.perf_counter()
+    subprocess.run([kiln, "gen", "tc-gemm", *args, "-o", kir], check=True)
+    subprocess.run([kiln, "emit", kir, "--target", "ptx", "-O", "-o", ptx], check=True)
+    jit_ms = (time.perf_counter() - t0) * 1e3
+    src = open(kir).read()
+    name = re.search(r"kernel (\w+)\(", src).group(1)
+    g0, g1, l0, l1 = map(int, re.search(
+        r"#nd_range\(global = \[(\d+), (\d+)\], local = \[(\d+), (\d+)\]", src).groups())
+    mod = cp.RawModule(path=ptx)
+    f = mod.get_function(name)
+    return f, (g0 // l0, g1 // l1, 1), (l0, l1, 1), jit_ms
+
+
+def ptr(t):
+    """A torch tensor's device address as a kernel's pointer argument (cupy has no bfloat16
+    dtype, so tensors are not converted to cupy arrays)."""
+    return np.uint64(t.data_ptr())
+
+
+def check(got, want):
+    got, want = got.float(), want.float()
+    err = (got - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
+    return err
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kiln")
+    ap.add_argument("--sizes", nargs="*", type=int, default=[4096, 8192])
+    ap.add_argument("--configs", nargs="*", default=["128x128:2x4:32:2", "128x128:2x2:32:2",
+                                                     "128x128:2x4:16:3", "128x64:2x2:32:3"])
+    args = ap.parse_args()
+    kiln = os.path.abspath(args.kiln)
+    dev = torch.cuda.get_device_name(0)
+    print(f"device: {dev}; cuBLAS via torch.matmul {torch.__version__}")
+    z = np.uint32(0)
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            for dt, name in [(torch.bfloat16, "bf16"), (torch.float16, "f16")]:
+                torch.manual_seed(0)
+                a = torch.randn(n, n, device="cuda", dtype=dt)
+                b = torch.randn(n, n, device="cuda", dtype=dt)
+                ref = torch.matmul(a, b)
+                t_ref = median_ms(lambda: torch.matmul(a, b))
+                flop = 2.0 * n * n * n
+                best = None
+                for cfg in args.configs:
+                    blk, warps, kt, st = cfg.split(":")
+                    c = torch.empty(n, n, device="cuda", dtype=dt)
+                    gen = [str(n)] * 3 + ["--type", name, "--out", name, "--block", blk,
+                                          "--warps", warps, "--k-tile", kt, "--stages", st]
+                    try:
+                        f, grid, block, jit = build(kiln, gen, tmp, f"g{n}{name}{cfg.replace(':', '_')}")
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  {name} {n}^3 {cfg}: build failed: {e}")
+                        failed = True
+                        continue
+                    pa, pb, pc = ptr(a), ptr(b), ptr(c)
+                    run = lambda: f(grid, block, (pa, pb, pc, z, z, z))  # noqa: E731
+                    run()
+                    cp.cuda.Device().synchronize()
+                    err = check(c, ref)
+                    if err > 2e-2:
+                        print(f"  {name} {n}^3 {cfg}: WRONG (rel err {err:.2e})")
+                        failed = True
+                        continue
+                    t = median_ms(run)
+                    print(f"  {name} {n}^3 {cfg}: kiln {t:.3f} ms ({flop / t / 1e9:.1f} TFLOP/s), "
+                          f"cuBLAS {t_ref:.3f} ms ({flop / t_ref / 1e9:.1f} TFLOP/s), "
+                          f"ratio {t_ref / t:.3f}, err {err:.1e}, jit {jit:.0f} ms")
+                    if best is None or t < best[0]:
+                        best = (t, cfg)
+                if best:
+                    print(f"{name} {n}^3: best {best[1]}: kiln/cuBLAS speed {t_ref / best[0]:.3f}")
+            # The fused epilogue: bias (f32, per column), relu, scale; bf16 in and out.
+            torch.manual_seed(1)
+            a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+            bias = torch.randn(n, device="cuda", dtype=torch.float32)
+            bias_b = bias.to(torch.bfloat16)  # keeps torch's chain in bf16, as kiln's output
+            alpha = 0.5
+
+            def unfused():
+                y = torch.matmul(a, b)
+                y = y + bias_b
+                y = torch.relu(y)
+                return y * alpha
+            ref = unfused()
+            t_ref = median_ms(unfused)
+            best = None
+            for cfg in args.configs:
+                blk, warps, kt, st = cfg.split(":")
+                c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+                gen = [str(n)] * 3 + ["--type", "bf16", "--out", "bf16", "--epilogue",
+                                      "bias,relu,scale", "--block", blk, "--warps", warps,
+                                      "--k-tile", kt, "--stages", st]
+                try:
+                    f, grid, block, jit = build(kiln, gen, tmp, f"e{n}{cfg.replace(':', '_')}")
+                except Exception as e:  # noqa: BLE001
+                    print(f"  fused {n}^3 {cfg}: build failed: {e}")
+                    failed = True
+                    continue
+                args_ = (ptr(a), ptr(b), ptr(c), ptr(bias), np.float32(alpha), z, z, z)
+                run = lambda: f(grid, block, args_)  # noqa: E731
+                run()
+                cp.cuda.Device().synchronize()
+                err = check(c, ref)
+                if err > 2e-2:
+                    print(f"  fused {n}^3 {cfg}: WRONG (rel err {err:.2e})")
+                    failed = True
+                    continue
+                t = median_ms(run)
+                print(f"  fused bias+relu+scale bf16 {n}^3 {cfg}: kiln {t:.3f} ms, "
+                      f"cuBLAS+3 torch kernels {t_ref:.3f} ms, speedup {t_ref / t:.3f}, err {err:.1e}")
+                if best is None or t < best[0]:
+                    best = (t, cfg)
+            if best:
+                print(f"fused {n}^3: best {best[1]}: speedup over cuBLAS + separate kernels "
+                      f"{t_ref / best[0]:.3f}")
+        # JIT time of the default 4096^3 kernel, generator + PTX emission, best of 5.
+        jits = []
+        for i in range(5):
+            t0 = time.perf_counter()
+            kir = os.path.join(tmp, f"jit{i}.kir")
+            subprocess.run([kiln, "gen", "tc-gemm", "4096", "4096", "4096", "-o", kir], check=True)
+            subprocess.run([kiln, "emit", kir, "--target", "ptx", "-O", "-o", kir + ".ptx"], check=True)
+            jits.append((time.perf_counter() - t0) * 1e3)
+        print(f"jit (two processes, gen + emit -O) 4096^3 default: best {min(jits):.1f} ms")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+//! `kiln gen tc-gemm` from the command line: the printed tensor-core GEMM passes `kiln check`
+//! and `kiln fmt --check`, runs on the interpreter to the right product (with and without a
+//! fused epilogue), lowers to PTX with `mma.sync`; bad requests fail with a reason.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn kiln(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("kiln runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = kiln(args);
+    assert!(o.status.success(), "kiln {args:?}: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kiln-gen-tc-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn tc_gemm_generates_checks_runs_and_lowers() {
+    let small = ["--block", "16x8", "--warps", "1x1", "--k-tile", "16"];
+    // A is 4 x 2 (0..7), B is 2 x 3 (0..5), as in docs/generator.md's first example.
+    let f = scratch("g.kir");
+    let fs = f.to_str().unwrap();
+    let mut args = vec!["gen", "tc-gemm", "4", "3", "2", "--type", "f16", "-o", fs];
+    args.extend(small);
+    ok(&args);
+    ok(&["check", fs]);
+    ok(&["fmt", "--check", fs]);
+    let out = ok(&[
+        "run",
+        fs,
+        "--device",
+        "interp",
+        "--arg",
+        "a=iota:8",
+        "--arg",
+        "b=iota:6",
+        "--arg",
+        "c=zeros:12",
+    ]);
+    assert!(
+        out.contains(
+            "c: f32[12] = [3.0, 4.0, 5.0, 9.0, 14.0, 19.0, 15.0, 24.0, 33.0, 21.0, 34.0, 47.0]"
+        ),
+        "{out}"
+    );
+    // bias (0, 1, 2 by column), then relu, fused; bf16 inputs and output.
+    let g = scratch("g2.kir");
+    let gs = g.to_str().unwrap();
+    let mut args =
+        vec!["gen", "tc-gemm", "4", "3", "2", "--out", "bf16", "--epilogue", "bias,relu", "-o", gs];
+    args.extend(small);
+    ok(&args);
+    let out = ok(&[
+        "run",
+        gs,
+        "--device",
+        "interp",
+        "--arg",
+        "a=iota:8",
+        "--arg",
+        "b=iota:6",
+        "--arg",
+        "c=zeros:12",
+        "--arg",
+        "bias=iota:3",
+    ]);
+    assert!(
+        out.contains(
+            "c: bf16[12] = [3.0, 5.0, 7.0, 9.0, 15.0, 21.0, 15.0, 25.0, 35.0, 21.0, 35.0, 49.0]"
+        ),
+        "{out}"
+    );
+    let ptx = ok(&["emit", gs, "--target", "ptx", "-O"]);
+    assert!(ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), "{ptx}");
+}
+
+#[test]
+fn tc_gemm_refusals_say_why() {
+    for (args, why) in [
+        (&["gen", "tc-gemm", "4", "4", "4", "--k-tile", "24"][..], "multiple of 16"),
+        (
+            &["gen", "tc-gemm", "4", "4", "4", "--epilogue", "bias,tanh"],
+            "unknown epilogue operation `tanh`",
+        ),
+        (&["gen", "tc-gemm", "0", "4", "4"], "M = 0"),
+        (&["gen", "tc-gemm", "4", "4", "4", "--stages", "4", "--k-tile", "64"], "48 KiB"),
+        (&["tune", "tc-gemm", "4", "4", "4"], "does not time tensor-core GEMMs"),
+    ] {
+        let o = kiln(args);
+        assert_eq!(o.status.code(), Some(1), "kiln {args:?}");
+        let err = text(&o.stderr);
+        assert!(err.contains(why), "kiln {args:?}: {err}");
+    }
+    let c = ok(&["gen", "tc-gemm", "4096", "4096", "4096", "--candidates"]);
+    assert!(c.lines().count() > 4 && c.starts_with("block=128x128x32"), "{c}");
+}
