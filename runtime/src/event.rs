@@ -53,6 +53,9 @@ pub(crate) struct EventState {
     /// The device the command's work was submitted to, when it may still run there after
     /// the event completed: a host wait waits for it ([`Device::finish`]).
     pub device: Option<Arc<dyn Device>>,
+    /// Threads blocked on `done`: finishing wakes them only if there are any (a wake is a
+    /// system call, on every command otherwise).
+    pub sleepers: usize,
 }
 
 pub(crate) struct EventInner {
@@ -88,6 +91,7 @@ impl Event {
                 error: None,
                 successors: Vec::new(),
                 device: None,
+                sleepers: 0,
             }),
             done: Condvar::new(),
             hook,
@@ -162,7 +166,9 @@ impl Event {
     fn wait_finished(&self) -> Result<(), RuntimeError> {
         let mut s = self.state();
         while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {
+            s.sleepers += 1;
             s = self.0.done.wait(s).unwrap_or_else(PoisonError::into_inner);
+            s.sleepers -= 1;
         }
         if let Some(e) = &s.error {
             return Err(e.clone());
@@ -200,7 +206,9 @@ impl Event {
                 // Beyond the clock's range: as good as forever.
                 None => Duration::from_secs(u32::MAX.into()),
             };
+            s.sleepers += 1;
             s = self.0.done.wait_timeout(s, left).unwrap_or_else(PoisonError::into_inner).0;
+            s.sleepers -= 1;
         }
         if let Some(e) = &s.error {
             return Some(Err(e.clone()));
@@ -231,7 +239,9 @@ impl Event {
         s.device = device;
         s.status = if error.is_some() { EventStatus::Failed } else { EventStatus::Complete };
         s.error = error;
-        self.0.done.notify_all();
+        if s.sleepers > 0 {
+            self.0.done.notify_all();
+        }
         std::mem::take(&mut s.successors)
     }
 }

@@ -274,10 +274,20 @@ impl Queue {
 
     /// Submits a described command in this queue's order.
     pub(crate) fn submit_desc(&self, desc: CommandDesc) -> Event {
-        let name = desc.name.clone();
-        let sub = self.submit_opts(desc, SubmitOpts::default());
+        self.submit_desc_inline(desc, true)
+    }
+
+    /// [`submit_desc`](Self::submit_desc); `inline`: a ready launch may run on this thread
+    /// (see [`SubmitOpts::inline`]), once the queue's locks are released.
+    pub(crate) fn submit_desc_inline(&self, desc: CommandDesc, inline: bool) -> Event {
+        let sub = self.submit_opts(desc, SubmitOpts { inline, ..SubmitOpts::default() });
+        if let Some(run) = sub.inline {
+            run.run();
+        }
         self.remember(&sub.event);
-        crate::fusion::abort_for(&sub.aborts, &name, self);
+        if !sub.aborts.is_empty() {
+            crate::fusion::abort_for(&sub.aborts, sub.event.name(), self);
+        }
         sub.event
     }
 
@@ -302,7 +312,11 @@ impl Queue {
     /// Adds `event` to the events [`Queue::wait`] waits for.
     pub(crate) fn remember(&self, event: &Event) {
         let mut evs = lock(&self.events);
-        evs.retain(|e| e.status() != EventStatus::Complete);
+        // Finished events are dropped when the list has doubled since (not on every
+        // submission: a long chain of pending launches would make that quadratic).
+        if evs.len() >= 8 && evs.len().is_power_of_two() {
+            evs.retain(|e| e.status() != EventStatus::Complete);
+        }
         // A fusion's event comes back for each of its kernels: listed once.
         if event.hook().is_none() || !evs.iter().any(|e| e.same_event(event)) {
             evs.push(event.clone());

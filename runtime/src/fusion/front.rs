@@ -7,12 +7,16 @@
 //! and parsed back. It judges the list by one rule ([`FusionFront::check`]), fuses it with
 //! [`kiln_passes::fusion::fuse_kernels`], and keeps the fused kernels in its cache.
 //!
-//! The cache key is the fusion key ([`fusion_key`]: the spec's identical-argument
-//! partition, promotions, constants and barrier policy) with the members' programs and
-//! kernel names (their full identity, compared in full on a hit), every nd-range and the
-//! access mode, length and range of every buffer argument. A second identical sequence is
-//! a hit, from a queue or a graph alike; another kernel, nd-range, identity pattern of the
-//! arguments, promotion, scalar value or property is a miss, as in DPC++'s fusion cache.
+//! The cache key is the list's shape ([`FusionCacheKey`]), made from the launches without
+//! formatting or fusing anything: the members' programs and kernel names (their full
+//! identity, compared in full on a hit), every nd-range, every scalar argument's bits, and
+//! for every buffer argument which of the list's buffers it is (by first use), its range,
+//! length, element type, access mode and promotion properties, and the barrier and
+//! promotion requests. Everything the fusion spec ([`kiln_passes::fusion::fusion_key`]) is
+//! made of follows from these, so a repeated list costs one hash and one comparison. A
+//! second identical sequence is a hit, from a queue or a graph alike; another kernel,
+//! nd-range, identity pattern of the arguments, promotion, scalar value or property is a
+//! miss, as in DPC++'s fusion cache.
 //!
 //! The rule: fusion runs every work-item's entries one after another (with a work-group
 //! barrier between them when the caller allows it, unless every shared buffer is proven per
@@ -28,15 +32,15 @@ use std::sync::Arc;
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
-use kiln_ir::{Imm, Kernel, Module, Type};
+use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 use kiln_passes::fusion::internalize::uses_work_group;
 use kiln_passes::fusion::{
-    explain, fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, BindArg,
+    explain, fuse_kernels, fusion_keeps_result, ArgMap, BarrierPolicy, BindArg,
     BufferReport, ConstValue, Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion,
     RangeSpec,
 };
 
-use crate::buffer::{AccessMode, Accessor, BufferInner};
+use crate::buffer::{AccessMode, AccessProps, Accessor, BufferInner};
 use crate::cache::{BuildCache, CacheStats};
 use crate::context::{Context, KernelHandle, ProgramKey};
 use crate::scheduler::deps::merge_accessors;
@@ -102,11 +106,99 @@ pub(crate) struct Fused {
     pub warnings: Vec<String>,
 }
 
-/// The key of the fusion cache (see the module's docs).
+/// The key of the fusion cache (see the module's docs): the list's shape, everything its
+/// fusion depends on, made from the launches without formatting or building anything, so a
+/// list seen before costs one hash and one comparison.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FusionCacheKey {
-    spec: String,
-    members: Vec<(ProgramKey, Arc<str>)>,
+    barriers: bool,
+    /// How promotions were asked for: none, by the properties, or of the unshared buffers.
+    promote: u8,
+    members: Vec<MemberShape>,
+}
+
+/// One launch of a list, as the fusion cache keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct MemberShape {
+    /// The kernel's identity: its program and name.
+    kernel: (ProgramKey, Arc<str>),
+    dims: usize,
+    global: [u32; 3],
+    local: Option<[u32; 3]>,
+    offset: [u32; 3],
+    args: Vec<ArgShape>,
+}
+
+/// One argument of a launch, as the fusion cache keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ArgShape {
+    /// A scalar: a constant of the fused kernel, by its bits.
+    Scalar(Scalar, u64),
+    /// A buffer, named by the order in which the list first binds it (which arguments are
+    /// identical, not which buffer), with what the legality check and the promotions read.
+    Buffer {
+        buffer: usize,
+        range: Option<(usize, usize)>,
+        len: usize,
+        elem: Scalar,
+        /// The launch's requirement on the buffer.
+        access: Option<(AccessMode, AccessProps)>,
+        /// The buffer's own promotion property.
+        promote: Option<PromoteTo>,
+        /// Used outside the list ([`Promote::Unshared`]).
+        outside: bool,
+    },
+}
+
+impl FusionCacheKey {
+    fn new(members: &[Member], req: &Request) -> FusionCacheKey {
+        let mut buffers: Vec<*const BufferInner> = Vec::new();
+        let members = members
+            .iter()
+            .map(|m| {
+                let args = m
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        KernelArg::Scalar(v) => ArgShape::Scalar(v.scalar(), v.to_bits()),
+                        KernelArg::Buffer(acc) => {
+                            let b = Arc::as_ptr(&acc.buffer);
+                            let buffer = buffers.iter().position(|&x| x == b).unwrap_or_else(|| {
+                                buffers.push(b);
+                                buffers.len() - 1
+                            });
+                            ArgShape::Buffer {
+                                buffer,
+                                range: acc.range,
+                                len: acc.buffer.len,
+                                elem: acc.buffer.elem,
+                                access: accessor_of(m, &acc.buffer).map(|x| (x.mode, x.props)),
+                                promote: acc.buffer.promote(),
+                                outside: match req.promote {
+                                    Promote::Unshared(outside) => outside(&acc.buffer),
+                                    _ => false,
+                                },
+                            }
+                        }
+                    })
+                    .collect();
+                MemberShape {
+                    kernel: (m.kernel.program.key.clone(), m.kernel.name.clone()),
+                    dims: m.range.dims,
+                    global: m.range.global,
+                    local: m.range.local,
+                    offset: m.range.offset,
+                    args,
+                }
+            })
+            .collect();
+        let promote = match req.promote {
+            Promote::Nothing => 0,
+            Promote::Requested => 1,
+            Promote::Unshared(_) => 2,
+        };
+        FusionCacheKey { barriers: req.barriers, promote, members }
+    }
 }
 
 /// A fused kernel in the cache, or why the list cannot be fused.
@@ -118,6 +210,9 @@ pub struct FusedEntry {
     spec: FusionSpec,
     fused: FusedKernel,
     kernel: KernelHandle,
+    /// The promotions asked for and not done before fusing (the first parameter bound to
+    /// the buffer, and why), named with the buffer of each list that hits.
+    refused: Vec<(ParamRef, String)>,
 }
 
 impl FusedEntry {
@@ -345,7 +440,6 @@ fn not_per_item(per_group: bool, why: &str) -> String {
 struct Input {
     module: Module,
     names: Vec<String>,
-    idents: Vec<(ProgramKey, Arc<str>)>,
     groups: Vec<Group>,
     constants: Vec<Constant>,
 }
@@ -355,7 +449,6 @@ impl Input {
     fn new(ctx: &Context, members: &[Member]) -> Result<Input, String> {
         let mut kernels: Vec<Kernel> = Vec::new();
         let mut names: Vec<String> = Vec::new();
-        let mut idents: Vec<(ProgramKey, Arc<str>)> = Vec::new();
         // Each distinct kernel's index in `kernels`, and each kernel name's first user.
         let mut distinct: HashMap<(ProgramKey, Arc<str>), usize> = HashMap::new();
         let mut taken: HashSet<Arc<str>> = HashSet::new();
@@ -388,7 +481,6 @@ impl Input {
                 }
             };
             names.push(kernels[at].name().to_string());
-            idents.push(id);
         }
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of: HashMap<(u64, Option<(usize, usize)>), usize> = HashMap::new();
@@ -423,12 +515,16 @@ impl Input {
             }
         }
         check_ranges(&groups)?;
-        Ok(Input { module: Module::new(kernels), names, idents, groups, constants })
+        Ok(Input { module: Module::new(kernels), names, groups, constants })
     }
 
     /// The spec fusing the list with `promote` and the barrier policy asked for; the
     /// promotions asked for and not honoured, with why.
-    fn spec(&self, members: &[Member], req: &Request) -> Result<(FusionSpec, Vec<String>), String> {
+    fn spec(
+        &self,
+        members: &[Member],
+        req: &Request,
+    ) -> Result<(FusionSpec, Vec<(ParamRef, String)>), String> {
         let mut warnings = Vec::new();
         let mut promote = Vec::new();
         let mut ranges_of: HashMap<u64, usize> = HashMap::new();
@@ -449,10 +545,9 @@ impl Input {
             let ranges = ranges_of[&g.buffer.id];
             match asked {
                 Ok(None) => {}
-                Ok(Some(_)) if ranges > 1 => warnings.push(format!(
-                    "buffer #{} is not promoted: the fused kernels bind it through more than one \
-                     range",
-                    g.buffer.id
+                Ok(Some(_)) if ranges > 1 => warnings.push((
+                    g.params[0],
+                    "the fused kernels bind it through more than one range".to_string(),
                 )),
                 // A ranged accessor's private or local copy holds its range only.
                 Ok(Some(to)) => promote.push(Promotion {
@@ -461,9 +556,7 @@ impl Input {
                     size: None,
                     buffer_len: Some(g.len_u32()?),
                 }),
-                Err(why) => {
-                    warnings.push(format!("buffer #{} is not promoted: {why}", g.buffer.id))
-                }
+                Err(why) => warnings.push((g.params[0], why)),
             }
         }
         // The distinct kernels' names, at most four, name the fused kernel.
@@ -599,42 +692,37 @@ impl FusionFront {
         members: &[Member],
         req: &Request,
     ) -> Result<Fused, String> {
-        let input = Input::new(ctx, members)?;
-        let (spec, mut warnings) = input.spec(members, req)?;
-        // The fusion key of the spec, with what it keys by name alone (the kernels, keyed by
-        // their programs here), every range and every buffer argument's access and length.
-        let mut key = fusion_key(&Module::new(vec![]), &spec).0;
-        for m in members {
-            key.push_str(&format!(";{:?}", m.range));
-            for a in m.args {
-                match a {
-                    // The legality check bounds accesses by the buffers' (or ranges')
-                    // lengths, and the ranges decide which arguments are identical.
-                    KernelArg::Buffer(acc) => {
-                        let mode = accessor_of(m, &acc.buffer).map(|x| x.mode);
-                        let (elem, len) = (acc.buffer.elem, acc.buffer.len);
-                        key.push_str(&format!(",{mode:?}x{len}{elem}@{:?}", acc.range));
-                    }
-                    // The arguments' types were checked against the parameters'.
-                    KernelArg::Scalar(v) => key.push_str(&format!(",{}", v.scalar())),
-                }
-            }
-        }
-        let key = FusionCacheKey { spec: key, members: input.idents.clone() };
+        let key = FusionCacheKey::new(members, req);
+        // A list that is not in the cache is checked before the cache counts a build: one
+        // that cannot be fused at all is refused as it is, and nothing is cached for it.
+        let mut input = match self.cache.get(&key) {
+            Some(_) => None,
+            None => Some(Input::new(ctx, members)?),
+        };
         let built = Cell::new(false);
         let entry = self
             .cache
             .get_or_build(&key, || {
                 built.set(true);
-                Ok(build(ctx, &input, spec, members).map(Arc::new))
+                let input = match input.take() {
+                    Some(i) => i,
+                    None => Input::new(ctx, members)?,
+                };
+                let (spec, refused) = input.spec(members, req)?;
+                Ok(build(ctx, &input, spec, refused, members).map(Arc::new))
             })
             .unwrap_or_else(Err)?;
         let (args, accessors) = entry.bind(members)?;
-        for w in &entry.fused.warnings {
-            let g = input.groups.iter().find(|g| g.params.contains(&w.param));
-            let b = g.map_or(String::new(), |g| format!("buffer #{} ", g.buffer.id));
-            warnings.push(format!("{b}is not promoted: {}", w.reason));
-        }
+        // The warnings name this list's buffers.
+        let buffer = |p: &ParamRef| match members.get(p.entry).and_then(|m| m.args.get(p.param)) {
+            Some(KernelArg::Buffer(a)) => format!("buffer #{} ", a.buffer.id),
+            _ => String::new(),
+        };
+        let fused = entry.fused.warnings.iter().map(|w| (&w.param, &w.reason));
+        let warnings = (entry.refused.iter().map(|(p, why)| (p, why)))
+            .chain(fused)
+            .map(|(p, why)| format!("{}is not promoted: {why}", buffer(p)))
+            .collect();
         Ok(Fused { entry, args, accessors, cache_hit: !built.get(), warnings })
     }
 }
@@ -644,6 +732,7 @@ fn build(
     ctx: &Context,
     input: &Input,
     spec: FusionSpec,
+    refused: Vec<(ParamRef, String)>,
     members: &[Member],
 ) -> Result<FusedEntry, String> {
     let per_item = input.legal(&spec, members)?;
@@ -663,5 +752,5 @@ fn build(
         .build_program(&Module::new(vec![fused.kernel.clone()]), &[], "")
         .map_err(|e| e.to_string())?;
     let kernel = ctx.kernel(&program, fused.kernel.name()).map_err(|e| e.to_string())?;
-    Ok(FusedEntry { module: input.module.clone(), spec, fused, kernel })
+    Ok(FusedEntry { module: input.module.clone(), spec, fused, kernel, refused })
 }

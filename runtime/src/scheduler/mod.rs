@@ -59,6 +59,9 @@ pub(crate) struct SubmitOpts {
     /// The fusion the command belongs to: dependencies on that fusion's events do not end
     /// it early.
     pub fusion: Option<u64>,
+    /// Let the submitter run the command itself ([`Submitted::inline`]) when it is ready at
+    /// once and only submits work to a device that returns once it is submitted.
+    pub inline: bool,
 }
 
 /// What [`Scheduler::submit`] did.
@@ -72,6 +75,33 @@ pub(crate) struct Submitted {
     pub aborts: Vec<Arc<dyn FusionHook>>,
     /// With [`SubmitOpts::hold`]: the handle that lets it run.
     pub held: Option<Held>,
+    /// With [`SubmitOpts::inline`]: the command, ready, for the submitter to run once it
+    /// holds no lock ([`Inline::run`]).
+    pub inline: Option<Inline>,
+}
+
+/// A ready command its submitter runs on its own thread: an eager launch on a device that
+/// returns once the work is submitted costs the driver's submission, not a hand-off to a
+/// worker and back. Dropped without running, it goes to a worker.
+pub(crate) struct Inline(Option<Arc<Command>>);
+
+impl Inline {
+    /// Runs the command here.
+    pub fn run(mut self) {
+        if let Some(c) = self.0.take() {
+            let s = c.scheduler.clone();
+            s.execute(c);
+        }
+    }
+}
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            let s = c.scheduler.clone();
+            s.enqueue(c);
+        }
+    }
 }
 
 /// A command held back in a fusion list: wired into the dependency graph (others can
@@ -129,6 +159,8 @@ struct SchedState {
     /// Commands submitted and not yet finished (workers outlive a shutdown until 0).
     inflight: usize,
     shutdown: bool,
+    /// Workers blocked waiting for work: a new ready command wakes one only if there is one.
+    idle: usize,
 }
 
 /// The worker threads of a context and their ready list.
@@ -142,7 +174,7 @@ impl Scheduler {
     /// A scheduler with `n` worker threads.
     pub fn start(n: usize) -> Arc<Scheduler> {
         let s = Arc::new(Scheduler {
-            state: Mutex::new(SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false }),
+            state: Mutex::new(SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false, idle: 0 }),
             work: Condvar::new(),
             workers: Mutex::new(Vec::new()),
         });
@@ -224,8 +256,17 @@ impl Scheduler {
             }
         }
         let held = opts.hold.then(|| Held(cmd.clone()));
-        self.release(cmd);
-        Submitted { event, deps, aborts, held }
+        let inline = opts.inline && Self::runs_inline(&cmd);
+        let ready = self.done_wiring(cmd);
+        let inline = match ready {
+            Some(c) if inline => Some(Inline(Some(c))),
+            Some(c) => {
+                self.enqueue(c);
+                None
+            }
+            None => None,
+        };
+        Submitted { event, deps, aborts, held, inline }
     }
 
     /// Stops the workers once every submitted command has finished.
@@ -242,8 +283,13 @@ impl Scheduler {
     }
 
     fn enqueue(&self, c: Arc<Command>) {
-        lock(&self.state).ready.push_back(c);
-        self.work.notify_one();
+        let mut s = lock(&self.state);
+        s.ready.push_back(c);
+        let wake = s.idle > 0;
+        drop(s);
+        if wake {
+            self.work.notify_one();
+        }
     }
 
     fn worker(self: Arc<Self>) {
@@ -257,7 +303,9 @@ impl Scheduler {
                     if s.shutdown && s.inflight == 0 {
                         return;
                     }
+                    s.idle += 1;
                     s = self.work.wait(s).unwrap_or_else(PoisonError::into_inner);
+                    s.idle -= 1;
                 }
             };
             self.execute(cmd);
@@ -265,10 +313,10 @@ impl Scheduler {
     }
 
     fn execute(&self, cmd: Arc<Command>) {
-        let name = cmd.event.name().to_string();
+        let name = cmd.event.name();
         let mut device = None;
         let error = if let Some(dep) = lock(&cmd.failed_dep).take() {
-            Some(RuntimeError::DependencyFailed { command: name, dependency: dep })
+            Some(RuntimeError::DependencyFailed { command: name.into(), dependency: dep })
         } else {
             cmd.event.state().status = EventStatus::Running;
             let action = lock(&cmd.action).take().unwrap_or(Action::Nothing);
@@ -280,11 +328,11 @@ impl Scheduler {
                 device = Some(cmd.device.clone());
             }
             match catch_unwind(AssertUnwindSafe(|| {
-                command::run_action(&name, &*cmd.device, &cmd.accessors, action)
+                command::run_action(name, &*cmd.device, &cmd.accessors, action)
             })) {
                 Ok(r) => r.err(),
                 Err(p) => Some(RuntimeError::Panicked {
-                    command: name,
+                    command: name.into(),
                     message: panic_message(&*p).unwrap_or_default(),
                 }),
             }
@@ -302,13 +350,29 @@ impl Scheduler {
 
     /// One dependency of `c` finished; enqueue it when none is left.
     fn release(&self, c: Arc<Command>) {
-        let ready = {
-            let mut p = lock(&c.pending);
-            *p -= 1;
-            *p == 0
-        };
-        if ready {
+        if let Some(c) = self.done_wiring(c) {
             self.enqueue(c);
         }
+    }
+
+    /// Counts one dependency of `c` (or its wiring) as finished: `c` when none is left.
+    fn done_wiring(&self, c: Arc<Command>) -> Option<Arc<Command>> {
+        let mut p = lock(&c.pending);
+        *p -= 1;
+        let ready = *p == 0;
+        drop(p);
+        ready.then_some(c)
+    }
+
+    /// Whether the submitter may run `c` itself: a launch (or a graph partition) on a device
+    /// whose launches return once submitted (one with memory of its own), not sanitized
+    /// (a sanitized launch runs on host buffers and waits).
+    fn runs_inline(c: &Command) -> bool {
+        c.device.memory_space().is_some()
+            && match &*lock(&c.action) {
+                Some(Action::Kernel { kernel, .. }) => kernel.sanitized.is_none(),
+                Some(Action::Exec(_)) => true,
+                _ => false,
+            }
     }
 }
