@@ -17,158 +17,26 @@
 //!
 //! `cargo bench -p kiln-runtime --bench launch_host -- --warm-up-time 1 --measurement-time 3`
 
-use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kiln_ir::launch::{Arg, NdRange};
-use kiln_ir::{parse_module, Verified};
+use kiln_ir::launch::NdRange;
+use kiln_ir::parse_module;
 use kiln_runtime::device::registry::{self, OpenOptions};
-use kiln_runtime::device::{
-    DeviceMemory, Handle, Memory, RecordStep, Recording, ResidentBuffer,
-};
 use kiln_runtime::graph::{Graph, GraphProperties};
 use kiln_runtime::{
-    AccessMode, AccessProps, BuildOptions, Buffer, Context, ContextConfig, Device, DeviceError,
-    DeviceKind, FusionProps, FusionStatus, KernelArg, PromoteTo, Queue, QueueOrder,
+    AccessMode, AccessProps, Buffer, Context, ContextConfig, FusionProps, FusionStatus, KernelArg,
+    PromoteTo, Queue, QueueOrder,
 };
+
+#[path = "../tests/common/host_device.rs"]
+mod host_device;
+use host_device::{Dev, HostNative, INC};
 
 const ITEMS: u32 = 256;
 const NODES: usize = 100;
-
-const SOURCE: &str = "kernel inc(x: ptr<global, u32>) {
-    let i: u32 = global_id(0); x[i] = x[i] + i + 1u32; }";
-
-/// Device memory on the host.
-struct HostMem(Mutex<Vec<u8>>);
-
-impl DeviceMemory for HostMem {
-    fn bytes(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-    fn upload(&self, data: &[u8]) -> Result<(), DeviceError> {
-        let mut m = self.0.lock().unwrap();
-        let n = data.len().min(m.len());
-        m[..n].copy_from_slice(&data[..n]);
-        Ok(())
-    }
-    fn download(&self, out: &mut [u8]) -> Result<(), DeviceError> {
-        let m = self.0.lock().unwrap();
-        let n = out.len().min(m.len());
-        out[..n].copy_from_slice(&m[..n]);
-        Ok(())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-/// `inc` over the first `n` elements of `mem`.
-fn inc(mem: &Memory, n: u32) -> Result<(), DeviceError> {
-    let m = mem.as_any().downcast_ref::<HostMem>().ok_or_else(|| launch_err("foreign memory"))?;
-    let mut m = m.0.lock().unwrap();
-    for (i, w) in m.chunks_exact_mut(4).take(n as usize).enumerate() {
-        let v = u32::from_le_bytes(w.try_into().unwrap()).wrapping_add(i as u32 + 1);
-        w.copy_from_slice(&v.to_le_bytes());
-    }
-    Ok(())
-}
-
-fn launch_err(m: &str) -> DeviceError {
-    DeviceError::Launch(format!("host stand-in: {m}"))
-}
-
-/// The stand-in device: it knows one kernel, `inc`, and counts its launches.
-#[derive(Default)]
-struct HostNative {
-    launches: AtomicU64,
-}
-
-impl HostNative {
-    fn check(&self, kernel: &Handle, args: &[Arg], buffers: &[ResidentBuffer]) -> Result<(), DeviceError> {
-        match (kernel.downcast_ref::<String>().map(String::as_str), args, buffers) {
-            (Some("inc"), [Arg::Buffer(0)], [_]) => Ok(()),
-            _ => Err(launch_err("only `inc(x)` runs here")),
-        }
-    }
-}
-
-struct HostRecording {
-    dev: Arc<HostNative>,
-    launches: Vec<(Memory, u32)>,
-}
-
-impl Recording for HostRecording {
-    fn replay(&self) -> Result<(), DeviceError> {
-        for (m, n) in &self.launches {
-            inc(m, *n)?;
-        }
-        self.dev.launches.fetch_add(self.launches.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
-/// The `Device` the context holds: a handle on the shared counters.
-struct Dev(Arc<HostNative>);
-
-impl Device for Dev {
-    fn name(&self) -> String {
-        "host stand-in".into()
-    }
-    fn kind(&self) -> DeviceKind {
-        DeviceKind::Other
-    }
-    fn version(&self) -> String {
-        "1".into()
-    }
-    fn build(&self, module: &Verified, _: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
-        Ok(module.kernels.iter().map(|k| k.name()).collect::<Vec<_>>().join(",").into_bytes())
-    }
-    fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
-        Ok(Arc::new(String::from_utf8_lossy(binary).into_owned()))
-    }
-    fn kernel(&self, _: &Handle, name: &str) -> Result<Handle, DeviceError> {
-        Ok(Arc::new(name.to_string()))
-    }
-    fn run(
-        &self,
-        _: &Handle,
-        _: &NdRange,
-        _: &[Arg],
-        _: &mut [kiln_ir::launch::Buffer],
-    ) -> Result<(), DeviceError> {
-        Err(launch_err("launches run on resident buffers only"))
-    }
-    fn memory_space(&self) -> Option<u64> {
-        Some(0x5eed)
-    }
-    fn alloc(&self, bytes: usize) -> Result<Memory, DeviceError> {
-        Ok(Arc::new(HostMem(Mutex::new(vec![0; bytes]))))
-    }
-    fn run_resident(
-        &self,
-        kernel: &Handle,
-        range: &NdRange,
-        args: &[Arg],
-        buffers: &[ResidentBuffer],
-    ) -> Result<(), DeviceError> {
-        self.0.check(kernel, args, buffers)?;
-        inc(&buffers[0].mem, range.global[0])?;
-        self.0.launches.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn record(&self, steps: &[RecordStep]) -> Result<Option<Box<dyn Recording>>, DeviceError> {
-        let mut launches = Vec::new();
-        for s in steps {
-            let RecordStep::Launch(l) = s else { return Err(launch_err("launches only")) };
-            self.0.check(&l.kernel, &l.args, &l.buffers)?;
-            launches.push((l.buffers[0].mem.clone(), l.range.global[0]));
-        }
-        Ok(Some(Box::new(HostRecording { dev: self.0.clone(), launches })))
-    }
-}
 
 fn range() -> NdRange {
     NdRange::new(&[ITEMS]).with_local(&[32])
@@ -200,7 +68,7 @@ fn us(d: Duration) -> f64 {
 fn chains(c: &mut Criterion) -> (f64, f64) {
     let dev = Arc::new(HostNative::default());
     let ctx = Context::new(Arc::new(Dev(dev.clone())));
-    let m = parse_module(SOURCE).expect("kernel parses");
+    let m = parse_module(INC).expect("kernel parses");
     let k = ctx.get_kernel(&m, "inc").expect("kernel builds");
     let q = Queue::new(&ctx, QueueOrder::InOrder);
     let b = Buffer::<u32>::zeroed(ITEMS as usize);
@@ -295,7 +163,8 @@ fn fusion(c: &mut Criterion) -> f64 {
         submit(true);
         q.wait().expect("fused chain runs");
         match q.fusion_status() {
-            Some(FusionStatus::Completed { kernels: 5, ref warnings, .. }) if warnings.is_empty() => {}
+            Some(FusionStatus::Completed { kernels: 5, ref warnings, .. })
+                if warnings.is_empty() => {}
             s => panic!("the fusion did not complete cleanly: {s:?}"),
         }
         assert_eq!(bits(), want, "the fused chain gives the unfused chain's bits");

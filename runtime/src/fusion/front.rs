@@ -35,9 +35,8 @@ use kiln_ir::launch::NdRange;
 use kiln_ir::{Imm, Kernel, Module, Scalar, Type};
 use kiln_passes::fusion::internalize::uses_work_group;
 use kiln_passes::fusion::{
-    explain, fuse_kernels, fusion_keeps_result, ArgMap, BarrierPolicy, BindArg,
-    BufferReport, ConstValue, Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion,
-    RangeSpec,
+    explain, fuse_kernels, fusion_keeps_result, ArgMap, BarrierPolicy, BindArg, BufferReport,
+    ConstValue, Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
 use crate::buffer::{AccessMode, AccessProps, Accessor, BufferInner};
@@ -112,9 +111,20 @@ pub(crate) struct Fused {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FusionCacheKey {
     barriers: bool,
-    /// How promotions were asked for: none, by the properties, or of the unshared buffers.
-    promote: u8,
     members: Vec<MemberShape>,
+}
+
+/// What the request asks of one buffer argument about promotion: the same list from a
+/// queue and from a graph has one key when neither asks for any.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Ask {
+    /// Nothing.
+    Nothing,
+    /// As the accessor's properties and the buffer's say ([`Promote::Requested`]).
+    Props(AccessProps, Option<PromoteTo>),
+    /// Promoted if one entry writes it and another uses it ([`Promote::Unshared`], a buffer
+    /// not used outside the list).
+    Unshared,
 }
 
 /// One launch of a list, as the fusion cache keys it.
@@ -142,11 +152,8 @@ enum ArgShape {
         len: usize,
         elem: Scalar,
         /// The launch's requirement on the buffer.
-        access: Option<(AccessMode, AccessProps)>,
-        /// The buffer's own promotion property.
-        promote: Option<PromoteTo>,
-        /// Used outside the list ([`Promote::Unshared`]).
-        outside: bool,
+        access: Option<AccessMode>,
+        ask: Ask,
     },
 }
 
@@ -163,21 +170,31 @@ impl FusionCacheKey {
                         KernelArg::Scalar(v) => ArgShape::Scalar(v.scalar(), v.to_bits()),
                         KernelArg::Buffer(acc) => {
                             let b = Arc::as_ptr(&acc.buffer);
-                            let buffer = buffers.iter().position(|&x| x == b).unwrap_or_else(|| {
-                                buffers.push(b);
-                                buffers.len() - 1
-                            });
+                            let buffer =
+                                buffers.iter().position(|&x| x == b).unwrap_or_else(|| {
+                                    buffers.push(b);
+                                    buffers.len() - 1
+                                });
+                            let own = accessor_of(m, &acc.buffer);
+                            let ask = match req.promote {
+                                Promote::Nothing => Ask::Nothing,
+                                Promote::Requested => {
+                                    let props = own.map(|x| x.props).unwrap_or_default();
+                                    match (props, acc.buffer.promote()) {
+                                        (p, None) if p == AccessProps::default() => Ask::Nothing,
+                                        (p, b) => Ask::Props(p, b),
+                                    }
+                                }
+                                Promote::Unshared(outside) if outside(&acc.buffer) => Ask::Nothing,
+                                Promote::Unshared(_) => Ask::Unshared,
+                            };
                             ArgShape::Buffer {
                                 buffer,
                                 range: acc.range,
                                 len: acc.buffer.len,
                                 elem: acc.buffer.elem,
-                                access: accessor_of(m, &acc.buffer).map(|x| (x.mode, x.props)),
-                                promote: acc.buffer.promote(),
-                                outside: match req.promote {
-                                    Promote::Unshared(outside) => outside(&acc.buffer),
-                                    _ => false,
-                                },
+                                access: own.map(|x| x.mode),
+                                ask,
                             }
                         }
                     })
@@ -192,12 +209,7 @@ impl FusionCacheKey {
                 }
             })
             .collect();
-        let promote = match req.promote {
-            Promote::Nothing => 0,
-            Promote::Requested => 1,
-            Promote::Unshared(_) => 2,
-        };
-        FusionCacheKey { barriers: req.barriers, promote, members }
+        FusionCacheKey { barriers: req.barriers, members }
     }
 }
 

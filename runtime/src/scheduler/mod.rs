@@ -174,7 +174,12 @@ impl Scheduler {
     /// A scheduler with `n` worker threads.
     pub fn start(n: usize) -> Arc<Scheduler> {
         let s = Arc::new(Scheduler {
-            state: Mutex::new(SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false, idle: 0 }),
+            state: Mutex::new(SchedState {
+                ready: VecDeque::new(),
+                inflight: 0,
+                shutdown: false,
+                idle: 0,
+            }),
             work: Condvar::new(),
             workers: Mutex::new(Vec::new()),
         });

@@ -190,7 +190,10 @@ impl CudaDevice {
             }
             &ptrs[..buffers.len()]
         } else {
-            many = buffers.iter().map(|b| Ok((device_ptr(b)?, (b.elem, b.len)))).collect::<Result<_, DeviceError>>()?;
+            many = buffers
+                .iter()
+                .map(|b| Ok((device_ptr(b)?, (b.elem, b.len))))
+                .collect::<Result<_, DeviceError>>()?;
             &many[..]
         };
         EAGER_PARAMS.with_borrow_mut(|params| {
@@ -652,9 +655,7 @@ impl Params {
                             kiln_ir::launch::check_range(n, p.name(), a, len)
                                 .map_err(launch_err)?;
                             match *a {
-                                Arg::Range { offset, .. } => {
-                                    ptr + (offset * e.size_bytes()) as u64
-                                }
+                                Arg::Range { offset, .. } => ptr + (offset * e.size_bytes()) as u64,
                                 _ => ptr,
                             }
                         }
