@@ -6,7 +6,10 @@
 //! [`Handler::host_task`], [`Handler::copy`], [`Handler::fill`]; none makes a barrier-like
 //! no-op). The [scheduler](crate::scheduler) derives its dependencies (per buffer and across
 //! all queues of the context, plus the previous command of an in-order queue) and runs it
-//! on a worker once they have finished.
+//! on a worker once they have finished. A kernel launch whose dependencies have all
+//! finished when it is submitted, on a device whose launches return once submitted (CUDA,
+//! Vulkan), is launched by the submitting thread itself: an eager launch then costs the
+//! driver's submission, without a hand-off to a worker.
 //!
 //! The [`Event`] of each command reports errors at [`Event::wait`]; [`Queue::wait`] waits
 //! for everything submitted to the queue. While a queue records into a command graph
@@ -255,9 +258,11 @@ impl Queue {
             return crate::graph::record(self, rec, h);
         }
         let id = next_command_id();
-        let name = match &h.name {
-            Some(n) => format!("`{n}` #{id}"),
-            None => format!("{} #{id}", h.action.describe()),
+        let name = match (&h.name, &h.action) {
+            (Some(n), _) => format!("`{n}` #{id}"),
+            // One allocation for the common case.
+            (None, Action::Kernel { kernel, .. }) => format!("kernel `{}` #{id}", kernel.name),
+            (None, action) => format!("{} #{id}", action.describe()),
         };
         let desc = CommandDesc {
             name,

@@ -9,7 +9,10 @@
 //! * `Scheduler::submit` takes a `CommandDesc`, derives its dependencies from the
 //!   buffers' tracks and its event list, and runs it on a worker once all have finished,
 //!   so independent commands run concurrently. If a dependency failed, the command does
-//!   not run and fails with [`RuntimeError::DependencyFailed`].
+//!   not run and fails with [`RuntimeError::DependencyFailed`]. A launch (or a graph
+//!   partition of device work) that is ready when submitted to a device whose launches
+//!   return once submitted is handed back to the submitter to run ([`SubmitOpts::inline`]):
+//!   it costs the driver's submission, not a worker's wake-up and the hand-off back.
 //!
 //! Events know their waiting commands only as `Waiter`s (crate::event), so that the event,
 //! buffer and queue modules do not depend on one another through the scheduler.
