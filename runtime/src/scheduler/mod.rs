@@ -153,7 +153,54 @@ impl Waiter for Command {
             lock(&self.failed_dep).get_or_insert_with(|| dep.to_string());
         }
         let s = self.scheduler.clone();
-        s.release(self);
+        if let Some(c) = s.done_wiring(self) {
+            run_or_enqueue(c);
+        }
+    }
+}
+
+thread_local! {
+    /// The commands this thread is to run next, while it runs released ones (see
+    /// [`run_or_enqueue`]); `None` when it runs none.
+    static RELEASED: std::cell::RefCell<Option<VecDeque<Arc<Command>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A command whose last dependency finished on this thread: a barrier (nothing to run) or a
+/// launch that returns once submitted ([`Scheduler::runs_inline`]) runs here, at once; any
+/// other goes to a worker. Commands released while this thread runs one are queued here
+/// and run in turn (a long chain of barriers does not recurse).
+fn run_or_enqueue(c: Arc<Command>) {
+    let here = matches!(*lock(&c.action), Some(Action::Nothing)) || Scheduler::runs_inline(&c);
+    if !here {
+        let s = c.scheduler.clone();
+        return s.enqueue(c);
+    }
+    let queued = RELEASED.with_borrow_mut(|r| match r {
+        Some(q) => {
+            q.push_back(c.clone());
+            true
+        }
+        None => {
+            *r = Some(VecDeque::new());
+            false
+        }
+    });
+    if queued {
+        return;
+    }
+    let mut next = Some(c);
+    while let Some(c) = next {
+        let s = c.scheduler.clone();
+        s.execute(c);
+        next = RELEASED.with_borrow_mut(|r| {
+            let q = r.as_mut().expect("this thread's list of released commands");
+            let n = q.pop_front();
+            if n.is_none() {
+                *r = None;
+            }
+            n
+        });
     }
 }
 
