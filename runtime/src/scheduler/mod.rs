@@ -12,7 +12,9 @@
 //!   not run and fails with [`RuntimeError::DependencyFailed`]. A launch (or a graph
 //!   partition of device work) that is ready when submitted to a device whose launches
 //!   return once submitted is handed back to the submitter to run ([`SubmitOpts::inline`]):
-//!   it costs the driver's submission, not a worker's wake-up and the hand-off back.
+//!   it costs the driver's submission, not a worker's wake-up and the hand-off back. For
+//!   the same reason, a barrier or such a launch released by a dependency that finished runs
+//!   on the thread that finished it.
 //!
 //! Events know their waiting commands only as `Waiter`s (crate::event), so that the event,
 //! buffer and queue modules do not depend on one another through the scheduler.
