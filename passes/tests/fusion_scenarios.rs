@@ -698,6 +698,20 @@ fn s29_fusion_key() {
     let mut t = s.spec.clone();
     t.identical = vec![vec![ParamRef::new(1, 0), ParamRef::new(0, 2)]];
     assert_eq!(k1, fusion_key(&s.module, &t));
+    // Constants by their bits: two NaN payloads are two keys; the order given does not count.
+    let c = |param, bits: u64| Constant { param, value: ConstValue::Float(f64::from_bits(bits)) };
+    let (p, q) = (ParamRef::new(0, 1), ParamRef::new(1, 1));
+    let nan = |a: u64, b: u64| {
+        let mut t = s.spec.clone();
+        t.constants = vec![c(p, a), c(q, b)];
+        fusion_key(&s.module, &t)
+    };
+    let (n1, n2) = (0x7ff8_0000_0000_0001, 0x7ff8_0000_0000_0002);
+    assert_ne!(nan(n1, 0), nan(n2, 0));
+    let mut t = s.spec.clone();
+    t.constants = vec![c(q, 0), c(p, n1)];
+    assert_eq!(nan(n1, 0), fusion_key(&s.module, &t));
+    assert!(nan(n1, 0).to_string().contains("0.1=f7ff8000000000001"), "{}", nan(n1, 0));
 }
 
 /// Random nd-range combinations (legal or not) of work-item-query kernels: when fusion

@@ -581,6 +581,9 @@ pub fn check_kernel_args(kernel: &kiln_ir::Kernel, args: &[Arg]) -> Result<(), l
     })
 }
 
+/// Up to this many buffers, [`merge_accessors`] finds a buffer by a linear search.
+const SMALL: usize = 8;
+
 /// One accessor per buffer, with the strongest mode asked for (in first-use order): a
 /// command that reads and writes a buffer through two accessors read-writes it. The merged
 /// accessor keeps a range only when every accessor of its buffer has that same range;
@@ -588,10 +591,19 @@ pub fn check_kernel_args(kernel: &kiln_ir::Kernel, args: &[Arg]) -> Result<(), l
 pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> Vec<Accessor> {
     let mut out: Vec<Accessor> = Vec::new();
     // Each buffer's place in `out`, by address: a fused chain of n kernels merges n
-    // accessors per buffer over as many buffers.
+    // accessors per buffer over as many buffers. A launch's few buffers are looked up in
+    // `out` itself (no map to allocate per submission).
     let mut at: HashMap<*const BufferInner, usize> = HashMap::new();
     for a in accessors {
-        match at.get(&Arc::as_ptr(&a.buffer)).map(|&i| &mut out[i]) {
+        let found = if out.len() < SMALL {
+            out.iter().position(|x| Arc::ptr_eq(&x.buffer, &a.buffer))
+        } else {
+            if at.is_empty() {
+                at.extend(out.iter().enumerate().map(|(i, x)| (Arc::as_ptr(&x.buffer), i)));
+            }
+            at.get(&Arc::as_ptr(&a.buffer)).copied()
+        };
+        match found.map(|i| &mut out[i]) {
             Some(x) => {
                 x.mode = x.mode.join(a.mode);
                 x.props = x.props.join(a.props);
@@ -600,7 +612,9 @@ pub(crate) fn merge_accessors(accessors: impl IntoIterator<Item = Accessor>) -> 
                 }
             }
             None => {
-                at.insert(Arc::as_ptr(&a.buffer), out.len());
+                if !at.is_empty() || out.len() >= SMALL {
+                    at.insert(Arc::as_ptr(&a.buffer), out.len());
+                }
                 out.push(a);
             }
         }

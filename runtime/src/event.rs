@@ -54,6 +54,9 @@ pub(crate) struct EventState {
     /// The device the command's work was submitted to, when it may still run there after
     /// the event completed: a host wait waits for it ([`Device::finish`]).
     pub device: Option<Arc<dyn Device>>,
+    /// Threads blocked on `done`: finishing wakes them only if there are any (a wake is a
+    /// system call, on every command otherwise).
+    pub sleepers: usize,
 }
 
 pub(crate) struct EventInner {
@@ -91,6 +94,7 @@ impl Event {
                     error: None,
                     successors: Vec::new(),
                     device: None,
+                    sleepers: 0,
                 },
             ),
             done: Condvar::new(),
@@ -166,7 +170,9 @@ impl Event {
     fn wait_finished(&self) -> Result<(), RuntimeError> {
         let mut s = self.state();
         while matches!(s.status, EventStatus::Submitted | EventStatus::Running) {
+            s.sleepers += 1;
             s = self.0.state.wait(&self.0.done, s);
+            s.sleepers -= 1;
         }
         if let Some(e) = &s.error {
             return Err(e.clone());
@@ -204,7 +210,9 @@ impl Event {
                 // Beyond the clock's range: as good as forever.
                 None => Duration::from_secs(u32::MAX.into()),
             };
+            s.sleepers += 1;
             s = self.0.state.wait_timeout(&self.0.done, s, left);
+            s.sleepers -= 1;
         }
         if let Some(e) = &s.error {
             return Some(Err(e.clone()));
@@ -235,7 +243,9 @@ impl Event {
         s.device = device;
         s.status = if error.is_some() { EventStatus::Failed } else { EventStatus::Complete };
         s.error = error;
-        self.0.done.notify_all();
+        if s.sleepers > 0 {
+            self.0.done.notify_all();
+        }
         std::mem::take(&mut s.successors)
     }
 }

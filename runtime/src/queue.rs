@@ -6,7 +6,10 @@
 //! [`Handler::host_task`], [`Handler::copy`], [`Handler::fill`]; none makes a barrier-like
 //! no-op). The [scheduler](crate::scheduler) derives its dependencies (per buffer and across
 //! all queues of the context, plus the previous command of an in-order queue) and runs it
-//! on a worker once they have finished.
+//! on a worker once they have finished. A kernel launch whose dependencies have all
+//! finished when it is submitted, on a device whose launches return once submitted (CUDA,
+//! Vulkan), is launched by the submitting thread itself: an eager launch then costs the
+//! driver's submission, without a hand-off to a worker.
 //!
 //! The [`Event`] of each command reports errors at [`Event::wait`]; [`Queue::wait`] waits
 //! for everything submitted to the queue. While a queue records into a command graph
@@ -308,9 +311,11 @@ impl Queue {
             return r.record(self, h);
         }
         let id = next_command_id();
-        let name = match &h.name {
-            Some(n) => format!("`{n}` #{id}"),
-            None => format!("{} #{id}", h.action.describe()),
+        let name = match (&h.name, &h.action) {
+            (Some(n), _) => format!("`{n}` #{id}"),
+            // One allocation for the common case.
+            (None, Action::Kernel { kernel, .. }) => format!("kernel `{}` #{id}", kernel.name),
+            (None, action) => format!("{} #{id}", action.describe()),
         };
         let mut desc = CommandDesc {
             name,
@@ -333,10 +338,20 @@ impl Queue {
 
     /// Submits a described command in this queue's order.
     pub(crate) fn submit_desc(&self, desc: CommandDesc) -> Event {
-        let name = desc.name.clone();
-        let sub = self.submit_opts(desc, SubmitOpts::default());
+        self.submit_desc_inline(desc, true)
+    }
+
+    /// [`submit_desc`](Self::submit_desc); `inline`: a ready launch may run on this thread
+    /// (see [`SubmitOpts::inline`]), once the queue's locks are released.
+    pub(crate) fn submit_desc_inline(&self, desc: CommandDesc, inline: bool) -> Event {
+        let sub = self.submit_opts(desc, SubmitOpts { inline, ..SubmitOpts::default() });
+        if let Some(run) = sub.inline {
+            run.run();
+        }
         self.remember(&sub.event);
-        self.abort_for(&sub.aborts, &name);
+        if !sub.aborts.is_empty() {
+            self.abort_for(&sub.aborts, sub.event.name());
+        }
         sub.event
     }
 
@@ -382,7 +397,11 @@ impl Queue {
     /// Adds `event` to the events [`Queue::wait`] waits for.
     pub(crate) fn remember(&self, event: &Event) {
         let mut evs = self.events.lock();
-        evs.retain(|e| e.status() != EventStatus::Complete);
+        // Finished events are dropped when the list has doubled since (not on every
+        // submission: a long chain of pending launches would make that quadratic).
+        if evs.len() >= 8 && evs.len().is_power_of_two() {
+            evs.retain(|e| e.status() != EventStatus::Complete);
+        }
         // A fusion's event comes back for each of its kernels: listed once.
         if event.hook().is_none() || !evs.iter().any(|e| e.same_event(event)) {
             evs.push(event.clone());

@@ -7,12 +7,16 @@
 //! and parsed back. It judges the list by one rule ([`FusionFront::check`]), fuses it with
 //! [`kiln_passes::fusion::fuse_kernels`], and keeps the fused kernels in its cache.
 //!
-//! The cache key is the fusion key ([`fusion_key`]: the spec's identical-argument
-//! partition, promotions, constants and barrier policy) with the members' programs and
-//! kernel names (their full identity, compared in full on a hit), every nd-range and the
-//! access mode, length and range of every buffer argument. A second identical sequence is
-//! a hit, from a queue or a graph alike; another kernel, nd-range, identity pattern of the
-//! arguments, promotion, scalar value or property is a miss, as in DPC++'s fusion cache.
+//! The cache key is the list's shape ([`FusionCacheKey`]), made from the launches without
+//! formatting or fusing anything: the members' programs and kernel names (their full
+//! identity, compared in full on a hit), every nd-range, every scalar argument's bits, and
+//! for every buffer argument which of the list's buffers it is (by first use), its range,
+//! length, element type, access mode and promotion properties, and the barrier and
+//! promotion requests. Everything the fusion spec ([`kiln_passes::fusion::fusion_key`]) is
+//! made of follows from these, so a repeated list costs one hash and one comparison. A
+//! second identical sequence is a hit, from a queue or a graph alike; another kernel,
+//! nd-range, identity pattern of the arguments, promotion, scalar value or property is a
+//! miss, as in DPC++'s fusion cache.
 //!
 //! The rule: fusion runs every work-item's entries one after another (with a work-group
 //! barrier between them when the caller allows it, unless every shared buffer is proven per
@@ -28,14 +32,14 @@ use std::sync::Arc;
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
-use kiln_ir::{Imm, Kernel, Module};
+use kiln_ir::{Imm, Kernel, Module, Scalar};
 use kiln_passes::fusion::{
-    explain, fuse_kernels, fusion_keeps_result, fusion_key, ArgMap, BarrierPolicy, BufferReport,
-    ConstValue, Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
+    explain, fuse_kernels, fusion_keeps_result, ArgMap, BarrierPolicy, BufferReport, ConstValue,
+    Constant, FusedKernel, FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec,
 };
 
 use crate::buffer::merge_accessors;
-use crate::buffer::{arg_view, AccessMode, Accessor, Arg, BufferInner};
+use crate::buffer::{arg_view, AccessMode, AccessProps, Accessor, Arg, BufferInner};
 use crate::cache::{BuildCache, CacheStats};
 use crate::context::{Context, KernelHandle, LayerCache, ProgramKey};
 
@@ -79,11 +83,115 @@ pub(crate) struct Fused {
     pub warnings: Vec<String>,
 }
 
-/// The key of the fusion cache (see the module's docs).
+/// The key of the fusion cache (see the module's docs): the list's shape, everything its
+/// fusion depends on, made from the launches without formatting or building anything, so a
+/// list seen before costs one hash and one comparison.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FusionCacheKey {
-    spec: String,
-    members: Vec<(ProgramKey, Arc<str>)>,
+    barriers: bool,
+    members: Vec<MemberShape>,
+}
+
+/// What the request asks of one buffer argument about promotion: the same list from a
+/// queue and from a graph has one key when neither asks for any.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Ask {
+    /// Nothing.
+    Nothing,
+    /// As the accessor's properties and the buffer's say ([`Promote::Requested`]).
+    Props(AccessProps, Option<PromoteTo>),
+    /// Promoted if one entry writes it and another uses it ([`Promote::Unshared`], a buffer
+    /// not used outside the list).
+    Unshared,
+}
+
+/// One launch of a list, as the fusion cache keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct MemberShape {
+    /// The kernel's identity: its program and name.
+    kernel: (ProgramKey, Arc<str>),
+    dims: usize,
+    global: [u32; 3],
+    local: Option<[u32; 3]>,
+    offset: [u32; 3],
+    args: Vec<ArgShape>,
+}
+
+/// One argument of a launch, as the fusion cache keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ArgShape {
+    /// A scalar: a constant of the fused kernel, by its bits.
+    Scalar(Scalar, u64),
+    /// A buffer, named by the order in which the list first binds it (which arguments are
+    /// identical, not which buffer), with what the legality check and the promotions read.
+    Buffer {
+        buffer: usize,
+        range: Option<(usize, usize)>,
+        len: usize,
+        elem: Scalar,
+        /// The launch's requirement on the buffer.
+        access: Option<AccessMode>,
+        ask: Ask,
+    },
+}
+
+impl FusionCacheKey {
+    fn new(members: &[Member], req: &Request) -> FusionCacheKey {
+        let mut buffers: Vec<*const BufferInner> = Vec::new();
+        let members = members
+            .iter()
+            .map(|m| {
+                let args = m
+                    .args
+                    .iter()
+                    .map(|a| match arg_view(a) {
+                        None => {
+                            let v = a.imm().expect("an argument is a scalar or a buffer");
+                            ArgShape::Scalar(v.scalar(), v.to_bits())
+                        }
+                        Some((buf, range)) => {
+                            let b = Arc::as_ptr(buf);
+                            let buffer =
+                                buffers.iter().position(|&x| x == b).unwrap_or_else(|| {
+                                    buffers.push(b);
+                                    buffers.len() - 1
+                                });
+                            let own = accessor_of(m, buf);
+                            let ask = match req.promote {
+                                Promote::Nothing => Ask::Nothing,
+                                Promote::Requested => {
+                                    let props = own.map(|x| x.props).unwrap_or_default();
+                                    match (props, buf.promote()) {
+                                        (p, None) if p == AccessProps::default() => Ask::Nothing,
+                                        (p, b) => Ask::Props(p, b),
+                                    }
+                                }
+                                Promote::Unshared(outside) if outside(buf) => Ask::Nothing,
+                                Promote::Unshared(_) => Ask::Unshared,
+                            };
+                            ArgShape::Buffer {
+                                buffer,
+                                range,
+                                len: buf.len,
+                                elem: buf.elem,
+                                access: own.map(|x| x.mode),
+                                ask,
+                            }
+                        }
+                    })
+                    .collect();
+                MemberShape {
+                    kernel: (m.kernel.program.key.clone(), m.kernel.name.clone()),
+                    dims: m.range.dims,
+                    global: m.range.global,
+                    local: m.range.local,
+                    offset: m.range.offset,
+                    args,
+                }
+            })
+            .collect();
+        FusionCacheKey { barriers: req.barriers, members }
+    }
 }
 
 /// A fused kernel in the cache, or why the list cannot be fused.
@@ -95,6 +203,9 @@ pub struct FusedEntry {
     spec: FusionSpec,
     fused: FusedKernel,
     kernel: KernelHandle,
+    /// The promotions asked for and not done before fusing (the first parameter bound to
+    /// the buffer, and why), named with the buffer of each list that hits.
+    refused: Vec<(ParamRef, String)>,
 }
 
 impl FusedEntry {
@@ -285,7 +396,6 @@ fn not_per_item(per_group: bool, why: &str) -> String {
 struct Input {
     module: Module,
     names: Vec<String>,
-    idents: Vec<(ProgramKey, Arc<str>)>,
     groups: Vec<Group>,
     constants: Vec<Constant>,
 }
@@ -295,7 +405,6 @@ impl Input {
     fn new(ctx: &Context, members: &[Member]) -> Result<Input, String> {
         let mut kernels: Vec<Kernel> = Vec::new();
         let mut names: Vec<String> = Vec::new();
-        let mut idents: Vec<(ProgramKey, Arc<str>)> = Vec::new();
         // Each distinct kernel's index in `kernels`, and each kernel name's first user.
         let mut distinct: HashMap<(ProgramKey, Arc<str>), usize> = HashMap::new();
         let mut taken: HashSet<Arc<str>> = HashSet::new();
@@ -328,7 +437,6 @@ impl Input {
                 }
             };
             names.push(kernels[at].name().to_string());
-            idents.push(id);
         }
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of: HashMap<(u64, Option<(usize, usize)>), usize> = HashMap::new();
@@ -362,12 +470,16 @@ impl Input {
             }
         }
         check_ranges(&groups)?;
-        Ok(Input { module: Module::new(kernels), names, idents, groups, constants })
+        Ok(Input { module: Module::new(kernels), names, groups, constants })
     }
 
     /// The spec fusing the list with `promote` and the barrier policy asked for; the
     /// promotions asked for and not honoured, with why.
-    fn spec(&self, members: &[Member], req: &Request) -> Result<(FusionSpec, Vec<String>), String> {
+    fn spec(
+        &self,
+        members: &[Member],
+        req: &Request,
+    ) -> Result<(FusionSpec, Vec<(ParamRef, String)>), String> {
         let mut warnings = Vec::new();
         let mut promote = Vec::new();
         let mut ranges_of: HashMap<u64, usize> = HashMap::new();
@@ -388,10 +500,9 @@ impl Input {
             let ranges = ranges_of[&g.buffer.id];
             match asked {
                 Ok(None) => {}
-                Ok(Some(_)) if ranges > 1 => warnings.push(format!(
-                    "buffer #{} is not promoted: the fused kernels bind it through more than one \
-                     range",
-                    g.buffer.id
+                Ok(Some(_)) if ranges > 1 => warnings.push((
+                    g.params[0],
+                    "the fused kernels bind it through more than one range".to_string(),
                 )),
                 // A ranged accessor's private or local copy holds its range only.
                 Ok(Some(to)) => promote.push(Promotion {
@@ -400,9 +511,7 @@ impl Input {
                     size: None,
                     buffer_len: Some(g.len_u32()?),
                 }),
-                Err(why) => {
-                    warnings.push(format!("buffer #{} is not promoted: {why}", g.buffer.id))
-                }
+                Err(why) => warnings.push((g.params[0], why)),
             }
         }
         // The distinct kernels' names, at most four, name the fused kernel.
@@ -557,41 +666,41 @@ impl FusionFront {
         members: &[Member],
         req: &Request,
     ) -> Result<Fused, String> {
-        let input = Input::new(ctx, members)?;
-        let (spec, mut warnings) = input.spec(members, req)?;
-        // The fusion key of the spec, with what it keys by name alone (the kernels, keyed by
-        // their programs here), every range and every buffer argument's access and length.
-        let mut key = fusion_key(&Module::new(vec![]), &spec).0;
-        for m in members {
-            key.push_str(&format!(";{:?}", m.range));
-            for a in m.args {
-                match (arg_view(a), a.imm()) {
-                    // The legality check bounds accesses by the buffers' (or ranges')
-                    // lengths, and the ranges decide which arguments are identical.
-                    (Some((b, range)), _) => {
-                        let mode = accessor_of(m, b).map(|x| x.mode);
-                        key.push_str(&format!(",{mode:?}x{}{}@{range:?}", b.len, b.elem));
-                    }
-                    // The arguments' types were checked against the parameters'.
-                    (None, v) => key.push_str(&format!(",{:?}", v.map(|v| v.scalar()))),
-                }
-            }
-        }
-        let key = FusionCacheKey { spec: key, members: input.idents.clone() };
+        let key = FusionCacheKey::new(members, req);
+        // A list that is not in the cache is checked before the cache counts a build: one
+        // that cannot be fused at all is refused as it is, and nothing is cached for it.
+        let mut input = match self.cache.get(&key) {
+            Some(_) => None,
+            None => Some(Input::new(ctx, members)?),
+        };
         let built = Cell::new(false);
         let entry = self
             .cache
             .get_or_build(&key, || {
                 built.set(true);
-                Ok(build(ctx, &input, spec, members).map(Arc::new))
+                let input = match input.take() {
+                    Some(i) => i,
+                    None => Input::new(ctx, members)?,
+                };
+                let (spec, refused) = input.spec(members, req)?;
+                Ok(build(ctx, &input, spec, refused, members).map(Arc::new))
             })
             .unwrap_or_else(Err)?;
         let (args, accessors) = entry.bind(members)?;
-        for w in &entry.fused.warnings {
-            let g = input.groups.iter().find(|g| g.params.contains(&w.param));
-            let b = g.map_or(String::new(), |g| format!("buffer #{} ", g.buffer.id));
-            warnings.push(format!("{b}is not promoted: {}", w.reason));
-        }
+        // The warnings name this list's buffers.
+        let buffer = |p: &ParamRef| match members
+            .get(p.entry)
+            .and_then(|m| m.args.get(p.param))
+            .and_then(arg_view)
+        {
+            Some((b, _)) => format!("buffer #{} ", b.id),
+            None => String::new(),
+        };
+        let fused = entry.fused.warnings.iter().map(|w| (&w.param, &w.reason));
+        let warnings = (entry.refused.iter().map(|(p, why)| (p, why)))
+            .chain(fused)
+            .map(|(p, why)| format!("{}is not promoted: {why}", buffer(p)))
+            .collect();
         Ok(Fused { entry, args, accessors, cache_hit: !built.get(), warnings })
     }
 }
@@ -601,6 +710,7 @@ fn build(
     ctx: &Context,
     input: &Input,
     spec: FusionSpec,
+    refused: Vec<(ParamRef, String)>,
     members: &[Member],
 ) -> Result<FusedEntry, String> {
     let per_item = input.legal(&spec, members)?;
@@ -610,5 +720,5 @@ fn build(
         .build_program(&Module::new(vec![fused.kernel.clone()]), &[], "")
         .map_err(|e| e.to_string())?;
     let kernel = ctx.kernel(&program, fused.kernel.name()).map_err(|e| e.to_string())?;
-    Ok(FusedEntry { module: input.module.clone(), spec, fused, kernel })
+    Ok(FusedEntry { module: input.module.clone(), spec, fused, kernel, refused })
 }

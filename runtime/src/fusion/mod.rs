@@ -68,7 +68,7 @@ use crate::context::{Context, KernelHandle};
 use crate::error::RuntimeError;
 use crate::event::{Event, FusionHook};
 use crate::queue::{next_command_id, Holder, Queue};
-use crate::scheduler::{Action, CommandDesc, Held, SubmitOpts};
+use crate::scheduler::{Action, CommandDesc, Held, Inline, SubmitOpts};
 use crate::sync::{ranks, RankedMutex};
 
 pub use front::{FusedEntry, FusionCacheKey, FusionOutcome};
@@ -258,8 +258,13 @@ impl Fusion {
         self.ctx.scheduler().submit(self.ctx.device(), desc, None, opts);
     }
 
-    /// Fuses the held kernels; `Err` (the JIT's refusal) leaves them held.
-    fn complete_locked(&self, st: &mut State, props: FusionProps) -> Result<(), String> {
+    /// Fuses the held kernels; `Err` (the JIT's refusal) leaves them held. The fused launch,
+    /// when it can run at once on this thread, is returned to be run once no lock is held.
+    fn complete_locked(
+        &self,
+        st: &mut State,
+        props: FusionProps,
+    ) -> Result<Option<Inline>, String> {
         let members: Vec<front::Member> = st
             .held
             .iter()
@@ -292,8 +297,13 @@ impl Fusion {
                 args: fused.args,
             },
         };
-        let opts = SubmitOpts { untracked: true, fusion: Some(self.id), ..SubmitOpts::default() };
-        let run = self.ctx.scheduler().submit(self.ctx.device(), desc, None, opts);
+        let opts = SubmitOpts {
+            untracked: true,
+            fusion: Some(self.id),
+            inline: true,
+            ..SubmitOpts::default()
+        };
+        let mut run = self.ctx.scheduler().submit(self.ctx.device(), desc, None, opts);
         let events: Vec<Event> = held.iter().map(|h| h.event.clone()).collect();
         let kernels = held.len();
         for h in held {
@@ -308,7 +318,7 @@ impl Fusion {
             cache_hit: fused.cache_hit,
             warnings: fused.warnings,
         };
-        Ok(())
+        Ok(run.inline.take())
     }
 }
 
@@ -497,17 +507,30 @@ impl QueueFusion for Queue {
         if st.held.is_empty() {
             f.finish(Vec::new());
             st.status = FusionStatus::Completed { kernels: 0, cache_hit: false, warnings: vec![] };
-        } else if let Err(reason) = f.complete_locked(&mut st, props) {
-            warn(
-                self.context(),
-                &format!(
+        } else {
+            match f.complete_locked(&mut st, props) {
+                Ok(run) => {
+                    let event = f.event.clone();
+                    drop(st);
+                    drop(slot);
+                    if let Some(run) = run {
+                        run.run();
+                    }
+                    return event;
+                }
+                Err(reason) => {
+                    warn(
+                        self.context(),
+                        &format!(
                     "fusion on queue #{} cancelled, its {} kernel(s) run unfused: the fusion \
                      JIT refused it: {reason}",
                     self.id(),
                     st.held.len()
                 ),
-            );
-            f.cancel_locked(&mut st, FusionStatus::Failed { reason });
+                    );
+                    f.cancel_locked(&mut st, FusionStatus::Failed { reason });
+                }
+            }
         }
         f.event.clone()
     }

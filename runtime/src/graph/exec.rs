@@ -68,6 +68,9 @@ struct PlanPart {
     accessors: Vec<Accessor>,
     steps: Vec<Step>,
     recorded: Vec<Recorded>,
+    /// Whether a step is a host task: then the partition runs on a worker, never on the
+    /// submitting thread (see `SubmitOpts::inline`).
+    host: bool,
 }
 
 /// What a submission runs: replaced as a whole on update, so runs in flight keep theirs.
@@ -444,7 +447,8 @@ impl ExecState {
             let labelled: Vec<(&str, &StepKind)> =
                 steps.iter().map(|s| (&*s.label, &s.kind)).collect();
             let recorded = recorded::record(&labelled, dev)?;
-            parts.push(PlanPart { accessors: merge_accessors(accessors), steps, recorded });
+            let host = steps.iter().any(|st| matches!(st.kind, StepKind::Host(_)));
+            parts.push(PlanPart { accessors: merge_accessors(accessors), steps, recorded, host });
         }
         Ok(Plan { parts })
     }
@@ -456,12 +460,15 @@ fn run_part(plan: &Plan, i: usize, graph: &str, device: &dyn Device) -> Result<(
     let mut s = 0;
     while s < part.steps.len() {
         if let Some(r) = recorded.next_if(|r| r.start == s) {
-            let labels: Vec<&str> =
-                part.steps[r.start..r.end].iter().map(|st| &*st.label).collect();
+            // The labels only for an error: a replay does no work per node on the host.
+            let labels = || {
+                let l: Vec<&str> = part.steps[r.start..r.end].iter().map(|st| &*st.label).collect();
+                l.join(", ")
+            };
             r.replay(device).map_err(|(node, source)| RuntimeError::Kernel {
                 command: match node {
                     Some(label) => format!("{graph} {label}"),
-                    None => format!("{graph} [{}]", labels.join(", ")),
+                    None => format!("{graph} [{}]", labels()),
                 },
                 source,
             })?;
@@ -784,7 +791,7 @@ pub(crate) fn submit(q: &Queue, exec: &ExecGraph) -> Event {
             deps: prev.take().into_iter().collect(),
             action: Action::Exec(Box::new(move |dev| run_part(&plan2, i, &name, dev))),
         };
-        prev = Some(q.submit_desc(desc));
+        prev = Some(q.submit_desc_inline(desc, !p.host));
     }
     *last = prev.clone();
     prev.unwrap_or_else(|| bad("nothing was submitted"))

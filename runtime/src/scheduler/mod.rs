@@ -9,7 +9,12 @@
 //! * `Scheduler::submit` takes a `CommandDesc`, derives its dependencies from the
 //!   buffers' tracks and its event list, and runs it on a worker once all have finished,
 //!   so independent commands run concurrently. If a dependency failed, the command does
-//!   not run and fails with [`RuntimeError::DependencyFailed`].
+//!   not run and fails with [`RuntimeError::DependencyFailed`]. A launch (or a graph
+//!   partition of device work) that is ready when submitted to a device whose launches
+//!   return once submitted is handed back to the submitter to run ([`SubmitOpts::inline`]):
+//!   it costs the driver's submission, not a worker's wake-up and the hand-off back. For
+//!   the same reason, a barrier or such a launch released by a dependency that finished runs
+//!   on the thread that finished it.
 //!
 //! Events know their waiting commands only as `Waiter`s (crate::event), so that the event,
 //! buffer and queue modules do not depend on one another through the scheduler.
@@ -55,6 +60,9 @@ pub(crate) struct SubmitOpts {
     /// The fusion the command belongs to: dependencies on that fusion's events do not end
     /// it early.
     pub fusion: Option<u64>,
+    /// Let the submitter run the command itself ([`Submitted::inline`]) when it is ready at
+    /// once and only submits work to a device that returns once it is submitted.
+    pub inline: bool,
 }
 
 /// What [`Scheduler::submit`] did.
@@ -68,6 +76,33 @@ pub(crate) struct Submitted {
     pub aborts: Vec<Arc<dyn FusionHook>>,
     /// With [`SubmitOpts::hold`]: the handle that lets it run.
     pub held: Option<Held>,
+    /// With [`SubmitOpts::inline`]: the command, ready, for the submitter to run once it
+    /// holds no lock ([`Inline::run`]).
+    pub inline: Option<Inline>,
+}
+
+/// A ready command its submitter runs on its own thread: an eager launch on a device that
+/// returns once the work is submitted costs the driver's submission, not a hand-off to a
+/// worker and back. Dropped without running, it goes to a worker.
+pub(crate) struct Inline(Option<Arc<Command>>);
+
+impl Inline {
+    /// Runs the command here.
+    pub fn run(mut self) {
+        if let Some(c) = self.0.take() {
+            let s = c.scheduler.clone();
+            s.execute(c);
+        }
+    }
+}
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            let s = c.scheduler.clone();
+            s.enqueue(c);
+        }
+    }
 }
 
 /// A command held back in a fusion list: wired into the dependency graph (others can
@@ -116,7 +151,54 @@ impl Waiter for Command {
             self.failed_dep.lock().get_or_insert_with(|| dep.to_string());
         }
         let s = self.scheduler.clone();
-        s.release(self);
+        if let Some(c) = s.done_wiring(self) {
+            run_or_enqueue(c);
+        }
+    }
+}
+
+thread_local! {
+    /// The commands this thread is to run next, while it runs released ones (see
+    /// [`run_or_enqueue`]); `None` when it runs none.
+    static RELEASED: std::cell::RefCell<Option<VecDeque<Arc<Command>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A command whose last dependency finished on this thread: a barrier (nothing to run) or a
+/// launch that returns once submitted ([`Scheduler::runs_inline`]) runs here, at once; any
+/// other goes to a worker. Commands released while this thread runs one are queued here
+/// and run in turn (a long chain of barriers does not recurse).
+fn run_or_enqueue(c: Arc<Command>) {
+    let here = matches!(*c.action.lock(), Some(Action::Nothing)) || Scheduler::runs_inline(&c);
+    if !here {
+        let s = c.scheduler.clone();
+        return s.enqueue(c);
+    }
+    let queued = RELEASED.with_borrow_mut(|r| match r {
+        Some(q) => {
+            q.push_back(c.clone());
+            true
+        }
+        None => {
+            *r = Some(VecDeque::new());
+            false
+        }
+    });
+    if queued {
+        return;
+    }
+    let mut next = Some(c);
+    while let Some(c) = next {
+        let s = c.scheduler.clone();
+        s.execute(c);
+        next = RELEASED.with_borrow_mut(|r| {
+            let q = r.as_mut().expect("this thread's list of released commands");
+            let n = q.pop_front();
+            if n.is_none() {
+                *r = None;
+            }
+            n
+        });
     }
 }
 
@@ -125,6 +207,8 @@ struct SchedState {
     /// Commands submitted and not yet finished (workers outlive a shutdown until 0).
     inflight: usize,
     shutdown: bool,
+    /// Workers blocked waiting for work: a new ready command wakes one only if there is one.
+    idle: usize,
 }
 
 /// The worker threads of a context and their ready list.
@@ -140,7 +224,7 @@ impl Scheduler {
         let s = Arc::new(Scheduler {
             state: RankedMutex::new(
                 ranks::SCHEDULER,
-                SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false },
+                SchedState { ready: VecDeque::new(), inflight: 0, shutdown: false, idle: 0 },
             ),
             work: Condvar::new(),
             workers: RankedMutex::new(ranks::WORKERS, Vec::new()),
@@ -223,8 +307,17 @@ impl Scheduler {
             }
         }
         let held = opts.hold.then(|| Held(cmd.clone()));
-        self.release(cmd);
-        Submitted { event, deps, aborts, held }
+        let inline = opts.inline && Self::runs_inline(&cmd);
+        let ready = self.done_wiring(cmd);
+        let inline = match ready {
+            Some(c) if inline => Some(Inline(Some(c))),
+            Some(c) => {
+                self.enqueue(c);
+                None
+            }
+            None => None,
+        };
+        Submitted { event, deps, aborts, held, inline }
     }
 
     /// Stops the workers once every submitted command has finished.
@@ -241,8 +334,13 @@ impl Scheduler {
     }
 
     fn enqueue(&self, c: Arc<Command>) {
-        self.state.lock().ready.push_back(c);
-        self.work.notify_one();
+        let mut s = self.state.lock();
+        s.ready.push_back(c);
+        let wake = s.idle > 0;
+        drop(s);
+        if wake {
+            self.work.notify_one();
+        }
     }
 
     fn worker(self: Arc<Self>) {
@@ -256,7 +354,9 @@ impl Scheduler {
                     if s.shutdown && s.inflight == 0 {
                         return;
                     }
+                    s.idle += 1;
                     s = self.state.wait(&self.work, s);
+                    s.idle -= 1;
                 }
             };
             self.execute(cmd);
@@ -264,11 +364,11 @@ impl Scheduler {
     }
 
     fn execute(&self, cmd: Arc<Command>) {
-        let name = cmd.event.name().to_string();
+        let name = cmd.event.name();
         let mut device = None;
         let failed_dep = cmd.failed_dep.lock().take();
         let error = if let Some(dep) = failed_dep {
-            Some(RuntimeError::DependencyFailed { command: name, dependency: dep })
+            Some(RuntimeError::DependencyFailed { command: name.into(), dependency: dep })
         } else {
             cmd.event.state().status = EventStatus::Running;
             let action = cmd.action.lock().take().unwrap_or(Action::Nothing);
@@ -280,11 +380,11 @@ impl Scheduler {
                 device = Some(cmd.device.clone());
             }
             match catch_unwind(AssertUnwindSafe(|| {
-                command::run_action(&name, &*cmd.device, &cmd.accessors, action)
+                command::run_action(name, &*cmd.device, &cmd.accessors, action)
             })) {
                 Ok(r) => r.err(),
                 Err(p) => Some(RuntimeError::Panicked {
-                    command: name,
+                    command: name.into(),
                     message: panic_message(&*p).unwrap_or_default(),
                 }),
             }
@@ -302,13 +402,29 @@ impl Scheduler {
 
     /// One dependency of `c` finished; enqueue it when none is left.
     fn release(&self, c: Arc<Command>) {
-        let ready = {
-            let mut p = c.pending.lock();
-            *p -= 1;
-            *p == 0
-        };
-        if ready {
+        if let Some(c) = self.done_wiring(c) {
             self.enqueue(c);
         }
+    }
+
+    /// Counts one dependency of `c` (or its wiring) as finished: `c` when none is left.
+    fn done_wiring(&self, c: Arc<Command>) -> Option<Arc<Command>> {
+        let mut p = c.pending.lock();
+        *p -= 1;
+        let ready = *p == 0;
+        drop(p);
+        ready.then_some(c)
+    }
+
+    /// Whether the submitter may run `c` itself: a launch (or a graph partition) on a device
+    /// whose launches return once submitted (one with memory of its own), not sanitized
+    /// (a sanitized launch runs on host buffers and waits).
+    fn runs_inline(c: &Command) -> bool {
+        c.device.memory_space().is_some()
+            && match &*c.action.lock() {
+                Some(Action::Kernel { kernel, .. }) => kernel.sanitized.is_none(),
+                Some(Action::Exec(_)) => true,
+                _ => false,
+            }
     }
 }

@@ -7,12 +7,11 @@ use std::ptr::null_mut;
 
 use cudarc::driver::{result, sys};
 
-use super::{check_args, check_recorded_ranges, device_ptrs, driver, guarded, launch_shape};
+use super::{check_recorded_ranges, device_ptr, driver, guarded, launch_shape};
 use super::{CudaDevice, CudaKernel};
 use super::{Params, Primary};
 use crate::device::{handle_as, KeepAlive, RecordStep, Recording};
 use crate::error::DeviceError;
-use kiln_ir::Scalar;
 use std::sync::Arc;
 
 /// An instantiated CUDA graph and what its nodes point into.
@@ -121,14 +120,15 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                 let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
                 let shape = launch_shape(&k.signature, &l.range)?;
                 check_recorded_ranges(&l.args, &l.buffers)?;
-                let elems: Vec<(Scalar, usize)> =
-                    l.buffers.iter().map(|b| (b.elem, b.len)).collect();
-                let scalars = check_args(&k.signature, &l.args, &elems)?;
-                let ptrs = device_ptrs(&l.buffers)?;
+                let bufs = (l.buffers.iter())
+                    .map(|b| Ok((device_ptr(b)?, (b.elem, b.len))))
+                    .collect::<Result<Vec<_>, DeviceError>>()?;
+                let mut params = Params::default();
+                params.fill(&k.signature, &l.args, &bufs, &l.range)?;
                 if shape.0.contains(&0) {
                     NodeIn::Empty
                 } else {
-                    NodeIn::Kernel(k.func, shape, Params::new(scalars, ptrs, &l.args, &elems))
+                    NodeIn::Kernel(k.func, shape, params)
                 }
             }
             RecordStep::Copy(c) => {
@@ -139,7 +139,7 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                             .into(),
                     ));
                 }
-                let p = device_ptrs(&[c.src.clone(), c.dst.clone()])?;
+                let p = [device_ptr(&c.src)?, device_ptr(&c.dst)?];
                 let bytes = c.src.len * c.src.elem.size_bytes();
                 if bytes == 0 {
                     NodeIn::Empty
@@ -148,7 +148,7 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                 }
             }
             RecordStep::Fill(f) => {
-                let p = device_ptrs(std::slice::from_ref(&f.dst))?;
+                let p = [device_ptr(&f.dst)?];
                 if f.value.len() != f.dst.elem.size_bytes() {
                     return Err(DeviceError::Launch(format!(
                         "CUDA graph: a fill value of {} bytes for {} elements",
@@ -200,8 +200,7 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                         made.push(node);
                     }
                     NodeIn::Kernel(func, (grid, block), mut params) => {
-                        let RecordStep::Launch(l) = st else { unreachable!("a kernel node") };
-                        let mut kparams = params.pointers(&l.args, &l.range);
+                        let kparams = params.pointers();
                         let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
                         p.func = func;
                         (p.gridDimX, p.gridDimY, p.gridDimZ) = (grid[0], grid[1], grid[2]);

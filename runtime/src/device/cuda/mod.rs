@@ -178,24 +178,42 @@ impl CudaDevice {
         (grid, block): ([u32; 3], [u32; 3]),
         range: &NdRange,
         args: &[Arg],
-        mut params: Params,
+        buffers: &[ResidentBuffer],
     ) -> Result<(), DeviceError> {
-        // SAFETY: the context is retained by `self`; `k.func` belongs to a module the
-        // kernel handle keeps loaded (unloading it synchronizes first); the parameters point
-        // into `params`, which outlives the call: `cuLaunchKernel` copies them.
-        unsafe {
-            self.primary.current()?;
-            let mut kparams = params.pointers(args, range);
-            result::launch_kernel(
-                k.func,
-                (grid[0], grid[1], grid[2]),
-                (block[0], block[1], block[2]),
-                0,
-                std::ptr::null_mut(),
-                &mut kparams,
-            )
-            .map_err(driver("cuLaunchKernel"))
-        }
+        // At most this many buffers are looked at on the stack (more take a vector).
+        const ON_STACK: usize = 16;
+        let mut ptrs = [(0, (Scalar::U8, 0)); ON_STACK];
+        let many: Vec<(sys::CUdeviceptr, (Scalar, usize))>;
+        let ptrs = if buffers.len() <= ON_STACK {
+            for (p, b) in ptrs.iter_mut().zip(buffers) {
+                *p = (device_ptr(b)?, (b.elem, b.len));
+            }
+            &ptrs[..buffers.len()]
+        } else {
+            many = buffers
+                .iter()
+                .map(|b| Ok((device_ptr(b)?, (b.elem, b.len))))
+                .collect::<Result<_, DeviceError>>()?;
+            &many[..]
+        };
+        EAGER_PARAMS.with_borrow_mut(|params| {
+            params.fill(&k.signature, args, ptrs, range)?;
+            // SAFETY: the context is retained by `self`; `k.func` belongs to a module the
+            // kernel handle keeps loaded (unloading it synchronizes first); the parameters
+            // point into `params`, which outlives the call: `cuLaunchKernel` copies them.
+            unsafe {
+                self.primary.current()?;
+                result::launch_kernel(
+                    k.func,
+                    (grid[0], grid[1], grid[2]),
+                    (block[0], block[1], block[2]),
+                    0,
+                    std::ptr::null_mut(),
+                    params.pointers(),
+                )
+                .map_err(driver("cuLaunchKernel"))
+            }
+        })
     }
 
     /// Waits for the work on the context's null stream, at most `timeout`: `false` if some
@@ -422,8 +440,9 @@ impl Device for CudaDevice {
         if shape.0.contains(&0) {
             return Ok(()); // an empty nd-range runs nothing
         }
-        let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem(), b.len())).collect();
-        check_args(&k.signature, args, &elems)?;
+        // The arguments are checked before anything is allocated on the device.
+        let bufs: Vec<_> = buffers.iter().map(|b| (0, (b.elem(), b.len()))).collect();
+        Params::default().fill(&k.signature, args, &bufs, range)?;
         let mut resident = Vec::with_capacity(buffers.len());
         for b in buffers.iter() {
             let m = guarded(|| self.alloc_mem(b.as_bytes().len().max(1)))?;
@@ -473,10 +492,7 @@ impl Device for CudaDevice {
             Some(s) => (&s.args[..], &s.buffers[..]),
             None => (args, buffers),
         };
-        let elems: Vec<(Scalar, usize)> = buffers.iter().map(|b| (b.elem, b.len)).collect();
-        let scalars = check_args(&k.signature, args, &elems)?;
-        let ptrs = device_ptrs(buffers)?;
-        guarded(|| self.launch(k, shape, range, args, Params::new(scalars, ptrs, args, &elems)))?;
+        guarded(|| self.launch(k, shape, range, args, buffers))?;
         match staged {
             Some(s) => s.copy_back(),
             None => Ok(()),
@@ -582,128 +598,97 @@ fn check_recorded_ranges(args: &[Arg], buffers: &[ResidentBuffer]) -> Result<(),
     Ok(())
 }
 
-/// The device pointers of resident buffers, which must be this device's memory and hold
-/// what they claim to.
-fn device_ptrs(buffers: &[ResidentBuffer]) -> Result<Vec<sys::CUdeviceptr>, DeviceError> {
-    buffers
-        .iter()
-        .map(|b| match b.mem.as_any().downcast_ref::<CudaMem>() {
-            Some(m) if m.bytes >= b.len * b.elem.size_bytes() => Ok(m.ptr),
-            Some(_) => Err(launch_err("a buffer's device memory is smaller than the buffer")),
-            None => Err(launch_err("a buffer's memory belongs to another device")),
-        })
-        .collect()
+/// The device pointer of a resident buffer, which must be this device's memory and hold
+/// what it claims to.
+fn device_ptr(b: &ResidentBuffer) -> Result<sys::CUdeviceptr, DeviceError> {
+    match b.mem.as_any().downcast_ref::<CudaMem>() {
+        Some(m) if m.bytes >= b.len * b.elem.size_bytes() => Ok(m.ptr),
+        Some(_) => Err(launch_err("a buffer's device memory is smaller than the buffer")),
+        None => Err(launch_err("a buffer's memory belongs to another device")),
+    }
 }
 
-/// A launch's kernel parameters, owned until the launch (or graph node) has taken them:
-/// the scalars' bytes and the buffers' device pointers.
+/// A launch's kernel parameters, owned until the launch (or graph node) has taken them: one
+/// 8-byte slot per parameter, in order (a scalar's bits, little-endian, or a buffer's device
+/// pointer, advanced to its range's first element for an [`Arg::Range`]), then the three
+/// global offsets (kiln's PTX takes them last), and the `void*` array pointing at the slots.
+/// An eager launch fills the calling thread's one [`Params`] again, so a launch allocates
+/// nothing once the thread has launched a kernel with as many parameters.
+#[derive(Default)]
 struct Params {
-    scalars: Vec<Vec<u8>>,
-    ptrs: Vec<sys::CUdeviceptr>,
-    /// The device pointers of the ranged arguments ([`Arg::Range`]), in argument order: their
-    /// buffer's pointer advanced to the range's first element.
-    views: Vec<sys::CUdeviceptr>,
+    slots: Vec<u64>,
+    pointers: Vec<*mut c_void>,
+}
+
+thread_local! {
+    /// The parameters of this thread's eager launches, reused.
+    static EAGER_PARAMS: std::cell::RefCell<Params> = std::cell::RefCell::default();
 }
 
 impl Params {
-    /// The parameters of a launch with `args` (checked by [`check_args`] against buffers of
-    /// `elems`), whose buffers are at `ptrs`.
-    fn new(
-        scalars: Vec<Vec<u8>>,
-        ptrs: Vec<sys::CUdeviceptr>,
+    /// Checks every argument against its parameter (`bufs` gives each buffer's device
+    /// pointer, element type and length; a ranged argument must lie within its buffer) and
+    /// fills the slots, the offsets `range`'s.
+    fn fill(
+        &mut self,
+        sig: &Kernel,
         args: &[Arg],
-        elems: &[(Scalar, usize)],
-    ) -> Params {
-        let views = args
-            .iter()
-            .filter_map(|a| match *a {
-                Arg::Range { buffer, offset, .. } => {
-                    Some(ptrs[buffer] + (offset * elems[buffer].0.size_bytes()) as u64)
+        bufs: &[(sys::CUdeviceptr, (Scalar, usize))],
+        range: &NdRange,
+    ) -> Result<(), DeviceError> {
+        let params = sig.params();
+        if args.len() != params.len() {
+            return Err(launch_err(format!(
+                "kernel `{}` has {} parameters, {} arguments given",
+                sig.name(),
+                params.len(),
+                args.len()
+            )));
+        }
+        self.slots.clear();
+        for (n, (p, a)) in params.iter().zip(args).enumerate() {
+            let slot = match (p.ty(), a) {
+                (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => v.to_bits(),
+                (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => {
+                    match bufs.get(*i) {
+                        Some(&(ptr, (e, len))) if e == elem => {
+                            kiln_ir::launch::check_range(n, p.name(), a, len)
+                                .map_err(launch_err)?;
+                            match *a {
+                                Arg::Range { offset, .. } => ptr + (offset * e.size_bytes()) as u64,
+                                _ => ptr,
+                            }
+                        }
+                        Some((_, (e, _))) => {
+                            return Err(launch_err(format!(
+                                "parameter `{}` points to {elem}, buffer {i} holds {e}",
+                                p.name()
+                            )))
+                        }
+                        _ => return Err(launch_err(format!("no buffer {i}"))),
+                    }
                 }
-                _ => None,
-            })
-            .collect();
-        Params { scalars, ptrs, views }
+                _ => {
+                    return Err(launch_err(format!(
+                        "argument for `{}: {}` is of the wrong kind or type",
+                        p.name(),
+                        p.ty()
+                    )))
+                }
+            };
+            self.slots.push(slot);
+        }
+        self.slots.extend(range.offset.iter().map(|&o| u64::from(o)));
+        Ok(())
     }
 
-    /// The `void*` array `cuLaunchKernel` takes: one pointer per parameter in order, then
-    /// the three global offsets (kiln's PTX takes them last). Points into `self` and the
-    /// returned offsets' storage, so both must outlive its use.
-    fn pointers(&mut self, args: &[Arg], range: &NdRange) -> Vec<*mut c_void> {
-        let mut out: Vec<*mut c_void> = Vec::with_capacity(args.len() + 3);
-        let (mut si, mut vi) = (0, 0);
-        for a in args {
-            match a {
-                Arg::Scalar(_) => {
-                    out.push(self.scalars[si].as_mut_ptr() as *mut c_void);
-                    si += 1;
-                }
-                Arg::Buffer(i) => out.push(&mut self.ptrs[*i] as *mut _ as *mut c_void),
-                Arg::Range { .. } => {
-                    out.push(&mut self.views[vi] as *mut _ as *mut c_void);
-                    vi += 1;
-                }
-            }
-        }
-        // The offsets live after the scalars, as three 4-byte values of their own.
-        self.scalars.extend(range.offset.iter().map(|o| o.to_le_bytes().to_vec()));
-        let n = self.scalars.len();
-        for o in &mut self.scalars[n - 3..] {
-            out.push(o.as_mut_ptr() as *mut c_void);
-        }
-        out
+    /// The `void*` array `cuLaunchKernel` takes: one pointer per slot. Points into `self`,
+    /// which must outlive its use and not change meanwhile.
+    fn pointers(&mut self) -> &mut Vec<*mut c_void> {
+        self.pointers.clear();
+        self.pointers.extend(self.slots.iter_mut().map(|s| s as *mut u64 as *mut c_void));
+        &mut self.pointers
     }
-}
-
-/// The scalar arguments' bytes, after checking every argument against its parameter
-/// (`elems` gives each buffer's element type and length; a ranged argument must lie within
-/// its buffer).
-fn check_args(
-    sig: &Kernel,
-    args: &[Arg],
-    elems: &[(Scalar, usize)],
-) -> Result<Vec<Vec<u8>>, DeviceError> {
-    let params = sig.params();
-    if args.len() != params.len() {
-        return Err(launch_err(format!(
-            "kernel `{}` has {} parameters, {} arguments given",
-            sig.name(),
-            params.len(),
-            args.len()
-        )));
-    }
-    let mut scalars: Vec<Vec<u8>> = Vec::new();
-    for (n, (p, a)) in params.iter().zip(args).enumerate() {
-        match (p.ty(), a) {
-            (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => {
-                let b = Buffer::from_imms(s, &[*v])
-                    .map_err(|e| launch_err(format!("argument `{}`: {e}", p.name())))?;
-                scalars.push(b.as_bytes().to_vec());
-            }
-            (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => {
-                match elems.get(*i) {
-                    Some(&(e, len)) if e == elem => {
-                        kiln_ir::launch::check_range(n, p.name(), a, len).map_err(launch_err)?
-                    }
-                    Some((e, _)) => {
-                        return Err(launch_err(format!(
-                            "parameter `{}` points to {elem}, buffer {i} holds {e}",
-                            p.name()
-                        )))
-                    }
-                    None => return Err(launch_err(format!("no buffer {i}"))),
-                }
-            }
-            _ => {
-                return Err(launch_err(format!(
-                    "argument for `{}: {}` is of the wrong kind or type",
-                    p.name(),
-                    p.ty()
-                )))
-            }
-        }
-    }
-    Ok(scalars)
 }
 
 /// Grid and block sizes for a launch, with the interpreter's rules for the local size.

@@ -551,6 +551,10 @@ impl VulkanDevice {
         args: &[kiln_ir::launch::Arg],
         buffers: &[ResidentBuffer],
     ) -> Result<Option<Staged>, DeviceError> {
+        // Most launches bind no range: nothing to stage, and no message to format.
+        if !args.iter().any(|a| matches!(a, kiln_ir::launch::Arg::Range { .. })) {
+            return Ok(None);
+        }
         let align = self.limits.min_storage_buffer_offset_alignment.max(1);
         let limit = format!("this device's minStorageBufferOffsetAlignment ({align} bytes)");
         stage_ranges(args, buffers, align, &limit, |bytes| {
