@@ -25,6 +25,7 @@
 //! division by a value not known non-zero. `0 * (a / b)` stays as it is; `0 * (a / 3)` folds
 //! to 0.
 
+pub mod affine;
 pub mod gate;
 pub mod lang;
 pub mod pre;
@@ -201,7 +202,7 @@ fn fixpoint(e: &Expr, cx: &mut Ctx) -> Expr {
 /// help; otherwise just the operands inside opaque leaves (loads' indices, casts, calls) are
 /// simplified on their own. Returns `e` itself unless the result is strictly cheaper.
 fn cheap_round(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
-    let p = pre::presimplify(e);
+    let p = affine::normalize(&pre::presimplify(e));
     let (r, saturated) = if gate::egg_may_help(&p) {
         simplify_once(&p, cx)
     } else {
