@@ -18,7 +18,13 @@
 //!
 //! Without any of these, the operator part is a read-once formula over distinct leaves with
 //! at most one constant per region, which commutativity, associativity and distribution
-//! only rearrange at equal or higher cost. `tests/simplify_gate.rs` checks the claim on
+//! only rearrange at equal or higher cost.
+//!
+//! An affine region (integer `+`, `-`, negation and multiplications by constants over atoms
+//! that cannot fail, [`affine::is_affine_region`]) has been through the affine normal form
+//! just before: its constants are folded, its equal terms merged, and its rebuilt form
+//! is taken whenever cheaper, so its constants and negations count for nothing here (what
+//! the ring rules could reach from it, the normal form has reached). `tests/simplify_gate.rs` checks the claim on
 //! random expressions against full e-graph runs.
 
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, ExprSet, Imm, Scalar, UnOp};

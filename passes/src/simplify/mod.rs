@@ -6,9 +6,12 @@
 //!
 //! The e-graph is the strong but slow half. Every expression first goes through a cheap
 //! bottom-up pass ([`pre`]: folding, neutral elements, the remapping index identities,
-//! cancellation in sums), whose rewrites the rules derive as well, and the e-graph runs only
-//! where [`gate::egg_may_help`] says it could still find something cheaper: most index
-//! expressions never build an e-graph ([`Limits::presimplify`] turns this off).
+//! cancellation in sums) and the affine normal form of its integer `+ - *` regions
+//! ([`affine`]: constants folded, equal terms merged and cancelled, with wrapping), whose
+//! rewrites the rules derive as well, and the e-graph runs only where
+//! [`gate::egg_may_help`] says it could still find something cheaper (never on an affine
+//! region): index expressions of generated kernels build no e-graph at all
+//! ([`Limits::presimplify`] turns this off).
 //!
 //! ```
 //! use kiln_ir::{Type, Var};
