@@ -243,10 +243,15 @@ fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool) {
     impl kiln_ir::Visitor for C<'_> {
         fn visit_expr(&mut self, e: &Expr) {
             if bindable(e) {
-                if self.1 {
-                    *self.0.entry(e.clone()).or_insert(0) += 1;
-                } else if let Some(c) = self.0.get_mut(e) {
-                    *c = c.saturating_sub(1);
+                // Looked up before inserting: most occurrences are of known expressions,
+                // and a key's clone is only made for a new one.
+                match self.0.get_mut(e) {
+                    Some(c) if self.1 => *c += 1,
+                    Some(c) => *c = c.saturating_sub(1),
+                    None if self.1 => {
+                        self.0.insert(e.clone(), 1);
+                    }
+                    None => {}
                 }
             }
             kiln_ir::walk_expr(self, e)
@@ -312,10 +317,8 @@ impl Mutator for Repeats {
             out[k] = t;
             if let Some(l) = &mut later {
                 // Step past `out[start..=k]`, which the next statement's search excludes.
-                for (e, n) in occurrences(&out[start..=k]) {
-                    if let Some(c) = l.get_mut(&e) {
-                        *c = c.saturating_sub(n);
-                    }
+                for t in &out[start..=k] {
+                    count_stmt(t, l, false);
                 }
             }
             k += 1;
