@@ -1,93 +1,189 @@
 //! Constant propagation: `let`s bound to constants, and `var`s initialized with a constant and
 //! never assigned, are replaced by the constant in their scope; operators on constants are
 //! folded with the interpreter's semantics; `if`s on constant conditions are resolved.
+//!
+//! One walk in program order with a scoped map of the constants in scope: a `let` whose value
+//! folds to a constant is known to every later statement of its block at once, so one walk
+//! reaches what rounds of "substitute, fold, repeat" reached (each of them walked the rest of
+//! the block for every constant, quadratic on the long blocks of unrolled kernels).
 
-use hashbrown::HashMap;
-use kiln_ir::{walk_mutate_stmt, Expr, Imm, Kernel, Mutator, Stmt, StmtNode};
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::{walk_mutate_expr, walk_mutate_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt};
+use kiln_ir::{StmtNode, Visitor};
 
-use crate::util::{count_uses, Folder, Subst};
+use crate::util::fold_node;
 
-struct ConstProp;
-
-fn assigned_in(stmts: &[Stmt], name: &str) -> bool {
-    struct A<'a>(&'a str, bool);
-    impl kiln_ir::Visitor for A<'_> {
-        // Assignments are statements: expressions need no walk.
-        fn visit_expr(&mut self, _: &kiln_ir::Expr) {}
-        fn visit_stmt(&mut self, s: &Stmt) {
-            if let StmtNode::Assign { var, .. } = s.node() {
-                self.1 |= var.name() == self.0;
-            }
-            kiln_ir::walk_stmt(self, s)
-        }
-    }
-    let mut a = A(name, false);
-    stmts.iter().for_each(|s| kiln_ir::Visitor::visit_stmt(&mut a, s));
-    a.1
+struct ConstProp {
+    /// The constants in scope, by name.
+    env: HashMap<String, Imm>,
+    /// What each binding replaced, undone when its scope ends.
+    undo: Vec<(String, Option<Imm>)>,
+    /// Names assigned anywhere in the kernel: a `var` of such a name is never a constant.
+    assigned: HashSet<String>,
 }
 
-/// Replaces `if`s on constant conditions by the branch taken.
-struct ResolveIfs;
-
-impl Mutator for ResolveIfs {
-    // Statements only: expressions are left as they are, so they are not walked.
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        e.clone()
+impl ConstProp {
+    /// Binds `name` to `value` (a constant, or `None`: no longer a known constant) for the
+    /// rest of the current scope.
+    fn bind(&mut self, name: &str, value: Option<Imm>) {
+        let old = match value {
+            Some(v) => self.env.insert(name.to_string(), v),
+            None if self.env.contains_key(name) => self.env.remove(name),
+            None => return,
+        };
+        self.undo.push((name.to_string(), old));
     }
 
-    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
-        match s.node() {
-            StmtNode::If { cond, then, otherwise } => match cond.as_imm() {
-                Some(Imm::Bool(true)) => then.clone(),
-                Some(Imm::Bool(false)) => otherwise.clone().unwrap_or_else(|| Stmt::block([])),
-                _ => s,
-            },
-            _ => s,
+    /// Ends the scopes opened since `mark`.
+    fn restore(&mut self, mark: usize) {
+        while self.undo.len() > mark {
+            let Some((name, old)) = self.undo.pop() else { break };
+            match old {
+                Some(v) => self.env.insert(name, v),
+                None => self.env.remove(&name),
+            };
         }
+    }
+
+    /// `s` in a scope of its own.
+    fn scoped(&mut self, s: &Stmt) -> Stmt {
+        let mark = self.undo.len();
+        let r = self.mutate_stmt(s);
+        self.restore(mark);
+        r
     }
 }
 
 impl Mutator for ConstProp {
-    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = ResolveIfs.mutate_stmt(&Folder.mutate_stmt(&walk_mutate_stmt(self, s)));
-        let StmtNode::Block(stmts) = s.node() else { return s };
-        let mut out = stmts.clone();
-        let mut changed = false;
-        for i in 0..out.len() {
-            let (var, value) = match out[i].node() {
-                StmtNode::Let { var, value } => (var.clone(), value.clone()),
-                StmtNode::Decl { var, init } if !assigned_in(&out[i + 1..], var.name()) => {
-                    (var.clone(), init.clone())
-                }
-                _ => continue,
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if let ExprNode::Var(v) = e.node() {
+            return match self.env.get(v.name()) {
+                Some(k) => Expr::imm(*k),
+                None => e.clone(),
             };
-            if value.as_imm().is_none() || count_uses(&out[i + 1..], var.name()) == 0 {
-                continue;
-            }
-            let mut sub = Subst(HashMap::from([(var.name().to_string(), value)]));
-            for t in &mut out[i + 1..] {
-                *t = ResolveIfs.mutate_stmt(&Folder.mutate_stmt(&sub.mutate_stmt(t)));
-            }
-            changed = true;
         }
-        if changed {
-            Stmt::block(out)
-        } else {
-            s
+        let e2 = walk_mutate_expr(self, e);
+        match fold_node(&e2) {
+            Some(imm) if e2.ty().scalar() == Some(imm.scalar()) => Expr::imm(imm),
+            _ => e2,
+        }
+    }
+
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        match s.node() {
+            StmtNode::Block(stmts) => {
+                let mark = self.undo.len();
+                let out: Vec<Stmt> = stmts.iter().map(|t| self.mutate_stmt(t)).collect();
+                self.restore(mark);
+                if out.iter().zip(stmts).all(|(a, b)| a.ptr_eq(b)) {
+                    s.clone()
+                } else {
+                    Stmt::block(out)
+                }
+            }
+            StmtNode::Let { var, value } => {
+                let v2 = self.mutate_expr(value);
+                self.bind(var.name(), v2.as_imm().copied());
+                if v2.ptr_eq(value) {
+                    s.clone()
+                } else {
+                    Stmt::let_(var, v2)
+                }
+            }
+            StmtNode::Decl { var, init } => {
+                let i2 = self.mutate_expr(init);
+                let k = i2.as_imm().copied().filter(|_| !self.assigned.contains(var.name()));
+                self.bind(var.name(), k);
+                if i2.ptr_eq(init) {
+                    s.clone()
+                } else {
+                    Stmt::decl(var, i2)
+                }
+            }
+            StmtNode::If { cond, then, otherwise } => {
+                let c2 = self.mutate_expr(cond);
+                match c2.as_imm() {
+                    Some(Imm::Bool(true)) => return self.mutate_stmt(then),
+                    Some(Imm::Bool(false)) => {
+                        return match otherwise {
+                            Some(o) => self.mutate_stmt(o),
+                            None => Stmt::block([]),
+                        };
+                    }
+                    _ => {}
+                }
+                let t2 = self.scoped(then);
+                let o2 = otherwise.as_ref().map(|o| self.scoped(o));
+                let same_o = match (&o2, otherwise) {
+                    (Some(a), Some(b)) => a.ptr_eq(b),
+                    _ => true,
+                };
+                if c2.ptr_eq(cond) && t2.ptr_eq(then) && same_o {
+                    s.clone()
+                } else {
+                    Stmt::new(StmtNode::If { cond: c2, then: t2, otherwise: o2 })
+                }
+            }
+            StmtNode::For { var, lo, hi, step, body } => {
+                let (lo2, hi2, st2) =
+                    (self.mutate_expr(lo), self.mutate_expr(hi), self.mutate_expr(step));
+                let mark = self.undo.len();
+                self.bind(var.name(), None);
+                let b2 = self.mutate_stmt(body);
+                self.restore(mark);
+                if lo2.ptr_eq(lo) && hi2.ptr_eq(hi) && st2.ptr_eq(step) && b2.ptr_eq(body) {
+                    s.clone()
+                } else {
+                    Stmt::for_(var, lo2, hi2, st2, b2)
+                }
+            }
+            StmtNode::While { .. } => {
+                let mark = self.undo.len();
+                let r = walk_mutate_stmt(self, s);
+                self.restore(mark);
+                r
+            }
+            StmtNode::Alloc { var, .. } => {
+                self.bind(var.name(), None);
+                s.clone()
+            }
+            StmtNode::Call { result: Some(var), .. } => {
+                let r = walk_mutate_stmt(self, s);
+                self.bind(var.name(), None);
+                r
+            }
+            _ => walk_mutate_stmt(self, s),
         }
     }
 }
 
-/// Runs constant propagation until nothing more folds: a value that folds to a constant
-/// only after propagation (`let b = 1 < 2;`) makes its uses foldable in the next round.
+/// The names assigned anywhere in `s`.
+fn assigned_names(s: &Stmt) -> HashSet<String> {
+    struct A(HashSet<String>);
+    impl Visitor for A {
+        // Assignments are statements: expressions need no walk.
+        fn visit_expr(&mut self, _: &Expr) {}
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtNode::Assign { var, .. } = s.node() {
+                self.0.insert(var.name().to_string());
+            }
+            kiln_ir::walk_stmt(self, s)
+        }
+    }
+    let mut a = A(HashSet::new());
+    a.visit_stmt(s);
+    a.0
+}
+
+/// Runs constant propagation until nothing more folds.
 pub fn constprop(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
     let mut k = k.clone();
-    // Every changing round replaces a variable use or an operation by a constant, so this
-    // ends; the bound only guards against a bug.
-    for _ in 0..1000 {
-        let next = ConstProp.mutate_kernel(&k);
+    // One walk reaches the fixed point (see the module docs); a second, changing nothing,
+    // confirms it. The bound only guards against a bug.
+    for _ in 0..100 {
+        let assigned = assigned_names(k.body());
+        let next = ConstProp { env: HashMap::new(), undo: Vec::new(), assigned }.mutate_kernel(&k);
         if next.ptr_eq(&k) {
             break;
         }

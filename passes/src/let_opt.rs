@@ -13,6 +13,8 @@
 //! Inlining stops where a value reaches half of [`MAX_EXPR_DEPTH`]: a chain of ten thousand
 //! single-use lets becomes lets of bounded depth, not one expression ten thousand levels deep.
 
+use std::rc::Rc;
+
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::depth::MAX_EXPR_DEPTH;
 use kiln_ir::{walk_expr, walk_mutate_stmt, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt};
@@ -26,6 +28,10 @@ const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
 
 struct LetOpt {
     mutable: HashSet<String>,
+    /// [`LetOpt::uses_of`] by statement (its address, with the statement kept alive so the
+    /// address is not reused): each block's sweeps ask for the uses of every statement in
+    /// it, and without this each nesting level walked its whole subtree again.
+    cache: HashMap<usize, (Stmt, Rc<Uses>)>,
 }
 
 /// References by name (as a value, a load/store buffer or an assignment target, as
@@ -124,9 +130,59 @@ fn expr_names(e: &Expr) -> HashMap<String, usize> {
     std::mem::take(&mut u.all)
 }
 
+/// The references in expressions `es` (none inside a loop).
+fn exprs_uses<'a>(es: impl IntoIterator<Item = &'a Expr>) -> Uses {
+    let mut u = Uses::default();
+    for e in es {
+        for (n, c) in expr_names(e) {
+            *u.all.entry(n).or_default() += c;
+        }
+    }
+    u
+}
+
 impl LetOpt {
+    /// [`Uses::of`] `s`, composed from the (cached) uses of its nested statements.
+    fn uses_of(&mut self, s: &Stmt) -> Rc<Uses> {
+        if let Some((_, u)) = self.cache.get(&s.addr()) {
+            return u.clone();
+        }
+        let u = match s.node() {
+            StmtNode::Block(v) => {
+                let mut u = Uses::default();
+                for t in v {
+                    let c = self.uses_of(t);
+                    u.add(&c);
+                }
+                u
+            }
+            StmtNode::If { cond, then, otherwise } => {
+                let mut u = exprs_uses([cond]);
+                let t = self.uses_of(then);
+                u.add(&t);
+                if let Some(o) = otherwise {
+                    let o = self.uses_of(o);
+                    u.add(&o);
+                }
+                u
+            }
+            StmtNode::For { lo, hi, step, body, .. } => {
+                // The bounds are evaluated once, before the loop; the body in it.
+                let mut u = exprs_uses([lo, hi, step]);
+                let b = self.uses_of(body);
+                u.add(&Uses { all: b.all.clone(), in_loops: b.all.clone() });
+                u
+            }
+            // Statements without nested blocks (and any other kind): walked.
+            _ => Uses::of(s),
+        };
+        let u = Rc::new(u);
+        self.cache.insert(s.addr(), (s.clone(), u.clone()));
+        u
+    }
+
     /// Backward sweep: drops lets with no later use whose value cannot fail.
-    fn drop_dead(stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
+    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
         let mut rest = Uses::default();
         let mut kept = Vec::with_capacity(stmts.len());
         let mut changed = false;
@@ -137,7 +193,8 @@ impl LetOpt {
                     continue;
                 }
             }
-            rest.add(&Uses::of(s));
+            let u = self.uses_of(s);
+            rest.add(&u);
             kept.push(s.clone());
         }
         kept.reverse();
@@ -145,8 +202,8 @@ impl LetOpt {
     }
 
     /// Forward sweep: inlines single-use (outside loops) and trivial stable lets.
-    fn inline(&self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
-        let mut uses: Vec<Uses> = stmts.iter().map(Uses::of).collect();
+    fn inline(&mut self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
+        let mut uses: Vec<Rc<Uses>> = stmts.iter().map(|s| self.uses_of(s)).collect();
         // Uses in the statements after the current one, as they will be after substitution.
         let mut rest = Uses::default();
         uses.iter().for_each(|u| rest.add(u));
@@ -156,7 +213,7 @@ impl LetOpt {
         for (s, u) in stmts.into_iter().zip(uses.iter_mut()) {
             let s2 = if sub.0.is_empty() { s.clone() } else { sub.mutate_stmt(&s) };
             if !s2.ptr_eq(&s) {
-                *u = Uses::of(&s2);
+                *u = self.uses_of(&s2);
             }
             rest.sub(u);
             if let StmtNode::Let { var, value } = s2.node() {
@@ -196,7 +253,7 @@ impl Mutator for LetOpt {
         if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
             return s;
         }
-        let (kept, dropped) = LetOpt::drop_dead(stmts);
+        let (kept, dropped) = self.drop_dead(stmts);
         let (out, inlined) = self.inline(kept);
         if dropped || inlined {
             Stmt::block(out)
@@ -209,5 +266,5 @@ impl Mutator for LetOpt {
 /// Runs let optimization.
 pub fn let_opt(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    LetOpt { mutable: mutable_names(k.body()) }.mutate_kernel(k)
+    LetOpt { mutable: mutable_names(k.body()), cache: HashMap::new() }.mutate_kernel(k)
 }

@@ -85,6 +85,7 @@ pub fn lower_vectors(k: &Kernel, how: VectorLowering) -> Kernel {
         keep_memory: how == VectorLowering::Memory,
         lanes: HashMap::new(),
         taken: all_names(k),
+        next: HashMap::new(),
     };
     let body = l.block(k.body());
     Kernel::with_attrs(k.name(), k.params().to_vec(), k.attrs().clone(), body)
@@ -100,14 +101,21 @@ struct Lower {
     /// Each vector variable's lane variables.
     lanes: HashMap<String, Vec<Var>>,
     taken: HashSet<String>,
+    /// Per base name, where [`Lower::fresh`]'s search for an unused suffix resumes.
+    next: HashMap<String, usize>,
 }
 
 impl Lower {
     fn fresh(&mut self, base: &str, ty: Type) -> Var {
-        let name = (0..)
-            .map(|i| if i == 0 { base.to_string() } else { format!("{base}_{i}") })
-            .find(|n| !self.taken.contains(n))
+        // Names are never freed, so the smallest unused suffix of `base` never lies below
+        // the last one handed out (searching from 0 each time was quadratic in the lanes
+        // of a kernel, which share a few bases).
+        let start = self.next.get(base).copied().unwrap_or(0);
+        let (i, name) = (start..)
+            .map(|i| (i, if i == 0 { base.to_string() } else { format!("{base}_{i}") }))
+            .find(|(_, n)| !self.taken.contains(n))
             .unwrap_or_default();
+        self.next.insert(base.to_string(), i + 1);
         self.taken.insert(name.clone());
         Var::new(name, ty)
     }

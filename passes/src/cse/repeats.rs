@@ -145,7 +145,11 @@ impl Repeats {
     }
 
     /// Binds `e` to a fresh `let` inserted at `at`, replacing it in `out[from..]` (the whole
-    /// block when `stable`, else the own expressions of `out[from..=k]`).
+    /// block when `stable`, else the own expressions of `out[from..=k]`). `later`, the
+    /// occurrences in `out[start..]` for some `start <= at`, is brought up to date from the
+    /// statements that changed (counting the rest of the block again after every binding
+    /// was quadratic in the block's length).
+    #[allow(clippy::too_many_arguments)]
     fn bind(
         &mut self,
         out: &mut Vec<Stmt>,
@@ -154,14 +158,26 @@ impl Repeats {
         k: usize,
         e: &Expr,
         stable: bool,
+        later: &mut Option<ExprMap<usize>>,
     ) {
         let var = Var::new(self.fresh(), e.ty());
         let to = var.expr();
         let end = if stable { out.len() } else { k + 1 };
         for t in &mut out[from..end] {
-            *t = Replace { from: e, to: &to, own_only: !stable, depth: 0 }.mutate_stmt(t);
+            let t2 = Replace { from: e, to: &to, own_only: !stable, depth: 0 }.mutate_stmt(t);
+            if !t2.ptr_eq(t) {
+                if let Some(l) = later.as_mut() {
+                    count_stmt(t, l, false);
+                    count_stmt(&t2, l, true);
+                }
+                *t = t2;
+            }
         }
-        out.insert(at, Stmt::let_(&var, e.clone()));
+        let binding = Stmt::let_(&var, e.clone());
+        if let Some(l) = later.as_mut() {
+            count_stmt(&binding, l, true);
+        }
+        out.insert(at, binding);
     }
 
     /// The best repeated subexpression of the statement `stmts[k]` together with the lets
@@ -214,20 +230,34 @@ impl Repeats {
 
 /// How often each bindable expression occurs anywhere in `stmts` (nested statements too).
 fn occurrences(stmts: &[Stmt]) -> ExprMap<usize> {
-    struct C(ExprMap<usize>);
-    impl kiln_ir::Visitor for C {
+    let mut m = ExprMap::new();
+    for s in stmts {
+        count_stmt(s, &mut m, true);
+    }
+    m
+}
+
+/// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`.
+fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool) {
+    struct C<'a>(&'a mut ExprMap<usize>, bool);
+    impl kiln_ir::Visitor for C<'_> {
         fn visit_expr(&mut self, e: &Expr) {
             if bindable(e) {
-                *self.0.entry(e.clone()).or_insert(0) += 1;
+                // Looked up before inserting: most occurrences are of known expressions,
+                // and a key's clone is only made for a new one.
+                match self.0.get_mut(e) {
+                    Some(c) if self.1 => *c += 1,
+                    Some(c) => *c = c.saturating_sub(1),
+                    None if self.1 => {
+                        self.0.insert(e.clone(), 1);
+                    }
+                    None => {}
+                }
             }
             kiln_ir::walk_expr(self, e)
         }
     }
-    let mut c = C(ExprMap::new());
-    for s in stmts {
-        kiln_ir::Visitor::visit_stmt(&mut c, s);
-    }
-    c.0
+    kiln_ir::Visitor::visit_stmt(&mut C(counts, add), s);
 }
 
 impl Mutator for Repeats {
@@ -244,9 +274,8 @@ impl Mutator for Repeats {
             let start = k;
             let mut skip = ExprSet::default();
             while let Some((e, stable)) = self.candidate(&out, start, k, &skip, &mut later) {
-                later = None;
                 if stable || !may_fail(&e) {
-                    self.bind(&mut out, start, start, k, &e, stable);
+                    self.bind(&mut out, start, start, k, &e, stable, &mut later);
                     k += 1;
                     changed = true;
                     continue;
@@ -268,7 +297,7 @@ impl Mutator for Repeats {
                 // before it, last first, each `let` going ahead of those made so far (a later
                 // one may contain an earlier one, which its binding then reads).
                 for x in [&e].into_iter().chain(before.iter().rev()) {
-                    self.bind(&mut out, j, j, k, x, false);
+                    self.bind(&mut out, j, j, k, x, false, &mut later);
                     k += 1;
                 }
                 changed = true;
@@ -280,15 +309,16 @@ impl Mutator for Repeats {
             };
             if !t.ptr_eq(&out[k]) {
                 changed = true;
-                later = None;
+                if let Some(l) = &mut later {
+                    count_stmt(&out[k], l, false);
+                    count_stmt(&t, l, true);
+                }
             }
             out[k] = t;
             if let Some(l) = &mut later {
                 // Step past `out[start..=k]`, which the next statement's search excludes.
-                for (e, n) in occurrences(&out[start..=k]) {
-                    if let Some(c) = l.get_mut(&e) {
-                        *c = c.saturating_sub(n);
-                    }
+                for t in &out[start..=k] {
+                    count_stmt(t, l, false);
                 }
             }
             k += 1;

@@ -18,10 +18,18 @@
 //!
 //! Without any of these, the operator part is a read-once formula over distinct leaves with
 //! at most one constant per region, which commutativity, associativity and distribution
-//! only rearrange at equal or higher cost. `tests/simplify_gate.rs` checks the claim on
+//! only rearrange at equal or higher cost.
+//!
+//! An affine region (integer `+`, `-`, negation and multiplications by constants over atoms
+//! that cannot fail, [`affine::is_affine_region`]) has been through the affine normal form
+//! just before: its constants are folded, its equal terms merged, and its rebuilt form
+//! is taken whenever cheaper, so its constants and negations count for nothing here (what
+//! the ring rules could reach from it, the normal form has reached). `tests/simplify_gate.rs` checks the claim on
 //! random expressions against full e-graph runs.
 
-use kiln_ir::{BinOp, Builtin, Expr, ExprNode, ExprSet, Imm, Scalar};
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, ExprSet, Imm, Scalar, UnOp};
+
+use super::affine;
 
 use super::lang::is_operator;
 
@@ -53,8 +61,9 @@ fn family(op: BinOp) -> Family {
 struct Scan {
     leaves: ExprSet,
     builtins: Vec<(Builtin, u8)>,
-    /// Constants seen per region.
-    regions: Vec<u8>,
+    /// Constants seen per region, and whether the region is affine (its constants are
+    /// settled by the normal form, [`super::affine`]).
+    regions: Vec<(u8, bool)>,
     hit: bool,
 }
 
@@ -107,31 +116,50 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, s: &mut Scan) {
         }
         return;
     }
-    let ExprNode::Binary { op, a, b } = e.node() else {
-        // Unary operators, select, min and max.
-        s.hit = true;
-        return;
+    let in_affine = |p: Option<(Family, usize)>, s: &Scan| {
+        p.is_some_and(|(f, r)| f == Family::Ring && s.regions[r].1)
+    };
+    let (op, a, b) = match e.node() {
+        ExprNode::Binary { op, a, b } => (*op, a, b),
+        // A negation inside an affine region is one of its terms' signs.
+        ExprNode::Unary { op: UnOp::Neg, a } if in_affine(parent, s) => {
+            return scan(a, parent, s);
+        }
+        ExprNode::Unary { op: UnOp::Neg, a } if affine::is_affine_region(e) => {
+            s.regions.push((0, true));
+            let region = Some((Family::Ring, s.regions.len() - 1));
+            return scan(a, region, s);
+        }
+        _ => {
+            // Unary operators, select, min and max.
+            s.hit = true;
+            return;
+        }
     };
     let ty = a.ty().scalar().unwrap_or(Scalar::Bool);
     let region = if ty.is_int() {
-        let fam = family(*op);
+        let fam = family(op);
         match parent {
             Some((f, r)) if f == fam && fam != Family::Other => Some((fam, r)),
             _ => {
-                s.regions.push(0);
+                let affine = fam == Family::Ring && affine::is_affine_region(e);
+                s.regions.push((0, affine));
                 Some((fam, s.regions.len() - 1))
             }
         }
     } else {
         None
     };
+    let affine = in_affine(region, s);
     for c in [a, b] {
         match c.as_imm() {
+            // The normal form has folded, merged and dropped what these constants allow.
+            Some(_) if affine => {}
             Some(k) if special(k) => s.hit = true,
             Some(_) => {
                 if let Some((_, r)) = region {
-                    s.regions[r] += 1;
-                    if s.regions[r] >= 2 {
+                    s.regions[r].0 += 1;
+                    if s.regions[r].0 >= 2 {
                         s.hit = true;
                     }
                 }

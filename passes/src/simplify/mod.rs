@@ -6,9 +6,12 @@
 //!
 //! The e-graph is the strong but slow half. Every expression first goes through a cheap
 //! bottom-up pass ([`pre`]: folding, neutral elements, the remapping index identities,
-//! cancellation in sums), whose rewrites the rules derive as well, and the e-graph runs only
-//! where [`gate::egg_may_help`] says it could still find something cheaper: most index
-//! expressions never build an e-graph ([`Limits::presimplify`] turns this off).
+//! cancellation in sums) and the affine normal form of its integer `+ - *` regions
+//! ([`affine`]: constants folded, equal terms merged and cancelled, with wrapping), whose
+//! rewrites the rules derive as well, and the e-graph runs only where
+//! [`gate::egg_may_help`] says it could still find something cheaper (never on an affine
+//! region): index expressions of generated kernels build no e-graph at all
+//! ([`Limits::presimplify`] turns this off).
 //!
 //! ```
 //! use kiln_ir::{Type, Var};
@@ -25,6 +28,7 @@
 //! division by a value not known non-zero. `0 * (a / b)` stays as it is; `0 * (a / 3)` folds
 //! to 0.
 
+pub mod affine;
 pub mod gate;
 pub mod lang;
 pub mod pre;
@@ -201,7 +205,7 @@ fn fixpoint(e: &Expr, cx: &mut Ctx) -> Expr {
 /// help; otherwise just the operands inside opaque leaves (loads' indices, casts, calls) are
 /// simplified on their own. Returns `e` itself unless the result is strictly cheaper.
 fn cheap_round(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
-    let p = pre::presimplify(e);
+    let p = affine::normalize(&pre::presimplify(e));
     let (r, saturated) = if gate::egg_may_help(&p) {
         simplify_once(&p, cx)
     } else {

@@ -1,0 +1,250 @@
+//! The affine normal form of integer index arithmetic: a region of `+`, `-`, unary `-` and
+//! multiplications by constants is a sum `c1 * t1 + ... + cn * tn + k` over atoms `ti`
+//! (everything else: variables, ids, loads, divisions, products of two non-constants),
+//! computed bottom-up in one walk with the interpreter's wrapping arithmetic (coefficients
+//! modulo 2^bits), equal atoms merged and cancelled, constants folded. Rebuilt with the atoms
+//! in the order they first appear and terms of equal coefficient sharing one
+//! multiplication, it replaces the region only when strictly cheaper by the simplifier's
+//! [`Cost`](super::Cost).
+//!
+//! This is what the e-graph's ring rules (associativity, commutativity, distribution of a
+//! constant, factoring, `a - a = 0`, constant folding) reach, without growing an e-graph:
+//! on generated kernels those searches were most of the simplifier's time, and a linear
+//! region the normal form leaves as it is goes to no e-graph ([`super::gate`]).
+//!
+//! Errors are results ([`crate::origin`]): a region whose atoms may fail is left alone (its
+//! terms could not be reordered or cancelled freely), so normalizing never changes which
+//! error a kernel reports.
+
+use kiln_ir::{BinOp, Expr, ExprMap, ExprNode, Mutator, Scalar, UnOp};
+
+use super::expr_cost;
+use super::lang::is_operator;
+use super::may_fail;
+
+/// Regions with more atoms are left alone (merging looks atoms up in a map, so this only
+/// bounds the size of one rebuilt sum).
+const MAX_ATOMS: usize = 64;
+
+/// True if `e` is an integer `+`, `-`, unary `-` or `*` node the e-graph treats as an
+/// operator: a node of an affine region.
+pub(crate) fn is_ring(e: &Expr) -> bool {
+    if !is_operator(e) || !e.ty().scalar().is_some_and(|s| s.is_int()) || e.ty().is_vector() {
+        return false;
+    }
+    matches!(
+        e.node(),
+        ExprNode::Binary { op: BinOp::Add | BinOp::Sub | BinOp::Mul, .. }
+            | ExprNode::Unary { op: UnOp::Neg, .. }
+    )
+}
+
+/// True if the region rooted at ring node `e` is affine: every multiplication in it has a
+/// constant operand, and no atom may fail. Such a region is settled by [`normalize`]: the
+/// e-graph's rules can only rearrange it at equal or higher cost.
+pub(crate) fn is_affine_region(e: &Expr) -> bool {
+    if !is_ring(e) {
+        return !may_fail(e);
+    }
+    match e.node() {
+        ExprNode::Binary { op: BinOp::Mul, a, b } => {
+            (a.as_imm().is_some() && is_affine_region(b))
+                || (b.as_imm().is_some() && is_affine_region(a))
+        }
+        _ => e.children().iter().all(|c| is_affine_region(c)),
+    }
+}
+
+/// A linear combination of atoms with coefficients modulo 2^bits (raw two's complement bits).
+struct Affine {
+    ty: Scalar,
+    mask: u64,
+    /// Atoms in order of first appearance, with their coefficients.
+    terms: Vec<(Expr, u64)>,
+    index: ExprMap<usize>,
+    k: u64,
+}
+
+impl Affine {
+    fn new(ty: Scalar) -> Affine {
+        let bits = ty.bits();
+        let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        Affine { ty, mask, terms: Vec::new(), index: ExprMap::default(), k: 0 }
+    }
+
+    /// Adds `scale * e` (`e` already normalized inside its atoms). `None` when the region
+    /// is not affine or too large.
+    fn add(&mut self, e: &Expr, scale: u64) -> Option<()> {
+        if let Some(k) = e.as_imm() {
+            let v = k.as_i128()? as u64;
+            self.k = self.k.wrapping_add(v.wrapping_mul(scale)) & self.mask;
+            return Some(());
+        }
+        if is_ring(e) {
+            match e.node() {
+                ExprNode::Binary { op: BinOp::Add, a, b } => {
+                    self.add(a, scale)?;
+                    return self.add(b, scale);
+                }
+                ExprNode::Binary { op: BinOp::Sub, a, b } => {
+                    self.add(a, scale)?;
+                    return self.add(b, scale.wrapping_neg() & self.mask);
+                }
+                ExprNode::Unary { op: UnOp::Neg, a } => {
+                    return self.add(a, scale.wrapping_neg() & self.mask);
+                }
+                ExprNode::Binary { op: BinOp::Mul, a, b } => {
+                    let xk = match (a.as_imm(), b.as_imm()) {
+                        (_, Some(k)) => Some((a, k)),
+                        (Some(k), _) => Some((b, k)),
+                        // A product of two non-constants is an atom.
+                        _ => None,
+                    };
+                    if let Some((x, k)) = xk {
+                        let k = k.as_i128()? as u64;
+                        return self.add(x, scale.wrapping_mul(k) & self.mask);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if may_fail(e) {
+            return None;
+        }
+        match self.index.get(e) {
+            Some(&i) => {
+                let c = &mut self.terms[i].1;
+                *c = c.wrapping_add(scale) & self.mask;
+            }
+            None => {
+                if self.terms.len() >= MAX_ATOMS {
+                    return None;
+                }
+                self.index.insert(e.clone(), self.terms.len());
+                self.terms.push((e.clone(), scale));
+            }
+        }
+        Some(())
+    }
+
+    /// `c` as a sign and a magnitude: negative when its top bit is set.
+    fn signed(&self, c: u64) -> (bool, u64) {
+        let top = (self.mask >> 1).wrapping_add(1);
+        if c & top != 0 && c != top {
+            (true, c.wrapping_neg() & self.mask)
+        } else {
+            (false, c)
+        }
+    }
+
+    fn konst(&self, v: u64) -> Expr {
+        Expr::int(self.ty, v as i128)
+    }
+
+    /// The sum rebuilt: terms grouped by coefficient magnitude in order of first appearance
+    /// (`(a + b - c) * 4`), then the constant (subtracted when negative).
+    fn rebuild(&self) -> Expr {
+        // (magnitude, added atoms, subtracted atoms)
+        let mut groups: Vec<(u64, Vec<Expr>, Vec<Expr>)> = Vec::new();
+        for (t, c) in &self.terms {
+            if *c == 0 {
+                continue;
+            }
+            let (neg, m) = self.signed(*c);
+            let g = match groups.iter().position(|g| g.0 == m) {
+                Some(i) => i,
+                None => {
+                    groups.push((m, Vec::new(), Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            if neg {
+                groups[g].2.push(t.clone());
+            } else {
+                groups[g].1.push(t.clone());
+            }
+        }
+        let mut acc: Option<Expr> = None;
+        // Groups with only subtracted atoms are subtracted as a whole, after the others.
+        let mut minus: Vec<Expr> = Vec::new();
+        for (m, plus, neg) in groups {
+            let scaled =
+                |x: Expr| if m == 1 { x } else { Expr::binary(BinOp::Mul, x, self.konst(m)) };
+            if plus.is_empty() {
+                let s = neg.into_iter().reduce(|x, y| Expr::binary(BinOp::Add, x, y));
+                minus.extend(s.map(scaled));
+                continue;
+            }
+            let s = plus.into_iter().reduce(|x, y| Expr::binary(BinOp::Add, x, y));
+            let s = neg.into_iter().fold(s, |x, y| x.map(|x| Expr::binary(BinOp::Sub, x, y)));
+            let g = s.map(scaled);
+            acc = match (acc, g) {
+                (None, g) => g,
+                (Some(a), Some(g)) => Some(Expr::binary(BinOp::Add, a, g)),
+                (a, None) => a,
+            };
+        }
+        let (kneg, kmag) = self.signed(self.k);
+        if acc.is_none() && !minus.is_empty() && self.k != 0 {
+            // `k - a - b` is cheaper than `-a - b + k`.
+            return minus
+                .into_iter()
+                .fold(self.konst(self.k), |x, y| Expr::binary(BinOp::Sub, x, y));
+        }
+        for t in minus {
+            acc = Some(match acc {
+                None => Expr::unary(UnOp::Neg, t),
+                Some(a) => Expr::binary(BinOp::Sub, a, t),
+            });
+        }
+        match acc {
+            None => self.konst(self.k),
+            Some(a) if self.k == 0 => a,
+            Some(a) if kneg => Expr::binary(BinOp::Sub, a, self.konst(kmag)),
+            Some(a) => Expr::binary(BinOp::Add, a, self.konst(self.k)),
+        }
+    }
+}
+
+/// The normal form of the region rooted at ring node `e` (its atoms already normalized),
+/// if it is affine and strictly cheaper than `e`.
+fn region(e: &Expr) -> Option<Expr> {
+    let ty = e.ty().scalar()?;
+    let mut s = Affine::new(ty);
+    s.add(e, 1)?;
+    let r = s.rebuild();
+    (expr_cost(&r) < expr_cost(e) && r.ty() == e.ty()).then_some(r)
+}
+
+struct Normalize;
+
+impl Mutator for Normalize {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if e.as_imm().is_some() || matches!(e.node(), ExprNode::Var(_) | ExprNode::Builtin { .. }) {
+            return e.clone();
+        }
+        let inner = if is_ring(e) {
+            // The region's atoms first (their own regions), then the region.
+            struct Atoms<'a>(&'a mut Normalize);
+            impl Mutator for Atoms<'_> {
+                fn mutate_expr(&mut self, e: &Expr) -> Expr {
+                    if is_ring(e) {
+                        kiln_ir::walk_mutate_expr(self, e)
+                    } else {
+                        self.0.mutate_expr(e)
+                    }
+                }
+            }
+            kiln_ir::walk_mutate_expr(&mut Atoms(self), e)
+        } else {
+            return kiln_ir::walk_mutate_expr(self, e);
+        };
+        region(&inner).unwrap_or(inner)
+    }
+}
+
+/// `e` with every affine region in normal form where that is strictly cheaper; the very
+/// same handle when nothing changed. Linear in the size of `e`.
+pub fn normalize(e: &Expr) -> Expr {
+    Normalize.mutate_expr(e)
+}
