@@ -21,7 +21,7 @@
 //! only rearrange at equal or higher cost.
 //!
 //! An affine region (integer `+`, `-`, negation and multiplications by constants over atoms
-//! that cannot fail, [`affine::is_affine_region`]) has been through the affine normal form
+//! that cannot fail, `affine::is_affine_region`) has been through the affine normal form
 //! just before: its constants are folded, its equal terms merged, and its rebuilt form
 //! is taken whenever cheaper, so its constants and negations count for nothing here (what
 //! the ring rules could reach from it, the normal form has reached). `tests/simplify_gate.rs` checks the claim on

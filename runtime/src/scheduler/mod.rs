@@ -11,7 +11,7 @@
 //!   so independent commands run concurrently. If a dependency failed, the command does
 //!   not run and fails with [`RuntimeError::DependencyFailed`]. A launch (or a graph
 //!   partition of device work) that is ready when submitted to a device whose launches
-//!   return once submitted is handed back to the submitter to run ([`SubmitOpts::inline`]):
+//!   return once submitted is handed back to the submitter to run (`SubmitOpts::inline`):
 //!   it costs the driver's submission, not a worker's wake-up and the hand-off back. For
 //!   the same reason, a barrier or such a launch released by a dependency that finished runs
 //!   on the thread that finished it.
