@@ -41,8 +41,13 @@ use crate::ix::{self, c};
 use crate::tc_epilogue::{apply, Epilogue};
 use crate::MAX_SIZE;
 
-/// The most local memory a generated kernel uses: what PTX lets a kernel declare statically.
-pub const MAX_LOCAL_BYTES: u32 = 48 * 1024;
+/// The most local memory a generated kernel uses: what an sm_90 work-group may use once the
+/// launch opts in to dynamic shared memory past 48 KiB (the PTX backend's
+/// `MAX_DYNAMIC_SHARED_BYTES`).
+pub const MAX_LOCAL_BYTES: u32 = 227 * 1024;
+
+/// Block rows of C that run side by side (see `Gen::block_origin`).
+const RASTER_ROWS: i64 = 8;
 
 /// The blocking of a tensor-core GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,7 +68,8 @@ pub struct TcConfig {
 }
 
 impl Default for TcConfig {
-    /// 128 x 128 x 32, 2 x 4 warps (each 64 x 32), two stages (what fits 48 KiB).
+    /// 128 x 128 x 32, 2 x 4 warps (each 64 x 32), two stages (static shared memory: no
+    /// launch setup needed).
     fn default() -> TcConfig {
         TcConfig { bm: 128, bn: 128, bk: 32, warps_m: 2, warps_n: 4, stages: 2 }
     }
@@ -119,8 +125,8 @@ impl TcConfig {
         let bytes = self.local_bytes();
         if bytes > MAX_LOCAL_BYTES {
             return bad(format!(
-                "{bytes} bytes of local memory, more than the 48 KiB ({MAX_LOCAL_BYTES} bytes) a kernel may \
-                 declare statically (fewer stages or a smaller block)"
+                "{bytes} bytes of local memory, more than the 227 KiB ({MAX_LOCAL_BYTES} bytes) an sm_90 \
+                 work-group may use (fewer stages or a smaller block)"
             ));
         }
         Ok(())
@@ -637,6 +643,25 @@ impl<'a> Gen<'a> {
         out
     }
 
+    /// The work-group's block row and column of C. Work-groups start in linear order
+    /// (dimension 0 fastest); walking C in bands of [`RASTER_ROWS`] block rows, column by
+    /// column, keeps the A rows and B columns that run together few enough to stay in L2
+    /// (a plain row-major walk streams all of B once per block row). Only where the block
+    /// rows split evenly into bands; elsewhere the plain order.
+    fn block_origin(&self) -> (Expr, Expr) {
+        let (gx, gy) = (Expr::group_id(0).cast(Scalar::I32), Expr::group_id(1).cast(Scalar::I32));
+        let gn = (self.p.n as u32).div_ceil(self.cfg.bn) as i64;
+        let gm = (self.p.m as u32).div_ceil(self.cfg.bm) as i64;
+        if gm <= RASTER_ROWS || gm % RASTER_ROWS != 0 || gn == 1 {
+            return (gy, gx);
+        }
+        let linear = ix::add(&ix::mul(&gy, &c(gn)), &gx);
+        let band = ix::div(&linear, RASTER_ROWS * gn);
+        let within = ix::rem(&linear, RASTER_ROWS * gn);
+        let row = ix::add(&ix::mul(&band, &c(RASTER_ROWS)), &ix::rem(&within, RASTER_ROWS));
+        (row, ix::div(&within, RASTER_ROWS))
+    }
+
     fn kernel(&self) -> Kernel {
         let p = self.p;
         let cfg = &self.cfg;
@@ -647,12 +672,13 @@ impl<'a> Gen<'a> {
         let lane = Var::new("lane", Type::I32);
         let (wm0, wn0) = (Var::new("wm0", Type::I32), Var::new("wn0", Type::I32));
         let cs = Var::new("c_s", Type::ptr(AddrSpace::Local, Scalar::F32));
+        let (block_m, block_n) = self.block_origin();
         let mut body = vec![
             Stmt::alloc(&self.a.local, (s * self.a.tile_elems()) as u32),
             Stmt::alloc(&self.b.local, (s * self.b.tile_elems()) as u32),
             Stmt::alloc(&cs, cfg.warps_m * cfg.warps_n * 16 * cfg.epilogue_cols()),
-            Stmt::let_(&self.m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(cfg.bm as i64))),
-            Stmt::let_(&self.n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(cfg.bn as i64))),
+            Stmt::let_(&self.m0, ix::mul(&block_m, &c(cfg.bm as i64))),
+            Stmt::let_(&self.n0, ix::mul(&block_n, &c(cfg.bn as i64))),
             Stmt::let_(&warp, ix::div(&self.lid, 32)),
             Stmt::let_(&lane, ix::rem(&self.lid, 32)),
             Stmt::let_(&wm0, ix::mul(&ix::div(&warp.expr(), cfg.warps_n as i64), &c(wm as i64))),
