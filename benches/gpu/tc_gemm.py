@@ -75,8 +75,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kiln")
     ap.add_argument("--sizes", nargs="*", type=int, default=[4096, 8192])
-    ap.add_argument("--configs", nargs="*", default=["128x128:2x4:32:2", "128x128:2x2:32:2",
-                                                     "128x128:2x4:16:3", "128x64:2x2:32:3"])
+    ap.add_argument("--configs", nargs="*", default=["128x128:2x4:32:2", "128x128:2x2:64:2",
+                                                     "128x128:2x4:32:4", "128x128:2x4:64:3"])
     args = ap.parse_args()
     kiln = os.path.abspath(args.kiln)
     dev = torch.cuda.get_device_name(0)

@@ -356,3 +356,20 @@ fn tc_gemm_banded_block_order_covers_c_once() {
     assert!(text.contains("/ 24"), "the band walk (8 rows x 3 columns):\n{text}");
     check_plain(&p, &cfg);
 }
+
+#[test]
+fn tc_gemm_k_loop_has_no_divisions_or_per_load_lane_math() {
+    // Power-of-two blockings index with shifts and masks: ptxas expands a signed division by
+    // a constant into a reciprocal sequence, which dominated the k-loop's integer work.
+    let p =
+        TcGemmProblem { out: Scalar::BF16, ..TcGemmProblem::new(4096, 4096, 4096, Scalar::BF16) };
+    let g = p.generate(&TcConfig::default()).unwrap();
+    let text = g.kernel.to_string();
+    assert!(!text.contains(" / ") && !text.contains(" % "), "{text}");
+    // `ldmatrix` lane offsets (constant strides) are computed once at entry: one `%laneid`
+    // read per (stride, width) plus the epilogue's 16 fragment stores, not one per load.
+    let ptx = ptx_assembles(&p, &TcConfig::default());
+    assert_eq!(ptx.matches("%laneid").count(), 2 + 16, "{ptx}");
+    // The results keep the plain product's bits (shifts equal divisions on these indices).
+    check_plain(&TcGemmProblem::new(64, 64, 64, Scalar::F16), &TcConfig { stages: 2, ..small() });
+}

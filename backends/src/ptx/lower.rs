@@ -83,6 +83,11 @@ struct Lower<'k> {
     /// -> (`x`, `C`), so an access at such an index folds `C` into the address.
     offsets: HashMap<Reg, (Val, i128)>,
     fast: bool,
+    /// Code run once at entry, before the body: values that depend only on the lane.
+    entry: String,
+    /// `ldmatrix`'s per-lane element offset for a constant stride, computed in `entry`:
+    /// (stride, count, transposed role/layout) -> register.
+    lane_offsets: HashMap<(u32, usize, bool), Reg>,
 }
 
 /// Lowers one kernel to a `.visible .entry` (no module header).
@@ -98,6 +103,8 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         locals: HashMap::new(),
         labels: 0,
         arrays: 0,
+        entry: String::new(),
+        lane_offsets: HashMap::new(),
         addrs: HashMap::new(),
         offsets: HashMap::new(),
         fast: kernel.attrs().fast_math,
@@ -168,6 +175,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     out.push_str(&l.regs.declarations());
     out.push_str(&l.decls);
     out.push('\n');
+    out.push_str(&l.entry);
     out.push_str(&l.body);
     out.push_str("}\n");
     Ok(out)
