@@ -94,7 +94,13 @@ fn tc_gemm_refusals_say_why() {
             "unknown epilogue operation `tanh`",
         ),
         (&["gen", "tc-gemm", "0", "4", "4"], "M = 0"),
-        (&["gen", "tc-gemm", "4", "4", "4", "--stages", "4", "--k-tile", "64"], "48 KiB"),
+        (
+            &[
+                "gen", "tc-gemm", "4", "4", "4", "--block", "256x256", "--stages", "4", "--k-tile",
+                "64",
+            ],
+            "227 KiB",
+        ),
         (&["tune", "tc-gemm", "4", "4", "4"], "does not time tensor-core GEMMs"),
     ] {
         let o = kiln(args);

@@ -81,11 +81,11 @@ fn refusals_are_one_error_type_with_kinds() {
     let e = build(&ptx, &bad, &options("")).unwrap_err();
     assert_eq!((e.kind, e.target.as_str(), e.kernel.as_str()), (ErrorKind::IllFormed, "ptx", "k"));
     assert!(e.to_string().starts_with("ptx backend, kernel `k`: ill-formed kernel:"), "{e}");
-    // A shared array past ptxas's 48 KiB, named with the limit.
-    let big = module("kernel big(x: ptr<global, u32>) { local a: u32[20000]; x[0] = a[0]; }");
+    // A shared array past sm_90's 227 KiB of dynamic shared memory, named with the limit.
+    let big = module("kernel big(x: ptr<global, u32>) { local a: u32[60000]; x[0] = a[0]; }");
     let e = build(&ptx, &big, &options("")).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit, "{e}");
-    assert!(e.message.contains("49152"), "{e}");
+    assert!(e.message.contains("232448"), "{e}");
     let spirv = kiln_backends::spirv::Spirv::new(kiln_backends::spirv::Flavour::OpenCl);
     let f16 = module("kernel h(x: ptr<global, f16>) { x[0] = x[1]; }");
     let e = build(&spirv, &f16, &options("")).unwrap_err();

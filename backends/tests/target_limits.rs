@@ -105,12 +105,16 @@ fn ptx_1000_params_are_refused() {
     }
 }
 
-/// Issue 12: shared and per-thread local memory past ptxas's limits are refused.
+/// Issue 12: shared and per-thread local memory past the targets' limits are refused: 48 KiB
+/// of static shared memory before sm_80, 227 KiB of dynamic shared memory from sm_80 on.
 #[test]
 fn ptx_huge_arrays_are_refused() {
     let opts = ptx::Options::default();
-    let local = kernel("kernel big(o: ptr<global, f32>) { local t: f32[12289]; o[0] = t[0]; }");
+    let local = kernel("kernel big(o: ptr<global, f32>) { local t: f32[58113]; o[0] = t[0]; }");
     let e = ptx::emit_kernel(&local, &opts).unwrap_err().to_string();
+    assert!(e.contains("shared") && e.contains("232448"), "{e}");
+    let old = kernel("kernel big(o: ptr<global, f32>) { local t: f32[12289]; o[0] = t[0]; }");
+    let e = ptx::emit_kernel(&old, &ptx::Options::sm(75)).unwrap_err().to_string();
     assert!(e.contains("shared") && e.contains("49152"), "{e}");
     let private =
         kernel("kernel big(o: ptr<global, f32>) { private t: f32[131073]; o[0] = t[0]; }");

@@ -34,15 +34,20 @@ use std::fmt;
 use kiln_ir::launch::NdRange;
 use kiln_ir::matrix::{Frag, FragRole, Layout as FragLayout, MatShape, MatrixOp};
 use kiln_ir::{
-    AddrSpace, Attrs, Expr, Func, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var,
+    AddrSpace, Attrs, BinOp, Expr, Func, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var,
 };
 
 use crate::ix::{self, c};
 use crate::tc_epilogue::{apply, Epilogue};
 use crate::MAX_SIZE;
 
-/// The most local memory a generated kernel uses: what PTX lets a kernel declare statically.
-pub const MAX_LOCAL_BYTES: u32 = 48 * 1024;
+/// The most local memory a generated kernel uses: what an sm_90 work-group may use once the
+/// launch opts in to dynamic shared memory past 48 KiB (the PTX backend's
+/// `MAX_DYNAMIC_SHARED_BYTES`).
+pub const MAX_LOCAL_BYTES: u32 = 227 * 1024;
+
+/// Block rows of C that run side by side (see `Gen::block_origin`).
+const RASTER_ROWS: i64 = 8;
 
 /// The blocking of a tensor-core GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,7 +68,8 @@ pub struct TcConfig {
 }
 
 impl Default for TcConfig {
-    /// 128 x 128 x 32, 2 x 4 warps (each 64 x 32), two stages (what fits 48 KiB).
+    /// 128 x 128 x 32, 2 x 4 warps (each 64 x 32), two stages (static shared memory: no
+    /// launch setup needed).
     fn default() -> TcConfig {
         TcConfig { bm: 128, bn: 128, bk: 32, warps_m: 2, warps_n: 4, stages: 2 }
     }
@@ -119,8 +125,8 @@ impl TcConfig {
         let bytes = self.local_bytes();
         if bytes > MAX_LOCAL_BYTES {
             return bad(format!(
-                "{bytes} bytes of local memory, more than the 48 KiB ({MAX_LOCAL_BYTES} bytes) a kernel may \
-                 declare statically (fewer stages or a smaller block)"
+                "{bytes} bytes of local memory, more than the 227 KiB ({MAX_LOCAL_BYTES} bytes) an sm_90 \
+                 work-group may use (fewer stages or a smaller block)"
             ));
         }
         Ok(())
@@ -336,6 +342,24 @@ struct Gen<'a> {
     ktiles: i64,
 }
 
+/// `a / d` for `a >= 0` (every index this generator divides is): a shift when `d` is a power
+/// of two. ptxas turns a signed division by a constant into the general reciprocal sequence
+/// (about a dozen instructions, seen in the k-loop's SASS), where a shift is one.
+fn nn_div(a: &Expr, d: i64) -> Expr {
+    if ix::as_const(a).is_some() || d <= 1 || !(d as u64).is_power_of_two() {
+        return ix::div(a, d);
+    }
+    Expr::binary(BinOp::Shr, a.clone(), c(d.trailing_zeros() as i64))
+}
+
+/// `a % d` for `a >= 0`: a mask when `d` is a power of two (see [`nn_div`]).
+fn nn_rem(a: &Expr, d: i64) -> Expr {
+    if ix::as_const(a).is_some() || d <= 1 || !(d as u64).is_power_of_two() {
+        return ix::rem(a, d);
+    }
+    Expr::binary(BinOp::And, a.clone(), c(d - 1))
+}
+
 fn u32_of(e: &Expr) -> Expr {
     e.cast(Scalar::U32)
 }
@@ -437,8 +461,8 @@ impl<'a> Gen<'a> {
                 Var::new(format!("{tag}_gc{e}"), Type::I32),
             );
             let mut body = vec![
-                Stmt::let_(&r, ix::div(&q.expr(), per_row)),
-                Stmt::let_(&cc, ix::mul(&ix::rem(&q.expr(), per_row), &c(8))),
+                Stmt::let_(&r, nn_div(&q.expr(), per_row)),
+                Stmt::let_(&cc, ix::mul(&nn_rem(&q.expr(), per_row), &c(8))),
                 Stmt::let_(&gr, ix::add(&r0, &r.expr())),
                 Stmt::let_(&gc, ix::add(&c0, &cc.expr())),
             ];
@@ -490,7 +514,7 @@ impl<'a> Gen<'a> {
     /// the problem (`guard`: it may not be), then closes the group of copies.
     fn load_stage(&self, kt: &Expr, guard: bool, tag: &str) -> Vec<Stmt> {
         let s = self.cfg.stages as i64;
-        let slot = ix::rem(kt, s);
+        let slot = nn_rem(kt, s);
         let sa = ix::mul(&slot, &c(self.a.tile_elems()));
         let sb = ix::mul(&slot, &c(self.b.tile_elems()));
         let mut copies = self.copy_tile(&self.a, &self.m0.expr(), kt, &sa, &format!("{tag}a"));
@@ -622,8 +646,8 @@ impl<'a> Gen<'a> {
                         (p.n % self.cfg.bn as i64 != 0).then(|| gn.expr().cmp_lt(c(p.n))),
                     );
                     // Element `idx` of the chunk is row idx / ec, column idx % ec.
-                    let row0 = ix::add(wm0, &ix::add(&c(16 * i as i64), &ix::div(&idx, ec)));
-                    let col0 = ix::add(wn0, &ix::add(&c(ec * jc as i64), &ix::rem(&idx, ec)));
+                    let row0 = ix::add(wm0, &ix::add(&c(16 * i as i64), &nn_div(&idx, ec)));
+                    let col0 = ix::add(wn0, &ix::add(&c(ec * jc as i64), &nn_rem(&idx, ec)));
                     out.push(Stmt::let_(&gm, ix::add(&self.m0.expr(), &row0)));
                     out.push(Stmt::let_(&gn, ix::add(&self.n0.expr(), &col0)));
                     out.push(match cond {
@@ -637,6 +661,25 @@ impl<'a> Gen<'a> {
         out
     }
 
+    /// The work-group's block row and column of C. Work-groups start in linear order
+    /// (dimension 0 fastest); walking C in bands of [`RASTER_ROWS`] block rows, column by
+    /// column, keeps the A rows and B columns that run together few enough to stay in L2
+    /// (a plain row-major walk streams all of B once per block row). Only where the block
+    /// rows split evenly into bands; elsewhere the plain order.
+    fn block_origin(&self) -> (Expr, Expr) {
+        let (gx, gy) = (Expr::group_id(0).cast(Scalar::I32), Expr::group_id(1).cast(Scalar::I32));
+        let gn = (self.p.n as u32).div_ceil(self.cfg.bn) as i64;
+        let gm = (self.p.m as u32).div_ceil(self.cfg.bm) as i64;
+        if gm <= RASTER_ROWS || gm % RASTER_ROWS != 0 || gn == 1 {
+            return (gy, gx);
+        }
+        let linear = ix::add(&ix::mul(&gy, &c(gn)), &gx);
+        let band = nn_div(&linear, RASTER_ROWS * gn);
+        let within = nn_rem(&linear, RASTER_ROWS * gn);
+        let row = ix::add(&ix::mul(&band, &c(RASTER_ROWS)), &nn_rem(&within, RASTER_ROWS));
+        (row, nn_div(&within, RASTER_ROWS))
+    }
+
     fn kernel(&self) -> Kernel {
         let p = self.p;
         let cfg = &self.cfg;
@@ -647,16 +690,17 @@ impl<'a> Gen<'a> {
         let lane = Var::new("lane", Type::I32);
         let (wm0, wn0) = (Var::new("wm0", Type::I32), Var::new("wn0", Type::I32));
         let cs = Var::new("c_s", Type::ptr(AddrSpace::Local, Scalar::F32));
+        let (block_m, block_n) = self.block_origin();
         let mut body = vec![
             Stmt::alloc(&self.a.local, (s * self.a.tile_elems()) as u32),
             Stmt::alloc(&self.b.local, (s * self.b.tile_elems()) as u32),
             Stmt::alloc(&cs, cfg.warps_m * cfg.warps_n * 16 * cfg.epilogue_cols()),
-            Stmt::let_(&self.m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(cfg.bm as i64))),
-            Stmt::let_(&self.n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(cfg.bn as i64))),
-            Stmt::let_(&warp, ix::div(&self.lid, 32)),
-            Stmt::let_(&lane, ix::rem(&self.lid, 32)),
-            Stmt::let_(&wm0, ix::mul(&ix::div(&warp.expr(), cfg.warps_n as i64), &c(wm as i64))),
-            Stmt::let_(&wn0, ix::mul(&ix::rem(&warp.expr(), cfg.warps_n as i64), &c(wn as i64))),
+            Stmt::let_(&self.m0, ix::mul(&block_m, &c(cfg.bm as i64))),
+            Stmt::let_(&self.n0, ix::mul(&block_n, &c(cfg.bn as i64))),
+            Stmt::let_(&warp, nn_div(&self.lid, 32)),
+            Stmt::let_(&lane, nn_rem(&self.lid, 32)),
+            Stmt::let_(&wm0, ix::mul(&nn_div(&warp.expr(), cfg.warps_n as i64), &c(wm as i64))),
+            Stmt::let_(&wn0, ix::mul(&nn_rem(&warp.expr(), cfg.warps_n as i64), &c(wn as i64))),
         ];
         let z = Var::new("zero", frag(FragRole::Acc, Scalar::F32));
         body.push(Stmt::call_into(&z, Func::matrix(MatrixOp::Fill), [Expr::f32(0.0)]));
@@ -682,7 +726,7 @@ impl<'a> Gen<'a> {
         ];
         let next = ix::add(&kt.expr(), &c(s - 1));
         step.extend(self.load_stage(&next, true, "n"));
-        step.extend(self.multiply(&ix::rem(&kt.expr(), s), &wm0.expr(), &wn0.expr(), &acc));
+        step.extend(self.multiply(&nn_rem(&kt.expr(), s), &wm0.expr(), &wn0.expr(), &acc));
         body.push(Stmt::for_(&kt, c(0), c(self.ktiles), c(1), Stmt::block(step)));
         body.extend(self.store(&acc, &warp.expr(), &lane.expr(), &wm0.expr(), &wn0.expr()));
 

@@ -324,3 +324,52 @@ fn tc_gemm_ptx_uses_mma_ldmatrix_and_cp_async() {
     let ptx = ptx_assembles(&odd, &small());
     assert!(ptx.contains("ldmatrix.sync.aligned") && ptx.contains(".trans"));
 }
+
+#[test]
+fn tc_gemm_deep_pipelines_use_dynamic_shared_memory() {
+    // 128x128x32 with 3 and 4 stages needs more than 48 KiB of local memory: the PTX takes
+    // it from a dynamic window whose size it names, and ptxas accepts it.
+    let p = TcGemmProblem::new(4096, 4096, 4096, Scalar::BF16);
+    for stages in [3, 4] {
+        let cfg = TcConfig { stages, ..TcConfig::default() };
+        let g = p.generate(&cfg).unwrap();
+        // The window: every array of the kernel, within the blocking's (upper-bound) count.
+        let bytes = kiln_backends::ptx::dynamic_shared_bytes(&g.kernel);
+        assert!(bytes > 48 * 1024 && bytes <= cfg.local_bytes() as u64, "{cfg}: {bytes}");
+        let ptx = ptx_assembles(&p, &cfg);
+        let name = g.kernel.name().to_string();
+        assert!(ptx.contains(&format!("// kiln.dynamic_shared_bytes {name} {bytes}\n")), "{cfg}");
+        assert!(ptx.contains(".extern .shared"), "{cfg}");
+    }
+    // The default blocking still fits static shared memory (no launch setup).
+    let ptx = ptx_assembles(&p, &TcConfig::default());
+    assert!(!ptx.contains(".extern .shared") && !ptx.contains("kiln.dynamic_shared_bytes"));
+}
+
+#[test]
+fn tc_gemm_banded_block_order_covers_c_once() {
+    // 16 block rows (two bands of 8) by 3 block columns: the work-groups walk C band by band;
+    // every element is still computed once, with the plain product's bits.
+    let p = TcGemmProblem { out: Scalar::BF16, ..TcGemmProblem::new(512, 96, 16, Scalar::F16) };
+    let cfg = TcConfig { bk: 16, ..small() };
+    let text = p.generate(&cfg).unwrap().kernel.to_string();
+    assert!(text.contains("/ 24"), "the band walk (8 rows x 3 columns):\n{text}");
+    check_plain(&p, &cfg);
+}
+
+#[test]
+fn tc_gemm_k_loop_has_no_divisions_or_per_load_lane_math() {
+    // Power-of-two blockings index with shifts and masks: ptxas expands a signed division by
+    // a constant into a reciprocal sequence, which dominated the k-loop's integer work.
+    let p =
+        TcGemmProblem { out: Scalar::BF16, ..TcGemmProblem::new(4096, 4096, 4096, Scalar::BF16) };
+    let g = p.generate(&TcConfig::default()).unwrap();
+    let text = g.kernel.to_string();
+    assert!(!text.contains(" / ") && !text.contains(" % "), "{text}");
+    // `ldmatrix` lane offsets (constant strides) are computed once at entry: one `%laneid`
+    // read per (stride, width) plus the epilogue's 16 fragment stores, not one per load.
+    let ptx = ptx_assembles(&p, &TcConfig::default());
+    assert_eq!(ptx.matches("%laneid").count(), 2 + 16, "{ptx}");
+    // The results keep the plain product's bits (shifts equal divisions on these indices).
+    check_plain(&TcGemmProblem::new(64, 64, 64, Scalar::F16), &TcConfig { stages: 2, ..small() });
+}

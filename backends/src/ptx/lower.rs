@@ -83,6 +83,11 @@ struct Lower<'k> {
     /// -> (`x`, `C`), so an access at such an index folds `C` into the address.
     offsets: HashMap<Reg, (Val, i128)>,
     fast: bool,
+    /// Code run once at entry, before the body: values that depend only on the lane.
+    entry: String,
+    /// `ldmatrix`'s per-lane element offset for a constant stride, computed in `entry`:
+    /// (stride, count, transposed role/layout) -> register.
+    lane_offsets: HashMap<(u32, usize, bool), Reg>,
 }
 
 /// Lowers one kernel to a `.visible .entry` (no module header).
@@ -98,6 +103,8 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         locals: HashMap::new(),
         labels: 0,
         arrays: 0,
+        entry: String::new(),
+        lane_offsets: HashMap::new(),
         addrs: HashMap::new(),
         offsets: HashMap::new(),
         fast: kernel.attrs().fast_math,
@@ -151,7 +158,16 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     l.block(kernel.body())?;
     l.ins(format_args!("ret"));
 
-    let mut out = format!(".visible .entry {name}(\n{}\n)\n", params.join(",\n"));
+    let mut out = String::new();
+    let dynamic = dynamic_shared_bytes(kernel);
+    if dynamic > 0 {
+        // Launchers read this line: the kernel runs only with this many bytes of dynamic
+        // shared memory (and the function's limit raised to match past 48 KiB).
+        let _ = writeln!(out, "// kiln.dynamic_shared_bytes {name} {dynamic}");
+        // PTX allows `.extern .shared` only at module scope.
+        let _ = writeln!(out, ".extern .shared .align 16 .b8 {name}_dynamic[];");
+    }
+    let _ = write!(out, ".visible .entry {name}(\n{}\n)\n", params.join(",\n"));
     if let Some([x, y, z]) = kernel.attrs().reqd_work_group_size {
         let _ = writeln!(out, ".reqntid {x}, {y}, {z}");
     }
@@ -159,6 +175,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     out.push_str(&l.regs.declarations());
     out.push_str(&l.decls);
     out.push('\n');
+    out.push_str(&l.entry);
     out.push_str(&l.body);
     out.push_str("}\n");
     Ok(out)
@@ -323,13 +340,26 @@ impl Lower<'_> {
         self.ins(format_args!("mul.lo.u32 {size}, {nx}, {ny}"));
         self.ins(format_args!("mul.lo.u32 {size}, {size}, {nz}"));
         let k = self.kernel.name().to_string();
+        // Past ptxas's static limit, the arrays are carved out of one `.extern` (dynamic)
+        // window (declared by `lower_kernel`), 16-byte aligned each, that the launch sizes.
+        let total: u64 = scan.locals.iter().map(|(_, e, n)| local_window(*e, *n)).sum();
+        let dynamic = total > super::MAX_SHARED_BYTES;
+        let mut offset = 0u64;
         for (name, elem, count) in &scan.locals {
             let words = (elem.size_bytes() as u64 * *count as u64).div_ceil(4);
-            self.arrays += 1;
-            let sym = format!("{k}_local{}", self.arrays);
-            let _ = writeln!(self.decls, "\t.shared .align 16 .b8 {sym}[{}];", words * 4);
             let base = self.fresh(Class::B64);
-            self.ins(format_args!("mov.u64 {base}, {sym}"));
+            if dynamic {
+                self.ins(format_args!("mov.u64 {base}, {k}_dynamic"));
+                if offset > 0 {
+                    self.ins(format_args!("add.u64 {base}, {base}, {offset}"));
+                }
+                offset += local_window(*elem, *count);
+            } else {
+                self.arrays += 1;
+                let sym = format!("{k}_local{}", self.arrays);
+                let _ = writeln!(self.decls, "\t.shared .align 16 .b8 {sym}[{}];", words * 4);
+                self.ins(format_args!("mov.u64 {base}, {sym}"));
+            }
             let i = self.fresh(Class::B32);
             self.ins(format_args!("mov.u32 {i}, {lin}"));
             let (top, end) = (self.label(), self.label());
@@ -741,5 +771,24 @@ fn sel_ty(s: Scalar) -> &'static str {
         Scalar::F64 => "f64",
         Scalar::F16 | Scalar::BF16 => "b16",
         s => bits_ty(s),
+    }
+}
+
+/// Bytes one local array of `count` `elem`s takes in the dynamic shared window: whole words,
+/// rounded up to 16 so that the next array keeps `ldmatrix`'s and `cp.async`'s alignment.
+pub(super) fn local_window(elem: Scalar, count: u32) -> u64 {
+    ((elem.size_bytes() as u64 * count as u64).div_ceil(4) * 4).next_multiple_of(16)
+}
+
+/// Bytes of dynamic shared memory `kernel` needs at launch: 0 when its local arrays fit
+/// ptxas's static limit ([`super::MAX_SHARED_BYTES`]), else the whole window they share.
+pub fn dynamic_shared_bytes(kernel: &Kernel) -> u64 {
+    let mut scan = Scan::default();
+    scan.visit_stmt(kernel.body());
+    let total: u64 = scan.locals.iter().map(|(_, e, n)| local_window(*e, *n)).sum();
+    if total > super::MAX_SHARED_BYTES {
+        total
+    } else {
+        0
     }
 }

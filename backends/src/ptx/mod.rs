@@ -20,7 +20,9 @@
 //!   parameters ([`OFFSET_PARAMS`]), after the kernel's own parameters.
 //! * Global and constant buffers are `ld/st.global` through `cvta.to.global` pointers, generic
 //!   pointers use generic `ld/st`, local arrays are `.shared` (zeroed at entry, followed by one
-//!   `bar.sync`), private arrays are `.local` (zeroed where they are declared). An access costs
+//!   `bar.sync`; past [`MAX_SHARED_BYTES`] together, slices of one `.extern` dynamic window
+//!   whose size [`dynamic_shared_bytes`] gives and a `// kiln.dynamic_shared_bytes` line
+//!   names for launchers), private arrays are `.local` (zeroed where they are declared). An access costs
 //!   one `mad.wide` (or none for a constant index) of 64-bit address arithmetic, shared by
 //!   accesses whose signed index is the same value plus a positive constant (directly, via
 //!   `add3` or a `let`): the constant becomes the address's immediate offset. That is exact
@@ -41,6 +43,8 @@
 
 mod lower;
 mod regs;
+
+pub use lower::dynamic_shared_bytes;
 
 use kiln_ir::{Kernel, Module, Verified};
 
@@ -122,8 +126,14 @@ pub const MAX_PARAM_BYTES: u64 = 4352;
 /// Bytes of `.param` space from PTX ISA 8.1 on (ptxas: 0x7ffc; needs a CUDA 12.1 driver).
 pub const MAX_PARAM_BYTES_8_1: u64 = 32764;
 
-/// Bytes of statically allocated `.shared` memory a kernel may declare (ptxas: 0xc000).
+/// Bytes of statically allocated `.shared` memory a kernel may declare (ptxas: 0xc000);
+/// local arrays past this share one dynamic (`.extern`) window sized at launch.
 pub const MAX_SHARED_BYTES: u64 = 48 * 1024;
+
+/// Bytes of dynamic shared memory one work-group may use on sm_80 and newer after opting in
+/// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`): 227 KiB on sm_90, the largest of
+/// the targets (an sm_80 device allows 163 KiB and refuses more at launch).
+pub const MAX_DYNAMIC_SHARED_BYTES: u64 = 227 * 1024;
 
 /// Bytes of `.local` memory per thread (the CUDA limit for sm_70 and newer).
 pub const MAX_LOCAL_BYTES: u64 = 512 * 1024;
@@ -160,7 +170,12 @@ fn check_limits(k: &Kernel, options: &Options) -> Result<(), String> {
     };
     let checks = [
         (what, param_bytes(k), params, "ptxas's"),
-        ("shared (local array) bytes", f.local_bytes, MAX_SHARED_BYTES, "ptxas's"),
+        (
+            "shared (local array) bytes",
+            f.local_bytes.max(dynamic_shared_bytes(k)),
+            shared_limit(options),
+            "the target's",
+        ),
         ("per-thread local (private array) bytes", f.private_bytes, MAX_LOCAL_BYTES, "CUDA's"),
     ];
     for (what, need, limit, whose) in checks {
@@ -169,6 +184,16 @@ fn check_limits(k: &Kernel, options: &Options) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The most local-array bytes a kernel may use on the target: the dynamic opt-in limit
+/// from sm_80 on, else ptxas's static limit.
+fn shared_limit(options: &Options) -> u64 {
+    if options.sm >= 80 {
+        MAX_DYNAMIC_SHARED_BYTES
+    } else {
+        MAX_SHARED_BYTES
+    }
 }
 
 fn emit_kernels(kernels: &[Kernel], options: &Options) -> Result<String, BackendError> {

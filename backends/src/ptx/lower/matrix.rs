@@ -12,7 +12,7 @@
 //! tile's memory rows are its k), other loads and stores go element by element.
 
 use kiln_ir::matrix::{FragRole, Layout, MatShape, MatrixOp};
-use kiln_ir::{Expr, Scalar, Type, Var};
+use kiln_ir::{Expr, Imm, Scalar, Type, Var};
 
 use super::{Binding, Lower, Mem, R};
 use crate::ptx::regs::{Class, Reg, Val};
@@ -156,8 +156,14 @@ impl Lower<'_> {
                 let off = self.u32_reg(&args[1])?;
                 let stride = self.u32_reg(&args[2])?;
                 let dst = self.new_frag(r.ty())?;
+                let konst =
+                    args[2].as_imm().and_then(Imm::as_i128).and_then(|s| u32::try_from(s).ok());
                 if m.space == ".shared" && f.role != FragRole::Acc {
-                    self.ldmatrix(&m, off, stride, layout, f.role, f.shape, &dst);
+                    if let Some(s) = konst {
+                        self.ldmatrix_const(&m, off, s, layout, f.role, &dst);
+                    } else {
+                        self.ldmatrix(&m, off, stride, layout, f.role, f.shape, &dst);
+                    }
                 } else {
                     let (_, g, t2) = self.lane();
                     for (d, elems) in dst.clone().iter().zip(elements(f.role, f.shape)) {
@@ -249,6 +255,64 @@ impl Lower<'_> {
             MatrixOp::Wait(n) => self.ins(format_args!("cp.async.wait_group {n}")),
         }
         Ok(())
+    }
+
+    /// `ldmatrix` with a constant stride: the lane's element offset within the tile depends
+    /// only on the lane and the stride, so it is computed once at entry (the k-loop of a
+    /// GEMM issues one `ldmatrix` per two to four `mma`s, and per-load lane arithmetic would
+    /// outnumber them); each load adds the tile's offset and forms the address.
+    fn ldmatrix_const(
+        &mut self,
+        m: &Mem,
+        off: Reg,
+        stride: u32,
+        layout: Layout,
+        role: FragRole,
+        dst: &[Reg],
+    ) {
+        let trans =
+            matches!((role, layout), (FragRole::A, Layout::Col) | (FragRole::B, Layout::Row));
+        // Which of the lane's two 8-row/8-column block indices goes to rows.
+        let a_row =
+            matches!((role, layout), (FragRole::A, Layout::Row) | (FragRole::B, Layout::Row));
+        let key = (stride, dst.len(), a_row);
+        let lane_off = match self.lane_offsets.get(&key) {
+            Some(r) => *r,
+            None => {
+                let body = std::mem::take(&mut self.body);
+                let (lane, _, _) = self.lane();
+                let r = self.fresh(Class::B32);
+                self.ins(format_args!("and.b32 {r}, {lane}, 7"));
+                let j = self.fresh(Class::B32);
+                self.ins(format_args!("shr.u32 {j}, {lane}, 3"));
+                if dst.len() == 2 {
+                    self.ins(format_args!("and.b32 {j}, {j}, 1"));
+                }
+                let lo = self.fresh(Class::B32);
+                self.ins(format_args!("and.b32 {lo}, {j}, 1"));
+                self.ins(format_args!("shl.b32 {lo}, {lo}, 3"));
+                let hi = self.fresh(Class::B32);
+                self.ins(format_args!("shr.u32 {hi}, {j}, 1"));
+                self.ins(format_args!("shl.b32 {hi}, {hi}, 3"));
+                let (row_blk, col_blk) = if a_row { (lo, hi) } else { (hi, lo) };
+                let row = self.fresh(Class::B32);
+                self.ins(format_args!("add.u32 {row}, {row_blk}, {r}"));
+                let o = self.fresh(Class::B32);
+                self.ins(format_args!("mad.lo.u32 {o}, {row}, {stride}, {col_blk}"));
+                let code = std::mem::replace(&mut self.body, body);
+                self.entry.push_str(&code);
+                self.lane_offsets.insert(key, o);
+                o
+            }
+        };
+        let i = self.fresh(Class::B32);
+        self.ins(format_args!("add.u32 {i}, {lane_off}, {off}"));
+        let a = self.fresh(Class::B64);
+        self.ins(format_args!("mad.wide.u32 {a}, {i}, {}, {}", m.elem.size_bytes(), m.base));
+        let n = if dst.len() == 2 { "x2" } else { "x4" };
+        let t = if trans { ".trans" } else { "" };
+        let list = dst.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+        self.ins(format_args!("ldmatrix.sync.aligned.m8n8.{n}{t}.shared.b16 {{{list}}}, [{a}]"));
     }
 
     /// `ldmatrix` of an `a` or `b` tile from shared memory into `dst`: lane `l` gives the

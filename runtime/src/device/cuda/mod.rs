@@ -263,6 +263,21 @@ fn optimized_ptx(
 ) -> Result<(Vec<Kernel>, String), DeviceError> {
     let built = driver::build_verified(&Ptx(Options::sm(sm)), module.clone(), options)
         .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), e))?;
+    // The launch passes no dynamic shared memory: a kernel whose local arrays need it is
+    // refused here by name rather than failing at launch.
+    for k in &built.kernels.kernels {
+        let bytes = kiln_backends::ptx::dynamic_shared_bytes(k);
+        if bytes > 0 {
+            return Err(DeviceError::build(
+                format!("cuda sm_{sm}"),
+                format!(
+                    "kernel `{}` needs {bytes} bytes of local memory, past the 48 KiB (49152 bytes) \
+                     of static shared memory; kiln's CUDA launches set up no dynamic shared memory",
+                    k.name()
+                ),
+            ));
+        }
+    }
     Ok((built.kernels.into_module().kernels, built.output))
 }
 
