@@ -238,7 +238,9 @@ fn every_operator_at_edge_values() {
 
 #[test]
 fn every_cast_at_edge_values() {
-    let all: Vec<Scalar> = Scalar::ALL.into_iter().filter(|&s| s != Scalar::Bool).collect();
+    // bf16 is refused by name by the x86 backend (backends/tests/matrix_refusals.rs).
+    let all: Vec<Scalar> =
+        Scalar::ALL.into_iter().filter(|&s| s != Scalar::Bool && s != Scalar::BF16).collect();
     for &from in &all {
         let mut xs = if from == Scalar::F16 {
             [0.0, -0.0, 1.0, -2.5, 65504.0, -65504.0, f64::INFINITY, f64::NAN, 6e-8, 300.0]

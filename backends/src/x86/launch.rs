@@ -26,15 +26,13 @@ pub(crate) fn bind_args(
     args: &[Arg],
     buffers: &[RawBuffer],
 ) -> Result<Vec<Bound>, String> {
+    // The one argument check of every layer, so that a bad launch reads the same here as on
+    // the interpreter.
+    kiln_ir::launch::check_args(kernel, args, buffers.len(), |&b| {
+        buffers.get(b).map(|r| (r.elem, r.len))
+    })
+    .map_err(|e| e.to_string())?;
     let params = kernel.params();
-    if args.len() != params.len() {
-        return Err(format!(
-            "the kernel takes {} argument{}, {} given",
-            params.len(),
-            if params.len() == 1 { "" } else { "s" },
-            args.len()
-        ));
-    }
     let mut out = Vec::with_capacity(args.len());
     for (i, (p, a)) in params.iter().zip(args).enumerate() {
         let name = p.name();

@@ -200,8 +200,8 @@ impl<'a, 'c> Gen<'a, 'c> {
 
     fn value_of(&mut self, elem: Scalar, uni: bool) -> Expr {
         let depth = self.cfg.max_expr_depth;
-        if elem == Scalar::F16 {
-            self.f16_expr(depth, uni)
+        if elem.is_storage_float() {
+            self.storage_expr(elem, depth, uni)
         } else {
             self.expr(elem, depth, uni)
         }
@@ -580,8 +580,8 @@ impl<'a, 'c> Gen<'a, 'c> {
                 self.mems.push(MemVar { var: v.clone(), len: *len, kind: MemKind::Input });
             }
         }
-        if ty == Scalar::F16 {
-            self.f16_expr(depth, false)
+        if ty.is_storage_float() {
+            self.storage_expr(ty, depth, false)
         } else {
             self.expr(ty, depth, false)
         }

@@ -131,19 +131,23 @@ impl Gen<'_, '_> {
             from.push(Scalar::F16);
         }
         let src = self.pick(&from);
-        let e = if src == Scalar::F16 { self.f16_expr(d, uni) } else { self.expr(src, d, uni) };
+        let e = if src == Scalar::F16 {
+            self.storage_expr(Scalar::F16, d, uni)
+        } else {
+            self.expr(src, d, uni)
+        };
         e.cast(ty)
     }
 
-    /// An `f16` value: an f16 load or a cast to f16.
-    pub(super) fn f16_expr(&mut self, d: u32, uni: bool) -> Expr {
+    /// A value of storage-only float type `ty` (f16, bf16): a load of one or a cast to it.
+    pub(super) fn storage_expr(&mut self, ty: Scalar, d: u32, uni: bool) -> Expr {
         if self.c.chance(40) {
-            if let Some(l) = self.load(Scalar::F16, d, uni) {
+            if let Some(l) = self.load(ty, d, uni) {
                 return l;
             }
         }
         let src = self.pick(&ARITH);
-        self.expr(src, d, uni).cast(Scalar::F16)
+        self.expr(src, d, uni).cast(ty)
     }
 
     pub(super) fn leaf(&mut self, ty: Scalar, uni: bool) -> Expr {
