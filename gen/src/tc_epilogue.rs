@@ -53,9 +53,9 @@ impl EpOp {
     /// The parameter the operation reads, if any, for an output of type `out`.
     pub fn param(self, out: Scalar) -> Option<Var> {
         match self {
-            EpOp::Bias => Some(Var::new("bias", Type::ptr(AddrSpace::Global, Scalar::F32))),
-            EpOp::Scale => Some(Var::new("alpha", Type::F32)),
-            EpOp::Add => Some(Var::new("res", Type::ptr(AddrSpace::Global, out))),
+            EpOp::Bias => Some(bias_param()),
+            EpOp::Scale => Some(scale_param()),
+            EpOp::Add => Some(residual_param(out)),
             EpOp::Relu | EpOp::Gelu => None,
         }
     }
@@ -119,6 +119,21 @@ impl fmt::Display for Epilogue {
     }
 }
 
+/// The f32 bias vector of [`EpOp::Bias`], one value per column.
+fn bias_param() -> Var {
+    Var::new("bias", Type::ptr(AddrSpace::Global, Scalar::F32))
+}
+
+/// The f32 factor of [`EpOp::Scale`].
+fn scale_param() -> Var {
+    Var::new("alpha", Type::F32)
+}
+
+/// The M x N residual of [`EpOp::Add`], of the output's element type.
+fn residual_param(out: Scalar) -> Var {
+    Var::new("res", Type::ptr(AddrSpace::Global, out))
+}
+
 /// The statements that apply `op` to the f32 variable `x` at row `i`, column `j` of an
 /// M x N result with `n` columns; `params` are the op's parameter (see [`EpOp::param`]).
 /// Returns the new value's expression; `pre` receives any `let`s it needs.
@@ -131,12 +146,8 @@ pub fn apply(
     out: Scalar,
     pre: &mut Vec<Stmt>,
 ) -> Expr {
-    let _ = pre;
     match op {
-        EpOp::Bias => {
-            let bias = op.param(out).unwrap();
-            x + bias.load(j.clone())
-        }
+        EpOp::Bias => x + bias_param().load(j.clone()),
         EpOp::Relu => Expr::intrinsic(Intrinsic::Max, [x, Expr::f32(0.0)]),
         EpOp::Gelu => {
             let t = Var::new(format!("gelu_x{}", pre.len()), Type::F32);
@@ -146,11 +157,10 @@ pub fn apply(
             let e = Expr::intrinsic(Intrinsic::Exp, [Expr::f32(-1.595_769) * inner]);
             x / (Expr::f32(1.0) + e)
         }
-        EpOp::Scale => x * op.param(out).unwrap().expr(),
+        EpOp::Scale => x * scale_param().expr(),
         EpOp::Add => {
-            let res = op.param(out).unwrap();
             let at = ix::add(&ix::mul(i, &c(n)), j);
-            x + crate::codegen::load_f32(&res, at)
+            x + crate::codegen::load_f32(&residual_param(out), at)
         }
     }
 }

@@ -739,11 +739,13 @@ impl<'s> Parser<'s> {
         }
         let word = |p: &Self, a: &Ast| -> PResult<Layout> {
             match &a.kind {
-                AstKind::Name(n) if Layout::from_name(n).is_some() => {
-                    Ok(Layout::from_name(n).unwrap())
-                }
-                _ => p.error(a.span, format!("expected the layout `row` or `col` in `{name}`")),
+                AstKind::Name(n) => Layout::from_name(n),
+                _ => None,
             }
+            .map_or_else(
+                || p.error(a.span, format!("expected the layout `row` or `col` in `{name}`")),
+                Ok,
+            )
         };
         let count = |p: &Self, a: &Ast| -> PResult<u8> {
             match &a.kind {

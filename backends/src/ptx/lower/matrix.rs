@@ -162,7 +162,7 @@ impl Lower<'_> {
                     if let Some(s) = konst {
                         self.ldmatrix_const(&m, off, s, layout, f.role, &dst);
                     } else {
-                        self.ldmatrix(&m, off, stride, layout, f.role, f.shape, &dst);
+                        self.ldmatrix(&m, off, stride, layout, f.role, &dst);
                     }
                 } else {
                     let (_, g, t2) = self.lane();
@@ -270,33 +270,13 @@ impl Lower<'_> {
         role: FragRole,
         dst: &[Reg],
     ) {
-        let trans =
-            matches!((role, layout), (FragRole::A, Layout::Col) | (FragRole::B, Layout::Row));
-        // Which of the lane's two 8-row/8-column block indices goes to rows.
-        let a_row =
-            matches!((role, layout), (FragRole::A, Layout::Row) | (FragRole::B, Layout::Row));
-        let key = (stride, dst.len(), a_row);
+        let (trans, lo_rows) = ldmatrix_form(role, layout);
+        let key = (stride, dst.len(), lo_rows);
         let lane_off = match self.lane_offsets.get(&key) {
             Some(r) => *r,
             None => {
                 let body = std::mem::take(&mut self.body);
-                let (lane, _, _) = self.lane();
-                let r = self.fresh(Class::B32);
-                self.ins(format_args!("and.b32 {r}, {lane}, 7"));
-                let j = self.fresh(Class::B32);
-                self.ins(format_args!("shr.u32 {j}, {lane}, 3"));
-                if dst.len() == 2 {
-                    self.ins(format_args!("and.b32 {j}, {j}, 1"));
-                }
-                let lo = self.fresh(Class::B32);
-                self.ins(format_args!("and.b32 {lo}, {j}, 1"));
-                self.ins(format_args!("shl.b32 {lo}, {lo}, 3"));
-                let hi = self.fresh(Class::B32);
-                self.ins(format_args!("shr.u32 {hi}, {j}, 1"));
-                self.ins(format_args!("shl.b32 {hi}, {hi}, 3"));
-                let (row_blk, col_blk) = if a_row { (lo, hi) } else { (hi, lo) };
-                let row = self.fresh(Class::B32);
-                self.ins(format_args!("add.u32 {row}, {row_blk}, {r}"));
+                let (row, col_blk) = self.ldmatrix_lane(dst.len(), lo_rows);
                 let o = self.fresh(Class::B32);
                 self.ins(format_args!("mad.lo.u32 {o}, {row}, {stride}, {col_blk}"));
                 let code = std::mem::replace(&mut self.body, body);
@@ -309,15 +289,11 @@ impl Lower<'_> {
         self.ins(format_args!("add.u32 {i}, {lane_off}, {off}"));
         let a = self.fresh(Class::B64);
         self.ins(format_args!("mad.wide.u32 {a}, {i}, {}, {}", m.elem.size_bytes(), m.base));
-        let n = if dst.len() == 2 { "x2" } else { "x4" };
-        let t = if trans { ".trans" } else { "" };
-        let list = dst.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-        self.ins(format_args!("ldmatrix.sync.aligned.m8n8.{n}{t}.shared.b16 {{{list}}}, [{a}]"));
+        self.ldmatrix_issue(dst, trans, a);
     }
 
     /// `ldmatrix` of an `a` or `b` tile from shared memory into `dst`: lane `l` gives the
     /// address of row `l % 8` of 8x8 matrix `l / 8`, matrix `j` landing in register `j`.
-    #[allow(clippy::too_many_arguments)]
     fn ldmatrix(
         &mut self,
         m: &Mem,
@@ -325,15 +301,25 @@ impl Lower<'_> {
         stride: Reg,
         layout: Layout,
         role: FragRole,
-        shape: MatShape,
         dst: &[Reg],
     ) {
+        let (trans, lo_rows) = ldmatrix_form(role, layout);
+        let (row, col_blk) = self.ldmatrix_lane(dst.len(), lo_rows);
+        let a = self.tile_addr(m, off, stride, Layout::Row, row, col_blk);
+        self.ldmatrix_issue(dst, trans, a);
+    }
+
+    /// The row and the column block, in the tile as stored, whose address this lane gives to
+    /// an `ldmatrix` of `regs` 8x8 matrices: row `lane % 8` of matrix `j = lane / 8`, whose
+    /// two block indices (`j & 1`, `j >> 1`, times 8) pick rows and columns (`lo_rows`: the
+    /// first picks rows).
+    fn ldmatrix_lane(&mut self, regs: usize, lo_rows: bool) -> (Reg, Reg) {
         let (lane, _, _) = self.lane();
         let r = self.fresh(Class::B32);
         self.ins(format_args!("and.b32 {r}, {lane}, 7"));
         let j = self.fresh(Class::B32);
         self.ins(format_args!("shr.u32 {j}, {lane}, 3"));
-        if dst.len() == 2 {
+        if regs == 2 {
             // .x2: lanes 0..15 give the addresses; the others repeat them.
             self.ins(format_args!("and.b32 {j}, {j}, 1"));
         }
@@ -343,20 +329,28 @@ impl Lower<'_> {
         let hi = self.fresh(Class::B32);
         self.ins(format_args!("shr.u32 {hi}, {j}, 1"));
         self.ins(format_args!("shl.b32 {hi}, {hi}, 3"));
-        // (memory row block, column block) of matrix j, and whether it is transposed.
-        let (row_blk, col_blk, trans) = match (role, layout) {
-            (FragRole::A, Layout::Row) => (lo, hi, false),
-            (FragRole::A, Layout::Col) => (hi, lo, true),
-            (_, Layout::Col) => (hi, lo, false),
-            (_, Layout::Row) => (lo, hi, true),
-        };
-        let _ = shape;
+        let (row_blk, col_blk) = if lo_rows { (lo, hi) } else { (hi, lo) };
         let row = self.fresh(Class::B32);
         self.ins(format_args!("add.u32 {row}, {row_blk}, {r}"));
-        let a = self.tile_addr(m, off, stride, Layout::Row, row, col_blk);
+        (row, col_blk)
+    }
+
+    /// The `ldmatrix` instruction itself, lane addresses in `a`.
+    fn ldmatrix_issue(&mut self, dst: &[Reg], trans: bool, a: Reg) {
         let n = if dst.len() == 2 { "x2" } else { "x4" };
         let t = if trans { ".trans" } else { "" };
         let list = dst.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
         self.ins(format_args!("ldmatrix.sync.aligned.m8n8.{n}{t}.shared.b16 {{{list}}}, [{a}]"));
+    }
+}
+
+/// How `ldmatrix` reads an `a` or `b` tile stored in `layout`: whether with `.trans`, and
+/// whether the lane's first 8x8 block index picks rows of the stored tile.
+fn ldmatrix_form(role: FragRole, layout: Layout) -> (bool, bool) {
+    match (role, layout) {
+        (FragRole::A, Layout::Row) => (false, true),
+        (FragRole::A, Layout::Col) => (true, false),
+        (_, Layout::Col) => (false, false),
+        (_, Layout::Row) => (true, true),
     }
 }
