@@ -13,7 +13,7 @@
 
 mod x86_common;
 
-use x86_common::{avx2, kernel, three_ways};
+use x86_common::{avx2, fallback, kernel, three_ways};
 
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
@@ -24,22 +24,6 @@ use proptest::prelude::*;
 /// buffers after success.
 fn agree(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
     three_ways(k, range, args, bufs)
-}
-
-/// Why `k` has no 8-lane code (plain and `-O`), `None` if it has (or without AVX2).
-fn fallback(k: &Kernel) -> Option<String> {
-    if !avx2() {
-        return None;
-    }
-    for optimize in [false, true] {
-        let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
-        if !p.has_spmd() {
-            let d = p.disassemble();
-            let why = d.lines().find(|l| l.starts_with("; no 8-lane")).unwrap_or("?");
-            return Some(format!("{why} (optimize: {optimize})"));
-        }
-    }
-    None
 }
 
 /// f32 edge values: NaNs (quiet, signalling, negative), infinities, signed zeros,

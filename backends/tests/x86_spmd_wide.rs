@@ -14,28 +14,12 @@
 
 mod x86_common;
 
-use x86_common::{avx2, kernel, three_ways};
+use x86_common::{avx2, fallback, kernel, three_ways};
 
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
 use proptest::prelude::*;
-
-/// Why `k` has no 8-lane code (plain and `-O`), `None` if it has (or without AVX2).
-fn fallback(k: &Kernel) -> Option<String> {
-    if !avx2() {
-        return None;
-    }
-    for optimize in [false, true] {
-        let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
-        if !p.has_spmd() {
-            let d = p.disassemble();
-            let why = d.lines().find(|l| l.starts_with("; no 8-lane")).unwrap_or("?");
-            return Some(format!("{why} (optimize: {optimize})"));
-        }
-    }
-    None
-}
 
 const PARAMS: &str = "c8: ptr<global, i8>, e8: ptr<global, i8>, d8: ptr<global, u8>, \
      g8: ptr<global, u8>, c16: ptr<global, i16>, d16: ptr<global, u16>, a: ptr<global, f32>, \

@@ -13,28 +13,11 @@
 
 mod x86_common;
 
-use x86_common::{avx2, kernel, three_ways};
+use x86_common::{avx2, fallback, kernel, three_ways};
 
-use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
 use proptest::prelude::*;
-
-/// Why `k` has no 8-lane code (plain and `-O`), `None` if it has (or without AVX2).
-fn fallback(k: &Kernel) -> Option<String> {
-    if !avx2() {
-        return None;
-    }
-    for optimize in [false, true] {
-        let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
-        if !p.has_spmd() {
-            let d = p.disassemble();
-            let why = d.lines().find(|l| l.starts_with("; no 8-lane")).unwrap_or("?");
-            return Some(format!("{why} (optimize: {optimize})"));
-        }
-    }
-    None
-}
 
 const PARAMS: &str = "x: ptr<global, f64>, y: ptr<global, f64>, a: ptr<global, f32>, \
      c: ptr<global, i32>, u: ptr<global, u32>, o: ptr<global, f64>, of: ptr<global, f32>, \

@@ -51,3 +51,19 @@ pub fn f32s(n: usize, seed: u32) -> Buffer {
         &(0..n as u32).map(|i| ((i * 7 + seed) % 23) as f32 * 0.37 - 3.0).collect::<Vec<_>>(),
     )
 }
+
+/// Why `k` has no 8-lane code (plain and `-O`), `None` if it has (or without AVX2).
+pub fn fallback(k: &Kernel) -> Option<String> {
+    if !avx2() {
+        return None;
+    }
+    for optimize in [false, true] {
+        let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+        if !p.has_spmd() {
+            let d = p.disassemble();
+            let why = d.lines().find(|l| l.starts_with("; no 8-lane")).unwrap_or("?");
+            return Some(format!("{why} (optimize: {optimize})"));
+        }
+    }
+    None
+}
