@@ -15,7 +15,7 @@
 //! `cargo bench --bench jit_compile -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln::backends::{ptx, x86};
@@ -27,21 +27,9 @@ use kiln::runtime::device::registry::{open, OpenOptions};
 
 const STENCIL: &str = include_str!("../examples/stencil2d.kir");
 
-fn median21(mut f: impl FnMut()) -> Duration {
-    let mut t: Vec<Duration> = (0..21)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed()
-        })
-        .collect();
-    t.sort();
-    t[10]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
+#[path = "common/timing.rs"]
+mod timing;
+use timing::{median21, ms};
 
 /// The pipeline's passes by share of its time (medians of 21 runs per step).
 fn pass_shares(k: &Kernel) -> String {

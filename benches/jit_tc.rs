@@ -7,7 +7,6 @@
 //! `cargo bench --bench jit_tc -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln::backends::ptx;
@@ -15,21 +14,9 @@ use kiln::generator::{Epilogue, TcConfig, TcGemmProblem};
 use kiln::ir::Scalar;
 use kiln::passes::pipeline::optimize;
 
-fn median21(mut f: impl FnMut()) -> Duration {
-    let mut t: Vec<Duration> = (0..21)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed()
-        })
-        .collect();
-    t.sort();
-    t[10]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
+#[path = "common/timing.rs"]
+mod timing;
+use timing::{median21, ms};
 
 fn tc(c: &mut Criterion) {
     let cfg = TcConfig::default();
