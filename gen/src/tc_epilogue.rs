@@ -210,3 +210,67 @@ pub fn elementwise_kernel(op: Option<EpOp>, m: i64, n: i64, out: Scalar) -> Kern
     };
     Kernel::with_attrs(name, params, attrs, Stmt::block(all))
 }
+
+/// The tensor-core GEMM with `p`'s epilogue as kiln's epilogue fusion builds it: the plain
+/// GEMM (f32 output), then one [`elementwise_kernel`] per operation, in place on its
+/// output, then (for an f16/bf16 output) the conversion into `c`, listed for
+/// [`kiln_passes::fusion::fuse_kernels`] with `epilogue = true`: each element-wise kernel
+/// runs at the GEMM's store of its element. The f32 result is internalized when a
+/// conversion follows it. The fused kernel's parameters are `a, b`, then `c` for an f32
+/// output, then each operation's parameter in order, then `c` of the output type.
+///
+/// The generator's own epilogue ([`crate::tc`]) composes the same operations where it
+/// stores; `gen/tests/tc_epilogue_fusion.rs` checks that both give the same bits.
+pub fn fusion_list(
+    p: &crate::TcGemmProblem,
+    cfg: &crate::TcConfig,
+) -> Result<(kiln_ir::Module, kiln_passes::fusion::FusionSpec), String> {
+    use kiln_passes::fusion::{FusionSpec, ParamRef, PromoteTo, Promotion, RangeSpec};
+    let plain =
+        crate::TcGemmProblem { out: Scalar::F32, epilogue: Epilogue::default(), ..p.clone() };
+    let gemm = plain.generate(cfg)?.kernel;
+    let range = |k: &Kernel| {
+        let nd = k.attrs().nd_range.clone().expect("generated kernels carry their range");
+        let r = RangeSpec::new(&nd.global).with_offset(&nd.offset);
+        match nd.local {
+            Some(l) => r.with_local(&l),
+            None => r,
+        }
+    };
+    let mut kernels = vec![gemm];
+    for &op in &p.epilogue.0 {
+        kernels.push(elementwise_kernel(Some(op), p.m, p.n, p.out));
+    }
+    if p.out != Scalar::F32 {
+        kernels.push(elementwise_kernel(None, p.m, p.n, p.out));
+    }
+    // The GEMM's `c` is every element-wise kernel's `y`.
+    let mut y = vec![ParamRef::new(0, 2)];
+    y.extend((1..kernels.len()).map(|e| ParamRef::new(e, 0)));
+    let promote = (p.out != Scalar::F32)
+        .then(|| Promotion {
+            param: ParamRef::new(0, 2),
+            to: PromoteTo::Private,
+            size: None,
+            buffer_len: None,
+        })
+        .into_iter()
+        .collect();
+    let spec = FusionSpec {
+        name: p.name(),
+        kernels: kernels.iter().map(|k| k.name().to_string()).collect(),
+        ndranges: kernels.iter().map(range).collect(),
+        identical: vec![y],
+        promote,
+        epilogue: true,
+        ..FusionSpec::default()
+    };
+    // A repeated operation (`relu,relu`) is one kernel listed twice.
+    let mut distinct: Vec<Kernel> = Vec::new();
+    for k in kernels {
+        if !distinct.iter().any(|d| d.name() == k.name()) {
+            distinct.push(k);
+        }
+    }
+    Ok((kiln_ir::Module::new(distinct), spec))
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use kiln::ir::{check_source, Module};
-use kiln::passes::fusion::{explain, fuse_kernels, fusion_key, FusionSpec};
+use kiln::passes::fusion::{explain, explain_epilogue, fuse_kernels, fusion_key, FusionSpec};
 use kiln::runtime::fusion::settled_spec;
 
 use super::{file_name, read_source, Error};
@@ -22,7 +22,7 @@ pub struct FuseArgs {
     #[arg(value_name = "FILE")]
     file: PathBuf,
     /// The fusion spec (TOML: name, kernels, ndranges, identical, promote, constants,
-    /// barriers, remap).
+    /// barriers, remap, epilogue).
     #[arg(long, value_name = "SPEC.toml")]
     spec: PathBuf,
     /// The fused kernel's name (overrides the spec's `name`); must be an identifier that is
@@ -58,8 +58,16 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     }
     // The barrier rule of every fusion API (`Jit::fuse`, queue fusion, graphs).
     let spec = settled_spec(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
+    // An epilogue fusion is explained consumer by consumer, a refusal included.
+    if a.explain && spec.epilogue {
+        let report = explain_epilogue(&module, &spec);
+        println!("{report}");
+        if let Some(e) = report.refused {
+            return Err(Error::Message(e.to_string()));
+        }
+    }
     let fused = fuse_kernels(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
-    if a.explain {
+    if a.explain && !spec.epilogue {
         let reports = explain(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
         if reports.is_empty() {
             println!("no buffer is shared by the kernels or named by a promotion");

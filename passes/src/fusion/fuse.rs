@@ -67,6 +67,9 @@ pub fn fuse_kernels_with(
     spec: &FusionSpec,
     opts: &FuseOptions,
 ) -> Result<FusedKernel, FusionError> {
+    if spec.epilogue {
+        return super::epilogue::fuse(module, spec, opts, &mut Vec::new());
+    }
     let name = fused_name(spec)?;
     // Fusion's rewrites recurse over expressions: work on the depth-bounded kernels.
     let module = &kiln_ir::depth::bound_module(module);
@@ -153,7 +156,7 @@ pub(super) fn analyse<'m>(
 }
 
 /// The fused kernel's name: the spec's, or `fused`; it must be an identifier.
-fn fused_name(spec: &FusionSpec) -> Result<String, FusionError> {
+pub(super) fn fused_name(spec: &FusionSpec) -> Result<String, FusionError> {
     if spec.kernels.is_empty() {
         return Err(FusionError::Empty);
     }
@@ -165,7 +168,7 @@ fn fused_name(spec: &FusionSpec) -> Result<String, FusionError> {
 }
 
 /// The kernel of each entry, and one nd-range per entry.
-fn entry_kernels<'m>(
+pub(super) fn entry_kernels<'m>(
     module: &'m Module,
     spec: &FusionSpec,
 ) -> Result<Vec<&'m Kernel>, FusionError> {
@@ -189,7 +192,7 @@ fn entry_kernels<'m>(
 }
 
 /// Numbers the parameters flat and merges the identical ones (transitively) into classes.
-fn identical_classes<'m>(
+pub(super) fn identical_classes<'m>(
     kernels: Vec<&'m Kernel>,
     spec: &FusionSpec,
 ) -> Result<Params<'m>, FusionError> {
@@ -230,7 +233,10 @@ fn identical_classes<'m>(
 }
 
 /// The constant of each class that has one, checked to fit its parameter exactly.
-fn constants(spec: &FusionSpec, params: &Params) -> Result<HashMap<usize, Imm>, FusionError> {
+pub(super) fn constants(
+    spec: &FusionSpec,
+    params: &Params,
+) -> Result<HashMap<usize, Imm>, FusionError> {
     let mut consts: HashMap<usize, Imm> = HashMap::new();
     for c in &spec.constants {
         let i = params.flat(c.param)?;
@@ -255,16 +261,16 @@ fn constants(spec: &FusionSpec, params: &Params) -> Result<HashMap<usize, Imm>, 
 }
 
 /// What each class becomes in the fused kernel, and the fused kernel's parameters.
-struct Signature {
-    names: Names,
-    params: Vec<Var>,
-    classes: HashMap<usize, (ParamSubst, ArgMap)>,
-    prologue: Vec<Stmt>,
+pub(super) struct Signature {
+    pub names: Names,
+    pub params: Vec<Var>,
+    pub classes: HashMap<usize, (ParamSubst, ArgMap)>,
+    pub prologue: Vec<Stmt>,
 }
 
 /// Each class becomes a constant, a promoted array or one fused parameter. Parameter names
 /// are taken first, so that locals never take them.
-fn signature(
+pub(super) fn signature(
     params: &Params,
     consts: &HashMap<usize, Imm>,
     promoted: &HashMap<usize, (PromoteTo, u32)>,
@@ -333,35 +339,18 @@ fn bodies(
     let mut hoisted: Vec<Stmt> = Vec::new();
     let mut body: Vec<Stmt> = Vec::new();
     let mut args_map: Vec<Vec<ArgMap>> = Vec::new();
-    for (e, k) in params.kernels.iter().enumerate() {
-        let mut substs = HashMap::new();
-        let mut amap = Vec::new();
-        for (p, v) in k.params().iter().enumerate() {
-            let i = params.base[e] + p;
-            let root = params.roots[i];
-            let (subst, m) = &classes[&root];
-            substs.insert(v.name().to_string(), subst.clone());
-            amap.push(match m {
-                ArgMap::Param(x) if root != i => ArgMap::Identical(*x),
-                m => m.clone(),
-            });
-        }
-        args_map.push(amap);
+    for e in 0..params.kernels.len() {
         let ep = &plan.entries[e];
-        let mut rw = Rewriter {
-            params: substs,
-            renames: HashMap::new(),
-            names: &mut names,
-            remap: remap::Remap {
-                plan: ep,
-                heterogeneous: plan.heterogeneous,
-                mode: spec.remap,
-                glid: &glid,
-            },
+        let remap = remap::Remap {
+            plan: ep,
+            heterogeneous: plan.heterogeneous,
+            mode: spec.remap,
+            glid: &glid,
         };
+        let (rewritten, amap) = entry_body(params, &classes, e, &mut names, Some(remap));
+        args_map.push(amap);
         let mut stmts = Vec::new();
-        for s in k.body().stmts() {
-            let s = rw.mutate_stmt(s);
+        for s in rewritten {
             match s.node() {
                 StmtNode::Alloc { var, .. } if var.ty().addr_space() == Some(AddrSpace::Local) => {
                     hoisted.push(s)
@@ -385,7 +374,34 @@ fn bodies(
     Ok((Body { params: fused_params, stmts }, args_map))
 }
 
-fn fused_arg(m: &ArgMap) -> FusedArg {
+/// Entry `e`'s top-level statements rewritten into the fused kernel (parameters substituted
+/// by what their classes became, every binding renamed unique, built-ins as `remap` says),
+/// and each of its original arguments' place in the fused kernel.
+pub(super) fn entry_body(
+    params: &Params,
+    classes: &HashMap<usize, (ParamSubst, ArgMap)>,
+    e: usize,
+    names: &mut Names,
+    remap: Option<remap::Remap>,
+) -> (Vec<Stmt>, Vec<ArgMap>) {
+    let k = params.kernels[e];
+    let mut substs = HashMap::new();
+    let mut amap = Vec::new();
+    for (p, v) in k.params().iter().enumerate() {
+        let i = params.base[e] + p;
+        let root = params.roots[i];
+        let (subst, m) = &classes[&root];
+        substs.insert(v.name().to_string(), subst.clone());
+        amap.push(match m {
+            ArgMap::Param(x) if root != i => ArgMap::Identical(*x),
+            m => m.clone(),
+        });
+    }
+    let mut rw = Rewriter { params: substs, renames: HashMap::new(), names, remap };
+    (k.body().stmts().iter().map(|s| rw.mutate_stmt(s)).collect(), amap)
+}
+
+pub(super) fn fused_arg(m: &ArgMap) -> FusedArg {
     match *m {
         ArgMap::Param(i) => FusedArg::Param(i as u32),
         ArgMap::Identical(i) => FusedArg::Identical(i as u32),

@@ -24,6 +24,7 @@ pub struct FusionKey {
     identical: Vec<Vec<ParamRef>>,
     barriers: BarrierPolicy,
     remap: RemapMode,
+    epilogue: bool,
     /// Sorted.
     promote: Vec<(ParamRef, PromoteTo, Option<u32>, Option<u32>)>,
     /// Sorted; floats by their bits: NaNs with different payloads (or 0.0 and -0.0) are
@@ -135,14 +136,16 @@ pub fn fusion_key(module: &Module, spec: &FusionSpec) -> FusionKey {
     // Equal ranges leave the fused kernel independent of the range, except where a promoted
     // size is derived from it.
     let derived = spec.promote.iter().any(|p| p.size.is_none());
-    let ndranges =
-        (derived || spec.ndranges.windows(2).any(|w| w[0] != w[1])).then(|| spec.ndranges.clone());
+    // An epilogue's inverse index map is made from every entry's range.
+    let ndranges = (derived || spec.epilogue || spec.ndranges.windows(2).any(|w| w[0] != w[1]))
+        .then(|| spec.ndranges.clone());
     FusionKey {
         name: spec.name.clone(),
         kernels,
         identical: classes,
         barriers: spec.barriers,
         remap: spec.remap,
+        epilogue: spec.epilogue,
         promote,
         constants,
         ndranges,

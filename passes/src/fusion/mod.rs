@@ -55,6 +55,7 @@
 //! ```
 
 pub mod bind;
+pub mod epilogue;
 pub mod explain;
 mod fuse;
 pub mod internalize;
@@ -78,6 +79,7 @@ pub use spec::{
 };
 
 pub use bind::BindError;
+pub use epilogue::{explain_epilogue, EpilogueReport};
 pub use explain::{explain, BufferReport};
 pub use fuse::{fuse_kernels_with, fusion_keeps_result};
 pub use key::{fusion_key, FusionKey};
@@ -236,6 +238,18 @@ pub enum FusionError {
     TooManyWorkItems {
         /// The fused range's work-item count.
         items: u64,
+    },
+    /// Rule `epilogue`: a consumer of an epilogue fusion (`FusionSpec::epilogue`) must run
+    /// exactly at the stores of the kernels before it; `why` names what is not proven
+    /// (see [`epilogue`]).
+    #[error("rule `epilogue`: entry {entry} (`{kernel}`) cannot run at the stores of the kernels before it: {why}")]
+    Epilogue {
+        /// The consumer entry (0 when the list has no consumer).
+        entry: usize,
+        /// Its kernel.
+        kernel: String,
+        /// What is not proven.
+        why: String,
     },
     /// The fused kernel failed verification (a bug in fusion).
     #[error("internal error: the fused kernel does not verify: {0}")]

@@ -56,7 +56,8 @@ pub(crate) struct Rewriter<'a> {
     /// reference clones a handle instead of allocating a name).
     pub renames: HashMap<String, Var>,
     pub names: &'a mut Names,
-    pub remap: Remap<'a>,
+    /// Built-in remapping; `None` keeps every built-in.
+    pub remap: Option<Remap<'a>>,
 }
 
 impl Rewriter<'_> {
@@ -95,9 +96,11 @@ impl Mutator for Rewriter<'_> {
                 Some(ParamSubst::Const(i)) => Expr::imm(*i),
                 _ => kiln_ir::walk_mutate_expr(self, e),
             },
-            ExprNode::Builtin { kind, dim } => {
-                self.remap.builtin(*kind, *dim).unwrap_or_else(|| e.clone())
-            }
+            ExprNode::Builtin { kind, dim } => self
+                .remap
+                .as_ref()
+                .and_then(|r| r.builtin(*kind, *dim))
+                .unwrap_or_else(|| e.clone()),
             ExprNode::Load { buf, index } => {
                 if let Some(ParamSubst::Array(a, size)) = self.params.get(buf.name()).cloned() {
                     let i = self.mutate_expr(index);

@@ -212,6 +212,10 @@ pub struct FusionSpec {
     pub barriers: BarrierPolicy,
     /// The target's remapping mode.
     pub remap: RemapMode,
+    /// Epilogue (store-side) fusion: the first entry is a producer and every later entry an
+    /// element-wise consumer whose body runs at the producer's stores of the buffer it reads
+    /// (see [`crate::fusion::epilogue`]), instead of one entry after another.
+    pub epilogue: bool,
 }
 
 /// What became of one original argument.

@@ -11,6 +11,7 @@
 //! constants = [{ entry = 1, param = 3, value = 16 }]     # integer, float or bool
 //! barriers = "work_group"                        # or "none"
 //! remap = "default"                              # or "ptx"
+//! epilogue = false                               # true: store-side epilogue fusion
 //! ```
 //!
 //! Every key is documented for users, with examples, in docs/fusion.md.
@@ -49,6 +50,8 @@ struct RawSpec {
     constants: Vec<RawConst>,
     barriers: Option<String>,
     remap: Option<String>,
+    #[serde(default)]
+    epilogue: bool,
 }
 
 #[derive(Deserialize)]
@@ -220,6 +223,7 @@ impl FusionSpec {
             constants,
             barriers,
             remap,
+            epilogue: raw.epilogue,
         })
     }
 }

@@ -52,8 +52,13 @@ pub fn fuse_spec(module: &Module, spec: &FusionSpec) -> Result<FusedKernel, Fusi
 }
 
 /// `spec` as [`fuse_spec`] fuses it: its barrier policy settled by the rule. A spec that
-/// no access could make legal is refused as the fusion would refuse it.
+/// no access could make legal is refused as the fusion would refuse it. An epilogue spec
+/// is returned as it is.
 pub fn settled_spec(module: &Module, spec: &FusionSpec) -> Result<FusionSpec, FusionError> {
+    // An epilogue fusion places no barriers: its consumers run inside the producer's stores.
+    if spec.epilogue {
+        return Ok(spec.clone());
+    }
     let shared = shared_params(module, spec);
     let per_item = shared.is_empty() || fusion_keeps_result(module, spec, &shared, false)?.is_ok();
     Ok(settle_barriers(module, spec.clone(), per_item))

@@ -1,0 +1,259 @@
+//! What an epilogue fusion proves about one producer/consumer pair, by walking both over
+//! their nd-ranges ([`super::prove`]): the producer stores each element of the buffer at
+//! most once, unconditionally where it stores it; each consumer work-item that touches the
+//! buffer touches one element, `c + Σ k[d] * global_id(d)`, which the producer stores; the
+//! consumer's other writes are its work-items' own; and the index map inverts on the
+//! consumer's range ([`IndexMap`]).
+
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::launch::NdRange;
+use kiln_ir::{Stmt, Var};
+
+use super::prove::{Access, Walk};
+
+/// The consumer's element of the buffer as a function of its global ids, and its inverse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct IndexMap {
+    /// The constant term.
+    pub c: i128,
+    /// The coefficient of each dimension's global id (0: the element does not depend on it).
+    pub k: [i128; 3],
+    /// The id of each dimension whose coefficient is 0 (every work-item that touches the
+    /// buffer has it).
+    pub fixed: [u32; 3],
+    /// The consumer's range.
+    pub range: NdRange,
+}
+
+impl IndexMap {
+    /// The dimensions that vary, by decreasing coefficient: the order the inverse divides.
+    pub fn order(&self) -> Vec<usize> {
+        let mut o: Vec<usize> = (0..3).filter(|&d| self.k[d] != 0).collect();
+        o.sort_by_key(|&d| std::cmp::Reverse(self.k[d]));
+        o
+    }
+
+    /// The element of work-item `g`.
+    pub fn at(&self, g: [u32; 3]) -> i128 {
+        self.c + (0..3).map(|d| self.k[d] * g[d] as i128).sum::<i128>()
+    }
+
+    /// The work-item of the range whose element is `s`, computed as the fused kernel does
+    /// (division by decreasing coefficient), or `None`.
+    pub fn inverse(&self, s: i128) -> Option<[u32; 3]> {
+        let mut r = s - self.c;
+        if r < 0 {
+            return None;
+        }
+        let mut g = self.fixed;
+        for d in self.order() {
+            g[d] = u32::try_from(r / self.k[d]).ok()?;
+            r %= self.k[d];
+        }
+        let inside = (0..3).all(|d| {
+            g[d] >= self.range.offset[d] && g[d] - self.range.offset[d] < self.range.global[d]
+        });
+        (r == 0 && inside).then_some(g)
+    }
+
+    /// `c + k0 * global_id(0) + ...` for reports.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{}", self.c);
+        for d in 0..3 {
+            if self.k[d] != 0 {
+                s.push_str(&format!(" + {} * global_id({d})", self.k[d]));
+            }
+        }
+        s
+    }
+}
+
+/// The elements of `x` the producer body stores, each once; `Err` names what is not proven.
+pub(super) fn producer_stores(
+    body: &Stmt,
+    range: &NdRange,
+    x: &Var,
+    steps: &mut u64,
+) -> Result<HashSet<i128>, String> {
+    let watched: HashSet<String> = [x.name().to_string()].into_iter().collect();
+    let mut walk = Walk::new(body, range, &watched);
+    walk.steps = *steps;
+    let mut stored: HashSet<i128> = HashSet::new();
+    for g in Walk::items(range) {
+        let mut on = |a: Access| -> Result<(), String> {
+            let text = format!("`{}[{}]`", a.buf.name(), a.index);
+            if !a.write {
+                return Err(format!("it reads {text} back"));
+            }
+            let Some(at) = a.at else {
+                return Err(format!("it stores {text} at an index that depends on memory"));
+            };
+            if !a.definite {
+                return Err(format!(
+                    "it stores {text} under a condition that depends on memory (whether the \
+                     element is written is not known)"
+                ));
+            }
+            if !stored.insert(at) {
+                return Err(format!(
+                    "it stores element {at} of `{}` twice ({text}, work-item {g:?})",
+                    a.buf.name()
+                ));
+            }
+            Ok(())
+        };
+        walk.run(body, g, &mut on)?;
+    }
+    *steps = walk.steps;
+    Ok(stored)
+}
+
+/// Proves that the consumer body, over `range`, can run at the producer's stores of `x`
+/// (`stored`): returns the index map and the number of its work-items that touch `x`.
+/// `written` names the other buffers the consumer writes.
+pub(super) fn consumer_map(
+    body: &Stmt,
+    range: &NdRange,
+    x: &Var,
+    written: &HashSet<String>,
+    stored: &HashSet<i128>,
+    steps: &mut u64,
+) -> Result<(IndexMap, usize), String> {
+    let mut watched = written.clone();
+    watched.insert(x.name().to_string());
+    let mut walk = Walk::new(body, range, &watched);
+    walk.steps = *steps;
+    let xname = x.name();
+    // Each written element's first toucher and whether one of them wrote it.
+    let mut owners: HashMap<(String, i128), ([u32; 3], bool)> = HashMap::new();
+    let mut touch: Vec<([u32; 3], i128)> = Vec::new();
+    for g in Walk::items(range) {
+        let mut mine: Option<(i128, String)> = None;
+        let mut first_write: Option<String> = None;
+        let mut err: Option<String> = None;
+        let mut on = |a: Access| -> Result<(), String> {
+            let text = format!("`{}[{}]`", a.buf.name(), a.index);
+            let Some(at) = a.at else {
+                return Err(format!(
+                    "work-item {g:?} accesses {text} at an index that depends on memory"
+                ));
+            };
+            if a.write && first_write.is_none() {
+                first_write = Some(text.clone());
+            }
+            if a.buf.name() == xname {
+                match &mine {
+                    Some((m, t)) if *m != at => {
+                        return Err(format!(
+                            "work-item {g:?} accesses two elements of `{xname}` ({t} at {m}, \
+                             {text} at {at}): it is not element-wise"
+                        ))
+                    }
+                    Some(_) => {}
+                    None => mine = Some((at, text)),
+                }
+                return Ok(());
+            }
+            match owners.entry((a.buf.name().to_string(), at)) {
+                hashbrown::hash_map::Entry::Occupied(mut o) => {
+                    let (who, wrote) = *o.get();
+                    if who != g && (wrote || a.write) {
+                        err = Some(format!(
+                            "work-items {who:?} and {g:?} access element {at} of `{}` and one \
+                             writes it: the order of the consumer's work-items would matter",
+                            a.buf.name()
+                        ));
+                    }
+                    o.get_mut().1 |= a.write;
+                }
+                hashbrown::hash_map::Entry::Vacant(v) => {
+                    v.insert((g, a.write));
+                }
+            }
+            Ok(())
+        };
+        walk.run(body, g, &mut on)?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        match (mine, first_write) {
+            (Some((at, text)), _) => {
+                if !stored.contains(&at) {
+                    return Err(format!(
+                        "work-item {g:?} accesses {text} (element {at}), which the kernels \
+                         before it do not store: the nd-ranges do not cover the same elements"
+                    ));
+                }
+                touch.push((g, at));
+            }
+            (None, Some(w)) => {
+                return Err(format!(
+                    "work-item {g:?} writes {w} without touching `{xname}`: there is no store \
+                     to run it at"
+                ))
+            }
+            (None, None) => {}
+        }
+    }
+    *steps = walk.steps;
+    let map = fit(&touch, range, xname)?;
+    Ok((map, touch.len()))
+}
+
+/// The affine map through every (work-item, element) pair, checked to hold and to invert
+/// on the range.
+fn fit(touch: &[([u32; 3], i128)], range: &NdRange, x: &str) -> Result<IndexMap, String> {
+    let Some(&(g0, s0)) = touch.first() else {
+        return Err(format!("no work-item touches `{x}`"));
+    };
+    let mut k = [0i128; 3];
+    let mut fixed = [0u32; 3];
+    for d in 0..3 {
+        let other = touch.iter().find(|(g, _)| g[d] != g0[d]);
+        match other {
+            None => fixed[d] = g0[d],
+            Some(&(g, s)) => {
+                // Along d alone if there is such a pair (the common case), else from any.
+                let along = touch
+                    .iter()
+                    .find(|(h, _)| h[d] != g0[d] && (0..3).all(|e| e == d || h[e] == g0[e]));
+                let (h, t) = along.copied().unwrap_or((g, s));
+                let dg = h[d] as i128 - g0[d] as i128;
+                if (0..3).any(|e| e != d && h[e] != g0[e]) || (t - s0) % dg != 0 {
+                    return Err(format!(
+                        "the element of `{x}` a work-item touches is not an affine function of \
+                         its ids that kiln can find"
+                    ));
+                }
+                k[d] = (t - s0) / dg;
+                if k[d] <= 0 {
+                    return Err(format!(
+                        "the element of `{x}` a work-item touches does not grow with \
+                         global_id({d}) (coefficient {})",
+                        k[d]
+                    ));
+                }
+            }
+        }
+    }
+    let c = s0 - (0..3).map(|d| k[d] * g0[d] as i128).sum::<i128>();
+    let map = IndexMap { c, k, fixed, range: range.clone() };
+    for &(g, s) in touch {
+        if map.at(g) != s {
+            return Err(format!(
+                "work-item {g:?} touches element {s} of `{x}`, not {} ({}): the element is \
+                 not an affine function of the ids",
+                map.at(g),
+                map.describe()
+            ));
+        }
+        if map.inverse(s) != Some(g) {
+            return Err(format!(
+                "element {s} of `{x}` does not tell which work-item touches it ({} is not \
+                 one-to-one on the consumer's range)",
+                map.describe()
+            ));
+        }
+    }
+    Ok(map)
+}

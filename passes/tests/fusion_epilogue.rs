@@ -1,0 +1,339 @@
+//! Epilogue (store-side) fusion: element-wise consumers run at the producer's stores. Every
+//! fused kernel is run on the interpreter against the kernels one after another (the
+//! oracle), bit for bit; what kiln cannot prove is refused naming the rule.
+
+mod fusion_util;
+
+use fusion_util::{check, fuse_err, Entry, Scenario};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::parse_module;
+use kiln_passes::fusion::{
+    explain_epilogue, ArgMap, ConstValue, Constant, FusionError, FusionSpec, ParamRef, PromoteTo,
+    Promotion, RangeSpec,
+};
+
+/// A 2-D producer (one work-item per element of an `h x w` matrix, row-major) and 1-D
+/// element-wise consumers over a range rounded up to 64, guarded by `i < n`.
+const M: &str = "
+kernel prod(a: ptr<global, f32>, x: ptr<global, f32>) {
+  let c: u32 = global_id(0); let r: u32 = global_id(1);
+  x[r * 12u32 + c] = a[r * 12u32 + c] * 2.0;
+}
+kernel bias(x: ptr<global, f32>, b: ptr<global, f32>, y: ptr<global, f32>, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n { y[i] = x[i] + b[i % 12u32]; }
+}
+kernel relu(y: ptr<global, f32>, n: u32) {
+  let e: i32 = global_id(0) as i32;
+  if e < n as i32 { y[e] = max(y[e], 0.0); }
+}
+kernel shifted(x: ptr<global, f32>, y: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  if i < 60u32 { y[i] = x[i] + x[i + 1u32]; }
+}
+kernel unguarded(x: ptr<global, f32>, y: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  y[i] = x[i] * 3.0;
+}
+kernel synced(x: ptr<global, f32>, y: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  barrier(local, global);
+  if i < 60u32 { y[i] = x[i]; }
+}
+kernel twice(a: ptr<global, f32>, x: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  x[i] = a[i]; x[i] = a[i] + 1.0;
+}
+";
+
+fn vals(n: usize, seed: u32) -> Buffer {
+    let v: Vec<f32> = (0..n).map(|i| ((i as u32 * 7 + seed) % 23) as f32 - 11.0).collect();
+    Buffer::from_slice(&v)
+}
+
+/// `prod` over 12 x 5, then the given consumers over 64 work-items with n = 60; pool:
+/// a, x, b, y.
+fn chain(consumers: &[&str]) -> Scenario {
+    let module = parse_module(M).unwrap();
+    let mut kernels = vec!["prod".to_string()];
+    let mut ndranges = vec![RangeSpec::new(&[12, 5])];
+    let mut entries = vec![Entry {
+        kernel: "prod".into(),
+        range: NdRange::new(&[12, 5]),
+        args: vec![Arg::Buffer(0), Arg::Buffer(1)],
+    }];
+    let mut identical = Vec::new();
+    let mut constants = Vec::new();
+    for (e, c) in consumers.iter().enumerate() {
+        // The guards' bound is a constant of the fusion: the proof needs its value.
+        match *c {
+            "bias" => constants
+                .push(Constant { param: ParamRef::new(e + 1, 3), value: ConstValue::Int(60) }),
+            "relu" => constants
+                .push(Constant { param: ParamRef::new(e + 1, 1), value: ConstValue::Int(60) }),
+            _ => {}
+        }
+        kernels.push(c.to_string());
+        ndranges.push(RangeSpec::new(&[64]).with_local(&[16]));
+        let args = match *c {
+            "bias" => vec![Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3), Arg::scalar(60u32)],
+            "relu" => vec![Arg::Buffer(3), Arg::scalar(60u32)],
+            _ => vec![Arg::Buffer(1), Arg::Buffer(3)],
+        };
+        entries.push(Entry {
+            kernel: c.to_string(),
+            range: NdRange::new(&[64]).with_local(&[16]),
+            args,
+        });
+    }
+    // Identical arguments: every use of each pool buffer.
+    for b in 0..4 {
+        let mut g = Vec::new();
+        for (e, en) in entries.iter().enumerate() {
+            for (p, a) in en.args.iter().enumerate() {
+                if *a == Arg::Buffer(b) {
+                    g.push(ParamRef::new(e, p));
+                }
+            }
+        }
+        if g.len() > 1 {
+            identical.push(g);
+        }
+    }
+    let spec = FusionSpec {
+        name: "fused".into(),
+        kernels,
+        ndranges,
+        identical,
+        constants,
+        epilogue: true,
+        ..FusionSpec::default()
+    };
+    let pool =
+        vec![vals(60, 1), Buffer::zeroed(kiln_ir::Scalar::F32, 60), vals(12, 5), vals(64, 9)];
+    Scenario { module, spec, entries, pool }
+}
+
+#[test]
+fn bias_then_relu_run_at_the_producers_store() {
+    let s = chain(&["bias", "relu"]);
+    let f = check(&s).unwrap();
+    let text = f.kernel.to_string();
+    // One kernel over the producer's range, no barrier, the consumers' work in it.
+    assert!(text.contains("#nd_range(global = [12, 5]"), "{text}");
+    assert!(!text.contains("barrier"), "{text}");
+    assert!(text.contains("max("), "{text}");
+    let report = explain_epilogue(&s.module, &s.spec);
+    assert!(report.refused.is_none(), "{report}");
+    assert_eq!(report.steps.len(), 2, "{report}");
+    assert!(report.steps[0].contains("entry 1 (`bias`) runs at 1 store(s) of `x`"), "{report}");
+    assert!(report.steps[1].contains("60 of its work-items"), "{report}");
+}
+
+#[test]
+fn an_internalized_input_is_never_stored() {
+    let mut s = chain(&["bias"]);
+    s.spec.promote = vec![Promotion {
+        param: ParamRef::new(0, 1),
+        to: PromoteTo::Private,
+        size: None,
+        buffer_len: None,
+    }];
+    let f = check(&s).unwrap();
+    assert_eq!(f.args[0][1], ArgMap::Promoted { to: PromoteTo::Private, size: 1 });
+    assert_eq!(f.kernel.params().len(), 3, "{}", f.kernel);
+    assert!(!f.kernel.to_string().contains("prod_x["), "{}", f.kernel);
+}
+
+fn refusal(consumers: &[&str]) -> String {
+    match fuse_err(&chain(consumers)) {
+        e @ FusionError::Epilogue { .. } => e.to_string(),
+        e => panic!("not an epilogue refusal: {e}"),
+    }
+}
+
+#[test]
+fn a_guard_kiln_cannot_evaluate_is_refused() {
+    // Without `n` as a constant, whether work-items 60..63 touch `x` is not known.
+    let mut s = chain(&["bias"]);
+    s.spec.constants.clear();
+    let e = fuse_err(&s).to_string();
+    assert!(e.contains("work-item [60, 0, 0] accesses `prod_x[i]` (element 60), which the kernels before it do not store"), "{e}");
+}
+
+#[test]
+fn refusals_name_the_rule() {
+    let e = refusal(&["shifted"]);
+    assert!(e.contains("rule `epilogue`") && e.contains("two elements of `prod_x`"), "{e}");
+    let e = refusal(&["unguarded"]);
+    assert!(e.contains("which the kernels before it do not store"), "{e}");
+    let e = refusal(&["synced"]);
+    assert!(e.contains("it calls `barrier`"), "{e}");
+    let mut s = chain(&["bias"]);
+    s.spec.kernels[0] = "twice".into();
+    s.spec.ndranges[0] = RangeSpec::new(&[60]);
+    let e = fuse_err(&s).to_string();
+    assert!(e.contains("twice"), "{e}");
+    // The report says the same.
+    let r = explain_epilogue(&chain(&["shifted"]).module, &chain(&["shifted"]).spec);
+    assert!(r.to_string().contains("epilogue fusion refused: rule `epilogue`"), "{r}");
+}
+
+// ---- random producers and chains ---------------------------------------------------------
+
+use proptest::prelude::*;
+
+/// A random list: a producer over a `w x h` matrix (a reduction over a counted loop, its
+/// range rounded up and guarded), then element-wise consumers, each in place or into a new
+/// buffer, 1-D over `w * h` rounded up to the work-group size (guarded by `e < n`, ids as
+/// `u32` or `i32`) or 2-D over a padded range.
+fn random_chain(w: u32, h: u32, pad: (u32, u32), ops: &[u8], ls: u32, promote: bool) -> Scenario {
+    let n = w * h;
+    let mut src = format!(
+        "kernel prod(a: ptr<global, f32>, x: ptr<global, f32>) {{
+  let c: u32 = global_id(0); let r: u32 = global_id(1);
+  if c < {w} && r < {h} {{
+    var acc: f32 = 0.5;
+    for k: u32 in 0 .. 3 {{ acc = acc + a[(r * {w} + c) * 3 + k]; }}
+    x[r * {w} + c] = acc;
+  }}
+}}
+"
+    );
+    let one = NdRange::new(&[n.div_ceil(ls) * ls]).with_local(&[ls]);
+    let two = NdRange::new(&[w + pad.0, h + pad.1]);
+    let mut entries = vec![Entry {
+        kernel: "prod".into(),
+        range: NdRange::new(&[w + pad.1, h + pad.0]),
+        args: vec![Arg::Buffer(0), Arg::Buffer(1)],
+    }];
+    // Pool: a, x, bias, res, then one buffer per out-of-place consumer.
+    let mut pool = vec![
+        vals((n * 3) as usize, 1),
+        Buffer::zeroed(kiln_ir::Scalar::F32, n as usize),
+        vals(w as usize, 2),
+        vals(n as usize, 3),
+    ];
+    let mut cur = 1usize;
+    let mut constants = Vec::new();
+    for (i, &op) in ops.iter().enumerate() {
+        let e = i + 1;
+        let name = format!("op{i}");
+        let (body, params, args, range) = match op {
+            0 => (
+                "let e: u32 = global_id(0); if e < n { x[e] = x[e] + b[e % W]; }"
+                    .replace('W', &w.to_string()),
+                "x: ptr<global, f32>, b: ptr<global, f32>, n: u32",
+                vec![Arg::Buffer(cur), Arg::Buffer(2), Arg::scalar(n)],
+                one.clone(),
+            ),
+            1 => (
+                "let e: i32 = global_id(0) as i32; if e < n as i32 { x[e] = max(x[e], 0.0); }"
+                    .into(),
+                "x: ptr<global, f32>, n: u32",
+                vec![Arg::Buffer(cur), Arg::scalar(n)],
+                one.clone(),
+            ),
+            2 => (
+                "let e: u32 = global_id(0); if e < n { x[e] = x[e] * alpha; }".into(),
+                "x: ptr<global, f32>, n: u32, alpha: f32",
+                vec![Arg::Buffer(cur), Arg::scalar(n), Arg::scalar(-1.5f32)],
+                one.clone(),
+            ),
+            3 => {
+                pool.push(vals(n as usize, 4));
+                let out = pool.len() - 1;
+                let a = vec![Arg::Buffer(cur), Arg::Buffer(out), Arg::scalar(n)];
+                cur = out;
+                (
+                    "let e: u32 = global_id(0); if e < n { y[e] = exp(x[e] * 0.25) - 1.0; }".into(),
+                    "x: ptr<global, f32>, y: ptr<global, f32>, n: u32",
+                    a,
+                    one.clone(),
+                )
+            }
+            _ => (
+                "let c: u32 = global_id(0); let r: u32 = global_id(1);
+                 if c < W && r < H { x[r * W + c] = x[r * W + c] * 0.5 + res[r * W + c]; }"
+                    .replace('W', &w.to_string())
+                    .replace('H', &h.to_string()),
+                "x: ptr<global, f32>, res: ptr<global, f32>",
+                vec![Arg::Buffer(cur), Arg::Buffer(3)],
+                two.clone(),
+            ),
+        };
+        src.push_str(&format!("kernel {name}({params}) {{ {body} }}\n"));
+        for (p, a) in args.iter().enumerate() {
+            if let Some(v) = a.imm() {
+                if v.scalar() == kiln_ir::Scalar::U32 {
+                    constants.push(Constant {
+                        param: ParamRef::new(e, p),
+                        value: ConstValue::Int(n as i128),
+                    });
+                }
+            }
+        }
+        entries.push(Entry { kernel: name, range, args });
+    }
+    let module = parse_module(&src).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+    let mut identical = Vec::new();
+    for b in 0..pool.len() {
+        let g: Vec<ParamRef> = (entries.iter().enumerate())
+            .flat_map(|(e, en)| {
+                en.args
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| **a == Arg::Buffer(b))
+                    .map(move |(p, _)| ParamRef::new(e, p))
+            })
+            .collect();
+        if g.len() > 1 {
+            identical.push(g);
+        }
+    }
+    let range_spec = |r: &NdRange| {
+        let s = RangeSpec::new(&r.global[..r.dims]);
+        match r.local {
+            Some(l) => s.with_local(&l[..r.dims]),
+            None => s,
+        }
+    };
+    let spec = FusionSpec {
+        name: "chain".into(),
+        kernels: entries.iter().map(|e| e.kernel.clone()).collect(),
+        ndranges: entries.iter().map(|e| range_spec(&e.range)).collect(),
+        identical,
+        constants,
+        promote: if promote {
+            vec![Promotion {
+                param: ParamRef::new(0, 1),
+                to: PromoteTo::Private,
+                size: None,
+                buffer_len: None,
+            }]
+        } else {
+            vec![]
+        },
+        epilogue: true,
+        ..FusionSpec::default()
+    };
+    Scenario { module, spec, entries, pool }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random producers and element-wise chains (guards, rounded-up and padded ranges, in
+    /// place or not, 1-D and 2-D consumers, the producer's output internalized or not):
+    /// the fused kernel gives the bits of the kernels one after another.
+    #[test]
+    fn random_chains_equal_the_kernels_one_after_another(
+        w in 1u32..9, h in 1u32..6, pad in (0u32..3, 0u32..3),
+        ops in prop::collection::vec(0u8..5, 1..5),
+        ls in prop::sample::select(vec![1u32, 4, 8, 16]),
+        promote in any::<bool>(),
+    ) {
+        let s = random_chain(w, h, pad, &ops, ls, promote);
+        check(&s).map_err(|e| TestCaseError::fail(format!("{e}\n{}", s.module)))?;
+    }
+}
