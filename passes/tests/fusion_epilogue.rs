@@ -225,20 +225,20 @@ fn random_chain(w: u32, h: u32, pad: (u32, u32), ops: &[u8], ls: u32, promote: b
                     .replace('W', &w.to_string()),
                 "x: ptr<global, f32>, b: ptr<global, f32>, n: u32",
                 vec![Arg::Buffer(cur), Arg::Buffer(2), Arg::scalar(n)],
-                one.clone(),
+                one,
             ),
             1 => (
                 "let e: i32 = global_id(0) as i32; if e < n as i32 { x[e] = max(x[e], 0.0); }"
                     .into(),
                 "x: ptr<global, f32>, n: u32",
                 vec![Arg::Buffer(cur), Arg::scalar(n)],
-                one.clone(),
+                one,
             ),
             2 => (
                 "let e: u32 = global_id(0); if e < n { x[e] = x[e] * alpha; }".into(),
                 "x: ptr<global, f32>, n: u32, alpha: f32",
                 vec![Arg::Buffer(cur), Arg::scalar(n), Arg::scalar(-1.5f32)],
-                one.clone(),
+                one,
             ),
             3 => {
                 pool.push(vals(n as usize, 4));
@@ -249,7 +249,7 @@ fn random_chain(w: u32, h: u32, pad: (u32, u32), ops: &[u8], ls: u32, promote: b
                     "let e: u32 = global_id(0); if e < n { y[e] = exp(x[e] * 0.25) - 1.0; }".into(),
                     "x: ptr<global, f32>, y: ptr<global, f32>, n: u32",
                     a,
-                    one.clone(),
+                    one,
                 )
             }
             _ => (
@@ -259,7 +259,7 @@ fn random_chain(w: u32, h: u32, pad: (u32, u32), ops: &[u8], ls: u32, promote: b
                     .replace('H', &h.to_string()),
                 "x: ptr<global, f32>, res: ptr<global, f32>",
                 vec![Arg::Buffer(cur), Arg::Buffer(3)],
-                two.clone(),
+                two,
             ),
         };
         src.push_str(&format!("kernel {name}({params}) {{ {body} }}\n"));

@@ -237,7 +237,7 @@ fn fit(touch: &[([u32; 3], i128)], range: &NdRange, x: &str) -> Result<IndexMap,
         }
     }
     let c = s0 - (0..3).map(|d| k[d] * g0[d] as i128).sum::<i128>();
-    let map = IndexMap { c, k, fixed, range: range.clone() };
+    let map = IndexMap { c, k, fixed, range: *range };
     for &(g, s) in touch {
         if map.at(g) != s {
             return Err(format!(

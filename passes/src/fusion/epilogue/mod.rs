@@ -369,5 +369,5 @@ pub(super) fn fuse(
     verify(&kernel)?;
     let kernel = (opts.post_fusion)(&kernel);
     verify(&kernel)?;
-    Ok(FusedKernel { kernel, range: ranges[0].clone(), args: args_map, warnings })
+    Ok(FusedKernel { kernel, range: ranges[0], args: args_map, warnings })
 }

@@ -333,9 +333,7 @@ impl<'a> Walk<'a> {
                 if relevant {
                     let mark = self.bound.len();
                     for x in ss {
-                        if let Err(e) = self.stmt(x, definite, on) {
-                            return Err(e);
-                        }
+                        self.stmt(x, definite, on)?;
                     }
                     for name in self.bound.drain(mark..).rev() {
                         if let Some(st) = self.env.get_mut(name) {
