@@ -213,6 +213,8 @@ pub(super) fn fuse(
     let mut args_map = vec![amap];
     let mut inputs: Vec<usize> = Vec::new();
     let mut steps = 0u64;
+    // The elements each buffer is stored at, as last walked.
+    let mut known: HashMap<usize, HashSet<i128>> = HashMap::new();
     for k in 1..n {
         let u = &uses[k];
         let pname = |root: usize| format!("`{}`", params.all[root].1.name());
@@ -263,12 +265,20 @@ pub(super) fn fuse(
         if let Some(what) = escapes(&cur, &xf) {
             return Err(refuse(k, format!("the kernels before it {what}")));
         }
-        let stored = map::producer_stores(&cur, &ranges[0], &xf, &mut steps).map_err(|why| {
-            refuse(
-                k,
-                format!("the kernels before it do not store {} once per element: {why}", pname(x)),
-            )
-        })?;
+        // A buffer whose stores were walked before and which no consumer since wrote
+        // otherwise than in place keeps its elements: each site stores its element once.
+        let stored = match known.remove(&x) {
+            Some(s) => s,
+            None => map::producer_stores(&cur, &ranges[0], &xf, &mut steps).map_err(|why| {
+                refuse(
+                    k,
+                    format!(
+                        "the kernels before it do not store {} once per element: {why}",
+                        pname(x)
+                    ),
+                )
+            })?,
+        };
         let (body, amap) = fuse::entry_body(&params, &classes, k, &mut names, None);
         let consumer = Stmt::block(body);
         let written: HashSet<String> = (u.stores.iter().filter(|&&w| w != x))
@@ -297,6 +307,10 @@ pub(super) fn fuse(
         ));
         args_map.push(amap);
         inputs.push(x);
+        for w in &u.stores {
+            known.remove(w);
+        }
+        known.insert(x, stored);
     }
     // Internalization of the buffers the spec calls temporary.
     let mut warnings = Vec::new();
