@@ -81,23 +81,26 @@ pub(super) fn producer_stores(
     let mut stored: HashSet<i128> = HashSet::new();
     for g in Walk::items(range) {
         let mut on = |a: Access| -> Result<(), String> {
-            let text = format!("`{}[{}]`", a.buf.name(), a.index);
+            // Formatting the index is slow: only on a refusal.
+            let text = || format!("`{}[{}]`", a.buf.name(), a.index);
             if !a.write {
-                return Err(format!("it reads {text} back"));
+                return Err(format!("it reads {} back", text()));
             }
             let Some(at) = a.at else {
-                return Err(format!("it stores {text} at an index that depends on memory"));
+                return Err(format!("it stores {} at an index that depends on memory", text()));
             };
             if !a.definite {
                 return Err(format!(
-                    "it stores {text} under a condition that depends on memory (whether the \
-                     element is written is not known)"
+                    "it stores {} under a condition that depends on memory (whether the \
+                     element is written is not known)",
+                    text()
                 ));
             }
             if !stored.insert(at) {
                 return Err(format!(
-                    "it stores element {at} of `{}` twice ({text}, work-item {g:?})",
-                    a.buf.name()
+                    "it stores element {at} of `{}` twice ({}, work-item {g:?})",
+                    a.buf.name(),
+                    text()
                 ));
             }
             Ok(())
@@ -111,8 +114,8 @@ pub(super) fn producer_stores(
 /// Proves that the consumer body, over `range`, can run at the producer's stores of `x`
 /// (`stored`): returns the index map and the number of its work-items that touch `x`.
 /// `written` names the other buffers the consumer writes.
-pub(super) fn consumer_map(
-    body: &Stmt,
+pub(super) fn consumer_map<'a>(
+    body: &'a Stmt,
     range: &NdRange,
     x: &Var,
     written: &HashSet<String>,
@@ -125,36 +128,40 @@ pub(super) fn consumer_map(
     walk.steps = *steps;
     let xname = x.name();
     // Each written element's first toucher and whether one of them wrote it.
-    let mut owners: HashMap<(String, i128), ([u32; 3], bool)> = HashMap::new();
+    let mut owners: HashMap<(&'a str, i128), ([u32; 3], bool)> = HashMap::new();
     let mut touch: Vec<([u32; 3], i128)> = Vec::new();
+    // Formatting an index is slow: accesses are kept by reference and named on a refusal.
+    let show = |b: &Var, i: &kiln_ir::Expr| format!("`{}[{}]`", b.name(), i);
     for g in Walk::items(range) {
-        let mut mine: Option<(i128, String)> = None;
-        let mut first_write: Option<String> = None;
+        let mut mine: Option<(i128, &'a Var, &'a kiln_ir::Expr)> = None;
+        let mut first_write: Option<(&'a Var, &'a kiln_ir::Expr)> = None;
         let mut err: Option<String> = None;
-        let mut on = |a: Access| -> Result<(), String> {
-            let text = format!("`{}[{}]`", a.buf.name(), a.index);
+        let mut on = |a: Access<'a>| -> Result<(), String> {
             let Some(at) = a.at else {
                 return Err(format!(
-                    "work-item {g:?} accesses {text} at an index that depends on memory"
+                    "work-item {g:?} accesses {} at an index that depends on memory",
+                    show(a.buf, a.index)
                 ));
             };
             if a.write && first_write.is_none() {
-                first_write = Some(text.clone());
+                first_write = Some((a.buf, a.index));
             }
             if a.buf.name() == xname {
-                match &mine {
-                    Some((m, t)) if *m != at => {
+                match mine {
+                    Some((m, b, i)) if m != at => {
                         return Err(format!(
-                            "work-item {g:?} accesses two elements of `{xname}` ({t} at {m}, \
-                             {text} at {at}): it is not element-wise"
+                            "work-item {g:?} accesses two elements of `{xname}` ({} at {m}, \
+                             {} at {at}): it is not element-wise",
+                            show(b, i),
+                            show(a.buf, a.index)
                         ))
                     }
                     Some(_) => {}
-                    None => mine = Some((at, text)),
+                    None => mine = Some((at, a.buf, a.index)),
                 }
                 return Ok(());
             }
-            match owners.entry((a.buf.name().to_string(), at)) {
+            match owners.entry((a.buf.name(), at)) {
                 hashbrown::hash_map::Entry::Occupied(mut o) => {
                     let (who, wrote) = *o.get();
                     if who != g && (wrote || a.write) {
@@ -177,19 +184,21 @@ pub(super) fn consumer_map(
             return Err(e);
         }
         match (mine, first_write) {
-            (Some((at, text)), _) => {
+            (Some((at, b, i)), _) => {
                 if !stored.contains(&at) {
                     return Err(format!(
-                        "work-item {g:?} accesses {text} (element {at}), which the kernels \
-                         before it do not store: the nd-ranges do not cover the same elements"
+                        "work-item {g:?} accesses {} (element {at}), which the kernels \
+                         before it do not store: the nd-ranges do not cover the same elements",
+                        show(b, i)
                     ));
                 }
                 touch.push((g, at));
             }
-            (None, Some(w)) => {
+            (None, Some((b, i))) => {
                 return Err(format!(
-                    "work-item {g:?} writes {w} without touching `{xname}`: there is no store \
-                     to run it at"
+                    "work-item {g:?} writes {} without touching `{xname}`: there is no store \
+                     to run it at",
+                    show(b, i)
                 ))
             }
             (None, None) => {}
