@@ -1,5 +1,6 @@
-//! `kiln fuse` with `epilogue = true`: the element-wise kernels run at the matrix product's
-//! store; `--explain` says so consumer by consumer, or why the fusion is refused.
+//! `kiln fuse` and `Jit::fuse` with `epilogue = true`: the element-wise kernels run at the
+//! matrix product's store; `--explain` says so consumer by consumer, or why the fusion is
+//! refused; the fused kernel runs on the interpreter and the cpu device.
 
 use std::process::Command;
 
@@ -57,4 +58,54 @@ fn explain_names_why_an_epilogue_is_refused() {
     assert!(out.contains("epilogue fusion refused: rule `epilogue`: entry 1 (`smooth`) cannot run at the stores of the kernels before it: work-item [0, 0, 0] accesses two elements of `matmul_c`"), "{out}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("rule `epilogue`"), "{err}");
+}
+
+/// `Jit::fuse` with the same spec: the fused kernel runs on the interpreter and on the cpu
+/// device and gives the bits of the three kernels launched one after another.
+fn jit_epilogue(dev: kiln::Device) {
+    use kiln::{args, FusionSpec, Jit, NdRange};
+    let jit = Jit::new(dev).unwrap();
+    let src = include_str!("../examples/fusion/epilogue.kir");
+    let m = jit.compile_source("epilogue.kir", src).unwrap();
+    let spec = FusionSpec::from_toml(include_str!("../examples/fusion/epilogue.toml")).unwrap();
+    let fused = jit.fuse(&m, &spec).unwrap();
+    let a = jit.buffer_from(&(0..80).map(|i| (i % 7) as f32 - 3.0).collect::<Vec<_>>());
+    let b = jit.buffer_from(&(0..96).map(|i| (i % 5) as f32 * 0.5 - 1.0).collect::<Vec<_>>());
+    let bias = jit.buffer_from(&(0..12).map(|i| i as f32 - 6.0).collect::<Vec<_>>());
+    let sentinel = vec![-7.0f32; 120];
+    let (c, out) = (jit.buffer_from(&sentinel), jit.buffer_zeroed::<f32>(120));
+    jit.launch(&m, "matmul", NdRange::new(&[16, 16]).with_local(&[16, 4]), args![&a, &b, &c])
+        .unwrap()
+        .wait()
+        .unwrap();
+    let one = NdRange::new(&[128]).with_local(&[64]);
+    jit.launch(&m, "bias_relu", one, args![&c, &bias, 120u32]).unwrap().wait().unwrap();
+    jit.launch(&m, "scale", one, args![&c, &out, 0.75f32, 120u32]).unwrap().wait().unwrap();
+    let want = out.read().unwrap();
+    let (c2, out2) = (jit.buffer_from(&sentinel), jit.buffer_zeroed::<f32>(120));
+    jit.launch_fused(
+        &fused,
+        &[args![&a, &b, &c2], args![&c2, &bias, 120u32], args![&c2, &out2, 0.75f32, 120u32]],
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let got = out2.read().unwrap();
+    assert_eq!(
+        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+    assert!(want.iter().any(|&x| x > 0.0) && want.contains(&0.0), "{want:?}");
+    // c is internalized: the fused launch leaves it as it was.
+    assert_eq!(c2.read().unwrap(), sentinel);
+}
+
+#[test]
+fn jit_fuse_runs_an_epilogue_on_the_interpreter() {
+    jit_epilogue(kiln::Device::interp());
+}
+
+#[test]
+fn jit_fuse_runs_an_epilogue_on_the_cpu_device() {
+    jit_epilogue(kiln::Device::cpu().unwrap());
 }
