@@ -297,12 +297,12 @@ pub(super) fn fuse(
         };
         cur = sp.mutate_stmt(&cur);
         log.push(format!(
-            "entry {k} (`{}`) runs at {} store(s) of {}: its work-item touching element {} of \
-             it ({} of its work-items do) is recovered from the store's index",
+            "entry {k} (`{}`) runs at {} store(s) of {}, as its work-item whose element `{}` is \
+             the store's index ({} of its work-items touch one)",
             params.kernels[k].name(),
             sp.sites,
             pname(x),
-            imap.describe().replace("global_id", "id"),
+            imap.describe(),
             touched,
         ));
         args_map.push(amap);
