@@ -40,6 +40,14 @@ kernel synced(x: ptr<global, f32>, y: ptr<global, f32>) {
   barrier(local, global);
   if i < 60u32 { y[i] = x[i]; }
 }
+kernel reversed(x: ptr<global, f32>, y: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  if i < 60u32 { y[i] = x[59u32 - i]; }
+}
+kernel readback(a: ptr<global, f32>, x: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  x[i] = a[i]; a[i] = x[i] * 2.0;
+}
 kernel twice(a: ptr<global, f32>, x: ptr<global, f32>) {
   let i: u32 = global_id(0);
   x[i] = a[i]; x[i] = a[i] + 1.0;
@@ -174,6 +182,17 @@ fn refusals_name_the_rule() {
     s.spec.ndranges[0] = RangeSpec::new(&[60]);
     let e = fuse_err(&s).to_string();
     assert!(e.contains("twice"), "{e}");
+    let e = refusal(&["reversed"]);
+    assert!(e.contains("does not grow with global_id(0) (coefficient -1)"), "{e}");
+    let mut s = chain(&["bias"]);
+    s.spec.kernels[0] = "readback".into();
+    s.spec.ndranges[0] = RangeSpec::new(&[60]);
+    let e = fuse_err(&s).to_string();
+    assert!(
+        e.contains("do not store `x` once per element: it reads `prod_x[i]` back")
+            || e.contains("it reads `readback_x[i]` back"),
+        "{e}"
+    );
     // The report says the same.
     let r = explain_epilogue(&chain(&["shifted"]).module, &chain(&["shifted"]).spec);
     assert!(r.to_string().contains("epilogue fusion refused: rule `epilogue`"), "{r}");
