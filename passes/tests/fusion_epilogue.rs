@@ -8,8 +8,8 @@ use fusion_util::{check, fuse_err, Entry, Scenario};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
 use kiln_passes::fusion::{
-    explain_epilogue, ArgMap, ConstValue, Constant, FusionError, FusionSpec, ParamRef, PromoteTo,
-    Promotion, RangeSpec,
+    explain_epilogue, fusion_key, ArgMap, ConstValue, Constant, FusionError, FusionSpec, ParamRef,
+    PromoteTo, Promotion, RangeSpec,
 };
 
 /// A 2-D producer (one work-item per element of an `h x w` matrix, row-major) and 1-D
@@ -133,6 +133,9 @@ fn bias_then_relu_run_at_the_producers_store() {
     assert!(text.contains("max("), "{text}");
     let report = explain_epilogue(&s.module, &s.spec);
     assert!(report.refused.is_none(), "{report}");
+    // The same list fused one kernel after another is another fused kernel: another key.
+    let plain = FusionSpec { epilogue: false, ..s.spec.clone() };
+    assert_ne!(fusion_key(&s.module, &s.spec), fusion_key(&s.module, &plain));
     assert_eq!(report.steps.len(), 2, "{report}");
     assert!(report.steps[0].contains("entry 1 (`bias`) runs at 1 store(s) of `x`"), "{report}");
     assert!(report.steps[1].contains("60 of its work-items"), "{report}");
