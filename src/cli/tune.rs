@@ -91,7 +91,7 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
                 }
             }
             text.push_str(&format!(
-                "{}: fastest of {} on {} for `{}` (stored)\n",
+                "{}: winner of {} timed on {} for `{}` (stored)\n",
                 t.config,
                 timings.len(),
                 dev.name(),
