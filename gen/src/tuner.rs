@@ -272,16 +272,24 @@ pub fn first_choice(mnk: [u64; 3], target: &Target) -> GemmConfig {
     let time = |c: &GemmConfig| predict(c, mnk, target).unwrap_or(f64::INFINITY);
     let seeds = target.seeds.iter().filter(|c| c.validate().is_ok() && c.fits(m, n, k));
     for seed in seeds {
-        let split = [1, 2, 4, 8, 16]
-            .into_iter()
-            .map(|split_k| GemmConfig { split_k, ..*seed })
-            .filter(|c| c.validate().is_ok() && splits_exactly(c, k) && fills(c, mnk, target))
-            .min_by(|a, b| time(a).total_cmp(&time(b)));
-        if let Some(c) = split.filter(|c| time(c) <= SEED_TRUST * time(&best)) {
+        if let Some(c) =
+            split_seed(seed, mnk, target).filter(|c| time(c) <= SEED_TRUST * time(&best))
+        {
             return c;
         }
     }
     best
+}
+
+/// `seed` with the split-K setting (1, 2, 4, 8 or 16 slices) the model predicts fastest
+/// among those that [`fill`](fills) the target's units; `None` when none does.
+fn split_seed(seed: &GemmConfig, mnk: [u64; 3], target: &Target) -> Option<GemmConfig> {
+    let time = |c: &GemmConfig| predict(c, mnk, target).unwrap_or(f64::INFINITY);
+    [1, 2, 4, 8, 16]
+        .into_iter()
+        .map(|split_k| GemmConfig { split_k, ..*seed })
+        .filter(|c| c.validate().is_ok() && splits_exactly(c, mnk[2]) && fills(c, mnk, target))
+        .min_by(|a, b| time(a).total_cmp(&time(b)))
 }
 
 /// Whether `c` gives every unit of `target` at least one work-group (M x N tiles times
@@ -396,8 +404,8 @@ const PREPARE_AHEAD: usize = 8;
 
 /// The default search: at most `budget` blockings timed with `time` (seconds, or any
 /// measure where less is better). First the model's first choice (what `kiln gen` uses
-/// untimed, [`first_choice`]), the target's seeds that fit the problem and the model's
-/// best, then the untimed neighbours of the fastest so far, in the model's order, moving to
+/// untimed, [`first_choice`]), the target's seeds that fit the problem (each also with the
+/// split-K setting the first choice would give it) and the model's best, then the untimed neighbours of the fastest so far, in the model's order, moving to
 /// a neighbour whenever it is faster; budget left when no neighbour is untimed goes down
 /// the model's ranking. Deterministic for a deterministic `time`.
 pub fn search(
@@ -421,11 +429,18 @@ pub fn search_with(
     let budget = budget.max(1);
     let ranked = rank(&space(mnk), mnk, target);
     let mut out = Searched::default();
-    let seeds = target.seeds.iter().filter(|c| c.validate().is_ok() && c.fits(m, n, k));
+    // Each seed, then its split-K setting that fills the units (what the first choice takes
+    // of it), when that differs.
+    let seeds: Vec<GemmConfig> = target
+        .seeds
+        .iter()
+        .filter(|c| c.validate().is_ok() && c.fits(m, n, k))
+        .flat_map(|c| std::iter::once(*c).chain(split_seed(c, mnk, target)))
+        .collect();
     // The untimed default is always timed, first: a search can then only beat it.
     let default = first_choice(mnk, target);
     let mut initial: Vec<GemmConfig> = Vec::new();
-    for c in std::iter::once(&default).chain(seeds).chain(ranked.iter()) {
+    for c in std::iter::once(&default).chain(seeds.iter()).chain(ranked.iter()) {
         if initial.len() >= initial_share(budget) {
             break;
         }

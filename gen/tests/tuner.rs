@@ -280,3 +280,18 @@ fn the_default_wins_unless_clearly_beaten() {
     assert_eq!(tuner::winner(&untimed, &default), Some(other));
     assert_eq!(tuner::winner(&tuner::Searched::default(), &default), None);
 }
+
+/// Issue 26: at 1000^3 the exhaustive subset's best on the H100 was the first seed split in
+/// two (1.04x cuBLAS), which the search never timed (it reached 0.77 of it). The search now
+/// times each seed also with the split-K setting the first choice would give it, among its
+/// first blockings.
+#[test]
+fn the_search_times_the_seeds_split_to_fill_the_units() {
+    let t = Target::h100();
+    let mnk = [1000, 1000, 1000];
+    let split: GemmConfig = "wg=8x16 tile=8x8 k=8 slm=2 unroll=1 vec=4 split=2".parse().unwrap();
+    assert!(tuner::fills(&split, mnk, &t) && !tuner::fills(&t.seeds[0], mnk, &t));
+    let found = tuner::search(mnk, &t, 24, &mut |_| Ok(1.0));
+    let at = found.timings.iter().position(|(c, _)| *c == split);
+    assert!(at.is_some_and(|i| i < 12), "{:?}", found.timings);
+}
