@@ -22,8 +22,9 @@
 //! timed on one set of buffers made once per search and filled with pseudo-random values
 //! (zeros, or values of few mantissa bits, would let a GPU's clocks boost past what real data
 //! gets): launches for 50 ms (at least one) to warm up, then the median of `repeats`
-//! launches (a split-K candidate's two kernels together), each waited for until the device
-//! is done (a launch on a GPU returns once submitted). The fastest few and the default are
+//! samples (a split-K candidate's two kernels together), each a launch, or for a kernel
+//! shorter than a millisecond a series of launches, waited for until the device is done (a
+//! launch on a GPU returns once submitted). The fastest few and the default are
 //! then timed again in interleaved rounds ([`tuner::confirm`]), and the winner is the
 //! fastest unless the default timed within [`tuner::DEFAULT_MARGIN`] of it
 //! ([`tuner::winner`]). The interpreter is no timing device: on it, and whenever the search
@@ -187,7 +188,8 @@ pub struct TuneOptions {
     /// Time every blocking of the documented subset ([`tuner::subset`]) instead, however
     /// many.
     pub exhaustive: bool,
-    /// Timed launches per candidate (after 50 ms of warm-up launches).
+    /// Timed samples per candidate (after 50 ms of warm-up launches): a sample is one
+    /// launch, or for a kernel shorter than a millisecond a series of them.
     pub repeats: u32,
 }
 
@@ -528,10 +530,22 @@ fn timing_buffer(elem: Scalar, len: usize) -> Buffer {
 /// made the first candidate of a search look slower than it is.
 const WARM_UP_S: f64 = 0.05;
 
-/// The median of `repeats` timed calls of `run`, after untimed calls for `warm_up` (at least
-/// one): each call is `run` then `finish` (which waits until the device has done what `run`
-/// submitted), with the device idle when the clock starts, so a launch that returns once
-/// submitted is timed to its end. `clock` reads the time in seconds.
+/// The shortest timed sample, in seconds: a candidate that runs shorter is timed over a
+/// series of calls submitted back to back and waited for once, so that the wait and the
+/// clock's resolution (tens of microseconds on a GPU) do not swamp the differences between
+/// short kernels.
+const MIN_SAMPLE_S: f64 = 1e-3;
+
+/// The longest series of calls in one timed sample.
+const MAX_SERIES: u32 = 64;
+
+/// The median of `repeats` timed samples of `run`, after untimed calls for `warm_up` (at
+/// least one), each call then waited for with `finish` (which waits until the device has
+/// done what `run` submitted). A sample is a series of calls, as many as make it last
+/// [`MIN_SAMPLE_S`] at the warm-up's pace (one for a long kernel, at most [`MAX_SERIES`]),
+/// then `finish`, divided by the calls: the device is idle when the clock starts, so
+/// launches that return once submitted are timed to their end. `clock` reads the time in
+/// seconds.
 fn median_time(
     repeats: u32,
     warm_up: f64,
@@ -540,19 +554,29 @@ fn median_time(
     clock: &mut dyn FnMut() -> f64,
 ) -> Result<f64, String> {
     let start = clock();
+    let mut calls = 0u32;
     loop {
         run()?;
         finish()?;
+        calls += 1;
         if clock() - start >= warm_up {
             break;
         }
     }
+    let pace = (clock() - start) / calls as f64;
+    let series = if pace > 0.0 {
+        ((MIN_SAMPLE_S / pace).ceil() as u32).clamp(1, MAX_SERIES)
+    } else {
+        MAX_SERIES
+    };
     let mut times = Vec::with_capacity(repeats.max(1) as usize);
     for _ in 0..repeats.max(1) {
         let t0 = clock();
-        run()?;
+        for _ in 0..series {
+            run()?;
+        }
         finish()?;
-        times.push(clock() - t0);
+        times.push((clock() - t0) / series as f64);
     }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
@@ -700,8 +724,8 @@ impl tuner::Timer for Bench<'_, '_> {
         self.built.extend(built);
     }
 
-    /// The median time of `repeats` launches of `c`'s kernel (after warming up), each
-    /// waited for ([`median_time`]), on buffers of pseudo-random values
+    /// The median time of `repeats` samples of `c`'s kernel (after warming up), each a
+    /// launch or a series of them, waited for ([`median_time`]), on buffers of pseudo-random values
     /// ([`timing_buffer`]). On a device with memory of its own the buffers stay there, so
     /// the launches time the kernels, not copies between host and device.
     fn time(&mut self, c: &GemmConfig) -> Result<f64, String> {
@@ -757,6 +781,27 @@ mod tests {
         assert_eq!((t, submitted.get(), done.get()), (1.0, 14, 14));
         let failing = median_time(3, 0.0, &mut || Ok(()), &mut || Err("lost".into()), &mut || 0.0);
         assert_eq!(failing, Err("lost".to_string()));
+        // A kernel of a tenth of MIN_SAMPLE_S: each sample is a series of ten launches
+        // waited for once, and the time is per launch.
+        let (submitted, done) = (Cell::new(0u32), Cell::new(0u32));
+        let mut run = || {
+            submitted.set(submitted.get() + 1);
+            Ok(())
+        };
+        let mut finish = || {
+            done.set(submitted.get());
+            Ok(())
+        };
+        let unit = MIN_SAMPLE_S / 10.0;
+        let mut waits = 0;
+        let mut counted = || {
+            waits += 1;
+            done.get() as f64 * unit
+        };
+        let t = median_time(5, 0.0, &mut run, &mut finish, &mut counted).unwrap();
+        assert!((t - unit).abs() < unit * 1e-9, "{t}");
+        assert_eq!((submitted.get(), done.get()), (1 + 5 * 10, 1 + 5 * 10));
+        assert_eq!(waits, 3 + 2 * 5);
     }
 
     /// Timed candidates run on data that is not all zeros, in both storage types.
