@@ -1,27 +1,34 @@
 //! Autotuning of generated kernels: time blockings of a GEMM or convolution on a device,
-//! chosen by [`kiln_gen::tuner`]'s model and search (the target's seeds and the model's best,
-//! then the neighbours of the fastest), keep the fastest in the persistent cache under the
-//! problem's key, and let the next process take it from there without searching.
+//! chosen by [`kiln_gen::tuner`]'s model and search (the default, the target's seeds and the
+//! model's best, then the neighbours of the fastest), keep the winner in the persistent
+//! cache under the problem's key, and let the next process take it from there without
+//! searching.
 //!
 //! The key is the problem with its sizes *bucketed* (each of M, N, K rounded up to a power
 //! of two, transpositions, layout and type kept exactly) and the device's identity (its
 //! name, driver version and kiln's codegen version, [`Device::identity`]). A blocking is
 //! valid for every shape (edges are masked), so a winner serves its whole bucket.
 //!
-//! Before a candidate can win its output is checked (the fastest first, then the next
-//! fastest if it fails): it runs on the device for a small
+//! Before a candidate can win its output is checked (the search's winner first, then the
+//! fastest of the others if it fails): it runs on the device for a small
 //! problem of the same kind ([`Problem::small`]: the same transpositions or layout and type,
 //! sizes cut to a few dozen) with inputs of small integers, where every blocking's sums are
 //! exact, and must give the interpreter's bits for a reference blocking. A candidate that
 //! gives other bits (a miscompiled blocking) is dropped from the timings and reported in
 //! [`How::Searched`]'s `errors`, so it can never win and be stored.
 //!
-//! The search times each candidate's kernel on buffers of small non-zero values (zeros would
-//! let a GPU's clocks boost past what real data gets): launches for 50 ms (at least one) to
-//! warm up, then the median of `repeats` launches (a split-K candidate's two kernels
-//! together), each waited for until the device is done (a launch on a GPU returns once
-//! submitted). The interpreter is no timing device: on it, and whenever the search is off
-//! (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no stored winner, the blocking is
+//! The search ([`tuner::search_with`]) times the default first, announces the candidates it
+//! times next, and those are generated here and built on several threads at once; each is
+//! timed on one set of buffers made once per search and filled with pseudo-random values
+//! (zeros, or values of few mantissa bits, would let a GPU's clocks boost past what real data
+//! gets): launches for 50 ms (at least one) to warm up, then the median of `repeats`
+//! samples (a split-K candidate's two kernels together), each a launch, or for a kernel
+//! shorter than a millisecond a series of launches, waited for until the device is done (a
+//! launch on a GPU returns once submitted). The fastest few and the default are
+//! then timed again in interleaved rounds ([`tuner::confirm`]), and the winner is the
+//! fastest unless the default timed within [`tuner::DEFAULT_MARGIN`] of it
+//! ([`tuner::winner`]). The interpreter is no timing device: on it, and whenever the search
+//! is off (`KILN_TUNE=0`, [`Config::tune_disabled`]) with no stored winner, the blocking is
 //! [`heuristic`]'s: the model's first choice for the device's [`target`].
 //!
 //! ```no_run
@@ -34,6 +41,7 @@
 //! println!("{} ({:?})", tuned.config, tuned.how);
 //! ```
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -180,7 +188,8 @@ pub struct TuneOptions {
     /// Time every blocking of the documented subset ([`tuner::subset`]) instead, however
     /// many.
     pub exhaustive: bool,
-    /// Timed launches per candidate (after one warm-up launch).
+    /// Timed samples per candidate (after 50 ms of warm-up launches): a sample is one
+    /// launch, or for a kernel shorter than a millisecond a series of them.
     pub repeats: u32,
 }
 
@@ -290,18 +299,24 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     // The reference every candidate's output is checked against: the plainest blocking.
     let check = Check::new(problem, &GemmConfig::candidates(1, 1, 1)[0])
         .map_err(|e| format!("tuning `{key}`: cannot check candidates: {e}"))?;
-    let mut time = |c: &GemmConfig| time_one(problem, dev, c, opts.repeats.max(1));
-    let searched = if opts.exhaustive {
-        tuner::exhaustive(problem.mnk, &mut time)
+    let mut bench = Bench::new(problem, dev, opts.repeats.max(1));
+    let mut searched = if opts.exhaustive {
+        tuner::exhaustive_with(problem.mnk, &mut bench)
     } else {
-        tuner::search(problem.mnk, &target, opts.max_candidates, &mut time)
+        tuner::search_with(problem.mnk, &target, opts.max_candidates, &mut bench)
     };
+    let default = heuristic(problem.mnk, &target);
+    tuner::confirm(&mut searched, &default, &mut bench);
+    drop(bench);
+    let first = tuner::winner(&searched, &default);
     let (mut timings, mut errors) = (searched.timings, searched.errors);
-    // The fastest is checked before it can win (checking every candidate built each one
-    // twice, half of a search's time); one whose output is wrong is dropped, with why, and
-    // the next fastest checked.
+    // The search's winner is checked before it can win (the default when it timed within
+    // tuner::DEFAULT_MARGIN of the fastest; checking every candidate built each one twice,
+    // half of a search's time); one whose output is wrong is dropped, with why, and the
+    // next fastest checked.
     let mut order: Vec<(GemmConfig, f64)> = timings.clone();
     order.sort_by(|a, b| a.1.total_cmp(&b.1));
+    order.sort_by_key(|(c, _)| Some(*c) != first);
     let mut winner = None;
     for (c, _) in order {
         match check.candidate(problem, dev, &c) {
@@ -409,14 +424,23 @@ struct Launcher<'d> {
     reduce: Option<(kiln_runtime::Handle, NdRange, usize)>,
 }
 
+/// `g`'s kernels (with split-K, the reduction too) built for `dev` with `-O`.
+fn build(dev: &dyn Device, g: &Generated) -> Result<Vec<u8>, String> {
+    let mut kernels = vec![g.kernel.clone()];
+    kernels.extend(g.split.iter().map(|s| s.reduce.clone()));
+    let module = Verified::new(kiln_ir::Module::new(kernels)).map_err(|e| format!("{e:?}"))?;
+    let opts = BuildOptions::parse("-O")?;
+    dev.build(&module, &opts).map_err(|e| e.to_string())
+}
+
 impl<'d> Launcher<'d> {
     fn new(dev: &'d dyn Device, g: &Generated) -> Result<Launcher<'d>, String> {
-        let mut kernels = vec![g.kernel.clone()];
-        kernels.extend(g.split.iter().map(|s| s.reduce.clone()));
-        let module = Verified::new(kiln_ir::Module::new(kernels)).map_err(|e| format!("{e:?}"))?;
-        let opts = BuildOptions::parse("-O")?;
-        let bin = dev.build(&module, &opts).map_err(|e| e.to_string())?;
-        let program = dev.load(&bin).map_err(|e| e.to_string())?;
+        Launcher::load(dev, g, &build(dev, g)?)
+    }
+
+    /// `g`'s kernels loaded from `bin`, what [`build`] made of them.
+    fn load(dev: &'d dyn Device, g: &Generated, bin: &[u8]) -> Result<Launcher<'d>, String> {
+        let program = dev.load(bin).map_err(|e| e.to_string())?;
         let handle = |name: &str| dev.kernel(&program, name).map_err(|e| e.to_string());
         let kernel = handle(g.kernel.name())?;
         let reduce = match &g.split {
@@ -477,12 +501,21 @@ fn operand_types(g: &Generated) -> [Scalar; 3] {
     [elem(&g.kernel, 0), elem(&g.kernel, 1), c]
 }
 
-/// Buffers of `elem` filled with small values that are not zero (a few quarters, repeating
-/// with period 13): the multiply-adds of a timed kernel then switch as many bits as on real
-/// data, as the GPU's power management sees it (zeros let the clocks boost past what any
-/// real input gets, and change which blocking is fastest).
+/// Buffers of `elem` filled with pseudo-random values in [-1, 1) whose mantissas vary in
+/// every bit: the multiply-adds of a timed kernel then switch as many bits as on real data,
+/// as the GPU's power management sees it. Zeros, or values of few mantissa bits, let the
+/// clocks boost past what real inputs get, and change which blocking is fastest (the
+/// suite's random inputs ranked blockings differently from the repeating quarters used
+/// before).
 fn timing_buffer(elem: Scalar, len: usize) -> Buffer {
-    let value = |i: usize| ((i * 7 + 3) % 13) as f32 * 0.25 - 1.5;
+    let value = |i: usize| {
+        // splitmix64 of the index: cheap, and no two neighbours alike.
+        let mut z = (i as u64).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    };
     match elem {
         Scalar::F16 => {
             Buffer::from_slice(&(0..len).map(|i| half::f16::from_f32(value(i))).collect::<Vec<_>>())
@@ -497,10 +530,22 @@ fn timing_buffer(elem: Scalar, len: usize) -> Buffer {
 /// made the first candidate of a search look slower than it is.
 const WARM_UP_S: f64 = 0.05;
 
-/// The median of `repeats` timed calls of `run`, after untimed calls for `warm_up` (at least
-/// one): each call is `run` then `finish` (which waits until the device has done what `run`
-/// submitted), with the device idle when the clock starts, so a launch that returns once
-/// submitted is timed to its end. `clock` reads the time in seconds.
+/// The shortest timed sample, in seconds: a candidate that runs shorter is timed over a
+/// series of calls submitted back to back and waited for once, so that the wait and the
+/// clock's resolution (tens of microseconds on a GPU) do not swamp the differences between
+/// short kernels.
+const MIN_SAMPLE_S: f64 = 1e-3;
+
+/// The longest series of calls in one timed sample.
+const MAX_SERIES: u32 = 64;
+
+/// The median of `repeats` timed samples of `run`, after untimed calls for `warm_up` (at
+/// least one), each call then waited for with `finish` (which waits until the device has
+/// done what `run` submitted). A sample is a series of calls, as many as make it last
+/// [`MIN_SAMPLE_S`] at the warm-up's pace (one for a long kernel, at most [`MAX_SERIES`]),
+/// then `finish`, divided by the calls: the device is idle when the clock starts, so
+/// launches that return once submitted are timed to their end. `clock` reads the time in
+/// seconds.
 fn median_time(
     repeats: u32,
     warm_up: f64,
@@ -509,65 +554,205 @@ fn median_time(
     clock: &mut dyn FnMut() -> f64,
 ) -> Result<f64, String> {
     let start = clock();
+    let mut calls = 0u32;
     loop {
         run()?;
         finish()?;
+        calls += 1;
         if clock() - start >= warm_up {
             break;
         }
     }
+    let pace = (clock() - start) / calls as f64;
+    let series = if pace > 0.0 {
+        ((MIN_SAMPLE_S / pace).ceil() as u32).clamp(1, MAX_SERIES)
+    } else {
+        MAX_SERIES
+    };
     let mut times = Vec::with_capacity(repeats.max(1) as usize);
     for _ in 0..repeats.max(1) {
         let t0 = clock();
-        run()?;
+        for _ in 0..series {
+            run()?;
+        }
         finish()?;
-        times.push(clock() - t0);
+        times.push((clock() - t0) / series as f64);
     }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
 }
 
-/// The median time of `repeats` launches of `c`'s kernel (after one warm-up launch), each
-/// waited for ([`median_time`]), on buffers of small non-zero values ([`timing_buffer`]). On
-/// a device with memory of its own the buffers stay there, so the launches time the
-/// kernels, not copies between host and device.
-fn time_one(
-    problem: &Problem,
-    dev: &dyn Device,
-    c: &GemmConfig,
+/// A candidate's kernel generated and built (the binary `dev.build` made), or why not.
+type Built = Result<(Generated, Vec<u8>), String>;
+
+/// Most threads [`Bench`] builds candidates on at once.
+const BUILD_THREADS: usize = 8;
+
+/// Times a problem's candidates on a device for the search ([`tuner::Timer`]): the kernels
+/// the search announces are built together on several threads (generation and `-O` and the
+/// driver's assembly of each are independent), loaded kernels are kept (the finalists are
+/// timed again), and one set of operand buffers, made once, serves every candidate.
+struct Bench<'p, 'd> {
+    problem: &'p Problem<'p>,
+    dev: &'d dyn Device,
     repeats: u32,
-) -> Result<f64, String> {
-    let g = (problem.generate)(c)?;
-    let launcher = Launcher::new(dev, &g)?;
-    let mut buffers: Vec<Buffer> = operand_types(&g)
-        .into_iter()
-        .zip(g.buffer_elems)
-        .map(|(t, n)| timing_buffer(t, n.max(1)))
-        .collect();
-    let resident = if dev.memory_space().is_some() {
-        let mut host = buffers.clone();
-        host.extend(g.split.iter().map(|s| Buffer::zeroed(Scalar::F32, s.workspace_elems)));
+    /// Kernels built, not yet loaded.
+    built: HashMap<GemmConfig, Built>,
+    /// Kernels loaded.
+    loaded: HashMap<GemmConfig, (Launcher<'d>, Generated)>,
+    /// A, B and C filled with [`timing_buffer`] values.
+    host: Option<Vec<Buffer>>,
+    /// Those three in the device's memory, and split-K workspaces by size.
+    resident: Option<Vec<ResidentBuffer>>,
+    workspaces: HashMap<usize, ResidentBuffer>,
+}
+
+impl<'p, 'd> Bench<'p, 'd> {
+    fn new(problem: &'p Problem<'p>, dev: &'d dyn Device, repeats: u32) -> Bench<'p, 'd> {
+        Bench {
+            problem,
+            dev,
+            repeats,
+            built: HashMap::new(),
+            loaded: HashMap::new(),
+            host: None,
+            resident: None,
+            workspaces: HashMap::new(),
+        }
+    }
+
+    /// Loads `c`'s kernel (built now unless [`Bench::prepare`] built it) if not loaded yet.
+    fn load(&mut self, c: &GemmConfig) -> Result<(), String> {
+        if !self.loaded.contains_key(c) {
+            let (g, bin) = match self.built.remove(c) {
+                Some(built) => built?,
+                None => {
+                    let g = (self.problem.generate)(c)?;
+                    let bin = build(self.dev, &g)?;
+                    (g, bin)
+                }
+            };
+            let l = Launcher::load(self.dev, &g, &bin)?;
+            self.loaded.insert(*c, (l, g));
+        }
+        Ok(())
+    }
+
+    /// A, B and C on the host (made once).
+    fn host(&mut self, g: &Generated) -> Vec<Buffer> {
+        self.host
+            .get_or_insert_with(|| {
+                operand_types(g)
+                    .into_iter()
+                    .zip(g.buffer_elems)
+                    .map(|(t, n)| timing_buffer(t, n.max(1)))
+                    .collect()
+            })
+            .clone()
+    }
+
+    /// A, B, C (and the workspace `ws` elements long, if any) in the device's memory,
+    /// uploaded once each.
+    fn resident(
+        &mut self,
+        g: &Generated,
+        ws: Option<usize>,
+    ) -> Result<Vec<ResidentBuffer>, String> {
+        let dev = self.dev;
         let put = |b: &Buffer| -> Result<ResidentBuffer, String> {
             let mem = dev.alloc(b.as_bytes().len().max(1)).map_err(|e| e.to_string())?;
             mem.upload(b.as_bytes()).map_err(|e| e.to_string())?;
             Ok(ResidentBuffer { mem, elem: b.elem(), len: b.len() })
         };
-        Some(host.iter().map(put).collect::<Result<Vec<_>, String>>()?)
-    } else {
-        None
-    };
-    let mut run = || match &resident {
-        Some(r) => launcher.run_resident(r, [1.0, 0.0]),
-        None => launcher.run(&mut buffers, [1.0, 0.0]),
-    };
-    // A resident launch returns once submitted: the device is waited for in the clock.
-    let mut finish = || match dev.finish(None) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(format!("{}: the device did not finish", dev.name())),
-        Err(e) => Err(e.to_string()),
-    };
-    let start = Instant::now();
-    median_time(repeats, WARM_UP_S, &mut run, &mut finish, &mut || start.elapsed().as_secs_f64())
+        if self.resident.is_none() {
+            let host = self.host(g);
+            self.resident = Some(host.iter().map(put).collect::<Result<Vec<_>, String>>()?);
+        }
+        let mut out = self.resident.clone().unwrap_or_default();
+        if let Some(n) = ws {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.workspaces.entry(n) {
+                e.insert(put(&Buffer::zeroed(Scalar::F32, n))?);
+            }
+            out.push(self.workspaces[&n].clone());
+        }
+        Ok(out)
+    }
+}
+
+impl tuner::Timer for Bench<'_, '_> {
+    /// Builds the announced kernels not built yet, on up to [`BUILD_THREADS`] threads, when
+    /// the first of them is not built (later ones of an earlier batch are then ready).
+    fn prepare(&mut self, next: &[GemmConfig]) {
+        let ready = |b: &Self, c: &GemmConfig| b.loaded.contains_key(c) || b.built.contains_key(c);
+        if next.first().is_none_or(|c| ready(self, c)) {
+            return;
+        }
+        // Generation borrows the problem (not shareable between threads); it is the cheap
+        // part, done here.
+        let mut todo: Vec<(GemmConfig, Result<Generated, String>)> = Vec::new();
+        for c in next {
+            if !ready(self, c) && !todo.iter().any(|(x, _)| x == c) {
+                todo.push((*c, (self.problem.generate)(c)));
+            }
+        }
+        let threads =
+            std::thread::available_parallelism().map_or(1, |n| n.get()).min(BUILD_THREADS);
+        let dev = self.dev;
+        let per = todo.len().div_ceil(threads.max(1)).max(1);
+        let built: Vec<(GemmConfig, Built)> = std::thread::scope(|s| {
+            let handles: Vec<_> = todo
+                .chunks(per)
+                .map(|chunk| {
+                    s.spawn(move || {
+                        chunk
+                            .iter()
+                            .map(|(c, g)| {
+                                let out = match g {
+                                    Ok(g) => build(dev, g).map(|bin| (g.clone(), bin)),
+                                    Err(e) => Err(e.clone()),
+                                };
+                                (*c, out)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            // A build that panicked leaves its candidates unbuilt: built again when timed,
+            // where the error is reported.
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        });
+        self.built.extend(built);
+    }
+
+    /// The median time of `repeats` samples of `c`'s kernel (after warming up), each a
+    /// launch or a series of them, waited for ([`median_time`]), on buffers of pseudo-random values
+    /// ([`timing_buffer`]). On a device with memory of its own the buffers stay there, so
+    /// the launches time the kernels, not copies between host and device.
+    fn time(&mut self, c: &GemmConfig) -> Result<f64, String> {
+        let dev = self.dev;
+        let repeats = self.repeats;
+        self.load(c)?;
+        let g = self.loaded[c].1.clone();
+        let ws = g.split.as_ref().map(|s| s.workspace_elems);
+        let resident =
+            if dev.memory_space().is_some() { Some(self.resident(&g, ws)?) } else { None };
+        let mut buffers = if resident.is_none() { self.host(&g) } else { Vec::new() };
+        let launcher = &self.loaded[c].0;
+        let mut run = || match &resident {
+            Some(r) => launcher.run_resident(r, [1.0, 0.0]),
+            None => launcher.run(&mut buffers, [1.0, 0.0]),
+        };
+        // A resident launch returns once submitted: the device is waited for in the clock.
+        let mut finish = || match dev.finish(None) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("{}: the device did not finish", dev.name())),
+            Err(e) => Err(e.to_string()),
+        };
+        let start = Instant::now();
+        median_time(repeats, WARM_UP_S, &mut run, &mut finish, &mut || {
+            start.elapsed().as_secs_f64()
+        })
+    }
 }
 
 #[cfg(test)]
@@ -596,6 +781,27 @@ mod tests {
         assert_eq!((t, submitted.get(), done.get()), (1.0, 14, 14));
         let failing = median_time(3, 0.0, &mut || Ok(()), &mut || Err("lost".into()), &mut || 0.0);
         assert_eq!(failing, Err("lost".to_string()));
+        // A kernel of a tenth of MIN_SAMPLE_S: each sample is a series of ten launches
+        // waited for once, and the time is per launch.
+        let (submitted, done) = (Cell::new(0u32), Cell::new(0u32));
+        let mut run = || {
+            submitted.set(submitted.get() + 1);
+            Ok(())
+        };
+        let mut finish = || {
+            done.set(submitted.get());
+            Ok(())
+        };
+        let unit = MIN_SAMPLE_S / 10.0;
+        let mut waits = 0;
+        let mut counted = || {
+            waits += 1;
+            done.get() as f64 * unit
+        };
+        let t = median_time(5, 0.0, &mut run, &mut finish, &mut counted).unwrap();
+        assert!((t - unit).abs() < unit * 1e-9, "{t}");
+        assert_eq!((submitted.get(), done.get()), (1 + 5 * 10, 1 + 5 * 10));
+        assert_eq!(waits, 3 + 2 * 5);
     }
 
     /// Timed candidates run on data that is not all zeros, in both storage types.
@@ -607,5 +813,15 @@ mod tests {
             let zeros = (0..40).filter(|&i| b.get(i).and_then(|v| v.as_f64()) == Some(0.0)).count();
             assert!(zeros <= 40 / 13 + 1, "{elem}: {zeros} zeros");
         }
+        // Pseudo-random mantissas, within [-1, 1): nearly every value different, and
+        // their low mantissa bits busy (a repeating pattern of quarters had them all 0).
+        let b = timing_buffer(Scalar::F32, 1000);
+        let bits: Vec<u32> =
+            (0..1000).map(|i| (b.get(i).unwrap().as_f64().unwrap() as f32).to_bits()).collect();
+        let distinct: std::collections::HashSet<_> = bits.iter().collect();
+        assert!(distinct.len() >= 990, "{} distinct", distinct.len());
+        assert!(bits.iter().all(|x| f32::from_bits(*x).abs() <= 1.0));
+        let low = bits.iter().filter(|x| *x & 0xff != 0).count();
+        assert!(low >= 900, "{low} with low mantissa bits set");
     }
 }

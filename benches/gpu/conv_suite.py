@@ -7,13 +7,14 @@ The layers are conv.py's: ResNet-50's 3x3 convolutions (padding 1, stride 1, and
 stride-2 first convolution of each stage), batch 32, NCHW f32. For each layer:
 * kiln default: `kiln gen conv ... --device cuda` with no blocking flags and an empty cache
   (the tuner model's first choice);
-* kiln tuned: `kiln tune --device cuda conv ... -o FILE` in a fresh cache (the model-guided
+* kiln tuned: `kiln tune --device cuda conv ... -o FILE` in a fresh cache per layer (the model-guided
   search, split-K included; its wall time is reported);
 * each kernel lowered with `kiln emit --target ptx -O`, launched through cupy with its
   #nd_range (split-K: both kernels through a workspace);
 * the reference: im2col (cupy slicing) + cuBLAS, the im2col included in its time.
 Results: max |kiln - reference| / max |reference| must be below 1e-4, else the layer is
-marked WRONG and the script exits 1. Times are medians of 10 after 3 warm-ups (CUDA events).
+marked WRONG and the script exits 1. Times (CUDA events): the reference and both kiln
+kernels of a layer in three interleaved rounds of medians of 10 (kiln_gen.interleaved_ms).
 """
 import argparse
 import os
@@ -26,7 +27,7 @@ os.environ.setdefault("CUPY_TF32", "0")
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 from conv import BATCH, LAYERS, im2col_reference  # noqa: E402
-from kiln_gen import kernels_of, launcher, median_ms  # noqa: E402
+from kiln_gen import interleaved_ms, kernels_of, launcher  # noqa: E402
 
 
 def conv_args(layer):
@@ -48,7 +49,6 @@ def main():
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
         empty = os.path.join(tmp, "empty-cache")
-        tuned_cache = os.path.join(tmp, "tuned-cache")
         for layer in LAYERS:
             c, k, h, w, stride = layer
             if args.only and c not in args.only:
@@ -61,7 +61,7 @@ def main():
             want = ref().copy()
             p, q = want.shape[2], want.shape[3]
             flop = 2.0 * BATCH * k * c * 9 * p * q
-            row = {"name": name, "ref": flop / median_ms(ref) / 1e9}
+            row = {"name": name}
             kir_d = os.path.join(tmp, f"{tag}_default.kir")
             subprocess.run([kiln, "gen", *conv_args(layer), "--device", "cuda", "-o", kir_d], check=True,
                            env={**os.environ, "KILN_CACHE_DIR": empty})
@@ -69,8 +69,9 @@ def main():
             t0 = time.perf_counter()
             subprocess.run([kiln, "tune", "--device", "cuda", "--max-candidates", args.max_candidates,
                             *conv_args(layer), "-o", kir_t], check=True, stdout=subprocess.DEVNULL,
-                           env={**os.environ, "KILN_CACHE_DIR": tuned_cache})
+                           env={**os.environ, "KILN_CACHE_DIR": os.path.join(tmp, f"{tag}-tuned")})
             row["tune_s"] = time.perf_counter() - t0
+            runs, checked = [ref], []
             for which, kir in [("default", kir_d), ("tuned", kir_t)]:
                 kernels, ws, blocking = kernels_of(kiln, kir, tmp, f"{tag}_{which}")
                 y = cp.zeros_like(want)
@@ -79,8 +80,14 @@ def main():
                 cp.cuda.Device().synchronize()
                 err = float(cp.max(cp.abs(y - want)) / cp.max(cp.abs(want)))
                 ok = err < 1e-4
-                row[which] = (flop / median_ms(run) / 1e9, blocking, ok, err)
+                runs.append(run)
+                checked.append((which, blocking, ok, err))
                 failed |= not ok
+            # The reference and both kiln kernels in interleaved rounds.
+            times = interleaved_ms(runs)
+            row["ref"] = flop / times[0] / 1e9
+            for (which, blocking, ok, err), ms in zip(checked, times[1:]):
+                row[which] = (flop / ms / 1e9, blocking, ok, err)
             rows.append(row)
             d, t = row["default"], row["tuned"]
             print(f"{name}: im2col+cuBLAS {row['ref']:.2f}, default {d[0]:.2f} ({d[1]}){'' if d[2] else ' WRONG'}, "

@@ -3,6 +3,7 @@ also with its global loads rewritten to the read-only path (`ld.global.nc`), to 
 the PTX backend would gain from marking read-only operands: every result checked first.
 
     python3 benches/gpu/gemm_blockings.py KILN_BINARY [M N K] [--trans-b] [--blocking FLAGS...]
+                                          [--data normal|both]
 
 Without --blocking, the blockings in BLOCKINGS. Prints TFLOP/s and the ratio to cuBLAS for
 each blocking as kiln emits it and with `.nc` loads, and ptxas's register count when
@@ -45,6 +46,10 @@ def main():
     ap.add_argument("mnk", nargs="*", type=int, default=[4096, 4096, 4096])
     ap.add_argument("--trans-b", action="store_true")
     ap.add_argument("--blocking", nargs="*")
+    ap.add_argument("--data", choices=["normal", "both"], default="normal",
+                    help="operands standard normal (default; each blocking also with .nc loads), or "
+                         "`both`: each blocking on normal and on uniform [-1, 1) operands (what kiln "
+                         "tune times with), without the .nc variant")
     args = ap.parse_args()
     kiln = os.path.abspath(args.kiln)
     m, n, k = args.mnk
@@ -53,7 +58,10 @@ def main():
     a = cp.asarray(rs.standard_normal((m, k), dtype=np.float32))
     b = cp.asarray(rs.standard_normal((n, k) if args.trans_b else (k, n), dtype=np.float32))
     opb = b.T if args.trans_b else b
+    au = cp.asarray(rs.uniform(-1, 1, (m, k)).astype(np.float32))
+    bu = cp.asarray(rs.uniform(-1, 1, b.shape).astype(np.float32))
     want = cp.matmul(a, opb)
+    want_u = cp.matmul(au, bu.T if args.trans_b else bu)
     flop = 2.0 * m * n * k
     ref = flop / median_ms(lambda: cp.matmul(a, opb)) / 1e9
     print(f"device: {dev}; {m}x{n}x{k}{' B^T' if args.trans_b else ''}: cuBLAS {ref:.2f} TFLOP/s")
@@ -73,13 +81,17 @@ def main():
                                      capture_output=True, text=True).stderr
                 regs = " " + ", ".join(re.findall(r"Used \d+ registers|\d+ bytes spill stores", out))
             line = f"  {blocking}{regs}:"
-            for tag, filt in [("plain", None), ("nc", nc)]:
+            if args.data == "both":
+                variants = [("normal", None, a, b, want), ("uniform", None, au, bu, want_u)]
+            else:
+                variants = [("plain", None, a, b, want), ("nc", nc, a, b, want)]
+            for tag, filt, x, y, expect in variants:
                 kernels, ws, _ = kernels_of(kiln, kir, tmp, f"b{i}_{tag}", filt)
                 c = cp.zeros((m, n), dtype=np.float32)
-                run = launcher(kernels, ws, a, b, c)
+                run = launcher(kernels, ws, x, y, c)
                 run()
                 cp.cuda.Device().synchronize()
-                err = float(cp.max(cp.abs(c - want)) / cp.max(cp.abs(want)))
+                err = float(cp.max(cp.abs(c - expect)) / cp.max(cp.abs(expect)))
                 tf = flop / median_ms(run) / 1e9
                 line += f" {tag} {tf:.2f} TFLOP/s {tf / ref:.3f}x{'' if err < 1e-4 else ' WRONG'};"
             print(line, flush=True)

@@ -26,6 +26,25 @@ def median_ms(fn, reps=10, warm=3):
     return float(np.median(times))
 
 
+def interleaved_ms(fns, rounds=3, warm_s=0.2):
+    """Median times of several functions in milliseconds, measured in `rounds` interleaved
+    rounds (each round times every function with `median_ms`, in turn) after `warm_s` seconds
+    of calling them all: the median of each one's rounds. Timing one after the other let the
+    clocks and temperature at each one's turn decide close calls (the first timed ran on a GPU
+    the tuner had just warmed, the next after an idle compile)."""
+    import time
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warm_s:
+        for fn in fns:
+            fn()
+        cp.cuda.Device().synchronize()
+    per = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            per[i].append(median_ms(fn))
+    return [float(np.median(p)) for p in per]
+
+
 def generated(kiln, gen_args, tag, tmp):
     """`kiln gen GEN_ARGS` as a cupy function with its grid and block (from the kernel's
     #nd_range). `tag` names the files: cupy caches modules by path, so each kernel gets its

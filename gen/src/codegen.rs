@@ -444,7 +444,12 @@ impl Gen<'_> {
         };
         let acc = vector_access(w, &self.frame, lane)?;
         let cond = self.edges(&row, mn_size, rows, &ix::add(k0, &kk));
-        let pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&q, ix::div(idx, rows))];
+        // The vectors of a row fastest: neighbouring work-items read neighbouring 16-byte
+        // pieces of one row, so a warp's loads touch half as many cache lines (with
+        // `k_tile / vec` of them per row) as with rows fastest, for store bank conflicts
+        // of at most that many ways on a few stores per step.
+        let qs = bk / w;
+        let pre = vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))];
         let at = move |j: i64| {
             ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()))
         };

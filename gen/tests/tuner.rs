@@ -46,11 +46,15 @@ fn ranking_is_deterministic_and_valid() {
         assert_eq!(a.len(), space.len());
         assert!(a.iter().all(|c| c.validate().is_ok() && c.fits(mnk[0], mnk[1], mnk[2])));
         let p = |c: &GemmConfig| tuner::predict(c, mnk, &t).unwrap_or(f64::INFINITY);
-        // The model's best, or a seed it predicts within SEED_TRUST of that.
+        // The model's best, or a seed (perhaps split) it predicts within SEED_TRUST of that,
+        // with a work-group for every unit.
         let first = tuner::first_choice(mnk, &t);
+        let unsplit = GemmConfig { split_k: 1, ..first };
         assert!(
             first == a[0]
-                || (t.seeds.contains(&first) && p(&first) <= tuner::SEED_TRUST * p(&a[0])),
+                || (t.seeds.contains(&unsplit)
+                    && p(&first) <= tuner::SEED_TRUST * p(&a[0])
+                    && tuner::fills(&first, mnk, &t)),
             "{mnk:?}: {first}"
         );
         assert!(a.windows(2).all(|w| p(&w[0]) <= p(&w[1])), "{mnk:?}: not in the model's order");
@@ -78,6 +82,28 @@ fn the_model_prefers_the_measured_best_blocking() {
     // On the cpu device's model, without registers to run out of, large tiles still win.
     let cpu = tuner::first_choice([512, 512, 512], &Target::cpu(2));
     assert!(cpu.tile_m() * cpu.tile_n() >= 256, "{cpu}");
+}
+
+/// Issue 26: untimed, a deep reduction over a small C gets the first seed split (measured
+/// 0.93x cuBLAS at 1536 x 1536 x 12288 on the H100, against 0.63x for the model's own best),
+/// and a problem whose tiles of the first seed leave SMs idle (1000^3: 128 tiles, 132 SMs)
+/// a seed with smaller tiles; the square problems keep the first seed unsplit.
+#[test]
+fn the_first_choice_splits_or_shrinks_seeds_that_leave_units_idle() {
+    let t = Target::h100();
+    let first_seed = t.seeds[0];
+    let deep = tuner::first_choice([1536, 1536, 12288], &t);
+    assert_eq!(GemmConfig { split_k: 1, ..deep }, first_seed, "{deep}");
+    assert!(deep.split_k > 1, "{deep}");
+    let deeper = tuner::first_choice([512, 512, 32768], &t);
+    assert_eq!((GemmConfig { split_k: 1, ..deeper }, deeper.split_k), (first_seed, 16));
+    let odd = tuner::first_choice([1000, 1000, 1000], &t);
+    assert!(!tuner::fills(&first_seed, [1000, 1000, 1000], &t));
+    assert!(tuner::fills(&odd, [1000, 1000, 1000], &t) && t.seeds.contains(&odd), "{odd}");
+    assert_eq!((odd.tile_m(), odd.tile_n(), odd.split_k), (64, 64, 1), "{odd}");
+    for square in [2048, 4096, 8192] {
+        assert_eq!(tuner::first_choice([square; 3], &t), first_seed, "{square}");
+    }
 }
 
 #[test]
@@ -152,4 +178,120 @@ fn even_spread(mnk: [u64; 3], t: &Target) -> f64 {
         .map(|i| cands[if n == 1 { 0 } else { i * (cands.len() - 1) / (n - 1) }])
         .filter_map(|c| fake_time(&c, mnk, t).ok())
         .fold(f64::INFINITY, f64::min)
+}
+
+/// Issue 26: a search can never do worse than the untimed default, because it times the
+/// default first; told ahead of each blocking ([`tuner::Timer::prepare`]), a timer sees
+/// every blocking announced before it is timed, and the search times what the plain search
+/// times, in the same order.
+#[test]
+fn the_default_is_timed_first_and_preparing_changes_nothing() {
+    struct Recorder<'a> {
+        mnk: [u64; 3],
+        t: &'a Target,
+        announced: Vec<GemmConfig>,
+        unannounced: Vec<GemmConfig>,
+    }
+    impl tuner::Timer for Recorder<'_> {
+        fn prepare(&mut self, next: &[GemmConfig]) {
+            self.announced.extend_from_slice(next);
+        }
+        fn time(&mut self, c: &GemmConfig) -> Result<f64, String> {
+            if !self.announced.contains(c) {
+                self.unannounced.push(*c);
+            }
+            fake_time(c, self.mnk, self.t)
+        }
+    }
+    let t = Target::h100();
+    for mnk in SHAPES {
+        let plain = tuner::search(mnk, &t, 24, &mut |c| fake_time(c, mnk, &t));
+        let first = tuner::first_choice(mnk, &t);
+        assert_eq!(plain.timings.first().map(|x| x.0), Some(first), "{mnk:?}");
+        let mut r = Recorder { mnk, t: &t, announced: Vec::new(), unannounced: Vec::new() };
+        let prepared = tuner::search_with(mnk, &t, 24, &mut r);
+        assert_eq!(prepared, plain, "{mnk:?}");
+        assert!(r.unannounced.is_empty(), "{mnk:?}: timed unannounced {:?}", r.unannounced);
+        let best = prepared.best().unwrap().1;
+        let default = prepared.timings[0].1;
+        assert!(best <= default, "{mnk:?}");
+    }
+}
+
+/// The confirmation re-times the fastest few and the default, interleaved, and keeps the
+/// median of their rounds: a blocking whose one timing was lucky loses its place; one that
+/// fails now is moved to the errors; the others keep their times.
+#[test]
+fn confirmation_retimes_the_finalists_interleaved() {
+    let c = |s: &str| -> GemmConfig { s.parse().unwrap() };
+    let lucky = c("wg=8x16 tile=8x8 k=8 slm=2 unroll=1 vec=4");
+    let steady = c("wg=16x16 tile=8x8 k=8 slm=2 unroll=1 vec=4");
+    let flaky = c("wg=8x8 tile=8x8 k=8 slm=2 unroll=1 vec=4");
+    let slow = c("wg=8x8 tile=4x4 k=8 slm=2 unroll=1 vec=4");
+    let default = c("wg=16x8 tile=8x8 k=8 slm=2 unroll=1 vec=4");
+    let mut found = tuner::Searched {
+        timings: vec![(lucky, 1.0), (steady, 1.1), (flaky, 1.2), (slow, 3.0), (default, 2.0)],
+        errors: Vec::new(),
+    };
+    struct Log(Vec<GemmConfig>, [GemmConfig; 4]);
+    impl tuner::Timer for Log {
+        fn time(&mut self, c: &GemmConfig) -> Result<f64, String> {
+            self.0.push(*c);
+            let [lucky, steady, flaky, _] = self.1;
+            match *c {
+                x if x == lucky => Ok(1.5),
+                x if x == steady => Ok(1.2),
+                x if x == flaky => Err("lost".into()),
+                _ => Ok(1.9),
+            }
+        }
+    }
+    let mut log = Log(Vec::new(), [lucky, steady, flaky, slow]);
+    tuner::confirm(&mut found, &default, &mut log);
+    // Three rounds of the three fastest and the default, in turn; the flaky one once.
+    let round = [lucky, steady, default];
+    let want: Vec<GemmConfig> =
+        [vec![lucky, steady, flaky, default], round.to_vec(), round.to_vec()].concat();
+    assert_eq!(log.0, want);
+    assert_eq!(found.best(), Some((steady, 1.2)));
+    assert_eq!(found.timings, vec![(lucky, 1.5), (steady, 1.2), (slow, 3.0), (default, 1.9)]);
+    assert_eq!(found.errors, vec![(flaky, "lost".to_string())]);
+    assert_eq!(tuner::FINALISTS, 3);
+    assert_eq!(tuner::CONFIRM_ROUNDS, 3);
+}
+
+/// The default is kept unless a blocking times more than [`tuner::DEFAULT_MARGIN`] faster;
+/// without a timing of the default, the fastest wins.
+#[test]
+fn the_default_wins_unless_clearly_beaten() {
+    let c = |s: &str| -> GemmConfig { s.parse().unwrap() };
+    let default = c("wg=8x16 tile=8x8 k=8 slm=2 unroll=1 vec=4");
+    let other = c("wg=16x16 tile=8x8 k=8 slm=2 unroll=1 vec=4");
+    let found = |d: f64, o: f64| tuner::Searched {
+        timings: vec![(default, d), (other, o)],
+        errors: Vec::new(),
+    };
+    let m = tuner::DEFAULT_MARGIN;
+    assert_eq!(tuner::winner(&found(1.0, 1.0 - m / 2.0), &default), Some(default));
+    assert_eq!(tuner::winner(&found(1.0, 1.0 - 2.0 * m), &default), Some(other));
+    assert_eq!(tuner::winner(&found(1.0, 1.5), &default), Some(default));
+    assert_eq!(tuner::winner(&found(1.0, 0.99), &other), Some(other));
+    let untimed = tuner::Searched { timings: vec![(other, 2.0)], errors: Vec::new() };
+    assert_eq!(tuner::winner(&untimed, &default), Some(other));
+    assert_eq!(tuner::winner(&tuner::Searched::default(), &default), None);
+}
+
+/// Issue 26: at 1000^3 the exhaustive subset's best on the H100 was the first seed split in
+/// two (1.04x cuBLAS), which the search never timed (it reached 0.77 of it). The search now
+/// times each seed also with the split-K setting the first choice would give it, among its
+/// first blockings.
+#[test]
+fn the_search_times_the_seeds_split_to_fill_the_units() {
+    let t = Target::h100();
+    let mnk = [1000, 1000, 1000];
+    let split: GemmConfig = "wg=8x16 tile=8x8 k=8 slm=2 unroll=1 vec=4 split=2".parse().unwrap();
+    assert!(tuner::fills(&split, mnk, &t) && !tuner::fills(&t.seeds[0], mnk, &t));
+    let found = tuner::search(mnk, &t, 24, &mut |_| Ok(1.0));
+    let at = found.timings.iter().position(|(c, _)| *c == split);
+    assert!(at.is_some_and(|i| i < 12), "{:?}", found.timings);
 }

@@ -24,7 +24,8 @@ pub struct TuneArgs {
     /// docs/generator.md) instead of the model-guided search.
     #[arg(long, global = true)]
     exhaustive: bool,
-    /// Timed launches per candidate (after a warm-up launch); the median counts.
+    /// Timed samples per candidate (after 50 ms of warm-up launches; a kernel shorter than
+    /// a millisecond is launched in series per sample); the median counts.
     #[arg(long, value_name = "N", global = true, default_value_t = 5)]
     repeat: u32,
     /// The problem (its blocking flags are what the tuner chooses, and are ignored).
@@ -91,7 +92,7 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
                 }
             }
             text.push_str(&format!(
-                "{}: fastest of {} on {} for `{}` (stored)\n",
+                "{}: winner of {} timed on {} for `{}` (stored)\n",
                 t.config,
                 timings.len(),
                 dev.name(),
