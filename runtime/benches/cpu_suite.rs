@@ -14,7 +14,8 @@
 //!
 //! `cargo bench -p kiln-runtime --bench cpu_suite -- --warm-up-time 1 --measurement-time 3`
 //! (`KILN_CPU_SUITE_LOG2N`, default 22, sets the elements of the 1-D kernels and the points
-//! of the 2-D ones; 24 gives issue 24's 4096^2 stencil).
+//! of the 2-D ones; 24 gives issue 24's 4096^2 stencil; `KILN_CPU_SUITE_ONLY=reduce,histogram`
+//! runs only the kernels named, the geometric mean then being theirs).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -32,6 +33,12 @@ const STENCIL: &str = include_str!("../../examples/stencil2d.kir");
 
 fn log2n() -> u32 {
     std::env::var("KILN_CPU_SUITE_LOG2N").ok().and_then(|s| s.parse().ok()).unwrap_or(22)
+}
+
+/// The kernels `KILN_CPU_SUITE_ONLY` names (comma-separated), or all of them.
+fn wanted(name: &str) -> bool {
+    std::env::var("KILN_CPU_SUITE_ONLY")
+        .map_or(true, |only| only.split(',').any(|n| n.trim() == name))
 }
 
 fn threads() -> usize {
@@ -582,6 +589,8 @@ fn suite(c: &mut Criterion) {
     }
     let t = threads();
     let mut cases = cases();
+    cases.retain(|c| wanted(c.name));
+    assert!(!cases.is_empty(), "KILN_CPU_SUITE_ONLY names no kernel of the suite");
     for case in &mut cases {
         let want = (case.rust)(true).expect("the reference's result");
         check(case, &want, false);

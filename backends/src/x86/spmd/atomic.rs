@@ -156,6 +156,45 @@ impl V {
             o: [o_idx, o_cmp, o_val, o_mask, o_res],
             result: result.is_some(),
         };
+        // Eight distinct elements side by side (a contiguous index), every lane active, an
+        // integer operation whose result no one reads: one vector read-modify-write, where
+        // only this thread touches the memory (no order between the lanes can show).
+        let vector = matches!(self.kind(index), Kind::Gid0 | Kind::Contig)
+            && result.is_none()
+            && matches!(elem, Type::I32 | Type::U32)
+            && !matches!(op, AtomicOp::Xchg | AtomicOp::CmpXchg);
+        let mut done = self.a.create_label();
+        let mut per_lane = self.a.create_label();
+        if vector {
+            self.a.vmovmskps(eax, ymm2)?;
+            self.a.cmp(eax, 0xff)?;
+            self.a.jne(per_lane)?;
+            if shared {
+                self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
+                self.a.je(per_lane)?;
+            }
+            // Every lane in bounds (checked above, lengths below 2^31): lane 0's index is
+            // the first of eight in-bounds elements.
+            self.a.movsxd(r10, dword_ptr(r15 + o_idx))?;
+            let at = ymmword_ptr(base + r10 * 4);
+            let val = ymmword_ptr(r15 + o_val);
+            self.a.vmovdqu(ymm0, at)?;
+            let a = &mut self.a;
+            match (op, elem == Type::I32) {
+                (AtomicOp::Add, _) => a.vpaddd(ymm0, ymm0, val)?,
+                (AtomicOp::Sub, _) => a.vpsubd(ymm0, ymm0, val)?,
+                (AtomicOp::And, _) => a.vpand(ymm0, ymm0, val)?,
+                (AtomicOp::Or, _) => a.vpor(ymm0, ymm0, val)?,
+                (AtomicOp::Xor, _) => a.vpxor(ymm0, ymm0, val)?,
+                (AtomicOp::Min, true) => a.vpminsd(ymm0, ymm0, val)?,
+                (AtomicOp::Min, false) => a.vpminud(ymm0, ymm0, val)?,
+                (AtomicOp::Max, true) => a.vpmaxsd(ymm0, ymm0, val)?,
+                _ => a.vpmaxud(ymm0, ymm0, val)?,
+            }
+            a.vmovdqu(at, ymm0)?;
+            a.jmp(done)?;
+            self.bind(&mut per_lane)?;
+        }
         if shared {
             // Buffers are `lock`ed unless this thread runs the whole launch (then nothing
             // else touches them until it returns): two copies of the lanes, one test.
@@ -170,6 +209,9 @@ impl V {
         } else {
             // One thread runs a group: its local arrays are this thread's alone.
             self.atomic_lanes(&lanes, false)?;
+        }
+        if vector {
+            self.bind(&mut done)?;
         }
         if let Some(r) = result {
             let name = r.name().to_string();

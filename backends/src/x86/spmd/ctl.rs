@@ -67,9 +67,12 @@ impl V {
     /// call goes on at `dispatch`, until the span's end: then it returns the round's stop,
     /// or, when the driver says the call's row is its group's only one (`LOOP_SLOT`),
     /// starts the next round at the first batch until the row has finished.
-    pub(super) fn next_batch_code(&mut self, dispatch: CodeLabel) -> R<()> {
+    pub(super) fn next_batch_code(&mut self, dispatch: CodeLabel, lanes: CodeLabel) -> R<()> {
         let stride = self.next;
         let mut next = self.next_batch;
+        // Within the call the base registers stay loaded: a batch resuming after a barrier
+        // goes straight to its lanes (`dispatch` also loads them).
+        let mut warm = self.a.create_label();
         let mut compare = self.a.create_label();
         let mut advance = self.a.create_label();
         let mut done = self.a.create_label();
@@ -91,6 +94,9 @@ impl V {
         self.a.jae(done)?;
         self.a.add(r15, stride)?;
         self.a.mov(qword_ptr(r15 + end), rax)?;
+        self.bind(&mut warm)?;
+        self.a.cmp(dword_ptr(r15 + super::RESUME_SLOT), 0)?;
+        self.a.jne(lanes)?;
         self.a.jmp(dispatch)?;
         self.bind(&mut done)?;
         self.a.mov(rax, round)?;
@@ -104,7 +110,7 @@ impl V {
         self.a.mov(r15, r10)?;
         self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
         self.a.mov(round, -1)?;
-        self.a.jmp(dispatch)?;
+        self.a.jmp(warm)?;
         self.bind(&mut diverge)?;
         self.a.mov(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rbx)?;
         self.a.mov(rax, super::STOP_DIVERGE)?;

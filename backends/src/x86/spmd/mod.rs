@@ -600,7 +600,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     }
     v.a.jmp(lanes)?;
     if n_barriers > 0 {
-        v.next_batch_code(dispatch)?;
+        v.next_batch_code(dispatch, lanes)?;
     }
     Ok(Spmd {
         asm: v.a,
