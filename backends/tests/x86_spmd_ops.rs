@@ -343,6 +343,19 @@ fn atomics_in_lane_order_agree() {
         let a = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3), Arg::scalar(n)];
         assert_eq!(agree(&hist, &r, &a, &b), avx2());
     }
+    if avx2() {
+        // A batch whose eight lanes are active runs them back to back: no test of a lane's
+        // mask between one lane's `add` and the next lane's index.
+        let code = compile(&hist, &X86Options::default()).unwrap().disassemble();
+        let lines: Vec<&str> = code.lines().collect();
+        let back_to_back = lines.windows(4).any(|w| {
+            w[0].contains("movsxd r10,")
+                && w[2].contains("r10*4],r11d")
+                && w[2].contains(" add ")
+                && w[3].contains("movsxd r10,")
+        });
+        assert!(back_to_back, "lanes tested one by one in full batches:\n{code}");
+    }
     // One atomic per work-item with its result used (a ticket), f32 adds in work-item
     // order, compare-and-swap, min/max/and/or/xor, and an index out of bounds.
     for (body, vector) in [
