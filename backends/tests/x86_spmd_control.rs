@@ -31,6 +31,33 @@ fn stencil_example_runs_on_the_lanes() {
     three_ways(&k, &NdRange::new(&[64, 12]).with_local(&[16, 2]), &args, &bufs);
 }
 
+/// 2-D and 3-D launches of one-row groups run a row of groups per call of the lanes (their
+/// work-items are one run of `global_id(0)`): ids of the other dimensions, a fault in a
+/// middle row of groups, and a buffer too short for the last groups of each row (those run
+/// on the scalar code) agree with the interpreter.
+#[test]
+fn rows_of_groups_run_per_call_and_agree() {
+    let k = kernel(
+        "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, w: u32) {
+           let x: u32 = global_id(0);
+           let y: u32 = global_id(1) + global_id(2) * 7u32;
+           o[y * w + x] = a[x] * (y as f32) + (group_id(1) as f32) - a[y * w + x];
+         }",
+    );
+    for (global, local) in [(vec![48u32, 5], vec![16u32, 1]), (vec![32, 3, 2], vec![16, 1, 1])] {
+        let r = NdRange::new(&global).with_local(&local);
+        let w = global[0];
+        let cells = (w * 14) as usize;
+        // In bounds; the checked access out of bounds from the third row; the access at
+        // `global_id(0)` out of bounds in each row's last group.
+        for len in [cells, 2 * w as usize + 5, w as usize - 8] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(w)];
+            let bufs = [f32s(len, 3), Buffer::zeroed(Scalar::F32, cells)];
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{global:?}, a: {len}");
+        }
+    }
+}
+
 #[test]
 fn loops_run_on_the_lanes() {
     let r = NdRange::new(&[96]).with_local(&[32]);

@@ -15,7 +15,9 @@
 //! `cargo bench -p kiln-runtime --bench cpu_suite -- --warm-up-time 1 --measurement-time 3`
 //! (`KILN_CPU_SUITE_LOG2N`, default 22, sets the elements of the 1-D kernels and the points
 //! of the 2-D ones; 24 gives issue 24's 4096^2 stencil; `KILN_CPU_SUITE_ONLY=reduce,histogram`
-//! runs only the kernels named, the geometric mean then being theirs).
+//! runs only the kernels named, the geometric mean then being theirs;
+//! `KILN_CPU_SUITE_THREADS=N` sets the threads of `all` and of the copy, one per core by
+//! default).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -41,8 +43,12 @@ fn wanted(name: &str) -> bool {
         .map_or(true, |only| only.split(',').any(|n| n.trim() == name))
 }
 
+/// The threads of `all` (and of the copy): `KILN_CPU_SUITE_THREADS`, else one per core.
 fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::env::var("KILN_CPU_SUITE_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Deterministic data in `[lo, lo + span)`, in steps of `span / 1000`.
@@ -77,7 +83,7 @@ fn build(m: &Module, name: &str) -> Built {
         let h = dev.kernel(&program, name).expect("kernel found");
         (dev, h)
     };
-    Built { one: open(Some(1)), all: open(None) }
+    Built { one: open(Some(1)), all: open(Some(threads())) }
 }
 
 /// One kernel of the suite: its launch and its plain-loop reference.
