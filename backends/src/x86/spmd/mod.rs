@@ -1,6 +1,6 @@
 //! SPMD over 8 AVX2 lanes: eight consecutive work-items of a row run at once, one lane
-//! each, and one call runs a whole span of them (a row of a work-group, or for 1-D
-//! launches many work-groups back to back).
+//! each, and one call runs a whole span of them (a row of a work-group, or for launches of
+//! one-row groups many work-groups of a row of groups back to back).
 //!
 //! ## The class
 //!
