@@ -31,6 +31,33 @@ fn stencil_example_runs_on_the_lanes() {
     three_ways(&k, &NdRange::new(&[64, 12]).with_local(&[16, 2]), &args, &bufs);
 }
 
+/// 2-D and 3-D launches of one-row groups run a row of groups per call of the lanes (their
+/// work-items are one run of `global_id(0)`): ids of the other dimensions, a fault in a
+/// middle row of groups, and a buffer too short for the last groups of each row (those run
+/// on the scalar code) agree with the interpreter.
+#[test]
+fn rows_of_groups_run_per_call_and_agree() {
+    let k = kernel(
+        "kernel k(a: ptr<global, f32>, o: ptr<global, f32>, w: u32) {
+           let x: u32 = global_id(0);
+           let y: u32 = global_id(1) + global_id(2) * 7u32;
+           o[y * w + x] = a[x] * (y as f32) + (group_id(1) as f32) - a[y * w + x];
+         }",
+    );
+    for (global, local) in [(vec![48u32, 5], vec![16u32, 1]), (vec![32, 3, 2], vec![16, 1, 1])] {
+        let r = NdRange::new(&global).with_local(&local);
+        let w = global[0];
+        let cells = (w * 14) as usize;
+        // In bounds; the checked access out of bounds from the third row; the access at
+        // `global_id(0)` out of bounds in each row's last group.
+        for len in [cells, 2 * w as usize + 5, w as usize - 8] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(w)];
+            let bufs = [f32s(len, 3), Buffer::zeroed(Scalar::F32, cells)];
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{global:?}, a: {len}");
+        }
+    }
+}
+
 #[test]
 fn loops_run_on_the_lanes() {
     let r = NdRange::new(&[96]).with_local(&[32]);
@@ -584,6 +611,68 @@ proptest! {
         let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(64, 5), Buffer::from_slice(&ix)];
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n)];
         let has = three_ways(&k, &NdRange::new(&[64]).with_local(&[local]), &args, &bufs);
+        prop_assert_eq!(has, avx2());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    /// Barrier-heavy kernels at random: a tree reduction in local memory (a barrier in a
+    /// uniform loop, possibly under a uniform `if`, or one that differs between rows:
+    /// barrier divergence), local atomics at data-dependent indices, global atomics at a
+    /// contiguous index (in bounds or not), 1-D and 2-D groups, on the interpreter, the
+    /// scalar code and the lanes: results and errors the same.
+    #[test]
+    fn random_barrier_kernels_agree(
+        load in prop::sample::select(vec!["i", "(i & 63u32)", "(i + n)"]),
+        op in prop::sample::select(vec!["+", "^", "|"]),
+        aop in prop::sample::select(vec!["add", "or", "xor", "max", "min"]),
+        // Every work-item takes the barrier (the kernels stay race-free), except that in
+        // groups of two rows the second skips it: barrier divergence.
+        bar in prop::sample::select(vec![
+            "barrier(local);",
+            "if s0 > 0u32 { barrier(local); }",
+            "if (group_id(0) & 1u32) == 0u32 || s > 0u32 { barrier(local); }",
+            "if global_id(1) % 2u32 == 0u32 { barrier(local); }",
+        ]),
+        s0 in prop::sample::select(vec![0u32, 1, 4, 8, 32, 33]),
+        hoff in prop::sample::select(vec![0u32, 8, 17, 40]),
+        n in prop::sample::select(vec![0u32, 5, 64, 1000]),
+        shape in prop::sample::select(vec![
+            ([128u32, 1], [8u32, 1]),
+            ([128, 1], [32, 1]),
+            ([128, 1], [64, 1]),
+            ([32, 4], [16, 2]),
+            ([64, 2], [8, 2]),
+        ]),
+    ) {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, h: ptr<global, u32>, n: u32, s0: u32) {{
+               local sh: u32[64];
+               local cnt: u32[64];
+               let l: u32 = local_id(0);
+               let i: u32 = global_id(0) + global_id(1) * global_size(0);
+               sh[l] = a[{load}];
+               cnt[l] = 0u32;
+               barrier(local);
+               var s: u32 = s0;
+               while s > 0u32 {{
+                 if l < s {{ sh[l] = sh[l] {op} sh[(l + s) & 63u32]; }}
+                 {bar}
+                 s = s / 2u32;
+               }}
+               atomic_{aop}(cnt, sh[l] & 63u32, i);
+               barrier(local);
+               atomic_{aop}(h, l + {hoff}u32, cnt[l]);
+               if l == 0u32 {{ o[group_id(0) + group_id(1) * 16u32] = sh[0]; }}
+             }}"
+        ));
+        let a: Vec<u32> = (0..130u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 5).collect();
+        let bufs = [Buffer::zeroed(Scalar::U32, 64), Buffer::from_slice(&a), Buffer::zeroed(Scalar::U32, 80)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n), Arg::scalar(s0)];
+        let (global, local) = shape;
+        let r = NdRange::new(&global).with_local(&local);
+        let has = three_ways(&k, &r, &args, &bufs);
         prop_assert_eq!(has, avx2());
     }
 }

@@ -343,6 +343,19 @@ fn atomics_in_lane_order_agree() {
         let a = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3), Arg::scalar(n)];
         assert_eq!(agree(&hist, &r, &a, &b), avx2());
     }
+    if avx2() {
+        // A batch whose eight lanes are active runs them back to back: no test of a lane's
+        // mask between one lane's `add` and the next lane's index.
+        let code = compile(&hist, &X86Options::default()).unwrap().disassemble();
+        let lines: Vec<&str> = code.lines().collect();
+        let back_to_back = lines.windows(4).any(|w| {
+            w[0].contains("movsxd r10,")
+                && w[2].contains("r10*4],r11d")
+                && w[2].contains(" add ")
+                && w[3].contains("movsxd r10,")
+        });
+        assert!(back_to_back, "lanes tested one by one in full batches:\n{code}");
+    }
     // One atomic per work-item with its result used (a ticket), f32 adds in work-item
     // order, compare-and-swap, min/max/and/or/xor, and an index out of bounds.
     for (body, vector) in [
@@ -371,6 +384,70 @@ fn atomics_in_lane_order_agree() {
             assert_eq!(agree(&k, &r, &a, &b), vector && avx2(), "{k}");
         }
         assert_eq!(fallback(&k).is_none(), vector || !avx2(), "{k}");
+    }
+}
+
+/// Atomics at a contiguous index (`local_id(0)` or `global_id(0)` plus a uniform value)
+/// whose results are unused: a batch whose lanes are all active and in bounds does them as
+/// one vector read-modify-write (local arrays always, buffers when one thread runs the
+/// launch); partial batches, lanes out of bounds and every kind of operation agree with the
+/// interpreter.
+#[test]
+fn contiguous_atomics_are_one_vector_read_modify_write() {
+    for (op, ty, vpop) in [
+        ("add", "u32", "vpaddd"),
+        ("sub", "i32", "vpsubd"),
+        ("and", "u32", "vpand"),
+        ("or", "u32", "vpor"),
+        ("xor", "i32", "vpxor"),
+        ("min", "i32", "vpminsd"),
+        ("min", "u32", "vpminud"),
+        ("max", "i32", "vpmaxsd"),
+        ("max", "u32", "vpmaxud"),
+    ] {
+        let k = kernel(&format!(
+            "kernel k(x: ptr<global, {ty}>, h: ptr<global, {ty}>, n: u32, off: u32) {{
+               local lh: {ty}[32];
+               let l: u32 = local_id(0);
+               lh[l] = x[global_id(0)];
+               barrier(local);
+               if global_id(0) < n {{ atomic_{op}(lh, l, x[global_id(0)] >> 1{ty}); }}
+               barrier(local);
+               atomic_{op}(h, l + off, lh[l]);
+               atomic_{op}(h, global_id(0), x[global_id(0)]);
+             }}"
+        ));
+        let x: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x9e37_79b9) ^ (i << 3)).collect();
+        let buf = |v: &[u32]| match ty {
+            "i32" => Buffer::from_slice(&v.iter().map(|&u| u as i32).collect::<Vec<_>>()),
+            _ => Buffer::from_slice(v),
+        };
+        let b = [buf(&x), buf(&x[..64])];
+        let r = NdRange::new(&[64]).with_local(&[32]);
+        // All lanes active; a partial batch (n); `h` at l + off: in bounds, and out of
+        // bounds from the last lane of the last batch.
+        for (n, off) in [(64u32, 0u32), (37, 0), (64, 32), (64, 33)] {
+            let a = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(off)];
+            assert_eq!(agree(&k, &r, &a, &b), avx2(), "{k}");
+        }
+        if !avx2() {
+            continue;
+        }
+        let code = compile(&k, &X86Options::default()).unwrap().disassemble();
+        // Each of the three: the eight elements loaded at lane 0's index, the operation
+        // with the lanes' values, stored back.
+        let lines: Vec<&str> = code.lines().collect();
+        let rmw = lines
+            .windows(3)
+            .filter(|w| {
+                w[0].contains("vmovdqu ymm0,")
+                    && w[1].contains(&format!("{vpop} ymm0,ymm0,"))
+                    && w[2].contains("vmovdqu ")
+                    && w[2].contains(",ymm0")
+            })
+            .count();
+        // (The first is there twice: in the masked and the unmasked copy of its `if`.)
+        assert!(rmw >= 3, "{op} {ty}: not three vector read-modify-writes:\n{code}");
     }
 }
 

@@ -49,10 +49,12 @@ fn uniform_loop_arithmetic_is_scalar() {
     let code = vector_listing(&k);
     let has = |p: &str| code.iter().any(|l| l.starts_with(p));
     // `j * w` by a scalar multiply of a GPR with the parameter's scalar frame slot, the
-    // `+ 1` by a scalar add, the uniform `if` by a scalar compare and set.
+    // `+ 1` by a scalar add, the uniform `if` by a scalar compare and a conditional jump
+    // (no flag materialized in a register).
     assert!(has("imul eax,"), "no scalar multiply:\n{}", code.join("\n"));
     assert!(has("add eax,1"), "no scalar add:\n{}", code.join("\n"));
-    assert!(has("setne al"), "no scalar condition:\n{}", code.join("\n"));
+    assert!(has("cmp eax,3"), "no scalar condition:\n{}", code.join("\n"));
+    assert!(!has("setne al"), "a condition set in a register:\n{}", code.join("\n"));
     // No lane multiply (the only multiply is uniform) and no lane mask test of a
     // uniform condition.
     assert!(!has("vpmulld"), "a lane multiply:\n{}", code.join("\n"));
@@ -62,6 +64,37 @@ fn uniform_loop_arithmetic_is_scalar() {
     let a = Buffer::from_slice(&(0..300).map(|i| i as f32 * 0.5 - 7.0).collect::<Vec<_>>());
     let bufs = [Buffer::zeroed(Scalar::F32, 40), a];
     assert!(three_ways(&k, &NdRange::new(&[40]).with_local(&[8]), &args, &bufs));
+}
+
+/// Unsigned uniform division and remainder by a power of two are a shift and a mask (as a
+/// tree reduction's `stride / 2`), not a `div`; the results are the interpreter's.
+#[test]
+fn uniform_unsigned_division_by_a_power_of_two_is_a_shift() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: no 8-lane code to inspect");
+        return;
+    }
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, n: u32) {
+           var s: u32 = n;
+           var acc: u32 = 0u32;
+           while s > 0u32 {
+             acc = acc + s % 8u32 + global_id(0);
+             s = s / 4u32;
+           }
+           o[global_id(0)] = acc + n / 1u32;
+         }",
+    );
+    let code = vector_listing(&k);
+    let has = |p: &str| code.iter().any(|l| l.starts_with(p));
+    assert!(has("shr eax,2"), "no shift:\n{}", code.join("\n"));
+    assert!(has("and eax,7"), "no mask:\n{}", code.join("\n"));
+    assert!(!has("div "), "a division:\n{}", code.join("\n"));
+    for n in [0u32, 1, 7, 100, 0x8000_0001, u32::MAX] {
+        let args = [Arg::Buffer(0), Arg::scalar(n)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 16)];
+        assert!(three_ways(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs));
+    }
 }
 
 /// A batch-uniform expression of type `t` (`i32` or `u32`) over the loop counters `j`,

@@ -14,7 +14,10 @@
 //!
 //! `cargo bench -p kiln-runtime --bench cpu_suite -- --warm-up-time 1 --measurement-time 3`
 //! (`KILN_CPU_SUITE_LOG2N`, default 22, sets the elements of the 1-D kernels and the points
-//! of the 2-D ones; 24 gives issue 24's 4096^2 stencil).
+//! of the 2-D ones; 24 gives issue 24's 4096^2 stencil; `KILN_CPU_SUITE_ONLY=reduce,histogram`
+//! runs only the kernels named, the geometric mean then being theirs;
+//! `KILN_CPU_SUITE_THREADS=N` sets the threads of `all` and of the copy, one per core by
+//! default).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -34,8 +37,18 @@ fn log2n() -> u32 {
     std::env::var("KILN_CPU_SUITE_LOG2N").ok().and_then(|s| s.parse().ok()).unwrap_or(22)
 }
 
+/// The kernels `KILN_CPU_SUITE_ONLY` names (comma-separated), or all of them.
+fn wanted(name: &str) -> bool {
+    std::env::var("KILN_CPU_SUITE_ONLY")
+        .map_or(true, |only| only.split(',').any(|n| n.trim() == name))
+}
+
+/// The threads of `all` (and of the copy): `KILN_CPU_SUITE_THREADS`, else one per core.
 fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::env::var("KILN_CPU_SUITE_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Deterministic data in `[lo, lo + span)`, in steps of `span / 1000`.
@@ -70,7 +83,7 @@ fn build(m: &Module, name: &str) -> Built {
         let h = dev.kernel(&program, name).expect("kernel found");
         (dev, h)
     };
-    Built { one: open(Some(1)), all: open(None) }
+    Built { one: open(Some(1)), all: open(Some(threads())) }
 }
 
 /// One kernel of the suite: its launch and its plain-loop reference.
@@ -582,6 +595,8 @@ fn suite(c: &mut Criterion) {
     }
     let t = threads();
     let mut cases = cases();
+    cases.retain(|c| wanted(c.name));
+    assert!(!cases.is_empty(), "KILN_CPU_SUITE_ONLY names no kernel of the suite");
     for case in &mut cases {
         let want = (case.rust)(true).expect("the reference's result");
         check(case, &want, false);

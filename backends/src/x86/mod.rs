@@ -804,21 +804,22 @@ impl X86Program {
         // The first back-edge asks the helper, which applies the limits.
         ctx.budget = 1;
         let start = Instant::now();
-        // 1-D launches with rows of whole batches run many groups per call of the vector
-        // code: their work-items are one contiguous run of global_id(0).
+        // Launches whose groups are one row of whole batches run many groups per call of
+        // the vector code: the consecutive groups of a row of groups (all of them in 1-D)
+        // are one contiguous run of global_id(0), their other ids the same.
         let spans = self.spmd.as_ref().filter(|v| {
             lens_fit
                 && !v.per_group
                 && v.n_barriers == 0
                 && l[0].is_multiple_of(8)
                 && l[1] * l[2] == 1
-                && g[1] * g[2] == 1
         });
         let end = groups.end.min(launch.group_count());
         let mut linear = groups.start;
         while linear < end {
             if let Some(v) = spans {
-                let base = launch.offset[0] as u64 + linear * l[0];
+                let gx = linear % g[0];
+                let base = launch.offset[0] as u64 + gx * l[0];
                 // Groups whose every access is in bounds (the bounds check, hoisted out of
                 // the work-items), at most SPAN_ITEMS work-items between two limit checks.
                 let fit = v
@@ -827,10 +828,16 @@ impl X86Program {
                     .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
                     .min()
                     .unwrap_or(u64::MAX);
-                let n = (fit / l[0]).min(end - linear).min((SPAN_ITEMS / l[0]).max(1));
+                let n =
+                    (fit / l[0]).min(end - linear).min(g[0] - gx).min((SPAN_ITEMS / l[0]).max(1));
                 if n > 0 {
-                    ctx.group_id = [linear, 0, 0];
-                    ctx.base = [base, launch.offset[1] as u64, launch.offset[2] as u64];
+                    let (gy, gz) = (linear / g[0] % g[1], linear / (g[0] * g[1]));
+                    ctx.group_id = [gx, gy, gz];
+                    ctx.base = [
+                        base,
+                        launch.offset[1] as u64 + gy * l[1],
+                        launch.offset[2] as u64 + gz * l[2],
+                    ];
                     self.set_ids(&mut ctx, launch, 0);
                     if rt::limit_hit(&mut ctx) != 0 {
                         return Err(self.fault_in(sc, &ctx, table, &ranges, start));

@@ -156,20 +156,62 @@ impl V {
             o: [o_idx, o_cmp, o_val, o_mask, o_res],
             result: result.is_some(),
         };
+        // Eight distinct elements side by side (a contiguous index), every lane active, an
+        // integer operation whose result no one reads: one vector read-modify-write, where
+        // only this thread touches the memory (no order between the lanes can show).
+        let vector = matches!(self.kind(index), Kind::Gid0 | Kind::Contig)
+            && result.is_none()
+            && matches!(elem, Type::I32 | Type::U32)
+            && !matches!(op, AtomicOp::Xchg | AtomicOp::CmpXchg);
+        let mut done = self.a.create_label();
+        let mut per_lane = self.a.create_label();
+        if vector {
+            self.a.vmovmskps(eax, ymm2)?;
+            self.a.cmp(eax, 0xff)?;
+            self.a.jne(per_lane)?;
+            if shared {
+                self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
+                self.a.je(per_lane)?;
+            }
+            // Every lane in bounds (checked above, lengths below 2^31): lane 0's index is
+            // the first of eight in-bounds elements.
+            self.a.movsxd(r10, dword_ptr(r15 + o_idx))?;
+            let at = ymmword_ptr(base + r10 * 4);
+            let val = ymmword_ptr(r15 + o_val);
+            self.a.vmovdqu(ymm0, at)?;
+            let a = &mut self.a;
+            match (op, elem == Type::I32) {
+                (AtomicOp::Add, _) => a.vpaddd(ymm0, ymm0, val)?,
+                (AtomicOp::Sub, _) => a.vpsubd(ymm0, ymm0, val)?,
+                (AtomicOp::And, _) => a.vpand(ymm0, ymm0, val)?,
+                (AtomicOp::Or, _) => a.vpor(ymm0, ymm0, val)?,
+                (AtomicOp::Xor, _) => a.vpxor(ymm0, ymm0, val)?,
+                (AtomicOp::Min, true) => a.vpminsd(ymm0, ymm0, val)?,
+                (AtomicOp::Min, false) => a.vpminud(ymm0, ymm0, val)?,
+                (AtomicOp::Max, true) => a.vpmaxsd(ymm0, ymm0, val)?,
+                _ => a.vpmaxud(ymm0, ymm0, val)?,
+            }
+            a.vmovdqu(at, ymm0)?;
+            a.jmp(done)?;
+            self.bind(&mut per_lane)?;
+        }
         if shared {
             // Buffers are `lock`ed unless this thread runs the whole launch (then nothing
             // else touches them until it returns): two copies of the lanes, one test.
             let (mut locked, mut done) = (self.a.create_label(), self.a.create_label());
             self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
             self.a.je(locked)?;
-            self.atomic_lanes(&lanes, false)?;
+            self.plain_lanes(&lanes)?;
             self.a.jmp(done)?;
             self.bind(&mut locked)?;
-            self.atomic_lanes(&lanes, true)?;
+            self.atomic_lanes(&lanes, true, false)?;
             self.bind(&mut done)?;
         } else {
             // One thread runs a group: its local arrays are this thread's alone.
-            self.atomic_lanes(&lanes, false)?;
+            self.plain_lanes(&lanes)?;
+        }
+        if vector {
+            self.bind(&mut done)?;
         }
         if let Some(r) = result {
             let name = r.name().to_string();
@@ -192,30 +234,46 @@ struct Lanes {
 }
 
 impl V {
-    /// Each active lane's operation, in lane order: `lock`ed read-modify-writes with
+    /// The lanes' operations unlocked (see [`V::atomic_lanes`]), the active lanes in
+    /// `ymm2`: without a test per lane when all eight are active.
+    fn plain_lanes(&mut self, x: &Lanes) -> R<()> {
+        let (mut some, mut done) = (self.a.create_label(), self.a.create_label());
+        self.a.vmovmskps(eax, ymm2)?;
+        self.a.cmp(eax, 0xff)?;
+        self.a.jne(some)?;
+        self.atomic_lanes(x, false, true)?;
+        self.a.jmp(done)?;
+        self.bind(&mut some)?;
+        self.atomic_lanes(x, false, false)?;
+        self.bind(&mut done)
+    }
+
+    /// Each active lane's operation, in lane order (with `full`, all eight): `lock`ed read-modify-writes with
     /// `locked`, else plain ones (same values, as only this thread touches the memory).
-    fn atomic_lanes(&mut self, x: &Lanes, locked: bool) -> R<()> {
+    fn atomic_lanes(&mut self, x: &Lanes, locked: bool, full: bool) -> R<()> {
         let [o_idx, o_cmp, o_val, o_mask, o_res] = x.o;
         let op = x.op;
         for lane in 0..8 {
             let l = 4 * lane;
             let v = dword_ptr(r15 + (o_val + l));
             let mut skip = self.a.create_label();
-            self.a.test(byte_ptr(r15 + (o_mask + l + 3)), 0x80)?;
-            self.a.je(skip)?;
+            if !full {
+                self.a.test(byte_ptr(r15 + (o_mask + l + 3)), 0x80)?;
+                self.a.je(skip)?;
+            }
             // In bounds, so below 2^31: sign or zero extension alike.
             self.a.movsxd(r10, dword_ptr(r15 + (o_idx + l)))?;
-            self.a.lea(r10, qword_ptr(x.base + r10 * 4))?;
+            let at = dword_ptr(x.base + r10 * 4);
             let a = &mut self.a;
             match op {
                 AtomicOp::Add | AtomicOp::Sub if !x.float && !x.result => {
                     // The old value is not wanted: a memory-destination add or sub.
                     a.mov(r11d, v)?;
                     match (op == AtomicOp::Add, locked) {
-                        (true, true) => a.lock().add(dword_ptr(r10), r11d)?,
-                        (true, false) => a.add(dword_ptr(r10), r11d)?,
-                        (false, true) => a.lock().sub(dword_ptr(r10), r11d)?,
-                        (false, false) => a.sub(dword_ptr(r10), r11d)?,
+                        (true, true) => a.lock().add(at, r11d)?,
+                        (true, false) => a.add(at, r11d)?,
+                        (false, true) => a.lock().sub(at, r11d)?,
+                        (false, false) => a.sub(at, r11d)?,
                     }
                 }
                 AtomicOp::Add | AtomicOp::Sub if !x.float => {
@@ -224,36 +282,36 @@ impl V {
                         a.neg(r11d)?;
                     }
                     if locked {
-                        a.lock().xadd(dword_ptr(r10), r11d)?;
+                        a.lock().xadd(at, r11d)?;
                     } else {
-                        a.xadd(dword_ptr(r10), r11d)?;
+                        a.xadd(at, r11d)?;
                     }
                     a.mov(eax, r11d)?;
                 }
                 AtomicOp::Xchg if locked => {
                     // `xchg` with memory is always locked.
                     a.mov(eax, v)?;
-                    a.xchg(dword_ptr(r10), eax)?;
+                    a.xchg(at, eax)?;
                 }
                 AtomicOp::Xchg => {
                     a.mov(r11d, v)?;
-                    a.mov(eax, dword_ptr(r10))?;
-                    a.mov(dword_ptr(r10), r11d)?;
+                    a.mov(eax, at)?;
+                    a.mov(at, r11d)?;
                 }
                 AtomicOp::CmpXchg => {
                     a.mov(eax, dword_ptr(r15 + (o_cmp + l)))?;
                     a.mov(r11d, v)?;
                     if locked {
-                        a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                        a.lock().cmpxchg(at, r11d)?;
                     } else {
-                        a.cmpxchg(dword_ptr(r10), r11d)?;
+                        a.cmpxchg(at, r11d)?;
                     }
                 }
                 _ => {
                     // eax the old value, r11d the new one: a compare-and-swap loop when
                     // locked, a plain read-modify-write when not.
                     let mut retry = a.create_label();
-                    a.mov(eax, dword_ptr(r10))?;
+                    a.mov(eax, at)?;
                     a.nop()?;
                     a.set_label(&mut retry)?;
                     a.mov(r11d, eax)?;
@@ -278,17 +336,19 @@ impl V {
                         }
                     }
                     if locked {
-                        a.lock().cmpxchg(dword_ptr(r10), r11d)?;
+                        a.lock().cmpxchg(at, r11d)?;
                         a.jne(retry)?;
                     } else {
-                        a.mov(dword_ptr(r10), r11d)?;
+                        a.mov(at, r11d)?;
                     }
                 }
             }
             if x.result {
                 self.a.mov(dword_ptr(r15 + (o_res + l)), eax)?;
             }
-            self.bind(&mut skip)?;
+            if !full {
+                self.bind(&mut skip)?;
+            }
         }
         Ok(())
     }

@@ -64,25 +64,30 @@ impl V {
     /// [`super::STOP_DIVERGE`] with the batch's first `global_id(0)` in the context, so
     /// that no later batch runs (the interpreter reports the first divergent work-item
     /// before running on). Otherwise the next batch's frame follows this one's and the
-    /// call goes on at `dispatch`, until the span's end: then it returns the round's stop,
-    /// or, when the driver says the call's row is its group's only one (`LOOP_SLOT`),
-    /// starts the next round at the first batch until the row has finished.
-    pub(super) fn next_batch_code(&mut self, dispatch: CodeLabel) -> R<()> {
+    /// call goes on, until the span's end: then it returns the round's stop, or, when the
+    /// driver says the call's row is its group's only one (`LOOP_SLOT`), starts the next
+    /// round at the first batch until the row has finished. Within the call the base
+    /// registers stay loaded: a batch that has started goes on at `lanes` (which sets its
+    /// `global_id(0)` lanes) or, as the next batch of a round, with those lanes advanced
+    /// by eight (the frame slot `eight`), at `resumed`; one that has not goes through
+    /// `dispatch`.
+    pub(super) fn next_batch_code(
+        &mut self,
+        dispatch: CodeLabel,
+        lanes: CodeLabel,
+        resumed: CodeLabel,
+        eight: i32,
+    ) -> R<()> {
         let stride = self.next;
         let mut next = self.next_batch;
-        let mut compare = self.a.create_label();
+        let mut other = self.a.create_label();
         let mut advance = self.a.create_label();
         let mut done = self.a.create_label();
         let mut diverge = self.a.create_label();
         let round = qword_ptr(rbp - 48);
         self.bind(&mut next)?;
-        self.a.cmp(round, -1)?;
-        self.a.jne(compare)?;
-        self.a.mov(round, rax)?;
-        self.a.jmp(advance)?;
-        self.bind(&mut compare)?;
         self.a.cmp(round, rax)?;
-        self.a.jne(diverge)?;
+        self.a.jne(other)?;
         self.bind(&mut advance)?;
         let end = super::END_SLOT;
         self.a.mov(rax, qword_ptr(r15 + end))?;
@@ -91,11 +96,21 @@ impl V {
         self.a.jae(done)?;
         self.a.add(r15, stride)?;
         self.a.mov(qword_ptr(r15 + end), rax)?;
-        self.a.jmp(dispatch)?;
+        self.a.cmp(dword_ptr(r15 + super::RESUME_SLOT), 0)?;
+        self.a.je(dispatch)?;
+        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        self.a.jmp(resumed)?;
+        // Not the round's stop: the round's first batch (none set yet), or a divergence.
+        self.bind(&mut other)?;
+        self.a.cmp(round, -1)?;
+        self.a.jne(diverge)?;
+        self.a.mov(round, rax)?;
+        self.a.jmp(advance)?;
         self.bind(&mut done)?;
         self.a.mov(rax, round)?;
         // The group's only row runs its next round in this call too, from its first batch
-        // (the call's `global_id(0)`) and frame.
+        // (the call's `global_id(0)`) and frame; every batch of the row waits at the
+        // round's barrier.
         self.a.test(rax, rax)?;
         self.a.je(self.ret)?;
         self.a.mov(r10, qword_ptr(rbp - 56))?;
@@ -104,7 +119,7 @@ impl V {
         self.a.mov(r15, r10)?;
         self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
         self.a.mov(round, -1)?;
-        self.a.jmp(dispatch)?;
+        self.a.jmp(lanes)?;
         self.bind(&mut diverge)?;
         self.a.mov(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rbx)?;
         self.a.mov(rax, super::STOP_DIVERGE)?;

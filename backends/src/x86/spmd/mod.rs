@@ -1,6 +1,6 @@
 //! SPMD over 8 AVX2 lanes: eight consecutive work-items of a row run at once, one lane
-//! each, and one call runs a whole span of them (a row of a work-group, or for 1-D
-//! launches many work-groups back to back).
+//! each, and one call runs a whole span of them (a row of a work-group, or for launches of
+//! one-row groups many work-groups of a row of groups back to back).
 //!
 //! ## The class
 //!
@@ -510,6 +510,10 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     v.a.vmovd(xmm15, ebx)?;
     v.a.vpbroadcastd(ymm15, xmm15)?;
     v.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+    let mut resumed = v.a.create_label();
+    if n_barriers > 0 {
+        v.bind(&mut resumed)?;
+    }
     // A batch stopped at a barrier resumes after it (its state is in its vector frame).
     for (k, &l) in v.resumes.iter().enumerate() {
         v.a.cmp(dword_ptr(r15 + v.resume), k as i32 + 1)?;
@@ -600,7 +604,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     }
     v.a.jmp(lanes)?;
     if n_barriers > 0 {
-        v.next_batch_code(dispatch)?;
+        v.next_batch_code(dispatch, lanes, resumed, eight)?;
     }
     Ok(Spmd {
         asm: v.a,

@@ -63,6 +63,15 @@ impl V {
     /// base: saved around the division).
     fn gpr_div(&mut self, d: u32, rem: bool, signed: bool) -> R<()> {
         let a = &mut self.a;
+        if !signed && d.is_power_of_two() {
+            // Unsigned: a shift (quotient) or a mask (remainder), as `div` would give.
+            if rem {
+                a.and(eax, (d - 1) as i32)?;
+            } else if d > 1 {
+                a.shr(eax, d.trailing_zeros())?;
+            }
+            return Ok(());
+        }
         a.push(rdx)?;
         a.mov(r10d, d)?;
         if signed {
@@ -201,11 +210,7 @@ impl V {
         match e.node() {
             ExprNode::Binary { op, a, b } if op.is_comparison() => {
                 let signed = a.ty() == Type::I32;
-                self.gpr(b)?;
-                self.a.push(rax)?;
-                self.gpr(a)?;
-                self.a.pop(r10)?;
-                self.a.cmp(eax, r10d)?;
+                self.gpr_cmp(a, b)?;
                 let a = &mut self.a;
                 match (op, signed) {
                     (BinOp::Eq, _) => a.sete(al)?,
@@ -243,9 +248,53 @@ impl V {
         Ok(())
     }
 
+    /// The flags of `cmp a, b` for [`V::gpr_ok`] values (`b` as an operand when it is a
+    /// leaf, else through `r10`).
+    fn gpr_cmp(&mut self, a: &Expr, b: &Expr) -> R<()> {
+        match self.gpr_leaf_if(b)? {
+            Some(l) => {
+                self.gpr(a)?;
+                match l {
+                    Leaf::Imm(i) => self.a.cmp(eax, i)?,
+                    Leaf::Mem(m) => self.a.cmp(eax, m)?,
+                    Leaf::Reg => self.a.cmp(eax, r10d)?,
+                }
+            }
+            None => {
+                self.gpr(b)?;
+                self.a.push(rax)?;
+                self.gpr(a)?;
+                self.a.pop(r10)?;
+                self.a.cmp(eax, r10d)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Jumps to `no_label` unless uniform condition `e` holds: scalar code where it can be
-    /// (see [`V::gpr_cond_ok`]), else lane 0 of the vector condition.
+    /// (see [`V::gpr_cond_ok`]; a comparison is a compare and a conditional jump), else
+    /// lane 0 of the vector condition.
     pub(super) fn uniform_jump_unless(&mut self, e: &Expr, no_label: CodeLabel) -> R<()> {
+        if let ExprNode::Binary { op, a, b } = e.node() {
+            if op.is_comparison() && self.gpr_cond_ok(e) {
+                self.gpr_cmp(a, b)?;
+                let x = &mut self.a;
+                // The jump where the comparison is false.
+                match (op, a.ty() == Type::I32) {
+                    (BinOp::Eq, _) => x.jne(no_label)?,
+                    (BinOp::Ne, _) => x.je(no_label)?,
+                    (BinOp::Lt, true) => x.jge(no_label)?,
+                    (BinOp::Le, true) => x.jg(no_label)?,
+                    (BinOp::Gt, true) => x.jle(no_label)?,
+                    (BinOp::Ge, true) => x.jl(no_label)?,
+                    (BinOp::Lt, false) => x.jae(no_label)?,
+                    (BinOp::Le, false) => x.ja(no_label)?,
+                    (BinOp::Gt, false) => x.jbe(no_label)?,
+                    _ => x.jb(no_label)?,
+                }
+                return Ok(());
+            }
+        }
         if self.gpr_cond_ok(e) {
             self.gpr_cond(e)?;
             self.a.test(eax, eax)?;
