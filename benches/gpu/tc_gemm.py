@@ -2,11 +2,14 @@
 cp.async) against cuBLAS (torch.matmul) in one run, every result checked first.
 
     python3 benches/gpu/tc_gemm.py KILN_BINARY [--sizes 4096 8192] [--configs "128x128:2x4:32:2" ...]
+        [--base OLD_KILN_BINARY [--base-configs ...]]
 
 Rows:
 * bf16 and f16 GEMM N^3, f32 accumulation, output of the input type: kiln vs torch.matmul;
 * GEMM + bias + ReLU + scale (bf16 out): kiln's fused epilogue vs torch.matmul followed by
   the same three element-wise ops as separate torch kernels (add, relu, mul);
+* with `--base`, the same rows for another kiln binary (an earlier version, `base` rows), so
+  a change is compared with what it replaces in the same run, on the same card;
 * JIT: wall time of `kiln gen tc-gemm` + `kiln emit --target ptx -O` for the 4096^3 kernel
   (two processes: an upper bound of the in-process time).
 Check: max |kiln - torch| / max |torch| below 2e-2 (bf16/f16 output rounding, different
@@ -75,10 +78,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kiln")
     ap.add_argument("--sizes", nargs="*", type=int, default=[4096, 8192])
-    ap.add_argument("--configs", nargs="*", default=["128x128:2x4:32:2", "128x128:2x2:64:2",
-                                                     "128x128:2x4:32:4", "128x128:2x4:64:3"])
+    ap.add_argument("--configs", nargs="*", default=["128x128:2x2:64:2", "128x128:2x2:64:3",
+                                                     "128x128:2x2:32:4", "128x128:2x4:32:4"])
+    ap.add_argument("--base", help="another kiln binary timed in the same run (`base` rows)")
+    ap.add_argument("--base-configs", nargs="*", default=["128x128:2x2:64:2"])
     args = ap.parse_args()
     kiln = os.path.abspath(args.kiln)
+    # (binary, row label, blocking) for every kernel timed.
+    variants = [(kiln, "", cfg) for cfg in args.configs]
+    if args.base:
+        base = os.path.abspath(args.base)
+        variants += [(base, "base ", cfg) for cfg in args.base_configs]
     dev = torch.cuda.get_device_name(0)
     print(f"device: {dev}; cuBLAS via torch.matmul {torch.__version__}")
     z = np.uint32(0)
@@ -93,15 +103,16 @@ def main():
                 t_ref = median_ms(lambda: torch.matmul(a, b))
                 flop = 2.0 * n * n * n
                 best = None
-                for cfg in args.configs:
+                for binary, label, cfg in variants:
                     blk, warps, kt, st = cfg.split(":")
                     c = torch.empty(n, n, device="cuda", dtype=dt)
                     gen = [str(n)] * 3 + ["--type", name, "--out", name, "--block", blk,
                                           "--warps", warps, "--k-tile", kt, "--stages", st]
                     try:
-                        f, grid, block, jit = build(kiln, gen, tmp, f"g{n}{name}{cfg.replace(':', '_')}")
+                        f, grid, block, jit = build(binary, gen, tmp,
+                                                    f"g{n}{name}{label.strip()}{cfg.replace(':', '_')}")
                     except Exception as e:  # noqa: BLE001
-                        print(f"  {name} {n}^3 {cfg}: build failed: {e}")
+                        print(f"  {label}{name} {n}^3 {cfg}: build failed: {e}")
                         failed = True
                         continue
                     pa, pb, pc = ptr(a), ptr(b), ptr(c)
@@ -110,14 +121,14 @@ def main():
                     cp.cuda.Device().synchronize()
                     err = check(c, ref)
                     if err > 2e-2:
-                        print(f"  {name} {n}^3 {cfg}: WRONG (rel err {err:.2e})")
+                        print(f"  {label}{name} {n}^3 {cfg}: WRONG (rel err {err:.2e})")
                         failed = True
                         continue
                     t = median_ms(run)
-                    print(f"  {name} {n}^3 {cfg}: kiln {t:.3f} ms ({flop / t / 1e9:.1f} TFLOP/s), "
+                    print(f"  {label}{name} {n}^3 {cfg}: kiln {t:.3f} ms ({flop / t / 1e9:.1f} TFLOP/s), "
                           f"cuBLAS {t_ref:.3f} ms ({flop / t_ref / 1e9:.1f} TFLOP/s), "
                           f"ratio {t_ref / t:.3f}, err {err:.1e}, jit {jit:.0f} ms")
-                    if best is None or t < best[0]:
+                    if not label and (best is None or t < best[0]):
                         best = (t, cfg)
                 if best:
                     print(f"{name} {n}^3: best {best[1]}: kiln/cuBLAS speed {t_ref / best[0]:.3f}")
@@ -137,16 +148,17 @@ def main():
             ref = unfused()
             t_ref = median_ms(unfused)
             best = None
-            for cfg in args.configs:
+            for binary, label, cfg in variants:
                 blk, warps, kt, st = cfg.split(":")
                 c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
                 gen = [str(n)] * 3 + ["--type", "bf16", "--out", "bf16", "--epilogue",
                                       "bias,relu,scale", "--block", blk, "--warps", warps,
                                       "--k-tile", kt, "--stages", st]
                 try:
-                    f, grid, block, jit = build(kiln, gen, tmp, f"e{n}{cfg.replace(':', '_')}")
+                    f, grid, block, jit = build(binary, gen, tmp,
+                                                f"e{n}{label.strip()}{cfg.replace(':', '_')}")
                 except Exception as e:  # noqa: BLE001
-                    print(f"  fused {n}^3 {cfg}: build failed: {e}")
+                    print(f"  {label}fused {n}^3 {cfg}: build failed: {e}")
                     failed = True
                     continue
                 args_ = (ptr(a), ptr(b), ptr(c), ptr(bias), np.float32(alpha), z, z, z)
@@ -155,13 +167,13 @@ def main():
                 cp.cuda.Device().synchronize()
                 err = check(c, ref)
                 if err > 2e-2:
-                    print(f"  fused {n}^3 {cfg}: WRONG (rel err {err:.2e})")
+                    print(f"  {label}fused {n}^3 {cfg}: WRONG (rel err {err:.2e})")
                     failed = True
                     continue
                 t = median_ms(run)
-                print(f"  fused bias+relu+scale bf16 {n}^3 {cfg}: kiln {t:.3f} ms, "
+                print(f"  {label}fused bias+relu+scale bf16 {n}^3 {cfg}: kiln {t:.3f} ms, "
                       f"cuBLAS+3 torch kernels {t_ref:.3f} ms, speedup {t_ref / t:.3f}, err {err:.1e}")
-                if best is None or t < best[0]:
+                if not label and (best is None or t < best[0]):
                     best = (t, cfg)
             if best:
                 print(f"fused {n}^3: best {best[1]}: speedup over cuBLAS + separate kernels "
