@@ -2,17 +2,19 @@
 cp.async) against cuBLAS (torch.matmul) in one run, every result checked first.
 
     python3 benches/gpu/tc_gemm.py KILN_BINARY [--sizes 4096 8192] [--configs "128x128:2x4:32:2" ...]
-        [--base OLD_KILN_BINARY [--base-configs ...]]
+        [--base OLD_KILN_BINARY ... [--base-configs ...]]
 
 Rows:
 * bf16 and f16 GEMM N^3, f32 accumulation, output of the input type: kiln vs torch.matmul;
 * GEMM + bias + ReLU + scale (bf16 out): kiln's fused epilogue vs torch.matmul followed by
   the same three element-wise ops as separate torch kernels (add, relu, mul);
-* with `--base`, the same rows for another kiln binary (an earlier version, `base` rows), so
-  a change is compared with what it replaces in the same run, on the same card;
+* with `--base`, the same rows for other kiln binaries (earlier versions, rows labelled with
+  the binary's file name), so a change is compared with what it replaces in the same run,
+  on the same card;
 * JIT: wall time of `kiln gen tc-gemm` + `kiln emit --target ptx -O` for the 4096^3 kernel
   (two processes: an upper bound of the in-process time).
-Check: max |kiln - torch| / max |torch| below 2e-2 (bf16/f16 output rounding, different
+First, odd sizes and every transposition (f32 output) against torch within 1e-3 (relative),
+NaN-filled outputs. Check: max |kiln - torch| / max |torch| below 2e-2 (bf16/f16 output rounding, different
 summation order), else the row is marked WRONG and its ratio not printed. Times: medians of
 10 after 3 warm-ups, CUDA events.
 """
@@ -74,26 +76,69 @@ def check(got, want):
     return err
 
 
+def check_shapes(kiln, tmp, configs):
+    """Odd sizes and every transposition, f32 output, against torch in f32 from the same
+    bf16 inputs: relative error below 1e-3 (only the summation order differs). Returns
+    whether all passed."""
+    ok = True
+    z = np.uint32(0)
+    for (m, n, k) in [(37, 29, 45), (1000, 520, 264), (384, 512, 1024)]:
+        for ta in (False, True):
+            for tb in (False, True):
+                torch.manual_seed(m + n + k)
+                a = torch.randn(k, m) if ta else torch.randn(m, k)
+                b = torch.randn(n, k) if tb else torch.randn(k, n)
+                a = a.to("cuda", torch.bfloat16)
+                b = b.to("cuda", torch.bfloat16)
+                ref = (a.float().T if ta else a.float()) @ (b.float().T if tb else b.float())
+                for cfg in configs:
+                    blk, warps, kt, st = cfg.split(":")
+                    gen = [str(m), str(n), str(k), "--type", "bf16", "--out", "f32", "--block",
+                           blk, "--warps", warps, "--k-tile", kt, "--stages", st]
+                    gen += ["--trans-a"] * ta + ["--trans-b"] * tb
+                    c = torch.full((m, n), float("nan"), device="cuda")
+                    try:
+                        f, grid, block, _ = build(kiln, gen, tmp, f"chk{m}{ta:d}{tb:d}{cfg.replace(':', '_')}")
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  check {m}x{n}x{k} ta={ta:d} tb={tb:d} {cfg}: build failed: {e}")
+                        ok = False
+                        continue
+                    f(grid, block, (ptr(a), ptr(b), ptr(c), z, z, z))
+                    cp.cuda.Device().synchronize()
+                    err = check(c, ref)
+                    if not err < 1e-3:
+                        print(f"  check {m}x{n}x{k} ta={ta:d} tb={tb:d} {cfg}: WRONG (rel err {err:.2e})")
+                        ok = False
+    print(f"checks (odd sizes, all transpositions, {len(configs)} blockings): "
+          f"{'all pass' if ok else 'FAILURES above'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kiln")
     ap.add_argument("--sizes", nargs="*", type=int, default=[4096, 8192])
     ap.add_argument("--configs", nargs="*", default=["128x128:2x2:64:2", "128x128:2x2:64:3",
                                                      "128x128:2x2:32:4", "128x128:2x4:32:4"])
-    ap.add_argument("--base", help="another kiln binary timed in the same run (`base` rows)")
+    ap.add_argument("--base", action="append", default=[],
+                    help="another kiln binary timed in the same run (rows labelled with its "
+                         "file name); may be repeated")
     ap.add_argument("--base-configs", nargs="*", default=["128x128:2x2:64:2"])
+    ap.add_argument("--check-configs", nargs="*",
+                    default=["128x256:2x4:32:4", "128x128:2x2:64:2", "128x128:2x4:32:2"])
     args = ap.parse_args()
     kiln = os.path.abspath(args.kiln)
     # (binary, row label, blocking) for every kernel timed.
     variants = [(kiln, "", cfg) for cfg in args.configs]
-    if args.base:
-        base = os.path.abspath(args.base)
-        variants += [(base, "base ", cfg) for cfg in args.base_configs]
+    for base in args.base:
+        label = os.path.basename(base) + " "
+        variants += [(os.path.abspath(base), label, cfg) for cfg in args.base_configs]
     dev = torch.cuda.get_device_name(0)
     print(f"device: {dev}; cuBLAS via torch.matmul {torch.__version__}")
     z = np.uint32(0)
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
+        failed = not check_shapes(kiln, tmp, args.check_configs)
         for n in args.sizes:
             for dt, name in [(torch.bfloat16, "bf16"), (torch.float16, "f16")]:
                 torch.manual_seed(0)

@@ -469,6 +469,26 @@ impl<'a> Gen<'a> {
     /// The copy of K-tile `kt` (an expression) of operand `o` (`mn0` its M or N origin) into
     /// local slot `slot`: each work-item copies chunks of 8 elements `lid, lid + T, ...`.
     fn copy_tile(&self, o: &Operand, mn0: &Expr, kt: &Expr, slot: &Expr, tag: &str) -> Vec<Stmt> {
+        if let Some(offs) = self.fixed_offsets(o) {
+            // Every chunk is a 16-byte copy: the work-item's offsets were computed before
+            // the loop; the tile adds K's step.
+            let step = if o.k_major { self.cfg.bk as i64 * o.cols } else { self.cfg.bk as i64 };
+            let k = ix::mul(kt, &c(step));
+            return offs
+                .iter()
+                .map(|(d, s)| {
+                    Stmt::call(
+                        Func::matrix(MatrixOp::CopyAsync(8)),
+                        [
+                            o.local.expr(),
+                            u32_of(&ix::add(slot, &d.expr())),
+                            o.buf.expr(),
+                            u32_of(&ix::add(&s.expr(), &k)),
+                        ],
+                    )
+                })
+                .collect();
+        }
         let threads = self.cfg.threads() as i64;
         let k0 = ix::mul(kt, &c(self.cfg.bk as i64));
         let (r0, c0) = if o.k_major { (k0, mn0.clone()) } else { (mn0.clone(), k0) };
@@ -540,6 +560,52 @@ impl<'a> Gen<'a> {
         out
     }
 
+    /// Where every chunk of `o`'s tiles is a 16-byte copy inside the matrix (sizes multiples
+    /// of the tile, rows multiples of 8 elements, as many chunks per work-item), the
+    /// variables holding each of this work-item's chunks' offsets: in the local tile, and in
+    /// the matrix for K-tile 0. They depend only on the work-item, so they are computed once
+    /// before the k-loop ([`Self::fixed_offset_lets`]) rather than in every tile's copy.
+    fn fixed_offsets(&self, o: &Operand) -> Option<Vec<(Var, Var)>> {
+        let threads = self.cfg.threads() as i64;
+        let chunks = o.tr * (o.tc / 8);
+        let exact = o.rows % o.tr == 0 && o.cols % o.tc == 0 && o.cols % 8 == 0;
+        if !exact || chunks % threads != 0 {
+            return None;
+        }
+        let tag = o.local.name();
+        Some(
+            (0..chunks / threads)
+                .map(|e| {
+                    (
+                        Var::new(format!("{tag}_dst{e}"), Type::I32),
+                        Var::new(format!("{tag}_src{e}"), Type::I32),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// The `let`s of [`Self::fixed_offsets`] for operand `o` (`mn0` its M or N origin).
+    fn fixed_offset_lets(&self, o: &Operand, mn0: &Expr) -> Vec<Stmt> {
+        let Some(offs) = self.fixed_offsets(o) else { return Vec::new() };
+        let threads = self.cfg.threads() as i64;
+        let per_row = o.tc / 8;
+        let mut out = Vec::new();
+        for (e, (d, s)) in offs.iter().enumerate() {
+            let q = ix::add(&self.lid, &c(e as i64 * threads));
+            let (r, cc) = (nn_div(&q, per_row), ix::mul(&nn_rem(&q, per_row), &c(8)));
+            // Tile 0's origin: (mn0, 0), or (0, mn0) when the rows are K.
+            let (gr, gc) = if o.k_major {
+                (r.clone(), ix::add(mn0, &cc))
+            } else {
+                (ix::add(mn0, &r), cc.clone())
+            };
+            out.push(Stmt::let_(d, ix::add(&ix::mul(&r, &c(o.ls)), &cc)));
+            out.push(Stmt::let_(s, ix::add(&ix::mul(&gr, &c(o.cols)), &gc)));
+        }
+        out
+    }
+
     /// Copies K-tile `kt` of both operands into slot `slot`, when `kt` is a tile of the
     /// problem (`guard`: it may not be), then closes the group of copies.
     fn load_stage(&self, kt: &Expr, slot: &Expr, guard: bool, tag: &str) -> Vec<Stmt> {
@@ -577,14 +643,16 @@ impl<'a> Gen<'a> {
     }
 
     /// Loads the warp's A and B fragments of k-step `ks` (16 deep) of the tiles at element
-    /// offsets `abase` and `bbase`: `mi` A and `ni` B fragments, named after `tag`.
+    /// offsets `abase` and `bbase`: `mi` A and `ni` B fragments, named after `tag`. `wa` and
+    /// `wb` are the warp's origins within a tile; each offset is written `(base + w) + C`
+    /// so that the PTX backend puts `C` in the address (one register per tile and warp).
     #[allow(clippy::too_many_arguments)]
     fn load_frags(
         &self,
         abase: &Expr,
         bbase: &Expr,
         ks: i64,
-        (wm0, wn0): (&Expr, &Expr),
+        (wa, wb): (&Expr, &Expr),
         (mi, ni): (i64, i64),
         tag: &str,
         out: &mut Vec<Stmt>,
@@ -592,21 +660,20 @@ impl<'a> Gen<'a> {
         let (a, b) = (&self.a, &self.b);
         let (shape, fw) = (self.shape(), self.frag_cols());
         let k = ks * 16;
+        let (at, bt) = (ix::add(abase, wa), ix::add(bbase, wb));
         let fa = (0..mi)
             .map(|i| {
                 let f = Var::new(format!("{tag}a_{i}"), frag(FragRole::A, shape, self.p.ty));
-                let m = ix::add(wm0, &c(16 * i));
-                // A's element (m, k): m * ls + k (row) or k * ls + m (col).
+                // The warp's A element (16i, k): 16i * ls + k (row) or k * ls + 16i (col).
                 let (off, lay) = if a.k_major {
-                    (ix::add(&c(k * a.ls), &m), FragLayout::Col)
+                    (k * a.ls + 16 * i, FragLayout::Col)
                 } else {
-                    (ix::add(&ix::mul(&m, &c(a.ls)), &c(k)), FragLayout::Row)
+                    (16 * i * a.ls + k, FragLayout::Row)
                 };
-                let off = ix::add(abase, &off);
                 out.push(Stmt::call_into(
                     &f,
                     Func::matrix(MatrixOp::Load(lay)),
-                    [a.local.expr(), u32_of(&off), Expr::u32(a.ls as u32)],
+                    [a.local.expr(), u32_of(&ix::add(&at, &c(off))), Expr::u32(a.ls as u32)],
                 ));
                 f
             })
@@ -614,18 +681,16 @@ impl<'a> Gen<'a> {
         let fb = (0..ni)
             .map(|j| {
                 let f = Var::new(format!("{tag}b_{j}"), frag(FragRole::B, shape, self.p.ty));
-                let n = ix::add(wn0, &c(fw * j));
-                // B's element (k, n): k * ls + n (row) or n * ls + k (col).
+                // The warp's B element (k, fw j): k * ls + fw j (row) or fw j * ls + k (col).
                 let (off, lay) = if b.k_major {
-                    (ix::add(&c(k * b.ls), &n), FragLayout::Row)
+                    (k * b.ls + fw * j, FragLayout::Row)
                 } else {
-                    (ix::add(&ix::mul(&n, &c(b.ls)), &c(k)), FragLayout::Col)
+                    (fw * j * b.ls + k, FragLayout::Col)
                 };
-                let off = ix::add(bbase, &off);
                 out.push(Stmt::call_into(
                     &f,
                     Func::matrix(MatrixOp::Load(lay)),
-                    [b.local.expr(), u32_of(&off), Expr::u32(b.ls as u32)],
+                    [b.local.expr(), u32_of(&ix::add(&bt, &c(off))), Expr::u32(b.ls as u32)],
                 ));
                 f
             })
@@ -642,10 +707,18 @@ impl<'a> Gen<'a> {
     fn mainloop(&self, wm0: &Expr, wn0: &Expr, acc: &[Vec<Var>]) -> Vec<Stmt> {
         let s = self.cfg.stages as i64;
         let nks = self.cfg.bk as i64 / 16;
-        let w = (wm0, wn0);
+        // The warp's origins within the A and B tiles, in elements.
+        let (wa, wb) = (Var::new("a_w", Type::I32), Var::new("b_w", Type::I32));
+        let origin =
+            |o: &Operand, w: &Expr| if o.k_major { w.clone() } else { ix::mul(w, &c(o.ls)) };
+        let (wa_e, wb_e) = (wa.expr(), wb.expr());
+        let w = (&wa_e, &wb_e);
         let dims = (acc.len() as i64, acc[0].len() as i64);
         let wait = |n: i64| Stmt::call(Func::matrix(MatrixOp::Wait(n as u8)), []);
-        let mut out = Vec::new();
+        let mut out =
+            vec![Stmt::let_(&wa, origin(&self.a, wm0)), Stmt::let_(&wb, origin(&self.b, wn0))];
+        out.extend(self.fixed_offset_lets(&self.a, &self.m0.expr()));
+        out.extend(self.fixed_offset_lets(&self.b, &self.n0.expr()));
         for t in 0..s {
             out.extend(self.load_stage(&c(t), &c(t), t >= self.ktiles, &format!("p{t}")));
         }

@@ -404,8 +404,17 @@ fn tc_gemm_k_loop_loads_fragments_ahead_and_b_in_pairs() {
     // a stall with no fragments in registers.
     let before = &text[..text.find("for kt").expect("the k-loop")];
     assert!(before.contains("frag_load("), "{text}");
+    // The tile copies in the loop use offsets computed once per work-item before it.
+    let inside = &text[text.find("for kt").unwrap()..];
+    let copies: Vec<&str> = inside.lines().filter(|l| l.contains("copy_async(")).collect();
+    assert!(!copies.is_empty() && copies.iter().all(|l| l.contains("_dst") && l.contains("_src")));
     // Every B fragment (64-wide warp tile) is two n-blocks: one `ldmatrix.x4`, no `.x2`.
     let ptx = ptx_assembles(&p, &cfg);
     assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans"), "{ptx}");
     assert!(!ptx.contains(".x2"), "{ptx}");
+    // The four A (and B) loads of a warp and k-step share one address register, their
+    // offsets in the instruction's immediate: three of every four carry one.
+    let loads: Vec<&str> = ptx.lines().filter(|l| l.contains("ldmatrix")).collect();
+    let with_imm = loads.iter().filter(|l| l.contains("+")).count();
+    assert!(4 * with_imm >= 3 * loads.len(), "{with_imm} of {}:\n{ptx}", loads.len());
 }
