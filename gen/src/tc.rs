@@ -182,20 +182,22 @@ impl TcConfig {
         }
     }
 
-    /// Blockings a tuner should try for an `m x n x k` problem, best guess first; all valid.
+    /// Blockings a tuner should try for an `m x n x k` problem, best guess first (for large
+    /// problems on an H100/H200: 128x256 or 256x128 blocks of 64x64 warp tiles, 3 or 4
+    /// stages); all valid.
     pub fn candidates(m: u64, n: u64, k: u64) -> Vec<TcConfig> {
         let mut out = Vec::new();
         for (bm, bn, wm, wn) in [
-            (128, 128, 2, 4),
-            (128, 128, 2, 2),
             (128, 256, 2, 4),
             (256, 128, 4, 2),
+            (128, 128, 2, 2),
+            (128, 128, 2, 4),
             (64, 128, 2, 2),
             (128, 64, 2, 2),
             (64, 64, 2, 2),
             (32, 32, 1, 2),
         ] {
-            for (bk, stages) in [(32, 2), (16, 3), (16, 4), (32, 3), (64, 2)] {
+            for (bk, stages) in [(32, 4), (64, 3), (64, 2), (32, 3), (32, 2), (16, 4)] {
                 let cfg = TcConfig { bm, bn, bk, warps_m: wm, warps_n: wn, stages };
                 // Keep blocks that do not dwarf the problem.
                 let fits = (bm as u64) < 2 * m.max(16)
