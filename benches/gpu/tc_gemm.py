@@ -118,8 +118,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kiln")
     ap.add_argument("--sizes", nargs="*", type=int, default=[4096, 8192])
-    ap.add_argument("--configs", nargs="*", default=["128x128:2x2:64:2", "128x128:2x2:64:3",
-                                                     "128x128:2x2:32:4", "128x128:2x4:32:4"])
+    ap.add_argument("--configs", nargs="*", default=["128x256:2x4:32:4", "256x128:4x2:64:3",
+                                                     "128x256:2x4:64:3", "128x128:2x2:64:2"])
     ap.add_argument("--base", action="append", default=[],
                     help="another kiln binary timed in the same run (rows labelled with its "
                          "file name); may be repeated")
