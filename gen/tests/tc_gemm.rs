@@ -388,6 +388,10 @@ fn tc_gemm_pipelines_of_every_depth_and_fragment_width() {
         let t = TcGemmProblem { trans_a: true, trans_b: true, ..p.clone() };
         check_plain(&t, &cfg);
     }
+    // The deepest 128x256 pipeline fits the 227 KiB with one staging chunk per warp.
+    let deep = TcConfig { bm: 128, bn: 256, bk: 64, warps_m: 2, warps_n: 4, stages: 4 };
+    deep.validate().unwrap();
+    assert!(deep.local_bytes() <= kiln_gen::tc::MAX_LOCAL_BYTES, "{}", deep.local_bytes());
     // The default blocking stages its epilogue through one chunk per warp (two would take
     // it past static shared memory): the two-barrier path.
     check_plain(&TcGemmProblem::new(128, 128, 32, Scalar::F16), &TcConfig::default());

@@ -115,10 +115,13 @@ impl TcConfig {
 
     /// Staging chunks per warp the epilogue uses in turn: two (one barrier per chunk), or
     /// one (two barriers per chunk) where the second would be what takes the kernel past the
-    /// 48 KiB of static shared memory, which needs no launch setup.
+    /// 48 KiB of static shared memory (which needs no launch setup) or past
+    /// [`MAX_LOCAL_BYTES`].
     pub(super) fn staging_halves(&self) -> u32 {
         let one = self.operand_bytes() + self.staging_bytes();
-        if one <= STATIC_LOCAL_BYTES && one + self.staging_bytes() > STATIC_LOCAL_BYTES {
+        let two = one + self.staging_bytes();
+        let crosses = |limit: u32| one <= limit && two > limit;
+        if crosses(STATIC_LOCAL_BYTES) || crosses(MAX_LOCAL_BYTES) {
             1
         } else {
             2
