@@ -109,5 +109,5 @@ fn tc_gemm_refusals_say_why() {
         assert!(err.contains(why), "kiln {args:?}: {err}");
     }
     let c = ok(&["gen", "tc-gemm", "4096", "4096", "4096", "--candidates"]);
-    assert!(c.lines().count() > 4 && c.starts_with("block=128x128x32"), "{c}");
+    assert!(c.lines().count() > 4 && c.starts_with("block=128x256x32 warps=2x4 stages=4"), "{c}");
 }

@@ -2,19 +2,25 @@
 //! and an f32, f16 or bf16 output, through the IR's matrix operations (docs/matrix.md).
 //!
 //! A work-group of `warps_m x warps_n` sub-groups (warps) computes a `bm x bn` tile of C;
-//! each warp a `bm/warps_m x bn/warps_n` sub-tile as a grid of `m16n8k16` accumulators.
-//! The reduction runs in `bk`-deep steps through a ring of `stages` local-memory tiles:
+//! each warp a `bm/warps_m x bn/warps_n` sub-tile as a grid of `m16n16k16` accumulators
+//! (`m16n8k16` where the sub-tile is an odd multiple of 8 wide). The reduction runs in
+//! `bk`-deep tiles through a ring of `stages` local-memory slots, fragments loaded one k-step
+//! (16) ahead of the `mma`s that use them, across tiles too:
 //!
 //! ```text
 //! local a_s: T[stages * tile_a]; local b_s: T[stages * tile_b]; local c_s: f32[..]
-//! var acc_i_j: frag<acc, m16n8k16, f32> = frag_fill(0.0)
-//! for s in 0 .. stages-1: copy tile s into slot s; async_commit()     // the prologue
+//! var acc_i_j: frag<acc, m16n16k16, f32> = frag_fill(0.0)
+//! for t in 0 .. stages: copy tile t into slot t; async_commit()      // every slot in flight
+//! async_wait(stages - 1); barrier(local); var f = fragments of tile 0, k-step 0
 //! for kt in 0 .. ceil(K / bk):
-//!   async_wait(stages - 2); barrier(local)        // tile kt has landed, slot kt-1 is free
-//!   copy tile kt + stages - 1 into its slot; async_commit()
-//!   for ks in 0 .. bk/16: frag_load the warp's A and B fragments; acc_i_j = mma(..)
-//! per 16-row band of the warp's tile: frag_store the accumulators to c_s, barrier,
-//!   each work-item applies the epilogue to its elements and stores them (masked), barrier
+//!   for ks in 0 .. bk/16:
+//!     if ks + 1 < bk/16: g = fragments of tile kt, k-step ks + 1
+//!     else: async_wait(stages - 2); barrier(local)  // tile kt+1 landed; slot kt is read
+//!           copy tile kt + stages into slot kt; async_commit()
+//!           g = fragments of tile kt + 1, k-step 0
+//!     acc_i_j = mma(f.a_i, f.b_j, acc_i_j); f = g
+//! per 16-row chunk of the warp's tile: frag_store the accumulators to c_s, barrier,
+//!   each work-item applies the epilogue to its elements and stores them (masked)
 //! ```
 //!
 //! Tiles are copied with `copy_async` of 8 elements (16 bytes) where a chunk lies inside
@@ -29,159 +35,22 @@
 //! each addition, and the kernel runs K's steps in order: each element of the f32 product is
 //! the plain sequential sum `((0 + a0 b0) + a1 b1) + ...`, bit for bit.
 
-use std::fmt;
-
 use kiln_ir::launch::NdRange;
 use kiln_ir::matrix::{Frag, FragRole, Layout as FragLayout, MatShape, MatrixOp};
 use kiln_ir::{
     AddrSpace, Attrs, BinOp, Expr, Func, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var,
 };
 
+mod config;
+
+pub use config::{TcConfig, MAX_LOCAL_BYTES};
+
 use crate::ix::{self, c};
 use crate::tc_epilogue::{apply, Epilogue};
 use crate::MAX_SIZE;
 
-/// The most local memory a generated kernel uses: what an sm_90 work-group may use once the
-/// launch opts in to dynamic shared memory past 48 KiB (the PTX backend's
-/// `MAX_DYNAMIC_SHARED_BYTES`).
-pub const MAX_LOCAL_BYTES: u32 = 227 * 1024;
-
 /// Block rows of C that run side by side (see `Gen::block_origin`).
 const RASTER_ROWS: i64 = 8;
-
-/// The blocking of a tensor-core GEMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TcConfig {
-    /// Rows of C per work-group.
-    pub bm: u32,
-    /// Columns of C per work-group.
-    pub bn: u32,
-    /// Reduction depth of one local-memory tile (a multiple of 16).
-    pub bk: u32,
-    /// Warps along M.
-    pub warps_m: u32,
-    /// Warps along N.
-    pub warps_n: u32,
-    /// Local-memory tiles in flight (2 to 4): `stages - 1` tiles are being copied while one
-    /// is multiplied.
-    pub stages: u32,
-}
-
-impl Default for TcConfig {
-    /// 128 x 128 x 32, 2 x 4 warps (each 64 x 32), two stages (static shared memory: no
-    /// launch setup needed).
-    fn default() -> TcConfig {
-        TcConfig { bm: 128, bn: 128, bk: 32, warps_m: 2, warps_n: 4, stages: 2 }
-    }
-}
-
-impl fmt::Display for TcConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "block={}x{}x{} warps={}x{} stages={}",
-            self.bm, self.bn, self.bk, self.warps_m, self.warps_n, self.stages
-        )
-    }
-}
-
-impl TcConfig {
-    /// Work-items per work-group.
-    pub fn threads(&self) -> u32 {
-        32 * self.warps_m * self.warps_n
-    }
-
-    /// One warp's sub-tile, rows x columns.
-    pub fn warp_tile(&self) -> (u32, u32) {
-        (self.bm / self.warps_m.max(1), self.bn / self.warps_n.max(1))
-    }
-
-    /// Why the blocking cannot be generated, if it cannot.
-    pub fn validate(&self) -> Result<(), String> {
-        let bad = |why: String| Err(format!("tensor-core blocking {self}: {why}"));
-        if self.warps_m == 0 || self.warps_n == 0 || self.warps_m * self.warps_n > 16 {
-            return bad("the work-group must have 1 to 16 warps".into());
-        }
-        if self.bm == 0
-            || self.bn == 0
-            || !self.bm.is_multiple_of(self.warps_m)
-            || !self.bn.is_multiple_of(self.warps_n)
-        {
-            return bad("the block must split evenly among the warps".into());
-        }
-        let (wm, wn) = self.warp_tile();
-        if wm % 16 != 0 || wn % 8 != 0 {
-            return bad(format!("a warp's tile {wm}x{wn} must be a multiple of 16x8 (m16n8k16)"));
-        }
-        if (wm / 16) * (wn / 8) > 64 {
-            return bad(format!("a warp's tile {wm}x{wn} needs more than 64 accumulators"));
-        }
-        if self.bk == 0 || !self.bk.is_multiple_of(16) || self.bk > 128 {
-            return bad("the k-tile must be a multiple of 16, at most 128".into());
-        }
-        if !(2..=4).contains(&self.stages) {
-            return bad("stages must be 2, 3 or 4".into());
-        }
-        let bytes = self.local_bytes();
-        if bytes > MAX_LOCAL_BYTES {
-            return bad(format!(
-                "{bytes} bytes of local memory, more than the 227 KiB ({MAX_LOCAL_BYTES} bytes) an sm_90 \
-                 work-group may use (fewer stages or a smaller block)"
-            ));
-        }
-        Ok(())
-    }
-
-    /// Local memory the kernel allocates, in bytes (padded operand tiles of 2-byte elements
-    /// for every stage, and the f32 staging of one 16-row band per warp).
-    pub fn local_bytes(&self) -> u32 {
-        let (bm, bn, bk) = (self.bm, self.bn, self.bk);
-        // The larger of the two layouts of each operand tile.
-        let a = (bm * (bk + 8)).max(bk * (bm + 8));
-        let b = (bn * (bk + 8)).max(bk * (bn + 8));
-        2 * self.stages * (a + b) + 4 * self.warps_m * self.warps_n * 16 * self.epilogue_cols()
-    }
-
-    /// Columns of one warp's accumulators the epilogue stages through local memory at once
-    /// (16 rows by this many): 16, or 8 when the warp's tile is an odd multiple of 8 wide.
-    pub fn epilogue_cols(&self) -> u32 {
-        if self.warp_tile().1.is_multiple_of(16) {
-            16
-        } else {
-            8
-        }
-    }
-
-    /// Blockings a tuner should try for an `m x n x k` problem, best guess first; all valid.
-    pub fn candidates(m: u64, n: u64, k: u64) -> Vec<TcConfig> {
-        let mut out = Vec::new();
-        for (bm, bn, wm, wn) in [
-            (128, 128, 2, 4),
-            (128, 128, 2, 2),
-            (128, 256, 2, 4),
-            (256, 128, 4, 2),
-            (64, 128, 2, 2),
-            (128, 64, 2, 2),
-            (64, 64, 2, 2),
-            (32, 32, 1, 2),
-        ] {
-            for (bk, stages) in [(32, 2), (16, 3), (16, 4), (32, 3), (64, 2)] {
-                let cfg = TcConfig { bm, bn, bk, warps_m: wm, warps_n: wn, stages };
-                // Keep blocks that do not dwarf the problem.
-                let fits = (bm as u64) < 2 * m.max(16)
-                    && (bn as u64) < 2 * n.max(16)
-                    && (bk as u64) < 2 * k.max(16);
-                if cfg.validate().is_ok() && fits {
-                    out.push(cfg);
-                }
-            }
-        }
-        if out.is_empty() {
-            out.push(TcConfig { bm: 32, bn: 32, bk: 16, warps_m: 1, warps_n: 2, stages: 2 });
-        }
-        out
-    }
-}
 
 /// A tensor-core GEMM problem: `C = epilogue(op(A) · op(B))`, every matrix dense row-major
 /// in its own buffer (A is M x K, stored K x M when `trans_a`; B is K x N, stored N x K when
@@ -364,8 +233,8 @@ fn u32_of(e: &Expr) -> Expr {
     e.cast(Scalar::U32)
 }
 
-fn frag(role: FragRole, elem: Scalar) -> Type {
-    Type::Frag(Frag::new(role, MatShape::M16N8K16, elem))
+fn frag(role: FragRole, shape: MatShape, elem: Scalar) -> Type {
+    Type::Frag(Frag::new(role, shape, elem))
 }
 
 fn zero(ty: Scalar) -> Expr {
@@ -439,6 +308,26 @@ impl<'a> Gen<'a> {
     /// The copy of K-tile `kt` (an expression) of operand `o` (`mn0` its M or N origin) into
     /// local slot `slot`: each work-item copies chunks of 8 elements `lid, lid + T, ...`.
     fn copy_tile(&self, o: &Operand, mn0: &Expr, kt: &Expr, slot: &Expr, tag: &str) -> Vec<Stmt> {
+        if let Some(offs) = self.fixed_offsets(o) {
+            // Every chunk is a 16-byte copy: the work-item's offsets were computed before
+            // the loop; the tile adds K's step.
+            let step = if o.k_major { self.cfg.bk as i64 * o.cols } else { self.cfg.bk as i64 };
+            let k = ix::mul(kt, &c(step));
+            return offs
+                .iter()
+                .map(|(d, s)| {
+                    Stmt::call(
+                        Func::matrix(MatrixOp::CopyAsync(8)),
+                        [
+                            o.local.expr(),
+                            u32_of(&ix::add(slot, &d.expr())),
+                            o.buf.expr(),
+                            u32_of(&ix::add(&s.expr(), &k)),
+                        ],
+                    )
+                })
+                .collect();
+        }
         let threads = self.cfg.threads() as i64;
         let k0 = ix::mul(kt, &c(self.cfg.bk as i64));
         let (r0, c0) = if o.k_major { (k0, mn0.clone()) } else { (mn0.clone(), k0) };
@@ -510,13 +399,57 @@ impl<'a> Gen<'a> {
         out
     }
 
-    /// Copies K-tile `kt` of both operands into slot `kt % stages`, when `kt` is a tile of
-    /// the problem (`guard`: it may not be), then closes the group of copies.
-    fn load_stage(&self, kt: &Expr, guard: bool, tag: &str) -> Vec<Stmt> {
-        let s = self.cfg.stages as i64;
-        let slot = nn_rem(kt, s);
-        let sa = ix::mul(&slot, &c(self.a.tile_elems()));
-        let sb = ix::mul(&slot, &c(self.b.tile_elems()));
+    /// Where every chunk of `o`'s tiles is a 16-byte copy inside the matrix (sizes multiples
+    /// of the tile, rows multiples of 8 elements, as many chunks per work-item), the
+    /// variables holding each of this work-item's chunks' offsets: in the local tile, and in
+    /// the matrix for K-tile 0. They depend only on the work-item, so they are computed once
+    /// before the k-loop ([`Self::fixed_offset_lets`]) rather than in every tile's copy.
+    fn fixed_offsets(&self, o: &Operand) -> Option<Vec<(Var, Var)>> {
+        let threads = self.cfg.threads() as i64;
+        let chunks = o.tr * (o.tc / 8);
+        let exact = o.rows % o.tr == 0 && o.cols % o.tc == 0 && o.cols % 8 == 0;
+        if !exact || chunks % threads != 0 {
+            return None;
+        }
+        let tag = o.local.name();
+        Some(
+            (0..chunks / threads)
+                .map(|e| {
+                    (
+                        Var::new(format!("{tag}_dst{e}"), Type::I32),
+                        Var::new(format!("{tag}_src{e}"), Type::I32),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// The `let`s of [`Self::fixed_offsets`] for operand `o` (`mn0` its M or N origin).
+    fn fixed_offset_lets(&self, o: &Operand, mn0: &Expr) -> Vec<Stmt> {
+        let Some(offs) = self.fixed_offsets(o) else { return Vec::new() };
+        let threads = self.cfg.threads() as i64;
+        let per_row = o.tc / 8;
+        let mut out = Vec::new();
+        for (e, (d, s)) in offs.iter().enumerate() {
+            let q = ix::add(&self.lid, &c(e as i64 * threads));
+            let (r, cc) = (nn_div(&q, per_row), ix::mul(&nn_rem(&q, per_row), &c(8)));
+            // Tile 0's origin: (mn0, 0), or (0, mn0) when the rows are K.
+            let (gr, gc) = if o.k_major {
+                (r.clone(), ix::add(mn0, &cc))
+            } else {
+                (ix::add(mn0, &r), cc.clone())
+            };
+            out.push(Stmt::let_(d, ix::add(&ix::mul(&r, &c(o.ls)), &cc)));
+            out.push(Stmt::let_(s, ix::add(&ix::mul(&gr, &c(o.cols)), &gc)));
+        }
+        out
+    }
+
+    /// Copies K-tile `kt` of both operands into slot `slot`, when `kt` is a tile of the
+    /// problem (`guard`: it may not be), then closes the group of copies.
+    fn load_stage(&self, kt: &Expr, slot: &Expr, guard: bool, tag: &str) -> Vec<Stmt> {
+        let sa = ix::mul(slot, &c(self.a.tile_elems()));
+        let sb = ix::mul(slot, &c(self.b.tile_elems()));
         let mut copies = self.copy_tile(&self.a, &self.m0.expr(), kt, &sa, &format!("{tag}a"));
         copies.extend(self.copy_tile(&self.b, &self.n0.expr(), kt, &sb, &format!("{tag}b")));
         let mut out = vec![if guard {
@@ -528,74 +461,179 @@ impl<'a> Gen<'a> {
         out
     }
 
-    /// The warp's multiply of the tiles in slot `slot`.
-    fn multiply(&self, slot: &Expr, wm0: &Expr, wn0: &Expr, acc: &[Vec<Var>]) -> Vec<Stmt> {
-        let (mi, ni) = (acc.len() as i64, acc[0].len() as i64);
+    /// The shape of the warp's products: `m16n16k16` where the warp's tile is a multiple of
+    /// 16 wide (one B fragment is then two n-blocks, a single `ldmatrix.x4` on PTX instead
+    /// of two `.x2`), else `m16n8k16`.
+    fn shape(&self) -> MatShape {
+        if self.cfg.warp_tile().1.is_multiple_of(16) {
+            MatShape::M16N16K16
+        } else {
+            MatShape::M16N8K16
+        }
+    }
+
+    /// Columns of one accumulator fragment (16 or 8).
+    fn frag_cols(&self) -> i64 {
+        if self.shape() == MatShape::M16N16K16 {
+            16
+        } else {
+            8
+        }
+    }
+
+    /// Loads the warp's A and B fragments of k-step `ks` (16 deep) of the tiles at element
+    /// offsets `abase` and `bbase`: `mi` A and `ni` B fragments, named after `tag`. `wa` and
+    /// `wb` are the warp's origins within a tile; each offset is written `(base + w) + C`
+    /// so that the PTX backend puts `C` in the address (one register per tile and warp).
+    #[allow(clippy::too_many_arguments)]
+    fn load_frags(
+        &self,
+        abase: &Expr,
+        bbase: &Expr,
+        ks: i64,
+        (wa, wb): (&Expr, &Expr),
+        (mi, ni): (i64, i64),
+        tag: &str,
+        out: &mut Vec<Stmt>,
+    ) -> (Vec<Var>, Vec<Var>) {
         let (a, b) = (&self.a, &self.b);
-        let abase = Var::new("a_at", Type::I32);
-        let bbase = Var::new("b_at", Type::I32);
-        let mut out = vec![
-            Stmt::let_(&abase, ix::mul(slot, &c(a.tile_elems()))),
-            Stmt::let_(&bbase, ix::mul(slot, &c(b.tile_elems()))),
+        let (shape, fw) = (self.shape(), self.frag_cols());
+        let k = ks * 16;
+        let (at, bt) = (ix::add(abase, wa), ix::add(bbase, wb));
+        let fa = (0..mi)
+            .map(|i| {
+                let f = Var::new(format!("{tag}a_{i}"), frag(FragRole::A, shape, self.p.ty));
+                // The warp's A element (16i, k): 16i * ls + k (row) or k * ls + 16i (col).
+                let (off, lay) = if a.k_major {
+                    (k * a.ls + 16 * i, FragLayout::Col)
+                } else {
+                    (16 * i * a.ls + k, FragLayout::Row)
+                };
+                out.push(Stmt::call_into(
+                    &f,
+                    Func::matrix(MatrixOp::Load(lay)),
+                    [a.local.expr(), u32_of(&ix::add(&at, &c(off))), Expr::u32(a.ls as u32)],
+                ));
+                f
+            })
+            .collect();
+        let fb = (0..ni)
+            .map(|j| {
+                let f = Var::new(format!("{tag}b_{j}"), frag(FragRole::B, shape, self.p.ty));
+                // The warp's B element (k, fw j): k * ls + fw j (row) or fw j * ls + k (col).
+                let (off, lay) = if b.k_major {
+                    (k * b.ls + fw * j, FragLayout::Row)
+                } else {
+                    (fw * j * b.ls + k, FragLayout::Col)
+                };
+                out.push(Stmt::call_into(
+                    &f,
+                    Func::matrix(MatrixOp::Load(lay)),
+                    [b.local.expr(), u32_of(&ix::add(&bt, &c(off))), Expr::u32(b.ls as u32)],
+                ));
+                f
+            })
+            .collect();
+        (fa, fb)
+    }
+
+    /// The pipeline and the k-loop. The prologue starts the copies of tiles `0 .. stages`,
+    /// one per slot. Fragments are loaded one k-step ahead of the `mma`s that use them,
+    /// across tiles too: the last k-step of tile `kt` waits for tile `kt + 1`, passes the
+    /// barrier (after which no warp reads tile `kt`'s slot any more), starts the copy of tile
+    /// `kt + stages` into that slot and loads tile `kt + 1`'s first fragments, and only then
+    /// issues its own `mma`s, so the tensor cores have queued work across the barrier.
+    fn mainloop(&self, wm0: &Expr, wn0: &Expr, acc: &[Vec<Var>]) -> Vec<Stmt> {
+        let s = self.cfg.stages as i64;
+        let nks = self.cfg.bk as i64 / 16;
+        // The warp's origins within the A and B tiles, in elements.
+        let (wa, wb) = (Var::new("a_w", Type::I32), Var::new("b_w", Type::I32));
+        let origin =
+            |o: &Operand, w: &Expr| if o.k_major { w.clone() } else { ix::mul(w, &c(o.ls)) };
+        let (wa_e, wb_e) = (wa.expr(), wb.expr());
+        let w = (&wa_e, &wb_e);
+        let dims = (acc.len() as i64, acc[0].len() as i64);
+        let wait = |n: i64| Stmt::call(Func::matrix(MatrixOp::Wait(n as u8)), []);
+        let mut out =
+            vec![Stmt::let_(&wa, origin(&self.a, wm0)), Stmt::let_(&wb, origin(&self.b, wn0))];
+        out.extend(self.fixed_offset_lets(&self.a, &self.m0.expr()));
+        out.extend(self.fixed_offset_lets(&self.b, &self.n0.expr()));
+        for t in 0..s {
+            out.extend(self.load_stage(&c(t), &c(t), t >= self.ktiles, &format!("p{t}")));
+        }
+        out.extend([wait(s - 1), Stmt::barrier(MemFence::LOCAL)]);
+        let (fa, fb) = self.load_frags(&c(0), &c(0), 0, w, dims, "p", &mut out);
+        // The fragments carried from one tile's last k-step to the next tile's first.
+        let carry = |fs: Vec<Var>, name: &str, out: &mut Vec<Stmt>| -> Vec<Var> {
+            fs.iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let v = Var::new(format!("{name}_{i}"), f.ty());
+                    out.push(Stmt::decl(&v, f.expr()));
+                    v
+                })
+                .collect()
+        };
+        let ca = carry(fa, "ca", &mut out);
+        let cb = carry(fb, "cb", &mut out);
+        // The slot of tile kt (kt % stages, carried to avoid a division when stages is 3).
+        let slot = Var::new("slot", Type::I32);
+        out.push(Stmt::decl(&slot, c(0)));
+
+        let kt = Var::new("kt", Type::I32);
+        let next = Var::new("slot_n", Type::I32);
+        let (abase, bbase) = (Var::new("a_at", Type::I32), Var::new("b_at", Type::I32));
+        let (anext, bnext) = (Var::new("a_nx", Type::I32), Var::new("b_nx", Type::I32));
+        let at = |v: &Var, o: &Operand| ix::mul(&v.expr(), &c(o.tile_elems()));
+        let mut step = vec![
+            Stmt::let_(
+                &next,
+                Expr::select(slot.expr().cmp_eq(c(s - 1)), c(0), ix::add(&slot.expr(), &c(1))),
+            ),
+            Stmt::let_(&abase, at(&slot, &self.a)),
+            Stmt::let_(&bbase, at(&slot, &self.b)),
+            Stmt::let_(&anext, at(&next, &self.a)),
+            Stmt::let_(&bnext, at(&next, &self.b)),
         ];
-        for ks in 0..self.cfg.bk as i64 / 16 {
-            let k = ks * 16;
-            let fa: Vec<Var> = (0..mi)
-                .map(|i| {
-                    let f = Var::new(format!("fa{ks}_{i}"), frag(FragRole::A, self.p.ty));
-                    let m = ix::add(wm0, &c(16 * i));
-                    // A's element (m, k): m * ls + k (row) or k * ls + m (col).
-                    let (off, lay) = if a.k_major {
-                        (ix::add(&c(k * a.ls), &m), FragLayout::Col)
-                    } else {
-                        (ix::add(&ix::mul(&m, &c(a.ls)), &c(k)), FragLayout::Row)
-                    };
-                    let off = ix::add(&abase.expr(), &off);
-                    out.push(Stmt::call_into(
-                        &f,
-                        Func::matrix(MatrixOp::Load(lay)),
-                        [a.local.expr(), u32_of(&off), Expr::u32(a.ls as u32)],
-                    ));
-                    f
-                })
-                .collect();
-            let fb: Vec<Var> = (0..ni)
-                .map(|j| {
-                    let f = Var::new(format!("fb{ks}_{j}"), frag(FragRole::B, self.p.ty));
-                    let n = ix::add(wn0, &c(8 * j));
-                    // B's element (k, n): k * ls + n (row) or n * ls + k (col).
-                    let (off, lay) = if b.k_major {
-                        (ix::add(&c(k * b.ls), &n), FragLayout::Row)
-                    } else {
-                        (ix::add(&ix::mul(&n, &c(b.ls)), &c(k)), FragLayout::Col)
-                    };
-                    let off = ix::add(&bbase.expr(), &off);
-                    out.push(Stmt::call_into(
-                        &f,
-                        Func::matrix(MatrixOp::Load(lay)),
-                        [b.local.expr(), u32_of(&off), Expr::u32(b.ls as u32)],
-                    ));
-                    f
-                })
-                .collect();
+        let (mut fa, mut fb) = (ca.clone(), cb.clone());
+        for ks in 0..nks {
+            let (na, nb) = if ks + 1 < nks {
+                let (ab, bb) = (abase.expr(), bbase.expr());
+                self.load_frags(&ab, &bb, ks + 1, w, dims, &format!("f{}", ks + 1), &mut step)
+            } else {
+                step.extend([wait(s - 2), Stmt::barrier(MemFence::LOCAL)]);
+                let ahead = ix::add(&kt.expr(), &c(s));
+                step.extend(self.load_stage(&ahead, &slot.expr(), true, "n"));
+                let (ab, bb) = (anext.expr(), bnext.expr());
+                self.load_frags(&ab, &bb, 0, w, dims, "g", &mut step)
+            };
             for (i, row) in acc.iter().enumerate() {
                 for (j, v) in row.iter().enumerate() {
-                    let d = Var::new(format!("d{ks}_{i}_{j}"), frag(FragRole::Acc, Scalar::F32));
-                    out.push(Stmt::call_into(
+                    let d = Var::new(format!("d{ks}_{i}_{j}"), v.ty());
+                    step.push(Stmt::call_into(
                         &d,
                         Func::matrix(MatrixOp::Mma),
                         [fa[i].expr(), fb[j].expr(), v.expr()],
                     ));
-                    out.push(Stmt::assign(v, d.expr()));
+                    step.push(Stmt::assign(v, d.expr()));
                 }
             }
+            (fa, fb) = (na, nb);
         }
+        for (v, f) in ca.iter().zip(&fa).chain(cb.iter().zip(&fb)) {
+            step.push(Stmt::assign(v, f.expr()));
+        }
+        step.push(Stmt::assign(&slot, next.expr()));
+        out.push(Stmt::for_(&kt, c(0), c(self.ktiles), c(1), Stmt::block(step)));
         out
     }
 
-    /// Stores the warp's accumulators through local memory, one 16-row band at a time: the
-    /// band's fragments go to the warp's staging area, then each work-item applies the
-    /// epilogue to elements `lane, lane + 32, ...` of it and stores those inside C.
+    /// Stores the warp's accumulators through local memory, one 16-row chunk at a time: the
+    /// chunk's fragments go to the warp's staging area, then each work-item applies the
+    /// epilogue to elements `lane, lane + 32, ...` of it and stores those inside C. The
+    /// staging area has two halves used in turn where they fit (`TcConfig::staging_halves`),
+    /// so one barrier per chunk suffices: a half is written again only after the barrier
+    /// that follows every read of it; with one half, a second barrier ends each chunk.
     fn store(
         &self,
         acc: &[Vec<Var>],
@@ -609,14 +647,20 @@ impl<'a> Gen<'a> {
         let chunk = 16 * ec;
         let cs = Var::new("c_s", Type::ptr(AddrSpace::Local, Scalar::F32));
         let cbuf = Var::new("c", Type::ptr(AddrSpace::Global, p.out));
-        let base = Var::new("c_at", Type::I32);
-        let mut out = vec![Stmt::let_(&base, ix::mul(warp, &c(chunk)))];
+        let at = Var::new("c_at", Type::I32);
+        let halves = self.cfg.staging_halves() as i64;
+        let mut out = vec![Stmt::let_(&at, ix::mul(warp, &c(halves * chunk)))];
         let barrier = || Stmt::barrier(MemFence::LOCAL);
-        let per_chunk = ec as usize / 8;
+        let fw = self.frag_cols();
+        let per_chunk = (ec / fw) as usize;
+        let mut half = 0;
         for (i, row) in acc.iter().enumerate() {
             for (jc, frags) in row.chunks(per_chunk).enumerate() {
+                let base = Var::new(format!("c_at{i}_{jc}"), Type::I32);
+                out.push(Stmt::let_(&base, ix::add(&at.expr(), &c(half * chunk))));
+                half = (half + 1) % halves;
                 for (j, v) in frags.iter().enumerate() {
-                    let off = ix::add(&base.expr(), &c(8 * j as i64));
+                    let off = ix::add(&base.expr(), &c(fw * j as i64));
                     out.push(Stmt::call(
                         Func::matrix(MatrixOp::Store(FragLayout::Row)),
                         [cs.expr(), u32_of(&off), Expr::u32(ec as u32), v.expr()],
@@ -655,7 +699,9 @@ impl<'a> Gen<'a> {
                         None => Stmt::block(body),
                     });
                 }
-                out.push(barrier());
+                if halves == 1 {
+                    out.push(barrier());
+                }
             }
         }
         out
@@ -684,7 +730,7 @@ impl<'a> Gen<'a> {
         let p = self.p;
         let cfg = &self.cfg;
         let (wm, wn) = cfg.warp_tile();
-        let (mi, ni) = (wm as i64 / 16, wn as i64 / 8);
+        let (mi, ni) = (wm as i64 / 16, wn as i64 / self.frag_cols());
         let s = cfg.stages as i64;
         let warp = Var::new("warp", Type::I32);
         let lane = Var::new("lane", Type::I32);
@@ -694,7 +740,10 @@ impl<'a> Gen<'a> {
         let mut body = vec![
             Stmt::alloc(&self.a.local, (s * self.a.tile_elems()) as u32),
             Stmt::alloc(&self.b.local, (s * self.b.tile_elems()) as u32),
-            Stmt::alloc(&cs, cfg.warps_m * cfg.warps_n * 16 * cfg.epilogue_cols()),
+            Stmt::alloc(
+                &cs,
+                cfg.staging_halves() * cfg.warps_m * cfg.warps_n * 16 * cfg.epilogue_cols(),
+            ),
             Stmt::let_(&self.m0, ix::mul(&block_m, &c(cfg.bm as i64))),
             Stmt::let_(&self.n0, ix::mul(&block_n, &c(cfg.bn as i64))),
             Stmt::let_(&warp, nn_div(&self.lid, 32)),
@@ -702,32 +751,21 @@ impl<'a> Gen<'a> {
             Stmt::let_(&wm0, ix::mul(&nn_div(&warp.expr(), cfg.warps_n as i64), &c(wm as i64))),
             Stmt::let_(&wn0, ix::mul(&nn_rem(&warp.expr(), cfg.warps_n as i64), &c(wn as i64))),
         ];
-        let z = Var::new("zero", frag(FragRole::Acc, Scalar::F32));
+        let shape = self.shape();
+        let z = Var::new("zero", frag(FragRole::Acc, shape, Scalar::F32));
         body.push(Stmt::call_into(&z, Func::matrix(MatrixOp::Fill), [Expr::f32(0.0)]));
         let acc: Vec<Vec<Var>> = (0..mi)
             .map(|i| {
                 (0..ni)
                     .map(|j| {
-                        let v = Var::new(format!("acc_{i}_{j}"), frag(FragRole::Acc, Scalar::F32));
+                        let v = Var::new(format!("acc_{i}_{j}"), z.ty());
                         body.push(Stmt::decl(&v, z.expr()));
                         v
                     })
                     .collect()
             })
             .collect();
-        // The prologue: tiles 0 .. stages-2 in flight.
-        for t in 0..s - 1 {
-            body.extend(self.load_stage(&c(t), t >= self.ktiles, &format!("p{t}")));
-        }
-        let kt = Var::new("kt", Type::I32);
-        let mut step = vec![
-            Stmt::call(Func::matrix(MatrixOp::Wait((s - 2) as u8)), []),
-            Stmt::barrier(MemFence::LOCAL),
-        ];
-        let next = ix::add(&kt.expr(), &c(s - 1));
-        step.extend(self.load_stage(&next, true, "n"));
-        step.extend(self.multiply(&nn_rem(&kt.expr(), s), &wm0.expr(), &wn0.expr(), &acc));
-        body.push(Stmt::for_(&kt, c(0), c(self.ktiles), c(1), Stmt::block(step)));
+        body.extend(self.mainloop(&wm0.expr(), &wn0.expr(), &acc));
         body.extend(self.store(&acc, &warp.expr(), &lane.expr(), &wm0.expr(), &wn0.expr()));
 
         let mut params = vec![

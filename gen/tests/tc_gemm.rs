@@ -367,9 +367,58 @@ fn tc_gemm_k_loop_has_no_divisions_or_per_load_lane_math() {
     let text = g.kernel.to_string();
     assert!(!text.contains(" / ") && !text.contains(" % "), "{text}");
     // `ldmatrix` lane offsets (constant strides) are computed once at entry: one `%laneid`
-    // read per (stride, width) plus the epilogue's 16 fragment stores, not one per load.
+    // read per (stride, width) plus the epilogue's 8 fragment stores (m16n16k16), not one
+    // per load.
     let ptx = ptx_assembles(&p, &TcConfig::default());
-    assert_eq!(ptx.matches("%laneid").count(), 2 + 16, "{ptx}");
+    assert_eq!(ptx.matches("%laneid").count(), 2 + 8, "{ptx}");
     // The results keep the plain product's bits (shifts equal divisions on these indices).
     check_plain(&TcGemmProblem::new(64, 64, 64, Scalar::F16), &TcConfig { stages: 2, ..small() });
+}
+
+#[test]
+fn tc_gemm_pipelines_of_every_depth_and_fragment_width() {
+    // Fragments are loaded a k-step ahead across tiles and every slot is in flight at once:
+    // stage counts 2 to 4, k-tiles of 1 to 3 k-steps (odd counts too), more tiles than
+    // stages, and both fragment widths (m16n16k16 where the warp's tile is a multiple of 16
+    // wide, m16n8k16 for 24), each with the sequential product's bits in both schedules.
+    let p = TcGemmProblem { out: Scalar::BF16, ..TcGemmProblem::new(64, 96, 208, Scalar::BF16) };
+    for (bn, wn, bk, stages) in [(32, 2, 16, 2), (48, 2, 48, 3), (32, 1, 32, 4), (96, 2, 16, 3)] {
+        let cfg = TcConfig { bm: 32, bn, bk, warps_m: 2, warps_n: wn, stages };
+        check_plain(&p, &cfg);
+        let t = TcGemmProblem { trans_a: true, trans_b: true, ..p.clone() };
+        check_plain(&t, &cfg);
+    }
+    // The deepest 128x256 pipeline fits the 227 KiB with one staging chunk per warp.
+    let deep = TcConfig { bm: 128, bn: 256, bk: 64, warps_m: 2, warps_n: 4, stages: 4 };
+    deep.validate().unwrap();
+    assert!(deep.local_bytes() <= kiln_gen::tc::MAX_LOCAL_BYTES, "{}", deep.local_bytes());
+    // The default blocking stages its epilogue through one chunk per warp (two would take
+    // it past static shared memory): the two-barrier path.
+    check_plain(&TcGemmProblem::new(128, 128, 32, Scalar::F16), &TcConfig::default());
+}
+
+#[test]
+fn tc_gemm_k_loop_loads_fragments_ahead_and_b_in_pairs() {
+    let p =
+        TcGemmProblem { out: Scalar::BF16, ..TcGemmProblem::new(4096, 4096, 4096, Scalar::BF16) };
+    let cfg = TcConfig { bm: 128, bn: 128, bk: 64, warps_m: 2, warps_n: 2, stages: 3 };
+    let g = p.generate(&cfg).unwrap();
+    let text = g.kernel.to_string();
+    // The first k-step's fragments are loaded before the loop: the loop's barrier is not
+    // a stall with no fragments in registers.
+    let before = &text[..text.find("for kt").expect("the k-loop")];
+    assert!(before.contains("frag_load("), "{text}");
+    // The tile copies in the loop use offsets computed once per work-item before it.
+    let inside = &text[text.find("for kt").unwrap()..];
+    let copies: Vec<&str> = inside.lines().filter(|l| l.contains("copy_async(")).collect();
+    assert!(!copies.is_empty() && copies.iter().all(|l| l.contains("_dst") && l.contains("_src")));
+    // Every B fragment (64-wide warp tile) is two n-blocks: one `ldmatrix.x4`, no `.x2`.
+    let ptx = ptx_assembles(&p, &cfg);
+    assert!(ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans"), "{ptx}");
+    assert!(!ptx.contains(".x2"), "{ptx}");
+    // The four A (and B) loads of a warp and k-step share one address register, their
+    // offsets in the instruction's immediate: three of every four carry one.
+    let loads: Vec<&str> = ptx.lines().filter(|l| l.contains("ldmatrix")).collect();
+    let with_imm = loads.iter().filter(|l| l.contains("+")).count();
+    assert!(4 * with_imm >= 3 * loads.len(), "{with_imm} of {}:\n{ptx}", loads.len());
 }

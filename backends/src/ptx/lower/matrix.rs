@@ -12,7 +12,7 @@
 //! tile's memory rows are its k), other loads and stores go element by element.
 
 use kiln_ir::matrix::{FragRole, Layout, MatShape, MatrixOp};
-use kiln_ir::{Expr, Imm, Scalar, Type, Var};
+use kiln_ir::{Expr, ExprNode, Imm, Scalar, Type, Var};
 
 use super::{Binding, Lower, Mem, R};
 use crate::ptx::regs::{Class, Reg, Val};
@@ -153,18 +153,18 @@ impl Lower<'_> {
                 let r = result.ok_or("ill-formed kernel: frag_load without a result")?;
                 let f = r.ty().frag().ok_or("ill-formed kernel: frag_load type")?;
                 let m = mem_of(self, &args[0])?;
-                let off = self.u32_reg(&args[1])?;
-                let stride = self.u32_reg(&args[2])?;
                 let dst = self.new_frag(r.ty())?;
                 let konst =
                     args[2].as_imm().and_then(Imm::as_i128).and_then(|s| u32::try_from(s).ok());
-                if m.space == ".shared" && f.role != FragRole::Acc {
-                    if let Some(s) = konst {
-                        self.ldmatrix_const(&m, off, s, layout, f.role, &dst);
-                    } else {
-                        self.ldmatrix(&m, off, stride, layout, f.role, &dst);
-                    }
+                if let (".shared", true, Some(s)) = (m.space, f.role != FragRole::Acc, konst) {
+                    self.ldmatrix_const(&m, &args[1], s, layout, f.role, &dst)?;
+                } else if m.space == ".shared" && f.role != FragRole::Acc {
+                    let off = self.u32_reg(&args[1])?;
+                    let stride = self.u32_reg(&args[2])?;
+                    self.ldmatrix(&m, off, stride, layout, f.role, &dst);
                 } else {
+                    let off = self.u32_reg(&args[1])?;
+                    let stride = self.u32_reg(&args[2])?;
                     let (_, g, t2) = self.lane();
                     for (d, elems) in dst.clone().iter().zip(elements(f.role, f.shape)) {
                         let mut halves = Vec::new();
@@ -260,16 +260,18 @@ impl Lower<'_> {
     /// `ldmatrix` with a constant stride: the lane's element offset within the tile depends
     /// only on the lane and the stride, so it is computed once at entry (the k-loop of a
     /// GEMM issues one `ldmatrix` per two to four `mma`s, and per-load lane arithmetic would
-    /// outnumber them); each load adds the tile's offset and forms the address.
+    /// outnumber them); each load adds the tile's offset `off` and forms the address. An
+    /// offset `(x + C) as u32` (`x` an i32, `C >= 0`) puts `C` in the address's immediate:
+    /// the loads of one tile then share one address register.
     fn ldmatrix_const(
         &mut self,
         m: &Mem,
-        off: Reg,
+        off: &Expr,
         stride: u32,
         layout: Layout,
         role: FragRole,
         dst: &[Reg],
-    ) {
+    ) -> R<()> {
         let (trans, lo_rows) = ldmatrix_form(role, layout);
         let key = (stride, dst.len(), lo_rows);
         let lane_off = match self.lane_offsets.get(&key) {
@@ -285,11 +287,36 @@ impl Lower<'_> {
                 o
             }
         };
+        let size = m.elem.size_bytes() as i128;
+        let split = match off.node() {
+            ExprNode::Cast { to: Scalar::U32, a } if a.ty() == Type::I32 => {
+                match self.split_offset(a)? {
+                    Some(xc) => Some(xc),
+                    None => Some((self.expr(a, None)?, 0)),
+                }
+            }
+            _ => None,
+        };
         let i = self.fresh(Class::B32);
-        self.ins(format_args!("add.u32 {i}, {lane_off}, {off}"));
         let a = self.fresh(Class::B64);
-        self.ins(format_args!("mad.wide.u32 {a}, {i}, {}, {}", m.elem.size_bytes(), m.base));
-        self.ldmatrix_issue(dst, trans, a);
+        let imm = match split.filter(|&(_, c)| c * size <= i32::MAX as i128) {
+            // Every in-bounds offset is a small non-negative `x + C`, so `lane + x` is exact in
+            // s32 (x may be negative) and the sign-extended address plus `C` is the element's.
+            Some((x, c)) => {
+                let x = self.reg(x, Class::B32);
+                self.ins(format_args!("add.s32 {i}, {lane_off}, {x}"));
+                self.ins(format_args!("mad.wide.s32 {a}, {i}, {size}, {}", m.base));
+                c * size
+            }
+            None => {
+                let off = self.u32_reg(off)?;
+                self.ins(format_args!("add.u32 {i}, {lane_off}, {off}"));
+                self.ins(format_args!("mad.wide.u32 {a}, {i}, {size}, {}", m.base));
+                0
+            }
+        };
+        self.ldmatrix_issue(dst, trans, a, imm);
+        Ok(())
     }
 
     /// `ldmatrix` of an `a` or `b` tile from shared memory into `dst`: lane `l` gives the
@@ -306,7 +333,7 @@ impl Lower<'_> {
         let (trans, lo_rows) = ldmatrix_form(role, layout);
         let (row, col_blk) = self.ldmatrix_lane(dst.len(), lo_rows);
         let a = self.tile_addr(m, off, stride, Layout::Row, row, col_blk);
-        self.ldmatrix_issue(dst, trans, a);
+        self.ldmatrix_issue(dst, trans, a, 0);
     }
 
     /// The row and the column block, in the tile as stored, whose address this lane gives to
@@ -335,12 +362,13 @@ impl Lower<'_> {
         (row, col_blk)
     }
 
-    /// The `ldmatrix` instruction itself, lane addresses in `a`.
-    fn ldmatrix_issue(&mut self, dst: &[Reg], trans: bool, a: Reg) {
+    /// The `ldmatrix` instruction itself, lane addresses `a + imm` (bytes).
+    fn ldmatrix_issue(&mut self, dst: &[Reg], trans: bool, a: Reg, imm: i128) {
         let n = if dst.len() == 2 { "x2" } else { "x4" };
         let t = if trans { ".trans" } else { "" };
         let list = dst.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-        self.ins(format_args!("ldmatrix.sync.aligned.m8n8.{n}{t}.shared.b16 {{{list}}}, [{a}]"));
+        let at = if imm == 0 { format!("[{a}]") } else { format!("[{a}+{imm}]") };
+        self.ins(format_args!("ldmatrix.sync.aligned.m8n8.{n}{t}.shared.b16 {{{list}}}, {at}"));
     }
 }
 
