@@ -53,7 +53,7 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             conv = c.problem();
             (Problem::conv(&conv).map_err(Error::Message)?, c.output())
         }
-        What::TcGemm(_) => {
+        What::TcGemm(_) | What::TcConv(_) => {
             return Err(Error::Message(
                 "kiln tune does not time tensor-core GEMMs yet: `kiln gen tc-gemm ... \
                  --candidates` lists the blockings to try"
