@@ -13,7 +13,8 @@
 //!   best of them and their neighbours (split-K included).
 //! * [`tc`]: tensor-core GEMM (f16/bf16 inputs, f32 accumulation) through the IR's matrix
 //!   operations, with fused element-wise epilogues ([`tc_epilogue`]); [`tc_conv`], the
-//!   implicit-GEMM convolution (NHWC) on the same kernel.
+//!   implicit-GEMM convolution (NHWC) on the same kernel; [`tc_tune`], the model that ranks
+//!   their blockings for a tuner.
 //! * [`gemm`] and [`conv`]: GEMM (four transpositions, f32 or f16 storage) and 2-D
 //!   convolution forward (NCHW/NHWC, stride, padding, dilation) as views.
 //!
@@ -32,6 +33,7 @@ pub mod split;
 pub mod tc;
 pub mod tc_conv;
 pub mod tc_epilogue;
+pub mod tc_tune;
 pub mod tensor;
 pub mod tuner;
 pub mod view;

@@ -115,7 +115,8 @@ pub(super) struct TcGemmArgs {
 }
 
 impl TcGemmArgs {
-    fn problem(&self) -> Result<TcGemmProblem, Error> {
+    /// The problem these arguments describe.
+    pub(super) fn problem(&self) -> Result<TcGemmProblem, Error> {
         Ok(TcGemmProblem {
             m: self.m,
             n: self.n,

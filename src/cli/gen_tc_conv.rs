@@ -71,7 +71,8 @@ pub(super) struct TcConvArgs {
 }
 
 impl TcConvArgs {
-    fn problem(&self) -> Result<TcConvProblem, Error> {
+    /// The problem these arguments describe.
+    pub(super) fn problem(&self) -> Result<TcConvProblem, Error> {
         let a = self;
         let geom = ConvProblem::new(a.mb, a.ic, a.input.0, a.input.1, a.oc, a.kernel.0, a.kernel.1)
             .with_stride(a.stride.0, a.stride.1)

@@ -21,6 +21,7 @@ mod npy;
 mod opt;
 mod run;
 mod tune;
+mod tune_tc;
 mod value;
 
 use std::path::Path;
