@@ -1,7 +1,8 @@
-//! `kiln gen tc-conv` from the command line: the printed tensor-core convolution passes
-//! `kiln check` and `kiln fmt --check`, runs on the interpreter to the direct convolution's
-//! values (with and without padding and a fused epilogue), lowers to PTX with `mma.sync`;
-//! bad requests fail with a reason.
+//! `kiln gen tc-conv` and `kiln gen tc-attn` from the command line: the printed tensor-core
+//! convolution passes `kiln check` and `kiln fmt --check`, runs on the interpreter to the
+//! direct convolution's values (with and without padding and a fused epilogue), lowers to
+//! PTX with `mma.sync`; the attention kernel runs to softmax's values; bad requests fail
+//! with a reason.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -108,4 +109,31 @@ fn tc_conv_refusals_say_why() {
     args.extend(geom);
     let c = ok(&args);
     assert!(c.lines().count() >= 1 && c.starts_with("block="), "{c}");
+}
+
+#[test]
+fn tc_attn_generates_runs_and_refuses() {
+    // Two rows of 16: q = k = v = 0..31. Each row's score with key 1 exceeds key 0's by at
+    // least 480 (after the 1/4 scale), so softmax picks key 1 exactly: o = v's row 1, twice.
+    let f = scratch("a.kir");
+    let fs = f.to_str().unwrap();
+    ok(&["gen", "tc-attn", "1", "2", "16", "--warps", "1", "--type", "f16", "-o", fs]);
+    ok(&["check", fs]);
+    ok(&["fmt", "--check", fs]);
+    let mut args = vec!["run", fs, "--device", "interp", "--full"];
+    args.extend(["--arg", "q=iota:32", "--arg", "k=iota:32", "--arg", "v=iota:32"]);
+    args.extend(["--arg", "o=zeros:32"]);
+    let out = ok(&args);
+    let row: Vec<String> = (16..32).map(|i| format!("{i}.0")).collect();
+    let want = format!("o: f16[32] = [{}, {}]", row.join(", "), row.join(", "));
+    assert!(out.contains(&want), "{out}");
+    for (args, why) in [
+        (&["gen", "tc-attn", "1", "16", "72"][..], "multiple of 16, at most 128"),
+        (&["gen", "tc-attn", "1", "16", "64", "--warps", "9"], "1 to 8"),
+        (&["tune", "tc-attn", "1", "16", "64"], "does not tune attention kernels"),
+    ] {
+        let o = kiln(args);
+        assert_eq!(o.status.code(), Some(1), "kiln {args:?}");
+        assert!(text(&o.stderr).contains(why), "kiln {args:?}: {}", text(&o.stderr));
+    }
 }

@@ -15,6 +15,7 @@ mod fmt;
 mod fuse;
 mod gen;
 mod gen_tc;
+mod gen_tc_attn;
 mod gen_tc_conv;
 mod graph;
 mod npy;

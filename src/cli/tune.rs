@@ -61,7 +61,7 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             conv = c.problem();
             (Problem::conv(&conv).map_err(Error::Message)?, c.output())
         }
-        What::TcGemm(_) | What::TcConv(_) => {
+        What::TcGemm(_) | What::TcConv(_) | What::TcAttn(_) => {
             return super::tune_tc::from_args(&a.what, &tc_flags(a))
         }
     };

@@ -30,6 +30,13 @@ pub(super) fn from_args(what: &What, f: &Flags) -> Result<(), Error> {
             p.validate().map_err(Error::Message)?;
             (TcProblem::conv(&p), &t.output)
         }
+        What::TcAttn(_) => {
+            return Err(Error::Message(
+                "kiln tune does not tune attention kernels (they have no blocking to choose \
+                 but --warps)"
+                    .into(),
+            ))
+        }
         _ => return Err(Error::Message("not a tensor-core kernel".into())),
     };
     if output.is_some() {
