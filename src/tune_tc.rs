@@ -105,8 +105,8 @@ impl TcProblem<'static> {
 pub enum TcHow {
     /// The persistent cache held a winner for the key: nothing was timed.
     Cached,
-    /// Timed now (the model's best `max_candidates`), each with its median time in seconds;
-    /// failures and wrong outputs are in `errors`. The winner was stored.
+    /// Timed now (the model's best `max_candidates` that run), each with its median time in
+    /// seconds; failures and wrong outputs are in `errors`. The winner was stored.
     Searched {
         /// Candidates and their median times, in the order timed (the model's).
         timings: Vec<(TcConfig, f64)>,
@@ -183,9 +183,12 @@ pub fn search_with(
     let check = Check::new(problem, &first)
         .map_err(|e| format!("tuning `{key}`: cannot check candidates: {e}"))?;
     let (mut timings, mut errors) = (Vec::new(), Vec::new());
-    for e in
-        tc_tune::rank(problem.mnk, &Target::h100()).into_iter().take(opts.max_candidates.max(1))
-    {
+    // A candidate that fails (one the device cannot build or launch) does not take the
+    // place of one that runs: the ranking is walked until `max_candidates` have been timed.
+    for e in tc_tune::rank(problem.mnk, &Target::h100()) {
+        if timings.len() >= opts.max_candidates.max(1) {
+            break;
+        }
         match time(&e.config) {
             Ok(t) => timings.push((e.config, t)),
             Err(why) => errors.push((e.config, why)),

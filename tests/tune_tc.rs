@@ -83,9 +83,20 @@ fn tc_conv_search_checks_on_a_small_convolution() {
         );
         let mut o = opts(&d, true);
         o.max_candidates = 2;
-        let t = search_with(&problem, &*interp, &o, None, &mut |c| Ok(c.bk as f64)).unwrap();
+        // The model's first candidate fails (as one the device cannot launch would): the
+        // next two are timed all the same.
+        let first = heuristic(&problem);
+        let mut clock = |c: &TcConfig| {
+            if *c == first {
+                Err("cannot launch".to_string())
+            } else {
+                Ok(c.bk as f64)
+            }
+        };
+        let t = search_with(&problem, &*interp, &o, None, &mut clock).unwrap();
         let TcHow::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
-        assert!(errors.is_empty() && timings.len() == 2, "{errors:?}");
+        assert_eq!(errors, &vec![(first, "cannot launch".to_string())]);
+        assert!(timings.len() == 2 && t.config != first, "{timings:?}");
     }
     // A request the generator cannot honour is refused in its words before anything runs.
     let bad = TcConvProblem::new(ConvProblem::new(1, 8, 2, 2, 8, 3, 3), Scalar::F16);

@@ -11,8 +11,9 @@
 //! * **Waves**: the tiles of C are run `groups per SM x SMs` at a time; the last wave of a
 //!   problem that does not fill the machine costs a whole wave (wave quantisation).
 //! * **A wave's time**: the larger of its tensor-core time and its memory time. The tensor-core
-//!   time is the wave's padded multiply-adds at the SM's rate, slowed by the share of a warp's
-//!   issue slots its fragment loads take (small warp tiles load more per `mma`), plus the
+//!   time is the wave's padded multiply-adds at the SM's rate, slowed by the share of the SM
+//!   its fragment loads take (a load costs about two `mma`s; small warp tiles load more per
+//!   `mma`), plus the
 //!   stall of every k-step whose copies the other stages' work cannot cover. The memory time
 //!   is the operand tiles' bytes at the target's bandwidth times its cache reuse.
 //!
@@ -27,6 +28,9 @@ use crate::tuner::Target;
 /// Dense f16/bf16 `mma.sync` flops per SM per cycle the model assumes (an H100 SM's tensor
 /// cores do 1024 multiply-adds per cycle; `mma.sync` is issued at about that rate at best).
 const MMA_FLOPS_PER_CYCLE: f64 = 2048.0;
+
+/// A fragment load's cost in the SM's issue, in units of one `mma` (see [`estimate`]).
+const LOAD_WEIGHT: f64 = 2.0;
 
 /// Registers every work-item needs besides its accumulators and fragments (indices, addresses,
 /// the loop).
@@ -88,11 +92,13 @@ pub fn estimate(c: &TcConfig, [m, n, k]: [u64; 3], target: &Target) -> Option<Es
     let waves = tiles.div_ceil(slots);
     let ksteps = k.div_ceil(bk).max(1);
     // Issue share: per 16-deep k-step a warp issues (wm/16)(wn/8) mma and (wm + wn)/16
-    // four-matrix fragment loads.
+    // four-matrix fragment loads; a load (512 bytes at the SM's 128 bytes of local memory a
+    // cycle) takes about twice an mma's share of the SM (2 cycles at 1024 multiply-adds a
+    // cycle).
     let (wm, wn) = c.warp_tile();
     let mmas = (wm / 16 * (wn / 8)) as f64;
     let loads = ((wm + wn) / 16) as f64;
-    let issue = mmas / (mmas + loads);
+    let issue = mmas / (mmas + LOAD_WEIGHT * loads);
     // One k-step of the SM's resident groups (as many as a wave gives an SM: fewer than fit
     // when the tiles do not fill the machine), and what is left of a copy's latency after
     // the other stages' steps.
