@@ -17,6 +17,7 @@
 
 mod jit;
 pub mod tune;
+pub mod tune_tc;
 
 // `kiln::guide`: docs/ and examples/README.md as pages of these docs, written by build.rs.
 include!(concat!(env!("OUT_DIR"), "/guide.rs"));

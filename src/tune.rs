@@ -156,7 +156,7 @@ impl<'a> Problem<'a> {
 /// `p` with its sizes cut down: one image, at most [`SMALL_MNK`] output channels, an output
 /// of at most 6 x 6 pixels and few enough input channels that K stays near `SMALL_MNK[2]`;
 /// the filter, strides, padding, dilation, layout and type are kept.
-fn small_conv(p: &ConvProblem) -> ConvProblem {
+pub(crate) fn small_conv(p: &ConvProblem) -> ConvProblem {
     let taps = (p.kh * p.kw).max(1);
     // The input extent that gives `out` outputs, within the problem's own.
     let input = |out: i64, full_out: i64, full_in: i64, k: i64, s: i64, pad: i64, d: i64| {
@@ -263,7 +263,7 @@ pub fn stored(problem: &Problem, dev: &dyn Device, cache: &PersistentCache) -> O
     stored.and_then(|s| s.parse::<GemmConfig>().ok())
 }
 
-fn disk_key(dev: &dyn Device, key: &str) -> DiskKey {
+pub(crate) fn disk_key(dev: &dyn Device, key: &str) -> DiskKey {
     DiskKey {
         device: dev.identity(),
         image: format!("kiln-tune/1 {key}").into_bytes(),
@@ -528,7 +528,7 @@ fn timing_buffer(elem: Scalar, len: usize) -> Buffer {
 /// How long a candidate runs untimed before it is timed, in seconds (at least one launch):
 /// a GPU that was idle (compiling the candidate) takes a while to raise its clocks, which
 /// made the first candidate of a search look slower than it is.
-const WARM_UP_S: f64 = 0.05;
+pub(crate) const WARM_UP_S: f64 = 0.05;
 
 /// The shortest timed sample, in seconds: a candidate that runs shorter is timed over a
 /// series of calls submitted back to back and waited for once, so that the wait and the
@@ -546,7 +546,7 @@ const MAX_SERIES: u32 = 64;
 /// then `finish`, divided by the calls: the device is idle when the clock starts, so
 /// launches that return once submitted are timed to their end. `clock` reads the time in
 /// seconds.
-fn median_time(
+pub(crate) fn median_time(
     repeats: u32,
     warm_up: f64,
     run: &mut dyn FnMut() -> Result<(), String>,

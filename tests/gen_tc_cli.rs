@@ -101,7 +101,7 @@ fn tc_gemm_refusals_say_why() {
             ],
             "227 KiB",
         ),
-        (&["tune", "tc-gemm", "4", "4", "4"], "does not time tensor-core GEMMs"),
+        (&["tune", "tc-gemm", "4", "4", "4", "-o", "t.kir"], "does not write tensor-core kernels"),
     ] {
         let o = kiln(args);
         assert_eq!(o.status.code(), Some(1), "kiln {args:?}");

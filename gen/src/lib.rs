@@ -12,7 +12,10 @@
 //! * [`tuner`]: a model of the target that ranks blockings, and the search that times the
 //!   best of them and their neighbours (split-K included).
 //! * [`tc`]: tensor-core GEMM (f16/bf16 inputs, f32 accumulation) through the IR's matrix
-//!   operations, with fused element-wise epilogues ([`tc_epilogue`]).
+//!   operations, with fused element-wise epilogues ([`tc_epilogue`]); [`tc_conv`], the
+//!   implicit-GEMM convolution (NHWC) on the same kernel; [`tc_tune`], the model that ranks
+//!   their blockings for a tuner; [`tc_attn`], attention (Q·K^T, online softmax, ·V) as one
+//!   kernel.
 //! * [`gemm`] and [`conv`]: GEMM (four transpositions, f32 or f16 storage) and 2-D
 //!   convolution forward (NCHW/NHWC, stride, padding, dilation) as views.
 //!
@@ -29,7 +32,10 @@ pub mod ix;
 pub mod layout;
 pub mod split;
 pub mod tc;
+pub mod tc_attn;
+pub mod tc_conv;
 pub mod tc_epilogue;
+pub mod tc_tune;
 pub mod tensor;
 pub mod tuner;
 pub mod view;
@@ -37,6 +43,8 @@ pub mod view;
 pub use codegen::{generate, GemmViews, Generated};
 pub use split::SplitK;
 pub use tc::{TcConfig, TcGemmProblem, TcGenerated};
+pub use tc_attn::TcAttnProblem;
+pub use tc_conv::TcConvProblem;
 pub use tc_epilogue::{EpOp, Epilogue};
 
 /// The largest size a problem's dimension may have (GEMM's M, N and K, a convolution's

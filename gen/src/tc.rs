@@ -75,6 +75,42 @@ pub struct TcGemmProblem {
     pub epilogue: Epilogue,
 }
 
+/// What fills A's local tiles in place of the copy of a stored matrix: the implicit-GEMM
+/// convolution gathers A's elements from an image (`crate::tc_conv`). The rest of the
+/// kernel (B's copies, the pipeline, the multiply, the store) is the GEMM's.
+pub(crate) trait GatherA {
+    /// Statements run once at the kernel's entry, after `m0` is set: the index arithmetic
+    /// that does not change along K.
+    fn setup(&self, t: &ATile<'_>) -> Vec<Stmt>;
+    /// Statements filling A's K-tile that starts at column `k0` into `t.local` at `base`
+    /// (`t.rows x t.cols`, row stride `t.ls`, zeros past M and K); `tag` makes names unique.
+    fn fill(&self, t: &ATile<'_>, k0: &Expr, base: &Expr, tag: &str) -> Vec<Stmt>;
+}
+
+/// A's local tile as a [`GatherA`] sees it.
+pub(crate) struct ATile<'e> {
+    /// The local array of A's stages.
+    pub local: &'e Var,
+    /// The work-item's linear index in the work-group (i32).
+    pub lid: &'e Expr,
+    /// Work-items per work-group.
+    pub threads: i64,
+    /// The work-group's first row of C (i32).
+    pub m0: &'e Var,
+    /// Tile rows (the block's M) and columns (the k-tile), and the local row stride.
+    pub rows: i64,
+    pub cols: i64,
+    pub ls: i64,
+}
+
+/// A kernel built on the GEMM's tile loop with A gathered by `gather`: its name and its
+/// three buffer parameters' names (A, B, C).
+pub(crate) struct Variant<'a> {
+    pub name: String,
+    pub bufs: [&'a str; 3],
+    pub gather: &'a dyn GatherA,
+}
+
 /// A generated tensor-core GEMM and its launch.
 #[derive(Clone, Debug)]
 pub struct TcGenerated {
@@ -158,9 +194,18 @@ impl TcGemmProblem {
 
     /// Generates the kernel with blocking `cfg`.
     pub fn generate(&self, cfg: &TcConfig) -> Result<TcGenerated, String> {
+        self.generate_variant(cfg, None)
+    }
+
+    /// The kernel with blocking `cfg`, A's tiles filled by `variant`'s gather when given.
+    pub(crate) fn generate_variant(
+        &self,
+        cfg: &TcConfig,
+        variant: Option<&Variant<'_>>,
+    ) -> Result<TcGenerated, String> {
         self.validate()?;
         cfg.validate()?;
-        let kernel = Gen::new(self, cfg).kernel();
+        let kernel = Gen::new(self, cfg, variant).kernel();
         kiln_ir::verify_kernel(&kernel).map_err(|e| {
             let first = e.first().map(|x| x.to_string()).unwrap_or_default();
             format!("internal error: the generated kernel does not verify: {first}")
@@ -203,6 +248,9 @@ impl Operand {
 struct Gen<'a> {
     p: &'a TcGemmProblem,
     cfg: TcConfig,
+    variant: Option<&'a Variant<'a>>,
+    /// C's buffer parameter's name.
+    c_name: &'a str,
     a: Operand,
     b: Operand,
     lid: Expr,
@@ -214,7 +262,7 @@ struct Gen<'a> {
 /// `a / d` for `a >= 0` (every index this generator divides is): a shift when `d` is a power
 /// of two. ptxas turns a signed division by a constant into the general reciprocal sequence
 /// (about a dozen instructions, seen in the k-loop's SASS), where a shift is one.
-fn nn_div(a: &Expr, d: i64) -> Expr {
+pub(crate) fn nn_div(a: &Expr, d: i64) -> Expr {
     if ix::as_const(a).is_some() || d <= 1 || !(d as u64).is_power_of_two() {
         return ix::div(a, d);
     }
@@ -222,14 +270,14 @@ fn nn_div(a: &Expr, d: i64) -> Expr {
 }
 
 /// `a % d` for `a >= 0`: a mask when `d` is a power of two (see [`nn_div`]).
-fn nn_rem(a: &Expr, d: i64) -> Expr {
+pub(crate) fn nn_rem(a: &Expr, d: i64) -> Expr {
     if ix::as_const(a).is_some() || d <= 1 || !(d as u64).is_power_of_two() {
         return ix::rem(a, d);
     }
     Expr::binary(BinOp::And, a.clone(), c(d - 1))
 }
 
-fn u32_of(e: &Expr) -> Expr {
+pub(crate) fn u32_of(e: &Expr) -> Expr {
     e.cast(Scalar::U32)
 }
 
@@ -237,19 +285,20 @@ fn frag(role: FragRole, shape: MatShape, elem: Scalar) -> Type {
     Type::Frag(Frag::new(role, shape, elem))
 }
 
-fn zero(ty: Scalar) -> Expr {
+pub(crate) fn zero(ty: Scalar) -> Expr {
     Expr::f32(0.0).cast(ty)
 }
 
 impl<'a> Gen<'a> {
-    fn new(p: &'a TcGemmProblem, cfg: &TcConfig) -> Gen<'a> {
+    fn new(p: &'a TcGemmProblem, cfg: &TcConfig, variant: Option<&'a Variant<'a>>) -> Gen<'a> {
         let (m, n, k) = (p.m, p.n, p.k);
+        let [a_name, b_name, c_name] = variant.map_or(["a", "b", "c"], |v| v.bufs);
         let (bm, bn, bk) = (cfg.bm as i64, cfg.bn as i64, cfg.bk as i64);
         let ptr = |name: &str| Var::new(name, Type::ptr(AddrSpace::Global, p.ty));
         let lptr = |name: &str| Var::new(name, Type::ptr(AddrSpace::Local, p.ty));
         let a = if p.trans_a {
             Operand {
-                buf: ptr("a"),
+                buf: ptr(a_name),
                 local: lptr("a_s"),
                 rows: k,
                 cols: m,
@@ -260,7 +309,7 @@ impl<'a> Gen<'a> {
             }
         } else {
             Operand {
-                buf: ptr("a"),
+                buf: ptr(a_name),
                 local: lptr("a_s"),
                 rows: m,
                 cols: k,
@@ -272,7 +321,7 @@ impl<'a> Gen<'a> {
         };
         let b = if p.trans_b {
             Operand {
-                buf: ptr("b"),
+                buf: ptr(b_name),
                 local: lptr("b_s"),
                 rows: n,
                 cols: k,
@@ -283,7 +332,7 @@ impl<'a> Gen<'a> {
             }
         } else {
             Operand {
-                buf: ptr("b"),
+                buf: ptr(b_name),
                 local: lptr("b_s"),
                 rows: k,
                 cols: n,
@@ -296,12 +345,26 @@ impl<'a> Gen<'a> {
         Gen {
             p,
             cfg: *cfg,
+            variant,
+            c_name,
             a,
             b,
             lid: Expr::local_id(0).cast(Scalar::I32),
             m0: Var::new("m0", Type::I32),
             n0: Var::new("n0", Type::I32),
             ktiles: (k + bk - 1) / bk,
+        }
+    }
+
+    fn a_tile(&self) -> ATile<'_> {
+        ATile {
+            local: &self.a.local,
+            lid: &self.lid,
+            threads: self.cfg.threads() as i64,
+            m0: &self.m0,
+            rows: self.a.tr,
+            cols: self.a.tc,
+            ls: self.a.ls,
         }
     }
 
@@ -450,7 +513,13 @@ impl<'a> Gen<'a> {
     fn load_stage(&self, kt: &Expr, slot: &Expr, guard: bool, tag: &str) -> Vec<Stmt> {
         let sa = ix::mul(slot, &c(self.a.tile_elems()));
         let sb = ix::mul(slot, &c(self.b.tile_elems()));
-        let mut copies = self.copy_tile(&self.a, &self.m0.expr(), kt, &sa, &format!("{tag}a"));
+        let mut copies = match self.variant {
+            Some(v) => {
+                let k0 = ix::mul(kt, &c(self.cfg.bk as i64));
+                v.gather.fill(&self.a_tile(), &k0, &sa, &format!("{tag}a"))
+            }
+            None => self.copy_tile(&self.a, &self.m0.expr(), kt, &sa, &format!("{tag}a")),
+        };
         copies.extend(self.copy_tile(&self.b, &self.n0.expr(), kt, &sb, &format!("{tag}b")));
         let mut out = vec![if guard {
             Stmt::if_(kt.cmp_lt(c(self.ktiles)), Stmt::block(copies))
@@ -556,7 +625,9 @@ impl<'a> Gen<'a> {
         let wait = |n: i64| Stmt::call(Func::matrix(MatrixOp::Wait(n as u8)), []);
         let mut out =
             vec![Stmt::let_(&wa, origin(&self.a, wm0)), Stmt::let_(&wb, origin(&self.b, wn0))];
-        out.extend(self.fixed_offset_lets(&self.a, &self.m0.expr()));
+        if self.variant.is_none() {
+            out.extend(self.fixed_offset_lets(&self.a, &self.m0.expr()));
+        }
         out.extend(self.fixed_offset_lets(&self.b, &self.n0.expr()));
         for t in 0..s {
             out.extend(self.load_stage(&c(t), &c(t), t >= self.ktiles, &format!("p{t}")));
@@ -646,7 +717,7 @@ impl<'a> Gen<'a> {
         let ec = self.cfg.epilogue_cols() as i64;
         let chunk = 16 * ec;
         let cs = Var::new("c_s", Type::ptr(AddrSpace::Local, Scalar::F32));
-        let cbuf = Var::new("c", Type::ptr(AddrSpace::Global, p.out));
+        let cbuf = Var::new(self.c_name, Type::ptr(AddrSpace::Global, p.out));
         let at = Var::new("c_at", Type::I32);
         let halves = self.cfg.staging_halves() as i64;
         let mut out = vec![Stmt::let_(&at, ix::mul(warp, &c(halves * chunk)))];
@@ -751,6 +822,9 @@ impl<'a> Gen<'a> {
             Stmt::let_(&wm0, ix::mul(&nn_div(&warp.expr(), cfg.warps_n as i64), &c(wm as i64))),
             Stmt::let_(&wn0, ix::mul(&nn_rem(&warp.expr(), cfg.warps_n as i64), &c(wn as i64))),
         ];
+        if let Some(v) = self.variant {
+            body.extend(v.gather.setup(&self.a_tile()));
+        }
         let shape = self.shape();
         let z = Var::new("zero", frag(FragRole::Acc, shape, Scalar::F32));
         body.push(Stmt::call_into(&z, Func::matrix(MatrixOp::Fill), [Expr::f32(0.0)]));
@@ -771,7 +845,7 @@ impl<'a> Gen<'a> {
         let mut params = vec![
             self.a.buf.clone(),
             self.b.buf.clone(),
-            Var::new("c", Type::ptr(AddrSpace::Global, p.out)),
+            Var::new(self.c_name, Type::ptr(AddrSpace::Global, p.out)),
         ];
         params.extend(p.epilogue.params(p.out));
         let threads = cfg.threads();
@@ -786,6 +860,7 @@ impl<'a> Gen<'a> {
             }),
             ..Attrs::default()
         };
-        Kernel::with_attrs(p.name(), params, attrs, Stmt::block(body))
+        let name = self.variant.map_or_else(|| p.name(), |v| v.name.clone());
+        Kernel::with_attrs(name, params, attrs, Stmt::block(body))
     }
 }

@@ -29,6 +29,10 @@ pub(super) enum What {
     Conv(ConvArgs),
     /// Tensor-core GEMM: f16/bf16 inputs, f32 accumulation, fused element-wise epilogue.
     TcGemm(super::gen_tc::TcGemmArgs),
+    /// Tensor-core convolution: NHWC activations, KRSC filters, f16/bf16, f32 accumulation.
+    TcConv(super::gen_tc_conv::TcConvArgs),
+    /// Attention in one kernel: Q·K^T, online softmax, ·V on matrix operations (bf16/f16).
+    TcAttn(super::gen_tc_attn::TcAttnArgs),
 }
 
 #[derive(Args, Debug)]
@@ -285,6 +289,8 @@ impl ConvArgs {
 pub fn main(a: &GenArgs) -> Result<(), Error> {
     let (cfg, generated, what) = match &a.what {
         What::TcGemm(t) => return super::gen_tc::main(t),
+        What::TcConv(t) => return super::gen_tc_conv::main(t),
+        What::TcAttn(t) => return super::gen_tc_attn::main(t),
         What::Gemm(g) => {
             let p = g.problem();
             if g.common.candidates {
@@ -344,6 +350,8 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
         What::Gemm(g) => g.output(),
         What::Conv(c) => c.output(),
         What::TcGemm(t) => t.output.as_ref(),
+        What::TcConv(t) => t.output.as_ref(),
+        What::TcAttn(t) => t.output.as_ref(),
     };
     let g = generated.map_err(Error::Message)?;
     let text = render(&g, &what, &cfg);

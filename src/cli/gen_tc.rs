@@ -11,17 +11,62 @@ use kiln::ir::{Module, Scalar};
 use super::gen::write_stdout;
 use super::Error;
 
+/// Input element types of tensor-core kernels.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum InTy {
+pub(super) enum InTy {
     F16,
     Bf16,
 }
 
+/// Output element types of tensor-core kernels.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum OutTy {
+pub(super) enum OutTy {
     F32,
     F16,
     Bf16,
+}
+
+impl InTy {
+    pub(super) fn scalar(self) -> Scalar {
+        match self {
+            InTy::F16 => Scalar::F16,
+            InTy::Bf16 => Scalar::BF16,
+        }
+    }
+}
+
+impl OutTy {
+    pub(super) fn scalar(self) -> Scalar {
+        match self {
+            OutTy::F32 => Scalar::F32,
+            OutTy::F16 => Scalar::F16,
+            OutTy::Bf16 => Scalar::BF16,
+        }
+    }
+}
+
+/// The blocking from `--block`, `--warps`, `--k-tile` and `--stages`, the defaults filling
+/// those left out.
+pub(super) fn blocking(
+    block: Option<(i64, i64)>,
+    warps: Option<(i64, i64)>,
+    k_tile: Option<u32>,
+    stages: Option<u32>,
+) -> Result<TcConfig, Error> {
+    let d = TcConfig::default();
+    let u = |v: i64| u32::try_from(v).map_err(|_| Error::Message(format!("{v} is too large")));
+    let (bm, bn) = block.unwrap_or((d.bm as i64, d.bn as i64));
+    let (wm, wn) = warps.unwrap_or((d.warps_m as i64, d.warps_n as i64));
+    let cfg = TcConfig {
+        bm: u(bm)?,
+        bn: u(bn)?,
+        bk: k_tile.unwrap_or(d.bk),
+        warps_m: u(wm)?,
+        warps_n: u(wn)?,
+        stages: stages.unwrap_or(d.stages),
+    };
+    cfg.validate().map_err(Error::Message)?;
+    Ok(cfg)
 }
 
 /// Arguments of `kiln gen tc-gemm`.
@@ -70,41 +115,22 @@ pub(super) struct TcGemmArgs {
 }
 
 impl TcGemmArgs {
-    fn problem(&self) -> Result<TcGemmProblem, Error> {
+    /// The problem these arguments describe.
+    pub(super) fn problem(&self) -> Result<TcGemmProblem, Error> {
         Ok(TcGemmProblem {
             m: self.m,
             n: self.n,
             k: self.k,
             trans_a: self.trans_a,
             trans_b: self.trans_b,
-            ty: match self.ty {
-                InTy::F16 => Scalar::F16,
-                InTy::Bf16 => Scalar::BF16,
-            },
-            out: match self.out {
-                OutTy::F32 => Scalar::F32,
-                OutTy::F16 => Scalar::F16,
-                OutTy::Bf16 => Scalar::BF16,
-            },
+            ty: self.ty.scalar(),
+            out: self.out.scalar(),
             epilogue: Epilogue::parse(&self.epilogue).map_err(Error::Message)?,
         })
     }
 
     fn config(&self) -> Result<TcConfig, Error> {
-        let d = TcConfig::default();
-        let u = |v: i64| u32::try_from(v).map_err(|_| Error::Message(format!("{v} is too large")));
-        let (bm, bn) = self.block.unwrap_or((d.bm as i64, d.bn as i64));
-        let (wm, wn) = self.warps.unwrap_or((d.warps_m as i64, d.warps_n as i64));
-        let cfg = TcConfig {
-            bm: u(bm)?,
-            bn: u(bn)?,
-            bk: self.k_tile.unwrap_or(d.bk),
-            warps_m: u(wm)?,
-            warps_n: u(wn)?,
-            stages: self.stages.unwrap_or(d.stages),
-        };
-        cfg.validate().map_err(Error::Message)?;
-        Ok(cfg)
+        blocking(self.block, self.warps, self.k_tile, self.stages)
     }
 }
 

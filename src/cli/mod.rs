@@ -15,11 +15,14 @@ mod fmt;
 mod fuse;
 mod gen;
 mod gen_tc;
+mod gen_tc_attn;
+mod gen_tc_conv;
 mod graph;
 mod npy;
 mod opt;
 mod run;
 mod tune;
+mod tune_tc;
 mod value;
 
 use std::path::Path;

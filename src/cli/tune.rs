@@ -33,6 +33,14 @@ pub struct TuneArgs {
     what: What,
 }
 
+fn tc_flags(a: &TuneArgs) -> super::tune_tc::Flags<'_> {
+    super::tune_tc::Flags {
+        device: &a.device,
+        max_candidates: if a.exhaustive { usize::MAX } else { a.max_candidates },
+        repeat: a.repeat,
+    }
+}
+
 /// Runs `kiln tune`.
 pub fn main(a: &TuneArgs) -> Result<(), Error> {
     // The problem first: sizes it cannot have are refused before anything is opened or built.
@@ -54,12 +62,8 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             conv = c.problem();
             (Problem::conv(&conv).map_err(Error::Message)?, c.output())
         }
-        What::TcGemm(_) => {
-            return Err(Error::Message(
-                "kiln tune does not time tensor-core GEMMs yet: `kiln gen tc-gemm ... \
-                 --candidates` lists the blockings to try"
-                    .into(),
-            ))
+        What::TcGemm(_) | What::TcConv(_) | What::TcAttn(_) => {
+            return super::tune_tc::from_args(&a.what, &tc_flags(a))
         }
     };
     let dev = registry::open(&a.device, &OpenOptions::default())
