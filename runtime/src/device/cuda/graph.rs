@@ -66,8 +66,9 @@ impl Recording for CudaGraph {
 
 /// One step's node(s), checked and ready to add.
 enum NodeIn {
-    /// A kernel node (an empty node for an empty nd-range).
-    Kernel(sys::CUfunction, ([u32; 3], [u32; 3]), Params),
+    /// A kernel node (an empty node for an empty nd-range): the function, its grid and
+    /// block, its bytes of dynamic shared memory and its parameters.
+    Kernel(sys::CUfunction, ([u32; 3], [u32; 3]), u32, Params),
     /// A device-to-device memcpy node of `bytes` bytes.
     Copy { src: sys::CUdeviceptr, dst: sys::CUdeviceptr, bytes: usize },
     /// Memset nodes, independent of each other (an 8-byte value whose halves differ is two
@@ -128,7 +129,7 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                 if shape.0.contains(&0) {
                     NodeIn::Empty
                 } else {
-                    NodeIn::Kernel(k.func, shape, params)
+                    NodeIn::Kernel(k.func, shape, k.shared, params)
                 }
             }
             RecordStep::Copy(c) => {
@@ -199,13 +200,13 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                             .map_err(driver("cuGraphAddEmptyNode"))?;
                         made.push(node);
                     }
-                    NodeIn::Kernel(func, (grid, block), mut params) => {
+                    NodeIn::Kernel(func, (grid, block), shared, mut params) => {
                         let kparams = params.pointers();
                         let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
                         p.func = func;
                         (p.gridDimX, p.gridDimY, p.gridDimZ) = (grid[0], grid[1], grid[2]);
                         (p.blockDimX, p.blockDimY, p.blockDimZ) = (block[0], block[1], block[2]);
-                        p.sharedMemBytes = 0;
+                        p.sharedMemBytes = shared;
                         p.kernelParams = kparams.as_mut_ptr();
                         p.extra = null_mut();
                         sys::cuGraphAddKernelNode_v2(&mut node, g.graph, deps_ptr, deps.len(), &p)

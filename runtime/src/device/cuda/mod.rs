@@ -207,7 +207,7 @@ impl CudaDevice {
                     k.func,
                     (grid[0], grid[1], grid[2]),
                     (block[0], block[1], block[2]),
-                    0,
+                    k.shared,
                     std::ptr::null_mut(),
                     params.pointers(),
                 )
@@ -252,33 +252,73 @@ pub fn build_ptx_program(
     options: &BuildOptions,
     sm: u32,
 ) -> Result<Vec<u8>, DeviceError> {
-    let (kernels, ptx) = optimized_ptx(module, options, sm)?;
-    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
+    let (kernels, ptx, shared) = optimized_ptx(module, options, sm)?;
+    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes()), shared]))
 }
 
+/// The optimized module's kernels (signatures), its PTX, and the blob naming the dynamic
+/// shared memory each kernel needs at launch (see [`shared_blob`]).
 fn optimized_ptx(
     module: &Verified,
     options: &BuildOptions,
     sm: u32,
-) -> Result<(Vec<Kernel>, String), DeviceError> {
+) -> Result<(Vec<Kernel>, String, Blob), DeviceError> {
     let built = driver::build_verified(&Ptx(Options::sm(sm)), module.clone(), options)
         .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), e))?;
-    // The launch passes no dynamic shared memory: a kernel whose local arrays need it is
-    // refused here by name rather than failing at launch.
-    for k in &built.kernels.kernels {
+    let shared = shared_blob(&built.kernels.kernels);
+    Ok((built.kernels.into_module().kernels, built.output, shared))
+}
+
+/// The name of the program binary's blob that lists the kernels needing dynamic shared
+/// memory: one line `<kernel> <bytes>` each (the signatures the binary keeps have no bodies
+/// to measure again at load).
+const SHARED_BLOB: &str = "dynamic_shared";
+
+/// A named blob of a program binary.
+type Blob = (String, Vec<u8>);
+
+/// The [`SHARED_BLOB`] of `kernels`, as the PTX backend sizes their windows.
+fn shared_blob(kernels: &[Kernel]) -> Blob {
+    let mut text = String::new();
+    for k in kernels {
         let bytes = kiln_backends::ptx::dynamic_shared_bytes(k);
         if bytes > 0 {
-            return Err(DeviceError::build(
-                format!("cuda sm_{sm}"),
-                format!(
-                    "kernel `{}` needs {bytes} bytes of local memory, past the 48 KiB (49152 bytes) \
-                     of static shared memory; kiln's CUDA launches set up no dynamic shared memory",
-                    k.name()
-                ),
-            ));
+            text.push_str(&format!("{} {bytes}\n", k.name()));
         }
     }
-    Ok((built.kernels.into_module().kernels, built.output))
+    (SHARED_BLOB.into(), text.into_bytes())
+}
+
+/// Reads a [`SHARED_BLOB`] back: each kernel's bytes of dynamic shared memory.
+fn parse_shared_blob(blob: &[u8]) -> Result<Vec<(String, u32)>, String> {
+    let text = std::str::from_utf8(blob).map_err(|e| format!("{SHARED_BLOB}: {e}"))?;
+    text.lines()
+        .map(|l| match l.split_once(' ') {
+            Some((name, bytes)) => match bytes.parse() {
+                Ok(b) => Ok((name.to_string(), b)),
+                Err(_) => Err(format!("{SHARED_BLOB}: bad byte count in `{l}`")),
+            },
+            None => Err(format!("{SHARED_BLOB}: bad line `{l}`")),
+        })
+        .collect()
+}
+
+/// Checks that kernel `name`, with `static_bytes` of static shared memory, may have `dynamic`
+/// bytes of dynamic shared memory on a device whose work-groups may opt in to `opt_in`
+/// bytes in all (`cudaDevAttrMaxSharedMemoryPerBlockOptin`).
+fn check_dynamic_shared(
+    name: &str,
+    dynamic: u32,
+    static_bytes: u32,
+    opt_in: u32,
+) -> Result<(), DeviceError> {
+    if u64::from(dynamic) + u64::from(static_bytes) > u64::from(opt_in) {
+        return Err(launch_err(format!(
+            "kernel `{name}` needs {dynamic} bytes of dynamic shared memory (and {static_bytes} \
+             static), past the {opt_in} bytes a work-group of this device may use"
+        )));
+    }
+    Ok(())
 }
 
 impl CudaDevice {
@@ -334,6 +374,8 @@ struct CudaProgram {
     module: sys::CUmodule,
     primary: Arc<Primary>,
     signatures: Vec<Kernel>,
+    /// The kernels that need dynamic shared memory, with its bytes.
+    shared: Vec<(String, u32)>,
 }
 
 // The module handle is used only with its context made current on the calling thread.
@@ -362,6 +404,8 @@ struct CudaKernel {
     _program: Handle,
     func: sys::CUfunction,
     signature: Kernel,
+    /// Bytes of dynamic shared memory each launch passes (`sharedMemBytes`).
+    shared: u32,
 }
 
 // The function handle is used only with its context made current on the calling thread.
@@ -385,7 +429,7 @@ impl Device for CudaDevice {
     /// PTX assembled by the driver into a cubin (the binary the persistent cache keeps);
     /// should the driver's linker fail, the PTX itself, which `load` assembles.
     fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
-        let (kernels, ptx) = optimized_ptx(module, options, self.sm)?;
+        let (kernels, ptx, shared) = optimized_ptx(module, options, self.sm)?;
         let blob = match self.cubin(&ptx) {
             Ok(cubin) => ("cubin".to_string(), cubin),
             Err(e) => {
@@ -393,16 +437,22 @@ impl Device for CudaDevice {
                 ("ptx".to_string(), ptx.into_bytes())
             }
         };
-        Ok(artifact::encode(&kernels, &[blob]))
+        Ok(artifact::encode(&kernels, &[blob, shared]))
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let load_err = |message: String| DeviceError::Load { device: self.name.clone(), message };
         let a = artifact::decode(&self.name, binary)?;
         // A cubin is machine code as is; PTX is handed over NUL-terminated.
-        let image = match a.blobs.as_slice() {
-            [(kind, cubin)] if kind == "cubin" => cubin.clone(),
-            [(kind, ptx)] if kind == "ptx" => CString::new(ptx.clone())
+        let (code, shared) = match a.blobs.as_slice() {
+            [code, (kind, shared)] if kind == SHARED_BLOB => {
+                (code, parse_shared_blob(shared).map_err(load_err)?)
+            }
+            _ => return Err(load_err(format!("expected a cubin or PTX blob and {SHARED_BLOB}"))),
+        };
+        let image = match code {
+            (kind, cubin) if kind == "cubin" => cubin.clone(),
+            (kind, ptx) if kind == "ptx" => CString::new(ptx.clone())
                 .map_err(|e| load_err(e.to_string()))?
                 .into_bytes_with_nul(),
             _ => return Err(load_err("expected one cubin or PTX blob".into())),
@@ -420,6 +470,7 @@ impl Device for CudaDevice {
             module,
             primary: self.primary.clone(),
             signatures: a.signatures,
+            shared,
         }))
     }
 
@@ -429,14 +480,38 @@ impl Device for CudaDevice {
             return Err(DeviceError::no_kernel(name, p.signatures.iter().map(|k| k.name())));
         };
         let cname = CString::new(name).map_err(launch_err)?;
+        let shared = p.shared.iter().find(|(n, _)| n == name).map_or(0, |&(_, b)| b);
         let func = guarded(|| {
-            // SAFETY: the module is loaded (held by `p`), its context made current first.
+            // SAFETY: the module is loaded (held by `p`), its context made current first;
+            // the attribute calls take the function just looked up.
             unsafe {
                 p.primary.current()?;
-                result::module::get_function(p.module, cname).map_err(driver("cuModuleGetFunction"))
+                let func = result::module::get_function(p.module, cname)
+                    .map_err(driver("cuModuleGetFunction"))?;
+                if shared > 0 {
+                    use sys::CUfunction_attribute::*;
+                    let opt_in = result::device::get_attribute(
+                        self.primary.dev,
+                        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                    )
+                    .map_err(driver("cuDeviceGetAttribute"))?;
+                    let static_bytes = result::function::get_function_attribute(
+                        func,
+                        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                    )
+                    .map_err(driver("cuFuncGetAttribute"))?;
+                    check_dynamic_shared(name, shared, static_bytes as u32, opt_in as u32)?;
+                    result::function::set_function_attribute(
+                        func,
+                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        shared as i32,
+                    )
+                    .map_err(driver("cuFuncSetAttribute"))?;
+                }
+                Ok(func)
             }
         })?;
-        Ok(Arc::new(CudaKernel { _program: program.clone(), func, signature: sig.clone() }))
+        Ok(Arc::new(CudaKernel { _program: program.clone(), func, signature: sig.clone(), shared }))
     }
 
     /// Runs the kernel like the interpreter's `run`: `args` has one entry per parameter,
@@ -793,5 +868,27 @@ mod tests {
     fn cuda_offset_plus_global_overflow_is_refused() {
         let e = shape_err(K, NdRange::new(&[64]).with_offset(&[u32::MAX - 10]));
         assert!(e.contains("overflows the u32 ids"), "{e}");
+    }
+
+    /// Issue 27: the dynamic shared memory a kernel needs travels in the program binary
+    /// (the signatures have no bodies), and a window past the device's opt-in limit is
+    /// refused naming the kernel and both sizes.
+    #[test]
+    fn dynamic_shared_memory_is_recorded_and_checked_against_the_opt_in_limit() {
+        let m = kiln_ir::parse_module(
+            "kernel big(o: ptr<global, f32>) { local t: f32[16384]; t[0] = 1.0; \
+             barrier(local); o[0] = t[16383]; }\n\
+             kernel small(o: ptr<global, f32>) { o[0] = 1.0; }",
+        )
+        .unwrap();
+        let (name, blob) = shared_blob(&m.kernels);
+        assert_eq!(name, SHARED_BLOB);
+        assert_eq!(parse_shared_blob(&blob).unwrap(), vec![("big".to_string(), 65536)]);
+        assert!(parse_shared_blob(b"big lots\n").unwrap_err().contains("bad byte count"));
+        check_dynamic_shared("big", 65536, 0, 232448).unwrap();
+        // An sm_80 work-group may use 163 KiB.
+        let e = check_dynamic_shared("big", 160 * 1024, 4096, 163 * 1024).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("`big`") && e.contains("163840") && e.contains("166912"), "{e}");
     }
 }
