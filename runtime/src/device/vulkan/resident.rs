@@ -197,7 +197,7 @@ pub(super) fn pipeline(
     local: [u32; 3],
     push: u32,
 ) -> Result<Arc<Pipeline>, DeviceError> {
-    let mut cached = k.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cached = k.pipelines.lock();
     if let Some((_, p)) = cached.iter().find(|(l, _)| *l == local) {
         return Ok(p.clone());
     }
