@@ -23,16 +23,17 @@ fn dynamic_shared_memory_kernels_build_with_their_window() {
         "kernel big(o: ptr<global, f32>) { local t: f32[16384]; t[0] = 1.0; barrier(local); \
          o[0] = t[16383]; }",
     );
-    // The binary names the window the launch must pass: 16384 floats.
+    // The binary names the window the launch must pass: 16384 floats (and that the
+    // kernel waits for its producers, as every sm_90 kernel does).
     let bin = build_ptx_program(&big, &BuildOptions::default(), 90).unwrap();
-    assert!(bin.windows(10).any(|w| w == b"big 65536\n"), "no window size in the binary");
+    assert!(bin.windows(12).any(|w| w == b"big 65536 1\n"), "no window size in the binary");
     // At the static limit nothing is named.
     let fits = verified(
         "kernel fits(o: ptr<global, f32>) { local t: f32[12288]; t[0] = 1.0; barrier(local); \
          o[0] = t[12287]; }",
     );
     let bin = build_ptx_program(&fits, &BuildOptions::default(), 90).unwrap();
-    assert!(!bin.windows(5).any(|w| w == b"fits "), "a window for a static kernel");
+    assert!(bin.windows(9).any(|w| w == b"fits 0 1\n"), "a window for a static kernel");
 }
 
 /// Values exact in bf16 (multiples of 1/8 in [-2, 2)): every sum over k = 96 is exact in

@@ -252,53 +252,98 @@ pub fn build_ptx_program(
     options: &BuildOptions,
     sm: u32,
 ) -> Result<Vec<u8>, DeviceError> {
-    let (kernels, ptx, shared) = optimized_ptx(module, options, sm)?;
-    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes()), shared]))
+    let (kernels, ptx, launch) = optimized_ptx(module, options, sm)?;
+    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes()), launch]))
 }
 
-/// The optimized module's kernels (signatures), its PTX, and the blob naming the dynamic
-/// shared memory each kernel needs at launch (see [`shared_blob`]).
+/// The optimized module's kernels (signatures), its PTX, and the blob of what each kernel's
+/// launch needs (see [`launch_blob`]). From sm_90 on, every kernel first waits for the grids
+/// it depends on ([`with_grid_dependency`]), so that a CUDA graph may launch it early.
 fn optimized_ptx(
     module: &Verified,
     options: &BuildOptions,
     sm: u32,
 ) -> Result<(Vec<Kernel>, String, Blob), DeviceError> {
-    let built = driver::build_verified(&Ptx(Options::sm(sm)), module.clone(), options)
+    let opts = Options::sm(sm);
+    let built = driver::build_verified(&Ptx(opts), module.clone(), options)
         .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), e))?;
-    let shared = shared_blob(&built.kernels.kernels);
-    Ok((built.kernels.into_module().kernels, built.output, shared))
+    let waits = sm >= 90 && opts.version() >= (7, 8);
+    let launch = launch_blob(&built.kernels.kernels, waits);
+    let ptx = if waits { with_grid_dependency(&built.output) } else { built.output };
+    Ok((built.kernels.into_module().kernels, ptx, launch))
 }
 
-/// The name of the program binary's blob that lists the kernels needing dynamic shared
-/// memory: one line `<kernel> <bytes>` each (the signatures the binary keeps have no bodies
-/// to measure again at load).
-const SHARED_BLOB: &str = "dynamic_shared";
+/// `ptx` with every kernel starting by waiting for the grids it depends on to have finished
+/// and their writes to be visible (`griddepcontrol.wait`), then letting the grids that
+/// depend on it be launched (`griddepcontrol.launch_dependents`). Launched in order, as
+/// eagerly, the wait returns at once; a CUDA graph's programmatic edge into such a kernel
+/// lets the driver launch it while its producer still runs, and the wait keeps every read
+/// after the producer's writes. Triggering only after the wait keeps at most one grid of a
+/// chain waiting ahead. The instructions go first in each entry's body (PTX declares
+/// registers anywhere before their use).
+fn with_grid_dependency(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 128);
+    let mut in_entry = false;
+    for line in ptx.split_inclusive('\n') {
+        out.push_str(line);
+        if line.starts_with(".visible .entry ") {
+            in_entry = true;
+        } else if in_entry && line.trim_end() == "{" {
+            out.push_str("\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n");
+            in_entry = false;
+        }
+    }
+    out
+}
+
+/// The name of the program binary's blob that says what each kernel's launch needs: one
+/// line `<kernel> <bytes of dynamic shared memory> <waits: 1 or 0>` per kernel (the
+/// signatures the binary keeps have no bodies to measure again at load).
+const LAUNCH_BLOB: &str = "launch";
 
 /// A named blob of a program binary.
 type Blob = (String, Vec<u8>);
 
-/// The [`SHARED_BLOB`] of `kernels`, as the PTX backend sizes their windows.
-fn shared_blob(kernels: &[Kernel]) -> Blob {
+/// What a kernel's launch needs, from the [`LAUNCH_BLOB`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LaunchNeeds {
+    name: String,
+    /// Bytes of dynamic shared memory (the PTX backend's window; 0: none).
+    shared: u32,
+    /// Whether the kernel waits for the grids it depends on first
+    /// ([`with_grid_dependency`]), so that it may be launched before they finish.
+    waits: bool,
+}
+
+/// The [`LAUNCH_BLOB`] of `kernels`, as the PTX backend sizes their windows.
+fn launch_blob(kernels: &[Kernel], waits: bool) -> Blob {
     let mut text = String::new();
     for k in kernels {
         let bytes = kiln_backends::ptx::dynamic_shared_bytes(k);
-        if bytes > 0 {
-            text.push_str(&format!("{} {bytes}\n", k.name()));
-        }
+        text.push_str(&format!("{} {bytes} {}\n", k.name(), u8::from(waits)));
     }
-    (SHARED_BLOB.into(), text.into_bytes())
+    (LAUNCH_BLOB.into(), text.into_bytes())
 }
 
-/// Reads a [`SHARED_BLOB`] back: each kernel's bytes of dynamic shared memory.
-fn parse_shared_blob(blob: &[u8]) -> Result<Vec<(String, u32)>, String> {
-    let text = std::str::from_utf8(blob).map_err(|e| format!("{SHARED_BLOB}: {e}"))?;
+/// Reads a [`LAUNCH_BLOB`] back.
+fn parse_launch_blob(blob: &[u8]) -> Result<Vec<LaunchNeeds>, String> {
+    let text = std::str::from_utf8(blob).map_err(|e| format!("{LAUNCH_BLOB}: {e}"))?;
     text.lines()
-        .map(|l| match l.split_once(' ') {
-            Some((name, bytes)) => match bytes.parse() {
-                Ok(b) => Ok((name.to_string(), b)),
-                Err(_) => Err(format!("{SHARED_BLOB}: bad byte count in `{l}`")),
-            },
-            None => Err(format!("{SHARED_BLOB}: bad line `{l}`")),
+        .map(|l| {
+            let bad = || format!("{LAUNCH_BLOB}: bad line `{l}`");
+            let mut w = l.split(' ');
+            let (Some(name), Some(shared), Some(waits), None) =
+                (w.next(), w.next(), w.next(), w.next())
+            else {
+                return Err(bad());
+            };
+            let shared = shared.parse().map_err(|_| bad())?;
+            let waits = match waits {
+                "0" => false,
+                "1" => true,
+                _ => return Err(bad()),
+            };
+            Ok(LaunchNeeds { name: name.to_string(), shared, waits })
         })
         .collect()
 }
@@ -374,8 +419,8 @@ struct CudaProgram {
     module: sys::CUmodule,
     primary: Arc<Primary>,
     signatures: Vec<Kernel>,
-    /// The kernels that need dynamic shared memory, with its bytes.
-    shared: Vec<(String, u32)>,
+    /// What each kernel's launch needs.
+    launch: Vec<LaunchNeeds>,
 }
 
 // The module handle is used only with its context made current on the calling thread.
@@ -406,6 +451,9 @@ struct CudaKernel {
     signature: Kernel,
     /// Bytes of dynamic shared memory each launch passes (`sharedMemBytes`).
     shared: u32,
+    /// Whether the kernel waits for the grids it depends on first: a CUDA graph may then
+    /// give its edges from other kernels the programmatic type.
+    waits: bool,
 }
 
 // The function handle is used only with its context made current on the calling thread.
@@ -429,7 +477,7 @@ impl Device for CudaDevice {
     /// PTX assembled by the driver into a cubin (the binary the persistent cache keeps);
     /// should the driver's linker fail, the PTX itself, which `load` assembles.
     fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
-        let (kernels, ptx, shared) = optimized_ptx(module, options, self.sm)?;
+        let (kernels, ptx, launch) = optimized_ptx(module, options, self.sm)?;
         let blob = match self.cubin(&ptx) {
             Ok(cubin) => ("cubin".to_string(), cubin),
             Err(e) => {
@@ -437,18 +485,18 @@ impl Device for CudaDevice {
                 ("ptx".to_string(), ptx.into_bytes())
             }
         };
-        Ok(artifact::encode(&kernels, &[blob, shared]))
+        Ok(artifact::encode(&kernels, &[blob, launch]))
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let load_err = |message: String| DeviceError::Load { device: self.name.clone(), message };
         let a = artifact::decode(&self.name, binary)?;
         // A cubin is machine code as is; PTX is handed over NUL-terminated.
-        let (code, shared) = match a.blobs.as_slice() {
-            [code, (kind, shared)] if kind == SHARED_BLOB => {
-                (code, parse_shared_blob(shared).map_err(load_err)?)
+        let (code, launch) = match a.blobs.as_slice() {
+            [code, (kind, launch)] if kind == LAUNCH_BLOB => {
+                (code, parse_launch_blob(launch).map_err(load_err)?)
             }
-            _ => return Err(load_err(format!("expected a cubin or PTX blob and {SHARED_BLOB}"))),
+            _ => return Err(load_err(format!("expected a cubin or PTX blob and {LAUNCH_BLOB}"))),
         };
         let image = match code {
             (kind, cubin) if kind == "cubin" => cubin.clone(),
@@ -470,7 +518,7 @@ impl Device for CudaDevice {
             module,
             primary: self.primary.clone(),
             signatures: a.signatures,
-            shared,
+            launch,
         }))
     }
 
@@ -480,7 +528,8 @@ impl Device for CudaDevice {
             return Err(DeviceError::no_kernel(name, p.signatures.iter().map(|k| k.name())));
         };
         let cname = CString::new(name).map_err(launch_err)?;
-        let shared = p.shared.iter().find(|(n, _)| n == name).map_or(0, |&(_, b)| b);
+        let needs = p.launch.iter().find(|l| l.name == name);
+        let (shared, waits) = needs.map_or((0, false), |l| (l.shared, l.waits));
         let func = guarded(|| {
             // SAFETY: the module is loaded (held by `p`), its context made current first;
             // the attribute calls take the function just looked up.
@@ -511,7 +560,13 @@ impl Device for CudaDevice {
                 Ok(func)
             }
         })?;
-        Ok(Arc::new(CudaKernel { _program: program.clone(), func, signature: sig.clone(), shared }))
+        Ok(Arc::new(CudaKernel {
+            _program: program.clone(),
+            func,
+            signature: sig.clone(),
+            shared,
+            waits,
+        }))
     }
 
     /// Runs the kernel like the interpreter's `run`: `args` has one entry per parameter,
@@ -881,14 +936,56 @@ mod tests {
              kernel small(o: ptr<global, f32>) { o[0] = 1.0; }",
         )
         .unwrap();
-        let (name, blob) = shared_blob(&m.kernels);
-        assert_eq!(name, SHARED_BLOB);
-        assert_eq!(parse_shared_blob(&blob).unwrap(), vec![("big".to_string(), 65536)]);
-        assert!(parse_shared_blob(b"big lots\n").unwrap_err().contains("bad byte count"));
+        let (name, blob) = launch_blob(&m.kernels, true);
+        assert_eq!(name, LAUNCH_BLOB);
+        let need = |name: &str, shared| LaunchNeeds { name: name.into(), shared, waits: true };
+        assert_eq!(parse_launch_blob(&blob).unwrap(), vec![need("big", 65536), need("small", 0)]);
+        for bad in ["big lots 1", "big 4 2", "big 4", "big 4 1 x"] {
+            assert!(parse_launch_blob(bad.as_bytes()).unwrap_err().contains("bad line"), "{bad}");
+        }
         check_dynamic_shared("big", 65536, 0, 232448).unwrap();
         // An sm_80 work-group may use 163 KiB.
         let e = check_dynamic_shared("big", 160 * 1024, 4096, 163 * 1024).unwrap_err();
         let e = e.to_string();
         assert!(e.contains("`big`") && e.contains("163840") && e.contains("166912"), "{e}");
+    }
+
+    /// Issue 25: from sm_90 on, every kernel's body starts by waiting for the grids it
+    /// depends on, then releasing its dependents (what lets a CUDA graph's programmatic
+    /// edges launch it early); sm_80 PTX has no such instruction. ptxas must accept it.
+    #[test]
+    fn sm_90_kernels_wait_for_their_prerequisite_grids_first() {
+        let m = Verified::new(
+            kiln_ir::parse_module(
+                "kernel a(o: ptr<global, u32>) { o[global_id(0)] = 1; }\n\
+                 kernel b(o: ptr<global, u32>) { let i: u32 = global_id(0); o[i] = o[i] + 1; }",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let (_, ptx, launch) = optimized_ptx(&m, &BuildOptions::default(), 90).unwrap();
+        let prologue = "{\n\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n";
+        assert_eq!(ptx.matches(prologue).count(), 2, "{ptx}");
+        assert_eq!(ptx.matches("griddepcontrol").count(), 4, "{ptx}");
+        assert!(parse_launch_blob(&launch.1).unwrap().iter().all(|l| l.waits));
+        if let Some(ptxas) = kiln_ir::testing::tool("KILN_PTXAS") {
+            let dir = std::env::temp_dir().join(format!("kiln_pdl_{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let (src, out) = (dir.join("k.ptx"), dir.join("k.cubin"));
+            std::fs::write(&src, &ptx).unwrap();
+            let run = std::process::Command::new(ptxas)
+                .arg("-arch=sm_90")
+                .arg(&src)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap();
+            let _ = std::fs::remove_dir_all(&dir);
+            let err = String::from_utf8_lossy(&run.stderr);
+            assert!(run.status.success(), "ptxas: {err}\n{ptx}");
+        }
+        let (_, ptx, launch) = optimized_ptx(&m, &BuildOptions::default(), 80).unwrap();
+        assert!(!ptx.contains("griddepcontrol"), "{ptx}");
+        assert!(parse_launch_blob(&launch.1).unwrap().iter().all(|l| !l.waits));
     }
 }
