@@ -121,8 +121,10 @@ def pdl_references(reps, stream, x, want):
     inc, empty = mod.get_function("inc_pdl"), mod.get_function("empty_pdl")
     xp = ctypes.c_uint64(x.data.ptr)
     inc_params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(xp), ctypes.c_void_p))
-    g_inc = pdl_graph(cu, inc.ptr, (ITEMS // LOCAL,), (LOCAL,), inc_params)
-    g_empty = pdl_graph(cu, empty.ptr, (1,), (1,), None)
+    # The CUfunction handles (cupy's RawKernel holds its Function as `.kernel`).
+    f_inc, f_empty = (getattr(f, "kernel", f).ptr for f in (inc, empty))
+    g_inc = pdl_graph(cu, f_inc, (ITEMS // LOCAL,), (LOCAL,), inc_params)
+    g_empty = pdl_graph(cu, f_empty, (1,), (1,), None)
 
     def replay(g):
         def run():
