@@ -82,11 +82,13 @@
 //! | 90, 92 | cache map, cache entry | program, kernel and fusion cache lookups |
 //! | 100 | buffer contents | host access, a launch (several, in address order) |
 //! | 110, 112, 114 | disk cache key, warnings, warned set | the persistent cache |
+//! | 120 | vulkan kernel pipelines | making a kernel's pipeline for a work-group size |
+//! | 122, 124 | vulkan launch slots, vulkan queue | recording and submitting a launch or replay (the queue only around `vkQueueSubmit`), host waits for the device |
 //!
 //! The table is `sync::ranks`; `tests/concurrent.rs` runs every public operation at once
-//! from several threads in a debug build, so an order the table does not allow fails there.
-//! (The Vulkan device's own queue and pool locks are internal to one driver call and take
-//! no other lock.)
+//! from several threads in a debug build (on the interpreter, the cpu device and Vulkan), so
+//! an order the table does not allow fails there. The CUDA device takes no lock of its own
+//! (the driver serializes its calls).
 //!
 //! ## Environment
 //!

@@ -83,6 +83,13 @@ pub(crate) mod ranks {
     pub const DISK_WARNINGS: Rank = Rank::new(112, "disk cache warnings");
     /// The persistent cache's warned-about set.
     pub const DISK_WARNED: Rank = Rank::new(114, "disk cache warned set");
+    /// A Vulkan kernel's pipelines (held while one is made).
+    pub const VULKAN_PIPELINES: Rank = Rank::new(120, "vulkan kernel pipelines");
+    /// A Vulkan device's launch slots (held while a launch is recorded and submitted, and
+    /// while the host waits for the device).
+    pub const VULKAN_SLOTS: Rank = Rank::new(122, "vulkan launch slots");
+    /// A Vulkan device's queue (`vkQueueSubmit` and `vkQueueWaitIdle` need it to themselves).
+    pub const VULKAN_QUEUE: Rank = Rank::new(124, "vulkan queue");
 }
 
 #[cfg(debug_assertions)]
@@ -145,6 +152,11 @@ impl<T> RankedMutex<T> {
     /// A mutex of rank `rank` holding `value`.
     pub const fn new(rank: Rank, value: T) -> RankedMutex<T> {
         RankedMutex { inner: Mutex::new(value), rank }
+    }
+
+    /// The value, through the only reference there is (no lock taken).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.inner.get_mut().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn addr(&self) -> usize {

@@ -112,7 +112,7 @@ pub(super) fn record(
                         .map(|(b, _)| resident(b))
                         .collect::<Result<_, _>>()
                         .map_err(err)?;
-                    let mut args = l.args.clone();
+                    let mut args = l.args.to_vec();
                     if let Some(s) = &l.kernel.sanitized {
                         let lens = l.bufs.iter().map(|(b, _)| (b.elem, b.len)).collect();
                         let named = |source| GraphError::Kernel { node: label.to_string(), source };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use kiln_ir::launch::{self, ArgError, Element, NdRange};
 use kiln_ir::Imm;
+use smallvec::SmallVec;
 
 use crate::buffer::{arg_view, Accessor, Arg, BufferInner};
 use crate::device::{Device, ResidentBuffer};
@@ -80,15 +81,19 @@ impl HostTaskContext {
     }
 }
 
+/// Arguments and buffers a launch keeps inline: launches with more spill to the heap.
+const INLINE: usize = 4;
+
 /// A kernel launch whose arguments are resolved once: the distinct buffers it binds (and
 /// whether it writes each) and the device arguments indexing them. The eager path prepares
-/// a launch per submission; a command graph prepares it at finalize and replays it.
+/// a launch per submission (on the stack, for up to [`INLINE`] arguments and buffers); a
+/// command graph prepares it at finalize and replays it.
 #[derive(Clone)]
 pub(crate) struct PreparedLaunch {
     pub kernel: KernelHandle,
     pub range: NdRange,
-    pub args: Vec<launch::Arg>,
-    pub bufs: Vec<(Arc<BufferInner>, bool)>,
+    pub args: SmallVec<[launch::Arg; INLINE]>,
+    pub bufs: SmallVec<[(Arc<BufferInner>, bool); INLINE]>,
 }
 
 impl PreparedLaunch {
@@ -104,8 +109,8 @@ impl PreparedLaunch {
         if let Some(ir) = kernel.program.module.kernel(&kernel.name) {
             crate::buffer::check_kernel_args(ir, args)?;
         }
-        let mut bufs: Vec<(Arc<BufferInner>, bool)> = Vec::new();
-        let mut iargs = Vec::with_capacity(args.len());
+        let mut bufs = SmallVec::<[(Arc<BufferInner>, bool); INLINE]>::new();
+        let mut iargs = SmallVec::<[launch::Arg; INLINE]>::with_capacity(args.len());
         for a in args {
             let (buffer, window) = match arg_view(a) {
                 Some(view) => view,
@@ -152,10 +157,11 @@ impl PreparedLaunch {
         // locks, held until they are back, so concurrent readers wait rather than this
         // launch copying whole buffers; the locks are taken in address order, so two
         // launches cannot each hold one the other waits for.
-        let mut order: Vec<usize> = (0..self.bufs.len()).collect();
+        let mut order: SmallVec<[usize; INLINE]> = (0..self.bufs.len()).collect();
         order.sort_by_key(|&i| Arc::as_ptr(&self.bufs[i].0) as usize);
-        let mut slots: Vec<Option<launch::Buffer>> = (0..self.bufs.len()).map(|_| None).collect();
-        let mut lent = Vec::new();
+        let mut slots: SmallVec<[Option<launch::Buffer>; INLINE]> =
+            (0..self.bufs.len()).map(|_| None).collect();
+        let mut lent = SmallVec::<[_; INLINE]>::new();
         let mut failed = None;
         for &i in &order {
             let (b, w) = &self.bufs[i];
@@ -221,7 +227,7 @@ impl PreparedLaunch {
         &self,
         device: &dyn Device,
         space: u64,
-    ) -> Result<Vec<ResidentBuffer>, DeviceError> {
+    ) -> Result<SmallVec<[ResidentBuffer; INLINE]>, DeviceError> {
         self.bufs
             .iter()
             .map(|(b, _)| {

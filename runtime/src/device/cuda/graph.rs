@@ -1,7 +1,9 @@
 //! CUDA graphs: a command graph's device partition recorded once through the driver API
 //! (`cuGraphCreate`; one kernel node per launch, one device-to-device memcpy node per copy,
 //! memset nodes per fill, with edges from their dependencies; `cuGraphInstantiate`) and
-//! replayed with one `cuGraphLaunch`.
+//! replayed with one `cuGraphLaunch`. From sm_90 on, an edge between kernel nodes is
+//! programmatic where the consumer waits for its producers itself (see
+//! `with_grid_dependency`): the driver launches it before its producer has finished.
 
 use std::ptr::null_mut;
 
@@ -66,8 +68,10 @@ impl Recording for CudaGraph {
 
 /// One step's node(s), checked and ready to add.
 enum NodeIn {
-    /// A kernel node (an empty node for an empty nd-range).
-    Kernel(sys::CUfunction, ([u32; 3], [u32; 3]), Params),
+    /// A kernel node (an empty node for an empty nd-range): the function, its grid and
+    /// block, its bytes of dynamic shared memory, its parameters, and whether its edges
+    /// from other kernel nodes may be programmatic (it waits for its producers itself).
+    Kernel(sys::CUfunction, ([u32; 3], [u32; 3]), u32, Params, bool),
     /// A device-to-device memcpy node of `bytes` bytes.
     Copy { src: sys::CUdeviceptr, dst: sys::CUdeviceptr, bytes: usize },
     /// Memset nodes, independent of each other (an 8-byte value whose halves differ is two
@@ -104,10 +108,26 @@ fn memsets(
     })
 }
 
+/// The first driver with programmatic graph edges (`cuGraphAddDependencies_v2`): 12.3.
+const PROGRAMMATIC_EDGES_DRIVER: i32 = 12030;
+
+/// The edge from a kernel node to one that waits for it itself (`griddepcontrol.wait`):
+/// satisfied once every block of the producer has released its dependents
+/// (`griddepcontrol.launch_dependents`) or exited, before its writes are visible.
+const PROGRAMMATIC_EDGE: sys::CUgraphEdgeData = sys::CUgraphEdgeData {
+    from_port: sys::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as u8,
+    to_port: 0,
+    type_: sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8,
+    reserved: [0; 5],
+};
+
 /// Records `steps` as one CUDA graph: kernel, memcpy and memset nodes with edges from their
 /// `after` lists. Every step is checked first (launches as [`crate::Device::run_resident`]
 /// checks them), so a bad one fails before any driver call.
 pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph, DeviceError> {
+    // Programmatic edges (CUDA 12.3's edge data) between kernel nodes whose consumer waits
+    // for its producers itself: the driver launches the consumer while the producer runs.
+    let early = dev.sm >= 90 && dev.driver_version >= PROGRAMMATIC_EDGES_DRIVER;
     let mut nodes_in = Vec::with_capacity(steps.len());
     for (i, st) in steps.iter().enumerate() {
         if let Some(&j) = st.after().iter().find(|&&j| j >= i) {
@@ -128,7 +148,7 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                 if shape.0.contains(&0) {
                     NodeIn::Empty
                 } else {
-                    NodeIn::Kernel(k.func, shape, params)
+                    NodeIn::Kernel(k.func, shape, k.shared, params, k.waits && early)
                 }
             }
             RecordStep::Copy(c) => {
@@ -183,11 +203,21 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                 _alive: KeepAlive::of(steps),
             };
             sys::cuGraphCreate(&mut g.graph, 0).result().map_err(driver("cuGraphCreate"))?;
-            // Each step's nodes (a fill may have two; a later step depends on all).
+            // Each step's nodes (a fill may have two; a later step depends on all), and
+            // whether it is a kernel node.
             let mut nodes: Vec<Vec<sys::CUgraphNode>> = Vec::with_capacity(steps.len());
+            let mut kernel: Vec<bool> = Vec::with_capacity(steps.len());
             for (st, node_in) in steps.iter().zip(nodes_in) {
+                let waits = matches!(node_in, NodeIn::Kernel(.., true));
+                kernel.push(matches!(node_in, NodeIn::Kernel(..)));
+                // The edges from kernel nodes into a kernel that waits are added after the
+                // node, programmatic; the others with it.
+                let (early_deps, deps): (Vec<usize>, Vec<usize>) =
+                    st.after().iter().partition(|&&j| waits && kernel[j]);
+                let early_deps: Vec<sys::CUgraphNode> =
+                    early_deps.iter().flat_map(|&j| nodes[j].iter().copied()).collect();
                 let deps: Vec<sys::CUgraphNode> =
-                    st.after().iter().flat_map(|&j| nodes[j].iter().copied()).collect();
+                    deps.iter().flat_map(|&j| nodes[j].iter().copied()).collect();
                 let deps_ptr = if deps.is_empty() { std::ptr::null() } else { deps.as_ptr() };
                 let mut made = Vec::new();
                 let mut node: sys::CUgraphNode = null_mut();
@@ -199,19 +229,32 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
                             .map_err(driver("cuGraphAddEmptyNode"))?;
                         made.push(node);
                     }
-                    NodeIn::Kernel(func, (grid, block), mut params) => {
+                    NodeIn::Kernel(func, (grid, block), shared, mut params, _) => {
                         let kparams = params.pointers();
                         let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
                         p.func = func;
                         (p.gridDimX, p.gridDimY, p.gridDimZ) = (grid[0], grid[1], grid[2]);
                         (p.blockDimX, p.blockDimY, p.blockDimZ) = (block[0], block[1], block[2]);
-                        p.sharedMemBytes = 0;
+                        p.sharedMemBytes = shared;
                         p.kernelParams = kparams.as_mut_ptr();
                         p.extra = null_mut();
                         sys::cuGraphAddKernelNode_v2(&mut node, g.graph, deps_ptr, deps.len(), &p)
                             .result()
                             .map_err(driver("cuGraphAddKernelNode"))?;
                         made.push(node);
+                        if !early_deps.is_empty() {
+                            let to = vec![node; early_deps.len()];
+                            let edges = vec![PROGRAMMATIC_EDGE; early_deps.len()];
+                            sys::cuGraphAddDependencies_v2(
+                                g.graph,
+                                early_deps.as_ptr(),
+                                to.as_ptr(),
+                                edges.as_ptr(),
+                                early_deps.len(),
+                            )
+                            .result()
+                            .map_err(driver("cuGraphAddDependencies"))?;
+                        }
                     }
                     NodeIn::Copy { src, dst, bytes } => {
                         // Spelled out field by field: `CUmemorytype` has no zero value, so

@@ -207,7 +207,7 @@ impl CudaDevice {
                     k.func,
                     (grid[0], grid[1], grid[2]),
                     (block[0], block[1], block[2]),
-                    0,
+                    k.shared,
                     std::ptr::null_mut(),
                     params.pointers(),
                 )
@@ -252,33 +252,118 @@ pub fn build_ptx_program(
     options: &BuildOptions,
     sm: u32,
 ) -> Result<Vec<u8>, DeviceError> {
-    let (kernels, ptx) = optimized_ptx(module, options, sm)?;
-    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes())]))
+    let (kernels, ptx, launch) = optimized_ptx(module, options, sm)?;
+    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes()), launch]))
 }
 
+/// The optimized module's kernels (signatures), its PTX, and the blob of what each kernel's
+/// launch needs (see [`launch_blob`]). From sm_90 on, every kernel first waits for the grids
+/// it depends on ([`with_grid_dependency`]), so that a CUDA graph may launch it early.
 fn optimized_ptx(
     module: &Verified,
     options: &BuildOptions,
     sm: u32,
-) -> Result<(Vec<Kernel>, String), DeviceError> {
-    let built = driver::build_verified(&Ptx(Options::sm(sm)), module.clone(), options)
+) -> Result<(Vec<Kernel>, String, Blob), DeviceError> {
+    let opts = Options::sm(sm);
+    let built = driver::build_verified(&Ptx(opts), module.clone(), options)
         .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), e))?;
-    // The launch passes no dynamic shared memory: a kernel whose local arrays need it is
-    // refused here by name rather than failing at launch.
-    for k in &built.kernels.kernels {
-        let bytes = kiln_backends::ptx::dynamic_shared_bytes(k);
-        if bytes > 0 {
-            return Err(DeviceError::build(
-                format!("cuda sm_{sm}"),
-                format!(
-                    "kernel `{}` needs {bytes} bytes of local memory, past the 48 KiB (49152 bytes) \
-                     of static shared memory; kiln's CUDA launches set up no dynamic shared memory",
-                    k.name()
-                ),
-            ));
+    let waits = sm >= 90 && opts.version() >= (7, 8);
+    let launch = launch_blob(&built.kernels.kernels, waits);
+    let ptx = if waits { with_grid_dependency(&built.output) } else { built.output };
+    Ok((built.kernels.into_module().kernels, ptx, launch))
+}
+
+/// `ptx` with every kernel starting by waiting for the grids it depends on to have finished
+/// and their writes to be visible (`griddepcontrol.wait`), then letting the grids that
+/// depend on it be launched (`griddepcontrol.launch_dependents`). Launched in order, as
+/// eagerly, the wait returns at once; a CUDA graph's programmatic edge into such a kernel
+/// lets the driver launch it while its producer still runs, and the wait keeps every read
+/// after the producer's writes. Triggering only after the wait keeps at most one grid of a
+/// chain waiting ahead. The instructions go first in each entry's body (PTX declares
+/// registers anywhere before their use).
+fn with_grid_dependency(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 128);
+    let mut in_entry = false;
+    for line in ptx.split_inclusive('\n') {
+        out.push_str(line);
+        if line.starts_with(".visible .entry ") {
+            in_entry = true;
+        } else if in_entry && line.trim_end() == "{" {
+            out.push_str("\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n");
+            in_entry = false;
         }
     }
-    Ok((built.kernels.into_module().kernels, built.output))
+    out
+}
+
+/// The name of the program binary's blob that says what each kernel's launch needs: one
+/// line `<kernel> <bytes of dynamic shared memory> <waits: 1 or 0>` per kernel (the
+/// signatures the binary keeps have no bodies to measure again at load).
+const LAUNCH_BLOB: &str = "launch";
+
+/// A named blob of a program binary.
+type Blob = (String, Vec<u8>);
+
+/// What a kernel's launch needs, from the [`LAUNCH_BLOB`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LaunchNeeds {
+    name: String,
+    /// Bytes of dynamic shared memory (the PTX backend's window; 0: none).
+    shared: u32,
+    /// Whether the kernel waits for the grids it depends on first
+    /// ([`with_grid_dependency`]), so that it may be launched before they finish.
+    waits: bool,
+}
+
+/// The [`LAUNCH_BLOB`] of `kernels`, as the PTX backend sizes their windows.
+fn launch_blob(kernels: &[Kernel], waits: bool) -> Blob {
+    let mut text = String::new();
+    for k in kernels {
+        let bytes = kiln_backends::ptx::dynamic_shared_bytes(k);
+        text.push_str(&format!("{} {bytes} {}\n", k.name(), u8::from(waits)));
+    }
+    (LAUNCH_BLOB.into(), text.into_bytes())
+}
+
+/// Reads a [`LAUNCH_BLOB`] back.
+fn parse_launch_blob(blob: &[u8]) -> Result<Vec<LaunchNeeds>, String> {
+    let text = std::str::from_utf8(blob).map_err(|e| format!("{LAUNCH_BLOB}: {e}"))?;
+    text.lines()
+        .map(|l| {
+            let bad = || format!("{LAUNCH_BLOB}: bad line `{l}`");
+            let mut w = l.split(' ');
+            let (Some(name), Some(shared), Some(waits), None) =
+                (w.next(), w.next(), w.next(), w.next())
+            else {
+                return Err(bad());
+            };
+            let shared = shared.parse().map_err(|_| bad())?;
+            let waits = match waits {
+                "0" => false,
+                "1" => true,
+                _ => return Err(bad()),
+            };
+            Ok(LaunchNeeds { name: name.to_string(), shared, waits })
+        })
+        .collect()
+}
+
+/// Checks that kernel `name`, with `static_bytes` of static shared memory, may have `dynamic`
+/// bytes of dynamic shared memory on a device whose work-groups may opt in to `opt_in`
+/// bytes in all (`cudaDevAttrMaxSharedMemoryPerBlockOptin`).
+fn check_dynamic_shared(
+    name: &str,
+    dynamic: u32,
+    static_bytes: u32,
+    opt_in: u32,
+) -> Result<(), DeviceError> {
+    if u64::from(dynamic) + u64::from(static_bytes) > u64::from(opt_in) {
+        return Err(launch_err(format!(
+            "kernel `{name}` needs {dynamic} bytes of dynamic shared memory (and {static_bytes} \
+             static), past the {opt_in} bytes a work-group of this device may use"
+        )));
+    }
+    Ok(())
 }
 
 impl CudaDevice {
@@ -334,6 +419,8 @@ struct CudaProgram {
     module: sys::CUmodule,
     primary: Arc<Primary>,
     signatures: Vec<Kernel>,
+    /// What each kernel's launch needs.
+    launch: Vec<LaunchNeeds>,
 }
 
 // The module handle is used only with its context made current on the calling thread.
@@ -362,6 +449,11 @@ struct CudaKernel {
     _program: Handle,
     func: sys::CUfunction,
     signature: Kernel,
+    /// Bytes of dynamic shared memory each launch passes (`sharedMemBytes`).
+    shared: u32,
+    /// Whether the kernel waits for the grids it depends on first: a CUDA graph may then
+    /// give its edges from other kernels the programmatic type.
+    waits: bool,
 }
 
 // The function handle is used only with its context made current on the calling thread.
@@ -385,7 +477,7 @@ impl Device for CudaDevice {
     /// PTX assembled by the driver into a cubin (the binary the persistent cache keeps);
     /// should the driver's linker fail, the PTX itself, which `load` assembles.
     fn build(&self, module: &Verified, options: &BuildOptions) -> Result<Vec<u8>, DeviceError> {
-        let (kernels, ptx) = optimized_ptx(module, options, self.sm)?;
+        let (kernels, ptx, launch) = optimized_ptx(module, options, self.sm)?;
         let blob = match self.cubin(&ptx) {
             Ok(cubin) => ("cubin".to_string(), cubin),
             Err(e) => {
@@ -393,16 +485,22 @@ impl Device for CudaDevice {
                 ("ptx".to_string(), ptx.into_bytes())
             }
         };
-        Ok(artifact::encode(&kernels, &[blob]))
+        Ok(artifact::encode(&kernels, &[blob, launch]))
     }
 
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
         let load_err = |message: String| DeviceError::Load { device: self.name.clone(), message };
         let a = artifact::decode(&self.name, binary)?;
         // A cubin is machine code as is; PTX is handed over NUL-terminated.
-        let image = match a.blobs.as_slice() {
-            [(kind, cubin)] if kind == "cubin" => cubin.clone(),
-            [(kind, ptx)] if kind == "ptx" => CString::new(ptx.clone())
+        let (code, launch) = match a.blobs.as_slice() {
+            [code, (kind, launch)] if kind == LAUNCH_BLOB => {
+                (code, parse_launch_blob(launch).map_err(load_err)?)
+            }
+            _ => return Err(load_err(format!("expected a cubin or PTX blob and {LAUNCH_BLOB}"))),
+        };
+        let image = match code {
+            (kind, cubin) if kind == "cubin" => cubin.clone(),
+            (kind, ptx) if kind == "ptx" => CString::new(ptx.clone())
                 .map_err(|e| load_err(e.to_string()))?
                 .into_bytes_with_nul(),
             _ => return Err(load_err("expected one cubin or PTX blob".into())),
@@ -420,6 +518,7 @@ impl Device for CudaDevice {
             module,
             primary: self.primary.clone(),
             signatures: a.signatures,
+            launch,
         }))
     }
 
@@ -429,14 +528,45 @@ impl Device for CudaDevice {
             return Err(DeviceError::no_kernel(name, p.signatures.iter().map(|k| k.name())));
         };
         let cname = CString::new(name).map_err(launch_err)?;
+        let needs = p.launch.iter().find(|l| l.name == name);
+        let (shared, waits) = needs.map_or((0, false), |l| (l.shared, l.waits));
         let func = guarded(|| {
-            // SAFETY: the module is loaded (held by `p`), its context made current first.
+            // SAFETY: the module is loaded (held by `p`), its context made current first;
+            // the attribute calls take the function just looked up.
             unsafe {
                 p.primary.current()?;
-                result::module::get_function(p.module, cname).map_err(driver("cuModuleGetFunction"))
+                let func = result::module::get_function(p.module, cname)
+                    .map_err(driver("cuModuleGetFunction"))?;
+                if shared > 0 {
+                    use sys::CUfunction_attribute::*;
+                    let opt_in = result::device::get_attribute(
+                        self.primary.dev,
+                        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                    )
+                    .map_err(driver("cuDeviceGetAttribute"))?;
+                    let static_bytes = result::function::get_function_attribute(
+                        func,
+                        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                    )
+                    .map_err(driver("cuFuncGetAttribute"))?;
+                    check_dynamic_shared(name, shared, static_bytes as u32, opt_in as u32)?;
+                    result::function::set_function_attribute(
+                        func,
+                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        shared as i32,
+                    )
+                    .map_err(driver("cuFuncSetAttribute"))?;
+                }
+                Ok(func)
             }
         })?;
-        Ok(Arc::new(CudaKernel { _program: program.clone(), func, signature: sig.clone() }))
+        Ok(Arc::new(CudaKernel {
+            _program: program.clone(),
+            func,
+            signature: sig.clone(),
+            shared,
+            waits,
+        }))
     }
 
     /// Runs the kernel like the interpreter's `run`: `args` has one entry per parameter,
@@ -793,5 +923,69 @@ mod tests {
     fn cuda_offset_plus_global_overflow_is_refused() {
         let e = shape_err(K, NdRange::new(&[64]).with_offset(&[u32::MAX - 10]));
         assert!(e.contains("overflows the u32 ids"), "{e}");
+    }
+
+    /// Issue 27: the dynamic shared memory a kernel needs travels in the program binary
+    /// (the signatures have no bodies), and a window past the device's opt-in limit is
+    /// refused naming the kernel and both sizes.
+    #[test]
+    fn dynamic_shared_memory_is_recorded_and_checked_against_the_opt_in_limit() {
+        let m = kiln_ir::parse_module(
+            "kernel big(o: ptr<global, f32>) { local t: f32[16384]; t[0] = 1.0; \
+             barrier(local); o[0] = t[16383]; }\n\
+             kernel small(o: ptr<global, f32>) { o[0] = 1.0; }",
+        )
+        .unwrap();
+        let (name, blob) = launch_blob(&m.kernels, true);
+        assert_eq!(name, LAUNCH_BLOB);
+        let need = |name: &str, shared| LaunchNeeds { name: name.into(), shared, waits: true };
+        assert_eq!(parse_launch_blob(&blob).unwrap(), vec![need("big", 65536), need("small", 0)]);
+        for bad in ["big lots 1", "big 4 2", "big 4", "big 4 1 x"] {
+            assert!(parse_launch_blob(bad.as_bytes()).unwrap_err().contains("bad line"), "{bad}");
+        }
+        check_dynamic_shared("big", 65536, 0, 232448).unwrap();
+        // An sm_80 work-group may use 163 KiB.
+        let e = check_dynamic_shared("big", 160 * 1024, 4096, 163 * 1024).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("`big`") && e.contains("163840") && e.contains("166912"), "{e}");
+    }
+
+    /// Issue 25: from sm_90 on, every kernel's body starts by waiting for the grids it
+    /// depends on, then releasing its dependents (what lets a CUDA graph's programmatic
+    /// edges launch it early); sm_80 PTX has no such instruction. ptxas must accept it.
+    #[test]
+    fn sm_90_kernels_wait_for_their_prerequisite_grids_first() {
+        let m = Verified::new(
+            kiln_ir::parse_module(
+                "kernel a(o: ptr<global, u32>) { o[global_id(0)] = 1; }\n\
+                 kernel b(o: ptr<global, u32>) { let i: u32 = global_id(0); o[i] = o[i] + 1; }",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let (_, ptx, launch) = optimized_ptx(&m, &BuildOptions::default(), 90).unwrap();
+        let prologue = "{\n\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n";
+        assert_eq!(ptx.matches(prologue).count(), 2, "{ptx}");
+        assert_eq!(ptx.matches("griddepcontrol").count(), 4, "{ptx}");
+        assert!(parse_launch_blob(&launch.1).unwrap().iter().all(|l| l.waits));
+        if let Some(ptxas) = kiln_ir::testing::tool("KILN_PTXAS") {
+            let dir = std::env::temp_dir().join(format!("kiln_pdl_{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let (src, out) = (dir.join("k.ptx"), dir.join("k.cubin"));
+            std::fs::write(&src, &ptx).unwrap();
+            let run = std::process::Command::new(ptxas)
+                .arg("-arch=sm_90")
+                .arg(&src)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap();
+            let _ = std::fs::remove_dir_all(&dir);
+            let err = String::from_utf8_lossy(&run.stderr);
+            assert!(run.status.success(), "ptxas: {err}\n{ptx}");
+        }
+        let (_, ptx, launch) = optimized_ptx(&m, &BuildOptions::default(), 80).unwrap();
+        assert!(!ptx.contains("griddepcontrol"), "{ptx}");
+        assert!(parse_launch_blob(&launch.1).unwrap().iter().all(|l| !l.waits));
     }
 }

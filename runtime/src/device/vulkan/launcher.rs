@@ -17,21 +17,24 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ash::vk;
 
-use super::resident::{Dispatch, Pipeline, VkMem};
+use super::resident::{Bound, Dispatch, Pipeline, VkMem};
 use super::{vkerr, Owner};
 use crate::device::Memory;
 use crate::error::DeviceError;
+use crate::sync::{ranks, RankedGuard, RankedMutex};
 
 /// How many launches may be in flight on one device before a new one waits for the
 /// oldest: enough for a driver's queue to stay busy, few enough that the pool stays small.
 pub(super) const MAX_SLOTS: usize = 32;
-/// How long [`Launcher::finish`] polls the fences before it blocks on them.
-const SPIN: Duration = Duration::from_micros(200);
+/// How long [`Launcher::finish`] polls the fences before it blocks on them: longer than a
+/// replayed chain of 100 small kernels takes on NVIDIA (about 300 us), whose driver wakes a
+/// blocked thread tens of microseconds late.
+const SPIN: Duration = Duration::from_millis(1);
 
 /// Storage-buffer descriptors a slot's pool holds at first (grown for a launch binding more).
 const FIRST_DESCRIPTORS: u32 = 16;
@@ -102,10 +105,10 @@ fn bump(c: &AtomicU64) {
 /// A device's eager submission: its slots, its queue, and the counts of [`LaunchStats`].
 pub(super) struct Launcher {
     owner: Arc<Owner>,
-    queue: Arc<Mutex<vk::Queue>>,
+    queue: Arc<RankedMutex<vk::Queue>>,
     /// `maxComputeWorkGroupCount`: bigger launches are split into several dispatches.
     max_groups: [u32; 3],
-    state: Mutex<State>,
+    state: RankedMutex<State>,
     counts: Counters,
 }
 
@@ -113,7 +116,7 @@ impl Launcher {
     /// A launcher for the queue of family `family`, with no slot yet.
     pub fn new(
         owner: &Arc<Owner>,
-        queue: &Arc<Mutex<vk::Queue>>,
+        queue: &Arc<RankedMutex<vk::Queue>>,
         family: u32,
         max_groups: [u32; 3],
     ) -> Result<Launcher, DeviceError> {
@@ -127,13 +130,16 @@ impl Launcher {
             owner: owner.clone(),
             queue: queue.clone(),
             max_groups,
-            state: Mutex::new(State { cmd_pool, free: Vec::new(), busy: VecDeque::new() }),
+            state: RankedMutex::new(
+                ranks::VULKAN_SLOTS,
+                State { cmd_pool, free: Vec::new(), busy: VecDeque::new() },
+            ),
             counts: Counters::default(),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> RankedGuard<'_, State> {
+        self.state.lock()
     }
 
     /// The counts so far.
@@ -326,7 +332,7 @@ impl Launcher {
                     &[],
                 );
             }
-            dispatch.record(d, s.cb, p, set, self.max_groups);
+            dispatch.record(d, s.cb, p, set, self.max_groups, &mut Bound::default());
             let b = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];
@@ -347,7 +353,7 @@ impl Launcher {
     fn submit(&self, s: &Slot, cb: vk::CommandBuffer) -> Result<(), DeviceError> {
         let cbs = [cb];
         let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
-        let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let q = self.queue.lock();
         // SAFETY: a finished command buffer; the slot's fence is unsignalled and not in use.
         unsafe { self.owner.device.queue_submit(*q, &submit, s.fence) }.map_err(vkerr("submit"))?;
         bump(&self.counts.submits);
@@ -390,7 +396,8 @@ impl Launcher {
         // Spin briefly before the blocking wait: NVIDIA's driver wakes a thread blocked on a
         // fence tens of microseconds after it signals, which is most of a short replay's
         // time (CUDA's default synchronization spins first the same way). A longer wait
-        // blocks after `SPIN`, so the host core is not held for long kernels.
+        // blocks after `SPIN`, so the host core is not held for long kernels; the spin
+        // yields, so a driver running on the host's cores (lavapipe) keeps them.
         let spin = timeout.map_or(SPIN, |t| t.min(SPIN));
         let start = Instant::now();
         while start.elapsed() < spin {
@@ -403,7 +410,7 @@ impl Launcher {
                     self.recycle(&mut st)?;
                     return Ok(true);
                 }
-                Ok(false) => std::hint::spin_loop(),
+                Ok(false) => std::thread::yield_now(),
                 // The blocking wait below reports it.
                 Err(_) => break,
             }
@@ -426,7 +433,7 @@ impl Launcher {
 impl Drop for Launcher {
     fn drop(&mut self) {
         let d = &self.owner.device;
-        let st = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let st = self.state.get_mut();
         // SAFETY: waits for what is in flight before destroying it; the command buffers go
         // with their pool.
         unsafe {
@@ -440,5 +447,36 @@ impl Drop for Launcher {
             }
             d.destroy_command_pool(st.cmd_pool, None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sync::{ranks, RankedMutex};
+
+    /// The launch slots are a ranked lock (issue 25): in a debug build, taking a lock the
+    /// order puts before them (a buffer's contents) while holding them panics, naming both.
+    #[test]
+    #[cfg(debug_assertions)]
+    fn vulkan_launch_slots_take_part_in_the_lock_order() {
+        let found = super::super::VulkanDevice::open();
+        let Some(dev) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", found) else {
+            return;
+        };
+        let contents = RankedMutex::new(ranks::BUFFER_DATA, ());
+        let e = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _slots = dev.launcher.lock();
+                let _ = contents.lock();
+            })
+            .join()
+            .unwrap_err()
+        });
+        let e = crate::error::panic_message(&*e).unwrap_or_default();
+        assert!(e.contains("`buffer contents`") && e.contains("`vulkan launch slots`"), "{e}");
+        // The order the runtime uses is allowed.
+        let _c = contents.lock();
+        let _slots = dev.launcher.lock();
+        let _q = dev.launcher.queue.lock();
     }
 }

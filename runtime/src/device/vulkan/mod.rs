@@ -30,7 +30,7 @@
 
 use std::ffi::CStr;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ash::vk;
 
@@ -47,6 +47,7 @@ use crate::device::{
     ResidentBuffer,
 };
 use crate::error::DeviceError;
+use crate::sync::{ranks, RankedMutex};
 
 mod launcher;
 mod limits;
@@ -277,7 +278,9 @@ impl VulkanDevice {
         // SAFETY: valid create info; the device is destroyed in Drop.
         let device = unsafe { instance.create_device(pd, &dci, None) }
             .map_err(|e| unavailable(format!("cannot create a device on {name}: {e}")))?;
-        let queue = Arc::new(Mutex::new(unsafe { device.get_device_queue(qf, 0) }));
+        let queue = Arc::new(RankedMutex::new(ranks::VULKAN_QUEUE, unsafe {
+            device.get_device_queue(qf, 0)
+        }));
         let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
         let owner = Arc::new(Owner { _entry: entry, instance, device: device.clone() });
         let launcher =
@@ -436,7 +439,7 @@ impl VulkanDevice {
                     layout: k.layout.clone(),
                     words,
                     cache: k.cache.clone(),
-                    pipelines: Default::default(),
+                    pipelines: RankedMutex::new(ranks::VULKAN_PIPELINES, Vec::new()),
                 })
             })
             .collect::<Vec<_>>();

@@ -27,6 +27,7 @@ use kiln_ir::{Kernel, Type};
 
 use crate::artifact::{Artifact, Reader};
 use crate::error::DeviceError;
+use crate::sync::{ranks, RankedMutex};
 
 /// A loaded program: its kernels and their pipeline cache.
 pub(super) struct VkProgram {
@@ -148,7 +149,7 @@ pub(super) struct VkKernel {
     /// The program's pipeline cache.
     pub cache: Arc<PipelineCache>,
     /// The pipelines made so far, by work-group size (made once, kept with the kernel).
-    pub pipelines: std::sync::Mutex<Vec<([u32; 3], Arc<super::resident::Pipeline>)>>,
+    pub pipelines: RankedMutex<Vec<([u32; 3], Arc<super::resident::Pipeline>)>>,
 }
 
 fn put(out: &mut Vec<u8>, v: u32) {
@@ -231,7 +232,7 @@ pub(super) fn decode_kernels(
             layout,
             words,
             cache,
-            pipelines: Default::default(),
+            pipelines: RankedMutex::new(ranks::VULKAN_PIPELINES, Vec::new()),
         }));
     }
     Ok(kernels)

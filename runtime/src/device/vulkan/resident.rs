@@ -197,7 +197,7 @@ pub(super) fn pipeline(
     local: [u32; 3],
     push: u32,
 ) -> Result<Arc<Pipeline>, DeviceError> {
-    let mut cached = k.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cached = k.pipelines.lock();
     if let Some((_, p)) = cached.iter().find(|(l, _)| *l == local) {
         return Ok(p.clone());
     }
@@ -276,16 +276,23 @@ impl Dispatch {
     /// # Safety
     /// `cb` is a command buffer of `d` in the recording state; `p` and `set` are `d`'s and
     /// `set` is written for `p`'s layout.
-    pub(super) unsafe fn record(
-        &self,
+    pub(super) unsafe fn record<'a>(
+        &'a self,
         d: &ash::Device,
         cb: vk::CommandBuffer,
         p: &Pipeline,
         set: vk::DescriptorSet,
         max_groups: [u32; 3],
+        bound: &mut Bound<'a>,
     ) {
-        d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
-        if !self.bindings.is_empty() {
+        // What the command buffer has bound already is not bound again: a recorded chain of
+        // one kernel binds its pipeline once, and its set and push constants only where
+        // they change.
+        if bound.pipeline != p.pipeline {
+            d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, p.pipeline);
+            *bound = Bound { pipeline: p.pipeline, ..Bound::default() };
+        }
+        if !self.bindings.is_empty() && bound.set != set {
             d.cmd_bind_descriptor_sets(
                 cb,
                 vk::PipelineBindPoint::COMPUTE,
@@ -294,11 +301,36 @@ impl Dispatch {
                 &[set],
                 &[],
             );
+            bound.set = set;
         }
-        d.cmd_push_constants(cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, &self.push);
+        if bound.push != Some(&self.push[..]) {
+            d.cmd_push_constants(cb, p.layout, vk::ShaderStageFlags::COMPUTE, 0, &self.push);
+            bound.push = Some(&self.push);
+        }
         for (base, count) in split_groups(self.groups, max_groups) {
             d.cmd_dispatch_base(cb, base[0], base[1], base[2], count[0], count[1], count[2]);
         }
+    }
+}
+
+/// What a command buffer being recorded has bound: the pipeline, the descriptor set and the
+/// push constants of the last dispatch (null and `None` before the first).
+#[derive(Default)]
+pub(super) struct Bound<'a> {
+    pipeline: vk::Pipeline,
+    set: vk::DescriptorSet,
+    push: Option<&'a [u8]>,
+}
+
+impl Dispatch {
+    /// Whether this dispatch binds the same buffer ranges (`mine` naming its buffers) at the
+    /// same bindings as `other` (on `theirs`): one descriptor set serves both.
+    fn binds_as(&self, mine: &[&VkMem], other: &Dispatch, theirs: &[&VkMem]) -> bool {
+        self.bindings.len() == other.bindings.len()
+            && self.bindings.iter().zip(&other.bindings).all(|(a, b)| {
+                (a.binding, a.offset, a.range) == (b.binding, b.offset, b.range)
+                    && mine.get(a.buffer).map(|m| m.buf) == theirs.get(b.buffer).map(|m| m.buf)
+            })
     }
 }
 
@@ -373,7 +405,22 @@ impl VulkanDevice {
             cb: vk::CommandBuffer::null(),
         };
         let dispatches: Vec<_> = launches.iter().filter_map(Encode::dispatch).collect();
-        let nbind: usize = dispatches.iter().map(|l| l.1.bindings.len()).sum();
+        // A dispatch binding what the one before binds, through the same set layout, shares
+        // its descriptor set: `owners` are the dispatches with a set of their own, and
+        // `set_of[i]` the set (an index into them) dispatch `i` binds.
+        let mut owners = Vec::with_capacity(dispatches.len());
+        let mut set_of = Vec::with_capacity(dispatches.len());
+        for (i, (p, dispatch, buffers)) in dispatches.iter().enumerate() {
+            let shares = i > 0 && {
+                let (q, before, theirs) = &dispatches[i - 1];
+                q.set_layout == p.set_layout && dispatch.binds_as(buffers, before, theirs)
+            };
+            if !shares {
+                owners.push(dispatches[i]);
+            }
+            set_of.push(owners.len() - 1);
+        }
+        let nbind: usize = owners.iter().map(|l| l.1.bindings.len()).sum();
         // SAFETY: objects made from valid infos on a live device, destroyed by `c`'s Drop;
         // the descriptor writes name live buffers, which the caller keeps alive with `c`.
         unsafe {
@@ -381,10 +428,10 @@ impl VulkanDevice {
                 .ty(vk::DescriptorType::STORAGE_BUFFER)
                 .descriptor_count(nbind.max(1) as u32)];
             let dpci = vk::DescriptorPoolCreateInfo::default()
-                .max_sets(dispatches.len().max(1) as u32)
+                .max_sets(owners.len().max(1) as u32)
                 .pool_sizes(&ps);
             c.pool = d.create_descriptor_pool(&dpci, None).map_err(vkerr("descriptor pool"))?;
-            let layouts: Vec<_> = dispatches.iter().map(|l| l.0.set_layout).collect();
+            let layouts: Vec<_> = owners.iter().map(|l| l.0.set_layout).collect();
             let sets = if layouts.is_empty() {
                 Vec::new()
             } else {
@@ -393,7 +440,7 @@ impl VulkanDevice {
                     .set_layouts(&layouts);
                 d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?
             };
-            for ((_, dispatch, buffers), &set) in dispatches.iter().zip(&sets) {
+            for ((_, dispatch, buffers), &set) in owners.iter().zip(&sets) {
                 let infos: Vec<[vk::DescriptorBufferInfo; 1]> = dispatch
                     .bindings
                     .iter()
@@ -435,7 +482,8 @@ impl VulkanDevice {
             let transfer = vk::PipelineStageFlags::TRANSFER;
             let compute = vk::PipelineStageFlags::COMPUTE_SHADER;
             let mut used = vk::PipelineStageFlags::empty();
-            let mut sets = sets.into_iter();
+            let mut set_of = set_of.into_iter();
+            let mut bound = Bound::default();
             for (i, l) in launches.iter().enumerate() {
                 let stage = if l.dispatch().is_some() { compute } else { transfer };
                 if l.barrier || i == 0 {
@@ -477,9 +525,9 @@ impl VulkanDevice {
                         continue;
                     }
                 };
-                let set = sets.next().unwrap_or_default();
+                let set = set_of.next().and_then(|i| sets.get(i).copied()).unwrap_or_default();
                 let max = self.limits.max_compute_work_group_count;
-                dispatch.record(d, c.cb, p, set, max);
+                dispatch.record(d, c.cb, p, set, max, &mut bound);
             }
             let b = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
