@@ -527,6 +527,46 @@ pub fn first_extension(k: &crate::Kernel) -> Option<Extension> {
     f.matrix.or(f.bf16.then_some(Extension::Bf16))
 }
 
+/// The first operation of the warpgroup (sm_90) tier `k` uses (or the first warpgroup
+/// accumulator it declares), for targets that need sm_90a for them.
+pub fn first_warpgroup(k: &crate::Kernel) -> Option<Extension> {
+    use crate::visit::{walk_stmt, Visitor};
+    use crate::{StmtNode, Type};
+    #[derive(Default)]
+    struct Find(Option<Extension>);
+    impl Visitor for Find {
+        fn visit_stmt(&mut self, s: &crate::Stmt) {
+            if self.0.is_some() {
+                return;
+            }
+            match s.node() {
+                StmtNode::Call { func, result, .. } => {
+                    if let crate::FuncKind::Matrix(op) = func.kind() {
+                        let wg_result = result.as_ref().and_then(|r| r.ty().frag());
+                        if op.is_warpgroup() || wg_result.is_some_and(|f| f.shape.is_warpgroup()) {
+                            self.0 = Some(Extension::Matrix(op));
+                            return;
+                        }
+                    }
+                }
+                StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => {
+                    if let Type::Frag(f) = var.ty() {
+                        if f.shape.is_warpgroup() {
+                            self.0 = Some(Extension::Frag(f));
+                            return;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut f = Find::default();
+    f.visit_stmt(k.body());
+    f.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
