@@ -12,7 +12,8 @@
 //! * [`tuner`]: a model of the target that ranks blockings, and the search that times the
 //!   best of them and their neighbours (split-K included).
 //! * [`tc`]: tensor-core GEMM (f16/bf16 inputs, f32 accumulation) through the IR's matrix
-//!   operations, with fused element-wise epilogues ([`tc_epilogue`]).
+//!   operations, with fused element-wise epilogues ([`tc_epilogue`]); [`tc90`] its sm_90a
+//!   (warpgroup) form: `wgmma`, tensor copies and barrier objects.
 //! * [`gemm`] and [`conv`]: GEMM (four transpositions, f32 or f16 storage) and 2-D
 //!   convolution forward (NCHW/NHWC, stride, padding, dilation) as views.
 //!
@@ -29,6 +30,7 @@ pub mod ix;
 pub mod layout;
 pub mod split;
 pub mod tc;
+pub mod tc90;
 pub mod tc_epilogue;
 pub mod tensor;
 pub mod tuner;
@@ -37,6 +39,7 @@ pub mod view;
 pub use codegen::{generate, GemmViews, Generated};
 pub use split::SplitK;
 pub use tc::{TcConfig, TcGemmProblem, TcGenerated};
+pub use tc90::Tc90Config;
 pub use tc_epilogue::{EpOp, Epilogue};
 
 /// The largest size a problem's dimension may have (GEMM's M, N and K, a convolution's
