@@ -80,8 +80,11 @@ def build(kiln, gen_args, tmp, tag):
     m = re.search(rf"// kiln.dynamic_shared_bytes {name} (\d+)", text)
     smem = int(m.group(1)) if m else 0
     if smem:
-        cp.cuda.driver.funcSetAttribute(
-            f.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+        try:
+            f.max_dynamic_shared_size_bytes = smem
+        except AttributeError:
+            cp.cuda.driver.funcSetAttribute(
+                f.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
     maps = [l.split()[2:] for l in text.splitlines() if l.startswith("// kiln.tensor_map ")]
     return f, (g0 // l0, g1 // l1, 1), (l0, l1, 1), smem, maps
 
