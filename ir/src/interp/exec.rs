@@ -238,35 +238,22 @@ impl Machine<'_> {
         let mut stops: Vec<Option<Stop>> = vec![None; items.len()];
         loop {
             let mut moved = false;
+            let mut first: Option<(Stop, [u32; 3])> = None;
             for (item, stop) in items.iter_mut().zip(stops.iter_mut()) {
-                if matches!(stop, Some(Stop::Done | Stop::Barrier(_))) {
+                if !matches!(stop, Some(Stop::Done | Stop::Barrier(_))) {
+                    let (pc, steps) = (item.pc, self.steps_left);
+                    let s = self.run_item(item).map_err(|e| self.error(Some(item), e))?;
+                    moved |= s != Stop::Blocked || item.pc != pc || self.steps_left < steps;
+                    *stop = Some(s);
+                }
+                // A blocked work-item may still go either way; the others must agree.
+                let s = stop.unwrap_or(Stop::Done);
+                if s == Stop::Blocked {
                     continue;
                 }
-                let (pc, steps) = (item.pc, self.steps_left);
-                let s = self.run_item(item).map_err(|e| self.error(Some(item), e))?;
-                moved |= s != Stop::Blocked || item.pc != pc || self.steps_left < steps;
-                *stop = Some(s);
-            }
-            if stops.contains(&Some(Stop::Blocked)) {
-                if !moved {
-                    let k = stops.iter().position(|s| *s == Some(Stop::Blocked)).unwrap_or(0);
-                    let message = format!(
-                        "deadlock in work-group {}: work-item {} waits at `mbar_wait` for a \
-                         phase that no other work-item can complete (the others have \
-                         finished, wait at a barrier or wait too)",
-                        fmt3(self.group_id),
-                        fmt3(items[k].global_id)
-                    );
-                    return Err(self.error(Some(&items[k]), message));
-                }
-                continue;
-            }
-            let mut first: Option<(Stop, [u32; 3])> = None;
-            for (item, stop) in items.iter().zip(&stops) {
-                let stop = stop.unwrap_or(Stop::Done);
                 match first {
-                    None => first = Some((stop, item.global_id)),
-                    Some((s, first_id)) if s != stop => {
+                    None => first = Some((s, item.global_id)),
+                    Some((f, first_id)) if f != s => {
                         let what = |s: Stop| match s {
                             Stop::Done => "finished".to_string(),
                             Stop::Blocked => "waits at `mbar_wait`".to_string(),
@@ -281,14 +268,27 @@ impl Machine<'_> {
                              work-item {} {}",
                             fmt3(self.group_id),
                             fmt3(first_id),
-                            what(s),
+                            what(f),
                             fmt3(item.global_id),
-                            what(stop)
+                            what(s)
                         );
                         return Err(self.error(Some(item), message));
                     }
                     Some(_) => {}
                 }
+            }
+            if let Some(k) = stops.iter().position(|s| *s == Some(Stop::Blocked)) {
+                if !moved {
+                    let message = format!(
+                        "deadlock in work-group {}: work-item {} waits at `mbar_wait` for a \
+                         phase that no other work-item can complete (the others have \
+                         finished, wait at a barrier or wait too)",
+                        fmt3(self.group_id),
+                        fmt3(items[k].global_id)
+                    );
+                    return Err(self.error(Some(&items[k]), message));
+                }
+                continue;
             }
             if matches!(first, None | Some((Stop::Done, _))) {
                 return Ok(());
