@@ -111,3 +111,62 @@ fn tc_gemm_refusals_say_why() {
     let c = ok(&["gen", "tc-gemm", "4096", "4096", "4096", "--candidates"]);
     assert!(c.lines().count() > 4 && c.starts_with("block=128x256x32 warps=2x4 stages=4"), "{c}");
 }
+
+#[test]
+fn tc_gemm_sm_90_generates_runs_and_lowers_for_sm_90a() {
+    // A is 4 x 2 (0..7), B stored 3 x 8 (N x K, zero past k = 2 would change nothing: K = 8).
+    let f = scratch("g90.kir");
+    let fs = f.to_str().unwrap();
+    ok(&[
+        "gen",
+        "tc-gemm",
+        "4",
+        "3",
+        "8",
+        "--type",
+        "f16",
+        "--trans-b",
+        "--arch",
+        "sm_90",
+        "-o",
+        fs,
+    ]);
+    ok(&["check", fs]);
+    ok(&["fmt", "--check", fs]);
+    let out = ok(&[
+        "run",
+        fs,
+        "--device",
+        "interp",
+        "--arg",
+        "a=iota:32",
+        "--arg",
+        "b=iota:24",
+        "--arg",
+        "c=zeros:12",
+    ]);
+    // C[i][j] = sum_k (8i + k)(8j + k).
+    let want: Vec<String> = (0..4)
+        .flat_map(|i| (0..3).map(move |j| (0..8).map(|k| (8 * i + k) * (8 * j + k)).sum::<i32>()))
+        .map(|v| format!("{v}.0"))
+        .collect();
+    assert!(out.contains(&format!("c: f32[12] = [{}]", want.join(", "))), "{out}");
+    let ptx = ok(&["emit", fs, "--target", "ptx", "-O"]);
+    assert!(ptx.contains(".target sm_90a") && ptx.contains("wgmma.mma_async"), "{ptx}");
+    assert!(
+        ptx.contains("// kiln.tensor_map tc90_gemm_nt_f16_f32_4x3x8 0 a f16 8 4 8 64 128 sw128")
+    );
+    // Refusals name what is wrong.
+    for (args, want) in [
+        (vec!["8", "8", "8", "--arch", "sm_90"], "--trans-b"),
+        (vec!["8", "8", "12", "--arch", "sm_90", "--trans-b"], "K = 12 is not a multiple of 8"),
+        (vec!["8", "8", "8", "--arch", "sm_90", "--trans-b", "--block", "64x128"], "128 rows"),
+        (vec!["8", "8", "8", "--arch", "sm_90", "--trans-b", "--warps", "2x2"], "no --warps"),
+    ] {
+        let mut a = vec!["gen", "tc-gemm"];
+        a.extend(args);
+        let o = kiln(&a);
+        assert!(!o.status.success(), "{a:?}");
+        assert!(text(&o.stderr).contains(want), "{a:?}: {}", text(&o.stderr));
+    }
+}

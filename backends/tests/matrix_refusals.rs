@@ -55,3 +55,35 @@ fn matrix_operations_and_bf16_are_refused_by_name() {
         }
     }
 }
+
+const WARPGROUP: &str = "kernel k(d: ptr<global, f32>) {
+  local s: bf16[4096];
+  let z: frag<acc, m64n64k16, f32> = frag_fill(0.0f32);
+  var acc: frag<acc, m64n64k16, f32> = z;
+  wgmma_fence();
+  wgmma(acc, s, 0u32, s, 0u32, sw128, sw128);
+  wgmma_commit();
+  wgmma_wait(0);
+  let v: f32 = frag_elem(acc, 0);
+  d[local_id(0)] = v;
+}";
+
+#[test]
+fn warpgroup_operations_are_refused_by_name() {
+    let options = Default::default();
+    for (name, words) in [
+        ("spirv-vk", "need SPV_KHR_cooperative_matrix"),
+        ("spirv-cl", "need SPV_KHR_cooperative_matrix"),
+        ("amdgpu", "is not lowered for amdgpu"),
+        ("x86", "is not lowered by the x86 backend"),
+    ] {
+        let t = target(name, &options).unwrap();
+        let m = Verified::new(parse_module(WARPGROUP).unwrap()).unwrap();
+        let e = match t.emit_any(&m) {
+            Ok(_) => panic!("{name} emitted a warpgroup kernel"),
+            Err(e) => e,
+        };
+        assert_eq!(e.kind, ErrorKind::Unsupported, "{name}: {e}");
+        assert!(e.to_string().contains(words), "{name}: {e}");
+    }
+}

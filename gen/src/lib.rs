@@ -12,7 +12,8 @@
 //! * [`tuner`]: a model of the target that ranks blockings, and the search that times the
 //!   best of them and their neighbours (split-K included).
 //! * [`tc`]: tensor-core GEMM (f16/bf16 inputs, f32 accumulation) through the IR's matrix
-//!   operations, with fused element-wise epilogues ([`tc_epilogue`]); [`tc_conv`], the
+//!   operations, with fused element-wise epilogues ([`tc_epilogue`]); [`tc90`] its sm_90a
+//!   (warpgroup) form: `wgmma`, tensor copies and barrier objects; [`tc_conv`], the
 //!   implicit-GEMM convolution (NHWC) on the same kernel; [`tc_tune`], the model that ranks
 //!   their blockings for a tuner; [`tc_attn`], attention (Q·K^T, online softmax, ·V) as one
 //!   kernel.
@@ -32,6 +33,7 @@ pub mod ix;
 pub mod layout;
 pub mod split;
 pub mod tc;
+pub mod tc90;
 pub mod tc_attn;
 pub mod tc_conv;
 pub mod tc_epilogue;
@@ -43,6 +45,7 @@ pub mod view;
 pub use codegen::{generate, GemmViews, Generated};
 pub use split::SplitK;
 pub use tc::{TcConfig, TcGemmProblem, TcGenerated};
+pub use tc90::Tc90Config;
 pub use tc_attn::TcAttnProblem;
 pub use tc_conv::TcConvProblem;
 pub use tc_epilogue::{EpOp, Epilogue};

@@ -75,6 +75,7 @@ pub mod testing;
 pub mod types;
 pub mod verify;
 pub mod visit;
+pub mod warpgroup;
 
 pub use check::check_source;
 pub use diag::{Diagnostic, Span, Spans};

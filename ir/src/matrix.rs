@@ -28,6 +28,7 @@
 use std::fmt;
 
 use crate::types::Scalar;
+use crate::warpgroup::{Swizzle, TmaBox};
 
 /// What a fragment holds: the left factor `A` (M×K), the right factor `B` (K×N) or an
 /// accumulator `C`/`D` (M×N).
@@ -67,10 +68,13 @@ pub enum MatShape {
     M16N8K16,
     /// M = 16, N = 16, K = 16 (text `m16n16k16`): two `m16n8k16` steps on PTX.
     M16N16K16,
+    /// M = 64, N = the value (a multiple of 8 from 8 to 256), K = 16 (text `m64nNk16`): a
+    /// **warpgroup** product (`wgmma`, [`crate::warpgroup`]); only accumulators have it.
+    M64(u16),
 }
 
 impl MatShape {
-    /// Every shape.
+    /// The sub-group shapes.
     pub const ALL: [MatShape; 2] = [MatShape::M16N8K16, MatShape::M16N16K16];
 
     /// `(M, N, K)`.
@@ -78,20 +82,30 @@ impl MatShape {
         match self {
             MatShape::M16N8K16 => (16, 8, 16),
             MatShape::M16N16K16 => (16, 16, 16),
+            MatShape::M64(n) => (64, n as u32, 16),
         }
     }
 
     /// The text-format name.
-    pub fn name(self) -> &'static str {
-        match self {
-            MatShape::M16N8K16 => "m16n8k16",
-            MatShape::M16N16K16 => "m16n16k16",
-        }
+    pub fn name(self) -> String {
+        let (m, n, k) = self.mnk();
+        format!("m{m}n{n}k{k}")
     }
 
-    /// Parses a text-format name.
+    /// True for the warpgroup shapes `m64nNk16`.
+    pub fn is_warpgroup(self) -> bool {
+        matches!(self, MatShape::M64(_))
+    }
+
+    /// Parses a text-format name (`m16n8k16`, `m16n16k16`, or `m64nNk16` with N a multiple
+    /// of 8 from 8 to 256).
     pub fn from_name(name: &str) -> Option<MatShape> {
-        MatShape::ALL.into_iter().find(|s| s.name() == name)
+        if let Some(s) = MatShape::ALL.into_iter().find(|s| s.name() == name) {
+            return Some(s);
+        }
+        let n: u16 = name.strip_prefix("m64n")?.strip_suffix("k16")?.parse().ok()?;
+        let ok = n.is_multiple_of(8) && (8..=256).contains(&n) && name == format!("m64n{n}k16");
+        ok.then_some(MatShape::M64(n))
     }
 }
 
@@ -136,8 +150,29 @@ impl Frag {
         false
     }
 
+    /// Elements each work-item holds in the interpreter: the whole tile for sub-group
+    /// shapes, its own `N / 2` for warpgroup accumulators ([`crate::warpgroup::acc_coords`]).
+    pub fn held(self) -> usize {
+        match self.shape {
+            MatShape::M64(n) => n as usize / 2,
+            _ => self.len(),
+        }
+    }
+
     /// Why this fragment type is not allowed, if it is not.
     pub fn check(self) -> Result<(), String> {
+        if let MatShape::M64(n) = self.shape {
+            if !n.is_multiple_of(8) || !(8..=256).contains(&n) {
+                return Err(format!("{self}: N of m64nNk16 is a multiple of 8 from 8 to 256"));
+            }
+            if self.role != FragRole::Acc {
+                return Err(format!(
+                    "{self}: warpgroup products read their factors from local memory; only \
+                     `acc` fragments have the shape {}",
+                    self.shape.name()
+                ));
+            }
+        }
         let ok = match self.role {
             FragRole::A | FragRole::B => matches!(self.elem, Scalar::F16 | Scalar::BF16),
             FragRole::Acc => self.elem == Scalar::F32,
@@ -233,6 +268,30 @@ pub enum MatrixOp {
     Commit,
     /// `async_wait(n)`: at most `n` committed groups left pending.
     Wait(u8),
+    /// `wgmma(d, a, ai, b, bi, swa, swb)`: `d = A·B + d` for the warpgroup accumulator
+    /// variable `d` (`frag<acc, m64nNk16, f32>`), the 64x16 A at element `ai` of the local
+    /// array `a` and the 16xN B at `bi` of `b`, both K-major through the swizzles.
+    Wgmma(Swizzle, Swizzle),
+    /// `wgmma_fence()`: orders register and local-memory accesses before later `wgmma`s.
+    WgFence,
+    /// `wgmma_commit()`: closes the current group of `wgmma`s.
+    WgCommit,
+    /// `wgmma_wait(n)`: waits until at most `n` committed `wgmma` groups are pending.
+    WgWait(u8),
+    /// `frag_elem(f, i)`: element `i` of this work-item's share of a warpgroup accumulator.
+    FragElem(u8),
+    /// `tma_load(dst, di, src, width, height, pitch, x, y, bar, bi, w, h, swizzle)`: copies
+    /// the box of the 2-D tensor `src` at column `x`, row `y` into local memory, completing
+    /// its bytes on barrier object `bar[bi]`.
+    TmaLoad(TmaBox),
+    /// `mbar_init(bar, bi, count)`: a barrier object expecting `count` arrivals per phase.
+    MbarInit,
+    /// `mbar_arrive(bar, bi)`: one arrival.
+    MbarArrive,
+    /// `mbar_expect_tx(bar, bi, bytes)`: expect `bytes` more of tile copies, and arrive.
+    MbarExpectTx,
+    /// `mbar_wait(bar, bi, parity)`: waits until the phase of parity `parity & 1` completed.
+    MbarWait,
 }
 
 impl MatrixOp {
@@ -246,17 +305,70 @@ impl MatrixOp {
             MatrixOp::CopyAsync(_) => "copy_async",
             MatrixOp::Commit => "async_commit",
             MatrixOp::Wait(_) => "async_wait",
+            MatrixOp::Wgmma(..) => "wgmma",
+            MatrixOp::WgFence => "wgmma_fence",
+            MatrixOp::WgCommit => "wgmma_commit",
+            MatrixOp::WgWait(_) => "wgmma_wait",
+            MatrixOp::FragElem(_) => "frag_elem",
+            MatrixOp::TmaLoad(_) => "tma_load",
+            MatrixOp::MbarInit => "mbar_init",
+            MatrixOp::MbarArrive => "mbar_arrive",
+            MatrixOp::MbarExpectTx => "mbar_expect_tx",
+            MatrixOp::MbarWait => "mbar_wait",
         }
     }
 
-    /// True for the operations a whole sub-group executes together.
+    /// True for the operations a whole sub-group executes together (warpgroup operations:
+    /// each of its sub-groups, see [`MatrixOp::is_warpgroup`]).
     pub fn is_cooperative(self) -> bool {
-        matches!(self, MatrixOp::Load(_) | MatrixOp::Store(_) | MatrixOp::Fill | MatrixOp::Mma)
+        matches!(
+            self,
+            MatrixOp::Load(_)
+                | MatrixOp::Store(_)
+                | MatrixOp::Fill
+                | MatrixOp::Mma
+                | MatrixOp::Wgmma(..)
+                | MatrixOp::WgFence
+                | MatrixOp::WgCommit
+                | MatrixOp::WgWait(_)
+        )
     }
 
-    /// True if the call yields a fragment (load, fill, mma).
+    /// True for the operations of the warpgroup (sm_90) tier.
+    pub fn is_warpgroup(self) -> bool {
+        matches!(
+            self,
+            MatrixOp::Wgmma(..)
+                | MatrixOp::WgFence
+                | MatrixOp::WgCommit
+                | MatrixOp::WgWait(_)
+                | MatrixOp::FragElem(_)
+                | MatrixOp::TmaLoad(_)
+                | MatrixOp::MbarInit
+                | MatrixOp::MbarArrive
+                | MatrixOp::MbarExpectTx
+                | MatrixOp::MbarWait
+        )
+    }
+
+    /// True if the call yields a value: a fragment (load, fill, mma) or, for `frag_elem`,
+    /// an f32.
     pub fn has_result(self) -> bool {
-        matches!(self, MatrixOp::Load(_) | MatrixOp::Fill | MatrixOp::Mma)
+        matches!(self, MatrixOp::Load(_) | MatrixOp::Fill | MatrixOp::Mma | MatrixOp::FragElem(_))
+    }
+
+    /// The static attributes written after the operands in the text form.
+    pub fn words(self) -> Vec<String> {
+        match self {
+            MatrixOp::Load(l) => vec![l.name().into()],
+            MatrixOp::CopyAsync(n) | MatrixOp::Wait(n) | MatrixOp::WgWait(n) => {
+                vec![n.to_string()]
+            }
+            MatrixOp::FragElem(i) => vec![i.to_string()],
+            MatrixOp::Wgmma(a, b) => vec![a.name().into(), b.name().into()],
+            MatrixOp::TmaLoad(b) => vec![b.w.to_string(), b.h.to_string(), b.swizzle.name().into()],
+            _ => Vec::new(),
+        }
     }
 
     /// The number of expression operands the call takes.
@@ -268,6 +380,12 @@ impl MatrixOp {
             MatrixOp::Mma => 3,
             MatrixOp::CopyAsync(_) => 4,
             MatrixOp::Commit | MatrixOp::Wait(_) => 0,
+            MatrixOp::Wgmma(..) => 5,
+            MatrixOp::WgFence | MatrixOp::WgCommit | MatrixOp::WgWait(_) => 0,
+            MatrixOp::FragElem(_) => 1,
+            MatrixOp::TmaLoad(_) => 10,
+            MatrixOp::MbarInit | MatrixOp::MbarExpectTx | MatrixOp::MbarWait => 3,
+            MatrixOp::MbarArrive => 2,
         }
     }
 
@@ -282,6 +400,16 @@ impl MatrixOp {
                 | "copy_async"
                 | "async_commit"
                 | "async_wait"
+                | "wgmma"
+                | "wgmma_fence"
+                | "wgmma_commit"
+                | "wgmma_wait"
+                | "frag_elem"
+                | "tma_load"
+                | "mbar_init"
+                | "mbar_arrive"
+                | "mbar_expect_tx"
+                | "mbar_wait"
         )
     }
 }
@@ -399,6 +527,46 @@ pub fn first_extension(k: &crate::Kernel) -> Option<Extension> {
     f.matrix.or(f.bf16.then_some(Extension::Bf16))
 }
 
+/// The first operation of the warpgroup (sm_90) tier `k` uses (or the first warpgroup
+/// accumulator it declares), for targets that need sm_90a for them.
+pub fn first_warpgroup(k: &crate::Kernel) -> Option<Extension> {
+    use crate::visit::{walk_stmt, Visitor};
+    use crate::{StmtNode, Type};
+    #[derive(Default)]
+    struct Find(Option<Extension>);
+    impl Visitor for Find {
+        fn visit_stmt(&mut self, s: &crate::Stmt) {
+            if self.0.is_some() {
+                return;
+            }
+            match s.node() {
+                StmtNode::Call { func, result, .. } => {
+                    if let crate::FuncKind::Matrix(op) = func.kind() {
+                        let wg_result = result.as_ref().and_then(|r| r.ty().frag());
+                        if op.is_warpgroup() || wg_result.is_some_and(|f| f.shape.is_warpgroup()) {
+                            self.0 = Some(Extension::Matrix(op));
+                            return;
+                        }
+                    }
+                }
+                StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => {
+                    if let Type::Frag(f) = var.ty() {
+                        if f.shape.is_warpgroup() {
+                            self.0 = Some(Extension::Frag(f));
+                            return;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut f = Find::default();
+    f.visit_stmt(k.body());
+    f.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,7 +577,13 @@ mod tests {
             assert_eq!(FragRole::from_name(r.name()), Some(r));
         }
         for s in MatShape::ALL {
-            assert_eq!(MatShape::from_name(s.name()), Some(s));
+            assert_eq!(MatShape::from_name(&s.name()), Some(s));
+        }
+        for s in [MatShape::M64(8), MatShape::M64(256)] {
+            assert_eq!(MatShape::from_name(&s.name()), Some(s));
+        }
+        for bad in ["m64n12k16", "m64n264k16", "m64n0k16", "m64n064k16"] {
+            assert_eq!(MatShape::from_name(bad), None, "{bad}");
         }
         assert_eq!(
             Frag::new(FragRole::Acc, MatShape::M16N8K16, Scalar::F32).to_string(),

@@ -501,7 +501,6 @@ impl Printer<'_> {
     /// element count or the wait's group count last.
     fn matrix_call(&mut self, op: MatrixOp, args: &[Expr]) {
         write!(self.out, "{}(", op.name()).ok();
-        let mut words: Vec<String> = Vec::new();
         for (i, a) in args.iter().enumerate() {
             if i > 0 {
                 self.out.push_str(", ");
@@ -512,12 +511,7 @@ impl Printer<'_> {
             // No context: literals print with their suffix, so they parse back as they are.
             self.expr(a, None, false);
         }
-        match op {
-            MatrixOp::Load(l) => words.push(l.name().to_string()),
-            MatrixOp::CopyAsync(n) | MatrixOp::Wait(n) => words.push(n.to_string()),
-            _ => {}
-        }
-        for (i, w) in words.iter().enumerate() {
+        for (i, w) in op.words().iter().enumerate() {
             if i > 0 || !args.is_empty() {
                 self.out.push_str(", ");
             }

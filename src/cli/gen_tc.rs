@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use kiln::generator::{Epilogue, TcConfig, TcGemmProblem};
+use kiln::generator::{tc90, Epilogue, Tc90Config, TcConfig, TcGemmProblem};
 use kiln::ir::{Module, Scalar};
 
 use super::gen::write_stdout;
@@ -16,6 +16,16 @@ use super::Error;
 pub(super) enum InTy {
     F16,
     Bf16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Arch {
+    /// mma.sync, ldmatrix and cp.async (sm_80 and newer).
+    #[value(name = "sm_80")]
+    Sm80,
+    /// wgmma, tensor copies and barrier objects (sm_90a: the H100).
+    #[value(name = "sm_90")]
+    Sm90,
 }
 
 /// Output element types of tensor-core kernels.
@@ -106,6 +116,10 @@ pub(super) struct TcGemmArgs {
     /// Local-memory tiles in flight: 2, 3 or 4 (default 2).
     #[arg(long, value_name = "N")]
     stages: Option<u32>,
+    /// Which tensor-core tier the kernel uses: sm_80 (default) or sm_90 (warpgroup
+    /// operations; needs --trans-b, block 128xN with N 64, 128 or 256, emitted for sm_90a).
+    #[arg(long, value_enum, default_value = "sm_80")]
+    arch: Arch,
     /// Print the blockings a tuner would try for this problem, one per line, instead.
     #[arg(long)]
     candidates: bool,
@@ -129,6 +143,30 @@ impl TcGemmArgs {
         })
     }
 
+    fn config90(&self) -> Result<Tc90Config, Error> {
+        let d = Tc90Config::default();
+        if self.warps.is_some() || self.k_tile.is_some() || self.candidates {
+            return Err(Error::Message(
+                "--arch sm_90 takes no --warps, --k-tile or --candidates: its work-group is \
+                 a producer and two consumer warpgroups, its k-tile 64"
+                    .into(),
+            ));
+        }
+        let (bm, bn) = self.block.unwrap_or((tc90::BM as i64, d.bn as i64));
+        if bm != tc90::BM as i64 {
+            return Err(Error::Message(format!(
+                "--arch sm_90 blocks have {} rows (two warpgroups of 64), not {bm}",
+                tc90::BM
+            )));
+        }
+        let cfg = Tc90Config {
+            bn: u32::try_from(bn).map_err(|_| Error::Message(format!("{bn} is too large")))?,
+            stages: self.stages.unwrap_or(d.stages),
+        };
+        cfg.validate().map_err(Error::Message)?;
+        Ok(cfg)
+    }
+
     fn config(&self) -> Result<TcConfig, Error> {
         blocking(self.block, self.warps, self.k_tile, self.stages)
     }
@@ -138,15 +176,20 @@ impl TcGemmArgs {
 pub(super) fn main(a: &TcGemmArgs) -> Result<(), Error> {
     let p = a.problem()?;
     p.validate().map_err(Error::Message)?;
-    if a.candidates {
+    if a.candidates && a.arch == Arch::Sm80 {
         let text: String = TcConfig::candidates(p.m as u64, p.n as u64, p.k as u64)
             .iter()
             .map(|c| format!("{c}\n"))
             .collect();
         return write_stdout(&text);
     }
-    let cfg = a.config()?;
-    let g = p.generate(&cfg).map_err(Error::Message)?;
+    let (g, cfg) = if a.arch == Arch::Sm90 {
+        let cfg = a.config90()?;
+        (tc90::generate(&p, &cfg).map_err(Error::Message)?, cfg.to_string())
+    } else {
+        let cfg = a.config()?;
+        (p.generate(&cfg).map_err(Error::Message)?, cfg.to_string())
+    };
     let extra: Vec<String> =
         p.epilogue.params(p.out).iter().map(|v| format!("{}: {}", v.name(), v.ty())).collect();
     let range = g.range();

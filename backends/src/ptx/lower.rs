@@ -11,6 +11,7 @@ use kiln_ir::{
 mod expr;
 mod matrix;
 mod vector;
+mod wgmma;
 
 use super::regs::{arith_ty, bits_ty, mem_ty, Class, Reg, RegFile, Val};
 use super::{Options, OFFSET_PARAMS};
@@ -88,6 +89,11 @@ struct Lower<'k> {
     /// `ldmatrix`'s per-lane element offset for a constant stride, computed in `entry`:
     /// (stride, count, transposed role/layout) -> register.
     lane_offsets: HashMap<(u32, usize, bool), Reg>,
+    /// Tensor maps `tma_load` reads (hidden parameters, see `wgmma.rs`).
+    tmaps: Vec<wgmma::TensorMap>,
+    /// Alignment of each local array: 1024 bytes where warpgroup operations address them
+    /// through a swizzle, else 16.
+    local_align: u64,
 }
 
 /// Lowers one kernel to a `.visible .entry` (no module header).
@@ -105,6 +111,8 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         arrays: 0,
         entry: String::new(),
         lane_offsets: HashMap::new(),
+        tmaps: Vec::new(),
+        local_align: local_align(kernel),
         addrs: HashMap::new(),
         offsets: HashMap::new(),
         fast: kernel.attrs().fast_math,
@@ -159,13 +167,16 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     l.ins(format_args!("ret"));
 
     let mut out = String::new();
+    let (map_params, map_lines) = wgmma::tensor_map_decls(name, &l.tmaps);
+    params.extend(map_params);
+    out.push_str(&map_lines);
     let dynamic = dynamic_shared_bytes(kernel);
     if dynamic > 0 {
         // Launchers read this line: the kernel runs only with this many bytes of dynamic
         // shared memory (and the function's limit raised to match past 48 KiB).
         let _ = writeln!(out, "// kiln.dynamic_shared_bytes {name} {dynamic}");
         // PTX allows `.extern .shared` only at module scope.
-        let _ = writeln!(out, ".extern .shared .align 16 .b8 {name}_dynamic[];");
+        let _ = writeln!(out, ".extern .shared .align {} .b8 {name}_dynamic[];", l.local_align);
     }
     let _ = write!(out, ".visible .entry {name}(\n{}\n)\n", params.join(",\n"));
     if let Some([x, y, z]) = kernel.attrs().reqd_work_group_size {
@@ -342,7 +353,8 @@ impl Lower<'_> {
         let k = self.kernel.name().to_string();
         // Past ptxas's static limit, the arrays are carved out of one `.extern` (dynamic)
         // window (declared by `lower_kernel`), 16-byte aligned each, that the launch sizes.
-        let total: u64 = scan.locals.iter().map(|(_, e, n)| local_window(*e, *n)).sum();
+        let align = self.local_align;
+        let total: u64 = scan.locals.iter().map(|(_, e, n)| local_window(*e, *n, align)).sum();
         let dynamic = total > super::MAX_SHARED_BYTES;
         let mut offset = 0u64;
         for (name, elem, count) in &scan.locals {
@@ -353,11 +365,11 @@ impl Lower<'_> {
                 if offset > 0 {
                     self.ins(format_args!("add.u64 {base}, {base}, {offset}"));
                 }
-                offset += local_window(*elem, *count);
+                offset += local_window(*elem, *count, align);
             } else {
                 self.arrays += 1;
                 let sym = format!("{k}_local{}", self.arrays);
-                let _ = writeln!(self.decls, "\t.shared .align 16 .b8 {sym}[{}];", words * 4);
+                let _ = writeln!(self.decls, "\t.shared .align {align} .b8 {sym}[{}];", words * 4);
                 self.ins(format_args!("mov.u64 {base}, {sym}"));
             }
             let i = self.fresh(Class::B32);
@@ -775,9 +787,21 @@ fn sel_ty(s: Scalar) -> &'static str {
 }
 
 /// Bytes one local array of `count` `elem`s takes in the dynamic shared window: whole words,
-/// rounded up to 16 so that the next array keeps `ldmatrix`'s and `cp.async`'s alignment.
-pub(super) fn local_window(elem: Scalar, count: u32) -> u64 {
-    ((elem.size_bytes() as u64 * count as u64).div_ceil(4) * 4).next_multiple_of(16)
+/// rounded up to `align` (16, or 1024 for warpgroup kernels: `local_align`) so that the next
+/// array keeps `ldmatrix`'s and `cp.async`'s alignment, or the swizzle's.
+pub(super) fn local_window(elem: Scalar, count: u32, align: u64) -> u64 {
+    ((elem.size_bytes() as u64 * count as u64).div_ceil(4) * 4).next_multiple_of(align)
+}
+
+/// The alignment of `kernel`'s local arrays: 1024 bytes (the 128-byte swizzle's repeat) if
+/// it uses warpgroup operations, which address local memory through a swizzle of the
+/// absolute address, else 16.
+fn local_align(kernel: &Kernel) -> u64 {
+    if kiln_ir::matrix::first_warpgroup(kernel).is_some() {
+        1024
+    } else {
+        16
+    }
 }
 
 /// Bytes of dynamic shared memory `kernel` needs at launch: 0 when its local arrays fit
@@ -785,7 +809,8 @@ pub(super) fn local_window(elem: Scalar, count: u32) -> u64 {
 pub fn dynamic_shared_bytes(kernel: &Kernel) -> u64 {
     let mut scan = Scan::default();
     scan.visit_stmt(kernel.body());
-    let total: u64 = scan.locals.iter().map(|(_, e, n)| local_window(*e, *n)).sum();
+    let align = local_align(kernel);
+    let total: u64 = scan.locals.iter().map(|(_, e, n)| local_window(*e, *n, align)).sum();
     if total > super::MAX_SHARED_BYTES {
         total
     } else {

@@ -7,6 +7,7 @@ use crate::kernel::Kernel;
 use crate::matrix::{FragRole, Layout, MatShape, MatrixOp};
 use crate::stmt::{AtomicOp, FuncKind, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
+use crate::warpgroup::Swizzle;
 
 use super::Arg;
 use crate::eval as ops;
@@ -117,6 +118,13 @@ pub(super) enum Inst {
     AsyncCommit,
     /// `async_wait(n)`.
     AsyncWait { n: u8 },
+    /// `slots[slot] = frags[frag][index]` (`frag_elem`).
+    FragElem { frag: u32, index: u8, slot: u32 },
+    /// `tma_load`.
+    Tma(Box<Tma>),
+    /// A barrier-object operation on `mems[mem][index]` (`value`: the count, bytes or
+    /// parity operand).
+    Mbar { op: MatrixOp, mem: u32, index: Code, value: Option<Code> },
     /// An atomic on `mems[mem][index]`.
     Atomic {
         op: AtomicOp,
@@ -126,6 +134,19 @@ pub(super) enum Inst {
         value: Code,
         result: Option<u32>,
     },
+}
+
+/// A compiled `tma_load`: memories and operand codes.
+#[derive(Clone, Debug)]
+pub(super) struct Tma {
+    pub dst: u32,
+    pub di: Code,
+    pub src: u32,
+    /// Width, height, pitch, column, row.
+    pub dims: [Code; 5],
+    pub bar: u32,
+    pub bi: Code,
+    pub bx: crate::warpgroup::TmaBox,
 }
 
 /// A cooperative matrix operation (see [`crate::matrix`]); fragments are `frags` slots.
@@ -139,6 +160,10 @@ pub(super) enum Coop {
     Fill { dst: u32, value: Code },
     /// `frags[d] = frags[a] · frags[b] + frags[c]`.
     Mma { d: u32, a: u32, b: u32, c: u32, shape: MatShape },
+    /// `wgmma`: `frags[d] += A·B` with A and B in local memory.
+    Wgmma { d: u32, a: u32, ai: Code, b: u32, bi: Code, n: u16, sw: [Swizzle; 2] },
+    /// `wgmma_fence`, `wgmma_commit`, `wgmma_wait`: only checked for uniformity.
+    WgSync(&'static str),
 }
 
 impl Coop {
@@ -149,6 +174,8 @@ impl Coop {
             Coop::Store { .. } => "frag_store",
             Coop::Fill { .. } => "frag_fill",
             Coop::Mma { .. } => "mma",
+            Coop::Wgmma { .. } => "wgmma",
+            Coop::WgSync(name) => name,
         }
     }
 }
@@ -173,6 +200,11 @@ pub(super) struct Program {
     pub frags: Vec<u32>,
     /// Cooperative matrix operations (sites), in program order.
     pub n_coop: u32,
+    /// True if the kernel has warpgroup operations (work-groups of whole warpgroups).
+    pub warpgroup: bool,
+    /// True if a work-item may wait for others outside barriers (`mbar_wait`): each then
+    /// keeps its own resumable state.
+    pub blocking: bool,
 }
 
 enum Binding {
@@ -214,6 +246,8 @@ pub(super) fn compile(
             n_barriers: 0,
             frags: Vec::new(),
             n_coop: 0,
+            warpgroup: false,
+            blocking: false,
         },
         scope: Vec::new(),
         depth: 0,
@@ -737,7 +771,7 @@ impl Compiler<'_> {
             return Err(format!("ill-formed kernel: {ty} is not a fragment type"));
         };
         f.check().map_err(|m| format!("ill-formed kernel: {m}"))?;
-        self.prog.frags.push(f.len() as u32);
+        self.prog.frags.push(f.held() as u32);
         Ok(self.prog.frags.len() as u32 - 1)
     }
 
@@ -764,6 +798,15 @@ impl Compiler<'_> {
         let name = op.name();
         if args.len() != op.arity() || result.is_some() != op.has_result() {
             return Err(format!("ill-formed kernel: `{name}` operands"));
+        }
+        if op.is_warpgroup() {
+            self.prog.warpgroup |= op.is_cooperative();
+            if let Some(coop) = self.warpgroup(result, op, args)? {
+                let site = self.prog.n_coop;
+                self.prog.n_coop += 1;
+                self.emit(Inst::Coop { site, op: coop });
+            }
+            return Ok(());
         }
         let ptr = |c: &Self, e: &Expr| -> Result<u32, String> {
             let v = e.as_var().ok_or_else(|| {
@@ -830,6 +873,7 @@ impl Compiler<'_> {
                 self.emit(Inst::AsyncWait { n });
                 return Ok(());
             }
+            _ => return Err(format!("ill-formed kernel: `{name}`")),
         };
         let site = self.prog.n_coop;
         self.prog.n_coop += 1;
@@ -838,5 +882,70 @@ impl Compiler<'_> {
             self.bind(r.name(), Binding::Frag { slot, mutable: false });
         }
         Ok(())
+    }
+
+    /// A warpgroup-tier call: the cooperative operation to emit, if it is one (the others are
+    /// emitted here).
+    fn warpgroup(
+        &mut self,
+        result: Option<&crate::expr::Var>,
+        op: MatrixOp,
+        args: &[Expr],
+    ) -> Result<Option<Coop>, String> {
+        let name = op.name();
+        let ptr = |c: &Self, e: &Expr| -> Result<u32, String> {
+            let v = e.as_var().ok_or_else(|| {
+                format!("ill-formed kernel: the memory operand of `{name}` is not a pointer")
+            })?;
+            c.mem_of(v.name())
+        };
+        Ok(Some(match op {
+            MatrixOp::Wgmma(swa, swb) => {
+                let f = args[0].ty().frag().ok_or("ill-formed kernel: wgmma accumulator")?;
+                let MatShape::M64(n) = f.shape else {
+                    return Err("ill-formed kernel: wgmma accumulator shape".into());
+                };
+                let d = self.frag_of(&args[0], None)?;
+                let a = ptr(self, &args[1])?;
+                let ai = self.expr(&args[2])?;
+                let b = ptr(self, &args[3])?;
+                let bi = self.expr(&args[4])?;
+                Coop::Wgmma { d, a, ai, b, bi, n, sw: [swa, swb] }
+            }
+            MatrixOp::WgFence | MatrixOp::WgCommit | MatrixOp::WgWait(_) => Coop::WgSync(name),
+            MatrixOp::FragElem(index) => {
+                let r = result.ok_or("ill-formed kernel: frag_elem without a result")?;
+                let frag = self.frag_of(&args[0], None)?;
+                let slot = self.new_slot();
+                self.emit(Inst::FragElem { frag, index, slot });
+                self.bind(r.name(), Binding::Slot { slot, mutable: false });
+                return Ok(None);
+            }
+            MatrixOp::TmaLoad(bx) => {
+                let dst = ptr(self, &args[0])?;
+                let di = self.expr(&args[1])?;
+                let src = ptr(self, &args[2])?;
+                let mut dims = Vec::with_capacity(5);
+                for a in &args[3..8] {
+                    dims.push(self.expr(a)?);
+                }
+                let dims: [Code; 5] = dims.try_into().map_err(|_| "ill-formed kernel: tma_load")?;
+                let bar = ptr(self, &args[8])?;
+                let bi = self.expr(&args[9])?;
+                self.emit(Inst::Tma(Box::new(Tma { dst, di, src, dims, bar, bi, bx })));
+                return Ok(None);
+            }
+            _ => {
+                let mem = ptr(self, &args[0])?;
+                let index = self.expr(&args[1])?;
+                let value = match args.get(2) {
+                    Some(v) => Some(self.expr(v)?),
+                    None => None,
+                };
+                self.prog.blocking |= op == MatrixOp::MbarWait;
+                self.emit(Inst::Mbar { op, mem, index, value });
+                return Ok(None);
+            }
+        }))
     }
 }

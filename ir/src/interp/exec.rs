@@ -2,6 +2,7 @@
 //! work-items of a group as resumable states that run in index order up to each barrier.
 
 mod matrix;
+mod warpgroup;
 
 use std::time::Instant;
 
@@ -27,6 +28,8 @@ pub(super) const MEMORY_LIMIT: u64 = 1 << 30;
 enum Stop {
     Done,
     Barrier(u32),
+    /// At an `mbar_wait` whose phase has not completed (the pc points at it again).
+    Blocked,
 }
 
 /// One work-item's resumable state.
@@ -43,6 +46,8 @@ struct Item {
     /// Fragment values, whole tiles row-major.
     frags: Vec<Vec<f32>>,
     copies: matrix::AsyncState,
+    /// `wgmma`s this work-item has executed in the current work-group.
+    wg_count: u32,
 }
 
 impl Item {
@@ -57,6 +62,7 @@ impl Item {
             linear: 0,
             frags: prog.frags.iter().map(|&n| vec![0.0; n as usize]).collect(),
             copies: matrix::AsyncState::default(),
+            wg_count: 0,
         }
     }
 }
@@ -78,6 +84,8 @@ struct Machine<'a> {
     coop_logs: Vec<matrix::CoopLog>,
     /// Per work-item of the current work-group: how many cooperative operations it ran.
     coop_counts: Vec<u32>,
+    /// Per warpgroup of the current work-group: the factors of its `wgmma`s so far.
+    wg_snaps: Vec<Vec<warpgroup::WgSnap>>,
 }
 
 /// Runs `prog` over the whole launch.
@@ -91,7 +99,7 @@ pub(super) fn execute(
     let max_steps = options.max_steps;
     let group_size: u64 = launch.local.iter().map(|&l| l as u64).product();
     // Without barriers each work-item runs to the end in one go: one state serves them all.
-    let n_states = if prog.n_barriers == 0 { 1 } else { group_size };
+    let n_states = if prog.n_barriers == 0 && !prog.blocking { 1 } else { group_size };
     let bytes = |arrays: &[(Scalar, u32)]| -> u128 {
         arrays.iter().map(|&(t, n)| n as u128 * t.size_bytes() as u128).sum()
     };
@@ -121,7 +129,21 @@ pub(super) fn execute(
         reverse: options.reverse_order,
         coop_logs: Vec::new(),
         coop_counts: Vec::new(),
+        wg_snaps: Vec::new(),
     };
+    if prog.warpgroup {
+        if !group_size.is_multiple_of(crate::warpgroup::WARPGROUP) {
+            return Err(m.error(
+                None,
+                format!(
+                    "warpgroup operations need work-groups of a multiple of {} work-items \
+                     (whole warpgroups); this launch's work-groups have {group_size}",
+                    crate::warpgroup::WARPGROUP
+                ),
+            ));
+        }
+        m.wg_snaps = (0..group_size / crate::warpgroup::WARPGROUP).map(|_| Vec::new()).collect();
+    }
     if prog.n_coop > 0 {
         if !group_size.is_multiple_of(matrix::SUB_GROUP) {
             return Err(m.error(
@@ -165,6 +187,7 @@ impl Machine<'_> {
         item.pc = 0;
         item.linear = linear;
         item.copies.clear();
+        item.wg_count = 0;
         item.local_id = local_id;
         item.global_id =
             std::array::from_fn(|d| self.launch.offset[d] + self.group_id[d] * l[d] + local_id[d]);
@@ -182,8 +205,11 @@ impl Machine<'_> {
         for a in &mut self.locals {
             a.fill_zero();
         }
+        for s in &mut self.wg_snaps {
+            s.clear();
+        }
         let group_size: u64 = self.launch.local.iter().map(|&l| l as u64).product();
-        if self.prog.n_barriers == 0 {
+        if self.prog.n_barriers == 0 && !self.prog.blocking {
             let item = &mut items[0];
             for linear in 0..group_size {
                 let linear = if self.reverse { group_size - 1 - linear } else { linear };
@@ -205,17 +231,32 @@ impl Machine<'_> {
         result
     }
 
-    /// Runs the work-items of a group, in the order of `items`, from barrier to barrier.
+    /// Runs the work-items of a group, in the order of `items`, from barrier to barrier. A
+    /// work-item blocked at an `mbar_wait` is resumed in the next pass; a pass in which no
+    /// work-item moves while some are blocked is a deadlock.
     fn rounds(&mut self, items: &mut [Item]) -> Result<(), LaunchError> {
+        let mut stops: Vec<Option<Stop>> = vec![None; items.len()];
         loop {
-            let mut first = None;
-            for item in items.iter_mut() {
-                let stop = self.run_item(item).map_err(|e| self.error(Some(item), e))?;
+            let mut moved = false;
+            let mut first: Option<(Stop, [u32; 3])> = None;
+            for (item, stop) in items.iter_mut().zip(stops.iter_mut()) {
+                if !matches!(stop, Some(Stop::Done | Stop::Barrier(_))) {
+                    let (pc, steps) = (item.pc, self.steps_left);
+                    let s = self.run_item(item).map_err(|e| self.error(Some(item), e))?;
+                    moved |= s != Stop::Blocked || item.pc != pc || self.steps_left < steps;
+                    *stop = Some(s);
+                }
+                // A blocked work-item may still go either way; the others must agree.
+                let s = stop.unwrap_or(Stop::Done);
+                if s == Stop::Blocked {
+                    continue;
+                }
                 match first {
-                    None => first = Some((stop, item.global_id)),
-                    Some((s, first_id)) if s != stop => {
+                    None => first = Some((s, item.global_id)),
+                    Some((f, first_id)) if f != s => {
                         let what = |s: Stop| match s {
                             Stop::Done => "finished".to_string(),
+                            Stop::Blocked => "waits at `mbar_wait`".to_string(),
                             Stop::Barrier(id) => format!(
                                 "waits at barrier #{} (of {})",
                                 id + 1,
@@ -227,18 +268,32 @@ impl Machine<'_> {
                              work-item {} {}",
                             fmt3(self.group_id),
                             fmt3(first_id),
-                            what(s),
+                            what(f),
                             fmt3(item.global_id),
-                            what(stop)
+                            what(s)
                         );
                         return Err(self.error(Some(item), message));
                     }
                     Some(_) => {}
                 }
             }
+            if let Some(k) = stops.iter().position(|s| *s == Some(Stop::Blocked)) {
+                if !moved {
+                    let message = format!(
+                        "deadlock in work-group {}: work-item {} waits at `mbar_wait` for a \
+                         phase that no other work-item can complete (the others have \
+                         finished, wait at a barrier or wait too)",
+                        fmt3(self.group_id),
+                        fmt3(items[k].global_id)
+                    );
+                    return Err(self.error(Some(&items[k]), message));
+                }
+                continue;
+            }
             if matches!(first, None | Some((Stop::Done, _))) {
                 return Ok(());
             }
+            stops.fill(None);
         }
     }
 
@@ -375,6 +430,18 @@ impl Machine<'_> {
                 }
                 Inst::AsyncCommit => self.async_commit(item),
                 Inst::AsyncWait { n } => self.async_wait(item, *n),
+                Inst::FragElem { frag, index, slot } => self.frag_elem(item, *frag, *index, *slot),
+                Inst::Tma(t) => self.tma(item, t)?,
+                Inst::Mbar { op, mem, index, value } => {
+                    if let warpgroup::Waited::Blocked =
+                        self.mbar(item, *op, *mem, *index, *value)?
+                    {
+                        // Not a step: the wait runs again when the work-item resumes.
+                        item.pc -= 1;
+                        self.steps_left += 1;
+                        return Ok(Stop::Blocked);
+                    }
+                }
                 Inst::Atomic { op, mem, index, cmp, value, result } => {
                     let i = self.eval(*index, item)?;
                     let c = match cmp {

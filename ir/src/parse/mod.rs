@@ -20,6 +20,7 @@ use crate::kernel::{Attrs, Kernel, Module};
 use crate::matrix::{Frag, FragRole, Layout, MatShape, MatrixOp};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
+use crate::warpgroup::{Swizzle, TmaBox};
 use lexer::{Tok, Token};
 pub use literal::{float_literal, FloatLiteralError};
 
@@ -355,7 +356,8 @@ impl<'s> Parser<'s> {
         self.expect_punct("<")?;
         let role = self.word_of("a fragment role (a, b or acc)", FragRole::from_name)?;
         self.expect_punct(",")?;
-        let shape = self.word_of("a matrix shape (m16n8k16 or m16n16k16)", MatShape::from_name)?;
+        let shape =
+            self.word_of("a matrix shape (m16n8k16, m16n16k16 or m64nNk16)", MatShape::from_name)?;
         self.expect_punct(",")?;
         let elem = self.scalar_type()?;
         self.expect_punct(">")?;
@@ -728,7 +730,12 @@ impl<'s> Parser<'s> {
             "frag_fill" => 1,
             "mma" => 3,
             "copy_async" => 5,
-            "async_commit" => 0,
+            "async_commit" | "wgmma_fence" | "wgmma_commit" => 0,
+            "wgmma" => 7,
+            "frag_elem" => 2,
+            "tma_load" => 13,
+            "mbar_init" | "mbar_expect_tx" | "mbar_wait" => 3,
+            "mbar_arrive" => 2,
             _ => 1,
         };
         if args.len() != want {
@@ -747,13 +754,31 @@ impl<'s> Parser<'s> {
                 Ok,
             )
         };
-        let count = |p: &Self, a: &Ast| -> PResult<u8> {
+        let swizzle = |p: &Self, a: &Ast| -> PResult<Swizzle> {
+            match &a.kind {
+                AstKind::Name(n) => Swizzle::from_name(n),
+                _ => None,
+            }
+            .map_or_else(
+                || {
+                    p.error(
+                        a.span,
+                        format!(
+                            "expected a swizzle (`sw128`, `sw64`, `sw32` or `noswizzle`) in \
+                             `{name}`"
+                        ),
+                    )
+                },
+                Ok,
+            )
+        };
+        let number = |p: &Self, a: &Ast, max: u32| -> PResult<u32> {
             match &a.kind {
                 AstKind::Lit {
                     tok: Tok::Int { text, radix, suffix: None }, neg: false, ..
-                } => match u8::from_str_radix(text, *radix) {
-                    Ok(v) => Ok(v),
-                    Err(_) => p.error(a.span, format!("the count of `{name}` must be below 256")),
+                } => match u32::from_str_radix(text, *radix) {
+                    Ok(v) if v <= max => Ok(v),
+                    _ => p.error(a.span, format!("the count of `{name}` must be at most {max}")),
                 },
                 _ => p.error(
                     a.span,
@@ -761,6 +786,7 @@ impl<'s> Parser<'s> {
                 ),
             }
         };
+        let count = |p: &Self, a: &Ast| -> PResult<u8> { number(p, a, 255).map(|v| v as u8) };
         let op = match name {
             "frag_load" => MatrixOp::Load(word(self, &args.remove(3))?),
             "frag_store" => MatrixOp::Store(word(self, &args.remove(3))?),
@@ -768,6 +794,25 @@ impl<'s> Parser<'s> {
             "mma" => MatrixOp::Mma,
             "copy_async" => MatrixOp::CopyAsync(count(self, &args.remove(4))?),
             "async_commit" => MatrixOp::Commit,
+            "wgmma" => {
+                let b = swizzle(self, &args.remove(6))?;
+                let a = swizzle(self, &args.remove(5))?;
+                MatrixOp::Wgmma(a, b)
+            }
+            "wgmma_fence" => MatrixOp::WgFence,
+            "wgmma_commit" => MatrixOp::WgCommit,
+            "wgmma_wait" => MatrixOp::WgWait(count(self, &args.remove(0))?),
+            "frag_elem" => MatrixOp::FragElem(count(self, &args.remove(1))?),
+            "tma_load" => {
+                let sw = swizzle(self, &args.remove(12))?;
+                let h = number(self, &args.remove(11), 256)? as u16;
+                let w = number(self, &args.remove(10), 256)? as u16;
+                MatrixOp::TmaLoad(TmaBox { w, h, swizzle: sw })
+            }
+            "mbar_init" => MatrixOp::MbarInit,
+            "mbar_arrive" => MatrixOp::MbarArrive,
+            "mbar_expect_tx" => MatrixOp::MbarExpectTx,
+            "mbar_wait" => MatrixOp::MbarWait,
             _ => MatrixOp::Wait(count(self, &args.remove(0))?),
         };
         let ann = result.as_ref().and_then(|(_, t)| *t);
@@ -780,6 +825,17 @@ impl<'s> Parser<'s> {
                 MatrixOp::Mma => None,
                 MatrixOp::Load(_) | MatrixOp::Store(_) if i == 0 || i == 3 => None,
                 MatrixOp::CopyAsync(_) if i % 2 == 0 => None,
+                MatrixOp::Wgmma(..) if i % 2 == 1 || i == 0 => None,
+                MatrixOp::FragElem(_) => None,
+                MatrixOp::TmaLoad(_) if i == 0 || i == 2 || i == 8 => None,
+                MatrixOp::MbarInit
+                | MatrixOp::MbarArrive
+                | MatrixOp::MbarExpectTx
+                | MatrixOp::MbarWait
+                    if i == 0 =>
+                {
+                    None
+                }
                 _ => Some(Scalar::U32),
             };
             exprs.push(self.elab(a, ctx)?);
@@ -793,6 +849,7 @@ impl<'s> Parser<'s> {
                 let ty = match (ann, op) {
                     (Some(t), _) => t,
                     (None, MatrixOp::Mma) => exprs[2].ty(),
+                    (None, MatrixOp::FragElem(_)) => Type::F32,
                     (None, _) => {
                         return self.error(
                             span,

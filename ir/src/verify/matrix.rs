@@ -26,6 +26,25 @@ impl Checker<'_> {
             self.at_stmt(s, format!("`{name}` takes {} operands, got {}", op.arity(), args.len()));
             return;
         }
+        if op.is_warpgroup() {
+            return self.warpgroup(s, op, result, args, &ok);
+        }
+        // Sub-group operations on warpgroup accumulators: only `frag_fill` applies.
+        let wg = result
+            .map(|r| r.ty())
+            .into_iter()
+            .chain(args.iter().map(|a| a.ty()))
+            .find_map(|t| t.frag().filter(|f| f.shape.is_warpgroup() && op != MatrixOp::Fill));
+        if let Some(f) = wg {
+            self.at_stmt(
+                s,
+                format!(
+                    "`{name}` on {f}: a warpgroup accumulator is filled with `frag_fill`, \
+                     updated by `wgmma` and read with `frag_elem`"
+                ),
+            );
+            return;
+        }
         let frag = match (result, op.has_result()) {
             (Some(r), true) => {
                 self.frag_type(s, &format!("result `{}` of `{name}`", r.name()), r.ty());
@@ -164,7 +183,7 @@ impl Checker<'_> {
                     }
                 }
             }
-            MatrixOp::Commit | MatrixOp::Wait(_) => {}
+            _ => {}
         }
     }
 

@@ -109,6 +109,7 @@ mod expr;
 mod matrix;
 mod stmt;
 mod vector;
+mod warpgroup;
 
 mod verified;
 

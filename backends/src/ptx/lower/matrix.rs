@@ -58,7 +58,7 @@ fn elements(role: FragRole, shape: MatShape) -> Vec<Vec<(Part, Part)>> {
 }
 
 impl Lower<'_> {
-    fn frag_regs(&self, e: &Expr) -> R<Vec<Reg>> {
+    pub(super) fn frag_regs(&self, e: &Expr) -> R<Vec<Reg>> {
         let v = e.as_var().ok_or("ill-formed kernel: a fragment operand is not a variable")?;
         match self.lookup(v.name())? {
             Binding::Frag(r) => Ok(r.clone()),
@@ -71,7 +71,11 @@ impl Lower<'_> {
         let (n, c) = match f.role {
             FragRole::A => (4, Class::B32),
             FragRole::B => (if f.shape == MatShape::M16N8K16 { 2 } else { 4 }, Class::B32),
-            FragRole::Acc => (if f.shape == MatShape::M16N8K16 { 4 } else { 8 }, Class::F32),
+            FragRole::Acc => match f.shape {
+                MatShape::M16N8K16 => (4, Class::F32),
+                MatShape::M16N16K16 => (8, Class::F32),
+                MatShape::M64(n) => (n as usize / 2, Class::F32),
+            },
         };
         Ok((0..n).map(|_| self.fresh(c)).collect())
     }
@@ -253,6 +257,7 @@ impl Lower<'_> {
             }
             MatrixOp::Commit => self.ins(format_args!("cp.async.commit_group")),
             MatrixOp::Wait(n) => self.ins(format_args!("cp.async.wait_group {n}")),
+            _ => return self.warpgroup(op, result, args),
         }
         Ok(())
     }

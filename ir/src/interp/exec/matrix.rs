@@ -190,6 +190,11 @@ impl Machine<'_> {
                 let n = self.prog.frags[*dst as usize] as usize;
                 item.frags[*dst as usize] = vec![x; n];
             }
+            Coop::Wgmma { d, a, ai, b, bi, n, sw } => {
+                self.coop_check(item, site, name, [0, 0])?;
+                self.wgmma(item, site, (*d, *a, *ai, *b, *bi), *n, *sw)?;
+            }
+            Coop::WgSync(_) => self.coop_check(item, site, name, [0, 0])?,
             Coop::Mma { d, a, b, c, shape } => {
                 self.coop_check(item, site, name, [0, 0])?;
                 let f = |i: &u32| &item.frags[*i as usize];
@@ -253,7 +258,7 @@ impl Machine<'_> {
 }
 
 /// A fragment element: f16, bf16 and f32 values are exact in f32 (an f32 keeps its bits).
-fn to_f32(v: Imm) -> f32 {
+pub(super) fn to_f32(v: Imm) -> f32 {
     match v {
         Imm::Float(Scalar::F32, _) => f32::from_bits(v.to_bits() as u32),
         Imm::Float(_, x) => x as f32,

@@ -1,0 +1,377 @@
+//! Tensor-core GEMM for the warpgroup (sm_90a) tier: `C = epilogue(A · B^T)` with A stored
+//! M x K and B stored N x K (both K-contiguous: the K-major factors `wgmma` reads), f16 or
+//! bf16 inputs, f32 accumulation, through the IR's warpgroup operations (docs/matrix.md,
+//! "Warpgroup operations").
+//!
+//! A work-group of three warpgroups (384 work-items) computes a `128 x bn` block of C:
+//!
+//! ```text
+//! local a_s: T[stages * 128 * 64]; local b_s: T[stages * bn * 64]   // 128-byte swizzle
+//! local full: u64[stages]; local empty: u64[stages]                  // barrier objects
+//! warpgroup 0, one work-item (the producer):
+//!   for kt: s = kt % stages
+//!     if kt >= stages: mbar_wait(empty, s, (kt / stages - 1) & 1)      // slot released
+//!     mbar_expect_tx(full, s, bytes); tma_load A's 128x64 box, B's bn x 64 box into slot s
+//! warpgroups 1 and 2 (the consumers, rows 64 (w - 1) ..):
+//!   for kt: mbar_wait(full, s, (kt / stages) & 1)
+//!     wgmma_fence(); 4 x wgmma m64n{bn}k16 (k = 0, 16, 32, 48); wgmma_commit()
+//!     wgmma_wait(1); lane 0 of each warp releases the previous slot: mbar_arrive(empty, ..)
+//!   wgmma_wait(0); each work-item applies the epilogue to its bn/2 elements (frag_elem)
+//!   and stores those inside C
+//! ```
+//!
+//! The copies zero-fill past M, N and K (the tensor copy does), so odd sizes need no other
+//! handling than the masked store; the row pitch of A and B must be a multiple of 16 bytes
+//! (K a multiple of 8), which the copy requires. On the interpreter the product is the
+//! sequential sum over k, bit for bit, as for the sm_80 generator ([`crate::tc`]).
+
+use std::fmt;
+
+use kiln_ir::matrix::{Frag, FragRole, MatShape, MatrixOp};
+use kiln_ir::warpgroup::{Swizzle, TmaBox};
+use kiln_ir::{
+    AddrSpace, Attrs, Expr, Func, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var,
+};
+
+use crate::ix::{self, c};
+use crate::tc::{TcGemmProblem, TcGenerated};
+use crate::tc_epilogue::apply;
+
+/// Rows of C per work-group (two consumer warpgroups of 64 rows).
+pub const BM: u32 = 128;
+/// Reduction depth of one stage: 64 elements, one 128-byte swizzled row.
+pub const BK: u32 = 64;
+/// Work-items per work-group: a producer warpgroup and two consumers.
+pub const THREADS: u32 = 384;
+/// The most local memory a work-group may use on sm_90 (bytes).
+const MAX_LOCAL: u32 = 227 * 1024;
+
+/// The blocking of the sm_90 GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tc90Config {
+    /// Columns of C per work-group: 64, 128 or 256 (the `wgmma` N).
+    pub bn: u32,
+    /// Stages of the copy ring (2 to 8, within 227 KiB).
+    pub stages: u32,
+}
+
+impl Default for Tc90Config {
+    /// 128 x 256 blocks, 3 stages (144 KiB of local memory): the fastest of those measured
+    /// on the H100 at 4096^3 and 8192^3 (docs/tensor-cores.md).
+    fn default() -> Tc90Config {
+        Tc90Config { bn: 256, stages: 3 }
+    }
+}
+
+impl fmt::Display for Tc90Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sm_90 block={BM}x{}x{BK} stages={}", self.bn, self.stages)
+    }
+}
+
+impl Tc90Config {
+    /// Local memory the kernel allocates, in bytes.
+    pub fn local_bytes(&self) -> u32 {
+        self.stages * (BM + self.bn) * BK * 2 + 16 * self.stages
+    }
+
+    /// Why the blocking cannot be generated, if it cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if ![64, 128, 256].contains(&self.bn) {
+            return Err(format!("{self}: the block's columns must be 64, 128 or 256"));
+        }
+        if !(2..=8).contains(&self.stages) {
+            return Err(format!("{self}: stages must be 2 to 8"));
+        }
+        if self.local_bytes() + 1024 > MAX_LOCAL {
+            return Err(format!(
+                "{self}: {} bytes of local memory, more than the 227 KiB an sm_90 work-group \
+                 may use",
+                self.local_bytes()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why `p` has no sm_90 kernel, if it has none.
+pub fn check_problem(p: &TcGemmProblem) -> Result<(), String> {
+    p.validate()?;
+    if p.trans_a || !p.trans_b {
+        return Err(format!(
+            "the sm_90 GEMM reads both factors K-contiguous (the K-major layout of `wgmma`): A \
+             stored M x K and B stored N x K (--trans-b); {} is not available there yet",
+            match (p.trans_a, p.trans_b) {
+                (false, false) => "B stored K x N",
+                (true, true) => "A stored K x M",
+                _ => "A stored K x M with B stored K x N",
+            }
+        ));
+    }
+    if p.k % 8 != 0 {
+        return Err(format!(
+            "the sm_90 GEMM copies tiles with the tensor copy engine, whose row pitch must be a \
+             multiple of 16 bytes: K = {} is not a multiple of 8",
+            p.k
+        ));
+    }
+    Ok(())
+}
+
+/// Generates the sm_90 kernel for `p` with blocking `cfg`: parameters `(a, b, c)` then the
+/// epilogue's, launched as `#nd_range` says.
+pub fn generate(p: &TcGemmProblem, cfg: &Tc90Config) -> Result<TcGenerated, String> {
+    check_problem(p)?;
+    cfg.validate()?;
+    let kernel = Gen { p, cfg: *cfg }.kernel();
+    kiln_ir::verify_kernel(&kernel).map_err(|e| {
+        let first = e.first().map(|x| x.to_string()).unwrap_or_default();
+        format!("internal error: the generated sm_90 kernel does not verify: {first}")
+    })?;
+    let (gn, gm) = grid(p, cfg);
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    Ok(TcGenerated {
+        kernel,
+        global: [gn * THREADS, gm],
+        local: [THREADS, 1],
+        buffer_elems: [m * k, k * n, m * n],
+    })
+}
+
+fn grid(p: &TcGemmProblem, cfg: &Tc90Config) -> (u32, u32) {
+    ((p.n as u32).div_ceil(cfg.bn), (p.m as u32).div_ceil(BM))
+}
+
+struct Gen<'a> {
+    p: &'a TcGemmProblem,
+    cfg: Tc90Config,
+}
+
+fn u(v: u32) -> Expr {
+    Expr::u32(v)
+}
+
+fn call(op: MatrixOp, args: impl IntoIterator<Item = Expr>) -> Stmt {
+    Stmt::call(Func::matrix(op), args)
+}
+
+/// Block rows that run side by side (bands walked column by column keep A and B in L2).
+const RASTER_ROWS: u32 = 8;
+
+impl Gen<'_> {
+    /// The work-group's block row and column (u32), in bands of [`RASTER_ROWS`] block rows
+    /// where they split evenly.
+    fn block_origin(&self) -> (Expr, Expr) {
+        let (gn, gm) = grid(self.p, &self.cfg);
+        let (gx, gy) = (Expr::group_id(0), Expr::group_id(1));
+        if gm <= RASTER_ROWS || gm % RASTER_ROWS != 0 || gn == 1 {
+            return (gy, gx);
+        }
+        let linear = gy * u(gn) + gx;
+        let band = linear.clone() / u(RASTER_ROWS * gn);
+        let within = linear % u(RASTER_ROWS * gn);
+        (band * u(RASTER_ROWS) + within.clone() % u(RASTER_ROWS), within / u(RASTER_ROWS))
+    }
+
+    fn kernel(&self) -> Kernel {
+        let p = self.p;
+        let (bn, s) = (self.cfg.bn, self.cfg.stages);
+        let (m, n, k) = (p.m as u32, p.n as u32, p.k as u32);
+        let ktiles = k.div_ceil(BK);
+        let lptr = |name: &str, t: Scalar| Var::new(name, Type::ptr(AddrSpace::Local, t));
+        let (a_s, b_s) = (lptr("a_s", p.ty), lptr("b_s", p.ty));
+        let (full, empty) = (lptr("full", Scalar::U64), lptr("empty", Scalar::U64));
+        let a = Var::new("a", Type::ptr(AddrSpace::Global, p.ty));
+        let b = Var::new("b", Type::ptr(AddrSpace::Global, p.ty));
+        let cbuf = Var::new("c", Type::ptr(AddrSpace::Global, p.out));
+        let lin = Var::new("lin", Type::U32);
+        let (m0, n0) = (Var::new("m0", Type::U32), Var::new("n0", Type::U32));
+        let (block_m, block_n) = self.block_origin();
+        let a_tile = BM * BK;
+        let b_tile = bn * BK;
+        let mut body = vec![
+            Stmt::alloc(&a_s, s * a_tile),
+            Stmt::alloc(&b_s, s * b_tile),
+            Stmt::alloc(&full, s),
+            Stmt::alloc(&empty, s),
+            Stmt::let_(&lin, Expr::local_id(0)),
+            Stmt::let_(&m0, block_m * u(BM)),
+            Stmt::let_(&n0, block_n * u(bn)),
+        ];
+        // Barrier objects: `full[s]` completes when slot s's bytes have landed (the
+        // producer's one arrival plus the transaction count), `empty[s]` when the 8 warps of
+        // the consumer warpgroups have released it (`wgmma_wait` covers the groups of the
+        // warp that executes it, so each warp arrives for itself).
+        let sv = Var::new("s", Type::U32);
+        body.push(Stmt::if_(
+            lin.expr().cmp_eq(u(0)),
+            Stmt::for_(
+                &sv,
+                u(0),
+                u(s),
+                u(1),
+                Stmt::block([
+                    call(MatrixOp::MbarInit, [full.expr(), sv.expr(), u(1)]),
+                    call(MatrixOp::MbarInit, [empty.expr(), sv.expr(), u(8)]),
+                ]),
+            ),
+        ));
+        body.push(Stmt::barrier(MemFence::LOCAL));
+
+        // The producer.
+        let kt = Var::new("kt", Type::U32);
+        let slot = Var::new("slot", Type::U32);
+        let bytes = (BM + bn) * BK * p.ty.size_bytes() as u32;
+        let sw = Swizzle::B128;
+        let tma = |dst: &Var, di: Expr, src: &Var, rows: u32, h: u32, r0: Expr| {
+            call(
+                MatrixOp::TmaLoad(TmaBox { w: BK as u16, h: h as u16, swizzle: sw }),
+                [
+                    dst.expr(),
+                    di,
+                    src.expr(),
+                    u(k),
+                    u(rows),
+                    u(k),
+                    kt.expr() * u(BK),
+                    r0,
+                    full.expr(),
+                    slot.expr(),
+                ],
+            )
+        };
+        let produce = Stmt::for_(
+            &kt,
+            u(0),
+            u(ktiles),
+            u(1),
+            Stmt::block([
+                Stmt::let_(&slot, kt.expr() % u(s)),
+                Stmt::if_(
+                    kt.expr().cmp_ge(u(s)),
+                    call(
+                        MatrixOp::MbarWait,
+                        [empty.expr(), slot.expr(), (kt.expr() / u(s) + u(1)) & u(1)],
+                    ),
+                ),
+                call(MatrixOp::MbarExpectTx, [full.expr(), slot.expr(), u(bytes)]),
+                tma(&a_s, slot.expr() * u(a_tile), &a, m, BM, m0.expr()),
+                tma(&b_s, slot.expr() * u(b_tile), &b, n, bn, n0.expr()),
+            ]),
+        );
+        let producer = Stmt::if_(lin.expr().cmp_eq(u(0)), produce);
+
+        // The consumers.
+        let wg = Var::new("wg", Type::U32);
+        let t = Var::new("t", Type::U32);
+        let accty = Type::Frag(Frag::new(FragRole::Acc, MatShape::M64(bn as u16), Scalar::F32));
+        let z = Var::new("zero", accty);
+        let acc = Var::new("acc", accty);
+        let a_row = Var::new("a_row", Type::U32);
+        let mut cons = vec![
+            Stmt::let_(&wg, (lin.expr() >> u(7)) - u(1)),
+            Stmt::let_(&t, lin.expr() & u(127)),
+            Stmt::let_(&a_row, wg.expr() * u(64 * BK)),
+            Stmt::call_into(&z, Func::matrix(MatrixOp::Fill), [Expr::f32(0.0)]),
+            Stmt::decl(&acc, z.expr()),
+        ];
+        let mut step = vec![
+            Stmt::let_(&slot, kt.expr() % u(s)),
+            call(MatrixOp::MbarWait, [full.expr(), slot.expr(), (kt.expr() / u(s)) & u(1)]),
+            call(MatrixOp::WgFence, []),
+        ];
+        for ks in 0..BK / 16 {
+            step.push(call(
+                MatrixOp::Wgmma(sw, sw),
+                [
+                    acc.expr(),
+                    a_s.expr(),
+                    slot.expr() * u(a_tile) + a_row.expr() + u(16 * ks),
+                    b_s.expr(),
+                    slot.expr() * u(b_tile) + u(16 * ks),
+                ],
+            ));
+        }
+        step.push(call(MatrixOp::WgCommit, []));
+        // The previous step's products are done: this warp releases its slot.
+        step.push(call(MatrixOp::WgWait(1), []));
+        step.push(Stmt::if_(
+            ix_and(kt.expr().cmp_ge(u(1)), (t.expr() & u(31)).cmp_eq(u(0))),
+            call(MatrixOp::MbarArrive, [empty.expr(), (kt.expr() + u(s - 1)) % u(s)]),
+        ));
+        cons.push(Stmt::for_(&kt, u(0), u(ktiles), u(1), Stmt::block(step)));
+        cons.push(call(MatrixOp::WgWait(0), []));
+        cons.extend(self.store(&acc, &wg, &t, &m0, &n0, &cbuf));
+        body.push(Stmt::if_else(
+            lin.expr().cmp_lt(u(128)),
+            Stmt::block([producer]),
+            Stmt::block(cons),
+        ));
+
+        let mut params = vec![a, b, cbuf];
+        params.extend(p.epilogue.params(p.out));
+        let (gn, gm) = grid(p, &self.cfg);
+        let attrs = Attrs {
+            reqd_work_group_size: Some([THREADS, 1, 1]),
+            nd_range: Some(NdRangeAttr {
+                offset: vec![0, 0],
+                global: vec![gn * THREADS, gm],
+                local: Some(vec![THREADS, 1]),
+            }),
+            ..Attrs::default()
+        };
+        let name = p.name().replacen("tc_gemm", "tc90_gemm", 1);
+        Kernel::with_attrs(name, params, attrs, Stmt::block(body))
+    }
+
+    /// Each work-item's `bn / 2` accumulator elements, straight from its registers: element
+    /// `i` is row `16 (t / 32) + (t % 32) / 4 + 8 ((i / 2) % 2)` and column
+    /// `8 (i / 4) + 2 (t % 4) + i % 2` of the warpgroup's 64-row tile
+    /// (`kiln_ir::warpgroup::acc_coords`).
+    fn store(&self, acc: &Var, wg: &Var, t: &Var, m0: &Var, n0: &Var, cbuf: &Var) -> Vec<Stmt> {
+        let p = self.p;
+        let bn = self.cfg.bn;
+        let (r0, c0) = (Var::new("r0", Type::I32), Var::new("c0", Type::I32));
+        let mut out = vec![
+            Stmt::let_(
+                &r0,
+                (m0.expr()
+                    + wg.expr() * u(64)
+                    + (t.expr() >> u(5)) * u(16)
+                    + ((t.expr() & u(31)) >> u(2)))
+                .cast(Scalar::I32),
+            ),
+            Stmt::let_(&c0, (n0.expr() + (t.expr() & u(3)) * u(2)).cast(Scalar::I32)),
+        ];
+        for i in 0..bn / 2 {
+            let x = Var::new(format!("x{i}"), Type::F32);
+            let (gm, gn) =
+                (Var::new(format!("gm{i}"), Type::I32), Var::new(format!("gn{i}"), Type::I32));
+            out.push(Stmt::call_into(&x, Func::matrix(MatrixOp::FragElem(i as u8)), [acc.expr()]));
+            out.push(Stmt::let_(&gm, ix::add(&r0.expr(), &c(8 * ((i as i64 / 2) % 2)))));
+            out.push(Stmt::let_(&gn, ix::add(&c0.expr(), &c(8 * (i as i64 / 4) + i as i64 % 2))));
+            let mut pre = Vec::new();
+            let mut val = x.expr();
+            for &op in &p.epilogue.0 {
+                val = apply(op, val, &gm.expr(), &gn.expr(), p.n, p.out, &mut pre);
+            }
+            let val = if p.out == Scalar::F32 { val } else { val.cast(p.out) };
+            let mut body = pre;
+            let at = ix::add(&ix::mul(&gm.expr(), &c(p.n)), &gn.expr());
+            body.push(Stmt::store(cbuf, at, val));
+            let cond = ix::and(
+                (p.m % BM as i64 != 0).then(|| gm.expr().cmp_lt(c(p.m))),
+                (p.n % bn as i64 != 0).then(|| gn.expr().cmp_lt(c(p.n))),
+            );
+            out.push(match cond {
+                Some(cond) => Stmt::if_(cond, Stmt::block(body)),
+                None => Stmt::block(body),
+            });
+        }
+        out
+    }
+}
+
+fn ix_and(a: Expr, b: Expr) -> Expr {
+    ix::and(Some(a), Some(b)).expect("two conditions")
+}
