@@ -32,8 +32,8 @@
 
 use hashbrown::HashSet;
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprSet, Kernel, Mutator, Scalar, Stmt,
-    StmtNode, Type, Var,
+    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, ExprSet, Kernel, Mutator, Scalar,
+    Stmt, StmtNode, Type, Var,
 };
 
 use crate::simplify::may_fail;
@@ -109,6 +109,8 @@ struct Replace<'a> {
     /// Occurrence counts kept up to date with each change as it is made (the replaced
     /// subtree and the nodes rebuilt above it), instead of counting whole statements again.
     counts: Option<&'a mut ExprMap<usize>>,
+    /// The kernel's mutable variables (what [`count_stmt`] needs to know what it counts).
+    mutable: &'a HashSet<String>,
 }
 
 impl Mutator for Replace<'_> {
@@ -121,8 +123,7 @@ impl Mutator for Replace<'_> {
         if e == self.from {
             self.left = self.left.map(|n| n.saturating_sub(1));
             if let Some(c) = self.counts.as_deref_mut() {
-                count_expr(e, c, false);
-                count_expr(self.to, c, true);
+                count_expr(e, c, false, self.mutable);
             }
             return self.to.clone();
         }
@@ -132,8 +133,12 @@ impl Mutator for Replace<'_> {
         let r = walk_mutate_expr(self, e);
         if !r.ptr_eq(e) {
             if let Some(c) = self.counts.as_deref_mut() {
-                count_node(e, c, false);
-                count_node(&r, c, true);
+                if is_stable(e, self.mutable) {
+                    count_node(e, c, false);
+                }
+                if is_stable(&r, self.mutable) {
+                    count_node(&r, c, true);
+                }
             }
         }
         r
@@ -195,8 +200,15 @@ impl Repeats {
         // stable binding, every one of them is in `out[from..]` and is replaced.
         let left =
             if stable { later.as_ref().map(|l| l.get(e).copied().unwrap_or(0)) } else { None };
-        let mut r =
-            Replace { from: e, to: &to, own_only: !stable, depth: 0, left, counts: later.as_mut() };
+        let mut r = Replace {
+            from: e,
+            to: &to,
+            own_only: !stable,
+            depth: 0,
+            left,
+            counts: later.as_mut(),
+            mutable: &self.mutable,
+        };
         for t in &mut out[from..end] {
             if r.left == Some(0) {
                 break;
@@ -206,7 +218,7 @@ impl Repeats {
         }
         let binding = Stmt::let_(&var, e.clone());
         if let Some(l) = later.as_mut() {
-            count_stmt(&binding, l, true);
+            count_stmt(&binding, l, true, &self.mutable);
         }
         out.insert(at, binding);
     }
@@ -247,7 +259,8 @@ impl Repeats {
             let own = counts.get(e).copied().unwrap_or(0);
             let stable = is_stable(e, &self.mutable);
             let across = stable && {
-                let later = later.get_or_insert_with(|| occurrences(&stmts[start..]));
+                let later =
+                    later.get_or_insert_with(|| occurrences(&stmts[start..], &self.mutable));
                 // Occurrences from here to the end of the block beyond the own expressions.
                 later.get(e).copied().unwrap_or(0) > own
             };
@@ -260,31 +273,43 @@ impl Repeats {
 }
 
 /// How often each bindable expression occurs anywhere in `stmts` (nested statements too).
-fn occurrences(stmts: &[Stmt]) -> ExprMap<usize> {
+fn occurrences(stmts: &[Stmt], mutable: &HashSet<String>) -> ExprMap<usize> {
     let mut m = ExprMap::new();
     for s in stmts {
-        count_stmt(s, &mut m, true);
+        count_stmt(s, &mut m, true, mutable);
     }
     m
 }
 
-/// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`.
-fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool) {
-    struct C<'a>(&'a mut ExprMap<usize>, bool);
+/// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`,
+/// those that are stable ([`is_stable`] under `mutable`): only a stable expression's count
+/// is ever read (bound across statements, its occurrences replaced), and leaving out the rest
+/// (the loads, anything reading an accumulator) saves most of the map's work.
+fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSet<String>) {
+    struct C<'a>(&'a mut ExprMap<usize>, bool, &'a HashSet<String>);
     impl kiln_ir::Visitor for C<'_> {
         fn visit_expr(&mut self, e: &Expr) {
-            count_expr(e, self.0, self.1)
+            count_expr(e, self.0, self.1, self.2);
         }
     }
-    kiln_ir::Visitor::visit_stmt(&mut C(counts, add), s);
+    kiln_ir::Visitor::visit_stmt(&mut C(counts, add, mutable), s);
 }
 
-/// [`count_stmt`] for the nodes of one expression.
-fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool) {
-    count_node(e, counts, add);
+/// [`count_stmt`] for the nodes of one expression; returns whether `e` is stable (decided
+/// bottom-up as [`is_stable`] decides it, so that no node is walked twice).
+fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSet<String>) -> bool {
+    let mut stable = match e.node() {
+        ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+        _ => !crate::origin::is_fault_division(e),
+    };
     for c in e.children() {
-        count_expr(c, counts, add);
+        stable &= count_expr(c, counts, add, mutable);
     }
+    if stable {
+        count_node(e, counts, add);
+    }
+    stable
 }
 
 /// [`count_stmt`] for the node `e` alone (not its operands).
@@ -364,7 +389,7 @@ impl Mutator for Repeats {
                 // inside it, and counting it twice more (rebuilt, then gone) was most of
                 // this pass's time on deep kernels.
                 for t in out[start..k].iter().chain([&counted]) {
-                    count_stmt(t, l, false);
+                    count_stmt(t, l, false, &self.mutable);
                 }
             }
             k += 1;
