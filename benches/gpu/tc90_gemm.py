@@ -16,7 +16,9 @@ parameters). Dynamic shared memory as in tc_gemm.py. The PTX is assembled with p
 --gpu-name sm_90a when ptxas is on PATH (else the driver JIT-compiles it).
 
 Check: max |kiln - torch| / max |torch| below 2e-2 (bf16/f16 output rounding, summation
-order), else the row is WRONG and its ratio not printed. Times: medians of 10 after 3
+order), else the row is WRONG and its ratio not printed. For each size it also times the
+GEMM with `--epilogue bias,relu,scale` (bf16) against torch.matmul followed by the same
+three operations as separate torch kernels. Times: medians of 10 after 3
 warm-ups, CUDA events.
 """
 import argparse
@@ -194,6 +196,52 @@ def main():
                 if best:
                     rows.append(f"{name} {n}^3: best 128x{best[1]}: kiln/cuBLAS {t_ref / best[0]:.3f} "
                                 f"({flop / best[0] / 1e9:.0f} vs {flop / t_ref / 1e9:.0f} TFLOP/s)")
+            # The fused epilogue (issue 27 item 5): bias (f32, per column), ReLU, scale, bf16 in
+            # and out, against cuBLAS followed by the same three operations as torch kernels.
+            torch.manual_seed(1)
+            a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+            bt = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+            bias = torch.randn(n, device="cuda", dtype=torch.float32)
+            bias_b = bias.to(torch.bfloat16)  # keeps torch's chain in bf16, as kiln's output
+            alpha = 0.5
+
+            def unfused():
+                y = torch.matmul(a, bt.t())
+                y = y + bias_b
+                y = torch.relu(y)
+                return y * alpha
+            ref = unfused()
+            t_ref = median_ms(unfused)
+            best = None
+            for cfg in args.configs:
+                bn, st = cfg.split(":")
+                c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                gen = [str(n)] * 3 + ["--type", "bf16", "--out", "bf16", "--trans-b", "--arch",
+                                      "sm_90", "--block", f"128x{bn}", "--stages", st,
+                                      "--epilogue", "bias,relu,scale"]
+                try:
+                    built = build(kiln, gen, tmp, f"e{n}_{bn}_{st}")
+                except Exception as e:  # noqa: BLE001
+                    print(f"  fused {n}^3 {cfg}: build failed: {e}")
+                    failed = True
+                    continue
+                run = launcher(built, {"a": a, "b": bt, "c": c},
+                               (np.uint64(bias.data_ptr()), np.float32(alpha)))
+                run()
+                cp.cuda.Device().synchronize()
+                err = rel_err(c, ref)
+                if err > 2e-2:
+                    print(f"  fused {n}^3 {cfg}: WRONG (rel err {err:.2e})")
+                    failed = True
+                    continue
+                t = median_ms(run)
+                print(f"  fused bias+relu+scale bf16 {n}^3 128x{bn} stages {st}: kiln {t:.3f} ms, "
+                      f"cuBLAS + 3 torch kernels {t_ref:.3f} ms, speedup {t_ref / t:.3f}, err {err:.1e}")
+                if best is None or t < best[0]:
+                    best = (t, cfg)
+            if best:
+                rows.append(f"fused bias+relu+scale bf16 {n}^3: best 128x{best[1]}: speedup over "
+                            f"cuBLAS + separate kernels {t_ref / best[0]:.3f}")
     print("\n".join(rows))
     sys.exit(1 if failed else 0)
 

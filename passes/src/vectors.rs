@@ -217,6 +217,13 @@ impl Lower {
         impl Mutator for Scalars<'_, '_, '_> {
             fn mutate_expr(&mut self, e: &Expr) -> Expr {
                 if let ExprNode::Extract { a, lane } = e.node() {
+                    // A lane of a lowered variable (the common case: unrolled code reading
+                    // loaded vectors) is its lane variable, without listing every lane.
+                    if let Some(v) = a.as_var().and_then(|v| self.0.lanes.get(v.name())) {
+                        if let Some(x) = v.get(*lane as usize) {
+                            return x.expr();
+                        }
+                    }
                     let ls = self.0.lanes(a, self.1);
                     return ls.get(*lane as usize).cloned().unwrap_or_else(|| e.clone());
                 }
@@ -294,22 +301,25 @@ impl Lower {
                     out.push(Stmt::store(buf, i, x));
                 }
             }
+            // A statement without vectors is kept as it is, not rebuilt (the same handle, as
+            // passes return for what they leave unchanged).
             StmtNode::Let { var, value } => {
                 let v = self.scalar(value, &mut Some(out));
-                out.push(Stmt::let_(var, v));
+                out.push(if v.ptr_eq(value) { s.clone() } else { Stmt::let_(var, v) });
             }
             StmtNode::Decl { var, init } => {
                 let v = self.scalar(init, &mut Some(out));
-                out.push(Stmt::decl(var, v));
+                out.push(if v.ptr_eq(init) { s.clone() } else { Stmt::decl(var, v) });
             }
             StmtNode::Assign { var, value } => {
                 let v = self.scalar(value, &mut Some(out));
-                out.push(Stmt::assign(var, v));
+                out.push(if v.ptr_eq(value) { s.clone() } else { Stmt::assign(var, v) });
             }
             StmtNode::Store { buf, index, value } => {
                 let i = self.scalar(index, &mut Some(out));
                 let v = self.scalar(value, &mut Some(out));
-                out.push(Stmt::store(buf, i, v));
+                let same = i.ptr_eq(index) && v.ptr_eq(value);
+                out.push(if same { s.clone() } else { Stmt::store(buf, i, v) });
             }
             StmtNode::Alloc { .. } => out.push(s.clone()),
             StmtNode::If { cond, then, otherwise } => {

@@ -32,8 +32,8 @@
 
 use hashbrown::HashSet;
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprSet, Kernel, Mutator, Scalar, Stmt,
-    StmtNode, Type, Var,
+    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, ExprSet, Kernel, Mutator, Scalar,
+    Stmt, StmtNode, Type, Var,
 };
 
 use crate::simplify::may_fail;
@@ -103,18 +103,51 @@ struct Replace<'a> {
     to: &'a Expr,
     own_only: bool,
     depth: usize,
+    /// The occurrences of `from` not yet replaced, when known: the walk stops once none is
+    /// left (a binding made early in a long block would otherwise walk all the rest of it).
+    left: Option<usize>,
+    /// Occurrence counts kept up to date with each change as it is made (the replaced
+    /// subtree and the nodes rebuilt above it), instead of counting whole statements again.
+    counts: Option<&'a mut ExprMap<usize>>,
+    /// The kernel's mutable variables (what [`count_stmt`] needs to know what it counts).
+    mutable: &'a HashSet<String>,
 }
 
 impl Mutator for Replace<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        // A subexpression is shallower than the whole: only as deep a node can be `from`,
+        // and a shallower one cannot contain it.
+        if self.left == Some(0) || e.depth() < self.from.depth() {
+            return e.clone();
+        }
         if e == self.from {
+            self.left = self.left.map(|n| n.saturating_sub(1));
+            if let Some(c) = self.counts.as_deref_mut() {
+                count_expr(e, c, false, self.mutable);
+            }
             return self.to.clone();
         }
-        walk_mutate_expr(self, e)
+        if e.depth() == self.from.depth() {
+            return e.clone();
+        }
+        let r = walk_mutate_expr(self, e);
+        if !r.ptr_eq(e) {
+            if let Some(c) = self.counts.as_deref_mut() {
+                if is_stable(e, self.mutable) {
+                    count_node(e, c, false);
+                }
+                if is_stable(&r, self.mutable) {
+                    count_node(&r, c, true);
+                }
+            }
+        }
+        r
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        if self.own_only && (self.depth > 0 || matches!(s.node(), StmtNode::While { .. })) {
+        if self.left == Some(0)
+            || self.own_only && (self.depth > 0 || matches!(s.node(), StmtNode::While { .. }))
+        {
             return s.clone();
         }
         self.depth += 1;
@@ -163,19 +196,29 @@ impl Repeats {
         let var = Var::new(self.fresh(), e.ty());
         let to = var.expr();
         let end = if stable { out.len() } else { k + 1 };
+        // `later` counts the occurrences in `out[start..]` with `start <= at == from`: for a
+        // stable binding, every one of them is in `out[from..]` and is replaced.
+        let left =
+            if stable { later.as_ref().map(|l| l.get(e).copied().unwrap_or(0)) } else { None };
+        let mut r = Replace {
+            from: e,
+            to: &to,
+            own_only: !stable,
+            depth: 0,
+            left,
+            counts: later.as_mut(),
+            mutable: &self.mutable,
+        };
         for t in &mut out[from..end] {
-            let t2 = Replace { from: e, to: &to, own_only: !stable, depth: 0 }.mutate_stmt(t);
-            if !t2.ptr_eq(t) {
-                if let Some(l) = later.as_mut() {
-                    count_stmt(t, l, false);
-                    count_stmt(&t2, l, true);
-                }
-                *t = t2;
+            if r.left == Some(0) {
+                break;
             }
+            r.depth = 0;
+            *t = r.mutate_stmt(t);
         }
         let binding = Stmt::let_(&var, e.clone());
         if let Some(l) = later.as_mut() {
-            count_stmt(&binding, l, true);
+            count_stmt(&binding, l, true, &self.mutable);
         }
         out.insert(at, binding);
     }
@@ -216,7 +259,8 @@ impl Repeats {
             let own = counts.get(e).copied().unwrap_or(0);
             let stable = is_stable(e, &self.mutable);
             let across = stable && {
-                let later = later.get_or_insert_with(|| occurrences(&stmts[start..]));
+                let later =
+                    later.get_or_insert_with(|| occurrences(&stmts[start..], &self.mutable));
                 // Occurrences from here to the end of the block beyond the own expressions.
                 later.get(e).copied().unwrap_or(0) > own
             };
@@ -229,35 +273,60 @@ impl Repeats {
 }
 
 /// How often each bindable expression occurs anywhere in `stmts` (nested statements too).
-fn occurrences(stmts: &[Stmt]) -> ExprMap<usize> {
+fn occurrences(stmts: &[Stmt], mutable: &HashSet<String>) -> ExprMap<usize> {
     let mut m = ExprMap::new();
     for s in stmts {
-        count_stmt(s, &mut m, true);
+        count_stmt(s, &mut m, true, mutable);
     }
     m
 }
 
-/// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`.
-fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool) {
-    struct C<'a>(&'a mut ExprMap<usize>, bool);
+/// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`,
+/// those that are stable ([`is_stable`] under `mutable`): only a stable expression's count
+/// is ever read (bound across statements, its occurrences replaced), and leaving out the rest
+/// (the loads, anything reading an accumulator) saves most of the map's work.
+fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSet<String>) {
+    struct C<'a>(&'a mut ExprMap<usize>, bool, &'a HashSet<String>);
     impl kiln_ir::Visitor for C<'_> {
         fn visit_expr(&mut self, e: &Expr) {
-            if bindable(e) {
-                // Looked up before inserting: most occurrences are of known expressions,
-                // and a key's clone is only made for a new one.
-                match self.0.get_mut(e) {
-                    Some(c) if self.1 => *c += 1,
-                    Some(c) => *c = c.saturating_sub(1),
-                    None if self.1 => {
-                        self.0.insert(e.clone(), 1);
-                    }
-                    None => {}
-                }
-            }
-            kiln_ir::walk_expr(self, e)
+            count_expr(e, self.0, self.1, self.2);
         }
     }
-    kiln_ir::Visitor::visit_stmt(&mut C(counts, add), s);
+    kiln_ir::Visitor::visit_stmt(&mut C(counts, add, mutable), s);
+}
+
+/// [`count_stmt`] for the nodes of one expression; returns whether `e` is stable (decided
+/// bottom-up as [`is_stable`] decides it, so that no node is walked twice).
+fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSet<String>) -> bool {
+    let mut stable = match e.node() {
+        ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+        _ => !crate::origin::is_fault_division(e),
+    };
+    for c in e.children() {
+        stable &= count_expr(c, counts, add, mutable);
+    }
+    if stable {
+        count_node(e, counts, add);
+    }
+    stable
+}
+
+/// [`count_stmt`] for the node `e` alone (not its operands).
+fn count_node(e: &Expr, counts: &mut ExprMap<usize>, add: bool) {
+    if !bindable(e) {
+        return;
+    }
+    // Looked up before inserting: most occurrences are of known expressions, and a key's
+    // clone is only made for a new one.
+    match counts.get_mut(e) {
+        Some(c) if add => *c += 1,
+        Some(c) => *c = c.saturating_sub(1),
+        None if add => {
+            counts.insert(e.clone(), 1);
+        }
+        None => {}
+    }
 }
 
 impl Mutator for Repeats {
@@ -266,7 +335,7 @@ impl Mutator for Repeats {
         let mut out: Vec<Stmt> = stmts.clone();
         let mut changed = false;
         let mut k = 0;
-        // Occurrences in `out[k..]` once needed; dropped whenever statements there change.
+        // Occurrences in `out[start..]` once needed, kept up to date as statements change.
         let mut later: Option<ExprMap<usize>> = None;
         while k < out.len() {
             // Bind the largest repeat first, then look again: its parts may still repeat,
@@ -303,22 +372,24 @@ impl Mutator for Repeats {
                 changed = true;
             }
             // Then the statement's nested blocks, on their own.
+            let counted = out[k].clone();
             let t = match out[k].node() {
                 StmtNode::Block(_) => self.mutate_stmt(&out[k]),
                 _ => walk_mutate_stmt(self, &out[k]),
             };
-            if !t.ptr_eq(&out[k]) {
-                changed = true;
-                if let Some(l) = &mut later {
-                    count_stmt(&out[k], l, false);
-                    count_stmt(&t, l, true);
-                }
-            }
+            changed |= !t.ptr_eq(&out[k]);
             out[k] = t;
+            if k + 1 == out.len() {
+                // Nothing follows: no search needs the counts any more.
+                later = None;
+            }
             if let Some(l) = &mut later {
                 // Step past `out[start..=k]`, which the next statement's search excludes.
-                for t in &out[start..=k] {
-                    count_stmt(t, l, false);
+                // The statement as it was counted goes: what its nested blocks bound stays
+                // inside it, and counting it twice more (rebuilt, then gone) was most of
+                // this pass's time on deep kernels.
+                for t in out[start..k].iter().chain([&counted]) {
+                    count_stmt(t, l, false, &self.mutable);
                 }
             }
             k += 1;
