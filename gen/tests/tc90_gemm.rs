@@ -3,53 +3,15 @@
 //! masked), every block width, and a fused epilogue. On the interpreter the f32 product is the
 //! sequential sum over k, so every comparison is bit for bit; refusals are by name.
 
-use half::{bf16, f16};
+mod common;
+
+use common::tc::{buffer, round, to_f32, vals};
+use half::bf16;
 use kiln_gen::tc90::{generate, Tc90Config};
 use kiln_gen::{EpOp, Epilogue, TcGemmProblem};
 use kiln_ir::interp::{run_with, RunOptions};
 use kiln_ir::launch::{Arg, Buffer};
 use kiln_ir::Scalar;
-
-fn vals(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 32) as f32 / 8.0 - 2.0
-        })
-        .collect()
-}
-
-fn buffer(ty: Scalar, v: &[f32]) -> Buffer {
-    match ty {
-        Scalar::F32 => Buffer::from_slice(v),
-        Scalar::F16 => Buffer::from_slice(&v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>()),
-        Scalar::BF16 => {
-            Buffer::from_slice(&v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
-        }
-        t => panic!("type {t}"),
-    }
-}
-
-fn round(ty: Scalar, x: f32) -> f32 {
-    match ty {
-        Scalar::F32 => x,
-        Scalar::F16 => f16::from_f32(x).to_f32(),
-        Scalar::BF16 => bf16::from_f32(x).to_f32(),
-        t => panic!("type {t}"),
-    }
-}
-
-fn to_f32(b: &Buffer) -> Vec<f32> {
-    match b.elem() {
-        Scalar::F32 => b.to_vec::<f32>().unwrap(),
-        Scalar::F16 => b.to_vec::<f16>().unwrap().into_iter().map(f16::to_f32).collect(),
-        Scalar::BF16 => b.to_vec::<bf16>().unwrap().into_iter().map(bf16::to_f32).collect(),
-        t => panic!("type {t}"),
-    }
-}
 
 /// Runs the kernel (both interpreter schedules) and compares every element of C, bit for
 /// bit, with the sequential product (A M x K, B N x K) through the epilogue `post`.

@@ -4,39 +4,13 @@
 //! input type before P·V and O once at the end, so the comparison allows a few bf16 ulps of
 //! the output's scale. ptxas (sm_80) assembles the PTX where `KILN_PTXAS` is set.
 
-use half::{bf16, f16};
+mod common;
+
+use common::tc::{buffer, to_f32, vals};
 use kiln_gen::TcAttnProblem;
 use kiln_ir::interp::{run_with, RunOptions};
 use kiln_ir::launch::{Arg, Buffer};
-use kiln_ir::testing::tool;
 use kiln_ir::Scalar;
-
-/// Deterministic values in [-2, 2), exact in bf16 and f16 (multiples of 1/8).
-fn vals(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 32) as f32 / 8.0 - 2.0
-        })
-        .collect()
-}
-
-fn buffer(ty: Scalar, v: &[f32]) -> Buffer {
-    match ty {
-        Scalar::F16 => Buffer::from_slice(&v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>()),
-        _ => Buffer::from_slice(&v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>()),
-    }
-}
-
-fn to_f32(b: &Buffer) -> Vec<f32> {
-    match b.elem() {
-        Scalar::F16 => b.to_vec::<f16>().unwrap().into_iter().map(f16::to_f32).collect(),
-        _ => b.to_vec::<bf16>().unwrap().into_iter().map(bf16::to_f32).collect(),
-    }
-}
 
 /// softmax(Q·K^T / sqrt(D) [causal]) · V in f64, per head.
 fn reference(p: &TcAttnProblem, q: &[f32], k: &[f32], v: &[f32]) -> Vec<f64> {
@@ -89,23 +63,7 @@ fn check(p: &TcAttnProblem) {
         // P and O are rounded to the input type (8 bits for bf16): a few ulps of the scale.
         assert!((a as f64 - b).abs() <= 0.03 * big, "{}: element {i}: {a} != {b}", p.name());
     }
-    if let Some(ptxas) = tool("KILN_PTXAS") {
-        let ptx = kiln_backends::ptx::emit_kernel(&g.kernel, &kiln_backends::ptx::Options::sm(80))
-            .unwrap_or_else(|e| panic!("ptx: {e}"));
-        assert!(ptx.contains("mma.sync.aligned.m16n8k16"), "{ptx}");
-        let dir = std::env::temp_dir().join(format!("kiln-tc-attn-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join(format!("{}.ptx", g.kernel.name()));
-        std::fs::write(&f, &ptx).unwrap();
-        let out = std::process::Command::new(ptxas)
-            .arg("-arch=sm_80")
-            .arg(&f)
-            .arg("-o")
-            .arg(f.with_extension("cubin"))
-            .output()
-            .expect("run ptxas");
-        assert!(out.status.success(), "ptxas: {}", String::from_utf8_lossy(&out.stderr));
-    }
+    common::tc::assemble_mma_sm80(&g.kernel, "tc-attn");
 }
 
 #[test]

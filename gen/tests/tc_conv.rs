@@ -5,54 +5,13 @@
 //! kernel's k order (r, s, c), so every comparison is bit for bit. ptxas (sm_80) assembles
 //! the PTX where `KILN_PTXAS` is set.
 
-use half::{bf16, f16};
+mod common;
+
+use common::tc::{buffer, round, to_f32, vals};
 use kiln_gen::{ConvProblem, EpOp, Epilogue, TcConfig, TcConvProblem};
 use kiln_ir::interp::{run_with, RunOptions};
 use kiln_ir::launch::{Arg, Buffer};
-use kiln_ir::testing::tool;
 use kiln_ir::Scalar;
-
-/// Deterministic small values exact in f16 and bf16 (multiples of 1/8 in [-2, 2)).
-fn vals(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 32) as f32 / 8.0 - 2.0
-        })
-        .collect()
-}
-
-fn buffer(ty: Scalar, v: &[f32]) -> Buffer {
-    match ty {
-        Scalar::F32 => Buffer::from_slice(v),
-        Scalar::F16 => Buffer::from_slice(&v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>()),
-        Scalar::BF16 => {
-            Buffer::from_slice(&v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
-        }
-        t => panic!("type {t}"),
-    }
-}
-
-fn round(ty: Scalar, x: f32) -> f32 {
-    match ty {
-        Scalar::F32 => x,
-        Scalar::F16 => f16::from_f32(x).to_f32(),
-        Scalar::BF16 => bf16::from_f32(x).to_f32(),
-        t => panic!("type {t}"),
-    }
-}
-
-fn to_f32(b: &Buffer) -> Vec<f32> {
-    match b.elem() {
-        Scalar::F32 => b.to_vec::<f32>().unwrap(),
-        Scalar::F16 => b.to_vec::<f16>().unwrap().into_iter().map(f16::to_f32).collect(),
-        Scalar::BF16 => b.to_vec::<bf16>().unwrap().into_iter().map(bf16::to_f32).collect(),
-        t => panic!("type {t}"),
-    }
-}
 
 /// The direct convolution, NHWC x KRSC -> NHWC (f32), each output the sequential f32 sum over
 /// r, s, c (products exact), out-of-image taps skipped.
@@ -132,23 +91,7 @@ fn check(p: &TcConvProblem, cfg: &TcConfig) {
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {
         assert_eq!(a.to_bits(), b.to_bits(), "{} {cfg}: element {i}: {a} != {b}", p.name());
     }
-    if let Some(ptxas) = tool("KILN_PTXAS") {
-        let ptx = kiln_backends::ptx::emit_kernel(&g.kernel, &kiln_backends::ptx::Options::sm(80))
-            .unwrap_or_else(|e| panic!("ptx: {e}"));
-        assert!(ptx.contains("mma.sync.aligned.m16n8k16"), "{ptx}");
-        let dir = std::env::temp_dir().join(format!("kiln-tc-conv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join(format!("{}.ptx", g.kernel.name()));
-        std::fs::write(&f, &ptx).unwrap();
-        let out = std::process::Command::new(ptxas)
-            .arg("-arch=sm_80")
-            .arg(&f)
-            .arg("-o")
-            .arg(f.with_extension("cubin"))
-            .output()
-            .expect("run ptxas");
-        assert!(out.status.success(), "ptxas: {}", String::from_utf8_lossy(&out.stderr));
-    }
+    common::tc::assemble_mma_sm80(&g.kernel, "tc-conv");
 }
 
 fn small() -> TcConfig {

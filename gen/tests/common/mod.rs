@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod tc;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 
