@@ -3,12 +3,12 @@
 //! the PTX ISA names. Without `KILN_PTXAS` the assembling tests skip with a message (the one
 //! skip rule), unless `KILN_REQUIRE_TOOLS` is set, when they fail.
 
-use std::io::Write;
-use std::process::Command;
+mod ptx_common;
 
-use kiln_backends::ptx::{emit_module, Options, Ptx};
+use kiln_backends::ptx::{emit_module, Options};
 use kiln_backends::target::ErrorKind;
 use kiln_ir::parse_module;
+use ptx_common::{assert_assembles, ptx_for};
 
 /// One kernel per combination: shape × element type × layout of `a` and `b` × memory (local
 /// through `ldmatrix`, or global), with an accumulator loaded, stored, filled, and a K loop.
@@ -116,34 +116,15 @@ fn ptxas_accepts_every_form_for_sm_80_and_sm_90a() {
     let m = parse_module(&mma_module()).unwrap();
     let dir = std::env::temp_dir().join(format!("kiln-ptx-mma-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let opt = kiln_backends::options::BuildOptions::parse("-O").unwrap();
     for (sm, arch, optimize) in
         [(80, "sm_80", false), (90, "sm_90a", false), (80, "sm_80", true), (90, "sm_90a", true)]
     {
         // As written, and through the build driver's -O pipeline (what devices run).
-        let ptx = if optimize {
-            kiln_backends::driver::build(&Ptx(Options::sm(sm)), &m, &opt).unwrap().output
-        } else {
-            emit_module(&m, &Options::sm(sm)).unwrap()
-        };
+        let ptx = ptx_for(&m, sm, optimize);
         // 16 m16n8k16 kernels, 16 m16n16k16 kernels (two steps each) and `fills`.
         assert_eq!(ptx.matches("mma.sync").count(), 16 + 32 + 1, "{arch} -O {optimize}");
-        let file = dir.join(format!("mma.{arch}.{optimize}.ptx"));
-        std::fs::File::create(&file).unwrap().write_all(ptx.as_bytes()).unwrap();
-        let out = Command::new(&ptxas)
-            .arg(format!("-arch={arch}"))
-            .arg(&file)
-            .arg("-o")
-            .arg(dir.join(format!("mma.{arch}.{optimize}.cubin")))
-            .output()
-            .expect("run ptxas");
-        let numbered: String =
-            ptx.lines().enumerate().map(|(i, l)| format!("{:5} {l}\n", i + 1)).collect();
-        assert!(
-            out.status.success(),
-            "ptxas {arch} rejected the module:\n{}\n{numbered}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stem = format!("mma.{arch}.{optimize}");
+        assert_assembles(&ptxas, &format!("-arch={arch}"), arch, &dir, &stem, &ptx);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

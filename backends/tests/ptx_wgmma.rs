@@ -4,12 +4,12 @@
 //! `ptxas` for sm_90a (env `KILN_PTXAS`; without it the assembling test skips through the one
 //! skip rule unless `KILN_REQUIRE_TOOLS` is set); other targets refuse such kernels by name.
 
-use std::io::Write;
-use std::process::Command;
+mod ptx_common;
 
-use kiln_backends::ptx::{emit_module, Options, Ptx};
+use kiln_backends::ptx::{emit_module, Options};
 use kiln_backends::target::ErrorKind;
 use kiln_ir::parse_module;
+use ptx_common::{assert_assembles, ptx_for};
 
 /// One kernel per (element type, swizzle, N): a producer work-item copies A and B with
 /// `tma_load` onto a barrier object, the second warpgroup waits, multiplies, and stores
@@ -120,30 +120,11 @@ fn ptxas_accepts_every_form_for_sm_90a() {
     let m = parse_module(&wgmma_module()).unwrap();
     let dir = std::env::temp_dir().join(format!("kiln-ptx-wgmma-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let opt = kiln_backends::options::BuildOptions::parse("-O").unwrap();
     for optimize in [false, true] {
-        let ptx = if optimize {
-            kiln_backends::driver::build(&Ptx(Options::sm(90)), &m, &opt).unwrap().output
-        } else {
-            emit_module(&m, &Options::sm(90)).unwrap()
-        };
+        let ptx = ptx_for(&m, 90, optimize);
         assert_eq!(ptx.matches("wgmma.mma_async").count(), 2 * 2 * 3 * 4, "-O {optimize}");
-        let file = dir.join(format!("wgmma.{optimize}.ptx"));
-        std::fs::File::create(&file).unwrap().write_all(ptx.as_bytes()).unwrap();
-        let out = Command::new(&ptxas)
-            .arg("--gpu-name=sm_90a")
-            .arg(&file)
-            .arg("-o")
-            .arg(dir.join(format!("wgmma.{optimize}.cubin")))
-            .output()
-            .expect("run ptxas");
-        let numbered: String =
-            ptx.lines().enumerate().map(|(i, l)| format!("{:5} {l}\n", i + 1)).collect();
-        assert!(
-            out.status.success(),
-            "ptxas sm_90a rejected the module:\n{}\n{numbered}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stem = format!("wgmma.{optimize}");
+        assert_assembles(&ptxas, "--gpu-name=sm_90a", "sm_90a", &dir, &stem, &ptx);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
