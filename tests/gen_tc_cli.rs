@@ -2,34 +2,15 @@
 //! and `kiln fmt --check`, runs on the interpreter to the right product (with and without a
 //! fused epilogue), lowers to PTX with `mma.sync`; bad requests fail with a reason.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("kiln runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = kiln(args);
-    assert!(o.status.success(), "kiln {args:?}: {}", text(&o.stderr));
-    text(&o.stdout)
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kiln-gen-tc-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+use common::{kiln, ok, scratch, text};
 
 #[test]
 fn tc_gemm_generates_checks_runs_and_lowers() {
     let small = ["--block", "16x8", "--warps", "1x1", "--k-tile", "16"];
     // A is 4 x 2 (0..7), B is 2 x 3 (0..5), as in docs/generator.md's first example.
-    let f = scratch("g.kir");
+    let f = scratch("gen-tc-cli", "g.kir");
     let fs = f.to_str().unwrap();
     let mut args = vec!["gen", "tc-gemm", "4", "3", "2", "--type", "f16", "-o", fs];
     args.extend(small);
@@ -55,7 +36,7 @@ fn tc_gemm_generates_checks_runs_and_lowers() {
         "{out}"
     );
     // bias (0, 1, 2 by column), then relu, fused; bf16 inputs and output.
-    let g = scratch("g2.kir");
+    let g = scratch("gen-tc-cli", "g2.kir");
     let gs = g.to_str().unwrap();
     let mut args =
         vec!["gen", "tc-gemm", "4", "3", "2", "--out", "bf16", "--epilogue", "bias,relu", "-o", gs];
@@ -115,7 +96,7 @@ fn tc_gemm_refusals_say_why() {
 #[test]
 fn tc_gemm_sm_90_generates_runs_and_lowers_for_sm_90a() {
     // A is 4 x 2 (0..7), B stored 3 x 8 (N x K, zero past k = 2 would change nothing: K = 8).
-    let f = scratch("g90.kir");
+    let f = scratch("gen-tc-cli", "g90.kir");
     let fs = f.to_str().unwrap();
     ok(&[
         "gen",

@@ -4,35 +4,16 @@
 //! PTX with `mma.sync`; the attention kernel runs to softmax's values; bad requests fail
 //! with a reason.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn kiln(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).output().expect("kiln runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = kiln(args);
-    assert!(o.status.success(), "kiln {args:?}: {}", text(&o.stderr));
-    text(&o.stdout)
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kiln-gen-tc-conv-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+use common::{kiln, ok, scratch, text};
 
 #[test]
 fn tc_conv_generates_checks_runs_and_lowers() {
     let small = ["--block", "16x8", "--warps", "1x1", "--k-tile", "16"];
     // x is a 3x3 image of one channel (0..8), w two 2x2 filters (0..3 and 4..7): y (NHWC,
     // 2x2 pixels of 2 channels) is each 2x2 window's dot product with each filter.
-    let f = scratch("c.kir");
+    let f = scratch("gen-tc-conv-cli", "c.kir");
     let fs = f.to_str().unwrap();
     let geom = ["--mb", "1", "--ic", "1", "--oc", "2", "--input", "3x3", "--kernel", "2x2"];
     let mut args = vec!["gen", "tc-conv", "--type", "f16", "-o", fs];
@@ -55,7 +36,7 @@ fn tc_conv_generates_checks_runs_and_lowers() {
     // Padding 1 (a 4x4 output, zeros around the image), bias (0 on channel 0, 1 on 1) and
     // relu fused; bf16 output. Pixel (0,0) sees one tap, x[0,0]·w[.,1,1] = 0; pixel (1,1) is
     // the unpadded (0,0); pixel (3,3) sees x[2,2]·w[.,0,0] = 8·(0, 4).
-    let g = scratch("c2.kir");
+    let g = scratch("gen-tc-conv-cli", "c2.kir");
     let gs = g.to_str().unwrap();
     let mut args = vec![
         "gen",
@@ -115,7 +96,7 @@ fn tc_conv_refusals_say_why() {
 fn tc_attn_generates_runs_and_refuses() {
     // Two rows of 16: q = k = v = 0..31. Each row's score with key 1 exceeds key 0's by at
     // least 480 (after the 1/4 scale), so softmax picks key 1 exactly: o = v's row 1, twice.
-    let f = scratch("a.kir");
+    let f = scratch("gen-tc-conv-cli", "a.kir");
     let fs = f.to_str().unwrap();
     ok(&["gen", "tc-attn", "1", "2", "16", "--warps", "1", "--type", "f16", "-o", fs]);
     ok(&["check", fs]);
