@@ -2,38 +2,25 @@
 //! the next tuner (another process, or a fresh cache handle on the same directory) takes it
 //! from the cache without timing; `KILN_TUNE=0` and the interpreter use the heuristic.
 
+mod common;
+
+use common::{fresh_dir, tune_opts};
+
 use std::process::Command;
 
 use kiln::generator::tuner::{self, Target};
 use kiln::generator::{ConvProblem, GemmConfig, GemmProblem};
 use kiln::ir::Scalar;
-use kiln::runtime::cache::PersistentCache;
 use kiln::runtime::device::registry::{open, OpenOptions};
 use kiln::tune::{bucket, heuristic, target, tune, How, Problem, TuneOptions};
 use kiln::Config;
 
-fn dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("kiln-tune-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn opts(cache: &std::path::Path, search: bool) -> TuneOptions {
-    TuneOptions {
-        search,
-        cache: Some(PersistentCache::new(cache)),
-        max_candidates: 3,
-        exhaustive: false,
-        repeats: 1,
-    }
-}
-
 #[test]
 fn second_tune_is_a_cache_hit() {
-    let d = dir("hit");
+    let d = fresh_dir("tune-hit");
     let cpu = open("cpu", &OpenOptions::default()).unwrap();
     let p = GemmProblem { m: 20, n: 24, k: 9, trans_a: false, trans_b: true, ty: Scalar::F32 };
-    let first = tune(&Problem::gemm(&p), &*cpu, &opts(&d, true)).unwrap();
+    let first = tune(&Problem::gemm(&p), &*cpu, &tune_opts(&d, true)).unwrap();
     let How::Searched { timings, errors } = &first.how else { panic!("{:?}", first.how) };
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(timings.len(), 3);
@@ -46,10 +33,10 @@ fn second_tune_is_a_cache_hit() {
     // Another problem of the same bucket, through a new cache handle (as the next process
     // would): no timing, the stored winner.
     let q = GemmProblem { m: 32, n: 17, ..p };
-    let second = tune(&Problem::gemm(&q), &*cpu, &opts(&d, true)).unwrap();
+    let second = tune(&Problem::gemm(&q), &*cpu, &tune_opts(&d, true)).unwrap();
     assert_eq!((second.how.clone(), second.config), (How::Cached, first.config));
     // With the search off the stored winner is still used.
-    let third = tune(&Problem::gemm(&q), &*cpu, &opts(&d, false)).unwrap();
+    let third = tune(&Problem::gemm(&q), &*cpu, &tune_opts(&d, false)).unwrap();
     assert_eq!(third.how, How::Cached);
     // The winner generates a correct kernel for the other shape too (edges masked).
     let g = q.generate(&second.config).unwrap();
@@ -59,21 +46,21 @@ fn second_tune_is_a_cache_hit() {
 
 #[test]
 fn search_off_or_interpreter_use_the_heuristic_and_store_nothing() {
-    let d = dir("off");
+    let d = fresh_dir("tune-off");
     let cfg = Config::from_lookup(|n| (n == "KILN_TUNE").then(|| "0".into())).unwrap();
     assert!(cfg.tune_disabled);
     assert!(!TuneOptions::from_config(&cfg).search);
     let cpu = open("cpu", &OpenOptions::default()).unwrap();
     let p = GemmProblem { m: 100, n: 64, k: 64, trans_a: false, trans_b: false, ty: Scalar::F32 };
-    let t = tune(&Problem::gemm(&p), &*cpu, &opts(&d, false)).unwrap();
+    let t = tune(&Problem::gemm(&p), &*cpu, &tune_opts(&d, false)).unwrap();
     assert!(matches!(&t.how, How::Heuristic(w) if w.contains("KILN_TUNE=0")), "{:?}", t.how);
     assert_eq!(t.config, heuristic([100, 64, 64], &target(&*cpu)));
     let interp = open("interp", &OpenOptions::default()).unwrap();
     let conv = ConvProblem::new(1, 4, 6, 6, 8, 3, 3).with_padding(1, 1);
-    let t = tune(&Problem::conv(&conv).unwrap(), &*interp, &opts(&d, true)).unwrap();
+    let t = tune(&Problem::conv(&conv).unwrap(), &*interp, &tune_opts(&d, true)).unwrap();
     assert!(matches!(&t.how, How::Heuristic(w) if w.contains("interpreter")), "{:?}", t.how);
     // Nothing was stored: the cpu search now runs.
-    let t = tune(&Problem::gemm(&p), &*cpu, &opts(&d, true)).unwrap();
+    let t = tune(&Problem::gemm(&p), &*cpu, &tune_opts(&d, true)).unwrap();
     assert!(matches!(t.how, How::Searched { .. }));
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -96,7 +83,7 @@ fn heuristic_fits_and_configs_print_and_parse() {
 
 #[test]
 fn cli_second_process_takes_the_stored_winner() {
-    let d = dir("cli");
+    let d = fresh_dir("tune-cli");
     let run = |extra: &[(&str, &str)]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
         c.args(["tune", "--device", "cpu", "--max-candidates", "2", "--repeat", "1"])
@@ -160,23 +147,23 @@ fn miscompiling_device(
 /// interpreter's is dropped when it would win, reported, and never stored.
 #[test]
 fn a_miscompiled_candidate_cannot_win() {
-    let d = dir("wrong");
+    let d = fresh_dir("tune-wrong");
     let p = GemmProblem { m: 20, n: 24, k: 9, trans_a: false, trans_b: false, ty: Scalar::F32 };
     // The search's first candidate on this device (a Cuda-kind device: the H100 model).
     let first = tuner::search([20, 24, 9], &Target::h100(), 1, &mut |_| Ok(1.0)).timings[0].0;
     let dev = miscompiling_device(&p.generate(&first).unwrap());
     // The miscompiled candidate alone: no winner, and the error says why.
-    let one = TuneOptions { max_candidates: 1, ..opts(&d, true) };
+    let one = TuneOptions { max_candidates: 1, ..tune_opts(&d, true) };
     match tune(&Problem::gemm(&p), &*dev, &one) {
         Ok(t) => panic!("{} won ({:?})", t.config, t.how),
         Err(e) => assert!(e.contains("no candidate ran") && e.contains("wrong output"), "{e}"),
     }
     // Nothing was stored for the bucket.
-    let stored = tune(&Problem::gemm(&p), &*dev, &opts(&d, false)).unwrap();
+    let stored = tune(&Problem::gemm(&p), &*dev, &tune_opts(&d, false)).unwrap();
     assert!(matches!(stored.how, How::Heuristic(_)), "{:?}", stored.how);
     // With more candidates, another one wins (those launched like the first are
     // miscompiled too) and the miscompiled one is reported.
-    let more = TuneOptions { max_candidates: 8, ..opts(&d, true) };
+    let more = TuneOptions { max_candidates: 8, ..tune_opts(&d, true) };
     let t = tune(&Problem::gemm(&p), &*dev, &more).unwrap_or_else(|e| panic!("{e}"));
     let How::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
     assert_ne!(t.config, first);
@@ -196,14 +183,14 @@ fn a_miscompiled_candidate_cannot_win() {
 /// candidate before failing. It is refused first, in the generator's words.
 #[test]
 fn impossible_problems_are_refused_before_anything_else() {
-    let d = dir("bad");
+    let d = fresh_dir("tune-bad");
     let interp = open("interp", &OpenOptions::default()).unwrap();
     let cpu = open("cpu", &OpenOptions::default()).unwrap();
     let zero = GemmProblem { m: 0, n: 1, k: 1, trans_a: false, trans_b: false, ty: Scalar::F32 };
     let huge = GemmProblem { m: 1 << 32, ..zero };
     for (p, why) in [(zero, "must be positive: M = 0"), (huge, "at most 1073741823")] {
         for dev in [&interp, &cpu] {
-            let e = tune(&Problem::gemm(&p), &**dev, &opts(&d, true)).unwrap_err();
+            let e = tune(&Problem::gemm(&p), &**dev, &tune_opts(&d, true)).unwrap_err();
             assert!(e.contains(why) && !e.contains("m1 "), "{e}");
         }
     }
@@ -214,7 +201,7 @@ fn impossible_problems_are_refused_before_anything_else() {
 /// device, and says so; with nothing stored, the model's first choice for the device.
 #[test]
 fn gen_without_blocking_flags_uses_the_stored_winner_else_the_model() {
-    let d = dir("gen");
+    let d = fresh_dir("tune-gen");
     let kiln = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
             .args(args)
@@ -257,10 +244,10 @@ fn gen_without_blocking_flags_uses_the_stored_winner_else_the_model() {
 /// Issue 26: the exhaustive-subset mode times every blocking of the documented subset.
 #[test]
 fn exhaustive_mode_times_the_whole_subset() {
-    let d = dir("exhaustive");
+    let d = fresh_dir("tune-exhaustive");
     let cpu = open("cpu", &OpenOptions::default()).unwrap();
     let p = GemmProblem { m: 8, n: 8, k: 8, trans_a: true, trans_b: false, ty: Scalar::F32 };
-    let o = TuneOptions { exhaustive: true, ..opts(&d, true) };
+    let o = TuneOptions { exhaustive: true, ..tune_opts(&d, true) };
     let t = tune(&Problem::gemm(&p), &*cpu, &o).unwrap();
     let How::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
     assert!(errors.is_empty(), "{errors:?}");
@@ -389,10 +376,11 @@ fn tuning_on_vulkan_uses_device_memory() {
         return;
     };
     assert!(vk.memory_space().is_some());
-    let d = dir("vulkan");
+    let d = fresh_dir("tune-vulkan");
     let p = GemmProblem { m: 5, n: 6, k: 8, trans_a: false, trans_b: true, ty: Scalar::F32 };
-    let t = tune(&Problem::gemm(&p), &*vk, &TuneOptions { max_candidates: 2, ..opts(&d, true) })
-        .unwrap();
+    let t =
+        tune(&Problem::gemm(&p), &*vk, &TuneOptions { max_candidates: 2, ..tune_opts(&d, true) })
+            .unwrap();
     let How::Searched { timings, errors } = &t.how else { panic!("{:?}", t.how) };
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(timings.len(), 2);

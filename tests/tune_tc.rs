@@ -3,32 +3,18 @@
 //! interpreter) stores its winner and the next tuner takes it from the cache without timing;
 //! without CUDA or with the search off the model's first choice is used.
 
+mod common;
+
+use common::{fresh_dir, tune_opts};
+
 use kiln::generator::{ConvProblem, TcConfig, TcConvProblem, TcGemmProblem};
 use kiln::ir::Scalar;
-use kiln::runtime::cache::PersistentCache;
 use kiln::runtime::device::registry::{open, OpenOptions};
-use kiln::tune::TuneOptions;
 use kiln::tune_tc::{heuristic, search_with, tune_tc, TcHow, TcProblem};
-
-fn dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("kiln-tune-tc-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn opts(cache: &std::path::Path, search: bool) -> TuneOptions {
-    TuneOptions {
-        search,
-        cache: Some(PersistentCache::new(cache)),
-        max_candidates: 3,
-        exhaustive: false,
-        repeats: 1,
-    }
-}
 
 #[test]
 fn tc_search_stores_its_winner_and_the_next_tune_takes_it() {
-    let d = dir("hit");
+    let d = fresh_dir("tune-tc-hit");
     let interp = open("interp", &OpenOptions::default()).unwrap();
     let p = TcGemmProblem { trans_b: true, ..TcGemmProblem::new(300, 200, 100, Scalar::BF16) };
     let problem = TcProblem::gemm(&p);
@@ -39,7 +25,7 @@ fn tc_search_stores_its_winner_and_the_next_tune_takes_it() {
         timed.push(*c);
         Ok((c.bm * c.bn) as f64 + c.bk as f64 / 1000.0)
     };
-    let first = search_with(&problem, &*interp, &opts(&d, true), None, &mut clock).unwrap();
+    let first = search_with(&problem, &*interp, &tune_opts(&d, true), None, &mut clock).unwrap();
     let TcHow::Searched { timings, errors } = &first.how else { panic!("{:?}", first.how) };
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(timed.len(), 3);
@@ -56,13 +42,13 @@ fn tc_search_stores_its_winner_and_the_next_tune_takes_it() {
     // Another problem of the same bucket, through a new cache handle, on a device that does
     // not time tensor-core kernels: the stored winner, nothing timed.
     let q = TcGemmProblem { m: 257, ..p.clone() };
-    let second = tune_tc(&TcProblem::gemm(&q), &*interp, &opts(&d, true)).unwrap();
+    let second = tune_tc(&TcProblem::gemm(&q), &*interp, &tune_opts(&d, true)).unwrap();
     assert_eq!((second.how.clone(), second.config), (TcHow::Cached, first.config));
-    let third = tune_tc(&TcProblem::gemm(&q), &*interp, &opts(&d, false)).unwrap();
+    let third = tune_tc(&TcProblem::gemm(&q), &*interp, &tune_opts(&d, false)).unwrap();
     assert_eq!(third.how, TcHow::Cached);
     // Another bucket: nothing stored, the model's first choice.
     let r = TcGemmProblem { m: 4096, ..p };
-    let fourth = tune_tc(&TcProblem::gemm(&r), &*interp, &opts(&d, true)).unwrap();
+    let fourth = tune_tc(&TcProblem::gemm(&r), &*interp, &tune_opts(&d, true)).unwrap();
     assert!(matches!(&fourth.how, TcHow::Heuristic(w) if w.contains("only CUDA")), "{fourth:?}");
     assert_eq!(fourth.config, heuristic(&TcProblem::gemm(&r)));
     let _ = std::fs::remove_dir_all(&d);
@@ -70,7 +56,7 @@ fn tc_search_stores_its_winner_and_the_next_tune_takes_it() {
 
 #[test]
 fn tc_conv_search_checks_on_a_small_convolution() {
-    let d = dir("conv");
+    let d = fresh_dir("tune-tc-conv");
     let interp = open("interp", &OpenOptions::default()).unwrap();
     for ic in [16, 3] {
         let geom = ConvProblem::new(8, ic, 28, 28, 32, 3, 3).with_padding(1, 1);
@@ -81,7 +67,7 @@ fn tc_conv_search_checks_on_a_small_convolution() {
             problem.key,
             format!("tc-conv f16->f16 c{c} m8192 n32 k{}", if ic == 16 { 256 } else { 32 })
         );
-        let mut o = opts(&d, true);
+        let mut o = tune_opts(&d, true);
         o.max_candidates = 2;
         // The model's first candidate fails (as one the device cannot launch would): the
         // next two are timed all the same.
@@ -100,15 +86,16 @@ fn tc_conv_search_checks_on_a_small_convolution() {
     }
     // A request the generator cannot honour is refused in its words before anything runs.
     let bad = TcConvProblem::new(ConvProblem::new(1, 8, 2, 2, 8, 3, 3), Scalar::F16);
-    let e = search_with(&TcProblem::conv(&bad), &*interp, &opts(&d, true), None, &mut |_| Ok(1.0))
-        .unwrap_err();
+    let e =
+        search_with(&TcProblem::conv(&bad), &*interp, &tune_opts(&d, true), None, &mut |_| Ok(1.0))
+            .unwrap_err();
     assert!(e.contains("does not fit"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn cli_tune_tc_prints_the_models_choice_without_cuda() {
-    let d = dir("cli");
+    let d = fresh_dir("tune-tc-cli");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
         .args(["tune", "tc-conv", "--mb", "2", "--ic", "64", "--oc", "64", "--input", "14x14"])
         .args(["--kernel", "3x3", "--pad", "1x1", "--type", "f16", "--device", "interp"])
