@@ -317,31 +317,41 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     let mut order: Vec<(GemmConfig, f64)> = timings.clone();
     order.sort_by(|a, b| a.1.total_cmp(&b.1));
     order.sort_by_key(|(c, _)| Some(*c) != first);
-    let mut winner = None;
+    let config = first_checked(order, &mut timings, &mut errors, &key, dev, |c| {
+        check.candidate(problem, dev, c)
+    })?;
+    if let Some(cache) = &opts.cache {
+        cache.put(&dk, config.to_string().as_bytes());
+    }
+    Ok(Tuned { config, how: How::Searched { timings, errors }, key })
+}
+
+/// The first of `order` (timed candidates, in the order to try them) whose output `check`
+/// accepts; each one it rejects moves from `timings` to `errors`, with why. When none passes,
+/// an error naming `key`, the device and the first failure.
+pub(crate) fn first_checked<C: Copy + PartialEq + std::fmt::Display>(
+    order: Vec<(C, f64)>,
+    timings: &mut Vec<(C, f64)>,
+    errors: &mut Vec<(C, String)>,
+    key: &str,
+    dev: &dyn Device,
+    mut check: impl FnMut(&C) -> Result<(), String>,
+) -> Result<C, String> {
     for (c, _) in order {
-        match check.candidate(problem, dev, &c) {
-            Ok(()) => {
-                winner = Some(c);
-                break;
-            }
+        match check(&c) {
+            Ok(()) => return Ok(c),
             Err(e) => {
                 timings.retain(|(x, _)| *x != c);
                 errors.push((c, e));
             }
         }
     }
-    let Some(config) = winner else {
-        let first = errors.first().map(|(c, e)| format!("{c}: {e}")).unwrap_or_default();
-        return Err(format!(
-            "tuning `{key}` on {}: no candidate ran ({} failed; first: {first})",
-            dev.name(),
-            errors.len()
-        ));
-    };
-    if let Some(cache) = &opts.cache {
-        cache.put(&dk, config.to_string().as_bytes());
-    }
-    Ok(Tuned { config, how: How::Searched { timings, errors }, key })
+    let first = errors.first().map(|(c, e)| format!("{c}: {e}")).unwrap_or_default();
+    Err(format!(
+        "tuning `{key}` on {}: no candidate ran ({} failed; first: {first})",
+        dev.name(),
+        errors.len()
+    ))
 }
 
 /// A check of candidates' outputs: the small problem's inputs and what the interpreter

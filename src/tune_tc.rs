@@ -29,7 +29,9 @@ use kiln_runtime::device::ResidentBuffer;
 use kiln_runtime::{Device, DeviceKind};
 
 pub use crate::tune::WRONG_OUTPUT;
-use crate::tune::{bucket, disk_key, median_time, small_conv, TuneOptions, WARM_UP_S};
+use crate::tune::{
+    bucket, disk_key, first_checked, median_time, small_conv, TuneOptions, WARM_UP_S,
+};
 use kiln_gen::tuner::Target;
 
 /// Generates a tensor-core problem's kernel for a blocking.
@@ -196,27 +198,9 @@ pub fn search_with(
     }
     let mut order = timings.clone();
     order.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut winner = None;
-    for (c, _) in order {
-        match check.candidate(problem, dev, &c) {
-            Ok(()) => {
-                winner = Some(c);
-                break;
-            }
-            Err(e) => {
-                timings.retain(|(x, _)| *x != c);
-                errors.push((c, e));
-            }
-        }
-    }
-    let Some(config) = winner else {
-        let first = errors.first().map(|(c, e)| format!("{c}: {e}")).unwrap_or_default();
-        return Err(format!(
-            "tuning `{key}` on {}: no candidate ran ({} failed; first: {first})",
-            dev.name(),
-            errors.len()
-        ));
-    };
+    let config = first_checked(order, &mut timings, &mut errors, &key, dev, |c| {
+        check.candidate(problem, dev, c)
+    })?;
     if let Some(cache) = &opts.cache {
         cache.put(&disk_key(dev, &key), config.to_string().as_bytes());
     }
