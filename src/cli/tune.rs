@@ -86,15 +86,7 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             text.push_str(&format!("{}: heuristic for `{}` ({why})\n", t.config, t.key))
         }
         How::Searched { timings, errors } => {
-            for (c, s) in timings {
-                text.push_str(&format!("  {c}: {:.3} ms\n", s * 1e3));
-            }
-            for (c, e) in errors {
-                text.push_str(&format!("  {c}: failed: {e}\n"));
-                if e.starts_with(WRONG_OUTPUT) {
-                    eprintln!("kiln: warning: candidate {c}: {e}");
-                }
-            }
+            candidate_lines(&mut text, timings, errors);
             text.push_str(&format!(
                 "{}: winner of {} timed on {} for `{}` (stored)\n",
                 t.config,
@@ -112,4 +104,22 @@ pub fn main(a: &TuneArgs) -> Result<(), Error> {
             .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display())))?;
     }
     Ok(())
+}
+
+/// Appends a search's candidate lines to `text`: each timed one with its time, then each
+/// that failed with why (a wrong output also warned about on standard error).
+pub(super) fn candidate_lines<C: std::fmt::Display>(
+    text: &mut String,
+    timings: &[(C, f64)],
+    errors: &[(C, String)],
+) {
+    for (c, s) in timings {
+        text.push_str(&format!("  {c}: {:.3} ms\n", s * 1e3));
+    }
+    for (c, e) in errors {
+        text.push_str(&format!("  {c}: failed: {e}\n"));
+        if e.starts_with(WRONG_OUTPUT) {
+            eprintln!("kiln: warning: candidate {c}: {e}");
+        }
+    }
 }

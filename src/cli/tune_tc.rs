@@ -5,9 +5,10 @@
 
 use kiln::runtime::device::registry::{self, OpenOptions};
 use kiln::tune::TuneOptions;
-use kiln::tune_tc::{tune_tc, TcHow, TcProblem, WRONG_OUTPUT};
+use kiln::tune_tc::{tune_tc, TcHow, TcProblem};
 
 use super::gen::{write_stdout, What};
+use super::tune::candidate_lines;
 use super::Error;
 
 /// The tuner's settings from `kiln tune`'s flags.
@@ -68,15 +69,7 @@ fn main(problem: &TcProblem, f: &Flags) -> Result<(), Error> {
             text.push_str(&format!("{}: heuristic for `{}` ({why})\n", t.config, t.key))
         }
         TcHow::Searched { timings, errors } => {
-            for (c, s) in timings {
-                text.push_str(&format!("  {c}: {:.3} ms\n", s * 1e3));
-            }
-            for (c, e) in errors {
-                text.push_str(&format!("  {c}: failed: {e}\n"));
-                if e.starts_with(WRONG_OUTPUT) {
-                    eprintln!("kiln: warning: candidate {c}: {e}");
-                }
-            }
+            candidate_lines(&mut text, timings, errors);
             text.push_str(&format!(
                 "{}: fastest of {} on {} for `{}` (stored)\n",
                 t.config,
