@@ -355,16 +355,21 @@ pub fn main(a: &GenArgs) -> Result<(), Error> {
     };
     let g = generated.map_err(Error::Message)?;
     let text = render(&g, &what, &cfg);
-    match output {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display()))),
-        None => write_stdout(&text),
-    }
+    write_output(output, &text)
 }
 
 fn candidates(m: u64, n: u64, k: u64) -> Result<(), Error> {
     let text: String = GemmConfig::candidates(m, n, k).iter().map(|c| format!("{c}\n")).collect();
     write_stdout(&text)
+}
+
+/// Writes `text` to the file `output` (`-o`), else to standard output.
+pub(super) fn write_output(output: Option<&PathBuf>, text: &str) -> Result<(), Error> {
+    match output {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display()))),
+        None => write_stdout(text),
+    }
 }
 
 /// Writes to standard output; a closed pipe (`kiln gen ... | head`) is not an error.

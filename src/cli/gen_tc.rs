@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use kiln::generator::{tc90, Epilogue, Tc90Config, TcConfig, TcGemmProblem};
 use kiln::ir::{Module, Scalar};
 
-use super::gen::write_stdout;
+use super::gen::{write_output, write_stdout};
 use super::Error;
 
 /// Input element types of tensor-core kernels.
@@ -215,9 +215,5 @@ pub(super) fn main(a: &TcGemmArgs) -> Result<(), Error> {
         range.local.map(|l| l[..range.dims].to_vec()).unwrap_or_default(),
         Module::new(vec![g.kernel])
     );
-    match &a.output {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display()))),
-        None => write_stdout(&text),
-    }
+    write_output(a.output.as_ref(), &text)
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use kiln::generator::TcAttnProblem;
 use kiln::ir::Module;
 
-use super::gen::write_stdout;
+use super::gen::write_output;
 use super::gen_tc::InTy;
 use super::Error;
 
@@ -58,9 +58,5 @@ pub(super) fn main(a: &TcAttnArgs) -> Result<(), Error> {
         range.local.map(|l| l[..range.dims].to_vec()).unwrap_or_default(),
         Module::new(vec![g.kernel])
     );
-    match &a.output {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display()))),
-        None => write_stdout(&text),
-    }
+    write_output(a.output.as_ref(), &text)
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use kiln::generator::{ConvProblem, Epilogue, TcConfig, TcConvProblem};
 use kiln::ir::Module;
 
-use super::gen::{pair, write_stdout};
+use super::gen::{pair, write_output, write_stdout};
 use super::gen_tc::{blocking, InTy, OutTy};
 use super::Error;
 
@@ -142,9 +142,5 @@ pub(super) fn main(a: &TcConvArgs) -> Result<(), Error> {
         range.local.map(|l| l[..range.dims].to_vec()).unwrap_or_default(),
         Module::new(vec![g.kernel])
     );
-    match &a.output {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display()))),
-        None => write_stdout(&text),
-    }
+    write_output(a.output.as_ref(), &text)
 }
