@@ -57,8 +57,9 @@ pub(super) struct GemmArgs {
     common: Common,
 }
 
+/// A convolution's geometry on the command line (`kiln gen conv` and `kiln gen tc-conv`).
 #[derive(Args, Debug)]
-pub(super) struct ConvArgs {
+pub(super) struct ConvGeomArgs {
     /// Batch size.
     #[arg(long, value_name = "N")]
     mb: i64,
@@ -83,6 +84,23 @@ pub(super) struct ConvArgs {
     /// Dilation, height x width (oneDNN's convention: 0 is a dense filter).
     #[arg(long, value_name = "HxW", value_parser = pair, default_value = "0x0")]
     dilation: (i64, i64),
+}
+
+impl ConvGeomArgs {
+    /// The convolution of this geometry (ConvProblem's defaults otherwise).
+    pub(super) fn problem(&self) -> ConvProblem {
+        let c = self;
+        ConvProblem::new(c.mb, c.ic, c.input.0, c.input.1, c.oc, c.kernel.0, c.kernel.1)
+            .with_stride(c.stride.0, c.stride.1)
+            .with_padding(c.pad.0, c.pad.1)
+            .with_dilation(c.dilation.0, c.dilation.1)
+    }
+}
+
+#[derive(Args, Debug)]
+pub(super) struct ConvArgs {
+    #[command(flatten)]
+    geom: ConvGeomArgs,
     /// Layouts: `nchw` (OIHW weights) or `nhwc` (HWIO weights).
     #[arg(long, value_enum, default_value = "nchw")]
     format: Format,
@@ -268,10 +286,8 @@ impl ConvArgs {
     /// The problem these arguments describe.
     pub(super) fn problem(&self) -> ConvProblem {
         let c = self;
-        ConvProblem::new(c.mb, c.ic, c.input.0, c.input.1, c.oc, c.kernel.0, c.kernel.1)
-            .with_stride(c.stride.0, c.stride.1)
-            .with_padding(c.pad.0, c.pad.1)
-            .with_dilation(c.dilation.0, c.dilation.1)
+        c.geom
+            .problem()
             .with_format(match c.format {
                 Format::Nchw => ConvFormat::Nchw,
                 Format::Nhwc => ConvFormat::Nhwc,

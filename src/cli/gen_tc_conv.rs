@@ -5,40 +5,18 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use kiln::generator::{ConvProblem, Epilogue, TcConfig, TcConvProblem};
+use kiln::generator::{Epilogue, TcConfig, TcConvProblem};
 use kiln::ir::Module;
 
-use super::gen::{pair, write_output, write_stdout};
+use super::gen::{pair, write_output, write_stdout, ConvGeomArgs};
 use super::gen_tc::{blocking, InTy, OutTy};
 use super::Error;
 
 /// Arguments of `kiln gen tc-conv`.
 #[derive(Args, Debug)]
 pub(super) struct TcConvArgs {
-    /// Batch size.
-    #[arg(long, value_name = "N")]
-    mb: i64,
-    /// Input channels.
-    #[arg(long, value_name = "N")]
-    ic: i64,
-    /// Output channels.
-    #[arg(long, value_name = "N")]
-    oc: i64,
-    /// Input height x width.
-    #[arg(long, value_name = "HxW", value_parser = pair)]
-    input: (i64, i64),
-    /// Filter height x width.
-    #[arg(long, value_name = "HxW", value_parser = pair)]
-    kernel: (i64, i64),
-    /// Strides, height x width.
-    #[arg(long, value_name = "HxW", value_parser = pair, default_value = "1x1")]
-    stride: (i64, i64),
-    /// Padding on each side, height x width.
-    #[arg(long, value_name = "HxW", value_parser = pair, default_value = "0x0")]
-    pad: (i64, i64),
-    /// Dilation, height x width (oneDNN's convention: 0 is a dense filter).
-    #[arg(long, value_name = "HxW", value_parser = pair, default_value = "0x0")]
-    dilation: (i64, i64),
+    #[command(flatten)]
+    geom: ConvGeomArgs,
     /// The activations' and filters' element type.
     #[arg(long = "type", value_enum, default_value = "bf16")]
     ty: InTy,
@@ -74,10 +52,7 @@ impl TcConvArgs {
     /// The problem these arguments describe.
     pub(super) fn problem(&self) -> Result<TcConvProblem, Error> {
         let a = self;
-        let geom = ConvProblem::new(a.mb, a.ic, a.input.0, a.input.1, a.oc, a.kernel.0, a.kernel.1)
-            .with_stride(a.stride.0, a.stride.1)
-            .with_padding(a.pad.0, a.pad.1)
-            .with_dilation(a.dilation.0, a.dilation.1);
+        let geom = a.geom.problem();
         Ok(TcConvProblem {
             geom,
             ty: a.ty.scalar(),
