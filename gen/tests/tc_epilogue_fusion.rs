@@ -3,7 +3,9 @@
 //! generator's own fused epilogue: the same bits on the interpreter, and PTX of the same
 //! shape that ptxas accepts.
 
-use half::bf16;
+mod common;
+
+use common::tc::buffer;
 use kiln_gen::tc_epilogue::fusion_list;
 use kiln_gen::{EpOp, Epilogue, TcConfig, TcGemmProblem};
 use kiln_ir::interp::run;
@@ -13,19 +15,6 @@ use kiln_passes::fusion::{fuse_kernels, ArgMap};
 
 fn vals(n: usize, seed: u64) -> Vec<f32> {
     (0..n).map(|i| ((i as u64 * 11 + seed * 7) % 32) as f32 / 8.0 - 2.0).collect()
-}
-
-fn buffer(ty: Scalar, v: &[f32]) -> Buffer {
-    match ty {
-        Scalar::F32 => Buffer::from_slice(v),
-        Scalar::BF16 => {
-            Buffer::from_slice(&v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
-        }
-        Scalar::F16 => {
-            Buffer::from_slice(&v.iter().map(|&x| half::f16::from_f32(x)).collect::<Vec<_>>())
-        }
-        t => panic!("{t}"),
-    }
 }
 
 fn small() -> TcConfig {
