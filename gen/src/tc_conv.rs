@@ -10,7 +10,7 @@
 //! As a GEMM: M = (n, p, q), N = o, K = (r, s, c) in that order, c fastest. The filter is then
 //! a plain N x K matrix (B stored transposed) and the output a plain M x N one, so the kernel
 //! is [`crate::tc`]'s, tile loop, pipeline, multiply and store included; only A's tiles are
-//! gathered from the image instead of copied from a matrix ([`GatherA`]). KRSC rather than
+//! gathered from the image instead of copied from a matrix (`GatherA`). KRSC rather than
 //! RSCK because K then runs along a filter row in memory, as along an image pixel: both
 //! operands' tiles are copied 16 bytes at a time.
 //!

@@ -63,7 +63,7 @@ impl fmt::Display for Estimate {
 
 /// Registers per work-item of blocking `c`: 4 f32 per 16x8 accumulator (a warp's tile over
 /// 32 lanes), one k-step's A (4 per 16 rows) and B (2 per 8 columns) fragments, and
-/// [`BASE_REGS`].
+/// `BASE_REGS`.
 pub fn registers(c: &TcConfig) -> u32 {
     let (wm, wn) = c.warp_tile();
     wm * wn / 32 + (wm / 16) * 4 + (wn / 8) * 2 + BASE_REGS

@@ -551,7 +551,7 @@ pub fn exhaustive(
     exhaustive_with(mnk, &mut Each(time))
 }
 
-/// [`exhaustive`] with a [`Timer`], told the blockings [`PREPARE_AHEAD`] at a time.
+/// [`exhaustive`] with a [`Timer`], told the blockings `PREPARE_AHEAD` at a time.
 pub fn exhaustive_with(mnk: [u64; 3], timer: &mut dyn Timer) -> Searched {
     let mut out = Searched::default();
     for chunk in subset(mnk).chunks(PREPARE_AHEAD) {

@@ -9,7 +9,7 @@
 //! kernel-after-kernel fusion needs). The spec asks for it (`epilogue = true`).
 //!
 //! What kiln proves, by walking every work-item of P and E over their concrete nd-ranges
-//! ([`prove`]) with values read from memory unknown, and otherwise refuses naming the rule
+//! (`prove`) with values read from memory unknown, and otherwise refuses naming the rule
 //! ([`FusionError::Epilogue`]):
 //!
 //! * E reads exactly one buffer the entries before it write (X), accesses it with scalar
