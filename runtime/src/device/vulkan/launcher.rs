@@ -7,7 +7,10 @@
 //! the slot's fence and returns: dependent launches are ordered on the device by those
 //! barriers, never by the host waiting. A slot is reused once its fence has signalled; while
 //! all [`MAX_SLOTS`] are in flight the oldest is waited for. A slot keeps what its commands
-//! name (pipeline, buffers' memory, a recording's command buffer) alive until it is reused.
+//! name (pipeline, buffers' memory, a recording's command buffer) alive until its fence has
+//! signalled; then its descriptor pool is emptied *before* it lets them go: a descriptor set
+//! must not outlive its set layout (drivers may read the layout when the set is freed; NVIDIA's
+//! crashed resetting a pool whose set's layout a dropped pipeline had destroyed).
 //!
 //! The host waits only where it must see the device's work: before it reads or writes a
 //! buffer's device copy ([`Launcher::finish`], called by the memory's upload and download)
@@ -57,6 +60,9 @@ struct Slot {
     pool: vk::DescriptorPool,
     /// Storage-buffer descriptors `pool` holds.
     capacity: u32,
+    /// The set allocated from `pool` for the current submission (null when the pool is
+    /// empty): its layout, a pipeline's in `keep`, lives as long as it does.
+    set: vk::DescriptorSet,
     keep: Vec<Keep>,
 }
 
@@ -167,9 +173,28 @@ impl Launcher {
             let mut s = st.busy.pop_front().expect("a front slot");
             // SAFETY: its submission has finished: nothing uses the fence or what it kept.
             unsafe { d.reset_fences(&[s.fence]) }.map_err(vkerr("reset fence"))?;
-            s.keep.clear();
+            self.release(&mut s)?;
             st.free.push(s);
         }
+        Ok(())
+    }
+
+    /// Empties `s`'s descriptor pool, then drops what it kept: the set goes before the
+    /// pipeline whose set layout it was allocated with (the layout may be destroyed with it).
+    /// `s` must not be pending.
+    fn release(&self, s: &mut Slot) -> Result<(), DeviceError> {
+        if s.set != vk::DescriptorSet::null() {
+            // SAFETY: the slot is not pending, so its set is no longer in use; the set's
+            // layout is still alive (in `keep`).
+            unsafe {
+                self.owner
+                    .device
+                    .reset_descriptor_pool(s.pool, vk::DescriptorPoolResetFlags::empty())
+            }
+            .map_err(vkerr("reset descriptor pool"))?;
+            s.set = vk::DescriptorSet::null();
+        }
+        s.keep.clear();
         Ok(())
     }
 
@@ -211,20 +236,21 @@ impl Launcher {
                 }
             };
             bump(&self.counts.fences);
-            Ok(Slot { cb, fence, pool: vk::DescriptorPool::null(), capacity: 0, keep: Vec::new() })
+            let pool = vk::DescriptorPool::null();
+            let set = vk::DescriptorSet::null();
+            Ok(Slot { cb, fence, pool, capacity: 0, set, keep: Vec::new() })
         }
     }
 
-    /// Makes sure `s`'s descriptor pool holds `n` storage-buffer descriptors, then empties it.
+    /// Makes sure `s`'s descriptor pool (empty: the slot was released or is new) holds `n`
+    /// storage-buffer descriptors.
     fn descriptors(&self, s: &mut Slot, n: u32) -> Result<(), DeviceError> {
         let d = &self.owner.device;
-        // SAFETY: the slot's previous submission has finished (it was recycled or is new),
-        // so its set is no longer in use.
+        // SAFETY: the slot's pool holds no set (`release` emptied it), so nothing in it is
+        // in use.
         unsafe {
             if s.pool != vk::DescriptorPool::null() && s.capacity >= n {
-                return d
-                    .reset_descriptor_pool(s.pool, vk::DescriptorPoolResetFlags::empty())
-                    .map_err(vkerr("reset descriptor pool"));
+                return Ok(());
             }
             d.destroy_descriptor_pool(s.pool, None);
             s.pool = vk::DescriptorPool::null();
@@ -264,6 +290,9 @@ impl Launcher {
                 Ok(())
             }
             Err(e) => {
+                // Not submitted: the set it may have allocated goes before the caller's
+                // pipeline can. The launch's error is the one reported.
+                let _ = self.release(&mut s);
                 st.free.push(s);
                 Err(e)
             }
@@ -292,6 +321,7 @@ impl Launcher {
                     .descriptor_pool(s.pool)
                     .set_layouts(&layouts);
                 set = d.allocate_descriptor_sets(&dsai).map_err(vkerr("descriptor set"))?[0];
+                s.set = set;
                 for b in &dispatch.bindings {
                     let mem = mems.get(b.buffer).ok_or_else(|| {
                         DeviceError::Launch(format!("vulkan launch: no buffer {}", b.buffer))
@@ -441,6 +471,8 @@ impl Drop for Launcher {
             if !fences.is_empty() {
                 let _ = d.wait_for_fences(&fences, true, u64::MAX);
             }
+            // Each slot's pool (and its set) is destroyed before the slot's `keep` drops the
+            // pipeline whose set layout the set was allocated with.
             for s in st.free.drain(..).chain(st.busy.drain(..)) {
                 d.destroy_fence(s.fence, None);
                 d.destroy_descriptor_pool(s.pool, None);
@@ -452,7 +484,37 @@ impl Drop for Launcher {
 
 #[cfg(test)]
 mod tests {
+    use crate::device::Device;
     use crate::sync::{ranks, RankedMutex};
+    use kiln_ir::launch::{Arg, Buffer, NdRange};
+
+    /// A finished launch's slot frees its descriptor set before it drops the pipeline it
+    /// kept (whose set layout goes with it): no free slot holds a set whose layout may be
+    /// gone. NVIDIA's driver crashed resetting such a pool when the kernel's pipelines had
+    /// been dropped meanwhile (runtime/tests/concurrent.rs, with cache clears).
+    #[test]
+    fn finished_slots_hold_no_descriptor_set_past_their_pipeline() {
+        let found = super::super::VulkanDevice::open();
+        let Some(dev) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", found) else {
+            return;
+        };
+        for (i, name) in ["first", "second"].into_iter().enumerate() {
+            let src = format!("kernel {name}(x: ptr<global, u32>) {{\n  x[0] = x[0] + 1u32;\n}}\n");
+            let k = kiln_ir::parse_module(&src).unwrap().kernels.remove(0);
+            let mut bufs = vec![Buffer::from_slice(&[i as u32])];
+            // Builds, loads and runs the kernel, then drops it: only the launch's slot
+            // kept its pipeline, until the copy back waited for the launch.
+            dev.build_and_run(&k, &NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs).unwrap();
+            assert_eq!(bufs[0].to_vec::<u32>(), Some(vec![i as u32 + 1]));
+            let st = dev.launcher.lock();
+            assert!(st.busy.is_empty(), "the copy back waited for the launch");
+            assert!(!st.free.is_empty());
+            for s in &st.free {
+                assert!(s.keep.is_empty());
+                assert_eq!(s.set, ash::vk::DescriptorSet::null(), "a set outlived its pipeline");
+            }
+        }
+    }
 
     /// The launch slots are a ranked lock (issue 25): in a debug build, taking a lock the
     /// order puts before them (a buffer's contents) while holding them panics, naming both.

@@ -721,6 +721,7 @@ fn fill_word(v: &[u8]) -> Option<u32> {
 /// What a recorded command buffer names, kept alive by the recording and by each replay in
 /// flight.
 struct Recorded {
+    /// First, so its descriptor sets are freed before the pipelines (their set layouts) go.
     commands: Commands,
     _pipelines: Vec<Arc<Pipeline>>,
     _alive: KeepAlive,
