@@ -62,8 +62,9 @@ fn the_tensor_core_gemm_lowers_to_no_more_ptx_than_pinned() {
     // blocking (128x128 per work-group, 2x4 warps, k-tile 32): what `benches/jit_tc.rs` times.
     // Pinned: total instructions (at most 1% more), and the matrix instructions exactly (a
     // warp's 64x32 tile is 4x4 m16n8k16 products per 16-deep step, two steps per k-tile; its
-    // A and B fragments come from 16 ldmatrix).
-    for (ep, pinned) in [("", 1670), ("bias,relu,scale", 1945)] {
+    // A and B fragments come from 18 ldmatrix: those of the k-loop, and the first step's,
+    // loaded ahead of the loop).
+    for (ep, pinned) in [("", 1634), ("bias,relu,scale", 1909)] {
         let p = TcGemmProblem {
             out: Scalar::BF16,
             epilogue: Epilogue::parse(ep).expect("epilogue"),
@@ -74,7 +75,7 @@ fn the_tensor_core_gemm_lowers_to_no_more_ptx_than_pinned() {
         let n = ptx_instructions(&text);
         assert!(n <= pinned + pinned / 100, "[{ep}] {n} PTX instructions, pinned at {pinned}");
         assert_eq!(ptx_ops(&text, "mma.sync"), 32, "[{ep}] mma.sync count");
-        assert_eq!(ptx_ops(&text, "ldmatrix"), 16, "[{ep}] ldmatrix count");
+        assert_eq!(ptx_ops(&text, "ldmatrix"), 18, "[{ep}] ldmatrix count");
         let plain = ptx_instructions(&ptx::emit_kernel(&k, &ptx::Options::sm(80)).expect("emits"));
         assert!(plain > n + n / 10, "[{ep}] {plain} instructions unoptimized vs {n} optimized");
     }
