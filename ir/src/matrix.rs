@@ -535,6 +535,9 @@ pub fn first_warpgroup(k: &crate::Kernel) -> Option<Extension> {
     #[derive(Default)]
     struct Find(Option<Extension>);
     impl Visitor for Find {
+        // Warpgroup operations are statements and fragments are declared by statements:
+        // expressions never need a look (and may be arbitrarily deep).
+        fn visit_expr(&mut self, _: &crate::Expr) {}
         fn visit_stmt(&mut self, s: &crate::Stmt) {
             if self.0.is_some() {
                 return;
