@@ -44,6 +44,16 @@ kernel reversed(x: ptr<global, f32>, y: ptr<global, f32>) {
   let i: u32 = global_id(0);
   if i < 60u32 { y[i] = x[59u32 - i]; }
 }
+kernel readfirst(x: ptr<global, f32>, b: ptr<global, f32>, y: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  let v: f32 = b[i / 5u32];
+  if i < 60u32 { y[i] = x[i] + v; }
+}
+kernel divfirst(x: ptr<global, f32>, y: ptr<global, f32>) {
+  let i: u32 = global_id(0);
+  let q: u32 = 600u32 / (63u32 - i);
+  if i < 60u32 { y[i] = x[i] + q as f32; }
+}
 kernel readback(a: ptr<global, f32>, x: ptr<global, f32>) {
   let i: u32 = global_id(0);
   x[i] = a[i]; a[i] = x[i] * 2.0;
@@ -86,6 +96,7 @@ fn chain(consumers: &[&str]) -> Scenario {
         let args = match *c {
             "bias" => vec![Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3), Arg::scalar(60u32)],
             "relu" => vec![Arg::Buffer(3), Arg::scalar(60u32)],
+            "readfirst" => vec![Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)],
             _ => vec![Arg::Buffer(1), Arg::Buffer(3)],
         };
         entries.push(Entry {
@@ -199,6 +210,25 @@ fn refusals_name_the_rule() {
     // The report says the same.
     let r = explain_epilogue(&chain(&["shifted"]).module, &chain(&["shifted"]).spec);
     assert!(r.to_string().contains("epilogue fusion refused: rule `epilogue`"), "{r}");
+}
+
+/// Work-items 60..63 of a consumer touch no element of `x`, so they run nowhere in the fused
+/// kernel: if they could fault unfused (an unguarded read past the end of `b`, a division
+/// by zero), fusing would lose the fault, and is refused.
+#[test]
+fn a_work_item_that_runs_nowhere_must_not_be_able_to_fault() {
+    for (consumer, what) in [("readfirst", "reads `readfirst_b[i / 5]`"), ("divfirst", "divides")] {
+        let s = chain(&[consumer]);
+        // Unfused, the list faults at work-item 63 (b has 12 elements; 63 - 63 = 0).
+        let err = fusion_util::run_sequential(&s).expect_err(consumer);
+        assert!(err.contains("work-item (6"), "{consumer}: {err}");
+        let e = refusal(&[consumer]);
+        assert!(
+            e.contains("touches no element of `prod_x` but ") && e.contains(what),
+            "{consumer}: {e}"
+        );
+        assert!(e.contains("runs nowhere in the fused kernel"), "{e}");
+    }
 }
 
 // ---- random producers and chains ---------------------------------------------------------

@@ -7,7 +7,7 @@
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
-use kiln_ir::{Stmt, Var};
+use kiln_ir::{Stmt, Var, Visitor};
 
 use super::prove::{Access, Walk};
 
@@ -122,8 +122,11 @@ pub(super) fn consumer_map<'a>(
     stored: &HashSet<i128>,
     steps: &mut u64,
 ) -> Result<(IndexMap, usize), String> {
+    // Every buffer the consumer accesses is watched: a work-item that touches no element of
+    // `x` runs nowhere in the fused kernel, so it must be shown to do nothing that can fault.
     let mut watched = written.clone();
     watched.insert(x.name().to_string());
+    watched.extend(loaded_buffers(body));
     let mut walk = Walk::new(body, range, &watched);
     walk.steps = *steps;
     let xname = x.name();
@@ -135,6 +138,7 @@ pub(super) fn consumer_map<'a>(
     for g in Walk::items(range) {
         let mut mine: Option<(i128, &'a Var, &'a kiln_ir::Expr)> = None;
         let mut first_write: Option<(&'a Var, &'a kiln_ir::Expr)> = None;
+        let mut first_read: Option<(&'a Var, &'a kiln_ir::Expr)> = None;
         let mut err: Option<String> = None;
         let mut on = |a: Access<'a>| -> Result<(), String> {
             let Some(at) = a.at else {
@@ -145,6 +149,13 @@ pub(super) fn consumer_map<'a>(
             };
             if a.write && first_write.is_none() {
                 first_write = Some((a.buf, a.index));
+            }
+            if !a.write && first_read.is_none() {
+                first_read = Some((a.buf, a.index));
+            }
+            if !a.write && a.buf.name() != xname && !written.contains(a.buf.name()) {
+                // A read of a buffer nobody writes: no order to keep.
+                return Ok(());
             }
             if a.buf.name() == xname {
                 match mine {
@@ -201,7 +212,26 @@ pub(super) fn consumer_map<'a>(
                     show(b, i)
                 ))
             }
-            (None, None) => {}
+            (None, None) => {
+                // Unfused, this work-item would run; fused, it runs nowhere. That is exact
+                // only if it can raise no fault: no memory access, no division that may be
+                // by zero.
+                if let Some((b, i)) = first_read {
+                    return Err(format!(
+                        "work-item {g:?} touches no element of `{xname}` but reads {}: it \
+                         runs nowhere in the fused kernel, where its fault (out of bounds) \
+                         would be lost; guard the read as the access to `{xname}` is guarded",
+                        show(b, i)
+                    ));
+                }
+                if let Some(e) = walk.may_fault {
+                    return Err(format!(
+                        "work-item {g:?} touches no element of `{xname}` but divides (`{e}`) \
+                         by a value that may be zero: it runs nowhere in the fused kernel, \
+                         where its fault would be lost"
+                    ));
+                }
+            }
         }
     }
     *steps = walk.steps;
@@ -265,4 +295,22 @@ fn fit(touch: &[([u32; 3], i128)], range: &NdRange, x: &str) -> Result<IndexMap,
         }
     }
     Ok(map)
+}
+
+/// The buffers `body` loads from.
+fn loaded_buffers(body: &Stmt) -> HashSet<String> {
+    struct Loads(HashSet<String>);
+    impl Visitor for Loads {
+        fn visit_expr(&mut self, e: &kiln_ir::Expr) {
+            if let kiln_ir::ExprNode::Load { buf, .. } | kiln_ir::ExprNode::VecLoad { buf, .. } =
+                e.node()
+            {
+                self.0.insert(buf.name().to_string());
+            }
+            kiln_ir::walk_expr(self, e)
+        }
+    }
+    let mut l = Loads(HashSet::new());
+    l.visit_stmt(body);
+    l.0
 }

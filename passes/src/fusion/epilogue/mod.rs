@@ -21,7 +21,8 @@
 //! * every work-item of E that touches X touches one element of it, `c + Σ k[d] *
 //!   global_id(d)` with positive coefficients, which the entries before it store, and that
 //!   element tells which work-item it is (the map inverts on E's range); a work-item that
-//!   touches no element of X writes nothing (its guards make it a no-op);
+//!   touches no element of X does nothing that shows or can fault: no write, no read, no
+//!   integer division by a value that may be zero (it runs nowhere in the fused kernel);
 //! * no two work-items of E access one element of another buffer E writes (their order
 //!   would matter).
 //!

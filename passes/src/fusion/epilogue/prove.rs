@@ -6,7 +6,7 @@
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::launch::NdRange;
-use kiln_ir::{eval, Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Var, Visitor};
+use kiln_ir::{eval, BinOp, Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Var, Visitor};
 
 /// Evaluation steps (statements and expression nodes) one fusion's proofs may take, all
 /// consumers together: a few seconds here (a 256 x 256 tensor-core GEMM with four
@@ -36,6 +36,10 @@ fn relevant(body: &Stmt, watched: &HashSet<String>) -> HashSet<usize> {
                 ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. }
                     if self.watched.contains(buf.name()) =>
                 {
+                    self.found = true
+                }
+                // A division may fault: the walk evaluates it to see whether it can.
+                ExprNode::Binary { op: BinOp::Div | BinOp::Rem, .. } if !e.ty().is_float() => {
                     self.found = true
                 }
                 _ => kiln_ir::walk_expr(self, e),
@@ -93,6 +97,9 @@ pub(super) struct Walk<'a, 'w> {
     env: HashMap<&'a str, Vec<Option<Imm>>>,
     bound: Vec<&'a str>,
     pub steps: u64,
+    /// The first integer division of the work-item walked last whose divisor is zero or
+    /// not known (a fault it may raise).
+    pub may_fault: Option<&'a Expr>,
 }
 
 impl<'a, 'w> Walk<'a, 'w> {
@@ -107,6 +114,7 @@ impl<'a, 'w> Walk<'a, 'w> {
             env: HashMap::new(),
             bound: Vec::new(),
             steps: 0,
+            may_fault: None,
         }
     }
 
@@ -126,6 +134,7 @@ impl<'a, 'w> Walk<'a, 'w> {
         on: &mut dyn FnMut(Access<'a>) -> Result<(), String>,
     ) -> Result<(), String> {
         self.gid = gid;
+        self.may_fault = None;
         // Every binding is popped when its block ends, so the map is empty of values here;
         // its entries (and their stacks' memory) are kept for the next work-item.
         self.bound.clear();
@@ -198,6 +207,10 @@ impl<'a, 'w> Walk<'a, 'w> {
             }
             ExprNode::Binary { op, a, b } => {
                 let (a, b) = (self.expr(a, definite, on)?, self.expr(b, definite, on)?);
+                let divides = matches!(op, BinOp::Div | BinOp::Rem) && !e.ty().is_float();
+                if divides && self.may_fault.is_none() && b.is_none_or(|b| b.as_i128() == Some(0)) {
+                    self.may_fault = Some(e);
+                }
                 a.zip(b).and_then(|(a, b)| eval::binary(*op, a, b).ok())
             }
             ExprNode::Select { cond, a, b } => {
