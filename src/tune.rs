@@ -46,8 +46,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_backends::options::BuildOptions;
-use kiln_gen::tuner;
 pub use kiln_gen::tuner::Target;
+use kiln_gen::tuner::{self, Dims};
 use kiln_gen::{BatchedGemm, ConvProblem, DimKind, GemmConfig, GemmProblem, Generated};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Scalar, Verified};
@@ -65,6 +65,8 @@ pub struct Problem<'a> {
     pub key: String,
     /// The implicit GEMM's M, N and K (the candidates depend on them).
     pub mnk: [u64; 3],
+    /// How many such GEMMs one launch runs (1 but for a batched GEMM).
+    pub batch: u64,
     /// Generates the kernel for a blocking.
     pub generate: GenerateFn<'a>,
     /// Generates the kernel of a small problem of the same kind for a blocking: what each
@@ -82,6 +84,11 @@ pub fn bucket(x: u64) -> u64 {
 }
 
 impl<'a> Problem<'a> {
+    /// The sizes the model sees: [`Problem::mnk`] and [`Problem::batch`].
+    pub fn dims(&self) -> Dims {
+        Dims { mnk: self.mnk, batch: self.batch }
+    }
+
     /// A GEMM.
     pub fn gemm(p: &'a GemmProblem) -> Problem<'a> {
         let t = |b: bool| if b { 'T' } else { 'N' };
@@ -103,13 +110,14 @@ impl<'a> Problem<'a> {
         Problem {
             key,
             mnk: [p.m as u64, p.n as u64, p.k as u64],
+            batch: 1,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
     }
 
     /// A batched GEMM, keyed like [`Problem::gemm`] with the bucketed batch size; the model
-    /// ranks the blockings of one GEMM of the batch.
+    /// counts the work-groups of the whole batch.
     pub fn batched_gemm(p: &'a BatchedGemm) -> Problem<'a> {
         let one = Problem::gemm(&p.gemm);
         let key = one.key.replacen(" m", &format!(" b{} m", bucket(p.batch as u64)), 1);
@@ -123,6 +131,7 @@ impl<'a> Problem<'a> {
         Problem {
             key,
             mnk: one.mnk,
+            batch: p.batch as u64,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
@@ -147,6 +156,7 @@ impl<'a> Problem<'a> {
         Ok(Problem {
             key,
             mnk,
+            batch: 1,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         })
@@ -242,8 +252,8 @@ pub struct Tuned {
 
 /// The blocking chosen without timing: the model's first choice for the problem on
 /// `target` ([`tuner::first_choice`]).
-pub fn heuristic(mnk: [u64; 3], target: &Target) -> GemmConfig {
-    tuner::first_choice(mnk, target)
+pub fn heuristic(dims: impl Into<Dims>, target: &Target) -> GemmConfig {
+    tuner::first_choice(dims, target)
 }
 
 /// What the model assumes about `dev`: an H100 for the GPU devices (CUDA, and Vulkan on a
@@ -278,7 +288,7 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     // A problem that cannot be generated at all (sizes it cannot have) is refused first, in
     // the generator's words: no key is looked up, no candidate built, no heuristic offered.
     let target = target(dev);
-    (problem.generate)(&heuristic(problem.mnk, &target))?;
+    (problem.generate)(&heuristic(problem.dims(), &target))?;
     let key = problem.key.clone();
     let dk = disk_key(dev, &key);
     // A record that does not parse (another version's) is searched again, not trusted.
@@ -293,7 +303,7 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
         None
     };
     if let Some(why) = why {
-        let config = heuristic(problem.mnk, &target);
+        let config = heuristic(problem.dims(), &target);
         return Ok(Tuned { config, how: How::Heuristic(why), key });
     }
     // The reference every candidate's output is checked against: the plainest blocking.
@@ -303,9 +313,9 @@ pub fn tune(problem: &Problem, dev: &dyn Device, opts: &TuneOptions) -> Result<T
     let mut searched = if opts.exhaustive {
         tuner::exhaustive_with(problem.mnk, &mut bench)
     } else {
-        tuner::search_with(problem.mnk, &target, opts.max_candidates, &mut bench)
+        tuner::search_with(problem.dims(), &target, opts.max_candidates, &mut bench)
     };
-    let default = heuristic(problem.mnk, &target);
+    let default = heuristic(problem.dims(), &target);
     tuner::confirm(&mut searched, &default, &mut bench);
     drop(bench);
     let first = tuner::winner(&searched, &default);

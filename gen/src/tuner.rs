@@ -136,16 +136,36 @@ impl Target {
     }
 }
 
-/// The model's estimate of `cfg`'s time for an `m x n x k` GEMM on `target`, in cycles of
-/// one unit; `None` when the blocking cannot run there (no work-group fits a unit).
-pub fn predict(cfg: &GemmConfig, [m, n, k]: [u64; 3], target: &Target) -> Option<f64> {
+/// The sizes the model sees: one GEMM's M, N and K, and how many such GEMMs one launch
+/// runs (a batch: its work-groups fill the units together). An `[m, n, k]` array is a
+/// batch of one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dims {
+    /// M, N and K of each GEMM.
+    pub mnk: [u64; 3],
+    /// GEMMs per launch (at least 1).
+    pub batch: u64,
+}
+
+impl From<[u64; 3]> for Dims {
+    fn from(mnk: [u64; 3]) -> Dims {
+        Dims { mnk, batch: 1 }
+    }
+}
+
+/// The model's estimate of `cfg`'s time for a batch of `m x n x k` GEMMs on `target`, in
+/// cycles of one unit; `None` when the blocking cannot run there (no work-group fits a
+/// unit).
+pub fn predict(cfg: &GemmConfig, dims: impl Into<Dims>, target: &Target) -> Option<f64> {
+    let Dims { mnk: [m, n, k], batch } = dims.into();
+    let batch = batch.max(1);
     let t = target;
     let (bm, bn, bk) = (cfg.tile_m() as u64, cfg.tile_n() as u64, cfg.k_tile as u64);
     let (tm, tn) = (cfg.tm as f64, cfg.tn as f64);
     let threads = cfg.threads() as u64;
     let slices = cfg.slices(k);
     let steps = k.max(1).div_ceil(bk).div_ceil(slices) as f64;
-    let groups = m.max(1).div_ceil(bm) * n.max(1).div_ceil(bn) * slices;
+    let groups = m.max(1).div_ceil(bm) * n.max(1).div_ceil(bn) * slices * batch;
     // Registers per work-item: accumulators, a step's operands, the tile loads in flight of
     // a double- or triple-buffered loop, and addressing.
     let staged = if cfg.slm_depth >= 2 { ((bm + bn) * bk).div_ceil(threads) } else { 0 };
@@ -191,12 +211,13 @@ pub fn predict(cfg: &GemmConfig, [m, n, k]: [u64; 3], target: &Target) -> Option
     let (mf, nf, kf) = (m as f64, n as f64, k as f64);
     let operands =
         4.0 * (mf * kf * n.div_ceil(bn) as f64 + kf * nf * m.div_ceil(bm) as f64) / t.cache_reuse;
-    let mut bytes = operands + 8.0 * mf * nf;
+    let b = batch as f64;
+    let mut bytes = b * (operands + 8.0 * mf * nf);
     let mut reduce = 0.0;
     if slices > 1 {
         // The slices written by the first kernel, read back (and C written) by the second.
-        bytes += 4.0 * slices as f64 * mf * nf;
-        reduce = t.launch_cycles + 4.0 * (slices + 2) as f64 * mf * nf / t.bytes_per_cycle;
+        bytes += b * 4.0 * slices as f64 * mf * nf;
+        reduce = t.launch_cycles + b * 4.0 * (slices + 2) as f64 * mf * nf / t.bytes_per_cycle;
     }
     Some(compute.max(bytes / t.bytes_per_cycle) + reduce)
 }
@@ -244,7 +265,8 @@ pub fn subset(mnk: [u64; 3]) -> Vec<GemmConfig> {
 
 /// `configs` in the model's order, fastest predicted first (ties keep their order; those
 /// that cannot run go last). Deterministic.
-pub fn rank(configs: &[GemmConfig], mnk: [u64; 3], target: &Target) -> Vec<GemmConfig> {
+pub fn rank(configs: &[GemmConfig], dims: impl Into<Dims>, target: &Target) -> Vec<GemmConfig> {
+    let mnk = dims.into();
     let mut scored: Vec<(f64, GemmConfig)> =
         configs.iter().map(|c| (predict(c, mnk, target).unwrap_or(f64::INFINITY), *c)).collect();
     scored.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -264,9 +286,10 @@ pub const SEED_TRUST: f64 = 1.15;
 /// a small C, a 1000^3 problem in 128 tiles on 132 SMs) is split, or passed over for one
 /// that fills them (on the H100, deep K 1536 x 1536 x 12288 measured 0.63x cuBLAS with the
 /// model's best, 0.93x with the first seed split).
-pub fn first_choice(mnk: [u64; 3], target: &Target) -> GemmConfig {
-    let [m, n, k] = mnk;
-    let space = space(mnk);
+pub fn first_choice(dims: impl Into<Dims>, target: &Target) -> GemmConfig {
+    let mnk = dims.into();
+    let [m, n, k] = mnk.mnk;
+    let space = space(mnk.mnk);
     let ranked = rank(&space, mnk, target);
     let best = ranked.first().copied().unwrap_or(space[0]);
     let time = |c: &GemmConfig| predict(c, mnk, target).unwrap_or(f64::INFINITY);
@@ -283,20 +306,23 @@ pub fn first_choice(mnk: [u64; 3], target: &Target) -> GemmConfig {
 
 /// `seed` with the split-K setting (1, 2, 4, 8 or 16 slices) the model predicts fastest
 /// among those that [`fill`](fills) the target's units; `None` when none does.
-fn split_seed(seed: &GemmConfig, mnk: [u64; 3], target: &Target) -> Option<GemmConfig> {
+fn split_seed(seed: &GemmConfig, mnk: Dims, target: &Target) -> Option<GemmConfig> {
     let time = |c: &GemmConfig| predict(c, mnk, target).unwrap_or(f64::INFINITY);
     [1, 2, 4, 8, 16]
         .into_iter()
         .map(|split_k| GemmConfig { split_k, ..*seed })
-        .filter(|c| c.validate().is_ok() && splits_exactly(c, mnk[2]) && fills(c, mnk, target))
+        .filter(|c| c.validate().is_ok() && splits_exactly(c, mnk.mnk[2]) && fills(c, mnk, target))
         .min_by(|a, b| time(a).total_cmp(&time(b)))
 }
 
 /// Whether `c` gives every unit of `target` at least one work-group (M x N tiles times
-/// split-K slices).
-pub fn fills(c: &GemmConfig, [m, n, k]: [u64; 3], target: &Target) -> bool {
-    let groups =
-        m.max(1).div_ceil(c.tile_m() as u64) * n.max(1).div_ceil(c.tile_n() as u64) * c.slices(k);
+/// split-K slices times the batch).
+pub fn fills(c: &GemmConfig, dims: impl Into<Dims>, target: &Target) -> bool {
+    let Dims { mnk: [m, n, k], batch } = dims.into();
+    let groups = m.max(1).div_ceil(c.tile_m() as u64)
+        * n.max(1).div_ceil(c.tile_n() as u64)
+        * c.slices(k)
+        * batch.max(1);
     groups >= target.units as u64
 }
 
@@ -409,7 +435,7 @@ const PREPARE_AHEAD: usize = 8;
 /// a neighbour whenever it is faster; budget left when no neighbour is untimed goes down
 /// the model's ranking. Deterministic for a deterministic `time`.
 pub fn search(
-    mnk: [u64; 3],
+    mnk: impl Into<Dims>,
     target: &Target,
     budget: usize,
     time: &mut dyn FnMut(&GemmConfig) -> Result<f64, String>,
@@ -420,14 +446,16 @@ pub fn search(
 /// [`search`] with a [`Timer`], told ahead which blockings come next (the same blockings
 /// are timed in the same order: preparing changes nothing but when kernels are built).
 pub fn search_with(
-    mnk: [u64; 3],
+    dims: impl Into<Dims>,
     target: &Target,
     budget: usize,
     timer: &mut dyn Timer,
 ) -> Searched {
+    let dims = dims.into();
+    let mnk = dims.mnk;
     let [m, n, k] = mnk;
     let budget = budget.max(1);
-    let ranked = rank(&space(mnk), mnk, target);
+    let ranked = rank(&space(mnk), dims, target);
     let mut out = Searched::default();
     // Each seed, then its split-K setting that fills the units (what the first choice takes
     // of it), when that differs.
@@ -435,10 +463,10 @@ pub fn search_with(
         .seeds
         .iter()
         .filter(|c| c.validate().is_ok() && c.fits(m, n, k))
-        .flat_map(|c| std::iter::once(*c).chain(split_seed(c, mnk, target)))
+        .flat_map(|c| std::iter::once(*c).chain(split_seed(c, dims, target)))
         .collect();
     // The untimed default is always timed, first: a search can then only beat it.
-    let default = first_choice(mnk, target);
+    let default = first_choice(dims, target);
     let mut initial: Vec<GemmConfig> = Vec::new();
     for c in std::iter::once(&default).chain(seeds.iter()).chain(ranked.iter()) {
         if initial.len() >= initial_share(budget) {
@@ -455,7 +483,7 @@ pub fn search_with(
     let spent = |s: &Searched| s.timings.len() + s.errors.len();
     while spent(&out) < budget {
         let Some((best, _)) = out.best() else { break };
-        let next: Vec<GemmConfig> = rank(&neighbours(&best, mnk), mnk, target)
+        let next: Vec<GemmConfig> = rank(&neighbours(&best, mnk), dims, target)
             .into_iter()
             .filter(|c| !out.tried(c))
             .take(PREPARE_AHEAD.min(budget - spent(&out)))

@@ -4,7 +4,7 @@
 //! reaches at least 0.97 of the best blocking of an exhaustive search over the documented
 //! subset, on a timer that disagrees with the model by up to 10% per blocking.
 
-use kiln_gen::tuner::{self, Target};
+use kiln_gen::tuner::{self, Dims, Target};
 use kiln_gen::GemmConfig;
 
 /// The suite's shapes (benches/gpu/gemm_suite.py) and a few small ones.
@@ -104,6 +104,28 @@ fn the_first_choice_splits_or_shrinks_seeds_that_leave_units_idle() {
     for square in [2048, 4096, 8192] {
         assert_eq!(tuner::first_choice([square; 3], &t), first_seed, "{square}");
     }
+}
+
+/// Issue 26: a batch's work-groups fill the units together. The first choice for 64 GEMMs
+/// of 256^3 in one launch (measured 0.216x cuBLAS when the model saw one GEMM and split its
+/// K 16 ways) takes the first seed unsplit, as the same work in one 2048 x 2048 x 256 GEMM
+/// would; one 256^3 GEMM alone is still split or shrunk to fill the units.
+#[test]
+fn a_batch_fills_the_units_without_splitting_k() {
+    let t = Target::h100();
+    let one = [256, 256, 256];
+    let batch = Dims { mnk: one, batch: 64 };
+    let first = tuner::first_choice(batch, &t);
+    assert_eq!(first, t.seeds[0], "{first}");
+    assert!(tuner::fills(&first, batch, &t));
+    assert!(!tuner::fills(&first, one, &t));
+    let alone = tuner::first_choice(one, &t);
+    assert!(alone != first && tuner::fills(&alone, one, &t), "{alone}");
+    // The model's time grows with the batch, less than 64-fold: one GEMM's 4 tiles leave
+    // 128 of the 132 units idle.
+    let (p1, p64) =
+        (tuner::predict(&first, one, &t).unwrap(), tuner::predict(&first, batch, &t).unwrap());
+    assert!(p64 > 2.0 * p1 && p64 < 32.0 * p1, "{p1} {p64}");
 }
 
 #[test]

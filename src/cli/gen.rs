@@ -50,7 +50,8 @@ pub(super) struct GemmArgs {
     #[arg(long)]
     trans_b: bool,
     /// A batch of N independent GEMMs of this shape in one launch, each operand's matrices
-    /// stored one after another (the blocking is chosen for one GEMM of the batch).
+    /// stored one after another (the blocking is chosen for the whole batch, whose
+    /// work-groups fill the device together).
     #[arg(long, value_name = "N")]
     batch: Option<i64>,
     #[command(flatten)]
@@ -214,7 +215,7 @@ impl Common {
             // No cpu device on this host and none asked for: the cpu model, nothing stored.
             Err(e) if self.device.is_none() => {
                 let target = tune::Target::cpu(1);
-                let cfg = tune::heuristic(problem.mnk, &target);
+                let cfg = tune::heuristic(problem.dims(), &target);
                 eprintln!("kiln: gen: blocking {cfg}: the model's first choice for the cpu ({e})");
                 return Ok(cfg);
             }
@@ -236,7 +237,7 @@ impl Common {
             }
             None => {
                 let target = tune::target(&*dev);
-                let cfg = tune::heuristic(problem.mnk, &target);
+                let cfg = tune::heuristic(problem.dims(), &target);
                 eprintln!(
                     "kiln: gen: blocking {cfg}: the model's first choice for {} ({}; no winner \
                      stored for `{}`)",
