@@ -168,6 +168,31 @@ impl TcAttnProblem {
                 [p.expr(), u32_of(&off), Expr::u32(stride as u32), f.expr()],
             )
         };
+        // acc[j] += A · B_j over `ksteps` steps of 16: A is the warp's 16 rows of `a` (row
+        // pitch `ap`), B_j's fragment of step ks is at `b_at(ks, j)` in `b` (pitch `bp`).
+        type Operand<'v> = (&'v Var, i64);
+        let warp_product = |step: &mut Vec<Stmt>,
+                            [ta, tb, td]: [&str; 3],
+                            (a, ap): Operand,
+                            (b, bp, bl): (&Var, i64, FragLayout),
+                            b_at: &dyn Fn(i64, i64) -> i64,
+                            ksteps: i64,
+                            accs: &[Var]| {
+            let wrow = ix::mul(&warp.expr(), &c(16));
+            for ks in 0..ksteps {
+                let fa = Var::new(format!("{ta}{ks}"), frag(FragRole::A, ty));
+                let a_at = ix::add(&ix::mul(&wrow, &c(ap)), &c(ks * 16));
+                step.push(load_frag(&fa, a, a_at, ap, FragLayout::Row));
+                for (j, acc) in accs.iter().enumerate() {
+                    let fb = Var::new(format!("{tb}{ks}_{j}"), frag(FragRole::B, ty));
+                    step.push(load_frag(&fb, b, c(b_at(ks, j as i64)), bp, bl));
+                    let dv = Var::new(format!("{td}{ks}_{j}"), frag(FragRole::Acc, Scalar::F32));
+                    let mma = [fa.expr(), fb.expr(), acc.expr()];
+                    step.push(Stmt::call_into(&dv, Func::matrix(MatrixOp::Mma), mma));
+                    step.push(Stmt::assign(acc, dv.expr()));
+                }
+            }
+        };
         // `rows x d` of a [len, d] matrix from row `r0` into a local tile of row stride `ds`,
         // zeros past L: each work-item elements lid, lid + T, ...
         let tile = |dst: &Var, src: &Var, r0: &Expr, rows: i64, tag: &str| {
@@ -260,34 +285,17 @@ impl TcAttnProblem {
             step.push(Stmt::decl(a, z.expr()));
         }
         let wrow = ix::mul(&warp.expr(), &c(16));
-        for ks in 0..d / 16 {
-            let fa = Var::new(format!("qa{ks}"), frag(FragRole::A, ty));
-            step.push(load_frag(
-                &fa,
-                &q_s,
-                ix::add(&ix::mul(&wrow, &c(ds)), &c(ks * 16)),
-                ds,
-                FragLayout::Row,
-            ));
-            for (j, a) in sacc.iter().enumerate() {
-                let fb = Var::new(format!("kb{ks}_{j}"), frag(FragRole::B, ty));
-                // B = K^T: element (kk, n) is K[n][kk], at n * ds + kk.
-                step.push(load_frag(
-                    &fb,
-                    &k_s,
-                    c(j as i64 * 8 * ds + ks * 16),
-                    ds,
-                    FragLayout::Col,
-                ));
-                let dv = Var::new(format!("sd{ks}_{j}"), frag(FragRole::Acc, Scalar::F32));
-                step.push(Stmt::call_into(
-                    &dv,
-                    Func::matrix(MatrixOp::Mma),
-                    [fa.expr(), fb.expr(), a.expr()],
-                ));
-                step.push(Stmt::assign(a, dv.expr()));
-            }
-        }
+        // B = K^T: element (kk, n) is K[n][kk], at n * ds + kk.
+        let k_at = |ks: i64, j: i64| j * 8 * ds + ks * 16;
+        warp_product(
+            &mut step,
+            ["qa", "kb", "sd"],
+            (&q_s, ds),
+            (&k_s, ds, FragLayout::Col),
+            &k_at,
+            d / 16,
+            &sacc,
+        );
         for (j, a) in sacc.iter().enumerate() {
             step.push(store_frag(&s_s, ix::add(&ix::mul(&wrow, &c(bc)), &c(j as i64 * 8)), bc, a));
         }
@@ -382,33 +390,16 @@ impl TcAttnProblem {
         // Every work-item has read O before any stores it (the interpreter runs a sub-group's
         // work-items one after another between barriers).
         step.push(barrier());
-        for ks in 0..bc / 16 {
-            let fp = Var::new(format!("pa{ks}"), frag(FragRole::A, ty));
-            step.push(load_frag(
-                &fp,
-                &p_s,
-                ix::add(&ix::mul(&wrow, &c(ps)), &c(ks * 16)),
-                ps,
-                FragLayout::Row,
-            ));
-            for (n, a) in oacc.iter().enumerate() {
-                let fv = Var::new(format!("vb{ks}_{n}"), frag(FragRole::B, ty));
-                step.push(load_frag(
-                    &fv,
-                    &v_s,
-                    c(ks * 16 * ds + n as i64 * 8),
-                    ds,
-                    FragLayout::Row,
-                ));
-                let dv = Var::new(format!("od{ks}_{n}"), frag(FragRole::Acc, Scalar::F32));
-                step.push(Stmt::call_into(
-                    &dv,
-                    Func::matrix(MatrixOp::Mma),
-                    [fp.expr(), fv.expr(), a.expr()],
-                ));
-                step.push(Stmt::assign(a, dv.expr()));
-            }
-        }
+        let v_at = |ks: i64, n: i64| ks * 16 * ds + n * 8;
+        warp_product(
+            &mut step,
+            ["pa", "vb", "od"],
+            (&p_s, ps),
+            (&v_s, ds, FragLayout::Row),
+            &v_at,
+            bc / 16,
+            &oacc,
+        );
         for (n, a) in oacc.iter().enumerate() {
             step.push(store_frag(&o_s, ix::add(&ix::mul(&wrow, &c(d)), &c(n as i64 * 8)), d, a));
         }
