@@ -90,6 +90,13 @@ pub fn fuse_kernels_with(
     };
     let kernel = Kernel::with_attrs(name, body.params, attrs, Stmt::block(body.stmts));
     // 5. The post-fusion pipeline, with the result verified before and after.
+    let kernel = post_fusion(kernel, opts)?;
+    Ok(FusedKernel { kernel, range: plan.fused, args, warnings })
+}
+
+/// Runs the options' post-fusion pipeline over a fused kernel, verifying it before and
+/// after when the options ask (a failure is kiln's own bug: [`FusionError::Internal`]).
+pub(super) fn post_fusion(kernel: Kernel, opts: &FuseOptions) -> Result<Kernel, FusionError> {
     let verify = |k: &Kernel| -> Result<(), FusionError> {
         if opts.verify {
             kiln_ir::verify_kernel(k).map_err(|es| {
@@ -103,7 +110,7 @@ pub fn fuse_kernels_with(
     verify(&kernel)?;
     let kernel = (opts.post_fusion)(&kernel);
     verify(&kernel)?;
-    Ok(FusedKernel { kernel, range: plan.fused, args, warnings })
+    Ok(kernel)
 }
 
 /// Whether fusing `spec` keeps the result of running its entries one after another, for

@@ -371,18 +371,6 @@ pub(super) fn fuse(
         }),
     };
     let kernel = Kernel::with_attrs(name, kept, attrs, cur);
-    let verify = |k: &Kernel| -> Result<(), FusionError> {
-        if opts.verify {
-            kiln_ir::verify_kernel(k).map_err(|es| {
-                FusionError::Internal(
-                    es.iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("; "),
-                )
-            })?;
-        }
-        Ok(())
-    };
-    verify(&kernel)?;
-    let kernel = (opts.post_fusion)(&kernel);
-    verify(&kernel)?;
+    let kernel = fuse::post_fusion(kernel, opts)?;
     Ok(FusedKernel { kernel, range: ranges[0], args: args_map, warnings })
 }
