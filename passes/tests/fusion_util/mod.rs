@@ -2,6 +2,8 @@
 //! originals, and random kernel lists with compatible nd-ranges.
 #![allow(dead_code)]
 
+pub mod epilogue;
+
 use kiln_ir::interp::{run_with, RunOptions};
 use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
 use kiln_ir::testing::{case_from_choices, results_match, Choices, GenConfig, TestCase};
