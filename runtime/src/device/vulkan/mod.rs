@@ -82,11 +82,43 @@ fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> DeviceError {
     move |e| DeviceError::Driver(format!("vulkan: {what}: {e}"))
 }
 
-/// The instance and logical device, destroyed when the last user is gone: the device and
-/// every loaded program (whose pipeline cache must be destroyed before the device) share it.
-pub(crate) struct Owner {
+/// The process's Vulkan loader and instance, made by the first open that succeeds and never
+/// destroyed (as CUDA keeps its primary context). When a process destroys its last instance,
+/// the loader unloads the driver; NVIDIA's driver (580) then killed the process with SIGSEGV
+/// as a thread that had called into it exited, which is what a device dropped on a spawned
+/// thread did (docs/vulkan.md). Each device still makes and destroys its own logical device.
+struct Shared {
     _entry: ash::Entry,
     instance: ash::Instance,
+}
+
+/// The process's [`Shared`] instance, made now if no open has made it yet.
+fn shared() -> Result<&'static Shared, DeviceError> {
+    static SHARED: std::sync::OnceLock<Shared> = std::sync::OnceLock::new();
+    if let Some(s) = SHARED.get() {
+        return Ok(s);
+    }
+    // SAFETY: loading the system's Vulkan loader library; failure is reported.
+    let entry = unsafe { ash::Entry::load() }
+        .map_err(|e| unavailable(format!("cannot load the Vulkan loader: {e}")))?;
+    let app =
+        vk::ApplicationInfo::default().application_name(c"kiln").api_version(vk::API_VERSION_1_2);
+    let ici = vk::InstanceCreateInfo::default().application_info(&app);
+    // SAFETY: valid create info; the instance lives as long as the process.
+    let instance = unsafe { entry.create_instance(&ici, None) }
+        .map_err(|e| unavailable(format!("cannot create an instance: {e}")))?;
+    if let Err(ours) = SHARED.set(Shared { _entry: entry, instance }) {
+        // Another thread's open made it first: ours is not the last instance, and no object
+        // was made from it.
+        // SAFETY: no child objects exist.
+        unsafe { ours.instance.destroy_instance(None) };
+    }
+    SHARED.get().ok_or_else(|| unavailable("the Vulkan instance was not kept"))
+}
+
+/// The logical device, destroyed when the last user is gone: the device and every loaded
+/// program (whose pipeline cache must be destroyed before the device) share it.
+pub(crate) struct Owner {
     pub(crate) device: ash::Device,
 }
 
@@ -97,7 +129,6 @@ impl Drop for Owner {
         unsafe {
             let _ = self.device.device_wait_idle();
             self.device.destroy_device(None);
-            self.instance.destroy_instance(None);
         }
     }
 }
@@ -158,40 +189,19 @@ impl VulkanDevice {
     /// Opens the loader and the fastest device with a compute queue, enabling the optional
     /// features kernels may need (8/16/64-bit types, 64-bit and f32 atomics) where present.
     pub fn open() -> Result<VulkanDevice, DeviceError> {
-        // SAFETY: loading the system's Vulkan loader library; failure is reported.
-        let entry = unsafe { ash::Entry::load() }
-            .map_err(|e| unavailable(format!("cannot load the Vulkan loader: {e}")))?;
-        let app = vk::ApplicationInfo::default()
-            .application_name(c"kiln")
-            .api_version(vk::API_VERSION_1_2);
-        let ici = vk::InstanceCreateInfo::default().application_info(&app);
-        // SAFETY: valid create info; the instance is destroyed in Drop.
-        let instance = unsafe { entry.create_instance(&ici, None) }
-            .map_err(|e| unavailable(format!("cannot create an instance: {e}")))?;
-        match Self::open_device(entry.clone(), instance.clone()) {
-            Ok(mut d) => {
-                if !d.denorm_preserve[0] {
-                    d.flushes_f32_subnormals = d.probe_f32_flush()?;
-                }
-                if d.float64 {
-                    // The probe itself needs the instruction; any failure counts as inexact.
-                    d.exact_f64_fma = true;
-                    d.exact_f64_fma = matches!(d.probe_f64_fma(), Ok(true));
-                }
-                Ok(d)
-            }
-            Err(e) => {
-                // SAFETY: no child objects exist.
-                unsafe { instance.destroy_instance(None) };
-                Err(e)
-            }
+        let mut d = Self::open_device(&shared()?.instance)?;
+        if !d.denorm_preserve[0] {
+            d.flushes_f32_subnormals = d.probe_f32_flush()?;
         }
+        if d.float64 {
+            // The probe itself needs the instruction; any failure counts as inexact.
+            d.exact_f64_fma = true;
+            d.exact_f64_fma = matches!(d.probe_f64_fma(), Ok(true));
+        }
+        Ok(d)
     }
 
-    fn open_device(
-        entry: ash::Entry,
-        instance: ash::Instance,
-    ) -> Result<VulkanDevice, DeviceError> {
+    fn open_device(instance: &ash::Instance) -> Result<VulkanDevice, DeviceError> {
         // SAFETY: plain queries on a live instance.
         let pds = unsafe { instance.enumerate_physical_devices() }
             .map_err(|e| unavailable(format!("cannot list devices: {e}")))?;
@@ -282,14 +292,13 @@ impl VulkanDevice {
             device.get_device_queue(qf, 0)
         }));
         let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
-        let owner = Arc::new(Owner { _entry: entry, instance, device: device.clone() });
+        let owner = Arc::new(Owner { device: device.clone() });
         let launcher =
             match Launcher::new(&owner, &queue, qf, props.limits.max_compute_work_group_count) {
                 Ok(l) => Arc::new(l),
                 Err(e) => {
-                    // SAFETY: no child objects exist; the instance is destroyed by the caller.
-                    unsafe { device.destroy_device(None) };
-                    std::mem::forget(owner);
+                    // Dropping the owner destroys the device: it has no child objects.
+                    drop(owner);
                     return Err(e);
                 }
             };
@@ -733,5 +742,23 @@ impl Device for VulkanDevice {
     /// Waits for every launch and replay submitted so far.
     fn finish(&self, timeout: Option<std::time::Duration>) -> Result<bool, DeviceError> {
         self.launcher.finish(timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shared, VulkanDevice};
+
+    /// Devices come and go, on any thread; the instance stays, and the driver with it
+    /// ([`super::Shared`]).
+    #[test]
+    fn the_instance_outlives_every_device() {
+        let Some(d) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", VulkanDevice::open()) else {
+            return;
+        };
+        let first = shared().unwrap().instance.handle();
+        drop(d);
+        std::thread::spawn(|| drop(VulkanDevice::open().unwrap())).join().unwrap();
+        assert_eq!(shared().unwrap().instance.handle(), first);
     }
 }
