@@ -30,6 +30,13 @@ pub(super) struct CudaMem {
     primary: Arc<Primary>,
 }
 
+impl CudaMem {
+    /// The allocation's device address.
+    pub(super) fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+}
+
 impl DeviceMemory for CudaMem {
     fn bytes(&self) -> usize {
         self.bytes
@@ -184,6 +191,16 @@ impl Params {
         }
         self.slots.extend(range.offset.iter().map(|&o| u64::from(o)));
         Ok(())
+    }
+
+    /// Parameter `i`'s slot, as [`Params::fill`] set it.
+    pub(super) fn slot(&self, i: usize) -> u64 {
+        self.slots[i]
+    }
+
+    /// Appends a slot after those [`Params::fill`] set (a hidden parameter).
+    pub(super) fn push(&mut self, v: u64) {
+        self.slots.push(v);
     }
 
     /// The `void*` array `cuLaunchKernel` takes: one pointer per slot. Points into `self`,

@@ -57,6 +57,8 @@ mod graph;
 mod launch;
 // PTX, the launch blob and the cubin.
 mod program;
+// Tensor maps encoded per launch.
+mod tmap;
 
 use launch::{
     check_recorded_ranges, device_ptr, launch_shape, Params, EAGER_PARAMS, RANGE_ALIGN, RANGE_LIMIT,
@@ -209,6 +211,14 @@ impl CudaDevice {
         };
         EAGER_PARAMS.with_borrow_mut(|params| {
             params.fill(&k.signature, args, ptrs, range)?;
+            if !k.maps.is_empty() {
+                let (sig, cache) = (&k.signature, &k.map_cache);
+                let lens = |b: usize| ptrs.get(b).map_or(0, |p| p.1 .1);
+                let slot = |i: usize| params.slot(i);
+                for a in tmap::addresses(self, cache, sig, &k.maps, args, slot, lens)? {
+                    params.push(a);
+                }
+            }
             // SAFETY: the context is retained by `self`; `k.func` belongs to a module the
             // kernel handle keeps loaded (unloading it synchronizes first); the parameters
             // point into `params`, which outlives the call: `cuLaunchKernel` copies them.
@@ -294,6 +304,10 @@ struct CudaKernel {
     /// Whether the kernel waits for the grids it depends on first: a CUDA graph may then
     /// give its edges from other kernels the programmatic type.
     waits: bool,
+    /// The tensor maps it takes (hidden parameters after the offsets), and their device
+    /// copies.
+    maps: Vec<tmap::MapSpec>,
+    map_cache: tmap::MapCache,
 }
 
 // The function handle is used only with its context made current on the calling thread.
@@ -370,6 +384,7 @@ impl Device for CudaDevice {
         let cname = CString::new(name).map_err(launch_err)?;
         let needs = p.launch.iter().find(|l| l.name == name);
         let (shared, waits) = needs.map_or((0, false), |l| (l.shared, l.waits));
+        let maps = needs.map_or(Vec::new(), |l| l.maps.clone());
         let func = guarded(|| {
             // SAFETY: the module is loaded (held by `p`), its context made current first;
             // the attribute calls take the function just looked up.
@@ -406,6 +421,8 @@ impl Device for CudaDevice {
             signature: sig.clone(),
             shared,
             waits,
+            maps,
+            map_cache: tmap::MapCache::default(),
         }))
     }
 

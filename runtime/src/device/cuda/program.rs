@@ -9,6 +9,7 @@ use kiln_backends::options::BuildOptions;
 use kiln_backends::ptx::{Options, Ptx};
 use kiln_ir::{Kernel, Verified};
 
+use super::tmap::MapSpec;
 use super::{driver, guarded, launch_err, CudaDevice};
 use crate::artifact;
 use crate::error::DeviceError;
@@ -37,22 +38,11 @@ pub(super) fn optimized_ptx(
     let opts = Options::sm(sm);
     let built = kiln_backends::driver::build_verified(&Ptx(opts), module.clone(), options)
         .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), e))?;
-    // Tensor maps are hidden parameters the host encodes (docs/matrix.md); kiln's CUDA
-    // launches pass none yet, so such kernels are refused by name rather than launched short.
-    let map_of = |k: &Kernel| format!("// kiln.tensor_map {} ", k.name());
-    if let Some(k) = built.kernels.kernels.iter().find(|k| built.output.contains(&map_of(k))) {
-        return Err(DeviceError::build(
-            format!("cuda sm_{sm}"),
-            format!(
-                "kernel `{}` reads tensors with `tma_load`, whose tensor maps kiln's CUDA \
-                 launches do not encode yet (launch it from a script, as \
-                 benches/gpu/tc90_gemm.py does)",
-                k.name()
-            ),
-        ));
-    }
+    // Tensor maps are hidden parameters each launch encodes (tmap.rs); the PTX names them.
+    let maps = tensor_maps(&built.output)
+        .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), format!("internal error: {e}")))?;
     let waits = sm >= 90 && opts.version() >= (7, 8);
-    let launch = launch_blob(&built.kernels.kernels, waits);
+    let launch = launch_blob(&built.kernels.kernels, waits, &maps);
     let ptx = if waits { with_grid_dependency(&built.output) } else { built.output };
     Ok((built.kernels.into_module().kernels, ptx, launch))
 }
@@ -97,14 +87,36 @@ pub(super) struct LaunchNeeds {
     /// Whether the kernel waits for the grids it depends on first
     /// ([`with_grid_dependency`]), so that it may be launched before they finish.
     pub(super) waits: bool,
+    /// The tensor maps it takes, in hidden-parameter order.
+    pub(super) maps: Vec<MapSpec>,
 }
 
-/// The [`LAUNCH_BLOB`] of `kernels`, as the PTX backend sizes their windows.
-fn launch_blob(kernels: &[Kernel], waits: bool) -> Blob {
+/// The tensor maps the PTX's `// kiln.tensor_map <kernel> <n> <fields>` lines name, as
+/// (kernel, map) in order of `n` within each kernel.
+fn tensor_maps(ptx: &str) -> Result<Vec<(String, MapSpec)>, String> {
+    let mut out: Vec<(String, MapSpec)> = Vec::new();
+    for l in ptx.lines() {
+        let Some(rest) = l.strip_prefix("// kiln.tensor_map ") else { continue };
+        let w: Vec<&str> = rest.split(' ').collect();
+        let n = out.iter().filter(|(k, _)| Some(&k.as_str()) == w.first()).count();
+        if w.len() < 2 || w[1] != n.to_string() {
+            return Err(format!("tensor map line `{l}` out of order"));
+        }
+        out.push((w[0].to_string(), MapSpec::parse(&w[2..])?));
+    }
+    Ok(out)
+}
+
+/// The [`LAUNCH_BLOB`] of `kernels`, as the PTX backend sizes their windows: a line per
+/// kernel, each followed by a line `tmap <kernel> <fields>` per tensor map it takes.
+fn launch_blob(kernels: &[Kernel], waits: bool, maps: &[(String, MapSpec)]) -> Blob {
     let mut text = String::new();
     for k in kernels {
         let bytes = kiln_backends::ptx::dynamic_shared_bytes(k);
         text.push_str(&format!("{} {bytes} {}\n", k.name(), u8::from(waits)));
+        for (_, m) in maps.iter().filter(|(n, _)| n == k.name()) {
+            text.push_str(&format!("tmap {} {}\n", k.name(), m.fields()));
+        }
     }
     (LAUNCH_BLOB.into(), text.into_bytes())
 }
@@ -112,24 +124,30 @@ fn launch_blob(kernels: &[Kernel], waits: bool) -> Blob {
 /// Reads a [`LAUNCH_BLOB`] back.
 pub(super) fn parse_launch_blob(blob: &[u8]) -> Result<Vec<LaunchNeeds>, String> {
     let text = std::str::from_utf8(blob).map_err(|e| format!("{LAUNCH_BLOB}: {e}"))?;
-    text.lines()
-        .map(|l| {
-            let bad = || format!("{LAUNCH_BLOB}: bad line `{l}`");
-            let mut w = l.split(' ');
-            let (Some(name), Some(shared), Some(waits), None) =
-                (w.next(), w.next(), w.next(), w.next())
-            else {
-                return Err(bad());
-            };
-            let shared = shared.parse().map_err(|_| bad())?;
-            let waits = match waits {
-                "0" => false,
-                "1" => true,
-                _ => return Err(bad()),
-            };
-            Ok(LaunchNeeds { name: name.to_string(), shared, waits })
-        })
-        .collect()
+    let mut out: Vec<LaunchNeeds> = Vec::new();
+    for l in text.lines() {
+        let bad = || format!("{LAUNCH_BLOB}: bad line `{l}`");
+        let w: Vec<&str> = l.split(' ').collect();
+        if let ["tmap", kernel, fields @ ..] = &w[..] {
+            if fields.len() > 1 {
+                let map = MapSpec::parse(fields).map_err(|e| format!("{}: {e}", bad()))?;
+                match out.last_mut() {
+                    Some(k) if k.name == *kernel => k.maps.push(map),
+                    _ => return Err(bad()),
+                }
+                continue;
+            }
+        }
+        let [name, shared, waits] = w[..] else { return Err(bad()) };
+        let shared = shared.parse().map_err(|_| bad())?;
+        let waits = match waits {
+            "0" => false,
+            "1" => true,
+            _ => return Err(bad()),
+        };
+        out.push(LaunchNeeds { name: name.to_string(), shared, waits, maps: Vec::new() });
+    }
+    Ok(out)
 }
 
 /// Checks that kernel `name`, with `static_bytes` of static shared memory, may have `dynamic`
@@ -213,9 +231,14 @@ mod tests {
              kernel small(o: ptr<global, f32>) { o[0] = 1.0; }",
         )
         .unwrap();
-        let (name, blob) = launch_blob(&m.kernels, true);
+        let (name, blob) = launch_blob(&m.kernels, true, &[]);
         assert_eq!(name, LAUNCH_BLOB);
-        let need = |name: &str, shared| LaunchNeeds { name: name.into(), shared, waits: true };
+        let need = |name: &str, shared| LaunchNeeds {
+            name: name.into(),
+            shared,
+            waits: true,
+            maps: Vec::new(),
+        };
         assert_eq!(parse_launch_blob(&blob).unwrap(), vec![need("big", 65536), need("small", 0)]);
         for bad in ["big lots 1", "big 4 2", "big 4", "big 4 1 x"] {
             assert!(parse_launch_blob(bad.as_bytes()).unwrap_err().contains("bad line"), "{bad}");
@@ -225,6 +248,51 @@ mod tests {
         let e = check_dynamic_shared("big", 160 * 1024, 4096, 163 * 1024).unwrap_err();
         let e = e.to_string();
         assert!(e.contains("`big`") && e.contains("163840") && e.contains("166912"), "{e}");
+    }
+
+    /// Issue 27: a kernel that copies with `tma_load` builds for sm_90; its tensor maps
+    /// travel in the launch blob, in hidden-parameter order, and read back.
+    #[test]
+    fn tensor_maps_travel_in_the_launch_blob() {
+        let m = Verified::new(
+            kiln_ir::parse_module(
+                "kernel t(a: ptr<global, bf16>, b: ptr<global, f32>, o: ptr<global, f32>) {
+  local s: bf16[4096]; local f: f32[1024]; local bar: u64[1];
+  if local_id(0) == 0u32 {
+    mbar_init(bar, 0u32, 1u32);
+    mbar_expect_tx(bar, 0u32, 12288u32);
+    tma_load(s, 0u32, a, 100u32, 70u32, 104u32, 0u32, 0u32, bar, 0u32, 64, 64, sw128);
+    tma_load(f, 0u32, b, 50u32, 40u32, 52u32, 0u32, 0u32, bar, 0u32, 32, 32, noswizzle);
+  }
+  barrier(local);
+  mbar_wait(bar, 0u32, 0u32);
+  o[local_id(0)] = f[local_id(0)] + s[local_id(0)] as f32;
+}
+kernel plain(o: ptr<global, f32>) { o[0] = 1.0; }",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let (_, _, (_, blob)) = optimized_ptx(&m, &BuildOptions::default(), 90).unwrap();
+        let text = String::from_utf8(blob.clone()).unwrap();
+        assert!(
+            text.contains(
+                "tmap t a bf16 100 70 104 64 64 sw128\ntmap t b f32 50 40 52 32 32 noswizzle\n"
+            ),
+            "{text}"
+        );
+        let needs = parse_launch_blob(&blob).unwrap();
+        let t = needs.iter().find(|n| n.name == "t").unwrap();
+        assert_eq!(t.maps.iter().map(|m| m.param.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert!(needs.iter().find(|n| n.name == "plain").unwrap().maps.is_empty());
+        // A map line must follow its kernel's line and hold every field.
+        for bad in [
+            "tmap t a bf16 1 1 8 8 8 sw128",
+            "t 0 1\ntmap t a bf16 1 1 8 8 8",
+            "t 0 1\ntmap u a bf16 1 1 8 8 8 sw128",
+        ] {
+            assert!(parse_launch_blob(bad.as_bytes()).is_err(), "{bad}");
+        }
     }
 
     /// Issue 25: from sm_90 on, every kernel's body starts by waiting for the grids it
