@@ -13,7 +13,8 @@ use kiln_gen::{EpOp, Epilogue, TcGemmProblem};
 use kiln_ir::launch::{Arg, Buffer};
 use kiln_ir::{Module, Scalar, Verified};
 use kiln_runtime::device::cuda::{build_ptx_program, CudaDevice};
-use kiln_runtime::{Device, DeviceError};
+use kiln_runtime::graph::{Graph, GraphProperties};
+use kiln_runtime::{Context, ContextConfig, Device, DeviceError, Queue, QueueGraph, QueueOrder};
 
 /// Values exact in f16 and bf16 (multiples of 1/8 in [-2, 2)).
 fn vals(n: usize, seed: u32) -> Vec<f32> {
@@ -120,4 +121,30 @@ fn a_tensor_past_its_buffer_is_refused_by_name() {
     let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
     let e = dev.build_and_run(&g.kernel, &g.range(), &args, &mut bufs).unwrap_err().to_string();
     assert!(e.contains("tensor map of `a`") && e.contains("needs 11968"), "{e}");
+}
+
+#[test]
+fn recording_a_kernel_with_tensor_maps_into_a_cuda_graph_is_refused_by_name() {
+    let Some(dev) = sm_90() else { return };
+    let c = Context::with_config(
+        std::sync::Arc::new(dev),
+        ContextConfig { workers: 1, ..Default::default() },
+    );
+    let p = problem(false, true, Scalar::BF16, Scalar::F32);
+    let g = generate(&p, &Tc90Config::default()).unwrap();
+    let name = g.kernel.name().to_string();
+    let k = c.get_kernel(&Module { kernels: vec![g.kernel.clone()] }, &name).unwrap();
+    let a = kiln_runtime::Buffer::from_slice(&vec![bf16::ZERO; 136 * 88]);
+    let b = kiln_runtime::Buffer::from_slice(&vec![bf16::ZERO; 200 * 88]);
+    let out = kiln_runtime::Buffer::from_slice(&vec![0.0f32; 136 * 200]);
+    let q = Queue::new(&c, QueueOrder::InOrder);
+    let graph = Graph::new(&c, GraphProperties::default());
+    q.begin_recording(&graph).unwrap();
+    q.submit(|h| {
+        let (a, b, out) = (h.read(&a), h.read(&b), h.read_write(&out));
+        h.parallel_for(&k, g.range(), vec![a.into(), b.into(), out.into()]);
+    });
+    q.end_recording().unwrap();
+    let e = graph.finalize().err().expect("recorded").to_string();
+    assert!(e.contains("takes tensor maps") && e.contains(&name), "{e}");
 }
