@@ -14,7 +14,7 @@ use super::{driver, guarded, launch_err, CudaDevice};
 use crate::artifact;
 use crate::error::DeviceError;
 
-/// The program binary [`CudaDevice`]'s [`Device::build`] makes for an `sm_<sm>` GPU before
+/// The program binary [`CudaDevice`]'s [`Device::build`](crate::Device::build) makes for an `sm_<sm>` GPU before
 /// the driver assembles it: the module built by the build driver for the PTX target, with
 /// the kernels' signatures. Needs no GPU or driver (benchmarks and tools use it to build
 /// what the device would).
