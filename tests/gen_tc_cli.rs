@@ -137,10 +137,40 @@ fn tc_gemm_sm_90_generates_runs_and_lowers_for_sm_90a() {
     assert!(
         ptx.contains("// kiln.tensor_map tc90_gemm_nt_f16_f32_4x3x8 0 a f16 8 4 8 64 128 sw128")
     );
+    // A stored K x M (--trans-a) and B stored K x N: both factors MN-major, K free of the
+    // multiple of 8. A (2 x 8, K x M) is 0..15, B (2 x 8) is 0..15: C[i][j] = sum_k (8k + i)(8k + j).
+    let t = scratch("gen-tc-cli", "g90t.kir");
+    let ts = t.to_str().unwrap();
+    ok(&["gen", "tc-gemm", "8", "8", "2", "--trans-a", "--arch", "sm_90", "-o", ts]);
+    ok(&["check", ts]);
+    let out = ok(&[
+        "run",
+        ts,
+        "--device",
+        "interp",
+        "--arg",
+        "a=iota:16",
+        "--arg",
+        "b=iota:16",
+        "--arg",
+        "c=zeros:64",
+    ]);
+    let want: Vec<String> = (0..8)
+        .flat_map(|i| (0..8).map(move |j| (0..2).map(|k| (8 * k + i) * (8 * k + j)).sum::<i32>()))
+        .map(|v| format!("{v}.0"))
+        .collect();
+    // The print elides the middle of long buffers: its first 8 and last 4 elements.
+    let shown = format!("c: f32[64] = [{}, ..., {}]", want[..8].join(", "), want[60..].join(", "));
+    assert!(out.contains(&shown), "{out}\n{shown}");
+    let ptx = ok(&["emit", ts, "--target", "ptx"]);
+    assert!(ptx.contains(", 1, 1, 1, 1;"), "{ptx}");
     // Refusals name what is wrong.
     for (args, want) in [
-        (vec!["8", "8", "8", "--arch", "sm_90"], "--trans-b"),
-        (vec!["8", "8", "12", "--arch", "sm_90", "--trans-b"], "K = 12 is not a multiple of 8"),
+        (vec!["8", "12", "8", "--arch", "sm_90"], "B is stored K x N, so its rows are N = 12"),
+        (
+            vec!["8", "8", "12", "--arch", "sm_90", "--trans-b"],
+            "rows are K = 12 elements, not a multiple of 8",
+        ),
         (vec!["8", "8", "8", "--arch", "sm_90", "--trans-b", "--block", "64x128"], "128 rows"),
         (vec!["8", "8", "8", "--arch", "sm_90", "--trans-b", "--warps", "2x2"], "no --warps"),
     ] {

@@ -1,5 +1,5 @@
 //! The warpgroup (sm_90a) tier in PTX: every form the backend emits for `wgmma` (each
-//! element type, swizzle and a range of N), its fence/commit/wait, `frag_elem`, `tma_load`
+//! element type, swizzle, K-major and MN-major factors, and a range of N), its fence/commit/wait, `frag_elem`, `tma_load`
 //! (`cp.async.bulk.tensor`, each swizzle) and the `mbarrier` operations is assembled by
 //! `ptxas` for sm_90a (env `KILN_PTXAS`; without it the assembling test skips through the one
 //! skip rule unless `KILN_REQUIRE_TOOLS` is set); other targets refuse such kernels by name.
@@ -11,17 +11,22 @@ use kiln_backends::target::ErrorKind;
 use kiln_ir::parse_module;
 use ptx_common::{assert_assembles, ptx_for};
 
-/// One kernel per (element type, swizzle, N): a producer work-item copies A and B with
-/// `tma_load` onto a barrier object, the second warpgroup waits, multiplies, and stores
-/// its elements.
+/// One kernel per (element type, swizzle, major-ness, N): a producer work-item copies A and
+/// B with `tma_load` onto a barrier object, the second warpgroup waits, multiplies, and
+/// stores its elements. MN-major kernels (`wg_mn_..`) read both factors transposed
+/// (`imm-trans` 1), k steps 16 rows down.
 fn wgmma_module() -> String {
     let mut src = String::new();
-    for elem in ["f16", "bf16"] {
+    for (elem, mn) in [("f16", false), ("bf16", false), ("f16", true), ("bf16", true)] {
         for (sw, row) in [("sw128", 64), ("sw64", 32), ("sw32", 16)] {
+            let (tag, lay, kk) = match mn {
+                false => ("", sw.to_string(), if row == 16 { 64 * 16 } else { 16 }),
+                true => ("mn_", format!("{sw}_mn{}", 128 * row), 16 * row),
+            };
             for n in [8u32, 64, 128, 256] {
                 let last = n / 2 - 1;
                 src.push_str(&format!(
-                    "kernel wg_{elem}_{sw}_n{n}(a: ptr<global, {elem}>, b: ptr<global, {elem}>, d: ptr<global, f32>, nk: u32) {{
+                    "kernel wg_{tag}{elem}_{sw}_n{n}(a: ptr<global, {elem}>, b: ptr<global, {elem}>, d: ptr<global, f32>, nk: u32) {{
   local a_s: {elem}[{asz}];
   local b_s: {elem}[{bsz}];
   local bar: u64[2];
@@ -43,8 +48,8 @@ fn wgmma_module() -> String {
     for k: u32 in 0u32 .. nk {{
       mbar_wait(bar, 0u32, k & 1u32);
       wgmma_fence();
-      wgmma(acc, a_s, 0u32, b_s, 0u32, {sw}, {sw});
-      wgmma(acc, a_s, {kk}u32, b_s, {kk}u32, {sw}, {sw});
+      wgmma(acc, a_s, 0u32, b_s, 0u32, {lay}, {lay});
+      wgmma(acc, a_s, {kk}u32, b_s, {kk}u32, {lay}, {lay});
       wgmma_commit();
       wgmma_wait(1);
       wgmma_wait(0);
@@ -60,7 +65,6 @@ fn wgmma_module() -> String {
                     asz = 64 * row,
                     bsz = n * row,
                     bytes = (64 + n) * row * 2,
-                    kk = if row == 16 { 64 * 16 } else { 16 },
                 ));
             }
         }
@@ -107,11 +111,18 @@ fn emitted_forms_are_the_isa_s() {
     ] {
         assert!(ptx.contains(form), "no `{form}` in the PTX");
     }
-    // The descriptors' constant parts: stride byte offset 8 rows of the span, the mode.
+    // The descriptors' constant parts: stride byte offset 8 rows of the span, the mode, and
+    // the leading byte offset (K-major: unused, 1; MN-major: the stride between MN groups).
     for (span, mode) in [(128u64, 1u64), (64, 2), (32, 3)] {
-        let hi = (1u64 << 16) | (((8 * span) >> 4) << 32) | (mode << 62);
-        assert!(ptx.contains(&format!(", {hi};")), "descriptor of the {span}-byte swizzle");
+        for lead in [1, (64 * span) >> 4] {
+            let hi = (lead << 16) | (((8 * span) >> 4) << 32) | (mode << 62);
+            assert!(ptx.contains(&format!(", {hi};")), "descriptor of the {span}-byte swizzle");
+        }
     }
+    // K-major factors are not transposed, MN-major ones are.
+    let entry = |name: &str| ptx.split(".entry ").find(|e| e.starts_with(name)).unwrap();
+    assert!(entry("wg_bf16_sw64_n64(").contains(", 1, 1, 0, 0;"));
+    assert!(entry("wg_mn_bf16_sw64_n64(").contains(", 1, 1, 1, 1;"));
 }
 
 #[test]
@@ -122,7 +133,7 @@ fn ptxas_accepts_every_form_for_sm_90a() {
     std::fs::create_dir_all(&dir).unwrap();
     for optimize in [false, true] {
         let ptx = ptx_for(&m, 90, optimize);
-        assert_eq!(ptx.matches("wgmma.mma_async").count(), 2 * 2 * 3 * 4, "-O {optimize}");
+        assert_eq!(ptx.matches("wgmma.mma_async").count(), 2 * 4 * 3 * 4, "-O {optimize}");
         let stem = format!("wgmma.{optimize}");
         assert_assembles(&ptxas, "--gpu-name=sm_90a", "sm_90a", &dir, &stem, &ptx);
     }

@@ -4,9 +4,19 @@ cuBLAS (torch.matmul) in one run, every result checked first.
 
     python3 benches/gpu/tc90_gemm.py KILN_BINARY [--sizes 4096 8192] [--configs 128:4 256:4]
                                                  [--check-sizes 256x256x256 1000x520x136]
+                                                 [--transposes nn nt tn tt] [--no-fused]
 
-C = A · B^T with A M x K and B N x K row-major (kiln's `--trans-b`; torch: a @ bt.t(), which
-cuBLAS runs as a TN GEMM at the same speed as NN), f32 accumulation, output of the input type.
+C = A · B, f32 accumulation, output of the input type, for each transposition `--transposes`
+(kiln's kernel-name letters: first A, then B; `t` = stored transposed): A stored M x K (n) or
+K x M (t, `--trans-a`), B stored K x N (n) or N x K (t, `--trans-b`), all row-major; torch
+multiplies the same storage through transposed views (cuBLAS takes the transposition as an
+argument, no copy). Timed rows default to `nt` only (`--time-transposes` to widen); checks
+run every transposition. A check size the generator refuses for a transposition (its stored
+row not a multiple of 8 elements) is reported as refused, not failed.
+
+Short run for every transposition (the final verification):
+    python3 benches/gpu/tc90_gemm.py KILN --sizes 4096 --configs 256:3 --types bf16 \
+        --check-sizes 136x72x203 1000x520x136 --time-transposes nn nt tn tt --no-fused
 
 Launching: the PTX names its tensor maps on `// kiln.tensor_map <kernel> <n> <param> <elem>
 <width> <height> <pitch> <box w> <box h> <swizzle>` lines; this script encodes each with the
@@ -59,10 +69,19 @@ def tensor_map(ptr, elem, width, height, pitch, bw, bh, swizzle):
     return bytes(out)
 
 
+class Refused(Exception):
+    """The generator refused the request (a pitch it cannot copy), by name."""
+
+
 def build(kiln, gen_args, tmp, tag):
     kir = os.path.join(tmp, f"{tag}.kir")
     ptx = os.path.join(tmp, f"{tag}.ptx")
-    subprocess.run([kiln, "gen", "tc-gemm", *gen_args, "-o", kir], check=True)
+    g = subprocess.run([kiln, "gen", "tc-gemm", *gen_args, "-o", kir], capture_output=True,
+                       text=True)
+    if g.returncode != 0:
+        if "not a multiple of 8" in g.stderr:
+            raise Refused(g.stderr.strip().splitlines()[-1])
+        raise RuntimeError(f"kiln gen failed: {g.stderr.strip()}")
     subprocess.run([kiln, "emit", kir, "--target", "ptx", "-O", "-o", ptx], check=True)
     src = open(kir).read()
     text = open(ptx).read()
@@ -110,6 +129,18 @@ def launcher(built, tensors, extra=()):
     return lambda: f(grid, block, args, shared_mem=smem)  # noqa: E731
 
 
+def trans_flags(t):
+    """kiln's flags for transposition `t` (`nn`, `nt`, `tn`, `tt`)."""
+    return (["--trans-a"] if t[0] == "t" else []) + (["--trans-b"] if t[1] == "t" else [])
+
+
+def operands(m, n, k, t, dt):
+    """(A as stored, B as stored, A as M x K view, B as K x N view), random, for `t`."""
+    a_st = torch.randn(*((k, m) if t[0] == "t" else (m, k)), device="cuda", dtype=dt)
+    b_st = torch.randn(*((n, k) if t[1] == "t" else (k, n)), device="cuda", dtype=dt)
+    return (a_st, b_st, a_st.t() if t[0] == "t" else a_st, b_st.t() if t[1] == "t" else b_st)
+
+
 def rel_err(got, want):
     got, want = got.float(), want.float()
     if torch.isnan(got).any():
@@ -123,8 +154,14 @@ def main():
     ap.add_argument("--sizes", nargs="*", type=int, default=[4096, 8192])
     ap.add_argument("--configs", nargs="*", default=["128:4", "256:3", "256:4"])
     ap.add_argument("--check-sizes", nargs="*",
-                    default=["256x256x256", "1000x520x136", "131x72x200", "384x768x1024"])
+                    default=["256x256x256", "1000x520x136", "131x72x200", "136x72x203",
+                             "384x768x1024"])
     ap.add_argument("--types", nargs="*", default=["bf16", "f16"])
+    ap.add_argument("--transposes", nargs="*", default=["nn", "nt", "tn", "tt"],
+                    help="transpositions checked")
+    ap.add_argument("--time-transposes", nargs="*", default=["nt"],
+                    help="transpositions timed against cuBLAS")
+    ap.add_argument("--no-fused", action="store_true", help="skip the fused-epilogue rows")
     args = ap.parse_args()
     kiln = os.path.abspath(args.kiln)
     print(f"device: {torch.cuda.get_device_name(0)}; cuBLAS via torch.matmul {torch.__version__}")
@@ -133,69 +170,75 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         # Correctness first, odd sizes included (fresh random inputs, poisoned output).
-        for spec in args.check_sizes:
+        for spec, t, name, cfg in [(s, t, nm, c) for s in args.check_sizes
+                                   for t in args.transposes for nm in args.types
+                                   for c in args.configs]:
             m, n, k = map(int, spec.split("x"))
-            for name in args.types:
-                for cfg in args.configs:
-                    bn, st = cfg.split(":")
-                    dt = dts[name]
-                    a = torch.randn(m, k, device="cuda", dtype=dt)
-                    bt = torch.randn(n, k, device="cuda", dtype=dt)
-                    c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-                    gen = [str(m), str(n), str(k), "--type", name, "--out", name, "--trans-b",
-                           "--arch", "sm_90", "--block", f"128x{bn}", "--stages", st]
-                    try:
-                        built = build(kiln, gen, tmp, f"c{m}_{n}_{k}_{name}_{bn}_{st}")
-                    except Exception as e:  # noqa: BLE001
-                        print(f"  check {spec} {name} {cfg}: build failed: {e}")
-                        failed = True
-                        continue
-                    launcher(built, {"a": a, "b": bt, "c": c})()
-                    cp.cuda.Device().synchronize()
-                    ref = (a.double() @ bt.double().t())
-                    err = rel_err(c, ref)
-                    ok = err < 2e-2
-                    failed |= not ok
-                    print(f"  check {spec} {name} {cfg}: rel err {err:.2e} {'ok' if ok else 'WRONG'}")
+            bn, st = cfg.split(":")
+            dt = dts[name]
+            a_st, b_st, a, b = operands(m, n, k, t, dt)
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+            gen = [str(m), str(n), str(k), "--type", name, "--out", name, *trans_flags(t),
+                   "--arch", "sm_90", "--block", f"128x{bn}", "--stages", st]
+            what = f"check {t} {spec} {name} {cfg}"
+            try:
+                built = build(kiln, gen, tmp, f"c{t}{m}_{n}_{k}_{name}_{bn}_{st}")
+            except Refused as e:
+                print(f"  {what}: refused ({e})")
+                continue
+            except Exception as e:  # noqa: BLE001
+                print(f"  {what}: build failed: {e}")
+                failed = True
+                continue
+            launcher(built, {"a": a_st, "b": b_st, "c": c})()
+            cp.cuda.Device().synchronize()
+            ref = a.double() @ b.double()
+            err = rel_err(c, ref)
+            ok = err < 2e-2
+            failed |= not ok
+            print(f"  {what}: rel err {err:.2e} {'ok' if ok else 'WRONG'}")
         for n in args.sizes:
-            for name in args.types:
+            for tr, name in [(t, nm) for t in args.time_transposes for nm in args.types]:
                 dt = dts[name]
                 torch.manual_seed(0)
-                a = torch.randn(n, n, device="cuda", dtype=dt)
-                bt = torch.randn(n, n, device="cuda", dtype=dt)
-                ref = torch.matmul(a, bt.t())
-                t_ref = median_ms(lambda: torch.matmul(a, bt.t()))
+                a_st, b_st, a, b = operands(n, n, n, tr, dt)
+                ref = torch.matmul(a, b)
+                t_ref = median_ms(lambda: torch.matmul(a, b))
                 flop = 2.0 * n * n * n
                 best = None
                 for cfg in args.configs:
                     bn, st = cfg.split(":")
                     c = torch.full((n, n), float("nan"), device="cuda", dtype=dt)
-                    gen = [str(n)] * 3 + ["--type", name, "--out", name, "--trans-b", "--arch",
-                                          "sm_90", "--block", f"128x{bn}", "--stages", st]
+                    gen = [str(n)] * 3 + ["--type", name, "--out", name, *trans_flags(tr),
+                                          "--arch", "sm_90", "--block", f"128x{bn}", "--stages",
+                                          st]
                     try:
-                        built = build(kiln, gen, tmp, f"g{n}{name}{bn}_{st}")
+                        built = build(kiln, gen, tmp, f"g{tr}{n}{name}{bn}_{st}")
                     except Exception as e:  # noqa: BLE001
-                        print(f"  {name} {n}^3 {cfg}: build failed: {e}")
+                        print(f"  {tr} {name} {n}^3 {cfg}: build failed: {e}")
                         failed = True
                         continue
-                    run = launcher(built, {"a": a, "b": bt, "c": c})
+                    run = launcher(built, {"a": a_st, "b": b_st, "c": c})
                     run()
                     cp.cuda.Device().synchronize()
                     err = rel_err(c, ref)
                     if err > 2e-2:
-                        print(f"  {name} {n}^3 {cfg}: WRONG (rel err {err:.2e})")
+                        print(f"  {tr} {name} {n}^3 {cfg}: WRONG (rel err {err:.2e})")
                         failed = True
                         continue
                     t = median_ms(run)
                     t2 = median_ms(run)
-                    print(f"  {name} {n}^3 block 128x{bn} stages {st}: kiln {t:.3f} ms "
+                    print(f"  {tr} {name} {n}^3 block 128x{bn} stages {st}: kiln {t:.3f} ms "
                           f"(again {t2:.3f}; {flop / t / 1e9:.1f} TFLOP/s), cuBLAS {t_ref:.3f} ms "
                           f"({flop / t_ref / 1e9:.1f} TFLOP/s), ratio {t_ref / t:.3f}, err {err:.1e}")
                     if best is None or t < best[0]:
                         best = (t, cfg)
                 if best:
-                    rows.append(f"{name} {n}^3: best 128x{best[1]}: kiln/cuBLAS {t_ref / best[0]:.3f} "
-                                f"({flop / best[0] / 1e9:.0f} vs {flop / t_ref / 1e9:.0f} TFLOP/s)")
+                    rows.append(f"{tr} {name} {n}^3: best 128x{best[1]}: kiln/cuBLAS "
+                                f"{t_ref / best[0]:.3f} ({flop / best[0] / 1e9:.0f} vs "
+                                f"{flop / t_ref / 1e9:.0f} TFLOP/s)")
+            if args.no_fused:
+                continue
             # The fused epilogue (issue 27 item 5): bias (f32, per column), ReLU, scale, bf16 in
             # and out, against cuBLAS followed by the same three operations as torch kernels.
             torch.manual_seed(1)

@@ -1,7 +1,10 @@
-//! Tensor-core GEMM for the warpgroup (sm_90a) tier: `C = epilogue(A · B^T)` with A stored
-//! M x K and B stored N x K (both K-contiguous: the K-major factors `wgmma` reads), f16 or
-//! bf16 inputs, f32 accumulation, through the IR's warpgroup operations (docs/matrix.md,
-//! "Warpgroup operations").
+//! Tensor-core GEMM for the warpgroup (sm_90a) tier: `C = epilogue(A · B)` with A stored
+//! M x K or K x M (`trans_a`) and B stored K x N or N x K (`trans_b`), f16 or bf16 inputs, f32
+//! accumulation, through the IR's warpgroup operations (docs/matrix.md, "Warpgroup
+//! operations"). A factor stored K-contiguous (A M x K, B N x K) is copied as rows of 64 k
+//! elements and read K-major; one stored M- or N-contiguous (A K x M, B K x N) is copied as
+//! boxes of 64 k rows of 64 M (or N) elements, 8192 bytes apart, and read MN-major (`wgmma`'s
+//! transposed layouts): either way a stage of A is 128 x 64 elements, of B `bn` x 64.
 //!
 //! A work-group of three warpgroups (384 work-items) computes a `128 x bn` block of C:
 //!
@@ -11,7 +14,7 @@
 //! warpgroup 0, one work-item (the producer):
 //!   for kt: s = kt % stages
 //!     if kt >= stages: mbar_wait(empty, s, (kt / stages - 1) & 1)      // slot released
-//!     mbar_expect_tx(full, s, bytes); tma_load A's 128x64 box, B's bn x 64 box into slot s
+//!     mbar_expect_tx(full, s, bytes); tma_load A's and B's boxes into slot s
 //! warpgroups 1 and 2 (the consumers, rows 64 (w - 1) ..):
 //!   for kt: mbar_wait(full, s, (kt / stages) & 1)
 //!     wgmma_fence(); 4 x wgmma m64n{bn}k16 (k = 0, 16, 32, 48); wgmma_commit()
@@ -21,14 +24,15 @@
 //! ```
 //!
 //! The copies zero-fill past M, N and K (the tensor copy does), so odd sizes need no other
-//! handling than the masked store; the row pitch of A and B must be a multiple of 16 bytes
-//! (K a multiple of 8), which the copy requires. On the interpreter the product is the
-//! sequential sum over k, bit for bit, as for the sm_80 generator ([`crate::tc`]).
+//! handling than the masked store; the row pitch of A and B (the stored row length: K, M or
+//! N) must be a multiple of 16 bytes (8 elements), which the copy requires. On the
+//! interpreter the product is the sequential sum over k, bit for bit, as for the sm_80
+//! generator ([`crate::tc`]).
 
 use std::fmt;
 
 use kiln_ir::matrix::{Frag, FragRole, MatShape, MatrixOp};
-use kiln_ir::warpgroup::{Swizzle, TmaBox};
+use kiln_ir::warpgroup::{Swizzle, TmaBox, WgLayout};
 use kiln_ir::{
     AddrSpace, Attrs, Expr, Func, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var,
 };
@@ -97,25 +101,24 @@ impl Tc90Config {
 /// Why `p` has no sm_90 kernel, if it has none.
 pub fn check_problem(p: &TcGemmProblem) -> Result<(), String> {
     p.validate()?;
-    if p.trans_a || !p.trans_b {
-        return Err(format!(
-            "the sm_90 GEMM reads both factors K-contiguous (the K-major layout of `wgmma`): A \
-             stored M x K and B stored N x K (--trans-b); {} is not available there yet",
-            match (p.trans_a, p.trans_b) {
-                (false, false) => "B stored K x N",
-                (true, true) => "A stored K x M",
-                _ => "A stored K x M with B stored K x N",
-            }
-        ));
-    }
-    if p.k % 8 != 0 {
-        return Err(format!(
+    let pitch = |name: &str, stored: &str, dim: &str, v: i64| {
+        if v % 8 == 0 {
+            return Ok(());
+        }
+        Err(format!(
             "the sm_90 GEMM copies tiles with the tensor copy engine, whose row pitch must be a \
-             multiple of 16 bytes: K = {} is not a multiple of 8",
-            p.k
-        ));
+             multiple of 16 bytes: {name} is stored {stored}, so its rows are {dim} = {v} \
+             elements, not a multiple of 8"
+        ))
+    };
+    match p.trans_a {
+        false => pitch("A", "M x K", "K", p.k)?,
+        true => pitch("A", "K x M", "M", p.m)?,
     }
-    Ok(())
+    match p.trans_b {
+        true => pitch("B", "N x K", "K", p.k),
+        false => pitch("B", "K x N", "N", p.n),
+    }
 }
 
 /// Generates the sm_90 kernel for `p` with blocking `cfg`: parameters `(a, b, c)` then the
@@ -154,6 +157,10 @@ fn u(v: u32) -> Expr {
 fn call(op: MatrixOp, args: impl IntoIterator<Item = Expr>) -> Stmt {
     Stmt::call(Func::matrix(op), args)
 }
+
+/// Bytes between the boxes of 64 M (or N) elements of an MN-major stage: one box of 64 k rows
+/// of 128 bytes.
+const MN_STRIDE: u32 = BK * 128;
 
 /// Block rows that run side by side (bands walked column by column keep A and B in L2).
 const RASTER_ROWS: u32 = 8;
@@ -223,42 +230,56 @@ impl Gen<'_> {
         let slot = Var::new("slot", Type::U32);
         let bytes = (BM + bn) * BK * p.ty.size_bytes() as u32;
         let sw = Swizzle::B128;
-        let tma = |dst: &Var, di: Expr, src: &Var, rows: u32, h: u32, r0: Expr| {
-            call(
-                MatrixOp::TmaLoad(TmaBox { w: BK as u16, h: h as u16, swizzle: sw }),
-                [
-                    dst.expr(),
-                    di,
-                    src.expr(),
-                    u(k),
-                    u(rows),
-                    u(k),
-                    kt.expr() * u(BK),
-                    r0,
-                    full.expr(),
-                    slot.expr(),
-                ],
-            )
-        };
-        let produce = Stmt::for_(
-            &kt,
-            u(0),
-            u(ktiles),
-            u(1),
-            Stmt::block([
-                Stmt::let_(&slot, kt.expr() % u(s)),
-                Stmt::if_(
-                    kt.expr().cmp_ge(u(s)),
+        let esize = p.ty.size_bytes() as u32;
+        // One factor's copies into `dst[di..]`: `rows` M (or N) rows from `r0`. Stored
+        // K-contiguous (`width` = K), one box of `rows` rows of 64 k; stored MN-contiguous
+        // (`width` = M or N), `rows / 64` boxes of 64 k rows of 64 elements, MN_STRIDE apart.
+        let tma = |dst: &Var, di: Expr, src: &Var, k_major: bool, mn: u32, rows: u32, r0: &Var| {
+            let (width, height) = if k_major { (k, mn) } else { (mn, k) };
+            let (w, h, boxes) = if k_major { (BK, rows, 1) } else { (64, BK, rows / 64) };
+            (0..boxes)
+                .map(|j| {
+                    let (x, y) = if k_major {
+                        (kt.expr() * u(BK), r0.expr())
+                    } else {
+                        (r0.expr() + u(64 * j), kt.expr() * u(BK))
+                    };
                     call(
-                        MatrixOp::MbarWait,
-                        [empty.expr(), slot.expr(), (kt.expr() / u(s) + u(1)) & u(1)],
-                    ),
+                        MatrixOp::TmaLoad(TmaBox { w: w as u16, h: h as u16, swizzle: sw }),
+                        [
+                            dst.expr(),
+                            match j {
+                                0 => di.clone(),
+                                _ => di.clone() + u(j * MN_STRIDE / esize),
+                            },
+                            src.expr(),
+                            u(width),
+                            u(height),
+                            u(width),
+                            x,
+                            y,
+                            full.expr(),
+                            slot.expr(),
+                        ],
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let (a_k, b_k) = (!p.trans_a, p.trans_b);
+        let mut copy = vec![
+            Stmt::let_(&slot, kt.expr() % u(s)),
+            Stmt::if_(
+                kt.expr().cmp_ge(u(s)),
+                call(
+                    MatrixOp::MbarWait,
+                    [empty.expr(), slot.expr(), (kt.expr() / u(s) + u(1)) & u(1)],
                 ),
-                call(MatrixOp::MbarExpectTx, [full.expr(), slot.expr(), u(bytes)]),
-                tma(&a_s, slot.expr() * u(a_tile), &a, m, BM, m0.expr()),
-                tma(&b_s, slot.expr() * u(b_tile), &b, n, bn, n0.expr()),
-            ]),
-        );
+            ),
+            call(MatrixOp::MbarExpectTx, [full.expr(), slot.expr(), u(bytes)]),
+        ];
+        copy.extend(tma(&a_s, slot.expr() * u(a_tile), &a, a_k, m, BM, &m0));
+        copy.extend(tma(&b_s, slot.expr() * u(b_tile), &b, b_k, n, bn, &n0));
+        let produce = Stmt::for_(&kt, u(0), u(ktiles), u(1), Stmt::block(copy));
         let producer = Stmt::if_(lin.expr().cmp_eq(u(0)), produce);
 
         // The consumers.
@@ -271,6 +292,7 @@ impl Gen<'_> {
         let mut cons = vec![
             Stmt::let_(&wg, (lin.expr() >> u(7)) - u(1)),
             Stmt::let_(&t, lin.expr() & u(127)),
+            // Either layout puts the consumer's 64 rows of A 8192 bytes into the stage.
             Stmt::let_(&a_row, wg.expr() * u(64 * BK)),
             Stmt::call_into(&z, Func::matrix(MatrixOp::Fill), [Expr::f32(0.0)]),
             Stmt::decl(&acc, z.expr()),
@@ -280,15 +302,25 @@ impl Gen<'_> {
             call(MatrixOp::MbarWait, [full.expr(), slot.expr(), (kt.expr() / u(s)) & u(1)]),
             call(MatrixOp::WgFence, []),
         ];
+        // A k step of 16 moves 16 elements along a K-major row, 16 rows of 64 down an
+        // MN-major box.
+        let layout = |k_major: bool| {
+            if k_major {
+                (WgLayout::k(sw), 16)
+            } else {
+                (WgLayout::mn(sw, MN_STRIDE), 16 * 64)
+            }
+        };
+        let ((la, ka), (lb, kb)) = (layout(a_k), layout(b_k));
         for ks in 0..BK / 16 {
             step.push(call(
-                MatrixOp::Wgmma(sw, sw),
+                MatrixOp::Wgmma(la, lb),
                 [
                     acc.expr(),
                     a_s.expr(),
-                    slot.expr() * u(a_tile) + a_row.expr() + u(16 * ks),
+                    slot.expr() * u(a_tile) + a_row.expr() + u(ka * ks),
                     b_s.expr(),
-                    slot.expr() * u(b_tile) + u(16 * ks),
+                    slot.expr() * u(b_tile) + u(kb * ks),
                 ],
             ));
         }

@@ -1,6 +1,7 @@
 //! The sm_90 tensor-core GEMM (kiln_gen::tc90) on the interpreter: f16 and bf16 inputs,
-//! f32/f16/bf16 outputs, odd sizes (tensor copies zero-fill past M, N and K; the store is
-//! masked), every block width, and a fused epilogue. On the interpreter the f32 product is the
+//! f32/f16/bf16 outputs, every transpose (K-major and MN-major factors), odd sizes (tensor
+//! copies zero-fill past M, N and K; the store is masked), every block width, and a fused
+//! epilogue. On the interpreter the f32 product is the
 //! sequential sum over k, so every comparison is bit for bit; refusals are by name.
 
 mod common;
@@ -13,8 +14,17 @@ use kiln_ir::interp::{run_with, RunOptions};
 use kiln_ir::launch::{Arg, Buffer};
 use kiln_ir::Scalar;
 
+/// `v` (row-major `rows x cols`) stored transposed if `t`.
+fn stored(v: &[f32], rows: usize, cols: usize, t: bool) -> Vec<f32> {
+    if !t {
+        return v.to_vec();
+    }
+    (0..rows * cols).map(|x| v[(x % rows) * cols + x / rows]).collect()
+}
+
 /// Runs the kernel (both interpreter schedules) and compares every element of C, bit for
-/// bit, with the sequential product (A M x K, B N x K) through the epilogue `post`.
+/// bit, with the sequential product (A M x K, B N x K, each stored as `p` says) through the
+/// epilogue `post`.
 fn check(
     p: &TcGemmProblem,
     cfg: Tc90Config,
@@ -35,9 +45,10 @@ fn check(
             want[i * n + j] = round(p.out, post(i, j, s));
         }
     }
+    let (sa, sb) = (stored(&a, m, k, p.trans_a), stored(&b, n, k, !p.trans_b));
     for reverse in [false, true] {
         let mut bufs =
-            vec![buffer(p.ty, &a), buffer(p.ty, &b), buffer(p.out, &vec![f32::NAN; m * n])];
+            vec![buffer(p.ty, &sa), buffer(p.ty, &sb), buffer(p.out, &vec![f32::NAN; m * n])];
         bufs.extend(extra.iter().cloned());
         let args: Vec<Arg> = (0..bufs.len()).map(Arg::Buffer).collect();
         let opts = RunOptions { reverse_order: reverse, ..RunOptions::default() };
@@ -94,6 +105,60 @@ fn odd_sizes_are_zero_filled_and_masked() {
     );
 }
 
+/// Every (trans_a, trans_b).
+const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
+
+#[test]
+fn every_transpose_equals_the_sequential_sum() {
+    // A stored K x M and B stored K x N go through `wgmma`'s MN-major layouts: odd M, N and K
+    // (pitches multiples of 8 where they are the stored rows), both element types, two block
+    // widths (two and four N boxes per stage) and a ring that wraps.
+    for (ta, tb) in TRANSPOSES {
+        let p = |m, n, k, ty, out| TcGemmProblem {
+            trans_a: ta,
+            trans_b: tb,
+            ..problem(m, n, k, ty, out)
+        };
+        check(
+            &p(136, 72, 200, Scalar::BF16, Scalar::F32),
+            Tc90Config { bn: 128, stages: 2 },
+            vec![],
+            |_, _, x| x,
+        );
+        check(
+            &p(40, 264, 88, Scalar::F16, Scalar::F16),
+            Tc90Config { bn: 256, stages: 2 },
+            vec![],
+            |_, _, x| x,
+        );
+    }
+    // Both factors MN-major: K needs no multiple of 8 (the copies zero-fill past it).
+    let p = TcGemmProblem {
+        trans_a: true,
+        trans_b: false,
+        ..problem(24, 16, 75, Scalar::BF16, Scalar::BF16)
+    };
+    check(&p, Tc90Config { bn: 64, stages: 2 }, vec![], |_, _, x| x);
+}
+
+#[test]
+fn every_transpose_fuses_the_epilogue() {
+    let (m, n) = (72usize, 48usize);
+    let bias = vals(n, 5);
+    for (ta, tb) in TRANSPOSES {
+        let mut p = problem(m as i64, n as i64, 40, Scalar::F16, Scalar::F32);
+        (p.trans_a, p.trans_b) = (ta, tb);
+        p.epilogue = Epilogue(vec![EpOp::Bias, EpOp::Relu]);
+        let b = bias.clone();
+        check(
+            &p,
+            Tc90Config { bn: 64, stages: 2 },
+            vec![Buffer::from_slice(&bias)],
+            move |_, j, x| (x + b[j]).max(0.0),
+        );
+    }
+}
+
 #[test]
 fn fused_epilogue_matches_its_definition() {
     let (m, n) = (96usize, 80usize);
@@ -132,13 +197,33 @@ fn fused_epilogue_matches_its_definition() {
 #[test]
 fn unsupported_layouts_and_pitches_are_refused_by_name() {
     let cfg = Tc90Config::default();
-    let mut p = problem(64, 64, 64, Scalar::BF16, Scalar::F32);
-    p.trans_b = false;
-    let e = generate(&p, &cfg).unwrap_err();
-    assert!(e.contains("B stored K x N") && e.contains("--trans-b"), "{e}");
-    let p = problem(64, 64, 60, Scalar::BF16, Scalar::F32);
-    let e = generate(&p, &cfg).unwrap_err();
-    assert!(e.contains("K = 60 is not a multiple of 8"), "{e}");
+    // The stored row of each factor (K, M or N by its transpose) is the copy's pitch.
+    let pitch = |m, n, k, ta, tb| {
+        let p = TcGemmProblem {
+            trans_a: ta,
+            trans_b: tb,
+            ..problem(m, n, k, Scalar::BF16, Scalar::F32)
+        };
+        generate(&p, &cfg).unwrap_err()
+    };
+    let e = pitch(64, 64, 60, false, true);
+    assert!(
+        e.contains("A is stored M x K, so its rows are K = 60 elements, not a multiple of 8"),
+        "{e}"
+    );
+    let e = pitch(64, 64, 60, true, true);
+    assert!(e.contains("B is stored N x K, so its rows are K = 60"), "{e}");
+    let e = pitch(60, 64, 64, true, false);
+    assert!(e.contains("A is stored K x M, so its rows are M = 60"), "{e}");
+    let e = pitch(64, 60, 64, false, false);
+    assert!(e.contains("B is stored K x N, so its rows are N = 60"), "{e}");
+    // A size that is no stored row needs no multiple of 8 (K, with both factors MN-major).
+    let p = TcGemmProblem {
+        trans_a: true,
+        trans_b: false,
+        ..problem(64, 64, 61, Scalar::BF16, Scalar::F32)
+    };
+    generate(&p, &cfg).unwrap();
     let e = generate(
         &problem(64, 64, 64, Scalar::BF16, Scalar::F32),
         &Tc90Config { bn: 96, stages: 2 },
@@ -151,4 +236,54 @@ fn unsupported_layouts_and_pitches_are_refused_by_name() {
     )
     .unwrap_err();
     assert!(e.contains("227 KiB"), "{e}");
+}
+
+#[test]
+fn every_transpose_lowers_to_transposed_wgmma_and_assembles_for_sm_90a() {
+    // Per transpose: the `wgmma` immediates (imm-trans-a/b 1 for a factor stored MN-contiguous)
+    // and the tensor maps' orientation (width = the stored row: K, M or N; boxes 64 x 128 or
+    // bn of K rows, 64 x 64 of MN rows); ptxas accepts each kernel for sm_90a.
+    let ptxas = kiln_ir::testing::tool("KILN_PTXAS");
+    let dir = std::env::temp_dir().join(format!("kiln-tc90-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (ta, tb) in TRANSPOSES {
+        for ty in [Scalar::F16, Scalar::BF16] {
+            let mut p = problem(200, 136, 72, ty, Scalar::BF16);
+            (p.trans_a, p.trans_b) = (ta, tb);
+            p.epilogue = Epilogue(vec![EpOp::Bias, EpOp::Relu]);
+            let g = generate(&p, &Tc90Config { bn: 128, stages: 3 }).unwrap();
+            let name = g.kernel.name().to_string();
+            let ptx =
+                kiln_backends::ptx::emit_kernel(&g.kernel, &kiln_backends::ptx::Options::sm(90))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let imm = format!(", 1, 1, {}, {};", ta as u8, !tb as u8);
+            assert_eq!(ptx.matches("wgmma.mma_async").count(), 4, "{name}");
+            assert_eq!(ptx.matches(imm.as_str()).count(), 4, "{name}: {imm}");
+            let a_map =
+                if ta { "a {ty} 200 72 200 64 64 sw128" } else { "a {ty} 72 200 72 64 128 sw128" };
+            let b_map =
+                if tb { "b {ty} 72 136 72 64 128 sw128" } else { "b {ty} 136 72 136 64 64 sw128" };
+            for (j, m) in [a_map, b_map].iter().enumerate() {
+                let line =
+                    format!("// kiln.tensor_map {name} {j} {}", m.replace("{ty}", &ty.to_string()));
+                assert!(ptx.contains(&line), "{name}: no `{line}`");
+            }
+            // One copy per K-major factor, one per 64 MN rows of an MN-major one.
+            let copies = if ta { 2 } else { 1 } + if tb { 1 } else { 2 };
+            assert_eq!(ptx.matches("cp.async.bulk.tensor").count(), copies, "{name}");
+            if let Some(ptxas) = &ptxas {
+                let f = dir.join(format!("{name}.ptx"));
+                std::fs::write(&f, &ptx).unwrap();
+                let out = std::process::Command::new(ptxas)
+                    .arg("--gpu-name=sm_90a")
+                    .arg(&f)
+                    .arg("-o")
+                    .arg(f.with_extension("cubin"))
+                    .output()
+                    .expect("run ptxas");
+                assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,7 +28,7 @@
 use std::fmt;
 
 use crate::types::Scalar;
-use crate::warpgroup::{Swizzle, TmaBox};
+use crate::warpgroup::{TmaBox, WgLayout};
 
 /// What a fragment holds: the left factor `A` (M×K), the right factor `B` (K×N) or an
 /// accumulator `C`/`D` (M×N).
@@ -268,10 +268,10 @@ pub enum MatrixOp {
     Commit,
     /// `async_wait(n)`: at most `n` committed groups left pending.
     Wait(u8),
-    /// `wgmma(d, a, ai, b, bi, swa, swb)`: `d = A·B + d` for the warpgroup accumulator
+    /// `wgmma(d, a, ai, b, bi, la, lb)`: `d = A·B + d` for the warpgroup accumulator
     /// variable `d` (`frag<acc, m64nNk16, f32>`), the 64x16 A at element `ai` of the local
-    /// array `a` and the 16xN B at `bi` of `b`, both K-major through the swizzles.
-    Wgmma(Swizzle, Swizzle),
+    /// array `a` and the 16xN B at `bi` of `b`, laid out as `la` and `lb` say.
+    Wgmma(WgLayout, WgLayout),
     /// `wgmma_fence()`: orders register and local-memory accesses before later `wgmma`s.
     WgFence,
     /// `wgmma_commit()`: closes the current group of `wgmma`s.
@@ -365,7 +365,7 @@ impl MatrixOp {
                 vec![n.to_string()]
             }
             MatrixOp::FragElem(i) => vec![i.to_string()],
-            MatrixOp::Wgmma(a, b) => vec![a.name().into(), b.name().into()],
+            MatrixOp::Wgmma(a, b) => vec![a.name(), b.name()],
             MatrixOp::TmaLoad(b) => vec![b.w.to_string(), b.h.to_string(), b.swizzle.name().into()],
             _ => Vec::new(),
         }

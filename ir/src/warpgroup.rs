@@ -9,6 +9,7 @@
 //!   `frag<acc, m64nNk16, f32>` is spread over them: each holds `N / 2` elements, element `i`
 //!   of work-item `t` (its index in the warpgroup) being [`acc_coords`]`(t, i)`.
 //!   `frag_elem(f, i)` reads one of them; that is how results leave an accumulator.
+//! * A `wgmma` factor is K-major or MN-major ([`WgLayout`]).
 //! * Local memory read by `wgmma` or written by `tma_load` is laid out in rows of the
 //!   [`Swizzle`] span `S` bytes (128, 64 or 32): byte `L` of the tile (counted from the start
 //!   of its local array) lives at [`Swizzle::apply`]`(L)`, which permutes the 16-byte chunks of
@@ -98,30 +99,129 @@ pub fn acc_coords(t: u32, i: u32) -> (u32, u32) {
     (16 * w + l / 4 + 8 * ((i / 2) % 2), 8 * (i / 4) + 2 * (l % 4) + i % 2)
 }
 
-/// The element index (relative to its local array) of element `(r, k)` of a K-major `wgmma`
-/// factor starting at element `start`: row `r` of the tile (an M row of A or an N row of B)
-/// holds its 16 k elements contiguously, rows `S` bytes apart, all through `sw`.
-pub fn operand_index(sw: Swizzle, start: u64, r: u64, k: u64, elem_bytes: u64) -> u64 {
-    let l = start * elem_bytes + r * sw.span() + k * elem_bytes;
-    sw.apply(l) / elem_bytes
+/// How a `wgmma` factor lies in local memory: through which [`Swizzle`], and which of its
+/// dimensions is contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WgLayout {
+    /// The swizzle of the rows (never [`Swizzle::None`] for a `wgmma` factor).
+    pub swizzle: Swizzle,
+    /// Which dimension is contiguous.
+    pub major: Major,
 }
 
-/// Why a `wgmma` factor cannot start at element `start` (of `elem_bytes`-byte elements) of its
-/// local array, if it cannot: the start must lie in the first row of a swizzle repeat, on a
-/// 16-byte boundary, with the 16 k elements inside that row.
-pub fn check_operand_start(sw: Swizzle, start: u64, elem_bytes: u64) -> Result<(), String> {
-    let b = start * elem_bytes;
-    let in_row = b % sw.repeat();
-    if !b.is_multiple_of(16) || in_row + 16 * elem_bytes > sw.span() {
-        return Err(format!(
-            "a `wgmma` factor at element {start} (byte {b}) with {sw}: it must start on a \
-             16-byte boundary within the first {} bytes of a {}-byte swizzle repeat, leaving \
-             room for 16 elements",
-            sw.span(),
-            sw.repeat()
-        ));
+/// The contiguous dimension of a `wgmma` factor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Major {
+    /// K-major (text `sw128`): each M (or N) row holds its 16 k elements contiguously, rows
+    /// `S` bytes apart.
+    K,
+    /// MN-major (text `sw128_mn<L>`): each k row holds `S` bytes of consecutive M (or N)
+    /// elements, k rows `S` bytes apart; the next `S` bytes' worth of M (or N) elements lie
+    /// `L` bytes further (the transposed layouts, PTX's `imm-trans` 1).
+    Mn(u32),
+}
+
+impl WgLayout {
+    /// A K-major layout through `swizzle`.
+    pub fn k(swizzle: Swizzle) -> WgLayout {
+        WgLayout { swizzle, major: Major::K }
     }
-    Ok(())
+
+    /// An MN-major layout through `swizzle`, groups of `S` bytes of M (or N) elements
+    /// `stride` bytes apart.
+    pub fn mn(swizzle: Swizzle, stride: u32) -> WgLayout {
+        WgLayout { swizzle, major: Major::Mn(stride) }
+    }
+
+    /// The text-format word (`sw128`, `sw128_mn8192`).
+    pub fn name(self) -> String {
+        match self.major {
+            Major::K => self.swizzle.name().to_string(),
+            Major::Mn(l) => format!("{}_mn{l}", self.swizzle.name()),
+        }
+    }
+
+    /// Parses a text-format word.
+    pub fn from_name(name: &str) -> Option<WgLayout> {
+        match name.split_once("_mn") {
+            None => Some(WgLayout::k(Swizzle::from_name(name)?)),
+            Some((sw, l)) if !l.starts_with('+') => {
+                Some(WgLayout::mn(Swizzle::from_name(sw)?, l.parse().ok()?))
+            }
+            _ => None,
+        }
+    }
+
+    /// Why the layout cannot hold a `wgmma` factor, if it cannot: it is swizzled, and an
+    /// MN-major stride is a positive multiple of the swizzle repeat below 256 KiB (what the
+    /// descriptor's 14-bit field holds).
+    pub fn check(self) -> Result<(), String> {
+        let sw = self.swizzle;
+        if sw.span() == 0 {
+            return Err(format!("`wgmma` factors are swizzled (sw128, sw64 or sw32), not {sw}"));
+        }
+        if let Major::Mn(l) = self.major {
+            let l = l as u64;
+            if l == 0 || !l.is_multiple_of(sw.repeat()) || l >= 1 << 18 {
+                return Err(format!(
+                    "`{}`: the stride between MN groups must be a positive multiple of the \
+                     {}-byte swizzle repeat below 262144 bytes",
+                    self.name(),
+                    sw.repeat()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The element index (relative to its local array) of element `(r, k)` of a `wgmma`
+    /// factor starting at element `start`, `r` its M (or N) index and `k` its k index
+    /// (0..16): K-major, byte `r S + k size` of the tile; MN-major, byte
+    /// `(r / E) L + k S + (r % E) size` with `E = S / size`; both through the swizzle.
+    pub fn index(self, start: u64, r: u64, k: u64, elem_bytes: u64) -> u64 {
+        let span = self.swizzle.span();
+        let off = match self.major {
+            Major::K => r * span + k * elem_bytes,
+            Major::Mn(l) => {
+                let e = span / elem_bytes;
+                (r / e) * l as u64 + k * span + (r % e) * elem_bytes
+            }
+        };
+        self.swizzle.apply(start * elem_bytes + off) / elem_bytes
+    }
+
+    /// Why a `wgmma` factor cannot start at element `start` (of `elem_bytes`-byte elements)
+    /// of its local array, if it cannot. K-major: on a 16-byte boundary within the first row
+    /// of a swizzle repeat, leaving room for 16 elements (a k step moves along the row).
+    /// MN-major: on a swizzle-repeat boundary (a k step of 16 is two whole repeats).
+    pub fn check_start(self, start: u64, elem_bytes: u64) -> Result<(), String> {
+        let sw = self.swizzle;
+        let b = start * elem_bytes;
+        let in_row = b % sw.repeat();
+        match self.major {
+            Major::K if !b.is_multiple_of(16) || in_row + 16 * elem_bytes > sw.span() => {
+                Err(format!(
+                    "a K-major `wgmma` factor at element {start} (byte {b}) with {sw}: it must \
+                     start on a 16-byte boundary within the first {} bytes of a {}-byte \
+                     swizzle repeat, leaving room for 16 elements",
+                    sw.span(),
+                    sw.repeat()
+                ))
+            }
+            Major::Mn(_) if in_row != 0 => Err(format!(
+                "an MN-major `wgmma` factor at element {start} (byte {b}) with {sw}: it must \
+                 start on a {}-byte swizzle-repeat boundary",
+                sw.repeat()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for WgLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
 }
 
 /// The box one `tma_load` copies: `w` elements along a row of the tensor (contiguous in

@@ -127,6 +127,131 @@ fn producer_consumer_tile_product_matches_the_sequential_sum() {
     check_gemm("bf16", 64, 8, "sw32", "expect_first");
 }
 
+/// One 64 x `n` tile of `D = A·B` over K = 64 with B stored K x N (N-contiguous) and A stored
+/// K x M if `a_mn`, else M x K: the N-contiguous (and M-contiguous) factors are copied as
+/// boxes of 64 k rows of `E = S / 2` elements, `64 S` bytes apart, and read MN-major
+/// (`<sw>_mn<64 S>`); a K-major A as in [`gemm_src`].
+fn mn_src(elem: &str, m: u32, n: u32, sw: &str, a_mn: bool) -> String {
+    let e = match sw {
+        "sw128" => 64,
+        "sw64" => 32,
+        _ => 16,
+    };
+    let l = 64 * e * 2;
+    let lay = format!("{sw}_mn{l}");
+    let nb = n.div_ceil(e);
+    let bytes = 64 * 64 * 2 + nb * e * 64 * 2;
+    let mut copies = String::new();
+    let (a_lay, a_step) = if a_mn {
+        for j in 0..64 / e {
+            copies.push_str(&format!(
+                "tma_load(a_s, {}u32, a, {m}u32, 64u32, {m}u32, {}u32, 0u32, bar, 0u32, {e}, 64, {sw}); ",
+                j * 64 * e,
+                j * e
+            ));
+        }
+        (lay.clone(), format!("k * {}u32", 16 * e))
+    } else {
+        for s in 0..64 / e {
+            copies.push_str(&format!(
+                "tma_load(a_s, {}u32, a, 64u32, {m}u32, 64u32, {}u32, 0u32, bar, 0u32, {e}, 64, {sw}); ",
+                s * 64 * e,
+                s * e
+            ));
+        }
+        (sw.to_string(), format!("k * 16u32 / {e}u32 * {}u32 + k * 16u32 % {e}u32", 64 * e))
+    };
+    for j in 0..nb {
+        copies.push_str(&format!(
+            "tma_load(b_s, {}u32, b, {n}u32, 64u32, {n}u32, {}u32, 0u32, bar, 0u32, {e}, 64, {sw}); ",
+            j * 64 * e,
+            j * e
+        ));
+    }
+    let elems: String = (0..n / 2)
+        .map(|i| {
+            format!(
+                "    let v{i}: f32 = frag_elem(acc, {i});
+    let r{i}: u32 = 16u32 * (t >> 5u32) + ((t & 31u32) >> 2u32) + 8u32 * {hi}u32;
+    if r{i} < {m}u32 {{ d[r{i} * {n}u32 + {c}u32 + 2u32 * (t & 3u32)] = v{i}; }}
+",
+                hi = (i / 2) % 2,
+                c = 8 * (i / 4) + i % 2
+            )
+        })
+        .collect();
+    format!(
+        "kernel k(a: ptr<global, {elem}>, b: ptr<global, {elem}>, d: ptr<global, f32>) {{
+  local a_s: {elem}[4096];
+  local b_s: {elem}[{bsz}];
+  local bar: u64[1];
+  let lin: u32 = local_id(0);
+  if lin == 0u32 {{ mbar_init(bar, 0u32, 1u32); }}
+  barrier(local);
+  if lin < 128u32 {{
+    if lin == 0u32 {{ mbar_expect_tx(bar, 0u32, {bytes}u32); {copies}}}
+  }} else {{
+    let t: u32 = lin - 128u32;
+    let z: frag<acc, m64n{n}k16, f32> = frag_fill(0.0f32);
+    var acc: frag<acc, m64n{n}k16, f32> = z;
+    mbar_wait(bar, 0u32, 0u32);
+    wgmma_fence();
+    for k in 0u32 .. 4u32 {{
+      wgmma(acc, a_s, {a_step}, b_s, k * {b_step}u32, {a_lay}, {lay});
+    }}
+    wgmma_commit();
+    wgmma_wait(0);
+{elems}  }}
+}}",
+        bsz = nb * e * 64,
+        b_step = 16 * e,
+    )
+}
+
+/// Runs [`mn_src`] and compares every element with the sequential sum, bit for bit.
+fn check_mn(elem: &str, m: u32, n: u32, sw: &str, a_mn: bool) {
+    let (mu, nu) = (m as usize, n as usize);
+    let a = vals(mu * 64, 3); // A[i][k]
+    let b = vals(nu * 64, 4); // B[k][j], stored K x N
+    let a_st: Vec<f32> =
+        if a_mn { (0..mu * 64).map(|x| a[(x % mu) * 64 + x / mu]).collect() } else { a.clone() };
+    let to = |v: &[f32]| -> Buffer {
+        if elem == "f16" {
+            Buffer::from_slice(&v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>())
+        } else {
+            Buffer::from_slice(&v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
+        }
+    };
+    let src = mn_src(elem, m, n, sw, a_mn);
+    let mut bufs = vec![to(&a_st), to(&b), Buffer::from_slice(&vec![f32::NAN; mu * nu])];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+    run_kernel(&src, 256, &args, &mut bufs).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let got = bufs[2].to_vec::<f32>().unwrap();
+    for i in 0..mu {
+        for j in 0..nu {
+            let mut s = 0.0f32;
+            for k in 0..64 {
+                s += a[i * 64 + k] * b[k * nu + j];
+            }
+            assert_eq!(
+                got[i * nu + j].to_bits(),
+                s.to_bits(),
+                "{elem} {sw} a_mn {a_mn} d[{i}][{j}]"
+            );
+        }
+    }
+}
+
+#[test]
+fn mn_major_factors_match_the_sequential_sum() {
+    // Both factors MN-major (the transposed layouts), or B alone; every swizzle; B spanning
+    // one or several MN groups; fewer M rows than the tile (zero-filled).
+    check_mn("bf16", 64, 64, "sw128", true);
+    check_mn("f16", 64, 128, "sw128", false);
+    check_mn("f16", 56, 48, "sw64", true);
+    check_mn("bf16", 64, 40, "sw32", true);
+}
+
 #[test]
 fn rows_past_the_tensor_are_zero_filled() {
     // 50 rows of A: the box's last 14 rows are zeros, and the kernel stores only 50 rows.
@@ -143,6 +268,11 @@ fn text_round_trips() {
     assert!(text.contains("frag<acc, m64n32k16, f32>"), "{text}");
     assert_eq!(parse_module(&text).unwrap(), m);
     assert_eq!(parse_module(&text).unwrap().to_string(), text);
+    let m = parse_module(&mn_src("f16", 64, 64, "sw64", true)).unwrap();
+    verify_module(&m).unwrap();
+    let text = m.to_string();
+    assert!(text.contains("sw64_mn4096, sw64_mn4096)"), "{text}");
+    assert_eq!(parse_module(&text).unwrap(), m);
 }
 
 fn verify_error(body: &str) -> String {
@@ -165,6 +295,9 @@ fn verifier_rules_are_located() {
     let acc = "  let z: frag<acc, m64n64k16, f32> = frag_fill(0.0f32);\n  var acc: frag<acc, m64n64k16, f32> = z;\n";
     let cases = [
         (format!("{acc}  wgmma(acc, a, 0u32, a, 0u32, noswizzle, sw128);"), "are swizzled"),
+        (format!("{acc}  wgmma(acc, a, 0u32, a, 0u32, sw128, noswizzle_mn1024);"), "are swizzled"),
+        (format!("{acc}  wgmma(acc, a, 0u32, a, 0u32, sw128, sw128_mn512);"), "multiple of the 1024-byte"),
+        (format!("{acc}  wgmma(acc, a, 0u32, a, 0u32, sw32_mn0, sw128);"), "positive multiple"),
         (
             "  let acc: frag<acc, m64n64k16, f32> = frag_fill(0.0f32);\n  wgmma(acc, a, 0u32, a, 0u32, sw128, sw128);".into(),
             "must be a `var`",
@@ -231,4 +364,15 @@ fn run_time_rules() {
     let e = run_kernel(&src, 256, &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)], &mut bufs)
         .unwrap_err();
     assert!(e.contains("16-byte boundary"), "{e}");
+    // An MN-major factor off a swizzle repeat.
+    let src = mn_src("bf16", 64, 64, "sw128", true)
+        .replace("b_s, k * 1024u32", "b_s, k * 1024u32 + 64u32");
+    let mut bufs = vec![
+        Buffer::from_slice(&vec![bf16::ZERO; 64 * 64]),
+        Buffer::from_slice(&vec![bf16::ZERO; 64 * 64]),
+        Buffer::from_slice(&vec![0.0f32; 64 * 64]),
+    ];
+    let e = run_kernel(&src, 256, &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)], &mut bufs)
+        .unwrap_err();
+    assert!(e.contains("MN-major") && e.contains("1024-byte swizzle-repeat boundary"), "{e}");
 }

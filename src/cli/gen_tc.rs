@@ -117,7 +117,8 @@ pub(super) struct TcGemmArgs {
     #[arg(long, value_name = "N")]
     stages: Option<u32>,
     /// Which tensor-core tier the kernel uses: sm_80 (default) or sm_90 (warpgroup
-    /// operations; needs --trans-b, block 128xN with N 64, 128 or 256, emitted for sm_90a).
+    /// operations; block 128xN with N 64, 128 or 256, stored rows a multiple of 8 elements,
+    /// emitted for sm_90a).
     #[arg(long, value_enum, default_value = "sm_80")]
     arch: Arch,
     /// Print the blockings a tuner would try for this problem, one per line, instead.

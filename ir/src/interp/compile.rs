@@ -7,7 +7,7 @@ use crate::kernel::Kernel;
 use crate::matrix::{FragRole, Layout, MatShape, MatrixOp};
 use crate::stmt::{AtomicOp, FuncKind, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
-use crate::warpgroup::Swizzle;
+use crate::warpgroup::WgLayout;
 
 use super::Arg;
 use crate::eval as ops;
@@ -161,7 +161,7 @@ pub(super) enum Coop {
     /// `frags[d] = frags[a] · frags[b] + frags[c]`.
     Mma { d: u32, a: u32, b: u32, c: u32, shape: MatShape },
     /// `wgmma`: `frags[d] += A·B` with A and B in local memory.
-    Wgmma { d: u32, a: u32, ai: Code, b: u32, bi: Code, n: u16, sw: [Swizzle; 2] },
+    Wgmma { d: u32, a: u32, ai: Code, b: u32, bi: Code, n: u16, sw: [WgLayout; 2] },
     /// `wgmma_fence`, `wgmma_commit`, `wgmma_wait`: only checked for uniformity.
     WgSync(&'static str),
 }

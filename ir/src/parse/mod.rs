@@ -20,7 +20,7 @@ use crate::kernel::{Attrs, Kernel, Module};
 use crate::matrix::{Frag, FragRole, Layout, MatShape, MatrixOp};
 use crate::stmt::{AtomicOp, Func, MemFence, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
-use crate::warpgroup::{Swizzle, TmaBox};
+use crate::warpgroup::{Swizzle, TmaBox, WgLayout};
 use lexer::{Tok, Token};
 pub use literal::{float_literal, FloatLiteralError};
 
@@ -772,6 +772,24 @@ impl<'s> Parser<'s> {
                 Ok,
             )
         };
+        let wg_layout = |p: &Self, a: &Ast| -> PResult<WgLayout> {
+            match &a.kind {
+                AstKind::Name(n) => WgLayout::from_name(n),
+                _ => None,
+            }
+            .map_or_else(
+                || {
+                    p.error(
+                        a.span,
+                        format!(
+                            "expected a factor layout (`sw128`, `sw64`, `sw32`, or one of them \
+                             with `_mn<bytes>` for MN-major) in `{name}`"
+                        ),
+                    )
+                },
+                Ok,
+            )
+        };
         let number = |p: &Self, a: &Ast, max: u32| -> PResult<u32> {
             match &a.kind {
                 AstKind::Lit {
@@ -795,8 +813,8 @@ impl<'s> Parser<'s> {
             "copy_async" => MatrixOp::CopyAsync(count(self, &args.remove(4))?),
             "async_commit" => MatrixOp::Commit,
             "wgmma" => {
-                let b = swizzle(self, &args.remove(6))?;
-                let a = swizzle(self, &args.remove(5))?;
+                let b = wg_layout(self, &args.remove(6))?;
+                let a = wg_layout(self, &args.remove(5))?;
                 MatrixOp::Wgmma(a, b)
             }
             "wgmma_fence" => MatrixOp::WgFence,

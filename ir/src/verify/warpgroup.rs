@@ -44,12 +44,9 @@ impl Checker<'_> {
         };
         match op {
             MatrixOp::Wgmma(swa, swb) => {
-                for sw in [swa, swb] {
-                    if sw.span() == 0 {
-                        self.at_stmt(
-                            s,
-                            format!("`wgmma` factors are swizzled (sw128, sw64 or sw32), not {sw}"),
-                        );
+                for l in [swa, swb] {
+                    if let Err(m) = l.check() {
+                        self.at_stmt(s, m);
                     }
                 }
                 let Some(d) = self.wg_acc(&args[0], ok[0], name) else { return };

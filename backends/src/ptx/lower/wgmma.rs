@@ -5,9 +5,13 @@
 //! fragment D").
 //!
 //! Descriptors (PTX ISA, "Matrix Descriptor Format"): bits 0-13 the start address >> 4,
-//! 16-29 the leading byte offset >> 4 (unused by K-major swizzled layouts: 1), 32-45 the
-//! stride byte offset >> 4 (8 rows of the swizzle span: `8 S`), 62-63 the swizzle mode
-//! (1: 128-byte, 2: 64-byte, 3: 32-byte). The IR's local-memory layouts are those of arrays
+//! 16-29 the leading byte offset >> 4, 32-45 the stride byte offset >> 4, 62-63 the swizzle
+//! mode (1: 128-byte, 2: 64-byte, 3: 32-byte). K-major factors: leading offset unused (1),
+//! stride offset 8 rows of the swizzle span (`8 S`). MN-major factors ("Major-ness supported
+//! by strides"): the leading offset is the distance between groups of `S` bytes of M (or N)
+//! elements (the IR's `_mn<L>`), the stride offset that between groups of 8 k rows (`8 S`:
+//! the IR's k rows are `S` bytes apart), and the instruction's `imm-trans-a`/`imm-trans-b`
+//! is 1. The IR's local-memory layouts are those of arrays
 //! aligned to the swizzle repeat, which the backend guarantees by aligning every local array
 //! of such kernels to 1024 bytes.
 //!
@@ -18,7 +22,7 @@
 //! <box h> <swizzle>` tells launchers what to encode (elements; pitch in elements).
 
 use kiln_ir::matrix::{MatShape, MatrixOp};
-use kiln_ir::warpgroup::{Swizzle, TmaBox};
+use kiln_ir::warpgroup::{Major, Swizzle, TmaBox, WgLayout};
 use kiln_ir::{Expr, Scalar, Var};
 
 use super::{Binding, Lower, Mem, R};
@@ -62,13 +66,18 @@ impl Lower<'_> {
         Ok(a)
     }
 
-    /// A shared-memory matrix descriptor for a K-major factor at `addr`.
-    fn descriptor(&mut self, addr: Reg, sw: Swizzle) -> Reg {
+    /// A shared-memory matrix descriptor for a factor at `addr` laid out as `l`.
+    fn descriptor(&mut self, addr: Reg, l: WgLayout) -> Reg {
         let d = self.fresh(Class::B64);
         self.ins(format_args!("cvt.u64.u32 {d}, {addr}"));
         self.ins(format_args!("shr.u64 {d}, {d}, 4"));
         self.ins(format_args!("and.b64 {d}, {d}, 16383"));
-        let hi = (1u64 << 16) | (((8 * sw.span()) >> 4) << 32) | (mode(sw) << 62);
+        let sw = l.swizzle;
+        let lead = match l.major {
+            Major::K => 1,
+            Major::Mn(stride) => stride as u64 >> 4,
+        };
+        let hi = (lead << 16) | (((8 * sw.span()) >> 4) << 32) | (mode(sw) << 62);
         self.ins(format_args!("or.b64 {d}, {d}, {hi}"));
         d
     }
@@ -96,8 +105,10 @@ impl Lower<'_> {
                 let list = d.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
                 let p = self.fresh(Class::Pred);
                 self.ins(format_args!("setp.eq.u32 {p}, 0, 0"));
+                let tnsp = |l: WgLayout| matches!(l.major, Major::Mn(_)) as u8;
+                let (ta, tb) = (tnsp(swa), tnsp(swb));
                 self.ins(format_args!(
-                    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, 0, 0"
+                    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {da}, {db}, {p}, 1, 1, {ta}, {tb}"
                 ));
             }
             MatrixOp::WgFence => self.ins(format_args!("wgmma.fence.sync.aligned")),

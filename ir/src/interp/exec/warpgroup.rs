@@ -6,12 +6,11 @@
 
 use crate::expr::Imm;
 use crate::types::Scalar;
-use crate::warpgroup::{acc_coords, check_operand_start, operand_index, Mbar, WARPGROUP};
+use crate::warpgroup::{acc_coords, Mbar, WgLayout, WARPGROUP};
 
 use super::super::compile::{Code, MemInfo, Tma};
 use super::{checked_index, Item, Machine};
 use crate::matrix::MatrixOp;
-use crate::warpgroup::Swizzle;
 
 /// The factors one `wgmma` of a warpgroup read: its site and offsets, A (64x16) and B
 /// (16xN), row-major, as f32.
@@ -38,24 +37,23 @@ impl Machine<'_> {
         }
     }
 
-    /// Reads the `rows x 16` K-major factor at element `start` of `info` through `sw`, as
-    /// f32, row-major.
+    /// Reads the `rows x 16` factor at element `start` of `info` laid out as `sw`, as f32,
+    /// row-major.
     fn wg_factor(
         &self,
         info: &MemInfo,
         item: &Item,
-        sw: Swizzle,
+        sw: WgLayout,
         start: u64,
         rows: u64,
     ) -> Result<Vec<f32>, String> {
         let (buf, base, len) = self.memory(info, item);
         let es = buf.elem().size_bytes() as u64;
-        check_operand_start(sw, start, es)
-            .map_err(|m| format!("`wgmma` on `{}`: {m}", info.name))?;
+        sw.check_start(start, es).map_err(|m| format!("`wgmma` on `{}`: {m}", info.name))?;
         let mut out = Vec::with_capacity(rows as usize * 16);
         for r in 0..rows {
             for k in 0..16 {
-                let i = operand_index(sw, start, r, k, es);
+                let i = sw.index(start, r, k, es);
                 let i = Imm::Int(Scalar::U64, i);
                 let at = base + checked_index(i, len, "wgmma", info)?;
                 out.push(super::matrix::to_f32(buf.read(at)));
@@ -73,7 +71,7 @@ impl Machine<'_> {
         site: u32,
         (d, a, ai, b, bi): (u32, u32, Code, u32, Code),
         n: u16,
-        sw: [Swizzle; 2],
+        sw: [WgLayout; 2],
     ) -> Result<(), String> {
         let ai = self.wg_u32(ai, item, "the offset of A", "wgmma")?;
         let bi = self.wg_u32(bi, item, "the offset of B", "wgmma")?;

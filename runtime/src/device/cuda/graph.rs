@@ -138,6 +138,13 @@ pub(super) fn record(dev: &CudaDevice, steps: &[RecordStep]) -> Result<CudaGraph
         nodes_in.push(match st {
             RecordStep::Launch(l) => {
                 let k = handle_as::<CudaKernel>(&l.kernel, "kernel")?;
+                if !k.maps.is_empty() {
+                    return Err(DeviceError::Launch(format!(
+                        "CUDA graph: kernel `{}` takes tensor maps, which recorded graphs do \
+                         not encode yet; launch it eagerly",
+                        k.signature.name()
+                    )));
+                }
                 let shape = launch_shape(&k.signature, &l.range)?;
                 check_recorded_ranges(&l.args, &l.buffers)?;
                 let bufs = (l.buffers.iter())

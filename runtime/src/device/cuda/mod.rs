@@ -37,8 +37,8 @@ use kiln_backends::driver;
 use kiln_backends::options::BuildOptions;
 use kiln_backends::ptx::{Options, Ptx};
 use kiln_backends::target::Target;
-use kiln_ir::launch::{default_local_size, Arg, Buffer, NdRange};
-use kiln_ir::{Kernel, Scalar, Type, Verified};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::{Kernel, Scalar, Verified};
 
 use crate::artifact;
 use crate::device::memory::stage_ranges;
@@ -51,7 +51,20 @@ use crate::error::{panic_message, DeviceError};
 /// How the CUDA device names itself in "unavailable" messages.
 const UNAVAILABLE: &str = "CUDA";
 
+// Recording command graphs as CUDA graphs.
 mod graph;
+// Device memory, parameter blocks and launch shapes.
+mod launch;
+// PTX, the launch blob and the cubin.
+mod program;
+// Tensor maps encoded per launch.
+mod tmap;
+
+use launch::{
+    check_recorded_ranges, device_ptr, launch_shape, Params, EAGER_PARAMS, RANGE_ALIGN, RANGE_LIMIT,
+};
+pub use program::build_ptx_program;
+use program::{check_dynamic_shared, optimized_ptx, parse_launch_blob, LaunchNeeds, LAUNCH_BLOB};
 
 fn unavailable(reason: impl Into<String>) -> DeviceError {
     DeviceError::Unavailable { device: UNAVAILABLE.into(), reason: reason.into() }
@@ -198,6 +211,14 @@ impl CudaDevice {
         };
         EAGER_PARAMS.with_borrow_mut(|params| {
             params.fill(&k.signature, args, ptrs, range)?;
+            if !k.maps.is_empty() {
+                let (sig, cache) = (&k.signature, &k.map_cache);
+                let lens = |b: usize| ptrs.get(b).map_or(0, |p| p.1 .1);
+                let slot = |i: usize| params.slot(i);
+                for a in tmap::addresses(self, cache, sig, &k.maps, args, slot, lens)? {
+                    params.push(a);
+                }
+            }
             // SAFETY: the context is retained by `self`; `k.func` belongs to a module the
             // kernel handle keeps loaded (unloading it synchronizes first); the parameters
             // point into `params`, which outlives the call: `cuLaunchKernel` copies them.
@@ -243,191 +264,6 @@ impl CudaDevice {
     }
 }
 
-/// The program binary [`CudaDevice`]'s [`Device::build`] makes for an `sm_<sm>` GPU before
-/// the driver assembles it: the module built by the build driver for the PTX target, with
-/// the kernels' signatures. Needs no GPU or driver (benchmarks and tools use it to build
-/// what the device would).
-pub fn build_ptx_program(
-    module: &Verified,
-    options: &BuildOptions,
-    sm: u32,
-) -> Result<Vec<u8>, DeviceError> {
-    let (kernels, ptx, launch) = optimized_ptx(module, options, sm)?;
-    Ok(artifact::encode(&kernels, &[("ptx".into(), ptx.into_bytes()), launch]))
-}
-
-/// The optimized module's kernels (signatures), its PTX, and the blob of what each kernel's
-/// launch needs (see [`launch_blob`]). From sm_90 on, every kernel first waits for the grids
-/// it depends on ([`with_grid_dependency`]), so that a CUDA graph may launch it early.
-fn optimized_ptx(
-    module: &Verified,
-    options: &BuildOptions,
-    sm: u32,
-) -> Result<(Vec<Kernel>, String, Blob), DeviceError> {
-    let opts = Options::sm(sm);
-    let built = driver::build_verified(&Ptx(opts), module.clone(), options)
-        .map_err(|e| DeviceError::build(format!("cuda sm_{sm}"), e))?;
-    // Tensor maps are hidden parameters the host encodes (docs/matrix.md); kiln's CUDA
-    // launches pass none yet, so such kernels are refused by name rather than launched short.
-    let map_of = |k: &Kernel| format!("// kiln.tensor_map {} ", k.name());
-    if let Some(k) = built.kernels.kernels.iter().find(|k| built.output.contains(&map_of(k))) {
-        return Err(DeviceError::build(
-            format!("cuda sm_{sm}"),
-            format!(
-                "kernel `{}` reads tensors with `tma_load`, whose tensor maps kiln's CUDA \
-                 launches do not encode yet (launch it from a script, as \
-                 benches/gpu/tc90_gemm.py does)",
-                k.name()
-            ),
-        ));
-    }
-    let waits = sm >= 90 && opts.version() >= (7, 8);
-    let launch = launch_blob(&built.kernels.kernels, waits);
-    let ptx = if waits { with_grid_dependency(&built.output) } else { built.output };
-    Ok((built.kernels.into_module().kernels, ptx, launch))
-}
-
-/// `ptx` with every kernel starting by waiting for the grids it depends on to have finished
-/// and their writes to be visible (`griddepcontrol.wait`), then letting the grids that
-/// depend on it be launched (`griddepcontrol.launch_dependents`). Launched in order, as
-/// eagerly, the wait returns at once; a CUDA graph's programmatic edge into such a kernel
-/// lets the driver launch it while its producer still runs, and the wait keeps every read
-/// after the producer's writes. Triggering only after the wait keeps at most one grid of a
-/// chain waiting ahead. The instructions go first in each entry's body (PTX declares
-/// registers anywhere before their use).
-fn with_grid_dependency(ptx: &str) -> String {
-    let mut out = String::with_capacity(ptx.len() + 128);
-    let mut in_entry = false;
-    for line in ptx.split_inclusive('\n') {
-        out.push_str(line);
-        if line.starts_with(".visible .entry ") {
-            in_entry = true;
-        } else if in_entry && line.trim_end() == "{" {
-            out.push_str("\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n");
-            in_entry = false;
-        }
-    }
-    out
-}
-
-/// The name of the program binary's blob that says what each kernel's launch needs: one
-/// line `<kernel> <bytes of dynamic shared memory> <waits: 1 or 0>` per kernel (the
-/// signatures the binary keeps have no bodies to measure again at load).
-const LAUNCH_BLOB: &str = "launch";
-
-/// A named blob of a program binary.
-type Blob = (String, Vec<u8>);
-
-/// What a kernel's launch needs, from the [`LAUNCH_BLOB`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct LaunchNeeds {
-    name: String,
-    /// Bytes of dynamic shared memory (the PTX backend's window; 0: none).
-    shared: u32,
-    /// Whether the kernel waits for the grids it depends on first
-    /// ([`with_grid_dependency`]), so that it may be launched before they finish.
-    waits: bool,
-}
-
-/// The [`LAUNCH_BLOB`] of `kernels`, as the PTX backend sizes their windows.
-fn launch_blob(kernels: &[Kernel], waits: bool) -> Blob {
-    let mut text = String::new();
-    for k in kernels {
-        let bytes = kiln_backends::ptx::dynamic_shared_bytes(k);
-        text.push_str(&format!("{} {bytes} {}\n", k.name(), u8::from(waits)));
-    }
-    (LAUNCH_BLOB.into(), text.into_bytes())
-}
-
-/// Reads a [`LAUNCH_BLOB`] back.
-fn parse_launch_blob(blob: &[u8]) -> Result<Vec<LaunchNeeds>, String> {
-    let text = std::str::from_utf8(blob).map_err(|e| format!("{LAUNCH_BLOB}: {e}"))?;
-    text.lines()
-        .map(|l| {
-            let bad = || format!("{LAUNCH_BLOB}: bad line `{l}`");
-            let mut w = l.split(' ');
-            let (Some(name), Some(shared), Some(waits), None) =
-                (w.next(), w.next(), w.next(), w.next())
-            else {
-                return Err(bad());
-            };
-            let shared = shared.parse().map_err(|_| bad())?;
-            let waits = match waits {
-                "0" => false,
-                "1" => true,
-                _ => return Err(bad()),
-            };
-            Ok(LaunchNeeds { name: name.to_string(), shared, waits })
-        })
-        .collect()
-}
-
-/// Checks that kernel `name`, with `static_bytes` of static shared memory, may have `dynamic`
-/// bytes of dynamic shared memory on a device whose work-groups may opt in to `opt_in`
-/// bytes in all (`cudaDevAttrMaxSharedMemoryPerBlockOptin`).
-fn check_dynamic_shared(
-    name: &str,
-    dynamic: u32,
-    static_bytes: u32,
-    opt_in: u32,
-) -> Result<(), DeviceError> {
-    if u64::from(dynamic) + u64::from(static_bytes) > u64::from(opt_in) {
-        return Err(launch_err(format!(
-            "kernel `{name}` needs {dynamic} bytes of dynamic shared memory (and {static_bytes} \
-             static), past the {opt_in} bytes a work-group of this device may use"
-        )));
-    }
-    Ok(())
-}
-
-impl CudaDevice {
-    /// Assembles `ptx` into a cubin for this device with the driver's JIT linker, so that
-    /// loading the program later (from the persistent cache, in another process) loads
-    /// machine code instead of assembling PTX again.
-    fn cubin(&self, ptx: &str) -> Result<Vec<u8>, DeviceError> {
-        let ptx = CString::new(ptx)
-            .map_err(|e| DeviceError::Driver(format!("CUDA: PTX holds a NUL byte: {e}")))?;
-        guarded(|| {
-            // SAFETY: the context is alive with `self`; the link state is created, used and
-            // destroyed here; the PTX image is NUL-terminated and its size includes the NUL;
-            // the cubin belongs to the link state, so it is copied before the state goes.
-            unsafe {
-                self.primary.current()?;
-                let null = std::ptr::null_mut();
-                let mut state: sys::CUlinkState = std::ptr::null_mut();
-                sys::cuLinkCreate_v2(0, null as _, null as _, &mut state)
-                    .result()
-                    .map_err(driver("cuLinkCreate"))?;
-                let out = (|| {
-                    let bytes = ptx.as_bytes_with_nul();
-                    sys::cuLinkAddData_v2(
-                        state,
-                        sys::CUjitInputType::CU_JIT_INPUT_PTX,
-                        bytes.as_ptr() as *mut c_void,
-                        bytes.len(),
-                        c"kiln.ptx".as_ptr(),
-                        0,
-                        null as _,
-                        null as _,
-                    )
-                    .result()
-                    .map_err(driver("cuLinkAddData"))?;
-                    let (mut cubin, mut size): (*mut c_void, usize) = (null, 0);
-                    sys::cuLinkComplete(state, &mut cubin, &mut size)
-                        .result()
-                        .map_err(driver("cuLinkComplete"))?;
-                    if cubin.is_null() || size == 0 {
-                        return Err(DeviceError::Driver("CUDA driver: empty cubin".into()));
-                    }
-                    Ok(std::slice::from_raw_parts(cubin as *const u8, size).to_vec())
-                })();
-                let _ = sys::cuLinkDestroy(state);
-                out
-            }
-        })
-    }
-}
-
 /// A loaded module (from a cubin or PTX) and the signatures of its kernels.
 struct CudaProgram {
     module: sys::CUmodule,
@@ -468,6 +304,10 @@ struct CudaKernel {
     /// Whether the kernel waits for the grids it depends on first: a CUDA graph may then
     /// give its edges from other kernels the programmatic type.
     waits: bool,
+    /// The tensor maps it takes (hidden parameters after the offsets), and their device
+    /// copies.
+    maps: Vec<tmap::MapSpec>,
+    map_cache: tmap::MapCache,
 }
 
 // The function handle is used only with its context made current on the calling thread.
@@ -544,6 +384,7 @@ impl Device for CudaDevice {
         let cname = CString::new(name).map_err(launch_err)?;
         let needs = p.launch.iter().find(|l| l.name == name);
         let (shared, waits) = needs.map_or((0, false), |l| (l.shared, l.waits));
+        let maps = needs.map_or(Vec::new(), |l| l.maps.clone());
         let func = guarded(|| {
             // SAFETY: the module is loaded (held by `p`), its context made current first;
             // the attribute calls take the function just looked up.
@@ -580,6 +421,8 @@ impl Device for CudaDevice {
             signature: sig.clone(),
             shared,
             waits,
+            maps,
+            map_cache: tmap::MapCache::default(),
         }))
     }
 
@@ -667,339 +510,5 @@ impl Device for CudaDevice {
     /// Waits for every launch and graph replay on the context's null stream.
     fn finish(&self, timeout: Option<std::time::Duration>) -> Result<bool, DeviceError> {
         guarded(|| self.wait_stream(timeout))
-    }
-}
-
-impl CudaDevice {
-    fn alloc_mem(&self, bytes: usize) -> Result<CudaMem, DeviceError> {
-        // SAFETY: allocation in the retained context, made current first.
-        unsafe {
-            self.primary.current()?;
-            let ptr = result::malloc_sync(bytes).map_err(driver("cuMemAlloc"))?;
-            Ok(CudaMem { ptr, bytes, primary: self.primary.clone() })
-        }
-    }
-}
-
-/// A buffer's storage in device memory.
-struct CudaMem {
-    ptr: sys::CUdeviceptr,
-    bytes: usize,
-    primary: Arc<Primary>,
-}
-
-impl DeviceMemory for CudaMem {
-    fn bytes(&self) -> usize {
-        self.bytes
-    }
-    fn upload(&self, data: &[u8]) -> Result<(), DeviceError> {
-        let n = data.len().min(self.bytes);
-        guarded(|| {
-            // SAFETY: `ptr` holds `bytes` bytes in the retained context; at most that many
-            // are copied; the synchronous copy finishes before `data` can go.
-            unsafe {
-                self.primary.current()?;
-                result::memcpy_htod_sync(self.ptr, &data[..n]).map_err(driver("cuMemcpyHtoD"))
-            }
-        })
-    }
-    fn download(&self, out: &mut [u8]) -> Result<(), DeviceError> {
-        let n = out.len().min(self.bytes);
-        guarded(|| {
-            // SAFETY: as in `upload`, the other way.
-            unsafe {
-                self.primary.current()?;
-                result::memcpy_dtoh_sync(&mut out[..n], self.ptr).map_err(driver("cuMemcpyDtoH"))
-            }
-        })
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
-
-impl Drop for CudaMem {
-    fn drop(&mut self) {
-        let _ = guarded(|| {
-            // SAFETY: frees the allocation of `alloc_mem` in its (still retained) context once
-            // launches in flight have finished (recordings hold their memory).
-            unsafe {
-                let _ = self.primary.current();
-                let _ = result::ctx::synchronize();
-                let _ = result::free_sync(self.ptr);
-            }
-            Ok(())
-        });
-    }
-}
-
-/// The alignment, in bytes, of a ranged argument's start that a launch binds in place:
-/// kiln's PTX keeps vector loads and stores whole (`ld.global.v4`), which need it.
-const RANGE_ALIGN: u64 = 16;
-/// [`RANGE_ALIGN`] in errors.
-const RANGE_LIMIT: &str = "the 16 bytes CUDA's vector loads and stores need";
-
-/// Checks that no ranged argument of a recorded launch starts off [`RANGE_ALIGN`] (a CUDA
-/// graph's kernel node cannot stage it).
-fn check_recorded_ranges(args: &[Arg], buffers: &[ResidentBuffer]) -> Result<(), DeviceError> {
-    for (n, a) in args.iter().enumerate() {
-        if let Arg::Range { buffer, offset, len: 1.. } = *a {
-            let at = buffers.get(buffer).map_or(0, |b| offset * b.elem.size_bytes()) as u64;
-            if !at.is_multiple_of(RANGE_ALIGN) {
-                return Err(launch_err(format!(
-                    "argument {n} binds elements from offset {offset} of buffer {buffer}, byte \
-                     {at}, which is not a multiple of {RANGE_LIMIT}; a CUDA graph cannot stage \
-                     it (an eager launch does)"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The device pointer of a resident buffer, which must be this device's memory and hold
-/// what it claims to.
-fn device_ptr(b: &ResidentBuffer) -> Result<sys::CUdeviceptr, DeviceError> {
-    match b.mem.as_any().downcast_ref::<CudaMem>() {
-        Some(m) if m.bytes >= b.len * b.elem.size_bytes() => Ok(m.ptr),
-        Some(_) => Err(launch_err("a buffer's device memory is smaller than the buffer")),
-        None => Err(launch_err("a buffer's memory belongs to another device")),
-    }
-}
-
-/// A launch's kernel parameters, owned until the launch (or graph node) has taken them: one
-/// 8-byte slot per parameter, in order (a scalar's bits, little-endian, or a buffer's device
-/// pointer, advanced to its range's first element for an [`Arg::Range`]), then the three
-/// global offsets (kiln's PTX takes them last), and the `void*` array pointing at the slots.
-/// An eager launch fills the calling thread's one [`Params`] again, so a launch allocates
-/// nothing once the thread has launched a kernel with as many parameters.
-#[derive(Default)]
-struct Params {
-    slots: Vec<u64>,
-    pointers: Vec<*mut c_void>,
-}
-
-thread_local! {
-    /// The parameters of this thread's eager launches, reused.
-    static EAGER_PARAMS: std::cell::RefCell<Params> = std::cell::RefCell::default();
-}
-
-impl Params {
-    /// Checks every argument against its parameter (`bufs` gives each buffer's device
-    /// pointer, element type and length; a ranged argument must lie within its buffer) and
-    /// fills the slots, the offsets `range`'s.
-    fn fill(
-        &mut self,
-        sig: &Kernel,
-        args: &[Arg],
-        bufs: &[(sys::CUdeviceptr, (Scalar, usize))],
-        range: &NdRange,
-    ) -> Result<(), DeviceError> {
-        let params = sig.params();
-        if args.len() != params.len() {
-            return Err(launch_err(format!(
-                "kernel `{}` has {} parameters, {} arguments given",
-                sig.name(),
-                params.len(),
-                args.len()
-            )));
-        }
-        self.slots.clear();
-        for (n, (p, a)) in params.iter().zip(args).enumerate() {
-            let slot = match (p.ty(), a) {
-                (Type::Scalar(s), Arg::Scalar(v)) if v.scalar() == s => v.to_bits(),
-                (Type::Ptr(_, elem), Arg::Buffer(i) | Arg::Range { buffer: i, .. }) => {
-                    match bufs.get(*i) {
-                        Some(&(ptr, (e, len))) if e == elem => {
-                            kiln_ir::launch::check_range(n, p.name(), a, len)
-                                .map_err(launch_err)?;
-                            match *a {
-                                Arg::Range { offset, .. } => ptr + (offset * e.size_bytes()) as u64,
-                                _ => ptr,
-                            }
-                        }
-                        Some((_, (e, _))) => {
-                            return Err(launch_err(format!(
-                                "parameter `{}` points to {elem}, buffer {i} holds {e}",
-                                p.name()
-                            )))
-                        }
-                        _ => return Err(launch_err(format!("no buffer {i}"))),
-                    }
-                }
-                _ => {
-                    return Err(launch_err(format!(
-                        "argument for `{}: {}` is of the wrong kind or type",
-                        p.name(),
-                        p.ty()
-                    )))
-                }
-            };
-            self.slots.push(slot);
-        }
-        self.slots.extend(range.offset.iter().map(|&o| u64::from(o)));
-        Ok(())
-    }
-
-    /// The `void*` array `cuLaunchKernel` takes: one pointer per slot. Points into `self`,
-    /// which must outlive its use and not change meanwhile.
-    fn pointers(&mut self) -> &mut Vec<*mut c_void> {
-        self.pointers.clear();
-        self.pointers.extend(self.slots.iter_mut().map(|s| s as *mut u64 as *mut c_void));
-        &mut self.pointers
-    }
-}
-
-/// Grid and block sizes for a launch, with the interpreter's rules for the local size.
-fn launch_shape(kernel: &Kernel, range: &NdRange) -> Result<([u32; 3], [u32; 3]), DeviceError> {
-    if !(1..=3).contains(&range.dims) {
-        return Err(launch_err(format!("{} dimensions (1 to 3)", range.dims)));
-    }
-    let local = range
-        .local
-        .or(kernel.attrs().reqd_work_group_size)
-        .unwrap_or_else(|| default_local_size(range.global));
-    let mut grid = [1; 3];
-    for d in 0..3 {
-        if range.global[d].checked_rem(local[d]) != Some(0) {
-            return Err(launch_err(format!(
-                "global size {} is not a multiple of local size {} in dimension {d}",
-                range.global[d], local[d]
-            )));
-        }
-        grid[d] = range.global[d] / local[d];
-    }
-    if local.iter().map(|&l| l as u64).product::<u64>() > 1024 {
-        return Err(launch_err(format!("work-group of {local:?} exceeds 1024 items")));
-    }
-    let name = kernel.name();
-    for d in 0..3 {
-        // The interpreter's rule: ids are u32 (the offset is added to them on the device).
-        if d < range.dims && range.offset[d] as u64 + range.global[d] as u64 > 1 << 32 {
-            return Err(launch_err(format!(
-                "kernel `{name}`: global offset {} + global size {} in dimension {d} \
-                 overflows the u32 ids",
-                range.offset[d], range.global[d]
-            )));
-        }
-        if local[d] > MAX_BLOCK[d] {
-            return Err(launch_err(format!(
-                "kernel `{name}`: local size {} in dimension {d} exceeds CUDA's block limit \
-                 of {} (maxThreadsDim)",
-                local[d], MAX_BLOCK[d]
-            )));
-        }
-        if grid[d] > MAX_GRID[d] {
-            return Err(launch_err(format!(
-                "kernel `{name}`: {} work-groups in dimension {d} exceed CUDA's grid limit \
-                 of {} (maxGridSize)",
-                grid[d], MAX_GRID[d]
-            )));
-        }
-    }
-    Ok((grid, local))
-}
-
-/// CUDA's block size limits per dimension (every architecture kiln targets, sm_70+).
-const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
-
-/// CUDA's grid size limits per dimension (sm_70+).
-const MAX_GRID: [u32; 3] = [(1 << 31) - 1, 65535, 65535];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shape_err(src: &str, range: NdRange) -> String {
-        let k = kiln_ir::parse_module(src).unwrap().kernels.remove(0);
-        launch_shape(&k, &range).unwrap_err().to_string()
-    }
-
-    const K: &str = "kernel k(out: ptr<global, u32>) { out[0] = 1; }";
-
-    /// Issue 12: CUDA launches past the block and grid limits are refused by name.
-    #[test]
-    fn cuda_launch_limits_are_refused_by_name() {
-        let e = shape_err(K, NdRange::new(&[1, 1, 128]).with_local(&[1, 1, 128]));
-        assert!(e.contains("block limit of 64") && e.contains("`k`"), "{e}");
-        let e = shape_err(K, NdRange::new(&[1, 65536 * 2]).with_local(&[1, 1]));
-        assert!(e.contains("131072 work-groups in dimension 1") && e.contains("65535"), "{e}");
-        let e = shape_err(K, NdRange::new(&[u32::MAX]).with_local(&[1]));
-        assert!(e.contains("grid limit of 2147483647"), "{e}");
-        let k = kiln_ir::parse_module(K).unwrap().kernels.remove(0);
-        let ok = NdRange::new(&[1 << 20, 65535]).with_local(&[1024, 1]);
-        assert_eq!(launch_shape(&k, &ok).unwrap(), ([1024, 65535, 1], [1024, 1, 1]));
-    }
-
-    /// Issue 12: the CUDA device refuses `offset + global` past the u32 ids, as the
-    /// interpreter does.
-    #[test]
-    fn cuda_offset_plus_global_overflow_is_refused() {
-        let e = shape_err(K, NdRange::new(&[64]).with_offset(&[u32::MAX - 10]));
-        assert!(e.contains("overflows the u32 ids"), "{e}");
-    }
-
-    /// Issue 27: the dynamic shared memory a kernel needs travels in the program binary
-    /// (the signatures have no bodies), and a window past the device's opt-in limit is
-    /// refused naming the kernel and both sizes.
-    #[test]
-    fn dynamic_shared_memory_is_recorded_and_checked_against_the_opt_in_limit() {
-        let m = kiln_ir::parse_module(
-            "kernel big(o: ptr<global, f32>) { local t: f32[16384]; t[0] = 1.0; \
-             barrier(local); o[0] = t[16383]; }\n\
-             kernel small(o: ptr<global, f32>) { o[0] = 1.0; }",
-        )
-        .unwrap();
-        let (name, blob) = launch_blob(&m.kernels, true);
-        assert_eq!(name, LAUNCH_BLOB);
-        let need = |name: &str, shared| LaunchNeeds { name: name.into(), shared, waits: true };
-        assert_eq!(parse_launch_blob(&blob).unwrap(), vec![need("big", 65536), need("small", 0)]);
-        for bad in ["big lots 1", "big 4 2", "big 4", "big 4 1 x"] {
-            assert!(parse_launch_blob(bad.as_bytes()).unwrap_err().contains("bad line"), "{bad}");
-        }
-        check_dynamic_shared("big", 65536, 0, 232448).unwrap();
-        // An sm_80 work-group may use 163 KiB.
-        let e = check_dynamic_shared("big", 160 * 1024, 4096, 163 * 1024).unwrap_err();
-        let e = e.to_string();
-        assert!(e.contains("`big`") && e.contains("163840") && e.contains("166912"), "{e}");
-    }
-
-    /// Issue 25: from sm_90 on, every kernel's body starts by waiting for the grids it
-    /// depends on, then releasing its dependents (what lets a CUDA graph's programmatic
-    /// edges launch it early); sm_80 PTX has no such instruction. ptxas must accept it.
-    #[test]
-    fn sm_90_kernels_wait_for_their_prerequisite_grids_first() {
-        let m = Verified::new(
-            kiln_ir::parse_module(
-                "kernel a(o: ptr<global, u32>) { o[global_id(0)] = 1; }\n\
-                 kernel b(o: ptr<global, u32>) { let i: u32 = global_id(0); o[i] = o[i] + 1; }",
-            )
-            .unwrap(),
-        )
-        .unwrap();
-        let (_, ptx, launch) = optimized_ptx(&m, &BuildOptions::default(), 90).unwrap();
-        let prologue = "{\n\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n";
-        assert_eq!(ptx.matches(prologue).count(), 2, "{ptx}");
-        assert_eq!(ptx.matches("griddepcontrol").count(), 4, "{ptx}");
-        assert!(parse_launch_blob(&launch.1).unwrap().iter().all(|l| l.waits));
-        if let Some(ptxas) = kiln_ir::testing::tool("KILN_PTXAS") {
-            let dir = std::env::temp_dir().join(format!("kiln_pdl_{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let (src, out) = (dir.join("k.ptx"), dir.join("k.cubin"));
-            std::fs::write(&src, &ptx).unwrap();
-            let run = std::process::Command::new(ptxas)
-                .arg("-arch=sm_90")
-                .arg(&src)
-                .arg("-o")
-                .arg(&out)
-                .output()
-                .unwrap();
-            let _ = std::fs::remove_dir_all(&dir);
-            let err = String::from_utf8_lossy(&run.stderr);
-            assert!(run.status.success(), "ptxas: {err}\n{ptx}");
-        }
-        let (_, ptx, launch) = optimized_ptx(&m, &BuildOptions::default(), 80).unwrap();
-        assert!(!ptx.contains("griddepcontrol"), "{ptx}");
-        assert!(parse_launch_blob(&launch.1).unwrap().iter().all(|l| !l.waits));
     }
 }
