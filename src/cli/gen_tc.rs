@@ -55,28 +55,41 @@ impl OutTy {
     }
 }
 
-/// The blocking from `--block`, `--warps`, `--k-tile` and `--stages`, the defaults filling
-/// those left out.
-pub(super) fn blocking(
-    block: Option<(i64, i64)>,
-    warps: Option<(i64, i64)>,
-    k_tile: Option<u32>,
-    stages: Option<u32>,
-) -> Result<TcConfig, Error> {
-    let d = TcConfig::default();
-    let u = |v: i64| u32::try_from(v).map_err(|_| Error::Message(format!("{v} is too large")));
-    let (bm, bn) = block.unwrap_or((d.bm as i64, d.bn as i64));
-    let (wm, wn) = warps.unwrap_or((d.warps_m as i64, d.warps_n as i64));
-    let cfg = TcConfig {
-        bm: u(bm)?,
-        bn: u(bn)?,
-        bk: k_tile.unwrap_or(d.bk),
-        warps_m: u(wm)?,
-        warps_n: u(wn)?,
-        stages: stages.unwrap_or(d.stages),
-    };
-    cfg.validate().map_err(Error::Message)?;
-    Ok(cfg)
+/// The tensor-core blocking flags of `kiln gen tc-gemm` and `kiln gen tc-conv`.
+#[derive(Args, Debug)]
+pub(super) struct TcBlockArgs {
+    /// Rows x columns of the output per work-group (default 128x128).
+    #[arg(long, value_name = "MxN", value_parser = super::gen::pair)]
+    pub(super) block: Option<(i64, i64)>,
+    /// Warps along M x N (default 2x4).
+    #[arg(long, value_name = "MxN", value_parser = super::gen::pair)]
+    pub(super) warps: Option<(i64, i64)>,
+    /// Reduction depth of a local-memory tile, a multiple of 16 (default 32).
+    #[arg(long, value_name = "N")]
+    pub(super) k_tile: Option<u32>,
+    /// Local-memory tiles in flight: 2, 3 or 4 (default 2).
+    #[arg(long, value_name = "N")]
+    pub(super) stages: Option<u32>,
+}
+
+impl TcBlockArgs {
+    /// The blocking these flags give, the defaults filling those left out.
+    pub(super) fn config(&self) -> Result<TcConfig, Error> {
+        let d = TcConfig::default();
+        let u = |v: i64| u32::try_from(v).map_err(|_| Error::Message(format!("{v} is too large")));
+        let (bm, bn) = self.block.unwrap_or((d.bm as i64, d.bn as i64));
+        let (wm, wn) = self.warps.unwrap_or((d.warps_m as i64, d.warps_n as i64));
+        let cfg = TcConfig {
+            bm: u(bm)?,
+            bn: u(bn)?,
+            bk: self.k_tile.unwrap_or(d.bk),
+            warps_m: u(wm)?,
+            warps_n: u(wn)?,
+            stages: self.stages.unwrap_or(d.stages),
+        };
+        cfg.validate().map_err(Error::Message)?;
+        Ok(cfg)
+    }
 }
 
 /// Arguments of `kiln gen tc-gemm`.
@@ -104,18 +117,8 @@ pub(super) struct TcGemmArgs {
     /// per-column f32 vector), relu, gelu, scale (* an f32 scalar), add (+ an M x N tensor).
     #[arg(long, value_name = "OPS", default_value = "")]
     epilogue: String,
-    /// Rows x columns of C per work-group (default 128x128).
-    #[arg(long, value_name = "MxN", value_parser = super::gen::pair)]
-    block: Option<(i64, i64)>,
-    /// Warps along M x N (default 2x4).
-    #[arg(long, value_name = "MxN", value_parser = super::gen::pair)]
-    warps: Option<(i64, i64)>,
-    /// Reduction depth of a local-memory tile, a multiple of 16 (default 32).
-    #[arg(long, value_name = "N")]
-    k_tile: Option<u32>,
-    /// Local-memory tiles in flight: 2, 3 or 4 (default 2).
-    #[arg(long, value_name = "N")]
-    stages: Option<u32>,
+    #[command(flatten)]
+    blocking: TcBlockArgs,
     /// Which tensor-core tier the kernel uses: sm_80 (default) or sm_90 (warpgroup
     /// operations; block 128xN with N 64, 128 or 256, stored rows a multiple of 8 elements,
     /// emitted for sm_90a).
@@ -146,14 +149,14 @@ impl TcGemmArgs {
 
     fn config90(&self) -> Result<Tc90Config, Error> {
         let d = Tc90Config::default();
-        if self.warps.is_some() || self.k_tile.is_some() || self.candidates {
+        if self.blocking.warps.is_some() || self.blocking.k_tile.is_some() || self.candidates {
             return Err(Error::Message(
                 "--arch sm_90 takes no --warps, --k-tile or --candidates: its work-group is \
                  a producer and two consumer warpgroups, its k-tile 64"
                     .into(),
             ));
         }
-        let (bm, bn) = self.block.unwrap_or((tc90::BM as i64, d.bn as i64));
+        let (bm, bn) = self.blocking.block.unwrap_or((tc90::BM as i64, d.bn as i64));
         if bm != tc90::BM as i64 {
             return Err(Error::Message(format!(
                 "--arch sm_90 blocks have {} rows (two warpgroups of 64), not {bm}",
@@ -162,14 +165,14 @@ impl TcGemmArgs {
         }
         let cfg = Tc90Config {
             bn: u32::try_from(bn).map_err(|_| Error::Message(format!("{bn} is too large")))?,
-            stages: self.stages.unwrap_or(d.stages),
+            stages: self.blocking.stages.unwrap_or(d.stages),
         };
         cfg.validate().map_err(Error::Message)?;
         Ok(cfg)
     }
 
     fn config(&self) -> Result<TcConfig, Error> {
-        blocking(self.block, self.warps, self.k_tile, self.stages)
+        self.blocking.config()
     }
 }
 

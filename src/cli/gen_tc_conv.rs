@@ -8,8 +8,8 @@ use clap::Args;
 use kiln::generator::{Epilogue, TcConfig, TcConvProblem};
 use kiln::ir::Module;
 
-use super::gen::{pair, write_output, write_stdout, ConvGeomArgs};
-use super::gen_tc::{blocking, InTy, OutTy};
+use super::gen::{write_output, write_stdout, ConvGeomArgs};
+use super::gen_tc::{InTy, OutTy, TcBlockArgs};
 use super::Error;
 
 /// Arguments of `kiln gen tc-conv`.
@@ -28,18 +28,9 @@ pub(super) struct TcConvArgs {
     /// of the output's shape).
     #[arg(long, value_name = "OPS", default_value = "")]
     epilogue: String,
-    /// Rows (output pixels) x columns (output channels) per work-group (default 128x128).
-    #[arg(long, value_name = "MxN", value_parser = pair)]
-    block: Option<(i64, i64)>,
-    /// Warps along M x N (default 2x4).
-    #[arg(long, value_name = "MxN", value_parser = pair)]
-    warps: Option<(i64, i64)>,
-    /// Reduction depth of a local-memory tile, a multiple of 16 (default 32).
-    #[arg(long, value_name = "N")]
-    k_tile: Option<u32>,
-    /// Local-memory tiles in flight: 2, 3 or 4 (default 2).
-    #[arg(long, value_name = "N")]
-    stages: Option<u32>,
+    /// The blocking; the output's rows are its pixels, its columns its channels.
+    #[command(flatten)]
+    blocking: TcBlockArgs,
     /// Print the blockings a tuner would try for this problem, one per line, instead.
     #[arg(long)]
     candidates: bool,
@@ -74,7 +65,7 @@ pub(super) fn main(a: &TcConvArgs) -> Result<(), Error> {
             .collect();
         return write_stdout(&text);
     }
-    let cfg = blocking(a.block, a.warps, a.k_tile, a.stages)?;
+    let cfg = a.blocking.config()?;
     let g = p.generate(&cfg).map_err(Error::Message)?;
     let extra: Vec<String> =
         p.epilogue.params(p.out).iter().map(|v| format!("{}: {}", v.name(), v.ty())).collect();
