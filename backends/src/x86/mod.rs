@@ -287,6 +287,9 @@ struct SpmdCode {
     n_barriers: u32,
     /// True if the code has FMA3 instructions (the CPU feature `fma`).
     fma: bool,
+    /// For a kernel with barriers, the region-loop code (`spmd/region.rs`) that runs
+    /// groups of one row, one call per group, if the kernel has one.
+    regions: Option<Box<SpmdCode>>,
 }
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
@@ -425,23 +428,33 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         Ok(v) => (Some(v), None),
         Err(why) => (None, Some(why)),
     };
+    let frame_bytes = param_slots.iter().flatten().max().map_or(8, |&s| s as usize + 8);
+    let mapped = |v: spmd::Spmd| -> Result<SpmdCode, X86Error> {
+        CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let e = encode::encode(v.asm.instructions())?;
+        Ok(SpmdCode {
+            code: ExecCode::new(&e.bytes)?,
+            vframe_bytes: v.vframe_bytes,
+            accessed: v.accessed,
+            mems: v.mems,
+            frame_bytes,
+            sites: v.sites,
+            per_group: v.per_group,
+            local_bytes: v.local_bytes,
+            n_barriers: v.n_barriers,
+            fma: v.fma,
+            regions: None,
+        })
+    };
     let spmd = match vector {
         Some(v) => {
-            CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let e = encode::encode(v.asm.instructions())?;
-            let frame_bytes = param_slots.iter().flatten().max().map_or(8, |&s| s as usize + 8);
-            Some(SpmdCode {
-                code: ExecCode::new(&e.bytes)?,
-                vframe_bytes: v.vframe_bytes,
-                accessed: v.accessed,
-                mems: v.mems,
-                frame_bytes,
-                sites: v.sites,
-                per_group: v.per_group,
-                local_bytes: v.local_bytes,
-                n_barriers: v.n_barriers,
-                fma: v.fma,
-            })
+            let mut code = mapped(v)?;
+            if code.n_barriers > 0 {
+                if let Ok(r) = spmd::generate_regions(&k, &param_slots, &g.mems)? {
+                    code.regions = Some(Box::new(mapped(r)?));
+                }
+            }
+            Some(code)
         }
         None => None,
     };
@@ -526,6 +539,14 @@ impl X86Program {
         self.spmd.is_some()
     }
 
+    /// True if the kernel has barriers and 8-lane region-loop code: work-groups of one row
+    /// run as loops over their batches between barriers, control around the barriers once
+    /// per group (see docs/cpu.md). Such groups run on it; others on the 8-lane code that
+    /// runs batches round by round.
+    pub fn has_region_code(&self) -> bool {
+        self.spmd.as_ref().is_some_and(|v| v.regions.is_some())
+    }
+
     /// The machine code in Intel syntax, one block per region (the code before the first
     /// barrier, then after each barrier), each IR statement as a comment above its code;
     /// then the 8-lane code, or the line saying why there is none.
@@ -544,6 +565,10 @@ impl X86Program {
         if let Some(v) = &self.spmd {
             s.push_str("; 8-lane AVX2 code (8 work-items of a row per pass)\n");
             s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
+            if let Some(r) = &v.regions {
+                s.push_str("; 8-lane region loops (a work-group of one row per call)\n");
+                s.push_str(&disasm::disassemble(r.code.bytes(), &[], self.kernel.name()));
+            }
         }
         s
     }
@@ -886,7 +911,10 @@ impl X86Program {
             if vector.is_some() {
                 count_lane_groups(1);
             }
-            let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
+            let regions = vector.and_then(|v| v.regions.as_deref()).filter(|_| l[1] * l[2] == 1);
+            let r = if let Some(v) = regions {
+                self.vector_regions(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
+            } else if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
                 self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
             } else if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.

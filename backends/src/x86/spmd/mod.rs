@@ -86,6 +86,7 @@ mod math64;
 mod mem;
 mod narrow;
 mod ops;
+mod region;
 mod scalar;
 mod uniform;
 mod wide64;
@@ -302,6 +303,8 @@ struct V {
     /// The instruction count where the last label was placed (two labels at one place
     /// need a `nop` between them).
     last_label_at: Option<usize>,
+    /// Set when generating a group's region loops (`region.rs`).
+    regions: Option<region::Regions>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -344,18 +347,47 @@ pub(crate) fn generate(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    match generate_inner(k, param_slots, mems) {
+    generate_as(k, param_slots, mems, false)
+}
+
+/// The region-loop code of a kernel with barriers (`region.rs`), or why it has none: one
+/// call runs a whole work-group of one row (`ctx.span` its size, `ctx.global_id` its first
+/// work-item), with the group frame followed by one save frame per batch, the frames'
+/// stride in bytes in the group frame's [`ROUND_SLOT`].
+pub(crate) fn generate_regions(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+) -> Result<Result<Spmd, String>, IcedError> {
+    generate_as(k, param_slots, mems, true)
+}
+
+fn generate_as(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+    regions: bool,
+) -> Result<Result<Spmd, String>, IcedError> {
+    match generate_inner(k, param_slots, mems, regions) {
         Ok(s) => Ok(Ok(s)),
         Err(Fail::No(why)) => Ok(Err(why)),
         Err(Fail::Asm(e)) => Err(e),
     }
 }
 
-fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> R<Spmd> {
+fn generate_inner(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+    regions: bool,
+) -> R<Spmd> {
     let mut a = CodeAssembler::new(64)?;
     let ret = a.create_label();
     let fault_exit = a.create_label();
     let n_barriers = super::gen::count_barriers(k.body());
+    if regions && n_barriers == 0 {
+        return no("no barriers");
+    }
     let resumes = (0..n_barriers).map(|_| a.create_label()).collect();
     let next_batch = a.create_label();
     let mut v = V {
@@ -393,7 +425,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         fma: false,
         scratch64: None,
         last_label_at: None,
+        regions: regions.then(|| region::Regions::new(k)),
     };
+    if regions {
+        v.per_group = true;
+    }
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
         v.next_reg = GID;
@@ -476,7 +512,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     let bases_only = a.create_label();
     // Where the next batch of a call with barriers starts (its frame and ids set).
     let mut dispatch = a.create_label();
-    if n_barriers > 0 {
+    if n_barriers > 0 && !regions {
         v.bind(&mut dispatch)?;
         v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
         v.a.jne(bases_only)?;
@@ -511,11 +547,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     v.a.vpbroadcastd(ymm15, xmm15)?;
     v.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
     let mut resumed = v.a.create_label();
-    if n_barriers > 0 {
+    if n_barriers > 0 && !regions {
         v.bind(&mut resumed)?;
     }
     // A batch stopped at a barrier resumes after it (its state is in its vector frame).
-    for (k, &l) in v.resumes.iter().enumerate() {
+    for (k, &l) in v.resumes.iter().enumerate().filter(|_| !regions) {
         v.a.cmp(dword_ptr(r15 + v.resume), k as i32 + 1)?;
         v.a.je(l)?;
     }
@@ -528,26 +564,32 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
         v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
     }
-    v.block(k.body().stmts())?;
-    if n_barriers > 0 {
-        // Finished (see `barrier`).
-        v.a.mov(dword_ptr(r15 + RESUME_SLOT), 0)?;
-    }
-    if v.may_fault {
-        v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
-        v.a.jne(fault_exit)?;
-    }
-    if n_barriers > 0 {
+    let mut eight = 0;
+    if regions {
+        v.group_block(k.body().stmts())?;
         v.a.xor(eax, eax)?;
-        v.a.jmp(v.next_batch)?;
+    } else {
+        v.block(k.body().stmts())?;
+        if n_barriers > 0 {
+            // Finished (see `barrier`).
+            v.a.mov(dword_ptr(r15 + RESUME_SLOT), 0)?;
+        }
+        if v.may_fault {
+            v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
+            v.a.jne(fault_exit)?;
+        }
+        if n_barriers > 0 {
+            v.a.xor(eax, eax)?;
+            v.a.jmp(v.next_batch)?;
+        }
+        eight = v.imm_slot(8);
+        let a = &mut v.a;
+        a.add(rbx, 8)?;
+        a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
+        a.jb(top)?;
+        a.xor(eax, eax)?;
     }
-    let eight = v.imm_slot(8);
-    let a = &mut v.a;
-    a.add(rbx, 8)?;
-    a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
-    a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
-    a.jb(top)?;
-    a.xor(eax, eax)?;
     let mut ret = v.ret;
     v.bind(&mut ret)?;
     let a = &mut v.a;
@@ -603,7 +645,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
     v.a.jmp(lanes)?;
-    if n_barriers > 0 {
+    if n_barriers > 0 && !regions {
         v.next_batch_code(dispatch, lanes, resumed, eight)?;
     }
     Ok(Spmd {
