@@ -196,3 +196,43 @@ proptest! {
         }
     }
 }
+
+/// Contiguous accesses (`local_id(0)`/`global_id(0)` plus a uniform value) under no mask
+/// are plain vector accesses when the batch's lanes are all alive and in bounds: at the
+/// edges (the first index at the length minus 8, minus 7, past the end, wrapping), after
+/// a lane of the batch faulted, in region loops and without barriers.
+#[test]
+fn contiguous_accesses_near_the_end_agree() {
+    // (Without the barrier, `t` is read where this work-item wrote: other work-items'
+    // elements would be a race.)
+    for (barrier, at) in [("", "l"), ("barrier(local);", "l + m")] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, ix: ptr<global, u32>, m: u32) {{
+               local t: u32[40];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               let x: u32 = a[ix[g]];
+               t[l] = x;
+               {barrier}
+               let v: u32 = t[{at}];
+               o[g + m] = v + a[g + m] + x;
+             }}"
+        ));
+        let ix_ok: Vec<u32> = (0..64u32).map(|i| (i * 3) % 64).collect();
+        let mut ix_bad = ix_ok.clone();
+        ix_bad[21] = 99;
+        for m in [0u32, 1, 7, 8, 9, u32::MAX, u32::MAX - 7, 100] {
+            for ix in [&ix_ok, &ix_bad] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(m)];
+                let a: Vec<u32> = (0..72u32).map(|i| i * 7 + 1).collect();
+                let bufs = [
+                    Buffer::zeroed(Scalar::U32, 72),
+                    Buffer::from_slice(&a),
+                    Buffer::from_slice(ix),
+                ];
+                let r = NdRange::new(&[64]).with_local(&[32]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{barrier} m={m}");
+            }
+        }
+    }
+}

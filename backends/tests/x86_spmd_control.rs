@@ -512,12 +512,13 @@ fn labels_in_loops_cost_no_nops() {
         return;
     }
     // A `nop` only where two labels meet (it took an issue slot per label per iteration):
-    // naive GEMM's 8-lane code had 36.
+    // naive GEMM's 8-lane code had 36. (Three now: the third joins the plain and the
+    // checked paths of a contiguous store, before the end of a branch.)
     let m = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
     let d = compile(m.kernel("gemm_naive").unwrap(), &X86Options::default()).unwrap().disassemble();
     let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
     let nops = lanes.lines().filter(|l| l.ends_with("  nop")).count();
-    assert!(nops <= 2, "{nops} nops\n{lanes}");
+    assert!(nops <= 3, "{nops} nops\n{lanes}");
 }
 
 #[test]
