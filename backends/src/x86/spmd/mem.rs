@@ -337,10 +337,9 @@ impl V {
             self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
             self.a.jne(slow)?;
         }
+        let last8 = self.const_slot((t as u64, 5));
         self.a.vmovd(eax, XMM[idx])?;
-        self.a.mov(r11, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
-        self.a.sub(r11, 8)?;
-        self.a.cmp(rax, r11)?;
+        self.a.cmp(rax, qword_ptr(r15 + last8))?;
         self.a.jg(slow)?;
         Ok(slow)
     }

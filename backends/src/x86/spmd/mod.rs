@@ -261,7 +261,8 @@ struct V {
     /// Values broadcast before the loop and their slots; the key's second part says what
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
-    /// 64-bit constant broadcast to the four qwords.
+    /// 64-bit constant broadcast to the four qwords, 5 table whose length - 8 is the first
+    /// qword (signed).
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
@@ -619,6 +620,12 @@ fn generate_inner(
                 v.a.mov(rax, key)?;
                 v.a.vmovq(xmm0, rax)?;
                 v.a.vpbroadcastq(ymm0, xmm0)?;
+            }
+            5 => {
+                v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;
+                v.a.sub(rax, 8)?;
+                v.a.mov(qword_ptr(r15 + off), rax)?;
+                continue;
             }
             3 => {
                 v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;

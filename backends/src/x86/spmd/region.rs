@@ -229,6 +229,9 @@ impl Regions {
 struct LidRange {
     lo: Option<(Expr, u64)>,
     hi: Option<(Expr, u64)>,
+    /// False when a bound was left out (a second one on one side): the condition then
+    /// implies the range but is not the same.
+    exact: bool,
 }
 
 impl V {
@@ -475,10 +478,27 @@ impl V {
         let end_slot = qword_ptr(r15 + super::END_SLOT);
         let stride = qword_ptr(r15 + super::ROUND_SLOT);
         let mut done = self.a.create_label();
+        // With an exact range, the batches wholly inside it take the branch in every lane:
+        // its global ids [full, full + 2) (unrounded) in a group frame slot.
+        let full = match &range {
+            Some(r) if r.exact => {
+                let f = self.slot();
+                self.a.mov(rax, group_gid)?;
+                self.a.mov(qword_ptr(r15 + f), rax)?;
+                self.a.mov(qword_ptr(r15 + (f + 8)), -1)?;
+                Some(f)
+            }
+            _ => None,
+        };
         match range.as_ref().and_then(|r| r.hi.as_ref()) {
             Some((e, add)) => {
                 self.uniform_to_eax(e)?;
                 // (A 32-bit result: the upper half of rax is zero.)
+                if let Some(f) = full {
+                    self.a.lea(r11, qword_ptr(rax + *add as i32))?;
+                    self.a.add(r11, group_gid)?;
+                    self.a.mov(qword_ptr(r15 + (f + 8)), r11)?;
+                }
                 self.a.add(rax, (*add + 7) as i32)?;
                 self.a.and(rax, -8)?;
                 self.a.add(rax, group_gid)?;
@@ -493,6 +513,11 @@ impl V {
                 self.uniform_to_eax(e)?;
                 if *add > 0 {
                     self.a.add(rax, *add as i32)?;
+                }
+                if let Some(f) = full {
+                    self.a.mov(r11, rax)?;
+                    self.a.add(r11, group_gid)?;
+                    self.a.mov(qword_ptr(r15 + f), r11)?;
                 }
                 self.a.and(rax, -8)?;
                 self.a.mov(rbx, rax)?;
@@ -523,6 +548,21 @@ impl V {
             self.a.mov(dword_ptr(r15 + self.fault_lane), 8)?;
         }
         self.copy_slots(&restore, false)?;
+        let mut after = self.a.create_label();
+        if let (Some(f), [s]) = (full, stmts) {
+            if let StmtNode::If { then, .. } = s.node() {
+                // Inside the range: the branch's body under no mask (the condition is pure).
+                let mut partial = self.a.create_label();
+                self.a.cmp(rbx, qword_ptr(r15 + f))?;
+                self.a.jb(partial)?;
+                self.a.lea(rax, qword_ptr(rbx + 8))?;
+                self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
+                self.a.ja(partial)?;
+                self.block(then.stmts())?;
+                self.a.jmp(after)?;
+                self.bind(&mut partial)?;
+            }
+        }
         for s in stmts {
             if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 if let StmtNode::Let { var, .. } = s.node() {
@@ -532,6 +572,9 @@ impl V {
                 continue;
             }
             self.stmt(s)?;
+        }
+        if full.is_some() {
+            self.bind(&mut after)?;
         }
         if self.may_fault {
             self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
@@ -568,7 +611,7 @@ impl V {
     /// `else` whose condition bounds `local_id(0)` (see the module docs).
     fn lid_range_of(&self, s: &Stmt) -> Option<LidRange> {
         let StmtNode::If { cond, otherwise: None, .. } = s.node() else { return None };
-        let mut r = LidRange::default();
+        let mut r = LidRange { exact: true, ..LidRange::default() };
         self.bound_lid(cond, &mut r).then_some(r)
     }
 
@@ -616,6 +659,7 @@ impl V {
             BinOp::Gt => (Some((e.clone(), 1)), None),
             _ => return false,
         };
+        r.exact &= !(r.lo.is_some() && lo.is_some() || r.hi.is_some() && hi.is_some());
         if r.lo.is_none() {
             r.lo = lo;
         }
