@@ -536,17 +536,14 @@ impl V {
         self.a.mov(qword_ptr(rbp - 48), rax)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jae(done)?;
-        let mut top = self.a.create_label();
-        self.bind(&mut top)?;
+        // The lanes' global ids, advanced by 8 per batch. (Every lane is alive at a batch's
+        // start: a fault ends the launch at the end of the batch's pass, so the alive mask
+        // set at the call's start holds.)
         self.a.vmovd(xmm15, ebx)?;
         self.a.vpbroadcastd(ymm15, xmm15)?;
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
-        if self.may_fault {
-            let ones = self.imm_slot(u32::MAX);
-            self.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
-            self.a.vmovups(ymmword_ptr(r15 + self.alive), ymm0)?;
-            self.a.mov(dword_ptr(r15 + self.fault_lane), 8)?;
-        }
+        let mut top = self.a.create_label();
+        self.bind(&mut top)?;
         self.copy_slots(&restore, false)?;
         let mut after = self.a.create_label();
         if let (Some(f), [s]) = (full, stmts) {
@@ -591,6 +588,8 @@ impl V {
         self.copy_slots(&save, true)?;
         self.a.mov(rax, stride)?;
         self.a.add(qword_ptr(rbp - 48), rax)?;
+        let eight = self.imm_slot(8);
+        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
         self.a.add(rbx, 8)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jb(top)?;
