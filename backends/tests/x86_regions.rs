@@ -236,3 +236,35 @@ fn contiguous_accesses_near_the_end_agree() {
         }
     }
 }
+
+/// Several groups run per call of the region code: each starts with its local arrays
+/// zeroed and its own ids (a group scatters to data-dependent elements; the next one reads
+/// elements it did not write), and a fault in a later group of a call is reported there.
+#[test]
+fn groups_of_one_call_start_afresh() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, bad: u32) {
+           local t: u32[64];
+           local big: u32[300];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           if (a[g] & 1u32) == 1u32 {
+             t[(l * 7u32) & 63u32] = l + group_id(0) * 100u32;
+             big[(l * 37u32) % 300u32] = a[g];
+           }
+           barrier(local);
+           o[g] = t[l] + big[l + 200u32] * 3u32 + a[g + (g / bad) * 1000u32];
+         }",
+    );
+    // `bad` past the grid: no fault; 150: a fault in a later group of a call.
+    for (bad, local) in [(1000u32, 8u32), (1000, 16), (1000, 64), (150, 8), (150, 32)] {
+        let a: Vec<u32> = (0..200u32).map(|i| i.wrapping_mul(2_654_435_761) >> 13).collect();
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(bad)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 192), Buffer::from_slice(&a)];
+        let r = NdRange::new(&[192]).with_local(&[local]);
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{bad} {local}");
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}

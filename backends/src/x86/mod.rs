@@ -839,6 +839,11 @@ impl X86Program {
                 && l[0].is_multiple_of(8)
                 && l[1] * l[2] == 1
         });
+        let region_spans = self
+            .spmd
+            .as_ref()
+            .and_then(|v| v.regions.as_deref())
+            .filter(|_| lens_fit && l[0].is_multiple_of(8) && l[1] * l[2] == 1);
         let end = groups.end.min(launch.group_count());
         let mut linear = groups.start;
         while linear < end {
@@ -889,6 +894,39 @@ impl X86Program {
                     continue;
                 }
             }
+            if let Some(rc) = region_spans {
+                // Consecutive groups of a row of groups, each one row, whose unchecked
+                // accesses are all in bounds: several per call of the region code.
+                let gx = linear % g[0];
+                let base = launch.offset[0] as u64 + gx * l[0];
+                let fit = rc
+                    .accessed
+                    .iter()
+                    .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let n =
+                    (fit / l[0]).min(end - linear).min(g[0] - gx).min((SPAN_ITEMS / l[0]).max(1));
+                if n > 0 {
+                    let (gy, gz) = (linear / g[0] % g[1], linear / (g[0] * g[1]));
+                    ctx.group_id = [gx, gy, gz];
+                    ctx.base = [
+                        base,
+                        launch.offset[1] as u64 + gy * l[1],
+                        launch.offset[2] as u64 + gz * l[2],
+                    ];
+                    self.set_ids(&mut ctx, launch, 0);
+                    if rt::limit_hit(&mut ctx) != 0 {
+                        return Err(self.fault_in(sc, &ctx, table, &ranges, start));
+                    }
+                    local.fill(0);
+                    let (f, v) = (&mut *frames, &mut *vframe);
+                    self.vector_regions(rc, &mut ctx, launch, f, v, table, &ranges, start, n)?;
+                    count_lane_groups(n);
+                    linear += n;
+                    continue;
+                }
+            }
             ctx.group_id = [linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])];
             local.fill(0);
             ctx.base = std::array::from_fn(|d| {
@@ -911,9 +949,16 @@ impl X86Program {
             if vector.is_some() {
                 count_lane_groups(1);
             }
-            let regions = vector.and_then(|v| v.regions.as_deref()).filter(|_| l[1] * l[2] == 1);
+            let regions = vector.and_then(|v| v.regions.as_deref()).filter(|rc| {
+                let last = ctx.base[0] + launch.local[0] as u64 - 1;
+                l[1] * l[2] == 1
+                    && rc
+                        .accessed
+                        .iter()
+                        .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
+            });
             let r = if let Some(v) = regions {
-                self.vector_regions(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
+                self.vector_regions(v, &mut ctx, launch, frames, vframe, table, &ranges, start, 1)
             } else if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
                 self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
             } else if let Some(v) = vector {

@@ -568,6 +568,7 @@ fn generate_inner(
     let mut eight = 0;
     if regions {
         v.group_block(k.body().stmts())?;
+        v.next_group(init, local_bytes, &mems_first_local(&v.mems))?;
         v.a.xor(eax, eax)?;
     } else {
         v.block(k.body().stmts())?;
@@ -668,7 +669,61 @@ fn generate_inner(
     })
 }
 
+/// The memory-table index of the local array at the local block's start, if any.
+fn mems_first_local(mems: &[MemInfo]) -> Option<u32> {
+    mems.iter().find_map(|m| match (m.local, m.kind) {
+        (Some((0, _)), super::gen::MemKind::Table(t)) => Some(t),
+        _ => None,
+    })
+}
+
 impl V {
+    /// The end of a group's region code: while the call has groups left (the qword at
+    /// [`LOOP_SLOT`], counted down), the next group of the row: ids in the context advanced
+    /// by one group, its local block zeroed, and the code from the broadcasts on (`init`)
+    /// again.
+    fn next_group(&mut self, init: CodeLabel, local_bytes: usize, first: &Option<u32>) -> R<()> {
+        let mut finish = self.a.create_label();
+        self.a.dec(qword_ptr(r15 + LOOP_SLOT))?;
+        self.a.je(finish)?;
+        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+        self.a.add(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rax)?;
+        self.a.add(qword_ptr(r12 + rt::OFF_BASE), rax)?;
+        self.a.add(qword_ptr(r12 + rt::OFF_GROUP_ID), 1)?;
+        if let (Some(t), true) = (first, local_bytes > 0) {
+            // The driver's block holds local_bytes rounded up to 8.
+            let words = local_bytes.div_ceil(8) as i32;
+            self.a.mov(r10, qword_ptr(r14 + (*t as i32 * 16)))?;
+            self.a.vpxor(ymm0, ymm0, ymm0)?;
+            if words / 4 <= 16 {
+                for i in 0..words / 4 {
+                    self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
+                }
+            } else {
+                let mut zero = self.a.create_label();
+                self.a.mov(r11, (words / 4) as u64)?;
+                self.bind(&mut zero)?;
+                self.a.vmovups(ymmword_ptr(r10), ymm0)?;
+                self.a.add(r10, 32)?;
+                self.a.dec(r11)?;
+                self.a.jne(zero)?;
+                self.a.sub(r10, 32 * (words / 4))?;
+            }
+            for i in (words / 4) * 4..words {
+                self.a.mov(qword_ptr(r10 + 8 * i), 0)?;
+            }
+        } else if local_bytes > 0 {
+            return no("internal: local arrays without one at the block's start");
+        }
+        self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+        self.a.add(rax, rbx)?;
+        self.a.mov(qword_ptr(r15 + END_SLOT), rax)?;
+        // Every lane alive again (a fault ended the call).
+        self.a.jmp(init)?;
+        self.bind(&mut finish)
+    }
+
     fn find(&self, name: &str) -> Option<&Bound> {
         self.lets.iter().rev().find(|b| b.name == name)
     }
