@@ -32,7 +32,10 @@
 //!   and `while`s as lane masks, accesses at `global_id(0)` as memory operands, contiguous
 //!   ones as masked vector accesses, others as gathers and per-lane scatters, every access
 //!   but the first kind bounds-checked per lane and reported as the interpreter reports it.
-//!   Kernels with barriers run their groups batch by batch, round by round (`rounds.rs`).
+//!   Kernels with barriers run groups of one row as region loops when the control
+//!   around their barriers is the same in the whole group (`spmd/region.rs`: the code
+//!   between barriers loops over the batches, several groups per call), other groups batch
+//!   by batch, round by round (`rounds.rs`).
 //!   A group runs on the lanes when the CPU has AVX2, `local_size(0)` is a multiple of 8
 //!   and its buffers fit (see docs/cpu.md); otherwise the scalar code runs it. 1-D launches
 //!   without local arrays or group-dependent ids run up to 2^16 work-items of consecutive
