@@ -83,7 +83,10 @@ fn trimmed_regions_agree() {
                 let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
                 let a: Vec<u32> = (0..128u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 7).collect();
                 let bufs = [Buffer::zeroed(Scalar::U32, 256), Buffer::from_slice(&a)];
-                let r = NdRange::new(&[128 - 128 % local]).with_local(&[local]);
+                // (An offset that is not a multiple of 8: batches start at odd global ids.)
+                let r = NdRange::new(&[128 - 128 % local - local])
+                    .with_local(&[local])
+                    .with_offset(&[if s % 2 == 1 { 5 } else { 0 }]);
                 assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{cond} s={s} {local}");
             }
         }
