@@ -410,6 +410,30 @@ fn which_kernels_have_vector_code() {
     }
 }
 
+/// A guard `global_id(0) < e` (also `<=`, mirrored, `e` wrapping) sends a batch to the
+/// unmasked copy by one scalar compare of its last lane: bounds at and around the batch
+/// edges, the grid's end and `u32::MAX`, with lanes that fault before the guard.
+#[test]
+fn gid_guards_agree_at_batch_edges() {
+    for cond in ["i < n", "i <= n", "n > i", "n >= i", "i < n + 3u32"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, n: u32) {{
+               let i: u32 = global_id(0);
+               let x: f32 = a[(i * 7u32) & 31u32];
+               if {cond} {{ o[i] = x + a[i + 1u32]; }} else {{ o[i] = 0.0 - x; }}
+             }}"
+        ));
+        for n in [0u32, 6, 7, 8, 9, 15, 16, 31, 32, 33, 62, 63, 64, u32::MAX - 1, u32::MAX] {
+            for len in [20usize, 65] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 64), f32s(len, 3)];
+                let r = NdRange::new(&[64]).with_local(&[32]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{cond}, n = {n}, {len}");
+            }
+        }
+    }
+}
+
 #[test]
 fn full_batches_run_unmasked_and_agree() {
     // Batches wholly inside or outside the guard take the unmasked copies (both sides of an
@@ -512,12 +536,13 @@ fn labels_in_loops_cost_no_nops() {
         return;
     }
     // A `nop` only where two labels meet (it took an issue slot per label per iteration):
-    // naive GEMM's 8-lane code had 36.
+    // naive GEMM's 8-lane code had 36. (Three now: the third joins the plain and the
+    // checked paths of a contiguous store, before the end of a branch.)
     let m = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
     let d = compile(m.kernel("gemm_naive").unwrap(), &X86Options::default()).unwrap().disassemble();
     let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
     let nops = lanes.lines().filter(|l| l.ends_with("  nop")).count();
-    assert!(nops <= 2, "{nops} nops\n{lanes}");
+    assert!(nops <= 3, "{nops} nops\n{lanes}");
 }
 
 #[test]

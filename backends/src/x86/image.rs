@@ -17,7 +17,7 @@
 //! Layout, little-endian; strings and byte strings as (u32 len, bytes):
 //!
 //! ```text
-//! "KX86IMG4"  u64 checksum (FNV-1a 64 of everything after it)
+//! "KX86IMG5"  u64 checksum (FNV-1a 64 of everything after it)
 //!             str kernel name; u32 params; u8 checked
 //!             u32 features, each str                 (CPU features the code needs)
 //!             u32 param slots, each i32 (i32::MIN: none)
@@ -26,7 +26,9 @@
 //!                          u32 marks, each (u32 offset, str comment)
 //!             u8 has vector code, then: bytes code; u32 relocations (0);
 //!                          u64 vframe_bytes; u32 accessed, each u32; mems; u64 frame_bytes;
-//!                          sites; u8 per_group; u64 local_bytes; u32 barriers
+//!                          sites; u8 per_group; u64 local_bytes; u32 barriers;
+//!                          u8 has region code, then the same fields again (its own
+//!                          region flag 0)
 //!             u8 has a reason for no vector code, then: str reason
 //! mems:  u32 n, each: str name; u8 elem (index in Scalar::ALL);
 //!        u8 0, u32 table index | u8 1, i32 frame offset, u32 count;
@@ -51,9 +53,10 @@ use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 
 /// The image format; bumped whenever the code's contract with the driver changes (3: the
 /// 8-lane code of kernels with barriers runs a row of batches per call; 4: a division site
-/// holds its whole name, backticks included, since a lane's is ``a lane of `e` ``), so that an older
+/// holds its whole name, backticks included, since a lane's is ``a lane of `e` ``; 5: vector code
+/// of kernels with barriers may carry region-loop code), so that an older
 /// cached image is refused rather than run by a driver that expects other code.
-const MAGIC: &[u8; 8] = b"KX86IMG4";
+const MAGIC: &[u8; 8] = b"KX86IMG5";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -79,6 +82,21 @@ impl W {
     fn bytes(&mut self, b: &[u8]) {
         self.u32(b.len() as u32);
         self.0.extend_from_slice(b);
+    }
+    /// Vector code, then its region code (see the layout above).
+    fn spmd(&mut self, v: &SpmdCode) {
+        self.bytes(v.code.bytes());
+        self.u32(0);
+        self.u64(v.vframe_bytes as u64);
+        self.u32(v.accessed.len() as u32);
+        v.accessed.iter().for_each(|&a| self.u32(a));
+        self.mems(&v.mems);
+        self.u64(v.frame_bytes as u64);
+        self.sites(&v.sites);
+        self.u8(v.per_group as u8);
+        self.u64(v.local_bytes as u64);
+        self.u32(v.n_barriers);
+        self.opt(v.regions.as_deref(), |w, v| w.spmd(v));
     }
     fn opt<T>(&mut self, v: Option<T>, f: impl FnOnce(&mut W, T)) {
         match v {
@@ -344,19 +362,7 @@ impl X86Program {
             w.u32(*off);
             w.bytes(m.to_string().as_bytes());
         }
-        w.opt(self.spmd.as_ref(), |w, v| {
-            w.bytes(v.code.bytes());
-            w.u32(0);
-            w.u64(v.vframe_bytes as u64);
-            w.u32(v.accessed.len() as u32);
-            v.accessed.iter().for_each(|&a| w.u32(a));
-            w.mems(&v.mems);
-            w.u64(v.frame_bytes as u64);
-            w.sites(&v.sites);
-            w.u8(v.per_group as u8);
-            w.u64(v.local_bytes as u64);
-            w.u32(v.n_barriers);
-        });
+        w.opt(self.spmd.as_ref(), |w, v| w.spmd(v));
         w.opt(self.no_spmd.as_ref(), |w, why| w.bytes(why.as_bytes()));
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
@@ -466,54 +472,7 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     }
     let scalar = ScalarCode { code, mems, sites, frame_bytes, local_bytes, n_barriers, marks };
     let spmd = if r.flag()? {
-        let code = r.code()?;
-        let vframe_bytes = r.size("vector frame")?;
-        if vframe_bytes < 32 {
-            return Err(format!("vector frame of {vframe_bytes} bytes"));
-        }
-        let accessed: Vec<u32> = (0..r.u32()?).map(|_| r.u32()).collect::<Res<_>>()?;
-        let mems = r.mems(params)?;
-        check_params(&mems, sig)?;
-        if mems.iter().any(|m| match m.kind {
-            MemKind::Table(_) => m.param.is_none() == m.local.is_none(),
-            // A private array holds eight lanes of each element in the vector frame.
-            MemKind::Private { off, count } => {
-                m.param.is_some()
-                    || m.local.is_some()
-                    || off < 0
-                    || off as u64 + count as u64 * 32 > vframe_bytes as u64
-            }
-        }) {
-            return Err("vector code memory that is neither a buffer parameter, a local array \
-                 nor a private array in the vector frame"
-                .into());
-        }
-        if let Some(a) = accessed.iter().find(|&&a| a as usize >= mems.len()) {
-            return Err(format!("vector code accesses memory {a} of {}", mems.len()));
-        }
-        let frame_bytes = r.size("frame")?;
-        check_frame(frame_bytes, &param_slots)?;
-        let sites = r.sites(mems.len())?;
-        let per_group = r.flag()?;
-        let local_bytes = r.size("local arrays")?;
-        let n_barriers = r.u32()?;
-        if mems.iter().any(|m| {
-            m.local.is_some_and(|(off, n)| off + n as usize * m.elem.size_bytes() > local_bytes)
-        }) {
-            return Err("vector code local array outside the local block".into());
-        }
-        Some(SpmdCode {
-            code,
-            vframe_bytes,
-            accessed,
-            mems,
-            frame_bytes,
-            sites,
-            per_group,
-            local_bytes,
-            n_barriers,
-            fma,
-        })
+        Some(read_spmd(&mut r, sig, params, &param_slots, fma, false)?)
     } else {
         None
     };
@@ -524,6 +483,74 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     let cell = OnceLock::new();
     let _ = cell.set(Ok(scalar));
     Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd })
+}
+
+/// The vector code of an image (see the layout above); its region code follows it.
+fn read_spmd(
+    r: &mut R,
+    sig: &Kernel,
+    params: usize,
+    param_slots: &[Option<i32>],
+    fma: bool,
+    nested: bool,
+) -> Res<SpmdCode> {
+    let code = r.code()?;
+    let vframe_bytes = r.size("vector frame")?;
+    if vframe_bytes < 32 {
+        return Err(format!("vector frame of {vframe_bytes} bytes"));
+    }
+    let accessed: Vec<u32> = (0..r.u32()?).map(|_| r.u32()).collect::<Res<_>>()?;
+    let mems = r.mems(params)?;
+    check_params(&mems, sig)?;
+    if mems.iter().any(|m| match m.kind {
+        MemKind::Table(_) => m.param.is_none() == m.local.is_none(),
+        // A private array holds eight lanes of each element in the vector frame.
+        MemKind::Private { off, count } => {
+            m.param.is_some()
+                || m.local.is_some()
+                || off < 0
+                || off as u64 + count as u64 * 32 > vframe_bytes as u64
+        }
+    }) {
+        return Err("vector code memory that is neither a buffer parameter, a local array \
+             nor a private array in the vector frame"
+            .into());
+    }
+    if let Some(a) = accessed.iter().find(|&&a| a as usize >= mems.len()) {
+        return Err(format!("vector code accesses memory {a} of {}", mems.len()));
+    }
+    let frame_bytes = r.size("frame")?;
+    check_frame(frame_bytes, param_slots)?;
+    let sites = r.sites(mems.len())?;
+    let per_group = r.flag()?;
+    let local_bytes = r.size("local arrays")?;
+    let n_barriers = r.u32()?;
+    if mems.iter().any(|m| {
+        m.local.is_some_and(|(off, n)| off + n as usize * m.elem.size_bytes() > local_bytes)
+    }) {
+        return Err("vector code local array outside the local block".into());
+    }
+    let regions = if r.flag()? {
+        if nested || n_barriers == 0 {
+            return Err("region code where there can be none".into());
+        }
+        Some(Box::new(read_spmd(r, sig, params, param_slots, fma, true)?))
+    } else {
+        None
+    };
+    Ok(SpmdCode {
+        code,
+        vframe_bytes,
+        accessed,
+        mems,
+        frame_bytes,
+        sites,
+        per_group,
+        local_bytes,
+        n_barriers,
+        fma,
+        regions,
+    })
 }
 
 #[cfg(test)]

@@ -32,7 +32,10 @@
 //!   and `while`s as lane masks, accesses at `global_id(0)` as memory operands, contiguous
 //!   ones as masked vector accesses, others as gathers and per-lane scatters, every access
 //!   but the first kind bounds-checked per lane and reported as the interpreter reports it.
-//!   Kernels with barriers run their groups batch by batch, round by round (`rounds.rs`).
+//!   Kernels with barriers run groups of one row as region loops when the control
+//!   around their barriers is the same in the whole group (`spmd/region.rs`: the code
+//!   between barriers loops over the batches, several groups per call), other groups batch
+//!   by batch, round by round (`rounds.rs`).
 //!   A group runs on the lanes when the CPU has AVX2, `local_size(0)` is a multiple of 8
 //!   and its buffers fit (see docs/cpu.md); otherwise the scalar code runs it. 1-D launches
 //!   without local arrays or group-dependent ids run up to 2^16 work-items of consecutive
@@ -287,6 +290,9 @@ struct SpmdCode {
     n_barriers: u32,
     /// True if the code has FMA3 instructions (the CPU feature `fma`).
     fma: bool,
+    /// For a kernel with barriers, the region-loop code (`spmd/region.rs`) that runs
+    /// groups of one row, one call per group, if the kernel has one.
+    regions: Option<Box<SpmdCode>>,
 }
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
@@ -425,23 +431,33 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         Ok(v) => (Some(v), None),
         Err(why) => (None, Some(why)),
     };
+    let frame_bytes = param_slots.iter().flatten().max().map_or(8, |&s| s as usize + 8);
+    let mapped = |v: spmd::Spmd| -> Result<SpmdCode, X86Error> {
+        CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let e = encode::encode(v.asm.instructions())?;
+        Ok(SpmdCode {
+            code: ExecCode::new(&e.bytes)?,
+            vframe_bytes: v.vframe_bytes,
+            accessed: v.accessed,
+            mems: v.mems,
+            frame_bytes,
+            sites: v.sites,
+            per_group: v.per_group,
+            local_bytes: v.local_bytes,
+            n_barriers: v.n_barriers,
+            fma: v.fma,
+            regions: None,
+        })
+    };
     let spmd = match vector {
         Some(v) => {
-            CODES_GENERATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let e = encode::encode(v.asm.instructions())?;
-            let frame_bytes = param_slots.iter().flatten().max().map_or(8, |&s| s as usize + 8);
-            Some(SpmdCode {
-                code: ExecCode::new(&e.bytes)?,
-                vframe_bytes: v.vframe_bytes,
-                accessed: v.accessed,
-                mems: v.mems,
-                frame_bytes,
-                sites: v.sites,
-                per_group: v.per_group,
-                local_bytes: v.local_bytes,
-                n_barriers: v.n_barriers,
-                fma: v.fma,
-            })
+            let mut code = mapped(v)?;
+            if code.n_barriers > 0 {
+                if let Ok(r) = spmd::generate_regions(&k, &param_slots, &g.mems)? {
+                    code.regions = Some(Box::new(mapped(r)?));
+                }
+            }
+            Some(code)
         }
         None => None,
     };
@@ -526,6 +542,14 @@ impl X86Program {
         self.spmd.is_some()
     }
 
+    /// True if the kernel has barriers and 8-lane region-loop code: work-groups of one row
+    /// run as loops over their batches between barriers, control around the barriers once
+    /// per group (see docs/cpu.md). Such groups run on it; others on the 8-lane code that
+    /// runs batches round by round.
+    pub fn has_region_code(&self) -> bool {
+        self.spmd.as_ref().is_some_and(|v| v.regions.is_some())
+    }
+
     /// The machine code in Intel syntax, one block per region (the code before the first
     /// barrier, then after each barrier), each IR statement as a comment above its code;
     /// then the 8-lane code, or the line saying why there is none.
@@ -544,6 +568,10 @@ impl X86Program {
         if let Some(v) = &self.spmd {
             s.push_str("; 8-lane AVX2 code (8 work-items of a row per pass)\n");
             s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
+            if let Some(r) = &v.regions {
+                s.push_str("; 8-lane region loops (a work-group of one row per call)\n");
+                s.push_str(&disasm::disassemble(r.code.bytes(), &[], self.kernel.name()));
+            }
         }
         s
     }
@@ -814,6 +842,11 @@ impl X86Program {
                 && l[0].is_multiple_of(8)
                 && l[1] * l[2] == 1
         });
+        let region_spans = self
+            .spmd
+            .as_ref()
+            .and_then(|v| v.regions.as_deref())
+            .filter(|_| lens_fit && l[0].is_multiple_of(8) && l[1] * l[2] == 1);
         let end = groups.end.min(launch.group_count());
         let mut linear = groups.start;
         while linear < end {
@@ -864,6 +897,39 @@ impl X86Program {
                     continue;
                 }
             }
+            if let Some(rc) = region_spans {
+                // Consecutive groups of a row of groups, each one row, whose unchecked
+                // accesses are all in bounds: several per call of the region code.
+                let gx = linear % g[0];
+                let base = launch.offset[0] as u64 + gx * l[0];
+                let fit = rc
+                    .accessed
+                    .iter()
+                    .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let n =
+                    (fit / l[0]).min(end - linear).min(g[0] - gx).min((SPAN_ITEMS / l[0]).max(1));
+                if n > 0 {
+                    let (gy, gz) = (linear / g[0] % g[1], linear / (g[0] * g[1]));
+                    ctx.group_id = [gx, gy, gz];
+                    ctx.base = [
+                        base,
+                        launch.offset[1] as u64 + gy * l[1],
+                        launch.offset[2] as u64 + gz * l[2],
+                    ];
+                    self.set_ids(&mut ctx, launch, 0);
+                    if rt::limit_hit(&mut ctx) != 0 {
+                        return Err(self.fault_in(sc, &ctx, table, &ranges, start));
+                    }
+                    local.fill(0);
+                    let (f, v) = (&mut *frames, &mut *vframe);
+                    self.vector_regions(rc, &mut ctx, launch, f, v, table, &ranges, start, n)?;
+                    count_lane_groups(n);
+                    linear += n;
+                    continue;
+                }
+            }
             ctx.group_id = [linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])];
             local.fill(0);
             ctx.base = std::array::from_fn(|d| {
@@ -886,7 +952,17 @@ impl X86Program {
             if vector.is_some() {
                 count_lane_groups(1);
             }
-            let r = if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
+            let regions = vector.and_then(|v| v.regions.as_deref()).filter(|rc| {
+                let last = ctx.base[0] + launch.local[0] as u64 - 1;
+                l[1] * l[2] == 1
+                    && rc
+                        .accessed
+                        .iter()
+                        .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
+            });
+            let r = if let Some(v) = regions {
+                self.vector_regions(v, &mut ctx, launch, frames, vframe, table, &ranges, start, 1)
+            } else if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
                 self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
             } else if let Some(v) = vector {
                 // SAFETY: the vector code reads the lane constant at the vector frame's start.

@@ -121,6 +121,49 @@ impl X86Program {
         }
     }
 
+    /// Runs `groups` consecutive work-groups of one row of groups, each of one row (the
+    /// first's ids in `ctx`, its local block zeroed), on the region-loop code (see
+    /// `spmd/region.rs`): one call, the group frame followed by a save frame per batch.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn vector_regions(
+        &self,
+        v: &SpmdCode,
+        ctx: &mut Ctx,
+        launch: &Launch,
+        frames: &mut [u64],
+        vframe: &mut Vec<u32>,
+        table: &[MemRef],
+        ranges: &[Option<usize>],
+        start: Instant,
+        groups: u64,
+    ) -> Result<(), LaunchError> {
+        let l0 = launch.local[0] as u64;
+        let words = v.vframe_bytes.div_ceil(32) * 8;
+        let vframe = super::aligned(vframe, (l0 as usize / 8 + 1) * words);
+        vframe[..8].copy_from_slice(&spmd::IOTA);
+        let stride = (words * 4) as u64;
+        let round_slot = spmd::ROUND_SLOT as usize / 4;
+        vframe[round_slot] = stride as u32;
+        vframe[round_slot + 1] = (stride >> 32) as u32;
+        let loop_slot = spmd::LOOP_SLOT as usize / 4;
+        vframe[loop_slot] = groups as u32;
+        vframe[loop_slot + 1] = (groups >> 32) as u32;
+        ctx.span = l0;
+        ctx.local_id = [0; 3];
+        ctx.global_id = ctx.base;
+        // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs); the
+        // frames are as `generate_regions` says, and unchecked accesses are at
+        // global_id(0) within the buffers (checked by the caller for the groups).
+        let stop = unsafe {
+            let entry: VectorEntry = std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
+            entry(ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
+        };
+        if stop != 0 {
+            return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
+        }
+        Ok(())
+    }
+
     /// Runs one group of a kernel with barriers: every work-item up to its next barrier, in
     /// order, until all have finished (the interpreter's schedule and divergence check).
     #[allow(clippy::too_many_arguments)]

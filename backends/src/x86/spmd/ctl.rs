@@ -3,7 +3,7 @@
 //! limit checks).
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Expr, Scalar, Stmt, StmtNode, Type, Var};
+use kiln_ir::{BinOp, Expr, ExprNode, Scalar, Stmt, StmtNode, Type, Var};
 
 use super::{lane_type, no, Bound, Kind, Loc, Stub, R, V, XMM, YMM};
 use crate::x86::gen::Site;
@@ -158,6 +158,27 @@ impl V {
             }
             return self.bind(&mut end);
         }
+        let outer = self.mask;
+        let fast = outer.is_none()
+            && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
+        let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
+        if let Some((e, add)) = self.gid_bound(cond).filter(|_| fast) {
+            // `global_id(0) < e` (or `<=`) holds in every lane of the batch when it holds in
+            // its last: a scalar compare, no lane mask (and every lane alive).
+            let mut general = self.a.create_label();
+            if self.may_fault {
+                self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+                self.a.jne(general)?;
+            }
+            self.uniform_to_eax(e)?;
+            if add > 0 {
+                self.a.add(rax, add)?;
+            }
+            self.a.lea(r11, qword_ptr(rbx + 8))?;
+            self.a.cmp(r11, rax)?;
+            self.a.jbe(fast_then)?;
+            self.bind(&mut general)?;
+        }
         self.cond_top(cond, 0)?;
         // then-mask = active & cond, else-mask = active & !cond.
         self.active(2)?;
@@ -173,14 +194,10 @@ impl V {
             }
             None => None,
         };
-        let outer = self.mask;
         // Full batches unmasked: where no mask is in force, a batch whose lanes all take
         // the same side runs a copy of that side under no mask (plain loads and stores, no
         // blends). That mask would be every lane (alive ones), so the copy is exact. Only for
         // small bodies: copies nest, once per divergent `if` level.
-        let fast = outer.is_none()
-            && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
-        let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
         if fast {
             self.a.vmovmskps(eax, ymm0)?;
             self.a.cmp(eax, 0xff)?;
@@ -224,6 +241,29 @@ impl V {
             self.bind(&mut done)?;
         }
         Ok(())
+    }
+
+    /// `(e, k)` if condition `c` is `global_id(0) < e + k` for a `u32` value `e` computed
+    /// in general-purpose registers (`<` gives k = 0, `<=` k = 1, either side).
+    fn gid_bound<'c>(&self, c: &'c Expr) -> Option<(&'c Expr, i32)> {
+        let ExprNode::Binary { op, a, b } = c.node() else { return None };
+        let (op, e) = match (self.kind(a), self.kind(b)) {
+            (Kind::Gid0, Kind::Uniform) => (*op, b),
+            (Kind::Uniform, Kind::Gid0) => match op {
+                BinOp::Gt => (BinOp::Lt, a),
+                BinOp::Ge => (BinOp::Le, a),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if e.ty() != Type::U32 || !self.gpr_ok(e) {
+            return None;
+        }
+        match op {
+            BinOp::Lt => Some((e, 0)),
+            BinOp::Le => Some((e, 1)),
+            _ => None,
+        }
     }
 
     pub(super) fn while_loop(&mut self, cond: &Expr, body: &[Stmt]) -> R<()> {

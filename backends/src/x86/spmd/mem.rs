@@ -279,6 +279,16 @@ impl V {
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);
         self.expr(index, d)?;
+        let mut done = self.a.create_label();
+        let fast = kind == Kind::Contig && self.mask.is_none();
+        if fast {
+            let slow = self.whole_batch_in_bounds(d, t)?;
+            let base = self.base(t)?;
+            self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
+            self.a.jmp(done)?;
+            let mut slow = slow;
+            self.bind(&mut slow)?;
+        }
         self.active(d + 1)?;
         self.check(d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
@@ -308,7 +318,30 @@ impl V {
                 self.a.vmovaps(x, g)?;
             }
         }
+        if fast {
+            self.bind(&mut done)?;
+        }
         Ok(())
+    }
+
+    /// For a contiguous access under no control mask (indices in `ymm{idx}`, lane k's
+    /// lane 0's + k): with every lane of the batch alive and lane 0's index (in `rax`,
+    /// zero-extended) at most the length of table `t` minus 8, every lane's index is in
+    /// bounds and the access is a plain vector one; otherwise a jump to the returned label,
+    /// where the checked, masked access follows. (Lengths are below 2^31, so an index
+    /// passing the test does not wrap in the lanes, and a negative `i32` one, as a u32 at
+    /// least 2^31, never passes.)
+    fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
+        let slow = self.a.create_label();
+        if self.may_fault {
+            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+            self.a.jne(slow)?;
+        }
+        let last8 = self.const_slot((t as u64, 5));
+        self.a.vmovd(eax, XMM[idx])?;
+        self.a.cmp(rax, qword_ptr(r15 + last8))?;
+        self.a.jg(slow)?;
+        Ok(slow)
     }
 
     /// `buf[index] = value` in the active lanes.
@@ -333,6 +366,15 @@ impl V {
             return no("an index needing more than 7 registers");
         }
         self.expr(index, 1)?;
+        let mut done = self.a.create_label();
+        let fast = kind == Kind::Contig && self.mask.is_none();
+        if fast {
+            let mut slow = self.whole_batch_in_bounds(1, t)?;
+            let base = self.base(t)?;
+            self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            self.a.jmp(done)?;
+            self.bind(&mut slow)?;
+        }
         self.active(2)?;
         self.check(1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;
@@ -340,6 +382,9 @@ impl V {
             self.a.vmovd(eax, xmm1)?;
             self.a.movsxd(rax, eax)?;
             self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
+            if fast {
+                self.bind(&mut done)?;
+            }
             return Ok(());
         }
         self.store_lanes(base, 0, 4)

@@ -86,6 +86,7 @@ mod math64;
 mod mem;
 mod narrow;
 mod ops;
+mod region;
 mod scalar;
 mod uniform;
 mod wide64;
@@ -260,7 +261,8 @@ struct V {
     /// Values broadcast before the loop and their slots; the key's second part says what
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
-    /// 64-bit constant broadcast to the four qwords.
+    /// 64-bit constant broadcast to the four qwords, 5 table whose length - 8 is the first
+    /// qword (signed).
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
@@ -302,6 +304,8 @@ struct V {
     /// The instruction count where the last label was placed (two labels at one place
     /// need a `nop` between them).
     last_label_at: Option<usize>,
+    /// Set when generating a group's region loops (`region.rs`).
+    regions: Option<region::Regions>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -344,18 +348,47 @@ pub(crate) fn generate(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    match generate_inner(k, param_slots, mems) {
+    generate_as(k, param_slots, mems, false)
+}
+
+/// The region-loop code of a kernel with barriers (`region.rs`), or why it has none: one
+/// call runs a whole work-group of one row (`ctx.span` its size, `ctx.global_id` its first
+/// work-item), with the group frame followed by one save frame per batch, the frames'
+/// stride in bytes in the group frame's [`ROUND_SLOT`].
+pub(crate) fn generate_regions(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+) -> Result<Result<Spmd, String>, IcedError> {
+    generate_as(k, param_slots, mems, true)
+}
+
+fn generate_as(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+    regions: bool,
+) -> Result<Result<Spmd, String>, IcedError> {
+    match generate_inner(k, param_slots, mems, regions) {
         Ok(s) => Ok(Ok(s)),
         Err(Fail::No(why)) => Ok(Err(why)),
         Err(Fail::Asm(e)) => Err(e),
     }
 }
 
-fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> R<Spmd> {
+fn generate_inner(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+    regions: bool,
+) -> R<Spmd> {
     let mut a = CodeAssembler::new(64)?;
     let ret = a.create_label();
     let fault_exit = a.create_label();
     let n_barriers = super::gen::count_barriers(k.body());
+    if regions && n_barriers == 0 {
+        return no("no barriers");
+    }
     let resumes = (0..n_barriers).map(|_| a.create_label()).collect();
     let next_batch = a.create_label();
     let mut v = V {
@@ -393,7 +426,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         fma: false,
         scratch64: None,
         last_label_at: None,
+        regions: regions.then(|| region::Regions::new(k)),
     };
+    if regions {
+        v.per_group = true;
+    }
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
         v.next_reg = GID;
@@ -476,7 +513,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     let bases_only = a.create_label();
     // Where the next batch of a call with barriers starts (its frame and ids set).
     let mut dispatch = a.create_label();
-    if n_barriers > 0 {
+    if n_barriers > 0 && !regions {
         v.bind(&mut dispatch)?;
         v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
         v.a.jne(bases_only)?;
@@ -511,11 +548,11 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     v.a.vpbroadcastd(ymm15, xmm15)?;
     v.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
     let mut resumed = v.a.create_label();
-    if n_barriers > 0 {
+    if n_barriers > 0 && !regions {
         v.bind(&mut resumed)?;
     }
     // A batch stopped at a barrier resumes after it (its state is in its vector frame).
-    for (k, &l) in v.resumes.iter().enumerate() {
+    for (k, &l) in v.resumes.iter().enumerate().filter(|_| !regions) {
         v.a.cmp(dword_ptr(r15 + v.resume), k as i32 + 1)?;
         v.a.je(l)?;
     }
@@ -528,26 +565,33 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
         v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
     }
-    v.block(k.body().stmts())?;
-    if n_barriers > 0 {
-        // Finished (see `barrier`).
-        v.a.mov(dword_ptr(r15 + RESUME_SLOT), 0)?;
-    }
-    if v.may_fault {
-        v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
-        v.a.jne(fault_exit)?;
-    }
-    if n_barriers > 0 {
+    let mut eight = 0;
+    if regions {
+        v.group_block(k.body().stmts())?;
+        v.next_group(init, local_bytes, &mems_first_local(&v.mems))?;
         v.a.xor(eax, eax)?;
-        v.a.jmp(v.next_batch)?;
+    } else {
+        v.block(k.body().stmts())?;
+        if n_barriers > 0 {
+            // Finished (see `barrier`).
+            v.a.mov(dword_ptr(r15 + RESUME_SLOT), 0)?;
+        }
+        if v.may_fault {
+            v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
+            v.a.jne(fault_exit)?;
+        }
+        if n_barriers > 0 {
+            v.a.xor(eax, eax)?;
+            v.a.jmp(v.next_batch)?;
+        }
+        eight = v.imm_slot(8);
+        let a = &mut v.a;
+        a.add(rbx, 8)?;
+        a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
+        a.jb(top)?;
+        a.xor(eax, eax)?;
     }
-    let eight = v.imm_slot(8);
-    let a = &mut v.a;
-    a.add(rbx, 8)?;
-    a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
-    a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
-    a.jb(top)?;
-    a.xor(eax, eax)?;
     let mut ret = v.ret;
     v.bind(&mut ret)?;
     let a = &mut v.a;
@@ -578,6 +622,12 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
                 v.a.vmovq(xmm0, rax)?;
                 v.a.vpbroadcastq(ymm0, xmm0)?;
             }
+            5 => {
+                v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;
+                v.a.sub(rax, 8)?;
+                v.a.mov(qword_ptr(r15 + off), rax)?;
+                continue;
+            }
             3 => {
                 v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;
                 v.a.sub(eax, 1)?;
@@ -603,7 +653,7 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
     v.a.jmp(lanes)?;
-    if n_barriers > 0 {
+    if n_barriers > 0 && !regions {
         v.next_batch_code(dispatch, lanes, resumed, eight)?;
     }
     Ok(Spmd {
@@ -619,7 +669,61 @@ fn generate_inner(k: &Kernel, param_slots: &[Option<i32>], mems: &[MemInfo]) -> 
     })
 }
 
+/// The memory-table index of the local array at the local block's start, if any.
+fn mems_first_local(mems: &[MemInfo]) -> Option<u32> {
+    mems.iter().find_map(|m| match (m.local, m.kind) {
+        (Some((0, _)), super::gen::MemKind::Table(t)) => Some(t),
+        _ => None,
+    })
+}
+
 impl V {
+    /// The end of a group's region code: while the call has groups left (the qword at
+    /// [`LOOP_SLOT`], counted down), the next group of the row: ids in the context advanced
+    /// by one group, its local block zeroed, and the code from the broadcasts on (`init`)
+    /// again.
+    fn next_group(&mut self, init: CodeLabel, local_bytes: usize, first: &Option<u32>) -> R<()> {
+        let mut finish = self.a.create_label();
+        self.a.dec(qword_ptr(r15 + LOOP_SLOT))?;
+        self.a.je(finish)?;
+        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+        self.a.add(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rax)?;
+        self.a.add(qword_ptr(r12 + rt::OFF_BASE), rax)?;
+        self.a.add(qword_ptr(r12 + rt::OFF_GROUP_ID), 1)?;
+        if let (Some(t), true) = (first, local_bytes > 0) {
+            // The driver's block holds local_bytes rounded up to 8.
+            let words = local_bytes.div_ceil(8) as i32;
+            self.a.mov(r10, qword_ptr(r14 + (*t as i32 * 16)))?;
+            self.a.vpxor(ymm0, ymm0, ymm0)?;
+            if words / 4 <= 16 {
+                for i in 0..words / 4 {
+                    self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
+                }
+            } else {
+                let mut zero = self.a.create_label();
+                self.a.mov(r11, (words / 4) as u64)?;
+                self.bind(&mut zero)?;
+                self.a.vmovups(ymmword_ptr(r10), ymm0)?;
+                self.a.add(r10, 32)?;
+                self.a.dec(r11)?;
+                self.a.jne(zero)?;
+                self.a.sub(r10, 32 * (words / 4))?;
+            }
+            for i in (words / 4) * 4..words {
+                self.a.mov(qword_ptr(r10 + 8 * i), 0)?;
+            }
+        } else if local_bytes > 0 {
+            return no("internal: local arrays without one at the block's start");
+        }
+        self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+        self.a.add(rax, rbx)?;
+        self.a.mov(qword_ptr(r15 + END_SLOT), rax)?;
+        // Every lane alive again (a fault ended the call).
+        self.a.jmp(init)?;
+        self.bind(&mut finish)
+    }
+
     fn find(&self, name: &str) -> Option<&Bound> {
         self.lets.iter().rev().find(|b| b.name == name)
     }

@@ -573,6 +573,9 @@ impl V {
     pub(super) fn slot64(&mut self) -> i32 {
         let off = self.slot();
         self.slot();
+        if let Some(r) = self.regions.as_mut() {
+            r.wide.insert(off);
+        }
         off
     }
 

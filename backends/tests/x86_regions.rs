@@ -1,0 +1,273 @@
+//! Work-groups with barriers as region loops on the 8-lane code (backends/src/x86/spmd/
+//! region.rs): which kernels get them, and that they agree with the interpreter and the
+//! scalar code, errors included, where the batch ranges are trimmed by conditions on
+//! `local_id(0)` (bounds that are not multiples of 8, past the group, from a buffer), where
+//! values live across barriers (lets, vars, f64 and atomic results), in loops around
+//! barriers, and where lanes fault.
+#![cfg(target_arch = "x86_64")]
+
+mod x86_common;
+
+use x86_common::{avx2, f32s, kernel, three_ways};
+
+use kiln_backends::x86::{compile, X86Options};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::{Kernel, Scalar};
+use proptest::prelude::*;
+
+fn has_regions(k: &Kernel) -> bool {
+    [false, true].iter().all(|&optimize| {
+        compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap().has_region_code()
+    })
+}
+
+#[test]
+fn which_barrier_kernels_get_region_loops() {
+    if !avx2() {
+        return kiln_ir::testing::skip("region loops need AVX2, which this CPU lacks");
+    }
+    let reduce = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap();
+    assert!(has_regions(&reduce.kernels[0]));
+    let suite = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
+    let hist = suite.kernels.iter().find(|k| k.name() == "histogram").unwrap();
+    assert!(has_regions(hist));
+    // A barrier under control that may differ between work-items of the group: the
+    // round-by-round code only.
+    for body in [
+        "if o[1] == 0u32 { barrier(local); } o[global_id(0)] = 1u32;",
+        "var s: u32 = o[0]; while s > 0u32 { barrier(local); s = s / 2u32; }",
+        "for r: u32 in 0u32 .. 4u32 step m { barrier(local); }",
+        "let d: u32 = 8u32 / m; if d > 1u32 { barrier(local); }",
+    ] {
+        let k = kernel(&format!("kernel k(o: ptr<global, u32>, m: u32) {{ {body} }}"));
+        assert!(compile(&k, &X86Options::default()).unwrap().has_spmd(), "{body}");
+        assert!(!compile(&k, &X86Options::default()).unwrap().has_region_code(), "{body}");
+    }
+}
+
+/// Conditions on `local_id(0)` that trim a region's batches, with bounds around the
+/// batch edges and the group's size; each kernel also reads values of earlier regions.
+#[test]
+fn trimmed_regions_agree() {
+    let conds = [
+        "l < s",
+        "l <= s",
+        "s > l",
+        "l == s",
+        "s == l",
+        "l >= s",
+        "l > s",
+        "l >= s && l < s + 11u32",
+        "l > 3u32 && l <= s",
+        "l < s && (l & 1u32) == 0u32",
+        "l < t[0]",
+        "local_id(0) < s",
+    ];
+    for cond in conds {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s: u32) {{
+               local t: u32[64];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               var acc: u32 = a[g] * 3u32;
+               t[l] = acc;
+               barrier(local);
+               if {cond} {{ o[g] = t[(l + 1u32) & 63u32] + acc + l; }}
+               barrier(local);
+               acc = acc + t[l];
+               o[g + 128u32] = acc;
+             }}"
+        ));
+        for s in [0u32, 1, 7, 8, 9, 13, 31, 32, 33, 63, 64, 65, 1000, u32::MAX] {
+            for local in [8u32, 24, 64] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+                let a: Vec<u32> = (0..128u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 7).collect();
+                let bufs = [Buffer::zeroed(Scalar::U32, 256), Buffer::from_slice(&a)];
+                // (An offset that is not a multiple of 8: batches start at odd global ids.)
+                let r = NdRange::new(&[128 - 128 % local - local])
+                    .with_local(&[local])
+                    .with_offset(&[if s % 2 == 1 { 5 } else { 0 }]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{cond} s={s} {local}");
+            }
+        }
+        if avx2() {
+            assert!(has_regions(&k), "{cond}");
+        }
+    }
+}
+
+/// Values of every width live across barriers, a group `for` and a group `if` around
+/// barriers, f32 and f64 vars, atomic results; faults in a later region, in a trimmed
+/// region and in a middle batch.
+#[test]
+fn values_across_barriers_and_faults_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, w: ptr<global, f64>, ix: ptr<global, u32>, c: ptr<global, u32>, p: ptr<global, f32>, m: u32) {
+           local t: f32[64];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           let x: f32 = o[g];
+           var d: f64 = w[g];
+           let ticket: u32 = atomic_add(c, 0u32, 1u32);
+           t[l] = x;
+           var half: u32 = local_size(0) / 2u32;
+           for r: u32 in 0u32 .. 3u32 {
+             barrier(local);
+             if l < half { t[l] = t[l] + t[l + half]; }
+             half = half / 2u32;
+             d = d + 1.5;
+           }
+           barrier(local);
+           if m > 2u32 {
+             barrier(local);
+             p[ix[g]] = t[0] + x;
+           }
+           if l == m { o[g] = t[l + m] + (ticket as f32); }
+           w[g] = d;
+         }",
+    );
+    let ix_ok: Vec<u32> = (0..128u32).map(|i| (i * 5) % 128).collect();
+    let mut ix_bad = ix_ok.clone();
+    ix_bad[77] = 500;
+    ix_bad[79] = 600;
+    for (m, ix) in [(0u32, &ix_ok), (3, &ix_ok), (5, &ix_bad), (60, &ix_ok), (1, &ix_bad)] {
+        for local in [16u32, 32, 64] {
+            let args = [
+                Arg::Buffer(0),
+                Arg::Buffer(1),
+                Arg::Buffer(2),
+                Arg::Buffer(3),
+                Arg::Buffer(4),
+                Arg::scalar(m),
+            ];
+            let w: Vec<f64> = (0..128).map(|i| i as f64 * 0.25 - 3.0).collect();
+            let bufs = [
+                f32s(128, 5),
+                Buffer::from_slice(&w),
+                Buffer::from_slice(ix),
+                Buffer::zeroed(Scalar::U32, 1),
+                Buffer::zeroed(Scalar::F32, 128),
+            ];
+            let r = NdRange::new(&[128]).with_local(&[local]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "m={m} {local}");
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random race-free reductions with bounds on `local_id(0)` between barriers in group
+    /// loops: group sizes of one row, bounds that are not multiples of 8 or past the
+    /// group.
+    #[test]
+    fn random_region_kernels_agree(
+        cond in prop::sample::select(vec!["l < s", "l + s < 64u32", "l >= s && l < 2u32 * s", "l == s - 1u32", "l <= s + 2u32"]),
+        step in prop::sample::select(vec!["s = s / 2u32;", "s = s - 3u32;", "s = (s * 5u32) / 8u32;"]),
+        s0 in prop::sample::select(vec![1u32, 5, 13, 32, 40, 63]),
+        local in prop::sample::select(vec![8u32, 16, 40, 64]),
+        n in prop::sample::select(vec![64u32, 100, 128]),
+    ) {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s0: u32) {{
+               local t: u32[64];
+               local u: u32[64];
+               let l: u32 = local_id(0);
+               t[l] = a[global_id(0)];
+               var s: u32 = s0;
+               while s > 0u32 && s < 64u32 {{
+                 barrier(local);
+                 if {cond} {{ u[l] = t[l] + t[(l + s) & 63u32] * 3u32; }}
+                 barrier(local);
+                 if {cond} {{ t[l] = u[l]; }}
+                 {step}
+               }}
+               barrier(local);
+               if l == 0u32 {{ o[group_id(0)] = t[0] + t[s0 & 63u32]; }}
+             }}"
+        ));
+        let a: Vec<u32> = (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) >> 9).collect();
+        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::from_slice(&a)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s0)];
+        let r = NdRange::new(&[128 - 128 % local]).with_local(&[local]);
+        prop_assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+        if avx2() {
+            prop_assert!(has_regions(&k));
+        }
+    }
+}
+
+/// Contiguous accesses (`local_id(0)`/`global_id(0)` plus a uniform value) under no mask
+/// are plain vector accesses when the batch's lanes are all alive and in bounds: at the
+/// edges (the first index at the length minus 8, minus 7, past the end, wrapping), after
+/// a lane of the batch faulted, in region loops and without barriers.
+#[test]
+fn contiguous_accesses_near_the_end_agree() {
+    // (Without the barrier, `t` is read where this work-item wrote: other work-items'
+    // elements would be a race.)
+    for (barrier, at) in [("", "l"), ("barrier(local);", "l + m")] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, ix: ptr<global, u32>, m: u32) {{
+               local t: u32[40];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               let x: u32 = a[ix[g]];
+               t[l] = x;
+               {barrier}
+               let v: u32 = t[{at}];
+               o[g + m] = v + a[g + m] + x;
+             }}"
+        ));
+        let ix_ok: Vec<u32> = (0..64u32).map(|i| (i * 3) % 64).collect();
+        let mut ix_bad = ix_ok.clone();
+        ix_bad[21] = 99;
+        for m in [0u32, 1, 7, 8, 9, u32::MAX, u32::MAX - 7, 100] {
+            for ix in [&ix_ok, &ix_bad] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(m)];
+                let a: Vec<u32> = (0..72u32).map(|i| i * 7 + 1).collect();
+                let bufs = [
+                    Buffer::zeroed(Scalar::U32, 72),
+                    Buffer::from_slice(&a),
+                    Buffer::from_slice(ix),
+                ];
+                let r = NdRange::new(&[64]).with_local(&[32]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{barrier} m={m}");
+            }
+        }
+    }
+}
+
+/// Several groups run per call of the region code: each starts with its local arrays
+/// zeroed and its own ids (a group scatters to data-dependent elements; the next one reads
+/// elements it did not write), and a fault in a later group of a call is reported there.
+#[test]
+fn groups_of_one_call_start_afresh() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, bad: u32) {
+           local t: u32[64];
+           local big: u32[300];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           if (a[g] & 1u32) == 1u32 {
+             t[(l * 7u32) & 63u32] = l + group_id(0) * 100u32;
+             big[(l * 37u32) % 300u32] = a[g];
+           }
+           barrier(local);
+           o[g] = t[l] + big[l + 200u32] * 3u32 + a[g + (g / bad) * 1000u32];
+         }",
+    );
+    // `bad` past the grid: no fault; 150: a fault in a later group of a call.
+    for (bad, local) in [(1000u32, 8u32), (1000, 16), (1000, 64), (150, 8), (150, 32)] {
+        let a: Vec<u32> = (0..200u32).map(|i| i.wrapping_mul(2_654_435_761) >> 13).collect();
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(bad)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 192), Buffer::from_slice(&a)];
+        let r = NdRange::new(&[192]).with_local(&[local]);
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{bad} {local}");
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}
