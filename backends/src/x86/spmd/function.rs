@@ -1,0 +1,400 @@
+//! The vector function around a kernel's code: its prologue (registers, the span's end,
+//! the broadcasts and buffer bases filled once per call, the top-level `let`s hoisted out
+//! of the batch loop), the batch loop or the region code's group loop, and its epilogue
+//! and fault exit.
+
+use iced_x86::code_asm::*;
+use iced_x86::IcedError;
+use kiln_ir::{Kernel, StmtNode, Type};
+
+use super::*;
+use crate::x86::gen::MemInfo;
+use crate::x86::rt;
+
+/// The vector code for `k`, or why it has none; `param_slots` are the scalar frame's
+/// parameter slots (the vector code reads scalar parameters from the scalar frame).
+///
+/// The function takes (ctx, scalar frame, vector frame), runs `ctx.span` work-items (a
+/// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row, and returns 0, or
+/// [`rt::STOP_ERROR`] with the error in the context (`global_id[0]` the faulting lane's).
+pub(crate) fn generate(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+) -> Result<Result<Spmd, String>, IcedError> {
+    generate_as(k, param_slots, mems, false)
+}
+
+/// The region-loop code of a kernel with barriers (`region.rs`), or why it has none: one
+/// call runs a whole work-group of one row (`ctx.span` its size, `ctx.global_id` its first
+/// work-item), with the group frame followed by one save frame per batch, the frames'
+/// stride in bytes in the group frame's [`ROUND_SLOT`].
+pub(crate) fn generate_regions(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+) -> Result<Result<Spmd, String>, IcedError> {
+    generate_as(k, param_slots, mems, true)
+}
+
+fn generate_as(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+    regions: bool,
+) -> Result<Result<Spmd, String>, IcedError> {
+    match generate_inner(k, param_slots, mems, regions) {
+        Ok(s) => Ok(Ok(s)),
+        Err(Fail::No(why)) => Ok(Err(why)),
+        Err(Fail::Asm(e)) => Err(e),
+    }
+}
+
+fn generate_inner(
+    k: &Kernel,
+    param_slots: &[Option<i32>],
+    mems: &[MemInfo],
+    regions: bool,
+) -> R<Spmd> {
+    let mut a = CodeAssembler::new(64)?;
+    let ret = a.create_label();
+    let fault_exit = a.create_label();
+    let n_barriers = crate::x86::gen::count_barriers(k.body());
+    if regions && n_barriers == 0 {
+        return no("no barriers");
+    }
+    let resumes = (0..n_barriers).map(|_| a.create_label()).collect();
+    let next_batch = a.create_label();
+    let mut v = V {
+        a,
+        lets: Vec::new(),
+        next: END_SLOT + 32,
+        next_reg: LET_REGS.start,
+        params: Vec::new(),
+        bufs: Vec::new(),
+        mems: mems.to_vec(),
+        based: Vec::new(),
+        accessed: Vec::new(),
+        consts: Vec::new(),
+        hoisted: Vec::new(),
+        mask: None,
+        dctl: 0,
+        div_vars: uniform::divergent_vars(k),
+        may_fault: false,
+        alive: 0,
+        fault_lane: 0,
+        tmp_i: 0,
+        tmp_v: 0,
+        save: 0,
+        sites: Vec::new(),
+        stubs: Vec::new(),
+        ret,
+        fault_exit,
+        per_group: false,
+        resumes,
+        next_batch,
+        resume: 0,
+        barriers: 0,
+        atomic_problem: atomic::batch_order_problem(k),
+        privs: Vec::new(),
+        fma: false,
+        scratch64: None,
+        last_label_at: None,
+        regions: regions.then(|| region::Regions::new(k)),
+    };
+    if regions {
+        v.per_group = true;
+    }
+    if n_barriers > 0 {
+        // Values live across a barrier stay in the batch's vector frame: no let registers.
+        v.next_reg = GID;
+    }
+    let mut table = 0;
+    for (p, slot) in k.params().iter().zip(param_slots) {
+        match (p.ty(), slot) {
+            (Type::Ptr(_, e), _) if elem_type(e) => {
+                v.bufs.push((p.name().to_string(), table));
+                table += 1;
+            }
+            (Type::Ptr(..), _) => table += 1,
+            (_, Some(s)) if value_type(p.ty()) => v.params.push((p.name().to_string(), *s)),
+            _ => {}
+        }
+    }
+    // Local arrays (kernel scope only), after the parameters in declaration order, as the
+    // scalar code's table has them.
+    let mut local_bytes = 0;
+    for s in k.body().stmts() {
+        if let StmtNode::Alloc { var, count } = s.node() {
+            if let Type::Ptr(kiln_ir::AddrSpace::Local, elem) = var.ty() {
+                if elem_type(elem) {
+                    v.bufs.push((var.name().to_string(), table));
+                }
+                v.mems.push(MemInfo {
+                    name: var.name().to_string(),
+                    elem,
+                    kind: crate::x86::gen::MemKind::Table(table),
+                    param: None,
+                    local: Some((local_bytes, *count)),
+                });
+                local_bytes += crate::x86::gen::array_bytes(elem, *count);
+                table += 1;
+                // Local arrays start zeroed in every group: one group per call.
+                v.per_group = true;
+            }
+        }
+    }
+    // Private array accesses are always checked.
+    v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()))
+        || mem::has_private(k.body());
+    v.alive = v.slot();
+    v.tmp_i = v.slot();
+    v.tmp_v = v.slot();
+    v.fault_lane = v.slot();
+    v.resume = v.slot();
+    debug_assert_eq!(v.resume, RESUME_SLOT);
+    v.save = v.next;
+    v.next += 32 * 8;
+    let a = &mut v.a;
+    a.push(rbp)?;
+    a.mov(rbp, rsp)?;
+    a.push(rbx)?;
+    a.push(r12)?;
+    a.push(r13)?;
+    a.push(r14)?;
+    a.push(r15)?;
+    a.mov(r12, rdi)?;
+    a.mov(r13, rsi)?;
+    a.mov(r15, rdx)?;
+    if n_barriers > 0 {
+        // The round's stop, for every batch of this call, and the call's first frame (two
+        // pushes keep the stack's 16-byte alignment, which the limit stub's call needs).
+        a.mov(rax, qword_ptr(r15 + ROUND_SLOT))?;
+        a.push(rax)?;
+        a.push(r15)?;
+    }
+    a.mov(r14, qword_ptr(r12 + rt::OFF_MEMS))?;
+    a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+    a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+    a.add(rax, rbx)?;
+    a.mov(qword_ptr(r15 + END_SLOT), rax)?;
+    // Broadcast constants and load buffer bases (emitted last, when all are known), then
+    // come back for the uniform `let`s.
+    let init = a.create_label();
+    let mut hoist = a.create_label();
+    // A batch resuming after a barrier has its broadcasts and hoisted lets in its own
+    // frame already: only the base registers are loaded again.
+    let bases_only = a.create_label();
+    // Where the next batch of a call with barriers starts (its frame and ids set).
+    let mut dispatch = a.create_label();
+    if n_barriers > 0 && !regions {
+        v.bind(&mut dispatch)?;
+        v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
+        v.a.jne(bases_only)?;
+    }
+    let a = &mut v.a;
+    a.jmp(init)?;
+    v.bind(&mut hoist)?;
+    // Top-level lets of values fixed for the call: computed once, before the loop. Other
+    // top-level names are in scope as divergent, so that a later let naming one (through
+    // shadowing) is not hoisted.
+    for s in k.body().stmts() {
+        let other = match s.node() {
+            StmtNode::Let { var, value } if value_type(var.ty()) && v.invariant(value) => {
+                let (loc, dword) = v.bind_let(var, value, Kind::Uniform, true)?;
+                v.hoisted.push((s.addr(), loc, dword));
+                None
+            }
+            StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => Some(var),
+            StmtNode::Call { result: Some(r), .. } => Some(r),
+            _ => None,
+        };
+        if let Some(var) = other {
+            let name = var.name().to_string();
+            let loc = Loc::Slot(0);
+            v.lets.push(Bound { name, loc, kind: Kind::Div, decl: Some(0), dword: None });
+        }
+    }
+    v.lets.clear();
+    let mut lanes = v.a.create_label();
+    v.bind(&mut lanes)?;
+    v.a.vmovd(xmm15, ebx)?;
+    v.a.vpbroadcastd(ymm15, xmm15)?;
+    v.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+    let mut resumed = v.a.create_label();
+    if n_barriers > 0 && !regions {
+        v.bind(&mut resumed)?;
+    }
+    // A batch stopped at a barrier resumes after it (its state is in its vector frame).
+    for (k, &l) in v.resumes.iter().enumerate().filter(|_| !regions) {
+        v.a.cmp(dword_ptr(r15 + v.resume), k as i32 + 1)?;
+        v.a.je(l)?;
+    }
+    let mut top = v.a.create_label();
+    v.bind(&mut top)?;
+    let mut fault_exit = v.fault_exit;
+    if v.may_fault {
+        let ones = v.imm_slot(u32::MAX);
+        v.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
+        v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
+        v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
+    }
+    let mut eight = 0;
+    if regions {
+        v.group_block(k.body().stmts())?;
+        v.next_group(init, local_bytes, &mems_first_local(&v.mems))?;
+        v.a.xor(eax, eax)?;
+    } else {
+        v.block(k.body().stmts())?;
+        if n_barriers > 0 {
+            // Finished (see `barrier`).
+            v.a.mov(dword_ptr(r15 + RESUME_SLOT), 0)?;
+        }
+        if v.may_fault {
+            v.a.cmp(dword_ptr(r15 + v.fault_lane), 8)?;
+            v.a.jne(fault_exit)?;
+        }
+        if n_barriers > 0 {
+            v.a.xor(eax, eax)?;
+            v.a.jmp(v.next_batch)?;
+        }
+        eight = v.imm_slot(8);
+        let a = &mut v.a;
+        a.add(rbx, 8)?;
+        a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
+        a.jb(top)?;
+        a.xor(eax, eax)?;
+    }
+    let mut ret = v.ret;
+    v.bind(&mut ret)?;
+    let a = &mut v.a;
+    a.vzeroupper()?;
+    a.lea(rsp, qword_ptr(rbp - 40))?;
+    a.pop(r15)?;
+    a.pop(r14)?;
+    a.pop(r13)?;
+    a.pop(r12)?;
+    a.pop(rbx)?;
+    a.pop(rbp)?;
+    a.ret()?;
+    v.bind(&mut fault_exit)?;
+    v.a.mov(eax, dword_ptr(r15 + v.fault_lane))?;
+    v.a.add(rax, rbx)?;
+    v.a.mov(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rax)?;
+    v.a.mov(rax, rt::STOP_ERROR)?;
+    v.a.jmp(v.ret)?;
+    v.stubs()?;
+    let mut init = init;
+    v.bind(&mut init)?;
+    for &((key, what), off) in &v.consts {
+        match what {
+            1 => v.a.vbroadcastss(ymm0, dword_ptr(r13 + key as i32))?,
+            2 => v.a.vbroadcastss(ymm0, dword_ptr(r12 + key as i32))?,
+            4 => {
+                v.a.mov(rax, key)?;
+                v.a.vmovq(xmm0, rax)?;
+                v.a.vpbroadcastq(ymm0, xmm0)?;
+            }
+            5 => {
+                v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;
+                v.a.sub(rax, 8)?;
+                v.a.mov(qword_ptr(r15 + off), rax)?;
+                continue;
+            }
+            3 => {
+                v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;
+                v.a.sub(eax, 1)?;
+                v.a.xor(eax, 0x8000_0000u32 as i32)?;
+                v.a.vmovd(xmm0, eax)?;
+                v.a.vpbroadcastd(ymm0, xmm0)?;
+            }
+            _ => {
+                v.a.mov(eax, key as u32)?;
+                v.a.vmovd(xmm0, eax)?;
+                v.a.vpbroadcastd(ymm0, xmm0)?;
+            }
+        }
+        v.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+    }
+    for (&t, &r) in v.based.iter().zip(&BASES) {
+        v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
+    }
+    v.a.jmp(hoist)?;
+    let mut bases_only = bases_only;
+    v.bind(&mut bases_only)?;
+    for (&t, &r) in v.based.iter().zip(&BASES) {
+        v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
+    }
+    v.a.jmp(lanes)?;
+    if n_barriers > 0 && !regions {
+        v.next_batch_code(dispatch, lanes, resumed, eight)?;
+    }
+    Ok(Spmd {
+        asm: v.a,
+        vframe_bytes: v.next as usize,
+        accessed: v.accessed,
+        sites: v.sites,
+        per_group: v.per_group,
+        mems: v.mems,
+        local_bytes,
+        n_barriers,
+        fma: v.fma,
+    })
+}
+
+/// The memory-table index of the local array at the local block's start, if any.
+fn mems_first_local(mems: &[MemInfo]) -> Option<u32> {
+    mems.iter().find_map(|m| match (m.local, m.kind) {
+        (Some((0, _)), crate::x86::gen::MemKind::Table(t)) => Some(t),
+        _ => None,
+    })
+}
+
+impl V {
+    /// The end of a group's region code: while the call has groups left (the qword at
+    /// [`LOOP_SLOT`], counted down), the next group of the row: ids in the context advanced
+    /// by one group, its local block zeroed, and the code from the broadcasts on (`init`)
+    /// again.
+    fn next_group(&mut self, init: CodeLabel, local_bytes: usize, first: &Option<u32>) -> R<()> {
+        let mut finish = self.a.create_label();
+        self.a.dec(qword_ptr(r15 + LOOP_SLOT))?;
+        self.a.je(finish)?;
+        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+        self.a.add(qword_ptr(r12 + rt::OFF_GLOBAL_ID), rax)?;
+        self.a.add(qword_ptr(r12 + rt::OFF_BASE), rax)?;
+        self.a.add(qword_ptr(r12 + rt::OFF_GROUP_ID), 1)?;
+        if let (Some(t), true) = (first, local_bytes > 0) {
+            // The driver's block holds local_bytes rounded up to 8.
+            let words = local_bytes.div_ceil(8) as i32;
+            self.a.mov(r10, qword_ptr(r14 + (*t as i32 * 16)))?;
+            self.a.vpxor(ymm0, ymm0, ymm0)?;
+            if words / 4 <= 16 {
+                for i in 0..words / 4 {
+                    self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
+                }
+            } else {
+                let mut zero = self.a.create_label();
+                self.a.mov(r11, (words / 4) as u64)?;
+                self.bind(&mut zero)?;
+                self.a.vmovups(ymmword_ptr(r10), ymm0)?;
+                self.a.add(r10, 32)?;
+                self.a.dec(r11)?;
+                self.a.jne(zero)?;
+                self.a.sub(r10, 32 * (words / 4))?;
+            }
+            for i in (words / 4) * 4..words {
+                self.a.mov(qword_ptr(r10 + 8 * i), 0)?;
+            }
+        } else if local_bytes > 0 {
+            return no("internal: local arrays without one at the block's start");
+        }
+        self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+        self.a.add(rax, rbx)?;
+        self.a.mov(qword_ptr(r15 + END_SLOT), rax)?;
+        // Every lane alive again (a fault ended the call).
+        self.a.jmp(init)?;
+        self.bind(&mut finish)
+    }
+}

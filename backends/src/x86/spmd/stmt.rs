@@ -1,0 +1,162 @@
+//! Statements on the lanes: `let`s and `var`s bound to registers or frame slots, blocks,
+//! and the dispatch of each statement kind to its generator.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{Stmt, StmtNode, Type, Var};
+
+use super::*;
+
+impl V {
+    /// Binds a `let` of `value` to a location (a free `let` register, else a slot) and
+    /// computes it there; a `let` of `global_id(0)` is the lane-id register.
+    pub(super) fn bind_let(
+        &mut self,
+        var: &Var,
+        value: &kiln_ir::Expr,
+        kind: Kind,
+        hoisting: bool,
+    ) -> R<(Loc, Option<i32>)> {
+        let name = var.name().to_string();
+        if kind == Kind::Gid0 {
+            self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None, dword: None });
+            return Ok((Loc::Reg(GID), None));
+        }
+        if !value_type(var.ty()) {
+            return no(format!("`{}` has type {}", var.name(), var.ty()));
+        }
+        if wide64::is_64(var.ty()) {
+            return Ok((self.bind_let64(var, value, kind)?, None));
+        }
+        let mut dword = None;
+        if kind == Kind::Uniform && scalar::int_type(var.ty()) && self.gpr_ok(value) {
+            // Uniform index arithmetic stays scalar, in a dword; it is broadcast too when
+            // that is cheap: into a free let register, or once per call (hoisted).
+            self.gpr(value)?;
+            let off = self.slot();
+            self.a.mov(dword_ptr(r15 + off), eax)?;
+            dword = Some(off);
+            if !LET_REGS.contains(&self.next_reg) && !hoisting {
+                self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None, dword });
+                return Ok((Loc::Scalar(off), dword));
+            }
+            self.a.vmovd(xmm0, eax)?;
+            self.a.vpbroadcastd(ymm0, xmm0)?;
+        } else {
+            self.expr_top(value, 0)?;
+        }
+        let loc = if LET_REGS.contains(&self.next_reg) {
+            self.next_reg += 1;
+            self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
+            Loc::Reg(self.next_reg - 1)
+        } else {
+            let off = self.slot();
+            self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+            Loc::Slot(off)
+        };
+        self.lets.push(Bound { name, loc, kind, decl: None, dword });
+        Ok((loc, dword))
+    }
+
+    /// Generates a block under the current mask.
+    pub(super) fn block(&mut self, stmts: &[Stmt]) -> R<()> {
+        let (mark, regs) = (self.lets.len(), self.next_reg);
+        for s in stmts {
+            if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
+                // Computed before the loop; in scope from here on.
+                if let StmtNode::Let { var, .. } = s.node() {
+                    let name = var.name().to_string();
+                    let kind = Kind::Uniform;
+                    self.lets.push(Bound { name, loc, kind, decl: None, dword });
+                }
+                continue;
+            }
+            self.stmt(s)?;
+        }
+        self.lets.truncate(mark);
+        self.next_reg = regs;
+        Ok(())
+    }
+
+    pub(super) fn stmt(&mut self, s: &Stmt) -> R<()> {
+        match s.node() {
+            StmtNode::Let { var, value } => {
+                // Pure, and its loads masked: computed in every lane.
+                let kind = self.kind(value);
+                self.bind_let(var, value, kind, false)?;
+            }
+            StmtNode::Decl { var, init } if wide64::is_64(var.ty()) => {
+                let kind = self.var_kind(var, init)?;
+                self.decl64(var, init, kind)?;
+            }
+            StmtNode::Decl { var, init } => {
+                if !value_type(var.ty()) {
+                    return no(format!("`{}` has type {}", var.name(), var.ty()));
+                }
+                let kind = self.var_kind(var, init)?;
+                let loc = if kind == Kind::Uniform && scalar::int_type(var.ty()) {
+                    // Every assignment is uniform too (see uniform.rs): a scalar variable.
+                    let off = self.slot();
+                    self.uniform_to_eax(init)?;
+                    self.a.mov(dword_ptr(r15 + off), eax)?;
+                    Loc::Scalar(off)
+                } else if LET_REGS.contains(&self.next_reg) {
+                    // In a free `let` register while its scope lasts, as a `let` (loop-carried
+                    // values, accumulators): assignments are moves or blends there.
+                    self.expr_top(init, 0)?;
+                    self.next_reg += 1;
+                    self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
+                    Loc::Reg(self.next_reg - 1)
+                } else {
+                    let off = self.slot();
+                    self.expr_top(init, 0)?;
+                    self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+                    Loc::Slot(off)
+                };
+                let name = var.name().to_string();
+                let dword = match loc {
+                    Loc::Scalar(off) => Some(off),
+                    _ => None,
+                };
+                self.lets.push(Bound { name, loc, kind, decl: Some(self.dctl), dword });
+            }
+            StmtNode::Assign { var, value } => self.assign(var, value)?,
+            StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,
+            StmtNode::If { cond, then, otherwise } => {
+                self.if_stmt(cond, then.stmts(), otherwise.as_ref().map(|o| o.stmts()))?
+            }
+            StmtNode::While { cond, body } => self.while_loop(cond, body.stmts())?,
+            StmtNode::For { var, lo, hi, step, body } => {
+                self.for_loop(var, lo, hi, step, body.stmts())?
+            }
+            StmtNode::Block(v) => self.block(v)?,
+            StmtNode::Call { func, result, args } => match func.kind() {
+                kiln_ir::FuncKind::Barrier(_) => self.barrier()?,
+                // Execution is in order per batch: memory is always consistent.
+                kiln_ir::FuncKind::Fence(_) => {}
+                kiln_ir::FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
+                kiln_ir::FuncKind::Matrix(_) => return no("matrix operations"),
+            },
+            StmtNode::Alloc { var, count } => {
+                if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
+                    self.alloc_private(var, *count)?;
+                } else if self.buf(var).is_none() {
+                    return no(format!("array `{}` ({})", var.name(), var.ty()));
+                }
+            }
+            StmtNode::VecStore { .. } => return no("a vector store"),
+        }
+        Ok(())
+    }
+
+    /// The kind of a new `var`: uniform if the analysis says so (checked against its
+    /// initial value).
+    pub(super) fn var_kind(&self, var: &Var, init: &kiln_ir::Expr) -> R<Kind> {
+        if self.div_vars.contains(var.name()) {
+            return Ok(Kind::Div);
+        }
+        if self.kind(init) != Kind::Uniform {
+            return no(format!("internal: `{}` is not uniform", var.name()));
+        }
+        Ok(Kind::Uniform)
+    }
+}
