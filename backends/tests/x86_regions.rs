@@ -271,3 +271,42 @@ fn groups_of_one_call_start_afresh() {
         assert!(has_regions(&k));
     }
 }
+
+/// Contiguous accesses at `local_id(0)` plus a group value, proven in bounds once per
+/// region (`proven.rs`): loads and stores, local and global, the first index past the end
+/// by one (a fault the proof must not hide), at the end exactly, wrapping, with the offset
+/// a group `var`, and with an offset declared in the region (not proven: it differs
+/// between batches).
+#[test]
+fn region_bounds_proven_once_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, q: u32) {
+           local t: u32[72];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           t[l + q] = a[g];
+           barrier(local);
+           var h: u32 = q + 1u32;
+           o[g] = t[l + h] + t[l];
+           barrier(local);
+           o[l + (h + 200u32)] = l * 3u32;
+           barrier(local);
+           let d: u32 = g & 1u32;
+           o[g + 64u32] = t[l + d] + d;
+         }",
+    );
+    let a: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 5).collect();
+    for q in [0u32, 1, 6, 7, 8, 9, 40, 63, 64, 65, u32::MAX, u32::MAX - 3, u32::MAX - 63] {
+        for local in [8u32, 24, 32, 64] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q)];
+            let bufs = [Buffer::zeroed(Scalar::U32, 273), Buffer::from_slice(&a)];
+            let r = NdRange::new(&[64 - 64 % local])
+                .with_local(&[local])
+                .with_offset(&[if q % 2 == 1 { 5 } else { 0 }]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} {local}");
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}

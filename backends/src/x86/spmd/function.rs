@@ -101,6 +101,7 @@ fn generate_inner(
         scratch64: None,
         last_label_at: None,
         regions: regions.then(|| region::Regions::new(k)),
+        proven: None,
     };
     if regions {
         v.per_group = true;

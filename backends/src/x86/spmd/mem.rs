@@ -282,7 +282,10 @@ impl V {
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
-            let slow = self.whole_batch_in_bounds(d, t)?;
+            let slow = match self.proven_test(index, t, d)? {
+                Some(slow) => slow,
+                None => self.whole_batch_in_bounds(d, t)?,
+            };
             let base = self.base(t)?;
             self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
             self.a.jmp(done)?;
@@ -369,7 +372,10 @@ impl V {
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
-            let mut slow = self.whole_batch_in_bounds(1, t)?;
+            let mut slow = match self.proven_test(index, t, 1)? {
+                Some(slow) => slow,
+                None => self.whole_batch_in_bounds(1, t)?,
+            };
             let base = self.base(t)?;
             self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
             self.a.jmp(done)?;

@@ -87,6 +87,7 @@ mod math64;
 mod mem;
 mod narrow;
 mod ops;
+mod proven;
 mod region;
 mod scalar;
 mod stmt;
@@ -309,6 +310,8 @@ struct V {
     last_label_at: Option<usize>,
     /// Set when generating a group's region loops (`region.rs`).
     regions: Option<region::Regions>,
+    /// The current region's bounds proof, if it has one (`proven.rs`).
+    proven: Option<proven::Proven>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

@@ -62,7 +62,7 @@ pub(super) struct Regions {
     /// The group names (see the module docs).
     group: HashSet<String>,
     /// Names bound to exactly `local_id(0)` (declared once).
-    lids: HashSet<String>,
+    pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
     ranges: Vec<(i32, i32)>,
     /// Offsets of 64-byte slots (f64, i64 and u64 values).
@@ -235,12 +235,12 @@ struct LidRange {
 }
 
 impl V {
-    fn regions(&self) -> &Regions {
+    pub(super) fn regions(&self) -> &Regions {
         self.regions.as_ref().expect("region mode")
     }
 
     /// True if `e` is group-pure here.
-    fn group_pure(&self, e: &Expr) -> bool {
+    pub(super) fn group_pure(&self, e: &Expr) -> bool {
         pure(e, &|n| match self.find(n) {
             Some(b) => self.group_binding(b),
             None => self.params.iter().any(|p| p.0 == n),
@@ -508,6 +508,8 @@ impl V {
             None => self.a.mov(rax, end_slot)?,
         }
         self.a.mov(qword_ptr(rbp - 56), rax)?;
+        let proof = self.prove_region(stmts)?;
+        let outer = std::mem::replace(&mut self.proven, proof);
         match range.as_ref().and_then(|r| r.lo.as_ref()) {
             Some((e, add)) => {
                 self.uniform_to_eax(e)?;
@@ -594,6 +596,7 @@ impl V {
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jb(top)?;
         self.bind(&mut done)?;
+        self.proven = outer;
         // Group code reports nothing per lane, but the budget's stub reads rbx.
         self.a.mov(rbx, group_gid)?;
         Ok(())

@@ -1,0 +1,176 @@
+//! Bounds proven once per region: a contiguous access at `local_id(0) + e` (`e` a
+//! group-pure `u32` value) in a region of the region-loop code (`region.rs`) is checked
+//! once before the region's batch loop, for the batch that reaches furthest, instead of
+//! once per batch.
+//!
+//! The batches of a region have lane-0 local ids `8j` below the region's batch end (`[rbp-56]`
+//! minus the group's first global id), so their lane-0 indices are at most
+//! `end - 8 + e`, computed in 64 bits (both terms below 2^32: no wrap). When that is at most
+//! the length minus 8, every lane of every batch is in bounds (lengths are below 2^31, so
+//! no index wraps in the lanes either), and the access is a plain vector one, under no
+//! mask as [`V::load`]'s fast path, with neither a compare nor the fault-lane test: a lane
+//! that faulted earlier in the batch then loads an element in bounds, or stores one, which
+//! is as unobservable as the stores of later lanes before a fault (after an error the
+//! buffers are unspecified). `e` keeps its value for the whole region: group names change
+//! only in group statements, and an `e` naming anything declared in the region is not
+//! taken.
+
+use std::collections::HashSet;
+
+use iced_x86::code_asm::*;
+use kiln_ir::{
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Stmt, StmtNode, Type, Visitor,
+};
+
+use super::{R, V};
+use crate::x86::rt;
+
+/// The region's proof: its frame byte (1: proven) and the accesses it covers (the address
+/// of the index expression in the kernel, and the memory table).
+pub(super) struct Proven {
+    flag: i32,
+    accesses: Vec<(usize, u32)>,
+}
+
+/// The loads and stores of a region with their buffers and indices, and the names it
+/// declares.
+#[derive(Default)]
+struct Scan {
+    accesses: Vec<(kiln_ir::Var, usize, Expr)>,
+    declared: HashSet<String>,
+}
+
+impl Visitor for Scan {
+    fn visit_expr(&mut self, e: &Expr) {
+        if let ExprNode::Load { buf, index } = e.node() {
+            self.accesses.push((buf.clone(), index as *const Expr as usize, index.clone()));
+        }
+        walk_expr(self, e)
+    }
+
+    fn visit_stmt(&mut self, s: &Stmt) {
+        match s.node() {
+            StmtNode::Let { var, .. }
+            | StmtNode::Decl { var, .. }
+            | StmtNode::For { var, .. }
+            | StmtNode::Alloc { var, .. } => {
+                self.declared.insert(var.name().to_string());
+            }
+            StmtNode::Call { result: Some(r), .. } => {
+                self.declared.insert(r.name().to_string());
+            }
+            StmtNode::Store { buf, index, .. } => {
+                self.accesses.push((buf.clone(), index as *const Expr as usize, index.clone()))
+            }
+            _ => {}
+        }
+        walk_stmt(self, s)
+    }
+}
+
+/// True if `e` names a name of `names`.
+fn names_any(e: &Expr, names: &HashSet<String>) -> bool {
+    match e.node() {
+        ExprNode::Var(v) => names.contains(v.name()),
+        _ => e.children().iter().any(|c| names_any(c, names)),
+    }
+}
+
+impl V {
+    /// True if `e` is exactly `local_id(0)`: the builtin, or a name of one (declared once
+    /// in the kernel, so every use of the name is that `let`).
+    fn lid_exactly(&self, e: &Expr) -> bool {
+        match e.node() {
+            ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => true,
+            ExprNode::Var(v) => self.regions().lids.contains(v.name()),
+            _ => false,
+        }
+    }
+
+    /// `e` for an index `local_id(0) + e` (either side; `None` for the offset 0).
+    fn lid_offset<'e>(&self, index: &'e Expr) -> Option<Option<&'e Expr>> {
+        if self.lid_exactly(index) {
+            return Some(None);
+        }
+        let ExprNode::Binary { op: BinOp::Add, a, b } = index.node() else { return None };
+        if self.lid_exactly(a) {
+            Some(Some(b))
+        } else if self.lid_exactly(b) {
+            Some(Some(a))
+        } else {
+            None
+        }
+    }
+
+    /// Before a region's batch loop (its end in `[rbp-56]`): the proof of the contiguous
+    /// accesses of `stmts` at `local_id(0)` plus a group-pure offset (see the module
+    /// docs), or `None` if there are none.
+    pub(super) fn prove_region(&mut self, stmts: &[Stmt]) -> R<Option<Proven>> {
+        let mut scan = Scan::default();
+        stmts.iter().for_each(|s| scan.visit_stmt(s));
+        let mut cands: Vec<(usize, u32, Option<Expr>)> = Vec::new();
+        for (buf, addr, index) in &scan.accesses {
+            if index.ty() != Type::U32 || self.private(buf).is_some() {
+                continue;
+            }
+            let Some(t) = self.buf(buf) else { continue };
+            let elem = self.mems.get(self.mem_of(t) as usize).map(|m| m.elem);
+            if !matches!(
+                elem,
+                Some(kiln_ir::Scalar::F32 | kiln_ir::Scalar::I32 | kiln_ir::Scalar::U32)
+            ) {
+                continue;
+            }
+            let Some(off) = self.lid_offset(index) else { continue };
+            if let Some(e) = off {
+                if e.ty() != Type::U32
+                    || names_any(e, &scan.declared)
+                    || !self.group_pure(e)
+                    || !self.gpr_ok(e)
+                {
+                    continue;
+                }
+            }
+            cands.push((*addr, t, off.cloned()));
+        }
+        if cands.is_empty() {
+            return Ok(None);
+        }
+        let flag = self.slot();
+        let mut fail = self.a.create_label();
+        self.a.mov(byte_ptr(r15 + flag), 0)?;
+        for (_, t, e) in &cands {
+            match e {
+                Some(e) => self.uniform_to_eax(e)?,
+                None => self.a.xor(eax, eax)?,
+            }
+            // (A 32-bit result: the upper half of rax is zero.)
+            let last8 = self.const_slot((*t as u64, 5));
+            self.a.add(rax, qword_ptr(rbp - 56))?;
+            self.a.sub(rax, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
+            self.a.sub(rax, 8)?;
+            self.a.cmp(rax, qword_ptr(r15 + last8))?;
+            self.a.jg(fail)?;
+        }
+        self.a.mov(byte_ptr(r15 + flag), 1)?;
+        self.bind(&mut fail)?;
+        Ok(Some(Proven { flag, accesses: cands.iter().map(|c| (c.0, c.1)).collect() }))
+    }
+
+    /// For a contiguous access under no mask (the index in `ymm{idx}`): when the region's
+    /// proof covers it, its test (lane 0's index into `rax`, then a jump to the returned
+    /// label unless proven), else `None`.
+    pub(super) fn proven_test(&mut self, index: &Expr, t: u32, idx: usize) -> R<Option<CodeLabel>> {
+        let addr = index as *const Expr as usize;
+        let Some(flag) =
+            self.proven.as_ref().filter(|p| p.accesses.contains(&(addr, t))).map(|p| p.flag)
+        else {
+            return Ok(None);
+        };
+        let slow = self.a.create_label();
+        self.a.vmovd(eax, super::XMM[idx])?;
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(slow)?;
+        Ok(Some(slow))
+    }
+}
