@@ -182,6 +182,8 @@ fn generate_inner(
     // Broadcast constants and load buffer bases (emitted last, when all are known), then
     // come back for the uniform `let`s.
     let init = a.create_label();
+    // Where the next group of a call of region code starts (see `V::next_group`).
+    let group_init = a.create_label();
     let mut hoist = a.create_label();
     // A batch resuming after a barrier has its broadcasts and hoisted lets in its own
     // frame already: only the base registers are loaded again.
@@ -243,7 +245,7 @@ fn generate_inner(
     let mut eight = 0;
     if regions {
         v.group_block(k.body().stmts())?;
-        v.next_group(init, local_bytes, &mems_first_local(&v.mems))?;
+        v.next_group(group_init, local_bytes, &mems_first_local(&v.mems))?;
         v.a.xor(eax, eax)?;
     } else {
         v.block(k.body().stmts())?;
@@ -288,36 +290,17 @@ fn generate_inner(
     v.stubs()?;
     let mut init = init;
     v.bind(&mut init)?;
-    for &((key, what), off) in &v.consts {
-        match what {
-            1 => v.a.vbroadcastss(ymm0, dword_ptr(r13 + key as i32))?,
-            2 => v.a.vbroadcastss(ymm0, dword_ptr(r12 + key as i32))?,
-            4 => {
-                v.a.mov(rax, key)?;
-                v.a.vmovq(xmm0, rax)?;
-                v.a.vpbroadcastq(ymm0, xmm0)?;
-            }
-            5 => {
-                v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;
-                v.a.sub(rax, 8)?;
-                v.a.mov(qword_ptr(r15 + off), rax)?;
-                continue;
-            }
-            3 => {
-                v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;
-                v.a.sub(eax, 1)?;
-                v.a.xor(eax, 0x8000_0000u32 as i32)?;
-                v.a.vmovd(xmm0, eax)?;
-                v.a.vpbroadcastd(ymm0, xmm0)?;
-            }
-            _ => {
-                v.a.mov(eax, key as u32)?;
-                v.a.vmovd(xmm0, eax)?;
-                v.a.vpbroadcastd(ymm0, xmm0)?;
-            }
-        }
-        v.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
-    }
+    // Values fixed for the call first; the context's ids and base, which change from one
+    // group of a call to the next, after `group_init`, where the next group starts.
+    let per_group = |&((key, what), _): &((u64, u8), i32)| {
+        what == 2 && (key < rt::OFF_GLOBAL_SIZE as u64 || key >= rt::OFF_BASE as u64)
+    };
+    let consts: Vec<_> = v.consts.iter().filter(|c| !per_group(c)).copied().collect();
+    let group_consts: Vec<_> = v.consts.iter().filter(|c| per_group(c)).copied().collect();
+    v.broadcasts(&consts)?;
+    let mut group_init = group_init;
+    v.bind(&mut group_init)?;
+    v.broadcasts(&group_consts)?;
     for (&t, &r) in v.based.iter().zip(&BASES) {
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
@@ -344,6 +327,44 @@ fn generate_inner(
     })
 }
 
+impl V {
+    /// Fills the vector frame slots of `consts` (keys as in `V::consts`).
+    fn broadcasts(&mut self, consts: &[((u64, u8), i32)]) -> R<()> {
+        let v = self;
+        for &((key, what), off) in consts {
+            match what {
+                1 => v.a.vbroadcastss(ymm0, dword_ptr(r13 + key as i32))?,
+                2 => v.a.vbroadcastss(ymm0, dword_ptr(r12 + key as i32))?,
+                4 => {
+                    v.a.mov(rax, key)?;
+                    v.a.vmovq(xmm0, rax)?;
+                    v.a.vpbroadcastq(ymm0, xmm0)?;
+                }
+                5 => {
+                    v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;
+                    v.a.sub(rax, 8)?;
+                    v.a.mov(qword_ptr(r15 + off), rax)?;
+                    continue;
+                }
+                3 => {
+                    v.a.mov(eax, dword_ptr(r14 + (key as i32 * 16 + 8)))?;
+                    v.a.sub(eax, 1)?;
+                    v.a.xor(eax, 0x8000_0000u32 as i32)?;
+                    v.a.vmovd(xmm0, eax)?;
+                    v.a.vpbroadcastd(ymm0, xmm0)?;
+                }
+                _ => {
+                    v.a.mov(eax, key as u32)?;
+                    v.a.vmovd(xmm0, eax)?;
+                    v.a.vpbroadcastd(ymm0, xmm0)?;
+                }
+            }
+            v.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+        }
+        Ok(())
+    }
+}
+
 /// The memory-table index of the local array at the local block's start, if any.
 fn mems_first_local(mems: &[MemInfo]) -> Option<u32> {
     mems.iter().find_map(|m| match (m.local, m.kind) {
@@ -355,8 +376,8 @@ fn mems_first_local(mems: &[MemInfo]) -> Option<u32> {
 impl V {
     /// The end of a group's region code: while the call has groups left (the qword at
     /// [`LOOP_SLOT`], counted down), the next group of the row: ids in the context advanced
-    /// by one group, its local block zeroed, and the code from the broadcasts on (`init`)
-    /// again.
+    /// by one group, its local block zeroed, and the code from the broadcasts of the ids on
+    /// (`init`; the values fixed for the call are in their slots already).
     fn next_group(&mut self, init: CodeLabel, local_bytes: usize, first: &Option<u32>) -> R<()> {
         let mut finish = self.a.create_label();
         self.a.dec(qword_ptr(r15 + LOOP_SLOT))?;
