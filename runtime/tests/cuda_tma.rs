@@ -91,7 +91,7 @@ fn sm_90_gemm_every_transpose_matches_the_interpreter() {
             bufs.push(Buffer::from_slice(&vals(200, 3)));
             args.push(Arg::Buffer(3));
         }
-        let g = generate(&p, &Tc90Config { bn: 128, stages: 2 }).unwrap();
+        let g = generate(&p, &Tc90Config { bn: 128, stages: 2, ..Default::default() }).unwrap();
         let name = g.kernel.name().to_string();
         let mut want = bufs.clone();
         kiln_ir::interp::run(&g.kernel, &g.range(), &args, &mut want).unwrap();
