@@ -270,15 +270,16 @@ impl Gen<'_> {
             false => kt.expr(),
             true => base.expr() + kt.expr(),
         };
+        // A tile's statements: as they are, or in the loop over the work-group's tiles.
         let per_tile = |v: Vec<Stmt>| match persistent {
-            false => Stmt::block(v),
-            true => Stmt::for_(
+            false => v,
+            true => vec![Stmt::for_(
                 &tile,
                 Expr::group_id(0),
                 u(gn_gm(p, &self.cfg)),
                 u(groups),
                 Stmt::block(v),
-            ),
+            )],
         };
         let mut body = vec![
             Stmt::alloc(&a_s, s * a_tile),
@@ -372,7 +373,12 @@ impl Gen<'_> {
         if self.cfg.setmaxnreg {
             producer.push(call(MatrixOp::SetMaxNReg { inc: false, count: PRODUCER_REGS }, []));
         }
-        producer.push(Stmt::if_(lin.expr().cmp_eq(u(0)), per_tile(produce_tiles)));
+        let mut produce_tiles = per_tile(produce_tiles);
+        let produce_all = match produce_tiles.len() {
+            1 => produce_tiles.remove(0),
+            _ => Stmt::block(produce_tiles),
+        };
+        producer.push(Stmt::if_(lin.expr().cmp_eq(u(0)), produce_all));
 
         // The consumers.
         let wg = Var::new("wg", Type::U32);
@@ -439,7 +445,7 @@ impl Gen<'_> {
             ));
         }
         tile_cons.extend(self.store(&acc, &wg, &t, &m0, &n0, &cbuf));
-        cons.push(per_tile(tile_cons));
+        cons.extend(per_tile(tile_cons));
         body.push(Stmt::if_else(
             lin.expr().cmp_lt(u(128)),
             Stmt::block(producer),
