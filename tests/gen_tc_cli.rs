@@ -164,6 +164,46 @@ fn tc_gemm_sm_90_generates_runs_and_lowers_for_sm_90a() {
     assert!(out.contains(&shown), "{out}\n{shown}");
     let ptx = ok(&["emit", ts, "--target", "ptx"]);
     assert!(ptx.contains(", 1, 1, 1, 1;"), "{ptx}");
+    // Persistent tiles and register budgets: 4 tiles of 128 x 64 on 3 work-groups, the
+    // same product.
+    let p = scratch("gen-tc-cli", "g90p.kir");
+    let ps = p.to_str().unwrap();
+    let mut args = vec!["gen", "tc-gemm", "512", "64", "2", "--trans-a", "--type", "f16"];
+    args.extend([
+        "--arch",
+        "sm_90",
+        "--block",
+        "128x64",
+        "--persistent",
+        "3",
+        "--setmaxnreg",
+        "-o",
+        ps,
+    ]);
+    ok(&args);
+    let kir = std::fs::read_to_string(&p).unwrap();
+    assert!(kir.contains("persistent=3 setmaxnreg=40/232; launch: global [1152, 1]"), "{kir}");
+    assert!(kir.contains("setmaxnreg_dec(40);") && kir.contains("step 3 {"), "{kir}");
+    let out = ok(&[
+        "run",
+        ps,
+        "--device",
+        "interp",
+        "--arg",
+        "a=iota:1024",
+        "--arg",
+        "b=iota:128",
+        "--arg",
+        "c=zeros:32768",
+    ]);
+    // C[i][j] = sum_k (512k + i)(64k + j); the last 4 elements are row 511, columns 60..63.
+    let want: Vec<String> = (60..64)
+        .map(|j| (0..2).map(|k| (512 * k + 511) * (64 * k + j)).sum::<i32>())
+        .map(|v| format!("{v}.0"))
+        .collect();
+    assert!(out.contains(&format!("..., {}]", want.join(", "))), "{out}");
+    let ptx = ok(&["emit", ps, "--target", "ptx"]);
+    assert!(ptx.contains("setmaxnreg.inc.sync.aligned.u32 232") && ptx.contains(".minnctapersm 1"));
     // Refusals name what is wrong.
     for (args, want) in [
         (vec!["8", "12", "8", "--arch", "sm_90"], "B is stored K x N, so its rows are N = 12"),
@@ -173,6 +213,8 @@ fn tc_gemm_sm_90_generates_runs_and_lowers_for_sm_90a() {
         ),
         (vec!["8", "8", "8", "--arch", "sm_90", "--trans-b", "--block", "64x128"], "128 rows"),
         (vec!["8", "8", "8", "--arch", "sm_90", "--trans-b", "--warps", "2x2"], "no --warps"),
+        (vec!["8", "8", "8", "--persistent", "132"], "options of the sm_90 kernel"),
+        (vec!["8", "8", "8", "--setmaxnreg"], "options of the sm_90 kernel"),
     ] {
         let mut a = vec!["gen", "tc-gemm"];
         a.extend(args);

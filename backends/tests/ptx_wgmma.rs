@@ -163,3 +163,54 @@ fn other_targets_refuse_by_name() {
     let e = emit_module(&k, &Options::sm(90)).unwrap_err();
     assert!(e.message.contains("must be constants"), "{e}");
 }
+
+/// A producer warpgroup lowering its register budget and two consumers raising theirs.
+const SETMAXNREG: &str = "kernel regs(d: ptr<global, f32>) #reqd_work_group_size(384, 1, 1) {
+  let lin: u32 = local_id(0);
+  if lin < 128u32 {
+    setmaxnreg_dec(40);
+  } else {
+    setmaxnreg_inc(232);
+    d[lin] = 1.0f32;
+  }
+}
+";
+
+#[test]
+fn setmaxnreg_declares_the_entry_register_count_and_assembles() {
+    let m = parse_module(SETMAXNREG).unwrap();
+    let ptx = emit_module(&m, &Options::sm(90)).unwrap();
+    for form in [
+        "setmaxnreg.dec.sync.aligned.u32 40;",
+        "setmaxnreg.inc.sync.aligned.u32 232;",
+        ".reqntid 384, 1, 1\n.minnctapersm 1\n",
+    ] {
+        assert!(ptx.contains(form), "no `{form}` in the PTX:\n{ptx}");
+    }
+    // Without a fixed work-group size ptxas cannot know the count the budgets start from.
+    let open = SETMAXNREG.replace(" #reqd_work_group_size(384, 1, 1)", "");
+    let e = emit_module(&parse_module(&open).unwrap(), &Options::sm(90)).unwrap_err();
+    assert!(e.message.contains("uses `setmaxnreg` without `#reqd_work_group_size`"), "{e}");
+    // The warpgroup tier: sm_90a only.
+    let e = emit_module(&m, &Options::sm(80)).unwrap_err();
+    assert!(e.message.contains("needs sm_90a (sm_90 exactly)"), "{e}");
+    let Some(ptxas) = kiln_ir::testing::tool("KILN_PTXAS") else { return };
+    let dir = std::env::temp_dir().join(format!("kiln-ptx-setmaxnreg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("regs.ptx");
+    std::fs::write(&f, &ptx).unwrap();
+    let out = std::process::Command::new(&ptxas)
+        .args(["--gpu-name=sm_90a", "-v"])
+        .arg(&f)
+        .arg("-o")
+        .arg(dir.join("regs.cubin"))
+        .output()
+        .expect("run ptxas");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    // ptxas honours the instructions (no C7508 "'setmaxnreg' ignored") and allocates the
+    // whole entry budget: 65536 registers / 384 work-items, rounded down to 8.
+    assert!(!log.contains("C7508") && !log.contains("ignored"), "{log}");
+    assert!(log.contains("Used 168 registers"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

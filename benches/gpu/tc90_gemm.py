@@ -2,7 +2,7 @@
 (wgmma, tensor copies onto mbarrier objects, a producer and two consumer warpgroups) against
 cuBLAS (torch.matmul) in one run, every result checked first.
 
-    python3 benches/gpu/tc90_gemm.py KILN_BINARY [--sizes 4096 8192] [--configs 128:4 256:4]
+    python3 benches/gpu/tc90_gemm.py KILN_BINARY [--sizes 4096 8192] [--configs 128:4 256:3:p132:r]
                                                  [--check-sizes 256x256x256 1000x520x136]
                                                  [--transposes nn nt tn tt] [--no-fused]
 
@@ -13,6 +13,15 @@ multiplies the same storage through transposed views (cuBLAS takes the transposi
 argument, no copy). Timed rows default to `nt` only (`--time-transposes` to widen); checks
 run every transposition. A check size the generator refuses for a transposition (its stored
 row not a multiple of 8 elements) is reported as refused, not failed.
+
+A config is `BN:STAGES` optionally followed by `:p<G>` (persistent tiles, at most G
+work-groups, `--persistent G`) and `:r` (`--setmaxnreg`: producer 40, consumers 232
+registers), e.g. `256:3:p132:r`; configs run in the given order on the same inputs, so one run
+compares the options on and off.
+
+Options on vs off at 4096^3 (bf16 and f16, `nt`; about a minute):
+    python3 benches/gpu/tc90_gemm.py KILN --sizes 4096 --check-sizes 1000x520x136 \
+        --transposes nt tn --no-fused --configs 256:3 256:3:r 256:3:p132 256:3:p132:r
 
 Short run for every transposition (the final verification):
     python3 benches/gpu/tc90_gemm.py KILN --sizes 4096 --configs 256:3 --types bf16 \
@@ -129,6 +138,25 @@ def launcher(built, tensors, extra=()):
     return lambda: f(grid, block, args, shared_mem=smem)  # noqa: E731
 
 
+def config_flags(cfg):
+    """kiln's flags for config `BN:STAGES[:p<G>][:r]`, and its block width and stages."""
+    bn, st, *opts = cfg.split(":")
+    flags = ["--arch", "sm_90", "--block", f"128x{bn}", "--stages", st]
+    for o in opts:
+        if o == "r":
+            flags.append("--setmaxnreg")
+        elif o.startswith("p") and o[1:].isdigit():
+            flags += ["--persistent", o[1:]]
+        else:
+            raise SystemExit(f"config {cfg}: unknown option `{o}` (p<G> or r)")
+    return flags, bn, st
+
+
+def tag(cfg):
+    """A file-name-safe form of config `cfg`."""
+    return cfg.replace(":", "_")
+
+
 def trans_flags(t):
     """kiln's flags for transposition `t` (`nn`, `nt`, `tn`, `tt`)."""
     return (["--trans-a"] if t[0] == "t" else []) + (["--trans-b"] if t[1] == "t" else [])
@@ -174,15 +202,14 @@ def main():
                                    for t in args.transposes for nm in args.types
                                    for c in args.configs]:
             m, n, k = map(int, spec.split("x"))
-            bn, st = cfg.split(":")
+            flags, _bn, _st = config_flags(cfg)
             dt = dts[name]
             a_st, b_st, a, b = operands(m, n, k, t, dt)
             c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-            gen = [str(m), str(n), str(k), "--type", name, "--out", name, *trans_flags(t),
-                   "--arch", "sm_90", "--block", f"128x{bn}", "--stages", st]
+            gen = [str(m), str(n), str(k), "--type", name, "--out", name, *trans_flags(t), *flags]
             what = f"check {t} {spec} {name} {cfg}"
             try:
-                built = build(kiln, gen, tmp, f"c{t}{m}_{n}_{k}_{name}_{bn}_{st}")
+                built = build(kiln, gen, tmp, f"c{t}{m}_{n}_{k}_{name}_{tag(cfg)}")
             except Refused as e:
                 print(f"  {what}: refused ({e})")
                 continue
@@ -207,13 +234,11 @@ def main():
                 flop = 2.0 * n * n * n
                 best = None
                 for cfg in args.configs:
-                    bn, st = cfg.split(":")
+                    flags, _, _ = config_flags(cfg)
                     c = torch.full((n, n), float("nan"), device="cuda", dtype=dt)
-                    gen = [str(n)] * 3 + ["--type", name, "--out", name, *trans_flags(tr),
-                                          "--arch", "sm_90", "--block", f"128x{bn}", "--stages",
-                                          st]
+                    gen = [str(n)] * 3 + ["--type", name, "--out", name, *trans_flags(tr), *flags]
                     try:
-                        built = build(kiln, gen, tmp, f"g{tr}{n}{name}{bn}_{st}")
+                        built = build(kiln, gen, tmp, f"g{tr}{n}{name}{tag(cfg)}")
                     except Exception as e:  # noqa: BLE001
                         print(f"  {tr} {name} {n}^3 {cfg}: build failed: {e}")
                         failed = True
@@ -228,13 +253,13 @@ def main():
                         continue
                     t = median_ms(run)
                     t2 = median_ms(run)
-                    print(f"  {tr} {name} {n}^3 block 128x{bn} stages {st}: kiln {t:.3f} ms "
+                    print(f"  {tr} {name} {n}^3 {cfg}: kiln {t:.3f} ms "
                           f"(again {t2:.3f}; {flop / t / 1e9:.1f} TFLOP/s), cuBLAS {t_ref:.3f} ms "
                           f"({flop / t_ref / 1e9:.1f} TFLOP/s), ratio {t_ref / t:.3f}, err {err:.1e}")
                     if best is None or t < best[0]:
                         best = (t, cfg)
                 if best:
-                    rows.append(f"{tr} {name} {n}^3: best 128x{best[1]}: kiln/cuBLAS "
+                    rows.append(f"{tr} {name} {n}^3: best {best[1]}: kiln/cuBLAS "
                                 f"{t_ref / best[0]:.3f} ({flop / best[0] / 1e9:.0f} vs "
                                 f"{flop / t_ref / 1e9:.0f} TFLOP/s)")
             if args.no_fused:
@@ -257,13 +282,12 @@ def main():
             t_ref = median_ms(unfused)
             best = None
             for cfg in args.configs:
-                bn, st = cfg.split(":")
+                flags, _, _ = config_flags(cfg)
                 c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                gen = [str(n)] * 3 + ["--type", "bf16", "--out", "bf16", "--trans-b", "--arch",
-                                      "sm_90", "--block", f"128x{bn}", "--stages", st,
+                gen = [str(n)] * 3 + ["--type", "bf16", "--out", "bf16", "--trans-b", *flags,
                                       "--epilogue", "bias,relu,scale"]
                 try:
-                    built = build(kiln, gen, tmp, f"e{n}_{bn}_{st}")
+                    built = build(kiln, gen, tmp, f"e{n}_{tag(cfg)}")
                 except Exception as e:  # noqa: BLE001
                     print(f"  fused {n}^3 {cfg}: build failed: {e}")
                     failed = True
@@ -278,12 +302,12 @@ def main():
                     failed = True
                     continue
                 t = median_ms(run)
-                print(f"  fused bias+relu+scale bf16 {n}^3 128x{bn} stages {st}: kiln {t:.3f} ms, "
+                print(f"  fused bias+relu+scale bf16 {n}^3 {cfg}: kiln {t:.3f} ms, "
                       f"cuBLAS + 3 torch kernels {t_ref:.3f} ms, speedup {t_ref / t:.3f}, err {err:.1e}")
                 if best is None or t < best[0]:
                     best = (t, cfg)
             if best:
-                rows.append(f"fused bias+relu+scale bf16 {n}^3: best 128x{best[1]}: speedup over "
+                rows.append(f"fused bias+relu+scale bf16 {n}^3: best {best[1]}: speedup over "
                             f"cuBLAS + separate kernels {t_ref / best[0]:.3f}")
     print("\n".join(rows))
     sys.exit(1 if failed else 0)

@@ -23,6 +23,16 @@
 //!   and stores those inside C
 //! ```
 //!
+//! Two options of [`Tc90Config`], off by default:
+//!
+//! * `persistent = P`: `min(tiles, P)` work-groups (P = 132, the H100's multiprocessors), each
+//!   running the above for tiles `group_id + i * groups` (block rows and columns in the same
+//!   raster). The ring runs on across tiles: step `g = i * ktiles + kt` uses slot `g % stages`
+//!   and phase `g / stages`, and after each tile's `wgmma_wait(0)` the consumers release its
+//!   last slot, so the producer copies the next tile while the consumers store this one.
+//! * `setmaxnreg`: the producer warpgroup lowers its register budget to [`PRODUCER_REGS`], the
+//!   consumers raise theirs to [`CONSUMER_REGS`] (`setmaxnreg_dec` / `setmaxnreg_inc`).
+//!
 //! The copies zero-fill past M, N and K (the tensor copy does), so odd sizes need no other
 //! handling than the masked store; the row pitch of A and B (the stored row length: K, M or
 //! N) must be a multiple of 16 bytes (8 elements), which the copy requires. On the
@@ -50,6 +60,15 @@ pub const THREADS: u32 = 384;
 /// The most local memory a work-group may use on sm_90 (bytes).
 const MAX_LOCAL: u32 = 227 * 1024;
 
+/// Registers per work-item the producer warpgroup keeps when [`Tc90Config::setmaxnreg`] is on.
+pub const PRODUCER_REGS: u16 = 40;
+/// Registers per work-item each consumer warpgroup takes when [`Tc90Config::setmaxnreg`] is
+/// on: with [`PRODUCER_REGS`], `128 * 40 + 256 * 232 = 64512` of the 65536 a multiprocessor
+/// has.
+pub const CONSUMER_REGS: u16 = 232;
+/// The most work-groups a persistent kernel may launch.
+const MAX_PERSISTENT: u32 = 1 << 16;
+
 /// The blocking of the sm_90 GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tc90Config {
@@ -57,19 +76,35 @@ pub struct Tc90Config {
     pub bn: u32,
     /// Stages of the copy ring (2 to 8, within 227 KiB).
     pub stages: u32,
+    /// Persistent tiles: 0 launches one work-group per `128 x bn` tile of C; `g > 0`
+    /// launches `min(tiles, g)` work-groups (132, the H100's multiprocessors, is the natural
+    /// value), work-group `i` computing tiles `i, i + groups, ..` with its copy ring running
+    /// on across them, so that one tile's epilogue overlaps the next tile's copies.
+    pub persistent: u32,
+    /// The producer warpgroup lowers its register budget to [`PRODUCER_REGS`] and the
+    /// consumers raise theirs to [`CONSUMER_REGS`] (`setmaxnreg`).
+    pub setmaxnreg: bool,
 }
 
 impl Default for Tc90Config {
     /// 128 x 256 blocks, 3 stages (144 KiB of local memory): the fastest of those measured
-    /// on the H100 at 4096^3 and 8192^3 (docs/tensor-cores.md).
+    /// on the H100 at 4096^3 and 8192^3 (docs/tensor-cores.md); one work-group per tile, no
+    /// register rebalancing.
     fn default() -> Tc90Config {
-        Tc90Config { bn: 256, stages: 3 }
+        Tc90Config { bn: 256, stages: 3, persistent: 0, setmaxnreg: false }
     }
 }
 
 impl fmt::Display for Tc90Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sm_90 block={BM}x{}x{BK} stages={}", self.bn, self.stages)
+        write!(f, "sm_90 block={BM}x{}x{BK} stages={}", self.bn, self.stages)?;
+        if self.persistent > 0 {
+            write!(f, " persistent={}", self.persistent)?;
+        }
+        if self.setmaxnreg {
+            write!(f, " setmaxnreg={PRODUCER_REGS}/{CONSUMER_REGS}")?;
+        }
+        Ok(())
     }
 }
 
@@ -86,6 +121,11 @@ impl Tc90Config {
         }
         if !(2..=8).contains(&self.stages) {
             return Err(format!("{self}: stages must be 2 to 8"));
+        }
+        if self.persistent > MAX_PERSISTENT {
+            return Err(format!(
+                "{self}: a persistent kernel launches at most {MAX_PERSISTENT} work-groups"
+            ));
         }
         if self.local_bytes() + 1024 > MAX_LOCAL {
             return Err(format!(
@@ -131,18 +171,28 @@ pub fn generate(p: &TcGemmProblem, cfg: &Tc90Config) -> Result<TcGenerated, Stri
         let first = e.first().map(|x| x.to_string()).unwrap_or_default();
         format!("internal error: the generated sm_90 kernel does not verify: {first}")
     })?;
-    let (gn, gm) = grid(p, cfg);
+    let [g0, g1] = launch_groups(p, cfg);
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     Ok(TcGenerated {
         kernel,
-        global: [gn * THREADS, gm],
+        global: [g0 * THREADS, g1],
         local: [THREADS, 1],
         buffer_elems: [m * k, k * n, m * n],
     })
 }
 
+/// Tiles of C: (columns, rows).
 fn grid(p: &TcGemmProblem, cfg: &Tc90Config) -> (u32, u32) {
     ((p.n as u32).div_ceil(cfg.bn), (p.m as u32).div_ceil(BM))
+}
+
+/// Work-groups launched along each dimension: one per tile, or at most `persistent` in a row.
+fn launch_groups(p: &TcGemmProblem, cfg: &Tc90Config) -> [u32; 2] {
+    let (gn, gm) = grid(p, cfg);
+    match cfg.persistent {
+        0 => [gn, gm],
+        g => [(gn * gm).min(g), 1],
+    }
 }
 
 struct Gen<'a> {
@@ -166,15 +216,18 @@ const MN_STRIDE: u32 = BK * 128;
 const RASTER_ROWS: u32 = 8;
 
 impl Gen<'_> {
-    /// The work-group's block row and column (u32), in bands of [`RASTER_ROWS`] block rows
-    /// where they split evenly.
-    fn block_origin(&self) -> (Expr, Expr) {
+    /// The block row and column (u32) of tile `tile` (row-major numbering; `None`: the
+    /// work-group's, by its ids), in bands of [`RASTER_ROWS`] block rows where they split
+    /// evenly.
+    fn block_origin(&self, tile: Option<Expr>) -> (Expr, Expr) {
         let (gn, gm) = grid(self.p, &self.cfg);
-        let (gx, gy) = (Expr::group_id(0), Expr::group_id(1));
-        if gm <= RASTER_ROWS || gm % RASTER_ROWS != 0 || gn == 1 {
-            return (gy, gx);
-        }
-        let linear = gy * u(gn) + gx;
+        let raster = !(gm <= RASTER_ROWS || gm % RASTER_ROWS != 0 || gn == 1);
+        let linear = match tile {
+            None if !raster => return (Expr::group_id(1), Expr::group_id(0)),
+            None => Expr::group_id(1) * u(gn) + Expr::group_id(0),
+            Some(t) if !raster => return (t.clone() / u(gn), t % u(gn)),
+            Some(t) => t,
+        };
         let band = linear.clone() / u(RASTER_ROWS * gn);
         let within = linear % u(RASTER_ROWS * gn);
         (band * u(RASTER_ROWS) + within.clone() % u(RASTER_ROWS), within / u(RASTER_ROWS))
@@ -193,18 +246,51 @@ impl Gen<'_> {
         let cbuf = Var::new("c", Type::ptr(AddrSpace::Global, p.out));
         let lin = Var::new("lin", Type::U32);
         let (m0, n0) = (Var::new("m0", Type::U32), Var::new("n0", Type::U32));
-        let (block_m, block_n) = self.block_origin();
         let a_tile = BM * BK;
         let b_tile = bn * BK;
+        // Persistent: the work-group's tiles are `tile = group_id(0) + i * groups`; `base`
+        // (= i * ktiles) numbers the ring's steps across them, so slots and phases run on.
+        let tile = Var::new("tile", Type::U32);
+        let base = Var::new("base", Type::U32);
+        let [groups, _] = launch_groups(p, &self.cfg);
+        let persistent = self.cfg.persistent > 0;
+        let origin = |this: &Self| {
+            let (block_m, block_n) = this.block_origin(persistent.then(|| tile.expr()));
+            let mut v = vec![Stmt::let_(&m0, block_m * u(BM)), Stmt::let_(&n0, block_n * u(bn))];
+            if persistent {
+                v.push(Stmt::let_(
+                    &base,
+                    (tile.expr() - Expr::group_id(0)) / u(groups) * u(ktiles),
+                ));
+            }
+            v
+        };
+        // The ring step of k tile `kt`.
+        let step_no = |kt: &Var| match persistent {
+            false => kt.expr(),
+            true => base.expr() + kt.expr(),
+        };
+        // A tile's statements: as they are, or in the loop over the work-group's tiles.
+        let per_tile = |v: Vec<Stmt>| match persistent {
+            false => v,
+            true => vec![Stmt::for_(
+                &tile,
+                Expr::group_id(0),
+                u(gn_gm(p, &self.cfg)),
+                u(groups),
+                Stmt::block(v),
+            )],
+        };
         let mut body = vec![
             Stmt::alloc(&a_s, s * a_tile),
             Stmt::alloc(&b_s, s * b_tile),
             Stmt::alloc(&full, s),
             Stmt::alloc(&empty, s),
             Stmt::let_(&lin, Expr::local_id(0)),
-            Stmt::let_(&m0, block_m * u(BM)),
-            Stmt::let_(&n0, block_n * u(bn)),
         ];
+        if !persistent {
+            body.extend(origin(self));
+        }
         // Barrier objects: `full[s]` completes when slot s's bytes have landed (the
         // producer's one arrival plus the transaction count), `empty[s]` when the 8 warps of
         // the consumer warpgroups have released it (`wgmma_wait` covers the groups of the
@@ -266,13 +352,14 @@ impl Gen<'_> {
                 .collect::<Vec<_>>()
         };
         let (a_k, b_k) = (!p.trans_a, p.trans_b);
+        let g = step_no(&kt);
         let mut copy = vec![
-            Stmt::let_(&slot, kt.expr() % u(s)),
+            Stmt::let_(&slot, g.clone() % u(s)),
             Stmt::if_(
-                kt.expr().cmp_ge(u(s)),
+                g.clone().cmp_ge(u(s)),
                 call(
                     MatrixOp::MbarWait,
-                    [empty.expr(), slot.expr(), (kt.expr() / u(s) + u(1)) & u(1)],
+                    [empty.expr(), slot.expr(), (g.clone() / u(s) + u(1)) & u(1)],
                 ),
             ),
             call(MatrixOp::MbarExpectTx, [full.expr(), slot.expr(), u(bytes)]),
@@ -280,7 +367,18 @@ impl Gen<'_> {
         copy.extend(tma(&a_s, slot.expr() * u(a_tile), &a, a_k, m, BM, &m0));
         copy.extend(tma(&b_s, slot.expr() * u(b_tile), &b, b_k, n, bn, &n0));
         let produce = Stmt::for_(&kt, u(0), u(ktiles), u(1), Stmt::block(copy));
-        let producer = Stmt::if_(lin.expr().cmp_eq(u(0)), produce);
+        let mut produce_tiles = if persistent { origin(self) } else { Vec::new() };
+        produce_tiles.push(produce);
+        let mut producer = Vec::new();
+        if self.cfg.setmaxnreg {
+            producer.push(call(MatrixOp::SetMaxNReg { inc: false, count: PRODUCER_REGS }, []));
+        }
+        let mut produce_tiles = per_tile(produce_tiles);
+        let produce_all = match produce_tiles.len() {
+            1 => produce_tiles.remove(0),
+            _ => Stmt::block(produce_tiles),
+        };
+        producer.push(Stmt::if_(lin.expr().cmp_eq(u(0)), produce_all));
 
         // The consumers.
         let wg = Var::new("wg", Type::U32);
@@ -289,17 +387,22 @@ impl Gen<'_> {
         let z = Var::new("zero", accty);
         let acc = Var::new("acc", accty);
         let a_row = Var::new("a_row", Type::U32);
-        let mut cons = vec![
+        let mut cons = Vec::new();
+        if self.cfg.setmaxnreg {
+            cons.push(call(MatrixOp::SetMaxNReg { inc: true, count: CONSUMER_REGS }, []));
+        }
+        cons.extend([
             Stmt::let_(&wg, (lin.expr() >> u(7)) - u(1)),
             Stmt::let_(&t, lin.expr() & u(127)),
             // Either layout puts the consumer's 64 rows of A 8192 bytes into the stage.
             Stmt::let_(&a_row, wg.expr() * u(64 * BK)),
             Stmt::call_into(&z, Func::matrix(MatrixOp::Fill), [Expr::f32(0.0)]),
-            Stmt::decl(&acc, z.expr()),
-        ];
+        ]);
+        let mut tile_cons = if persistent { origin(self) } else { Vec::new() };
+        tile_cons.push(Stmt::decl(&acc, z.expr()));
         let mut step = vec![
-            Stmt::let_(&slot, kt.expr() % u(s)),
-            call(MatrixOp::MbarWait, [full.expr(), slot.expr(), (kt.expr() / u(s)) & u(1)]),
+            Stmt::let_(&slot, g.clone() % u(s)),
+            call(MatrixOp::MbarWait, [full.expr(), slot.expr(), (g.clone() / u(s)) & u(1)]),
             call(MatrixOp::WgFence, []),
         ];
         // A k step of 16 moves 16 elements along a K-major row, 16 rows of 64 down an
@@ -329,25 +432,34 @@ impl Gen<'_> {
         step.push(call(MatrixOp::WgWait(1), []));
         step.push(Stmt::if_(
             ix_and(kt.expr().cmp_ge(u(1)), (t.expr() & u(31)).cmp_eq(u(0))),
-            call(MatrixOp::MbarArrive, [empty.expr(), (kt.expr() + u(s - 1)) % u(s)]),
+            call(MatrixOp::MbarArrive, [empty.expr(), (g.clone() + u(s - 1)) % u(s)]),
         ));
-        cons.push(Stmt::for_(&kt, u(0), u(ktiles), u(1), Stmt::block(step)));
-        cons.push(call(MatrixOp::WgWait(0), []));
-        cons.extend(self.store(&acc, &wg, &t, &m0, &n0, &cbuf));
+        tile_cons.push(Stmt::for_(&kt, u(0), u(ktiles), u(1), Stmt::block(step)));
+        tile_cons.push(call(MatrixOp::WgWait(0), []));
+        if persistent {
+            // The tile's last slot is released here (the next tile's first step releases
+            // nothing), so that the ring runs on.
+            tile_cons.push(Stmt::if_(
+                (t.expr() & u(31)).cmp_eq(u(0)),
+                call(MatrixOp::MbarArrive, [empty.expr(), (base.expr() + u(ktiles - 1)) % u(s)]),
+            ));
+        }
+        tile_cons.extend(self.store(&acc, &wg, &t, &m0, &n0, &cbuf));
+        cons.extend(per_tile(tile_cons));
         body.push(Stmt::if_else(
             lin.expr().cmp_lt(u(128)),
-            Stmt::block([producer]),
+            Stmt::block(producer),
             Stmt::block(cons),
         ));
 
         let mut params = vec![a, b, cbuf];
         params.extend(p.epilogue.params(p.out));
-        let (gn, gm) = grid(p, &self.cfg);
+        let [g0, g1] = launch_groups(p, &self.cfg);
         let attrs = Attrs {
             reqd_work_group_size: Some([THREADS, 1, 1]),
             nd_range: Some(NdRangeAttr {
                 offset: vec![0, 0],
-                global: vec![gn * THREADS, gm],
+                global: vec![g0 * THREADS, g1],
                 local: Some(vec![THREADS, 1]),
             }),
             ..Attrs::default()
@@ -402,6 +514,12 @@ impl Gen<'_> {
         }
         out
     }
+}
+
+/// Tiles of C in all.
+fn gn_gm(p: &TcGemmProblem, cfg: &Tc90Config) -> u32 {
+    let (gn, gm) = grid(p, cfg);
+    gn * gm
 }
 
 fn ix_and(a: Expr, b: Expr) -> Expr {

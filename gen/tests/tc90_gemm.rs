@@ -76,13 +76,13 @@ fn problem(m: i64, n: i64, k: i64, ty: Scalar, out: Scalar) -> TcGemmProblem {
 fn whole_blocks_equal_the_sequential_sum() {
     check(
         &problem(128, 128, 192, Scalar::BF16, Scalar::F32),
-        Tc90Config { bn: 128, stages: 2 },
+        Tc90Config { bn: 128, stages: 2, ..Default::default() },
         vec![],
         |_, _, x| x,
     );
     check(
         &problem(128, 64, 128, Scalar::F16, Scalar::F16),
-        Tc90Config { bn: 64, stages: 3 },
+        Tc90Config { bn: 64, stages: 3, ..Default::default() },
         vec![],
         |_, _, x| x,
     );
@@ -93,13 +93,13 @@ fn odd_sizes_are_zero_filled_and_masked() {
     // M, N and K past whole blocks and stages; more k-tiles than stages (the ring wraps).
     check(
         &problem(131, 72, 200, Scalar::BF16, Scalar::BF16),
-        Tc90Config { bn: 64, stages: 2 },
+        Tc90Config { bn: 64, stages: 2, ..Default::default() },
         vec![],
         |_, _, x| x,
     );
     check(
         &problem(40, 200, 24, Scalar::F16, Scalar::F32),
-        Tc90Config { bn: 256, stages: 2 },
+        Tc90Config { bn: 256, stages: 2, ..Default::default() },
         vec![],
         |_, _, x| x,
     );
@@ -121,13 +121,13 @@ fn every_transpose_equals_the_sequential_sum() {
         };
         check(
             &p(136, 72, 200, Scalar::BF16, Scalar::F32),
-            Tc90Config { bn: 128, stages: 2 },
+            Tc90Config { bn: 128, stages: 2, ..Default::default() },
             vec![],
             |_, _, x| x,
         );
         check(
             &p(40, 264, 88, Scalar::F16, Scalar::F16),
-            Tc90Config { bn: 256, stages: 2 },
+            Tc90Config { bn: 256, stages: 2, ..Default::default() },
             vec![],
             |_, _, x| x,
         );
@@ -138,7 +138,7 @@ fn every_transpose_equals_the_sequential_sum() {
         trans_b: false,
         ..problem(24, 16, 75, Scalar::BF16, Scalar::BF16)
     };
-    check(&p, Tc90Config { bn: 64, stages: 2 }, vec![], |_, _, x| x);
+    check(&p, Tc90Config { bn: 64, stages: 2, ..Default::default() }, vec![], |_, _, x| x);
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn every_transpose_fuses_the_epilogue() {
         let b = bias.clone();
         check(
             &p,
-            Tc90Config { bn: 64, stages: 2 },
+            Tc90Config { bn: 64, stages: 2, ..Default::default() },
             vec![Buffer::from_slice(&bias)],
             move |_, j, x| (x + b[j]).max(0.0),
         );
@@ -166,7 +166,7 @@ fn fused_epilogue_matches_its_definition() {
     p.epilogue = Epilogue(vec![EpOp::Bias, EpOp::Relu, EpOp::Scale]);
     let bias = vals(n, 9);
     let alpha = 0.75f32;
-    let g = generate(&p, &Tc90Config { bn: 128, stages: 2 }).unwrap();
+    let g = generate(&p, &Tc90Config { bn: 128, stages: 2, ..Default::default() }).unwrap();
     let names: Vec<String> = g.kernel.params().iter().map(|v| v.name().to_string()).collect();
     assert_eq!(names[..3], ["a", "b", "c"]);
     let (k, mu) = (64usize, m);
@@ -226,13 +226,13 @@ fn unsupported_layouts_and_pitches_are_refused_by_name() {
     generate(&p, &cfg).unwrap();
     let e = generate(
         &problem(64, 64, 64, Scalar::BF16, Scalar::F32),
-        &Tc90Config { bn: 96, stages: 2 },
+        &Tc90Config { bn: 96, stages: 2, ..Default::default() },
     )
     .unwrap_err();
     assert!(e.contains("64, 128 or 256"), "{e}");
     let e = generate(
         &problem(64, 64, 64, Scalar::BF16, Scalar::F32),
-        &Tc90Config { bn: 256, stages: 6 },
+        &Tc90Config { bn: 256, stages: 6, ..Default::default() },
     )
     .unwrap_err();
     assert!(e.contains("227 KiB"), "{e}");
@@ -251,7 +251,7 @@ fn every_transpose_lowers_to_transposed_wgmma_and_assembles_for_sm_90a() {
             let mut p = problem(200, 136, 72, ty, Scalar::BF16);
             (p.trans_a, p.trans_b) = (ta, tb);
             p.epilogue = Epilogue(vec![EpOp::Bias, EpOp::Relu]);
-            let g = generate(&p, &Tc90Config { bn: 128, stages: 3 }).unwrap();
+            let g = generate(&p, &Tc90Config { bn: 128, stages: 3, ..Default::default() }).unwrap();
             let name = g.kernel.name().to_string();
             let ptx =
                 kiln_backends::ptx::emit_kernel(&g.kernel, &kiln_backends::ptx::Options::sm(90))
@@ -284,6 +284,80 @@ fn every_transpose_lowers_to_transposed_wgmma_and_assembles_for_sm_90a() {
                 assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
             }
         }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn persistent_tiles_equal_the_sequential_sum() {
+    // 200 x 136 in 128 x 64 tiles: 6 tiles. Capped at 4 work-groups, two of them compute
+    // two tiles with the ring running on across them (k = 200: 4 k-tiles on 3 stages, so
+    // slots and phases straddle tiles); capped at 8, one work-group per tile. Every
+    // transpose, with and without an epilogue, and with the register budgets set.
+    let bias = vals(136, 7);
+    for (ta, tb) in TRANSPOSES {
+        for (groups, setmaxnreg) in [(4, false), (8, true)] {
+            let mut p = problem(200, 136, 200, Scalar::BF16, Scalar::F32);
+            (p.trans_a, p.trans_b) = (ta, tb);
+            let cfg = Tc90Config { bn: 64, stages: 3, persistent: groups, setmaxnreg };
+            let g = generate(&p, &cfg).unwrap();
+            assert_eq!(g.global, [groups.min(6) * 384, 1], "{cfg}");
+            check(&p, cfg, vec![], |_, _, x| x);
+            p.epilogue = Epilogue(vec![EpOp::Bias, EpOp::Relu]);
+            let b = bias.clone();
+            check(&p, cfg, vec![Buffer::from_slice(&bias)], move |_, j, x| (x + b[j]).max(0.0));
+        }
+    }
+    // One work-group for every tile (the ring's parity flips across many tiles), f16 out.
+    let cfg = Tc90Config { bn: 64, stages: 2, persistent: 1, setmaxnreg: false };
+    check(&problem(131, 72, 40, Scalar::F16, Scalar::F16), cfg, vec![], |_, _, x| x);
+}
+
+#[test]
+fn persistent_tiles_follow_the_raster() {
+    // 16 block rows of 128 and 2 columns: tiles are walked in bands of 8 block rows, here by
+    // 5 work-groups (32 tiles: some compute 7, some 6).
+    let p = problem(2048, 128, 24, Scalar::BF16, Scalar::F32);
+    let cfg = Tc90Config { bn: 64, stages: 2, persistent: 5, setmaxnreg: false };
+    check(&p, cfg, vec![], |_, _, x| x);
+}
+
+#[test]
+fn persistent_and_setmaxnreg_kernels_assemble_for_sm_90a() {
+    // Each option alone and both: the kernel carries its budgets (`setmaxnreg` and the entry
+    // declaration ptxas needs to honour them) and its tile loop; ptxas accepts it for sm_90a
+    // and does not ignore the budgets.
+    let ptxas = kiln_ir::testing::tool("KILN_PTXAS");
+    let dir = std::env::temp_dir().join(format!("kiln-tc90p-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (persistent, setmaxnreg) in [(132, false), (0, true), (132, true)] {
+        let mut p = problem(4096, 4096, 4096, Scalar::BF16, Scalar::BF16);
+        p.epilogue = Epilogue(vec![EpOp::Bias, EpOp::Relu]);
+        let cfg = Tc90Config { persistent, setmaxnreg, ..Tc90Config::default() };
+        let g = generate(&p, &cfg).unwrap();
+        let tiles = 32 * 16;
+        let groups = if persistent > 0 { 132 } else { 16 };
+        assert_eq!(g.global, [groups * 384, if persistent > 0 { 1 } else { 32 }], "{cfg}");
+        let ptx = kiln_backends::ptx::emit_kernel(&g.kernel, &kiln_backends::ptx::Options::sm(90))
+            .unwrap_or_else(|e| panic!("{cfg}: {e}"));
+        assert_eq!(ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"), setmaxnreg, "{cfg}");
+        assert_eq!(ptx.contains("setmaxnreg.inc.sync.aligned.u32 232;"), setmaxnreg, "{cfg}");
+        assert_eq!(ptx.contains(".minnctapersm 1"), setmaxnreg, "{cfg}");
+        let text = g.kernel.to_string();
+        assert_eq!(text.contains(&format!(".. {tiles} step 132 {{")), persistent > 0, "{text}");
+        let Some(ptxas) = &ptxas else { continue };
+        let f = dir.join(format!("p{persistent}_{setmaxnreg}.ptx"));
+        std::fs::write(&f, &ptx).unwrap();
+        let out = std::process::Command::new(ptxas)
+            .args(["--gpu-name=sm_90a", "-v"])
+            .arg(&f)
+            .arg("-o")
+            .arg(f.with_extension("cubin"))
+            .output()
+            .expect("run ptxas");
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{cfg}: {log}");
+        assert!(!log.contains("C7508"), "{cfg}: {log}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

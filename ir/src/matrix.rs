@@ -292,6 +292,17 @@ pub enum MatrixOp {
     MbarExpectTx,
     /// `mbar_wait(bar, bi, parity)`: waits until the phase of parity `parity & 1` completed.
     MbarWait,
+    /// `setmaxnreg_inc(count)` / `setmaxnreg_dec(count)`: the executing warpgroup raises
+    /// (`inc`) or lowers its per-work-item register budget to `count` (a multiple of 8 in
+    /// 24..=256), so that warpgroups with little to hold give registers to those with much.
+    /// Executed by every work-item of a warpgroup alike; it changes no value (the
+    /// interpreter only checks it).
+    SetMaxNReg {
+        /// Raise (`setmaxnreg_inc`) rather than lower (`setmaxnreg_dec`).
+        inc: bool,
+        /// The new budget, registers per work-item.
+        count: u16,
+    },
 }
 
 impl MatrixOp {
@@ -315,6 +326,8 @@ impl MatrixOp {
             MatrixOp::MbarArrive => "mbar_arrive",
             MatrixOp::MbarExpectTx => "mbar_expect_tx",
             MatrixOp::MbarWait => "mbar_wait",
+            MatrixOp::SetMaxNReg { inc: true, .. } => "setmaxnreg_inc",
+            MatrixOp::SetMaxNReg { inc: false, .. } => "setmaxnreg_dec",
         }
     }
 
@@ -331,6 +344,7 @@ impl MatrixOp {
                 | MatrixOp::WgFence
                 | MatrixOp::WgCommit
                 | MatrixOp::WgWait(_)
+                | MatrixOp::SetMaxNReg { .. }
         )
     }
 
@@ -348,6 +362,7 @@ impl MatrixOp {
                 | MatrixOp::MbarArrive
                 | MatrixOp::MbarExpectTx
                 | MatrixOp::MbarWait
+                | MatrixOp::SetMaxNReg { .. }
         )
     }
 
@@ -365,6 +380,7 @@ impl MatrixOp {
                 vec![n.to_string()]
             }
             MatrixOp::FragElem(i) => vec![i.to_string()],
+            MatrixOp::SetMaxNReg { count, .. } => vec![count.to_string()],
             MatrixOp::Wgmma(a, b) => vec![a.name(), b.name()],
             MatrixOp::TmaLoad(b) => vec![b.w.to_string(), b.h.to_string(), b.swizzle.name().into()],
             _ => Vec::new(),
@@ -382,6 +398,7 @@ impl MatrixOp {
             MatrixOp::Commit | MatrixOp::Wait(_) => 0,
             MatrixOp::Wgmma(..) => 5,
             MatrixOp::WgFence | MatrixOp::WgCommit | MatrixOp::WgWait(_) => 0,
+            MatrixOp::SetMaxNReg { .. } => 0,
             MatrixOp::FragElem(_) => 1,
             MatrixOp::TmaLoad(_) => 10,
             MatrixOp::MbarInit | MatrixOp::MbarExpectTx | MatrixOp::MbarWait => 3,
@@ -410,6 +427,8 @@ impl MatrixOp {
                 | "mbar_arrive"
                 | "mbar_expect_tx"
                 | "mbar_wait"
+                | "setmaxnreg_inc"
+                | "setmaxnreg_dec"
         )
     }
 }

@@ -376,3 +376,57 @@ fn run_time_rules() {
         .unwrap_err();
     assert!(e.contains("MN-major") && e.contains("1024-byte swizzle-repeat boundary"), "{e}");
 }
+
+#[test]
+fn setmaxnreg_round_trips_is_checked_and_changes_no_value() {
+    // Text form, parsed back; no effect on the result (the producer/consumer kernel with the
+    // budgets set equals the one without).
+    let src = gemm_src("bf16", 64, 32, "sw128", "expect_first");
+    let with = src
+        .replacen("if lin < 128u32 {", "if lin < 128u32 {\n    setmaxnreg_dec(40);", 1)
+        .replacen("} else {", "} else {\n    setmaxnreg_inc(232);", 1);
+    assert_ne!(with, src, "the kernel has a producer branch");
+    let m = parse_module(&with).unwrap();
+    verify_module(&m).unwrap();
+    let text = m.to_string();
+    assert!(
+        text.contains("setmaxnreg_dec(40);") && text.contains("setmaxnreg_inc(232);"),
+        "{text}"
+    );
+    assert_eq!(parse_module(&text).unwrap(), m);
+    let (a, b) = (vals(64 * 64, 1), vals(32 * 64, 2));
+    let run_it = |s: &str| {
+        let mut bufs = vec![
+            Buffer::from_slice(&a.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>()),
+            Buffer::from_slice(&b.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>()),
+            Buffer::from_slice(&vec![f32::NAN; 64 * 32]),
+        ];
+        run_kernel(s, 256, &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)], &mut bufs)
+            .map(|()| bufs[2].to_vec::<f32>().unwrap())
+    };
+    let want = run_it(&src).unwrap();
+    let got = run_it(&with).unwrap();
+    assert!(want.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()));
+    // Budgets: multiples of 8 from 24 to 256.
+    for bad in ["setmaxnreg_dec(16);", "setmaxnreg_inc(236);", "setmaxnreg_inc(264);"] {
+        let e = verify_error(&format!("  {bad}"));
+        assert!(e.contains("a multiple of 8 from 24 to 256"), "{bad}: {e}");
+    }
+    // Every work-item of a warpgroup executes the same `setmaxnreg` (the same statement,
+    // the same budget): one sub-group setting another budget than the rest of its warpgroup
+    // is refused by the interpreter.
+    let split = "kernel k(d: ptr<global, f32>) {
+  if local_id(0) < 32u32 { setmaxnreg_dec(40); } else { setmaxnreg_dec(48); }
+  d[local_id(0)] = 1.0f32;
+}";
+    let mut bufs = vec![Buffer::from_slice(&[0.0f32; 128])];
+    let e = run_kernel(split, 128, &[Arg::Buffer(0)], &mut bufs).unwrap_err();
+    assert!(e.contains("not executed uniformly by warpgroup 0"), "{e}");
+    let whole = split.replace(
+        "if local_id(0) < 32u32 { setmaxnreg_dec(40); } else { setmaxnreg_dec(48); }",
+        "setmaxnreg_dec(40);",
+    );
+    assert_ne!(whole, split);
+    let mut bufs = vec![Buffer::from_slice(&[0.0f32; 128])];
+    run_kernel(&whole, 128, &[Arg::Buffer(0)], &mut bufs).unwrap();
+}

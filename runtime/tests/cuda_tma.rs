@@ -1,7 +1,8 @@
 //! Kernels that copy tiles with `tma_load` on the CUDA device: the device encodes the tensor
 //! maps the PTX names (`cuTensorMapEncodeTiled`) for the buffers of each launch and passes
 //! them as the hidden parameters. The sm_90 GEMM from `kiln_gen::tc90`, every transposition
-//! (K-major and MN-major factors), odd sizes and a fused epilogue, gives the interpreter's
+//! (K-major and MN-major factors), odd sizes and a fused epilogue, one work-group per tile
+//! and persistent tiles with the register budgets (`setmaxnreg`), gives the interpreter's
 //! bits (values whose sums are exact in f32, whatever the order). The build half needs no
 //! GPU (`build_ptx_program` is the device's build); the launch half skips without a CUDA
 //! driver and an sm_90 device, unless `KILN_REQUIRE_CUDA=1` (no driver or device: fails).
@@ -78,7 +79,15 @@ fn sm_90_gemm_every_transpose_matches_the_interpreter() {
         (true, true, Scalar::F16, Scalar::F16, true),
         (true, false, Scalar::F16, Scalar::BF16, true),
     ];
-    for (ta, tb, ty, out, epilogue) in cases {
+    // One work-group per tile; 4 tiles on 3 persistent work-groups (one computes two, the
+    // ring running on), with the register budgets.
+    let configs = [
+        Tc90Config { bn: 128, stages: 2, ..Default::default() },
+        Tc90Config { bn: 128, stages: 2, persistent: 3, setmaxnreg: true },
+    ];
+    for ((ta, tb, ty, out, epilogue), cfg) in
+        cases.into_iter().flat_map(|c| configs.map(move |cfg| (c, cfg)))
+    {
         let mut p = problem(ta, tb, ty, out);
         let mut bufs = vec![
             buffer(ty, &vals(136 * 88, 1)),
@@ -91,8 +100,8 @@ fn sm_90_gemm_every_transpose_matches_the_interpreter() {
             bufs.push(Buffer::from_slice(&vals(200, 3)));
             args.push(Arg::Buffer(3));
         }
-        let g = generate(&p, &Tc90Config { bn: 128, stages: 2 }).unwrap();
-        let name = g.kernel.name().to_string();
+        let g = generate(&p, &cfg).unwrap();
+        let name = format!("{} ({cfg})", g.kernel.name());
         let mut want = bufs.clone();
         kiln_ir::interp::run(&g.kernel, &g.range(), &args, &mut want).unwrap();
         // Every element of C is stored (none keeps the NaN it started with).

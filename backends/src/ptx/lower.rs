@@ -94,6 +94,8 @@ struct Lower<'k> {
     /// Alignment of each local array: 1024 bytes where warpgroup operations address them
     /// through a swizzle, else 16.
     local_align: u64,
+    /// True once a `setmaxnreg` is lowered: the entry then declares its register budget.
+    setmaxnreg: bool,
 }
 
 /// Lowers one kernel to a `.visible .entry` (no module header).
@@ -113,6 +115,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         lane_offsets: HashMap::new(),
         tmaps: Vec::new(),
         local_align: local_align(kernel),
+        setmaxnreg: false,
         addrs: HashMap::new(),
         offsets: HashMap::new(),
         fast: kernel.attrs().fast_math,
@@ -179,8 +182,23 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         let _ = writeln!(out, ".extern .shared .align {} .b8 {name}_dynamic[];", l.local_align);
     }
     let _ = write!(out, ".visible .entry {name}(\n{}\n)\n", params.join(",\n"));
-    if let Some([x, y, z]) = kernel.attrs().reqd_work_group_size {
-        let _ = writeln!(out, ".reqntid {x}, {y}, {z}");
+    match kernel.attrs().reqd_work_group_size {
+        Some([x, y, z]) => {
+            let _ = writeln!(out, ".reqntid {x}, {y}, {z}");
+            // ptxas honours `setmaxnreg` only when it knows the register count at entry,
+            // which the thread count and one work-group per multiprocessor fix (65536 /
+            // threads, rounded down to 8); without it the instructions are ignored (C7508).
+            if l.setmaxnreg {
+                let _ = writeln!(out, ".minnctapersm 1");
+            }
+        }
+        None if l.setmaxnreg => {
+            return Err(format!(
+                "kernel `{name}` uses `setmaxnreg` without `#reqd_work_group_size`: ptxas must \
+                 know the work-group size to fix the register count the budgets start from"
+            ));
+        }
+        None => {}
     }
     out.push_str("{\n");
     out.push_str(&l.regs.declarations());

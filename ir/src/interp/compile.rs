@@ -164,6 +164,8 @@ pub(super) enum Coop {
     Wgmma { d: u32, a: u32, ai: Code, b: u32, bi: Code, n: u16, sw: [WgLayout; 2] },
     /// `wgmma_fence`, `wgmma_commit`, `wgmma_wait`: only checked for uniformity.
     WgSync(&'static str),
+    /// `setmaxnreg_inc`/`_dec(count)`: only checked for uniformity across the warpgroup.
+    SetMaxNReg(&'static str, u16),
 }
 
 impl Coop {
@@ -175,7 +177,7 @@ impl Coop {
             Coop::Fill { .. } => "frag_fill",
             Coop::Mma { .. } => "mma",
             Coop::Wgmma { .. } => "wgmma",
-            Coop::WgSync(name) => name,
+            Coop::WgSync(name) | Coop::SetMaxNReg(name, _) => name,
         }
     }
 }
@@ -913,6 +915,7 @@ impl Compiler<'_> {
                 Coop::Wgmma { d, a, ai, b, bi, n, sw: [swa, swb] }
             }
             MatrixOp::WgFence | MatrixOp::WgCommit | MatrixOp::WgWait(_) => Coop::WgSync(name),
+            MatrixOp::SetMaxNReg { count, .. } => Coop::SetMaxNReg(name, count),
             MatrixOp::FragElem(index) => {
                 let r = result.ok_or("ill-formed kernel: frag_elem without a result")?;
                 let frag = self.frag_of(&args[0], None)?;

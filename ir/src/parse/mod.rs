@@ -831,6 +831,10 @@ impl<'s> Parser<'s> {
             "mbar_arrive" => MatrixOp::MbarArrive,
             "mbar_expect_tx" => MatrixOp::MbarExpectTx,
             "mbar_wait" => MatrixOp::MbarWait,
+            "setmaxnreg_inc" | "setmaxnreg_dec" => MatrixOp::SetMaxNReg {
+                inc: name == "setmaxnreg_inc",
+                count: number(self, &args.remove(0), u16::MAX as u32)? as u16,
+            },
             _ => MatrixOp::Wait(count(self, &args.remove(0))?),
         };
         let ann = result.as_ref().and_then(|(_, t)| *t);

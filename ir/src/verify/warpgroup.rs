@@ -79,6 +79,17 @@ impl Checker<'_> {
                 }
             }
             MatrixOp::WgFence | MatrixOp::WgCommit | MatrixOp::WgWait(_) => {}
+            MatrixOp::SetMaxNReg { count, .. }
+                if !(24..=256).contains(&count) || !count.is_multiple_of(8) =>
+            {
+                self.at_stmt(
+                    s,
+                    format!(
+                        "`{name}({count})`: a register budget is a multiple of 8 from 24 to 256"
+                    ),
+                );
+            }
+            MatrixOp::SetMaxNReg { .. } => {}
             MatrixOp::FragElem(i) => {
                 let Some(MatShape::M64(n)) = self.wg_acc(&args[0], ok[0], name).map(|f| f.shape)
                 else {

@@ -114,6 +114,11 @@ impl Lower<'_> {
             MatrixOp::WgFence => self.ins(format_args!("wgmma.fence.sync.aligned")),
             MatrixOp::WgCommit => self.ins(format_args!("wgmma.commit_group.sync.aligned")),
             MatrixOp::WgWait(n) => self.ins(format_args!("wgmma.wait_group.sync.aligned {n}")),
+            MatrixOp::SetMaxNReg { inc, count } => {
+                self.setmaxnreg = true;
+                let dir = if inc { "inc" } else { "dec" };
+                self.ins(format_args!("setmaxnreg.{dir}.sync.aligned.u32 {count}"));
+            }
             MatrixOp::FragElem(i) => {
                 let r = result.ok_or("ill-formed kernel: frag_elem without a result")?;
                 let regs = self.frag_regs(&args[0])?;

@@ -195,6 +195,12 @@ impl Machine<'_> {
                 self.wgmma(item, site, (*d, *a, *ai, *b, *bi), *n, *sw)?;
             }
             Coop::WgSync(_) => self.coop_check(item, site, name, [0, 0])?,
+            Coop::SetMaxNReg(_, count) => {
+                self.coop_check(item, site, name, [*count as u64, 0])?;
+                self.wg_uniform(item, site, [*count as u64, 0], name, |_, _| {
+                    Ok((Vec::new(), Vec::new()))
+                })?;
+            }
             Coop::Mma { d, a, b, c, shape } => {
                 self.coop_check(item, site, name, [0, 0])?;
                 let f = |i: &u32| &item.frags[*i as usize];

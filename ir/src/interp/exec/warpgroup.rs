@@ -62,6 +62,41 @@ impl Machine<'_> {
         Ok(out)
     }
 
+    /// Checks that `item`'s next warpgroup-wide operation (`wgmma`, `setmaxnreg_*`) is the
+    /// one its warpgroup executed there (site `site` with operands `at`), recording it with
+    /// the factors `read` gives when `item` is the first to get there: the (warpgroup, index)
+    /// of its record.
+    pub(super) fn wg_uniform(
+        &mut self,
+        item: &mut Item,
+        site: u32,
+        at: [u64; 2],
+        name: &str,
+        read: impl FnOnce(&Self, &Item) -> Result<(Vec<f32>, Vec<f32>), String>,
+    ) -> Result<(usize, usize), String> {
+        let wg = (item.linear / WARPGROUP) as usize;
+        let nth = item.wg_count as usize;
+        item.wg_count += 1;
+        if self.wg_snaps[wg].len() == nth {
+            let (a, b) = read(self, item)?;
+            self.wg_snaps[wg].push(WgSnap { site, at, a, b });
+        }
+        let snap = &self.wg_snaps[wg][nth];
+        if snap.site != site || snap.at != at {
+            return Err(format!(
+                "`{name}` is not executed uniformly by warpgroup {wg}: this work-item's {} \
+                 warpgroup operation is #{} with operands {at:?}, its warpgroup's was #{} with \
+                 operands {:?} (all 128 work-items of a warpgroup execute the same `wgmma`s and \
+                 `setmaxnreg`s with equal operands)",
+                nth + 1,
+                site + 1,
+                snap.site + 1,
+                snap.at
+            ));
+        }
+        Ok((wg, nth))
+    }
+
     /// `wgmma`: this work-item's elements of `frags[d]` plus A·B, each summed in increasing k
     /// with one rounding per addition (as `mma`).
     #[allow(clippy::too_many_arguments)]
@@ -75,34 +110,19 @@ impl Machine<'_> {
     ) -> Result<(), String> {
         let ai = self.wg_u32(ai, item, "the offset of A", "wgmma")?;
         let bi = self.wg_u32(bi, item, "the offset of B", "wgmma")?;
-        let wg = (item.linear / WARPGROUP) as usize;
-        let nth = item.wg_count as usize;
-        item.wg_count += 1;
-        if self.wg_snaps[wg].len() == nth {
-            let fa = self.wg_factor(&self.prog.mems[a as usize], item, sw[0], ai, 64)?;
-            let fb = self.wg_factor(&self.prog.mems[b as usize], item, sw[1], bi, n as u64)?;
-            self.wg_snaps[wg].push(WgSnap { site, at: [ai, bi], a: fa, b: fb });
-        }
-        let snap = &self.wg_snaps[wg][nth];
-        if snap.site != site || snap.at != [ai, bi] {
-            return Err(format!(
-                "`wgmma` is not executed uniformly by warpgroup {wg}: this work-item's {} \
-                 `wgmma` is #{} with offsets [{ai}, {bi}], its warpgroup's was #{} with \
-                 offsets {:?} (all 128 work-items of a warpgroup execute the same `wgmma`s \
-                 with equal operands)",
-                nth + 1,
-                site + 1,
-                snap.site + 1,
-                snap.at
-            ));
-        }
+        let snap = self.wg_uniform(item, site, [ai, bi], "wgmma", |m, item| {
+            let fa = m.wg_factor(&m.prog.mems[a as usize], item, sw[0], ai, 64)?;
+            let fb = m.wg_factor(&m.prog.mems[b as usize], item, sw[1], bi, n as u64)?;
+            Ok((fa, fb))
+        })?;
+        let (sa, sb) = (&self.wg_snaps[snap.0][snap.1].a, &self.wg_snaps[snap.0][snap.1].b);
         let t = (item.linear % WARPGROUP) as u32;
         let acc = &mut item.frags[d as usize];
         for (i, x) in acc.iter_mut().enumerate() {
             let (r, c) = acc_coords(t, i as u32);
             let mut s = *x;
             for k in 0..16 {
-                s += snap.a[r as usize * 16 + k] * snap.b[c as usize * 16 + k];
+                s += sa[r as usize * 16 + k] * sb[c as usize * 16 + k];
             }
             *x = s;
         }
