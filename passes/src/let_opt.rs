@@ -14,6 +14,7 @@
 //! single-use lets becomes lets of bounded depth, not one expression ten thousand levels deep.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::depth::MAX_EXPR_DEPTH;
@@ -38,18 +39,29 @@ struct LetOpt {
 /// [`crate::util::count_uses`] counts them), all of them and those inside loop bodies.
 #[derive(Default)]
 struct Uses {
-    all: HashMap<String, usize>,
-    in_loops: HashMap<String, usize>,
+    all: HashMap<Arc<str>, usize>,
+    in_loops: HashMap<Arc<str>, usize>,
+}
+
+/// Adds `c` to `name`'s count in `m`; the key is the variable's own shared name, so a new
+/// entry allocates nothing.
+fn bump(m: &mut HashMap<Arc<str>, usize>, name: &Arc<str>, c: usize) {
+    match m.get_mut(&**name) {
+        Some(x) => *x += c,
+        None => {
+            m.insert(name.clone(), c);
+        }
+    }
 }
 
 impl Uses {
     fn of(s: &Stmt) -> Uses {
         struct Count<'a>(&'a mut Uses, usize);
         impl Count<'_> {
-            fn add(&mut self, name: &str) {
-                *self.0.all.entry_ref(name).or_default() += 1;
+            fn add(&mut self, name: &Arc<str>) {
+                bump(&mut self.0.all, name, 1);
                 if self.1 > 0 {
-                    *self.0.in_loops.entry_ref(name).or_default() += 1;
+                    bump(&mut self.0.in_loops, name, 1);
                 }
             }
         }
@@ -58,7 +70,7 @@ impl Uses {
                 match e.node() {
                     ExprNode::Var(v)
                     | ExprNode::Load { buf: v, .. }
-                    | ExprNode::VecLoad { buf: v, .. } => self.add(v.name()),
+                    | ExprNode::VecLoad { buf: v, .. } => self.add(v.name_arc()),
                     _ => {}
                 }
                 walk_expr(self, e)
@@ -67,7 +79,7 @@ impl Uses {
                 match s.node() {
                     StmtNode::Store { buf: v, .. }
                     | StmtNode::VecStore { buf: v, .. }
-                    | StmtNode::Assign { var: v, .. } => self.add(v.name()),
+                    | StmtNode::Assign { var: v, .. } => self.add(v.name_arc()),
                     StmtNode::For { lo, hi, step, body, .. } => {
                         // The bounds are evaluated once, before the loop.
                         [lo, hi, step].into_iter().for_each(|e| self.visit_expr(e));
@@ -95,21 +107,21 @@ impl Uses {
 
     fn add(&mut self, other: &Uses) {
         for (n, c) in &other.all {
-            *self.all.entry_ref(n.as_str()).or_default() += c;
+            bump(&mut self.all, n, *c);
         }
         for (n, c) in &other.in_loops {
-            *self.in_loops.entry_ref(n.as_str()).or_default() += c;
+            bump(&mut self.in_loops, n, *c);
         }
     }
 
     fn sub(&mut self, other: &Uses) {
         for (n, c) in &other.all {
-            if let Some(x) = self.all.get_mut(n.as_str()) {
+            if let Some(x) = self.all.get_mut(&**n) {
                 *x = x.saturating_sub(*c);
             }
         }
         for (n, c) in &other.in_loops {
-            if let Some(x) = self.in_loops.get_mut(n.as_str()) {
+            if let Some(x) = self.in_loops.get_mut(&**n) {
                 *x = x.saturating_sub(*c);
             }
         }
@@ -125,7 +137,7 @@ impl Uses {
 }
 
 /// The references inside an expression, by name.
-fn expr_names(e: &Expr) -> HashMap<String, usize> {
+fn expr_names(e: &Expr) -> HashMap<Arc<str>, usize> {
     let mut u = Uses::of(&Stmt::let_(&kiln_ir::Var::new("_", e.ty()), e.clone()));
     std::mem::take(&mut u.all)
 }
@@ -135,7 +147,7 @@ fn exprs_uses<'a>(es: impl IntoIterator<Item = &'a Expr>) -> Uses {
     let mut u = Uses::default();
     for e in es {
         for (n, c) in expr_names(e) {
-            *u.all.entry(n).or_default() += c;
+            bump(&mut u.all, &n, c);
         }
     }
     u
@@ -247,6 +259,12 @@ impl LetOpt {
 }
 
 impl Mutator for LetOpt {
+    // Statements only: expressions hold no statements, and walking every one of them to
+    // rebuild nothing was much of this pass's time.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let StmtNode::Block(stmts) = s.node() else { return s };

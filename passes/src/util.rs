@@ -98,7 +98,10 @@ pub fn mutable_names(s: &Stmt) -> HashSet<String> {
         fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
-                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } => {
+                // Accumulators are assigned many times: no `String` for a name already in.
+                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. }
+                    if !self.0.contains(var.name()) =>
+                {
                     self.0.insert(var.name().to_string());
                 }
                 _ => {}
@@ -197,14 +200,20 @@ impl Mutator for Folder {
 /// Every variable name bound or referred to in `k` (parameters included).
 pub fn all_names(k: &Kernel) -> HashSet<String> {
     struct Names(HashSet<String>);
+    impl Names {
+        /// Most references repeat a name already seen: look it up before making a `String`.
+        fn add(&mut self, name: &str) {
+            if !self.0.contains(name) {
+                self.0.insert(name.to_string());
+            }
+        }
+    }
     impl Visitor for Names {
         fn visit_expr(&mut self, e: &Expr) {
             match e.node() {
                 ExprNode::Var(v)
                 | ExprNode::Load { buf: v, .. }
-                | ExprNode::VecLoad { buf: v, .. } => {
-                    self.0.insert(v.name().to_string());
-                }
+                | ExprNode::VecLoad { buf: v, .. } => self.add(v.name()),
                 _ => {}
             }
             walk_expr(self, e)
@@ -218,9 +227,7 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
                 | StmtNode::Assign { var, .. }
                 | StmtNode::Store { buf: var, .. }
                 | StmtNode::VecStore { buf: var, .. }
-                | StmtNode::Call { result: Some(var), .. } => {
-                    self.0.insert(var.name().to_string());
-                }
+                | StmtNode::Call { result: Some(var), .. } => self.add(var.name()),
                 _ => {}
             }
             walk_stmt(self, s)

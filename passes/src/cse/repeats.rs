@@ -30,7 +30,9 @@
 //! Names are unique per scope (no shadowing), so a variable in scope at the binding means
 //! the same thing at every later occurrence in the block.
 
-use hashbrown::HashSet;
+use std::rc::Rc;
+
+use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
     walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, ExprSet, Kernel, Mutator, Scalar,
     Stmt, StmtNode, Type, Var,
@@ -164,6 +166,64 @@ struct Repeats {
     /// unused one never lies below the last one handed out (searching from 0 each time was
     /// quadratic in the number of bindings).
     next: usize,
+    /// [`Counter::of`]'s results by statement (see there).
+    counter: Counter,
+}
+
+/// The stable occurrences of every statement (as [`count_stmt`] counts them), by statement
+/// address, with the statement kept alive so that the address is not reused: each nesting
+/// level counts the statements of its block, and without this a statement nested `d` deep
+/// was walked `2d` times (counted in, then out, at every level above it).
+#[derive(Default)]
+struct Counter(HashMap<usize, (Stmt, Rc<ExprMap<usize>>)>);
+
+impl Counter {
+    /// The occurrences in `s`, composed from the (cached) occurrences of its nested
+    /// statements.
+    fn of(&mut self, s: &Stmt, mutable: &HashSet<String>) -> Rc<ExprMap<usize>> {
+        if let Some((_, m)) = self.0.get(&s.addr()) {
+            return m.clone();
+        }
+        struct Own<'a> {
+            counter: &'a mut Counter,
+            mutable: &'a HashSet<String>,
+            map: ExprMap<usize>,
+            top: bool,
+        }
+        impl kiln_ir::Visitor for Own<'_> {
+            fn visit_expr(&mut self, e: &Expr) {
+                count_expr(e, &mut self.map, true, self.mutable);
+            }
+            fn visit_stmt(&mut self, s: &Stmt) {
+                if std::mem::replace(&mut self.top, false) {
+                    kiln_ir::walk_stmt(self, s);
+                } else {
+                    let m = self.counter.of(s, self.mutable);
+                    merge(&mut self.map, &m, true);
+                }
+            }
+        }
+        let mut own = Own { counter: self, mutable, map: ExprMap::new(), top: true };
+        kiln_ir::Visitor::visit_stmt(&mut own, s);
+        let m = Rc::new(own.map);
+        self.0.insert(s.addr(), (s.clone(), m.clone()));
+        m
+    }
+}
+
+/// Adds (`add`) or removes the counts of `m` to or from `counts`, as counting each
+/// occurrence one by one would ([`count_node`]).
+fn merge(counts: &mut ExprMap<usize>, m: &ExprMap<usize>, add: bool) {
+    for (e, &c) in m {
+        match counts.get_mut(e) {
+            Some(x) if add => *x += c,
+            Some(x) => *x = x.saturating_sub(c),
+            None if add => {
+                counts.insert(e.clone(), c);
+            }
+            None => {}
+        }
+    }
 }
 
 impl Repeats {
@@ -228,10 +288,11 @@ impl Repeats {
     /// is stable (bound across statements) or not (bound within the statement only): the
     /// largest one.
     ///
-    /// `later` caches [`occurrences`] of `stmts[start..]`; the caller keeps it up to date
+    /// `later` caches the stable occurrences in `stmts[start..]`; the caller keeps it up to date
     /// (recomputing it for every statement made this pass quadratic on long blocks).
     fn candidate(
         &self,
+        counter: &mut Counter,
         stmts: &[Stmt],
         start: usize,
         k: usize,
@@ -259,8 +320,13 @@ impl Repeats {
             let own = counts.get(e).copied().unwrap_or(0);
             let stable = is_stable(e, &self.mutable);
             let across = stable && {
-                let later =
-                    later.get_or_insert_with(|| occurrences(&stmts[start..], &self.mutable));
+                let later = later.get_or_insert_with(|| {
+                    let mut m = ExprMap::new();
+                    for t in &stmts[start..] {
+                        merge(&mut m, &counter.of(t, &self.mutable), true);
+                    }
+                    m
+                });
                 // Occurrences from here to the end of the block beyond the own expressions.
                 later.get(e).copied().unwrap_or(0) > own
             };
@@ -270,15 +336,6 @@ impl Repeats {
         }
         best.map(|(e, stable, _)| (e, stable))
     }
-}
-
-/// How often each bindable expression occurs anywhere in `stmts` (nested statements too).
-fn occurrences(stmts: &[Stmt], mutable: &HashSet<String>) -> ExprMap<usize> {
-    let mut m = ExprMap::new();
-    for s in stmts {
-        count_stmt(s, &mut m, true, mutable);
-    }
-    m
 }
 
 /// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`,
@@ -330,6 +387,12 @@ fn count_node(e: &Expr, counts: &mut ExprMap<usize>, add: bool) {
 }
 
 impl Mutator for Repeats {
+    // Statements only: expressions hold no statements, and walking every one of them to
+    // rebuild nothing was much of this pass's time.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let StmtNode::Block(stmts) = s.node() else { return walk_mutate_stmt(self, s) };
         let mut out: Vec<Stmt> = stmts.clone();
@@ -342,7 +405,12 @@ impl Mutator for Repeats {
             // also in the lets just made (they run right before the statement).
             let start = k;
             let mut skip = ExprSet::default();
-            while let Some((e, stable)) = self.candidate(&out, start, k, &skip, &mut later) {
+            while let Some((e, stable)) = {
+                let mut counter = std::mem::take(&mut self.counter);
+                let c = self.candidate(&mut counter, &out, start, k, &skip, &mut later);
+                self.counter = counter;
+                c
+            } {
                 if stable || !may_fail(&e) {
                     self.bind(&mut out, start, start, k, &e, stable, &mut later);
                     k += 1;
@@ -389,7 +457,7 @@ impl Mutator for Repeats {
                 // inside it, and counting it twice more (rebuilt, then gone) was most of
                 // this pass's time on deep kernels.
                 for t in out[start..k].iter().chain([&counted]) {
-                    count_stmt(t, l, false, &self.mutable);
+                    merge(l, &self.counter.of(t, &self.mutable), false);
                 }
             }
             k += 1;
@@ -404,5 +472,11 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    Repeats { mutable: mutable_names(k.body()), names: all_names(k), next: 0 }.mutate_kernel(k)
+    Repeats {
+        mutable: mutable_names(k.body()),
+        names: all_names(k),
+        next: 0,
+        counter: Counter::default(),
+    }
+    .mutate_kernel(k)
 }
