@@ -198,10 +198,15 @@ impl Mutator for Folder {
 }
 
 /// Every variable name bound or referred to in `k` (parameters included).
+///
+/// Only statements are walked: in a kernel that verifies, every name an expression refers
+/// to is a parameter or bound by a statement, so the expressions (most of a big kernel)
+/// add nothing. (The names a fresh-name search must avoid are those bound anywhere.)
 pub fn all_names(k: &Kernel) -> HashSet<String> {
     struct Names(HashSet<String>);
     impl Names {
-        /// Most references repeat a name already seen: look it up before making a `String`.
+        /// Most assignments and stores repeat a name already in: look it up before making a
+        /// `String`.
         fn add(&mut self, name: &str) {
             if !self.0.contains(name) {
                 self.0.insert(name.to_string());
@@ -209,15 +214,7 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
         }
     }
     impl Visitor for Names {
-        fn visit_expr(&mut self, e: &Expr) {
-            match e.node() {
-                ExprNode::Var(v)
-                | ExprNode::Load { buf: v, .. }
-                | ExprNode::VecLoad { buf: v, .. } => self.add(v.name()),
-                _ => {}
-            }
-            walk_expr(self, e)
-        }
+        fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
                 StmtNode::Let { var, .. }
