@@ -114,17 +114,47 @@ impl Uses {
         }
     }
 
-    fn sub(&mut self, other: &Uses) {
-        for (n, c) in &other.all {
-            if let Some(x) = self.all.get_mut(&**n) {
-                *x = x.saturating_sub(*c);
+    /// [`Uses::add`] of `other`'s counts of `names` only.
+    fn add_of(&mut self, other: &Uses, names: &HashSet<Arc<str>>) {
+        self.merge_of(other, names, true);
+    }
+
+    /// Subtracts `other`'s counts of `names` (saturating at 0).
+    fn sub_of(&mut self, other: &Uses, names: &HashSet<Arc<str>>) {
+        self.merge_of(other, names, false);
+    }
+
+    /// Adds or subtracts `other`'s counts of `names`, walking the smaller of the two.
+    fn merge_of(&mut self, other: &Uses, names: &HashSet<Arc<str>>, add: bool) {
+        fn one(
+            to: &mut HashMap<Arc<str>, usize>,
+            from: &HashMap<Arc<str>, usize>,
+            names: &HashSet<Arc<str>>,
+            add: bool,
+        ) {
+            let mut apply = |n: &Arc<str>, c: usize| {
+                if add {
+                    bump(to, n, c);
+                } else if let Some(x) = to.get_mut(&**n) {
+                    *x = x.saturating_sub(c);
+                }
+            };
+            if names.len() < from.len() {
+                for n in names {
+                    if let Some(&c) = from.get(&**n) {
+                        apply(n, c);
+                    }
+                }
+            } else {
+                for (n, &c) in from {
+                    if names.contains(&**n) {
+                        apply(n, c);
+                    }
+                }
             }
         }
-        for (n, c) in &other.in_loops {
-            if let Some(x) = self.in_loops.get_mut(&**n) {
-                *x = x.saturating_sub(*c);
-            }
-        }
+        one(&mut self.all, &other.all, names, add);
+        one(&mut self.in_loops, &other.in_loops, names, add);
     }
 
     fn count(&self, name: &str) -> usize {
@@ -151,6 +181,17 @@ fn exprs_uses<'a>(es: impl IntoIterator<Item = &'a Expr>) -> Uses {
         }
     }
     u
+}
+
+/// The names the `let`s of a block bind.
+fn let_names(stmts: &[Stmt]) -> HashSet<Arc<str>> {
+    let mut names = HashSet::new();
+    for s in stmts {
+        if let StmtNode::Let { var, .. } = s.node() {
+            names.insert(var.name_arc().clone());
+        }
+    }
+    names
 }
 
 impl LetOpt {
@@ -195,6 +236,9 @@ impl LetOpt {
 
     /// Backward sweep: drops lets with no later use whose value cannot fail.
     fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
+        // Only the counts of this block's lets are ever read (the uses of other names, most
+        // of a big block's, need no counting).
+        let lets = let_names(stmts);
         let mut rest = Uses::default();
         let mut kept = Vec::with_capacity(stmts.len());
         let mut changed = false;
@@ -206,7 +250,7 @@ impl LetOpt {
                 }
             }
             let u = self.uses_of(s);
-            rest.add(&u);
+            rest.add_of(&u, &lets);
             kept.push(s.clone());
         }
         kept.reverse();
@@ -216,9 +260,12 @@ impl LetOpt {
     /// Forward sweep: inlines single-use (outside loops) and trivial stable lets.
     fn inline(&mut self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
         let mut uses: Vec<Rc<Uses>> = stmts.iter().map(|s| self.uses_of(s)).collect();
-        // Uses in the statements after the current one, as they will be after substitution.
+        // Uses in the statements after the current one, as they will be after substitution:
+        // those of this block's lets, the only ones read (a value refers only to names bound
+        // before it, so what an inlined value moves never reaches a later let either).
+        let lets = let_names(&stmts);
         let mut rest = Uses::default();
-        uses.iter().for_each(|u| rest.add(u));
+        uses.iter().for_each(|u| rest.add_of(u, &lets));
         let mut sub = Subst(HashMap::new());
         let mut out = Vec::with_capacity(stmts.len());
         let mut changed = false;
@@ -227,7 +274,7 @@ impl LetOpt {
             if !s2.ptr_eq(&s) {
                 *u = self.uses_of(&s2);
             }
-            rest.sub(u);
+            rest.sub_of(u, &lets);
             if let StmtNode::Let { var, value } = s2.node() {
                 let n = rest.count(var.name());
                 let trivial = value.as_var().is_some() || value.as_imm().is_some();
@@ -243,7 +290,7 @@ impl LetOpt {
                         moved.in_loops.insert(name.clone(), c * loops);
                         moved.all.insert(name, c * n);
                     }
-                    rest.add(&moved);
+                    rest.add_of(&moved, &lets);
                     rest.all.remove(var.name());
                     rest.in_loops.remove(var.name());
                     sub.0.insert(var.name().to_string(), value.clone());
