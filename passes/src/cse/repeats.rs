@@ -64,17 +64,44 @@ fn bindable(e: &Expr) -> bool {
     !e.children().is_empty() && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
 }
 
-fn count_into<'a>(e: &'a Expr, counts: &mut ExprMap<usize>, order: &mut Vec<&'a Expr>) {
-    if bindable(e) {
+/// Counts the bindable subexpressions of `e` into `counts`, listing each new one in `order`
+/// with its size (nodes) and whether it is stable ([`is_stable`]), both found on the same
+/// walk (computing them again for every candidate was quadratic in an expression's depth).
+/// Returns `e`'s size and stability.
+fn count_into<'a>(
+    e: &'a Expr,
+    counts: &mut ExprMap<usize>,
+    order: &mut Vec<(&'a Expr, usize, bool)>,
+    mutable: &HashSet<String>,
+) -> (usize, bool) {
+    let mut stable = match e.node() {
+        ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+        _ => !crate::origin::is_fault_division(e),
+    };
+    // Listed before its operands, as the candidates are searched (largest first wins ties
+    // by coming first).
+    let slot = if bindable(e) {
         let n = counts.entry(e.clone()).or_insert(0);
-        if *n == 0 {
-            order.push(e);
-        }
         *n += 1;
-    }
+        (*n == 1).then(|| {
+            order.push((e, 0, false));
+            order.len() - 1
+        })
+    } else {
+        None
+    };
+    let mut size = 1;
     for c in e.children() {
-        count_into(c, counts, order);
+        let (cs, cst) = count_into(c, counts, order, mutable);
+        size += cs;
+        stable &= cst;
     }
+    if let Some(i) = slot {
+        order[i].1 = size;
+        order[i].2 = stable;
+    }
+    (size, stable)
 }
 
 /// True if `e` occurs in `x` (or is `x`).
@@ -303,7 +330,7 @@ impl Repeats {
         let mut order = Vec::new();
         for t in &stmts[start..=k] {
             for e in own_exprs(t) {
-                count_into(e, &mut counts, &mut order);
+                count_into(e, &mut counts, &mut order, &self.mutable);
             }
         }
         // A `let` of the whole value already binds it (the let-based CSE reuses it).
@@ -312,13 +339,11 @@ impl Repeats {
             _ => None,
         };
         let mut best: Option<(Expr, bool, usize)> = None;
-        for e in order {
-            let size = crate::simplify::node_count(e);
+        for (e, size, stable) in order {
             if best.as_ref().is_some_and(|b| b.2 >= size) || bound == Some(e) || skip.contains(e) {
                 continue;
             }
             let own = counts.get(e).copied().unwrap_or(0);
-            let stable = is_stable(e, &self.mutable);
             let across = stable && {
                 let later = later.get_or_insert_with(|| {
                     let mut m = ExprMap::new();
