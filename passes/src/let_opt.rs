@@ -270,7 +270,10 @@ impl LetOpt {
         let mut out = Vec::with_capacity(stmts.len());
         let mut changed = false;
         for (s, u) in stmts.into_iter().zip(uses.iter_mut()) {
-            let s2 = if sub.0.is_empty() { s.clone() } else { sub.mutate_stmt(&s) };
+            // Only a statement that refers to a substituted name changes (a walk of every
+            // later statement's expressions was much of this pass's time).
+            let refers = || u.all.keys().any(|n| sub.0.contains_key(&**n));
+            let s2 = if sub.0.is_empty() || !refers() { s.clone() } else { sub.mutate_stmt(&s) };
             if !s2.ptr_eq(&s) {
                 *u = self.uses_of(&s2);
             }
