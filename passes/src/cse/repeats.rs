@@ -202,13 +202,17 @@ struct Repeats {
 /// level counts the statements of its block, and without this a statement nested `d` deep
 /// was walked `2d` times (counted in, then out, at every level above it).
 #[derive(Default)]
-struct Counter(HashMap<usize, (Stmt, Rc<ExprMap<usize>>)>);
+struct Counter {
+    by_stmt: HashMap<usize, (Stmt, Rc<ExprMap<usize>>)>,
+    /// The occurrence counts [`Repeats::candidate`] fills, kept for its next call.
+    scratch: ExprMap<usize>,
+}
 
 impl Counter {
     /// The occurrences in `s`, composed from the (cached) occurrences of its nested
     /// statements.
     fn of(&mut self, s: &Stmt, mutable: &HashSet<String>) -> Rc<ExprMap<usize>> {
-        if let Some((_, m)) = self.0.get(&s.addr()) {
+        if let Some((_, m)) = self.by_stmt.get(&s.addr()) {
             return m.clone();
         }
         struct Own<'a> {
@@ -233,7 +237,7 @@ impl Counter {
         let mut own = Own { counter: self, mutable, map: ExprMap::new(), top: true };
         kiln_ir::Visitor::visit_stmt(&mut own, s);
         let m = Rc::new(own.map);
-        self.0.insert(s.addr(), (s.clone(), m.clone()));
+        self.by_stmt.insert(s.addr(), (s.clone(), m.clone()));
         m
     }
 }
@@ -326,7 +330,9 @@ impl Repeats {
         skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
     ) -> Option<(Expr, bool)> {
-        let mut counts = ExprMap::new();
+        // One map for every search, cleared (a new one per statement was mostly allocation).
+        let mut counts = std::mem::take(&mut counter.scratch);
+        counts.clear();
         let mut order = Vec::new();
         for t in &stmts[start..=k] {
             for e in own_exprs(t) {
@@ -359,6 +365,7 @@ impl Repeats {
                 best = Some((e.clone(), stable, size));
             }
         }
+        counter.scratch = counts;
         best.map(|(e, stable, _)| (e, stable))
     }
 }
