@@ -29,6 +29,10 @@ const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
 
 struct LetOpt {
     mutable: HashSet<String>,
+    /// The names `let`s bind anywhere in the kernel: only their uses are ever asked for, so
+    /// only they are counted (accumulators and buffers, most of a GEMM's references, not).
+    /// The pass removes lets and never makes one, so this stays a superset.
+    lets: HashSet<Arc<str>>,
     /// [`LetOpt::uses_of`] by statement (its address, with the statement kept alive so the
     /// address is not reused): each block's sweeps ask for the uses of every statement in
     /// it, and without this each nesting level walked its whole subtree again.
@@ -36,7 +40,8 @@ struct LetOpt {
 }
 
 /// References by name (as a value, a load/store buffer or an assignment target, as
-/// [`crate::util::count_uses`] counts them), all of them and those inside loop bodies.
+/// [`crate::util::count_uses`] counts them), all of them and those inside loop bodies, of
+/// the names in [`LetOpt::lets`].
 #[derive(Default)]
 struct Uses {
     all: HashMap<Arc<str>, usize>,
@@ -55,10 +60,13 @@ fn bump(m: &mut HashMap<Arc<str>, usize>, name: &Arc<str>, c: usize) {
 }
 
 impl Uses {
-    fn of(s: &Stmt) -> Uses {
-        struct Count<'a>(&'a mut Uses, usize);
+    fn of(s: &Stmt, lets: &HashSet<Arc<str>>) -> Uses {
+        struct Count<'a>(&'a mut Uses, usize, &'a HashSet<Arc<str>>);
         impl Count<'_> {
             fn add(&mut self, name: &Arc<str>) {
+                if !self.2.contains(&**name) {
+                    return;
+                }
                 bump(&mut self.0.all, name, 1);
                 if self.1 > 0 {
                     bump(&mut self.0.in_loops, name, 1);
@@ -101,7 +109,7 @@ impl Uses {
             }
         }
         let mut u = Uses::default();
-        Count(&mut u, 0).visit_stmt(s);
+        Count(&mut u, 0, lets).visit_stmt(s);
         u
     }
 
@@ -167,16 +175,16 @@ impl Uses {
 }
 
 /// The references inside an expression, by name.
-fn expr_names(e: &Expr) -> HashMap<Arc<str>, usize> {
-    let mut u = Uses::of(&Stmt::let_(&kiln_ir::Var::new("_", e.ty()), e.clone()));
+fn expr_names(e: &Expr, lets: &HashSet<Arc<str>>) -> HashMap<Arc<str>, usize> {
+    let mut u = Uses::of(&Stmt::let_(&kiln_ir::Var::new("_", e.ty()), e.clone()), lets);
     std::mem::take(&mut u.all)
 }
 
 /// The references in expressions `es` (none inside a loop).
-fn exprs_uses<'a>(es: impl IntoIterator<Item = &'a Expr>) -> Uses {
+fn exprs_uses<'a>(es: impl IntoIterator<Item = &'a Expr>, lets: &HashSet<Arc<str>>) -> Uses {
     let mut u = Uses::default();
     for e in es {
-        for (n, c) in expr_names(e) {
+        for (n, c) in expr_names(e, lets) {
             bump(&mut u.all, &n, c);
         }
     }
@@ -210,7 +218,7 @@ impl LetOpt {
                 u
             }
             StmtNode::If { cond, then, otherwise } => {
-                let mut u = exprs_uses([cond]);
+                let mut u = exprs_uses([cond], &self.lets);
                 let t = self.uses_of(then);
                 u.add(&t);
                 if let Some(o) = otherwise {
@@ -221,13 +229,13 @@ impl LetOpt {
             }
             StmtNode::For { lo, hi, step, body, .. } => {
                 // The bounds are evaluated once, before the loop; the body in it.
-                let mut u = exprs_uses([lo, hi, step]);
+                let mut u = exprs_uses([lo, hi, step], &self.lets);
                 let b = self.uses_of(body);
                 u.add(&Uses { all: b.all.clone(), in_loops: b.all.clone() });
                 u
             }
             // Statements without nested blocks (and any other kind): walked.
-            _ => Uses::of(s),
+            _ => Uses::of(s, &self.lets),
         };
         let u = Rc::new(u);
         self.cache.insert(s.addr(), (s.clone(), u.clone()));
@@ -289,7 +297,7 @@ impl LetOpt {
                     // The value's references move to the uses of `var`.
                     let mut moved = Uses::default();
                     let loops = rest.count_in_loops(var.name());
-                    for (name, c) in expr_names(value) {
+                    for (name, c) in expr_names(value, &self.lets) {
                         moved.in_loops.insert(name.clone(), c * loops);
                         moved.all.insert(name, c * n);
                     }
@@ -334,5 +342,18 @@ impl Mutator for LetOpt {
 /// Runs let optimization.
 pub fn let_opt(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    LetOpt { mutable: mutable_names(k.body()), cache: HashMap::new() }.mutate_kernel(k)
+    struct Lets(HashSet<Arc<str>>);
+    impl Visitor for Lets {
+        fn visit_expr(&mut self, _: &Expr) {}
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtNode::Let { var, .. } = s.node() {
+                self.0.insert(var.name_arc().clone());
+            }
+            walk_stmt(self, s)
+        }
+    }
+    let mut lets = Lets(HashSet::new());
+    lets.visit_stmt(k.body());
+    LetOpt { mutable: mutable_names(k.body()), lets: lets.0, cache: HashMap::new() }
+        .mutate_kernel(k)
 }
