@@ -471,11 +471,11 @@ impl StmtSimplifier {
         StmtSimplifier { limits, cx: None }
     }
 
-    /// Runs `f` in this simplifier's context, whose budget is set from `size` input nodes
+    /// Runs `f` in this simplifier's context, whose budget is set from `size()` input nodes
     /// the first time.
-    fn with_cx<R>(&mut self, size: usize, f: impl FnOnce(&mut Ctx) -> R) -> R {
+    fn with_cx<R>(&mut self, size: impl FnOnce() -> usize, f: impl FnOnce(&mut Ctx) -> R) -> R {
         let state = self.cx.take().unwrap_or_else(|| CtxState {
-            work_left: self.limits.budget(size),
+            work_left: self.limits.budget(size()),
             memo: ExprMap::default(),
             shapes: HashMap::default(),
         });
@@ -502,14 +502,16 @@ impl Mutator for StmtSimplifier {
         // kernel: a kernel's result never depends on what was simplified before.
         self.cx = None;
         let size = kernel_size(k);
-        self.with_cx(size, |_| ());
+        self.with_cx(|| size, |_| ());
         kiln_ir::walk_mutate_kernel(self, k)
     }
 
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         // The memo keeps an unchanged expression as `None`, so that every equal one comes
         // back as its own handle (passes leave unchanged kernels pointer-equal).
-        self.with_cx(node_count(e), |cx| simplify_in(e, cx))
+        // The size is counted only when no kernel set the budget up (counting every
+        // expression for nothing was a seventh of this pass).
+        self.with_cx(|| node_count(e), |cx| simplify_in(e, cx))
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
