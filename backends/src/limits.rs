@@ -7,7 +7,7 @@
 //! array's element count is a `u32`), and that must be refused, never wrapped.
 
 use kiln_ir::visit::{walk_stmt, Visitor};
-use kiln_ir::{AddrSpace, Kernel, Stmt, StmtNode};
+use kiln_ir::{AddrSpace, Expr, Kernel, Stmt, StmtNode};
 
 /// The resources a kernel asks for, from its signature and its array declarations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,6 +45,9 @@ struct Arrays {
 }
 
 impl Visitor for Arrays {
+    // Arrays are statements: the expressions need no walk.
+    fn visit_expr(&mut self, _: &Expr) {}
+
     fn visit_stmt(&mut self, s: &Stmt) {
         if let StmtNode::Alloc { var, count } = s.node() {
             // `bool` elements are stored as bytes by every backend.

@@ -39,6 +39,12 @@ impl Var {
         &self.name
     }
 
+    /// The variable's name as the shared string it holds: a map keyed by names can take a
+    /// copy of it without allocating.
+    pub fn name_arc(&self) -> &Arc<str> {
+        &self.name
+    }
+
     /// Prints the variable as a declaration (`name: type`, as a parameter is written) to
     /// stderr. Meant for debuggers: `call kiln_ir::expr::Var::dump(&v)` in gdb.
     #[inline(never)]

@@ -4,7 +4,7 @@
 //! names stay scoped as before.
 
 use hashbrown::HashSet;
-use kiln_ir::{walk_mutate_stmt, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::{walk_mutate_stmt, Expr, Kernel, Mutator, Stmt, StmtNode};
 
 use crate::util::{bound_names, free_names, is_stable, mutable_names};
 
@@ -13,6 +13,12 @@ struct Licm {
 }
 
 impl Mutator for Licm {
+    // Statements only: expressions hold no statements, and walking every one of them to
+    // rebuild nothing was much of this pass's time.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let StmtNode::For { var, lo, hi, step, body } = s.node() else { return s };

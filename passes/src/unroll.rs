@@ -34,6 +34,9 @@ struct Size {
 }
 
 impl Visitor for Size {
+    // Statements are counted: expressions need no walk.
+    fn visit_expr(&mut self, _: &Expr) {}
+
     fn visit_stmt(&mut self, s: &Stmt) {
         self.stmts += 1;
         if let StmtNode::Call { func, .. } = s.node() {
@@ -52,6 +55,11 @@ fn constant(e: &Expr) -> Option<i128> {
 struct Unroll;
 
 impl Mutator for Unroll {
+    // Statements only: expressions hold no loops, so they are not walked.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let StmtNode::For { var, lo, hi, step, body } = s.node() else { return s };

@@ -98,7 +98,10 @@ pub fn mutable_names(s: &Stmt) -> HashSet<String> {
         fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
-                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } => {
+                // Accumulators are assigned many times: no `String` for a name already in.
+                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. }
+                    if !self.0.contains(var.name()) =>
+                {
                     self.0.insert(var.name().to_string());
                 }
                 _ => {}
@@ -195,20 +198,23 @@ impl Mutator for Folder {
 }
 
 /// Every variable name bound or referred to in `k` (parameters included).
+///
+/// Only statements are walked: in a kernel that verifies, every name an expression refers
+/// to is a parameter or bound by a statement, so the expressions (most of a big kernel)
+/// add nothing. (The names a fresh-name search must avoid are those bound anywhere.)
 pub fn all_names(k: &Kernel) -> HashSet<String> {
     struct Names(HashSet<String>);
-    impl Visitor for Names {
-        fn visit_expr(&mut self, e: &Expr) {
-            match e.node() {
-                ExprNode::Var(v)
-                | ExprNode::Load { buf: v, .. }
-                | ExprNode::VecLoad { buf: v, .. } => {
-                    self.0.insert(v.name().to_string());
-                }
-                _ => {}
+    impl Names {
+        /// Most assignments and stores repeat a name already in: look it up before making a
+        /// `String`.
+        fn add(&mut self, name: &str) {
+            if !self.0.contains(name) {
+                self.0.insert(name.to_string());
             }
-            walk_expr(self, e)
         }
+    }
+    impl Visitor for Names {
+        fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
                 StmtNode::Let { var, .. }
@@ -218,9 +224,7 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
                 | StmtNode::Assign { var, .. }
                 | StmtNode::Store { buf: var, .. }
                 | StmtNode::VecStore { buf: var, .. }
-                | StmtNode::Call { result: Some(var), .. } => {
-                    self.0.insert(var.name().to_string());
-                }
+                | StmtNode::Call { result: Some(var), .. } => self.add(var.name()),
                 _ => {}
             }
             walk_stmt(self, s)

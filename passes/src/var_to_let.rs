@@ -8,7 +8,7 @@
 //! `let` in the rest of the same block means. The name and its scope stay the same.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::{walk_mutate_stmt, walk_stmt, Kernel, Mutator, Stmt, StmtNode, Visitor};
+use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Visitor};
 
 use crate::simplify::may_fail;
 #[cfg(doc)]
@@ -103,6 +103,12 @@ struct Uses {
 }
 
 impl Mutator for VarToLet {
+    // Statements only: expressions hold no statements, and walking every one of them to
+    // rebuild nothing was much of this pass's time.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let StmtNode::Block(stmts) = s.node() else { return s };

@@ -210,3 +210,44 @@ fn each_distinct_expression_is_simplified_once_within_a_kernel() {
     let text = StmtSimplifier::new(tight).mutate_kernel(&k).to_string();
     assert_eq!(text.matches("a[x * 8]").count(), 30, "{text}");
 }
+
+#[test]
+fn expressions_of_one_shape_share_an_e_graph_result_only_where_their_leaves_agree() {
+    // One operator shape, `min(#0, #1)`, over leaves that the rules tell apart: variables
+    // (nothing to do), a work-item id with its size (`range-min`), and one leaf twice. The
+    // e-graph's result for a shape is reused within a kernel; these must each get their own.
+    let src = "kernel k(o: ptr<global, u32>, x: u32, y: u32, z: u32) { \
+        o[0u32] = min(x, y); o[1u32] = min(local_id(0), local_size(0)); \
+        o[2u32] = min(y, z); o[3u32] = min(local_id(1), local_size(1)); \
+        o[4u32] = min(z, z); o[5u32] = min(local_size(0), local_id(0)); }";
+    let k = kiln_ir::parse_module(src).expect("parses").kernels[0].clone();
+    let text = kiln_passes::simplify::simplify_kernel(&k).to_string();
+    let stored = |i: usize| {
+        let head = format!("o[{i}u32] = ");
+        let line = text.lines().map(str::trim).find(|l| l.starts_with(&head));
+        line.map(|l| l[head.len()..].trim_end_matches(';').to_string()).unwrap_or_default()
+    };
+    assert_eq!(stored(0), "min(x, y)", "{text}");
+    assert_eq!(stored(1), "local_id(0)", "{text}");
+    assert_eq!(stored(2), "min(y, z)", "{text}");
+    assert_eq!(stored(3), "local_id(1)", "{text}");
+    assert_eq!(stored(4), "z", "{text}");
+    // Each expression alone (no reuse across expressions) gives the same.
+    for (i, want) in [(0, "min(x, y)"), (1, "local_id(0)"), (4, "z")] {
+        let e = match k.body().stmts()[i].node() {
+            kiln_ir::StmtNode::Store { value, .. } => value.clone(),
+            s => panic!("a store, not {s:?}"),
+        };
+        assert_eq!(simplify_expr(&e).to_string(), want);
+    }
+    assert_eq!(stored(5), simplify_expr(&min_size_id()).to_string(), "{text}");
+}
+
+/// `min(local_size(0), local_id(0))`.
+fn min_size_id() -> Expr {
+    use kiln_ir::{Builtin, Intrinsic};
+    Expr::intrinsic(
+        Intrinsic::Min,
+        [Expr::builtin(Builtin::LocalSize, 0), Expr::builtin(Builtin::LocalId, 0)],
+    )
+}

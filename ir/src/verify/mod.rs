@@ -116,8 +116,11 @@ mod verified;
 pub use vector::known_residue;
 pub use verified::{ToVerified, Verified};
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
+
+// Every reference looks its name up: hashbrown's hasher, not std's SipHash (a tenth of the
+// verifier's time on generated kernels).
+use hashbrown::{HashMap, HashSet};
 
 use crate::expr::{Expr, ExprNode, Var};
 use crate::kernel::{Kernel, Module};

@@ -30,7 +30,9 @@
 //! Names are unique per scope (no shadowing), so a variable in scope at the binding means
 //! the same thing at every later occurrence in the block.
 
-use hashbrown::HashSet;
+use std::rc::Rc;
+
+use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
     walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, ExprSet, Kernel, Mutator, Scalar,
     Stmt, StmtNode, Type, Var,
@@ -62,17 +64,44 @@ fn bindable(e: &Expr) -> bool {
     !e.children().is_empty() && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
 }
 
-fn count_into<'a>(e: &'a Expr, counts: &mut ExprMap<usize>, order: &mut Vec<&'a Expr>) {
-    if bindable(e) {
+/// Counts the bindable subexpressions of `e` into `counts`, listing each new one in `order`
+/// with its size (nodes) and whether it is stable ([`is_stable`]), both found on the same
+/// walk (computing them again for every candidate was quadratic in an expression's depth).
+/// Returns `e`'s size and stability.
+fn count_into<'a>(
+    e: &'a Expr,
+    counts: &mut ExprMap<usize>,
+    order: &mut Vec<(&'a Expr, usize, bool)>,
+    mutable: &HashSet<String>,
+) -> (usize, bool) {
+    let mut stable = match e.node() {
+        ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+        _ => !crate::origin::is_fault_division(e),
+    };
+    // Listed before its operands, as the candidates are searched (largest first wins ties
+    // by coming first).
+    let slot = if bindable(e) {
         let n = counts.entry(e.clone()).or_insert(0);
-        if *n == 0 {
-            order.push(e);
-        }
         *n += 1;
-    }
+        (*n == 1).then(|| {
+            order.push((e, 0, false));
+            order.len() - 1
+        })
+    } else {
+        None
+    };
+    let mut size = 1;
     for c in e.children() {
-        count_into(c, counts, order);
+        let (cs, cst) = count_into(c, counts, order, mutable);
+        size += cs;
+        stable &= cst;
     }
+    if let Some(i) = slot {
+        order[i].1 = size;
+        order[i].2 = stable;
+    }
+    (size, stable)
 }
 
 /// True if `e` occurs in `x` (or is `x`).
@@ -164,6 +193,68 @@ struct Repeats {
     /// unused one never lies below the last one handed out (searching from 0 each time was
     /// quadratic in the number of bindings).
     next: usize,
+    /// [`Counter::of`]'s results by statement (see there).
+    counter: Counter,
+}
+
+/// The stable occurrences of every statement (as [`count_stmt`] counts them), by statement
+/// address, with the statement kept alive so that the address is not reused: each nesting
+/// level counts the statements of its block, and without this a statement nested `d` deep
+/// was walked `2d` times (counted in, then out, at every level above it).
+#[derive(Default)]
+struct Counter {
+    by_stmt: HashMap<usize, (Stmt, Rc<ExprMap<usize>>)>,
+    /// The occurrence counts [`Repeats::candidate`] fills, kept for its next call.
+    scratch: ExprMap<usize>,
+}
+
+impl Counter {
+    /// The occurrences in `s`, composed from the (cached) occurrences of its nested
+    /// statements.
+    fn of(&mut self, s: &Stmt, mutable: &HashSet<String>) -> Rc<ExprMap<usize>> {
+        if let Some((_, m)) = self.by_stmt.get(&s.addr()) {
+            return m.clone();
+        }
+        struct Own<'a> {
+            counter: &'a mut Counter,
+            mutable: &'a HashSet<String>,
+            map: ExprMap<usize>,
+            top: bool,
+        }
+        impl kiln_ir::Visitor for Own<'_> {
+            fn visit_expr(&mut self, e: &Expr) {
+                count_expr(e, &mut self.map, true, self.mutable);
+            }
+            fn visit_stmt(&mut self, s: &Stmt) {
+                if std::mem::replace(&mut self.top, false) {
+                    kiln_ir::walk_stmt(self, s);
+                } else {
+                    let m = self.counter.of(s, self.mutable);
+                    merge(&mut self.map, &m, true);
+                }
+            }
+        }
+        let mut own = Own { counter: self, mutable, map: ExprMap::new(), top: true };
+        kiln_ir::Visitor::visit_stmt(&mut own, s);
+        let m = Rc::new(own.map);
+        self.by_stmt.insert(s.addr(), (s.clone(), m.clone()));
+        m
+    }
+}
+
+/// Adds (`add`) or removes the counts of `m` to or from `counts`, as counting each
+/// occurrence one by one would ([`count_node`]).
+fn merge(counts: &mut ExprMap<usize>, m: &ExprMap<usize>, add: bool) {
+    for (e, &c) in m {
+        match counts.get_mut(e) {
+            Some(x) if add => *x += c,
+            Some(x) => *x = x.saturating_sub(c),
+            None if add => {
+                counts.insert(e.clone(), c);
+            }
+            None => {}
+        }
+    }
 }
 
 impl Repeats {
@@ -228,21 +319,24 @@ impl Repeats {
     /// is stable (bound across statements) or not (bound within the statement only): the
     /// largest one.
     ///
-    /// `later` caches [`occurrences`] of `stmts[start..]`; the caller keeps it up to date
+    /// `later` caches the stable occurrences in `stmts[start..]`; the caller keeps it up to date
     /// (recomputing it for every statement made this pass quadratic on long blocks).
     fn candidate(
         &self,
+        counter: &mut Counter,
         stmts: &[Stmt],
         start: usize,
         k: usize,
         skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
     ) -> Option<(Expr, bool)> {
-        let mut counts = ExprMap::new();
+        // One map for every search, cleared (a new one per statement was mostly allocation).
+        let mut counts = std::mem::take(&mut counter.scratch);
+        counts.clear();
         let mut order = Vec::new();
         for t in &stmts[start..=k] {
             for e in own_exprs(t) {
-                count_into(e, &mut counts, &mut order);
+                count_into(e, &mut counts, &mut order, &self.mutable);
             }
         }
         // A `let` of the whole value already binds it (the let-based CSE reuses it).
@@ -251,16 +345,19 @@ impl Repeats {
             _ => None,
         };
         let mut best: Option<(Expr, bool, usize)> = None;
-        for e in order {
-            let size = crate::simplify::node_count(e);
+        for (e, size, stable) in order {
             if best.as_ref().is_some_and(|b| b.2 >= size) || bound == Some(e) || skip.contains(e) {
                 continue;
             }
             let own = counts.get(e).copied().unwrap_or(0);
-            let stable = is_stable(e, &self.mutable);
             let across = stable && {
-                let later =
-                    later.get_or_insert_with(|| occurrences(&stmts[start..], &self.mutable));
+                let later = later.get_or_insert_with(|| {
+                    let mut m = ExprMap::new();
+                    for t in &stmts[start..] {
+                        merge(&mut m, &counter.of(t, &self.mutable), true);
+                    }
+                    m
+                });
                 // Occurrences from here to the end of the block beyond the own expressions.
                 later.get(e).copied().unwrap_or(0) > own
             };
@@ -268,17 +365,9 @@ impl Repeats {
                 best = Some((e.clone(), stable, size));
             }
         }
+        counter.scratch = counts;
         best.map(|(e, stable, _)| (e, stable))
     }
-}
-
-/// How often each bindable expression occurs anywhere in `stmts` (nested statements too).
-fn occurrences(stmts: &[Stmt], mutable: &HashSet<String>) -> ExprMap<usize> {
-    let mut m = ExprMap::new();
-    for s in stmts {
-        count_stmt(s, &mut m, true, mutable);
-    }
-    m
 }
 
 /// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`,
@@ -330,6 +419,12 @@ fn count_node(e: &Expr, counts: &mut ExprMap<usize>, add: bool) {
 }
 
 impl Mutator for Repeats {
+    // Statements only: expressions hold no statements, and walking every one of them to
+    // rebuild nothing was much of this pass's time.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let StmtNode::Block(stmts) = s.node() else { return walk_mutate_stmt(self, s) };
         let mut out: Vec<Stmt> = stmts.clone();
@@ -342,7 +437,12 @@ impl Mutator for Repeats {
             // also in the lets just made (they run right before the statement).
             let start = k;
             let mut skip = ExprSet::default();
-            while let Some((e, stable)) = self.candidate(&out, start, k, &skip, &mut later) {
+            while let Some((e, stable)) = {
+                let mut counter = std::mem::take(&mut self.counter);
+                let c = self.candidate(&mut counter, &out, start, k, &skip, &mut later);
+                self.counter = counter;
+                c
+            } {
                 if stable || !may_fail(&e) {
                     self.bind(&mut out, start, start, k, &e, stable, &mut later);
                     k += 1;
@@ -389,7 +489,7 @@ impl Mutator for Repeats {
                 // inside it, and counting it twice more (rebuilt, then gone) was most of
                 // this pass's time on deep kernels.
                 for t in out[start..k].iter().chain([&counted]) {
-                    count_stmt(t, l, false, &self.mutable);
+                    merge(l, &self.counter.of(t, &self.mutable), false);
                 }
             }
             k += 1;
@@ -404,5 +504,11 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    Repeats { mutable: mutable_names(k.body()), names: all_names(k), next: 0 }.mutate_kernel(k)
+    Repeats {
+        mutable: mutable_names(k.body()),
+        names: all_names(k),
+        next: 0,
+        counter: Counter::default(),
+    }
+    .mutate_kernel(k)
 }

@@ -11,7 +11,10 @@
 //! rewrites the rules derive as well, and the e-graph runs only where
 //! [`gate::egg_may_help`] says it could still find something cheaper (never on an affine
 //! region): index expressions of generated kernels build no e-graph at all
-//! ([`Limits::presimplify`] turns this off).
+//! ([`Limits::presimplify`] turns this off). Within one simplification, an e-graph's
+//! result is reused for every later expression of the same shape (operators and constants
+//! alike, opaque leaves alike in type, failure and built-in kind, repeated where they
+//! repeat), as a generated epilogue repeats one formula over every accumulator.
 //!
 //! ```
 //! use kiln_ir::{Type, Var};
@@ -38,7 +41,8 @@ mod sum;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use egg::{CostFunction, Extractor, Id, Language, Rewrite, Runner};
+use egg::{CostFunction, Extractor, Id, Language, RecExpr, Rewrite, Runner};
+use hashbrown::HashMap;
 use kiln_ir::eval;
 use kiln_ir::{Expr, ExprMap, ExprNode, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
 
@@ -94,11 +98,28 @@ struct Ctx<'a> {
     /// while computing it. The memo lives as long as one simplification (one kernel) and
     /// is filled in the kernel's order, so the result never depends on anything else.
     memo: ExprMap<Option<Expr>>,
+    /// E-graph runs by [`Shape`]: what each found, whether it saturated, and the e-nodes it
+    /// built. A run depends only on its input's shape, so an expression of a shape seen
+    /// before takes the result without building an e-graph (generated epilogues repeat one
+    /// formula over a hundred accumulators), charged the same work so that the budget, and
+    /// with it every later result, is as if it had run.
+    shapes: HashMap<Shape, (RecExpr<Node>, bool, usize)>,
 }
+
+/// What an e-graph run depends on: the nodes of its input in the order they were added
+/// (opaque leaves numbered by first occurrence), and each leaf's type, whether it may fail
+/// and which work-item built-in it is (all that the analysis and the rules see of a leaf).
+type Shape = (Vec<Node>, Vec<(kiln_ir::Type, bool, Option<(kiln_ir::Builtin, u8)>)>);
 
 impl Ctx<'_> {
     fn new(limits: &Limits, size: usize) -> Ctx<'_> {
-        Ctx { limits, work_left: limits.budget(size), starved: false, memo: ExprMap::default() }
+        Ctx {
+            limits,
+            work_left: limits.budget(size),
+            starved: false,
+            memo: ExprMap::default(),
+            shapes: HashMap::default(),
+        }
     }
 }
 
@@ -244,26 +265,38 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         _ => {}
     }
     let mut g = KGraph::new(KAnalysis::default());
-    let root = add_expr(&mut g, e, cx);
+    let mut nodes = Vec::new();
+    let root = add_expr(&mut g, e, cx, &mut nodes);
     // An e-graph may overshoot its node limit by one round's additions: charge what it
     // built, and start one only with a whole limit's worth left.
     if cx.work_left < cx.limits.nodes {
         cx.starved = true;
         return (e.clone(), false);
     }
-    let runner = Runner::default()
-        .with_egraph(g)
-        .with_node_limit(cx.limits.nodes)
-        .with_iter_limit(cx.limits.iterations)
-        // Work limits only (nodes, rounds, the budget): never wall-clock time, so the
-        // result never depends on the machine's load.
-        .with_time_limit(Duration::MAX)
-        .run(rewrites());
-    cx.work_left = cx.work_left.saturating_sub(runner.egraph.total_size());
-    let saturated = matches!(runner.stop_reason, Some(egg::StopReason::Saturated));
-    let root = runner.egraph.find(root);
-    let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
-    match to_expr(&best, &runner.egraph.analysis.leaves) {
+    let leaves = std::mem::take(&mut g.analysis.leaves);
+    let shape: Shape = (nodes, leaves.iter().map(|(x, f)| (x.ty(), *f, builtin(x))).collect());
+    let (best, saturated, size) = match cx.shapes.get(&shape) {
+        Some(r) => r.clone(),
+        None => {
+            g.analysis.leaves = leaves.clone();
+            let runner = Runner::default()
+                .with_egraph(g)
+                .with_node_limit(cx.limits.nodes)
+                .with_iter_limit(cx.limits.iterations)
+                // Work limits only (nodes, rounds, the budget): never wall-clock time, so
+                // the result never depends on the machine's load.
+                .with_time_limit(Duration::MAX)
+                .run(rewrites());
+            let saturated = matches!(runner.stop_reason, Some(egg::StopReason::Saturated));
+            let root = runner.egraph.find(root);
+            let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
+            let r = (best, saturated, runner.egraph.total_size());
+            cx.shapes.insert(shape, r.clone());
+            r
+        }
+    };
+    cx.work_left = cx.work_left.saturating_sub(size);
+    match to_expr(&best, &leaves) {
         // Only a strictly cheaper result (counting inside opaque leaves too) replaces `e`,
         // so simplifying a simplified expression returns the very same handle.
         Some(s) if s.ty() == e.ty() && expr_cost(&s) < expr_cost(e) && fails_alike(e, &s, cx) => {
@@ -279,14 +312,27 @@ fn fails_alike(e: &Expr, r: &Expr, cx: &mut Ctx) -> bool {
     crate::origin::same_fault_order(e, r, |x| opaque(x, cx).0)
 }
 
+/// The work-item built-in `e` is, if it is one.
+fn builtin(e: &Expr) -> Option<(kiln_ir::Builtin, u8)> {
+    match e.node() {
+        ExprNode::Builtin { kind, dim } => Some((*kind, *dim)),
+        _ => None,
+    }
+}
+
 /// Adds `e` to the e-graph: operators as nodes, everything else as an opaque leaf whose
-/// operands are simplified on their own (and folded when all are constant).
-fn add_expr(g: &mut KGraph, e: &Expr, cx: &mut Ctx) -> Id {
+/// operands are simplified on their own (and folded when all are constant). Every node
+/// added is also pushed to `nodes` (the input's [`Shape`]).
+fn add_expr(g: &mut KGraph, e: &Expr, cx: &mut Ctx, nodes: &mut Vec<Node>) -> Id {
+    fn add(g: &mut KGraph, nodes: &mut Vec<Node>, n: Node) -> Id {
+        nodes.push(n.clone());
+        g.add(n)
+    }
     if let Some(imm) = e.as_imm() {
-        return g.add(Node::Const(Konst(*imm)));
+        return add(g, nodes, Node::Const(Konst(*imm)));
     }
     if is_operator(e) {
-        let kids: Vec<Id> = e.children().iter().map(|c| add_expr(g, c, cx)).collect();
+        let kids: Vec<Id> = e.children().iter().map(|c| add_expr(g, c, cx, nodes)).collect();
         let node = match e.node() {
             ExprNode::Unary { op, .. } => match op {
                 kiln_ir::UnOp::Neg => Node::Neg([kids[0]]),
@@ -298,14 +344,14 @@ fn add_expr(g: &mut KGraph, e: &Expr, cx: &mut Ctx) -> Id {
             ExprNode::Intrinsic { op: Intrinsic::Min, .. } => Node::Min([kids[0], kids[1]]),
             _ => Node::Max([kids[0], kids[1]]),
         };
-        return g.add(node);
+        return add(g, nodes, node);
     }
     let (leaf, may_fail) = opaque(e, cx);
     if let Some(imm) = leaf.as_imm() {
-        return g.add(Node::Const(Konst(*imm)));
+        return add(g, nodes, Node::Const(Konst(*imm)));
     }
     let l = g.analysis.leaf(&leaf, may_fail);
-    g.add(Node::Leaf(l))
+    add(g, nodes, Node::Leaf(l))
 }
 
 /// Simplifies the operands of an opaque expression, folds it when they are all constant, and
@@ -416,6 +462,7 @@ pub struct StmtSimplifier {
 struct CtxState {
     work_left: usize,
     memo: ExprMap<Option<Expr>>,
+    shapes: HashMap<Shape, (RecExpr<Node>, bool, usize)>,
 }
 
 impl StmtSimplifier {
@@ -424,21 +471,23 @@ impl StmtSimplifier {
         StmtSimplifier { limits, cx: None }
     }
 
-    /// Runs `f` in this simplifier's context, whose budget is set from `size` input nodes
+    /// Runs `f` in this simplifier's context, whose budget is set from `size()` input nodes
     /// the first time.
-    fn with_cx<R>(&mut self, size: usize, f: impl FnOnce(&mut Ctx) -> R) -> R {
+    fn with_cx<R>(&mut self, size: impl FnOnce() -> usize, f: impl FnOnce(&mut Ctx) -> R) -> R {
         let state = self.cx.take().unwrap_or_else(|| CtxState {
-            work_left: self.limits.budget(size),
+            work_left: self.limits.budget(size()),
             memo: ExprMap::default(),
+            shapes: HashMap::default(),
         });
         let mut cx = Ctx {
             limits: &self.limits,
             work_left: state.work_left,
             starved: false,
             memo: state.memo,
+            shapes: state.shapes,
         };
         let r = f(&mut cx);
-        self.cx = Some(CtxState { work_left: cx.work_left, memo: cx.memo });
+        self.cx = Some(CtxState { work_left: cx.work_left, memo: cx.memo, shapes: cx.shapes });
         r
     }
 }
@@ -453,14 +502,16 @@ impl Mutator for StmtSimplifier {
         // kernel: a kernel's result never depends on what was simplified before.
         self.cx = None;
         let size = kernel_size(k);
-        self.with_cx(size, |_| ());
+        self.with_cx(|| size, |_| ());
         kiln_ir::walk_mutate_kernel(self, k)
     }
 
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         // The memo keeps an unchanged expression as `None`, so that every equal one comes
         // back as its own handle (passes leave unchanged kernels pointer-equal).
-        self.with_cx(node_count(e), |cx| simplify_in(e, cx))
+        // The size is counted only when no kernel set the budget up (counting every
+        // expression for nothing was a seventh of this pass).
+        self.with_cx(|| node_count(e), |cx| simplify_in(e, cx))
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {

@@ -137,6 +137,12 @@ impl IvReduce {
 }
 
 impl Mutator for IvReduce {
+    // Statements only: expressions hold no statements, and walking every one of them to
+    // rebuild nothing was much of this pass's time.
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        e.clone()
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         if let StmtNode::Block(stmts) = s.node() {
             // A reduced loop comes back as a block of its set-up and the loop: splice it into
