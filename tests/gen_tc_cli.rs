@@ -182,8 +182,9 @@ fn tc_gemm_sm_90_generates_runs_and_lowers_for_sm_90a() {
     ]);
     ok(&args);
     let kir = std::fs::read_to_string(&p).unwrap();
-    assert!(kir.contains("persistent=3 setmaxnreg=40/232; launch: global [1152, 1]"), "{kir}");
-    assert!(kir.contains("setmaxnreg_dec(40);") && kir.contains("step 3 {"), "{kir}");
+    // 4 tiles on at most 3 work-groups take two rounds: 2 work-groups run them.
+    assert!(kir.contains("persistent=3 setmaxnreg=40/232; launch: global [768, 1]"), "{kir}");
+    assert!(kir.contains("setmaxnreg_dec(40);") && kir.contains("step 2 {"), "{kir}");
     let out = ok(&[
         "run",
         ps,

@@ -25,7 +25,8 @@
 //!
 //! Two options of [`Tc90Config`], off by default:
 //!
-//! * `persistent = P`: `min(tiles, P)` work-groups (P = 132, the H100's multiprocessors), each
+//! * `persistent = P`: at most `P` work-groups (P = 132, the H100's multiprocessors; as few as
+//!   run the tiles in as many rounds, so 512 tiles take 128), each
 //!   running the above for tiles `group_id + i * groups` (block rows and columns in the same
 //!   raster). The ring runs on across tiles: step `g = i * ktiles + kt` uses slot `g % stages`
 //!   and phase `g / stages`, and after each tile's `wgmma_wait(0)` the consumers release its
@@ -77,9 +78,10 @@ pub struct Tc90Config {
     /// Stages of the copy ring (2 to 8, within 227 KiB).
     pub stages: u32,
     /// Persistent tiles: 0 launches one work-group per `128 x bn` tile of C; `g > 0`
-    /// launches `min(tiles, g)` work-groups (132, the H100's multiprocessors, is the natural
-    /// value), work-group `i` computing tiles `i, i + groups, ..` with its copy ring running
-    /// on across them, so that one tile's epilogue overlaps the next tile's copies.
+    /// launches at most `g` work-groups (132, the H100's multiprocessors, is the natural
+    /// value), as few as run the tiles in as many rounds, work-group `i` computing tiles
+    /// `i, i + groups, ..` with its copy ring running on across them, so that one tile's
+    /// epilogue overlaps the next tile's copies.
     pub persistent: u32,
     /// The producer warpgroup lowers its register budget to [`PRODUCER_REGS`] and the
     /// consumers raise theirs to [`CONSUMER_REGS`] (`setmaxnreg`).
@@ -186,12 +188,18 @@ fn grid(p: &TcGemmProblem, cfg: &Tc90Config) -> (u32, u32) {
     ((p.n as u32).div_ceil(cfg.bn), (p.m as u32).div_ceil(BM))
 }
 
-/// Work-groups launched along each dimension: one per tile, or at most `persistent` in a row.
+/// Work-groups launched along each dimension: one per tile, or at most `persistent` in a
+/// row, as few as keep the rounds of tiles that many would run (so that every work-group
+/// runs the same number of tiles, give or take one: 512 tiles on at most 132 take 4 rounds,
+/// run by 128 work-groups).
 fn launch_groups(p: &TcGemmProblem, cfg: &Tc90Config) -> [u32; 2] {
     let (gn, gm) = grid(p, cfg);
     match cfg.persistent {
         0 => [gn, gm],
-        g => [(gn * gm).min(g), 1],
+        g => {
+            let tiles = gn * gm;
+            [tiles.div_ceil(tiles.div_ceil(g)), 1]
+        }
     }
 }
 

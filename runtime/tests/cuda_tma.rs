@@ -79,8 +79,9 @@ fn sm_90_gemm_every_transpose_matches_the_interpreter() {
         (true, true, Scalar::F16, Scalar::F16, true),
         (true, false, Scalar::F16, Scalar::BF16, true),
     ];
-    // One work-group per tile; 4 tiles on 3 persistent work-groups (one computes two, the
-    // ring running on), with the register budgets.
+    // One work-group per tile; 4 tiles on at most 3 persistent work-groups (two rounds, so
+    // two work-groups compute two tiles each, the ring running on), with the register
+    // budgets.
     let configs = [
         Tc90Config { bn: 128, stages: 2, ..Default::default() },
         Tc90Config { bn: 128, stages: 2, persistent: 3, setmaxnreg: true },

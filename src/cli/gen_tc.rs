@@ -125,7 +125,8 @@ pub(super) struct TcGemmArgs {
     #[arg(long, value_enum, default_value = "sm_80")]
     arch: Arch,
     /// sm_90 only: persistent tiles, at most G work-groups (e.g. 132, the H100's
-    /// multiprocessors) each computing every G-th tile; 0 (default): one work-group per tile.
+    /// multiprocessors; as few as need no more rounds of tiles), each computing every
+    /// n-th tile for n work-groups; 0 (default): one work-group per tile.
     #[arg(long, value_name = "G", default_value_t = 0)]
     persistent: u32,
     /// sm_90 only: the producer warpgroup gives registers to the consumers (setmaxnreg 40 and
