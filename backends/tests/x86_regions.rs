@@ -310,3 +310,43 @@ fn region_bounds_proven_once_agree() {
         assert!(has_regions(&k));
     }
 }
+
+/// A `let` of `local_id(0)` lives in a register that each region's batch recomputes
+/// (region loops keep no other `let` registers): declared after the first barrier and read
+/// in later regions (trimmed at bounds around the batch edges, with an offset that is not
+/// a multiple of 8), beside a second such `let` (in a frame slot) and a `let` inside a
+/// branch.
+#[test]
+fn local_id_lets_in_a_register_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s: u32) {
+           local t: u32[64];
+           let g: u32 = global_id(0);
+           t[(g * 5u32) & 63u32] = a[g];
+           barrier(local);
+           let l: u32 = local_id(0);
+           var acc: u32 = t[(l * 5u32 + group_id(0) * 3u32) & 63u32] + l;
+           barrier(local);
+           if l < s { o[g] = acc + t[(l + 3u32) & 63u32] * l; }
+           barrier(local);
+           let l2: u32 = local_id(0);
+           if l2 > 2u32 { let q: u32 = l * 2u32 + l2 * 9u32; o[g + 128u32] = q + acc; }
+           barrier(local);
+           o[g + 256u32] = l + l2 * 7u32;
+         }",
+    );
+    let a: Vec<u32> = (0..140u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 7).collect();
+    for s in [0u32, 1, 7, 8, 9, 23, 64, 1000] {
+        for local in [8u32, 24, 64] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+            let bufs = [Buffer::zeroed(Scalar::U32, 400), Buffer::from_slice(&a)];
+            let r = NdRange::new(&[128 - 128 % local])
+                .with_local(&[local])
+                .with_offset(&[if s % 2 == 1 { 5 } else { 0 }]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "s={s} {local}");
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}

@@ -547,6 +547,9 @@ impl V {
         let mut top = self.a.create_label();
         self.bind(&mut top)?;
         self.copy_slots(&restore, false)?;
+        if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
+            self.lid_lanes(super::LID)?;
+        }
         let mut after = self.a.create_label();
         if let (Some(f), [s]) = (full, stmts) {
             if let StmtNode::If { then, .. } = s.node() {
