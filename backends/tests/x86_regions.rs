@@ -350,3 +350,42 @@ fn local_id_lets_in_a_register_agree() {
         assert!(has_regions(&k));
     }
 }
+
+/// In a trimmed region, the batches wholly inside the range run one of two twins of the
+/// branch's body, the region's bounds proof tested once per batch: proven (plain accesses,
+/// no test per access) or not (each access checked). The offsets put the last lane at the
+/// arrays' ends exactly and past them by one (a fault the proven twin must not hide), with
+/// the range ending inside, at and past the group.
+#[test]
+fn proven_twins_in_trimmed_regions_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, q: u32, s: u32) {
+           local t: u32[64];
+           local u: u32[72];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           t[l] = a[g];
+           barrier(local);
+           if l < s { u[l + q] = t[l] * 3u32 + l; }
+           barrier(local);
+           if l < s { o[l + q] = u[l + q] + t[l]; }
+           barrier(local);
+           o[g + 100u32] = u[l];
+         }",
+    );
+    let a: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 5).collect();
+    for q in [0u32, 7, 8, 9, 16, u32::MAX] {
+        for s in [8u32, 13, 56, 64, 65] {
+            for local in [16u32, 64] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q), Arg::scalar(s)];
+                // (`o` ends 8 past `u`: its offset reaches one further.)
+                let bufs = [Buffer::zeroed(Scalar::U32, 164), Buffer::from_slice(&a)];
+                let r = NdRange::new(&[64]).with_local(&[local]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} s={s} {local}");
+            }
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}

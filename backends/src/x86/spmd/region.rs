@@ -560,7 +560,7 @@ impl V {
                 self.a.lea(rax, qword_ptr(rbx + 8))?;
                 self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
                 self.a.ja(partial)?;
-                self.block(then.stmts())?;
+                self.proven_twins(then.stmts())?;
                 self.a.jmp(after)?;
                 self.bind(&mut partial)?;
             }
