@@ -355,7 +355,8 @@ fn local_id_lets_in_a_register_agree() {
 /// branch's body, the region's bounds proof tested once per batch: proven (plain accesses,
 /// no test per access) or not (each access checked). The offsets put the last lane at the
 /// arrays' ends exactly and past them by one (a fault the proven twin must not hide), with
-/// the range ending inside, at and past the group.
+/// the range ending inside, at and past the group; `u[l]` and `u[l + q]` are proven
+/// separately (one test per table and offset).
 #[test]
 fn proven_twins_in_trimmed_regions_agree() {
     let k = kernel(
@@ -366,9 +367,9 @@ fn proven_twins_in_trimmed_regions_agree() {
            let g: u32 = global_id(0);
            t[l] = a[g];
            barrier(local);
-           if l < s { u[l + q] = t[l] * 3u32 + l; }
+           if l < s { u[l + 8u32] = t[l] * 3u32 + l; }
            barrier(local);
-           if l < s { o[l + q] = u[l + q] + t[l]; }
+           if l < s { o[l + q] = t[l] + u[l] + u[l + q]; }
            barrier(local);
            o[g + 100u32] = u[l];
          }",

@@ -142,7 +142,11 @@ impl V {
         let flag = self.slot();
         let mut fail = self.a.create_label();
         self.a.mov(byte_ptr(r15 + flag), 0)?;
-        for (_, t, e) in &cands {
+        for (i, (_, t, e)) in cands.iter().enumerate() {
+            // (`tile[lid] = tile[lid] + ...`: one test per table and offset.)
+            if cands[..i].iter().any(|c| c.1 == *t && c.2 == *e) {
+                continue;
+            }
             match e {
                 Some(e) => self.uniform_to_eax(e)?,
                 None => self.a.xor(eax, eax)?,

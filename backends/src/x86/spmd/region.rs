@@ -591,8 +591,11 @@ impl V {
             .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
             .collect();
         self.copy_slots(&save, true)?;
-        self.a.mov(rax, stride)?;
-        self.a.add(qword_ptr(rbp - 48), rax)?;
+        if !restore.is_empty() || !save.is_empty() {
+            // (The next batch's save frame; a region that copies nothing needs none.)
+            self.a.mov(rax, stride)?;
+            self.a.add(qword_ptr(rbp - 48), rax)?;
+        }
         let eight = self.imm_slot(8);
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
         self.a.add(rbx, 8)?;
