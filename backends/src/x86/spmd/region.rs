@@ -17,7 +17,8 @@
 //!   after batch (each batch to the region's end) in the group frame.
 //!
 //! Values of a region that later regions read (its `let`s and `var`s in scope at its end,
-//! other than `global_id(0)`'s lanes, which are recomputed) are copied after each batch into
+//! other than `global_id(0)`'s lanes and one `let` of `local_id(0)`, which are recomputed,
+//! the latter in a register) are copied after each batch into
 //! that batch's save frame (frame `1 + b` after the group frame, [`super::ROUND_SLOT`]
 //! holding the frames' stride), and copied back before the batch runs a later region.
 //!
