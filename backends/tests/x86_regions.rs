@@ -310,3 +310,83 @@ fn region_bounds_proven_once_agree() {
         assert!(has_regions(&k));
     }
 }
+
+/// A `let` of `local_id(0)` lives in a register that each region's batch recomputes
+/// (region loops keep no other `let` registers): declared after the first barrier and read
+/// in later regions (trimmed at bounds around the batch edges, with an offset that is not
+/// a multiple of 8), beside a second such `let` (in a frame slot) and a `let` inside a
+/// branch.
+#[test]
+fn local_id_lets_in_a_register_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s: u32) {
+           local t: u32[64];
+           let g: u32 = global_id(0);
+           t[(g * 5u32) & 63u32] = a[g];
+           barrier(local);
+           let l: u32 = local_id(0);
+           var acc: u32 = t[(l * 5u32 + group_id(0) * 3u32) & 63u32] + l;
+           barrier(local);
+           if l < s { o[g] = acc + t[(l + 3u32) & 63u32] * l; }
+           barrier(local);
+           let l2: u32 = local_id(0);
+           if l2 > 2u32 { let q: u32 = l * 2u32 + l2 * 9u32; o[g + 128u32] = q + acc; }
+           barrier(local);
+           o[g + 256u32] = l + l2 * 7u32;
+         }",
+    );
+    let a: Vec<u32> = (0..140u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 7).collect();
+    for s in [0u32, 1, 7, 8, 9, 23, 64, 1000] {
+        for local in [8u32, 24, 64] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+            let bufs = [Buffer::zeroed(Scalar::U32, 400), Buffer::from_slice(&a)];
+            let r = NdRange::new(&[128 - 128 % local])
+                .with_local(&[local])
+                .with_offset(&[if s % 2 == 1 { 5 } else { 0 }]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "s={s} {local}");
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}
+
+/// In a trimmed region, the batches wholly inside the range run one of two twins of the
+/// branch's body, the region's bounds proof tested once per batch: proven (plain accesses,
+/// no test per access) or not (each access checked). The offsets put the last lane at the
+/// arrays' ends exactly and past them by one (a fault the proven twin must not hide), with
+/// the range ending inside, at and past the group; `u[l]` and `u[l + q]` are proven
+/// separately (one test per table and offset).
+#[test]
+fn proven_twins_in_trimmed_regions_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, q: u32, s: u32) {
+           local t: u32[64];
+           local u: u32[72];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           t[l] = a[g];
+           barrier(local);
+           if l < s { u[l + 8u32] = t[l] * 3u32 + l; }
+           barrier(local);
+           if l < s { o[l + q] = t[l] + u[l] + u[l + q]; }
+           barrier(local);
+           o[g + 100u32] = u[l];
+         }",
+    );
+    let a: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 5).collect();
+    for q in [0u32, 7, 8, 9, 16, u32::MAX] {
+        for s in [8u32, 13, 56, 64, 65] {
+            for local in [16u32, 64] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q), Arg::scalar(s)];
+                // (`o` ends 8 past `u`: its offset reaches one further.)
+                let bufs = [Buffer::zeroed(Scalar::U32, 164), Buffer::from_slice(&a)];
+                let r = NdRange::new(&[64]).with_local(&[local]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} s={s} {local}");
+            }
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}

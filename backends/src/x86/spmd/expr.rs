@@ -496,13 +496,7 @@ impl V {
                 }
                 return self.load(buf, index, e.ty(), d);
             }
-            ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => {
-                // local_id(0) = global_id(0) - the group's first global_id(0).
-                self.per_group = true;
-                let base = self.const_slot((rt::OFF_BASE as u64, 2));
-                self.a.vpsubd(YMM[d], YMM[GID], ymmword_ptr(r15 + base))?;
-                return Ok(());
-            }
+            ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => return self.lid_lanes(d),
             _ => {}
         }
         match self.src(e)? {
@@ -725,6 +719,16 @@ impl V {
             }
             _ => return no(format!("the condition `{e}`")),
         }
+        Ok(())
+    }
+}
+
+impl V {
+    /// `local_id(0)`'s lanes into `YMM[d]`: `global_id(0)` minus the group's first.
+    pub(super) fn lid_lanes(&mut self, d: usize) -> R<()> {
+        self.per_group = true;
+        let base = self.const_slot((rt::OFF_BASE as u64, 2));
+        self.a.vpsubd(YMM[d], YMM[GID], ymmword_ptr(r15 + base))?;
         Ok(())
     }
 }

@@ -283,7 +283,12 @@ impl V {
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
             let slow = match self.proven_test(index, t, d)? {
-                Some(slow) => slow,
+                Some(Some(slow)) => slow,
+                Some(None) => {
+                    let base = self.base(t)?;
+                    self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
+                    return Ok(());
+                }
                 None => self.whole_batch_in_bounds(d, t)?,
             };
             let base = self.base(t)?;
@@ -373,7 +378,12 @@ impl V {
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
             let mut slow = match self.proven_test(index, t, 1)? {
-                Some(slow) => slow,
+                Some(Some(slow)) => slow,
+                Some(None) => {
+                    let base = self.base(t)?;
+                    self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+                    return Ok(());
+                }
                 None => self.whole_batch_in_bounds(1, t)?,
             };
             let base = self.base(t)?;

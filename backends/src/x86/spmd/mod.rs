@@ -171,6 +171,9 @@ const TEMPS: usize = 8;
 const GID: usize = 15;
 /// Registers for `let`s: `ymm8..ymm14`.
 const LET_REGS: std::ops::Range<usize> = TEMPS..GID;
+/// In region loops (where barrier kernels keep no `let` registers), the register of a
+/// `let` of `local_id(0)`, recomputed by each region's batch.
+const LID: usize = GID - 1;
 const YMM: [AsmRegisterYmm; 16] = [
     ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14,
     ymm15,

@@ -28,8 +28,11 @@ use crate::x86::rt;
 /// The region's proof: its frame byte (1: proven) and the accesses it covers (the address
 /// of the index expression in the kernel, and the memory table).
 pub(super) struct Proven {
-    flag: i32,
+    pub(super) flag: i32,
     accesses: Vec<(usize, u32)>,
+    /// True while generating code that runs only when the flag is set (see
+    /// [`V::proven_twins`]): the covered accesses need no test.
+    certain: bool,
 }
 
 /// The loads and stores of a region with their buffers and indices, and the names it
@@ -139,7 +142,11 @@ impl V {
         let flag = self.slot();
         let mut fail = self.a.create_label();
         self.a.mov(byte_ptr(r15 + flag), 0)?;
-        for (_, t, e) in &cands {
+        for (i, (_, t, e)) in cands.iter().enumerate() {
+            // (`tile[lid] = tile[lid] + ...`: one test per table and offset.)
+            if cands[..i].iter().any(|c| c.1 == *t && c.2 == *e) {
+                continue;
+            }
             match e {
                 Some(e) => self.uniform_to_eax(e)?,
                 None => self.a.xor(eax, eax)?,
@@ -154,23 +161,58 @@ impl V {
         }
         self.a.mov(byte_ptr(r15 + flag), 1)?;
         self.bind(&mut fail)?;
-        Ok(Some(Proven { flag, accesses: cands.iter().map(|c| (c.0, c.1)).collect() }))
+        let accesses = cands.iter().map(|c| (c.0, c.1)).collect();
+        Ok(Some(Proven { flag, accesses, certain: false }))
     }
 
     /// For a contiguous access under no mask (the index in `ymm{idx}`): when the region's
-    /// proof covers it, its test (lane 0's index into `rax`, then a jump to the returned
-    /// label unless proven), else `None`.
-    pub(super) fn proven_test(&mut self, index: &Expr, t: u32, idx: usize) -> R<Option<CodeLabel>> {
+    /// proof covers it, lane 0's index into `rax` and, unless the code runs only when
+    /// proven, a test jumping to the returned label if not proven (`Some(None)`: no
+    /// test); else `None`.
+    pub(super) fn proven_test(
+        &mut self,
+        index: &Expr,
+        t: u32,
+        idx: usize,
+    ) -> R<Option<Option<CodeLabel>>> {
         let addr = index as *const Expr as usize;
-        let Some(flag) =
-            self.proven.as_ref().filter(|p| p.accesses.contains(&(addr, t))).map(|p| p.flag)
+        let Some((flag, certain)) = self
+            .proven
+            .as_ref()
+            .filter(|p| p.accesses.contains(&(addr, t)))
+            .map(|p| (p.flag, p.certain))
         else {
             return Ok(None);
         };
-        let slow = self.a.create_label();
         self.a.vmovd(eax, super::XMM[idx])?;
+        if certain {
+            return Ok(Some(None));
+        }
+        let slow = self.a.create_label();
         self.a.cmp(byte_ptr(r15 + flag), 0)?;
         self.a.je(slow)?;
-        Ok(Some(slow))
+        Ok(Some(Some(slow)))
+    }
+
+    /// `block` under no mask as two twins, the proof's flag tested once: one for when the
+    /// region's accesses are proven (no test per access), one for when they are not (each
+    /// access checked); just `block` without a proof.
+    pub(super) fn proven_twins(&mut self, block: &[Stmt]) -> R<()> {
+        let Some(flag) = self.proven.as_ref().map(|p| p.flag) else {
+            return self.block(block);
+        };
+        let mut slow = self.a.create_label();
+        let mut join = self.a.create_label();
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(slow)?;
+        self.proven.as_mut().expect("a proof").certain = true;
+        self.block(block)?;
+        self.proven.as_mut().expect("a proof").certain = false;
+        self.a.jmp(join)?;
+        self.bind(&mut slow)?;
+        let proof = self.proven.take();
+        self.block(block)?;
+        self.proven = proof;
+        self.bind(&mut join)
     }
 }

@@ -17,7 +17,8 @@
 //!   after batch (each batch to the region's end) in the group frame.
 //!
 //! Values of a region that later regions read (its `let`s and `var`s in scope at its end,
-//! other than `global_id(0)`'s lanes, which are recomputed) are copied after each batch into
+//! other than `global_id(0)`'s lanes and one `let` of `local_id(0)`, which are recomputed,
+//! the latter in a register) are copied after each batch into
 //! that batch's save frame (frame `1 + b` after the group frame, [`super::ROUND_SLOT`]
 //! holding the frames' stride), and copied back before the batch runs a later region.
 //!
@@ -547,6 +548,9 @@ impl V {
         let mut top = self.a.create_label();
         self.bind(&mut top)?;
         self.copy_slots(&restore, false)?;
+        if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
+            self.lid_lanes(super::LID)?;
+        }
         let mut after = self.a.create_label();
         if let (Some(f), [s]) = (full, stmts) {
             if let StmtNode::If { then, .. } = s.node() {
@@ -557,7 +561,7 @@ impl V {
                 self.a.lea(rax, qword_ptr(rbx + 8))?;
                 self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
                 self.a.ja(partial)?;
-                self.block(then.stmts())?;
+                self.proven_twins(then.stmts())?;
                 self.a.jmp(after)?;
                 self.bind(&mut partial)?;
             }
@@ -588,8 +592,11 @@ impl V {
             .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
             .collect();
         self.copy_slots(&save, true)?;
-        self.a.mov(rax, stride)?;
-        self.a.add(qword_ptr(rbp - 48), rax)?;
+        if !restore.is_empty() || !save.is_empty() {
+            // (The next batch's save frame; a region that copies nothing needs none.)
+            self.a.mov(rax, stride)?;
+            self.a.add(qword_ptr(rbp - 48), rax)?;
+        }
         let eight = self.imm_slot(8);
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
         self.a.add(rbx, 8)?;

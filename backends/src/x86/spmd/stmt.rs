@@ -24,6 +24,19 @@ impl V {
         if !value_type(var.ty()) {
             return no(format!("`{}` has type {}", var.name(), var.ty()));
         }
+        if self.regions.is_some()
+            && matches!(
+                value.node(),
+                kiln_ir::ExprNode::Builtin { kind: kiln_ir::Builtin::LocalId, dim: 0 }
+            )
+            && !self.lets.iter().any(|b| b.loc == Loc::Reg(LID))
+        {
+            // Region loops: one `let` of `local_id(0)` lives in a register that every
+            // region's batch recomputes (see `region.rs`), never in a save frame.
+            self.lid_lanes(LID)?;
+            self.lets.push(Bound { name, loc: Loc::Reg(LID), kind, decl: None, dword: None });
+            return Ok((Loc::Reg(LID), None));
+        }
         if wide64::is_64(var.ty()) {
             return Ok((self.bind_let64(var, value, kind)?, None));
         }
