@@ -848,30 +848,37 @@ impl X86Program {
             .and_then(|v| v.regions.as_deref())
             .filter(|_| lens_fit && l[0].is_multiple_of(8) && l[1] * l[2] == 1);
         let end = groups.end.min(launch.group_count());
+        // How many groups from `linear` on one call of span code runs (`accessed`: the
+        // tables its unchecked accesses use): the consecutive groups of its row of groups
+        // whose every access is in bounds (the bounds check, hoisted out of the work-items),
+        // at most SPAN_ITEMS work-items between two limit checks; 0 if not even the first.
+        let span_len = |accessed: &[u32], linear: u64| {
+            let gx = linear % g[0];
+            let base = launch.offset[0] as u64 + gx * l[0];
+            let fit = accessed
+                .iter()
+                .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
+                .min()
+                .unwrap_or(u64::MAX);
+            (fit / l[0]).min(end - linear).min(g[0] - gx).min((SPAN_ITEMS / l[0]).max(1))
+        };
+        // Sets the ids of the first group of a span starting at `linear`.
+        let enter_span = |ctx: &mut Ctx, linear: u64| {
+            let (gx, gy, gz) = (linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1]));
+            ctx.group_id = [gx, gy, gz];
+            ctx.base = [
+                launch.offset[0] as u64 + gx * l[0],
+                launch.offset[1] as u64 + gy * l[1],
+                launch.offset[2] as u64 + gz * l[2],
+            ];
+            self.set_ids(ctx, launch, 0);
+        };
         let mut linear = groups.start;
         while linear < end {
             if let Some(v) = spans {
-                let gx = linear % g[0];
-                let base = launch.offset[0] as u64 + gx * l[0];
-                // Groups whose every access is in bounds (the bounds check, hoisted out of
-                // the work-items), at most SPAN_ITEMS work-items between two limit checks.
-                let fit = v
-                    .accessed
-                    .iter()
-                    .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
-                    .min()
-                    .unwrap_or(u64::MAX);
-                let n =
-                    (fit / l[0]).min(end - linear).min(g[0] - gx).min((SPAN_ITEMS / l[0]).max(1));
+                let n = span_len(&v.accessed, linear);
                 if n > 0 {
-                    let (gy, gz) = (linear / g[0] % g[1], linear / (g[0] * g[1]));
-                    ctx.group_id = [gx, gy, gz];
-                    ctx.base = [
-                        base,
-                        launch.offset[1] as u64 + gy * l[1],
-                        launch.offset[2] as u64 + gz * l[2],
-                    ];
-                    self.set_ids(&mut ctx, launch, 0);
+                    enter_span(&mut ctx, linear);
                     if rt::limit_hit(&mut ctx) != 0 {
                         return Err(self.fault_in(sc, &ctx, table, &ranges, start));
                     }
@@ -900,25 +907,9 @@ impl X86Program {
             if let Some(rc) = region_spans {
                 // Consecutive groups of a row of groups, each one row, whose unchecked
                 // accesses are all in bounds: several per call of the region code.
-                let gx = linear % g[0];
-                let base = launch.offset[0] as u64 + gx * l[0];
-                let fit = rc
-                    .accessed
-                    .iter()
-                    .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
-                    .min()
-                    .unwrap_or(u64::MAX);
-                let n =
-                    (fit / l[0]).min(end - linear).min(g[0] - gx).min((SPAN_ITEMS / l[0]).max(1));
+                let n = span_len(&rc.accessed, linear);
                 if n > 0 {
-                    let (gy, gz) = (linear / g[0] % g[1], linear / (g[0] * g[1]));
-                    ctx.group_id = [gx, gy, gz];
-                    ctx.base = [
-                        base,
-                        launch.offset[1] as u64 + gy * l[1],
-                        launch.offset[2] as u64 + gz * l[2],
-                    ];
-                    self.set_ids(&mut ctx, launch, 0);
+                    enter_span(&mut ctx, linear);
                     if rt::limit_hit(&mut ctx) != 0 {
                         return Err(self.fault_in(sc, &ctx, table, &ranges, start));
                     }
