@@ -1,0 +1,454 @@
+//! Running an [`X86Program`]: the launch's work-groups, their spans of vector code, barrier
+//! rounds and the scalar fallback, and the fault reports (the executor; the code object
+//! is in the parent module).
+
+use super::*;
+
+impl X86Program {
+    /// Runs the kernel over `range` with the interpreter's call shape, schedule and errors:
+    /// `args` has one entry per parameter, pointer parameters naming entries of `buffers`,
+    /// which the kernel reads and writes in place. No limits.
+    pub fn run(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), LaunchError> {
+        self.run_with(range, args, buffers, &X86RunOptions::default())
+    }
+
+    /// [`X86Program::run`] with limits.
+    pub fn run_with(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        opts: &X86RunOptions,
+    ) -> Result<(), LaunchError> {
+        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
+        let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
+        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call, and
+        // this thread runs every group.
+        unsafe { self.run_groups(&launch, args, &raw, 0..launch.group_count(), opts, true) }
+    }
+
+    /// Runs the launch's work-groups on up to `threads` threads, started for this call:
+    /// [`X86Program::run_on`] a [`WorkerPool`] of `threads`.
+    pub fn run_parallel(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        threads: usize,
+        opts: &X86RunOptions,
+    ) -> Result<(), LaunchError> {
+        self.run_on(&WorkerPool::new(threads), range, args, buffers, opts)
+    }
+
+    /// Runs the launch's work-groups on the pool's threads (each takes a contiguous run of
+    /// groups, run in order); a launch of at most [`INLINE_ITEMS`] work-items runs on this
+    /// thread alone. A race-free kernel gives the interpreter's buffers; when
+    /// groups fail, the error of the lowest-numbered failing group among those run is
+    /// returned, and groups on other threads may have run past it.
+    pub fn run_on(
+        &self,
+        pool: &WorkerPool,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        opts: &X86RunOptions,
+    ) -> Result<(), LaunchError> {
+        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
+        let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
+        let n = launch.group_count();
+        let parts = (pool.threads() as u64).min(n);
+        if parts <= 1 || n.saturating_mul(launch.group_size()) <= INLINE_ITEMS {
+            // SAFETY: as below, with every group on this thread.
+            return unsafe { self.run_groups(&launch, args, &raw, 0..n, opts, true) };
+        }
+        let per = n.div_ceil(parts);
+        let results: Vec<Mutex<Option<LaunchError>>> =
+            (0..parts).map(|_| Mutex::new(None)).collect();
+        pool.run(parts as usize, &|t| {
+            let (lo, hi) = (t as u64 * per, ((t as u64 + 1) * per).min(n));
+            // SAFETY: the buffers are borrowed mutably for this call, which returns after
+            // every part has run; parts run disjoint groups, and a race-free kernel's groups
+            // write disjoint elements (atomics are lock-prefixed).
+            if let Err(e) = unsafe { self.run_groups_raw(&launch, args, &raw, lo..hi, opts) } {
+                *results[t].lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+        });
+        // Parts are in group order: the first error is the lowest-numbered group's.
+        results
+            .into_iter()
+            .find_map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .map_or(Ok(()), Err)
+    }
+
+    /// Runs the work-groups `groups` (linear group ids, dimension 0 fastest) of `launch`
+    /// (from [`resolve_launch`]) in order, on this thread.
+    ///
+    /// # Safety
+    ///
+    /// Each buffer must be valid for reads and writes of `len` elements for the whole call,
+    /// and no other code may access them meanwhile, except other `run_groups_raw` calls of
+    /// the same launch on disjoint group ranges (the kernel's own races aside).
+    pub unsafe fn run_groups_raw(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+    ) -> Result<(), LaunchError> {
+        // SAFETY: the caller's promise.
+        unsafe { self.run_groups(launch, args, buffers, groups, opts, false) }
+    }
+
+    /// [`X86Program::run_groups_raw`]; with `alone`, the caller also promises that no other
+    /// thread runs groups of the launch (atomics on buffers then need no `lock`).
+    ///
+    /// # Safety
+    ///
+    /// As for [`X86Program::run_groups_raw`].
+    unsafe fn run_groups(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+        alone: bool,
+    ) -> Result<(), LaunchError> {
+        // The thread's blocks from its last launch (none if a launch is running below this
+        // one on the same thread, which then keeps its own).
+        let mut s = SCRATCH.with(std::cell::Cell::take);
+        // SAFETY: the caller's promise.
+        let r = unsafe { self.run_groups_in(launch, args, buffers, groups, opts, alone, &mut s) };
+        SCRATCH.with(|c| c.set(s));
+        r
+    }
+
+    /// [`X86Program::run_groups`] with the memory blocks of `s`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`X86Program::run_groups_raw`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_groups_in(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &X86RunOptions,
+        alone: bool,
+        s: &mut Scratch,
+    ) -> Result<(), LaunchError> {
+        let bound =
+            launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
+        let group_size = launch.group_size();
+        let l = launch.local.map(u64::from);
+        let g = launch.groups().map(|g| g as u64);
+        let param_len = |m: &MemInfo| match (m.param.map(|p| bound[p]), m.local) {
+            (Some(Bound::Buffer(b)), _) => buffers[b].len as u64,
+            (Some(Bound::Range { len, .. }), _) => len as u64,
+            (None, Some((_, count))) => count as u64,
+            (None, None) => match m.kind {
+                MemKind::Private { count, .. } => count as u64,
+                MemKind::Table(_) => 0,
+            },
+            _ => 0,
+        };
+        // Per parameter, the offset of a ranged buffer argument (bounds messages name it).
+        let ranges: Vec<Option<usize>> = args.iter().map(Arg::range_offset).collect();
+        // The scalar code is compiled (if it was not yet) unless the vector code runs every
+        // group: rows of whole batches, every access within its buffer.
+        // The vector code's checked accesses compare 32-bit indices with lengths below 2^31
+        // (see spmd/mem.rs): other buffers leave the kernel to the scalar code.
+        let lens_fit = self.spmd.as_ref().is_some_and(|v| {
+            v.mems.iter().map(param_len).all(|n| n < 1 << 31 && (n > 0 || v.sites.is_empty()))
+        });
+        let vector_all = self.spmd.as_ref().is_some_and(|v| {
+            let end0 = launch.offset[0] as u64 + g[0] * l[0];
+            lens_fit
+                && l[0].is_multiple_of(8)
+                && v.accessed.iter().all(|&t| v.mems.get(t as usize).map_or(0, param_len) >= end0)
+        });
+        let sc = match (vector_all, &self.spmd) {
+            (true, Some(_)) => None,
+            _ => Some(self.scalar().map_err(|e| self.launch_error(e.to_string()))?),
+        };
+        let (mems, frame_bytes, local_bytes, n_barriers) = match (sc, &self.spmd) {
+            (Some(sc), _) => (&sc.mems, sc.frame_bytes, sc.local_bytes, sc.n_barriers),
+            (None, Some(v)) => (&v.mems, v.frame_bytes, v.local_bytes, 0),
+            (None, None) => return Err(self.launch_error("internal error: no code".into())),
+        };
+        let n_states = if n_barriers == 0 { 1 } else { group_size };
+        let needed = local_bytes as u128 + n_states as u128 * frame_bytes as u128;
+        if needed > MEMORY_LIMIT as u128 {
+            return Err(self.launch_error(format!(
+                "the arrays and work-item states of a work-group need {needed} bytes, more \
+                 than the limit of {MEMORY_LIMIT}"
+            )));
+        }
+        let words = frame_bytes / 8;
+        // As freshly allocated, zeroed blocks, without the allocations.
+        let Scratch { frames, local, table, vframe } = s;
+        frames.clear();
+        frames.resize(n_states as usize * words, 0);
+        local.clear();
+        let local = aligned(local, local_bytes.div_ceil(8));
+        table.clear();
+        vframe.clear();
+        for m in mems {
+            let MemKind::Table(t) = m.kind else { continue };
+            debug_assert_eq!(t as usize, table.len());
+            let r = match (m.param, m.local) {
+                (Some(p), _) => match bound[p] {
+                    Bound::Buffer(b) => MemRef { ptr: buffers[b].ptr, len: buffers[b].len as u64 },
+                    // SAFETY: bind_args checked that the range lies within the buffer.
+                    Bound::Range { buffer, offset, len } => MemRef {
+                        ptr: unsafe {
+                            buffers[buffer].ptr.add(offset * buffers[buffer].elem.size_bytes())
+                        },
+                        len: len as u64,
+                    },
+                    Bound::Scalar(_) => MemRef { ptr: std::ptr::null_mut(), len: 0 },
+                },
+                (None, Some((off, count))) => MemRef {
+                    // SAFETY: `off` is within the local block, which has `local_bytes`.
+                    ptr: unsafe { (local.as_mut_ptr() as *mut u8).add(off) },
+                    len: count as u64,
+                },
+                (None, None) => MemRef { ptr: std::ptr::null_mut(), len: 0 },
+            };
+            table.push(r);
+        }
+        for f in frames.chunks_mut(words.max(1)) {
+            for (p, slot) in self.param_slots.iter().enumerate() {
+                if let (Some(s), Bound::Scalar(bits)) = (slot, bound[p]) {
+                    f[*s as usize / 8] = bits;
+                }
+            }
+        }
+        let limits = Limits {
+            steps_left: std::cell::Cell::new(opts.max_loop_iterations.unwrap_or(u64::MAX)),
+            deadline: opts.deadline,
+            cancel: opts.cancel.clone(),
+        };
+        let mut ctx = Ctx {
+            local_id: [0; 3],
+            global_id: [0; 3],
+            group_id: [0; 3],
+            global_size: launch.global.map(u64::from),
+            local_size: launch.local.map(u64::from),
+            num_groups: launch.groups().map(u64::from),
+            offset: launch.offset.map(u64::from),
+            budget: 0,
+            err_code: 0,
+            err_site: 0,
+            err_val: 0,
+            mems: table.as_ptr(),
+            limits: &limits,
+            items: group_size,
+            base: [0; 3],
+            helpers: rt::helpers(),
+            span: 0,
+            math_table: kiln_ir::eval::math::SINCOS_TABLE.as_ptr(),
+            alone: u64::from(alone),
+        };
+        // The first back-edge asks the helper, which applies the limits.
+        ctx.budget = 1;
+        let start = Instant::now();
+        // Launches whose groups are one row of whole batches run many groups per call of
+        // the vector code: the consecutive groups of a row of groups (all of them in 1-D)
+        // are one contiguous run of global_id(0), their other ids the same.
+        let spans = self.spmd.as_ref().filter(|v| {
+            lens_fit
+                && !v.per_group
+                && v.n_barriers == 0
+                && l[0].is_multiple_of(8)
+                && l[1] * l[2] == 1
+        });
+        let region_spans = self
+            .spmd
+            .as_ref()
+            .and_then(|v| v.regions.as_deref())
+            .filter(|_| lens_fit && l[0].is_multiple_of(8) && l[1] * l[2] == 1);
+        let end = groups.end.min(launch.group_count());
+        // How many groups from `linear` on one call of span code runs (`accessed`: the
+        // tables its unchecked accesses use): the consecutive groups of its row of groups
+        // whose every access is in bounds (the bounds check, hoisted out of the work-items),
+        // at most SPAN_ITEMS work-items between two limit checks; 0 if not even the first.
+        let span_len = |accessed: &[u32], linear: u64| {
+            let gx = linear % g[0];
+            let base = launch.offset[0] as u64 + gx * l[0];
+            let fit = accessed
+                .iter()
+                .map(|&t| table.get(t as usize).map_or(0, |m| m.len.saturating_sub(base)))
+                .min()
+                .unwrap_or(u64::MAX);
+            (fit / l[0]).min(end - linear).min(g[0] - gx).min((SPAN_ITEMS / l[0]).max(1))
+        };
+        // Sets the ids of the first group of a span starting at `linear`.
+        let enter_span = |ctx: &mut Ctx, linear: u64| {
+            let (gx, gy, gz) = (linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1]));
+            ctx.group_id = [gx, gy, gz];
+            ctx.base = [
+                launch.offset[0] as u64 + gx * l[0],
+                launch.offset[1] as u64 + gy * l[1],
+                launch.offset[2] as u64 + gz * l[2],
+            ];
+            self.set_ids(ctx, launch, 0);
+        };
+        let mut linear = groups.start;
+        while linear < end {
+            if let Some(v) = spans {
+                let n = span_len(&v.accessed, linear);
+                if n > 0 {
+                    enter_span(&mut ctx, linear);
+                    if rt::limit_hit(&mut ctx) != 0 {
+                        return Err(self.fault_in(sc, &ctx, table, &ranges, start));
+                    }
+                    let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
+                    vframe[..8].copy_from_slice(&spmd::IOTA);
+                    ctx.span = n * l[0];
+                    // SAFETY: the vector code reads the lane constant at the vector frame's
+                    // start; every access is at a global_id(0) below `fit` (checked above).
+                    let stop = unsafe {
+                        let entry: VectorEntry =
+                            std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
+                        entry(
+                            &mut ctx,
+                            frames.as_mut_ptr() as *mut u8,
+                            vframe.as_mut_ptr() as *mut u8,
+                        )
+                    };
+                    if stop != 0 {
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
+                    }
+                    count_lane_groups(n);
+                    linear += n;
+                    continue;
+                }
+            }
+            if let Some(rc) = region_spans {
+                // Consecutive groups of a row of groups, each one row, whose unchecked
+                // accesses are all in bounds: several per call of the region code.
+                let n = span_len(&rc.accessed, linear);
+                if n > 0 {
+                    enter_span(&mut ctx, linear);
+                    if rt::limit_hit(&mut ctx) != 0 {
+                        return Err(self.fault_in(sc, &ctx, table, &ranges, start));
+                    }
+                    local.fill(0);
+                    let (f, v) = (&mut *frames, &mut *vframe);
+                    self.vector_regions(rc, &mut ctx, launch, f, v, table, &ranges, start, n)?;
+                    count_lane_groups(n);
+                    linear += n;
+                    continue;
+                }
+            }
+            ctx.group_id = [linear % g[0], linear / g[0] % g[1], linear / (g[0] * g[1])];
+            local.fill(0);
+            ctx.base = std::array::from_fn(|d| {
+                launch.offset[d] as u64 + ctx.group_id[d] * launch.local[d] as u64
+            });
+            self.set_ids(&mut ctx, launch, 0);
+            // Limits are also checked between groups, so that a huge launch of loop-free
+            // code can be stopped; this also refills the back-edge budget.
+            if rt::limit_hit(&mut ctx) != 0 {
+                return Err(self.fault_in(sc, &ctx, table, &ranges, start));
+            }
+            let vector = self.spmd.as_ref().filter(|v| {
+                let last = ctx.base[0] + launch.local[0] as u64 - 1;
+                lens_fit
+                    && launch.local[0].is_multiple_of(8)
+                    && v.accessed
+                        .iter()
+                        .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
+            });
+            if vector.is_some() {
+                count_lane_groups(1);
+            }
+            let regions = vector.and_then(|v| v.regions.as_deref()).filter(|rc| {
+                let last = ctx.base[0] + launch.local[0] as u64 - 1;
+                l[1] * l[2] == 1
+                    && rc
+                        .accessed
+                        .iter()
+                        .all(|&t| table.get(t as usize).is_some_and(|m| last < m.len))
+            });
+            let r = if let Some(v) = regions {
+                self.vector_regions(v, &mut ctx, launch, frames, vframe, table, &ranges, start, 1)
+            } else if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
+                self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
+            } else if let Some(v) = vector {
+                // SAFETY: the vector code reads the lane constant at the vector frame's start.
+                let entry: VectorEntry =
+                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
+                let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
+                vframe[..8].copy_from_slice(&spmd::IOTA);
+                ctx.span = l[0];
+                for row in 0..l[1] * l[2] {
+                    let (y, z) = (row % l[1], row / l[1]);
+                    ctx.local_id = [0, y, z];
+                    ctx.global_id = [ctx.base[0], ctx.base[1] + y, ctx.base[2] + z];
+                    // SAFETY: every access of the vector code is at global_id(0) of a
+                    // buffer longer than the row's last global_id(0) (checked above).
+                    let stop = unsafe {
+                        entry(
+                            &mut ctx,
+                            frames.as_mut_ptr() as *mut u8,
+                            vframe.as_mut_ptr() as *mut u8,
+                        )
+                    };
+                    if stop != 0 {
+                        return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
+                    }
+                }
+                Ok(())
+            } else if let Some(sc) = sc {
+                // SAFETY: the mapping holds a function with this signature (see gen.rs).
+                let entry: Entry =
+                    unsafe { std::mem::transmute::<*const u8, Entry>(sc.code.addr()) };
+                if sc.n_barriers == 0 {
+                    // The generated code loops over the group's work-items itself.
+                    self.set_ids(&mut ctx, launch, 0);
+                    let f = frames.as_mut_ptr() as *mut u8;
+                    // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
+                    let stop = unsafe { entry(&mut ctx, f) };
+                    if stop == 0 {
+                        Ok(())
+                    } else {
+                        Err(self.fault(sc, &ctx, table, &ranges, start))
+                    }
+                } else {
+                    self.rounds(sc, &mut ctx, launch, frames, words, entry, table, &ranges, start)
+                }
+            } else {
+                Err(self.launch_error("internal error: a group the vector code cannot run".into()))
+            };
+            r?;
+            linear += 1;
+        }
+        Ok(())
+    }
+
+    pub(super) fn set_ids(&self, ctx: &mut Ctx, launch: &Launch, item: u64) {
+        let l = launch.local.map(u64::from);
+        let lid = [item % l[0], item / l[0] % l[1], item / (l[0] * l[1])];
+        ctx.local_id = lid;
+        ctx.global_id =
+            std::array::from_fn(|d| launch.offset[d] as u64 + ctx.group_id[d] * l[d] + lid[d]);
+    }
+
+    pub(super) fn launch_error(&self, message: String) -> LaunchError {
+        self.error(None, message)
+    }
+
+    pub(super) fn error(&self, work_item: Option<[u32; 3]>, message: String) -> LaunchError {
+        LaunchError { kernel: self.kernel.name().to_string(), work_item, message }
+    }
+}
