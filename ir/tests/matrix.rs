@@ -344,3 +344,13 @@ proptest! {
         prop_assert_eq!(back.to_string(), printed);
     }
 }
+
+/// A word operand outside its set is an error saying which words were expected.
+#[test]
+fn word_operands_name_the_words_expected() {
+    let src = "kernel k(p: ptr<global, f16>) #reqd_work_group_size(32, 1, 1) {
+  let fa: frag<a, m16n8k16, f16> = frag_load(p, 0u32, 16u32, diagonal);
+}";
+    let err = kiln_ir::parse_module(src).unwrap_err().to_string();
+    assert!(err.contains("expected the layout `row` or `col` in `frag_load`"), "{err}");
+}

@@ -744,51 +744,32 @@ impl<'s> Parser<'s> {
                 format!("`{name}` takes {want} operand{}, found {}", plural(want), args.len()),
             );
         }
-        let word = |p: &Self, a: &Ast| -> PResult<Layout> {
+        // An operand that is one word of a fixed set (`from_name`), else an error saying
+        // which words were expected.
+        fn named<T>(
+            p: &Parser,
+            a: &Ast,
+            from_name: impl Fn(&str) -> Option<T>,
+            expected: &str,
+            name: &str,
+        ) -> PResult<T> {
             match &a.kind {
-                AstKind::Name(n) => Layout::from_name(n),
+                AstKind::Name(n) => from_name(n),
                 _ => None,
             }
-            .map_or_else(
-                || p.error(a.span, format!("expected the layout `row` or `col` in `{name}`")),
-                Ok,
-            )
+            .map_or_else(|| p.error(a.span, format!("expected {expected} in `{name}`")), Ok)
+        }
+        let word =
+            |p: &Self, a: &Ast| named(p, a, Layout::from_name, "the layout `row` or `col`", name);
+        let swizzle = |p: &Self, a: &Ast| {
+            let expected = "a swizzle (`sw128`, `sw64`, `sw32` or `noswizzle`)";
+            named(p, a, Swizzle::from_name, expected, name)
         };
-        let swizzle = |p: &Self, a: &Ast| -> PResult<Swizzle> {
-            match &a.kind {
-                AstKind::Name(n) => Swizzle::from_name(n),
-                _ => None,
-            }
-            .map_or_else(
-                || {
-                    p.error(
-                        a.span,
-                        format!(
-                            "expected a swizzle (`sw128`, `sw64`, `sw32` or `noswizzle`) in \
-                             `{name}`"
-                        ),
-                    )
-                },
-                Ok,
-            )
-        };
-        let wg_layout = |p: &Self, a: &Ast| -> PResult<WgLayout> {
-            match &a.kind {
-                AstKind::Name(n) => WgLayout::from_name(n),
-                _ => None,
-            }
-            .map_or_else(
-                || {
-                    p.error(
-                        a.span,
-                        format!(
-                            "expected a factor layout (`sw128`, `sw64`, `sw32`, or one of them \
-                             with `_mn<bytes>` for MN-major) in `{name}`"
-                        ),
-                    )
-                },
-                Ok,
-            )
+        let wg_layout = |p: &Self, a: &Ast| {
+            let expected =
+                "a factor layout (`sw128`, `sw64`, `sw32`, or one of them with `_mn<bytes>` for \
+                 MN-major)";
+            named(p, a, WgLayout::from_name, expected, name)
         };
         let number = |p: &Self, a: &Ast, max: u32| -> PResult<u32> {
             match &a.kind {
