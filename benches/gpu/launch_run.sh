@@ -8,7 +8,9 @@
 # 2. launch_bench: kiln's per-kernel eager and replay costs on the cpu device, Vulkan and
 #    CUDA (100 dependent tiny kernels on an in-order queue, and the same recorded as a
 #    command graph and replayed);
-# 3. launch_ref.py: cupy's eager launches and hand-built CUDA graphs of the same kernels and
+# 3. vk_chain_ref: the same 100 dependent dispatches recorded by hand into one Vulkan command
+#    buffer (the driver's floor under kiln's Vulkan replay);
+# 4. launch_ref.py: cupy's eager launches and hand-built CUDA graphs of the same kernels and
 #    of empty ones, on the same GPU, and kiln's numbers held against them and issue 25's
 #    targets.
 set -uo pipefail
@@ -30,6 +32,7 @@ for t in resident graph; do
 done
 out=$(mktemp)
 TAIL=40 step launch_bench bash -c "\"$BIN/launch_bench\" --bench --warm-up-time 1 --measurement-time 3 | tee $out"
+[ -x "$BIN/vk_chain_ref" ] && step vk_chain_ref "$BIN/vk_chain_ref" --bench
 TAIL=40 step launch_ref python3 benches/gpu/launch_ref.py --kiln "$out"
 echo "summary: exit $rc"
 exit $rc

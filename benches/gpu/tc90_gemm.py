@@ -15,13 +15,14 @@ run every transposition. A check size the generator refuses for a transposition 
 row not a multiple of 8 elements) is reported as refused, not failed.
 
 A config is `BN:STAGES` optionally followed by `:p<G>` (persistent tiles, at most G
-work-groups, `--persistent G`) and `:r` (`--setmaxnreg`: producer 40, consumers 232
+work-groups, `--persistent G`; `:p0` one work-group per tile; without it, kiln's default of
+132) and `:r` (`--setmaxnreg`: producer 40, consumers 232
 registers), e.g. `256:3:p132:r`; configs run in the given order on the same inputs, so one run
 compares the options on and off.
 
 Options on vs off at 4096^3 (bf16 and f16, `nt`; about a minute):
     python3 benches/gpu/tc90_gemm.py KILN --sizes 4096 --check-sizes 1000x520x136 \
-        --transposes nt tn --no-fused --configs 256:3 256:3:r 256:3:p132 256:3:p132:r
+        --transposes nt tn --no-fused --configs 256:3:p0 256:3:p0:r 256:3 256:3:r
 
 Short run for every transposition (the final verification):
     python3 benches/gpu/tc90_gemm.py KILN --sizes 4096 --configs 256:3 --types bf16 \

@@ -23,15 +23,16 @@
 //!   and stores those inside C
 //! ```
 //!
-//! Two options of [`Tc90Config`], off by default:
+//! Two options of [`Tc90Config`]:
 //!
-//! * `persistent = P`: at most `P` work-groups (P = 132, the H100's multiprocessors; as few as
+//! * `persistent = P` (on by default, P = [`DEFAULT_PERSISTENT`]; 0 turns it off): at most
+//!   `P` work-groups (P = 132, the H100's multiprocessors; as few as
 //!   run the tiles in as many rounds, so 512 tiles take 128), each
 //!   running the above for tiles `group_id + i * groups` (block rows and columns in the same
 //!   raster). The ring runs on across tiles: step `g = i * ktiles + kt` uses slot `g % stages`
 //!   and phase `g / stages`, and after each tile's `wgmma_wait(0)` the consumers release its
 //!   last slot, so the producer copies the next tile while the consumers store this one.
-//! * `setmaxnreg`: the producer warpgroup lowers its register budget to [`PRODUCER_REGS`], the
+//! * `setmaxnreg` (off by default): the producer warpgroup lowers its register budget to [`PRODUCER_REGS`], the
 //!   consumers raise theirs to [`CONSUMER_REGS`] (`setmaxnreg_dec` / `setmaxnreg_inc`).
 //!
 //! The copies zero-fill past M, N and K (the tensor copy does), so odd sizes need no other
@@ -67,6 +68,9 @@ pub const PRODUCER_REGS: u16 = 40;
 /// on: with [`PRODUCER_REGS`], `128 * 40 + 256 * 232 = 64512` of the 65536 a multiprocessor
 /// has.
 pub const CONSUMER_REGS: u16 = 232;
+/// The default [`Tc90Config::persistent`]: the multiprocessors of an H100 or H200 (SXM). On
+/// parts with fewer, pass theirs: a group past them waits for a second wave.
+pub const DEFAULT_PERSISTENT: u32 = 132;
 /// The most work-groups a persistent kernel may launch.
 const MAX_PERSISTENT: u32 = 1 << 16;
 
@@ -89,11 +93,11 @@ pub struct Tc90Config {
 }
 
 impl Default for Tc90Config {
-    /// 128 x 256 blocks, 3 stages (144 KiB of local memory): the fastest of those measured
-    /// on the H100 at 4096^3 and 8192^3 (docs/tensor-cores.md); one work-group per tile, no
-    /// register rebalancing.
+    /// 128 x 256 blocks, 3 stages (144 KiB of local memory), persistent tiles on at most
+    /// [`DEFAULT_PERSISTENT`] work-groups: the fastest of those measured on the H100 and H200
+    /// at 4096^3 and 8192^3, bf16 and f16 (docs/tensor-cores.md); no register rebalancing.
     fn default() -> Tc90Config {
-        Tc90Config { bn: 256, stages: 3, persistent: 0, setmaxnreg: false }
+        Tc90Config { bn: 256, stages: 3, persistent: DEFAULT_PERSISTENT, setmaxnreg: false }
     }
 }
 

@@ -76,7 +76,7 @@ fn problem(m: i64, n: i64, k: i64, ty: Scalar, out: Scalar) -> TcGemmProblem {
 fn whole_blocks_equal_the_sequential_sum() {
     check(
         &problem(128, 128, 192, Scalar::BF16, Scalar::F32),
-        Tc90Config { bn: 128, stages: 2, ..Default::default() },
+        Tc90Config { bn: 128, stages: 2, persistent: 0, ..Default::default() },
         vec![],
         |_, _, x| x,
     );
@@ -93,7 +93,7 @@ fn odd_sizes_are_zero_filled_and_masked() {
     // M, N and K past whole blocks and stages; more k-tiles than stages (the ring wraps).
     check(
         &problem(131, 72, 200, Scalar::BF16, Scalar::BF16),
-        Tc90Config { bn: 64, stages: 2, ..Default::default() },
+        Tc90Config { bn: 64, stages: 2, persistent: 0, ..Default::default() },
         vec![],
         |_, _, x| x,
     );

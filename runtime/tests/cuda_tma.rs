@@ -83,7 +83,7 @@ fn sm_90_gemm_every_transpose_matches_the_interpreter() {
     // two work-groups compute two tiles each, the ring running on), with the register
     // budgets.
     let configs = [
-        Tc90Config { bn: 128, stages: 2, ..Default::default() },
+        Tc90Config { bn: 128, stages: 2, persistent: 0, ..Default::default() },
         Tc90Config { bn: 128, stages: 2, persistent: 3, setmaxnreg: true },
     ];
     for ((ta, tb, ty, out, epilogue), cfg) in

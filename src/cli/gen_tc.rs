@@ -124,11 +124,11 @@ pub(super) struct TcGemmArgs {
     /// emitted for sm_90a).
     #[arg(long, value_enum, default_value = "sm_80")]
     arch: Arch,
-    /// sm_90 only: persistent tiles, at most G work-groups (e.g. 132, the H100's
-    /// multiprocessors; as few as need no more rounds of tiles), each computing every
-    /// n-th tile for n work-groups; 0 (default): one work-group per tile.
-    #[arg(long, value_name = "G", default_value_t = 0)]
-    persistent: u32,
+    /// sm_90 only: persistent tiles, at most G work-groups (default 132, the H100's and
+    /// H200's multiprocessors; as few as need no more rounds of tiles), each computing every
+    /// n-th tile for n work-groups; 0: one work-group per tile.
+    #[arg(long, value_name = "G")]
+    persistent: Option<u32>,
     /// sm_90 only: the producer warpgroup gives registers to the consumers (setmaxnreg 40 and
     /// 232).
     #[arg(long)]
@@ -175,7 +175,7 @@ impl TcGemmArgs {
         let cfg = Tc90Config {
             bn: u32::try_from(bn).map_err(|_| Error::Message(format!("{bn} is too large")))?,
             stages: self.blocking.stages.unwrap_or(d.stages),
-            persistent: self.persistent,
+            persistent: self.persistent.unwrap_or(d.persistent),
             setmaxnreg: self.setmaxnreg,
         };
         cfg.validate().map_err(Error::Message)?;
@@ -202,7 +202,7 @@ pub(super) fn main(a: &TcGemmArgs) -> Result<(), Error> {
         let cfg = a.config90()?;
         (tc90::generate(&p, &cfg).map_err(Error::Message)?, cfg.to_string())
     } else {
-        if a.persistent > 0 || a.setmaxnreg {
+        if a.persistent.is_some() || a.setmaxnreg {
             return Err(Error::Message(
                 "--persistent and --setmaxnreg are options of the sm_90 kernel (--arch sm_90)"
                     .into(),
