@@ -84,6 +84,7 @@
 //! | 110, 112, 114 | disk cache key, warnings, warned set | the persistent cache |
 //! | 120 | vulkan kernel pipelines | making a kernel's pipeline for a work-group size |
 //! | 122, 124 | vulkan launch slots, vulkan queue | recording and submitting a launch or replay (the queue only around `vkQueueSubmit`), host waits for the device |
+//! | 130 | cuda tensor maps | finding or making a kernel's device copy of an encoded tensor map (takes no other lock) |
 //!
 //! The table is `sync::ranks`; `tests/concurrent.rs` runs every public operation at once
 //! from several threads in a debug build (on the interpreter, the cpu device and Vulkan), so

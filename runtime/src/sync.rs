@@ -90,6 +90,8 @@ pub(crate) mod ranks {
     pub const VULKAN_SLOTS: Rank = Rank::new(122, "vulkan launch slots");
     /// A Vulkan device's queue (`vkQueueSubmit` and `vkQueueWaitIdle` need it to themselves).
     pub const VULKAN_QUEUE: Rank = Rank::new(124, "vulkan queue");
+    /// A CUDA kernel's device copies of its encoded tensor maps (held while one is made).
+    pub const CUDA_TENSOR_MAPS: Rank = Rank::new(130, "cuda tensor maps");
 }
 
 #[cfg(debug_assertions)]

@@ -4,7 +4,7 @@
 //! binds (`cuTensorMapEncodeTiled`), keeps one device copy of each distinct map, and passes
 //! the copies' addresses as the kernel's hidden parameters, after the three offsets.
 
-use std::sync::Mutex;
+use crate::sync::{ranks, RankedMutex};
 
 use cudarc::driver::sys;
 use kiln_ir::launch::Arg;
@@ -164,13 +164,18 @@ const MAX_MAPS: usize = 64;
 
 /// The device copies of a kernel's encoded tensor maps, each made once: a launch only
 /// reads them, so a copy never changes under a launch in flight.
-#[derive(Default)]
-pub(super) struct MapCache(Mutex<Vec<(Map, CudaMem)>>);
+pub(super) struct MapCache(RankedMutex<Vec<(Map, CudaMem)>>);
+
+impl Default for MapCache {
+    fn default() -> MapCache {
+        MapCache(RankedMutex::new(ranks::CUDA_TENSOR_MAPS, Vec::new()))
+    }
+}
 
 impl MapCache {
     /// The device address of a copy of `map`.
     fn device_copy(&self, dev: &CudaDevice, map: Map) -> Result<u64, DeviceError> {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = self.0.lock();
         if let Some((_, m)) = v.iter().find(|(k, _)| *k == map) {
             return Ok(m.ptr());
         }
