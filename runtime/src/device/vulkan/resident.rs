@@ -495,18 +495,24 @@ impl VulkanDevice {
                     if src.contains(transfer) {
                         writes |= vk::AccessFlags::TRANSFER_WRITE;
                     }
-                    let access = if stage == compute {
-                        vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE
-                    } else {
-                        vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE
-                    };
+                    // The first barrier also orders the later steps that have none of their
+                    // own (no dependency inside the recording) after earlier submissions, so
+                    // it reaches both stages whatever the first step's is.
+                    let dst = if i == 0 { compute | transfer } else { stage };
+                    let mut access = vk::AccessFlags::empty();
+                    if dst.contains(compute) {
+                        access |= vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
+                    }
+                    if dst.contains(transfer) {
+                        access |= vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE;
+                    }
                     let b = [vk::MemoryBarrier::default()
                         .src_access_mask(writes)
                         .dst_access_mask(access)];
                     d.cmd_pipeline_barrier(
                         c.cb,
                         src,
-                        stage,
+                        dst,
                         vk::DependencyFlags::empty(),
                         &b,
                         &[],
