@@ -499,22 +499,37 @@ impl Gen<'_> {
             ),
             Stmt::let_(&c0, (n0.expr() + (t.expr() & u(3)) * u(2)).cast(Scalar::I32)),
         ];
-        for i in 0..bn / 2 {
-            let x = Var::new(format!("x{i}"), Type::F32);
+        // Elements `i` and `i + 1` (`i` even) are neighbouring columns of one row, the first
+        // one's even: where N is even they go out as one aligned 2-lane store, and the first
+        // column's bound covers both.
+        let pair = p.n % 2 == 0;
+        let step = if pair { 2 } else { 1 };
+        for i0 in (0..bn / 2).step_by(step) {
             let (gm, gn) =
-                (Var::new(format!("gm{i}"), Type::I32), Var::new(format!("gn{i}"), Type::I32));
-            out.push(Stmt::call_into(&x, Func::matrix(MatrixOp::FragElem(i as u8)), [acc.expr()]));
-            out.push(Stmt::let_(&gm, ix::add(&r0.expr(), &c(8 * ((i as i64 / 2) % 2)))));
-            out.push(Stmt::let_(&gn, ix::add(&c0.expr(), &c(8 * (i as i64 / 4) + i as i64 % 2))));
-            let mut pre = Vec::new();
-            let mut val = x.expr();
-            for &op in &p.epilogue.0 {
-                val = apply(op, val, &gm.expr(), &gn.expr(), p.n, p.out, &mut pre);
+                (Var::new(format!("gm{i0}"), Type::I32), Var::new(format!("gn{i0}"), Type::I32));
+            out.push(Stmt::let_(&gm, ix::add(&r0.expr(), &c(8 * ((i0 as i64 / 2) % 2)))));
+            out.push(Stmt::let_(&gn, ix::add(&c0.expr(), &c(8 * (i0 as i64 / 4) + i0 as i64 % 2))));
+            let mut body = Vec::new();
+            let mut vals = Vec::new();
+            for i in i0..i0 + step as u32 {
+                let x = Var::new(format!("x{i}"), Type::F32);
+                out.push(Stmt::call_into(
+                    &x,
+                    Func::matrix(MatrixOp::FragElem(i as u8)),
+                    [acc.expr()],
+                ));
+                let col = ix::add(&gn.expr(), &c((i - i0) as i64));
+                let mut val = x.expr();
+                for &op in &p.epilogue.0 {
+                    val = apply(op, val, &gm.expr(), &col, p.n, p.out, &mut body);
+                }
+                vals.push(if p.out == Scalar::F32 { val } else { val.cast(p.out) });
             }
-            let val = if p.out == Scalar::F32 { val } else { val.cast(p.out) };
-            let mut body = pre;
             let at = ix::add(&ix::mul(&gm.expr(), &c(p.n)), &gn.expr());
-            body.push(Stmt::store(cbuf, at, val));
+            body.push(match vals.len() {
+                1 => Stmt::store(cbuf, at, vals.pop().expect("one value")),
+                _ => Stmt::vstore(cbuf, at, Expr::build_vector(vals)),
+            });
             let cond = ix::and(
                 (p.m % BM as i64 != 0).then(|| gm.expr().cmp_lt(c(p.m))),
                 (p.n % bn as i64 != 0).then(|| gn.expr().cmp_lt(c(p.n))),

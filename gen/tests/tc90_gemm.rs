@@ -159,6 +159,33 @@ fn every_transpose_fuses_the_epilogue() {
     }
 }
 
+/// Stores of a kernel's text: (2-lane `vstore`s, scalar stores into `c`).
+fn stores(text: &str) -> (usize, usize) {
+    (text.matches("vstore(c,").count(), text.matches("  c[").count())
+}
+
+#[test]
+fn even_n_stores_column_pairs_and_odd_n_single_elements() {
+    // Even N: each work-item's neighbouring columns leave as one aligned 2-lane store; odd N
+    // (B stored N x K, so N has no multiple-of-8 rule): one element at a time, the last
+    // column's pair half-outside C. Both through an epilogue that reads per column.
+    for (n, pairs) in [(48usize, true), (75, false)] {
+        let m = 40usize;
+        let bias = vals(n, 7);
+        let mut p = problem(m as i64, n as i64, 24, Scalar::BF16, Scalar::BF16);
+        p.epilogue = Epilogue(vec![EpOp::Bias, EpOp::Gelu]);
+        let cfg = Tc90Config { bn: 64, stages: 2, ..Default::default() };
+        let text = generate(&p, &cfg).unwrap().kernel.to_string();
+        let (v, scalar) = stores(&text);
+        assert_eq!((v > 0, scalar > 0), (pairs, !pairs), "N = {n}: {v} vstores, {scalar} stores");
+        let b = bias.clone();
+        check(&p, cfg, vec![Buffer::from_slice(&bias)], move |_, j, x| {
+            let x = x + b[j];
+            x / (1.0 + (-1.595_769f32 * (x + 0.044715 * x * x * x)).exp())
+        });
+    }
+}
+
 #[test]
 fn fused_epilogue_matches_its_definition() {
     let (m, n) = (96usize, 80usize);
