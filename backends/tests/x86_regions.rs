@@ -390,3 +390,100 @@ fn proven_twins_in_trimmed_regions_agree() {
         assert!(has_regions(&k));
     }
 }
+
+/// Indices whose form bounds them below a local array's length need no check
+/// (`mem.rs`'s `index_max`): `x & c`, `x % c`, `x >> c`, casts from 8/16-bit types, in
+/// loads, stores and atomics (the histogram's `bins[data[i] & 255]`). A bound one past
+/// the end (`& 256`, `% 257`, `>> 23`, an `i32` mask with the sign bit) must still fault
+/// where a lane's value reaches it, as the interpreter reports.
+#[test]
+fn indices_bounded_below_local_lengths_agree() {
+    let forms = [
+        ("x & 255u32", true),
+        ("x & 256u32", false),
+        ("(x & 255u32) & y", true),
+        ("x % 256u32", true),
+        ("x % 257u32", false),
+        ("x >> 24u32", true),
+        ("x >> 56u32", true),
+        ("x >> 23u32", false),
+        ("((x as u8) as u32)", true),
+        ("((x as u16) as u32) >> 8u32", true),
+        ("(x as i32) & 255", true),
+        ("(x as i32) & -2147483393", false),
+        ("y", false),
+    ];
+    for (form, bounded) in forms {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, p: ptr<global, u32>, y: u32) {{
+               local bins: u32[256];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               let x: u32 = a[g];
+               atomic_add(bins, {form}, 1u32);
+               barrier(local);
+               p[g] = bins[{form}];
+               barrier(local);
+               // (Stores of several work-items to one element: the last one's stays.)
+               bins[{form}] = l;
+               barrier(local);
+               atomic_add(o, l, bins[l]);
+             }}"
+        ));
+        // Values past 2^31 too (negative as i32); `big` reaches every bit.
+        let mut faults = false;
+        let low: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 24).collect();
+        let big: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+        for (data, y) in [(&low, 255u32), (&big, 255), (&big, 256), (&low, 300)] {
+            for local in [64u32, 256] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(y)];
+                let bufs = [
+                    Buffer::zeroed(Scalar::U32, 256),
+                    Buffer::from_slice(data),
+                    Buffer::zeroed(Scalar::U32, 256),
+                ];
+                let r = NdRange::new(&[256]).with_local(&[local]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{form} y={y} {local}");
+                faults |= kiln_ir::interp::run(&k, &r, &args, &mut bufs.to_vec()).is_err();
+            }
+        }
+        // (The data reach past the end exactly where the form does not bound the index.)
+        assert_eq!(faults, !bounded, "{form}");
+        if avx2() {
+            assert!(has_regions(&k), "{form}");
+        }
+    }
+}
+
+/// Atomics at `local_id(0)` plus a group value are covered by the region's bounds proof
+/// (the histogram's `atomic_add(hist, lid, bins[lid])`): the buffer one element short of
+/// the last lane's index must fault; a whole region whose statements run as two copies
+/// (proven or not) beside a second `let` of `local_id(0)` (which keeps one copy).
+#[test]
+fn proven_atomics_and_region_copies_agree() {
+    let k = kernel(
+        "kernel k(h: ptr<global, u32>, a: ptr<global, u32>, q: u32) {
+           local t: u32[64];
+           let l: u32 = local_id(0);
+           let l2: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           t[l] = a[g] + l2;
+           barrier(local);
+           atomic_add(h, l + q, t[l]);
+           barrier(local);
+           if l < q { atomic_add(h, l + 1u32, t[l + 1u32] * 2u32); }
+         }",
+    );
+    let a: Vec<u32> = (0..128u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 9).collect();
+    for q in [0u32, 1, 7, 8, 9, 13, 63, 64, u32::MAX] {
+        for (local, len) in [(16u32, 80usize), (64, 72), (64, 73), (64, 128)] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q)];
+            let bufs = [Buffer::zeroed(Scalar::U32, len), Buffer::from_slice(&a)];
+            let r = NdRange::new(&[128]).with_local(&[local]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} {local} {len}");
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}

@@ -144,7 +144,7 @@ impl V {
         }
         self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
         self.active(2)?;
-        self.check(1, 2, 3, t, op.name(), signed)?;
+        self.check(index, 1, 2, 3, t, op.name(), signed)?;
         self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
         let base = self.base(t)?;
         let shared = self.mems.get(self.mem_of(t) as usize).is_none_or(|m| m.local.is_none());
@@ -155,6 +155,10 @@ impl V {
             base,
             o: [o_idx, o_cmp, o_val, o_mask, o_res],
             result: result.is_some(),
+            imm: match value.node() {
+                kiln_ir::ExprNode::Imm(kiln_ir::Imm::Int(_, bits)) => Some(*bits as u32 as i32),
+                _ => None,
+            },
         };
         // Eight distinct elements side by side (a contiguous index), every lane active, an
         // integer operation whose result no one reads: one vector read-modify-write, where
@@ -231,6 +235,8 @@ struct Lanes {
     base: AsmRegister64,
     o: [i32; 5],
     result: bool,
+    /// The value when it is a constant (`atomic_add(bins, b, 1)`): an immediate operand.
+    imm: Option<i32>,
 }
 
 impl V {
@@ -268,12 +274,20 @@ impl V {
             match op {
                 AtomicOp::Add | AtomicOp::Sub if !x.float && !x.result => {
                     // The old value is not wanted: a memory-destination add or sub.
-                    a.mov(r11d, v)?;
-                    match (op == AtomicOp::Add, locked) {
-                        (true, true) => a.lock().add(at, r11d)?,
-                        (true, false) => a.add(at, r11d)?,
-                        (false, true) => a.lock().sub(at, r11d)?,
-                        (false, false) => a.sub(at, r11d)?,
+                    match (op == AtomicOp::Add, locked, x.imm) {
+                        (true, true, Some(i)) => a.lock().add(at, i)?,
+                        (true, false, Some(i)) => a.add(at, i)?,
+                        (false, true, Some(i)) => a.lock().sub(at, i)?,
+                        (false, false, Some(i)) => a.sub(at, i)?,
+                        (add, locked, None) => {
+                            a.mov(r11d, v)?;
+                            match (add, locked) {
+                                (true, true) => a.lock().add(at, r11d)?,
+                                (true, false) => a.add(at, r11d)?,
+                                (false, true) => a.lock().sub(at, r11d)?,
+                                (false, false) => a.sub(at, r11d)?,
+                            }
+                        }
                     }
                 }
                 AtomicOp::Add | AtomicOp::Sub if !x.float => {

@@ -15,6 +15,50 @@ use crate::x86::rt;
 /// The largest private array on the lanes, in elements (32 bytes each in the frame).
 const MAX_PRIVATE: u32 = 1024;
 
+/// The largest value an `i32`/`u32` index can take in any lane, when its form bounds it
+/// and it cannot be negative: a constant, `x & c` (`c` a constant, for `i32` a
+/// nonnegative one), `u32` `x % c` (`c` a nonzero constant), `u32` `x >> c` (`c` a
+/// constant, taken modulo 32 as the lanes shift), and casts from `u8`, `u16` and `bool`.
+/// An access to a local array (its length fixed when the kernel is built) whose index is
+/// bounded below the length needs no check: `histogram`'s `bins[data[i] & 255]`.
+pub(super) fn index_max(e: &Expr) -> Option<u64> {
+    use kiln_ir::{BinOp, ExprNode, Imm};
+    let konst = |e: &Expr| match e.node() {
+        ExprNode::Imm(Imm::Int(_, bits)) => Some(*bits as u32),
+        _ => None,
+    };
+    let signed = match e.ty() {
+        Type::Scalar(Scalar::I32) => true,
+        Type::Scalar(Scalar::U32) => false,
+        _ => return None,
+    };
+    let max = match e.node() {
+        ExprNode::Imm(Imm::Int(_, bits)) => *bits as u32,
+        ExprNode::Binary { op: BinOp::And, a, b } => {
+            let bound = |x: &Expr| index_max(x).map(|m| m as u32);
+            match (bound(a), bound(b)) {
+                (Some(x), Some(y)) => x.min(y),
+                (Some(x), None) | (None, Some(x)) => x,
+                (None, None) => return None,
+            }
+        }
+        ExprNode::Binary { op: BinOp::Rem, b, .. } if !signed => match konst(b) {
+            Some(c) if c != 0 => c - 1,
+            _ => return None,
+        },
+        ExprNode::Binary { op: BinOp::Shr, b, .. } if !signed => u32::MAX >> (konst(b)? & 31),
+        ExprNode::Cast { a, .. } => match a.ty() {
+            Type::Scalar(Scalar::U8) => 255,
+            Type::Scalar(Scalar::U16) => 65535,
+            Type::Scalar(Scalar::Bool) => 1,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    // (An `i32` at least 2^31 is negative.)
+    (!signed || max < 0x8000_0000).then_some(u64::from(max))
+}
+
 /// True if `s` declares a private array.
 pub(super) fn has_private(s: &Stmt) -> bool {
     match s.node() {
@@ -242,10 +286,15 @@ impl V {
         Ok(())
     }
 
-    /// Checks the indices in `ymm{idx}` against table `t`'s length in the lanes of
-    /// `ymm{act}` (using `ymm{f}`); faulting lanes are reported and leave `act`.
+    /// Checks the indices in `ymm{idx}` (the lanes of `index`) against table `t`'s length
+    /// in the lanes of `ymm{act}` (using `ymm{f}`); faulting lanes are reported and leave
+    /// `act`. No code when the region's proof holds for the access (`proven.rs`) or
+    /// every value `index` can take is below the length of a local array (see
+    /// [`index_max`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn check(
         &mut self,
+        index: &Expr,
         idx: usize,
         act: usize,
         f: usize,
@@ -253,6 +302,15 @@ impl V {
         what: &'static str,
         signed: bool,
     ) -> R<()> {
+        if self.proven_certain(index, t) {
+            return Ok(());
+        }
+        let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
+        if let (Some((_, count)), Some(max)) = (local, index_max(index)) {
+            if max < u64::from(count) {
+                return Ok(());
+            }
+        }
         // index <u len  <=>  (index ^ sign) <=s ((len - 1) ^ sign), for 1 <= len < 2^31
         // (the driver runs the vector code only then).
         let sign = self.imm_slot(0x8000_0000);
@@ -298,7 +356,7 @@ impl V {
             self.bind(&mut slow)?;
         }
         self.active(d + 1)?;
-        self.check(d, d + 1, d + 2, t, "load", signed)?;
+        self.check(index, d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
         let (x, m, g) = (YMM[d], YMM[d + 1], YMM[d + 2]);
         match kind {
@@ -392,7 +450,7 @@ impl V {
             self.bind(&mut slow)?;
         }
         self.active(2)?;
-        self.check(1, 2, 3, t, "store", signed)?;
+        self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;
         if kind == Kind::Contig {
             self.a.vmovd(eax, xmm1)?;

@@ -480,33 +480,39 @@ impl V {
         let stride = qword_ptr(r15 + super::ROUND_SLOT);
         let mut done = self.a.create_label();
         // With an exact range, the batches wholly inside it take the branch in every lane:
-        // its global ids [full, full + 2) (unrounded) in a group frame slot.
+        // the global ids [f, f + 8) of a group frame slot, from the range's first (only
+        // with a lower bound; without one every batch starts inside) to its end or the
+        // batches' end, whichever is first.
         let full = match &range {
-            Some(r) if r.exact => {
-                let f = self.slot();
-                self.a.mov(rax, group_gid)?;
-                self.a.mov(qword_ptr(r15 + f), rax)?;
-                self.a.mov(qword_ptr(r15 + (f + 8)), -1)?;
-                Some(f)
-            }
+            Some(r) if r.exact => Some(self.slot()),
             _ => None,
         };
+        let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();
         match range.as_ref().and_then(|r| r.hi.as_ref()) {
             Some((e, add)) => {
                 self.uniform_to_eax(e)?;
                 // (A 32-bit result: the upper half of rax is zero.)
-                if let Some(f) = full {
+                if full.is_some() {
                     self.a.lea(r11, qword_ptr(rax + *add as i32))?;
                     self.a.add(r11, group_gid)?;
-                    self.a.mov(qword_ptr(r15 + (f + 8)), r11)?;
                 }
                 self.a.add(rax, (*add + 7) as i32)?;
                 self.a.and(rax, -8)?;
                 self.a.add(rax, group_gid)?;
                 self.a.cmp(rax, end_slot)?;
                 self.a.cmova(rax, end_slot)?;
+                if let Some(f) = full {
+                    self.a.cmp(r11, rax)?;
+                    self.a.cmova(r11, rax)?;
+                    self.a.mov(qword_ptr(r15 + (f + 8)), r11)?;
+                }
             }
-            None => self.a.mov(rax, end_slot)?,
+            None => {
+                self.a.mov(rax, end_slot)?;
+                if let Some(f) = full {
+                    self.a.mov(qword_ptr(r15 + (f + 8)), rax)?;
+                }
+            }
         }
         self.a.mov(qword_ptr(rbp - 56), rax)?;
         let proof = self.prove_region(stmts)?;
@@ -546,26 +552,193 @@ impl V {
         self.a.vpbroadcastd(ymm15, xmm15)?;
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
         let mut top = self.a.create_label();
+        let mut test = self.a.create_label();
         self.bind(&mut top)?;
-        self.copy_slots(&restore, false)?;
-        if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
-            self.lid_lanes(super::LID)?;
-        }
+        self.batch_start(&restore)?;
         let mut after = self.a.create_label();
         if let (Some(f), [s]) = (full, stmts) {
             if let StmtNode::If { then, .. } = s.node() {
                 // Inside the range: the branch's body under no mask (the condition is pure).
                 let mut partial = self.a.create_label();
-                self.a.cmp(rbx, qword_ptr(r15 + f))?;
-                self.a.jb(partial)?;
+                if lo_bound {
+                    self.a.cmp(rbx, qword_ptr(r15 + f))?;
+                    self.a.jb(partial)?;
+                }
                 self.a.lea(rax, qword_ptr(rbx + 8))?;
                 self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
                 self.a.ja(partial)?;
-                self.proven_twins(then.stmts())?;
+                // (No new bindings at the region's level: what the batch saves is known.)
+                let save = self.region_saves(&restore);
+                self.full_batches(then.stmts(), f, &restore, &save, test)?;
                 self.a.jmp(after)?;
                 self.bind(&mut partial)?;
             }
         }
+        self.region_stmts(stmts)?;
+        self.bind(&mut after)?;
+        self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+        // Lets from earlier regions are unchanged; their vars and this region's values
+        // go back to the batch's save frame.
+        let save = self.region_saves(&restore);
+        self.batch_end(&restore, &save)?;
+        self.bind(&mut test)?;
+        self.a.cmp(rbx, qword_ptr(rbp - 56))?;
+        self.a.jb(top)?;
+        self.bind(&mut done)?;
+        self.proven = outer;
+        // Group code reports nothing per lane, but the budget's stub reads rbx.
+        self.a.mov(rbx, group_gid)?;
+        Ok(())
+    }
+
+    /// What a batch of the region copies to its save frame after running it (see
+    /// [`V::region`]), given what it restored.
+    fn region_saves(&self, restore: &[(i32, i32)]) -> Vec<(i32, i32)> {
+        self.batch_bindings()
+            .into_iter()
+            .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
+            .collect()
+    }
+
+    /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes.
+    fn batch_start(&mut self, restore: &[(i32, i32)]) -> R<()> {
+        self.copy_slots(restore, false)?;
+        if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
+            self.lid_lanes(super::LID)?;
+        }
+        Ok(())
+    }
+
+    /// A batch's end: its values to its save frame, the next batch's ids.
+    fn batch_end(&mut self, restore: &[(i32, i32)], save: &[(i32, i32)]) -> R<()> {
+        self.copy_slots(save, true)?;
+        if !restore.is_empty() || !save.is_empty() {
+            // (The next batch's save frame; a region that copies nothing needs none.)
+            self.a.mov(rax, qword_ptr(r15 + super::ROUND_SLOT))?;
+            self.a.add(qword_ptr(rbp - 48), rax)?;
+        }
+        let eight = self.imm_slot(8);
+        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        self.a.add(rbx, 8)?;
+        Ok(())
+    }
+
+    /// The batches wholly inside a trimmed region's range (`[r15 + f + 8]` the end of
+    /// the range's global ids): `body` under no mask. With the region's proof, one loop
+    /// runs them back to back with no test per access, per batch only the test that the
+    /// next batch is full too (the proof is tested once; ids only grow, so the range's
+    /// start stays behind); `test` is where the next batch's loop test is. Without it,
+    /// each access checked.
+    fn full_batches(
+        &mut self,
+        body: &[Stmt],
+        f: i32,
+        restore: &[(i32, i32)],
+        save: &[(i32, i32)],
+        test: CodeLabel,
+    ) -> R<()> {
+        let since = self.fault_mark();
+        let Some(flag) = self.proven.as_ref().map(|p| p.flag) else {
+            self.block(body)?;
+            return self.fault_test_since(since);
+        };
+        let mut unproven = self.a.create_label();
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(unproven)?;
+        let mut tight = self.a.create_label();
+        self.bind(&mut tight)?;
+        let since = self.fault_mark();
+        self.proven.as_mut().expect("a proof").certain = true;
+        self.block(body)?;
+        self.proven.as_mut().expect("a proof").certain = false;
+        self.fault_test_since(since)?;
+        self.batch_end(restore, save)?;
+        self.a.lea(rax, qword_ptr(rbx + 8))?;
+        self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
+        self.a.ja(test)?;
+        self.batch_start(restore)?;
+        self.a.jmp(tight)?;
+        self.bind(&mut unproven)?;
+        let since = self.fault_mark();
+        let proof = self.proven.take();
+        self.block(body)?;
+        self.proven = proof;
+        self.fault_test_since(since)
+    }
+
+    /// How many fault sites and stubs the code has so far.
+    fn fault_mark(&self) -> (usize, usize) {
+        (self.sites.len(), self.stubs.len())
+    }
+
+    /// At a batch's end: a recorded fault stops the launch, if the code since `mark` can
+    /// fault (code without fault sites or stubs leaves the fault lane as it was, 8).
+    fn fault_test_since(&mut self, mark: (usize, usize)) -> R<()> {
+        if self.may_fault && (self.sites.len(), self.stubs.len()) != mark {
+            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+            self.a.jne(self.fault_exit)?;
+        }
+        Ok(())
+    }
+
+    /// The region's statements for one batch: with a proof, and when they declare nothing
+    /// but `let`s of `global_id(0)` and `local_id(0)` (bound to registers, so that both
+    /// copies bind them alike), as two copies, the proof's flag tested once (see
+    /// [`V::full_batches`]); the proven copy checks none of the covered accesses, masked
+    /// ones included.
+    fn region_stmts(&mut self, stmts: &[Stmt]) -> R<()> {
+        let lid_lets = stmts.iter().filter(|s| match s.node() {
+            StmtNode::Let { value, .. } => {
+                matches!(value.node(), ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 })
+            }
+            _ => false,
+        });
+        let lid_free = !self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID));
+        let twins = self.proven.is_some()
+            && lid_lets.count() <= usize::from(lid_free)
+            && stmts.iter().all(|s| match s.node() {
+                StmtNode::Let { value, .. } => matches!(
+                    value.node(),
+                    ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 }
+                ),
+                // (Local arrays are the kernel's, laid out once; nothing binds them here.)
+                StmtNode::Alloc { var, .. } => {
+                    matches!(var.ty(), Type::Ptr(kiln_ir::AddrSpace::Local, _))
+                }
+                StmtNode::Decl { .. } => false,
+                StmtNode::Call { result, .. } => result.is_none(),
+                _ => true,
+            });
+        let since = self.fault_mark();
+        if !twins {
+            self.stmts_in_scope(stmts)?;
+            return self.fault_test_since(since);
+        }
+        let flag = self.proven.as_ref().expect("a proof").flag;
+        let (mut slow, mut join) = (self.a.create_label(), self.a.create_label());
+        let mark = self.lets.len();
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(slow)?;
+        self.proven.as_mut().expect("a proof").certain = true;
+        self.stmts_in_scope(stmts)?;
+        self.proven.as_mut().expect("a proof").certain = false;
+        self.fault_test_since(since)?;
+        if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
+            return no("internal: a region's twins bind a name outside a register");
+        }
+        self.lets.truncate(mark);
+        self.a.jmp(join)?;
+        self.bind(&mut slow)?;
+        let since = self.fault_mark();
+        let proof = self.proven.take();
+        self.stmts_in_scope(stmts)?;
+        self.proven = proof;
+        self.fault_test_since(since)?;
+        self.bind(&mut join)
+    }
+
+    /// `stmts` for one batch, their names staying in scope (later regions read them).
+    fn stmts_in_scope(&mut self, stmts: &[Stmt]) -> R<()> {
         for s in stmts {
             if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 if let StmtNode::Let { var, .. } = s.node() {
@@ -576,36 +749,6 @@ impl V {
             }
             self.stmt(s)?;
         }
-        if full.is_some() {
-            self.bind(&mut after)?;
-        }
-        if self.may_fault {
-            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
-            self.a.jne(self.fault_exit)?;
-        }
-        self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
-        // Lets from earlier regions are unchanged; their vars and this region's values
-        // go back to the batch's save frame.
-        let save: Vec<(i32, i32)> = self
-            .batch_bindings()
-            .into_iter()
-            .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
-            .collect();
-        self.copy_slots(&save, true)?;
-        if !restore.is_empty() || !save.is_empty() {
-            // (The next batch's save frame; a region that copies nothing needs none.)
-            self.a.mov(rax, stride)?;
-            self.a.add(qword_ptr(rbp - 48), rax)?;
-        }
-        let eight = self.imm_slot(8);
-        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
-        self.a.add(rbx, 8)?;
-        self.a.cmp(rbx, qword_ptr(rbp - 56))?;
-        self.a.jb(top)?;
-        self.bind(&mut done)?;
-        self.proven = outer;
-        // Group code reports nothing per lane, but the budget's stub reads rbx.
-        self.a.mov(rbx, group_gid)?;
         Ok(())
     }
 
