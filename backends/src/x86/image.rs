@@ -482,7 +482,8 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     }
     let cell = OnceLock::new();
     let _ = cell.set(Ok(scalar));
-    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd })
+    let sums = std::sync::OnceLock::new();
+    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd, sums })
 }
 
 /// The vector code of an image (see the layout above); its region code follows it.
