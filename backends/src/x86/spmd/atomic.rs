@@ -138,11 +138,32 @@ impl V {
             operands.push((&args[2], o_cmp));
         }
         operands.push((value, o_val));
+        // A constant value, when the lanes take it as an immediate, has no slot to fill
+        // (nor effects).
+        let imm = match value.node() {
+            kiln_ir::ExprNode::Imm(kiln_ir::Imm::Int(_, bits))
+                if matches!(op, AtomicOp::Add | AtomicOp::Sub)
+                    && result.is_none()
+                    && elem != Type::F32 =>
+            {
+                Some(*bits as u32 as i32)
+            }
+            _ => None,
+        };
+        let vector = matches!(self.kind(index), Kind::Gid0 | Kind::Contig)
+            && result.is_none()
+            && matches!(elem, Type::I32 | Type::U32)
+            && !matches!(op, AtomicOp::Xchg | AtomicOp::CmpXchg);
         for (e, off) in operands {
+            if off == o_val && imm.is_some() && !vector {
+                continue;
+            }
             self.expr_top(e, 0)?;
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
         }
-        self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
+        if self.needs_check(index, t) {
+            self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
+        }
         self.active(2)?;
         self.check(index, 1, 2, 3, t, op.name(), signed)?;
         self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
@@ -155,18 +176,12 @@ impl V {
             base,
             o: [o_idx, o_cmp, o_val, o_mask, o_res],
             result: result.is_some(),
-            imm: match value.node() {
-                kiln_ir::ExprNode::Imm(kiln_ir::Imm::Int(_, bits)) => Some(*bits as u32 as i32),
-                _ => None,
-            },
+            imm,
         };
         // Eight distinct elements side by side (a contiguous index), every lane active, an
-        // integer operation whose result no one reads: one vector read-modify-write, where
-        // only this thread touches the memory (no order between the lanes can show).
-        let vector = matches!(self.kind(index), Kind::Gid0 | Kind::Contig)
-            && result.is_none()
-            && matches!(elem, Type::I32 | Type::U32)
-            && !matches!(op, AtomicOp::Xchg | AtomicOp::CmpXchg);
+        // integer operation whose result no one reads (`vector`): one vector
+        // read-modify-write, where only this thread touches the memory (no order between
+        // the lanes can show).
         let mut done = self.a.create_label();
         let mut per_lane = self.a.create_label();
         if vector {

@@ -286,11 +286,20 @@ impl V {
         Ok(())
     }
 
+    /// False if every lane's `index` into table `t` is known to be in bounds here: the
+    /// region's proof holds for the access (`proven.rs`), or every value `index` can take
+    /// is below the length of a local array (see [`index_max`]).
+    pub(super) fn needs_check(&self, index: &Expr, t: u32) -> bool {
+        if self.proven_certain(index, t) {
+            return false;
+        }
+        let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
+        !matches!((local, index_max(index)), (Some((_, count)), Some(max)) if max < u64::from(count))
+    }
+
     /// Checks the indices in `ymm{idx}` (the lanes of `index`) against table `t`'s length
     /// in the lanes of `ymm{act}` (using `ymm{f}`); faulting lanes are reported and leave
-    /// `act`. No code when the region's proof holds for the access (`proven.rs`) or
-    /// every value `index` can take is below the length of a local array (see
-    /// [`index_max`]).
+    /// `act`. No code where [`V::needs_check`] says every lane is in bounds.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn check(
         &mut self,
@@ -302,14 +311,8 @@ impl V {
         what: &'static str,
         signed: bool,
     ) -> R<()> {
-        if self.proven_certain(index, t) {
+        if !self.needs_check(index, t) {
             return Ok(());
-        }
-        let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
-        if let (Some((_, count)), Some(max)) = (local, index_max(index)) {
-            if max < u64::from(count) {
-                return Ok(());
-            }
         }
         // index <u len  <=>  (index ^ sign) <=s ((len - 1) ^ sign), for 1 <= len < 2^31
         // (the driver runs the vector code only then).

@@ -516,6 +516,9 @@ impl V {
         }
         self.a.mov(qword_ptr(rbp - 56), rax)?;
         let proof = self.prove_region(stmts)?;
+        // A region that restores nothing and binds names only in registers copies nothing
+        // to save frames and needs no save-frame pointer.
+        let copies = !restore.is_empty() || !self.twins_ok(stmts);
         let outer = std::mem::replace(&mut self.proven, proof);
         match range.as_ref().and_then(|r| r.lo.as_ref()) {
             Some((e, add)) => {
@@ -530,19 +533,24 @@ impl V {
                 }
                 self.a.and(rax, -8)?;
                 self.a.mov(rbx, rax)?;
-                self.a.shr(rax, 3)?;
-                self.a.add(rax, 1)?;
-                self.a.imul_2(rax, stride)?;
-                self.a.add(rax, r15)?;
+                if copies {
+                    self.a.shr(rax, 3)?;
+                    self.a.add(rax, 1)?;
+                    self.a.imul_2(rax, stride)?;
+                    self.a.add(rax, r15)?;
+                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                }
                 self.a.add(rbx, group_gid)?;
             }
             None => {
-                self.a.mov(rax, stride)?;
-                self.a.add(rax, r15)?;
+                if copies {
+                    self.a.mov(rax, stride)?;
+                    self.a.add(rax, r15)?;
+                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                }
                 self.a.mov(rbx, group_gid)?;
             }
         }
-        self.a.mov(qword_ptr(rbp - 48), rax)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jae(done)?;
         // The lanes' global ids, advanced by 8 per batch. (Every lane is alive at a batch's
@@ -551,6 +559,14 @@ impl V {
         self.a.vmovd(xmm15, ebx)?;
         self.a.vpbroadcastd(ymm15, xmm15)?;
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        if full.is_none() && self.proven.is_some() && self.twins_ok(stmts) {
+            self.twin_loops(stmts, &restore)?;
+            self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+            self.bind(&mut done)?;
+            self.proven = outer;
+            self.a.mov(rbx, group_gid)?;
+            return Ok(());
+        }
         let mut top = self.a.create_label();
         let mut test = self.a.create_label();
         self.bind(&mut top)?;
@@ -569,6 +585,9 @@ impl V {
                 self.a.ja(partial)?;
                 // (No new bindings at the region's level: what the batch saves is known.)
                 let save = self.region_saves(&restore);
+                if !copies && !save.is_empty() {
+                    return no("internal: a region saves values without a save-frame pointer");
+                }
                 self.full_batches(then.stmts(), f, &restore, &save, test)?;
                 self.a.jmp(after)?;
                 self.bind(&mut partial)?;
@@ -580,6 +599,9 @@ impl V {
         // Lets from earlier regions are unchanged; their vars and this region's values
         // go back to the batch's save frame.
         let save = self.region_saves(&restore);
+        if !copies && !save.is_empty() {
+            return no("internal: a region saves values without a save-frame pointer");
+        }
         self.batch_end(&restore, &save)?;
         self.bind(&mut test)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
@@ -687,6 +709,80 @@ impl V {
     /// [`V::full_batches`]); the proven copy checks none of the covered accesses, masked
     /// ones included.
     fn region_stmts(&mut self, stmts: &[Stmt]) -> R<()> {
+        let twins = self.proven.is_some() && self.twins_ok(stmts);
+        let since = self.fault_mark();
+        if !twins {
+            self.stmts_in_scope(stmts)?;
+            return self.fault_test_since(since);
+        }
+        let flag = self.proven.as_ref().expect("a proof").flag;
+        let (mut slow, mut join) = (self.a.create_label(), self.a.create_label());
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(slow)?;
+        self.proven_copy(stmts)?;
+        self.a.jmp(join)?;
+        self.bind(&mut slow)?;
+        self.unproven_copy(stmts)?;
+        self.bind(&mut join)
+    }
+
+    /// A region without a trimmed range whose statements can run as two copies (see
+    /// [`V::region_stmts`]): two batch loops, the proof's flag tested once before them.
+    fn twin_loops(&mut self, stmts: &[Stmt], restore: &[(i32, i32)]) -> R<()> {
+        let flag = self.proven.as_ref().expect("a proof").flag;
+        // (The copies bind names in registers only: what a batch saves is known.)
+        let save = self.region_saves(restore);
+        let (mut slow, mut exit) = (self.a.create_label(), self.a.create_label());
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(slow)?;
+        for proven in [true, false] {
+            let mut top = self.a.create_label();
+            self.bind(&mut top)?;
+            self.batch_start(restore)?;
+            if proven {
+                self.proven_copy(stmts)?;
+            } else {
+                self.unproven_copy(stmts)?;
+            }
+            self.batch_end(restore, &save)?;
+            self.a.cmp(rbx, qword_ptr(rbp - 56))?;
+            self.a.jb(top)?;
+            if proven {
+                self.a.jmp(exit)?;
+                self.bind(&mut slow)?;
+            }
+        }
+        self.bind(&mut exit)
+    }
+
+    /// The copy of `stmts` that runs when the region's proof holds; its names (all in
+    /// registers) leave scope, as the other copy binds them again.
+    fn proven_copy(&mut self, stmts: &[Stmt]) -> R<()> {
+        let (since, mark) = (self.fault_mark(), self.lets.len());
+        self.proven.as_mut().expect("a proof").certain = true;
+        self.stmts_in_scope(stmts)?;
+        self.proven.as_mut().expect("a proof").certain = false;
+        self.fault_test_since(since)?;
+        if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
+            return no("internal: a region's twins bind a name outside a register");
+        }
+        self.lets.truncate(mark);
+        Ok(())
+    }
+
+    /// The copy of `stmts` that checks each access.
+    fn unproven_copy(&mut self, stmts: &[Stmt]) -> R<()> {
+        let since = self.fault_mark();
+        let proof = self.proven.take();
+        self.stmts_in_scope(stmts)?;
+        self.proven = proof;
+        self.fault_test_since(since)
+    }
+
+    /// True if `stmts` declare nothing but `let`s of `global_id(0)` and `local_id(0)` that
+    /// get registers (at most one of `local_id(0)`, the register free), so that two copies
+    /// of them bind their names alike.
+    fn twins_ok(&self, stmts: &[Stmt]) -> bool {
         let lid_lets = stmts.iter().filter(|s| match s.node() {
             StmtNode::Let { value, .. } => {
                 matches!(value.node(), ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 })
@@ -694,8 +790,7 @@ impl V {
             _ => false,
         });
         let lid_free = !self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID));
-        let twins = self.proven.is_some()
-            && lid_lets.count() <= usize::from(lid_free)
+        lid_lets.count() <= usize::from(lid_free)
             && stmts.iter().all(|s| match s.node() {
                 StmtNode::Let { value, .. } => matches!(
                     value.node(),
@@ -708,33 +803,7 @@ impl V {
                 StmtNode::Decl { .. } => false,
                 StmtNode::Call { result, .. } => result.is_none(),
                 _ => true,
-            });
-        let since = self.fault_mark();
-        if !twins {
-            self.stmts_in_scope(stmts)?;
-            return self.fault_test_since(since);
-        }
-        let flag = self.proven.as_ref().expect("a proof").flag;
-        let (mut slow, mut join) = (self.a.create_label(), self.a.create_label());
-        let mark = self.lets.len();
-        self.a.cmp(byte_ptr(r15 + flag), 0)?;
-        self.a.je(slow)?;
-        self.proven.as_mut().expect("a proof").certain = true;
-        self.stmts_in_scope(stmts)?;
-        self.proven.as_mut().expect("a proof").certain = false;
-        self.fault_test_since(since)?;
-        if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
-            return no("internal: a region's twins bind a name outside a register");
-        }
-        self.lets.truncate(mark);
-        self.a.jmp(join)?;
-        self.bind(&mut slow)?;
-        let since = self.fault_mark();
-        let proof = self.proven.take();
-        self.stmts_in_scope(stmts)?;
-        self.proven = proof;
-        self.fault_test_since(since)?;
-        self.bind(&mut join)
+            })
     }
 
     /// `stmts` for one batch, their names staying in scope (later regions read them).
