@@ -78,6 +78,7 @@
 //! another one of the same launch writes without a barrier.
 
 mod atomic;
+mod batches;
 mod ctl;
 mod expr;
 mod function;

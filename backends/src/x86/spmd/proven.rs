@@ -14,6 +14,12 @@
 //! buffers are unspecified). `e` keeps its value for the whole region: group names change
 //! only in group statements, and an `e` naming anything declared in the region is not
 //! taken.
+//!
+//! Loads, stores and atomics (their index) are covered. In the copy of a region's code
+//! that runs only when the proof holds (`batches.rs`), a covered access under a mask skips
+//! its check too (its lanes are among the batch's, all in bounds); offset 0 is not tested
+//! where the same table has another offset (a `u32` offset is at least 0, so the other's
+//! test implies it).
 
 use std::collections::HashSet;
 
