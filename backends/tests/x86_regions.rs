@@ -487,3 +487,39 @@ fn proven_atomics_and_region_copies_agree() {
         assert!(has_regions(&k));
     }
 }
+
+/// A trimmed region whose range ends within the group's first 8 work-items runs that one
+/// batch with no batch loop (the reduction's rounds of strides 4, 2, 1): bounds from 0 to
+/// 9 and wrapping, `<`, `<=` and `==`, offsets reaching the array's end exactly and one past
+/// it (a fault), groups of 8 and more.
+#[test]
+fn first_batch_only_rounds_agree() {
+    for cond in ["l < s", "l <= s", "l == s", "s > l && l < 7u32"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, s: u32, q: u32) {{
+               local t: f32[24];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               if l < 24u32 {{ t[l] = x[g]; }}
+               barrier(local);
+               if {cond} {{ t[l] = t[l] + t[l + q]; }}
+               barrier(local);
+               if l == 0u32 {{ o[group_id(0)] = t[0] + t[1] * 2.0 + t[7] * 4.0 + t[8] * 8.0; }}
+             }}"
+        ));
+        let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for s in [0u32, 1, 3, 6, 7, 8, 9, u32::MAX] {
+            for q in [1u32, 8, 16, 17] {
+                for local in [8u32, 32] {
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s), Arg::scalar(q)];
+                    let bufs = [Buffer::zeroed(Scalar::F32, 8), Buffer::from_slice(&x)];
+                    let r = NdRange::new(&[64]).with_local(&[local]);
+                    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{cond} s={s} q={q}");
+                }
+            }
+        }
+        if avx2() {
+            assert!(has_regions(&k), "{cond}");
+        }
+    }
+}

@@ -9,6 +9,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{Builtin, ExprNode, Stmt, StmtNode, Type};
 
 use super::{no, Bound, Kind, Loc, R, V};
+use crate::x86::rt;
 
 impl V {
     /// What a batch of the region copies to its save frame after running it (see
@@ -217,5 +218,40 @@ impl V {
             self.stmt(s)?;
         }
         Ok(())
+    }
+
+    /// A trimmed region whose range ends at `e + add` (`e` group-pure): when that is at
+    /// most 8, only the group's first batch has lanes in the range (a group has at least
+    /// 8 work-items), and it runs the region with no batch loop (the reduction's rounds
+    /// of strides 4, 2 and 1), its lanes testing the condition as a partial batch does;
+    /// then a jump to `done`. Otherwise on to the general code.
+    pub(super) fn first_batch_only(
+        &mut self,
+        stmts: &[Stmt],
+        e: &kiln_ir::Expr,
+        add: i32,
+        done: CodeLabel,
+    ) -> R<()> {
+        let mut general = self.a.create_label();
+        let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
+        self.uniform_to_eax(e)?;
+        // (A 32-bit result: the upper half of rax is zero.)
+        self.a.cmp(rax, 8 - add)?;
+        self.a.ja(general)?;
+        self.a.mov(rbx, group_gid)?;
+        self.a.lea(rax, qword_ptr(rbx + 8))?;
+        self.a.mov(qword_ptr(rbp - 56), rax)?;
+        let proof = self.prove_region(stmts)?;
+        let outer = std::mem::replace(&mut self.proven, proof);
+        self.a.vmovd(xmm15, ebx)?;
+        self.a.vpbroadcastd(ymm15, xmm15)?;
+        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        self.batch_start(&[])?;
+        let mark = self.lets.len();
+        self.region_stmts(stmts)?;
+        self.lets.truncate(mark);
+        self.proven = outer;
+        self.a.jmp(done)?;
+        self.bind(&mut general)
     }
 }

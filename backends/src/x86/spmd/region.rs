@@ -487,6 +487,11 @@ impl V {
             Some(r) if r.exact => Some(self.slot()),
             _ => None,
         };
+        if let Some((e, add)) = range.as_ref().and_then(|r| r.hi.as_ref()) {
+            if *add <= 8 && restore.is_empty() && self.twins_ok(stmts) {
+                self.first_batch_only(stmts, e, *add as i32, done)?;
+            }
+        }
         let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();
         match range.as_ref().and_then(|r| r.hi.as_ref()) {
             Some((e, add)) => {
