@@ -11,7 +11,7 @@ mod x86_common;
 
 use x86_common::kernel;
 
-use kiln_backends::x86::{compile, X86Options, X86RunOptions};
+use kiln_backends::x86::{compile, X86Options, X86Program, X86RunOptions};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::results_match;
 use kiln_ir::Scalar;
@@ -27,6 +27,10 @@ fn which_buffers_are_summed_per_thread() {
     let hist = suite.kernels.iter().find(|k| k.name() == "histogram").unwrap();
     let p = compile(hist, &X86Options::default()).unwrap();
     assert_eq!(p.summed_params(), &[1], "histogram's `hist`");
+    // A program loaded from its image (the cpu device's way) has no body to look at: the
+    // image carries them.
+    let loaded = X86Program::from_image(hist, &p.to_image().unwrap()).unwrap();
+    assert_eq!(loaded.summed_params(), &[1], "histogram's `hist`, loaded");
     let head = "kernel k(d: ptr<global, u32>, h: ptr<global, u32>, f: ptr<global, f32>, i: ptr<global, i32>) {";
     for (body, want) in [
         ("atomic_add(h, d[global_id(0)] & 7u32, 1u32); atomic_sub(i, 3, 2);", vec![1, 3]),
@@ -50,8 +54,9 @@ fn agree(src: &str, n: u32, local: u32, args: &[Arg], bufs: &[Buffer]) {
     let mut want = bufs.to_vec();
     kiln_ir::interp::run(&k, &r, args, &mut want).unwrap();
     for opts in [X86Options::default(), X86Options { scalar: true, ..X86Options::default() }] {
-        let p = compile(&k, &opts).unwrap();
-        for threads in [1usize, 2, 3, 4] {
+        let built = compile(&k, &opts).unwrap();
+        let loaded = X86Program::from_image(&k, &built.to_image().unwrap()).unwrap();
+        for (p, threads) in [(&built, 1usize), (&built, 2), (&loaded, 3), (&built, 4)] {
             let mut got = bufs.to_vec();
             p.run_parallel(&r, args, &mut got, threads, &X86RunOptions::default()).unwrap();
             if let Err(m) = results_match(&want, &got) {
