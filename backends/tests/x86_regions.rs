@@ -162,7 +162,8 @@ proptest! {
 
     /// Random race-free reductions with bounds on `local_id(0)` between barriers in group
     /// loops: group sizes of one row, bounds that are not multiples of 8 or past the
-    /// group.
+    /// group (and within the first batch); a last atomic at `local_id(0)` into a buffer
+    /// that may end inside the group (the region's proof must fail there).
     #[test]
     fn random_region_kernels_agree(
         cond in prop::sample::select(vec!["l < s", "l + s < 64u32", "l >= s && l < 2u32 * s", "l == s - 1u32", "l <= s + 2u32"]),
@@ -170,9 +171,10 @@ proptest! {
         s0 in prop::sample::select(vec![1u32, 5, 13, 32, 40, 63]),
         local in prop::sample::select(vec![8u32, 16, 40, 64]),
         n in prop::sample::select(vec![64u32, 100, 128]),
+        hl in prop::sample::select(vec![40usize, 63, 64, 128]),
     ) {
         let k = kernel(&format!(
-            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s0: u32) {{
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s0: u32, h: ptr<global, u32>) {{
                local t: u32[64];
                local u: u32[64];
                let l: u32 = local_id(0);
@@ -187,11 +189,13 @@ proptest! {
                }}
                barrier(local);
                if l == 0u32 {{ o[group_id(0)] = t[0] + t[s0 & 63u32]; }}
+               atomic_add(h, l, t[l] & 255u32);
              }}"
         ));
         let a: Vec<u32> = (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) >> 9).collect();
-        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::from_slice(&a)];
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s0)];
+        let bufs =
+            [Buffer::zeroed(Scalar::U32, 16), Buffer::from_slice(&a), Buffer::zeroed(Scalar::U32, hl)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s0), Arg::Buffer(2)];
         let r = NdRange::new(&[128 - 128 % local]).with_local(&[local]);
         prop_assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
         if avx2() {
