@@ -144,7 +144,7 @@ impl V {
             kiln_ir::ExprNode::Imm(kiln_ir::Imm::Int(_, bits))
                 if matches!(op, AtomicOp::Add | AtomicOp::Sub)
                     && result.is_none()
-                    && elem != Type::F32 =>
+                    && matches!(elem, Type::I32 | Type::U32) =>
             {
                 Some(*bits as u32 as i32)
             }
