@@ -73,7 +73,7 @@ impl X86Program {
         let (summed, every) = self.summed_buffers(args, &raw, parts, n * launch.group_size());
         let mut copies: Vec<Vec<u32>> = Vec::new();
         let mut tables: Vec<Vec<RawBuffer>> = Vec::new();
-        for _ in 1..parts {
+        for _ in (1..parts).filter(|_| !summed.is_empty()) {
             let mut table = raw.clone();
             for &b in &summed {
                 let mut c = vec![0u32; raw[b].len];
@@ -86,7 +86,7 @@ impl X86Program {
         let alone = !summed.is_empty() && every && self.sums().1;
         pool.run(parts as usize, &|t| {
             let (lo, hi) = (t as u64 * per, ((t as u64 + 1) * per).min(n));
-            let table = if t == 0 { &raw } else { &tables[t - 1] };
+            let table = if t == 0 || summed.is_empty() { &raw } else { &tables[t - 1] };
             // SAFETY: the buffers are borrowed mutably for this call, which returns after
             // every part has run; parts run disjoint groups, and a race-free kernel's groups
             // write disjoint elements (atomics are lock-prefixed), the copies of summed
