@@ -184,10 +184,15 @@ impl V {
         // the lanes can show).
         let mut done = self.a.create_label();
         let mut per_lane = self.a.create_label();
+        // Every lane active: no control mask, and no lane can have faulted yet (the check
+        // above, if any, would have made this false).
+        let all = self.mask.is_none() && self.fresh();
         if vector {
-            self.a.vmovmskps(eax, ymm2)?;
-            self.a.cmp(eax, 0xff)?;
-            self.a.jne(per_lane)?;
+            if !all {
+                self.a.vmovmskps(eax, ymm2)?;
+                self.a.cmp(eax, 0xff)?;
+                self.a.jne(per_lane)?;
+            }
             if shared {
                 self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
                 self.a.je(per_lane)?;
@@ -220,14 +225,14 @@ impl V {
             let (mut locked, mut done) = (self.a.create_label(), self.a.create_label());
             self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
             self.a.je(locked)?;
-            self.plain_lanes(&lanes)?;
+            self.plain_lanes(&lanes, all)?;
             self.a.jmp(done)?;
             self.bind(&mut locked)?;
             self.atomic_lanes(&lanes, true, false)?;
             self.bind(&mut done)?;
         } else {
             // One thread runs a group: its local arrays are this thread's alone.
-            self.plain_lanes(&lanes)?;
+            self.plain_lanes(&lanes, all)?;
         }
         if vector {
             self.bind(&mut done)?;
@@ -256,8 +261,11 @@ struct Lanes {
 
 impl V {
     /// The lanes' operations unlocked (see [`V::atomic_lanes`]), the active lanes in
-    /// `ymm2`: without a test per lane when all eight are active.
-    fn plain_lanes(&mut self, x: &Lanes) -> R<()> {
+    /// `ymm2`: without a test per lane when all eight are active (known to be with `all`).
+    fn plain_lanes(&mut self, x: &Lanes, all: bool) -> R<()> {
+        if all {
+            return self.atomic_lanes(x, false, true);
+        }
         let (mut some, mut done) = (self.a.create_label(), self.a.create_label());
         self.a.vmovmskps(eax, ymm2)?;
         self.a.cmp(eax, 0xff)?;

@@ -21,13 +21,29 @@ impl V {
             .collect()
     }
 
-    /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes.
+    /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes. Every
+    /// lane is alive here (a fault ends the call at the end of its batch).
     pub(super) fn batch_start(&mut self, restore: &[(i32, i32)]) -> R<()> {
         self.copy_slots(restore, false)?;
         if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
             self.lid_lanes(super::LID)?;
         }
+        self.batch_mark = Some(self.fault_mark());
         Ok(())
+    }
+
+    /// True if, where code is being generated, every lane of the batch is certainly still
+    /// alive (the fault lane 8): region code since its batch's start, with no code that can
+    /// fault before it and no loop around it (whose body could have faulted before its top
+    /// runs again). Code on another path from the batch's start resets this with
+    /// [`V::fresh_again`].
+    pub(super) fn fresh(&self) -> bool {
+        self.batch_mark == Some(self.fault_mark())
+    }
+
+    /// Before code on a second path from a point where [`V::fresh`] was `was`: it is again.
+    pub(super) fn fresh_again(&mut self, was: bool) {
+        self.batch_mark = was.then(|| self.fault_mark());
     }
 
     /// A batch's end: its values to its save frame, the next batch's ids.
@@ -64,6 +80,7 @@ impl V {
             return self.fault_test_since(since);
         };
         let mut unproven = self.a.create_label();
+        let fresh = self.fresh();
         self.a.cmp(byte_ptr(r15 + flag), 0)?;
         self.a.je(unproven)?;
         let mut tight = self.a.create_label();
@@ -80,6 +97,7 @@ impl V {
         self.batch_start(restore)?;
         self.a.jmp(tight)?;
         self.bind(&mut unproven)?;
+        self.fresh_again(fresh);
         let since = self.fault_mark();
         let proof = self.proven.take();
         self.block(body)?;
@@ -116,11 +134,13 @@ impl V {
         }
         let flag = self.proven.as_ref().expect("a proof").flag;
         let (mut slow, mut join) = (self.a.create_label(), self.a.create_label());
+        let fresh = self.fresh();
         self.a.cmp(byte_ptr(r15 + flag), 0)?;
         self.a.je(slow)?;
         self.proven_copy(stmts)?;
         self.a.jmp(join)?;
         self.bind(&mut slow)?;
+        self.fresh_again(fresh);
         self.unproven_copy(stmts)?;
         self.bind(&mut join)
     }

@@ -402,7 +402,7 @@ impl V {
     /// least 2^31, never passes.)
     fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
         let slow = self.a.create_label();
-        if self.may_fault {
+        if self.may_fault && !self.fresh() {
             self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
             self.a.jne(slow)?;
         }

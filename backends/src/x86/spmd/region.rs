@@ -569,6 +569,7 @@ impl V {
             self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
             self.bind(&mut done)?;
             self.proven = outer;
+            self.batch_mark = None;
             self.a.mov(rbx, group_gid)?;
             return Ok(());
         }
@@ -576,6 +577,7 @@ impl V {
         let mut test = self.a.create_label();
         self.bind(&mut top)?;
         self.batch_start(&restore)?;
+        let fresh = self.fresh();
         let mut after = self.a.create_label();
         if let (Some(f), [s]) = (full, stmts) {
             if let StmtNode::If { then, .. } = s.node() {
@@ -598,6 +600,7 @@ impl V {
                 self.bind(&mut partial)?;
             }
         }
+        self.fresh_again(fresh);
         self.region_stmts(stmts)?;
         self.bind(&mut after)?;
         self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
@@ -613,6 +616,7 @@ impl V {
         self.a.jb(top)?;
         self.bind(&mut done)?;
         self.proven = outer;
+        self.batch_mark = None;
         // Group code reports nothing per lane, but the budget's stub reads rbx.
         self.a.mov(rbx, group_gid)?;
         Ok(())
