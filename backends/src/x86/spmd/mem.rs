@@ -339,6 +339,11 @@ impl V {
         let t = self.buf_of(buf, ty)?;
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);
+        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+            let base = self.base(t)?;
+            self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
+            return Ok(());
+        }
         self.expr(index, d)?;
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
@@ -393,6 +398,42 @@ impl V {
         Ok(())
     }
 
+    /// For a contiguous access of table `t` at `index` that the region's proof covers, in
+    /// code that runs only when it holds: lane 0's index into `rax` (zero-extended) from
+    /// the `let` register holding `index`, or holding `a` for `index` `a + e` with `e`
+    /// uniform scalar arithmetic, without computing the lanes' indices; false (no code)
+    /// for other indices. The proof puts every lane's index below 2^31.
+    fn lane0_to_eax(&mut self, index: &Expr, t: u32) -> R<bool> {
+        if !self.proven_certain(index, t) {
+            return Ok(false);
+        }
+        let reg = |v: &V, e: &Expr| match e.node() {
+            kiln_ir::ExprNode::Var(x) => match v.find(x.name()).map(|b| b.loc) {
+                Some(super::Loc::Reg(r)) => Some(r),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(r) = reg(self, index) {
+            self.a.vmovd(eax, XMM[r])?;
+            return Ok(true);
+        }
+        let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
+            return Ok(false);
+        };
+        let (r, e) = match (reg(self, a), reg(self, b)) {
+            (Some(r), _) if self.gpr_ok(b) => (r, b),
+            (_, Some(r)) if self.gpr_ok(a) => (r, a),
+            _ => return Ok(false),
+        };
+        // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
+        // half.)
+        self.gpr(e)?;
+        self.a.vmovd(r11d, XMM[r])?;
+        self.a.add(eax, r11d)?;
+        Ok(true)
+    }
+
     /// For a contiguous access under no control mask (indices in `ymm{idx}`, lane k's
     /// lane 0's + k): with every lane of the batch alive and lane 0's index (in `rax`,
     /// zero-extended) at most the length of table `t` minus 8, every lane's index is in
@@ -433,6 +474,11 @@ impl V {
         self.expr_top(value, 0)?;
         if 1 + self.need(index).max(3) > super::TEMPS {
             return no("an index needing more than 7 registers");
+        }
+        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+            let base = self.base(t)?;
+            self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            return Ok(());
         }
         self.expr(index, 1)?;
         let mut done = self.a.create_label();
