@@ -162,7 +162,8 @@ proptest! {
 
     /// Random race-free reductions with bounds on `local_id(0)` between barriers in group
     /// loops: group sizes of one row, bounds that are not multiples of 8 or past the
-    /// group.
+    /// group (and within the first batch); a last atomic at `local_id(0)` into a buffer
+    /// that may end inside the group (the region's proof must fail there).
     #[test]
     fn random_region_kernels_agree(
         cond in prop::sample::select(vec!["l < s", "l + s < 64u32", "l >= s && l < 2u32 * s", "l == s - 1u32", "l <= s + 2u32"]),
@@ -170,9 +171,10 @@ proptest! {
         s0 in prop::sample::select(vec![1u32, 5, 13, 32, 40, 63]),
         local in prop::sample::select(vec![8u32, 16, 40, 64]),
         n in prop::sample::select(vec![64u32, 100, 128]),
+        hl in prop::sample::select(vec![40usize, 63, 64, 128]),
     ) {
         let k = kernel(&format!(
-            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s0: u32) {{
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, s0: u32, h: ptr<global, u32>) {{
                local t: u32[64];
                local u: u32[64];
                let l: u32 = local_id(0);
@@ -187,11 +189,13 @@ proptest! {
                }}
                barrier(local);
                if l == 0u32 {{ o[group_id(0)] = t[0] + t[s0 & 63u32]; }}
+               atomic_add(h, l, t[l] & 255u32);
              }}"
         ));
         let a: Vec<u32> = (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) >> 9).collect();
-        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::from_slice(&a)];
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s0)];
+        let bufs =
+            [Buffer::zeroed(Scalar::U32, 16), Buffer::from_slice(&a), Buffer::zeroed(Scalar::U32, hl)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s0), Arg::Buffer(2)];
         let r = NdRange::new(&[128 - 128 % local]).with_local(&[local]);
         prop_assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
         if avx2() {
@@ -388,5 +392,138 @@ fn proven_twins_in_trimmed_regions_agree() {
     }
     if avx2() {
         assert!(has_regions(&k));
+    }
+}
+
+/// Indices whose form bounds them below a local array's length need no check
+/// (`mem.rs`'s `index_max`): `x & c`, `x % c`, `x >> c`, casts from 8/16-bit types, in
+/// loads, stores and atomics (the histogram's `bins[data[i] & 255]`). A bound one past
+/// the end (`& 256`, `% 257`, `>> 23`, an `i32` mask with the sign bit) must still fault
+/// where a lane's value reaches it, as the interpreter reports.
+#[test]
+fn indices_bounded_below_local_lengths_agree() {
+    let forms = [
+        ("x & 255u32", true),
+        ("x & 256u32", false),
+        ("(x & 255u32) & y", true),
+        ("x % 256u32", true),
+        ("x % 257u32", false),
+        ("x >> 24u32", true),
+        ("x >> 56u32", true),
+        ("x >> 23u32", false),
+        ("((x as u8) as u32)", true),
+        ("((x as u16) as u32) >> 8u32", true),
+        ("(x as i32) & 255", true),
+        ("(x as i32) & -2147483393", false),
+        ("y", false),
+    ];
+    for (form, bounded) in forms {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, p: ptr<global, u32>, y: u32) {{
+               local bins: u32[256];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               let x: u32 = a[g];
+               atomic_add(bins, {form}, 1u32);
+               barrier(local);
+               p[g] = bins[{form}];
+               barrier(local);
+               // (Stores of several work-items to one element: the last one's stays.)
+               bins[{form}] = l;
+               barrier(local);
+               atomic_add(o, l, bins[l]);
+             }}"
+        ));
+        // Values past 2^31 too (negative as i32); `big` reaches every bit.
+        let mut faults = false;
+        let low: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 24).collect();
+        let big: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+        for (data, y) in [(&low, 255u32), (&big, 255), (&big, 256), (&low, 300)] {
+            for local in [64u32, 256] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(y)];
+                let bufs = [
+                    Buffer::zeroed(Scalar::U32, 256),
+                    Buffer::from_slice(data),
+                    Buffer::zeroed(Scalar::U32, 256),
+                ];
+                let r = NdRange::new(&[256]).with_local(&[local]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{form} y={y} {local}");
+                faults |= kiln_ir::interp::run(&k, &r, &args, &mut bufs.to_vec()).is_err();
+            }
+        }
+        // (The data reach past the end exactly where the form does not bound the index.)
+        assert_eq!(faults, !bounded, "{form}");
+        if avx2() {
+            assert!(has_regions(&k), "{form}");
+        }
+    }
+}
+
+/// Atomics at `local_id(0)` plus a group value are covered by the region's bounds proof
+/// (the histogram's `atomic_add(hist, lid, bins[lid])`): the buffer one element short of
+/// the last lane's index must fault; a whole region whose statements run as two copies
+/// (proven or not) beside a second `let` of `local_id(0)` (which keeps one copy).
+#[test]
+fn proven_atomics_and_region_copies_agree() {
+    let k = kernel(
+        "kernel k(h: ptr<global, u32>, a: ptr<global, u32>, q: u32) {
+           local t: u32[64];
+           let l: u32 = local_id(0);
+           let l2: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           t[l] = a[g] + l2;
+           barrier(local);
+           atomic_add(h, l + q, t[l]);
+           barrier(local);
+           if l < q { atomic_add(h, l + 1u32, t[l + 1u32] * 2u32); }
+         }",
+    );
+    let a: Vec<u32> = (0..128u32).map(|i| i.wrapping_mul(0x9e37_79b9) >> 9).collect();
+    for q in [0u32, 1, 7, 8, 9, 13, 63, 64, u32::MAX] {
+        for (local, len) in [(16u32, 80usize), (64, 72), (64, 73), (64, 128)] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q)];
+            let bufs = [Buffer::zeroed(Scalar::U32, len), Buffer::from_slice(&a)];
+            let r = NdRange::new(&[128]).with_local(&[local]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} {local} {len}");
+        }
+    }
+    if avx2() {
+        assert!(has_regions(&k));
+    }
+}
+
+/// A trimmed region whose range ends within the group's first 8 work-items runs that one
+/// batch with no batch loop (the reduction's rounds of strides 4, 2, 1): bounds from 0 to
+/// 9 and wrapping, `<`, `<=` and `==`, offsets reaching the array's end exactly and one past
+/// it (a fault), groups of 8 and more.
+#[test]
+fn first_batch_only_rounds_agree() {
+    for cond in ["l < s", "l <= s", "l == s", "s > l && l < 7u32"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, s: u32, q: u32) {{
+               local t: f32[24];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               if l < 24u32 {{ t[l] = x[g]; }}
+               barrier(local);
+               if {cond} {{ t[l] = t[l] + t[l + q]; }}
+               barrier(local);
+               if l == 0u32 {{ o[group_id(0)] = t[0] + t[1] * 2.0 + t[7] * 4.0 + t[8] * 8.0; }}
+             }}"
+        ));
+        let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for s in [0u32, 1, 3, 6, 7, 8, 9, u32::MAX] {
+            for q in [1u32, 8, 16, 17] {
+                for local in [8u32, 32] {
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s), Arg::scalar(q)];
+                    let bufs = [Buffer::zeroed(Scalar::F32, 8), Buffer::from_slice(&x)];
+                    let r = NdRange::new(&[64]).with_local(&[local]);
+                    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{cond} s={s} q={q}");
+                }
+            }
+        }
+        if avx2() {
+            assert!(has_regions(&k), "{cond}");
+        }
     }
 }

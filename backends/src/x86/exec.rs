@@ -69,20 +69,85 @@ impl X86Program {
         let per = n.div_ceil(parts);
         let results: Vec<Mutex<Option<LaunchError>>> =
             (0..parts).map(|_| Mutex::new(None)).collect();
+        // Buffers summed per thread (`sums.rs`): parts after the first get zeroed copies.
+        let (summed, every) = self.summed_buffers(args, &raw, parts, n * launch.group_size());
+        let mut copies: Vec<Vec<u32>> = Vec::new();
+        let mut tables: Vec<Vec<RawBuffer>> = Vec::new();
+        for _ in (1..parts).filter(|_| !summed.is_empty()) {
+            let mut table = raw.clone();
+            for &b in &summed {
+                let mut c = vec![0u32; raw[b].len];
+                table[b] =
+                    RawBuffer { ptr: c.as_mut_ptr().cast(), len: c.len(), elem: raw[b].elem };
+                copies.push(c);
+            }
+            tables.push(table);
+        }
+        let alone = !summed.is_empty() && every && self.sums().1;
         pool.run(parts as usize, &|t| {
             let (lo, hi) = (t as u64 * per, ((t as u64 + 1) * per).min(n));
+            let table = if t == 0 || summed.is_empty() { &raw } else { &tables[t - 1] };
             // SAFETY: the buffers are borrowed mutably for this call, which returns after
             // every part has run; parts run disjoint groups, and a race-free kernel's groups
-            // write disjoint elements (atomics are lock-prefixed).
-            if let Err(e) = unsafe { self.run_groups_raw(&launch, args, &raw, lo..hi, opts) } {
+            // write disjoint elements (atomics are lock-prefixed), the copies of summed
+            // buffers being each part's own (so with `alone`, where every buffer that
+            // atomics reach is summed, the part's atomics need no lock).
+            let r = unsafe { self.run_groups(&launch, args, table, lo..hi, opts, alone) };
+            if let Err(e) = r {
                 *results[t].lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
             }
         });
+        // The copies into their buffers, in part order (wrapping: any order gives these bits).
+        for (i, c) in copies.iter().enumerate() {
+            let b = summed[i % summed.len()];
+            // SAFETY: `raw[b]` is a buffer of `len` 32-bit elements borrowed mutably for this
+            // call, and every part has finished.
+            let dst = unsafe { std::slice::from_raw_parts_mut(raw[b].ptr, raw[b].len * 4) };
+            for (d, x) in dst.chunks_exact_mut(4).zip(c) {
+                let v = u32::from_le_bytes([d[0], d[1], d[2], d[3]]).wrapping_add(*x);
+                d.copy_from_slice(&v.to_le_bytes());
+            }
+        }
         // Parts are in group order: the first error is the lowest-numbered group's.
         results
             .into_iter()
             .find_map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()))
             .map_or(Ok(()), Err)
+    }
+
+    /// The buffers (indices into `raw`) a launch on `parts` threads of `items` work-items
+    /// sums per thread: the summed parameters' (see [`X86Program::summed_params`]) when no
+    /// other parameter names the same buffer and the copies are worth it; and whether every
+    /// summed parameter's buffer is.
+    fn summed_buffers(
+        &self,
+        args: &[Arg],
+        raw: &[RawBuffer],
+        parts: u64,
+        items: u64,
+    ) -> (Vec<usize>, bool) {
+        let buffer = |a: &Arg| match a {
+            Arg::Buffer(b) => Some(*b),
+            _ => None,
+        };
+        let (mut out, mut every) = (Vec::new(), true);
+        for &p in self.summed_params() {
+            let Some(b) = args.get(p).and_then(buffer) else {
+                every = false;
+                continue;
+            };
+            let shared = args.iter().enumerate().any(|(q, a)| q != p && buffer(a) == Some(b));
+            let ok = raw.get(b).is_some_and(|r| {
+                matches!(r.elem, Scalar::I32 | Scalar::U32)
+                    && sums::worth_copying(r.len, parts, items)
+            });
+            if !shared && ok && !out.contains(&b) {
+                out.push(b);
+            } else {
+                every = false;
+            }
+        }
+        (out, every)
     }
 
     /// Runs the work-groups `groups` (linear group ids, dimension 0 fastest) of `launch`

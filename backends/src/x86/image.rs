@@ -17,7 +17,7 @@
 //! Layout, little-endian; strings and byte strings as (u32 len, bytes):
 //!
 //! ```text
-//! "KX86IMG5"  u64 checksum (FNV-1a 64 of everything after it)
+//! "KX86IMG6"  u64 checksum (FNV-1a 64 of everything after it)
 //!             str kernel name; u32 params; u8 checked
 //!             u32 features, each str                 (CPU features the code needs)
 //!             u32 param slots, each i32 (i32::MIN: none)
@@ -30,6 +30,7 @@
 //!                          u8 has region code, then the same fields again (its own
 //!                          region flag 0)
 //!             u8 has a reason for no vector code, then: str reason
+//!             u32 summed parameters, each u32 (see `sums.rs`); u8 atomics only on them
 //! mems:  u32 n, each: str name; u8 elem (index in Scalar::ALL);
 //!        u8 0, u32 table index | u8 1, i32 frame offset, u32 count;
 //!        u8 0 | u8 1, u32 parameter;  u8 0 | u8 1, u64 local offset, u32 count
@@ -54,9 +55,10 @@ use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 /// The image format; bumped whenever the code's contract with the driver changes (3: the
 /// 8-lane code of kernels with barriers runs a row of batches per call; 4: a division site
 /// holds its whole name, backticks included, since a lane's is ``a lane of `e` ``; 5: vector code
-/// of kernels with barriers may carry region-loop code), so that an older
+/// of kernels with barriers may carry region-loop code; 6: the parameters summed per thread
+/// follow, as a loaded program has no body to find them in), so that an older
 /// cached image is refused rather than run by a driver that expects other code.
-const MAGIC: &[u8; 8] = b"KX86IMG5";
+const MAGIC: &[u8; 8] = b"KX86IMG6";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -364,6 +366,10 @@ impl X86Program {
         }
         w.opt(self.spmd.as_ref(), |w, v| w.spmd(v));
         w.opt(self.no_spmd.as_ref(), |w, why| w.bytes(why.as_bytes()));
+        let (summed, alone) = self.sums();
+        w.u32(summed.len() as u32);
+        summed.iter().for_each(|&p| w.u32(p as u32));
+        w.u8(*alone as u8);
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
         out.extend_from_slice(&w.0);
@@ -477,12 +483,29 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         None
     };
     let no_spmd = if r.flag()? { Some(r.str()?) } else { None };
+    let mut summed = Vec::new();
+    for _ in 0..r.u32()? {
+        let p = r.u32()? as usize;
+        let ok = sig.params().get(p).is_some_and(|x| {
+            matches!(
+                x.ty(),
+                kiln_ir::Type::Ptr(kiln_ir::AddrSpace::Global, Scalar::I32 | Scalar::U32)
+            )
+        });
+        if !ok || summed.contains(&p) {
+            return Err(format!("summed parameter {p} is not a distinct 32-bit integer buffer"));
+        }
+        summed.push(p);
+    }
+    let alone = r.flag()?;
     if !r.0.is_empty() {
         return Err("trailing bytes".into());
     }
     let cell = OnceLock::new();
     let _ = cell.set(Ok(scalar));
-    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd })
+    let sums = OnceLock::new();
+    let _ = sums.set((summed, alone));
+    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd, sums })
 }
 
 /// The vector code of an image (see the layout above); its region code follows it.

@@ -99,6 +99,7 @@ mod pool;
 mod rounds;
 mod rt;
 mod spmd;
+mod sums;
 mod vector;
 
 pub use image::cpu_has;
@@ -257,6 +258,9 @@ pub struct X86Program {
     spmd: Option<SpmdCode>,
     /// Why the kernel has no vector code (when it has none and it was asked for).
     no_spmd: Option<String>,
+    /// The parameters summed per thread (`sums.rs`), and whether they are all the buffers
+    /// atomics reach; found at the first launch on several threads.
+    sums: std::sync::OnceLock<(Vec<usize>, bool)>,
 }
 
 /// The scalar code of a kernel and its tables.
@@ -467,7 +471,8 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         // The scalar code is all there is: compile it now (its errors are the build's).
         scalar.get_or_init(|| scalar_code(g, &k)).as_ref().map_err(Clone::clone)?;
     }
-    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd })
+    let sums = std::sync::OnceLock::new();
+    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd, sums })
 }
 
 /// Generates and maps the scalar code of `k` (see gen.rs).
@@ -549,6 +554,22 @@ impl X86Program {
     /// runs batches round by round.
     pub fn has_region_code(&self) -> bool {
         self.spmd.as_ref().is_some_and(|v| v.regions.is_some())
+    }
+
+    /// The buffer parameters (by position) that a launch on several threads gives each
+    /// thread a copy of, summed into the buffer when the launch ends: those the kernel
+    /// reaches only through `atomic_add`/`atomic_sub` of `i32`/`u32` values whose results
+    /// no one reads (see docs/cpu.md, "Threads").
+    pub fn summed_params(&self) -> &[usize] {
+        &self.sums().0
+    }
+
+    fn sums(&self) -> &(Vec<usize>, bool) {
+        self.sums.get_or_init(|| {
+            let summed = sums::summed_params(&self.kernel);
+            let alone = !summed.is_empty() && sums::atomics_only_on(&self.kernel, &summed);
+            (summed, alone)
+        })
     }
 
     /// The machine code in Intel syntax, one block per region (the code before the first

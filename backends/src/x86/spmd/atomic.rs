@@ -138,13 +138,34 @@ impl V {
             operands.push((&args[2], o_cmp));
         }
         operands.push((value, o_val));
+        // A constant value, when the lanes take it as an immediate, has no slot to fill
+        // (nor effects).
+        let imm = match value.node() {
+            kiln_ir::ExprNode::Imm(kiln_ir::Imm::Int(_, bits))
+                if matches!(op, AtomicOp::Add | AtomicOp::Sub)
+                    && result.is_none()
+                    && matches!(elem, Type::I32 | Type::U32) =>
+            {
+                Some(*bits as u32 as i32)
+            }
+            _ => None,
+        };
+        let vector = matches!(self.kind(index), Kind::Gid0 | Kind::Contig)
+            && result.is_none()
+            && matches!(elem, Type::I32 | Type::U32)
+            && !matches!(op, AtomicOp::Xchg | AtomicOp::CmpXchg);
         for (e, off) in operands {
+            if off == o_val && imm.is_some() && !vector {
+                continue;
+            }
             self.expr_top(e, 0)?;
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
         }
-        self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
+        if self.needs_check(index, t) {
+            self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
+        }
         self.active(2)?;
-        self.check(1, 2, 3, t, op.name(), signed)?;
+        self.check(index, 1, 2, 3, t, op.name(), signed)?;
         self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
         let base = self.base(t)?;
         let shared = self.mems.get(self.mem_of(t) as usize).is_none_or(|m| m.local.is_none());
@@ -155,20 +176,23 @@ impl V {
             base,
             o: [o_idx, o_cmp, o_val, o_mask, o_res],
             result: result.is_some(),
+            imm,
         };
         // Eight distinct elements side by side (a contiguous index), every lane active, an
-        // integer operation whose result no one reads: one vector read-modify-write, where
-        // only this thread touches the memory (no order between the lanes can show).
-        let vector = matches!(self.kind(index), Kind::Gid0 | Kind::Contig)
-            && result.is_none()
-            && matches!(elem, Type::I32 | Type::U32)
-            && !matches!(op, AtomicOp::Xchg | AtomicOp::CmpXchg);
+        // integer operation whose result no one reads (`vector`): one vector
+        // read-modify-write, where only this thread touches the memory (no order between
+        // the lanes can show).
         let mut done = self.a.create_label();
         let mut per_lane = self.a.create_label();
+        // Every lane active: no control mask, and no lane can have faulted yet (the check
+        // above, if any, would have made this false).
+        let all = self.mask.is_none() && self.fresh();
         if vector {
-            self.a.vmovmskps(eax, ymm2)?;
-            self.a.cmp(eax, 0xff)?;
-            self.a.jne(per_lane)?;
+            if !all {
+                self.a.vmovmskps(eax, ymm2)?;
+                self.a.cmp(eax, 0xff)?;
+                self.a.jne(per_lane)?;
+            }
             if shared {
                 self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
                 self.a.je(per_lane)?;
@@ -201,14 +225,14 @@ impl V {
             let (mut locked, mut done) = (self.a.create_label(), self.a.create_label());
             self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
             self.a.je(locked)?;
-            self.plain_lanes(&lanes)?;
+            self.plain_lanes(&lanes, all)?;
             self.a.jmp(done)?;
             self.bind(&mut locked)?;
             self.atomic_lanes(&lanes, true, false)?;
             self.bind(&mut done)?;
         } else {
             // One thread runs a group: its local arrays are this thread's alone.
-            self.plain_lanes(&lanes)?;
+            self.plain_lanes(&lanes, all)?;
         }
         if vector {
             self.bind(&mut done)?;
@@ -231,12 +255,17 @@ struct Lanes {
     base: AsmRegister64,
     o: [i32; 5],
     result: bool,
+    /// The value when it is a constant (`atomic_add(bins, b, 1)`): an immediate operand.
+    imm: Option<i32>,
 }
 
 impl V {
     /// The lanes' operations unlocked (see [`V::atomic_lanes`]), the active lanes in
-    /// `ymm2`: without a test per lane when all eight are active.
-    fn plain_lanes(&mut self, x: &Lanes) -> R<()> {
+    /// `ymm2`: without a test per lane when all eight are active (known to be with `all`).
+    fn plain_lanes(&mut self, x: &Lanes, all: bool) -> R<()> {
+        if all {
+            return self.atomic_lanes(x, false, true);
+        }
         let (mut some, mut done) = (self.a.create_label(), self.a.create_label());
         self.a.vmovmskps(eax, ymm2)?;
         self.a.cmp(eax, 0xff)?;
@@ -268,12 +297,20 @@ impl V {
             match op {
                 AtomicOp::Add | AtomicOp::Sub if !x.float && !x.result => {
                     // The old value is not wanted: a memory-destination add or sub.
-                    a.mov(r11d, v)?;
-                    match (op == AtomicOp::Add, locked) {
-                        (true, true) => a.lock().add(at, r11d)?,
-                        (true, false) => a.add(at, r11d)?,
-                        (false, true) => a.lock().sub(at, r11d)?,
-                        (false, false) => a.sub(at, r11d)?,
+                    match (op == AtomicOp::Add, locked, x.imm) {
+                        (true, true, Some(i)) => a.lock().add(at, i)?,
+                        (true, false, Some(i)) => a.add(at, i)?,
+                        (false, true, Some(i)) => a.lock().sub(at, i)?,
+                        (false, false, Some(i)) => a.sub(at, i)?,
+                        (add, locked, None) => {
+                            a.mov(r11d, v)?;
+                            match (add, locked) {
+                                (true, true) => a.lock().add(at, r11d)?,
+                                (true, false) => a.add(at, r11d)?,
+                                (false, true) => a.lock().sub(at, r11d)?,
+                                (false, false) => a.sub(at, r11d)?,
+                            }
+                        }
                     }
                 }
                 AtomicOp::Add | AtomicOp::Sub if !x.float => {

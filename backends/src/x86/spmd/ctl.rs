@@ -166,7 +166,7 @@ impl V {
             // `global_id(0) < e` (or `<=`) holds in every lane of the batch when it holds in
             // its last: a scalar compare, no lane mask (and every lane alive).
             let mut general = self.a.create_label();
-            if self.may_fault {
+            if self.may_fault && !self.fresh() {
                 self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
                 self.a.jne(general)?;
             }
@@ -267,6 +267,7 @@ impl V {
     }
 
     pub(super) fn while_loop(&mut self, cond: &Expr, body: &[Stmt]) -> R<()> {
+        self.batch_mark = None;
         let mut top = self.a.create_label();
         let mut exit = self.a.create_label();
         if self.uniform_cond(cond) {
@@ -324,6 +325,8 @@ impl V {
         step: &Expr,
         body: &[Stmt],
     ) -> R<()> {
+        // (Code at a loop's top also runs after its body, which may fault.)
+        self.batch_mark = None;
         if !lane_type(var.ty()) || var.ty() == Type::F32 {
             return no(format!("`for {}` over {}", var.name(), var.ty()));
         }

@@ -102,6 +102,7 @@ fn generate_inner(
         last_label_at: None,
         regions: regions.then(|| region::Regions::new(k)),
         proven: None,
+        batch_mark: None,
     };
     if regions {
         v.per_group = true;

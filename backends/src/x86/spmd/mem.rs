@@ -15,6 +15,50 @@ use crate::x86::rt;
 /// The largest private array on the lanes, in elements (32 bytes each in the frame).
 const MAX_PRIVATE: u32 = 1024;
 
+/// The largest value an `i32`/`u32` index can take in any lane, when its form bounds it
+/// and it cannot be negative: a constant, `x & c` (`c` a constant, for `i32` a
+/// nonnegative one), `u32` `x % c` (`c` a nonzero constant), `u32` `x >> c` (`c` a
+/// constant, taken modulo 32 as the lanes shift), and casts from `u8`, `u16` and `bool`.
+/// An access to a local array (its length fixed when the kernel is built) whose index is
+/// bounded below the length needs no check: `histogram`'s `bins[data[i] & 255]`.
+pub(super) fn index_max(e: &Expr) -> Option<u64> {
+    use kiln_ir::{BinOp, ExprNode, Imm};
+    let konst = |e: &Expr| match e.node() {
+        ExprNode::Imm(Imm::Int(_, bits)) => Some(*bits as u32),
+        _ => None,
+    };
+    let signed = match e.ty() {
+        Type::Scalar(Scalar::I32) => true,
+        Type::Scalar(Scalar::U32) => false,
+        _ => return None,
+    };
+    let max = match e.node() {
+        ExprNode::Imm(Imm::Int(_, bits)) => *bits as u32,
+        ExprNode::Binary { op: BinOp::And, a, b } => {
+            let bound = |x: &Expr| index_max(x).map(|m| m as u32);
+            match (bound(a), bound(b)) {
+                (Some(x), Some(y)) => x.min(y),
+                (Some(x), None) | (None, Some(x)) => x,
+                (None, None) => return None,
+            }
+        }
+        ExprNode::Binary { op: BinOp::Rem, b, .. } if !signed => match konst(b) {
+            Some(c) if c != 0 => c - 1,
+            _ => return None,
+        },
+        ExprNode::Binary { op: BinOp::Shr, b, .. } if !signed => u32::MAX >> (konst(b)? & 31),
+        ExprNode::Cast { a, .. } => match a.ty() {
+            Type::Scalar(Scalar::U8) => 255,
+            Type::Scalar(Scalar::U16) => 65535,
+            Type::Scalar(Scalar::Bool) => 1,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    // (An `i32` at least 2^31 is negative.)
+    (!signed || max < 0x8000_0000).then_some(u64::from(max))
+}
+
 /// True if `s` declares a private array.
 pub(super) fn has_private(s: &Stmt) -> bool {
     match s.node() {
@@ -242,10 +286,24 @@ impl V {
         Ok(())
     }
 
-    /// Checks the indices in `ymm{idx}` against table `t`'s length in the lanes of
-    /// `ymm{act}` (using `ymm{f}`); faulting lanes are reported and leave `act`.
+    /// False if every lane's `index` into table `t` is known to be in bounds here: the
+    /// region's proof holds for the access (`proven.rs`), or every value `index` can take
+    /// is below the length of a local array (see [`index_max`]).
+    pub(super) fn needs_check(&self, index: &Expr, t: u32) -> bool {
+        if self.proven_certain(index, t) {
+            return false;
+        }
+        let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
+        !matches!((local, index_max(index)), (Some((_, count)), Some(max)) if max < u64::from(count))
+    }
+
+    /// Checks the indices in `ymm{idx}` (the lanes of `index`) against table `t`'s length
+    /// in the lanes of `ymm{act}` (using `ymm{f}`); faulting lanes are reported and leave
+    /// `act`. No code where [`V::needs_check`] says every lane is in bounds.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn check(
         &mut self,
+        index: &Expr,
         idx: usize,
         act: usize,
         f: usize,
@@ -253,6 +311,9 @@ impl V {
         what: &'static str,
         signed: bool,
     ) -> R<()> {
+        if !self.needs_check(index, t) {
+            return Ok(());
+        }
         // index <u len  <=>  (index ^ sign) <=s ((len - 1) ^ sign), for 1 <= len < 2^31
         // (the driver runs the vector code only then).
         let sign = self.imm_slot(0x8000_0000);
@@ -278,6 +339,11 @@ impl V {
         let t = self.buf_of(buf, ty)?;
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);
+        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+            let base = self.base(t)?;
+            self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
+            return Ok(());
+        }
         self.expr(index, d)?;
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
@@ -298,7 +364,7 @@ impl V {
             self.bind(&mut slow)?;
         }
         self.active(d + 1)?;
-        self.check(d, d + 1, d + 2, t, "load", signed)?;
+        self.check(index, d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
         let (x, m, g) = (YMM[d], YMM[d + 1], YMM[d + 2]);
         match kind {
@@ -332,6 +398,42 @@ impl V {
         Ok(())
     }
 
+    /// For a contiguous access of table `t` at `index` that the region's proof covers, in
+    /// code that runs only when it holds: lane 0's index into `rax` (zero-extended) from
+    /// the `let` register holding `index`, or holding `a` for `index` `a + e` with `e`
+    /// uniform scalar arithmetic, without computing the lanes' indices; false (no code)
+    /// for other indices. The proof puts every lane's index below 2^31.
+    fn lane0_to_eax(&mut self, index: &Expr, t: u32) -> R<bool> {
+        if !self.proven_certain(index, t) {
+            return Ok(false);
+        }
+        let reg = |v: &V, e: &Expr| match e.node() {
+            kiln_ir::ExprNode::Var(x) => match v.find(x.name()).map(|b| b.loc) {
+                Some(super::Loc::Reg(r)) => Some(r),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(r) = reg(self, index) {
+            self.a.vmovd(eax, XMM[r])?;
+            return Ok(true);
+        }
+        let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
+            return Ok(false);
+        };
+        let (r, e) = match (reg(self, a), reg(self, b)) {
+            (Some(r), _) if self.gpr_ok(b) => (r, b),
+            (_, Some(r)) if self.gpr_ok(a) => (r, a),
+            _ => return Ok(false),
+        };
+        // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
+        // half.)
+        self.gpr(e)?;
+        self.a.vmovd(r11d, XMM[r])?;
+        self.a.add(eax, r11d)?;
+        Ok(true)
+    }
+
     /// For a contiguous access under no control mask (indices in `ymm{idx}`, lane k's
     /// lane 0's + k): with every lane of the batch alive and lane 0's index (in `rax`,
     /// zero-extended) at most the length of table `t` minus 8, every lane's index is in
@@ -341,7 +443,7 @@ impl V {
     /// least 2^31, never passes.)
     fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
         let slow = self.a.create_label();
-        if self.may_fault {
+        if self.may_fault && !self.fresh() {
             self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
             self.a.jne(slow)?;
         }
@@ -373,6 +475,11 @@ impl V {
         if 1 + self.need(index).max(3) > super::TEMPS {
             return no("an index needing more than 7 registers");
         }
+        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+            let base = self.base(t)?;
+            self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            return Ok(());
+        }
         self.expr(index, 1)?;
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
@@ -392,7 +499,7 @@ impl V {
             self.bind(&mut slow)?;
         }
         self.active(2)?;
-        self.check(1, 2, 3, t, "store", signed)?;
+        self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;
         if kind == Kind::Contig {
             self.a.vmovd(eax, xmm1)?;

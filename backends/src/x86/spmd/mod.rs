@@ -78,6 +78,7 @@
 //! another one of the same launch writes without a barrier.
 
 mod atomic;
+mod batches;
 mod ctl;
 mod expr;
 mod function;
@@ -315,6 +316,9 @@ struct V {
     regions: Option<region::Regions>,
     /// The current region's bounds proof, if it has one (`proven.rs`).
     proven: Option<proven::Proven>,
+    /// In region loops, the fault marks ([`V::fault_mark`]) at the start of the current
+    /// batch, while no loop has been entered since: see [`V::fresh`].
+    batch_mark: Option<(usize, usize)>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

@@ -298,7 +298,7 @@ impl V {
         }
         self.expr(index, d)?;
         self.active(d + 1)?;
-        self.check(d, d + 1, d + 2, t, "load", idx_signed)?;
+        self.check(index, d, d + 1, d + 2, t, "load", idx_signed)?;
         let base = self.base(t)?;
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), YMM[d])?;
         self.a.vmovmskps(eax, YMM[d + 1])?;
@@ -358,7 +358,7 @@ impl V {
         }
         self.expr(index, 1)?;
         self.active(2)?;
-        self.check(1, 2, 3, t, "store", signed)?;
+        self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;
         self.store_lanes(base, 0, bits / 8)
     }

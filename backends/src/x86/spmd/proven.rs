@@ -14,12 +14,18 @@
 //! buffers are unspecified). `e` keeps its value for the whole region: group names change
 //! only in group statements, and an `e` naming anything declared in the region is not
 //! taken.
+//!
+//! Loads, stores and atomics (their index) are covered. In the copy of a region's code
+//! that runs only when the proof holds (`batches.rs`), a covered access under a mask skips
+//! its check too (its lanes are among the batch's, all in bounds); offset 0 is not tested
+//! where the same table has another offset (a `u32` offset is at least 0, so the other's
+//! test implies it).
 
 use std::collections::HashSet;
 
 use iced_x86::code_asm::*;
 use kiln_ir::{
-    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Stmt, StmtNode, Type, Visitor,
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, FuncKind, Stmt, StmtNode, Type, Visitor,
 };
 
 use super::{R, V};
@@ -31,8 +37,8 @@ pub(super) struct Proven {
     pub(super) flag: i32,
     accesses: Vec<(usize, u32)>,
     /// True while generating code that runs only when the flag is set (see
-    /// [`V::proven_twins`]): the covered accesses need no test.
-    certain: bool,
+    /// [`V::full_batches`], [`V::region_stmts`]): the covered accesses need no test.
+    pub(super) certain: bool,
 }
 
 /// The loads and stores of a region with their buffers and indices, and the names it
@@ -64,6 +70,12 @@ impl Visitor for Scan {
             }
             StmtNode::Store { buf, index, .. } => {
                 self.accesses.push((buf.clone(), index as *const Expr as usize, index.clone()))
+            }
+            StmtNode::Call { func, args, .. } if matches!(func.kind(), FuncKind::Atomic(_)) => {
+                if let (Some(buf), Some(index)) = (args.first().and_then(Expr::as_var), args.get(1))
+                {
+                    self.accesses.push((buf.clone(), index as *const Expr as usize, index.clone()))
+                }
             }
             _ => {}
         }
@@ -143,8 +155,11 @@ impl V {
         let mut fail = self.a.create_label();
         self.a.mov(byte_ptr(r15 + flag), 0)?;
         for (i, (_, t, e)) in cands.iter().enumerate() {
-            // (`tile[lid] = tile[lid] + ...`: one test per table and offset.)
-            if cands[..i].iter().any(|c| c.1 == *t && c.2 == *e) {
+            // (`tile[lid] = tile[lid] + ...`: one test per table and offset; none for offset
+            // 0 where the table has another, as a `u32` offset is at least 0.)
+            if cands[..i].iter().any(|c| c.1 == *t && c.2 == *e)
+                || e.is_none() && cands.iter().any(|c| c.1 == *t && c.2.is_some())
+            {
                 continue;
             }
             match e {
@@ -163,6 +178,13 @@ impl V {
         self.bind(&mut fail)?;
         let accesses = cands.iter().map(|c| (c.0, c.1)).collect();
         Ok(Some(Proven { flag, accesses, certain: false }))
+    }
+
+    /// True while generating code that runs only when the region's proof holds, if it
+    /// covers the access of table `t` at `index`: every lane's index is in bounds.
+    pub(super) fn proven_certain(&self, index: &Expr, t: u32) -> bool {
+        let addr = index as *const Expr as usize;
+        self.proven.as_ref().is_some_and(|p| p.certain && p.accesses.contains(&(addr, t)))
     }
 
     /// For a contiguous access under no mask (the index in `ymm{idx}`): when the region's
@@ -192,27 +214,5 @@ impl V {
         self.a.cmp(byte_ptr(r15 + flag), 0)?;
         self.a.je(slow)?;
         Ok(Some(Some(slow)))
-    }
-
-    /// `block` under no mask as two twins, the proof's flag tested once: one for when the
-    /// region's accesses are proven (no test per access), one for when they are not (each
-    /// access checked); just `block` without a proof.
-    pub(super) fn proven_twins(&mut self, block: &[Stmt]) -> R<()> {
-        let Some(flag) = self.proven.as_ref().map(|p| p.flag) else {
-            return self.block(block);
-        };
-        let mut slow = self.a.create_label();
-        let mut join = self.a.create_label();
-        self.a.cmp(byte_ptr(r15 + flag), 0)?;
-        self.a.je(slow)?;
-        self.proven.as_mut().expect("a proof").certain = true;
-        self.block(block)?;
-        self.proven.as_mut().expect("a proof").certain = false;
-        self.a.jmp(join)?;
-        self.bind(&mut slow)?;
-        let proof = self.proven.take();
-        self.block(block)?;
-        self.proven = proof;
-        self.bind(&mut join)
     }
 }

@@ -426,7 +426,7 @@ impl V {
 
     /// The bindings in scope that hold one value per batch, with their widths (32 or 64
     /// bytes): what a region restores before a batch and saves after it.
-    fn batch_bindings(&self) -> Vec<(i32, i32)> {
+    pub(super) fn batch_bindings(&self) -> Vec<(i32, i32)> {
         let r = self.regions();
         let mut out = Vec::new();
         for b in &self.lets {
@@ -447,7 +447,7 @@ impl V {
 
     /// Copies the listed slots between the group frame and the batch's save frame
     /// (`[rbp-48]`).
-    fn copy_slots(&mut self, slots: &[(i32, i32)], save: bool) -> R<()> {
+    pub(super) fn copy_slots(&mut self, slots: &[(i32, i32)], save: bool) -> R<()> {
         if slots.is_empty() {
             return Ok(());
         }
@@ -480,36 +480,50 @@ impl V {
         let stride = qword_ptr(r15 + super::ROUND_SLOT);
         let mut done = self.a.create_label();
         // With an exact range, the batches wholly inside it take the branch in every lane:
-        // its global ids [full, full + 2) (unrounded) in a group frame slot.
+        // the global ids [f, f + 8) of a group frame slot, from the range's first (only
+        // with a lower bound; without one every batch starts inside) to its end or the
+        // batches' end, whichever is first.
         let full = match &range {
-            Some(r) if r.exact => {
-                let f = self.slot();
-                self.a.mov(rax, group_gid)?;
-                self.a.mov(qword_ptr(r15 + f), rax)?;
-                self.a.mov(qword_ptr(r15 + (f + 8)), -1)?;
-                Some(f)
-            }
+            Some(r) if r.exact => Some(self.slot()),
             _ => None,
         };
+        if let Some((e, add)) = range.as_ref().and_then(|r| r.hi.as_ref()) {
+            if *add <= 8 && restore.is_empty() && self.twins_ok(stmts) {
+                self.first_batch_only(stmts, e, *add as i32, done)?;
+            }
+        }
+        let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();
         match range.as_ref().and_then(|r| r.hi.as_ref()) {
             Some((e, add)) => {
                 self.uniform_to_eax(e)?;
                 // (A 32-bit result: the upper half of rax is zero.)
-                if let Some(f) = full {
+                if full.is_some() {
                     self.a.lea(r11, qword_ptr(rax + *add as i32))?;
                     self.a.add(r11, group_gid)?;
-                    self.a.mov(qword_ptr(r15 + (f + 8)), r11)?;
                 }
                 self.a.add(rax, (*add + 7) as i32)?;
                 self.a.and(rax, -8)?;
                 self.a.add(rax, group_gid)?;
                 self.a.cmp(rax, end_slot)?;
                 self.a.cmova(rax, end_slot)?;
+                if let Some(f) = full {
+                    self.a.cmp(r11, rax)?;
+                    self.a.cmova(r11, rax)?;
+                    self.a.mov(qword_ptr(r15 + (f + 8)), r11)?;
+                }
             }
-            None => self.a.mov(rax, end_slot)?,
+            None => {
+                self.a.mov(rax, end_slot)?;
+                if let Some(f) = full {
+                    self.a.mov(qword_ptr(r15 + (f + 8)), rax)?;
+                }
+            }
         }
         self.a.mov(qword_ptr(rbp - 56), rax)?;
         let proof = self.prove_region(stmts)?;
+        // A region that restores nothing and binds names only in registers copies nothing
+        // to save frames and needs no save-frame pointer.
+        let copies = !restore.is_empty() || !self.twins_ok(stmts);
         let outer = std::mem::replace(&mut self.proven, proof);
         match range.as_ref().and_then(|r| r.lo.as_ref()) {
             Some((e, add)) => {
@@ -524,19 +538,24 @@ impl V {
                 }
                 self.a.and(rax, -8)?;
                 self.a.mov(rbx, rax)?;
-                self.a.shr(rax, 3)?;
-                self.a.add(rax, 1)?;
-                self.a.imul_2(rax, stride)?;
-                self.a.add(rax, r15)?;
+                if copies {
+                    self.a.shr(rax, 3)?;
+                    self.a.add(rax, 1)?;
+                    self.a.imul_2(rax, stride)?;
+                    self.a.add(rax, r15)?;
+                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                }
                 self.a.add(rbx, group_gid)?;
             }
             None => {
-                self.a.mov(rax, stride)?;
-                self.a.add(rax, r15)?;
+                if copies {
+                    self.a.mov(rax, stride)?;
+                    self.a.add(rax, r15)?;
+                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                }
                 self.a.mov(rbx, group_gid)?;
             }
         }
-        self.a.mov(qword_ptr(rbp - 48), rax)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jae(done)?;
         // The lanes' global ids, advanced by 8 per batch. (Every lane is alive at a batch's
@@ -545,72 +564,66 @@ impl V {
         self.a.vmovd(xmm15, ebx)?;
         self.a.vpbroadcastd(ymm15, xmm15)?;
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
-        let mut top = self.a.create_label();
-        self.bind(&mut top)?;
-        self.copy_slots(&restore, false)?;
-        if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
-            self.lid_lanes(super::LID)?;
+        if full.is_none() && self.proven.is_some() && self.twins_ok(stmts) {
+            self.twin_loops(stmts, &restore)?;
+            self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+            self.bind(&mut done)?;
+            self.proven = outer;
+            self.batch_mark = None;
+            self.a.mov(rbx, group_gid)?;
+            return Ok(());
         }
+        let mut top = self.a.create_label();
+        let mut test = self.a.create_label();
+        self.bind(&mut top)?;
+        self.batch_start(&restore)?;
+        let fresh = self.fresh();
         let mut after = self.a.create_label();
         if let (Some(f), [s]) = (full, stmts) {
             if let StmtNode::If { then, .. } = s.node() {
                 // Inside the range: the branch's body under no mask (the condition is pure).
                 let mut partial = self.a.create_label();
-                self.a.cmp(rbx, qword_ptr(r15 + f))?;
-                self.a.jb(partial)?;
+                if lo_bound {
+                    self.a.cmp(rbx, qword_ptr(r15 + f))?;
+                    self.a.jb(partial)?;
+                }
                 self.a.lea(rax, qword_ptr(rbx + 8))?;
                 self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
                 self.a.ja(partial)?;
-                self.proven_twins(then.stmts())?;
+                // (No new bindings at the region's level: what the batch saves is known.)
+                let save = self.region_saves(&restore);
+                if !copies && !save.is_empty() {
+                    return no("internal: a region saves values without a save-frame pointer");
+                }
+                self.full_batches(then.stmts(), f, &restore, &save, test)?;
                 self.a.jmp(after)?;
                 self.bind(&mut partial)?;
             }
         }
-        for s in stmts {
-            if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
-                if let StmtNode::Let { var, .. } = s.node() {
-                    let name = var.name().to_string();
-                    self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None, dword });
-                }
-                continue;
-            }
-            self.stmt(s)?;
-        }
-        if full.is_some() {
-            self.bind(&mut after)?;
-        }
-        if self.may_fault {
-            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
-            self.a.jne(self.fault_exit)?;
-        }
+        self.fresh_again(fresh);
+        self.region_stmts(stmts)?;
+        self.bind(&mut after)?;
         self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
         // Lets from earlier regions are unchanged; their vars and this region's values
         // go back to the batch's save frame.
-        let save: Vec<(i32, i32)> = self
-            .batch_bindings()
-            .into_iter()
-            .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
-            .collect();
-        self.copy_slots(&save, true)?;
-        if !restore.is_empty() || !save.is_empty() {
-            // (The next batch's save frame; a region that copies nothing needs none.)
-            self.a.mov(rax, stride)?;
-            self.a.add(qword_ptr(rbp - 48), rax)?;
+        let save = self.region_saves(&restore);
+        if !copies && !save.is_empty() {
+            return no("internal: a region saves values without a save-frame pointer");
         }
-        let eight = self.imm_slot(8);
-        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
-        self.a.add(rbx, 8)?;
+        self.batch_end(&restore, &save)?;
+        self.bind(&mut test)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jb(top)?;
         self.bind(&mut done)?;
         self.proven = outer;
+        self.batch_mark = None;
         // Group code reports nothing per lane, but the budget's stub reads rbx.
         self.a.mov(rbx, group_gid)?;
         Ok(())
     }
 
     /// True if the binding at frame offset `off` is a `var`.
-    fn is_var_at(&self, off: i32) -> bool {
+    pub(super) fn is_var_at(&self, off: i32) -> bool {
         self.lets
             .iter()
             .any(|b| b.decl.is_some() && matches!(b.loc, Loc::Slot(o) | Loc::Scalar(o) if o == off))

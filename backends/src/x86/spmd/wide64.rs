@@ -501,7 +501,7 @@ impl V {
         let signed = Self::index_type(index)?;
         self.expr(index, d)?;
         self.active(d + 1)?;
-        self.check(d, d + 1, d + 2, t, "load", signed)?;
+        self.check(index, d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
         // Lanes 0..3: indices in xmm{d}, the mask widened.
         self.a.vpmovsxdq(YMM[d + 3], XMM[d + 1])?;
@@ -548,7 +548,7 @@ impl V {
         }
         self.expr(index, 2)?;
         self.active(3)?;
-        self.check(2, 3, 4, t, "store", signed)?;
+        self.check(index, 2, 3, 4, t, "store", signed)?;
         let base = self.base(t)?;
         // The value's lanes in a 64-byte scratch slot, then one store per active lane in
         // lane order (the last work-item wins where lanes collide).

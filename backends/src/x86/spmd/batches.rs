@@ -1,0 +1,277 @@
+//! A region's batches (`region.rs`): what a batch restores and saves, the loop over the
+//! full batches of a trimmed region, and the two copies of a region's statements when it
+//! has a bounds proof (`proven.rs`), one with no test for the covered accesses (masked ones
+//! included), one checking each, the proof's flag tested once per region where the region
+//! has no trimmed range (two batch loops) and once per batch otherwise. A fault test ends a
+//! batch only after code that can fault.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{Builtin, ExprNode, Stmt, StmtNode, Type};
+
+use super::{no, Bound, Kind, Loc, R, V};
+use crate::x86::rt;
+
+impl V {
+    /// What a batch of the region copies to its save frame after running it (see
+    /// [`V::region`]), given what it restored.
+    pub(super) fn region_saves(&self, restore: &[(i32, i32)]) -> Vec<(i32, i32)> {
+        self.batch_bindings()
+            .into_iter()
+            .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
+            .collect()
+    }
+
+    /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes. Every
+    /// lane is alive here (a fault ends the call at the end of its batch).
+    pub(super) fn batch_start(&mut self, restore: &[(i32, i32)]) -> R<()> {
+        self.copy_slots(restore, false)?;
+        if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
+            self.lid_lanes(super::LID)?;
+        }
+        self.batch_mark = Some(self.fault_mark());
+        Ok(())
+    }
+
+    /// True if, where code is being generated, every lane of the batch is certainly still
+    /// alive (the fault lane 8): region code since its batch's start, with no code that can
+    /// fault before it and no loop around it (whose body could have faulted before its top
+    /// runs again). Code on another path from the batch's start resets this with
+    /// [`V::fresh_again`].
+    pub(super) fn fresh(&self) -> bool {
+        self.batch_mark == Some(self.fault_mark())
+    }
+
+    /// Before code on a second path from a point where [`V::fresh`] was `was`: it is again.
+    pub(super) fn fresh_again(&mut self, was: bool) {
+        self.batch_mark = was.then(|| self.fault_mark());
+    }
+
+    /// A batch's end: its values to its save frame, the next batch's ids.
+    pub(super) fn batch_end(&mut self, restore: &[(i32, i32)], save: &[(i32, i32)]) -> R<()> {
+        self.copy_slots(save, true)?;
+        if !restore.is_empty() || !save.is_empty() {
+            // (The next batch's save frame; a region that copies nothing needs none.)
+            self.a.mov(rax, qword_ptr(r15 + super::ROUND_SLOT))?;
+            self.a.add(qword_ptr(rbp - 48), rax)?;
+        }
+        let eight = self.imm_slot(8);
+        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        self.a.add(rbx, 8)?;
+        Ok(())
+    }
+
+    /// The batches wholly inside a trimmed region's range (`[r15 + f + 8]` the end of
+    /// the range's global ids): `body` under no mask. With the region's proof, one loop
+    /// runs them back to back with no test per access, per batch only the test that the
+    /// next batch is full too (the proof is tested once; ids only grow, so the range's
+    /// start stays behind); `test` is where the next batch's loop test is. Without it,
+    /// each access checked.
+    pub(super) fn full_batches(
+        &mut self,
+        body: &[Stmt],
+        f: i32,
+        restore: &[(i32, i32)],
+        save: &[(i32, i32)],
+        test: CodeLabel,
+    ) -> R<()> {
+        let since = self.fault_mark();
+        let Some(flag) = self.proven.as_ref().map(|p| p.flag) else {
+            self.block(body)?;
+            return self.fault_test_since(since);
+        };
+        let mut unproven = self.a.create_label();
+        let fresh = self.fresh();
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(unproven)?;
+        let mut tight = self.a.create_label();
+        self.bind(&mut tight)?;
+        let since = self.fault_mark();
+        self.proven.as_mut().expect("a proof").certain = true;
+        self.block(body)?;
+        self.proven.as_mut().expect("a proof").certain = false;
+        self.fault_test_since(since)?;
+        self.batch_end(restore, save)?;
+        self.a.lea(rax, qword_ptr(rbx + 8))?;
+        self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
+        self.a.ja(test)?;
+        self.batch_start(restore)?;
+        self.a.jmp(tight)?;
+        self.bind(&mut unproven)?;
+        self.fresh_again(fresh);
+        let since = self.fault_mark();
+        let proof = self.proven.take();
+        self.block(body)?;
+        self.proven = proof;
+        self.fault_test_since(since)
+    }
+
+    /// How many fault sites and stubs the code has so far.
+    pub(super) fn fault_mark(&self) -> (usize, usize) {
+        (self.sites.len(), self.stubs.len())
+    }
+
+    /// At a batch's end: a recorded fault stops the launch, if the code since `mark` can
+    /// fault (code without fault sites or stubs leaves the fault lane as it was, 8).
+    pub(super) fn fault_test_since(&mut self, mark: (usize, usize)) -> R<()> {
+        if self.may_fault && (self.sites.len(), self.stubs.len()) != mark {
+            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+            self.a.jne(self.fault_exit)?;
+        }
+        Ok(())
+    }
+
+    /// The region's statements for one batch: with a proof, and when they declare nothing
+    /// but `let`s of `global_id(0)` and `local_id(0)` (bound to registers, so that both
+    /// copies bind them alike), as two copies, the proof's flag tested once (see
+    /// [`V::full_batches`]); the proven copy checks none of the covered accesses, masked
+    /// ones included.
+    pub(super) fn region_stmts(&mut self, stmts: &[Stmt]) -> R<()> {
+        let twins = self.proven.is_some() && self.twins_ok(stmts);
+        let since = self.fault_mark();
+        if !twins {
+            self.stmts_in_scope(stmts)?;
+            return self.fault_test_since(since);
+        }
+        let flag = self.proven.as_ref().expect("a proof").flag;
+        let (mut slow, mut join) = (self.a.create_label(), self.a.create_label());
+        let fresh = self.fresh();
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(slow)?;
+        self.proven_copy(stmts)?;
+        self.a.jmp(join)?;
+        self.bind(&mut slow)?;
+        self.fresh_again(fresh);
+        self.unproven_copy(stmts)?;
+        self.bind(&mut join)
+    }
+
+    /// A region without a trimmed range whose statements can run as two copies (see
+    /// [`V::region_stmts`]): two batch loops, the proof's flag tested once before them.
+    pub(super) fn twin_loops(&mut self, stmts: &[Stmt], restore: &[(i32, i32)]) -> R<()> {
+        let flag = self.proven.as_ref().expect("a proof").flag;
+        // (The copies bind names in registers only: what a batch saves is known.)
+        let save = self.region_saves(restore);
+        let (mut slow, mut exit) = (self.a.create_label(), self.a.create_label());
+        self.a.cmp(byte_ptr(r15 + flag), 0)?;
+        self.a.je(slow)?;
+        for proven in [true, false] {
+            let mut top = self.a.create_label();
+            self.bind(&mut top)?;
+            self.batch_start(restore)?;
+            if proven {
+                self.proven_copy(stmts)?;
+            } else {
+                self.unproven_copy(stmts)?;
+            }
+            self.batch_end(restore, &save)?;
+            self.a.cmp(rbx, qword_ptr(rbp - 56))?;
+            self.a.jb(top)?;
+            if proven {
+                self.a.jmp(exit)?;
+                self.bind(&mut slow)?;
+            }
+        }
+        self.bind(&mut exit)
+    }
+
+    /// The copy of `stmts` that runs when the region's proof holds; its names (all in
+    /// registers) leave scope, as the other copy binds them again.
+    pub(super) fn proven_copy(&mut self, stmts: &[Stmt]) -> R<()> {
+        let (since, mark) = (self.fault_mark(), self.lets.len());
+        self.proven.as_mut().expect("a proof").certain = true;
+        self.stmts_in_scope(stmts)?;
+        self.proven.as_mut().expect("a proof").certain = false;
+        self.fault_test_since(since)?;
+        if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
+            return no("internal: a region's twins bind a name outside a register");
+        }
+        self.lets.truncate(mark);
+        Ok(())
+    }
+
+    /// The copy of `stmts` that checks each access.
+    pub(super) fn unproven_copy(&mut self, stmts: &[Stmt]) -> R<()> {
+        let since = self.fault_mark();
+        let proof = self.proven.take();
+        self.stmts_in_scope(stmts)?;
+        self.proven = proof;
+        self.fault_test_since(since)
+    }
+
+    /// True if `stmts` declare nothing but `let`s of `global_id(0)` and `local_id(0)` that
+    /// get registers (at most one of `local_id(0)`, the register free), so that two copies
+    /// of them bind their names alike.
+    pub(super) fn twins_ok(&self, stmts: &[Stmt]) -> bool {
+        let lid_lets = stmts.iter().filter(|s| match s.node() {
+            StmtNode::Let { value, .. } => {
+                matches!(value.node(), ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 })
+            }
+            _ => false,
+        });
+        let lid_free = !self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID));
+        lid_lets.count() <= usize::from(lid_free)
+            && stmts.iter().all(|s| match s.node() {
+                StmtNode::Let { value, .. } => matches!(
+                    value.node(),
+                    ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 }
+                ),
+                // (Local arrays are the kernel's, laid out once; nothing binds them here.)
+                StmtNode::Alloc { var, .. } => {
+                    matches!(var.ty(), Type::Ptr(kiln_ir::AddrSpace::Local, _))
+                }
+                StmtNode::Decl { .. } => false,
+                StmtNode::Call { result, .. } => result.is_none(),
+                _ => true,
+            })
+    }
+
+    /// `stmts` for one batch, their names staying in scope (later regions read them).
+    pub(super) fn stmts_in_scope(&mut self, stmts: &[Stmt]) -> R<()> {
+        for s in stmts {
+            if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
+                if let StmtNode::Let { var, .. } = s.node() {
+                    let name = var.name().to_string();
+                    self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None, dword });
+                }
+                continue;
+            }
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    /// A trimmed region whose range ends at `e + add` (`e` group-pure): when that is at
+    /// most 8, only the group's first batch has lanes in the range (a group has at least
+    /// 8 work-items), and it runs the region with no batch loop (the reduction's rounds
+    /// of strides 4, 2 and 1), its lanes testing the condition as a partial batch does;
+    /// then a jump to `done`. Otherwise on to the general code.
+    pub(super) fn first_batch_only(
+        &mut self,
+        stmts: &[Stmt],
+        e: &kiln_ir::Expr,
+        add: i32,
+        done: CodeLabel,
+    ) -> R<()> {
+        let mut general = self.a.create_label();
+        let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
+        self.uniform_to_eax(e)?;
+        // (A 32-bit result: the upper half of rax is zero.)
+        self.a.cmp(rax, 8 - add)?;
+        self.a.ja(general)?;
+        self.a.mov(rbx, group_gid)?;
+        self.a.lea(rax, qword_ptr(rbx + 8))?;
+        self.a.mov(qword_ptr(rbp - 56), rax)?;
+        let proof = self.prove_region(stmts)?;
+        let outer = std::mem::replace(&mut self.proven, proof);
+        self.a.vmovd(xmm15, ebx)?;
+        self.a.vpbroadcastd(ymm15, xmm15)?;
+        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        self.batch_start(&[])?;
+        let mark = self.lets.len();
+        self.region_stmts(stmts)?;
+        self.lets.truncate(mark);
+        self.proven = outer;
+        self.a.jmp(done)?;
+        self.bind(&mut general)
+    }
+}

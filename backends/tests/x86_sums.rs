@@ -1,0 +1,117 @@
+//! Buffers summed per thread (backends/src/x86/sums.rs): which parameters a launch on
+//! several threads gives each thread a copy of (reached only through integer
+//! `atomic_add`/`atomic_sub` whose results are unused), and that launches split over
+//! threads give the interpreter's buffers with them: histograms of local and global
+//! counts, additions and subtractions, `i32` and `u32`, beside a buffer atomics reach that
+//! is not summed, with the summed buffer passed twice (aliasing: not summed), and with
+//! copies that would cost more than the launch.
+#![cfg(target_arch = "x86_64")]
+
+mod x86_common;
+
+use x86_common::kernel;
+
+use kiln_backends::x86::{compile, X86Options, X86Program, X86RunOptions};
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::testing::results_match;
+use kiln_ir::Scalar;
+
+fn summed(src: &str) -> Vec<usize> {
+    let k = kernel(src);
+    compile(&k, &X86Options::default()).unwrap().summed_params().to_vec()
+}
+
+#[test]
+fn which_buffers_are_summed_per_thread() {
+    let suite = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
+    let hist = suite.kernels.iter().find(|k| k.name() == "histogram").unwrap();
+    let p = compile(hist, &X86Options::default()).unwrap();
+    assert_eq!(p.summed_params(), &[1], "histogram's `hist`");
+    // A program loaded from its image (the cpu device's way) has no body to look at: the
+    // image carries them.
+    let loaded = X86Program::from_image(hist, &p.to_image().unwrap()).unwrap();
+    assert_eq!(loaded.summed_params(), &[1], "histogram's `hist`, loaded");
+    let head = "kernel k(d: ptr<global, u32>, h: ptr<global, u32>, f: ptr<global, f32>, i: ptr<global, i32>) {";
+    for (body, want) in [
+        ("atomic_add(h, d[global_id(0)] & 7u32, 1u32); atomic_sub(i, 3, 2);", vec![1, 3]),
+        ("atomic_sub(h, 0u32, d[global_id(0)]);", vec![1]),
+        // Read back, a result used, another kind, a float, a store, a plain load.
+        ("atomic_add(h, 0u32, 1u32); d[global_id(0)] = h[1];", vec![]),
+        ("let o: u32 = atomic_add(h, 0u32, 1u32); d[global_id(0)] = o;", vec![]),
+        ("atomic_add(h, 0u32, 1u32); atomic_max(h, 1u32, 5u32);", vec![]),
+        ("atomic_add(f, 0u32, 1.0); atomic_add(h, 1u32, 1u32);", vec![1]),
+        ("atomic_add(h, 0u32, 1u32); h[2] = 7u32;", vec![]),
+        ("d[global_id(0)] = 1u32;", vec![]),
+    ] {
+        assert_eq!(summed(&format!("{head} {body} }}")), want, "{body}");
+    }
+}
+
+/// The interpreter's buffers, and the same launch's on `threads` threads.
+fn agree(src: &str, n: u32, local: u32, args: &[Arg], bufs: &[Buffer]) {
+    let k = kernel(src);
+    let r = NdRange::new(&[n]).with_local(&[local]);
+    let mut want = bufs.to_vec();
+    kiln_ir::interp::run(&k, &r, args, &mut want).unwrap();
+    for opts in [X86Options::default(), X86Options { scalar: true, ..X86Options::default() }] {
+        let built = compile(&k, &opts).unwrap();
+        let loaded = X86Program::from_image(&k, &built.to_image().unwrap()).unwrap();
+        for (p, threads) in [(&built, 1usize), (&built, 2), (&loaded, 3), (&built, 4)] {
+            let mut got = bufs.to_vec();
+            p.run_parallel(&r, args, &mut got, threads, &X86RunOptions::default()).unwrap();
+            if let Err(m) = results_match(&want, &got) {
+                panic!("{m}\n{threads} threads\n{k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn summed_buffers_agree_on_threads() {
+    let n: u32 = 3 * 4096 + 512;
+    let data: Vec<u32> = (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) ^ (i >> 3)).collect();
+    // Starting values, so that the copies add to what is there (and wrap).
+    let hist: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(0x0101_0101) ^ 0xffff_ff00).collect();
+    let signed: Vec<i32> = (0..64).map(|i| i * 1_000_003 - 40_000_000).collect();
+    let histogram = "kernel k(data: ptr<global, u32>, hist: ptr<global, u32>, s: ptr<global, i32>, n: u32) #reqd_work_group_size(256, 1, 1) {
+           local bins: u32[256];
+           let lid: u32 = local_id(0);
+           bins[lid] = 0u32;
+           barrier(local);
+           let i: u32 = global_id(0);
+           if i < n {
+             atomic_add(bins, data[i] & 255u32, 1u32);
+             atomic_sub(s, (data[i] >> 8u32) & 63u32, (data[i] & 1023u32) as i32 - 300);
+           }
+           barrier(local);
+           atomic_add(hist, lid, bins[lid]);
+           atomic_sub(hist, (lid * 7u32) & 255u32, 3u32);
+         }";
+    let bufs = [Buffer::from_slice(&data), Buffer::from_slice(&hist), Buffer::from_slice(&signed)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n - 100)];
+    agree(histogram, n, 256, &args, &bufs);
+    // Beside a buffer that atomics reach and that is read: that one stays shared (locked).
+    let mixed =
+        "kernel k(data: ptr<global, u32>, hist: ptr<global, u32>, t: ptr<global, u32>, n: u32) {
+           let i: u32 = global_id(0);
+           atomic_add(hist, data[i] & 255u32, data[i] >> 20u32);
+           let old: u32 = atomic_add(t, 0u32, 1u32);
+           data[i] = old * 0u32 + data[i] + 1u32;
+         }";
+    let bufs =
+        [Buffer::from_slice(&data), Buffer::from_slice(&hist), Buffer::zeroed(Scalar::U32, 4)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n)];
+    agree(mixed, n, 64, &args, &bufs);
+    // One buffer passed as both summed parameters: no copies.
+    let twice = "kernel k(data: ptr<global, u32>, h: ptr<global, u32>, g: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           atomic_add(h, data[i] & 15u32, 1u32);
+           atomic_add(g, (data[i] >> 4u32) & 15u32, 2u32);
+         }";
+    let bufs = [Buffer::from_slice(&data), Buffer::from_slice(&hist[..16])];
+    agree(twice, n, 64, &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(1)], &bufs);
+    // Copies of a buffer as long as the launch: not worth it, the shared path.
+    let wide: Vec<u32> = (0..n).collect();
+    let bufs = [Buffer::from_slice(&data), Buffer::from_slice(&wide), Buffer::from_slice(&wide)];
+    agree(twice, n, 64, &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)], &bufs);
+}
