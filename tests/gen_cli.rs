@@ -316,9 +316,8 @@ fn batched_gemm_runs_each_matrix_under_kiln_run() {
 }
 
 /// Issue 26 item 3: odd sizes (edge tiles read clamped rows, K's partial last tile is copied
-/// in a step peeled off the loop) with the measured blocking, K-contiguous vectors transposed
-/// in registers, every transposition: the cpu device (x86-64 code) gives the interpreter's
-/// bits.
+/// in a step peeled off the loop) with the measured blocking and 4-lane vectors, every
+/// transposition: the cpu device (x86-64 code) gives the interpreter's bits.
 #[test]
 fn odd_gemm_gives_the_interpreters_bits_on_the_cpu_device() {
     if !cfg!(target_arch = "x86_64") {

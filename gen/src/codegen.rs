@@ -143,8 +143,8 @@ fn vector_access(
     (step_ok && aligned == Some(0)).then_some(first)
 }
 
-/// How a tile copy stores its loaded values (f32 or vector expressions) into local memory.
-type StoreFn = Box<dyn Fn(&[Expr]) -> Vec<Stmt>>;
+/// How a tile copy stores a loaded value (an f32 or vector expression) into local memory.
+type StoreFn = Box<dyn Fn(&Expr) -> Vec<Stmt>>;
 
 /// One work-item's part of a cooperative tile copy: index arithmetic, when the source
 /// exists, what to load and how to store it into the local tile.
@@ -153,47 +153,31 @@ struct TileCopy {
     pre: Vec<Stmt>,
     /// Where the source elements exist (`None`: always); elsewhere the tile gets zeros.
     cond: Option<Expr>,
-    /// The loads, each f32 or an f32 vector (one, or a square block of vectors).
-    values: Vec<Expr>,
-    /// The loads' type.
+    /// The load, as f32 or an f32 vector.
+    value: Expr,
+    /// The load's type.
     ty: Type,
     /// Zero of that type.
     zero: Expr,
-    /// Copies (elements, vectors or blocks of vectors) per tile.
+    /// Copies (elements or vectors) per tile.
     total: i64,
-    /// The store of values of type `ty`, one per load, into the tile.
+    /// The store of a value of type `ty` into the tile.
     store: StoreFn,
 }
 
 impl TileCopy {
-    /// A copy of vectors (`loads` are `vload`s), zero where `cond` fails.
+    /// A copy of vectors (`load` is a `vload`), zero where `cond` fails.
     fn vector(
         pre: Vec<Stmt>,
         cond: Option<Expr>,
-        loads: Vec<Expr>,
+        load: Expr,
         total: i64,
         store: StoreFn,
     ) -> TileCopy {
-        let ty = loads[0].ty();
+        let ty = load.ty();
         let zero = Expr::f32(0.0).broadcast(ty.lanes());
-        TileCopy { pre, cond, values: loads, ty, zero, total, store }
+        TileCopy { pre, cond, value: load, ty, zero, total, store }
     }
-
-    /// Variables for the loads, named `base` (one load) or `base_0`, `base_1`, ...
-    fn vars(&self, base: &str) -> Vec<Var> {
-        let n = self.values.len();
-        let name = |i: usize| if n == 1 { base.to_string() } else { format!("{base}_{i}") };
-        (0..n).map(|i| Var::new(name(i), self.ty)).collect()
-    }
-
-    /// The store of zeros (where `cond` fails).
-    fn store_zeros(&self) -> Vec<Stmt> {
-        (self.store)(&vec![self.zero.clone(); self.values.len()])
-    }
-}
-
-fn exprs(vars: &[Var]) -> Vec<Expr> {
-    vars.iter().map(Var::expr).collect()
 }
 
 #[derive(Clone)]
@@ -251,16 +235,15 @@ impl Gen<'_> {
         let e = Var::new(format!("{tag}_e"), Type::I32);
         let idx = Var::new(format!("{tag}_i"), Type::I32);
         let copy = self.tile_copy(is_a, k0, slot, &idx.expr(), "");
-        let vs = copy.vars(&format!("{tag}_v"));
-        let mut body = copy.pre.clone();
+        let v = Var::new(format!("{tag}_v"), copy.ty);
+        let mut body = copy.pre;
         // A masked copy stores zeros in its `else` (rather than through a `var`), the form
         // the `slm-buffer3` pass recognises.
-        let mut load: Vec<Stmt> =
-            vs.iter().zip(&copy.values).map(|(v, x)| Stmt::let_(v, x.clone())).collect();
-        load.extend((copy.store)(&exprs(&vs)));
-        body.push(match &copy.cond {
+        let mut load = vec![Stmt::let_(&v, copy.value)];
+        load.extend((copy.store)(&v.expr()));
+        body.push(match copy.cond {
             Some(cond) => {
-                Stmt::if_else(cond.clone(), Stmt::block(load), Stmt::block(copy.store_zeros()))
+                Stmt::if_else(cond, Stmt::block(load), Stmt::block((copy.store)(&copy.zero)))
             }
             None => Stmt::block(load),
         });
@@ -295,26 +278,22 @@ impl Gen<'_> {
             let at = ix::add(&self.lid, &c(e * threads));
             let copy = self.tile_copy(is_a, k0, slot, &idx.expr(), &e.to_string());
             fetch.push(Stmt::let_(&idx, at));
-            fetch.extend(copy.pre.clone());
-            let vs = copy.vars(&format!("{tag}_v{e}"));
+            fetch.extend(copy.pre);
+            let v = Var::new(format!("{tag}_v{e}"), copy.ty);
             let inside = if copy.total % threads != 0 {
                 Some(idx.expr().cmp_lt(c(copy.total)))
             } else {
                 None
             };
             let when = ix::and(guard.cloned(), inside);
-            match ix::and(when.clone(), copy.cond.clone()) {
+            match ix::and(when.clone(), copy.cond) {
                 Some(load_when) => {
-                    fetch.extend(vs.iter().map(|v| Stmt::decl(v, copy.zero.clone())));
-                    let assign =
-                        vs.iter().zip(&copy.values).map(|(v, x)| Stmt::assign(v, x.clone()));
-                    fetch.push(Stmt::if_(load_when, Stmt::block(assign)));
+                    fetch.push(Stmt::decl(&v, copy.zero));
+                    fetch.push(Stmt::if_(load_when, Stmt::assign(&v, copy.value)));
                 }
-                None => {
-                    fetch.extend(vs.iter().zip(&copy.values).map(|(v, x)| Stmt::let_(v, x.clone())))
-                }
+                None => fetch.push(Stmt::let_(&v, copy.value)),
             }
-            let put = Stmt::block((copy.store)(&exprs(&vs)));
+            let put = Stmt::block((copy.store)(&v.expr()));
             store.push(match when {
                 Some(when) => Stmt::if_(when, put),
                 None => put,
@@ -369,11 +348,11 @@ impl Gen<'_> {
         TileCopy {
             pre,
             cond,
-            values: vec![load_f32(buf, acc.offset)],
+            value: load_f32(buf, acc.offset),
             ty: Type::F32,
             zero: Expr::f32(0.0),
             total: rows * bk,
-            store: Box::new(move |v| vec![Stmt::store(&dst, at.clone(), v[0].clone())]),
+            store: Box::new(move |v| vec![Stmt::store(&dst, at.clone(), v.clone())]),
         }
     }
 
@@ -425,11 +404,11 @@ impl Gen<'_> {
         let cond = self.k_edge(&kidx);
         let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r));
         let dst = dst.clone();
-        let store: StoreFn = Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v[0].clone())]);
+        let store: StoreFn = Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]);
         Some(TileCopy::vector(
             pre,
             cond,
-            vec![Expr::vload(buf, acc.offset, w as u8)],
+            Expr::vload(buf, acc.offset, w as u8),
             rows * bk / w,
             store,
         ))
@@ -474,77 +453,27 @@ impl Gen<'_> {
             return None;
         }
         let cond = self.k_edge(&kfirst);
-        let qs = bk / w;
-        let dst = dst.clone();
-        // Blocks of `h` rows' vectors: as many rows as leave no work-item with more than a
-        // vector's share of the tile (more would hold more registers across the multiply of a
-        // double-buffered loop, and idle the rest), `vec` at most.
-        let threads = self.cfg.threads() as i64;
-        let mut h = w;
-        while h > 1 && (rows % h != 0 || rows * bk / (w * h) < threads) {
-            h /= 2;
-        }
-        if h > 1 {
-            // An `h` x `w` block: `h` rows' vectors along K, transposed in registers into
-            // `w` vectors of `h` lanes along the rows, one per reduction index, each stored
-            // with one vector store. Runs of `run` work-items take neighbouring blocks of
-            // rows at one k-offset (a run's vector stores fill whole 128-byte rows of local
-            // memory: no bank conflicts), the `qs` runs of a group of blocks their k-offsets
-            // in turn (so a warp's loads of a row's k-tile are neighbours in memory).
-            let groups = rows / h;
-            let run = if groups % (32 / h) == 0 { 32 / h } else { groups };
-            let (g, qv) = (Var::new(format!("{tag}_g{sfx}"), Type::I32), q);
-            let first = ix::div(idx, run);
-            let pre = vec![
-                Stmt::let_(&qv, ix::rem(&first, qs)),
-                Stmt::let_(
-                    &g,
-                    ix::add(&ix::mul(&ix::div(&first, qs), &c(run)), &ix::rem(idx, run)),
-                ),
-            ];
-            let base = ix::add(mn0, &ix::mul(&g.expr(), &c(h)));
-            let loads = (0..h)
-                .map(|i| {
-                    let row = clamp(&ix::add(&base, &c(i)), mn_size, rows, 1);
-                    let at = view
-                        .access(&self.coords(view, &[(kind, row), (DimKind::K, kfirst.clone())]));
-                    Expr::vload(buf, at.offset, w as u8)
-                })
-                .collect();
-            let r0 = ix::mul(&g.expr(), &c(h));
-            let ats: Vec<Expr> = (0..w)
-                .map(|j| ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r0)))
-                .collect();
-            let store: StoreFn = Box::new(move |v| {
-                ats.iter()
-                    .enumerate()
-                    .map(|(j, a)| {
-                        let lanes = v.iter().map(|x| x.extract(j as u8));
-                        Stmt::vstore(&dst, a.clone(), Expr::build_vector(lanes))
-                    })
-                    .collect()
-            });
-            return Some(TileCopy::vector(pre, cond, loads, groups * qs, store));
-        }
         // The vectors of a row fastest: neighbouring work-items read neighbouring 16-byte
         // pieces of one row, so a warp's loads touch half as many cache lines (with
         // `k_tile / vec` of them per row) as with rows fastest, for store bank conflicts
         // of at most that many ways on a few stores per step.
+        let qs = bk / w;
         let pre = vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))];
         let at = move |j: i64| {
             ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()))
         };
         let ats: Vec<Expr> = (0..w).map(at).collect();
+        let dst = dst.clone();
         let store: StoreFn = Box::new(move |v| {
             ats.iter()
                 .enumerate()
-                .map(|(j, a)| Stmt::store(&dst, a.clone(), v[0].extract(j as u8)))
+                .map(|(j, a)| Stmt::store(&dst, a.clone(), v.extract(j as u8)))
                 .collect()
         });
         Some(TileCopy::vector(
             pre,
             cond,
-            vec![Expr::vload(buf, acc.offset, w as u8)],
+            Expr::vload(buf, acc.offset, w as u8),
             rows * bk / w,
             store,
         ))

@@ -331,10 +331,8 @@ fn gemm_8x16_register_blocks() {
 
 /// Issue 26 item 3: edge tiles read clamped rows of A and B instead of testing M and N, and
 /// K's partial last k-tile is copied in a step peeled off the double-buffered loop (after
-/// one, two or more k-tiles); K-contiguous operands (A row-major, B transposed) are copied
-/// in blocks of 2 (k-tile 8) or 4 (k-tile 16) rows' vectors transposed in registers. The
-/// measured blocking on sizes that are no multiple of its 64 x 128 tile, all
-/// transpositions, against the reference.
+/// one, two or more k-tiles): the measured blocking (k-tiles of 8 and 16) on sizes that are
+/// no multiple of its 64 x 128 tile, all transpositions, against the reference.
 #[test]
 fn edge_tiles_clamp_rows_and_peel_the_k_tail() {
     let cfg = |k_tile| GemmConfig {
