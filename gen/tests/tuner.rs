@@ -86,10 +86,10 @@ fn the_model_prefers_the_measured_best_blocking() {
 
 /// Issue 26: untimed, a deep reduction over a small C gets the first seed split (measured
 /// 0.93x cuBLAS at 1536 x 1536 x 12288 on the H100, against 0.63x for the model's own best),
-/// and a problem whose tiles of the first seed leave SMs idle (1000^3: 128 tiles, 132 SMs)
-/// a seed with smaller tiles; the square problems keep the first seed unsplit.
+/// and so does a problem whose tiles of the first seed leave SMs idle (1000^3: 128 tiles,
+/// 132 SMs); the square problems keep the first seed unsplit.
 #[test]
-fn the_first_choice_splits_or_shrinks_seeds_that_leave_units_idle() {
+fn the_first_choice_splits_seeds_that_leave_units_idle() {
     let t = Target::h100();
     let first_seed = t.seeds[0];
     let deep = tuner::first_choice([1536, 1536, 12288], &t);
@@ -97,10 +97,12 @@ fn the_first_choice_splits_or_shrinks_seeds_that_leave_units_idle() {
     assert!(deep.split_k > 1, "{deep}");
     let deeper = tuner::first_choice([512, 512, 32768], &t);
     assert_eq!((GemmConfig { split_k: 1, ..deeper }, deeper.split_k), (first_seed, 16));
+    // 1000^3: the first seed's 128 tiles leave SMs idle; split 2 ways they measured 1.03x
+    // cuBLAS on the H200, the model's 64 x 64 tiles 0.77x.
     let odd = tuner::first_choice([1000, 1000, 1000], &t);
     assert!(!tuner::fills(&first_seed, [1000, 1000, 1000], &t));
-    assert!(tuner::fills(&odd, [1000, 1000, 1000], &t) && t.seeds.contains(&odd), "{odd}");
-    assert_eq!((odd.tile_m(), odd.tile_n(), odd.split_k), (64, 64, 1), "{odd}");
+    assert!(tuner::fills(&odd, [1000, 1000, 1000], &t), "{odd}");
+    assert_eq!((GemmConfig { split_k: 1, ..odd }, odd.split_k), (first_seed, 2), "{odd}");
     for square in [2048, 4096, 8192] {
         assert_eq!(tuner::first_choice([square; 3], &t), first_seed, "{square}");
     }
