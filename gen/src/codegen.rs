@@ -592,7 +592,18 @@ impl Gen<'_> {
             }
         }
         let mut out = pre.to_vec();
-        out.push(Stmt::for_(&kk, c(0), c(cfg.k_tile as i64), c(1), Stmt::block(body)));
+        if cfg.unroll {
+            // Unrolled here rather than left to the `unroll` pass, whose size limit keeps an
+            // 8 x 8 block's loop at a k-tile of 16 (1088 statements) rolled; the same blocks
+            // the pass makes.
+            for i in 0..cfg.k_tile as i64 {
+                let mut copy = vec![Stmt::let_(&kk, c(i))];
+                copy.extend(body.iter().cloned());
+                out.push(Stmt::block(copy));
+            }
+        } else {
+            out.push(Stmt::for_(&kk, c(0), c(cfg.k_tile as i64), c(1), Stmt::block(body)));
+        }
         Stmt::block(out)
     }
 }
