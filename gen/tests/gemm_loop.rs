@@ -12,8 +12,8 @@ use kiln_ir::Scalar;
 use kiln_passes::pipeline::optimize;
 
 /// An unrolled, double-buffered blocking of 8 x 16 work-items with 4-lane vectors: `tn` 8
-/// and `k_tile` 8 is the H100's best (the tuner's first seed), `tn` 4 and `k_tile` 16 the
-/// model's choice at 1000^3.
+/// and `k_tile` 8 is the H100's best (the tuner's first seed), `tn` 4 and `k_tile` 16 a
+/// seed with smaller tiles.
 fn seed(tn: u32, k_tile: u32) -> GemmConfig {
     GemmConfig {
         wg_m: 8,
@@ -64,6 +64,10 @@ fn multiply_loop_has_no_edge_tests_and_keeps_vector_loads() {
         (p(1000, 1000, 1000, false, false), seed(4, 16)),
         (p(1000, 1000, 1004, false, true), seed(8, 8)),
         (p(4096, 4096, 4096, false, true), seed(8, 8)),
+        // An 8 x 8 block at k-tile 16 (1088 statements unrolled: past the unroll pass's
+        // limit, so the generator unrolls it), the H200's best at B^T.
+        (p(4096, 4096, 4096, false, true), seed(8, 16)),
+        (p(3000, 3000, 3000, false, false), seed(8, 16)),
     ];
     for (problem, cfg) in cases {
         let g = problem.generate(&cfg).unwrap();
