@@ -116,7 +116,7 @@ fn the_first_choice_splits_seeds_that_leave_units_idle() {
 fn a_batch_fills_the_units_without_splitting_k() {
     let t = Target::h100();
     let one = [256, 256, 256];
-    let batch = Dims { mnk: one, batch: 64 };
+    let batch = Dims { mnk: one, batch: 64, k_major: false };
     let first = tuner::first_choice(batch, &t);
     assert_eq!(first, t.seeds[0], "{first}");
     assert!(tuner::fills(&first, batch, &t));
@@ -318,4 +318,30 @@ fn the_search_times_the_seeds_split_to_fill_the_units() {
     let found = tuner::search(mnk, &t, 24, &mut |_| Ok(1.0));
     let at = found.timings.iter().position(|(c, _)| *c == split);
     assert!(at.is_some_and(|i| i < 12), "{:?}", found.timings);
+}
+
+/// Issue 26 item 3: a GEMM whose A and B are both contiguous along K (A row-major, B
+/// transposed) takes the target's K-major seed, k-tile 16 (4096^3 B^T on the H200: 0.80x
+/// cuBLAS against 0.74x at k-tile 8), split like any seed where its tiles leave SMs idle;
+/// the other transpositions keep the first seed.
+#[test]
+fn k_major_problems_take_the_k_major_seed() {
+    let t = Target::h100();
+    let k_major = |mnk| Dims { mnk, batch: 1, k_major: true };
+    let square = tuner::first_choice(k_major([4096; 3]), &t);
+    assert_eq!(square, t.k_major_seeds[0], "{square}");
+    assert_eq!(square.k_tile, 16);
+    assert_eq!(tuner::first_choice([4096; 3], &t), t.seeds[0]);
+    let deep = tuner::first_choice(k_major([512, 512, 32768]), &t);
+    assert_eq!((GemmConfig { split_k: 1, ..deep }, deep.split_k), (t.k_major_seeds[0], 16));
+    // The cpu device has none: the same choice either way.
+    let cpu = Target::cpu(4);
+    assert_eq!(tuner::first_choice(k_major([512; 3]), &cpu), tuner::first_choice([512; 3], &cpu));
+    // The search times the K-major seed too.
+    let mut timed = Vec::new();
+    tuner::search(k_major([4096; 3]), &t, 4, &mut |c| {
+        timed.push(*c);
+        Ok(1.0)
+    });
+    assert_eq!(timed[0], t.k_major_seeds[0], "{timed:?}");
 }
