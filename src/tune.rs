@@ -67,6 +67,9 @@ pub struct Problem<'a> {
     pub mnk: [u64; 3],
     /// How many such GEMMs one launch runs (1 but for a batched GEMM).
     pub batch: u64,
+    /// Both operands are stored contiguous along K (a GEMM of row-major A and transposed B;
+    /// see [`Dims::k_major`]).
+    pub k_major: bool,
     /// Generates the kernel for a blocking.
     pub generate: GenerateFn<'a>,
     /// Generates the kernel of a small problem of the same kind for a blocking: what each
@@ -86,7 +89,7 @@ pub fn bucket(x: u64) -> u64 {
 impl<'a> Problem<'a> {
     /// The sizes the model sees: [`Problem::mnk`] and [`Problem::batch`].
     pub fn dims(&self) -> Dims {
-        Dims { mnk: self.mnk, batch: self.batch }
+        Dims { mnk: self.mnk, batch: self.batch, k_major: self.k_major }
     }
 
     /// A GEMM.
@@ -111,6 +114,7 @@ impl<'a> Problem<'a> {
             key,
             mnk: [p.m as u64, p.n as u64, p.k as u64],
             batch: 1,
+            k_major: !p.trans_a && p.trans_b,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
@@ -132,6 +136,7 @@ impl<'a> Problem<'a> {
             key,
             mnk: one.mnk,
             batch: p.batch as u64,
+            k_major: one.k_major,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
@@ -157,6 +162,7 @@ impl<'a> Problem<'a> {
             key,
             mnk,
             batch: 1,
+            k_major: false,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         })

@@ -314,3 +314,42 @@ fn batched_gemm_runs_each_matrix_under_kiln_run() {
     assert!(text(&o.stderr).contains("the batch must be from 1"), "{}", text(&o.stderr));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Issue 26 item 3: odd sizes (edge tiles read clamped rows, K's partial last tile is copied
+/// in a step peeled off the loop) with the measured blocking and 4-lane vectors, every
+/// transposition: the cpu device (x86-64 code) gives the interpreter's bits.
+#[test]
+fn odd_gemm_gives_the_interpreters_bits_on_the_cpu_device() {
+    if !cfg!(target_arch = "x86_64") {
+        kiln_ir::testing::skip("the cpu device runs on x86-64 hosts only");
+        return;
+    }
+    let dir = scratch("odd");
+    let f = dir.join("g.kir");
+    let (m, n, k) = (70, 133, 37);
+    for trans in [&[][..], &["--trans-a"], &["--trans-b"], &["--trans-a", "--trans-b"]] {
+        let (ms, ns, ks) = (m.to_string(), n.to_string(), k.to_string());
+        let mut args = vec!["gen", "gemm", &ms, &ns, &ks];
+        args.extend_from_slice(trans);
+        args.extend([
+            "--wg", "8x16", "--tile", "8x8", "--k-tile", "8", "--slm", "2", "--unroll", "--vec",
+            "4", "-o",
+        ]);
+        args.push(s(&f));
+        ok(&args);
+        let (a, b, c) =
+            (format!("a=iota:{}", m * k), format!("b=iota:{}", k * n), format!("c=iota:{}", m * n));
+        let run = |device: &str| {
+            let out = dir.join(format!("c_{device}.npy"));
+            let to = format!("c={}", s(&out));
+            let args = ["run", s(&f), "--device", device, "--arg", &a, "--arg", &b, "--arg", &c];
+            ok(&[&args[..], &["--arg", "alpha=0.5", "--arg", "beta=-1", "--out", &to]].concat());
+            std::fs::read(&out).unwrap()
+        };
+        let (want, got) = (run("interp"), run("cpu"));
+        // The whole of C, as .npy bytes: a header and m x n f32 values.
+        assert!(want.len() > m * n * 4, "{} bytes", want.len());
+        assert!(got == want, "{trans:?}: the cpu device's C differs from the interpreter's");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

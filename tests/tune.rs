@@ -386,3 +386,20 @@ fn tuning_on_vulkan_uses_device_memory() {
     assert_eq!(timings.len(), 2);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue 26 item 3: a GEMM of row-major A and transposed B is K-major to the model (it takes
+/// the target's K-major seeds; see gen/tests/tuner.rs), every other transposition is not,
+/// and on the H100 target the untimed blocking of 4096^3 B^T is the K-major seed.
+#[test]
+fn gemm_problems_say_whether_they_are_k_major() {
+    for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
+        let p = GemmProblem { m: 64, n: 64, k: 64, trans_a, trans_b, ty: Scalar::F32 };
+        assert_eq!(Problem::gemm(&p).dims().k_major, !trans_a && trans_b, "{p:?}");
+        let b = p.batched(2);
+        assert_eq!(Problem::batched_gemm(&b).dims().k_major, !trans_a && trans_b, "{p:?}");
+    }
+    let p =
+        GemmProblem { m: 4096, n: 4096, k: 4096, trans_a: false, trans_b: true, ty: Scalar::F32 };
+    let h100 = Target::h100();
+    assert_eq!(heuristic(Problem::gemm(&p).dims(), &h100), h100.k_major_seeds[0]);
+}

@@ -13,7 +13,9 @@
 //! for kt in 0 .. ceil(K / BK):                     // (depth 2: tile kt+1 loads into
 //!   cooperative load of A's and B's BK-deep tiles    //  registers, tile kt is multiplied,
 //!                                                    //  the registers go to local memory)
-//!     (masked: 0 outside the views or past M/N/K)
+//!     (0 outside the views and past K, tested only in
+//!     K's last k-tile; rows past M or N read the last
+//!     row instead: they reach no stored element of C)
 //!   barrier(local)
 //!   for kk in 0 .. BK: a_i = a_s[..]; b_j = b_s[..]; acc_i_j = fma(a_i, b_j, acc_i_j)
 //!   barrier(local)
@@ -178,6 +180,7 @@ impl TileCopy {
     }
 }
 
+#[derive(Clone)]
 struct Gen<'a> {
     v: &'a GemmViews,
     cfg: GemmConfig,
@@ -191,9 +194,9 @@ struct Gen<'a> {
     lid: Expr,
     m0: Expr,
     n0: Expr,
-    /// The reduction indices one work-group covers: `k_tile` rounded up to a multiple of
-    /// it (all of K), or one split-K slice.
-    kspan: i64,
+    /// Whether the tile copies zero reduction indices past K: only in a step whose k-tile
+    /// can reach past it (the main loop of a peeled reduction runs without).
+    k_guard: bool,
     /// `m0` and `n0` as multiples of the tile sizes, for alignment proofs.
     frame: std::collections::HashMap<Var, Expr>,
     /// The flat batch index of a batched GEMM (the views' batch dimensions), else `None`.
@@ -319,7 +322,7 @@ impl Gen<'_> {
         // Rows fastest: neighbouring work-items take neighbouring rows of the tile, and the
         // tile is stored k-major, as the multiply reads it.
         let mut pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&kk, ix::div(idx, rows))];
-        let row = ix::add(mn0, &r.expr());
+        let row = clamp(&ix::add(mn0, &r.expr()), mn_size, rows, 1);
         let kidx = ix::add(k0, &kk.expr());
         // A flat index over several virtual dimensions (a convolution's M = mb, oh, ow and
         // K = ic, kh, kw) is taken apart with divisions: each coordinate is bound once, so
@@ -339,8 +342,7 @@ impl Gen<'_> {
             }
         }
         let acc = view.access(&coords);
-        let mut cond = self.edges(&row, mn_size, rows, &kidx);
-        cond = ix::and(cond, acc.mask);
+        let cond = ix::and(self.k_edge(&kidx), acc.mask);
         let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r.expr()));
         let dst = dst.clone();
         TileCopy {
@@ -354,17 +356,10 @@ impl Gen<'_> {
         }
     }
 
-    /// The condition that a tile row `row` (of `rows` per tile, `mn_size` in all) and a
-    /// reduction index `kidx` are inside the problem, where the tiling can step outside.
-    fn edges(&self, row: &Expr, mn_size: i64, rows: i64, kidx: &Expr) -> Option<Expr> {
-        let mut cond = None;
-        if mn_size % rows != 0 {
-            cond = ix::and(cond, Some(row.cmp_lt(c(mn_size))));
-        }
-        if self.k % self.kspan != 0 {
-            cond = ix::and(cond, Some(kidx.cmp_lt(c(self.k))));
-        }
-        cond
+    /// The condition that reduction index `kidx` is inside the problem, where this step's
+    /// k-tile can reach past K (elsewhere `None`: no test).
+    fn k_edge(&self, kidx: &Expr) -> Option<Expr> {
+        self.k_guard.then(|| kidx.cmp_lt(c(self.k)))
     }
 
     /// The copy with `vec`-lane vectors along the tile's rows, when the view is provably
@@ -396,10 +391,17 @@ impl Gen<'_> {
             let row = ix::add(mn0, &ix::add(&r, &c(j)));
             view.access(&self.coords(view, &[(kind, row), (DimKind::K, kidx.clone())]))
         };
-        let acc = vector_access(w, &self.frame, lane)?;
+        vector_access(w, &self.frame, lane)?;
+        // The proof holds for every multiple of `w` as the first row (`q` is free), so
+        // also for the clamped one (`mn_size - w`, a multiple of `w` here).
+        let first = clamp(&ix::add(mn0, &r), mn_size, rows, w);
+        let acc = view.access(&self.coords(view, &[(kind, first), (DimKind::K, kidx.clone())]));
+        if acc.mask.is_some() {
+            return None;
+        }
         let pre =
             vec![Stmt::let_(&q, ix::rem(idx, rows / w)), Stmt::let_(&kk, ix::div(idx, rows / w))];
-        let cond = self.edges(&ix::add(mn0, &r), mn_size, rows, &kidx);
+        let cond = self.k_edge(&kidx);
         let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r));
         let dst = dst.clone();
         let store: StoreFn = Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]);
@@ -442,8 +444,15 @@ impl Gen<'_> {
             let kidx = ix::add(k0, &ix::add(&kk, &c(j)));
             view.access(&self.coords(view, &[(kind, row.clone()), (DimKind::K, kidx)]))
         };
-        let acc = vector_access(w, &self.frame, lane)?;
-        let cond = self.edges(&row, mn_size, rows, &ix::add(k0, &kk));
+        vector_access(w, &self.frame, lane)?;
+        // The proof holds for every row (`r` is free), so also for the clamped one.
+        let kfirst = ix::add(k0, &kk);
+        let crow = clamp(&row, mn_size, rows, 1);
+        let acc = view.access(&self.coords(view, &[(kind, crow), (DimKind::K, kfirst.clone())]));
+        if acc.mask.is_some() {
+            return None;
+        }
+        let cond = self.k_edge(&kfirst);
         // The vectors of a row fastest: neighbouring work-items read neighbouring 16-byte
         // pieces of one row, so a warp's loads touch half as many cache lines (with
         // `k_tile / vec` of them per row) as with rows fastest, for store bank conflicts
@@ -583,8 +592,32 @@ impl Gen<'_> {
             }
         }
         let mut out = pre.to_vec();
-        out.push(Stmt::for_(&kk, c(0), c(cfg.k_tile as i64), c(1), Stmt::block(body)));
+        if cfg.unroll {
+            // Unrolled here rather than left to the `unroll` pass, whose size limit keeps an
+            // 8 x 8 block's loop at a k-tile of 16 (1088 statements) rolled; the same blocks
+            // the pass makes.
+            for i in 0..cfg.k_tile as i64 {
+                let mut copy = vec![Stmt::let_(&kk, c(i))];
+                copy.extend(body.iter().cloned());
+                out.push(Stmt::block(copy));
+            }
+        } else {
+            out.push(Stmt::for_(&kk, c(0), c(cfg.k_tile as i64), c(1), Stmt::block(body)));
+        }
         Stmt::block(out)
+    }
+}
+
+/// A tile's first row `row` of a run of `run` rows (1, or a vector's lanes), kept inside the
+/// `size` rows of M or N where the `rows`-row tiles do not divide them: rows past the edge
+/// read the last run instead. What they read only reaches rows or columns of C that lie
+/// outside it and are never stored, so the copies need no test there (as K's edge does,
+/// where every element of C adds the tile's zeros).
+fn clamp(row: &Expr, size: i64, rows: i64, run: i64) -> Expr {
+    if size % rows == 0 {
+        row.clone()
+    } else {
+        ix::min(row, &c(size - run))
     }
 }
 
@@ -751,6 +784,13 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     for v in acc.iter().flatten() {
         body.push(Stmt::decl(v, Expr::f32(0.0)));
     }
+    // Whether K's last k-tile (of a slice) reaches past K, and whether that tile's step is
+    // peeled off the double-buffered loop, so that the loop copies tiles without testing K:
+    // without split-K only the last k-tile can reach past K (with it, a whole slice's last
+    // tiles can). The single-buffered loop stays in one piece, the form the `slm-buffer`
+    // passes (triple buffering) take.
+    let tail = k % if slices > 1 { kspan } else { bk } != 0;
+    let peel = tail && slices == 1 && depth == 2;
     let g = Gen {
         v: views,
         cfg: *cfg,
@@ -764,7 +804,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         lid: lid.expr(),
         m0: m0.expr(),
         n0: n0.expr(),
-        kspan: if slices > 1 { kspan } else { ktiles * bk },
+        k_guard: tail && !peel,
         frame: [
             (m0.clone(), ix::mul(&Var::new("group_m", Type::I32).expr(), &c(bm))),
             (n0.clone(), ix::mul(&Var::new("group_n", Type::I32).expr(), &c(bn))),
@@ -781,8 +821,10 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // The first reduction index of a step: past the slice's start with split-K.
     let kstart = |e: Expr| if slices > 1 { ix::add(&kb.expr(), &e) } else { e };
     let k0 = kstart(ix::mul(&kt.expr(), &c(bk)));
+    // The step that copies K's last k-tile, testing K, when it is peeled off the loop.
+    let gk = Gen { k_guard: true, ..g.clone() };
+    let z = c(0);
     if depth == 1 {
-        let z = c(0);
         let step = Stmt::block([
             g.load_tile(true, &k0, &z),
             g.load_tile(false, &k0, &z),
@@ -795,29 +837,38 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         // Tile kt+1 loads into the other slot while tile kt is multiplied: the barrier at
         // the end of a step both publishes the next tile and retires the current one, so
         // one barrier per step suffices.
-        let z = c(0);
-        body.push(g.load_tile(true, &kstart(c(0)), &z));
-        body.push(g.load_tile(false, &kstart(c(0)), &z));
+        let first = if peel && nk == 1 { &gk } else { &g };
+        body.push(first.load_tile(true, &kstart(c(0)), &z));
+        body.push(first.load_tile(false, &kstart(c(0)), &z));
         body.push(barrier());
         let slot = |t: &Expr, size: i64| ix::mul(&ix::rem(t, 2), &c(bk * size));
-        let next = ix::add(&kt.expr(), &c(1));
-        let nk0 = kstart(ix::mul(&next, &c(bk)));
         let (sa, sb) = (Var::new("sa", Type::I32), Var::new("sb", Type::I32));
         // The next tile goes through registers: its global loads are issued before the
         // multiply and stored to local memory after it, so their latency overlaps the
         // multiply instead of stalling the stores in front of it. The last tile's
         // multiply is peeled off the loop, so the loads in it need no guard.
-        let (fa, sta) = g.stage_tile(true, &nk0, &slot(&next, bm), None);
-        let (fb, stb) = g.stage_tile(false, &nk0, &slot(&next, bn), None);
-        let mut step =
-            vec![Stmt::let_(&sa, slot(&kt.expr(), bm)), Stmt::let_(&sb, slot(&kt.expr(), bn))];
-        step.extend(fa);
-        step.extend(fb);
-        step.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
-        step.extend(sta);
-        step.extend(stb);
-        step.push(barrier());
-        body.push(Stmt::for_(&kt, c(0), c(nk - 1), c(1), Stmt::block(step)));
+        let step = |g: &Gen, kt: &Expr| {
+            let next = ix::add(kt, &c(1));
+            let nk0 = kstart(ix::mul(&next, &c(bk)));
+            let (fa, sta) = g.stage_tile(true, &nk0, &slot(&next, bm), None);
+            let (fb, stb) = g.stage_tile(false, &nk0, &slot(&next, bn), None);
+            let mut step = vec![Stmt::let_(&sa, slot(kt, bm)), Stmt::let_(&sb, slot(kt, bn))];
+            step.extend(fa);
+            step.extend(fb);
+            step.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
+            step.extend(sta);
+            step.extend(stb);
+            step.push(barrier());
+            Stmt::block(step)
+        };
+        // With a peeled tail, the step that loads the last k-tile follows the loop.
+        let looped = if peel && nk > 1 { nk - 2 } else { nk - 1 };
+        if looped > 0 {
+            body.push(Stmt::for_(&kt, c(0), c(looped), c(1), step(&g, &kt.expr())));
+        }
+        if peel && nk > 1 {
+            body.push(step(&gk, &c(nk - 2)));
+        }
         let last = c(nk - 1);
         body.push(g.multiply(&slot(&last, bm), &slot(&last, bn), &acc, &tx.expr(), &ty.expr()));
     }

@@ -70,6 +70,9 @@ pub struct Target {
     /// and the untimed first choice ([`first_choice`]) when the model predicts one within
     /// [`SEED_TRUST`] of its own best.
     pub seeds: Vec<GemmConfig>,
+    /// Known-good blockings for problems whose A and B are both contiguous along K
+    /// ([`Dims::k_major`]), taken before [`Target::seeds`] there.
+    pub k_major_seeds: Vec<GemmConfig>,
 }
 
 /// A blocking that unrolls, double-buffers and uses 4-lane vectors: what the seeds are.
@@ -104,11 +107,15 @@ impl Target {
                 seed(16, 16, 8, 8, 8),
                 seed(8, 16, 8, 8, 16),
                 seed(16, 8, 8, 8, 16),
-                // 64 x 64 tiles: the search's winner at 1000^3 (1.10x cuBLAS, where the
-                // first seed's 128 tiles leave SMs idle: 0.74x).
+                // 64 x 64 tiles: the search's winner at 1000^3 in an early run (1.10x
+                // cuBLAS; later runs 0.77-0.81x, the first seed split 2 ways 1.02-1.04x).
                 seed(8, 16, 8, 4, 16),
                 seed(16, 16, 4, 4, 16),
             ],
+            // A row-major A and a transposed B copy both tiles with vectors along K: at
+            // 4096^3 on the H200 k-tile 16 measured 0.80x cuBLAS there, k-tile 8 0.74x (and
+            // A^T B^T, one operand so, 0.84x against 0.89x).
+            k_major_seeds: vec![seed(8, 16, 8, 8, 16)],
         }
     }
 
@@ -132,32 +139,49 @@ impl Target {
             cache_reuse: 4.0,
             launch_cycles: 20000.0,
             seeds: vec![seed(16, 16, 4, 4, 16), seed(8, 8, 4, 4, 16)],
+            k_major_seeds: Vec::new(),
         }
     }
 }
 
 /// The sizes the model sees: one GEMM's M, N and K, and how many such GEMMs one launch
-/// runs (a batch: its work-groups fill the units together). An `[m, n, k]` array is a
-/// batch of one.
+/// runs (a batch: its work-groups fill the units together), and whether both operands are
+/// stored contiguous along K. An `[m, n, k]` array is a batch of one, not K-major.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dims {
     /// M, N and K of each GEMM.
     pub mnk: [u64; 3],
     /// GEMMs per launch (at least 1).
     pub batch: u64,
+    /// A is row-major and B transposed: both tiles are copied with vectors along K, which
+    /// the target's [`Target::k_major_seeds`] suit.
+    pub k_major: bool,
 }
 
 impl From<[u64; 3]> for Dims {
     fn from(mnk: [u64; 3]) -> Dims {
-        Dims { mnk, batch: 1 }
+        Dims { mnk, batch: 1, k_major: false }
     }
+}
+
+/// The target's seeds for `dims` that are valid and fit the problem, in the order they are
+/// tried: [`Target::k_major_seeds`] first for a K-major problem, then [`Target::seeds`].
+fn seeds_for(dims: Dims, target: &Target) -> Vec<GemmConfig> {
+    let [m, n, k] = dims.mnk;
+    let first = if dims.k_major { &target.k_major_seeds[..] } else { &[] };
+    first
+        .iter()
+        .chain(&target.seeds)
+        .filter(|c| c.validate().is_ok() && c.fits(m, n, k))
+        .copied()
+        .collect()
 }
 
 /// The model's estimate of `cfg`'s time for a batch of `m x n x k` GEMMs on `target`, in
 /// cycles of one unit; `None` when the blocking cannot run there (no work-group fits a
 /// unit).
 pub fn predict(cfg: &GemmConfig, dims: impl Into<Dims>, target: &Target) -> Option<f64> {
-    let Dims { mnk: [m, n, k], batch } = dims.into();
+    let Dims { mnk: [m, n, k], batch, .. } = dims.into();
     let batch = batch.max(1);
     let t = target;
     let (bm, bn, bk) = (cfg.tile_m() as u64, cfg.tile_n() as u64, cfg.k_tile as u64);
@@ -274,8 +298,11 @@ pub fn rank(configs: &[GemmConfig], dims: impl Into<Dims>, target: &Target) -> V
 }
 
 /// How much slower than the model's best a known-good seed may be predicted and still be
-/// the first choice: the model is coarse, and the seeds were measured.
-pub const SEED_TRUST: f64 = 1.15;
+/// the first choice: the model is coarse, and the seeds were measured. The model overrates
+/// small tiles: at 1000^3 it predicts the first seed split 2 ways 1.19x slower than its
+/// best, which measured 1.02-1.04x cuBLAS (H100 and H200) against 0.77-0.81x for 64 x 64
+/// tiles; at 3000^3 the first seed measured 0.92x, 64 x 64 tiles 0.78-0.84x.
+pub const SEED_TRUST: f64 = 1.25;
 
 /// The model's first choice for the problem: what is used without timing. The target's
 /// first seed (they are in the order they measured) that fits and that the model predicts
@@ -285,16 +312,14 @@ pub const SEED_TRUST: f64 = 1.15;
 /// work-group ([`fills`]): a seed whose M x N tiles leave units idle (a deep reduction over
 /// a small C, a 1000^3 problem in 128 tiles on 132 SMs) is split, or passed over for one
 /// that fills them (on the H100, deep K 1536 x 1536 x 12288 measured 0.63x cuBLAS with the
-/// model's best, 0.93x with the first seed split).
+/// model's best, 0.93x with the first seed split; 1000^3 1.03x split 2 ways on the H200).
 pub fn first_choice(dims: impl Into<Dims>, target: &Target) -> GemmConfig {
     let mnk = dims.into();
-    let [m, n, k] = mnk.mnk;
     let space = space(mnk.mnk);
     let ranked = rank(&space, mnk, target);
     let best = ranked.first().copied().unwrap_or(space[0]);
     let time = |c: &GemmConfig| predict(c, mnk, target).unwrap_or(f64::INFINITY);
-    let seeds = target.seeds.iter().filter(|c| c.validate().is_ok() && c.fits(m, n, k));
-    for seed in seeds {
+    for seed in &seeds_for(mnk, target) {
         if let Some(c) =
             split_seed(seed, mnk, target).filter(|c| time(c) <= SEED_TRUST * time(&best))
         {
@@ -318,7 +343,7 @@ fn split_seed(seed: &GemmConfig, mnk: Dims, target: &Target) -> Option<GemmConfi
 /// Whether `c` gives every unit of `target` at least one work-group (M x N tiles times
 /// split-K slices times the batch).
 pub fn fills(c: &GemmConfig, dims: impl Into<Dims>, target: &Target) -> bool {
-    let Dims { mnk: [m, n, k], batch } = dims.into();
+    let Dims { mnk: [m, n, k], batch, .. } = dims.into();
     let groups = m.max(1).div_ceil(c.tile_m() as u64)
         * n.max(1).div_ceil(c.tile_n() as u64)
         * c.slices(k)
@@ -453,16 +478,13 @@ pub fn search_with(
 ) -> Searched {
     let dims = dims.into();
     let mnk = dims.mnk;
-    let [m, n, k] = mnk;
     let budget = budget.max(1);
     let ranked = rank(&space(mnk), dims, target);
     let mut out = Searched::default();
     // Each seed, then its split-K setting that fills the units (what the first choice takes
     // of it), when that differs.
-    let seeds: Vec<GemmConfig> = target
-        .seeds
+    let seeds: Vec<GemmConfig> = seeds_for(dims, target)
         .iter()
-        .filter(|c| c.validate().is_ok() && c.fits(m, n, k))
         .flat_map(|c| std::iter::once(*c).chain(split_seed(c, dims, target)))
         .collect();
     // The untimed default is always timed, first: a search can then only beat it.

@@ -328,3 +328,42 @@ fn gemm_8x16_register_blocks() {
     let bad = GemmConfig { tm: 16, tn: 16, ..GemmConfig::default() };
     assert!(bad.validate().unwrap_err().contains("exceeds 8x16 or 16x8"));
 }
+
+/// Issue 26 item 3: edge tiles read clamped rows of A and B instead of testing M and N, and
+/// K's partial last k-tile is copied in a step peeled off the double-buffered loop (after
+/// one, two or more k-tiles): the measured blocking (k-tiles of 8 and 16) on sizes that are
+/// no multiple of its 64 x 128 tile, all transpositions, against the reference.
+#[test]
+fn edge_tiles_clamp_rows_and_peel_the_k_tail() {
+    let cfg = |k_tile| GemmConfig {
+        wg_m: 8,
+        wg_n: 16,
+        tm: 8,
+        tn: 8,
+        k_tile,
+        slm_depth: 2,
+        unroll: true,
+        vec: 4,
+        split_k: 1,
+    };
+    let mut r = Rng(0xed9e_0026_0003);
+    let cases = [
+        (70, 132, 5, 8),
+        (68, 136, 13, 8),
+        (3, 140, 21, 8),
+        (72, 7, 24, 8),
+        (65, 129, 40, 16),
+        (66, 130, 20, 16),
+    ];
+    for (i, (m, n, k, k_tile)) in cases.into_iter().enumerate() {
+        let p = GemmProblem {
+            m,
+            n,
+            k,
+            trans_a: i % 2 == 1,
+            trans_b: (i / 2) % 2 == 1 || i == 4,
+            ty: Scalar::F32,
+        };
+        case(p, cfg(k_tile), r.next(), i % 2 == 0);
+    }
+}
