@@ -251,7 +251,9 @@ pub const FRAG_ALIGN: u64 = 8;
 /// * `async_commit();` closes the current group of copies.
 /// * `async_wait(n);` waits until at most `n` committed groups of this work-item are still
 ///   pending: the interpreter performs the older groups' copies here (reading `src` now).
-///   Copies never waited for are not performed; reading their destination is a race.
+///   Copies never waited for are not performed; reading their destination is a race, and so
+///   is reading a copy's destination, or writing its source or destination, before the wait
+///   that completes it (targets copy at any moment in between).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MatrixOp {
     /// `frag_load(p, offset, stride, layout)`.

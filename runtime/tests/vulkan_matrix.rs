@@ -239,3 +239,67 @@ fn tc_gemm_matches_the_interpreter_where_cooperative_matrices_are_offered() {
         }
     }
 }
+
+/// Not a check: the time of the tensor-core GEMM on the Vulkan device, for
+/// `benches/gpu/vk_tc.sh` (which times cuBLAS in the same run). Sizes from
+/// `KILN_VK_TC_SIZES` (default `4096`), f16 inputs, f32 output, the default blocking (its
+/// local memory fits Vulkan's usual 48 KiB). Buffers stay on the device; each launch is
+/// waited for, the median of 10 after a warm-up. Every result is checked first: 256 sampled
+/// elements against an f64 product on the host (the inputs' sums are exact in f32).
+#[test]
+#[ignore = "a benchmark for benches/gpu/vk_tc.sh: needs a Vulkan device with cooperative matrices"]
+fn tc_gemm_speed() {
+    use kiln_runtime::device::ResidentBuffer;
+    let dev = VulkanDevice::open().expect("a Vulkan device");
+    println!("device: {dev:?}; cooperative matrices: {:?}", dev.cooperative_matrices());
+    let sizes = std::env::var("KILN_VK_TC_SIZES").unwrap_or_else(|_| "4096".into());
+    for n in sizes.split(',').map(|s| s.trim().parse::<i64>().expect("KILN_VK_TC_SIZES")) {
+        let cfg = TcConfig::default();
+        let g = TcGemmProblem::new(n, n, n, Scalar::F16).generate(&cfg).unwrap();
+        let module = kiln_ir::Verified::new(kiln_ir::Module::new(vec![g.kernel.clone()])).unwrap();
+        let bin = dev.build(&module, &Default::default()).unwrap();
+        let program = dev.load(&bin).unwrap();
+        let kernel = dev.kernel(&program, g.kernel.name()).unwrap();
+        let [ea, eb, ec] = g.buffer_elems;
+        let (a, b) = (vals(ea, 1), vals(eb, 2));
+        let host =
+            [Buffer::from_slice(&a), Buffer::from_slice(&b), Buffer::zeroed(Scalar::F32, ec)];
+        let resident: Vec<ResidentBuffer> = host
+            .iter()
+            .map(|h| {
+                let mem = dev.alloc(h.as_bytes().len()).unwrap();
+                mem.upload(h.as_bytes()).unwrap();
+                ResidentBuffer { mem, elem: h.elem(), len: h.len() }
+            })
+            .collect();
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let launch = || {
+            dev.run_resident(&kernel, &g.range(), &args, &resident).unwrap();
+            assert!(dev.finish(None).unwrap(), "the device did not finish");
+        };
+        launch();
+        let mut c = vec![0u8; ec * 4];
+        resident[2].mem.download(&mut c).unwrap();
+        let c: Vec<f32> = c.chunks(4).map(|w| f32::from_le_bytes(w.try_into().unwrap())).collect();
+        let nu = n as usize;
+        for s in 0..256usize {
+            let (i, j) = ((s * 7919) % nu, (s * 104729 + 13) % nu);
+            let want: f64 = (0..nu).map(|k| a[i * nu + k].to_f64() * b[k * nu + j].to_f64()).sum();
+            assert_eq!(c[i * nu + j] as f64, want, "C[{i}][{j}] of the {n}^3 GEMM");
+        }
+        for _ in 0..3 {
+            launch();
+        }
+        let mut times: Vec<f64> = (0..10)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                launch();
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let t = times[times.len() / 2];
+        let tflops = 2.0 * (n as f64).powi(3) / t / 1e12;
+        println!("kiln vulkan tc-gemm f16 {n}^3 ({cfg}): {:.3} ms, {tflops:.1} TFLOP/s", t * 1e3);
+    }
+}
