@@ -17,7 +17,7 @@ SIZES="${2:-4096}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 
 echo "== vulkan_matrix tests (KILN_REQUIRE_COOP_MATRIX=1) =="
-KILN_REQUIRE_TOOLS=1 KILN_REQUIRE_COOP_MATRIX=1 "$BIN" --test-threads=1 --nocapture 2>&1 | tail -n 30
+KILN_REQUIRE_COOP_MATRIX=1 "$BIN" --test-threads=1 --nocapture 2>&1 | tail -n 30
 test_rc=${PIPESTATUS[0]}
 
 echo "== kiln on Vulkan =="
