@@ -171,6 +171,11 @@ fn every_matrix_form_validates() {
         ] {
             assert!(text.contains(op), "`{}` has no {op}:\n{text}", k.name());
         }
+        // Under the Vulkan memory model, shared memory accesses must be non-private for the
+        // barriers to order them.
+        for l in text.lines().filter(|l| l.contains("OpCooperativeMatrixLoadKHR")) {
+            assert!(l.contains("NonPrivatePointer"), "`{}`: {l}", k.name());
+        }
         if let Some(val) = &val {
             validate(val, &m, k).unwrap();
         }
@@ -237,7 +242,10 @@ fn copy_async_is_a_plain_copy() {
     let m = emit(&k, Flavour::Vulkan).unwrap();
     let text = m.disassemble();
     // 8 + 8 + 4 elements: each a load of the source and a store into the local array.
-    let stores = text.lines().filter(|l| l.trim_start().starts_with("OpStore")).count();
+    let stores = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("OpStore") && l.contains("NonPrivatePointer"))
+        .count();
     assert!(stores >= 20, "{stores} stores:\n{text}");
     // Nothing waits: commits and waits emit no instruction (no barrier beyond the IR's two
     // and the local arrays' zeroing).

@@ -27,7 +27,8 @@
 //! scope), bf16 fragments (they need SPV_KHR_bfloat16, not emitted), and every matrix
 //! operation in the OpenCL flavour.
 
-use rspirv::spirv::{Capability, StorageClass, Word};
+use rspirv::dr::{Module, Operand};
+use rspirv::spirv::{Capability, MemoryAccess, Op, StorageClass, Word};
 
 use kiln_ir::matrix::{Frag, FragRole, Layout, MatrixOp};
 use kiln_ir::{Expr, Scalar, Var};
@@ -243,5 +244,64 @@ impl Emitter {
             _ => return Err(format!("matrix operation `{}`: {WARPGROUP}", op.name())),
         }
         Ok(())
+    }
+}
+
+/// Under the Vulkan memory model a plain load or store is *private*: it is not ordered
+/// with other invocations' accesses by barriers, so a compiler may, for one, keep a value
+/// loaded before a barrier. kiln's kernels communicate through local and global memory
+/// across barriers, so every load and store of `Workgroup` or `StorageBuffer` memory
+/// (cooperative-matrix ones included) gets the `NonPrivatePointer` memory operand, as
+/// glslang gives `shared` and `coherent` variables; the barriers make memory available and
+/// visible (`Emitter::barrier`).
+pub(crate) fn mark_non_private(module: &mut Module) {
+    use std::collections::HashMap;
+    let shared =
+        |sc: StorageClass| matches!(sc, StorageClass::Workgroup | StorageClass::StorageBuffer);
+    // Pointer types and global variables by id: their storage classes.
+    let mut ptr_class: HashMap<Word, StorageClass> = HashMap::new();
+    let mut value_class: HashMap<Word, StorageClass> = HashMap::new();
+    for i in &module.types_global_values {
+        match (i.class.opcode, i.result_id, i.operands.first()) {
+            (Op::TypePointer, Some(id), Some(Operand::StorageClass(sc))) => {
+                ptr_class.insert(id, *sc);
+            }
+            (Op::Variable, Some(id), Some(Operand::StorageClass(sc))) => {
+                value_class.insert(id, *sc);
+            }
+            _ => {}
+        }
+    }
+    for f in &mut module.functions {
+        for b in &mut f.blocks {
+            for i in &mut b.instructions {
+                if let (Some(t), Some(id)) = (i.result_type, i.result_id) {
+                    if let Some(&sc) = ptr_class.get(&t) {
+                        value_class.insert(id, sc);
+                    }
+                }
+                // Where the memory operand goes: after the pointer (load), the object
+                // (store), the layout and stride (cooperative matrix load and store).
+                let at = match i.class.opcode {
+                    Op::Load => 1,
+                    Op::Store => 2,
+                    Op::CooperativeMatrixLoadKHR => 3,
+                    Op::CooperativeMatrixStoreKHR => 4,
+                    _ => continue,
+                };
+                let Some(&Operand::IdRef(p)) = i.operands.first() else { continue };
+                if !value_class.get(&p).is_some_and(|&sc| shared(sc)) {
+                    continue;
+                }
+                let len = i.operands.len();
+                match i.operands.get_mut(at) {
+                    Some(Operand::MemoryAccess(m)) => *m |= MemoryAccess::NON_PRIVATE_POINTER,
+                    None if len == at => {
+                        i.operands.push(Operand::MemoryAccess(MemoryAccess::NON_PRIVATE_POINTER))
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 }

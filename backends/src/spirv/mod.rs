@@ -348,7 +348,11 @@ fn emit_verified(kernel: &Kernel, target: Spirv) -> Result<SpirvModule, BackendE
                 .into(),
         ));
     }
-    let module = cx.finish().module();
+    let vulkan_memory_model = cx.vulkan_memory_model;
+    let mut module = cx.finish().module();
+    if vulkan_memory_model {
+        matrix::mark_non_private(&mut module);
+    }
     Ok(SpirvModule { words: module.assemble(), flavour, entry: kernel.name().to_string(), layout })
 }
 
