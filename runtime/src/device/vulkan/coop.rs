@@ -173,6 +173,23 @@ impl CoopSupport {
     }
 }
 
+/// The interpreter's rule for a launch of a kernel with matrix operations (`cooperative`):
+/// work-groups of whole sub-groups (a multiple of 32 work-items).
+pub(super) fn check_group(
+    kernel: &str,
+    cooperative: bool,
+    local: [u32; 3],
+) -> Result<(), crate::error::DeviceError> {
+    let items: u64 = local.iter().map(|&x| x as u64).product();
+    if !cooperative || items.is_multiple_of(32) {
+        return Ok(());
+    }
+    Err(super::launch_err(format!(
+        "kernel `{kernel}`: matrix operations need work-groups of a multiple of 32 work-items \
+         (whole sub-groups); this launch's work-groups have {items}"
+    )))
+}
+
 /// A cooperative matrix type a module declares: its use (0 A, 1 B, 2 accumulator), rows,
 /// columns and component type.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -335,6 +352,21 @@ mod tests {
         let k = kiln_ir::parse_module("kernel c(x: ptr<global, f32>) { x[0] = 1.0; }").unwrap();
         let w = kiln_backends::spirv::emit(&k.kernels[0], kiln_backends::spirv::Flavour::Vulkan);
         assert!(uses(&w.unwrap().words) == Uses::default());
+    }
+
+    /// As the interpreter: work-groups of whole sub-groups, for kernels with fragments only.
+    #[test]
+    fn launches_need_whole_sub_groups() {
+        check_group("k", true, [32, 2, 1]).unwrap();
+        check_group("k", false, [48, 1, 1]).unwrap();
+        let e = check_group("k", true, [16, 3, 1]).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "kernel `k`: matrix operations need work-groups of a multiple of 32 work-items \
+                 (whole sub-groups); this launch's work-groups have 48"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -481,6 +481,7 @@ impl VulkanDevice {
                     layout: k.layout.clone(),
                     words,
                     cache: k.cache.clone(),
+                    cooperative: k.cooperative,
                     pipelines: RankedMutex::new(ranks::VULKAN_PIPELINES, Vec::new()),
                 })
             })
@@ -518,6 +519,7 @@ impl VulkanDevice {
     ) -> Result<resident::Dispatch, DeviceError> {
         let kernel = &k.signature;
         let local = check_launch(kernel, range, args, elems)?;
+        coop::check_group(kernel.name(), k.cooperative, local)?;
         let layout = &k.layout;
         let mut push = vec![0u8; layout.push_size as usize];
         if push.len() < PUSH_SCALARS_AT as usize {
