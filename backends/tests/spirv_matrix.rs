@@ -247,6 +247,12 @@ fn copy_async_is_a_plain_copy() {
         .filter(|l| l.trim_start().starts_with("OpStore") && l.contains("NonPrivatePointer"))
         .count();
     assert!(stores >= 20, "{stores} stores:\n{text}");
+    // Each 16-byte copy reads its source with one load of a vector of four u32 (bitcast to
+    // the elements), so the loads of shared memory are those three and the final loop's.
+    let loads =
+        text.lines().filter(|l| l.contains("= OpLoad") && l.contains("NonPrivatePointer")).count();
+    assert_eq!(loads, 4, "{text}");
+    assert!(text.contains("OpBitcast"), "{text}");
     // Nothing waits: commits and waits emit no instruction (no barrier beyond the IR's two
     // and the local arrays' zeroing).
     assert_eq!(text.matches("OpControlBarrier").count(), 3, "{text}");

@@ -15,7 +15,8 @@
 //! * `mma(a, b, c)`: `OpCooperativeMatrixMulAddKHR` (no operand flags: float components).
 //!   The driver sums in its own order: results lie within the IR's `MMA_TOLERANCE`, as on
 //!   PTX, not bit for bit.
-//! * `copy_async(dst, di, src, si, n)`: a plain copy of the `n` elements when issued;
+//! * `copy_async(dst, di, src, si, n)`: a plain copy of the `n` elements when issued (see
+//!   `Emitter::copy`);
 //!   `async_commit` and `async_wait` emit nothing. This gives the interpreter's results for
 //!   every kernel without a race: the IR reads a copy's source at the wait that completes it
 //!   and writes its destination there, so a kernel in which the copy at issue differs must
@@ -33,7 +34,7 @@ use rspirv::spirv::{Capability, MemoryAccess, Op, StorageClass, Word};
 use kiln_ir::matrix::{Frag, FragRole, Layout, MatrixOp};
 use kiln_ir::{Expr, Scalar, Var};
 
-use super::ctx::Ctx;
+use super::ctx::{self, Ctx};
 use super::stmt::{Emitter, Val};
 use super::Flavour;
 
@@ -169,6 +170,63 @@ impl Emitter {
         Ok(self.elem_ptr(cx, mem, elem, index)?.0)
     }
 
+    /// `copy_async(dst, di, src, si, n)` as a plain copy. From a storage buffer, a copy of 8
+    /// or 16 bytes is one load of a `u32` vector (through an aliased view of the buffer: `si`
+    /// is a multiple of `n`, which the IR checks) whose words are bitcast to the elements;
+    /// otherwise one load per element. One store per element.
+    fn copy(&mut self, cx: &mut Ctx, n: u8, args: &[Expr]) -> R<()> {
+        let name =
+            |e: &Expr| e.as_var().cloned().ok_or("ill-formed kernel: a copy operand is not a name");
+        let (dst, src) = (name(&args[0])?, name(&args[2])?);
+        let (dmem, elem) = self.ptr_to(&dst)?;
+        let (smem, _) = self.ptr_to(&src)?;
+        let et = cx.mem_ty(elem);
+        let at = |base: &Expr, k: u32| base.clone() + Expr::u32(k);
+        let size = ctx::mem_scalar(elem).size_bytes() as u32;
+        let bytes = u32::from(n) * size;
+        let mut values = Vec::new();
+        match smem {
+            super::stmt::Mem::Storage(var) if size <= 4 && matches!(bytes, 8 | 16) => {
+                let words = bytes / 4;
+                let view = self.vector_view(cx, var, Scalar::U32, words as u8)?;
+                let ut = cx.ty(Scalar::U32);
+                let vt = cx.b.type_vector(ut, words);
+                let index = args[3].clone() >> Expr::u32(u32::from(n).trailing_zeros());
+                let (vi, _) = self.expr(cx, &index)?;
+                let zero = cx.u32c(0);
+                let pt = cx.ptr(StorageClass::StorageBuffer, vt);
+                let p = cx.b.access_chain(pt, None, view, [zero, vi]).map_err(er)?;
+                let v = cx.b.load(vt, None, p, None, []).map_err(er)?;
+                let per_word = 4 / size;
+                for w in 0..words {
+                    let x = cx.b.composite_extract(ut, None, v, [w]).map_err(er)?;
+                    if per_word == 1 {
+                        let x = if et == ut { x } else { cx.b.bitcast(et, None, x).map_err(er)? };
+                        values.push(x);
+                        continue;
+                    }
+                    // The first element is the word's low bits (little-endian memory).
+                    let pair = cx.b.type_vector(et, per_word);
+                    let xs = cx.b.bitcast(pair, None, x).map_err(er)?;
+                    for h in 0..per_word {
+                        values.push(cx.b.composite_extract(et, None, xs, [h]).map_err(er)?);
+                    }
+                }
+            }
+            _ => {
+                for k in 0..u32::from(n) {
+                    let (sp, _) = self.elem_ptr(cx, smem, elem, &at(&args[3], k))?;
+                    values.push(cx.b.load(et, None, sp, None, []).map_err(er)?);
+                }
+            }
+        }
+        for (k, x) in (0..).zip(values) {
+            let (dp, _) = self.elem_ptr(cx, dmem, elem, &at(&args[1], k))?;
+            cx.b.store(dp, x, None, []).map_err(er)?;
+        }
+        Ok(())
+    }
+
     /// A matrix call statement.
     pub(crate) fn matrix(
         &mut self,
@@ -224,22 +282,7 @@ impl Emitter {
                 let v = cx.b.cooperative_matrix_mul_add_khr(t, None, a, b, c, None).map_err(er)?;
                 self.bind(r, Val::Frag(v));
             }
-            MatrixOp::CopyAsync(n) => {
-                let name = |e: &Expr| {
-                    e.as_var().cloned().ok_or("ill-formed kernel: a copy operand is not a name")
-                };
-                let (dst, src) = (name(&args[0])?, name(&args[2])?);
-                let (dmem, elem) = self.ptr_to(&dst)?;
-                let (smem, _) = self.ptr_to(&src)?;
-                let et = cx.mem_ty(elem);
-                for k in 0..u32::from(n) {
-                    let at = |base: &Expr| base.clone() + Expr::u32(k);
-                    let (sp, _) = self.elem_ptr(cx, smem, elem, &at(&args[3]))?;
-                    let x = cx.b.load(et, None, sp, None, []).map_err(er)?;
-                    let (dp, _) = self.elem_ptr(cx, dmem, elem, &at(&args[1]))?;
-                    cx.b.store(dp, x, None, []).map_err(er)?;
-                }
-            }
+            MatrixOp::CopyAsync(n) => self.copy(cx, n, args)?,
             MatrixOp::Commit | MatrixOp::Wait(_) => {}
             _ => return Err(format!("matrix operation `{}`: {WARPGROUP}", op.name())),
         }
