@@ -208,6 +208,14 @@ pub const VARIABLES: &[Variable] = &[
         check: None,
     },
     Variable {
+        name: "KILN_VK_TC_CONFIGS",
+        scope: Scope::Tests,
+        accepts: "comma-separated BMxBN:WMxWN:BK:STAGES",
+        meaning: "benchmarks: the blockings benches/gpu/vk_tc.sh times on Vulkan (default \
+                  128x128:2x4:32:2)",
+        check: None,
+    },
+    Variable {
         name: "KILN_VK_TC_SIZES",
         scope: Scope::Tests,
         accepts: "comma-separated sizes",

@@ -258,10 +258,27 @@ fn tc_gemm_matches_the_interpreter_where_cooperative_matrices_are_offered() {
     }
 }
 
+/// A blocking `BMxBN:WMxWN:BK:STAGES` (`128x128:2x4:32:2` is the default one).
+// The update keeps the defaults of any field TcConfig gains.
+#[allow(clippy::needless_update)]
+fn parse_config(s: &str) -> TcConfig {
+    let bad = || -> u32 { panic!("KILN_VK_TC_CONFIGS: `{s}` is not BMxBN:WMxWN:BK:STAGES") };
+    let num = |p: &str| p.parse::<u32>().unwrap_or_else(|_| bad());
+    let pair = |p: &str| p.split_once('x').map_or_else(|| (bad(), 0), |(a, b)| (num(a), num(b)));
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    let &[block, warps, bk, stages] = &parts[..] else {
+        bad();
+        unreachable!()
+    };
+    let ((bm, bn), (warps_m, warps_n)) = (pair(block), pair(warps));
+    TcConfig { bm, bn, bk: num(bk), warps_m, warps_n, stages: num(stages), ..TcConfig::default() }
+}
+
 /// Not a check: the time of the tensor-core GEMM on the Vulkan device, for
 /// `benches/gpu/vk_tc.sh` (which times cuBLAS in the same run). Sizes from
-/// `KILN_VK_TC_SIZES` (default `4096`), f16 inputs, f32 output, the default blocking (its
-/// local memory fits Vulkan's usual 48 KiB). Buffers stay on the device; each launch is
+/// `KILN_VK_TC_SIZES` (default `4096`), f16 inputs, f32 output, blockings from
+/// `KILN_VK_TC_CONFIGS` (default the default one, whose local memory fits Vulkan's usual
+/// 48 KiB). Buffers stay on the device; each launch is
 /// waited for, the median of 10 after a warm-up. Every result is checked first: 256 sampled
 /// elements against an f64 product on the host (the inputs' sums are exact in f32).
 #[test]
@@ -271,8 +288,17 @@ fn tc_gemm_speed() {
     let dev = VulkanDevice::open().expect("a Vulkan device");
     println!("device: {dev:?}; cooperative matrices: {:?}", dev.cooperative_matrices());
     let sizes = std::env::var("KILN_VK_TC_SIZES").unwrap_or_else(|_| "4096".into());
-    for n in sizes.split(',').map(|s| s.trim().parse::<i64>().expect("KILN_VK_TC_SIZES")) {
-        let cfg = TcConfig::default();
+    let configs = std::env::var("KILN_VK_TC_CONFIGS").unwrap_or_default();
+    let configs: Vec<TcConfig> = if configs.is_empty() {
+        vec![TcConfig::default()]
+    } else {
+        configs.split(',').map(parse_config).collect()
+    };
+    let runs = sizes
+        .split(',')
+        .map(|s| s.trim().parse::<i64>().expect("KILN_VK_TC_SIZES"))
+        .flat_map(|n| configs.iter().map(move |c| (n, *c)));
+    for (n, cfg) in runs {
         let g = TcGemmProblem::new(n, n, n, Scalar::F16).generate(&cfg).unwrap();
         let module = kiln_ir::Verified::new(kiln_ir::Module::new(vec![g.kernel.clone()])).unwrap();
         let bin = dev.build(&module, &Default::default()).unwrap();

@@ -32,6 +32,8 @@ fn type_name(t: vk::ComponentTypeKHR) -> String {
         vk::ComponentTypeKHR::UINT8 => "u8".into(),
         vk::ComponentTypeKHR::SINT32 => "i32".into(),
         vk::ComponentTypeKHR::UINT32 => "u32".into(),
+        // VK_COMPONENT_TYPE_BFLOAT16_KHR (VK_KHR_shader_bfloat16), newer than ash's tables.
+        t if t.as_raw() == 1_000_141_000 => "bf16".into(),
         other => format!("component type {}", other.as_raw()),
     }
 }
