@@ -4,7 +4,8 @@
 //! scope, `elem` components, the tile's rows and columns, and the use `MatrixAKHR`,
 //! `MatrixBKHR` or `MatrixAccumulatorKHR` for roles `a`, `b` and `acc`. The IR's sub-group
 //! (32 work-items of consecutive linear local id) must be the device's subgroup: the Vulkan
-//! device runs such kernels only with full subgroups of 32 (see docs/vulkan.md).
+//! device runs such kernels only where its subgroups are 32 invocations, in work-groups of
+//! whole sub-groups (see docs/vulkan.md).
 //!
 //! * `frag_load` / `frag_store`: `OpCooperativeMatrixLoadKHR` / `StoreKHR` at the pointer to
 //!   element `offset` of the buffer or local array (`StorageBuffer` or `Workgroup`),
@@ -16,8 +17,7 @@
 //!   The driver sums in its own order: results lie within the IR's `MMA_TOLERANCE`, as on
 //!   PTX, not bit for bit.
 //! * `copy_async(dst, di, src, si, n)`: a plain copy of the `n` elements when issued (see
-//!   `Emitter::copy`);
-//!   `async_commit` and `async_wait` emit nothing. This gives the interpreter's results for
+//!   `Emitter::copy`); `async_commit` and `async_wait` emit nothing. This gives the interpreter's results for
 //!   every kernel without a race: the IR reads a copy's source at the wait that completes it
 //!   and writes its destination there, so a kernel in which the copy at issue differs must
 //!   read the destination, or write the source or destination, between the copy and that
