@@ -17,8 +17,8 @@
 //!   The driver sums in its own order: results lie within the IR's `MMA_TOLERANCE`, as on
 //!   PTX, not bit for bit.
 //! * `copy_async(dst, di, src, si, n)`: a plain copy of the `n` elements when issued (see
-//!   `Emitter::copy`); `async_commit` and `async_wait` emit nothing. This gives the interpreter's results for
-//!   every kernel without a race: the IR reads a copy's source at the wait that completes it
+//!   `Emitter::copy`); `async_commit` and `async_wait` emit nothing. This gives the
+//!   interpreter's results for every kernel without a race: the IR reads a copy's source at the wait that completes it
 //!   and writes its destination there, so a kernel in which the copy at issue differs must
 //!   read the destination, or write the source or destination, between the copy and that
 //!   wait (or never wait for it and read the destination), which docs/matrix.md makes a race,
