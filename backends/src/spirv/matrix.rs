@@ -18,11 +18,11 @@
 //!   PTX, not bit for bit.
 //! * `copy_async(dst, di, src, si, n)`: a plain copy of the `n` elements when issued (see
 //!   `Emitter::copy`); `async_commit` and `async_wait` emit nothing. This gives the
-//!   interpreter's results for every kernel without a race: the IR reads a copy's source at the wait that completes it
-//!   and writes its destination there, so a kernel in which the copy at issue differs must
-//!   read the destination, or write the source or destination, between the copy and that
-//!   wait (or never wait for it and read the destination), which docs/matrix.md makes a race,
-//!   as PTX's `cp.async` does.
+//!   interpreter's results for every kernel without a race: the IR reads a copy's source at
+//!   the wait that completes it and writes its destination there, so a kernel in which the
+//!   copy at issue differs must read the destination, or write the source or destination,
+//!   between the copy and that wait (or never wait for it and read the destination), which
+//!   docs/matrix.md makes a race, as PTX's `cp.async` does.
 //!
 //! Refused by name: the warpgroup (sm_90) tier (cooperative matrices have no warpgroup
 //! scope), bf16 fragments (they need SPV_KHR_bfloat16, not emitted), and every matrix
