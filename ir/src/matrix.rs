@@ -251,7 +251,9 @@ pub const FRAG_ALIGN: u64 = 8;
 /// * `async_commit();` closes the current group of copies.
 /// * `async_wait(n);` waits until at most `n` committed groups of this work-item are still
 ///   pending: the interpreter performs the older groups' copies here (reading `src` now).
-///   Copies never waited for are not performed; reading their destination is a race.
+///   Copies never waited for are not performed; reading their destination is a race, and so
+///   is reading a copy's destination, or writing its source or destination, before the wait
+///   that completes it (targets copy at any moment in between).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MatrixOp {
     /// `frag_load(p, offset, stride, layout)`.
@@ -495,12 +497,26 @@ impl fmt::Display for Extension {
 /// The first matrix operation, fragment or bf16 type `k` uses, in program order (matrix
 /// operations first: a kernel with both is reported by its matrix operation).
 pub fn first_extension(k: &crate::Kernel) -> Option<Extension> {
+    first_use(k, true)
+}
+
+/// Whether `k` has a bf16 value, pointer, cast or local array anywhere (matrix operations
+/// or not), for targets that lower matrix operations but not bf16.
+pub fn uses_bf16(k: &crate::Kernel) -> bool {
+    first_use(k, false) == Some(Extension::Bf16)
+}
+
+/// [`first_extension`]; with `matrix_first` false, matrix operations are not looked for
+/// (only bf16 is).
+fn first_use(k: &crate::Kernel, matrix_first: bool) -> Option<Extension> {
     use crate::visit::{walk_expr, walk_stmt, Visitor};
     use crate::{Expr, StmtNode, Type};
     #[derive(Default)]
     struct Find {
         matrix: Option<Extension>,
         bf16: bool,
+        /// Record matrix operations (and stop at the first).
+        matrix_first: bool,
     }
     fn is_bf16(t: Type) -> bool {
         matches!(
@@ -521,7 +537,7 @@ pub fn first_extension(k: &crate::Kernel) -> Option<Extension> {
                 return;
             }
             match s.node() {
-                StmtNode::Call { func, .. } => {
+                StmtNode::Call { func, .. } if self.matrix_first => {
                     if let crate::FuncKind::Matrix(op) = func.kind() {
                         self.matrix = Some(Extension::Matrix(op));
                         return;
@@ -529,8 +545,11 @@ pub fn first_extension(k: &crate::Kernel) -> Option<Extension> {
                 }
                 StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => {
                     if let Type::Frag(f) = var.ty() {
-                        self.matrix = Some(Extension::Frag(f));
-                        return;
+                        if self.matrix_first {
+                            self.matrix = Some(Extension::Frag(f));
+                            return;
+                        }
+                        self.bf16 |= f.elem == Scalar::BF16;
                     }
                     self.bf16 |= is_bf16(var.ty());
                 }
@@ -541,7 +560,8 @@ pub fn first_extension(k: &crate::Kernel) -> Option<Extension> {
         }
     }
     let k = crate::depth::bound_kernel(k);
-    let mut f = Find { bf16: k.params().iter().any(|p| is_bf16(p.ty())), ..Find::default() };
+    let mut f =
+        Find { bf16: k.params().iter().any(|p| is_bf16(p.ty())), matrix_first, ..Find::default() };
     f.visit_stmt(k.body());
     f.matrix.or(f.bf16.then_some(Extension::Bf16))
 }

@@ -200,6 +200,30 @@ pub const VARIABLES: &[Variable] = &[
         check: None,
     },
     Variable {
+        name: "KILN_REQUIRE_COOP_MATRIX",
+        scope: Scope::Tests,
+        accepts: "any value",
+        meaning: "the Vulkan tensor-core GEMM test fails instead of skipping when the device \
+                  offers no cooperative matrices",
+        check: None,
+    },
+    Variable {
+        name: "KILN_VK_TC_CONFIGS",
+        scope: Scope::Tests,
+        accepts: "comma-separated BMxBN:WMxWN:BK:STAGES",
+        meaning: "benchmarks: the blockings benches/gpu/vk_tc.sh times on Vulkan (default \
+                  128x128:2x4:32:2)",
+        check: None,
+    },
+    Variable {
+        name: "KILN_VK_TC_SIZES",
+        scope: Scope::Tests,
+        accepts: "comma-separated sizes",
+        meaning: "benchmarks: the N of the N^3 GEMMs benches/gpu/vk_tc.sh times on Vulkan \
+                  (default 4096)",
+        check: None,
+    },
+    Variable {
         name: "KILN_CUDA_CASES",
         scope: Scope::Tests,
         accepts: "a count",

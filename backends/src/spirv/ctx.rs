@@ -27,6 +27,10 @@ pub(crate) struct Ctx {
     /// The driver's f64 `Fma` rounds once ([`super::Spirv::exact_f64_fma`]).
     pub exact_f64_fma: bool,
     pub ext_set: Word,
+    /// The module uses the Vulkan memory model (cooperative matrices require it): barriers
+    /// make memory available and visible explicitly, and `Device` scope becomes
+    /// `QueueFamily` (the whole dispatch, without the VulkanMemoryModelDeviceScope feature).
+    pub vulkan_memory_model: bool,
 }
 
 impl Ctx {
@@ -51,6 +55,7 @@ impl Ctx {
             ext_set,
             f16_used: false,
             exact_f64_fma: false,
+            vulkan_memory_model: false,
         }
     }
 
@@ -59,6 +64,11 @@ impl Ctx {
         if !self.caps.contains(&c) {
             self.caps.push(c);
         }
+    }
+
+    /// The memory scope `Device` (1), or `QueueFamily` (5) under the Vulkan memory model.
+    pub fn device_scope(&mut self) -> Word {
+        self.u32c(if self.vulkan_memory_model { 5 } else { 1 })
     }
 
     /// Records an extension.

@@ -37,6 +37,9 @@ impl Emitter {
                 }
                 Val::Ptr(..) => return Err(format!("pointer `{}` used as a value", v.name())),
                 Val::Vector(_) => return Err(super::VECTORS.into()),
+                Val::Frag(_) | Val::FragMut(_) => {
+                    return Err(format!("fragment `{}` used as a scalar", v.name()))
+                }
             },
             ExprNode::Imm(i) => match *i {
                 Imm::Bool(b) => cx.bool_const(b),

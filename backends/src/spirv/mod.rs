@@ -92,6 +92,7 @@
 mod ctx;
 mod exact;
 mod expr;
+mod matrix;
 mod stmt;
 mod vector;
 
@@ -195,8 +196,38 @@ impl SpirvModule {
     pub fn disassemble(&self) -> String {
         match rspirv::dr::load_words(&self.words) {
             Ok(m) => m.disassemble(),
-            Err(e) => format!("; cannot parse module: {e}"),
+            // rspirv 0.12's loader does not take OpTypeCooperativeMatrixKHR for a type and
+            // rejects the module: list its instructions one after another instead.
+            Err(_) => flat_listing(&self.words),
         }
+    }
+}
+
+/// The header and the instructions of a module, one a line, as read (no structure).
+fn flat_listing(words: &[u32]) -> String {
+    use rspirv::binary::{Consumer, ParseAction};
+    struct Lines(Vec<String>);
+    impl Consumer for Lines {
+        fn initialize(&mut self) -> ParseAction {
+            ParseAction::Continue
+        }
+        fn finalize(&mut self) -> ParseAction {
+            ParseAction::Continue
+        }
+        fn consume_header(&mut self, h: rspirv::dr::ModuleHeader) -> ParseAction {
+            let (major, minor) = h.version();
+            self.0.push(format!("; SPIR-V\n; Version: {major}.{minor}\n; Bound: {}", h.bound));
+            ParseAction::Continue
+        }
+        fn consume_instruction(&mut self, inst: rspirv::dr::Instruction) -> ParseAction {
+            self.0.push(inst.disassemble());
+            ParseAction::Continue
+        }
+    }
+    let mut lines = Lines(Vec::new());
+    match rspirv::binary::parse_words(words, &mut lines) {
+        Ok(()) => lines.0.join("\n"),
+        Err(e) => format!("; cannot parse module: {e}"),
     }
 }
 
@@ -267,9 +298,8 @@ pub fn emit(kernel: &Kernel, flavour: Flavour) -> Result<SpirvModule, BackendErr
 
 /// Why a vector construct reaches emission: [`emit_verified`] lowers them first.
 pub(crate) const VECTORS: &str = "vector values reach SPIR-V emission unlowered";
-/// Why a kernel with matrix operations is refused (checked before emission starts).
-pub(crate) const MATRIX: &str =
-    "matrix operations need SPV_KHR_cooperative_matrix, which is not yet emitted";
+/// Why a fragment-typed parameter reaches emission (the verifier refuses them).
+pub(crate) const MATRIX: &str = "fragments cannot be kernel parameters";
 
 /// Emits one kernel of a verified module.
 fn emit_verified(kernel: &Kernel, target: Spirv) -> Result<SpirvModule, BackendError> {
@@ -285,17 +315,22 @@ fn emit_verified(kernel: &Kernel, target: Spirv) -> Result<SpirvModule, BackendE
         }
     };
     check_limits(kernel, flavour).map_err(err(ErrorKind::Limit))?;
-    match kiln_ir::matrix::first_extension(kernel) {
-        Some(kiln_ir::matrix::Extension::Bf16) => {
-            return Err(err(ErrorKind::Unsupported)(
-                "bf16 is not yet emitted for SPIR-V (it needs SPV_KHR_bfloat16)".to_string(),
-            ))
+    if let Some(e) = kiln_ir::matrix::first_warpgroup(kernel) {
+        return Err(err(ErrorKind::Unsupported)(format!("{e}: {}", matrix::WARPGROUP)));
+    }
+    if kiln_ir::matrix::uses_bf16(kernel) {
+        return Err(err(ErrorKind::Unsupported)(
+            "bf16 is not yet emitted for SPIR-V (it needs SPV_KHR_bfloat16)".to_string(),
+        ));
+    }
+    if flavour == Flavour::OpenCl {
+        if let Some(e) = kiln_ir::matrix::first_extension(kernel) {
+            return Err(err(ErrorKind::Unsupported)(format!("{e}: {}", matrix::OPENCL)));
         }
-        Some(e) => return Err(err(ErrorKind::Unsupported)(format!("{e}: {MATRIX}"))),
-        None => {}
     }
     let mut cx = Ctx::new(flavour);
     cx.exact_f64_fma = target.exact_f64_fma;
+    cx.vulkan_memory_model = flavour == Flavour::Vulkan && matrix::uses_fragments(kernel);
     let mut em = stmt::Emitter::new(kernel);
     let layout = match flavour {
         Flavour::Vulkan => setup_vulkan(&mut cx, &mut em, kernel),
@@ -313,7 +348,11 @@ fn emit_verified(kernel: &Kernel, target: Spirv) -> Result<SpirvModule, BackendE
                 .into(),
         ));
     }
-    let module = cx.finish().module();
+    let vulkan_memory_model = cx.vulkan_memory_model;
+    let mut module = cx.finish().module();
+    if vulkan_memory_model {
+        matrix::mark_non_private(&mut module);
+    }
     Ok(SpirvModule { words: module.assemble(), flavour, entry: kernel.name().to_string(), layout })
 }
 
@@ -425,7 +464,13 @@ fn setup_vulkan(
 ) -> Result<VulkanLayout, String> {
     cx.b.set_version(1, 3);
     cx.cap(Capability::Shader);
-    cx.b.memory_model(AddressingModel::Logical, MemoryModel::GLSL450);
+    if cx.vulkan_memory_model {
+        cx.cap(Capability::VulkanMemoryModel);
+        cx.ext("SPV_KHR_vulkan_memory_model");
+        cx.b.memory_model(AddressingModel::Logical, MemoryModel::Vulkan);
+    } else {
+        cx.b.memory_model(AddressingModel::Logical, MemoryModel::GLSL450);
+    }
     let u32t = cx.ty(Scalar::U32);
     let v3 = cx.b.type_vector(u32t, 3);
     let mut iface = Vec::new();

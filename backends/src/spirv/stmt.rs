@@ -35,6 +35,10 @@ pub(crate) enum Val {
     Ptr(Mem, Scalar),
     /// A vector (a vector load's result): index into [`Emitter::vectors`].
     Vector(usize),
+    /// A fragment (`let`): an SSA value of its cooperative matrix type.
+    Frag(Word),
+    /// A mutable fragment (`var`): a Function variable of its cooperative matrix type.
+    FragMut(Word),
 }
 
 /// Per-kernel lowering state.
@@ -360,6 +364,15 @@ impl Emitter {
                 self.vectors.push(v);
                 self.bind(var, Val::Vector(self.vectors.len() - 1));
             }
+            StmtNode::Let { var, value } if var.ty().frag().is_some() => {
+                self.frag_bind(cx, var, value, false)?
+            }
+            StmtNode::Decl { var, init } if var.ty().frag().is_some() => {
+                self.frag_bind(cx, var, init, true)?
+            }
+            StmtNode::Assign { var, value } if var.ty().frag().is_some() => {
+                self.frag_assign(cx, var, value)?
+            }
             StmtNode::Let { var, value } => {
                 let (v, _) = self.expr(cx, value)?;
                 self.bind(var, Val::Ssa(v));
@@ -453,7 +466,7 @@ impl Emitter {
                         self.bind(r, Val::Ssa(v));
                     }
                 }
-                FuncKind::Matrix(_) => return Err(super::MATRIX.into()),
+                FuncKind::Matrix(op) => self.matrix(cx, op, result.as_ref(), args)?,
             },
         }
         Ok(())
@@ -530,9 +543,13 @@ impl Emitter {
         if !f.local && !f.global {
             sem = 0;
         }
-        let mem_scope = if f.global { 1 } else { 2 };
+        if sem != 0 && cx.vulkan_memory_model {
+            // MakeAvailable | MakeVisible: under the Vulkan memory model a barrier orders
+            // memory only with them.
+            sem |= 0x2000 | 0x4000;
+        }
         let wg = cx.u32c(2);
-        let ms = cx.u32c(mem_scope);
+        let ms = if f.global { cx.device_scope() } else { cx.u32c(2) };
         let sm = cx.u32c(sem);
         if control {
             cx.b.control_barrier(wg, ms, sm).map_err(|e| e.to_string())
@@ -555,7 +572,7 @@ impl Emitter {
             vals.push(self.expr(cx, a)?.0);
         }
         let ty = cx.ty(elem);
-        let scope = cx.u32c(if sc == StorageClass::Workgroup { 2 } else { 1 });
+        let scope = if sc == StorageClass::Workgroup { cx.u32c(2) } else { cx.device_scope() };
         let sem = cx.u32c(0);
         if elem.bits() == 64 {
             if cx.flavour == Flavour::OpenCl {

@@ -47,7 +47,7 @@ impl Emitter {
 
     /// The aliased variable viewing storage buffer `var` as a runtime array of vectors of
     /// `n` lanes of `elem`, made on first use.
-    fn vector_view(&mut self, cx: &mut Ctx, var: Word, elem: Scalar, n: u8) -> R<Word> {
+    pub(crate) fn vector_view(&mut self, cx: &mut Ctx, var: Word, elem: Scalar, n: u8) -> R<Word> {
         if let Some(&(.., v)) =
             self.vector_views.iter().find(|&&(b, e, k, _)| b == var && e == elem && k == n)
         {

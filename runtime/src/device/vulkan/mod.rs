@@ -49,6 +49,7 @@ use crate::device::{
 use crate::error::DeviceError;
 use crate::sync::{ranks, RankedMutex};
 
+mod coop;
 mod launcher;
 mod limits;
 mod program;
@@ -88,7 +89,7 @@ fn vkerr(what: &'static str) -> impl Fn(vk::Result) -> DeviceError {
 /// as a thread that had called into it exited, which is what a device dropped on a spawned
 /// thread did (docs/vulkan.md). Each device still makes and destroys its own logical device.
 struct Shared {
-    _entry: ash::Entry,
+    entry: ash::Entry,
     instance: ash::Instance,
 }
 
@@ -107,7 +108,7 @@ fn shared() -> Result<&'static Shared, DeviceError> {
     // SAFETY: valid create info; the instance lives as long as the process.
     let instance = unsafe { entry.create_instance(&ici, None) }
         .map_err(|e| unavailable(format!("cannot create an instance: {e}")))?;
-    if let Err(ours) = SHARED.set(Shared { _entry: entry, instance }) {
+    if let Err(ours) = SHARED.set(Shared { entry, instance }) {
         // Another thread's open made it first: ours is not the last instance, and no object
         // was made from it.
         // SAFETY: no child objects exist.
@@ -168,6 +169,8 @@ pub struct VulkanDevice {
     exact_f64_fma: bool,
     /// Its memory space (buffers' copies on this device; see [`Device::memory_space`]).
     space: u64,
+    /// Cooperative matrices offered (kernels with matrix operations need them).
+    coop: coop::CoopSupport,
     /// Eager submission: pooled command buffers, descriptor pools and fences.
     launcher: Arc<Launcher>,
 }
@@ -189,7 +192,7 @@ impl VulkanDevice {
     /// Opens the loader and the fastest device with a compute queue, enabling the optional
     /// features kernels may need (8/16/64-bit types, 64-bit and f32 atomics) where present.
     pub fn open() -> Result<VulkanDevice, DeviceError> {
-        let mut d = Self::open_device(&shared()?.instance)?;
+        let mut d = Self::open_device(shared()?)?;
         if !d.denorm_preserve[0] {
             d.flushes_f32_subnormals = d.probe_f32_flush()?;
         }
@@ -201,7 +204,8 @@ impl VulkanDevice {
         Ok(d)
     }
 
-    fn open_device(instance: &ash::Instance) -> Result<VulkanDevice, DeviceError> {
+    fn open_device(shared: &Shared) -> Result<VulkanDevice, DeviceError> {
+        let instance = &shared.instance;
         // SAFETY: plain queries on a live instance.
         let pds = unsafe { instance.enumerate_physical_devices() }
             .map_err(|e| unavailable(format!("cannot list devices: {e}")))?;
@@ -240,10 +244,10 @@ impl VulkanDevice {
         ];
         let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
             .map_err(vkerr("enumerate extensions"))?;
-        let has_float_atomics = exts.iter().any(|e| {
-            let n = unsafe { CStr::from_ptr(e.extension_name.as_ptr()) };
-            n == ash::ext::shader_atomic_float::NAME
-        });
+        let has_ext = |name: &CStr| {
+            exts.iter().any(|e| unsafe { CStr::from_ptr(e.extension_name.as_ptr()) } == name)
+        };
+        let has_float_atomics = has_ext(ash::ext::shader_atomic_float::NAME);
         // Query the optional features and enable what the device has.
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
@@ -257,6 +261,13 @@ impl VulkanDevice {
             unsafe { instance.get_physical_device_features2(pd, &mut f2) };
         }
         let base = unsafe { instance.get_physical_device_features(pd) };
+        let coop = coop::CoopSupport::query(
+            &shared.entry,
+            instance,
+            pd,
+            has_ext(coop::EXTENSION),
+            f12.vulkan_memory_model != 0,
+        );
         let core = vk::PhysicalDeviceFeatures::default()
             .shader_int64(base.shader_int64 != 0)
             .shader_int16(base.shader_int16 != 0)
@@ -268,7 +279,8 @@ impl VulkanDevice {
             .shader_int8(f12.shader_int8 != 0)
             .shader_float16(f12.shader_float16 != 0)
             .shader_buffer_int64_atomics(f12.shader_buffer_int64_atomics != 0)
-            .shader_shared_int64_atomics(f12.shader_shared_int64_atomics != 0);
+            .shader_shared_int64_atomics(f12.shader_shared_int64_atomics != 0)
+            .vulkan_memory_model(f12.vulkan_memory_model != 0);
         let mut ea = vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT::default()
             .shader_buffer_float32_atomic_add(fa.shader_buffer_float32_atomic_add != 0)
             .shader_shared_float32_atomic_add(fa.shader_shared_float32_atomic_add != 0);
@@ -276,15 +288,23 @@ impl VulkanDevice {
         let prio = [1.0f32];
         let qci =
             [vk::DeviceQueueCreateInfo::default().queue_family_index(qf).queue_priorities(&prio)];
-        let ext_names = [ash::ext::shader_atomic_float::NAME.as_ptr()];
+        let mut ext_names = Vec::new();
         let mut dci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)
             .push_next(&mut ef)
             .push_next(&mut e11)
             .push_next(&mut e12);
         if has_float_atomics {
-            dci = dci.enabled_extension_names(&ext_names).push_next(&mut ea);
+            ext_names.push(ash::ext::shader_atomic_float::NAME.as_ptr());
+            dci = dci.push_next(&mut ea);
         }
+        let mut ec =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        if coop.enabled {
+            ext_names.push(coop::EXTENSION.as_ptr());
+            dci = dci.push_next(&mut ec);
+        }
+        dci = dci.enabled_extension_names(&ext_names);
         // SAFETY: valid create info; the device is destroyed in Drop.
         let device = unsafe { instance.create_device(pd, &dci, None) }
             .map_err(|e| unavailable(format!("cannot create a device on {name}: {e}")))?;
@@ -325,6 +345,7 @@ impl VulkanDevice {
             exact_f64_fma: false,
             space: crate::device::memory::new_space(),
             launcher,
+            coop,
         })
     }
 
@@ -379,6 +400,13 @@ impl VulkanDevice {
         Ok(got.iter().map(|v| v.to_bits()).eq(want))
     }
 
+    /// The cooperative-matrix products this device runs, as `m16n8k16 f16 x f16 + f32 -> f32`
+    /// (Subgroup scope, as the driver lists them; empty where VK_KHR_cooperative_matrix is
+    /// not offered). Kernels with matrix operations need theirs listed here.
+    pub fn cooperative_matrices(&self) -> Vec<String> {
+        self.coop.products.iter().map(|p| p.to_string()).collect()
+    }
+
     /// What eager submission has done on this device so far: the Vulkan objects it made
     /// (reused from launch to launch) and how often the host waited for the device.
     pub fn launch_stats(&self) -> LaunchStats {
@@ -412,6 +440,11 @@ impl VulkanDevice {
                     ),
                 });
             }
+        }
+        for k in &kernels {
+            self.coop
+                .check(&self.name, &k.entry, &k.words)
+                .map_err(|message| DeviceError::Load { device: self.name.clone(), message })?;
         }
         // A width whose DenormPreserve or SignedZeroInfNanPreserve the device cannot honour
         // loses the mode (declaring it there is invalid): the driver's default applies, which
@@ -448,6 +481,7 @@ impl VulkanDevice {
                     layout: k.layout.clone(),
                     words,
                     cache: k.cache.clone(),
+                    cooperative: k.cooperative,
                     pipelines: RankedMutex::new(ranks::VULKAN_PIPELINES, Vec::new()),
                 })
             })
@@ -485,6 +519,7 @@ impl VulkanDevice {
     ) -> Result<resident::Dispatch, DeviceError> {
         let kernel = &k.signature;
         let local = check_launch(kernel, range, args, elems)?;
+        coop::check_group(kernel.name(), k.cooperative, local)?;
         let layout = &k.layout;
         let mut push = vec![0u8; layout.push_size as usize];
         if push.len() < PUSH_SCALARS_AT as usize {

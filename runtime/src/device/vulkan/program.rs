@@ -148,6 +148,9 @@ pub(super) struct VkKernel {
     pub words: Vec<u32>,
     /// The program's pipeline cache.
     pub cache: Arc<PipelineCache>,
+    /// It has cooperative matrices (the IR's sub-group matrix operations): its work-groups
+    /// must be whole sub-groups of 32.
+    pub cooperative: bool,
     /// The pipelines made so far, by work-group size (made once, kept with the kernel).
     pub pipelines: RankedMutex<Vec<([u32; 3], Arc<super::resident::Pipeline>)>>,
 }
@@ -230,6 +233,7 @@ pub(super) fn decode_kernels(
             entry,
             signature,
             layout,
+            cooperative: super::coop::uses(&words) != super::coop::Uses::default(),
             words,
             cache,
             pipelines: RankedMutex::new(ranks::VULKAN_PIPELINES, Vec::new()),
