@@ -351,3 +351,40 @@ fn graph_and_run_share_their_device_options() {
     assert!(run.contains("`cpu`") && run.contains("Default: `cpu` on x86-64 hosts"), "{run}");
     assert_eq!(options("graph"), run);
 }
+
+#[test]
+fn a_reader_that_leaves_early_ends_kiln_quietly() {
+    // `kiln ... | head -1`: once the reader has gone, the next write fails with EPIPE; kiln
+    // ends with status 0 and says nothing, as Unix tools do (it used to panic in `print!`).
+    // Each output is far larger than a pipe's buffer, so a write after the close is certain.
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = std::env::temp_dir().join(format!("kiln-epipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kir = dir.join("g.kir");
+    let o = kiln(&["gen", "gemm", "1024", "1024", "1024", "-o", kir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let k = kir.to_str().unwrap();
+    for args in [
+        vec!["emit", "--target", "x86", k],
+        vec!["emit", "--target", "spirv-vk", "--text", k],
+        vec!["gen", "gemm", "4096", "4096", "4096"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .current_dir(root())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kiln");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        // The reader (and with it the pipe's only read end) is dropped here.
+        let o = child.wait_with_output().expect("wait for kiln");
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: stderr:\n{err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -91,7 +91,7 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
             let now = std::time::SystemTime::now();
             for i in items {
                 let age = now.duration_since(i.last_used).map_or(0, |d| d.as_secs());
-                println!("{}  {} bytes  {}s ago", i.id, i.size, age);
+                outln!("{}  {} bytes  {}s ago", i.id, i.size, age);
             }
             report(&scan, "not listed");
         }
@@ -102,32 +102,32 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
                     cache.root().display()
                 ))
             })?;
-            println!("item: {key}");
+            outln!("item: {key}");
             match d.key {
                 Ok(k) => {
-                    println!("device: {}", k.device);
-                    println!("build options: {:?}", k.build_options);
-                    println!("spec constants: {} bytes", k.spec_consts.len());
-                    println!("image: {} bytes\n{}", k.image.len(), preview(&k.image));
+                    outln!("device: {}", k.device);
+                    outln!("build options: {:?}", k.build_options);
+                    outln!("spec constants: {} bytes", k.spec_consts.len());
+                    outln!("image: {} bytes\n{}", k.image.len(), preview(&k.image));
                 }
-                Err(e) => println!("key: damaged ({e})"),
+                Err(e) => outln!("key: damaged ({e})"),
             }
             match (d.artifact, d.authenticated) {
-                (Ok(n), Ok(())) => println!("artifact: {n} bytes, authenticated"),
-                (Ok(n), Err(why)) => println!("artifact: {n} bytes, {why}; kiln will not load it"),
-                (Err(e), _) => println!("artifact: damaged ({e})"),
+                (Ok(n), Ok(())) => outln!("artifact: {n} bytes, authenticated"),
+                (Ok(n), Err(why)) => outln!("artifact: {n} bytes, {why}; kiln will not load it"),
+                (Err(e), _) => outln!("artifact: damaged ({e})"),
             }
         }
         CacheCommand::Stats => {
             let scan = cache.scan();
-            println!("root: {}", cache.root().display());
-            println!("items: {}", scan.items.len());
-            println!("bytes: {}", scan.items.iter().map(|i| i.size).sum::<u64>());
+            outln!("root: {}", cache.root().display());
+            outln!("items: {}", scan.items.len());
+            outln!("bytes: {}", scan.items.iter().map(|i| i.size).sum::<u64>());
             report(&scan, "not counted");
         }
         CacheCommand::Clear => {
             let n = cache.clear();
-            println!("removed {n} items");
+            outln!("removed {n} items");
             report(&cache.scan(), "left in place");
         }
         CacheCommand::Evict { max_size } => {
@@ -136,7 +136,7 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
                 None => match config()?.cache_max_size {
                     // 0 is "no limit" for the setting, not "evict everything".
                     Some(0) => {
-                        println!("removed 0 items (KILN_CACHE_MAX_SIZE=0 means no limit)");
+                        outln!("removed 0 items (KILN_CACHE_MAX_SIZE=0 means no limit)");
                         return Ok(());
                     }
                     Some(m) => m,
@@ -148,7 +148,7 @@ pub fn main(a: &CacheArgs) -> Result<(), Error> {
                 },
             };
             let n = cache.evict(max);
-            println!("removed {n} items");
+            outln!("removed {n} items");
         }
     }
     for w in cache.warnings() {

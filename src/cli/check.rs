@@ -33,9 +33,9 @@ pub fn main(args: &CheckArgs) -> Result<(), Error> {
         });
         match result {
             Ok(module) if args.verbose => {
-                println!("{}: ok", path.display());
+                outln!("{}: ok", path.display());
                 for k in &module.kernels {
-                    println!("  {}", signature(k));
+                    outln!("  {}", signature(k));
                 }
             }
             Ok(_) => {}

@@ -21,9 +21,9 @@ pub fn main(args: &DivergenceArgs) -> Result<(), Error> {
     let module = check_source(&file_name(&args.file), &src).map_err(Error::Diagnostics)?;
     for (i, k) in module.kernels.iter().enumerate() {
         if i > 0 {
-            println!();
+            outln!();
         }
-        print!("{}", annotate(k, &analyze(k)));
+        out!("{}", annotate(k, &analyze(k)));
     }
     Ok(())
 }

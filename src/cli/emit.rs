@@ -102,9 +102,9 @@ pub fn main(a: &EmitArgs) -> Result<(), Error> {
     }
     if a.text || (a.output.is_none() && !out.is_binary()) {
         let listing = out.listing();
-        print!("{listing}");
+        out!("{listing}");
         if out.is_binary() {
-            println!();
+            outln!();
         }
     } else if a.output.is_none() {
         std::io::stdout()

@@ -57,7 +57,7 @@ pub fn main(args: &FmtArgs) -> Result<(), Error> {
                     })?;
                 }
             } else {
-                print!("{text}");
+                out!("{text}");
             }
             Ok(())
         });

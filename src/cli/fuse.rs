@@ -61,7 +61,7 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     // An epilogue fusion is explained consumer by consumer, a refusal included.
     if a.explain && spec.epilogue {
         let report = explain_epilogue(&module, &spec);
-        println!("{report}");
+        outln!("{report}");
         if let Some(e) = report.refused {
             return Err(Error::Message(e.to_string()));
         }
@@ -70,10 +70,10 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
     if a.explain && !spec.epilogue {
         let reports = explain(&module, &spec).map_err(|e| Error::Message(e.to_string()))?;
         if reports.is_empty() {
-            println!("no buffer is shared by the kernels or named by a promotion");
+            outln!("no buffer is shared by the kernels or named by a promotion");
         }
         for r in reports {
-            println!("{r}");
+            outln!("{r}");
         }
     }
     for w in &fused.warnings {
@@ -88,7 +88,7 @@ pub fn main(a: &FuseArgs) -> Result<(), Error> {
         Some(p) => std::fs::write(p, text)
             .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", p.display())))?,
         None if a.explain => {}
-        None => print!("{text}"),
+        None => out!("{text}"),
     }
     Ok(())
 }

@@ -391,13 +391,8 @@ pub(super) fn write_output(output: Option<&PathBuf>, text: &str) -> Result<(), E
 
 /// Writes to standard output; a closed pipe (`kiln gen ... | head`) is not an error.
 pub(super) fn write_stdout(text: &str) -> Result<(), Error> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(Error::Message(format!("cannot write to standard output: {e}")))
-        }
-        _ => Ok(()),
-    }
+    out!("{text}");
+    Ok(())
 }
 
 /// The kernel as a .kir module after a comment header (kept by `kiln fmt`).

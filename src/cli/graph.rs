@@ -373,7 +373,7 @@ pub fn main(a: &GraphArgs) -> Result<(), Error> {
         done.map_err(|e| Error::Message(e.to_string()))?;
         for (name, b) in &d.buffers {
             let c = b.contents().map_err(|e| Error::Message(e.to_string()))?;
-            println!("{}", show_buffer(name, c.elem(), contents(&c), a.full));
+            outln!("{}", show_buffer(name, c.elem(), contents(&c), a.full));
         }
     }
     Ok(())

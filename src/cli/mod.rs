@@ -3,7 +3,21 @@
 //!
 //! Exit codes: 0 on success, 1 when the work fails (a diagnostic in the file, an npy file
 //! that does not fit, an interpreter error, a `KILN_*` value that is not understood), 2 for a
-//! malformed command line (unknown flags, values of the wrong form, missing arguments).
+//! malformed command line (unknown flags, values of the wrong form, missing arguments). A
+//! reader that closes the pipe early (`kiln emit ... | head`) ends the command quietly with 0.
+
+/// `print!` for the command's standard output. A reader that has gone (`kiln emit ... |
+/// head`) ends the process quietly with status 0, as Unix tools end, instead of a panic;
+/// any other write error is reported and exits with status 1.
+macro_rules! out {
+    ($($t:tt)*) => { $crate::cli::write_out(format_args!($($t)*)) };
+}
+
+/// `println!` for the command's standard output (see [`out!`]).
+macro_rules! outln {
+    () => { out!("\n") };
+    ($($t:tt)*) => { out!("{}\n", format_args!($($t)*)) };
+}
 
 mod buffers;
 mod cache;
@@ -193,4 +207,16 @@ fn read_source(path: &Path) -> Result<String, Error> {
 /// The name a file goes by in diagnostics.
 fn file_name(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// Writes `args` to standard output (the [`out!`] macro's body).
+fn write_out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("kiln: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
 }

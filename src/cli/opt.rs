@@ -53,7 +53,7 @@ pub fn pass_list() -> String {
 
 pub fn main(args: &OptArgs) -> Result<(), Error> {
     if args.list_passes {
-        print!("{}", pass_list());
+        out!("{}", pass_list());
         return Ok(());
     }
     let Some(file) = &args.file else { unreachable!("clap requires FILE without --list-passes") };
@@ -83,7 +83,7 @@ pub fn main(args: &OptArgs) -> Result<(), Error> {
     match &args.out {
         Some(path) => std::fs::write(path, text)
             .map_err(|e| Error::Message(format!("cannot write `{}`: {e}", path.display())))?,
-        None => print!("{text}"),
+        None => out!("{text}"),
     }
     Ok(())
 }

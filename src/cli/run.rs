@@ -192,7 +192,7 @@ pub fn main(a: &RunArgs) -> Result<(), Error> {
     if outs.is_empty() {
         for (i, p) in params.iter().enumerate() {
             if let (Some(b), Type::Ptr(_, elem)) = (buffer_of[i], p.ty()) {
-                println!("{}", show_buffer(p.name(), elem, contents(&buffers[b]), a.full));
+                outln!("{}", show_buffer(p.name(), elem, contents(&buffers[b]), a.full));
             }
         }
     }
