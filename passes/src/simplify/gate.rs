@@ -13,12 +13,28 @@
 //! - two constants that associativity, commutativity or distribution can bring together
 //!   (for integers: two constants in one connected region of `+ - *` nodes, or of `/ %`
 //!   nodes, or of one bitwise operator);
-//! - an operand that occurs twice (`x - x`, `(x / c) * c + x % c`, factoring);
+//! - an operand that occurs twice *within one scope* (`x - x`, `(x / c) * c + x % c`,
+//!   factoring), see below;
 //! - a work-item id together with its size (`local_id(d) < local_size(d)`).
 //!
 //! Without any of these, the operator part is a read-once formula over distinct leaves with
 //! at most one constant per region, which commutativity, associativity and distribution
 //! only rearrange at equal or higher cost.
+//!
+//! Scopes. The operator part splits into scopes: maximal connected sets of nodes of one
+//! class, the classes being the ring and division operators together (`+ - *` negation,
+//! `/ %`: the rules `(x / c) * c + x % c`, `x - x % c` and `x - (x / c) * c` span both),
+//! `&`, `|`, `^`, and every other operator (shifts, comparisons, `&&`, `||`) a scope of its
+//! own. An operand of a scope is a leaf, a constant, or a *unit*: an operator node of another
+//! scope. Every rule's left-hand side lies within one scope, its variables matching operands
+//! of that scope; so two occurrences of a leaf can only meet in a rule if they are operands
+//! of one scope, or if two units of one scope become equal (congruence: `(a + b) >> 2` and
+//! `(b + a) >> 2`). A unit only ever equals nodes of its own kind unless a rule inside its
+//! own scope fires (a scope that gets no hit is only rearranged), and the kinds are coarse
+//! (the ring and division class is one kind, `<` and `>` one, `<=` and `>=` one, since
+//! rules turn one into the other): two units of one kind in one scope count as an operand
+//! that occurs twice. A leaf repeated in different scopes (`(i >> 2) * 40 + (i & 3) * 8`,
+//! the index arithmetic of generated tiles) is no reason to build an e-graph.
 //!
 //! An affine region (integer `+`, `-`, negation and multiplications by constants over atoms
 //! that cannot fail, `affine::is_affine_region`) has been through the affine normal form
@@ -27,7 +43,8 @@
 //! the ring rules could reach from it, the normal form has reached). `tests/simplify_gate.rs` checks the claim on
 //! random expressions against full e-graph runs.
 
-use kiln_ir::{BinOp, Builtin, Expr, ExprNode, ExprSet, Imm, Scalar, UnOp};
+use hashbrown::HashSet;
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Scalar, UnOp};
 
 use super::affine;
 
@@ -57,9 +74,50 @@ fn family(op: BinOp) -> Family {
     }
 }
 
+/// What [`scan`] can tell apart of a unit: its class, or its operator where no rule turns
+/// it into another (comparisons by direction-free kind).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    /// `+ - *` negation `/ %` (rules turn `-` into `+` and `*`, and back).
+    RingDiv,
+    /// A bitwise, shift, comparison or logical operator (`<` stands for `>` too, `<=` for
+    /// `>=`).
+    Op(BinOp),
+}
+
+/// The kind of an operator node (see [`Kind`]); `None` for unary operators, `select`, `min`
+/// and `max`, which are hits anyway.
+fn kind(e: &Expr) -> Option<Kind> {
+    match e.node() {
+        ExprNode::Unary { op: UnOp::Neg, .. } => Some(Kind::RingDiv),
+        ExprNode::Binary { op, .. } => Some(match family(*op) {
+            Family::Ring | Family::DivRem => Kind::RingDiv,
+            _ => Kind::Op(match op {
+                BinOp::Gt => BinOp::Lt,
+                BinOp::Ge => BinOp::Le,
+                op => *op,
+            }),
+        }),
+        _ => None,
+    }
+}
+
+/// The scope class of a kind: nodes of one class joined by an edge share a scope; `None`
+/// where every node is a scope of its own.
+fn class(k: Kind) -> Option<Kind> {
+    match k {
+        Kind::RingDiv | Kind::Op(BinOp::And | BinOp::Or | BinOp::Xor) => Some(k),
+        Kind::Op(_) => None,
+    }
+}
+
 #[derive(Default)]
 struct Scan {
-    leaves: ExprSet,
+    /// Leaves by scope.
+    leaves: HashSet<(u32, Expr)>,
+    /// Units (operator operands of another scope) by scope and kind.
+    units: HashSet<(u32, Kind)>,
+    scopes: u32,
     builtins: Vec<(Builtin, u8)>,
     /// Constants seen per region, and whether the region is affine (its constants are
     /// settled by the normal form, [`super::affine`]).
@@ -74,7 +132,7 @@ pub fn egg_may_help(e: &Expr) -> bool {
         return false;
     }
     let mut s = Scan::default();
-    scan(e, None, &mut s);
+    scan(e, None, None, 0, &mut s);
     if s.hit {
         return true;
     }
@@ -99,7 +157,28 @@ fn special(k: &Imm) -> bool {
     }
 }
 
-fn scan(e: &Expr, parent: Option<(Family, usize)>, s: &mut Scan) {
+/// The scope that operator `e` belongs to, given its parent's scope and kind: the parent's
+/// if both are of one class, else a new one, where `e` is a unit of the parent's scope.
+fn scope_of(e: &Expr, parent: Option<(u32, Kind)>, s: &mut Scan) -> u32 {
+    let Some(k) = kind(e) else { return parent.map_or(0, |p| p.0) };
+    match parent {
+        Some((ps, pk)) if class(pk).is_some() && class(pk) == class(k) => ps,
+        _ => {
+            if let Some((ps, _)) = parent {
+                // Two units of one kind in a scope may become equal: as a repeated operand.
+                if !s.units.insert((ps, k)) {
+                    s.hit = true;
+                }
+            }
+            s.scopes += 1;
+            s.scopes
+        }
+    }
+}
+
+/// Scans `e`, whose parent (if any) is of kind `pkind` in scope `pscope` and in the constant
+/// region `parent`.
+fn scan(e: &Expr, parent: Option<(Family, usize)>, pkind: Option<Kind>, pscope: u32, s: &mut Scan) {
     if s.hit {
         return;
     }
@@ -110,12 +189,15 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, s: &mut Scan) {
         if let ExprNode::Builtin { kind, dim } = e.node() {
             s.builtins.push((*kind, *dim));
         }
-        // A repeated leaf: cancellation, factoring or an index identity may apply.
-        if !s.leaves.insert(e.clone()) {
+        // A leaf repeated in its scope: cancellation, factoring or an index identity may
+        // apply.
+        if !s.leaves.insert((pscope, e.clone())) {
             s.hit = true;
         }
         return;
     }
+    let scope = scope_of(e, pkind.map(|k| (pscope, k)), s);
+    let my_kind = kind(e);
     let in_affine = |p: Option<(Family, usize)>, s: &Scan| {
         p.is_some_and(|(f, r)| f == Family::Ring && s.regions[r].1)
     };
@@ -123,12 +205,12 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, s: &mut Scan) {
         ExprNode::Binary { op, a, b } => (*op, a, b),
         // A negation inside an affine region is one of its terms' signs.
         ExprNode::Unary { op: UnOp::Neg, a } if in_affine(parent, s) => {
-            return scan(a, parent, s);
+            return scan(a, parent, my_kind, scope, s);
         }
         ExprNode::Unary { op: UnOp::Neg, a } if affine::is_affine_region(e) => {
             s.regions.push((0, true));
             let region = Some((Family::Ring, s.regions.len() - 1));
-            return scan(a, region, s);
+            return scan(a, region, my_kind, scope, s);
         }
         _ => {
             // Unary operators, select, min and max.
@@ -164,7 +246,7 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, s: &mut Scan) {
                     }
                 }
             }
-            None => scan(c, region, s),
+            None => scan(c, region, my_kind, scope, s),
         }
     }
 }
