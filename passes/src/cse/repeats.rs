@@ -38,23 +38,27 @@ use kiln_ir::{
     Stmt, StmtNode, Type, Var,
 };
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::simplify::may_fail;
 use crate::util::{all_names, is_stable, mutable_names};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
 /// exactly once per execution of `s`.
-fn own_exprs(s: &Stmt) -> Vec<&Expr> {
+fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
+    // Asked for every statement of every candidate search: no allocation for the usual one
+    // to three expressions.
     match s.node() {
         StmtNode::Let { value, .. }
         | StmtNode::Decl { init: value, .. }
-        | StmtNode::Assign { value, .. } => vec![value],
+        | StmtNode::Assign { value, .. } => smallvec![value],
         StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
-            vec![index, value]
+            smallvec![index, value]
         }
-        StmtNode::If { cond, .. } => vec![cond],
-        StmtNode::For { lo, hi, step, .. } => vec![lo, hi, step],
+        StmtNode::If { cond, .. } => smallvec![cond],
+        StmtNode::For { lo, hi, step, .. } => smallvec![lo, hi, step],
         StmtNode::Call { args, .. } => args.iter().collect(),
-        StmtNode::While { .. } | StmtNode::Alloc { .. } | StmtNode::Block(_) => Vec::new(),
+        StmtNode::While { .. } | StmtNode::Alloc { .. } | StmtNode::Block(_) => SmallVec::new(),
     }
 }
 
@@ -114,14 +118,14 @@ fn contains(x: &Expr, e: &Expr) -> bool {
 /// operator), or `None` if `s` does not evaluate `e`.
 fn failing_before(s: &Stmt, e: &Expr) -> Option<Vec<Expr>> {
     let mut out = Vec::new();
-    let mut level: Vec<&Expr> = own_exprs(s);
+    let mut level: SmallVec<[&Expr; 3]> = own_exprs(s);
     loop {
         let at = level.iter().position(|x| contains(x, e))?;
         out.extend(level[..at].iter().filter(|x| may_fail(x)).map(|x| (*x).clone()));
         if level[at] == e {
             return Some(out);
         }
-        level = level[at].children().into_iter().collect();
+        level = level[at].children();
     }
 }
 
