@@ -210,6 +210,12 @@ fn a_leaf_repeated_in_separate_scopes_builds_no_egraph() {
         &(shr(&l, 2) * 40) + &(and(&l, 3) * 8),
         &(&(&m0 + &shr(&l, 2)) * 4096) + &(and(&l, 3) * 8),
         &(shr(&(&l + 256), 4) * 136) + &(and(&(&l + 256), 15) * 8),
+        // Two comparisons of different values (a bounds check).
+        Expr::binary(
+            BinOp::LogicAnd,
+            Expr::binary(BinOp::Lt, m0.expr(), l.clone()),
+            Expr::binary(BinOp::Lt, v("y", Type::I32).expr(), v("h", Type::I32).expr()),
+        ),
     ] {
         let p = normalize(&presimplify(&e));
         assert!(!egg_may_help(&p), "{p}");
@@ -242,8 +248,27 @@ fn units_that_may_become_equal_go_to_egg() {
     }
 }
 
+/// True if a leaf (a non-operator operand) occurs twice in the operator part of `e`.
+fn repeats_leaf(e: &Expr) -> bool {
+    fn walk(e: &Expr, seen: &mut Vec<Expr>) -> bool {
+        if e.as_imm().is_some() {
+            return false;
+        }
+        if !kiln_passes::simplify::lang::is_operator(e) {
+            if seen.contains(e) {
+                return true;
+            }
+            seen.push(e.clone());
+            return false;
+        }
+        e.children().iter().any(|c| walk(c, seen))
+    }
+    walk(e, &mut Vec::new())
+}
+
 /// Random index-like expressions over two leaves that mix the scope kinds (ring, shifts,
-/// masks, `|`, `^`, comparisons): where the gate skips egg, egg finds nothing cheaper.
+/// masks, `|`, `^`, `/`, `%`): where the gate skips egg although a leaf repeats (in separate
+/// scopes), egg finds nothing cheaper.
 #[test]
 fn across_scopes_the_gate_skips_only_what_egg_cannot_improve() {
     let leaves = vec![
@@ -273,9 +298,10 @@ fn across_scopes_the_gate_skips_only_what_egg_cannot_improve() {
     });
     let full = Limits { presimplify: false, ..Limits::default() };
     let compared = std::cell::Cell::new(0u32);
-    let result = fixed_runner(600).run(&expr, |e| {
+    let result = fixed_runner(3000).run(&expr, |e| {
         let p = normalize(&presimplify(&e));
-        if egg_may_help(&p) || !kiln_passes::simplify::lang::is_operator(&p) {
+        // The cases scopes decide: a leaf repeats, which alone sent them all to egg before.
+        if egg_may_help(&p) || !kiln_passes::simplify::lang::is_operator(&p) || !repeats_leaf(&p) {
             return Ok(());
         }
         compared.set(compared.get() + 1);
@@ -292,5 +318,6 @@ fn across_scopes_the_gate_skips_only_what_egg_cannot_improve() {
     if let Err(e) = result {
         panic!("{e}");
     }
-    assert!(compared.get() >= 100, "only {} expressions reached the comparison", compared.get());
+    // About 1200 of the fixed sample when this was written.
+    assert!(compared.get() >= 500, "only {} expressions reached the comparison", compared.get());
 }

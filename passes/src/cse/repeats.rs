@@ -108,6 +108,43 @@ fn count_into<'a>(
     (size, stable)
 }
 
+/// False only if statement `s` alone has no candidate for [`Repeats::candidate`]: its own
+/// expressions have no stable bindable node (which later statements could repeat) and no
+/// bindable node twice. Decided on a few nodes only; `true` for anything bigger.
+fn may_have_candidate(s: &Stmt, mutable: &HashSet<String>) -> bool {
+    /// Collects the bindable nodes of `e` and returns whether `e` is stable (as
+    /// [`count_into`] decides it); `None` at a stable bindable node or once there are more
+    /// nodes than fit.
+    fn collect<'a>(
+        e: &'a Expr,
+        out: &mut SmallVec<[&'a Expr; 8]>,
+        mutable: &HashSet<String>,
+    ) -> Option<bool> {
+        let mut stable = match e.node() {
+            ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+            _ => !crate::origin::is_fault_division(e),
+        };
+        for c in e.children() {
+            stable &= collect(c, out, mutable)?;
+        }
+        if bindable(e) {
+            if stable || out.len() == out.inline_size() {
+                return None;
+            }
+            out.push(e);
+        }
+        Some(stable)
+    }
+    let mut nodes: SmallVec<[&Expr; 8]> = SmallVec::new();
+    for e in own_exprs(s) {
+        if collect(e, &mut nodes, mutable).is_none() {
+            return true;
+        }
+    }
+    nodes.iter().enumerate().any(|(i, a)| nodes[i + 1..].iter().any(|b| a == b))
+}
+
 /// True if `e` occurs in `x` (or is `x`).
 fn contains(x: &Expr, e: &Expr) -> bool {
     x == e || x.children().iter().any(|c| contains(c, e))
@@ -334,6 +371,11 @@ impl Repeats {
         skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
     ) -> Option<(Expr, bool)> {
+        // Most statements of unrolled code (`acc = fma(x, y, acc)`) have a few bindable
+        // nodes, none stable and none repeated: no candidate, found without the maps.
+        if start == k && !may_have_candidate(&stmts[k], &self.mutable) {
+            return None;
+        }
         // One map for every search, cleared (a new one per statement was mostly allocation).
         let mut counts = std::mem::take(&mut counter.scratch);
         counts.clear();

@@ -32,15 +32,21 @@
 //! `(b + a) >> 2`). A unit only ever equals nodes of its own kind unless a rule inside its
 //! own scope fires (a scope that gets no hit is only rearranged), and the kinds are coarse
 //! (the ring and division class is one kind, `<` and `>` one, `<=` and `>=` one, since
-//! rules turn one into the other): two units of one kind in one scope count as an operand
-//! that occurs twice. A leaf repeated in different scopes (`(i >> 2) * 40 + (i & 3) * 8`,
-//! the index arithmetic of generated tiles) is no reason to build an e-graph.
+//! rules turn one into the other). Nor does a rule that gets no hit change the set of leaves
+//! a term holds (distribution copies one, factoring merges copies; only cancellation and
+//! absorption drop one, and they need a hit): two units of one kind over the same leaves in
+//! one scope count as an operand that occurs twice. Leaf sets are compared by a 128-bit
+//! fingerprint (equal sets, equal fingerprints; a collision only sends one more expression
+//! to egg). A leaf repeated in different scopes (`(i >> 2) * 40 + (i & 3) * 8`, the index
+//! arithmetic of generated tiles) is no reason to build an e-graph, nor are two comparisons
+//! of different values (`x < w && y < h`).
 //!
 //! An affine region (integer `+`, `-`, negation and multiplications by constants over atoms
 //! that cannot fail, `affine::is_affine_region`) has been through the affine normal form
 //! just before: its constants are folded, its equal terms merged, and its rebuilt form
 //! is taken whenever cheaper, so its constants and negations count for nothing here (what
-//! the ring rules could reach from it, the normal form has reached). `tests/simplify_gate.rs` checks the claim on
+//! the ring rules could reach from it, the normal form has reached), except a negated
+//! product by a constant, `-(x * c)`, which the rules fold into `x * -c`. `tests/simplify_gate.rs` checks the claim on
 //! random expressions against full e-graph runs.
 
 use hashbrown::HashSet;
@@ -115,8 +121,8 @@ fn class(k: Kind) -> Option<Kind> {
 struct Scan {
     /// Leaves by scope.
     leaves: HashSet<(u32, Expr)>,
-    /// Units (operator operands of another scope) by scope and kind.
-    units: HashSet<(u32, Kind)>,
+    /// Units (operator operands of another scope) by scope, kind and leaf fingerprint.
+    units: HashSet<(u32, Kind, u128)>,
     scopes: u32,
     builtins: Vec<(Builtin, u8)>,
     /// Constants seen per region, and whether the region is affine (its constants are
@@ -132,7 +138,7 @@ pub fn egg_may_help(e: &Expr) -> bool {
         return false;
     }
     let mut s = Scan::default();
-    scan(e, None, None, 0, &mut s);
+    let _ = scan(e, None, None, 0, &mut s);
     if s.hit {
         return true;
     }
@@ -158,32 +164,38 @@ fn special(k: &Imm) -> bool {
 }
 
 /// The scope that operator `e` belongs to, given its parent's scope and kind: the parent's
-/// if both are of one class, else a new one, where `e` is a unit of the parent's scope.
-fn scope_of(e: &Expr, parent: Option<(u32, Kind)>, s: &mut Scan) -> u32 {
-    let Some(k) = kind(e) else { return parent.map_or(0, |p| p.0) };
+/// if both are of one class, else a new one (`e` is then a unit of the parent's scope).
+/// Returns the scope and whether it is new.
+fn scope_of(e: &Expr, parent: Option<(u32, Kind)>, s: &mut Scan) -> (u32, bool) {
+    let Some(k) = kind(e) else { return (parent.map_or(0, |p| p.0), false) };
     match parent {
-        Some((ps, pk)) if class(pk).is_some() && class(pk) == class(k) => ps,
+        Some((ps, pk)) if class(pk).is_some() && class(pk) == class(k) => (ps, false),
         _ => {
-            if let Some((ps, _)) = parent {
-                // Two units of one kind in a scope may become equal: as a repeated operand.
-                if !s.units.insert((ps, k)) {
-                    s.hit = true;
-                }
-            }
             s.scopes += 1;
-            s.scopes
+            (s.scopes, true)
         }
     }
 }
 
+/// Two bits of a 128-bit set fingerprint for a leaf.
+fn leaf_bits(e: &Expr) -> u128 {
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(e, &mut h);
+    let h = std::hash::Hasher::finish(&h);
+    (1u128 << (h & 127)) | (1u128 << ((h >> 7) & 127))
+}
+
 /// Scans `e`, whose parent (if any) is of kind `pkind` in scope `pscope` and in the constant
-/// region `parent`.
-fn scan(e: &Expr, parent: Option<(Family, usize)>, pkind: Option<Kind>, pscope: u32, s: &mut Scan) {
-    if s.hit {
-        return;
-    }
-    if e.as_imm().is_some() {
-        return;
+/// region `parent`. Returns the fingerprint of the leaves under `e` (see [`leaf_bits`]).
+fn scan(
+    e: &Expr,
+    parent: Option<(Family, usize)>,
+    pkind: Option<Kind>,
+    pscope: u32,
+    s: &mut Scan,
+) -> u128 {
+    if s.hit || e.as_imm().is_some() {
+        return 0;
     }
     if !is_operator(e) {
         if let ExprNode::Builtin { kind, dim } = e.node() {
@@ -194,15 +206,43 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, pkind: Option<Kind>, pscope: 
         if !s.leaves.insert((pscope, e.clone())) {
             s.hit = true;
         }
-        return;
+        return leaf_bits(e);
     }
-    let scope = scope_of(e, pkind.map(|k| (pscope, k)), s);
+    let (scope, unit) = scope_of(e, pkind.map(|k| (pscope, k)), s);
     let my_kind = kind(e);
+    let leaves = scan_operator(e, parent, my_kind, scope, s);
+    if let (true, Some(_), Some(k)) = (unit, pkind, my_kind) {
+        // Two units of one kind over the same leaves in a scope may become equal: as a
+        // repeated operand.
+        if !s.units.insert((pscope, k, leaves)) {
+            s.hit = true;
+        }
+    }
+    leaves
+}
+
+/// [`scan`] of the operands of operator `e` (of kind `my_kind`, in `scope`).
+fn scan_operator(
+    e: &Expr,
+    parent: Option<(Family, usize)>,
+    my_kind: Option<Kind>,
+    scope: u32,
+    s: &mut Scan,
+) -> u128 {
     let in_affine = |p: Option<(Family, usize)>, s: &Scan| {
         p.is_some_and(|(f, r)| f == Family::Ring && s.regions[r].1)
     };
     let (op, a, b) = match e.node() {
         ExprNode::Binary { op, a, b } => (*op, a, b),
+        // The normal form writes a lone subtracted term as `-(x * c)`, which egg folds into
+        // the cheaper `x * -c`.
+        ExprNode::Unary { op: UnOp::Neg, a }
+            if matches!(a.node(), ExprNode::Binary { op: BinOp::Mul, a: x, b: y }
+                if x.as_imm().is_some() || y.as_imm().is_some()) =>
+        {
+            s.hit = true;
+            return 0;
+        }
         // A negation inside an affine region is one of its terms' signs.
         ExprNode::Unary { op: UnOp::Neg, a } if in_affine(parent, s) => {
             return scan(a, parent, my_kind, scope, s);
@@ -215,7 +255,7 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, pkind: Option<Kind>, pscope: 
         _ => {
             // Unary operators, select, min and max.
             s.hit = true;
-            return;
+            return 0;
         }
     };
     let ty = a.ty().scalar().unwrap_or(Scalar::Bool);
@@ -233,6 +273,7 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, pkind: Option<Kind>, pscope: 
         None
     };
     let affine = in_affine(region, s);
+    let mut leaves = 0;
     for c in [a, b] {
         match c.as_imm() {
             // The normal form has folded, merged and dropped what these constants allow.
@@ -246,7 +287,8 @@ fn scan(e: &Expr, parent: Option<(Family, usize)>, pkind: Option<Kind>, pscope: 
                     }
                 }
             }
-            None => scan(c, region, my_kind, scope, s),
+            None => leaves |= scan(c, region, my_kind, scope, s),
         }
     }
+    leaves
 }
