@@ -181,6 +181,10 @@ struct Replace<'a> {
     counts: Option<&'a mut ExprMap<usize>>,
     /// The kernel's mutable variables (what [`count_stmt`] needs to know what it counts).
     mutable: &'a HashSet<String>,
+    /// For a stable `from`: the occurrences by statement, so that a statement without one
+    /// is not walked (a value bound at the top of a kernel and used at its end would
+    /// otherwise walk everything in between, once per binding).
+    counter: Option<&'a mut Counter>,
 }
 
 impl Mutator for Replace<'_> {
@@ -219,6 +223,12 @@ impl Mutator for Replace<'_> {
             || self.own_only && (self.depth > 0 || matches!(s.node(), StmtNode::While { .. }))
         {
             return s.clone();
+        }
+        // Counted as `count_expr` counts: every occurrence of a stable node.
+        if let Some(c) = self.counter.as_deref_mut() {
+            if c.of(s, self.mutable).get(self.from).is_none_or(|&n| n == 0) {
+                return s.clone();
+            }
         }
         self.depth += 1;
         let r = walk_mutate_stmt(self, s);
@@ -340,6 +350,7 @@ impl Repeats {
             left,
             counts: later.as_mut(),
             mutable: &self.mutable,
+            counter: stable.then_some(&mut self.counter),
         };
         for t in &mut out[from..end] {
             if r.left == Some(0) {
