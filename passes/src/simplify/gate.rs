@@ -50,7 +50,7 @@
 //! `tests/simplify_gate.rs` checks the claim on random expressions against full e-graph
 //! runs. One known gap, older than scopes: a leading negated atom with a scaled term
 //! (`-x - y * 3`, which egg turns into `y * -3 - x`, one node fewer) is left as it is; the
-//! property tests compare only the cases they are about.
+//! scope property test compares only the cases scopes decide (a leaf repeats).
 
 use hashbrown::HashSet;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Scalar, UnOp};
