@@ -65,7 +65,15 @@ fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
 /// True for expressions worth a binding: operators, casts, loads and calls of a scalar type
 /// a `let` can hold (f16 is storage only).
 fn bindable(e: &Expr) -> bool {
-    !e.children().is_empty() && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
+    // Asked of every node of every search: the operands are not listed just to see whether
+    // there are any.
+    let has_operands = match e.node() {
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => false,
+        ExprNode::Intrinsic { args, .. } => !args.is_empty(),
+        ExprNode::Vector { elems, .. } => !elems.is_empty(),
+        _ => true,
+    };
+    has_operands && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
 }
 
 /// Counts the bindable subexpressions of `e` into `counts`, listing each new one in `order`
