@@ -9,52 +9,26 @@
 //!   build (issue 24's target: at most 5 ms);
 //!
 //! then a closing line per kernel with the median of 21 runs of each stage and, for the
-//! pipeline, the share of each pass (`PassManager::run_timed`, as `kiln opt --time-passes`).
+//! pipeline, a table of every step's median and share (`PassManager::run_timed`, as `kiln
+//! opt --time-passes`).
 //! Every stage's output is checked once first (it builds, verifies and is not empty).
 //!
 //! `cargo bench --bench jit_compile -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kiln::backends::{ptx, x86};
 use kiln::generator::{GemmConfig, GemmProblem};
-use kiln::ir::{parse_module, Kernel, Scalar, Verified};
-use kiln::passes::manager::Step;
-use kiln::passes::pipeline::{default_pipeline, optimize};
+use kiln::ir::{parse_module, Scalar, Verified};
+use kiln::passes::pipeline::optimize;
 use kiln::runtime::device::registry::{open, OpenOptions};
 
 const STENCIL: &str = include_str!("../examples/stencil2d.kir");
 
 #[path = "common/timing.rs"]
 mod timing;
-use timing::{median21, ms};
-
-/// The pipeline's passes by share of its time (medians of 21 runs per step).
-fn pass_shares(k: &Kernel) -> String {
-    let pm = default_pipeline();
-    let runs: Vec<_> = (0..21).map(|_| pm.run_timed(k).expect("pipeline runs").1).collect();
-    let steps = runs[0].entries.len();
-    let mut med: Vec<(String, Duration)> = (0..steps)
-        .map(|i| {
-            let mut t: Vec<Duration> = runs.iter().map(|r| r.entries[i].time).collect();
-            t.sort();
-            let name = match runs[0].entries[i].step {
-                Step::Pass(p) => format!("#{} {p}", i + 1),
-                Step::Verify(p) => format!("#{} verify {p}", i + 1),
-            };
-            (name, t[10])
-        })
-        .collect();
-    let total: Duration = med.iter().map(|m| m.1).sum();
-    med.sort_by_key(|m| std::cmp::Reverse(m.1));
-    med.iter()
-        .take(4)
-        .map(|(s, t)| format!("{s} {:.0}%", 100.0 * t.as_secs_f64() / total.as_secs_f64()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
+use timing::{median21, ms, pass_table};
 
 fn gemm(c: &mut Criterion) {
     let problem =
@@ -92,7 +66,7 @@ fn gemm(c: &mut Criterion) {
     g.finish();
     println!(
         "\njit_gemm_4096 medians of 21: generate {:.2} ms, -O {:.2} ms, PTX {:.2} ms, all three \
-         {:.2} ms; -O's largest steps: {}",
+         {:.2} ms; -O by step:\n{}",
         ms(median21(|| {
             black_box(problem.generate(&cfg).expect("ok"));
         })),
@@ -105,7 +79,7 @@ fn gemm(c: &mut Criterion) {
         ms(median21(|| {
             black_box(all());
         })),
-        pass_shares(&k)
+        pass_table(&k)
     );
 }
 
@@ -129,7 +103,7 @@ fn stencil(c: &mut Criterion) {
     g.finish();
     println!(
         "\njit_stencil medians of 21: -O {:.3} ms, x86 codegen {:.3} ms, device build {:.3} ms; \
-         -O's largest steps: {}",
+         -O by step:\n{}",
         ms(median21(|| {
             black_box(optimize(&k));
         })),
@@ -139,7 +113,7 @@ fn stencil(c: &mut Criterion) {
         ms(median21(|| {
             black_box(build());
         })),
-        pass_shares(&k)
+        pass_table(&k)
     );
 }
 

@@ -2,7 +2,7 @@
 //! (`kiln gen tc-gemm 4096 4096 4096`, the default blocking, bf16 in and out, with and
 //! without the fused bias + relu + scale epilogue): the generator, the `-O` pipeline, PTX
 //! emission, and all three (the issue's target: at most 5 ms), with a closing line of the
-//! medians of 21 runs. Each stage's output is checked once first.
+//! medians of 21 runs and the `-O` pipeline's time by step. Each stage's output is checked once first.
 //!
 //! `cargo bench --bench jit_tc -- --warm-up-time 1 --measurement-time 3`
 
@@ -16,7 +16,7 @@ use kiln::passes::pipeline::optimize;
 
 #[path = "common/timing.rs"]
 mod timing;
-use timing::{median21, ms};
+use timing::{median21, ms, pass_table};
 
 fn tc(c: &mut Criterion) {
     let cfg = TcConfig::default();
@@ -45,7 +45,7 @@ fn tc(c: &mut Criterion) {
         g.finish();
         println!(
             "\n{name} medians of 21: generate {:.2} ms, -O {:.2} ms, PTX {:.2} ms, all three \
-             {:.2} ms",
+             {:.2} ms; -O by step:\n{}",
             ms(median21(|| {
                 black_box(p.generate(&cfg).expect("ok"));
             })),
@@ -58,6 +58,7 @@ fn tc(c: &mut Criterion) {
             ms(median21(|| {
                 black_box(all());
             })),
+            pass_table(&k),
         );
     }
 }

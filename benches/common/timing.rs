@@ -3,6 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use kiln::ir::Kernel;
+use kiln::passes::manager::Step;
+use kiln::passes::pipeline::default_pipeline;
+
 /// The median of 21 timed runs of `f`.
 pub fn median21(mut f: impl FnMut()) -> Duration {
     let mut t: Vec<Duration> = (0..21)
@@ -19,4 +23,30 @@ pub fn median21(mut f: impl FnMut()) -> Duration {
 /// `d` in milliseconds.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// Every step of the `-O` pipeline on `k`, in pipeline order, with the median of 21 runs of
+/// each and its share of their sum (`PassManager::run_timed`, as `kiln opt --time-passes`
+/// reports one run), one step per line.
+pub fn pass_table(k: &Kernel) -> String {
+    let pm = default_pipeline();
+    let runs: Vec<_> = (0..21).map(|_| pm.run_timed(k).expect("pipeline runs").1).collect();
+    let med: Vec<(String, Duration)> = (0..runs[0].entries.len())
+        .map(|i| {
+            let mut t: Vec<Duration> = runs.iter().map(|r| r.entries[i].time).collect();
+            t.sort();
+            let name = match runs[0].entries[i].step {
+                Step::Pass(p) => format!("#{} {p}", i + 1),
+                Step::Verify(p) => format!("#{} verify {p}", i + 1),
+            };
+            (name, t[10])
+        })
+        .collect();
+    let total: Duration = med.iter().map(|m| m.1).sum();
+    let mut out = String::new();
+    for (s, t) in &med {
+        let share = 100.0 * t.as_secs_f64() / total.as_secs_f64();
+        out += &format!("  {s:<18} {:>7.3} ms {share:>5.1}%\n", ms(*t));
+    }
+    out + &format!("  {:<18} {:>7.3} ms (sum of the medians)", "total", ms(total))
 }

@@ -18,14 +18,33 @@ fn is_plain_leaf(e: &Expr) -> bool {
     matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_))
 }
 
+/// A value's binding: the variable and the depth of the block that bound it.
+type Binding = (Expr, usize);
+
 struct Cse {
     mutable: HashSet<String>,
-    scopes: Vec<ExprMap<Expr>>,
+    /// The innermost binding of each value in scope, with the depth of the block that made
+    /// it: one lookup per subexpression, where a map per block cost one per open block.
+    bound: ExprMap<Binding>,
+    /// Per open block, what its bindings replaced (to restore when it closes).
+    undo: Vec<Vec<(Expr, Option<Binding>)>>,
 }
 
 impl Cse {
     fn lookup(&self, e: &Expr) -> Option<Expr> {
-        self.scopes.iter().rev().find_map(|m| m.get(e).cloned())
+        self.bound.get(e).map(|(v, _)| v.clone())
+    }
+
+    /// Binds `value` to `var` in the innermost block, unless that block bound it already.
+    fn bind(&mut self, value: &Expr, var: Expr) {
+        let depth = self.undo.len();
+        if self.bound.get(value).is_some_and(|b| b.1 == depth) {
+            return;
+        }
+        let old = self.bound.insert(value.clone(), (var, depth));
+        if let Some(u) = self.undo.last_mut() {
+            u.push((value.clone(), old));
+        }
     }
 }
 
@@ -42,7 +61,7 @@ impl Mutator for Cse {
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let StmtNode::Block(stmts) = s.node() else { return walk_mutate_stmt(self, s) };
-        self.scopes.push(ExprMap::new());
+        self.undo.push(Vec::new());
         let mut changed = false;
         let mut out = Vec::with_capacity(stmts.len());
         for t in stmts {
@@ -50,14 +69,17 @@ impl Mutator for Cse {
             changed |= !t2.ptr_eq(t);
             if let StmtNode::Let { var, value } = t2.node() {
                 if !is_plain_leaf(value) && is_stable(value, &self.mutable) {
-                    if let Some(scope) = self.scopes.last_mut() {
-                        scope.entry(value.clone()).or_insert_with(|| var.expr());
-                    }
+                    self.bind(value, var.expr());
                 }
             }
             out.push(t2);
         }
-        self.scopes.pop();
+        for (value, old) in self.undo.pop().unwrap_or_default().into_iter().rev() {
+            match old {
+                Some(b) => self.bound.insert(value, b),
+                None => self.bound.remove(&value),
+            };
+        }
         if changed {
             Stmt::block(out)
         } else {
@@ -69,6 +91,7 @@ impl Mutator for Cse {
 /// Runs common subexpression elimination.
 pub fn cse(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    let k = Cse { mutable: mutable_names(k.body()), scopes: Vec::new() }.mutate_kernel(k);
+    let k = Cse { mutable: mutable_names(k.body()), bound: ExprMap::new(), undo: Vec::new() }
+        .mutate_kernel(k);
     repeats::bind_repeats(&k)
 }

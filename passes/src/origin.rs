@@ -15,7 +15,9 @@
 //! drop repeats (an equal load fails with the first) but must reach the distinct ones in
 //! the same order ([`same_fault_order`]); CSE, `mad` fusion and the simplifier keep it.
 
-use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
+use kiln_ir::{
+    walk_expr, walk_mutate_expr, walk_stmt, BinOp, Expr, ExprNode, Kernel, Mutator, Stmt, Visitor,
+};
 
 /// `k` with every fault site that has no [`Expr::origin`] yet given its own text as origin
 /// (its [`Expr::fault_site`]). The kernel means the same; running it twice changes nothing.
@@ -33,7 +35,36 @@ pub fn record_origins(k: &Kernel) -> Kernel {
             r
         }
     }
-    Record.mutate_kernel(&kiln_ir::depth::bound_kernel(k))
+    let k = kiln_ir::depth::bound_kernel(k);
+    // Most kernels have no such division (generated index arithmetic divides by constants),
+    // or have theirs named already (the pipeline records them, then the backend's vector
+    // lowering asks again): a read-only search is a fraction of a rebuilding walk.
+    if !has_unnamed_fault(&k) {
+        return k;
+    }
+    Record.mutate_kernel(&k)
+}
+
+/// True if some fault site of `k` has no [`Expr::origin`] yet.
+fn has_unnamed_fault(k: &Kernel) -> bool {
+    struct Find(bool);
+    impl Visitor for Find {
+        fn visit_expr(&mut self, e: &Expr) {
+            if self.0 || e.origin().is_none() && is_fault_division(e) {
+                self.0 = true;
+                return;
+            }
+            walk_expr(self, e)
+        }
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if !self.0 {
+                walk_stmt(self, s)
+            }
+        }
+    }
+    let mut f = Find(false);
+    f.visit_kernel(k);
+    f.0
 }
 
 /// True for an integer (or integer-vector) `/` or `%` whose divisor is not a non-zero

@@ -98,8 +98,9 @@ pub fn scalarize_vectors(k: &Kernel) -> Kernel {
 
 struct Lower {
     keep_memory: bool,
-    /// Each vector variable's lane variables.
-    lanes: HashMap<String, Vec<Var>>,
+    /// Each vector variable's lane variables, as expressions: unrolled code reads the lanes
+    /// of a loaded vector many times, and a new handle per read was much of this pass.
+    lanes: HashMap<String, Vec<Expr>>,
     taken: HashSet<String>,
     /// Per base name, where [`Lower::fresh`]'s search for an unused suffix resumes.
     next: HashMap<String, usize>,
@@ -138,7 +139,7 @@ impl Lower {
         let n = e.ty().lanes() as usize;
         match e.node() {
             ExprNode::Var(v) => match self.lanes.get(v.name()) {
-                Some(ls) => ls.iter().map(Var::expr).collect(),
+                Some(ls) => ls.clone(),
                 None => (0..n as u8).map(|k| e.extract(k)).collect(),
             },
             ExprNode::VecLoad { buf, index, lanes } => {
@@ -221,7 +222,7 @@ impl Lower {
                     // loaded vectors) is its lane variable, without listing every lane.
                     if let Some(v) = a.as_var().and_then(|v| self.0.lanes.get(v.name())) {
                         if let Some(x) = v.get(*lane as usize) {
-                            return x.expr();
+                            return x.clone();
                         }
                     }
                     let ls = self.0.lanes(a, self.1);
@@ -263,7 +264,7 @@ impl Lower {
                 for (v, x) in vars.iter().zip(ls) {
                     out.push(if mutable { Stmt::decl(v, x) } else { Stmt::let_(v, x) });
                 }
-                self.lanes.insert(var.name().to_string(), vars);
+                self.lanes.insert(var.name().to_string(), vars.iter().map(Var::expr).collect());
             }
             StmtNode::Assign { var, value } if var.ty().is_vector() => {
                 // All lanes are computed before any is assigned: a lane may read another.
@@ -281,7 +282,7 @@ impl Lower {
                     })
                     .collect();
                 let vars = self.lanes.get(var.name()).cloned().unwrap_or_default();
-                for (v, x) in vars.iter().zip(tmps) {
+                for (v, x) in vars.iter().filter_map(Expr::as_var).zip(tmps) {
                     out.push(Stmt::assign(v, x));
                 }
             }

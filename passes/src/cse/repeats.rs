@@ -38,30 +38,42 @@ use kiln_ir::{
     Stmt, StmtNode, Type, Var,
 };
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::simplify::may_fail;
 use crate::util::{all_names, is_stable, mutable_names};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
 /// exactly once per execution of `s`.
-fn own_exprs(s: &Stmt) -> Vec<&Expr> {
+fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
+    // Asked for every statement of every candidate search: no allocation for the usual one
+    // to three expressions.
     match s.node() {
         StmtNode::Let { value, .. }
         | StmtNode::Decl { init: value, .. }
-        | StmtNode::Assign { value, .. } => vec![value],
+        | StmtNode::Assign { value, .. } => smallvec![value],
         StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
-            vec![index, value]
+            smallvec![index, value]
         }
-        StmtNode::If { cond, .. } => vec![cond],
-        StmtNode::For { lo, hi, step, .. } => vec![lo, hi, step],
+        StmtNode::If { cond, .. } => smallvec![cond],
+        StmtNode::For { lo, hi, step, .. } => smallvec![lo, hi, step],
         StmtNode::Call { args, .. } => args.iter().collect(),
-        StmtNode::While { .. } | StmtNode::Alloc { .. } | StmtNode::Block(_) => Vec::new(),
+        StmtNode::While { .. } | StmtNode::Alloc { .. } | StmtNode::Block(_) => SmallVec::new(),
     }
 }
 
 /// True for expressions worth a binding: operators, casts, loads and calls of a scalar type
 /// a `let` can hold (f16 is storage only).
 fn bindable(e: &Expr) -> bool {
-    !e.children().is_empty() && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
+    // Asked of every node of every search: the operands are not listed just to see whether
+    // there are any.
+    let has_operands = match e.node() {
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => false,
+        ExprNode::Intrinsic { args, .. } => !args.is_empty(),
+        ExprNode::Vector { elems, .. } => !elems.is_empty(),
+        _ => true,
+    };
+    has_operands && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
 }
 
 /// Counts the bindable subexpressions of `e` into `counts`, listing each new one in `order`
@@ -104,6 +116,43 @@ fn count_into<'a>(
     (size, stable)
 }
 
+/// False only if statement `s` alone has no candidate for [`Repeats::candidate`]: its own
+/// expressions have no stable bindable node (which later statements could repeat) and no
+/// bindable node twice. Decided on a few nodes only; `true` for anything bigger.
+fn may_have_candidate(s: &Stmt, mutable: &HashSet<String>) -> bool {
+    /// Collects the bindable nodes of `e` and returns whether `e` is stable (as
+    /// [`count_into`] decides it); `None` at a stable bindable node or once there are more
+    /// nodes than fit.
+    fn collect<'a>(
+        e: &'a Expr,
+        out: &mut SmallVec<[&'a Expr; 8]>,
+        mutable: &HashSet<String>,
+    ) -> Option<bool> {
+        let mut stable = match e.node() {
+            ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+            _ => !crate::origin::is_fault_division(e),
+        };
+        for c in e.children() {
+            stable &= collect(c, out, mutable)?;
+        }
+        if bindable(e) {
+            if stable || out.len() == out.inline_size() {
+                return None;
+            }
+            out.push(e);
+        }
+        Some(stable)
+    }
+    let mut nodes: SmallVec<[&Expr; 8]> = SmallVec::new();
+    for e in own_exprs(s) {
+        if collect(e, &mut nodes, mutable).is_none() {
+            return true;
+        }
+    }
+    nodes.iter().enumerate().any(|(i, a)| nodes[i + 1..].iter().any(|b| a == b))
+}
+
 /// True if `e` occurs in `x` (or is `x`).
 fn contains(x: &Expr, e: &Expr) -> bool {
     x == e || x.children().iter().any(|c| contains(c, e))
@@ -114,14 +163,14 @@ fn contains(x: &Expr, e: &Expr) -> bool {
 /// operator), or `None` if `s` does not evaluate `e`.
 fn failing_before(s: &Stmt, e: &Expr) -> Option<Vec<Expr>> {
     let mut out = Vec::new();
-    let mut level: Vec<&Expr> = own_exprs(s);
+    let mut level: SmallVec<[&Expr; 3]> = own_exprs(s);
     loop {
         let at = level.iter().position(|x| contains(x, e))?;
         out.extend(level[..at].iter().filter(|x| may_fail(x)).map(|x| (*x).clone()));
         if level[at] == e {
             return Some(out);
         }
-        level = level[at].children().into_iter().collect();
+        level = level[at].children();
     }
 }
 
@@ -140,6 +189,10 @@ struct Replace<'a> {
     counts: Option<&'a mut ExprMap<usize>>,
     /// The kernel's mutable variables (what [`count_stmt`] needs to know what it counts).
     mutable: &'a HashSet<String>,
+    /// For a stable `from`: the occurrences by statement, so that a statement without one
+    /// is not walked (a value bound at the top of a kernel and used at its end would
+    /// otherwise walk everything in between, once per binding).
+    counter: Option<&'a mut Counter>,
 }
 
 impl Mutator for Replace<'_> {
@@ -178,6 +231,12 @@ impl Mutator for Replace<'_> {
             || self.own_only && (self.depth > 0 || matches!(s.node(), StmtNode::While { .. }))
         {
             return s.clone();
+        }
+        // Counted as `count_expr` counts: every occurrence of a stable node.
+        if let Some(c) = self.counter.as_deref_mut() {
+            if c.of(s, self.mutable).get(self.from).is_none_or(|&n| n == 0) {
+                return s.clone();
+            }
         }
         self.depth += 1;
         let r = walk_mutate_stmt(self, s);
@@ -299,6 +358,7 @@ impl Repeats {
             left,
             counts: later.as_mut(),
             mutable: &self.mutable,
+            counter: stable.then_some(&mut self.counter),
         };
         for t in &mut out[from..end] {
             if r.left == Some(0) {
@@ -330,6 +390,11 @@ impl Repeats {
         skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
     ) -> Option<(Expr, bool)> {
+        // Most statements of unrolled code (`acc = fma(x, y, acc)`) have a few bindable
+        // nodes, none stable and none repeated: no candidate, found without the maps.
+        if start == k && !may_have_candidate(&stmts[k], &self.mutable) {
+            return None;
+        }
         // One map for every search, cleared (a new one per statement was mostly allocation).
         let mut counts = std::mem::take(&mut counter.scratch);
         counts.clear();

@@ -141,6 +141,62 @@ impl Affine {
         Expr::int(self.ty, v as i128)
     }
 
+    /// The [`Cost`](super::Cost) of [`Affine::rebuild`]'s result, computed as it builds.
+    fn rebuilt_cost(&self) -> u64 {
+        // (magnitude, cost of the added atoms and their count, the same of the subtracted)
+        let mut groups: Vec<(u64, u64, u64, u64, u64)> = Vec::new();
+        for (t, c) in &self.terms {
+            if *c == 0 {
+                continue;
+            }
+            let (neg, m) = self.signed(*c);
+            let g = match groups.iter().position(|g| g.0 == m) {
+                Some(i) => i,
+                None => {
+                    groups.push((m, 0, 0, 0, 0));
+                    groups.len() - 1
+                }
+            };
+            let tc = expr_cost(t);
+            if neg {
+                groups[g].3 += tc;
+                groups[g].4 += 1;
+            } else {
+                groups[g].1 += tc;
+                groups[g].2 += 1;
+            }
+        }
+        // A multiplication (3) and its constant (1) unless the magnitude is one.
+        let scale = |m: u64| if m == 1 { 0 } else { 4 };
+        let mut acc: Option<u64> = None;
+        let mut minus: Vec<u64> = Vec::new();
+        for (m, pc, pn, nc, nn) in groups {
+            if pn == 0 {
+                // The subtracted atoms summed (one `+` fewer than atoms), then scaled.
+                minus.push(nc + (nn - 1) + scale(m));
+                continue;
+            }
+            // The added atoms summed, the subtracted ones subtracted, then scaled.
+            let g = pc + (pn - 1) + nc + nn + scale(m);
+            acc = Some(match acc {
+                None => g,
+                Some(a) => a + 1 + g,
+            });
+        }
+        if acc.is_none() && !minus.is_empty() && self.k != 0 {
+            return 1 + minus.iter().sum::<u64>() + minus.len() as u64;
+        }
+        for t in minus {
+            // A negation or a subtraction.
+            acc = Some(acc.map_or(1 + t, |a| a + 1 + t));
+        }
+        match acc {
+            None => 1,
+            Some(a) if self.k == 0 => a,
+            Some(a) => a + 2,
+        }
+    }
+
     /// The sum rebuilt: terms grouped by coefficient magnitude in order of first appearance
     /// (`(a + b - c) * 4`), then the constant (subtracted when negative).
     fn rebuild(&self) -> Expr {
@@ -212,8 +268,20 @@ fn region(e: &Expr) -> Option<Expr> {
     let ty = e.ty().scalar()?;
     let mut s = Affine::new(ty);
     s.add(e, 1)?;
+    // Most regions of generated kernels are in normal form already: their rebuilt form
+    // would cost as much. Its cost is known without building it (and dropping it).
+    let cost = expr_cost(e);
+    let rebuilt = s.rebuilt_cost();
+    if cfg!(debug_assertions) {
+        // Tests check the count against the real thing on every region.
+        let r = s.rebuild();
+        assert_eq!(expr_cost(&r), rebuilt, "the rebuilt cost of {e}: {r}");
+    }
+    if rebuilt >= cost {
+        return None;
+    }
     let r = s.rebuild();
-    (expr_cost(&r) < expr_cost(e) && r.ty() == e.ty()).then_some(r)
+    (r.ty() == e.ty()).then_some(r)
 }
 
 struct Normalize;
