@@ -7,9 +7,8 @@
 //! PyPI); it must know the extension (SPIRV-Tools 2023.4 or newer), else the tests skip
 //! through `kiln_ir::testing::require` (fail under `KILN_REQUIRE_TOOLS`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use kiln_backends::spirv::{emit, Flavour, SpirvModule};
 use kiln_ir::{parse_module, Kernel};
@@ -58,25 +57,9 @@ fn version(val: &Path) -> Result<(u32, u32), String> {
 
 /// Runs the validator on `m`.
 fn validate(val: &Path, m: &SpirvModule, k: &Kernel) -> Result<(), String> {
-    let mut child = Command::new(val)
-        .args(["--target-env", m.flavour.target_env(), "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", val.display()))?;
-    child.stdin.take().unwrap().write_all(&m.to_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "spirv-val rejects `{}`:\n{}{}\n{k}\n{}",
-        k.name(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        m.disassemble()
-    ))
+    m.validate(val).map_err(|why| {
+        format!("spirv-val rejects `{}`:\n{why}\n{k}\n{}", k.name(), m.disassemble())
+    })
 }
 
 fn kernel(src: &str) -> Kernel {

@@ -4,9 +4,7 @@
 //! The validator is `$KILN_SPIRV_VAL` (set by `cargo xtask test`); without it the tests
 //! skip with a message, unless `KILN_REQUIRE_TOOLS` is set, when they fail.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
 
 use kiln_backends::spirv::{emit, Flavour};
 use kiln_ir::testing::{seeded_cases, GenConfig};
@@ -17,29 +15,16 @@ fn validator() -> Option<PathBuf> {
 }
 
 /// Emits and validates `k` in `flavour`; returns the validator's complaint, if any.
-fn check(val: &PathBuf, k: &Kernel, flavour: Flavour) -> Result<(), String> {
+fn check(val: &Path, k: &Kernel, flavour: Flavour) -> Result<(), String> {
     let m = emit(k, flavour).map_err(|e| e.to_string())?;
-    let mut child = Command::new(val)
-        .args(["--target-env", flavour.target_env(), "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", val.display()))?;
-    child.stdin.take().unwrap().write_all(&m.to_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "spirv-val ({flavour:?}) rejects `{}`:\n{}{}\n{}\n{}",
+    m.validate(val).map_err(|why| {
+        format!(
+            "spirv-val ({flavour:?}) rejects `{}`:\n{why}\n{}\n{}",
             k.name(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
             k,
             m.disassemble().chars().take(4000).collect::<String>()
-        ))
-    }
+        )
+    })
 }
 
 /// The documented rejections: f64 transcendentals on Vulkan; f16 and 64-bit atomics on
@@ -113,7 +98,7 @@ fn hand_cases_validate_in_both_flavours() {
 /// Emits `kernels` in both flavours and validates every module emitted; a refusal must be
 /// documented ([`documented_rejection`]). Returns how many each flavour refused (Vulkan,
 /// OpenCL), so that a backend that starts refusing more fails its bound.
-fn validate_counting(val: &PathBuf, kernels: impl Iterator<Item = Kernel>) -> [usize; 2] {
+fn validate_counting(val: &Path, kernels: impl Iterator<Item = Kernel>) -> [usize; 2] {
     let mut refused = [0; 2];
     for k in kernels {
         for (i, f) in [Flavour::Vulkan, Flavour::OpenCl].into_iter().enumerate() {

@@ -192,6 +192,34 @@ impl SpirvModule {
         self.words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 
+    /// Runs the SPIR-V validator at `spirv_val` (`spirv-val` of SPIRV-Tools) on this module
+    /// for its flavour's target environment: `Err` holds what the validator printed, or why
+    /// it could not run.
+    pub fn validate(&self, spirv_val: &std::path::Path) -> Result<(), String> {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(spirv_val)
+            .args(["--target-env", self.flavour.target_env(), "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", spirv_val.display()))?;
+        let fed = child.stdin.take().map(|mut i| i.write_all(&self.to_bytes()));
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("cannot run {}: {e}", spirv_val.display()))?;
+        match fed {
+            _ if out.status.success() => Ok(()),
+            Some(Err(e)) => Err(format!("cannot feed {}: {e}", spirv_val.display())),
+            _ => Err(format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )),
+        }
+    }
+
     /// A textual disassembly (rspirv's).
     pub fn disassemble(&self) -> String {
         match rspirv::dr::load_words(&self.words) {
