@@ -381,6 +381,43 @@ fn wild_indices_never_touch_host_memory() {
 }
 
 #[test]
+fn uniform_loads_under_a_mask_reach_uniform_division() {
+    // A load at a uniform index inside a divergent `if` whose batch has lane 0 inactive,
+    // divided by a constant: the division runs once, in a general-purpose register, on one
+    // lane's value. An 8-, 16- or 64-bit element was loaded into the active lanes only, and
+    // the division read inactive lane 0 (0 instead of the element). Every element width.
+    for t in ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "f32", "f64"] {
+        let k = kernel(&format!(
+            "kernel k(c: ptr<global, {t}>, x: ptr<global, f32>, o: ptr<global, u32>) {{
+               let i: u32 = global_id(0);
+               if x[i] > 0.0 {{ o[i] = (c[1] as u32) % 3u32 + (c[1] as u32) / 4u32 * 10u32; }}
+             }}"
+        ));
+        let s = Scalar::from_name(t).unwrap();
+        let c = if s.is_float() {
+            [Imm::float(s, 3.0), Imm::float(s, 17.0)]
+        } else {
+            [Imm::int(s, 3), Imm::int(s, 17)]
+        };
+        let x: Vec<f32> =
+            (0..16).map(|i| if i % 8 == 0 || i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+        let bufs = [
+            Buffer::from_imms(s, &c).unwrap(),
+            Buffer::from_slice(&x),
+            Buffer::zeroed(Scalar::U32, 16),
+        ];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let (r, want) = diff_opts(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs, true);
+        r.unwrap();
+        // 17 % 3 + 17 / 4 * 10 where the lane's `x` is positive.
+        let o = &want[2];
+        assert_eq!(o.get(1), Some(Imm::int(Scalar::U32, 42)), "{t}");
+        assert_eq!(o.get(10), Some(Imm::int(Scalar::U32, 42)), "{t}");
+        assert_eq!(o.get(0), Some(Imm::int(Scalar::U32, 0)), "{t}");
+    }
+}
+
+#[test]
 fn division_by_zero_and_min_by_minus_one() {
     for t in ["i8", "i16", "i32", "i64", "u8", "u32", "u64"] {
         for op in ["/", "%"] {

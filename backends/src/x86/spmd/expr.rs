@@ -194,9 +194,14 @@ impl V {
                     Kind::Div
                 }
             }
-            // (Each lane has its own private array.)
+            // (Each lane has its own private array.) Only 32-bit loads broadcast one element to
+            // every lane; narrower and 64-bit ones fill the active lanes alone, so their
+            // inactive lanes would not hold the value that uniform code (a division in a
+            // general-purpose register, say) reads from lane 0.
             ExprNode::Load { buf, index }
-                if self.kind(index) == Kind::Uniform && self.private(buf).is_none() =>
+                if self.kind(index) == Kind::Uniform
+                    && self.private(buf).is_none()
+                    && e.ty().scalar().is_some_and(|s| s.bits() == 32) =>
             {
                 Kind::Uniform
             }
