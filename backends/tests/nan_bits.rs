@@ -172,20 +172,9 @@ fn spirv_moves_floats_without_conversions() {
                 at += count.max(1);
             }
             if let Some(val) = &val {
-                let file = std::env::temp_dir()
-                    .join(format!("kiln-nan-bits-{}-{ty}-{flavour:?}.spv", std::process::id()));
-                std::fs::write(&file, m.to_bytes()).unwrap();
-                let out = std::process::Command::new(val)
-                    .args(["--target-env", flavour.target_env()])
-                    .arg(&file)
-                    .output()
-                    .expect("run spirv-val");
-                let _ = std::fs::remove_file(&file);
-                assert!(
-                    out.status.success(),
-                    "{ty} {flavour:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                if let Err(why) = m.validate(val) {
+                    panic!("{ty} {flavour:?}: {why}");
+                }
             }
         }
     }

@@ -381,15 +381,7 @@ impl X86Program {
                     ctx.span = n * l[0];
                     // SAFETY: the vector code reads the lane constant at the vector frame's
                     // start; every access is at a global_id(0) below `fit` (checked above).
-                    let stop = unsafe {
-                        let entry: VectorEntry =
-                            std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
-                        entry(
-                            &mut ctx,
-                            frames.as_mut_ptr() as *mut u8,
-                            vframe.as_mut_ptr() as *mut u8,
-                        )
-                    };
+                    let stop = unsafe { v.call(&mut ctx, frames, vframe) };
                     if stop != 0 {
                         return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
                     }
@@ -450,9 +442,6 @@ impl X86Program {
             } else if let Some(v) = vector.filter(|v| v.n_barriers > 0) {
                 self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
             } else if let Some(v) = vector {
-                // SAFETY: the vector code reads the lane constant at the vector frame's start.
-                let entry: VectorEntry =
-                    unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
                 let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
                 vframe[..8].copy_from_slice(&spmd::IOTA);
                 ctx.span = l[0];
@@ -462,13 +451,7 @@ impl X86Program {
                     ctx.global_id = [ctx.base[0], ctx.base[1] + y, ctx.base[2] + z];
                     // SAFETY: every access of the vector code is at global_id(0) of a
                     // buffer longer than the row's last global_id(0) (checked above).
-                    let stop = unsafe {
-                        entry(
-                            &mut ctx,
-                            frames.as_mut_ptr() as *mut u8,
-                            vframe.as_mut_ptr() as *mut u8,
-                        )
-                    };
+                    let stop = unsafe { v.call(&mut ctx, frames, vframe) };
                     if stop != 0 {
                         return Err(self.fault_at(&v.sites, &v.mems, &ctx, table, &ranges, start));
                     }

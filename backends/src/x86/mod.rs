@@ -302,6 +302,21 @@ struct SpmdCode {
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
 
+impl SpmdCode {
+    /// Calls the 8-lane code with the work-items' `frames` and the vector frame(s) `vframe`,
+    /// returning its stop word (non-zero: a fault or a limit, in `ctx`).
+    ///
+    /// # Safety
+    /// `vframe` is laid out as the code expects (the lane constant first; see `spmd/mod.rs`
+    /// and `generate_regions`), and every access the code makes unchecked is within its
+    /// buffer for the ids in `ctx` (the caller's bounds check).
+    unsafe fn call(&self, ctx: &mut Ctx, frames: &mut [u64], vframe: &mut [u32]) -> u64 {
+        // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs).
+        let entry = std::mem::transmute::<*const u8, VectorEntry>(self.code.addr());
+        entry(ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
+    }
+}
+
 impl fmt::Debug for X86Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("X86Program");

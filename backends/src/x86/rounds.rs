@@ -12,7 +12,7 @@ use std::time::Instant;
 use kiln_ir::launch::{Launch, LaunchError};
 
 use super::rt::{self, Ctx, MemRef};
-use super::{spmd, Entry, ScalarCode, SpmdCode, VectorEntry, X86Program};
+use super::{spmd, Entry, ScalarCode, SpmdCode, X86Program};
 
 impl X86Program {
     /// Runs one work-group (ids in `ctx`) of a kernel with barriers on the vector code.
@@ -39,9 +39,6 @@ impl X86Program {
             f[..8].copy_from_slice(&spmd::IOTA);
             f[spmd::RESUME_SLOT as usize / 4] = 0;
         }
-        // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs).
-        let entry: VectorEntry =
-            unsafe { std::mem::transmute::<*const u8, VectorEntry>(v.code.addr()) };
         // One call per row and round (per group when it has one row): the code runs the
         // row's batches one after the other (each in its own frame, see `next_batch_code`),
         // checking that each stops where the round's first batch stopped.
@@ -68,13 +65,7 @@ impl X86Program {
                 // constant, one after the other for the row's batches; the code checks its
                 // accesses (unchecked ones are at global_id(0) within the buffers, which
                 // the caller checked for the group).
-                let stop = unsafe {
-                    entry(
-                        ctx,
-                        frames.as_mut_ptr() as *mut u8,
-                        frames_of_row.as_mut_ptr() as *mut u8,
-                    )
-                };
+                let stop = unsafe { v.call(ctx, frames, frames_of_row) };
                 // The batch the code stopped in (its first work-item's local id).
                 let gid0 = ctx.global_id[0];
                 let b = ((gid0 - ctx.base[0]) / 8) as usize;
@@ -151,13 +142,9 @@ impl X86Program {
         ctx.span = l0;
         ctx.local_id = [0; 3];
         ctx.global_id = ctx.base;
-        // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs); the
-        // frames are as `generate_regions` says, and unchecked accesses are at
+        // SAFETY: the frames are as `generate_regions` says, and unchecked accesses are at
         // global_id(0) within the buffers (checked by the caller for the groups).
-        let stop = unsafe {
-            let entry: VectorEntry = std::mem::transmute::<*const u8, VectorEntry>(v.code.addr());
-            entry(ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
-        };
+        let stop = unsafe { v.call(ctx, frames, vframe) };
         if stop != 0 {
             return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
         }

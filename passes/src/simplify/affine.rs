@@ -141,22 +141,36 @@ impl Affine {
         Expr::int(self.ty, v as i128)
     }
 
-    /// The [`Cost`](super::Cost) of [`Affine::rebuild`]'s result, computed as it builds.
-    fn rebuilt_cost(&self) -> u64 {
-        // (magnitude, cost of the added atoms and their count, the same of the subtracted)
-        let mut groups: Vec<(u64, u64, u64, u64, u64)> = Vec::new();
+    /// The non-zero terms grouped by coefficient magnitude, as [`Affine::rebuild`] writes
+    /// them: the magnitudes in order of first appearance, and each term's group, whether it
+    /// is subtracted, and the term.
+    fn grouped(&self) -> (Vec<u64>, Vec<(usize, bool, &Expr)>) {
+        let mut mags: Vec<u64> = Vec::new();
+        let mut terms = Vec::with_capacity(self.terms.len());
         for (t, c) in &self.terms {
             if *c == 0 {
                 continue;
             }
             let (neg, m) = self.signed(*c);
-            let g = match groups.iter().position(|g| g.0 == m) {
+            let g = match mags.iter().position(|&x| x == m) {
                 Some(i) => i,
                 None => {
-                    groups.push((m, 0, 0, 0, 0));
-                    groups.len() - 1
+                    mags.push(m);
+                    mags.len() - 1
                 }
             };
+            terms.push((g, neg, t));
+        }
+        (mags, terms)
+    }
+
+    /// The [`Cost`](super::Cost) of [`Affine::rebuild`]'s result, computed as it builds.
+    fn rebuilt_cost(&self) -> u64 {
+        // (magnitude, cost of the added atoms and their count, the same of the subtracted)
+        let (mags, terms) = self.grouped();
+        let mut groups: Vec<(u64, u64, u64, u64, u64)> =
+            mags.into_iter().map(|m| (m, 0, 0, 0, 0)).collect();
+        for (g, neg, t) in terms {
             let tc = expr_cost(t);
             if neg {
                 groups[g].3 += tc;
@@ -201,19 +215,10 @@ impl Affine {
     /// (`(a + b - c) * 4`), then the constant (subtracted when negative).
     fn rebuild(&self) -> Expr {
         // (magnitude, added atoms, subtracted atoms)
-        let mut groups: Vec<(u64, Vec<Expr>, Vec<Expr>)> = Vec::new();
-        for (t, c) in &self.terms {
-            if *c == 0 {
-                continue;
-            }
-            let (neg, m) = self.signed(*c);
-            let g = match groups.iter().position(|g| g.0 == m) {
-                Some(i) => i,
-                None => {
-                    groups.push((m, Vec::new(), Vec::new()));
-                    groups.len() - 1
-                }
-            };
+        let (mags, terms) = self.grouped();
+        let mut groups: Vec<(u64, Vec<Expr>, Vec<Expr>)> =
+            mags.into_iter().map(|m| (m, Vec::new(), Vec::new())).collect();
+        for (g, neg, t) in terms {
             if neg {
                 groups[g].2.push(t.clone());
             } else {
