@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Issue 15's x86 ratios from one run of the criterion bench backends/benches/x86.rs.
+"""Issue 15's x86 ratios from one run of the criterion bench runtime/benches/x86.rs.
 
-Runs `cargo bench -p kiln-backends --bench x86` (extra arguments go to criterion, e.g.
+Runs `cargo bench -p kiln-runtime --bench x86` (extra arguments go to criterion, e.g.
 `--warm-up-time 1 --measurement-time 3`), then reads criterion's estimates of that run and
 prints every ratio the issue asks for, each against a reference measured in the same run:
 
@@ -76,7 +76,7 @@ def main():
             binary = ours[ours.index("--bench-binary") + 1]
             cmd = [binary, "--bench"] + extra
         else:
-            cmd = ["cargo", "bench", "-p", "kiln-backends", "--bench", "x86", "--"] + extra
+            cmd = ["cargo", "bench", "-p", "kiln-runtime", "--bench", "x86", "--"] + extra
         subprocess.run(cmd, cwd=ROOT, check=True)
         os.makedirs(CRIT, exist_ok=True)
         with open(RUN, "w") as f:

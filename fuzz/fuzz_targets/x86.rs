@@ -8,7 +8,8 @@
 //! here is a host crash the backend promised never to cause.
 #![no_main]
 
-use kiln_backends::x86::{compile, X86Options, X86RunOptions};
+use kiln_backends::x86::{compile, X86Options};
+use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{case_from_bytes, results_match, GenConfig};
 use kiln_ir::Scalar;
@@ -105,7 +106,7 @@ fuzz_target!(|data: &[u8]| {
         let p = compile(&case.kernel, &X86Options { optimize, scalar, ..X86Options::default() })
             .unwrap_or_else(|e| panic!("{e}\n{}", case.kernel));
         let mut got = case.buffers.clone();
-        let opts = X86RunOptions { max_loop_iterations: Some(10_000_000), ..X86RunOptions::default() };
+        let opts = CpuRunOptions { max_loop_iterations: Some(10_000_000), ..CpuRunOptions::default() };
         p.run_with(&case.range, &case.args, &mut got, &opts)
             .unwrap_or_else(|e| panic!("x86: {e}\n{}\n{}", case.kernel, p.disassemble()));
         if let Err(e) = results_match(&want, &got) {

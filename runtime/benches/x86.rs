@@ -18,7 +18,7 @@
 //!   scalar-only, against PTX emission of the same kernel.
 //!
 //! Every result is checked against the Rust loop, bit for bit, before anything is timed.
-//! Run with `cargo bench -p kiln-backends --bench x86`.
+//! Run with `cargo bench -p kiln-runtime --bench x86`.
 
 use std::hint::black_box;
 
@@ -27,6 +27,7 @@ use kiln_backends::{ptx, x86};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{parse_module, Kernel, Module, Scalar};
 use kiln_passes::fusion::{fuse_kernels, FusionSpec, RangeSpec};
+use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
 
 const CHAIN: &str = include_str!("x86_chain.kir");
 const CHAIN_SPEC: &str = include_str!("x86_chain.toml");
@@ -116,7 +117,7 @@ fn chain(c: &mut Criterion) {
         vec![Arg::Buffer(4), Arg::scalar(s), Arg::Buffer(5)],
         vec![Arg::Buffer(5), Arg::Buffer(1), Arg::Buffer(6)],
     ];
-    let none = x86::X86RunOptions::default();
+    let none = CpuRunOptions::default();
     let run_fused = |bufs: &mut [Buffer], t: usize| {
         fused.run_parallel(&range, &fused_args, bufs, t, &none).expect("runs")
     };

@@ -188,17 +188,17 @@ fn a_small_launch_runs_on_the_calling_thread() {
     let built = dev.build(&kiln_ir::Verified::kernel(k.clone()).unwrap(), &Default::default());
     let program = dev.load(&built.unwrap()).unwrap();
     let h = dev.kernel(&program, "mix").unwrap();
-    let items = kiln_backends::x86::INLINE_ITEMS as u32;
+    let items = kiln_runtime::device::cpu::INLINE_ITEMS as u32;
     let range = NdRange::new(&[items]).with_local(&[64]);
     let x = Buffer::from_slice(&(0..items).collect::<Vec<u32>>());
     let mut want = vec![x.clone()];
     run(&k, &range, &[Arg::Buffer(0)], &mut want).unwrap();
     for _ in 0..10 {
         let mut bufs = vec![x.clone()];
-        let before = kiln_backends::x86::lane_groups_on_this_thread();
+        let before = kiln_runtime::device::cpu::lane_groups_on_this_thread();
         dev.run(&h, &range, &[Arg::Buffer(0)], &mut bufs).unwrap();
         // Every group here, none handed to the (started) workers.
-        assert_eq!(kiln_backends::x86::lane_groups_on_this_thread() - before, 64);
+        assert_eq!(kiln_runtime::device::cpu::lane_groups_on_this_thread() - before, 64);
         assert_eq!(bufs, want);
     }
     assert_eq!(dev.workers_started(), 3);

@@ -9,6 +9,7 @@ use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{bits_match, nan_copy_case};
 use kiln_ir::Scalar;
+use kiln_runtime::device::cpu::CpuRun;
 
 const TYPES: [Scalar; 3] = [Scalar::F16, Scalar::F32, Scalar::F64];
 

@@ -6,6 +6,7 @@ use kiln_backends::amdgpu;
 use kiln_backends::x86::{self, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::parse_module;
+use kiln_runtime::device::cpu::CpuRun;
 
 const SRC: &str = "
 kernel axpy(a: ptr<global, i32>, b: ptr<global, i32>, out: ptr<global, i32>, s: i32) {

@@ -10,12 +10,13 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use kiln_backends::x86::{compile, X86Options, X86RunOptions};
+use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::interp::run;
 use kiln_ir::launch::LaunchError;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::{arb_kernel_with, results_match, GenConfig};
 use kiln_ir::{Imm, Kernel, Scalar};
+use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
 use proptest::prelude::*;
 
 fn kernel(src: &str) -> Kernel {
@@ -508,15 +509,15 @@ fn runaway_kernels_are_stopped() {
         kernel("kernel k(o: ptr<global, u32>) { var x: u32 = 0; while x < 1u32 { o[0] = x; } }");
     let p = compile(&k, &X86Options::default()).unwrap();
     let mut bufs = vec![Buffer::zeroed(Scalar::U32, 1)];
-    let opts = X86RunOptions { max_loop_iterations: Some(100_000), ..X86RunOptions::default() };
+    let opts = CpuRunOptions { max_loop_iterations: Some(100_000), ..CpuRunOptions::default() };
     let e = p.run_with(&NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs, &opts).unwrap_err();
     assert!(e.message.contains("limit"), "{e}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
-    let opts = X86RunOptions { deadline: Some(deadline), ..X86RunOptions::default() };
+    let opts = CpuRunOptions { deadline: Some(deadline), ..CpuRunOptions::default() };
     let e = p.run_with(&NdRange::new(&[1]), &[Arg::Buffer(0)], &mut bufs, &opts).unwrap_err();
     assert!(e.message.contains("time limit"), "{e}");
     let flag = Arc::new(AtomicBool::new(false));
-    let opts = X86RunOptions { cancel: Some(flag.clone()), ..X86RunOptions::default() };
+    let opts = CpuRunOptions { cancel: Some(flag.clone()), ..CpuRunOptions::default() };
     let setter = {
         let flag = flag.clone();
         std::thread::spawn(move || {
@@ -564,7 +565,7 @@ fn unchecked_builds_agree_on_correct_kernels_and_programs_are_send_sync() {
     results_match(&want, &got).unwrap();
     // Four threads, one group each.
     let mut par = bufs;
-    p.run_parallel(&NdRange::new(&[256]), &args, &mut par, 4, &X86RunOptions::default()).unwrap();
+    p.run_parallel(&NdRange::new(&[256]), &args, &mut par, 4, &CpuRunOptions::default()).unwrap();
     results_match(&want, &par).unwrap();
 }
 
@@ -621,7 +622,7 @@ fn check_case(case: &kiln_ir::testing::TestCase) -> Result<(), TestCaseError> {
             let m = results_match(&want, &got);
             prop_assert!(m.is_ok(), "{:?}\n{}\n{}", m, case.kernel, p.disassemble());
             let mut par = case.buffers.clone();
-            let r = p.run_parallel(&case.range, &case.args, &mut par, 3, &X86RunOptions::default());
+            let r = p.run_parallel(&case.range, &case.args, &mut par, 3, &CpuRunOptions::default());
             prop_assert!(r.is_ok(), "{:?}", r);
             // Groups run concurrently: only the atomic counters' order may differ, and the
             // generator's kernels use atomics order-independently.

@@ -17,6 +17,7 @@ use kiln_ir::launch::LaunchError;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::Kernel;
 use kiln_passes::manager::PassManager;
+use kiln_runtime::device::cpu::CpuRun;
 use proptest::prelude::*;
 
 /// Runs the source kernel `k` on the interpreter and `program` (built from `k` one way or

@@ -10,10 +10,11 @@ mod x86_common;
 
 use x86_common::{avx2, kernel};
 
-use kiln_backends::x86::{compile, lane_groups_on_this_thread, X86Options};
+use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
+use kiln_runtime::device::cpu::{lane_groups_on_this_thread, CpuRun};
 use proptest::prelude::*;
 
 /// Special values and the edges of each function's paths.

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kiln_backends::x86::WorkerPool;
+use kiln_runtime::device::cpu::WorkerPool;
 
 /// Which thread ran a task, by id.
 fn this_thread() -> std::thread::ThreadId {

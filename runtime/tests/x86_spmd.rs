@@ -16,6 +16,7 @@ use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::results_match;
 use kiln_ir::{Kernel, Scalar};
+use kiln_runtime::device::cpu::CpuRun;
 use proptest::prelude::*;
 
 /// Runs `k` on the interpreter, the scalar code and the vector code (plain and `-O`); all

@@ -10,9 +10,10 @@ mod x86_common;
 
 use x86_common::{avx2, f32s, kernel, three_ways};
 
-use kiln_backends::x86::{compile, X86Options, X86RunOptions};
+use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
+use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
 use proptest::prelude::*;
 
 #[test]
@@ -250,7 +251,7 @@ fn for_step_errors_and_limits() {
          }",
     );
     let args = [Arg::Buffer(0), Arg::scalar(0u32)];
-    let opts = X86RunOptions { max_loop_iterations: Some(10_000), ..X86RunOptions::default() };
+    let opts = CpuRunOptions { max_loop_iterations: Some(10_000), ..CpuRunOptions::default() };
     for scalar in [true, false] {
         let p = compile(&k, &X86Options { scalar, ..X86Options::default() }).unwrap();
         let mut bufs = [Buffer::zeroed(Scalar::U32, 32)];
@@ -402,9 +403,9 @@ fn which_kernels_have_vector_code() {
     for (k, range, args, bufs, groups) in cases {
         for optimize in [false, true] {
             let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
-            let before = kiln_backends::x86::lane_groups_on_this_thread();
+            let before = kiln_runtime::device::cpu::lane_groups_on_this_thread();
             p.run(&range, &args, &mut bufs.clone()).unwrap();
-            let ran = kiln_backends::x86::lane_groups_on_this_thread() - before;
+            let ran = kiln_runtime::device::cpu::lane_groups_on_this_thread() - before;
             assert_eq!(ran, groups, "groups on the lanes\n{k}");
         }
     }

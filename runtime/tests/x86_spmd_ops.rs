@@ -18,6 +18,7 @@ use x86_common::{avx2, fallback, kernel, three_ways};
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
+use kiln_runtime::device::cpu::CpuRun;
 use proptest::prelude::*;
 
 /// Interpreter, scalar code and vector code (plain and `-O`) agree, errors word for word,
@@ -285,10 +286,10 @@ fn images_keep_private_arrays_and_the_fma_feature() {
     let mut want = bufs();
     let want_r = kiln_ir::interp::run(&k, &r, &a, &mut want);
     let mut got = bufs();
-    let before = kiln_backends::x86::lane_groups_on_this_thread();
+    let before = kiln_runtime::device::cpu::lane_groups_on_this_thread();
     assert_eq!(q.run(&r, &a, &mut got), want_r);
     // Every group on the lanes (a private array's length fits their checks).
-    assert_eq!(kiln_backends::x86::lane_groups_on_this_thread() - before, 4);
+    assert_eq!(kiln_runtime::device::cpu::lane_groups_on_this_thread() - before, 4);
     kiln_ir::testing::results_match(&want, &got).unwrap();
     // Without fma, no feature beyond AVX2.
     let k = ops_kernel("private p: f32[4]; p[1] = a[i]; of[i] = p[1] * s;");

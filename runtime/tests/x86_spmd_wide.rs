@@ -19,6 +19,7 @@ use x86_common::{avx2, fallback, kernel, three_ways};
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
+use kiln_runtime::device::cpu::CpuRun;
 use proptest::prelude::*;
 
 const PARAMS: &str = "c8: ptr<global, i8>, e8: ptr<global, i8>, d8: ptr<global, u8>, \

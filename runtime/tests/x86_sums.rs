@@ -11,10 +11,11 @@ mod x86_common;
 
 use x86_common::kernel;
 
-use kiln_backends::x86::{compile, X86Options, X86Program, X86RunOptions};
+use kiln_backends::x86::{compile, X86Options, X86Program};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::results_match;
 use kiln_ir::Scalar;
+use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
 
 fn summed(src: &str) -> Vec<usize> {
     let k = kernel(src);
@@ -58,7 +59,7 @@ fn agree(src: &str, n: u32, local: u32, args: &[Arg], bufs: &[Buffer]) {
         let loaded = X86Program::from_image(&k, &built.to_image().unwrap()).unwrap();
         for (p, threads) in [(&built, 1usize), (&built, 2), (&loaded, 3), (&built, 4)] {
             let mut got = bufs.to_vec();
-            p.run_parallel(&r, args, &mut got, threads, &X86RunOptions::default()).unwrap();
+            p.run_parallel(&r, args, &mut got, threads, &CpuRunOptions::default()).unwrap();
             if let Err(m) = results_match(&want, &got) {
                 panic!("{m}\n{threads} threads\n{k}");
             }

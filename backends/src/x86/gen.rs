@@ -15,18 +15,22 @@ pub(crate) type AsmResult<T> = Result<T, IcedError>;
 
 /// Where a memory object's elements are.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum MemKind {
+pub enum MemKind {
     /// Entry of the context's memory table (global parameters, local arrays).
     Table(u32),
-    /// In the work-item's frame.
+    /// In the work-item's frame: `count` elements at byte offset `off`.
+    #[allow(missing_docs)]
     Private { off: i32, count: u32 },
 }
 
 /// A memory object the kernel names.
 #[derive(Clone, Debug)]
-pub(crate) struct MemInfo {
+pub struct MemInfo {
+    /// The name the kernel gives it.
     pub name: String,
+    /// Its element type.
     pub elem: Scalar,
+    /// Where its elements are.
     pub kind: MemKind,
     /// For global parameters, the parameter's position.
     pub param: Option<usize>,
@@ -47,7 +51,8 @@ impl MemInfo {
 
 /// A place in the code that can fault, for the error message.
 #[derive(Clone, Debug)]
-pub(crate) enum Site {
+#[allow(missing_docs)] // the variants' fields are named in their docs
+pub enum Site {
     /// A load, store or atomic (`what`) of memory `mem`, with an index of signed type or not.
     Access { what: &'static str, mem: u32, signed: bool },
     /// An integer division or remainder; `expr` names it as the interpreter does

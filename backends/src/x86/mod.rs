@@ -1,9 +1,13 @@
 //! x86-64 machine code for kiln kernels, assembled in-process with iced-x86 (no LLVM, no
 //! external assembler).
 //!
-//! [`compile`] lowers a verified kernel to one native function that runs one work-item of a
-//! work-group from its resume point to the next barrier or the end; [`X86Program::run`]
-//! drives it over an nd-range with the interpreter's call shape, schedule and errors.
+//! [`compile`] lowers a verified kernel to a code object, an [`X86Program`]: one native
+//! function that runs one work-item of a work-group from its resume point to the next
+//! barrier or the end (the scalar code), 8-lane code where the kernel allows it, and the
+//! tables and calling convention ([`abi`]) an executor needs to run them. The executor
+//! (threads, the launch of work-groups, barrier rounds, fault reports) is the cpu device's,
+//! in `kiln_runtime::device::cpu`, which runs a program over an nd-range with the
+//! interpreter's call shape, schedule and errors.
 //!
 //! ## Design
 //!
@@ -35,7 +39,7 @@
 //!   Kernels with barriers run groups of one row as region loops when the control
 //!   around their barriers is the same in the whole group (`spmd/region.rs`: the code
 //!   between barriers loops over the batches, several groups per call), other groups batch
-//!   by batch, round by round (`rounds.rs`).
+//!   by batch, round by round (the executor's rounds).
 //!   A group runs on the lanes when the CPU has AVX2, `local_size(0)` is a multiple of 8
 //!   and its buffers fit (see docs/cpu.md); otherwise the scalar code runs it. 1-D launches
 //!   without local arrays or group-dependent ids run up to 2^16 work-items of consecutive
@@ -63,62 +67,48 @@
 //! (an error) and handle `i64::MIN / -1` (wraps) before `idiv` could fault. A runaway kernel
 //! is stopped by a back-edge counter: every loop iteration counts down a budget, and when
 //! it runs out a helper looks at the optional step limit, deadline and cancel flag
-//! ([`X86RunOptions`]). [`X86Options::unchecked`] drops the bounds checks: then a wild
+//! (the executor's run options). [`X86Options::unchecked`] drops the bounds checks: then a wild
 //! index reads or writes wherever it points, so it is for trusted kernels only.
 //!
 //! ## Concurrency
 //!
-//! An [`X86Program`] is `Send + Sync`. Every run builds its own context, frames and local
-//! block, so runs on different buffers may proceed on different threads at once, and
-//! [`X86Program::run_groups_raw`] runs a sub-range of the work-groups of one launch so that
-//! a thread pool can split a launch ([`X86Program::run_on`] does, on a [`WorkerPool`]).
-//! Atomics on buffers are lock-prefixed, so they are atomic across threads too, except in a
-//! launch that runs on one thread (`run`, or `run_on` a small range or a pool of one).
+//! An [`X86Program`] is `Send + Sync` and holds no run state: every call of its code gets
+//! its own context, frames and local block from the executor, so calls on different
+//! buffers, and calls for disjoint work-groups of one launch, may run on different threads
+//! at once. Atomics on buffers are lock-prefixed, so they are atomic across threads too,
+//! unless the context says that one thread runs the whole launch ([`abi::Ctx::alone`]).
 //!
 //! ```
 //! use kiln_backends::x86::{compile, X86Options};
-//! use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, NdRange};
 //! let m = kiln_ir::parse_module(
 //!     "kernel scale(x: ptr<global, f32>, a: f32) { let i: u32 = global_id(0); x[i] = x[i] * a; }",
 //! ).unwrap();
 //! let prog = compile(&m.kernels[0], &X86Options::default()).unwrap();
-//! let mut bufs = vec![Buffer::from_slice(&[1.0f32, 2.0, 3.0, 4.0])];
-//! prog.run(&NdRange::new(&[4]), &[Arg::Buffer(0), Arg::scalar(2.5f32)], &mut bufs).unwrap();
-//! assert_eq!(bufs[0].to_vec::<f32>(), Some(vec![2.5, 5.0, 7.5, 10.0]));
+//! assert!(prog.code_size() > 0);
+//! assert!(prog.disassemble().contains("; kernel `scale`"));
 //! ```
 
+pub mod abi;
 mod disasm;
 mod encode;
-mod exec;
 mod expr;
-mod fault;
 mod gen;
 mod image;
-mod launch;
-mod pool;
-mod rounds;
 mod rt;
 mod spmd;
 mod sums;
 mod vector;
 
 pub use image::cpu_has;
-pub use pool::WorkerPool;
 
 use std::fmt;
-use std::ops::Range;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, LaunchError, NdRange};
-use kiln_ir::{Kernel, Scalar, Verified};
+use kiln_ir::{Kernel, Verified};
 
 use crate::target::{verified_kernel, BackendError, Emitted, ErrorKind, Lowering, Target};
 
-use gen::{MemInfo, MemKind, Site};
-use launch::Bound;
-use rt::{Ctx, ExecCode, Limits, MemRef};
+use gen::MemInfo;
+use rt::{Ctx, ExecCode};
 
 /// Build options.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -131,21 +121,6 @@ pub struct X86Options {
     pub unchecked: bool,
     /// Never use the 8-lane AVX2 code (see [`X86Program::has_spmd`]), only the scalar code.
     pub scalar: bool,
-}
-
-/// Per-launch limits; the default has none.
-#[derive(Clone, Debug, Default)]
-pub struct X86RunOptions {
-    /// About the most loop iterations (`for` and `while` back-edges, summed over the
-    /// work-items a thread runs; each work-group start counts one too) before the launch
-    /// stops with an error.
-    pub max_loop_iterations: Option<u64>,
-    /// The instant after which the launch stops with an error (checked at the start of
-    /// every work-group and every few thousand loop iterations).
-    pub deadline: Option<Instant>,
-    /// A flag that, once set (by any thread), stops the launch with an error at the next
-    /// check (as for the deadline).
-    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// Why a kernel could not be compiled, inside the backend; it leaves as a [`BackendError`].
@@ -218,35 +193,6 @@ impl From<iced_x86::IcedError> for X86Error {
     }
 }
 
-/// A buffer by address, for [`X86Program::run_groups_raw`]: `len` elements of type `elem`
-/// starting at `ptr`.
-#[derive(Clone, Copy, Debug)]
-pub struct RawBuffer {
-    /// The first byte.
-    pub ptr: *mut u8,
-    /// The number of elements.
-    pub len: usize,
-    /// The element type.
-    pub elem: Scalar,
-}
-
-// SAFETY: a RawBuffer is an address and a length; whoever dereferences it (run_groups_raw,
-// under its caller's promise) is responsible for the memory.
-unsafe impl Send for RawBuffer {}
-// SAFETY: as above.
-unsafe impl Sync for RawBuffer {}
-
-impl RawBuffer {
-    /// The buffer's bytes by address. The buffer must outlive every use of the result.
-    pub fn of(b: &mut Buffer) -> RawBuffer {
-        let elem = b.elem();
-        let len = b.len();
-        RawBuffer { ptr: b.as_bytes_mut().as_mut_ptr(), len, elem }
-    }
-}
-
-type Entry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8) -> u64;
-
 /// A kernel compiled to x86-64 machine code. `Send + Sync`; see the module docs.
 pub struct X86Program {
     kernel: Kernel,
@@ -263,41 +209,79 @@ pub struct X86Program {
     sums: std::sync::OnceLock<(Vec<usize>, bool)>,
 }
 
-/// The scalar code of a kernel and its tables.
-struct ScalarCode {
+/// The scalar code of a kernel and its tables: one call runs the work-item whose ids are
+/// in the context from its resume point (a frame's first word: 0 for the start, else the
+/// barrier it waits at) to its next barrier or its end, or, for a kernel without barriers,
+/// every work-item of the group in turn (see `gen.rs`).
+pub struct ScalarCode {
     code: ExecCode,
-    mems: Vec<MemInfo>,
-    sites: Vec<Site>,
-    frame_bytes: usize,
-    local_bytes: usize,
-    n_barriers: u32,
+    /// The memory table: the parameters, local and private arrays (a [`MemKind::Table`]
+    /// entry is a slot of [`Ctx::mems`]).
+    ///
+    /// [`MemKind::Table`]: abi::MemKind::Table
+    pub mems: Vec<MemInfo>,
+    /// Fault sites of the checked accesses, divisions and loops (indexed by
+    /// [`Ctx::err_site`]).
+    pub sites: Vec<abi::Site>,
+    /// Bytes of one work-item's frame (the scalar parameters at [`X86Program::param_slots`]).
+    pub frame_bytes: usize,
+    /// Bytes of the group's local block (zeroed at the start of every group).
+    pub local_bytes: usize,
+    /// Barrier statements (0: one call runs the whole group on one frame).
+    pub n_barriers: u32,
     /// (code offset, comment) for the disassembly.
     marks: Vec<(u32, gen::Mark)>,
 }
 
-/// The 8-lane version of a kernel in the SPMD class (see `spmd.rs`).
-struct SpmdCode {
+type Entry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8) -> u64;
+
+impl ScalarCode {
+    /// Calls the scalar code on the work-item `frame`, returning its stop word: 0 finished,
+    /// [`abi::STOP_ERROR`] a fault or a limit (the details in `ctx`), else the barrier it
+    /// waits at.
+    ///
+    /// # Safety
+    /// `frame` is a work-item frame of [`ScalarCode::frame_bytes`] bytes (its first word the
+    /// resume point, the scalar arguments in their slots), and `ctx`'s memory table points
+    /// at live memory of the lengths it says.
+    // Called across crates (the executor), per group or span.
+    #[inline]
+    pub unsafe fn call(&self, ctx: &mut Ctx, frame: *mut u8) -> u64 {
+        // SAFETY: the mapping holds a function with this signature (see gen.rs).
+        let entry = unsafe { std::mem::transmute::<*const u8, Entry>(self.code.addr()) };
+        // SAFETY: the caller's promise.
+        unsafe { entry(ctx, frame) }
+    }
+}
+
+/// The 8-lane version of a kernel in the SPMD class (see `spmd/mod.rs`): one call runs
+/// eight work-items of a row per pass, [`Ctx::span`] work-items from the context's
+/// `global_id(0)`.
+pub struct SpmdCode {
     code: ExecCode,
-    vframe_bytes: usize,
-    accessed: Vec<u32>,
+    /// Bytes of one vector frame (the lane constant [`abi::IOTA`] first).
+    pub vframe_bytes: usize,
+    /// The memory table entries the code accesses unchecked at `global_id(0)`: each must
+    /// be longer than the last `global_id(0)` a call runs.
+    pub accessed: Vec<u32>,
     /// The memory table: the parameters, local and private arrays.
-    mems: Vec<MemInfo>,
+    pub mems: Vec<MemInfo>,
     /// Bytes of a scalar frame holding the parameters.
-    frame_bytes: usize,
-    /// Fault sites of the checked accesses and loops (indexed by `Ctx::err_site`).
-    sites: Vec<gen::Site>,
+    pub frame_bytes: usize,
+    /// Fault sites of the checked accesses and loops (indexed by [`Ctx::err_site`]).
+    pub sites: Vec<abi::Site>,
     /// True if one call must not run several work-groups (the code reads `local_id(0)` or
     /// `group_id(0)`).
-    per_group: bool,
+    pub per_group: bool,
     /// Bytes of the local arrays (laid out as in the scalar code).
-    local_bytes: usize,
+    pub local_bytes: usize,
     /// Barrier statements (then a call runs one batch up to its next barrier).
-    n_barriers: u32,
+    pub n_barriers: u32,
     /// True if the code has FMA3 instructions (the CPU feature `fma`).
     fma: bool,
     /// For a kernel with barriers, the region-loop code (`spmd/region.rs`) that runs
     /// groups of one row, one call per group, if the kernel has one.
-    regions: Option<Box<SpmdCode>>,
+    pub regions: Option<Box<SpmdCode>>,
 }
 
 type VectorEntry = unsafe extern "sysv64" fn(*mut Ctx, *mut u8, *mut u8) -> u64;
@@ -310,10 +294,13 @@ impl SpmdCode {
     /// `vframe` is laid out as the code expects (the lane constant first; see `spmd/mod.rs`
     /// and `generate_regions`), and every access the code makes unchecked is within its
     /// buffer for the ids in `ctx` (the caller's bounds check).
-    unsafe fn call(&self, ctx: &mut Ctx, frames: &mut [u64], vframe: &mut [u32]) -> u64 {
+    // Called across crates (the executor), per group or span.
+    #[inline]
+    pub unsafe fn call(&self, ctx: &mut Ctx, frames: &mut [u64], vframe: &mut [u32]) -> u64 {
         // SAFETY: the mapping holds a function with this signature (see spmd/mod.rs).
-        let entry = std::mem::transmute::<*const u8, VectorEntry>(self.code.addr());
-        entry(ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8)
+        let entry = unsafe { std::mem::transmute::<*const u8, VectorEntry>(self.code.addr()) };
+        // SAFETY: the caller's promise.
+        unsafe { entry(ctx, frames.as_mut_ptr() as *mut u8, vframe.as_mut_ptr() as *mut u8) }
     }
 }
 
@@ -331,19 +318,6 @@ impl fmt::Debug for X86Program {
     }
 }
 
-/// The most work-items one call of the vector code runs in a multi-group span: the limits
-/// (deadline, cancel flag) are looked at between calls.
-const SPAN_ITEMS: u64 = 1 << 16;
-
-/// A launch of at most this many work-items runs on the calling thread: handing work to
-/// the pool's threads and waiting for them costs microseconds, more than a small kernel
-/// runs. (A kernel with long loops over a small range is the loser of this rule.)
-pub const INLINE_ITEMS: u64 = 4096;
-
-/// The most memory (local arrays plus the frames of a group's work-items) one run may use:
-/// 1 GiB, the interpreter's limit.
-const MEMORY_LIMIT: u64 = 1 << 30;
-
 /// Machine code generated in this process so far (scalar and vector code counted apart).
 static CODES_GENERATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -352,52 +326,6 @@ static CODES_GENERATED: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 /// [`X86Program::from_image`] generates none. For tests and statistics.
 pub fn codes_generated() -> u64 {
     CODES_GENERATED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The memory a launch runs in (scalar frames, the local block, the memory table, vector
-/// frames), kept by each thread between its launches so that a launch allocates nothing.
-#[derive(Default)]
-struct Scratch {
-    frames: Vec<u64>,
-    local: Vec<u64>,
-    table: Vec<MemRef>,
-    vframe: Vec<u32>,
-}
-
-/// The first `n` elements of `v` from a 64-byte boundary (`v` grown with zeros as needed):
-/// the vector code's 32-byte accesses to its frames and to local arrays then never
-/// straddle a cache line, whatever address the allocator gave.
-fn aligned<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
-    let pad = 64 / std::mem::size_of::<T>();
-    if v.len() < n + pad {
-        v.resize(n + pad, T::default());
-    }
-    let off = v.as_ptr().align_offset(64);
-    &mut v[off..off + n]
-}
-
-thread_local! {
-    /// See [`Scratch`].
-    static SCRATCH: std::cell::Cell<Scratch> = const {
-        std::cell::Cell::new(Scratch {
-            frames: Vec::new(),
-            local: Vec::new(),
-            table: Vec::new(),
-            vframe: Vec::new(),
-        })
-    };
-    /// Work-groups this thread has run on the 8-lane code.
-    static LANE_GROUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// How many work-groups this thread has run on the 8-lane AVX2 code so far (the rest ran
-/// on the scalar code). For tests and statistics: a test can tell which code ran a launch.
-pub fn lane_groups_on_this_thread() -> u64 {
-    LANE_GROUPS.with(|c| c.get())
-}
-
-fn count_lane_groups(n: u64) {
-    LANE_GROUPS.with(|c| c.set(c.get() + n));
 }
 
 /// Compiles `kernel` to x86-64 machine code for this machine (after the `-O` pipeline when
@@ -530,7 +458,25 @@ impl X86Program {
     }
 
     /// The scalar code, compiled now if it was not yet (kernels with vector code get it at
-    /// the first launch that needs it).
+    /// the first launch that needs it), or why it cannot be built.
+    pub fn scalar_code(&self) -> Result<&ScalarCode, String> {
+        self.scalar().map_err(|e| e.to_string())
+    }
+
+    /// The 8-lane code, if the kernel has it (see [`X86Program::has_spmd`]).
+    #[inline]
+    pub fn vector_code(&self) -> Option<&SpmdCode> {
+        self.spmd.as_ref()
+    }
+
+    /// Per parameter, the byte offset in a work-item's frame where a scalar argument's bits
+    /// ([`abi::bits_of`]) go; `None` for pointers.
+    #[inline]
+    pub fn param_slots(&self) -> &[Option<i32>] {
+        &self.param_slots
+    }
+
+    /// The scalar code, compiled now if it was not yet.
     fn scalar(&self) -> Result<&ScalarCode, X86Error> {
         self.scalar
             .get_or_init(|| {
@@ -577,6 +523,13 @@ impl X86Program {
     /// no one reads (see docs/cpu.md, "Threads").
     pub fn summed_params(&self) -> &[usize] {
         &self.sums().0
+    }
+
+    /// True if every buffer parameter an atomic names is a summed one
+    /// ([`X86Program::summed_params`]): with each summed buffer a thread's own copy, that
+    /// thread's atomics then touch no shared memory.
+    pub fn atomics_only_on_summed(&self) -> bool {
+        self.sums().1
     }
 
     fn sums(&self) -> &(Vec<usize>, bool) {

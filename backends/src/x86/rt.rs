@@ -4,6 +4,7 @@
 
 use kiln_ir::eval;
 use kiln_ir::expr::canonical_int;
+use kiln_ir::launch::Launch;
 use kiln_ir::{BinOp, Imm, Intrinsic, Scalar};
 
 use super::X86Error;
@@ -11,21 +12,31 @@ use super::X86Error;
 /// One memory object as generated code sees it: base address and length in elements.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct MemRef {
+pub struct MemRef {
+    /// The first byte.
     pub ptr: *mut u8,
+    /// The number of elements.
     pub len: u64,
 }
 
 /// The block generated code addresses through `r12`. Field offsets are fixed by `repr(C)`
-/// and named by the `OFF_*` constants the code generator uses.
+/// and named by the `OFF_*` constants the code generator uses. The executor sets the ids
+/// before each call and reads the fault fields after a stop.
 #[repr(C)]
-pub(crate) struct Ctx {
+pub struct Ctx {
+    /// The work-item's (or the batch's first work-item's) `local_id`.
     pub local_id: [u64; 3],
+    /// Its `global_id`.
     pub global_id: [u64; 3],
+    /// Its work-group's `group_id`.
     pub group_id: [u64; 3],
+    /// The launch's `global_size`.
     pub global_size: [u64; 3],
+    /// The launch's `local_size`.
     pub local_size: [u64; 3],
+    /// The launch's `num_groups`.
     pub num_groups: [u64; 3],
+    /// The launch's `global_offset`.
     pub offset: [u64; 3],
     /// Loop back-edges left before the limit helper is called.
     pub budget: u64,
@@ -51,9 +62,39 @@ pub(crate) struct Ctx {
     /// from (an address in the context keeps the code position-independent).
     pub math_table: *const f64,
     /// 1 when this thread runs every work-group of the launch (nothing else may touch its
-    /// buffers meanwhile, see `run_groups_raw`), so that atomics on buffers need no `lock`
+    /// buffers meanwhile, the executor's promise), so that atomics on buffers need no `lock`
     /// prefix; else 0.
     pub alone: u64,
+}
+
+impl Ctx {
+    /// A context for running groups of `launch`: sizes and offset from the launch, ids 0,
+    /// the memory table `mems` (one entry per table slot of the code's memory table), the
+    /// limits the limit helper applies, and `alone` (see [`Ctx::alone`]). Its budget makes
+    /// the first back-edge call the limit helper.
+    pub fn new(launch: &Launch, mems: *const MemRef, limits: *const Limits, alone: bool) -> Ctx {
+        Ctx {
+            local_id: [0; 3],
+            global_id: [0; 3],
+            group_id: [0; 3],
+            global_size: launch.global.map(u64::from),
+            local_size: launch.local.map(u64::from),
+            num_groups: launch.groups().map(u64::from),
+            offset: launch.offset.map(u64::from),
+            budget: 1,
+            err_code: 0,
+            err_site: 0,
+            err_val: 0,
+            mems,
+            limits,
+            items: launch.group_size(),
+            base: [0; 3],
+            helpers: helpers(),
+            span: 0,
+            math_table: kiln_ir::eval::math::SINCOS_TABLE.as_ptr(),
+            alone: u64::from(alone),
+        }
+    }
 }
 
 /// [`limit_hit`]'s index in [`Ctx::helpers`].
@@ -95,40 +136,46 @@ pub(crate) const OFF_MATH_TABLE: i32 = 288;
 pub(crate) const OFF_ALONE: i32 = 296;
 
 /// Return value of generated code for a fault; the details are in the context.
-pub(crate) const STOP_ERROR: u64 = u64::MAX;
+pub const STOP_ERROR: u64 = u64::MAX;
 
 /// An access out of bounds (site, index).
-pub(crate) const ERR_OOB: u64 = 1;
+pub const ERR_OOB: u64 = 1;
 /// Integer division or remainder by zero (site).
-pub(crate) const ERR_DIV_ZERO: u64 = 2;
+pub const ERR_DIV_ZERO: u64 = 2;
 /// A `for` step that is not positive (site, step).
-pub(crate) const ERR_FOR_STEP: u64 = 3;
+pub const ERR_FOR_STEP: u64 = 3;
 /// The back-edge limit was reached.
-pub(crate) const ERR_STEPS: u64 = 4;
+pub const ERR_STEPS: u64 = 4;
 /// The deadline passed.
-pub(crate) const ERR_DEADLINE: u64 = 5;
+pub const ERR_DEADLINE: u64 = 5;
 /// The launch was cancelled through its flag.
-pub(crate) const ERR_CANCELLED: u64 = 6;
+pub const ERR_CANCELLED: u64 = 6;
 /// A vector access whose index is not a multiple of its lanes (site, index).
-pub(crate) const ERR_MISALIGNED: u64 = 7;
+pub const ERR_MISALIGNED: u64 = 7;
 
 /// How many back-edges run between two looks at the clock and the cancel flag.
 pub(crate) const CHECK_EVERY: u64 = 4096;
 
-/// The limits of one launch, consulted every [`CHECK_EVERY`] back-edges.
-pub(crate) struct Limits {
+/// The limits of one launch, consulted every [`CHECK_EVERY`] back-edges by [`limit_hit`]
+/// (which generated code calls through the context's helper table).
+pub struct Limits {
     /// Back-edges left (whole launch on this thread), or `u64::MAX` for no limit.
     pub steps_left: std::cell::Cell<u64>,
+    /// The instant after which the launch stops.
     pub deadline: Option<std::time::Instant>,
+    /// Set (by any thread) to stop the launch.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
-/// Called by generated code when `budget` reaches zero: refills it, or records why the launch
-/// must stop and returns nonzero.
-pub(crate) extern "sysv64" fn limit_hit(ctx: *mut Ctx) -> u64 {
+/// Called by generated code when `budget` reaches zero (and by the executor between
+/// work-groups): refills it, or records why the launch must stop and returns nonzero.
+///
+/// # Safety
+/// `ctx` is a live context whose `limits` points at live [`Limits`].
+pub unsafe extern "sysv64" fn limit_hit(ctx: *mut Ctx) -> u64 {
     // SAFETY: generated code passes the context it was called with, which outlives the call.
     let ctx = unsafe { &mut *ctx };
-    // SAFETY: the driver points `limits` at a `Limits` that lives for the whole launch.
+    // SAFETY: the executor points `limits` at a `Limits` that lives for the whole launch.
     let limits = unsafe { &*ctx.limits };
     let stop = |ctx: &mut Ctx, code| {
         ctx.err_code = code;
@@ -175,8 +222,10 @@ pub(crate) fn imm_of(t: Scalar, bits: u64) -> Imm {
     }
 }
 
-/// An immediate in generated code's value form (see [`imm_of`]).
-pub(crate) fn bits_of(i: Imm) -> u64 {
+/// An immediate in generated code's value form (canonical 64-bit pattern: integers sign- or
+/// zero-extended, bools 0/1, floats their IEEE bits zero-extended), as scalar arguments sit
+/// in frames.
+pub fn bits_of(i: Imm) -> u64 {
     match i {
         Imm::Bool(b) => b as u64,
         Imm::Int(t, bits) => canonical_int(t, bits),

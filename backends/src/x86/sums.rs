@@ -10,7 +10,7 @@
 //! 32-bit wrapping addition is associative and commutative, so the grouping of the
 //! additions per thread gives the same bits as any order (the interpreter's included). A
 //! buffer that another parameter of the launch also names (aliasing) keeps the shared path,
-//! as do copies that would cost more than the launch (see [`worth_copying`]). With every
+//! as do copies that would cost more than the launch (the executor's rule). With every
 //! buffer that atomics reach summed per thread, each thread's atomics on them are its own
 //! and run unlocked.
 
@@ -64,12 +64,6 @@ fn atomic_target(s: &Stmt, name: &str) -> bool {
     let mut f = Find(name, false);
     f.visit_stmt(s);
     f.1
-}
-
-/// Copies for `threads - 1` threads of a buffer of `len` elements cost at most one
-/// addition per work-item of the launch.
-pub(crate) fn worth_copying(len: usize, threads: u64, items: u64) -> bool {
-    (len as u64).saturating_mul(threads.saturating_sub(1)) <= items
 }
 
 /// Counts the references to one name: all of them, and the atomic sums among them.

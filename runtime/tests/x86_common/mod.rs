@@ -7,6 +7,7 @@ use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::results_match;
 use kiln_ir::Kernel;
+use kiln_runtime::device::cpu::CpuRun;
 
 /// The first kernel of a source text.
 pub fn kernel(src: &str) -> Kernel {

@@ -148,7 +148,7 @@ fn no<T>(why: impl Into<String>) -> R<T> {
 }
 
 /// The lane-index constant `[0, 1, ..., 7]` at the start of the vector frame.
-pub(crate) const IOTA: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+pub const IOTA: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 
 /// `vcmpps`/`vcmppd` predicates (ordered and quiet unless named otherwise).
 const CMP_EQ_OQ: i32 = 0x00;
@@ -190,17 +190,17 @@ const END_SLOT: i32 = 32;
 /// The slot saying which barrier a batch waits at (0: none, start from the top); the
 /// fifth slot after the end slot (alive mask, two spill slots and the faulting lane come
 /// first).
-pub(crate) const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
+pub const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
 /// A qword in the resume slot of a call's first frame: the stop every batch of the call
 /// must reach (as the group's first batch did this round), or `u64::MAX` when the call's
-/// first batch sets it (see `rounds.rs`).
-pub(crate) const ROUND_SLOT: i32 = RESUME_SLOT + 8;
+/// first batch sets it (see the executor's rounds).
+pub const ROUND_SLOT: i32 = RESUME_SLOT + 8;
 /// A qword after [`ROUND_SLOT`]: nonzero when the call is the group's only row, so that
 /// the code itself runs round after round until the row finishes (see `ctl.rs`).
-pub(crate) const LOOP_SLOT: i32 = ROUND_SLOT + 8;
+pub const LOOP_SLOT: i32 = ROUND_SLOT + 8;
 /// Returned when a batch stopped elsewhere than the round's stop (barrier divergence):
 /// the batch's first `global_id(0)` is in the context, its stop in its resume slot.
-pub(crate) const STOP_DIVERGE: u64 = u64::MAX - 1;
+pub const STOP_DIVERGE: u64 = u64::MAX - 1;
 
 /// Where a `let` or `var` lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

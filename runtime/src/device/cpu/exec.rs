@@ -1,65 +1,265 @@
-//! Running an [`X86Program`]: the launch's work-groups, their spans of vector code, barrier
-//! rounds and the scalar fallback, and the fault reports (the executor; the code object
-//! is in the parent module).
+//! Running an [`X86Program`], the code object the x86 backend emits: the launch's
+//! work-groups, their spans of vector code, barrier rounds and the scalar fallback, the
+//! buffers summed per thread, and the fault reports (the executor).
 
-use super::*;
+use std::ops::Range;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-impl X86Program {
-    /// Runs the kernel over `range` with the interpreter's call shape, schedule and errors:
-    /// `args` has one entry per parameter, pointer parameters naming entries of `buffers`,
-    /// which the kernel reads and writes in place. No limits.
-    pub fn run(
+use kiln_backends::x86::abi::{self, Ctx, Limits, MemInfo, MemKind, MemRef};
+use kiln_backends::x86::{SpmdCode, X86Program};
+use kiln_ir::launch::{resolve_launch, Arg, Buffer, Launch, LaunchError, NdRange};
+use kiln_ir::{Kernel, Scalar};
+
+use super::launch::{self, Bound};
+use super::pool::WorkerPool;
+
+/// Per-launch limits; the default has none.
+#[derive(Clone, Debug, Default)]
+pub struct CpuRunOptions {
+    /// About the most loop iterations (`for` and `while` back-edges, summed over the
+    /// work-items a thread runs; each work-group start counts one too) before the launch
+    /// stops with an error.
+    pub max_loop_iterations: Option<u64>,
+    /// The instant after which the launch stops with an error (checked at the start of
+    /// every work-group and every few thousand loop iterations).
+    pub deadline: Option<Instant>,
+    /// A flag that, once set (by any thread), stops the launch with an error at the next
+    /// check (as for the deadline).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// A buffer by address, for [`CpuRun::run_groups_raw`]: `len` elements of type `elem`
+/// starting at `ptr`.
+#[derive(Clone, Copy, Debug)]
+pub struct RawBuffer {
+    /// The first byte.
+    pub ptr: *mut u8,
+    /// The number of elements.
+    pub len: usize,
+    /// The element type.
+    pub elem: Scalar,
+}
+
+// SAFETY: a RawBuffer is an address and a length; whoever dereferences it (run_groups_raw,
+// under its caller's promise) is responsible for the memory.
+unsafe impl Send for RawBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for RawBuffer {}
+
+impl RawBuffer {
+    /// The buffer's bytes by address. The buffer must outlive every use of the result.
+    pub fn of(b: &mut Buffer) -> RawBuffer {
+        let elem = b.elem();
+        let len = b.len();
+        RawBuffer { ptr: b.as_bytes_mut().as_mut_ptr(), len, elem }
+    }
+}
+
+/// The most work-items one call of the vector code runs in a multi-group span: the limits
+/// (deadline, cancel flag) are looked at between calls.
+const SPAN_ITEMS: u64 = 1 << 16;
+
+/// A launch of at most this many work-items runs on the calling thread: handing work to
+/// the pool's threads and waiting for them costs microseconds, more than a small kernel
+/// runs. (A kernel with long loops over a small range is the loser of this rule.)
+pub const INLINE_ITEMS: u64 = 4096;
+
+/// The most memory (local arrays plus the frames of a group's work-items) one run may use:
+/// 1 GiB, the interpreter's limit.
+const MEMORY_LIMIT: u64 = 1 << 30;
+
+/// The memory a launch runs in (scalar frames, the local block, the memory table, vector
+/// frames), kept by each thread between its launches so that a launch allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    frames: Vec<u64>,
+    local: Vec<u64>,
+    table: Vec<MemRef>,
+    vframe: Vec<u32>,
+}
+
+/// The first `n` elements of `v` from a 64-byte boundary (`v` grown with zeros as needed):
+/// the vector code's 32-byte accesses to its frames and to local arrays then never
+/// straddle a cache line, whatever address the allocator gave.
+pub(super) fn aligned<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    let pad = 64 / std::mem::size_of::<T>();
+    if v.len() < n + pad {
+        v.resize(n + pad, T::default());
+    }
+    let off = v.as_ptr().align_offset(64);
+    &mut v[off..off + n]
+}
+
+thread_local! {
+    /// See [`Scratch`].
+    static SCRATCH: std::cell::Cell<Scratch> = const {
+        std::cell::Cell::new(Scratch {
+            frames: Vec::new(),
+            local: Vec::new(),
+            table: Vec::new(),
+            vframe: Vec::new(),
+        })
+    };
+    /// Work-groups this thread has run on the 8-lane code.
+    static LANE_GROUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many work-groups this thread has run on the 8-lane AVX2 code so far (the rest ran
+/// on the scalar code). For tests and statistics: a test can tell which code ran a launch.
+pub fn lane_groups_on_this_thread() -> u64 {
+    LANE_GROUPS.with(|c| c.get())
+}
+
+fn count_lane_groups(n: u64) {
+    LANE_GROUPS.with(|c| c.set(c.get() + n));
+}
+
+/// Running a compiled kernel on this host, as the cpu device does: with the interpreter's
+/// call shape, schedule and errors.
+pub trait CpuRun {
+    /// Runs the kernel over `range` on this thread: `args` has one entry per parameter,
+    /// pointer parameters naming entries of `buffers`, which the kernel reads and writes in
+    /// place. No limits.
+    fn run(&self, range: &NdRange, args: &[Arg], buffers: &mut [Buffer])
+        -> Result<(), LaunchError>;
+
+    /// [`CpuRun::run`] with limits.
+    fn run_with(
         &self,
         range: &NdRange,
         args: &[Arg],
         buffers: &mut [Buffer],
-    ) -> Result<(), LaunchError> {
-        self.run_with(range, args, buffers, &X86RunOptions::default())
-    }
-
-    /// [`X86Program::run`] with limits.
-    pub fn run_with(
-        &self,
-        range: &NdRange,
-        args: &[Arg],
-        buffers: &mut [Buffer],
-        opts: &X86RunOptions,
-    ) -> Result<(), LaunchError> {
-        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
-        let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
-        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call, and
-        // this thread runs every group.
-        unsafe { self.run_groups(&launch, args, &raw, 0..launch.group_count(), opts, true) }
-    }
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError>;
 
     /// Runs the launch's work-groups on up to `threads` threads, started for this call:
-    /// [`X86Program::run_on`] a [`WorkerPool`] of `threads`.
-    pub fn run_parallel(
+    /// [`CpuRun::run_on`] a [`WorkerPool`] of `threads`.
+    fn run_parallel(
         &self,
         range: &NdRange,
         args: &[Arg],
         buffers: &mut [Buffer],
         threads: usize,
-        opts: &X86RunOptions,
-    ) -> Result<(), LaunchError> {
-        self.run_on(&WorkerPool::new(threads), range, args, buffers, opts)
-    }
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError>;
 
     /// Runs the launch's work-groups on the pool's threads (each takes a contiguous run of
     /// groups, run in order); a launch of at most [`INLINE_ITEMS`] work-items runs on this
     /// thread alone. A race-free kernel gives the interpreter's buffers; when
     /// groups fail, the error of the lowest-numbered failing group among those run is
     /// returned, and groups on other threads may have run past it.
-    pub fn run_on(
+    fn run_on(
         &self,
         pool: &WorkerPool,
         range: &NdRange,
         args: &[Arg],
         buffers: &mut [Buffer],
-        opts: &X86RunOptions,
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError>;
+
+    /// Runs the work-groups `groups` (linear group ids, dimension 0 fastest) of `launch`
+    /// (from [`resolve_launch`]) in order, on this thread.
+    ///
+    /// # Safety
+    ///
+    /// Each buffer must be valid for reads and writes of `len` elements for the whole call,
+    /// and no other code may access them meanwhile, except other `run_groups_raw` calls of
+    /// the same launch on disjoint group ranges (the kernel's own races aside).
+    unsafe fn run_groups_raw(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError>;
+}
+
+impl CpuRun for X86Program {
+    fn run(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+    ) -> Result<(), LaunchError> {
+        self.run_with(range, args, buffers, &CpuRunOptions::default())
+    }
+
+    fn run_with(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        opts: &CpuRunOptions,
     ) -> Result<(), LaunchError> {
         let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
-        let launch = resolve_launch(&self.kernel, range).map_err(|m| self.launch_error(m))?;
+        let x = Exec::of(self);
+        let launch = resolve_launch(x.kernel, range).map_err(|m| x.launch_error(m))?;
+        // SAFETY: the raw buffers come from `buffers`, borrowed mutably for this call, and
+        // this thread runs every group.
+        unsafe { x.run_groups(&launch, args, &raw, 0..launch.group_count(), opts, true) }
+    }
+
+    fn run_parallel(
+        &self,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        threads: usize,
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError> {
+        self.run_on(&WorkerPool::new(threads), range, args, buffers, opts)
+    }
+
+    fn run_on(
+        &self,
+        pool: &WorkerPool,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError> {
+        Exec::of(self).run_on(pool, range, args, buffers, opts)
+    }
+
+    unsafe fn run_groups_raw(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+        groups: Range<u64>,
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError> {
+        // SAFETY: the caller's promise.
+        unsafe { Exec::of(self).run_groups(launch, args, buffers, groups, opts, false) }
+    }
+}
+
+/// The executor's view of one program: its kernel and codes.
+pub(super) struct Exec<'a> {
+    prog: &'a X86Program,
+    pub(super) kernel: &'a Kernel,
+    spmd: Option<&'a SpmdCode>,
+}
+
+impl<'a> Exec<'a> {
+    fn of(prog: &'a X86Program) -> Exec<'a> {
+        Exec { prog, kernel: prog.kernel(), spmd: prog.vector_code() }
+    }
+
+    /// [`CpuRun::run_on`].
+    fn run_on(
+        &self,
+        pool: &WorkerPool,
+        range: &NdRange,
+        args: &[Arg],
+        buffers: &mut [Buffer],
+        opts: &CpuRunOptions,
+    ) -> Result<(), LaunchError> {
+        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
+        let launch = resolve_launch(self.kernel, range).map_err(|m| self.launch_error(m))?;
         let n = launch.group_count();
         let parts = (pool.threads() as u64).min(n);
         if parts <= 1 || n.saturating_mul(launch.group_size()) <= INLINE_ITEMS {
@@ -83,7 +283,7 @@ impl X86Program {
             }
             tables.push(table);
         }
-        let alone = !summed.is_empty() && every && self.sums().1;
+        let alone = !summed.is_empty() && every && self.prog.atomics_only_on_summed();
         pool.run(parts as usize, &|t| {
             let (lo, hi) = (t as u64 * per, ((t as u64 + 1) * per).min(n));
             let table = if t == 0 || summed.is_empty() { &raw } else { &tables[t - 1] };
@@ -131,15 +331,14 @@ impl X86Program {
             _ => None,
         };
         let (mut out, mut every) = (Vec::new(), true);
-        for &p in self.summed_params() {
+        for &p in self.prog.summed_params() {
             let Some(b) = args.get(p).and_then(buffer) else {
                 every = false;
                 continue;
             };
             let shared = args.iter().enumerate().any(|(q, a)| q != p && buffer(a) == Some(b));
             let ok = raw.get(b).is_some_and(|r| {
-                matches!(r.elem, Scalar::I32 | Scalar::U32)
-                    && sums::worth_copying(r.len, parts, items)
+                matches!(r.elem, Scalar::I32 | Scalar::U32) && worth_copying(r.len, parts, items)
             });
             if !shared && ok && !out.contains(&b) {
                 out.push(b);
@@ -150,39 +349,19 @@ impl X86Program {
         (out, every)
     }
 
-    /// Runs the work-groups `groups` (linear group ids, dimension 0 fastest) of `launch`
-    /// (from [`resolve_launch`]) in order, on this thread.
-    ///
-    /// # Safety
-    ///
-    /// Each buffer must be valid for reads and writes of `len` elements for the whole call,
-    /// and no other code may access them meanwhile, except other `run_groups_raw` calls of
-    /// the same launch on disjoint group ranges (the kernel's own races aside).
-    pub unsafe fn run_groups_raw(
-        &self,
-        launch: &Launch,
-        args: &[Arg],
-        buffers: &[RawBuffer],
-        groups: Range<u64>,
-        opts: &X86RunOptions,
-    ) -> Result<(), LaunchError> {
-        // SAFETY: the caller's promise.
-        unsafe { self.run_groups(launch, args, buffers, groups, opts, false) }
-    }
-
-    /// [`X86Program::run_groups_raw`]; with `alone`, the caller also promises that no other
+    /// [`CpuRun::run_groups_raw`]; with `alone`, the caller also promises that no other
     /// thread runs groups of the launch (atomics on buffers then need no `lock`).
     ///
     /// # Safety
     ///
-    /// As for [`X86Program::run_groups_raw`].
+    /// As for [`CpuRun::run_groups_raw`].
     unsafe fn run_groups(
         &self,
         launch: &Launch,
         args: &[Arg],
         buffers: &[RawBuffer],
         groups: Range<u64>,
-        opts: &X86RunOptions,
+        opts: &CpuRunOptions,
         alone: bool,
     ) -> Result<(), LaunchError> {
         // The thread's blocks from its last launch (none if a launch is running below this
@@ -194,11 +373,11 @@ impl X86Program {
         r
     }
 
-    /// [`X86Program::run_groups`] with the memory blocks of `s`.
+    /// [`Exec::run_groups`] with the memory blocks of `s`.
     ///
     /// # Safety
     ///
-    /// As for [`X86Program::run_groups_raw`].
+    /// As for [`CpuRun::run_groups_raw`].
     #[allow(clippy::too_many_arguments)]
     unsafe fn run_groups_in(
         &self,
@@ -206,12 +385,12 @@ impl X86Program {
         args: &[Arg],
         buffers: &[RawBuffer],
         groups: Range<u64>,
-        opts: &X86RunOptions,
+        opts: &CpuRunOptions,
         alone: bool,
         s: &mut Scratch,
     ) -> Result<(), LaunchError> {
         let bound =
-            launch::bind_args(&self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
+            launch::bind_args(self.kernel, args, buffers).map_err(|m| self.launch_error(m))?;
         let group_size = launch.group_size();
         let l = launch.local.map(u64::from);
         let g = launch.groups().map(|g| g as u64);
@@ -231,10 +410,10 @@ impl X86Program {
         // group: rows of whole batches, every access within its buffer.
         // The vector code's checked accesses compare 32-bit indices with lengths below 2^31
         // (see spmd/mem.rs): other buffers leave the kernel to the scalar code.
-        let lens_fit = self.spmd.as_ref().is_some_and(|v| {
+        let lens_fit = self.spmd.is_some_and(|v| {
             v.mems.iter().map(param_len).all(|n| n < 1 << 31 && (n > 0 || v.sites.is_empty()))
         });
-        let vector_all = self.spmd.as_ref().is_some_and(|v| {
+        let vector_all = self.spmd.is_some_and(|v| {
             let end0 = launch.offset[0] as u64 + g[0] * l[0];
             lens_fit
                 && l[0].is_multiple_of(8)
@@ -242,9 +421,9 @@ impl X86Program {
         });
         let sc = match (vector_all, &self.spmd) {
             (true, Some(_)) => None,
-            _ => Some(self.scalar().map_err(|e| self.launch_error(e.to_string()))?),
+            _ => Some(self.prog.scalar_code().map_err(|e| self.launch_error(e))?),
         };
-        let (mems, frame_bytes, local_bytes, n_barriers) = match (sc, &self.spmd) {
+        let (mems, frame_bytes, local_bytes, n_barriers) = match (sc, self.spmd) {
             (Some(sc), _) => (&sc.mems, sc.frame_bytes, sc.local_bytes, sc.n_barriers),
             (None, Some(v)) => (&v.mems, v.frame_bytes, v.local_bytes, 0),
             (None, None) => return Err(self.launch_error("internal error: no code".into())),
@@ -291,7 +470,7 @@ impl X86Program {
             table.push(r);
         }
         for f in frames.chunks_mut(words.max(1)) {
-            for (p, slot) in self.param_slots.iter().enumerate() {
+            for (p, slot) in self.prog.param_slots().iter().enumerate() {
                 if let (Some(s), Bound::Scalar(bits)) = (slot, bound[p]) {
                     f[*s as usize / 8] = bits;
                 }
@@ -302,34 +481,13 @@ impl X86Program {
             deadline: opts.deadline,
             cancel: opts.cancel.clone(),
         };
-        let mut ctx = Ctx {
-            local_id: [0; 3],
-            global_id: [0; 3],
-            group_id: [0; 3],
-            global_size: launch.global.map(u64::from),
-            local_size: launch.local.map(u64::from),
-            num_groups: launch.groups().map(u64::from),
-            offset: launch.offset.map(u64::from),
-            budget: 0,
-            err_code: 0,
-            err_site: 0,
-            err_val: 0,
-            mems: table.as_ptr(),
-            limits: &limits,
-            items: group_size,
-            base: [0; 3],
-            helpers: rt::helpers(),
-            span: 0,
-            math_table: kiln_ir::eval::math::SINCOS_TABLE.as_ptr(),
-            alone: u64::from(alone),
-        };
         // The first back-edge asks the helper, which applies the limits.
-        ctx.budget = 1;
+        let mut ctx = Ctx::new(launch, table.as_ptr(), &limits, alone);
         let start = Instant::now();
         // Launches whose groups are one row of whole batches run many groups per call of
         // the vector code: the consecutive groups of a row of groups (all of them in 1-D)
         // are one contiguous run of global_id(0), their other ids the same.
-        let spans = self.spmd.as_ref().filter(|v| {
+        let spans = self.spmd.filter(|v| {
             lens_fit
                 && !v.per_group
                 && v.n_barriers == 0
@@ -373,11 +531,11 @@ impl X86Program {
                 let n = span_len(&v.accessed, linear);
                 if n > 0 {
                     enter_span(&mut ctx, linear);
-                    if rt::limit_hit(&mut ctx) != 0 {
+                    if limits_hit(&mut ctx) {
                         return Err(self.fault_in(sc, &ctx, table, &ranges, start));
                     }
                     let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
-                    vframe[..8].copy_from_slice(&spmd::IOTA);
+                    vframe[..8].copy_from_slice(&abi::IOTA);
                     ctx.span = n * l[0];
                     // SAFETY: the vector code reads the lane constant at the vector frame's
                     // start; every access is at a global_id(0) below `fit` (checked above).
@@ -396,7 +554,7 @@ impl X86Program {
                 let n = span_len(&rc.accessed, linear);
                 if n > 0 {
                     enter_span(&mut ctx, linear);
-                    if rt::limit_hit(&mut ctx) != 0 {
+                    if limits_hit(&mut ctx) {
                         return Err(self.fault_in(sc, &ctx, table, &ranges, start));
                     }
                     local.fill(0);
@@ -415,10 +573,10 @@ impl X86Program {
             self.set_ids(&mut ctx, launch, 0);
             // Limits are also checked between groups, so that a huge launch of loop-free
             // code can be stopped; this also refills the back-edge budget.
-            if rt::limit_hit(&mut ctx) != 0 {
+            if limits_hit(&mut ctx) {
                 return Err(self.fault_in(sc, &ctx, table, &ranges, start));
             }
-            let vector = self.spmd.as_ref().filter(|v| {
+            let vector = self.spmd.filter(|v| {
                 let last = ctx.base[0] + launch.local[0] as u64 - 1;
                 lens_fit
                     && launch.local[0].is_multiple_of(8)
@@ -443,7 +601,7 @@ impl X86Program {
                 self.vector_rounds(v, &mut ctx, launch, frames, vframe, table, &ranges, start)
             } else if let Some(v) = vector {
                 let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
-                vframe[..8].copy_from_slice(&spmd::IOTA);
+                vframe[..8].copy_from_slice(&abi::IOTA);
                 ctx.span = l[0];
                 for row in 0..l[1] * l[2] {
                     let (y, z) = (row % l[1], row / l[1]);
@@ -458,22 +616,19 @@ impl X86Program {
                 }
                 Ok(())
             } else if let Some(sc) = sc {
-                // SAFETY: the mapping holds a function with this signature (see gen.rs).
-                let entry: Entry =
-                    unsafe { std::mem::transmute::<*const u8, Entry>(sc.code.addr()) };
                 if sc.n_barriers == 0 {
                     // The generated code loops over the group's work-items itself.
                     self.set_ids(&mut ctx, launch, 0);
                     let f = frames.as_mut_ptr() as *mut u8;
                     // SAFETY: the frame has frame_bytes; ctx's table points at live memory.
-                    let stop = unsafe { entry(&mut ctx, f) };
+                    let stop = unsafe { sc.call(&mut ctx, f) };
                     if stop == 0 {
                         Ok(())
                     } else {
                         Err(self.fault(sc, &ctx, table, &ranges, start))
                     }
                 } else {
-                    self.rounds(sc, &mut ctx, launch, frames, words, entry, table, &ranges, start)
+                    self.rounds(sc, &mut ctx, launch, frames, words, table, &ranges, start)
                 }
             } else {
                 Err(self.launch_error("internal error: a group the vector code cannot run".into()))
@@ -499,4 +654,17 @@ impl X86Program {
     pub(super) fn error(&self, work_item: Option<[u32; 3]>, message: String) -> LaunchError {
         LaunchError { kernel: self.kernel.name().to_string(), work_item, message }
     }
+}
+
+/// The limit helper between calls of the code (which also refills the back-edge budget):
+/// true if the launch must stop (why is in `ctx`).
+fn limits_hit(ctx: &mut Ctx) -> bool {
+    // SAFETY: every context of this module points at `Limits` living for its launch.
+    unsafe { abi::limit_hit(ctx) != 0 }
+}
+
+/// Copies for `threads - 1` threads of a buffer of `len` elements cost at most one
+/// addition per work-item of the launch.
+fn worth_copying(len: usize, threads: u64, items: u64) -> bool {
+    (len as u64).saturating_mul(threads.saturating_sub(1)) <= items
 }

@@ -3,14 +3,14 @@
 
 use std::time::Instant;
 
+use kiln_backends::x86::abi::{self, Ctx, MemInfo, MemKind, MemRef, Site};
+use kiln_backends::x86::ScalarCode;
 use kiln_ir::launch::LaunchError;
 
-use super::gen::{MemInfo, MemKind, Site};
-use super::rt::{self, Ctx, MemRef};
-use super::{ScalarCode, X86Program};
+use super::exec::Exec;
 
-impl X86Program {
-    /// [`X86Program::fault`] for a stop outside the scalar code (a limit between groups).
+impl Exec<'_> {
+    /// [`Exec::fault`] for a stop outside the scalar code (a limit between groups).
     pub(super) fn fault_in(
         &self,
         sc: Option<&ScalarCode>,
@@ -50,7 +50,7 @@ impl X86Program {
         let id = Some(ctx.global_id.map(|v| v as u32));
         let site = sites.get(ctx.err_site as usize);
         let message = match (ctx.err_code, site) {
-            (rt::ERR_OOB, Some(Site::Access { what, mem, signed })) => {
+            (abi::ERR_OOB, Some(Site::Access { what, mem, signed })) => {
                 let m = &mems[*mem as usize];
                 let v = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
                 let len = match m.kind {
@@ -62,25 +62,25 @@ impl X86Program {
                 let note = kiln_ir::launch::bounds_note(m.kind_word(), len, offset);
                 format!("{what} `{}[{v}]` out of bounds ({note})", m.name)
             }
-            (rt::ERR_MISALIGNED, Some(Site::Align { what, mem, lanes })) => format!(
+            (abi::ERR_MISALIGNED, Some(Site::Align { what, mem, lanes })) => format!(
                 "misaligned {what} `{}[{}]` of {lanes} lanes: the index must be a multiple of \
                  {lanes}",
                 mems[*mem as usize].name, ctx.err_val
             ),
-            (rt::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => {
+            (abi::ERR_DIV_ZERO, Some(Site::Div { rem, expr })) => {
                 format!("integer {} by zero in {expr}", if *rem { "remainder" } else { "division" })
             }
-            (rt::ERR_FOR_STEP, Some(Site::ForStep { var, signed })) => {
+            (abi::ERR_FOR_STEP, Some(Site::ForStep { var, signed })) => {
                 let s = if *signed { ctx.err_val as i64 as i128 } else { ctx.err_val as i128 };
                 format!("for loop over `{var}`: step {s} is not positive")
             }
-            (rt::ERR_STEPS, _) => "loop iteration limit exceeded".to_string(),
-            (rt::ERR_DEADLINE, _) => format!(
+            (abi::ERR_STEPS, _) => "loop iteration limit exceeded".to_string(),
+            (abi::ERR_DEADLINE, _) => format!(
                 "time limit exceeded: still running at the deadline, {:.3}s after the launch \
                  started",
                 start.elapsed().as_secs_f64()
             ),
-            (rt::ERR_CANCELLED, _) => "launch cancelled".to_string(),
+            (abi::ERR_CANCELLED, _) => "launch cancelled".to_string(),
             (code, _) => format!("internal error: fault code {code} without its site"),
         };
         self.error(id, message)

@@ -5,7 +5,7 @@
 use kiln_ir::launch::Arg;
 use kiln_ir::{Kernel, Type};
 
-use super::RawBuffer;
+use super::exec::RawBuffer;
 
 /// What one argument binds: a scalar's canonical bits, or a buffer index.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +44,7 @@ pub(crate) fn bind_args(
                         v.scalar()
                     ));
                 }
-                Bound::Scalar(super::rt::bits_of(kiln_ir::eval::cast(s, *v)))
+                Bound::Scalar(kiln_backends::x86::abi::bits_of(kiln_ir::eval::cast(s, *v)))
             }
             (Type::Ptr(_, elem), Arg::Buffer(b) | Arg::Range { buffer: b, .. }) => {
                 let Some(buf) = buffers.get(*b) else {

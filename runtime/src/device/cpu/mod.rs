@@ -1,6 +1,12 @@
 //! The cpu device: kernels compiled in-process to x86-64 machine code by the x86 backend
 //! ([`kiln_backends::x86`]), their work-groups spread over the host's cores.
 //!
+//! The backend emits a code object ([`X86Program`]: the codes, their tables and calling
+//! convention, [`kiln_backends::x86::abi`]); this module is its executor ([`CpuRun`]): it
+//! binds a launch's arguments, runs its work-groups on spans of 8-lane code, region loops,
+//! barrier rounds or the scalar code, spreads them over a [`WorkerPool`], sums buffers per
+//! thread where that is exact, and reports faults in the interpreter's words.
+//!
 //! A program's binary (what the persistent cache stores) is the machine code itself: the
 //! checked artifact container the GPU devices use (the kernels' signatures), with one
 //! `x86` blob per kernel holding [`X86Program::to_image`]'s bytes: scalar and vector code,
@@ -36,9 +42,18 @@ use std::time::{Duration, Instant};
 
 use kiln_backends::driver;
 use kiln_backends::options::BuildOptions;
-use kiln_backends::x86::{WorkerPool, X86Options, X86Program, X86RunOptions, X86};
+use kiln_backends::x86::{X86Options, X86Program, X86};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::Verified;
+
+mod exec;
+mod fault;
+mod launch;
+mod pool;
+mod rounds;
+
+pub use exec::{lane_groups_on_this_thread, CpuRun, CpuRunOptions, RawBuffer, INLINE_ITEMS};
+pub use pool::WorkerPool;
 
 use super::registry::OpenOptions;
 use super::{handle_as, Device, DeviceKind, Handle};
@@ -194,9 +209,9 @@ impl Device for CpuDevice {
         buffers: &mut [Buffer],
     ) -> Result<(), DeviceError> {
         let k = handle_as::<X86Program>(kernel, "kernel")?;
-        let opts = X86RunOptions {
+        let opts = CpuRunOptions {
             deadline: self.timeout.and_then(|t| Instant::now().checked_add(t)),
-            ..X86RunOptions::default()
+            ..CpuRunOptions::default()
         };
         let pool = self.pool.get_or_init(|| WorkerPool::new(self.threads));
         k.run_on(pool, range, args, buffers, &opts).map_err(|e| DeviceError::Launch(e.to_string()))

@@ -1,5 +1,5 @@
 //! A persistent pool of worker threads that a launch's work-groups are spread over
-//! ([`X86Program::run_on`](super::X86Program::run_on)): spawning threads per launch cost
+//! ([`CpuRun::run_on`](super::CpuRun::run_on)): spawning threads per launch cost
 //! tens of microseconds, more than a small kernel runs, so the threads are started once (by
 //! the device that owns the pool) and parked between launches.
 //!

@@ -9,12 +9,13 @@
 
 use std::time::Instant;
 
+use kiln_backends::x86::abi::{self, Ctx, MemRef};
+use kiln_backends::x86::{ScalarCode, SpmdCode};
 use kiln_ir::launch::{Launch, LaunchError};
 
-use super::rt::{self, Ctx, MemRef};
-use super::{spmd, Entry, ScalarCode, SpmdCode, X86Program};
+use super::exec::Exec;
 
-impl X86Program {
+impl Exec<'_> {
     /// Runs one work-group (ids in `ctx`) of a kernel with barriers on the vector code.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn vector_rounds(
@@ -34,18 +35,18 @@ impl X86Program {
         let words = v.vframe_bytes.div_ceil(32) * 8;
         // Every batch starts from the top; the code writes every other slot before reading
         // it, so frames are set up once per launch, not per group.
-        let vframe = super::aligned(vframe, batches * words);
+        let vframe = super::exec::aligned(vframe, batches * words);
         for f in vframe.chunks_mut(words) {
-            f[..8].copy_from_slice(&spmd::IOTA);
-            f[spmd::RESUME_SLOT as usize / 4] = 0;
+            f[..8].copy_from_slice(&abi::IOTA);
+            f[abi::RESUME_SLOT as usize / 4] = 0;
         }
         // One call per row and round (per group when it has one row): the code runs the
         // row's batches one after the other (each in its own frame, see `next_batch_code`),
         // checking that each stops where the round's first batch stopped.
         ctx.span = l[0];
         let rows = (l[1] * l[2]) as usize;
-        let resume = spmd::RESUME_SLOT as usize / 4;
-        let round_slot = spmd::ROUND_SLOT as usize / 4;
+        let resume = abi::RESUME_SLOT as usize / 4;
+        let round_slot = abi::ROUND_SLOT as usize / 4;
         let base_id: [u32; 3] = std::array::from_fn(|d| ctx.base[d] as u32);
         loop {
             // The round's stop, once the group's first batch has reached it.
@@ -77,7 +78,7 @@ impl X86Program {
                 // batch if this is the first row).
                 let round = first.unwrap_or_else(|| batch_stop(0));
                 let is_first = row == 0 && b == 0;
-                if stop == rt::STOP_ERROR {
+                if stop == abi::STOP_ERROR {
                     // The lanes before the faulting one ran to the batch's stop first: if
                     // that differs from the round's, the interpreter reports the
                     // divergence at the batch's first work-item.
@@ -94,7 +95,7 @@ impl X86Program {
                     }
                     return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
                 }
-                if stop == spmd::STOP_DIVERGE {
+                if stop == abi::STOP_DIVERGE {
                     ctx.local_id[0] = b as u64 * 8;
                     let here = batch_stop(b);
                     return Err(self.divergence(
@@ -130,13 +131,13 @@ impl X86Program {
     ) -> Result<(), LaunchError> {
         let l0 = launch.local[0] as u64;
         let words = v.vframe_bytes.div_ceil(32) * 8;
-        let vframe = super::aligned(vframe, (l0 as usize / 8 + 1) * words);
-        vframe[..8].copy_from_slice(&spmd::IOTA);
+        let vframe = super::exec::aligned(vframe, (l0 as usize / 8 + 1) * words);
+        vframe[..8].copy_from_slice(&abi::IOTA);
         let stride = (words * 4) as u64;
-        let round_slot = spmd::ROUND_SLOT as usize / 4;
+        let round_slot = abi::ROUND_SLOT as usize / 4;
         vframe[round_slot] = stride as u32;
         vframe[round_slot + 1] = (stride >> 32) as u32;
-        let loop_slot = spmd::LOOP_SLOT as usize / 4;
+        let loop_slot = abi::LOOP_SLOT as usize / 4;
         vframe[loop_slot] = groups as u32;
         vframe[loop_slot + 1] = (groups >> 32) as u32;
         ctx.span = l0;
@@ -161,7 +162,6 @@ impl X86Program {
         launch: &Launch,
         frames: &mut [u64],
         words: usize,
-        entry: Entry,
         table: &[MemRef],
         ranges: &[Option<usize>],
         start: Instant,
@@ -189,8 +189,8 @@ impl X86Program {
                 }
                 let f = frames[item as usize * words..].as_mut_ptr() as *mut u8;
                 // SAFETY: as in run_groups_raw.
-                let stop = unsafe { entry(ctx, f) };
-                if stop == rt::STOP_ERROR {
+                let stop = unsafe { sc.call(ctx, f) };
+                if stop == abi::STOP_ERROR {
                     return Err(self.fault(sc, ctx, table, ranges, start));
                 }
                 let id = ctx.global_id.map(|v| v as u32);
