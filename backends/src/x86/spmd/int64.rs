@@ -180,6 +180,15 @@ impl V {
             let site = crate::x86::gen::Site::Div { rem, expr: e.fault_site() };
             let code = crate::x86::rt::ERR_DIV_ZERO;
             self.fault_stub(d + 4, d + 4, d + 5, code, site, false, None)?;
+            // Then every lane with a nonzero divisor is divided, active or not: the
+            // quotient of batch-uniform operands is batch-uniform, and uniform code (a
+            // uniform load's index, a division in a GPR) reads it from lane 0, which may be
+            // masked off. (Dividing the active lanes alone left the dividend there.)
+            self.a.vpcmpeqq(YMM[d + 4], YMM[d + 2], z)?;
+            self.a.vpcmpeqq(YMM[d + 5], YMM[d + 3], z)?;
+            self.pack_masks(d + 4)?;
+            self.a.vpcmpeqd(YMM[d + 5], YMM[d + 5], YMM[d + 5])?;
+            self.a.vpxor(YMM[d + 5], YMM[d + 5], YMM[d + 4])?;
         }
         let (sa, sb) = (self.scratch64(), self.slot64());
         self.a.vmovupd(ymmword_ptr(r15 + sa), YMM[d])?;

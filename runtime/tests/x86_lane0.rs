@@ -1,0 +1,82 @@
+//! The lane-0 audit (issue 24): 8-lane code that reads lane 0 of a value it holds
+//! batch-uniform (a uniform load's index, a uniform `u32` division in a general-purpose
+//! register, a uniform branch, a uniform `for`'s bounds) must find the value there even
+//! when lane 0 is masked off. Each kernel here computes such a value under a divergent `if`
+//! whose batches have lane 0 inactive, and runs three ways (interpreter, scalar code,
+//! 8-lane code), comparing buffers and errors.
+
+mod x86_common;
+
+use x86_common::{avx2, kernel, three_ways};
+
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+
+/// `if (i & 7) != 0`: lane 0 of every batch is off.
+const LANE0_OFF: &str = "(i & 7u32) != 0u32";
+
+/// A 64-bit `/` or `%` of batch-uniform operands by a divisor that may be zero divided
+/// the active lanes alone, leaving the dividend in the others: under a mask with lane 0
+/// off, uniform code then read the dividend (a wrong element, or one out of bounds, read
+/// unchecked). Every reader of lane 0: a uniform load's index, a contiguous access's base,
+/// a `u32` division in a GPR, a uniform `for`'s bound, a uniform branch.
+#[test]
+fn a_uniform_64_bit_division_under_a_mask_reaches_lane_0_readers() {
+    let uses = [
+        "o[i] = t[q];",
+        "o[i] = t[local_id(0) + q];",
+        "o[i] = q / 3u32 + q % 3u32;",
+        "var s: u32 = 0u32; for j: u32 in 0u32..q { s = s + t[j]; } o[i] = s;",
+        "if q == 4u32 { o[i] = 5u32; } else { o[i] = 9u32; }",
+    ];
+    for ty in ["i64", "u64"] {
+        for op in ["/", "%"] {
+            for body in uses {
+                let k = kernel(&format!(
+                    "kernel k(o: ptr<global, u32>, t: ptr<global, u32>, x: {ty}, y: {ty}) {{
+                       let i: u32 = global_id(0);
+                       if {LANE0_OFF} {{ let q: u32 = (x {op} y) as u32; {body} }}
+                     }}"
+                ));
+                // 40 / 9 = 4 and 40 % 9 = 4; lane 0 held 40 (t has 48 elements).
+                let t: Vec<u32> = (0..48).map(|v| v * 3 + 1).collect();
+                let bufs = [Buffer::zeroed(kiln_ir::Scalar::U32, 16), Buffer::from_slice(&t)];
+                let s = |v: i64| if ty == "i64" { Arg::scalar(v) } else { Arg::scalar(v as u64) };
+                let args = [Arg::Buffer(0), Arg::Buffer(1), s(40), s(9)];
+                let vector = three_ways(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs);
+                assert_eq!(vector, avx2(), "{k}");
+            }
+        }
+    }
+}
+
+/// Runs `k` on the interpreter and on the 8-lane code with a loop limit (a batch whose
+/// lanes all stopped must not loop on forever): the same error.
+fn same_error(k: &kiln_ir::Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) {
+    use kiln_backends::x86::{compile, X86Options};
+    use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
+    let want = kiln_ir::interp::run(k, range, args, &mut bufs.to_vec()).unwrap_err();
+    let opts = CpuRunOptions { max_loop_iterations: Some(100_000), ..CpuRunOptions::default() };
+    for scalar in [true, false] {
+        let p = compile(k, &X86Options { scalar, ..X86Options::default() }).unwrap();
+        assert_eq!(p.has_spmd(), !scalar && avx2(), "{k}");
+        let got = p.run_with(range, args, &mut bufs.to_vec(), &opts).unwrap_err();
+        assert_eq!(got, want, "scalar: {scalar}\n{k}");
+    }
+}
+
+#[test]
+fn a_batch_whose_lanes_all_faulted_leaves_a_uniform_loop() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, t: ptr<global, u32>, n: u32) {
+           let i: u32 = global_id(0);
+           o[i + n] = 1u32;
+           var c: u32 = 0u32;
+           while t[c] != 7u32 { c = c + 1u32; }
+           o[i] = c;
+         }",
+    );
+    let t: Vec<u32> = vec![1, 2, 3, 7, 5, 6, 7, 8];
+    let bufs = [Buffer::zeroed(kiln_ir::Scalar::U32, 16), Buffer::from_slice(&t)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(100u32)];
+    same_error(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs);
+}
