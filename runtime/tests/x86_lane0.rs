@@ -28,7 +28,9 @@ fn a_uniform_64_bit_division_under_a_mask_reaches_lane_0_readers() {
         "var s: u32 = 0u32; for j: u32 in 0u32..q { s = s + t[j]; } o[i] = s;",
         "if q == 4u32 { o[i] = 5u32; } else { o[i] = 9u32; }",
     ];
-    for ty in ["i64", "u64"] {
+    // (The 64-bit types had the bug; the others divide every lane and are here as the
+    // audit's record.)
+    for ty in ["i64", "u64", "i32", "u32", "i16", "u16", "i8", "u8"] {
         for op in ["/", "%"] {
             for body in uses {
                 let k = kernel(&format!(
@@ -40,7 +42,8 @@ fn a_uniform_64_bit_division_under_a_mask_reaches_lane_0_readers() {
                 // 40 / 9 = 4 and 40 % 9 = 4; lane 0 held 40 (t has 48 elements).
                 let t: Vec<u32> = (0..48).map(|v| v * 3 + 1).collect();
                 let bufs = [Buffer::zeroed(kiln_ir::Scalar::U32, 16), Buffer::from_slice(&t)];
-                let s = |v: i64| if ty == "i64" { Arg::scalar(v) } else { Arg::scalar(v as u64) };
+                let sc = kiln_ir::Scalar::from_name(ty).unwrap();
+                let s = |v: i128| Arg::Scalar(kiln_ir::Imm::int(sc, v));
                 let args = [Arg::Buffer(0), Arg::Buffer(1), s(40), s(9)];
                 let vector = three_ways(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs);
                 assert_eq!(vector, avx2(), "{k}");
