@@ -54,7 +54,7 @@ pub struct Ctx {
     pub items: u64,
     /// `global_offset + group_id * local_size` per dimension: the group's first global id.
     pub base: [u64; 3],
-    /// The helpers generated code calls, by the `HELPER_*` indices (see [`helpers`]).
+    /// The helpers generated code calls, by the `HELPER_*` indices (filled by [`Ctx::new`]).
     pub helpers: [usize; 4],
     /// Work-items the vector code runs in one call (a multiple of 8), from `global_id[0]`.
     pub span: u64,
@@ -156,7 +156,7 @@ pub const ERR_MISALIGNED: u64 = 7;
 /// How many back-edges run between two looks at the clock and the cancel flag.
 pub(crate) const CHECK_EVERY: u64 = 4096;
 
-/// The limits of one launch, consulted every [`CHECK_EVERY`] back-edges by [`limit_hit`]
+/// The limits of one launch, consulted every few thousand back-edges by [`limit_hit`]
 /// (which generated code calls through the context's helper table).
 pub struct Limits {
     /// Back-edges left (whole launch on this thread), or `u64::MAX` for no limit.
