@@ -83,3 +83,63 @@ fn a_batch_whose_lanes_all_faulted_leaves_a_uniform_loop() {
     let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(100u32)];
     same_error(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs);
 }
+
+/// The `var` analysis (`spmd/uniform.rs`) held a `var` set from a narrow or 64-bit load at
+/// a uniform index batch-uniform, where the code generator (which fills such loads in the
+/// active lanes alone) does not: the kernel had no 8-lane code at all ("internal: `v` is
+/// not uniform"). Now such a `var` is per lane, on the lanes, with the interpreter's bits.
+#[test]
+fn a_var_set_from_a_narrow_or_64_bit_uniform_load_runs_on_the_lanes() {
+    for t in ["i8", "u8", "i16", "u16", "f16", "i64", "u64", "f64", "u32", "f32"] {
+        let k = kernel(&format!(
+            "kernel k(c: ptr<global, {t}>, o: ptr<global, u32>) {{
+               let i: u32 = global_id(0);
+               var v: u32 = c[1] as u32;
+               for j: u32 in 0u32..v {{ o[i] = o[i] + j; }}
+               v = v * 3u32 + c[0] as u32;
+               if {LANE0_OFF} {{ o[i] = o[i] * 100u32 + v; }}
+             }}"
+        ));
+        let s = kiln_ir::Scalar::from_name(t).unwrap();
+        let c = if s.is_float() {
+            [kiln_ir::Imm::float(s, 2.0), kiln_ir::Imm::float(s, 5.0)]
+        } else {
+            [kiln_ir::Imm::int(s, 2), kiln_ir::Imm::int(s, 5)]
+        };
+        let bufs = [Buffer::from_imms(s, &c).unwrap(), Buffer::zeroed(kiln_ir::Scalar::U32, 16)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        let vector = three_ways(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs);
+        assert_eq!(vector, avx2(), "{t}: {:?}", x86_common::fallback(&k));
+    }
+}
+
+/// A condition on narrow or 64-bit loads at uniform indices was held batch-uniform by the
+/// same analysis, so a branch on it tested lane 0 of its mask; under a mask with lane 0 off
+/// that lane had not been loaded (0), and every lane took the wrong side.
+#[test]
+fn a_branch_on_a_narrow_or_64_bit_uniform_load_under_a_mask() {
+    // (f16 is a storage type: no comparisons.)
+    for t in ["i8", "u8", "i16", "u16", "i64", "u64", "f64", "u32", "f32"] {
+        let k = kernel(&format!(
+            "kernel k(c: ptr<global, {t}>, o: ptr<global, u32>) {{
+               let i: u32 = global_id(0);
+               if {LANE0_OFF} {{
+                 if c[1] > c[0] {{ o[i] = 1u32; }} else {{ o[i] = 2u32; }}
+                 var n: u32 = 0u32;
+                 while c[2] > c[n & 1u32] && n < 3u32 {{ n = n + 1u32; }}
+                 o[i] = o[i] + n * 10u32;
+               }}
+             }}"
+        ));
+        let s = kiln_ir::Scalar::from_name(t).unwrap();
+        let c = if s.is_float() {
+            [kiln_ir::Imm::float(s, 2.0), kiln_ir::Imm::float(s, 5.0), kiln_ir::Imm::float(s, 9.0)]
+        } else {
+            [kiln_ir::Imm::int(s, 2), kiln_ir::Imm::int(s, 5), kiln_ir::Imm::int(s, 9)]
+        };
+        let bufs = [Buffer::from_imms(s, &c).unwrap(), Buffer::zeroed(kiln_ir::Scalar::U32, 16)];
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        let vector = three_ways(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs);
+        assert_eq!(vector, avx2(), "{t}: {:?}", x86_common::fallback(&k));
+    }
+}

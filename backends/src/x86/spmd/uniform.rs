@@ -58,8 +58,14 @@ fn uniform(e: &Expr, is_uniform: &dyn Fn(&str) -> bool) -> bool {
         ExprNode::Var(v) => is_uniform(v.name()),
         ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
         ExprNode::Builtin { .. } => true,
-        // The same element of the same memory: not of a private array (one per lane).
-        ExprNode::Load { buf, index } => is_uniform(buf.name()) && uniform(index, is_uniform),
+        // The same element of the same memory: not of a private array (one per lane), and
+        // as the code generator's `Kind` has it, of 32-bit elements only (narrower and
+        // 64-bit loads fill the active lanes alone).
+        ExprNode::Load { buf, index } => {
+            is_uniform(buf.name())
+                && uniform(index, is_uniform)
+                && e.ty().scalar().is_some_and(|s| s.bits() == 32)
+        }
         // Operations of uniform operands (comparisons, casts, intrinsics, selects
         // included): computed the same in every lane.
         ExprNode::Binary { .. }
