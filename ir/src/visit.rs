@@ -76,8 +76,25 @@ pub trait Visitor {
 
 /// Visits each direct sub-expression of `e`.
 pub fn walk_expr<V: Visitor + ?Sized>(v: &mut V, e: &Expr) {
-    for c in e.children() {
-        v.visit_expr(c);
+    // Matched here rather than through `Expr::children`: every pass's walks come through
+    // this, and listing the operands first cost as much as visiting them.
+    match e.node() {
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => {}
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } | ExprNode::Extract { a, .. } => {
+            v.visit_expr(a)
+        }
+        ExprNode::Binary { a, b, .. } | ExprNode::Insert { a, b, .. } => {
+            v.visit_expr(a);
+            v.visit_expr(b);
+        }
+        ExprNode::Select { cond, a, b } => {
+            v.visit_expr(cond);
+            v.visit_expr(a);
+            v.visit_expr(b);
+        }
+        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => v.visit_expr(index),
+        ExprNode::Intrinsic { args, .. } => args.iter().for_each(|a| v.visit_expr(a)),
+        ExprNode::Vector { elems, .. } => elems.iter().for_each(|a| v.visit_expr(a)),
     }
 }
 
