@@ -5,7 +5,7 @@
 
 use hashbrown::HashSet;
 use kiln_ir::{
-    walk_expr, walk_mutate_stmt, walk_stmt, AddrSpace, BinOp, Expr, ExprNode, Kernel, Mutator,
+    walk_expr, walk_mutate_nested, walk_stmt, AddrSpace, BinOp, Expr, ExprNode, Kernel, Mutator,
     Stmt, StmtNode, Type, Visitor,
 };
 
@@ -97,7 +97,7 @@ impl Mutator for Dce {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
+        let s = walk_mutate_nested(self, s);
         match s.node() {
             StmtNode::Store { buf, index, value } => match self.arrays.get(buf.name()) {
                 Some(&len)
@@ -141,7 +141,7 @@ impl Mutator for DropDecls<'_> {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
+        let s = walk_mutate_nested(self, s);
         let d = self.0;
         match s.node() {
             StmtNode::Alloc { var, .. }
