@@ -28,7 +28,7 @@ const STENCIL: &str = include_str!("../examples/stencil2d.kir");
 
 #[path = "common/timing.rs"]
 mod timing;
-use timing::{median21, ms, pass_table};
+use timing::{emit, median21, ms, pass_table};
 
 fn gemm(c: &mut Criterion) {
     let problem =
@@ -50,7 +50,7 @@ fn gemm(c: &mut Criterion) {
     let all = || {
         let k = problem.generate(&cfg).expect("generates").kernel;
         let k = optimize(&k);
-        ptx::emit_kernel(&k, &opts).expect("emits")
+        emit(k, &opts)
     };
     let k = problem.generate(&cfg).expect("generates").kernel;
     let opt = optimize(&k);
@@ -61,7 +61,7 @@ fn gemm(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("generate", |b| b.iter(|| problem.generate(black_box(&cfg)).expect("ok")));
     g.bench_function("O_pipeline", |b| b.iter(|| optimize(black_box(&k))));
-    g.bench_function("ptx_emit", |b| b.iter(|| ptx::emit_kernel(black_box(&opt), &opts)));
+    g.bench_function("ptx_emit", |b| b.iter(|| emit(black_box(opt.clone()), &opts)));
     g.bench_function("all_three", |b| b.iter(all));
     g.finish();
     println!(
@@ -74,7 +74,7 @@ fn gemm(c: &mut Criterion) {
             black_box(optimize(&k));
         })),
         ms(median21(|| {
-            black_box(ptx::emit_kernel(&opt, &opts).expect("ok"));
+            black_box(emit(opt.clone(), &opts));
         })),
         ms(median21(|| {
             black_box(all());

@@ -16,7 +16,7 @@ use kiln::passes::pipeline::optimize;
 
 #[path = "common/timing.rs"]
 mod timing;
-use timing::{median21, ms, pass_table};
+use timing::{emit, median21, ms, pass_table};
 
 fn tc(c: &mut Criterion) {
     let cfg = TcConfig::default();
@@ -29,7 +29,7 @@ fn tc(c: &mut Criterion) {
         };
         let all = || {
             let k = optimize(&p.generate(&cfg).expect("generates").kernel);
-            ptx::emit_kernel(&k, &opts).expect("emits")
+            emit(k, &opts)
         };
         let k = p.generate(&cfg).expect("generates").kernel;
         let opt = optimize(&k);
@@ -40,7 +40,7 @@ fn tc(c: &mut Criterion) {
         g.sample_size(10);
         g.bench_function("generate", |b| b.iter(|| p.generate(black_box(&cfg)).expect("ok")));
         g.bench_function("O_pipeline", |b| b.iter(|| optimize(black_box(&k))));
-        g.bench_function("ptx_emit", |b| b.iter(|| ptx::emit_kernel(black_box(&opt), &opts)));
+        g.bench_function("ptx_emit", |b| b.iter(|| emit(black_box(opt.clone()), &opts)));
         g.bench_function("all_three", |b| b.iter(all));
         g.finish();
         println!(
@@ -53,7 +53,7 @@ fn tc(c: &mut Criterion) {
                 black_box(optimize(&k));
             })),
             ms(median21(|| {
-                black_box(ptx::emit_kernel(&opt, &opts).expect("ok"));
+                black_box(emit(opt.clone(), &opts));
             })),
             ms(median21(|| {
                 black_box(all());

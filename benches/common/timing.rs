@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use kiln::ir::Kernel;
+use kiln::backends::ptx;
+use kiln::backends::target::Target;
+use kiln::ir::{Kernel, Module, Verified};
 use kiln::passes::manager::Step;
 use kiln::passes::pipeline::default_pipeline;
 
@@ -49,4 +51,12 @@ pub fn pass_table(k: &Kernel) -> String {
         out += &format!("  {s:<18} {:>7.3} ms {share:>5.1}%\n", ms(*t));
     }
     out + &format!("  {:<18} {:>7.3} ms (sum of the medians)", "total", ms(total))
+}
+
+/// PTX for `k`, the `-O` pipeline's output of a generated kernel. The generator verified
+/// its kernel and the passes keep it valid, so it goes to the backend as verified
+/// (`Verified::from_pass_output`, as the build driver does) and is checked once per build,
+/// not a second time here (`ptx::emit_kernel` verifies the bare kernel it is given).
+pub fn emit(k: Kernel, opts: &ptx::Options) -> String {
+    ptx::Ptx(*opts).emit(&Verified::from_pass_output(Module::new(vec![k]))).expect("emits")
 }

@@ -10,7 +10,7 @@
 //! `==` on two `Expr`s is structural equality, the same as [`Expr::is_equal`].
 
 use std::fmt;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -734,10 +734,12 @@ impl Expr {
             ExprNode::Insert { a, .. } => a.ty(),
             ExprNode::Vector { ty, .. } => *ty,
         };
-        let mut h = std::hash::DefaultHasher::new();
-        node.hash(&mut h);
+        // Fixed seed: a structural hash is the same in every process (keys built from it,
+        // such as fusion keys, stay stable); foldhash, not std's SipHash, because every node
+        // built pays for it.
+        let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
         let depth = 1 + node_children(&node).iter().map(|c| c.0.depth).max().unwrap_or(0);
-        Expr(Arc::new(ExprData { ty, hash: h.finish(), depth, node, origin: None }))
+        Expr(Arc::new(ExprData { ty, hash, depth, node, origin: None }))
     }
 
     /// `node`, a rebuilt version of this node (same kind, new operands), keeping this node's
@@ -1104,14 +1106,29 @@ impl fmt::Debug for Expr {
     }
 }
 
+/// The seed of every node's structural hash.
+const STRUCTURAL_SEED: u64 = 0x006b_696c_6e5f_6972;
+
+/// Deepest expression dropped by plain recursion (a few stack frames per level); deeper ones
+/// are torn down iteratively.
+const SHALLOW_DROP: u32 = 128;
+
 impl Drop for ExprData {
     /// Drops deep chains iteratively, so a long expression cannot overflow the stack.
     fn drop(&mut self) {
+        // Nearly every expression is shallow: its fields drop recursively, with no stack
+        // to allocate and no placeholder to swap in (that was most of the cost of freeing
+        // a kernel).
+        if self.depth <= SHALLOW_DROP {
+            return;
+        }
         let mut stack: Vec<Expr> = Vec::new();
         take_children(&mut self.node, &mut stack);
         while let Some(e) = stack.pop() {
             if let Ok(mut data) = Arc::try_unwrap(e.0) {
-                take_children(&mut data.node, &mut stack);
+                if data.depth > SHALLOW_DROP {
+                    take_children(&mut data.node, &mut stack);
+                }
             }
         }
     }

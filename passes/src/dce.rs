@@ -5,7 +5,7 @@
 
 use hashbrown::HashSet;
 use kiln_ir::{
-    walk_expr, walk_mutate_stmt, walk_stmt, AddrSpace, BinOp, Expr, ExprNode, Kernel, Mutator,
+    walk_expr, walk_mutate_nested, walk_stmt, AddrSpace, BinOp, Expr, ExprNode, Kernel, Mutator,
     Stmt, StmtNode, Type, Visitor,
 };
 
@@ -31,39 +31,55 @@ fn index_bound(e: &Expr) -> Option<u128> {
     }
 }
 
-/// Names read as values: every variable reference and every load's buffer.
-fn read_names(s: &Stmt) -> HashSet<String> {
-    struct R(HashSet<String>);
-    impl Visitor for R {
+/// The names of `wanted` read as values (a variable reference, a load's buffer, a call's
+/// operand). Only declared `var`s and private or local arrays are ever asked about, and the
+/// walk stops once every one of them has been seen read: in a GEMM the first unrolled
+/// step reads every accumulator, and walking the rest of the kernel was this pass's time.
+fn read_names(s: &Stmt, wanted: &HashSet<String>) -> HashSet<String> {
+    struct R<'a> {
+        read: HashSet<String>,
+        wanted: &'a HashSet<String>,
+    }
+    impl R<'_> {
+        fn done(&self) -> bool {
+            self.read.len() == self.wanted.len()
+        }
+        fn saw(&mut self, name: &str) {
+            if self.wanted.contains(name) && !self.read.contains(name) {
+                self.read.insert(name.to_string());
+            }
+        }
+    }
+    impl Visitor for R<'_> {
         fn visit_expr(&mut self, e: &Expr) {
+            if self.done() {
+                return;
+            }
             match e.node() {
-                // Look up first: most references repeat a name already seen, and
-                // allocating its `String` each time dominated this pass.
                 ExprNode::Var(v)
                 | ExprNode::Load { buf: v, .. }
-                | ExprNode::VecLoad { buf: v, .. }
-                    if !self.0.contains(v.name()) =>
-                {
-                    self.0.insert(v.name().to_string());
-                }
+                | ExprNode::VecLoad { buf: v, .. } => self.saw(v.name()),
                 _ => {}
             }
             walk_expr(self, e)
         }
         fn visit_stmt(&mut self, s: &Stmt) {
+            if self.done() {
+                return;
+            }
             if let StmtNode::Call { args, .. } = s.node() {
                 for a in args {
                     if let Some(v) = a.as_var() {
-                        self.0.insert(v.name().to_string());
+                        self.saw(v.name());
                     }
                 }
             }
             walk_stmt(self, s)
         }
     }
-    let mut r = R(HashSet::new());
+    let mut r = R { read: HashSet::new(), wanted };
     r.visit_stmt(s);
-    r.0
+    r.read
 }
 
 struct Dce {
@@ -81,7 +97,7 @@ impl Mutator for Dce {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
+        let s = walk_mutate_nested(self, s);
         match s.node() {
             StmtNode::Store { buf, index, value } => match self.arrays.get(buf.name()) {
                 Some(&len)
@@ -125,7 +141,7 @@ impl Mutator for DropDecls<'_> {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
+        let s = walk_mutate_nested(self, s);
         let d = self.0;
         match s.node() {
             StmtNode::Alloc { var, .. }
@@ -164,23 +180,37 @@ pub fn dce(k: &Kernel) -> Kernel {
 
 /// One round of dead code elimination.
 fn dce_once(k: &Kernel) -> Kernel {
-    struct Arrays(hashbrown::HashMap<String, u32>);
+    /// The private and local arrays (with their smallest length) and the names of `var`s:
+    /// what may be dead.
+    struct Arrays(hashbrown::HashMap<String, u32>, HashSet<String>);
     impl Visitor for Arrays {
+        // Declarations are statements: expressions need no walk.
+        fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
-            if let StmtNode::Alloc { var, count } = s.node() {
-                if matches!(var.ty(), Type::Ptr(AddrSpace::Private | AddrSpace::Local, _)) {
+            match s.node() {
+                StmtNode::Alloc { var, count }
+                    if matches!(var.ty(), Type::Ptr(AddrSpace::Private | AddrSpace::Local, _)) =>
+                {
                     self.0
                         .entry(var.name().to_string())
                         .and_modify(|c| *c = (*c).min(*count))
                         .or_insert(*count);
                 }
+                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. }
+                    if !self.1.contains(var.name()) =>
+                {
+                    self.1.insert(var.name().to_string());
+                }
+                _ => {}
             }
             walk_stmt(self, s)
         }
     }
-    let read = read_names(k.body());
-    let mut arrays = Arrays(hashbrown::HashMap::new());
+    let mut arrays = Arrays(hashbrown::HashMap::new(), HashSet::new());
     arrays.visit_stmt(k.body());
+    let mut wanted = std::mem::take(&mut arrays.1);
+    wanted.extend(arrays.0.keys().cloned());
+    let read = read_names(k.body(), &wanted);
     // An array name bound twice (re-bound after its scope ended) is only dead if both are:
     // names are compared, so a read of either keeps both.
     let arrays = arrays.0.into_iter().filter(|(n, _)| !read.contains(n)).collect();
@@ -188,4 +218,37 @@ fn dce_once(k: &Kernel) -> Kernel {
     let k1 = d.mutate_kernel(k);
     let k2 = DropDecls(&d).mutate_kernel(&k1);
     crate::simplify::drop_empty_blocks(&k2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_stop_being_searched_only_once_every_candidate_is_read() {
+        // `a` and `t` are read at once; `dead` (a var) and `scratch` (an array) are declared
+        // after them and never read: the search for reads must go on past the first reads
+        // and still find them dead, while `b`, read in the last statement, stays.
+        let src = "kernel k(x: ptr<global, f32>) {
+            var a: f32 = 1.0;
+            private t: f32[2];
+            t[0] = a;
+            x[0] = a + t[0];
+            var dead: f32 = 2.0;
+            var b: f32 = 3.0;
+            private scratch: f32[4];
+            scratch[1] = 5.0;
+            dead = 7.0;
+            b = b * 2.0;
+            x[1] = b;
+        }";
+        let k = kiln_ir::parse_module(src).expect("parses").kernels.remove(0);
+        let out = dce(&k).to_string();
+        for gone in ["dead", "scratch"] {
+            assert!(!out.contains(gone), "`{gone}` should be removed:\n{out}");
+        }
+        for kept in ["var a", "t[0] = a", "var b", "x[1] = b"] {
+            assert!(out.contains(kept), "`{kept}` should stay:\n{out}");
+        }
+    }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::depth::MAX_EXPR_DEPTH;
-use kiln_ir::{walk_expr, walk_mutate_stmt, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt};
+use kiln_ir::{walk_expr, walk_mutate_nested, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt};
 use kiln_ir::{StmtNode, Visitor};
 
 use crate::simplify::may_fail;
@@ -324,7 +324,7 @@ impl Mutator for LetOpt {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
+        let s = walk_mutate_nested(self, s);
         let StmtNode::Block(stmts) = s.node() else { return s };
         if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
             return s;

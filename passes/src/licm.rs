@@ -4,7 +4,7 @@
 //! names stay scoped as before.
 
 use hashbrown::HashSet;
-use kiln_ir::{walk_mutate_stmt, Expr, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::{walk_mutate_nested, Expr, Kernel, Mutator, Stmt, StmtNode};
 
 use crate::util::{bound_names, free_names, is_stable, mutable_names};
 
@@ -20,7 +20,7 @@ impl Mutator for Licm {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
+        let s = walk_mutate_nested(self, s);
         let StmtNode::For { var, lo, hi, step, body } = s.node() else { return s };
         let mut inner = bound_names(body);
         inner.insert(var.name().to_string(), 1);

@@ -116,9 +116,16 @@ impl Lower {
             .map(|i| (i, if i == 0 { base.to_string() } else { format!("{base}_{i}") }))
             .find(|(_, n)| !self.taken.contains(n))
             .unwrap_or_default();
-        self.next.insert(base.to_string(), i + 1);
-        self.taken.insert(name.clone());
-        Var::new(name, ty)
+        // A base seen before keeps its key (no `String` per lane).
+        match self.next.get_mut(base) {
+            Some(n) => *n = i + 1,
+            None => {
+                self.next.insert(base.to_string(), i + 1);
+            }
+        }
+        let v = Var::new(&name, ty);
+        self.taken.insert(name);
+        v
     }
 
     /// `e` bound to a fresh `let` in `out` (unless it is a leaf already or there is no

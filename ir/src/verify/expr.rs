@@ -4,6 +4,7 @@
 
 use crate::expr::{canonical_int, round_float, BinOp, Expr, ExprNode, Imm, Intrinsic, UnOp};
 use crate::types::{Scalar, Type};
+use smallvec::{smallvec, SmallVec};
 
 use super::{show, Checker, Node};
 
@@ -33,16 +34,19 @@ fn f16_note2(a: Type, b: Type) -> &'static str {
 impl Checker<'_> {
     /// Checks an expression tree; returns true if its type ([`Expr::ty`]) can be trusted.
     pub(super) fn expr(&mut self, root: &Expr) -> bool {
-        let mut todo: Vec<(&Expr, bool)> = vec![(root, false)];
-        let mut done: Vec<bool> = Vec::new();
-        while let Some((e, expanded)) = todo.pop() {
-            let kids = e.children();
-            if !expanded {
-                todo.push((e, true));
-                todo.extend(kids.iter().rev().map(|k| (*k, false)));
+        // On the stack for the usual statement-sized tree (every statement's expressions
+        // come through here); each node is listed with its operand count once expanded.
+        const UNEXPANDED: usize = usize::MAX;
+        let mut todo: SmallVec<[(&Expr, usize); 32]> = smallvec![(root, UNEXPANDED)];
+        let mut done: SmallVec<[bool; 32]> = SmallVec::new();
+        while let Some((e, n)) = todo.pop() {
+            if n == UNEXPANDED {
+                let kids = e.children();
+                todo.push((e, kids.len()));
+                todo.extend(kids.iter().rev().map(|k| (*k, UNEXPANDED)));
                 continue;
             }
-            let base = done.len().saturating_sub(kids.len());
+            let base = done.len().saturating_sub(n);
             let kids_ok = done[base..].iter().all(|&ok| ok);
             done.truncate(base);
             let ok = self.expr_node(e, kids_ok);
@@ -69,7 +73,7 @@ impl Checker<'_> {
         }
         match e.node() {
             ExprNode::Var(v) => {
-                self.reference(v, Node::Expr(e.clone()), "use of");
+                self.reference(v, || Node::Expr(e.clone()), "use of");
                 true
             }
             ExprNode::Imm(i) => match *i {
@@ -198,7 +202,7 @@ impl Checker<'_> {
                 true
             }
             ExprNode::Load { buf, index } => {
-                self.reference(buf, Node::Expr(e.clone()), "load from");
+                self.reference(buf, || Node::Expr(e.clone()), "load from");
                 let is_ptr = buf.ty().is_ptr();
                 if !is_ptr {
                     self.at_expr(

@@ -340,10 +340,10 @@ impl<'k> Checker<'k> {
     }
 
     /// Reports a name that the text format cannot spell.
-    fn check_name(&mut self, name: &str, what: &str, node: Option<Node>) {
+    fn check_name(&mut self, name: &str, what: &str, node: impl FnOnce() -> Option<Node>) {
         if !crate::parse::is_identifier(name) {
             self.error(
-                node,
+                node(),
                 format!(
                     "{what} `{}` is not a valid name: names are identifiers                      ([A-Za-z_][A-Za-z0-9_]*) other than reserved words and type names",
                     name.escape_debug()
@@ -354,10 +354,10 @@ impl<'k> Checker<'k> {
 
     fn kernel(&mut self, k: &Kernel) {
         self.scopes.push();
-        self.check_name(k.name(), "kernel name", None);
+        self.check_name(k.name(), "kernel name", || None);
         let mut names: HashSet<&str> = HashSet::new();
         for p in k.params() {
-            self.check_name(p.name(), "parameter", None);
+            self.check_name(p.name(), "parameter", || None);
             if !names.insert(p.name()) {
                 self.error(None, format!("parameter `{}` is declared twice", p.name()));
             }
@@ -443,17 +443,18 @@ impl<'k> Checker<'k> {
     }
 
     /// Checks a reference to `v` (a use, a load or store buffer, an assignment target).
-    /// Returns the binding if it is in scope.
-    fn reference(&mut self, v: &Var, node: Node, what: &str) -> Option<Binding> {
+    /// Returns the binding if it is in scope. `node` (where an error is reported) is built
+    /// only for an error: nearly every reference checks out.
+    fn reference(&mut self, v: &Var, node: impl FnOnce() -> Node, what: &str) -> Option<Binding> {
         match self.scopes.get(v.name()) {
             None => {
-                self.error(Some(node), format!("{what} unbound variable `{}`", v.name()));
+                self.error(Some(node()), format!("{what} unbound variable `{}`", v.name()));
                 None
             }
             Some(b) => {
                 if b.ty != v.ty() {
                     self.error(
-                        Some(node),
+                        Some(node()),
                         format!(
                             "`{}` is referred to as {} but bound as {} ({})",
                             v.name(),
@@ -470,7 +471,7 @@ impl<'k> Checker<'k> {
 
     /// Binds `v` for the rest of the current scope, reporting shadowing at `s`.
     fn bind(&mut self, v: &Var, kind: Kind, s: &Stmt) {
-        self.check_name(v.name(), "variable", Some(Node::Stmt(s.clone())));
+        self.check_name(v.name(), "variable", || Some(Node::Stmt(s.clone())));
         if let Some(prev) = self.scopes.get(v.name()) {
             self.at_stmt(
                 s,

@@ -158,7 +158,7 @@ impl Checker<'_> {
     }
 
     fn assign(&mut self, s: &Stmt, var: &Var, value: &Expr) {
-        if let Some(b) = self.reference(var, Node::Stmt(s.clone()), "assignment to") {
+        if let Some(b) = self.reference(var, || Node::Stmt(s.clone()), "assignment to") {
             let why = match b.kind {
                 Kind::Mutable => None,
                 Kind::Let => Some(format!(
@@ -195,7 +195,7 @@ impl Checker<'_> {
     }
 
     pub(super) fn store(&mut self, s: &Stmt, buf: &Var, index: &Expr, value: &Expr) {
-        self.reference(buf, Node::Stmt(s.clone()), "store through");
+        self.reference(buf, || Node::Stmt(s.clone()), "store through");
         let elem = match buf.ty() {
             Type::Ptr(space, elem) => {
                 if space == AddrSpace::Constant {

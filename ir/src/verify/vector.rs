@@ -68,7 +68,7 @@ impl Checker<'_> {
         }
         match e.node() {
             ExprNode::VecLoad { buf, index, lanes } => {
-                self.reference(buf, Node::Expr(e.clone()), "load from");
+                self.reference(buf, || Node::Expr(e.clone()), "load from");
                 let Type::Ptr(_, elem) = buf.ty() else {
                     self.at_expr(
                         e,
@@ -194,7 +194,7 @@ impl Checker<'_> {
 
     /// Checks `vstore(buf, index, value);`.
     pub(super) fn vec_store(&mut self, s: &Stmt, buf: &Var, index: &Expr, value: &Expr) {
-        self.reference(buf, Node::Stmt(s.clone()), "store through");
+        self.reference(buf, || Node::Stmt(s.clone()), "store through");
         let elem = match buf.ty() {
             Type::Ptr(space, elem) => {
                 if space == AddrSpace::Constant {

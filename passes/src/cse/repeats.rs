@@ -34,8 +34,8 @@ use std::rc::Rc;
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, ExprSet, Kernel, Mutator, Scalar,
-    Stmt, StmtNode, Type, Var,
+    walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt, Expr, ExprMap, ExprNode, ExprSet,
+    Kernel, Mutator, Scalar, Stmt, StmtNode, Type, Var,
 };
 
 use smallvec::{smallvec, SmallVec};
@@ -491,7 +491,7 @@ impl Mutator for Repeats {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let StmtNode::Block(stmts) = s.node() else { return walk_mutate_stmt(self, s) };
+        let StmtNode::Block(stmts) = s.node() else { return walk_mutate_nested(self, s) };
         let mut out: Vec<Stmt> = stmts.clone();
         let mut changed = false;
         let mut k = 0;
@@ -540,7 +540,7 @@ impl Mutator for Repeats {
             let counted = out[k].clone();
             let t = match out[k].node() {
                 StmtNode::Block(_) => self.mutate_stmt(&out[k]),
-                _ => walk_mutate_stmt(self, &out[k]),
+                _ => walk_mutate_nested(self, &out[k]),
             };
             changed |= !t.ptr_eq(&out[k]);
             out[k] = t;
