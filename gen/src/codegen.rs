@@ -201,9 +201,16 @@ struct Gen<'a> {
     frame: std::collections::HashMap<Var, Expr>,
     /// The flat batch index of a batched GEMM (the views' batch dimensions), else `None`.
     batch: Option<Expr>,
+    /// Elements past each local tile row (k-slice) before the next.
+    pad: i64,
 }
 
 impl Gen<'_> {
+    /// Elements from one k-slice of operand A's (`is_a`) or B's local tile to the next.
+    fn stride(&self, is_a: bool) -> i64 {
+        self.pad + if is_a { self.cfg.tile_m() } else { self.cfg.tile_n() } as i64
+    }
+
     /// Virtual coordinates of `v` from flat M, N and K indices, and the work-group's batch
     /// index for the views' batch dimensions.
     fn coords(&self, v: &View, flat: &[(DimKind, Expr)]) -> Vec<Expr> {
@@ -343,7 +350,7 @@ impl Gen<'_> {
         }
         let acc = view.access(&coords);
         let cond = ix::and(self.k_edge(&kidx), acc.mask);
-        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r.expr()));
+        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(self.stride(is_a))), &r.expr()));
         let dst = dst.clone();
         TileCopy {
             pre,
@@ -402,7 +409,7 @@ impl Gen<'_> {
         let pre =
             vec![Stmt::let_(&q, ix::rem(idx, rows / w)), Stmt::let_(&kk, ix::div(idx, rows / w))];
         let cond = self.k_edge(&kidx);
-        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r));
+        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(self.stride(is_a))), &r));
         let dst = dst.clone();
         let store: StoreFn = Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]);
         Some(TileCopy::vector(
@@ -458,9 +465,14 @@ impl Gen<'_> {
         // `k_tile / vec` of them per row) as with rows fastest, for store bank conflicts
         // of at most that many ways on a few stores per step.
         let qs = bk / w;
-        let pre = vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))];
+        let pre = if experiment("kfast") {
+            vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&q, ix::div(idx, rows))]
+        } else {
+            vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))]
+        };
+        let stride = self.stride(is_a);
         let at = move |j: i64| {
-            ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()))
+            ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(stride)), &r.expr()))
         };
         let ats: Vec<Expr> = (0..w).map(at).collect();
         let dst = dst.clone();
@@ -558,7 +570,6 @@ impl Gen<'_> {
     /// into the address.
     fn multiply(&self, sa: &Expr, sb: &Expr, acc: &[Vec<Var>], tx: &Expr, ty: &Expr) -> Stmt {
         let cfg = &self.cfg;
-        let (bm, bn) = (cfg.tile_m() as i64, cfg.tile_n() as i64);
         let kk = Var::new("kk", Type::I32);
         let (a_at, b_at) = (Var::new("a_at", Type::I32), Var::new("b_at", Type::I32));
         let pre = [
@@ -566,7 +577,7 @@ impl Gen<'_> {
             Stmt::let_(&b_at, ix::add(sb, &self.col(tx, 0))),
         ];
         let mut body = Vec::new();
-        let abase = ix::add(&a_at.expr(), &ix::mul(&kk.expr(), &c(bm)));
+        let abase = ix::add(&a_at.expr(), &ix::mul(&kk.expr(), &c(self.stride(true))));
         let ar = self.block_loads(
             &self.a_s,
             &abase,
@@ -575,7 +586,7 @@ impl Gen<'_> {
             &|i| c(self.lane_split(i, cfg.tm, cfg.wg_m).1),
             &mut body,
         );
-        let bbase = ix::add(&b_at.expr(), &ix::mul(&kk.expr(), &c(bn)));
+        let bbase = ix::add(&b_at.expr(), &ix::mul(&kk.expr(), &c(self.stride(false))));
         let br = self.block_loads(
             &self.b_s,
             &bbase,
@@ -650,6 +661,28 @@ fn work_item_m(cfg: &GemmConfig, lid: &Expr) -> Expr {
     let warp = ix::div(lid, 32);
     let lane = ix::rem(lid, 32);
     ix::add(&ix::mul(&ix::div(&warp, cfg.wg_n as i64 / 8), &c(4)), &ix::div(&lane, 8))
+}
+
+/// EXPERIMENT (temporary): whether `KILN_GEMM_X` names `what`.
+fn experiment(what: &str) -> bool {
+    std::env::var("KILN_GEMM_X").is_ok_and(|v| v.split(',').any(|w| w == what))
+}
+
+/// EXPERIMENT (temporary): the work-group's tile coordinates, swizzled in bands of `G`
+/// tile rows (`KILN_GEMM_X=raster8`).
+fn raster(groups_m: i64, groups_n: i64) -> (Expr, Expr) {
+    let gid = |d| Expr::group_id(d).cast(Scalar::I32);
+    let g = [2, 4, 8, 16].into_iter().find(|g| experiment(&format!("raster{g}")));
+    match g {
+        Some(g) if groups_m % g == 0 && groups_m > g => {
+            let pid = ix::add(&ix::mul(&gid(1), &c(groups_n)), &gid(0));
+            let per = g * groups_n;
+            let r = ix::rem(&pid, per);
+            let pm = ix::add(&ix::mul(&ix::div(&pid, per), &c(g)), &ix::rem(&r, g));
+            (pm, ix::div(&r, g))
+        }
+        _ => (gid(1), gid(0)),
+    }
 }
 
 /// Generates the kernel for `views` with `cfg`: verified, and unrolled when `cfg.unroll`.
@@ -753,9 +786,17 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let n0 = Var::new("n0", Type::I32);
     // Triple buffering is the single-buffered loop through the `slm-buffer3` pass (below).
     let depth = if cfg.slm_depth == 3 { 1 } else { cfg.slm_depth as i64 };
+    let pad = if experiment("pad")
+        && cfg.vec > 1
+        && cfg.local_bytes() as i64 + depth * bk * 8 * 4 <= crate::config::MAX_LOCAL_BYTES as i64
+    {
+        4
+    } else {
+        0
+    };
     let mut body = vec![
-        Stmt::alloc(&a_s, (depth * bk * bm) as u32),
-        Stmt::alloc(&b_s, (depth * bk * bn) as u32),
+        Stmt::alloc(&a_s, (depth * bk * (bm + pad)) as u32),
+        Stmt::alloc(&b_s, (depth * bk * (bn + pad)) as u32),
         Stmt::let_(
             &lid,
             ix::add(
@@ -765,9 +806,10 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         ),
         Stmt::let_(&tx, work_item_n(cfg, &lid.expr())),
         Stmt::let_(&ty, work_item_m(cfg, &lid.expr())),
-        Stmt::let_(&m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(bm))),
-        Stmt::let_(&n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(bn))),
     ];
+    let (gm, gn) = raster(groups_m, groups_n);
+    body.push(Stmt::let_(&m0, ix::mul(&gm, &c(bm))));
+    body.push(Stmt::let_(&n0, ix::mul(&gn, &c(bn))));
     let gz = || Expr::group_id(2).cast(Scalar::I32);
     // The work-group's split-K slice and batch index (dimension 2 is batch * slices + slice).
     let slice = if batch > 1 { ix::rem(&gz(), slices) } else { gz() };
@@ -814,6 +856,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         .into_iter()
         .collect(),
         batch: (batch > 1).then(|| bidx.expr()),
+        pad,
     };
     let nk = if slices > 1 { per_slice } else { ktiles };
     let kt = Var::new("kt", Type::I32);
@@ -850,9 +893,10 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         let step = |g: &Gen, kt: &Expr| {
             let next = ix::add(kt, &c(1));
             let nk0 = kstart(ix::mul(&next, &c(bk)));
-            let (fa, sta) = g.stage_tile(true, &nk0, &slot(&next, bm), None);
-            let (fb, stb) = g.stage_tile(false, &nk0, &slot(&next, bn), None);
-            let mut step = vec![Stmt::let_(&sa, slot(kt, bm)), Stmt::let_(&sb, slot(kt, bn))];
+            let (fa, sta) = g.stage_tile(true, &nk0, &slot(&next, bm + pad), None);
+            let (fb, stb) = g.stage_tile(false, &nk0, &slot(&next, bn + pad), None);
+            let mut step =
+                vec![Stmt::let_(&sa, slot(kt, bm + pad)), Stmt::let_(&sb, slot(kt, bn + pad))];
             step.extend(fa);
             step.extend(fb);
             step.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
@@ -870,7 +914,13 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             body.push(step(&gk, &c(nk - 2)));
         }
         let last = c(nk - 1);
-        body.push(g.multiply(&slot(&last, bm), &slot(&last, bn), &acc, &tx.expr(), &ty.expr()));
+        body.push(g.multiply(
+            &slot(&last, bm + pad),
+            &slot(&last, bn + pad),
+            &acc,
+            &tx.expr(),
+            &ty.expr(),
+        ));
     }
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does, and then does not read C at all (a uniform branch).
