@@ -12,7 +12,9 @@ tuner itself and, through cupy, by the tuner's method and by the suites' method,
 3. each timed through cupy the tuner's way (one after the other: 50 ms of launches, then the
    median of 5 samples, each a series of launches lasting about 1 ms, host clock around the
    series and a synchronize), and the suites' way (`kiln_gen.interleaved_ms`: CUDA events,
-   one launch per sample, the blockings taking turns).
+   one launch per sample, the blockings taking turns);
+4. the same kernels with the PTX as kiln's CUDA device builds it for sm_90 (each entry
+   starting with `griddepcontrol.wait; griddepcontrol.launch_dependents;`), both ways.
 Prints one row per blocking: ms by each method and the ratio to the default by each.
 """
 import argparse
@@ -63,6 +65,19 @@ def tuner_way(run, warm_s=0.05, samples=5, min_sample_s=1e-3, max_series=64):
     return float(np.median(times)) * 1e3
 
 
+def with_grid_dependency(ptx):
+    """What kiln's CUDA device adds to every entry on sm_90 (program.rs, with_grid_dependency)."""
+    out, entry = [], False
+    for line in ptx.splitlines(keepends=True):
+        out.append(line)
+        if line.startswith(".visible .entry "):
+            entry = True
+        elif entry and line.rstrip() == "{":
+            out.append("\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n")
+            entry = False
+    return "".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kiln")
@@ -85,7 +100,7 @@ def main():
         blockings = [timed[0][0], won] + [b for b in a.blocking if b not in (timed[0][0], won)]
         if won == timed[0][0]:
             blockings = blockings[:1] + blockings[2:]
-        runs, cs, sizes = [], [], None
+        runs, runs_gd, cs, sizes = [], [], [], None
         rs = np.random.default_rng(0)
         for i, blk in enumerate(blockings):
             kir = os.path.join(tmp, f"b{i}.kir")
@@ -96,31 +111,38 @@ def main():
                                                      head).groups()]
                 x = cp.asarray(rs.standard_normal(sizes[0], dtype=np.float32))
                 y = cp.asarray(rs.standard_normal(sizes[1], dtype=np.float32))
-            kernels, ws, _ = kernels_of(kiln, kir, tmp, f"b{i}")
-            c = cp.zeros(sizes[2], dtype=np.float32)
-            run = launcher(kernels, ws, x, y, c)
-            run()
-            cp.cuda.Device().synchronize()
-            runs.append(run)
-            cs.append(c)
+            for gd in (False, True):
+                kernels, ws, _ = kernels_of(kiln, kir, tmp, f"b{i}{'g' if gd else ''}",
+                                            with_grid_dependency if gd else None)
+                c = cp.zeros(sizes[2], dtype=np.float32)
+                run = launcher(kernels, ws, x, y, c)
+                run()
+                cp.cuda.Device().synchronize()
+                (runs_gd if gd else runs).append(run)
+                cs.append(c)
         ref = cs[0]
         errs = [float(cp.max(cp.abs(c - ref)) / cp.max(cp.abs(ref))) for c in cs]
         tuner = [tuner_way(r) for r in runs]
         suite = interleaved_ms(runs)
         tuner2 = [tuner_way(r) for r in runs]
+        tuner_gd = [tuner_way(r) for r in runs_gd]
+        suite_gd = interleaved_ms(runs_gd)
     print(f"device: {dev}; {' '.join(args)}; kiln tune timed {len(timed)}, winner `{won}`")
     print("| blocking | kiln tune ms | cupy tuner-way ms (before, after) | cupy suite-way ms | "
-          "/ default: kiln, tuner-way, suite-way |")
-    print("|---|---|---|---|---|")
+          "with griddepcontrol: tuner-way, suite-way ms | / default: kiln, tuner-way, suite-way, "
+          "griddepcontrol tuner-way, suite-way |")
+    print("|---|---|---|---|---|---|")
     k0 = float(mine.get(blockings[0], "nan"))
     failed = False
-    for blk, err, t1, t2, s in zip(blockings, errs, tuner, tuner2, suite):
+    errs = [max(errs[2 * i], errs[2 * i + 1]) for i in range(len(blockings))]
+    for blk, err, t1, t2, s, g1, g2 in zip(blockings, errs, tuner, tuner2, suite, tuner_gd, suite_gd):
         k = float(mine.get(blk, "nan"))
         ok = err < 1e-4  # NaN is not
         bad = "" if ok else f" WRONG (err {err:.1e})"
         failed |= not ok
-        print(f"| {blk}{bad} | {k:.3f} | {t1:.3f}, {t2:.3f} | {s:.3f} | "
-              f"{k / k0:.3f}, {t1 / tuner[0]:.3f}, {s / suite[0]:.3f} |")
+        print(f"| {blk}{bad} | {k:.3f} | {t1:.3f}, {t2:.3f} | {s:.3f} | {g1:.3f}, {g2:.3f} | "
+              f"{k / k0:.3f}, {t1 / tuner[0]:.3f}, {s / suite[0]:.3f}, {g1 / tuner_gd[0]:.3f}, "
+              f"{g2 / suite_gd[0]:.3f} |")
     sys.exit(1 if failed else 0)
 
 
