@@ -471,16 +471,33 @@ impl Gen<'_> {
             vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))]
         };
         let stride = self.stride(is_a);
-        let at = move |j: i64| {
-            ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(stride)), &r.expr()))
-        };
-        let ats: Vec<Expr> = (0..w).map(at).collect();
-        let dst = dst.clone();
+        // In the staged copies of the double-buffered loop (`sfx` names the share), the
+        // lanes' places in the tile are one place plus constants: bound once (the
+        // work-item's part before the loop, the slot's in each step), the backend folds the
+        // constants into the stores' addresses. The single-buffered loop keeps plain
+        // stores, the form the `slm-buffer` passes take.
+        let own = Var::new(format!("{tag}_o{sfx}"), Type::I32);
+        let mut pre = pre;
+        let bind = !sfx.is_empty();
+        if bind {
+            pre.push(Stmt::let_(&own, ix::add(&ix::mul(&kk, &c(stride)), &r.expr())));
+        }
+        let (dst, slot, tag) = (dst.clone(), slot.clone(), format!("{tag}_at{sfx}"));
         let store: StoreFn = Box::new(move |v| {
-            ats.iter()
-                .enumerate()
-                .map(|(j, a)| Stmt::store(&dst, a.clone(), v.extract(j as u8)))
-                .collect()
+            let at = Var::new(&tag, Type::I32);
+            let mut out = Vec::new();
+            if bind {
+                out.push(Stmt::let_(&at, ix::add(&slot, &own.expr())));
+            }
+            for j in 0..w {
+                let place = if bind {
+                    ix::add(&at.expr(), &c(j * stride))
+                } else {
+                    ix::add(&slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(stride)), &r.expr()))
+                };
+                out.push(Stmt::store(&dst, place, v.extract(j as u8)));
+            }
+            out
         });
         Some(TileCopy::vector(
             pre,
@@ -884,25 +901,52 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         body.push(first.load_tile(true, &kstart(c(0)), &z));
         body.push(first.load_tile(false, &kstart(c(0)), &z));
         body.push(barrier());
-        let slot = |t: &Expr, size: i64| ix::mul(&ix::rem(t, 2), &c(bk * size));
         let (sa, sb) = (Var::new("sa", Type::I32), Var::new("sb", Type::I32));
+        let (na, nb) = (Var::new("na", Type::I32), Var::new("nb", Type::I32));
+        // The second slot's offset (the first is at 0).
+        let (half_a, half_b) = (bk * (bm + pad), bk * (bn + pad));
+        // EXPERIMENT (temporary): `oldslot` computes each step's slots from `kt % 2` (which
+        // ptxas divides with the generic sequence) instead of toggling them.
+        let old = experiment("oldslot");
+        let slot = |t: &Expr, size: i64| ix::mul(&ix::rem(t, 2), &c(bk * size));
+        if !old {
+            body.push(Stmt::decl(&sa, c(0)));
+            body.push(Stmt::decl(&sb, c(0)));
+        }
         // The next tile goes through registers: its global loads are issued before the
         // multiply and stored to local memory after it, so their latency overlaps the
         // multiply instead of stalling the stores in front of it. The last tile's
-        // multiply is peeled off the loop, so the loads in it need no guard.
+        // multiply is peeled off the loop, so the loads in it need no guard. The slots
+        // alternate: the one multiplied and the one filled swap after each step (a
+        // subtraction; `kt % 2` took ptxas's generic division, 7% of the loop's issue).
         let step = |g: &Gen, kt: &Expr| {
             let next = ix::add(kt, &c(1));
             let nk0 = kstart(ix::mul(&next, &c(bk)));
-            let (fa, sta) = g.stage_tile(true, &nk0, &slot(&next, bm + pad), None);
-            let (fb, stb) = g.stage_tile(false, &nk0, &slot(&next, bn + pad), None);
-            let mut step =
-                vec![Stmt::let_(&sa, slot(kt, bm + pad)), Stmt::let_(&sb, slot(kt, bn + pad))];
+            let mut step = if old {
+                vec![
+                    Stmt::let_(&sa, slot(kt, bm + pad)),
+                    Stmt::let_(&sb, slot(kt, bn + pad)),
+                    Stmt::let_(&na, slot(&next, bm + pad)),
+                    Stmt::let_(&nb, slot(&next, bn + pad)),
+                ]
+            } else {
+                vec![
+                    Stmt::let_(&na, ix::sub(&c(half_a), &sa.expr())),
+                    Stmt::let_(&nb, ix::sub(&c(half_b), &sb.expr())),
+                ]
+            };
+            let (fa, sta) = g.stage_tile(true, &nk0, &na.expr(), None);
+            let (fb, stb) = g.stage_tile(false, &nk0, &nb.expr(), None);
             step.extend(fa);
             step.extend(fb);
             step.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
             step.extend(sta);
             step.extend(stb);
             step.push(barrier());
+            if !old {
+                step.push(Stmt::assign(&sa, na.expr()));
+                step.push(Stmt::assign(&sb, nb.expr()));
+            }
             Stmt::block(step)
         };
         // With a peeled tail, the step that loads the last k-tile follows the loop.
@@ -914,13 +958,12 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             body.push(step(&gk, &c(nk - 2)));
         }
         let last = c(nk - 1);
-        body.push(g.multiply(
-            &slot(&last, bm + pad),
-            &slot(&last, bn + pad),
-            &acc,
-            &tx.expr(),
-            &ty.expr(),
-        ));
+        let (la, lb) = if old {
+            (slot(&last, bm + pad), slot(&last, bn + pad))
+        } else {
+            (sa.expr(), sb.expr())
+        };
+        body.push(g.multiply(&la, &lb, &acc, &tx.expr(), &ty.expr()));
     }
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does, and then does not read C at all (a uniform branch).
