@@ -67,18 +67,6 @@ pub fn rem(a: &Expr, d: i64) -> Expr {
     }
 }
 
-/// `a % d` for a non-negative `a` and a positive constant `d`: `a & (d - 1)` when `d` is a
-/// power of two. `ptxas` divides by an immediate with the generic division sequence (some
-/// twenty instructions; NVVM strength-reduces before PTX, kiln's backend does not), which in a
-/// GEMM's reduction loop cost 7% of the issue slots.
-pub fn rem_nonneg(a: &Expr, d: i64) -> Expr {
-    match as_const(a) {
-        Some(x) => c(x % d),
-        None if d > 1 && d.count_ones() == 1 => Expr::binary(BinOp::And, a.clone(), c(d - 1)),
-        None => rem(a, d),
-    }
-}
-
 /// `a && b`, where `None` means "always true".
 pub fn and(a: Option<Expr>, b: Option<Expr>) -> Option<Expr> {
     match (a, b) {
