@@ -1095,6 +1095,10 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     if cfg.unroll {
         kernel = kiln_passes::unroll::unroll(&kernel);
     }
+    // Last: the forms above are what the passes and the vector proofs read.
+    if !experiment("olddiv") {
+        kernel = crate::fastdiv::lower_divisions(&kernel);
+    }
     for k in std::iter::once(&kernel).chain(split.as_ref().map(|s| &s.reduce)) {
         kiln_ir::verify_kernel(k).map_err(|e| {
             let first = e.first().map(|x| x.to_string()).unwrap_or_default();
