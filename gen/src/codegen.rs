@@ -465,11 +465,7 @@ impl Gen<'_> {
         // `k_tile / vec` of them per row) as with rows fastest, for store bank conflicts
         // of at most that many ways on a few stores per step.
         let qs = bk / w;
-        let pre = if experiment("kfast") {
-            vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&q, ix::div(idx, rows))]
-        } else {
-            vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))]
-        };
+        let pre = vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))];
         let stride = self.stride(is_a);
         // In the staged copies of the double-buffered loop (`sfx` names the share), the
         // lanes' places in the tile are one place plus constants: bound once (the
@@ -901,40 +897,25 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         body.push(first.load_tile(true, &kstart(c(0)), &z));
         body.push(first.load_tile(false, &kstart(c(0)), &z));
         body.push(barrier());
+        // The slots of the tile multiplied (`sa`, `sb`) and of the one filled (`na`, `nb`):
+        // they swap after each step by a subtraction (`kt % 2` cost ptxas's generic division
+        // sequence, 7% of the loop's instructions at 4096^3).
         let (sa, sb) = (Var::new("sa", Type::I32), Var::new("sb", Type::I32));
         let (na, nb) = (Var::new("na", Type::I32), Var::new("nb", Type::I32));
-        // The second slot's offset (the first is at 0).
         let (half_a, half_b) = (bk * (bm + pad), bk * (bn + pad));
-        // EXPERIMENT (temporary): `oldslot` computes each step's slots from `kt % 2` (which
-        // ptxas divides with the generic sequence) instead of toggling them.
-        let old = experiment("oldslot");
-        let slot = |t: &Expr, size: i64| ix::mul(&ix::rem(t, 2), &c(bk * size));
-        if !old {
-            body.push(Stmt::decl(&sa, c(0)));
-            body.push(Stmt::decl(&sb, c(0)));
-        }
+        body.push(Stmt::decl(&sa, c(0)));
+        body.push(Stmt::decl(&sb, c(0)));
         // The next tile goes through registers: its global loads are issued before the
         // multiply and stored to local memory after it, so their latency overlaps the
         // multiply instead of stalling the stores in front of it. The last tile's
-        // multiply is peeled off the loop, so the loads in it need no guard. The slots
-        // alternate: the one multiplied and the one filled swap after each step (a
-        // subtraction; `kt % 2` took ptxas's generic division, 7% of the loop's issue).
+        // multiply is peeled off the loop, so the loads in it need no guard.
         let step = |g: &Gen, kt: &Expr| {
             let next = ix::add(kt, &c(1));
             let nk0 = kstart(ix::mul(&next, &c(bk)));
-            let mut step = if old {
-                vec![
-                    Stmt::let_(&sa, slot(kt, bm + pad)),
-                    Stmt::let_(&sb, slot(kt, bn + pad)),
-                    Stmt::let_(&na, slot(&next, bm + pad)),
-                    Stmt::let_(&nb, slot(&next, bn + pad)),
-                ]
-            } else {
-                vec![
-                    Stmt::let_(&na, ix::sub(&c(half_a), &sa.expr())),
-                    Stmt::let_(&nb, ix::sub(&c(half_b), &sb.expr())),
-                ]
-            };
+            let mut step = vec![
+                Stmt::let_(&na, ix::sub(&c(half_a), &sa.expr())),
+                Stmt::let_(&nb, ix::sub(&c(half_b), &sb.expr())),
+            ];
             let (fa, sta) = g.stage_tile(true, &nk0, &na.expr(), None);
             let (fb, stb) = g.stage_tile(false, &nk0, &nb.expr(), None);
             step.extend(fa);
@@ -943,10 +924,8 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             step.extend(sta);
             step.extend(stb);
             step.push(barrier());
-            if !old {
-                step.push(Stmt::assign(&sa, na.expr()));
-                step.push(Stmt::assign(&sb, nb.expr()));
-            }
+            step.push(Stmt::assign(&sa, na.expr()));
+            step.push(Stmt::assign(&sb, nb.expr()));
             Stmt::block(step)
         };
         // With a peeled tail, the step that loads the last k-tile follows the loop.
@@ -957,13 +936,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         if peel && nk > 1 {
             body.push(step(&gk, &c(nk - 2)));
         }
-        let last = c(nk - 1);
-        let (la, lb) = if old {
-            (slot(&last, bm + pad), slot(&last, bn + pad))
-        } else {
-            (sa.expr(), sb.expr())
-        };
-        body.push(g.multiply(&la, &lb, &acc, &tx.expr(), &ty.expr()));
+        body.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
     }
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does, and then does not read C at all (a uniform branch).
@@ -1096,9 +1069,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         kernel = kiln_passes::unroll::unroll(&kernel);
     }
     // Last: the forms above are what the passes and the vector proofs read.
-    if !experiment("olddiv") {
-        kernel = crate::fastdiv::lower_divisions(&kernel);
-    }
+    kernel = crate::fastdiv::lower_divisions(&kernel);
     for k in std::iter::once(&kernel).chain(split.as_ref().map(|s| &s.reduce)) {
         kiln_ir::verify_kernel(k).map_err(|e| {
             let first = e.first().map(|x| x.to_string()).unwrap_or_default();

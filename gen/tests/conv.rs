@@ -196,7 +196,10 @@ fn conv_row_positions_are_computed_outside_the_k_loop() {
         let in_loop = &rest[..end];
         assert!(before.contains("let la_mb0") && before.contains("let la_oh0"), "{text}");
         assert!(!in_loop.contains("let la_mb") && !in_loop.contains("let la_oh"), "{text}");
-        assert!(in_loop.contains("let la_kh"), "the reduction index is taken apart in the loop:\n{text}");
+        assert!(
+            in_loop.contains("let la_kh"),
+            "the reduction index is taken apart in the loop:\n{text}"
+        );
         // Without a division: those by constants are shifts and multiplications (ptxas
         // would divide with its generic sequence, some twenty instructions each).
         assert!(!text.contains(" / ") && !text.contains(" % "), "{text}");
