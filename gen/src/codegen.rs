@@ -406,10 +406,19 @@ impl Gen<'_> {
         if acc.mask.is_some() {
             return None;
         }
-        let pre =
+        let mut pre =
             vec![Stmt::let_(&q, ix::rem(idx, rows / w)), Stmt::let_(&kk, ix::div(idx, rows / w))];
         let cond = self.k_edge(&kidx);
-        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(self.stride(is_a))), &r));
+        let own = ix::add(&ix::mul(&kk.expr(), &c(self.stride(is_a))), &r);
+        // In the double-buffered loop's staged copies (`sfx` names the share), the
+        // work-item's place in the tile is bound before the loop (see `copy_vector_k`).
+        let at = if sfx.is_empty() {
+            ix::add(slot, &own)
+        } else {
+            let v = Var::new(format!("{tag}_o{sfx}"), Type::I32);
+            pre.push(Stmt::let_(&v, own));
+            ix::add(slot, &v.expr())
+        };
         let dst = dst.clone();
         let store: StoreFn = Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]);
         Some(TileCopy::vector(
