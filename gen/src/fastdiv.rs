@@ -193,4 +193,25 @@ mod tests {
         // Too large a range for an i32 multiplier: left alone.
         assert!(divide(&a.expr(), 3, 1 << 20, false).is_none());
     }
+
+    /// Only dividends of known range are rewritten: a work-item id (the work-group size
+    /// bounds it) is; a loaded value, or a difference that may be negative, is not.
+    #[test]
+    fn only_bounded_dividends_are_rewritten() {
+        let src = "kernel k(x: ptr<global, i32>) #reqd_work_group_size(64, 1, 1) {
+            let i: i32 = x[0];
+            let l: i32 = local_id(0) as i32;
+            x[1] = i / 3;
+            x[2] = l / 3;
+            x[3] = (l - 1) / 3;
+            x[4] = l % 6;
+            x[5] = l % 8;
+        }";
+        let m = kiln_ir::parse_file("k.kir", src).unwrap();
+        let k = lower_divisions(&m.module.kernels[0]).to_string();
+        assert!(k.contains("x[1] = i / 3;"), "{k}");
+        assert!(k.contains("x[3] = (l - 1) / 3;"), "{k}");
+        assert!(!k.contains("l / 3") && !k.contains("l % 6") && !k.contains("l % 8"), "{k}");
+        assert!(k.contains("l & 7"), "{k}");
+    }
 }
