@@ -406,3 +406,18 @@ fn transposed_b_pads_the_local_tiles() {
         case(p, cfg([8, 16, 8][i]), r.next(), i % 2 == 0);
     }
 }
+
+/// Issue 26 item 3: the H100 target's large seed (`wg 16x8 tile 8x16 k 8`, 128 x 128 tiles)
+/// on sizes that are no multiple of its tile, every transposition (B transposed with padded
+/// tiles), against the reference.
+#[test]
+fn large_seed_on_edges_and_transpositions() {
+    let cfg: GemmConfig = "wg=16x8 tile=8x16 k=8 slm=2 unroll=1 vec=4".parse().unwrap();
+    assert_eq!(kiln_gen::tuner::Target::h100().large_seeds, [cfg]);
+    let mut r = Rng(0x1a59_0026_0003);
+    let cases = [(130, 136, 20), (129, 131, 13), (7, 140, 8), (140, 9, 33)];
+    for (i, (m, n, k)) in cases.into_iter().enumerate() {
+        let p = GemmProblem { m, n, k, trans_a: i % 2 == 1, trans_b: i / 2 == 1, ty: Scalar::F32 };
+        case(p, cfg, r.next(), i % 2 == 0);
+    }
+}
