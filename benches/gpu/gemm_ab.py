@@ -8,11 +8,13 @@ measured against the binary before it on the same card, clocks and data.
 
 Blockings: `default` (no blocking flags, `--device cuda`, an empty cache: the model's first
 choice, what a user gets untuned) and each `--blocking` (e.g. "--wg 8x16 --tile 8x8 --k-tile
-8", with `--slm 2 --unroll --vec 4` added). Prints TFLOP/s and the ratio to cuBLAS of each
+8", with `--slm 2 --unroll --vec 4` added; a trailing `@minctas=N` adds `.minnctapersm N` to the PTX
+of the first kernel, asking ptxas for registers that let N work-groups share an SM). Prints TFLOP/s and the ratio to cuBLAS of each
 blocking from each binary; a wrong result prints WRONG and the script exits 1.
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,12 +51,20 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         empty = os.path.join(tmp, "empty-cache")
         for bi, blocking in enumerate(["default", *args.blocking]):
+            blocking, _, minctas = blocking.partition("@minctas=")
+            blocking = blocking.strip()
             flags = ["--device", "cuda"] if blocking == "default" else blocking.split() + COMMON.split()
+            ptx_filter = None
+            if minctas:
+                def ptx_filter(text, n=int(minctas)):
+                    return re.sub(r"^(\.reqntid [^\n]*)$", rf"\1\n.minnctapersm {n}", text, count=1,
+                                  flags=re.M)
             for name, path in bins:
                 kir = os.path.join(tmp, f"b{bi}_{name}.kir")
                 subprocess.run([os.path.abspath(path), "gen", *shape, *flags, "-o", kir], check=True,
                                env={**os.environ, "KILN_CACHE_DIR": empty})
-                kernels, ws, blk = kernels_of(os.path.abspath(path), kir, tmp, f"b{bi}_{name}")
+                kernels, ws, blk = kernels_of(os.path.abspath(path), kir, tmp, f"b{bi}_{name}",
+                                             ptx_filter)
                 c = cp.zeros((m, n), dtype=np.float32)
                 run = launcher(kernels, ws, a, b, c)
                 run()
@@ -62,6 +72,7 @@ def main():
                 err = float(cp.max(cp.abs(c - want)) / cp.max(cp.abs(want)))
                 failed |= err >= 1e-4
                 runs.append(run)
+                blk += f" minctas={minctas}" if minctas else ""
                 rows.append((f"default: {blk}" if blocking == "default" else blk, name, err))
         times = interleaved_ms(runs)
     ref = flop / times[0] / 1e9

@@ -26,14 +26,17 @@
 //! refuses problems whose offsets would not fit.
 
 use kiln_ir::launch::NdRange;
-use kiln_ir::{
-    AddrSpace, Attrs, Expr, Intrinsic, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var,
-};
+use kiln_ir::{AddrSpace, Attrs, Expr, Kernel, MemFence, NdRangeAttr, Scalar, Stmt, Type, Var};
 
-use crate::config::GemmConfig;
+use crate::config::{GemmConfig, MAX_LOCAL_BYTES};
 use crate::ix::{self, c};
 use crate::split::{reduce_kernel, SplitK, REDUCE_LOCAL};
 use crate::view::{Access, DimKind, View};
+
+mod block;
+mod copy;
+
+use block::{work_item_m, work_item_n};
 
 /// The three views of a GEMM-like kernel and the names of its buffer parameters.
 #[derive(Clone, Debug)]
@@ -143,43 +146,6 @@ fn vector_access(
     (step_ok && aligned == Some(0)).then_some(first)
 }
 
-/// How a tile copy stores a loaded value (an f32 or vector expression) into local memory.
-type StoreFn = Box<dyn Fn(&Expr) -> Vec<Stmt>>;
-
-/// One work-item's part of a cooperative tile copy: index arithmetic, when the source
-/// exists, what to load and how to store it into the local tile.
-struct TileCopy {
-    /// `let`s of the positions the rest uses.
-    pre: Vec<Stmt>,
-    /// Where the source elements exist (`None`: always); elsewhere the tile gets zeros.
-    cond: Option<Expr>,
-    /// The load, as f32 or an f32 vector.
-    value: Expr,
-    /// The load's type.
-    ty: Type,
-    /// Zero of that type.
-    zero: Expr,
-    /// Copies (elements or vectors) per tile.
-    total: i64,
-    /// The store of a value of type `ty` into the tile.
-    store: StoreFn,
-}
-
-impl TileCopy {
-    /// A copy of vectors (`load` is a `vload`), zero where `cond` fails.
-    fn vector(
-        pre: Vec<Stmt>,
-        cond: Option<Expr>,
-        load: Expr,
-        total: i64,
-        store: StoreFn,
-    ) -> TileCopy {
-        let ty = load.ty();
-        let zero = Expr::f32(0.0).broadcast(ty.lanes());
-        TileCopy { pre, cond, value: load, ty, zero, total, store }
-    }
-}
-
 #[derive(Clone)]
 struct Gen<'a> {
     v: &'a GemmViews,
@@ -201,9 +167,16 @@ struct Gen<'a> {
     frame: std::collections::HashMap<Var, Expr>,
     /// The flat batch index of a batched GEMM (the views' batch dimensions), else `None`.
     batch: Option<Expr>,
+    /// Elements past each local tile row (k-slice) before the next.
+    pad: i64,
 }
 
 impl Gen<'_> {
+    /// Elements from one k-slice of operand A's (`is_a`) or B's local tile to the next.
+    fn stride(&self, is_a: bool) -> i64 {
+        self.pad + if is_a { self.cfg.tile_m() } else { self.cfg.tile_n() } as i64
+    }
+
     /// Virtual coordinates of `v` from flat M, N and K indices, and the work-group's batch
     /// index for the views' batch dimensions.
     fn coords(&self, v: &View, flat: &[(DimKind, Expr)]) -> Vec<Expr> {
@@ -225,431 +198,6 @@ impl Gen<'_> {
             (&self.v.b, &self.pb, &self.b_s, rows, &self.n0, self.n, DimKind::N)
         }
     }
-
-    /// The cooperative load of one `BK`-deep tile of an operand into local memory at
-    /// `slot` (an element offset), done at once: work-item `lid` copies elements (or
-    /// vectors) `lid, lid + T, ...` of the tile.
-    fn load_tile(&self, is_a: bool, k0: &Expr, slot: &Expr) -> Stmt {
-        let threads = self.cfg.threads() as i64;
-        let tag = if is_a { "ta" } else { "tb" };
-        let e = Var::new(format!("{tag}_e"), Type::I32);
-        let idx = Var::new(format!("{tag}_i"), Type::I32);
-        let copy = self.tile_copy(is_a, k0, slot, &idx.expr(), "");
-        let v = Var::new(format!("{tag}_v"), copy.ty);
-        let mut body = copy.pre;
-        // A masked copy stores zeros in its `else` (rather than through a `var`), the form
-        // the `slm-buffer3` pass recognises.
-        let mut load = vec![Stmt::let_(&v, copy.value)];
-        load.extend((copy.store)(&v.expr()));
-        body.push(match copy.cond {
-            Some(cond) => {
-                Stmt::if_else(cond, Stmt::block(load), Stmt::block((copy.store)(&copy.zero)))
-            }
-            None => Stmt::block(load),
-        });
-        let mut inner =
-            vec![Stmt::let_(&idx, ix::add(&self.lid, &ix::mul(&e.expr(), &c(threads))))];
-        if copy.total % threads != 0 {
-            inner.push(Stmt::if_(idx.expr().cmp_lt(c(copy.total)), Stmt::block(body)));
-        } else {
-            inner.extend(body);
-        }
-        let steps = (copy.total + threads - 1) / threads;
-        Stmt::for_(&e, c(0), c(steps), c(1), Stmt::block(inner))
-    }
-
-    /// The same copy staged through registers, for the double-buffered loop: `.0` loads
-    /// this work-item's share into variables when `guard` holds (issued before the
-    /// multiply, so the global loads' latency overlaps it), `.1` stores them into the
-    /// tile (after the multiply, before the barrier).
-    fn stage_tile(
-        &self,
-        is_a: bool,
-        k0: &Expr,
-        slot: &Expr,
-        guard: Option<&Expr>,
-    ) -> (Vec<Stmt>, Vec<Stmt>) {
-        let threads = self.cfg.threads() as i64;
-        let tag = if is_a { "pa" } else { "pb" };
-        let (mut fetch, mut store) = (Vec::new(), Vec::new());
-        let mut e = 0;
-        loop {
-            let idx = Var::new(format!("{tag}_i{e}"), Type::I32);
-            let at = ix::add(&self.lid, &c(e * threads));
-            let copy = self.tile_copy(is_a, k0, slot, &idx.expr(), &e.to_string());
-            fetch.push(Stmt::let_(&idx, at));
-            fetch.extend(copy.pre);
-            let v = Var::new(format!("{tag}_v{e}"), copy.ty);
-            let inside = if copy.total % threads != 0 {
-                Some(idx.expr().cmp_lt(c(copy.total)))
-            } else {
-                None
-            };
-            let when = ix::and(guard.cloned(), inside);
-            match ix::and(when.clone(), copy.cond) {
-                Some(load_when) => {
-                    fetch.push(Stmt::decl(&v, copy.zero));
-                    fetch.push(Stmt::if_(load_when, Stmt::assign(&v, copy.value)));
-                }
-                None => fetch.push(Stmt::let_(&v, copy.value)),
-            }
-            let put = Stmt::block((copy.store)(&v.expr()));
-            store.push(match when {
-                Some(when) => Stmt::if_(when, put),
-                None => put,
-            });
-            e += 1;
-            if e * threads >= copy.total {
-                return (fetch, store);
-            }
-        }
-    }
-
-    /// Work-item index `idx`'s part of the copy of a tile: vectors along the tile's rows,
-    /// vectors along K, or single elements, whichever the view provably allows.
-    fn tile_copy(&self, is_a: bool, k0: &Expr, slot: &Expr, idx: &Expr, sfx: &str) -> TileCopy {
-        if let Some(t) = self.copy_vector_rows(is_a, k0, slot, idx, sfx) {
-            return t;
-        }
-        if let Some(t) = self.copy_vector_k(is_a, k0, slot, idx, sfx) {
-            return t;
-        }
-        let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
-        let tag = if is_a { "la" } else { "lb" };
-        let bk = self.cfg.k_tile as i64;
-        let r = Var::new(format!("{tag}_r{sfx}"), Type::I32);
-        let kk = Var::new(format!("{tag}_k{sfx}"), Type::I32);
-        // Rows fastest: neighbouring work-items take neighbouring rows of the tile, and the
-        // tile is stored k-major, as the multiply reads it.
-        let mut pre = vec![Stmt::let_(&r, ix::rem(idx, rows)), Stmt::let_(&kk, ix::div(idx, rows))];
-        let row = clamp(&ix::add(mn0, &r.expr()), mn_size, rows, 1);
-        let kidx = ix::add(k0, &kk.expr());
-        // A flat index over several virtual dimensions (a convolution's M = mb, oh, ow and
-        // K = ic, kh, kw) is taken apart with divisions: each coordinate is bound once, so
-        // that the mask and the offset share it, and those of the row, which do not change
-        // from one reduction step to the next, are hoisted out of the k loop (`licm`).
-        let by_mn = self.coords(view, &[(kind, row.clone())]);
-        let by_k = unflatten(view, &[(DimKind::K, kidx.clone())]);
-        let mut coords = Vec::new();
-        for (p, d) in view.vdims().iter().enumerate() {
-            let e = if d.kind == DimKind::K { by_k[p].clone() } else { by_mn[p].clone() };
-            if view.dims_of(d.kind).len() > 1 {
-                let v = Var::new(format!("{tag}_{}{sfx}", d.name), Type::I32);
-                pre.push(Stmt::let_(&v, e));
-                coords.push(v.expr());
-            } else {
-                coords.push(e);
-            }
-        }
-        let acc = view.access(&coords);
-        let cond = ix::and(self.k_edge(&kidx), acc.mask);
-        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r.expr()));
-        let dst = dst.clone();
-        TileCopy {
-            pre,
-            cond,
-            value: load_f32(buf, acc.offset),
-            ty: Type::F32,
-            zero: Expr::f32(0.0),
-            total: rows * bk,
-            store: Box::new(move |v| vec![Stmt::store(&dst, at.clone(), v.clone())]),
-        }
-    }
-
-    /// The condition that reduction index `kidx` is inside the problem, where this step's
-    /// k-tile can reach past K (elsewhere `None`: no test).
-    fn k_edge(&self, kidx: &Expr) -> Option<Expr> {
-        self.k_guard.then(|| kidx.cmp_lt(c(self.k)))
-    }
-
-    /// The copy with `vec`-lane vectors along the tile's rows, when the view is provably
-    /// contiguous and aligned along them and the masks are per vector.
-    fn copy_vector_rows(
-        &self,
-        is_a: bool,
-        k0: &Expr,
-        slot: &Expr,
-        idx: &Expr,
-        sfx: &str,
-    ) -> Option<TileCopy> {
-        let w = self.cfg.vec as i64;
-        let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
-        let tag = if is_a { "va" } else { "vb" };
-        if w == 1 || rows % w != 0 || view.layout().ty() != Scalar::F32 {
-            return None;
-        }
-        // A vector straddling the M/N edge would need lane masks.
-        if mn_size % rows != 0 && mn_size % w != 0 {
-            return None;
-        }
-        let bk = self.cfg.k_tile as i64;
-        let q = Var::new(format!("{tag}_q{sfx}"), Type::I32);
-        let kk = Var::new(format!("{tag}_k{sfx}"), Type::I32);
-        let r = ix::mul(&q.expr(), &c(w));
-        let kidx = ix::add(k0, &kk.expr());
-        let lane = |j: i64| {
-            let row = ix::add(mn0, &ix::add(&r, &c(j)));
-            view.access(&self.coords(view, &[(kind, row), (DimKind::K, kidx.clone())]))
-        };
-        vector_access(w, &self.frame, lane)?;
-        // The proof holds for every multiple of `w` as the first row (`q` is free), so
-        // also for the clamped one (`mn_size - w`, a multiple of `w` here).
-        let first = clamp(&ix::add(mn0, &r), mn_size, rows, w);
-        let acc = view.access(&self.coords(view, &[(kind, first), (DimKind::K, kidx.clone())]));
-        if acc.mask.is_some() {
-            return None;
-        }
-        let pre =
-            vec![Stmt::let_(&q, ix::rem(idx, rows / w)), Stmt::let_(&kk, ix::div(idx, rows / w))];
-        let cond = self.k_edge(&kidx);
-        let at = ix::add(slot, &ix::add(&ix::mul(&kk.expr(), &c(rows)), &r));
-        let dst = dst.clone();
-        let store: StoreFn = Box::new(move |v| vec![Stmt::vstore(&dst, at.clone(), v.clone())]);
-        Some(TileCopy::vector(
-            pre,
-            cond,
-            Expr::vload(buf, acc.offset, w as u8),
-            rows * bk / w,
-            store,
-        ))
-    }
-
-    /// The copy with `vec`-lane vector loads along K (a row-major A, a column-major B),
-    /// each stored to local memory lane by lane (the tile is K-major there), when the view
-    /// is provably contiguous and aligned along K and the masks are per vector.
-    fn copy_vector_k(
-        &self,
-        is_a: bool,
-        k0: &Expr,
-        slot: &Expr,
-        idx: &Expr,
-        sfx: &str,
-    ) -> Option<TileCopy> {
-        let w = self.cfg.vec as i64;
-        let (view, buf, dst, rows, mn0, mn_size, kind) = self.operand(is_a);
-        let tag = if is_a { "ka" } else { "kb" };
-        let bk = self.cfg.k_tile as i64;
-        if w == 1 || bk % w != 0 || view.layout().ty() != Scalar::F32 {
-            return None;
-        }
-        // A vector straddling the K edge would need lane masks.
-        if self.k % bk != 0 && self.k % w != 0 {
-            return None;
-        }
-        let r = Var::new(format!("{tag}_r{sfx}"), Type::I32);
-        let q = Var::new(format!("{tag}_q{sfx}"), Type::I32);
-        let kk = ix::mul(&q.expr(), &c(w));
-        let row = ix::add(mn0, &r.expr());
-        let lane = |j: i64| {
-            let kidx = ix::add(k0, &ix::add(&kk, &c(j)));
-            view.access(&self.coords(view, &[(kind, row.clone()), (DimKind::K, kidx)]))
-        };
-        vector_access(w, &self.frame, lane)?;
-        // The proof holds for every row (`r` is free), so also for the clamped one.
-        let kfirst = ix::add(k0, &kk);
-        let crow = clamp(&row, mn_size, rows, 1);
-        let acc = view.access(&self.coords(view, &[(kind, crow), (DimKind::K, kfirst.clone())]));
-        if acc.mask.is_some() {
-            return None;
-        }
-        let cond = self.k_edge(&kfirst);
-        // The vectors of a row fastest: neighbouring work-items read neighbouring 16-byte
-        // pieces of one row, so a warp's loads touch half as many cache lines (with
-        // `k_tile / vec` of them per row) as with rows fastest, for store bank conflicts
-        // of at most that many ways on a few stores per step.
-        let qs = bk / w;
-        let pre = vec![Stmt::let_(&r, ix::div(idx, qs)), Stmt::let_(&q, ix::rem(idx, qs))];
-        let at = move |j: i64| {
-            ix::add(slot, &ix::add(&ix::mul(&ix::add(&kk, &c(j)), &c(rows)), &r.expr()))
-        };
-        let ats: Vec<Expr> = (0..w).map(at).collect();
-        let dst = dst.clone();
-        let store: StoreFn = Box::new(move |v| {
-            ats.iter()
-                .enumerate()
-                .map(|(j, a)| Stmt::store(&dst, a.clone(), v.extract(j as u8)))
-                .collect()
-        });
-        Some(TileCopy::vector(
-            pre,
-            cond,
-            Expr::vload(buf, acc.offset, w as u8),
-            rows * bk / w,
-            store,
-        ))
-    }
-
-    /// Register-block rows (or columns) of `t` lanes come in groups of `gw` contiguous
-    /// elements: `vec` when it divides `t` (each work-item reads a group with one `vload`,
-    /// and neighbouring work-items read neighbouring groups, so a warp's local-memory reads
-    /// are contiguous and free of bank conflicts), else the whole block.
-    fn group(&self, t: u32) -> i64 {
-        if t.is_multiple_of(self.cfg.vec) {
-            self.cfg.vec as i64
-        } else {
-            t as i64
-        }
-    }
-
-    /// The tile coordinate of element `i` of a register block of `t` lanes owned by
-    /// work-item `w` of `wg` along that axis: `w + i * wg` (lanes `wg` apart) without
-    /// vectors; with them, group `i / gw` starts at `(i / gw) * wg * gw` and work-item `w`
-    /// owns lanes `w * gw .. w * gw + gw` of it.
-    fn lane_at(&self, w: &Expr, i: i64, t: u32, wg: u32) -> Expr {
-        let (stride, off) = self.lane_split(i, t, wg);
-        ix::add(&ix::mul(w, &c(stride)), &c(off))
-    }
-
-    /// [`Gen::lane_at`] as `w * stride + offset`: the part that depends on the work-item
-    /// and the constant part.
-    fn lane_split(&self, i: i64, t: u32, wg: u32) -> (i64, i64) {
-        if self.cfg.vec > 1 {
-            let gw = self.group(t);
-            (gw, (i / gw) * wg as i64 * gw + i % gw)
-        } else {
-            (1, i * wg as i64)
-        }
-    }
-
-    /// The row of the tile (0 .. BM) that register-block row `i` of work-item row `ty` is.
-    fn row(&self, ty: &Expr, i: i64) -> Expr {
-        self.lane_at(ty, i, self.cfg.tm, self.cfg.wg_m)
-    }
-
-    /// The column of the tile that register-block column `j` of work-item column `tx` is.
-    fn col(&self, tx: &Expr, j: i64) -> Expr {
-        self.lane_at(tx, j, self.cfg.tn, self.cfg.wg_n)
-    }
-
-    /// Loads `n` register-block operands from local array `s` at `base + f(i)`: one `vload`
-    /// when the block is contiguous (`vec > 1`) and `n` is a lane count, else scalars.
-    fn block_loads(
-        &self,
-        s: &Var,
-        base: &Expr,
-        tag: &str,
-        n: i64,
-        at: &dyn Fn(i64) -> Expr,
-        body: &mut Vec<Stmt>,
-    ) -> Vec<Expr> {
-        let gw = self.group(n as u32);
-        if self.cfg.vec > 1 && [2, 4, 8].contains(&gw) {
-            let mut out = Vec::new();
-            for g in 0..n / gw {
-                let v = Var::new(format!("{tag}_v{g}"), Type::vector(Scalar::F32, gw as u8));
-                let at0 = ix::add(base, &at(g * gw));
-                body.push(Stmt::let_(&v, Expr::vload(s, at0, gw as u8)));
-                out.extend((0..gw).map(|i| v.expr().extract(i as u8)));
-            }
-            return out;
-        }
-        (0..n)
-            .map(|i| {
-                let x = Var::new(format!("{tag}_{i}"), Type::F32);
-                body.push(Stmt::let_(&x, s.load(ix::add(base, &at(i)))));
-                x.expr()
-            })
-            .collect()
-    }
-
-    /// The multiply of the tiles at slots `sa`, `sb` into the register block. Each
-    /// work-item's first row and column of the tiles are bound once, so that every read
-    /// in the (unrolled) `kk` loop is that position plus a constant, which backends fold
-    /// into the address.
-    fn multiply(&self, sa: &Expr, sb: &Expr, acc: &[Vec<Var>], tx: &Expr, ty: &Expr) -> Stmt {
-        let cfg = &self.cfg;
-        let (bm, bn) = (cfg.tile_m() as i64, cfg.tile_n() as i64);
-        let kk = Var::new("kk", Type::I32);
-        let (a_at, b_at) = (Var::new("a_at", Type::I32), Var::new("b_at", Type::I32));
-        let pre = [
-            Stmt::let_(&a_at, ix::add(sa, &self.row(ty, 0))),
-            Stmt::let_(&b_at, ix::add(sb, &self.col(tx, 0))),
-        ];
-        let mut body = Vec::new();
-        let abase = ix::add(&a_at.expr(), &ix::mul(&kk.expr(), &c(bm)));
-        let ar = self.block_loads(
-            &self.a_s,
-            &abase,
-            "a",
-            cfg.tm as i64,
-            &|i| c(self.lane_split(i, cfg.tm, cfg.wg_m).1),
-            &mut body,
-        );
-        let bbase = ix::add(&b_at.expr(), &ix::mul(&kk.expr(), &c(bn)));
-        let br = self.block_loads(
-            &self.b_s,
-            &bbase,
-            "b",
-            cfg.tn as i64,
-            &|j| c(self.lane_split(j, cfg.tn, cfg.wg_n).1),
-            &mut body,
-        );
-        for (i, a) in ar.iter().enumerate() {
-            for (j, b) in br.iter().enumerate() {
-                let s = &acc[i][j];
-                let f = Expr::intrinsic(Intrinsic::Fma, [a.clone(), b.clone(), s.clone().expr()]);
-                body.push(Stmt::assign(s, f));
-            }
-        }
-        let mut out = pre.to_vec();
-        if cfg.unroll {
-            // Unrolled here rather than left to the `unroll` pass, whose size limit keeps an
-            // 8 x 8 block's loop at a k-tile of 16 (1088 statements) rolled; the same blocks
-            // the pass makes.
-            for i in 0..cfg.k_tile as i64 {
-                let mut copy = vec![Stmt::let_(&kk, c(i))];
-                copy.extend(body.iter().cloned());
-                out.push(Stmt::block(copy));
-            }
-        } else {
-            out.push(Stmt::for_(&kk, c(0), c(cfg.k_tile as i64), c(1), Stmt::block(body)));
-        }
-        Stmt::block(out)
-    }
-}
-
-/// A tile's first row `row` of a run of `run` rows (1, or a vector's lanes), kept inside the
-/// `size` rows of M or N where the `rows`-row tiles do not divide them: rows past the edge
-/// read the last run instead. What they read only reaches rows or columns of C that lie
-/// outside it and are never stored, so the copies need no test there (as K's edge does,
-/// where every element of C adds the tile's zeros).
-fn clamp(row: &Expr, size: i64, rows: i64, run: i64) -> Expr {
-    if size % rows == 0 {
-        row.clone()
-    } else {
-        ix::min(row, &c(size - run))
-    }
-}
-
-/// Whether work-items are arranged in 8 x 4 warp tiles (see [`work_item_n`]).
-fn warp_tiled(cfg: &GemmConfig) -> bool {
-    cfg.vec > 1
-        && cfg.wg_n.is_multiple_of(8)
-        && cfg.wg_m.is_multiple_of(4)
-        && cfg.threads().is_multiple_of(32)
-}
-
-/// The work-item's column position `tx` (0 .. wg_n) from its linear id. With vectors,
-/// each run of 32 linear ids (a warp or subgroup) covers 8 columns by 4 rows of
-/// work-items, so the warp's local-memory reads of B are 8 neighbouring groups (one
-/// conflict-free access) and of A 4 groups, instead of 16 and 2 of a row-major mapping.
-fn work_item_n(cfg: &GemmConfig, lid: &Expr) -> Expr {
-    if !warp_tiled(cfg) {
-        return Expr::local_id(0).cast(Scalar::I32);
-    }
-    let warp = ix::div(lid, 32);
-    let lane = ix::rem(lid, 32);
-    ix::add(&ix::mul(&ix::rem(&warp, cfg.wg_n as i64 / 8), &c(8)), &ix::rem(&lane, 8))
-}
-
-/// The work-item's row position `ty` (0 .. wg_m), the partner of [`work_item_n`].
-fn work_item_m(cfg: &GemmConfig, lid: &Expr) -> Expr {
-    if !warp_tiled(cfg) {
-        return Expr::local_id(1).cast(Scalar::I32);
-    }
-    let warp = ix::div(lid, 32);
-    let lane = ix::rem(lid, 32);
-    ix::add(&ix::mul(&ix::div(&warp, cfg.wg_n as i64 / 8), &c(4)), &ix::div(&lane, 8))
 }
 
 /// Generates the kernel for `views` with `cfg`: verified, and unrolled when `cfg.unroll`.
@@ -753,9 +301,10 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     let n0 = Var::new("n0", Type::I32);
     // Triple buffering is the single-buffered loop through the `slm-buffer3` pass (below).
     let depth = if cfg.slm_depth == 3 { 1 } else { cfg.slm_depth as i64 };
+    // The local arrays are sized below, once the padding is known.
     let mut body = vec![
-        Stmt::alloc(&a_s, (depth * bk * bm) as u32),
-        Stmt::alloc(&b_s, (depth * bk * bn) as u32),
+        Stmt::block([]),
+        Stmt::block([]),
         Stmt::let_(
             &lid,
             ix::add(
@@ -765,9 +314,9 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         ),
         Stmt::let_(&tx, work_item_n(cfg, &lid.expr())),
         Stmt::let_(&ty, work_item_m(cfg, &lid.expr())),
-        Stmt::let_(&m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(bm))),
-        Stmt::let_(&n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(bn))),
     ];
+    body.push(Stmt::let_(&m0, ix::mul(&Expr::group_id(1).cast(Scalar::I32), &c(bm))));
+    body.push(Stmt::let_(&n0, ix::mul(&Expr::group_id(0).cast(Scalar::I32), &c(bn))));
     let gz = || Expr::group_id(2).cast(Scalar::I32);
     // The work-group's split-K slice and batch index (dimension 2 is batch * slices + slice).
     let slice = if batch > 1 { ix::rem(&gz(), slices) } else { gz() };
@@ -791,7 +340,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // passes (triple buffering) take.
     let tail = k % if slices > 1 { kspan } else { bk } != 0;
     let peel = tail && slices == 1 && depth == 2;
-    let g = Gen {
+    let mut g = Gen {
         v: views,
         cfg: *cfg,
         m,
@@ -814,7 +363,25 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         .into_iter()
         .collect(),
         batch: (batch > 1).then(|| bidx.expr()),
+        pad: 0,
     };
+    // When both tiles are copied with vectors along K, each vector's lanes are stored
+    // `BM` (`BN`) elements apart, 2 to 4 work-items of a warp hitting one bank: 4 more
+    // elements per k-slice spread them (4096^3 with B transposed on the H200: 0.79x ->
+    // 0.86x cuBLAS at k-tile 16, 0.89x -> 0.91x at 8; a row-major B, copied along its rows,
+    // measured no better padded).
+    let along_k = |is_a| {
+        let (z, lid) = (c(0), lid.expr());
+        g.copy_vector_rows(is_a, &z, &z, &lid, "").is_none()
+            && g.copy_vector_k(is_a, &z, &z, &lid, "").is_some()
+    };
+    let padded = cfg.local_bytes() + (depth * bk * 8 * 4) as u64 <= MAX_LOCAL_BYTES as u64;
+    if along_k(true) && along_k(false) && padded {
+        g.pad = 4;
+    }
+    let pad = g.pad;
+    body[0] = Stmt::alloc(&g.a_s, (depth * bk * (bm + pad)) as u32);
+    body[1] = Stmt::alloc(&g.b_s, (depth * bk * (bn + pad)) as u32);
     let nk = if slices > 1 { per_slice } else { ktiles };
     let kt = Var::new("kt", Type::I32);
     let barrier = || Stmt::barrier(MemFence::LOCAL);
@@ -841,8 +408,14 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         body.push(first.load_tile(true, &kstart(c(0)), &z));
         body.push(first.load_tile(false, &kstart(c(0)), &z));
         body.push(barrier());
-        let slot = |t: &Expr, size: i64| ix::mul(&ix::rem(t, 2), &c(bk * size));
+        // The slots of the tile multiplied (`sa`, `sb`) and of the one filled (`na`, `nb`):
+        // they swap after each step by a subtraction (`kt % 2` cost ptxas's generic division
+        // sequence, 7% of the loop's instructions at 4096^3).
         let (sa, sb) = (Var::new("sa", Type::I32), Var::new("sb", Type::I32));
+        let (na, nb) = (Var::new("na", Type::I32), Var::new("nb", Type::I32));
+        let (half_a, half_b) = (bk * (bm + pad), bk * (bn + pad));
+        body.push(Stmt::decl(&sa, c(0)));
+        body.push(Stmt::decl(&sb, c(0)));
         // The next tile goes through registers: its global loads are issued before the
         // multiply and stored to local memory after it, so their latency overlaps the
         // multiply instead of stalling the stores in front of it. The last tile's
@@ -850,15 +423,20 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         let step = |g: &Gen, kt: &Expr| {
             let next = ix::add(kt, &c(1));
             let nk0 = kstart(ix::mul(&next, &c(bk)));
-            let (fa, sta) = g.stage_tile(true, &nk0, &slot(&next, bm), None);
-            let (fb, stb) = g.stage_tile(false, &nk0, &slot(&next, bn), None);
-            let mut step = vec![Stmt::let_(&sa, slot(kt, bm)), Stmt::let_(&sb, slot(kt, bn))];
+            let mut step = vec![
+                Stmt::let_(&na, ix::sub(&c(half_a), &sa.expr())),
+                Stmt::let_(&nb, ix::sub(&c(half_b), &sb.expr())),
+            ];
+            let (fa, sta) = g.stage_tile(true, &nk0, &na.expr(), None);
+            let (fb, stb) = g.stage_tile(false, &nk0, &nb.expr(), None);
             step.extend(fa);
             step.extend(fb);
             step.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
             step.extend(sta);
             step.extend(stb);
             step.push(barrier());
+            step.push(Stmt::assign(&sa, na.expr()));
+            step.push(Stmt::assign(&sb, nb.expr()));
             Stmt::block(step)
         };
         // With a peeled tail, the step that loads the last k-tile follows the loop.
@@ -869,8 +447,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         if peel && nk > 1 {
             body.push(step(&gk, &c(nk - 2)));
         }
-        let last = c(nk - 1);
-        body.push(g.multiply(&slot(&last, bm), &slot(&last, bn), &acc, &tx.expr(), &ty.expr()));
+        body.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
     }
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does, and then does not read C at all (a uniform branch).
@@ -1002,6 +579,8 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     if cfg.unroll {
         kernel = kiln_passes::unroll::unroll(&kernel);
     }
+    // Last: the forms above are what the passes and the vector proofs read.
+    kernel = crate::fastdiv::lower_divisions(&kernel);
     for k in std::iter::once(&kernel).chain(split.as_ref().map(|s| &s.reduce)) {
         kiln_ir::verify_kernel(k).map_err(|e| {
             let first = e.first().map(|x| x.to_string()).unwrap_or_default();

@@ -28,6 +28,7 @@
 pub mod codegen;
 pub mod config;
 pub mod conv;
+mod fastdiv;
 pub mod gemm;
 pub mod ix;
 pub mod layout;

@@ -73,6 +73,11 @@ pub struct Target {
     /// Known-good blockings for problems whose A and B are both contiguous along K
     /// ([`Dims::k_major`]), taken before [`Target::seeds`] there.
     pub k_major_seeds: Vec<GemmConfig>,
+    /// Known-good blockings of large tiles, taken unsplit before [`Target::seeds`] for a
+    /// problem whose M x N tiles of them fill the units in waves at least
+    /// [`LARGE_SEED_WAVES`] full (measured on large problems only: with few tiles the
+    /// smaller tiles of the seeds, split, measured well).
+    pub large_seeds: Vec<GemmConfig>,
 }
 
 /// A blocking that unrolls, double-buffers and uses 4-lane vectors: what the seeds are.
@@ -101,6 +106,10 @@ impl Target {
             bytes_per_cycle: 1900.0,
             cache_reuse: 8.0,
             launch_cycles: 6000.0,
+            // 128 x 128 tiles of 8 x 16 register blocks on 128 work-items: 0.945x, 0.969x
+            // and 0.993x cuBLAS at 4096^3, 8192^3 and 2048^3 on the H200, where the first
+            // seed measured 0.910x, 0.923x and 0.913x (one run).
+            large_seeds: vec![seed(16, 8, 8, 16, 8)],
             seeds: vec![
                 seed(8, 16, 8, 8, 8),
                 seed(8, 32, 8, 4, 16),
@@ -112,10 +121,10 @@ impl Target {
                 seed(8, 16, 8, 4, 16),
                 seed(16, 16, 4, 4, 16),
             ],
-            // A row-major A and a transposed B copy both tiles with vectors along K: at
-            // 4096^3 on the H200 k-tile 16 measured 0.80x cuBLAS there, k-tile 8 0.74x (and
-            // A^T B^T, one operand so, 0.84x against 0.89x).
-            k_major_seeds: vec![seed(8, 16, 8, 8, 16)],
+            // A row-major A and a transposed B copy both tiles with vectors along K, into
+            // padded tiles: at 4096^3 on the H200 k-tile 8 measured 0.91x cuBLAS, k-tile 16
+            // 0.86x (before the padding 0.89x and 0.79x).
+            k_major_seeds: vec![seed(8, 16, 8, 8, 8)],
         }
     }
 
@@ -138,6 +147,7 @@ impl Target {
             bytes_per_cycle: 8.0,
             cache_reuse: 4.0,
             launch_cycles: 20000.0,
+            large_seeds: Vec::new(),
             seeds: vec![seed(16, 16, 4, 4, 16), seed(8, 8, 4, 4, 16)],
             k_major_seeds: Vec::new(),
         }
@@ -164,13 +174,31 @@ impl From<[u64; 3]> for Dims {
     }
 }
 
+/// How full the waves of a large seed's work-groups must be for it to be taken
+/// ([`Target::large_seeds`]): 2048^3 in 256 tiles of 128 x 128 on 132 SMs (0.97 full)
+/// measured 0.99x cuBLAS; 1536 x 1536 in 144 (0.55 full) would leave most SMs half idle.
+pub const LARGE_SEED_WAVES: f64 = 0.9;
+
+/// Whether `c`'s M x N tiles (times the batch, K unsplit) give every unit of `target` a
+/// work-group, in waves at least [`LARGE_SEED_WAVES`] full on average.
+pub fn full_waves(c: &GemmConfig, dims: impl Into<Dims>, target: &Target) -> bool {
+    let Dims { mnk: [m, n, _], batch, .. } = dims.into();
+    let groups =
+        m.max(1).div_ceil(c.tile_m() as u64) * n.max(1).div_ceil(c.tile_n() as u64) * batch.max(1);
+    let units = target.units.max(1) as u64;
+    groups >= units && groups as f64 / (groups.div_ceil(units) * units) as f64 >= LARGE_SEED_WAVES
+}
+
 /// The target's seeds for `dims` that are valid and fit the problem, in the order they are
-/// tried: [`Target::k_major_seeds`] first for a K-major problem, then [`Target::seeds`].
+/// tried: [`Target::k_major_seeds`] first for a K-major problem, then the
+/// [`Target::large_seeds`] whose waves are full ([`full_waves`]), then [`Target::seeds`].
 fn seeds_for(dims: Dims, target: &Target) -> Vec<GemmConfig> {
     let [m, n, k] = dims.mnk;
     let first = if dims.k_major { &target.k_major_seeds[..] } else { &[] };
+    let large = target.large_seeds.iter().filter(|c| full_waves(c, dims, target));
     first
         .iter()
+        .chain(large)
         .chain(&target.seeds)
         .filter(|c| c.validate().is_ok() && c.fits(m, n, k))
         .copied()
@@ -320,9 +348,13 @@ pub fn first_choice(dims: impl Into<Dims>, target: &Target) -> GemmConfig {
     let best = ranked.first().copied().unwrap_or(space[0]);
     let time = |c: &GemmConfig| predict(c, mnk, target).unwrap_or(f64::INFINITY);
     for seed in &seeds_for(mnk, target) {
-        if let Some(c) =
-            split_seed(seed, mnk, target).filter(|c| time(c) <= SEED_TRUST * time(&best))
-        {
+        // A large seed is taken as measured, unsplit (its waves are full).
+        let c = if target.large_seeds.contains(seed) {
+            Some(*seed)
+        } else {
+            split_seed(seed, mnk, target)
+        };
+        if let Some(c) = c.filter(|c| time(c) <= SEED_TRUST * time(&best)) {
             return c;
         }
     }

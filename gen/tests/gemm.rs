@@ -367,3 +367,57 @@ fn edge_tiles_clamp_rows_and_peel_the_k_tail() {
         case(p, cfg(k_tile), r.next(), i % 2 == 0);
     }
 }
+
+/// Issue 26 item 3: with B transposed both tiles are copied with vectors along K and stored
+/// lane by lane, `BM` (`BN`) elements apart; their k-slices are padded by 4 elements so that
+/// a warp's stores spread over the banks. Other transpositions keep dense tiles. Padded
+/// kernels match the reference on sizes that are no multiple of the tile.
+#[test]
+fn transposed_b_pads_the_local_tiles() {
+    let cfg = |k_tile| GemmConfig {
+        wg_m: 8,
+        wg_n: 16,
+        tm: 8,
+        tn: 8,
+        k_tile,
+        slm_depth: 2,
+        unroll: true,
+        vec: 4,
+        split_k: 1,
+    };
+    let sizes = |p: &GemmProblem, k_tile| {
+        let text = p.generate(&cfg(k_tile)).unwrap().kernel.to_string();
+        let size = |name: &str| {
+            let at = text.find(&format!("local {name}: f32[")).unwrap() + name.len() + 12;
+            text[at..].split(']').next().unwrap().parse::<u32>().unwrap()
+        };
+        (size("a_s"), size("b_s"))
+    };
+    for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
+        let p = GemmProblem { m: 256, n: 256, k: 64, trans_a, trans_b, ty: Scalar::F32 };
+        let pad = if !trans_a && trans_b { 4 } else { 0 };
+        // Two buffers of k_tile slices of 64 (A) and 128 (B) elements, plus the padding.
+        assert_eq!(sizes(&p, 8), (2 * 8 * (64 + pad), 2 * 8 * (128 + pad)), "{p:?}");
+        assert_eq!(sizes(&p, 16), (2 * 16 * (64 + pad), 2 * 16 * (128 + pad)), "{p:?}");
+    }
+    let mut r = Rng(0x0da0_0026_0003);
+    for (i, (m, n, k)) in [(70, 132, 24), (65, 129, 40), (3, 140, 21)].into_iter().enumerate() {
+        let p = GemmProblem { m, n, k, trans_a: false, trans_b: true, ty: Scalar::F32 };
+        case(p, cfg([8, 16, 8][i]), r.next(), i % 2 == 0);
+    }
+}
+
+/// Issue 26 item 3: the H100 target's large seed (`wg 16x8 tile 8x16 k 8`, 128 x 128 tiles)
+/// on sizes that are no multiple of its tile, every transposition (B transposed with padded
+/// tiles), against the reference.
+#[test]
+fn large_seed_on_edges_and_transpositions() {
+    let cfg: GemmConfig = "wg=16x8 tile=8x16 k=8 slm=2 unroll=1 vec=4".parse().unwrap();
+    assert_eq!(kiln_gen::tuner::Target::h100().large_seeds, [cfg]);
+    let mut r = Rng(0x1a59_0026_0003);
+    let cases = [(130, 136, 20), (129, 131, 13), (7, 140, 8), (140, 9, 33)];
+    for (i, (m, n, k)) in cases.into_iter().enumerate() {
+        let p = GemmProblem { m, n, k, trans_a: i % 2 == 1, trans_b: i / 2 == 1, ty: Scalar::F32 };
+        case(p, cfg, r.next(), i % 2 == 0);
+    }
+}

@@ -2,7 +2,8 @@
 //! transposed operands. The `-O` PTX of the measured blocking (`wg 8x16 tile 8x8 k 8`,
 //! unrolled, double-buffered, 4-lane vectors) is taken apart: its multiply loop must hold the
 //! whole unrolled k-tile of FMAs, only 4-lane global loads (A's and B's tiles, vectors along
-//! their rows or along K), and no test but the loop's own. Edge tiles read clamped rows
+//! their rows or along K), no test but the loop's own and no division (the buffer slots
+//! alternate by a subtraction). Edge tiles read clamped rows
 //! instead of testing M and N, and K's last, partial k-tile is peeled off the loop, so no
 //! size that is not a multiple of the tile puts a test back in.
 
@@ -83,5 +84,8 @@ fn multiply_loop_has_no_edge_tests_and_keeps_vector_loads() {
         let vectors = (cfg.tile_m() + cfg.tile_n()) * cfg.k_tile / 4 / cfg.threads();
         assert_eq!(count(&body, "ld.global.v4.f32"), vectors as usize, "{what}");
         assert_eq!(count(&body, "ld.global.f32"), 0, "{what}");
+        // No division: ptxas lowers `div`/`rem` by an immediate to its generic sequence
+        // (about twenty instructions), which the buffer slots' `kt % 2` cost every step.
+        assert_eq!(count(&body, "rem.") + count(&body, "div."), 0, "{what}");
     }
 }

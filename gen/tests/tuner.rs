@@ -50,9 +50,10 @@ fn ranking_is_deterministic_and_valid() {
         // with a work-group for every unit.
         let first = tuner::first_choice(mnk, &t);
         let unsplit = GemmConfig { split_k: 1, ..first };
+        let large = t.large_seeds.contains(&first) && tuner::full_waves(&first, mnk, &t);
         assert!(
             first == a[0]
-                || (t.seeds.contains(&unsplit)
+                || ((t.seeds.contains(&unsplit) || large)
                     && p(&first) <= tuner::SEED_TRUST * p(&a[0])
                     && tuner::fills(&first, mnk, &t)),
             "{mnk:?}: {first}"
@@ -73,9 +74,10 @@ fn the_model_prefers_the_measured_best_blocking() {
     let best: GemmConfig = "wg=8x16 tile=8x8 k=8 slm=2 unroll=1 vec=4".parse().unwrap();
     assert!(at(&best) < 40, "measured best at {} of {}", at(&best), ranked.len());
     assert!(at(&GemmConfig::default()) > ranked.len() / 2);
-    // Untimed, 4096^3 gets the blocking measured best there (0.84x cuBLAS against 0.76x
-    // for the model's own best, benches/gpu/README.md).
-    assert_eq!(tuner::first_choice(mnk, &t), best);
+    // Untimed, 4096^3 gets the blocking measured best there: the large seed (0.945x
+    // cuBLAS on the H200, against 0.910x for the first seed; the model's own best measured
+    // 0.76x on the H100).
+    assert_eq!(tuner::first_choice(mnk, &t), t.large_seeds[0]);
     // A deep reduction over few tiles: the model splits K.
     let deep = [256, 256, 16384];
     assert!(tuner::first_choice(deep, &t).split_k > 1, "{}", tuner::first_choice(deep, &t));
@@ -103,9 +105,13 @@ fn the_first_choice_splits_seeds_that_leave_units_idle() {
     assert!(!tuner::fills(&first_seed, [1000, 1000, 1000], &t));
     assert!(tuner::fills(&odd, [1000, 1000, 1000], &t), "{odd}");
     assert_eq!((GemmConfig { split_k: 1, ..odd }, odd.split_k), (first_seed, 2), "{odd}");
+    // The squares fill the units with the large seed's 128 x 128 tiles, unsplit; 1536 x
+    // 1536 (144 of them on 132 units) and 1000^3 do not.
     for square in [2048, 4096, 8192] {
-        assert_eq!(tuner::first_choice([square; 3], &t), first_seed, "{square}");
+        assert_eq!(tuner::first_choice([square; 3], &t), t.large_seeds[0], "{square}");
     }
+    assert!(!tuner::full_waves(&t.large_seeds[0], [1536, 1536, 12288], &t));
+    assert!(!tuner::full_waves(&t.large_seeds[0], [1000, 1000, 1000], &t));
 }
 
 /// Issue 26: a batch's work-groups fill the units together. The first choice for 64 GEMMs
@@ -118,7 +124,7 @@ fn a_batch_fills_the_units_without_splitting_k() {
     let one = [256, 256, 256];
     let batch = Dims { mnk: one, batch: 64, k_major: false };
     let first = tuner::first_choice(batch, &t);
-    assert_eq!(first, t.seeds[0], "{first}");
+    assert_eq!(first, t.large_seeds[0], "{first}");
     assert!(tuner::fills(&first, batch, &t));
     assert!(!tuner::fills(&first, one, &t));
     let alone = tuner::first_choice(one, &t);
@@ -127,7 +133,7 @@ fn a_batch_fills_the_units_without_splitting_k() {
     // 128 of the 132 units idle.
     let (p1, p64) =
         (tuner::predict(&first, one, &t).unwrap(), tuner::predict(&first, batch, &t).unwrap());
-    assert!(p64 > 2.0 * p1 && p64 < 32.0 * p1, "{p1} {p64}");
+    assert!(p64 > 1.5 * p1 && p64 < 32.0 * p1, "{p1} {p64}");
 }
 
 #[test]
@@ -321,17 +327,17 @@ fn the_search_times_the_seeds_split_to_fill_the_units() {
 }
 
 /// Issue 26 item 3: a GEMM whose A and B are both contiguous along K (A row-major, B
-/// transposed) takes the target's K-major seed, k-tile 16 (4096^3 B^T on the H200: 0.80x
-/// cuBLAS against 0.74x at k-tile 8), split like any seed where its tiles leave SMs idle;
-/// the other transpositions keep the first seed.
+/// transposed) takes the target's K-major seed, k-tile 8 into padded tiles (4096^3 B^T on
+/// the H200: 0.91x cuBLAS against 0.86x at k-tile 16), split like any seed where its tiles
+/// leave SMs idle; the other transpositions keep the large seed.
 #[test]
 fn k_major_problems_take_the_k_major_seed() {
     let t = Target::h100();
     let k_major = |mnk| Dims { mnk, batch: 1, k_major: true };
     let square = tuner::first_choice(k_major([4096; 3]), &t);
     assert_eq!(square, t.k_major_seeds[0], "{square}");
-    assert_eq!(square.k_tile, 16);
-    assert_eq!(tuner::first_choice([4096; 3], &t), t.seeds[0]);
+    assert_eq!(square.k_tile, 8);
+    assert_eq!(tuner::first_choice([4096; 3], &t), t.large_seeds[0]);
     let deep = tuner::first_choice(k_major([512, 512, 32768]), &t);
     assert_eq!((GemmConfig { split_k: 1, ..deep }, deep.split_k), (t.k_major_seeds[0], 16));
     // The cpu device has none: the same choice either way.
