@@ -70,6 +70,8 @@ pub struct Problem<'a> {
     /// Both operands are stored contiguous along K (a GEMM of row-major A and transposed B;
     /// see [`Dims::k_major`]).
     pub k_major: bool,
+    /// A is transposed and B is not (see [`Dims::mn_major`]).
+    pub mn_major: bool,
     /// Generates the kernel for a blocking.
     pub generate: GenerateFn<'a>,
     /// Generates the kernel of a small problem of the same kind for a blocking: what each
@@ -89,7 +91,7 @@ pub fn bucket(x: u64) -> u64 {
 impl<'a> Problem<'a> {
     /// The sizes the model sees: [`Problem::mnk`] and [`Problem::batch`].
     pub fn dims(&self) -> Dims {
-        Dims { mnk: self.mnk, batch: self.batch, k_major: self.k_major }
+        Dims { mnk: self.mnk, batch: self.batch, k_major: self.k_major, mn_major: self.mn_major }
     }
 
     /// A GEMM.
@@ -115,6 +117,7 @@ impl<'a> Problem<'a> {
             mnk: [p.m as u64, p.n as u64, p.k as u64],
             batch: 1,
             k_major: !p.trans_a && p.trans_b,
+            mn_major: p.trans_a && !p.trans_b,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
@@ -137,6 +140,7 @@ impl<'a> Problem<'a> {
             mnk: one.mnk,
             batch: p.batch as u64,
             k_major: one.k_major,
+            mn_major: one.mn_major,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         }
@@ -163,6 +167,7 @@ impl<'a> Problem<'a> {
             mnk,
             batch: 1,
             k_major: false,
+            mn_major: false,
             generate: Box::new(move |c| p.generate(c)),
             small: Box::new(move |c| small.generate(c)),
         })

@@ -122,7 +122,7 @@ fn the_first_choice_splits_seeds_that_leave_units_idle() {
 fn a_batch_fills_the_units_without_splitting_k() {
     let t = Target::h100();
     let one = [256, 256, 256];
-    let batch = Dims { mnk: one, batch: 64, k_major: false };
+    let batch = Dims { mnk: one, batch: 64, k_major: false, mn_major: false };
     let first = tuner::first_choice(batch, &t);
     assert_eq!(first, t.large_seeds[0], "{first}");
     assert!(tuner::fills(&first, batch, &t));
@@ -333,7 +333,7 @@ fn the_search_times_the_seeds_split_to_fill_the_units() {
 #[test]
 fn k_major_problems_take_the_k_major_seed() {
     let t = Target::h100();
-    let k_major = |mnk| Dims { mnk, batch: 1, k_major: true };
+    let k_major = |mnk| Dims { mnk, batch: 1, k_major: true, mn_major: false };
     let square = tuner::first_choice(k_major([4096; 3]), &t);
     assert_eq!(square, t.k_major_seeds[0], "{square}");
     assert_eq!(square.k_tile, 8);
