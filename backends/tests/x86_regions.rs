@@ -527,3 +527,51 @@ fn first_batch_only_rounds_agree() {
         }
     }
 }
+
+/// The region-loop code's listing.
+fn region_listing(k: &Kernel) -> String {
+    let text = compile(k, &X86Options::default()).unwrap().disassemble();
+    let start = text.find("; 8-lane region loops").unwrap_or_else(|| panic!("{text}"));
+    text[start..].to_string()
+}
+
+/// A one-batch round's accesses to a local array long enough for any batch it can run
+/// (`16 - add` elements for `l < s + add`'s offset `s`, as the reduction's `tile[lid + stride]`)
+/// are proven when the code is generated: one proof flag fewer than with an array one
+/// element shorter, where the flag stays; at exactly that length no lane faults, one
+/// shorter the lane reaching past the end does.
+#[test]
+fn first_batch_rounds_proven_when_generated_agree() {
+    for (cond, add) in [("l < s", 0u32), ("l <= s", 1), ("l == s", 1)] {
+        let src = |len: u32| {
+            kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, s: u32) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   t[l % {len}u32] = x[global_id(0)];
+                   barrier(local);
+                   if {cond} {{ t[l] = t[l] + t[l + s]; }}
+                   barrier(local);
+                   if l == 0u32 {{ o[group_id(0)] = t[0] + t[1] * 2.0 + t[7] * 4.0 + t[8] * 8.0; }}
+                 }}"
+            ))
+        };
+        let (fit, short) = (src(16 - add), src(15 - add));
+        if avx2() {
+            let flags = |k: &Kernel| {
+                let l = region_listing(k);
+                l.lines().filter(|l| l.contains("mov byte ptr [r15+") && l.ends_with(",1")).count()
+            };
+            assert_eq!(flags(&fit) + 1, flags(&short), "{cond}:\n{}", region_listing(&fit));
+        }
+        let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for k in [&fit, &short] {
+            for s in [0u32, 1, 6, 7, 8, 9, u32::MAX] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 8), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[64]).with_local(&[8]);
+                assert_eq!(three_ways(k, &r, &args, &bufs), avx2(), "{cond} s={s}");
+            }
+        }
+    }
+}

@@ -510,7 +510,28 @@ impl V {
             }
             return Ok(());
         }
+        if kind == Kind::Uniform {
+            return self.store_last_lane(base);
+        }
         self.store_lanes(base, 0, 4)
+    }
+
+    /// A store at a batch-uniform index (`ymm1`) of `ymm0`'s lanes active in `ymm2`: every
+    /// lane writes the same element, so what stays is the last active lane's value, as the
+    /// interpreter's last work-item wins; one store of that lane's value at its index.
+    fn store_last_lane(&mut self, base: AsmRegister64) -> R<()> {
+        let mut skip = self.a.create_label();
+        let a = &mut self.a;
+        a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
+        a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
+        a.vmovmskps(eax, ymm2)?;
+        a.test(eax, eax)?;
+        a.je(skip)?;
+        a.bsr(eax, eax)?;
+        a.movsxd(r10, dword_ptr(r15 + rax * 4 + self.tmp_i))?;
+        a.mov(r11d, dword_ptr(r15 + rax * 4 + self.tmp_v))?;
+        a.mov(dword_ptr(base + r10 * 4), r11d)?;
+        self.bind(&mut skip)
     }
 
     /// A store at exactly `global_id(0)`: unchecked (the driver checks the span), masked
