@@ -535,6 +535,23 @@ fn region_listing(k: &Kernel) -> String {
     text[start..].to_string()
 }
 
+/// The instructions of the one-batch round of a region-loop listing: from its test of
+/// the range's end (`cmp rax,{limit}`) to where that test jumps when it fails.
+fn one_batch_round(listing: &str, limit: u32) -> Vec<String> {
+    let lines: Vec<(&str, &str)> = listing
+        .lines()
+        .filter_map(|l| l.trim().split_once("  ").map(|(a, i)| (a, i.trim())))
+        .collect();
+    let at = lines.iter().position(|l| l.1 == format!("cmp rax,{limit}")).expect("the test");
+    let target = lines[at + 1].1.strip_prefix("ja ").expect("its jump").trim_end_matches('h');
+    let target = format!("{:06x}", u64::from_str_radix(target, 16).unwrap());
+    lines[at + 2..]
+        .iter()
+        .take_while(|l| l.0.to_lowercase() != target)
+        .map(|l| l.1.to_string())
+        .collect()
+}
+
 /// A one-batch round's accesses to a local array long enough for any batch it can run
 /// (`16 - add` elements for `l < s + add`'s offset `s`, as the reduction's `tile[lid + stride]`)
 /// are proven when the code is generated: one proof flag fewer than with an array one
@@ -563,6 +580,19 @@ fn first_batch_rounds_proven_when_generated_agree() {
                 l.lines().filter(|l| l.contains("mov byte ptr [r15+") && l.ends_with(",1")).count()
             };
             assert_eq!(flags(&fit) + 1, flags(&short), "{cond}:\n{}", region_listing(&fit));
+            // The round's masked accesses: plain loads (every lane in bounds), the store
+            // masked.
+            let round = one_batch_round(&region_listing(&fit), 8 - add);
+            assert!(
+                round.iter().any(|l| l.starts_with("vmaskmovps [")),
+                "no masked store:\n{}",
+                round.join("\n")
+            );
+            assert!(
+                !round.iter().any(|l| l.starts_with("vmaskmovps ymm")),
+                "a masked load:\n{}",
+                round.join("\n")
+            );
         }
         let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.75 - 9.0).collect();
         for k in [&fit, &short] {

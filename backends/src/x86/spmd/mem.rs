@@ -339,7 +339,9 @@ impl V {
         let t = self.buf_of(buf, ty)?;
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);
-        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+        // (Under a mask too: every lane's element is in bounds, and what inactive lanes
+        // load is never read.)
+        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
             let base = self.base(t)?;
             self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
             return Ok(());
@@ -475,9 +477,14 @@ impl V {
         if 1 + self.need(index).max(3) > super::TEMPS {
             return no("an index needing more than 7 registers");
         }
-        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
             let base = self.base(t)?;
-            self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            if self.mask.is_none() {
+                self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            } else {
+                self.active(2)?;
+                self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
+            }
             return Ok(());
         }
         self.expr(index, 1)?;

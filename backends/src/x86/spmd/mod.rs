@@ -399,7 +399,9 @@ impl V {
 
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
     fn active(&mut self, r: usize) -> R<()> {
-        match (self.mask, self.may_fault) {
+        // (Where every lane is certainly alive, the alive mask is all ones.)
+        let may_fault = self.may_fault && !self.fresh();
+        match (self.mask, may_fault) {
             (Some(m), true) => {
                 self.a.vmovups(YMM[r], ymmword_ptr(r15 + m))?;
                 self.a.vpand(YMM[r], YMM[r], ymmword_ptr(r15 + self.alive))?;
