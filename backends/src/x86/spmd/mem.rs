@@ -405,7 +405,7 @@ impl V {
     /// the `let` register holding `index`, or holding `a` for `index` `a + e` with `e`
     /// uniform scalar arithmetic, without computing the lanes' indices; false (no code)
     /// for other indices. The proof puts every lane's index below 2^31.
-    fn lane0_to_eax(&mut self, index: &Expr, t: u32) -> R<bool> {
+    pub(super) fn lane0_to_eax(&mut self, index: &Expr, t: u32) -> R<bool> {
         if !self.proven_certain(index, t) {
             return Ok(false);
         }
