@@ -183,12 +183,18 @@ impl V {
             self.expr_top(e, 0)?;
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
         }
-        if self.needs_check(index, t) {
+        let checked = self.needs_check(index, t);
+        if checked {
             self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
         }
-        self.active(2)?;
-        self.check(index, 1, 2, 3, t, op.name(), signed)?;
-        self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
+        // Every lane active, nothing to check, memory only this thread touches: no mask
+        // (the lanes run without testing it).
+        let unmasked = !checked && !shared && self.mask.is_none() && self.fresh();
+        if !unmasked {
+            self.active(2)?;
+            self.check(index, 1, 2, 3, t, op.name(), signed)?;
+            self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
+        }
         let base = self.base(t)?;
         let lanes = Lanes {
             op,

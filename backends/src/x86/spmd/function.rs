@@ -243,6 +243,10 @@ fn generate_inner(
         v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
         v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
     }
+    if !regions && n_barriers == 0 {
+        // Every lane is alive at a batch's start (a fault ends the call at its end).
+        v.batch_mark = Some(v.fault_mark());
+    }
     let mut eight = 0;
     if regions {
         v.group_block(k.body().stmts())?;
@@ -392,19 +396,26 @@ impl V {
             let words = local_bytes.div_ceil(8) as i32;
             self.a.mov(r10, qword_ptr(r14 + (*t as i32 * 16)))?;
             self.a.vpxor(ymm0, ymm0, ymm0)?;
-            if words / 4 <= 16 {
-                for i in 0..words / 4 {
+            let n32 = words / 4;
+            if n32 <= 16 {
+                for i in 0..n32 {
                     self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
                 }
             } else {
+                // Four stores per iteration (a histogram's 1 KB: 8 iterations, not 32).
                 let mut zero = self.a.create_label();
-                self.a.mov(r11, (words / 4) as u64)?;
+                self.a.mov(r11, (n32 / 4) as u64)?;
                 self.bind(&mut zero)?;
-                self.a.vmovups(ymmword_ptr(r10), ymm0)?;
-                self.a.add(r10, 32)?;
+                for i in 0..4 {
+                    self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
+                }
+                self.a.add(r10, 128)?;
                 self.a.dec(r11)?;
                 self.a.jne(zero)?;
-                self.a.sub(r10, 32 * (words / 4))?;
+                self.a.sub(r10, 128 * (n32 / 4))?;
+                for i in (n32 / 4) * 4..n32 {
+                    self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
+                }
             }
             for i in (words / 4) * 4..words {
                 self.a.mov(qword_ptr(r10 + 8 * i), 0)?;
