@@ -442,13 +442,11 @@ impl V {
     /// bounds and the access is a plain vector one; otherwise a jump to the returned label,
     /// where the checked, masked access follows. (Lengths are below 2^31, so an index
     /// passing the test does not wrap in the lanes, and a negative `i32` one, as a u32 at
-    /// least 2^31, never passes.)
+    /// least 2^31, never passes.) No test of the alive lanes: a fault sets every table's
+    /// length minus 8 to -1 for the rest of the call (see [`V::stubs`]), which a fault
+    /// ends at its batch's end, so after one this test always fails.
     fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
         let slow = self.a.create_label();
-        if self.may_fault && !self.fresh() {
-            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
-            self.a.jne(slow)?;
-        }
         let last8 = self.const_slot((t as u64, 5));
         self.a.vmovd(eax, XMM[idx])?;
         self.a.cmp(rax, qword_ptr(r15 + last8))?;
