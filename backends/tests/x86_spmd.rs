@@ -401,3 +401,34 @@ fn checked_accesses_need_no_fault_lane_test() {
         assert_eq!(three_ways(&k, &NdRange::new(&[32]).with_local(&[16]), &args, &bufs), avx2());
     }
 }
+
+/// A store at per-lane indices (a scatter) runs its eight lanes' stores untested when every
+/// lane is active, in lane order (colliding lanes: the last work-item wins), and tests each
+/// lane under a mask.
+#[test]
+fn scatters_of_all_lanes_run_untested_in_lane_order() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, p: ptr<global, u32>, m: u32) {
+           let i: u32 = global_id(0);
+           o[i / 3u32] = i * 5u32;
+           if i % m != 0u32 { p[(i * 7u32) % 13u32] = i; }
+         }",
+    );
+    if avx2() {
+        let text = compile(&k, &X86Options::default()).unwrap().disassemble();
+        let code: Vec<&str> = text[text.find("; 8-lane AVX2 code").expect("8-lane code")..]
+            .lines()
+            .map(|l| l.trim().split_once("  ").map_or(l.trim(), |(_, i)| i.trim()))
+            .collect();
+        // A lane's store followed directly by the next lane's index: no test between.
+        let untested = code.windows(2).any(|w| {
+            w[0].starts_with("mov [") && w[0].ends_with(",r11d") && w[1].starts_with("movsxd r10,")
+        });
+        assert!(untested, "{}", code.join("\n"));
+    }
+    for m in [1u32, 2, 3, 8, 1000] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(m)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::zeroed(Scalar::U32, 13)];
+        assert_eq!(three_ways(&k, &NdRange::new(&[48]).with_local(&[16]), &args, &bufs), avx2());
+    }
+}

@@ -175,24 +175,38 @@ impl V {
     /// Stores the low `size` bytes (4, 2 or 1) of `ymm0`'s lanes at the element indices in
     /// `ymm1`'s lanes from `base + off`, one lane after another for the lanes active in
     /// `ymm2`: where lanes collide, the last work-item wins, as in the interpreter.
+    /// (With every lane active, the common case, the eight stores run untested.)
     pub(super) fn store_lanes(&mut self, base: AsmRegister64, off: i32, size: u32) -> R<()> {
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
         self.a.vmovmskps(eax, ymm2)?;
-        for lane in 0..8 {
-            let mut skip = self.a.create_label();
-            self.a.test(eax, 1 << lane)?;
-            self.a.je(skip)?;
-            self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
-            self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
-            match size {
-                4 => self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?,
-                2 => self.a.mov(word_ptr(base + r10 * 2 + off), r11w)?,
-                _ => self.a.mov(byte_ptr(base + r10 + off), r11b)?,
+        let (mut some, mut done) = (self.a.create_label(), self.a.create_label());
+        self.a.cmp(eax, 0xff)?;
+        self.a.jne(some)?;
+        for all in [true, false] {
+            for lane in 0..8 {
+                let mut skip = self.a.create_label();
+                if !all {
+                    self.a.test(eax, 1 << lane)?;
+                    self.a.je(skip)?;
+                }
+                self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
+                self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
+                match size {
+                    4 => self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?,
+                    2 => self.a.mov(word_ptr(base + r10 * 2 + off), r11w)?,
+                    _ => self.a.mov(byte_ptr(base + r10 + off), r11b)?,
+                }
+                if !all {
+                    self.bind(&mut skip)?;
+                }
             }
-            self.bind(&mut skip)?;
+            if all {
+                self.a.jmp(done)?;
+                self.bind(&mut some)?;
+            }
         }
-        Ok(())
+        self.bind(&mut done)
     }
 
     /// The table index of buffer `buf`, whose elements must have type `ty`.
