@@ -432,3 +432,68 @@ fn scatters_of_all_lanes_run_untested_in_lane_order() {
         assert_eq!(three_ways(&k, &NdRange::new(&[48]).with_local(&[16]), &args, &bufs), avx2());
     }
 }
+
+/// The addresses of the batch loop's instructions (from its top to its back edge) in the
+/// 8-lane code's listing, with the instructions.
+fn batch_loop(text: &str) -> Vec<(u64, String)> {
+    let lines: Vec<(u64, String)> = text[text.find("; 8-lane AVX2 code").expect("8-lane")..]
+        .lines()
+        .filter_map(|l| {
+            let (a, i) = l.trim().split_once("  ")?;
+            Some((u64::from_str_radix(a, 16).ok()?, i.trim().to_string()))
+        })
+        .collect();
+    let at = lines
+        .windows(2)
+        .position(|w| w[0].1.starts_with("cmp rbx,[r15+") && w[1].1.starts_with("jb "))
+        .expect("the batch loop's back edge");
+    let top = u64::from_str_radix(lines[at + 1].1[3..].trim().trim_end_matches('h'), 16).unwrap();
+    let end = lines[at + 1].0;
+    lines.into_iter().filter(|l| l.0 >= top && l.0 <= end).collect()
+}
+
+/// Comparisons of values fixed for the call in `if`/`while` conditions (a 2-D kernel's
+/// `y < h`, `y > 0`, float and signed parameters) are computed once per call, before the
+/// batch loop, which loads their masks: the loop compares only the divergent operands.
+/// Rows inside and outside every bound and NaN agree; a name declared twice (an earlier
+/// block's `y`) is not hoisted, so its comparison means that block's `y`.
+#[test]
+fn call_invariant_comparisons_are_computed_once_per_call() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, w: u32, h: u32, s: f32, t: i32) {
+           let x: u32 = global_id(0);
+           let y: u32 = global_id(1);
+           if x < w && y < h && (y > 0u32 || s < 0.5) && !(t == y as i32) {
+             o[y * 16u32 + x] = s + 1.0;
+           }
+         }",
+    );
+    if avx2() {
+        let text = compile(&k, &X86Options::default()).unwrap().disassemble();
+        let body = batch_loop(&text);
+        let count = |p: &str| body.iter().filter(|l| l.1.starts_with(p)).count();
+        // `x < w` alone is compared in the loop (the other two `vpcmpgtd`s are the store's
+        // bounds checks); `y < h`, `y > 0`, `s < 0.5` and `t == y` are loaded.
+        assert_eq!(count("vpcmpgtd"), 3, "{text}");
+        assert_eq!(count("vcmp"), 0, "{text}");
+        assert_eq!(count("vpcmpeqd"), 0, "{text}");
+    }
+    let twice = kernel(
+        "kernel k(o: ptr<global, f32>, w: u32, h: u32, s: f32, t: i32) {
+           let x: u32 = global_id(0);
+           if x > 5u32 { let y: u32 = 3u32; if x < 12u32 && w > y { o[x] = 3.0; } }
+           let y: u32 = global_id(1);
+           if x < w && y < h { o[y * 16u32 + x] = s + 1.0 + t as f32; }
+         }",
+    );
+    for (w, h, s, t) in
+        [(16u32, 8u32, 0.25f32, 2i32), (9, 3, 0.75, -1), (16, 0, f32::NAN, 0), (3, 8, 1.0, 5)]
+    {
+        let args = [Arg::Buffer(0), Arg::scalar(w), Arg::scalar(h), Arg::scalar(s), Arg::scalar(t)];
+        let r = NdRange::new(&[16, 8]).with_local(&[16, 1]);
+        for k in [&k, &twice] {
+            let bufs = [Buffer::zeroed(Scalar::F32, 16 * 8)];
+            assert_eq!(three_ways(k, &r, &args, &bufs), avx2());
+        }
+    }
+}

@@ -77,6 +77,7 @@ fn generate_inner(
         accessed: Vec::new(),
         consts: Vec::new(),
         hoisted: Vec::new(),
+        hoisted_conds: Vec::new(),
         mask: None,
         dctl: 0,
         div_vars: uniform::divergent_vars(k),
@@ -219,6 +220,7 @@ fn generate_inner(
             v.lets.push(Bound { name, loc, kind: Kind::Div, decl: Some(0), dword: None });
         }
     }
+    v.hoist_conds(k)?;
     v.lets.clear();
     let mut lanes = v.a.create_label();
     v.bind(&mut lanes)?;

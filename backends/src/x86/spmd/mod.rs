@@ -82,6 +82,7 @@ mod batches;
 mod ctl;
 mod expr;
 mod function;
+mod hoist;
 mod int64;
 mod math;
 mod math64;
@@ -274,6 +275,9 @@ struct V {
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
+    /// Comparisons in conditions of values fixed for the call, computed once before the
+    /// loop (`hoist.rs`): expression address, slot of the lane mask.
+    hoisted_conds: Vec<(usize, i32)>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
     /// Divergent-control depth (divergent `if`s and `while`s around the code).
