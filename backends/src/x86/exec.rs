@@ -185,6 +185,10 @@ impl X86Program {
         opts: &X86RunOptions,
         alone: bool,
     ) -> Result<(), LaunchError> {
+        if let Some(c) = self.counted_for(launch, args, buffers) {
+            // SAFETY: the caller's promise; the program has the same parameters.
+            return unsafe { c.run_groups(launch, args, buffers, groups, opts, alone) };
+        }
         // The thread's blocks from its last launch (none if a launch is running below this
         // one on the same thread, which then keeps its own).
         let mut s = SCRATCH.with(std::cell::Cell::take);
@@ -192,6 +196,23 @@ impl X86Program {
         let r = unsafe { self.run_groups_in(launch, args, buffers, groups, opts, alone, &mut s) };
         SCRATCH.with(|c| c.set(s));
         r
+    }
+
+    /// The program counting straight into a buffer (`spmd/counted.rs`) if this launch meets
+    /// its conditions: the local size `[L, 1, 1]` and a buffer of at least `L` elements.
+    fn counted_for(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+    ) -> Option<&X86Program> {
+        let c = self.counted.as_deref()?;
+        let len = match args.get(c.param)? {
+            Arg::Buffer(b) => buffers.get(*b)?.len,
+            Arg::Range { buffer, len, .. } => buffers.get(*buffer).map(|_| *len)?,
+            _ => return None,
+        };
+        (launch.local == [c.bins, 1, 1] && len >= c.bins as usize).then_some(&c.program)
     }
 
     /// [`X86Program::run_groups`] with the memory blocks of `s`.

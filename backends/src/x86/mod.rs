@@ -261,6 +261,18 @@ pub struct X86Program {
     /// The parameters summed per thread (`sums.rs`), and whether they are all the buffers
     /// atomics reach; found at the first launch on several threads.
     sums: std::sync::OnceLock<(Vec<usize>, bool)>,
+    /// The kernel counting straight into a buffer instead of its local bins, which runs a
+    /// launch that meets its conditions (`spmd/counted.rs`).
+    counted: Option<Box<CountedCode>>,
+}
+
+/// A program of [`spmd::counted`]'s kernel and when it runs instead of its parent's.
+struct CountedCode {
+    program: X86Program,
+    /// The parameter counted into, which must have at least `bins` elements.
+    param: usize,
+    /// The local size `[bins, 1, 1]` it needs.
+    bins: u32,
 }
 
 /// The scalar code of a kernel and its tables.
@@ -487,7 +499,14 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         scalar.get_or_init(|| scalar_code(g, &k)).as_ref().map_err(Clone::clone)?;
     }
     let sums = std::sync::OnceLock::new();
-    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd, sums })
+    // Only where the kernel has 8-lane code, and only if the counting kernel has some too.
+    let counted = match spmd.as_ref().and_then(|_| spmd::counted(&k)) {
+        Some(c) => Some(compile_inner(&c.kernel, opts)?)
+            .filter(X86Program::has_spmd)
+            .map(|program| Box::new(CountedCode { program, param: c.param, bins: c.bins })),
+        None => None,
+    };
+    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd, sums, counted })
 }
 
 /// Generates and maps the scalar code of `k` (see gen.rs).
@@ -569,6 +588,14 @@ impl X86Program {
     /// runs batches round by round.
     pub fn has_region_code(&self) -> bool {
         self.spmd.as_ref().is_some_and(|v| v.regions.is_some())
+    }
+
+    /// The buffer parameter (by position) a histogram's local bins are counted straight
+    /// into, when the kernel has that shape (docs/cpu.md, "Counting straight into the
+    /// buffer"): launches whose local size is the bins' count in dimension 0 (1 in the
+    /// others) and whose buffer has at least as many elements run without the bins.
+    pub fn counts_into(&self) -> Option<usize> {
+        self.counted.as_ref().map(|c| c.param)
     }
 
     /// The buffer parameters (by position) that a launch on several threads gives each

@@ -79,6 +79,7 @@
 
 mod atomic;
 mod batches;
+mod counted;
 mod ctl;
 mod expr;
 mod function;
@@ -95,6 +96,8 @@ mod scalar;
 mod stmt;
 mod uniform;
 mod wide64;
+
+pub(crate) use counted::counted;
 
 pub(crate) use function::{generate, generate_regions};
 
