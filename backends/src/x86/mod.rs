@@ -427,6 +427,16 @@ fn compile_verified(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, Ba
 }
 
 fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Error> {
+    compile_known(kernel, opts, &[])
+}
+
+/// [`compile_inner`] for launches whose buffers `known` (parameter, length) have at least
+/// those lengths, which the caller checks before each launch (see `spmd::generate`).
+fn compile_known(
+    kernel: &Kernel,
+    opts: &X86Options,
+    known: &[(usize, u32)],
+) -> Result<X86Program, X86Error> {
     if !cfg!(target_arch = "x86_64") {
         return Err(X86Error::Unsupported("the x86 backend runs only on x86-64 hosts".into()));
     }
@@ -457,7 +467,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     } else if !avx2() {
         Err("this CPU has no AVX2".to_string())
     } else {
-        spmd::generate(&k, &param_slots, &g.mems)?
+        spmd::generate(&k, &param_slots, &g.mems, known)?
     };
     let (vector, no_spmd) = match vector {
         Ok(v) => (Some(v), None),
@@ -501,7 +511,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     let sums = std::sync::OnceLock::new();
     // Only where the kernel has 8-lane code, and only if the counting kernel has some too.
     let counted = match spmd.as_ref().and_then(|_| spmd::counted(&k)) {
-        Some(c) => Some(compile_inner(&c.kernel, opts)?)
+        Some(c) => Some(compile_known(&c.kernel, opts, &[(c.param, c.bins)])?)
             .filter(X86Program::has_spmd)
             .map(|program| Box::new(CountedCode { program, param: c.param, bins: c.bins })),
         None => None,
@@ -635,6 +645,17 @@ impl X86Program {
             if let Some(r) = &v.regions {
                 s.push_str("; 8-lane region loops (a work-group of one row per call)\n");
                 s.push_str(&disasm::disassemble(r.code.bytes(), &[], self.kernel.name()));
+            }
+        }
+        if let Some(c) = &self.counted {
+            let name = self.kernel.params()[c.param].name();
+            s.push_str(&format!(
+                "; counting straight into `{name}` (launches of local size [{}, 1, 1] whose `{name}` \
+                 has at least {} elements): the kernel without its local bins\n",
+                c.bins, c.bins
+            ));
+            if let Some(v) = &c.program.spmd {
+                s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
             }
         }
         s

@@ -187,9 +187,9 @@ impl V {
         if checked {
             self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
         }
-        // Every lane active, nothing to check, memory only this thread touches: no mask
-        // (the lanes run without testing it).
-        let unmasked = !checked && !shared && self.mask.is_none() && self.fresh();
+        // Every lane active, nothing to check: no mask (the lanes, `lock`ed or not, run
+        // without testing it).
+        let unmasked = !checked && self.mask.is_none() && self.fresh();
         if !unmasked {
             self.active(2)?;
             self.check(index, 1, 2, 3, t, op.name(), signed)?;
@@ -255,7 +255,7 @@ impl V {
             self.plain_lanes(&lanes, all)?;
             self.a.jmp(done)?;
             self.bind(&mut locked)?;
-            self.atomic_lanes(&lanes, true, false)?;
+            self.atomic_lanes(&lanes, true, all)?;
             self.bind(&mut done)?;
         } else {
             // One thread runs a group: its local arrays are this thread's alone.

@@ -116,6 +116,15 @@ pub(crate) fn counted(k: &Kernel) -> Option<Counted> {
         .collect();
     let mut to_hist = Rename { from: bins.clone(), to: hist };
     body.extend(middle.iter().map(|s| to_hist.mutate_stmt(s)));
+    // The `let`s that only the zeroing and the add-back used (`lid`) go with them: the
+    // kernel was optimized before this, and nothing optimizes it again.
+    for i in (0..body.len()).rev() {
+        if let StmtNode::Let { var, .. } = body[i].node() {
+            if !body[i + 1..].iter().any(|s| names(s, var)) {
+                body.remove(i);
+            }
+        }
+    }
     Some(Counted { kernel: k.with_body(Stmt::block(body)), param, bins: l })
 }
 
@@ -154,6 +163,22 @@ fn binds(s: &Stmt, v: &Var) -> bool {
         StmtNode::Call { result: Some(r), .. } => r.name() == v.name(),
         _ => false,
     }
+}
+
+/// True if `s` refers to the name of `v`.
+fn names(s: &Stmt, v: &Var) -> bool {
+    struct N<'a>(&'a str, bool);
+    impl Visitor for N<'_> {
+        fn visit_expr(&mut self, e: &Expr) {
+            if let ExprNode::Var(v) = e.node() {
+                self.1 |= v.name() == self.0;
+            }
+            walk_expr(self, e)
+        }
+    }
+    let mut n = N(v.name(), false);
+    n.visit_stmt(s);
+    n.1
 }
 
 /// The statements of `s` (itself included, at any depth) for which `f` holds.

@@ -17,12 +17,17 @@ use crate::x86::rt;
 /// The function takes (ctx, scalar frame, vector frame), runs `ctx.span` work-items (a
 /// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row, and returns 0, or
 /// [`rt::STOP_ERROR`] with the error in the context (`global_id[0]` the faulting lane's).
+///
+/// `known` lists buffer parameters (by position) with a length every launch of the code has
+/// at least (the caller checks it before each launch): an index whose form bounds it below
+/// that length needs no check, as in a local array.
 pub(crate) fn generate(
     k: &Kernel,
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
+    known: &[(usize, u32)],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    generate_as(k, param_slots, mems, false)
+    generate_as(k, param_slots, mems, false, known)
 }
 
 /// The region-loop code of a kernel with barriers (`region.rs`), or why it has none: one
@@ -34,7 +39,7 @@ pub(crate) fn generate_regions(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    generate_as(k, param_slots, mems, true)
+    generate_as(k, param_slots, mems, true, &[])
 }
 
 fn generate_as(
@@ -42,8 +47,9 @@ fn generate_as(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
     regions: bool,
+    known: &[(usize, u32)],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    match generate_inner(k, param_slots, mems, regions) {
+    match generate_inner(k, param_slots, mems, regions, known) {
         Ok(s) => Ok(Ok(s)),
         Err(Fail::No(why)) => Ok(Err(why)),
         Err(Fail::Asm(e)) => Err(e),
@@ -55,6 +61,7 @@ fn generate_inner(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
     regions: bool,
+    known: &[(usize, u32)],
 ) -> R<Spmd> {
     let mut a = CodeAssembler::new(64)?;
     let ret = a.create_label();
@@ -104,6 +111,7 @@ fn generate_inner(
         regions: regions.then(|| region::Regions::new(k)),
         proven: None,
         batch_mark: None,
+        known: known.to_vec(),
     };
     if regions {
         v.per_group = true;

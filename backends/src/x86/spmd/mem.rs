@@ -302,13 +302,16 @@ impl V {
 
     /// False if every lane's `index` into table `t` is known to be in bounds here: the
     /// region's proof holds for the access (`proven.rs`), or every value `index` can take
-    /// is below the length of a local array (see [`index_max`]).
+    /// is below the length of a local array (see [`index_max`]) or the least length of a
+    /// buffer that every launch of the code has (`V::known`).
     pub(super) fn needs_check(&self, index: &Expr, t: u32) -> bool {
         if self.proven_certain(index, t) {
             return false;
         }
-        let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
-        !matches!((local, index_max(index)), (Some((_, count)), Some(max)) if max < u64::from(count))
+        let m = self.mems.get(self.mem_of(t) as usize);
+        let known = |p| self.known.iter().find(|k| k.0 == p).map(|k| k.1);
+        let len = m.and_then(|m| m.local.map(|l| l.1).or_else(|| m.param.and_then(known)));
+        !matches!((len, index_max(index)), (Some(count), Some(max)) if max < u64::from(count))
     }
 
     /// Checks the indices in `ymm{idx}` (the lanes of `index`) against table `t`'s length

@@ -326,6 +326,9 @@ struct V {
     /// In region loops, the fault marks ([`V::fault_mark`]) at the start of the current
     /// batch, while no loop has been entered since: see [`V::fresh`].
     batch_mark: Option<(usize, usize)>,
+    /// Buffer parameters (by position) with a length every launch has at least (see
+    /// [`generate`]).
+    known: Vec<(usize, u32)>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
