@@ -375,6 +375,14 @@ impl V {
     fn atomic_lanes(&mut self, x: &Lanes, locked: bool, full: bool) -> R<()> {
         let [o_idx, o_cmp, o_val, o_mask, o_res] = x.o;
         let op = x.op;
+        // Eight integer additions whose results no one reads (a histogram's counts): the
+        // indices from registers. Read back one by one from the slot just stored, each
+        // load waits for the 32-byte store (a store forwards to a load of its own size).
+        let extract = full && matches!(op, AtomicOp::Add | AtomicOp::Sub) && !x.float && !x.result;
+        if extract {
+            self.a.vmovdqu(ymm1, ymmword_ptr(r15 + o_idx))?;
+            self.a.vextracti128(xmm2, ymm1, 1)?;
+        }
         for lane in 0..8 {
             let l = 4 * lane;
             let v = dword_ptr(r15 + (o_val + l));
@@ -384,7 +392,15 @@ impl V {
                 self.a.je(skip)?;
             }
             // In bounds, so below 2^31: sign or zero extension alike.
-            self.a.movsxd(r10, dword_ptr(r15 + (o_idx + l)))?;
+            if extract {
+                let (x, k) = if lane < 4 { (xmm1, lane) } else { (xmm2, lane - 4) };
+                match k {
+                    0 => self.a.vmovd(r10d, x)?,
+                    _ => self.a.vpextrd(r10d, x, k as u32)?,
+                }
+            } else {
+                self.a.movsxd(r10, dword_ptr(r15 + (o_idx + l)))?;
+            }
             let at = dword_ptr(x.base + r10 * 4);
             let a = &mut self.a;
             match op {
