@@ -13,6 +13,7 @@ use x86_common::{avx2, f32s, kernel, three_ways};
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
+use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
 use proptest::prelude::*;
 
 fn has_regions(k: &Kernel) -> bool {
@@ -524,6 +525,154 @@ fn first_batch_only_rounds_agree() {
         }
         if avx2() {
             assert!(has_regions(&k), "{cond}");
+        }
+    }
+}
+
+/// The region-loop code's listing.
+fn region_listing(k: &Kernel) -> String {
+    let text = compile(k, &X86Options::default()).unwrap().disassemble();
+    let start = text.find("; 8-lane region loops").unwrap_or_else(|| panic!("{text}"));
+    text[start..].to_string()
+}
+
+/// The instructions of the one-batch round of a region-loop listing: from its test of
+/// the range's end (`cmp rax,{limit}`) to where that test jumps when it fails.
+fn one_batch_round(listing: &str, limit: u32) -> Vec<String> {
+    let lines: Vec<(&str, &str)> = listing
+        .lines()
+        .filter_map(|l| l.trim().split_once("  ").map(|(a, i)| (a, i.trim())))
+        .collect();
+    let at = lines.iter().position(|l| l.1 == format!("cmp rax,{limit}")).expect("the test");
+    let target = lines[at + 1].1.strip_prefix("ja ").expect("its jump").trim_end_matches('h');
+    let target = format!("{:06x}", u64::from_str_radix(target, 16).unwrap());
+    lines[at + 2..]
+        .iter()
+        .take_while(|l| l.0.to_lowercase() != target)
+        .map(|l| l.1.to_string())
+        .collect()
+}
+
+/// A one-batch round's accesses to a local array long enough for any batch it can run
+/// (`16 - add` elements for `l < s + add`'s offset `s`, as the reduction's `tile[lid + stride]`)
+/// are proven when the code is generated: one proof flag fewer than with an array one
+/// element shorter, where the flag stays; at exactly that length no lane faults, one
+/// shorter the lane reaching past the end does.
+#[test]
+fn first_batch_rounds_proven_when_generated_agree() {
+    for (cond, add) in [("l < s", 0u32), ("l <= s", 1), ("l == s", 1)] {
+        let src = |len: u32| {
+            kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, s: u32) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   t[l % {len}u32] = x[global_id(0)];
+                   barrier(local);
+                   if {cond} {{ t[l] = t[l] + t[l + s]; }}
+                   barrier(local);
+                   if l == 0u32 {{ o[group_id(0)] = t[0] + t[1] * 2.0 + t[7] * 4.0 + t[8] * 8.0; }}
+                 }}"
+            ))
+        };
+        let (fit, short) = (src(16 - add), src(15 - add));
+        if avx2() {
+            let flags = |k: &Kernel| {
+                let l = region_listing(k);
+                l.lines().filter(|l| l.contains("mov byte ptr [r15+") && l.ends_with(",1")).count()
+            };
+            assert_eq!(flags(&fit) + 1, flags(&short), "{cond}:\n{}", region_listing(&fit));
+            // The round's masked accesses: plain loads (every lane in bounds), the store
+            // masked.
+            let round = one_batch_round(&region_listing(&fit), 8 - add);
+            assert!(
+                round.iter().any(|l| l.starts_with("vmaskmovps [")),
+                "no masked store:\n{}",
+                round.join("\n")
+            );
+            assert!(
+                !round.iter().any(|l| l.starts_with("vmaskmovps ymm")),
+                "a masked load:\n{}",
+                round.join("\n")
+            );
+        }
+        let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for k in [&fit, &short] {
+            for s in [0u32, 1, 6, 7, 8, 9, u32::MAX] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 8), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[64]).with_local(&[8]);
+                assert_eq!(three_ways(k, &r, &args, &bufs), avx2(), "{cond} s={s}");
+            }
+        }
+    }
+}
+
+/// An atomic at `local_id(0)` plus a group value, proven in bounds, every lane alive, is one
+/// vector read-modify-write with the value in a register (lane 0's index from the `let`'s
+/// register); on several threads the buffer's lanes are `lock`ed in lane order. Every
+/// operation of the lanes, `u32` and `i32`, agrees with the interpreter on 1 to 4 threads,
+/// offsets reaching the end exactly and one past it (a fault).
+#[test]
+fn proven_vector_atomics_agree() {
+    for (op, t) in [
+        ("add", "u32"),
+        ("sub", "i32"),
+        ("and", "u32"),
+        ("or", "u32"),
+        ("xor", "i32"),
+        ("min", "i32"),
+        ("min", "u32"),
+        ("max", "i32"),
+        ("max", "u32"),
+    ] {
+        // `h` is also stored to (never, with these data): not summed per thread, so its
+        // atomics on several threads are the locked ones.
+        let k = kernel(&format!(
+            "kernel k(h: ptr<global, {t}>, a: ptr<global, {t}>, q: u32) {{
+               local s: {t}[64];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               s[l] = a[g] * 3{t};
+               barrier(local);
+               atomic_{op}(h, l + q, s[l] - a[g]);
+               if a[g] == 77777{t} {{ h[0] = 1{t}; }}
+             }}"
+        ));
+        if avx2() {
+            let listing = region_listing(&k);
+            assert!(
+                listing.lines().any(|l| l.contains("vmovdqu ymm1,[") && l.contains("+rax*4]")),
+                "{op} {t}: no vector read-modify-write from lane 0's index:\n{listing}"
+            );
+        }
+        let a: Vec<i32> = (0..128i32).map(|i| i.wrapping_mul(0x9e37_79b9u32 as i32) >> 7).collect();
+        let a = if t == "i32" {
+            Buffer::from_slice(&a)
+        } else {
+            Buffer::from_slice(&a.iter().map(|&v| v as u32).collect::<Vec<_>>())
+        };
+        let elem = if t == "i32" { Scalar::I32 } else { Scalar::U32 };
+        for q in [0u32, 8, 9, 64] {
+            for (local, len) in [(16u32, 80usize), (64, 72), (64, 73), (64, 128)] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q)];
+                let bufs = [Buffer::zeroed(elem, len), a.clone()];
+                let r = NdRange::new(&[128]).with_local(&[local]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{op} {t} q={q}");
+                let mut want = bufs.to_vec();
+                let want_r = kiln_ir::interp::run(&k, &r, &args, &mut want);
+                let p = compile(&k, &X86Options::default()).unwrap();
+                for threads in [2usize, 4] {
+                    let mut got = bufs.to_vec();
+                    let got_r =
+                        p.run_parallel(&r, &args, &mut got, threads, &CpuRunOptions::default());
+                    assert_eq!(want_r, got_r, "{op} {t} q={q} {threads} threads");
+                    if want_r.is_ok() {
+                        if let Err(m) = kiln_ir::testing::results_match(&want, &got) {
+                            panic!("{m}\n{op} {t} q={q} {threads} threads");
+                        }
+                    }
+                }
+            }
         }
     }
 }

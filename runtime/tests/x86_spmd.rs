@@ -372,3 +372,129 @@ fn lazy_scalar_code_under_threads() {
         }
     }
 }
+
+/// A checked contiguous access tests only its bounds, not whether a lane has faulted (the
+/// one fault-lane test left is the batch's end): a fault sets the whole-batch bounds to fail
+/// for the rest of the call, so a store after a load that faulted in some lanes is masked to
+/// the lanes before them, as the interpreter stops at the first faulting work-item (buffers
+/// compared after the error too).
+#[test]
+fn checked_accesses_need_no_fault_lane_test() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, s: u32, t: u32) {
+           let i: u32 = global_id(0);
+           let v: f32 = a[i + t] * 2.0;
+           o[i + s] = v + a[i + s];
+         }",
+    );
+    if avx2() {
+        let text = compile(&k, &X86Options::default()).unwrap().disassemble();
+        let code = &text[text.find("; 8-lane AVX2 code").expect("8-lane code")..];
+        let lane_tests = code
+            .lines()
+            .filter(|l| l.contains("cmp dword ptr [r15+") && l.trim_end().ends_with("],8"))
+            .count();
+        assert_eq!(lane_tests, 1, "{code}");
+    }
+    for (s, t) in [(0u32, 0u32), (8, 3), (0, 9), (3, 10), (8, 15), (9, 0), (0, u32::MAX)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s), Arg::scalar(t)];
+        let bufs = [Buffer::zeroed(Scalar::F32, 40), f32s(40, 3)];
+        assert_eq!(three_ways(&k, &NdRange::new(&[32]).with_local(&[16]), &args, &bufs), avx2());
+    }
+}
+
+/// A store at per-lane indices (a scatter) runs its eight lanes' stores untested when every
+/// lane is active, in lane order (colliding lanes: the last work-item wins), and tests each
+/// lane under a mask.
+#[test]
+fn scatters_of_all_lanes_run_untested_in_lane_order() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, p: ptr<global, u32>, m: u32) {
+           let i: u32 = global_id(0);
+           o[i / 3u32] = i * 5u32;
+           if i % m != 0u32 { p[(i * 7u32) % 13u32] = i; }
+         }",
+    );
+    if avx2() {
+        let text = compile(&k, &X86Options::default()).unwrap().disassemble();
+        let code: Vec<&str> = text[text.find("; 8-lane AVX2 code").expect("8-lane code")..]
+            .lines()
+            .map(|l| l.trim().split_once("  ").map_or(l.trim(), |(_, i)| i.trim()))
+            .collect();
+        // A lane's store followed directly by the next lane's index: no test between.
+        let untested = code.windows(2).any(|w| {
+            w[0].starts_with("mov [") && w[0].ends_with(",r11d") && w[1].starts_with("movsxd r10,")
+        });
+        assert!(untested, "{}", code.join("\n"));
+    }
+    for m in [1u32, 2, 3, 8, 1000] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(m)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::zeroed(Scalar::U32, 13)];
+        assert_eq!(three_ways(&k, &NdRange::new(&[48]).with_local(&[16]), &args, &bufs), avx2());
+    }
+}
+
+/// The addresses of the batch loop's instructions (from its top to its back edge) in the
+/// 8-lane code's listing, with the instructions.
+fn batch_loop(text: &str) -> Vec<(u64, String)> {
+    let lines: Vec<(u64, String)> = text[text.find("; 8-lane AVX2 code").expect("8-lane")..]
+        .lines()
+        .filter_map(|l| {
+            let (a, i) = l.trim().split_once("  ")?;
+            Some((u64::from_str_radix(a, 16).ok()?, i.trim().to_string()))
+        })
+        .collect();
+    let at = lines
+        .windows(2)
+        .position(|w| w[0].1.starts_with("cmp rbx,[r15+") && w[1].1.starts_with("jb "))
+        .expect("the batch loop's back edge");
+    let top = u64::from_str_radix(lines[at + 1].1[3..].trim().trim_end_matches('h'), 16).unwrap();
+    let end = lines[at + 1].0;
+    lines.into_iter().filter(|l| l.0 >= top && l.0 <= end).collect()
+}
+
+/// Comparisons of values fixed for the call in `if`/`while` conditions (a 2-D kernel's
+/// `y < h`, `y > 0`, float and signed parameters) are computed once per call, before the
+/// batch loop, which loads their masks: the loop compares only the divergent operands.
+/// Rows inside and outside every bound and NaN agree; a name declared twice (an earlier
+/// block's `y`) is not hoisted, so its comparison means that block's `y`.
+#[test]
+fn call_invariant_comparisons_are_computed_once_per_call() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, w: u32, h: u32, s: f32, t: i32) {
+           let x: u32 = global_id(0);
+           let y: u32 = global_id(1);
+           if x < w && y < h && (y > 0u32 || s < 0.5) && !(t == y as i32) {
+             o[y * 16u32 + x] = s + 1.0;
+           }
+         }",
+    );
+    if avx2() {
+        let text = compile(&k, &X86Options::default()).unwrap().disassemble();
+        let body = batch_loop(&text);
+        let count = |p: &str| body.iter().filter(|l| l.1.starts_with(p)).count();
+        // `x < w` alone is compared in the loop (the other two `vpcmpgtd`s are the store's
+        // bounds checks); `y < h`, `y > 0`, `s < 0.5` and `t == y` are loaded.
+        assert_eq!(count("vpcmpgtd"), 3, "{text}");
+        assert_eq!(count("vcmp"), 0, "{text}");
+        assert_eq!(count("vpcmpeqd"), 0, "{text}");
+    }
+    let twice = kernel(
+        "kernel k(o: ptr<global, f32>, w: u32, h: u32, s: f32, t: i32) {
+           let x: u32 = global_id(0);
+           if x > 5u32 { let y: u32 = 3u32; if x < 12u32 && w > y { o[x] = 3.0; } }
+           let y: u32 = global_id(1);
+           if x < w && y < h { o[y * 16u32 + x] = s + 1.0 + t as f32; }
+         }",
+    );
+    for (w, h, s, t) in
+        [(16u32, 8u32, 0.25f32, 2i32), (9, 3, 0.75, -1), (16, 0, f32::NAN, 0), (3, 8, 1.0, 5)]
+    {
+        let args = [Arg::Buffer(0), Arg::scalar(w), Arg::scalar(h), Arg::scalar(s), Arg::scalar(t)];
+        let r = NdRange::new(&[16, 8]).with_local(&[16, 1]);
+        for k in [&k, &twice] {
+            let bufs = [Buffer::zeroed(Scalar::F32, 16 * 8)];
+            assert_eq!(three_ways(k, &r, &args, &bufs), avx2());
+        }
+    }
+}

@@ -97,6 +97,77 @@ fn uniform_unsigned_division_by_a_power_of_two_is_a_shift() {
     }
 }
 
+/// Uniform shifts are scalar `shl`/`shr`/`sar` (as a tree reduction's `stride >> 1` after
+/// `-O`), by constants and by uniform counts of 32 and more or negative (taken modulo 32,
+/// as the interpreter does), not lane shifts; the results are the interpreter's.
+#[test]
+fn uniform_shifts_are_scalar() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: no 8-lane code to inspect");
+        return;
+    }
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, p: ptr<global, i32>, n: u32, c: i32) {
+           var s: u32 = n;
+           var acc: u32 = 0u32;
+           while s > 0u32 {
+             acc = acc + (s << 3u32) + global_id(0);
+             s = s >> 1u32;
+           }
+           let t: i32 = (c >> 2i32) + (c << c) + (c >> (c + 30i32));
+           o[global_id(0)] = acc;
+           p[global_id(0)] = t + global_id(0) as i32;
+         }",
+    );
+    let code = vector_listing(&k);
+    let has = |p: &str| code.iter().any(|l| l.starts_with(p));
+    assert!(has("shr eax,1"), "no scalar shift:\n{}", code.join("\n"));
+    assert!(has("shl eax,3"), "no scalar left shift:\n{}", code.join("\n"));
+    assert!(has("sar eax,2"), "no scalar arithmetic shift:\n{}", code.join("\n"));
+    assert!(has("sar eax,cl"), "no scalar shift by a count:\n{}", code.join("\n"));
+    for l in ["vpsrlvd", "vpsllvd", "vpsravd", "vpsrld", "vpslld", "vpsrad"] {
+        assert!(!has(l), "a lane shift `{l}`:\n{}", code.join("\n"));
+    }
+    for (n, c) in [(0u32, 0i32), (1, 1), (100, 31), (0x8000_0001, 32), (u32::MAX, -1), (77, -33)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(c)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 16), Buffer::zeroed(Scalar::I32, 16)];
+        assert!(three_ways(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs));
+    }
+}
+
+/// A store at a batch-uniform index under a divergent mask is one store of the last active
+/// lane's value (`bsr` of the mask), not eight lane tests: the last work-item writing the
+/// element wins, as in the interpreter, whichever lanes are active (the first, the last,
+/// none, a gap), and an index past the end faults at the first active work-item.
+#[test]
+fn uniform_index_stores_keep_the_last_active_lane() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: no 8-lane code to inspect");
+        return;
+    }
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, c: ptr<global, u32>, at: u32, lo: u32, hi: u32) {
+           let i: u32 = global_id(0);
+           if c[i] >= lo && c[i] < hi {
+             o[at + group_id(0)] = i * 3u32 + c[i];
+           }
+         }",
+    );
+    let code = vector_listing(&k);
+    let has = |p: &str| code.iter().any(|l| l.starts_with(p));
+    assert!(has("bsr eax,eax"), "no last-lane store:\n{}", code.join("\n"));
+    assert!(!has("test eax,80h"), "a lane-by-lane store:\n{}", code.join("\n"));
+    // Lane values 0..8 in each batch, in an order where the first and last lanes differ.
+    let c: Vec<u32> = (0..32u32).map(|i| [5, 0, 7, 3, 1, 6, 2, 4][(i % 8) as usize]).collect();
+    for (at, lo, hi) in [(0u32, 0u32, 8u32), (1, 4, 8), (2, 0, 1), (0, 8, 9), (3, 2, 5), (7, 0, 8)]
+    {
+        let args =
+            [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(at), Arg::scalar(lo), Arg::scalar(hi)];
+        let bufs = [Buffer::zeroed(Scalar::U32, 8), Buffer::from_slice(&c)];
+        assert!(three_ways(&k, &NdRange::new(&[32]).with_local(&[16]), &args, &bufs));
+    }
+}
+
 /// A batch-uniform expression of type `t` (`i32` or `u32`) over the loop counters `j`,
 /// `q`, the parameters `n`, `m`, the uniform `var` `u` and (for u32) ids and sizes of
 /// other dimensions, with wrapping and sign-crossing constants.
@@ -125,7 +196,7 @@ fn arb_uniform(depth: u32, with_q: bool, t: &'static str) -> BoxedStrategy<Strin
         prop_oneof![
             (
                 inner.clone(),
-                prop::sample::select(vec!["+", "-", "*", "&", "|", "^"]),
+                prop::sample::select(vec!["+", "-", "*", "&", "|", "^", "<<", ">>"]),
                 inner.clone()
             )
                 .prop_map(|(a, op, b)| format!("({a} {op} {b})")),

@@ -31,6 +31,8 @@
 //!                          region flag 0)
 //!             u8 has a reason for no vector code, then: str reason
 //!             u32 summed parameters, each u32 (see `sums.rs`); u8 atomics only on them
+//!             u8 counts straight into a buffer (`spmd/counted.rs`), then: u32 parameter;
+//!                          u32 bins; bytes the counting program's own image
 //! mems:  u32 n, each: str name; u8 elem (index in Scalar::ALL);
 //!        u8 0, u32 table index | u8 1, i32 frame offset, u32 count;
 //!        u8 0 | u8 1, u32 parameter;  u8 0 | u8 1, u64 local offset, u32 count
@@ -56,9 +58,10 @@ use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 /// 8-lane code of kernels with barriers runs a row of batches per call; 4: a division site
 /// holds its whole name, backticks included, since a lane's is ``a lane of `e` ``; 5: vector code
 /// of kernels with barriers may carry region-loop code; 6: the parameters summed per thread
-/// follow, as a loaded program has no body to find them in), so that an older
+/// follow, as a loaded program has no body to find them in; 7: the program counting straight
+/// into a buffer follows), so that an older
 /// cached image is refused rather than run by a driver that expects other code.
-const MAGIC: &[u8; 8] = b"KX86IMG6";
+const MAGIC: &[u8; 8] = b"KX86IMG7";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -370,6 +373,15 @@ impl X86Program {
         w.u32(summed.len() as u32);
         summed.iter().for_each(|&p| w.u32(p as u32));
         w.u8(*alone as u8);
+        let counted = match &self.counted {
+            Some(c) => Some((c.param, c.bins, c.program.to_image()?)),
+            None => None,
+        };
+        w.opt(counted, |w, (param, bins, image)| {
+            w.u32(param as u32);
+            w.u32(bins);
+            w.bytes(&image);
+        });
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
         out.extend_from_slice(&w.0);
@@ -498,6 +510,22 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         summed.push(p);
     }
     let alone = r.flag()?;
+    let counted = if r.flag()? {
+        let (param, bins) = (r.u32()? as usize, r.u32()?);
+        let ok = sig.params().get(param).is_some_and(|x| {
+            matches!(
+                x.ty(),
+                kiln_ir::Type::Ptr(kiln_ir::AddrSpace::Global, Scalar::I32 | Scalar::U32)
+            )
+        });
+        if !ok || bins == 0 {
+            return Err(format!("counted parameter {param} is not a 32-bit integer buffer"));
+        }
+        let program = load(sig, r.bytes()?).map_err(|m| format!("the counting program: {m}"))?;
+        Some(Box::new(super::CountedCode { program, param, bins }))
+    } else {
+        None
+    };
     if !r.0.is_empty() {
         return Err("trailing bytes".into());
     }
@@ -505,7 +533,16 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     let _ = cell.set(Ok(scalar));
     let sums = OnceLock::new();
     let _ = sums.set((summed, alone));
-    Ok(X86Program { kernel: sig.clone(), checked, param_slots, scalar: cell, spmd, no_spmd, sums })
+    Ok(X86Program {
+        kernel: sig.clone(),
+        checked,
+        param_slots,
+        scalar: cell,
+        spmd,
+        no_spmd,
+        sums,
+        counted,
+    })
 }
 
 /// The vector code of an image (see the layout above); its region code follows it.

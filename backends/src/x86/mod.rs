@@ -207,6 +207,18 @@ pub struct X86Program {
     /// The parameters summed per thread (`sums.rs`), and whether they are all the buffers
     /// atomics reach; found at the first launch on several threads.
     sums: std::sync::OnceLock<(Vec<usize>, bool)>,
+    /// The kernel counting straight into a buffer instead of its local bins, which runs a
+    /// launch that meets its conditions (`spmd/counted.rs`).
+    counted: Option<Box<CountedCode>>,
+}
+
+/// A program of [`spmd::counted`]'s kernel and when it runs instead of its parent's.
+struct CountedCode {
+    program: X86Program,
+    /// The parameter counted into, which must have at least `bins` elements.
+    param: usize,
+    /// The local size `[bins, 1, 1]` it needs.
+    bins: u32,
 }
 
 /// The scalar code of a kernel and its tables: one call runs the work-item whose ids are
@@ -343,6 +355,16 @@ fn compile_verified(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, Ba
 }
 
 fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Error> {
+    compile_known(kernel, opts, &[])
+}
+
+/// [`compile_inner`] for launches whose buffers `known` (parameter, length) have at least
+/// those lengths, which the caller checks before each launch (see `spmd::generate`).
+fn compile_known(
+    kernel: &Kernel,
+    opts: &X86Options,
+    known: &[(usize, u32)],
+) -> Result<X86Program, X86Error> {
     if !cfg!(target_arch = "x86_64") {
         return Err(X86Error::Unsupported("the x86 backend runs only on x86-64 hosts".into()));
     }
@@ -373,7 +395,7 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
     } else if !avx2() {
         Err("this CPU has no AVX2".to_string())
     } else {
-        spmd::generate(&k, &param_slots, &g.mems)?
+        spmd::generate(&k, &param_slots, &g.mems, known)?
     };
     let (vector, no_spmd) = match vector {
         Ok(v) => (Some(v), None),
@@ -415,7 +437,14 @@ fn compile_inner(kernel: &Kernel, opts: &X86Options) -> Result<X86Program, X86Er
         scalar.get_or_init(|| scalar_code(g, &k)).as_ref().map_err(Clone::clone)?;
     }
     let sums = std::sync::OnceLock::new();
-    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd, sums })
+    // Only where the kernel has 8-lane code, and only if the counting kernel has some too.
+    let counted = match spmd.as_ref().and_then(|_| spmd::counted(&k)) {
+        Some(c) => Some(compile_known(&c.kernel, opts, &[(c.param, c.bins)])?)
+            .filter(X86Program::has_spmd)
+            .map(|program| Box::new(CountedCode { program, param: c.param, bins: c.bins })),
+        None => None,
+    };
+    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd, sums, counted })
 }
 
 /// Generates and maps the scalar code of `k` (see gen.rs).
@@ -517,6 +546,22 @@ impl X86Program {
         self.spmd.as_ref().is_some_and(|v| v.regions.is_some())
     }
 
+    /// The buffer parameter (by position) a histogram's local bins are counted straight
+    /// into, when the kernel has that shape (docs/cpu.md, "Counting straight into the
+    /// buffer"): launches whose local size is the bins' count in dimension 0 (1 in the
+    /// others) and whose buffer has at least as many elements run without the bins.
+    pub fn counts_into(&self) -> Option<usize> {
+        self.counted.as_ref().map(|c| c.param)
+    }
+
+    /// The program counting straight into a buffer ([`X86Program::counts_into`]), that
+    /// buffer's parameter and the bins' count `L`: the program runs a launch instead of this
+    /// one when the launch's local size is `[L, 1, 1]` and the buffer has at least `L`
+    /// elements.
+    pub fn counting(&self) -> Option<(&X86Program, usize, u32)> {
+        self.counted.as_deref().map(|c| (&c.program, c.param, c.bins))
+    }
+
     /// The buffer parameters (by position) that a launch on several threads gives each
     /// thread a copy of, summed into the buffer when the launch ends: those the kernel
     /// reaches only through `atomic_add`/`atomic_sub` of `i32`/`u32` values whose results
@@ -561,6 +606,17 @@ impl X86Program {
             if let Some(r) = &v.regions {
                 s.push_str("; 8-lane region loops (a work-group of one row per call)\n");
                 s.push_str(&disasm::disassemble(r.code.bytes(), &[], self.kernel.name()));
+            }
+        }
+        if let Some(c) = &self.counted {
+            let name = self.kernel.params()[c.param].name();
+            s.push_str(&format!(
+                "; counting straight into `{name}` (launches of local size [{}, 1, 1] whose `{name}` \
+                 has at least {} elements): the kernel without its local bins\n",
+                c.bins, c.bins
+            ));
+            if let Some(v) = &c.program.spmd {
+                s.push_str(&disasm::disassemble(v.code.bytes(), &[], self.kernel.name()));
             }
         }
         s

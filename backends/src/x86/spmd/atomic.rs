@@ -154,21 +154,48 @@ impl V {
             && result.is_none()
             && matches!(elem, Type::I32 | Type::U32)
             && !matches!(op, AtomicOp::Xchg | AtomicOp::CmpXchg);
+        let shared = self.mems.get(self.mem_of(t) as usize).is_none_or(|m| m.local.is_none());
+        // Proven in bounds at `local_id(0)` plus a group value (pure arithmetic, no load
+        // and no fault: its evaluation may come after the value's), no control mask, every
+        // lane alive: one vector read-modify-write with the value in a register and lane
+        // 0's index in `rax`.
+        let mut value_done = false;
+        if vector && self.mask.is_none() && self.proven_certain(index, t) {
+            let fresh = self.fresh();
+            self.expr_top(value, 0)?;
+            if fresh && self.fresh() {
+                return self.atomic_proven(
+                    op,
+                    elem == Type::I32,
+                    t,
+                    index,
+                    [o_idx, o_val, o_mask],
+                    shared,
+                );
+            }
+            self.a.vmovups(ymmword_ptr(r15 + o_val), ymm0)?;
+            value_done = true;
+        }
         for (e, off) in operands {
-            if off == o_val && imm.is_some() && !vector {
+            if off == o_val && (imm.is_some() && !vector || value_done) {
                 continue;
             }
             self.expr_top(e, 0)?;
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
         }
-        if self.needs_check(index, t) {
+        let checked = self.needs_check(index, t);
+        if checked {
             self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
         }
-        self.active(2)?;
-        self.check(index, 1, 2, 3, t, op.name(), signed)?;
-        self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
+        // Every lane active, nothing to check: no mask (the lanes, `lock`ed or not, run
+        // without testing it).
+        let unmasked = !checked && self.mask.is_none() && self.fresh();
+        if !unmasked {
+            self.active(2)?;
+            self.check(index, 1, 2, 3, t, op.name(), signed)?;
+            self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
+        }
         let base = self.base(t)?;
-        let shared = self.mems.get(self.mem_of(t) as usize).is_none_or(|m| m.local.is_none());
         let lanes = Lanes {
             op,
             float: elem == Type::F32,
@@ -228,7 +255,7 @@ impl V {
             self.plain_lanes(&lanes, all)?;
             self.a.jmp(done)?;
             self.bind(&mut locked)?;
-            self.atomic_lanes(&lanes, true, false)?;
+            self.atomic_lanes(&lanes, true, all)?;
             self.bind(&mut done)?;
         } else {
             // One thread runs a group: its local arrays are this thread's alone.
@@ -241,6 +268,72 @@ impl V {
             let name = r.name().to_string();
             let loc = Loc::Slot(o_res);
             self.lets.push(Bound { name, loc, kind: Kind::Div, decl: None, dword: None });
+        }
+        Ok(())
+    }
+}
+
+impl V {
+    /// [`V::atomic`] of eight contiguous elements proven in bounds, every lane alive, the
+    /// value in `ymm0`, no result: one vector read-modify-write where only this thread
+    /// touches the memory (a local array, or a buffer when it runs the whole launch), else
+    /// the eight lanes' `lock`ed operations in lane order (slots `o`: index, value, mask).
+    fn atomic_proven(
+        &mut self,
+        op: AtomicOp,
+        signed: bool,
+        t: u32,
+        index: &Expr,
+        o: [i32; 3],
+        shared: bool,
+    ) -> R<()> {
+        let [o_idx, o_val, o_mask] = o;
+        if !self.lane0_to_eax(index, t)? {
+            self.expr(index, 1)?;
+            self.a.vmovd(eax, xmm1)?;
+        }
+        let base = self.base(t)?;
+        let (mut locked, mut done) = (self.a.create_label(), self.a.create_label());
+        if shared {
+            self.a.test(byte_ptr(r12 + rt::OFF_ALONE), 1)?;
+            self.a.je(locked)?;
+        }
+        // (Every lane's index is in bounds, below 2^31: `rax` is lane 0's, zero-extended.)
+        let at = ymmword_ptr(base + rax * 4);
+        let a = &mut self.a;
+        a.vmovdqu(ymm1, at)?;
+        match (op, signed) {
+            (AtomicOp::Add, _) => a.vpaddd(ymm1, ymm1, ymm0)?,
+            (AtomicOp::Sub, _) => a.vpsubd(ymm1, ymm1, ymm0)?,
+            (AtomicOp::And, _) => a.vpand(ymm1, ymm1, ymm0)?,
+            (AtomicOp::Or, _) => a.vpor(ymm1, ymm1, ymm0)?,
+            (AtomicOp::Xor, _) => a.vpxor(ymm1, ymm1, ymm0)?,
+            (AtomicOp::Min, true) => a.vpminsd(ymm1, ymm1, ymm0)?,
+            (AtomicOp::Min, false) => a.vpminud(ymm1, ymm1, ymm0)?,
+            (AtomicOp::Max, true) => a.vpmaxsd(ymm1, ymm1, ymm0)?,
+            _ => a.vpmaxud(ymm1, ymm1, ymm0)?,
+        }
+        a.vmovdqu(at, ymm1)?;
+        if shared {
+            a.jmp(done)?;
+            self.bind(&mut locked)?;
+            self.a.vmovups(ymmword_ptr(r15 + o_val), ymm0)?;
+            self.expr(index, 1)?;
+            self.a.vmovups(ymmword_ptr(r15 + o_idx), ymm1)?;
+            let ones = self.imm_slot(u32::MAX);
+            self.a.vmovups(ymm2, ymmword_ptr(r15 + ones))?;
+            self.a.vmovups(ymmword_ptr(r15 + o_mask), ymm2)?;
+            let lanes = Lanes {
+                op,
+                float: false,
+                signed,
+                base,
+                o: [o_idx, o_idx, o_val, o_mask, o_idx],
+                result: false,
+                imm: None,
+            };
+            self.atomic_lanes(&lanes, true, true)?;
+            self.bind(&mut done)?;
         }
         Ok(())
     }
@@ -282,6 +375,14 @@ impl V {
     fn atomic_lanes(&mut self, x: &Lanes, locked: bool, full: bool) -> R<()> {
         let [o_idx, o_cmp, o_val, o_mask, o_res] = x.o;
         let op = x.op;
+        // Eight integer additions whose results no one reads (a histogram's counts): the
+        // indices from registers. Read back one by one from the slot just stored, each
+        // load waits for the 32-byte store (a store forwards to a load of its own size).
+        let extract = full && matches!(op, AtomicOp::Add | AtomicOp::Sub) && !x.float && !x.result;
+        if extract {
+            self.a.vmovdqu(ymm1, ymmword_ptr(r15 + o_idx))?;
+            self.a.vextracti128(xmm2, ymm1, 1)?;
+        }
         for lane in 0..8 {
             let l = 4 * lane;
             let v = dword_ptr(r15 + (o_val + l));
@@ -291,7 +392,15 @@ impl V {
                 self.a.je(skip)?;
             }
             // In bounds, so below 2^31: sign or zero extension alike.
-            self.a.movsxd(r10, dword_ptr(r15 + (o_idx + l)))?;
+            if extract {
+                let (x, k) = if lane < 4 { (xmm1, lane) } else { (xmm2, lane - 4) };
+                match k {
+                    0 => self.a.vmovd(r10d, x)?,
+                    _ => self.a.vpextrd(r10d, x, k as u32)?,
+                }
+            } else {
+                self.a.movsxd(r10, dword_ptr(r15 + (o_idx + l)))?;
+            }
             let at = dword_ptr(x.base + r10 * 4);
             let a = &mut self.a;
             match op {

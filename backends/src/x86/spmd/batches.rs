@@ -244,7 +244,9 @@ impl V {
     /// most 8, only the group's first batch has lanes in the range (a group has at least
     /// 8 work-items), and it runs the region with no batch loop (the reduction's rounds
     /// of strides 4, 2 and 1), its lanes testing the condition as a partial batch does;
-    /// then a jump to `done`. Otherwise on to the general code.
+    /// then a jump to `done`. Otherwise on to the general code. Its accesses to local
+    /// arrays long enough for any such batch are proven in bounds here, when the code is
+    /// generated ([`V::prove_first_batch`]).
     pub(super) fn first_batch_only(
         &mut self,
         stmts: &[Stmt],
@@ -261,14 +263,26 @@ impl V {
         self.a.mov(rbx, group_gid)?;
         self.a.lea(rax, qword_ptr(rbx + 8))?;
         self.a.mov(qword_ptr(rbp - 56), rax)?;
-        let proof = self.prove_region(stmts)?;
+        // A proof known here needs no flag and no second copy.
+        let known = self.prove_first_batch(stmts, e, add as u32);
+        let proof = match known {
+            Some(p) => Some(p),
+            None => self.prove_region(stmts)?,
+        };
+        let certain = proof.as_ref().is_some_and(|p| p.certain);
         let outer = std::mem::replace(&mut self.proven, proof);
         self.a.vmovd(xmm15, ebx)?;
         self.a.vpbroadcastd(ymm15, xmm15)?;
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
         self.batch_start(&[])?;
         let mark = self.lets.len();
-        self.region_stmts(stmts)?;
+        if certain {
+            let since = self.fault_mark();
+            self.stmts_in_scope(stmts)?;
+            self.fault_test_since(since)?;
+        } else {
+            self.region_stmts(stmts)?;
+        }
         self.lets.truncate(mark);
         self.proven = outer;
         self.a.jmp(done)?;

@@ -180,6 +180,8 @@ impl V {
             self.bind(&mut general)?;
         }
         self.cond_top(cond, 0)?;
+        // (Where the copies below start: after the condition, from no other code.)
+        let fresh = self.fresh();
         // then-mask = active & cond, else-mask = active & !cond.
         self.active(2)?;
         self.a.vpandn(ymm1, ymm0, ymm2)?;
@@ -231,14 +233,21 @@ impl V {
             // under this branch — is refused for the kernel.)
             let mut done = self.a.create_label();
             self.a.jmp(done)?;
+            let masked = self.fresh();
             self.bind(&mut fast_then)?;
+            self.fresh_again(fresh);
             self.block(then)?;
+            let mut after = self.fresh();
             if let Some(o) = otherwise {
                 self.a.jmp(done)?;
                 self.bind(&mut fast_else)?;
+                self.fresh_again(fresh);
                 self.block(o)?;
+                after &= self.fresh();
             }
             self.bind(&mut done)?;
+            // After the `if`, lanes are certainly alive only if no path could fault.
+            self.fresh_again(after && masked);
         }
         Ok(())
     }
@@ -464,8 +473,12 @@ impl V {
         Ok(())
     }
 
-    /// Emits the out-of-line stubs.
+    /// Emits the out-of-line stubs. A fault also sets each table's length minus 8 (the
+    /// whole-batch bounds test's, `mem.rs`) to -1, so that every later such test in the
+    /// call (which ends with the faulting batch) takes the checked, masked access, where
+    /// the lanes alive are respected.
     pub(super) fn stubs(&mut self) -> R<()> {
+        let last8: Vec<i32> = self.consts.iter().filter(|c| c.0 .1 == 5).map(|c| c.1).collect();
         for (mut label, stub) in std::mem::take(&mut self.stubs) {
             self.bind(&mut label)?;
             match stub {
@@ -490,6 +503,9 @@ impl V {
                     a.vpand(YMM[f], YMM[f], ymmword_ptr(r15 + self.alive))?;
                     a.vmovups(ymmword_ptr(r15 + self.alive), YMM[f])?;
                     a.vpand(YMM[act], YMM[act], YMM[f])?;
+                    for &slot in &last8 {
+                        a.mov(qword_ptr(r15 + slot), -1)?;
+                    }
                     a.jmp(back)?;
                 }
                 Stub::Limit { back } => {

@@ -645,6 +645,11 @@ impl V {
     /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
     /// NaN), as the scalar comparisons are.
     pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        let addr = e as *const Expr as usize;
+        if let Some(&(_, slot)) = self.hoisted_conds.iter().find(|h| h.0 == addr) {
+            self.a.vmovups(YMM[d], ymmword_ptr(r15 + slot))?;
+            return Ok(());
+        }
         if let Some(r) = self.from64(e, d) {
             return r;
         }

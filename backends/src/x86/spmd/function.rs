@@ -17,12 +17,17 @@ use crate::x86::rt;
 /// The function takes (ctx, scalar frame, vector frame), runs `ctx.span` work-items (a
 /// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row, and returns 0, or
 /// [`rt::STOP_ERROR`] with the error in the context (`global_id[0]` the faulting lane's).
+///
+/// `known` lists buffer parameters (by position) with a length every launch of the code has
+/// at least (the caller checks it before each launch): an index whose form bounds it below
+/// that length needs no check, as in a local array.
 pub(crate) fn generate(
     k: &Kernel,
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
+    known: &[(usize, u32)],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    generate_as(k, param_slots, mems, false)
+    generate_as(k, param_slots, mems, false, known)
 }
 
 /// The region-loop code of a kernel with barriers (`region.rs`), or why it has none: one
@@ -34,7 +39,7 @@ pub(crate) fn generate_regions(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    generate_as(k, param_slots, mems, true)
+    generate_as(k, param_slots, mems, true, &[])
 }
 
 fn generate_as(
@@ -42,8 +47,9 @@ fn generate_as(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
     regions: bool,
+    known: &[(usize, u32)],
 ) -> Result<Result<Spmd, String>, IcedError> {
-    match generate_inner(k, param_slots, mems, regions) {
+    match generate_inner(k, param_slots, mems, regions, known) {
         Ok(s) => Ok(Ok(s)),
         Err(Fail::No(why)) => Ok(Err(why)),
         Err(Fail::Asm(e)) => Err(e),
@@ -55,6 +61,7 @@ fn generate_inner(
     param_slots: &[Option<i32>],
     mems: &[MemInfo],
     regions: bool,
+    known: &[(usize, u32)],
 ) -> R<Spmd> {
     let mut a = CodeAssembler::new(64)?;
     let ret = a.create_label();
@@ -77,6 +84,7 @@ fn generate_inner(
         accessed: Vec::new(),
         consts: Vec::new(),
         hoisted: Vec::new(),
+        hoisted_conds: Vec::new(),
         mask: None,
         dctl: 0,
         div_vars: uniform::divergent_vars(k),
@@ -103,6 +111,7 @@ fn generate_inner(
         regions: regions.then(|| region::Regions::new(k)),
         proven: None,
         batch_mark: None,
+        known: known.to_vec(),
     };
     if regions {
         v.per_group = true;
@@ -219,6 +228,7 @@ fn generate_inner(
             v.lets.push(Bound { name, loc, kind: Kind::Div, decl: Some(0), dword: None });
         }
     }
+    v.hoist_conds(k)?;
     v.lets.clear();
     let mut lanes = v.a.create_label();
     v.bind(&mut lanes)?;
@@ -242,6 +252,10 @@ fn generate_inner(
         v.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
         v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
         v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
+    }
+    if !regions && n_barriers == 0 {
+        // Every lane is alive at a batch's start (a fault ends the call at its end).
+        v.batch_mark = Some(v.fault_mark());
     }
     let mut eight = 0;
     if regions {
@@ -392,19 +406,26 @@ impl V {
             let words = local_bytes.div_ceil(8) as i32;
             self.a.mov(r10, qword_ptr(r14 + (*t as i32 * 16)))?;
             self.a.vpxor(ymm0, ymm0, ymm0)?;
-            if words / 4 <= 16 {
-                for i in 0..words / 4 {
+            let n32 = words / 4;
+            if n32 <= 16 {
+                for i in 0..n32 {
                     self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
                 }
             } else {
+                // Four stores per iteration (a histogram's 1 KB: 8 iterations, not 32).
                 let mut zero = self.a.create_label();
-                self.a.mov(r11, (words / 4) as u64)?;
+                self.a.mov(r11, (n32 / 4) as u64)?;
                 self.bind(&mut zero)?;
-                self.a.vmovups(ymmword_ptr(r10), ymm0)?;
-                self.a.add(r10, 32)?;
+                for i in 0..4 {
+                    self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
+                }
+                self.a.add(r10, 128)?;
                 self.a.dec(r11)?;
                 self.a.jne(zero)?;
-                self.a.sub(r10, 32 * (words / 4))?;
+                self.a.sub(r10, 128 * (n32 / 4))?;
+                for i in (n32 / 4) * 4..n32 {
+                    self.a.vmovups(ymmword_ptr(r10 + 32 * i), ymm0)?;
+                }
             }
             for i in (words / 4) * 4..words {
                 self.a.mov(qword_ptr(r10 + 8 * i), 0)?;

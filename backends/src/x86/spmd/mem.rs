@@ -175,24 +175,38 @@ impl V {
     /// Stores the low `size` bytes (4, 2 or 1) of `ymm0`'s lanes at the element indices in
     /// `ymm1`'s lanes from `base + off`, one lane after another for the lanes active in
     /// `ymm2`: where lanes collide, the last work-item wins, as in the interpreter.
+    /// (With every lane active, the common case, the eight stores run untested.)
     pub(super) fn store_lanes(&mut self, base: AsmRegister64, off: i32, size: u32) -> R<()> {
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
         self.a.vmovmskps(eax, ymm2)?;
-        for lane in 0..8 {
-            let mut skip = self.a.create_label();
-            self.a.test(eax, 1 << lane)?;
-            self.a.je(skip)?;
-            self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
-            self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
-            match size {
-                4 => self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?,
-                2 => self.a.mov(word_ptr(base + r10 * 2 + off), r11w)?,
-                _ => self.a.mov(byte_ptr(base + r10 + off), r11b)?,
+        let (mut some, mut done) = (self.a.create_label(), self.a.create_label());
+        self.a.cmp(eax, 0xff)?;
+        self.a.jne(some)?;
+        for all in [true, false] {
+            for lane in 0..8 {
+                let mut skip = self.a.create_label();
+                if !all {
+                    self.a.test(eax, 1 << lane)?;
+                    self.a.je(skip)?;
+                }
+                self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
+                self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
+                match size {
+                    4 => self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?,
+                    2 => self.a.mov(word_ptr(base + r10 * 2 + off), r11w)?,
+                    _ => self.a.mov(byte_ptr(base + r10 + off), r11b)?,
+                }
+                if !all {
+                    self.bind(&mut skip)?;
+                }
             }
-            self.bind(&mut skip)?;
+            if all {
+                self.a.jmp(done)?;
+                self.bind(&mut some)?;
+            }
         }
-        Ok(())
+        self.bind(&mut done)
     }
 
     /// The table index of buffer `buf`, whose elements must have type `ty`.
@@ -288,13 +302,16 @@ impl V {
 
     /// False if every lane's `index` into table `t` is known to be in bounds here: the
     /// region's proof holds for the access (`proven.rs`), or every value `index` can take
-    /// is below the length of a local array (see [`index_max`]).
+    /// is below the length of a local array (see [`index_max`]) or the least length of a
+    /// buffer that every launch of the code has (`V::known`).
     pub(super) fn needs_check(&self, index: &Expr, t: u32) -> bool {
         if self.proven_certain(index, t) {
             return false;
         }
-        let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
-        !matches!((local, index_max(index)), (Some((_, count)), Some(max)) if max < u64::from(count))
+        let m = self.mems.get(self.mem_of(t) as usize);
+        let known = |p| self.known.iter().find(|k| k.0 == p).map(|k| k.1);
+        let len = m.and_then(|m| m.local.map(|l| l.1).or_else(|| m.param.and_then(known)));
+        !matches!((len, index_max(index)), (Some(count), Some(max)) if max < u64::from(count))
     }
 
     /// Checks the indices in `ymm{idx}` (the lanes of `index`) against table `t`'s length
@@ -339,7 +356,9 @@ impl V {
         let t = self.buf_of(buf, ty)?;
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);
-        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+        // (Under a mask too: every lane's element is in bounds, and what inactive lanes
+        // load is never read.)
+        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
             let base = self.base(t)?;
             self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
             return Ok(());
@@ -403,7 +422,7 @@ impl V {
     /// the `let` register holding `index`, or holding `a` for `index` `a + e` with `e`
     /// uniform scalar arithmetic, without computing the lanes' indices; false (no code)
     /// for other indices. The proof puts every lane's index below 2^31.
-    fn lane0_to_eax(&mut self, index: &Expr, t: u32) -> R<bool> {
+    pub(super) fn lane0_to_eax(&mut self, index: &Expr, t: u32) -> R<bool> {
         if !self.proven_certain(index, t) {
             return Ok(false);
         }
@@ -440,13 +459,11 @@ impl V {
     /// bounds and the access is a plain vector one; otherwise a jump to the returned label,
     /// where the checked, masked access follows. (Lengths are below 2^31, so an index
     /// passing the test does not wrap in the lanes, and a negative `i32` one, as a u32 at
-    /// least 2^31, never passes.)
+    /// least 2^31, never passes.) No test of the alive lanes: a fault sets every table's
+    /// length minus 8 to -1 for the rest of the call (see [`V::stubs`]), which a fault
+    /// ends at its batch's end, so after one this test always fails.
     fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
         let slow = self.a.create_label();
-        if self.may_fault && !self.fresh() {
-            self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
-            self.a.jne(slow)?;
-        }
         let last8 = self.const_slot((t as u64, 5));
         self.a.vmovd(eax, XMM[idx])?;
         self.a.cmp(rax, qword_ptr(r15 + last8))?;
@@ -475,9 +492,14 @@ impl V {
         if 1 + self.need(index).max(3) > super::TEMPS {
             return no("an index needing more than 7 registers");
         }
-        if kind == Kind::Contig && self.mask.is_none() && self.lane0_to_eax(index, t)? {
+        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
             let base = self.base(t)?;
-            self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            if self.mask.is_none() {
+                self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            } else {
+                self.active(2)?;
+                self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
+            }
             return Ok(());
         }
         self.expr(index, 1)?;
@@ -510,7 +532,28 @@ impl V {
             }
             return Ok(());
         }
+        if kind == Kind::Uniform {
+            return self.store_last_lane(base);
+        }
         self.store_lanes(base, 0, 4)
+    }
+
+    /// A store at a batch-uniform index (`ymm1`) of `ymm0`'s lanes active in `ymm2`: every
+    /// lane writes the same element, so what stays is the last active lane's value, as the
+    /// interpreter's last work-item wins; one store of that lane's value at its index.
+    fn store_last_lane(&mut self, base: AsmRegister64) -> R<()> {
+        let mut skip = self.a.create_label();
+        let a = &mut self.a;
+        a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
+        a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
+        a.vmovmskps(eax, ymm2)?;
+        a.test(eax, eax)?;
+        a.je(skip)?;
+        a.bsr(eax, eax)?;
+        a.movsxd(r10, dword_ptr(r15 + rax * 4 + self.tmp_i))?;
+        a.mov(r11d, dword_ptr(r15 + rax * 4 + self.tmp_v))?;
+        a.mov(dword_ptr(base + r10 * 4), r11d)?;
+        self.bind(&mut skip)
     }
 
     /// A store at exactly `global_id(0)`: unchecked (the driver checks the span), masked

@@ -79,9 +79,11 @@
 
 mod atomic;
 mod batches;
+mod counted;
 mod ctl;
 mod expr;
 mod function;
+mod hoist;
 mod int64;
 mod math;
 mod math64;
@@ -94,6 +96,8 @@ mod scalar;
 mod stmt;
 mod uniform;
 mod wide64;
+
+pub(crate) use counted::counted;
 
 pub(crate) use function::{generate, generate_regions};
 
@@ -274,6 +278,9 @@ struct V {
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
+    /// Comparisons in conditions of values fixed for the call, computed once before the
+    /// loop (`hoist.rs`): expression address, slot of the lane mask.
+    hoisted_conds: Vec<(usize, i32)>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
     /// Divergent-control depth (divergent `if`s and `while`s around the code).
@@ -319,6 +326,9 @@ struct V {
     /// In region loops, the fault marks ([`V::fault_mark`]) at the start of the current
     /// batch, while no loop has been entered since: see [`V::fresh`].
     batch_mark: Option<(usize, usize)>,
+    /// Buffer parameters (by position) with a length every launch has at least (see
+    /// [`generate`]).
+    known: Vec<(usize, u32)>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -399,7 +409,9 @@ impl V {
 
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
     fn active(&mut self, r: usize) -> R<()> {
-        match (self.mask, self.may_fault) {
+        // (Where every lane is certainly alive, the alive mask is all ones.)
+        let may_fault = self.may_fault && !self.fresh();
+        match (self.mask, may_fault) {
             (Some(m), true) => {
                 self.a.vmovups(YMM[r], ymmword_ptr(r15 + m))?;
                 self.a.vpand(YMM[r], YMM[r], ymmword_ptr(r15 + self.alive))?;

@@ -121,33 +121,7 @@ impl V {
     /// accesses of `stmts` at `local_id(0)` plus a group-pure offset (see the module
     /// docs), or `None` if there are none.
     pub(super) fn prove_region(&mut self, stmts: &[Stmt]) -> R<Option<Proven>> {
-        let mut scan = Scan::default();
-        stmts.iter().for_each(|s| scan.visit_stmt(s));
-        let mut cands: Vec<(usize, u32, Option<Expr>)> = Vec::new();
-        for (buf, addr, index) in &scan.accesses {
-            if index.ty() != Type::U32 || self.private(buf).is_some() {
-                continue;
-            }
-            let Some(t) = self.buf(buf) else { continue };
-            let elem = self.mems.get(self.mem_of(t) as usize).map(|m| m.elem);
-            if !matches!(
-                elem,
-                Some(kiln_ir::Scalar::F32 | kiln_ir::Scalar::I32 | kiln_ir::Scalar::U32)
-            ) {
-                continue;
-            }
-            let Some(off) = self.lid_offset(index) else { continue };
-            if let Some(e) = off {
-                if e.ty() != Type::U32
-                    || names_any(e, &scan.declared)
-                    || !self.group_pure(e)
-                    || !self.gpr_ok(e)
-                {
-                    continue;
-                }
-            }
-            cands.push((*addr, t, off.cloned()));
-        }
+        let cands = self.candidates(stmts);
         if cands.is_empty() {
             return Ok(None);
         }
@@ -178,6 +152,64 @@ impl V {
         self.bind(&mut fail)?;
         let accesses = cands.iter().map(|c| (c.0, c.1)).collect();
         Ok(Some(Proven { flag, accesses, certain: false }))
+    }
+
+    /// The contiguous accesses of `stmts` at `local_id(0)` plus a group-pure offset that a
+    /// proof may cover: the index's address, the table and the offset (`None`: 0).
+    fn candidates(&self, stmts: &[Stmt]) -> Vec<(usize, u32, Option<Expr>)> {
+        let mut scan = Scan::default();
+        stmts.iter().for_each(|s| scan.visit_stmt(s));
+        let mut cands: Vec<(usize, u32, Option<Expr>)> = Vec::new();
+        for (buf, addr, index) in &scan.accesses {
+            if index.ty() != Type::U32 || self.private(buf).is_some() {
+                continue;
+            }
+            let Some(t) = self.buf(buf) else { continue };
+            let elem = self.mems.get(self.mem_of(t) as usize).map(|m| m.elem);
+            if !matches!(
+                elem,
+                Some(kiln_ir::Scalar::F32 | kiln_ir::Scalar::I32 | kiln_ir::Scalar::U32)
+            ) {
+                continue;
+            }
+            let Some(off) = self.lid_offset(index) else { continue };
+            if let Some(e) = off {
+                if e.ty() != Type::U32
+                    || names_any(e, &scan.declared)
+                    || !self.group_pure(e)
+                    || !self.gpr_ok(e)
+                {
+                    continue;
+                }
+            }
+            cands.push((*addr, t, off.cloned()));
+        }
+        cands
+    }
+
+    /// The proof of a region run as the group's first batch alone ([`V::first_batch_only`],
+    /// its range ending at `e + add`, so `e <= 8 - add` there), known when the code is
+    /// generated: lane k's index is `k + o` for `o` 0 or `e` (`local_id(0)` is k in the
+    /// first batch), at most `7 + 8 - add`, so an access to a local array of at least
+    /// `16 - add` elements (8 for offset 0) is in bounds in every lane. `Some` only if
+    /// that covers every access a proof could cover, with no flag to test: the code
+    /// runs as the proven copy (`certain`).
+    pub(super) fn prove_first_batch(&self, stmts: &[Stmt], e: &Expr, add: u32) -> Option<Proven> {
+        let cands = self.candidates(stmts);
+        let fits = |&(_, t, ref o): &(usize, u32, Option<Expr>)| {
+            let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
+            let need = match o {
+                None => 8,
+                Some(o) if o == e => 16 - add,
+                Some(_) => return false,
+            };
+            local.is_some_and(|(_, count)| count >= need)
+        };
+        if cands.is_empty() || !cands.iter().all(fits) {
+            return None;
+        }
+        let accesses = cands.iter().map(|c| (c.0, c.1)).collect();
+        Some(Proven { flag: -1, accesses, certain: true })
     }
 
     /// True while generating code that runs only when the region's proof holds, if it

@@ -8,7 +8,8 @@
 //! one is it broadcast into a YMM register (`vpbroadcastd` from its dword), and a uniform
 //! branch tests a flag, not lane 0 of a mask.
 //!
-//! Exactness: `i32`/`u32` `+ - * & | ^` wrap at 32 bits in a GPR as in a lane, `/` and
+//! Exactness: `i32`/`u32` `+ - * & | ^` wrap at 32 bits in a GPR as in a lane, `<<` and
+//! `>>` shift by the count modulo 32 (`sar` for `i32`) as the interpreter's do, `/` and
 //! `%` by a constant that cannot fault (not 0, for `i32` not -1) truncate as the
 //! interpreter's do (`div`/`idiv`), and
 //! comparisons use the signed or unsigned condition codes of the operands' type; the
@@ -29,7 +30,7 @@ pub(super) fn int_type(t: Type) -> bool {
 impl V {
     /// True if `e` is a batch-uniform `i32`/`u32` value computable in a GPR: constants,
     /// parameters, ids and sizes other than `global_id(0)`/`local_id(0)`, names bound to
-    /// GPR dwords, and `+ - * & | ^` of those.
+    /// GPR dwords, and `+ - * & | ^ << >>` of those.
     pub(super) fn gpr_ok(&self, e: &Expr) -> bool {
         if let Some(d) = desugar(e) {
             return self.gpr_ok(&d);
@@ -47,6 +48,9 @@ impl V {
             ExprNode::Builtin { .. } => true,
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } => {
                 safe_divisor(b).is_some() && self.gpr_ok(a)
+            }
+            ExprNode::Binary { op: BinOp::Shl | BinOp::Shr, a, b } => {
+                a.ty() == b.ty() && self.gpr_ok(a) && self.gpr_ok(b)
             }
             ExprNode::Binary { op, a, b } => {
                 matches!(
@@ -154,6 +158,9 @@ impl V {
             self.gpr(a)?;
             return self.gpr_div(d, *op == BinOp::Rem, e.ty() == Type::I32);
         }
+        if matches!(op, BinOp::Shl | BinOp::Shr) {
+            return self.gpr_shift(*op, a, b, e.ty() == Type::I32);
+        }
         let leaf = match self.gpr_leaf_if(b)? {
             Some(l) => {
                 self.gpr(a)?;
@@ -168,6 +175,40 @@ impl V {
             }
         };
         self.gpr_op(*op, leaf)
+    }
+
+    /// `eax = a << b` or `a >> b` (arithmetic for `i32`). The count is `b & 31`, the
+    /// interpreter's: an immediate masked here, else `cl`, which x86 masks to 5 bits for
+    /// 32-bit operands (`rcx` may hold a buffer base: saved around the shift).
+    fn gpr_shift(&mut self, op: BinOp, a: &Expr, b: &Expr, signed: bool) -> R<()> {
+        let count = match b.node() {
+            ExprNode::Imm(i) => Some(rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32 & 31),
+            _ => None,
+        };
+        if let Some(c) = count {
+            self.gpr(a)?;
+            let a = &mut self.a;
+            match (op, signed) {
+                (BinOp::Shl, _) => a.shl(eax, c)?,
+                (_, true) => a.sar(eax, c)?,
+                (_, false) => a.shr(eax, c)?,
+            }
+            return Ok(());
+        }
+        self.gpr(b)?;
+        self.a.push(rax)?;
+        self.gpr(a)?;
+        let a = &mut self.a;
+        a.pop(r10)?;
+        a.push(rcx)?;
+        a.mov(ecx, r10d)?;
+        match (op, signed) {
+            (BinOp::Shl, _) => a.shl(eax, cl)?,
+            (_, true) => a.sar(eax, cl)?,
+            (_, false) => a.shr(eax, cl)?,
+        }
+        a.pop(rcx)?;
+        Ok(())
     }
 
     /// `b` as a leaf if it is one (after desugaring it is never one when desugarable).

@@ -364,6 +364,10 @@ impl<'a> Exec<'a> {
         opts: &CpuRunOptions,
         alone: bool,
     ) -> Result<(), LaunchError> {
+        if let Some(c) = self.counted_for(launch, args, buffers) {
+            // SAFETY: the caller's promise; the program has the same parameters.
+            return unsafe { Exec::of(c).run_groups(launch, args, buffers, groups, opts, alone) };
+        }
         // The thread's blocks from its last launch (none if a launch is running below this
         // one on the same thread, which then keeps its own).
         let mut s = SCRATCH.with(std::cell::Cell::take);
@@ -371,6 +375,24 @@ impl<'a> Exec<'a> {
         let r = unsafe { self.run_groups_in(launch, args, buffers, groups, opts, alone, &mut s) };
         SCRATCH.with(|c| c.set(s));
         r
+    }
+
+    /// The program counting straight into a buffer (`spmd/counted.rs` in the x86 backend) if
+    /// this launch meets its conditions: the local size `[L, 1, 1]` and a buffer of at least
+    /// `L` elements.
+    fn counted_for(
+        &self,
+        launch: &Launch,
+        args: &[Arg],
+        buffers: &[RawBuffer],
+    ) -> Option<&'a X86Program> {
+        let (program, param, bins) = self.prog.counting()?;
+        let len = match args.get(param)? {
+            Arg::Buffer(b) => buffers.get(*b)?.len,
+            Arg::Range { buffer, len, .. } => buffers.get(*buffer).map(|_| *len)?,
+            _ => return None,
+        };
+        (launch.local == [bins, 1, 1] && len >= bins as usize).then_some(program)
     }
 
     /// [`Exec::run_groups`] with the memory blocks of `s`.

@@ -1,0 +1,261 @@
+//! Counts straight into the buffer: a work-group histogram whose local bins are only zeroed,
+//! counted with integer `atomic_add`/`atomic_sub` and added back into a global buffer.
+//!
+//! The shape, at the kernel's top level (`lid` a `let` of `local_id(0)`, or `local_id(0)`):
+//!
+//! ```text
+//! local bins: u32[L];            // or i32
+//! ...                            // `let`s of ids and constants (nothing that can fault)
+//! bins[lid] = 0;
+//! barrier(...);
+//! ...                            // the middle: no barrier, no use of `hist`; `bins` only as
+//!                                // atomic_add/sub(bins, i, v) with unused results, where
+//!                                // i's form bounds it below L (`x & 255`, ...)
+//! barrier(...);
+//! atomic_add(hist, lid, bins[lid]);   // the last statement
+//! ```
+//!
+//! is the same, when the launch's local size is `[L, 1, 1]` and `hist` has at least `L`
+//! elements, as the kernel without `bins`, the zeroing, the barriers and the add-back, whose
+//! middle adds to (subtracts from) `hist` directly. Why: each of the group's `L` work-items
+//! zeroes and adds back a different bin, so every bin starts at 0 and `hist[b]` gains exactly
+//! the group's additions to `bins[b]` (minus its subtractions), and 32-bit wrapping addition
+//! is associative and commutative, so the grouping does not show in the bits; nothing reads
+//! `bins` but the add-back or `hist` at all, so no work-item can see the difference. Neither
+//! the zeroing, nor the add-back (`lid < L <= len(hist)`), nor the middle's counts (their
+//! indices are below `L`) can fault, and the `let`s before the first barrier cannot, so the
+//! errors are the middle's, met in the same work-item order with or without the barriers.
+//! Any other launch runs the kernel as written.
+
+use kiln_ir::{
+    walk_expr, walk_stmt, AddrSpace, AtomicOp, Builtin, Expr, ExprNode, FuncKind, Kernel, Mutator,
+    Scalar, Stmt, StmtNode, Type, Var, Visitor,
+};
+
+use super::mem::index_max;
+
+/// A kernel that counts straight into a buffer (see the module docs): the rewritten kernel
+/// and when it may run instead.
+pub(crate) struct Counted {
+    /// The kernel without the local bins, counting into `hist`.
+    pub(crate) kernel: Kernel,
+    /// The position of `hist` among the parameters.
+    pub(crate) param: usize,
+    /// The bins' count: the local size `[L, 1, 1]` and the least length of `hist`.
+    pub(crate) bins: u32,
+}
+
+/// The kernel of `k` that counts straight into its buffer, if `k` has the shape.
+pub(crate) fn counted(k: &Kernel) -> Option<Counted> {
+    let StmtNode::Block(stmts) = k.body().node() else { return None };
+    // The add-back, last.
+    let (last, rest) = stmts.split_last()?;
+    let StmtNode::Call { result: None, func, args } = last.node() else { return None };
+    if !matches!(func.kind(), FuncKind::Atomic(AtomicOp::Add)) || args.len() != 3 {
+        return None;
+    }
+    let hist = args[0].as_var()?.clone();
+    let ExprNode::Load { buf: bins, index } = args[2].node() else { return None };
+    let Type::Ptr(AddrSpace::Local, elem @ (Scalar::I32 | Scalar::U32)) = bins.ty() else {
+        return None;
+    };
+    if hist.ty() != Type::Ptr(AddrSpace::Global, elem) {
+        return None;
+    }
+    let param = k.params().iter().position(|p| *p == hist)?;
+    let barriers: Vec<usize> = (0..rest.len()).filter(|&i| is_barrier(&rest[i])).collect();
+    let [b1, b2] = barriers[..] else { return None };
+    if b2 + 1 != rest.len() || count(k.body(), &|s| is_barrier(s)) != 2 {
+        return None;
+    }
+    // Before the first barrier: the bins' declaration, `let`s that cannot fault and the
+    // zeroing; nothing else.
+    let mut lids: Vec<Var> = Vec::new();
+    let (mut count_l, mut zeroed) = (None, false);
+    for s in &rest[..b1] {
+        match s.node() {
+            StmtNode::Alloc { var, count } if var == bins => count_l = Some(*count),
+            StmtNode::Alloc { .. } => {}
+            StmtNode::Let { var, value } if harmless(value) => {
+                if is_local_id(value) {
+                    lids.push(var.clone());
+                }
+            }
+            StmtNode::Store { buf, index: i, value }
+                if buf == bins && !zeroed && is_lid(i, &lids) =>
+            {
+                zeroed = is_zero(value);
+                if !zeroed {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    let l = count_l?;
+    if !zeroed || !is_lid(&args[1], &lids) || !is_lid(index, &lids) {
+        return None;
+    }
+    // A name bound twice could mean different things at the two places.
+    for v in lids.iter().chain([bins, &hist]) {
+        if count(k.body(), &|s| binds(s, v)) + usize::from(*v == hist) != 1 {
+            return None;
+        }
+    }
+    let middle = &rest[b1 + 1..b2];
+    let mut u = Uses { bins, hist: &hist, len: l, ok: true };
+    middle.iter().for_each(|s| u.visit_stmt(s));
+    if !u.ok {
+        return None;
+    }
+    let mut body: Vec<Stmt> = rest[..b1]
+        .iter()
+        .filter(|s| matches!(s.node(), StmtNode::Let { .. } | StmtNode::Alloc { .. }))
+        .filter(|s| !matches!(s.node(), StmtNode::Alloc { var, .. } if var == bins))
+        .cloned()
+        .collect();
+    let mut to_hist = Rename { from: bins.clone(), to: hist };
+    body.extend(middle.iter().map(|s| to_hist.mutate_stmt(s)));
+    // The `let`s that only the zeroing and the add-back used (`lid`) go with them: the
+    // kernel was optimized before this, and nothing optimizes it again.
+    for i in (0..body.len()).rev() {
+        if let StmtNode::Let { var, .. } = body[i].node() {
+            if !body[i + 1..].iter().any(|s| names(s, var)) {
+                body.remove(i);
+            }
+        }
+    }
+    Some(Counted { kernel: k.with_body(Stmt::block(body)), param, bins: l })
+}
+
+fn is_barrier(s: &Stmt) -> bool {
+    matches!(s.node(), StmtNode::Call { func, .. } if matches!(func.kind(), FuncKind::Barrier(_)))
+}
+
+/// True if `e` is the constant 0 (perhaps cast: `0 as u32`).
+fn is_zero(e: &Expr) -> bool {
+    match e.node() {
+        ExprNode::Cast { a, .. } => is_zero(a),
+        _ => e.as_imm().is_some_and(|v| v.is_zero()),
+    }
+}
+
+fn is_local_id(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 })
+}
+
+fn is_lid(e: &Expr, lids: &[Var]) -> bool {
+    is_local_id(e) || e.as_var().is_some_and(|v| lids.contains(v))
+}
+
+/// True if `e` is an id, a size or a constant (it cannot fault).
+fn harmless(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Builtin { .. } | ExprNode::Imm(_))
+}
+
+/// True if `s` binds the name of `v` (and does not merely use it).
+fn binds(s: &Stmt, v: &Var) -> bool {
+    match s.node() {
+        StmtNode::Let { var, .. }
+        | StmtNode::Decl { var, .. }
+        | StmtNode::Alloc { var, .. }
+        | StmtNode::For { var, .. } => var.name() == v.name(),
+        StmtNode::Call { result: Some(r), .. } => r.name() == v.name(),
+        _ => false,
+    }
+}
+
+/// True if `s` refers to the name of `v`.
+fn names(s: &Stmt, v: &Var) -> bool {
+    struct N<'a>(&'a str, bool);
+    impl Visitor for N<'_> {
+        fn visit_expr(&mut self, e: &Expr) {
+            if let ExprNode::Var(v) = e.node() {
+                self.1 |= v.name() == self.0;
+            }
+            walk_expr(self, e)
+        }
+    }
+    let mut n = N(v.name(), false);
+    n.visit_stmt(s);
+    n.1
+}
+
+/// The statements of `s` (itself included, at any depth) for which `f` holds.
+fn count(s: &Stmt, f: &dyn Fn(&Stmt) -> bool) -> usize {
+    struct C<'a>(&'a dyn Fn(&Stmt) -> bool, usize);
+    impl Visitor for C<'_> {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            self.1 += usize::from((self.0)(s));
+            walk_stmt(self, s)
+        }
+    }
+    let mut c = C(f, 0);
+    c.visit_stmt(s);
+    c.1
+}
+
+/// Checks the middle: `bins` only as the target of integer `atomic_add`/`atomic_sub`s with
+/// unused results and indices bounded below its length, `hist` not at all.
+struct Uses<'a> {
+    bins: &'a Var,
+    hist: &'a Var,
+    len: u32,
+    ok: bool,
+}
+
+impl Visitor for Uses<'_> {
+    fn visit_expr(&mut self, e: &Expr) {
+        let named = |v: &Var| v.name() == self.bins.name() || v.name() == self.hist.name();
+        match e.node() {
+            ExprNode::Var(v) if named(v) => self.ok = false,
+            ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. } if named(buf) => {
+                self.ok = false
+            }
+            _ => {}
+        }
+        walk_expr(self, e)
+    }
+
+    fn visit_stmt(&mut self, s: &Stmt) {
+        let named = |v: &Var| v.name() == self.bins.name() || v.name() == self.hist.name();
+        match s.node() {
+            StmtNode::Store { buf, .. } | StmtNode::VecStore { buf, .. } if named(buf) => {
+                self.ok = false
+            }
+            StmtNode::Call { result, func, args }
+                if args.first().and_then(Expr::as_var).is_some_and(named) =>
+            {
+                let count = result.is_none()
+                    && matches!(func.kind(), FuncKind::Atomic(AtomicOp::Add | AtomicOp::Sub))
+                    && args.len() == 3
+                    && args[0].as_var() == Some(self.bins)
+                    && index_max(&args[1]).is_some_and(|m| m < u64::from(self.len));
+                if !count {
+                    self.ok = false;
+                }
+                // The index and value must not name either (the first operand is the target).
+                args[1..].iter().for_each(|a| self.visit_expr(a));
+                return;
+            }
+            _ => {}
+        }
+        walk_stmt(self, s)
+    }
+}
+
+/// Renames the bins to the buffer in the middle (where they are only atomics' targets).
+struct Rename {
+    from: Var,
+    to: Var,
+}
+
+impl Mutator for Rename {
+    fn mutate_var(&mut self, v: &Var) -> Var {
+        if *v == self.from {
+            self.to.clone()
+        } else {
+            v.clone()
+        }
+    }
+}
