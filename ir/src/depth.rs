@@ -12,7 +12,8 @@
 //!
 //! The split itself is iterative, linear in the size of the expression (shared sub-trees are
 //! split once), and returns the kernel itself (pointer-equal) when nothing is too deep, which
-//! is an O(statements) check because [`Expr::depth`] is cached.
+//! is an O(statements) check because [`Expr::depth`] is cached (and none at all for the
+//! body last found bounded on this thread: the pass manager and each pass both ask).
 //!
 //! ```
 //! use kiln_ir::depth::{bound_kernel, max_expr_depth, MAX_EXPR_DEPTH};
@@ -61,7 +62,24 @@ pub fn max_expr_depth(s: &Stmt) -> usize {
 
 /// True if no expression of `k` is deeper than [`MAX_EXPR_DEPTH`].
 pub fn is_bounded(k: &Kernel) -> bool {
-    max_expr_depth(k.body()) <= MAX_EXPR_DEPTH
+    // The pass manager bounds each pass's output and the next pass bounds its input again:
+    // the same body, walked twice per pass. The last body found bounded is remembered by a
+    // weak handle (it keeps the node's allocation, so no other body can take its address,
+    // and none of the tree), and nodes are immutable, so the same address is the same answer.
+    if LAST_BOUNDED.with(|w| k.body().is_weak_of(&w.borrow())) {
+        return true;
+    }
+    let bounded = max_expr_depth(k.body()) <= MAX_EXPR_DEPTH;
+    if bounded {
+        LAST_BOUNDED.with(|w| *w.borrow_mut() = k.body().downgrade());
+    }
+    bounded
+}
+
+thread_local! {
+    /// The body [`is_bounded`] last found bounded (see there).
+    static LAST_BOUNDED: std::cell::RefCell<std::sync::Weak<StmtNode>> =
+        const { std::cell::RefCell::new(std::sync::Weak::new()) };
 }
 
 /// `k` with every expression deeper than [`MAX_EXPR_DEPTH`] split into `let`s; `k` itself
@@ -340,6 +358,32 @@ mod tests {
             e = if i % 2 == 0 { e + 3 } else { e * 5 };
         }
         e
+    }
+
+    /// [`is_bounded`]'s memo of the last bounded body answers for that body only: a deep
+    /// kernel checked after a bounded one (also one built after the bounded one is gone, when
+    /// its address could otherwise be reused) is still found deep, and the bounded one, asked
+    /// again, still bounded.
+    #[test]
+    fn is_bounded_memo_answers_for_the_same_body_only() {
+        let x = Var::new("x", Type::I32);
+        let p =
+            Var::new("p", Type::ptr(crate::types::AddrSpace::Global, Type::I32.scalar().unwrap()));
+        let kernel =
+            |n| Kernel::new("k", vec![p.clone()], Stmt::block([Stmt::store(&p, 0, chain(&x, n))]));
+        let shallow = kernel(4);
+        let deep = kernel(MAX_EXPR_DEPTH + 10);
+        assert!(is_bounded(&shallow));
+        assert!(!is_bounded(&deep));
+        assert!(is_bounded(&shallow), "asked again");
+        assert!(is_bounded(&bound_kernel(&deep)));
+        for _ in 0..100 {
+            assert!(is_bounded(&kernel(4)));
+            // Built after the bounded kernel above is dropped.
+            assert!(!is_bounded(&kernel(MAX_EXPR_DEPTH + 1)));
+        }
+        // A kernel with the very body of a bounded one is bounded.
+        assert!(is_bounded(&deep.with_body(shallow.body().clone())));
     }
 
     /// The printer's worst shapes at the depth limit (each level a parenthesized right

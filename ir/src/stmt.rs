@@ -304,6 +304,17 @@ impl Stmt {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// A handle that does not keep the node alive and whose address stays this node's (never
+    /// another's) while it exists: an identity key for a memo that must not retain the tree.
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<StmtNode> {
+        Arc::downgrade(&self.0)
+    }
+
+    /// True if `w` (from [`Stmt::downgrade`]) was taken from this node.
+    pub(crate) fn is_weak_of(&self, w: &std::sync::Weak<StmtNode>) -> bool {
+        std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.0))
+    }
+
     /// The address of the node, usable as an identity key for side tables (e.g. source spans).
     pub fn addr(&self) -> usize {
         Arc::as_ptr(&self.0) as *const () as usize

@@ -231,7 +231,10 @@ impl LetOpt {
                 // The bounds are evaluated once, before the loop; the body in it.
                 let mut u = exprs_uses([lo, hi, step], &self.lets);
                 let b = self.uses_of(body);
-                u.add(&Uses { all: b.all.clone(), in_loops: b.all.clone() });
+                for (n, c) in &b.all {
+                    bump(&mut u.all, n, *c);
+                    bump(&mut u.in_loops, n, *c);
+                }
                 u
             }
             // Statements without nested blocks (and any other kind): walked.
@@ -242,11 +245,10 @@ impl LetOpt {
         u
     }
 
-    /// Backward sweep: drops lets with no later use whose value cannot fail.
-    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
-        // Only the counts of this block's lets are ever read (the uses of other names, most
-        // of a big block's, need no counting).
-        let lets = let_names(stmts);
+    /// Backward sweep: drops lets with no later use whose value cannot fail. Only the counts
+    /// of `lets`, this block's lets, are ever read (the uses of other names, most of a big
+    /// block's, need no counting).
+    fn drop_dead(&mut self, stmts: &[Stmt], lets: &HashSet<Arc<str>>) -> (Vec<Stmt>, bool) {
         let mut rest = Uses::default();
         let mut kept = Vec::with_capacity(stmts.len());
         let mut changed = false;
@@ -258,22 +260,22 @@ impl LetOpt {
                 }
             }
             let u = self.uses_of(s);
-            rest.add_of(&u, &lets);
+            rest.add_of(&u, lets);
             kept.push(s.clone());
         }
         kept.reverse();
         (kept, changed)
     }
 
-    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets.
-    fn inline(&mut self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
+    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets. `lets`
+    /// holds (at least) the names the lets of `stmts` bind.
+    fn inline(&mut self, stmts: Vec<Stmt>, lets: &HashSet<Arc<str>>) -> (Vec<Stmt>, bool) {
         let mut uses: Vec<Rc<Uses>> = stmts.iter().map(|s| self.uses_of(s)).collect();
         // Uses in the statements after the current one, as they will be after substitution:
         // those of this block's lets, the only ones read (a value refers only to names bound
         // before it, so what an inlined value moves never reaches a later let either).
-        let lets = let_names(&stmts);
         let mut rest = Uses::default();
-        uses.iter().for_each(|u| rest.add_of(u, &lets));
+        uses.iter().for_each(|u| rest.add_of(u, lets));
         let mut sub = Subst(HashMap::new());
         let mut out = Vec::with_capacity(stmts.len());
         let mut changed = false;
@@ -285,7 +287,7 @@ impl LetOpt {
             if !s2.ptr_eq(&s) {
                 *u = self.uses_of(&s2);
             }
-            rest.sub_of(u, &lets);
+            rest.sub_of(u, lets);
             if let StmtNode::Let { var, value } = s2.node() {
                 let n = rest.count(var.name());
                 let trivial = value.as_var().is_some() || value.as_imm().is_some();
@@ -301,7 +303,7 @@ impl LetOpt {
                         moved.in_loops.insert(name.clone(), c * loops);
                         moved.all.insert(name, c * n);
                     }
-                    rest.add_of(&moved, &lets);
+                    rest.add_of(&moved, lets);
                     rest.all.remove(var.name());
                     rest.in_loops.remove(var.name());
                     sub.0.insert(var.name().to_string(), value.clone());
@@ -329,8 +331,11 @@ impl Mutator for LetOpt {
         if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
             return s;
         }
-        let (kept, dropped) = self.drop_dead(stmts);
-        let (out, inlined) = self.inline(kept);
+        // One set for both sweeps: the inlining sweep sees a subset of these lets, and the
+        // counts of the names of those dropped are never read there (no let of theirs is left).
+        let lets = let_names(stmts);
+        let (kept, dropped) = self.drop_dead(stmts, &lets);
+        let (out, inlined) = self.inline(kept, &lets);
         if dropped || inlined {
             Stmt::block(out)
         } else {
