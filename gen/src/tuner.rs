@@ -167,7 +167,7 @@ pub struct Dims {
     /// the target's [`Target::k_major_seeds`] suit.
     pub k_major: bool,
     /// A is transposed and B is not: both tiles are copied with vectors along M and N. The
-    /// target's [`Target::large_seeds`] are not taken there (see [`seeds_for`]).
+    /// target's [`Target::large_seeds`] are not taken there.
     pub mn_major: bool,
 }
 
