@@ -14,14 +14,13 @@
 //! buffer that atomics reach summed per thread, each thread's atomics on them are its own
 //! and run unlocked.
 
-use kiln_ir::{
-    walk_expr, walk_stmt, AtomicOp, Expr, ExprNode, FuncKind, Kernel, Scalar, Stmt, StmtNode, Type,
-    Visitor,
-};
+use kiln_ir::{walk_stmt, AtomicOp, Expr, FuncKind, Kernel, Scalar, Stmt, StmtNode, Type, Visitor};
+use kiln_passes::util::count_uses;
 
 /// The parameters of `k` (by position) reached only through `atomic_add`/`atomic_sub` of
 /// `i32`/`u32` values whose results are unused, at least once.
 pub(crate) fn summed_params(k: &Kernel) -> Vec<usize> {
+    let body = std::slice::from_ref(k.body());
     k.params()
         .iter()
         .enumerate()
@@ -29,9 +28,13 @@ pub(crate) fn summed_params(k: &Kernel) -> Vec<usize> {
             matches!(p.ty(), Type::Ptr(kiln_ir::AddrSpace::Global, Scalar::I32 | Scalar::U32))
         })
         .filter(|(_, p)| {
-            let mut c = Uses { name: p.name(), all: 0, sums: 0 };
-            c.visit_stmt(k.body());
-            c.sums > 0 && c.all == c.sums
+            let name = p.name();
+            let int = |a: &[Expr]| matches!(a[2].ty(), Type::Scalar(Scalar::I32 | Scalar::U32));
+            let sums = count_stmts(k.body(), &|s| sum_on(s, name).is_some_and(int));
+            // Every reference, a binding of the name (shadowing, which the analysis does not
+            // follow) included, must be one of the sums.
+            let all = count_uses(body, name) + count_stmts(k.body(), &|s| binds(s, name));
+            sums > 0 && all == sums
         })
         .map(|(i, _)| i)
         .collect()
@@ -40,85 +43,51 @@ pub(crate) fn summed_params(k: &Kernel) -> Vec<usize> {
 /// True if every parameter that an atomic of `k` names is in `summed` (the threads'
 /// atomics on buffers then touch only their own copies).
 pub(crate) fn atomics_only_on(k: &Kernel, summed: &[usize]) -> bool {
-    k.params()
-        .iter()
-        .enumerate()
-        .all(|(i, p)| summed.contains(&i) || !atomic_target(k.body(), p.name()))
+    k.params().iter().enumerate().all(|(i, p)| {
+        summed.contains(&i) || count_stmts(k.body(), &|s| atomic_on(s, p.name())) == 0
+    })
 }
 
-/// True if an atomic in `s` names `name`.
-fn atomic_target(s: &Stmt, name: &str) -> bool {
-    struct Find<'a>(&'a str, bool);
-    impl Visitor for Find<'_> {
+/// True if `s` is an atomic whose target is `name`.
+fn atomic_on(s: &Stmt, name: &str) -> bool {
+    matches!(s.node(), StmtNode::Call { func, args, .. }
+        if matches!(func.kind(), FuncKind::Atomic(_))
+            && args.first().and_then(Expr::as_var).is_some_and(|v| v.name() == name))
+}
+
+/// The operands of `s` if it is an `atomic_add`/`atomic_sub` on `name` whose result is
+/// unused.
+pub(crate) fn sum_on<'s>(s: &'s Stmt, name: &str) -> Option<&'s [Expr]> {
+    let StmtNode::Call { result: None, func, args } = s.node() else { return None };
+    (matches!(func.kind(), FuncKind::Atomic(AtomicOp::Add | AtomicOp::Sub))
+        && args.len() == 3
+        && args[0].as_var().is_some_and(|v| v.name() == name))
+    .then_some(&args[..])
+}
+
+/// True if `s` binds `name` (a `let`, a `var`, a local array, a loop counter or a call's
+/// result) rather than merely using it.
+pub(crate) fn binds(s: &Stmt, name: &str) -> bool {
+    match s.node() {
+        StmtNode::Let { var, .. }
+        | StmtNode::Decl { var, .. }
+        | StmtNode::Alloc { var, .. }
+        | StmtNode::For { var, .. } => var.name() == name,
+        StmtNode::Call { result: Some(r), .. } => r.name() == name,
+        _ => false,
+    }
+}
+
+/// The statements of `s` (itself included, at any depth) for which `f` holds.
+pub(crate) fn count_stmts(s: &Stmt, f: &dyn Fn(&Stmt) -> bool) -> usize {
+    struct C<'a>(&'a dyn Fn(&Stmt) -> bool, usize);
+    impl Visitor for C<'_> {
         fn visit_stmt(&mut self, s: &Stmt) {
-            if let StmtNode::Call { func, args, .. } = s.node() {
-                if matches!(func.kind(), FuncKind::Atomic(_))
-                    && args.first().and_then(Expr::as_var).is_some_and(|v| v.name() == self.0)
-                {
-                    self.1 = true;
-                }
-            }
+            self.1 += usize::from((self.0)(s));
             walk_stmt(self, s)
         }
     }
-    let mut f = Find(name, false);
-    f.visit_stmt(s);
-    f.1
-}
-
-/// Counts the references to one name: all of them, and the atomic sums among them.
-struct Uses<'a> {
-    name: &'a str,
-    all: usize,
-    sums: usize,
-}
-
-impl Visitor for Uses<'_> {
-    fn visit_expr(&mut self, e: &Expr) {
-        match e.node() {
-            ExprNode::Var(v) if v.name() == self.name => self.all += 1,
-            ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. }
-                if buf.name() == self.name =>
-            {
-                self.all += 1
-            }
-            _ => {}
-        }
-        walk_expr(self, e)
-    }
-
-    fn visit_stmt(&mut self, s: &Stmt) {
-        match s.node() {
-            StmtNode::Store { buf, .. } | StmtNode::VecStore { buf, .. }
-                if buf.name() == self.name =>
-            {
-                self.all += 1
-            }
-            // A binding of the name (shadowing) is a use the analysis does not follow.
-            StmtNode::Let { var, .. }
-            | StmtNode::Decl { var, .. }
-            | StmtNode::Assign { var, .. }
-            | StmtNode::Alloc { var, .. }
-            | StmtNode::For { var, .. }
-                if var.name() == self.name =>
-            {
-                self.all += 1
-            }
-            StmtNode::Call { result, func, args } => {
-                if result.as_ref().is_some_and(|r| r.name() == self.name) {
-                    self.all += 1;
-                }
-                let sum = matches!(func.kind(), FuncKind::Atomic(AtomicOp::Add | AtomicOp::Sub))
-                    && result.is_none()
-                    && args.len() == 3
-                    && args[0].as_var().is_some_and(|v| v.name() == self.name)
-                    && matches!(args[2].ty(), Type::Scalar(Scalar::I32 | Scalar::U32));
-                if sum {
-                    self.sums += 1;
-                }
-            }
-            _ => {}
-        }
-        walk_stmt(self, s)
-    }
+    let mut c = C(f, 0);
+    c.visit_stmt(s);
+    c.1
 }

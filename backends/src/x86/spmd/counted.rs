@@ -28,11 +28,13 @@
 //! Any other launch runs the kernel as written.
 
 use kiln_ir::{
-    walk_expr, walk_stmt, AddrSpace, AtomicOp, Builtin, Expr, ExprNode, FuncKind, Kernel, Mutator,
-    Scalar, Stmt, StmtNode, Type, Var, Visitor,
+    AddrSpace, AtomicOp, Builtin, Expr, ExprNode, FuncKind, Kernel, Mutator, Scalar, Stmt,
+    StmtNode, Type, Var,
 };
+use kiln_passes::util::count_uses;
 
 use super::mem::index_max;
+use crate::x86::sums::{binds, count_stmts, sum_on};
 
 /// A kernel that counts straight into a buffer (see the module docs): the rewritten kernel
 /// and when it may run instead.
@@ -65,7 +67,7 @@ pub(crate) fn counted(k: &Kernel) -> Option<Counted> {
     let param = k.params().iter().position(|p| *p == hist)?;
     let barriers: Vec<usize> = (0..rest.len()).filter(|&i| is_barrier(&rest[i])).collect();
     let [b1, b2] = barriers[..] else { return None };
-    if b2 + 1 != rest.len() || count(k.body(), &|s| is_barrier(s)) != 2 {
+    if b2 + 1 != rest.len() || count_stmts(k.body(), &is_barrier) != 2 {
         return None;
     }
     // Before the first barrier: the bins' declaration, `let`s that cannot fault and the
@@ -98,14 +100,19 @@ pub(crate) fn counted(k: &Kernel) -> Option<Counted> {
     }
     // A name bound twice could mean different things at the two places.
     for v in lids.iter().chain([bins, &hist]) {
-        if count(k.body(), &|s| binds(s, v)) + usize::from(*v == hist) != 1 {
+        if count_stmts(k.body(), &|s| binds(s, v.name())) + usize::from(*v == hist) != 1 {
             return None;
         }
     }
+    // The middle: `hist` not at all, `bins` only as the target of counts whose indices are
+    // bounded below `L` (each such count is one reference to `bins`, so any other reference,
+    // in an index or a value included, makes the numbers differ).
     let middle = &rest[b1 + 1..b2];
-    let mut u = Uses { bins, hist: &hist, len: l, ok: true };
-    middle.iter().for_each(|s| u.visit_stmt(s));
-    if !u.ok {
+    let bounded = |s: &Stmt| {
+        sum_on(s, bins.name()).is_some_and(|a| index_max(&a[1]).is_some_and(|m| m < u64::from(l)))
+    };
+    let counts: usize = middle.iter().map(|s| count_stmts(s, &bounded)).sum();
+    if count_uses(middle, hist.name()) != 0 || count_uses(middle, bins.name()) != counts {
         return None;
     }
     let mut body: Vec<Stmt> = rest[..b1]
@@ -120,7 +127,7 @@ pub(crate) fn counted(k: &Kernel) -> Option<Counted> {
     // kernel was optimized before this, and nothing optimizes it again.
     for i in (0..body.len()).rev() {
         if let StmtNode::Let { var, .. } = body[i].node() {
-            if !body[i + 1..].iter().any(|s| names(s, var)) {
+            if count_uses(&body[i + 1..], var.name()) == 0 {
                 body.remove(i);
             }
         }
@@ -151,97 +158,6 @@ fn is_lid(e: &Expr, lids: &[Var]) -> bool {
 /// True if `e` is an id, a size or a constant (it cannot fault).
 fn harmless(e: &Expr) -> bool {
     matches!(e.node(), ExprNode::Builtin { .. } | ExprNode::Imm(_))
-}
-
-/// True if `s` binds the name of `v` (and does not merely use it).
-fn binds(s: &Stmt, v: &Var) -> bool {
-    match s.node() {
-        StmtNode::Let { var, .. }
-        | StmtNode::Decl { var, .. }
-        | StmtNode::Alloc { var, .. }
-        | StmtNode::For { var, .. } => var.name() == v.name(),
-        StmtNode::Call { result: Some(r), .. } => r.name() == v.name(),
-        _ => false,
-    }
-}
-
-/// True if `s` refers to the name of `v`.
-fn names(s: &Stmt, v: &Var) -> bool {
-    struct N<'a>(&'a str, bool);
-    impl Visitor for N<'_> {
-        fn visit_expr(&mut self, e: &Expr) {
-            if let ExprNode::Var(v) = e.node() {
-                self.1 |= v.name() == self.0;
-            }
-            walk_expr(self, e)
-        }
-    }
-    let mut n = N(v.name(), false);
-    n.visit_stmt(s);
-    n.1
-}
-
-/// The statements of `s` (itself included, at any depth) for which `f` holds.
-fn count(s: &Stmt, f: &dyn Fn(&Stmt) -> bool) -> usize {
-    struct C<'a>(&'a dyn Fn(&Stmt) -> bool, usize);
-    impl Visitor for C<'_> {
-        fn visit_stmt(&mut self, s: &Stmt) {
-            self.1 += usize::from((self.0)(s));
-            walk_stmt(self, s)
-        }
-    }
-    let mut c = C(f, 0);
-    c.visit_stmt(s);
-    c.1
-}
-
-/// Checks the middle: `bins` only as the target of integer `atomic_add`/`atomic_sub`s with
-/// unused results and indices bounded below its length, `hist` not at all.
-struct Uses<'a> {
-    bins: &'a Var,
-    hist: &'a Var,
-    len: u32,
-    ok: bool,
-}
-
-impl Visitor for Uses<'_> {
-    fn visit_expr(&mut self, e: &Expr) {
-        let named = |v: &Var| v.name() == self.bins.name() || v.name() == self.hist.name();
-        match e.node() {
-            ExprNode::Var(v) if named(v) => self.ok = false,
-            ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. } if named(buf) => {
-                self.ok = false
-            }
-            _ => {}
-        }
-        walk_expr(self, e)
-    }
-
-    fn visit_stmt(&mut self, s: &Stmt) {
-        let named = |v: &Var| v.name() == self.bins.name() || v.name() == self.hist.name();
-        match s.node() {
-            StmtNode::Store { buf, .. } | StmtNode::VecStore { buf, .. } if named(buf) => {
-                self.ok = false
-            }
-            StmtNode::Call { result, func, args }
-                if args.first().and_then(Expr::as_var).is_some_and(named) =>
-            {
-                let count = result.is_none()
-                    && matches!(func.kind(), FuncKind::Atomic(AtomicOp::Add | AtomicOp::Sub))
-                    && args.len() == 3
-                    && args[0].as_var() == Some(self.bins)
-                    && index_max(&args[1]).is_some_and(|m| m < u64::from(self.len));
-                if !count {
-                    self.ok = false;
-                }
-                // The index and value must not name either (the first operand is the target).
-                args[1..].iter().for_each(|a| self.visit_expr(a));
-                return;
-            }
-            _ => {}
-        }
-        walk_stmt(self, s)
-    }
 }
 
 /// Renames the bins to the buffer in the middle (where they are only atomics' targets).
