@@ -65,17 +65,22 @@ pub(crate) fn sum_on<'s>(s: &'s Stmt, name: &str) -> Option<&'s [Expr]> {
     .then_some(&args[..])
 }
 
-/// True if `s` binds `name` (a `let`, a `var`, a local array, a loop counter or a call's
-/// result) rather than merely using it.
-pub(crate) fn binds(s: &Stmt, name: &str) -> bool {
+/// The name `s` binds (a `let`, a `var`, a local array, a loop counter or a call's result),
+/// if any.
+pub(crate) fn bound_name(s: &Stmt) -> Option<&str> {
     match s.node() {
         StmtNode::Let { var, .. }
         | StmtNode::Decl { var, .. }
         | StmtNode::Alloc { var, .. }
-        | StmtNode::For { var, .. } => var.name() == name,
-        StmtNode::Call { result: Some(r), .. } => r.name() == name,
-        _ => false,
+        | StmtNode::For { var, .. } => Some(var.name()),
+        StmtNode::Call { result: Some(r), .. } => Some(r.name()),
+        _ => None,
     }
+}
+
+/// True if `s` binds `name` rather than merely using it ([`bound_name`]).
+pub(crate) fn binds(s: &Stmt, name: &str) -> bool {
+    bound_name(s) == Some(name)
 }
 
 /// The statements of `s` (itself included, at any depth) for which `f` holds.

@@ -15,6 +15,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{walk_expr, walk_stmt, BinOp, Expr, ExprNode, Kernel, Stmt, StmtNode, UnOp, Visitor};
 
 use super::{lane_type, R, V};
+use crate::x86::sums::bound_name;
 
 /// Names declared in a kernel (parameters included) and how often.
 #[derive(Default)]
@@ -22,15 +23,7 @@ struct Decls(HashMap<String, usize>);
 
 impl Visitor for Decls {
     fn visit_stmt(&mut self, s: &Stmt) {
-        let name = match s.node() {
-            StmtNode::Let { var, .. }
-            | StmtNode::Decl { var, .. }
-            | StmtNode::For { var, .. }
-            | StmtNode::Alloc { var, .. } => Some(var.name()),
-            StmtNode::Call { result: Some(r), .. } => Some(r.name()),
-            _ => None,
-        };
-        if let Some(n) = name {
+        if let Some(n) = bound_name(s) {
             *self.0.entry(n.to_string()).or_default() += 1;
         }
         walk_stmt(self, s)
