@@ -702,3 +702,117 @@ proptest! {
         prop_assert_eq!(has, avx2());
     }
 }
+
+/// A row softmax's loops: each lane walks its own row (`x[base + j]`, `base` lane-varying),
+/// which the 8-lane code runs eight iterations at a time, the rows' segments transposed
+/// in registers (`blocked.rs`), stores collected and written as row segments.
+fn row_kernel(ty: &str, lo: u32, store: &str) -> Kernel {
+    kernel(&format!(
+        "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, rows: {ty}, cols: {ty}) {{
+           let r: {ty} = global_id(0) as {ty};
+           if r < rows {{
+             let base: {ty} = r * cols;
+             var m: f32 = x[base];
+             for j: {ty} in {lo}{ty} .. cols {{
+               m = max(m, x[base + j]);
+             }}
+             var s: f32 = 0.0;
+             for j: {ty} in 0{ty} .. cols {{
+               let e: f32 = exp(x[j + base] - m);
+               s = s + e;
+             }}
+             for j: {ty} in 0{ty} .. cols {{
+               {store}
+             }}
+           }}
+         }}"
+    ))
+}
+
+/// Row data with NaN, infinities and values exp over- and underflows on.
+fn row_data(n: usize, seed: u32) -> Buffer {
+    let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 89.0, -104.0, -0.0];
+    Buffer::from_slice(
+        &(0..n as u32)
+            .map(|i| match (i.wrapping_mul(2654435761) ^ seed) % 97 {
+                v @ 0..=5 if seed % 2 == 1 => special[v as usize],
+                v => v as f32 * 0.11 - 5.0,
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+#[test]
+fn row_loops_run_blocked_and_agree() {
+    let plain = "y[base + j] = exp(x[base + j] - m) / s;";
+    for (ty, lo) in [("u32", 1u32), ("i32", 1), ("u32", 0), ("i32", 3)] {
+        let k = row_kernel(ty, lo, plain);
+        // Odd and exact sizes: no chunk, one, several with a tail; rows not a multiple of 8
+        // (a guarded, rounded-up range); data with NaN and infinities.
+        for (rows, cols, seed) in
+            [(13u32, 7u32, 0u32), (16, 8, 1), (21, 9, 3), (9, 37, 1), (24, 64, 2)]
+        {
+            let n = (rows * cols) as usize;
+            let r = NdRange::new(&[rows.div_ceil(8) * 8]).with_local(&[8]);
+            let (rs, cs) = if ty == "u32" {
+                (Arg::scalar(rows), Arg::scalar(cols))
+            } else {
+                (Arg::scalar(rows as i32), Arg::scalar(cols as i32))
+            };
+            let args = [Arg::Buffer(0), Arg::Buffer(1), rs, cs];
+            let bufs = [row_data(n, seed), Buffer::zeroed(Scalar::F32, n)];
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{ty} {rows}x{cols}");
+            // A short output (the last rows fault, the lowest work-item reported) and a
+            // short input (the blocked loads' check fails: the ordinary loop faults).
+            let short = [row_data(n, seed), Buffer::zeroed(Scalar::F32, n - 3)];
+            three_ways(&k, &r, &args, &short);
+            let short = [row_data(n - 10, seed), Buffer::zeroed(Scalar::F32, n)];
+            three_ways(&k, &r, &args, &short);
+        }
+    }
+    // In place, and through windows of one buffer: the same memory runs blocked;
+    // overlapping windows (y one element past x: each store feeds the lane's next load)
+    // must not. Rows 8 elements apart, so that no work-item reads another's stores.
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, cols: u32, stride: u32) {
+           let base: u32 = global_id(0) * stride;
+           for j: u32 in 0u32 .. cols { y[base + j] = x[base + j] * 0.5 + 1.0; }
+         }",
+    );
+    let r = NdRange::new(&[16]).with_local(&[8]);
+    let cols = 27u32;
+    let n = (16 * (cols + 8)) as usize;
+    for (xo, yo) in [(0usize, 0usize), (0, 1), (1, 0), (0, 8), (8, 0)] {
+        let args = [
+            Arg::Range { buffer: 0, offset: xo, len: n },
+            Arg::Range { buffer: 0, offset: yo, len: n },
+            Arg::scalar(cols),
+            Arg::scalar(cols + 8),
+        ];
+        assert_eq!(three_ways(&k, &r, &args, &[row_data(n + 8, 2)]), avx2(), "{xo} {yo}");
+    }
+    // A negative i32 base (the check fails; the ordinary loop reports the index).
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, off: i32) {
+           let base: i32 = (global_id(0) as i32) * 16i32 + off;
+           var s: f32 = 0.0;
+           for j: i32 in 0i32 .. 16i32 { s = s + x[base + j]; }
+           y[global_id(0)] = s;
+         }",
+    );
+    for off in [0i32, -5, 3] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(off)];
+        let bufs = [row_data(16 * 16, 0), Buffer::zeroed(Scalar::F32, 16)];
+        three_ways(&k, &NdRange::new(&[16]).with_local(&[16]), &args, &bufs);
+    }
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    // The full batches' loops: transposed row segments, no gathers or per-lane stores.
+    let d = compile(&row_kernel("u32", 1, plain), &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let count = |ins: &str| lanes.lines().filter(|l| l.contains(ins)).count();
+    assert_eq!(count("vinsertf128"), 3 * 8, "{lanes}");
+    assert_eq!(count("vextractf128"), 8, "{lanes}");
+}

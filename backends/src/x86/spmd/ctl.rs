@@ -372,6 +372,8 @@ impl V {
         let site = Site::ForStep { var: var.name().to_string(), signed };
         self.fault_stub(0, 2, 1, rt::ERR_FOR_STEP, site, signed, Some(exit))?;
         self.bind(&mut ok)?;
+        // Eight iterations at a time where the body's accesses walk rows (`blocked.rs`).
+        self.blocked_for(var, step, body, cnt, end, signed, top)?;
         self.bind(&mut top)?;
         self.a.mov(rax, qword_ptr(r15 + cnt))?;
         self.a.cmp(rax, qword_ptr(r15 + end))?;

@@ -308,7 +308,8 @@ impl V {
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
             ExprNode::Load { buf, index } => {
-                self.kind(index) == Kind::Gid0 && self.private(buf).is_none() && lane_type(e.ty())
+                (self.kind(index) == Kind::Gid0 && self.private(buf).is_none() && lane_type(e.ty()))
+                    || self.blocked_load(buf, index).is_some()
             }
             _ => false,
         }
@@ -409,10 +410,13 @@ impl V {
                 let bits = rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i));
                 Src::Mem(ymmword_ptr(r15 + self.imm_slot(bits as u32)))
             }
-            ExprNode::Load { buf, .. } => {
-                let t = self.buf_of(buf, e.ty())?;
-                Src::Mem(self.element(t)?)
-            }
+            ExprNode::Load { buf, index } => match self.blocked_load(buf, index) {
+                Some(m) => Src::Mem(m),
+                None => {
+                    let t = self.buf_of(buf, e.ty())?;
+                    Src::Mem(self.element(t)?)
+                }
+            },
             ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => Src::Reg(GID),
             ExprNode::Builtin { kind, dim } => {
                 let field = builtin_field(*kind);

@@ -112,6 +112,7 @@ fn generate_inner(
         proven: None,
         batch_mark: None,
         known: known.to_vec(),
+        blocking: None,
     };
     if regions {
         v.per_group = true;

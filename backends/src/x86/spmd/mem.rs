@@ -473,6 +473,12 @@ impl V {
 
     /// `buf[index] = value` in the active lanes.
     pub(super) fn store(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
+        if let Some(off) = self.blocked_slot(buf, index, true) {
+            // One iteration of a blocked loop's chunk: written after the chunk.
+            self.expr_top(value, 0)?;
+            self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+            return Ok(());
+        }
         if let Some(p) = self.private(buf) {
             return self.store_private(&p, index, value);
         }

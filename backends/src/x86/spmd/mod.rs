@@ -79,6 +79,7 @@
 
 mod atomic;
 mod batches;
+mod blocked;
 mod counted;
 mod ctl;
 mod expr;
@@ -329,6 +330,9 @@ struct V {
     /// Buffer parameters (by position) with a length every launch has at least (see
     /// [`generate`]).
     known: Vec<(usize, u32)>,
+    /// The blocked accesses of the `for` loop whose chunk is being generated
+    /// (`blocked.rs`).
+    blocking: Option<blocked::Blocking>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

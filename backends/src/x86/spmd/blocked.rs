@@ -1,0 +1,428 @@
+//! Row-blocked `for` loops: a batch-uniform loop `for j in lo .. hi` (step 1) whose body
+//! reads and writes buffers at `b + j`, `b` a lane-varying `let` from outside the loop
+//! (each lane walks its own row, as a row softmax does: `x[r * cols + j]`), is run eight
+//! iterations at a time. Per chunk of eight, each such access is eight 32-byte row
+//! segments (one per lane) transposed in registers into eight vectors, one per
+//! iteration, instead of eight gathers; stores are collected the same way and written as
+//! row segments after the chunk. The body is copied eight times, each copy reading its
+//! iteration's vector from the frame. The rows are checked against the buffers' lengths
+//! once per loop (every iteration's index of every lane, in 64-bit arithmetic, so no
+//! index wraps); where a check fails, a lane is not alive, or fewer than eight
+//! iterations remain, the ordinary loop runs on from the current counter.
+//!
+//! Why the results are the interpreter's: the blocked accesses cannot fault (checked
+//! once), and a body with stores has nothing else that can fault and no other loads, so
+//! deferring its stores to the chunk's end is invisible, except to a load of the same
+//! element by the same lane later in the chunk: every blocked access of such a body uses
+//! one base `b`, so lane `l` meets element `b_l + j` only in iteration `j`, where its
+//! loads come before its stores (no load in a statement after the first store), and a
+//! loop that stores into one buffer and loads from another runs blocked only where the
+//! two are the same memory or do not overlap (windows of one buffer may). Other lanes'
+//! rows are other work-items' data, which a race-free kernel does not share.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{AddrSpace, BinOp, Expr, ExprNode, Imm, Scalar, Stmt, StmtNode, Type, Var};
+
+use super::{Kind, Loc, R, V, XMM, YMM};
+
+/// The most expression nodes a body copied eight times may have.
+const MAX_NODES: usize = 400;
+/// The most blocked accesses of one loop (each a 256-byte block of the frame).
+const MAX_BLOCKS: usize = 6;
+
+/// A blocked access: buffer (table), base `let`, and the frame block of its eight
+/// iteration vectors (`off + 32 * k` for iteration `k` of the chunk).
+#[derive(Clone, Debug)]
+pub(super) struct Block {
+    buf: String,
+    table: u32,
+    base: String,
+    store: bool,
+    off: i32,
+}
+
+/// The blocked accesses of the loop being generated, and the copy (iteration of the
+/// chunk) now being generated.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Blocking {
+    counter: String,
+    blocks: Vec<Block>,
+    k: i32,
+}
+
+/// The base of `index` if it is `b + j` or `j + b` (`j` the loop's counter, `b` another
+/// name).
+fn split<'a>(index: &'a Expr, j: &str) -> Option<&'a str> {
+    let ExprNode::Binary { op: BinOp::Add, a, b } = index.node() else { return None };
+    let name = |e: &'a Expr| match e.node() {
+        ExprNode::Var(v) => Some(v.name()),
+        _ => None,
+    };
+    match (name(a), name(b)) {
+        (Some(x), Some(y)) if y == j && x != j => Some(x),
+        (Some(x), Some(y)) if x == j && y != j => Some(y),
+        _ => None,
+    }
+}
+
+/// What planning found in a body.
+#[derive(Default)]
+struct Scan {
+    /// Blocked accesses: buffer, base, store.
+    access: Vec<(Var, String, bool)>,
+    /// Loads that are not blocked, or divisions that may fault.
+    other: bool,
+    /// A blocked load in a statement after a store.
+    load_after_store: bool,
+    stored: bool,
+    /// Names the body binds.
+    bound: Vec<String>,
+    nodes: usize,
+    ok: bool,
+}
+
+impl V {
+    /// True if `e` is a load of a 32-bit lane type from a global buffer parameter.
+    fn blockable_buf(&self, buf: &Var, ty: Type) -> bool {
+        matches!(buf.ty(), Type::Ptr(AddrSpace::Global, Scalar::F32 | Scalar::I32 | Scalar::U32))
+            && buf.ty().elem().map(Type::Scalar) == Some(ty)
+            && self.buf(buf).is_some()
+            && self.private(buf).is_none()
+    }
+
+    /// The base `let` of an access at `index` that can be blocked in the loop over `j`:
+    /// lane-varying, immutable, in a register or slot, bound outside the loop.
+    fn blockable_base<'a>(&self, index: &'a Expr, j: &str) -> Option<&'a str> {
+        let b = split(index, j)?;
+        let bound = self.find(b)?;
+        let ok = bound.kind == Kind::Div
+            && bound.decl.is_none()
+            && matches!(bound.loc, Loc::Reg(_) | Loc::Slot(_))
+            && matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32));
+        ok.then_some(b)
+    }
+
+    fn scan_expr(&self, e: &Expr, j: &str, s: &mut Scan) {
+        s.nodes += 1;
+        match e.node() {
+            ExprNode::Load { buf, index } => match self.blockable_base(index, j) {
+                Some(b) if self.blockable_buf(buf, e.ty()) => {
+                    if s.stored {
+                        s.load_after_store = true;
+                    }
+                    s.access.push((buf.clone(), b.to_string(), false));
+                }
+                _ => {
+                    s.other = true;
+                    self.scan_expr(index, j, s);
+                }
+            },
+            ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
+                if a.ty() != Type::F32 && !super::scalar::safe_divisor_expr(b) =>
+            {
+                s.other = true;
+                self.scan_expr(a, j, s);
+                self.scan_expr(b, j, s);
+            }
+            _ => {
+                for x in super::uniform::operands(e) {
+                    self.scan_expr(x, j, s);
+                }
+            }
+        }
+    }
+
+    /// The blocked accesses of a `for` over `var` with step `step` and body `body`, if the
+    /// loop can run blocked (see the module docs); `None` leaves it to the ordinary loop.
+    fn block_plan(
+        &self,
+        var: &Var,
+        step: &Expr,
+        body: &[Stmt],
+    ) -> Option<Vec<(Var, String, bool)>> {
+        let one = matches!(step.node(), ExprNode::Imm(Imm::Int(_, 1)));
+        if !one || self.mask.is_some() || self.regions.is_some() || self.blocking.is_some() {
+            return None;
+        }
+        let j = var.name();
+        let mut s = Scan { ok: true, ..Scan::default() };
+        for st in body {
+            match st.node() {
+                StmtNode::Let { var: v, value } => {
+                    s.ok &= v.name() != j && super::lane_type(v.ty());
+                    self.scan_expr(value, j, &mut s);
+                    s.bound.push(v.name().to_string());
+                }
+                StmtNode::Assign { var: v, value } => {
+                    s.ok &= super::lane_type(v.ty());
+                    self.scan_expr(value, j, &mut s);
+                }
+                StmtNode::Store { buf, index, value } => {
+                    self.scan_expr(value, j, &mut s);
+                    match self.blockable_base(index, j) {
+                        Some(b) if self.blockable_buf(buf, value.ty()) => {
+                            s.access.push((buf.clone(), b.to_string(), true));
+                        }
+                        _ => s.ok = false,
+                    }
+                    s.stored = true;
+                }
+                _ => s.ok = false,
+            }
+        }
+        // (A base the accesses use must not be bound again in the body.)
+        let rebound = s.access.iter().any(|a| s.bound.contains(&a.1));
+        if !s.ok || rebound || s.access.is_empty() || s.nodes > MAX_NODES {
+            return None;
+        }
+        if s.stored {
+            let one_base = s.access.iter().all(|a| a.1 == s.access[0].1);
+            if s.other || s.load_after_store || !one_base {
+                return None;
+            }
+        }
+        let mut distinct: Vec<(Var, String, bool)> = Vec::new();
+        for a in s.access {
+            if !distinct.iter().any(|d| d.0.name() == a.0.name() && d.1 == a.1 && d.2 == a.2) {
+                distinct.push(a);
+            }
+        }
+        (distinct.len() <= MAX_BLOCKS).then_some(distinct)
+    }
+
+    /// The frame operand holding the current copy's value of a blocked load of `buf` at
+    /// `index`, if the loop being generated blocks it.
+    pub(super) fn blocked_load(&self, buf: &Var, index: &Expr) -> Option<AsmMemoryOperand> {
+        self.blocked_slot(buf, index, false).map(|off| ymmword_ptr(r15 + off))
+    }
+
+    /// The frame offset of the current copy's slot of a blocked access.
+    pub(super) fn blocked_slot(&self, buf: &Var, index: &Expr, store: bool) -> Option<i32> {
+        let bk = self.blocking.as_ref()?;
+        let b = split(index, &bk.counter)?;
+        bk.blocks
+            .iter()
+            .find(|x| x.buf == buf.name() && x.base == b && x.store == store)
+            .map(|x| x.off + 32 * bk.k)
+    }
+
+    /// For a batch-uniform `for` (counter `var`, 64-bit counter and end at frame offsets
+    /// `cnt` and `end`, `signed` its type): the blocked loop, if the body qualifies; it
+    /// leaves to `ordinary` (the ordinary loop's top, which re-reads the counter) when
+    /// fewer than eight iterations remain or a check fails.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn blocked_for(
+        &mut self,
+        var: &Var,
+        step: &Expr,
+        body: &[Stmt],
+        cnt: i32,
+        end: i32,
+        signed: bool,
+        ordinary: CodeLabel,
+    ) -> R<()> {
+        let Some(plan) = self.block_plan(var, step, body) else { return Ok(()) };
+        // The bases' lanes, one slot each (read per lane by scalar code).
+        let mut bases: Vec<(String, i32)> = Vec::new();
+        let mut blocks = Vec::new();
+        for (buf, base, store) in &plan {
+            let table = self.buf_of(buf, Type::Scalar(buf.ty().elem().expect("a buffer")))?;
+            // (`b + j`: the base has the counter's type.)
+            if !bases.iter().any(|b| &b.0 == base) {
+                bases.push((base.clone(), self.slot()));
+            }
+            let off = self.next;
+            self.next += 256;
+            blocks.push(Block {
+                buf: buf.name().to_string(),
+                table,
+                base: base.clone(),
+                store: *store,
+                off,
+            });
+        }
+        // Entry: a nonempty loop, every lane alive, every row in bounds.
+        self.a.mov(rax, qword_ptr(r15 + cnt))?;
+        self.a.cmp(rax, qword_ptr(r15 + end))?;
+        if signed {
+            self.a.jge(ordinary)?;
+        } else {
+            self.a.jae(ordinary)?;
+        }
+        if self.may_fault {
+            self.a.vmovups(ymm0, ymmword_ptr(r15 + self.alive))?;
+            self.a.vmovmskps(eax, ymm0)?;
+            self.a.cmp(eax, 0xff)?;
+            self.a.jne(ordinary)?;
+        }
+        for (name, slot) in &bases {
+            let loc = self.find(name).map(|b| b.loc);
+            match loc {
+                Some(Loc::Reg(r)) => self.a.vmovups(ymmword_ptr(r15 + *slot), YMM[r])?,
+                Some(Loc::Slot(o)) => {
+                    self.a.vmovups(ymm0, ymmword_ptr(r15 + o))?;
+                    self.a.vmovups(ymmword_ptr(r15 + *slot), ymm0)?;
+                }
+                _ => return super::no("internal: a blocked base is not in lanes"),
+            }
+        }
+        let mut checked: Vec<(u32, i32)> = Vec::new();
+        for bk in &blocks {
+            let slot = bases.iter().find(|b| b.0 == bk.base).expect("base slot").1;
+            if checked.contains(&(bk.table, slot)) {
+                continue;
+            }
+            checked.push((bk.table, slot));
+            let len = qword_ptr(r14 + (bk.table as i32 * 16 + 8));
+            for l in 0..8 {
+                self.base_lane(slot, l, signed)?;
+                if signed {
+                    // The first index, b + lo, must not be negative.
+                    self.a.mov(rax, qword_ptr(r15 + cnt))?;
+                    self.a.add(rax, r10)?;
+                    self.a.js(ordinary)?;
+                }
+                // The last one, b + hi - 1, below the length: b + hi <= len.
+                self.a.add(r10, qword_ptr(r15 + end))?;
+                self.a.cmp(r10, len)?;
+                self.a.jg(ordinary)?;
+            }
+        }
+        // A stored buffer and a loaded one are the same table, the same memory (two
+        // arguments of one buffer) or apart: a window of a buffer that another overlaps
+        // would show a store to a later iteration's load.
+        for st in blocks.iter().filter(|b| b.store) {
+            for ld in blocks.iter().filter(|b| !b.store && b.table != st.table) {
+                let mut apart = self.a.create_label();
+                let (ts, tl) = (st.table as i32 * 16, ld.table as i32 * 16);
+                self.a.mov(rax, qword_ptr(r14 + tl))?;
+                self.a.mov(r11, qword_ptr(r14 + ts))?;
+                self.a.cmp(rax, r11)?;
+                self.a.je(apart)?;
+                self.a.mov(r10, qword_ptr(r14 + (ts + 8)))?;
+                self.a.lea(r10, qword_ptr(r11 + r10 * 4))?;
+                self.a.cmp(rax, r10)?;
+                self.a.jae(apart)?;
+                self.a.mov(r10, qword_ptr(r14 + (tl + 8)))?;
+                self.a.lea(r10, qword_ptr(rax + r10 * 4))?;
+                self.a.cmp(r11, r10)?;
+                self.a.jb(ordinary)?;
+                self.bind(&mut apart)?;
+            }
+        }
+        // Chunks of eight iterations while eight remain.
+        let mut chunk = self.a.create_label();
+        self.bind(&mut chunk)?;
+        self.a.mov(rax, qword_ptr(r15 + cnt))?;
+        self.a.add(rax, 8)?;
+        self.a.cmp(rax, qword_ptr(r15 + end))?;
+        if signed {
+            self.a.jg(ordinary)?;
+        } else {
+            self.a.ja(ordinary)?;
+        }
+        for bk in blocks.iter().filter(|b| !b.store) {
+            let slot = bases.iter().find(|b| b.0 == bk.base).expect("base slot").1;
+            self.block_in(bk, slot, cnt, signed)?;
+        }
+        let outer = self.blocking.take();
+        for k in 0..8 {
+            self.blocking =
+                Some(Blocking { counter: var.name().to_string(), blocks: blocks.clone(), k });
+            let name = var.name().to_string();
+            let loc = Loc::Scalar(cnt);
+            self.lets.push(super::Bound {
+                name,
+                loc,
+                kind: Kind::Uniform,
+                decl: None,
+                dword: Some(cnt),
+            });
+            self.block(body)?;
+            self.lets.pop();
+            self.a.inc(qword_ptr(r15 + cnt))?;
+            self.back_edge()?;
+        }
+        self.blocking = outer;
+        for bk in blocks.iter().filter(|b| b.store) {
+            let slot = bases.iter().find(|b| b.0 == bk.base).expect("base slot").1;
+            self.block_out(bk, slot, cnt, signed)?;
+        }
+        self.a.jmp(chunk)?;
+        Ok(())
+    }
+
+    /// Lane `l`'s base into `r10` (sign- or zero-extended).
+    fn base_lane(&mut self, slot: i32, l: i32, signed: bool) -> R<()> {
+        if signed {
+            self.a.movsxd(r10, dword_ptr(r15 + (slot + 4 * l)))?;
+        } else {
+            self.a.mov(r10d, dword_ptr(r15 + (slot + 4 * l)))?;
+        }
+        Ok(())
+    }
+
+    /// Lane `l`'s row element at the counter plus `delta` into `r10`, as an element index.
+    fn row(&mut self, slot: i32, l: i32, cnt: i32, signed: bool) -> R<()> {
+        self.base_lane(slot, l, signed)?;
+        self.a.add(r10, qword_ptr(r15 + cnt))?;
+        Ok(())
+    }
+
+    /// The 4x4 transposes within both 128-bit halves of `ymm0..ymm3` (using `ymm4..ymm7`):
+    /// from rows `i | i + 4` to columns, or back.
+    fn transpose4(&mut self) -> R<()> {
+        let a = &mut self.a;
+        a.vunpcklps(ymm4, ymm0, ymm1)?;
+        a.vunpckhps(ymm5, ymm0, ymm1)?;
+        a.vunpcklps(ymm6, ymm2, ymm3)?;
+        a.vunpckhps(ymm7, ymm2, ymm3)?;
+        a.vshufps(ymm0, ymm4, ymm6, 0x44)?;
+        a.vshufps(ymm1, ymm4, ymm6, 0xee)?;
+        a.vshufps(ymm2, ymm5, ymm7, 0x44)?;
+        a.vshufps(ymm3, ymm5, ymm7, 0xee)?;
+        Ok(())
+    }
+
+    /// A blocked load's chunk: the lanes' row segments (8 elements from the counter) into
+    /// its block, one vector per iteration.
+    fn block_in(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
+        let base = self.base(bk.table)?;
+        for h in 0..2 {
+            for i in 0..4 {
+                self.row(slot, i, cnt, signed)?;
+                self.a.vmovups(XMM[i as usize], xmmword_ptr(base + r10 * 4 + 16 * h))?;
+                self.row(slot, i + 4, cnt, signed)?;
+                let y = YMM[i as usize];
+                self.a.vinsertf128(y, y, xmmword_ptr(base + r10 * 4 + 16 * h), 1)?;
+            }
+            self.transpose4()?;
+            for c in 0..4 {
+                let off = bk.off + 32 * (4 * h + c);
+                self.a.vmovups(ymmword_ptr(r15 + off), YMM[c as usize])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A blocked store's chunk (the counter already past it): its block's eight vectors,
+    /// one per iteration, written as the lanes' row segments.
+    fn block_out(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
+        let base = self.base(bk.table)?;
+        for h in 0..2 {
+            for c in 0..4 {
+                let off = bk.off + 32 * (4 * h + c);
+                self.a.vmovups(YMM[c as usize], ymmword_ptr(r15 + off))?;
+            }
+            self.transpose4()?;
+            for i in 0..4 {
+                let disp = 16 * h - 32;
+                self.row(slot, i, cnt, signed)?;
+                self.a.vmovups(xmmword_ptr(base + r10 * 4 + disp), XMM[i as usize])?;
+                self.row(slot, i + 4, cnt, signed)?;
+                self.a.vextractf128(xmmword_ptr(base + r10 * 4 + disp), YMM[i as usize], 1)?;
+            }
+        }
+        Ok(())
+    }
+}
