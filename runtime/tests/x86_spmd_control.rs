@@ -805,6 +805,22 @@ fn row_loops_run_blocked_and_agree() {
         let bufs = [row_data(16 * 16, 0), Buffer::zeroed(Scalar::F32, 16)];
         three_ways(&k, &NdRange::new(&[16]).with_local(&[16]), &args, &bufs);
     }
+    // The loop iteration limit: a chunk counts its eight back-edges at once only where
+    // the budget outlasts them; both codes stop at a limit the loops pass, neither below.
+    let k = row_kernel("u32", 1, plain);
+    let r = NdRange::new(&[16]).with_local(&[16]);
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(16u32), Arg::scalar(200u32)];
+    for (limit, stops) in [(1000u64, true), (2_000_000, false)] {
+        let opts = CpuRunOptions { max_loop_iterations: Some(limit), ..CpuRunOptions::default() };
+        for scalar in [true, false] {
+            let p = compile(&k, &X86Options { scalar, ..X86Options::default() }).unwrap();
+            let mut bufs = [row_data(3200, 0), Buffer::zeroed(Scalar::F32, 3200)];
+            match p.run_with(&r, &args, &mut bufs, &opts) {
+                Err(e) => assert!(stops && e.message.contains("loop iteration limit"), "{e}"),
+                Ok(()) => assert!(!stops, "limit {limit}, scalar: {scalar}"),
+            }
+        }
+    }
     if !avx2() {
         kiln_ir::testing::skip("no AVX2 on this CPU");
         return;
@@ -815,4 +831,67 @@ fn row_loops_run_blocked_and_agree() {
     let count = |ins: &str| lanes.lines().filter(|l| l.contains(ins)).count();
     assert_eq!(count("vinsertf128"), 3 * 8, "{lanes}");
     assert_eq!(count("vextractf128"), 8, "{lanes}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    /// Row loops at random (`blocked.rs`): bodies with and without stores, the counter
+    /// read outside the row accesses or not, two bases, odd rows and columns, rounded-up
+    /// ranges, short buffers (faults), NaN and infinities, windows of one buffer.
+    #[test]
+    fn random_row_loops_agree(
+        body in prop::sample::select(vec![
+            "s = max(s, x[base + j]);",
+            "s = s + exp(x[base + j] - 1.0) * x[j + base];",
+            "let t: f32 = x[base + j] * 2.0; y[base + j] = t + s; s = s + t;",
+            "y[base + j] = x[base + j] - (j as f32);",
+            "s = s + x[base + j] * x[other + j];",
+            "s = s + x[base + j] + x[base + j + 1u32];",
+            "y[base + j] = x[base + j] + x[other + j];",
+        ]),
+        rows in 1u32..24,
+        cols in 1u32..40,
+        lo in 0u32..3,
+        pad in 0u32..9,
+        short in prop::sample::select(vec![0usize, 0, 1, 9]),
+        window in prop::sample::select(vec![None, None, Some((0usize, 0usize)), Some((0, 1)), Some((2, 0))]),
+        seed in 0u32..4,
+    ) {
+        let k = kernel(&format!(
+            "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, rows: u32, cols: u32, stride: u32) {{
+               let r: u32 = global_id(0);
+               if r < rows {{
+                 let base: u32 = r * stride;
+                 let other: u32 = (rows - 1u32 - r) * stride;
+                 var s: f32 = 0.0;
+                 for j: u32 in {lo}u32 .. cols {{ {body} }}
+                 y[base] = s;
+               }}
+             }}"
+        ));
+        // (Race-free: with windows of one buffer, rows far enough apart that no work-item
+        // touches another's row, and no reads of the other rows.)
+        let window = window.filter(|_| !body.contains("other"));
+        let pad = if window.is_some() { pad.max(3) } else { pad };
+        let stride = cols + pad;
+        let n = (rows * stride) as usize + 1;
+        let r = NdRange::new(&[rows.div_ceil(8) * 8]).with_local(&[8]);
+        let sizes = [Arg::scalar(rows), Arg::scalar(cols), Arg::scalar(stride)];
+        let has = match window {
+            None => {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), sizes[0].clone(), sizes[1].clone(), sizes[2].clone()];
+                let bufs = [row_data(n, seed), Buffer::zeroed(Scalar::F32, n - short)];
+                three_ways(&k, &r, &args, &bufs)
+            }
+            Some((xo, yo)) => {
+                let args = [
+                    Arg::Range { buffer: 0, offset: xo, len: n },
+                    Arg::Range { buffer: 0, offset: yo, len: n - short },
+                    sizes[0].clone(), sizes[1].clone(), sizes[2].clone(),
+                ];
+                three_ways(&k, &r, &args, &[row_data(n + 2, seed)])
+            }
+        };
+        prop_assert_eq!(has, avx2());
+    }
 }

@@ -24,6 +24,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{AddrSpace, BinOp, Expr, ExprNode, Imm, Scalar, Stmt, StmtNode, Type, Var};
 
 use super::{Kind, Loc, R, V, XMM, YMM};
+use crate::x86::rt;
 
 /// The most expression nodes a body copied eight times may have.
 const MAX_NODES: usize = 400;
@@ -65,6 +66,9 @@ fn split<'a>(index: &'a Expr, j: &str) -> Option<&'a str> {
     }
 }
 
+/// The blocked accesses of a loop: buffer, base, store.
+type Plan = Vec<(Var, String, bool)>;
+
 /// What planning found in a body.
 #[derive(Default)]
 struct Scan {
@@ -75,6 +79,8 @@ struct Scan {
     /// A blocked load in a statement after a store.
     load_after_store: bool,
     stored: bool,
+    /// The counter read elsewhere than in a blocked access's index.
+    counter: bool,
     /// Names the body binds.
     bound: Vec<String>,
     nodes: usize,
@@ -124,6 +130,7 @@ impl V {
                 self.scan_expr(a, j, s);
                 self.scan_expr(b, j, s);
             }
+            ExprNode::Var(v) if v.name() == j => s.counter = true,
             _ => {
                 for x in super::uniform::operands(e) {
                     self.scan_expr(x, j, s);
@@ -134,12 +141,8 @@ impl V {
 
     /// The blocked accesses of a `for` over `var` with step `step` and body `body`, if the
     /// loop can run blocked (see the module docs); `None` leaves it to the ordinary loop.
-    fn block_plan(
-        &self,
-        var: &Var,
-        step: &Expr,
-        body: &[Stmt],
-    ) -> Option<Vec<(Var, String, bool)>> {
+    /// With them, whether the body reads the counter elsewhere than in those accesses.
+    fn block_plan(&self, var: &Var, step: &Expr, body: &[Stmt]) -> Option<(Plan, bool)> {
         let one = matches!(step.node(), ExprNode::Imm(Imm::Int(_, 1)));
         if !one || self.mask.is_some() || self.regions.is_some() || self.blocking.is_some() {
             return None;
@@ -187,7 +190,7 @@ impl V {
                 distinct.push(a);
             }
         }
-        (distinct.len() <= MAX_BLOCKS).then_some(distinct)
+        (distinct.len() <= MAX_BLOCKS).then_some((distinct, s.counter))
     }
 
     /// The frame operand holding the current copy's value of a blocked load of `buf` at
@@ -221,7 +224,7 @@ impl V {
         signed: bool,
         ordinary: CodeLabel,
     ) -> R<()> {
-        let Some(plan) = self.block_plan(var, step, body) else { return Ok(()) };
+        let Some((plan, uses_counter)) = self.block_plan(var, step, body) else { return Ok(()) };
         // The bases' lanes, one slot each (read per lane by scalar code).
         let mut bases: Vec<(String, i32)> = Vec::new();
         let mut blocks = Vec::new();
@@ -321,6 +324,12 @@ impl V {
         } else {
             self.a.ja(ordinary)?;
         }
+        // The chunk's eight back-edges at once, where the budget outlasts them (else the
+        // ordinary loop counts them one by one, reaching the limit helper exactly).
+        let budget = qword_ptr(r12 + rt::OFF_BUDGET);
+        self.a.cmp(budget, 8)?;
+        self.a.jbe(ordinary)?;
+        self.a.sub(budget, 8)?;
         for bk in blocks.iter().filter(|b| !b.store) {
             let slot = bases.iter().find(|b| b.0 == bk.base).expect("base slot").1;
             self.block_in(bk, slot, cnt, signed)?;
@@ -340,8 +349,12 @@ impl V {
             });
             self.block(body)?;
             self.lets.pop();
-            self.a.inc(qword_ptr(r15 + cnt))?;
-            self.back_edge()?;
+            if uses_counter {
+                self.a.inc(qword_ptr(r15 + cnt))?;
+            }
+        }
+        if !uses_counter {
+            self.a.add(qword_ptr(r15 + cnt), 8)?;
         }
         self.blocking = outer;
         for bk in blocks.iter().filter(|b| b.store) {
