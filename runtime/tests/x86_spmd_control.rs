@@ -831,6 +831,13 @@ fn row_loops_run_blocked_and_agree() {
     let count = |ins: &str| lanes.lines().filter(|l| l.contains(ins)).count();
     assert_eq!(count("vinsertf128"), 3 * 8, "{lanes}");
     assert_eq!(count("vextractf128"), 8, "{lanes}");
+    // Also after `-O`, whose CSE names the stored index (`let cse0: u32 = base + j;`).
+    let opts = X86Options { optimize: true, ..X86Options::default() };
+    let d = compile(&row_kernel("u32", 1, plain), &opts).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let count = |ins: &str| lanes.lines().filter(|l| l.contains(ins)).count();
+    assert_eq!(count("vinsertf128"), 3 * 8, "{lanes}");
+    assert_eq!(count("vextractf128"), 8, "{lanes}");
 }
 
 proptest! {
@@ -848,6 +855,8 @@ proptest! {
             "s = s + x[base + j] * x[other + j];",
             "s = s + x[base + j] + x[base + j + 1u32];",
             "y[base + j] = x[base + j] + x[other + j];",
+            "let k: u32 = base + j; y[k] = x[k] * 2.0 + s; s = s + x[k];",
+            "let k: u32 = j + base; s = s + x[k] * x[other + j];",
         ]),
         rows in 1u32..24,
         cols in 1u32..40,

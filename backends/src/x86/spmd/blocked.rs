@@ -48,7 +48,18 @@ pub(super) struct Block {
 pub(super) struct Blocking {
     counter: String,
     blocks: Vec<Block>,
+    /// The body's `let`s of `b + j` (as CSE leaves an index used twice): name, base.
+    aliases: Vec<(String, String)>,
     k: i32,
+}
+
+/// The base of `index` if it is `b + j`, `j + b`, or the name of a `let` of one of those
+/// in `aliases`.
+fn base_of(index: &Expr, j: &str, aliases: &[(String, String)]) -> Option<String> {
+    if let ExprNode::Var(v) = index.node() {
+        return aliases.iter().find(|a| a.0 == v.name()).map(|a| a.1.clone());
+    }
+    split(index, j).map(str::to_string)
 }
 
 /// The base of `index` if it is `b + j` or `j + b` (`j` the loop's counter, `b` another
@@ -68,6 +79,8 @@ fn split<'a>(index: &'a Expr, j: &str) -> Option<&'a str> {
 
 /// The blocked accesses of a loop: buffer, base, store.
 type Plan = Vec<(Var, String, bool)>;
+/// `let`s of `b + j` in a body: name, base.
+type Aliases = Vec<(String, String)>;
 
 /// What planning found in a body.
 #[derive(Default)]
@@ -81,6 +94,8 @@ struct Scan {
     stored: bool,
     /// The counter read elsewhere than in a blocked access's index.
     counter: bool,
+    /// The body's `let`s of `b + j`: name, base.
+    aliases: Vec<(String, String)>,
     /// Names the body binds.
     bound: Vec<String>,
     nodes: usize,
@@ -98,9 +113,14 @@ impl V {
 
     /// The base `let` of an access at `index` that can be blocked in the loop over `j`:
     /// lane-varying, immutable, in a register or slot, bound outside the loop.
-    fn blockable_base<'a>(&self, index: &'a Expr, j: &str) -> Option<&'a str> {
-        let b = split(index, j)?;
-        let bound = self.find(b)?;
+    fn blockable_base(
+        &self,
+        index: &Expr,
+        j: &str,
+        aliases: &[(String, String)],
+    ) -> Option<String> {
+        let b = base_of(index, j, aliases)?;
+        let bound = self.find(&b)?;
         let ok = bound.kind == Kind::Div
             && bound.decl.is_none()
             && matches!(bound.loc, Loc::Reg(_) | Loc::Slot(_))
@@ -111,12 +131,12 @@ impl V {
     fn scan_expr(&self, e: &Expr, j: &str, s: &mut Scan) {
         s.nodes += 1;
         match e.node() {
-            ExprNode::Load { buf, index } => match self.blockable_base(index, j) {
+            ExprNode::Load { buf, index } => match self.blockable_base(index, j, &s.aliases) {
                 Some(b) if self.blockable_buf(buf, e.ty()) => {
                     if s.stored {
                         s.load_after_store = true;
                     }
-                    s.access.push((buf.clone(), b.to_string(), false));
+                    s.access.push((buf.clone(), b, false));
                 }
                 _ => {
                     s.other = true;
@@ -142,7 +162,7 @@ impl V {
     /// The blocked accesses of a `for` over `var` with step `step` and body `body`, if the
     /// loop can run blocked (see the module docs); `None` leaves it to the ordinary loop.
     /// With them, whether the body reads the counter elsewhere than in those accesses.
-    fn block_plan(&self, var: &Var, step: &Expr, body: &[Stmt]) -> Option<(Plan, bool)> {
+    fn block_plan(&self, var: &Var, step: &Expr, body: &[Stmt]) -> Option<(Plan, Aliases, bool)> {
         let one = matches!(step.node(), ExprNode::Imm(Imm::Int(_, 1)));
         if !one || self.mask.is_some() || self.regions.is_some() || self.blocking.is_some() {
             return None;
@@ -154,6 +174,9 @@ impl V {
                 StmtNode::Let { var: v, value } => {
                     s.ok &= v.name() != j && super::lane_type(v.ty());
                     self.scan_expr(value, j, &mut s);
+                    if let Some(b) = self.blockable_base(value, j, &[]) {
+                        s.aliases.push((v.name().to_string(), b));
+                    }
                     s.bound.push(v.name().to_string());
                 }
                 StmtNode::Assign { var: v, value } => {
@@ -162,9 +185,9 @@ impl V {
                 }
                 StmtNode::Store { buf, index, value } => {
                     self.scan_expr(value, j, &mut s);
-                    match self.blockable_base(index, j) {
+                    match self.blockable_base(index, j, &s.aliases) {
                         Some(b) if self.blockable_buf(buf, value.ty()) => {
-                            s.access.push((buf.clone(), b.to_string(), true));
+                            s.access.push((buf.clone(), b, true));
                         }
                         _ => s.ok = false,
                     }
@@ -173,8 +196,11 @@ impl V {
                 _ => s.ok = false,
             }
         }
-        // (A base the accesses use must not be bound again in the body.)
-        let rebound = s.access.iter().any(|a| s.bound.contains(&a.1));
+        // (A base the accesses use must not be bound again in the body, nor a name of
+        // one of its `let`s of `b + j`.)
+        let once = |n: &String| s.bound.iter().filter(|b| *b == n).count() == 1;
+        let rebound = s.access.iter().any(|a| s.bound.contains(&a.1))
+            || s.aliases.iter().any(|a| !once(&a.0));
         if !s.ok || rebound || s.access.is_empty() || s.nodes > MAX_NODES {
             return None;
         }
@@ -190,7 +216,7 @@ impl V {
                 distinct.push(a);
             }
         }
-        (distinct.len() <= MAX_BLOCKS).then_some((distinct, s.counter))
+        (distinct.len() <= MAX_BLOCKS).then_some((distinct, s.aliases, s.counter))
     }
 
     /// The frame operand holding the current copy's value of a blocked load of `buf` at
@@ -202,7 +228,7 @@ impl V {
     /// The frame offset of the current copy's slot of a blocked access.
     pub(super) fn blocked_slot(&self, buf: &Var, index: &Expr, store: bool) -> Option<i32> {
         let bk = self.blocking.as_ref()?;
-        let b = split(index, &bk.counter)?;
+        let b = base_of(index, &bk.counter, &bk.aliases)?;
         bk.blocks
             .iter()
             .find(|x| x.buf == buf.name() && x.base == b && x.store == store)
@@ -224,7 +250,9 @@ impl V {
         signed: bool,
         ordinary: CodeLabel,
     ) -> R<()> {
-        let Some((plan, uses_counter)) = self.block_plan(var, step, body) else { return Ok(()) };
+        let Some((plan, aliases, uses_counter)) = self.block_plan(var, step, body) else {
+            return Ok(());
+        };
         // The bases' lanes, one slot each (read per lane by scalar code).
         let mut bases: Vec<(String, i32)> = Vec::new();
         let mut blocks = Vec::new();
@@ -336,8 +364,12 @@ impl V {
         }
         let outer = self.blocking.take();
         for k in 0..8 {
-            self.blocking =
-                Some(Blocking { counter: var.name().to_string(), blocks: blocks.clone(), k });
+            self.blocking = Some(Blocking {
+                counter: var.name().to_string(),
+                blocks: blocks.clone(),
+                aliases: aliases.clone(),
+                k,
+            });
             let name = var.name().to_string();
             let loc = Loc::Scalar(cnt);
             self.lets.push(super::Bound {

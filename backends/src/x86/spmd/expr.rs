@@ -540,8 +540,17 @@ impl V {
         if !ok {
             return no(format!("`{}` on {}", op.symbol(), a.ty()));
         }
-        // (first source register, second source); the result goes to ymm{d}.
-        let (first, s) = if self.is_leaf(b) {
+        // (first source register, second source); the result goes to ymm{d}. A left
+        // operand already in a register (a `let` or `var` there, `global_id(0)`) is the
+        // instruction's first source as it is, not copied first.
+        let (first, s) = if let Some(r) = self.src_if_reg(a) {
+            if self.is_leaf(b) {
+                (r, self.src(b)?)
+            } else {
+                self.expr(b, d)?;
+                (r, Src::Reg(d))
+            }
+        } else if self.is_leaf(b) {
             self.expr(a, d)?;
             (d, self.src(b)?)
         } else if self.need(a) >= self.need(b) || self.in_order(a, b) {

@@ -584,7 +584,7 @@ impl V {
     }
 
     /// The register `e` already lives in, if it is a `let` in a register or `global_id(0)`.
-    fn src_if_reg(&self, e: &Expr) -> Option<usize> {
+    pub(super) fn src_if_reg(&self, e: &Expr) -> Option<usize> {
         match e.node() {
             kiln_ir::ExprNode::Var(v) => match self.find(v.name()) {
                 Some(b) => match b.loc {

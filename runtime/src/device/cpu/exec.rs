@@ -66,6 +66,9 @@ const SPAN_ITEMS: u64 = 1 << 16;
 /// runs. (A kernel with long loops over a small range is the loser of this rule.)
 pub const INLINE_ITEMS: u64 = 4096;
 
+/// Parts of a launch split over the pool, per thread (where no buffer is summed per part).
+const PARTS_PER_THREAD: u64 = 4;
+
 /// The most memory (local arrays plus the frames of a group's work-items) one run may use:
 /// 1 GiB, the interpreter's limit.
 const MEMORY_LIMIT: u64 = 1 << 30;
@@ -266,11 +269,15 @@ impl<'a> Exec<'a> {
             // SAFETY: as below, with every group on this thread.
             return unsafe { self.run_groups(&launch, args, &raw, 0..n, opts, true) };
         }
+        // Buffers summed per thread (`sums.rs`): parts after the first get zeroed copies.
+        let (summed, every) = self.summed_buffers(args, &raw, parts, n * launch.group_size());
+        // Without copies, several parts per thread, claimed in group order as threads come
+        // free: a thread that starts late or runs slow (another process on its core) then
+        // holds the launch up by one small part, not by a whole share of it.
+        let parts = if summed.is_empty() { (parts * PARTS_PER_THREAD).min(n) } else { parts };
         let per = n.div_ceil(parts);
         let results: Vec<Mutex<Option<LaunchError>>> =
             (0..parts).map(|_| Mutex::new(None)).collect();
-        // Buffers summed per thread (`sums.rs`): parts after the first get zeroed copies.
-        let (summed, every) = self.summed_buffers(args, &raw, parts, n * launch.group_size());
         let mut copies: Vec<Vec<u32>> = Vec::new();
         let mut tables: Vec<Vec<RawBuffer>> = Vec::new();
         for _ in (1..parts).filter(|_| !summed.is_empty()) {
