@@ -578,6 +578,57 @@ fn vars_live_in_registers() {
     assert_eq!(count("vblendvps ymm8,ymm8,ymm0,ymm1"), 1, "{lanes}");
 }
 
+#[test]
+fn let_registers_are_operands_in_place() {
+    // `x * x - y * y + cx` with `x`, `y`, `cx` in let registers: each product reads its
+    // registers as they are (`vmulps ymm0,ymm11,ymm11`), with no copy into the temporary
+    // first (`vmovaps ymm0,ymm11` before `vmulps ymm0,ymm0,ymm11`).
+    let m = kiln_ir::parse_module(include_str!("../../runtime/benches/cpu_suite.kir")).unwrap();
+    let k = m.kernel("mandel_table").unwrap();
+    let args = [
+        Arg::Buffer(0),
+        Arg::Buffer(1),
+        Arg::Buffer(2),
+        Arg::scalar(20u32),
+        Arg::scalar(3u32),
+        Arg::scalar(50u32),
+    ];
+    let xs = Buffer::from_slice(&(0..20).map(|i| i as f32 * 0.15 - 2.0).collect::<Vec<_>>());
+    let ys = Buffer::from_slice(&[-0.5f32, 0.1, 0.7]);
+    let bufs = [Buffer::zeroed(Scalar::U32, 60), xs, ys];
+    let r = NdRange::new(&[24, 3]).with_local(&[8, 1]);
+    assert_eq!(three_ways(k, &r, &args, &bufs), avx2());
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU");
+        return;
+    }
+    let d = compile(k, &X86Options::default()).unwrap().disassemble();
+    let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
+    let ins: Vec<Vec<&str>> = lanes
+        .lines()
+        .filter_map(|l| l.split_once("  ").map(|x| x.1.trim()))
+        .filter_map(|l| l.split_once("  ").map(|x| x.1))
+        .map(|l| l.split([' ', ',']).collect())
+        .collect();
+    let let_reg = |r: &str| {
+        r.strip_prefix("ymm").and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| n >= 8)
+    };
+    let copies = ins
+        .windows(2)
+        .filter(|w| {
+            w[0].len() == 3
+                && w[0][0] == "vmovaps"
+                && let_reg(w[0][2])
+                && w[1].len() == 4
+                && w[1][0] == "vmulps"
+                && w[1][1] == w[0][1]
+                && w[1][2] == w[0][1]
+        })
+        .count();
+    assert_eq!(copies, 0, "{lanes}");
+    assert!(lanes.contains("vmulps ymm0,ymm11,ymm11") || lanes.contains("vmulps ymm1,ymm11,ymm11"));
+}
+
 /// Index expressions of every shape (contiguous, uniform, gathered, out of bounds); `j`
 /// only inside the loop.
 fn arb_index(in_loop: bool) -> BoxedStrategy<String> {

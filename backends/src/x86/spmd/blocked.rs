@@ -238,7 +238,9 @@ impl V {
     /// For a batch-uniform `for` (counter `var`, 64-bit counter and end at frame offsets
     /// `cnt` and `end`, `signed` its type): the blocked loop, if the body qualifies; it
     /// leaves to `ordinary` (the ordinary loop's top, which re-reads the counter) when
-    /// fewer than eight iterations remain or a check fails.
+    /// fewer than eight iterations remain or a check fails, for good, and when the
+    /// back-edge budget would run out within a chunk, until it is refilled: the returned
+    /// chunk label and flag slot are for [`V::blocked_resume`] at the ordinary loop's top.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn blocked_for(
         &mut self,
@@ -249,10 +251,13 @@ impl V {
         end: i32,
         signed: bool,
         ordinary: CodeLabel,
-    ) -> R<()> {
+    ) -> R<Option<(CodeLabel, i32)>> {
         let Some((plan, aliases, uses_counter)) = self.block_plan(var, step, body) else {
-            return Ok(());
+            return Ok(None);
         };
+        // Nonzero while the ordinary loop may hand back to the chunks.
+        let flag = self.slot();
+        self.a.mov(qword_ptr(r15 + flag), 0)?;
         // The bases' lanes, one slot each (read per lane by scalar code).
         let mut bases: Vec<(String, i32)> = Vec::new();
         let mut blocks = Vec::new();
@@ -341,19 +346,25 @@ impl V {
                 self.bind(&mut apart)?;
             }
         }
+        self.a.mov(qword_ptr(r15 + flag), 1)?;
         // Chunks of eight iterations while eight remain.
         let mut chunk = self.a.create_label();
+        let mut eight = self.a.create_label();
         self.bind(&mut chunk)?;
         self.a.mov(rax, qword_ptr(r15 + cnt))?;
         self.a.add(rax, 8)?;
         self.a.cmp(rax, qword_ptr(r15 + end))?;
         if signed {
-            self.a.jg(ordinary)?;
+            self.a.jle(eight)?;
         } else {
-            self.a.ja(ordinary)?;
+            self.a.jbe(eight)?;
         }
+        self.a.mov(qword_ptr(r15 + flag), 0)?;
+        self.a.jmp(ordinary)?;
+        self.bind(&mut eight)?;
         // The chunk's eight back-edges at once, where the budget outlasts them (else the
-        // ordinary loop counts them one by one, reaching the limit helper exactly).
+        // ordinary loop counts them one by one, reaching the limit helper exactly, and
+        // hands back once it has refilled the budget).
         let budget = qword_ptr(r12 + rt::OFF_BUDGET);
         self.a.cmp(budget, 8)?;
         self.a.jbe(ordinary)?;
@@ -394,7 +405,18 @@ impl V {
             self.block_out(bk, slot, cnt, signed)?;
         }
         self.a.jmp(chunk)?;
-        Ok(())
+        Ok(Some((chunk, flag)))
+    }
+
+    /// At the top of the ordinary loop of a blocked one ([`V::blocked_for`]'s label and
+    /// flag): back to the chunks once the budget outlasts a chunk again.
+    pub(super) fn blocked_resume(&mut self, chunk: CodeLabel, flag: i32) -> R<()> {
+        let mut on = self.a.create_label();
+        self.a.cmp(qword_ptr(r15 + flag), 0)?;
+        self.a.je(on)?;
+        self.a.cmp(qword_ptr(r12 + rt::OFF_BUDGET), 8)?;
+        self.a.ja(chunk)?;
+        self.bind(&mut on)
     }
 
     /// Lane `l`'s base into `r10` (sign- or zero-extended).

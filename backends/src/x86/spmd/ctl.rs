@@ -373,8 +373,11 @@ impl V {
         self.fault_stub(0, 2, 1, rt::ERR_FOR_STEP, site, signed, Some(exit))?;
         self.bind(&mut ok)?;
         // Eight iterations at a time where the body's accesses walk rows (`blocked.rs`).
-        self.blocked_for(var, step, body, cnt, end, signed, top)?;
+        let resume = self.blocked_for(var, step, body, cnt, end, signed, top)?;
         self.bind(&mut top)?;
+        if let Some((chunk, flag)) = resume {
+            self.blocked_resume(chunk, flag)?;
+        }
         self.a.mov(rax, qword_ptr(r15 + cnt))?;
         self.a.cmp(rax, qword_ptr(r15 + end))?;
         if signed {

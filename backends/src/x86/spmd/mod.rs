@@ -36,7 +36,9 @@
 //!   `local_id(0)` plus a uniform offset (contiguous), a masked vector load or store
 //!   (`vmaskmovps`); anywhere else a gather (`vgatherdps`) or per-lane scalar stores in
 //!   lane order (so when lanes store to the same element, the highest lane — the
-//!   interpreter's last work-item — wins).
+//!   interpreter's last work-item — wins), except in loops where each lane walks its own
+//!   row (`x[b + j]`): eight iterations at a time, rows transposed in registers
+//!   (`blocked.rs`).
 //! * Control by divergence: a branch or loop condition that is batch-uniform is an
 //!   ordinary jump on lane 0; a divergent `if` is a pair of lane masks, a divergent
 //!   `while` a loop mask iterated until no lane is left; stores under a mask are masked,
