@@ -50,6 +50,8 @@ pub(super) struct Blocking {
     blocks: Vec<Block>,
     /// The body's `let`s of `b + j` (as CSE leaves an index used twice): name, base.
     aliases: Vec<(String, String)>,
+    /// True if those `let`s are read only as blocked indices, so the copies skip them.
+    skip_aliases: bool,
     k: i32,
 }
 
@@ -96,6 +98,8 @@ struct Scan {
     counter: bool,
     /// The body's `let`s of `b + j`: name, base.
     aliases: Vec<(String, String)>,
+    /// One of those read elsewhere than as a blocked index.
+    escapes: bool,
     /// Names the body binds.
     bound: Vec<String>,
     nodes: usize,
@@ -151,6 +155,7 @@ impl V {
                 self.scan_expr(b, j, s);
             }
             ExprNode::Var(v) if v.name() == j => s.counter = true,
+            ExprNode::Var(v) if s.aliases.iter().any(|a| a.0 == v.name()) => s.escapes = true,
             _ => {
                 for x in super::uniform::operands(e) {
                     self.scan_expr(x, j, s);
@@ -161,8 +166,14 @@ impl V {
 
     /// The blocked accesses of a `for` over `var` with step `step` and body `body`, if the
     /// loop can run blocked (see the module docs); `None` leaves it to the ordinary loop.
-    /// With them, whether the body reads the counter elsewhere than in those accesses.
-    fn block_plan(&self, var: &Var, step: &Expr, body: &[Stmt]) -> Option<(Plan, Aliases, bool)> {
+    /// With them, the body's `let`s of `b + j`, whether one of those is read elsewhere than
+    /// as a blocked index, and whether the copies read the counter.
+    fn block_plan(
+        &self,
+        var: &Var,
+        step: &Expr,
+        body: &[Stmt],
+    ) -> Option<(Plan, Aliases, bool, bool)> {
         let one = matches!(step.node(), ExprNode::Imm(Imm::Int(_, 1)));
         if !one || self.mask.is_some() || self.regions.is_some() || self.blocking.is_some() {
             return None;
@@ -173,9 +184,10 @@ impl V {
             match st.node() {
                 StmtNode::Let { var: v, value } => {
                     s.ok &= v.name() != j && super::lane_type(v.ty());
-                    self.scan_expr(value, j, &mut s);
-                    if let Some(b) = self.blockable_base(value, j, &[]) {
-                        s.aliases.push((v.name().to_string(), b));
+                    match self.blockable_base(value, j, &[]) {
+                        // (Not a read of the counter unless the name is read elsewhere.)
+                        Some(b) => s.aliases.push((v.name().to_string(), b)),
+                        None => self.scan_expr(value, j, &mut s),
                     }
                     s.bound.push(v.name().to_string());
                 }
@@ -216,7 +228,17 @@ impl V {
                 distinct.push(a);
             }
         }
-        (distinct.len() <= MAX_BLOCKS).then_some((distinct, s.aliases, s.counter))
+        // (`let`s of `b + j` computed in the copies read the counter.)
+        let counter = s.counter || (s.escapes && !s.aliases.is_empty());
+        (distinct.len() <= MAX_BLOCKS).then_some((distinct, s.aliases, s.escapes, counter))
+    }
+
+    /// True if `var`'s `let` is one the current copy skips: a `let` of `b + j` read only as
+    /// a blocked index.
+    pub(super) fn skipped_let(&self, var: &Var) -> bool {
+        self.blocking
+            .as_ref()
+            .is_some_and(|b| b.skip_aliases && b.aliases.iter().any(|a| a.0 == var.name()))
     }
 
     /// The frame operand holding the current copy's value of a blocked load of `buf` at
@@ -252,7 +274,7 @@ impl V {
         signed: bool,
         ordinary: CodeLabel,
     ) -> R<Option<(CodeLabel, i32)>> {
-        let Some((plan, aliases, uses_counter)) = self.block_plan(var, step, body) else {
+        let Some((plan, aliases, escapes, uses_counter)) = self.block_plan(var, step, body) else {
             return Ok(None);
         };
         // Nonzero while the ordinary loop may hand back to the chunks.
@@ -379,6 +401,7 @@ impl V {
                 counter: var.name().to_string(),
                 blocks: blocks.clone(),
                 aliases: aliases.clone(),
+                skip_aliases: !escapes,
                 k,
             });
             let name = var.name().to_string();

@@ -92,6 +92,8 @@ impl V {
 
     pub(super) fn stmt(&mut self, s: &Stmt) -> R<()> {
         match s.node() {
+            // An index of a blocked loop's rows, read from the chunk's block instead.
+            StmtNode::Let { var, .. } if self.skipped_let(var) => {}
             StmtNode::Let { var, value } => {
                 // Pure, and its loads masked: computed in every lane.
                 let kind = self.kind(value);
