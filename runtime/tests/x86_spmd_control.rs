@@ -920,15 +920,18 @@ proptest! {
         short in prop::sample::select(vec![0usize, 0, 1, 9]),
         window in prop::sample::select(vec![None, None, Some((0usize, 0usize)), Some((0, 1)), Some((2, 0))]),
         seed in 0u32..4,
+        signed in any::<bool>(),
     ) {
+        let ty = if signed { "i32" } else { "u32" };
+        let body = body.replace("u32", ty);
         let k = kernel(&format!(
-            "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, rows: u32, cols: u32, stride: u32) {{
-               let r: u32 = global_id(0);
+            "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, rows: {ty}, cols: {ty}, stride: {ty}) {{
+               let r: {ty} = global_id(0) as {ty};
                if r < rows {{
-                 let base: u32 = r * stride;
-                 let other: u32 = (rows - 1u32 - r) * stride;
+                 let base: {ty} = r * stride;
+                 let other: {ty} = (rows - 1{ty} - r) * stride;
                  var s: f32 = 0.0;
-                 for j: u32 in {lo}u32 .. cols {{ {body} }}
+                 for j: {ty} in {lo}{ty} .. cols {{ {body} }}
                  y[base] = s;
                }}
              }}"
@@ -939,8 +942,10 @@ proptest! {
         let pad = if window.is_some() { pad.max(3) } else { pad };
         let stride = cols + pad;
         let n = (rows * stride) as usize + 1;
+        let short = short.min(n - 1);
         let r = NdRange::new(&[rows.div_ceil(8) * 8]).with_local(&[8]);
-        let sizes = [Arg::scalar(rows), Arg::scalar(cols), Arg::scalar(stride)];
+        let arg = |v: u32| if signed { Arg::scalar(v as i32) } else { Arg::scalar(v) };
+        let sizes = [arg(rows), arg(cols), arg(stride)];
         let has = match window {
             None => {
                 let args = [Arg::Buffer(0), Arg::Buffer(1), sizes[0].clone(), sizes[1].clone(), sizes[2].clone()];
