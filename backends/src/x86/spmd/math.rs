@@ -86,8 +86,14 @@ impl V {
 
     fn exp(&mut self, d: usize) -> R<()> {
         let (x, k, p, t) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3]);
-        let sx = self.slot();
-        self.a.vmovups(ymmword_ptr(r15 + sx), x)?;
+        // The argument, for the NaN blend at the end: in the next temporary where there is
+        // one (every temporary from `d` up is free here), else in a frame slot.
+        let keep = (d + 4 < super::TEMPS).then_some(d + 4);
+        let sx = if keep.is_none() { self.slot() } else { 0 };
+        match keep {
+            Some(r) => self.a.vmovaps(YMM[r], x)?,
+            None => self.a.vmovups(ymmword_ptr(r15 + sx), x)?,
+        }
         // xc = min(max(x, LO), HI); k = round(xc * log2 e)
         let (lo, hi, l2e) = (self.cf(m::EXP_LO), self.cf(m::EXP_HI), self.cf(m::LOG2E));
         self.a.vmaxps(x, x, lo)?;
@@ -121,7 +127,10 @@ impl V {
         self.a.vmulps(p, p, t)?;
         self.a.vmulps(p, p, k)?;
         // A NaN argument: itself, quieted.
-        self.a.vmovups(x, ymmword_ptr(r15 + sx))?;
+        match keep {
+            Some(r) => self.a.vmovaps(x, YMM[r])?,
+            None => self.a.vmovups(x, ymmword_ptr(r15 + sx))?,
+        }
         self.quiet_nan_blend(d, d + 2, d + 1)
     }
 
