@@ -247,19 +247,36 @@ impl V {
     /// then a jump to `done`. Otherwise on to the general code. Its accesses to local
     /// arrays long enough for any such batch are proven in bounds here, when the code is
     /// generated ([`V::prove_first_batch`]).
+    ///
+    /// With `e` a constant (`known.rs`) the choice is made now: true if the region is the
+    /// first batch alone, generated with no general code to follow (the caller's `done`
+    /// then follows), false (nothing generated) if it is not. `lanes`: the lanes that take
+    /// the branch when that is known ([`V::const_lanes`], for a condition that is exactly
+    /// the range): the `if` then runs under that constant mask.
     pub(super) fn first_batch_only(
         &mut self,
         stmts: &[Stmt],
         e: &kiln_ir::Expr,
         add: i32,
+        lanes: Option<u8>,
         done: CodeLabel,
-    ) -> R<()> {
+    ) -> R<bool> {
         let mut general = self.a.create_label();
         let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
-        self.uniform_to_eax(e)?;
-        // (A 32-bit result: the upper half of rax is zero.)
-        self.a.cmp(rax, 8 - add)?;
-        self.a.ja(general)?;
+        let constant = match e.as_imm() {
+            Some(kiln_ir::Imm::Int(_, bits)) => Some(*bits as u32 as i64),
+            _ => None,
+        };
+        match constant {
+            Some(v) if v > 8 - add as i64 => return Ok(false),
+            Some(_) => {}
+            None => {
+                self.uniform_to_eax(e)?;
+                // (A 32-bit result: the upper half of rax is zero.)
+                self.a.cmp(rax, 8 - add)?;
+                self.a.ja(general)?;
+            }
+        }
         self.a.mov(rbx, group_gid)?;
         self.a.lea(rax, qword_ptr(rbx + 8))?;
         self.a.mov(qword_ptr(rbp - 56), rax)?;
@@ -276,7 +293,19 @@ impl V {
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
         self.batch_start(&[])?;
         let mark = self.lets.len();
-        if certain {
+        let lane_if = match (lanes, stmts) {
+            (Some(m), [s]) => match s.node() {
+                StmtNode::If { then, otherwise: None, .. } => Some((m, then.stmts())),
+                _ => None,
+            },
+            _ => None,
+        };
+        // (With a proof to test when the code runs, the twins below.)
+        if let Some((m, then)) = lane_if.filter(|_| certain || self.proven.is_none()) {
+            let since = self.fault_mark();
+            self.const_mask_block(m, then)?;
+            self.fault_test_since(since)?;
+        } else if certain {
             let since = self.fault_mark();
             self.stmts_in_scope(stmts)?;
             self.fault_test_since(since)?;
@@ -285,7 +314,11 @@ impl V {
         }
         self.lets.truncate(mark);
         self.proven = outer;
+        if constant.is_some() {
+            return Ok(true);
+        }
         self.a.jmp(done)?;
-        self.bind(&mut general)
+        self.bind(&mut general)?;
+        Ok(false)
     }
 }

@@ -85,6 +85,7 @@ mod expr;
 mod function;
 mod hoist;
 mod int64;
+mod known;
 mod math;
 mod math64;
 mod mem;

@@ -61,7 +61,11 @@ use crate::x86::rt;
 /// What the region walk knows about the kernel.
 pub(super) struct Regions {
     /// The group names (see the module docs).
-    group: HashSet<String>,
+    pub(super) group: HashSet<String>,
+    /// Group names whose values are known here (`known.rs`).
+    pub(super) known: HashMap<String, Imm>,
+    /// The unrolled rounds of group loops, alive while the code is generated.
+    pub(super) keep: Vec<Vec<Stmt>>,
     /// Names bound to exactly `local_id(0)` (declared once).
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
@@ -220,7 +224,14 @@ impl Regions {
             });
         }
         let lids = f.lids.into_iter().filter(|n| once(n)).collect();
-        Regions { group, lids, ranges: Vec::new(), wide: HashSet::new() }
+        Regions {
+            group,
+            lids,
+            ranges: Vec::new(),
+            wide: HashSet::new(),
+            known: HashMap::new(),
+            keep: Vec::new(),
+        }
     }
 }
 
@@ -313,16 +324,20 @@ impl V {
                 if !self.group_pure(value) {
                     return no(format!("internal: `{}` is not group-pure", var.name()));
                 }
+                self.learn(var.name(), value);
                 self.stmt(s)
             }
             StmtNode::Assign { var, value } => {
                 if !self.group_pure(value) {
                     return no(format!("internal: `{}` is not group-pure", var.name()));
                 }
+                self.learn(var.name(), value);
                 self.stmt(s)
             }
             StmtNode::If { cond, then, otherwise } => {
                 self.require_pure(cond)?;
+                // (Either side may change group names: unknown in both, and after.)
+                self.forget_assigned(s);
                 let mut els = self.a.create_label();
                 let mut end = self.a.create_label();
                 self.uniform_jump_unless(cond, els)?;
@@ -330,12 +345,18 @@ impl V {
                 self.a.jmp(end)?;
                 self.bind(&mut els)?;
                 if let Some(o) = otherwise {
+                    self.forget_assigned(s);
                     self.group_block(o.stmts())?;
                 }
+                self.forget_assigned(s);
                 self.bind(&mut end)
             }
             StmtNode::While { cond, body } => {
                 self.require_pure(cond)?;
+                if self.unroll_group_while(cond, body.stmts())? {
+                    return Ok(());
+                }
+                self.forget_assigned(s);
                 let mut top = self.a.create_label();
                 let mut exit = self.a.create_label();
                 self.bind(&mut top)?;
@@ -343,10 +364,14 @@ impl V {
                 self.group_block(body.stmts())?;
                 self.back_edge()?;
                 self.a.jmp(top)?;
+                self.forget_assigned(s);
                 self.bind(&mut exit)
             }
             StmtNode::For { var, lo, hi, step, body } => {
-                self.group_for(var, lo, hi, step, body.stmts())
+                self.forget_assigned(s);
+                self.group_for(var, lo, hi, step, body.stmts())?;
+                self.forget_assigned(s);
+                Ok(())
             }
             StmtNode::Block(v) => self.group_block(v),
             _ => no("internal: a barrier inside a statement that is not control"),
@@ -487,9 +512,16 @@ impl V {
             Some(r) if r.exact => Some(self.slot()),
             _ => None,
         };
-        if let Some((e, add)) = range.as_ref().and_then(|r| r.hi.as_ref()) {
+        if let Some(r @ LidRange { hi: Some(h @ (e, add)), .. }) = range.as_ref() {
             if *add <= 8 && restore.is_empty() && self.twins_ok(stmts) {
-                self.first_batch_only(stmts, e, *add as i32, done)?;
+                // A range within the first batch known now: that batch alone, nothing else.
+                let lanes = r.exact.then(|| self.const_lanes(r.lo.as_ref(), h)).flatten();
+                if self.first_batch_only(stmts, e, *add as i32, lanes, done)? {
+                    self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+                    self.bind(&mut done)?;
+                    self.a.mov(rbx, group_gid)?;
+                    return Ok(());
+                }
             }
         }
         let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();
