@@ -277,9 +277,18 @@ impl V {
                 self.a.ja(general)?;
             }
         }
-        self.a.mov(rbx, group_gid)?;
-        self.a.lea(rax, qword_ptr(rbx + 8))?;
-        self.a.mov(qword_ptr(rbp - 56), rax)?;
+        // Right after another such region decided now (no code and no label between):
+        // rbx, the batch end, the lanes' ids and `local_id(0)`'s register are as it left
+        // them (its statements write none of them), and every lane is alive.
+        let here = self.a.instructions().len();
+        let resume = constant.is_some()
+            && self.regions().first_batch_end == Some(here)
+            && self.last_label_at != Some(here);
+        if !resume {
+            self.a.mov(rbx, group_gid)?;
+            self.a.lea(rax, qword_ptr(rbx + 8))?;
+            self.a.mov(qword_ptr(rbp - 56), rax)?;
+        }
         // A proof known here needs no flag and no second copy.
         let known = self.prove_first_batch(stmts, e, add as u32);
         let proof = match known {
@@ -288,10 +297,14 @@ impl V {
         };
         let certain = proof.as_ref().is_some_and(|p| p.certain);
         let outer = std::mem::replace(&mut self.proven, proof);
-        self.a.vmovd(xmm15, ebx)?;
-        self.a.vpbroadcastd(ymm15, xmm15)?;
-        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
-        self.batch_start(&[])?;
+        if resume {
+            self.batch_mark = Some(self.fault_mark());
+        } else {
+            self.a.vmovd(xmm15, ebx)?;
+            self.a.vpbroadcastd(ymm15, xmm15)?;
+            self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+            self.batch_start(&[])?;
+        }
         let mark = self.lets.len();
         let lane_if = match (lanes, stmts) {
             (Some(m), [s]) => match s.node() {
@@ -315,6 +328,8 @@ impl V {
         self.lets.truncate(mark);
         self.proven = outer;
         if constant.is_some() {
+            let end = self.a.instructions().len();
+            self.regions.as_mut().expect("region mode").first_batch_end = Some(end);
             return Ok(true);
         }
         self.a.jmp(done)?;

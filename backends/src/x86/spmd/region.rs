@@ -66,6 +66,10 @@ pub(super) struct Regions {
     pub(super) known: HashMap<String, Imm>,
     /// The unrolled rounds of group loops, alive while the code is generated.
     pub(super) keep: Vec<Vec<Stmt>>,
+    /// Where the code of the last region run as the group's first batch alone, decided
+    /// when the code was generated, ends (an instruction count; see
+    /// [`V::first_batch_only`]).
+    pub(super) first_batch_end: Option<usize>,
     /// Names bound to exactly `local_id(0)` (declared once).
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
@@ -231,6 +235,7 @@ impl Regions {
             wide: HashSet::new(),
             known: HashMap::new(),
             keep: Vec::new(),
+            first_batch_end: None,
         }
     }
 }
@@ -517,9 +522,8 @@ impl V {
                 // A range within the first batch known now: that batch alone, nothing else.
                 let lanes = r.exact.then(|| self.const_lanes(r.lo.as_ref(), h)).flatten();
                 if self.first_batch_only(stmts, e, *add as i32, lanes, done)? {
+                    // (Nothing jumps to `done`; rbx is the group's first id again.)
                     self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
-                    self.bind(&mut done)?;
-                    self.a.mov(rbx, group_gid)?;
                     return Ok(());
                 }
             }
