@@ -842,3 +842,45 @@ proptest! {
         }
     }
 }
+
+/// A region whose range ends at a value known when the code is generated has its accesses
+/// to local arrays proven then, when the array holds the batches' reach (the end rounded
+/// up to 8, plus the offset): one proof flag fewer than with an array one element
+/// shorter, which keeps the flag (and faults where a lane in the range reaches past the
+/// end).
+#[test]
+fn known_ranges_proven_when_generated_agree() {
+    for (cond, hi) in [("l < 16u32", 16u32), ("l < 13u32", 13), ("l >= 3u32 && l <= 20u32", 21)] {
+        let src = |len: u32| {
+            kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   if l < {len}u32 {{ t[l] = x[global_id(0)]; }}
+                   barrier(local);
+                   if {cond} {{ t[l] = t[l] + t[l + 16u32]; }}
+                   barrier(local);
+                   if l == 0u32 {{ o[group_id(0)] = t[0] + t[3] * 2.0 + t[12] * 4.0 + t[20] * 8.0; }}
+                 }}"
+            ))
+        };
+        let reach = hi.div_ceil(8) * 8 + 16;
+        let (fit, short) = (src(reach), src(reach - 1));
+        if avx2() {
+            let flags = |k: &Kernel| {
+                let l = region_listing(k);
+                l.lines().filter(|l| l.contains("mov byte ptr [r15+") && l.ends_with(",1")).count()
+            };
+            assert_eq!(flags(&fit) + 1, flags(&short), "{cond}:\n{}", region_listing(&fit));
+        }
+        let x: Vec<f32> = (0..128).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for k in [&fit, &short] {
+            for local in [8u32, 16, 32, 64] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 16), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[128]).with_local(&[local]);
+                assert_eq!(three_ways(k, &r, &args, &bufs), avx2(), "{cond} local={local}");
+            }
+        }
+    }
+}

@@ -75,7 +75,9 @@ impl V {
         test: CodeLabel,
     ) -> R<()> {
         let since = self.fault_mark();
-        let Some(flag) = self.proven.as_ref().map(|p| p.flag) else {
+        let Some(flag) = self.proven.as_ref().filter(|p| !p.certain).map(|p| p.flag) else {
+            // (No proof: each access checked; a proof known when the code was generated:
+            // none.)
             self.block(body)?;
             return self.fault_test_since(since);
         };
@@ -126,7 +128,8 @@ impl V {
     /// [`V::full_batches`]); the proven copy checks none of the covered accesses, masked
     /// ones included.
     pub(super) fn region_stmts(&mut self, stmts: &[Stmt]) -> R<()> {
-        let twins = self.proven.is_some() && self.twins_ok(stmts);
+        // (A proof known when the code was generated needs no second copy.)
+        let twins = self.proven.as_ref().is_some_and(|p| !p.certain) && self.twins_ok(stmts);
         let since = self.fault_mark();
         if !twins {
             self.stmts_in_scope(stmts)?;

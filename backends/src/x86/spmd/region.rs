@@ -556,7 +556,16 @@ impl V {
             }
         }
         self.a.mov(qword_ptr(rbp - 56), rax)?;
-        let proof = self.prove_region(stmts)?;
+        // A range ending at a known value may be proven now (no flag, one copy).
+        let known_hi =
+            range.as_ref().and_then(|r| r.hi.as_ref()).and_then(|(e, add)| match e.as_imm() {
+                Some(Imm::Int(_, bits)) => Some((*bits as u32 as u64).saturating_add(*add)),
+                _ => None,
+            });
+        let proof = match known_hi.and_then(|hi| self.prove_known_range(stmts, hi)) {
+            Some(p) => Some(p),
+            None => self.prove_region(stmts)?,
+        };
         // A region that restores nothing and binds names only in registers copies nothing
         // to save frames and needs no save-frame pointer.
         let copies = !restore.is_empty() || !self.twins_ok(stmts);
@@ -600,7 +609,8 @@ impl V {
         self.a.vmovd(xmm15, ebx)?;
         self.a.vpbroadcastd(ymm15, xmm15)?;
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
-        if full.is_none() && self.proven.is_some() && self.twins_ok(stmts) {
+        let certain = self.proven.as_ref().is_some_and(|p| p.certain);
+        if full.is_none() && self.proven.is_some() && !certain && self.twins_ok(stmts) {
             self.twin_loops(stmts, &restore)?;
             self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
             self.bind(&mut done)?;
