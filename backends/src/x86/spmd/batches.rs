@@ -75,22 +75,23 @@ impl V {
         test: CodeLabel,
     ) -> R<()> {
         let since = self.fault_mark();
-        let Some(flag) = self.proven.as_ref().filter(|p| !p.certain).map(|p| p.flag) else {
-            // (No proof: each access checked; a proof known when the code was generated:
-            // none.)
+        let Some((flag, known)) = self.proven.as_ref().map(|p| (p.flag, p.certain)) else {
             self.block(body)?;
             return self.fault_test_since(since);
         };
         let mut unproven = self.a.create_label();
         let fresh = self.fresh();
-        self.a.cmp(byte_ptr(r15 + flag), 0)?;
-        self.a.je(unproven)?;
+        // (A proof known when the code was generated has no flag and no unproven copy.)
+        if !known {
+            self.a.cmp(byte_ptr(r15 + flag), 0)?;
+            self.a.je(unproven)?;
+        }
         let mut tight = self.a.create_label();
         self.bind(&mut tight)?;
         let since = self.fault_mark();
         self.proven.as_mut().expect("a proof").certain = true;
         self.block(body)?;
-        self.proven.as_mut().expect("a proof").certain = false;
+        self.proven.as_mut().expect("a proof").certain = known;
         self.fault_test_since(since)?;
         self.batch_end(restore, save)?;
         self.a.lea(rax, qword_ptr(rbx + 8))?;
@@ -98,6 +99,9 @@ impl V {
         self.a.ja(test)?;
         self.batch_start(restore)?;
         self.a.jmp(tight)?;
+        if known {
+            return Ok(());
+        }
         self.bind(&mut unproven)?;
         self.fresh_again(fresh);
         let since = self.fault_mark();
