@@ -884,3 +884,42 @@ fn known_ranges_proven_when_generated_agree() {
         }
     }
 }
+
+/// A kernel that fixes its group's size (`#reqd_work_group_size(L, 1, 1)`) has the accesses
+/// of its regions without a known range proven when the code is generated, for the group's
+/// end: one proof flag fewer with a local array of exactly L elements (plus the offset) than
+/// with one element fewer, which keeps the flag and faults in the group's last work-item.
+#[test]
+fn fixed_group_sizes_proven_when_generated_agree() {
+    for (local, off) in [(16u32, 0u32), (24, 0), (16, 3)] {
+        let src = |len: u32| {
+            kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   if g < n {{ t[l + {off}u32] = x[g]; }} else {{ t[l + {off}u32] = 1.5; }}
+                   barrier(local);
+                   if l == 0u32 {{ o[group_id(0)] = t[{off}u32] + t[5] * 2.0 + t[{local}u32 - 1u32] * 4.0; }}
+                 }}"
+            ))
+        };
+        let (fit, short) = (src(local + off), src(local + off - 1));
+        if avx2() {
+            let flags = |k: &Kernel| {
+                let l = region_listing(k);
+                l.lines().filter(|l| l.contains("mov byte ptr [r15+") && l.ends_with(",1")).count()
+            };
+            assert_eq!(flags(&fit) + 1, flags(&short), "{local}:\n{}", region_listing(&fit));
+        }
+        let x: Vec<f32> = (0..100).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for k in [&fit, &short] {
+            for n in [100u32, 37] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 8), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[4 * local]).with_local(&[local]);
+                assert_eq!(three_ways(k, &r, &args, &bufs), avx2(), "{local} {off} n={n}");
+            }
+        }
+    }
+}

@@ -213,7 +213,8 @@ impl V {
     }
 
     /// The proof of a region whose range of `local_id(0)` ends at `hi`, a value known
-    /// when the code is generated (`known.rs`), known then too: its batches have local
+    /// when the code is generated (`known.rs`; or the group's end, for a kernel that fixes
+    /// its group's size), known then too: its batches have local
     /// ids below `hi` rounded up to 8 (batches start at multiples of 8 and end at the
     /// first past the range, or earlier at the group's end), so an access at `local_id(0)`
     /// plus a constant `o` to a local array of at least that plus `o` elements is in bounds

@@ -70,6 +70,9 @@ pub(super) struct Regions {
     /// when the code was generated, ends (an instruction count; see
     /// [`V::first_batch_only`]).
     pub(super) first_batch_end: Option<usize>,
+    /// The group's size when the kernel fixes it (`#reqd_work_group_size(L, 1, 1)`: a
+    /// launch with another local size is refused before it runs).
+    group_size: Option<u64>,
     /// Names bound to exactly `local_id(0)` (declared once).
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
@@ -236,6 +239,10 @@ impl Regions {
             known: HashMap::new(),
             keep: Vec::new(),
             first_batch_end: None,
+            group_size: match k.attrs().reqd_work_group_size {
+                Some([l, 1, 1]) => Some(u64::from(l)),
+                _ => None,
+            },
         }
     }
 }
@@ -557,11 +564,16 @@ impl V {
         }
         self.a.mov(qword_ptr(rbp - 56), rax)?;
         // A range ending at a known value may be proven now (no flag, one copy).
-        let known_hi =
+        // (Or at the group's end, when the kernel fixes its size.)
+        let range_hi =
             range.as_ref().and_then(|r| r.hi.as_ref()).and_then(|(e, add)| match e.as_imm() {
                 Some(Imm::Int(_, bits)) => Some((*bits as u32 as u64).saturating_add(*add)),
                 _ => None,
             });
+        let known_hi = match (range_hi, self.regions().group_size) {
+            (Some(h), Some(l)) => Some(h.min(l)),
+            (h, l) => h.or(l),
+        };
         let proof = match known_hi.and_then(|hi| self.prove_known_range(stmts, hi)) {
             Some(p) => Some(p),
             None => self.prove_region(stmts)?,
@@ -625,6 +637,7 @@ impl V {
         self.batch_start(&restore)?;
         let fresh = self.fresh();
         let mut after = self.a.create_label();
+        let mut to_after = false;
         if let (Some(f), [s]) = (full, stmts) {
             if let StmtNode::If { then, .. } = s.node() {
                 // Inside the range: the branch's body under no mask (the condition is pure).
@@ -643,12 +656,16 @@ impl V {
                 }
                 self.full_batches(then.stmts(), f, &restore, &save, test)?;
                 self.a.jmp(after)?;
+                to_after = true;
                 self.bind(&mut partial)?;
             }
         }
         self.fresh_again(fresh);
         self.region_stmts(stmts)?;
-        self.bind(&mut after)?;
+        // (Only the full batches' path jumps here: no label, and no `nop` for one, else.)
+        if to_after {
+            self.bind(&mut after)?;
+        }
         self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
         // Lets from earlier regions are unchanged; their vars and this region's values
         // go back to the batch's save frame.
