@@ -676,3 +676,250 @@ fn proven_vector_atomics_agree() {
         }
     }
 }
+
+/// True if the region-loop code of `k` counts a loop back-edge (a group loop that is not
+/// unrolled): the budget's `dec` at the context's budget word.
+fn region_loop_left(k: &Kernel) -> bool {
+    region_listing(k).contains("dec qword ptr [r12+0A8h]")
+}
+
+/// Group loops whose values are known when the code is generated are unrolled (each round
+/// its constant stride): tree reductions from strides that are not powers of two, past the
+/// group or the array, steps that skip, a group `let` in the loop, the loop's last value
+/// read after it, a guard for a rounded-up range, two local arrays. Loops that must stay
+/// loops agree too: a stride from a parameter, more rounds than are unrolled, an `if`
+/// around barriers inside the loop, a stride changed under an `if` around barriers before
+/// the loop.
+#[test]
+fn unrolled_group_loops_agree() {
+    let reduction = |init: &str, step: &str, before: &str, inner: &str| {
+        kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, p: u32) {{
+               local t: f32[64];
+               local u: f32[64];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               if g < n {{ t[l] = x[g]; u[l] = x[g] * 0.5; }} else {{ t[l] = 0.0; u[l] = 1.0; }}
+               var s: u32 = {init};
+               {before}
+               while s > 0u32 {{
+                 barrier(local);
+                 let h: u32 = s / 2u32;
+                 if l < s && l + s < 64u32 {{ t[l] = t[l] + t[l + s]; u[l] = u[l] * 0.75 + u[l + h]; }}
+                 {inner}
+                 {step}
+               }}
+               barrier(local);
+               if l == 0u32 {{ o[group_id(0)] = t[0] + u[1] + (s as f32); }}
+             }}"
+        ))
+    };
+    let halve = "s = s / 2u32;";
+    let cases = [
+        // (init, step, before, inner, unrolled)
+        ("32u32", halve, "", "", true),
+        ("5u32", halve, "", "", true),
+        ("40u32", "s = (s * 5u32) / 8u32;", "", "", true),
+        ("63u32", "s = s - 7u32;", "", "", true),
+        ("64u32", halve, "", "", true),
+        ("100u32", halve, "", "", true),
+        ("13u32", "s = s - 1u32;", "", "", true),
+        // 40 rounds: more than are unrolled.
+        ("40u32", "s = s - 1u32;", "", "", false),
+        ("p", halve, "", "", false),
+        ("32u32", halve, "", "if s > 4u32 { barrier(local); }", false),
+        ("32u32", halve, "if p > 3u32 { s = 16u32; barrier(local); }", "", false),
+    ];
+    let x: Vec<f32> = (0..200).map(|i| (i % 23) as f32 * 0.37 - 3.0).collect();
+    for (init, step, before, inner, unrolled) in cases {
+        let k = reduction(init, step, before, inner);
+        if avx2() {
+            assert!(has_regions(&k), "{init} {step} {before} {inner}");
+            assert_eq!(region_loop_left(&k), !unrolled, "{init} {step} {before} {inner}");
+        }
+        for (n, local) in [(200u32, 64u32), (193, 64), (64, 8), (130, 16), (100, 40)] {
+            for p in [0u32, 3, 9] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(p)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 32), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[n.div_ceil(local) * local]).with_local(&[local]);
+                assert_eq!(
+                    three_ways(&k, &r, &args, &bufs),
+                    avx2(),
+                    "{init} {step} {before} {inner} n={n} local={local} p={p}"
+                );
+            }
+        }
+    }
+}
+
+/// A region within the group's first batch whose bounds are known runs under a constant
+/// lane mask: every form of bound, ranges of no lane, of every lane, one lane at either
+/// end, offsets reaching the array's end and past it (a fault in the lane that reaches
+/// it); ranges that are not exactly the condition (two bounds on one side, a bound from a
+/// parameter) keep the lanes' test.
+#[test]
+fn constant_first_batch_masks_agree() {
+    let conds = [
+        "l < 0u32",
+        "l < 1u32",
+        "l < 3u32",
+        "l < 8u32",
+        "l <= 4u32",
+        "l == 0u32",
+        "l == 7u32",
+        "l == 5u32",
+        "l >= 2u32 && l < 6u32",
+        "l > 6u32 && l <= 7u32",
+        "3u32 > l",
+        "l < 3u32 && l < 5u32",
+        "l < 4u32 && l < q",
+    ];
+    for cond in conds {
+        for len in [16u32, 12, 9] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, q: u32) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   if l < {len}u32 {{ t[l] = x[global_id(0)]; }}
+                   barrier(local);
+                   if {cond} {{ t[l] = t[l] * 2.0 + t[l + 4u32]; }}
+                   barrier(local);
+                   if l == 0u32 {{ o[group_id(0)] = t[0] + t[1] * 2.0 + t[5] * 4.0 + t[7] * 8.0; }}
+                 }}"
+            ));
+            let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.75 - 9.0).collect();
+            for q in [2u32, 9] {
+                for local in [8u32, 32] {
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q)];
+                    let bufs = [Buffer::zeroed(Scalar::F32, 8), Buffer::from_slice(&x)];
+                    let r = NdRange::new(&[64]).with_local(&[local]);
+                    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{cond} len={len} q={q}");
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Random tree reductions whose strides are known when the code is generated (so the
+    /// group loop is unrolled, or left a loop past the rounds unrolled): odd element
+    /// counts in rounded-up ranges with a guard, group sizes of one row, bounds of every
+    /// form, two local arrays, a last store of one lane.
+    #[test]
+    fn random_known_reductions_agree(
+        s0 in prop::sample::select(vec![1u32, 3, 8, 16, 31, 32, 48, 64]),
+        step in prop::sample::select(vec!["s = s / 2u32;", "s = s - 5u32;", "s = s / 3u32;", "s = s >> 1u32;"]),
+        cond in prop::sample::select(vec!["l < s", "l <= s && l < 63u32 - s", "s > l", "l + 1u32 == s"]),
+        local in prop::sample::select(vec![8u32, 16, 24, 64]),
+        n in 1u32..300,
+    ) {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) {{
+               local t: f32[64];
+               local c: u32[72];
+               let l: u32 = local_id(0);
+               if global_id(0) < n {{ t[l] = x[global_id(0)]; c[l] = 1u32; }}
+               var s: u32 = {s0}u32;
+               while s > 0u32 && s < 64u32 {{
+                 barrier(local);
+                 if {cond} {{ t[l] = t[l] + t[l + s]; c[l] = c[l] + c[l + s]; }}
+                 {step}
+               }}
+               barrier(local);
+               if l == 0u32 {{ o[group_id(0)] = t[0] + (c[0] as f32) * 1000.0; }}
+             }}"
+        ));
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        let groups = n.div_ceil(local);
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::zeroed(Scalar::F32, groups as usize), Buffer::from_slice(&x)];
+        let r = NdRange::new(&[groups * local]).with_local(&[local]);
+        prop_assert_eq!(three_ways(&k, &r, &args, &bufs), avx2());
+        if avx2() {
+            prop_assert!(has_regions(&k));
+        }
+    }
+}
+
+/// A region whose range ends at a value known when the code is generated has its accesses
+/// to local arrays proven then, when the array holds the batches' reach (the end rounded
+/// up to 8, plus the offset): one proof flag fewer than with an array one element
+/// shorter, which keeps the flag (and faults where a lane in the range reaches past the
+/// end).
+#[test]
+fn known_ranges_proven_when_generated_agree() {
+    for (cond, hi) in [("l < 16u32", 16u32), ("l < 13u32", 13), ("l >= 3u32 && l <= 20u32", 21)] {
+        let src = |len: u32| {
+            kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   if l < {len}u32 {{ t[l] = x[global_id(0)]; }}
+                   barrier(local);
+                   if {cond} {{ t[l] = t[l] + t[l + 16u32]; }}
+                   barrier(local);
+                   if l == 0u32 {{ o[group_id(0)] = t[0] + t[3] * 2.0 + t[12] * 4.0 + t[20] * 8.0; }}
+                 }}"
+            ))
+        };
+        let reach = hi.div_ceil(8) * 8 + 16;
+        let (fit, short) = (src(reach), src(reach - 1));
+        if avx2() {
+            let flags = |k: &Kernel| {
+                let l = region_listing(k);
+                l.lines().filter(|l| l.contains("mov byte ptr [r15+") && l.ends_with(",1")).count()
+            };
+            assert_eq!(flags(&fit) + 1, flags(&short), "{cond}:\n{}", region_listing(&fit));
+        }
+        let x: Vec<f32> = (0..128).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for k in [&fit, &short] {
+            for local in [8u32, 16, 32, 64] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 16), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[128]).with_local(&[local]);
+                assert_eq!(three_ways(k, &r, &args, &bufs), avx2(), "{cond} local={local}");
+            }
+        }
+    }
+}
+
+/// A kernel that fixes its group's size (`#reqd_work_group_size(L, 1, 1)`) has the accesses
+/// of its regions without a known range proven when the code is generated, for the group's
+/// end: one proof flag fewer with a local array of exactly L elements (plus the offset) than
+/// with one element fewer, which keeps the flag and faults in the group's last work-item.
+#[test]
+fn fixed_group_sizes_proven_when_generated_agree() {
+    for (local, off) in [(16u32, 0u32), (24, 0), (16, 3)] {
+        let src = |len: u32| {
+            kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   if g < n {{ t[l + {off}u32] = x[g]; }} else {{ t[l + {off}u32] = 1.5; }}
+                   barrier(local);
+                   if l == 0u32 {{ o[group_id(0)] = t[{off}u32] + t[5] * 2.0 + t[{local}u32 - 1u32] * 4.0; }}
+                 }}"
+            ))
+        };
+        let (fit, short) = (src(local + off), src(local + off - 1));
+        if avx2() {
+            let flags = |k: &Kernel| {
+                let l = region_listing(k);
+                l.lines().filter(|l| l.contains("mov byte ptr [r15+") && l.ends_with(",1")).count()
+            };
+            assert_eq!(flags(&fit) + 1, flags(&short), "{local}:\n{}", region_listing(&fit));
+        }
+        let x: Vec<f32> = (0..100).map(|i| i as f32 * 0.75 - 9.0).collect();
+        for k in [&fit, &short] {
+            for n in [100u32, 37] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 8), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[4 * local]).with_local(&[local]);
+                assert_eq!(three_ways(k, &r, &args, &bufs), avx2(), "{local} {off} n={n}");
+            }
+        }
+    }
+}

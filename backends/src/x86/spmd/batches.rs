@@ -75,20 +75,23 @@ impl V {
         test: CodeLabel,
     ) -> R<()> {
         let since = self.fault_mark();
-        let Some(flag) = self.proven.as_ref().map(|p| p.flag) else {
+        let Some((flag, known)) = self.proven.as_ref().map(|p| (p.flag, p.certain)) else {
             self.block(body)?;
             return self.fault_test_since(since);
         };
         let mut unproven = self.a.create_label();
         let fresh = self.fresh();
-        self.a.cmp(byte_ptr(r15 + flag), 0)?;
-        self.a.je(unproven)?;
+        // (A proof known when the code was generated has no flag and no unproven copy.)
+        if !known {
+            self.a.cmp(byte_ptr(r15 + flag), 0)?;
+            self.a.je(unproven)?;
+        }
         let mut tight = self.a.create_label();
         self.bind(&mut tight)?;
         let since = self.fault_mark();
         self.proven.as_mut().expect("a proof").certain = true;
         self.block(body)?;
-        self.proven.as_mut().expect("a proof").certain = false;
+        self.proven.as_mut().expect("a proof").certain = known;
         self.fault_test_since(since)?;
         self.batch_end(restore, save)?;
         self.a.lea(rax, qword_ptr(rbx + 8))?;
@@ -96,6 +99,9 @@ impl V {
         self.a.ja(test)?;
         self.batch_start(restore)?;
         self.a.jmp(tight)?;
+        if known {
+            return Ok(());
+        }
         self.bind(&mut unproven)?;
         self.fresh_again(fresh);
         let since = self.fault_mark();
@@ -126,7 +132,8 @@ impl V {
     /// [`V::full_batches`]); the proven copy checks none of the covered accesses, masked
     /// ones included.
     pub(super) fn region_stmts(&mut self, stmts: &[Stmt]) -> R<()> {
-        let twins = self.proven.is_some() && self.twins_ok(stmts);
+        // (A proof known when the code was generated needs no second copy.)
+        let twins = self.proven.as_ref().is_some_and(|p| !p.certain) && self.twins_ok(stmts);
         let since = self.fault_mark();
         if !twins {
             self.stmts_in_scope(stmts)?;
@@ -247,22 +254,48 @@ impl V {
     /// then a jump to `done`. Otherwise on to the general code. Its accesses to local
     /// arrays long enough for any such batch are proven in bounds here, when the code is
     /// generated ([`V::prove_first_batch`]).
+    ///
+    /// With `e` a constant (`known.rs`) the choice is made now: true if the region is the
+    /// first batch alone, generated with no general code to follow (the caller's `done`
+    /// then follows), false (nothing generated) if it is not. `lanes`: the lanes that take
+    /// the branch when that is known ([`V::const_lanes`], for a condition that is exactly
+    /// the range): the `if` then runs under that constant mask.
     pub(super) fn first_batch_only(
         &mut self,
         stmts: &[Stmt],
         e: &kiln_ir::Expr,
         add: i32,
+        lanes: Option<u8>,
         done: CodeLabel,
-    ) -> R<()> {
+    ) -> R<bool> {
         let mut general = self.a.create_label();
         let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
-        self.uniform_to_eax(e)?;
-        // (A 32-bit result: the upper half of rax is zero.)
-        self.a.cmp(rax, 8 - add)?;
-        self.a.ja(general)?;
-        self.a.mov(rbx, group_gid)?;
-        self.a.lea(rax, qword_ptr(rbx + 8))?;
-        self.a.mov(qword_ptr(rbp - 56), rax)?;
+        let constant = match e.as_imm() {
+            Some(kiln_ir::Imm::Int(_, bits)) => Some(*bits as u32 as i64),
+            _ => None,
+        };
+        match constant {
+            Some(v) if v > 8 - add as i64 => return Ok(false),
+            Some(_) => {}
+            None => {
+                self.uniform_to_eax(e)?;
+                // (A 32-bit result: the upper half of rax is zero.)
+                self.a.cmp(rax, 8 - add)?;
+                self.a.ja(general)?;
+            }
+        }
+        // Right after another such region decided now (no code and no label between):
+        // rbx, the batch end, the lanes' ids and `local_id(0)`'s register are as it left
+        // them (its statements write none of them), and every lane is alive.
+        let here = self.a.instructions().len();
+        let resume = constant.is_some()
+            && self.regions().first_batch_end == Some(here)
+            && self.last_label_at != Some(here);
+        if !resume {
+            self.a.mov(rbx, group_gid)?;
+            self.a.lea(rax, qword_ptr(rbx + 8))?;
+            self.a.mov(qword_ptr(rbp - 56), rax)?;
+        }
         // A proof known here needs no flag and no second copy.
         let known = self.prove_first_batch(stmts, e, add as u32);
         let proof = match known {
@@ -271,12 +304,28 @@ impl V {
         };
         let certain = proof.as_ref().is_some_and(|p| p.certain);
         let outer = std::mem::replace(&mut self.proven, proof);
-        self.a.vmovd(xmm15, ebx)?;
-        self.a.vpbroadcastd(ymm15, xmm15)?;
-        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
-        self.batch_start(&[])?;
+        if resume {
+            self.batch_mark = Some(self.fault_mark());
+        } else {
+            self.a.vmovd(xmm15, ebx)?;
+            self.a.vpbroadcastd(ymm15, xmm15)?;
+            self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+            self.batch_start(&[])?;
+        }
         let mark = self.lets.len();
-        if certain {
+        let lane_if = match (lanes, stmts) {
+            (Some(m), [s]) => match s.node() {
+                StmtNode::If { then, otherwise: None, .. } => Some((m, then.stmts())),
+                _ => None,
+            },
+            _ => None,
+        };
+        // (With a proof to test when the code runs, the twins below.)
+        if let Some((m, then)) = lane_if.filter(|_| certain || self.proven.is_none()) {
+            let since = self.fault_mark();
+            self.const_mask_block(m, then)?;
+            self.fault_test_since(since)?;
+        } else if certain {
             let since = self.fault_mark();
             self.stmts_in_scope(stmts)?;
             self.fault_test_since(since)?;
@@ -285,7 +334,13 @@ impl V {
         }
         self.lets.truncate(mark);
         self.proven = outer;
+        if constant.is_some() {
+            let end = self.a.instructions().len();
+            self.regions.as_mut().expect("region mode").first_batch_end = Some(end);
+            return Ok(true);
+        }
         self.a.jmp(done)?;
-        self.bind(&mut general)
+        self.bind(&mut general)?;
+        Ok(false)
     }
 }

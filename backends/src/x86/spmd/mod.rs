@@ -88,6 +88,7 @@ mod expr;
 mod function;
 mod hoist;
 mod int64;
+mod known;
 mod math;
 mod math64;
 mod mem;

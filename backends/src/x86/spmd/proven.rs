@@ -212,6 +212,33 @@ impl V {
         Some(Proven { flag: -1, accesses, certain: true })
     }
 
+    /// The proof of a region whose range of `local_id(0)` ends at `hi`, a value known
+    /// when the code is generated (`known.rs`; or the group's end, for a kernel that fixes
+    /// its group's size), known then too: its batches have local
+    /// ids below `hi` rounded up to 8 (batches start at multiples of 8 and end at the
+    /// first past the range, or earlier at the group's end), so an access at `local_id(0)`
+    /// plus a constant `o` to a local array of at least that plus `o` elements is in bounds
+    /// in every lane. `Some` only if that covers every access a proof could cover: the
+    /// region's code is then only the proven copy (`certain`), with no flag.
+    pub(super) fn prove_known_range(&self, stmts: &[Stmt], hi: u64) -> Option<Proven> {
+        let cands = self.candidates(stmts);
+        let reach = hi.div_ceil(8) * 8;
+        let fits = |&(_, t, ref o): &(usize, u32, Option<Expr>)| {
+            let local = self.mems.get(self.mem_of(t) as usize).and_then(|m| m.local);
+            let o = match o.as_ref().map(|o| o.as_imm()) {
+                None => 0,
+                Some(Some(kiln_ir::Imm::Int(_, bits))) => *bits as u32 as u64,
+                Some(_) => return false,
+            };
+            local.is_some_and(|(_, count)| reach + o <= count as u64)
+        };
+        if cands.is_empty() || !cands.iter().all(fits) {
+            return None;
+        }
+        let accesses = cands.iter().map(|c| (c.0, c.1)).collect();
+        Some(Proven { flag: -1, accesses, certain: true })
+    }
+
     /// True while generating code that runs only when the region's proof holds, if it
     /// covers the access of table `t` at `index`: every lane's index is in bounds.
     pub(super) fn proven_certain(&self, index: &Expr, t: u32) -> bool {

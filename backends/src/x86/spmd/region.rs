@@ -61,7 +61,18 @@ use crate::x86::rt;
 /// What the region walk knows about the kernel.
 pub(super) struct Regions {
     /// The group names (see the module docs).
-    group: HashSet<String>,
+    pub(super) group: HashSet<String>,
+    /// Group names whose values are known here (`known.rs`).
+    pub(super) known: HashMap<String, Imm>,
+    /// The unrolled rounds of group loops, alive while the code is generated.
+    pub(super) keep: Vec<Vec<Stmt>>,
+    /// Where the code of the last region run as the group's first batch alone, decided
+    /// when the code was generated, ends (an instruction count; see
+    /// [`V::first_batch_only`]).
+    pub(super) first_batch_end: Option<usize>,
+    /// The group's size when the kernel fixes it (`#reqd_work_group_size(L, 1, 1)`: a
+    /// launch with another local size is refused before it runs).
+    group_size: Option<u64>,
     /// Names bound to exactly `local_id(0)` (declared once).
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
@@ -220,7 +231,19 @@ impl Regions {
             });
         }
         let lids = f.lids.into_iter().filter(|n| once(n)).collect();
-        Regions { group, lids, ranges: Vec::new(), wide: HashSet::new() }
+        Regions {
+            group,
+            lids,
+            ranges: Vec::new(),
+            wide: HashSet::new(),
+            known: HashMap::new(),
+            keep: Vec::new(),
+            first_batch_end: None,
+            group_size: match k.attrs().reqd_work_group_size {
+                Some([l, 1, 1]) => Some(u64::from(l)),
+                _ => None,
+            },
+        }
     }
 }
 
@@ -313,16 +336,20 @@ impl V {
                 if !self.group_pure(value) {
                     return no(format!("internal: `{}` is not group-pure", var.name()));
                 }
+                self.learn(var.name(), value);
                 self.stmt(s)
             }
             StmtNode::Assign { var, value } => {
                 if !self.group_pure(value) {
                     return no(format!("internal: `{}` is not group-pure", var.name()));
                 }
+                self.learn(var.name(), value);
                 self.stmt(s)
             }
             StmtNode::If { cond, then, otherwise } => {
                 self.require_pure(cond)?;
+                // (Either side may change group names: unknown in both, and after.)
+                self.forget_assigned(s);
                 let mut els = self.a.create_label();
                 let mut end = self.a.create_label();
                 self.uniform_jump_unless(cond, els)?;
@@ -330,12 +357,18 @@ impl V {
                 self.a.jmp(end)?;
                 self.bind(&mut els)?;
                 if let Some(o) = otherwise {
+                    self.forget_assigned(s);
                     self.group_block(o.stmts())?;
                 }
+                self.forget_assigned(s);
                 self.bind(&mut end)
             }
             StmtNode::While { cond, body } => {
                 self.require_pure(cond)?;
+                if self.unroll_group_while(cond, body.stmts())? {
+                    return Ok(());
+                }
+                self.forget_assigned(s);
                 let mut top = self.a.create_label();
                 let mut exit = self.a.create_label();
                 self.bind(&mut top)?;
@@ -343,10 +376,14 @@ impl V {
                 self.group_block(body.stmts())?;
                 self.back_edge()?;
                 self.a.jmp(top)?;
+                self.forget_assigned(s);
                 self.bind(&mut exit)
             }
             StmtNode::For { var, lo, hi, step, body } => {
-                self.group_for(var, lo, hi, step, body.stmts())
+                self.forget_assigned(s);
+                self.group_for(var, lo, hi, step, body.stmts())?;
+                self.forget_assigned(s);
+                Ok(())
             }
             StmtNode::Block(v) => self.group_block(v),
             _ => no("internal: a barrier inside a statement that is not control"),
@@ -487,9 +524,15 @@ impl V {
             Some(r) if r.exact => Some(self.slot()),
             _ => None,
         };
-        if let Some((e, add)) = range.as_ref().and_then(|r| r.hi.as_ref()) {
+        if let Some(r @ LidRange { hi: Some(h @ (e, add)), .. }) = range.as_ref() {
             if *add <= 8 && restore.is_empty() && self.twins_ok(stmts) {
-                self.first_batch_only(stmts, e, *add as i32, done)?;
+                // A range within the first batch known now: that batch alone, nothing else.
+                let lanes = r.exact.then(|| self.const_lanes(r.lo.as_ref(), h)).flatten();
+                if self.first_batch_only(stmts, e, *add as i32, lanes, done)? {
+                    // (Nothing jumps to `done`; rbx is the group's first id again.)
+                    self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+                    return Ok(());
+                }
             }
         }
         let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();
@@ -520,7 +563,21 @@ impl V {
             }
         }
         self.a.mov(qword_ptr(rbp - 56), rax)?;
-        let proof = self.prove_region(stmts)?;
+        // A range ending at a known value may be proven now (no flag, one copy).
+        // (Or at the group's end, when the kernel fixes its size.)
+        let range_hi =
+            range.as_ref().and_then(|r| r.hi.as_ref()).and_then(|(e, add)| match e.as_imm() {
+                Some(Imm::Int(_, bits)) => Some((*bits as u32 as u64).saturating_add(*add)),
+                _ => None,
+            });
+        let known_hi = match (range_hi, self.regions().group_size) {
+            (Some(h), Some(l)) => Some(h.min(l)),
+            (h, l) => h.or(l),
+        };
+        let proof = match known_hi.and_then(|hi| self.prove_known_range(stmts, hi)) {
+            Some(p) => Some(p),
+            None => self.prove_region(stmts)?,
+        };
         // A region that restores nothing and binds names only in registers copies nothing
         // to save frames and needs no save-frame pointer.
         let copies = !restore.is_empty() || !self.twins_ok(stmts);
@@ -564,7 +621,8 @@ impl V {
         self.a.vmovd(xmm15, ebx)?;
         self.a.vpbroadcastd(ymm15, xmm15)?;
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
-        if full.is_none() && self.proven.is_some() && self.twins_ok(stmts) {
+        let certain = self.proven.as_ref().is_some_and(|p| p.certain);
+        if full.is_none() && self.proven.is_some() && !certain && self.twins_ok(stmts) {
             self.twin_loops(stmts, &restore)?;
             self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
             self.bind(&mut done)?;
@@ -579,6 +637,7 @@ impl V {
         self.batch_start(&restore)?;
         let fresh = self.fresh();
         let mut after = self.a.create_label();
+        let mut to_after = false;
         if let (Some(f), [s]) = (full, stmts) {
             if let StmtNode::If { then, .. } = s.node() {
                 // Inside the range: the branch's body under no mask (the condition is pure).
@@ -597,12 +656,16 @@ impl V {
                 }
                 self.full_batches(then.stmts(), f, &restore, &save, test)?;
                 self.a.jmp(after)?;
+                to_after = true;
                 self.bind(&mut partial)?;
             }
         }
         self.fresh_again(fresh);
         self.region_stmts(stmts)?;
-        self.bind(&mut after)?;
+        // (Only the full batches' path jumps here: no label, and no `nop` for one, else.)
+        if to_after {
+            self.bind(&mut after)?;
+        }
         self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
         // Lets from earlier regions are unchanged; their vars and this region's values
         // go back to the batch's save frame.
