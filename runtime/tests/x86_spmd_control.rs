@@ -978,6 +978,7 @@ fn row_loop_stores_through_overlapping_windows_agree() {
            for j: u32 in 0u32 .. cols { y[b + j] = 1.0 + (j as f32); z[b + j] = 100.0 + (j as f32); }
          }",
     );
+    assert!(has_blocked_loop(&k, "vextractf128"));
     let n = 16 * 40;
     for (yo, zo) in [(0usize, 1usize), (1, 0), (0, 0), (0, 8), (3, 0)] {
         let args = [
@@ -1020,6 +1021,17 @@ fn row_loops_over_overlapping_rows_agree() {
     }
 }
 
+/// True if `k`'s 8-lane code (plain and `-O`) has a row-blocked loop, seen by `ins`: row
+/// segments loaded into (`vinsertf128`) or stored from (`vextractf128`) upper halves;
+/// true without AVX2, which has no such code.
+fn has_blocked_loop(k: &Kernel, ins: &str) -> bool {
+    [false, true].into_iter().all(|optimize| {
+        let d =
+            compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap().disassemble();
+        !avx2() || d.find("; 8-lane AVX2 code").is_some_and(|i| d[i..].contains(ins))
+    })
+}
+
 /// Row loops at the edges the blocked form must leave to the ordinary loop or get right:
 /// odd, empty and negative trips, negative starts, i32 bases near the limits, u32 indices
 /// that wrap, a fault in the middle of a chunk, nested loops, the counter as a value,
@@ -1033,6 +1045,7 @@ fn row_loop_edges_agree() {
            for j: i32 in lo .. hi { y[b + j] = (x[b + j] * 3.0) as i32 + j; }
          }",
     );
+    assert!(has_blocked_loop(&k, "vinsertf128"));
     for (lo, hi, off) in [
         (0, 19, 0),
         (5, 5, 0),
@@ -1144,6 +1157,29 @@ fn row_loop_edges_agree() {
                 &[x.clone(), Buffer::zeroed(sc, n - short), Buffer::zeroed(Scalar::U32, 32)],
             );
         }
+    }
+    // A division by a row element (zero, or i32::MIN by -1) in the middle of a chunk: the
+    // lowest faulting work-item reported, as the interpreter does.
+    let k = kernel(
+        "kernel k(x: ptr<global, i32>, y: ptr<global, i32>) {
+           let b: u32 = global_id(0) * 24u32;
+           var s: i32 = 1000i32;
+           var t: i32 = -2147483648i32;
+           for j: u32 in 0u32 .. 24u32 { s = s + 7000i32 / x[b + j]; t = t % x[j + b] + t / x[b + j]; }
+           y[global_id(0)] = s + t;
+         }",
+    );
+    for (at, v) in
+        [(None, 0), (Some(13 * 24 + 11), 0), (Some(2 * 24 + 3), -1), (Some(6 * 24 + 20), 0)]
+    {
+        let mut x: Vec<i32> = (0..16 * 24).map(|i| (i % 13) - 6 | 1).collect();
+        if let Some(at) = at {
+            x[at] = v;
+            x[9 * 24 + 17] = v;
+        }
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::I32, 16)];
+        assert_eq!(three_ways(&k, &NdRange::new(&[16]).with_local(&[16]), &args, &bufs), avx2());
     }
     // Partial batches (ranges not a multiple of 8), no guard in the kernel.
     let k = kernel(
