@@ -1172,7 +1172,7 @@ fn row_loop_edges_agree() {
     for (at, v) in
         [(None, 0), (Some(13 * 24 + 11), 0), (Some(2 * 24 + 3), -1), (Some(6 * 24 + 20), 0)]
     {
-        let mut x: Vec<i32> = (0..16 * 24).map(|i| (i % 13) - 6 | 1).collect();
+        let mut x: Vec<i32> = (0..16 * 24).map(|i| ((i % 13) - 6) | 1).collect();
         if let Some(at) = at {
             x[at] = v;
             x[9 * 24 + 17] = v;
