@@ -964,3 +964,237 @@ proptest! {
         prop_assert_eq!(has, avx2());
     }
 }
+
+/// A row loop storing through two windows of one buffer that overlap (`y` and `z` one
+/// element apart): the second store of an iteration overwrites the first's element of the
+/// next one, which chunks of eight stores written one buffer after the other would not
+/// (`blocked.rs`: stored buffers must be the same memory or apart).
+#[test]
+fn row_loop_stores_through_overlapping_windows_agree() {
+    // Two stores through overlapping windows of one buffer.
+    let k = kernel(
+        "kernel k(y: ptr<global, f32>, z: ptr<global, f32>, cols: u32, stride: u32) {
+           let b: u32 = global_id(0) * stride;
+           for j: u32 in 0u32 .. cols { y[b + j] = 1.0 + (j as f32); z[b + j] = 100.0 + (j as f32); }
+         }",
+    );
+    assert!(has_blocked_loop(&k, "vextractf128"));
+    let n = 16 * 40;
+    for (yo, zo) in [(0usize, 1usize), (1, 0), (0, 0), (0, 8), (3, 0)] {
+        let args = [
+            Arg::Range { buffer: 0, offset: yo, len: n },
+            Arg::Range { buffer: 0, offset: zo, len: n },
+            Arg::scalar(27u32),
+            Arg::scalar(40u32),
+        ];
+        three_ways(&k, &NdRange::new(&[16]).with_local(&[8]), &args, &[row_data(n + 8, 1)]);
+    }
+}
+
+/// A row loop whose rows of different lanes overlap (a racy kernel: work-items read
+/// and write each other's elements) runs as the ordinary loop, which stores and loads in
+/// the interpreter's order here; chunks of eight would read elements before the lanes
+/// below had stored them (`blocked.rs`: rows must be apart, in lane order).
+#[test]
+fn row_loops_over_overlapping_rows_agree() {
+    // Rows overlapping by all but one or three elements, in place; and write-only (every
+    // lane stores the same value into a shared element).
+    for (body, stride) in [
+        ("x[b + j] = x[b + j] + 1.0;", 1u32),
+        ("x[b + j] = x[b + j] + 1.0;", 3),
+        ("y[b + j] = x[b + j] * 2.0;", 1),
+    ] {
+        let k = kernel(&format!(
+            "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, cols: u32, stride: u32) {{
+               let b: u32 = global_id(0) * stride;
+               for j: u32 in 0u32 .. cols {{ {body} }}
+             }}"
+        ));
+        let n = 16 * 40;
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(24u32), Arg::scalar(stride)];
+        three_ways(
+            &k,
+            &NdRange::new(&[16]).with_local(&[8]),
+            &args,
+            &[row_data(n, 1), Buffer::zeroed(Scalar::F32, n)],
+        );
+    }
+}
+
+/// True if `k`'s 8-lane code (plain and `-O`) has a row-blocked loop, seen by `ins`: row
+/// segments loaded into (`vinsertf128`) or stored from (`vextractf128`) upper halves;
+/// true without AVX2, which has no such code.
+fn has_blocked_loop(k: &Kernel, ins: &str) -> bool {
+    [false, true].into_iter().all(|optimize| {
+        let d =
+            compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap().disassemble();
+        !avx2() || d.find("; 8-lane AVX2 code").is_some_and(|i| d[i..].contains(ins))
+    })
+}
+
+/// Row loops at the edges the blocked form must leave to the ordinary loop or get right:
+/// odd, empty and negative trips, negative starts, i32 bases near the limits, u32 indices
+/// that wrap, a fault in the middle of a chunk, nested loops, the counter as a value,
+/// atomics, barriers, other element types, partial batches (`blocked.rs`).
+#[test]
+fn row_loop_edges_agree() {
+    // Bounds: odd, empty, negative trips, negative lo, i32 near MAX, u32 wrap.
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, y: ptr<global, i32>, lo: i32, hi: i32, off: i32) {
+           let b: i32 = (global_id(0) as i32) * 20i32 + off;
+           for j: i32 in lo .. hi { y[b + j] = (x[b + j] * 3.0) as i32 + j; }
+         }",
+    );
+    assert!(has_blocked_loop(&k, "vinsertf128"));
+    for (lo, hi, off) in [
+        (0, 19, 0),
+        (5, 5, 0),
+        (7, 3, 0),
+        (-4, 13, 4),
+        (-4, 13, 3),
+        (0, 16, i32::MAX - 100),
+        (0, 16, i32::MAX - 400),
+        (0, 16, i32::MIN + 5),
+        (3, 20, -3),
+    ] {
+        let n = 16 * 20 + 4;
+        let args =
+            [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(lo), Arg::scalar(hi), Arg::scalar(off)];
+        three_ways(
+            &k,
+            &NdRange::new(&[16]).with_local(&[16]),
+            &args,
+            &[row_data(n, 2), Buffer::zeroed(Scalar::I32, n)],
+        );
+    }
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, lo: u32, hi: u32, off: u32) {
+           let b: u32 = global_id(0) * 16u32 + off;
+           for j: u32 in lo .. hi { y[b + j] = x[b + j] + (j as f32); }
+         }",
+    );
+    for (lo, hi, off) in
+        [(32u32, 48u32, 0u32.wrapping_sub(32)), (8, 24, u32::MAX - 7), (0, 16, u32::MAX - 300)]
+    {
+        let n = 16 * 16 + 16;
+        let args =
+            [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(lo), Arg::scalar(hi), Arg::scalar(off)];
+        three_ways(
+            &k,
+            &NdRange::new(&[16]).with_local(&[16]),
+            &args,
+            &[row_data(n, 2), Buffer::zeroed(Scalar::F32, n)],
+        );
+    }
+    // A fault in the middle of a chunk (load-only body), a division by a lane value.
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, z: ptr<global, f32>, y: ptr<global, f32>, d: ptr<global, u32>) {
+           let b: u32 = global_id(0) * 24u32;
+           var s: f32 = 0.0;
+           for j: u32 in 0u32 .. 24u32 { s = s + x[b + j] * z[j * 3u32 + global_id(0)]; }
+           y[global_id(0)] = s;
+           var t: u32 = 0u32;
+           for j: u32 in 0u32 .. 24u32 { t = t + (x[b + j] as u32) / d[global_id(0)]; }
+           y[global_id(0) + 16u32] = t as f32;
+         }",
+    );
+    for (zn, d) in [(100usize, 1u32), (40, 1), (63, 1), (200, 0)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)];
+        let dv: Vec<u32> = (0..16).map(|i| if i == 11 { d } else { 1 }).collect();
+        three_ways(
+            &k,
+            &NdRange::new(&[16]).with_local(&[16]),
+            &args,
+            &[
+                row_data(16 * 24, 3),
+                row_data(zn, 1),
+                Buffer::zeroed(Scalar::F32, 32),
+                Buffer::from_slice(&dv),
+            ],
+        );
+    }
+    // Nested loops, counter as a value, an atomic, a barrier, other element types.
+    let bodies = [
+        ("for i: u32 in 0u32 .. 3u32 { let c: u32 = b + i * 8u32; for j: u32 in 0u32 .. 9u32 { y[c + j] = x[c + j] + (i as f32) + (j as f32); } }", "f32"),
+        ("for j: u32 in 0u32 .. 17u32 { y[b + j] = x[b + j] * 2.0; atomic_add(cn, 0u32, 1u32); }", "f32"),
+        ("for j: u32 in 0u32 .. 17u32 { let t: u32 = atomic_add(cn, j, 1u32); y[b + j] = x[b + j] + (t as f32); }", "f32"),
+        ("sh[local_id(0)] = x[b]; barrier(local); let o: u32 = b + 1u32; for j: u32 in 0u32 .. 17u32 { y[b + j] = x[b + j] + sh[(local_id(0) + 1u32) & 15u32]; }", "f32"),
+        ("for j: u32 in 0u32 .. 17u32 { y[b + j] = x[b + j] * 2.0; }", "f64"),
+        ("for j: u32 in 0u32 .. 17u32 { y[b + j] = x[b + j] * 2i64; }", "i64"),
+        ("for j: u32 in 0u32 .. 17u32 { y[b + j] = x[b + j] + 1u8; }", "u8"),
+        ("for j: u32 in 0u32 .. 17u32 { y[b + j] = x[b + j] + 1i32; }", "i32"),
+        ("var s: u32 = 0u32; for j: u32 in 0u32 .. 17u32 { s = s + j * (x[b + j] as u32); y[b + j] = x[b + j] + 1.0; } y[b] = s as f32;", "f32"),
+        ("for j: u32 in 0u32 .. 17u32 { if x[b + j] > 1.0 { y[b + j] = 1.0; } }", "f32"),
+        ("for j: u32 in 0u32 .. 17u32 { y[b + j] = x[b + j]; y[b + j] = y[b + j] + 1.0; }", "f32"),
+        ("for j: u32 in 0u32 .. 17u32 { let t: f32 = x[b + j]; x[b + j] = t + 1.0; y[b + j] = x[b + j]; }", "f32"),
+    ];
+    for (body, ty) in bodies {
+        let k = kernel(&format!(
+            "kernel k(x: ptr<global, {ty}>, y: ptr<global, {ty}>, cn: ptr<global, u32>) {{
+               local sh: f32[16];
+               let b: u32 = global_id(0) * 30u32;
+               {body}
+             }}"
+        ));
+        let n = 16 * 30;
+        let sc = match ty {
+            "f32" => Scalar::F32,
+            "f64" => Scalar::F64,
+            "i64" => Scalar::I64,
+            "u8" => Scalar::U8,
+            _ => Scalar::I32,
+        };
+        let x = match ty {
+            "f32" => row_data(n, 1),
+            _ => Buffer::zeroed(sc, n),
+        };
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        for short in [0usize, 5] {
+            three_ways(
+                &k,
+                &NdRange::new(&[16]).with_local(&[16]),
+                &args,
+                &[x.clone(), Buffer::zeroed(sc, n - short), Buffer::zeroed(Scalar::U32, 32)],
+            );
+        }
+    }
+    // A division by a row element (zero, or i32::MIN by -1) in the middle of a chunk: the
+    // lowest faulting work-item reported, as the interpreter does.
+    let k = kernel(
+        "kernel k(x: ptr<global, i32>, y: ptr<global, i32>) {
+           let b: u32 = global_id(0) * 24u32;
+           var s: i32 = 1000i32;
+           var t: i32 = -2147483648i32;
+           for j: u32 in 0u32 .. 24u32 { s = s + 7000i32 / x[b + j]; t = t % x[j + b] + t / x[b + j]; }
+           y[global_id(0)] = s + t;
+         }",
+    );
+    for (at, v) in
+        [(None, 0), (Some(13 * 24 + 11), 0), (Some(2 * 24 + 3), -1), (Some(6 * 24 + 20), 0)]
+    {
+        let mut x: Vec<i32> = (0..16 * 24).map(|i| ((i % 13) - 6) | 1).collect();
+        if let Some(at) = at {
+            x[at] = v;
+            x[9 * 24 + 17] = v;
+        }
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::I32, 16)];
+        assert_eq!(three_ways(&k, &NdRange::new(&[16]).with_local(&[16]), &args, &bufs), avx2());
+    }
+    // Partial batches (ranges not a multiple of 8), no guard in the kernel.
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, y: ptr<global, f32>) {
+           let b: u32 = global_id(0) * 20u32;
+           for j: u32 in 0u32 .. 19u32 { y[b + j] = x[b + j] + 1.0; }
+         }",
+    );
+    for (g, l) in [(13u32, 13u32), (13, 1), (21, 7), (5, 5), (12, 4)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        three_ways(
+            &k,
+            &NdRange::new(&[g]).with_local(&[l]),
+            &args,
+            &[row_data(16 * 20, 1), Buffer::zeroed(Scalar::F32, 16 * 20)],
+        );
+    }
+}

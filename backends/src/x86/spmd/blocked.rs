@@ -16,9 +16,11 @@
 //! element by the same lane later in the chunk: every blocked access of such a body uses
 //! one base `b`, so lane `l` meets element `b_l + j` only in iteration `j`, where its
 //! loads come before its stores (no load in a statement after the first store), and a
-//! loop that stores into one buffer and loads from another runs blocked only where the
-//! two are the same memory or do not overlap (windows of one buffer may). Other lanes'
-//! rows are other work-items' data, which a race-free kernel does not share.
+//! loop that stores into one buffer and loads from or stores into another runs blocked
+//! only where the two are the same memory or do not overlap (windows of one buffer may).
+//! A loop with stores runs blocked only where the lanes' rows are apart, in lane order, so
+//! no lane touches an element another lane stores: even a racy kernel (rows that overlap)
+//! gets the ordinary loop's result.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{AddrSpace, BinOp, Expr, ExprNode, Imm, Scalar, Stmt, StmtNode, Type, Var};
@@ -346,11 +348,31 @@ impl V {
                 self.a.jg(ordinary)?;
             }
         }
-        // A stored buffer and a loaded one are the same table, the same memory (two
-        // arguments of one buffer) or apart: a window of a buffer that another overlaps
-        // would show a store to a later iteration's load.
-        for st in blocks.iter().filter(|b| b.store) {
-            for ld in blocks.iter().filter(|b| !b.store && b.table != st.table) {
+        // Rows of different lanes apart where the body stores (lane `l + 1`'s row starts
+        // at or after the end of lane `l`'s): a chunk that stored into a row another lane
+        // also reads or writes would order those accesses otherwise than the interpreter's
+        // work-items (and than the ordinary loop), even in a racy kernel.
+        if let Some(slot) = bases.first().map(|b| b.1).filter(|_| plan.iter().any(|p| p.2)) {
+            self.a.mov(r11, qword_ptr(r15 + end))?;
+            self.a.sub(r11, qword_ptr(r15 + cnt))?;
+            for l in 0..7 {
+                self.base_lane(slot, l, signed)?;
+                self.a.lea(rax, qword_ptr(r10 + r11))?;
+                self.base_lane(slot, l + 1, signed)?;
+                self.a.cmp(r10, rax)?;
+                self.a.jl(ordinary)?;
+            }
+        }
+        // A stored buffer and another accessed one are the same table, the same memory
+        // (two arguments of one buffer) or apart: a window of a buffer that another
+        // overlaps would show a store to a later iteration's load, or two stores to one
+        // element in the chunk's order instead of the iterations'.
+        for (i, st) in blocks.iter().enumerate().filter(|b| b.1.store) {
+            let others = blocks
+                .iter()
+                .enumerate()
+                .filter(|(o, b)| (!b.store || *o > i) && b.table != st.table);
+            for (_, ld) in others {
                 let mut apart = self.a.create_label();
                 let (ts, tl) = (st.table as i32 * 16, ld.table as i32 * 16);
                 self.a.mov(rax, qword_ptr(r14 + tl))?;
