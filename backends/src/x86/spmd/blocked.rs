@@ -7,7 +7,8 @@
 //! row segments after the chunk. The body is copied eight times, each copy reading its
 //! iteration's vector from the frame. The rows are checked against the buffers' lengths
 //! once per loop (every iteration's index of every lane, in 64-bit arithmetic, so no
-//! index wraps); where a check fails, a lane is not alive, or fewer than eight
+//! index wraps, and within the index type's range, so that none is an index the
+//! interpreter's 32-bit sum would have wrapped); where a check fails, a lane is not alive, or fewer than eight
 //! iterations remain, the ordinary loop runs on from the current counter.
 //!
 //! Why the results are the interpreter's: the blocked accesses cannot fault (checked
@@ -345,6 +346,11 @@ impl V {
                 // The last one, b + hi - 1, below the length: b + hi <= len.
                 self.a.add(r10, qword_ptr(r15 + end))?;
                 self.a.cmp(r10, len)?;
+                self.a.jg(ordinary)?;
+                // And b + hi within the index type, so that no b + j wraps where the
+                // interpreter's 32-bit sum would (buffers of 2^31 elements or more).
+                self.a.mov(rax, if signed { 1i64 << 31 } else { 1i64 << 32 })?;
+                self.a.cmp(r10, rax)?;
                 self.a.jg(ordinary)?;
             }
         }
