@@ -294,6 +294,17 @@ impl Stmt {
         &self.0
     }
 
+    /// The fence of a `barrier(...)` call statement; `None` for every other statement.
+    pub fn barrier_fence(&self) -> Option<MemFence> {
+        match self.node() {
+            StmtNode::Call { func, .. } => match func.kind() {
+                FuncKind::Barrier(fence) => Some(fence),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Structural equality (same as `==`).
     pub fn is_equal(&self, other: &Stmt) -> bool {
         self == other

@@ -193,16 +193,6 @@ fn uses(stmts: &[Stmt]) -> Uses {
     u
 }
 
-fn is_barrier(s: &Stmt) -> Option<MemFence> {
-    match s.node() {
-        StmtNode::Call { func, .. } => match func.kind() {
-            FuncKind::Barrier(f) => Some(f),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 fn mentions(e: &Expr, names: &HashSet<String>) -> bool {
     struct M<'a>(&'a HashSet<String>, bool);
     impl Visitor for M<'_> {
@@ -324,10 +314,10 @@ fn plan(k: &Kernel, s: &Stmt, depth: u32) -> Option<Plan> {
         return None;
     }
     let stmts = body.stmts();
-    let b1 = stmts.iter().position(|s| is_barrier(s).is_some())?;
+    let b1 = stmts.iter().position(|s| s.barrier_fence().is_some())?;
     let (load, rest) = (&stmts[..b1], &stmts[b1 + 1..]);
     let (last, compute) = rest.split_last()?;
-    let fences = [is_barrier(&stmts[b1])?, is_barrier(last)?];
+    let fences = [stmts[b1].barrier_fence()?, last.barrier_fence()?];
     if load.is_empty() || fences.iter().any(|f| !f.local) {
         return None;
     }
@@ -512,7 +502,7 @@ impl Mutator for Rewrite {
 fn expand(s: &Stmt, p: &Plan, depth: u32) -> Vec<Stmt> {
     let StmtNode::For { var, lo, hi, step, body } = s.node() else { return vec![s.clone()] };
     let stmts = body.stmts();
-    let b1 = stmts.iter().position(|s| is_barrier(s).is_some()).unwrap_or(0);
+    let b1 = stmts.iter().position(|s| s.barrier_fence().is_some()).unwrap_or(0);
     let (load, rest) = (&stmts[..b1], &stmts[b1 + 1..]);
     let Some((last, compute)) = rest.split_last() else { return vec![s.clone()] };
     let copy = |rename: &Var, slot: Option<Expr>| -> Vec<Stmt> {

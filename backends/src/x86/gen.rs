@@ -796,7 +796,7 @@ impl Gen {
 /// The number of barrier statements in `s`.
 pub(crate) fn count_barriers(s: &Stmt) -> u32 {
     match s.node() {
-        StmtNode::Call { func, .. } => matches!(func.kind(), FuncKind::Barrier(_)) as u32,
+        StmtNode::Call { .. } => s.barrier_fence().is_some() as u32,
         StmtNode::If { then, otherwise, .. } => {
             count_barriers(then) + otherwise.as_ref().map_or(0, count_barriers)
         }

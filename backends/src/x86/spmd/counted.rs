@@ -65,9 +65,10 @@ pub(crate) fn counted(k: &Kernel) -> Option<Counted> {
         return None;
     }
     let param = k.params().iter().position(|p| *p == hist)?;
-    let barriers: Vec<usize> = (0..rest.len()).filter(|&i| is_barrier(&rest[i])).collect();
+    let barriers: Vec<usize> =
+        (0..rest.len()).filter(|&i| rest[i].barrier_fence().is_some()).collect();
     let [b1, b2] = barriers[..] else { return None };
-    if b2 + 1 != rest.len() || count_stmts(k.body(), &is_barrier) != 2 {
+    if b2 + 1 != rest.len() || count_stmts(k.body(), &|s: &Stmt| s.barrier_fence().is_some()) != 2 {
         return None;
     }
     // Before the first barrier: the bins' declaration, `let`s that cannot fault and the
@@ -133,10 +134,6 @@ pub(crate) fn counted(k: &Kernel) -> Option<Counted> {
         }
     }
     Some(Counted { kernel: k.with_body(Stmt::block(body)), param, bins: l })
-}
-
-fn is_barrier(s: &Stmt) -> bool {
-    matches!(s.node(), StmtNode::Call { func, .. } if matches!(func.kind(), FuncKind::Barrier(_)))
 }
 
 /// True if `e` is the constant 0 (perhaps cast: `0 as u32`).
