@@ -20,13 +20,20 @@
 
 use hashbrown::HashMap;
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, BinOp, Builtin, Expr, ExprNode, Intrinsic, Kernel, Mutator,
-    Stmt, StmtNode, Type, Var,
+    walk_expr, walk_mutate_expr, walk_mutate_stmt, BinOp, Builtin, Expr, ExprNode, Intrinsic,
+    Kernel, Mutator, Stmt, StmtNode, Type, Var, Visitor,
 };
 
 /// `k` with its `i32` divisions by constants of bounded non-negative dividends rewritten as
 /// shifts, masks and multiplications (see the module docs); `k` itself when none is.
 pub fn lower_divisions(k: &Kernel) -> Kernel {
+    // Most kernels divide by no constant (a generated GEMM's divisions are lowered already):
+    // one read-only look spares them the ranges of every `let`.
+    let mut find = FindDivision(false);
+    find.visit_kernel(k);
+    if !find.0 {
+        return k.clone();
+    }
     let attrs = k.attrs();
     let nd = attrs.nd_range.as_ref();
     let local =
@@ -37,6 +44,24 @@ pub fn lower_divisions(k: &Kernel) -> Kernel {
     });
     let mut m = Lower { bounds: HashMap::new(), local, groups };
     m.mutate_kernel(k)
+}
+
+/// Whether an `i32` division or remainder by a constant occurs.
+struct FindDivision(bool);
+
+impl Visitor for FindDivision {
+    fn visit_expr(&mut self, e: &Expr) {
+        if self.0 {
+            return;
+        }
+        if let ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } = e.node() {
+            if a.ty() == Type::I32 && as_const(b).is_some() {
+                self.0 = true;
+                return;
+            }
+        }
+        walk_expr(self, e)
+    }
 }
 
 /// The constant value of an integer immediate.
