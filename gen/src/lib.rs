@@ -28,7 +28,6 @@
 pub mod codegen;
 pub mod config;
 pub mod conv;
-mod fastdiv;
 pub mod gemm;
 pub mod ix;
 pub mod layout;

@@ -1,8 +1,11 @@
-//! Strength reduction on integers: first induction-variable multiplications in `for` loops
-//! become additions ([`iv`]: `i * c` and `i * c + d` with loop-invariant `c`, `d`); then
-//! `x * 2^k -> x << k` (any integer type: exact modulo 2^n), and on unsigned types
-//! `x / 2^k -> x >> k` and `x % 2^k -> x & (2^k - 1)`.
+//! Strength reduction on integers: first `i32` divisions and remainders by constants of
+//! dividends proven non-negative and bounded become shifts, masks or a multiplication and a
+//! shift ([`div`]); then induction-variable multiplications in `for` loops become additions
+//! ([`iv`]: `i * c` and `i * c + d` with loop-invariant `c`, `d`); then `x * 2^k -> x << k`
+//! (any integer type: exact modulo 2^n), and on unsigned types `x / 2^k -> x >> k` and
+//! `x % 2^k -> x & (2^k - 1)`.
 
+pub mod div;
 pub mod iv;
 
 use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
@@ -34,9 +37,12 @@ impl Mutator for Strength {
     }
 }
 
-/// Runs strength reduction: induction variables, then multiplications and unsigned
-/// divisions by powers of two.
+/// Runs strength reduction: divisions of bounded dividends, induction variables, then
+/// multiplications and unsigned divisions by powers of two.
 pub fn strength(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    Strength.mutate_kernel(&iv::reduce_induction(k))
+    // Divisions first: the induction variables turn `let`s and counters, whose ranges the
+    // division rule reads, into mutable variables, which have none.
+    let k = div::lower_divisions(k);
+    Strength.mutate_kernel(&iv::reduce_induction(&k))
 }

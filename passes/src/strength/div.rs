@@ -1,98 +1,130 @@
-//! Division of index arithmetic by constants, without a divide.
+//! Division by constants without a divide, where the dividend's range is known.
 //!
 //! `ptxas` lowers `div`/`rem` by an immediate with its generic division sequence (about
-//! twenty instructions; NVVM strength-reduces before PTX, kiln's backend does not). A
-//! generated convolution takes its flat reduction index apart (`ic = k / 9`, `kh = k / 3 % 3`,
-//! ...) for every element its tile copies, so those sequences outnumbered its FMAs. Here an
-//! `i32` division `a / d` or `a % d` by a constant `d > 1` whose dividend is provably in
-//! `0 ..= max` becomes `a >> s` / `a & (d - 1)` for a power of two, else
-//! `(a * m) >> s` with `m = 2^s / d + 1` (rounded down), `s` the least with
-//! `2^s > max * d`, when `max * m` fits in `i32` (then the quotient is exact for every
+//! twenty instructions; NVVM strength-reduces before PTX, kiln's backend does not), and other
+//! targets pay a divide. A generated convolution takes its flat reduction index apart
+//! (`ic = k / 9`, `kh = k / 3 % 3`, ...) for every element its tile copies, so those
+//! sequences outnumbered its FMAs. Here an `i32` division `a / d` or `a % d` by a constant
+//! `d > 1` whose dividend is provably in `0 ..= max` becomes `a >> s` / `a & (d - 1)` for a
+//! power of two, else `(a * m) >> s` with `m = 2^s / d + 1` (rounded down), `s` the least
+//! with `2^s > max * d`, when `max * m` fits in `i32` (then the quotient is exact for every
 //! `a` in range: `a * m / 2^s = a / d + a * e / (d * 2^s)` with `e = m * d - 2^s <= d`, and
-//! `a * e < 2^s`), and `a % d = a - (a / d) * d`. The range comes from the kernel itself:
-//! constants, work-item and work-group ids (the work-group size and `#nd_range`), loop
-//! counters and `let`s, through `+`, `*`, `/`, `%`, shifts, `&`, `min`, `max` and `select`;
-//! anything else (a subtraction, a load, a mutable variable) leaves its division alone.
+//! `a * e < 2^s`), and `a % d = a - (a / d) * d`. A dividend that may be negative (where
+//! `/` rounds toward zero and a shift toward minus infinity) is left alone.
+//!
+//! The range comes from the kernel itself: constants, work-item ids (bounded by
+//! `#reqd_work_group_size` or the local size of `#nd_range`), work-group ids (by
+//! `#nd_range`, the range the kernel must be launched with), `for` counters and `let`s,
+//! through `+`, `*`, `/`, `%`, shifts, `&`, `min`, `max`, `select` and integer casts;
+//! anything else (a subtraction, a load, a parameter, a mutable variable) has no range.
 
-use std::collections::HashMap;
-
+use hashbrown::HashMap;
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, BinOp, Builtin, Expr, ExprNode, Intrinsic, Kernel, Mutator,
-    Stmt, StmtNode, Type, Var,
+    walk_expr, walk_mutate_expr, walk_mutate_stmt, BinOp, Builtin, Expr, ExprNode, Intrinsic,
+    Kernel, Mutator, Stmt, StmtNode, Type, Var, Visitor,
 };
-
-use crate::ix::{as_const, c};
 
 /// `k` with its `i32` divisions by constants of bounded non-negative dividends rewritten as
 /// shifts, masks and multiplications (see the module docs); `k` itself when none is.
-pub(crate) fn lower_divisions(k: &Kernel) -> Kernel {
+pub fn lower_divisions(k: &Kernel) -> Kernel {
+    // Most kernels divide by no constant (a generated GEMM's divisions are lowered already):
+    // one read-only look spares them the ranges of every `let`.
+    let mut find = FindDivision(false);
+    find.visit_kernel(k);
+    if !find.0 {
+        return k.clone();
+    }
     let attrs = k.attrs();
-    let local = attrs.reqd_work_group_size;
-    let groups = attrs.nd_range.as_ref().and_then(|r| {
-        let local = r.local.as_ref()?;
-        Some(r.global.iter().zip(local).map(|(g, l)| g / l.max(&1)).collect::<Vec<u32>>())
+    let nd = attrs.nd_range.as_ref();
+    let local =
+        attrs.reqd_work_group_size.map(|l| l.to_vec()).or_else(|| nd.and_then(|r| r.local.clone()));
+    let groups = nd.and_then(|r| {
+        let local = local.as_ref()?;
+        Some(r.global.iter().zip(local).map(|(g, l)| g.div_ceil((*l).max(1))).collect())
     });
     let mut m = Lower { bounds: HashMap::new(), local, groups };
     m.mutate_kernel(k)
 }
 
+/// Whether an `i32` division or remainder by a constant occurs.
+struct FindDivision(bool);
+
+impl Visitor for FindDivision {
+    fn visit_expr(&mut self, e: &Expr) {
+        if self.0 {
+            return;
+        }
+        if let ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } = e.node() {
+            if a.ty() == Type::I32 && as_const(b).is_some() {
+                self.0 = true;
+                return;
+            }
+        }
+        walk_expr(self, e)
+    }
+}
+
+/// The constant value of an integer immediate.
+fn as_const(e: &Expr) -> Option<i64> {
+    e.as_imm()?.as_i128().and_then(|v| i64::try_from(v).ok())
+}
+
+fn c(v: i64) -> Expr {
+    Expr::int(kiln_ir::Scalar::I32, v as i128)
+}
+
 struct Lower {
     /// The largest value of each immutable `i32` binding known to be non-negative.
     bounds: HashMap<Var, i64>,
-    local: Option<[u32; 3]>,
+    /// The work-group size, per dimension, where the kernel fixes it.
+    local: Option<Vec<u32>>,
+    /// The number of work-groups, per dimension, where the kernel fixes it.
     groups: Option<Vec<u32>>,
 }
 
 impl Lower {
     /// The largest value of `e` when it is an integer provably in `0 ..= max`.
     fn bound(&self, e: &Expr) -> Option<i64> {
+        let dim_max = |sizes: &Option<Vec<u32>>, dim: u8| {
+            let n = *sizes.as_ref()?.get(dim as usize)? as i64;
+            (n >= 1).then_some(n - 1)
+        };
         let b = match e.node() {
-            ExprNode::Imm(_) => as_const(e).filter(|&v| v >= 0).or_else(|| {
-                e.as_imm()
-                    .and_then(|i| i.as_i128())
-                    .filter(|v| (0..=i32::MAX as i128).contains(v))
-                    .map(|v| v as i64)
-            }),
+            ExprNode::Imm(_) if e.ty().is_int() => as_const(e).filter(|&v| v >= 0),
             ExprNode::Var(v) => self.bounds.get(v).copied(),
-            ExprNode::Builtin { kind: Builtin::LocalId, dim } => {
-                self.local.map(|l| l[*dim as usize] as i64 - 1)
-            }
-            ExprNode::Builtin { kind: Builtin::GroupId, dim } => {
-                self.groups.as_ref()?.get(*dim as usize).map(|&g| g as i64 - 1)
-            }
+            ExprNode::Builtin { kind: Builtin::LocalId, dim } => dim_max(&self.local, *dim),
+            ExprNode::Builtin { kind: Builtin::GroupId, dim } => dim_max(&self.groups, *dim),
             ExprNode::Cast { to, a } if to.is_int() && a.ty().is_int() => self.bound(a),
             ExprNode::Binary { op, a, b } => {
                 let (x, y) = (self.bound(a)?, self.bound(b)?);
                 match op {
                     BinOp::Add => x.checked_add(y),
                     BinOp::Mul => x.checked_mul(y),
-                    BinOp::Div if y > 0 => Some(x / y.max(1)),
+                    BinOp::Div if as_const(b).is_some_and(|d| d > 0) => Some(x / y),
                     BinOp::Rem if as_const(b).is_some_and(|d| d > 0) => Some(x.min(y - 1)),
-                    BinOp::Shr if y < 32 => Some(x >> y),
+                    BinOp::Shr if as_const(b).is_some_and(|s| s < 32) => Some(x >> y),
                     BinOp::And => Some(x.min(y)),
                     _ => None,
                 }
             }
             ExprNode::Select { a, b, .. } => Some(self.bound(a)?.max(self.bound(b)?)),
             ExprNode::Intrinsic { op: Intrinsic::Min, args } if args.len() == 2 => {
-                let (x, y) = (self.bound(&args[0]), self.bound(&args[1]));
-                match (x, y) {
-                    (Some(x), Some(y)) => Some(x.min(y)),
-                    _ => None,
-                }
+                Some(self.bound(&args[0])?.min(self.bound(&args[1])?))
             }
             ExprNode::Intrinsic { op: Intrinsic::Max, args } if args.len() == 2 => {
                 Some(self.bound(&args[0])?.max(self.bound(&args[1])?))
             }
             _ => None,
         }?;
-        (b <= i32::MAX as i64).then_some(b)
+        // Past its type's (or `i32`'s) largest value a value may have wrapped.
+        let top = e.ty().scalar()?.int_max()?.min(i32::MAX as i128);
+        (b as i128 <= top).then_some(b)
     }
 }
 
 /// `a / d` (`rem`: `a % d`) for `a` in `0 ..= max` without a divide, when the multiplier
 /// fits (see the module docs).
-pub(crate) fn divide(a: &Expr, d: i64, max: i64, rem: bool) -> Option<Expr> {
+pub fn divide(a: &Expr, d: i64, max: i64, rem: bool) -> Option<Expr> {
     if d < 2 || max < 0 {
         return None;
     }
@@ -106,11 +138,11 @@ pub(crate) fn divide(a: &Expr, d: i64, max: i64, rem: bool) -> Option<Expr> {
     }
     let limit = max.checked_mul(d)?;
     let s = 64 - (limit as u64).leading_zeros() as i64; // 2^s > max * d
-    if s > 62 {
+    if s > 31 {
         return None;
     }
     let m = (1i64 << s) / d + 1;
-    if max.checked_mul(m)? > i32::MAX as i64 || s > 31 {
+    if max.checked_mul(m)? > i32::MAX as i64 {
         return None;
     }
     let q = Expr::binary(BinOp::Shr, Expr::binary(BinOp::Mul, a.clone(), c(m)), c(s));
@@ -137,6 +169,8 @@ impl Mutator for Lower {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        // Names are bound again only once their scope has ended, so each binding, in
+        // program order, replaces what an earlier one of its name said.
         match s.node() {
             StmtNode::Let { var, value } if var.ty() == Type::I32 => {
                 match self.bound(value) {
@@ -144,11 +178,19 @@ impl Mutator for Lower {
                     None => self.bounds.remove(var),
                 };
             }
+            // The counter takes `lo, lo + step, ...` below `hi` (`step` is positive).
             StmtNode::For { var, lo, hi, .. } if var.ty() == Type::I32 => {
                 match (self.bound(lo), self.bound(hi)) {
                     (Some(_), Some(h)) if h >= 1 => self.bounds.insert(var.clone(), h - 1),
                     _ => self.bounds.remove(var),
                 };
+            }
+            StmtNode::Let { var, .. }
+            | StmtNode::For { var, .. }
+            | StmtNode::Decl { var, .. }
+            | StmtNode::Alloc { var, .. }
+            | StmtNode::Call { result: Some(var), .. } => {
+                self.bounds.remove(var);
             }
             _ => {}
         }
@@ -161,9 +203,19 @@ mod tests {
     use super::*;
     use kiln_ir::{Imm, Scalar};
 
-    fn eval(e: &Expr, a: &Var, v: i64) -> i64 {
-        let env = HashMap::from([(a.clone(), Imm::int(Scalar::I32, v as i128))]);
-        crate::ix::eval_i64(e, &env).unwrap()
+    /// `e` (constants, `a`, binary operators) at `a = v`, as the interpreter computes it.
+    fn eval(e: &Expr, v: i64) -> i64 {
+        fn go(e: &Expr, v: i64) -> Imm {
+            match e.node() {
+                ExprNode::Imm(i) => *i,
+                ExprNode::Var(_) => Imm::int(Scalar::I32, v as i128),
+                ExprNode::Binary { op, a, b } => {
+                    kiln_ir::eval::binary(*op, go(a, v), go(b, v)).unwrap()
+                }
+                _ => panic!("unexpected `{e}`"),
+            }
+        }
+        go(e, v).as_i128().unwrap() as i64
     }
 
     /// Every quotient and remainder over the whole range, for divisors a generated
@@ -180,12 +232,8 @@ mod tests {
                     };
                     for v in 0..=max {
                         let want = if rem { v % d } else { v / d };
-                        assert_eq!(
-                            eval(&e, &a, v),
-                            want,
-                            "{v} {} {d} (max {max})",
-                            if rem { "%" } else { "/" }
-                        );
+                        let op = if rem { "%" } else { "/" };
+                        assert_eq!(eval(&e, v), want, "{v} {op} {d} (max {max}): {e}");
                     }
                 }
             }
@@ -195,7 +243,8 @@ mod tests {
     }
 
     /// Only dividends of known range are rewritten: a work-item id (the work-group size
-    /// bounds it) is; a loaded value, or a difference that may be negative, is not.
+    /// bounds it) is; a loaded value, a difference that may be negative, a mutable variable,
+    /// a value narrowed to a type it may not fit, or a shift by a variable amount is not.
     #[test]
     fn only_bounded_dividends_are_rewritten() {
         let src = "kernel k(x: ptr<global, i32>) #reqd_work_group_size(64, 1, 1) {
@@ -206,6 +255,10 @@ mod tests {
             x[3] = (l - 1) / 3;
             x[4] = l % 6;
             x[5] = l % 8;
+            var w: i32 = l;
+            x[6] = w / 3;
+            x[7] = ((l * 4) as i8) as i32 / 3;
+            x[8] = (255 >> (l & 7)) / 3;
         }";
         let m = kiln_ir::parse_file("k.kir", src).unwrap();
         let k = lower_divisions(&m.module.kernels[0]).to_string();
@@ -213,5 +266,8 @@ mod tests {
         assert!(k.contains("x[3] = (l - 1) / 3;"), "{k}");
         assert!(!k.contains("l / 3") && !k.contains("l % 6") && !k.contains("l % 8"), "{k}");
         assert!(k.contains("l & 7"), "{k}");
+        assert!(k.contains("x[6] = w / 3;"), "{k}");
+        assert!(k.contains("as i32 / 3;"), "{k}");
+        assert!(k.contains(")) / 3;"), "{k}");
     }
 }
