@@ -584,8 +584,9 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // Last, the `strength` pass's division rule (the forms above are what the passes and the
     // vector proofs read): `-O` applies it too, but applied here the simplifier then folds
     // the lowered quotients with their neighbours (a convolution's filter index: 870 PTX
-    // instructions in the 256-channel 14 x 14 layer's loop instead of 902).
-    kernel = kiln_passes::strength::div::lower_divisions(&kernel);
+    // instructions in the 256-channel 14 x 14 layer's loop instead of 902). The kernel is
+    // made for its `#nd_range` (every index assumes it), so the rule may bound ids by it.
+    kernel = kiln_passes::strength::div::lower_divisions_at_range(&kernel);
     for k in std::iter::once(&kernel).chain(split.as_ref().map(|s| &s.reduce)) {
         kiln_ir::verify_kernel(k).map_err(|e| {
             let first = e.first().map(|x| x.to_string()).unwrap_or_default();

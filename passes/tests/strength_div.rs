@@ -1,6 +1,7 @@
 //! Division by constants of bounded dividends (`kiln_passes::strength::div`), differentially:
 //! random kernels divide and take remainders of `i32` values built from work-item and
-//! work-group ids (bounded by `#reqd_work_group_size` and `#nd_range`), loop counters and
+//! work-group ids (bounded by `#reqd_work_group_size`, and by `#nd_range` where the caller
+//! says the kernel is launched with it: `lower_divisions_at_range`), loop counters and
 //! `let`s through the operators the range analysis follows, with constants near the ends of
 //! the ranges it accepts (so that a multiplier barely fits, or does not), and values it must
 //! not trust: parameters (negative ones too), differences that go negative, narrowing casts
@@ -15,7 +16,8 @@ use kiln_ir::{
     Type, Var,
 };
 use kiln_passes::pipeline::optimize;
-use kiln_passes::strength::{div::lower_divisions, strength};
+use kiln_passes::strength::div::{lower_divisions, lower_divisions_at_range};
+use kiln_passes::strength::strength;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -168,6 +170,8 @@ fn bounded_divisions_match_interpreter() {
     let r = runner.run(&vec(any::<u32>(), 0..200), |raw| {
         let case = div_case(&raw);
         check("strength", &strength, &case).map_err(TestCaseError::fail)?;
+        // The cases are launched with their `#nd_range`, so bounding ids by it is exact.
+        check("at range", &lower_divisions_at_range, &case).map_err(TestCaseError::fail)?;
         if raw.first().is_some_and(|x| x % 4 == 0) {
             check("-O", &optimize, &case).map_err(TestCaseError::fail)?;
         }
@@ -188,7 +192,7 @@ fn bounded_divisions_are_rewritten_in_generated_kernels() {
         let raw = proptest::strategy::ValueTree::current(&strat.new_tree(&mut runner).unwrap());
         let case = div_case(&raw);
         let before = case.kernel.to_string();
-        let after = lower_divisions(&case.kernel).to_string();
+        let after = lower_divisions_at_range(&case.kernel).to_string();
         let divs = |s: &str| s.matches(" / ").count() + s.matches(" % ").count();
         if divs(&after) < divs(&before) {
             rewritten += 1;
@@ -200,4 +204,27 @@ fn bounded_divisions_are_rewritten_in_generated_kernels() {
     eprintln!("divisions rewritten in {rewritten} of {n} kernels, some kept in {kept}");
     assert!(rewritten >= n / 2, "only {rewritten} of {n} kernels had a division rewritten");
     assert!(kept >= n / 4, "only {kept} of {n} kernels kept a division (the unsafe ones)");
+}
+
+/// `#nd_range` is only the range a kernel is meant for: `kiln run --global` launches it with
+/// another, so the `-O` pipeline must not bound work-group ids by it. Here `group_id(0) / 3`
+/// is exact for the 4 groups the attribute names but not for the 4000 of the launch.
+#[test]
+fn the_pipeline_does_not_trust_nd_range() {
+    let src = "kernel k(x: ptr<global, i32>) #nd_range(global = [4], local = [1], offset = [0]) {
+        let g: i32 = group_id(0) as i32;
+        x[g] = g / 3;
+    }";
+    let m = kiln_ir::parse_file("k.kir", src).unwrap();
+    let k = &m.module.kernels[0];
+    assert!(lower_divisions(k).to_string().contains("g / 3"), "{}", lower_divisions(k));
+    assert!(!lower_divisions_at_range(k).to_string().contains("g / 3"));
+    let case = TestCase {
+        kernel: k.clone(),
+        range: NdRange::new(&[4000]).with_local(&[1]),
+        args: vec![Arg::Buffer(0)],
+        buffers: vec![Buffer::zeroed(Scalar::I32, 4000)],
+    };
+    check("strength", &strength, &case).unwrap();
+    check("-O", &optimize, &case).unwrap();
 }

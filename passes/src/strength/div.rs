@@ -13,10 +13,12 @@
 //! `/` rounds toward zero and a shift toward minus infinity) is left alone.
 //!
 //! The range comes from the kernel itself: constants, work-item ids (bounded by
-//! `#reqd_work_group_size` or the local size of `#nd_range`), work-group ids (by
-//! `#nd_range`, the range the kernel must be launched with), `for` counters and `let`s,
+//! `#reqd_work_group_size`, which every launch must match), `for` counters and `let`s,
 //! through `+`, `*`, `/`, `%`, shifts, `&`, `min`, `max`, `select` and integer casts;
 //! anything else (a subtraction, a load, a parameter, a mutable variable) has no range.
+//! `#nd_range` is only the range a kernel is meant for (`kiln run --global` may launch it
+//! with another), so the pass does not read it; [`lower_divisions_at_range`] does, for a
+//! kernel that is never launched otherwise (the generator's, whose every index assumes it).
 
 use hashbrown::HashMap;
 use kiln_ir::{
@@ -27,6 +29,16 @@ use kiln_ir::{
 /// `k` with its `i32` divisions by constants of bounded non-negative dividends rewritten as
 /// shifts, masks and multiplications (see the module docs); `k` itself when none is.
 pub fn lower_divisions(k: &Kernel) -> Kernel {
+    lower(k, false)
+}
+
+/// [`lower_divisions`], also bounding work-item and work-group ids by `k`'s `#nd_range`:
+/// exact only for launches with that range, so only for kernels launched with nothing else.
+pub fn lower_divisions_at_range(k: &Kernel) -> Kernel {
+    lower(k, true)
+}
+
+fn lower(k: &Kernel, at_range: bool) -> Kernel {
     // Most kernels divide by no constant (a generated GEMM's divisions are lowered already):
     // one read-only look spares them the ranges of every `let`.
     let mut find = FindDivision(false);
@@ -35,7 +47,7 @@ pub fn lower_divisions(k: &Kernel) -> Kernel {
         return k.clone();
     }
     let attrs = k.attrs();
-    let nd = attrs.nd_range.as_ref();
+    let nd = attrs.nd_range.as_ref().filter(|_| at_range);
     let local =
         attrs.reqd_work_group_size.map(|l| l.to_vec()).or_else(|| nd.and_then(|r| r.local.clone()));
     let groups = nd.and_then(|r| {
