@@ -118,12 +118,12 @@ pub fn mutable_names(s: &Stmt) -> HashSet<String> {
 /// a name seen again (an accumulator's thousandth assignment) is known without hashing and
 /// comparing its text. Only valid while the walked tree (which keeps every name alive) is.
 #[derive(Default)]
-struct SeenNames(HashSet<usize>);
+pub(crate) struct SeenNames(HashSet<usize>);
 
 impl SeenNames {
     /// False if `v`'s name allocation was seen before (then its name was too); true the
     /// first time, when the name itself may or may not have been seen.
-    fn first(&mut self, v: &kiln_ir::Var) -> bool {
+    pub(crate) fn first(&mut self, v: &kiln_ir::Var) -> bool {
         self.0.insert(std::sync::Arc::as_ptr(v.name_arc()) as *const u8 as usize)
     }
 }
