@@ -303,6 +303,9 @@ struct Counter {
     by_stmt: HashMap<usize, (Stmt, Rc<ExprMap<usize>>)>,
     /// The occurrence counts [`Repeats::candidate`] fills, kept for its next call.
     scratch: ExprMap<usize>,
+    /// The counts of every statement without stable occurrences (most of unrolled code's
+    /// `acc = fma(a, b, acc)`), shared rather than allocated once per statement.
+    empty: Rc<ExprMap<usize>>,
 }
 
 impl Counter {
@@ -333,7 +336,7 @@ impl Counter {
         }
         let mut own = Own { counter: self, mutable, map: ExprMap::new(), top: true };
         kiln_ir::Visitor::visit_stmt(&mut own, s);
-        let m = Rc::new(own.map);
+        let m = if own.map.is_empty() { self.empty.clone() } else { Rc::new(own.map) };
         self.by_stmt.insert(s.addr(), (s.clone(), m.clone()));
         m
     }
