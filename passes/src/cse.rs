@@ -91,7 +91,8 @@ impl Mutator for Cse {
 /// Runs common subexpression elimination.
 pub fn cse(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    let k = Cse { mutable: mutable_names(k.body()), bound: ExprMap::new(), undo: Vec::new() }
-        .mutate_kernel(k);
-    repeats::bind_repeats(&k)
+    let mut cse = Cse { mutable: mutable_names(k.body()), bound: ExprMap::new(), undo: Vec::new() };
+    let k = cse.mutate_kernel(k);
+    // Reading a binding instead of an expression assigns nothing: the same mutable names.
+    repeats::bind_repeats_with(&k, cse.mutable)
 }

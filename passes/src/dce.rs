@@ -182,7 +182,7 @@ pub fn dce(k: &Kernel) -> Kernel {
 fn dce_once(k: &Kernel) -> Kernel {
     /// The private and local arrays (with their smallest length) and the names of `var`s:
     /// what may be dead.
-    struct Arrays(hashbrown::HashMap<String, u32>, HashSet<String>);
+    struct Arrays(hashbrown::HashMap<String, u32>, HashSet<String>, crate::util::SeenNames);
     impl Visitor for Arrays {
         // Declarations are statements: expressions need no walk.
         fn visit_expr(&mut self, _: &Expr) {}
@@ -197,7 +197,7 @@ fn dce_once(k: &Kernel) -> Kernel {
                         .or_insert(*count);
                 }
                 StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. }
-                    if !self.1.contains(var.name()) =>
+                    if self.2.first(var) && !self.1.contains(var.name()) =>
                 {
                     self.1.insert(var.name().to_string());
                 }
@@ -206,7 +206,7 @@ fn dce_once(k: &Kernel) -> Kernel {
             walk_stmt(self, s)
         }
     }
-    let mut arrays = Arrays(hashbrown::HashMap::new(), HashSet::new());
+    let mut arrays = Arrays(hashbrown::HashMap::new(), HashSet::new(), Default::default());
     arrays.visit_stmt(k.body());
     let mut wanted = std::mem::take(&mut arrays.1);
     wanted.extend(arrays.0.keys().cloned());

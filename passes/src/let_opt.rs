@@ -16,10 +16,12 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
+use hashbrown::HashSet;
 use kiln_ir::depth::MAX_EXPR_DEPTH;
 use kiln_ir::{walk_expr, walk_mutate_nested, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt};
 use kiln_ir::{StmtNode, Visitor};
+use smallvec::SmallVec;
 
 use crate::simplify::may_fail;
 use crate::util::{is_stable, mutable_names, Subst};
@@ -29,284 +31,310 @@ const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
 
 struct LetOpt {
     mutable: HashSet<String>,
-    /// The names `let`s bind anywhere in the kernel: only their uses are ever asked for, so
-    /// only they are counted (accumulators and buffers, most of a GEMM's references, not).
-    /// The pass removes lets and never makes one, so this stays a superset.
-    lets: HashSet<Arc<str>>,
+    /// A number for each name a `let` binds anywhere in the kernel: only their uses are ever
+    /// asked for, so only they are counted (accumulators and buffers, most of a GEMM's
+    /// references, not), and counted by number, so that adding up the uses of a block's
+    /// statements hashes no names. The pass removes lets and never makes one, so this stays
+    /// a superset.
+    ids: HashMap<Arc<str>, u32>,
     /// [`LetOpt::uses_of`] by statement (its address, with the statement kept alive so the
     /// address is not reused): each block's sweeps ask for the uses of every statement in
     /// it, and without this each nesting level walked its whole subtree again.
     cache: HashMap<usize, (Stmt, Rc<Uses>)>,
+    /// The uses in the rest of the block a sweep is in. Blocks are swept one at a time
+    /// (nested blocks first, to the end), so one table serves them all; it is all zeros
+    /// between sweeps.
+    rest: Counts,
+    /// Where [`LetOpt::uses_of`] adds up a statement's uses (never during another such sum:
+    /// the nested statements' uses are found first).
+    scratch: Counts,
 }
 
-/// References by name (as a value, a load/store buffer or an assignment target, as
-/// [`crate::util::count_uses`] counts them), all of them and those inside loop bodies, of
-/// the names in [`LetOpt::lets`].
+/// References by let number (as a value, a load/store buffer or an assignment target, as
+/// [`crate::util::count_uses`] counts them): `(id, all of them, those inside loop bodies)`,
+/// each number at most once and never with no reference.
 #[derive(Default)]
-struct Uses {
-    all: HashMap<Arc<str>, usize>,
-    in_loops: HashMap<Arc<str>, usize>,
+struct Uses(SmallVec<[(u32, u32, u32); 4]>);
+
+/// Use counts by let number, all of them and those inside loops, with the numbers that may
+/// be non-zero (so that clearing touches only those).
+#[derive(Default)]
+struct Counts {
+    all: Vec<u32>,
+    in_loops: Vec<u32>,
+    touched: Vec<u32>,
 }
 
-/// Adds `c` to `name`'s count in `m`; the key is the variable's own shared name, so a new
-/// entry allocates nothing.
-fn bump(m: &mut HashMap<Arc<str>, usize>, name: &Arc<str>, c: usize) {
-    match m.get_mut(&**name) {
-        Some(x) => *x += c,
-        None => {
-            m.insert(name.clone(), c);
+impl Counts {
+    fn new(n: usize) -> Counts {
+        Counts { all: vec![0; n], in_loops: vec![0; n], touched: Vec::new() }
+    }
+
+    /// Adds `all` and `in_loops` references to `id`.
+    fn add(&mut self, id: u32, all: u32, in_loops: u32) {
+        let i = id as usize;
+        if self.all[i] == 0 && self.in_loops[i] == 0 {
+            self.touched.push(id);
+        }
+        self.all[i] += all;
+        self.in_loops[i] += in_loops;
+    }
+
+    fn add_uses(&mut self, u: &Uses) {
+        for &(id, a, l) in &u.0 {
+            self.add(id, a, l);
+        }
+    }
+
+    /// Subtracts `u`'s counts (saturating at 0).
+    fn sub_uses(&mut self, u: &Uses) {
+        for &(id, a, l) in &u.0 {
+            let i = id as usize;
+            self.all[i] = self.all[i].saturating_sub(a);
+            self.in_loops[i] = self.in_loops[i].saturating_sub(l);
+        }
+    }
+
+    fn count(&self, id: u32) -> usize {
+        self.all[id as usize] as usize
+    }
+
+    fn count_in_loops(&self, id: u32) -> usize {
+        self.in_loops[id as usize] as usize
+    }
+
+    /// Forgets the counts of `id`.
+    fn remove(&mut self, id: u32) {
+        self.all[id as usize] = 0;
+        self.in_loops[id as usize] = 0;
+    }
+
+    /// The non-zero counts as [`Uses`], leaving every count zero.
+    fn take(&mut self) -> Uses {
+        let mut u = Uses::default();
+        for id in self.touched.drain(..) {
+            let i = id as usize;
+            let (a, l) = (self.all[i], self.in_loops[i]);
+            if a != 0 || l != 0 {
+                u.0.push((id, a, l));
+                self.all[i] = 0;
+                self.in_loops[i] = 0;
+            }
+        }
+        u
+    }
+
+    /// Sets every count to zero.
+    fn clear(&mut self) {
+        for id in self.touched.drain(..) {
+            self.all[id as usize] = 0;
+            self.in_loops[id as usize] = 0;
+        }
+    }
+
+    /// Counts the references of `s` (everything nested in it: no [`LetOpt::uses_of`] cache),
+    /// those inside a loop body of `s` also as in loops.
+    fn count_stmt(&mut self, s: &Stmt, ids: &HashMap<Arc<str>, u32>) {
+        Count(self, 0, ids).visit_stmt(s);
+    }
+
+    /// Counts the references inside expressions `es` (none inside a loop).
+    fn count_exprs<'a>(
+        &mut self,
+        es: impl IntoIterator<Item = &'a Expr>,
+        ids: &HashMap<Arc<str>, u32>,
+    ) {
+        let mut c = Count(self, 0, ids);
+        es.into_iter().for_each(|e| c.visit_expr(e));
+    }
+}
+
+/// The walk of [`Counts::count_stmt`]: the counts, the number of loops around the node
+/// visited, and the let numbers.
+struct Count<'a>(&'a mut Counts, u32, &'a HashMap<Arc<str>, u32>);
+
+impl Count<'_> {
+    fn add(&mut self, name: &Arc<str>) {
+        if let Some(&id) = self.2.get(&**name) {
+            self.0.add(id, 1, u32::from(self.1 > 0));
         }
     }
 }
 
-impl Uses {
-    fn of(s: &Stmt, lets: &HashSet<Arc<str>>) -> Uses {
-        struct Count<'a>(&'a mut Uses, usize, &'a HashSet<Arc<str>>);
-        impl Count<'_> {
-            fn add(&mut self, name: &Arc<str>) {
-                if !self.2.contains(&**name) {
-                    return;
-                }
-                bump(&mut self.0.all, name, 1);
-                if self.1 > 0 {
-                    bump(&mut self.0.in_loops, name, 1);
-                }
+impl Visitor for Count<'_> {
+    fn visit_expr(&mut self, e: &Expr) {
+        match e.node() {
+            ExprNode::Var(v) | ExprNode::Load { buf: v, .. } | ExprNode::VecLoad { buf: v, .. } => {
+                self.add(v.name_arc())
             }
+            _ => {}
         }
-        impl Visitor for Count<'_> {
-            fn visit_expr(&mut self, e: &Expr) {
-                match e.node() {
-                    ExprNode::Var(v)
-                    | ExprNode::Load { buf: v, .. }
-                    | ExprNode::VecLoad { buf: v, .. } => self.add(v.name_arc()),
-                    _ => {}
-                }
-                walk_expr(self, e)
+        walk_expr(self, e)
+    }
+    fn visit_stmt(&mut self, s: &Stmt) {
+        match s.node() {
+            StmtNode::Store { buf: v, .. }
+            | StmtNode::VecStore { buf: v, .. }
+            | StmtNode::Assign { var: v, .. } => self.add(v.name_arc()),
+            StmtNode::For { lo, hi, step, body, .. } => {
+                // The bounds are evaluated once, before the loop.
+                [lo, hi, step].into_iter().for_each(|e| self.visit_expr(e));
+                self.1 += 1;
+                self.visit_stmt(body);
+                self.1 -= 1;
+                return;
             }
+            StmtNode::While { .. } => {
+                // The condition is evaluated on every iteration: it is in the loop.
+                self.1 += 1;
+                walk_stmt(self, s);
+                self.1 -= 1;
+                return;
+            }
+            _ => {}
+        }
+        walk_stmt(self, s)
+    }
+}
+
+impl LetOpt {
+    /// The pass's state for kernel `k`: a number for each let name, no counts yet.
+    fn new(k: &Kernel) -> LetOpt {
+        struct Lets(HashMap<Arc<str>, u32>);
+        impl Visitor for Lets {
+            fn visit_expr(&mut self, _: &Expr) {}
             fn visit_stmt(&mut self, s: &Stmt) {
-                match s.node() {
-                    StmtNode::Store { buf: v, .. }
-                    | StmtNode::VecStore { buf: v, .. }
-                    | StmtNode::Assign { var: v, .. } => self.add(v.name_arc()),
-                    StmtNode::For { lo, hi, step, body, .. } => {
-                        // The bounds are evaluated once, before the loop.
-                        [lo, hi, step].into_iter().for_each(|e| self.visit_expr(e));
-                        self.1 += 1;
-                        self.visit_stmt(body);
-                        self.1 -= 1;
-                        return;
+                if let StmtNode::Let { var, .. } = s.node() {
+                    if !self.0.contains_key(&**var.name_arc()) {
+                        let id = self.0.len() as u32;
+                        self.0.insert(var.name_arc().clone(), id);
                     }
-                    StmtNode::While { .. } => {
-                        // The condition is evaluated on every iteration: it is in the loop.
-                        self.1 += 1;
-                        walk_stmt(self, s);
-                        self.1 -= 1;
-                        return;
-                    }
-                    _ => {}
                 }
                 walk_stmt(self, s)
             }
         }
-        let mut u = Uses::default();
-        Count(&mut u, 0, lets).visit_stmt(s);
-        u
-    }
-
-    fn add(&mut self, other: &Uses) {
-        for (n, c) in &other.all {
-            bump(&mut self.all, n, *c);
-        }
-        for (n, c) in &other.in_loops {
-            bump(&mut self.in_loops, n, *c);
+        let mut lets = Lets(HashMap::new());
+        lets.visit_stmt(k.body());
+        let n = lets.0.len();
+        LetOpt {
+            mutable: mutable_names(k.body()),
+            ids: lets.0,
+            cache: HashMap::new(),
+            rest: Counts::new(n),
+            scratch: Counts::new(n),
         }
     }
 
-    /// [`Uses::add`] of `other`'s counts of `names` only.
-    fn add_of(&mut self, other: &Uses, names: &HashSet<Arc<str>>) {
-        self.merge_of(other, names, true);
-    }
-
-    /// Subtracts `other`'s counts of `names` (saturating at 0).
-    fn sub_of(&mut self, other: &Uses, names: &HashSet<Arc<str>>) {
-        self.merge_of(other, names, false);
-    }
-
-    /// Adds or subtracts `other`'s counts of `names`, walking the smaller of the two.
-    fn merge_of(&mut self, other: &Uses, names: &HashSet<Arc<str>>, add: bool) {
-        fn one(
-            to: &mut HashMap<Arc<str>, usize>,
-            from: &HashMap<Arc<str>, usize>,
-            names: &HashSet<Arc<str>>,
-            add: bool,
-        ) {
-            let mut apply = |n: &Arc<str>, c: usize| {
-                if add {
-                    bump(to, n, c);
-                } else if let Some(x) = to.get_mut(&**n) {
-                    *x = x.saturating_sub(c);
-                }
-            };
-            if names.len() < from.len() {
-                for n in names {
-                    if let Some(&c) = from.get(&**n) {
-                        apply(n, c);
-                    }
-                }
-            } else {
-                for (n, &c) in from {
-                    if names.contains(&**n) {
-                        apply(n, c);
-                    }
-                }
-            }
-        }
-        one(&mut self.all, &other.all, names, add);
-        one(&mut self.in_loops, &other.in_loops, names, add);
-    }
-
-    fn count(&self, name: &str) -> usize {
-        self.all.get(name).copied().unwrap_or(0)
-    }
-
-    fn count_in_loops(&self, name: &str) -> usize {
-        self.in_loops.get(name).copied().unwrap_or(0)
-    }
-}
-
-/// The references inside an expression, by name.
-fn expr_names(e: &Expr, lets: &HashSet<Arc<str>>) -> HashMap<Arc<str>, usize> {
-    let mut u = Uses::of(&Stmt::let_(&kiln_ir::Var::new("_", e.ty()), e.clone()), lets);
-    std::mem::take(&mut u.all)
-}
-
-/// The references in expressions `es` (none inside a loop).
-fn exprs_uses<'a>(es: impl IntoIterator<Item = &'a Expr>, lets: &HashSet<Arc<str>>) -> Uses {
-    let mut u = Uses::default();
-    for e in es {
-        for (n, c) in expr_names(e, lets) {
-            bump(&mut u.all, &n, c);
-        }
-    }
-    u
-}
-
-/// The names the `let`s of a block bind.
-fn let_names(stmts: &[Stmt]) -> HashSet<Arc<str>> {
-    let mut names = HashSet::new();
-    for s in stmts {
-        if let StmtNode::Let { var, .. } = s.node() {
-            names.insert(var.name_arc().clone());
-        }
-    }
-    names
-}
-
-impl LetOpt {
-    /// [`Uses::of`] `s`, composed from the (cached) uses of its nested statements.
+    /// The references of `s`, composed from the (cached) uses of its nested statements.
     fn uses_of(&mut self, s: &Stmt) -> Rc<Uses> {
         if let Some((_, u)) = self.cache.get(&s.addr()) {
             return u.clone();
         }
         let u = match s.node() {
             StmtNode::Block(v) => {
-                let mut u = Uses::default();
-                for t in v {
-                    let c = self.uses_of(t);
-                    u.add(&c);
-                }
-                u
+                // The nested statements' uses first: finding them may sum in `scratch` too.
+                let parts: Vec<Rc<Uses>> = v.iter().map(|t| self.uses_of(t)).collect();
+                parts.iter().for_each(|p| self.scratch.add_uses(p));
+                self.scratch.take()
             }
             StmtNode::If { cond, then, otherwise } => {
-                let mut u = exprs_uses([cond], &self.lets);
                 let t = self.uses_of(then);
-                u.add(&t);
-                if let Some(o) = otherwise {
-                    let o = self.uses_of(o);
-                    u.add(&o);
+                let o = otherwise.as_ref().map(|o| self.uses_of(o));
+                self.scratch.count_exprs([cond], &self.ids);
+                self.scratch.add_uses(&t);
+                if let Some(o) = o {
+                    self.scratch.add_uses(&o);
                 }
-                u
+                self.scratch.take()
             }
             StmtNode::For { lo, hi, step, body, .. } => {
                 // The bounds are evaluated once, before the loop; the body in it.
-                let mut u = exprs_uses([lo, hi, step], &self.lets);
                 let b = self.uses_of(body);
-                for (n, c) in &b.all {
-                    bump(&mut u.all, n, *c);
-                    bump(&mut u.in_loops, n, *c);
+                self.scratch.count_exprs([lo, hi, step], &self.ids);
+                for &(id, a, _) in &b.0 {
+                    self.scratch.add(id, a, a);
                 }
-                u
+                self.scratch.take()
             }
             // Statements without nested blocks (and any other kind): walked.
-            _ => Uses::of(s, &self.lets),
+            _ => {
+                self.scratch.count_stmt(s, &self.ids);
+                self.scratch.take()
+            }
         };
         let u = Rc::new(u);
         self.cache.insert(s.addr(), (s.clone(), u.clone()));
         u
     }
 
-    /// Backward sweep: drops lets with no later use whose value cannot fail. Only the counts
-    /// of `lets`, this block's lets, are ever read (the uses of other names, most of a big
-    /// block's, need no counting).
-    fn drop_dead(&mut self, stmts: &[Stmt], lets: &HashSet<Arc<str>>) -> (Vec<Stmt>, bool) {
-        let mut rest = Uses::default();
+    /// The number of the let `name`.
+    fn id(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+
+    /// Backward sweep: drops lets with no later use whose value cannot fail.
+    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
         let mut kept = Vec::with_capacity(stmts.len());
         let mut changed = false;
         for s in stmts.iter().rev() {
             if let StmtNode::Let { var, value } = s.node() {
-                if rest.count(var.name()) == 0 && !may_fail(value) {
+                let used = self.id(var.name()).is_some_and(|id| self.rest.count(id) > 0);
+                if !used && !may_fail(value) {
                     changed = true;
                     continue;
                 }
             }
             let u = self.uses_of(s);
-            rest.add_of(&u, lets);
+            self.rest.add_uses(&u);
             kept.push(s.clone());
         }
+        self.rest.clear();
         kept.reverse();
         (kept, changed)
     }
 
-    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets. `lets`
-    /// holds (at least) the names the lets of `stmts` bind.
-    fn inline(&mut self, stmts: Vec<Stmt>, lets: &HashSet<Arc<str>>) -> (Vec<Stmt>, bool) {
+    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets.
+    fn inline(&mut self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
         let mut uses: Vec<Rc<Uses>> = stmts.iter().map(|s| self.uses_of(s)).collect();
-        // Uses in the statements after the current one, as they will be after substitution:
-        // those of this block's lets, the only ones read (a value refers only to names bound
+        // Uses in the statements after the current one, as they will be after substitution
+        // (only those of this block's lets are read: a value refers only to names bound
         // before it, so what an inlined value moves never reaches a later let either).
-        let mut rest = Uses::default();
-        uses.iter().for_each(|u| rest.add_of(u, lets));
+        uses.iter().for_each(|u| self.rest.add_uses(u));
         let mut sub = Subst(HashMap::new());
+        // The numbers of the names in `sub`.
+        let mut substituted: HashSet<u32> = HashSet::new();
         let mut out = Vec::with_capacity(stmts.len());
         let mut changed = false;
         for (s, u) in stmts.into_iter().zip(uses.iter_mut()) {
             // Only a statement that refers to a substituted name changes (a walk of every
             // later statement's expressions was much of this pass's time).
-            let refers = || u.all.keys().any(|n| sub.0.contains_key(&**n));
-            let s2 = if sub.0.is_empty() || !refers() { s.clone() } else { sub.mutate_stmt(&s) };
+            let refers = !substituted.is_empty() && u.0.iter().any(|r| substituted.contains(&r.0));
+            let s2 = if refers { sub.mutate_stmt(&s) } else { s.clone() };
             if !s2.ptr_eq(&s) {
                 *u = self.uses_of(&s2);
             }
-            rest.sub_of(u, lets);
+            self.rest.sub_uses(u);
             if let StmtNode::Let { var, value } = s2.node() {
-                let n = rest.count(var.name());
+                let id = self.id(var.name());
+                let n = id.map_or(0, |id| self.rest.count(id));
+                let loops = id.map_or(0, |id| self.rest.count_in_loops(id));
                 let trivial = value.as_var().is_some() || value.as_imm().is_some();
                 // A single use inside a loop is not inlined: that would undo hoisting.
-                let single = n == 1 && rest.count_in_loops(var.name()) == 0;
-                if (trivial || single && value.depth() < MAX_INLINE_DEPTH)
-                    && is_stable(value, &self.mutable)
-                {
+                let single = n == 1 && loops == 0;
+                if let Some(id) = id.filter(|_| {
+                    (trivial || single && value.depth() < MAX_INLINE_DEPTH)
+                        && is_stable(value, &self.mutable)
+                }) {
                     // The value's references move to the uses of `var`.
-                    let mut moved = Uses::default();
-                    let loops = rest.count_in_loops(var.name());
-                    for (name, c) in expr_names(value, &self.lets) {
-                        moved.in_loops.insert(name.clone(), c * loops);
-                        moved.all.insert(name, c * n);
+                    self.scratch.count_exprs([value], &self.ids);
+                    let moved = self.scratch.take();
+                    let (n, loops) = (n as u32, loops as u32);
+                    for &(m, c, _) in &moved.0 {
+                        self.rest.add(m, c * n, c * loops);
                     }
-                    rest.add_of(&moved, lets);
-                    rest.all.remove(var.name());
-                    rest.in_loops.remove(var.name());
+                    self.rest.remove(id);
                     sub.0.insert(var.name().to_string(), value.clone());
+                    substituted.insert(id);
                     changed = true;
                     continue;
                 }
@@ -314,6 +342,7 @@ impl LetOpt {
             changed |= !s2.ptr_eq(&s);
             out.push(s2);
         }
+        self.rest.clear();
         (out, changed)
     }
 }
@@ -331,11 +360,8 @@ impl Mutator for LetOpt {
         if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
             return s;
         }
-        // One set for both sweeps: the inlining sweep sees a subset of these lets, and the
-        // counts of the names of those dropped are never read there (no let of theirs is left).
-        let lets = let_names(stmts);
-        let (kept, dropped) = self.drop_dead(stmts, &lets);
-        let (out, inlined) = self.inline(kept, &lets);
+        let (kept, dropped) = self.drop_dead(stmts);
+        let (out, inlined) = self.inline(kept);
         if dropped || inlined {
             Stmt::block(out)
         } else {
@@ -347,18 +373,87 @@ impl Mutator for LetOpt {
 /// Runs let optimization.
 pub fn let_opt(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    struct Lets(HashSet<Arc<str>>);
-    impl Visitor for Lets {
-        fn visit_expr(&mut self, _: &Expr) {}
-        fn visit_stmt(&mut self, s: &Stmt) {
-            if let StmtNode::Let { var, .. } = s.node() {
-                self.0.insert(var.name_arc().clone());
+    LetOpt::new(k).mutate_kernel(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel with lets used at every nesting level: in loop bounds, `for` and `while`
+    /// bodies, branches, stores, assignments and nested blocks.
+    const NESTED: &str = "kernel k(x: ptr<global, u32>, n: u32) {
+        let a: u32 = n * 3;
+        let b: u32 = a + 1;
+        let c: u32 = global_id(0);
+        var s: u32 = a;
+        for i: u32 in a .. b + n {
+            let d: u32 = i * b;
+            if d > c {
+                x[d] = a + d;
+                let e: u32 = d + c;
+                s = s + e * e;
+            } else {
+                var w: u32 = b;
+                while w < d + a {
+                    w = w + c;
+                }
+                x[c] = w;
             }
-            walk_stmt(self, s)
+        }
+        {
+            let f: u32 = b * b;
+            x[f] = s + a;
+        }
+        x[a] = c + b;
+    }";
+
+    /// The uses of a statement composed from its parts' (cached) uses are those a walk of
+    /// the whole statement counts, at every statement of the kernel.
+    #[test]
+    fn composed_uses_match_a_recount() {
+        let k = kiln_ir::parse_module(NESTED).expect("parses").kernels.remove(0);
+        let mut opt = LetOpt::new(&k);
+        struct All(Vec<Stmt>);
+        impl Visitor for All {
+            fn visit_stmt(&mut self, s: &Stmt) {
+                self.0.push(s.clone());
+                walk_stmt(self, s)
+            }
+        }
+        let mut all = All(Vec::new());
+        all.visit_stmt(k.body());
+        let all = all.0;
+        assert!(all.len() > 20, "{}", all.len());
+        for s in &all {
+            let composed = opt.uses_of(s);
+            opt.scratch.count_stmt(s, &opt.ids);
+            let recount = opt.scratch.take();
+            let sorted = |u: &Uses| {
+                let mut v = u.0.to_vec();
+                v.sort();
+                v
+            };
+            assert_eq!(sorted(&composed), sorted(&recount), "at `{s}`");
+        }
+        // `a`: in `b`, `s`, the loop's bounds (not in the loop), its body's store and the
+        // `while` condition (in the loop), and the last two stores.
+        let body = opt.uses_of(k.body());
+        let a = opt.ids["a"];
+        let (_, all_a, loops_a) = *body.0.iter().find(|r| r.0 == a).expect("a is used");
+        assert_eq!((all_a, loops_a), (7, 2));
+    }
+
+    /// Each block's sweeps leave the shared tables all zero for the next block.
+    #[test]
+    fn sweeps_leave_the_tables_clear() {
+        let k = kiln_ir::parse_module(NESTED).expect("parses").kernels.remove(0);
+        let mut opt = LetOpt::new(&k);
+        let out = opt.mutate_kernel(&k);
+        assert!(!out.ptr_eq(&k), "something was inlined:\n{out}");
+        for t in [&opt.rest, &opt.scratch] {
+            assert!(t.all.iter().chain(&t.in_loops).all(|&c| c == 0));
+            assert!(t.touched.is_empty());
         }
     }
-    let mut lets = Lets(HashSet::new());
-    lets.visit_stmt(k.body());
-    LetOpt { mutable: mutable_names(k.body()), lets: lets.0, cache: HashMap::new() }
-        .mutate_kernel(k)
 }

@@ -3,10 +3,23 @@
 //! of the loop; the hoisted lets and the loop are wrapped in a block of their own so the
 //! names stay scoped as before.
 
-use hashbrown::HashSet;
-use kiln_ir::{walk_mutate_nested, Expr, Kernel, Mutator, Stmt, StmtNode};
+use hashbrown::{HashMap, HashSet};
+use kiln_ir::{walk_mutate_nested, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode};
 
-use crate::util::{bound_names, free_names, is_stable, mutable_names};
+use crate::util::{bound_names, is_stable, mutable_names};
+
+/// True if `e` refers to a name in `names` (as [`crate::util::free_names`] lists them),
+/// found without making a set of its names for every `let` of every loop.
+fn refers_to(e: &Expr, names: &HashMap<String, usize>) -> bool {
+    match e.node() {
+        ExprNode::Var(v) | ExprNode::Load { buf: v, .. } | ExprNode::VecLoad { buf: v, .. }
+            if names.contains_key(v.name()) =>
+        {
+            true
+        }
+        _ => e.children().iter().any(|c| refers_to(c, names)),
+    }
+}
 
 struct Licm {
     mutable: HashSet<String>,
@@ -28,11 +41,9 @@ impl Mutator for Licm {
         let mut kept = Vec::new();
         for t in body.stmts() {
             if let StmtNode::Let { var: v, value } = t.node() {
-                let mut names = HashSet::new();
-                free_names(value, &mut names);
-                if is_stable(value, &self.mutable)
-                    && names.iter().all(|n| !inner.contains_key(n))
-                    && inner.get(v.name()) == Some(&1)
+                if inner.get(v.name()) == Some(&1)
+                    && is_stable(value, &self.mutable)
+                    && !refers_to(value, &inner)
                 {
                     inner.remove(v.name());
                     hoisted.push(t.clone());

@@ -92,7 +92,7 @@ pub fn bound_names(s: &Stmt) -> HashMap<String, usize> {
 
 /// The names of variables that are ever assigned or declared mutable (`var`) in `s`.
 pub fn mutable_names(s: &Stmt) -> HashSet<String> {
-    struct M(HashSet<String>);
+    struct M(HashSet<String>, SeenNames);
     impl Visitor for M {
         // Declarations and assignments are statements: expressions need no walk.
         fn visit_expr(&mut self, _: &Expr) {}
@@ -100,7 +100,7 @@ pub fn mutable_names(s: &Stmt) -> HashSet<String> {
             match s.node() {
                 // Accumulators are assigned many times: no `String` for a name already in.
                 StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. }
-                    if !self.0.contains(var.name()) =>
+                    if self.1.first(var) && !self.0.contains(var.name()) =>
                 {
                     self.0.insert(var.name().to_string());
                 }
@@ -109,9 +109,23 @@ pub fn mutable_names(s: &Stmt) -> HashSet<String> {
             walk_stmt(self, s)
         }
     }
-    let mut m = M(HashSet::new());
+    let mut m = M(HashSet::new(), SeenNames::default());
     m.visit_stmt(s);
     m.0
+}
+
+/// The name allocations a walk has seen: a variable's uses share its name's allocation, so
+/// a name seen again (an accumulator's thousandth assignment) is known without hashing and
+/// comparing its text. Only valid while the walked tree (which keeps every name alive) is.
+#[derive(Default)]
+pub(crate) struct SeenNames(HashSet<usize>);
+
+impl SeenNames {
+    /// False if `v`'s name allocation was seen before (then its name was too); true the
+    /// first time, when the name itself may or may not have been seen.
+    pub(crate) fn first(&mut self, v: &kiln_ir::Var) -> bool {
+        self.0.insert(std::sync::Arc::as_ptr(v.name_arc()) as *const u8 as usize)
+    }
 }
 
 /// True if `e` may be evaluated anywhere else in its scope with the same result: no loads,
@@ -203,13 +217,13 @@ impl Mutator for Folder {
 /// to is a parameter or bound by a statement, so the expressions (most of a big kernel)
 /// add nothing. (The names a fresh-name search must avoid are those bound anywhere.)
 pub fn all_names(k: &Kernel) -> HashSet<String> {
-    struct Names(HashSet<String>);
+    struct Names(HashSet<String>, SeenNames);
     impl Names {
         /// Most assignments and stores repeat a name already in: look it up before making a
         /// `String`.
-        fn add(&mut self, name: &str) {
-            if !self.0.contains(name) {
-                self.0.insert(name.to_string());
+        fn add(&mut self, var: &kiln_ir::Var) {
+            if self.1.first(var) && !self.0.contains(var.name()) {
+                self.0.insert(var.name().to_string());
             }
         }
     }
@@ -224,13 +238,14 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
                 | StmtNode::Assign { var, .. }
                 | StmtNode::Store { buf: var, .. }
                 | StmtNode::VecStore { buf: var, .. }
-                | StmtNode::Call { result: Some(var), .. } => self.add(var.name()),
+                | StmtNode::Call { result: Some(var), .. } => self.add(var),
                 _ => {}
             }
             walk_stmt(self, s)
         }
     }
-    let mut n = Names(k.params().iter().map(|p| p.name().to_string()).collect());
+    let params = k.params().iter().map(|p| p.name().to_string()).collect();
+    let mut n = Names(params, SeenNames::default());
     n.visit_stmt(k.body());
     n.0
 }

@@ -193,35 +193,66 @@ struct Replace<'a> {
     /// is not walked (a value bound at the top of a kernel and used at its end would
     /// otherwise walk everything in between, once per binding).
     counter: Option<&'a mut Counter>,
+    /// With `counts`: whether each expression walked and its replacement are stable
+    /// (`(before, after)`), one entry per operand, read by the operator above it.
+    stable: Vec<(bool, bool)>,
+    /// Whether `to` is stable.
+    to_stable: bool,
+}
+
+impl Replace<'_> {
+    /// Whether node `e` alone is stable, as [`count_expr`] decides it (`e` is stable when it
+    /// and every operand are).
+    fn stable_node(&self, e: &Expr) -> bool {
+        match e.node() {
+            ExprNode::Var(v) => v.ty().scalar().is_some() && !self.mutable.contains(v.name()),
+            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+            _ => !crate::origin::is_fault_division(e),
+        }
+    }
 }
 
 impl Mutator for Replace<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        let track = self.counts.is_some();
         // A subexpression is shallower than the whole: only as deep a node can be `from`,
         // and a shallower one cannot contain it.
-        if self.left == Some(0) || e.depth() < self.from.depth() {
+        let hit = self.left != Some(0) && e.depth() == self.from.depth() && e == self.from;
+        if !hit && (self.left == Some(0) || e.depth() <= self.from.depth()) {
+            if track {
+                let st = is_stable(e, self.mutable);
+                self.stable.push((st, st));
+            }
             return e.clone();
         }
-        if e == self.from {
+        if hit {
             self.left = self.left.map(|n| n.saturating_sub(1));
             if let Some(c) = self.counts.as_deref_mut() {
-                count_expr(e, c, false, self.mutable);
+                let st = count_expr(e, c, false, self.mutable);
+                self.stable.push((st, self.to_stable));
             }
             return self.to.clone();
         }
-        if e.depth() == self.from.depth() {
-            return e.clone();
-        }
+        let base = self.stable.len();
         let r = walk_mutate_expr(self, e);
-        if !r.ptr_eq(e) {
-            if let Some(c) = self.counts.as_deref_mut() {
-                if is_stable(e, self.mutable) {
+        if track {
+            // Stable when the node and its operands are: the operands' answers (one entry
+            // each, as walked) instead of a walk of both whole trees at every level.
+            let (mut was, mut is) = (self.stable_node(e), self.stable_node(&r));
+            for &(w, i) in &self.stable[base..] {
+                was &= w;
+                is &= i;
+            }
+            self.stable.truncate(base);
+            if let Some(c) = self.counts.as_deref_mut().filter(|_| !r.ptr_eq(e)) {
+                if was {
                     count_node(e, c, false);
                 }
-                if is_stable(&r, self.mutable) {
+                if is {
                     count_node(&r, c, true);
                 }
             }
+            self.stable.push((was, is));
         }
         r
     }
@@ -239,7 +270,10 @@ impl Mutator for Replace<'_> {
             }
         }
         self.depth += 1;
+        let base = self.stable.len();
         let r = walk_mutate_stmt(self, s);
+        // The answers for the statement's own expressions have no operator to go to.
+        self.stable.truncate(base);
         self.depth -= 1;
         r
     }
@@ -247,7 +281,11 @@ impl Mutator for Replace<'_> {
 
 struct Repeats {
     mutable: HashSet<String>,
-    names: HashSet<String>,
+    /// The names of [`Repeats::kernel`] and those handed out, found when the first binding
+    /// is made (most runs of the pass on an already optimized kernel make none).
+    names: Option<HashSet<String>>,
+    /// The kernel the pass runs on.
+    kernel: Kernel,
     /// Where the search for an unused `cseN` resumes: names are never freed, so the smallest
     /// unused one never lies below the last one handed out (searching from 0 each time was
     /// quadratic in the number of bindings).
@@ -265,6 +303,9 @@ struct Counter {
     by_stmt: HashMap<usize, (Stmt, Rc<ExprMap<usize>>)>,
     /// The occurrence counts [`Repeats::candidate`] fills, kept for its next call.
     scratch: ExprMap<usize>,
+    /// The counts of every statement without stable occurrences (most of unrolled code's
+    /// `acc = fma(a, b, acc)`), shared rather than allocated once per statement.
+    empty: Rc<ExprMap<usize>>,
 }
 
 impl Counter {
@@ -295,7 +336,7 @@ impl Counter {
         }
         let mut own = Own { counter: self, mutable, map: ExprMap::new(), top: true };
         kiln_ir::Visitor::visit_stmt(&mut own, s);
-        let m = Rc::new(own.map);
+        let m = if own.map.is_empty() { self.empty.clone() } else { Rc::new(own.map) };
         self.by_stmt.insert(s.addr(), (s.clone(), m.clone()));
         m
     }
@@ -321,7 +362,7 @@ impl Repeats {
         loop {
             let n = format!("cse{}", self.next);
             self.next += 1;
-            if self.names.insert(n.clone()) {
+            if self.names.get_or_insert_with(|| all_names(&self.kernel)).insert(n.clone()) {
                 return n;
             }
         }
@@ -359,6 +400,8 @@ impl Repeats {
             counts: later.as_mut(),
             mutable: &self.mutable,
             counter: stable.then_some(&mut self.counter),
+            stable: Vec::new(),
+            to_stable: is_stable(&to, &self.mutable),
         };
         for t in &mut out[from..end] {
             if r.left == Some(0) {
@@ -569,11 +612,11 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    Repeats {
-        mutable: mutable_names(k.body()),
-        names: all_names(k),
-        next: 0,
-        counter: Counter::default(),
-    }
-    .mutate_kernel(k)
+    bind_repeats_with(k, mutable_names(k.body()))
+}
+
+/// [`bind_repeats`], given the names of `k`'s mutable variables ([`mutable_names`]).
+pub(crate) fn bind_repeats_with(k: &Kernel, mutable: HashSet<String>) -> Kernel {
+    Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter: Counter::default() }
+        .mutate_kernel(k)
 }

@@ -568,7 +568,8 @@ pub fn drop_empty_blocks(k: &Kernel) -> Kernel {
             e.clone()
         }
         fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-            let s = kiln_ir::walk_mutate_stmt(self, s);
+            // Nested statements only: a statement without any comes back as it is.
+            let s = kiln_ir::walk_mutate_nested(self, s);
             match s.node() {
                 StmtNode::Block(v) if v.iter().any(is_empty_block) => {
                     Stmt::block(v.iter().filter(|x| !is_empty_block(x)).cloned())
