@@ -461,11 +461,7 @@ fn vector_leaf(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
 /// True if evaluating `e` may be an error: it contains a load, or an integer division or
 /// remainder whose divisor is not a non-zero constant.
 pub fn may_fail(e: &Expr) -> bool {
-    match e.node() {
-        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => true,
-        _ if crate::origin::is_fault_division(e) => true,
-        _ => e.children().iter().any(|c| may_fail(c)),
-    }
+    e.may_fail()
 }
 
 /// The `simplify` pass: simplifies every expression of the kernel (conditions, indices, let
