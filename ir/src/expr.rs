@@ -684,6 +684,8 @@ struct ExprData {
     hash: u64,
     /// Nodes on the longest path to a leaf (a leaf is 1), kept so that depth checks are O(1).
     depth: u32,
+    /// Nodes in the tree (a shared operand counts each time it occurs), saturating.
+    size: u32,
     /// Whether evaluating the expression may be an error (see [`Expr::may_fail`]), kept
     /// because passes ask it of every operand they move.
     may_fail: bool,
@@ -741,12 +743,13 @@ impl Expr {
         // such as fusion keys, stay stable); foldhash, not std's SipHash, because every node
         // built pays for it.
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
-        let (depth, may_fail) = {
+        let (depth, size, may_fail) = {
             let kids = node_children(&node);
             let depth = 1 + kids.iter().map(|c| c.0.depth).max().unwrap_or(0);
-            (depth, fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail))
+            let size = kids.iter().fold(1u32, |n, c| n.saturating_add(c.0.size));
+            (depth, size, fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail))
         };
-        Expr(Arc::new(ExprData { ty, hash, depth, may_fail, node, origin: None }))
+        Expr(Arc::new(ExprData { ty, hash, depth, size, may_fail, node, origin: None }))
     }
 
     /// `node`, a rebuilt version of this node (same kind, new operands), keeping this node's
@@ -789,6 +792,7 @@ impl Expr {
             ty: d.ty,
             hash: d.hash,
             depth: d.depth,
+            size: d.size,
             may_fail: d.may_fail,
             node: d.node.clone(),
             origin: Some(origin),
@@ -823,6 +827,13 @@ impl Expr {
     /// divisor is not a non-zero constant: evaluating it may be a division by zero.
     pub fn is_fault_division(&self) -> bool {
         fails_itself(&self.0.node, self.0.ty) && matches!(self.0.node, ExprNode::Binary { .. })
+    }
+
+    /// The number of nodes in this expression's tree, an operand used twice counted twice
+    /// (a variable or constant is 1), saturating at `u32::MAX`. Cached, so this is O(1),
+    /// where a walk of a tree with shared operands can take far longer than its handles.
+    pub fn size(&self) -> usize {
+        self.0.size as usize
     }
 
     /// The node this handle points to.
@@ -1175,6 +1186,7 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 ty: Type::BOOL,
                 hash: 0,
                 depth: 1,
+                size: 1,
                 may_fail: false,
                 node: ExprNode::Imm(Imm::Bool(false)),
                 origin: None,
@@ -1216,6 +1228,22 @@ mod tests {
     /// The kept `may_fail` against its definition, computed over the whole tree.
     fn fails_anywhere(e: &Expr) -> bool {
         fails_itself(e.node(), e.ty()) || e.children().iter().any(|c| fails_anywhere(c))
+    }
+
+    #[test]
+    fn size_counts_every_occurrence() {
+        let x = Var::new("x", Type::I32);
+        let s = &x * 3 + 1;
+        let e = (&s * &s).cast(Scalar::F32);
+        assert_eq!((x.expr().size(), s.size(), e.size()), (1, 5, 12));
+        assert_eq!(e.with_origin("`e`".into()).size(), 12);
+        let walked = |e: &Expr| {
+            fn n(e: &Expr) -> usize {
+                1 + e.children().iter().map(|c| n(c)).sum::<usize>()
+            }
+            n(e)
+        };
+        assert_eq!(walked(&e), e.size());
     }
 
     #[test]

@@ -166,7 +166,7 @@ fn kernel_size(k: &Kernel) -> usize {
 
 /// The number of nodes in an expression tree.
 pub fn node_count(e: &Expr) -> usize {
-    1 + e.children().iter().map(|c| node_count(c)).sum::<usize>()
+    e.size()
 }
 
 fn rewrites() -> &'static [Rewrite<Node, KAnalysis>] {
@@ -579,12 +579,12 @@ pub fn simplify_kernel(k: &Kernel) -> Kernel {
 pub fn drop_empty_blocks(k: &Kernel) -> Kernel {
     struct Drop;
     impl Mutator for Drop {
-        // Statements only: expressions hold no blocks, so they are not walked.
+        // Statements only (`walk_mutate_nested`): expressions hold no blocks.
         fn mutate_expr(&mut self, e: &Expr) -> Expr {
             e.clone()
         }
         fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-            let s = kiln_ir::walk_mutate_stmt(self, s);
+            let s = kiln_ir::walk_mutate_nested(self, s);
             match s.node() {
                 StmtNode::Block(v) if v.iter().any(is_empty_block) => {
                     Stmt::block(v.iter().filter(|x| !is_empty_block(x)).cloned())
