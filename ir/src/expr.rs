@@ -684,6 +684,11 @@ struct ExprData {
     hash: u64,
     /// Nodes on the longest path to a leaf (a leaf is 1), kept so that depth checks are O(1).
     depth: u32,
+    /// Nodes in the tree (a shared operand counts each time it occurs), saturating.
+    size: u32,
+    /// Whether evaluating the expression may be an error (see [`Expr::may_fail`]), kept
+    /// because passes ask it of every operand they move.
+    may_fail: bool,
     node: ExprNode,
     /// How error messages name the source construct this node was derived from (see
     /// [`Expr::origin`]); not part of equality, hashing or printing.
@@ -738,8 +743,13 @@ impl Expr {
         // such as fusion keys, stay stable); foldhash, not std's SipHash, because every node
         // built pays for it.
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
-        let depth = 1 + node_children(&node).iter().map(|c| c.0.depth).max().unwrap_or(0);
-        Expr(Arc::new(ExprData { ty, hash, depth, node, origin: None }))
+        let (depth, size, may_fail) = {
+            let kids = node_children(&node);
+            let depth = 1 + kids.iter().map(|c| c.0.depth).max().unwrap_or(0);
+            let size = kids.iter().fold(1u32, |n, c| n.saturating_add(c.0.size));
+            (depth, size, fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail))
+        };
+        Expr(Arc::new(ExprData { ty, hash, depth, size, may_fail, node, origin: None }))
     }
 
     /// `node`, a rebuilt version of this node (same kind, new operands), keeping this node's
@@ -782,6 +792,8 @@ impl Expr {
             ty: d.ty,
             hash: d.hash,
             depth: d.depth,
+            size: d.size,
+            may_fail: d.may_fail,
             node: d.node.clone(),
             origin: Some(origin),
         }))
@@ -802,6 +814,26 @@ impl Expr {
     /// `a + b` is one more than the deeper operand. Cached, so this is O(1).
     pub fn depth(&self) -> usize {
         self.0.depth as usize
+    }
+
+    /// True if evaluating this expression may be an error (an observable result, which a
+    /// rewrite must keep): it contains a load, or an integer division or remainder whose
+    /// divisor is not a non-zero constant ([`Expr::is_fault_division`]). O(1).
+    pub fn may_fail(&self) -> bool {
+        self.0.may_fail
+    }
+
+    /// True if this node is an integer division or remainder (lane-wise on vectors) whose
+    /// divisor is not a non-zero constant: evaluating it may be a division by zero.
+    pub fn is_fault_division(&self) -> bool {
+        fails_itself(&self.0.node, self.0.ty) && matches!(self.0.node, ExprNode::Binary { .. })
+    }
+
+    /// The number of nodes in this expression's tree, an operand used twice counted twice
+    /// (a variable or constant is 1), saturating at `u32::MAX`. Cached, so this is O(1),
+    /// where a walk of a tree with shared operands can take far longer than its handles.
+    pub fn size(&self) -> usize {
+        self.0.size as usize
     }
 
     /// The node this handle points to.
@@ -1106,6 +1138,19 @@ impl fmt::Debug for Expr {
     }
 }
 
+/// True if evaluating `node` (of type `ty`) itself, its operands aside, may be an error: a
+/// load (out of bounds), or an integer division or remainder by anything but a non-zero
+/// constant.
+fn fails_itself(node: &ExprNode, ty: Type) -> bool {
+    match node {
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => true,
+        ExprNode::Binary { op: BinOp::Div | BinOp::Rem, b, .. } => {
+            ty.lane_scalar().is_some_and(|s| s.is_int()) && b.as_imm().is_none_or(|k| k.is_zero())
+        }
+        _ => false,
+    }
+}
+
 /// The seed of every node's structural hash.
 const STRUCTURAL_SEED: u64 = 0x006b_696c_6e5f_6972;
 
@@ -1141,6 +1186,8 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 ty: Type::BOOL,
                 hash: 0,
                 depth: 1,
+                size: 1,
+                may_fail: false,
                 node: ExprNode::Imm(Imm::Bool(false)),
                 origin: None,
             })
@@ -1177,6 +1224,53 @@ static PLACEHOLDER: std::sync::OnceLock<Arc<ExprData>> = std::sync::OnceLock::ne
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kept `may_fail` against its definition, computed over the whole tree.
+    fn fails_anywhere(e: &Expr) -> bool {
+        fails_itself(e.node(), e.ty()) || e.children().iter().any(|c| fails_anywhere(c))
+    }
+
+    #[test]
+    fn size_counts_every_occurrence() {
+        let x = Var::new("x", Type::I32);
+        let s = &x * 3 + 1;
+        let e = (&s * &s).cast(Scalar::F32);
+        assert_eq!((x.expr().size(), s.size(), e.size()), (1, 5, 12));
+        assert_eq!(e.with_origin("`e`".into()).size(), 12);
+        let walked = |e: &Expr| {
+            fn n(e: &Expr) -> usize {
+                1 + e.children().iter().map(|c| n(c)).sum::<usize>()
+            }
+            n(e)
+        };
+        assert_eq!(walked(&e), e.size());
+    }
+
+    #[test]
+    fn may_fail_is_kept_for_loads_and_divisions_by_a_non_constant_or_zero() {
+        let (x, y) = (Var::new("x", Type::I32), Var::new("y", Type::I32));
+        let p = Var::new("p", Type::Ptr(crate::AddrSpace::Global, Scalar::I32));
+        let f = Var::new("f", Type::F32);
+        let cases = [
+            (&x / &y, true),
+            (&x % 0, true),
+            (&x / 3, false),
+            (&x % 7, false),
+            (&f / &f, false),
+            (Expr::load(&p, &x), true),
+            ((&x + Expr::load(&p, Expr::i32(0))) * 2, true),
+            (Expr::select(x.expr().cmp_lt(1), &x / 2, y.expr()), false),
+            (Expr::select(x.expr().cmp_lt(1), Expr::i32(1), &x / &y), true),
+            ((&x / &y).cast(Scalar::F32), true),
+        ];
+        for (e, fails) in cases {
+            assert_eq!(e.may_fail(), fails, "{e}");
+            assert_eq!(fails_anywhere(&e), fails, "{e}");
+            assert_eq!(e.with_origin("`src`".into()).may_fail(), fails, "{e} with an origin");
+        }
+        assert!((&x / &y).is_fault_division() && !(&x / 2).is_fault_division());
+        assert!(!Expr::load(&p, &x).is_fault_division(), "a load fails, but is no division");
+    }
 
     #[test]
     fn operators_build_typed_trees() {

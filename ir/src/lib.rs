@@ -69,6 +69,7 @@ pub mod matrix;
 pub mod ops;
 pub mod parse;
 pub mod print;
+pub mod scope;
 pub mod stmt;
 #[cfg(feature = "testing")]
 pub mod testing;

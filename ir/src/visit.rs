@@ -335,13 +335,10 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
             }
             StmtNode::While { cond: nc, body: nbody }
         }
-        StmtNode::Block(stmts) => {
-            let new: Vec<Stmt> = stmts.iter().map(|x| m.mutate_stmt(x)).collect();
-            if new.iter().zip(stmts).all(|(n, o)| n.ptr_eq(o)) {
-                return s.clone();
-            }
-            StmtNode::Block(new)
-        }
+        StmtNode::Block(stmts) => match changed_stmts(m, stmts) {
+            Some(v) => StmtNode::Block(v),
+            None => return s.clone(),
+        },
         StmtNode::Call { result, func, args } => {
             let nr = result.as_ref().map(|r| m.mutate_var(r));
             let nargs: Vec<Expr> = args.iter().map(|a| m.mutate_expr(a)).collect();
@@ -352,6 +349,26 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
         }
     };
     Stmt::new(node)
+}
+
+/// `stmts` rewritten by `m`, or `None` if every one came back as itself: no vector is built
+/// for an unchanged block (most blocks, in most passes).
+fn changed_stmts<M: Mutator + ?Sized>(m: &mut M, stmts: &[Stmt]) -> Option<Vec<Stmt>> {
+    let mut new: Option<Vec<Stmt>> = None;
+    for (i, x) in stmts.iter().enumerate() {
+        let n = m.mutate_stmt(x);
+        match &mut new {
+            Some(v) => v.push(n),
+            None if !n.ptr_eq(x) => {
+                let mut v = Vec::with_capacity(stmts.len());
+                v.extend(stmts[..i].iter().cloned());
+                v.push(n);
+                new = Some(v);
+            }
+            None => {}
+        }
+    }
+    new
 }
 
 /// Rewrites the statements nested in `s` (a block's statements, an `if`'s branches, a loop's
@@ -389,26 +406,10 @@ pub fn walk_mutate_nested<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
             }
             StmtNode::While { cond: cond.clone(), body: nbody }
         }
-        StmtNode::Block(stmts) => {
-            let mut new: Option<Vec<Stmt>> = None;
-            for (i, x) in stmts.iter().enumerate() {
-                let n = m.mutate_stmt(x);
-                match &mut new {
-                    Some(v) => v.push(n),
-                    None if !n.ptr_eq(x) => {
-                        let mut v = Vec::with_capacity(stmts.len());
-                        v.extend(stmts[..i].iter().cloned());
-                        v.push(n);
-                        new = Some(v);
-                    }
-                    None => {}
-                }
-            }
-            match new {
-                Some(v) => StmtNode::Block(v),
-                None => return s.clone(),
-            }
-        }
+        StmtNode::Block(stmts) => match changed_stmts(m, stmts) {
+            Some(v) => StmtNode::Block(v),
+            None => return s.clone(),
+        },
         StmtNode::Let { .. }
         | StmtNode::Decl { .. }
         | StmtNode::Assign { .. }

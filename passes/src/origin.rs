@@ -16,7 +16,7 @@
 //! the same order ([`same_fault_order`]); CSE, `mad` fusion and the simplifier keep it.
 
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_stmt, BinOp, Expr, ExprNode, Kernel, Mutator, Stmt, Visitor,
+    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, Visitor,
 };
 
 /// `k` with every fault site that has no [`Expr::origin`] yet given its own text as origin
@@ -70,13 +70,7 @@ fn has_unnamed_fault(k: &Kernel) -> bool {
 /// True for an integer (or integer-vector) `/` or `%` whose divisor is not a non-zero
 /// constant: a node that may fail with a division by zero.
 pub fn is_fault_division(e: &Expr) -> bool {
-    match e.node() {
-        ExprNode::Binary { op: BinOp::Div | BinOp::Rem, b, .. } => {
-            e.ty().lane_scalar().is_some_and(|s| s.is_int())
-                && b.as_imm().is_none_or(|k| k.is_zero())
-        }
-        _ => false,
-    }
+    e.is_fault_division()
 }
 
 /// The nodes of `e` that may fail (loads and [`is_fault_division`]s), in the order their

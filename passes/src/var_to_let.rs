@@ -31,6 +31,8 @@ pub fn var_to_let(k: &Kernel) -> Kernel {
 struct AssignCount(HashMap<String, usize>);
 
 impl Visitor for AssignCount {
+    // Assignments are statements: expressions need no walk (it was most of this pass).
+    fn visit_expr(&mut self, _: &Expr) {}
     fn visit_stmt(&mut self, s: &Stmt) {
         if let StmtNode::Assign { var, .. } = s.node() {
             *self.0.entry(var.name().to_string()).or_default() += 1;

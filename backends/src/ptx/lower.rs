@@ -5,6 +5,7 @@
 use hashbrown::{HashMap, HashSet};
 use std::fmt::Write;
 
+use kiln_ir::scope::Scopes;
 use kiln_ir::{
     walk_expr, walk_stmt, AddrSpace, AtomicOp, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm,
     Intrinsic, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
@@ -79,7 +80,7 @@ struct Lower<'k> {
     regs: RegFile,
     body: String,
     decls: String,
-    scopes: Vec<HashMap<String, Binding>>,
+    scopes: Scopes<Binding>,
     mutable: HashSet<Reg>,
     builtins: HashMap<(Builtin, u8), Reg>,
     locals: HashMap<String, Mem>,
@@ -112,7 +113,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         regs: RegFile::default(),
         body: String::with_capacity(2048),
         decls: String::new(),
-        scopes: vec![HashMap::new()],
+        scopes: Scopes::default(),
         mutable: HashSet::new(),
         builtins: HashMap::new(),
         locals: HashMap::new(),
@@ -238,15 +239,11 @@ impl Lower<'_> {
     }
 
     fn bind(&mut self, name: &str, b: Binding) {
-        self.scopes.last_mut().expect("a scope").insert(name.to_string(), b);
+        self.scopes.bind(name, b);
     }
 
     fn lookup(&self, name: &str) -> R<&Binding> {
-        self.scopes
-            .iter()
-            .rev()
-            .find_map(|s| s.get(name))
-            .ok_or_else(|| format!("ill-formed kernel: `{name}` is not bound"))
+        self.scopes.get(name).ok_or_else(|| format!("ill-formed kernel: `{name}` is not bound"))
     }
 
     fn mem(&self, name: &str) -> R<Mem> {
@@ -419,7 +416,7 @@ impl Lower<'_> {
     // ---- statements --------------------------------------------------------------------
 
     fn block(&mut self, s: &Stmt) -> R<()> {
-        self.scopes.push(HashMap::new());
+        self.scopes.push();
         let r = s.stmts().iter().try_for_each(|s| self.stmt(s));
         self.scopes.pop();
         r
@@ -593,7 +590,7 @@ impl Lower<'_> {
         self.ins(format_args!("setp.ge.{ty} {p}, {v}, {h}"));
         self.ins(format_args!("@{p} bra {end}"));
         self.place(&top);
-        self.scopes.push(HashMap::new());
+        self.scopes.push();
         self.bind(var.name(), Binding::Val(Val::Reg(v)));
         let r = self.block(body);
         self.scopes.pop();

@@ -120,10 +120,11 @@ use std::fmt;
 
 // Every reference looks its name up: hashbrown's hasher, not std's SipHash (a tenth of the
 // verifier's time on generated kernels).
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashSet;
 
 use crate::expr::{Expr, ExprNode, Var};
 use crate::kernel::{Kernel, Module};
+use crate::scope::Scopes;
 use crate::stmt::{MemFence, Stmt, StmtNode};
 use crate::types::{AddrSpace, Scalar, Type};
 
@@ -241,50 +242,15 @@ struct Binding {
     kind: Kind,
 }
 
-/// Nested scopes: the live bindings by name, and an undo log to restore them when a scope
-/// ends (a shadowing binding, already reported, temporarily replaces the outer one).
-#[derive(Default)]
-struct Scopes {
-    live: HashMap<String, Binding>,
-    undo: Vec<(String, Option<Binding>)>,
-    marks: Vec<usize>,
-}
-
-impl Scopes {
-    fn push(&mut self) {
-        self.marks.push(self.undo.len());
-    }
-
-    fn pop(&mut self) {
-        let mark = self.marks.pop().unwrap_or(0);
-        while self.undo.len() > mark {
-            let Some((name, prev)) = self.undo.pop() else {
-                break;
-            };
-            match prev {
-                Some(b) => self.live.insert(name, b),
-                None => self.live.remove(&name),
-            };
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<Binding> {
-        self.live.get(name).copied()
-    }
-
-    fn bind(&mut self, name: &str, b: Binding) {
-        let prev = self.live.insert(name.to_string(), b);
-        self.undo.push((name.to_string(), prev));
-    }
-}
-
 /// Where a statement sits: directly in the kernel's top-level block, or inside a construct.
 type Place = Option<&'static str>;
 
 struct Checker<'k> {
     kernel: &'k str,
     errors: Vec<VerifyError>,
-    scopes: Scopes,
+    /// The live bindings (a shadowing binding, already reported, temporarily replaces the
+    /// outer one).
+    scopes: Scopes<Binding>,
 }
 
 /// The text of an expression for a message, in backticks and shortened if long.
@@ -446,7 +412,7 @@ impl<'k> Checker<'k> {
     /// Returns the binding if it is in scope. `node` (where an error is reported) is built
     /// only for an error: nearly every reference checks out.
     fn reference(&mut self, v: &Var, node: impl FnOnce() -> Node, what: &str) -> Option<Binding> {
-        match self.scopes.get(v.name()) {
+        match self.scopes.get(v.name()).copied() {
             None => {
                 self.error(Some(node()), format!("{what} unbound variable `{}`", v.name()));
                 None
@@ -472,7 +438,7 @@ impl<'k> Checker<'k> {
     /// Binds `v` for the rest of the current scope, reporting shadowing at `s`.
     fn bind(&mut self, v: &Var, kind: Kind, s: &Stmt) {
         self.check_name(v.name(), "variable", || Some(Node::Stmt(s.clone())));
-        if let Some(prev) = self.scopes.get(v.name()) {
+        if let Some(prev) = self.scopes.get(v.name()).copied() {
             self.at_stmt(
                 s,
                 format!(

@@ -51,7 +51,10 @@ impl Checker<'_> {
                 }
                 let Some(d) = self.wg_acc(&args[0], ok[0], name) else { return };
                 if let Some(v) = args[0].as_var() {
-                    if !matches!(self.scopes.get(v.name()).map(|b| b.kind), Some(Kind::Mutable)) {
+                    if !matches!(
+                        self.scopes.get(v.name()).copied().map(|b| b.kind),
+                        Some(Kind::Mutable)
+                    ) {
                         self.at_expr(
                             &args[0],
                             format!(

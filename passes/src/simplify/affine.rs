@@ -16,14 +16,14 @@
 //! terms could not be reordered or cancelled freely), so normalizing never changes which
 //! error a kernel reports.
 
-use kiln_ir::{BinOp, Expr, ExprMap, ExprNode, Mutator, Scalar, UnOp};
+use kiln_ir::{BinOp, Expr, ExprNode, Mutator, Scalar, UnOp};
 
 use super::expr_cost;
 use super::lang::is_operator;
 use super::may_fail;
 
-/// Regions with more atoms are left alone (merging looks atoms up in a map, so this only
-/// bounds the size of one rebuilt sum).
+/// Regions with more atoms are left alone (this bounds the size of one rebuilt sum, and the
+/// scans that merge atoms).
 const MAX_ATOMS: usize = 64;
 
 /// True if `e` is an integer `+`, `-`, unary `-` or `*` node the e-graph treats as an
@@ -59,9 +59,9 @@ pub(crate) fn is_affine_region(e: &Expr) -> bool {
 struct Affine {
     ty: Scalar,
     mask: u64,
-    /// Atoms in order of first appearance, with their coefficients.
+    /// Atoms in order of first appearance, with their coefficients (found by a scan: a
+    /// region has a few atoms, at most [`MAX_ATOMS`], and a map per region cost more).
     terms: Vec<(Expr, u64)>,
-    index: ExprMap<usize>,
     k: u64,
 }
 
@@ -69,7 +69,7 @@ impl Affine {
     fn new(ty: Scalar) -> Affine {
         let bits = ty.bits();
         let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        Affine { ty, mask, terms: Vec::new(), index: ExprMap::default(), k: 0 }
+        Affine { ty, mask, terms: Vec::new(), k: 0 }
     }
 
     /// Adds `scale * e` (`e` already normalized inside its atoms). `None` when the region
@@ -111,16 +111,12 @@ impl Affine {
         if may_fail(e) {
             return None;
         }
-        match self.index.get(e) {
-            Some(&i) => {
-                let c = &mut self.terms[i].1;
-                *c = c.wrapping_add(scale) & self.mask;
-            }
+        match self.terms.iter_mut().find(|(t, _)| t == e) {
+            Some((_, c)) => *c = c.wrapping_add(scale) & self.mask,
             None => {
                 if self.terms.len() >= MAX_ATOMS {
                     return None;
                 }
-                self.index.insert(e.clone(), self.terms.len());
                 self.terms.push((e.clone(), scale));
             }
         }

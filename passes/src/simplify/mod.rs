@@ -44,7 +44,7 @@ use std::time::Duration;
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Rewrite, Runner};
 use hashbrown::HashMap;
 use kiln_ir::eval;
-use kiln_ir::{Expr, ExprMap, ExprNode, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::{Expr, ExprMap, ExprNode, Imm, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
 
 use lang::{is_operator, to_expr, KAnalysis, KGraph, Konst, Node};
 
@@ -106,9 +106,11 @@ struct Ctx<'a> {
     shapes: HashMap<Shape, (RecExpr<Node>, bool, usize)>,
 }
 
-/// What an e-graph run depends on: the nodes of its input in the order they were added
-/// (opaque leaves numbered by first occurrence), and each leaf's type, whether it may fail
-/// and which work-item built-in it is (all that the analysis and the rules see of a leaf).
+/// What an e-graph run depends on: the nodes of its input tree in post-order, each node's
+/// children given by their positions in the list (opaque leaves numbered by first
+/// occurrence), and each leaf's type, whether it may fail and which work-item built-in it
+/// is (all that the analysis and the rules see of a leaf). The e-graph is built by adding
+/// these nodes in this order, so equal shapes build equal e-graphs.
 type Shape = (Vec<Node>, Vec<(kiln_ir::Type, bool, Option<(kiln_ir::Builtin, u8)>)>);
 
 impl Ctx<'_> {
@@ -164,7 +166,7 @@ fn kernel_size(k: &Kernel) -> usize {
 
 /// The number of nodes in an expression tree.
 pub fn node_count(e: &Expr) -> usize {
-    1 + e.children().iter().map(|c| node_count(c)).sum::<usize>()
+    e.size()
 }
 
 fn rewrites() -> &'static [Rewrite<Node, KAnalysis>] {
@@ -264,21 +266,35 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => return (e.clone(), true),
         _ => {}
     }
-    let mut g = KGraph::new(KAnalysis::default());
+    // The input as a tree of e-graph nodes whose children are positions in `nodes` (the
+    // shape), its opaque leaves numbered as the e-graph numbers them. The e-graph is built
+    // from it only when no run of this shape is known: building it was most of the cost
+    // of a run that the shape cache then answered.
+    let mut analysis = KAnalysis::default();
     let mut nodes = Vec::new();
-    let root = add_expr(&mut g, e, cx, &mut nodes);
+    add_expr(&mut analysis, e, cx, &mut nodes);
     // An e-graph may overshoot its node limit by one round's additions: charge what it
     // built, and start one only with a whole limit's worth left.
     if cx.work_left < cx.limits.nodes {
         cx.starved = true;
         return (e.clone(), false);
     }
-    let leaves = std::mem::take(&mut g.analysis.leaves);
+    let leaves = std::mem::take(&mut analysis.leaves);
     let shape: Shape = (nodes, leaves.iter().map(|(x, f)| (x.ty(), *f, builtin(x))).collect());
     let (best, saturated, size) = match cx.shapes.get(&shape) {
         Some(r) => r.clone(),
         None => {
-            g.analysis.leaves = leaves.clone();
+            analysis.leaves = leaves.clone();
+            let mut g = KGraph::new(analysis);
+            // The same additions, in the same order, as a walk of the expression makes.
+            let mut ids: Vec<Id> = Vec::with_capacity(shape.0.len());
+            for n in &shape.0 {
+                let n = n.clone().map_children(|c| ids[usize::from(c)]);
+                ids.push(g.add(n));
+            }
+            // `add_expr` always adds the root, last.
+            let root =
+                ids.last().copied().unwrap_or_else(|| g.add(Node::Const(Konst(Imm::Bool(false)))));
             let runner = Runner::default()
                 .with_egraph(g)
                 .with_node_limit(cx.limits.nodes)
@@ -320,19 +336,23 @@ fn builtin(e: &Expr) -> Option<(kiln_ir::Builtin, u8)> {
     }
 }
 
-/// Adds `e` to the e-graph: operators as nodes, everything else as an opaque leaf whose
-/// operands are simplified on their own (and folded when all are constant). Every node
-/// added is also pushed to `nodes` (the input's [`Shape`]).
-fn add_expr(g: &mut KGraph, e: &Expr, cx: &mut Ctx, nodes: &mut Vec<Node>) -> Id {
-    fn add(g: &mut KGraph, nodes: &mut Vec<Node>, n: Node) -> Id {
-        nodes.push(n.clone());
-        g.add(n)
+/// Appends `e` to `nodes` in post-order (children first), each node's children being the
+/// positions of their nodes in `nodes`: operators as nodes, everything else as an opaque
+/// leaf of `analysis` whose operands are simplified on their own (and folded when all are
+/// constant). Returns the position of `e`'s node.
+fn add_expr(analysis: &mut KAnalysis, e: &Expr, cx: &mut Ctx, nodes: &mut Vec<Node>) -> Id {
+    fn add(nodes: &mut Vec<Node>, n: Node) -> Id {
+        nodes.push(n);
+        Id::from(nodes.len() - 1)
     }
     if let Some(imm) = e.as_imm() {
-        return add(g, nodes, Node::Const(Konst(*imm)));
+        return add(nodes, Node::Const(Konst(*imm)));
     }
     if is_operator(e) {
-        let kids: Vec<Id> = e.children().iter().map(|c| add_expr(g, c, cx, nodes)).collect();
+        let mut kids = [Id::from(0usize); 3];
+        for (k, c) in kids.iter_mut().zip(e.children().iter()) {
+            *k = add_expr(analysis, c, cx, nodes);
+        }
         let node = match e.node() {
             ExprNode::Unary { op, .. } => match op {
                 kiln_ir::UnOp::Neg => Node::Neg([kids[0]]),
@@ -344,14 +364,14 @@ fn add_expr(g: &mut KGraph, e: &Expr, cx: &mut Ctx, nodes: &mut Vec<Node>) -> Id
             ExprNode::Intrinsic { op: Intrinsic::Min, .. } => Node::Min([kids[0], kids[1]]),
             _ => Node::Max([kids[0], kids[1]]),
         };
-        return add(g, nodes, node);
+        return add(nodes, node);
     }
     let (leaf, may_fail) = opaque(e, cx);
     if let Some(imm) = leaf.as_imm() {
-        return add(g, nodes, Node::Const(Konst(*imm)));
+        return add(nodes, Node::Const(Konst(*imm)));
     }
-    let l = g.analysis.leaf(&leaf, may_fail);
-    add(g, nodes, Node::Leaf(l))
+    let l = analysis.leaf(&leaf, may_fail);
+    add(nodes, Node::Leaf(l))
 }
 
 /// Simplifies the operands of an opaque expression, folds it when they are all constant, and
@@ -441,11 +461,7 @@ fn vector_leaf(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
 /// True if evaluating `e` may be an error: it contains a load, or an integer division or
 /// remainder whose divisor is not a non-zero constant.
 pub fn may_fail(e: &Expr) -> bool {
-    match e.node() {
-        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => true,
-        _ if crate::origin::is_fault_division(e) => true,
-        _ => e.children().iter().any(|c| may_fail(c)),
-    }
+    e.may_fail()
 }
 
 /// The `simplify` pass: simplifies every expression of the kernel (conditions, indices, let
@@ -563,7 +579,7 @@ pub fn simplify_kernel(k: &Kernel) -> Kernel {
 pub fn drop_empty_blocks(k: &Kernel) -> Kernel {
     struct Drop;
     impl Mutator for Drop {
-        // Statements only: expressions hold no blocks, so they are not walked.
+        // Statements only (`walk_mutate_nested`): expressions hold no blocks.
         fn mutate_expr(&mut self, e: &Expr) -> Expr {
             e.clone()
         }

@@ -1,0 +1,76 @@
+//! Names in nested scopes, for walks that resolve each reference as they go (the verifier,
+//! backends' lowering).
+
+use std::rc::Rc;
+
+use hashbrown::HashMap;
+
+/// What each name in scope means now, in nested scopes: a binding in an inner scope replaces
+/// an outer one until that scope ends. A lookup costs one hash however deep the nesting
+/// (one map per scope cost one per enclosing scope, and unrolled kernels nest deeply).
+#[derive(Debug)]
+pub struct Scopes<V> {
+    live: HashMap<Rc<str>, V>,
+    /// Each binding made, with what it replaced (`None`: the name was unbound).
+    undo: Vec<(Rc<str>, Option<V>)>,
+    /// Where each open scope's bindings start in `undo`.
+    marks: Vec<usize>,
+}
+
+impl<V> Default for Scopes<V> {
+    fn default() -> Scopes<V> {
+        Scopes { live: HashMap::new(), undo: Vec::new(), marks: Vec::new() }
+    }
+}
+
+impl<V> Scopes<V> {
+    /// Opens a scope: bindings made from now on last until the matching [`Scopes::pop`].
+    pub fn push(&mut self) {
+        self.marks.push(self.undo.len());
+    }
+
+    /// Closes the innermost scope: each name it bound means again what it meant before.
+    /// Without an open scope, every binding is undone.
+    pub fn pop(&mut self) {
+        let mark = self.marks.pop().unwrap_or(0);
+        while self.undo.len() > mark {
+            let Some((name, prev)) = self.undo.pop() else { break };
+            match prev {
+                Some(v) => self.live.insert(name, v),
+                None => self.live.remove(&name),
+            };
+        }
+    }
+
+    /// What `name` means now, if it is bound.
+    pub fn get(&self, name: &str) -> Option<&V> {
+        self.live.get(name)
+    }
+
+    /// Binds `name` to `value` in the innermost scope.
+    pub fn bind(&mut self, name: &str, value: V) {
+        let name: Rc<str> = Rc::from(name);
+        let prev = self.live.insert(name.clone(), value);
+        self.undo.push((name, prev));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scopes;
+
+    #[test]
+    fn an_inner_binding_lasts_until_its_scope_ends() {
+        let mut s = Scopes::default();
+        s.bind("x", 1);
+        s.push();
+        s.bind("x", 2);
+        s.bind("y", 3);
+        s.bind("x", 4);
+        assert_eq!((s.get("x"), s.get("y")), (Some(&4), Some(&3)));
+        s.pop();
+        assert_eq!((s.get("x"), s.get("y")), (Some(&1), None));
+        s.pop();
+        assert_eq!(s.get("x"), None);
+    }
+}
