@@ -162,8 +162,8 @@ struct Gen<'a> {
     lid: Expr,
     m0: Expr,
     n0: Expr,
-    /// Whether the tile copies zero reduction indices past K: only in a copy whose k-tile
-    /// can reach past it (the double-buffered loop copies whole k-tiles only, without).
+    /// Whether the tile copies zero reduction indices past K: only in a step whose k-tile
+    /// can reach past it (the main loop of a peeled reduction runs without).
     k_guard: bool,
     /// `m0` and `n0` as multiples of the tile sizes, for alignment proofs.
     frame: std::collections::HashMap<Var, Expr>,
@@ -335,10 +335,10 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     for v in acc.iter().flatten() {
         body.push(Stmt::decl(v, Expr::f32(0.0)));
     }
-    // Whether K's last k-tile (of a slice) reaches past K, and whether that tile's copy is
-    // the one before the double-buffered loop (`peel`), so that the loop copies tiles without
-    // testing K: without split-K only the last k-tile can reach past K (with it, a whole
-    // slice's last tiles can). The single-buffered loop stays in one piece, the form the `slm-buffer`
+    // Whether K's last k-tile (of a slice) reaches past K, and whether that tile's step is
+    // peeled off the double-buffered loop, so that the loop copies tiles without testing K:
+    // without split-K only the last k-tile can reach past K (with it, a whole slice's last
+    // tiles can). The single-buffered loop stays in one piece, the form the `slm-buffer`
     // passes (triple buffering) take.
     let tail = k % if slices > 1 { kspan } else { bk } != 0;
     let peel = tail && slices == 1 && depth == 2;
@@ -390,7 +390,7 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // The first reduction index of a step: past the slice's start with split-K.
     let kstart = |e: Expr| if slices > 1 { ix::add(&kb.expr(), &e) } else { e };
     let k0 = kstart(ix::mul(&kt.expr(), &c(bk)));
-    // The copy of K's last k-tile, testing K, before the double-buffered loop.
+    // The step that copies K's last k-tile, testing K, when it is peeled off the loop.
     let gk = Gen { k_guard: true, ..g.clone() };
     let z = c(0);
     if depth == 1 {
