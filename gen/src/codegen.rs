@@ -10,11 +10,9 @@
 //! ```text
 //! local a_s: f32[depth * BK * BM]; local b_s: f32[depth * BK * BN];
 //! var acc_i_j: f32 = 0.0;                          // tm x tn register block
-//! for kt in 0 .. ceil(K / BK):                     // (depth 2: the last tile is loaded
-//!   cooperative load of A's and B's BK-deep tiles    //  first; then tile kt loads into
-//!                                                    //  registers, the tile before it is
-//!                                                    //  multiplied, the registers go to
-//!                                                    //  local memory)
+//! for kt in 0 .. ceil(K / BK):                     // (depth 2: tile kt+1 loads into
+//!   cooperative load of A's and B's BK-deep tiles    //  registers, tile kt is multiplied,
+//!                                                    //  the registers go to local memory)
 //!     (0 outside the views and past K, tested only in
 //!     K's last k-tile; rows past M or N read the last
 //!     row instead: they reach no stored element of C)
@@ -403,20 +401,12 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         ]);
         body.push(Stmt::for_(&kt, c(0), c(nk), c(1), step));
     } else {
-        // The next tile loads into the other slot while the current one is multiplied: the
-        // barrier at the end of a step both publishes the next tile and retires the current
-        // one, so one barrier per step suffices. One loop runs every step, so the kernel
-        // holds one copy of the multiply: K's last k-tile is copied before the loop and
-        // multiplied first, then step `kt` copies tile `kt` (its offsets induction variables
-        // of the loop) while multiplying the one before, so every copy stays inside the
-        // operands without a test: the last step copies the last tile again, into the slot no
-        // step reads any more. Only a partial last k-tile (`peel`) is copied testing K (by
-        // the copy before the loop); the steps then copy whole tiles, the last step tile
-        // `nk - 2` again.
-        let first = if peel { &gk } else { &g };
-        let k_last = kstart(c((nk - 1) * bk));
-        body.push(first.load_tile(true, &k_last, &z));
-        body.push(first.load_tile(false, &k_last, &z));
+        // Tile kt+1 loads into the other slot while tile kt is multiplied: the barrier at
+        // the end of a step both publishes the next tile and retires the current one, so
+        // one barrier per step suffices.
+        let first = if peel && nk == 1 { &gk } else { &g };
+        body.push(first.load_tile(true, &kstart(c(0)), &z));
+        body.push(first.load_tile(false, &kstart(c(0)), &z));
         body.push(barrier());
         // The slots of the tile multiplied (`sa`, `sb`) and of the one filled (`na`, `nb`):
         // they swap after each step by a subtraction (`kt % 2` cost ptxas's generic division
@@ -426,13 +416,12 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
         let (half_a, half_b) = (bk * (bm + pad), bk * (bn + pad));
         body.push(Stmt::decl(&sa, c(0)));
         body.push(Stmt::decl(&sb, c(0)));
-        if nk == 1 {
-            body.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
-        } else {
-            // The next tile goes through registers: its global loads are issued before
-            // the multiply and stored to local memory after it, so their latency overlaps
-            // the multiply instead of stalling the stores in front of it.
-            let next = if peel { ix::min(&kt.expr(), &c(nk - 2)) } else { kt.expr() };
+        // The next tile goes through registers: its global loads are issued before the
+        // multiply and stored to local memory after it, so their latency overlaps the
+        // multiply instead of stalling the stores in front of it. The last tile's
+        // multiply is peeled off the loop, so the loads in it need no guard.
+        let step = |g: &Gen, kt: &Expr| {
+            let next = ix::add(kt, &c(1));
             let nk0 = kstart(ix::mul(&next, &c(bk)));
             let mut step = vec![
                 Stmt::let_(&na, ix::sub(&c(half_a), &sa.expr())),
@@ -448,8 +437,17 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
             step.push(barrier());
             step.push(Stmt::assign(&sa, na.expr()));
             step.push(Stmt::assign(&sb, nb.expr()));
-            body.push(Stmt::for_(&kt, c(0), c(nk), c(1), Stmt::block(step)));
+            Stmt::block(step)
+        };
+        // With a peeled tail, the step that loads the last k-tile follows the loop.
+        let looped = if peel && nk > 1 { nk - 2 } else { nk - 1 };
+        if looped > 0 {
+            body.push(Stmt::for_(&kt, c(0), c(looped), c(1), step(&g, &kt.expr())));
         }
+        if peel && nk > 1 {
+            body.push(step(&gk, &c(nk - 2)));
+        }
+        body.push(g.multiply(&sa.expr(), &sb.expr(), &acc, &tx.expr(), &ty.expr()));
     }
     // Epilogue: C = alpha * acc + beta * C, masked; beta == 0 ignores C's old value (even
     // NaN), as BLAS does, and then does not read C at all (a uniform branch).

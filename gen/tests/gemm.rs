@@ -330,10 +330,9 @@ fn gemm_8x16_register_blocks() {
 }
 
 /// Issue 26 item 3: edge tiles read clamped rows of A and B instead of testing M and N, and
-/// K's partial last k-tile is copied (testing K) before the double-buffered loop, which then
-/// copies the whole ones (one, two or more k-tiles in all): the measured blocking (k-tiles of
-/// 8 and 16) on sizes that are no multiple of its 64 x 128 tile, all transpositions, against
-/// the reference.
+/// K's partial last k-tile is copied in a step peeled off the double-buffered loop (after
+/// one, two or more k-tiles): the measured blocking (k-tiles of 8 and 16) on sizes that are
+/// no multiple of its 64 x 128 tile, all transpositions, against the reference.
 #[test]
 fn edge_tiles_clamp_rows_and_peel_the_k_tail() {
     let cfg = |k_tile| GemmConfig {
