@@ -43,8 +43,9 @@ fn the_tuned_gemm_lowers_to_no_more_ptx_than_pinned() {
     let k = tuned_gemm();
     let text = ptx::emit_kernel(&optimize(&k), &ptx::Options::sm(90)).expect("emits");
     let n = ptx_instructions(&text);
-    // 1785 when pinned (1840 before the affine normal form): at most 1% more.
-    const PINNED: usize = 1785;
+    // 1209 when pinned (1785 while the double-buffered loop's last step and the multiply
+    // after it were copies of its body, 1840 before the affine normal form): at most 1% more.
+    const PINNED: usize = 1209;
     assert!(n <= PINNED + PINNED / 100, "{n} PTX instructions, pinned at {PINNED}");
     // Optimizing pays: without -O the same kernel is far longer (the count is real).
     let plain = ptx_instructions(&ptx::emit_kernel(&k, &ptx::Options::sm(90)).expect("emits"));
