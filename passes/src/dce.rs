@@ -9,8 +9,6 @@ use kiln_ir::{
     Stmt, StmtNode, Type, Visitor,
 };
 
-use crate::simplify::may_fail;
-
 /// An exclusive upper bound of an unsigned (or constant) index, if one is known.
 fn index_bound(e: &Expr) -> Option<u128> {
     let unsigned = e.ty().scalar().is_some_and(|s| s.is_unsigned());
@@ -101,8 +99,8 @@ impl Mutator for Dce {
         match s.node() {
             StmtNode::Store { buf, index, value } => match self.arrays.get(buf.name()) {
                 Some(&len)
-                    if !may_fail(value)
-                        && !may_fail(index)
+                    if !value.may_fail()
+                        && !index.may_fail()
                         && index_bound(index).is_some_and(|b| b <= len as u128) =>
                 {
                     Stmt::block([])
@@ -120,7 +118,7 @@ impl Mutator for Dce {
                 s
             }
             StmtNode::Assign { var, value } if !self.read.contains(var.name()) => {
-                if may_fail(value) {
+                if value.may_fail() {
                     self.kept.insert(var.name().to_string());
                     s
                 } else {
@@ -152,7 +150,7 @@ impl Mutator for DropDecls<'_> {
             StmtNode::Decl { var, init }
                 if !d.read.contains(var.name())
                     && !d.kept.contains(var.name())
-                    && !may_fail(init) =>
+                    && !init.may_fail() =>
             {
                 Stmt::block([])
             }

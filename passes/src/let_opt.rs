@@ -23,7 +23,6 @@ use kiln_ir::{walk_expr, walk_mutate_nested, walk_stmt, Expr, ExprNode, Kernel, 
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::simplify::may_fail;
 use crate::util::{is_stable, mutable_names, Subst};
 
 /// Deepest value inlined into its uses.
@@ -279,7 +278,7 @@ impl LetOpt {
         for s in stmts.iter().rev() {
             if let StmtNode::Let { var, value } = s.node() {
                 let used = self.id(var.name()).is_some_and(|id| self.rest.count(id) > 0);
-                if !used && !may_fail(value) {
+                if !used && !value.may_fail() {
                     changed = true;
                     continue;
                 }

@@ -28,7 +28,7 @@ pub fn record_origins(k: &Kernel) -> Kernel {
     impl Mutator for Record {
         fn mutate_expr(&mut self, e: &Expr) -> Expr {
             let r = walk_mutate_expr(self, e);
-            if r.origin().is_none() && is_fault_division(&r) {
+            if r.origin().is_none() && r.is_fault_division() {
                 // The text of `e`, the source node (its children's origins print nothing).
                 return r.with_origin(e.fault_site().into());
             }
@@ -50,7 +50,7 @@ fn has_unnamed_fault(k: &Kernel) -> bool {
     struct Find(bool);
     impl Visitor for Find {
         fn visit_expr(&mut self, e: &Expr) {
-            if self.0 || e.origin().is_none() && is_fault_division(e) {
+            if self.0 || e.origin().is_none() && e.is_fault_division() {
                 self.0 = true;
                 return;
             }
@@ -67,13 +67,7 @@ fn has_unnamed_fault(k: &Kernel) -> bool {
     f.0
 }
 
-/// True for an integer (or integer-vector) `/` or `%` whose divisor is not a non-zero
-/// constant: a node that may fail with a division by zero.
-pub fn is_fault_division(e: &Expr) -> bool {
-    e.is_fault_division()
-}
-
-/// The nodes of `e` that may fail (loads and [`is_fault_division`]s), in the order their
+/// The nodes of `e` that may fail (loads and [`Expr::is_fault_division`]s), in the order their
 /// checks run (operands left to right, each before its operator), with repeats: the first
 /// of them that fails is the error `e` reports.
 fn fault_points(e: &Expr, out: &mut Vec<Expr>) {
@@ -86,7 +80,7 @@ fn fault_points(e: &Expr, out: &mut Vec<Expr>) {
 }
 
 fn is_fault_point(e: &Expr) -> bool {
-    matches!(e.node(), ExprNode::Load { .. } | ExprNode::VecLoad { .. }) || is_fault_division(e)
+    matches!(e.node(), ExprNode::Load { .. } | ExprNode::VecLoad { .. }) || e.is_fault_division()
 }
 
 /// True if `a` and `b` (structurally equal) carry the same origins at every node: two

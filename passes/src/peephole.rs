@@ -18,8 +18,6 @@
 
 use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Intrinsic, Kernel, Mutator};
 
-use crate::simplify::may_fail;
-
 struct Peephole {
     fast_math: bool,
 }
@@ -39,7 +37,7 @@ fn fuse(a: &Expr, b: &Expr, fused: Intrinsic, add3: bool) -> Option<Expr> {
         return Some(Expr::intrinsic(fused, [x, y, b.clone()]));
     }
     // `a` is evaluated first: it must not move behind another operand that may fail.
-    if let Some((x, y)) = operands(b, BinOp::Mul).filter(|_| !(may_fail(a) && may_fail(b))) {
+    if let Some((x, y)) = operands(b, BinOp::Mul).filter(|_| !(a.may_fail() && b.may_fail())) {
         return Some(Expr::intrinsic(fused, [x, y, a.clone()]));
     }
     if !add3 {

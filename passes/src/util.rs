@@ -8,8 +8,6 @@ use kiln_ir::{
     Visitor,
 };
 
-use crate::simplify::may_fail;
-
 /// Counts references to the variable `name` (as a value, a load/store buffer or an
 /// assignment target) in statements.
 pub fn count_uses(stmts: &[Stmt], name: &str) -> usize {
@@ -131,7 +129,7 @@ impl SeenNames {
 /// True if `e` may be evaluated anywhere else in its scope with the same result: no loads,
 /// nothing that may fail, and only variables that are never assigned.
 pub fn is_stable(e: &Expr, mutable: &HashSet<String>) -> bool {
-    if may_fail(e) {
+    if e.may_fail() {
         return false;
     }
     fn walk(e: &Expr, mutable: &HashSet<String>) -> bool {

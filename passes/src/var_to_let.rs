@@ -10,7 +10,6 @@
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Visitor};
 
-use crate::simplify::may_fail;
 #[cfg(doc)]
 use crate::util::count_uses;
 use crate::util::for_each_reference;
@@ -56,7 +55,7 @@ impl VarToLet {
         let mut names: HashMap<&str, Uses> = HashMap::new();
         for (d, s) in stmts.iter().enumerate() {
             if let StmtNode::Decl { var, init } = s.node() {
-                if self.assigns.get(var.name()) == Some(&1) && !may_fail(init) {
+                if self.assigns.get(var.name()) == Some(&1) && !init.may_fail() {
                     decls.push((d, var.name()));
                     names.entry(var.name()).or_default();
                 }

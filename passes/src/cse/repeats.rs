@@ -40,7 +40,6 @@ use kiln_ir::{
 
 use smallvec::{smallvec, SmallVec};
 
-use crate::simplify::may_fail;
 use crate::util::{all_names, is_stable, mutable_names};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
@@ -89,7 +88,7 @@ fn count_into<'a>(
     let mut stable = match e.node() {
         ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
         ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-        _ => !crate::origin::is_fault_division(e),
+        _ => !e.is_fault_division(),
     };
     // Listed before its operands, as the candidates are searched (largest first wins ties
     // by coming first).
@@ -131,7 +130,7 @@ fn may_have_candidate(s: &Stmt, mutable: &HashSet<String>) -> bool {
         let mut stable = match e.node() {
             ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-            _ => !crate::origin::is_fault_division(e),
+            _ => !e.is_fault_division(),
         };
         for c in e.children() {
             stable &= collect(c, out, mutable)?;
@@ -166,7 +165,7 @@ fn failing_before(s: &Stmt, e: &Expr) -> Option<Vec<Expr>> {
     let mut level: SmallVec<[&Expr; 3]> = own_exprs(s);
     loop {
         let at = level.iter().position(|x| contains(x, e))?;
-        out.extend(level[..at].iter().filter(|x| may_fail(x)).map(|x| (*x).clone()));
+        out.extend(level[..at].iter().filter(|x| x.may_fail()).map(|x| (*x).clone()));
         if level[at] == e {
             return Some(out);
         }
@@ -207,7 +206,7 @@ impl Replace<'_> {
         match e.node() {
             ExprNode::Var(v) => v.ty().scalar().is_some() && !self.mutable.contains(v.name()),
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-            _ => !crate::origin::is_fault_division(e),
+            _ => !e.is_fault_division(),
         }
     }
 }
@@ -498,7 +497,7 @@ fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSe
     let mut stable = match e.node() {
         ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
         ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-        _ => !crate::origin::is_fault_division(e),
+        _ => !e.is_fault_division(),
     };
     for c in e.children() {
         stable &= count_expr(c, counts, add, mutable);
@@ -551,7 +550,7 @@ impl Mutator for Repeats {
                 self.counter = counter;
                 c
             } {
-                if stable || !may_fail(&e) {
+                if stable || !e.may_fail() {
                     self.bind(&mut out, start, start, k, &e, stable, &mut later);
                     k += 1;
                     changed = true;

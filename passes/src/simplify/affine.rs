@@ -20,7 +20,6 @@ use kiln_ir::{BinOp, Expr, ExprNode, Mutator, Scalar, UnOp};
 
 use super::expr_cost;
 use super::lang::is_operator;
-use super::may_fail;
 
 /// Regions with more atoms are left alone (this bounds the size of one rebuilt sum, and the
 /// scans that merge atoms).
@@ -44,7 +43,7 @@ pub(crate) fn is_ring(e: &Expr) -> bool {
 /// e-graph's rules can only rearrange it at equal or higher cost.
 pub(crate) fn is_affine_region(e: &Expr) -> bool {
     if !is_ring(e) {
-        return !may_fail(e);
+        return !e.may_fail();
     }
     match e.node() {
         ExprNode::Binary { op: BinOp::Mul, a, b } => {
@@ -108,7 +107,7 @@ impl Affine {
                 _ => {}
             }
         }
-        if may_fail(e) {
+        if e.may_fail() {
             return None;
         }
         match self.terms.iter_mut().find(|(t, _)| t == e) {

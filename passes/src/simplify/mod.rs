@@ -387,7 +387,7 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         }
         ExprNode::Binary { .. } if e.origin().is_some() => {
             let e2 = named_division(e, &mut sub);
-            let f = may_fail(&e2);
+            let f = e2.may_fail();
             (e2, f)
         }
         ExprNode::Cast { to, a } => {
@@ -397,10 +397,10 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             }
             if a2.ty() == e.ty() {
                 // A cast to the operand's own type is the identity.
-                return (a2.clone(), may_fail(&a2));
+                return (a2.clone(), a2.may_fail());
             }
             let e2 = if a2.ptr_eq(a) { e.clone() } else { a2.cast(*to) };
-            let f = may_fail(&e2);
+            let f = e2.may_fail();
             (e2, f)
         }
         ExprNode::Intrinsic { op, args } => {
@@ -413,7 +413,7 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             }
             let same = new.iter().zip(args.iter()).all(|(a, b)| a.ptr_eq(b));
             let e2 = if same { e.clone() } else { Expr::intrinsic(*op, new) };
-            let f = may_fail(&e2);
+            let f = e2.may_fail();
             (e2, f)
         }
         // Vector loads, lanes, constructors and lane-wise operations: the e-graph's rules
@@ -424,7 +424,7 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         | ExprNode::Vector { .. } => vector_leaf(e, cx),
         _ if e.ty().is_vector() => vector_leaf(e, cx),
         _ => {
-            let f = may_fail(e);
+            let f = e.may_fail();
             (e.clone(), f)
         }
     }
@@ -454,14 +454,8 @@ fn vector_leaf(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         }
     }
     let e2 = kiln_ir::walk_mutate_expr(&mut Operands(cx), e);
-    let f = may_fail(&e2);
+    let f = e2.may_fail();
     (e2, f)
-}
-
-/// True if evaluating `e` may be an error: it contains a load, or an integer division or
-/// remainder whose divisor is not a non-zero constant.
-pub fn may_fail(e: &Expr) -> bool {
-    e.may_fail()
 }
 
 /// The `simplify` pass: simplifies every expression of the kernel (conditions, indices, let
@@ -540,13 +534,13 @@ impl Mutator for StmtSimplifier {
                     Some(kiln_ir::Imm::Bool(false)) => {
                         otherwise.clone().unwrap_or_else(|| Stmt::block([]))
                     }
-                    _ if is_empty_block(then) && else_empty && !may_fail(cond) => Stmt::block([]),
+                    _ if is_empty_block(then) && else_empty && !cond.may_fail() => Stmt::block([]),
                     _ => s,
                 }
             }
             StmtNode::For { lo, hi, step, body, .. } => {
                 let step_ok = step.as_imm().and_then(|k| k.as_i128()).is_some_and(|v| v > 0);
-                let bounds_safe = !may_fail(lo) && !may_fail(hi);
+                let bounds_safe = !lo.may_fail() && !hi.may_fail();
                 let zero_trips = match (lo.as_imm(), hi.as_imm()) {
                     (Some(l), Some(h)) => l.as_i128().zip(h.as_i128()).is_some_and(|(l, h)| l >= h),
                     _ => false,

@@ -18,7 +18,6 @@ use kiln_ir::eval;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, UnOp};
 
 use super::lang::is_operator;
-use super::may_fail;
 
 /// How many rewrites one node may take in a row (each strictly simplifies or normalizes it;
 /// the bound is a guard against a rule pair undoing each other, never reached in practice).
@@ -145,7 +144,7 @@ fn all_ones(e: &Expr) -> bool {
 }
 
 fn safe(e: &Expr) -> bool {
-    !may_fail(e)
+    !e.may_fail()
 }
 
 fn zero_like(e: &Expr) -> Option<Expr> {

@@ -8,8 +8,8 @@
 use kiln_ir::eval;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, UnOp};
 
+use super::expr_cost;
 use super::pre::same;
-use super::{expr_cost, may_fail};
 
 /// Sums with more terms are left to the e-graph (cancellation here is quadratic).
 const MAX_TERMS: usize = 16;
@@ -64,7 +64,7 @@ pub(super) fn cancel(op: BinOp, a: &Expr, b: &Expr) -> Option<Expr> {
     while i < s.terms.len() {
         let (neg, t) = s.terms[i].clone();
         let partner = (i + 1..s.terms.len())
-            .find(|&j| s.terms[j].0 != neg && same(&s.terms[j].1, &t) && !may_fail(&t));
+            .find(|&j| s.terms[j].0 != neg && same(&s.terms[j].1, &t) && !t.may_fail());
         if let Some(j) = partner {
             s.terms.remove(j);
             s.terms.remove(i);
