@@ -12,9 +12,7 @@
 //! unrolled depends only on the loop after its inner loops are processed, so a second run
 //! changes nothing.
 
-use kiln_ir::{
-    walk_mutate_stmt, walk_stmt, Expr, FuncKind, Kernel, Mutator, Stmt, StmtNode, Visitor,
-};
+use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Visitor};
 
 /// Loops with more iterations than this are not unrolled.
 pub const MAX_TRIP: i128 = 64;
@@ -39,10 +37,8 @@ impl Visitor for Size {
 
     fn visit_stmt(&mut self, s: &Stmt) {
         self.stmts += 1;
-        if let StmtNode::Call { func, .. } = s.node() {
-            if matches!(func.kind(), FuncKind::Barrier(_)) {
-                self.barrier = true;
-            }
+        if s.barrier_fence().is_some() {
+            self.barrier = true;
         }
         walk_stmt(self, s)
     }

@@ -48,11 +48,7 @@ pub fn uses_work_group(s: &Stmt) -> bool {
     impl Visitor for Find {
         fn visit_stmt(&mut self, s: &Stmt) {
             match s.node() {
-                StmtNode::Call { func, .. }
-                    if matches!(func.kind(), kiln_ir::FuncKind::Barrier(_)) =>
-                {
-                    self.0 = true
-                }
+                StmtNode::Call { .. } if s.barrier_fence().is_some() => self.0 = true,
                 StmtNode::Alloc { var, .. }
                     if matches!(var.ty(), Type::Ptr(kiln_ir::AddrSpace::Local, _)) =>
                 {

@@ -296,11 +296,9 @@ impl V {
         let mut i = 0;
         while i < stmts.len() {
             let s = &stmts[i];
-            if let StmtNode::Call { func, .. } = s.node() {
-                if matches!(func.kind(), kiln_ir::FuncKind::Barrier(_)) {
-                    i += 1;
-                    continue;
-                }
+            if s.barrier_fence().is_some() {
+                i += 1;
+                continue;
             }
             if self.is_group_stmt(s) {
                 self.group_stmt(s)?;
