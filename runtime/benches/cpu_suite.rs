@@ -18,6 +18,10 @@
 //! runs only the kernels named, the geometric mean then being theirs;
 //! `KILN_CPU_SUITE_THREADS=N` sets the threads of `all` and of the copy, one per core by
 //! default).
+//!
+//! Where `python3` imports the `halide` package, a second table sets the same kernels written
+//! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
+//! one thread and on all (`KILN_CPU_SUITE_HALIDE=0` skips it).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -28,6 +32,9 @@ use kiln_ir::{parse_module, Module, Scalar, Verified};
 use kiln_runtime::device::cpu::CpuDevice;
 use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::{Device, Handle};
+
+#[path = "cpu_suite/halide.rs"]
+mod halide;
 
 const SUITE: &str = include_str!("cpu_suite.kir");
 const REDUCE: &str = include_str!("../../examples/reduce.kir");
@@ -651,6 +658,9 @@ fn suite(c: &mut Criterion) {
         (log_sum / summary.len() as f64).exp(),
         copy_bw / 1e9
     );
+    let kiln: Vec<_> =
+        summary.iter().map(|&(name, _, _, one, all)| halide::Kiln { name, one, all }).collect();
+    halide::compare(&kiln, log2n(), t);
 }
 
 criterion_group!(benches, suite);
