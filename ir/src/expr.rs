@@ -689,6 +689,9 @@ struct ExprData {
     /// Whether evaluating the expression may be an error (see [`Expr::may_fail`]), kept
     /// because passes ask it of every operand they move.
     may_fail: bool,
+    /// The binary operators in the tree, one bit each ([`binop_bit`]), kept so that a pass
+    /// can skip a subtree without the operator it rewrites ([`Expr::has_binary`]).
+    binops: u32,
     node: ExprNode,
     /// How error messages name the source construct this node was derived from (see
     /// [`Expr::origin`]); not part of equality, hashing or printing.
@@ -743,13 +746,18 @@ impl Expr {
         // such as fusion keys, stay stable); foldhash, not std's SipHash, because every node
         // built pays for it.
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
-        let (depth, size, may_fail) = {
+        let (depth, size, may_fail, binops) = {
             let kids = node_children(&node);
             let depth = 1 + kids.iter().map(|c| c.0.depth).max().unwrap_or(0);
             let size = kids.iter().fold(1u32, |n, c| n.saturating_add(c.0.size));
-            (depth, size, fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail))
+            let own = match &node {
+                ExprNode::Binary { op, .. } => binop_bit(*op),
+                _ => 0,
+            };
+            let binops = kids.iter().fold(own, |m, c| m | c.0.binops);
+            (depth, size, fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail), binops)
         };
-        Expr(Arc::new(ExprData { ty, hash, depth, size, may_fail, node, origin: None }))
+        Expr(Arc::new(ExprData { ty, hash, depth, size, may_fail, binops, node, origin: None }))
     }
 
     /// `node`, a rebuilt version of this node (same kind, new operands), keeping this node's
@@ -794,6 +802,7 @@ impl Expr {
             depth: d.depth,
             size: d.size,
             may_fail: d.may_fail,
+            binops: d.binops,
             node: d.node.clone(),
             origin: Some(origin),
         }))
@@ -827,6 +836,12 @@ impl Expr {
     /// divisor is not a non-zero constant: evaluating it may be a division by zero.
     pub fn is_fault_division(&self) -> bool {
         fails_itself(&self.0.node, self.0.ty) && matches!(self.0.node, ExprNode::Binary { .. })
+    }
+
+    /// True if this expression or one of its subexpressions is the binary operation `op`.
+    /// O(1) (kept per node): a pass that rewrites only `op` skips the subtrees without one.
+    pub fn has_binary(&self, op: BinOp) -> bool {
+        self.0.binops & binop_bit(op) != 0
     }
 
     /// The number of nodes in this expression's tree, an operand used twice counted twice
@@ -1098,6 +1113,11 @@ impl Expr {
     }
 }
 
+/// The bit of `op` in [`ExprData::binops`].
+fn binop_bit(op: BinOp) -> u32 {
+    1 << (op as u32)
+}
+
 /// The direct sub-expressions of a node, in evaluation order.
 fn node_children(node: &ExprNode) -> SmallVec<[&Expr; 3]> {
     match node {
@@ -1188,6 +1208,7 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 depth: 1,
                 size: 1,
                 may_fail: false,
+                binops: 0,
                 node: ExprNode::Imm(Imm::Bool(false)),
                 origin: None,
             })

@@ -648,3 +648,48 @@ fn other_configurations_give_valid_cases() {
         }
     }
 }
+
+/// Asserts that every expression's cached operators ([`Expr::has_binary`]) are those a walk
+/// of its tree finds.
+struct BinopsMatch(Result<(), String>);
+
+impl Visitor for BinopsMatch {
+    fn visit_expr(&mut self, e: &Expr) {
+        fn walk_has(e: &Expr, op: BinOp) -> bool {
+            matches!(e.node(), ExprNode::Binary { op: o, .. } if *o == op)
+                || e.children().iter().any(|c| walk_has(c, op))
+        }
+        for op in BinOp::ALL {
+            if self.0.is_ok() && e.has_binary(op) != walk_has(e, op) {
+                self.0 = Err(format!("`{e}`: has_binary({}) is {}", op.symbol(), e.has_binary(op)));
+            }
+        }
+        walk_expr(self, e);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The operators kept per node, which passes read to skip subtrees, are exact on random
+    /// kernels (the nodes the generator builds, and those rebuilt with an origin).
+    #[test]
+    fn cached_binary_operators_match_a_walk(case in arb_kernel()) {
+        let mut check = BinopsMatch(Ok(()));
+        check.visit_stmt(case.kernel.body());
+        check.0.map_err(TestCaseError::fail)?;
+        let named = kiln_ir::Mutator::mutate_kernel(&mut WithOrigin, &case.kernel);
+        let mut check = BinopsMatch(Ok(()));
+        check.visit_stmt(named.body());
+        check.0.map_err(TestCaseError::fail)?;
+    }
+}
+
+/// Rebuilds every node with an origin (a second way nodes are made).
+struct WithOrigin;
+
+impl kiln_ir::Mutator for WithOrigin {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        kiln_ir::walk_mutate_expr(self, e).with_origin("`x`".into())
+    }
+}

@@ -13,16 +13,19 @@ use kiln_ir::{StmtNode, Visitor};
 
 use crate::util::fold_node;
 
-struct ConstProp {
+struct ConstProp<'a> {
     /// The constants in scope, by name.
     env: HashMap<String, Imm>,
     /// What each binding replaced, undone when its scope ends.
     undo: Vec<(String, Option<Imm>)>,
     /// Names assigned anywhere in the kernel: a `var` of such a name is never a constant.
-    assigned: HashSet<String>,
+    assigned: &'a HashSet<String>,
+    /// Whether an `if` on a constant condition was resolved (only that removes statements,
+    /// and with them perhaps the last assignment of some `var`).
+    resolved: bool,
 }
 
-impl ConstProp {
+impl ConstProp<'_> {
     /// Binds `name` to `value` (a constant, or `None`: no longer a known constant) for the
     /// rest of the current scope.
     fn bind(&mut self, name: &str, value: Option<Imm>) {
@@ -54,7 +57,7 @@ impl ConstProp {
     }
 }
 
-impl Mutator for ConstProp {
+impl Mutator for ConstProp<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         if let ExprNode::Var(v) = e.node() {
             return match self.env.get(v.name()) {
@@ -103,8 +106,12 @@ impl Mutator for ConstProp {
             StmtNode::If { cond, then, otherwise } => {
                 let c2 = self.mutate_expr(cond);
                 match c2.as_imm() {
-                    Some(Imm::Bool(true)) => return self.mutate_stmt(then),
+                    Some(Imm::Bool(true)) => {
+                        self.resolved = true;
+                        return self.mutate_stmt(then);
+                    }
                     Some(Imm::Bool(false)) => {
+                        self.resolved = true;
                         return match otherwise {
                             Some(o) => self.mutate_stmt(o),
                             None => Stmt::block([]),
@@ -164,8 +171,11 @@ fn assigned_names(s: &Stmt) -> HashSet<String> {
         // Assignments are statements: expressions need no walk.
         fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
+            // Accumulators are assigned many times: no `String` for a name already in.
             if let StmtNode::Assign { var, .. } = s.node() {
-                self.0.insert(var.name().to_string());
+                if !self.0.contains(var.name()) {
+                    self.0.insert(var.name().to_string());
+                }
             }
             kiln_ir::walk_stmt(self, s)
         }
@@ -178,8 +188,9 @@ fn assigned_names(s: &Stmt) -> HashSet<String> {
 /// Runs constant propagation: afterwards nothing more folds.
 pub fn constprop(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    let walk = |k: &Kernel, assigned: HashSet<String>| {
-        ConstProp { env: HashMap::new(), undo: Vec::new(), assigned }.mutate_kernel(k)
+    let walk = |k: &Kernel, assigned: &HashSet<String>| {
+        let mut c = ConstProp { env: HashMap::new(), undo: Vec::new(), assigned, resolved: false };
+        (c.mutate_kernel(k), c.resolved)
     };
     let mut k = k.clone();
     let mut assigned = assigned_names(k.body());
@@ -189,22 +200,25 @@ pub fn constprop(k: &Kernel) -> Kernel {
     // this pass's time on an unrolled GEMM); debug builds, and with them every test, still
     // check that it would change nothing. The bound only guards against a bug.
     for _ in 0..100 {
-        let next = walk(&k, assigned.clone());
+        let (next, resolved) = walk(&k, &assigned);
         if next.ptr_eq(&k) {
             break;
         }
-        let now = assigned_names(next.body());
         k = next;
-        if now == assigned {
+        // Without a resolved `if` every assignment is still there: the same names, not
+        // collected again.
+        debug_assert!(resolved || assigned_names(k.body()) == assigned);
+        let now = resolved.then(|| assigned_names(k.body())).filter(|now| *now != assigned);
+        let Some(now) = now else {
             if cfg!(debug_assertions) {
-                let again = walk(&k, now);
+                let (again, _) = walk(&k, &assigned);
                 debug_assert!(
                     again.ptr_eq(&k),
                     "constprop: a second walk changed the result of the first:\n{k}\n=>\n{again}"
                 );
             }
             break;
-        }
+        };
         assigned = now;
     }
     k

@@ -209,6 +209,11 @@ fn dce_once(k: &Kernel) -> Kernel {
     let mut wanted = std::mem::take(&mut arrays.1);
     wanted.extend(arrays.0.keys().cloned());
     let read = read_names(k.body(), &wanted);
+    if read.len() == wanted.len() {
+        // Every variable and array is read: no store, assignment or declaration goes, and
+        // the two rebuilding walks below would return `k` itself.
+        return crate::simplify::drop_empty_blocks(k);
+    }
     // An array name bound twice (re-bound after its scope ended) is only dead if both are:
     // names are compared, so a read of either keeps both.
     let arrays = arrays.0.into_iter().filter(|(n, _)| !read.contains(n)).collect();

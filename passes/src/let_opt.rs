@@ -19,7 +19,10 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use hashbrown::HashSet;
 use kiln_ir::depth::MAX_EXPR_DEPTH;
-use kiln_ir::{walk_expr, walk_mutate_nested, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt};
+use kiln_ir::{
+    walk_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, ExprNode, Kernel, Mutator,
+    Stmt,
+};
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
@@ -308,7 +311,11 @@ impl LetOpt {
             // Only a statement that refers to a substituted name changes (a walk of every
             // later statement's expressions was much of this pass's time).
             let refers = !substituted.is_empty() && u.0.iter().any(|r| substituted.contains(&r.0));
-            let s2 = if refers { sub.mutate_stmt(&s) } else { s.clone() };
+            let s2 = if refers {
+                SubstIn { opt: self, sub: &mut sub, ids: &substituted }.mutate_stmt(&s)
+            } else {
+                s.clone()
+            };
             if !s2.ptr_eq(&s) {
                 *u = self.uses_of(&s2);
             }
@@ -343,6 +350,28 @@ impl LetOpt {
         }
         self.rest.clear();
         (out, changed)
+    }
+}
+
+/// [`Subst`] applied to the nested statements that refer to a substituted name (`ids`, their
+/// let numbers) only, as their uses tell: a `for` whose body refers to one in a single
+/// statement was walked whole, every expression of it, once for each name inlined into it.
+struct SubstIn<'a> {
+    opt: &'a mut LetOpt,
+    sub: &'a mut Subst,
+    ids: &'a HashSet<u32>,
+}
+
+impl Mutator for SubstIn<'_> {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        self.sub.mutate_expr(e)
+    }
+
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        if !self.opt.uses_of(s).0.iter().any(|r| self.ids.contains(&r.0)) {
+            return s.clone();
+        }
+        walk_mutate_stmt(self, s)
     }
 }
 
@@ -407,12 +436,8 @@ mod tests {
         x[a] = c + b;
     }";
 
-    /// The uses of a statement composed from its parts' (cached) uses are those a walk of
-    /// the whole statement counts, at every statement of the kernel.
-    #[test]
-    fn composed_uses_match_a_recount() {
-        let k = kiln_ir::parse_module(NESTED).expect("parses").kernels.remove(0);
-        let mut opt = LetOpt::new(&k);
+    /// Every statement of `k`, nested ones included.
+    fn all_stmts(k: &Kernel) -> Vec<Stmt> {
         struct All(Vec<Stmt>);
         impl Visitor for All {
             fn visit_stmt(&mut self, s: &Stmt) {
@@ -422,7 +447,16 @@ mod tests {
         }
         let mut all = All(Vec::new());
         all.visit_stmt(k.body());
-        let all = all.0;
+        all.0
+    }
+
+    /// The uses of a statement composed from its parts' (cached) uses are those a walk of
+    /// the whole statement counts, at every statement of the kernel.
+    #[test]
+    fn composed_uses_match_a_recount() {
+        let k = kiln_ir::parse_module(NESTED).expect("parses").kernels.remove(0);
+        let mut opt = LetOpt::new(&k);
+        let all = all_stmts(&k);
         assert!(all.len() > 20, "{}", all.len());
         for s in &all {
             let composed = opt.uses_of(s);
@@ -441,6 +475,32 @@ mod tests {
         let a = opt.ids["a"];
         let (_, all_a, loops_a) = *body.0.iter().find(|r| r.0 == a).expect("a is used");
         assert_eq!((all_a, loops_a), (7, 2));
+    }
+
+    /// Substituting only in the nested statements whose uses name a substituted let gives
+    /// what substituting everywhere gives, at every statement of the kernel, for each let
+    /// and for all of them at once.
+    #[test]
+    fn substitution_by_uses_matches_a_full_substitution() {
+        let k = kiln_ir::parse_module(NESTED).expect("parses").kernels.remove(0);
+        let mut opt = LetOpt::new(&k);
+        let stmts = all_stmts(&k);
+        let mut sets: Vec<Vec<&str>> = ["a", "b", "c", "d", "e", "f"].map(|n| vec![n]).to_vec();
+        sets.push(vec!["a", "b", "c", "d", "e", "f"]);
+        for names in sets {
+            let mut sub = Subst(HashMap::new());
+            let mut ids = HashSet::new();
+            for (i, n) in names.iter().enumerate() {
+                sub.0.insert(n.to_string(), Expr::from(100 + i as u32));
+                ids.insert(opt.ids[*n]);
+            }
+            for s in &stmts {
+                let full = sub.mutate_stmt(s);
+                let by_uses = SubstIn { opt: &mut opt, sub: &mut sub, ids: &ids }.mutate_stmt(s);
+                assert_eq!(full.to_string(), by_uses.to_string(), "{names:?} in `{s}`");
+                assert_eq!(full.ptr_eq(s), by_uses.ptr_eq(s), "{names:?} in `{s}`");
+            }
+        }
     }
 
     /// Each block's sweeps leave the shared tables all zero for the next block.

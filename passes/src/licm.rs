@@ -35,6 +35,12 @@ impl Mutator for Licm {
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_nested(self, s);
         let StmtNode::For { var, lo, hi, step, body } = s.node() else { return s };
+        // Only a stable `let` of the body moves: without one, the names the body binds (a
+        // walk of all of it, for every loop) are not needed.
+        let movable = |t: &Stmt| matches!(t.node(), StmtNode::Let { value, .. } if is_stable(value, &self.mutable));
+        if !body.stmts().iter().any(movable) {
+            return s;
+        }
         let mut inner = bound_names(body);
         inner.insert(var.name().to_string(), 1);
         let mut hoisted = Vec::new();

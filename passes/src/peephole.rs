@@ -54,6 +54,10 @@ fn fuse(a: &Expr, b: &Expr, fused: Intrinsic, add3: bool) -> Option<Expr> {
 
 impl Mutator for Peephole {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        // Every fused form is a sum: a subtree without one stays, unwalked.
+        if !e.has_binary(BinOp::Add) {
+            return e.clone();
+        }
         let e = walk_mutate_expr(self, e);
         let ExprNode::Binary { op: BinOp::Add, a, b } = e.node() else { return e };
         let Some(ty) = e.ty().scalar() else { return e };

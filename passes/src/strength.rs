@@ -19,6 +19,11 @@ struct Strength;
 
 impl Mutator for Strength {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        // Only these operators are rewritten: a subtree without one (most of an unrolled
+        // kernel's float arithmetic) comes back as it is, unwalked.
+        if ![BinOp::Mul, BinOp::Div, BinOp::Rem].iter().any(|&op| e.has_binary(op)) {
+            return e.clone();
+        }
         let e = walk_mutate_expr(self, e);
         let ExprNode::Binary { op, a, b } = e.node() else { return e };
         let Some(ty) = e.ty().scalar().filter(|s| s.is_int()) else { return e };

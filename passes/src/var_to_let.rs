@@ -34,7 +34,13 @@ impl Visitor for AssignCount {
     fn visit_expr(&mut self, _: &Expr) {}
     fn visit_stmt(&mut self, s: &Stmt) {
         if let StmtNode::Assign { var, .. } = s.node() {
-            *self.0.entry(var.name().to_string()).or_default() += 1;
+            // An accumulator is assigned many times: no `String` for a name already in.
+            match self.0.get_mut(var.name()) {
+                Some(n) => *n += 1,
+                None => {
+                    self.0.insert(var.name().to_string(), 1);
+                }
+            }
         }
         walk_stmt(self, s)
     }
@@ -62,6 +68,16 @@ impl VarToLet {
             }
         }
         if decls.is_empty() {
+            return HashMap::new();
+        }
+        // A declaration qualifies only with its assignment later in this block: when no
+        // candidate has one, the walk of every reference in the block (the whole kernel, for
+        // its top-level block) would find nothing.
+        let assigned_here = stmts.iter().enumerate().any(|(i, s)| {
+            matches!(s.node(), StmtNode::Assign { var, .. }
+                if decls.iter().any(|&(d, n)| d < i && n == var.name()))
+        });
+        if !assigned_here {
             return HashMap::new();
         }
         for (i, s) in stmts.iter().enumerate() {

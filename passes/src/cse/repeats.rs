@@ -424,7 +424,7 @@ impl Repeats {
     /// `later` caches the stable occurrences in `stmts[start..]`; the caller keeps it up to date
     /// (recomputing it for every statement made this pass quadratic on long blocks).
     fn candidate(
-        &self,
+        mutable: &HashSet<String>,
         counter: &mut Counter,
         stmts: &[Stmt],
         start: usize,
@@ -434,7 +434,7 @@ impl Repeats {
     ) -> Option<(Expr, bool)> {
         // Most statements of unrolled code (`acc = fma(x, y, acc)`) have a few bindable
         // nodes, none stable and none repeated: no candidate, found without the maps.
-        if start == k && !may_have_candidate(&stmts[k], &self.mutable) {
+        if start == k && !may_have_candidate(&stmts[k], mutable) {
             return None;
         }
         // One map for every search, cleared (a new one per statement was mostly allocation).
@@ -443,7 +443,7 @@ impl Repeats {
         let mut order = Vec::new();
         for t in &stmts[start..=k] {
             for e in own_exprs(t) {
-                count_into(e, &mut counts, &mut order, &self.mutable);
+                count_into(e, &mut counts, &mut order, mutable);
             }
         }
         // A `let` of the whole value already binds it (the let-based CSE reuses it).
@@ -461,7 +461,7 @@ impl Repeats {
                 let later = later.get_or_insert_with(|| {
                     let mut m = ExprMap::new();
                     for t in &stmts[start..] {
-                        merge(&mut m, &counter.of(t, &self.mutable), true);
+                        merge(&mut m, &counter.of(t, mutable), true);
                     }
                     m
                 });
@@ -544,12 +544,15 @@ impl Mutator for Repeats {
             // also in the lets just made (they run right before the statement).
             let start = k;
             let mut skip = ExprSet::default();
-            while let Some((e, stable)) = {
-                let mut counter = std::mem::take(&mut self.counter);
-                let c = self.candidate(&mut counter, &out, start, k, &skip, &mut later);
-                self.counter = counter;
-                c
-            } {
+            while let Some((e, stable)) = Repeats::candidate(
+                &self.mutable,
+                &mut self.counter,
+                &out,
+                start,
+                k,
+                &skip,
+                &mut later,
+            ) {
                 if stable || !e.may_fail() {
                     self.bind(&mut out, start, start, k, &e, stable, &mut later);
                     k += 1;

@@ -63,7 +63,7 @@ struct FindDivision(bool);
 
 impl Visitor for FindDivision {
     fn visit_expr(&mut self, e: &Expr) {
-        if self.0 {
+        if self.0 || !has_division(e) {
             return;
         }
         if let ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } = e.node() {
@@ -74,6 +74,11 @@ impl Visitor for FindDivision {
         }
         walk_expr(self, e)
     }
+}
+
+/// Whether `e` has a division or remainder anywhere (O(1)): only those are rewritten.
+fn has_division(e: &Expr) -> bool {
+    e.has_binary(BinOp::Div) || e.has_binary(BinOp::Rem)
 }
 
 /// The constant value of an integer immediate.
@@ -167,6 +172,9 @@ pub fn divide(a: &Expr, d: i64, max: i64, rem: bool) -> Option<Expr> {
 
 impl Mutator for Lower {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if !has_division(e) {
+            return e.clone();
+        }
         let out = walk_mutate_expr(self, e);
         if let ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b } = out.node() {
             if a.ty() == Type::I32 {

@@ -99,6 +99,10 @@ impl Replace<'_> {
 
 impl Mutator for Replace<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        // Every reducible form has a multiplication: a subtree without one stays, unwalked.
+        if !e.has_binary(BinOp::Mul) {
+            return e.clone();
+        }
         // Top-down, so `i * c + d` is seen whole before its `i * c`.
         if let ExprNode::Binary { op: BinOp::Add, a, b } = e.node() {
             for (m, d) in [(a, b), (b, a)] {
