@@ -6,8 +6,9 @@
 //! batch only after code that can fault.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Builtin, ExprNode, Stmt, StmtNode, Type};
+use kiln_ir::{Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Type};
 
+use super::region::LidRange;
 use super::{no, Bound, Kind, Loc, R, V};
 use crate::x86::rt;
 
@@ -313,6 +314,8 @@ impl V {
             self.batch_start(&[])?;
         }
         let mark = self.lets.len();
+        // (The group's first batch: its lane 0's `local_id(0)` is 0.)
+        self.regions.as_mut().expect("region mode").lid0 = Some(0);
         let lane_if = match (lanes, stmts) {
             (Some(m), [s]) => match s.node() {
                 StmtNode::If { then, otherwise: None, .. } => Some((m, then.stmts())),
@@ -332,6 +335,7 @@ impl V {
         } else {
             self.region_stmts(stmts)?;
         }
+        self.regions.as_mut().expect("region mode").lid0 = None;
         self.lets.truncate(mark);
         self.proven = outer;
         if constant.is_some() {
@@ -343,4 +347,79 @@ impl V {
         self.bind(&mut general)?;
         Ok(false)
     }
+
+    /// A trimmed region whose range `[lo, hi)` of `local_id(0)` is known when the code is
+    /// generated (`known.rs`: the reduction's `if lid < 32u32`, `if lid < 16u32` after its
+    /// loop is unrolled), in a kernel that fixes its group's size `L`, the range's
+    /// condition exactly the region's `if`: the batches with a lane in `[lo, min(hi, L))`
+    /// (at most [`KNOWN_BATCHES`]) run one after another with no batch loop and no range
+    /// test, each under the constant mask of its lanes in the range (none where all eight
+    /// are), with its lane 0's `local_id(0)` known (a contiguous access at `local_id(0)`
+    /// plus a constant then addresses its element by a constant index, see
+    /// [`V::lane0_to_eax`]); accesses proven when the code is generated
+    /// ([`V::prove_known_range`]) are not checked, others are as in the general code.
+    /// False (no code) for other regions. The same batches in the same order as the
+    /// general code runs, each running the branch in exactly the lanes whose condition
+    /// holds (the condition is pure: evaluating it has no effect and cannot fault).
+    pub(super) fn known_batches(&mut self, stmts: &[Stmt], r: &LidRange) -> R<bool> {
+        let (Some(l), [s]) = (self.regions().group_size, stmts) else { return Ok(false) };
+        let StmtNode::If { then, otherwise: None, .. } = s.node() else { return Ok(false) };
+        let at = |b: &(Expr, u64)| match b.0.as_imm() {
+            Some(Imm::Int(_, bits)) => Some((*bits as u32 as u64).saturating_add(b.1)),
+            _ => None,
+        };
+        let lo = match r.lo.as_ref() {
+            Some(b) => at(b),
+            None => Some(0),
+        };
+        let (Some(lo), Some(hi)) = (lo, r.hi.as_ref().and_then(at)) else { return Ok(false) };
+        let hi = hi.min(l);
+        if !r.exact || lo >= hi || (hi - 1) / 8 - lo / 8 >= KNOWN_BATCHES {
+            return Ok(false);
+        }
+        let (first, last) = (lo / 8, (hi - 1) / 8);
+        let proof = self.prove_known_range(stmts, hi);
+        let outer = std::mem::replace(&mut self.proven, proof);
+        let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
+        self.a.mov(rbx, group_gid)?;
+        if first > 0 {
+            self.a.add(rbx, (8 * first) as i32)?;
+        }
+        // (The end of the batches, as the general code keeps it.)
+        self.a.lea(rax, qword_ptr(rbx + (8 * (last - first + 1)) as i32))?;
+        self.a.mov(qword_ptr(rbp - 56), rax)?;
+        self.a.vmovd(xmm15, ebx)?;
+        self.a.vpbroadcastd(ymm15, xmm15)?;
+        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        for b in first..=last {
+            if b > first {
+                self.batch_end(&[], &[])?;
+            }
+            self.batch_start(&[])?;
+            let lanes =
+                (0..8u64).filter(|k| (lo..hi).contains(&(8 * b + k))).fold(0u8, |m, k| m | 1 << k);
+            let mark = self.lets.len();
+            self.regions.as_mut().expect("region mode").lid0 = Some(8 * b as u32);
+            let since = self.fault_mark();
+            self.const_mask_block(lanes, then.stmts())?;
+            self.fault_test_since(since)?;
+            self.regions.as_mut().expect("region mode").lid0 = None;
+            self.lets.truncate(mark);
+        }
+        self.proven = outer;
+        self.batch_mark = None;
+        // Group code reports nothing per lane, but the budget's stub reads rbx.
+        self.a.mov(rbx, group_gid)?;
+        Ok(true)
+    }
+
+    /// In a batch of [`V::known_batches`], lane 0's `local_id(0)` if `ymm{r}` holds the
+    /// lanes' `local_id(0)`.
+    pub(super) fn known_lid0(&self, r: usize) -> Option<u32> {
+        (r == super::LID).then(|| self.regions.as_ref().and_then(|g| g.lid0)).flatten()
+    }
 }
+
+/// The most batches a region unrolled when the code is generated runs
+/// ([`V::known_batches`]): its code is that many copies of the branch.
+const KNOWN_BATCHES: u64 = 8;

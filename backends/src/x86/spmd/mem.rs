@@ -434,7 +434,10 @@ impl V {
             _ => None,
         };
         if let Some(r) = reg(self, index) {
-            self.a.vmovd(eax, XMM[r])?;
+            match self.known_lid0(r) {
+                Some(k) => self.a.mov(eax, k)?,
+                None => self.a.vmovd(eax, XMM[r])?,
+            }
             return Ok(true);
         }
         let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
@@ -447,9 +450,20 @@ impl V {
         };
         // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
         // half.)
-        self.gpr(e)?;
-        self.a.vmovd(r11d, XMM[r])?;
-        self.a.add(eax, r11d)?;
+        match (self.known_lid0(r), e.as_imm()) {
+            (Some(k), Some(kiln_ir::Imm::Int(_, bits))) => {
+                self.a.mov(eax, k.wrapping_add(*bits as u32))?;
+            }
+            (Some(k), _) => {
+                self.gpr(e)?;
+                self.a.add(eax, k as i32)?;
+            }
+            (None, _) => {
+                self.gpr(e)?;
+                self.a.vmovd(r11d, XMM[r])?;
+                self.a.add(eax, r11d)?;
+            }
+        }
         Ok(true)
     }
 
