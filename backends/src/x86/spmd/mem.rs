@@ -382,6 +382,25 @@ impl V {
             let mut slow = slow;
             self.bind(&mut slow)?;
         }
+        let uniform = kind == Kind::Uniform;
+        if uniform {
+            // One element for every lane: with its index (lane 0's, the lanes' one) below
+            // the table's length, one scalar compare (an `i32` index below 0 is a `u32` one
+            // above it), loaded whichever lanes are active (inactive ones never read it);
+            // otherwise the lanes' check below, which reports the lowest active lane.
+            let base = self.base(t)?;
+            self.a.vmovd(eax, XMM[d])?;
+            if !self.needs_check(index, t) {
+                self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
+                return Ok(());
+            }
+            let mut slow = self.a.create_label();
+            self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
+            self.a.jae(slow)?;
+            self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
+            self.a.jmp(done)?;
+            self.bind(&mut slow)?;
+        }
         self.active(d + 1)?;
         self.check(index, d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
@@ -411,7 +430,7 @@ impl V {
                 self.a.vmovaps(x, g)?;
             }
         }
-        if fast {
+        if fast || uniform {
             self.bind(&mut done)?;
         }
         Ok(())
