@@ -1039,3 +1039,68 @@ proptest! {
         prop_assert_eq!(known_batch_run(&k, local, n.min(4 * local)), avx2());
     }
 }
+
+/// In a kernel that fixes its group's size, a region without a range whose accesses are
+/// proven when the code is generated runs the group's batches unrolled, each with its
+/// `local_id(0)` known (`t[l]` at a constant index: the last batch's `mov eax,<L - 8>`), the
+/// `let`s of the last batch read by later regions: groups of 8 to 64, a guard for a
+/// rounded-up range, a buffer shorter than the range (the fault of the lowest work-item),
+/// one thread and several.
+#[test]
+fn unrolled_group_batches_agree() {
+    for local in [8u32, 16, 24, 64] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
+               local t: f32[{local}];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               if g < n {{ t[l] = x[g] * 2.0; }} else {{ t[l] = 1.5 + (l as f32); }}
+               barrier(local);
+               let r: f32 = t[(l + 1u32) % {local}u32];
+               barrier(local);
+               t[l] = t[l] + r;
+               barrier(local);
+               if l == 0u32 {{ o[group_id(0)] = t[0] + t[{local}u32 - 1u32] * 2.0 + t[5u32 % {local}u32] * 4.0; }}
+             }}"
+        ));
+        if avx2() && local > 8 {
+            let listing = region_listing(&k);
+            // (iced's listing: small numbers plain, others in hex with an `h`.)
+            let last = match local - 8 {
+                v if v < 10 => format!(" mov eax,{v}"),
+                v => format!(" mov eax,{v:X}h"),
+            };
+            let lines: Vec<&str> = listing.lines().collect();
+            let addressed =
+                lines.windows(2).any(|w| w[0].ends_with(&last) && w[1].contains("+rax*4]"));
+            assert!(addressed, "no `{last}` addressing `t`:\n{listing}");
+        }
+        for (n, xl) in
+            [(4 * local, 4 * local), (3 * local - 5, 4 * local), (4 * local, 2 * local + 3)]
+        {
+            let x: Vec<f32> = (0..xl).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 4), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[4 * local]).with_local(&[local]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "local={local} n={n} xl={xl}");
+            for threads in [2usize, 3] {
+                let p = compile(&k, &X86Options::default()).unwrap();
+                let (mut a, mut b) = (bufs.to_vec(), bufs.to_vec());
+                let one = p.run(&r, &args, &mut a);
+                let many = p.run_parallel(&r, &args, &mut b, threads, &CpuRunOptions::default());
+                assert_eq!(one, many, "local={local} n={n} xl={xl} threads={threads}");
+                if one.is_ok() {
+                    assert_eq!(
+                        f32s_bits(&a[0]),
+                        f32s_bits(&b[0]),
+                        "local={local} threads={threads}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn f32s_bits(b: &Buffer) -> Vec<u32> {
+    b.to_vec::<f32>().unwrap().into_iter().map(f32::to_bits).collect()
+}

@@ -348,37 +348,60 @@ impl V {
         Ok(false)
     }
 
-    /// A trimmed region whose range `[lo, hi)` of `local_id(0)` is known when the code is
-    /// generated (`known.rs`: the reduction's `if lid < 32u32`, `if lid < 16u32` after its
-    /// loop is unrolled), in a kernel that fixes its group's size `L`, the range's
-    /// condition exactly the region's `if`: the batches with a lane in `[lo, min(hi, L))`
-    /// (at most [`KNOWN_BATCHES`]) run one after another with no batch loop and no range
-    /// test, each under the constant mask of its lanes in the range (none where all eight
-    /// are), with its lane 0's `local_id(0)` known (a contiguous access at `local_id(0)`
-    /// plus a constant then addresses its element by a constant index, see
-    /// [`V::lane0_to_eax`]); accesses proven when the code is generated
-    /// ([`V::prove_known_range`]) are not checked, others are as in the general code.
-    /// False (no code) for other regions. The same batches in the same order as the
-    /// general code runs, each running the branch in exactly the lanes whose condition
-    /// holds (the condition is pure: evaluating it has no effect and cannot fault).
-    pub(super) fn known_batches(&mut self, stmts: &[Stmt], r: &LidRange) -> R<bool> {
-        let (Some(l), [s]) = (self.regions().group_size, stmts) else { return Ok(false) };
-        let StmtNode::If { then, otherwise: None, .. } = s.node() else { return Ok(false) };
+    /// In a kernel that fixes its group's size `L`, a region whose batches are known when
+    /// the code is generated: a trimmed region whose range `[lo, hi)` of `local_id(0)` is
+    /// known then (`known.rs`: the reduction's `if lid < 32u32`, `if lid < 16u32` after
+    /// its loop is unrolled) and exactly its `if`'s condition, or (`r` `None`) a region
+    /// without a range, whose batches are the group's. Its batches with a lane in
+    /// `[lo, min(hi, L))` (at most [`KNOWN_BATCHES`]) run one after another with no batch
+    /// loop and no range test, a trimmed region's each under the constant mask of its
+    /// lanes in the range (none where all eight are), with its lane 0's `local_id(0)`
+    /// known (a contiguous access at `local_id(0)` plus a constant then addresses its
+    /// element by a constant index, see [`V::lane0_to_eax`]); accesses proven when the
+    /// code is generated ([`V::prove_known_range`]) are not checked, others are as in the
+    /// general code (a region without a range only with every such access proven). False
+    /// (no code) for other regions. The same batches in the same order
+    /// as the general code runs, each running a trimmed region's branch in exactly the
+    /// lanes whose condition holds (the condition is pure: evaluating it has no effect and
+    /// cannot fault). The names a batch binds (the region's `let`s of `global_id(0)` and
+    /// `local_id(0)`, in registers) are bound again by the next; the last batch's stay.
+    pub(super) fn known_batches(&mut self, stmts: &[Stmt], r: Option<&LidRange>) -> R<bool> {
+        let Some(l) = self.regions().group_size else { return Ok(false) };
         let at = |b: &(Expr, u64)| match b.0.as_imm() {
             Some(Imm::Int(_, bits)) => Some((*bits as u32 as u64).saturating_add(b.1)),
             _ => None,
         };
-        let lo = match r.lo.as_ref() {
-            Some(b) => at(b),
-            None => Some(0),
+        let (lo, hi, then) = match (r, stmts) {
+            (None, _) => (0, l, None),
+            (Some(r), [s]) => {
+                let StmtNode::If { then, otherwise: None, .. } = s.node() else {
+                    return Ok(false);
+                };
+                let lo = match r.lo.as_ref() {
+                    Some(b) => at(b),
+                    None => Some(0),
+                };
+                let (Some(lo), Some(hi)) = (lo, r.hi.as_ref().and_then(at)) else {
+                    return Ok(false);
+                };
+                if !r.exact {
+                    return Ok(false);
+                }
+                (lo, hi, Some(then.stmts()))
+            }
+            _ => return Ok(false),
         };
-        let (Some(lo), Some(hi)) = (lo, r.hi.as_ref().and_then(at)) else { return Ok(false) };
         let hi = hi.min(l);
-        if !r.exact || lo >= hi || (hi - 1) / 8 - lo / 8 >= KNOWN_BATCHES {
+        if lo >= hi || (hi - 1) / 8 - lo / 8 >= KNOWN_BATCHES {
             return Ok(false);
         }
         let (first, last) = (lo / 8, (hi - 1) / 8);
         let proof = self.prove_known_range(stmts, hi);
+        // (A region without a range and without a proof now keeps the general code, with
+        // its proof tested when the code runs.)
+        if then.is_none() && proof.is_none() {
+            return Ok(false);
+        }
         let outer = std::mem::replace(&mut self.proven, proof);
         let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
         self.a.mov(rbx, group_gid)?;
@@ -396,15 +419,26 @@ impl V {
                 self.batch_end(&[], &[])?;
             }
             self.batch_start(&[])?;
-            let lanes =
-                (0..8u64).filter(|k| (lo..hi).contains(&(8 * b + k))).fold(0u8, |m, k| m | 1 << k);
             let mark = self.lets.len();
             self.regions.as_mut().expect("region mode").lid0 = Some(8 * b as u32);
             let since = self.fault_mark();
-            self.const_mask_block(lanes, then.stmts())?;
+            match then {
+                Some(then) => {
+                    let lanes = (0..8u64)
+                        .filter(|k| (lo..hi).contains(&(8 * b + k)))
+                        .fold(0u8, |m, k| m | 1 << k);
+                    self.const_mask_block(lanes, then)?;
+                }
+                None => self.stmts_in_scope(stmts)?,
+            }
             self.fault_test_since(since)?;
             self.regions.as_mut().expect("region mode").lid0 = None;
-            self.lets.truncate(mark);
+            if b < last {
+                self.lets.truncate(mark);
+            } else if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
+                // (Nothing saves a batch's values: later regions could not read them.)
+                return no("internal: an unrolled region binds a name outside a register");
+            }
         }
         self.proven = outer;
         self.batch_mark = None;

@@ -537,11 +537,12 @@ impl V {
                 }
             }
         }
-        if let Some(r) = range.as_ref() {
-            if restore.is_empty() && self.twins_ok(stmts) && self.known_batches(stmts, r)? {
-                self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
-                return Ok(());
-            }
+        if restore.is_empty()
+            && self.twins_ok(stmts)
+            && self.known_batches(stmts, range.as_ref())?
+        {
+            self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+            return Ok(());
         }
         let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();
         match range.as_ref().and_then(|r| r.hi.as_ref()) {
