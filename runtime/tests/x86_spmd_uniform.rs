@@ -354,3 +354,37 @@ fn uniform_index_loads_agree() {
         }
     }
 }
+
+/// A store at a batch-uniform index is one scalar compare of the index with the buffer's
+/// length and one store of the last active lane's value (lane 0's for a uniform value
+/// under no mask), the lanes' check only when the index is past the end: in bounds, at and
+/// past the end, negative `i32` indices, every lane, one, none (no fault then), uniform
+/// and per-lane values: the interpreter's buffers and errors.
+#[test]
+fn uniform_index_stores_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, q: i32, m: u32) {
+           let i: u32 = global_id(0);
+           o[q + 1] = (m as f32) * 0.5;
+           if i % 4u32 == m { o[q] = (i as f32) + 0.25; }
+           if i == m + 9u32 { o[q + 2] = 7.0; }
+           if i > 1000u32 { o[q + 99] = 1.0; }
+         }",
+    );
+    if avx2() {
+        let listing = vector_listing(&k);
+        assert!(
+            listing.iter().any(|l| l.starts_with("cmp rax,[r14+")),
+            "no scalar bounds compare:\n{}",
+            listing.join("\n")
+        );
+    }
+    for q in [0i32, 5, 36, 37, 38, 39, 40, 300, -1, -2, i32::MIN] {
+        for m in [0u32, 1, 3, 7] {
+            let args = [Arg::Buffer(0), Arg::scalar(q), Arg::scalar(m)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 40)];
+            let r = NdRange::new(&[32]).with_local(&[16]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} m={m}");
+        }
+    }
+}

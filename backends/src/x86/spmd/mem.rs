@@ -559,6 +559,35 @@ impl V {
             self.a.jmp(done)?;
             self.bind(&mut slow)?;
         }
+        let uniform = kind == Kind::Uniform;
+        if uniform {
+            // One element for every lane: with its index (lane 0's) below the table's
+            // length, one scalar compare, the last active lane's value stored there (lane
+            // 0's for a uniform value with every lane active); otherwise the lanes' check
+            // below, which reports the lowest active lane.
+            let base = self.base(t)?;
+            let mut slow = self.a.create_label();
+            self.a.vmovd(eax, xmm1)?;
+            if self.needs_check(index, t) {
+                self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
+                self.a.jae(slow)?;
+            }
+            let every = self.mask.is_none() && (!self.may_fault || self.fresh());
+            if every && self.kind(value) == Kind::Uniform {
+                self.a.vmovd(r11d, xmm0)?;
+            } else {
+                self.active(2)?;
+                self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
+                self.a.vmovmskps(r10d, ymm2)?;
+                self.a.test(r10d, r10d)?;
+                self.a.je(done)?;
+                self.a.bsr(r10d, r10d)?;
+                self.a.mov(r11d, dword_ptr(r15 + r10 * 4 + self.tmp_v))?;
+            }
+            self.a.mov(dword_ptr(base + rax * 4), r11d)?;
+            self.a.jmp(done)?;
+            self.bind(&mut slow)?;
+        }
         self.active(2)?;
         self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;
@@ -571,8 +600,9 @@ impl V {
             }
             return Ok(());
         }
-        if kind == Kind::Uniform {
-            return self.store_last_lane(base);
+        if uniform {
+            self.store_last_lane(base)?;
+            return self.bind(&mut done);
         }
         self.store_lanes(base, 0, 4)
     }
