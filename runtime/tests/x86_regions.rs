@@ -1048,13 +1048,14 @@ proptest! {
 /// one thread and several.
 #[test]
 fn unrolled_group_batches_agree() {
-    for local in [8u32, 16, 24, 64] {
+    let guards = ["g < n", "g <= n", "n > g", "n >= g", "global_id(0) < n"];
+    for (local, guard) in [8u32, 16, 24, 64].into_iter().flat_map(|l| guards.map(|g| (l, g))) {
         let k = kernel(&format!(
             "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
                local t: f32[{local}];
                let l: u32 = local_id(0);
                let g: u32 = global_id(0);
-               if g < n {{ t[l] = x[g] * 2.0; }} else {{ t[l] = 1.5 + (l as f32); }}
+               if {guard} {{ t[l] = x[g] * 2.0; }} else {{ t[l] = 1.5 + (l as f32); }}
                barrier(local);
                let r: f32 = t[(l + 1u32) % {local}u32];
                barrier(local);
@@ -1074,15 +1075,25 @@ fn unrolled_group_batches_agree() {
             let addressed =
                 lines.windows(2).any(|w| w[0].ends_with(&last) && w[1].contains("+rax*4]"));
             assert!(addressed, "no `{last}` addressing `t`:\n{listing}");
+            // The guard tested once for the group: its end against `n`.
+            let end = format!(" add r11,{local:X}h");
+            let once =
+                lines.windows(2).any(|w| w[0].ends_with(&end) && w[1].ends_with("cmp r11,rax"));
+            assert!(once, "no group guard ({guard}):\n{listing}");
         }
-        for (n, xl) in
-            [(4 * local, 4 * local), (3 * local - 5, 4 * local), (4 * local, 2 * local + 3)]
-        {
+        let cases = [
+            (4 * local, 4 * local),
+            (3 * local - 5, 4 * local),
+            (3 * local, 4 * local),
+            (3 * local - 1, 4 * local),
+            (4 * local, 2 * local + 3),
+        ];
+        for (n, xl) in cases {
             let x: Vec<f32> = (0..xl).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
             let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
             let bufs = [Buffer::zeroed(Scalar::F32, 4), Buffer::from_slice(&x)];
             let r = NdRange::new(&[4 * local]).with_local(&[local]);
-            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "local={local} n={n} xl={xl}");
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{guard} {local} n={n} xl={xl}");
             for threads in [2usize, 3] {
                 let p = compile(&k, &X86Options::default()).unwrap();
                 let (mut a, mut b) = (bufs.to_vec(), bufs.to_vec());

@@ -6,7 +6,7 @@
 //! batch only after code that can fault.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Type};
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Type};
 
 use super::region::LidRange;
 use super::{no, Bound, Kind, Loc, R, V};
@@ -404,6 +404,102 @@ impl V {
         }
         let outer = std::mem::replace(&mut self.proven, proof);
         let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
+        let body = match then {
+            Some(then) => Body::Masked(then, lo, hi),
+            None => Body::All(stmts),
+        };
+        let mut done = self.a.create_label();
+        if let Some((e, add, prefix, then)) =
+            then.is_none().then(|| self.group_guard(stmts)).flatten()
+        {
+            // `global_id(0) < e` (or `<=`) in every lane of the group when in its last: one
+            // compare for the group, then every batch runs the branch under no mask.
+            let mut general = self.a.create_label();
+            self.uniform_to_eax(e)?;
+            if add > 0 {
+                self.a.add(rax, add)?;
+            }
+            self.a.mov(r11, group_gid)?;
+            self.a.add(r11, (8 * (last + 1)) as i32)?;
+            self.a.cmp(r11, rax)?;
+            self.a.ja(general)?;
+            let mark = self.lets.len();
+            self.batch_copies(first, last, &Body::Guarded(prefix, then))?;
+            // (The general copy binds the same names, in the same registers.)
+            self.lets.truncate(mark);
+            self.a.jmp(done)?;
+            self.bind(&mut general)?;
+        }
+        self.batch_copies(first, last, &body)?;
+        self.bind(&mut done)?;
+        self.proven = outer;
+        self.batch_mark = None;
+        // Group code reports nothing per lane, but the budget's stub reads rbx.
+        self.a.mov(rbx, group_gid)?;
+        Ok(true)
+    }
+
+    /// For a region without a range run as known batches: `(e, add, prefix, then)` if its
+    /// statements are `let`s (which cannot fault: [`V::twins_ok`] lets only those of
+    /// `global_id(0)` and `local_id(0)` through) and local arrays' declarations, and last an
+    /// `if` whose condition is `global_id(0) < e + add` (`<` gives 0, `<=` 1, either side,
+    /// `global_id(0)` or a name the prefix gives it) for a `u32` value `e` of
+    /// general-purpose-register arithmetic naming nothing the prefix declares; with the
+    /// `if`'s branch.
+    fn group_guard<'s>(
+        &self,
+        stmts: &'s [Stmt],
+    ) -> Option<(&'s Expr, i32, &'s [Stmt], &'s [Stmt])> {
+        let (last, prefix) = stmts.split_last()?;
+        let mut declared = std::collections::HashSet::new();
+        let mut gids = std::collections::HashSet::new();
+        for s in prefix {
+            match s.node() {
+                StmtNode::Let { var, value } => {
+                    declared.insert(var.name().to_string());
+                    if matches!(value.node(), ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 })
+                    {
+                        gids.insert(var.name().to_string());
+                    }
+                }
+                // (Local arrays are the kernel's, laid out once: no code.)
+                StmtNode::Alloc { var, .. }
+                    if matches!(var.ty(), Type::Ptr(kiln_ir::AddrSpace::Local, _)) => {}
+                _ => return None,
+            }
+        }
+        let StmtNode::If { cond, then, .. } = last.node() else { return None };
+        let ExprNode::Binary { op, a, b } = cond.node() else { return None };
+        let gid = |x: &Expr| match x.node() {
+            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
+            ExprNode::Var(v) => gids.contains(v.name()),
+            _ => false,
+        };
+        let (op, e) = match (gid(a), gid(b), op) {
+            (true, false, op) => (*op, b),
+            (false, true, BinOp::Gt) => (BinOp::Lt, a),
+            (false, true, BinOp::Ge) => (BinOp::Le, a),
+            _ => return None,
+        };
+        if e.ty() != Type::U32
+            || super::proven::names_any(e, &declared)
+            || self.kind(e) != Kind::Uniform
+            || !self.gpr_ok(e)
+        {
+            return None;
+        }
+        let add = match op {
+            BinOp::Lt => 0,
+            BinOp::Le => 1,
+            _ => return None,
+        };
+        Some((e, add, prefix, then.stmts()))
+    }
+
+    /// The batches `first..=last` of a group, one after another (see
+    /// [`V::known_batches`]), each running `body` with its lane 0's `local_id(0)` known.
+    fn batch_copies(&mut self, first: u64, last: u64, body: &Body) -> R<()> {
+        let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
         self.a.mov(rbx, group_gid)?;
         if first > 0 {
             self.a.add(rbx, (8 * first) as i32)?;
@@ -422,14 +518,18 @@ impl V {
             let mark = self.lets.len();
             self.regions.as_mut().expect("region mode").lid0 = Some(8 * b as u32);
             let since = self.fault_mark();
-            match then {
-                Some(then) => {
+            match *body {
+                Body::Masked(then, lo, hi) => {
                     let lanes = (0..8u64)
                         .filter(|k| (lo..hi).contains(&(8 * b + k)))
                         .fold(0u8, |m, k| m | 1 << k);
                     self.const_mask_block(lanes, then)?;
                 }
-                None => self.stmts_in_scope(stmts)?,
+                Body::All(stmts) => self.stmts_in_scope(stmts)?,
+                Body::Guarded(prefix, then) => {
+                    self.stmts_in_scope(prefix)?;
+                    self.block(then)?;
+                }
             }
             self.fault_test_since(since)?;
             self.regions.as_mut().expect("region mode").lid0 = None;
@@ -440,11 +540,7 @@ impl V {
                 return no("internal: an unrolled region binds a name outside a register");
             }
         }
-        self.proven = outer;
-        self.batch_mark = None;
-        // Group code reports nothing per lane, but the budget's stub reads rbx.
-        self.a.mov(rbx, group_gid)?;
-        Ok(true)
+        Ok(())
     }
 
     /// In a batch of [`V::known_batches`], lane 0's `local_id(0)` if `ymm{r}` holds the
@@ -457,3 +553,13 @@ impl V {
 /// The most batches a region unrolled when the code is generated runs
 /// ([`V::known_batches`]): its code is that many copies of the branch.
 const KNOWN_BATCHES: u64 = 8;
+
+/// What each batch of [`V::batch_copies`] runs.
+enum Body<'s> {
+    /// A trimmed region's branch, under the constant mask of the lanes in `[lo, hi)`.
+    Masked(&'s [Stmt], u64, u64),
+    /// A region's statements.
+    All(&'s [Stmt]),
+    /// A region's `let`s, then its guarded branch under no mask (see [`V::group_guard`]).
+    Guarded(&'s [Stmt], &'s [Stmt]),
+}

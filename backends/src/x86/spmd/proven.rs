@@ -84,7 +84,7 @@ impl Visitor for Scan {
 }
 
 /// True if `e` names a name of `names`.
-fn names_any(e: &Expr, names: &HashSet<String>) -> bool {
+pub(super) fn names_any(e: &Expr, names: &HashSet<String>) -> bool {
     match e.node() {
         ExprNode::Var(v) => names.contains(v.name()),
         _ => e.children().iter().any(|c| names_any(c, names)),
