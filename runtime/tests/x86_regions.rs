@@ -927,7 +927,7 @@ fn fixed_group_sizes_proven_when_generated_agree() {
 /// The reduction's rounds of known strides in a kernel that fixes its group's size
 /// (`examples/reduce.kir`) run as batches unrolled when the code is generated (strides 32
 /// and 16) or as the group's first batch alone (8, 4, 2, 1), each batch's `local_id(0)`
-/// known: `tile[lid + stride]` is addressed by a constant index, not from the lanes'
+/// known: `tile[lid + stride]` is addressed at a constant displacement, not from the lanes'
 /// register (`vmovd r11d,xmm14`).
 #[test]
 fn reduction_rounds_address_tile_by_constant_indices() {
@@ -939,8 +939,19 @@ fn reduction_rounds_address_tile_by_constant_indices() {
     assert!(!listing.contains("vmovd r11d,xmm14"), "{listing}");
     // Strides 32 and 16: no batch loop, every batch's `tile[lid + stride]` at its constant.
     for (lid0, stride) in [(0u32, 32u32), (8, 32), (24, 32), (8, 16)] {
-        let at = format!("mov eax,{:X}h", lid0 + stride);
-        assert!(listing.contains(&at), "no `{at}`:\n{listing}");
+        let at = format!("+{}]", listing_number(4 * (lid0 + stride)));
+        let loads = listing.lines().any(|l| l.contains("vmovups ymm") && l.ends_with(&at));
+        assert!(loads, "no load at `{at}`:\n{listing}");
+    }
+}
+
+/// A number as iced's listing writes it: below 10 plain, else in hex with an `h` (and a
+/// leading 0 before a letter).
+fn listing_number(v: u32) -> String {
+    match format!("{v:X}h") {
+        _ if v < 10 => v.to_string(),
+        h if h.starts_with(|c: char| c.is_ascii_alphabetic()) => format!("0{h}"),
+        h => h,
     }
 }
 
@@ -1042,7 +1053,7 @@ proptest! {
 
 /// In a kernel that fixes its group's size, a region without a range whose accesses are
 /// proven when the code is generated runs the group's batches unrolled, each with its
-/// `local_id(0)` known (`t[l]` at a constant index: the last batch's `mov eax,<L - 8>`), the
+/// `local_id(0)` known (`t[l]` at a constant displacement: the last batch's `4 (L - 8)`), the
 /// `let`s of the last batch read by later regions: groups of 8 to 64, a guard for a
 /// rounded-up range, a buffer shorter than the range (the fault of the lowest work-item),
 /// one thread and several.
@@ -1066,15 +1077,13 @@ fn unrolled_group_batches_agree() {
         ));
         if avx2() && local > 8 {
             let listing = region_listing(&k);
-            // (iced's listing: small numbers plain, others in hex with an `h`.)
-            let last = match local - 8 {
-                v if v < 10 => format!(" mov eax,{v}"),
-                v => format!(" mov eax,{v:X}h"),
-            };
+            // The last batch's `t[l]`, a store at its constant displacement.
+            let last = format!("+{}],ymm0", listing_number(4 * (local - 8)));
             let lines: Vec<&str> = listing.lines().collect();
-            let addressed =
-                lines.windows(2).any(|w| w[0].ends_with(&last) && w[1].contains("+rax*4]"));
-            assert!(addressed, "no `{last}` addressing `t`:\n{listing}");
+            let addressed = lines
+                .iter()
+                .any(|l| l.contains("vmovups [r") && !l.contains("[r15") && l.ends_with(&last));
+            assert!(addressed, "no store at `{last}`:\n{listing}");
             // The guard tested once for the group: its end against `n`.
             let end = format!(" add r11,{local:X}h");
             let once =

@@ -358,10 +358,11 @@ impl V {
         let kind = self.kind(index);
         // (Under a mask too: every lane's element is in bounds, and what inactive lanes
         // load is never read.)
-        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
-            let base = self.base(t)?;
-            self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
-            return Ok(());
+        if kind == Kind::Contig {
+            if let Some(m) = self.lane0_operand(index, t)? {
+                self.a.vmovups(YMM[d], m)?;
+                return Ok(());
+            }
         }
         self.expr(index, d)?;
         let mut done = self.a.create_label();
@@ -434,6 +435,46 @@ impl V {
             self.bind(&mut done)?;
         }
         Ok(())
+    }
+
+    /// For a contiguous access of table `t` at `index` that the region's proof covers, in
+    /// code that runs only when it holds: the memory operand of lane 0's element, at a
+    /// constant displacement where lane 0's index is known when the code is generated (in
+    /// a batch of known `local_id(0)`, at `local_id(0)` plus a constant: no instruction),
+    /// else from `rax` ([`V::lane0_to_eax`]); `None` (no code) for other indices.
+    fn lane0_operand(&mut self, index: &Expr, t: u32) -> R<Option<AsmMemoryOperand>> {
+        if !self.proven_certain(index, t) {
+            return Ok(None);
+        }
+        let reg = |v: &V, e: &Expr| match e.node() {
+            kiln_ir::ExprNode::Var(x) => match v.find(x.name()).map(|b| b.loc) {
+                Some(super::Loc::Reg(r)) => v.known_lid0(r),
+                _ => None,
+            },
+            _ => None,
+        };
+        let known = match index.node() {
+            kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } => {
+                match (reg(self, a), reg(self, b), a.as_imm(), b.as_imm()) {
+                    (Some(k), _, _, Some(kiln_ir::Imm::Int(_, c)))
+                    | (_, Some(k), Some(kiln_ir::Imm::Int(_, c)), _) => {
+                        Some(k.wrapping_add(*c as u32))
+                    }
+                    _ => None,
+                }
+            }
+            _ => reg(self, index),
+        };
+        // (Proven: every lane's index is below 2^31; the displacement must fit 32 bits.)
+        if let Some(k) = known.filter(|k| u64::from(*k) * 4 <= i32::MAX as u64) {
+            let base = self.base(t)?;
+            return Ok(Some(ymmword_ptr(base + (k as i32) * 4)));
+        }
+        if !self.lane0_to_eax(index, t)? {
+            return Ok(None);
+        }
+        let base = self.base(t)?;
+        Ok(Some(ymmword_ptr(base + rax * 4)))
     }
 
     /// For a contiguous access of table `t` at `index` that the region's proof covers, in
@@ -531,15 +572,16 @@ impl V {
         if 1 + self.need(index).max(3) > super::TEMPS {
             return no("an index needing more than 7 registers");
         }
-        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
-            let base = self.base(t)?;
-            if self.mask.is_none() {
-                self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
-            } else {
-                self.active(2)?;
-                self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
+        if kind == Kind::Contig {
+            if let Some(m) = self.lane0_operand(index, t)? {
+                if self.mask.is_none() {
+                    self.a.vmovups(m, ymm0)?;
+                } else {
+                    self.active(2)?;
+                    self.a.vmaskmovps(m, ymm2, ymm0)?;
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         self.expr(index, 1)?;
         let mut done = self.a.create_label();
