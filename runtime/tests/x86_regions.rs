@@ -959,6 +959,11 @@ fn listing_number(v: u32) -> String {
 /// `local` (fixed), a local array of `len`, the region `if {cond} { t[l] = t[l] * 0.5 +
 /// t[l + {off}u32]; }` between two barriers.
 fn known_batch_kernel(local: u32, len: u32, cond: &str, off: u32) -> Kernel {
+    known_batch_kernel_with(local, len, cond, &format!("t[l] = t[l] * 0.5 + t[l + {off}u32];"))
+}
+
+/// [`known_batch_kernel`] with the branch `body`.
+fn known_batch_kernel_with(local: u32, len: u32, cond: &str, body: &str) -> Kernel {
     kernel(&format!(
         "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
            local t: f32[{len}];
@@ -966,7 +971,7 @@ fn known_batch_kernel(local: u32, len: u32, cond: &str, off: u32) -> Kernel {
            let g: u32 = global_id(0);
            if l < {len}u32 && g < n {{ t[l] = x[g]; }}
            barrier(local);
-           if {cond} {{ t[l] = t[l] * 0.5 + t[l + {off}u32]; }}
+           if {cond} {{ {body} }}
            barrier(local);
            if l == 0u32 {{ o[group_id(0)] = t[0] + t[1] * 2.0 + t[9] * 4.0 + t[15] * 8.0; }}
          }}"
@@ -1123,4 +1128,27 @@ fn unrolled_group_batches_agree() {
 
 fn f32s_bits(b: &Buffer) -> Vec<u32> {
     b.to_vec::<f32>().unwrap().into_iter().map(f32::to_bits).collect()
+}
+
+/// Branches of unrolled batches that read the lanes of `local_id(0)` or `global_id(0)`
+/// besides addressing at a known `local_id(0)` (arithmetic on them, an access elsewhere, a
+/// gather) keep their registers up to date batch by batch; those that only address at it
+/// need neither (the reduction's rounds), and later regions still see the right lanes.
+#[test]
+fn unrolled_batches_keep_the_id_lanes_they_read() {
+    let bodies = [
+        "t[l] = t[l] + t[l + 16u32];",
+        "t[l] = t[l] + (l as f32);",
+        "t[l] = t[l] + (global_id(0) as f32) * 0.25;",
+        "t[l] = t[l] + t[(l * 3u32) % 48u32];",
+        "t[l + 32u32] = t[l] * 2.0;",
+    ];
+    for body in bodies {
+        for local in [32u32, 64] {
+            let k = known_batch_kernel_with(local, 64, "l >= 3u32 && l < 29u32", body);
+            for n in [4 * local, 2 * local + 5] {
+                assert_eq!(known_batch_run(&k, local, n), avx2(), "{body} local={local} n={n}");
+            }
+        }
+    }
 }

@@ -6,7 +6,11 @@
 //! batch only after code that can fault.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Type};
+use std::collections::HashSet;
+
+use kiln_ir::{
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Type, Visitor,
+};
 
 use super::region::LidRange;
 use super::{no, Bound, Kind, Loc, R, V};
@@ -500,6 +504,13 @@ impl V {
     /// [`V::known_batches`]), each running `body` with its lane 0's `local_id(0)` known.
     fn batch_copies(&mut self, first: u64, last: u64, body: &Body) -> R<()> {
         let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
+        // A trimmed region's branch that reads no lane of `global_id(0)`/`local_id(0)`
+        // (only contiguous accesses at a known `local_id(0)`) keeps neither register up to
+        // date: later regions set both again.
+        let lanes = match *body {
+            Body::Masked(then, ..) => self.reads_id_lanes(then),
+            _ => true,
+        };
         self.a.mov(rbx, group_gid)?;
         if first > 0 {
             self.a.add(rbx, (8 * first) as i32)?;
@@ -507,14 +518,24 @@ impl V {
         // (The end of the batches, as the general code keeps it.)
         self.a.lea(rax, qword_ptr(rbx + (8 * (last - first + 1)) as i32))?;
         self.a.mov(qword_ptr(rbp - 56), rax)?;
-        self.a.vmovd(xmm15, ebx)?;
-        self.a.vpbroadcastd(ymm15, xmm15)?;
-        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        if lanes {
+            self.a.vmovd(xmm15, ebx)?;
+            self.a.vpbroadcastd(ymm15, xmm15)?;
+            self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        }
         for b in first..=last {
-            if b > first {
-                self.batch_end(&[], &[])?;
+            if !lanes {
+                if b > first {
+                    self.a.add(rbx, 8)?;
+                }
+                // (Every lane is alive at a batch's start.)
+                self.batch_mark = Some(self.fault_mark());
+            } else {
+                if b > first {
+                    self.batch_end(&[], &[])?;
+                }
+                self.batch_start(&[])?;
             }
-            self.batch_start(&[])?;
             let mark = self.lets.len();
             self.regions.as_mut().expect("region mode").lid0 = Some(8 * b as u32);
             let since = self.fault_mark();
@@ -553,6 +574,83 @@ impl V {
 /// The most batches a region unrolled when the code is generated runs
 /// ([`V::known_batches`]): its code is that many copies of the branch.
 const KNOWN_BATCHES: u64 = 8;
+
+impl V {
+    /// False if `stmts` access memory only at `l` or `l + c` (`l` a name in `local_id(0)`'s
+    /// register, `c` a constant) with the region's proof certain for the access (so
+    /// [`V::lane0_operand`] addresses it at a constant displacement in a batch of known
+    /// `local_id(0)`), call nothing, and name no other lane of `global_id(0)` or
+    /// `local_id(0)` (neither the builtins nor names in their registers).
+    fn reads_id_lanes(&self, stmts: &[Stmt]) -> bool {
+        let reg_names = |r: usize| -> HashSet<String> {
+            self.lets.iter().filter(|b| b.loc == Loc::Reg(r)).map(|b| b.name.clone()).collect()
+        };
+        let mut scan = LaneScan {
+            lids: reg_names(super::LID),
+            gids: reg_names(super::GID),
+            accesses: Vec::new(),
+            other: false,
+        };
+        stmts.iter().for_each(|s| scan.visit_stmt(s));
+        scan.other
+            || scan
+                .accesses
+                .iter()
+                .any(|(buf, addr)| !self.buf(buf).is_some_and(|t| self.proven_certain_at(*addr, t)))
+    }
+}
+
+/// The accesses of a batch's statements at `local_id(0)` plus a constant, and whether
+/// anything else there reads a lane of `global_id(0)` or `local_id(0)` or may (another
+/// access, a call): see [`V::reads_id_lanes`].
+struct LaneScan {
+    lids: HashSet<String>,
+    gids: HashSet<String>,
+    /// Buffer and index address of each access at `l` or `l + c`.
+    accesses: Vec<(kiln_ir::Var, usize)>,
+    other: bool,
+}
+
+impl LaneScan {
+    /// `index` is `l` or `l + c`: recorded; otherwise something else.
+    fn access(&mut self, buf: &kiln_ir::Var, index: &Expr) {
+        let lid = |e: &Expr| matches!(e.node(), ExprNode::Var(v) if self.lids.contains(v.name()));
+        let ok = lid(index)
+            || matches!(index.node(), ExprNode::Binary { op: BinOp::Add, a, b }
+                if (lid(a) && b.as_imm().is_some()) || (lid(b) && a.as_imm().is_some()));
+        if ok {
+            self.accesses.push((buf.clone(), index as *const Expr as usize));
+        } else {
+            self.other = true;
+        }
+    }
+}
+
+impl Visitor for LaneScan {
+    fn visit_expr(&mut self, e: &Expr) {
+        match e.node() {
+            ExprNode::Load { buf, index } => self.access(buf, index),
+            ExprNode::Var(v) if self.lids.contains(v.name()) || self.gids.contains(v.name()) => {
+                self.other = true
+            }
+            ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => {
+                self.other = true
+            }
+            _ => walk_expr(self, e),
+        }
+    }
+
+    fn visit_stmt(&mut self, s: &Stmt) {
+        match s.node() {
+            StmtNode::Store { buf, index, value } => {
+                self.access(buf, index);
+                self.visit_expr(value);
+            }
+            StmtNode::Call { .. } => self.other = true,
+            _ => walk_stmt(self, s),
+        }
+    }
+}
 
 /// What each batch of [`V::batch_copies`] runs.
 enum Body<'s> {

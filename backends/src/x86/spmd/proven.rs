@@ -239,6 +239,11 @@ impl V {
         Some(Proven { flag: -1, accesses, certain: true })
     }
 
+    /// [`V::proven_certain`] for the index expression at address `addr`.
+    pub(super) fn proven_certain_at(&self, addr: usize, t: u32) -> bool {
+        self.proven.as_ref().is_some_and(|p| p.certain && p.accesses.contains(&(addr, t)))
+    }
+
     /// True while generating code that runs only when the region's proof holds, if it
     /// covers the access of table `t` at `index`: every lane's index is in bounds.
     pub(super) fn proven_certain(&self, index: &Expr, t: u32) -> bool {
