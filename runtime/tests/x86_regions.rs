@@ -923,3 +923,232 @@ fn fixed_group_sizes_proven_when_generated_agree() {
         }
     }
 }
+
+/// The reduction's rounds of known strides in a kernel that fixes its group's size
+/// (`examples/reduce.kir`) run as batches unrolled when the code is generated (strides 32
+/// and 16) or as the group's first batch alone (8, 4, 2, 1), each batch's `local_id(0)`
+/// known: `tile[lid + stride]` is addressed at a constant displacement, not from the lanes'
+/// register (`vmovd r11d,xmm14`).
+#[test]
+fn reduction_rounds_address_tile_by_constant_indices() {
+    if !avx2() {
+        return kiln_ir::testing::skip("region loops need AVX2, which this CPU lacks");
+    }
+    let reduce = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap();
+    let listing = region_listing(&reduce.kernels[0]);
+    assert!(!listing.contains("vmovd r11d,xmm14"), "{listing}");
+    // Strides 32 and 16: no batch loop, every batch's `tile[lid + stride]` at its constant.
+    for (lid0, stride) in [(0u32, 32u32), (8, 32), (24, 32), (8, 16)] {
+        let at = format!("+{}]", listing_number(4 * (lid0 + stride)));
+        let loads = listing.lines().any(|l| l.contains("vmovups ymm") && l.ends_with(&at));
+        assert!(loads, "no load at `{at}`:\n{listing}");
+    }
+}
+
+/// A number as iced's listing writes it: below 10 plain, else in hex with an `h` (and a
+/// leading 0 before a letter).
+fn listing_number(v: u32) -> String {
+    match format!("{v:X}h") {
+        _ if v < 10 => v.to_string(),
+        h if h.starts_with(|c: char| c.is_ascii_alphabetic()) => format!("0{h}"),
+        h => h,
+    }
+}
+
+/// The kernel of the tests of regions unrolled when the code is generated: groups of
+/// `local` (fixed), a local array of `len`, the region `if {cond} { t[l] = t[l] * 0.5 +
+/// t[l + {off}u32]; }` between two barriers.
+fn known_batch_kernel(local: u32, len: u32, cond: &str, off: u32) -> Kernel {
+    known_batch_kernel_with(local, len, cond, &format!("t[l] = t[l] * 0.5 + t[l + {off}u32];"))
+}
+
+/// [`known_batch_kernel`] with the branch `body`.
+fn known_batch_kernel_with(local: u32, len: u32, cond: &str, body: &str) -> Kernel {
+    kernel(&format!(
+        "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
+           local t: f32[{len}];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           if l < {len}u32 && g < n {{ t[l] = x[g]; }}
+           barrier(local);
+           if {cond} {{ {body} }}
+           barrier(local);
+           if l == 0u32 {{ o[group_id(0)] = t[0] + t[1] * 2.0 + t[9] * 4.0 + t[15] * 8.0; }}
+         }}"
+    ))
+}
+
+/// Runs `k` (groups of `local`, 4 groups, `n` elements of data) three ways.
+fn known_batch_run(k: &Kernel, local: u32, n: u32) -> bool {
+    let x: Vec<f32> = (0..4 * local).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+    let bufs = [Buffer::zeroed(Scalar::F32, 4), Buffer::from_slice(&x)];
+    let r = NdRange::new(&[4 * local]).with_local(&[local]);
+    three_ways(k, &r, &args, &bufs)
+}
+
+/// Ranges of `local_id(0)` known when the code is generated, in groups of a fixed size,
+/// run as unrolled batches, each under its constant mask: ranges over several batches,
+/// from a lower bound, ending within a batch, past the group, of one lane, empty, or not
+/// exactly the condition (two bounds on one side, which keep the lanes' test); offsets
+/// reaching the array's end exactly (proven when generated) and one past it (checked: a
+/// fault where a lane in the range reaches it).
+#[test]
+fn known_batches_of_fixed_groups_agree() {
+    let conds = [
+        ("l < 32u32", 0u32, 32u32),
+        ("l < 20u32", 0, 20),
+        ("l >= 5u32 && l < 27u32", 5, 27),
+        ("l > 9u32", 10, u32::MAX),
+        ("l <= 40u32", 0, 41),
+        ("l == 17u32", 17, 18),
+        ("l < 80u32", 0, 80),
+        ("l >= 12u32 && l < 12u32", 0, 0),
+        ("l < 30u32 && l < 9u32", 0, 30),
+    ];
+    for (cond, lo, hi) in conds {
+        for local in [16u32, 24, 64] {
+            for off in [1u32, 16] {
+                let end = hi.min(local);
+                let reach = if lo >= end { 16 } else { end.div_ceil(8) * 8 };
+                for len in [(reach + off).max(16), (reach + off - 1).max(16)] {
+                    let k = known_batch_kernel(local, len, cond, off);
+                    for n in [4 * local, 2 * local + 5] {
+                        assert_eq!(
+                            known_batch_run(&k, local, n),
+                            avx2(),
+                            "{cond} local={local} off={off} len={len} n={n}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// Random known ranges of every form in groups of a fixed size, offsets and array
+    /// lengths around the batches' reach: the unrolled batches agree with the interpreter
+    /// and the scalar code, faults included.
+    #[test]
+    fn random_known_batches_agree(
+        local in prop::sample::select(vec![8u32, 16, 24, 32, 40, 64]),
+        lo in 0u32..70,
+        hi in 0u32..80,
+        off in 0u32..20,
+        form in 0usize..5,
+        slack in 0u32..3,
+        n in 1u32..300,
+    ) {
+        let cond = match form {
+            0 => format!("l >= {lo}u32 && l < {hi}u32"),
+            1 => format!("l < {hi}u32"),
+            2 => format!("l > {lo}u32 && l <= {hi}u32"),
+            3 => format!("{hi}u32 > l"),
+            _ => format!("l == {lo}u32"),
+        };
+        let reach = hi.min(local).div_ceil(8) * 8;
+        let len = (reach + off + slack).saturating_sub(1).max(16);
+        let k = known_batch_kernel(local, len, &cond, off);
+        prop_assert_eq!(known_batch_run(&k, local, n.min(4 * local)), avx2());
+    }
+}
+
+/// In a kernel that fixes its group's size, a region without a range whose accesses are
+/// proven when the code is generated runs the group's batches unrolled, each with its
+/// `local_id(0)` known (`t[l]` at a constant displacement: the last batch's `4 (L - 8)`), the
+/// `let`s of the last batch read by later regions: groups of 8 to 64, a guard for a
+/// rounded-up range, a buffer shorter than the range (the fault of the lowest work-item),
+/// one thread and several.
+#[test]
+fn unrolled_group_batches_agree() {
+    let guards = ["g < n", "g <= n", "n > g", "n >= g", "global_id(0) < n"];
+    for (local, guard) in [8u32, 16, 24, 64].into_iter().flat_map(|l| guards.map(|g| (l, g))) {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
+               local t: f32[{local}];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               if {guard} {{ t[l] = x[g] * 2.0; }} else {{ t[l] = 1.5 + (l as f32); }}
+               barrier(local);
+               let r: f32 = t[(l + 1u32) % {local}u32];
+               barrier(local);
+               t[l] = t[l] + r;
+               barrier(local);
+               if l == 0u32 {{ o[group_id(0)] = t[0] + t[{local}u32 - 1u32] * 2.0 + t[5u32 % {local}u32] * 4.0; }}
+             }}"
+        ));
+        if avx2() && local > 8 {
+            let listing = region_listing(&k);
+            // The last batch's `t[l]`, a store at its constant displacement.
+            let last = format!("+{}],ymm0", listing_number(4 * (local - 8)));
+            let lines: Vec<&str> = listing.lines().collect();
+            let addressed = lines
+                .iter()
+                .any(|l| l.contains("vmovups [r") && !l.contains("[r15") && l.ends_with(&last));
+            assert!(addressed, "no store at `{last}`:\n{listing}");
+            // The guard tested once for the group: its end against `n`.
+            let end = format!(" add r11,{local:X}h");
+            let once =
+                lines.windows(2).any(|w| w[0].ends_with(&end) && w[1].ends_with("cmp r11,rax"));
+            assert!(once, "no group guard ({guard}):\n{listing}");
+        }
+        let cases = [
+            (4 * local, 4 * local),
+            (3 * local - 5, 4 * local),
+            (3 * local, 4 * local),
+            (3 * local - 1, 4 * local),
+            (4 * local, 2 * local + 3),
+        ];
+        for (n, xl) in cases {
+            let x: Vec<f32> = (0..xl).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 4), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[4 * local]).with_local(&[local]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{guard} {local} n={n} xl={xl}");
+            for threads in [2usize, 3] {
+                let p = compile(&k, &X86Options::default()).unwrap();
+                let (mut a, mut b) = (bufs.to_vec(), bufs.to_vec());
+                let one = p.run(&r, &args, &mut a);
+                let many = p.run_parallel(&r, &args, &mut b, threads, &CpuRunOptions::default());
+                assert_eq!(one, many, "local={local} n={n} xl={xl} threads={threads}");
+                if one.is_ok() {
+                    assert_eq!(
+                        f32s_bits(&a[0]),
+                        f32s_bits(&b[0]),
+                        "local={local} threads={threads}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn f32s_bits(b: &Buffer) -> Vec<u32> {
+    b.to_vec::<f32>().unwrap().into_iter().map(f32::to_bits).collect()
+}
+
+/// Branches of unrolled batches that read the lanes of `local_id(0)` or `global_id(0)`
+/// besides addressing at a known `local_id(0)` (arithmetic on them, an access elsewhere, a
+/// gather) keep their registers up to date batch by batch; those that only address at it
+/// need neither (the reduction's rounds), and later regions still see the right lanes.
+#[test]
+fn unrolled_batches_keep_the_id_lanes_they_read() {
+    let bodies = [
+        "t[l] = t[l] + t[l + 16u32];",
+        "t[l] = t[l] + (l as f32);",
+        "t[l] = t[l] + (global_id(0) as f32) * 0.25;",
+        "t[l] = t[l] + t[(l * 3u32) % 48u32];",
+        "t[l + 32u32] = t[l] * 2.0;",
+    ];
+    for body in bodies {
+        for local in [32u32, 64] {
+            let k = known_batch_kernel_with(local, 64, "l >= 3u32 && l < 29u32", body);
+            for n in [4 * local, 2 * local + 5] {
+                assert_eq!(known_batch_run(&k, local, n), avx2(), "{body} local={local} n={n}");
+            }
+        }
+    }
+}

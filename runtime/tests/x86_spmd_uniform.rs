@@ -314,3 +314,77 @@ fn rows_of_batches_per_call_keep_the_interpreters_order() {
         }
     }
 }
+
+/// A load at a batch-uniform index is one scalar compare of the index with the buffer's
+/// length and a broadcast (`cmp rax,[r14+..]`), the lanes' check only when that fails: in
+/// bounds, one past the end and far past it, negative `i32` indices, under no mask, under
+/// a divergent one, with one active lane and with none (no fault then), in loops: the
+/// interpreter's values and errors (the lowest active lane's).
+#[test]
+fn uniform_index_loads_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, q: i32, m: u32) {
+           let i: u32 = global_id(0);
+           var acc: f32 = x[0];
+           for j: i32 in 0 .. 6 {
+             if i % 3u32 != m {
+               acc = acc + x[q + j];
+             }
+           }
+           if i == m * 5u32 + 2u32 { acc = acc * x[q + 4]; }
+           if i > 1000u32 { acc = acc - x[q + 99]; }
+           o[i] = acc;
+         }",
+    );
+    if avx2() {
+        let listing = vector_listing(&k);
+        assert!(
+            listing.iter().any(|l| l.starts_with("cmp rax,[r14+")),
+            "no scalar bounds compare:\n{}",
+            listing.join("\n")
+        );
+    }
+    let x: Vec<f32> = (0..40).map(|i| i as f32 * 0.5 - 7.0).collect();
+    for q in [0i32, 3, 33, 34, 35, 38, 39, 40, 200, -1, -3, i32::MIN] {
+        for m in [0u32, 1, 2, 9] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q), Arg::scalar(m)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 64), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[64]).with_local(&[16]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} m={m}");
+        }
+    }
+}
+
+/// A store at a batch-uniform index is one scalar compare of the index with the buffer's
+/// length and one store of the last active lane's value (lane 0's for a uniform value
+/// under no mask), the lanes' check only when the index is past the end: in bounds, at and
+/// past the end, negative `i32` indices, every lane, one, none (no fault then), uniform
+/// and per-lane values: the interpreter's buffers and errors.
+#[test]
+fn uniform_index_stores_agree() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, q: i32, m: u32) {
+           let i: u32 = global_id(0);
+           o[q + 1] = (m as f32) * 0.5;
+           if i % 4u32 == m { o[q] = (i as f32) + 0.25; }
+           if i == m + 9u32 { o[q + 2] = 7.0; }
+           if i > 1000u32 { o[q + 99] = 1.0; }
+         }",
+    );
+    if avx2() {
+        let listing = vector_listing(&k);
+        assert!(
+            listing.iter().any(|l| l.starts_with("cmp rax,[r14+")),
+            "no scalar bounds compare:\n{}",
+            listing.join("\n")
+        );
+    }
+    for q in [0i32, 5, 36, 37, 38, 39, 40, 300, -1, -2, i32::MIN] {
+        for m in [0u32, 1, 3, 7] {
+            let args = [Arg::Buffer(0), Arg::scalar(q), Arg::scalar(m)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 40)];
+            let r = NdRange::new(&[32]).with_local(&[16]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "q={q} m={m}");
+        }
+    }
+}

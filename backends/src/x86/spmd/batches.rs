@@ -6,8 +6,13 @@
 //! batch only after code that can fault.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Builtin, ExprNode, Stmt, StmtNode, Type};
+use std::collections::HashSet;
 
+use kiln_ir::{
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Stmt, StmtNode, Type, Visitor,
+};
+
+use super::region::LidRange;
 use super::{no, Bound, Kind, Loc, R, V};
 use crate::x86::rt;
 
@@ -313,6 +318,8 @@ impl V {
             self.batch_start(&[])?;
         }
         let mark = self.lets.len();
+        // (The group's first batch: its lane 0's `local_id(0)` is 0.)
+        self.regions.as_mut().expect("region mode").lid0 = Some(0);
         let lane_if = match (lanes, stmts) {
             (Some(m), [s]) => match s.node() {
                 StmtNode::If { then, otherwise: None, .. } => Some((m, then.stmts())),
@@ -332,6 +339,7 @@ impl V {
         } else {
             self.region_stmts(stmts)?;
         }
+        self.regions.as_mut().expect("region mode").lid0 = None;
         self.lets.truncate(mark);
         self.proven = outer;
         if constant.is_some() {
@@ -343,4 +351,313 @@ impl V {
         self.bind(&mut general)?;
         Ok(false)
     }
+
+    /// In a kernel that fixes its group's size `L`, a region whose batches are known when
+    /// the code is generated: a trimmed region whose range `[lo, hi)` of `local_id(0)` is
+    /// known then (`known.rs`: the reduction's `if lid < 32u32`, `if lid < 16u32` after
+    /// its loop is unrolled) and exactly its `if`'s condition, or (`r` `None`) a region
+    /// without a range, whose batches are the group's. Its batches with a lane in
+    /// `[lo, min(hi, L))` (at most [`KNOWN_BATCHES`]) run one after another with no batch
+    /// loop and no range test, a trimmed region's each under the constant mask of its
+    /// lanes in the range (none where all eight are), with its lane 0's `local_id(0)`
+    /// known (a contiguous access at `local_id(0)` plus a constant then addresses its
+    /// element by a constant index, see [`V::lane0_to_eax`]); accesses proven when the
+    /// code is generated ([`V::prove_known_range`]) are not checked, others are as in the
+    /// general code (a region without a range only with every such access proven). False
+    /// (no code) for other regions. The same batches in the same order
+    /// as the general code runs, each running a trimmed region's branch in exactly the
+    /// lanes whose condition holds (the condition is pure: evaluating it has no effect and
+    /// cannot fault). The names a batch binds (the region's `let`s of `global_id(0)` and
+    /// `local_id(0)`, in registers) are bound again by the next; the last batch's stay.
+    pub(super) fn known_batches(&mut self, stmts: &[Stmt], r: Option<&LidRange>) -> R<bool> {
+        let Some(l) = self.regions().group_size else { return Ok(false) };
+        let at = |b: &(Expr, u64)| match b.0.as_imm() {
+            Some(Imm::Int(_, bits)) => Some((*bits as u32 as u64).saturating_add(b.1)),
+            _ => None,
+        };
+        let (lo, hi, then) = match (r, stmts) {
+            (None, _) => (0, l, None),
+            (Some(r), [s]) => {
+                let StmtNode::If { then, otherwise: None, .. } = s.node() else {
+                    return Ok(false);
+                };
+                let lo = match r.lo.as_ref() {
+                    Some(b) => at(b),
+                    None => Some(0),
+                };
+                let (Some(lo), Some(hi)) = (lo, r.hi.as_ref().and_then(at)) else {
+                    return Ok(false);
+                };
+                if !r.exact {
+                    return Ok(false);
+                }
+                (lo, hi, Some(then.stmts()))
+            }
+            _ => return Ok(false),
+        };
+        let hi = hi.min(l);
+        if lo >= hi || (hi - 1) / 8 - lo / 8 >= KNOWN_BATCHES {
+            return Ok(false);
+        }
+        let (first, last) = (lo / 8, (hi - 1) / 8);
+        let proof = self.prove_known_range(stmts, hi);
+        // (A region without a range and without a proof now keeps the general code, with
+        // its proof tested when the code runs.)
+        if then.is_none() && proof.is_none() {
+            return Ok(false);
+        }
+        let outer = std::mem::replace(&mut self.proven, proof);
+        let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
+        let body = match then {
+            Some(then) => Body::Masked(then, lo, hi),
+            None => Body::All(stmts),
+        };
+        let mut done = self.a.create_label();
+        if let Some((e, add, prefix, then)) =
+            then.is_none().then(|| self.group_guard(stmts)).flatten()
+        {
+            // `global_id(0) < e` (or `<=`) in every lane of the group when in its last: one
+            // compare for the group, then every batch runs the branch under no mask.
+            let mut general = self.a.create_label();
+            self.uniform_to_eax(e)?;
+            if add > 0 {
+                self.a.add(rax, add)?;
+            }
+            self.a.mov(r11, group_gid)?;
+            self.a.add(r11, (8 * (last + 1)) as i32)?;
+            self.a.cmp(r11, rax)?;
+            self.a.ja(general)?;
+            let mark = self.lets.len();
+            self.batch_copies(first, last, &Body::Guarded(prefix, then))?;
+            // (The general copy binds the same names, in the same registers.)
+            self.lets.truncate(mark);
+            self.a.jmp(done)?;
+            self.bind(&mut general)?;
+        }
+        self.batch_copies(first, last, &body)?;
+        self.bind(&mut done)?;
+        self.proven = outer;
+        self.batch_mark = None;
+        // Group code reports nothing per lane, but the budget's stub reads rbx.
+        self.a.mov(rbx, group_gid)?;
+        Ok(true)
+    }
+
+    /// For a region without a range run as known batches: `(e, add, prefix, then)` if its
+    /// statements are `let`s (which cannot fault: [`V::twins_ok`] lets only those of
+    /// `global_id(0)` and `local_id(0)` through) and local arrays' declarations, and last an
+    /// `if` whose condition is `global_id(0) < e + add` (`<` gives 0, `<=` 1, either side,
+    /// `global_id(0)` or a name the prefix gives it) for a `u32` value `e` of
+    /// general-purpose-register arithmetic naming nothing the prefix declares; with the
+    /// `if`'s branch.
+    fn group_guard<'s>(
+        &self,
+        stmts: &'s [Stmt],
+    ) -> Option<(&'s Expr, i32, &'s [Stmt], &'s [Stmt])> {
+        let (last, prefix) = stmts.split_last()?;
+        let mut declared = std::collections::HashSet::new();
+        let mut gids = std::collections::HashSet::new();
+        for s in prefix {
+            match s.node() {
+                StmtNode::Let { var, value } => {
+                    declared.insert(var.name().to_string());
+                    if matches!(value.node(), ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 })
+                    {
+                        gids.insert(var.name().to_string());
+                    }
+                }
+                // (Local arrays are the kernel's, laid out once: no code.)
+                StmtNode::Alloc { var, .. }
+                    if matches!(var.ty(), Type::Ptr(kiln_ir::AddrSpace::Local, _)) => {}
+                _ => return None,
+            }
+        }
+        let StmtNode::If { cond, then, .. } = last.node() else { return None };
+        let ExprNode::Binary { op, a, b } = cond.node() else { return None };
+        let gid = |x: &Expr| match x.node() {
+            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
+            ExprNode::Var(v) => gids.contains(v.name()),
+            _ => false,
+        };
+        let (op, e) = match (gid(a), gid(b), op) {
+            (true, false, op) => (*op, b),
+            (false, true, BinOp::Gt) => (BinOp::Lt, a),
+            (false, true, BinOp::Ge) => (BinOp::Le, a),
+            _ => return None,
+        };
+        if e.ty() != Type::U32
+            || super::proven::names_any(e, &declared)
+            || self.kind(e) != Kind::Uniform
+            || !self.gpr_ok(e)
+        {
+            return None;
+        }
+        let add = match op {
+            BinOp::Lt => 0,
+            BinOp::Le => 1,
+            _ => return None,
+        };
+        Some((e, add, prefix, then.stmts()))
+    }
+
+    /// The batches `first..=last` of a group, one after another (see
+    /// [`V::known_batches`]), each running `body` with its lane 0's `local_id(0)` known.
+    fn batch_copies(&mut self, first: u64, last: u64, body: &Body) -> R<()> {
+        let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
+        // A trimmed region's branch that reads no lane of `global_id(0)`/`local_id(0)`
+        // (only contiguous accesses at a known `local_id(0)`) keeps neither register up to
+        // date: later regions set both again.
+        let lanes = match *body {
+            Body::Masked(then, ..) => self.reads_id_lanes(then),
+            _ => true,
+        };
+        self.a.mov(rbx, group_gid)?;
+        if first > 0 {
+            self.a.add(rbx, (8 * first) as i32)?;
+        }
+        // (The end of the batches, as the general code keeps it.)
+        self.a.lea(rax, qword_ptr(rbx + (8 * (last - first + 1)) as i32))?;
+        self.a.mov(qword_ptr(rbp - 56), rax)?;
+        if lanes {
+            self.a.vmovd(xmm15, ebx)?;
+            self.a.vpbroadcastd(ymm15, xmm15)?;
+            self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        }
+        for b in first..=last {
+            if !lanes {
+                if b > first {
+                    self.a.add(rbx, 8)?;
+                }
+                // (Every lane is alive at a batch's start.)
+                self.batch_mark = Some(self.fault_mark());
+            } else {
+                if b > first {
+                    self.batch_end(&[], &[])?;
+                }
+                self.batch_start(&[])?;
+            }
+            let mark = self.lets.len();
+            self.regions.as_mut().expect("region mode").lid0 = Some(8 * b as u32);
+            let since = self.fault_mark();
+            match *body {
+                Body::Masked(then, lo, hi) => {
+                    let lanes = (0..8u64)
+                        .filter(|k| (lo..hi).contains(&(8 * b + k)))
+                        .fold(0u8, |m, k| m | 1 << k);
+                    self.const_mask_block(lanes, then)?;
+                }
+                Body::All(stmts) => self.stmts_in_scope(stmts)?,
+                Body::Guarded(prefix, then) => {
+                    self.stmts_in_scope(prefix)?;
+                    self.block(then)?;
+                }
+            }
+            self.fault_test_since(since)?;
+            self.regions.as_mut().expect("region mode").lid0 = None;
+            if b < last {
+                self.lets.truncate(mark);
+            } else if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
+                // (Nothing saves a batch's values: later regions could not read them.)
+                return no("internal: an unrolled region binds a name outside a register");
+            }
+        }
+        Ok(())
+    }
+
+    /// In a batch of [`V::known_batches`], lane 0's `local_id(0)` if `ymm{r}` holds the
+    /// lanes' `local_id(0)`.
+    pub(super) fn known_lid0(&self, r: usize) -> Option<u32> {
+        (r == super::LID).then(|| self.regions.as_ref().and_then(|g| g.lid0)).flatten()
+    }
+}
+
+/// The most batches a region unrolled when the code is generated runs
+/// ([`V::known_batches`]): its code is that many copies of the branch.
+const KNOWN_BATCHES: u64 = 8;
+
+impl V {
+    /// False if `stmts` access memory only at `l` or `l + c` (`l` a name in `local_id(0)`'s
+    /// register, `c` a constant) with the region's proof certain for the access (so
+    /// [`V::lane0_operand`] addresses it at a constant displacement in a batch of known
+    /// `local_id(0)`), call nothing, and name no other lane of `global_id(0)` or
+    /// `local_id(0)` (neither the builtins nor names in their registers).
+    fn reads_id_lanes(&self, stmts: &[Stmt]) -> bool {
+        let reg_names = |r: usize| -> HashSet<String> {
+            self.lets.iter().filter(|b| b.loc == Loc::Reg(r)).map(|b| b.name.clone()).collect()
+        };
+        let mut scan = LaneScan {
+            lids: reg_names(super::LID),
+            gids: reg_names(super::GID),
+            accesses: Vec::new(),
+            other: false,
+        };
+        stmts.iter().for_each(|s| scan.visit_stmt(s));
+        scan.other
+            || scan
+                .accesses
+                .iter()
+                .any(|(buf, addr)| !self.buf(buf).is_some_and(|t| self.proven_certain_at(*addr, t)))
+    }
+}
+
+/// The accesses of a batch's statements at `local_id(0)` plus a constant, and whether
+/// anything else there reads a lane of `global_id(0)` or `local_id(0)` or may (another
+/// access, a call): see [`V::reads_id_lanes`].
+struct LaneScan {
+    lids: HashSet<String>,
+    gids: HashSet<String>,
+    /// Buffer and index address of each access at `l` or `l + c`.
+    accesses: Vec<(kiln_ir::Var, usize)>,
+    other: bool,
+}
+
+impl LaneScan {
+    /// `index` is `l` or `l + c`: recorded; otherwise something else.
+    fn access(&mut self, buf: &kiln_ir::Var, index: &Expr) {
+        let lid = |e: &Expr| matches!(e.node(), ExprNode::Var(v) if self.lids.contains(v.name()));
+        let ok = lid(index)
+            || matches!(index.node(), ExprNode::Binary { op: BinOp::Add, a, b }
+                if (lid(a) && b.as_imm().is_some()) || (lid(b) && a.as_imm().is_some()));
+        if ok {
+            self.accesses.push((buf.clone(), index as *const Expr as usize));
+        } else {
+            self.other = true;
+        }
+    }
+}
+
+impl Visitor for LaneScan {
+    fn visit_expr(&mut self, e: &Expr) {
+        match e.node() {
+            ExprNode::Load { buf, index } => self.access(buf, index),
+            ExprNode::Var(v) if self.lids.contains(v.name()) || self.gids.contains(v.name()) => {
+                self.other = true
+            }
+            ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => {
+                self.other = true
+            }
+            _ => walk_expr(self, e),
+        }
+    }
+
+    fn visit_stmt(&mut self, s: &Stmt) {
+        match s.node() {
+            StmtNode::Store { buf, index, value } => {
+                self.access(buf, index);
+                self.visit_expr(value);
+            }
+            StmtNode::Call { .. } => self.other = true,
+            _ => walk_stmt(self, s),
+        }
+    }
+}
+
+/// What each batch of [`V::batch_copies`] runs.
+enum Body<'s> {
+    /// A trimmed region's branch, under the constant mask of the lanes in `[lo, hi)`.
+    Masked(&'s [Stmt], u64, u64),
+    /// A region's statements.
+    All(&'s [Stmt]),
+    /// A region's `let`s, then its guarded branch under no mask (see [`V::group_guard`]).
+    Guarded(&'s [Stmt], &'s [Stmt]),
 }

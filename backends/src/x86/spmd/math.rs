@@ -86,18 +86,18 @@ impl V {
 
     fn exp(&mut self, d: usize) -> R<()> {
         let (x, k, p, t) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3]);
-        // The argument, for the NaN blend at the end: in the next temporary where there is
-        // one (every temporary from `d` up is free here), else in a frame slot.
-        let keep = (d + 4 < super::TEMPS).then_some(d + 4);
-        let sx = if keep.is_none() { self.slot() } else { 0 };
-        match keep {
-            Some(r) => self.a.vmovaps(YMM[r], x)?,
-            None => self.a.vmovups(ymmword_ptr(r15 + sx), x)?,
-        }
-        // xc = min(max(x, LO), HI); k = round(xc * log2 e)
+        // xc = min(max(x, LO), HI); k = round(xc * log2 e). With the constant first,
+        // `vmaxps`/`vminps` give the second operand, x, where it is NaN (and the
+        // interpreter's `maxps`/`minps` values otherwise, as neither bound is a zero):
+        // a NaN argument then flows through every step below as the first NaN operand
+        // (all of them are x, quieted, or x itself), the integer steps turn its `k` into
+        // the factors 2^0, and the result is x quieted, the interpreter's `exp` of a NaN,
+        // with no blend at the end.
         let (lo, hi, l2e) = (self.cf(m::EXP_LO), self.cf(m::EXP_HI), self.cf(m::LOG2E));
-        self.a.vmaxps(x, x, lo)?;
-        self.a.vminps(x, x, hi)?;
+        self.a.vmovups(t, lo)?;
+        self.a.vmaxps(x, t, x)?;
+        self.a.vmovups(t, hi)?;
+        self.a.vminps(x, t, x)?;
         self.a.vmulps(k, x, l2e)?;
         self.a.vroundps(k, k, NEAREST)?;
         // r = fma(-k, ln2_hi, xc); r = fma(-k, ln2_lo, r)
@@ -115,23 +115,19 @@ impl V {
         self.a.vfmadd213ps(p, t, x)?;
         let one = self.cf(1.0);
         self.a.vaddps(p, p, one)?;
-        // y * 2^k1 * 2^(k - k1), k1 = k >> 1
-        let bias = self.ci(127);
+        // y * 2^k1 * 2^(k - k1), k1 = k >> 1, both exponents biased at once: with
+        // u = k + 2 * 127, u >> 1 is k1 + 127 and u - (u >> 1) is k - k1 + 127. (A NaN's k
+        // converts to 0x8000_0000, whose u gives the bits of 1.0 twice below.)
+        let bias2 = self.ci(254);
         self.a.vcvtps2dq(k, k)?;
+        self.a.vpaddd(k, k, bias2)?;
         self.a.vpsrad(t, k, 1)?;
         self.a.vpsubd(k, k, t)?;
-        self.a.vpaddd(t, t, bias)?;
         self.a.vpslld(t, t, 23)?;
-        self.a.vpaddd(k, k, bias)?;
         self.a.vpslld(k, k, 23)?;
         self.a.vmulps(p, p, t)?;
-        self.a.vmulps(p, p, k)?;
-        // A NaN argument: itself, quieted.
-        match keep {
-            Some(r) => self.a.vmovaps(x, YMM[r])?,
-            None => self.a.vmovups(x, ymmword_ptr(r15 + sx))?,
-        }
-        self.quiet_nan_blend(d, d + 2, d + 1)
+        self.a.vmulps(x, p, k)?;
+        Ok(())
     }
 
     /// `ymm{d}` = `ymm{d}` (the argument) quieted where it is NaN, else `ymm{res}`;

@@ -358,10 +358,11 @@ impl V {
         let kind = self.kind(index);
         // (Under a mask too: every lane's element is in bounds, and what inactive lanes
         // load is never read.)
-        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
-            let base = self.base(t)?;
-            self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
-            return Ok(());
+        if kind == Kind::Contig {
+            if let Some(m) = self.lane0_operand(index, t)? {
+                self.a.vmovups(YMM[d], m)?;
+                return Ok(());
+            }
         }
         self.expr(index, d)?;
         let mut done = self.a.create_label();
@@ -380,6 +381,25 @@ impl V {
             self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
             self.a.jmp(done)?;
             let mut slow = slow;
+            self.bind(&mut slow)?;
+        }
+        let uniform = kind == Kind::Uniform;
+        if uniform {
+            // One element for every lane: with its index (lane 0's, the lanes' one) below
+            // the table's length, one scalar compare (an `i32` index below 0 is a `u32` one
+            // above it), loaded whichever lanes are active (inactive ones never read it);
+            // otherwise the lanes' check below, which reports the lowest active lane.
+            let base = self.base(t)?;
+            self.a.vmovd(eax, XMM[d])?;
+            if !self.needs_check(index, t) {
+                self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
+                return Ok(());
+            }
+            let mut slow = self.a.create_label();
+            self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
+            self.a.jae(slow)?;
+            self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
+            self.a.jmp(done)?;
             self.bind(&mut slow)?;
         }
         self.active(d + 1)?;
@@ -411,10 +431,50 @@ impl V {
                 self.a.vmovaps(x, g)?;
             }
         }
-        if fast {
+        if fast || uniform {
             self.bind(&mut done)?;
         }
         Ok(())
+    }
+
+    /// For a contiguous access of table `t` at `index` that the region's proof covers, in
+    /// code that runs only when it holds: the memory operand of lane 0's element, at a
+    /// constant displacement where lane 0's index is known when the code is generated (in
+    /// a batch of known `local_id(0)`, at `local_id(0)` plus a constant: no instruction),
+    /// else from `rax` ([`V::lane0_to_eax`]); `None` (no code) for other indices.
+    fn lane0_operand(&mut self, index: &Expr, t: u32) -> R<Option<AsmMemoryOperand>> {
+        if !self.proven_certain(index, t) {
+            return Ok(None);
+        }
+        let reg = |v: &V, e: &Expr| match e.node() {
+            kiln_ir::ExprNode::Var(x) => match v.find(x.name()).map(|b| b.loc) {
+                Some(super::Loc::Reg(r)) => v.known_lid0(r),
+                _ => None,
+            },
+            _ => None,
+        };
+        let known = match index.node() {
+            kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } => {
+                match (reg(self, a), reg(self, b), a.as_imm(), b.as_imm()) {
+                    (Some(k), _, _, Some(kiln_ir::Imm::Int(_, c)))
+                    | (_, Some(k), Some(kiln_ir::Imm::Int(_, c)), _) => {
+                        Some(k.wrapping_add(*c as u32))
+                    }
+                    _ => None,
+                }
+            }
+            _ => reg(self, index),
+        };
+        // (Proven: every lane's index is below 2^31; the displacement must fit 32 bits.)
+        if let Some(k) = known.filter(|k| u64::from(*k) * 4 <= i32::MAX as u64) {
+            let base = self.base(t)?;
+            return Ok(Some(ymmword_ptr(base + (k as i32) * 4)));
+        }
+        if !self.lane0_to_eax(index, t)? {
+            return Ok(None);
+        }
+        let base = self.base(t)?;
+        Ok(Some(ymmword_ptr(base + rax * 4)))
     }
 
     /// For a contiguous access of table `t` at `index` that the region's proof covers, in
@@ -434,7 +494,10 @@ impl V {
             _ => None,
         };
         if let Some(r) = reg(self, index) {
-            self.a.vmovd(eax, XMM[r])?;
+            match self.known_lid0(r) {
+                Some(k) => self.a.mov(eax, k)?,
+                None => self.a.vmovd(eax, XMM[r])?,
+            }
             return Ok(true);
         }
         let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
@@ -447,9 +510,20 @@ impl V {
         };
         // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
         // half.)
-        self.gpr(e)?;
-        self.a.vmovd(r11d, XMM[r])?;
-        self.a.add(eax, r11d)?;
+        match (self.known_lid0(r), e.as_imm()) {
+            (Some(k), Some(kiln_ir::Imm::Int(_, bits))) => {
+                self.a.mov(eax, k.wrapping_add(*bits as u32))?;
+            }
+            (Some(k), _) => {
+                self.gpr(e)?;
+                self.a.add(eax, k as i32)?;
+            }
+            (None, _) => {
+                self.gpr(e)?;
+                self.a.vmovd(r11d, XMM[r])?;
+                self.a.add(eax, r11d)?;
+            }
+        }
         Ok(true)
     }
 
@@ -498,15 +572,16 @@ impl V {
         if 1 + self.need(index).max(3) > super::TEMPS {
             return no("an index needing more than 7 registers");
         }
-        if kind == Kind::Contig && self.lane0_to_eax(index, t)? {
-            let base = self.base(t)?;
-            if self.mask.is_none() {
-                self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
-            } else {
-                self.active(2)?;
-                self.a.vmaskmovps(ymmword_ptr(base + rax * 4), ymm2, ymm0)?;
+        if kind == Kind::Contig {
+            if let Some(m) = self.lane0_operand(index, t)? {
+                if self.mask.is_none() {
+                    self.a.vmovups(m, ymm0)?;
+                } else {
+                    self.active(2)?;
+                    self.a.vmaskmovps(m, ymm2, ymm0)?;
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         self.expr(index, 1)?;
         let mut done = self.a.create_label();
@@ -526,6 +601,35 @@ impl V {
             self.a.jmp(done)?;
             self.bind(&mut slow)?;
         }
+        let uniform = kind == Kind::Uniform;
+        if uniform {
+            // One element for every lane: with its index (lane 0's) below the table's
+            // length, one scalar compare, the last active lane's value stored there (lane
+            // 0's for a uniform value with every lane active); otherwise the lanes' check
+            // below, which reports the lowest active lane.
+            let base = self.base(t)?;
+            let mut slow = self.a.create_label();
+            self.a.vmovd(eax, xmm1)?;
+            if self.needs_check(index, t) {
+                self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
+                self.a.jae(slow)?;
+            }
+            let every = self.mask.is_none() && (!self.may_fault || self.fresh());
+            if every && self.kind(value) == Kind::Uniform {
+                self.a.vmovd(r11d, xmm0)?;
+            } else {
+                self.active(2)?;
+                self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
+                self.a.vmovmskps(r10d, ymm2)?;
+                self.a.test(r10d, r10d)?;
+                self.a.je(done)?;
+                self.a.bsr(r10d, r10d)?;
+                self.a.mov(r11d, dword_ptr(r15 + r10 * 4 + self.tmp_v))?;
+            }
+            self.a.mov(dword_ptr(base + rax * 4), r11d)?;
+            self.a.jmp(done)?;
+            self.bind(&mut slow)?;
+        }
         self.active(2)?;
         self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;
@@ -538,8 +642,9 @@ impl V {
             }
             return Ok(());
         }
-        if kind == Kind::Uniform {
-            return self.store_last_lane(base);
+        if uniform {
+            self.store_last_lane(base)?;
+            return self.bind(&mut done);
         }
         self.store_lanes(base, 0, 4)
     }

@@ -84,7 +84,7 @@ impl Visitor for Scan {
 }
 
 /// True if `e` names a name of `names`.
-fn names_any(e: &Expr, names: &HashSet<String>) -> bool {
+pub(super) fn names_any(e: &Expr, names: &HashSet<String>) -> bool {
     match e.node() {
         ExprNode::Var(v) => names.contains(v.name()),
         _ => e.children().iter().any(|c| names_any(c, names)),
@@ -237,6 +237,11 @@ impl V {
         }
         let accesses = cands.iter().map(|c| (c.0, c.1)).collect();
         Some(Proven { flag: -1, accesses, certain: true })
+    }
+
+    /// [`V::proven_certain`] for the index expression at address `addr`.
+    pub(super) fn proven_certain_at(&self, addr: usize, t: u32) -> bool {
+        self.proven.as_ref().is_some_and(|p| p.certain && p.accesses.contains(&(addr, t)))
     }
 
     /// True while generating code that runs only when the region's proof holds, if it

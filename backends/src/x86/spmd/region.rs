@@ -72,13 +72,16 @@ pub(super) struct Regions {
     pub(super) first_batch_end: Option<usize>,
     /// The group's size when the kernel fixes it (`#reqd_work_group_size(L, 1, 1)`: a
     /// launch with another local size is refused before it runs).
-    group_size: Option<u64>,
+    pub(super) group_size: Option<u64>,
     /// Names bound to exactly `local_id(0)` (declared once).
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
     ranges: Vec<(i32, i32)>,
     /// Offsets of 64-byte slots (f64, i64 and u64 values).
     pub(super) wide: HashSet<i32>,
+    /// While a batch of a region unrolled when the code is generated runs
+    /// ([`V::known_batches`]): its lane 0's `local_id(0)`.
+    pub(super) lid0: Option<u32>,
 }
 
 /// True if `e` is group-pure given the group names `names` and scalar parameters.
@@ -239,6 +242,7 @@ impl Regions {
             known: HashMap::new(),
             keep: Vec::new(),
             first_batch_end: None,
+            lid0: None,
             group_size: match k.attrs().reqd_work_group_size {
                 Some([l, 1, 1]) => Some(u64::from(l)),
                 _ => None,
@@ -250,12 +254,12 @@ impl Regions {
 /// A bound on `local_id(0)`: the ids in `[lo, hi)` (`None`: unbounded on that side), each
 /// a group-pure `u32` value plus a constant.
 #[derive(Default)]
-struct LidRange {
-    lo: Option<(Expr, u64)>,
-    hi: Option<(Expr, u64)>,
+pub(super) struct LidRange {
+    pub(super) lo: Option<(Expr, u64)>,
+    pub(super) hi: Option<(Expr, u64)>,
     /// False when a bound was left out (a second one on one side): the condition then
     /// implies the range but is not the same.
-    exact: bool,
+    pub(super) exact: bool,
 }
 
 impl V {
@@ -532,6 +536,13 @@ impl V {
                     return Ok(());
                 }
             }
+        }
+        if restore.is_empty()
+            && self.twins_ok(stmts)
+            && self.known_batches(stmts, range.as_ref())?
+        {
+            self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+            return Ok(());
         }
         let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();
         match range.as_ref().and_then(|r| r.hi.as_ref()) {
