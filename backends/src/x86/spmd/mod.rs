@@ -336,6 +336,16 @@ struct V {
     /// The blocked accesses of the `for` loop whose chunk is being generated
     /// (`blocked.rs`).
     blocking: Option<blocked::Blocking>,
+    /// Frame dwords (`for` counters' qwords) held in a general-purpose register while
+    /// their name is in scope: the register is the value, the slot unused (`scalar.rs`).
+    homes: Vec<(i32, AsmRegister64)>,
+    /// Base registers no buffer takes, free for [`V::homes`].
+    free_gprs: Vec<AsmRegister64>,
+    /// The kernel's names of `global_id(0)` (`expr::gid0_names`).
+    gid0: HashSet<String>,
+    /// Lane-mask slots held in a `let` register instead while their loop runs (a
+    /// divergent loop's mask, see `ctl.rs`): slot, register.
+    vhomes: Vec<(i32, usize)>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -414,11 +424,33 @@ impl V {
         Ok(())
     }
 
+    /// The `let` register holding the lane-mask slot `m`, if one does.
+    fn vhome(&self, m: i32) -> Option<usize> {
+        self.vhomes.iter().rev().find(|h| h.0 == m).map(|h| h.1)
+    }
+
+    /// The control mask `m` into `ymm{r}` (a move from its register, else a load).
+    fn mask_to(&mut self, m: i32, r: usize) -> R<()> {
+        match self.vhome(m) {
+            Some(x) => self.a.vmovaps(YMM[r], YMM[x])?,
+            None => self.a.vmovups(YMM[r], ymmword_ptr(r15 + m))?,
+        }
+        Ok(())
+    }
+
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
     fn active(&mut self, r: usize) -> R<()> {
         // (Where every lane is certainly alive, the alive mask is all ones.)
         let may_fault = self.may_fault && !self.fresh();
+        let reg = self.mask.and_then(|m| self.vhome(m));
         match (self.mask, may_fault) {
+            (Some(_), true) if reg.is_some() => {
+                let x = YMM[reg.expect("a register")];
+                self.a.vpand(YMM[r], x, ymmword_ptr(r15 + self.alive))?;
+            }
+            (Some(_), false) if reg.is_some() => {
+                self.a.vmovaps(YMM[r], YMM[reg.expect("a register")])?
+            }
             (Some(m), true) => {
                 self.a.vmovups(YMM[r], ymmword_ptr(r15 + m))?;
                 self.a.vpand(YMM[r], YMM[r], ymmword_ptr(r15 + self.alive))?;
