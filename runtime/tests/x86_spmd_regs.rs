@@ -222,3 +222,91 @@ proptest! {
         prop_assert_eq!(has, avx2());
     }
 }
+
+/// Divergent loops keep their lane mask in a `let` register (`ymm13` here, after the
+/// 64-bit `var`s' pairs `ymm8`/`ymm9` and `ymm10`/`ymm11` and `w`'s `ymm12`), a divergent
+/// `for` its lanes' counter too (`ymm14`); the 64-bit `var`s are blended in their registers
+/// under the loop's mask and never stored to the frame. A uniform loop whose body cannot
+/// fault tests its lanes once, before the loop, not after each compare of its counter.
+#[test]
+fn loop_masks_and_64_bit_vars_live_in_registers() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: no 8-lane code to inspect");
+        return;
+    }
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, oi: ptr<global, i64>, x: ptr<global, f32>, n: i32) {
+           let i: u32 = global_id(0);
+           var la: i64 = i as i64;
+           var da: f64 = 0.5;
+           var w: u32 = i;
+           while w > 2u32 { w = w - 3u32; la = la + 1i64; da = da * 1.5; }
+           for q: u32 in 0u32 .. i { la = la * 3i64; }
+           for j: u32 in 0u32 .. 5u32 { da = da + 0.25; }
+           o[i] = (da as f32) + x[i + 1u32];
+           oi[i] = la;
+         }",
+    );
+    let code = vector_listing(&k);
+    let has = |p: &str| code.iter().any(|l| l.starts_with(p));
+    let all = code.join("\n");
+    assert!(has("vpand ymm0,ymm0,ymm13"), "the loop mask is not in ymm13:\n{all}");
+    assert!(has("vblendvpd ymm8,ymm8,ymm0,ymm2"), "`la` is not blended in ymm8:\n{all}");
+    assert!(has("vblendvpd ymm11,ymm11,ymm1,ymm3"), "`da` is not blended in ymm11:\n{all}");
+    assert!(has("vmovaps ymm14,ymm1"), "the lanes' counter is not in ymm14:\n{all}");
+    assert!(!has("vmovupd [r15"), "a 64-bit var in the frame:\n{all}");
+    // The uniform loop: its counter's compare and exit jump are followed by the body.
+    let at = code.iter().position(|l| l.starts_with("cmp r")).expect("a uniform counter");
+    assert!(!code[at + 2].starts_with("vmovups ymm1,[r15"), "a lane test in the loop:\n{all}");
+    let r = NdRange::new(&[24]).with_local(&[8]);
+    for len in [40usize, 20] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(3i32)];
+        let bufs = [
+            Buffer::zeroed(Scalar::F32, 24),
+            Buffer::zeroed(Scalar::I64, 24),
+            Buffer::from_slice(&(0..len).map(|v| v as f32).collect::<Vec<_>>()),
+        ];
+        assert!(three_ways(&k, &r, &args, &bufs), "x of {len}");
+    }
+}
+
+/// Every in-place update of a uniform `var` in a register (`+ - & | ^` by a constant, a
+/// parameter, another register `var`, a loop counter and itself), of both integer types,
+/// with wrapping values, gives the interpreter's bits.
+#[test]
+fn in_place_updates_of_every_operation_agree() {
+    for t in ["i32", "u32"] {
+        let mut body = String::new();
+        for op in ["+", "-", "&", "|", "^"] {
+            for leaf in ["2147483647", "n", "v", "j", "u"] {
+                let leaf = if leaf.starts_with('2') { format!("{leaf}{t}") } else { leaf.into() };
+                body += &format!("u = u {op} {leaf}; v = v + (u ^ 1{t}); acc = acc ^ u;\n");
+            }
+        }
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, {t}>, a: ptr<global, {t}>, n: {t}) {{
+               let i: u32 = global_id(0);
+               var acc: {t} = a[i];
+               var u: {t} = n;
+               var v: {t} = 3{t};
+               for j: {t} in 0{t} .. 3{t} {{ {body} }}
+               o[i] = acc + u + v;
+             }}"
+        ));
+        let r = NdRange::new(&[16]).with_local(&[8]);
+        for n in [7i32, -123_456_789, i32::MIN] {
+            let (n, o) = if t == "i32" {
+                (Arg::scalar(n), Buffer::zeroed(Scalar::I32, 16))
+            } else {
+                (Arg::scalar(n as u32), Buffer::zeroed(Scalar::U32, 16))
+            };
+            let a = if t == "i32" {
+                i32s(16, 9)
+            } else {
+                Buffer::from_slice(&(0..16u32).map(|x| x * 77 + 1).collect::<Vec<_>>())
+            };
+            let args = [Arg::Buffer(0), Arg::Buffer(1), n];
+            assert_eq!(three_ways(&k, &r, &args, &[o, a]), avx2(), "{t}");
+        }
+    }
+}

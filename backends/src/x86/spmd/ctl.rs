@@ -127,6 +127,17 @@ impl V {
         Ok(())
     }
 
+    /// A loop's back-edge to `top`, counted against the launch's budget: one decrement and
+    /// a conditional jump (the limit stub resumes at `top` when the helper lets it).
+    pub(super) fn back_edge_to(&mut self, top: CodeLabel) -> R<()> {
+        let slow = self.a.create_label();
+        self.a.dec(qword_ptr(r12 + rt::OFF_BUDGET))?;
+        self.a.jne(top)?;
+        self.a.jmp(slow)?;
+        self.stubs.push((slow, Stub::Limit { back: top }));
+        Ok(())
+    }
+
     /// Counts one loop back-edge against the launch's budget (the helper applies the
     /// limits when it runs out).
     pub(super) fn back_edge(&mut self) -> R<()> {
@@ -290,8 +301,7 @@ impl V {
                 self.exit_if_none_active(exit)?;
             }
             self.block(body)?;
-            self.back_edge()?;
-            self.a.jmp(top)?;
+            self.back_edge_to(top)?;
             return self.bind(&mut exit);
         }
         // The loop mask: lanes still iterating (and alive), narrowed by the condition; in
@@ -317,8 +327,7 @@ impl V {
         self.a.vptest(ymm0, ymm0)?;
         self.a.je(exit)?;
         self.block(body)?;
-        self.back_edge()?;
-        self.a.jmp(top)?;
+        self.back_edge_to(top)?;
         self.bind(&mut exit)?;
         self.mask = outer;
         self.dctl -= 1;
@@ -473,8 +482,7 @@ impl V {
                 self.a.add(qword_ptr(r15 + cnt), rax)?;
             }
         }
-        self.back_edge()?;
-        self.a.jmp(top)?;
+        self.back_edge_to(top)?;
         self.bind(&mut exit)?;
         self.release_homes(homes);
         Ok(())
@@ -571,8 +579,7 @@ impl V {
             None => self.a.vpandn(ymm0, ymm0, ymmword_ptr(r15 + lm))?,
         }
         self.put_mask(lm, 0)?;
-        self.back_edge()?;
-        self.a.jmp(top)?;
+        self.back_edge_to(top)?;
         self.bind(&mut exit)?;
         self.mask = outer;
         self.dctl -= 1;

@@ -25,8 +25,11 @@
 //! ## Code shape
 //!
 //! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order),
-//!   `let`s and `var`s live in `ymm8..ymm14` while those last (then in 32-byte slots of
-//!   the vector frame, `r15`), and `ymm15` holds the batch's `global_id(0)` lanes.
+//!   `let`s and `var`s live in `ymm8..ymm14` while those last (64-bit ones in two; then
+//!   in slots of the vector frame, `r15`), as do a divergent loop's mask and per-lane
+//!   counter while it runs, and `ymm15` holds the batch's `global_id(0)` lanes. Uniform
+//!   integer `var`s, `let`s and `for` counters live in the base registers no buffer takes
+//!   (`scalar.rs`). Kernels with barriers keep names in the frame.
 //! * Uniform values once per call: scalar parameters, constants, ids and sizes are
 //!   broadcast into the vector frame before the loop, and top-level `let`s computed from
 //!   them only are computed there too.
@@ -45,8 +48,8 @@
 //!   assignments to divergent `var`s are blends. A branch no lane takes is jumped over; a
 //!   divergent `if` outside other divergent control also has an unmasked copy of each
 //!   (small) side, run by batches whose lanes all take that side (`ctl.rs`).
-//!   Batch-uniform `for` loops count in a 64-bit frame word (no wrapping, as the
-//!   interpreter's `for`).
+//!   Batch-uniform `for` loops count in 64 bits (no wrapping, as the interpreter's
+//!   `for`), in a free general-purpose register or else a frame word.
 //!
 //! ## Faults, exactly as the interpreter reports them
 //!

@@ -305,11 +305,18 @@ impl V {
     fn gpr_cmp(&mut self, a: &Expr, b: &Expr) -> R<()> {
         match self.gpr_leaf_if(b)? {
             Some(l) => {
-                self.gpr(a)?;
+                // A name in a register is compared where it is.
+                let x = match self.gpr_leaf_if(a)? {
+                    Some(Leaf::Reg(r)) => r,
+                    _ => {
+                        self.gpr(a)?;
+                        eax
+                    }
+                };
                 match l {
-                    Leaf::Imm(i) => self.a.cmp(eax, i)?,
-                    Leaf::Mem(m) => self.a.cmp(eax, m)?,
-                    Leaf::Reg(r) => self.a.cmp(eax, r)?,
+                    Leaf::Imm(i) => self.a.cmp(x, i)?,
+                    Leaf::Mem(m) => self.a.cmp(x, m)?,
+                    Leaf::Reg(r) => self.a.cmp(x, r)?,
                 }
             }
             None => {
