@@ -310,3 +310,42 @@ fn in_place_updates_of_every_operation_agree() {
         }
     }
 }
+
+/// A divergent loop's mask takes a `let` register only when the loop body's own names
+/// still get theirs: in a Mandelbrot loop with six names in `ymm8..ymm13` around it, the
+/// body's `xt` is `ymm14` and the mask stays in the frame, so no value of the loop's
+/// chain goes through memory.
+#[test]
+fn loop_body_names_come_before_the_loop_mask() {
+    if !avx2() {
+        kiln_ir::testing::skip("no AVX2 on this CPU: no 8-lane code to inspect");
+        return;
+    }
+    let k = kernel(
+        "kernel k(out: ptr<global, u32>, xs: ptr<global, f32>, m: u32) {
+           let px: u32 = global_id(0);
+           let cx: f32 = xs[px];
+           let cy: f32 = cx * 0.5;
+           let cz: f32 = cy * 0.25;
+           var x: f32 = 0.0;
+           var y: f32 = 0.0;
+           var it: u32 = 0u32;
+           while it < m && x * x + y * y <= 4.0 {
+             let xt: f32 = x * x - y * y + cx;
+             y = 2.0 * x * y + cy + cz;
+             x = xt;
+             it = it + 1u32;
+           }
+           out[px] = it;
+         }",
+    );
+    let code = vector_listing(&k);
+    let all = code.join("\n");
+    assert!(code.iter().any(|l| l == "vmovaps ymm14,ymm0"), "`xt` is not in ymm14:\n{all}");
+    assert!(!code.iter().any(|l| l.starts_with("vpand ymm0,ymm0,ymm14")), "{all}");
+    assert!(code.iter().any(|l| l.starts_with("vblendvps ymm11,ymm11,ymm0,ymm1")), "{all}");
+    let xs: Vec<f32> = (0..32).map(|i| i as f32 * 0.1 - 2.0).collect();
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(50u32)];
+    let bufs = [Buffer::zeroed(Scalar::U32, 32), Buffer::from_slice(&xs)];
+    assert!(three_ways(&k, &NdRange::new(&[32]).with_local(&[8]), &args, &bufs));
+}
