@@ -120,7 +120,7 @@ fn is_gid0_syntax(e: &Expr, names: &HashSet<String>) -> bool {
 
 /// True if `e` has a load at an index other than `global_id(0)` or an integer division
 /// (what can fault).
-fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
+pub(super) fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
     match e.node() {
         ExprNode::Load { index, .. } => {
             !is_gid0_syntax(index, names) || has_checked_load(index, names)
@@ -471,7 +471,13 @@ impl V {
             ExprNode::Var(v) => {
                 if let Some(Loc::Scalar(off)) = self.find(v.name()).map(|b| b.loc) {
                     // A uniform value meeting divergent ones: broadcast from its dword.
-                    self.a.vpbroadcastd(YMM[d], dword_ptr(r15 + off))?;
+                    match self.home(off) {
+                        Some(r) => {
+                            self.a.vmovd(XMM[d], r)?;
+                            self.a.vpbroadcastd(YMM[d], XMM[d])?;
+                        }
+                        None => self.a.vpbroadcastd(YMM[d], dword_ptr(r15 + off))?,
+                    }
                     return Ok(());
                 }
             }

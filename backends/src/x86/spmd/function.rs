@@ -113,6 +113,10 @@ fn generate_inner(
         batch_mark: None,
         known: known.to_vec(),
         blocking: None,
+        homes: Vec::new(),
+        free_gprs: Vec::new(),
+        gid0: expr::gid0_names(k.body().stmts()),
+        vhomes: Vec::new(),
     };
     if regions {
         v.per_group = true;
@@ -155,6 +159,12 @@ fn generate_inner(
                 v.per_group = true;
             }
         }
+    }
+    if n_barriers == 0 {
+        // A table takes a base register at its first access, in the order met: the ones
+        // past the kernel's tables never do, so uniform integers may live there (a batch
+        // stopped at a barrier keeps only its frame, so not in kernels with barriers).
+        v.free_gprs = BASES[v.bufs.len().min(BASES.len())..].to_vec();
     }
     // Private array accesses are always checked.
     v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()))

@@ -25,8 +25,11 @@
 //! ## Code shape
 //!
 //! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order),
-//!   `let`s and `var`s live in `ymm8..ymm14` while those last (then in 32-byte slots of
-//!   the vector frame, `r15`), and `ymm15` holds the batch's `global_id(0)` lanes.
+//!   `let`s and `var`s live in `ymm8..ymm14` while those last (64-bit ones in two; then
+//!   in slots of the vector frame, `r15`), as do a divergent loop's mask and per-lane
+//!   counter while it runs, and `ymm15` holds the batch's `global_id(0)` lanes. Uniform
+//!   integer `var`s, `let`s and `for` counters live in the base registers no buffer takes
+//!   (`scalar.rs`). Kernels with barriers keep names in the frame.
 //! * Uniform values once per call: scalar parameters, constants, ids and sizes are
 //!   broadcast into the vector frame before the loop, and top-level `let`s computed from
 //!   them only are computed there too.
@@ -45,8 +48,8 @@
 //!   assignments to divergent `var`s are blends. A branch no lane takes is jumped over; a
 //!   divergent `if` outside other divergent control also has an unmasked copy of each
 //!   (small) side, run by batches whose lanes all take that side (`ctl.rs`).
-//!   Batch-uniform `for` loops count in a 64-bit frame word (no wrapping, as the
-//!   interpreter's `for`).
+//!   Batch-uniform `for` loops count in 64 bits (no wrapping, as the interpreter's
+//!   `for`), in a free general-purpose register or else a frame word.
 //!
 //! ## Faults, exactly as the interpreter reports them
 //!
@@ -336,6 +339,16 @@ struct V {
     /// The blocked accesses of the `for` loop whose chunk is being generated
     /// (`blocked.rs`).
     blocking: Option<blocked::Blocking>,
+    /// Frame dwords (`for` counters' qwords) held in a general-purpose register while
+    /// their name is in scope: the register is the value, the slot unused (`scalar.rs`).
+    homes: Vec<(i32, AsmRegister64)>,
+    /// Base registers no buffer takes, free for [`V::homes`].
+    free_gprs: Vec<AsmRegister64>,
+    /// The kernel's names of `global_id(0)` (`expr::gid0_names`).
+    gid0: HashSet<String>,
+    /// Lane-mask slots held in a `let` register instead while their loop runs (a
+    /// divergent loop's mask, see `ctl.rs`): slot, register.
+    vhomes: Vec<(i32, usize)>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -414,11 +427,33 @@ impl V {
         Ok(())
     }
 
+    /// The `let` register holding the lane-mask slot `m`, if one does.
+    fn vhome(&self, m: i32) -> Option<usize> {
+        self.vhomes.iter().rev().find(|h| h.0 == m).map(|h| h.1)
+    }
+
+    /// The control mask `m` into `ymm{r}` (a move from its register, else a load).
+    fn mask_to(&mut self, m: i32, r: usize) -> R<()> {
+        match self.vhome(m) {
+            Some(x) => self.a.vmovaps(YMM[r], YMM[x])?,
+            None => self.a.vmovups(YMM[r], ymmword_ptr(r15 + m))?,
+        }
+        Ok(())
+    }
+
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
     fn active(&mut self, r: usize) -> R<()> {
         // (Where every lane is certainly alive, the alive mask is all ones.)
         let may_fault = self.may_fault && !self.fresh();
+        let reg = self.mask.and_then(|m| self.vhome(m));
         match (self.mask, may_fault) {
+            (Some(_), true) if reg.is_some() => {
+                let x = YMM[reg.expect("a register")];
+                self.a.vpand(YMM[r], x, ymmword_ptr(r15 + self.alive))?;
+            }
+            (Some(_), false) if reg.is_some() => {
+                self.a.vmovaps(YMM[r], YMM[reg.expect("a register")])?
+            }
             (Some(m), true) => {
                 self.a.vmovups(YMM[r], ymmword_ptr(r15 + m))?;
                 self.a.vpand(YMM[r], YMM[r], ymmword_ptr(r15 + self.alive))?;

@@ -8,6 +8,14 @@
 //! one is it broadcast into a YMM register (`vpbroadcastd` from its dword), and a uniform
 //! branch tests a flag, not lane 0 of a mask.
 //!
+//! In kernels without barriers, uniform `var`s, `let`s in the batch loop and the 64-bit
+//! counters of uniform `for` loops live in a general-purpose register instead of their
+//! slot while one is free ([`V::homes`]): the base registers that no buffer of the kernel
+//! takes (`BASES` past the kernel's tables), handed out innermost last as the names come
+//! into scope and back when their scope ends, the slot used when none is left. The code
+//! that borrows `rcx` (shift counts) or `rdx` (division) saves it around the borrowing,
+//! and the limit stub saves them all, so a value in one lives across either.
+//!
 //! Exactness: `i32`/`u32` `+ - * & | ^` wrap at 32 bits in a GPR as in a lane, `<<` and
 //! `>>` shift by the count modulo 32 (`sar` for `i32`) as the interpreter's do, `/` and
 //! `%` by a constant that cannot fault (not 0, for `i32` not -1) truncate as the
@@ -116,7 +124,10 @@ impl V {
                 Leaf::Imm(rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32 as i32)
             }
             ExprNode::Var(v) => match self.find(v.name()).map(|b| b.dword) {
-                Some(Some(off)) => Leaf::Mem(dword_ptr(r15 + off)),
+                Some(Some(off)) => match self.home(off) {
+                    Some(r) => Leaf::Reg(r),
+                    None => Leaf::Mem(dword_ptr(r15 + off)),
+                },
                 Some(None) => return no(format!("internal: `{}` is not in a GPR", v.name())),
                 None => match self.param(v) {
                     Some(slot) => Leaf::Mem(dword_ptr(r13 + slot)),
@@ -144,7 +155,7 @@ impl V {
             match l {
                 Leaf::Imm(i) => self.a.mov(eax, i as u32)?,
                 Leaf::Mem(m) => self.a.mov(eax, m)?,
-                Leaf::Reg => self.a.mov(eax, r10d)?,
+                Leaf::Reg(r) => self.a.mov(eax, r)?,
             }
             return Ok(());
         }
@@ -171,7 +182,7 @@ impl V {
                 self.a.push(rax)?;
                 self.gpr(a)?;
                 self.a.pop(r10)?;
-                Leaf::Reg
+                Leaf::Reg(r10d)
             }
         };
         self.gpr_op(*op, leaf)
@@ -223,12 +234,12 @@ impl V {
     fn gpr_op(&mut self, op: BinOp, l: Leaf) -> R<()> {
         let a = &mut self.a;
         match (op, l) {
-            (BinOp::Add, Leaf::Reg) => a.add(eax, r10d)?,
-            (BinOp::Sub, Leaf::Reg) => a.sub(eax, r10d)?,
-            (BinOp::Mul, Leaf::Reg) => a.imul_2(eax, r10d)?,
-            (BinOp::And, Leaf::Reg) => a.and(eax, r10d)?,
-            (BinOp::Or, Leaf::Reg) => a.or(eax, r10d)?,
-            (BinOp::Xor, Leaf::Reg) => a.xor(eax, r10d)?,
+            (BinOp::Add, Leaf::Reg(r)) => a.add(eax, r)?,
+            (BinOp::Sub, Leaf::Reg(r)) => a.sub(eax, r)?,
+            (BinOp::Mul, Leaf::Reg(r)) => a.imul_2(eax, r)?,
+            (BinOp::And, Leaf::Reg(r)) => a.and(eax, r)?,
+            (BinOp::Or, Leaf::Reg(r)) => a.or(eax, r)?,
+            (BinOp::Xor, Leaf::Reg(r)) => a.xor(eax, r)?,
             (BinOp::Add, Leaf::Mem(m)) => a.add(eax, m)?,
             (BinOp::Sub, Leaf::Mem(m)) => a.sub(eax, m)?,
             (BinOp::Mul, Leaf::Mem(m)) => a.imul_2(eax, m)?,
@@ -294,11 +305,18 @@ impl V {
     fn gpr_cmp(&mut self, a: &Expr, b: &Expr) -> R<()> {
         match self.gpr_leaf_if(b)? {
             Some(l) => {
-                self.gpr(a)?;
+                // A name in a register is compared where it is.
+                let x = match self.gpr_leaf_if(a)? {
+                    Some(Leaf::Reg(r)) => r,
+                    _ => {
+                        self.gpr(a)?;
+                        eax
+                    }
+                };
                 match l {
-                    Leaf::Imm(i) => self.a.cmp(eax, i)?,
-                    Leaf::Mem(m) => self.a.cmp(eax, m)?,
-                    Leaf::Reg => self.a.cmp(eax, r10d)?,
+                    Leaf::Imm(i) => self.a.cmp(x, i)?,
+                    Leaf::Mem(m) => self.a.cmp(x, m)?,
+                    Leaf::Reg(r) => self.a.cmp(x, r)?,
                 }
             }
             None => {
@@ -348,6 +366,70 @@ impl V {
         Ok(())
     }
 
+    /// The register holding the frame dword (or `for` counter qword) at `off`, if one does.
+    pub(super) fn home(&self, off: i32) -> Option<AsmRegister32> {
+        self.homes.iter().rev().find(|h| h.0 == off).map(|h| low32(h.1))
+    }
+
+    /// A free register for the dword or qword at `off`, from now until
+    /// [`V::release_homes`] of an earlier mark; `None` under pressure (the slot stays).
+    pub(super) fn take_home(&mut self, off: i32) -> Option<AsmRegister64> {
+        let r = self.free_gprs.pop()?;
+        self.homes.push((off, r));
+        Some(r)
+    }
+
+    /// Gives back the registers of the homes taken since `mark` (`homes.len()` then).
+    pub(super) fn release_homes(&mut self, mark: usize) {
+        while self.homes.len() > mark {
+            let (_, r) = self.homes.pop().expect("a home");
+            self.free_gprs.push(r);
+        }
+    }
+
+    /// Stores `eax` (a uniform dword) into the place of the dword at `off`.
+    pub(super) fn put_dword(&mut self, off: i32) -> R<()> {
+        match self.home(off) {
+            Some(r) => self.a.mov(r, eax)?,
+            None => self.a.mov(dword_ptr(r15 + off), eax)?,
+        }
+        Ok(())
+    }
+
+    /// `var = var op x` for a uniform integer `var` whose dword is in register `r`, as one
+    /// instruction where `x` is a leaf (`i = i + 1u32`, `k = k ^ c`); false (no code) for
+    /// other values.
+    pub(super) fn update_in_place(&mut self, name: &str, r: AsmRegister32, e: &Expr) -> R<bool> {
+        let ExprNode::Binary { op, a, b } = e.node() else { return Ok(false) };
+        if !matches!(op, BinOp::Add | BinOp::Sub | BinOp::And | BinOp::Or | BinOp::Xor)
+            || !matches!(a.node(), ExprNode::Var(v) if v.name() == name)
+            || desugar(e).is_some()
+        {
+            return Ok(false);
+        }
+        let Some(l) = self.gpr_leaf_if(b)? else { return Ok(false) };
+        let x = &mut self.a;
+        match (op, l) {
+            (BinOp::Add, Leaf::Imm(i)) => x.add(r, i)?,
+            (BinOp::Sub, Leaf::Imm(i)) => x.sub(r, i)?,
+            (BinOp::And, Leaf::Imm(i)) => x.and(r, i)?,
+            (BinOp::Or, Leaf::Imm(i)) => x.or(r, i)?,
+            (BinOp::Xor, Leaf::Imm(i)) => x.xor(r, i)?,
+            (BinOp::Add, Leaf::Mem(m)) => x.add(r, m)?,
+            (BinOp::Sub, Leaf::Mem(m)) => x.sub(r, m)?,
+            (BinOp::And, Leaf::Mem(m)) => x.and(r, m)?,
+            (BinOp::Or, Leaf::Mem(m)) => x.or(r, m)?,
+            (BinOp::Xor, Leaf::Mem(m)) => x.xor(r, m)?,
+            (BinOp::Add, Leaf::Reg(s)) => x.add(r, s)?,
+            (BinOp::Sub, Leaf::Reg(s)) => x.sub(r, s)?,
+            (BinOp::And, Leaf::Reg(s)) => x.and(r, s)?,
+            (BinOp::Or, Leaf::Reg(s)) => x.or(r, s)?,
+            (BinOp::Xor, Leaf::Reg(s)) => x.xor(r, s)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// Uniform `i32`/`u32` value `e` into `eax`: in GPRs where it can be, else computed in
     /// lanes and lane 0 taken.
     pub(super) fn uniform_to_eax(&mut self, e: &Expr) -> R<()> {
@@ -358,6 +440,13 @@ impl V {
         self.a.vmovd(eax, xmm0)?;
         Ok(())
     }
+}
+
+/// The 32-bit register of home register `r` (one of `BASES`).
+pub(super) fn low32(r: AsmRegister64) -> AsmRegister32 {
+    const LOW: [AsmRegister32; 6] = [ecx, edx, esi, edi, r8d, r9d];
+    let i = super::BASES.iter().position(|&b| b == r).expect("a base register");
+    LOW[i]
 }
 
 /// The bits of constant divisor `b` if dividing by it can never fault: not 0, and for
@@ -377,8 +466,8 @@ pub(super) fn safe_divisor_expr(b: &Expr) -> bool {
 /// A GPR instruction's second operand.
 #[derive(Clone, Copy)]
 enum Leaf {
-    /// `r10d`.
-    Reg,
+    /// `r10d` (a computed operand) or a name's home register.
+    Reg(AsmRegister32),
     Mem(AsmMemoryOperand),
     Imm(i32),
 }

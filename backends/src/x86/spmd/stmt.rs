@@ -46,7 +46,11 @@ impl V {
             // that is cheap: into a free let register, or once per call (hoisted).
             self.gpr(value)?;
             let off = self.slot();
-            self.a.mov(dword_ptr(r15 + off), eax)?;
+            if !hoisting {
+                // (A hoisted `let` lives for the whole call: it keeps its slot.)
+                self.take_home(off);
+            }
+            self.put_dword(off)?;
             dword = Some(off);
             if !LET_REGS.contains(&self.next_reg) && !hoisting {
                 self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None, dword });
@@ -72,7 +76,7 @@ impl V {
 
     /// Generates a block under the current mask.
     pub(super) fn block(&mut self, stmts: &[Stmt]) -> R<()> {
-        let (mark, regs) = (self.lets.len(), self.next_reg);
+        let (mark, regs, homes) = (self.lets.len(), self.next_reg, self.homes.len());
         for s in stmts {
             if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 // Computed before the loop; in scope from here on.
@@ -87,6 +91,7 @@ impl V {
         }
         self.lets.truncate(mark);
         self.next_reg = regs;
+        self.release_homes(homes);
         Ok(())
     }
 
@@ -112,7 +117,8 @@ impl V {
                     // Every assignment is uniform too (see uniform.rs): a scalar variable.
                     let off = self.slot();
                     self.uniform_to_eax(init)?;
-                    self.a.mov(dword_ptr(r15 + off), eax)?;
+                    self.take_home(off);
+                    self.put_dword(off)?;
                     Loc::Scalar(off)
                 } else if LET_REGS.contains(&self.next_reg) {
                     // In a free `let` register while its scope lasts, as a `let` (loop-carried

@@ -149,6 +149,10 @@ impl V {
                     self.a.vmovupd(x, ymmword_ptr(r15 + off))?;
                     self.a.vmovupd(y, ymmword_ptr(r15 + (off + 32)))?;
                 }
+                Some(Loc::Reg(r)) => {
+                    self.a.vmovapd(x, YMM[r])?;
+                    self.a.vmovapd(y, YMM[r + 1])?;
+                }
                 Some(_) => return no(format!("internal: `{}` is not in a slot", v.name())),
                 None => match self.param(v) {
                     Some(slot) => {
@@ -591,18 +595,28 @@ impl V {
         }
     }
 
-    /// A `let` of f64: computed into a 64-byte slot.
+    /// A `let` of a 64-bit type: computed into two free `let` registers (`Loc::Reg(r)`:
+    /// lanes 0-3 in `ymm{r}`, 4-7 in `ymm{r+1}`) while a pair is left, else a 64-byte slot.
     pub(super) fn bind_let64(&mut self, var: &Var, value: &Expr, kind: Kind) -> R<Loc> {
         self.expr64_top(value, 0)?;
-        let off = self.slot64();
-        self.a.vmovupd(ymmword_ptr(r15 + off), ymm0)?;
-        self.a.vmovupd(ymmword_ptr(r15 + (off + 32)), ymm1)?;
+        let loc = if super::LET_REGS.contains(&(self.next_reg + 1)) {
+            let r = self.next_reg;
+            self.next_reg += 2;
+            self.a.vmovapd(YMM[r], ymm0)?;
+            self.a.vmovapd(YMM[r + 1], ymm1)?;
+            Loc::Reg(r)
+        } else {
+            let off = self.slot64();
+            self.a.vmovupd(ymmword_ptr(r15 + off), ymm0)?;
+            self.a.vmovupd(ymmword_ptr(r15 + (off + 32)), ymm1)?;
+            Loc::Slot(off)
+        };
         let name = var.name().to_string();
-        self.lets.push(Bound { name, loc: Loc::Slot(off), kind, decl: None, dword: None });
-        Ok(Loc::Slot(off))
+        self.lets.push(Bound { name, loc, kind, decl: None, dword: None });
+        Ok(loc)
     }
 
-    /// A `var` of f64: a 64-byte slot.
+    /// A `var` of a 64-bit type: as a `let` (two registers or a 64-byte slot).
     pub(super) fn decl64(&mut self, var: &Var, init: &Expr, kind: Kind) -> R<()> {
         self.bind_let64(var, init, kind)?;
         if let Some(b) = self.lets.last_mut() {
@@ -611,13 +625,43 @@ impl V {
         Ok(())
     }
 
-    /// `var = value` of f64, blended into the active lanes under divergent control.
-    pub(super) fn assign64(&mut self, off: i32, kind: Kind, value: &Expr) -> R<()> {
+    /// `var = value` of a 64-bit type at `loc`, blended into the active lanes under
+    /// divergent control.
+    pub(super) fn assign64(&mut self, loc: Loc, kind: Kind, value: &Expr) -> R<()> {
         self.expr64_top(value, 0)?;
+        let masked = self.mask.is_some() && kind != Kind::Uniform;
+        if masked {
+            // The lane masks widened to qwords: lanes 0-3 in ymm2, 4-7 in ymm3.
+            let m = self.mask.expect("a mask");
+            match self.vhome(m) {
+                Some(x) => {
+                    self.a.vextracti128(xmm3, YMM[x], 1)?;
+                    self.a.vpmovsxdq(ymm2, XMM[x])?;
+                    self.a.vpmovsxdq(ymm3, xmm3)?;
+                }
+                None => {
+                    self.a.vpmovsxdq(ymm2, xmmword_ptr(r15 + m))?;
+                    self.a.vpmovsxdq(ymm3, xmmword_ptr(r15 + (m + 16)))?;
+                }
+            }
+        }
+        let off = match loc {
+            Loc::Reg(r) => {
+                let (x, y) = (YMM[r], YMM[r + 1]);
+                if masked {
+                    self.a.vblendvpd(x, x, ymm0, ymm2)?;
+                    self.a.vblendvpd(y, y, ymm1, ymm3)?;
+                } else {
+                    self.a.vmovapd(x, ymm0)?;
+                    self.a.vmovapd(y, ymm1)?;
+                }
+                return Ok(());
+            }
+            Loc::Slot(off) => off,
+            Loc::Scalar(_) => return no("internal: a 64-bit value in a GPR"),
+        };
         match self.mask {
-            Some(m) if kind != Kind::Uniform => {
-                self.a.vpmovsxdq(ymm2, xmmword_ptr(r15 + m))?;
-                self.a.vpmovsxdq(ymm3, xmmword_ptr(r15 + (m + 16)))?;
+            Some(_) if masked => {
                 self.a.vmovupd(ymm4, ymmword_ptr(r15 + off))?;
                 self.a.vblendvpd(ymm0, ymm4, ymm0, ymm2)?;
                 self.a.vmovupd(ymm4, ymmword_ptr(r15 + (off + 32)))?;
