@@ -4,7 +4,7 @@
 
 use kiln_ir::testing::{arb_expr, ExprEnv};
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Scalar, Type, Var};
-use kiln_passes::simplify::affine::normalize;
+use kiln_passes::simplify::affine::{constant_difference, normalize};
 use kiln_passes::simplify::gate::egg_may_help;
 use kiln_passes::simplify::{expr_cost, simplify_expr};
 use proptest::prelude::*;
@@ -143,4 +143,68 @@ fn affine_index_arithmetic_needs_no_egraph() {
         // And the simplifier as a whole finds nothing cheaper than the normal form.
         assert!(expr_cost(&simplify_expr(&e)) <= expr_cost(&n), "{e}");
     }
+}
+
+#[test]
+fn a_constant_difference_is_the_difference_of_the_values() {
+    let env = ExprEnv { vars: vars(), buffers: vec![] };
+    let tys = [Scalar::I32, Scalar::U32, Scalar::U8, Scalar::I64];
+    // Pairs that share atoms: `b` is `a` plus a random offset rebuilt around it, or another
+    // random expression (whose difference is rarely constant).
+    let strategy = (proptest::sample::select(tys.to_vec()), 0u64..u64::MAX, -5i128..5)
+        .prop_flat_map(move |(ty, seed, k)| {
+            (arb_expr(ty, env.clone(), 4), arb_expr(ty, env.clone(), 4), Just(seed), Just(k))
+        });
+    let found = std::cell::Cell::new(0u32);
+    let result = runner(1000).run(&strategy, |(a, other, seed, k)| {
+        let ty = a.ty().scalar().expect("scalar");
+        let shifted = &(&a * 1) + &Expr::int(ty, k);
+        for b in [shifted, other] {
+            let Some(d) = constant_difference(&a, &b) else { continue };
+            found.set(found.get() + 1);
+            prop_assert!(!a.may_fail() && !b.may_fail(), "{a} - {b}: an atom may fail");
+            for env in envs(seed) {
+                let (x, y) = (eval(&a, &env), eval(&b, &env));
+                let (Ok(x), Ok(y)) = (x, y) else {
+                    prop_assert!(false, "{a} - {b} = {d}, yet one side fails at {env:?}");
+                    unreachable!()
+                };
+                let diff = eval(&(a.clone() - b.clone()), &env).expect("no failure");
+                let want = eval(&Expr::int(ty, d), &env).expect("a constant");
+                prop_assert_eq!(diff, want, "{} - {} ({:?}, {:?}) at {:?}", a, b, x, y, env);
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    // The shifted pair settles wherever `a` cannot fail: a check that never finds one
+    // would check nothing.
+    assert!(found.get() >= 300, "only {} constant differences found", found.get());
+}
+
+#[test]
+fn a_constant_difference_needs_every_atom_to_cancel() {
+    let var = |n: &str| v(n, Type::I32);
+    let (m0, ty, n0, tx) = (var("m0"), var("ty"), var("n0"), var("tx"));
+    // A GEMM epilogue's lane 3 against lane 0: the same row, three columns on.
+    let lane = |j: i32| &(&(&m0 + &(&ty * 4)) * 4096) + &(&n0 + &(&(&tx * 4) + j));
+    assert_eq!(constant_difference(&lane(3), &lane(0)), Some(3));
+    assert_eq!(constant_difference(&lane(0), &lane(3)), Some(-3));
+    // A term left over (`n0` against `tx`), or atoms equal only once simplified
+    // (`m0 * ty` against `ty * m0`): not settled here.
+    assert_eq!(constant_difference(&(&n0 + 1), &tx), None);
+    assert_eq!(constant_difference(&(&(&m0 * &ty) + 1), &(&ty * &m0)), None);
+    // An atom that may fail (a division by a variable) is never cancelled.
+    let q = &m0 / &tx;
+    assert_eq!(constant_difference(&(&q + 2), &q), None);
+    // Wrapping: u8 arithmetic is modulo 256.
+    let w = v("w", Type::U8);
+    assert_eq!(
+        constant_difference(&(&(&w * 200) + &(&w * 56)), &Expr::int(Scalar::U8, 1)),
+        Some(-1)
+    );
+    // Different types are never compared.
+    assert_eq!(constant_difference(&m0, &v("l", Type::I64)), None);
 }

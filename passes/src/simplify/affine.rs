@@ -284,6 +284,24 @@ fn region(e: &Expr) -> Option<Expr> {
     (r.ty() == e.ty()).then_some(r)
 }
 
+/// `a - b` as a number when the affine normal form settles it: both sides' `+ - *`-by-constant
+/// regions summed term by term with wrapping, atoms compared as they are written (not
+/// simplified). `None` when a term is left over, a side is not integer or too large, or an
+/// atom may fail; the simplifier may still settle those. Linear in the size of `a` and `b`
+/// and builds no expression: the generator asks it of every lane of a would-be vector
+/// access.
+pub fn constant_difference(a: &Expr, b: &Expr) -> Option<i128> {
+    let ty = a.ty().scalar().filter(|s| s.is_int() && !a.ty().is_vector() && b.ty() == a.ty())?;
+    let mut s = Affine::new(ty);
+    s.add(a, 1)?;
+    s.add(b, s.mask)?;
+    if s.terms.iter().any(|(_, c)| *c != 0) {
+        return None;
+    }
+    let (neg, m) = s.signed(s.k);
+    Some(if neg { -(m as i128) } else { m as i128 })
+}
+
 struct Normalize;
 
 impl Mutator for Normalize {
