@@ -1152,3 +1152,193 @@ fn unrolled_batches_keep_the_id_lanes_they_read() {
         }
     }
 }
+
+/// [`three_ways`], then the default and `-O` programs on 2 and 3 threads: the
+/// interpreter's result and error, and its buffers where it succeeds.
+fn all_ways(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
+    let has = three_ways(k, r, args, bufs);
+    let mut want = bufs.to_vec();
+    let want_r = kiln_ir::interp::run(k, r, args, &mut want);
+    for optimize in [false, true] {
+        let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+        for threads in [2usize, 3] {
+            let mut got = bufs.to_vec();
+            let got_r = p.run_parallel(r, args, &mut got, threads, &CpuRunOptions::default());
+            assert_eq!(want_r, got_r, "threads={threads} -O={optimize}\n{k}");
+            if want_r.is_ok() {
+                if let Err(m) = kiln_ir::testing::results_match(&want, &got) {
+                    panic!("{m} threads={threads} -O={optimize}\n{k}");
+                }
+            }
+        }
+    }
+    has
+}
+
+/// Known ranges of `local_id(0)` in fixed groups at their edges: groups whose size is not
+/// a multiple of 8, 2-D groups (rows of `local_id(1)`), bounds written `l <= c`, `c > l`,
+/// `c >= l`, `l < 0`, past the group, `local_id(0)` read again after barriers inside the
+/// unrolled rounds, offsets reaching one past the array (the fault of the lowest
+/// work-item that reaches it), a global offset, on 1 to 3 threads.
+#[test]
+fn known_batches_at_their_edges_agree() {
+    let conds = [
+        "l <= 9u32",
+        "13u32 > l",
+        "12u32 >= l",
+        "l < 0u32",
+        "l <= 0u32",
+        "l < 200u32",
+        "l >= 3u32 && l <= 11u32",
+    ];
+    for (lx, ly) in [(8u32, 1u32), (24, 1), (32, 1), (12, 1), (20, 1), (8, 2), (12, 3)] {
+        // (In 1-D groups `t[l + c]`, the unrolled batches' constant displacements.)
+        let at = if ly == 1 { "l" } else { "row + l" };
+        for cond in conds {
+            for off in [1u32, 4] {
+                let cells = lx * ly;
+                for len in [cells + off, cells + off - 1, cells] {
+                    let k = kernel(&format!(
+                        "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({lx}, {ly}, 1) {{
+                           local t: f32[{len}];
+                           let l: u32 = local_id(0);
+                           let row: u32 = local_id(1) * {lx}u32;
+                           let g: u32 = global_id(0);
+                           let at: u32 = global_id(1) * global_size(0) + g;
+                           if g < n {{ t[{at}] = x[at]; }} else {{ t[{at}] = 0.5 + (l as f32); }}
+                           for r: u32 in 0u32 .. 2u32 {{
+                             barrier(local);
+                             if {cond} {{ t[{at}] = t[{at}] * 0.5 + t[{at} + {off}u32] + (l as f32); }}
+                           }}
+                           barrier(local);
+                           o[at] = t[{at}] + (local_id(0) as f32) * 0.125;
+                         }}"
+                    ));
+                    let (gx, gy) = (3 * lx, 2 * ly);
+                    let x: Vec<f32> =
+                        (0..4 * gx * gy).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                    for (n, offset) in [(gx + 3, 0u32), (2 * lx + 1, 0), (gx + 9, 5)] {
+                        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                        let bufs = [
+                            Buffer::zeroed(Scalar::F32, (4 * gx * gy) as usize),
+                            Buffer::from_slice(&x),
+                        ];
+                        let r =
+                            NdRange::new(&[gx, gy]).with_local(&[lx, ly]).with_offset(&[offset, 0]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} {lx}x{ly} off={off} len={len} n={n} offset={offset}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The guard `global_id(0) < n` (and its mirrored and `<= n - 1` forms) ending an unrolled
+/// region, tested once per group: `n` of 0, inside the first group, at a group's edge, one
+/// either side of it, past the range, the largest `u32` (where `n - 1` does not wrap) and
+/// a global offset, with the array shorter than the range (the lowest faulting
+/// work-item), groups of 8 to 24 and not multiples of 8, on 1 to 3 threads.
+#[test]
+fn group_guards_at_their_edges_agree() {
+    let guards = ["g < n", "n > g", "g <= n - 1u32", "g <= n", "n >= g", "g < n && g < 1000u32"];
+    for (local, len) in [(8u32, 8u32), (12, 12), (12, 64), (16, 16), (20, 64), (24, 24)] {
+        for guard in guards {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, p: ptr<global, f32>) #reqd_work_group_size({local}, 1, 1) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   if {guard} {{ t[l] = x[g] * 2.0; p[g] = (l as f32) + 0.5; }} else {{ t[l] = 1.5 + (l as f32); }}
+                   barrier(local);
+                   o[g] = t[(l + 1u32) % {local}u32] + t[l];
+                 }}"
+            ));
+            let size = 4 * local;
+            for n in [
+                0u32,
+                1,
+                local - 1,
+                local,
+                local + 1,
+                2 * local,
+                3 * local + 1,
+                size,
+                size + 1,
+                u32::MAX,
+            ] {
+                for (offset, xl) in [(0u32, size + 8), (3, size + 8), (0, 2 * local + 1), (8, size)]
+                {
+                    let x: Vec<f32> = (0..xl).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::Buffer(2)];
+                    let bufs = [
+                        Buffer::zeroed(Scalar::F32, (size + 16) as usize),
+                        Buffer::from_slice(&x),
+                        Buffer::zeroed(Scalar::F32, (size + 16) as usize),
+                    ];
+                    let r = NdRange::new(&[size]).with_local(&[local]).with_offset(&[offset]);
+                    assert_eq!(
+                        all_ways(&k, &r, &args, &bufs),
+                        avx2(),
+                        "{guard} local={local} len={len} n={n} offset={offset} xl={xl}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Batch-uniform indices inside unrolled batches: a store into a local array at a uniform
+/// index under each batch's constant mask (the last lane of the range wins, in a middle
+/// batch's middle lane for `l < 13u32`), global loads at a uniform index in a guarded group
+/// branch and in a trimmed round, indices one past the end and wrapping (the interpreter's
+/// fault), on 1 to 3 threads.
+#[test]
+fn uniform_indices_in_unrolled_batches_agree() {
+    let conds = ["l < 13u32", "l >= 3u32 && l < 29u32", "l == 17u32", "l < 64u32", "l > 30u32"];
+    for local in [16u32, 32, 64] {
+        for cond in conds {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, q: u32, s: u32) #reqd_work_group_size({local}, 1, 1) {{
+                   local t: f32[64];
+                   local u: f32[64];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   if g < n {{ t[l] = x[g] + x[q]; u[l] = 0.25; }} else {{ t[l] = 0.5; u[l] = 0.75; }}
+                   barrier(local);
+                   if {cond} {{ u[s] = t[l] + (l as f32); t[l] = t[l] * x[q + 1u32]; }}
+                   barrier(local);
+                   o[g] = t[l] + u[l] * 2.0;
+                 }}"
+            ));
+            let xl = 4 * local + 8;
+            let x: Vec<f32> = (0..xl).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for s in [0u32, 5, 12, 63, 64, 1000] {
+                for q in [0u32, xl - 2, xl - 1, u32::MAX] {
+                    for n in [4 * local, 2 * local + 3, u32::MAX] {
+                        let args = [
+                            Arg::Buffer(0),
+                            Arg::Buffer(1),
+                            Arg::scalar(n),
+                            Arg::scalar(q),
+                            Arg::scalar(s),
+                        ];
+                        let bufs = [
+                            Buffer::zeroed(Scalar::F32, 4 * local as usize),
+                            Buffer::from_slice(&x),
+                        ];
+                        let r = NdRange::new(&[4 * local]).with_local(&[local]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} local={local} s={s} q={q} n={n}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
