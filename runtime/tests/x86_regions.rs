@@ -1342,3 +1342,160 @@ fn uniform_indices_in_unrolled_batches_agree() {
         }
     }
 }
+
+/// A group guard whose bound is a group `var` lowered round by round of a group loop that
+/// is not unrolled (its count is a parameter), and one mixing the group's id: tested
+/// once per group each round with the bound's value then, on 1 to 3 threads.
+#[test]
+fn group_guards_of_changing_bounds_agree() {
+    for (init, step) in
+        [("n", "lim - 16u32"), ("n", "lim + 8u32"), ("n - group_id(0) * 3u32", "lim / 2u32")]
+    {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, rounds: u32) #reqd_work_group_size(16, 1, 1) {{
+               local t: f32[16];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               t[l] = 0.5;
+               var lim: u32 = {init};
+               for r: u32 in 0u32 .. rounds {{
+                 barrier(local);
+                 if g < lim {{ t[l] = t[l] * 0.5 + x[g]; }}
+                 lim = {step};
+               }}
+               barrier(local);
+               o[g] = t[l] + t[(l + 3u32) % 16u32];
+             }}"
+        ));
+        let x: Vec<f32> = (0..80).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        for n in [0u32, 15, 16, 33, 48, 64, 65, 100, u32::MAX] {
+            for rounds in [0u32, 1, 4] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(rounds)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 64), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[64]).with_local(&[16]);
+                assert_eq!(
+                    all_ways(&k, &r, &args, &bufs),
+                    avx2(),
+                    "{init}/{step} n={n} rounds={rounds}"
+                );
+            }
+        }
+    }
+}
+
+/// Kernels fixing groups of one row (`#reqd_work_group_size(L, 1, 1)`) launched over 2-D
+/// and 3-D ranges, with offsets in every dimension: the unrolled batches, the group guard
+/// and the known ranges of each row's groups agree with the interpreter, on 1 to 3 threads.
+#[test]
+fn fixed_row_groups_of_several_dimensions_agree() {
+    for cond in ["l < 13u32", "l >= 3u32 && l < 29u32", "l <= 31u32"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size(32, 1, 1) {{
+               local t: f32[40];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               if g < n {{ t[l] = x[g] + (global_id(1) as f32); }} else {{ t[l] = 0.5 + (group_id(1) as f32); }}
+               barrier(local);
+               if {cond} {{ t[l] = t[l] * 0.5 + t[l + 8u32]; }}
+               barrier(local);
+               o[(global_id(2) * global_size(1) + global_id(1)) * global_size(0) + global_id(0) - global_offset(0)] = t[l] + (l as f32) * 0.125;
+             }}"
+        ));
+        let x: Vec<f32> = (0..200).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        for (size, offset) in [
+            ([96u32, 3u32, 1u32], [0u32, 0u32, 0u32]),
+            ([64, 2, 2], [8, 5, 1]),
+            ([64, 1, 3], [3, 0, 7]),
+        ] {
+            for n in [0u32, 40, 64, 72, 1000] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 2048), Buffer::from_slice(&x)];
+                let r = NdRange::new(&size).with_local(&[32, 1, 1]).with_offset(&offset);
+                assert_eq!(
+                    all_ways(&k, &r, &args, &bufs),
+                    avx2(),
+                    "{cond} {size:?} {offset:?} n={n}"
+                );
+            }
+        }
+    }
+}
+
+/// Group loops unrolled when the code is generated whose rounds trim to ranges ending
+/// mid-batch (`stride` of 48, 27, 13, 6, 2, 1 and decreasing by odd steps), reading
+/// `local_id(0)` in every round after its barrier, with a local array exactly long enough
+/// and one element short (the fault of the lowest work-item reaching past it), on 1 to 3
+/// threads.
+#[test]
+fn unrolled_rounds_of_odd_strides_agree() {
+    for (init, next) in
+        [("48u32", "(s * 5u32) / 9u32"), ("61u32", "s - 9u32"), ("40u32", "s / 3u32")]
+    {
+        for len in [128u32, 109, 97, 64] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>) #reqd_work_group_size(64, 1, 1) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   t[l] = x[g];
+                   var s: u32 = {init};
+                   while s > 0u32 && s < 100u32 {{
+                     barrier(local);
+                     if l < s {{ t[l] = t[l] + t[l + s] * 0.5 + (l as f32) * 0.25; }}
+                     s = {next};
+                   }}
+                   barrier(local);
+                   o[g] = t[l];
+                 }}"
+            ));
+            let x: Vec<f32> = (0..256).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 256), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[256]).with_local(&[64]);
+            assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{init} {next} len={len}");
+        }
+    }
+}
+
+/// Branches of unrolled batches that read no id lanes but carry per-work-item values
+/// across barriers (a `var` read and assigned, f32 and u32, and a `let` of an earlier
+/// region): each batch's own values, on 1 to 3 threads.
+#[test]
+fn unrolled_batches_keep_values_across_barriers() {
+    let bodies = [
+        "acc = acc + t[l + 16u32];",
+        "acc = acc * 0.5 + t[l]; cnt = cnt + 3u32;",
+        "t[l] = t[l + 8u32] + v; acc = v;",
+        "cnt = cnt * 7u32; t[l] = t[l] + 1.0;",
+    ];
+    for body in bodies {
+        for cond in ["l < 13u32", "l >= 3u32 && l < 29u32", "l < 64u32"] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, c: ptr<global, u32>, x: ptr<global, f32>) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[64];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   var acc: f32 = x[g] * 3.0;
+                   var cnt: u32 = g * 5u32 + 1u32;
+                   let v: f32 = x[g] - 1.0;
+                   t[l] = x[g];
+                   t[l + 32u32] = v;
+                   barrier(local);
+                   if {cond} {{ {body} }}
+                   barrier(local);
+                   o[g] = acc + t[l];
+                   c[g] = cnt;
+                 }}"
+            ));
+            let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+            let bufs = [
+                Buffer::zeroed(Scalar::F32, 128),
+                Buffer::zeroed(Scalar::U32, 128),
+                Buffer::from_slice(&x),
+            ];
+            let r = NdRange::new(&[128]).with_local(&[32]);
+            assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{body} {cond}");
+        }
+    }
+}

@@ -475,3 +475,35 @@ fn uniform_indices_at_their_edges_agree() {
         }
     }
 }
+
+/// Stores of a uniform value at a uniform index where some lanes, every lane of a batch or
+/// none take the branch, in a uniform loop and in a loop whose lanes leave one by one:
+/// only the active lanes store, and an index past the end faults only if one of them
+/// reaches it.
+#[test]
+fn uniform_index_stores_of_uniform_values_agree() {
+    let bodies = [
+        "if i >= m { o[q] = 5.0; o[q + 1u32] = (m as f32); }",
+        "if i < m { o[q] = 5.0; }",
+        "if m > 40u32 { o[q] = 5.0; } else { o[q + 2u32] = 1.0; }",
+        "for j: u32 in 0u32 .. 3u32 { if i >= m { o[q + j] = 2.0; } }",
+        "for j: u32 in 0u32 .. 3u32 { if i + j >= m { o[q + j] = 3.0 + (j as f32); } }",
+        "var j: u32 = 0u32; while j < 3u32 && i >= m + j { o[q] = (j as f32); j = j + 1u32; }",
+    ];
+    for body in bodies {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, q: u32, m: u32) {{
+               let i: u32 = global_id(0);
+               {body}
+             }}"
+        ));
+        for q in [0u32, 5, 37, 38, 39, 40, u32::MAX] {
+            for m in [0u32, 3, 8, 16, 20, 32, 41] {
+                let args = [Arg::Buffer(0), Arg::scalar(q), Arg::scalar(m)];
+                let bufs = [Buffer::from_slice(&[0.5f32; 40])];
+                let r = NdRange::new(&[32]).with_local(&[16]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{body} q={q} m={m}");
+            }
+        }
+    }
+}
