@@ -1499,3 +1499,157 @@ fn unrolled_batches_keep_values_across_barriers() {
         }
     }
 }
+
+/// Faults of division by zero inside unrolled batches, uniform (`100u32 / d`) and per
+/// lane, in branches that read no id lanes and in ones that do, under constant masks
+/// starting mid-batch: the interpreter's work-item and message, on 1 to 3 threads.
+#[test]
+fn faults_in_unrolled_batches_name_the_interpreters_work_item() {
+    let bodies = [
+        "t[l] = t[l] + ((100u32 / d) as f32);",
+        "cnt = cnt / d; t[l] = t[l + 8u32] * 2.0;",
+        "cnt = cnt % (d + cnt - cnt); t[l] = t[l] + (l as f32);",
+        "t[l] = t[l] + ((cnt / (d * l)) as f32);",
+    ];
+    for body in bodies {
+        for cond in ["l >= 3u32 && l < 29u32", "l > 9u32", "l == 17u32", "l < 64u32"] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, c: ptr<global, u32>, x: ptr<global, f32>, d: u32) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[64];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   var cnt: u32 = g * 5u32 + 1u32;
+                   t[l] = x[g];
+                   t[l + 32u32] = x[g] * 0.5;
+                   barrier(local);
+                   if {cond} {{ {body} }}
+                   barrier(local);
+                   o[g] = t[l];
+                   c[g] = cnt;
+                 }}"
+            ));
+            let x: Vec<f32> = (0..160).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for d in [0u32, 1, 3] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(d)];
+                let bufs = [
+                    Buffer::zeroed(Scalar::F32, 128),
+                    Buffer::zeroed(Scalar::U32, 128),
+                    Buffer::from_slice(&x),
+                ];
+                let r = NdRange::new(&[128]).with_local(&[32]).with_offset(&[16]);
+                assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{body} {cond} d={d}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random mixes of the unrolled batches' rules: fixed groups of 8 to 64, a guard
+    /// ending region 0 (`<`, `<=`, mirrored), a known range of every form in region 1 whose
+    /// branch reads id lanes or not, accesses at `l + c` reaching the array's end or one
+    /// past it, uniform-index loads and stores, vars across barriers, a global offset:
+    /// the interpreter's buffers and errors on 1 to 3 threads.
+    #[test]
+    fn random_unrolled_batch_kernels_agree(
+        local in prop::sample::select(vec![8u32, 16, 24, 32, 64]),
+        guard in prop::sample::select(vec!["g < n", "n > g", "g <= n", "n >= g", "g <= n - 1u32"]),
+        form in 0usize..5,
+        lo in 0u32..70,
+        hi in 0u32..70,
+        off in 0u32..12,
+        body in prop::sample::select(vec![
+            "t[l] = t[l] * 0.5 + t[l + OFFu32];",
+            "acc = acc + t[l + OFFu32];",
+            "u[s] = t[l] + (l as f32); t[l] = t[l] * x[q];",
+            "t[l] = t[l + OFFu32] + (global_id(0) as f32) * 0.25; cnt = cnt + l;",
+            "cnt = cnt / (q + 1u32); t[l] = t[l] + t[l + OFFu32];",
+        ]),
+        slack in 0u32..3,
+        n in 0u32..300,
+        q in prop::sample::select(vec![0u32, 7, 200, 263, 264, u32::MAX]),
+        s in prop::sample::select(vec![0u32, 13, 63, 64]),
+        offset in prop::sample::select(vec![0u32, 3, 8]),
+    ) {
+        let cond = match form {
+            0 => format!("l >= {lo}u32 && l < {hi}u32"),
+            1 => format!("l < {hi}u32"),
+            2 => format!("l > {lo}u32 && l <= {hi}u32"),
+            3 => format!("{hi}u32 > l"),
+            _ => format!("l == {lo}u32"),
+        };
+        let reach = hi.min(local).div_ceil(8) * 8;
+        let len = (reach + off + slack).saturating_sub(1).max(local).max(16);
+        let body = body.replace("OFF", &off.to_string());
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, c: ptr<global, u32>, x: ptr<global, f32>, n: u32, q: u32, s: u32) #reqd_work_group_size({local}, 1, 1) {{
+               local t: f32[{len}];
+               local u: f32[64];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               var acc: f32 = 0.5;
+               var cnt: u32 = g * 3u32;
+               if {guard} {{ t[l] = x[g] + x[q % 264u32]; u[l] = 0.25; }} else {{ t[l] = 0.5; u[l] = 0.75; }}
+               barrier(local);
+               if {cond} {{ {body} }}
+               barrier(local);
+               o[g] = t[l] + u[l] * 2.0 + acc;
+               c[g] = cnt;
+             }}"
+        ));
+        let x: Vec<f32> = (0..264).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        let args = [
+            Arg::Buffer(0),
+            Arg::Buffer(1),
+            Arg::Buffer(2),
+            Arg::scalar(n),
+            Arg::scalar(q),
+            Arg::scalar(s),
+        ];
+        let bufs = [
+            Buffer::zeroed(Scalar::F32, 264),
+            Buffer::zeroed(Scalar::U32, 264),
+            Buffer::from_slice(&x),
+        ];
+        let r = NdRange::new(&[4 * local]).with_local(&[local]).with_offset(&[offset]);
+        prop_assert_eq!(all_ways(&k, &r, &args, &bufs), avx2());
+    }
+}
+
+/// Group guards whose bound can fault (`n / d`, `n % d` with `d` zero), in the first region
+/// and after a region of the general code (which leaves its own batch registers): the
+/// fault of the group's first work-item, as the interpreter reports it, on 1 to 3 threads.
+#[test]
+fn group_guards_whose_bound_faults_agree() {
+    for bound in ["n / d", "n % d", "(n / d) + 1u32"] {
+        for first in [true, false] {
+            let before =
+                if first { "" } else { "t[(l * 3u32) % 32u32] = x[g] * 0.5; barrier(local);" };
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, d: u32) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[32];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   {before}
+                   if g < {bound} {{ t[l] = x[g] * 2.0; }} else {{ t[l] = 1.5; }}
+                   barrier(local);
+                   o[g] = t[(l + 1u32) % 32u32] + t[l];
+                 }}"
+            ));
+            let x: Vec<f32> = (0..160).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for (n, d) in [(1000u32, 0u32), (1000, 1), (64, 1), (200, 2)] {
+                for offset in [0u32, 5] {
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(d)];
+                    let bufs = [Buffer::zeroed(Scalar::F32, 160), Buffer::from_slice(&x)];
+                    let r = NdRange::new(&[128]).with_local(&[32]).with_offset(&[offset]);
+                    assert_eq!(
+                        all_ways(&k, &r, &args, &bufs),
+                        avx2(),
+                        "{bound} first={first} n={n} d={d} offset={offset}"
+                    );
+                }
+            }
+        }
+    }
+}
