@@ -1653,3 +1653,53 @@ fn group_guards_whose_bound_faults_agree() {
         }
     }
 }
+
+/// Stores at a uniform index in regions trimmed by a range of `local_id(0)` that is not
+/// known when the code is generated (`l < s`, `l >= s`, `l == s` for a parameter `s`),
+/// where the range ends or starts inside a batch: the value of the last work-item in the
+/// range, not of the batch's last lane; per-lane and uniform values; a uniform-index load
+/// past the end faulting at the first work-item in range; on 1 to 3 threads.
+#[test]
+fn uniform_index_stores_in_trimmed_regions_keep_the_last_item_in_range() {
+    let conds = ["l < s", "l <= s", "l >= s", "l > s && l < s + 5u32", "l == s", "s > l"];
+    let bodies = [
+        "u[q] = (l as f32) + 0.5;",
+        "u[q] = t[l] * 2.0;",
+        "u[q] = (s as f32) + 0.25;",
+        "u[(l + 1u32) % 40u32] = x[q + 100u32] + t[l];",
+    ];
+    for cond in conds {
+        for body in bodies {
+            for fixed in [false, true] {
+                let attr = if fixed { "#reqd_work_group_size(32, 1, 1)" } else { "" };
+                let k = kernel(&format!(
+                    "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, s: u32, q: u32) {attr} {{
+                       local t: f32[32];
+                       local u: f32[40];
+                       let l: u32 = local_id(0);
+                       let g: u32 = global_id(0);
+                       t[l] = x[g];
+                       u[l] = 0.0;
+                       barrier(local);
+                       if {cond} {{ {body} }}
+                       barrier(local);
+                       o[g] = u[(l + q) % 40u32] + t[l];
+                     }}"
+                ));
+                let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                for s in [0u32, 3, 8, 13, 31, 40] {
+                    for q in [0u32, 27, 28, 39, 40] {
+                        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s), Arg::scalar(q)];
+                        let bufs = [Buffer::zeroed(Scalar::F32, 128), Buffer::from_slice(&x)];
+                        let r = NdRange::new(&[128]).with_local(&[32]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} {body} fixed={fixed} s={s} q={q}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
