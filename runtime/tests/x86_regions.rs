@@ -1703,3 +1703,48 @@ fn uniform_index_stores_in_trimmed_regions_keep_the_last_item_in_range() {
         }
     }
 }
+
+/// Large fixed groups (128 and 256 work-items) whose known ranges start far from 0 and
+/// span up to the most batches unrolled (and one more, which keeps the batch loop), with
+/// `l + c` reaching the array's end or one past it, on 1 to 3 threads.
+#[test]
+fn far_known_ranges_of_large_groups_agree() {
+    for local in [128u32, 256] {
+        for (lo, hi) in
+            [(104u32, 168u32), (104, 169), (local - 60, local), (local - 1, local + 9), (63, 64)]
+        {
+            for off in [3u32, 40] {
+                for len in [local + off, local + off - 1] {
+                    let cond = format!("l >= {lo}u32 && l < {hi}u32");
+                    let k = kernel(&format!(
+                        "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
+                           local t: f32[{len}];
+                           let l: u32 = local_id(0);
+                           let g: u32 = global_id(0);
+                           if g < n {{ t[l] = x[g]; }} else {{ t[l] = 0.5; }}
+                           barrier(local);
+                           if {cond} {{ t[l] = t[l] * 0.5 + t[l + {off}u32]; }}
+                           barrier(local);
+                           o[g] = t[l];
+                         }}"
+                    ));
+                    for n in [4 * local, 2 * local + 5] {
+                        let x: Vec<f32> =
+                            (0..4 * local).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                        let bufs = [
+                            Buffer::zeroed(Scalar::F32, 4 * local as usize),
+                            Buffer::from_slice(&x),
+                        ];
+                        let r = NdRange::new(&[4 * local]).with_local(&[local]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} local={local} off={off} len={len} n={n}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

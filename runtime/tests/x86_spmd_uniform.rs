@@ -507,3 +507,35 @@ fn uniform_index_stores_of_uniform_values_agree() {
         }
     }
 }
+
+/// A uniform index into a private array names each work-item's own element: stores of
+/// per-lane values under divergent control, loads back, indices one past the end and
+/// wrapping (the fault of the lowest active work-item).
+#[test]
+fn uniform_indices_into_private_arrays_agree() {
+    for t in ["f32", "u32", "i32"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, {t}>, q: u32, m: u32) {{
+               let i: u32 = global_id(0);
+               private p: {t}[6];
+               p[q % 6u32] = (i as {t});
+               if i % 3u32 == m {{ p[q] = ((i * 7u32) as {t}); }}
+               if i > m {{ p[q + 1u32] = p[q % 6u32] + ((m as {t})); }}
+               o[i] = p[q % 6u32] + p[(q + 1u32) % 6u32];
+             }}"
+        ));
+        for q in [0u32, 2, 4, 5, 6, u32::MAX] {
+            for m in [0u32, 1, 2, 31, 40] {
+                let args = [Arg::Buffer(0), Arg::scalar(q), Arg::scalar(m)];
+                let s = match t {
+                    "f32" => Scalar::F32,
+                    "u32" => Scalar::U32,
+                    _ => Scalar::I32,
+                };
+                let bufs = [Buffer::zeroed(s, 32)];
+                let r = NdRange::new(&[32]).with_local(&[16]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{t} q={q} m={m}");
+            }
+        }
+    }
+}
