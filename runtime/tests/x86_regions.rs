@@ -1748,3 +1748,48 @@ fn far_known_ranges_of_large_groups_agree() {
         }
     }
 }
+
+/// Unrolled regions binding `let`s that later regions read (f32, u32, f64, and more than
+/// fit in registers): region-loop code that agrees with the
+/// interpreter, on 1 to 3 threads.
+#[test]
+fn lets_of_unrolled_regions_read_later_agree() {
+    let lets = [
+        ("let a: f32 = t[l] * 2.0;", "a"),
+        ("let a: u32 = (t[l] as u32) + l;", "(a as f32)"),
+        ("let a: f64 = (t[l] as f64) * 0.5;", "(a as f32)"),
+        (
+            "let a: f32 = t[l]; let b: f32 = a * 2.0; let c2: f32 = b + a; let d: f32 = c2 * b; let e: f32 = d - a; let f: f32 = e * c2; let h: f32 = f + d; let a2: f32 = h * e;",
+            "a + b + c2 + d + e + f + h + a2",
+        ),
+    ];
+    for (bind, read) in lets {
+        for cond in ["", "l < 13u32"] {
+            let region = if cond.is_empty() {
+                format!("{bind} t[l] = t[l] + 1.0;")
+            } else {
+                format!("{bind} if {cond} {{ t[l] = t[l] + 1.0; }}")
+            };
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[32];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   t[l] = x[g];
+                   barrier(local);
+                   {region}
+                   barrier(local);
+                   o[g] = t[l] + {read};
+                 }}"
+            ));
+            let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 128), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[128]).with_local(&[32]);
+            assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{bind} {cond}");
+            if avx2() {
+                assert!(has_regions(&k), "{bind} {cond}");
+            }
+        }
+    }
+}
