@@ -1544,7 +1544,10 @@ fn faults_in_unrolled_batches_name_the_interpreters_work_item() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("X86_REGIONS_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
 
     /// Random mixes of the unrolled batches' rules: fixed groups of 8 to 64, a guard
     /// ending region 0 (`<`, `<=`, mirrored), a known range of every form in region 1 whose
@@ -1789,6 +1792,39 @@ fn lets_of_unrolled_regions_read_later_agree() {
             assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{bind} {cond}");
             if avx2() {
                 assert!(has_regions(&k), "{bind} {cond}");
+            }
+        }
+    }
+}
+
+/// Guards whose bound is a work-item `var` holding the same value in every work-item,
+/// which the guarded branch then changes (per work-item): each work-item tests its own
+/// value, in fixed groups (the guard tested once per group) and others, on 1 to 3 threads.
+#[test]
+fn guards_of_work_item_vars_changed_in_their_branch_agree() {
+    for attr in ["#reqd_work_group_size(32, 1, 1)", ""] {
+        for change in ["lim = lim + 8u32;", "lim = lim - 40u32;", "lim = g;"] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) {attr} {{
+                   local t: f32[32];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   var lim: u32 = n;
+                   t[l] = 0.0;
+                   barrier(local);
+                   if g < lim {{ t[l] = x[g]; {change} }}
+                   barrier(local);
+                   if g < lim {{ t[l] = t[l] + 1.0; {change} }}
+                   barrier(local);
+                   o[g] = t[l] + (lim as f32);
+                 }}"
+            ));
+            let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for n in [0u32, 20, 32, 64, 70, 128, 1000] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 128), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[128]).with_local(&[32]);
+                assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{attr} {change} n={n}");
             }
         }
     }
