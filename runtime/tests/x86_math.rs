@@ -263,3 +263,49 @@ proptest! {
         }
     }
 }
+
+/// `exp` at the edges of its lanes' clamp and bias: dense runs of bit patterns around
+/// ±88.72 (overflow), ±87.34 (the smallest normal result), ±103.28 and ±103.97 (the last
+/// denormal results), ±104 and ±150, NaN payloads of both signs, quiet and signalling,
+/// each beside ordinary lanes of the same batch, and ±inf: the interpreter's bits.
+#[test]
+fn exp_at_its_clamp_edges_keeps_the_bits() {
+    let mut x = Vec::new();
+    for c in [88.72283f32, 87.33654, 103.27893, 103.972_08, 104.0, 150.0, 126.0, 0.0] {
+        for s in [c, -c] {
+            let b = s.to_bits();
+            x.extend((b.saturating_sub(300)..b + 300).map(f32::from_bits));
+        }
+    }
+    for p in [0x7fc0_0000u32, 0x7f80_0001, 0x7fbf_ffff, 0x7fff_ffff, 0x7fc0_0001, 0x7f81_2345] {
+        for s in [p, p | 0x8000_0000] {
+            // The NaN in every lane position, among ordinary arguments and extremes.
+            for lane in 0..8 {
+                let mut batch = [1.5f32, -100.0, 88.8, -104.0, 0.25, f32::INFINITY, -0.0, 3.0];
+                batch[lane] = f32::from_bits(s);
+                x.extend(batch);
+            }
+        }
+    }
+    x.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN, f32::from_bits(1)]);
+    x.resize(x.len().next_multiple_of(64), f32::NAN);
+    let k = kernel(
+        "kernel m(x: ptr<global, f32>, o: ptr<global, f32>) {
+            let i: u32 = global_id(0);
+            let v: f32 = x[i];
+            o[i] = exp(v) + exp(v * 0.5) * 0.0;
+        }",
+    );
+    let plain = kernel(
+        "kernel m(x: ptr<global, f32>, o: ptr<global, f32>) {
+            let i: u32 = global_id(0);
+            o[i] = exp(x[i]);
+        }",
+    );
+    for k in [plain, k] {
+        let has = bit_exact(&k, &x);
+        if !expect_vector(has, &k) {
+            return;
+        }
+    }
+}

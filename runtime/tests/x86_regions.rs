@@ -1152,3 +1152,741 @@ fn unrolled_batches_keep_the_id_lanes_they_read() {
         }
     }
 }
+
+/// [`three_ways`], then the default and `-O` programs on 2 and 3 threads: the
+/// interpreter's result and error, and its buffers where it succeeds.
+fn all_ways(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &[Buffer]) -> bool {
+    let has = three_ways(k, r, args, bufs);
+    let mut want = bufs.to_vec();
+    let want_r = kiln_ir::interp::run(k, r, args, &mut want);
+    for optimize in [false, true] {
+        let p = compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+        for threads in [2usize, 3] {
+            let mut got = bufs.to_vec();
+            let got_r = p.run_parallel(r, args, &mut got, threads, &CpuRunOptions::default());
+            assert_eq!(want_r, got_r, "threads={threads} -O={optimize}\n{k}");
+            if want_r.is_ok() {
+                if let Err(m) = kiln_ir::testing::results_match(&want, &got) {
+                    panic!("{m} threads={threads} -O={optimize}\n{k}");
+                }
+            }
+        }
+    }
+    has
+}
+
+/// Known ranges of `local_id(0)` in fixed groups at their edges: groups whose size is not
+/// a multiple of 8, 2-D groups (rows of `local_id(1)`), bounds written `l <= c`, `c > l`,
+/// `c >= l`, `l < 0`, past the group, `local_id(0)` read again after barriers inside the
+/// unrolled rounds, offsets reaching one past the array (the fault of the lowest
+/// work-item that reaches it), a global offset, on 1 to 3 threads.
+#[test]
+fn known_batches_at_their_edges_agree() {
+    let conds = [
+        "l <= 9u32",
+        "13u32 > l",
+        "12u32 >= l",
+        "l < 0u32",
+        "l <= 0u32",
+        "l < 200u32",
+        "l >= 3u32 && l <= 11u32",
+    ];
+    for (lx, ly) in [(8u32, 1u32), (24, 1), (32, 1), (12, 1), (20, 1), (8, 2), (12, 3)] {
+        // (In 1-D groups `t[l + c]`, the unrolled batches' constant displacements.)
+        let at = if ly == 1 { "l" } else { "row + l" };
+        for cond in conds {
+            for off in [1u32, 4] {
+                let cells = lx * ly;
+                for len in [cells + off, cells + off - 1, cells] {
+                    let k = kernel(&format!(
+                        "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({lx}, {ly}, 1) {{
+                           local t: f32[{len}];
+                           let l: u32 = local_id(0);
+                           let row: u32 = local_id(1) * {lx}u32;
+                           let g: u32 = global_id(0);
+                           let at: u32 = global_id(1) * global_size(0) + g;
+                           if g < n {{ t[{at}] = x[at]; }} else {{ t[{at}] = 0.5 + (l as f32); }}
+                           for r: u32 in 0u32 .. 2u32 {{
+                             barrier(local);
+                             if {cond} {{ t[{at}] = t[{at}] * 0.5 + t[{at} + {off}u32] + (l as f32); }}
+                           }}
+                           barrier(local);
+                           o[at] = t[{at}] + (local_id(0) as f32) * 0.125;
+                         }}"
+                    ));
+                    let (gx, gy) = (3 * lx, 2 * ly);
+                    let x: Vec<f32> =
+                        (0..4 * gx * gy).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                    for (n, offset) in [(gx + 3, 0u32), (2 * lx + 1, 0), (gx + 9, 5)] {
+                        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                        let bufs = [
+                            Buffer::zeroed(Scalar::F32, (4 * gx * gy) as usize),
+                            Buffer::from_slice(&x),
+                        ];
+                        let r =
+                            NdRange::new(&[gx, gy]).with_local(&[lx, ly]).with_offset(&[offset, 0]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} {lx}x{ly} off={off} len={len} n={n} offset={offset}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The guard `global_id(0) < n` (and its mirrored and `<= n - 1` forms) ending an unrolled
+/// region, tested once per group: `n` of 0, inside the first group, at a group's edge, one
+/// either side of it, past the range, the largest `u32` (where `n - 1` does not wrap) and
+/// a global offset, with the array shorter than the range (the lowest faulting
+/// work-item), groups of 8 to 24 and not multiples of 8, on 1 to 3 threads.
+#[test]
+fn group_guards_at_their_edges_agree() {
+    let guards = ["g < n", "n > g", "g <= n - 1u32", "g <= n", "n >= g", "g < n && g < 1000u32"];
+    for (local, len) in [(8u32, 8u32), (12, 12), (12, 64), (16, 16), (20, 64), (24, 24)] {
+        for guard in guards {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, p: ptr<global, f32>) #reqd_work_group_size({local}, 1, 1) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   if {guard} {{ t[l] = x[g] * 2.0; p[g] = (l as f32) + 0.5; }} else {{ t[l] = 1.5 + (l as f32); }}
+                   barrier(local);
+                   o[g] = t[(l + 1u32) % {local}u32] + t[l];
+                 }}"
+            ));
+            let size = 4 * local;
+            for n in [
+                0u32,
+                1,
+                local - 1,
+                local,
+                local + 1,
+                2 * local,
+                3 * local + 1,
+                size,
+                size + 1,
+                u32::MAX,
+            ] {
+                for (offset, xl) in [(0u32, size + 8), (3, size + 8), (0, 2 * local + 1), (8, size)]
+                {
+                    let x: Vec<f32> = (0..xl).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::Buffer(2)];
+                    let bufs = [
+                        Buffer::zeroed(Scalar::F32, (size + 16) as usize),
+                        Buffer::from_slice(&x),
+                        Buffer::zeroed(Scalar::F32, (size + 16) as usize),
+                    ];
+                    let r = NdRange::new(&[size]).with_local(&[local]).with_offset(&[offset]);
+                    assert_eq!(
+                        all_ways(&k, &r, &args, &bufs),
+                        avx2(),
+                        "{guard} local={local} len={len} n={n} offset={offset} xl={xl}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Batch-uniform indices inside unrolled batches: a store into a local array at a uniform
+/// index under each batch's constant mask (the last lane of the range wins, in a middle
+/// batch's middle lane for `l < 13u32`), global loads at a uniform index in a guarded group
+/// branch and in a trimmed round, indices one past the end and wrapping (the interpreter's
+/// fault), on 1 to 3 threads.
+#[test]
+fn uniform_indices_in_unrolled_batches_agree() {
+    let conds = ["l < 13u32", "l >= 3u32 && l < 29u32", "l == 17u32", "l < 64u32", "l > 30u32"];
+    for local in [16u32, 32, 64] {
+        for cond in conds {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, q: u32, s: u32) #reqd_work_group_size({local}, 1, 1) {{
+                   local t: f32[64];
+                   local u: f32[64];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   if g < n {{ t[l] = x[g] + x[q]; u[l] = 0.25; }} else {{ t[l] = 0.5; u[l] = 0.75; }}
+                   barrier(local);
+                   if {cond} {{ u[s] = t[l] + (l as f32); t[l] = t[l] * x[q + 1u32]; }}
+                   barrier(local);
+                   o[g] = t[l] + u[l] * 2.0;
+                 }}"
+            ));
+            let xl = 4 * local + 8;
+            let x: Vec<f32> = (0..xl).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for s in [0u32, 5, 12, 63, 64, 1000] {
+                for q in [0u32, xl - 2, xl - 1, u32::MAX] {
+                    for n in [4 * local, 2 * local + 3, u32::MAX] {
+                        let args = [
+                            Arg::Buffer(0),
+                            Arg::Buffer(1),
+                            Arg::scalar(n),
+                            Arg::scalar(q),
+                            Arg::scalar(s),
+                        ];
+                        let bufs = [
+                            Buffer::zeroed(Scalar::F32, 4 * local as usize),
+                            Buffer::from_slice(&x),
+                        ];
+                        let r = NdRange::new(&[4 * local]).with_local(&[local]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} local={local} s={s} q={q} n={n}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A group guard whose bound is a group `var` lowered round by round of a group loop that
+/// is not unrolled (its count is a parameter), and one mixing the group's id: tested
+/// once per group each round with the bound's value then, on 1 to 3 threads.
+#[test]
+fn group_guards_of_changing_bounds_agree() {
+    for (init, step) in
+        [("n", "lim - 16u32"), ("n", "lim + 8u32"), ("n - group_id(0) * 3u32", "lim / 2u32")]
+    {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, rounds: u32) #reqd_work_group_size(16, 1, 1) {{
+               local t: f32[16];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               t[l] = 0.5;
+               var lim: u32 = {init};
+               for r: u32 in 0u32 .. rounds {{
+                 barrier(local);
+                 if g < lim {{ t[l] = t[l] * 0.5 + x[g]; }}
+                 lim = {step};
+               }}
+               barrier(local);
+               o[g] = t[l] + t[(l + 3u32) % 16u32];
+             }}"
+        ));
+        let x: Vec<f32> = (0..80).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        for n in [0u32, 15, 16, 33, 48, 64, 65, 100, u32::MAX] {
+            for rounds in [0u32, 1, 4] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(rounds)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 64), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[64]).with_local(&[16]);
+                assert_eq!(
+                    all_ways(&k, &r, &args, &bufs),
+                    avx2(),
+                    "{init}/{step} n={n} rounds={rounds}"
+                );
+            }
+        }
+    }
+}
+
+/// Kernels fixing groups of one row (`#reqd_work_group_size(L, 1, 1)`) launched over 2-D
+/// and 3-D ranges, with offsets in every dimension: the unrolled batches, the group guard
+/// and the known ranges of each row's groups agree with the interpreter, on 1 to 3 threads.
+#[test]
+fn fixed_row_groups_of_several_dimensions_agree() {
+    for cond in ["l < 13u32", "l >= 3u32 && l < 29u32", "l <= 31u32"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size(32, 1, 1) {{
+               local t: f32[40];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               if g < n {{ t[l] = x[g] + (global_id(1) as f32); }} else {{ t[l] = 0.5 + (group_id(1) as f32); }}
+               barrier(local);
+               if {cond} {{ t[l] = t[l] * 0.5 + t[l + 8u32]; }}
+               barrier(local);
+               o[(global_id(2) * global_size(1) + global_id(1)) * global_size(0) + global_id(0) - global_offset(0)] = t[l] + (l as f32) * 0.125;
+             }}"
+        ));
+        let x: Vec<f32> = (0..200).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        for (size, offset) in [
+            ([96u32, 3u32, 1u32], [0u32, 0u32, 0u32]),
+            ([64, 2, 2], [8, 5, 1]),
+            ([64, 1, 3], [3, 0, 7]),
+        ] {
+            for n in [0u32, 40, 64, 72, 1000] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 2048), Buffer::from_slice(&x)];
+                let r = NdRange::new(&size).with_local(&[32, 1, 1]).with_offset(&offset);
+                assert_eq!(
+                    all_ways(&k, &r, &args, &bufs),
+                    avx2(),
+                    "{cond} {size:?} {offset:?} n={n}"
+                );
+            }
+        }
+    }
+}
+
+/// Group loops unrolled when the code is generated whose rounds trim to ranges ending
+/// mid-batch (`stride` of 48, 27, 13, 6, 2, 1 and decreasing by odd steps), reading
+/// `local_id(0)` in every round after its barrier, with a local array exactly long enough
+/// and one element short (the fault of the lowest work-item reaching past it), on 1 to 3
+/// threads.
+#[test]
+fn unrolled_rounds_of_odd_strides_agree() {
+    for (init, next) in
+        [("48u32", "(s * 5u32) / 9u32"), ("61u32", "s - 9u32"), ("40u32", "s / 3u32")]
+    {
+        for len in [128u32, 109, 97, 64] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>) #reqd_work_group_size(64, 1, 1) {{
+                   local t: f32[{len}];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   t[l] = x[g];
+                   var s: u32 = {init};
+                   while s > 0u32 && s < 100u32 {{
+                     barrier(local);
+                     if l < s {{ t[l] = t[l] + t[l + s] * 0.5 + (l as f32) * 0.25; }}
+                     s = {next};
+                   }}
+                   barrier(local);
+                   o[g] = t[l];
+                 }}"
+            ));
+            let x: Vec<f32> = (0..256).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 256), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[256]).with_local(&[64]);
+            assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{init} {next} len={len}");
+        }
+    }
+}
+
+/// Branches of unrolled batches that read no id lanes but carry per-work-item values
+/// across barriers (a `var` read and assigned, f32 and u32, and a `let` of an earlier
+/// region): each batch's own values, on 1 to 3 threads.
+#[test]
+fn unrolled_batches_keep_values_across_barriers() {
+    let bodies = [
+        "acc = acc + t[l + 16u32];",
+        "acc = acc * 0.5 + t[l]; cnt = cnt + 3u32;",
+        "t[l] = t[l + 8u32] + v; acc = v;",
+        "cnt = cnt * 7u32; t[l] = t[l] + 1.0;",
+    ];
+    for body in bodies {
+        for cond in ["l < 13u32", "l >= 3u32 && l < 29u32", "l < 64u32"] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, c: ptr<global, u32>, x: ptr<global, f32>) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[64];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   var acc: f32 = x[g] * 3.0;
+                   var cnt: u32 = g * 5u32 + 1u32;
+                   let v: f32 = x[g] - 1.0;
+                   t[l] = x[g];
+                   t[l + 32u32] = v;
+                   barrier(local);
+                   if {cond} {{ {body} }}
+                   barrier(local);
+                   o[g] = acc + t[l];
+                   c[g] = cnt;
+                 }}"
+            ));
+            let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+            let bufs = [
+                Buffer::zeroed(Scalar::F32, 128),
+                Buffer::zeroed(Scalar::U32, 128),
+                Buffer::from_slice(&x),
+            ];
+            let r = NdRange::new(&[128]).with_local(&[32]);
+            assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{body} {cond}");
+        }
+    }
+}
+
+/// Faults of division by zero inside unrolled batches, uniform (`100u32 / d`) and per
+/// lane, in branches that read no id lanes and in ones that do, under constant masks
+/// starting mid-batch: the interpreter's work-item and message, on 1 to 3 threads.
+#[test]
+fn faults_in_unrolled_batches_name_the_interpreters_work_item() {
+    let bodies = [
+        "t[l] = t[l] + ((100u32 / d) as f32);",
+        "cnt = cnt / d; t[l] = t[l + 8u32] * 2.0;",
+        "cnt = cnt % (d + cnt - cnt); t[l] = t[l] + (l as f32);",
+        "t[l] = t[l] + ((cnt / (d * l)) as f32);",
+    ];
+    for body in bodies {
+        for cond in ["l >= 3u32 && l < 29u32", "l > 9u32", "l == 17u32", "l < 64u32"] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, c: ptr<global, u32>, x: ptr<global, f32>, d: u32) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[64];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   var cnt: u32 = g * 5u32 + 1u32;
+                   t[l] = x[g];
+                   t[l + 32u32] = x[g] * 0.5;
+                   barrier(local);
+                   if {cond} {{ {body} }}
+                   barrier(local);
+                   o[g] = t[l];
+                   c[g] = cnt;
+                 }}"
+            ));
+            let x: Vec<f32> = (0..160).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for d in [0u32, 1, 3] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(d)];
+                let bufs = [
+                    Buffer::zeroed(Scalar::F32, 128),
+                    Buffer::zeroed(Scalar::U32, 128),
+                    Buffer::from_slice(&x),
+                ];
+                let r = NdRange::new(&[128]).with_local(&[32]).with_offset(&[16]);
+                assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{body} {cond} d={d}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("X86_REGIONS_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
+
+    /// Random mixes of the unrolled batches' rules: fixed groups of 8 to 64, a guard
+    /// ending region 0 (`<`, `<=`, mirrored), a known range of every form in region 1 whose
+    /// branch reads id lanes or not, accesses at `l + c` reaching the array's end or one
+    /// past it, uniform-index loads and stores, vars across barriers, a global offset:
+    /// the interpreter's buffers and errors on 1 to 3 threads.
+    #[test]
+    fn random_unrolled_batch_kernels_agree(
+        local in prop::sample::select(vec![8u32, 16, 24, 32, 64]),
+        guard in prop::sample::select(vec!["g < n", "n > g", "g <= n", "n >= g", "g <= n - 1u32"]),
+        form in 0usize..5,
+        lo in 0u32..70,
+        hi in 0u32..70,
+        off in 0u32..12,
+        body in prop::sample::select(vec![
+            "t[l] = t[l] * 0.5 + t[l + OFFu32];",
+            "acc = acc + t[l + OFFu32];",
+            "u[s] = t[l] + (l as f32); t[l] = t[l] * x[q];",
+            "t[l] = t[l + OFFu32] + (global_id(0) as f32) * 0.25; cnt = cnt + l;",
+            "cnt = cnt / (q + 1u32); t[l] = t[l] + t[l + OFFu32];",
+        ]),
+        slack in 0u32..3,
+        n in 0u32..300,
+        q in prop::sample::select(vec![0u32, 7, 200, 263, 264, u32::MAX]),
+        s in prop::sample::select(vec![0u32, 13, 63, 64]),
+        offset in prop::sample::select(vec![0u32, 3, 8]),
+    ) {
+        let cond = match form {
+            0 => format!("l >= {lo}u32 && l < {hi}u32"),
+            1 => format!("l < {hi}u32"),
+            2 => format!("l > {lo}u32 && l <= {hi}u32"),
+            3 => format!("{hi}u32 > l"),
+            _ => format!("l == {lo}u32"),
+        };
+        let reach = hi.min(local).div_ceil(8) * 8;
+        let len = (reach + off + slack).saturating_sub(1).max(local).max(16);
+        let body = body.replace("OFF", &off.to_string());
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, c: ptr<global, u32>, x: ptr<global, f32>, n: u32, q: u32, s: u32) #reqd_work_group_size({local}, 1, 1) {{
+               local t: f32[{len}];
+               local u: f32[64];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               var acc: f32 = 0.5;
+               var cnt: u32 = g * 3u32;
+               if {guard} {{ t[l] = x[g] + x[q % 264u32]; u[l] = 0.25; }} else {{ t[l] = 0.5; u[l] = 0.75; }}
+               barrier(local);
+               if {cond} {{ {body} }}
+               barrier(local);
+               o[g] = t[l] + u[l] * 2.0 + acc;
+               c[g] = cnt;
+             }}"
+        ));
+        let x: Vec<f32> = (0..264).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        let args = [
+            Arg::Buffer(0),
+            Arg::Buffer(1),
+            Arg::Buffer(2),
+            Arg::scalar(n),
+            Arg::scalar(q),
+            Arg::scalar(s),
+        ];
+        let bufs = [
+            Buffer::zeroed(Scalar::F32, 264),
+            Buffer::zeroed(Scalar::U32, 264),
+            Buffer::from_slice(&x),
+        ];
+        let r = NdRange::new(&[4 * local]).with_local(&[local]).with_offset(&[offset]);
+        prop_assert_eq!(all_ways(&k, &r, &args, &bufs), avx2());
+    }
+}
+
+/// Group guards whose bound can fault (`n / d`, `n % d` with `d` zero), in the first region
+/// and after a region of the general code (which leaves its own batch registers): the
+/// fault of the group's first work-item, as the interpreter reports it, on 1 to 3 threads.
+#[test]
+fn group_guards_whose_bound_faults_agree() {
+    for bound in ["n / d", "n % d", "(n / d) + 1u32"] {
+        for first in [true, false] {
+            let before =
+                if first { "" } else { "t[(l * 3u32) % 32u32] = x[g] * 0.5; barrier(local);" };
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32, d: u32) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[32];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   {before}
+                   if g < {bound} {{ t[l] = x[g] * 2.0; }} else {{ t[l] = 1.5; }}
+                   barrier(local);
+                   o[g] = t[(l + 1u32) % 32u32] + t[l];
+                 }}"
+            ));
+            let x: Vec<f32> = (0..160).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for (n, d) in [(1000u32, 0u32), (1000, 1), (64, 1), (200, 2)] {
+                for offset in [0u32, 5] {
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(d)];
+                    let bufs = [Buffer::zeroed(Scalar::F32, 160), Buffer::from_slice(&x)];
+                    let r = NdRange::new(&[128]).with_local(&[32]).with_offset(&[offset]);
+                    assert_eq!(
+                        all_ways(&k, &r, &args, &bufs),
+                        avx2(),
+                        "{bound} first={first} n={n} d={d} offset={offset}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Stores at a uniform index in regions trimmed by a range of `local_id(0)` that is not
+/// known when the code is generated (`l < s`, `l >= s`, `l == s` for a parameter `s`),
+/// where the range ends or starts inside a batch: the value of the last work-item in the
+/// range, not of the batch's last lane; per-lane and uniform values; a uniform-index load
+/// past the end faulting at the first work-item in range; on 1 to 3 threads.
+#[test]
+fn uniform_index_stores_in_trimmed_regions_keep_the_last_item_in_range() {
+    let conds = ["l < s", "l <= s", "l >= s", "l > s && l < s + 5u32", "l == s", "s > l"];
+    let bodies = [
+        "u[q] = (l as f32) + 0.5;",
+        "u[q] = t[l] * 2.0;",
+        "u[q] = (s as f32) + 0.25;",
+        "u[(l + 1u32) % 40u32] = x[q + 100u32] + t[l];",
+    ];
+    for cond in conds {
+        for body in bodies {
+            for fixed in [false, true] {
+                let attr = if fixed { "#reqd_work_group_size(32, 1, 1)" } else { "" };
+                let k = kernel(&format!(
+                    "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, s: u32, q: u32) {attr} {{
+                       local t: f32[32];
+                       local u: f32[40];
+                       let l: u32 = local_id(0);
+                       let g: u32 = global_id(0);
+                       t[l] = x[g];
+                       u[l] = 0.0;
+                       barrier(local);
+                       if {cond} {{ {body} }}
+                       barrier(local);
+                       o[g] = u[(l + q) % 40u32] + t[l];
+                     }}"
+                ));
+                let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                for s in [0u32, 3, 8, 13, 31, 40] {
+                    for q in [0u32, 27, 28, 39, 40] {
+                        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s), Arg::scalar(q)];
+                        let bufs = [Buffer::zeroed(Scalar::F32, 128), Buffer::from_slice(&x)];
+                        let r = NdRange::new(&[128]).with_local(&[32]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} {body} fixed={fixed} s={s} q={q}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Large fixed groups (128 and 256 work-items) whose known ranges start far from 0 and
+/// span up to the most batches unrolled (and one more, which keeps the batch loop), with
+/// `l + c` reaching the array's end or one past it, on 1 to 3 threads.
+#[test]
+fn far_known_ranges_of_large_groups_agree() {
+    for local in [128u32, 256] {
+        for (lo, hi) in
+            [(104u32, 168u32), (104, 169), (local - 60, local), (local - 1, local + 9), (63, 64)]
+        {
+            for off in [3u32, 40] {
+                for len in [local + off, local + off - 1] {
+                    let cond = format!("l >= {lo}u32 && l < {hi}u32");
+                    let k = kernel(&format!(
+                        "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size({local}, 1, 1) {{
+                           local t: f32[{len}];
+                           let l: u32 = local_id(0);
+                           let g: u32 = global_id(0);
+                           if g < n {{ t[l] = x[g]; }} else {{ t[l] = 0.5; }}
+                           barrier(local);
+                           if {cond} {{ t[l] = t[l] * 0.5 + t[l + {off}u32]; }}
+                           barrier(local);
+                           o[g] = t[l];
+                         }}"
+                    ));
+                    for n in [4 * local, 2 * local + 5] {
+                        let x: Vec<f32> =
+                            (0..4 * local).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+                        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                        let bufs = [
+                            Buffer::zeroed(Scalar::F32, 4 * local as usize),
+                            Buffer::from_slice(&x),
+                        ];
+                        let r = NdRange::new(&[4 * local]).with_local(&[local]);
+                        assert_eq!(
+                            all_ways(&k, &r, &args, &bufs),
+                            avx2(),
+                            "{cond} local={local} off={off} len={len} n={n}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Unrolled regions binding `let`s that later regions read (f32, u32, f64, and more than
+/// fit in registers): region-loop code that agrees with the
+/// interpreter, on 1 to 3 threads.
+#[test]
+fn lets_of_unrolled_regions_read_later_agree() {
+    let lets = [
+        ("let a: f32 = t[l] * 2.0;", "a"),
+        ("let a: u32 = (t[l] as u32) + l;", "(a as f32)"),
+        ("let a: f64 = (t[l] as f64) * 0.5;", "(a as f32)"),
+        (
+            "let a: f32 = t[l]; let b: f32 = a * 2.0; let c2: f32 = b + a; let d: f32 = c2 * b; let e: f32 = d - a; let f: f32 = e * c2; let h: f32 = f + d; let a2: f32 = h * e;",
+            "a + b + c2 + d + e + f + h + a2",
+        ),
+    ];
+    for (bind, read) in lets {
+        for cond in ["", "l < 13u32"] {
+            let region = if cond.is_empty() {
+                format!("{bind} t[l] = t[l] + 1.0;")
+            } else {
+                format!("{bind} if {cond} {{ t[l] = t[l] + 1.0; }}")
+            };
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>) #reqd_work_group_size(32, 1, 1) {{
+                   local t: f32[32];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   t[l] = x[g];
+                   barrier(local);
+                   {region}
+                   barrier(local);
+                   o[g] = t[l] + {read};
+                 }}"
+            ));
+            let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            let args = [Arg::Buffer(0), Arg::Buffer(1)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 128), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[128]).with_local(&[32]);
+            assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{bind} {cond}");
+            if avx2() {
+                assert!(has_regions(&k), "{bind} {cond}");
+            }
+        }
+    }
+}
+
+/// Guards whose bound is a work-item `var` holding the same value in every work-item,
+/// which the guarded branch then changes (per work-item): each work-item tests its own
+/// value, in fixed groups (the guard tested once per group) and others, on 1 to 3 threads.
+#[test]
+fn guards_of_work_item_vars_changed_in_their_branch_agree() {
+    for attr in ["#reqd_work_group_size(32, 1, 1)", ""] {
+        for change in ["lim = lim + 8u32;", "lim = lim - 40u32;", "lim = g;"] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) {attr} {{
+                   local t: f32[32];
+                   let l: u32 = local_id(0);
+                   let g: u32 = global_id(0);
+                   var lim: u32 = n;
+                   t[l] = 0.0;
+                   barrier(local);
+                   if g < lim {{ t[l] = x[g]; {change} }}
+                   barrier(local);
+                   if g < lim {{ t[l] = t[l] + 1.0; {change} }}
+                   barrier(local);
+                   o[g] = t[l] + (lim as f32);
+                 }}"
+            ));
+            let x: Vec<f32> = (0..128).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+            for n in [0u32, 20, 32, 64, 70, 128, 1000] {
+                let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+                let bufs = [Buffer::zeroed(Scalar::F32, 128), Buffer::from_slice(&x)];
+                let r = NdRange::new(&[128]).with_local(&[32]);
+                assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{attr} {change} n={n}");
+            }
+        }
+    }
+}
+
+/// `exp` in unrolled batches under constant masks (a branch reading no id lanes) and in
+/// guarded group branches, over NaN payloads, ±inf and its clamp edges: the interpreter's
+/// bits, on 1 to 3 threads.
+#[test]
+fn exp_in_unrolled_batches_keeps_the_bits() {
+    let specials = [
+        f32::NAN,
+        f32::from_bits(0xffc0_1234),
+        f32::from_bits(0x7f80_0001),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        88.72283,
+        88.72284,
+        -103.97,
+        -87.4,
+        -104.0,
+        0.0,
+        -0.0,
+        1.5,
+    ];
+    let x: Vec<f32> = (0..128).map(|i| specials[(i * 5 + i / 13) % specials.len()]).collect();
+    for (guard, cond, body) in [
+        ("g < n", "l >= 3u32 && l < 29u32", "t[l] = exp(t[l + 8u32]);"),
+        ("n > g", "l < 13u32", "t[l] = exp(t[l]) + exp(t[l + 16u32] * 0.5);"),
+    ] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, n: u32) #reqd_work_group_size(32, 1, 1) {{
+               local t: f32[64];
+               let l: u32 = local_id(0);
+               let g: u32 = global_id(0);
+               t[l + 32u32] = 2.0;
+               if {guard} {{ t[l] = exp(x[g]); t[l + 32u32] = x[g]; }} else {{ t[l] = -1.0; }}
+               barrier(local);
+               if {cond} {{ {body} }}
+               barrier(local);
+               o[g] = t[l];
+             }}"
+        ));
+        for n in [0u32, 40, 128, 1000] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 128), Buffer::from_slice(&x)];
+            let r = NdRange::new(&[128]).with_local(&[32]);
+            assert_eq!(all_ways(&k, &r, &args, &bufs), avx2(), "{guard} {cond} n={n}");
+            // (`results_match` lets quiet NaNs differ; `exp`'s results are pure: every bit.)
+            if !body.contains('+') {
+                let mut want = bufs.to_vec();
+                kiln_ir::interp::run(&k, &r, &args, &mut want).unwrap();
+                for optimize in [false, true] {
+                    let p = compile(&k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+                    for threads in [1usize, 3] {
+                        let mut got = bufs.to_vec();
+                        p.run_parallel(&r, &args, &mut got, threads, &CpuRunOptions::default())
+                            .unwrap();
+                        assert_eq!(f32s_bits(&want[0]), f32s_bits(&got[0]), "{cond} n={n}");
+                    }
+                }
+            }
+        }
+    }
+}

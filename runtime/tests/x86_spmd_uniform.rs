@@ -389,3 +389,154 @@ fn uniform_index_stores_agree() {
         }
     }
 }
+
+/// Loads and stores at batch-uniform indices at their edges: `u32` indices that wrap
+/// (to 0 and to the largest value), negative `i32` ones, indices of other dimensions'
+/// ids in 2-D ranges (rows of one batch; rows not multiples of 8 on the scalar code),
+/// the group's id, stores under divergent control whose last active lane
+/// is not lane 7 (and is in a trimmed last batch), 8-, 16- and 64-bit elements, a
+/// variable given a uniform value under a divergent branch, a global offset: the
+/// interpreter's buffers and errors.
+#[test]
+fn uniform_indices_at_their_edges_agree() {
+    let bodies = [
+        // Wrapping u32 index: `q + 4294967295` is `q - 1`.
+        "o[q + 4294967295u32] = (i as f32) + x[q + 4294967294u32];",
+        // Stores whose last active lane is in the middle of a batch.
+        "if (i % 8u32) < m { o[q] = (i as f32) + 0.5; }",
+        "if (i % 8u32) >= m && (i % 8u32) < m + 2u32 { o[q + 1u32] = x[q] + (i as f32); }",
+        // Other dimensions' ids and the group's id.
+        "o[q + global_id(1)] = (i as f32) + x[local_id(1) + q];",
+        "o[q + group_id(0) + 3u32 * group_id(1)] = (global_id(1) as f32) + x[q + local_id(1)];",
+        "if i > m { o[q + local_id(1)] = (local_id(0) as f32); }",
+        // A var with a uniform value set under a divergent branch: not uniform after it.
+        "var u: u32 = q; if (i & 1u32) == 0u32 { u = q + 1u32; } o[u] = (i as f32) + x[u];",
+        "var u: u32 = q; if i < m { u = q + 2u32; } else { u = q + 3u32; } o[u] = x[u] * 2.0;",
+    ];
+    for body in bodies {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, x: ptr<global, f32>, q: u32, m: u32) {{
+               let i: u32 = global_id(0);
+               {body}
+             }}"
+        ));
+        let x: Vec<f32> = (0..40).map(|i| i as f32 * 0.5 - 7.0).collect();
+        for q in [0u32, 1, 2, 30, 37, 38, 39, 40, u32::MAX] {
+            for m in [0u32, 1, 3, 6, 8] {
+                for (size, local, offset) in [
+                    ([32u32, 1u32], [16u32, 1u32], 0u32),
+                    ([16, 3], [8, 3], 0),
+                    ([24, 2], [8, 2], 3),
+                    ([40, 1], [40, 1], 0),
+                    ([12, 3], [6, 3], 0),
+                ] {
+                    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(q), Arg::scalar(m)];
+                    let bufs = [Buffer::zeroed(Scalar::F32, 40), Buffer::from_slice(&x)];
+                    let r = NdRange::new(&size).with_local(&local).with_offset(&[offset, 0]);
+                    assert_eq!(
+                        three_ways(&k, &r, &args, &bufs),
+                        avx2(),
+                        "{body} q={q} m={m} {size:?}/{local:?}"
+                    );
+                }
+            }
+        }
+    }
+    // Negative i32 indices and other element widths.
+    for (t, v) in [
+        ("i32", "(i as i32) - 3"),
+        ("u8", "(i as u8)"),
+        ("u16", "(i as u16)"),
+        ("f64", "(i as f64) * 0.5"),
+        ("i64", "(i as i64) - 9i64"),
+    ] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, {t}>, q: i32, m: u32) {{
+               let i: u32 = global_id(0);
+               if i % 8u32 < m {{ o[q] = {v} + o[q + 1]; }}
+               o[q - 1] = o[q + 2];
+             }}"
+        ));
+        for q in [0i32, 1, 2, 36, 37, 38, -1, -2, i32::MIN, i32::MAX] {
+            for m in [0u32, 1, 5, 8] {
+                let args = [Arg::Buffer(0), Arg::scalar(q), Arg::scalar(m)];
+                let s = match t {
+                    "u8" => Scalar::U8,
+                    "u16" => Scalar::U16,
+                    "f64" => Scalar::F64,
+                    "i64" => Scalar::I64,
+                    _ => Scalar::I32,
+                };
+                let bufs = [Buffer::zeroed(s, 40)];
+                for (size, local) in [(32u32, 16u32), (24, 24), (29, 29)] {
+                    let r = NdRange::new(&[size]).with_local(&[local]);
+                    assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{t} q={q} m={m}");
+                }
+            }
+        }
+    }
+}
+
+/// Stores of a uniform value at a uniform index where some lanes, every lane of a batch or
+/// none take the branch, in a uniform loop and in a loop whose lanes leave one by one:
+/// only the active lanes store, and an index past the end faults only if one of them
+/// reaches it.
+#[test]
+fn uniform_index_stores_of_uniform_values_agree() {
+    let bodies = [
+        "if i >= m { o[q] = 5.0; o[q + 1u32] = (m as f32); }",
+        "if i < m { o[q] = 5.0; }",
+        "if m > 40u32 { o[q] = 5.0; } else { o[q + 2u32] = 1.0; }",
+        "for j: u32 in 0u32 .. 3u32 { if i >= m { o[q + j] = 2.0; } }",
+        "for j: u32 in 0u32 .. 3u32 { if i + j >= m { o[q + j] = 3.0 + (j as f32); } }",
+        "var j: u32 = 0u32; while j < 3u32 && i >= m + j { o[q] = (j as f32); j = j + 1u32; }",
+    ];
+    for body in bodies {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, f32>, q: u32, m: u32) {{
+               let i: u32 = global_id(0);
+               {body}
+             }}"
+        ));
+        for q in [0u32, 5, 37, 38, 39, 40, u32::MAX] {
+            for m in [0u32, 3, 8, 16, 20, 32, 41] {
+                let args = [Arg::Buffer(0), Arg::scalar(q), Arg::scalar(m)];
+                let bufs = [Buffer::from_slice(&[0.5f32; 40])];
+                let r = NdRange::new(&[32]).with_local(&[16]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{body} q={q} m={m}");
+            }
+        }
+    }
+}
+
+/// A uniform index into a private array names each work-item's own element: stores of
+/// per-lane values under divergent control, loads back, indices one past the end and
+/// wrapping (the fault of the lowest active work-item).
+#[test]
+fn uniform_indices_into_private_arrays_agree() {
+    for t in ["f32", "u32", "i32"] {
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, {t}>, q: u32, m: u32) {{
+               let i: u32 = global_id(0);
+               private p: {t}[6];
+               p[q % 6u32] = (i as {t});
+               if i % 3u32 == m {{ p[q] = ((i * 7u32) as {t}); }}
+               if i > m {{ p[q + 1u32] = p[q % 6u32] + ((m as {t})); }}
+               o[i] = p[q % 6u32] + p[(q + 1u32) % 6u32];
+             }}"
+        ));
+        for q in [0u32, 2, 4, 5, 6, u32::MAX] {
+            for m in [0u32, 1, 2, 31, 40] {
+                let args = [Arg::Buffer(0), Arg::scalar(q), Arg::scalar(m)];
+                let s = match t {
+                    "f32" => Scalar::F32,
+                    "u32" => Scalar::U32,
+                    _ => Scalar::I32,
+                };
+                let bufs = [Buffer::zeroed(s, 32)];
+                let r = NdRange::new(&[32]).with_local(&[16]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{t} q={q} m={m}");
+            }
+        }
+    }
+}
