@@ -70,8 +70,9 @@ pub(super) struct Regions {
     /// when the code was generated, ends (an instruction count; see
     /// [`V::first_batch_only`]).
     pub(super) first_batch_end: Option<usize>,
-    /// The group's size when the kernel fixes it (`#reqd_work_group_size(L, 1, 1)`: a
-    /// launch with another local size is refused before it runs).
+    /// The group's size when the kernel fixes it to whole batches (`#reqd_work_group_size(L,
+    /// 1, 1)` with `L` a multiple of 8: a launch with another local size is refused before it
+    /// runs).
     pub(super) group_size: Option<u64>,
     /// Names bound to exactly `local_id(0)` (declared once).
     pub(super) lids: HashSet<String>,
@@ -243,8 +244,11 @@ impl Regions {
             keep: Vec::new(),
             first_batch_end: None,
             lid0: None,
+            // Only whole batches: the rules that use the size unroll a group's batches with
+            // every lane live (the executor runs other groups on the scalar code anyway, but
+            // the 8-lane code must not depend on that).
             group_size: match k.attrs().reqd_work_group_size {
-                Some([l, 1, 1]) => Some(u64::from(l)),
+                Some([l, 1, 1]) if l % 8 == 0 => Some(u64::from(l)),
                 _ => None,
             },
         }
