@@ -7,26 +7,12 @@
 
 mod x86_common;
 
-use x86_common::{avx2, kernel, three_ways};
+use x86_common::{avx2, kernel, three_ways, vector_listing};
 
-use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{Kernel, Scalar};
+use kiln_ir::Scalar;
 use proptest::prelude::*;
-
-/// The lines of the vector code's listing (after its header line), without addresses.
-fn vector_listing(k: &Kernel) -> Vec<String> {
-    let p = compile(k, &X86Options::default()).unwrap();
-    assert!(p.has_spmd(), "{}", p.disassemble());
-    let text = p.disassemble();
-    let start =
-        text.find("; 8-lane AVX2 code").unwrap_or_else(|| panic!("no 8-lane code:\n{text}"));
-    text[start..]
-        .lines()
-        .map(|l| l.trim().split_once("  ").map_or(l.trim(), |(_, ins)| ins.trim()).to_string())
-        .collect()
-}
 
 #[test]
 fn uniform_loop_arithmetic_is_scalar() {

@@ -68,3 +68,16 @@ pub fn fallback(k: &Kernel) -> Option<String> {
     }
     None
 }
+
+/// The lines of the vector code's listing (after its header line), without addresses.
+pub fn vector_listing(k: &Kernel) -> Vec<String> {
+    let p = compile(k, &X86Options::default()).unwrap();
+    assert!(p.has_spmd(), "{}", p.disassemble());
+    let text = p.disassemble();
+    let start =
+        text.find("; 8-lane AVX2 code").unwrap_or_else(|| panic!("no 8-lane code:\n{text}"));
+    text[start..]
+        .lines()
+        .map(|l| l.trim().split_once("  ").map_or(l.trim(), |(_, ins)| ins.trim()).to_string())
+        .collect()
+}
