@@ -327,13 +327,13 @@ fn generate_inner(
     let mut group_init = group_init;
     v.bind(&mut group_init)?;
     v.broadcasts(&group_consts)?;
-    for (&t, &r) in v.based.iter().zip(&BASES) {
+    for (&t, &r) in v.based.iter().zip(&BASES[..v.resident_bases()]) {
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
     v.a.jmp(hoist)?;
     let mut bases_only = bases_only;
     v.bind(&mut bases_only)?;
-    for (&t, &r) in v.based.iter().zip(&BASES) {
+    for (&t, &r) in v.based.iter().zip(&BASES[..v.resident_bases()]) {
         v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
     }
     v.a.jmp(lanes)?;

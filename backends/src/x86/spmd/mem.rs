@@ -228,12 +228,16 @@ impl V {
         }
     }
 
-    /// The base register of table `t` (checked accesses need one).
+    /// The base register of table `t` (checked accesses need one): its own, or for a table
+    /// past the resident ones the last of [`BASES`], loaded here for this access.
     pub(super) fn base(&mut self, t: u32) -> R<AsmRegister64> {
-        match BASES.get(self.based_pos(t)) {
-            Some(&r) => Ok(r),
-            None => no(format!("more than {} buffers", BASES.len())),
+        let pos = self.based_pos(t);
+        if pos < self.resident_bases() {
+            return Ok(BASES[pos]);
         }
+        let r = BASES[BASES.len() - 1];
+        self.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
+        Ok(r)
     }
 
     /// The memory operand of buffer `t` at the batch's `global_id(0)` (unchecked: the
@@ -249,13 +253,11 @@ impl V {
             self.accessed.push(t);
         }
         let pos = self.based_pos(t);
-        Ok(match BASES.get(pos) {
-            Some(&r) => r,
-            None => {
-                self.a.mov(rax, qword_ptr(r14 + (t as i32 * 16)))?;
-                rax
-            }
-        })
+        if pos < self.resident_bases() {
+            return Ok(BASES[pos]);
+        }
+        self.a.mov(rax, qword_ptr(r14 + (t as i32 * 16)))?;
+        Ok(rax)
     }
 
     /// The memory-table position of table `t` (for the fault site).

@@ -16,8 +16,7 @@
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
-//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices (at most six
-//! buffers with checked accesses). Anything else — conversions between 64-bit integers and f32, f64 `sin`/`cos`, a barrier
+//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices. Anything else — conversions between 64-bit integers and f32, f64 `sin`/`cos`, a barrier
 //! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
@@ -195,6 +194,8 @@ const XMM: [AsmRegisterXmm; 16] = [
     xmm15,
 ];
 /// Registers holding buffer bases for the whole span (`rax`, `r10`, `r11` stay scratch).
+/// A kernel with more tables than these keeps the first five there and loads the base of
+/// any other table into the last one at each access ([`V::resident_bases`]).
 const BASES: [AsmRegister64; 6] = [rcx, rdx, rsi, rdi, r8, r9];
 /// Vector frame slots the code itself uses: the span's end (`global_id(0)` bound).
 const END_SLOT: i32 = 32;
@@ -387,6 +388,17 @@ impl V {
 
     fn buf(&self, v: &Var) -> Option<u32> {
         self.bufs.iter().find(|(n, _)| n == v.name()).map(|b| b.1)
+    }
+
+    /// How many tables keep a base register for the whole span: all of them when they fit
+    /// in [`BASES`]; otherwise all but the last register, which each access to a later
+    /// table loads for itself (no code keeps it across another table's access).
+    fn resident_bases(&self) -> usize {
+        if self.bufs.len() > BASES.len() {
+            BASES.len() - 1
+        } else {
+            BASES.len()
+        }
     }
 
     fn param(&self, v: &Var) -> Option<i32> {
