@@ -20,13 +20,12 @@ use hashbrown::HashMap;
 use hashbrown::HashSet;
 use kiln_ir::depth::MAX_EXPR_DEPTH;
 use kiln_ir::{
-    walk_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, ExprNode, Kernel, Mutator,
-    Stmt,
+    walk_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt,
 };
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::util::{is_stable, mutable_names, Subst};
+use crate::util::{expr_ref, is_stable, mutable_names, stmt_ref, Subst};
 
 /// Deepest value inlined into its uses.
 const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
@@ -165,19 +164,16 @@ impl Count<'_> {
 
 impl Visitor for Count<'_> {
     fn visit_expr(&mut self, e: &Expr) {
-        match e.node() {
-            ExprNode::Var(v) | ExprNode::Load { buf: v, .. } | ExprNode::VecLoad { buf: v, .. } => {
-                self.add(v.name_arc())
-            }
-            _ => {}
+        if let Some(v) = expr_ref(e) {
+            self.add(v.name_arc())
         }
         walk_expr(self, e)
     }
     fn visit_stmt(&mut self, s: &Stmt) {
+        if let Some(v) = stmt_ref(s) {
+            self.add(v.name_arc())
+        }
         match s.node() {
-            StmtNode::Store { buf: v, .. }
-            | StmtNode::VecStore { buf: v, .. }
-            | StmtNode::Assign { var: v, .. } => self.add(v.name_arc()),
             StmtNode::For { lo, hi, step, body, .. } => {
                 // The bounds are evaluated once, before the loop.
                 [lo, hi, step].into_iter().for_each(|e| self.visit_expr(e));

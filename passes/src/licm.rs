@@ -4,21 +4,15 @@
 //! names stay scoped as before.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::{walk_mutate_nested, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode};
+use kiln_ir::{walk_mutate_nested, Expr, Kernel, Mutator, Stmt, StmtNode};
 
-use crate::util::{bound_names, is_stable, mutable_names};
+use crate::util::{bound_names, expr_ref, is_stable, mutable_names};
 
 /// True if `e` refers to a name in `names` (as [`crate::util::free_names`] lists them),
 /// found without making a set of its names for every `let` of every loop.
 fn refers_to(e: &Expr, names: &HashMap<String, usize>) -> bool {
-    match e.node() {
-        ExprNode::Var(v) | ExprNode::Load { buf: v, .. } | ExprNode::VecLoad { buf: v, .. }
-            if names.contains_key(v.name()) =>
-        {
-            true
-        }
-        _ => e.children().iter().any(|c| refers_to(c, names)),
-    }
+    expr_ref(e).is_some_and(|v| names.contains_key(v.name()))
+        || e.children().iter().any(|c| refers_to(c, names))
 }
 
 struct Licm {

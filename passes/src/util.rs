@@ -5,7 +5,7 @@ use hashbrown::{HashMap, HashSet};
 use kiln_ir::eval;
 use kiln_ir::{
     walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt, StmtNode,
-    Visitor,
+    Var, Visitor,
 };
 
 /// Counts references to the variable `name` (as a value, a load/store buffer or an
@@ -18,51 +18,47 @@ pub fn count_uses(stmts: &[Stmt], name: &str) -> usize {
     n
 }
 
-/// Calls `f` with the name of every reference to a variable in `s`, as [`count_uses`]
-/// counts them: as a value, a load/store buffer or an assignment target.
+/// The variable expression node `e` itself refers to (not through its operands): a value,
+/// or a load's buffer. With [`stmt_ref`], what every pass here counts as a reference.
+pub fn expr_ref(e: &Expr) -> Option<&Var> {
+    match e.node() {
+        ExprNode::Var(v) | ExprNode::Load { buf: v, .. } | ExprNode::VecLoad { buf: v, .. } => {
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+/// The variable statement `s` itself refers to (not through its expressions or nested
+/// statements): a store's buffer or an assignment's target.
+pub fn stmt_ref(s: &Stmt) -> Option<&Var> {
+    match s.node() {
+        StmtNode::Store { buf: v, .. }
+        | StmtNode::VecStore { buf: v, .. }
+        | StmtNode::Assign { var: v, .. } => Some(v),
+        _ => None,
+    }
+}
+
+/// Calls `f` with the name of every reference to a variable in `s` ([`expr_ref`],
+/// [`stmt_ref`]), as [`count_uses`] counts them.
 pub fn for_each_reference(s: &Stmt, f: &mut dyn FnMut(&str)) {
     struct Refs<'f>(&'f mut dyn FnMut(&str));
     impl Visitor for Refs<'_> {
         fn visit_expr(&mut self, e: &Expr) {
-            match e.node() {
-                ExprNode::Var(v) => (self.0)(v.name()),
-                ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. } => (self.0)(buf.name()),
-                _ => {}
+            if let Some(v) = expr_ref(e) {
+                (self.0)(v.name())
             }
             walk_expr(self, e)
         }
         fn visit_stmt(&mut self, s: &Stmt) {
-            match s.node() {
-                StmtNode::Store { buf: v, .. }
-                | StmtNode::VecStore { buf: v, .. }
-                | StmtNode::Assign { var: v, .. } => (self.0)(v.name()),
-                _ => {}
+            if let Some(v) = stmt_ref(s) {
+                (self.0)(v.name())
             }
             walk_stmt(self, s)
         }
     }
     Refs(f).visit_stmt(s)
-}
-
-/// Counts references to `name` that sit inside a `for` or `while` body within `stmts`.
-pub fn count_uses_in_loops(stmts: &[Stmt], name: &str) -> usize {
-    let mut n = 0;
-    for s in stmts {
-        match s.node() {
-            StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
-                n += count_uses(std::slice::from_ref(body), name)
-            }
-            StmtNode::If { then, otherwise, .. } => {
-                n += count_uses_in_loops(std::slice::from_ref(then), name);
-                if let Some(o) = otherwise {
-                    n += count_uses_in_loops(std::slice::from_ref(o), name);
-                }
-            }
-            StmtNode::Block(v) => n += count_uses_in_loops(v, name),
-            _ => {}
-        }
-    }
-    n
 }
 
 /// Names bound anywhere inside `s`, with how often each is bound.
@@ -144,14 +140,8 @@ pub fn is_stable(e: &Expr, mutable: &HashSet<String>) -> bool {
 
 /// The variable names `e` refers to.
 pub fn free_names(e: &Expr, out: &mut HashSet<String>) {
-    match e.node() {
-        ExprNode::Var(v) => {
-            out.insert(v.name().to_string());
-        }
-        ExprNode::Load { buf, .. } | ExprNode::VecLoad { buf, .. } => {
-            out.insert(buf.name().to_string());
-        }
-        _ => {}
+    if let Some(v) = expr_ref(e) {
+        out.insert(v.name().to_string());
     }
     for c in e.children() {
         free_names(c, out);
