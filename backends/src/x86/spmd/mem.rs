@@ -448,27 +448,8 @@ impl V {
         if !self.proven_certain(index, t) {
             return Ok(None);
         }
-        let reg = |v: &V, e: &Expr| match e.node() {
-            kiln_ir::ExprNode::Var(x) => match v.find(x.name()).map(|b| b.loc) {
-                Some(super::Loc::Reg(r)) => v.known_lid0(r),
-                _ => None,
-            },
-            _ => None,
-        };
-        let known = match index.node() {
-            kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } => {
-                match (reg(self, a), reg(self, b), a.as_imm(), b.as_imm()) {
-                    (Some(k), _, _, Some(kiln_ir::Imm::Int(_, c)))
-                    | (_, Some(k), Some(kiln_ir::Imm::Int(_, c)), _) => {
-                        Some(k.wrapping_add(*c as u32))
-                    }
-                    _ => None,
-                }
-            }
-            _ => reg(self, index),
-        };
         // (Proven: every lane's index is below 2^31; the displacement must fit 32 bits.)
-        if let Some(k) = known.filter(|k| u64::from(*k) * 4 <= i32::MAX as u64) {
+        if let Some(k) = self.known_lane0(index).filter(|k| u64::from(*k) * 4 <= i32::MAX as u64) {
             let base = self.base(t)?;
             return Ok(Some(ymmword_ptr(base + (k as i32) * 4)));
         }
@@ -477,6 +458,36 @@ impl V {
         }
         let base = self.base(t)?;
         Ok(Some(ymmword_ptr(base + rax * 4)))
+    }
+
+    /// The `let` register holding `e`, if `e` is a name bound in one.
+    fn let_reg(&self, e: &Expr) -> Option<usize> {
+        match e.node() {
+            kiln_ir::ExprNode::Var(x) => match self.find(x.name()).map(|b| b.loc) {
+                Some(super::Loc::Reg(r)) => Some(r),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Lane 0's value of `index` when it is known as the code is generated: in a batch of
+    /// known `local_id(0)`, a register holding it, or that plus a constant (wrapping, as
+    /// the lanes add).
+    fn known_lane0(&self, index: &Expr) -> Option<u32> {
+        let known = |e: &Expr| self.let_reg(e).and_then(|r| self.known_lid0(r));
+        match index.node() {
+            kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } => {
+                match (known(a), known(b), a.as_imm(), b.as_imm()) {
+                    (Some(k), _, _, Some(kiln_ir::Imm::Int(_, c)))
+                    | (_, Some(k), Some(kiln_ir::Imm::Int(_, c)), _) => {
+                        Some(k.wrapping_add(*c as u32))
+                    }
+                    _ => None,
+                }
+            }
+            _ => known(index),
+        }
     }
 
     /// For a contiguous access of table `t` at `index` that the region's proof covers, in
@@ -488,40 +499,28 @@ impl V {
         if !self.proven_certain(index, t) {
             return Ok(false);
         }
-        let reg = |v: &V, e: &Expr| match e.node() {
-            kiln_ir::ExprNode::Var(x) => match v.find(x.name()).map(|b| b.loc) {
-                Some(super::Loc::Reg(r)) => Some(r),
-                _ => None,
-            },
-            _ => None,
-        };
-        if let Some(r) = reg(self, index) {
-            match self.known_lid0(r) {
-                Some(k) => self.a.mov(eax, k)?,
-                None => self.a.vmovd(eax, XMM[r])?,
-            }
+        if let Some(k) = self.known_lane0(index) {
+            self.a.mov(eax, k)?;
+            return Ok(true);
+        }
+        if let Some(r) = self.let_reg(index) {
+            self.a.vmovd(eax, XMM[r])?;
             return Ok(true);
         }
         let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
             return Ok(false);
         };
-        let (r, e) = match (reg(self, a), reg(self, b)) {
+        let (r, e) = match (self.let_reg(a), self.let_reg(b)) {
             (Some(r), _) if self.gpr_ok(b) => (r, b),
             (_, Some(r)) if self.gpr_ok(a) => (r, a),
             _ => return Ok(false),
         };
         // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
         // half.)
-        match (self.known_lid0(r), e.as_imm()) {
-            (Some(k), Some(kiln_ir::Imm::Int(_, bits))) => {
-                self.a.mov(eax, k.wrapping_add(*bits as u32))?;
-            }
-            (Some(k), _) => {
-                self.gpr(e)?;
-                self.a.add(eax, k as i32)?;
-            }
-            (None, _) => {
-                self.gpr(e)?;
+        self.gpr(e)?;
+        match self.known_lid0(r) {
+            Some(k) => self.a.add(eax, k as i32)?,
+            None => {
                 self.a.vmovd(r11d, XMM[r])?;
                 self.a.add(eax, r11d)?;
             }
