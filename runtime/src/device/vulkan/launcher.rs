@@ -485,7 +485,6 @@ impl Drop for Launcher {
 #[cfg(test)]
 mod tests {
     use crate::device::Device;
-    use crate::sync::{ranks, RankedMutex};
     use kiln_ir::launch::{Arg, Buffer, NdRange};
 
     /// A finished launch's slot frees its descriptor set before it drops the pipeline it
@@ -525,6 +524,7 @@ mod tests {
         let Some(dev) = kiln_ir::testing::require("KILN_REQUIRE_TOOLS", found) else {
             return;
         };
+        use crate::sync::{ranks, RankedMutex};
         let contents = RankedMutex::new(ranks::BUFFER_DATA, ());
         let e = std::thread::scope(|s| {
             s.spawn(|| {
