@@ -387,6 +387,30 @@ fn atomics_in_lane_order_agree() {
     }
 }
 
+/// Atomics whose order would show on both a buffer and a local array: the listing's reason
+/// for the scalar code names the buffers on every compile (it once named whichever memory a
+/// hash map listed first, so `kiln emit --target x86` printed one or the other).
+#[test]
+fn the_scalar_codes_reason_for_ordered_atomics_is_the_same_every_time() {
+    if !avx2() {
+        return;
+    }
+    let k = kernel(
+        "kernel k(f: ptr<global, f32>, n: u32) #reqd_work_group_size(64, 1, 1) {
+           local acc: f32[4];
+           let i: u32 = global_id(0);
+           for j: u32 in 0u32 .. n {
+             atomic_add(acc, (i + j) & 3u32, 1.5);
+             atomic_add(f, (i + j) & 3u32, 0.5);
+           }
+         }",
+    );
+    for _ in 0..16 {
+        let why = fallback(&k).expect("float atomics whose order shows run on the scalar code");
+        assert!(why.contains("atomics on buffer parameters"), "{why}");
+    }
+}
+
 /// Atomics at a contiguous index (`local_id(0)` or `global_id(0)` plus a uniform value)
 /// whose results are unused: a batch whose lanes are all active and in bounds does them as
 /// one vector read-modify-write (local arrays always, buffers when one thread runs the

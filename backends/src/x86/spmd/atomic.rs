@@ -13,7 +13,7 @@
 //! single atomic statement outside every loop (run at most once per work-item, so in
 //! work-item order). Other kernels run on the scalar code.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use iced_x86::code_asm::*;
 use kiln_ir::{AtomicOp, Expr, FuncKind, Kernel, Scalar, Stmt, StmtNode, Type, Var};
@@ -32,7 +32,8 @@ struct Use {
 /// Why the atomics of `k` would not give the interpreter's outcome in batch order (see the
 /// module docs), or `None` if they do.
 pub(super) fn batch_order_problem(k: &Kernel) -> Option<String> {
-    let mut uses: HashMap<Option<String>, Vec<Use>> = HashMap::new();
+    // Ordered, so the reason names the same memory on every run (buffers first).
+    let mut uses: BTreeMap<Option<String>, Vec<Use>> = BTreeMap::new();
     let locals: Vec<String> = local_arrays(k.body().stmts());
     collect(k.body().stmts(), false, &locals, &mut uses);
     for (mem, us) in &uses {
@@ -83,7 +84,7 @@ fn collect(
     stmts: &[Stmt],
     in_loop: bool,
     locals: &[String],
-    uses: &mut HashMap<Option<String>, Vec<Use>>,
+    uses: &mut BTreeMap<Option<String>, Vec<Use>>,
 ) {
     for s in stmts {
         match s.node() {
