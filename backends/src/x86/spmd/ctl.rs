@@ -173,7 +173,24 @@ impl V {
         let fast = outer.is_none()
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
-        if let Some((e, add)) = self.gid_bound(cond).filter(|_| fast) {
+        let addr = cond as *const Expr as usize;
+        let range = self.hoisted_ranges.iter().find(|h| h.0 == addr).copied();
+        if let Some((_, slot, lower)) = range.filter(|_| fast) {
+            // The batch's lanes all take the branch when lane 0's id is in the range fixed
+            // for the call (`hoist.rs`): two compares, no lane mask (and every lane alive).
+            let mut general = self.a.create_label();
+            if self.may_fault && !self.fresh() {
+                self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+                self.a.jne(general)?;
+            }
+            if lower {
+                self.a.cmp(rbx, qword_ptr(r15 + slot))?;
+                self.a.jl(general)?;
+            }
+            self.a.cmp(rbx, qword_ptr(r15 + slot + 8))?;
+            self.a.jle(fast_then)?;
+            self.bind(&mut general)?;
+        } else if let Some((e, add)) = self.gid_bound(cond).filter(|_| fast) {
             // `global_id(0) < e` (or `<=`) holds in every lane of the batch when it holds in
             // its last: a scalar compare, no lane mask (and every lane alive).
             let mut general = self.a.create_label();

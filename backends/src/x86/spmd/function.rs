@@ -85,6 +85,7 @@ fn generate_inner(
         consts: Vec::new(),
         hoisted: Vec::new(),
         hoisted_conds: Vec::new(),
+        hoisted_ranges: Vec::new(),
         mask: None,
         dctl: 0,
         div_vars: uniform::divergent_vars(k),
@@ -240,6 +241,7 @@ fn generate_inner(
         }
     }
     v.hoist_conds(k)?;
+    v.hoist_ranges(k)?;
     v.lets.clear();
     let mut lanes = v.a.create_label();
     v.bind(&mut lanes)?;
