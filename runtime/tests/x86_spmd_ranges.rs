@@ -2,7 +2,9 @@
 //! `global_id(0)` with values fixed for the call and of comparisons fixed for the call (a
 //! stencil's `x > 0 && x < w - 1 && y > 0 && y < h - 1`): each call computes the range of
 //! batches whose eight lanes all take the branch, and those batches run its unmasked copy
-//! after two compares of lane 0's id (`backends/src/x86/spmd/hoist.rs`, `hoist_ranges`).
+//! after two compares of lane 0's id (`backends/src/x86/spmd/hoist.rs`, `hoist_ranges`),
+//! its contiguous accesses at `global_id(0)` plus a value fixed for the call proven in
+//! bounds for the range (so unchecked there).
 //! Every kernel runs three ways (interpreter, scalar code, 8-lane code, plain and `-O`) and
 //! must agree, errors included: bounds at, one before and one after batch edges, bounds
 //! that wrap (`w - 1` with `w` 0), empty ranges, global offsets, faults inside the branch.
@@ -46,6 +48,18 @@ fn stencil_interiors_run_unmasked_and_agree() {
     let k = kernel(STENCIL);
     if avx2() {
         assert_eq!(range_tests(&k), 2);
+        // The interior's five loads and its store, proven for the range, are plain vector
+        // accesses at lane 0's index with no whole-batch test before them.
+        let code = vector_listing(&k);
+        let plain = code
+            .windows(2)
+            .filter(|w| {
+                (w[1].contains(",[rcx+rax*4]") || w[1].starts_with("vmovups [rdx+rax*4]"))
+                    && w[1].starts_with("vmovups")
+                    && !w[0].starts_with("jg ")
+            })
+            .count();
+        assert!(plain >= 6, "{}", code.join("\n"));
     }
     let cases: &[(u32, u32, u32, u32, usize)] = &[
         // (launch width, launch height, w, h, buffer rows)
@@ -111,15 +125,15 @@ fn every_bound_form_agrees_at_batch_edges() {
 }
 
 /// A branch taken by whole batches after code that faulted in an earlier lane of the
-/// batch, and a fault inside the branch's unmasked copy: the first error is the
-/// interpreter's.
+/// batch, and a fault inside the branch's unmasked copy (a gather, and a contiguous access
+/// whose proof narrows the range): the first error is the interpreter's.
 #[test]
 fn faults_before_and_inside_the_branch_agree() {
     let k = kernel(
-        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, s: u32, n: u32) {
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, s: u32, n: u32, t: u32) {
            let i: u32 = global_id(0);
            let v: f32 = a[i + s];
-           if i > 2u32 && i < n { o[i] = v + a[i * 2u32]; }
+           if i > 2u32 && i < n { o[i] = v + a[i * 2u32] + a[i + t]; }
          }",
     );
     if avx2() {
@@ -128,10 +142,14 @@ fn faults_before_and_inside_the_branch_agree() {
     for (s, n, len) in
         [(0u32, 32u32, 64usize), (0, 32, 40), (9, 32, 40), (0, 17, 33), (30, 5, 40), (0, 0, 64)]
     {
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s), Arg::scalar(n)];
-        let bufs = [Buffer::zeroed(Scalar::F32, 32), f32s(len, 1)];
-        let r = NdRange::new(&[32]).with_local(&[16]);
-        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "s {s} n {n} len {len}");
+        // `t` puts lane 7 of the batch at 24 one past the end, at the end, and before it.
+        for t in [0u32, 7, 8, 9, 10, 24, 33] {
+            let args =
+                [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s), Arg::scalar(n), Arg::scalar(t)];
+            let bufs = [Buffer::zeroed(Scalar::F32, 32), f32s(len, 1)];
+            let r = NdRange::new(&[32]).with_local(&[16]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "s {s} n {n} len {len} t {t}");
+        }
     }
 }
 

@@ -174,8 +174,15 @@ impl V {
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
         let addr = cond as *const Expr as usize;
-        let range = self.hoisted_ranges.iter().find(|h| h.0 == addr).copied();
-        if let Some((_, slot, lower)) = range.filter(|_| fast) {
+        let range = self.hoisted_ranges.iter().find(|h| h.0 == addr).cloned().filter(|_| fast);
+        // A range that also proves accesses is the only way into the unmasked copy of `then`
+        // (which runs them unchecked): a batch all of whose lanes take the branch outside it
+        // runs the masked code.
+        let proven = range
+            .as_ref()
+            .filter(|r| !r.3.is_empty() && self.proven.is_none())
+            .map(|r| super::proven::Proven::certain(r.3.clone()));
+        if let Some((_, slot, lower, _)) = range {
             // The batch's lanes all take the branch when lane 0's id is in the range fixed
             // for the call (`hoist.rs`): two compares, no lane mask (and every lane alive).
             let mut general = self.a.create_label();
@@ -229,9 +236,11 @@ impl V {
         // blends). That mask would be every lane (alive ones), so the copy is exact. Only for
         // small bodies: copies nest, once per divergent `if` level.
         if fast {
-            self.a.vmovmskps(eax, ymm0)?;
-            self.a.cmp(eax, 0xff)?;
-            self.a.je(fast_then)?;
+            if proven.is_none() {
+                self.a.vmovmskps(eax, ymm0)?;
+                self.a.cmp(eax, 0xff)?;
+                self.a.je(fast_then)?;
+            }
             if otherwise.is_some() {
                 self.a.vmovmskps(eax, ymm1)?;
                 self.a.cmp(eax, 0xff)?;
@@ -264,7 +273,14 @@ impl V {
             let masked = self.fresh();
             self.bind(&mut fast_then)?;
             self.fresh_again(fresh);
+            let had = proven.is_some();
+            if had {
+                self.proven = proven;
+            }
             self.block(then)?;
+            if had {
+                self.proven = None;
+            }
             let mut after = self.fresh();
             if let Some(o) = otherwise {
                 self.a.jmp(done)?;

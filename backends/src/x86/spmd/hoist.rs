@@ -117,12 +117,12 @@ impl V {
     }
 }
 
-/// The conditions of the kernel's `if`s, nested ones included.
-fn if_conds<'k>(stmts: &'k [Stmt], out: &mut Vec<&'k Expr>) {
+/// The conditions of the kernel's `if`s with their `then` blocks, nested ones included.
+fn if_conds<'k>(stmts: &'k [Stmt], out: &mut Vec<(&'k Expr, &'k [Stmt])>) {
     for s in stmts {
         match s.node() {
             StmtNode::If { cond, then, otherwise } => {
-                out.push(cond);
+                out.push((cond, then.stmts()));
                 if_conds(then.stmts(), out);
                 if let Some(o) = otherwise {
                     if_conds(o.stmts(), out);
@@ -148,19 +148,54 @@ fn conjuncts<'k>(e: &'k Expr, out: &mut Vec<&'k Expr>) {
     }
 }
 
-/// Names bound to `global_id(0)` by a `let` (`let x: u32 = global_id(0)`).
+/// The `let`s of the kernel: names bound to `global_id(0)` (`let x: u32 = global_id(0)`)
+/// and every let's value (for names declared once, the value any use of the name has).
 #[derive(Default)]
-struct GidLets(Vec<String>);
+struct Lets {
+    gid: Vec<String>,
+    values: HashMap<String, Expr>,
+}
 
-impl Visitor for GidLets {
+impl Visitor for Lets {
     fn visit_stmt(&mut self, s: &Stmt) {
         if let StmtNode::Let { var, value } = s.node() {
             if matches!(value.node(), ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 }) {
-                self.0.push(var.name().to_string());
+                self.gid.push(var.name().to_string());
             }
+            self.values.insert(var.name().to_string(), value.clone());
         }
         walk_stmt(self, s)
     }
+}
+
+/// The accesses (index expression, buffer) in the statements of a block at its own level:
+/// stores, atomics and the loads in their expressions and in `let`s and assignments, not
+/// those of nested `if`s and loops.
+fn top_accesses(stmts: &[Stmt]) -> Vec<(&Expr, &kiln_ir::Var)> {
+    struct Loads<'k>(Vec<(&'k Expr, &'k kiln_ir::Var)>);
+    impl<'k> Loads<'k> {
+        fn expr(&mut self, e: &'k Expr) {
+            if let ExprNode::Load { buf, index } = e.node() {
+                self.0.push((index, buf));
+            }
+            for c in e.children() {
+                self.expr(c);
+            }
+        }
+    }
+    let mut l = Loads(Vec::new());
+    for s in stmts {
+        match s.node() {
+            StmtNode::Let { value, .. } | StmtNode::Assign { value, .. } => l.expr(value),
+            StmtNode::Store { buf, index, value } => {
+                l.0.push((index, buf));
+                l.expr(index);
+                l.expr(value);
+            }
+            _ => {}
+        }
+    }
+    l.0
 }
 
 /// One operand of a condition's conjunction, for [`V::hoist_ranges`].
@@ -201,17 +236,17 @@ impl V {
             *decls.0.entry(p.name().to_string()).or_default() += 1;
         }
         k.body().stmts().iter().for_each(|s| decls.visit_stmt(s));
-        let mut gids = GidLets::default();
-        k.body().stmts().iter().for_each(|s| gids.visit_stmt(s));
+        let mut lets = Lets::default();
+        k.body().stmts().iter().for_each(|s| lets.visit_stmt(s));
         let once = |n: &str| decls.0.get(n) == Some(&1);
         let is_gid = |e: &Expr| match e.node() {
             ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
-            ExprNode::Var(v) => gids.0.iter().any(|g| g == v.name()) && once(v.name()),
+            ExprNode::Var(v) => lets.gid.iter().any(|g| g == v.name()) && once(v.name()),
             _ => false,
         };
         let mut conds = Vec::new();
         if_conds(k.body().stmts(), &mut conds);
-        'cond: for c in conds {
+        'cond: for (c, then) in conds {
             let mut leaves = Vec::new();
             conjuncts(c, &mut leaves);
             let mut parts = Vec::new();
@@ -293,8 +328,76 @@ impl V {
                     }
                 }
             }
-            self.hoisted_ranges.push((c as *const Expr as usize, slot, lower));
+            // The branch's accesses at `global_id(0) + u` (`u` fixed for the call): every
+            // lane of a batch is in bounds when lane 0's id is at most `len - 8 - u`.
+            let mut proven = Vec::new();
+            for (index, buf) in top_accesses(then) {
+                let Some(t) = self.buf(buf).filter(|_| self.private(buf).is_none()) else {
+                    continue;
+                };
+                let m = self.mems.get(self.mem_of(t) as usize);
+                if !m.is_some_and(|m| {
+                    m.local.is_none()
+                        && matches!(
+                            m.elem,
+                            kiln_ir::Scalar::F32 | kiln_ir::Scalar::I32 | kiln_ir::Scalar::U32
+                        )
+                }) {
+                    continue;
+                }
+                let Some(u) = gid_offset(index, &is_gid, &lets.values, &once) else { continue };
+                let mut names = Vec::new();
+                Names(&mut names).visit_expr(&u);
+                if !names.iter().all(|n| once(n)) || !self.invariant(&u) || !self.gpr_ok(&u) {
+                    continue;
+                }
+                // (A 32-bit result: the upper half of rax is zero.)
+                self.uniform_to_eax(&u)?;
+                let last8 = self.const_slot((t as u64, 5));
+                self.a.mov(r11, qword_ptr(r15 + last8))?;
+                self.a.sub(r11, rax)?;
+                self.a.cmp(r11, hi)?;
+                self.a.cmovg(r11, hi)?;
+                self.a.mov(hi, r11)?;
+                proven.push((index as *const Expr as usize, t));
+            }
+            self.hoisted_ranges.push((c as *const Expr as usize, slot, lower, proven));
         }
         Ok(())
+    }
+}
+
+/// `u` for an index `e` that is `global_id(0) + u` (wrapping `u32` arithmetic), through
+/// `+`, `-`, `mad`/`add3` and `let`s declared once; the other operands are taken as they
+/// are (the caller checks that `u` is fixed for the call).
+fn gid_offset(
+    e: &Expr,
+    is_gid: &dyn Fn(&Expr) -> bool,
+    lets: &HashMap<String, Expr>,
+    once: &dyn Fn(&str) -> bool,
+) -> Option<Expr> {
+    if let Some(d) = super::expr::desugar(e) {
+        return gid_offset(&d, is_gid, lets, once);
+    }
+    if e.ty() != Type::U32 {
+        return None;
+    }
+    if is_gid(e) {
+        return Some(Expr::u32(0));
+    }
+    match e.node() {
+        ExprNode::Var(v) if once(v.name()) => {
+            gid_offset(lets.get(v.name())?, is_gid, lets, once)
+        }
+        ExprNode::Binary { op: BinOp::Add, a, b } => {
+            match gid_offset(a, is_gid, lets, once) {
+                Some(u) => Some(Expr::binary(BinOp::Add, u, b.clone())),
+                None => Some(Expr::binary(BinOp::Add, a.clone(), gid_offset(b, is_gid, lets, once)?)),
+            }
+        }
+        ExprNode::Binary { op: BinOp::Sub, a, b } => {
+            Some(Expr::binary(BinOp::Sub, gid_offset(a, is_gid, lets, once)?, b.clone()))
+        }
+        _ => None,
     }
 }

@@ -291,9 +291,10 @@ struct V {
     hoisted_conds: Vec<(usize, i32)>,
     /// Conditions whose lanes all hold exactly in a range of batches fixed for the call
     /// (`hoist.rs`, [`V::hoist_ranges`]): condition address, the slot whose first qword is
-    /// the lowest lane-0 `global_id(0)` of the range and whose second is the highest, and
-    /// whether the lower end needs a test.
-    hoisted_ranges: Vec<(usize, i32, bool)>,
+    /// the lowest lane-0 `global_id(0)` of the range and whose second is the highest,
+    /// whether the lower end needs a test, and the branch's accesses (index address, table)
+    /// proven in bounds for the range's batches.
+    hoisted_ranges: Vec<(usize, i32, bool, Vec<(usize, u32)>)>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
     /// Divergent-control depth (divergent `if`s and `while`s around the code).
