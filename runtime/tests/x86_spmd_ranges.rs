@@ -153,6 +153,47 @@ fn faults_before_and_inside_the_branch_agree() {
     }
 }
 
+/// Offsets that are negative as `i32` (`i - 1u32`, `i - s`): proven where lane 0's id is
+/// at least `-s` (so the interior of `i > 0 && i < n` runs plain loads), and where a lane's
+/// index wraps the masked code reports the fault.
+#[test]
+fn negative_offsets_are_proven_where_in_bounds() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, s: u32, n: u32, m: u32) {
+           let i: u32 = global_id(0);
+           if i > 0u32 && i < n { o[i] = a[i - 1u32] + a[i + 1u32]; }
+           if i > m && i < n { o[i] = o[i] + a[i - s]; }
+         }",
+    );
+    if avx2() {
+        assert_eq!(range_tests(&k), 2);
+        let code = vector_listing(&k);
+        let plain = code
+            .windows(2)
+            .filter(|w| w[1].starts_with("vmovups ymm") && w[1].contains(",[rcx+rax*4]"))
+            .filter(|w| !w[0].starts_with("jg "))
+            .count();
+        assert!(plain >= 3, "{}", code.join("\n"));
+    }
+    // (`i > 15u32` starts the range at the batch of 16, whose lanes wrap for `s` 17 or 20.)
+    for s in [0u32, 1, 2, 7, 8, 9, 16, 17, 20, 100, u32::MAX] {
+        for n in [0u32, 1, 9, 31, 32, 33] {
+            for m in [0u32, 7, 15] {
+                let args = [
+                    Arg::Buffer(0),
+                    Arg::Buffer(1),
+                    Arg::scalar(s),
+                    Arg::scalar(n),
+                    Arg::scalar(m),
+                ];
+                let bufs = [Buffer::zeroed(Scalar::F32, 32), f32s(33, 2)];
+                let r = NdRange::new(&[32]).with_local(&[8]);
+                assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "s {s} n {n} m {m}");
+            }
+        }
+    }
+}
+
 /// Conditions the range does not cover keep the lane masks: a bound computed in the batch
 /// (a load), `!=`, `||`, a signed comparison, and a name declared twice.
 #[test]

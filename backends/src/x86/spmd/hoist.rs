@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use iced_x86::code_asm::*;
 use kiln_ir::{
-    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Kernel, Stmt, StmtNode, Type, UnOp, Visitor,
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Stmt, StmtNode, Type, UnOp, Visitor,
 };
 
 use super::{lane_type, R, V};
@@ -351,14 +351,29 @@ impl V {
                 if !names.iter().all(|n| once(n)) || !self.invariant(&u) || !self.gpr_ok(&u) {
                     continue;
                 }
-                // (A 32-bit result: the upper half of rax is zero.)
+                // `u` as a signed 32-bit `s`: a lane's index `(gid + u) mod 2^32` is
+                // `gid + s` wherever that is in `0 .. len` (lengths are below 2^31), so
+                // lane 0's id must be at least `-s` and at most `len - 8 - s`. (A constant
+                // below 2^31 needs no lower end.)
                 self.uniform_to_eax(&u)?;
+                self.a.movsxd(rax, eax)?;
                 let last8 = self.const_slot((t as u64, 5));
                 self.a.mov(r11, qword_ptr(r15 + last8))?;
                 self.a.sub(r11, rax)?;
                 self.a.cmp(r11, hi)?;
                 self.a.cmovg(r11, hi)?;
                 self.a.mov(hi, r11)?;
+                let small = match u.as_imm() {
+                    Some(Imm::Int(_, bits)) => (*bits as u32) < 1 << 31,
+                    _ => false,
+                };
+                if !small {
+                    self.a.neg(rax)?;
+                    self.a.cmp(rax, lo)?;
+                    self.a.cmovl(rax, lo)?;
+                    self.a.mov(lo, rax)?;
+                    lower = true;
+                }
                 proven.push((index as *const Expr as usize, t));
             }
             self.hoisted_ranges.push((c as *const Expr as usize, slot, lower, proven));
@@ -391,6 +406,9 @@ fn gid_offset(
         }
         ExprNode::Binary { op: BinOp::Add, a, b } => {
             match gid_offset(a, is_gid, lets, once) {
+                Some(u) if u.as_imm().is_some_and(|i| matches!(i, Imm::Int(_, 0))) => {
+                    Some(b.clone())
+                }
                 Some(u) => Some(Expr::binary(BinOp::Add, u, b.clone())),
                 None => Some(Expr::binary(BinOp::Add, a.clone(), gid_offset(b, is_gid, lets, once)?)),
             }
