@@ -174,15 +174,15 @@ impl V {
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
         let addr = cond as *const Expr as usize;
-        let range = self.hoisted_ranges.iter().find(|h| h.0 == addr).cloned().filter(|_| fast);
+        let range = self.hoisted_ranges.iter().find(|h| h.cond == addr).cloned().filter(|_| fast);
         // A range that also proves accesses is the only way into the unmasked copy of `then`
         // (which runs them unchecked): a batch all of whose lanes take the branch outside it
         // runs the masked code.
         let proven = range
             .as_ref()
-            .filter(|r| !r.3.is_empty() && self.proven.is_none())
-            .map(|r| super::proven::Proven::certain(r.3.clone()));
-        if let Some((_, slot, lower, _)) = range {
+            .filter(|r| !r.proven.is_empty() && self.proven.is_none())
+            .map(|r| super::proven::Proven::certain(r.proven.clone()));
+        if let Some(super::hoist::Range { slot, lower, .. }) = range {
             // The batch's lanes all take the branch when lane 0's id is in the range fixed
             // for the call (`hoist.rs`): two compares, no lane mask (and every lane alive).
             let mut general = self.a.create_label();

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 
 use iced_x86::code_asm::*;
 use kiln_ir::{
-    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Stmt, StmtNode, Type, UnOp, Visitor,
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Stmt, StmtNode, Type, UnOp,
+    Visitor,
 };
 
 use super::{lane_type, R, V};
@@ -198,6 +199,21 @@ fn top_accesses(stmts: &[Stmt]) -> Vec<(&Expr, &kiln_ir::Var)> {
     l.0
 }
 
+/// An `if` whose batches in a range fixed for the call have every lane take its branch
+/// ([`V::hoist_ranges`]).
+#[derive(Clone)]
+pub(super) struct Range {
+    /// The condition's address in the kernel.
+    pub(super) cond: usize,
+    /// The frame slot whose first qword is the lowest lane-0 `global_id(0)` of the range
+    /// and whose second is the highest.
+    pub(super) slot: i32,
+    /// Whether the lowest needs a test (it is 0 otherwise).
+    pub(super) lower: bool,
+    /// The branch's accesses (index address, table) proven in bounds for the range.
+    pub(super) proven: Vec<(usize, u32)>,
+}
+
 /// One operand of a condition's conjunction, for [`V::hoist_ranges`].
 enum Part<'k> {
     /// `global_id(0) op e` (`<`, `<=`, `>`, `>=`, unsigned), `e` fixed for the call.
@@ -376,7 +392,8 @@ impl V {
                 }
                 proven.push((index as *const Expr as usize, t));
             }
-            self.hoisted_ranges.push((c as *const Expr as usize, slot, lower, proven));
+            let cond = c as *const Expr as usize;
+            self.hoisted_ranges.push(Range { cond, slot, lower, proven });
         }
         Ok(())
     }
@@ -401,18 +418,12 @@ fn gid_offset(
         return Some(Expr::u32(0));
     }
     match e.node() {
-        ExprNode::Var(v) if once(v.name()) => {
-            gid_offset(lets.get(v.name())?, is_gid, lets, once)
-        }
-        ExprNode::Binary { op: BinOp::Add, a, b } => {
-            match gid_offset(a, is_gid, lets, once) {
-                Some(u) if u.as_imm().is_some_and(|i| matches!(i, Imm::Int(_, 0))) => {
-                    Some(b.clone())
-                }
-                Some(u) => Some(Expr::binary(BinOp::Add, u, b.clone())),
-                None => Some(Expr::binary(BinOp::Add, a.clone(), gid_offset(b, is_gid, lets, once)?)),
-            }
-        }
+        ExprNode::Var(v) if once(v.name()) => gid_offset(lets.get(v.name())?, is_gid, lets, once),
+        ExprNode::Binary { op: BinOp::Add, a, b } => match gid_offset(a, is_gid, lets, once) {
+            Some(u) if u.as_imm().is_some_and(|i| matches!(i, Imm::Int(_, 0))) => Some(b.clone()),
+            Some(u) => Some(Expr::binary(BinOp::Add, u, b.clone())),
+            None => Some(Expr::binary(BinOp::Add, a.clone(), gid_offset(b, is_gid, lets, once)?)),
+        },
         ExprNode::Binary { op: BinOp::Sub, a, b } => {
             Some(Expr::binary(BinOp::Sub, gid_offset(a, is_gid, lets, once)?, b.clone()))
         }
