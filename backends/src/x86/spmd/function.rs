@@ -241,7 +241,11 @@ fn generate_inner(
         }
     }
     v.hoist_conds(k)?;
-    v.hoist_ranges(k)?;
+    if n_barriers == 0 {
+        // (Region code runs this set-up once per group: a group guard or the group's
+        // known batches serve it better there.)
+        v.hoist_ranges(k)?;
+    }
     v.lets.clear();
     let mut lanes = v.a.create_label();
     v.bind(&mut lanes)?;
