@@ -173,7 +173,31 @@ impl V {
         let fast = outer.is_none()
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
-        if let Some((e, add)) = self.gid_bound(cond).filter(|_| fast) {
+        let addr = cond as *const Expr as usize;
+        let range = self.hoisted_ranges.iter().find(|h| h.cond == addr).cloned().filter(|_| fast);
+        // A range that also proves accesses is the only way into the unmasked copy of `then`
+        // (which runs them unchecked): a batch all of whose lanes take the branch outside it
+        // runs the masked code.
+        let proven = range
+            .as_ref()
+            .filter(|r| !r.proven.is_empty() && self.proven.is_none())
+            .map(|r| super::proven::Proven::certain(r.proven.clone()));
+        if let Some(super::hoist::Range { slot, lower, .. }) = range {
+            // The batch's lanes all take the branch when lane 0's id is in the range fixed
+            // for the call (`hoist.rs`): two compares, no lane mask (and every lane alive).
+            let mut general = self.a.create_label();
+            if self.may_fault && !self.fresh() {
+                self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+                self.a.jne(general)?;
+            }
+            if lower {
+                self.a.cmp(rbx, qword_ptr(r15 + slot))?;
+                self.a.jl(general)?;
+            }
+            self.a.cmp(rbx, qword_ptr(r15 + slot + 8))?;
+            self.a.jle(fast_then)?;
+            self.bind(&mut general)?;
+        } else if let Some((e, add)) = self.gid_bound(cond).filter(|_| fast) {
             // `global_id(0) < e` (or `<=`) holds in every lane of the batch when it holds in
             // its last: a scalar compare, no lane mask (and every lane alive).
             let mut general = self.a.create_label();
@@ -212,9 +236,11 @@ impl V {
         // blends). That mask would be every lane (alive ones), so the copy is exact. Only for
         // small bodies: copies nest, once per divergent `if` level.
         if fast {
-            self.a.vmovmskps(eax, ymm0)?;
-            self.a.cmp(eax, 0xff)?;
-            self.a.je(fast_then)?;
+            if proven.is_none() {
+                self.a.vmovmskps(eax, ymm0)?;
+                self.a.cmp(eax, 0xff)?;
+                self.a.je(fast_then)?;
+            }
             if otherwise.is_some() {
                 self.a.vmovmskps(eax, ymm1)?;
                 self.a.cmp(eax, 0xff)?;
@@ -247,7 +273,14 @@ impl V {
             let masked = self.fresh();
             self.bind(&mut fast_then)?;
             self.fresh_again(fresh);
+            let had = proven.is_some();
+            if had {
+                self.proven = proven;
+            }
             self.block(then)?;
+            if had {
+                self.proven = None;
+            }
             let mut after = self.fresh();
             if let Some(o) = otherwise {
                 self.a.jmp(done)?;

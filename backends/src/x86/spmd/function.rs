@@ -85,6 +85,7 @@ fn generate_inner(
         consts: Vec::new(),
         hoisted: Vec::new(),
         hoisted_conds: Vec::new(),
+        hoisted_ranges: Vec::new(),
         mask: None,
         dctl: 0,
         div_vars: uniform::divergent_vars(k),
@@ -240,6 +241,11 @@ fn generate_inner(
         }
     }
     v.hoist_conds(k)?;
+    if n_barriers == 0 {
+        // (Region code runs this set-up once per group: a group guard or the group's
+        // known batches serve it better there.)
+        v.hoist_ranges(k)?;
+    }
     v.lets.clear();
     let mut lanes = v.a.create_label();
     v.bind(&mut lanes)?;

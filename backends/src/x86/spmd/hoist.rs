@@ -12,7 +12,10 @@
 use std::collections::HashMap;
 
 use iced_x86::code_asm::*;
-use kiln_ir::{walk_expr, walk_stmt, BinOp, Expr, ExprNode, Kernel, Stmt, StmtNode, UnOp, Visitor};
+use kiln_ir::{
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Stmt, StmtNode, Type, UnOp,
+    Visitor,
+};
 
 use super::{lane_type, R, V};
 use crate::x86::sums::bound_name;
@@ -112,5 +115,318 @@ impl V {
             self.hoisted_conds.push((e as *const Expr as usize, slot));
         }
         Ok(())
+    }
+}
+
+/// The conditions of the kernel's `if`s with their `then` blocks, nested ones included.
+fn if_conds<'k>(stmts: &'k [Stmt], out: &mut Vec<(&'k Expr, &'k [Stmt])>) {
+    for s in stmts {
+        match s.node() {
+            StmtNode::If { cond, then, otherwise } => {
+                out.push((cond, then.stmts()));
+                if_conds(then.stmts(), out);
+                if let Some(o) = otherwise {
+                    if_conds(o.stmts(), out);
+                }
+            }
+            StmtNode::While { body, .. } | StmtNode::For { body, .. } => {
+                if_conds(body.stmts(), out)
+            }
+            StmtNode::Block(v) => if_conds(v, out),
+            _ => {}
+        }
+    }
+}
+
+/// The operands of a conjunction `a && b && ...` (a single operand for anything else).
+fn conjuncts<'k>(e: &'k Expr, out: &mut Vec<&'k Expr>) {
+    match e.node() {
+        ExprNode::Binary { op: BinOp::LogicAnd, a, b } => {
+            conjuncts(a, out);
+            conjuncts(b, out);
+        }
+        _ => out.push(e),
+    }
+}
+
+/// The `let`s of the kernel: names bound to `global_id(0)` (`let x: u32 = global_id(0)`)
+/// and every let's value (for names declared once, the value any use of the name has).
+#[derive(Default)]
+struct Lets {
+    gid: Vec<String>,
+    values: HashMap<String, Expr>,
+}
+
+impl Visitor for Lets {
+    fn visit_stmt(&mut self, s: &Stmt) {
+        if let StmtNode::Let { var, value } = s.node() {
+            if matches!(value.node(), ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 }) {
+                self.gid.push(var.name().to_string());
+            }
+            self.values.insert(var.name().to_string(), value.clone());
+        }
+        walk_stmt(self, s)
+    }
+}
+
+/// The accesses (index expression, buffer) in the statements of a block at its own level:
+/// stores, atomics and the loads in their expressions and in `let`s and assignments, not
+/// those of nested `if`s and loops.
+fn top_accesses(stmts: &[Stmt]) -> Vec<(&Expr, &kiln_ir::Var)> {
+    struct Loads<'k>(Vec<(&'k Expr, &'k kiln_ir::Var)>);
+    impl<'k> Loads<'k> {
+        fn expr(&mut self, e: &'k Expr) {
+            if let ExprNode::Load { buf, index } = e.node() {
+                self.0.push((index, buf));
+            }
+            for c in e.children() {
+                self.expr(c);
+            }
+        }
+    }
+    let mut l = Loads(Vec::new());
+    for s in stmts {
+        match s.node() {
+            StmtNode::Let { value, .. } | StmtNode::Assign { value, .. } => l.expr(value),
+            StmtNode::Store { buf, index, value } => {
+                l.0.push((index, buf));
+                l.expr(index);
+                l.expr(value);
+            }
+            _ => {}
+        }
+    }
+    l.0
+}
+
+/// An `if` whose batches in a range fixed for the call have every lane take its branch
+/// ([`V::hoist_ranges`]).
+#[derive(Clone)]
+pub(super) struct Range {
+    /// The condition's address in the kernel.
+    pub(super) cond: usize,
+    /// The frame slot whose first qword is the lowest lane-0 `global_id(0)` of the range
+    /// and whose second is the highest.
+    pub(super) slot: i32,
+    /// Whether the lowest needs a test (it is 0 otherwise).
+    pub(super) lower: bool,
+    /// The branch's accesses (index address, table) proven in bounds for the range.
+    pub(super) proven: Vec<(usize, u32)>,
+}
+
+/// One operand of a condition's conjunction, for [`V::hoist_ranges`].
+enum Part<'k> {
+    /// `global_id(0) op e` (`<`, `<=`, `>`, `>=`, unsigned), `e` fixed for the call.
+    Gid(BinOp, &'k Expr),
+    /// A comparison fixed for the call, its lane mask in this slot ([`V::hoist_conds`]).
+    Fixed(i32),
+}
+
+/// `b op' a` for `a op b`.
+fn flipped(op: BinOp) -> Option<BinOp> {
+    Some(match op {
+        BinOp::Lt => BinOp::Gt,
+        BinOp::Le => BinOp::Ge,
+        BinOp::Gt => BinOp::Lt,
+        BinOp::Ge => BinOp::Le,
+        _ => return None,
+    })
+}
+
+impl V {
+    /// In the code run once per call, after [`V::hoist_conds`]: for each `if` whose
+    /// condition is a conjunction of comparisons of `global_id(0)` (or a `let` of it) with
+    /// unsigned values fixed for the call (`x > 0 && x < w - 1`) and of hoisted comparisons
+    /// (`y > 0 && y < h - 1`), the range of lane-0 ids whose batch has the condition true in
+    /// all eight lanes: a lane's id is lane 0's plus its lane number, so `gid < e` holds in
+    /// every lane when `gid0 + 8 <= e`, `gid > e` when `gid0 > e`, and a fixed comparison
+    /// holds in all lanes or in none. Computed in 64 bits (nothing wraps), the range is a
+    /// frame slot's two qwords (lowest, highest; empty when a fixed comparison is false), and
+    /// each batch tests its lane-0 id against them with two compares (one without lower
+    /// bounds) to take the branch's unmasked copy (`if_stmt`) without computing the lane
+    /// mask. The comparisons cannot fault, so not evaluating them is unobservable. Names are
+    /// taken only where declared once, as in [`V::hoist_conds`].
+    pub(super) fn hoist_ranges(&mut self, k: &Kernel) -> R<()> {
+        let mut decls = Decls::default();
+        for p in k.params() {
+            *decls.0.entry(p.name().to_string()).or_default() += 1;
+        }
+        k.body().stmts().iter().for_each(|s| decls.visit_stmt(s));
+        let mut lets = Lets::default();
+        k.body().stmts().iter().for_each(|s| lets.visit_stmt(s));
+        let once = |n: &str| decls.0.get(n) == Some(&1);
+        let is_gid = |e: &Expr| match e.node() {
+            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
+            ExprNode::Var(v) => lets.gid.iter().any(|g| g == v.name()) && once(v.name()),
+            _ => false,
+        };
+        let mut conds = Vec::new();
+        if_conds(k.body().stmts(), &mut conds);
+        'cond: for (c, then) in conds {
+            let mut leaves = Vec::new();
+            conjuncts(c, &mut leaves);
+            let mut parts = Vec::new();
+            for l in leaves {
+                let addr = l as *const Expr as usize;
+                if let Some(&(_, slot)) = self.hoisted_conds.iter().find(|h| h.0 == addr) {
+                    parts.push(Part::Fixed(slot));
+                    continue;
+                }
+                let ExprNode::Binary { op, a, b } = l.node() else { continue 'cond };
+                let (op, e) = if is_gid(a) {
+                    (*op, b)
+                } else if is_gid(b) {
+                    match flipped(*op) {
+                        Some(op) => (op, a),
+                        None => continue 'cond,
+                    }
+                } else {
+                    continue 'cond;
+                };
+                let mut names = Vec::new();
+                Names(&mut names).visit_expr(e);
+                if !matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+                    || e.ty() != Type::U32
+                    || !names.iter().all(|n| once(n))
+                    || !self.invariant(e)
+                    || !self.gpr_ok(e)
+                {
+                    continue 'cond;
+                }
+                parts.push(Part::Gid(op, e));
+            }
+            if !parts.iter().any(|p| matches!(p, Part::Gid(..))) {
+                continue;
+            }
+            let slot = self.slot();
+            let (lo, hi) = (qword_ptr(r15 + slot), qword_ptr(r15 + slot + 8));
+            self.a.mov(lo, 0)?;
+            self.a.mov(rax, i64::MAX)?;
+            self.a.mov(hi, rax)?;
+            let mut lower = false;
+            for p in parts {
+                match p {
+                    Part::Gid(op, e) => {
+                        // `e`, zero-extended into rax.
+                        self.uniform_to_eax(e)?;
+                        let adjust = match op {
+                            BinOp::Lt => -8,
+                            BinOp::Le => -7,
+                            BinOp::Gt => 1,
+                            _ => 0,
+                        };
+                        if adjust != 0 {
+                            self.a.add(rax, adjust)?;
+                        }
+                        if matches!(op, BinOp::Lt | BinOp::Le) {
+                            // highest = min(highest, rax)
+                            self.a.cmp(rax, hi)?;
+                            self.a.cmovg(rax, hi)?;
+                            self.a.mov(hi, rax)?;
+                        } else {
+                            // lowest = max(lowest, rax)
+                            self.a.cmp(rax, lo)?;
+                            self.a.cmovl(rax, lo)?;
+                            self.a.mov(lo, rax)?;
+                            lower = true;
+                        }
+                    }
+                    Part::Fixed(m) => {
+                        // False in every lane: no batch is in the range.
+                        self.a.vmovups(ymm0, ymmword_ptr(r15 + m))?;
+                        self.a.vmovmskps(eax, ymm0)?;
+                        self.a.cmp(eax, 0xff)?;
+                        self.a.mov(r11, lo)?;
+                        self.a.mov(rax, i64::MAX)?;
+                        self.a.cmove(rax, r11)?;
+                        self.a.mov(lo, rax)?;
+                        lower = true;
+                    }
+                }
+            }
+            // The branch's accesses at `global_id(0) + u` (`u` fixed for the call): every
+            // lane of a batch is in bounds when lane 0's id is at most `len - 8 - u`.
+            let mut proven = Vec::new();
+            for (index, buf) in top_accesses(then) {
+                let Some(t) = self.buf(buf).filter(|_| self.private(buf).is_none()) else {
+                    continue;
+                };
+                let m = self.mems.get(self.mem_of(t) as usize);
+                if !m.is_some_and(|m| {
+                    m.local.is_none()
+                        && matches!(
+                            m.elem,
+                            kiln_ir::Scalar::F32 | kiln_ir::Scalar::I32 | kiln_ir::Scalar::U32
+                        )
+                }) {
+                    continue;
+                }
+                let Some(u) = gid_offset(index, &is_gid, &lets.values, &once) else { continue };
+                let mut names = Vec::new();
+                Names(&mut names).visit_expr(&u);
+                if !names.iter().all(|n| once(n)) || !self.invariant(&u) || !self.gpr_ok(&u) {
+                    continue;
+                }
+                // `u` as a signed 32-bit `s`: a lane's index `(gid + u) mod 2^32` is
+                // `gid + s` wherever that is in `0 .. len` (lengths are below 2^31), so
+                // lane 0's id must be at least `-s` and at most `len - 8 - s`. (A constant
+                // below 2^31 needs no lower end.)
+                self.uniform_to_eax(&u)?;
+                self.a.movsxd(rax, eax)?;
+                let last8 = self.const_slot((t as u64, 5));
+                self.a.mov(r11, qword_ptr(r15 + last8))?;
+                self.a.sub(r11, rax)?;
+                self.a.cmp(r11, hi)?;
+                self.a.cmovg(r11, hi)?;
+                self.a.mov(hi, r11)?;
+                let small = match u.as_imm() {
+                    Some(Imm::Int(_, bits)) => (*bits as u32) < 1 << 31,
+                    _ => false,
+                };
+                if !small {
+                    self.a.neg(rax)?;
+                    self.a.cmp(rax, lo)?;
+                    self.a.cmovl(rax, lo)?;
+                    self.a.mov(lo, rax)?;
+                    lower = true;
+                }
+                proven.push((index as *const Expr as usize, t));
+            }
+            let cond = c as *const Expr as usize;
+            self.hoisted_ranges.push(Range { cond, slot, lower, proven });
+        }
+        Ok(())
+    }
+}
+
+/// `u` for an index `e` that is `global_id(0) + u` (wrapping `u32` arithmetic), through
+/// `+`, `-`, `mad`/`add3` and `let`s declared once; the other operands are taken as they
+/// are (the caller checks that `u` is fixed for the call).
+fn gid_offset(
+    e: &Expr,
+    is_gid: &dyn Fn(&Expr) -> bool,
+    lets: &HashMap<String, Expr>,
+    once: &dyn Fn(&str) -> bool,
+) -> Option<Expr> {
+    if let Some(d) = super::expr::desugar(e) {
+        return gid_offset(&d, is_gid, lets, once);
+    }
+    if e.ty() != Type::U32 {
+        return None;
+    }
+    if is_gid(e) {
+        return Some(Expr::u32(0));
+    }
+    match e.node() {
+        ExprNode::Var(v) if once(v.name()) => gid_offset(lets.get(v.name())?, is_gid, lets, once),
+        ExprNode::Binary { op: BinOp::Add, a, b } => match gid_offset(a, is_gid, lets, once) {
+            Some(u) if u.as_imm().is_some_and(|i| matches!(i, Imm::Int(_, 0))) => Some(b.clone()),
+            Some(u) => Some(Expr::binary(BinOp::Add, u, b.clone())),
+            None => Some(Expr::binary(BinOp::Add, a.clone(), gid_offset(b, is_gid, lets, once)?)),
+        },
+        ExprNode::Binary { op: BinOp::Sub, a, b } => {
+            Some(Expr::binary(BinOp::Sub, gid_offset(a, is_gid, lets, once)?, b.clone()))
+        }
+        _ => None,
     }
 }

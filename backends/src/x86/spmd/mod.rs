@@ -289,6 +289,9 @@ struct V {
     /// Comparisons in conditions of values fixed for the call, computed once before the
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,
+    /// Conditions whose lanes all hold in a range of batches fixed for the call, computed
+    /// once per call (`hoist.rs`, [`V::hoist_ranges`]).
+    hoisted_ranges: Vec<hoist::Range>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
     /// Divergent-control depth (divergent `if`s and `while`s around the code).
