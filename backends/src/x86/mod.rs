@@ -395,7 +395,7 @@ fn compile_known(
     } else if !avx2() {
         Err("this CPU has no AVX2".to_string())
     } else {
-        spmd::generate(&k, &param_slots, &g.mems, known)?
+        spmd::generate(&spmd::split_vectors(&k), &param_slots, &g.mems, known)?
     };
     let (vector, no_spmd) = match vector {
         Ok(v) => (Some(v), None),
@@ -423,7 +423,8 @@ fn compile_known(
         Some(v) => {
             let mut code = mapped(v)?;
             if code.n_barriers > 0 {
-                if let Ok(r) = spmd::generate_regions(&k, &param_slots, &g.mems)? {
+                let split = spmd::split_vectors(&k);
+                if let Ok(r) = spmd::generate_regions(&split, &param_slots, &g.mems)? {
                     code.regions = Some(Box::new(mapped(r)?));
                 }
             }

@@ -101,11 +101,13 @@ mod region;
 mod scalar;
 mod stmt;
 mod uniform;
+mod vectors;
 mod wide64;
 
 pub(crate) use counted::counted;
 
 pub(crate) use function::{generate, generate_regions};
+pub(crate) use vectors::split as split_vectors;
 
 use std::collections::HashSet;
 

@@ -99,6 +99,12 @@ impl V {
         match s.node() {
             // An index of a blocked loop's rows, read from the chunk's block instead.
             StmtNode::Let { var, .. } if self.skipped_let(var) => {}
+            StmtNode::Let { var, value } if var.ty().is_vector() => match value.node() {
+                kiln_ir::ExprNode::VecLoad { buf, index, lanes } => {
+                    self.vector_check(buf, index, *lanes, "vector load")?
+                }
+                _ => return no(format!("`{}` has type {}", var.name(), var.ty())),
+            },
             StmtNode::Let { var, value } => {
                 // Pure, and its loads masked: computed in every lane.
                 let kind = self.kind(value);
@@ -164,7 +170,9 @@ impl V {
                     return no(format!("array `{}` ({})", var.name(), var.ty()));
                 }
             }
-            StmtNode::VecStore { .. } => return no("a vector store"),
+            StmtNode::VecStore { buf, index, value } => {
+                self.vector_check(buf, index, value.ty().lanes(), "vector store")?
+            }
         }
         Ok(())
     }
