@@ -52,8 +52,11 @@ impl Mutator for Cse {
         if is_plain_leaf(e) {
             return e.clone();
         }
-        if let Some(v) = self.lookup(e) {
-            return v;
+        // Every bound value is stable, so it cannot fail: a node that may is never one.
+        if !e.may_fail() {
+            if let Some(v) = self.lookup(e) {
+                return v;
+            }
         }
         walk_mutate_expr(self, e)
     }
