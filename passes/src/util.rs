@@ -311,3 +311,27 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
     n.visit_stmt(k.body());
     n.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter in front of the set never changes an answer: names that share a length or
+    /// a first byte with a member, names that share neither, the empty name.
+    #[test]
+    fn mutable_answers_as_its_set() {
+        let members = ["acc_0_0", "acc_7_15", "sa", "x", ""];
+        let set: HashSet<String> = members.iter().map(|s| s.to_string()).collect();
+        let m = Mutable::new(set.clone());
+        let asked = [
+            "acc_0_0", "acc_7_15", "sa", "x", "", "acc_0_1", "acc_9_15", "sb", "a_v0", "y", "m0",
+            "b_at", "ab", "acc_0_00", "s", "xx",
+        ];
+        for n in asked {
+            assert_eq!(m.contains(n), set.contains(n), "{n:?}");
+            assert_eq!(m.has(n), set.has(n), "{n:?}");
+        }
+        let empty = Mutable::default();
+        assert!(asked.iter().all(|n| !empty.contains(n)));
+    }
+}
