@@ -5,12 +5,11 @@
 
 pub mod repeats;
 
-use hashbrown::HashSet;
 use kiln_ir::{
     walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt, StmtNode,
 };
 
-use crate::util::{is_stable, mutable_names};
+use crate::util::{is_stable, Mutable};
 
 /// Variables and constants: nothing to gain by naming them again. Built-ins (leaves too)
 /// are reused, so `let j = global_id(0)` after `let i = global_id(0)` becomes `i`.
@@ -22,7 +21,7 @@ fn is_plain_leaf(e: &Expr) -> bool {
 type Binding = (Expr, usize);
 
 struct Cse {
-    mutable: HashSet<String>,
+    mutable: Mutable,
     /// The innermost binding of each value in scope, with the depth of the block that made
     /// it: one lookup per subexpression, where a map per block cost one per open block.
     bound: ExprMap<Binding>,
@@ -53,8 +52,11 @@ impl Mutator for Cse {
         if is_plain_leaf(e) {
             return e.clone();
         }
-        if let Some(v) = self.lookup(e) {
-            return v;
+        // Every bound value is stable, so it cannot fail: a node that may is never one.
+        if !e.may_fail() {
+            if let Some(v) = self.lookup(e) {
+                return v;
+            }
         }
         walk_mutate_expr(self, e)
     }
@@ -91,7 +93,7 @@ impl Mutator for Cse {
 /// Runs common subexpression elimination.
 pub fn cse(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    let mut cse = Cse { mutable: mutable_names(k.body()), bound: ExprMap::new(), undo: Vec::new() };
+    let mut cse = Cse { mutable: Mutable::of(k.body()), bound: ExprMap::new(), undo: Vec::new() };
     let k = cse.mutate_kernel(k);
     // Reading a binding instead of an expression assigns nothing: the same mutable names.
     repeats::bind_repeats_with(&k, cse.mutable)

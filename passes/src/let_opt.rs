@@ -25,13 +25,13 @@ use kiln_ir::{
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::util::{expr_ref, is_stable, mutable_names, stmt_ref, Subst};
+use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, Subst};
 
 /// Deepest value inlined into its uses.
 const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
 
 struct LetOpt {
-    mutable: HashSet<String>,
+    mutable: Mutable,
     /// A number for each name a `let` binds anywhere in the kernel: only their uses are ever
     /// asked for, so only they are counted (accumulators and buffers, most of a GEMM's
     /// references, not), and counted by number, so that adding up the uses of a block's
@@ -215,7 +215,7 @@ impl LetOpt {
         lets.visit_stmt(k.body());
         let n = lets.0.len();
         LetOpt {
-            mutable: mutable_names(k.body()),
+            mutable: Mutable::of(k.body()),
             ids: lets.0,
             cache: HashMap::new(),
             rest: Counts::new(n),

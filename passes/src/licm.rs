@@ -3,10 +3,10 @@
 //! of the loop; the hoisted lets and the loop are wrapped in a block of their own so the
 //! names stay scoped as before.
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 use kiln_ir::{walk_mutate_nested, Expr, Kernel, Mutator, Stmt, StmtNode};
 
-use crate::util::{bound_names, expr_ref, is_stable, mutable_names};
+use crate::util::{bound_names, expr_ref, is_stable, Mutable};
 
 /// True if `e` refers to a name in `names` (as [`crate::util::free_names`] lists them),
 /// found without making a set of its names for every `let` of every loop.
@@ -16,7 +16,7 @@ fn refers_to(e: &Expr, names: &HashMap<String, usize>) -> bool {
 }
 
 struct Licm {
-    mutable: HashSet<String>,
+    mutable: Mutable,
 }
 
 impl Mutator for Licm {
@@ -64,5 +64,5 @@ impl Mutator for Licm {
 /// Runs loop-invariant code hoisting.
 pub fn licm(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    Licm { mutable: mutable_names(k.body()) }.mutate_kernel(k)
+    Licm { mutable: Mutable::of(k.body()) }.mutate_kernel(k)
 }

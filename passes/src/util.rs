@@ -122,16 +122,90 @@ impl SeenNames {
     }
 }
 
+/// A set of variable names asked whether it holds a name ([`is_stable`]'s mutable variables).
+pub trait NameSet {
+    /// True if `name` is in the set.
+    fn has(&self, name: &str) -> bool;
+}
+
+impl NameSet for HashSet<String> {
+    fn has(&self, name: &str) -> bool {
+        self.contains(name)
+    }
+}
+
+/// The names of a kernel's mutable variables ([`mutable_names`]) with a filter in front:
+/// the lengths and first bytes of the names in the set, one bit each, so that most names
+/// not in it (every `let` a stability check meets) are answered without hashing a string.
+/// CSE asks this for every variable of every expression it walks.
+#[derive(Clone, Debug, Default)]
+pub struct Mutable {
+    names: HashSet<String>,
+    /// Bit `min(len, 63)` for every name's length.
+    lens: u64,
+    /// Bit `b` for every name's first byte `b`.
+    first: [u64; 4],
+}
+
+impl Mutable {
+    /// The set of `names`.
+    pub fn new(names: HashSet<String>) -> Mutable {
+        let mut m = Mutable { names, lens: 0, first: [0; 4] };
+        for n in &m.names {
+            m.lens |= Mutable::len_bit(n);
+            if let Some(&b) = n.as_bytes().first() {
+                m.first[usize::from(b >> 6)] |= 1 << (b & 63);
+            }
+        }
+        m
+    }
+
+    /// The mutable variables of `s` ([`mutable_names`]).
+    pub fn of(s: &Stmt) -> Mutable {
+        Mutable::new(mutable_names(s))
+    }
+
+    fn len_bit(n: &str) -> u64 {
+        1 << n.len().min(63)
+    }
+
+    /// True if `name` is in the set.
+    pub fn contains(&self, name: &str) -> bool {
+        self.lens & Mutable::len_bit(name) != 0
+            && name
+                .as_bytes()
+                .first()
+                .is_none_or(|&b| self.first[usize::from(b >> 6)] & (1 << (b & 63)) != 0)
+            && self.names.contains(name)
+    }
+
+    /// True for a scalar variable not in the set: a value [`is_stable`] accepts.
+    pub fn stable_var(&self, v: &Var) -> bool {
+        v.ty().scalar().is_some() && !self.contains(v.name())
+    }
+
+    /// The names, as a plain set.
+    pub fn names(&self) -> &HashSet<String> {
+        &self.names
+    }
+}
+
+impl NameSet for Mutable {
+    fn has(&self, name: &str) -> bool {
+        self.contains(name)
+    }
+}
+
 /// True if `e` may be evaluated anywhere else in its scope with the same result: no loads,
-/// nothing that may fail, and only variables that are never assigned.
-pub fn is_stable(e: &Expr, mutable: &HashSet<String>) -> bool {
+/// nothing that may fail, and only variables that are never assigned (not in `mutable`).
+pub fn is_stable(e: &Expr, mutable: &impl NameSet) -> bool {
     if e.may_fail() {
         return false;
     }
-    fn walk(e: &Expr, mutable: &HashSet<String>) -> bool {
+    fn walk(e: &Expr, mutable: &impl NameSet) -> bool {
         match e.node() {
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-            ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+            ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.has(v.name()),
             _ => e.children().iter().all(|c| walk(c, mutable)),
         }
     }
@@ -236,4 +310,28 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
     let mut n = Names(params, SeenNames::default());
     n.visit_stmt(k.body());
     n.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter in front of the set never changes an answer: names that share a length or
+    /// a first byte with a member, names that share neither, the empty name.
+    #[test]
+    fn mutable_answers_as_its_set() {
+        let members = ["acc_0_0", "acc_7_15", "sa", "x", ""];
+        let set: HashSet<String> = members.iter().map(|s| s.to_string()).collect();
+        let m = Mutable::new(set.clone());
+        let asked = [
+            "acc_0_0", "acc_7_15", "sa", "x", "", "acc_0_1", "acc_9_15", "sb", "a_v0", "y", "m0",
+            "b_at", "ab", "acc_0_00", "s", "xx",
+        ];
+        for n in asked {
+            assert_eq!(m.contains(n), set.contains(n), "{n:?}");
+            assert_eq!(m.has(n), set.has(n), "{n:?}");
+        }
+        let empty = Mutable::default();
+        assert!(asked.iter().all(|n| !empty.contains(n)));
+    }
 }

@@ -40,7 +40,7 @@ use kiln_ir::{
 
 use smallvec::{smallvec, SmallVec};
 
-use crate::util::{all_names, is_stable, mutable_names};
+use crate::util::{all_names, is_stable, Mutable};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
 /// exactly once per execution of `s`.
@@ -83,10 +83,10 @@ fn count_into<'a>(
     e: &'a Expr,
     counts: &mut ExprMap<usize>,
     order: &mut Vec<(&'a Expr, usize, bool)>,
-    mutable: &HashSet<String>,
+    mutable: &Mutable,
 ) -> (usize, bool) {
     let mut stable = match e.node() {
-        ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+        ExprNode::Var(v) => mutable.stable_var(v),
         ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
         _ => !e.is_fault_division(),
     };
@@ -118,17 +118,17 @@ fn count_into<'a>(
 /// False only if statement `s` alone has no candidate for [`Repeats::candidate`]: its own
 /// expressions have no stable bindable node (which later statements could repeat) and no
 /// bindable node twice. Decided on a few nodes only; `true` for anything bigger.
-fn may_have_candidate(s: &Stmt, mutable: &HashSet<String>) -> bool {
+fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
     /// Collects the bindable nodes of `e` and returns whether `e` is stable (as
     /// [`count_into`] decides it); `None` at a stable bindable node or once there are more
     /// nodes than fit.
     fn collect<'a>(
         e: &'a Expr,
         out: &mut SmallVec<[&'a Expr; 8]>,
-        mutable: &HashSet<String>,
+        mutable: &Mutable,
     ) -> Option<bool> {
         let mut stable = match e.node() {
-            ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+            ExprNode::Var(v) => mutable.stable_var(v),
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
             _ => !e.is_fault_division(),
         };
@@ -187,7 +187,7 @@ struct Replace<'a> {
     /// subtree and the nodes rebuilt above it), instead of counting whole statements again.
     counts: Option<&'a mut ExprMap<usize>>,
     /// The kernel's mutable variables (what [`count_stmt`] needs to know what it counts).
-    mutable: &'a HashSet<String>,
+    mutable: &'a Mutable,
     /// For a stable `from`: the occurrences by statement, so that a statement without one
     /// is not walked (a value bound at the top of a kernel and used at its end would
     /// otherwise walk everything in between, once per binding).
@@ -204,7 +204,7 @@ impl Replace<'_> {
     /// and every operand are).
     fn stable_node(&self, e: &Expr) -> bool {
         match e.node() {
-            ExprNode::Var(v) => v.ty().scalar().is_some() && !self.mutable.contains(v.name()),
+            ExprNode::Var(v) => self.mutable.stable_var(v),
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
             _ => !e.is_fault_division(),
         }
@@ -279,7 +279,7 @@ impl Mutator for Replace<'_> {
 }
 
 struct Repeats {
-    mutable: HashSet<String>,
+    mutable: Mutable,
     /// The names of [`Repeats::kernel`] and those handed out, found when the first binding
     /// is made (most runs of the pass on an already optimized kernel make none).
     names: Option<HashSet<String>>,
@@ -299,7 +299,9 @@ struct Repeats {
 /// was walked `2d` times (counted in, then out, at every level above it).
 #[derive(Default)]
 struct Counter {
-    by_stmt: HashMap<usize, (Stmt, Rc<ExprMap<usize>>)>,
+    /// With, for a statement without nested statements ([`is_leaf`]), whether it may have a
+    /// candidate ([`may_have_candidate`]), found on the same walk.
+    by_stmt: HashMap<usize, (Stmt, Rc<ExprMap<usize>>, bool)>,
     /// The occurrence counts [`Repeats::candidate`] fills, kept for its next call.
     scratch: ExprMap<usize>,
     /// The counts of every statement without stable occurrences (most of unrolled code's
@@ -310,13 +312,16 @@ struct Counter {
 impl Counter {
     /// The occurrences in `s`, composed from the (cached) occurrences of its nested
     /// statements.
-    fn of(&mut self, s: &Stmt, mutable: &HashSet<String>) -> Rc<ExprMap<usize>> {
-        if let Some((_, m)) = self.by_stmt.get(&s.addr()) {
+    fn of(&mut self, s: &Stmt, mutable: &Mutable) -> Rc<ExprMap<usize>> {
+        if let Some((_, m, _)) = self.by_stmt.get(&s.addr()) {
             return m.clone();
+        }
+        if is_leaf(s) {
+            return self.leaf(s, mutable).0;
         }
         struct Own<'a> {
             counter: &'a mut Counter,
-            mutable: &'a HashSet<String>,
+            mutable: &'a Mutable,
             map: ExprMap<usize>,
             top: bool,
         }
@@ -336,9 +341,84 @@ impl Counter {
         let mut own = Own { counter: self, mutable, map: ExprMap::new(), top: true };
         kiln_ir::Visitor::visit_stmt(&mut own, s);
         let m = if own.map.is_empty() { self.empty.clone() } else { Rc::new(own.map) };
-        self.by_stmt.insert(s.addr(), (s.clone(), m.clone()));
+        self.by_stmt.insert(s.addr(), (s.clone(), m.clone(), true));
         m
     }
+
+    /// [`Counter::of`] for a statement without nested statements ([`is_leaf`]), and whether
+    /// it may have a candidate ([`may_have_candidate`]), both from one walk of its
+    /// expressions (most statements of unrolled code are such, and were walked once for
+    /// each).
+    fn leaf(&mut self, s: &Stmt, mutable: &Mutable) -> (Rc<ExprMap<usize>>, bool) {
+        if let Some((_, m, may)) = self.by_stmt.get(&s.addr()) {
+            return (m.clone(), *may);
+        }
+        /// [`count_expr`], listing the bindable nodes that are not stable in `unstable` (up
+        /// to its inline size; `full` once more did not fit).
+        fn walk<'a>(
+            e: &'a Expr,
+            map: &mut ExprMap<usize>,
+            unstable: &mut SmallVec<[&'a Expr; 8]>,
+            full: &mut bool,
+            mutable: &Mutable,
+        ) -> bool {
+            let mut stable = match e.node() {
+                ExprNode::Var(v) => mutable.stable_var(v),
+                ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+                _ => !e.is_fault_division(),
+            };
+            for c in e.children() {
+                stable &= walk(c, map, unstable, full, mutable);
+            }
+            if stable {
+                count_node(e, map, true);
+            } else if bindable(e) {
+                if unstable.len() == unstable.inline_size() {
+                    *full = true;
+                } else {
+                    unstable.push(e);
+                }
+            }
+            stable
+        }
+        let mut map = ExprMap::new();
+        let mut unstable: SmallVec<[&Expr; 8]> = SmallVec::new();
+        let mut full = false;
+        for e in own_exprs(s) {
+            walk(e, &mut map, &mut unstable, &mut full, mutable);
+        }
+        // As `may_have_candidate` decides it: a stable bindable node, or a bindable node
+        // twice (or too many nodes to tell cheaply).
+        let may = !map.is_empty()
+            || full
+            || unstable.iter().enumerate().any(|(i, a)| unstable[i + 1..].iter().any(|b| a == b));
+        let m = if map.is_empty() { self.empty.clone() } else { Rc::new(map) };
+        self.by_stmt.insert(s.addr(), (s.clone(), m.clone(), may));
+        (m, may)
+    }
+
+    /// [`may_have_candidate`], from the cache for a statement without nested statements.
+    fn may_have_candidate(&mut self, s: &Stmt, mutable: &Mutable) -> bool {
+        if is_leaf(s) {
+            self.leaf(s, mutable).1
+        } else {
+            may_have_candidate(s, mutable)
+        }
+    }
+}
+
+/// True for a statement with expressions and no nested statements, whose expressions are
+/// [`own_exprs`] (all that [`count_stmt`] counts in it).
+fn is_leaf(s: &Stmt) -> bool {
+    matches!(
+        s.node(),
+        StmtNode::Let { .. }
+            | StmtNode::Decl { .. }
+            | StmtNode::Assign { .. }
+            | StmtNode::Store { .. }
+            | StmtNode::VecStore { .. }
+            | StmtNode::Call { .. }
+    )
 }
 
 /// Adds (`add`) or removes the counts of `m` to or from `counts`, as counting each
@@ -424,7 +504,7 @@ impl Repeats {
     /// `later` caches the stable occurrences in `stmts[start..]`; the caller keeps it up to date
     /// (recomputing it for every statement made this pass quadratic on long blocks).
     fn candidate(
-        mutable: &HashSet<String>,
+        mutable: &Mutable,
         counter: &mut Counter,
         stmts: &[Stmt],
         start: usize,
@@ -434,7 +514,7 @@ impl Repeats {
     ) -> Option<(Expr, bool)> {
         // Most statements of unrolled code (`acc = fma(x, y, acc)`) have a few bindable
         // nodes, none stable and none repeated: no candidate, found without the maps.
-        if start == k && !may_have_candidate(&stmts[k], mutable) {
+        if start == k && !counter.may_have_candidate(&stmts[k], mutable) {
             return None;
         }
         // One map for every search, cleared (a new one per statement was mostly allocation).
@@ -481,8 +561,8 @@ impl Repeats {
 /// those that are stable ([`is_stable`] under `mutable`): only a stable expression's count
 /// is ever read (bound across statements, its occurrences replaced), and leaving out the rest
 /// (the loads, anything reading an accumulator) saves most of the map's work.
-fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSet<String>) {
-    struct C<'a>(&'a mut ExprMap<usize>, bool, &'a HashSet<String>);
+fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutable) {
+    struct C<'a>(&'a mut ExprMap<usize>, bool, &'a Mutable);
     impl kiln_ir::Visitor for C<'_> {
         fn visit_expr(&mut self, e: &Expr) {
             count_expr(e, self.0, self.1, self.2);
@@ -493,9 +573,9 @@ fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSe
 
 /// [`count_stmt`] for the nodes of one expression; returns whether `e` is stable (decided
 /// bottom-up as [`is_stable`] decides it, so that no node is walked twice).
-fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &HashSet<String>) -> bool {
+fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutable) -> bool {
     let mut stable = match e.node() {
-        ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.contains(v.name()),
+        ExprNode::Var(v) => mutable.stable_var(v),
         ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
         _ => !e.is_fault_division(),
     };
@@ -614,11 +694,62 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    bind_repeats_with(k, mutable_names(k.body()))
+    bind_repeats_with(k, Mutable::of(k.body()))
 }
 
-/// [`bind_repeats`], given the names of `k`'s mutable variables ([`mutable_names`]).
-pub(crate) fn bind_repeats_with(k: &Kernel, mutable: HashSet<String>) -> Kernel {
+/// [`bind_repeats`], given `k`'s mutable variables ([`crate::util::mutable_names`]).
+pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable) -> Kernel {
     Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter: Counter::default() }
         .mutate_kernel(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every statement without nested statements of the examples and the pass filetests:
+    /// [`Counter::leaf`] counts what [`Counter::of`]'s general walk counts, and says it may
+    /// have a candidate exactly when [`may_have_candidate`] does.
+    #[test]
+    fn leaf_summary_agrees_with_separate_walks() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let mut files: Vec<std::path::PathBuf> = Vec::new();
+        for dir in ["examples", "tests/filetests/passes"] {
+            for f in std::fs::read_dir(format!("{root}/{dir}")).expect("directory").flatten() {
+                if f.path().extension().is_some_and(|x| x == "kir") {
+                    files.push(f.path());
+                }
+            }
+        }
+        let (mut leaves, mut may) = (0, 0);
+        for f in files {
+            let Ok(m) = std::fs::read_to_string(&f).map(|s| kiln_ir::parse_module(&s)) else {
+                continue;
+            };
+            let Ok(m) = m else { continue };
+            for k in &m.kernels {
+                let mutable = Mutable::of(k.body());
+                let mut stmts = Vec::new();
+                struct All<'a>(&'a mut Vec<Stmt>);
+                impl kiln_ir::Visitor for All<'_> {
+                    fn visit_stmt(&mut self, s: &Stmt) {
+                        self.0.push(s.clone());
+                        kiln_ir::walk_stmt(self, s);
+                    }
+                }
+                kiln_ir::Visitor::visit_stmt(&mut All(&mut stmts), k.body());
+                for s in stmts.iter().filter(|s| is_leaf(s)) {
+                    let (counts, m) = Counter::default().leaf(s, &mutable);
+                    let mut walked = ExprMap::new();
+                    count_stmt(s, &mut walked, true, &mutable);
+                    assert_eq!(*counts, walked, "{s}");
+                    assert_eq!(m, may_have_candidate(s, &mutable), "{s}");
+                    leaves += 1;
+                    may += usize::from(m);
+                }
+            }
+        }
+        // Both answers occur, on many statements.
+        assert!(leaves > 100 && may > 10 && may < leaves, "{leaves} leaves, {may} may");
+    }
 }
