@@ -131,6 +131,15 @@ fn stencil_on_several_threads() {
                 panic!("{threads} threads, {gw}x{gh} w {w} h {h}: {m}");
             }
         }
+        // The source one row short: the last interior row's `src[c + w]` faults in every
+        // thread's groups of that row; the error is the interpreter's (the lowest group's).
+        let short = vec![f32s(n - w as usize, w), Buffer::zeroed(Scalar::F32, n)];
+        let want = run(&k, &r, &args, &mut short.clone());
+        assert!(want.is_err());
+        for threads in [2, 3] {
+            let got = p.run_parallel(&r, &args, &mut short.clone(), threads, &Default::default());
+            assert_eq!(want, got, "{threads} threads, {gw}x{gh} w {w} h {h}");
+        }
     }
 }
 
@@ -640,5 +649,109 @@ fn vectors_in_row_loops_and_wide_indices() {
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(off)];
         let bufs = [f32s(64, 1), Buffer::zeroed(Scalar::F32, 64)];
         three_ways(&wide, &NdRange::new(&[16]).with_local(&[8]), &args, &bufs);
+    }
+}
+
+/// A vector loaded from local memory before a barrier and read after the memory was
+/// overwritten (its lanes must be saved across the barriers: region code for groups of one
+/// row, batch-by-batch rounds for groups of two rows), and vector loads in a loop whose
+/// trip count differs per lane.
+#[test]
+fn vectors_across_barriers_and_in_divergent_loops() {
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, o: ptr<global, f32>, n: u32) {
+           local t: f32[64];
+           let l: u32 = local_id(1) * local_size(0) + local_id(0);
+           let g: u32 = global_id(1) * global_size(0) + global_id(0);
+           t[l] = x[g];
+           t[l + 32u32] = x[g] + 1.0;
+           barrier(local);
+           let v: f32x4 = vload4(t, (l % 16u32) * 4u32);
+           barrier(local);
+           t[l] = 0.0;
+           t[l + 32u32] = -1.0;
+           barrier(local);
+           o[g] = extract(v, 0) + extract(v, 3) * 2.0 + t[(l + 1u32) % 32u32];
+         }",
+    );
+    assert_eq!(fallback(&k), None, "{k}");
+    for (global, local) in [(vec![32u32], vec![32u32]), (vec![64], vec![32]), (vec![16, 4], vec![16, 2])] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(0u32)];
+        let bufs = [f32s(64, 3), Buffer::zeroed(Scalar::F32, 64)];
+        let r = NdRange::new(&global).with_local(&local);
+        agree(&k, &r, &args, &bufs, &format!("{global:?}/{local:?}"));
+    }
+    let looped = kernel(
+        "kernel k(x: ptr<global, f32>, o: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           var j: u32 = 0u32;
+           var acc: f32 = 0.0;
+           while j < (i & 3u32) + n {
+             let v: f32x4 = vload4(x, (i + j) * 4u32);
+             acc = acc + extract(v, 1) - extract(v, 2);
+             if extract(v, 0) > 0.0 { vstore(o, i * 4u32, v); }
+             j = j + 1u32;
+           }
+           o[i * 4u32 + 1u32] = acc;
+         }",
+    );
+    assert_eq!(fallback(&looped), None, "{looped}");
+    for (n, len) in [(0u32, 96usize), (1, 96), (3, 96), (3, 80), (5, 90)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [f32s(len, n), Buffer::zeroed(Scalar::F32, 64)];
+        let r = NdRange::new(&[16]).with_local(&[8]);
+        agree(&looped, &r, &args, &bufs, &format!("n {n} len {len}"));
+    }
+}
+
+/// Vector forms as written inline: a `vload` stored directly, a `vload` in an `if`
+/// condition, vector comparisons in a `select`, `constant` memory, and f16 lanes rounded
+/// from f32 values.
+#[test]
+fn inline_vector_forms() {
+    let k = kernel(
+        "kernel k(x: ptr<constant, f32>, o: ptr<global, f32>, h: ptr<global, f16>, n: u32) {
+           let i: u32 = global_id(0);
+           vstore(o, i * 4u32, vload4(x, i * 4u32 + n));
+           if extract(vload2(x, i * 2u32), 1) > 0.0 {
+             let a: f32x4 = vload4(x, i * 4u32);
+             let b: f32x4 = vload4(x, 60u32 - i * 4u32);
+             vstore(o, i * 4u32, select(a > b, a - b, b * f32x4(0.3)));
+           }
+           let q: f32x4 = vload4(x, i * 4u32);
+           vstore(h, i * 4u32, f16x4(extract(q, 0) as f16, (extract(q, 1) * 1000.1) as f16,
+             (extract(q, 2) / 3.0) as f16, (extract(q, 3) * 70000.0) as f16));
+         }",
+    );
+    assert_eq!(fallback(&k), None, "{k}");
+    for (n, len) in [(0u32, 64usize), (4, 68), (4, 64), (2, 68)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n)];
+        let bufs = [f32s(len, n), Buffer::zeroed(Scalar::F32, 64), Buffer::zeroed(Scalar::F16, 64)];
+        let r = NdRange::new(&[16]).with_local(&[8]);
+        three_ways(&k, &r, &args, &bufs);
+    }
+}
+
+/// A triangle: bounds on `global_id(0)` from the row (`y < x && x < w - y`), the branch's
+/// accesses at `y * w + x` and at offsets that reach the row before (`- y - 1`) and past
+/// the buffer's end in the last rows.
+#[test]
+fn triangular_bounds_from_the_row() {
+    let k = kernel(
+        "kernel k(o: ptr<global, u32>, a: ptr<global, u32>, w: u32) {
+           let x: u32 = global_id(0);
+           let y: u32 = global_id(1);
+           let c: u32 = mad(y, w, x);
+           if y < x && x < w - y {
+             o[c] = a[c - y - 1u32] + a[c + w] * 3u32;
+           }
+         }",
+    );
+    expect_ranges(&k, 1);
+    for (gw, gh, w, len) in [(32u32, 6u32, 32u32, 224usize), (32, 6, 32, 192), (40, 5, 37, 222), (24, 8, 20, 160)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(w)];
+        let bufs = [Buffer::zeroed(Scalar::U32, len), iota(Scalar::U32, len, w)];
+        let r = NdRange::new(&[gw, gh]).with_local(&[8, 1]);
+        agree(&k, &r, &args, &bufs, &format!("{gw}x{gh} w {w} len {len}"));
     }
 }
