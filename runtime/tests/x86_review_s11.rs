@@ -77,7 +77,8 @@ kernel stencil2d(src: ptr<global, f32>, dst: ptr<global, f32>, w: u32, h: u32) {
 /// The stencil with global offsets in both dimensions (ids start past the grid, so `c`
 /// indexes with the offset in it), its source and destination windows of one buffer
 /// (disjoint, and the source window shorter than the grid so that the proof's length is
-/// the window's, not the buffer's).
+/// the window's, not the buffer's); global sizes and groups not multiples of 8 too (those
+/// groups run on the scalar code).
 #[test]
 fn stencil_with_offsets_and_windows_of_one_buffer() {
     let k = kernel(STENCIL);
@@ -103,7 +104,7 @@ fn stencil_with_offsets_and_windows_of_one_buffer() {
             Arg::scalar(h),
         ];
         let bufs = [f32s(total, w ^ h)];
-        for (gw, lw) in [(32u32, 8u32), (24, 8), (48, 16)] {
+        for (gw, lw) in [(32u32, 8u32), (24, 8), (48, 16), (20, 20), (40, 20), (36, 12)] {
             let r = NdRange::new(&[gw, h]).with_local(&[lw, 1]).with_offset(&[ox, oy]);
             agree(&k, &r, &args, &bufs, &format!("offset {ox},{oy} w {w} h {h} window {so}+{sl}"));
         }
@@ -675,7 +676,9 @@ fn vectors_across_barriers_and_in_divergent_loops() {
          }",
     );
     assert_eq!(fallback(&k), None, "{k}");
-    for (global, local) in [(vec![32u32], vec![32u32]), (vec![64], vec![32]), (vec![16, 4], vec![16, 2])] {
+    for (global, local) in
+        [(vec![32u32], vec![32u32]), (vec![64], vec![32]), (vec![16, 4], vec![16, 2])]
+    {
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(0u32)];
         let bufs = [f32s(64, 3), Buffer::zeroed(Scalar::F32, 64)];
         let r = NdRange::new(&global).with_local(&local);
@@ -748,7 +751,9 @@ fn triangular_bounds_from_the_row() {
          }",
     );
     expect_ranges(&k, 1);
-    for (gw, gh, w, len) in [(32u32, 6u32, 32u32, 224usize), (32, 6, 32, 192), (40, 5, 37, 222), (24, 8, 20, 160)] {
+    for (gw, gh, w, len) in
+        [(32u32, 6u32, 32u32, 224usize), (32, 6, 32, 192), (40, 5, 37, 222), (24, 8, 20, 160)]
+    {
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(w)];
         let bufs = [Buffer::zeroed(Scalar::U32, len), iota(Scalar::U32, len, w)];
         let r = NdRange::new(&[gw, gh]).with_local(&[8, 1]);
