@@ -364,7 +364,7 @@ fn vectors_of_narrow_and_wide_elements() {
 }
 
 /// Vector `let`s of one name in sibling blocks (the IR has no shadowing: by another load,
-/// and by a vector not loaded), used after and between those blocks,
+/// and by a vector not loaded), used after and between those blocks, a vector `var`,
 /// `extract` in an index, a `vstore` of a `select` of vectors, vectors read in a `while`
 /// condition, and a 2-D kernel.
 #[test]
@@ -385,14 +385,17 @@ fn vector_scopes_selects_whiles_and_2d() {
            }
            let v: u32x4 = vload4(x, 60u32 - i * 4u32);
            o[i * 4u32 + 3u32] = extract(v, 3) + x[extract(v, 0) % 16u32];
+           var acc: u32x4 = vload4(x, i * 4u32);
+           acc = acc * u32x4(3u32);
+           if extract(acc, 0) > 40u32 { acc = vload4(x, 60u32 - i * 4u32); }
+           vstore(o, 64u32 + i * 4u32, acc);
          }",
     );
     for (n, len) in [(8u32, 68usize), (3, 64), (16, 64)] {
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
-        let bufs = [iota(Scalar::U32, len, 2), Buffer::zeroed(Scalar::U32, 64)];
+        let bufs = [iota(Scalar::U32, len, 2), Buffer::zeroed(Scalar::U32, 128)];
         let r = NdRange::new(&[16]).with_local(&[8]);
-        // (May fall back: a vector not loaded; it must agree either way.)
-        three_ways(&shadow, &r, &args, &bufs);
+        agree(&shadow, &r, &args, &bufs, &format!("n {n} len {len}"));
     }
     let sel = kernel(
         "kernel k(x: ptr<global, f32>, o: ptr<global, f32>, n: u32) {
