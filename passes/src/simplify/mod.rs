@@ -192,6 +192,12 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
     if matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }) {
         return e.clone();
     }
+    if cx.limits.presimplify && settled(e) {
+        // What the rounds below would answer, without an e-graph or a memo entry (see
+        // `settled`): a tenth of the first `simplify` of a generated GEMM, whose
+        // accumulator updates `fma(extract(a, 0), extract(b, 1), acc)` are all like this.
+        return e.clone();
+    }
     // A hit is taken only from an equal expression of the same source names: a rewrite
     // keeps the names it was built from (see `crate::origin`).
     if let Some((k, r)) = cx.memo.get_key_value(e) {
@@ -207,6 +213,33 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
     }
     cx.starved |= starved;
     r
+}
+
+/// True if `e` is built only from variables, built-ins and opaque nodes that nothing folds
+/// or rewrites: loads and vector loads, lanes, vector constructors, intrinsics other than
+/// `min` and `max`, casts that change the type; no constant and no operator anywhere. Every
+/// step of a round ([`pre::presimplify`], [`affine::normalize`], the opaque leaves' operands)
+/// leaves such an expression as it is, and [`gate::egg_may_help`] never sends it to an
+/// e-graph (it has no operator), so simplifying it answers the very same handle without
+/// charging the budget, and so does every equal expression: the memo has nothing to add.
+/// Without pre-simplification every expression goes to an e-graph, so this is not used.
+fn settled(e: &Expr) -> bool {
+    match e.node() {
+        ExprNode::Var(_) | ExprNode::Builtin { .. } => true,
+        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => settled(index),
+        ExprNode::Extract { a, .. } => settled(a),
+        ExprNode::Insert { a, b, .. } => settled(a) && settled(b),
+        ExprNode::Vector { elems, .. } => elems.iter().all(settled),
+        // A cast to its operand's own type is dropped.
+        ExprNode::Cast { a, .. } => a.ty() != e.ty() && settled(a),
+        // With no constant operand nothing folds; `min` and `max` are operators.
+        ExprNode::Intrinsic { op, args } => {
+            !matches!(op, Intrinsic::Min | Intrinsic::Max)
+                && !args.is_empty()
+                && args.iter().all(settled)
+        }
+        _ => false,
+    }
 }
 
 /// Rounds until nothing cheaper is found.
