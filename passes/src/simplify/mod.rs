@@ -38,13 +38,14 @@ pub mod pre;
 pub mod rules;
 mod sum;
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Rewrite, Runner};
 use hashbrown::HashMap;
 use kiln_ir::eval;
 use kiln_ir::{Expr, ExprMap, ExprNode, Imm, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
+use smallvec::SmallVec;
 
 use lang::{is_operator, to_expr, KAnalysis, KGraph, Konst, Node};
 
@@ -103,7 +104,7 @@ struct Ctx<'a> {
     /// before takes the result without building an e-graph (generated epilogues repeat one
     /// formula over a hundred accumulators), charged the same work so that the budget, and
     /// with it every later result, is as if it had run.
-    shapes: HashMap<Shape, (RecExpr<Node>, bool, usize)>,
+    shapes: HashMap<Shape, Run>,
 }
 
 /// What an e-graph run depends on: the nodes of its input tree in post-order, each node's
@@ -283,7 +284,8 @@ fn simplify_leaves(e: &Expr, cx: &mut Ctx) -> Expr {
         return e.clone();
     }
     if is_operator(e) {
-        let kids: Vec<Expr> = e.children().iter().map(|c| simplify_leaves(c, cx)).collect();
+        let kids: SmallVec<[Expr; 3]> =
+            e.children().iter().map(|c| simplify_leaves(c, cx)).collect();
         if kids.iter().zip(e.children()).all(|(a, b)| a.ptr_eq(b)) {
             return e.clone();
         }
@@ -314,8 +316,14 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     }
     let leaves = std::mem::take(&mut analysis.leaves);
     let shape: Shape = (nodes, leaves.iter().map(|(x, f)| (x.ty(), *f, builtin(x))).collect());
-    let (best, saturated, size) = match cx.shapes.get(&shape) {
-        Some(r) => r.clone(),
+    // A run this simplification made, else one the process kept.
+    let known = cx.shapes.get(&shape).cloned().or_else(|| {
+        let r = shared_run(cx.limits, &shape)?;
+        cx.shapes.insert(shape.clone(), r.clone());
+        Some(r)
+    });
+    let (best, saturated, size) = match known {
+        Some(r) => r,
         None => {
             analysis.leaves = leaves.clone();
             let mut g = KGraph::new(analysis);
@@ -340,6 +348,7 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             let root = runner.egraph.find(root);
             let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
             let r = (best, saturated, runner.egraph.total_size());
+            keep_shared_run(cx.limits, &shape, &r);
             cx.shapes.insert(shape, r.clone());
             r
         }
@@ -353,6 +362,45 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         }
         _ => (e.clone(), saturated),
     }
+}
+
+/// What an e-graph run found (its best expression, whether it saturated, the e-nodes it
+/// built): a function of its input's [`Shape`] and the node and round limits alone.
+type Run = (RecExpr<Node>, bool, usize);
+
+/// E-graph runs kept for the whole process, by node limit, round limit and [`Shape`]: the
+/// same shapes come back in every simplification (the second `simplify` of the `-O`
+/// pipeline meets the first one's, and generated kernels of one family share their index
+/// shapes), and a run's result depends on nothing else, so taking a kept one gives exactly
+/// what running it would, charged the same work. At most [`SHARED_RUNS`] are kept (then
+/// the table starts over), so memory stays bounded.
+type SharedRuns = Mutex<HashMap<(usize, usize, Shape), Run>>;
+
+/// The most e-graph runs [`SharedRuns`] keeps.
+const SHARED_RUNS: usize = 4096;
+
+fn shared_runs() -> &'static SharedRuns {
+    static RUNS: OnceLock<SharedRuns> = OnceLock::new();
+    RUNS.get_or_init(Default::default)
+}
+
+/// A kept run of `shape` under `limits`, if there is one.
+fn shared_run(limits: &Limits, shape: &Shape) -> Option<Run> {
+    // A panic elsewhere while the lock was held left the table as it was between two
+    // whole operations: it is still good.
+    let runs = shared_runs().lock().unwrap_or_else(|p| p.into_inner());
+    // The key is built to look it up (its shape cloned): only where a kernel meets a
+    // shape for the first time, a few times per kernel.
+    runs.get(&(limits.nodes, limits.iterations, shape.clone())).cloned()
+}
+
+/// Keeps `run`, the e-graph run of `shape` under `limits`.
+fn keep_shared_run(limits: &Limits, shape: &Shape, run: &Run) {
+    let mut runs = shared_runs().lock().unwrap_or_else(|p| p.into_inner());
+    if runs.len() >= SHARED_RUNS {
+        runs.clear();
+    }
+    runs.insert((limits.nodes, limits.iterations, shape.clone()), run.clone());
 }
 
 /// True if `r` fails as `e` does, with the same first error ([`crate::origin`]), the nodes
@@ -437,8 +485,13 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             (e2, f)
         }
         ExprNode::Intrinsic { op, args } => {
-            let new: Vec<Expr> = args.iter().map(&mut sub).collect();
-            let consts: Option<Vec<_>> = new.iter().map(|a| a.as_imm().copied()).collect();
+            let new: SmallVec<[Expr; 3]> = args.iter().map(&mut sub).collect();
+            // The constants are gathered only when every operand is one.
+            let consts: Option<SmallVec<[Imm; 3]>> = if new.iter().all(|a| a.as_imm().is_some()) {
+                new.iter().map(|a| a.as_imm().copied()).collect()
+            } else {
+                None
+            };
             if let Some(Ok(k)) = consts.map(|c| eval::intrinsic(*op, &c)) {
                 if !op.is_approximate() {
                     return (Expr::imm(k), false);
@@ -505,7 +558,7 @@ pub struct StmtSimplifier {
 struct CtxState {
     work_left: usize,
     memo: ExprMap<Option<Expr>>,
-    shapes: HashMap<Shape, (RecExpr<Node>, bool, usize)>,
+    shapes: HashMap<Shape, Run>,
 }
 
 impl StmtSimplifier {
