@@ -384,6 +384,13 @@ fn shared_runs() -> &'static SharedRuns {
     RUNS.get_or_init(Default::default)
 }
 
+/// Forgets every e-graph run the process kept, so that the next simplification builds its
+/// e-graphs anew (tests compare its results with those of kept runs).
+#[doc(hidden)]
+pub fn forget_kept_runs() {
+    shared_runs().lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
 /// A kept run of `shape` under `limits`, if there is one.
 fn shared_run(limits: &Limits, shape: &Shape) -> Option<Run> {
     // A panic elsewhere while the lock was held left the table as it was between two
