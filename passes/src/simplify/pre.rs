@@ -15,8 +15,8 @@
 //!   random expressions against a full e-graph run).
 
 use kiln_ir::eval;
-use smallvec::SmallVec;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, UnOp};
+use smallvec::SmallVec;
 
 use super::lang::is_operator;
 
