@@ -55,6 +55,10 @@ pub(crate) fn is_affine_region(e: &Expr) -> bool {
     }
 }
 
+/// One coefficient magnitude's terms in [`Affine::rebuilt_cost`]: the magnitude, the cost
+/// and count of its added atoms, the same of its subtracted ones.
+type Group = (u64, u64, u64, u64, u64);
+
 /// A linear combination of atoms with coefficients modulo 2^bits (raw two's complement bits).
 struct Affine {
     ty: Scalar,
@@ -165,8 +169,7 @@ impl Affine {
     fn rebuilt_cost(&self) -> u64 {
         // (magnitude, cost of the added atoms and their count, the same of the subtracted)
         let (mags, terms) = self.grouped();
-        let mut groups: SmallVec<[(u64, u64, u64, u64, u64); 4]> =
-            mags.into_iter().map(|m| (m, 0, 0, 0, 0)).collect();
+        let mut groups: SmallVec<[Group; 4]> = mags.into_iter().map(|m| (m, 0, 0, 0, 0)).collect();
         for (g, neg, t) in terms {
             let tc = expr_cost(t);
             if neg {
