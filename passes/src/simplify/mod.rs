@@ -13,12 +13,12 @@
 //! region): index expressions of generated kernels build no e-graph at all
 //! ([`Limits::presimplify`] turns this off), and an expression with no operator and no
 //! constant (`fma(extract(a, 0), extract(b, 1), acc)`) comes back after one look at its
-//! nodes, with no round of the cheap pass. An e-graph's
-//! result is reused for every later expression of the same shape (operators and constants
-//! alike, opaque leaves alike in type, failure and built-in kind, repeated where they
-//! repeat), as a generated epilogue repeats one formula over every accumulator: within one
-//! simplification, and across the process for the same node and round limits (the second
-//! `simplify` of `-O` meets the first one's shapes), charged to the budget as if it ran.
+//! nodes, with no round of the cheap pass. An e-graph's result is reused for every later
+//! expression of the same shape (operators and constants alike, opaque leaves alike in type,
+//! failure and built-in kind, repeated where they repeat), as a generated epilogue repeats
+//! one formula over every accumulator: within one simplification, and across the process for
+//! the same node and round limits (the second `simplify` of `-O` meets the first one's
+//! shapes), charged to the budget as if it ran.
 //!
 //! ```
 //! use kiln_ir::{Type, Var};
