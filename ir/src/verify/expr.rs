@@ -36,29 +36,40 @@ impl Checker<'_> {
     pub(super) fn expr(&mut self, root: &Expr) -> bool {
         // On the stack for the usual statement-sized tree (every statement's expressions
         // come through here); each node is listed with its operand count once expanded.
+        // Each node's operand list is built once, when it is expanded: its first fragment
+        // operand, if any, rides along to its own check (the operands' checks come first).
+        // A node without operands is checked at once.
         const UNEXPANDED: usize = usize::MAX;
-        let mut todo: SmallVec<[(&Expr, usize); 32]> = smallvec![(root, UNEXPANDED)];
+        let mut todo: SmallVec<[(&Expr, usize, Option<&Expr>); 32]> =
+            smallvec![(root, UNEXPANDED, None)];
         let mut done: SmallVec<[bool; 32]> = SmallVec::new();
-        while let Some((e, n)) = todo.pop() {
+        while let Some((e, n, frag)) = todo.pop() {
             if n == UNEXPANDED {
                 let kids = e.children();
-                todo.push((e, kids.len()));
-                todo.extend(kids.iter().rev().map(|k| (*k, UNEXPANDED)));
+                if kids.is_empty() {
+                    let ok = self.expr_node(e, true, None);
+                    done.push(ok);
+                    continue;
+                }
+                let frag = kids.iter().find(|k| k.ty().frag().is_some()).copied();
+                todo.push((e, kids.len(), frag));
+                todo.extend(kids.iter().rev().map(|k| (*k, UNEXPANDED, None)));
                 continue;
             }
             let base = done.len().saturating_sub(n);
             let kids_ok = done[base..].iter().all(|&ok| ok);
             done.truncate(base);
-            let ok = self.expr_node(e, kids_ok);
+            let ok = self.expr_node(e, kids_ok, frag);
             done.push(ok);
         }
         done.pop().unwrap_or(false)
     }
 
-    /// Checks one node whose children have been checked (`kids_ok`: all are well typed).
-    fn expr_node(&mut self, e: &Expr, kids_ok: bool) -> bool {
+    /// Checks one node whose children have been checked (`kids_ok`: all are well typed;
+    /// `frag`: its first operand of a fragment type, if any).
+    fn expr_node(&mut self, e: &Expr, kids_ok: bool, frag: Option<&Expr>) -> bool {
         if !matches!(e.node(), ExprNode::Var(_)) {
-            if let Some(k) = e.children().into_iter().find(|k| k.ty().frag().is_some()) {
+            if let Some(k) = frag {
                 self.at_expr(
                     e,
                     format!(

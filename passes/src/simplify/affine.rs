@@ -17,6 +17,7 @@
 //! error a kernel reports.
 
 use kiln_ir::{BinOp, Expr, ExprNode, Mutator, Scalar, UnOp};
+use smallvec::SmallVec;
 
 use super::expr_cost;
 use super::lang::is_operator;
@@ -54,13 +55,17 @@ pub(crate) fn is_affine_region(e: &Expr) -> bool {
     }
 }
 
+/// One coefficient magnitude's terms in [`Affine::rebuilt_cost`]: the magnitude, the cost
+/// and count of its added atoms, the same of its subtracted ones.
+type Group = (u64, u64, u64, u64, u64);
+
 /// A linear combination of atoms with coefficients modulo 2^bits (raw two's complement bits).
 struct Affine {
     ty: Scalar,
     mask: u64,
     /// Atoms in order of first appearance, with their coefficients (found by a scan: a
     /// region has a few atoms, at most [`MAX_ATOMS`], and a map per region cost more).
-    terms: Vec<(Expr, u64)>,
+    terms: SmallVec<[(Expr, u64); 8]>,
     k: u64,
 }
 
@@ -68,7 +73,7 @@ impl Affine {
     fn new(ty: Scalar) -> Affine {
         let bits = ty.bits();
         let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        Affine { ty, mask, terms: Vec::new(), k: 0 }
+        Affine { ty, mask, terms: SmallVec::new(), k: 0 }
     }
 
     /// Adds `scale * e` (`e` already normalized inside its atoms). `None` when the region
@@ -139,9 +144,10 @@ impl Affine {
     /// The non-zero terms grouped by coefficient magnitude, as [`Affine::rebuild`] writes
     /// them: the magnitudes in order of first appearance, and each term's group, whether it
     /// is subtracted, and the term.
-    fn grouped(&self) -> (Vec<u64>, Vec<(usize, bool, &Expr)>) {
-        let mut mags: Vec<u64> = Vec::new();
-        let mut terms = Vec::with_capacity(self.terms.len());
+    #[allow(clippy::type_complexity)]
+    fn grouped(&self) -> (SmallVec<[u64; 4]>, SmallVec<[(usize, bool, &Expr); 8]>) {
+        let mut mags: SmallVec<[u64; 4]> = SmallVec::new();
+        let mut terms = SmallVec::with_capacity(self.terms.len());
         for (t, c) in &self.terms {
             if *c == 0 {
                 continue;
@@ -163,8 +169,7 @@ impl Affine {
     fn rebuilt_cost(&self) -> u64 {
         // (magnitude, cost of the added atoms and their count, the same of the subtracted)
         let (mags, terms) = self.grouped();
-        let mut groups: Vec<(u64, u64, u64, u64, u64)> =
-            mags.into_iter().map(|m| (m, 0, 0, 0, 0)).collect();
+        let mut groups: SmallVec<[Group; 4]> = mags.into_iter().map(|m| (m, 0, 0, 0, 0)).collect();
         for (g, neg, t) in terms {
             let tc = expr_cost(t);
             if neg {
@@ -178,7 +183,7 @@ impl Affine {
         // A multiplication (3) and its constant (1) unless the magnitude is one.
         let scale = |m: u64| if m == 1 { 0 } else { 4 };
         let mut acc: Option<u64> = None;
-        let mut minus: Vec<u64> = Vec::new();
+        let mut minus: SmallVec<[u64; 4]> = SmallVec::new();
         for (m, pc, pn, nc, nn) in groups {
             if pn == 0 {
                 // The subtracted atoms summed (one `+` fewer than atoms), then scaled.

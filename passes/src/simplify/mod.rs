@@ -11,10 +11,14 @@
 //! rewrites the rules derive as well, and the e-graph runs only where
 //! [`gate::egg_may_help`] says it could still find something cheaper (never on an affine
 //! region): index expressions of generated kernels build no e-graph at all
-//! ([`Limits::presimplify`] turns this off). Within one simplification, an e-graph's
-//! result is reused for every later expression of the same shape (operators and constants
-//! alike, opaque leaves alike in type, failure and built-in kind, repeated where they
-//! repeat), as a generated epilogue repeats one formula over every accumulator.
+//! ([`Limits::presimplify`] turns this off), and an expression with no operator and no
+//! constant (`fma(extract(a, 0), extract(b, 1), acc)`) comes back after one look at its
+//! nodes, with no round of the cheap pass. An e-graph's result is reused for every later
+//! expression of the same shape (operators and constants alike, opaque leaves alike in type,
+//! failure and built-in kind, repeated where they repeat), as a generated epilogue repeats
+//! one formula over every accumulator: within one simplification, and across the process for
+//! the same node and round limits (the second `simplify` of `-O` meets the first one's
+//! shapes), charged to the budget as if it ran.
 //!
 //! ```
 //! use kiln_ir::{Type, Var};
@@ -38,13 +42,14 @@ pub mod pre;
 pub mod rules;
 mod sum;
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use egg::{CostFunction, Extractor, Id, Language, RecExpr, Rewrite, Runner};
 use hashbrown::HashMap;
 use kiln_ir::eval;
 use kiln_ir::{Expr, ExprMap, ExprNode, Imm, Intrinsic, Kernel, Mutator, Stmt, StmtNode};
+use smallvec::SmallVec;
 
 use lang::{is_operator, to_expr, KAnalysis, KGraph, Konst, Node};
 
@@ -103,7 +108,7 @@ struct Ctx<'a> {
     /// before takes the result without building an e-graph (generated epilogues repeat one
     /// formula over a hundred accumulators), charged the same work so that the budget, and
     /// with it every later result, is as if it had run.
-    shapes: HashMap<Shape, (RecExpr<Node>, bool, usize)>,
+    shapes: HashMap<Shape, Run>,
 }
 
 /// What an e-graph run depends on: the nodes of its input tree in post-order, each node's
@@ -192,6 +197,12 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
     if matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }) {
         return e.clone();
     }
+    if cx.limits.presimplify && settled(e) {
+        // What the rounds below would answer, without an e-graph or a memo entry (see
+        // `settled`): a tenth of the first `simplify` of a generated GEMM, whose
+        // accumulator updates `fma(extract(a, 0), extract(b, 1), acc)` are all like this.
+        return e.clone();
+    }
     // A hit is taken only from an equal expression of the same source names: a rewrite
     // keeps the names it was built from (see `crate::origin`).
     if let Some((k, r)) = cx.memo.get_key_value(e) {
@@ -207,6 +218,33 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
     }
     cx.starved |= starved;
     r
+}
+
+/// True if `e` is built only from variables, built-ins and opaque nodes that nothing folds
+/// or rewrites: loads and vector loads, lanes, vector constructors, intrinsics other than
+/// `min` and `max`, casts that change the type; no constant and no operator anywhere. Every
+/// step of a round ([`pre::presimplify`], [`affine::normalize`], the opaque leaves' operands)
+/// leaves such an expression as it is, and [`gate::egg_may_help`] never sends it to an
+/// e-graph (it has no operator), so simplifying it answers the very same handle without
+/// charging the budget, and so does every equal expression: the memo has nothing to add.
+/// Without pre-simplification every expression goes to an e-graph, so this is not used.
+fn settled(e: &Expr) -> bool {
+    match e.node() {
+        ExprNode::Var(_) | ExprNode::Builtin { .. } => true,
+        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => settled(index),
+        ExprNode::Extract { a, .. } => settled(a),
+        ExprNode::Insert { a, b, .. } => settled(a) && settled(b),
+        ExprNode::Vector { elems, .. } => elems.iter().all(settled),
+        // A cast to its operand's own type is dropped.
+        ExprNode::Cast { a, .. } => a.ty() != e.ty() && settled(a),
+        // With no constant operand nothing folds; `min` and `max` are operators.
+        ExprNode::Intrinsic { op, args } => {
+            !matches!(op, Intrinsic::Min | Intrinsic::Max)
+                && !args.is_empty()
+                && args.iter().all(settled)
+        }
+        _ => false,
+    }
 }
 
 /// Rounds until nothing cheaper is found.
@@ -250,7 +288,8 @@ fn simplify_leaves(e: &Expr, cx: &mut Ctx) -> Expr {
         return e.clone();
     }
     if is_operator(e) {
-        let kids: Vec<Expr> = e.children().iter().map(|c| simplify_leaves(c, cx)).collect();
+        let kids: SmallVec<[Expr; 3]> =
+            e.children().iter().map(|c| simplify_leaves(c, cx)).collect();
         if kids.iter().zip(e.children()).all(|(a, b)| a.ptr_eq(b)) {
             return e.clone();
         }
@@ -281,8 +320,14 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     }
     let leaves = std::mem::take(&mut analysis.leaves);
     let shape: Shape = (nodes, leaves.iter().map(|(x, f)| (x.ty(), *f, builtin(x))).collect());
-    let (best, saturated, size) = match cx.shapes.get(&shape) {
-        Some(r) => r.clone(),
+    // A run this simplification made, else one the process kept.
+    let known = cx.shapes.get(&shape).cloned().or_else(|| {
+        let r = shared_run(cx.limits, &shape)?;
+        cx.shapes.insert(shape.clone(), r.clone());
+        Some(r)
+    });
+    let (best, saturated, size) = match known {
+        Some(r) => r,
         None => {
             analysis.leaves = leaves.clone();
             let mut g = KGraph::new(analysis);
@@ -307,6 +352,7 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             let root = runner.egraph.find(root);
             let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
             let r = (best, saturated, runner.egraph.total_size());
+            keep_shared_run(cx.limits, &shape, &r);
             cx.shapes.insert(shape, r.clone());
             r
         }
@@ -320,6 +366,52 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
         }
         _ => (e.clone(), saturated),
     }
+}
+
+/// What an e-graph run found (its best expression, whether it saturated, the e-nodes it
+/// built): a function of its input's [`Shape`] and the node and round limits alone.
+type Run = (RecExpr<Node>, bool, usize);
+
+/// E-graph runs kept for the whole process, by node limit, round limit and [`Shape`]: the
+/// same shapes come back in every simplification (the second `simplify` of the `-O`
+/// pipeline meets the first one's, and generated kernels of one family share their index
+/// shapes), and a run's result depends on nothing else, so taking a kept one gives exactly
+/// what running it would, charged the same work. At most [`SHARED_RUNS`] are kept (then
+/// the table starts over), so memory stays bounded.
+type SharedRuns = Mutex<HashMap<(usize, usize, Shape), Run>>;
+
+/// The most e-graph runs [`SharedRuns`] keeps.
+const SHARED_RUNS: usize = 4096;
+
+fn shared_runs() -> &'static SharedRuns {
+    static RUNS: OnceLock<SharedRuns> = OnceLock::new();
+    RUNS.get_or_init(Default::default)
+}
+
+/// Forgets every e-graph run the process kept, so that the next simplification builds its
+/// e-graphs anew (tests compare its results with those of kept runs).
+#[doc(hidden)]
+pub fn forget_kept_runs() {
+    shared_runs().lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+/// A kept run of `shape` under `limits`, if there is one.
+fn shared_run(limits: &Limits, shape: &Shape) -> Option<Run> {
+    // A panic elsewhere while the lock was held left the table as it was between two
+    // whole operations: it is still good.
+    let runs = shared_runs().lock().unwrap_or_else(|p| p.into_inner());
+    // The key is built to look it up (its shape cloned): only where a kernel meets a
+    // shape for the first time, a few times per kernel.
+    runs.get(&(limits.nodes, limits.iterations, shape.clone())).cloned()
+}
+
+/// Keeps `run`, the e-graph run of `shape` under `limits`.
+fn keep_shared_run(limits: &Limits, shape: &Shape, run: &Run) {
+    let mut runs = shared_runs().lock().unwrap_or_else(|p| p.into_inner());
+    if runs.len() >= SHARED_RUNS {
+        runs.clear();
+    }
+    runs.insert((limits.nodes, limits.iterations, shape.clone()), run.clone());
 }
 
 /// True if `r` fails as `e` does, with the same first error ([`crate::origin`]), the nodes
@@ -404,8 +496,13 @@ fn opaque(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             (e2, f)
         }
         ExprNode::Intrinsic { op, args } => {
-            let new: Vec<Expr> = args.iter().map(&mut sub).collect();
-            let consts: Option<Vec<_>> = new.iter().map(|a| a.as_imm().copied()).collect();
+            let new: SmallVec<[Expr; 3]> = args.iter().map(&mut sub).collect();
+            // The constants are gathered only when every operand is one.
+            let consts: Option<SmallVec<[Imm; 3]>> = if new.iter().all(|a| a.as_imm().is_some()) {
+                new.iter().map(|a| a.as_imm().copied()).collect()
+            } else {
+                None
+            };
             if let Some(Ok(k)) = consts.map(|c| eval::intrinsic(*op, &c)) {
                 if !op.is_approximate() {
                     return (Expr::imm(k), false);
@@ -472,7 +569,7 @@ pub struct StmtSimplifier {
 struct CtxState {
     work_left: usize,
     memo: ExprMap<Option<Expr>>,
-    shapes: HashMap<Shape, (RecExpr<Node>, bool, usize)>,
+    shapes: HashMap<Shape, Run>,
 }
 
 impl StmtSimplifier {

@@ -16,6 +16,7 @@
 
 use kiln_ir::eval;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, UnOp};
+use smallvec::SmallVec;
 
 use super::lang::is_operator;
 
@@ -62,8 +63,13 @@ pub fn presimplify(e: &Expr) -> Expr {
             }
         }
         ExprNode::Intrinsic { op, args } => {
-            let new: Vec<Expr> = args.iter().map(presimplify).collect();
-            let consts: Option<Vec<Imm>> = new.iter().map(|a| a.as_imm().copied()).collect();
+            let new: SmallVec<[Expr; 3]> = args.iter().map(presimplify).collect();
+            // The constants are gathered only when every operand is one.
+            let consts: Option<SmallVec<[Imm; 3]>> = if new.iter().all(|a| a.as_imm().is_some()) {
+                new.iter().map(|a| a.as_imm().copied()).collect()
+            } else {
+                None
+            };
             if let Some(Ok(k)) = consts.map(|c| eval::intrinsic(*op, &c)) {
                 if !op.is_approximate() {
                     return Expr::imm(k);
@@ -82,7 +88,7 @@ pub fn presimplify(e: &Expr) -> Expr {
 
 /// An operator node: children first, then the rules at the top.
 fn operator(e: &Expr) -> Expr {
-    let kids: Vec<Expr> = e.children().iter().map(|c| presimplify(c)).collect();
+    let kids: SmallVec<[Expr; 3]> = e.children().iter().map(|c| presimplify(c)).collect();
     let changed = kids.iter().zip(e.children()).any(|(a, b)| !a.ptr_eq(b));
     let node = match e.node() {
         ExprNode::Unary { op, .. } => unary(*op, kids[0].clone()),
@@ -99,7 +105,7 @@ fn operator(e: &Expr) -> Expr {
 }
 
 /// `e` with its children replaced by `kids` (in order).
-pub(super) fn rebuild(e: &Expr, kids: Vec<Expr>) -> Expr {
+pub(super) fn rebuild(e: &Expr, kids: SmallVec<[Expr; 3]>) -> Expr {
     let mut k = kids.into_iter();
     let mut next = || k.next().unwrap_or_else(|| Expr::bool(false));
     match e.node() {
