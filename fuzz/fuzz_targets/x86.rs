@@ -26,8 +26,8 @@ fn lanes_case(data: &[u8]) {
     let ix = |k: usize| INDEX[byte(k) % INDEX.len()];
     // Operations of the lanes beyond + - *: min/max, abs/sqrt/fma/rounding, select, casts
     // (saturating), integer division by divisors that may be 0 or -1, 8/16-bit integers, a
-    // `for` per lane.
-    const OPS: [&str; 9] = [
+    // `for` per lane, vector loads.
+    const OPS: [&str; 10] = [
         "acc + a[i & 63u32]",
         "max(acc, a[x & 63u32]) - min(acc, 0.5)",
         "select(acc > 1.0, sqrt(abs(acc)), fma(acc, 0.5, (x as f32)))",
@@ -38,6 +38,9 @@ fn lanes_case(data: &[u8]) {
         "select((x as bool) != (acc < 0.0), -acc, acc * 2.0)",
         // 8/16-bit integers in 32-bit lanes: wrapping, shifts, saturating casts.
         "acc + ((((x as u8) * 37u8 + (x as u8)) >> 3u8) as f32) - (((acc * 100.0) as i16) as f32)",
+        // A vector load: misaligned where `n` and `i` are odd, its last lane past `a`'s end
+        // where `x & 15` is 15.
+        "acc + extract(vload4(a, (x & 15u32) * 4u32 + (i & n & 1u32)), 3) * 0.5",
     ];
     let op = OPS[byte(11) % OPS.len()];
     let cond = if byte(4) % 2 == 0 { "t < n" } else { "t < (x & 3u32) + n" };
