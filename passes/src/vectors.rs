@@ -22,7 +22,7 @@
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode, Type,
+    walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode, Type,
     Var, Visitor,
 };
 
@@ -43,14 +43,12 @@ pub enum VectorLowering {
 
 /// True if `k` has any vector-typed value, vector load or vector store.
 pub fn uses_vectors(k: &Kernel) -> bool {
+    // Statements only: each expression says in O(1) whether it holds a vector
+    // (`Expr::has_vector`), so no expression tree is walked.
     struct Find(bool);
     impl Visitor for Find {
         fn visit_expr(&mut self, e: &Expr) {
-            if self.0 || e.ty().is_vector() || matches!(e.node(), ExprNode::Extract { .. }) {
-                self.0 = true;
-                return;
-            }
-            walk_expr(self, e)
+            self.0 |= e.has_vector();
         }
         fn visit_stmt(&mut self, s: &Stmt) {
             if self.0 {
@@ -65,12 +63,69 @@ pub fn uses_vectors(k: &Kernel) -> bool {
             }
         }
     }
-    // The walk recurses: bound the depth first, as every other walk does (a no-op unless
-    // some expression is deeper than `MAX_EXPR_DEPTH`).
-    let k = kiln_ir::depth::bound_kernel(k);
     let mut f = Find(false);
     f.visit_stmt(k.body());
     f.0
+}
+
+/// True if `k`'s vectors are already in the memory form that [`lower_vectors`] with
+/// [`VectorLowering::Memory`] gives, up to the `let`s it adds for lanes: every vector value
+/// is a `let` bound to a `vloadN` (vectors read only lane by lane, `extract(v, k)` of such
+/// a variable) or the value of a `vstore`, as that variable or as a vector built from one
+/// scalar per lane. Then the lowering would only bind `let v_k = extract(v', k)` for each
+/// lane and read `v_k` where `extract(v, k)` was: a target that binds a vector `let` to
+/// its lanes and reads a lane from that binding (the PTX backend) lowers `k` as it is to
+/// the same code, without the rewrite. Scalar trees are skipped in O(1)
+/// ([`Expr::has_vector`]). A kernel without vectors is in the memory form.
+pub fn in_memory_form(k: &Kernel) -> bool {
+    /// No vector in `e` but lane reads of variables.
+    fn lanes_of_vars(e: &Expr) -> bool {
+        if !e.has_vector() {
+            return true;
+        }
+        match e.node() {
+            ExprNode::Extract { a, .. } => a.as_var().is_some(),
+            _ if e.ty().is_vector() => false,
+            _ => e.children().into_iter().all(lanes_of_vars),
+        }
+    }
+    struct Check(bool);
+    impl Visitor for Check {
+        fn visit_expr(&mut self, e: &Expr) {
+            self.0 = self.0 && lanes_of_vars(e);
+        }
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if !self.0 {
+                return;
+            }
+            match s.node() {
+                StmtNode::Let { var, value } if var.ty().is_vector() => match value.node() {
+                    ExprNode::VecLoad { index, .. } => self.visit_expr(index),
+                    _ => self.0 = false,
+                },
+                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. }
+                    if var.ty().is_vector() =>
+                {
+                    self.0 = false
+                }
+                StmtNode::VecStore { index, value, .. } => {
+                    self.visit_expr(index);
+                    match value.node() {
+                        ExprNode::Var(_) => {}
+                        // One scalar per lane (a broadcast binds its scalar first).
+                        ExprNode::Vector { elems, .. } if elems.len() > 1 => {
+                            elems.iter().for_each(|x| self.visit_expr(x))
+                        }
+                        _ => self.0 = false,
+                    }
+                }
+                _ => walk_stmt(self, s),
+            }
+        }
+    }
+    let mut c = Check(true);
+    c.visit_stmt(k.body());
+    c.0
 }
 
 /// Lowers the vectors of `k` to the form `how` asks for (see the module docs); `k` itself
@@ -364,9 +419,7 @@ impl Lower {
     }
 }
 
-/// True if `e` has a vector anywhere inside (a lane read is how a scalar holds one).
+/// True if `e` has a vector anywhere inside (a lane read is how a scalar holds one). O(1).
 fn has_vector(e: &Expr) -> bool {
-    e.ty().is_vector()
-        || matches!(e.node(), ExprNode::Extract { .. })
-        || e.children().into_iter().any(has_vector)
+    e.has_vector()
 }
