@@ -10,13 +10,14 @@ use kiln_ir::{
     walk_expr, walk_stmt, AddrSpace, AtomicOp, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm,
     Intrinsic, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
 };
+use kiln_passes::vectors::{stmt_in_memory_form, StmtLanes};
 
 mod expr;
 mod matrix;
 mod vector;
 mod wgmma;
 
-use super::regs::{arith_ty, bits_ty, mem_ty, Class, Reg, RegFile, Val};
+use super::regs::{arith_ty, bits_ty, imm_val, mem_ty, Class, Reg, RegFile, Val};
 use super::{Options, OFFSET_PARAMS};
 
 type R<T> = Result<T, String>;
@@ -45,14 +46,21 @@ enum Binding {
 
 /// Which built-ins a kernel reads, and its local arrays.
 #[derive(Default)]
-struct Scan {
+struct Scan<'k> {
     builtins: Vec<(Builtin, u8)>,
     locals: Vec<(String, Scalar, u32)>,
     /// Local arrays only: the expressions (most of a kernel) are not walked.
     locals_only: bool,
+    /// The kernel scanned, for `vlanes`.
+    kernel: Option<&'k Kernel>,
+    /// The vector lowering of statements not in the memory form that read a built-in for
+    /// the first time: they are walked as they are lowered, since built-ins are numbered
+    /// in the order they are first read (lowering may bind a lane's operand first). Its
+    /// own, so that the lowering in `Lower` names its lanes as if it alone ran.
+    vlanes: Option<StmtLanes<'k>>,
 }
 
-impl Visitor for Scan {
+impl Visitor for Scan<'_> {
     fn visit_expr(&mut self, e: &Expr) {
         if self.locals_only {
             return;
@@ -69,6 +77,20 @@ impl Visitor for Scan {
         if let StmtNode::Alloc { var, count } = s.node() {
             if let Type::Ptr(AddrSpace::Local, elem) = var.ty() {
                 self.locals.push((var.name().to_string(), elem, *count));
+            }
+        }
+        if !self.locals_only && !stmt_in_memory_form(s) {
+            // Only the order in which built-ins are first read matters: a statement that
+            // reads none for the first time is not lowered.
+            let mut first = Scan::default();
+            walk_stmt(&mut first, s);
+            if first.builtins.iter().any(|b| !self.builtins.contains(b)) {
+                let kernel = self.kernel.expect("a kernel to scan");
+                let l = self.vlanes.get_or_insert_with(|| StmtLanes::new(kernel));
+                for t in l.lower(s) {
+                    walk_stmt(self, &t);
+                }
+                return;
             }
         }
         walk_stmt(self, s)
@@ -104,6 +126,8 @@ struct Lower<'k> {
     local_align: u64,
     /// True once a `setmaxnreg` is lowered: the entry then declares its register budget.
     setmaxnreg: bool,
+    /// Vector lowering for the statements that are not in the memory form.
+    vlanes: StmtLanes<'k>,
 }
 
 /// Lowers one kernel to a `.visible .entry` (no module header).
@@ -127,6 +151,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         addrs: HashMap::new(),
         offsets: HashMap::new(),
         fast: kernel.attrs().fast_math,
+        vlanes: StmtLanes::new(kernel),
     };
     let name = kernel.name();
     let mut params = Vec::new();
@@ -171,7 +196,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         params.push(format!("\t.param .u32 {o}"));
     }
 
-    let mut scan = Scan::default();
+    let mut scan = Scan { kernel: Some(kernel), ..Scan::default() };
     scan.visit_stmt(kernel.body());
     l.prologue(&scan)?;
     l.block(kernel.body())?;
@@ -423,10 +448,35 @@ impl Lower<'_> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
+        if !stmt_in_memory_form(s) {
+            return self.stmt_lanes(s);
+        }
+        self.stmt_direct(s)
+    }
+
+    /// A simple statement with lane-wise vector operations, lowered to the memory form first
+    /// (see `super::prepare`); a vector `let` is then bound to its lanes' values.
+    fn stmt_lanes(&mut self, s: &Stmt) -> R<()> {
+        for t in self.vlanes.lower(s) {
+            self.stmt_direct(&t)?;
+        }
+        if let StmtNode::Let { var, .. } = s.node() {
+            if var.ty().is_vector() {
+                let lanes: Vec<Expr> = self.vlanes.lanes_of(var.name()).unwrap_or(&[]).to_vec();
+                let vals = lanes.iter().map(|e| self.expr(e, None)).collect::<R<Vec<_>>>()?;
+                self.bind(var.name(), Binding::Vector(vals));
+            }
+        }
+        Ok(())
+    }
+
+    /// A statement in the memory form.
+    fn stmt_direct(&mut self, s: &Stmt) -> R<()> {
         match s.node() {
             StmtNode::Let { var, value } if var.ty().is_vector() => {
                 let lanes = self.vexpr(value)?;
                 let lanes = lanes.into_iter().map(|v| self.snapshot(v)).collect();
+                self.vlanes.bound_by_target(var.name());
                 self.bind(var.name(), Binding::Vector(lanes));
             }
             StmtNode::VecStore { buf, index, value } => self.vstore(buf, index, value)?,
@@ -596,7 +646,7 @@ impl Lower<'_> {
         self.scopes.pop();
         r?;
         let p = self.fresh(Class::Pred);
-        if s == Val::Imm("1".into()) {
+        if s == imm_val(1) {
             // v < hi <= MAX, so v + 1 cannot wrap.
             self.ins(format_args!("add.{ty} {v}, {v}, 1"));
             self.ins(format_args!("setp.lt.{ty} {p}, {v}, {h}"));
@@ -686,7 +736,7 @@ impl Lower<'_> {
     }
 
     /// The address operand of `m[index]`: one `mad.wide` (none for a constant index).
-    fn addr(&mut self, m: &Mem, index: &Expr) -> R<String> {
+    fn addr(&mut self, m: &Mem, index: &Expr) -> R<Addr> {
         let size = m.elem.size_bytes() as i128;
         let it = scalar(index.ty())?;
         if !it.is_int() {
@@ -696,7 +746,7 @@ impl Lower<'_> {
         if let Some(i) = index.as_imm().and_then(Imm::as_i128) {
             let off = i * size;
             if (i32::MIN as i128..=i32::MAX as i128).contains(&off) {
-                return Ok(if off == 0 { format!("[{base}]") } else { format!("[{base}+{off}]") });
+                return Ok(Addr::new(base, off as i64));
             }
         }
         let (i, off) = match self.split_offset(index)? {
@@ -704,7 +754,7 @@ impl Lower<'_> {
             _ => (self.expr(index, None)?, 0),
         };
         let a = self.addr_reg(base, it, size, i);
-        Ok(if off == 0 { format!("[{a}]") } else { format!("[{a}+{off}]") })
+        Ok(Addr::new(a, off as i64))
     }
 
     /// `index` as `x + C` with `C > 0` when its type is a signed integer: a `+` or `add3`
@@ -782,6 +832,40 @@ impl Lower<'_> {
             }
         }
         a
+    }
+}
+
+/// A memory operand, `[base]` or `[base+off]` (a `struct`, not text: the address of every
+/// access was a `String`, and vector accesses parsed it back to add a lane's offset).
+#[derive(Clone, Copy, Debug)]
+struct Addr {
+    base: Reg,
+    off: i64,
+    /// Whether `+off` is written even when it is 0 (a lane's offset added to a negative one).
+    explicit: bool,
+}
+
+impl Addr {
+    fn new(base: Reg, off: i64) -> Addr {
+        Addr { base, off, explicit: off != 0 }
+    }
+
+    /// This address `bytes` further on (`bytes` 0: the same operand).
+    fn plus(self, bytes: usize) -> Addr {
+        if bytes == 0 {
+            return self;
+        }
+        Addr { base: self.base, off: self.off + bytes as i64, explicit: true }
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.explicit {
+            write!(f, "[{}+{}]", self.base, self.off)
+        } else {
+            write!(f, "[{}]", self.base)
+        }
     }
 }
 

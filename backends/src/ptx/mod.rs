@@ -260,15 +260,18 @@ fn emit_kernels(
 /// (the driver did this already for builds; direct callers get the same) and every
 /// expression of bounded depth, since lowering recurses (see `kiln_ir::depth`).
 ///
-/// A kernel whose vectors are in the memory form already ([`vectors::in_memory_form`]: the
-/// `-O` pipeline's output of the generator's kernels) and whose depth is bounded is taken as
-/// it is: the vector lowering would only add a `let` per lane, which lowering binds to the
-/// lane's register without an instruction, so the PTX is the same byte for byte, without
-/// rebuilding (and freeing) the whole kernel. The depth check comes first because bounding
-/// the rewritten kernel instead could cut its trees elsewhere.
+/// A kernel of bounded depth whose vector arithmetic is all in simple statements
+/// ([`vectors::lowers_by_statement`]: the `-O` pipeline's output of the generator's kernels,
+/// whose vectors are loads, stores and, in the epilogue, `alpha * acc`) is taken as it is:
+/// lowering takes each statement that is not in the memory form through the vector lowering
+/// on its own ([`vectors::StmtLanes`]), which computes what the whole kernel's lowering
+/// computes, in the same order, and binds the rest directly (the lowering's extra `let` per
+/// lane binds a register without an instruction), so the PTX is the same byte for byte,
+/// without rebuilding (and freeing) the whole kernel. The depth check comes first because
+/// bounding the rewritten kernel instead could cut its trees elsewhere.
 fn prepare(k: &Kernel, always_lower: bool) -> Kernel {
     use kiln_passes::vectors;
-    if !always_lower && kiln_ir::depth::is_bounded(k) && vectors::in_memory_form(k) {
+    if !always_lower && kiln_ir::depth::is_bounded(k) && vectors::lowers_by_statement(k) {
         return k.clone();
     }
     kiln_ir::depth::bound_kernel(&vectors::lower_vectors(k, VectorLowering::Memory))
