@@ -166,3 +166,20 @@ fn statement_lowering_matches_on_every_kir_file() {
     }
     assert!(emitted > 50, "only {emitted} kernels found under {}", root.display());
 }
+
+/// `Expr::has_vector`, which the statement lowering relies on to skip scalar trees: set for
+/// a tree with a vector anywhere (a lane read's operand), not for scalar ones.
+#[test]
+fn has_vector_marks_the_trees_that_hold_a_vector() {
+    use kiln_ir::{AddrSpace, Expr, Scalar, Type, Var};
+    let x = Var::new("x", Type::ptr(AddrSpace::Global, Scalar::F32));
+    let i = Var::new("i", Type::U32);
+    let v = Expr::vload(&x, i.expr(), 4);
+    let lane = v.extract(2);
+    let scalar = x.load(i.expr()) * Expr::f32(2.0);
+    assert!(v.has_vector() && lane.has_vector());
+    assert!((lane.clone() + scalar.clone()).has_vector(), "a lane read inside");
+    assert!(!scalar.has_vector() && !i.expr().has_vector());
+    let v2 = Var::new("v", Type::Vector(Scalar::F32, 4));
+    assert!(v2.expr().extract(0).has_vector(), "a lane of a vector variable");
+}
