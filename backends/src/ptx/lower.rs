@@ -79,21 +79,37 @@ impl Visitor for Scan<'_> {
                 self.locals.push((var.name().to_string(), elem, *count));
             }
         }
-        if !self.locals_only && !stmt_in_memory_form(s) {
-            // Only the order in which built-ins are first read matters: a statement that
-            // reads none for the first time is not lowered.
-            let mut first = Scan::default();
-            walk_stmt(&mut first, s);
-            if first.builtins.iter().any(|b| !self.builtins.contains(b)) {
-                let kernel = self.kernel.expect("a kernel to scan");
-                let l = self.vlanes.get_or_insert_with(|| StmtLanes::new(kernel));
-                for t in l.lower(s) {
-                    walk_stmt(self, &t);
-                }
-                return;
-            }
+        let simple = !matches!(
+            s.node(),
+            StmtNode::If { .. }
+                | StmtNode::For { .. }
+                | StmtNode::While { .. }
+                | StmtNode::Block(_)
+        );
+        if self.locals_only || !simple {
+            return walk_stmt(self, s);
         }
-        walk_stmt(self, s)
+        // Only the order in which built-ins are first read matters: a statement that reads
+        // none for the first time adds nothing, and one in the memory form adds them in the
+        // order it reads them.
+        let mut first = Scan::default();
+        walk_stmt(&mut first, s);
+        if first.builtins.iter().all(|b| self.builtins.contains(b)) {
+            return;
+        }
+        if stmt_in_memory_form(s) {
+            for b in first.builtins {
+                if !self.builtins.contains(&b) {
+                    self.builtins.push(b);
+                }
+            }
+            return;
+        }
+        let kernel = self.kernel.expect("a kernel to scan");
+        let l = self.vlanes.get_or_insert_with(|| StmtLanes::new(kernel));
+        for t in l.lower(s) {
+            walk_stmt(self, &t);
+        }
     }
 }
 
@@ -250,6 +266,27 @@ impl Lower<'_> {
         self.body.push('\t');
         let _ = self.body.write_fmt(s);
         self.body.push_str(";\n");
+    }
+
+    /// Appends `op.ty d, a, b, ...` as [`Lower::ins`] would, without the formatting
+    /// machinery: the arithmetic of an unrolled kernel (the GEMM's thousands of `fma`s) is
+    /// most of its instructions.
+    fn ins_ops(&mut self, op: &str, ty: &str, d: Reg, srcs: &[&Val]) {
+        let b = &mut self.body;
+        b.push('\t');
+        b.push_str(op);
+        b.push('.');
+        b.push_str(ty);
+        b.push(' ');
+        d.push_to(b);
+        for v in srcs {
+            b.push_str(", ");
+            match v {
+                Val::Reg(r) => r.push_to(b),
+                Val::Imm(t) => b.push_str(t.as_str()),
+            }
+        }
+        b.push_str(";\n");
     }
 
     fn label(&mut self) -> String {

@@ -71,24 +71,36 @@ pub(super) struct Reg {
     pub(super) n: u32,
 }
 
+impl Reg {
+    /// Appends the register's name to `out` (what `Display` writes, without a formatter).
+    pub(super) fn push_to(self, out: &mut String) {
+        out.push_str(self.class.prefix());
+        let mut digits = [0u8; 10];
+        out.push_str(decimal(self.n, &mut digits));
+    }
+}
+
+/// `n` in decimal, written into `buf` by hand (no padding or flags to look at).
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    std::str::from_utf8(&buf[at..]).unwrap_or("?")
+}
+
 impl fmt::Display for Reg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Written piecewise, the number by hand (no padding or flags to look at): registers
-        // are printed for every operand of every instruction.
+        // Written piecewise: registers are printed for every operand of every instruction.
         f.write_str(self.class.prefix())?;
         let mut digits = [0u8; 10];
-        let mut at = digits.len();
-        let mut n = self.n;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        // ASCII digits only.
-        f.write_str(std::str::from_utf8(&digits[at..]).unwrap_or("?"))
+        f.write_str(decimal(self.n, &mut digits))
     }
 }
 

@@ -167,7 +167,7 @@ impl Lower<'_> {
                     _ => return Err(format!("`{}` on {t}", op.symbol())),
                 };
                 let d = self.dst(want, c);
-                self.ins(format_args!("{o}.{ft} {d}, {x}, {y}"));
+                self.ins_ops(o, ft, d, &[&x, &y]);
                 Ok(Val::Reg(d))
             }
             Class::B32 | Class::B64 => {
@@ -218,7 +218,7 @@ impl Lower<'_> {
                 };
                 let _ = u;
                 let d = self.dst(want, c);
-                self.ins(format_args!("{text}.{ty} {d}, {x}, {y}"));
+                self.ins_ops(text, ty, d, &[&x, &y]);
                 if wraps {
                     self.canon(t, d);
                 }
@@ -430,7 +430,7 @@ impl Lower<'_> {
             }
             Intrinsic::Fma => {
                 let d = self.dst(want, c);
-                self.ins(format_args!("fma.rn.{ty} {d}, {}, {}, {}", vals[0], vals[1], vals[2]));
+                self.ins_ops("fma.rn", ty, d, &[&vals[0], &vals[1], &vals[2]]);
                 Ok(Val::Reg(d))
             }
             _ => {
