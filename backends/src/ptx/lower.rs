@@ -7,18 +7,20 @@ use std::fmt::Write;
 
 use kiln_ir::scope::Scopes;
 use kiln_ir::{
-    walk_expr, walk_stmt, AddrSpace, AtomicOp, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm,
-    Intrinsic, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
+    AddrSpace, AtomicOp, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm, Intrinsic, Kernel, Scalar,
+    Stmt, StmtNode, Type, Visitor,
 };
 use kiln_passes::vectors::{stmt_in_memory_form, StmtLanes};
 
 mod expr;
 mod matrix;
+mod scan;
 mod vector;
 mod wgmma;
 
-use super::regs::{arith_ty, bits_ty, imm_val, mem_ty, Class, Reg, RegFile, Val};
+use super::regs::{arith_ty, bits_ty, imm_val, mem_ty, Addr, Class, Reg, RegFile, Val};
 use super::{Options, OFFSET_PARAMS};
+use scan::Scan;
 
 type R<T> = Result<T, String>;
 
@@ -42,75 +44,6 @@ enum Binding {
     Vector(Vec<Val>),
     /// A fragment: this lane's registers (see `matrix.rs` for the layout).
     Frag(Vec<Reg>),
-}
-
-/// Which built-ins a kernel reads, and its local arrays.
-#[derive(Default)]
-struct Scan<'k> {
-    builtins: Vec<(Builtin, u8)>,
-    locals: Vec<(String, Scalar, u32)>,
-    /// Local arrays only: the expressions (most of a kernel) are not walked.
-    locals_only: bool,
-    /// The kernel scanned, for `vlanes`.
-    kernel: Option<&'k Kernel>,
-    /// The vector lowering of statements not in the memory form that read a built-in for
-    /// the first time: they are walked as they are lowered, since built-ins are numbered
-    /// in the order they are first read (lowering may bind a lane's operand first). Its
-    /// own, so that the lowering in `Lower` names its lanes as if it alone ran.
-    vlanes: Option<StmtLanes<'k>>,
-}
-
-impl Visitor for Scan<'_> {
-    fn visit_expr(&mut self, e: &Expr) {
-        if self.locals_only {
-            return;
-        }
-        if let ExprNode::Builtin { kind, dim } = e.node() {
-            if !self.builtins.contains(&(*kind, *dim)) {
-                self.builtins.push((*kind, *dim));
-            }
-        }
-        walk_expr(self, e)
-    }
-
-    fn visit_stmt(&mut self, s: &Stmt) {
-        if let StmtNode::Alloc { var, count } = s.node() {
-            if let Type::Ptr(AddrSpace::Local, elem) = var.ty() {
-                self.locals.push((var.name().to_string(), elem, *count));
-            }
-        }
-        let simple = !matches!(
-            s.node(),
-            StmtNode::If { .. }
-                | StmtNode::For { .. }
-                | StmtNode::While { .. }
-                | StmtNode::Block(_)
-        );
-        if self.locals_only || !simple {
-            return walk_stmt(self, s);
-        }
-        // Only the order in which built-ins are first read matters: a statement that reads
-        // none for the first time adds nothing, and one in the memory form adds them in the
-        // order it reads them.
-        let mut first = Scan::default();
-        walk_stmt(&mut first, s);
-        if first.builtins.iter().all(|b| self.builtins.contains(b)) {
-            return;
-        }
-        if stmt_in_memory_form(s) {
-            for b in first.builtins {
-                if !self.builtins.contains(&b) {
-                    self.builtins.push(b);
-                }
-            }
-            return;
-        }
-        let kernel = self.kernel.expect("a kernel to scan");
-        let l = self.vlanes.get_or_insert_with(|| StmtLanes::new(kernel));
-        for t in l.lower(s) {
-            walk_stmt(self, &t);
-        }
-    }
 }
 
 struct Lower<'k> {
@@ -869,40 +802,6 @@ impl Lower<'_> {
             }
         }
         a
-    }
-}
-
-/// A memory operand, `[base]` or `[base+off]` (a `struct`, not text: the address of every
-/// access was a `String`, and vector accesses parsed it back to add a lane's offset).
-#[derive(Clone, Copy, Debug)]
-struct Addr {
-    base: Reg,
-    off: i64,
-    /// Whether `+off` is written even when it is 0 (a lane's offset added to a negative one).
-    explicit: bool,
-}
-
-impl Addr {
-    fn new(base: Reg, off: i64) -> Addr {
-        Addr { base, off, explicit: off != 0 }
-    }
-
-    /// This address `bytes` further on (`bytes` 0: the same operand).
-    fn plus(self, bytes: usize) -> Addr {
-        if bytes == 0 {
-            return self;
-        }
-        Addr { base: self.base, off: self.off + bytes as i64, explicit: true }
-    }
-}
-
-impl std::fmt::Display for Addr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.explicit {
-            write!(f, "[{}+{}]", self.base, self.off)
-        } else {
-            write!(f, "[{}]", self.base)
-        }
     }
 }
 

@@ -263,3 +263,37 @@ pub(super) fn imm(i: &Imm) -> Val {
         Imm::Float(_, v) => imm_val(format_args!("0d{:016X}", v.to_bits())),
     }
 }
+
+/// A memory operand, `[base]` or `[base+off]` (a `struct`, not text: the address of every
+/// access was a `String`, and vector accesses parsed it back to add a lane's offset).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Addr {
+    base: Reg,
+    off: i64,
+    /// Whether `+off` is written even when it is 0 (a lane's offset added to a negative one).
+    explicit: bool,
+}
+
+impl Addr {
+    pub(super) fn new(base: Reg, off: i64) -> Addr {
+        Addr { base, off, explicit: off != 0 }
+    }
+
+    /// This address `bytes` further on (`bytes` 0: the same operand).
+    pub(super) fn plus(self, bytes: usize) -> Addr {
+        if bytes == 0 {
+            return self;
+        }
+        Addr { base: self.base, off: self.off + bytes as i64, explicit: true }
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.explicit {
+            write!(f, "[{}+{}]", self.base, self.off)
+        } else {
+            write!(f, "[{}]", self.base)
+        }
+    }
+}
