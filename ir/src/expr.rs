@@ -692,6 +692,9 @@ struct ExprData {
     /// The binary operators in the tree, one bit each ([`binop_bit`]), kept so that a pass
     /// can skip a subtree without the operator it rewrites ([`Expr::has_binary`]).
     binops: u32,
+    /// Whether the tree has a vector-typed node (a lane read's vector operand included),
+    /// kept so that vector lowering skips scalar trees in O(1) ([`Expr::has_vector`]).
+    vector: bool,
     node: ExprNode,
     /// How error messages name the source construct this node was derived from (see
     /// [`Expr::origin`]); not part of equality, hashing or printing.
@@ -746,7 +749,7 @@ impl Expr {
         // such as fusion keys, stay stable); foldhash, not std's SipHash, because every node
         // built pays for it.
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
-        let (depth, size, may_fail, binops) = {
+        let (depth, size, may_fail, binops, vector) = {
             let kids = node_children(&node);
             let depth = 1 + kids.iter().map(|c| c.0.depth).max().unwrap_or(0);
             let size = kids.iter().fold(1u32, |n, c| n.saturating_add(c.0.size));
@@ -755,9 +758,21 @@ impl Expr {
                 _ => 0,
             };
             let binops = kids.iter().fold(own, |m, c| m | c.0.binops);
-            (depth, size, fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail), binops)
+            let may_fail = fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail);
+            let vector = ty.is_vector() || kids.iter().any(|c| c.0.vector);
+            (depth, size, may_fail, binops, vector)
         };
-        Expr(Arc::new(ExprData { ty, hash, depth, size, may_fail, binops, node, origin: None }))
+        Expr(Arc::new(ExprData {
+            ty,
+            hash,
+            depth,
+            size,
+            may_fail,
+            binops,
+            vector,
+            node,
+            origin: None,
+        }))
     }
 
     /// `node`, a rebuilt version of this node (same kind, new operands), keeping this node's
@@ -803,6 +818,7 @@ impl Expr {
             size: d.size,
             may_fail: d.may_fail,
             binops: d.binops,
+            vector: d.vector,
             node: d.node.clone(),
             origin: Some(origin),
         }))
@@ -842,6 +858,13 @@ impl Expr {
     /// O(1) (kept per node): a pass that rewrites only `op` skips the subtrees without one.
     pub fn has_binary(&self, op: BinOp) -> bool {
         self.0.binops & binop_bit(op) != 0
+    }
+
+    /// True if this expression or one of its subexpressions has a vector type (so a lane
+    /// read, `extract(v, k)`, has one: its operand `v`). O(1) (kept per node): vector
+    /// lowering skips the scalar trees, most of a kernel, without walking them.
+    pub fn has_vector(&self) -> bool {
+        self.0.vector
     }
 
     /// The number of nodes in this expression's tree, an operand used twice counted twice
@@ -1209,6 +1232,7 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 size: 1,
                 may_fail: false,
                 binops: 0,
+                vector: false,
                 node: ExprNode::Imm(Imm::Bool(false)),
                 origin: None,
             })

@@ -22,8 +22,8 @@
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode, Type,
-    Var, Visitor,
+    walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode, Type, Var,
+    Visitor,
 };
 
 use crate::util::all_names;
@@ -43,14 +43,12 @@ pub enum VectorLowering {
 
 /// True if `k` has any vector-typed value, vector load or vector store.
 pub fn uses_vectors(k: &Kernel) -> bool {
+    // Statements only: each expression says in O(1) whether it holds a vector
+    // (`Expr::has_vector`), so no expression tree is walked.
     struct Find(bool);
     impl Visitor for Find {
         fn visit_expr(&mut self, e: &Expr) {
-            if self.0 || e.ty().is_vector() || matches!(e.node(), ExprNode::Extract { .. }) {
-                self.0 = true;
-                return;
-            }
-            walk_expr(self, e)
+            self.0 |= e.has_vector();
         }
         fn visit_stmt(&mut self, s: &Stmt) {
             if self.0 {
@@ -65,12 +63,143 @@ pub fn uses_vectors(k: &Kernel) -> bool {
             }
         }
     }
-    // The walk recurses: bound the depth first, as every other walk does (a no-op unless
-    // some expression is deeper than `MAX_EXPR_DEPTH`).
-    let k = kiln_ir::depth::bound_kernel(k);
     let mut f = Find(false);
     f.visit_stmt(k.body());
     f.0
+}
+
+/// True if `e` has no vector but lane reads of variables, `extract(v, k)`. O(1) for a tree
+/// without vectors ([`Expr::has_vector`]), which is most of them.
+fn lanes_of_vars(e: &Expr) -> bool {
+    if !e.has_vector() {
+        return true;
+    }
+    match e.node() {
+        ExprNode::Extract { a, .. } => a.as_var().is_some(),
+        _ if e.ty().is_vector() => false,
+        _ => e.children().into_iter().all(lanes_of_vars),
+    }
+}
+
+/// True if the statement `s`, taken alone, is in the memory form (statements inside it are
+/// not looked at): a vector `let` is bound to a `vloadN`, a `vstore` stores a vector
+/// variable or a vector built from one scalar per lane, and every other expression in it
+/// holds vectors only as lane reads of variables. [`lower_vectors`] with
+/// [`VectorLowering::Memory`] leaves such a statement as it is, but for the lane `let`s it
+/// adds after a vector `let` and lane variables read in place of `extract`s.
+pub fn stmt_in_memory_form(s: &Stmt) -> bool {
+    match s.node() {
+        StmtNode::Let { var, value } if var.ty().is_vector() => match value.node() {
+            ExprNode::VecLoad { index, .. } => lanes_of_vars(index),
+            _ => false,
+        },
+        StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } if var.ty().is_vector() => false,
+        StmtNode::VecStore { index, value, .. } => {
+            lanes_of_vars(index)
+                && match value.node() {
+                    ExprNode::Var(_) => true,
+                    // One scalar per lane (a broadcast binds its scalar first).
+                    ExprNode::Vector { elems, .. } => {
+                        elems.len() > 1 && elems.iter().all(lanes_of_vars)
+                    }
+                    _ => false,
+                }
+        }
+        StmtNode::Let { value: e, .. }
+        | StmtNode::Decl { init: e, .. }
+        | StmtNode::Assign { value: e, .. }
+        | StmtNode::If { cond: e, .. }
+        | StmtNode::While { cond: e, .. } => lanes_of_vars(e),
+        StmtNode::Store { index, value, .. } => lanes_of_vars(index) && lanes_of_vars(value),
+        StmtNode::For { lo, hi, step, .. } => [lo, hi, step].into_iter().all(lanes_of_vars),
+        StmtNode::Call { args, .. } => args.iter().all(lanes_of_vars),
+        StmtNode::Alloc { .. } | StmtNode::Block(_) => true,
+    }
+}
+
+/// True if [`StmtLanes`] lowers `k` one statement at a time as [`lower_vectors`] with
+/// [`VectorLowering::Memory`] lowers it whole: no vector is mutable (a `var` of vector type
+/// becomes one `var` per lane, which later statements must find), and every statement with
+/// statements inside (`if`, `for`, `while`) is itself in the memory form, so that only simple
+/// statements (`let`, stores, calls, ...) are rewritten.
+pub fn lowers_by_statement(k: &Kernel) -> bool {
+    struct Check(bool);
+    impl Visitor for Check {
+        fn visit_expr(&mut self, _: &Expr) {}
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if !self.0 {
+                return;
+            }
+            match s.node() {
+                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. }
+                    if var.ty().is_vector() =>
+                {
+                    self.0 = false
+                }
+                StmtNode::If { .. } | StmtNode::For { .. } | StmtNode::While { .. } => {
+                    self.0 = stmt_in_memory_form(s);
+                    walk_stmt(self, s)
+                }
+                _ => walk_stmt(self, s),
+            }
+        }
+    }
+    let mut c = Check(true);
+    c.visit_stmt(k.body());
+    c.0
+}
+
+/// [`lower_vectors`] one simple statement at a time, for a backend that lowers the memory
+/// form itself and walks the kernel anyway: it lowers the statements that are
+/// [`stmt_in_memory_form`] as they are and asks for the others, instead of having the whole
+/// kernel rebuilt (and freed) for a few statements (the GEMM's epilogue stores
+/// `f32x4(alpha) * f32x4(...)`). For a kernel that [`lowers_by_statement`], the statements
+/// [`StmtLanes::lower`] gives, in order, with the statements in the memory form between
+/// them, compute what [`lower_vectors`]'s output computes, in the same order: only lanes of
+/// vectors the backend bound itself are read as `extract(v, k)` instead of lane variables.
+pub struct StmtLanes<'k> {
+    kernel: &'k Kernel,
+    /// Made at the first statement: most kernels never need it.
+    inner: Option<Lower>,
+}
+
+impl<'k> StmtLanes<'k> {
+    /// Lowering for the statements of `k`, in the memory form.
+    pub fn new(k: &'k Kernel) -> StmtLanes<'k> {
+        StmtLanes { kernel: k, inner: None }
+    }
+
+    /// The simple statement `s` (a `let`, `var`, assignment, store or call; not `if`, `for`,
+    /// `while` or a block) in the memory form, preceded by the `let`s its lanes need; a
+    /// vector `let` becomes one `let` per lane ([`StmtLanes::lanes_of`] names them).
+    pub fn lower(&mut self, s: &Stmt) -> Vec<Stmt> {
+        let kernel = self.kernel;
+        let l = self.inner.get_or_insert_with(|| Lower {
+            keep_memory: true,
+            lanes: HashMap::new(),
+            taken: HashSet::new(),
+            names_of: Some(kernel.clone()),
+            next: HashMap::new(),
+        });
+        let mut out = Vec::new();
+        l.stmt(s, &mut out);
+        out
+    }
+
+    /// Tells the lowering that the target bound the vector `let` named `name` itself (a
+    /// statement in the memory form): a later statement reads its lanes from that binding,
+    /// as `extract(name, k)`, not from lane variables of an earlier `let` of the same name.
+    pub fn bound_by_target(&mut self, name: &str) {
+        if let Some(l) = &mut self.inner {
+            l.lanes.remove(name);
+        }
+    }
+
+    /// The lane variables, as expressions, of the vector `let` named `name` that
+    /// [`StmtLanes::lower`] lowered last.
+    pub fn lanes_of(&self, name: &str) -> Option<&[Expr]> {
+        self.inner.as_ref()?.lanes.get(name).map(Vec::as_slice)
+    }
 }
 
 /// Lowers the vectors of `k` to the form `how` asks for (see the module docs); `k` itself
@@ -85,6 +214,7 @@ pub fn lower_vectors(k: &Kernel, how: VectorLowering) -> Kernel {
         keep_memory: how == VectorLowering::Memory,
         lanes: HashMap::new(),
         taken: all_names(k),
+        names_of: None,
         next: HashMap::new(),
     };
     let body = l.block(k.body());
@@ -102,6 +232,9 @@ struct Lower {
     /// of a loaded vector many times, and a new handle per read was much of this pass.
     lanes: HashMap<String, Vec<Expr>>,
     taken: HashSet<String>,
+    /// The kernel whose names `taken` is still to hold: read at the first fresh name (a
+    /// statement-at-a-time lowering often needs none, and the walk was a tenth of it).
+    names_of: Option<Kernel>,
     /// Per base name, where [`Lower::fresh`]'s search for an unused suffix resumes.
     next: HashMap<String, usize>,
 }
@@ -111,6 +244,9 @@ impl Lower {
         // Names are never freed, so the smallest unused suffix of `base` never lies below
         // the last one handed out (searching from 0 each time was quadratic in the lanes
         // of a kernel, which share a few bases).
+        if let Some(k) = self.names_of.take() {
+            self.taken = all_names(&k);
+        }
         let start = self.next.get(base).copied().unwrap_or(0);
         let (i, name) = (start..)
             .map(|i| (i, if i == 0 { base.to_string() } else { format!("{base}_{i}") }))
@@ -364,9 +500,7 @@ impl Lower {
     }
 }
 
-/// True if `e` has a vector anywhere inside (a lane read is how a scalar holds one).
+/// True if `e` has a vector anywhere inside (a lane read is how a scalar holds one). O(1).
 fn has_vector(e: &Expr) -> bool {
-    e.ty().is_vector()
-        || matches!(e.node(), ExprNode::Extract { .. })
-        || e.children().into_iter().any(has_vector)
+    e.has_vector()
 }

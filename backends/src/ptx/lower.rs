@@ -7,17 +7,20 @@ use std::fmt::Write;
 
 use kiln_ir::scope::Scopes;
 use kiln_ir::{
-    walk_expr, walk_stmt, AddrSpace, AtomicOp, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm,
-    Intrinsic, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
+    AddrSpace, AtomicOp, BinOp, Builtin, Expr, ExprNode, FuncKind, Imm, Intrinsic, Kernel, Scalar,
+    Stmt, StmtNode, Type, Visitor,
 };
+use kiln_passes::vectors::{stmt_in_memory_form, StmtLanes};
 
 mod expr;
 mod matrix;
+mod scan;
 mod vector;
 mod wgmma;
 
-use super::regs::{arith_ty, bits_ty, mem_ty, Class, Reg, RegFile, Val};
+use super::regs::{arith_ty, bits_ty, imm_val, mem_ty, Addr, Class, Reg, RegFile, Val};
 use super::{Options, OFFSET_PARAMS};
+use scan::Scan;
 
 type R<T> = Result<T, String>;
 
@@ -41,38 +44,6 @@ enum Binding {
     Vector(Vec<Val>),
     /// A fragment: this lane's registers (see `matrix.rs` for the layout).
     Frag(Vec<Reg>),
-}
-
-/// Which built-ins a kernel reads, and its local arrays.
-#[derive(Default)]
-struct Scan {
-    builtins: Vec<(Builtin, u8)>,
-    locals: Vec<(String, Scalar, u32)>,
-    /// Local arrays only: the expressions (most of a kernel) are not walked.
-    locals_only: bool,
-}
-
-impl Visitor for Scan {
-    fn visit_expr(&mut self, e: &Expr) {
-        if self.locals_only {
-            return;
-        }
-        if let ExprNode::Builtin { kind, dim } = e.node() {
-            if !self.builtins.contains(&(*kind, *dim)) {
-                self.builtins.push((*kind, *dim));
-            }
-        }
-        walk_expr(self, e)
-    }
-
-    fn visit_stmt(&mut self, s: &Stmt) {
-        if let StmtNode::Alloc { var, count } = s.node() {
-            if let Type::Ptr(AddrSpace::Local, elem) = var.ty() {
-                self.locals.push((var.name().to_string(), elem, *count));
-            }
-        }
-        walk_stmt(self, s)
-    }
 }
 
 struct Lower<'k> {
@@ -104,6 +75,8 @@ struct Lower<'k> {
     local_align: u64,
     /// True once a `setmaxnreg` is lowered: the entry then declares its register budget.
     setmaxnreg: bool,
+    /// Vector lowering for the statements that are not in the memory form.
+    vlanes: StmtLanes<'k>,
 }
 
 /// Lowers one kernel to a `.visible .entry` (no module header).
@@ -127,6 +100,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         addrs: HashMap::new(),
         offsets: HashMap::new(),
         fast: kernel.attrs().fast_math,
+        vlanes: StmtLanes::new(kernel),
     };
     let name = kernel.name();
     let mut params = Vec::new();
@@ -171,7 +145,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         params.push(format!("\t.param .u32 {o}"));
     }
 
-    let mut scan = Scan::default();
+    let mut scan = Scan { kernel: Some(kernel), ..Scan::default() };
     scan.visit_stmt(kernel.body());
     l.prologue(&scan)?;
     l.block(kernel.body())?;
@@ -225,6 +199,27 @@ impl Lower<'_> {
         self.body.push('\t');
         let _ = self.body.write_fmt(s);
         self.body.push_str(";\n");
+    }
+
+    /// Appends `op.ty d, a, b, ...` as [`Lower::ins`] would, without the formatting
+    /// machinery: the arithmetic of an unrolled kernel (the GEMM's thousands of `fma`s) is
+    /// most of its instructions.
+    fn ins_ops(&mut self, op: &str, ty: &str, d: Reg, srcs: &[&Val]) {
+        let b = &mut self.body;
+        b.push('\t');
+        b.push_str(op);
+        b.push('.');
+        b.push_str(ty);
+        b.push(' ');
+        d.push_to(b);
+        for v in srcs {
+            b.push_str(", ");
+            match v {
+                Val::Reg(r) => r.push_to(b),
+                Val::Imm(t) => b.push_str(t.as_str()),
+            }
+        }
+        b.push_str(";\n");
     }
 
     fn label(&mut self) -> String {
@@ -423,10 +418,35 @@ impl Lower<'_> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
+        if !stmt_in_memory_form(s) {
+            return self.stmt_lanes(s);
+        }
+        self.stmt_direct(s)
+    }
+
+    /// A simple statement with lane-wise vector operations, lowered to the memory form first
+    /// (see `super::prepare`); a vector `let` is then bound to its lanes' values.
+    fn stmt_lanes(&mut self, s: &Stmt) -> R<()> {
+        for t in self.vlanes.lower(s) {
+            self.stmt_direct(&t)?;
+        }
+        if let StmtNode::Let { var, .. } = s.node() {
+            if var.ty().is_vector() {
+                let lanes: Vec<Expr> = self.vlanes.lanes_of(var.name()).unwrap_or(&[]).to_vec();
+                let vals = lanes.iter().map(|e| self.expr(e, None)).collect::<R<Vec<_>>>()?;
+                self.bind(var.name(), Binding::Vector(vals));
+            }
+        }
+        Ok(())
+    }
+
+    /// A statement in the memory form.
+    fn stmt_direct(&mut self, s: &Stmt) -> R<()> {
         match s.node() {
             StmtNode::Let { var, value } if var.ty().is_vector() => {
                 let lanes = self.vexpr(value)?;
                 let lanes = lanes.into_iter().map(|v| self.snapshot(v)).collect();
+                self.vlanes.bound_by_target(var.name());
                 self.bind(var.name(), Binding::Vector(lanes));
             }
             StmtNode::VecStore { buf, index, value } => self.vstore(buf, index, value)?,
@@ -596,7 +616,7 @@ impl Lower<'_> {
         self.scopes.pop();
         r?;
         let p = self.fresh(Class::Pred);
-        if s == Val::Imm("1".into()) {
+        if s == imm_val(1) {
             // v < hi <= MAX, so v + 1 cannot wrap.
             self.ins(format_args!("add.{ty} {v}, {v}, 1"));
             self.ins(format_args!("setp.lt.{ty} {p}, {v}, {h}"));
@@ -686,7 +706,7 @@ impl Lower<'_> {
     }
 
     /// The address operand of `m[index]`: one `mad.wide` (none for a constant index).
-    fn addr(&mut self, m: &Mem, index: &Expr) -> R<String> {
+    fn addr(&mut self, m: &Mem, index: &Expr) -> R<Addr> {
         let size = m.elem.size_bytes() as i128;
         let it = scalar(index.ty())?;
         if !it.is_int() {
@@ -696,7 +716,7 @@ impl Lower<'_> {
         if let Some(i) = index.as_imm().and_then(Imm::as_i128) {
             let off = i * size;
             if (i32::MIN as i128..=i32::MAX as i128).contains(&off) {
-                return Ok(if off == 0 { format!("[{base}]") } else { format!("[{base}+{off}]") });
+                return Ok(Addr::new(base, off as i64));
             }
         }
         let (i, off) = match self.split_offset(index)? {
@@ -704,7 +724,7 @@ impl Lower<'_> {
             _ => (self.expr(index, None)?, 0),
         };
         let a = self.addr_reg(base, it, size, i);
-        Ok(if off == 0 { format!("[{a}]") } else { format!("[{a}+{off}]") })
+        Ok(Addr::new(a, off as i64))
     }
 
     /// `index` as `x + C` with `C > 0` when its type is a signed integer: a `+` or `add3`

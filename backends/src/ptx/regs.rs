@@ -71,11 +71,36 @@ pub(super) struct Reg {
     pub(super) n: u32,
 }
 
+impl Reg {
+    /// Appends the register's name to `out` (what `Display` writes, without a formatter).
+    pub(super) fn push_to(self, out: &mut String) {
+        out.push_str(self.class.prefix());
+        let mut digits = [0u8; 10];
+        out.push_str(decimal(self.n, &mut digits));
+    }
+}
+
+/// `n` in decimal, written into `buf` by hand (no padding or flags to look at).
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    std::str::from_utf8(&buf[at..]).unwrap_or("?")
+}
+
 impl fmt::Display for Reg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Written piecewise: registers are printed for every operand of every instruction.
         f.write_str(self.class.prefix())?;
-        fmt::Display::fmt(&self.n, f)
+        let mut digits = [0u8; 10];
+        f.write_str(decimal(self.n, &mut digits))
     }
 }
 
@@ -83,16 +108,70 @@ impl fmt::Display for Reg {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Val {
     Reg(Reg),
-    Imm(String),
+    Imm(Text),
 }
 
 impl fmt::Display for Val {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Val::Reg(r) => r.fmt(f),
-            Val::Imm(s) => f.write_str(s),
+            Val::Imm(s) => f.write_str(s.as_str()),
         }
     }
+}
+
+/// The text of an immediate, kept inline: every operand that is a constant was a `String`
+/// (an allocation, and another per copy of the operand). PTX immediates are at most 20
+/// characters (`-9223372036854775808`; `0d` and 16 hex digits for an f64).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Text {
+    len: u8,
+    bytes: [u8; 23],
+}
+
+impl Text {
+    /// The text `x` displays as; `None` past 23 bytes.
+    pub(super) fn of(x: impl fmt::Display) -> Option<Text> {
+        use fmt::Write;
+        let mut t = Text { len: 0, bytes: [0; 23] };
+        write!(t, "{x}").ok()?;
+        Some(t)
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        // Only whole `&str`s are written in (`write_str`).
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+    }
+}
+
+impl fmt::Write for Text {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let at = self.len as usize;
+        let end = at + s.len();
+        if end > self.bytes.len() {
+            return Err(fmt::Error);
+        }
+        self.bytes[at..end].copy_from_slice(s.as_bytes());
+        self.len = end as u8;
+        Ok(())
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// An immediate operand spelled as `x` displays (a number, a hex bit pattern).
+pub(super) fn imm_val(x: impl fmt::Display) -> Val {
+    Val::Imm(Text::of(x).expect("a PTX immediate fits 23 bytes"))
 }
 
 /// Hands out numbered registers per class and declares them.
@@ -162,29 +241,59 @@ pub(super) fn mem_ty(s: Scalar) -> &'static str {
 
 /// The PTX spelling of an immediate of type `s`, in the register class's view (8/16-bit
 /// integers as their 32-bit extension, floats as exact hex bit patterns).
-pub(super) fn imm(i: &Imm) -> String {
+pub(super) fn imm(i: &Imm) -> Val {
     match *i {
-        Imm::Bool(b) => (b as u8).to_string(),
+        Imm::Bool(b) => imm_val(b as u8),
         Imm::Int(t, _) => {
             let v = i.as_i128().unwrap_or(0);
             if t.bits() < 64 {
-                i32_text(t, v)
+                if t.is_signed() {
+                    imm_val(v as i32)
+                } else {
+                    imm_val(v as u32)
+                }
             } else if t.is_signed() {
-                format!("{}", v as i64)
+                imm_val(v as i64)
             } else {
-                format!("{}", v as u64)
+                imm_val(v as u64)
             }
         }
-        Imm::Float(Scalar::F16 | Scalar::BF16, _) => format!("0x{:04X}", i.to_bits()),
-        Imm::Float(Scalar::F32, _) => format!("0f{:08X}", i.to_bits()),
-        Imm::Float(_, v) => format!("0d{:016X}", v.to_bits()),
+        Imm::Float(Scalar::F16 | Scalar::BF16, _) => imm_val(format_args!("0x{:04X}", i.to_bits())),
+        Imm::Float(Scalar::F32, _) => imm_val(format_args!("0f{:08X}", i.to_bits())),
+        Imm::Float(_, v) => imm_val(format_args!("0d{:016X}", v.to_bits())),
     }
 }
 
-fn i32_text(t: Scalar, v: i128) -> String {
-    if t.is_signed() {
-        (v as i32).to_string()
-    } else {
-        (v as u32).to_string()
+/// A memory operand, `[base]` or `[base+off]` (a `struct`, not text: the address of every
+/// access was a `String`, and vector accesses parsed it back to add a lane's offset).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Addr {
+    base: Reg,
+    off: i64,
+    /// Whether `+off` is written even when it is 0 (a lane's offset added to a negative one).
+    explicit: bool,
+}
+
+impl Addr {
+    pub(super) fn new(base: Reg, off: i64) -> Addr {
+        Addr { base, off, explicit: off != 0 }
+    }
+
+    /// This address `bytes` further on (`bytes` 0: the same operand).
+    pub(super) fn plus(self, bytes: usize) -> Addr {
+        if bytes == 0 {
+            return self;
+        }
+        Addr { base: self.base, off: self.off + bytes as i64, explicit: true }
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.explicit {
+            write!(f, "[{}+{}]", self.base, self.off)
+        } else {
+            write!(f, "[{}]", self.base)
+        }
     }
 }

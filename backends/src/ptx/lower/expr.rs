@@ -2,7 +2,7 @@
 
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, UnOp};
 
-use super::super::regs::{arith_ty, bits_ty, imm, mem_ty, Class, Reg, Val};
+use super::super::regs::{arith_ty, bits_ty, imm, imm_val, mem_ty, Class, Reg, Val};
 use super::{scalar, sel_ty, Binding, Lower, R};
 
 impl Lower<'_> {
@@ -19,7 +19,7 @@ impl Lower<'_> {
                 Binding::Vector(_) => Err(format!("vector `{}` used as a scalar", v.name())),
                 Binding::Frag(_) => Err(format!("fragment `{}` used as a scalar", v.name())),
             },
-            ExprNode::Imm(i) => Ok(Val::Imm(imm(i))),
+            ExprNode::Imm(i) => Ok(imm(i)),
             ExprNode::Builtin { kind, dim } => self
                 .builtins
                 .get(&(*kind, *dim))
@@ -58,6 +58,15 @@ impl Lower<'_> {
             ExprNode::Cast { to, a } => self.cast(*to, a, want),
             ExprNode::Intrinsic { op, args } => self.intrinsic(*op, t, args, want),
             ExprNode::Extract { a, lane } => {
+                // A lane of a vector `let` (unrolled code reads each many times): that one
+                // value, without copying the others.
+                if let Some(v) = a.as_var() {
+                    if let Binding::Vector(lanes) = self.lookup(v.name())? {
+                        if let Some(x) = lanes.get(*lane as usize) {
+                            return Ok(x.clone());
+                        }
+                    }
+                }
                 let lanes = self.vexpr(a)?;
                 lanes.get(*lane as usize).cloned().ok_or_else(|| format!("lane {lane} of {a}"))
             }
@@ -147,16 +156,18 @@ impl Lower<'_> {
             }
             Class::F32 | Class::F64 => {
                 let ft = arith_ty(t);
-                let rn = if self.fast { "" } else { ".rn" };
-                let o = match op {
-                    BinOp::Add => format!("add{rn}"),
-                    BinOp::Sub => format!("sub{rn}"),
-                    BinOp::Mul => format!("mul{rn}"),
-                    BinOp::Div => "div.rn".to_string(),
+                let o = match (op, self.fast) {
+                    (BinOp::Add, false) => "add.rn",
+                    (BinOp::Sub, false) => "sub.rn",
+                    (BinOp::Mul, false) => "mul.rn",
+                    (BinOp::Add, true) => "add",
+                    (BinOp::Sub, true) => "sub",
+                    (BinOp::Mul, true) => "mul",
+                    (BinOp::Div, _) => "div.rn",
                     _ => return Err(format!("`{}` on {t}", op.symbol())),
                 };
                 let d = self.dst(want, c);
-                self.ins(format_args!("{o}.{ft} {d}, {x}, {y}"));
+                self.ins_ops(o, ft, d, &[&x, &y]);
                 Ok(Val::Reg(d))
             }
             Class::B32 | Class::B64 => {
@@ -168,7 +179,7 @@ impl Lower<'_> {
                     if let Val::Imm(_) = y {
                         if let Some(n) = b.as_imm().and_then(Imm::as_i128) {
                             if (0..bits).contains(&n) {
-                                return Val::Imm(n.to_string());
+                                return imm_val(n);
                             }
                         }
                     }
@@ -182,15 +193,15 @@ impl Lower<'_> {
                     }
                     Val::Reg(m)
                 };
-                let (text, wraps) = match op {
-                    BinOp::Add => (format!("add.{s}"), true),
-                    BinOp::Sub => (format!("sub.{s}"), true),
-                    BinOp::Mul => (format!("mul.lo.{s}"), true),
-                    BinOp::Div => (format!("div.{at}"), t.is_signed()),
-                    BinOp::Rem => (format!("rem.{at}"), false),
-                    BinOp::And => (format!("and.{bt}"), false),
-                    BinOp::Or => (format!("or.{bt}"), false),
-                    BinOp::Xor => (format!("xor.{bt}"), false),
+                let (text, ty, wraps) = match op {
+                    BinOp::Add => ("add", s, true),
+                    BinOp::Sub => ("sub", s, true),
+                    BinOp::Mul => ("mul.lo", s, true),
+                    BinOp::Div => ("div", at, t.is_signed()),
+                    BinOp::Rem => ("rem", at, false),
+                    BinOp::And => ("and", bt, false),
+                    BinOp::Or => ("or", bt, false),
+                    BinOp::Xor => ("xor", bt, false),
                     BinOp::Shl | BinOp::Shr => {
                         let m = shift_amount(self, y);
                         let x = Val::Reg(self.reg(x, c));
@@ -207,7 +218,7 @@ impl Lower<'_> {
                 };
                 let _ = u;
                 let d = self.dst(want, c);
-                self.ins(format_args!("{text} {d}, {x}, {y}"));
+                self.ins_ops(text, ty, d, &[&x, &y]);
                 if wraps {
                     self.canon(t, d);
                 }
@@ -355,9 +366,10 @@ impl Lower<'_> {
         if args.len() != op.arity() {
             return Err(format!("`{}` takes {} arguments", op.name(), op.arity()));
         }
-        let mut vals = Vec::with_capacity(args.len());
-        for a in args {
-            vals.push(self.expr(a, None)?);
+        // At most three operands, kept inline (a `Vec` was an allocation per intrinsic).
+        let mut vals = [imm_val(0), imm_val(0), imm_val(0)];
+        for (slot, a) in vals.iter_mut().zip(args) {
+            *slot = self.expr(a, None)?;
         }
         let c = Class::of(t);
         let ty = arith_ty(t);
@@ -371,15 +383,15 @@ impl Lower<'_> {
                 // 64) bits, where both wrap the same way, and re-canonicalize to the width.
                 let wide = c == Class::B64;
                 let s = if wide { "s64" } else { "s32" };
-                let a = self.reg(vals.remove(0), c);
+                let a = self.reg(vals[0].clone(), c);
                 let d = self.dst(want, c);
                 if op == Intrinsic::Mad {
-                    self.ins(format_args!("mad.lo.{s} {d}, {a}, {}, {}", vals[0], vals[1]));
+                    self.ins(format_args!("mad.lo.{s} {d}, {a}, {}, {}", vals[1], vals[2]));
                 } else {
                     // PTX has no three-input add: two adds.
                     let m = self.fresh(c);
-                    self.ins(format_args!("add.{s} {m}, {a}, {}", vals[0]));
-                    self.ins(format_args!("add.{s} {d}, {m}, {}", vals[1]));
+                    self.ins(format_args!("add.{s} {m}, {a}, {}", vals[1]));
+                    self.ins(format_args!("add.{s} {d}, {m}, {}", vals[2]));
                 }
                 self.canon(t, d);
                 Ok(Val::Reg(d))
@@ -389,10 +401,10 @@ impl Lower<'_> {
                 self.ins(format_args!("{}.{ty} {d}, {}, {}", op.name(), vals[0], vals[1]));
                 Ok(Val::Reg(d))
             }
-            Intrinsic::Abs if t.is_unsigned() => Ok(vals.remove(0)),
+            Intrinsic::Abs if t.is_unsigned() => Ok(vals[0].clone()),
             // The sign bit cleared, as for `-`: `abs.f32` may change a NaN's payload.
             Intrinsic::Abs if float => {
-                let x = self.reg(vals.remove(0), c);
+                let x = self.reg(vals[0].clone(), c);
                 let d = self.dst(want, c);
                 let (b, mask) = if c == Class::F64 {
                     ("b64", "0x7fffffffffffffff")
@@ -403,7 +415,7 @@ impl Lower<'_> {
                 Ok(Val::Reg(d))
             }
             Intrinsic::Abs => {
-                let x = self.reg(vals.remove(0), c);
+                let x = self.reg(vals[0].clone(), c);
                 let d = self.dst(want, c);
                 let ty = if float {
                     ty
@@ -418,11 +430,11 @@ impl Lower<'_> {
             }
             Intrinsic::Fma => {
                 let d = self.dst(want, c);
-                self.ins(format_args!("fma.rn.{ty} {d}, {}, {}, {}", vals[0], vals[1], vals[2]));
+                self.ins_ops("fma.rn", ty, d, &[&vals[0], &vals[1], &vals[2]]);
                 Ok(Val::Reg(d))
             }
             _ => {
-                let x = self.reg(vals.remove(0), c);
+                let x = self.reg(vals[0].clone(), c);
                 let simple = match op {
                     Intrinsic::Sqrt => Some("sqrt.rn"),
                     Intrinsic::Floor => Some("cvt.rmi"),

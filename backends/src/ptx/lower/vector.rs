@@ -5,7 +5,7 @@
 
 use kiln_ir::{Expr, ExprNode, Scalar, Var};
 
-use super::super::regs::{mem_ty, Class, Val};
+use super::super::regs::{mem_ty, Class, Reg, Val};
 use super::{st_ty, Binding, Lower, Mem, R};
 
 /// Lanes per `ld`/`st` instruction: 16 bytes at most, and 4 lanes at most.
@@ -63,14 +63,13 @@ impl Lower<'_> {
     fn vload(&mut self, buf: &Var, index: &Expr, lanes: u8) -> R<Vec<Val>> {
         let m = self.vector_mem(buf)?;
         let addr = self.addr(&m, index)?;
-        let base = addr.trim_start_matches('[').trim_end_matches(']').to_string();
         let per = chunk(m.elem);
         let mut out = Vec::with_capacity(lanes as usize);
         for start in (0..lanes as usize).step_by(per) {
             let n = per.min(lanes as usize - start);
             let regs: Vec<_> = (0..n).map(|_| self.fresh(Class::of(m.elem))).collect();
-            let list = regs.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-            let at = offset(&base, start * m.elem.size_bytes());
+            let list = RegList(&regs);
+            let at = addr.plus(start * m.elem.size_bytes());
             if n == 1 {
                 self.ins(format_args!("ld{}.{} {list}, {at}", m.space, mem_ty(m.elem)));
             } else {
@@ -85,13 +84,12 @@ impl Lower<'_> {
     pub(super) fn vstore(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
         let m = self.vector_mem(buf)?;
         let addr = self.addr(&m, index)?;
-        let base = addr.trim_start_matches('[').trim_end_matches(']').to_string();
         let lanes = self.vexpr(value)?;
         let regs: Vec<_> = lanes.into_iter().map(|v| self.reg(v, Class::of(m.elem))).collect();
         let per = chunk(m.elem);
         for (c, part) in regs.chunks(per).enumerate() {
-            let list = part.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
-            let at = offset(&base, c * per * m.elem.size_bytes());
+            let list = RegList(part);
+            let at = addr.plus(c * per * m.elem.size_bytes());
             if part.len() == 1 {
                 self.ins(format_args!("st{}.{} {at}, {list}", m.space, st_ty(m.elem)));
             } else {
@@ -103,16 +101,17 @@ impl Lower<'_> {
     }
 }
 
-/// The address operand `[base+off]` for an address `base` (a register, maybe `reg+k`).
-fn offset(base: &str, off: usize) -> String {
-    if off == 0 {
-        return format!("[{base}]");
-    }
-    match base.split_once('+') {
-        Some((r, k)) => match k.parse::<i64>() {
-            Ok(k) => format!("[{r}+{}]", k + off as i64),
-            Err(_) => format!("[{base}+{off}]"),
-        },
-        None => format!("[{base}+{off}]"),
+/// Registers written `a, b, c` (into the instruction, not through a `String` each).
+struct RegList<'a>(&'a [Reg]);
+
+impl std::fmt::Display for RegList<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, r) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            r.fmt(f)?;
+        }
+        Ok(())
     }
 }
