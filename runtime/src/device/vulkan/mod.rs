@@ -117,6 +117,14 @@ fn shared() -> Result<&'static Shared, DeviceError> {
     SHARED.get().ok_or_else(|| unavailable("the Vulkan instance was not kept"))
 }
 
+/// Held while a logical device is made or destroyed: one at a time in the process. On
+/// NVIDIA's driver (580) a `vkDestroyDevice` while another device of the process was in use
+/// or going away on another thread hung now and then inside the driver (docs/vulkan.md).
+fn lifetimes() -> std::sync::MutexGuard<'static, ()> {
+    static LIFETIMES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LIFETIMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The logical device, destroyed when the last user is gone: the device and every loaded
 /// program (whose pipeline cache must be destroyed before the device) share it.
 pub(crate) struct Owner {
@@ -127,6 +135,7 @@ impl Drop for Owner {
     fn drop(&mut self) {
         // SAFETY: the last reference: every program's objects are gone, and `run` destroys
         // its per-launch objects.
+        let _one = lifetimes();
         unsafe {
             let _ = self.device.device_wait_idle();
             self.device.destroy_device(None);
@@ -306,8 +315,11 @@ impl VulkanDevice {
         }
         dci = dci.enabled_extension_names(&ext_names);
         // SAFETY: valid create info; the device is destroyed in Drop.
-        let device = unsafe { instance.create_device(pd, &dci, None) }
-            .map_err(|e| unavailable(format!("cannot create a device on {name}: {e}")))?;
+        let device = unsafe {
+            let _one = lifetimes();
+            instance.create_device(pd, &dci, None)
+        }
+        .map_err(|e| unavailable(format!("cannot create a device on {name}: {e}")))?;
         let queue = Arc::new(RankedMutex::new(ranks::VULKAN_QUEUE, unsafe {
             device.get_device_queue(qf, 0)
         }));
