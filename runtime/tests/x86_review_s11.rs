@@ -60,19 +60,8 @@ fn iota(ty: Scalar, len: usize, seed: u32) -> Buffer {
     b
 }
 
-const STENCIL: &str = "
-kernel stencil2d(src: ptr<global, f32>, dst: ptr<global, f32>, w: u32, h: u32) {
-  let x: u32 = global_id(0);
-  let y: u32 = global_id(1);
-  if x < w && y < h {
-    let c: u32 = y * w + x;
-    if x > 0u32 && x < w - 1u32 && y > 0u32 && y < h - 1u32 {
-      dst[c] = 0.5 * src[c] + 0.125 * (src[c - 1u32] + src[c + 1u32] + src[c - w] + src[c + w]);
-    } else {
-      dst[c] = src[c];
-    }
-  }
-}";
+/// The example the cpu suite runs (`examples/stencil2d.kir`).
+const STENCIL: &str = include_str!("../../examples/stencil2d.kir");
 
 /// The stencil with global offsets in both dimensions (ids start past the grid, so `c`
 /// indexes with the offset in it), its source and destination windows of one buffer

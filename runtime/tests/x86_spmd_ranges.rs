@@ -26,19 +26,8 @@ fn range_tests(k: &kiln_ir::Kernel) -> usize {
         .count()
 }
 
-const STENCIL: &str = "
-kernel stencil2d(src: ptr<global, f32>, dst: ptr<global, f32>, w: u32, h: u32) {
-  let x: u32 = global_id(0);
-  let y: u32 = global_id(1);
-  if x < w && y < h {
-    let c: u32 = y * w + x;
-    if x > 0u32 && x < w - 1u32 && y > 0u32 && y < h - 1u32 {
-      dst[c] = 0.5 * src[c] + 0.125 * (src[c - 1u32] + src[c + 1u32] + src[c - w] + src[c + w]);
-    } else {
-      dst[c] = src[c];
-    }
-  }
-}";
+/// The example the cpu suite runs (`examples/stencil2d.kir`).
+const STENCIL: &str = include_str!("../../examples/stencil2d.kir");
 
 /// The 2-D stencil as the benchmark writes it, over grids whose width is not a multiple of
 /// 8, narrower and wider than the launch, one column wide, empty, and with a buffer one row
