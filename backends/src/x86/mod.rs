@@ -390,12 +390,16 @@ fn compile_known(
     let checked = !opts.unchecked;
     let g = gen::Gen::new(k.params(), k.body(), checked)?;
     let param_slots = g.param_slots();
+    // The lanes' form of the kernel's vector accesses (see spmd/vectors.rs), made once for
+    // both the batch code and the region loops.
+    let lanes_k =
+        if kiln_passes::vectors::uses_vectors(&k) { spmd::split_vectors(&k) } else { k.clone() };
     let vector = if opts.scalar {
         Err("scalar code was asked for".to_string())
     } else if !avx2() {
         Err("this CPU has no AVX2".to_string())
     } else {
-        spmd::generate(&spmd::split_vectors(&k), &param_slots, &g.mems, known)?
+        spmd::generate(&lanes_k, &param_slots, &g.mems, known)?
     };
     let (vector, no_spmd) = match vector {
         Ok(v) => (Some(v), None),
@@ -423,8 +427,7 @@ fn compile_known(
         Some(v) => {
             let mut code = mapped(v)?;
             if code.n_barriers > 0 {
-                let split = spmd::split_vectors(&k);
-                if let Ok(r) = spmd::generate_regions(&split, &param_slots, &g.mems)? {
+                if let Ok(r) = spmd::generate_regions(&lanes_k, &param_slots, &g.mems)? {
                     code.regions = Some(Box::new(mapped(r)?));
                 }
             }

@@ -37,7 +37,6 @@ pub(super) fn is_split_name(name: &str) -> bool {
 /// `k` with its vector loads and stores split as the module docs say (`k` itself if it
 /// has none).
 pub(crate) fn split(k: &Kernel) -> Kernel {
-    // (Returns `k` itself when nothing changed.)
     Split::default().mutate_kernel(k)
 }
 
