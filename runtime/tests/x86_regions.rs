@@ -945,6 +945,42 @@ fn reduction_rounds_address_tile_by_constant_indices() {
     }
 }
 
+/// The reduction's rounds of strides 4, 2 and 1 run the group's first batch under a mask
+/// of its first 4, 2 and 1 lanes, known when the code is generated: they load and store
+/// only those lanes' elements, with plain 16-, 8- and 4-byte accesses (a store of them is
+/// then forwarded to the next round's loads; after a masked store, or into an 8-lane load
+/// over two stores, a load waits for the stores to reach the cache, which was most of the
+/// reduction's time). The results are the interpreter's (`constant_first_batch_masks_agree`
+/// and `random_known_reductions_agree` run such rounds three ways).
+#[test]
+fn reduction_last_rounds_access_only_their_lanes() {
+    if !avx2() {
+        return kiln_ir::testing::skip("region loops need AVX2, which this CPU lacks");
+    }
+    let reduce = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap();
+    let listing = region_listing(&reduce.kernels[0]);
+    let has = |prefix: &str, suffix: &str| {
+        listing.lines().any(|l| {
+            let i = l.trim().split_once("  ").map_or("", |(_, i)| i.trim());
+            i.starts_with(prefix) && i.ends_with(suffix)
+        })
+    };
+    // Stride 4: `tile[lid + 4]` from 16 bytes in, the sum stored as 16 bytes.
+    assert!(has("vmovups xmm1,[", "+10h]"), "{listing}");
+    assert!(has("vmovups [", "],xmm0"), "{listing}");
+    // Stride 2: 8 bytes; stride 1: 4 bytes.
+    assert!(has("vmovq xmm1,[", "+8]") && has("vmovq [", "],xmm0"), "{listing}");
+    assert!(has("vmovss xmm1,[", "+4]") && has("vmovss [", "],xmm0"), "{listing}");
+    let x: Vec<f32> = (0..1000).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+    for n in [1000u32, 960, 1] {
+        let groups = n.div_ceil(64);
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::F32, groups as usize)];
+        let r = NdRange::new(&[groups * 64]).with_local(&[64]);
+        assert!(three_ways(&reduce.kernels[0], &r, &args, &bufs), "n={n}");
+    }
+}
+
 /// A number as iced's listing writes it: below 10 plain, else in hex with an `h` (and a
 /// leading 0 before a letter).
 fn listing_number(v: u32) -> String {

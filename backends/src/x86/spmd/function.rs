@@ -90,6 +90,7 @@ fn generate_inner(
         dctl: 0,
         div_vars: uniform::divergent_vars(k),
         may_fault: false,
+        const_mask: None,
         alive: 0,
         fault_lane: 0,
         tmp_i: 0,

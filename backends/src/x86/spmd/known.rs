@@ -192,10 +192,12 @@ impl V {
                 }
                 self.a.vmovups(ymmword_ptr(r15 + t), ymm0)?;
                 let outer = self.mask.replace(t);
+                let outer_lanes = self.const_mask.replace((t, m));
                 self.dctl += 1;
                 self.block(then)?;
                 self.dctl -= 1;
                 self.mask = outer;
+                self.const_mask = outer_lanes;
                 Ok(())
             }
         }

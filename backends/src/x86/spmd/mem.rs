@@ -362,7 +362,16 @@ impl V {
         // load is never read.)
         if kind == Kind::Contig {
             if let Some(m) = self.lane0_operand(index, t)? {
-                self.a.vmovups(YMM[d], m)?;
+                // Under a mask known now, only the elements up to its last lane: a narrower
+                // load that a store of those lanes just before forwards to (an 8-lane load
+                // over two stores, or over a masked one, waits for them to reach the cache:
+                // most of a tree reduction's last rounds).
+                match self.known_lanes().map(|l| lanes_width(l, false)) {
+                    Some(1) => self.a.vmovss(XMM[d], dword_ptr(m))?,
+                    Some(2) => self.a.vmovq(XMM[d], qword_ptr(m))?,
+                    Some(4) => self.a.vmovups(XMM[d], xmmword_ptr(m))?,
+                    _ => self.a.vmovups(YMM[d], ymmword_ptr(m))?,
+                }
                 return Ok(());
             }
         }
@@ -444,6 +453,7 @@ impl V {
     /// constant displacement where lane 0's index is known when the code is generated (in
     /// a batch of known `local_id(0)`, at `local_id(0)` plus a constant: no instruction),
     /// else from `rax` ([`V::lane0_to_eax`]); `None` (no code) for other indices.
+    /// (The operand has no size: the caller gives it the access's.)
     fn lane0_operand(&mut self, index: &Expr, t: u32) -> R<Option<AsmMemoryOperand>> {
         if !self.proven_certain(index, t) {
             return Ok(None);
@@ -451,13 +461,19 @@ impl V {
         // (Proven: every lane's index is below 2^31; the displacement must fit 32 bits.)
         if let Some(k) = self.known_lane0(index).filter(|k| u64::from(*k) * 4 <= i32::MAX as u64) {
             let base = self.base(t)?;
-            return Ok(Some(ymmword_ptr(base + (k as i32) * 4)));
+            return Ok(Some(base + (k as i32) * 4));
         }
         if !self.lane0_to_eax(index, t)? {
             return Ok(None);
         }
         let base = self.base(t)?;
-        Ok(Some(ymmword_ptr(base + rax * 4)))
+        Ok(Some(base + rax * 4))
+    }
+
+    /// The lanes the current control mask holds, when they are known as the code is
+    /// generated (bit k: lane k; see [`V::const_mask_block`]).
+    fn known_lanes(&self) -> Option<u8> {
+        self.const_mask.filter(|&(slot, _)| self.mask == Some(slot)).map(|(_, lanes)| lanes)
     }
 
     /// The `let` register holding `e`, if `e` is a name bound in one.
@@ -575,11 +591,20 @@ impl V {
         }
         if kind == Kind::Contig {
             if let Some(m) = self.lane0_operand(index, t)? {
-                if self.mask.is_none() {
-                    self.a.vmovups(m, ymm0)?;
-                } else {
-                    self.active(2)?;
-                    self.a.vmaskmovps(m, ymm2, ymm0)?;
+                // Under a mask known now whose lanes are the first 1, 2 or 4 and all alive:
+                // a plain store of those lanes, which later loads of them are forwarded
+                // from (never from a masked store).
+                let alive = !self.may_fault || self.fresh();
+                let narrow = self.known_lanes().filter(|_| alive).map(|l| lanes_width(l, true));
+                match (self.mask, narrow) {
+                    (None, _) => self.a.vmovups(ymmword_ptr(m), ymm0)?,
+                    (Some(_), Some(1)) => self.a.vmovss(dword_ptr(m), xmm0)?,
+                    (Some(_), Some(2)) => self.a.vmovq(qword_ptr(m), xmm0)?,
+                    (Some(_), Some(4)) => self.a.vmovups(xmmword_ptr(m), xmm0)?,
+                    (Some(_), _) => {
+                        self.active(2)?;
+                        self.a.vmaskmovps(ymmword_ptr(m), ymm2, ymm0)?;
+                    }
                 }
                 return Ok(());
             }
@@ -704,5 +729,24 @@ impl V {
             }
             _ => None,
         }
+    }
+}
+
+/// The elements (1, 2, 4 or 8) a contiguous access of 32-bit lanes touches for the lanes
+/// `lanes` (bit k: lane k): for a load (`exact` false), those up to the last lane (what the
+/// others load is never read); for a store (`exact`), 8 unless the lanes are exactly the
+/// first 1, 2 or 4 (a store must not write the others).
+fn lanes_width(lanes: u8, exact: bool) -> u32 {
+    let upto = 8 - lanes.leading_zeros();
+    let width = match upto {
+        0 | 1 => 1,
+        2 => 2,
+        3 | 4 => 4,
+        _ => 8,
+    };
+    if exact && u32::from(lanes) != (1u32 << width) - 1 {
+        8
+    } else {
+        width
     }
 }

@@ -296,6 +296,10 @@ struct V {
     hoisted_ranges: Vec<hoist::Range>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
+    /// A control mask whose lanes are known as the code is generated (`known.rs`): its
+    /// slot and lanes (bit k: lane k). It says which lanes the mask holds while `mask` is
+    /// that slot, which lets accesses touch only those lanes' elements (`mem.rs`).
+    const_mask: Option<(i32, u8)>,
     /// Divergent-control depth (divergent `if`s and `while`s around the code).
     dctl: usize,
     /// Names of `var`s that are not batch-uniform.
