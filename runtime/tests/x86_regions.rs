@@ -981,6 +981,84 @@ fn reduction_last_rounds_access_only_their_lanes() {
     }
 }
 
+/// A tree reduction that fixes no group size, its stride starting from `local_size(0)`:
+/// each launch's group size gets the kernel compiled for it (`X86Program::for_group`), whose
+/// rounds are unrolled with the last ones under lane masks known when the code is generated
+/// (narrow accesses, as for `examples/reduce.kir`); sizes that are not whole batches, and
+/// kernels that fix their size, get none. Run through the cpu device (build, load, launch)
+/// at several group sizes and odd lengths, with a fault in one case, it agrees with the
+/// interpreter, results and errors.
+#[test]
+fn reductions_compiled_for_their_launch_group_size_agree() {
+    let src = "kernel r(x: ptr<global, f32>, partial: ptr<global, f32>, n: u32) {
+          local tile: f32[64];
+          let gid: u32 = global_id(0);
+          let lid: u32 = local_id(0);
+          if gid < n { tile[lid] = x[gid]; } else { tile[lid] = 0.0; }
+          var stride: u32 = local_size(0) / 2u32;
+          while stride > 0u32 {
+            barrier(local);
+            if lid < stride { tile[lid] = tile[lid] + tile[lid + stride]; }
+            stride = stride / 2u32;
+          }
+          barrier(local);
+          if lid == 0u32 { partial[group_id(0)] = tile[0]; }
+        }";
+    let k = kernel(src);
+    if avx2() {
+        let p = compile(&k, &X86Options::default()).unwrap();
+        assert!(p.has_region_code());
+        let fixed = p.for_group([64, 1, 1]).expect("a program for groups of 64");
+        assert_eq!(fixed.kernel().attrs().reqd_work_group_size, Some([64, 1, 1]));
+        let text = fixed.disassemble();
+        assert!(text.contains("vmovss [") && text.contains("vmovq ["), "{text}");
+        // Kept: the same program for the next launch of the size.
+        assert!(std::sync::Arc::ptr_eq(&fixed, &p.for_group([64, 1, 1]).unwrap()));
+        for local in [[12, 1, 1], [8, 2, 1]] {
+            assert!(p.for_group(local).is_none(), "{local:?}");
+        }
+        assert!(fixed.for_group([64, 1, 1]).is_none(), "a fixed size is not fixed again");
+        let general = X86Options { general_groups: true, ..X86Options::default() };
+        assert!(compile(&k, &general).unwrap().for_group([64, 1, 1]).is_none());
+    }
+    let options =
+        kiln_runtime::device::registry::OpenOptions { threads: Some(2), ..Default::default() };
+    let Some(dev) = kiln_ir::testing::require(
+        "KILN_REQUIRE_TOOLS",
+        kiln_runtime::device::cpu::CpuDevice::open(&options),
+    ) else {
+        return;
+    };
+    use kiln_runtime::Device;
+    let verified = kiln_ir::Verified::kernel(k.clone()).unwrap();
+    let program = dev.load(&dev.build(&verified, &Default::default()).unwrap()).unwrap();
+    let h = dev.kernel(&program, "r").unwrap();
+    for (local, n) in [(64u32, 1000u32), (16, 999), (8, 77), (24, 500), (64, 1), (32, 4097)] {
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+        let groups = n.div_ceil(local);
+        // Groups of more than 64 items would reach past `tile`: a fault, as in the source.
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::F32, groups as usize)];
+        let r = NdRange::new(&[groups * local]).with_local(&[local]);
+        let mut want = bufs.to_vec();
+        let want_r = kiln_ir::interp::run(&k, &r, &args, &mut want);
+        let mut got = bufs.to_vec();
+        let got_r = dev.run(&h, &r, &args, &mut got);
+        assert_eq!(want_r.is_ok(), got_r.is_ok(), "local {local} n {n}: {got_r:?}");
+        assert_eq!(want, got, "local {local} n {n}");
+        assert!(three_ways(&k, &r, &args, &bufs) == avx2());
+    }
+    // Groups of 128 reach past `tile` (64 elements): the interpreter's error.
+    let x = Buffer::from_slice(&vec![1.0f32; 256]);
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(256)];
+    let r = NdRange::new(&[256]).with_local(&[128]);
+    let bufs = [x, Buffer::zeroed(Scalar::F32, 2)];
+    let want = kiln_ir::interp::run(&k, &r, &args, &mut bufs.to_vec()).unwrap_err();
+    let got = dev.run(&h, &r, &args, &mut bufs.to_vec()).unwrap_err();
+    assert!(got.to_string().contains(&want.to_string()), "{got} / {want}");
+    assert!(three_ways(&k, &r, &args, &bufs) == avx2());
+}
+
 /// A number as iced's listing writes it: below 10 plain, else in hex with an `h` (and a
 /// leading 0 before a letter).
 fn listing_number(v: u32) -> String {

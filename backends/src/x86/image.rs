@@ -542,6 +542,9 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         no_spmd,
         sums,
         counted,
+        fixed: Default::default(),
+        // (No body to compile.)
+        resizable: false,
     })
 }
 

@@ -121,6 +121,9 @@ pub struct X86Options {
     pub unchecked: bool,
     /// Never use the 8-lane AVX2 code (see [`X86Program::has_spmd`]), only the scalar code.
     pub scalar: bool,
+    /// Never compile the kernel for a launch's group size ([`X86Program::for_group`]):
+    /// every launch runs the code compiled now (tests use it to run that code).
+    pub general_groups: bool,
 }
 
 /// Why a kernel could not be compiled, inside the backend; it leaves as a [`BackendError`].
@@ -210,7 +213,18 @@ pub struct X86Program {
     /// The kernel counting straight into a buffer instead of its local bins, which runs a
     /// launch that meets its conditions (`spmd/counted.rs`).
     counted: Option<Box<CountedCode>>,
+    /// This kernel's programs with its work-group size fixed to a launch's, by that size
+    /// (`None`: it could not be compiled), made at the first launch of the size
+    /// ([`X86Program::for_group`]).
+    fixed: std::sync::Mutex<Vec<(u32, Option<std::sync::Arc<X86Program>>)>>,
+    /// Whether [`X86Program::for_group`] may compile programs ([`X86Options::general_groups`]
+    /// off, and a body to compile).
+    resizable: bool,
 }
+
+/// At most this many group sizes get programs of their own ([`X86Program::for_group`]); a
+/// launch of yet another size runs on the kernel's general code.
+const MAX_FIXED_SIZES: usize = 8;
 
 /// A program of [`spmd::counted`]'s kernel and when it runs instead of its parent's.
 struct CountedCode {
@@ -448,7 +462,18 @@ fn compile_known(
             .map(|program| Box::new(CountedCode { program, param: c.param, bins: c.bins })),
         None => None,
     };
-    Ok(X86Program { kernel: k, checked, param_slots, scalar, spmd, no_spmd, sums, counted })
+    Ok(X86Program {
+        kernel: k,
+        checked,
+        param_slots,
+        scalar,
+        spmd,
+        no_spmd,
+        sums,
+        counted,
+        fixed: Default::default(),
+        resizable: !opts.general_groups,
+    })
 }
 
 /// Generates and maps the scalar code of `k` (see gen.rs).
@@ -548,6 +573,48 @@ impl X86Program {
     /// runs batches round by round.
     pub fn has_region_code(&self) -> bool {
         self.spmd.as_ref().is_some_and(|v| v.regions.is_some())
+    }
+
+    /// For a launch of local size `local`: this kernel's program with its work-group size
+    /// fixed to that size, as `#reqd_work_group_size(L, 1, 1)` fixes it, compiled at the
+    /// first launch of the size and kept (for up to [`MAX_FIXED_SIZES`] sizes). Its region
+    /// loops know `local_size(0)`: a tree reduction whose stride starts from it is unrolled
+    /// round by round, its last rounds under lane masks known when the code is generated.
+    /// The same kernel launched at the size it is fixed to, so the same results and errors.
+    /// `None` where it would not differ: a kernel without region-loop code, one that fixes
+    /// its size already, a local size that is not `[L, 1, 1]` with `L` a multiple of 8, a
+    /// program loaded from an image (it has no body).
+    pub fn for_group(&self, local: [u32; 3]) -> Option<std::sync::Arc<X86Program>> {
+        let [l, 1, 1] = local else { return None };
+        if l % 8 != 0 || self.kernel.attrs().reqd_work_group_size.is_some() {
+            return None;
+        }
+        if !self.resizable || !self.has_region_code() {
+            return None;
+        }
+        let mut fixed = self.fixed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, p)) = fixed.iter().find(|(size, _)| *size == l) {
+            return p.clone();
+        }
+        if fixed.len() == MAX_FIXED_SIZES {
+            return None;
+        }
+        let mut attrs = self.kernel.attrs().clone();
+        attrs.reqd_work_group_size = Some([l, 1, 1]);
+        let k = Kernel::with_attrs(
+            self.kernel.name(),
+            self.kernel.params().to_vec(),
+            attrs,
+            self.kernel.body().clone(),
+        );
+        // The kernel is compiled already (after `-O`, if that was asked for).
+        let opts = X86Options { unchecked: !self.checked, ..X86Options::default() };
+        let p = compile_known(&k, &opts, &[])
+            .ok()
+            .filter(X86Program::has_region_code)
+            .map(std::sync::Arc::new);
+        fixed.push((l, p.clone()));
+        p
     }
 
     /// The buffer parameter (by position) a histogram's local bins are counted straight

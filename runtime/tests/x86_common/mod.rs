@@ -29,7 +29,12 @@ pub fn three_ways(k: &Kernel, range: &NdRange, args: &[Arg], bufs: &[Buffer]) ->
     let scalar = compile(k, &X86Options { scalar: true, ..X86Options::default() }).unwrap();
     assert!(!scalar.has_spmd());
     let mut has = false;
-    for opts in [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }] {
+    // (Also with the code compiled for every group size: a kernel with barriers that fixes
+    // no size runs on a program compiled for the launch's otherwise.)
+    let general = X86Options { general_groups: true, ..X86Options::default() };
+    for opts in
+        [X86Options::default(), X86Options { optimize: true, ..X86Options::default() }, general]
+    {
         let vector = compile(k, &opts).unwrap();
         has |= vector.has_spmd();
         for p in [&scalar, &vector] {

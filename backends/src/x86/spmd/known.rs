@@ -26,7 +26,7 @@
 use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{walk_mutate_expr, Expr, ExprNode, Imm, Mutator, Stmt, StmtNode};
+use kiln_ir::{walk_mutate_expr, Builtin, Expr, ExprNode, Imm, Mutator, Stmt, StmtNode};
 use kiln_passes::util::{fold_node, mutable_names};
 
 use super::{R, V};
@@ -37,15 +37,25 @@ pub(super) const MAX_ROUNDS: usize = 32;
 /// Nor those whose rounds would hold more statements than this in all.
 const MAX_STATEMENTS: usize = 512;
 
-/// Replaces known names by their values and folds what becomes constant.
-struct Subst<'a>(&'a HashMap<String, Imm>);
+/// Replaces known names by their values, and `local_size` by the group's size where the
+/// kernel fixes it (`#reqd_work_group_size(L, 1, 1)`), and folds what becomes constant.
+struct Subst<'a>(&'a HashMap<String, Imm>, Option<u64>);
 
 impl Mutator for Subst<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        if let ExprNode::Var(v) = e.node() {
-            if let Some(&i) = self.0.get(v.name()) {
-                return Expr::imm(i);
+        match e.node() {
+            ExprNode::Var(v) => {
+                if let Some(&i) = self.0.get(v.name()) {
+                    return Expr::imm(i);
+                }
             }
+            ExprNode::Builtin { kind: Builtin::LocalSize, dim } => {
+                if let Some(l) = self.1 {
+                    // (Fixed sizes are `[L, 1, 1]`, and L fits a u32.)
+                    return Expr::u32(if *dim == 0 { l as u32 } else { 1 });
+                }
+            }
+            _ => {}
         }
         let e2 = walk_mutate_expr(self, e);
         if e2.ptr_eq(e) {
@@ -59,8 +69,8 @@ impl Mutator for Subst<'_> {
 }
 
 /// `e`'s value given the known names `env`, if constant.
-fn value(e: &Expr, env: &HashMap<String, Imm>) -> Option<Imm> {
-    let v = *Subst(env).mutate_expr(e).as_imm()?;
+fn value(e: &Expr, env: &HashMap<String, Imm>, local: Option<u64>) -> Option<Imm> {
+    let v = *Subst(env, local).mutate_expr(e).as_imm()?;
     (e.ty().scalar() == Some(v.scalar())).then_some(v)
 }
 
@@ -72,7 +82,7 @@ impl V {
 
     /// After a group `let`, `var` or assignment of `name` to `e`: known if constant.
     pub(super) fn learn(&mut self, name: &str, e: &Expr) {
-        match value(e, &self.regions().known) {
+        match value(e, &self.regions().known, self.regions().group_size) {
             Some(v) => self.known().insert(name.to_string(), v),
             None => self.known().remove(name),
         };
@@ -98,12 +108,13 @@ impl V {
             _ => None,
         };
         let mut env = self.regions().known.clone();
+        let local = self.regions().group_size;
         let mut rounds: Vec<Vec<Stmt>> = Vec::new();
         let mut declared = HashSet::new();
         let mut assigned = Vec::new();
         let mut size = 0;
         loop {
-            match value(cond, &env) {
+            match value(cond, &env, local) {
                 Some(Imm::Bool(true)) => {}
                 Some(Imm::Bool(false)) => break,
                 _ => return Ok(false),
@@ -114,7 +125,7 @@ impl V {
             let mut round = Vec::new();
             for s in body {
                 if let Some((var, e, decl)) = group_value(self, s) {
-                    let Some(v) = value(&e, &env) else { return Ok(false) };
+                    let Some(v) = value(&e, &env, local) else { return Ok(false) };
                     env.insert(var.name().to_string(), v);
                     if decl {
                         declared.insert(var.name().to_string());
@@ -129,7 +140,7 @@ impl V {
                     return Ok(false);
                 }
                 size += 1;
-                round.push(Subst(&env).mutate_stmt(s));
+                round.push(Subst(&env, local).mutate_stmt(s));
             }
             rounds.push(round);
             if size > MAX_STATEMENTS {

@@ -261,8 +261,12 @@ impl<'a> Exec<'a> {
         buffers: &mut [Buffer],
         opts: &CpuRunOptions,
     ) -> Result<(), LaunchError> {
-        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let launch = resolve_launch(self.kernel, range).map_err(|m| self.launch_error(m))?;
+        if let Some(p) = self.prog.for_group(launch.local) {
+            // The kernel compiled for this group size (it fixes no size of its own).
+            return Exec::of(&p).run_on(pool, range, args, buffers, opts);
+        }
+        let raw: Vec<RawBuffer> = buffers.iter_mut().map(RawBuffer::of).collect();
         let n = launch.group_count();
         let parts = (pool.threads() as u64).min(n);
         if parts <= 1 || n.saturating_mul(launch.group_size()) <= INLINE_ITEMS {
@@ -374,6 +378,10 @@ impl<'a> Exec<'a> {
         if let Some(c) = self.counted_for(launch, args, buffers) {
             // SAFETY: the caller's promise; the program has the same parameters.
             return unsafe { Exec::of(c).run_groups(launch, args, buffers, groups, opts, alone) };
+        }
+        if let Some(p) = self.prog.for_group(launch.local) {
+            // SAFETY: the caller's promise; the same kernel, compiled for this group size.
+            return unsafe { Exec::of(&p).run_groups(launch, args, buffers, groups, opts, alone) };
         }
         // The thread's blocks from its last launch (none if a launch is running below this
         // one on the same thread, which then keeps its own).
