@@ -77,8 +77,11 @@ pub struct CpuDevice {
     /// group size, with their binary: loading that binary gives these programs, which keep
     /// their kernel and so can compile it for a launch's group size
     /// ([`X86Program::for_group`]); a program decoded from an image has no body to compile.
-    built: Mutex<VecDeque<(Vec<u8>, Vec<Arc<X86Program>>)>>,
+    built: Mutex<VecDeque<KeptBuild>>,
 }
+
+/// A binary [`Device::build`] made and the programs it compiled for it.
+type KeptBuild = (Vec<u8>, Vec<Arc<X86Program>>);
 
 /// How many builds [`CpuDevice::built`] keeps.
 const KEPT_BUILDS: usize = 16;
