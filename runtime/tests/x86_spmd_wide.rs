@@ -460,11 +460,10 @@ fn ledger_kernels() -> Vec<(String, &'static str, Kernel)> {
     v
 }
 
-/// The documented fallbacks (docs/cpu.md): conversions between i64/u64 and f32, and f64
-/// `sin`/`cos`. Everything else in the ledger must get 8-lane code, and every
-/// fallback must say why naming the type.
+/// The documented fallback (docs/cpu.md): f64 `sin`/`cos`. Everything else in the ledger
+/// must get 8-lane code, and every fallback must say why naming the type.
 fn documented_fallback(t: &str, fam: &str) -> bool {
-    (matches!(t, "i64" | "u64") && fam == "casts") || (t == "f64" && fam == "math")
+    t == "f64" && fam == "math"
 }
 
 #[test]
@@ -485,8 +484,8 @@ fn fallback_ledger_every_type_and_operation_family() {
         }
     }
     assert!(wrong.is_empty(), "fallbacks differ from the documented ones:\n{}", wrong.join("\n"));
-    // i64 and u64: `casts` each, f64: `math`.
-    assert_eq!(count, 1 + 1 + 1, "documented fallbacks");
+    // f64: `math`.
+    assert_eq!(count, 1, "documented fallbacks");
     // The ledger's kernels run the same three ways, fallback or not.
     for (t, fam, k) in ledger_kernels() {
         if fam == "math" || t == "f16" {

@@ -444,3 +444,153 @@ proptest! {
         prop_assert_eq!(three_ways(&k, &r, &args, &int_bufs()), avx2(), "{}", k);
     }
 }
+
+/// The conversions between i64/u64 and the floats in the lanes (`int64.rs`): from f32 and
+/// f64 truncated and saturating (NaN 0, past either end the type's bound), to f32 rounded
+/// once (also above 2^53, where the lanes round to odd first) and to f64 — on values at
+/// every edge (2^53 and its neighbours, f32 ties and values just past them, ±2^63, 2^64,
+/// the largest doubles below them) and on random bits, each kernel getting vector code.
+fn conversion_cases(xs: &[f32], ds: &[f64], ps: &[i64], qs: &[u64]) {
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, d: ptr<global, f64>, p: ptr<global, i64>, q: ptr<global, u64>,
+                  op: ptr<global, i64>, oq: ptr<global, u64>, of: ptr<global, f32>, o: ptr<global, f64>) {
+           let i: u32 = global_id(0);
+           op[i] = (x[i] as i64) ^ ((d[i] as i64) << 1i64);
+           oq[i] = (x[i] as u64) ^ ((d[i] as u64) << 1u64);
+           op[i + 64u32] = d[i] as i64;
+           oq[i + 64u32] = d[i] as u64;
+           of[i] = p[i] as f32;
+           of[i + 64u32] = q[i] as f32;
+           o[i] = (p[i] as f64) + ((q[i] as f32) as f64);
+         }",
+    );
+    assert_eq!(fallback(&k), None, "{k}");
+    let pick = |n: usize, j: usize| (j * 7 + j / 9) % n;
+    let bufs = vec![
+        Buffer::from_slice(&(0..64).map(|j| xs[pick(xs.len(), j)]).collect::<Vec<_>>()),
+        Buffer::from_slice(&(0..64).map(|j| ds[pick(ds.len(), j)]).collect::<Vec<_>>()),
+        Buffer::from_slice(&(0..64).map(|j| ps[pick(ps.len(), j)]).collect::<Vec<_>>()),
+        Buffer::from_slice(&(0..64).map(|j| qs[pick(qs.len(), j)]).collect::<Vec<_>>()),
+        Buffer::zeroed(Scalar::I64, 128),
+        Buffer::zeroed(Scalar::U64, 128),
+        Buffer::zeroed(Scalar::F32, 128),
+        Buffer::zeroed(Scalar::F64, 64),
+    ];
+    let args: Vec<Arg> = (0..8).map(Arg::Buffer).collect();
+    for local in [8u32, 64] {
+        let r = NdRange::new(&[64]).with_local(&[local]);
+        assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{k}");
+    }
+}
+
+#[test]
+fn i64_u64_float_conversions_round_and_saturate_as_the_interpreter() {
+    let two = |e: i32| 2f64.powi(e);
+    let xs = [
+        0.0f32,
+        -0.0,
+        -0.5,
+        -1.0,
+        1.5,
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        9.223372e18,
+        -9.223372e18,
+        1.8446743e19,
+        1.8446744e19,
+        4294967296.0,
+        -4294967296.0,
+        16777217.0,
+        3.4e38,
+        -3.4e38,
+        1e-40,
+    ];
+    let ds = [
+        0.0,
+        -0.0,
+        -0.9,
+        -1.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        two(63),
+        two(63) - 1024.0,
+        -two(63),
+        -two(63) - 2048.0,
+        two(64),
+        two(64) - 2048.0,
+        two(53) + 2.0,
+        -two(53) - 2.0,
+        4294967296.5,
+        4294967295.9,
+        -4294967297.0,
+        2147483648.0,
+        -2147483648.5,
+        1e300,
+        -1e300,
+        123456789012.75,
+    ];
+    let ps = [
+        0i64,
+        1,
+        -1,
+        i64::MIN,
+        i64::MAX,
+        1 << 53,
+        (1 << 53) + 1,
+        -(1 << 53) - 1,
+        -(1 << 53),
+        (1 << 24) + 1,
+        (1 << 60) + (1 << 36),
+        (1 << 60) + (1 << 36) + 1,
+        (1 << 60) + (1 << 36) - 1,
+        (1 << 60) + (3 << 36),
+        -(1 << 60) - (1 << 36),
+        -(1 << 60) - (1 << 36) - 1,
+        0x0123_4567_89ab_cdef,
+        -0x0123_4567_89ab_cdef,
+        (1 << 62) + 0x7ff,
+        (1 << 62) + 0x800,
+    ];
+    let qs = [
+        0u64,
+        1,
+        u64::MAX,
+        u64::MAX - 0x7ff,
+        1 << 63,
+        (1 << 63) + (1 << 39),
+        (1 << 63) + (1 << 39) + 1,
+        (1 << 63) + (3 << 39),
+        1 << 53,
+        (1 << 53) + 1,
+        (1 << 54) + 3,
+        0xfedc_ba98_7654_3210,
+        (1 << 24) + 1,
+        (1 << 40) + (1 << 16),
+    ];
+    conversion_cases(&xs, &ds, &ps, &qs);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// The conversions on random bits (every exponent of the floats, every magnitude of the
+    /// integers) and random values near the ranges' ends.
+    #[test]
+    fn random_i64_u64_float_conversions_agree(
+        xb in prop::collection::vec(any::<u32>(), 16),
+        db in prop::collection::vec(any::<u64>(), 16),
+        dv in prop::collection::vec(-2e19f64..2e19, 8),
+        pb in prop::collection::vec(any::<i64>(), 16),
+        shift in 0u32..64,
+    ) {
+        let xs: Vec<f32> = xb.iter().map(|&b| f32::from_bits(b)).collect();
+        let mut ds: Vec<f64> = db.iter().map(|&b| f64::from_bits(b)).collect();
+        ds.extend(dv);
+        let ps: Vec<i64> = pb.iter().map(|&v| v >> (shift % 64)).collect();
+        let qs: Vec<u64> = pb.iter().map(|&v| (v as u64) >> (shift % 64)).collect();
+        conversion_cases(&xs, &ds, &ps, &qs);
+    }
+}

@@ -14,6 +14,12 @@ impl V {
     /// their sum rounds once.
     pub(super) fn int64_to_f64(&mut self, signed: bool, a: &Expr, d: usize) -> R<()> {
         self.expr64(a, d)?;
+        self.int64_lanes_to_f64(signed, d)
+    }
+
+    /// [`V::int64_to_f64`] of the qword lanes already in `ymm{d}`, `ymm{d+1}`
+    /// (`ymm{d+2}`, `ymm{d+3}` temporaries).
+    fn int64_lanes_to_f64(&mut self, signed: bool, d: usize) -> R<()> {
         let sign = self.imm_slot(0x8000_0000);
         let k = self.q_slot(F64_M2P31);
         let two32 = self.q_slot(0x41f0_0000_0000_0000);
@@ -36,6 +42,115 @@ impl V {
             self.a.vcvtdq2pd(u, XMM[d + 3])?;
             self.a.vsubpd(u, u, k)?;
             self.a.vaddpd(p, t, u)?;
+        }
+        Ok(())
+    }
+
+    /// i64/u64 `a` as f32 into `ymm{d}`, correctly rounded (`ymm{d+1..d+3}` temporaries).
+    /// Below 2^53 in magnitude the f64 conversion is exact, so rounding it to f32 rounds
+    /// once. Above, the value is first rounded to odd at 2^11 (the low 11 bits cleared and
+    /// bit 11 set if any was: exact in f64, 53 bits at most), then converted exactly, then
+    /// rounded to f32: rounding to odd with at least two bits to spare below the target's
+    /// last bit (f32's is 2^30 or more there) and then to nearest even is rounding once.
+    pub(super) fn int64_to_f32(&mut self, signed: bool, a: &Expr, d: usize) -> R<()> {
+        self.expr64(a, d)?;
+        let low = self.q_slot(0x7ff);
+        let high = self.q_slot(!0x7ff);
+        let (t, u) = (YMM[d + 2], YMM[d + 3]);
+        let limits = if signed {
+            Some((self.q_slot((1 << 53) - 1), self.q_slot((-(1i64 << 53)) as u64)))
+        } else {
+            None
+        };
+        let zero = self.q_slot(0);
+        for h in 0..2 {
+            let p = YMM[d + h];
+            // `t`: all ones in the lanes of magnitude 2^53 or more.
+            match limits {
+                Some((above, below)) => {
+                    self.a.vpcmpgtq(t, p, above)?;
+                    self.a.vmovdqu(u, below)?;
+                    self.a.vpcmpgtq(u, u, p)?;
+                    self.a.vpor(t, t, u)?;
+                }
+                None => {
+                    self.a.vpsrlq(t, p, 53)?;
+                    self.a.vpcmpeqq(t, t, zero)?;
+                    self.a.vpcmpeqd(u, u, u)?;
+                    self.a.vpxor(t, t, u)?;
+                }
+            }
+            // `u`: the value rounded to odd at 2^11.
+            self.a.vpand(u, p, low)?;
+            self.a.vpaddq(u, u, low)?;
+            self.a.vpor(u, u, p)?;
+            self.a.vpand(u, u, high)?;
+            self.a.vblendvpd(p, p, u, t)?;
+        }
+        self.int64_lanes_to_f64(signed, d)?;
+        self.a.vcvtpd2ps(XMM[d], YMM[d])?;
+        self.a.vcvtpd2ps(XMM[d + 1], YMM[d + 1])?;
+        self.a.vinsertf128(YMM[d], YMM[d], XMM[d + 1], 1)?;
+        Ok(())
+    }
+
+    /// The f64 lanes in `ymm{d}`, `ymm{d+1}` as i64 or u64 (`unsigned`), truncated toward
+    /// zero and saturating, NaN giving 0, as `kiln_ir::eval::cast` (`ymm{d+2}`, `ymm{d+3}`
+    /// temporaries). The truncated value t is split into hi = floor(t / 2^32) and lo = t -
+    /// hi * 2^32 in [0, 2^32), both exact in f64 and each converted as a dword; then hi << 32
+    /// | lo. i64: NaN lanes cleared first, below -2^63 clamped to it, at 2^63 and above
+    /// i64::MAX. u64: NaN and negative lanes 0 (`max` with 0 takes the 0 for a NaN), at
+    /// 2^64 and above u64::MAX.
+    pub(super) fn f64_to_int64(&mut self, unsigned: bool, d: usize) -> R<()> {
+        let (t, u) = (YMM[d + 2], YMM[d + 3]);
+        let zero = self.q_slot(0);
+        let limit =
+            self.q_slot(if unsigned { 0x43f0_0000_0000_0000 } else { 0x43e0_0000_0000_0000 });
+        let min = self.q_slot(0xc3e0_0000_0000_0000);
+        let scale_down = self.q_slot(0x3df0_0000_0000_0000);
+        let scale_up = self.q_slot(0x41f0_0000_0000_0000);
+        let m2p31 = self.q_slot(F64_M2P31);
+        let sign = self.imm_slot(0x8000_0000);
+        let max = self.q_slot(i64::MAX as u64);
+        for h in 0..2 {
+            let p = YMM[d + h];
+            if unsigned {
+                self.a.vmaxpd(p, p, zero)?;
+            } else {
+                self.a.vcmppd(t, p, p, super::CMP_ORD_Q)?;
+                self.a.vandpd(p, p, t)?;
+                self.a.vmaxpd(p, p, min)?;
+            }
+            // Toward zero, no precision exception.
+            self.a.vroundpd(p, p, 0x0b)?;
+            self.a.vcmppd(t, p, limit, super::CMP_GE_OQ)?;
+            // u: hi; p: lo (scaling by powers of two is exact).
+            self.a.vmulpd(u, p, scale_down)?;
+            self.a.vroundpd(u, u, 0x09)?;
+            self.a.vmulpd(u, u, scale_up)?;
+            self.a.vsubpd(p, p, u)?;
+            self.a.vmulpd(u, u, scale_down)?;
+            // Each as a dword: lo in [0, 2^32) through lo - 2^31; hi likewise for u64, and
+            // in [-2^31, 2^31) for i64 (out of range it is blended away below).
+            self.a.vaddpd(p, p, m2p31)?;
+            self.a.vcvttpd2dq(XMM[d + h], p)?;
+            self.a.vpxor(XMM[d + h], XMM[d + h], xmmword_ptr(r15 + sign))?;
+            if unsigned {
+                self.a.vaddpd(u, u, m2p31)?;
+            }
+            self.a.vcvttpd2dq(XMM[d + 3], u)?;
+            if unsigned {
+                self.a.vpxor(XMM[d + 3], XMM[d + 3], xmmword_ptr(r15 + sign))?;
+            }
+            self.a.vpmovzxdq(p, XMM[d + h])?;
+            self.a.vpmovzxdq(u, XMM[d + 3])?;
+            self.a.vpsllq(u, u, 32)?;
+            self.a.vpor(p, p, u)?;
+            if unsigned {
+                self.a.vpor(p, p, t)?;
+            } else {
+                self.a.vblendvpd(p, p, max, t)?;
+            }
         }
         Ok(())
     }

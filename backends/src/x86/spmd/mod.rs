@@ -16,7 +16,7 @@
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
-//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices. Anything else — conversions between 64-bit integers and f32, f64 `sin`/`cos`, a barrier
+//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices. Anything else — f64 `sin`/`cos`, a barrier
 //! under divergent control — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).

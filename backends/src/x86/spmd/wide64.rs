@@ -22,8 +22,10 @@
 //! vector stores, others checked per-lane stores in lane order. Casts to i32/u32 (and
 //! through them to 8/16-bit integers) saturate as the interpreter's, NaN giving 0 (see
 //! `f64_to_int`). `exp` and `log` are `math64.rs`'s. Not yet in the lanes (the kernel stays
-//! on the scalar code, saying so): `sin`, `cos` of f64, conversions between i64/u64 and f32 (and from f64
-//! to them), 64-bit private arrays and atomics.
+//! on the scalar code, saying so): `sin`, `cos` of f64, 64-bit private arrays and atomics.
+//! Conversions between i64/u64 and the floats (`int64.rs`): from f32 and f64 truncated and
+//! saturating through an exact split into two dwords; to f64 rounded once; to f32 rounded
+//! once, through a rounding to odd above 2^53.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar, Type, UnOp, Var};
@@ -96,6 +98,10 @@ impl V {
             }
             ExprNode::Cast { a, .. } if is_64(a.ty()) => self.need64(a).max(4),
             ExprNode::Cast { a, .. } if a.ty() == Type::BOOL => self.need_cond(a).max(2),
+            // (From a float to i64/u64: two temporaries, `f64_to_int64`.)
+            ExprNode::Cast { a, .. } if is_int64(e.ty()) && a.ty().is_float() => {
+                self.need(a).max(4)
+            }
             ExprNode::Cast { a, .. } => self.need(a).max(2),
             _ => 2,
         }
@@ -224,7 +230,23 @@ impl V {
         if is_int64(from) && to == Scalar::F64 {
             return self.int64_to_f64(from == Type::I64, a, d);
         }
-        if is_64(from) || (is_int64(to_t) && from.scalar().is_some_and(|s| s.is_float())) {
+        if is_int64(to_t) && from == Type::F16 {
+            // Exact through f32.
+            return self.cast_to64(to, &a.cast(Scalar::F32), d);
+        }
+        if is_int64(to_t) && from == Type::F64 {
+            self.expr64(a, d)?;
+            return self.f64_to_int64(to == Scalar::U64, d);
+        }
+        if is_int64(to_t) && from == Type::F32 {
+            // Exact to f64 (a NaN stays one), then as from f64.
+            self.expr(a, d)?;
+            self.a.vextracti128(XMM[d + 1], x, 1)?;
+            self.a.vcvtps2pd(y, XMM[d + 1])?;
+            self.a.vcvtps2pd(x, XMM[d])?;
+            return self.f64_to_int64(to == Scalar::U64, d);
+        }
+        if is_64(from) {
             return no(format!("a cast from {from} to {to}"));
         }
         if from == Type::BOOL {
@@ -290,6 +312,9 @@ impl V {
 
     fn cast_from64(&mut self, to: Scalar, a: &Expr, d: usize) -> R<()> {
         let (x, y) = (YMM[d], YMM[d + 1]);
+        if is_int64(a.ty()) && to == Scalar::F32 {
+            return self.int64_to_f32(a.ty() == Type::I64, a, d);
+        }
         if is_int64(a.ty()) {
             self.expr64(a, d)?;
             match to {
