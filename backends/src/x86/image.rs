@@ -33,6 +33,10 @@
 //!             u32 summed parameters, each u32 (see `sums.rs`); u8 atomics only on them
 //!             u8 counts straight into a buffer (`spmd/counted.rs`), then: u32 parameter;
 //!                          u32 bins; bytes the counting program's own image
+//!             u8 has the kernel's text, then: str the compiled kernel as `.kir` (a kernel
+//!                          with region-loop code that fixes no group size and whose text is
+//!                          all of it: no fault site named apart from its text), which a
+//!                          launch's group size is compiled from ([`X86Program::for_group`])
 //! mems:  u32 n, each: str name; u8 elem (index in Scalar::ALL);
 //!        u8 0, u32 table index | u8 1, i32 frame offset, u32 count;
 //!        u8 0 | u8 1, u32 parameter;  u8 0 | u8 1, u64 local offset, u32 count
@@ -48,7 +52,7 @@
 
 use std::sync::OnceLock;
 
-use kiln_ir::{AtomicOp, Kernel, Scalar};
+use kiln_ir::{AtomicOp, Kernel, Scalar, Stmt};
 
 use super::gen::{Mark, MemInfo, MemKind, Site};
 use super::rt::ExecCode;
@@ -59,9 +63,9 @@ use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 /// holds its whole name, backticks included, since a lane's is ``a lane of `e` ``; 5: vector code
 /// of kernels with barriers may carry region-loop code; 6: the parameters summed per thread
 /// follow, as a loaded program has no body to find them in; 7: the program counting straight
-/// into a buffer follows), so that an older
+/// into a buffer follows; 8: the kernel's text may follow), so that an older
 /// cached image is refused rather than run by a driver that expects other code.
-const MAGIC: &[u8; 8] = b"KX86IMG7";
+const MAGIC: &[u8; 8] = b"KX86IMG8";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -382,6 +386,8 @@ impl X86Program {
             w.u32(bins);
             w.bytes(&image);
         });
+        let text = self.resizable_text();
+        w.opt(text, |w, t| w.bytes(t.as_bytes()));
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&checksum(&w.0).to_le_bytes());
         out.extend_from_slice(&w.0);
@@ -526,6 +532,13 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     } else {
         None
     };
+    // The kernel, where its text came along: a launch's group size is compiled from it.
+    // (Without it, the signature alone: a body it came with is not this program's.)
+    let text = if r.flag()? { Some(kernel_of_text(sig, &r.str()?)?) } else { None };
+    let resizable = text.is_some();
+    let kernel = text.unwrap_or_else(|| {
+        Kernel::with_attrs(sig.name(), sig.params().to_vec(), sig.attrs().clone(), Stmt::block([]))
+    });
     if !r.0.is_empty() {
         return Err("trailing bytes".into());
     }
@@ -534,7 +547,7 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     let sums = OnceLock::new();
     let _ = sums.set((summed, alone));
     Ok(X86Program {
-        kernel: sig.clone(),
+        kernel,
         checked,
         param_slots,
         scalar: cell,
@@ -543,9 +556,22 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
         sums,
         counted,
         fixed: Default::default(),
-        // (No body to compile.)
-        resizable: false,
+        resizable,
     })
+}
+
+/// The kernel of an image's text: one kernel, verified, with `sig`'s name, parameters and
+/// attributes (an image for another signature is refused).
+fn kernel_of_text(sig: &Kernel, text: &str) -> Res<Kernel> {
+    let m = kiln_ir::parse_module(text).map_err(|e| format!("the kernel's text: {e}"))?;
+    let [k] = &m.kernels[..] else {
+        return Err(format!("the kernel's text holds {} kernels", m.kernels.len()));
+    };
+    if k.name() != sig.name() || k.params() != sig.params() || k.attrs() != sig.attrs() {
+        return Err(format!("the kernel's text is not of `{}`'s signature", sig.name()));
+    }
+    kiln_ir::verify_kernel(k).map_err(|e| format!("the kernel's text does not verify: {e:?}"))?;
+    Ok(k.clone())
 }
 
 /// The vector code of an image (see the layout above); its region code follows it.

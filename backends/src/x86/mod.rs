@@ -583,7 +583,8 @@ impl X86Program {
     /// The same kernel launched at the size it is fixed to, so the same results and errors.
     /// `None` where it would not differ: a kernel without region-loop code, one that fixes
     /// its size already, a local size that is not `[L, 1, 1]` with `L` a multiple of 8, a
-    /// program loaded from an image (it has no body).
+    /// program loaded from an image without the kernel's text (see `image.rs`: the text
+    /// comes along unless it would lose a fault site's name).
     pub fn for_group(&self, local: [u32; 3]) -> Option<std::sync::Arc<X86Program>> {
         let [l, 1, 1] = local else { return None };
         if l % 8 != 0 || self.kernel.attrs().reqd_work_group_size.is_some() {
@@ -615,6 +616,30 @@ impl X86Program {
             .map(std::sync::Arc::new);
         fixed.push((l, p.clone()));
         p
+    }
+
+    /// The kernel's text for its image, when [`X86Program::for_group`] may compile it and
+    /// the text is all of it: no fault site is named apart from its text
+    /// (`kiln_passes::origin`), which the text would lose.
+    fn resizable_text(&self) -> Option<String> {
+        struct Named(bool);
+        impl kiln_ir::Visitor for Named {
+            fn visit_expr(&mut self, e: &kiln_ir::Expr) {
+                self.0 |= e.origin().is_some();
+                if !self.0 {
+                    kiln_ir::walk_expr(self, e);
+                }
+            }
+        }
+        if !self.resizable
+            || !self.has_region_code()
+            || self.kernel.attrs().reqd_work_group_size.is_some()
+        {
+            return None;
+        }
+        let mut named = Named(false);
+        kiln_ir::Visitor::visit_stmt(&mut named, self.kernel.body());
+        (!named.0).then(|| self.kernel.to_string())
     }
 
     /// The buffer parameter (by position) a histogram's local bins are counted straight

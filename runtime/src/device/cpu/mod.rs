@@ -36,9 +36,8 @@
 //! assert_eq!(bufs[0].to_vec::<i32>(), Some(vec![2, 4, 6, 8]));
 //! ```
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use kiln_backends::driver;
@@ -73,18 +72,7 @@ pub struct CpuDevice {
     /// The threads launches run on, started at the first launch that has more than one
     /// work-group and parked between launches (joined when the device is dropped).
     pool: OnceLock<WorkerPool>,
-    /// The last programs [`Device::build`] compiled that have region-loop code and no fixed
-    /// group size, with their binary: loading that binary gives these programs, which keep
-    /// their kernel and so can compile it for a launch's group size
-    /// ([`X86Program::for_group`]); a program decoded from an image has no body to compile.
-    built: Mutex<VecDeque<KeptBuild>>,
 }
-
-/// A binary [`Device::build`] made and the programs it compiled for it.
-type KeptBuild = (Vec<u8>, Vec<Arc<X86Program>>);
-
-/// How many builds [`CpuDevice::built`] keeps.
-const KEPT_BUILDS: usize = 16;
 
 /// A loaded program: one compiled kernel per kernel of the module.
 struct CpuProgram(Vec<Arc<X86Program>>);
@@ -112,7 +100,6 @@ impl CpuDevice {
             vector,
             compiled: AtomicU64::new(0),
             pool: OnceLock::new(),
-            built: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -181,25 +168,9 @@ impl Device for CpuDevice {
             let image = p.to_image().map_err(|e| DeviceError::build(self.name(), e))?;
             blobs.push(("x86".to_string(), image));
         }
-        let binary = artifact::encode(&built.kernels.kernels, &blobs);
-        let resizable = |p: &X86Program| {
-            p.has_region_code() && p.kernel().attrs().reqd_work_group_size.is_none()
-        };
-        if built.output.iter().any(resizable) {
-            let mut kept = self.built.lock().unwrap_or_else(|e| e.into_inner());
-            if kept.len() == KEPT_BUILDS {
-                kept.pop_front();
-            }
-            kept.push_back((binary.clone(), built.output.into_iter().map(Arc::new).collect()));
-        }
-        Ok(binary)
+        Ok(artifact::encode(&built.kernels.kernels, &blobs))
     }
     fn load(&self, binary: &[u8]) -> Result<Handle, DeviceError> {
-        let kept = self.built.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, programs)) = kept.iter().rev().find(|(b, _)| b == binary) {
-            return Ok(Arc::new(CpuProgram(programs.clone())));
-        }
-        drop(kept);
         let load_err = |message: String| DeviceError::Load { device: self.name(), message };
         let a = artifact::decode(&self.name(), binary)?;
         if a.blobs.len() != a.signatures.len() || a.blobs.iter().any(|(kind, _)| kind != "x86") {
