@@ -981,6 +981,36 @@ fn reduction_last_rounds_access_only_their_lanes() {
     }
 }
 
+/// The reduction's first region (`if gid < n { tile[lid] = x[gid]; } else ...`) in a
+/// group wholly inside `n` runs its eight batches as a load at the batch's first id and a
+/// store at a constant displacement each: nothing reads a lane of `global_id(0)` or
+/// `local_id(0)`, so neither register is kept up to date (`vpaddd`/`vpsubd` a batch before).
+#[test]
+fn guarded_batches_that_read_no_id_lanes_keep_no_id_registers() {
+    if !avx2() {
+        return kiln_ir::testing::skip("region loops need AVX2, which this CPU lacks");
+    }
+    let reduce = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap();
+    let listing = region_listing(&reduce.kernels[0]);
+    let ins: Vec<&str> =
+        listing.lines().filter_map(|l| l.trim().split_once("  ").map(|(_, i)| i.trim())).collect();
+    // From the group's test against `n` to the jump past the partial group's code.
+    let from = ins.iter().position(|i| i.starts_with("ja ")).expect("the group's test");
+    let to = from + ins[from..].iter().position(|i| i.starts_with("jmp ")).expect("a jump");
+    let batches = &ins[from..to];
+    let loads = batches.iter().filter(|i| i.starts_with("vmovups ymm0,[") && i.contains("+rbx*4]"));
+    assert_eq!(loads.count(), 8, "{batches:#?}");
+    assert!(!batches.iter().any(|i| i.contains("ymm14") || i.contains("ymm15")), "{batches:#?}");
+    let x: Vec<f32> = (0..300).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
+    for n in [300u32, 256, 64, 65] {
+        let groups = n.div_ceil(64);
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::F32, groups as usize)];
+        let r = NdRange::new(&[groups * 64]).with_local(&[64]);
+        assert!(three_ways(&reduce.kernels[0], &r, &args, &bufs), "n={n}");
+    }
+}
+
 /// A tree reduction that fixes no group size, its stride starting from `local_size(0)`:
 /// each launch's group size gets the kernel compiled for it (`X86Program::for_group`), whose
 /// rounds are unrolled with the last ones under lane masks known when the code is generated

@@ -109,7 +109,7 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
         assert_eq!(three_ways(&k, &r, &args, &[f32s(96, 1), f32s(96, 2)]), avx2());
     }
     // A neighbour's element (a checked contiguous load) and a loop run on the lanes too;
-    // private arrays of 64-bit values and i64 to f32 conversions do not.
+    // private arrays of 64-bit values and f64 `sin` do not.
     for body in ["o[i] = a[i + 1u32];", "for j: u32 in 0 .. 2 { o[i] = a[i]; }"] {
         let k = kernel(&format!(
             "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
@@ -121,7 +121,7 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
     }
     for body in [
         "private p: u64[4]; p[1] = 2u64; o[i] = a[i] + (p[1] as i32);",
-        "let w: f32 = ((s as i64) as f32); o[i] = a[i] + (w as i32);",
+        "let w: f64 = sin((s as f64)); o[i] = a[i] + (w as i32);",
     ] {
         let k = kernel(&format!(
             "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"

@@ -509,7 +509,8 @@ impl V {
         // date: later regions set both again.
         let lanes = match *body {
             Body::Masked(then, ..) => self.reads_id_lanes(then),
-            _ => true,
+            Body::All(stmts) => self.reads_id_lanes(stmts),
+            Body::Guarded(prefix, then) => self.reads_id_lanes(&[prefix, then].concat()),
         };
         self.a.mov(rbx, group_gid)?;
         if first > 0 {
@@ -538,6 +539,7 @@ impl V {
             }
             let mark = self.lets.len();
             self.regions.as_mut().expect("region mode").lid0 = Some(8 * b as u32);
+            self.regions.as_mut().expect("region mode").ids_stale = !lanes;
             let since = self.fault_mark();
             match *body {
                 Body::Masked(then, lo, hi) => {
@@ -554,6 +556,7 @@ impl V {
             }
             self.fault_test_since(since)?;
             self.regions.as_mut().expect("region mode").lid0 = None;
+            self.regions.as_mut().expect("region mode").ids_stale = false;
             if b < last {
                 self.lets.truncate(mark);
             } else if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
@@ -612,8 +615,25 @@ struct LaneScan {
 }
 
 impl LaneScan {
-    /// `index` is `l` or `l + c`: recorded; otherwise something else.
+    /// `index` is `l` or `l + c`: recorded; exactly `global_id(0)` into a 32-bit global
+    /// buffer: addressed from the batch's first id (`rbx`, which the batches keep), no
+    /// lane read; otherwise something else.
     fn access(&mut self, buf: &kiln_ir::Var, index: &Expr) {
+        let gid = match index.node() {
+            ExprNode::Var(v) => self.gids.contains(v.name()),
+            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
+            _ => false,
+        };
+        let word = matches!(
+            buf.ty(),
+            Type::Ptr(
+                kiln_ir::AddrSpace::Global,
+                kiln_ir::Scalar::F32 | kiln_ir::Scalar::I32 | kiln_ir::Scalar::U32
+            )
+        );
+        if gid && word {
+            return;
+        }
         let lid = |e: &Expr| matches!(e.node(), ExprNode::Var(v) if self.lids.contains(v.name()));
         let ok = lid(index)
             || matches!(index.node(), ExprNode::Binary { op: BinOp::Add, a, b }
@@ -641,10 +661,23 @@ impl Visitor for LaneScan {
     }
 
     fn visit_stmt(&mut self, s: &Stmt) {
+        let id = |e: &Expr| {
+            matches!(
+                e.node(),
+                ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 }
+            )
+        };
         match s.node() {
             StmtNode::Store { buf, index, value } => {
                 self.access(buf, index);
                 self.visit_expr(value);
+            }
+            // A name for an id: the id's register, bound with no code that reads it.
+            StmtNode::Let { var, value } if id(value) => {
+                let ExprNode::Builtin { kind, .. } = value.node() else { return };
+                let names =
+                    if *kind == Builtin::GlobalId { &mut self.gids } else { &mut self.lids };
+                names.insert(var.name().to_string());
             }
             StmtNode::Call { .. } => self.other = true,
             _ => walk_stmt(self, s),

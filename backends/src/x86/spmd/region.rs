@@ -83,6 +83,10 @@ pub(super) struct Regions {
     /// While a batch of a region unrolled when the code is generated runs
     /// ([`V::known_batches`]): its lane 0's `local_id(0)`.
     pub(super) lid0: Option<u32>,
+    /// While such a batch runs without the lanes' ids kept up to date (nothing in it reads
+    /// them: see `batches.rs`): a `let` of `local_id(0)` then binds its register without
+    /// computing it.
+    pub(super) ids_stale: bool,
 }
 
 /// True if `e` is group-pure given the group names `names` and scalar parameters.
@@ -243,6 +247,7 @@ impl Regions {
             known: HashMap::new(),
             keep: Vec::new(),
             first_batch_end: None,
+            ids_stale: false,
             lid0: None,
             // Only whole batches: the rules that use the size unroll a group's batches with
             // every lane live (the executor runs other groups on the scalar code anyway, but

@@ -33,7 +33,9 @@ impl V {
         {
             // Region loops: one `let` of `local_id(0)` lives in a register that every
             // region's batch recomputes (see `region.rs`), never in a save frame.
-            self.lid_lanes(LID)?;
+            if !self.regions().ids_stale {
+                self.lid_lanes(LID)?;
+            }
             self.lets.push(Bound { name, loc: Loc::Reg(LID), kind, decl: None, dword: None });
             return Ok((Loc::Reg(LID), None));
         }
