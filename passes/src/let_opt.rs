@@ -198,10 +198,11 @@ impl Visitor for Count<'_> {
 impl LetOpt {
     /// The pass's state for kernel `k`: a number for each let name, no counts yet.
     fn new(k: &Kernel) -> LetOpt {
-        struct Lets(HashMap<Arc<str>, u32>);
+        struct Lets(HashMap<Arc<str>, u32>, usize);
         impl Visitor for Lets {
             fn visit_expr(&mut self, _: &Expr) {}
             fn visit_stmt(&mut self, s: &Stmt) {
+                self.1 += 1;
                 if let StmtNode::Let { var, .. } = s.node() {
                     if !self.0.contains_key(&**var.name_arc()) {
                         let id = self.0.len() as u32;
@@ -211,13 +212,14 @@ impl LetOpt {
                 walk_stmt(self, s)
             }
         }
-        let mut lets = Lets(HashMap::new());
+        let mut lets = Lets(HashMap::new(), 0);
         lets.visit_stmt(k.body());
         let n = lets.0.len();
         LetOpt {
             mutable: Mutable::of(k.body()),
             ids: lets.0,
-            cache: HashMap::new(),
+            // Sized for every statement once: growing it rehashed it a dozen times.
+            cache: HashMap::with_capacity(lets.1),
             rest: Counts::new(n),
             scratch: Counts::new(n),
         }
@@ -270,9 +272,11 @@ impl LetOpt {
         self.ids.get(name).copied()
     }
 
-    /// Backward sweep: drops lets with no later use whose value cannot fail.
-    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
+    /// Backward sweep: drops lets with no later use whose value cannot fail. The statements
+    /// kept come with their uses (the forward sweep reads them too).
+    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, Vec<Rc<Uses>>, bool) {
         let mut kept = Vec::with_capacity(stmts.len());
+        let mut uses = Vec::with_capacity(stmts.len());
         let mut changed = false;
         for s in stmts.iter().rev() {
             if let StmtNode::Let { var, value } = s.node() {
@@ -284,16 +288,18 @@ impl LetOpt {
             }
             let u = self.uses_of(s);
             self.rest.add_uses(&u);
+            uses.push(u);
             kept.push(s.clone());
         }
         self.rest.clear();
         kept.reverse();
-        (kept, changed)
+        uses.reverse();
+        (kept, uses, changed)
     }
 
-    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets.
-    fn inline(&mut self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
-        let mut uses: Vec<Rc<Uses>> = stmts.iter().map(|s| self.uses_of(s)).collect();
+    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets; `uses` are
+    /// the statements' uses.
+    fn inline(&mut self, stmts: Vec<Stmt>, mut uses: Vec<Rc<Uses>>) -> (Vec<Stmt>, bool) {
         // Uses in the statements after the current one, as they will be after substitution
         // (only those of this block's lets are read: a value refers only to names bound
         // before it, so what an inlined value moves never reaches a later let either).
@@ -384,8 +390,8 @@ impl Mutator for LetOpt {
         if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
             return s;
         }
-        let (kept, dropped) = self.drop_dead(stmts);
-        let (out, inlined) = self.inline(kept);
+        let (kept, uses, dropped) = self.drop_dead(stmts);
+        let (out, inlined) = self.inline(kept, uses);
         if dropped || inlined {
             Stmt::block(out)
         } else {
