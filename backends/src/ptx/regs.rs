@@ -107,7 +107,6 @@ fn decimal(n: u32, buf: &mut [u8; 10]) -> &str {
     std::str::from_utf8(decimal_digits(n, buf)).unwrap_or("?")
 }
 
-
 impl fmt::Display for Reg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Written piecewise: registers are printed for every operand of every instruction.
