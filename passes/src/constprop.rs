@@ -257,6 +257,23 @@ pub fn constprop(k: &Kernel) -> Kernel {
 mod tests {
     use super::*;
 
+    /// Subtrees are skipped only where nothing substitutes or folds: an operator on
+    /// constants with no constant's name around it still folds, and a constant's name deep
+    /// in a tree of other names is still replaced.
+    #[test]
+    fn skipping_subtrees_keeps_every_fold_and_substitution() {
+        let src = "kernel k(x: ptr<global, i32>, y: i32) {
+            var acc: i32 = 0;
+            acc = acc + y * (2 + 3);
+            let kk: i32 = 4;
+            x[acc * y + (y - kk)] = acc;
+        }";
+        let k = kiln_ir::parse_module(src).expect("parses").kernels.remove(0);
+        let out = constprop(&k).to_string();
+        assert!(out.contains("acc + y * 5"), "`2 + 3` should fold:\n{out}");
+        assert!(out.contains("(y - 4)"), "`kk` should be replaced:\n{out}");
+    }
+
     #[test]
     fn a_var_whose_only_assignment_a_resolved_branch_removed_becomes_a_constant() {
         // The first walk drops `v = 2.0` (its `if` is false) after `v` was taken for
