@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 
 use kiln_ir::eval;
-use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Imm, Intrinsic, Mutator, Scalar, Var};
+use kiln_ir::{
+    walk_mutate_expr, BinOp, Expr, ExprNode, Imm, Intrinsic, Mutator, Scalar, Type, Var,
+};
 
 /// An `i32` constant.
 pub fn c(v: i64) -> Expr {
@@ -92,6 +94,30 @@ impl Mutator for Subst<'_> {
 /// `e` with each variable in `map` replaced by its expression (simultaneously).
 pub fn subst(e: &Expr, map: &HashMap<Var, Expr>) -> Expr {
     Subst(map).mutate_expr(e)
+}
+
+/// [`Subst`] by name from a short list: the `i32` variable named `pairs[i].0` becomes
+/// `pairs[i].1`.
+struct SubstNames<'a>(&'a [(&'a str, Expr)]);
+
+impl Mutator for SubstNames<'_> {
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if let ExprNode::Var(v) = e.node() {
+            if v.ty() == Type::I32 {
+                if let Some((_, r)) = self.0.iter().find(|(n, _)| *n == v.name()) {
+                    return r.clone();
+                }
+            }
+        }
+        walk_mutate_expr(self, e)
+    }
+}
+
+/// [`subst`] with the map given as distinct names of `i32` variables and their expressions:
+/// the same result, without a `Var` made and hashed for each name (a view's access, made for
+/// every element a generated kernel touches, substitutes two or three).
+pub fn subst_names(e: &Expr, pairs: &[(&str, Expr)]) -> Expr {
+    SubstNames(pairs).mutate_expr(e)
 }
 
 /// Evaluates a closed expression (variables taken from `env`) with the interpreter's scalar

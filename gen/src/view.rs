@@ -331,21 +331,19 @@ impl View {
     /// The access at virtual coordinates `v` (`i32` expressions, one per virtual
     /// dimension): offset and mask. The caller keeps `v` within the virtual box.
     pub fn access(&self, v: &[Expr]) -> Access {
-        let map: HashMap<Var, Expr> = self
-            .vdims
-            .iter()
-            .zip(v)
-            .map(|(d, e)| (Var::new(&d.name, Type::I32), e.clone()))
-            .collect();
+        // By name (the virtual dimensions' names are distinct): every element a generated
+        // kernel touches comes through here.
+        let map: Vec<(&str, Expr)> =
+            self.vdims.iter().zip(v).map(|(d, e)| (d.name.as_str(), e.clone())).collect();
         let mut mask = None;
         for e in &self.extra {
-            mask = ix::and(mask, Some(ix::subst(e, &map)));
+            mask = ix::and(mask, Some(ix::subst_names(e, &map)));
         }
-        let mut coords = Vec::new();
+        let mut coords = Vec::with_capacity(self.tdims.len());
         for t in &self.tdims {
-            let tj = ix::subst(&t.map, &map);
+            let tj = ix::subst_names(&t.map, &map);
             if let Some(m) = &t.mask {
-                let m = ix::subst(m, &HashMap::from([(t.var(), tj.clone())]));
+                let m = ix::subst_names(m, &[(t.name.as_str(), tj.clone())]);
                 mask = ix::and(mask, Some(m));
             }
             coords.push(tj);

@@ -695,6 +695,11 @@ struct ExprData {
     /// Whether the tree has a vector-typed node (a lane read's vector operand included),
     /// kept so that vector lowering skips scalar trees in O(1) ([`Expr::has_vector`]).
     vector: bool,
+    /// Whether the tree has an operator node whose operands are all constants
+    /// ([`Expr::has_constant_operands`]).
+    const_operands: bool,
+    /// The [`name_bit`]s of the variables the tree refers to ([`Expr::name_bits`]).
+    names: u64,
     node: ExprNode,
     /// How error messages name the source construct this node was derived from (see
     /// [`Expr::origin`]); not part of equality, hashing or printing.
@@ -749,7 +754,7 @@ impl Expr {
         // such as fusion keys, stay stable); foldhash, not std's SipHash, because every node
         // built pays for it.
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
-        let (depth, size, may_fail, binops, vector) = {
+        let (depth, size, may_fail, binops, vector, const_operands, names) = {
             let kids = node_children(&node);
             let depth = 1 + kids.iter().map(|c| c.0.depth).max().unwrap_or(0);
             let size = kids.iter().fold(1u32, |n, c| n.saturating_add(c.0.size));
@@ -760,7 +765,24 @@ impl Expr {
             let binops = kids.iter().fold(own, |m, c| m | c.0.binops);
             let may_fail = fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail);
             let vector = ty.is_vector() || kids.iter().any(|c| c.0.vector);
-            (depth, size, may_fail, binops, vector)
+            let operator = matches!(
+                &node,
+                ExprNode::Unary { .. }
+                    | ExprNode::Binary { .. }
+                    | ExprNode::Select { .. }
+                    | ExprNode::Cast { .. }
+                    | ExprNode::Intrinsic { .. }
+            );
+            let const_operands = (operator && kids.iter().all(|c| c.as_imm().is_some()))
+                || kids.iter().any(|c| c.0.const_operands);
+            let own_name = match &node {
+                ExprNode::Var(v)
+                | ExprNode::Load { buf: v, .. }
+                | ExprNode::VecLoad { buf: v, .. } => name_bit(v.name()),
+                _ => 0,
+            };
+            let names = kids.iter().fold(own_name, |m, c| m | c.0.names);
+            (depth, size, may_fail, binops, vector, const_operands, names)
         };
         Expr(Arc::new(ExprData {
             ty,
@@ -770,6 +792,8 @@ impl Expr {
             may_fail,
             binops,
             vector,
+            const_operands,
+            names,
             node,
             origin: None,
         }))
@@ -819,6 +843,8 @@ impl Expr {
             may_fail: d.may_fail,
             binops: d.binops,
             vector: d.vector,
+            const_operands: d.const_operands,
+            names: d.names,
             node: d.node.clone(),
             origin: Some(origin),
         }))
@@ -865,6 +891,21 @@ impl Expr {
     /// lowering skips the scalar trees, most of a kernel, without walking them.
     pub fn has_vector(&self) -> bool {
         self.0.vector
+    }
+
+    /// True if this expression or one of its subexpressions is an operator (unary, binary,
+    /// select, cast or intrinsic) whose operands are all constants: what folding could
+    /// evaluate. O(1) (kept per node): a pass that only folds and substitutes skips a
+    /// subtree without one and without a variable it substitutes ([`Expr::name_bits`]).
+    pub fn has_constant_operands(&self) -> bool {
+        self.0.const_operands
+    }
+
+    /// The [`name_bit`]s of every variable this expression refers to (as a value or as a
+    /// load's buffer), or-ed: a superset filter of its names, O(1) (kept per node). If
+    /// `e.name_bits() & name_bit(n) == 0`, `e` does not refer to `n`.
+    pub fn name_bits(&self) -> u64 {
+        self.0.names
     }
 
     /// The number of nodes in this expression's tree, an operand used twice counted twice
@@ -1137,6 +1178,13 @@ impl Expr {
 }
 
 /// The bit of `op` in [`ExprData::binops`].
+/// The bit of 64 that stands for variable name `name` in [`Expr::name_bits`]: from its
+/// length and first byte, so that names which differ in either mostly get different bits.
+pub fn name_bit(name: &str) -> u64 {
+    let first = name.as_bytes().first().map_or(0, |&b| u64::from(b));
+    1 << (first.wrapping_mul(31).wrapping_add(name.len() as u64) & 63)
+}
+
 fn binop_bit(op: BinOp) -> u32 {
     1 << (op as u32)
 }
@@ -1233,6 +1281,8 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 may_fail: false,
                 binops: 0,
                 vector: false,
+                const_operands: false,
+                names: 0,
                 node: ExprNode::Imm(Imm::Bool(false)),
                 origin: None,
             })

@@ -15,11 +15,13 @@ pub struct Scopes<V> {
     undo: Vec<(Rc<str>, Option<V>)>,
     /// Where each open scope's bindings start in `undo`.
     marks: Vec<usize>,
+    /// Bumped whenever what a name means may have changed (see [`Scopes::changes`]).
+    changes: u64,
 }
 
 impl<V> Default for Scopes<V> {
     fn default() -> Scopes<V> {
-        Scopes { live: HashMap::new(), undo: Vec::new(), marks: Vec::new() }
+        Scopes { live: HashMap::new(), undo: Vec::new(), marks: Vec::new(), changes: 0 }
     }
 }
 
@@ -33,6 +35,9 @@ impl<V> Scopes<V> {
     /// Without an open scope, every binding is undone.
     pub fn pop(&mut self) {
         let mark = self.marks.pop().unwrap_or(0);
+        if self.undo.len() > mark {
+            self.changes += 1;
+        }
         while self.undo.len() > mark {
             let Some((name, prev)) = self.undo.pop() else { break };
             match prev {
@@ -42,6 +47,12 @@ impl<V> Scopes<V> {
         }
     }
 
+    /// A number that stays the same while every name means what it meant: a caller may
+    /// keep what [`Scopes::get`] answered until this changes.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     /// What `name` means now, if it is bound.
     pub fn get(&self, name: &str) -> Option<&V> {
         self.live.get(name)
@@ -49,6 +60,7 @@ impl<V> Scopes<V> {
 
     /// Binds `name` to `value` in the innermost scope.
     pub fn bind(&mut self, name: &str, value: V) {
+        self.changes += 1;
         let name: Rc<str> = Rc::from(name);
         let prev = self.live.insert(name.clone(), value);
         self.undo.push((name, prev));
@@ -72,5 +84,24 @@ mod tests {
         assert_eq!((s.get("x"), s.get("y")), (Some(&1), None));
         s.pop();
         assert_eq!(s.get("x"), None);
+    }
+
+    #[test]
+    fn changes_count_what_may_change_a_meaning() {
+        let mut s = Scopes::default();
+        let c0 = s.changes();
+        s.push();
+        assert_eq!(s.changes(), c0, "an empty scope changes nothing");
+        s.pop();
+        assert_eq!(s.changes(), c0);
+        s.bind("x", 1);
+        let c1 = s.changes();
+        assert_ne!(c1, c0);
+        s.push();
+        s.bind("y", 2);
+        let c2 = s.changes();
+        assert_ne!(c2, c1);
+        s.pop();
+        assert_ne!(s.changes(), c2, "`y` is unbound again");
     }
 }

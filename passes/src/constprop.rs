@@ -8,14 +8,22 @@
 //! the block for every constant, quadratic on the long blocks of unrolled kernels).
 
 use hashbrown::{HashMap, HashSet};
+use kiln_ir::expr::name_bit;
 use kiln_ir::{walk_mutate_expr, walk_mutate_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt};
 use kiln_ir::{StmtNode, Visitor};
 
-use crate::util::fold_node;
+use crate::util::{fold_node, NameBits};
 
 struct ConstProp<'a> {
     /// The constants in scope, by name.
     env: HashMap<String, Imm>,
+    /// Every name ever bound to a constant in this walk: most references (an unrolled
+    /// kernel's accumulators and vector lanes) are to names never in `env`, and this rules
+    /// them out without hashing them.
+    ever: NameBits,
+    /// The [`name_bit`]s of those names: a subtree whose [`Expr::name_bits`] share none
+    /// refers to no constant.
+    ever_bits: u64,
     /// What each binding replaced, undone when its scope ends.
     undo: Vec<(String, Option<Imm>)>,
     /// Names assigned anywhere in the kernel: a `var` of such a name is never a constant.
@@ -30,8 +38,14 @@ impl ConstProp<'_> {
     /// rest of the current scope.
     fn bind(&mut self, name: &str, value: Option<Imm>) {
         let old = match value {
-            Some(v) => self.env.insert(name.to_string(), v),
-            None if self.env.contains_key(name) => self.env.remove(name),
+            Some(v) => {
+                self.ever.add(name);
+                self.ever_bits |= name_bit(name);
+                self.env.insert(name.to_string(), v)
+            }
+            None if self.ever.may_hold(name) && self.env.contains_key(name) => {
+                self.env.remove(name)
+            }
             None => return,
         };
         self.undo.push((name.to_string(), old));
@@ -59,7 +73,15 @@ impl ConstProp<'_> {
 
 impl Mutator for ConstProp<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        // Nothing to substitute and nothing to fold: the walk below would give `e` back
+        // (an unrolled kernel's `fma`s, most of it, are such trees).
+        if e.name_bits() & self.ever_bits == 0 && !e.has_constant_operands() {
+            return e.clone();
+        }
         if let ExprNode::Var(v) = e.node() {
+            if !self.ever.may_hold(v.name()) {
+                return e.clone();
+            }
             return match self.env.get(v.name()) {
                 Some(k) => Expr::imm(*k),
                 None => e.clone(),
@@ -189,7 +211,14 @@ fn assigned_names(s: &Stmt) -> HashSet<String> {
 pub fn constprop(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
     let walk = |k: &Kernel, assigned: &HashSet<String>| {
-        let mut c = ConstProp { env: HashMap::new(), undo: Vec::new(), assigned, resolved: false };
+        let mut c = ConstProp {
+            env: HashMap::new(),
+            ever: NameBits::default(),
+            ever_bits: 0,
+            undo: Vec::new(),
+            assigned,
+            resolved: false,
+        };
         (c.mutate_kernel(k), c.resolved)
     };
     let mut k = k.clone();
@@ -227,6 +256,23 @@ pub fn constprop(k: &Kernel) -> Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Subtrees are skipped only where nothing substitutes or folds: an operator on
+    /// constants with no constant's name around it still folds, and a constant's name deep
+    /// in a tree of other names is still replaced.
+    #[test]
+    fn skipping_subtrees_keeps_every_fold_and_substitution() {
+        let src = "kernel k(x: ptr<global, i32>, y: i32) {
+            var acc: i32 = 0;
+            acc = acc + y * (2 + 3);
+            let kk: i32 = 4;
+            x[acc * y + (y - kk)] = acc;
+        }";
+        let k = kiln_ir::parse_module(src).expect("parses").kernels.remove(0);
+        let out = constprop(&k).to_string();
+        assert!(out.contains("acc + y * 5"), "`2 + 3` should fold:\n{out}");
+        assert!(out.contains("(y - 4)"), "`kk` should be replaced:\n{out}");
+    }
 
     #[test]
     fn a_var_whose_only_assignment_a_resolved_branch_removed_becomes_a_constant() {

@@ -19,13 +19,15 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use hashbrown::HashSet;
 use kiln_ir::depth::MAX_EXPR_DEPTH;
+use kiln_ir::expr::name_bit;
 use kiln_ir::{
-    walk_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt,
+    walk_expr, walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, ExprNode,
+    Kernel, Mutator, Stmt,
 };
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, Subst};
+use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, NameBits, Subst};
 
 /// Deepest value inlined into its uses.
 const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
@@ -37,7 +39,7 @@ struct LetOpt {
     /// references, not), and counted by number, so that adding up the uses of a block's
     /// statements hashes no names. The pass removes lets and never makes one, so this stays
     /// a superset.
-    ids: HashMap<Arc<str>, u32>,
+    ids: LetIds,
     /// [`LetOpt::uses_of`] by statement (its address, with the statement kept alive so the
     /// address is not reused): each block's sweeps ask for the uses of every statement in
     /// it, and without this each nesting level walked its whole subtree again.
@@ -135,28 +137,41 @@ impl Counts {
 
     /// Counts the references of `s` (everything nested in it: no [`LetOpt::uses_of`] cache),
     /// those inside a loop body of `s` also as in loops.
-    fn count_stmt(&mut self, s: &Stmt, ids: &HashMap<Arc<str>, u32>) {
+    fn count_stmt(&mut self, s: &Stmt, ids: &LetIds) {
         Count(self, 0, ids).visit_stmt(s);
     }
 
     /// Counts the references inside expressions `es` (none inside a loop).
-    fn count_exprs<'a>(
-        &mut self,
-        es: impl IntoIterator<Item = &'a Expr>,
-        ids: &HashMap<Arc<str>, u32>,
-    ) {
+    fn count_exprs<'a>(&mut self, es: impl IntoIterator<Item = &'a Expr>, ids: &LetIds) {
         let mut c = Count(self, 0, ids);
         es.into_iter().for_each(|e| c.visit_expr(e));
     }
 }
 
+/// The number of each let name, with a filter in front: most references of an unrolled
+/// kernel (its accumulators) are to names no `let` binds, ruled out without hashing them.
+#[derive(Default)]
+struct LetIds {
+    map: HashMap<Arc<str>, u32>,
+    bits: NameBits,
+}
+
+impl LetIds {
+    fn get(&self, name: &str) -> Option<u32> {
+        if !self.bits.may_hold(name) {
+            return None;
+        }
+        self.map.get(name).copied()
+    }
+}
+
 /// The walk of [`Counts::count_stmt`]: the counts, the number of loops around the node
 /// visited, and the let numbers.
-struct Count<'a>(&'a mut Counts, u32, &'a HashMap<Arc<str>, u32>);
+struct Count<'a>(&'a mut Counts, u32, &'a LetIds);
 
 impl Count<'_> {
     fn add(&mut self, name: &Arc<str>) {
-        if let Some(&id) = self.2.get(&**name) {
+        if let Some(id) = self.2.get(name) {
             self.0.add(id, 1, u32::from(self.1 > 0));
         }
     }
@@ -198,26 +213,29 @@ impl Visitor for Count<'_> {
 impl LetOpt {
     /// The pass's state for kernel `k`: a number for each let name, no counts yet.
     fn new(k: &Kernel) -> LetOpt {
-        struct Lets(HashMap<Arc<str>, u32>);
+        struct Lets(LetIds, usize);
         impl Visitor for Lets {
             fn visit_expr(&mut self, _: &Expr) {}
             fn visit_stmt(&mut self, s: &Stmt) {
+                self.1 += 1;
                 if let StmtNode::Let { var, .. } = s.node() {
-                    if !self.0.contains_key(&**var.name_arc()) {
-                        let id = self.0.len() as u32;
-                        self.0.insert(var.name_arc().clone(), id);
+                    if !self.0.map.contains_key(&**var.name_arc()) {
+                        let id = self.0.map.len() as u32;
+                        self.0.map.insert(var.name_arc().clone(), id);
+                        self.0.bits.add(var.name());
                     }
                 }
                 walk_stmt(self, s)
             }
         }
-        let mut lets = Lets(HashMap::new());
+        let mut lets = Lets(LetIds::default(), 0);
         lets.visit_stmt(k.body());
-        let n = lets.0.len();
+        let n = lets.0.map.len();
         LetOpt {
             mutable: Mutable::of(k.body()),
             ids: lets.0,
-            cache: HashMap::new(),
+            // Sized for every statement once: growing it rehashed it a dozen times.
+            cache: HashMap::with_capacity(lets.1),
             rest: Counts::new(n),
             scratch: Counts::new(n),
         }
@@ -267,12 +285,14 @@ impl LetOpt {
 
     /// The number of the let `name`.
     fn id(&self, name: &str) -> Option<u32> {
-        self.ids.get(name).copied()
+        self.ids.get(name)
     }
 
-    /// Backward sweep: drops lets with no later use whose value cannot fail.
-    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, bool) {
+    /// Backward sweep: drops lets with no later use whose value cannot fail. The statements
+    /// kept come with their uses (the forward sweep reads them too).
+    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, Vec<Rc<Uses>>, bool) {
         let mut kept = Vec::with_capacity(stmts.len());
+        let mut uses = Vec::with_capacity(stmts.len());
         let mut changed = false;
         for s in stmts.iter().rev() {
             if let StmtNode::Let { var, value } = s.node() {
@@ -284,23 +304,26 @@ impl LetOpt {
             }
             let u = self.uses_of(s);
             self.rest.add_uses(&u);
+            uses.push(u);
             kept.push(s.clone());
         }
         self.rest.clear();
         kept.reverse();
-        (kept, changed)
+        uses.reverse();
+        (kept, uses, changed)
     }
 
-    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets.
-    fn inline(&mut self, stmts: Vec<Stmt>) -> (Vec<Stmt>, bool) {
-        let mut uses: Vec<Rc<Uses>> = stmts.iter().map(|s| self.uses_of(s)).collect();
+    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets; `uses` are
+    /// the statements' uses.
+    fn inline(&mut self, stmts: Vec<Stmt>, mut uses: Vec<Rc<Uses>>) -> (Vec<Stmt>, bool) {
         // Uses in the statements after the current one, as they will be after substitution
         // (only those of this block's lets are read: a value refers only to names bound
         // before it, so what an inlined value moves never reaches a later let either).
         uses.iter().for_each(|u| self.rest.add_uses(u));
         let mut sub = Subst(HashMap::new());
-        // The numbers of the names in `sub`.
+        // The numbers of the names in `sub`, and their `name_bit`s.
         let mut substituted: HashSet<u32> = HashSet::new();
+        let mut bits = 0u64;
         let mut out = Vec::with_capacity(stmts.len());
         let mut changed = false;
         for (s, u) in stmts.into_iter().zip(uses.iter_mut()) {
@@ -308,7 +331,7 @@ impl LetOpt {
             // later statement's expressions was much of this pass's time).
             let refers = !substituted.is_empty() && u.0.iter().any(|r| substituted.contains(&r.0));
             let s2 = if refers {
-                SubstIn { opt: self, sub: &mut sub, ids: &substituted }.mutate_stmt(&s)
+                SubstIn { opt: self, sub: &mut sub, ids: &substituted, bits }.mutate_stmt(&s)
             } else {
                 s.clone()
             };
@@ -337,6 +360,7 @@ impl LetOpt {
                     self.rest.remove(id);
                     sub.0.insert(var.name().to_string(), value.clone());
                     substituted.insert(id);
+                    bits |= name_bit(var.name());
                     changed = true;
                     continue;
                 }
@@ -356,11 +380,22 @@ struct SubstIn<'a> {
     opt: &'a mut LetOpt,
     sub: &'a mut Subst,
     ids: &'a HashSet<u32>,
+    /// The [`name_bit`]s of the names in `sub`: a subtree whose [`Expr::name_bits`] share
+    /// none comes back as it is, unwalked (what [`Subst`] would give).
+    bits: u64,
 }
 
 impl Mutator for SubstIn<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        self.sub.mutate_expr(e)
+        if e.name_bits() & self.bits == 0 {
+            return e.clone();
+        }
+        if let ExprNode::Var(v) = e.node() {
+            if let Some(r) = self.sub.0.get(v.name()) {
+                return r.clone();
+            }
+        }
+        walk_mutate_expr(self, e)
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
@@ -384,8 +419,8 @@ impl Mutator for LetOpt {
         if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
             return s;
         }
-        let (kept, dropped) = self.drop_dead(stmts);
-        let (out, inlined) = self.inline(kept);
+        let (kept, uses, dropped) = self.drop_dead(stmts);
+        let (out, inlined) = self.inline(kept, uses);
         if dropped || inlined {
             Stmt::block(out)
         } else {
@@ -468,7 +503,7 @@ mod tests {
         // `a`: in `b`, `s`, the loop's bounds (not in the loop), its body's store and the
         // `while` condition (in the loop), and the last two stores.
         let body = opt.uses_of(k.body());
-        let a = opt.ids["a"];
+        let a = opt.ids.map["a"];
         let (_, all_a, loops_a) = *body.0.iter().find(|r| r.0 == a).expect("a is used");
         assert_eq!((all_a, loops_a), (7, 2));
     }
@@ -486,13 +521,16 @@ mod tests {
         for names in sets {
             let mut sub = Subst(HashMap::new());
             let mut ids = HashSet::new();
+            let mut bits = 0;
             for (i, n) in names.iter().enumerate() {
                 sub.0.insert(n.to_string(), Expr::from(100 + i as u32));
-                ids.insert(opt.ids[*n]);
+                ids.insert(opt.ids.map[*n]);
+                bits |= name_bit(n);
             }
             for s in &stmts {
                 let full = sub.mutate_stmt(s);
-                let by_uses = SubstIn { opt: &mut opt, sub: &mut sub, ids: &ids }.mutate_stmt(s);
+                let by_uses =
+                    SubstIn { opt: &mut opt, sub: &mut sub, ids: &ids, bits }.mutate_stmt(s);
                 assert_eq!(full.to_string(), by_uses.to_string(), "{names:?} in `{s}`");
                 assert_eq!(full.ptr_eq(s), by_uses.ptr_eq(s), "{names:?} in `{s}`");
             }

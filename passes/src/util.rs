@@ -312,6 +312,31 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
     n.0
 }
 
+/// A filter in front of a set of names that only grows: one bit per (length, first byte)
+/// pair of its members (hashed into 256 bits), so that most names not in the set are known
+/// to be absent without hashing their text. Never answers "absent" for a member.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NameBits([u64; 4]);
+
+impl NameBits {
+    fn bit(name: &str) -> usize {
+        let first = name.as_bytes().first().map_or(0, |&b| usize::from(b));
+        first.wrapping_mul(31).wrapping_add(name.len()) & 255
+    }
+
+    /// Records `name` as a member.
+    pub(crate) fn add(&mut self, name: &str) {
+        let i = NameBits::bit(name);
+        self.0[i >> 6] |= 1 << (i & 63);
+    }
+
+    /// False only if `name` was never added.
+    pub(crate) fn may_hold(&self, name: &str) -> bool {
+        let i = NameBits::bit(name);
+        self.0[i >> 6] & (1 << (i & 63)) != 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,5 +358,16 @@ mod tests {
         }
         let empty = Mutable::default();
         assert!(asked.iter().all(|n| !empty.contains(n)));
+    }
+
+    /// The name filter holds every member, and rules out names unlike all of them.
+    #[test]
+    fn name_bits_never_rule_out_a_member() {
+        let mut bits = NameBits::default();
+        let members = ["kk", "ta_e", "a_v0", "", "x"];
+        assert!(members.iter().all(|n| !bits.may_hold(n)));
+        members.iter().for_each(|n| bits.add(n));
+        assert!(members.iter().all(|n| bits.may_hold(n)));
+        assert!(!bits.may_hold("acc_7_9"), "neither its length nor its first byte is a member's");
     }
 }

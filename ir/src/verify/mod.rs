@@ -251,7 +251,19 @@ struct Checker<'k> {
     /// The live bindings (a shadowing binding, already reported, temporarily replaces the
     /// outer one).
     scopes: Scopes<Binding>,
+    /// Bindings [`Checker::reference`] found, by the address of the name's text: a name is
+    /// referred to many times between two changes of the scopes (each accumulator and
+    /// vector of an unrolled kernel's long blocks), and this answers again without hashing
+    /// and comparing its text. See [`Recent`].
+    recent: Vec<Recent>,
 }
+
+/// One slot of [`Checker::recent`]: the name (held, so that its address stays its own),
+/// [`Scopes::changes`] when it was looked up, and its binding then.
+type Recent = Option<(std::sync::Arc<str>, u64, Binding)>;
+
+/// The slots of [`Checker::recent`] (a power of two).
+const RECENT_SLOTS: usize = 64;
 
 /// The text of an expression for a message, in backticks and shortened if long.
 pub(crate) fn show(e: &Expr) -> String {
@@ -290,7 +302,12 @@ fn fence_text(f: MemFence) -> String {
 
 impl<'k> Checker<'k> {
     fn new(kernel: &'k str) -> Self {
-        Checker { kernel, errors: Vec::new(), scopes: Scopes::default() }
+        Checker {
+            kernel,
+            errors: Vec::new(),
+            scopes: Scopes::default(),
+            recent: vec![None; RECENT_SLOTS],
+        }
     }
 
     fn error(&mut self, node: Option<Node>, message: String) {
@@ -412,7 +429,7 @@ impl<'k> Checker<'k> {
     /// Returns the binding if it is in scope. `node` (where an error is reported) is built
     /// only for an error: nearly every reference checks out.
     fn reference(&mut self, v: &Var, node: impl FnOnce() -> Node, what: &str) -> Option<Binding> {
-        match self.scopes.get(v.name()).copied() {
+        match self.lookup(v) {
             None => {
                 self.error(Some(node()), format!("{what} unbound variable `{}`", v.name()));
                 None
@@ -433,6 +450,23 @@ impl<'k> Checker<'k> {
                 Some(b)
             }
         }
+    }
+
+    /// What `v`'s name is bound to now ([`Scopes::get`]), through [`Checker::recent`].
+    fn lookup(&mut self, v: &Var) -> Option<Binding> {
+        let name = v.name_arc();
+        let addr = std::sync::Arc::as_ptr(name) as *const u8 as usize as u64;
+        // Fibonacci hashing of the address: its low bits are the allocator's alignment.
+        let slot = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
+        let now = self.scopes.changes();
+        if let Some((n, at, b)) = &self.recent[slot & (RECENT_SLOTS - 1)] {
+            if *at == now && std::sync::Arc::ptr_eq(n, name) {
+                return Some(*b);
+            }
+        }
+        let b = self.scopes.get(v.name()).copied()?;
+        self.recent[slot & (RECENT_SLOTS - 1)] = Some((name.clone(), now, b));
+        Some(b)
     }
 
     /// Binds `v` for the rest of the current scope, reporting shadowing at `s`.

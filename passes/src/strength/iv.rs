@@ -24,6 +24,7 @@
 //! harmless: they cannot fail.
 
 use hashbrown::{HashMap, HashSet};
+use kiln_ir::expr::name_bit;
 use kiln_ir::{
     walk_mutate_expr, walk_mutate_stmt, BinOp, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt,
     StmtNode, Type, Var,
@@ -42,6 +43,8 @@ struct Induction {
 /// Replaces the reducible forms in one loop body, collecting them.
 struct Replace<'a> {
     counter: &'a Var,
+    /// The counter's [`name_bit`].
+    counter_bit: u64,
     inner: &'a HashMap<String, usize>,
     mutable: &'a HashSet<String>,
     names: &'a mut HashSet<String>,
@@ -99,8 +102,9 @@ impl Replace<'_> {
 
 impl Mutator for Replace<'_> {
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        // Every reducible form has a multiplication: a subtree without one stays, unwalked.
-        if !e.has_binary(BinOp::Mul) {
+        // Every reducible form has a multiplication by the counter: a subtree without a
+        // multiplication, or without the counter's name, stays, unwalked.
+        if !e.has_binary(BinOp::Mul) || e.name_bits() & self.counter_bit == 0 {
             return e.clone();
         }
         // Top-down, so `i * c + d` is seen whole before its `i * c`.
@@ -177,11 +181,11 @@ impl Mutator for IvReduce {
             return s;
         }
         let inner = bound_names(body);
-        let mutable = self.mutable.clone();
         let mut rep = Replace {
             counter: i,
+            counter_bit: name_bit(i.name()),
             inner: &inner,
-            mutable: &mutable,
+            mutable: &self.mutable,
             names: &mut self.names,
             found: Vec::new(),
             index: ExprMap::new(),
