@@ -1177,7 +1177,6 @@ impl Expr {
     }
 }
 
-/// The bit of `op` in [`ExprData::binops`].
 /// The bit of 64 that stands for variable name `name` in [`Expr::name_bits`]: from its
 /// length and first byte, so that names which differ in either mostly get different bits.
 pub fn name_bit(name: &str) -> u64 {
@@ -1185,6 +1184,7 @@ pub fn name_bit(name: &str) -> u64 {
     1 << (first.wrapping_mul(31).wrapping_add(name.len() as u64) & 63)
 }
 
+/// The bit of `op` in [`ExprData::binops`].
 fn binop_bit(op: BinOp) -> u32 {
     1 << (op as u32)
 }
