@@ -3,6 +3,7 @@
 //! (no loads, cannot fail, no mutable variables) are reused. Then repeated subexpressions
 //! that no `let` binds get one ([`repeats`]).
 
+mod inert;
 pub mod repeats;
 
 use kiln_ir::{
@@ -10,6 +11,7 @@ use kiln_ir::{
 };
 
 use crate::util::{is_stable, Mutable};
+use inert::{Leaf, Leaves};
 
 /// Variables and constants: nothing to gain by naming them again. Built-ins (leaves too)
 /// are reused, so `let j = global_id(0)` after `let i = global_id(0)` becomes `i`.
@@ -27,6 +29,10 @@ struct Cse {
     bound: ExprMap<Binding>,
     /// Per open block, what its bindings replaced (to restore when it closes).
     undo: Vec<Vec<(Expr, Option<Binding>)>>,
+    /// The class of every statement without nested statements walked, for the repeats half.
+    leaves: Leaves,
+    /// The class of the last statement [`Cse::mutate_stmt`] was given, if a leaf.
+    last: Option<Leaf>,
 }
 
 impl Cse {
@@ -62,19 +68,33 @@ impl Mutator for Cse {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let StmtNode::Block(stmts) = s.node() else { return walk_mutate_stmt(self, s) };
+        let StmtNode::Block(stmts) = s.node() else {
+            // `s` outlives the pass (the input kernel holds it): its class may be recorded.
+            self.last = self.leaves.record(s, &self.mutable);
+            if matches!(self.last, Some(Leaf::Inert | Leaf::Idle)) {
+                // Nothing a binding could replace (see [`inert`]); most of unrolled code.
+                return s.clone();
+            }
+            return walk_mutate_stmt(self, s);
+        };
         self.undo.push(Vec::new());
-        let mut changed = false;
-        let mut out = Vec::with_capacity(stmts.len());
-        for t in stmts {
+        // Made only once a statement changes: most blocks keep every one.
+        let mut out: Option<Vec<Stmt>> = None;
+        for (i, t) in stmts.iter().enumerate() {
             let t2 = self.mutate_stmt(t);
-            changed |= !t2.ptr_eq(t);
+            if out.is_none() && !t2.ptr_eq(t) {
+                out = Some(stmts[..i].to_vec());
+            }
+            // An inert statement has no stable value but a variable or a constant.
+            let inert = t2.ptr_eq(t) && matches!(self.last, Some(Leaf::Inert | Leaf::Idle));
             if let StmtNode::Let { var, value } = t2.node() {
-                if !is_plain_leaf(value) && is_stable(value, &self.mutable) {
+                if !inert && !is_plain_leaf(value) && is_stable(value, &self.mutable) {
                     self.bind(value, var.expr());
                 }
             }
-            out.push(t2);
+            if let Some(o) = &mut out {
+                o.push(t2);
+            }
         }
         for (value, old) in self.undo.pop().unwrap_or_default().into_iter().rev() {
             match old {
@@ -82,10 +102,10 @@ impl Mutator for Cse {
                 None => self.bound.remove(&value),
             };
         }
-        if changed {
-            Stmt::block(out)
-        } else {
-            s.clone()
+        self.last = None;
+        match out {
+            Some(out) => Stmt::block(out),
+            None => s.clone(),
         }
     }
 }
@@ -93,8 +113,15 @@ impl Mutator for Cse {
 /// Runs common subexpression elimination.
 pub fn cse(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    let mut cse = Cse { mutable: Mutable::of(k.body()), bound: ExprMap::new(), undo: Vec::new() };
-    let k = cse.mutate_kernel(k);
+    let mut cse = Cse {
+        mutable: Mutable::of(k.body()),
+        bound: ExprMap::new(),
+        undo: Vec::new(),
+        leaves: Leaves::default(),
+        last: None,
+    };
+    let k2 = cse.mutate_kernel(k);
     // Reading a binding instead of an expression assigns nothing: the same mutable names.
-    repeats::bind_repeats_with(&k, cse.mutable)
+    // Both `k` and `k2` hold every statement `leaves` names until this returns.
+    repeats::bind_repeats_with(&k2, cse.mutable, cse.leaves)
 }

@@ -40,11 +40,12 @@ use kiln_ir::{
 
 use smallvec::{smallvec, SmallVec};
 
+use super::inert::{Leaf, Leaves};
 use crate::util::{all_names, is_stable, Mutable};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
 /// exactly once per execution of `s`.
-fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
+pub(super) fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
     // Asked for every statement of every candidate search: no allocation for the usual one
     // to three expressions.
     match s.node() {
@@ -63,7 +64,7 @@ fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
 
 /// True for expressions worth a binding: operators, casts, loads and calls of a scalar type
 /// a `let` can hold (f16 is storage only).
-fn bindable(e: &Expr) -> bool {
+pub(super) fn bindable(e: &Expr) -> bool {
     // Asked of every node of every search: the operands are not listed just to see whether
     // there are any.
     let has_operands = match e.node() {
@@ -118,7 +119,7 @@ fn count_into<'a>(
 /// False only if statement `s` alone has no candidate for [`Repeats::candidate`]: its own
 /// expressions have no stable bindable node (which later statements could repeat) and no
 /// bindable node twice. Decided on a few nodes only; `true` for anything bigger.
-fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
+pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
     /// Collects the bindable nodes of `e` and returns whether `e` is stable (as
     /// [`count_into`] decides it); `None` at a stable bindable node or once there are more
     /// nodes than fit.
@@ -307,12 +308,17 @@ struct Counter {
     /// The counts of every statement without stable occurrences (most of unrolled code's
     /// `acc = fma(a, b, acc)`), shared rather than allocated once per statement.
     empty: Rc<ExprMap<usize>>,
+    /// The classes of the leaves the let-based half walked (see [`Leaves`]).
+    leaves: Leaves,
 }
 
 impl Counter {
     /// The occurrences in `s`, composed from the (cached) occurrences of its nested
     /// statements.
     fn of(&mut self, s: &Stmt, mutable: &Mutable) -> Rc<ExprMap<usize>> {
+        if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
+            return self.empty.clone();
+        }
         if let Some((_, m, _)) = self.by_stmt.get(&s.addr()) {
             return m.clone();
         }
@@ -332,6 +338,8 @@ impl Counter {
             fn visit_stmt(&mut self, s: &Stmt) {
                 if std::mem::replace(&mut self.top, false) {
                     kiln_ir::walk_stmt(self, s);
+                } else if matches!(self.counter.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
+                    // Nothing to count, known without a walk.
                 } else {
                     let m = self.counter.of(s, self.mutable);
                     merge(&mut self.map, &m, true);
@@ -399,6 +407,11 @@ impl Counter {
 
     /// [`may_have_candidate`], from the cache for a statement without nested statements.
     fn may_have_candidate(&mut self, s: &Stmt, mutable: &Mutable) -> bool {
+        match self.leaves.known(s) {
+            Some(Leaf::Inert) => return true,
+            Some(Leaf::Idle) => return false,
+            _ => {}
+        }
         if is_leaf(s) {
             self.leaf(s, mutable).1
         } else {
@@ -409,7 +422,7 @@ impl Counter {
 
 /// True for a statement with expressions and no nested statements, whose expressions are
 /// [`own_exprs`] (all that [`count_stmt`] counts in it).
-fn is_leaf(s: &Stmt) -> bool {
+pub(super) fn is_leaf(s: &Stmt) -> bool {
     matches!(
         s.node(),
         StmtNode::Let { .. }
@@ -462,6 +475,7 @@ impl Repeats {
         e: &Expr,
         stable: bool,
         later: &mut Option<ExprMap<usize>>,
+        idle: &mut Vec<bool>,
     ) {
         let var = Var::new(self.fresh(), e.ty());
         let to = var.expr();
@@ -482,9 +496,13 @@ impl Repeats {
             stable: Vec::new(),
             to_stable: is_stable(&to, &self.mutable),
         };
-        for t in &mut out[from..end] {
+        for (t, &idle) in out[from..end].iter_mut().zip(&idle[from..end]) {
             if r.left == Some(0) {
                 break;
+            }
+            // A stable value never occurs in an idle statement ([`Leaf::Idle`]).
+            if stable && idle {
+                continue;
             }
             r.depth = 0;
             *t = r.mutate_stmt(t);
@@ -494,6 +512,7 @@ impl Repeats {
             count_stmt(&binding, l, true, &self.mutable);
         }
         out.insert(at, binding);
+        idle.insert(at, false);
     }
 
     /// The best repeated subexpression of the statement `stmts[k]` together with the lets
@@ -511,6 +530,7 @@ impl Repeats {
         k: usize,
         skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
+        idle: &[bool],
     ) -> Option<(Expr, bool)> {
         // Most statements of unrolled code (`acc = fma(x, y, acc)`) have a few bindable
         // nodes, none stable and none repeated: no candidate, found without the maps.
@@ -540,7 +560,8 @@ impl Repeats {
             let across = stable && {
                 let later = later.get_or_insert_with(|| {
                     let mut m = ExprMap::new();
-                    for t in &stmts[start..] {
+                    // An idle statement counts nothing.
+                    for (t, _) in stmts[start..].iter().zip(&idle[start..]).filter(|x| !x.1) {
                         merge(&mut m, &counter.of(t, mutable), true);
                     }
                     m
@@ -614,12 +635,29 @@ impl Mutator for Repeats {
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let StmtNode::Block(stmts) = s.node() else { return walk_mutate_nested(self, s) };
+        // Idle statements (most of unrolled code) have no candidate, count nothing and take
+        // no replacement: told apart once, with one walk each, they are passed over below
+        // (each otherwise cost several lookups and a cache entry).
+        let leaves = &self.counter.leaves;
+        let mut idle: Vec<bool> =
+            stmts.iter().map(|t| leaves.get(t, &self.mutable) == Some(Leaf::Idle)).collect();
+        if idle.iter().all(|&i| i) {
+            return s.clone();
+        }
         let mut out: Vec<Stmt> = stmts.clone();
         let mut changed = false;
         let mut k = 0;
         // Occurrences in `out[start..]` once needed, kept up to date as statements change.
         let mut later: Option<ExprMap<usize>> = None;
         while k < out.len() {
+            if idle[k] {
+                // What the steps below do for it, as they would find it.
+                if k + 1 == out.len() {
+                    later = None;
+                }
+                k += 1;
+                continue;
+            }
             // Bind the largest repeat first, then look again: its parts may still repeat,
             // also in the lets just made (they run right before the statement).
             let start = k;
@@ -632,9 +670,10 @@ impl Mutator for Repeats {
                 k,
                 &skip,
                 &mut later,
+                &idle,
             ) {
                 if stable || !e.may_fail() {
-                    self.bind(&mut out, start, start, k, &e, stable, &mut later);
+                    self.bind(&mut out, start, start, k, &e, stable, &mut later, &mut idle);
                     k += 1;
                     changed = true;
                     continue;
@@ -656,7 +695,7 @@ impl Mutator for Repeats {
                 // before it, last first, each `let` going ahead of those made so far (a later
                 // one may contain an earlier one, which its binding then reads).
                 for x in [&e].into_iter().chain(before.iter().rev()) {
-                    self.bind(&mut out, j, j, k, x, false, &mut later);
+                    self.bind(&mut out, j, j, k, x, false, &mut later, &mut idle);
                     k += 1;
                 }
                 changed = true;
@@ -694,13 +733,15 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    bind_repeats_with(k, Mutable::of(k.body()))
+    bind_repeats_with(k, Mutable::of(k.body()), Leaves::default())
 }
 
 /// [`bind_repeats`], given `k`'s mutable variables ([`crate::util::mutable_names`]).
-pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable) -> Kernel {
-    Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter: Counter::default() }
-        .mutate_kernel(k)
+///
+/// `leaves` classifies statements of `k` (or of trees alive while this runs: see [`Leaves`]).
+pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable, leaves: Leaves) -> Kernel {
+    let counter = Counter { leaves, ..Counter::default() };
+    Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter }.mutate_kernel(k)
 }
 
 #[cfg(test)]
