@@ -37,7 +37,24 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
             let mut stable = !matches!(node, ExprNode::Load { .. } | ExprNode::VecLoad { .. })
                 && !e.is_fault_division();
             let mut vars = false;
-            for c in e.children() {
+            // The operands, without building a list (`Expr::children`) twice per node.
+            let (fixed, many): ([Option<&Expr>; 3], &[Expr]) = match node {
+                ExprNode::Unary { a, .. }
+                | ExprNode::Cast { a, .. }
+                | ExprNode::Extract { a, .. } => ([Some(a), None, None], &[]),
+                ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
+                    ([Some(index), None, None], &[])
+                }
+                ExprNode::Binary { a, b, .. } | ExprNode::Insert { a, b, .. } => {
+                    ([Some(a), Some(b), None], &[])
+                }
+                ExprNode::Select { cond, a, b } => ([Some(cond), Some(a), Some(b)], &[]),
+                ExprNode::Intrinsic { args, .. } => ([None; 3], args),
+                ExprNode::Vector { elems, .. } => ([None; 3], elems),
+                ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => ([None; 3], &[]),
+            };
+            let operands = || fixed.into_iter().flatten().chain(many);
+            for c in operands() {
                 match c.node() {
                     // Asked last, and only if they decide: a variable's answer may hash its
                     // name (an accumulator is mutable), and most nodes here are unstable
@@ -47,7 +64,7 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
                 }
             }
             if stable && vars {
-                stable = e.children().iter().all(|c| match c.node() {
+                stable = operands().all(|c| match c.node() {
                     ExprNode::Var(v) => mutable.stable_var(v),
                     _ => true,
                 });
