@@ -24,6 +24,27 @@ struct Nodes<'a> {
     full: bool,
 }
 
+/// `e`'s operands in evaluation order, as [`Expr::children`] lists them, read from the node
+/// without building the list: every walk of CSE asks this of every node.
+pub(super) fn operands(e: &Expr) -> impl Iterator<Item = &Expr> + Clone {
+    let (fixed, many): ([Option<&Expr>; 3], &[Expr]) = match e.node() {
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } | ExprNode::Extract { a, .. } => {
+            ([Some(a), None, None], &[])
+        }
+        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
+            ([Some(index), None, None], &[])
+        }
+        ExprNode::Binary { a, b, .. } | ExprNode::Insert { a, b, .. } => {
+            ([Some(a), Some(b), None], &[])
+        }
+        ExprNode::Select { cond, a, b } => ([Some(cond), Some(a), Some(b)], &[]),
+        ExprNode::Intrinsic { args, .. } => ([None; 3], args),
+        ExprNode::Vector { elems, .. } => ([None; 3], elems),
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => ([None; 3], &[]),
+    };
+    fixed.into_iter().flatten().chain(many)
+}
+
 /// `None` if `e` has a stable node ([`crate::util::is_stable`]) other than a variable or a
 /// constant; else whether `e` (then a variable, a constant or an unstable node) is stable.
 /// With `nodes`, lists the bindable nodes met (all unstable when the answer is not `None`).
@@ -37,23 +58,7 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
             let mut stable = !matches!(node, ExprNode::Load { .. } | ExprNode::VecLoad { .. })
                 && !e.is_fault_division();
             let mut vars = false;
-            // The operands, without building a list (`Expr::children`) twice per node.
-            let (fixed, many): ([Option<&Expr>; 3], &[Expr]) = match node {
-                ExprNode::Unary { a, .. }
-                | ExprNode::Cast { a, .. }
-                | ExprNode::Extract { a, .. } => ([Some(a), None, None], &[]),
-                ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
-                    ([Some(index), None, None], &[])
-                }
-                ExprNode::Binary { a, b, .. } | ExprNode::Insert { a, b, .. } => {
-                    ([Some(a), Some(b), None], &[])
-                }
-                ExprNode::Select { cond, a, b } => ([Some(cond), Some(a), Some(b)], &[]),
-                ExprNode::Intrinsic { args, .. } => ([None; 3], args),
-                ExprNode::Vector { elems, .. } => ([None; 3], elems),
-                ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => ([None; 3], &[]),
-            };
-            let operands = || fixed.into_iter().flatten().chain(many);
+            let operands = || operands(e);
             for c in operands() {
                 match c.node() {
                     // Asked last, and only if they decide: a variable's answer may hash its
@@ -166,6 +171,35 @@ mod tests {
         out.push(e.clone());
         for c in e.children() {
             nodes(c, out);
+        }
+    }
+
+    /// [`operands`] lists what [`Expr::children`] does, in the same order, on every node.
+    #[test]
+    fn operands_are_the_children() {
+        let src = "kernel k(a: ptr<global, f32>, v: ptr<global, f32>, n: i32, x: f32) {
+  let i: i32 = global_id(0) as i32;
+  let w: f32x4 = vload4(v, i * 4);
+  let y: f32 = -x + (i < n ? a[i] : fma(x, x, x)) + extract(insert(w, 1, x), 2);
+  let z: f32x4 = f32x4(y, x, 1.0, 2.0) + f32x4(x);
+  a[i] = y + extract(z, 0);
+}";
+        let m = kiln_ir::parse_module(src).expect("parses");
+        let mut all = Vec::new();
+        struct E<'a>(&'a mut Vec<Expr>);
+        impl kiln_ir::Visitor for E<'_> {
+            fn visit_expr(&mut self, e: &Expr) {
+                self.0.push(e.clone());
+                kiln_ir::walk_expr(self, e);
+            }
+        }
+        kiln_ir::Visitor::visit_stmt(&mut E(&mut all), m.kernels[0].body());
+        assert!(all.len() > 30);
+        for e in &all {
+            let got: Vec<&Expr> = operands(e).collect();
+            let want: Vec<&Expr> = e.children().into_iter().collect();
+            assert_eq!(got.len(), want.len(), "{e}");
+            assert!(got.iter().zip(&want).all(|(a, b)| a.ptr_eq(b)), "{e}");
         }
     }
 

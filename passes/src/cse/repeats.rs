@@ -40,7 +40,7 @@ use kiln_ir::{
 
 use smallvec::{smallvec, SmallVec};
 
-use super::inert::{Leaf, Leaves};
+use super::inert::{operands, Leaf, Leaves};
 use crate::util::{is_stable, Mutable};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
@@ -104,7 +104,7 @@ fn count_into<'a>(
         None
     };
     let mut size = 1;
-    for c in e.children() {
+    for c in operands(e) {
         let (cs, cst) = count_into(c, counts, order, mutable);
         size += cs;
         stable &= cst;
@@ -133,7 +133,7 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
             _ => !e.is_fault_division(),
         };
-        for c in e.children() {
+        for c in operands(e) {
             stable &= collect(c, out, mutable)?;
         }
         if bindable(e) {
@@ -155,7 +155,7 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
 
 /// True if `e` occurs in `x` (or is `x`).
 fn contains(x: &Expr, e: &Expr) -> bool {
-    x == e || x.children().iter().any(|c| contains(c, e))
+    x == e || operands(x).any(|c| contains(c, e))
 }
 
 /// The operands that may fail and that statement `s` evaluates before its first occurrence
@@ -376,7 +376,7 @@ impl Counter {
                 ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
                 _ => !e.is_fault_division(),
             };
-            for c in e.children() {
+            for c in operands(e) {
                 stable &= walk(c, map, unstable, full, mutable);
             }
             if stable {
@@ -638,7 +638,7 @@ fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutabl
         ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
         _ => !e.is_fault_division(),
     };
-    for c in e.children() {
+    for c in operands(e) {
         stable &= count_expr(c, counts, add, mutable);
     }
     if stable {
