@@ -76,6 +76,11 @@ pub(super) fn bindable(e: &Expr) -> bool {
     has_operands && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
 }
 
+/// The bindable subexpressions a search met, each with its size and stability, in the
+/// order met: on the stack for the usual few (one allocation per search was a good part of
+/// its cost).
+type Order<'a> = SmallVec<[(&'a Expr, usize, bool); 16]>;
+
 /// Counts the bindable subexpressions of `e` into `counts`, listing each new one in `order`
 /// with its size (nodes) and whether it is stable ([`is_stable`]), both found on the same
 /// walk (computing them again for every candidate was quadratic in an expression's depth).
@@ -83,7 +88,7 @@ pub(super) fn bindable(e: &Expr) -> bool {
 fn count_into<'a>(
     e: &'a Expr,
     counts: &mut ExprMap<usize>,
-    order: &mut Vec<(&'a Expr, usize, bool)>,
+    order: &mut Order<'a>,
     mutable: &Mutable,
 ) -> (usize, bool) {
     let mut stable = match e.node() {
@@ -578,7 +583,7 @@ impl Repeats {
         // One map for every search, cleared (a new one per statement was mostly allocation).
         let mut counts = std::mem::take(&mut counter.scratch);
         counts.clear();
-        let mut order = Vec::new();
+        let mut order = Order::new();
         for t in &stmts[start..=k] {
             for e in own_exprs(t) {
                 count_into(e, &mut counts, &mut order, mutable);
