@@ -507,7 +507,8 @@ impl Repeats {
     /// block when `stable`, else the own expressions of `out[from..=k]`). `later`, the
     /// occurrences in `out[start..]` for some `start <= at`, is brought up to date from the
     /// statements that changed (counting the rest of the block again after every binding
-    /// was quadratic in the block's length).
+    /// was quadratic in the block's length). `idle` flags `out`'s idle statements
+    /// ([`Leaf::Idle`]), which no stable binding occurs in; the new `let` is not one.
     #[allow(clippy::too_many_arguments)]
     fn bind(
         &mut self,
@@ -564,7 +565,9 @@ impl Repeats {
     /// largest one.
     ///
     /// `later` caches the stable occurrences in `stmts[start..]`; the caller keeps it up to date
-    /// (recomputing it for every statement made this pass quadratic on long blocks).
+    /// (recomputing it for every statement made this pass quadratic on long blocks). `idle`
+    /// flags the statements of `stmts` that count nothing ([`Leaf::Idle`]).
+    #[allow(clippy::too_many_arguments)]
     fn candidate(
         mutable: &Mutable,
         counter: &mut Counter,
