@@ -4,6 +4,7 @@
 //! that no `let` binds get one ([`repeats`]).
 
 mod inert;
+mod names;
 pub mod repeats;
 
 use kiln_ir::{

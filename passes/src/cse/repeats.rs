@@ -41,6 +41,7 @@ use kiln_ir::{
 use smallvec::{smallvec, SmallVec};
 
 use super::inert::{operands, Leaf, Leaves};
+use super::names::cse_names;
 use crate::util::{is_stable, Mutable};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
@@ -426,43 +427,6 @@ impl Counter {
     }
 }
 
-/// The names in [`crate::util::all_names`] of `k` that start with `cse`: the only ones
-/// [`Repeats::fresh`] asks about, found without a `String` for every other name.
-fn cse_names(k: &Kernel) -> HashSet<String> {
-    struct Names(HashSet<String>);
-    impl Names {
-        fn add(&mut self, v: &Var) {
-            if v.name().starts_with("cse") && !self.0.contains(v.name()) {
-                self.0.insert(v.name().to_string());
-            }
-        }
-    }
-    impl kiln_ir::Visitor for Names {
-        fn visit_expr(&mut self, _: &Expr) {}
-        fn visit_stmt(&mut self, s: &Stmt) {
-            // The statements `all_names` takes a name from.
-            match s.node() {
-                StmtNode::Let { var, .. }
-                | StmtNode::Decl { var, .. }
-                | StmtNode::Alloc { var, .. }
-                | StmtNode::For { var, .. }
-                | StmtNode::Assign { var, .. }
-                | StmtNode::Store { buf: var, .. }
-                | StmtNode::VecStore { buf: var, .. }
-                | StmtNode::Call { result: Some(var), .. } => self.add(var),
-                _ => {}
-            }
-            kiln_ir::walk_stmt(self, s)
-        }
-    }
-    let mut n = Names(HashSet::new());
-    for p in k.params() {
-        n.add(p);
-    }
-    kiln_ir::Visitor::visit_stmt(&mut n, k.body());
-    n.0
-}
-
 /// True for a statement with expressions and no nested statements, whose expressions are
 /// [`own_exprs`] (all that [`count_stmt`] counts in it).
 pub(super) fn is_leaf(s: &Stmt) -> bool {
@@ -840,28 +804,5 @@ mod tests {
         }
         // Both answers occur, on many statements.
         assert!(leaves > 100 && may > 10 && may < leaves, "{leaves} leaves, {may} may");
-    }
-
-    /// [`cse_names`] is [`crate::util::all_names`] less the names that do not start with
-    /// `cse`, on kernels with such names bound in every way a name is.
-    #[test]
-    fn cse_names_are_all_names_starting_with_cse() {
-        let src = "kernel k(cse_p: ptr<global, f32>, n: i32) {
-  let cse0: i32 = n + 1;
-  var csex: i32 = 0;
-  for cse3: i32 in 0 .. n {
-    csex = csex + cse3;
-    cse_p[cse3] = 1.0;
-  }
-  let x: i32 = cse0 * 2;
-  cse_p[x] = 2.0;
-}";
-        let m = kiln_ir::parse_module(src).expect("parses");
-        for k in &m.kernels {
-            let want: HashSet<String> =
-                crate::util::all_names(k).into_iter().filter(|n| n.starts_with("cse")).collect();
-            assert_eq!(cse_names(k), want);
-            assert_eq!(want.len(), 4, "{want:?}");
-        }
     }
 }
