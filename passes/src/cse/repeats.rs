@@ -40,11 +40,13 @@ use kiln_ir::{
 
 use smallvec::{smallvec, SmallVec};
 
-use crate::util::{all_names, is_stable, Mutable};
+use super::inert::{operands, Leaf, Leaves};
+use super::names::cse_names;
+use crate::util::{is_stable, Mutable};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
 /// exactly once per execution of `s`.
-fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
+pub(super) fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
     // Asked for every statement of every candidate search: no allocation for the usual one
     // to three expressions.
     match s.node() {
@@ -63,7 +65,7 @@ fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
 
 /// True for expressions worth a binding: operators, casts, loads and calls of a scalar type
 /// a `let` can hold (f16 is storage only).
-fn bindable(e: &Expr) -> bool {
+pub(super) fn bindable(e: &Expr) -> bool {
     // Asked of every node of every search: the operands are not listed just to see whether
     // there are any.
     let has_operands = match e.node() {
@@ -75,6 +77,11 @@ fn bindable(e: &Expr) -> bool {
     has_operands && matches!(e.ty(), Type::Scalar(t) if t != Scalar::F16)
 }
 
+/// The bindable subexpressions a search met, each with its size and stability, in the
+/// order met: on the stack for the usual few (one allocation per search was a good part of
+/// its cost).
+type Order<'a> = SmallVec<[(&'a Expr, usize, bool); 16]>;
+
 /// Counts the bindable subexpressions of `e` into `counts`, listing each new one in `order`
 /// with its size (nodes) and whether it is stable ([`is_stable`]), both found on the same
 /// walk (computing them again for every candidate was quadratic in an expression's depth).
@@ -82,7 +89,7 @@ fn bindable(e: &Expr) -> bool {
 fn count_into<'a>(
     e: &'a Expr,
     counts: &mut ExprMap<usize>,
-    order: &mut Vec<(&'a Expr, usize, bool)>,
+    order: &mut Order<'a>,
     mutable: &Mutable,
 ) -> (usize, bool) {
     let mut stable = match e.node() {
@@ -103,7 +110,7 @@ fn count_into<'a>(
         None
     };
     let mut size = 1;
-    for c in e.children() {
+    for c in operands(e) {
         let (cs, cst) = count_into(c, counts, order, mutable);
         size += cs;
         stable &= cst;
@@ -118,7 +125,7 @@ fn count_into<'a>(
 /// False only if statement `s` alone has no candidate for [`Repeats::candidate`]: its own
 /// expressions have no stable bindable node (which later statements could repeat) and no
 /// bindable node twice. Decided on a few nodes only; `true` for anything bigger.
-fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
+pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
     /// Collects the bindable nodes of `e` and returns whether `e` is stable (as
     /// [`count_into`] decides it); `None` at a stable bindable node or once there are more
     /// nodes than fit.
@@ -132,7 +139,7 @@ fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
             _ => !e.is_fault_division(),
         };
-        for c in e.children() {
+        for c in operands(e) {
             stable &= collect(c, out, mutable)?;
         }
         if bindable(e) {
@@ -154,7 +161,7 @@ fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
 
 /// True if `e` occurs in `x` (or is `x`).
 fn contains(x: &Expr, e: &Expr) -> bool {
-    x == e || x.children().iter().any(|c| contains(c, e))
+    x == e || operands(x).any(|c| contains(c, e))
 }
 
 /// The operands that may fail and that statement `s` evaluates before its first occurrence
@@ -280,7 +287,8 @@ impl Mutator for Replace<'_> {
 
 struct Repeats {
     mutable: Mutable,
-    /// The names of [`Repeats::kernel`] and those handed out, found when the first binding
+    /// The names of [`Repeats::kernel`] that start with `cse` ([`cse_names`]: the only ones
+    /// a fresh name can collide with) and those handed out, found when the first binding
     /// is made (most runs of the pass on an already optimized kernel make none).
     names: Option<HashSet<String>>,
     /// The kernel the pass runs on.
@@ -307,12 +315,17 @@ struct Counter {
     /// The counts of every statement without stable occurrences (most of unrolled code's
     /// `acc = fma(a, b, acc)`), shared rather than allocated once per statement.
     empty: Rc<ExprMap<usize>>,
+    /// The classes of the leaves the let-based half walked (see [`Leaves`]).
+    leaves: Leaves,
 }
 
 impl Counter {
     /// The occurrences in `s`, composed from the (cached) occurrences of its nested
     /// statements.
     fn of(&mut self, s: &Stmt, mutable: &Mutable) -> Rc<ExprMap<usize>> {
+        if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
+            return self.empty.clone();
+        }
         if let Some((_, m, _)) = self.by_stmt.get(&s.addr()) {
             return m.clone();
         }
@@ -332,6 +345,8 @@ impl Counter {
             fn visit_stmt(&mut self, s: &Stmt) {
                 if std::mem::replace(&mut self.top, false) {
                     kiln_ir::walk_stmt(self, s);
+                } else if matches!(self.counter.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
+                    // Nothing to count, known without a walk.
                 } else {
                     let m = self.counter.of(s, self.mutable);
                     merge(&mut self.map, &m, true);
@@ -367,7 +382,7 @@ impl Counter {
                 ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
                 _ => !e.is_fault_division(),
             };
-            for c in e.children() {
+            for c in operands(e) {
                 stable &= walk(c, map, unstable, full, mutable);
             }
             if stable {
@@ -399,6 +414,11 @@ impl Counter {
 
     /// [`may_have_candidate`], from the cache for a statement without nested statements.
     fn may_have_candidate(&mut self, s: &Stmt, mutable: &Mutable) -> bool {
+        match self.leaves.known(s) {
+            Some(Leaf::Inert) => return true,
+            Some(Leaf::Idle) => return false,
+            _ => {}
+        }
         if is_leaf(s) {
             self.leaf(s, mutable).1
         } else {
@@ -409,7 +429,7 @@ impl Counter {
 
 /// True for a statement with expressions and no nested statements, whose expressions are
 /// [`own_exprs`] (all that [`count_stmt`] counts in it).
-fn is_leaf(s: &Stmt) -> bool {
+pub(super) fn is_leaf(s: &Stmt) -> bool {
     matches!(
         s.node(),
         StmtNode::Let { .. }
@@ -441,7 +461,7 @@ impl Repeats {
         loop {
             let n = format!("cse{}", self.next);
             self.next += 1;
-            if self.names.get_or_insert_with(|| all_names(&self.kernel)).insert(n.clone()) {
+            if self.names.get_or_insert_with(|| cse_names(&self.kernel)).insert(n.clone()) {
                 return n;
             }
         }
@@ -451,7 +471,8 @@ impl Repeats {
     /// block when `stable`, else the own expressions of `out[from..=k]`). `later`, the
     /// occurrences in `out[start..]` for some `start <= at`, is brought up to date from the
     /// statements that changed (counting the rest of the block again after every binding
-    /// was quadratic in the block's length).
+    /// was quadratic in the block's length). `idle` flags `out`'s idle statements
+    /// ([`Leaf::Idle`]), which no stable binding occurs in; the new `let` is not one.
     #[allow(clippy::too_many_arguments)]
     fn bind(
         &mut self,
@@ -462,6 +483,7 @@ impl Repeats {
         e: &Expr,
         stable: bool,
         later: &mut Option<ExprMap<usize>>,
+        idle: &mut Vec<bool>,
     ) {
         let var = Var::new(self.fresh(), e.ty());
         let to = var.expr();
@@ -482,9 +504,13 @@ impl Repeats {
             stable: Vec::new(),
             to_stable: is_stable(&to, &self.mutable),
         };
-        for t in &mut out[from..end] {
+        for (t, &idle) in out[from..end].iter_mut().zip(&idle[from..end]) {
             if r.left == Some(0) {
                 break;
+            }
+            // A stable value never occurs in an idle statement ([`Leaf::Idle`]).
+            if stable && idle {
+                continue;
             }
             r.depth = 0;
             *t = r.mutate_stmt(t);
@@ -494,6 +520,7 @@ impl Repeats {
             count_stmt(&binding, l, true, &self.mutable);
         }
         out.insert(at, binding);
+        idle.insert(at, false);
     }
 
     /// The best repeated subexpression of the statement `stmts[k]` together with the lets
@@ -502,7 +529,9 @@ impl Repeats {
     /// largest one.
     ///
     /// `later` caches the stable occurrences in `stmts[start..]`; the caller keeps it up to date
-    /// (recomputing it for every statement made this pass quadratic on long blocks).
+    /// (recomputing it for every statement made this pass quadratic on long blocks). `idle`
+    /// flags the statements of `stmts` that count nothing ([`Leaf::Idle`]).
+    #[allow(clippy::too_many_arguments)]
     fn candidate(
         mutable: &Mutable,
         counter: &mut Counter,
@@ -511,6 +540,7 @@ impl Repeats {
         k: usize,
         skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
+        idle: &[bool],
     ) -> Option<(Expr, bool)> {
         // Most statements of unrolled code (`acc = fma(x, y, acc)`) have a few bindable
         // nodes, none stable and none repeated: no candidate, found without the maps.
@@ -520,7 +550,7 @@ impl Repeats {
         // One map for every search, cleared (a new one per statement was mostly allocation).
         let mut counts = std::mem::take(&mut counter.scratch);
         counts.clear();
-        let mut order = Vec::new();
+        let mut order = Order::new();
         for t in &stmts[start..=k] {
             for e in own_exprs(t) {
                 count_into(e, &mut counts, &mut order, mutable);
@@ -540,7 +570,8 @@ impl Repeats {
             let across = stable && {
                 let later = later.get_or_insert_with(|| {
                     let mut m = ExprMap::new();
-                    for t in &stmts[start..] {
+                    // An idle statement counts nothing.
+                    for (t, _) in stmts[start..].iter().zip(&idle[start..]).filter(|x| !x.1) {
                         merge(&mut m, &counter.of(t, mutable), true);
                     }
                     m
@@ -579,7 +610,7 @@ fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutabl
         ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
         _ => !e.is_fault_division(),
     };
-    for c in e.children() {
+    for c in operands(e) {
         stable &= count_expr(c, counts, add, mutable);
     }
     if stable {
@@ -614,12 +645,31 @@ impl Mutator for Repeats {
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let StmtNode::Block(stmts) = s.node() else { return walk_mutate_nested(self, s) };
+        // Idle statements (most of unrolled code) have no candidate, count nothing and take
+        // no replacement: told apart once, with one walk each, they are passed over below
+        // (each otherwise cost several lookups and a cache entry).
+        let leaves = &self.counter.leaves;
+        let mut idle: Vec<bool> = stmts
+            .iter()
+            .map(|t| is_leaf(t) && leaves.get(t, &self.mutable) == Some(Leaf::Idle))
+            .collect();
+        if idle.iter().all(|&i| i) {
+            return s.clone();
+        }
         let mut out: Vec<Stmt> = stmts.clone();
         let mut changed = false;
         let mut k = 0;
         // Occurrences in `out[start..]` once needed, kept up to date as statements change.
         let mut later: Option<ExprMap<usize>> = None;
         while k < out.len() {
+            if idle[k] {
+                // What the steps below do for it, as they would find it.
+                if k + 1 == out.len() {
+                    later = None;
+                }
+                k += 1;
+                continue;
+            }
             // Bind the largest repeat first, then look again: its parts may still repeat,
             // also in the lets just made (they run right before the statement).
             let start = k;
@@ -632,9 +682,10 @@ impl Mutator for Repeats {
                 k,
                 &skip,
                 &mut later,
+                &idle,
             ) {
                 if stable || !e.may_fail() {
-                    self.bind(&mut out, start, start, k, &e, stable, &mut later);
+                    self.bind(&mut out, start, start, k, &e, stable, &mut later, &mut idle);
                     k += 1;
                     changed = true;
                     continue;
@@ -656,7 +707,7 @@ impl Mutator for Repeats {
                 // before it, last first, each `let` going ahead of those made so far (a later
                 // one may contain an earlier one, which its binding then reads).
                 for x in [&e].into_iter().chain(before.iter().rev()) {
-                    self.bind(&mut out, j, j, k, x, false, &mut later);
+                    self.bind(&mut out, j, j, k, x, false, &mut later, &mut idle);
                     k += 1;
                 }
                 changed = true;
@@ -694,13 +745,15 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    bind_repeats_with(k, Mutable::of(k.body()))
+    bind_repeats_with(k, Mutable::of(k.body()), Leaves::default())
 }
 
 /// [`bind_repeats`], given `k`'s mutable variables ([`crate::util::mutable_names`]).
-pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable) -> Kernel {
-    Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter: Counter::default() }
-        .mutate_kernel(k)
+///
+/// `leaves` classifies statements of `k` (or of trees alive while this runs: see [`Leaves`]).
+pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable, leaves: Leaves) -> Kernel {
+    let counter = Counter { leaves, ..Counter::default() };
+    Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter }.mutate_kernel(k)
 }
 
 #[cfg(test)]
