@@ -577,7 +577,7 @@ impl X86Program {
 
     /// For a launch of local size `local`: this kernel's program with its work-group size
     /// fixed to that size, as `#reqd_work_group_size(L, 1, 1)` fixes it, compiled at the
-    /// first launch of the size and kept (for up to [`MAX_FIXED_SIZES`] sizes). Its region
+    /// first launch of the size and kept (for up to 8 sizes). Its region
     /// loops know `local_size(0)`: a tree reduction whose stride starts from it is unrolled
     /// round by round, its last rounds under lane masks known when the code is generated.
     /// The same kernel launched at the size it is fixed to, so the same results and errors.
