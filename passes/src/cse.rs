@@ -37,6 +37,17 @@ struct Cse {
 }
 
 impl Cse {
+    /// The pass's state for kernel `k` (after `bound_kernel`).
+    fn new(k: &Kernel) -> Cse {
+        Cse {
+            mutable: Mutable::of(k.body()),
+            bound: ExprMap::new(),
+            undo: Vec::new(),
+            leaves: Leaves::default(),
+            last: None,
+        }
+    }
+
     fn lookup(&self, e: &Expr) -> Option<Expr> {
         self.bound.get(e).map(|(v, _)| v.clone())
     }
@@ -114,13 +125,7 @@ impl Mutator for Cse {
 /// Runs common subexpression elimination.
 pub fn cse(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
-    let mut cse = Cse {
-        mutable: Mutable::of(k.body()),
-        bound: ExprMap::new(),
-        undo: Vec::new(),
-        leaves: Leaves::default(),
-        last: None,
-    };
+    let mut cse = Cse::new(k);
     let k2 = cse.mutate_kernel(k);
     // Reading a binding instead of an expression assigns nothing: the same mutable names.
     // Both `k` and `k2` hold every statement `leaves` names until this returns.
@@ -137,36 +142,16 @@ mod tests {
     /// table existed is checked by the pass filetests and on generated kernels.)
     #[test]
     fn recorded_leaf_classes_change_nothing() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let mut kernels = 0;
-        for dir in ["examples", "tests/filetests/passes"] {
-            for f in std::fs::read_dir(format!("{root}/{dir}")).expect("directory").flatten() {
-                if f.path().extension().is_none_or(|x| x != "kir") {
-                    continue;
-                }
-                let Ok(Ok(m)) =
-                    std::fs::read_to_string(f.path()).map(|s| kiln_ir::parse_module(&s))
-                else {
-                    continue;
-                };
-                for k in &m.kernels {
-                    let k = &kiln_ir::depth::bound_kernel(k);
-                    let mut cse = Cse {
-                        mutable: Mutable::of(k.body()),
-                        bound: ExprMap::new(),
-                        undo: Vec::new(),
-                        leaves: Leaves::default(),
-                        last: None,
-                    };
-                    let k2 = cse.mutate_kernel(k);
-                    let mutable = cse.mutable.clone();
-                    let with = repeats::bind_repeats_with(&k2, cse.mutable, cse.leaves);
-                    let without = repeats::bind_repeats_with(&k2, mutable, Leaves::default());
-                    assert_eq!(with.to_string(), without.to_string(), "{}", f.path().display());
-                    kernels += 1;
-                }
-            }
+        let kernels = crate::util::repository_kernels();
+        for (path, k) in &kernels {
+            let k = &kiln_ir::depth::bound_kernel(k);
+            let mut cse = Cse::new(k);
+            let k2 = cse.mutate_kernel(k);
+            let mutable = cse.mutable.clone();
+            let with = repeats::bind_repeats_with(&k2, cse.mutable, cse.leaves);
+            let without = repeats::bind_repeats_with(&k2, mutable, Leaves::default());
+            assert_eq!(with.to_string(), without.to_string(), "{}", path.display());
         }
-        assert!(kernels > 50, "{kernels} kernels");
+        assert!(kernels.len() > 50, "{} kernels", kernels.len());
     }
 }

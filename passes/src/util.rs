@@ -273,6 +273,58 @@ impl Mutator for Folder {
     }
 }
 
+/// The variable statement `s` binds, assigns or stores through, if any: with the
+/// parameters, every name a kernel that verifies refers to is one of these.
+pub(crate) fn named_var(s: &Stmt) -> Option<&kiln_ir::Var> {
+    match s.node() {
+        StmtNode::Let { var, .. }
+        | StmtNode::Decl { var, .. }
+        | StmtNode::Alloc { var, .. }
+        | StmtNode::For { var, .. }
+        | StmtNode::Assign { var, .. }
+        | StmtNode::Store { buf: var, .. }
+        | StmtNode::VecStore { buf: var, .. }
+        | StmtNode::Call { result: Some(var), .. } => Some(var),
+        _ => None,
+    }
+}
+
+/// The kernels of the repository's examples and pass filetests, with their files: what the
+/// passes' own tests check their summaries over.
+#[cfg(test)]
+pub(crate) fn repository_kernels() -> Vec<(std::path::PathBuf, Kernel)> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut out = Vec::new();
+    for dir in ["examples", "tests/filetests/passes"] {
+        for f in std::fs::read_dir(format!("{root}/{dir}")).expect("directory").flatten() {
+            if f.path().extension().is_none_or(|x| x != "kir") {
+                continue;
+            }
+            let Ok(Ok(m)) = std::fs::read_to_string(f.path()).map(|s| kiln_ir::parse_module(&s))
+            else {
+                continue;
+            };
+            out.extend(m.kernels.iter().map(|k| (f.path(), k.clone())));
+        }
+    }
+    out
+}
+
+/// Every statement of `s`, `s` and nested ones included, outermost first.
+#[cfg(test)]
+pub(crate) fn all_stmts(s: &Stmt) -> Vec<Stmt> {
+    struct All(Vec<Stmt>);
+    impl Visitor for All {
+        fn visit_stmt(&mut self, s: &Stmt) {
+            self.0.push(s.clone());
+            walk_stmt(self, s);
+        }
+    }
+    let mut all = All(Vec::new());
+    all.visit_stmt(s);
+    all.0
+}
+
 /// Every variable name bound or referred to in `k` (parameters included).
 ///
 /// Only statements are walked: in a kernel that verifies, every name an expression refers
@@ -292,16 +344,8 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
     impl Visitor for Names {
         fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
-            match s.node() {
-                StmtNode::Let { var, .. }
-                | StmtNode::Decl { var, .. }
-                | StmtNode::Alloc { var, .. }
-                | StmtNode::For { var, .. }
-                | StmtNode::Assign { var, .. }
-                | StmtNode::Store { buf: var, .. }
-                | StmtNode::VecStore { buf: var, .. }
-                | StmtNode::Call { result: Some(var), .. } => self.add(var),
-                _ => {}
+            if let Some(var) = named_var(s) {
+                self.add(var);
             }
             walk_stmt(self, s)
         }

@@ -207,55 +207,33 @@ mod tests {
     /// plain walk with [`is_stable`] says.
     #[test]
     fn scan_agrees_with_is_stable() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
         let (mut inert, mut not) = (0, 0);
-        for dir in ["examples", "tests/filetests/passes"] {
-            for f in std::fs::read_dir(format!("{root}/{dir}")).expect("directory").flatten() {
-                if f.path().extension().is_none_or(|x| x != "kir") {
-                    continue;
+        for (_, k) in crate::util::repository_kernels() {
+            let mutable = Mutable::of(k.body());
+            for s in &crate::util::all_stmts(k.body()) {
+                let mut all = Vec::new();
+                for e in own_exprs(s) {
+                    nodes(e, &mut all);
+                    let found = all.iter().any(|n| {
+                        !matches!(n.node(), ExprNode::Var(_) | ExprNode::Imm(_))
+                            && is_stable(n, &mutable)
+                    });
+                    let want = if found { None } else { Some(is_stable(e, &mutable)) };
+                    assert_eq!(scan(e, &mutable, &mut None), want, "{e}");
+                    all.clear();
                 }
-                let Ok(Ok(m)) =
-                    std::fs::read_to_string(f.path()).map(|s| kiln_ir::parse_module(&s))
-                else {
-                    continue;
+                let may = super::super::repeats::may_have_candidate(s, &mutable);
+                let want = match (is_leaf(s), is_inert(s, &mutable), may) {
+                    (false, _, _) => None,
+                    (true, false, _) => Some(Leaf::Active),
+                    (true, true, true) => Some(Leaf::Inert),
+                    (true, true, false) => Some(Leaf::Idle),
                 };
-                for k in &m.kernels {
-                    let mutable = Mutable::of(k.body());
-                    struct All<'a>(&'a mut Vec<Stmt>);
-                    impl kiln_ir::Visitor for All<'_> {
-                        fn visit_stmt(&mut self, s: &Stmt) {
-                            self.0.push(s.clone());
-                            kiln_ir::walk_stmt(self, s);
-                        }
-                    }
-                    let mut stmts = Vec::new();
-                    kiln_ir::Visitor::visit_stmt(&mut All(&mut stmts), k.body());
-                    for s in &stmts {
-                        let mut all = Vec::new();
-                        for e in own_exprs(s) {
-                            nodes(e, &mut all);
-                            let found = all.iter().any(|n| {
-                                !matches!(n.node(), ExprNode::Var(_) | ExprNode::Imm(_))
-                                    && is_stable(n, &mutable)
-                            });
-                            let want = if found { None } else { Some(is_stable(e, &mutable)) };
-                            assert_eq!(scan(e, &mutable, &mut None), want, "{e}");
-                            all.clear();
-                        }
-                        let may = super::super::repeats::may_have_candidate(s, &mutable);
-                        let want = match (is_leaf(s), is_inert(s, &mutable), may) {
-                            (false, _, _) => None,
-                            (true, false, _) => Some(Leaf::Active),
-                            (true, true, true) => Some(Leaf::Inert),
-                            (true, true, false) => Some(Leaf::Idle),
-                        };
-                        assert_eq!(classify(s, &mutable), want, "{s}");
-                        if is_inert(s, &mutable) {
-                            inert += 1;
-                        } else {
-                            not += 1;
-                        }
-                    }
+                assert_eq!(classify(s, &mutable), want, "{s}");
+                if is_inert(s, &mutable) {
+                    inert += 1;
+                } else {
+                    not += 1;
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! The names a fresh `cseN` binding must not take.
 
 use hashbrown::HashSet;
-use kiln_ir::{Expr, Kernel, Stmt, StmtNode, Var};
+use kiln_ir::{Expr, Kernel, Stmt, Var};
 
 /// The names in [`crate::util::all_names`] of `k` that start with `cse`: the only ones the
 /// repeats half's search for a fresh `cseN` asks about, found without a `String` for every
@@ -19,16 +19,8 @@ pub(super) fn cse_names(k: &Kernel) -> HashSet<String> {
         fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             // The statements `all_names` takes a name from.
-            match s.node() {
-                StmtNode::Let { var, .. }
-                | StmtNode::Decl { var, .. }
-                | StmtNode::Alloc { var, .. }
-                | StmtNode::For { var, .. }
-                | StmtNode::Assign { var, .. }
-                | StmtNode::Store { buf: var, .. }
-                | StmtNode::VecStore { buf: var, .. }
-                | StmtNode::Call { result: Some(var), .. } => self.add(var),
-                _ => {}
+            if let Some(var) = crate::util::named_var(s) {
+                self.add(var);
             }
             kiln_ir::walk_stmt(self, s)
         }

@@ -765,41 +765,18 @@ mod tests {
     /// have a candidate exactly when [`may_have_candidate`] does.
     #[test]
     fn leaf_summary_agrees_with_separate_walks() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let mut files: Vec<std::path::PathBuf> = Vec::new();
-        for dir in ["examples", "tests/filetests/passes"] {
-            for f in std::fs::read_dir(format!("{root}/{dir}")).expect("directory").flatten() {
-                if f.path().extension().is_some_and(|x| x == "kir") {
-                    files.push(f.path());
-                }
-            }
-        }
         let (mut leaves, mut may) = (0, 0);
-        for f in files {
-            let Ok(m) = std::fs::read_to_string(&f).map(|s| kiln_ir::parse_module(&s)) else {
-                continue;
-            };
-            let Ok(m) = m else { continue };
-            for k in &m.kernels {
-                let mutable = Mutable::of(k.body());
-                let mut stmts = Vec::new();
-                struct All<'a>(&'a mut Vec<Stmt>);
-                impl kiln_ir::Visitor for All<'_> {
-                    fn visit_stmt(&mut self, s: &Stmt) {
-                        self.0.push(s.clone());
-                        kiln_ir::walk_stmt(self, s);
-                    }
-                }
-                kiln_ir::Visitor::visit_stmt(&mut All(&mut stmts), k.body());
-                for s in stmts.iter().filter(|s| is_leaf(s)) {
-                    let (counts, m) = Counter::default().leaf(s, &mutable);
-                    let mut walked = ExprMap::new();
-                    count_stmt(s, &mut walked, true, &mutable);
-                    assert_eq!(*counts, walked, "{s}");
-                    assert_eq!(m, may_have_candidate(s, &mutable), "{s}");
-                    leaves += 1;
-                    may += usize::from(m);
-                }
+        for (_, k) in crate::util::repository_kernels() {
+            let mutable = Mutable::of(k.body());
+            let stmts = crate::util::all_stmts(k.body());
+            for s in stmts.iter().filter(|s| is_leaf(s)) {
+                let (counts, m) = Counter::default().leaf(s, &mutable);
+                let mut walked = ExprMap::new();
+                count_stmt(s, &mut walked, true, &mutable);
+                assert_eq!(*counts, walked, "{s}");
+                assert_eq!(m, may_have_candidate(s, &mutable), "{s}");
+                leaves += 1;
+                may += usize::from(m);
             }
         }
         // Both answers occur, on many statements.
