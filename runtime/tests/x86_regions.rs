@@ -971,13 +971,19 @@ fn reduction_last_rounds_access_only_their_lanes() {
     // Stride 2: 8 bytes; stride 1: 4 bytes.
     assert!(has("vmovq xmm1,[", "+8]") && has("vmovq [", "],xmm0"), "{listing}");
     assert!(has("vmovss xmm1,[", "+4]") && has("vmovss [", "],xmm0"), "{listing}");
-    let x: Vec<f32> = (0..1000).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
-    for n in [1000u32, 960, 1] {
+    reductions_agree(&reduce.kernels[0], &[1000, 960, 1]);
+}
+
+/// `examples/reduce.kir`'s kernel `k` over `n` elements for each `n`, in groups of 64 (the
+/// last one partly past `n`), three ways.
+fn reductions_agree(k: &Kernel, ns: &[u32]) {
+    for &n in ns {
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
         let groups = n.div_ceil(64);
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
         let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::F32, groups as usize)];
         let r = NdRange::new(&[groups * 64]).with_local(&[64]);
-        assert!(three_ways(&reduce.kernels[0], &r, &args, &bufs), "n={n}");
+        assert!(three_ways(k, &r, &args, &bufs), "n={n}");
     }
 }
 
@@ -1001,14 +1007,7 @@ fn guarded_batches_that_read_no_id_lanes_keep_no_id_registers() {
     let loads = batches.iter().filter(|i| i.starts_with("vmovups ymm0,[") && i.contains("+rbx*4]"));
     assert_eq!(loads.count(), 8, "{batches:#?}");
     assert!(!batches.iter().any(|i| i.contains("ymm14") || i.contains("ymm15")), "{batches:#?}");
-    let x: Vec<f32> = (0..300).map(|i| ((i * 7) % 23) as f32 * 0.37 - 3.0).collect();
-    for n in [300u32, 256, 64, 65] {
-        let groups = n.div_ceil(64);
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
-        let bufs = [Buffer::from_slice(&x), Buffer::zeroed(Scalar::F32, groups as usize)];
-        let r = NdRange::new(&[groups * 64]).with_local(&[64]);
-        assert!(three_ways(&reduce.kernels[0], &r, &args, &bufs), "n={n}");
-    }
+    reductions_agree(&reduce.kernels[0], &[300, 256, 64, 65]);
 }
 
 /// A tree reduction that fixes no group size, its stride starting from `local_size(0)`:
