@@ -560,18 +560,25 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     })
 }
 
-/// The kernel of an image's text: one kernel, verified, with `sig`'s name, parameters and
-/// attributes (an image for another signature is refused).
+/// The kernel of an image's text, as `sig` with the text's body: one kernel, verified, with
+/// `sig`'s name and parameters and the attributes code generation reads (a fixed group
+/// size, `#fast_math`) — an image for another signature is refused. (A signature keeps no
+/// `#nd_range` or fusion record, which the x86 code does not read.)
 fn kernel_of_text(sig: &Kernel, text: &str) -> Res<Kernel> {
     let m = kiln_ir::parse_module(text).map_err(|e| format!("the kernel's text: {e}"))?;
     let [k] = &m.kernels[..] else {
         return Err(format!("the kernel's text holds {} kernels", m.kernels.len()));
     };
-    if k.name() != sig.name() || k.params() != sig.params() || k.attrs() != sig.attrs() {
+    let (a, b) = (k.attrs(), sig.attrs());
+    if k.name() != sig.name()
+        || k.params() != sig.params()
+        || a.reqd_work_group_size != b.reqd_work_group_size
+        || a.fast_math != b.fast_math
+    {
         return Err(format!("the kernel's text is not of `{}`'s signature", sig.name()));
     }
     kiln_ir::verify_kernel(k).map_err(|e| format!("the kernel's text does not verify: {e:?}"))?;
-    Ok(k.clone())
+    Ok(Kernel::with_attrs(sig.name(), sig.params().to_vec(), b.clone(), k.body().clone()))
 }
 
 /// The vector code of an image (see the layout above); its region code follows it.
