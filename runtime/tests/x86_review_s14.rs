@@ -1,0 +1,626 @@
+//! Adversarial review (session 14, issue 24) of the day's x86 8-lane changes: accesses
+//! narrowed to a lane mask known when the code is generated (`spmd/mem.rs`), programs
+//! compiled for a launch's group size (`X86Program::for_group`) and the images that carry
+//! their kernel's text, i64/u64 <-> float conversions in the 8-lane code, and batches that
+//! keep no id register up to date (`ids_stale`). Every kernel runs three ways (interpreter,
+//! scalar code, 8-lane code plain, `-O` and with general groups), errors word for word.
+#![cfg(target_arch = "x86_64")]
+
+mod x86_common;
+
+use std::sync::Arc;
+
+use x86_common::{avx2, f32s, kernel, three_ways};
+
+use kiln_backends::x86::{compile, X86Options, X86Program};
+use kiln_ir::interp::run;
+use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_ir::testing::results_match;
+use kiln_ir::{Imm, Kernel, Scalar};
+use kiln_runtime::device::cpu::CpuRun;
+
+/// `len` elements of `ty`: small distinct values, none zero (divisors).
+fn vals(ty: Scalar, len: usize, seed: u32) -> Buffer {
+    let mut b = Buffer::zeroed(ty, len);
+    for i in 0..len {
+        let v = (i as u32 * 7 + seed) % 29 + 1;
+        let x = if ty.is_float() {
+            Imm::float(ty, f64::from(v) * 0.5 - 3.25)
+        } else if ty.is_signed() {
+            Imm::int(ty, if v == 15 { 17 } else { i128::from(v) - 15 })
+        } else {
+            Imm::int(ty, i128::from(v))
+        };
+        b.set(i, x).expect("an element of the buffer's type");
+    }
+    b
+}
+
+/// Runs `k` three ways, requiring 8-lane code where AVX2 is there.
+fn agree(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &[Buffer], what: &str) {
+    assert_eq!(three_ways(k, r, args, bufs), avx2(), "{what}\n{k}");
+}
+
+/// Requires the kernel's default program to have region-loop code and a program of its own
+/// for group size `l` (where AVX2 is there): otherwise the tests prove nothing of
+/// `for_group`.
+fn expect_fixed(k: &Kernel, l: u32) {
+    if avx2() {
+        let p = compile(k, &X86Options::default()).unwrap();
+        assert!(p.has_region_code(), "{k}\n{}", p.disassemble());
+        assert!(p.for_group([l, 1, 1]).is_some(), "{k}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Narrow accesses under known lane masks.
+
+/// Masks that are prefixes and masks that are not (lanes 1-2, lane 7, lanes 0-2, lanes 0-4,
+/// lanes 0-1 and lane 0), over int and float local arrays, a narrow load whose value a later
+/// unmasked statement uses, a global load under a mask.
+#[test]
+fn masks_prefix_and_not() {
+    for ty in ["i32", "f32"] {
+        let src = "kernel k(o: ptr<global, T>, a: ptr<global, T>) #reqd_work_group_size(8, 1, 1) {
+             local t: T[8];
+             private p: T[1];
+             let l: u32 = local_id(0);
+             let g: u32 = global_id(0);
+             t[l] = a[g];
+             barrier(local);
+             if l >= 1u32 && l < 3u32 { t[l] = t[l] + t[l + 4u32]; }
+             barrier(local);
+             if l == 7u32 { t[l] = t[l] * (2 as T); }
+             barrier(local);
+             var v: T = 0 as T;
+             if l < 3u32 { v = t[l]; t[l] = a[g] + v; }
+             barrier(local);
+             if l < 5u32 { t[l] = t[l] - (1 as T); }
+             barrier(local);
+             if l < 2u32 { t[l] = t[l + 2u32] + t[l + 6u32]; }
+             barrier(local);
+             if l == 0u32 { p[0] = t[l]; t[l] = p[0] + t[7]; }
+             barrier(local);
+             o[g] = t[l] + v;
+           }"
+        .replace('T', ty);
+        let k = kernel(&src);
+        let s = if ty == "i32" { Scalar::I32 } else { Scalar::F32 };
+        for n in [8usize, 16, 64] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1)];
+            let bufs = [Buffer::zeroed(s, n), vals(s, n, n as u32)];
+            let r = NdRange::new(&[n as u32]).with_local(&[8]);
+            agree(&k, &r, &args, &bufs, &format!("{ty} n {n}"));
+        }
+    }
+}
+
+/// A narrow load feeding an integer division in the masked lanes only: the lanes outside
+/// the mask must not divide (they would read 0 now) nor fault; and a division by zero in an
+/// active lane must be the interpreter's error (work-item, message).
+#[test]
+fn narrow_load_feeding_division() {
+    let k = kernel(
+        "kernel k(o: ptr<global, i32>, a: ptr<global, i32>) #reqd_work_group_size(8, 1, 1) {
+           local t: i32[8];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           t[l] = a[g];
+           barrier(local);
+           if l < 3u32 { t[l] = 1000 / t[l]; }
+           barrier(local);
+           if l >= 1u32 && l < 3u32 { t[l] = t[l] % t[l + 1u32]; }
+           barrier(local);
+           if l == 7u32 { t[l] = 77 / t[l]; }
+           barrier(local);
+           o[g] = t[l];
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::Buffer(1)];
+    let good = vals(Scalar::I32, 32, 5);
+    let r = NdRange::new(&[32]).with_local(&[8]);
+    agree(&k, &r, &args, &[Buffer::zeroed(Scalar::I32, 32), good.clone()], "no zero");
+    // Zeros where the masks are off (lanes 3..7 but 7 for the first): no fault.
+    let mut zeros = good.clone();
+    for i in [3usize, 4, 5, 6, 11, 12, 13, 14, 22] {
+        zeros.set(i, Imm::int(Scalar::I32, 0)).unwrap();
+    }
+    agree(&k, &r, &args, &[Buffer::zeroed(Scalar::I32, 32), zeros.clone()], "zeros outside");
+    // A zero in an active lane of the second group, then of lane 7.
+    for i in [9usize, 15, 1] {
+        let mut z = zeros.clone();
+        z.set(i, Imm::int(Scalar::I32, 0)).unwrap();
+        agree(&k, &r, &args, &[Buffer::zeroed(Scalar::I32, 32), z], &format!("zero at {i}"));
+    }
+}
+
+/// Local arrays whose length ends inside the 8-lane window (5 and 3 elements), accessed
+/// under masks up to their end, in int and float (no lane reads what another lane
+/// writes between the same barriers: that would be a race).
+#[test]
+fn local_arrays_ending_inside_the_window() {
+    let k = kernel(
+        "kernel k(o: ptr<global, f32>, a: ptr<global, f32>, q: ptr<global, i32>) #reqd_work_group_size(8, 1, 1) {
+           local t: f32[5];
+           local u: i32[3];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           if l < 5u32 { t[l] = a[g]; }
+           if l < 3u32 { u[l] = q[g]; }
+           barrier(local);
+           if l < 5u32 { t[l] = t[l] * 2.0; }
+           if l >= 1u32 && l < 3u32 { t[l] = t[l] + (u[l - 1u32] as f32); }
+           barrier(local);
+           if l < 3u32 { o[g] = t[l] + (u[l] as f32); } else { if l < 5u32 { o[g] = t[l]; } }
+         }",
+    );
+    for n in [8u32, 24] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let bufs = [
+            Buffer::zeroed(Scalar::F32, n as usize),
+            f32s(n as usize, n),
+            vals(Scalar::I32, n as usize, 3),
+        ];
+        let r = NdRange::new(&[n]).with_local(&[8]);
+        agree(&k, &r, &args, &bufs, &format!("n {n}"));
+    }
+}
+
+/// A fault in an earlier statement of the same batch (a global load past the buffer's end
+/// in some lanes) followed by a masked store to a local array and to a global buffer: the
+/// error is the interpreter's, and a launch where no lane faults agrees.
+#[test]
+fn fault_then_masked_store() {
+    let k = kernel(
+        "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: u32) #reqd_work_group_size(8, 1, 1) {
+           local t: i32[8];
+           let l: u32 = local_id(0);
+           let g: u32 = global_id(0);
+           t[l] = 0;
+           barrier(local);
+           if l < 4u32 {
+             let x: i32 = a[g * s];
+             t[l] = x;
+             o[g] = x + 1;
+           }
+           barrier(local);
+           o[g] = o[g] + t[l];
+         }",
+    );
+    for (s, len) in [(1u32, 32usize), (2, 32), (3, 32), (4, 32), (2, 64)] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(s)];
+        let bufs = [Buffer::zeroed(Scalar::I32, 32), vals(Scalar::I32, len, s)];
+        let r = NdRange::new(&[32]).with_local(&[8]);
+        agree(&k, &r, &args, &bufs, &format!("s {s} len {len}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Programs compiled for a launch's group size.
+
+/// A kernel whose behaviour depends on `local_size(0)` in several ways: a loop bounded by
+/// it, a tile size from it, a reduction whose stride starts from it, and the size stored.
+const SIZED: &str = "kernel k(x: ptr<global, f32>, o: ptr<global, f32>, w: ptr<global, u32>) {
+    local t: f32[256];
+    let l: u32 = local_id(0);
+    let n: u32 = local_size(0);
+    t[l] = x[global_id(0)];
+    barrier(local);
+    var acc: f32 = 0.0;
+    for j: u32 in 0u32 .. n / 8u32 {
+      acc = acc + t[(l + j * 8u32) % n];
+    }
+    barrier(local);
+    t[l] = acc;
+    var s: u32 = n / 2u32;
+    while s > 0u32 {
+      barrier(local);
+      if l < s { t[l] = t[l] + t[l + s]; }
+      s = s / 2u32;
+    }
+    barrier(local);
+    if l == 0u32 { o[group_id(0)] = t[0]; }
+    if l == n - 1u32 { w[group_id(0)] = n + l; }
+  }";
+
+/// Group sizes 8, 16, 24 (not a power of two: the reduction skips a lane), 72, 256, a
+/// non-multiple of 8, and more than 8 distinct sizes on one program (the ninth on the
+/// general code), also back to the first ones.
+#[test]
+fn group_sizes_on_one_program() {
+    let k = kernel(SIZED);
+    expect_fixed(&k, 16);
+    let p = compile(&k, &X86Options::default()).unwrap();
+    let total = 2304u32; // a multiple of every size below
+    let sizes = [8u32, 16, 24, 72, 256, 32, 48, 64, 128, 96, 12, 8, 256, 144, 24];
+    for &l in &sizes {
+        let groups = (total / l) as usize;
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let bufs = vec![
+            f32s(total as usize, l),
+            Buffer::zeroed(Scalar::F32, groups),
+            Buffer::zeroed(Scalar::U32, groups),
+        ];
+        let r = NdRange::new(&[total]).with_local(&[l]);
+        let mut want = bufs.clone();
+        let wr = run(&k, &r, &args, &mut want);
+        let mut got = bufs.clone();
+        let gr = p.run(&r, &args, &mut got);
+        assert_eq!(wr, gr, "local {l}");
+        if let Err(m) = results_match(&want, &got) {
+            panic!("local {l}: {m}");
+        }
+        if l <= 72 {
+            agree(&k, &r, &args, &bufs, &format!("local {l}"));
+        }
+    }
+}
+
+/// Local sizes that are not `[L, 1, 1]` (2-D groups, 2-D ranges), and a 2-D range with
+/// `[L, 1]` groups, on a kernel with region code that fixes no size.
+#[test]
+fn two_dimensional_ranges_and_groups() {
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, o: ptr<global, f32>) {
+           local t: f32[64];
+           let l: u32 = local_id(1) * local_size(0) + local_id(0);
+           let g: u32 = global_id(1) * global_size(0) + global_id(0);
+           t[l] = x[g];
+           barrier(local);
+           let m: u32 = local_size(0) * local_size(1);
+           o[g] = t[(l + 1u32) % m] + t[l] * (local_size(0) as f32);
+         }",
+    );
+    for (dims, local) in [
+        (vec![32u32, 4], vec![8u32, 2]),
+        (vec![32, 4], vec![16, 1]),
+        (vec![48, 2], vec![24, 1]),
+        (vec![16, 4], vec![8, 4]),
+        (vec![64, 2], vec![32, 2]),
+    ] {
+        let n: u32 = dims.iter().product();
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        let bufs = [f32s(n as usize, 1), Buffer::zeroed(Scalar::F32, n as usize)];
+        let r = NdRange::new(&dims).with_local(&local);
+        three_ways(&k, &r, &args, &bufs);
+    }
+}
+
+/// Faults whose site depends on the group size (a local index past a 32-element tile only
+/// in groups of 40 or more, a division by `local_size(0) - 16`): the errors must be the
+/// interpreter's at every size.
+#[test]
+fn faults_that_depend_on_the_group_size() {
+    let k = kernel(
+        "kernel k(x: ptr<global, i32>, o: ptr<global, i32>) {
+           local t: i32[32];
+           let l: u32 = local_id(0);
+           if l < 32u32 { t[l] = x[global_id(0)]; }
+           barrier(local);
+           let n: u32 = local_size(0);
+           var s: u32 = n / 2u32;
+           while s > 0u32 {
+             if l < s { t[l] = t[l] + t[l + s]; }
+             barrier(local);
+             s = s / 2u32;
+           }
+           if l == 0u32 { o[group_id(0)] = t[0] / (n as i32 - 16); }
+         }",
+    );
+    expect_fixed(&k, 32);
+    for l in [8u32, 16, 24, 32, 64, 40] {
+        let total = 320u32;
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        let bufs = [vals(Scalar::I32, total as usize, l), Buffer::zeroed(Scalar::I32, 40)];
+        let r = NdRange::new(&[total]).with_local(&[l]);
+        three_ways(&k, &r, &args, &bufs);
+    }
+}
+
+/// Atomics in a kernel compiled per group size: a histogram of `local_id(0) % 8` into a
+/// local array, then added to a global one, and a global counter of groups.
+#[test]
+fn atomics_per_group_size() {
+    let k = kernel(
+        "kernel k(x: ptr<global, u32>, h: ptr<global, u32>, c: ptr<global, u32>) {
+           local b: u32[8];
+           let l: u32 = local_id(0);
+           if l < 8u32 { b[l] = 0u32; }
+           barrier(local);
+           atomic_add(b, x[global_id(0)] % 8u32, 1u32);
+           barrier(local);
+           if l < 8u32 { atomic_add(h, l, b[l] + local_size(0)); }
+           if l == 0u32 { atomic_max(c, 0u32, local_size(0)); }
+         }",
+    );
+    for l in [8u32, 16, 24, 256] {
+        let total = 768u32;
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let bufs = [
+            vals(Scalar::U32, total as usize, l),
+            Buffer::zeroed(Scalar::U32, 8),
+            Buffer::zeroed(Scalar::U32, 1),
+        ];
+        let r = NdRange::new(&[total]).with_local(&[l]);
+        three_ways(&k, &r, &args, &bufs);
+    }
+}
+
+/// Two threads launching the same program with different group sizes at once (the first
+/// launch of each size compiles it): every result is the interpreter's.
+#[test]
+fn concurrent_launches_of_different_sizes() {
+    let k = kernel(SIZED);
+    let p = Arc::new(compile(&k, &X86Options::default()).unwrap());
+    let total = 1536u32;
+    let expected = |l: u32| {
+        let groups = (total / l) as usize;
+        let bufs = vec![
+            f32s(total as usize, 7),
+            Buffer::zeroed(Scalar::F32, groups),
+            Buffer::zeroed(Scalar::U32, groups),
+        ];
+        let mut want = bufs.clone();
+        let r = NdRange::new(&[total]).with_local(&[l]);
+        run(&k, &r, &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)], &mut want).unwrap();
+        (bufs, want)
+    };
+    let sizes = [8u32, 16, 24, 32, 48, 64, 96, 128];
+    let cases: Vec<_> = sizes.iter().map(|&l| (l, expected(l))).collect();
+    std::thread::scope(|s| {
+        for chunk in cases.chunks(2) {
+            for (l, (bufs, want)) in chunk {
+                let p = Arc::clone(&p);
+                s.spawn(move || {
+                    for _ in 0..3 {
+                        let mut got = bufs.clone();
+                        let r = NdRange::new(&[total]).with_local(&[*l]);
+                        p.run(&r, &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)], &mut got)
+                            .unwrap();
+                        if let Err(m) = results_match(want, &got) {
+                            panic!("local {l}: {m}");
+                        }
+                    }
+                });
+            }
+        }
+    });
+}
+
+/// Programs loaded from images, with constants whose text must round-trip exactly (NaN
+/// with a payload, -0.0, a subnormal, infinities, f64 and f16 values, a hex i32), compiled
+/// per group size from the image's text: the same results as the original program and the
+/// interpreter.
+#[test]
+fn images_with_awkward_constants() {
+    let src = "kernel k(x: ptr<global, f32>, o: ptr<global, f32>, h: ptr<global, f16>, d: ptr<global, f64>) {
+        local t: f32[256];
+        let l: u32 = local_id(0);
+        let v: f32 = x[global_id(0)];
+        t[l] = select(v > 1.0, -0.0, v) + 1e-45f32;
+        barrier(local);
+        var s: u32 = local_size(0) / 2u32;
+        while s > 0u32 {
+          if l < s { t[l] = t[l] + t[l + s] * 1.5e-40f32; }
+          barrier(local);
+          s = s / 2u32;
+        }
+        let qn: f32 = nanf32(0x7fc01234);
+        let y: f32 = select(v < -2.0, qn, select(v > 4.0, -inf, t[l]));
+        o[global_id(0)] = select(l == 0u32, t[0], y);
+        h[global_id(0)] = (v * 0.1) as f16;
+        if l == 1u32 { h[global_id(0)] = 6.0e-8f16; }
+        if l == 2u32 { h[global_id(0)] = -65504f16; }
+        d[global_id(0)] = (v as f64) * 0.1f64 + 4.9e-324f64 + ((0xfffffff0i32) as f64);
+      }";
+    let k = kernel(src);
+    expect_fixed(&k, 16);
+    for optimize in [false, true] {
+        let p = compile(&k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+        let image = p.to_image().unwrap();
+        let q = X86Program::from_image(p.kernel(), &image).unwrap();
+        if avx2() {
+            assert!(q.for_group([16, 1, 1]).is_some(), "optimize {optimize}");
+        }
+        for l in [8u32, 16, 32, 64] {
+            let n = 256usize;
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)];
+            let bufs = vec![
+                f32s(n, l),
+                Buffer::zeroed(Scalar::F32, n),
+                Buffer::zeroed(Scalar::F16, n),
+                Buffer::zeroed(Scalar::F64, n),
+            ];
+            let r = NdRange::new(&[n as u32]).with_local(&[l]);
+            let mut want = bufs.clone();
+            run(&k, &r, &args, &mut want).unwrap();
+            for (what, prog) in [("built", &p), ("loaded", &q)] {
+                let mut got = bufs.clone();
+                prog.run(&r, &args, &mut got).unwrap();
+                if let Err(m) = results_match(&want, &got) {
+                    panic!("{what} optimize {optimize} local {l}: {m}");
+                }
+                // Bit for bit (NaN payloads, -0.0) with the original program.
+                if what == "loaded" {
+                    let mut orig = bufs.clone();
+                    p.run(&r, &args, &mut orig).unwrap();
+                    assert_eq!(orig, got, "optimize {optimize} local {l}");
+                }
+            }
+        }
+    }
+}
+
+/// A damaged image (each byte of the text flipped in turn, sampled) is refused or, if it
+/// loads, never runs another kernel: flips inside the text break the checksum.
+#[test]
+fn damaged_image_text_is_refused() {
+    let k = kernel(SIZED);
+    let p = compile(&k, &X86Options::default()).unwrap();
+    let image = p.to_image().unwrap();
+    let text = k.to_string();
+    let Some(at) = image.windows(16).position(|w| w == &text.as_bytes()[..16]) else {
+        assert!(!avx2(), "the image carries no text");
+        return;
+    };
+    for i in (at..at + text.len()).step_by(7) {
+        let mut bad = image.clone();
+        bad[i] ^= 0x20;
+        assert!(X86Program::from_image(p.kernel(), &bad).is_err(), "byte {i}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// i64/u64 <-> float conversions inside control.
+
+/// Conversions at the edges inside divergent `if`s, selects, `var`s and loops.
+#[test]
+fn int64_float_casts_in_control() {
+    let k = kernel(
+        "kernel k(x: ptr<global, f64>, f: ptr<global, f32>, a: ptr<global, i64>, b: ptr<global, u64>, oi: ptr<global, i64>, ou: ptr<global, u64>, of: ptr<global, f32>, od: ptr<global, f64>) {
+           let g: u32 = global_id(0);
+           var vi: i64 = 0i64;
+           var vu: u64 = 0u64;
+           if (g % 3u32) == 1u32 {
+             vi = x[g] as i64;
+             vu = f[g] as u64;
+           } else {
+             vi = f[g] as i64;
+             vu = x[g] as u64;
+           }
+           for j: u32 in 0u32 .. g % 4u32 {
+             vi = vi + ((x[g] * 0.5f64) as i64);
+             vu = vu ^ ((f[g] * 2.0) as u64);
+           }
+           oi[g] = select(x[g] > 0.0f64, vi, (f[g] as i64) - 1i64);
+           ou[g] = select(g % 2u32 == 0u32, vu, x[g] as u64);
+           of[g] = select(g % 5u32 == 0u32, b[g] as f32, a[g] as f32);
+           var d: f64 = 0.0f64;
+           if a[g] < 0i64 { d = a[g] as f64; } else { d = b[g] as f64; }
+           od[g] = d + (b[g] as f32) as f64;
+         }",
+    );
+    let fl: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.0,
+        -1.0,
+        9.2233720368547748e18,
+        -9.2233720368547758e18,
+        9.2233720368547758e18,
+        -9.223372036854777e18,
+        1.8446744073709552e19,
+        1.8446744073709550e19,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        4294967296.5,
+        -4294967296.5,
+        2147483648.0,
+        -2147483649.0,
+        1e300,
+        -1e300,
+        9007199254740993.0,
+        123456789012.75,
+        -0.9999,
+    ];
+    let ints: Vec<i64> = vec![
+        0,
+        -1,
+        1,
+        i64::MAX,
+        i64::MIN,
+        i64::MIN + 1,
+        (1 << 53) + 1,
+        -(1 << 53) - 1,
+        (1 << 54) + 3,
+        (1 << 62) + (1 << 40) + 1,
+        -(1 << 62) - 5,
+        0x7fff_ffff,
+        -0x8000_0000,
+        0x1_0000_0001,
+        (1 << 24) + 1,
+        -(1 << 24) - 1,
+        0x0020_0000_0000_0001,
+        -0x0020_0000_0000_0003,
+        12345,
+        -12345,
+        0x7fff_fe00_0000_0000,
+        0x7fff_ff80_0000_0001,
+        (1 << 25) + 3,
+        -999,
+    ];
+    let uints: Vec<u64> = ints
+        .iter()
+        .map(|&i| i as u64)
+        .chain([u64::MAX, 1 << 63, (1 << 63) + 1, u64::MAX - 1024])
+        .collect();
+    let n = 32usize;
+    let f64s: Vec<f64> = (0..n).map(|i| fl[i % fl.len()]).collect();
+    let f32s_: Vec<f32> = (0..n).map(|i| fl[(i * 5 + 3) % fl.len()] as f32).collect();
+    let is: Vec<i64> = (0..n).map(|i| ints[i % ints.len()]).collect();
+    let us: Vec<u64> = (0..n).map(|i| uints[(i * 3 + 1) % uints.len()]).collect();
+    let args: Vec<Arg> = (0..8).map(Arg::Buffer).collect();
+    let bufs = [
+        Buffer::from_slice(&f64s),
+        Buffer::from_slice(&f32s_),
+        Buffer::from_slice(&is),
+        Buffer::from_slice(&us),
+        Buffer::zeroed(Scalar::I64, n),
+        Buffer::zeroed(Scalar::U64, n),
+        Buffer::zeroed(Scalar::F32, n),
+        Buffer::zeroed(Scalar::F64, n),
+    ];
+    for local in [8u32, 16, 32] {
+        let r = NdRange::new(&[n as u32]).with_local(&[local]);
+        agree(&k, &r, &args, &bufs, &format!("local {local}"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Batches that keep no id register up to date.
+
+/// Region statements that read the id lanes in ways a scan might miss: a `let` of an id
+/// used later in arithmetic, an id stored as the value, `global_id(0)` as the index of a
+/// 64-bit, a narrow and a local buffer, an id through a `select` and a cast.
+#[test]
+fn ids_read_in_roundabout_ways() {
+    let k = kernel(
+        "kernel k(a: ptr<global, u32>, w: ptr<global, u64>, b: ptr<global, u8>, o: ptr<global, u32>, f: ptr<global, f32>) {
+           local t: u32[256];
+           t[local_id(0)] = a[global_id(0)];
+           barrier(local);
+           let g: u32 = global_id(0);
+           let l: u32 = local_id(0);
+           o[global_id(0)] = t[l] + 1u32;
+           barrier(local);
+           w[global_id(0)] = (g as u64) * 3u64;
+           b[global_id(0)] = (l + 5u32) as u8;
+           barrier(local);
+           a[global_id(0)] = global_id(0);
+           barrier(local);
+           t[local_id(0)] = g * 2u32 + l;
+           barrier(local);
+           f[global_id(0)] = (select(l > 3u32, g, l) as f32) + (t[l] as f32);
+           barrier(local);
+           o[global_id(0)] = o[global_id(0)] + t[(l + 1u32) % local_size(0)];
+         }",
+    );
+    for (total, local, off) in
+        [(64u32, 8u32, 0u32), (64, 16, 8), (96, 32, 0), (256, 256, 16), (48, 24, 0)]
+    {
+        let n = (total + off) as usize;
+        let args: Vec<Arg> = (0..5).map(Arg::Buffer).collect();
+        let bufs = [
+            vals(Scalar::U32, n, 2),
+            Buffer::zeroed(Scalar::U64, n),
+            Buffer::zeroed(Scalar::U8, n),
+            Buffer::zeroed(Scalar::U32, n),
+            Buffer::zeroed(Scalar::F32, n),
+        ];
+        let r = NdRange::new(&[total]).with_local(&[local]).with_offset(&[off]);
+        agree(&k, &r, &args, &bufs, &format!("{total}/{local} offset {off}"));
+    }
+}
