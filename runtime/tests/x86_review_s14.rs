@@ -624,3 +624,199 @@ fn ids_read_in_roundabout_ways() {
         agree(&k, &r, &args, &bufs, &format!("{total}/{local} offset {off}"));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Narrow accesses where they are taken: regions of one `if` bounding `local_id(0)` by
+// constants, in the group's first batch alone or in batches known when the code is
+// generated.
+
+/// The `if`s of the narrow-access regions below (lanes of their batches: prefixes, and not:
+/// `lid > 0 && lid < 4` is lanes 1-3, `lid == 9` lane 1 of the second batch, `lid >= 5 &&
+/// lid < 19` lanes 5-7, all, then 0-2).
+const NARROW_IFS: [&str; 10] = [
+    "lid < 4u32",
+    "lid < 2u32",
+    "lid < 1u32",
+    "lid < 3u32",
+    "lid > 0u32 && lid < 4u32",
+    "lid == 9u32",
+    "lid >= 5u32 && lid < 19u32",
+    "lid >= 8u32 && lid < 12u32",
+    "lid < 12u32",
+    "lid >= 1u32 && lid < 2u32",
+];
+
+/// A kernel whose second region is `if COND { BODY }` over a local tile of `T`, then a
+/// region reading the tile in every lane (the narrowly stored lanes and the others).
+fn narrow_kernel(ty: &str, cond: &str, body: &str, fixed: bool) -> Kernel {
+    let attr = if fixed { " #reqd_work_group_size(64, 1, 1)" } else { "" };
+    let src = format!(
+        "kernel k(x: ptr<global, {ty}>, o: ptr<global, {ty}>){attr} {{
+           local t: {ty}[256];
+           let lid: u32 = local_id(0);
+           t[lid] = x[global_id(0)];
+           barrier(local);
+           if {cond} {{ {body} }}
+           barrier(local);
+           o[global_id(0)] = t[lid] + t[(lid + 1u32) % local_size(0)];
+         }}"
+    );
+    kernel(&src)
+}
+
+/// Every narrow mask, i32 and f32 (and f64, which takes other code), loads only, loads and a
+/// store, a store of a value computed from loads at other offsets; group sizes fixed by the
+/// kernel (64) and by the launch (8, 16, 24, 64).
+#[test]
+fn narrow_masks_agree() {
+    let bodies = [
+        "t[lid] = t[lid] + t[lid + 4u32];",
+        "t[lid] = t[lid + 9u32] * t[lid + 1u32] - t[lid];",
+        "let v: T = t[lid + 2u32]; t[lid] = t[lid] + v * v;",
+    ];
+    for ty in ["i32", "f32", "f64"] {
+        let s = match ty {
+            "i32" => Scalar::I32,
+            "f32" => Scalar::F32,
+            _ => Scalar::F64,
+        };
+        for cond in NARROW_IFS {
+            for body in bodies {
+                let body = body.replace('T', ty);
+                for fixed in [true, false] {
+                    let k = narrow_kernel(ty, cond, &body, fixed);
+                    let locals: &[u32] = if fixed { &[64] } else { &[8, 16, 24, 64] };
+                    for &l in locals {
+                        let n = 192usize;
+                        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+                        let bufs = [vals(s, n, l), Buffer::zeroed(s, n)];
+                        let r = NdRange::new(&[n as u32]).with_local(&[l]);
+                        agree(&k, &r, &args, &bufs, &format!("{ty} `{cond}` `{body}` local {l}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The narrow shapes above do take narrow loads (else `narrow_masks_agree` proves little):
+/// 16- and 8-byte loads of the tile appear in the region-loop code.
+#[test]
+fn narrow_loads_are_taken() {
+    if !avx2() {
+        return;
+    }
+    for (cond, load) in [("lid < 4u32", "vmovups xmm"), ("lid == 9u32", "vmovq xmm")] {
+        for fixed in [true, false] {
+            let k = narrow_kernel("i32", cond, "t[lid] = t[lid] + t[lid + 4u32];", fixed);
+            let p = compile(&k, &X86Options::default()).unwrap();
+            // (Without a size of its own, the program compiled for groups of 64.)
+            let p = if fixed { Arc::new(p) } else { p.for_group([64, 1, 1]).unwrap() };
+            let d = p.disassemble();
+            let regions = &d[d.find("; 8-lane region loops").expect("region code")..];
+            assert!(regions.contains(load), "{cond}\n{regions}");
+        }
+    }
+}
+
+/// Narrow loads (the lanes outside the mask read as 0) feeding integer divisions and
+/// remainders in the masked lanes only: no fault from the lanes outside, and a zero divisor
+/// in an active lane is the interpreter's error.
+#[test]
+fn narrow_loads_feeding_divisions() {
+    let k = kernel(
+        "kernel k(x: ptr<global, i32>, o: ptr<global, i32>) #reqd_work_group_size(64, 1, 1) {
+           local t: i32[64];
+           local u: i32[64];
+           let lid: u32 = local_id(0);
+           t[lid] = x[global_id(0)];
+           u[lid] = 0;
+           barrier(local);
+           if lid >= 5u32 && lid < 19u32 { u[lid] = 1000 / t[lid + 4u32] + t[lid] % t[lid + 1u32]; }
+           barrier(local);
+           if lid < 4u32 { u[lid] = 7 / t[lid + 4u32]; }
+           barrier(local);
+           if lid == 9u32 { u[lid] = u[lid] + 50 / t[lid]; }
+           barrier(local);
+           o[global_id(0)] = u[lid] + t[lid];
+         }",
+    );
+    let args = [Arg::Buffer(0), Arg::Buffer(1)];
+    let good = vals(Scalar::I32, 128, 9);
+    let r = NdRange::new(&[128]).with_local(&[64]);
+    agree(&k, &r, &args, &[good.clone(), Buffer::zeroed(Scalar::I32, 128)], "no zeros");
+    // Zeros no active lane divides by (0-3, 24-63 of each group): no fault.
+    let mut zeros = good.clone();
+    for i in (0..4).chain(24..64).chain(64..68).chain(90..128) {
+        zeros.set(i, Imm::int(Scalar::I32, 0)).unwrap();
+    }
+    agree(&k, &r, &args, &[zeros.clone(), Buffer::zeroed(Scalar::I32, 128)], "zeros outside");
+    // i32::MIN / -1 in an active lane, and zero divisors in active lanes of the first and
+    // second group.
+    let mut min = zeros.clone();
+    min.set(64 + 9, Imm::int(Scalar::I32, -1)).unwrap();
+    min.set(64 + 5, Imm::int(Scalar::I32, i128::from(i32::MIN))).unwrap();
+    min.set(64 + 6, Imm::int(Scalar::I32, -1)).unwrap();
+    agree(&k, &r, &args, &[min, Buffer::zeroed(Scalar::I32, 128)], "MIN % -1");
+    for i in [4usize, 9, 19, 64 + 22, 64 + 7, 64 + 8] {
+        let mut z = zeros.clone();
+        z.set(i, Imm::int(Scalar::I32, 0)).unwrap();
+        agree(&k, &r, &args, &[z, Buffer::zeroed(Scalar::I32, 128)], &format!("zero at {i}"));
+    }
+}
+
+/// Whole regions, group-guarded regions and masked ones, each one statement between
+/// barriers in a kernel of a known group size, that read the id lanes in ways a scan for
+/// them might miss: an id stored as the value, through an intrinsic, a `let` of it used in
+/// arithmetic, as the index of 64-bit, 8-bit and local buffers, `local_id(0)` converted,
+/// the id inside a comparison. Fixed by the kernel and by the launch; launch offsets that
+/// are not multiples of 8.
+#[test]
+fn ids_in_known_batches() {
+    let body = "
+           local t: u32[256];
+           t[local_id(0)] = 1u32;
+           barrier(local);
+           a[global_id(0)] = global_id(0);
+           barrier(local);
+           o[global_id(0)] = max(global_id(0), 70u32) + min(local_id(0), 9u32);
+           barrier(local);
+           let g: u32 = global_id(0);
+           barrier(local);
+           w[global_id(0)] = (g as u64) * 3u64 + (global_id(0) as u64);
+           barrier(local);
+           b[global_id(0)] = (global_id(0) + 5u32) as u8;
+           barrier(local);
+           t[local_id(0)] = global_id(0) * 2u32;
+           barrier(local);
+           if group_id(0) == 1u32 { o[global_id(0)] = o[global_id(0)] + global_id(0) * 7u32; }
+           barrier(local);
+           if local_id(0) < 12u32 { a[global_id(0)] = a[global_id(0)] + local_id(0) * 1000u32; }
+           barrier(local);
+           f[global_id(0)] = select(global_id(0) > 37u32, 1.5, 2.5) + (local_id(0) as f32);
+           barrier(local);
+           o[global_id(0)] = o[global_id(0)] + t[local_id(0)] + g;
+         }";
+    let sig = "kernel k(a: ptr<global, u32>, w: ptr<global, u64>, b: ptr<global, u8>, o: ptr<global, u32>, f: ptr<global, f32>)";
+    for fixed in [true, false] {
+        let attr = if fixed { " #reqd_work_group_size(32, 1, 1)" } else { "" };
+        let k = kernel(&format!("{sig}{attr} {{{body}"));
+        if !fixed {
+            expect_fixed(&k, 32);
+        }
+        for off in [0u32, 3, 8, 13] {
+            let total = 96u32;
+            let n = (total + off) as usize;
+            let args: Vec<Arg> = (0..5).map(Arg::Buffer).collect();
+            let bufs = [
+                vals(Scalar::U32, n, 2),
+                Buffer::zeroed(Scalar::U64, n),
+                Buffer::zeroed(Scalar::U8, n),
+                Buffer::zeroed(Scalar::U32, n),
+                Buffer::zeroed(Scalar::F32, n),
+            ];
+            let r = NdRange::new(&[total]).with_local(&[32]).with_offset(&[off]);
+            agree(&k, &r, &args, &bufs, &format!("fixed {fixed} offset {off}"));
+        }
+    }
+}
