@@ -7,6 +7,8 @@
 #![cfg(target_arch = "x86_64")]
 
 mod x86_common;
+#[path = "common/temp_dir.rs"]
+mod temp_dir;
 
 use std::sync::Arc;
 
@@ -817,6 +819,107 @@ fn ids_in_known_batches() {
             ];
             let r = NdRange::new(&[total]).with_local(&[32]).with_offset(&[off]);
             agree(&k, &r, &args, &bufs, &format!("fixed {fixed} offset {off}"));
+        }
+    }
+}
+
+/// The text an image carries is the kernel as compiled: vector accesses lowered, a deep
+/// expression split into `let`s of generated names. It must parse back as the same kernel
+/// (the loaded program is compiled per group size from it) with the same results.
+#[test]
+fn image_text_of_lowered_vectors_and_deep_expressions() {
+    let deep = (0..150).fold("v".to_string(), |e, i| format!("({e} + {}.0)", i % 7));
+    let src = format!(
+        "kernel k(x: ptr<global, f32>, o: ptr<global, f32>) {{
+           local t: f32[256];
+           let l: u32 = local_id(0);
+           let v: f32 = x[global_id(0)];
+           t[l] = {deep};
+           barrier(local);
+           if l < local_size(0) / 4u32 {{
+             let q: f32x4 = vload4(t, l * 4u32);
+             vstore(o, global_id(0) * 4u32, q * f32x4(2.0) + f32x4(extract(q, 3)));
+           }}
+         }}"
+    );
+    let k = kernel(&src);
+    expect_fixed(&k, 16);
+    for optimize in [false, true] {
+        let p = compile(&k, &X86Options { optimize, ..X86Options::default() }).unwrap();
+        let q = X86Program::from_image(p.kernel(), &p.to_image().unwrap()).unwrap();
+        if avx2() {
+            assert!(q.for_group([16, 1, 1]).is_some(), "optimize {optimize}");
+        }
+        for l in [8u32, 16, 32, 64] {
+            let n = 128usize;
+            let args = [Arg::Buffer(0), Arg::Buffer(1)];
+            let bufs = vec![f32s(n, l), Buffer::zeroed(Scalar::F32, 4 * n)];
+            let r = NdRange::new(&[n as u32]).with_local(&[l]);
+            let mut want = bufs.clone();
+            let wr = run(&k, &r, &args, &mut want);
+            assert!(wr.is_ok(), "{wr:?}");
+            for prog in [&p, &q] {
+                let mut got = bufs.clone();
+                assert_eq!(wr, prog.run(&r, &args, &mut got), "optimize {optimize} local {l}");
+                if wr.is_ok() {
+                    if let Err(m) = results_match(&want, &got) {
+                        panic!("optimize {optimize} local {l}: {m}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Through the cpu device and its persistent cache: a kernel built by one device is loaded
+/// from disk by a fresh one (as in another process), whose launches of several group sizes
+/// (each compiled from the image's text at its first launch) and of sizes it cannot
+/// specialize give the interpreter's results, on two threads.
+#[test]
+fn device_programs_from_disk_specialize() {
+    use kiln_runtime::cache::PersistentCache;
+    use kiln_runtime::device::cpu::CpuDevice;
+    use kiln_runtime::device::registry::OpenOptions;
+    use kiln_runtime::{Context, ContextConfig, Device};
+    let options = OpenOptions { threads: Some(2), ..OpenOptions::default() };
+    let open = || {
+        kiln_ir::testing::require("KILN_REQUIRE_TOOLS", CpuDevice::open(&options)).map(Arc::new)
+    };
+    let t = temp_dir::TempDir::new("rev14-persist");
+    let context = |dev: &Arc<CpuDevice>| {
+        let cfg = ContextConfig {
+            persistent: Some(PersistentCache::new(&t.0)),
+            workers: 1,
+            ..Default::default()
+        };
+        Context::with_config(dev.clone(), cfg)
+    };
+    let module = kiln_ir::parse_module(SIZED).unwrap();
+    let k = &module.kernels[0];
+    let Some(first) = open() else { return };
+    let p = context(&first).build_program(&module, &[], "").unwrap();
+    assert!(!p.from_disk);
+    let Some(second) = open() else { return };
+    let ctx = context(&second);
+    let p = ctx.build_program(&module, &[], "").unwrap();
+    assert!(p.from_disk);
+    let handle = second.kernel(&p.handle, k.name()).unwrap();
+    let total = 4608u32;
+    for l in [8u32, 16, 24, 72, 256, 12, 64, 16] {
+        let groups = (total / l) as usize;
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let bufs = vec![
+            f32s(total as usize, l),
+            Buffer::zeroed(Scalar::F32, groups),
+            Buffer::zeroed(Scalar::U32, groups),
+        ];
+        let r = NdRange::new(&[total]).with_local(&[l]);
+        let mut want = bufs.clone();
+        run(k, &r, &args, &mut want).unwrap();
+        let mut got = bufs.clone();
+        second.run(&handle, &r, &args, &mut got).unwrap();
+        if let Err(m) = results_match(&want, &got) {
+            panic!("local {l}: {m}");
         }
     }
 }
