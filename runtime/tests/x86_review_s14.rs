@@ -6,9 +6,9 @@
 //! scalar code, 8-lane code plain, `-O` and with general groups), errors word for word.
 #![cfg(target_arch = "x86_64")]
 
-mod x86_common;
 #[path = "common/temp_dir.rs"]
 mod temp_dir;
+mod x86_common;
 
 use std::sync::Arc;
 
@@ -819,6 +819,14 @@ fn ids_in_known_batches() {
             ];
             let r = NdRange::new(&[total]).with_local(&[32]).with_offset(&[off]);
             agree(&k, &r, &args, &bufs, &format!("fixed {fixed} offset {off}"));
+            // `a` and `o` windows of one buffer (their first elements not the buffer's).
+            let mut windows = args.clone();
+            windows[0] = Arg::Range { buffer: 0, offset: 5, len: n };
+            windows[3] = Arg::Range { buffer: 0, offset: n + 11, len: n };
+            let mut wb = bufs.to_vec();
+            wb[0] = vals(Scalar::U32, 2 * n + 16, 4);
+            wb[3] = Buffer::zeroed(Scalar::U32, 1);
+            agree(&k, &r, &windows, &wb, &format!("windows, fixed {fixed} offset {off}"));
         }
     }
 }
@@ -882,9 +890,8 @@ fn device_programs_from_disk_specialize() {
     use kiln_runtime::device::registry::OpenOptions;
     use kiln_runtime::{Context, ContextConfig, Device};
     let options = OpenOptions { threads: Some(2), ..OpenOptions::default() };
-    let open = || {
-        kiln_ir::testing::require("KILN_REQUIRE_TOOLS", CpuDevice::open(&options)).map(Arc::new)
-    };
+    let open =
+        || kiln_ir::testing::require("KILN_REQUIRE_TOOLS", CpuDevice::open(&options)).map(Arc::new);
     let t = temp_dir::TempDir::new("rev14-persist");
     let context = |dev: &Arc<CpuDevice>| {
         let cfg = ContextConfig {
@@ -921,5 +928,95 @@ fn device_programs_from_disk_specialize() {
         if let Err(m) = results_match(&want, &got) {
             panic!("local {l}: {m}");
         }
+    }
+}
+
+/// i64/u64 -> f32 where rounding twice (to f64, then to f32) goes wrong: just above, at and
+/// just below the halfway points between f32 neighbours, at magnitudes from 2^53 to 2^64,
+/// under a divergent `if` and a select; and f32/f64 -> u64 at 2^63 and 2^64.
+#[test]
+fn int64_to_f32_double_rounding_edges() {
+    let k = kernel(
+        "kernel k(a: ptr<global, i64>, b: ptr<global, u64>, fa: ptr<global, f32>, fb: ptr<global, f32>, x: ptr<global, f32>, ou: ptr<global, u64>, oi: ptr<global, i64>) {
+           let g: u32 = global_id(0);
+           if (g & 1u32) == 0u32 { fa[g] = a[g] as f32; } else { fa[g] = -(a[g] as f32); }
+           fb[g] = select(g % 3u32 == 2u32, (b[g] as f64) as f32, b[g] as f32);
+           ou[g] = x[g] as u64;
+           oi[g] = select(x[g] < 0.0, x[g] as i64, (x[g] as f64) as i64);
+         }",
+    );
+    let mut ints: Vec<i64> = Vec::new();
+    let mut uints: Vec<u64> = Vec::new();
+    for e in [53u32, 54, 55, 60, 62] {
+        let base = 1i64 << e;
+        let half = 1i64 << (e - 24); // half an f32 ulp at 2^e
+        for d in [-1i64, 0, 1] {
+            for x in [base + half + d, base + 3 * half + d, base + half + (half >> 12) + d] {
+                ints.extend([x, -x]);
+            }
+        }
+    }
+    for e in [53u32, 60, 63] {
+        let base = 1u64 << e;
+        let half = 1u64 << (e - 24);
+        for x in [base + half - 1, base + half, base + half + 1, base + 3 * half + 1] {
+            uints.push(x);
+        }
+    }
+    uints.extend([u64::MAX, u64::MAX - (1 << 39), u64::MAX - (1 << 39) + 1, (1 << 63) - 1]);
+    let floats: Vec<f32> = vec![
+        9.223372e18,
+        -9.223372e18,
+        1.8446743e19,
+        1.8446744e19,
+        1.8446746e19,
+        -0.0,
+        -0.75,
+        0.75,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        16777217.0,
+        4294967296.0,
+        -4294967296.0,
+        f32::MIN_POSITIVE,
+        9.2233715e18,
+        -9.2233725e18,
+    ];
+    let n = ints.len().max(uints.len()).max(floats.len()).div_ceil(8) * 8;
+    let cyc = |v: &Vec<i64>| (0..n).map(|i| v[i % v.len()]).collect::<Vec<_>>();
+    let is = cyc(&ints);
+    let us: Vec<u64> = (0..n).map(|i| uints[i % uints.len()]).collect();
+    let fs: Vec<f32> = (0..n).map(|i| floats[i % floats.len()]).collect();
+    let args: Vec<Arg> = (0..7).map(Arg::Buffer).collect();
+    let bufs = [
+        Buffer::from_slice(&is),
+        Buffer::from_slice(&us),
+        Buffer::zeroed(Scalar::F32, n),
+        Buffer::zeroed(Scalar::F32, n),
+        Buffer::from_slice(&fs),
+        Buffer::zeroed(Scalar::U64, n),
+        Buffer::zeroed(Scalar::I64, n),
+    ];
+    let r = NdRange::new(&[n as u32]).with_local(&[8]);
+    agree(&k, &r, &args, &bufs, "edges");
+}
+
+/// Global sizes that are not a multiple of the group size (a last group shorter than the
+/// others, or an error, as the interpreter says): a program compiled for the group size
+/// must not assume every group is full.
+#[test]
+fn ragged_last_groups() {
+    let k = kernel(SIZED);
+    for (total, l) in [(100u32, 16u32), (72, 64), (40, 24), (264, 256), (20, 8)] {
+        let groups = total.div_ceil(l) as usize;
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let bufs = vec![
+            f32s(total as usize, l),
+            Buffer::zeroed(Scalar::F32, groups),
+            Buffer::zeroed(Scalar::U32, groups),
+        ];
+        let r = NdRange::new(&[total]).with_local(&[l]);
+        three_ways(&k, &r, &args, &bufs);
     }
 }
