@@ -635,21 +635,23 @@ fn ids_read_in_roundabout_ways() {
 /// The `if`s of the narrow-access regions below (lanes of their batches: prefixes, and not:
 /// `lid > 0 && lid < 4` is lanes 1-3, `lid == 9` lane 1 of the second batch, `lid >= 5 &&
 /// lid < 19` lanes 5-7, all, then 0-2).
-const NARROW_IFS: [&str; 10] = [
-    "lid < 4u32",
-    "lid < 2u32",
-    "lid < 1u32",
-    "lid < 3u32",
-    "lid > 0u32 && lid < 4u32",
-    "lid == 9u32",
-    "lid >= 5u32 && lid < 19u32",
-    "lid >= 8u32 && lid < 12u32",
-    "lid < 12u32",
-    "lid >= 1u32 && lid < 2u32",
+const NARROW_IFS: [(&str, u32); 10] = [
+    ("lid < 4u32", 4),
+    ("lid < 2u32", 2),
+    ("lid < 1u32", 1),
+    ("lid < 3u32", 3),
+    ("lid > 0u32 && lid < 4u32", 4),
+    ("lid == 9u32", 1),
+    ("lid >= 5u32 && lid < 19u32", 14),
+    ("lid >= 8u32 && lid < 12u32", 4),
+    ("lid < 12u32", 12),
+    ("lid >= 1u32 && lid < 2u32", 1),
 ];
 
 /// A kernel whose second region is `if COND { BODY }` over a local tile of `T`, then a
-/// region reading the tile in every lane (the narrowly stored lanes and the others).
+/// region reading the tile in every lane (the narrowly stored lanes and the others). The
+/// bodies below read only elements no active lane writes (between two barriers, anything
+/// else would be a race, whose outcome the interpreter's order does not define).
 fn narrow_kernel(ty: &str, cond: &str, body: &str, fixed: bool) -> Kernel {
     let attr = if fixed { " #reqd_work_group_size(64, 1, 1)" } else { "" };
     let src = format!(
@@ -672,9 +674,12 @@ fn narrow_kernel(ty: &str, cond: &str, body: &str, fixed: bool) -> Kernel {
 #[test]
 fn narrow_masks_agree() {
     let bodies = [
-        "t[lid] = t[lid] + t[lid + 4u32];",
-        "t[lid] = t[lid + 9u32] * t[lid + 1u32] - t[lid];",
-        "let v: T = t[lid + 2u32]; t[lid] = t[lid] + v * v;",
+        "t[lid] = t[lid] + t[lid + 20u32];",
+        "t[lid] = t[lid + 29u32] * t[lid + 21u32] - t[lid];",
+        "let v: T = t[lid + 22u32]; t[lid] = t[lid] + v * v;",
+        // (The least offset that is not a race: `near` below.)
+        "t[lid] = t[lid] + t[lid + NEAR];",
+        "let v: T = t[lid + NEAR]; t[lid] = v - t[lid] * v;",
     ];
     for ty in ["i32", "f32", "f64"] {
         let s = match ty {
@@ -682,9 +687,9 @@ fn narrow_masks_agree() {
             "f32" => Scalar::F32,
             _ => Scalar::F64,
         };
-        for cond in NARROW_IFS {
+        for (cond, near) in NARROW_IFS {
             for body in bodies {
-                let body = body.replace('T', ty);
+                let body = body.replace('T', ty).replace("NEAR", &format!("{near}u32"));
                 for fixed in [true, false] {
                     let k = narrow_kernel(ty, cond, &body, fixed);
                     let locals: &[u32] = if fixed { &[64] } else { &[8, 16, 24, 64] };
@@ -708,9 +713,14 @@ fn narrow_loads_are_taken() {
     if !avx2() {
         return;
     }
-    for (cond, load) in [("lid < 4u32", "vmovups xmm"), ("lid == 9u32", "vmovq xmm")] {
+    for (cond, load, near) in [
+        ("lid < 4u32", "vmovups xmm", 4),
+        ("lid == 9u32", "vmovq xmm", 1),
+        ("lid == 9u32", "vmovq xmm", 20),
+    ] {
         for fixed in [true, false] {
-            let k = narrow_kernel("i32", cond, "t[lid] = t[lid] + t[lid + 4u32];", fixed);
+            let body = format!("t[lid] = t[lid] + t[lid + {near}u32];");
+            let k = narrow_kernel("i32", cond, &body, fixed);
             let p = compile(&k, &X86Options::default()).unwrap();
             // (Without a size of its own, the program compiled for groups of 64.)
             let p = if fixed { Arc::new(p) } else { p.for_group([64, 1, 1]).unwrap() };
@@ -1018,5 +1028,60 @@ fn ragged_last_groups() {
         ];
         let r = NdRange::new(&[total]).with_local(&[l]);
         three_ways(&k, &r, &args, &bufs);
+    }
+}
+
+/// Launches that leave the group size to the runtime: the size it picks is the
+/// interpreter's, and the program compiled for it agrees.
+#[test]
+fn group_size_left_to_the_runtime() {
+    let k = kernel(SIZED);
+    for total in [64u32, 256, 1024, 96, 40] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+        let bufs = vec![
+            f32s(total as usize, total),
+            Buffer::zeroed(Scalar::F32, total as usize),
+            Buffer::zeroed(Scalar::U32, total as usize),
+        ];
+        three_ways(&k, &NdRange::new(&[total]), &args, &bufs);
+    }
+}
+
+/// Control inside a region under a known lane mask: a nested divergent `if`, a `while`
+/// whose lanes leave at different rounds, a `for` with a divergent `break`-like bound, an
+/// `if`/`else`. The lanes that do not run a store must not be stored (a plain store of
+/// the mask's lanes would write them).
+#[test]
+fn control_inside_known_masks() {
+    let bodies = [
+        "if t[lid + 40u32] > 0 { t[lid] = t[lid] + 5; }",
+        "var j: i32 = 0; while j < t[lid + 40u32] % 4 { t[lid] = t[lid] + 1; j = j + 1; }",
+        "for j: u32 in 0u32 .. (lid * 3u32) % 5u32 { t[lid] = t[lid] * 2 + 1; }",
+        "if (t[lid + 40u32] & 1) == 0 { t[lid] = t[lid] - 7; } else { t[lid + 20u32] = 9; }",
+        "var c: i32 = t[lid + 40u32]; while c > 2 { c = c / 2; t[lid] = c; }",
+    ];
+    for cond in [
+        "lid < 4u32",
+        "lid < 2u32",
+        "lid < 1u32",
+        "lid == 9u32",
+        "lid >= 5u32 && lid < 19u32",
+        "lid < 12u32",
+    ] {
+        for body in bodies {
+            for fixed in [true, false] {
+                let k = narrow_kernel("i32", cond, body, fixed);
+                let locals: &[u32] = if fixed { &[64] } else { &[64, 16] };
+                for &l in locals {
+                    for seed in [1u32, 4, 11] {
+                        let n = 128usize;
+                        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+                        let bufs = [vals(Scalar::I32, n, seed), Buffer::zeroed(Scalar::I32, n)];
+                        let r = NdRange::new(&[n as u32]).with_local(&[l]);
+                        agree(&k, &r, &args, &bufs, &format!("`{cond}` `{body}` local {l}"));
+                    }
+                }
+            }
+        }
     }
 }
