@@ -132,7 +132,8 @@ fn images_carry_the_text_a_group_size_is_compiled_from() {
     }
     // A signature keeps no `#nd_range` (a fused kernel's binary is loaded for its
     // signature): the text's kernel with one loads for it, and specializes.
-    let ranged = reduce.replacen(") {", ") #nd_range(global = [64], local = [16], offset = [0]) {", 1);
+    let ranged =
+        reduce.replacen(") {", ") #nd_range(global = [64], local = [16], offset = [0]) {", 1);
     let p = optimized(&ranged);
     let sig = kiln_ir::parse_module(reduce).unwrap();
     let q = X86Program::from_image(&sig.kernels[0], &p.to_image().unwrap()).unwrap();
