@@ -12,17 +12,14 @@ use kiln_ir::expr::name_bit;
 use kiln_ir::{walk_mutate_expr, walk_mutate_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt};
 use kiln_ir::{StmtNode, Visitor};
 
-use crate::util::{fold_node, NameBits};
+use crate::util::fold_node;
 
 struct ConstProp<'a> {
     /// The constants in scope, by name.
     env: HashMap<String, Imm>,
-    /// Every name ever bound to a constant in this walk: most references (an unrolled
-    /// kernel's accumulators and vector lanes) are to names never in `env`, and this rules
-    /// them out without hashing them.
-    ever: NameBits,
-    /// The [`name_bit`]s of those names: a subtree whose [`Expr::name_bits`] share none
-    /// refers to no constant.
+    /// The [`name_bit`]s of every name ever bound to a constant in this walk: most
+    /// references (an unrolled kernel's accumulators and vector lanes) are to names never in
+    /// `env`, and a subtree whose [`Expr::name_bits`] share none refers to no constant.
     ever_bits: u64,
     /// What each binding replaced, undone when its scope ends.
     undo: Vec<(String, Option<Imm>)>,
@@ -39,11 +36,10 @@ impl ConstProp<'_> {
     fn bind(&mut self, name: &str, value: Option<Imm>) {
         let old = match value {
             Some(v) => {
-                self.ever.add(name);
                 self.ever_bits |= name_bit(name);
                 self.env.insert(name.to_string(), v)
             }
-            None if self.ever.may_hold(name) && self.env.contains_key(name) => {
+            None if self.ever_bits & name_bit(name) != 0 && self.env.contains_key(name) => {
                 self.env.remove(name)
             }
             None => return,
@@ -79,9 +75,6 @@ impl Mutator for ConstProp<'_> {
             return e.clone();
         }
         if let ExprNode::Var(v) = e.node() {
-            if !self.ever.may_hold(v.name()) {
-                return e.clone();
-            }
             return match self.env.get(v.name()) {
                 Some(k) => Expr::imm(*k),
                 None => e.clone(),
@@ -213,7 +206,6 @@ pub fn constprop(k: &Kernel) -> Kernel {
     let walk = |k: &Kernel, assigned: &HashSet<String>| {
         let mut c = ConstProp {
             env: HashMap::new(),
-            ever: NameBits::default(),
             ever_bits: 0,
             undo: Vec::new(),
             assigned,

@@ -27,7 +27,7 @@ use kiln_ir::{
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, NameBits, Subst};
+use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, Subst};
 
 /// Deepest value inlined into its uses.
 const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
@@ -153,12 +153,13 @@ impl Counts {
 #[derive(Default)]
 struct LetIds {
     map: HashMap<Arc<str>, u32>,
-    bits: NameBits,
+    /// The [`name_bit`]s of the names in `map`.
+    bits: u64,
 }
 
 impl LetIds {
     fn get(&self, name: &str) -> Option<u32> {
-        if !self.bits.may_hold(name) {
+        if self.bits & name_bit(name) == 0 {
             return None;
         }
         self.map.get(name).copied()
@@ -222,7 +223,7 @@ impl LetOpt {
                     if !self.0.map.contains_key(&**var.name_arc()) {
                         let id = self.0.map.len() as u32;
                         self.0.map.insert(var.name_arc().clone(), id);
-                        self.0.bits.add(var.name());
+                        self.0.bits |= name_bit(var.name());
                     }
                 }
                 walk_stmt(self, s)

@@ -3,6 +3,7 @@
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::eval;
+use kiln_ir::expr::name_bit;
 use kiln_ir::{
     walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt, StmtNode,
     Var, Visitor,
@@ -135,29 +136,21 @@ impl NameSet for HashSet<String> {
 }
 
 /// The names of a kernel's mutable variables ([`mutable_names`]) with a filter in front:
-/// the lengths and first bytes of the names in the set, one bit each, so that most names
-/// not in it (every `let` a stability check meets) are answered without hashing a string.
-/// CSE asks this for every variable of every expression it walks.
+/// the [`name_bit`]s of the names in the set, so that most names not in it (every `let` a
+/// stability check meets) are answered without hashing a string. CSE asks this for every
+/// variable of every expression it walks.
 #[derive(Clone, Debug, Default)]
 pub struct Mutable {
     names: HashSet<String>,
-    /// Bit `min(len, 63)` for every name's length.
-    lens: u64,
-    /// Bit `b` for every name's first byte `b`.
-    first: [u64; 4],
+    /// The [`name_bit`]s of the names, or-ed.
+    bits: u64,
 }
 
 impl Mutable {
     /// The set of `names`.
     pub fn new(names: HashSet<String>) -> Mutable {
-        let mut m = Mutable { names, lens: 0, first: [0; 4] };
-        for n in &m.names {
-            m.lens |= Mutable::len_bit(n);
-            if let Some(&b) = n.as_bytes().first() {
-                m.first[usize::from(b >> 6)] |= 1 << (b & 63);
-            }
-        }
-        m
+        let bits = names.iter().fold(0, |b, n| b | name_bit(n));
+        Mutable { names, bits }
     }
 
     /// The mutable variables of `s` ([`mutable_names`]).
@@ -165,18 +158,9 @@ impl Mutable {
         Mutable::new(mutable_names(s))
     }
 
-    fn len_bit(n: &str) -> u64 {
-        1 << n.len().min(63)
-    }
-
     /// True if `name` is in the set.
     pub fn contains(&self, name: &str) -> bool {
-        self.lens & Mutable::len_bit(name) != 0
-            && name
-                .as_bytes()
-                .first()
-                .is_none_or(|&b| self.first[usize::from(b >> 6)] & (1 << (b & 63)) != 0)
-            && self.names.contains(name)
+        self.bits & name_bit(name) != 0 && self.names.contains(name)
     }
 
     /// True for a scalar variable not in the set: a value [`is_stable`] accepts.
@@ -356,31 +340,6 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
     n.0
 }
 
-/// A filter in front of a set of names that only grows: one bit per (length, first byte)
-/// pair of its members (hashed into 256 bits), so that most names not in the set are known
-/// to be absent without hashing their text. Never answers "absent" for a member.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct NameBits([u64; 4]);
-
-impl NameBits {
-    fn bit(name: &str) -> usize {
-        let first = name.as_bytes().first().map_or(0, |&b| usize::from(b));
-        first.wrapping_mul(31).wrapping_add(name.len()) & 255
-    }
-
-    /// Records `name` as a member.
-    pub(crate) fn add(&mut self, name: &str) {
-        let i = NameBits::bit(name);
-        self.0[i >> 6] |= 1 << (i & 63);
-    }
-
-    /// False only if `name` was never added.
-    pub(crate) fn may_hold(&self, name: &str) -> bool {
-        let i = NameBits::bit(name);
-        self.0[i >> 6] & (1 << (i & 63)) != 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,16 +361,5 @@ mod tests {
         }
         let empty = Mutable::default();
         assert!(asked.iter().all(|n| !empty.contains(n)));
-    }
-
-    /// The name filter holds every member, and rules out names unlike all of them.
-    #[test]
-    fn name_bits_never_rule_out_a_member() {
-        let mut bits = NameBits::default();
-        let members = ["kk", "ta_e", "a_v0", "", "x"];
-        assert!(members.iter().all(|n| !bits.may_hold(n)));
-        members.iter().for_each(|n| bits.add(n));
-        assert!(members.iter().all(|n| bits.may_hold(n)));
-        assert!(!bits.may_hold("acc_7_9"), "neither its length nor its first byte is a member's");
     }
 }

@@ -10,44 +10,11 @@ mod x86_common;
 
 use std::sync::Arc;
 
-use x86_common::{avx2, f32s, kernel, three_ways};
+use x86_common::{agree, avx2, expect_fixed, f32s, kernel, vals};
 
 use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Imm, Kernel, Scalar};
-
-/// `len` elements of `ty`: small distinct values, none zero (divisors).
-fn vals(ty: Scalar, len: usize, seed: u32) -> Buffer {
-    let mut b = Buffer::zeroed(ty, len);
-    for i in 0..len {
-        let v = (i as u32 * 7 + seed) % 29 + 1;
-        let x = if ty.is_float() {
-            Imm::float(ty, f64::from(v) * 0.5 - 3.25)
-        } else if ty.is_signed() {
-            Imm::int(ty, if v == 15 { 17 } else { i128::from(v) - 15 })
-        } else {
-            Imm::int(ty, i128::from(v))
-        };
-        b.set(i, x).expect("an element of the buffer's type");
-    }
-    b
-}
-
-/// Runs `k` three ways, requiring 8-lane code where AVX2 is there.
-fn agree(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &[Buffer], what: &str) {
-    assert_eq!(three_ways(k, r, args, bufs), avx2(), "{what}\n{k}");
-}
-
-/// Requires the kernel's default program to have region-loop code and a program of its own
-/// for group size `l` (where AVX2 is there): otherwise the tests prove nothing of
-/// `for_group`.
-fn expect_fixed(k: &Kernel, l: u32) {
-    if avx2() {
-        let p = compile(k, &X86Options::default()).unwrap();
-        assert!(p.has_region_code(), "{k}\n{}", p.disassemble());
-        assert!(p.for_group([l, 1, 1]).is_some(), "{k}");
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // Narrow accesses under known lane masks.
@@ -304,6 +271,19 @@ fn int64_float_casts_in_control() {
 // ---------------------------------------------------------------------------------------
 // Batches that keep no id register up to date.
 
+/// The arguments of this section's kernels (`a: u32, w: u64, b: u8, o: u32, f: f32`
+/// buffers), `n` elements each, `a` holding data.
+fn id_args(n: usize) -> (Vec<Arg>, [Buffer; 5]) {
+    let bufs = [
+        vals(Scalar::U32, n, 2),
+        Buffer::zeroed(Scalar::U64, n),
+        Buffer::zeroed(Scalar::U8, n),
+        Buffer::zeroed(Scalar::U32, n),
+        Buffer::zeroed(Scalar::F32, n),
+    ];
+    ((0..5).map(Arg::Buffer).collect(), bufs)
+}
+
 /// Region statements that read the id lanes in ways a scan might miss: a `let` of an id
 /// used later in arithmetic, an id stored as the value, `global_id(0)` as the index of a
 /// 64-bit, a narrow and a local buffer, an id through a `select` and a cast.
@@ -334,14 +314,7 @@ fn ids_read_in_roundabout_ways() {
         [(64u32, 8u32, 0u32), (64, 16, 8), (96, 32, 0), (256, 256, 16), (48, 24, 0)]
     {
         let n = (total + off) as usize;
-        let args: Vec<Arg> = (0..5).map(Arg::Buffer).collect();
-        let bufs = [
-            vals(Scalar::U32, n, 2),
-            Buffer::zeroed(Scalar::U64, n),
-            Buffer::zeroed(Scalar::U8, n),
-            Buffer::zeroed(Scalar::U32, n),
-            Buffer::zeroed(Scalar::F32, n),
-        ];
+        let (args, bufs) = id_args(n);
         let r = NdRange::new(&[total]).with_local(&[local]).with_offset(&[off]);
         agree(&k, &r, &args, &bufs, &format!("{total}/{local} offset {off}"));
     }
@@ -539,14 +512,7 @@ fn ids_in_known_batches() {
         for off in [0u32, 3, 8, 13] {
             let total = 96u32;
             let n = (total + off) as usize;
-            let args: Vec<Arg> = (0..5).map(Arg::Buffer).collect();
-            let bufs = [
-                vals(Scalar::U32, n, 2),
-                Buffer::zeroed(Scalar::U64, n),
-                Buffer::zeroed(Scalar::U8, n),
-                Buffer::zeroed(Scalar::U32, n),
-                Buffer::zeroed(Scalar::F32, n),
-            ];
+            let (args, bufs) = id_args(n);
             let r = NdRange::new(&[total]).with_local(&[32]).with_offset(&[off]);
             agree(&k, &r, &args, &bufs, &format!("fixed {fixed} offset {off}"));
             // `a` and `o` windows of one buffer (their first elements not the buffer's).

@@ -11,47 +11,14 @@ mod x86_common;
 
 use std::sync::Arc;
 
-use x86_common::{avx2, f32s, kernel, three_ways};
+use x86_common::{agree, avx2, expect_fixed, f32s, kernel, three_ways, vals};
 
 use kiln_backends::x86::{compile, X86Options, X86Program};
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::results_match;
-use kiln_ir::{Imm, Kernel, Scalar};
+use kiln_ir::Scalar;
 use kiln_runtime::device::cpu::CpuRun;
-
-/// `len` elements of `ty`: small distinct values, none zero (divisors).
-fn vals(ty: Scalar, len: usize, seed: u32) -> Buffer {
-    let mut b = Buffer::zeroed(ty, len);
-    for i in 0..len {
-        let v = (i as u32 * 7 + seed) % 29 + 1;
-        let x = if ty.is_float() {
-            Imm::float(ty, f64::from(v) * 0.5 - 3.25)
-        } else if ty.is_signed() {
-            Imm::int(ty, if v == 15 { 17 } else { i128::from(v) - 15 })
-        } else {
-            Imm::int(ty, i128::from(v))
-        };
-        b.set(i, x).expect("an element of the buffer's type");
-    }
-    b
-}
-
-/// Runs `k` three ways, requiring 8-lane code where AVX2 is there.
-fn agree(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &[Buffer], what: &str) {
-    assert_eq!(three_ways(k, r, args, bufs), avx2(), "{what}\n{k}");
-}
-
-/// Requires the kernel's default program to have region-loop code and a program of its own
-/// for group size `l` (where AVX2 is there): otherwise the tests prove nothing of
-/// `for_group`.
-fn expect_fixed(k: &Kernel, l: u32) {
-    if avx2() {
-        let p = compile(k, &X86Options::default()).unwrap();
-        assert!(p.has_region_code(), "{k}\n{}", p.disassemble());
-        assert!(p.for_group([l, 1, 1]).is_some(), "{k}");
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // Programs compiled for a launch's group size.
@@ -81,6 +48,18 @@ const SIZED: &str = "kernel k(x: ptr<global, f32>, o: ptr<global, f32>, w: ptr<g
     if l == n - 1u32 { w[group_id(0)] = n + l; }
   }";
 
+/// [`SIZED`]'s arguments for `total` work-items in groups of `l` (the last group may be
+/// partial): input data, a sum and a size per group.
+fn sized_args(total: u32, l: u32) -> ([Arg; 3], Vec<Buffer>) {
+    let groups = total.div_ceil(l) as usize;
+    let bufs = vec![
+        f32s(total as usize, l),
+        Buffer::zeroed(Scalar::F32, groups),
+        Buffer::zeroed(Scalar::U32, groups),
+    ];
+    ([Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)], bufs)
+}
+
 /// Group sizes 8, 16, 24 (not a power of two: the reduction skips a lane), 72, 256, a
 /// non-multiple of 8, and more than 8 distinct sizes on one program (the ninth on the
 /// general code), also back to the first ones.
@@ -92,13 +71,7 @@ fn group_sizes_on_one_program() {
     let total = 2304u32; // a multiple of every size below
     let sizes = [8u32, 16, 24, 72, 256, 32, 48, 64, 128, 96, 12, 8, 256, 144, 24];
     for &l in &sizes {
-        let groups = (total / l) as usize;
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
-        let bufs = vec![
-            f32s(total as usize, l),
-            Buffer::zeroed(Scalar::F32, groups),
-            Buffer::zeroed(Scalar::U32, groups),
-        ];
+        let (args, bufs) = sized_args(total, l);
         let r = NdRange::new(&[total]).with_local(&[l]);
         let mut want = bufs.clone();
         let wr = run(&k, &r, &args, &mut want);
@@ -412,13 +385,7 @@ fn device_programs_from_disk_specialize() {
     let handle = second.kernel(&p.handle, k.name()).unwrap();
     let total = 4608u32;
     for l in [8u32, 16, 24, 72, 256, 12, 64, 16] {
-        let groups = (total / l) as usize;
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
-        let bufs = vec![
-            f32s(total as usize, l),
-            Buffer::zeroed(Scalar::F32, groups),
-            Buffer::zeroed(Scalar::U32, groups),
-        ];
+        let (args, bufs) = sized_args(total, l);
         let r = NdRange::new(&[total]).with_local(&[l]);
         let mut want = bufs.clone();
         run(k, &r, &args, &mut want).unwrap();
@@ -437,13 +404,7 @@ fn device_programs_from_disk_specialize() {
 fn ragged_last_groups() {
     let k = kernel(SIZED);
     for (total, l) in [(100u32, 16u32), (72, 64), (40, 24), (264, 256), (20, 8)] {
-        let groups = total.div_ceil(l) as usize;
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
-        let bufs = vec![
-            f32s(total as usize, l),
-            Buffer::zeroed(Scalar::F32, groups),
-            Buffer::zeroed(Scalar::U32, groups),
-        ];
+        let (args, bufs) = sized_args(total, l);
         let r = NdRange::new(&[total]).with_local(&[l]);
         three_ways(&k, &r, &args, &bufs);
     }

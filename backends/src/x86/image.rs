@@ -534,6 +534,7 @@ fn load(sig: &Kernel, image: &[u8]) -> Res<X86Program> {
     };
     // The kernel, where its text came along: a launch's group size is compiled from it.
     // (Without it, the signature alone: a body it came with is not this program's.)
+    // (An image carries the text only for a program that may be resized.)
     let text = if r.flag()? { Some(kernel_of_text(sig, &r.str()?)?) } else { None };
     let resizable = text.is_some();
     let kernel = text.unwrap_or_else(|| {

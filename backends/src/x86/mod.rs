@@ -217,8 +217,9 @@ pub struct X86Program {
     /// (`None`: it could not be compiled), made at the first launch of the size
     /// ([`X86Program::for_group`]).
     fixed: std::sync::Mutex<Vec<(u32, Option<std::sync::Arc<X86Program>>)>>,
-    /// Whether [`X86Program::for_group`] may compile programs ([`X86Options::general_groups`]
-    /// off, and a body to compile).
+    /// Whether [`X86Program::for_group`] may compile programs: the kernel has region-loop
+    /// code, fixes no group size, [`X86Options::general_groups`] is off, and there is a
+    /// body to compile.
     resizable: bool,
 }
 
@@ -462,6 +463,9 @@ fn compile_known(
             .map(|program| Box::new(CountedCode { program, param: c.param, bins: c.bins })),
         None => None,
     };
+    let resizable = !opts.general_groups
+        && spmd.as_ref().is_some_and(|v| v.regions.is_some())
+        && k.attrs().reqd_work_group_size.is_none();
     Ok(X86Program {
         kernel: k,
         checked,
@@ -472,7 +476,7 @@ fn compile_known(
         sums,
         counted,
         fixed: Default::default(),
-        resizable: !opts.general_groups,
+        resizable,
     })
 }
 
@@ -587,10 +591,7 @@ impl X86Program {
     /// comes along unless it would lose a fault site's name).
     pub fn for_group(&self, local: [u32; 3]) -> Option<std::sync::Arc<X86Program>> {
         let [l, 1, 1] = local else { return None };
-        if l % 8 != 0 || self.kernel.attrs().reqd_work_group_size.is_some() {
-            return None;
-        }
-        if !self.resizable || !self.has_region_code() {
+        if !self.resizable || l % 8 != 0 {
             return None;
         }
         let mut fixed = self.fixed.lock().unwrap_or_else(|e| e.into_inner());
@@ -631,10 +632,7 @@ impl X86Program {
                 }
             }
         }
-        if !self.resizable
-            || !self.has_region_code()
-            || self.kernel.attrs().reqd_work_group_size.is_some()
-        {
+        if !self.resizable {
             return None;
         }
         let mut named = Named(false);

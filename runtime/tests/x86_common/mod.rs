@@ -6,7 +6,7 @@ use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::interp::run;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::testing::results_match;
-use kiln_ir::Kernel;
+use kiln_ir::{Imm, Kernel, Scalar};
 use kiln_runtime::device::cpu::CpuRun;
 
 /// The first kernel of a source text.
@@ -85,4 +85,37 @@ pub fn vector_listing(k: &Kernel) -> Vec<String> {
         .lines()
         .map(|l| l.trim().split_once("  ").map_or(l.trim(), |(_, ins)| ins.trim()).to_string())
         .collect()
+}
+
+/// `len` elements of `ty`: small distinct values, none zero (divisors).
+pub fn vals(ty: Scalar, len: usize, seed: u32) -> Buffer {
+    let mut b = Buffer::zeroed(ty, len);
+    for i in 0..len {
+        let v = (i as u32 * 7 + seed) % 29 + 1;
+        let x = if ty.is_float() {
+            Imm::float(ty, f64::from(v) * 0.5 - 3.25)
+        } else if ty.is_signed() {
+            Imm::int(ty, if v == 15 { 17 } else { i128::from(v) - 15 })
+        } else {
+            Imm::int(ty, i128::from(v))
+        };
+        b.set(i, x).expect("an element of the buffer's type");
+    }
+    b
+}
+
+/// Runs `k` three ways, requiring 8-lane code where AVX2 is there.
+pub fn agree(k: &Kernel, r: &NdRange, args: &[Arg], bufs: &[Buffer], what: &str) {
+    assert_eq!(three_ways(k, r, args, bufs), avx2(), "{what}\n{k}");
+}
+
+/// Requires the kernel's default program to have region-loop code and a program of its own
+/// for group size `l` (where AVX2 is there): otherwise the tests prove nothing of
+/// `for_group`.
+pub fn expect_fixed(k: &Kernel, l: u32) {
+    if avx2() {
+        let p = compile(k, &X86Options::default()).unwrap();
+        assert!(p.has_region_code(), "{k}\n{}", p.disassemble());
+        assert!(p.for_group([l, 1, 1]).is_some(), "{k}");
+    }
 }

@@ -524,6 +524,7 @@ impl V {
             self.a.vpbroadcastd(ymm15, xmm15)?;
             self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
         }
+        self.regions.as_mut().expect("region mode").ids_stale = !lanes;
         for b in first..=last {
             if !lanes {
                 if b > first {
@@ -539,7 +540,6 @@ impl V {
             }
             let mark = self.lets.len();
             self.regions.as_mut().expect("region mode").lid0 = Some(8 * b as u32);
-            self.regions.as_mut().expect("region mode").ids_stale = !lanes;
             let since = self.fault_mark();
             match *body {
                 Body::Masked(then, lo, hi) => {
@@ -556,7 +556,6 @@ impl V {
             }
             self.fault_test_since(since)?;
             self.regions.as_mut().expect("region mode").lid0 = None;
-            self.regions.as_mut().expect("region mode").ids_stale = false;
             if b < last {
                 self.lets.truncate(mark);
             } else if self.lets[mark..].iter().any(|b| !matches!(b.loc, Loc::Reg(_))) {
@@ -564,6 +563,7 @@ impl V {
                 return no("internal: an unrolled region binds a name outside a register");
             }
         }
+        self.regions.as_mut().expect("region mode").ids_stale = false;
         Ok(())
     }
 

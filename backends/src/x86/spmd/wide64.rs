@@ -230,20 +230,9 @@ impl V {
         if is_int64(from) && to == Scalar::F64 {
             return self.int64_to_f64(from == Type::I64, a, d);
         }
-        if is_int64(to_t) && from == Type::F16 {
-            // Exact through f32.
-            return self.cast_to64(to, &a.cast(Scalar::F32), d);
-        }
-        if is_int64(to_t) && from == Type::F64 {
-            self.expr64(a, d)?;
-            return self.f64_to_int64(to == Scalar::U64, d);
-        }
-        if is_int64(to_t) && from == Type::F32 {
-            // Exact to f64 (a NaN stays one), then as from f64.
-            self.expr(a, d)?;
-            self.a.vextracti128(XMM[d + 1], x, 1)?;
-            self.a.vcvtps2pd(y, XMM[d + 1])?;
-            self.a.vcvtps2pd(x, XMM[d])?;
+        if is_int64(to_t) && from.is_float() {
+            // Exact to f64 (a NaN stays one), then truncated and saturated from there.
+            self.cast_to64(Scalar::F64, a, d)?;
             return self.f64_to_int64(to == Scalar::U64, d);
         }
         if is_64(from) {
