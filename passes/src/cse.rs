@@ -43,7 +43,7 @@ impl Cse {
             mutable: Mutable::of(k.body()),
             bound: ExprMap::new(),
             undo: Vec::new(),
-            leaves: Leaves::default(),
+            leaves: Leaves::for_body(k.body()),
             last: None,
         }
     }

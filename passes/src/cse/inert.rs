@@ -9,7 +9,7 @@
 //! walk that neither hashes nor allocates was most of what these statements cost the pass
 //! (map lookups by node and by statement, a cache entry per statement).
 
-use kiln_ir::{Expr, ExprNode, Stmt};
+use kiln_ir::{Expr, ExprNode, Stmt, StmtNode};
 
 use hashbrown::HashMap;
 use smallvec::SmallVec;
@@ -138,6 +138,23 @@ pub(crate) fn classify(s: &Stmt, mutable: &Mutable) -> Option<Leaf> {
 pub(crate) struct Leaves(HashMap<usize, Leaf>);
 
 impl Leaves {
+    /// An empty table with room for the statements without nested statements of `s`,
+    /// counted with a walk of the statements alone: growing the table one doubling at a time
+    /// over a kernel's thousand statements was a good part of what recording cost.
+    pub(crate) fn for_body(s: &Stmt) -> Leaves {
+        fn count(s: &Stmt) -> usize {
+            match s.node() {
+                StmtNode::Block(stmts) => stmts.iter().map(count).sum(),
+                StmtNode::If { then, otherwise, .. } => {
+                    count(then) + otherwise.as_ref().map_or(0, count)
+                }
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => count(body),
+                _ => usize::from(is_leaf(s)),
+            }
+        }
+        Leaves(HashMap::with_capacity(count(s)))
+    }
+
     /// The class of leaf `s`, from the table or found now ([`classify`]; not recorded, as
     /// `s` may be a statement made by the pass and soon dropped). `None` if `s` has nested
     /// statements.

@@ -372,7 +372,7 @@ impl Counter {
         /// to its inline size; `full` once more did not fit).
         fn walk<'a>(
             e: &'a Expr,
-            map: &mut ExprMap<usize>,
+            stable_nodes: &mut SmallVec<[&'a Expr; 16]>,
             unstable: &mut SmallVec<[&'a Expr; 8]>,
             full: &mut bool,
             mutable: &Mutable,
@@ -383,10 +383,12 @@ impl Counter {
                 _ => !e.is_fault_division(),
             };
             for c in operands(e) {
-                stable &= walk(c, map, unstable, full, mutable);
+                stable &= walk(c, stable_nodes, unstable, full, mutable);
             }
             if stable {
-                count_node(e, map, true);
+                if bindable(e) {
+                    stable_nodes.push(e);
+                }
             } else if bindable(e) {
                 if unstable.len() == unstable.inline_size() {
                     *full = true;
@@ -396,11 +398,17 @@ impl Counter {
             }
             stable
         }
-        let mut map = ExprMap::new();
+        // The stable nodes are listed first and counted into a map made once at its size
+        // (a map grown insert by insert was allocated up to three times per statement).
+        let mut stable_nodes: SmallVec<[&Expr; 16]> = SmallVec::new();
         let mut unstable: SmallVec<[&Expr; 8]> = SmallVec::new();
         let mut full = false;
         for e in own_exprs(s) {
-            walk(e, &mut map, &mut unstable, &mut full, mutable);
+            walk(e, &mut stable_nodes, &mut unstable, &mut full, mutable);
+        }
+        let mut map = ExprMap::with_capacity(stable_nodes.len());
+        for e in stable_nodes {
+            count_node(e, &mut map, true);
         }
         // As `may_have_candidate` decides it: a stable bindable node, or a bindable node
         // twice (or too many nodes to tell cheaply).
