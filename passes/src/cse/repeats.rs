@@ -164,6 +164,12 @@ fn contains(x: &Expr, e: &Expr) -> bool {
     x == e || operands(x).any(|c| contains(c, e))
 }
 
+/// [`contains`], passing over the subtrees too shallow to hold `e`.
+fn occurs_in(x: &Expr, e: &Expr) -> bool {
+    let d = e.depth();
+    x.depth() > d && operands(x).any(|c| occurs_in(c, e)) || x.depth() == d && x == e
+}
+
 /// The operands that may fail and that statement `s` evaluates before its first occurrence
 /// of `e` (each whole, in evaluation order: operands left to right, each before its
 /// operator), or `None` if `s` does not evaluate `e`.
@@ -271,7 +277,7 @@ impl Mutator for Replace<'_> {
         }
         // Counted as `count_expr` counts: every occurrence of a stable node.
         if let Some(c) = self.counter.as_deref_mut() {
-            if c.of(s, self.mutable).get(self.from).is_none_or(|&n| n == 0) {
+            if !c.occurs(s, self.from, self.mutable) {
                 return s.clone();
             }
         }
@@ -336,6 +342,7 @@ impl Counter {
             counter: &'a mut Counter,
             mutable: &'a Mutable,
             map: ExprMap<usize>,
+            nested: SmallVec<[Rc<ExprMap<usize>>; 8]>,
             top: bool,
         }
         impl kiln_ir::Visitor for Own<'_> {
@@ -348,14 +355,18 @@ impl Counter {
                 } else if matches!(self.counter.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
                     // Nothing to count, known without a walk.
                 } else {
-                    let m = self.counter.of(s, self.mutable);
-                    merge(&mut self.map, &m, true);
+                    self.nested.push(self.counter.of(s, self.mutable));
                 }
             }
         }
-        let mut own = Own { counter: self, mutable, map: ExprMap::new(), top: true };
+        let mut own =
+            Own { counter: self, mutable, map: ExprMap::new(), nested: SmallVec::new(), top: true };
         kiln_ir::Visitor::visit_stmt(&mut own, s);
-        let m = if own.map.is_empty() { self.empty.clone() } else { Rc::new(own.map) };
+        let Own { map, mut nested, .. } = own;
+        if !map.is_empty() {
+            nested.push(Rc::new(map));
+        }
+        let m = sum(nested).unwrap_or_else(|| self.empty.clone());
         self.by_stmt.insert(s.addr(), (s.clone(), m.clone(), true));
         m
     }
@@ -420,6 +431,25 @@ impl Counter {
         (m, may)
     }
 
+    /// Whether the stable bindable `e` occurs in `s` (its count in [`Counter::of`] is not
+    /// zero). A statement without nested statements that is not cached yet is searched
+    /// instead of counted: most are statements a binding just rewrote, and counting each
+    /// (a map of its own) for every later binding's walk over the block was most of the
+    /// cost of a block with many bindings (a kernel's epilogue of stores).
+    fn occurs(&mut self, s: &Stmt, e: &Expr, mutable: &Mutable) -> bool {
+        if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
+            return false;
+        }
+        if let Some((_, m, _)) = self.by_stmt.get(&s.addr()) {
+            return m.get(e).is_some_and(|&n| n > 0);
+        }
+        if is_leaf(s) {
+            // Every occurrence of a stable node is stable, and counted.
+            return own_exprs(s).iter().any(|x| occurs_in(x, e));
+        }
+        self.of(s, mutable).get(e).is_some_and(|&n| n > 0)
+    }
+
     /// [`may_have_candidate`], from the cache for a statement without nested statements.
     fn may_have_candidate(&mut self, s: &Stmt, mutable: &Mutable) -> bool {
         match self.leaves.known(s) {
@@ -447,6 +477,25 @@ pub(super) fn is_leaf(s: &Stmt) -> bool {
             | StmtNode::VecStore { .. }
             | StmtNode::Call { .. }
     )
+}
+
+/// The sum of the count maps `maps` (what merging each into an empty map gives), `None` if
+/// all are empty: the largest is copied whole (or shared, if it is the only one), and only
+/// the others are merged into it entry by entry. A block's counts are mostly those of one
+/// nested statement (a loop's body, a branch), and inserting them one by one at every level
+/// of nesting was much of what building them cost.
+fn sum(mut maps: SmallVec<[Rc<ExprMap<usize>>; 8]>) -> Option<Rc<ExprMap<usize>>> {
+    maps.retain(|m| !m.is_empty());
+    let big = (0..maps.len()).max_by_key(|&i| maps[i].len())?;
+    let first = maps.swap_remove(big);
+    if maps.is_empty() {
+        return Some(first);
+    }
+    let mut m = Rc::unwrap_or_clone(first);
+    for o in &maps {
+        merge(&mut m, o, true);
+    }
+    Some(Rc::new(m))
 }
 
 /// Adds (`add`) or removes the counts of `m` to or from `counts`, as counting each
@@ -549,6 +598,7 @@ impl Repeats {
         skip: &ExprSet,
         later: &mut Option<ExprMap<usize>>,
         idle: &[bool],
+        whole: Option<&ExprMap<usize>>,
     ) -> Option<(Expr, bool)> {
         // Most statements of unrolled code (`acc = fma(x, y, acc)`) have a few bindable
         // nodes, none stable and none repeated: no candidate, found without the maps.
@@ -577,12 +627,30 @@ impl Repeats {
             let own = counts.get(e).copied().unwrap_or(0);
             let across = stable && {
                 let later = later.get_or_insert_with(|| {
-                    let mut m = ExprMap::new();
                     // An idle statement counts nothing.
-                    for (t, _) in stmts[start..].iter().zip(&idle[start..]).filter(|x| !x.1) {
-                        merge(&mut m, &counter.of(t, mutable), true);
+                    let counted = |r: std::ops::Range<usize>| {
+                        stmts[r.clone()].iter().zip(&idle[r]).filter(|x| !x.1).map(|x| x.0)
+                    };
+                    match whole {
+                        // The block's counts (each statement's, summed) less those before
+                        // `start`: a copy of one map and a few removals, where adding up the
+                        // statements' counts again at every level of nesting was most of
+                        // what these counts cost.
+                        Some(whole) => {
+                            let mut m = whole.clone();
+                            for t in counted(0..start) {
+                                merge(&mut m, &counter.of(t, mutable), false);
+                            }
+                            m
+                        }
+                        None => {
+                            let mut m = ExprMap::new();
+                            for t in counted(start..stmts.len()) {
+                                merge(&mut m, &counter.of(t, mutable), true);
+                            }
+                            m
+                        }
                     }
-                    m
                 });
                 // Occurrences from here to the end of the block beyond the own expressions.
                 later.get(e).copied().unwrap_or(0) > own
@@ -666,6 +734,9 @@ impl Mutator for Repeats {
         }
         let mut out: Vec<Stmt> = stmts.clone();
         let mut changed = false;
+        // The counts of the whole block, if already made (while it was counted as a statement
+        // of the enclosing block): the first search's `later` while `out` is still `stmts`.
+        let whole = self.counter.by_stmt.get(&s.addr()).map(|x| x.1.clone());
         let mut k = 0;
         // Occurrences in `out[start..]` once needed, kept up to date as statements change.
         let mut later: Option<ExprMap<usize>> = None;
@@ -691,6 +762,7 @@ impl Mutator for Repeats {
                 &skip,
                 &mut later,
                 &idle,
+                whole.as_deref().filter(|_| !changed),
             ) {
                 if stable || !e.may_fail() {
                     self.bind(&mut out, start, start, k, &e, stable, &mut later, &mut idle);
