@@ -837,29 +837,4 @@ pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable, leaves: Leaves) ->
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every statement without nested statements of the examples and the pass filetests:
-    /// [`Counter::leaf`] counts what [`Counter::of`]'s general walk counts, and says it may
-    /// have a candidate exactly when [`may_have_candidate`] does.
-    #[test]
-    fn leaf_summary_agrees_with_separate_walks() {
-        let (mut leaves, mut may) = (0, 0);
-        for (_, k) in crate::util::repository_kernels() {
-            let mutable = Mutable::of(k.body());
-            let stmts = crate::util::all_stmts(k.body());
-            for s in stmts.iter().filter(|s| is_leaf(s)) {
-                let (counts, m) = Counter::default().leaf(s, &mutable);
-                let mut walked = ExprMap::new();
-                count_stmt(s, &mut walked, true, &mutable);
-                assert_eq!(*counts, walked, "{s}");
-                assert_eq!(m, may_have_candidate(s, &mutable), "{s}");
-                leaves += 1;
-                may += usize::from(m);
-            }
-        }
-        // Both answers occur, on many statements.
-        assert!(leaves > 100 && may > 10 && may < leaves, "{leaves} leaves, {may} may");
-    }
-}
+mod tests;
