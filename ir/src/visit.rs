@@ -154,6 +154,29 @@ pub trait Mutator {
     fn mutate_kernel(&mut self, k: &Kernel) -> Kernel {
         walk_mutate_kernel(self, k)
     }
+
+    /// [`Mutator::mutate_expr`], or `None` where it gives `e` itself: what the walks call for
+    /// each operand. The default calls `mutate_expr`; a mutator that can tell at a glance
+    /// that an expression stays overrides this to answer `None` without a handle: cloning
+    /// and dropping one (atomic reference counts) was most of a walk's time over an
+    /// unrolled kernel's thousand statements, in every pass.
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    /// [`Mutator::mutate_var`], or `None` where it gives a variable equal to `v`: what the
+    /// walks call. A mutator that renames nothing overrides this to answer `None` (see
+    /// [`Mutator::mutate_expr_changed`]).
+    fn mutate_var_changed(&mut self, v: &Var) -> Option<Var> {
+        let n = self.mutate_var(v);
+        (n != *v).then_some(n)
+    }
+}
+
+/// `new`, or `old` itself where `new` is `None` (a walk's unchanged operand).
+fn or_same<T: Clone>(new: Option<T>, old: &T) -> T {
+    new.unwrap_or_else(|| old.clone())
 }
 
 /// Rewrites `k`'s parameters and body, returning `k` itself if nothing changed.
@@ -170,82 +193,75 @@ pub fn walk_mutate_kernel<M: Mutator + ?Sized>(m: &mut M, k: &Kernel) -> Kernel 
 pub fn walk_mutate_expr<M: Mutator + ?Sized>(m: &mut M, e: &Expr) -> Expr {
     let node = match e.node() {
         ExprNode::Imm(_) | ExprNode::Builtin { .. } => return e.clone(),
-        ExprNode::Var(v) => {
-            let nv = m.mutate_var(v);
-            if nv == *v {
-                return e.clone();
-            }
-            ExprNode::Var(nv)
-        }
-        ExprNode::Unary { op, a } => {
-            let na = m.mutate_expr(a);
-            if na.ptr_eq(a) {
-                return e.clone();
-            }
-            ExprNode::Unary { op: *op, a: na }
-        }
+        ExprNode::Var(v) => match m.mutate_var_changed(v) {
+            Some(nv) => ExprNode::Var(nv),
+            None => return e.clone(),
+        },
+        ExprNode::Unary { op, a } => match m.mutate_expr_changed(a) {
+            Some(na) => ExprNode::Unary { op: *op, a: na },
+            None => return e.clone(),
+        },
         ExprNode::Binary { op, a, b } => {
-            let (na, nb) = (m.mutate_expr(a), m.mutate_expr(b));
-            if na.ptr_eq(a) && nb.ptr_eq(b) {
+            let (na, nb) = (m.mutate_expr_changed(a), m.mutate_expr_changed(b));
+            if na.is_none() && nb.is_none() {
                 return e.clone();
             }
-            ExprNode::Binary { op: *op, a: na, b: nb }
+            ExprNode::Binary { op: *op, a: or_same(na, a), b: or_same(nb, b) }
         }
         ExprNode::Select { cond, a, b } => {
-            let (nc, na, nb) = (m.mutate_expr(cond), m.mutate_expr(a), m.mutate_expr(b));
-            if nc.ptr_eq(cond) && na.ptr_eq(a) && nb.ptr_eq(b) {
+            let (nc, na, nb) =
+                (m.mutate_expr_changed(cond), m.mutate_expr_changed(a), m.mutate_expr_changed(b));
+            if nc.is_none() && na.is_none() && nb.is_none() {
                 return e.clone();
             }
-            ExprNode::Select { cond: nc, a: na, b: nb }
+            ExprNode::Select { cond: or_same(nc, cond), a: or_same(na, a), b: or_same(nb, b) }
         }
-        ExprNode::Cast { to, a } => {
-            let na = m.mutate_expr(a);
-            if na.ptr_eq(a) {
-                return e.clone();
-            }
-            ExprNode::Cast { to: *to, a: na }
-        }
+        ExprNode::Cast { to, a } => match m.mutate_expr_changed(a) {
+            Some(na) => ExprNode::Cast { to: *to, a: na },
+            None => return e.clone(),
+        },
         ExprNode::Load { buf, index } => {
-            let (nbuf, ni) = (m.mutate_var(buf), m.mutate_expr(index));
-            if nbuf == *buf && ni.ptr_eq(index) {
+            let (nbuf, ni) = (m.mutate_var_changed(buf), m.mutate_expr_changed(index));
+            if nbuf.is_none() && ni.is_none() {
                 return e.clone();
             }
-            ExprNode::Load { buf: nbuf, index: ni }
+            ExprNode::Load { buf: or_same(nbuf, buf), index: or_same(ni, index) }
         }
         ExprNode::VecLoad { buf, index, lanes } => {
-            let (nbuf, ni) = (m.mutate_var(buf), m.mutate_expr(index));
-            if nbuf == *buf && ni.ptr_eq(index) {
+            let (nbuf, ni) = (m.mutate_var_changed(buf), m.mutate_expr_changed(index));
+            if nbuf.is_none() && ni.is_none() {
                 return e.clone();
             }
-            ExprNode::VecLoad { buf: nbuf, index: ni, lanes: *lanes }
+            ExprNode::VecLoad { buf: or_same(nbuf, buf), index: or_same(ni, index), lanes: *lanes }
         }
-        ExprNode::Extract { a, lane } => {
-            let na = m.mutate_expr(a);
-            if na.ptr_eq(a) {
-                return e.clone();
-            }
-            ExprNode::Extract { a: na, lane: *lane }
-        }
+        ExprNode::Extract { a, lane } => match m.mutate_expr_changed(a) {
+            Some(na) => ExprNode::Extract { a: na, lane: *lane },
+            None => return e.clone(),
+        },
         ExprNode::Insert { a, lane, b } => {
-            let (na, nb) = (m.mutate_expr(a), m.mutate_expr(b));
-            if na.ptr_eq(a) && nb.ptr_eq(b) {
+            let (na, nb) = (m.mutate_expr_changed(a), m.mutate_expr_changed(b));
+            if na.is_none() && nb.is_none() {
                 return e.clone();
             }
-            ExprNode::Insert { a: na, lane: *lane, b: nb }
+            ExprNode::Insert { a: or_same(na, a), lane: *lane, b: or_same(nb, b) }
         }
         ExprNode::Vector { ty, elems } => {
-            let nelems: SmallVec<[Expr; 4]> = elems.iter().map(|a| m.mutate_expr(a)).collect();
-            if nelems.iter().zip(elems).all(|(n, o)| n.ptr_eq(o)) {
+            let new: SmallVec<[Option<Expr>; 4]> =
+                elems.iter().map(|a| m.mutate_expr_changed(a)).collect();
+            if new.iter().all(Option::is_none) {
                 return e.clone();
             }
-            ExprNode::Vector { ty: *ty, elems: nelems }
+            let elems = new.into_iter().zip(elems).map(|(n, o)| or_same(n, o)).collect();
+            ExprNode::Vector { ty: *ty, elems }
         }
         ExprNode::Intrinsic { op, args } => {
-            let nargs: SmallVec<[Expr; 3]> = args.iter().map(|a| m.mutate_expr(a)).collect();
-            if nargs.iter().zip(args).all(|(n, o)| n.ptr_eq(o)) {
+            let new: SmallVec<[Option<Expr>; 3]> =
+                args.iter().map(|a| m.mutate_expr_changed(a)).collect();
+            if new.iter().all(Option::is_none) {
                 return e.clone();
             }
-            ExprNode::Intrinsic { op: *op, args: nargs }
+            let args = new.into_iter().zip(args).map(|(n, o)| or_same(n, o)).collect();
+            ExprNode::Intrinsic { op: *op, args }
         }
     };
     // Same kind, new operands: the node still stands for its source.
@@ -264,88 +280,113 @@ fn same_opt(new: &Option<Stmt>, old: &Option<Stmt>) -> bool {
 pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
     let node = match s.node() {
         StmtNode::Let { var, value } => {
-            let (nv, nval) = (m.mutate_var(var), m.mutate_expr(value));
-            if nv == *var && nval.ptr_eq(value) {
+            let (nv, nval) = (m.mutate_var_changed(var), m.mutate_expr_changed(value));
+            if nv.is_none() && nval.is_none() {
                 return s.clone();
             }
-            StmtNode::Let { var: nv, value: nval }
+            StmtNode::Let { var: or_same(nv, var), value: or_same(nval, value) }
         }
         StmtNode::Decl { var, init } => {
-            let (nv, ninit) = (m.mutate_var(var), m.mutate_expr(init));
-            if nv == *var && ninit.ptr_eq(init) {
+            let (nv, ninit) = (m.mutate_var_changed(var), m.mutate_expr_changed(init));
+            if nv.is_none() && ninit.is_none() {
                 return s.clone();
             }
-            StmtNode::Decl { var: nv, init: ninit }
+            StmtNode::Decl { var: or_same(nv, var), init: or_same(ninit, init) }
         }
         StmtNode::Assign { var, value } => {
-            let (nv, nval) = (m.mutate_var(var), m.mutate_expr(value));
-            if nv == *var && nval.ptr_eq(value) {
+            let (nv, nval) = (m.mutate_var_changed(var), m.mutate_expr_changed(value));
+            if nv.is_none() && nval.is_none() {
                 return s.clone();
             }
-            StmtNode::Assign { var: nv, value: nval }
+            StmtNode::Assign { var: or_same(nv, var), value: or_same(nval, value) }
         }
         StmtNode::Store { buf, index, value } => {
-            let (nb, ni, nval) = (m.mutate_var(buf), m.mutate_expr(index), m.mutate_expr(value));
-            if nb == *buf && ni.ptr_eq(index) && nval.ptr_eq(value) {
+            let (nb, ni, nval) = (
+                m.mutate_var_changed(buf),
+                m.mutate_expr_changed(index),
+                m.mutate_expr_changed(value),
+            );
+            if nb.is_none() && ni.is_none() && nval.is_none() {
                 return s.clone();
             }
-            StmtNode::Store { buf: nb, index: ni, value: nval }
+            StmtNode::Store {
+                buf: or_same(nb, buf),
+                index: or_same(ni, index),
+                value: or_same(nval, value),
+            }
         }
         StmtNode::VecStore { buf, index, value } => {
-            let (nb, ni, nval) = (m.mutate_var(buf), m.mutate_expr(index), m.mutate_expr(value));
-            if nb == *buf && ni.ptr_eq(index) && nval.ptr_eq(value) {
+            let (nb, ni, nval) = (
+                m.mutate_var_changed(buf),
+                m.mutate_expr_changed(index),
+                m.mutate_expr_changed(value),
+            );
+            if nb.is_none() && ni.is_none() && nval.is_none() {
                 return s.clone();
             }
-            StmtNode::VecStore { buf: nb, index: ni, value: nval }
-        }
-        StmtNode::Alloc { var, count } => {
-            let nv = m.mutate_var(var);
-            if nv == *var {
-                return s.clone();
+            StmtNode::VecStore {
+                buf: or_same(nb, buf),
+                index: or_same(ni, index),
+                value: or_same(nval, value),
             }
-            StmtNode::Alloc { var: nv, count: *count }
         }
+        StmtNode::Alloc { var, count } => match m.mutate_var_changed(var) {
+            Some(nv) => StmtNode::Alloc { var: nv, count: *count },
+            None => return s.clone(),
+        },
         StmtNode::If { cond, then, otherwise } => {
-            let nc = m.mutate_expr(cond);
+            let nc = m.mutate_expr_changed(cond);
             let nt = m.mutate_stmt(then);
             let no = otherwise.as_ref().map(|o| m.mutate_stmt(o));
-            if nc.ptr_eq(cond) && nt.ptr_eq(then) && same_opt(&no, otherwise) {
+            if nc.is_none() && nt.ptr_eq(then) && same_opt(&no, otherwise) {
                 return s.clone();
             }
-            StmtNode::If { cond: nc, then: nt, otherwise: no }
+            StmtNode::If { cond: or_same(nc, cond), then: nt, otherwise: no }
         }
         StmtNode::For { var, lo, hi, step, body } => {
-            let nv = m.mutate_var(var);
-            let (nlo, nhi, nstep) = (m.mutate_expr(lo), m.mutate_expr(hi), m.mutate_expr(step));
+            let nv = m.mutate_var_changed(var);
+            let (nlo, nhi, nstep) =
+                (m.mutate_expr_changed(lo), m.mutate_expr_changed(hi), m.mutate_expr_changed(step));
             let nbody = m.mutate_stmt(body);
-            if nv == *var
-                && nlo.ptr_eq(lo)
-                && nhi.ptr_eq(hi)
-                && nstep.ptr_eq(step)
+            if nv.is_none()
+                && nlo.is_none()
+                && nhi.is_none()
+                && nstep.is_none()
                 && nbody.ptr_eq(body)
             {
                 return s.clone();
             }
-            StmtNode::For { var: nv, lo: nlo, hi: nhi, step: nstep, body: nbody }
+            StmtNode::For {
+                var: or_same(nv, var),
+                lo: or_same(nlo, lo),
+                hi: or_same(nhi, hi),
+                step: or_same(nstep, step),
+                body: nbody,
+            }
         }
         StmtNode::While { cond, body } => {
-            let (nc, nbody) = (m.mutate_expr(cond), m.mutate_stmt(body));
-            if nc.ptr_eq(cond) && nbody.ptr_eq(body) {
+            let (nc, nbody) = (m.mutate_expr_changed(cond), m.mutate_stmt(body));
+            if nc.is_none() && nbody.ptr_eq(body) {
                 return s.clone();
             }
-            StmtNode::While { cond: nc, body: nbody }
+            StmtNode::While { cond: or_same(nc, cond), body: nbody }
         }
         StmtNode::Block(stmts) => match changed_stmts(m, stmts) {
             Some(v) => StmtNode::Block(v),
             None => return s.clone(),
         },
         StmtNode::Call { result, func, args } => {
-            let nr = result.as_ref().map(|r| m.mutate_var(r));
-            let nargs: Vec<Expr> = args.iter().map(|a| m.mutate_expr(a)).collect();
-            if nr == *result && nargs.iter().zip(args).all(|(n, o)| n.ptr_eq(o)) {
+            let nr = result.as_ref().map(|r| m.mutate_var_changed(r));
+            let nargs: Vec<Option<Expr>> = args.iter().map(|a| m.mutate_expr_changed(a)).collect();
+            if nr.as_ref().is_none_or(Option::is_none) && nargs.iter().all(Option::is_none) {
                 return s.clone();
             }
-            StmtNode::Call { result: nr, func: func.clone(), args: nargs }
+            let result = match (nr, result) {
+                (Some(n), Some(r)) => Some(or_same(n, r)),
+                _ => None,
+            };
+            let args = nargs.into_iter().zip(args).map(|(n, o)| or_same(n, o)).collect();
+            StmtNode::Call { result, func: func.clone(), args }
         }
     };
     Stmt::new(node)
