@@ -22,7 +22,7 @@ use kiln_ir::depth::MAX_EXPR_DEPTH;
 use kiln_ir::expr::name_bit;
 use kiln_ir::{
     walk_expr, walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, ExprNode,
-    Kernel, Mutator, Stmt,
+    Kernel, Mutator, Stmt, Var,
 };
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
@@ -387,6 +387,18 @@ struct SubstIn<'a> {
 }
 
 impl Mutator for SubstIn<'_> {
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if e.name_bits() & self.bits == 0 {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         if e.name_bits() & self.bits == 0 {
             return e.clone();

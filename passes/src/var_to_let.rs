@@ -8,7 +8,7 @@
 //! `let` in the rest of the same block means. The name and its scope stay the same.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Visitor};
+use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Var, Visitor};
 
 #[cfg(doc)]
 use crate::util::count_uses;
@@ -124,6 +124,14 @@ impl Mutator for VarToLet {
     // rebuild nothing was much of this pass's time.
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         e.clone()
+    }
+
+    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
+        None
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {

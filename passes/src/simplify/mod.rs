@@ -194,7 +194,7 @@ pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
 /// [`simplify_expr_with`] within a simplification's context: each distinct expression is
 /// simplified once.
 fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
-    if matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }) {
+    if is_leaf(e) {
         return e.clone();
     }
     if cx.limits.presimplify && settled(e) {
@@ -218,6 +218,11 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
     }
     cx.starved |= starved;
     r
+}
+
+/// True if `e` is a variable, a constant or a built-in: simplified as it is.
+fn is_leaf(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. })
 }
 
 /// True if `e` is built only from variables, built-ins and opaque nodes that nothing folds
@@ -611,6 +616,21 @@ impl Mutator for StmtSimplifier {
         let size = kernel_size(k);
         self.with_cx(|| size, |_| ());
         kiln_ir::walk_mutate_kernel(self, k)
+    }
+
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        // What `simplify_in` answers at once, the very same handle, answered without one
+        // (and without moving the context in and out). Only once a kernel or an earlier
+        // expression set the budget up: the first expression sets it from its size.
+        if self.cx.is_some() && (is_leaf(e) || (self.limits.presimplify && settled(e))) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &kiln_ir::Var) -> Option<kiln_ir::Var> {
+        None
     }
 
     fn mutate_expr(&mut self, e: &Expr) -> Expr {

@@ -171,6 +171,18 @@ pub fn divide(a: &Expr, d: i64, max: i64, rem: bool) -> Option<Expr> {
 }
 
 impl Mutator for Lower {
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if !has_division(e) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         if !has_division(e) {
             return e.clone();

@@ -100,11 +100,29 @@ impl Replace<'_> {
     }
 }
 
+impl Replace<'_> {
+    /// Every reducible form has a multiplication by the counter: a subtree without a
+    /// multiplication, or without the counter's name, stays, unwalked.
+    fn stays(&self, e: &Expr) -> bool {
+        !e.has_binary(BinOp::Mul) || e.name_bits() & self.counter_bit == 0
+    }
+}
+
 impl Mutator for Replace<'_> {
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if self.stays(e) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        // Every reducible form has a multiplication by the counter: a subtree without a
-        // multiplication, or without the counter's name, stays, unwalked.
-        if !e.has_binary(BinOp::Mul) || e.name_bits() & self.counter_bit == 0 {
+        if self.stays(e) {
             return e.clone();
         }
         // Top-down, so `i * c + d` is seen whole before its `i * c`.
@@ -149,6 +167,14 @@ impl Mutator for IvReduce {
     // rebuild nothing was much of this pass's time.
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         e.clone()
+    }
+
+    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
+        None
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
