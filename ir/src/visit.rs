@@ -172,6 +172,16 @@ pub trait Mutator {
         let n = self.mutate_var(v);
         (n != *v).then_some(n)
     }
+
+    /// [`Mutator::mutate_stmt`], or `None` where it gives `s` itself: what the walks call
+    /// for each nested statement. A mutator that can tell a statement stays (one without
+    /// nested statements, for a mutator of blocks and loops) overrides this to answer `None`
+    /// without a handle (see [`Mutator::mutate_expr_changed`]); one that keeps the default
+    /// `mutate_stmt` can answer [`walk_mutate_stmt_changed`].
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
+    }
 }
 
 /// `new`, or `old` itself where `new` is `None` (a walk's unchanged operand).
@@ -268,35 +278,41 @@ pub fn walk_mutate_expr<M: Mutator + ?Sized>(m: &mut M, e: &Expr) -> Expr {
     e.rebuild(node)
 }
 
-fn same_opt(new: &Option<Stmt>, old: &Option<Stmt>) -> bool {
+/// An `if`'s new `else` branch: `new` is `Some` exactly where `old` is (its rewrite, `None`
+/// where unchanged).
+fn or_same_opt(new: Option<Option<Stmt>>, old: &Option<Stmt>) -> Option<Stmt> {
     match (new, old) {
-        (Some(n), Some(o)) => n.ptr_eq(o),
-        (None, None) => true,
-        _ => false,
+        (Some(n), Some(o)) => Some(or_same(n, o)),
+        _ => None,
     }
 }
 
 /// Rewrites the children of `s`, returning `s` itself if none changed.
 pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
+    walk_mutate_stmt_changed(m, s).unwrap_or_else(|| s.clone())
+}
+
+/// [`walk_mutate_stmt`], or `None` where it gives `s` itself.
+pub fn walk_mutate_stmt_changed<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Option<Stmt> {
     let node = match s.node() {
         StmtNode::Let { var, value } => {
             let (nv, nval) = (m.mutate_var_changed(var), m.mutate_expr_changed(value));
             if nv.is_none() && nval.is_none() {
-                return s.clone();
+                return None;
             }
             StmtNode::Let { var: or_same(nv, var), value: or_same(nval, value) }
         }
         StmtNode::Decl { var, init } => {
             let (nv, ninit) = (m.mutate_var_changed(var), m.mutate_expr_changed(init));
             if nv.is_none() && ninit.is_none() {
-                return s.clone();
+                return None;
             }
             StmtNode::Decl { var: or_same(nv, var), init: or_same(ninit, init) }
         }
         StmtNode::Assign { var, value } => {
             let (nv, nval) = (m.mutate_var_changed(var), m.mutate_expr_changed(value));
             if nv.is_none() && nval.is_none() {
-                return s.clone();
+                return None;
             }
             StmtNode::Assign { var: or_same(nv, var), value: or_same(nval, value) }
         }
@@ -307,7 +323,7 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
                 m.mutate_expr_changed(value),
             );
             if nb.is_none() && ni.is_none() && nval.is_none() {
-                return s.clone();
+                return None;
             }
             StmtNode::Store {
                 buf: or_same(nb, buf),
@@ -322,7 +338,7 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
                 m.mutate_expr_changed(value),
             );
             if nb.is_none() && ni.is_none() && nval.is_none() {
-                return s.clone();
+                return None;
             }
             StmtNode::VecStore {
                 buf: or_same(nb, buf),
@@ -332,54 +348,54 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
         }
         StmtNode::Alloc { var, count } => match m.mutate_var_changed(var) {
             Some(nv) => StmtNode::Alloc { var: nv, count: *count },
-            None => return s.clone(),
+            None => return None,
         },
         StmtNode::If { cond, then, otherwise } => {
             let nc = m.mutate_expr_changed(cond);
-            let nt = m.mutate_stmt(then);
-            let no = otherwise.as_ref().map(|o| m.mutate_stmt(o));
-            if nc.is_none() && nt.ptr_eq(then) && same_opt(&no, otherwise) {
-                return s.clone();
+            let nt = m.mutate_stmt_changed(then);
+            let no = otherwise.as_ref().map(|o| m.mutate_stmt_changed(o));
+            if nc.is_none() && nt.is_none() && no.as_ref().is_none_or(Option::is_none) {
+                return None;
             }
-            StmtNode::If { cond: or_same(nc, cond), then: nt, otherwise: no }
+            StmtNode::If {
+                cond: or_same(nc, cond),
+                then: or_same(nt, then),
+                otherwise: or_same_opt(no, otherwise),
+            }
         }
         StmtNode::For { var, lo, hi, step, body } => {
             let nv = m.mutate_var_changed(var);
             let (nlo, nhi, nstep) =
                 (m.mutate_expr_changed(lo), m.mutate_expr_changed(hi), m.mutate_expr_changed(step));
-            let nbody = m.mutate_stmt(body);
-            if nv.is_none()
-                && nlo.is_none()
-                && nhi.is_none()
-                && nstep.is_none()
-                && nbody.ptr_eq(body)
+            let nbody = m.mutate_stmt_changed(body);
+            if nv.is_none() && nlo.is_none() && nhi.is_none() && nstep.is_none() && nbody.is_none()
             {
-                return s.clone();
+                return None;
             }
             StmtNode::For {
                 var: or_same(nv, var),
                 lo: or_same(nlo, lo),
                 hi: or_same(nhi, hi),
                 step: or_same(nstep, step),
-                body: nbody,
+                body: or_same(nbody, body),
             }
         }
         StmtNode::While { cond, body } => {
-            let (nc, nbody) = (m.mutate_expr_changed(cond), m.mutate_stmt(body));
-            if nc.is_none() && nbody.ptr_eq(body) {
-                return s.clone();
+            let (nc, nbody) = (m.mutate_expr_changed(cond), m.mutate_stmt_changed(body));
+            if nc.is_none() && nbody.is_none() {
+                return None;
             }
-            StmtNode::While { cond: or_same(nc, cond), body: nbody }
+            StmtNode::While { cond: or_same(nc, cond), body: or_same(nbody, body) }
         }
         StmtNode::Block(stmts) => match changed_stmts(m, stmts) {
             Some(v) => StmtNode::Block(v),
-            None => return s.clone(),
+            None => return None,
         },
         StmtNode::Call { result, func, args } => {
             let nr = result.as_ref().map(|r| m.mutate_var_changed(r));
             let nargs: Vec<Option<Expr>> = args.iter().map(|a| m.mutate_expr_changed(a)).collect();
             if nr.as_ref().is_none_or(Option::is_none) && nargs.iter().all(Option::is_none) {
-                return s.clone();
+                return None;
             }
             let result = match (nr, result) {
                 (Some(n), Some(r)) => Some(or_same(n, r)),
@@ -389,7 +405,7 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
             StmtNode::Call { result, func: func.clone(), args }
         }
     };
-    Stmt::new(node)
+    Some(Stmt::new(node))
 }
 
 /// `stmts` rewritten by `m`, or `None` if every one came back as itself: no vector is built
@@ -397,16 +413,16 @@ pub fn walk_mutate_stmt<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
 fn changed_stmts<M: Mutator + ?Sized>(m: &mut M, stmts: &[Stmt]) -> Option<Vec<Stmt>> {
     let mut new: Option<Vec<Stmt>> = None;
     for (i, x) in stmts.iter().enumerate() {
-        let n = m.mutate_stmt(x);
-        match &mut new {
-            Some(v) => v.push(n),
-            None if !n.ptr_eq(x) => {
+        let n = m.mutate_stmt_changed(x);
+        match (&mut new, n) {
+            (Some(v), n) => v.push(or_same(n, x)),
+            (None, Some(n)) => {
                 let mut v = Vec::with_capacity(stmts.len());
                 v.extend(stmts[..i].iter().cloned());
                 v.push(n);
                 new = Some(v);
             }
-            None => {}
+            (None, None) => {}
         }
     }
     new
@@ -420,18 +436,19 @@ fn changed_stmts<M: Mutator + ?Sized>(m: &mut M, stmts: &[Stmt]) -> Option<Vec<S
 pub fn walk_mutate_nested<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
     let node = match s.node() {
         StmtNode::If { cond, then, otherwise } => {
-            let nt = m.mutate_stmt(then);
-            let no = otherwise.as_ref().map(|o| m.mutate_stmt(o));
-            if nt.ptr_eq(then) && same_opt(&no, otherwise) {
+            let nt = m.mutate_stmt_changed(then);
+            let no = otherwise.as_ref().map(|o| m.mutate_stmt_changed(o));
+            if nt.is_none() && no.as_ref().is_none_or(Option::is_none) {
                 return s.clone();
             }
-            StmtNode::If { cond: cond.clone(), then: nt, otherwise: no }
+            StmtNode::If {
+                cond: cond.clone(),
+                then: or_same(nt, then),
+                otherwise: or_same_opt(no, otherwise),
+            }
         }
         StmtNode::For { var, lo, hi, step, body } => {
-            let nbody = m.mutate_stmt(body);
-            if nbody.ptr_eq(body) {
-                return s.clone();
-            }
+            let Some(nbody) = m.mutate_stmt_changed(body) else { return s.clone() };
             StmtNode::For {
                 var: var.clone(),
                 lo: lo.clone(),
@@ -441,10 +458,7 @@ pub fn walk_mutate_nested<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
             }
         }
         StmtNode::While { cond, body } => {
-            let nbody = m.mutate_stmt(body);
-            if nbody.ptr_eq(body) {
-                return s.clone();
-            }
+            let Some(nbody) = m.mutate_stmt_changed(body) else { return s.clone() };
             StmtNode::While { cond: cond.clone(), body: nbody }
         }
         StmtNode::Block(stmts) => match changed_stmts(m, stmts) {
