@@ -21,13 +21,13 @@ use hashbrown::HashSet;
 use kiln_ir::depth::MAX_EXPR_DEPTH;
 use kiln_ir::expr::name_bit;
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, ExprNode,
-    Kernel, Mutator, Stmt, Var,
+    walk_expr, walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt_changed, walk_stmt, Expr,
+    ExprNode, Kernel, Mutator, Stmt, Var,
 };
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, Subst};
+use crate::util::{expr_ref, has_nested, is_stable, stmt_ref, Mutable, Subst};
 
 /// Deepest value inlined into its uses.
 const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
@@ -412,10 +412,14 @@ impl Mutator for SubstIn<'_> {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
         if !self.opt.uses_of(s).0.iter().any(|r| self.ids.contains(&r.0)) {
-            return s.clone();
+            return None;
         }
-        walk_mutate_stmt(self, s)
+        walk_mutate_stmt_changed(self, s)
     }
 }
 
@@ -424,6 +428,15 @@ impl Mutator for LetOpt {
     // rebuild nothing was much of this pass's time.
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         e.clone()
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        // Only blocks change, and what holds them.
+        if !has_nested(s) {
+            return None;
+        }
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {

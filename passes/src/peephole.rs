@@ -53,6 +53,10 @@ fn fuse(a: &Expr, b: &Expr, fused: Intrinsic, add3: bool) -> Option<Expr> {
 }
 
 impl Mutator for Peephole {
+    fn mutate_stmt_changed(&mut self, s: &kiln_ir::Stmt) -> Option<kiln_ir::Stmt> {
+        kiln_ir::walk_mutate_stmt_changed(self, s)
+    }
+
     fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
         if !e.has_binary(BinOp::Add) {
             return None;

@@ -24,6 +24,10 @@ fn stays(e: &Expr) -> bool {
 }
 
 impl Mutator for Strength {
+    fn mutate_stmt_changed(&mut self, s: &kiln_ir::Stmt) -> Option<kiln_ir::Stmt> {
+        kiln_ir::walk_mutate_stmt_changed(self, s)
+    }
+
     fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
         if stays(e) {
             return None;

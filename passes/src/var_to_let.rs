@@ -13,6 +13,7 @@ use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode
 #[cfg(doc)]
 use crate::util::count_uses;
 use crate::util::for_each_reference;
+use crate::util::has_nested;
 
 /// Rewrites every qualifying `var` into a `let`.
 pub fn var_to_let(k: &Kernel) -> Kernel {
@@ -132,6 +133,15 @@ impl Mutator for VarToLet {
 
     fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
         None
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        // Only blocks change, and what holds them.
+        if !has_nested(s) {
+            return None;
+        }
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {

@@ -642,42 +642,53 @@ impl Mutator for StmtSimplifier {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = kiln_ir::walk_mutate_stmt(self, s);
-        match s.node() {
-            StmtNode::If { cond, then, otherwise } => {
-                let else_empty = otherwise.as_ref().is_none_or(is_empty_block);
-                match cond.as_imm() {
-                    Some(kiln_ir::Imm::Bool(true)) => then.clone(),
-                    Some(kiln_ir::Imm::Bool(false)) => {
-                        otherwise.clone().unwrap_or_else(|| Stmt::block([]))
-                    }
-                    _ if is_empty_block(then) && else_empty && !cond.may_fail() => Stmt::block([]),
-                    _ => s,
-                }
-            }
-            StmtNode::For { lo, hi, step, body, .. } => {
-                let step_ok = step.as_imm().and_then(|k| k.as_i128()).is_some_and(|v| v > 0);
-                let bounds_safe = !lo.may_fail() && !hi.may_fail();
-                let zero_trips = match (lo.as_imm(), hi.as_imm()) {
-                    (Some(l), Some(h)) => l.as_i128().zip(h.as_i128()).is_some_and(|(l, h)| l >= h),
-                    _ => false,
-                };
-                if step_ok && bounds_safe && (zero_trips || is_empty_block(body)) {
-                    Stmt::block([])
-                } else {
-                    s
-                }
-            }
-            StmtNode::While { cond, .. } if cond.as_imm() == Some(&kiln_ir::Imm::Bool(false)) => {
-                Stmt::block([])
-            }
-            StmtNode::Block(v) if v.iter().any(is_empty_block) && !v.is_empty() => {
-                // Empty nested blocks bind nothing: drop them.
-                Stmt::block(v.iter().filter(|x| !is_empty_block(x)).cloned())
-            }
-            _ => s,
-        }
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
     }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        let new = kiln_ir::walk_mutate_stmt_changed(self, s);
+        settle_stmt(new.as_ref().unwrap_or(s)).or(new)
+    }
+}
+
+/// What `s`, its parts simplified, becomes: an `if` on a constant its branch, a loop that
+/// runs zero times or does nothing and an `if` with empty branches nothing, a block without
+/// its empty blocks; `None` where it stays as it is.
+fn settle_stmt(s: &Stmt) -> Option<Stmt> {
+    Some(match s.node() {
+        StmtNode::If { cond, then, otherwise } => {
+            let else_empty = otherwise.as_ref().is_none_or(is_empty_block);
+            match cond.as_imm() {
+                Some(kiln_ir::Imm::Bool(true)) => then.clone(),
+                Some(kiln_ir::Imm::Bool(false)) => {
+                    otherwise.clone().unwrap_or_else(|| Stmt::block([]))
+                }
+                _ if is_empty_block(then) && else_empty && !cond.may_fail() => Stmt::block([]),
+                _ => return None,
+            }
+        }
+        StmtNode::For { lo, hi, step, body, .. } => {
+            let step_ok = step.as_imm().and_then(|k| k.as_i128()).is_some_and(|v| v > 0);
+            let bounds_safe = !lo.may_fail() && !hi.may_fail();
+            let zero_trips = match (lo.as_imm(), hi.as_imm()) {
+                (Some(l), Some(h)) => l.as_i128().zip(h.as_i128()).is_some_and(|(l, h)| l >= h),
+                _ => false,
+            };
+            if step_ok && bounds_safe && (zero_trips || is_empty_block(body)) {
+                Stmt::block([])
+            } else {
+                return None;
+            }
+        }
+        StmtNode::While { cond, .. } if cond.as_imm() == Some(&kiln_ir::Imm::Bool(false)) => {
+            Stmt::block([])
+        }
+        StmtNode::Block(v) if v.iter().any(is_empty_block) && !v.is_empty() => {
+            // Empty nested blocks bind nothing: drop them.
+            Stmt::block(v.iter().filter(|x| !is_empty_block(x)).cloned())
+        }
+        _ => return None,
+    })
 }
 
 /// Runs the `simplify` pass on a kernel with the default limits.

@@ -22,8 +22,8 @@
 
 use hashbrown::HashMap;
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_mutate_stmt, BinOp, Builtin, Expr, ExprNode, Intrinsic,
-    Kernel, Mutator, Stmt, StmtNode, Type, Var, Visitor,
+    walk_expr, walk_mutate_expr, walk_mutate_stmt_changed, BinOp, Builtin, Expr, ExprNode,
+    Intrinsic, Kernel, Mutator, Stmt, StmtNode, Type, Var, Visitor,
 };
 
 /// `k` with its `i32` divisions by constants of bounded non-negative dividends rewritten as
@@ -201,6 +201,10 @@ impl Mutator for Lower {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
         // Names are bound again only once their scope has ended, so each binding, in
         // program order, replaces what an earlier one of its name said.
         match s.node() {
@@ -226,7 +230,7 @@ impl Mutator for Lower {
             }
             _ => {}
         }
-        walk_mutate_stmt(self, s)
+        walk_mutate_stmt_changed(self, s)
     }
 }
 

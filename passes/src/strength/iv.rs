@@ -26,12 +26,12 @@
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::expr::name_bit;
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, BinOp, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt,
-    StmtNode, Type, Var,
+    walk_mutate_expr, walk_mutate_stmt, walk_mutate_stmt_changed, BinOp, Expr, ExprMap, ExprNode,
+    Kernel, Mutator, Stmt, StmtNode, Type, Var,
 };
 
 use crate::simplify::simplify_expr;
-use crate::util::{all_names, bound_names, free_names, is_stable, mutable_names};
+use crate::util::{all_names, bound_names, free_names, has_nested, is_stable, mutable_names};
 
 /// One reduced form `i * c + d` (`d` absent for plain `i * c`) and its variable.
 struct Induction {
@@ -109,6 +109,10 @@ impl Replace<'_> {
 }
 
 impl Mutator for Replace<'_> {
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        walk_mutate_stmt_changed(self, s)
+    }
+
     fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
         if self.stays(e) {
             return None;
@@ -175,6 +179,15 @@ impl Mutator for IvReduce {
 
     fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
         None
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        // Only loops change, and blocks around them.
+        if !has_nested(s) {
+            return None;
+        }
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
