@@ -480,6 +480,7 @@ pub fn walk_mutate_nested<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Stmt {
 mod tests {
     use super::*;
     use crate::parse_module;
+    use crate::Imm;
 
     /// Drops every `let` named `dead`, statements only.
     struct DropDead(usize);
@@ -517,5 +518,113 @@ mod tests {
         // Nothing to change: the same handle back, at every level.
         let again = DropDead(0).mutate_stmt(&out);
         assert!(again.ptr_eq(&out));
+    }
+
+    /// Renames `n` to `m` and turns the constant 7 into 8, through `mutate_var` and
+    /// `mutate_expr` only (the walks reach both through the default `*_changed` methods),
+    /// or, with `fast`, answering unchanged operands and statements through the `*_changed`
+    /// methods as a pass that knows its work does.
+    struct Rename {
+        fast: bool,
+    }
+
+    impl Rename {
+        fn touches(e: &Expr) -> bool {
+            e.to_string().contains('n') || e.to_string().contains('7')
+        }
+    }
+
+    impl Mutator for Rename {
+        fn mutate_var(&mut self, v: &Var) -> Var {
+            if v.name() == "n" {
+                Var::new("m", v.ty())
+            } else {
+                v.clone()
+            }
+        }
+        fn mutate_expr(&mut self, e: &Expr) -> Expr {
+            match e.as_imm().and_then(Imm::as_i128) {
+                Some(7) => Expr::from(8u32),
+                _ => walk_mutate_expr(self, e),
+            }
+        }
+        fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+            if self.fast && !Self::touches(e) {
+                return None;
+            }
+            let n = self.mutate_expr(e);
+            (!n.ptr_eq(e)).then_some(n)
+        }
+        fn mutate_var_changed(&mut self, v: &Var) -> Option<Var> {
+            if self.fast && v.name() != "n" {
+                return None;
+            }
+            let n = self.mutate_var(v);
+            (n != *v).then_some(n)
+        }
+        fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+            if self.fast {
+                return walk_mutate_stmt_changed(self, s);
+            }
+            let n = self.mutate_stmt(s);
+            (!n.ptr_eq(s)).then_some(n)
+        }
+    }
+
+    /// The walks rebuild exactly what changed, whether a mutator answers through the
+    /// `*_changed` methods or through `mutate_expr` / `mutate_var` alone: every statement
+    /// and expression kind, each with and without something to rewrite; an unchanged
+    /// statement comes back as the very same handle.
+    #[test]
+    fn changed_operands_rebuild_what_full_rewrites_rebuild() {
+        let src = "kernel k(x: ptr<global, u32>, n: u32, v: ptr<global, u32>) {
+            local s: u32[4];
+            let a: u32 = n + 1u32;
+            let b: u32 = 7u32;
+            let c: u32 = select(a < 3u32, x[a], min(a, 2u32));
+            var w: u32 = n;
+            var q: u32 = 0u32;
+            w = w * 7u32;
+            q = a as u32;
+            x[n] = a;
+            x[a] = 7u32;
+            x[a] = c;
+            s[a & 3u32] = b;
+            vstore(v, a * 4u32, vload4(v, n) + vload4(v, a));
+            vstore(v, a * 4u32, vload4(v, a));
+            for i: u32 in 0u32 .. n { x[i] = -i; }
+            for i: u32 in 0u32 .. 4u32 step 2u32 { if i < a { x[i] = 1u32; } else { x[i] = n; } }
+            if a > 2u32 { x[0] = 1u32; }
+            while q < 7u32 { q = q + 1u32; }
+            while q < 9u32 { q = q + 1u32; }
+            { let d: u32 = extract(vload4(v, a), 1); x[d] = d; }
+        }";
+        let k = parse_module(src).unwrap().kernels.remove(0);
+        let mut all = Vec::new();
+        struct All<'a>(&'a mut Vec<Stmt>);
+        impl Visitor for All<'_> {
+            fn visit_stmt(&mut self, s: &Stmt) {
+                self.0.push(s.clone());
+                walk_stmt(self, s)
+            }
+        }
+        All(&mut all).visit_stmt(k.body());
+        let (mut changed, mut unchanged) = (0, 0);
+        for s in &all {
+            let full = Rename { fast: false }.mutate_stmt(s);
+            let fast = Rename { fast: true }.mutate_stmt(s);
+            assert_eq!(full.to_string(), fast.to_string(), "at `{s}`");
+            assert_eq!(full.ptr_eq(s), fast.ptr_eq(s), "at `{s}`");
+            if full.ptr_eq(s) {
+                unchanged += 1;
+            } else {
+                changed += 1;
+                assert_ne!(full.to_string(), s.to_string(), "a rebuilt copy of `{s}`");
+            }
+        }
+        assert!(changed > 10 && unchanged > 10, "{changed} changed, {unchanged} unchanged");
+        let full = Rename { fast: false }.mutate_kernel(&k);
+        let fast = Rename { fast: true }.mutate_kernel(&k);
+        assert_eq!(full.to_string(), fast.to_string());
     }
 }
