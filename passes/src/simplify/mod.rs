@@ -551,6 +551,17 @@ pub(crate) fn named_division(e: &Expr, mut sub: impl FnMut(&Expr) -> Expr) -> Ex
 fn vector_leaf(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     struct Operands<'a, 'b>(&'a mut Ctx<'b>);
     impl Mutator for Operands<'_, '_> {
+        fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+            // What `simplify_in` answers at once: the very same handle.
+            if is_leaf(e) || (self.0.limits.presimplify && settled(e)) {
+                return None;
+            }
+            let n = simplify_in(e, self.0);
+            (!n.ptr_eq(e)).then_some(n)
+        }
+        fn mutate_var_changed(&mut self, _: &kiln_ir::Var) -> Option<kiln_ir::Var> {
+            None
+        }
         fn mutate_expr(&mut self, e: &Expr) -> Expr {
             simplify_in(e, self.0)
         }
