@@ -41,6 +41,8 @@ pub mod lang;
 pub mod pre;
 pub mod rules;
 mod sum;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -211,10 +213,16 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
         }
     }
     let starved = std::mem::replace(&mut cx.starved, false);
-    let r = fixpoint(e, cx);
+    let (r, done) = fixpoint(e, cx);
     if !cx.starved {
         // The first entry stays: its value belongs to its key's source names.
         cx.memo.entry(e.clone()).or_insert_with(|| (!r.ptr_eq(e)).then(|| r.clone()));
+        if done && !r.ptr_eq(e) && result_entries() {
+            // The last round gave `r` back: simplifying `r` now answers `r` itself, as
+            // the next round of an expression holding it (its leaves' operands), or a
+            // later statement holding it, would otherwise find out again.
+            cx.memo.entry(r.clone()).or_insert(None);
+        }
     }
     cx.starved |= starved;
     r
@@ -252,16 +260,32 @@ fn settled(e: &Expr) -> bool {
     }
 }
 
-/// Rounds until nothing cheaper is found.
-fn fixpoint(e: &Expr, cx: &mut Ctx) -> Expr {
+#[cfg(test)]
+thread_local! {
+    /// Off, the memo keeps no entry for results (see `simplify_in`): tests compare.
+    static RESULT_ENTRIES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Whether the memo keeps an entry for each settled result (always, but in tests).
+fn result_entries() -> bool {
+    #[cfg(test)]
+    return RESULT_ENTRIES.with(|c| c.get());
+    #[cfg(not(test))]
+    true
+}
+
+/// Rounds until nothing cheaper is found; and whether the last round gave its input back
+/// (so that simplifying the result now would answer the result itself).
+fn fixpoint(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     let mut cur = e.clone();
     loop {
         let (next, saturated) =
             if cx.limits.presimplify { cheap_round(&cur, cx) } else { simplify_once(&cur, cx) };
         // A saturated e-graph held everything the rules reach from the result too, so
         // another round could not find anything cheaper.
-        if next.ptr_eq(&cur) || saturated {
-            return next;
+        let same = next.ptr_eq(&cur);
+        if same || saturated {
+            return (next, same);
         }
         cur = next;
     }
