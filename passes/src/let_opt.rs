@@ -180,6 +180,10 @@ impl Count<'_> {
 
 impl Visitor for Count<'_> {
     fn visit_expr(&mut self, e: &Expr) {
+        // A subtree that names no let (by its name filter) adds nothing: not walked.
+        if e.name_bits() & self.2.bits == 0 {
+            return;
+        }
         if let Some(v) = expr_ref(e) {
             self.add(v.name_arc())
         }
