@@ -89,7 +89,7 @@ pub use types::{AddrSpace, Scalar, Type, VECTOR_LANES};
 pub use verify::{verify_kernel, verify_module, ToVerified, Verified, VerifyError};
 pub use visit::{
     walk_expr, walk_mutate_expr, walk_mutate_kernel, walk_mutate_nested, walk_mutate_stmt,
-    walk_stmt, Mutator, Visitor,
+    walk_mutate_stmt_changed, walk_stmt, Mutator, Visitor,
 };
 
 // Keep every `dump()` in any binary that links kiln-ir, even one that never calls it, so that

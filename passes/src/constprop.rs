@@ -9,7 +9,9 @@
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::expr::name_bit;
-use kiln_ir::{walk_mutate_expr, walk_mutate_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt};
+use kiln_ir::{
+    walk_mutate_expr, walk_mutate_stmt, Expr, ExprNode, Imm, Kernel, Mutator, Stmt, Var,
+};
 use kiln_ir::{StmtNode, Visitor};
 
 use crate::util::fold_node;
@@ -68,6 +70,18 @@ impl ConstProp<'_> {
 }
 
 impl Mutator for ConstProp<'_> {
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if e.name_bits() & self.ever_bits == 0 && !e.has_constant_operands() {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         // Nothing to substitute and nothing to fold: the walk below would give `e` back
         // (an unrolled kernel's `fma`s, most of it, are such trees).

@@ -21,13 +21,13 @@ use hashbrown::HashSet;
 use kiln_ir::depth::MAX_EXPR_DEPTH;
 use kiln_ir::expr::name_bit;
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt, walk_stmt, Expr, ExprNode,
-    Kernel, Mutator, Stmt,
+    walk_expr, walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt_changed, walk_stmt, Expr,
+    ExprNode, Kernel, Mutator, Stmt, Var,
 };
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, Subst};
+use crate::util::{expr_ref, has_nested, is_stable, stmt_ref, Mutable, Subst};
 
 /// Deepest value inlined into its uses.
 const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
@@ -180,6 +180,10 @@ impl Count<'_> {
 
 impl Visitor for Count<'_> {
     fn visit_expr(&mut self, e: &Expr) {
+        // A subtree that names no let (by its name filter) adds nothing: not walked.
+        if e.name_bits() & self.2.bits == 0 {
+            return;
+        }
         if let Some(v) = expr_ref(e) {
             self.add(v.name_arc())
         }
@@ -289,57 +293,59 @@ impl LetOpt {
         self.ids.get(name)
     }
 
-    /// Backward sweep: drops lets with no later use whose value cannot fail. The statements
-    /// kept come with their uses (the forward sweep reads them too).
-    fn drop_dead(&mut self, stmts: &[Stmt]) -> (Vec<Stmt>, Vec<Rc<Uses>>, bool) {
-        let mut kept = Vec::with_capacity(stmts.len());
+    /// Backward sweep: drops lets with no later use whose value cannot fail. Each statement
+    /// kept comes with its uses (the forward sweep reads them too), a dropped one with
+    /// `None`. No handle is cloned: most blocks keep every statement.
+    fn drop_dead(&mut self, stmts: &[Stmt]) -> Vec<Option<Rc<Uses>>> {
         let mut uses = Vec::with_capacity(stmts.len());
-        let mut changed = false;
         for s in stmts.iter().rev() {
             if let StmtNode::Let { var, value } = s.node() {
                 let used = self.id(var.name()).is_some_and(|id| self.rest.count(id) > 0);
                 if !used && !value.may_fail() {
-                    changed = true;
+                    uses.push(None);
                     continue;
                 }
             }
             let u = self.uses_of(s);
             self.rest.add_uses(&u);
-            uses.push(u);
-            kept.push(s.clone());
+            uses.push(Some(u));
         }
         self.rest.clear();
-        kept.reverse();
         uses.reverse();
-        (kept, uses, changed)
+        uses
     }
 
-    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets; `uses` are
-    /// the statements' uses.
-    fn inline(&mut self, stmts: Vec<Stmt>, mut uses: Vec<Rc<Uses>>) -> (Vec<Stmt>, bool) {
+    /// Forward sweep: inlines single-use (outside loops) and trivial stable lets into the
+    /// statements of `stmts` that [`LetOpt::drop_dead`] kept, whose `uses` it gave (`None`:
+    /// dropped). The block's new statements, or `None` where they are `stmts` themselves
+    /// (nothing dropped, inlined or changed): only then is a statement list built.
+    fn inline(&mut self, stmts: &[Stmt], mut uses: Vec<Option<Rc<Uses>>>) -> Option<Vec<Stmt>> {
         // Uses in the statements after the current one, as they will be after substitution
         // (only those of this block's lets are read: a value refers only to names bound
         // before it, so what an inlined value moves never reaches a later let either).
-        uses.iter().for_each(|u| self.rest.add_uses(u));
+        uses.iter().flatten().for_each(|u| self.rest.add_uses(u));
         let mut sub = Subst(HashMap::new());
         // The numbers of the names in `sub`, and their `name_bit`s.
         let mut substituted: HashSet<u32> = HashSet::new();
         let mut bits = 0u64;
-        let mut out = Vec::with_capacity(stmts.len());
-        let mut changed = false;
-        for (s, u) in stmts.into_iter().zip(uses.iter_mut()) {
+        // Built from the first change on (a dropped let is one, from the start).
+        let mut out: Option<Vec<Stmt>> =
+            uses.iter().any(Option::is_none).then(|| Vec::with_capacity(stmts.len()));
+        for (i, (s, u)) in stmts.iter().zip(uses.iter_mut()).enumerate() {
+            let Some(u) = u else { continue };
             // Only a statement that refers to a substituted name changes (a walk of every
             // later statement's expressions was much of this pass's time).
             let refers = !substituted.is_empty() && u.0.iter().any(|r| substituted.contains(&r.0));
             let s2 = if refers {
-                SubstIn { opt: self, sub: &mut sub, ids: &substituted, bits }.mutate_stmt(&s)
+                SubstIn { opt: self, sub: &mut sub, ids: &substituted, bits }.mutate_stmt_changed(s)
             } else {
-                s.clone()
+                None
             };
-            if !s2.ptr_eq(&s) {
-                *u = self.uses_of(&s2);
+            if let Some(s2) = &s2 {
+                *u = self.uses_of(s2);
             }
             self.rest.sub_uses(u);
+            let s2 = s2.as_ref().unwrap_or(s);
             if let StmtNode::Let { var, value } = s2.node() {
                 let id = self.id(var.name());
                 let n = id.map_or(0, |id| self.rest.count(id));
@@ -362,15 +368,24 @@ impl LetOpt {
                     sub.0.insert(var.name().to_string(), value.clone());
                     substituted.insert(id);
                     bits |= name_bit(var.name());
-                    changed = true;
+                    // Nothing dropped or changed before it: those statements stay.
+                    out.get_or_insert_with(|| stmts[..i].to_vec());
                     continue;
                 }
             }
-            changed |= !s2.ptr_eq(&s);
-            out.push(s2);
+            match &mut out {
+                Some(v) => v.push(s2.clone()),
+                None if !s2.ptr_eq(s) => {
+                    let mut v = Vec::with_capacity(stmts.len());
+                    v.extend(stmts[..i].iter().cloned());
+                    v.push(s2.clone());
+                    out = Some(v);
+                }
+                None => {}
+            }
         }
         self.rest.clear();
-        (out, changed)
+        out
     }
 }
 
@@ -387,6 +402,18 @@ struct SubstIn<'a> {
 }
 
 impl Mutator for SubstIn<'_> {
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if e.name_bits() & self.bits == 0 {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         if e.name_bits() & self.bits == 0 {
             return e.clone();
@@ -400,10 +427,14 @@ impl Mutator for SubstIn<'_> {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
         if !self.opt.uses_of(s).0.iter().any(|r| self.ids.contains(&r.0)) {
-            return s.clone();
+            return None;
         }
-        walk_mutate_stmt(self, s)
+        walk_mutate_stmt_changed(self, s)
     }
 }
 
@@ -414,18 +445,25 @@ impl Mutator for LetOpt {
         e.clone()
     }
 
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        // Only blocks change, and what holds them.
+        if !has_nested(s) {
+            return None;
+        }
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_nested(self, s);
         let StmtNode::Block(stmts) = s.node() else { return s };
         if !stmts.iter().any(|t| matches!(t.node(), StmtNode::Let { .. })) {
             return s;
         }
-        let (kept, uses, dropped) = self.drop_dead(stmts);
-        let (out, inlined) = self.inline(kept, uses);
-        if dropped || inlined {
-            Stmt::block(out)
-        } else {
-            s
+        let uses = self.drop_dead(stmts);
+        match self.inline(stmts, uses) {
+            Some(out) => Stmt::block(out),
+            None => s,
         }
     }
 }

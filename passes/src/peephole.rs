@@ -16,7 +16,7 @@
 //! (after `simplify`, `cse` and `strength`): the simplifier sees `mad`/`add3` as opaque
 //! calls, so fusing earlier would hide `+`/`*` from its rules.
 
-use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Intrinsic, Kernel, Mutator};
+use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Intrinsic, Kernel, Mutator, Var};
 
 struct Peephole {
     fast_math: bool,
@@ -53,6 +53,22 @@ fn fuse(a: &Expr, b: &Expr, fused: Intrinsic, add3: bool) -> Option<Expr> {
 }
 
 impl Mutator for Peephole {
+    fn mutate_stmt_changed(&mut self, s: &kiln_ir::Stmt) -> Option<kiln_ir::Stmt> {
+        kiln_ir::walk_mutate_stmt_changed(self, s)
+    }
+
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if !e.has_binary(BinOp::Add) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         // Every fused form is a sum: a subtree without one stays, unwalked.
         if !e.has_binary(BinOp::Add) {

@@ -8,7 +8,7 @@
 pub mod div;
 pub mod iv;
 
-use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator};
+use kiln_ir::{walk_mutate_expr, BinOp, Expr, ExprNode, Kernel, Mutator, Var};
 
 fn log2_const(e: &Expr) -> Option<u32> {
     let v = e.as_imm()?.as_i128()?;
@@ -17,11 +17,31 @@ fn log2_const(e: &Expr) -> Option<u32> {
 
 struct Strength;
 
+/// Only these operators are rewritten: a subtree without one (most of an unrolled kernel's
+/// float arithmetic) comes back as it is, unwalked.
+fn stays(e: &Expr) -> bool {
+    ![BinOp::Mul, BinOp::Div, BinOp::Rem].iter().any(|&op| e.has_binary(op))
+}
+
 impl Mutator for Strength {
+    fn mutate_stmt_changed(&mut self, s: &kiln_ir::Stmt) -> Option<kiln_ir::Stmt> {
+        kiln_ir::walk_mutate_stmt_changed(self, s)
+    }
+
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if stays(e) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        // Only these operators are rewritten: a subtree without one (most of an unrolled
-        // kernel's float arithmetic) comes back as it is, unwalked.
-        if ![BinOp::Mul, BinOp::Div, BinOp::Rem].iter().any(|&op| e.has_binary(op)) {
+        if stays(e) {
             return e.clone();
         }
         let e = walk_mutate_expr(self, e);

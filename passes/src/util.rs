@@ -259,6 +259,15 @@ impl Mutator for Folder {
 
 /// The variable statement `s` binds, assigns or stores through, if any: with the
 /// parameters, every name a kernel that verifies refers to is one of these.
+/// True if `s` holds statements (a block, a branch, a loop): what a mutator of blocks and
+/// loops looks into; any other statement it gives back as it is.
+pub(crate) fn has_nested(s: &Stmt) -> bool {
+    matches!(
+        s.node(),
+        StmtNode::Block(_) | StmtNode::If { .. } | StmtNode::For { .. } | StmtNode::While { .. }
+    )
+}
+
 pub(crate) fn named_var(s: &Stmt) -> Option<&kiln_ir::Var> {
     match s.node() {
         StmtNode::Let { var, .. }

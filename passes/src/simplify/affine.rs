@@ -16,7 +16,7 @@
 //! terms could not be reordered or cancelled freely), so normalizing never changes which
 //! error a kernel reports.
 
-use kiln_ir::{BinOp, Expr, ExprNode, Mutator, Scalar, UnOp};
+use kiln_ir::{BinOp, Expr, ExprNode, Mutator, Scalar, UnOp, Var};
 use smallvec::SmallVec;
 
 use super::expr_cost;
@@ -309,15 +309,40 @@ pub fn constant_difference(a: &Expr, b: &Expr) -> Option<i128> {
 
 struct Normalize;
 
+/// A leaf, which normalizing leaves as it is.
+fn is_leaf(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Imm(_) | ExprNode::Var(_) | ExprNode::Builtin { .. })
+}
+
 impl Mutator for Normalize {
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if is_leaf(e) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        if e.as_imm().is_some() || matches!(e.node(), ExprNode::Var(_) | ExprNode::Builtin { .. }) {
+        if is_leaf(e) {
             return e.clone();
         }
         let inner = if is_ring(e) {
             // The region's atoms first (their own regions), then the region.
             struct Atoms<'a>(&'a mut Normalize);
             impl Mutator for Atoms<'_> {
+                fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+                    if is_ring(e) {
+                        let n = kiln_ir::walk_mutate_expr(self, e);
+                        (!n.ptr_eq(e)).then_some(n)
+                    } else {
+                        self.0.mutate_expr_changed(e)
+                    }
+                }
                 fn mutate_expr(&mut self, e: &Expr) -> Expr {
                     if is_ring(e) {
                         kiln_ir::walk_mutate_expr(self, e)

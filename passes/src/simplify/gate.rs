@@ -121,9 +121,9 @@ fn class(k: Kind) -> Option<Kind> {
 }
 
 #[derive(Default)]
-struct Scan {
-    /// Leaves by scope.
-    leaves: HashSet<(u32, Expr)>,
+struct Scan<'a> {
+    /// Leaves by scope (borrowed from the scanned tree: no handle cloned per leaf).
+    leaves: HashSet<(u32, &'a Expr)>,
     /// Units (operator operands of another scope) by scope, kind and leaf fingerprint.
     units: HashSet<(u32, Kind, u128)>,
     scopes: u32,
@@ -169,7 +169,7 @@ fn special(k: &Imm) -> bool {
 /// The scope that operator `e` belongs to, given its parent's scope and kind: the parent's
 /// if both are of one class, else a new one (`e` is then a unit of the parent's scope).
 /// Returns the scope and whether it is new.
-fn scope_of(e: &Expr, parent: Option<(u32, Kind)>, s: &mut Scan) -> (u32, bool) {
+fn scope_of(e: &Expr, parent: Option<(u32, Kind)>, s: &mut Scan<'_>) -> (u32, bool) {
     let Some(k) = kind(e) else { return (parent.map_or(0, |p| p.0), false) };
     match parent {
         Some((ps, pk)) if class(pk).is_some() && class(pk) == class(k) => (ps, false),
@@ -190,12 +190,12 @@ fn leaf_bits(e: &Expr) -> u128 {
 
 /// Scans `e`, whose parent (if any) is of kind `pkind` in scope `pscope` and in the constant
 /// region `parent`. Returns the fingerprint of the leaves under `e` (see [`leaf_bits`]).
-fn scan(
-    e: &Expr,
+fn scan<'a>(
+    e: &'a Expr,
     parent: Option<(Family, usize)>,
     pkind: Option<Kind>,
     pscope: u32,
-    s: &mut Scan,
+    s: &mut Scan<'a>,
 ) -> u128 {
     if s.hit || e.as_imm().is_some() {
         return 0;
@@ -206,7 +206,7 @@ fn scan(
         }
         // A leaf repeated in its scope: cancellation, factoring or an index identity may
         // apply.
-        if !s.leaves.insert((pscope, e.clone())) {
+        if !s.leaves.insert((pscope, e)) {
             s.hit = true;
         }
         return leaf_bits(e);
@@ -225,14 +225,14 @@ fn scan(
 }
 
 /// [`scan`] of the operands of operator `e` (of kind `my_kind`, in `scope`).
-fn scan_operator(
-    e: &Expr,
+fn scan_operator<'a>(
+    e: &'a Expr,
     parent: Option<(Family, usize)>,
     my_kind: Option<Kind>,
     scope: u32,
-    s: &mut Scan,
+    s: &mut Scan<'a>,
 ) -> u128 {
-    let in_affine = |p: Option<(Family, usize)>, s: &Scan| {
+    let in_affine = |p: Option<(Family, usize)>, s: &Scan<'_>| {
         p.is_some_and(|(f, r)| f == Family::Ring && s.regions[r].1)
     };
     let (op, a, b) = match e.node() {

@@ -41,6 +41,8 @@ pub mod lang;
 pub mod pre;
 pub mod rules;
 mod sum;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -194,7 +196,7 @@ pub fn simplify_expr_with(e: &Expr, limits: &Limits) -> Expr {
 /// [`simplify_expr_with`] within a simplification's context: each distinct expression is
 /// simplified once.
 fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
-    if matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }) {
+    if is_leaf(e) {
         return e.clone();
     }
     if cx.limits.presimplify && settled(e) {
@@ -211,13 +213,24 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
         }
     }
     let starved = std::mem::replace(&mut cx.starved, false);
-    let r = fixpoint(e, cx);
+    let (r, done) = fixpoint(e, cx);
     if !cx.starved {
         // The first entry stays: its value belongs to its key's source names.
         cx.memo.entry(e.clone()).or_insert_with(|| (!r.ptr_eq(e)).then(|| r.clone()));
+        if done && !r.ptr_eq(e) && result_entries() {
+            // The last round gave `r` back: simplifying `r` now answers `r` itself, as
+            // the next round of an expression holding it (its leaves' operands), or a
+            // later statement holding it, would otherwise find out again.
+            cx.memo.entry(r.clone()).or_insert(None);
+        }
     }
     cx.starved |= starved;
     r
+}
+
+/// True if `e` is a variable, a constant or a built-in: simplified as it is.
+fn is_leaf(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. })
 }
 
 /// True if `e` is built only from variables, built-ins and opaque nodes that nothing folds
@@ -247,16 +260,32 @@ fn settled(e: &Expr) -> bool {
     }
 }
 
-/// Rounds until nothing cheaper is found.
-fn fixpoint(e: &Expr, cx: &mut Ctx) -> Expr {
+#[cfg(test)]
+thread_local! {
+    /// Off, the memo keeps no entry for results (see `simplify_in`): tests compare.
+    static RESULT_ENTRIES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Whether the memo keeps an entry for each settled result (always, but in tests).
+fn result_entries() -> bool {
+    #[cfg(test)]
+    return RESULT_ENTRIES.with(|c| c.get());
+    #[cfg(not(test))]
+    true
+}
+
+/// Rounds until nothing cheaper is found; and whether the last round gave its input back
+/// (so that simplifying the result now would answer the result itself).
+fn fixpoint(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     let mut cur = e.clone();
     loop {
         let (next, saturated) =
             if cx.limits.presimplify { cheap_round(&cur, cx) } else { simplify_once(&cur, cx) };
         // A saturated e-graph held everything the rules reach from the result too, so
         // another round could not find anything cheaper.
-        if next.ptr_eq(&cur) || saturated {
-            return next;
+        let same = next.ptr_eq(&cur);
+        if same || saturated {
+            return (next, same);
         }
         cur = next;
     }
@@ -546,6 +575,17 @@ pub(crate) fn named_division(e: &Expr, mut sub: impl FnMut(&Expr) -> Expr) -> Ex
 fn vector_leaf(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     struct Operands<'a, 'b>(&'a mut Ctx<'b>);
     impl Mutator for Operands<'_, '_> {
+        fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+            // What `simplify_in` answers at once: the very same handle.
+            if is_leaf(e) || (self.0.limits.presimplify && settled(e)) {
+                return None;
+            }
+            let n = simplify_in(e, self.0);
+            (!n.ptr_eq(e)).then_some(n)
+        }
+        fn mutate_var_changed(&mut self, _: &kiln_ir::Var) -> Option<kiln_ir::Var> {
+            None
+        }
         fn mutate_expr(&mut self, e: &Expr) -> Expr {
             simplify_in(e, self.0)
         }
@@ -613,6 +653,21 @@ impl Mutator for StmtSimplifier {
         kiln_ir::walk_mutate_kernel(self, k)
     }
 
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        // What `simplify_in` answers at once, the very same handle, answered without one
+        // (and without moving the context in and out). Only once a kernel or an earlier
+        // expression set the budget up: the first expression sets it from its size.
+        if self.cx.is_some() && (is_leaf(e) || (self.limits.presimplify && settled(e))) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &kiln_ir::Var) -> Option<kiln_ir::Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         // The memo keeps an unchanged expression as `None`, so that every equal one comes
         // back as its own handle (passes leave unchanged kernels pointer-equal).
@@ -622,42 +677,53 @@ impl Mutator for StmtSimplifier {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = kiln_ir::walk_mutate_stmt(self, s);
-        match s.node() {
-            StmtNode::If { cond, then, otherwise } => {
-                let else_empty = otherwise.as_ref().is_none_or(is_empty_block);
-                match cond.as_imm() {
-                    Some(kiln_ir::Imm::Bool(true)) => then.clone(),
-                    Some(kiln_ir::Imm::Bool(false)) => {
-                        otherwise.clone().unwrap_or_else(|| Stmt::block([]))
-                    }
-                    _ if is_empty_block(then) && else_empty && !cond.may_fail() => Stmt::block([]),
-                    _ => s,
-                }
-            }
-            StmtNode::For { lo, hi, step, body, .. } => {
-                let step_ok = step.as_imm().and_then(|k| k.as_i128()).is_some_and(|v| v > 0);
-                let bounds_safe = !lo.may_fail() && !hi.may_fail();
-                let zero_trips = match (lo.as_imm(), hi.as_imm()) {
-                    (Some(l), Some(h)) => l.as_i128().zip(h.as_i128()).is_some_and(|(l, h)| l >= h),
-                    _ => false,
-                };
-                if step_ok && bounds_safe && (zero_trips || is_empty_block(body)) {
-                    Stmt::block([])
-                } else {
-                    s
-                }
-            }
-            StmtNode::While { cond, .. } if cond.as_imm() == Some(&kiln_ir::Imm::Bool(false)) => {
-                Stmt::block([])
-            }
-            StmtNode::Block(v) if v.iter().any(is_empty_block) && !v.is_empty() => {
-                // Empty nested blocks bind nothing: drop them.
-                Stmt::block(v.iter().filter(|x| !is_empty_block(x)).cloned())
-            }
-            _ => s,
-        }
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
     }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        let new = kiln_ir::walk_mutate_stmt_changed(self, s);
+        settle_stmt(new.as_ref().unwrap_or(s)).or(new)
+    }
+}
+
+/// What `s`, its parts simplified, becomes: an `if` on a constant its branch, a loop that
+/// runs zero times or does nothing and an `if` with empty branches nothing, a block without
+/// its empty blocks; `None` where it stays as it is.
+fn settle_stmt(s: &Stmt) -> Option<Stmt> {
+    Some(match s.node() {
+        StmtNode::If { cond, then, otherwise } => {
+            let else_empty = otherwise.as_ref().is_none_or(is_empty_block);
+            match cond.as_imm() {
+                Some(kiln_ir::Imm::Bool(true)) => then.clone(),
+                Some(kiln_ir::Imm::Bool(false)) => {
+                    otherwise.clone().unwrap_or_else(|| Stmt::block([]))
+                }
+                _ if is_empty_block(then) && else_empty && !cond.may_fail() => Stmt::block([]),
+                _ => return None,
+            }
+        }
+        StmtNode::For { lo, hi, step, body, .. } => {
+            let step_ok = step.as_imm().and_then(|k| k.as_i128()).is_some_and(|v| v > 0);
+            let bounds_safe = !lo.may_fail() && !hi.may_fail();
+            let zero_trips = match (lo.as_imm(), hi.as_imm()) {
+                (Some(l), Some(h)) => l.as_i128().zip(h.as_i128()).is_some_and(|(l, h)| l >= h),
+                _ => false,
+            };
+            if step_ok && bounds_safe && (zero_trips || is_empty_block(body)) {
+                Stmt::block([])
+            } else {
+                return None;
+            }
+        }
+        StmtNode::While { cond, .. } if cond.as_imm() == Some(&kiln_ir::Imm::Bool(false)) => {
+            Stmt::block([])
+        }
+        StmtNode::Block(v) if v.iter().any(is_empty_block) && !v.is_empty() => {
+            // Empty nested blocks bind nothing: drop them.
+            Stmt::block(v.iter().filter(|x| !is_empty_block(x)).cloned())
+        }
+        _ => return None,
+    })
 }
 
 /// Runs the `simplify` pass on a kernel with the default limits.

@@ -22,8 +22,8 @@
 
 use hashbrown::HashMap;
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_mutate_stmt, BinOp, Builtin, Expr, ExprNode, Intrinsic,
-    Kernel, Mutator, Stmt, StmtNode, Type, Var, Visitor,
+    walk_expr, walk_mutate_expr, walk_mutate_stmt_changed, BinOp, Builtin, Expr, ExprNode,
+    Intrinsic, Kernel, Mutator, Stmt, StmtNode, Type, Var, Visitor,
 };
 
 /// `k` with its `i32` divisions by constants of bounded non-negative dividends rewritten as
@@ -171,6 +171,18 @@ pub fn divide(a: &Expr, d: i64, max: i64, rem: bool) -> Option<Expr> {
 }
 
 impl Mutator for Lower {
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if !has_division(e) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         if !has_division(e) {
             return e.clone();
@@ -189,6 +201,10 @@ impl Mutator for Lower {
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
         // Names are bound again only once their scope has ended, so each binding, in
         // program order, replaces what an earlier one of its name said.
         match s.node() {
@@ -214,7 +230,7 @@ impl Mutator for Lower {
             }
             _ => {}
         }
-        walk_mutate_stmt(self, s)
+        walk_mutate_stmt_changed(self, s)
     }
 }
 

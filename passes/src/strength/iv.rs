@@ -26,12 +26,12 @@
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::expr::name_bit;
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, BinOp, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt,
-    StmtNode, Type, Var,
+    walk_mutate_expr, walk_mutate_stmt, walk_mutate_stmt_changed, BinOp, Expr, ExprMap, ExprNode,
+    Kernel, Mutator, Stmt, StmtNode, Type, Var,
 };
 
 use crate::simplify::simplify_expr;
-use crate::util::{all_names, bound_names, free_names, is_stable, mutable_names};
+use crate::util::{all_names, bound_names, free_names, has_nested, is_stable, mutable_names};
 
 /// One reduced form `i * c + d` (`d` absent for plain `i * c`) and its variable.
 struct Induction {
@@ -100,11 +100,33 @@ impl Replace<'_> {
     }
 }
 
+impl Replace<'_> {
+    /// Every reducible form has a multiplication by the counter: a subtree without a
+    /// multiplication, or without the counter's name, stays, unwalked.
+    fn stays(&self, e: &Expr) -> bool {
+        !e.has_binary(BinOp::Mul) || e.name_bits() & self.counter_bit == 0
+    }
+}
+
 impl Mutator for Replace<'_> {
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        walk_mutate_stmt_changed(self, s)
+    }
+
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if self.stays(e) {
+            return None;
+        }
+        let n = self.mutate_expr(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        // Every reducible form has a multiplication by the counter: a subtree without a
-        // multiplication, or without the counter's name, stays, unwalked.
-        if !e.has_binary(BinOp::Mul) || e.name_bits() & self.counter_bit == 0 {
+        if self.stays(e) {
             return e.clone();
         }
         // Top-down, so `i * c + d` is seen whole before its `i * c`.
@@ -149,6 +171,23 @@ impl Mutator for IvReduce {
     // rebuild nothing was much of this pass's time.
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         e.clone()
+    }
+
+    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
+        None
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        // Only loops change, and blocks around them.
+        if !has_nested(s) {
+            return None;
+        }
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
