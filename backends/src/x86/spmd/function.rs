@@ -278,7 +278,12 @@ fn generate_inner(
     let mut eight = 0;
     if regions {
         v.group_block(k.body().stmts())?;
-        v.next_group(group_init, local_bytes, &mems_first_local(&v.mems))?;
+        // (A block that the group's first region overwrites whole needs no zeros.)
+        let g = v.regions();
+        let overwritten =
+            g.group_size.is_some_and(|l| super::zeroing::first_region_overwrites(k, l, &g.lids));
+        let zeroed = if overwritten { 0 } else { local_bytes };
+        v.next_group(group_init, zeroed, &mems_first_local(&v.mems))?;
         v.a.xor(eax, eax)?;
     } else {
         v.block(k.body().stmts())?;
@@ -372,6 +377,13 @@ impl V {
                     v.a.mov(rax, key)?;
                     v.a.vmovq(xmm0, rax)?;
                     v.a.vpbroadcastq(ymm0, xmm0)?;
+                }
+                super::CONST_LANES => {
+                    // (Each byte 0 or -1, sign-extended to its lane's dword.)
+                    let bytes = (0..8).filter(|k| key >> k & 1 != 0).fold(0u64, |b, k| b | 0xff << (8 * k));
+                    v.a.mov(rax, bytes)?;
+                    v.a.vmovq(xmm0, rax)?;
+                    v.a.vpmovsxbd(ymm0, xmm0)?;
                 }
                 5 => {
                     v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;

@@ -375,7 +375,14 @@ impl V {
                 return Ok(());
             }
         }
-        self.expr(index, d)?;
+        // A batch-uniform index of general-purpose-register arithmetic (a constant,
+        // `group_id(0)`) straight into `eax`, with no lanes unless a check needs them.
+        let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
+        if in_eax {
+            self.gpr(index)?;
+        } else {
+            self.expr(index, d)?;
+        }
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
@@ -401,7 +408,9 @@ impl V {
             // above it), loaded whichever lanes are active (inactive ones never read it);
             // otherwise the lanes' check below, which reports the lowest active lane.
             let base = self.base(t)?;
-            self.a.vmovd(eax, XMM[d])?;
+            if !in_eax {
+                self.a.vmovd(eax, XMM[d])?;
+            }
             if !self.needs_check(index, t) {
                 self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
                 return Ok(());
@@ -412,6 +421,11 @@ impl V {
             self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
             self.a.jmp(done)?;
             self.bind(&mut slow)?;
+            if in_eax {
+                // (The lanes' check reads the index in every lane.)
+                self.a.vmovd(XMM[d], eax)?;
+                self.a.vpbroadcastd(YMM[d], XMM[d])?;
+            }
         }
         self.active(d + 1)?;
         self.check(index, d, d + 1, d + 2, t, "load", signed)?;
@@ -609,7 +623,13 @@ impl V {
                 return Ok(());
             }
         }
-        self.expr(index, 1)?;
+        // (As in `load`: a uniform index of general-purpose-register arithmetic in `eax`.)
+        let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
+        if in_eax {
+            self.gpr(index)?;
+        } else {
+            self.expr(index, 1)?;
+        }
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
@@ -635,14 +655,29 @@ impl V {
             // below, which reports the lowest active lane.
             let base = self.base(t)?;
             let mut slow = self.a.create_label();
-            self.a.vmovd(eax, xmm1)?;
+            if !in_eax {
+                self.a.vmovd(eax, xmm1)?;
+            }
             if self.needs_check(index, t) {
                 self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
                 self.a.jae(slow)?;
             }
-            let every = self.mask.is_none() && (!self.may_fault || self.fresh());
+            let alive = !self.may_fault || self.fresh();
+            let every = self.mask.is_none() && alive;
+            // Under a mask known now, with every lane alive, the last active lane is the
+            // mask's last (a reduction's `if lid == 0 { out[group_id(0)] = tile[0]; }`).
+            let last = self.known_lanes().filter(|_| alive).map(|l| 7 - l.leading_zeros());
             if every && self.kind(value) == Kind::Uniform {
                 self.a.vmovd(r11d, xmm0)?;
+            } else if let Some(k) = last {
+                match k {
+                    0 => self.a.vmovd(r11d, xmm0)?,
+                    1..=3 => self.a.vpextrd(r11d, xmm0, k)?,
+                    _ => {
+                        self.a.vextracti128(xmm2, ymm0, 1)?;
+                        self.a.vpextrd(r11d, xmm2, k - 4)?;
+                    }
+                }
             } else {
                 self.active(2)?;
                 self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
@@ -655,6 +690,11 @@ impl V {
             self.a.mov(dword_ptr(base + rax * 4), r11d)?;
             self.a.jmp(done)?;
             self.bind(&mut slow)?;
+            if in_eax {
+                // (The lanes' check reads the index in every lane.)
+                self.a.vmovd(xmm1, eax)?;
+                self.a.vpbroadcastd(ymm1, xmm1)?;
+            }
         }
         self.active(2)?;
         self.check(index, 1, 2, 3, t, "store", signed)?;

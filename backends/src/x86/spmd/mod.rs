@@ -103,6 +103,7 @@ mod stmt;
 mod uniform;
 mod vectors;
 mod wide64;
+mod zeroing;
 
 pub(crate) use counted::counted;
 
@@ -284,7 +285,7 @@ struct V {
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
     /// 64-bit constant broadcast to the four qwords, 5 table whose length - 8 is the first
-    /// qword (signed).
+    /// qword (signed), [`CONST_LANES`] a lane mask whose bit k says lane k is set.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
@@ -389,6 +390,10 @@ fn elem_type(e: Scalar) -> bool {
     let t = Type::Scalar(e);
     lane_type(t) || narrow::narrow(t).is_some() || wide64::is_64(t)
 }
+
+/// The kind of a [`V::const_slot`] key that is a constant lane mask (bit k of the key's
+/// first part: lane k all ones), filled once per call.
+const CONST_LANES: u8 = 6;
 
 impl V {
     fn find(&self, name: &str) -> Option<&Bound> {
