@@ -119,6 +119,7 @@ fn generate_inner(
         free_gprs: Vec::new(),
         gid0: expr::gid0_names(k.body().stmts()),
         vhomes: Vec::new(),
+        fwd: Vec::new(),
     };
     if regions {
         v.per_group = true;
@@ -218,6 +219,13 @@ fn generate_inner(
         v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
         v.a.jne(bases_only)?;
     }
+    if regions && v.may_fault {
+        // Every lane alive: once per call, as a fault ends the call (at its region's end),
+        // so every later group of the call starts with the lanes as the first left them.
+        v.a.vpcmpeqd(ymm0, ymm0, ymm0)?;
+        v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
+        v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
+    }
     let a = &mut v.a;
     a.jmp(init)?;
     v.bind(&mut hoist)?;
@@ -265,7 +273,7 @@ fn generate_inner(
     let mut top = v.a.create_label();
     v.bind(&mut top)?;
     let mut fault_exit = v.fault_exit;
-    if v.may_fault {
+    if v.may_fault && !regions {
         let ones = v.imm_slot(u32::MAX);
         v.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
         v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;

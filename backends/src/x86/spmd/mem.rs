@@ -6,7 +6,7 @@
 //! `32 * index + 4 * lane`, checked against their constant length.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{AddrSpace, Expr, Scalar, Stmt, StmtNode, Type, Var};
+use kiln_ir::{AddrSpace, Expr, Imm, Scalar, Stmt, StmtNode, Type, Var};
 
 use super::{no, Kind, Priv, Stub, BASES, R, V, XMM, YMM};
 use crate::x86::gen::{MemInfo, MemKind, Site};
@@ -361,17 +361,39 @@ impl V {
         // (Under a mask too: every lane's element is in bounds, and what inactive lanes
         // load is never read.)
         if kind == Kind::Contig {
+            let width = self.known_lanes().map(|l| lanes_width(l, false));
+            if let Some(k) = self.const_disp(index, t) {
+                let bytes = match width {
+                    Some(w @ (1 | 2 | 4)) => 4 * w,
+                    _ => 32,
+                };
+                if self.fwd_load(t, k, bytes, d)? {
+                    return Ok(());
+                }
+            }
             if let Some(m) = self.lane0_operand(index, t)? {
                 // Under a mask known now, only the elements up to its last lane: a narrower
                 // load that a store of those lanes just before forwards to (an 8-lane load
                 // over two stores, or over a masked one, waits for them to reach the cache:
                 // most of a tree reduction's last rounds).
-                match self.known_lanes().map(|l| lanes_width(l, false)) {
+                match width {
                     Some(1) => self.a.vmovss(XMM[d], dword_ptr(m))?,
                     Some(2) => self.a.vmovq(XMM[d], qword_ptr(m))?,
                     Some(4) => self.a.vmovups(XMM[d], xmmword_ptr(m))?,
                     _ => self.a.vmovups(YMM[d], ymmword_ptr(m))?,
                 }
+                return Ok(());
+            }
+        }
+        // A constant index of a value forwarded in a register (`forward.rs`: a reduction's
+        // `tile[0]` after its last round): that element broadcast from there.
+        if let (Kind::Uniform, Some(Imm::Int(_, bits))) = (kind, index.as_imm()) {
+            let k = *bits as u32;
+            if u64::from(k) * 4 <= i32::MAX as u64
+                && !self.needs_check(index, t)
+                && self.fwd_load(t, k as i32 * 4, 4, d)?
+            {
+                self.a.vbroadcastss(YMM[d], XMM[d])?;
                 return Ok(());
             }
         }
@@ -484,6 +506,16 @@ impl V {
         Ok(Some(base + rax * 4))
     }
 
+    /// The byte displacement from table `t`'s base at which [`V::lane0_operand`] addresses
+    /// a contiguous access at `index`, when it is a constant (see `forward.rs`).
+    fn const_disp(&self, index: &Expr, t: u32) -> Option<i32> {
+        if !self.proven_certain(index, t) {
+            return None;
+        }
+        let k = self.known_lane0(index).filter(|k| u64::from(*k) * 4 <= i32::MAX as u64)?;
+        Some(k as i32 * 4)
+    }
+
     /// The lanes the current control mask holds, when they are known as the code is
     /// generated (bit k: lane k; see [`V::const_mask_block`]).
     fn known_lanes(&self) -> Option<u8> {
@@ -578,6 +610,14 @@ impl V {
 
     /// `buf[index] = value` in the active lanes.
     pub(super) fn store(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
+        if self.private(buf).is_some()
+            || super::narrow::narrow(value.ty()).is_some()
+            || super::wide64::is_64(value.ty())
+            || self.blocking.is_some()
+        {
+            // (Stores of other widths keep no forwarded value: see `forward.rs`.)
+            self.fwd_clear();
+        }
         if let Some(off) = self.blocked_slot(buf, index, true) {
             // One iteration of a blocked loop's chunk: written after the chunk.
             self.expr_top(value, 0)?;
@@ -595,6 +635,7 @@ impl V {
         }
         let t = self.buf_of(buf, value.ty())?;
         if self.kind(index) == Kind::Gid0 {
+            self.fwd_clear();
             return self.store_gid0(t, value);
         }
         let signed = Self::index_type(index)?;
@@ -604,25 +645,48 @@ impl V {
             return no("an index needing more than 7 registers");
         }
         if kind == Kind::Contig {
+            let disp = self.const_disp(index, t);
             if let Some(m) = self.lane0_operand(index, t)? {
                 // Under a mask known now whose lanes are the first 1, 2 or 4 and all alive:
                 // a plain store of those lanes, which later loads of them are forwarded
                 // from (never from a masked store).
                 let alive = !self.may_fault || self.fresh();
                 let narrow = self.known_lanes().filter(|_| alive).map(|l| lanes_width(l, true));
-                match (self.mask, narrow) {
-                    (None, _) => self.a.vmovups(ymmword_ptr(m), ymm0)?,
-                    (Some(_), Some(1)) => self.a.vmovss(dword_ptr(m), xmm0)?,
-                    (Some(_), Some(2)) => self.a.vmovq(qword_ptr(m), xmm0)?,
-                    (Some(_), Some(4)) => self.a.vmovups(xmmword_ptr(m), xmm0)?,
+                let bytes = match (self.mask, narrow) {
+                    (None, _) => {
+                        self.a.vmovups(ymmword_ptr(m), ymm0)?;
+                        Some(32)
+                    }
+                    (Some(_), Some(1)) => {
+                        self.a.vmovss(dword_ptr(m), xmm0)?;
+                        Some(4)
+                    }
+                    (Some(_), Some(2)) => {
+                        self.a.vmovq(qword_ptr(m), xmm0)?;
+                        Some(8)
+                    }
+                    (Some(_), Some(4)) => {
+                        self.a.vmovups(xmmword_ptr(m), xmm0)?;
+                        Some(16)
+                    }
                     (Some(_), _) => {
                         self.active(2)?;
                         self.a.vmaskmovps(ymmword_ptr(m), ymm2, ymm0)?;
+                        None
                     }
+                };
+                // (At a constant displacement the value stays forwarded; a masked store
+                // forgets what it overlaps, one from `rax` everything of its table.)
+                match (disp, bytes) {
+                    (Some(k), Some(b)) => self.fwd_stored(t, k, b, true)?,
+                    (Some(k), None) => self.fwd_stored(t, k, 32, false)?,
+                    (None, _) => self.fwd_clear(),
                 }
                 return Ok(());
             }
         }
+        // (Any other store to a table: nothing of it stays forwarded.)
+        self.fwd_clear_table(t);
         // (As in `load`: a uniform index of general-purpose-register arithmetic in `eax`.)
         let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
         if in_eax {

@@ -87,6 +87,7 @@ mod blocked;
 mod counted;
 mod ctl;
 mod expr;
+mod forward;
 mod function;
 mod hoist;
 mod int64;
@@ -360,6 +361,9 @@ struct V {
     /// Lane-mask slots held in a `let` register instead while their loop runs (a
     /// divergent loop's mask, see `ctl.rs`): slot, register.
     vhomes: Vec<(i32, usize)>,
+    /// Local-array values stored at constant displacements, still in registers
+    /// (`forward.rs`).
+    fwd: Vec<forward::Fwd>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -449,6 +453,8 @@ impl V {
             self.a.nop()?;
         }
         self.last_label_at = Some(self.a.instructions().len());
+        // (Control may reach a label from elsewhere, with other values in memory.)
+        self.fwd_clear();
         self.a.set_label(label)?;
         Ok(())
     }
