@@ -201,8 +201,8 @@ fn reduction_group_code_has_no_per_group_overhead() {
     }
     let reduce = kiln_ir::parse_module(include_str!("../../examples/reduce.kir")).unwrap();
     for optimize in [false, true] {
-        let p = compile(&reduce.kernels[0], &X86Options { optimize, ..X86Options::default() })
-            .unwrap();
+        let p =
+            compile(&reduce.kernels[0], &X86Options { optimize, ..X86Options::default() }).unwrap();
         let text = p.disassemble();
         let regions = &text[text.find("; 8-lane region loops").expect("region code")..];
         // The group's end: from the loop count's decrement to the jump back.

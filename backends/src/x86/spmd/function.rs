@@ -171,7 +171,7 @@ fn generate_inner(
     }
     // Private array accesses are always checked.
     v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()))
-        || mem::has_private(k.body());
+        || super::private::has_private(k.body());
     v.alive = v.slot();
     v.tmp_i = v.slot();
     v.tmp_v = v.slot();
@@ -388,7 +388,8 @@ impl V {
                 }
                 super::CONST_LANES => {
                     // (Each byte 0 or -1, sign-extended to its lane's dword.)
-                    let bytes = (0..8).filter(|k| key >> k & 1 != 0).fold(0u64, |b, k| b | 0xff << (8 * k));
+                    let bytes =
+                        (0..8).filter(|k| key >> k & 1 != 0).fold(0u64, |b, k| b | 0xff << (8 * k));
                     v.a.mov(rax, bytes)?;
                     v.a.vmovq(xmm0, rax)?;
                     v.a.vpmovsxbd(ymm0, xmm0)?;

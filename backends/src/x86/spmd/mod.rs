@@ -97,6 +97,7 @@ mod math64;
 mod mem;
 mod narrow;
 mod ops;
+mod private;
 mod proven;
 mod region;
 mod scalar;
