@@ -241,3 +241,40 @@ fn reduction_group_code_has_no_per_group_overhead() {
     let end = &regions[regions.find("dec qword ptr").expect("the group loop")..];
     assert!(end.contains("vmovups [r10"), "{end}");
 }
+
+/// Values stored at constant displacements are forwarded in registers to later rounds'
+/// loads (`forward.rs`); a store to the array in another form in between (at `lid` plus a
+/// value the code computes, a masked one, a narrow-typed array's) leaves later loads to read
+/// memory: the rounds see the values the second store wrote, as the interpreter does.
+#[test]
+fn stores_between_forwarded_rounds_agree() {
+    let bodies = [
+        "tile[lid] = tile[lid] + tile[lid + stride]; tile[lid + (n - n)] = tile[lid] * 2.0;",
+        "tile[lid] = tile[lid] + tile[lid + stride]; if lid == 1u32 { tile[lid] = 5.0; }",
+        "tile[lid] = tile[lid] + tile[lid + stride]; tile[lid + (n & 0u32)] = tile[lid] - 1.0;",
+    ];
+    for body in bodies {
+        let k = kernel(&format!(
+            "kernel f(x: ptr<global, f32>, partial: ptr<global, f32>, n: u32) #reqd_work_group_size(64, 1, 1) {{
+              local tile: f32[64];
+              let gid: u32 = global_id(0);
+              let lid: u32 = local_id(0);
+              if gid < n {{ tile[lid] = x[gid]; }} else {{ tile[lid] = 0.0; }}
+              barrier(local);
+              var stride: u32 = 32u32;
+              while stride > 0u32 {{
+                if lid < stride {{ {body} }}
+                barrier(local);
+                stride = stride / 2u32;
+              }}
+              if lid < 3u32 {{ partial[group_id(0) * 3u32 + lid] = tile[lid]; }}
+            }}"
+        ));
+        for n in [640u32, 600] {
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [vals(Scalar::F32, 640, n), Buffer::zeroed(Scalar::F32, 30)];
+            let r = NdRange::new(&[640]).with_local(&[64]);
+            assert_eq!(three_ways(&k, &r, &args, &bufs), avx2(), "{body} n={n}\n{k}");
+        }
+    }
+}
