@@ -296,20 +296,36 @@ impl V {
         let resume = constant.is_some()
             && self.regions().first_batch_end == Some(here)
             && self.last_label_at != Some(here);
+        // A proof known here needs no flag and no second copy.
+        let known = self.prove_first_batch(stmts, e, add as u32);
         if !resume {
             self.a.mov(rbx, group_gid)?;
+        }
+        if known.is_none() {
+            // (The batch end, which only a proof tested when the code runs reads.)
             self.a.lea(rax, qword_ptr(rbx + 8))?;
             self.a.mov(qword_ptr(rbp - 56), rax)?;
         }
-        // A proof known here needs no flag and no second copy.
-        let known = self.prove_first_batch(stmts, e, add as u32);
         let proof = match known {
             Some(p) => Some(p),
             None => self.prove_region(stmts)?,
         };
         let certain = proof.as_ref().is_some_and(|p| p.certain);
         let outer = std::mem::replace(&mut self.proven, proof);
-        if resume {
+        // A region that reads no lane of the ids (a reduction's one-batch rounds, only
+        // contiguous accesses at a known `local_id(0)`) computes neither register, as
+        // `batch_copies` does; one resuming after it computes them if it reads them.
+        // (Under a constant mask the condition is not evaluated: only the branch counts.)
+        let masked = match (lanes, stmts) {
+            (Some(_), [s]) if certain || self.proven.is_none() => match s.node() {
+                StmtNode::If { then, otherwise: None, .. } => Some(then.stmts()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let needed = self.reads_id_lanes(masked.unwrap_or(stmts));
+        let had = resume && self.regions().first_batch_lanes;
+        if had || !needed {
             self.batch_mark = Some(self.fault_mark());
         } else {
             self.a.vmovd(xmm15, ebx)?;
@@ -317,6 +333,8 @@ impl V {
             self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
             self.batch_start(&[])?;
         }
+        let lanes_now = had || needed;
+        self.regions.as_mut().expect("region mode").ids_stale = !lanes_now;
         let mark = self.lets.len();
         // (The group's first batch: its lane 0's `local_id(0)` is 0.)
         self.regions.as_mut().expect("region mode").lid0 = Some(0);
@@ -339,12 +357,16 @@ impl V {
         } else {
             self.region_stmts(stmts)?;
         }
-        self.regions.as_mut().expect("region mode").lid0 = None;
+        let g = self.regions.as_mut().expect("region mode");
+        g.lid0 = None;
+        g.ids_stale = false;
         self.lets.truncate(mark);
         self.proven = outer;
         if constant.is_some() {
             let end = self.a.instructions().len();
-            self.regions.as_mut().expect("region mode").first_batch_end = Some(end);
+            let g = self.regions.as_mut().expect("region mode");
+            g.first_batch_end = Some(end);
+            g.first_batch_lanes = lanes_now;
             return Ok(true);
         }
         self.a.jmp(done)?;
@@ -412,10 +434,11 @@ impl V {
             Some(then) => Body::Masked(then, lo, hi),
             None => Body::All(stmts),
         };
-        let mut done = self.a.create_label();
+        let mut done = None;
         if let Some((e, add, prefix, then)) =
             then.is_none().then(|| self.group_guard(stmts)).flatten()
         {
+            let done = done.insert(self.a.create_label());
             // `global_id(0) < e` (or `<=`) in every lane of the group when in its last: one
             // compare for the group, then every batch runs the branch under no mask.
             let mut general = self.a.create_label();
@@ -431,11 +454,14 @@ impl V {
             self.batch_copies(first, last, &Body::Guarded(prefix, then))?;
             // (The general copy binds the same names, in the same registers.)
             self.lets.truncate(mark);
-            self.a.jmp(done)?;
+            self.a.jmp(*done)?;
             self.bind(&mut general)?;
         }
         self.batch_copies(first, last, &body)?;
-        self.bind(&mut done)?;
+        // (No label where nothing jumps: values stored stay forwarded, `forward.rs`.)
+        if let Some(done) = done.as_mut() {
+            self.bind(done)?;
+        }
         self.proven = outer;
         self.batch_mark = None;
         // Group code reports nothing per lane, but the budget's stub reads rbx.
@@ -516,9 +542,8 @@ impl V {
         if first > 0 {
             self.a.add(rbx, (8 * first) as i32)?;
         }
-        // (The end of the batches, as the general code keeps it.)
-        self.a.lea(rax, qword_ptr(rbx + (8 * (last - first + 1)) as i32))?;
-        self.a.mov(qword_ptr(rbp - 56), rax)?;
+        // (No batch end in `[rbp - 56]`: only batch loops and proofs tested when the code
+        // runs read it, and these batches have neither.)
         if lanes {
             self.a.vmovd(xmm15, ebx)?;
             self.a.vpbroadcastd(ymm15, xmm15)?;
@@ -592,6 +617,7 @@ impl V {
             lids: reg_names(super::LID),
             gids: reg_names(super::GID),
             accesses: Vec::new(),
+            uniform: Vec::new(),
             other: false,
         };
         stmts.iter().for_each(|s| scan.visit_stmt(s));
@@ -600,6 +626,26 @@ impl V {
                 .accesses
                 .iter()
                 .any(|(buf, addr)| !self.buf(buf).is_some_and(|t| self.proven_certain_at(*addr, t)))
+            || scan.uniform.iter().any(|i| !self.lane_free(i))
+    }
+
+    /// True if `e` is computed without any lane: constants, scalar parameters, ids and
+    /// sizes other than `global_id(0)`/`local_id(0)`, batch-uniform names bound now, and
+    /// arithmetic of those (an access at such an index is the uniform one of `mem.rs`,
+    /// whose check reports a fault from the lane numbers and `rbx`, not the ids' lanes).
+    fn lane_free(&self, e: &Expr) -> bool {
+        match e.node() {
+            ExprNode::Imm(_) => true,
+            ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
+            ExprNode::Builtin { .. } => true,
+            ExprNode::Var(v) => match self.find(v.name()) {
+                Some(b) => b.kind == Kind::Uniform,
+                None => self.param(v).is_some(),
+            },
+            ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => self.lane_free(a),
+            ExprNode::Binary { a, b, .. } => self.lane_free(a) && self.lane_free(b),
+            _ => false,
+        }
     }
 }
 
@@ -611,6 +657,8 @@ struct LaneScan {
     gids: HashSet<String>,
     /// Buffer and index address of each access at `l` or `l + c`.
     accesses: Vec<(kiln_ir::Var, usize)>,
+    /// The indices of other accesses, which read no lane if uniform ([`V::lane_free`]).
+    uniform: Vec<Expr>,
     other: bool,
 }
 
@@ -641,7 +689,7 @@ impl LaneScan {
         if ok {
             self.accesses.push((buf.clone(), index as *const Expr as usize));
         } else {
-            self.other = true;
+            self.uniform.push(index.clone());
         }
     }
 }

@@ -399,7 +399,7 @@ impl V {
         self.may_fault
             && (super::expr::needs_alive(body, &self.gid0)
                 || !self.privs.is_empty()
-                || body.iter().any(super::mem::has_private))
+                || body.iter().any(super::private::has_private))
     }
 
     /// Jumps to `exit` if no lane is active (all that were have faulted), so that a

@@ -119,6 +119,7 @@ fn generate_inner(
         free_gprs: Vec::new(),
         gid0: expr::gid0_names(k.body().stmts()),
         vhomes: Vec::new(),
+        fwd: Vec::new(),
     };
     if regions {
         v.per_group = true;
@@ -170,7 +171,7 @@ fn generate_inner(
     }
     // Private array accesses are always checked.
     v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()))
-        || mem::has_private(k.body());
+        || super::private::has_private(k.body());
     v.alive = v.slot();
     v.tmp_i = v.slot();
     v.tmp_v = v.slot();
@@ -217,6 +218,13 @@ fn generate_inner(
         v.bind(&mut dispatch)?;
         v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
         v.a.jne(bases_only)?;
+    }
+    if regions && v.may_fault {
+        // Every lane alive: once per call, as a fault ends the call (at its region's end),
+        // so every later group of the call starts with the lanes as the first left them.
+        v.a.vpcmpeqd(ymm0, ymm0, ymm0)?;
+        v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
+        v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
     }
     let a = &mut v.a;
     a.jmp(init)?;
@@ -265,7 +273,7 @@ fn generate_inner(
     let mut top = v.a.create_label();
     v.bind(&mut top)?;
     let mut fault_exit = v.fault_exit;
-    if v.may_fault {
+    if v.may_fault && !regions {
         let ones = v.imm_slot(u32::MAX);
         v.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
         v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
@@ -278,7 +286,12 @@ fn generate_inner(
     let mut eight = 0;
     if regions {
         v.group_block(k.body().stmts())?;
-        v.next_group(group_init, local_bytes, &mems_first_local(&v.mems))?;
+        // (A block that the group's first region overwrites whole needs no zeros.)
+        let g = v.regions();
+        let overwritten =
+            g.group_size.is_some_and(|l| super::zeroing::first_region_overwrites(k, l, &g.lids));
+        let zeroed = if overwritten { 0 } else { local_bytes };
+        v.next_group(group_init, zeroed, &mems_first_local(&v.mems))?;
         v.a.xor(eax, eax)?;
     } else {
         v.block(k.body().stmts())?;
@@ -372,6 +385,14 @@ impl V {
                     v.a.mov(rax, key)?;
                     v.a.vmovq(xmm0, rax)?;
                     v.a.vpbroadcastq(ymm0, xmm0)?;
+                }
+                super::CONST_LANES => {
+                    // (Each byte 0 or -1, sign-extended to its lane's dword.)
+                    let bytes =
+                        (0..8).filter(|k| key >> k & 1 != 0).fold(0u64, |b, k| b | 0xff << (8 * k));
+                    v.a.mov(rax, bytes)?;
+                    v.a.vmovq(xmm0, rax)?;
+                    v.a.vpmovsxbd(ymm0, xmm0)?;
                 }
                 5 => {
                     v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;

@@ -25,7 +25,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use iced_x86::code_asm::*;
 use kiln_ir::{walk_mutate_expr, Builtin, Expr, ExprNode, Imm, Mutator, Stmt, StmtNode};
 use kiln_passes::util::{fold_node, mutable_names};
 
@@ -187,21 +186,9 @@ impl V {
             0 => Ok(()),
             0xff => self.block(then),
             m => {
-                // Lane k takes the branch where bit k is set: from the lane numbers at the
-                // frame's start, those below the lowest clear bit above the set ones and
-                // at or above the lowest set one (the lanes of a range are consecutive).
-                let (lo, hi) = (m.trailing_zeros(), 8 - m.leading_zeros());
-                let t = self.slot();
-                let below = self.imm_slot(hi);
-                self.a.vmovups(ymm0, ymmword_ptr(r15 + below))?;
-                self.a.vpcmpgtd(ymm0, ymm0, ymmword_ptr(r15))?;
-                if lo > 0 {
-                    let from = self.imm_slot(lo - 1);
-                    self.a.vmovups(ymm1, ymmword_ptr(r15))?;
-                    self.a.vpcmpgtd(ymm1, ymm1, ymmword_ptr(r15 + from))?;
-                    self.a.vpand(ymm0, ymm0, ymm1)?;
-                }
-                self.a.vmovups(ymmword_ptr(r15 + t), ymm0)?;
+                // The mask's slot is filled once per call (a constant of the call, as the
+                // broadcast constants are): a tree reduction's one-batch rounds set no mask.
+                let t = self.const_slot((u64::from(m), super::CONST_LANES));
                 let outer = self.mask.replace(t);
                 let outer_lanes = self.const_mask.replace((t, m));
                 self.dctl += 1;

@@ -1,19 +1,14 @@
 //! Loads and stores of the vector code: unchecked at exactly `global_id(0)` (the driver
 //! checks the span), else checked per lane and shaped by the index's [`Kind`]: one
 //! broadcast element (uniform), a masked vector access (contiguous), a gather or per-lane
-//! scalar stores in lane order (anything else). Private arrays live in the batch's vector
-//! frame, the eight lanes of an element side by side: gathered and stored per lane at
-//! `32 * index + 4 * lane`, checked against their constant length.
+//! scalar stores in lane order (anything else). Private arrays: `private.rs`.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{AddrSpace, Expr, Scalar, Stmt, StmtNode, Type, Var};
+use kiln_ir::{Expr, Imm, Scalar, Type, Var};
 
-use super::{no, Kind, Priv, Stub, BASES, R, V, XMM, YMM};
-use crate::x86::gen::{MemInfo, MemKind, Site};
+use super::{no, Kind, Stub, BASES, R, V, XMM, YMM};
+use crate::x86::gen::{MemKind, Site};
 use crate::x86::rt;
-
-/// The largest private array on the lanes, in elements (32 bytes each in the frame).
-const MAX_PRIVATE: u32 = 1024;
 
 /// The largest value an `i32`/`u32` index can take in any lane, when its form bounds it
 /// and it cannot be negative: a constant, `x & c` (`c` a constant, for `i32` a
@@ -59,119 +54,7 @@ pub(super) fn index_max(e: &Expr) -> Option<u64> {
     (!signed || max < 0x8000_0000).then_some(u64::from(max))
 }
 
-/// True if `s` declares a private array.
-pub(super) fn has_private(s: &Stmt) -> bool {
-    match s.node() {
-        StmtNode::Alloc { var, .. } => matches!(var.ty(), Type::Ptr(AddrSpace::Private, _)),
-        StmtNode::If { then, otherwise, .. } => {
-            has_private(then) || otherwise.as_ref().is_some_and(has_private)
-        }
-        StmtNode::For { body, .. } | StmtNode::While { body, .. } => has_private(body),
-        StmtNode::Block(v) => v.iter().any(has_private),
-        _ => false,
-    }
-}
-
 impl V {
-    /// The private array `buf` names, if it names one.
-    pub(super) fn private(&self, buf: &Var) -> Option<Priv> {
-        self.privs.iter().rev().find(|p| p.name == buf.name()).cloned()
-    }
-
-    /// Declares a private array: its lanes in the vector frame, zeroed each time the
-    /// declaration runs (as the interpreter does; inactive lanes cannot reach it).
-    pub(super) fn alloc_private(&mut self, var: &Var, count: u32) -> R<()> {
-        let elem = match var.ty() {
-            Type::Ptr(_, e @ (Scalar::F32 | Scalar::I32 | Scalar::U32)) => e,
-            // 8/16-bit and f16 elements as their 32-bit lane form (the frame is no one
-            // else's memory).
-            Type::Ptr(_, e) if super::narrow::narrow(Type::Scalar(e)).is_some() => e,
-            t => return no(format!("array `{}` ({t})", var.name())),
-        };
-        if count == 0 || count > MAX_PRIVATE {
-            return no(format!("private array `{}` of {count} elements", var.name()));
-        }
-        let off = self.next;
-        self.next += 32 * count as i32;
-        let mem = self.mems.len() as u32;
-        self.mems.push(MemInfo {
-            name: var.name().to_string(),
-            elem,
-            kind: MemKind::Private { off, count },
-            param: None,
-            local: None,
-        });
-        let name = var.name().to_string();
-        self.privs.push(Priv { name, elem, off, count, mem });
-        let mut top = self.a.create_label();
-        self.a.vpxor(ymm0, ymm0, ymm0)?;
-        self.a.lea(rax, qword_ptr(r15 + off))?;
-        self.a.mov(r10d, count)?;
-        self.bind(&mut top)?;
-        self.a.vmovups(ymmword_ptr(rax), ymm0)?;
-        self.a.add(rax, 32)?;
-        self.a.dec(r10d)?;
-        self.a.jne(top)?;
-        Ok(())
-    }
-
-    /// Checks the indices in `ymm{idx}` against private array `p` in the lanes of
-    /// `ymm{act}` (using `ymm{f}`), then turns them into dword offsets from `p.off`
-    /// (`8 * index + lane`).
-    fn check_private(
-        &mut self,
-        p: &Priv,
-        idx: usize,
-        act: usize,
-        f: usize,
-        what: &'static str,
-        signed: bool,
-    ) -> R<()> {
-        // index <u count  <=>  (index ^ sign) <=s ((count - 1) ^ sign)
-        let sign = self.imm_slot(0x8000_0000);
-        let lim = self.imm_slot((p.count - 1) ^ 0x8000_0000);
-        self.a.vpxor(YMM[f], YMM[idx], ymmword_ptr(r15 + sign))?;
-        self.a.vpcmpgtd(YMM[f], YMM[f], ymmword_ptr(r15 + lim))?;
-        self.a.vpand(YMM[f], YMM[f], YMM[act])?;
-        let site = Site::Access { what, mem: p.mem, signed };
-        self.fault_stub(idx, f, act, rt::ERR_OOB, site, signed, None)?;
-        self.a.vpslld(YMM[idx], YMM[idx], 3)?;
-        self.a.vpaddd(YMM[idx], YMM[idx], ymmword_ptr(r15))?;
-        Ok(())
-    }
-
-    /// A load of private array `p` into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries).
-    pub(super) fn load_private(&mut self, p: &Priv, index: &Expr, ty: Type, d: usize) -> R<()> {
-        if Type::Scalar(p.elem) != ty {
-            return no(format!("a load of `{}` as {ty}", p.name));
-        }
-        let signed = Self::index_type(index)?;
-        self.expr(index, d)?;
-        self.active(d + 1)?;
-        self.check_private(p, d, d + 1, d + 2, "load", signed)?;
-        let (x, m, g) = (YMM[d], YMM[d + 1], YMM[d + 2]);
-        self.a.vpxor(g, g, g)?;
-        self.a.vgatherdps_3(g, ymmword_ptr(r15 + x * 4 + p.off), m)?;
-        self.a.vmovaps(x, g)?;
-        Ok(())
-    }
-
-    /// `p[index] = value` in the active lanes (each lane its own element).
-    fn store_private(&mut self, p: &Priv, index: &Expr, value: &Expr) -> R<()> {
-        if Type::Scalar(p.elem) != value.ty() {
-            return no(format!("a store of {} to `{}`", value.ty(), p.name));
-        }
-        let signed = Self::index_type(index)?;
-        self.expr_top(value, 0)?;
-        if 1 + self.need(index).max(3) > super::TEMPS {
-            return no("an index needing more than 7 registers");
-        }
-        self.expr(index, 1)?;
-        self.active(2)?;
-        self.check_private(p, 1, 2, 3, "store", signed)?;
-        self.store_lanes(r15, p.off, 4)
-    }
-
     /// Stores the low `size` bytes (4, 2 or 1) of `ymm0`'s lanes at the element indices in
     /// `ymm1`'s lanes from `base + off`, one lane after another for the lanes active in
     /// `ymm2`: where lanes collide, the last work-item wins, as in the interpreter.
@@ -361,12 +244,22 @@ impl V {
         // (Under a mask too: every lane's element is in bounds, and what inactive lanes
         // load is never read.)
         if kind == Kind::Contig {
+            let width = self.known_lanes().map(|l| lanes_width(l, false));
+            if let Some(k) = self.const_disp(index, t) {
+                let bytes = match width {
+                    Some(w @ (1 | 2 | 4)) => 4 * w,
+                    _ => 32,
+                };
+                if self.fwd_load(t, k, bytes, d)? {
+                    return Ok(());
+                }
+            }
             if let Some(m) = self.lane0_operand(index, t)? {
                 // Under a mask known now, only the elements up to its last lane: a narrower
                 // load that a store of those lanes just before forwards to (an 8-lane load
                 // over two stores, or over a masked one, waits for them to reach the cache:
                 // most of a tree reduction's last rounds).
-                match self.known_lanes().map(|l| lanes_width(l, false)) {
+                match width {
                     Some(1) => self.a.vmovss(XMM[d], dword_ptr(m))?,
                     Some(2) => self.a.vmovq(XMM[d], qword_ptr(m))?,
                     Some(4) => self.a.vmovups(XMM[d], xmmword_ptr(m))?,
@@ -375,7 +268,26 @@ impl V {
                 return Ok(());
             }
         }
-        self.expr(index, d)?;
+        // A constant index of a value forwarded in a register (`forward.rs`: a reduction's
+        // `tile[0]` after its last round): that element broadcast from there.
+        if let (Kind::Uniform, Some(Imm::Int(_, bits))) = (kind, index.as_imm()) {
+            let k = *bits as u32;
+            if u64::from(k) * 4 <= i32::MAX as u64
+                && !self.needs_check(index, t)
+                && self.fwd_load(t, k as i32 * 4, 4, d)?
+            {
+                self.a.vbroadcastss(YMM[d], XMM[d])?;
+                return Ok(());
+            }
+        }
+        // A batch-uniform index of general-purpose-register arithmetic (a constant,
+        // `group_id(0)`) straight into `eax`, with no lanes unless a check needs them.
+        let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
+        if in_eax {
+            self.gpr(index)?;
+        } else {
+            self.expr(index, d)?;
+        }
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
@@ -401,7 +313,9 @@ impl V {
             // above it), loaded whichever lanes are active (inactive ones never read it);
             // otherwise the lanes' check below, which reports the lowest active lane.
             let base = self.base(t)?;
-            self.a.vmovd(eax, XMM[d])?;
+            if !in_eax {
+                self.a.vmovd(eax, XMM[d])?;
+            }
             if !self.needs_check(index, t) {
                 self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
                 return Ok(());
@@ -412,6 +326,11 @@ impl V {
             self.a.vbroadcastss(YMM[d], dword_ptr(base + rax * 4))?;
             self.a.jmp(done)?;
             self.bind(&mut slow)?;
+            if in_eax {
+                // (The lanes' check reads the index in every lane.)
+                self.a.vmovd(XMM[d], eax)?;
+                self.a.vpbroadcastd(YMM[d], XMM[d])?;
+            }
         }
         self.active(d + 1)?;
         self.check(index, d, d + 1, d + 2, t, "load", signed)?;
@@ -468,6 +387,16 @@ impl V {
         }
         let base = self.base(t)?;
         Ok(Some(base + rax * 4))
+    }
+
+    /// The byte displacement from table `t`'s base at which [`V::lane0_operand`] addresses
+    /// a contiguous access at `index`, when it is a constant (see `forward.rs`).
+    fn const_disp(&self, index: &Expr, t: u32) -> Option<i32> {
+        if !self.proven_certain(index, t) {
+            return None;
+        }
+        let k = self.known_lane0(index).filter(|k| u64::from(*k) * 4 <= i32::MAX as u64)?;
+        Some(k as i32 * 4)
     }
 
     /// The lanes the current control mask holds, when they are known as the code is
@@ -564,6 +493,14 @@ impl V {
 
     /// `buf[index] = value` in the active lanes.
     pub(super) fn store(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
+        if self.private(buf).is_some()
+            || super::narrow::narrow(value.ty()).is_some()
+            || super::wide64::is_64(value.ty())
+            || self.blocking.is_some()
+        {
+            // (Stores of other widths keep no forwarded value: see `forward.rs`.)
+            self.fwd_clear();
+        }
         if let Some(off) = self.blocked_slot(buf, index, true) {
             // One iteration of a blocked loop's chunk: written after the chunk.
             self.expr_top(value, 0)?;
@@ -581,6 +518,7 @@ impl V {
         }
         let t = self.buf_of(buf, value.ty())?;
         if self.kind(index) == Kind::Gid0 {
+            self.fwd_clear();
             return self.store_gid0(t, value);
         }
         let signed = Self::index_type(index)?;
@@ -590,26 +528,55 @@ impl V {
             return no("an index needing more than 7 registers");
         }
         if kind == Kind::Contig {
+            let disp = self.const_disp(index, t);
             if let Some(m) = self.lane0_operand(index, t)? {
                 // Under a mask known now whose lanes are the first 1, 2 or 4 and all alive:
                 // a plain store of those lanes, which later loads of them are forwarded
                 // from (never from a masked store).
                 let alive = !self.may_fault || self.fresh();
                 let narrow = self.known_lanes().filter(|_| alive).map(|l| lanes_width(l, true));
-                match (self.mask, narrow) {
-                    (None, _) => self.a.vmovups(ymmword_ptr(m), ymm0)?,
-                    (Some(_), Some(1)) => self.a.vmovss(dword_ptr(m), xmm0)?,
-                    (Some(_), Some(2)) => self.a.vmovq(qword_ptr(m), xmm0)?,
-                    (Some(_), Some(4)) => self.a.vmovups(xmmword_ptr(m), xmm0)?,
+                let bytes = match (self.mask, narrow) {
+                    (None, _) => {
+                        self.a.vmovups(ymmword_ptr(m), ymm0)?;
+                        Some(32)
+                    }
+                    (Some(_), Some(1)) => {
+                        self.a.vmovss(dword_ptr(m), xmm0)?;
+                        Some(4)
+                    }
+                    (Some(_), Some(2)) => {
+                        self.a.vmovq(qword_ptr(m), xmm0)?;
+                        Some(8)
+                    }
+                    (Some(_), Some(4)) => {
+                        self.a.vmovups(xmmword_ptr(m), xmm0)?;
+                        Some(16)
+                    }
                     (Some(_), _) => {
                         self.active(2)?;
                         self.a.vmaskmovps(ymmword_ptr(m), ymm2, ymm0)?;
+                        None
                     }
+                };
+                // (At a constant displacement the value stays forwarded; a masked store
+                // forgets what it overlaps, one from `rax` everything of its table.)
+                match (disp, bytes) {
+                    (Some(k), Some(b)) => self.fwd_stored(t, k, b, true)?,
+                    (Some(k), None) => self.fwd_stored(t, k, 32, false)?,
+                    (None, _) => self.fwd_clear(),
                 }
                 return Ok(());
             }
         }
-        self.expr(index, 1)?;
+        // (Any other store to a table: nothing of it stays forwarded.)
+        self.fwd_clear_table(t);
+        // (As in `load`: a uniform index of general-purpose-register arithmetic in `eax`.)
+        let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
+        if in_eax {
+            self.gpr(index)?;
+        } else {
+            self.expr(index, 1)?;
+        }
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
@@ -635,14 +602,29 @@ impl V {
             // below, which reports the lowest active lane.
             let base = self.base(t)?;
             let mut slow = self.a.create_label();
-            self.a.vmovd(eax, xmm1)?;
+            if !in_eax {
+                self.a.vmovd(eax, xmm1)?;
+            }
             if self.needs_check(index, t) {
                 self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
                 self.a.jae(slow)?;
             }
-            let every = self.mask.is_none() && (!self.may_fault || self.fresh());
+            let alive = !self.may_fault || self.fresh();
+            let every = self.mask.is_none() && alive;
+            // Under a mask known now, with every lane alive, the last active lane is the
+            // mask's last (a reduction's `if lid == 0 { out[group_id(0)] = tile[0]; }`).
+            let last = self.known_lanes().filter(|_| alive).map(|l| 7 - l.leading_zeros());
             if every && self.kind(value) == Kind::Uniform {
                 self.a.vmovd(r11d, xmm0)?;
+            } else if let Some(k) = last {
+                match k {
+                    0 => self.a.vmovd(r11d, xmm0)?,
+                    1..=3 => self.a.vpextrd(r11d, xmm0, k)?,
+                    _ => {
+                        self.a.vextracti128(xmm2, ymm0, 1)?;
+                        self.a.vpextrd(r11d, xmm2, k - 4)?;
+                    }
+                }
             } else {
                 self.active(2)?;
                 self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
@@ -655,6 +637,11 @@ impl V {
             self.a.mov(dword_ptr(base + rax * 4), r11d)?;
             self.a.jmp(done)?;
             self.bind(&mut slow)?;
+            if in_eax {
+                // (The lanes' check reads the index in every lane.)
+                self.a.vmovd(xmm1, eax)?;
+                self.a.vpbroadcastd(ymm1, xmm1)?;
+            }
         }
         self.active(2)?;
         self.check(index, 1, 2, 3, t, "store", signed)?;

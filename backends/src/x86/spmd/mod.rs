@@ -87,6 +87,7 @@ mod blocked;
 mod counted;
 mod ctl;
 mod expr;
+mod forward;
 mod function;
 mod hoist;
 mod int64;
@@ -96,6 +97,7 @@ mod math64;
 mod mem;
 mod narrow;
 mod ops;
+mod private;
 mod proven;
 mod region;
 mod scalar;
@@ -103,6 +105,7 @@ mod stmt;
 mod uniform;
 mod vectors;
 mod wide64;
+mod zeroing;
 
 pub(crate) use counted::counted;
 
@@ -284,7 +287,7 @@ struct V {
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
     /// 64-bit constant broadcast to the four qwords, 5 table whose length - 8 is the first
-    /// qword (signed).
+    /// qword (signed), [`CONST_LANES`] a lane mask whose bit k says lane k is set.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
@@ -359,6 +362,9 @@ struct V {
     /// Lane-mask slots held in a `let` register instead while their loop runs (a
     /// divergent loop's mask, see `ctl.rs`): slot, register.
     vhomes: Vec<(i32, usize)>,
+    /// Local-array values stored at constant displacements, still in registers
+    /// (`forward.rs`).
+    fwd: Vec<forward::Fwd>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -389,6 +395,10 @@ fn elem_type(e: Scalar) -> bool {
     let t = Type::Scalar(e);
     lane_type(t) || narrow::narrow(t).is_some() || wide64::is_64(t)
 }
+
+/// The kind of a [`V::const_slot`] key that is a constant lane mask (bit k of the key's
+/// first part: lane k all ones), filled once per call.
+const CONST_LANES: u8 = 6;
 
 impl V {
     fn find(&self, name: &str) -> Option<&Bound> {
@@ -444,6 +454,8 @@ impl V {
             self.a.nop()?;
         }
         self.last_label_at = Some(self.a.instructions().len());
+        // (Control may reach a label from elsewhere, with other values in memory.)
+        self.fwd_clear();
         self.a.set_label(label)?;
         Ok(())
     }

@@ -70,6 +70,10 @@ pub(super) struct Regions {
     /// when the code was generated, ends (an instruction count; see
     /// [`V::first_batch_only`]).
     pub(super) first_batch_end: Option<usize>,
+    /// Whether the region that ended there left the lanes' ids (`global_id(0)`'s and
+    /// `local_id(0)`'s registers) up to date: one whose statements read no lane of them
+    /// leaves them as they were.
+    pub(super) first_batch_lanes: bool,
     /// The group's size when the kernel fixes it to whole batches (`#reqd_work_group_size(L,
     /// 1, 1)` with `L` a multiple of 8: a launch with another local size is refused before it
     /// runs).
@@ -247,6 +251,7 @@ impl Regions {
             known: HashMap::new(),
             keep: Vec::new(),
             first_batch_end: None,
+            first_batch_lanes: false,
             ids_stale: false,
             lid0: None,
             // Only whole batches: the rules that use the size unroll a group's batches with

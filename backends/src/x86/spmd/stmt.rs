@@ -158,13 +158,17 @@ impl V {
                 self.for_loop(var, lo, hi, step, body.stmts())?
             }
             StmtNode::Block(v) => self.block(v)?,
-            StmtNode::Call { func, result, args } => match func.kind() {
-                kiln_ir::FuncKind::Barrier(_) => self.barrier()?,
-                // Execution is in order per batch: memory is always consistent.
-                kiln_ir::FuncKind::Fence(_) => {}
-                kiln_ir::FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
-                kiln_ir::FuncKind::Matrix(_) => return no("matrix operations"),
-            },
+            StmtNode::Call { func, result, args } => {
+                // (Atomics may write local arrays: no value is forwarded past a call.)
+                self.fwd_clear();
+                match func.kind() {
+                    kiln_ir::FuncKind::Barrier(_) => self.barrier()?,
+                    // Execution is in order per batch: memory is always consistent.
+                    kiln_ir::FuncKind::Fence(_) => {}
+                    kiln_ir::FuncKind::Atomic(op) => self.atomic(op, result.as_ref(), args)?,
+                    kiln_ir::FuncKind::Matrix(_) => return no("matrix operations"),
+                }
+            }
             StmtNode::Alloc { var, count } => {
                 if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
                     self.alloc_private(var, *count)?;

@@ -1,0 +1,127 @@
+//! Private arrays of the vector code: they live in the batch's vector frame, the eight
+//! lanes of an element side by side, gathered and stored per lane at `32 * index + 4 *
+//! lane`, checked against their constant length.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{AddrSpace, Expr, Scalar, Stmt, StmtNode, Type, Var};
+
+use super::{no, Priv, R, V, YMM};
+use crate::x86::gen::{MemInfo, MemKind, Site};
+use crate::x86::rt;
+
+/// The largest private array on the lanes, in elements (32 bytes each in the frame).
+const MAX_PRIVATE: u32 = 1024;
+
+/// True if `s` declares a private array.
+pub(super) fn has_private(s: &Stmt) -> bool {
+    match s.node() {
+        StmtNode::Alloc { var, .. } => matches!(var.ty(), Type::Ptr(AddrSpace::Private, _)),
+        StmtNode::If { then, otherwise, .. } => {
+            has_private(then) || otherwise.as_ref().is_some_and(has_private)
+        }
+        StmtNode::For { body, .. } | StmtNode::While { body, .. } => has_private(body),
+        StmtNode::Block(v) => v.iter().any(has_private),
+        _ => false,
+    }
+}
+
+impl V {
+    /// The private array `buf` names, if it names one.
+    pub(super) fn private(&self, buf: &Var) -> Option<Priv> {
+        self.privs.iter().rev().find(|p| p.name == buf.name()).cloned()
+    }
+
+    /// Declares a private array: its lanes in the vector frame, zeroed each time the
+    /// declaration runs (as the interpreter does; inactive lanes cannot reach it).
+    pub(super) fn alloc_private(&mut self, var: &Var, count: u32) -> R<()> {
+        let elem = match var.ty() {
+            Type::Ptr(_, e @ (Scalar::F32 | Scalar::I32 | Scalar::U32)) => e,
+            // 8/16-bit and f16 elements as their 32-bit lane form (the frame is no one
+            // else's memory).
+            Type::Ptr(_, e) if super::narrow::narrow(Type::Scalar(e)).is_some() => e,
+            t => return no(format!("array `{}` ({t})", var.name())),
+        };
+        if count == 0 || count > MAX_PRIVATE {
+            return no(format!("private array `{}` of {count} elements", var.name()));
+        }
+        let off = self.next;
+        self.next += 32 * count as i32;
+        let mem = self.mems.len() as u32;
+        self.mems.push(MemInfo {
+            name: var.name().to_string(),
+            elem,
+            kind: MemKind::Private { off, count },
+            param: None,
+            local: None,
+        });
+        let name = var.name().to_string();
+        self.privs.push(Priv { name, elem, off, count, mem });
+        let mut top = self.a.create_label();
+        self.a.vpxor(ymm0, ymm0, ymm0)?;
+        self.a.lea(rax, qword_ptr(r15 + off))?;
+        self.a.mov(r10d, count)?;
+        self.bind(&mut top)?;
+        self.a.vmovups(ymmword_ptr(rax), ymm0)?;
+        self.a.add(rax, 32)?;
+        self.a.dec(r10d)?;
+        self.a.jne(top)?;
+        Ok(())
+    }
+
+    /// Checks the indices in `ymm{idx}` against private array `p` in the lanes of
+    /// `ymm{act}` (using `ymm{f}`), then turns them into dword offsets from `p.off`
+    /// (`8 * index + lane`).
+    fn check_private(
+        &mut self,
+        p: &Priv,
+        idx: usize,
+        act: usize,
+        f: usize,
+        what: &'static str,
+        signed: bool,
+    ) -> R<()> {
+        // index <u count  <=>  (index ^ sign) <=s ((count - 1) ^ sign)
+        let sign = self.imm_slot(0x8000_0000);
+        let lim = self.imm_slot((p.count - 1) ^ 0x8000_0000);
+        self.a.vpxor(YMM[f], YMM[idx], ymmword_ptr(r15 + sign))?;
+        self.a.vpcmpgtd(YMM[f], YMM[f], ymmword_ptr(r15 + lim))?;
+        self.a.vpand(YMM[f], YMM[f], YMM[act])?;
+        let site = Site::Access { what, mem: p.mem, signed };
+        self.fault_stub(idx, f, act, rt::ERR_OOB, site, signed, None)?;
+        self.a.vpslld(YMM[idx], YMM[idx], 3)?;
+        self.a.vpaddd(YMM[idx], YMM[idx], ymmword_ptr(r15))?;
+        Ok(())
+    }
+
+    /// A load of private array `p` into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries).
+    pub(super) fn load_private(&mut self, p: &Priv, index: &Expr, ty: Type, d: usize) -> R<()> {
+        if Type::Scalar(p.elem) != ty {
+            return no(format!("a load of `{}` as {ty}", p.name));
+        }
+        let signed = Self::index_type(index)?;
+        self.expr(index, d)?;
+        self.active(d + 1)?;
+        self.check_private(p, d, d + 1, d + 2, "load", signed)?;
+        let (x, m, g) = (YMM[d], YMM[d + 1], YMM[d + 2]);
+        self.a.vpxor(g, g, g)?;
+        self.a.vgatherdps_3(g, ymmword_ptr(r15 + x * 4 + p.off), m)?;
+        self.a.vmovaps(x, g)?;
+        Ok(())
+    }
+
+    /// `p[index] = value` in the active lanes (each lane its own element).
+    pub(super) fn store_private(&mut self, p: &Priv, index: &Expr, value: &Expr) -> R<()> {
+        if Type::Scalar(p.elem) != value.ty() {
+            return no(format!("a store of {} to `{}`", value.ty(), p.name));
+        }
+        let signed = Self::index_type(index)?;
+        self.expr_top(value, 0)?;
+        if 1 + self.need(index).max(3) > super::TEMPS {
+            return no("an index needing more than 7 registers");
+        }
+        self.expr(index, 1)?;
+        self.active(2)?;
+        self.check_private(p, 1, 2, 3, "store", signed)?;
+        self.store_lanes(r15, p.off, 4)
+    }
+}
