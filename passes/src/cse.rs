@@ -173,4 +173,25 @@ mod tests {
         }
         assert!(kernels.len() > 50, "{} kernels", kernels.len());
     }
+
+    /// On every repository kernel, the walks' question (`mutate_stmt_changed`) and the
+    /// rebuilding entry (`mutate_stmt`) agree: `None` exactly where the body comes back as
+    /// itself, and otherwise the same body. An answer of `None` for a statement that does
+    /// change would drop a rewrite.
+    #[test]
+    fn changed_answers_agree_with_the_rebuilt_body() {
+        let kernels = crate::util::repository_kernels();
+        let mut changed = 0;
+        for (path, k) in &kernels {
+            let k = &kiln_ir::depth::bound_kernel(k);
+            let rebuilt = Cse::new(k).mutate_stmt(k.body());
+            let answer = Cse::new(k).mutate_stmt_changed(k.body());
+            assert_eq!(answer.is_none(), rebuilt.ptr_eq(k.body()), "{}", path.display());
+            if let Some(a) = answer {
+                assert_eq!(a.to_string(), rebuilt.to_string(), "{}", path.display());
+                changed += 1;
+            }
+        }
+        assert!(changed > 0, "{changed} kernels changed");
+    }
 }
