@@ -8,7 +8,8 @@ mod names;
 pub mod repeats;
 
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_stmt, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt, StmtNode,
+    walk_mutate_expr, walk_mutate_stmt_changed, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt,
+    StmtNode, Var,
 };
 
 use crate::util::{is_stable, Mutable};
@@ -32,7 +33,7 @@ struct Cse {
     undo: Vec<Vec<(Expr, Option<Binding>)>>,
     /// The class of every statement without nested statements walked, for the repeats half.
     leaves: Leaves,
-    /// The class of the last statement [`Cse::mutate_stmt`] was given, if a leaf.
+    /// The class of the last statement [`Cse::mutate_stmt_changed`] was given, if a leaf.
     last: Option<Leaf>,
 }
 
@@ -48,7 +49,12 @@ impl Cse {
         }
     }
 
-    fn lookup(&self, e: &Expr) -> Option<Expr> {
+    /// The binding of `e` in scope, if any: every bound value is stable, so it cannot fail,
+    /// and a node that may is never looked up.
+    fn lookup_node(&self, e: &Expr) -> Option<Expr> {
+        if e.may_fail() {
+            return None;
+        }
         self.bound.get(e).map(|(v, _)| v.clone())
     }
 
@@ -66,46 +72,62 @@ impl Cse {
 }
 
 impl Mutator for Cse {
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+    // The walks ask through the `*_changed` methods: a leaf, an inert statement or an
+    // unchanged operand answers `None` without a handle cloned, compared and dropped (most
+    // of an unrolled kernel's operands and statements).
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
         if is_plain_leaf(e) {
-            return e.clone();
+            return None;
         }
-        // Every bound value is stable, so it cannot fail: a node that may is never one.
-        if !e.may_fail() {
-            if let Some(v) = self.lookup(e) {
-                return v;
-            }
+        // A binding is a variable, never the non-leaf `e` itself.
+        if let Some(v) = self.lookup_node(e) {
+            return Some(v);
         }
-        walk_mutate_expr(self, e)
+        let n = walk_mutate_expr(self, e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        self.mutate_expr_changed(e).unwrap_or_else(|| e.clone())
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
         let StmtNode::Block(stmts) = s.node() else {
             // `s` outlives the pass (the input kernel holds it): its class may be recorded.
             self.last = self.leaves.record(s, &self.mutable);
             if matches!(self.last, Some(Leaf::Inert | Leaf::Idle)) {
                 // Nothing a binding could replace (see [`inert`]); most of unrolled code.
-                return s.clone();
+                return None;
             }
-            return walk_mutate_stmt(self, s);
+            return walk_mutate_stmt_changed(self, s);
         };
         self.undo.push(Vec::new());
         // Made only once a statement changes: most blocks keep every one.
         let mut out: Option<Vec<Stmt>> = None;
         for (i, t) in stmts.iter().enumerate() {
-            let t2 = self.mutate_stmt(t);
-            if out.is_none() && !t2.ptr_eq(t) {
+            let n = self.mutate_stmt_changed(t);
+            if out.is_none() && n.is_some() {
                 out = Some(stmts[..i].to_vec());
             }
+            let same = n.is_none();
+            let t2 = n.as_ref().unwrap_or(t);
             // An inert statement has no stable value but a variable or a constant.
-            let inert = t2.ptr_eq(t) && matches!(self.last, Some(Leaf::Inert | Leaf::Idle));
+            let inert = same && matches!(self.last, Some(Leaf::Inert | Leaf::Idle));
             if let StmtNode::Let { var, value } = t2.node() {
                 if !inert && !is_plain_leaf(value) && is_stable(value, &self.mutable) {
                     self.bind(value, var.expr());
                 }
             }
             if let Some(o) = &mut out {
-                o.push(t2);
+                o.push(n.unwrap_or_else(|| t.clone()));
             }
         }
         for (value, old) in self.undo.pop().unwrap_or_default().into_iter().rev() {
@@ -115,10 +137,7 @@ impl Mutator for Cse {
             };
         }
         self.last = None;
-        match out {
-            Some(out) => Stmt::block(out),
-            None => s.clone(),
-        }
+        out.map(Stmt::block)
     }
 }
 
@@ -153,5 +172,26 @@ mod tests {
             assert_eq!(with.to_string(), without.to_string(), "{}", path.display());
         }
         assert!(kernels.len() > 50, "{} kernels", kernels.len());
+    }
+
+    /// On every repository kernel, the walks' question (`mutate_stmt_changed`) and the
+    /// rebuilding entry (`mutate_stmt`) agree: `None` exactly where the body comes back as
+    /// itself, and otherwise the same body. An answer of `None` for a statement that does
+    /// change would drop a rewrite.
+    #[test]
+    fn changed_answers_agree_with_the_rebuilt_body() {
+        let kernels = crate::util::repository_kernels();
+        let mut changed = 0;
+        for (path, k) in &kernels {
+            let k = &kiln_ir::depth::bound_kernel(k);
+            let rebuilt = Cse::new(k).mutate_stmt(k.body());
+            let answer = Cse::new(k).mutate_stmt_changed(k.body());
+            assert_eq!(answer.is_none(), rebuilt.ptr_eq(k.body()), "{}", path.display());
+            if let Some(a) = answer {
+                assert_eq!(a.to_string(), rebuilt.to_string(), "{}", path.display());
+                changed += 1;
+            }
+        }
+        assert!(changed > 0, "{changed} kernels changed");
     }
 }

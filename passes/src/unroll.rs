@@ -12,7 +12,9 @@
 //! unrolled depends only on the loop after its inner loops are processed, so a second run
 //! changes nothing.
 
-use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Visitor};
+use kiln_ir::{walk_mutate_nested, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Var, Visitor};
+
+use crate::util::has_nested;
 
 /// Loops with more iterations than this are not unrolled.
 pub const MAX_TRIP: i128 = 64;
@@ -56,8 +58,26 @@ impl Mutator for Unroll {
         e.clone()
     }
 
+    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
+        None
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        // Only loops change, and what holds them: any other statement stays, unwalked
+        // (a handle cloned, compared and dropped per operand was most of this pass's time).
+        if !has_nested(s) {
+            return None;
+        }
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
+    }
+
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        let s = walk_mutate_stmt(self, s);
+        let s = walk_mutate_nested(self, s);
         let StmtNode::For { var, lo, hi, step, body } = s.node() else { return s };
         let (Some(lo), Some(hi), Some(step)) = (constant(lo), constant(hi), constant(step)) else {
             return s;

@@ -112,3 +112,28 @@ fn unroll_fires_on_random_kernels() {
     eprintln!("unroll changed {fired} of {n} random kernels");
     assert!(fired >= n / 20, "unroll changed only {fired} of {n} random kernels");
 }
+
+/// The statements around an unrolled loop, and those of branches and loops it leaves, come
+/// back as the same handles (the pass walks statements only, and answers "unchanged" for a
+/// statement without nested ones without rebuilding it).
+#[test]
+fn statements_without_loops_keep_their_handles() {
+    let c = case(
+        "kernel k(o: ptr<global, i32>) {
+           let i: u32 = global_id(0);
+           var s: i32 = 0;
+           if i < 4u32 { s = s + 1; } else { s = s - 1; }
+           for a: i32 in 0 .. 3 { s = s + a; }
+           while s > 100 { s = s - 1; }
+           o[i] = s;
+         }",
+    );
+    let k2 = unroll(&c.kernel);
+    check(&c);
+    let (before, after) = (c.kernel.body().stmts(), k2.body().stmts());
+    assert_eq!(before.len(), after.len(), "{k2}");
+    for (j, (a, b)) in before.iter().zip(after).enumerate() {
+        // Statement 3 is the loop, unrolled; the others are left as they were.
+        assert_eq!(a.ptr_eq(b), j != 3, "statement {j}\n{k2}");
+    }
+}

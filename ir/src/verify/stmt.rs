@@ -23,7 +23,7 @@ impl Checker<'_> {
         if let Some(msg) = super::vector::bad_vector_type(var.ty()) {
             self.at_stmt(s, format!("`{keyword} {}`: {msg}", var.name()));
         }
-        self.frag_type(s, &format!("`{keyword} {}`", var.name()), var.ty());
+        self.frag_type(s, || format!("`{keyword} {}`", var.name()), var.ty());
         if self.expr(value) && value.ty() != var.ty() && !var.ty().is_ptr() {
             self.at_expr(
                 value,

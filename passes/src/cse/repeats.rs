@@ -34,8 +34,8 @@ use std::rc::Rc;
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
-    walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt, Expr, ExprMap, ExprNode, ExprSet,
-    Kernel, Mutator, Scalar, Stmt, StmtNode, Type, Var,
+    walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt_changed, Expr, ExprMap, ExprNode,
+    ExprSet, Kernel, Mutator, Scalar, Stmt, StmtNode, Type, Var,
 };
 
 use smallvec::{smallvec, SmallVec};
@@ -224,20 +224,81 @@ impl Replace<'_> {
     }
 }
 
-impl Mutator for Replace<'_> {
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        let track = self.counts.is_some();
+impl Replace<'_> {
+    /// Whether `e` is neither `from` nor can hold it (or no more replacements are left): it
+    /// stays as it is. With `counts`, its stability is pushed for the operator above it.
+    fn passes_over(&mut self, e: &Expr) -> bool {
         // A subexpression is shallower than the whole: only as deep a node can be `from`,
         // and a shallower one cannot contain it.
         let hit = self.left != Some(0) && e.depth() == self.from.depth() && e == self.from;
-        if !hit && (self.left == Some(0) || e.depth() <= self.from.depth()) {
-            if track {
-                let st = is_stable(e, self.mutable);
-                self.stable.push((st, st));
-            }
+        if hit || (self.left != Some(0) && e.depth() > self.from.depth()) {
+            return false;
+        }
+        if self.counts.is_some() {
+            let st = is_stable(e, self.mutable);
+            self.stable.push((st, st));
+        }
+        true
+    }
+
+    /// Whether statement `s` stays as it is, unwalked.
+    fn skips(&mut self, s: &Stmt) -> bool {
+        if self.left == Some(0)
+            || self.own_only && (self.depth > 0 || matches!(s.node(), StmtNode::While { .. }))
+        {
+            return true;
+        }
+        // Counted as `count_expr` counts: every occurrence of a stable node.
+        self.counter.as_deref_mut().is_some_and(|c| !c.occurs(s, self.from, self.mutable))
+    }
+}
+
+impl Mutator for Replace<'_> {
+    // The walks ask through the `*_changed` methods: what stays answers `None` without a
+    // handle cloned, compared and dropped.
+    fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
+        if self.passes_over(e) {
+            return None;
+        }
+        let n = self.mutate_replaced(e);
+        (!n.ptr_eq(e)).then_some(n)
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
+    fn mutate_expr(&mut self, e: &Expr) -> Expr {
+        if self.passes_over(e) {
             return e.clone();
         }
-        if hit {
+        self.mutate_replaced(e)
+    }
+
+    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
+        self.mutate_stmt_changed(s).unwrap_or_else(|| s.clone())
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        if self.skips(s) {
+            return None;
+        }
+        self.depth += 1;
+        let base = self.stable.len();
+        let r = walk_mutate_stmt_changed(self, s);
+        // The answers for the statement's own expressions have no operator to go to.
+        self.stable.truncate(base);
+        self.depth -= 1;
+        r
+    }
+}
+
+impl Replace<'_> {
+    /// [`Mutator::mutate_expr`] for an `e` that [`Replace::passes_over`] did not pass over:
+    /// `from` itself, or a deeper node that may hold it.
+    fn mutate_replaced(&mut self, e: &Expr) -> Expr {
+        let track = self.counts.is_some();
+        if self.left != Some(0) && e.depth() == self.from.depth() && e == self.from {
             self.left = self.left.map(|n| n.saturating_sub(1));
             if let Some(c) = self.counts.as_deref_mut() {
                 let st = count_expr(e, c, false, self.mutable);
@@ -266,27 +327,6 @@ impl Mutator for Replace<'_> {
             }
             self.stable.push((was, is));
         }
-        r
-    }
-
-    fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
-        if self.left == Some(0)
-            || self.own_only && (self.depth > 0 || matches!(s.node(), StmtNode::While { .. }))
-        {
-            return s.clone();
-        }
-        // Counted as `count_expr` counts: every occurrence of a stable node.
-        if let Some(c) = self.counter.as_deref_mut() {
-            if !c.occurs(s, self.from, self.mutable) {
-                return s.clone();
-            }
-        }
-        self.depth += 1;
-        let base = self.stable.len();
-        let r = walk_mutate_stmt(self, s);
-        // The answers for the statement's own expressions have no operator to go to.
-        self.stable.truncate(base);
-        self.depth -= 1;
         r
     }
 }
@@ -717,6 +757,23 @@ impl Mutator for Repeats {
     // rebuild nothing was much of this pass's time.
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
         e.clone()
+    }
+
+    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
+        None
+    }
+
+    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
+        None
+    }
+
+    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
+        // Only blocks change, and what holds them.
+        if is_leaf(s) {
+            return None;
+        }
+        let n = self.mutate_stmt(s);
+        (!n.ptr_eq(s)).then_some(n)
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
