@@ -12,9 +12,7 @@
 //! unrolled depends only on the loop after its inner loops are processed, so a second run
 //! changes nothing.
 
-use kiln_ir::{walk_mutate_nested, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Var, Visitor};
-
-use crate::util::has_nested;
+use kiln_ir::{walk_mutate_nested, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Visitor};
 
 /// Loops with more iterations than this are not unrolled.
 pub const MAX_TRIP: i128 = 64;
@@ -53,28 +51,7 @@ fn constant(e: &Expr) -> Option<i128> {
 struct Unroll;
 
 impl Mutator for Unroll {
-    // Statements only: expressions hold no loops, so they are not walked.
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        e.clone()
-    }
-
-    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
-        None
-    }
-
-    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
-        None
-    }
-
-    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
-        // Only loops change, and what holds them: any other statement stays, unwalked
-        // (a handle cloned, compared and dropped per operand was most of this pass's time).
-        if !has_nested(s) {
-            return None;
-        }
-        let n = self.mutate_stmt(s);
-        (!n.ptr_eq(s)).then_some(n)
-    }
+    crate::util::statements_only!();
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_nested(self, s);

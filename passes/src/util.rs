@@ -257,8 +257,6 @@ impl Mutator for Folder {
     }
 }
 
-/// The variable statement `s` binds, assigns or stores through, if any: with the
-/// parameters, every name a kernel that verifies refers to is one of these.
 /// True if `s` holds statements (a block, a branch, a loop): what a mutator of blocks and
 /// loops looks into; any other statement it gives back as it is.
 pub(crate) fn has_nested(s: &Stmt) -> bool {
@@ -268,6 +266,38 @@ pub(crate) fn has_nested(s: &Stmt) -> bool {
     )
 }
 
+/// The [`kiln_ir::Mutator`] methods of a pass that rewrites statements only (blocks, branches,
+/// loops), written inside its `impl Mutator`: expressions and variables are never walked,
+/// and a statement without nested statements ([`has_nested`]) stays as it is, unwalked.
+/// Why: cloning, comparing and dropping a handle per operand, to rebuild nothing, was most
+/// of such a pass's time over an unrolled kernel.
+macro_rules! statements_only {
+    () => {
+        fn mutate_expr(&mut self, e: &kiln_ir::Expr) -> kiln_ir::Expr {
+            e.clone()
+        }
+
+        fn mutate_expr_changed(&mut self, _: &kiln_ir::Expr) -> Option<kiln_ir::Expr> {
+            None
+        }
+
+        fn mutate_var_changed(&mut self, _: &kiln_ir::Var) -> Option<kiln_ir::Var> {
+            None
+        }
+
+        fn mutate_stmt_changed(&mut self, s: &kiln_ir::Stmt) -> Option<kiln_ir::Stmt> {
+            if !$crate::util::has_nested(s) {
+                return None;
+            }
+            let n = kiln_ir::Mutator::mutate_stmt(self, s);
+            (!n.ptr_eq(s)).then_some(n)
+        }
+    };
+}
+pub(crate) use statements_only;
+
+/// The variable statement `s` binds, assigns or stores through, if any: with the
+/// parameters, every name a kernel that verifies refers to is one of these.
 pub(crate) fn named_var(s: &Stmt) -> Option<&kiln_ir::Var> {
     match s.node() {
         StmtNode::Let { var, .. }

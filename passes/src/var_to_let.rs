@@ -8,12 +8,11 @@
 //! `let` in the rest of the same block means. The name and its scope stay the same.
 
 use hashbrown::{HashMap, HashSet};
-use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Var, Visitor};
+use kiln_ir::{walk_mutate_stmt, walk_stmt, Expr, Kernel, Mutator, Stmt, StmtNode, Visitor};
 
 #[cfg(doc)]
 use crate::util::count_uses;
 use crate::util::for_each_reference;
-use crate::util::has_nested;
 
 /// Rewrites every qualifying `var` into a `let`.
 pub fn var_to_let(k: &Kernel) -> Kernel {
@@ -121,28 +120,7 @@ struct Uses {
 }
 
 impl Mutator for VarToLet {
-    // Statements only: expressions hold no statements, and walking every one of them to
-    // rebuild nothing was much of this pass's time.
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        e.clone()
-    }
-
-    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
-        None
-    }
-
-    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
-        None
-    }
-
-    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
-        // Only blocks change, and what holds them.
-        if !has_nested(s) {
-            return None;
-        }
-        let n = self.mutate_stmt(s);
-        (!n.ptr_eq(s)).then_some(n)
-    }
+    crate::util::statements_only!();
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);

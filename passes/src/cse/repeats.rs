@@ -753,28 +753,7 @@ fn count_node(e: &Expr, counts: &mut ExprMap<usize>, add: bool) {
 }
 
 impl Mutator for Repeats {
-    // Statements only: expressions hold no statements, and walking every one of them to
-    // rebuild nothing was much of this pass's time.
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        e.clone()
-    }
-
-    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
-        None
-    }
-
-    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
-        None
-    }
-
-    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
-        // Only blocks change, and what holds them.
-        if is_leaf(s) {
-            return None;
-        }
-        let n = self.mutate_stmt(s);
-        (!n.ptr_eq(s)).then_some(n)
-    }
+    crate::util::statements_only!();
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let StmtNode::Block(stmts) = s.node() else { return walk_mutate_nested(self, s) };

@@ -31,7 +31,7 @@ use kiln_ir::{
 };
 
 use crate::simplify::simplify_expr;
-use crate::util::{all_names, bound_names, free_names, has_nested, is_stable, mutable_names};
+use crate::util::{all_names, bound_names, free_names, is_stable, mutable_names};
 
 /// One reduced form `i * c + d` (`d` absent for plain `i * c`) and its variable.
 struct Induction {
@@ -167,28 +167,7 @@ impl IvReduce {
 }
 
 impl Mutator for IvReduce {
-    // Statements only: expressions hold no statements, and walking every one of them to
-    // rebuild nothing was much of this pass's time.
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        e.clone()
-    }
-
-    fn mutate_expr_changed(&mut self, _: &Expr) -> Option<Expr> {
-        None
-    }
-
-    fn mutate_var_changed(&mut self, _: &Var) -> Option<Var> {
-        None
-    }
-
-    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
-        // Only loops change, and blocks around them.
-        if !has_nested(s) {
-            return None;
-        }
-        let n = self.mutate_stmt(s);
-        (!n.ptr_eq(s)).then_some(n)
-    }
+    crate::util::statements_only!();
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         if let StmtNode::Block(stmts) = s.node() {
