@@ -210,6 +210,11 @@ struct Replace<'a> {
     stable: Vec<(bool, bool)>,
     /// Whether `to` is stable.
     to_stable: bool,
+    /// Whether `from` is stable (as [`count_expr`] decides it).
+    from_stable: bool,
+    /// The occurrences of `from` replaced so far: their counts in `counts` are taken away
+    /// once, after the walk ([`Replace::uncount`]), instead of walking `from` again for each.
+    hits: usize,
 }
 
 impl Replace<'_> {
@@ -294,15 +299,31 @@ impl Mutator for Replace<'_> {
 }
 
 impl Replace<'_> {
+    /// Takes the replaced occurrences of `from` out of `counts`, as [`count_expr`] removing
+    /// each one would: the counts of `from`'s subexpressions are found once and taken away
+    /// times the occurrences (nothing reads `counts` during the walk, and removals never
+    /// add or drop a key, so the map ends as it would have).
+    fn uncount(&mut self) {
+        let Some(c) = self.counts.as_deref_mut().filter(|_| self.hits > 0) else { return };
+        let mut own = ExprMap::new();
+        count_expr(self.from, &mut own, true, self.mutable);
+        for (e, n) in own {
+            if let Some(x) = c.get_mut(&e) {
+                *x = x.saturating_sub(n * self.hits);
+            }
+        }
+        self.hits = 0;
+    }
+
     /// [`Mutator::mutate_expr`] for an `e` that [`Replace::passes_over`] did not pass over:
     /// `from` itself, or a deeper node that may hold it.
     fn mutate_replaced(&mut self, e: &Expr) -> Expr {
         let track = self.counts.is_some();
         if self.left != Some(0) && e.depth() == self.from.depth() && e == self.from {
             self.left = self.left.map(|n| n.saturating_sub(1));
-            if let Some(c) = self.counts.as_deref_mut() {
-                let st = count_expr(e, c, false, self.mutable);
-                self.stable.push((st, self.to_stable));
+            if self.counts.is_some() {
+                self.hits += 1;
+                self.stable.push((self.from_stable, self.to_stable));
             }
             return self.to.clone();
         }
@@ -600,6 +621,8 @@ impl Repeats {
             counter: stable.then_some(&mut self.counter),
             stable: Vec::new(),
             to_stable: is_stable(&to, &self.mutable),
+            from_stable: is_stable(e, &self.mutable),
+            hits: 0,
         };
         for (t, &idle) in out[from..end].iter_mut().zip(&idle[from..end]) {
             if r.left == Some(0) {
@@ -612,6 +635,7 @@ impl Repeats {
             r.depth = 0;
             *t = r.mutate_stmt(t);
         }
+        r.uncount();
         let binding = Stmt::let_(&var, e.clone());
         if let Some(l) = later.as_mut() {
             count_stmt(&binding, l, true, &self.mutable);

@@ -158,3 +158,46 @@ fn nested_blocks_keep_their_bindings() {
     let m = kiln_ir::parse_module(src).expect("parses");
     assert_eq!(crate::cse::cse(&m.kernels[0]).to_string(), want);
 }
+
+/// A stable binding keeps the block's counts ([`Repeats::bind`]'s `later`) what counting
+/// the rewritten block again gives (zero counts aside): the replaced occurrences' counts
+/// are taken away once per binding, times the occurrences, as one by one.
+#[test]
+fn binding_keeps_the_counts_of_the_block() {
+    let mut bound = 0;
+    for (_, k) in crate::util::repository_kernels() {
+        let mutable = Mutable::of(k.body());
+        for s in crate::util::all_stmts(k.body()) {
+            let StmtNode::Block(stmts) = s.node() else { continue };
+            let mut whole = ExprMap::new();
+            count_stmt(&s, &mut whole, true, &mutable);
+            // The values that occur more than once, largest first (as the pass binds them).
+            let mut values: Vec<Expr> =
+                whole.iter().filter(|(_, &n)| n > 1).map(|(e, _)| e.clone()).collect();
+            values.sort_by_key(|e| std::cmp::Reverse(e.depth()));
+            for e in values.iter().take(3) {
+                let mut r = Repeats {
+                    mutable: mutable.clone(),
+                    names: None,
+                    kernel: k.clone(),
+                    next: 0,
+                    counter: fresh(),
+                };
+                let mut out = stmts.clone();
+                let mut idle = vec![false; out.len()];
+                let mut later = Some(whole.clone());
+                r.bind(&mut out, 0, 0, 0, e, true, &mut later, &mut idle);
+                let mut got = later.unwrap();
+                got.retain(|_, c| *c > 0);
+                let mut want = ExprMap::new();
+                for t in &out {
+                    count_stmt(t, &mut want, true, &mutable);
+                }
+                want.retain(|_, c| *c > 0);
+                assert_eq!(got, want, "binding {e} in {s}");
+                bound += 1;
+            }
+        }
+    }
+    assert!(bound > 20, "{bound} bindings");
+}
