@@ -278,9 +278,9 @@ pub fn walk_mutate_expr<M: Mutator + ?Sized>(m: &mut M, e: &Expr) -> Expr {
     e.rebuild(node)
 }
 
-/// An `if`'s new `else` branch: `new` is `Some` exactly where `old` is (its rewrite, `None`
-/// where unchanged).
-fn or_same_opt(new: Option<Option<Stmt>>, old: &Option<Stmt>) -> Option<Stmt> {
+/// An optional part's new value (an `if`'s `else` branch, a call's result): `new` is `Some`
+/// exactly where `old` is (its rewrite, `None` where unchanged).
+fn or_same_opt<T: Clone>(new: Option<Option<T>>, old: &Option<T>) -> Option<T> {
     match (new, old) {
         (Some(n), Some(o)) => Some(or_same(n, o)),
         _ => None,
@@ -397,10 +397,7 @@ pub fn walk_mutate_stmt_changed<M: Mutator + ?Sized>(m: &mut M, s: &Stmt) -> Opt
             if nr.as_ref().is_none_or(Option::is_none) && nargs.iter().all(Option::is_none) {
                 return None;
             }
-            let result = match (nr, result) {
-                (Some(n), Some(r)) => Some(or_same(n, r)),
-                _ => None,
-            };
+            let result = or_same_opt(nr, result);
             let args = nargs.into_iter().zip(args).map(|(n, o)| or_same(n, o)).collect();
             StmtNode::Call { result, func: func.clone(), args }
         }

@@ -27,7 +27,7 @@ use kiln_ir::{
 use kiln_ir::{StmtNode, Visitor};
 use smallvec::SmallVec;
 
-use crate::util::{expr_ref, has_nested, is_stable, stmt_ref, Mutable, Subst};
+use crate::util::{expr_ref, is_stable, stmt_ref, Mutable, Subst};
 
 /// Deepest value inlined into its uses.
 const MAX_INLINE_DEPTH: usize = MAX_EXPR_DEPTH / 2;
@@ -439,20 +439,7 @@ impl Mutator for SubstIn<'_> {
 }
 
 impl Mutator for LetOpt {
-    // Statements only: expressions hold no statements, and walking every one of them to
-    // rebuild nothing was much of this pass's time.
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        e.clone()
-    }
-
-    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
-        // Only blocks change, and what holds them.
-        if !has_nested(s) {
-            return None;
-        }
-        let n = self.mutate_stmt(s);
-        (!n.ptr_eq(s)).then_some(n)
-    }
+    crate::util::statements_only!();
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_nested(self, s);

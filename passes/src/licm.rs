@@ -6,7 +6,7 @@
 use hashbrown::HashMap;
 use kiln_ir::{walk_mutate_nested, Expr, Kernel, Mutator, Stmt, StmtNode};
 
-use crate::util::{bound_names, expr_ref, has_nested, is_stable, Mutable};
+use crate::util::{bound_names, expr_ref, is_stable, Mutable};
 
 /// True if `e` refers to a name in `names` (as [`crate::util::free_names`] lists them),
 /// found without making a set of its names for every `let` of every loop.
@@ -20,20 +20,7 @@ struct Licm {
 }
 
 impl Mutator for Licm {
-    // Statements only: expressions hold no statements, and walking every one of them to
-    // rebuild nothing was much of this pass's time.
-    fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        e.clone()
-    }
-
-    fn mutate_stmt_changed(&mut self, s: &Stmt) -> Option<Stmt> {
-        // Only loops change, and what holds them.
-        if !has_nested(s) {
-            return None;
-        }
-        let n = self.mutate_stmt(s);
-        (!n.ptr_eq(s)).then_some(n)
-    }
+    crate::util::statements_only!();
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_nested(self, s);

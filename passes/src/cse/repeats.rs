@@ -159,15 +159,11 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
     nodes.iter().enumerate().any(|(i, a)| nodes[i + 1..].iter().any(|b| a == b))
 }
 
-/// True if `e` occurs in `x` (or is `x`).
+/// True if `e` occurs in `x` (or is `x`), passing over the subtrees too shallow to hold it
+/// (equal expressions are equally deep).
 fn contains(x: &Expr, e: &Expr) -> bool {
-    x == e || operands(x).any(|c| contains(c, e))
-}
-
-/// [`contains`], passing over the subtrees too shallow to hold `e`.
-fn occurs_in(x: &Expr, e: &Expr) -> bool {
     let d = e.depth();
-    x.depth() > d && operands(x).any(|c| occurs_in(c, e)) || x.depth() == d && x == e
+    x.depth() > d && operands(x).any(|c| contains(c, e)) || x.depth() == d && x == e
 }
 
 /// The operands that may fail and that statement `s` evaluates before its first occurrence
@@ -274,10 +270,7 @@ impl Mutator for Replace<'_> {
     }
 
     fn mutate_expr(&mut self, e: &Expr) -> Expr {
-        if self.passes_over(e) {
-            return e.clone();
-        }
-        self.mutate_replaced(e)
+        self.mutate_expr_changed(e).unwrap_or_else(|| e.clone())
     }
 
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
@@ -506,7 +499,7 @@ impl Counter {
         }
         if is_leaf(s) {
             // Every occurrence of a stable node is stable, and counted.
-            return own_exprs(s).iter().any(|x| occurs_in(x, e));
+            return own_exprs(s).iter().any(|x| contains(x, e));
         }
         self.of(s, mutable).get(e).is_some_and(|&n| n > 0)
     }

@@ -19,8 +19,8 @@
 use kiln_ir::{BinOp, Expr, ExprNode, Mutator, Scalar, UnOp, Var};
 use smallvec::SmallVec;
 
-use super::expr_cost;
 use super::lang::is_operator;
+use super::{expr_cost, is_leaf};
 
 /// Regions with more atoms are left alone (this bounds the size of one rebuilt sum, and the
 /// scans that merge atoms).
@@ -308,11 +308,6 @@ pub fn constant_difference(a: &Expr, b: &Expr) -> Option<i128> {
 }
 
 struct Normalize;
-
-/// A leaf, which normalizing leaves as it is.
-fn is_leaf(e: &Expr) -> bool {
-    matches!(e.node(), ExprNode::Imm(_) | ExprNode::Var(_) | ExprNode::Builtin { .. })
-}
 
 impl Mutator for Normalize {
     fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {

@@ -421,6 +421,7 @@ impl V {
                 Some(m) => Src::Mem(m),
                 None => {
                     let t = self.buf_of(buf, e.ty())?;
+                    let b = self.element_base(t)?;
                     if self.regions.is_some() {
                         // Region code streams its groups' `x[global_id(0)]` with a few
                         // hundred instructions per group between the loads: too few
@@ -428,10 +429,10 @@ impl V {
                         // 2^24 elements read 6 GB/s on one core), so the lines a few groups
                         // ahead are asked for now. A prefetch never faults, past the end
                         // of a buffer included, and changes no value.
-                        let b = self.element_base(t)?;
                         self.a.prefetcht0(byte_ptr(b + rbx * 4 + PREFETCH_AHEAD))?;
                     }
-                    Src::Mem(self.element(t)?)
+                    // (What `element` addresses, from the base loaded once.)
+                    Src::Mem(ymmword_ptr(b + rbx * 4))
                 }
             },
             ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => Src::Reg(GID),

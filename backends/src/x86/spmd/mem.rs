@@ -374,15 +374,11 @@ impl V {
     /// else from `rax` ([`V::lane0_to_eax`]); `None` (no code) for other indices.
     /// (The operand has no size: the caller gives it the access's.)
     fn lane0_operand(&mut self, index: &Expr, t: u32) -> R<Option<AsmMemoryOperand>> {
-        if !self.proven_certain(index, t) {
-            return Ok(None);
-        }
-        // (Proven: every lane's index is below 2^31; the displacement must fit 32 bits.)
-        if let Some(k) = self.known_lane0(index).filter(|k| u64::from(*k) * 4 <= i32::MAX as u64) {
+        if let Some(k) = self.const_disp(index, t) {
             let base = self.base(t)?;
-            return Ok(Some(base + (k as i32) * 4));
+            return Ok(Some(base + k));
         }
-        if !self.lane0_to_eax(index, t)? {
+        if !self.proven_certain(index, t) || !self.lane0_to_eax(index, t)? {
             return Ok(None);
         }
         let base = self.base(t)?;
@@ -395,6 +391,7 @@ impl V {
         if !self.proven_certain(index, t) {
             return None;
         }
+        // (Proven: every lane's index is below 2^31; the displacement must fit 32 bits.)
         let k = self.known_lane0(index).filter(|k| u64::from(*k) * 4 <= i32::MAX as u64)?;
         Some(k as i32 * 4)
     }
