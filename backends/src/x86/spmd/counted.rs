@@ -34,7 +34,16 @@ use kiln_ir::{
 use kiln_passes::util::count_uses;
 
 use super::mem::index_max;
+use super::V;
 use crate::x86::sums::{binds, count_stmts, sum_on};
+
+impl V {
+    /// True while generating a counting program: the only code generated with buffer
+    /// lengths known ([`super::generate`]'s `known`, `hist`'s `L` bins).
+    pub(super) fn counting(&self) -> bool {
+        !self.known.is_empty()
+    }
+}
 
 /// A kernel that counts straight into a buffer (see the module docs): the rewritten kernel
 /// and when it may run instead.

@@ -422,13 +422,15 @@ impl V {
                 None => {
                     let t = self.buf_of(buf, e.ty())?;
                     let b = self.element_base(t)?;
-                    if self.regions.is_some() {
+                    if self.regions.is_some() || self.counting() {
                         // Region code streams its groups' `x[global_id(0)]` with a few
                         // hundred instructions per group between the loads: too few
                         // groups' loads in flight for the memory's latency (a reduction at
                         // 2^24 elements read 6 GB/s on one core), so the lines a few groups
                         // ahead are asked for now. A prefetch never faults, past the end
-                        // of a buffer included, and changes no value.
+                        // of a buffer included, and changes no value. The counting program
+                        // (`counted.rs`) is in the same case: eight read-modify-writes a
+                        // batch fill the store buffer long before the loads' lines arrive.
                         self.a.prefetcht0(byte_ptr(b + rbx * 4 + PREFETCH_AHEAD))?;
                     }
                     // (What `element` addresses, from the base loaded once.)
