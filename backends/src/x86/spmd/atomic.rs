@@ -177,14 +177,26 @@ impl V {
             self.a.vmovups(ymmword_ptr(r15 + o_val), ymm0)?;
             value_done = true;
         }
+        // The index computed last (the value an immediate): still in `ymm0` below.
+        let index_last = imm.is_some() && !vector;
         for (e, off) in operands {
             if off == o_val && (imm.is_some() && !vector || value_done) {
                 continue;
             }
             self.expr_top(e, 0)?;
-            self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+            if !(index_last && off == o_idx) {
+                self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
+            }
         }
         let checked = self.needs_check(index, t);
+        // A counting program's counts at unchecked indices with every lane active take
+        // their indices from `ymm0` (the lanes below extract them), where the slot's
+        // store and its load back would only lengthen the batch's chain.
+        let index_reg =
+            index_last && self.mask.is_none() && self.fresh() && !checked && self.counting();
+        if index_last && !index_reg {
+            self.a.vmovups(ymmword_ptr(r15 + o_idx), ymm0)?;
+        }
         if checked {
             self.a.vmovups(ymm1, ymmword_ptr(r15 + o_idx))?;
         }
@@ -205,6 +217,7 @@ impl V {
             o: [o_idx, o_cmp, o_val, o_mask, o_res],
             result: result.is_some(),
             imm,
+            index_reg,
         };
         // Eight distinct elements side by side (a contiguous index), every lane active, an
         // integer operation whose result no one reads (`vector`): one vector
@@ -332,6 +345,7 @@ impl V {
                 o: [o_idx, o_idx, o_val, o_mask, o_idx],
                 result: false,
                 imm: None,
+                index_reg: false,
             };
             self.atomic_lanes(&lanes, true, true)?;
             self.bind(&mut done)?;
@@ -351,6 +365,9 @@ struct Lanes {
     result: bool,
     /// The value when it is a constant (`atomic_add(bins, b, 1)`): an immediate operand.
     imm: Option<i32>,
+    /// The indices are in `ymm0`, not in their slot (every lane active, see
+    /// [`V::atomic`]).
+    index_reg: bool,
 }
 
 impl V {
@@ -380,9 +397,15 @@ impl V {
         // indices from registers. Read back one by one from the slot just stored, each
         // load waits for the 32-byte store (a store forwards to a load of its own size).
         let extract = full && matches!(op, AtomicOp::Add | AtomicOp::Sub) && !x.float && !x.result;
+        let (low, wide) = if x.index_reg { (xmm0, ymm0) } else { (xmm1, ymm1) };
+        if x.index_reg && !(extract && full) {
+            return no("internal: lane indices in a register without their extraction");
+        }
         if extract {
-            self.a.vmovdqu(ymm1, ymmword_ptr(r15 + o_idx))?;
-            self.a.vextracti128(xmm2, ymm1, 1)?;
+            if !x.index_reg {
+                self.a.vmovdqu(ymm1, ymmword_ptr(r15 + o_idx))?;
+            }
+            self.a.vextracti128(xmm2, wide, 1)?;
         }
         for lane in 0..8 {
             let l = 4 * lane;
@@ -394,7 +417,7 @@ impl V {
             }
             // In bounds, so below 2^31: sign or zero extension alike.
             if extract {
-                let (x, k) = if lane < 4 { (xmm1, lane) } else { (xmm2, lane - 4) };
+                let (x, k) = if lane < 4 { (low, lane) } else { (xmm2, lane - 4) };
                 match k {
                     0 => self.a.vmovd(r10d, x)?,
                     _ => self.a.vpextrd(r10d, x, k as u32)?,

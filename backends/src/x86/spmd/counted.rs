@@ -43,6 +43,25 @@ impl V {
     pub(super) fn counting(&self) -> bool {
         !self.known.is_empty()
     }
+
+    /// True if `k`'s lanes can fault or run long (see [`super::expr::needs_alive`]), where
+    /// an atomic on a buffer of known length at an index bounded below it is not checked
+    /// ([`V::needs_check`]) and so cannot fault: a counting program's counts need no alive
+    /// mask, which spares each batch its set-up and its end's test.
+    pub(super) fn needs_alive(&self, k: &Kernel) -> bool {
+        let names = super::expr::gid0_names(k.body().stmts());
+        let unchecked = |args: &[Expr]| {
+            let (Some(buf), Some(index)) = (args.first().and_then(Expr::as_var), args.get(1))
+            else {
+                return false;
+            };
+            let p = k.params().iter().position(|q| q == buf);
+            let len = self.known.iter().find(|(q, _)| Some(*q) == p).map(|(_, len)| *len);
+            matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32))
+                && matches!((len, index_max(index)), (Some(len), Some(m)) if m < u64::from(len))
+        };
+        super::expr::needs_alive_but(k.body().stmts(), &names, &unchecked)
+    }
 }
 
 /// A kernel that counts straight into a buffer (see the module docs): the rewritten kernel

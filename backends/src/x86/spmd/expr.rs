@@ -139,6 +139,16 @@ pub(super) fn has_checked_load(e: &Expr, names: &HashSet<String>) -> bool {
 /// True if the body has loops or accesses other than at exactly `global_id(0)`: lanes can
 /// fault or run long, so the code keeps the alive mask.
 pub(super) fn needs_alive(stmts: &[Stmt], names: &HashSet<String>) -> bool {
+    needs_alive_but(stmts, names, &|_| false)
+}
+
+/// [`needs_alive`], where an atomic whose arguments `unchecked` accepts (its index needs no
+/// check) and whose other operands cannot fault cannot fault either.
+pub(super) fn needs_alive_but(
+    stmts: &[Stmt],
+    names: &HashSet<String>,
+    unchecked: &dyn Fn(&[Expr]) -> bool,
+) -> bool {
     stmts.iter().any(|s| match s.node() {
         StmtNode::For { .. } | StmtNode::While { .. } => true,
         StmtNode::Store { index, value, .. } => {
@@ -151,12 +161,15 @@ pub(super) fn needs_alive(stmts: &[Stmt], names: &HashSet<String>) -> bool {
         | StmtNode::Assign { value: e, .. } => has_checked_load(e, names),
         StmtNode::If { cond, then, otherwise } => {
             has_checked_load(cond, names)
-                || needs_alive(then.stmts(), names)
-                || otherwise.as_ref().is_some_and(|o| needs_alive(o.stmts(), names))
+                || needs_alive_but(then.stmts(), names, unchecked)
+                || otherwise.as_ref().is_some_and(|o| needs_alive_but(o.stmts(), names, unchecked))
         }
-        StmtNode::Block(v) => needs_alive(v, names),
+        StmtNode::Block(v) => needs_alive_but(v, names, unchecked),
         // Atomics check their indices.
-        StmtNode::Call { func, .. } => matches!(func.kind(), kiln_ir::FuncKind::Atomic(_)),
+        StmtNode::Call { func, args, .. } => {
+            matches!(func.kind(), kiln_ir::FuncKind::Atomic(_))
+                && !(unchecked(args) && args.iter().all(|a| !has_checked_load(a, names)))
+        }
         _ => false,
     })
 }

@@ -170,8 +170,7 @@ fn generate_inner(
         v.free_gprs = BASES[v.bufs.len().min(BASES.len())..].to_vec();
     }
     // Private array accesses are always checked.
-    v.may_fault = expr::needs_alive(k.body().stmts(), &expr::gid0_names(k.body().stmts()))
-        || super::private::has_private(k.body());
+    v.may_fault = v.needs_alive(k) || super::private::has_private(k.body());
     v.alive = v.slot();
     v.tmp_i = v.slot();
     v.tmp_v = v.slot();
