@@ -161,6 +161,19 @@ fn histograms_count_straight_into_the_buffer_exactly() {
     let cases: Vec<(&str, String, &str, &str, bool)> = vec![
         ("u32", add.into(), "", "", true),
         ("i32", format!("{add} {sub}"), "", "", true),
+        // Other forms of index and constant amounts (their indices from registers), a
+        // count whose index can fault (an alive mask kept), counts in a loop.
+        ("i32", "atomic_sub(bins, data[i] >> 24u32, 1 as ELEM);".into(), "", "", true),
+        ("u32", "atomic_add(bins, data[i] % 16u32, 3 as ELEM);".into(), "", "", true),
+        ("u32", "atomic_add(bins, data[(i * 7u32) % 1024u32] & 63u32, 1 as ELEM);".into(), "", "", true),
+        (
+            "i32",
+            "for j: u32 in 0u32 .. 3u32 { atomic_add(bins, (data[i] >> (8u32 * j)) & 255u32, 1 as ELEM); }"
+                .into(),
+            "",
+            "",
+            true,
+        ),
         // The bins read or written elsewhere, a result used, a float, another use of
         // `hist`, an index not bounded below the bins' count, a third barrier, another
         // kind of atomic, a statement before the first barrier that can fault: as written.
@@ -220,6 +233,30 @@ fn histograms_count_straight_into_the_buffer_exactly() {
         let short = [u(&data[..700]), buf(&start), buf(&data)];
         x86_common::three_ways(&k, &NdRange::new(&[n]).with_local(&[256]), &args, &short);
     }
+}
+
+/// The counting program's listing: its loads of `data` prefetched ahead, its counts'
+/// indices extracted from the register they were computed in (not stored and loaded back)
+/// in the batches with every lane active,
+/// and no alive mask where no count can fault (an index from a load at another index than
+/// `global_id(0)` can: that program keeps it).
+#[test]
+fn counting_program_streams_its_counts() {
+    if !x86_common::avx2() {
+        return kiln_ir::testing::skip("the counting program needs AVX2, which this CPU lacks");
+    }
+    let listing = |count: &str| {
+        let k = kernel(&bins_kernel("u32", count, "", ""));
+        let p = compile(&k, &X86Options::default()).unwrap();
+        p.counting().expect("a counting program").0.disassemble()
+    };
+    let alive = |l: &str| l.lines().any(|x| x.contains("mov dword ptr [r15+") && x.ends_with(",8"));
+    let l = listing("atomic_add(bins, data[i] & 255u32, 1u32);");
+    assert!(l.contains("prefetcht0 [") && l.contains("vextracti128 xmm2,ymm0,1"), "{l}");
+    // (Loaded back once: in the batch that `i < n` cuts, where the lanes are tested.)
+    assert!(l.matches("vmovdqu ymm1,[r15").count() == 1 && !alive(&l), "{l}");
+    let l = listing("atomic_add(bins, data[(i * 7u32) % 1024u32] & 255u32, 1u32);");
+    assert!(alive(&l), "{l}");
 }
 
 proptest::proptest! {
