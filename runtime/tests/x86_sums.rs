@@ -233,6 +233,13 @@ fn histograms_count_straight_into_the_buffer_exactly() {
         let short = [u(&data[..700]), buf(&start), buf(&data)];
         x86_common::three_ways(&k, &NdRange::new(&[n]).with_local(&[256]), &args, &short);
     }
+    // `hist` is `data` (its first groups' counts read what the add-backs wrote, and no
+    // count may write what a later count reads): the kernel as written.
+    let k = kernel(&bins_kernel("u32", add.replace("ELEM", "u32").as_str(), "", ""));
+    let args = [Arg::Buffer(0), Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+    let bufs = [u(&data), u(&data)];
+    x86_common::three_ways(&k, &NdRange::new(&[n]).with_local(&[256]), &args, &bufs);
+    agree(&bins_kernel("u32", add.replace("ELEM", "u32").as_str(), "", ""), n, 256, &args, &bufs);
 }
 
 /// The counting program's listing: its loads of `data` prefetched ahead, its counts'

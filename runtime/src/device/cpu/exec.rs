@@ -407,6 +407,16 @@ impl<'a> Exec<'a> {
             Arg::Range { buffer, len, .. } => buffers.get(*buffer).map(|_| *len)?,
             _ => return None,
         };
+        // Another argument bound to the same buffer could read what the counts write,
+        // which the bins kept out of the buffer until the add-back: the kernel as written.
+        let own = args[param].buffer();
+        if args
+            .iter()
+            .enumerate()
+            .any(|(i, a)| i != param && a.buffer().is_some() && a.buffer() == own)
+        {
+            return None;
+        }
         (launch.local == [bins, 1, 1] && len >= bins as usize).then_some(program)
     }
 
