@@ -165,6 +165,9 @@ fn histograms_count_straight_into_the_buffer_exactly() {
         // count whose index can fault (an alive mask kept), counts in a loop.
         ("i32", "atomic_sub(bins, data[i] >> 24u32, 1 as ELEM);".into(), "", "", true),
         ("u32", "atomic_add(bins, data[i] % 16u32, 3 as ELEM);".into(), "", "", true),
+        ("i32", "atomic_add(bins, (data[i] >> 16u32) & 255u32, 1 as ELEM);".into(), "", "", true),
+        ("u32", "atomic_sub(bins, (data[i] * 2654435761u32) >> 24u32, 2 as ELEM);".into(), "", "", true),
+        ("u32", "atomic_add(bins, (data[i] ^ i) & 255u32, 1 as ELEM);".into(), "", "", true),
         ("u32", "atomic_add(bins, data[(i * 7u32) % 1024u32] & 63u32, 1 as ELEM);".into(), "", "", true),
         (
             "i32",
@@ -242,6 +245,66 @@ fn histograms_count_straight_into_the_buffer_exactly() {
     agree(&bins_kernel("u32", add.replace("ELEM", "u32").as_str(), "", ""), n, 256, &args, &bufs);
 }
 
+/// Counting programs whose indices each lane computes from 8/16-bit data (`counted.rs`,
+/// `V::lane_index`): the interpreter's buffers and errors, one to four threads.
+#[test]
+fn narrow_data_counts_straight_into_the_buffer_exactly() {
+    let n: u32 = 20 * 256;
+    let words: Vec<u32> = (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) ^ (i >> 3)).collect();
+    for (ty, index) in [
+        ("u8", "data[i] as u32"),
+        ("i8", "(data[i] as u32) & 255u32"),
+        ("u16", "(data[i] as u32) & 255u32"),
+        ("i16", "((data[i] as i32) >> 3i32) & 127i32"),
+    ] {
+        let src = format!(
+            "kernel k(data: ptr<global, {ty}>, hist: ptr<global, u32>, n: u32) {{
+               local bins: u32[256];
+               let lid: u32 = local_id(0);
+               bins[lid] = 0u32;
+               barrier(local);
+               let i: u32 = global_id(0);
+               if i < n {{ atomic_add(bins, {index}, 1u32); }}
+               barrier(local);
+               atomic_add(hist, lid, bins[lid]);
+             }}"
+        );
+        let k = kernel(&src);
+        let data = |len: usize| -> Buffer {
+            let w = &words[..len];
+            match ty {
+                "u8" => Buffer::from_slice(&w.iter().map(|&x| x as u8).collect::<Vec<_>>()),
+                "i8" => Buffer::from_slice(&w.iter().map(|&x| x as i8).collect::<Vec<_>>()),
+                "u16" => Buffer::from_slice(&w.iter().map(|&x| x as u16).collect::<Vec<_>>()),
+                _ => Buffer::from_slice(&w.iter().map(|&x| x as i16).collect::<Vec<_>>()),
+            }
+        };
+        if x86_common::avx2() {
+            let p = compile(&k, &X86Options::default()).unwrap();
+            assert_eq!(p.counts_into(), Some(1), "{src}");
+            let l = p.counting().unwrap().0.disassemble();
+            assert!(
+                l.contains(if ty.len() == 2 {
+                    "byte ptr [rcx+rbx+7]"
+                } else {
+                    "word ptr [rcx+rbx*2+0Eh]"
+                }),
+                "{l}"
+            );
+        }
+        let hist = Buffer::from_slice(&(0..256u32).map(|x| x * 7).collect::<Vec<_>>());
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n - 37)];
+        let r = NdRange::new(&[n]).with_local(&[256]);
+        for len in [n as usize, 700] {
+            let bufs = [data(len), hist.clone()];
+            x86_common::three_ways(&k, &r, &args, &bufs);
+            if len == n as usize {
+                agree(&src, n, 256, &args, &bufs);
+            }
+        }
+    }
+}
+
 /// The counting program's listing: its loads of `data` prefetched ahead, its counts'
 /// indices extracted from the register they were computed in (not stored and loaded back)
 /// in the batches with every lane active,
@@ -258,7 +321,12 @@ fn counting_program_streams_its_counts() {
         p.counting().expect("a counting program").0.disassemble()
     };
     let alive = |l: &str| l.lines().any(|x| x.contains("mov dword ptr [r15+") && x.ends_with(",8"));
+    // A byte of each lane's element: one load per lane in the batches with every lane
+    // active (prefetched there too), the vector load where `i < n` cuts the batch.
     let l = listing("atomic_add(bins, data[i] & 255u32, 1u32);");
+    assert!(l.contains("movzx r10d,byte ptr [rcx+rbx*4+1Ch]"), "{l}");
+    assert_eq!(l.matches("prefetcht0 [").count(), 2, "{l}");
+    let l = listing("atomic_add(bins, (data[i] ^ i) & 255u32, 1u32);");
     assert!(l.contains("prefetcht0 [") && l.contains("vextracti128 xmm2,ymm0,1"), "{l}");
     // (Loaded back once: in the batch that `i < n` cuts, where the lanes are tested.)
     assert!(l.matches("vmovdqu ymm1,[r15").count() == 1 && !alive(&l), "{l}");

@@ -179,8 +179,23 @@ impl V {
         }
         // The index computed last (the value an immediate): still in `ymm0` below.
         let index_last = imm.is_some() && !vector;
+        // A counting program's counts at unchecked indices with every lane active take
+        // their indices from registers (the lanes below extract them), where the slot's
+        // store and its load back would only lengthen the batch's chain; indices of loads
+        // at `global_id(0)` through operations with constants are computed by each lane
+        // (`counted.rs`), not in a vector. (Nothing the lanes load is counted into: the
+        // counted buffer is no other parameter's.)
+        let in_reg = index_last
+            && self.counting()
+            && self.mask.is_none()
+            && self.fresh()
+            && !self.needs_check(index, t);
+        let lane_index = (in_reg && self.lane_form(index)).then(|| index.clone());
         for (e, off) in operands {
             if off == o_val && (imm.is_some() && !vector || value_done) {
+                continue;
+            }
+            if off == o_idx && lane_index.is_some() {
                 continue;
             }
             self.expr_top(e, 0)?;
@@ -188,12 +203,12 @@ impl V {
                 self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
             }
         }
+        if let Some(e) = &lane_index {
+            self.prefetch_lanes(e)?;
+        }
         let checked = self.needs_check(index, t);
-        // A counting program's counts at unchecked indices with every lane active take
-        // their indices from `ymm0` (the lanes below extract them), where the slot's
-        // store and its load back would only lengthen the batch's chain.
-        let index_reg =
-            index_last && self.mask.is_none() && self.fresh() && !checked && self.counting();
+        // (The index's evaluation, with no check in it, cannot have made `fresh` false.)
+        let index_reg = in_reg && self.fresh();
         if index_last && !index_reg {
             self.a.vmovups(ymmword_ptr(r15 + o_idx), ymm0)?;
         }
@@ -218,6 +233,7 @@ impl V {
             result: result.is_some(),
             imm,
             index_reg,
+            lane_index,
         };
         // Eight distinct elements side by side (a contiguous index), every lane active, an
         // integer operation whose result no one reads (`vector`): one vector
@@ -346,6 +362,7 @@ impl V {
                 result: false,
                 imm: None,
                 index_reg: false,
+                lane_index: None,
             };
             self.atomic_lanes(&lanes, true, true)?;
             self.bind(&mut done)?;
@@ -368,6 +385,8 @@ struct Lanes {
     /// The indices are in `ymm0`, not in their slot (every lane active, see
     /// [`V::atomic`]).
     index_reg: bool,
+    /// The index, computed by each lane ([`V::lane_index`]) instead (with `index_reg`).
+    lane_index: Option<Expr>,
 }
 
 impl V {
@@ -401,7 +420,7 @@ impl V {
         if x.index_reg && !(extract && full) {
             return no("internal: lane indices in a register without their extraction");
         }
-        if extract {
+        if extract && x.lane_index.is_none() {
             if !x.index_reg {
                 self.a.vmovdqu(ymm1, ymmword_ptr(r15 + o_idx))?;
             }
@@ -416,7 +435,9 @@ impl V {
                 self.a.je(skip)?;
             }
             // In bounds, so below 2^31: sign or zero extension alike.
-            if extract {
+            if let Some(e) = &x.lane_index {
+                self.lane_index(e, lane as i32)?;
+            } else if extract {
                 let (x, k) = if lane < 4 { (low, lane) } else { (xmm2, lane - 4) };
                 match k {
                     0 => self.a.vmovd(r10d, x)?,

@@ -33,8 +33,11 @@ use kiln_ir::{
 };
 use kiln_passes::util::count_uses;
 
+use iced_x86::code_asm::*;
+use kiln_ir::BinOp;
+
 use super::mem::index_max;
-use super::V;
+use super::{Kind, R, V};
 use crate::x86::sums::{binds, count_stmts, sum_on};
 
 impl V {
@@ -61,6 +64,160 @@ impl V {
                 && matches!((len, index_max(index)), (Some(len), Some(m)) if m < u64::from(len))
         };
         super::expr::needs_alive_but(k.body().stmts(), &names, &unchecked)
+    }
+
+    /// True if each lane of `e`, a count's index, can be computed by scalar code
+    /// ([`V::lane_index`]): loads of buffer elements at `global_id(0)` (32-bit, or 8/16-bit
+    /// ones cast), through integer operations with a constant (`& 255`, `>> 24`, `% 16`,
+    /// `* c`, ...). Such an index needs neither a vector nor eight extractions: a load per
+    /// lane (`movzx r10d, byte [...]` for `x & 255` of a 32-bit `x`), which takes a load
+    /// port instead of the two operations of a `vpextrd`.
+    pub(super) fn lane_form(&self, e: &Expr) -> bool {
+        if !matches!(e.ty(), Type::U32 | Type::I32) {
+            return false;
+        }
+        match e.node() {
+            ExprNode::Load { .. } => self.lane_load(e).is_some(),
+            ExprNode::Cast { a, .. } => match a.ty() {
+                Type::U32 | Type::I32 => self.lane_form(a),
+                _ => self.lane_load(a).is_some(),
+            },
+            ExprNode::Binary { op, a, b } => match with_constant(*op, a, b) {
+                Some((x, c)) => {
+                    let pow2 = e.ty() == Type::U32 && c.is_power_of_two();
+                    (*op != BinOp::Rem || pow2) && self.lane_form(x)
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// A load of a buffer's element at the batch's `global_id(0)`, which the batch reads
+    /// unchecked (the driver checks the span): its table, element size and signedness.
+    fn lane_load(&self, e: &Expr) -> Option<(u32, i32, bool)> {
+        let ExprNode::Load { buf, index } = e.node() else { return None };
+        if self.kind(index) != Kind::Gid0 || self.blocking.is_some() {
+            return None;
+        }
+        let t = self.buf(buf)?;
+        self.mems.get(self.mem_of(t) as usize)?.param?;
+        match e.ty().scalar()? {
+            Scalar::U32 | Scalar::I32 => Some((t, 4, false)),
+            Scalar::U16 => Some((t, 2, false)),
+            Scalar::I16 => Some((t, 2, true)),
+            Scalar::U8 => Some((t, 1, false)),
+            Scalar::I8 => Some((t, 1, true)),
+            _ => None,
+        }
+    }
+
+    /// Prefetches ahead what the loads of `e` ([`V::lane_form`]) stream, as the vector
+    /// load would have (`expr.rs`, `PREFETCH_AHEAD`).
+    pub(super) fn prefetch_lanes(&mut self, e: &Expr) -> R<()> {
+        let mut x = e;
+        loop {
+            match x.node() {
+                ExprNode::Cast { a, .. } => x = a,
+                ExprNode::Binary { op, a, b } => match with_constant(*op, a, b) {
+                    Some((y, _)) => x = y,
+                    None => return Ok(()),
+                },
+                _ => break,
+            }
+        }
+        if let Some((t, size, _)) = self.lane_load(x) {
+            let b = self.element_base(t)?;
+            let ahead = super::expr::PREFETCH_AHEAD;
+            self.a.prefetcht0(byte_ptr(b + rbx * size + ahead))?;
+        }
+        Ok(())
+    }
+
+    /// Lane `lane`'s value of `e` ([`V::lane_form`]) into `r10d`, with the interpreter's
+    /// 32-bit wrapping operations (shift counts modulo 32).
+    pub(super) fn lane_index(&mut self, e: &Expr, lane: i32) -> R<()> {
+        // A byte or word of a 32-bit element, loaded alone.
+        if let ExprNode::Binary { op, a, b } = e.node() {
+            let part = with_constant(*op, a, b).and_then(|(x, c)| Some((self.lane_load(x)?, c)));
+            if let Some(((t, 4, _), c)) = part {
+                let signed = e.ty() == Type::I32;
+                let part = match (op, c) {
+                    (BinOp::And, 0xff) => Some((0, 1, false)),
+                    (BinOp::And, 0xffff) => Some((0, 2, false)),
+                    (BinOp::Shr, 24) => Some((3, 1, signed)),
+                    (BinOp::Shr, 16) => Some((2, 2, signed)),
+                    _ => None,
+                };
+                if let Some((off, size, sx)) = part {
+                    let b = self.element_base(t)?;
+                    let at = b + rbx * 4 + (4 * lane + off);
+                    match (size, sx) {
+                        (1, false) => self.a.movzx(r10d, byte_ptr(at))?,
+                        (1, true) => self.a.movsx(r10d, byte_ptr(at))?,
+                        (_, false) => self.a.movzx(r10d, word_ptr(at))?,
+                        (_, true) => self.a.movsx(r10d, word_ptr(at))?,
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        match e.node() {
+            ExprNode::Load { .. } => {
+                let Some((t, size, signed)) = self.lane_load(e) else {
+                    return super::no(format!("internal: `{e}` is no lane load"));
+                };
+                let b = self.element_base(t)?;
+                match (size, signed) {
+                    (4, _) => self.a.mov(r10d, dword_ptr(b + rbx * 4 + 4 * lane))?,
+                    (2, false) => self.a.movzx(r10d, word_ptr(b + rbx * 2 + 2 * lane))?,
+                    (2, true) => self.a.movsx(r10d, word_ptr(b + rbx * 2 + 2 * lane))?,
+                    (_, false) => self.a.movzx(r10d, byte_ptr(b + rbx + lane))?,
+                    (_, true) => self.a.movsx(r10d, byte_ptr(b + rbx + lane))?,
+                }
+            }
+            // (32-bit to 32-bit: the same bits; from 8/16 bits: extended as loaded.)
+            ExprNode::Cast { a, .. } => self.lane_index(a, lane)?,
+            ExprNode::Binary { op, a, b } => {
+                let Some((x, c)) = with_constant(*op, a, b) else {
+                    return super::no(format!("internal: `{e}` is no lane index"));
+                };
+                self.lane_index(x, lane)?;
+                let a = &mut self.a;
+                let (c, n) = (c as i32, (c & 31) as u32);
+                match op {
+                    BinOp::And => a.and(r10d, c)?,
+                    BinOp::Or => a.or(r10d, c)?,
+                    BinOp::Xor => a.xor(r10d, c)?,
+                    BinOp::Add => a.add(r10d, c)?,
+                    BinOp::Sub => a.sub(r10d, c)?,
+                    BinOp::Mul => a.imul_3(r10d, r10d, c)?,
+                    BinOp::Shl => a.shl(r10d, n)?,
+                    BinOp::Shr if e.ty() == Type::I32 => a.sar(r10d, n)?,
+                    BinOp::Shr => a.shr(r10d, n)?,
+                    // (u32 by a power of two, see `lane_form`)
+                    _ => a.and(r10d, c.wrapping_sub(1))?,
+                }
+            }
+            _ => return super::no(format!("internal: `{e}` is no lane index")),
+        }
+        Ok(())
+    }
+}
+
+/// The operand of `op` that is not a constant and the constant's 32 bits, for the
+/// operations [`V::lane_index`] computes (a constant first only where `op` commutes).
+fn with_constant<'e>(op: BinOp, a: &'e Expr, b: &'e Expr) -> Option<(&'e Expr, u32)> {
+    let bits = |e: &Expr| match e.node() {
+        ExprNode::Imm(kiln_ir::Imm::Int(_, bits)) => Some(*bits as u32),
+        _ => None,
+    };
+    match op {
+        BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Add | BinOp::Mul => {
+            bits(b).map(|c| (a, c)).or_else(|| bits(a).map(|c| (b, c)))
+        }
+        BinOp::Sub | BinOp::Shl | BinOp::Shr | BinOp::Rem => bits(b).map(|c| (a, c)),
+        _ => None,
     }
 }
 

@@ -179,7 +179,7 @@ pub(super) fn needs_alive_but(
 /// of `examples/reduce.kir`) 1 KB ahead gave 4.4 ms at 2^24 elements, 4 KB 2.9 ms, 8 KB
 /// 2.7 ms, 16 KB 2.7 ms (none: 5.3 ms); at 2^22 (in the last-level cache) 8 KB and 4 KB
 /// 0.60 ms, 16 KB 0.66 ms.
-const PREFETCH_AHEAD: i32 = 8192;
+pub(super) const PREFETCH_AHEAD: i32 = 8192;
 
 impl V {
     /// What `e`'s lanes are (assuming it is in the class).
