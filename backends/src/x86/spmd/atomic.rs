@@ -436,7 +436,7 @@ impl V {
             }
             // In bounds, so below 2^31: sign or zero extension alike.
             if let Some(e) = &x.lane_index {
-                self.lane_index(e, lane as i32)?;
+                self.lane_index(e, lane)?;
             } else if extract {
                 let (x, k) = if lane < 4 { (low, lane) } else { (xmm2, lane - 4) };
                 match k {

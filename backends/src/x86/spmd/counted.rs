@@ -184,7 +184,7 @@ impl V {
                 };
                 self.lane_index(x, lane)?;
                 let a = &mut self.a;
-                let (c, n) = (c as i32, (c & 31) as u32);
+                let (c, n) = (c as i32, c & 31);
                 match op {
                     BinOp::And => a.and(r10d, c)?,
                     BinOp::Or => a.or(r10d, c)?,
