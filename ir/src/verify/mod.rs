@@ -263,10 +263,13 @@ struct Checker<'k> {
     seen: HashMap<usize, usize>,
     /// The entries of [`Checker::seen`]: the statement (held, so that its address stays its
     /// own) and every lookup its check made, in order, with its answer.
-    seen_lookups: Vec<(Stmt, Vec<(Var, Option<Binding>)>)>,
+    seen_lookups: Vec<(Stmt, Lookups)>,
     /// While a shared statement is checked the first time: the lookups made so far.
-    recording: Option<Vec<(Var, Option<Binding>)>>,
+    recording: Option<Lookups>,
 }
+
+/// Lookups a check made, in order, each with its answer (see [`shared`]).
+type Lookups = Vec<(Var, Option<Binding>)>;
 
 /// One slot of [`Checker::recent`]: the name (held, so that its address stays its own),
 /// [`Scopes::changes`] when it was looked up, and its binding then.
