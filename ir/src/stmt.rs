@@ -326,6 +326,12 @@ impl Stmt {
         std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.0))
     }
 
+    /// True if another handle to this node exists (the tree holds it more than once, or
+    /// someone else holds it too): a walk may meet it again.
+    pub(crate) fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
     /// The address of the node, usable as an identity key for side tables (e.g. source spans).
     pub fn addr(&self) -> usize {
         Arc::as_ptr(&self.0) as *const () as usize

@@ -16,7 +16,7 @@
 //! the same order ([`same_fault_order`]); CSE, `mad` fusion and the simplifier keep it.
 
 use kiln_ir::{
-    walk_expr, walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, Visitor,
+    walk_expr, walk_mutate_expr, walk_stmt, BinOp, Expr, ExprNode, Kernel, Mutator, Stmt, Visitor,
 };
 
 /// `k` with every fault site that has no [`Expr::origin`] yet given its own text as origin
@@ -50,7 +50,12 @@ fn has_unnamed_fault(k: &Kernel) -> bool {
     struct Find(bool);
     impl Visitor for Find {
         fn visit_expr(&mut self, e: &Expr) {
-            if self.0 || e.origin().is_none() && e.is_fault_division() {
+            // A fault site is a division or remainder: a tree without one (O(1), most of a
+            // kernel) is not walked.
+            if self.0 || !(e.has_binary(BinOp::Div) || e.has_binary(BinOp::Rem)) {
+                return;
+            }
+            if e.origin().is_none() && e.is_fault_division() {
                 self.0 = true;
                 return;
             }
@@ -71,6 +76,10 @@ fn has_unnamed_fault(k: &Kernel) -> bool {
 /// checks run (operands left to right, each before its operator), with repeats: the first
 /// of them that fails is the error `e` reports.
 fn fault_points(e: &Expr, out: &mut Vec<Expr>) {
+    // Every fault point may fail, and so does every tree holding one (O(1)).
+    if !e.may_fail() {
+        return;
+    }
     for c in e.children() {
         fault_points(c, out);
     }

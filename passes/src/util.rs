@@ -112,14 +112,36 @@ pub fn mutable_names(s: &Stmt) -> HashSet<String> {
 /// The name allocations a walk has seen: a variable's uses share its name's allocation, so
 /// a name seen again (an accumulator's thousandth assignment) is known without hashing and
 /// comparing its text. Only valid while the walked tree (which keeps every name alive) is.
-#[derive(Default)]
-pub(crate) struct SeenNames(HashSet<usize>);
+pub(crate) struct SeenNames {
+    set: HashSet<usize>,
+    /// The last allocation seen in each slot (by a hash of its address), in front of `set`:
+    /// an unrolled kernel's accumulators are assigned once per copy of its loop body, and
+    /// most of those allocations are answered here without hashing into `set`.
+    recent: Box<[usize; SEEN_SLOTS]>,
+}
+
+/// The slots of [`SeenNames::recent`] (a power of two, room for a register block's names).
+const SEEN_SLOTS: usize = 512;
+
+impl Default for SeenNames {
+    fn default() -> SeenNames {
+        SeenNames { set: HashSet::new(), recent: Box::new([0; SEEN_SLOTS]) }
+    }
+}
 
 impl SeenNames {
     /// False if `v`'s name allocation was seen before (then its name was too); true the
     /// first time, when the name itself may or may not have been seen.
     pub(crate) fn first(&mut self, v: &kiln_ir::Var) -> bool {
-        self.0.insert(std::sync::Arc::as_ptr(v.name_arc()) as *const u8 as usize)
+        let addr = std::sync::Arc::as_ptr(v.name_arc()) as *const u8 as usize;
+        // Fibonacci hashing: the address's low bits are the allocator's alignment.
+        let slot = ((addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize;
+        let slot = &mut self.recent[slot & (SEEN_SLOTS - 1)];
+        if *slot == addr {
+            return false;
+        }
+        *slot = addr;
+        self.set.insert(addr)
     }
 }
 
@@ -382,6 +404,25 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The slots in front of the set never change an answer: each name allocation is new
+    /// exactly once, with many more allocations than slots (so that they share slots), met
+    /// in changing orders, and clones of a variable share their name's allocation.
+    #[test]
+    fn seen_names_answer_as_a_set() {
+        let vars: Vec<Var> =
+            (0..4 * SEEN_SLOTS).map(|i| Var::new(format!("v{i}"), kiln_ir::Type::I32)).collect();
+        let mut seen = SeenNames::default();
+        let mut plain = HashSet::new();
+        for round in 0..4 {
+            for (_, v) in vars.iter().enumerate().filter(|(i, _)| (i + round) % 3 != 0) {
+                let addr = std::sync::Arc::as_ptr(v.name_arc()) as *const u8 as usize;
+                assert_eq!(seen.first(v), plain.insert(addr));
+                assert!(!seen.first(&v.clone()));
+            }
+        }
+        assert_eq!(plain.len(), vars.len());
+    }
 
     /// The filter in front of the set never changes an answer: names that share a length or
     /// a first byte with a member, names that share neither, the empty name.

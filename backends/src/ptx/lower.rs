@@ -79,8 +79,15 @@ struct Lower<'k> {
     vlanes: StmtLanes<'k>,
 }
 
-/// Lowers one kernel to a `.visible .entry` (no module header).
-pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
+/// Lowers one kernel to a `.visible .entry` (no module header). `align` is its local
+/// arrays' alignment ([`local_align_of`]) and `dynamic` its [`dynamic_shared_bytes`], both
+/// found by the caller, which needs them first.
+pub(super) fn lower_kernel(
+    kernel: &Kernel,
+    _options: &Options,
+    align: u64,
+    dynamic: u64,
+) -> R<String> {
     let mut l = Lower {
         kernel,
         regs: RegFile::default(),
@@ -95,7 +102,7 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
         entry: String::new(),
         lane_offsets: HashMap::new(),
         tmaps: Vec::new(),
-        local_align: local_align(kernel),
+        local_align: align,
         setmaxnreg: false,
         addrs: HashMap::new(),
         offsets: HashMap::new(),
@@ -155,7 +162,6 @@ pub(super) fn lower_kernel(kernel: &Kernel, _options: &Options) -> R<String> {
     let (map_params, map_lines) = wgmma::tensor_map_decls(name, &l.tmaps);
     params.extend(map_params);
     out.push_str(&map_lines);
-    let dynamic = dynamic_shared_bytes(kernel);
     if dynamic > 0 {
         // Launchers read this line: the kernel runs only with this many bytes of dynamic
         // shared memory (and the function's limit raised to match past 48 KiB).
@@ -839,7 +845,12 @@ pub(super) fn local_window(elem: Scalar, count: u32, align: u64) -> u64 {
 /// it uses warpgroup operations, which address local memory through a swizzle of the
 /// absolute address, else 16.
 fn local_align(kernel: &Kernel) -> u64 {
-    if kiln_ir::matrix::first_warpgroup(kernel).is_some() {
+    local_align_of(kiln_ir::matrix::first_warpgroup(kernel))
+}
+
+/// [`local_align`] from the kernel's first warpgroup operation, already found.
+pub(super) fn local_align_of(warpgroup: Option<kiln_ir::matrix::Extension>) -> u64 {
+    if warpgroup.is_some() {
         1024
     } else {
         16
@@ -849,9 +860,13 @@ fn local_align(kernel: &Kernel) -> u64 {
 /// Bytes of dynamic shared memory `kernel` needs at launch: 0 when its local arrays fit
 /// ptxas's static limit ([`super::MAX_SHARED_BYTES`]), else the whole window they share.
 pub fn dynamic_shared_bytes(kernel: &Kernel) -> u64 {
+    dynamic_shared_bytes_at(kernel, local_align(kernel))
+}
+
+/// [`dynamic_shared_bytes`] with the kernel's [`local_align`] already known.
+pub(super) fn dynamic_shared_bytes_at(kernel: &Kernel, align: u64) -> u64 {
     let mut scan = Scan { locals_only: true, ..Scan::default() };
     scan.visit_stmt(kernel.body());
-    let align = local_align(kernel);
     let total: u64 = scan.locals.iter().map(|(_, e, n)| local_window(*e, *n, align)).sum();
     if total > super::MAX_SHARED_BYTES {
         total

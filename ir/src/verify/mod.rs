@@ -107,6 +107,7 @@
 
 mod expr;
 mod matrix;
+mod shared;
 mod stmt;
 mod vector;
 mod warpgroup;
@@ -120,7 +121,7 @@ use std::fmt;
 
 // Every reference looks its name up: hashbrown's hasher, not std's SipHash (a tenth of the
 // verifier's time on generated kernels).
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 
 use crate::expr::{Expr, ExprNode, Var};
 use crate::kernel::{Kernel, Module};
@@ -236,7 +237,7 @@ impl Kind {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Binding {
     ty: Type,
     kind: Kind,
@@ -256,7 +257,19 @@ struct Checker<'k> {
     /// vector of an unrolled kernel's long blocks), and this answers again without hashing
     /// and comparing its text. See [`Recent`].
     recent: Vec<Recent>,
+    /// Statements checked clean that occur more than once in the tree, by address, with
+    /// what they looked up (see [`shared`]): an unrolled loop's copies share its body's
+    /// statements, checked again only where a name they read means something else.
+    seen: HashMap<usize, usize>,
+    /// The entries of [`Checker::seen`]: the statement (held, so that its address stays its
+    /// own) and every lookup its check made, in order, with its answer.
+    seen_lookups: Vec<(Stmt, Lookups)>,
+    /// While a shared statement is checked the first time: the lookups made so far.
+    recording: Option<Lookups>,
 }
+
+/// Lookups a check made, in order, each with its answer (see [`shared`]).
+type Lookups = Vec<(Var, Option<Binding>)>;
 
 /// One slot of [`Checker::recent`]: the name (held, so that its address stays its own),
 /// [`Scopes::changes`] when it was looked up, and its binding then.
@@ -307,6 +320,9 @@ impl<'k> Checker<'k> {
             errors: Vec::new(),
             scopes: Scopes::default(),
             recent: vec![None; RECENT_SLOTS],
+            seen: HashMap::new(),
+            seen_lookups: Vec::new(),
+            recording: None,
         }
     }
 
@@ -452,8 +468,18 @@ impl<'k> Checker<'k> {
         }
     }
 
-    /// What `v`'s name is bound to now ([`Scopes::get`]), through [`Checker::recent`].
+    /// What `v`'s name is bound to now ([`Scopes::get`]), through [`Checker::recent`];
+    /// recorded while a shared statement is checked (see [`shared`]).
     fn lookup(&mut self, v: &Var) -> Option<Binding> {
+        let b = self.lookup_now(v);
+        if let Some(r) = &mut self.recording {
+            r.push((v.clone(), b));
+        }
+        b
+    }
+
+    /// [`Checker::lookup`], unrecorded.
+    fn lookup_now(&mut self, v: &Var) -> Option<Binding> {
         let name = v.name_arc();
         let addr = std::sync::Arc::as_ptr(name) as *const u8 as usize as u64;
         // Fibonacci hashing of the address: its low bits are the allocator's alignment.

@@ -40,17 +40,24 @@ impl Checker<'_> {
 
     pub(super) fn stmt(&mut self, s: &Stmt, place: Place) {
         match s.node() {
+            // The checks before the binding, and the statements that bind nothing, read
+            // nothing but the statement and the names it looks up: a shared one is checked
+            // once per meaning of those names (see `super::shared`).
             StmtNode::Let { var, value } => {
-                self.binding_value(s, "let", var, value);
+                self.once(s, |c| c.binding_value(s, "let", var, value));
                 self.bind(var, Kind::Let, s);
             }
             StmtNode::Decl { var, init } => {
-                self.binding_value(s, "var", var, init);
+                self.once(s, |c| c.binding_value(s, "var", var, init));
                 self.bind(var, Kind::Mutable, s);
             }
-            StmtNode::Assign { var, value } => self.assign(s, var, value),
-            StmtNode::Store { buf, index, value } => self.store(s, buf, index, value),
-            StmtNode::VecStore { buf, index, value } => self.vec_store(s, buf, index, value),
+            StmtNode::Assign { var, value } => self.once(s, |c| c.assign(s, var, value)),
+            StmtNode::Store { buf, index, value } => {
+                self.once(s, |c| c.store(s, buf, index, value))
+            }
+            StmtNode::VecStore { buf, index, value } => {
+                self.once(s, |c| c.vec_store(s, buf, index, value))
+            }
             StmtNode::Alloc { var, count } => self.alloc(s, var, *count, place),
             StmtNode::If { cond, then, otherwise } => {
                 self.condition(cond, "if");
