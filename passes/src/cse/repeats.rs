@@ -511,11 +511,29 @@ impl Counter {
             Some(Leaf::Idle) => return false,
             _ => {}
         }
-        if is_leaf(s) {
-            self.leaf(s, mutable).1
-        } else {
-            may_have_candidate(s, mutable)
+        // A leaf not counted yet is mostly one an earlier binding just rewrote: its counts
+        // would serve nothing else (the search counts it on its own, and the step past it
+        // takes it out of `later` with a walk: [`Counter::take_out`]), so it is not counted
+        // for this answer.
+        match self.by_stmt.get(&s.addr()) {
+            Some((_, _, may)) if is_leaf(s) => *may,
+            _ => may_have_candidate(s, mutable),
         }
+    }
+
+    /// Takes the occurrences in `s` out of `counts`, as merging its counts ([`Counter::of`])
+    /// out would: a leaf not counted yet (the statement as the bindings before and at it
+    /// left it, or one of the lets they made) is walked instead, its own map neither made
+    /// nor kept (no later step or search asks for it again).
+    fn take_out(&mut self, s: &Stmt, counts: &mut ExprMap<usize>, mutable: &Mutable) {
+        if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
+            return;
+        }
+        if is_leaf(s) && !self.by_stmt.contains_key(&s.addr()) {
+            count_stmt(s, counts, false, mutable);
+            return;
+        }
+        merge(counts, &self.of(s, mutable), false);
     }
 }
 
@@ -863,7 +881,7 @@ impl Mutator for Repeats {
                 // inside it, and counting it twice more (rebuilt, then gone) was most of
                 // this pass's time on deep kernels.
                 for t in out[start..k].iter().chain([&counted]) {
-                    merge(l, &self.counter.of(t, &self.mutable), false);
+                    self.counter.take_out(t, l, &self.mutable);
                 }
             }
             k += 1;
