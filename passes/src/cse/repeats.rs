@@ -30,6 +30,7 @@
 //! Names are unique per scope (no shadowing), so a variable in scope at the binding means
 //! the same thing at every later occurrence in the block.
 
+use std::borrow::Cow;
 use std::rc::Rc;
 
 use hashbrown::{HashMap, HashSet};
@@ -312,7 +313,9 @@ impl Replace<'_> {
     /// `from` itself, or a deeper node that may hold it.
     fn mutate_replaced(&mut self, e: &Expr) -> Expr {
         let track = self.counts.is_some();
-        if self.left != Some(0) && e.depth() == self.from.depth() && e == self.from {
+        // Not passed over and as deep as `from`: `passes_over` found it equal (asking again
+        // compared the two trees whole a second time).
+        if e.depth() == self.from.depth() {
             self.left = self.left.map(|n| n.saturating_sub(1));
             if self.counts.is_some() {
                 self.hits += 1;
@@ -803,7 +806,9 @@ impl Mutator for Repeats {
         if idle.iter().all(|&i| i) {
             return s.clone();
         }
-        let mut out: Vec<Stmt> = stmts.clone();
+        // Copied only once something changes: a copy of a long block (an unrolled loop's
+        // body) and its drop were a reference count taken and given back per statement.
+        let mut out: Cow<'_, [Stmt]> = Cow::Borrowed(stmts);
         let mut changed = false;
         // The counts of the whole block, if already made (while it was counted as a statement
         // of the enclosing block): the first search's `later` while `out` is still `stmts`.
@@ -827,7 +832,7 @@ impl Mutator for Repeats {
             while let Some((e, stable)) = Repeats::candidate(
                 &self.mutable,
                 &mut self.counter,
-                &out,
+                &out[..],
                 start,
                 k,
                 &skip,
@@ -836,7 +841,8 @@ impl Mutator for Repeats {
                 whole.as_deref().filter(|_| !changed),
             ) {
                 if stable || !e.may_fail() {
-                    self.bind(&mut out, start, start, k, &e, stable, &mut later, &mut idle);
+                    let o = out.to_mut();
+                    self.bind(o, start, start, k, &e, stable, &mut later, &mut idle);
                     k += 1;
                     changed = true;
                     continue;
@@ -858,19 +864,19 @@ impl Mutator for Repeats {
                 // before it, last first, each `let` going ahead of those made so far (a later
                 // one may contain an earlier one, which its binding then reads).
                 for x in [&e].into_iter().chain(before.iter().rev()) {
-                    self.bind(&mut out, j, j, k, x, false, &mut later, &mut idle);
+                    self.bind(out.to_mut(), j, j, k, x, false, &mut later, &mut idle);
                     k += 1;
                 }
                 changed = true;
             }
             // Then the statement's nested blocks, on their own.
-            let counted = out[k].clone();
             let t = match out[k].node() {
                 StmtNode::Block(_) => self.mutate_stmt(&out[k]),
                 _ => walk_mutate_nested(self, &out[k]),
             };
-            changed |= !t.ptr_eq(&out[k]);
-            out[k] = t;
+            // The statement as it was counted, if its nested blocks changed it.
+            let counted = (!t.ptr_eq(&out[k])).then(|| std::mem::replace(&mut out.to_mut()[k], t));
+            changed |= counted.is_some();
             if k + 1 == out.len() {
                 // Nothing follows: no search needs the counts any more.
                 later = None;
@@ -880,14 +886,14 @@ impl Mutator for Repeats {
                 // The statement as it was counted goes: what its nested blocks bound stays
                 // inside it, and counting it twice more (rebuilt, then gone) was most of
                 // this pass's time on deep kernels.
-                for t in out[start..k].iter().chain([&counted]) {
+                for t in out[start..k].iter().chain([counted.as_ref().unwrap_or(&out[k])]) {
                     self.counter.take_out(t, l, &self.mutable);
                 }
             }
             k += 1;
         }
         if changed {
-            Stmt::block(out)
+            Stmt::block(out.into_owned())
         } else {
             s.clone()
         }
