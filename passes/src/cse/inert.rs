@@ -56,7 +56,7 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
         ExprNode::Builtin { .. } => None,
         node => {
             let mut stable = !matches!(node, ExprNode::Load { .. } | ExprNode::VecLoad { .. })
-                && !e.is_fault_division();
+                && (!e.may_fail() || !e.is_fault_division());
             let mut vars = false;
             let operands = || operands(e);
             for c in operands() {

@@ -64,6 +64,18 @@ pub(super) fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
     }
 }
 
+/// Whether node `e` alone (its operands aside) is stable, as [`is_stable`] decides it: a
+/// variable never assigned, not a load, not a division that may fail. Asked of every node of
+/// every walk: [`Expr::may_fail`] (kept per node) answers for most nodes, which have no load
+/// or failing division below them, without looking at the node's operator.
+fn stable_node(e: &Expr, mutable: &Mutable) -> bool {
+    match e.node() {
+        ExprNode::Var(v) => mutable.stable_var(v),
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+        _ => !e.may_fail() || !e.is_fault_division(),
+    }
+}
+
 /// True for expressions worth a binding: operators, casts, loads and calls of a scalar type
 /// a `let` can hold (f16 is storage only).
 pub(super) fn bindable(e: &Expr) -> bool {
@@ -93,11 +105,7 @@ fn count_into<'a>(
     order: &mut Order<'a>,
     mutable: &Mutable,
 ) -> (usize, bool) {
-    let mut stable = match e.node() {
-        ExprNode::Var(v) => mutable.stable_var(v),
-        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-        _ => !e.is_fault_division(),
-    };
+    let mut stable = stable_node(e, mutable);
     // Listed before its operands, as the candidates are searched (largest first wins ties
     // by coming first).
     let slot = if bindable(e) {
@@ -135,11 +143,7 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
         out: &mut SmallVec<[&'a Expr; 8]>,
         mutable: &Mutable,
     ) -> Option<bool> {
-        let mut stable = match e.node() {
-            ExprNode::Var(v) => mutable.stable_var(v),
-            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-            _ => !e.is_fault_division(),
-        };
+        let mut stable = stable_node(e, mutable);
         for c in operands(e) {
             stable &= collect(c, out, mutable)?;
         }
@@ -218,11 +222,7 @@ impl Replace<'_> {
     /// Whether node `e` alone is stable, as [`count_expr`] decides it (`e` is stable when it
     /// and every operand are).
     fn stable_node(&self, e: &Expr) -> bool {
-        match e.node() {
-            ExprNode::Var(v) => self.mutable.stable_var(v),
-            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-            _ => !e.is_fault_division(),
-        }
+        stable_node(e, self.mutable)
     }
 }
 
@@ -445,11 +445,7 @@ impl Counter {
             full: &mut bool,
             mutable: &Mutable,
         ) -> bool {
-            let mut stable = match e.node() {
-                ExprNode::Var(v) => mutable.stable_var(v),
-                ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-                _ => !e.is_fault_division(),
-            };
+            let mut stable = stable_node(e, mutable);
             for c in operands(e) {
                 stable &= walk(c, stable_nodes, unstable, full, mutable);
             }
@@ -759,11 +755,7 @@ fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutabl
 /// [`count_stmt`] for the nodes of one expression; returns whether `e` is stable (decided
 /// bottom-up as [`is_stable`] decides it, so that no node is walked twice).
 fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutable) -> bool {
-    let mut stable = match e.node() {
-        ExprNode::Var(v) => mutable.stable_var(v),
-        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-        _ => !e.is_fault_division(),
-    };
+    let mut stable = stable_node(e, mutable);
     for c in operands(e) {
         stable &= count_expr(c, counts, add, mutable);
     }
