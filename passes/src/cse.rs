@@ -40,13 +40,8 @@ struct Cse {
 impl Cse {
     /// The pass's state for kernel `k` (after `bound_kernel`).
     fn new(k: &Kernel) -> Cse {
-        Cse {
-            mutable: Mutable::of(k.body()),
-            bound: ExprMap::new(),
-            undo: Vec::new(),
-            leaves: Leaves::for_body(k.body()),
-            last: None,
-        }
+        let (leaves, mutable) = Leaves::for_body(k.body());
+        Cse { mutable, bound: ExprMap::new(), undo: Vec::new(), leaves, last: None }
     }
 
     /// The binding of `e` in scope, if any: every bound value is stable, so it cannot fail,

@@ -11,7 +11,7 @@
 
 use kiln_ir::{Expr, ExprNode, Stmt, StmtNode};
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use smallvec::SmallVec;
 
 use super::repeats::{bindable, is_leaf, own_exprs};
@@ -56,7 +56,7 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
         ExprNode::Builtin { .. } => None,
         node => {
             let mut stable = !matches!(node, ExprNode::Load { .. } | ExprNode::VecLoad { .. })
-                && !e.is_fault_division();
+                && (!e.may_fail() || !e.is_fault_division());
             let mut vars = false;
             let operands = || operands(e);
             for c in operands() {
@@ -138,21 +138,32 @@ pub(crate) fn classify(s: &Stmt, mutable: &Mutable) -> Option<Leaf> {
 pub(crate) struct Leaves(HashMap<usize, Leaf>);
 
 impl Leaves {
-    /// An empty table with room for the statements without nested statements of `s`,
-    /// counted with a walk of the statements alone: growing the table one doubling at a time
-    /// over a kernel's thousand statements was a good part of what recording cost.
-    pub(crate) fn for_body(s: &Stmt) -> Leaves {
-        fn count(s: &Stmt) -> usize {
+    /// An empty table with room for the statements without nested statements of `s`, and
+    /// `s`'s mutable variables ([`crate::util::mutable_names`]), both from one walk of the
+    /// statements alone: growing the table one doubling at a time over a kernel's thousand
+    /// statements was a good part of what recording cost, and the set's own walk kept a
+    /// table of every name allocation it met (an unrolled kernel's accumulators are
+    /// assigned through a thousand of them), which cost more than asking the set of names.
+    pub(crate) fn for_body(s: &Stmt) -> (Leaves, Mutable) {
+        fn walk(s: &Stmt, names: &mut HashSet<String>) -> usize {
             match s.node() {
-                StmtNode::Block(stmts) => stmts.iter().map(count).sum(),
+                StmtNode::Block(stmts) => stmts.iter().map(|t| walk(t, names)).sum(),
                 StmtNode::If { then, otherwise, .. } => {
-                    count(then) + otherwise.as_ref().map_or(0, count)
+                    walk(then, names) + otherwise.as_ref().map_or(0, |o| walk(o, names))
                 }
-                StmtNode::For { body, .. } | StmtNode::While { body, .. } => count(body),
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => walk(body, names),
+                StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } => {
+                    if !names.contains(var.name()) {
+                        names.insert(var.name().to_string());
+                    }
+                    1
+                }
                 _ => usize::from(is_leaf(s)),
             }
         }
-        Leaves(HashMap::with_capacity(count(s)))
+        let mut names = HashSet::new();
+        let n = walk(s, &mut names);
+        (Leaves(HashMap::with_capacity(n)), Mutable::new(names))
     }
 
     /// The class of leaf `s`, from the table or found now ([`classify`]; not recorded, as
@@ -218,6 +229,19 @@ mod tests {
             assert_eq!(got.len(), want.len(), "{e}");
             assert!(got.iter().zip(&want).all(|(a, b)| a.ptr_eq(b)), "{e}");
         }
+    }
+
+    /// On every kernel of the examples and the pass filetests, the mutable variables found
+    /// on the walk that sizes the table are [`Mutable::of`]'s.
+    #[test]
+    fn body_walk_finds_the_mutable_variables() {
+        let mut some = 0;
+        for (path, k) in crate::util::repository_kernels() {
+            let (_, mutable) = Leaves::for_body(k.body());
+            assert_eq!(mutable.names(), Mutable::of(k.body()).names(), "{}", path.display());
+            some += usize::from(!mutable.names().is_empty());
+        }
+        assert!(some > 10, "{some} kernels with mutable variables");
     }
 
     /// On every expression of the examples and the pass filetests, [`scan`] says what a

@@ -30,9 +30,9 @@
 //! Names are unique per scope (no shadowing), so a variable in scope at the binding means
 //! the same thing at every later occurrence in the block.
 
-use std::rc::Rc;
+use std::borrow::Cow;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashSet;
 use kiln_ir::{
     walk_mutate_expr, walk_mutate_nested, walk_mutate_stmt_changed, Expr, ExprMap, ExprNode,
     ExprSet, Kernel, Mutator, Scalar, Stmt, StmtNode, Type, Var,
@@ -43,6 +43,7 @@ use smallvec::{smallvec, SmallVec};
 use super::inert::{operands, Leaf, Leaves};
 use super::names::cse_names;
 use crate::util::{is_stable, Mutable};
+use counter::{count_expr, count_node, count_stmt, merge, Counter};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
 /// exactly once per execution of `s`.
@@ -60,6 +61,18 @@ pub(super) fn own_exprs(s: &Stmt) -> SmallVec<[&Expr; 3]> {
         StmtNode::For { lo, hi, step, .. } => smallvec![lo, hi, step],
         StmtNode::Call { args, .. } => args.iter().collect(),
         StmtNode::While { .. } | StmtNode::Alloc { .. } | StmtNode::Block(_) => SmallVec::new(),
+    }
+}
+
+/// Whether node `e` alone (its operands aside) is stable, as [`is_stable`] decides it: a
+/// variable never assigned, not a load, not a division that may fail. Asked of every node of
+/// every walk: [`Expr::may_fail`] (kept per node) answers for most nodes, which have no load
+/// or failing division below them, without looking at the node's operator.
+fn stable_node(e: &Expr, mutable: &Mutable) -> bool {
+    match e.node() {
+        ExprNode::Var(v) => mutable.stable_var(v),
+        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
+        _ => !e.may_fail() || !e.is_fault_division(),
     }
 }
 
@@ -92,11 +105,7 @@ fn count_into<'a>(
     order: &mut Order<'a>,
     mutable: &Mutable,
 ) -> (usize, bool) {
-    let mut stable = match e.node() {
-        ExprNode::Var(v) => mutable.stable_var(v),
-        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-        _ => !e.is_fault_division(),
-    };
+    let mut stable = stable_node(e, mutable);
     // Listed before its operands, as the candidates are searched (largest first wins ties
     // by coming first).
     let slot = if bindable(e) {
@@ -134,11 +143,7 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
         out: &mut SmallVec<[&'a Expr; 8]>,
         mutable: &Mutable,
     ) -> Option<bool> {
-        let mut stable = match e.node() {
-            ExprNode::Var(v) => mutable.stable_var(v),
-            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-            _ => !e.is_fault_division(),
-        };
+        let mut stable = stable_node(e, mutable);
         for c in operands(e) {
             stable &= collect(c, out, mutable)?;
         }
@@ -217,11 +222,7 @@ impl Replace<'_> {
     /// Whether node `e` alone is stable, as [`count_expr`] decides it (`e` is stable when it
     /// and every operand are).
     fn stable_node(&self, e: &Expr) -> bool {
-        match e.node() {
-            ExprNode::Var(v) => self.mutable.stable_var(v),
-            ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-            _ => !e.is_fault_division(),
-        }
+        stable_node(e, self.mutable)
     }
 }
 
@@ -312,7 +313,9 @@ impl Replace<'_> {
     /// `from` itself, or a deeper node that may hold it.
     fn mutate_replaced(&mut self, e: &Expr) -> Expr {
         let track = self.counts.is_some();
-        if self.left != Some(0) && e.depth() == self.from.depth() && e == self.from {
+        // Not passed over and as deep as `from`: `passes_over` found it equal (asking again
+        // compared the two trees whole a second time).
+        if e.depth() == self.from.depth() {
             self.left = self.left.map(|n| n.saturating_sub(1));
             if self.counts.is_some() {
                 self.hits += 1;
@@ -361,164 +364,6 @@ struct Repeats {
     counter: Counter,
 }
 
-/// The stable occurrences of every statement (as [`count_stmt`] counts them), by statement
-/// address, with the statement kept alive so that the address is not reused: each nesting
-/// level counts the statements of its block, and without this a statement nested `d` deep
-/// was walked `2d` times (counted in, then out, at every level above it).
-#[derive(Default)]
-struct Counter {
-    /// With, for a statement without nested statements ([`is_leaf`]), whether it may have a
-    /// candidate ([`may_have_candidate`]), found on the same walk.
-    by_stmt: HashMap<usize, (Stmt, Rc<ExprMap<usize>>, bool)>,
-    /// The occurrence counts [`Repeats::candidate`] fills, kept for its next call.
-    scratch: ExprMap<usize>,
-    /// The counts of every statement without stable occurrences (most of unrolled code's
-    /// `acc = fma(a, b, acc)`), shared rather than allocated once per statement.
-    empty: Rc<ExprMap<usize>>,
-    /// The classes of the leaves the let-based half walked (see [`Leaves`]).
-    leaves: Leaves,
-}
-
-impl Counter {
-    /// The occurrences in `s`, composed from the (cached) occurrences of its nested
-    /// statements.
-    fn of(&mut self, s: &Stmt, mutable: &Mutable) -> Rc<ExprMap<usize>> {
-        if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
-            return self.empty.clone();
-        }
-        if let Some((_, m, _)) = self.by_stmt.get(&s.addr()) {
-            return m.clone();
-        }
-        if is_leaf(s) {
-            return self.leaf(s, mutable).0;
-        }
-        struct Own<'a> {
-            counter: &'a mut Counter,
-            mutable: &'a Mutable,
-            map: ExprMap<usize>,
-            nested: SmallVec<[Rc<ExprMap<usize>>; 8]>,
-            top: bool,
-        }
-        impl kiln_ir::Visitor for Own<'_> {
-            fn visit_expr(&mut self, e: &Expr) {
-                count_expr(e, &mut self.map, true, self.mutable);
-            }
-            fn visit_stmt(&mut self, s: &Stmt) {
-                if std::mem::replace(&mut self.top, false) {
-                    kiln_ir::walk_stmt(self, s);
-                } else if matches!(self.counter.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
-                    // Nothing to count, known without a walk.
-                } else {
-                    self.nested.push(self.counter.of(s, self.mutable));
-                }
-            }
-        }
-        let mut own =
-            Own { counter: self, mutable, map: ExprMap::new(), nested: SmallVec::new(), top: true };
-        kiln_ir::Visitor::visit_stmt(&mut own, s);
-        let Own { map, mut nested, .. } = own;
-        if !map.is_empty() {
-            nested.push(Rc::new(map));
-        }
-        let m = sum(nested).unwrap_or_else(|| self.empty.clone());
-        self.by_stmt.insert(s.addr(), (s.clone(), m.clone(), true));
-        m
-    }
-
-    /// [`Counter::of`] for a statement without nested statements ([`is_leaf`]), and whether
-    /// it may have a candidate ([`may_have_candidate`]), both from one walk of its
-    /// expressions (most statements of unrolled code are such, and were walked once for
-    /// each).
-    fn leaf(&mut self, s: &Stmt, mutable: &Mutable) -> (Rc<ExprMap<usize>>, bool) {
-        if let Some((_, m, may)) = self.by_stmt.get(&s.addr()) {
-            return (m.clone(), *may);
-        }
-        /// [`count_expr`], listing the bindable nodes that are not stable in `unstable` (up
-        /// to its inline size; `full` once more did not fit).
-        fn walk<'a>(
-            e: &'a Expr,
-            stable_nodes: &mut SmallVec<[&'a Expr; 16]>,
-            unstable: &mut SmallVec<[&'a Expr; 8]>,
-            full: &mut bool,
-            mutable: &Mutable,
-        ) -> bool {
-            let mut stable = match e.node() {
-                ExprNode::Var(v) => mutable.stable_var(v),
-                ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-                _ => !e.is_fault_division(),
-            };
-            for c in operands(e) {
-                stable &= walk(c, stable_nodes, unstable, full, mutable);
-            }
-            if stable {
-                if bindable(e) {
-                    stable_nodes.push(e);
-                }
-            } else if bindable(e) {
-                if unstable.len() == unstable.inline_size() {
-                    *full = true;
-                } else {
-                    unstable.push(e);
-                }
-            }
-            stable
-        }
-        // The stable nodes are listed first and counted into a map made once at its size
-        // (a map grown insert by insert was allocated up to three times per statement).
-        let mut stable_nodes: SmallVec<[&Expr; 16]> = SmallVec::new();
-        let mut unstable: SmallVec<[&Expr; 8]> = SmallVec::new();
-        let mut full = false;
-        for e in own_exprs(s) {
-            walk(e, &mut stable_nodes, &mut unstable, &mut full, mutable);
-        }
-        let mut map = ExprMap::with_capacity(stable_nodes.len());
-        for e in stable_nodes {
-            count_node(e, &mut map, true);
-        }
-        // As `may_have_candidate` decides it: a stable bindable node, or a bindable node
-        // twice (or too many nodes to tell cheaply).
-        let may = !map.is_empty()
-            || full
-            || unstable.iter().enumerate().any(|(i, a)| unstable[i + 1..].iter().any(|b| a == b));
-        let m = if map.is_empty() { self.empty.clone() } else { Rc::new(map) };
-        self.by_stmt.insert(s.addr(), (s.clone(), m.clone(), may));
-        (m, may)
-    }
-
-    /// Whether the stable bindable `e` occurs in `s` (its count in [`Counter::of`] is not
-    /// zero). A statement without nested statements that is not cached yet is searched
-    /// instead of counted: most are statements a binding just rewrote, and counting each
-    /// (a map of its own) for every later binding's walk over the block was most of the
-    /// cost of a block with many bindings (a kernel's epilogue of stores).
-    fn occurs(&mut self, s: &Stmt, e: &Expr, mutable: &Mutable) -> bool {
-        if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
-            return false;
-        }
-        if let Some((_, m, _)) = self.by_stmt.get(&s.addr()) {
-            return m.get(e).is_some_and(|&n| n > 0);
-        }
-        if is_leaf(s) {
-            // Every occurrence of a stable node is stable, and counted.
-            return own_exprs(s).iter().any(|x| contains(x, e));
-        }
-        self.of(s, mutable).get(e).is_some_and(|&n| n > 0)
-    }
-
-    /// [`may_have_candidate`], from the cache for a statement without nested statements.
-    fn may_have_candidate(&mut self, s: &Stmt, mutable: &Mutable) -> bool {
-        match self.leaves.known(s) {
-            Some(Leaf::Inert) => return true,
-            Some(Leaf::Idle) => return false,
-            _ => {}
-        }
-        if is_leaf(s) {
-            self.leaf(s, mutable).1
-        } else {
-            may_have_candidate(s, mutable)
-        }
-    }
-}
-
 /// True for a statement with expressions and no nested statements, whose expressions are
 /// [`own_exprs`] (all that [`count_stmt`] counts in it).
 pub(super) fn is_leaf(s: &Stmt) -> bool {
@@ -531,40 +376,6 @@ pub(super) fn is_leaf(s: &Stmt) -> bool {
             | StmtNode::VecStore { .. }
             | StmtNode::Call { .. }
     )
-}
-
-/// The sum of the count maps `maps` (what merging each into an empty map gives), `None` if
-/// all are empty: the largest is copied whole (or shared, if it is the only one), and only
-/// the others are merged into it entry by entry. A block's counts are mostly those of one
-/// nested statement (a loop's body, a branch), and inserting them one by one at every level
-/// of nesting was much of what building them cost.
-fn sum(mut maps: SmallVec<[Rc<ExprMap<usize>>; 8]>) -> Option<Rc<ExprMap<usize>>> {
-    maps.retain(|m| !m.is_empty());
-    let big = (0..maps.len()).max_by_key(|&i| maps[i].len())?;
-    let first = maps.swap_remove(big);
-    if maps.is_empty() {
-        return Some(first);
-    }
-    let mut m = Rc::unwrap_or_clone(first);
-    for o in &maps {
-        merge(&mut m, o, true);
-    }
-    Some(Rc::new(m))
-}
-
-/// Adds (`add`) or removes the counts of `m` to or from `counts`, as counting each
-/// occurrence one by one would ([`count_node`]).
-fn merge(counts: &mut ExprMap<usize>, m: &ExprMap<usize>, add: bool) {
-    for (e, &c) in m {
-        match counts.get_mut(e) {
-            Some(x) if add => *x += c,
-            Some(x) => *x = x.saturating_sub(c),
-            None if add => {
-                counts.insert(e.clone(), c);
-            }
-            None => {}
-        }
-    }
 }
 
 impl Repeats {
@@ -721,54 +532,6 @@ impl Repeats {
     }
 }
 
-/// Adds (`add`) or removes the occurrences of every bindable expression in `s` to `counts`,
-/// those that are stable ([`is_stable`] under `mutable`): only a stable expression's count
-/// is ever read (bound across statements, its occurrences replaced), and leaving out the rest
-/// (the loads, anything reading an accumulator) saves most of the map's work.
-fn count_stmt(s: &Stmt, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutable) {
-    struct C<'a>(&'a mut ExprMap<usize>, bool, &'a Mutable);
-    impl kiln_ir::Visitor for C<'_> {
-        fn visit_expr(&mut self, e: &Expr) {
-            count_expr(e, self.0, self.1, self.2);
-        }
-    }
-    kiln_ir::Visitor::visit_stmt(&mut C(counts, add, mutable), s);
-}
-
-/// [`count_stmt`] for the nodes of one expression; returns whether `e` is stable (decided
-/// bottom-up as [`is_stable`] decides it, so that no node is walked twice).
-fn count_expr(e: &Expr, counts: &mut ExprMap<usize>, add: bool, mutable: &Mutable) -> bool {
-    let mut stable = match e.node() {
-        ExprNode::Var(v) => mutable.stable_var(v),
-        ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
-        _ => !e.is_fault_division(),
-    };
-    for c in operands(e) {
-        stable &= count_expr(c, counts, add, mutable);
-    }
-    if stable {
-        count_node(e, counts, add);
-    }
-    stable
-}
-
-/// [`count_stmt`] for the node `e` alone (not its operands).
-fn count_node(e: &Expr, counts: &mut ExprMap<usize>, add: bool) {
-    if !bindable(e) {
-        return;
-    }
-    // Looked up before inserting: most occurrences are of known expressions, and a key's
-    // clone is only made for a new one.
-    match counts.get_mut(e) {
-        Some(c) if add => *c += 1,
-        Some(c) => *c = c.saturating_sub(1),
-        None if add => {
-            counts.insert(e.clone(), 1);
-        }
-        None => {}
-    }
-}
-
 impl Mutator for Repeats {
     crate::util::statements_only!();
 
@@ -785,7 +548,9 @@ impl Mutator for Repeats {
         if idle.iter().all(|&i| i) {
             return s.clone();
         }
-        let mut out: Vec<Stmt> = stmts.clone();
+        // Copied only once something changes: a copy of a long block (an unrolled loop's
+        // body) and its drop were a reference count taken and given back per statement.
+        let mut out: Cow<'_, [Stmt]> = Cow::Borrowed(stmts);
         let mut changed = false;
         // The counts of the whole block, if already made (while it was counted as a statement
         // of the enclosing block): the first search's `later` while `out` is still `stmts`.
@@ -809,7 +574,7 @@ impl Mutator for Repeats {
             while let Some((e, stable)) = Repeats::candidate(
                 &self.mutable,
                 &mut self.counter,
-                &out,
+                &out[..],
                 start,
                 k,
                 &skip,
@@ -818,7 +583,8 @@ impl Mutator for Repeats {
                 whole.as_deref().filter(|_| !changed),
             ) {
                 if stable || !e.may_fail() {
-                    self.bind(&mut out, start, start, k, &e, stable, &mut later, &mut idle);
+                    let o = out.to_mut();
+                    self.bind(o, start, start, k, &e, stable, &mut later, &mut idle);
                     k += 1;
                     changed = true;
                     continue;
@@ -840,19 +606,19 @@ impl Mutator for Repeats {
                 // before it, last first, each `let` going ahead of those made so far (a later
                 // one may contain an earlier one, which its binding then reads).
                 for x in [&e].into_iter().chain(before.iter().rev()) {
-                    self.bind(&mut out, j, j, k, x, false, &mut later, &mut idle);
+                    self.bind(out.to_mut(), j, j, k, x, false, &mut later, &mut idle);
                     k += 1;
                 }
                 changed = true;
             }
             // Then the statement's nested blocks, on their own.
-            let counted = out[k].clone();
             let t = match out[k].node() {
                 StmtNode::Block(_) => self.mutate_stmt(&out[k]),
                 _ => walk_mutate_nested(self, &out[k]),
             };
-            changed |= !t.ptr_eq(&out[k]);
-            out[k] = t;
+            // The statement as it was counted, if its nested blocks changed it.
+            let counted = (!t.ptr_eq(&out[k])).then(|| std::mem::replace(&mut out.to_mut()[k], t));
+            changed |= counted.is_some();
             if k + 1 == out.len() {
                 // Nothing follows: no search needs the counts any more.
                 later = None;
@@ -862,14 +628,14 @@ impl Mutator for Repeats {
                 // The statement as it was counted goes: what its nested blocks bound stays
                 // inside it, and counting it twice more (rebuilt, then gone) was most of
                 // this pass's time on deep kernels.
-                for t in out[start..k].iter().chain([&counted]) {
-                    merge(l, &self.counter.of(t, &self.mutable), false);
+                for t in out[start..k].iter().chain([counted.as_ref().unwrap_or(&out[k])]) {
+                    self.counter.take_out(t, l, &self.mutable);
                 }
             }
             k += 1;
         }
         if changed {
-            Stmt::block(out)
+            Stmt::block(out.into_owned())
         } else {
             s.clone()
         }
@@ -889,5 +655,6 @@ pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable, leaves: Leaves) ->
     Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter }.mutate_kernel(k)
 }
 
+mod counter;
 #[cfg(test)]
 mod tests;

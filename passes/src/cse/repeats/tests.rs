@@ -111,6 +111,31 @@ fn block_counts_less_a_prefix_are_the_rest() {
     assert!(blocks > 100, "{blocks} blocks");
 }
 
+/// [`Counter::take_out`] takes out of a block's counts what merging its statements' counts
+/// out does, for statements counted already (looked up) and not (walked, or counted).
+#[test]
+fn taking_a_statement_out_is_merging_its_counts_out() {
+    let mut stmts = 0;
+    for (_, k) in crate::util::repository_kernels() {
+        let mutable = Mutable::of(k.body());
+        let mut whole = ExprMap::new();
+        count_stmt(k.body(), &mut whole, true, &mutable);
+        let mut counted = fresh();
+        for s in &crate::util::all_stmts(k.body()) {
+            let mut want = whole.clone();
+            merge(&mut want, &counted.of(s, &mutable), false);
+            let mut got = whole.clone();
+            counted.take_out(s, &mut got, &mutable);
+            assert_eq!(got, want, "{s}");
+            let mut got = whole.clone();
+            fresh().take_out(s, &mut got, &mutable);
+            assert_eq!(got, want, "{s}");
+            stmts += 1;
+        }
+    }
+    assert!(stmts > 100, "{stmts} statements");
+}
+
 /// The pass on a kernel whose inner blocks are searched from their own counts (the loop's
 /// body and the block in it are unchanged when reached), with a value bound in an inner
 /// block and repeated after it closes (not reused there), a load repeated across statements
