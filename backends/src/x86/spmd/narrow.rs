@@ -346,7 +346,7 @@ impl V {
             let mut done = self.a.create_label();
             self.a.cmp(r10d, 0xff)?;
             self.a.jne(lanes)?;
-            let shift = 32 - bits as u32;
+            let shift = 32 - bits;
             self.a.vpslld(ymm0, ymm0, shift)?;
             self.a.vpsrld(ymm0, ymm0, shift)?;
             // (Zero-extended, no value saturates: the packs only narrow.)
