@@ -20,6 +20,12 @@
 //! `KILN_CPU_SUITE_THREADS=N` sets the threads of `all` and of the copy, one per core by
 //! default).
 //!
+//! `KILN_CPU_SUITE_SET=more` runs instead a second, held-out set of kernels written after kiln
+//! was tuned on the first (`cpu_suite_more.kir`, `cpu_suite/more.rs`: transpose, GELU, a
+//! 7-tap convolution in local memory, argmax, a work-group scan, bilinear resize, n-body, bit
+//! tricks, f64 axpy and gemv, 8-bit thresholding, CSR SpMV), with its own table;
+//! `KILN_CPU_SUITE_SET=all` runs both.
+//!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
 //! one thread and on all (`KILN_CPU_SUITE_HALIDE=0` skips it).
@@ -36,6 +42,8 @@ use kiln_runtime::{Device, Handle};
 
 #[path = "cpu_suite/halide.rs"]
 mod halide;
+#[path = "cpu_suite/more.rs"]
+mod more;
 
 const SUITE: &str = include_str!("cpu_suite.kir");
 const REDUCE: &str = include_str!("../../examples/reduce.kir");
@@ -43,6 +51,13 @@ const STENCIL: &str = include_str!("../../examples/stencil2d.kir");
 
 fn log2n() -> u32 {
     std::env::var("KILN_CPU_SUITE_LOG2N").ok().and_then(|s| s.parse().ok()).unwrap_or(22)
+}
+
+/// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
+/// `cpu_suite/more.rs`; or `all`) selects the set `set`.
+fn set_wanted(set: &str) -> bool {
+    let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
+    chosen == "all" || chosen == set
 }
 
 /// The kernels `KILN_CPU_SUITE_ONLY` names (comma-separated), or all of them.
@@ -128,6 +143,8 @@ fn run(c: &mut Case, all: bool) {
 enum Out {
     F32(Vec<f32>),
     U32(Vec<u32>),
+    F64(Vec<f64>),
+    U8(Vec<u8>),
 }
 
 /// Checks the kernel's result (after one launch on `dev`) against the reference.
@@ -137,6 +154,8 @@ fn check(c: &mut Case, want: &Out, all: bool) {
     let got = match want {
         Out::F32(_) => Out::F32(c.bufs[c.result].to_vec::<f32>().expect("f32 result")),
         Out::U32(_) => Out::U32(c.bufs[c.result].to_vec::<u32>().expect("u32 result")),
+        Out::F64(_) => Out::F64(c.bufs[c.result].to_vec::<f64>().expect("f64 result")),
+        Out::U8(_) => Out::U8(c.bufs[c.result].to_vec::<u8>().expect("u8 result")),
     };
     c.bufs = fresh;
     let who = if all { "all threads" } else { "1 thread" };
@@ -634,21 +653,18 @@ fn median7(mut f: impl FnMut()) -> Duration {
     t[3]
 }
 
-fn suite(c: &mut Criterion) {
-    if !cfg!(target_arch = "x86_64") {
-        return;
-    }
-    let t = threads();
-    let mut cases = cases();
-    cases.retain(|c| wanted(c.name));
-    assert!(!cases.is_empty(), "KILN_CPU_SUITE_ONLY names no kernel of the suite");
-    for case in &mut cases {
+/// One row of a closing table: kernel, bytes, and the medians of rust, kiln 1t and kiln all.
+type Row = (&'static str, Option<usize>, Duration, Duration, Duration);
+
+/// Checks and times the cases of one set, returning their table rows.
+fn measure(c: &mut Criterion, cases: &mut [Case]) -> Vec<Row> {
+    for case in cases.iter_mut() {
         let want = (case.rust)(true).expect("the reference's result");
         check(case, &want, false);
         check(case, &want, true);
     }
     let mut summary = Vec::new();
-    for case in &mut cases {
+    for case in cases.iter_mut() {
         let mut g = c.benchmark_group(format!("cpu_suite/{}", case.name));
         g.sample_size(10);
         g.bench_function("rust_1t", |b| b.iter(|| black_box((case.rust)(false))));
@@ -662,22 +678,19 @@ fn suite(c: &mut Criterion) {
         let all = median7(|| run(case, true));
         summary.push((case.name, case.bytes, rust, one, all));
     }
-    let copy_len = (1usize << log2n()) * 2;
-    let src = data(copy_len, 16, 0.0, 1.0);
-    let mut dst = vec![0f32; copy_len];
-    // The machine's copy bandwidth: the faster of the two ways.
-    let [memcpy, by_loop] = copy_times(&src, &mut dst, t);
-    let bw = |d: Duration| (2 * 4 * copy_len) as f64 / d.as_secs_f64();
-    let copy_bw = bw(memcpy).max(bw(by_loop));
+    summary
+}
 
+/// Prints one set's table; bandwidths are fractions of `copy_bw` (bytes per second).
+fn table(title: &str, summary: &[Row], copy_bw: f64, t: usize) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!("\ncpu suite, 2^{} elements, medians of 7 ({t} threads for `all`):", log2n());
+    println!("\n{title}, 2^{} elements, medians of 7 ({t} threads for `all`):", log2n());
     println!(
         "{:<14} {:>10} {:>10} {:>10} {:>14} {:>16}",
         "kernel", "rust ms", "kiln 1t ms", "kiln all", "kiln 1t : rust", "all : copy bw"
     );
     let mut log_sum = 0.0;
-    for (name, bytes, rust, one, all) in &summary {
+    for (name, bytes, rust, one, all) in summary {
         let ratio = rust.as_secs_f64() / one.as_secs_f64();
         log_sum += ratio.ln();
         let bw = bytes.map_or(String::from("-"), |b| {
@@ -691,16 +704,52 @@ fn suite(c: &mut Criterion) {
         );
     }
     println!(
-        "geometric mean of kiln 1 thread : rust: {:.3}x; copy bandwidth {:.1} GB/s on {t} threads \
-         (memcpy {:.1}, loop {:.1})",
-        (log_sum / summary.len() as f64).exp(),
+        "geometric mean of kiln 1 thread : rust: {:.3}x",
+        (log_sum / summary.len() as f64).exp()
+    );
+}
+
+fn suite(c: &mut Criterion) {
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let t = threads();
+    let mut sets = Vec::new();
+    if set_wanted("first") {
+        sets.push(("cpu suite", cases()));
+    }
+    if set_wanted("more") {
+        sets.push(("cpu suite, held-out kernels", more::cases()));
+    }
+    for (_, cases) in &mut sets {
+        cases.retain(|c| wanted(c.name));
+    }
+    sets.retain(|(_, cases)| !cases.is_empty());
+    assert!(!sets.is_empty(), "KILN_CPU_SUITE_ONLY/SET name no kernel of the suite");
+    let summaries: Vec<_> =
+        sets.iter_mut().map(|(title, cases)| (*title, measure(c, cases))).collect();
+    let copy_len = (1usize << log2n()) * 2;
+    let src = data(copy_len, 16, 0.0, 1.0);
+    let mut dst = vec![0f32; copy_len];
+    // The machine's copy bandwidth: the faster of the two ways.
+    let [memcpy, by_loop] = copy_times(&src, &mut dst, t);
+    let bw = |d: Duration| (2 * 4 * copy_len) as f64 / d.as_secs_f64();
+    let copy_bw = bw(memcpy).max(bw(by_loop));
+    for (title, summary) in &summaries {
+        table(title, summary, copy_bw, t);
+    }
+    println!(
+        "copy bandwidth {:.1} GB/s on {t} threads (memcpy {:.1}, loop {:.1})",
         copy_bw / 1e9,
         bw(memcpy) / 1e9,
         bw(by_loop) / 1e9
     );
-    let kiln: Vec<_> =
-        summary.iter().map(|&(name, _, _, one, all)| halide::Kiln { name, one, all }).collect();
-    halide::compare(&kiln, log2n(), t);
+    // Halide's pipelines are the first set's kernels.
+    if let Some((_, first)) = summaries.iter().find(|(title, _)| *title == "cpu suite") {
+        let kiln: Vec<_> =
+            first.iter().map(|&(name, _, _, one, all)| halide::Kiln { name, one, all }).collect();
+        halide::compare(&kiln, log2n(), t);
+    }
 }
 
 criterion_group!(benches, suite);

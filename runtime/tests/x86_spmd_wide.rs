@@ -99,6 +99,31 @@ fn run_cases(body: &str) {
     }
 }
 
+/// Stores at `global_id(0)` of a whole batch pack the eight lanes' low bytes or words into one
+/// store (a partial batch, under `i < n`, keeps one store per active lane): values with high
+/// bits set are cut as the interpreter's wrapping casts cut them, in either path.
+#[test]
+fn narrow_stores_of_whole_batches_pack_the_lanes() {
+    let k = wide_kernel(
+        "let w: u32 = (d8[i] as u32) * 16843009u32 + (c16[i] as u32) * 65599u32;
+         if (i as i32) < n {
+           o8[i] = w as i8; ou8[i] = (w >> 3u32) as u8;
+           o16[i] = w as i16; ou16[i] = (w >> 5u32) as u16;
+         }",
+    );
+    assert_eq!(fallback(&k), None, "{k}");
+    if avx2() {
+        let listing = compile(&k, &X86Options::default()).unwrap().disassemble();
+        assert!(listing.contains("vpackuswb") && listing.contains("vpermq"), "{listing}");
+    }
+    for local in [8u32, 16, 64] {
+        for n in [64, 61, 13, 3, -1] {
+            let r = NdRange::new(&[64]).with_local(&[local]);
+            assert_eq!(three_ways(&k, &r, &args(n, true), &bufs()), avx2(), "{k}");
+        }
+    }
+}
+
 #[test]
 fn narrow_arithmetic_wraps_as_the_interpreter() {
     run_cases(

@@ -339,6 +339,27 @@ impl V {
             self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
             self.a.vmovmskps(r10d, ymm1)?;
             let b = self.element_base(t)?;
+            // With every lane active (a whole batch, the usual case), the eight low bytes or
+            // words packed and stored at once: eight byte stores of their own cost more than
+            // the loop's loads and arithmetic together.
+            let mut lanes = self.a.create_label();
+            let mut done = self.a.create_label();
+            self.a.cmp(r10d, 0xff)?;
+            self.a.jne(lanes)?;
+            let shift = 32 - bits;
+            self.a.vpslld(ymm0, ymm0, shift)?;
+            self.a.vpsrld(ymm0, ymm0, shift)?;
+            // (Zero-extended, no value saturates: the packs only narrow.)
+            self.a.vpackusdw(ymm0, ymm0, ymm0)?;
+            self.a.vpermq(ymm0, ymm0, 0b00_00_10_00)?;
+            if bits == 8 {
+                self.a.vpackuswb(xmm0, xmm0, xmm0)?;
+                self.a.vmovq(qword_ptr(b + rbx), xmm0)?;
+            } else {
+                self.a.vmovdqu(xmmword_ptr(b + rbx * 2), xmm0)?;
+            }
+            self.a.jmp(done)?;
+            self.bind(&mut lanes)?;
             for lane in 0..8 {
                 let mut skip = self.a.create_label();
                 self.a.test(r10d, 1 << lane)?;
@@ -351,6 +372,7 @@ impl V {
                 }
                 self.bind(&mut skip)?;
             }
+            self.bind(&mut done)?;
             return Ok(());
         }
         if 1 + self.need(index).max(3) > super::TEMPS {
