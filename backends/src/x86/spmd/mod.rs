@@ -101,6 +101,7 @@ mod private;
 mod proven;
 mod region;
 mod scalar;
+mod spill;
 mod stmt;
 mod uniform;
 mod vectors;
@@ -365,6 +366,13 @@ struct V {
     /// Local-array values stored at constant displacements, still in registers
     /// (`forward.rs`).
     fwd: Vec<forward::Fwd>,
+    /// The statement's expression needs more registers than there are: nodes that do not
+    /// fit spill the registers below them (`spill.rs`).
+    deep: bool,
+    /// Frame slots for spilled registers, allocated as deeper spills need them.
+    spill_slots: Vec<i32>,
+    /// How many of [`V::spill_slots`] hold spilled registers now.
+    spill_used: usize,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

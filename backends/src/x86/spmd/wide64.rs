@@ -119,17 +119,18 @@ impl V {
         }
     }
 
-    /// Evaluates f64 `e` into `ymm{d}`, `ymm{d+1}`, failing if that needs too many
-    /// registers.
+    /// Evaluates a statement's f64 `e` into `ymm{d}`, `ymm{d+1}`, in deep mode if it needs
+    /// more temporaries than there are (`spill.rs`).
     pub(super) fn expr64_top(&mut self, e: &Expr, d: usize) -> R<()> {
-        if d + self.need64(e) > TEMPS {
-            return no("an f64 expression needing more than 8 registers");
-        }
-        self.expr64(e, d)
+        let deep = d + self.need64(e) > TEMPS;
+        self.deep_if(deep, |v| v.expr64(e, d))
     }
 
     /// Evaluates f64 `e` into `ymm{d}` (lanes 0..3) and `ymm{d+1}` (lanes 4..7).
     pub(super) fn expr64(&mut self, e: &Expr, d: usize) -> R<()> {
+        if self.must_spill(d, |v| v.need64(e)) {
+            return self.spilled(d, 2, |v| v.expr64(e, 0));
+        }
         if d + 2 > TEMPS {
             return no("internal: out of expression registers");
         }
@@ -561,10 +562,7 @@ impl V {
             return Ok(());
         }
         let signed = Self::index_type(index)?;
-        if 2 + self.need(index).max(3) > TEMPS {
-            return no("an index needing more than 6 registers");
-        }
-        self.expr(index, 2)?;
+        self.expr_top(index, 2)?;
         self.active(3)?;
         self.check(index, 2, 3, 4, t, "store", signed)?;
         let base = self.base(t)?;
