@@ -23,7 +23,9 @@
 //!
 //! ## Code shape
 //!
-//! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order),
+//! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order;
+//!   an expression needing more spills the registers below a node that does not fit,
+//!   `spill.rs`),
 //!   `let`s and `var`s live in `ymm8..ymm14` while those last (64-bit ones in two; then
 //!   in slots of the vector frame, `r15`), as do a divergent loop's mask and per-lane
 //!   counter while it runs, and `ymm15` holds the batch's `global_id(0)` lanes. Uniform
