@@ -148,6 +148,17 @@ fn deep_conditions_indices_stores_and_atomics() {
          o[i] = p[(({deep}) >> 2u32) & 7u32];"
     ));
     cases(&format!("atomic_add(ou, ({deep}) & 63u32, {deep}); oi[i] = 1i32;"));
+    // In a loop (a `var` blended under its mask) and across a barrier (region code: the
+    // group's frame holds the spills).
+    cases(&format!(
+        "var acc: f32 = 0.0; var j: u32 = xu[i] & 3u32;
+         while j < 4u32 {{ acc = acc + {deepf}; j = j + 1u32; }} o[i] = acc;"
+    ));
+    cases(&format!(
+        "local t: f32[64]; let l: u32 = local_id(0); t[l] = {deepf}; barrier(local);
+         o[i] = t[(l + 1u32) & (local_size(0) - 1u32)] + {};",
+        chain(9, "-", |k| at("x", k))
+    ));
     // Bool values: a deep `&&` of comparisons.
     cases(&format!(
         "let b: bool = {}; oi[i] = select(b, 1i32, -1i32);",
