@@ -16,8 +16,8 @@
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
-//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices. Anything else — f64 `sin`/`cos`, a barrier
-//! under divergent control — makes the whole kernel
+//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices. Anything else — a barrier
+//! under divergent control, say — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
 //!
@@ -105,6 +105,7 @@ mod region;
 mod scalar;
 mod spill;
 mod stmt;
+mod trig64;
 mod uniform;
 mod vectors;
 mod wide64;
