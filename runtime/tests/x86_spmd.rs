@@ -119,7 +119,8 @@ fn aliasing_and_shared_rows_keep_the_interpreters_order() {
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(1i32)];
         assert_eq!(three_ways(&k, &NdRange::new(&[96]).with_local(&[32]), &args, &bufs), avx2());
     }
-    for body in ["private p: u64[4]; p[1] = 2u64; o[i] = a[i] + (p[1] as i32);"] {
+    {
+        let body = "private p: u64[4]; p[1] = 2u64; o[i] = a[i] + (p[1] as i32);";
         let k = kernel(&format!(
             "kernel k(o: ptr<global, i32>, a: ptr<global, i32>, s: i32) {{ let i: u32 = global_id(0); {body} }}"
         ));

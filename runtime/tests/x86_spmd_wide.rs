@@ -570,9 +570,9 @@ fn f64_sin_cos_lanes_give_the_interpreters_bits() {
         5e-324,
         -2.2e-308,
         1e-9,
-        0.785_398_163_397_448_3,
-        -1.570_796_326_794_896_6,
-        3.141_592_653_589_793,
+        std::f64::consts::FRAC_PI_4,
+        -std::f64::consts::FRAC_PI_2,
+        std::f64::consts::PI,
         4.712_388_980_384_69,
         268_435_455.9,
         268_435_456.0,
@@ -603,7 +603,7 @@ fn f64_sin_cos_lanes_give_the_interpreters_bits() {
         s ^= s << 17;
         xs.push(f64::from_bits(s));
     }
-    while xs.len() % 64 != 0 {
+    while !xs.len().is_multiple_of(64) {
         xs.push(1.0);
     }
     let k = kernel(

@@ -61,8 +61,8 @@ impl V {
             let s = self.slot();
             self.spill_slots.push(s);
         }
-        for r in 0..d {
-            self.a.vmovups(ymmword_ptr(r15 + self.spill_slots[base + r]), YMM[r])?;
+        for (r, &y) in YMM[..d].iter().enumerate() {
+            self.a.vmovups(ymmword_ptr(r15 + self.spill_slots[base + r]), y)?;
         }
         self.spill_used = base + d;
         let r = f(self);
@@ -73,8 +73,8 @@ impl V {
         for h in (0..wide).rev() {
             self.a.vmovaps(YMM[d + h], YMM[h])?;
         }
-        for r in 0..d {
-            self.a.vmovups(YMM[r], ymmword_ptr(r15 + self.spill_slots[base + r]))?;
+        for (r, &y) in YMM[..d].iter().enumerate() {
+            self.a.vmovups(y, ymmword_ptr(r15 + self.spill_slots[base + r]))?;
         }
         Ok(())
     }
