@@ -4,7 +4,8 @@
 //! and compared with the interpreter. The same bytes also pick a kernel of the 8-lane
 //! class (loops, divergent branches, gathers, scatters, a local array and a barrier, with
 //! indices that may be out of bounds, one of the lane operations beyond `+ - *`, a `for`
-//! with bounds per lane and `exp`/`log`/`sin`/`cos`), compared the same way, errors included. A crash
+//! with bounds per lane, `exp`/`log`/`sin`/`cos` and an expression needing more than the eight
+//! YMM temporaries), compared the same way, errors included. A crash
 //! here is a host crash the backend promised never to cause.
 #![no_main]
 
@@ -26,8 +27,8 @@ fn lanes_case(data: &[u8]) {
     let ix = |k: usize| INDEX[byte(k) % INDEX.len()];
     // Operations of the lanes beyond + - *: min/max, abs/sqrt/fma/rounding, select, casts
     // (saturating), integer division by divisors that may be 0 or -1, 8/16-bit integers, a
-    // `for` per lane, vector loads.
-    const OPS: [&str; 10] = [
+    // `for` per lane, vector loads, an expression deeper than the registers.
+    const OPS: [&str; 11] = [
         "acc + a[i & 63u32]",
         "max(acc, a[x & 63u32]) - min(acc, 0.5)",
         "select(acc > 1.0, sqrt(abs(acc)), fma(acc, 0.5, (x as f32)))",
@@ -41,6 +42,11 @@ fn lanes_case(data: &[u8]) {
         // A vector load: misaligned where `n` and `i` are odd, its last lane past `a`'s end
         // where `x & 15` is 15.
         "acc + extract(vload4(a, (x & 15u32) * 4u32 + (i & n & 1u32)), 3) * 0.5",
+        // Deeper than the eight temporaries: every operand a load that may fault, each
+        // level's left one computed first (registers spilled to the frame).
+        "acc * a[x + 1u32] + a[x + 2u32] * (a[x + 3u32] - a[x + 4u32] * (a[x + 5u32] \
+         + a[x + 6u32] * (a[x + 7u32] - a[x + 8u32] * (a[x + 9u32] + a[x + 10u32] \
+         * (a[x + 11u32] - a[x + 12u32] * a[x + 13u32])))))",
     ];
     let op = OPS[byte(11) % OPS.len()];
     let cond = if byte(4) % 2 == 0 { "t < n" } else { "t < (x & 3u32) + n" };

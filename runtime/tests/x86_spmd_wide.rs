@@ -485,12 +485,8 @@ fn ledger_kernels() -> Vec<(String, &'static str, Kernel)> {
     v
 }
 
-/// The documented fallback (docs/cpu.md): f64 `sin`/`cos`. Everything else in the ledger
-/// must get 8-lane code, and every fallback must say why naming the type.
-fn documented_fallback(t: &str, fam: &str) -> bool {
-    t == "f64" && fam == "math"
-}
-
+/// Every kernel of the ledger gets 8-lane code (docs/cpu.md: the last fallback, f64
+/// `sin`/`cos`, has lanes now).
 #[test]
 fn fallback_ledger_every_type_and_operation_family() {
     if !avx2() {
@@ -498,22 +494,17 @@ fn fallback_ledger_every_type_and_operation_family() {
         return;
     }
     let mut wrong = Vec::new();
-    let mut count = 0;
     for (t, fam, k) in ledger_kernels() {
         let why = fallback(&k);
         eprintln!("{t:>4} {fam:<7} {}", why.as_deref().unwrap_or("8-lane code"));
-        match (&why, documented_fallback(&t, fam)) {
-            (None, false) => {}
-            (Some(w), true) if w.contains(&t) => count += 1,
-            _ => wrong.push(format!("{t} {fam}: {why:?}")),
+        if let Some(w) = why {
+            wrong.push(format!("{t} {fam}: {w}"));
         }
     }
-    assert!(wrong.is_empty(), "fallbacks differ from the documented ones:\n{}", wrong.join("\n"));
-    // f64: `math`.
-    assert_eq!(count, 1, "documented fallbacks");
+    assert!(wrong.is_empty(), "fallbacks:\n{}", wrong.join("\n"));
     // The ledger's kernels run the same three ways, fallback or not.
-    for (t, fam, k) in ledger_kernels() {
-        if fam == "math" || t == "f16" {
+    for (t, _, k) in ledger_kernels() {
+        if t == "f16" {
             continue;
         }
         let mut b = vec![
@@ -584,5 +575,85 @@ fn f64_transcendentals_on_the_cpu_device_are_kilns_own() {
         for (j, w) in want.iter().enumerate() {
             assert_eq!(got[4 * i + j].to_bits(), w.to_bits(), "function {j} of {x:e}");
         }
+    }
+}
+
+/// f64 `sin` and `cos` in the lanes (`trig64.rs`) against `kiln_ir::eval::math64` bit for
+/// bit: near multiples of pi/2, both sides of 2^28 (the huge-argument reduction, one lane
+/// of a half or all of them), every binary exponent up to the largest finite values,
+/// subnormals, signed zeros, infinities and NaNs with payloads.
+#[test]
+fn f64_sin_cos_lanes_give_the_interpreters_bits() {
+    use kiln_ir::eval::math64::{cos_f64, sin_f64};
+    let mut xs: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::from_bits(0xfff4_0000_0000_1234),
+        5e-324,
+        -2.2e-308,
+        1e-9,
+        std::f64::consts::FRAC_PI_4,
+        -std::f64::consts::FRAC_PI_2,
+        std::f64::consts::PI,
+        4.712_388_980_384_69,
+        268_435_455.9,
+        268_435_456.0,
+        -268_435_456.5,
+        f64::MAX,
+        -f64::MAX,
+        1e22,
+        f64::from_bits(0x7506_ac5b_262c_a1ff),
+    ];
+    // Multiples of pi/2 and their neighbours; every exponent from 2^-30 to 2^1023.
+    for k in -40i32..40 {
+        let v = f64::from(k) * std::f64::consts::FRAC_PI_2;
+        xs.extend([
+            v,
+            f64::from_bits(v.to_bits() + 1),
+            f64::from_bits(v.to_bits().wrapping_sub(1)),
+        ]);
+    }
+    for e in -30i32..1024 {
+        let v = 2f64.powi(e) * (1.0 + f64::from(e.rem_euclid(97)) / 97.0);
+        xs.extend([v, -v * 1.000_000_1]);
+    }
+    // A pseudo-random spread of bit patterns.
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..512 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        xs.push(f64::from_bits(s));
+    }
+    while !xs.len().is_multiple_of(64) {
+        xs.push(1.0);
+    }
+    let k = kernel(
+        "kernel k(x: ptr<global, f64>, o: ptr<global, f64>) {
+           let i: u32 = global_id(0);
+           o[i * 2u32] = sin(x[i]); o[i * 2u32 + 1u32] = cos(x[i]);
+         }",
+    );
+    assert_eq!(fallback(&k), None, "{k}");
+    let n = xs.len();
+    let bufs = vec![Buffer::from_slice(&xs), Buffer::zeroed(Scalar::F64, 2 * n)];
+    let args = [Arg::Buffer(0), Arg::Buffer(1)];
+    let r = NdRange::new(&[n as u32]).with_local(&[64]);
+    three_ways(&k, &r, &args, &bufs);
+    let p = compile(&k, &X86Options::default()).unwrap();
+    let mut got = bufs.clone();
+    p.run(&r, &args, &mut got).unwrap();
+    let got = got[1].to_vec::<f64>().unwrap();
+    for (i, &x) in xs.iter().enumerate() {
+        assert_eq!(got[2 * i].to_bits(), sin_f64(x).to_bits(), "sin({x:e}) [{:#x}]", x.to_bits());
+        assert_eq!(
+            got[2 * i + 1].to_bits(),
+            cos_f64(x).to_bits(),
+            "cos({x:e}) [{:#x}]",
+            x.to_bits()
+        );
     }
 }

@@ -65,6 +65,9 @@ pub struct Ctx {
     /// buffers meanwhile, the executor's promise), so that atomics on buffers need no `lock`
     /// prefix; else 0.
     pub alone: u64,
+    /// `kiln_ir::eval::math64::SINCOS_TABLE`, the f64 `sin`/`cos` table (as
+    /// [`Ctx::math_table`]; last, so that the earlier fields keep their offsets).
+    pub math64_table: *const f64,
 }
 
 impl Ctx {
@@ -93,6 +96,7 @@ impl Ctx {
             span: 0,
             math_table: kiln_ir::eval::math::SINCOS_TABLE.as_ptr(),
             alone: u64::from(alone),
+            math64_table: kiln_ir::eval::math64::SINCOS_TABLE.as_ptr(),
         }
     }
 }
@@ -134,6 +138,7 @@ pub(crate) const OFF_HELPERS: i32 = 248;
 pub(crate) const OFF_SPAN: i32 = 280;
 pub(crate) const OFF_MATH_TABLE: i32 = 288;
 pub(crate) const OFF_ALONE: i32 = 296;
+pub(crate) const OFF_MATH64_TABLE: i32 = 304;
 
 /// Return value of generated code for a fault; the details are in the context.
 pub const STOP_ERROR: u64 = u64::MAX;
@@ -348,5 +353,6 @@ const _: () = {
     assert!(offset_of!(Ctx, helpers) == OFF_HELPERS as usize);
     assert!(offset_of!(Ctx, span) == OFF_SPAN as usize);
     assert!(offset_of!(Ctx, math_table) == OFF_MATH_TABLE as usize);
+    assert!(offset_of!(Ctx, math64_table) == OFF_MATH64_TABLE as usize);
     assert!(offset_of!(Ctx, alone) == OFF_ALONE as usize);
 };

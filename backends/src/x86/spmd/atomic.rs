@@ -319,7 +319,7 @@ impl V {
     ) -> R<()> {
         let [o_idx, o_val, o_mask] = o;
         if !self.lane0_to_eax(index, t)? {
-            self.expr(index, 1)?;
+            self.expr_top(index, 1)?;
             self.a.vmovd(eax, xmm1)?;
         }
         let base = self.base(t)?;
@@ -348,7 +348,7 @@ impl V {
             a.jmp(done)?;
             self.bind(&mut locked)?;
             self.a.vmovups(ymmword_ptr(r15 + o_val), ymm0)?;
-            self.expr(index, 1)?;
+            self.expr_top(index, 1)?;
             self.a.vmovups(ymmword_ptr(r15 + o_idx), ymm1)?;
             let ones = self.imm_slot(u32::MAX);
             self.a.vmovups(ymm2, ymmword_ptr(r15 + ones))?;

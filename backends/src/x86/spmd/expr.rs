@@ -463,17 +463,18 @@ impl V {
         })
     }
 
-    /// Evaluates `e` into `ymm0`-based `ymm{d}`, failing if it needs more temporaries than
-    /// there are.
+    /// Evaluates a statement's `e` into `ymm{d}` (`ymm0..ymm{d-1}` holding values), in deep
+    /// mode if it needs more temporaries than there are (`spill.rs`).
     pub(super) fn expr_top(&mut self, e: &Expr, d: usize) -> R<()> {
-        if d + self.need(e) > TEMPS {
-            return no("an expression needing more than 8 registers");
-        }
-        self.expr(e, d)
+        let deep = d + self.need(e) > TEMPS;
+        self.deep_if(deep, |v| v.expr(e, d))
     }
 
     /// Evaluates `e` into `ymm{d}`, with `ymm{d+1}..` as temporaries.
     pub(super) fn expr(&mut self, e: &Expr, d: usize) -> R<()> {
+        if self.must_spill(d, |v| v.need(e)) {
+            return self.spilled(d, 1, |v| v.expr(e, 0));
+        }
         if d >= TEMPS {
             // (`need` counts what this takes: never reached, but never a let register.)
             return no("internal: out of expression registers");
@@ -685,18 +686,20 @@ impl V {
         }
     }
 
-    /// A condition into `ymm{d}`, failing if it needs too many registers.
+    /// A statement's condition into `ymm{d}`, in deep mode if it needs more temporaries than
+    /// there are.
     pub(super) fn cond_top(&mut self, e: &Expr, d: usize) -> R<()> {
-        if d + self.need_cond(e) > TEMPS {
-            return no("a condition needing more than 8 registers");
-        }
-        self.cond(e, d)
+        let deep = d + self.need_cond(e) > TEMPS;
+        self.deep_if(deep, |v| v.cond(e, d))
     }
 
     /// Evaluates a condition into `ymm{d}` as a lane mask (all ones where true). Float
     /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
     /// NaN), as the scalar comparisons are.
     pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        if self.must_spill(d, |v| v.need_cond(e)) {
+            return self.spilled(d, 1, |v| v.cond(e, 0));
+        }
         let addr = e as *const Expr as usize;
         if let Some(&(_, slot)) = self.hoisted_conds.iter().find(|h| h.0 == addr) {
             self.a.vmovups(YMM[d], ymmword_ptr(r15 + slot))?;

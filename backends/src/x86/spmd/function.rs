@@ -120,6 +120,9 @@ fn generate_inner(
         gid0: expr::gid0_names(k.body().stmts()),
         vhomes: Vec::new(),
         fwd: Vec::new(),
+        deep: false,
+        spill_slots: Vec::new(),
+        spill_used: 0,
     };
     if regions {
         v.per_group = true;

@@ -7,7 +7,7 @@
 //! small integer, through the bits of 2^52 + k, where `k - 1023 + kadj` is as exact in f64
 //! as in integers), `exp`'s 2^k as two exact powers of two built from their bits, and the
 //! special values blended in at the end, the definition's later cases first. (`sin` and
-//! `cos` of f64 have no lane code yet.)
+//! `cos` of f64 are `trig64.rs`'s.)
 //!
 //! Registers: the argument in `ymm{d}`, `ymm{d+1}` (the result left there), `ymm{d+2}..
 //! ymm{d+5}` clobbered ([`EXP64_NEED`]); scratch values in fresh vector frame slots.

@@ -521,9 +521,6 @@ impl V {
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);
         self.expr_top(value, 0)?;
-        if 1 + self.need(index).max(3) > super::TEMPS {
-            return no("an index needing more than 7 registers");
-        }
         if kind == Kind::Contig {
             let disp = self.const_disp(index, t);
             if let Some(m) = self.lane0_operand(index, t)? {
@@ -572,7 +569,7 @@ impl V {
         if in_eax {
             self.gpr(index)?;
         } else {
-            self.expr(index, 1)?;
+            self.expr_top(index, 1)?;
         }
         let mut done = self.a.create_label();
         let fast = kind == Kind::Contig && self.mask.is_none();

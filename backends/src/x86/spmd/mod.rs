@@ -16,14 +16,16 @@
 //! `max`, `abs`, `sqrt`, `fma`, `floor`, `ceil`, `trunc` (`ops.rs`) and `exp`, `log`, `sin`,
 //! `cos` (`math.rs`), with operands that
 //! are scalar parameters, constants, built-in ids and sizes, and loads and stores of
-//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices. Anything else — f64 `sin`/`cos`, a barrier
-//! under divergent control — makes the whole kernel
+//! global, local and private `f32`/`i32`/`u32` memory at `i32`/`u32` indices. Anything else — a barrier
+//! under divergent control, say — makes the whole kernel
 //! run on the scalar code, and [`generate`] says why (`kiln emit --target x86` prints
 //! it).
 //!
 //! ## Code shape
 //!
-//! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order),
+//! * Registers, not memory: expression temporaries are `ymm0..ymm7` (Sethi-Ullman order;
+//!   an expression needing more spills the registers below a node that does not fit,
+//!   `spill.rs`),
 //!   `let`s and `var`s live in `ymm8..ymm14` while those last (64-bit ones in two; then
 //!   in slots of the vector frame, `r15`), as do a divergent loop's mask and per-lane
 //!   counter while it runs, and `ymm15` holds the batch's `global_id(0)` lanes. Uniform
@@ -101,7 +103,9 @@ mod private;
 mod proven;
 mod region;
 mod scalar;
+mod spill;
 mod stmt;
+mod trig64;
 mod uniform;
 mod vectors;
 mod wide64;
@@ -365,6 +369,13 @@ struct V {
     /// Local-array values stored at constant displacements, still in registers
     /// (`forward.rs`).
     fwd: Vec<forward::Fwd>,
+    /// The statement's expression needs more registers than there are: nodes that do not
+    /// fit spill the registers below them (`spill.rs`).
+    deep: bool,
+    /// Frame slots for spilled registers, allocated as deeper spills need them.
+    spill_slots: Vec<i32>,
+    /// How many of [`V::spill_slots`] hold spilled registers now.
+    spill_used: usize,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

@@ -375,10 +375,7 @@ impl V {
             self.bind(&mut done)?;
             return Ok(());
         }
-        if 1 + self.need(index).max(3) > super::TEMPS {
-            return no("an index needing more than 7 registers");
-        }
-        self.expr(index, 1)?;
+        self.expr_top(index, 1)?;
         self.active(2)?;
         self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;

@@ -116,10 +116,7 @@ impl V {
         }
         let signed = Self::index_type(index)?;
         self.expr_top(value, 0)?;
-        if 1 + self.need(index).max(3) > super::TEMPS {
-            return no("an index needing more than 7 registers");
-        }
-        self.expr(index, 1)?;
+        self.expr_top(index, 1)?;
         self.active(2)?;
         self.check_private(p, 1, 2, 3, "store", signed)?;
         self.store_lanes(r15, p.off, 4)

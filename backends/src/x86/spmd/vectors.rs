@@ -178,7 +178,7 @@ impl V {
         let t = self.buf_of(buf, elem.unwrap_or(Type::BOOL))?;
         let signed = Self::index_type(index)?;
         let (x, act, f) = (0, 1, 2);
-        self.expr(index, x)?;
+        self.expr_top(index, x)?;
         self.active(act)?;
         self.check(index, x, act, f, t, what, signed)?;
         let low = self.imm_slot(u32::from(lanes - 1));

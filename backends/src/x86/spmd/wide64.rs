@@ -21,8 +21,8 @@
 //! driver), others checked gathers (`vgatherdpd`); stores at `global_id(0)` are (masked)
 //! vector stores, others checked per-lane stores in lane order. Casts to i32/u32 (and
 //! through them to 8/16-bit integers) saturate as the interpreter's, NaN giving 0 (see
-//! `f64_to_int`). `exp` and `log` are `math64.rs`'s. Not yet in the lanes (the kernel stays
-//! on the scalar code, saying so): `sin`, `cos` of f64, 64-bit private arrays and atomics.
+//! `f64_to_int`). `exp` and `log` are `math64.rs`'s, `sin` and `cos` `trig64.rs`'s. Not yet in the lanes
+//! (the kernel stays on the scalar code, saying so): 64-bit private arrays and atomics.
 //! Conversions between i64/u64 and the floats (`int64.rs`): from f32 and f64 truncated and
 //! saturating through an exact split into two dwords; to f64 rounded once; to f32 rounded
 //! once, through a rounding to odd above 2^53.
@@ -85,7 +85,10 @@ impl V {
                 let n = n.unwrap_or(2);
                 if matches!(op, Intrinsic::Min | Intrinsic::Max) {
                     n.max(6)
-                } else if matches!(op, Intrinsic::Exp | Intrinsic::Log) {
+                } else if matches!(
+                    op,
+                    Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos
+                ) {
                     n.max(super::math64::EXP64_NEED)
                 } else if *op == Intrinsic::Abs {
                     n.max(3)
@@ -119,17 +122,18 @@ impl V {
         }
     }
 
-    /// Evaluates f64 `e` into `ymm{d}`, `ymm{d+1}`, failing if that needs too many
-    /// registers.
+    /// Evaluates a statement's f64 `e` into `ymm{d}`, `ymm{d+1}`, in deep mode if it needs
+    /// more temporaries than there are (`spill.rs`).
     pub(super) fn expr64_top(&mut self, e: &Expr, d: usize) -> R<()> {
-        if d + self.need64(e) > TEMPS {
-            return no("an f64 expression needing more than 8 registers");
-        }
-        self.expr64(e, d)
+        let deep = d + self.need64(e) > TEMPS;
+        self.deep_if(deep, |v| v.expr64(e, d))
     }
 
     /// Evaluates f64 `e` into `ymm{d}` (lanes 0..3) and `ymm{d+1}` (lanes 4..7).
     pub(super) fn expr64(&mut self, e: &Expr, d: usize) -> R<()> {
+        if self.must_spill(d, |v| v.need64(e)) {
+            return self.spilled(d, 2, |v| v.expr64(e, 0));
+        }
         if d + 2 > TEMPS {
             return no("internal: out of expression registers");
         }
@@ -445,7 +449,9 @@ impl V {
             | Intrinsic::Ceil
             | Intrinsic::Trunc
             | Intrinsic::Exp
-            | Intrinsic::Log => 1,
+            | Intrinsic::Log
+            | Intrinsic::Sin
+            | Intrinsic::Cos => 1,
             _ => return no(format!("`{}` on f64", op.name())),
         };
         if args.len() != arity {
@@ -457,6 +463,8 @@ impl V {
         match op {
             Intrinsic::Exp => return self.exp64(d),
             Intrinsic::Log => return self.log64(d),
+            Intrinsic::Sin => return self.sin_cos64(d, 0),
+            Intrinsic::Cos => return self.sin_cos64(d, 1),
             _ => {}
         }
         for h in 0..2 {
@@ -561,10 +569,7 @@ impl V {
             return Ok(());
         }
         let signed = Self::index_type(index)?;
-        if 2 + self.need(index).max(3) > TEMPS {
-            return no("an index needing more than 6 registers");
-        }
-        self.expr(index, 2)?;
+        self.expr_top(index, 2)?;
         self.active(3)?;
         self.check(index, 2, 3, 4, t, "store", signed)?;
         let base = self.base(t)?;
