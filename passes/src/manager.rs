@@ -1,5 +1,7 @@
 //! The pass manager: named passes run in order, the verifier checks the kernel after each
-//! (always in debug builds and tests; on request in release builds), and with
+//! (always in debug builds and tests; on request in release builds) or, in release builds,
+//! once after the last (a failure then runs the passes again, verified, to name the pass at
+//! fault: a pass's bug is an error, never a kernel that computes something else), and with
 //! `KILN_VERBOSE=debuginfo` the IR after each pass is printed (through `tracing` at debug
 //! level, and to stderr).
 
@@ -114,7 +116,8 @@ impl fmt::Display for PassError {
 
 impl std::error::Error for PassError {}
 
-/// Runs a list of passes, verifying after each.
+/// Runs a list of passes, verifying after each (debug builds, [`with_verify`](Self::with_verify))
+/// or once after the last (otherwise): a pass's invalid output is always an error.
 pub struct PassManager {
     passes: Vec<Box<dyn Pass>>,
     verify: bool,
@@ -147,7 +150,8 @@ impl PassManager {
         self
     }
 
-    /// Turns verification after each pass on or off (it is always on in debug builds).
+    /// Turns verification after each pass on or off (it is always on in debug builds); when
+    /// off, the pipeline's result is still verified, and a failure names the pass at fault.
     pub fn with_verify(mut self, verify: bool) -> PassManager {
         self.verify = verify || cfg!(debug_assertions);
         self
@@ -160,14 +164,14 @@ impl PassManager {
 
     /// Runs every pass on `k` in order.
     pub fn run(&self, k: &Kernel) -> Result<Kernel, PassError> {
-        self.run_inner(k, None)
+        self.run_inner(k, None, self.verify)
     }
 
     /// Runs every pass on `k` in order, as [`run`](Self::run) does, and says how long each
     /// pass and each verification took (`kiln opt --time-passes`).
     pub fn run_timed(&self, k: &Kernel) -> Result<(Kernel, TimeReport), PassError> {
         let mut report = TimeReport { kernel: k.name().to_string(), entries: Vec::new() };
-        let out = self.run_inner(k, Some(&mut report))?;
+        let out = self.run_inner(k, Some(&mut report), self.verify)?;
         Ok((out, report))
     }
 
@@ -175,6 +179,7 @@ impl PassManager {
         &self,
         k: &Kernel,
         mut report: Option<&mut TimeReport>,
+        each: bool,
     ) -> Result<Kernel, PassError> {
         let verbose = TRACE.load(std::sync::atomic::Ordering::Relaxed);
         let mut record = |step: Step, start: Instant| {
@@ -185,6 +190,7 @@ impl PassManager {
         // Passes and the verifier recurse over expressions: keep them within
         // MAX_EXPR_DEPTH before the first pass and after each (a pass that inlines can
         // deepen). A no-op, pointer-equal, when nothing is too deep.
+        let input = k;
         let mut k = bound_kernel(k);
         for p in &self.passes {
             let start = Instant::now();
@@ -194,7 +200,7 @@ impl PassManager {
             if verbose {
                 eprintln!("// IR after pass `{}`:\n{}", p.name(), k);
             }
-            if self.verify {
+            if each {
                 let start = Instant::now();
                 let verified = verify_kernel(&k);
                 record(Step::Verify(p.name()), start);
@@ -202,6 +208,17 @@ impl PassManager {
                     pass: p.name().to_string(),
                     errors: errs.iter().map(|e| e.to_string()).collect(),
                 })?;
+            }
+        }
+        if !each && !self.passes.is_empty() {
+            // Without verification after each pass, the result is still verified once: a
+            // pass's bug must fail the build, never run as a kernel that computes something
+            // else. Only then are the passes run again, verified, to name the one at fault.
+            let start = Instant::now();
+            let verified = verify_kernel(&k);
+            record(Step::Verify("pipeline"), start);
+            if verified.is_err() {
+                return self.run_inner(input, None, true);
             }
         }
         Ok(k)

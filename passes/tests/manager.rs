@@ -44,6 +44,29 @@ fn verifier_runs_after_each_pass() {
     }
 }
 
+/// Without verification after each pass (release builds' default), a pass's invalid output
+/// still fails the run, naming that pass, not the last one: no build ever runs a kernel the
+/// verifier rejects.
+#[test]
+fn an_invalid_result_fails_the_run_without_verification_after_each_pass() {
+    let m = parse_module("kernel k(o: ptr<global, u32>) { o[0] = 1u32; }").expect("parses");
+    let mut pm = PassManager::new().with_verify(false);
+    pm.add(Box::new(FnPass { name: "broken", f: breaks_scoping }));
+    pm.add(pass_by_name("simplify").expect("simplify"));
+    pm.add(pass_by_name("dce").expect("dce"));
+    match pm.run(&m.kernels[0]) {
+        Err(PassError::Verify { pass, errors }) => {
+            assert_eq!(pass, "broken");
+            assert!(errors.iter().any(|e| e.contains("ghost")), "{errors:?}");
+        }
+        other => panic!("expected a verify error, got {other:?}"),
+    }
+    // A valid pipeline's result is the same with and without verification after each pass.
+    let plain = default_pipeline().with_verify(false).run(&m.kernels[0]).expect("valid");
+    let each = default_pipeline().with_verify(true).run(&m.kernels[0]).expect("valid");
+    assert_eq!(plain.to_string(), each.to_string());
+}
+
 #[test]
 fn optimize_cleans_up_a_remapped_kernel() {
     let m = parse_module(
