@@ -16,7 +16,7 @@
 //! terms could not be reordered or cancelled freely), so normalizing never changes which
 //! error a kernel reports.
 
-use kiln_ir::{BinOp, Expr, ExprNode, Mutator, Scalar, UnOp, Var};
+use kiln_ir::{BinOp, Expr, ExprMap, ExprNode, Mutator, Scalar, UnOp, Var};
 use smallvec::SmallVec;
 
 use super::lang::is_operator;
@@ -307,9 +307,16 @@ pub fn constant_difference(a: &Expr, b: &Expr) -> Option<i128> {
     Some(if neg { -(m as i128) } else { m as i128 })
 }
 
-struct Normalize;
+/// The normalizing walk, with the results of the regions it normalized so far.
+struct Normalize<'a> {
+    /// Each region root normalized so far and its normal form (`None`: unchanged). The
+    /// simplifier's rounds normalize the same index again and again (each enclosing
+    /// expression's round walks the loads inside it, and a changed expression's next round
+    /// walks them once more), and the result is a function of the region alone.
+    memo: &'a mut ExprMap<Option<Expr>>,
+}
 
-impl Mutator for Normalize {
+impl Mutator for Normalize<'_> {
     fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
         if is_leaf(e) {
             return None;
@@ -326,10 +333,21 @@ impl Mutator for Normalize {
         if is_leaf(e) {
             return e.clone();
         }
-        let inner = if is_ring(e) {
+        if !is_ring(e) {
+            return kiln_ir::walk_mutate_expr(self, e);
+        }
+        // The normal form depends on the region's structure, types and source names
+        // (`is_operator` keeps a named division whole) and on nothing else: an equal region
+        // of the same names takes it (origins take no part in `Expr` equality).
+        if let Some((k, r)) = self.memo.get_key_value(e) {
+            if crate::origin::same_origins(k, e) {
+                return r.clone().unwrap_or_else(|| e.clone());
+            }
+        }
+        let inner = {
             // The region's atoms first (their own regions), then the region.
-            struct Atoms<'a>(&'a mut Normalize);
-            impl Mutator for Atoms<'_> {
+            struct Atoms<'a, 'b>(&'a mut Normalize<'b>);
+            impl Mutator for Atoms<'_, '_> {
                 fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
                     if is_ring(e) {
                         let n = kiln_ir::walk_mutate_expr(self, e);
@@ -347,15 +365,22 @@ impl Mutator for Normalize {
                 }
             }
             kiln_ir::walk_mutate_expr(&mut Atoms(self), e)
-        } else {
-            return kiln_ir::walk_mutate_expr(self, e);
         };
-        region(&inner).unwrap_or(inner)
+        let n = region(&inner).unwrap_or(inner);
+        // The first entry stays: its value belongs to its key's source names.
+        self.memo.entry(e.clone()).or_insert_with(|| (!n.ptr_eq(e)).then(|| n.clone()));
+        n
     }
 }
 
 /// `e` with every affine region in normal form where that is strictly cheaper; the very
 /// same handle when nothing changed. Linear in the size of `e`.
 pub fn normalize(e: &Expr) -> Expr {
-    Normalize.mutate_expr(e)
+    normalize_in(e, &mut ExprMap::default())
+}
+
+/// [`normalize`], taking the normal forms of regions normalized before from `memo` and
+/// keeping the new ones there (one simplification's rounds meet the same regions often).
+pub(crate) fn normalize_in(e: &Expr, memo: &mut ExprMap<Option<Expr>>) -> Expr {
+    Normalize { memo }.mutate_expr(e)
 }

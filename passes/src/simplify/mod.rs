@@ -111,6 +111,11 @@ struct Ctx<'a> {
     /// formula over a hundred accumulators), charged the same work so that the budget, and
     /// with it every later result, is as if it had run.
     shapes: HashMap<Shape, Run>,
+    /// The affine normal forms of the regions normalized so far ([`affine::normalize_in`]):
+    /// every round of an expression normalizes the loads' indices inside it again, and a
+    /// store's value takes a round at each level of its operands and a second one once
+    /// they changed, so each index is normalized several times.
+    norms: ExprMap<Option<Expr>>,
 }
 
 /// What an e-graph run depends on: the nodes of its input tree in post-order, each node's
@@ -128,6 +133,7 @@ impl Ctx<'_> {
             starved: false,
             memo: ExprMap::default(),
             shapes: HashMap::default(),
+            norms: ExprMap::default(),
         }
     }
 }
@@ -266,6 +272,21 @@ thread_local! {
     static RESULT_ENTRIES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Off, every region is normalized anew (see `cheap_round`): tests compare.
+    static NORM_ENTRIES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Whether the normal forms of regions are kept for the rest of the simplification
+/// (always, but in tests).
+fn norm_entries() -> bool {
+    #[cfg(test)]
+    return NORM_ENTRIES.with(|c| c.get());
+    #[cfg(not(test))]
+    true
+}
+
 /// Whether the memo keeps an entry for each settled result (always, but in tests).
 fn result_entries() -> bool {
     #[cfg(test)]
@@ -295,7 +316,12 @@ fn fixpoint(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
 /// help; otherwise just the operands inside opaque leaves (loads' indices, casts, calls) are
 /// simplified on their own. Returns `e` itself unless the result is strictly cheaper.
 fn cheap_round(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
-    let p = affine::normalize(&pre::presimplify(e));
+    let p = pre::presimplify(e);
+    let p = if norm_entries() {
+        affine::normalize_in(&p, &mut cx.norms)
+    } else {
+        affine::normalize(&p)
+    };
     let (r, saturated) = if gate::egg_may_help(&p) {
         simplify_once(&p, cx)
     } else {
@@ -610,6 +636,7 @@ struct CtxState {
     work_left: usize,
     memo: ExprMap<Option<Expr>>,
     shapes: HashMap<Shape, Run>,
+    norms: ExprMap<Option<Expr>>,
 }
 
 impl StmtSimplifier {
@@ -625,6 +652,7 @@ impl StmtSimplifier {
             work_left: self.limits.budget(size()),
             memo: ExprMap::default(),
             shapes: HashMap::default(),
+            norms: ExprMap::default(),
         });
         let mut cx = Ctx {
             limits: &self.limits,
@@ -632,9 +660,15 @@ impl StmtSimplifier {
             starved: false,
             memo: state.memo,
             shapes: state.shapes,
+            norms: state.norms,
         };
         let r = f(&mut cx);
-        self.cx = Some(CtxState { work_left: cx.work_left, memo: cx.memo, shapes: cx.shapes });
+        self.cx = Some(CtxState {
+            work_left: cx.work_left,
+            memo: cx.memo,
+            shapes: cx.shapes,
+            norms: cx.norms,
+        });
         r
     }
 }
