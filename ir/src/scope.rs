@@ -47,8 +47,10 @@ impl<V> Scopes<V> {
         }
     }
 
-    /// A number that stays the same while every name means what it meant: a caller may
-    /// keep what [`Scopes::get`] answered until this changes.
+    /// A number that stays the same while every bound name means what it meant: a caller
+    /// may keep what [`Scopes::get`] answered for a bound name until this changes. Binding a
+    /// name that was unbound does not change it (no bound name's meaning moves), so a long
+    /// block of `let`s keeps such answers valid.
     pub fn changes(&self) -> u64 {
         self.changes
     }
@@ -60,9 +62,11 @@ impl<V> Scopes<V> {
 
     /// Binds `name` to `value` in the innermost scope.
     pub fn bind(&mut self, name: &str, value: V) {
-        self.changes += 1;
         let name: Rc<str> = Rc::from(name);
         let prev = self.live.insert(name.clone(), value);
+        if prev.is_some() {
+            self.changes += 1;
+        }
         self.undo.push((name, prev));
     }
 }
@@ -96,12 +100,15 @@ mod tests {
         assert_eq!(s.changes(), c0);
         s.bind("x", 1);
         let c1 = s.changes();
-        assert_ne!(c1, c0);
+        assert_eq!(c1, c0, "no bound name changed its meaning");
         s.push();
         s.bind("y", 2);
         let c2 = s.changes();
-        assert_ne!(c2, c1);
+        assert_eq!(c2, c1);
+        s.bind("x", 3);
+        let c3 = s.changes();
+        assert_ne!(c3, c2, "`x` means something else");
         s.pop();
-        assert_ne!(s.changes(), c2, "`y` is unbound again");
+        assert_ne!(s.changes(), c3, "`y` is unbound again, `x` back to 1");
     }
 }

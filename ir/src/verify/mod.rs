@@ -276,7 +276,11 @@ type Lookups = Vec<(Var, Option<Binding>)>;
 type Recent = Option<(std::sync::Arc<str>, u64, Binding)>;
 
 /// The slots of [`Checker::recent`] (a power of two).
-const RECENT_SLOTS: usize = 64;
+const RECENT_SLOTS: usize = 1 << RECENT_BITS;
+
+/// Bits of a slot number: room for the names an optimized kernel's long blocks keep live
+/// (hundreds of `let`s after CSE).
+const RECENT_BITS: u32 = 9;
 
 /// The text of an expression for a message, in backticks and shortened if long.
 pub(crate) fn show(e: &Expr) -> String {
@@ -483,7 +487,7 @@ impl<'k> Checker<'k> {
         let name = v.name_arc();
         let addr = std::sync::Arc::as_ptr(name) as *const u8 as usize as u64;
         // Fibonacci hashing of the address: its low bits are the allocator's alignment.
-        let slot = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
+        let slot = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - RECENT_BITS)) as usize;
         let now = self.scopes.changes();
         if let Some((n, at, b)) = &self.recent[slot & (RECENT_SLOTS - 1)] {
             if *at == now && std::sync::Arc::ptr_eq(n, name) {
