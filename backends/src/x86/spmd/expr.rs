@@ -292,7 +292,7 @@ impl V {
     /// True if `a` must be evaluated before `b` (both can fault: the interpreter reports
     /// the left one's fault first when one lane has both). [`V::need`] counts the registers
     /// of that order for such operands.
-    fn in_order(&self, a: &Expr, b: &Expr) -> bool {
+    pub(super) fn in_order(&self, a: &Expr, b: &Expr) -> bool {
         self.may_fault(a) && self.may_fault(b)
     }
 

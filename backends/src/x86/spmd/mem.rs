@@ -520,8 +520,8 @@ impl V {
         }
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);
-        self.expr_top(value, 0)?;
-        if kind == Kind::Contig {
+        let indexed = self.store_operands(index, value, 1)?;
+        if kind == Kind::Contig && !indexed {
             let disp = self.const_disp(index, t);
             if let Some(m) = self.lane0_operand(index, t)? {
                 // Under a mask known now whose lanes are the first 1, 2 or 4 and all alive:
@@ -565,10 +565,10 @@ impl V {
         // (Any other store to a table: nothing of it stays forwarded.)
         self.fwd_clear_table(t);
         // (As in `load`: a uniform index of general-purpose-register arithmetic in `eax`.)
-        let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
+        let in_eax = kind == Kind::Uniform && !indexed && self.gpr_ok(index);
         if in_eax {
             self.gpr(index)?;
-        } else {
+        } else if !indexed {
             self.expr_top(index, 1)?;
         }
         let mut done = self.a.create_label();

@@ -331,7 +331,7 @@ impl V {
         let t = self.buf_of(buf, value.ty())?;
         let (bits, _) = narrow(value.ty()).unwrap_or((32, false));
         let signed = Self::index_type(index)?;
-        self.expr_top(value, 0)?;
+        let indexed = self.store_operands(index, value, 1)?;
         if self.kind(index) == Kind::Gid0 {
             // The batch's elements, in bounds (the driver checks the span): each active
             // lane's low bytes at `global_id(0)` + lane.
@@ -375,7 +375,9 @@ impl V {
             self.bind(&mut done)?;
             return Ok(());
         }
-        self.expr_top(index, 1)?;
+        if !indexed {
+            self.expr_top(index, 1)?;
+        }
         self.active(2)?;
         self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;

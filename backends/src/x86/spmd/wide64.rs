@@ -549,7 +549,7 @@ impl V {
             return no(format!("a store to the private array `{}` of f64", buf.name()));
         }
         let t = self.buf_of(buf, value.ty())?;
-        self.expr64_top(value, 0)?;
+        let indexed = self.store_operands(index, value, 2)?;
         if self.kind(index) == Kind::Gid0 {
             let whole = self.mask.is_none() && !self.may_fault;
             if !whole {
@@ -569,7 +569,9 @@ impl V {
             return Ok(());
         }
         let signed = Self::index_type(index)?;
-        self.expr_top(index, 2)?;
+        if !indexed {
+            self.expr_top(index, 2)?;
+        }
         self.active(3)?;
         self.check(index, 2, 3, 4, t, "store", signed)?;
         let base = self.base(t)?;
