@@ -23,7 +23,11 @@ fn case(src: &str) -> TestCase {
         kernel,
         range: NdRange::new(&[56]).with_local(&[8]),
         args: (0..3).map(Arg::Buffer).collect(),
-        buffers: vec![Buffer::from_slice(&x), Buffer::from_slice(&ix), Buffer::zeroed(Scalar::F32, 64)],
+        buffers: vec![
+            Buffer::from_slice(&x),
+            Buffer::from_slice(&ix),
+            Buffer::zeroed(Scalar::F32, 64),
+        ],
     }
 }
 
