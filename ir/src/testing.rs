@@ -191,6 +191,11 @@ pub struct GenConfig {
     pub approx_intrinsics: bool,
     /// Sometimes re-bind a name whose previous binding's scope has ended.
     pub reuse_names: bool,
+    /// Sometimes use again, whole, a subexpression generated earlier in the same statement
+    /// (loads included), so that statements repeat subexpressions, also across the arms and
+    /// the condition of a `select`: the shapes common subexpression elimination binds.
+    /// Off by default (it changes what a given seed generates).
+    pub repeat_subexprs: bool,
 }
 
 impl Default for GenConfig {
@@ -210,6 +215,7 @@ impl Default for GenConfig {
             f16: true,
             approx_intrinsics: false,
             reuse_names: true,
+            repeat_subexprs: false,
         }
     }
 }

@@ -639,7 +639,10 @@ fn other_configurations_give_valid_cases() {
         approx_intrinsics: true,
         ..GenConfig::default()
     };
-    for (cfg, seed) in [(minimal, 1u64), (large, 2)] {
+    // Statements that use their subexpressions again (loads too): still race-free and
+    // in bounds.
+    let repeats = GenConfig { repeat_subexprs: true, ..GenConfig::default() };
+    for (cfg, seed) in [(minimal, 1u64), (large, 2), (repeats, 3)] {
         for choices in xorshift_streams(seed, 60) {
             let case = case_from_choices(&choices, &cfg);
             check_case(&case).unwrap();

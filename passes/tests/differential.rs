@@ -4,7 +4,7 @@
 //! soak test `soak_pipeline` (ignored; run with `--release -- --ignored`) runs 20,000. A
 //! failure is shrunk to a smallest failing kernel, printed as `.kir` text (`common::shrink`).
 
-use kiln_ir::testing::{arb_kernel, results_match, TestCase};
+use kiln_ir::testing::{arb_kernel, arb_kernel_with, results_match, GenConfig, TestCase};
 use kiln_ir::{verify_kernel, Intrinsic, Kernel, Visitor};
 use kiln_passes::manager::PASSES;
 use kiln_passes::pipeline::optimize;
@@ -44,9 +44,19 @@ fn check(
 }
 
 fn run_pass(name: &str, pass: &dyn Fn(&Kernel) -> Kernel, n: u32) {
+    run_pass_on(name, pass, n, arb_kernel());
+}
+
+/// [`run_pass`] on the kernels `kernels` generates.
+fn run_pass_on(
+    name: &str,
+    pass: &dyn Fn(&Kernel) -> Kernel,
+    n: u32,
+    kernels: impl Strategy<Value = TestCase>,
+) {
     let mut runner =
         TestRunner::new(Config { cases: n, failure_persistence: None, ..Config::default() });
-    match runner.run(&arb_kernel(), |case| check(name, pass, &case)) {
+    match runner.run(&kernels, |case| check(name, pass, &case)) {
         Ok(()) => {}
         // Proptest's own shrinking works on the choice stream; shrink the kernel itself
         // further and print the smallest failing kernel as .kir text.
@@ -70,6 +80,16 @@ macro_rules! pass_test {
 pass_test!(simplify_matches_interpreter, "simplify");
 pass_test!(let_opt_matches_interpreter, "let-opt");
 pass_test!(cse_matches_interpreter, "cse");
+
+/// Random kernels whose statements use subexpressions again, loads included
+/// ([`GenConfig::repeat_subexprs`]): repeats in a `select`'s condition and arms, failing
+/// repeats evaluated after other failing operands, what CSE binds (the kernels above repeat
+/// a load rarely). Four times as many cases (each is small).
+#[test]
+fn cse_matches_interpreter_on_repeated_subexpressions() {
+    let cfg = GenConfig { repeat_subexprs: true, ..GenConfig::default() };
+    run_pass_on("cse", &kiln_passes::cse::cse, cases() * 4, arb_kernel_with(cfg));
+}
 pass_test!(licm_matches_interpreter, "licm");
 pass_test!(strength_matches_interpreter, "strength");
 pass_test!(dce_matches_interpreter, "dce");

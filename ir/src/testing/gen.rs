@@ -92,6 +92,10 @@ pub(super) struct Gen<'a, 'c> {
     nesting: usize,
     stmts_left: usize,
     barriers: usize,
+    /// With [`GenConfig::repeat_subexprs`]: the expressions generated since the current
+    /// statement began (each with whether it is uniform), for [`Gen::expr`] to use again.
+    /// Emptied when a statement begins and when a scope ends, so every one is in scope.
+    pool: Vec<(Expr, bool)>,
 }
 
 fn storable(f16: bool) -> Vec<Scalar> {
@@ -118,6 +122,7 @@ impl<'a, 'c> Gen<'a, 'c> {
             nesting: 0,
             stmts_left: cfg.max_stmts.max(1) * 4,
             barriers: 0,
+            pool: Vec::new(),
         }
     }
 
@@ -140,6 +145,7 @@ impl<'a, 'c> Gen<'a, 'c> {
 
     /// Ends the bindings made since `mark`; their names become free for re-binding.
     fn release(&mut self, (s, m): (usize, usize)) {
+        self.pool.clear();
         for b in self.scope.drain(s..) {
             self.free_names.push(b.var.name().to_string());
         }
@@ -208,6 +214,7 @@ impl<'a, 'c> Gen<'a, 'c> {
     }
 
     fn stmt(&mut self, out: &mut Vec<Stmt>) {
+        self.pool.clear();
         self.stmts_left = self.stmts_left.saturating_sub(1);
         let cfg = self.cfg;
         let nest_ok = self.nesting < cfg.max_nesting;

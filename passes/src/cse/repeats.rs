@@ -171,6 +171,11 @@ fn contains(x: &Expr, e: &Expr) -> bool {
     x.depth() > d && operands(x).any(|c| contains(c, e)) || x.depth() == d && x == e
 }
 
+/// Whether `s` is a `let` whose variable `e` reads.
+fn reads_binding(s: &Stmt, e: &Expr) -> bool {
+    matches!(s.node(), StmtNode::Let { var, .. } if contains(e, &var.expr()))
+}
+
 /// The operands that may fail and that statement `s` evaluates before its first occurrence
 /// of `e` (each whole, in evaluation order: operands left to right, each before its
 /// operator), or `None` if `s` does not evaluate `e`.
@@ -583,8 +588,16 @@ impl Mutator for Repeats {
                 whole.as_deref().filter(|_| !changed),
             ) {
                 if stable || !e.may_fail() {
+                    // After the lets made for this statement that it reads: a failing
+                    // repeat's operands bound first may make a repeat of their own (`0.5 *
+                    // cse2` once `x[i]` is `cse2`), which a `let` at `start` would read
+                    // before `cse2` is bound.
+                    let at = (start..k)
+                        .rev()
+                        .find(|&i| reads_binding(&out[i], &e))
+                        .map_or(start, |i| i + 1);
                     let o = out.to_mut();
-                    self.bind(o, start, start, k, &e, stable, &mut later, &mut idle);
+                    self.bind(o, at, at, k, &e, stable, &mut later, &mut idle);
                     k += 1;
                     changed = true;
                     continue;

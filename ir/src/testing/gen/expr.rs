@@ -10,6 +10,24 @@ impl Gen<'_, '_> {
     /// A random expression of type `ty` (an arithmetic type or bool) of depth at most `depth`;
     /// with `uni`, its value is the same for every work-item of a group.
     pub(super) fn expr(&mut self, ty: Scalar, depth: u32, uni: bool) -> Expr {
+        if !self.cfg.repeat_subexprs {
+            return self.new_expr(ty, depth, uni);
+        }
+        // One of the statement's earlier expressions of this type (a uniform one only where
+        // the value must be uniform), a third of the time there is one.
+        let fits = |(e, u): &(Expr, bool)| e.ty() == Type::Scalar(ty) && (*u || !uni);
+        let n = self.pool.iter().filter(|x| fits(x)).count();
+        if n > 0 && self.c.below(3) == 0 {
+            let i = self.c.below(n);
+            return self.pool.iter().filter(|x| fits(x)).nth(i).map(|x| x.0.clone()).unwrap();
+        }
+        let e = self.new_expr(ty, depth, uni);
+        self.pool.push((e.clone(), uni));
+        e
+    }
+
+    /// [`Gen::expr`] built anew.
+    fn new_expr(&mut self, ty: Scalar, depth: u32, uni: bool) -> Expr {
         if depth == 0 || self.c.below(4) == 0 {
             return self.leaf(ty, uni);
         }
