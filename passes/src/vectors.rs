@@ -277,6 +277,21 @@ impl Lower {
         }
     }
 
+    /// A store's lowered `index`, bound to a `let` placed at `mark` in `out` (ahead of the
+    /// `let`s its value's lowering put there) when there are such `let`s and the index may
+    /// fail: a store evaluates its index before its value (the interpreter's order), so
+    /// where both fault the index's error is the one reported. Out-of-bounds errors quote
+    /// the index's value, not its text, and a division keeps its origin, so the binding
+    /// changes no message. A call's arguments (an atomic's index) are bound the same way.
+    fn index_first(&mut self, index: Expr, mark: usize, out: &mut Vec<Stmt>) -> Expr {
+        if out.len() == mark || !index.may_fail() || index.as_var().is_some() {
+            return index;
+        }
+        let v = self.fresh("vi", index.ty());
+        out.insert(mark, Stmt::let_(&v, index));
+        v.expr()
+    }
+
     /// The lanes of the vector expression `e`, as scalar expressions.
     fn lanes(&mut self, e: &Expr, out: &mut Option<&mut Vec<Stmt>>) -> Vec<Expr> {
         let n = e.ty().lanes() as usize;
@@ -431,7 +446,9 @@ impl Lower {
             }
             StmtNode::VecStore { buf, index, value } => {
                 let index = self.scalar(index, &mut Some(out));
+                let mark = out.len();
                 let ls = self.lanes(value, &mut Some(out));
+                let index = self.index_first(index, mark, out);
                 if self.keep_memory {
                     out.push(Stmt::vstore(buf, index, Expr::build_vector(ls)));
                     return;
@@ -461,7 +478,9 @@ impl Lower {
             }
             StmtNode::Store { buf, index, value } => {
                 let i = self.scalar(index, &mut Some(out));
+                let mark = out.len();
                 let v = self.scalar(value, &mut Some(out));
+                let i = self.index_first(i, mark, out);
                 let same = i.ptr_eq(index) && v.ptr_eq(value);
                 out.push(if same { s.clone() } else { Stmt::store(buf, i, v) });
             }
@@ -490,7 +509,20 @@ impl Lower {
             }
             StmtNode::Block(_) => out.push(self.block(s)),
             StmtNode::Call { result, func, args } => {
-                let args: Vec<Expr> = args.iter().map(|a| self.scalar(a, &mut Some(out))).collect();
+                // Arguments are evaluated left to right (an atomic's index before its value).
+                let mut ends = Vec::with_capacity(args.len());
+                let mut args: Vec<Expr> = args
+                    .iter()
+                    .map(|a| {
+                        let a = self.scalar(a, &mut Some(out));
+                        ends.push(out.len());
+                        a
+                    })
+                    .collect();
+                // Last first: a binding inserted at a later mark leaves the earlier ones.
+                for (a, &end) in args.iter_mut().zip(&ends).rev() {
+                    *a = self.index_first(a.clone(), end, out);
+                }
                 out.push(match result {
                     Some(r) => Stmt::call_into(r, func.clone(), args),
                     None => Stmt::call(func.clone(), args),
@@ -503,4 +535,45 @@ impl Lower {
 /// True if `e` has a vector anywhere inside (a lane read is how a scalar holds one). O(1).
 fn has_vector(e: &Expr) -> bool {
     e.has_vector()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lowered(src: &str, how: VectorLowering) -> String {
+        let k = kiln_ir::parse_module(src).expect("parses").kernels.remove(0);
+        lower_vectors(&k, how).to_string()
+    }
+
+    /// The index's load comes before the value's load in the lowered text.
+    fn index_first(text: &str, value_load: &str) {
+        let (i, v) = (text.find("xu["), text.find(value_load));
+        assert!(i.is_some() && v.is_some() && i < v, "value before index:\n{text}");
+    }
+
+    #[test]
+    fn a_store_index_that_may_fail_is_bound_before_the_value_lets() {
+        let vstore = "kernel k(x: ptr<global, u32>, xu: ptr<global, u32>, o: ptr<global, u32>) {
+               let i: u32 = global_id(0);
+               vstore(o, (xu[i + 1u32] & 1u32) * 4u32, vload4(x, i / 6u32 * 8u32));
+             }";
+        index_first(&lowered(vstore, VectorLowering::Memory), "vload4(x");
+        index_first(&lowered(vstore, VectorLowering::Scalar), "x[");
+        let store = "kernel k(x: ptr<global, u32>, xu: ptr<global, u32>, o: ptr<global, u32>) {
+               let i: u32 = global_id(0);
+               o[xu[i + 1u32] & 7u32] = extract(vload4(x, i * 4u32), 1);
+             }";
+        index_first(&lowered(store, VectorLowering::Memory), "vload4(x");
+    }
+
+    #[test]
+    fn an_index_that_cannot_fail_stays_in_the_store() {
+        let src = "kernel k(x: ptr<global, u32>, o: ptr<global, u32>) {
+               let i: u32 = global_id(0);
+               vstore(o, i * 4u32, vload4(x, i * 4u32));
+             }";
+        let text = lowered(src, VectorLowering::Memory);
+        assert!(!text.contains("let vi"), "{text}");
+    }
 }

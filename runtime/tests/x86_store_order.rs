@@ -217,3 +217,49 @@ fn atomics_name_the_index() {
     let e = agrees(&k, &NdRange::new(&[8]), &[i32s(8), u32s(8), i32s(8)], false);
     index_named(&e, 7, "`xu[8]`");
 }
+
+#[test]
+fn a_vector_store_evaluates_its_index_before_its_value() {
+    // Vector lowering binds the value's lanes (here a vector load) to `let`s ahead of the
+    // store: the index, which may fault, must be bound ahead of them. Work-item 6 loads
+    // `xu[7]` (index) and `x[8..12]` (value); the index's fault is the one reported.
+    let k = kernel(
+        "kernel k(x: ptr<global, u32>, xu: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           vstore(o, (xu[i + 1u32] & 1u32) * 4u32, vload4(x, i / 6u32 * 8u32));
+         }",
+    );
+    let e = agrees(&k, &NdRange::new(&[8]), &[u32s(8), u32s(7), u32s(8)], false);
+    index_named(&e, 6, "`xu[7]`");
+    // A broadcast of a load (bound to a `let` too) in the value.
+    let k = kernel(
+        "kernel k(x: ptr<global, u32>, xu: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           vstore(o, (xu[i + 1u32] & 1u32) * 4u32, u32x4(x[i + 2u32]) + u32x4(1u32, 2u32, 3u32, 4u32));
+         }",
+    );
+    let e = agrees(&k, &NdRange::new(&[8]), &[u32s(8), u32s(7), u32s(8)], false);
+    index_named(&e, 6, "`xu[7]`");
+}
+
+#[test]
+fn a_scalar_store_of_a_loaded_lane_evaluates_its_index_first() {
+    // The lane read lowers to a `let` of the vector load ahead of the store.
+    let k = kernel(
+        "kernel k(x: ptr<global, u32>, xu: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           o[xu[i + 1u32] & 7u32] = extract(vload4(x, i / 6u32 * 8u32), 1);
+         }",
+    );
+    let e = agrees(&k, &NdRange::new(&[8]), &[u32s(8), u32s(7), u32s(8)], false);
+    index_named(&e, 6, "`xu[7]`");
+    // An atomic's index, before a lane of a loaded vector.
+    let k = kernel(
+        "kernel k(x: ptr<global, u32>, xu: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           atomic_add(o, xu[i + 1u32] & 7u32, extract(vload4(x, i / 6u32 * 8u32), 2));
+         }",
+    );
+    let e = agrees(&k, &NdRange::new(&[8]), &[u32s(8), u32s(7), u32s(8)], false);
+    index_named(&e, 6, "`xu[7]`");
+}
