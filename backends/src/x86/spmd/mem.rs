@@ -711,6 +711,33 @@ impl V {
             _ => None,
         }
     }
+
+    /// Computes a store's value into `ymm0` (`ymm0`, `ymm1` where `wide` is 2: an f64)
+    /// and, where the index and the value can both fault, its index into `ymm{wide}`
+    /// first, as the interpreter evaluates a store's index before its value (its bounds
+    /// check comes after both). True if the index is computed; else the caller computes it
+    /// after the value, as before (with only one of them able to fault, the order cannot
+    /// show: most stores).
+    pub(super) fn store_operands(&mut self, index: &Expr, value: &Expr, wide: usize) -> R<bool> {
+        let ordered = self.in_order(index, value);
+        if ordered {
+            self.expr_top(index, 0)?;
+        }
+        let at = usize::from(ordered);
+        if wide == 2 {
+            self.expr64_top(value, at)?;
+        } else {
+            self.expr_top(value, at)?;
+        }
+        if ordered {
+            // The index to the register after the value's: the registers rotated down by one.
+            self.a.vmovaps(YMM[wide + 1], ymm0)?;
+            for r in 0..=wide {
+                self.a.vmovaps(YMM[r], YMM[r + 1])?;
+            }
+        }
+        Ok(ordered)
+    }
 }
 
 /// The elements (1, 2, 4 or 8) a contiguous access of 32-bit lanes touches for the lanes

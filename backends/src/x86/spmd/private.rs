@@ -122,33 +122,4 @@ impl V {
         self.check_private(p, 1, 2, 3, "store", signed)?;
         self.store_lanes(r15, p.off, 4)
     }
-
-    /// Computes a store's value into `ymm0` (`ymm0`, `ymm1` where `wide` is 2: an f64)
-    /// and, where the index and the value can both fault, its index into `ymm{wide}`
-    /// first, as the interpreter evaluates a store's index before its value (its bounds
-    /// check comes after both). True if the index is computed; else the caller computes it
-    /// after the value, as before (with only one of them able to fault, the order cannot
-    /// show: most stores).
-    pub(super) fn store_operands(&mut self, index: &Expr, value: &Expr, wide: usize) -> R<bool> {
-        if !self.in_order(index, value) {
-            if wide == 2 {
-                self.expr64_top(value, 0)?;
-            } else {
-                self.expr_top(value, 0)?;
-            }
-            return Ok(false);
-        }
-        self.expr_top(index, 0)?;
-        if wide == 2 {
-            self.expr64_top(value, 1)?;
-        } else {
-            self.expr_top(value, 1)?;
-        }
-        // The index to the register after the value's: the registers rotated down by one.
-        self.a.vmovaps(YMM[wide + 1], ymm0)?;
-        for r in 0..=wide {
-            self.a.vmovaps(YMM[r], YMM[r + 1])?;
-        }
-        Ok(true)
-    }
 }

@@ -15,11 +15,12 @@ impl Gen<'_, '_> {
         }
         // One of the statement's earlier expressions of this type (a uniform one only where
         // the value must be uniform), a third of the time there is one.
-        let fits = |(e, u): &(Expr, bool)| e.ty() == Type::Scalar(ty) && (*u || !uni);
-        let n = self.pool.iter().filter(|x| fits(x)).count();
-        if n > 0 && self.c.below(3) == 0 {
-            let i = self.c.below(n);
-            return self.pool.iter().filter(|x| fits(x)).nth(i).map(|x| x.0.clone()).unwrap();
+        let fits: Vec<&Expr> = (self.pool.iter())
+            .filter(|(e, u)| e.ty() == Type::Scalar(ty) && (*u || !uni))
+            .map(|(e, _)| e)
+            .collect();
+        if !fits.is_empty() && self.c.below(3) == 0 {
+            return fits[self.c.below(fits.len())].clone();
         }
         let e = self.new_expr(ty, depth, uni);
         self.pool.push((e.clone(), uni));
