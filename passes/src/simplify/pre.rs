@@ -88,20 +88,46 @@ pub fn presimplify(e: &Expr) -> Expr {
 
 /// An operator node: children first, then the rules at the top.
 fn operator(e: &Expr) -> Expr {
-    let kids: SmallVec<[Expr; 3]> = e.children().iter().map(|c| presimplify(c)).collect();
-    let changed = kids.iter().zip(e.children()).any(|(a, b)| !a.ptr_eq(b));
+    // The operands as simplified, `None` where one stays as it is, and the rules given
+    // borrowed operands: most nodes of an index take no rule over operands that stay
+    // (variables and constants, mostly), and a handle taken and given back for each
+    // operand, twice, was much of this pass's cost.
+    let ops = operands(e);
+    let new: SmallVec<[Option<Expr>; 3]> = ops.iter().map(|c| changed(c)).collect();
+    let kids: SmallVec<[&Expr; 3]> =
+        new.iter().zip(&ops).map(|(n, c)| n.as_ref().unwrap_or(c)).collect();
     let node = match e.node() {
-        ExprNode::Unary { op, .. } => unary(*op, kids[0].clone()),
-        ExprNode::Binary { op, .. } => binary(*op, kids[0].clone(), kids[1].clone(), FUEL),
+        ExprNode::Unary { op, .. } => unary(*op, kids[0]),
+        ExprNode::Binary { op, .. } => binary(*op, kids[0], kids[1], FUEL),
         ExprNode::Select { .. } => select(kids[0].clone(), kids[1].clone(), kids[2].clone()),
         ExprNode::Intrinsic { op, .. } => minmax(*op, kids[0].clone(), kids[1].clone()),
         _ => None,
     };
     match node {
         Some(r) => r,
-        None if changed => rebuild(e, kids),
+        None if new.iter().any(Option::is_some) => rebuild(e, kids.into_iter().cloned().collect()),
         None => e.clone(),
     }
+}
+
+/// The operands of operator `e` ([`Expr::children`], read from the node).
+fn operands(e: &Expr) -> SmallVec<[&Expr; 3]> {
+    match e.node() {
+        ExprNode::Unary { a, .. } => smallvec::smallvec![a],
+        ExprNode::Binary { a, b, .. } => smallvec::smallvec![a, b],
+        ExprNode::Select { cond, a, b } => smallvec::smallvec![cond, a, b],
+        _ => e.children(),
+    }
+}
+
+/// [`presimplify`] of `e`, or `None` if it gives `e` itself back (a variable, a constant
+/// or a built-in always does, without a handle taken).
+fn changed(e: &Expr) -> Option<Expr> {
+    if matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }) {
+        return None;
+    }
+    let r = presimplify(e);
+    (!r.ptr_eq(e)).then_some(r)
 }
 
 /// `e` with its children replaced by `kids` (in order).
@@ -198,25 +224,25 @@ fn fold2(op: BinOp, a: Imm, b: Imm) -> Option<Expr> {
 
 /// `op a b` built and simplified at the top.
 fn mk(op: BinOp, a: Expr, b: Expr, fuel: u32) -> Expr {
-    match binary(op, a.clone(), b.clone(), fuel) {
+    match binary(op, &a, &b, fuel) {
         Some(e) => e,
         None => Expr::binary(op, a, b),
     }
 }
 
 /// `a op b` simplified at the top (its operands already are), or `None` when no rule applies.
-fn binary(op: BinOp, a: Expr, b: Expr, fuel: u32) -> Option<Expr> {
+fn binary(op: BinOp, a: &Expr, b: &Expr, fuel: u32) -> Option<Expr> {
     if let (Some(x), Some(y)) = (a.as_imm(), b.as_imm()) {
         // An error (division by zero) is the expression's observable result: keep it.
         return fold2(op, *x, *y);
     }
     let fuel = fuel.checked_sub(1)?;
-    if is_int(&a) {
-        int_binary(op, &a, &b, fuel)
-    } else if scalar_of(&a).is_some_and(|s| s.is_float()) {
-        float_binary(op, &a, &b)
+    if is_int(a) {
+        int_binary(op, a, b, fuel)
+    } else if scalar_of(a).is_some_and(|s| s.is_float()) {
+        float_binary(op, a, b)
     } else {
-        bool_binary(op, &a, &b)
+        bool_binary(op, a, b)
     }
 }
 
@@ -309,7 +335,7 @@ fn int_binary(op: BinOp, a: &Expr, b: &Expr, fuel: u32) -> Option<Expr> {
                 // Times -1 (all ones, signed or not) is a negation, which may fold further.
                 _ if all_ones(&Expr::imm(k)) => {
                     let n = Expr::unary(UnOp::Neg, x.clone());
-                    return Some(unary(UnOp::Neg, x.clone()).unwrap_or(n));
+                    return Some(unary(UnOp::Neg, x).unwrap_or(n));
                 }
                 _ => {}
             }
@@ -443,7 +469,7 @@ fn bool_binary(op: BinOp, a: &Expr, b: &Expr) -> Option<Expr> {
 }
 
 /// `op a` simplified at the top.
-fn unary(op: UnOp, a: Expr) -> Option<Expr> {
+fn unary(op: UnOp, a: &Expr) -> Option<Expr> {
     if let Some(k) = a.as_imm() {
         return eval::unary(op, *k).ok().map(Expr::imm);
     }
@@ -452,8 +478,8 @@ fn unary(op: UnOp, a: Expr) -> Option<Expr> {
         | (UnOp::Not, ExprNode::Unary { op: UnOp::Not, a: x })
         | (UnOp::BitNot, ExprNode::Unary { op: UnOp::BitNot, a: x }) => Some(x.clone()),
         // The negation of an integer sum: flip every term's sign, if that is cheaper.
-        (UnOp::Neg, ExprNode::Binary { op: BinOp::Add | BinOp::Sub, .. }) if is_int(&a) => {
-            super::sum::negated(&a)
+        (UnOp::Neg, ExprNode::Binary { op: BinOp::Add | BinOp::Sub, .. }) if is_int(a) => {
+            super::sum::negated(a)
         }
         (UnOp::Not, ExprNode::Binary { op: cmp, a: x, b: y }) => {
             let int = is_int(x);
