@@ -56,6 +56,15 @@ impl Sum {
 /// constants folded, if that is strictly cheaper.
 pub(super) fn cancel(op: BinOp, a: &Expr, b: &Expr) -> Option<Expr> {
     let ty = a.ty().scalar().filter(|s| s.is_int())?;
+    // Nothing to cancel or fold (the answer below is `None`), told without a list of the
+    // terms: asked of every integer `+` and `-` the cheap pass meets, bottom-up, so a chain
+    // of `n` terms was listed (each term's handle taken) `n` times over.
+    let mut shape = Shape::default();
+    shape.scan(a, false);
+    shape.scan(b, op == BinOp::Sub);
+    if shape.consts < 2 && !(shape.signs[0] && shape.signs[1]) {
+        return None;
+    }
     let mut s = Sum { terms: Vec::new(), k: Imm::int(ty, 0), consts: 0 };
     s.add(a, false)?;
     s.add(b, op == BinOp::Sub)?;
@@ -79,6 +88,35 @@ pub(super) fn cancel(op: BinOp, a: &Expr, b: &Expr) -> Option<Expr> {
     let r = rebuild(s.terms, s.k);
     let original = Expr::binary(op, a.clone(), b.clone());
     (expr_cost(&r) < expr_cost(&original)).then_some(r)
+}
+
+/// What [`cancel`] needs to know before listing a sum's terms: whether it has terms of
+/// both signs (only those can cancel) and how many constants (two fold into one).
+#[derive(Default)]
+struct Shape {
+    /// Whether some term is added (`[0]`) or subtracted (`[1]`).
+    signs: [bool; 2],
+    /// The constants, as [`Sum::add`] meets them.
+    consts: u32,
+}
+
+impl Shape {
+    /// [`Sum::add`]'s walk, noting signs and constants only.
+    fn scan(&mut self, e: &Expr, neg: bool) {
+        match e.node() {
+            ExprNode::Binary { op: BinOp::Add, a, b } => {
+                self.scan(a, neg);
+                self.scan(b, neg);
+            }
+            ExprNode::Binary { op: BinOp::Sub, a, b } => {
+                self.scan(a, neg);
+                self.scan(b, !neg);
+            }
+            ExprNode::Unary { op: UnOp::Neg, a } => self.scan(a, !neg),
+            ExprNode::Imm(_) => self.consts += 1,
+            _ => self.signs[usize::from(neg)] = true,
+        }
+    }
 }
 
 /// `-e` for an integer sum `e`, with every term's sign flipped, if that is cheaper.
