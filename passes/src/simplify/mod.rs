@@ -343,11 +343,26 @@ fn simplify_leaves(e: &Expr, cx: &mut Ctx) -> Expr {
         return e.clone();
     }
     if is_operator(e) {
-        let kids: SmallVec<[Expr; 3]> =
-            e.children().iter().map(|c| simplify_leaves(c, cx)).collect();
-        if kids.iter().zip(e.children()).all(|(a, b)| a.ptr_eq(b)) {
+        // `None` for an operand that stays (a variable or a constant without a call): an
+        // operator over operands that all stay, most of them, takes no handle of each.
+        let ops = e.children();
+        let new: SmallVec<[Option<Expr>; 3]> = ops
+            .iter()
+            .map(|c| {
+                if matches!(
+                    c.node(),
+                    ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. }
+                ) {
+                    return None;
+                }
+                let r = simplify_leaves(c, cx);
+                (!r.ptr_eq(c)).then_some(r)
+            })
+            .collect();
+        if new.iter().all(Option::is_none) {
             return e.clone();
         }
+        let kids = new.into_iter().zip(ops).map(|(n, c)| n.unwrap_or_else(|| c.clone())).collect();
         return pre::rebuild(e, kids);
     }
     opaque(e, cx).0
