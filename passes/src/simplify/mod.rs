@@ -161,7 +161,18 @@ pub fn expr_cost(e: &Expr) -> u64 {
         ExprNode::Binary { op: kiln_ir::BinOp::Mul, .. } => 3,
         _ => 1,
     };
-    e.children().iter().fold(own, |s, c| s.saturating_add(expr_cost(c)))
+    // The usual nodes read directly (building the operand list for each node of each
+    // candidate was a good part of what costing them took).
+    match e.node() {
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => own,
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } | ExprNode::Extract { a, .. } => {
+            own.saturating_add(expr_cost(a))
+        }
+        ExprNode::Binary { a, b, .. } => {
+            own.saturating_add(expr_cost(a)).saturating_add(expr_cost(b))
+        }
+        _ => e.children().iter().fold(own, |s, c| s.saturating_add(expr_cost(c))),
+    }
 }
 
 /// The number of expression nodes in a kernel (what its simplification's budget scales with).
