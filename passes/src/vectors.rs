@@ -340,12 +340,11 @@ impl Lower {
         if !later_fails && !fails_after(out, mark) {
             return;
         }
-        let mut at = mark;
-        for x in xs.iter_mut().filter(|x| x.may_fail() && x.as_var().is_none()) {
+        let fallible = xs.iter_mut().filter(|x| x.may_fail() && x.as_var().is_none());
+        for (at, x) in (mark..).zip(fallible) {
             let v = self.fresh("vo", x.ty());
             out.insert(at, Stmt::let_(&v, x.clone()));
             *x = v.expr();
-            at += 1;
         }
     }
 
