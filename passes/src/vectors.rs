@@ -16,15 +16,18 @@
 //! a misaligned vector access (an error in the interpreter) becomes element accesses that
 //! succeed. That is why every backend takes the Memory form and checks (x86) or, under the
 //! bounds sanitizer (`-fsanitize=bounds`, which checks alignment before this lowering runs),
-//! reports vector accesses whole. Lanes are bound to `let`s before the statement that uses them, except in
-//! a `while` condition (evaluated on every iteration), where lane expressions are repeated
-//! instead; CSE removes the repeats.
+//! reports vector accesses whole. Lanes are bound to `let`s before the statement that uses them
+//! (a `while` condition that needs any is computed into a flag before the loop and at the end
+//! of each iteration). Faults stay the interpreter's: an operand that may fault is bound ahead
+//! of a later operand's `let`s, a vector operand's lanes ahead of the next operand's, and a
+//! lane no one reads is still computed.
 
 use hashbrown::{HashMap, HashSet};
 use kiln_ir::{
     walk_mutate_expr, walk_stmt, Expr, ExprNode, Kernel, Mutator, Stmt, StmtNode, Type, Var,
     Visitor,
 };
+use smallvec::SmallVec;
 
 use crate::util::all_names;
 
@@ -284,12 +287,65 @@ impl Lower {
     /// the index's value, not its text, and a division keeps its origin, so the binding
     /// changes no message. A call's arguments (an atomic's index) are bound the same way.
     fn index_first(&mut self, index: Expr, mark: usize, out: &mut Vec<Stmt>) -> Expr {
-        if out.len() == mark || !index.may_fail() || index.as_var().is_some() {
-            return index;
+        self.bind_at(index, "vi", mark, out)
+    }
+
+    /// `e`, evaluated where `out` had `mark` statements, bound to a `let` placed there when
+    /// it may fail and a `let` added after `mark` may fail too: those `let`s run before the
+    /// statement that holds `e`, and the interpreter evaluates `e` first, so where both fault
+    /// `e`'s error is the one it reports. Errors quote values and origins, not names, so the
+    /// binding changes no message.
+    fn bind_at(&mut self, e: Expr, base: &str, mark: usize, out: &mut Vec<Stmt>) -> Expr {
+        if !e.may_fail() || e.as_var().is_some() || !fails_after(out, mark) {
+            return e;
         }
-        let v = self.fresh("vi", index.ty());
-        out.insert(mark, Stmt::let_(&v, index));
+        let v = self.fresh(base, e.ty());
+        out.insert(mark, Stmt::let_(&v, e));
         v.expr()
+    }
+
+    /// The scalar expressions `es` (a node's operands, in evaluation order) lowered, each
+    /// bound as [`Lower::bind_at`] binds where a later one's lowering added `let`s: inline
+    /// parts of later operands run after it anyway, in the statement.
+    fn in_order(&mut self, es: &[&Expr], out: &mut Option<&mut Vec<Stmt>>) -> SmallVec<[Expr; 4]> {
+        let mut new = SmallVec::<[Expr; 4]>::new();
+        let mut marks = SmallVec::<[usize; 4]>::new();
+        for e in es {
+            new.push(self.scalar(e, out));
+            marks.push(out.as_ref().map_or(0, |o| o.len()));
+        }
+        if let Some(out) = out {
+            // Last first: a binding inserted at a later mark leaves the earlier ones.
+            for (x, &mark) in new.iter_mut().zip(&marks).rev() {
+                *x = self.bind_at(x.clone(), "vo", mark, out);
+            }
+        }
+        new
+    }
+
+    /// The lanes `xs`, computed where `out` had `mark` statements, each one that may fail
+    /// bound to a `let` placed there (in lane order) when what was lowered after them may
+    /// fail: `later` lane expressions that stay inline, or `let`s added after `mark`. The
+    /// interpreter computes an operand's lanes before the next operand's; a lane left inline
+    /// would run after the later operand's `let`s and interleaved with its lanes.
+    fn lanes_first(
+        &mut self,
+        xs: &mut [Expr],
+        mark: Option<usize>,
+        later: &[&[Expr]],
+        out: &mut Option<&mut Vec<Stmt>>,
+    ) {
+        let (Some(mark), Some(out)) = (mark, out) else { return };
+        let later_fails = later.iter().any(|l| l.iter().any(Expr::may_fail));
+        if !later_fails && !fails_after(out, mark) {
+            return;
+        }
+        let fallible = xs.iter_mut().filter(|x| x.may_fail() && x.as_var().is_none());
+        for (at, x) in (mark..).zip(fallible) {
+            let v = self.fresh("vo", x.ty());
+            out.insert(at, Stmt::let_(&v, x.clone()));
+            *x = v.expr();
+        }
     }
 
     /// The lanes of the vector expression `e`, as scalar expressions.
@@ -317,7 +373,15 @@ impl Lower {
             }
             ExprNode::Insert { a, lane, b } => {
                 let mut ls = self.lanes(a, out);
+                // The lane replaced is still computed (and may fault) in the interpreter.
+                if let (Some(x), Some(o)) = (ls.get_mut(*lane as usize), out.as_mut()) {
+                    if x.may_fail() {
+                        *x = self.bind(x.clone(), "vo", &mut Some(&mut **o));
+                    }
+                }
+                let mark = out.as_ref().map(|o| o.len());
                 let b = self.scalar(b, out);
+                self.lanes_first(&mut ls, mark, &[std::slice::from_ref(&b)], out);
                 if let Some(slot) = ls.get_mut(*lane as usize) {
                     *slot = b;
                 }
@@ -328,13 +392,18 @@ impl Lower {
                 let x = self.bind(x, "vb", out);
                 vec![x; n]
             }
-            ExprNode::Vector { elems, .. } => elems.iter().map(|x| self.scalar(x, out)).collect(),
+            ExprNode::Vector { elems, .. } => {
+                let elems: SmallVec<[&Expr; 4]> = elems.iter().collect();
+                self.in_order(&elems, out).into_vec()
+            }
             ExprNode::Unary { op, a } => {
                 self.lanes(a, out).into_iter().map(|x| Expr::unary(*op, x)).collect()
             }
             ExprNode::Binary { op, a, b } => {
-                let la = self.lanes(a, out);
+                let mut la = self.lanes(a, out);
+                let mark = out.as_ref().map(|o| o.len());
                 let lb = self.lanes(b, out);
+                self.lanes_first(&mut la, mark, &[&lb], out);
                 // Each lane of a division keeps its name, ``a lane of `v / w` ``.
                 la.into_iter()
                     .zip(lb)
@@ -343,9 +412,13 @@ impl Lower {
             }
             ExprNode::Select { cond, a, b } if cond.ty().is_vector() => {
                 // A mask: each lane picks by its own condition.
-                let lc = self.lanes(cond, out);
-                let la = self.lanes(a, out);
+                let mut lc = self.lanes(cond, out);
+                let mark_c = out.as_ref().map(|o| o.len());
+                let mut la = self.lanes(a, out);
+                let mark_a = out.as_ref().map(|o| o.len());
                 let lb = self.lanes(b, out);
+                self.lanes_first(&mut la, mark_a, &[&lb], out);
+                self.lanes_first(&mut lc, mark_c, &[&la, &lb], out);
                 lc.into_iter()
                     .zip(la.into_iter().zip(lb))
                     .map(|(c, (x, y))| Expr::select(c, x, y))
@@ -357,12 +430,25 @@ impl Lower {
             ExprNode::Select { cond, a, b } => {
                 let c = self.scalar(cond, out);
                 let c = self.bind(c, "vc", out);
-                let la = self.lanes(a, out);
+                let mut la = self.lanes(a, out);
+                let mark = out.as_ref().map(|o| o.len());
                 let lb = self.lanes(b, out);
+                self.lanes_first(&mut la, mark, &[&lb], out);
                 la.into_iter().zip(lb).map(|(x, y)| Expr::select(c.clone(), x, y)).collect()
             }
             ExprNode::Intrinsic { op, args } => {
-                let ls: Vec<Vec<Expr>> = args.iter().map(|a| self.lanes(a, out)).collect();
+                let mut ls = Vec::with_capacity(args.len());
+                let mut marks = Vec::with_capacity(args.len());
+                for a in args {
+                    ls.push(self.lanes(a, out));
+                    marks.push(out.as_ref().map(|o| o.len()));
+                }
+                // Last first: a binding inserted at a later mark leaves the earlier ones.
+                for k in (0..ls.len().saturating_sub(1)).rev() {
+                    let (done, rest) = ls.split_at_mut(k + 1);
+                    let later: Vec<&[Expr]> = rest.iter().map(Vec::as_slice).collect();
+                    self.lanes_first(&mut done[k], marks[k], &later, out);
+                }
                 (0..n).map(|k| Expr::intrinsic(*op, ls.iter().map(|l| l[k].clone()))).collect()
             }
             // Nothing else has a vector type in a verified kernel.
@@ -383,10 +469,31 @@ impl Lower {
                             return x.clone();
                         }
                     }
-                    let ls = self.0.lanes(a, self.1);
-                    return ls.get(*lane as usize).cloned().unwrap_or_else(|| e.clone());
+                    let mut ls = self.0.lanes(a, self.1);
+                    // The interpreter computes the whole vector: a lane not read still faults.
+                    let k = *lane as usize;
+                    if let Some(out) = self.1 {
+                        if ls.iter().enumerate().any(|(j, x)| j != k && x.may_fail()) {
+                            for x in ls.iter_mut().filter(|x| x.may_fail()) {
+                                *x = self.0.bind(x.clone(), "vo", &mut Some(&mut **out));
+                            }
+                        }
+                    }
+                    return ls.get(k).cloned().unwrap_or_else(|| e.clone());
+                }
+                let cs = e.children();
+                if cs.len() > 1 && e.has_vector() {
+                    let new = self.0.in_order(&cs, self.1);
+                    return walk_mutate_expr(&mut Replace(new.into_iter()), e);
                 }
                 walk_mutate_expr(self, e)
+            }
+        }
+        /// Gives the operands of the node it walks, in order.
+        struct Replace(smallvec::IntoIter<[Expr; 4]>);
+        impl Mutator for Replace {
+            fn mutate_expr(&mut self, e: &Expr) -> Expr {
+                self.0.next().unwrap_or_else(|| e.clone())
             }
         }
         if !has_vector(e) {
@@ -495,17 +602,30 @@ impl Lower {
                 });
             }
             StmtNode::For { var, lo, hi, step, body } => {
-                let lo = self.scalar(lo, &mut Some(out));
-                let hi = self.scalar(hi, &mut Some(out));
-                let step = self.scalar(step, &mut Some(out));
+                let bounds = self.in_order(&[lo, hi, step], &mut Some(out));
+                let (lo, hi, step) = (bounds[0].clone(), bounds[1].clone(), bounds[2].clone());
                 let body = self.block(body);
                 out.push(Stmt::for_(var, lo, hi, step, body));
             }
             StmtNode::While { cond, body } => {
-                // Evaluated before every iteration: no lets outside the loop.
-                let c = self.scalar(cond, &mut None);
-                let body = self.block(body);
-                out.push(Stmt::while_(c, body));
+                let mut pre = Vec::new();
+                let c = self.scalar(cond, &mut Some(&mut pre));
+                if pre.is_empty() {
+                    let body = self.block(body);
+                    out.push(Stmt::while_(c, body));
+                    return;
+                }
+                // A condition that needs `let`s (a vector load, lanes computed only for
+                // their faults) is evaluated before the loop and again after each iteration,
+                // into a flag: repeating its lanes in place would drop or reorder faults. The
+                // body stays a block of its own, so its names do not reach the condition.
+                out.extend(pre);
+                let flag = self.fresh("vw", c.ty());
+                out.push(Stmt::decl(&flag, c));
+                let mut stmts = vec![self.block(body)];
+                let c = self.scalar(cond, &mut Some(&mut stmts));
+                stmts.push(Stmt::assign(&flag, c));
+                out.push(Stmt::while_(flag.expr(), Stmt::block(stmts)));
             }
             StmtNode::Block(_) => out.push(self.block(s)),
             StmtNode::Call { result, func, args } => {
@@ -530,6 +650,14 @@ impl Lower {
             }
         }
     }
+}
+
+/// True if a `let` in `out` after its first `mark` statements may fail.
+fn fails_after(out: &[Stmt], mark: usize) -> bool {
+    out.get(mark..).unwrap_or_default().iter().any(|s| match s.node() {
+        StmtNode::Let { value, .. } => value.may_fail(),
+        _ => true,
+    })
 }
 
 /// True if `e` has a vector anywhere inside (a lane read is how a scalar holds one). O(1).

@@ -126,6 +126,24 @@ fn deep_f64_and_i64_chains_spill_register_pairs() {
 }
 
 #[test]
+fn a_64_bit_operand_of_a_32_bit_node_counts_two_registers() {
+    // A cast of an i64 value to f16: its operand is computed as 64-bit lanes, two registers
+    // a value, and the division in the load's index needs five more. Counted as 32-bit
+    // lanes, the division's temporaries ran into the registers of the `let`s `a` and `b`,
+    // and `a + b` came out wrong (x86_diff's random kernels found it).
+    let e = "mad(mad(xl[i], 2i64, -16i64), -16i64, \
+             mad(mad(xl[i], 3i64, xs[(i * 3u32) % 61u32 + xu[i] % 3u32] as i64), 5i64, 7i64))";
+    cases(&format!(
+        "let a: u32 = i * 7u32 + 1u32; let b: u32 = i * 5u32 + 2u32;
+         o[i] = (({e}) as f16) as f32; ou[i] = a + b;"
+    ));
+    cases(&format!(
+        "let a: u32 = i * 7u32 + 1u32; let b: u32 = i * 5u32 + 2u32;
+         o[i] = ({e}) as f32 + ((({e}) < xl[i]) as f32); ou[i] = a + b;"
+    ));
+}
+
+#[test]
 fn deep_conditions_indices_stores_and_atomics() {
     let deep = chain(10, "+", |k| at("xu", k));
     let deepf = chain(10, "*", |k| at("x", k));

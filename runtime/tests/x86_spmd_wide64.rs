@@ -591,3 +591,31 @@ proptest! {
         conversion_cases(&xs, &ds, &ps, &qs);
     }
 }
+
+#[test]
+fn private_arrays_of_f64_live_on_the_lanes() {
+    // Each lane its own elements: filled at lane-varying indices, read back at others,
+    // under divergent control, in a loop, and past the end (u values up to u32::MAX: the
+    // first faulting work-item's error, load and store).
+    run_cases(
+        "private t: f64[8];
+         for j: u32 in 0 .. 8 { t[(j + i) & 7u32] = x[(i + j) & 63u32] * (j as f64); }
+         if c[i] < 0 { t[i & 3u32] = y[i] + s; }
+         o[i] = t[(i * 5u32) & 7u32] - t[i & 7u32];",
+    );
+    run_cases("private t: f64[70]; t[u[i] & 63u32] = x[i]; o[i] = t[(u[i] & 63u32) ^ 1u32];");
+    run_cases("private t: f64[64]; t[i] = y[i]; o[i] = t[u[i]];");
+    run_cases("private t: f64[64]; t[u[i]] = y[i]; o[i] = t[i];");
+    // Signed indices: negative ones fault too. Zeroed at the declaration.
+    run_cases("private t: f64[16]; if flag { t[c[i] & 15] = x[i]; } o[i] = t[c[i] % 16];");
+}
+
+#[test]
+fn private_arrays_of_i64_and_u64_live_on_the_lanes() {
+    int_cases(
+        "private a: i64[4]; private b: u64[5];
+         for j: u32 in 0 .. 4 { a[j] = p[(i + j) & 63u32] * n; b[j + 1u32] = q[i] >> (j as u64); }
+         op[i] = a[(i + 1u32) & 3u32] + (b[u[i] % 5u32] as i64);
+         oq[i] = b[u[i] & 7u32];",
+    );
+}

@@ -263,3 +263,142 @@ fn a_scalar_store_of_a_loaded_lane_evaluates_its_index_first() {
     let e = agrees(&k, &NdRange::new(&[8]), &[u32s(8), u32s(7), u32s(8)], false);
     index_named(&e, 6, "`xu[7]`");
 }
+
+/// Runs `src` on `range` with buffers `a` (iota), `d` (zeros, `dn` elements) and `o`; every
+/// way must give the interpreter's error, which must be in work-item 0 and contain `what`.
+fn lanes_case(src: &str, n: u32, dn: usize, what: &str) {
+    let k = kernel(src);
+    let bufs = [u32s(n as usize), Buffer::from_slice(&vec![0u32; dn]), u32s(4 * n as usize)];
+    let e = agrees(&k, &NdRange::new(&[n]), &bufs, false);
+    assert_eq!(e.work_item, Some([0, 0, 0]), "{e:?}");
+    assert!(e.message.contains(what), "{e:?} does not name {what}");
+}
+
+#[test]
+fn an_operand_is_evaluated_before_a_later_operands_vector_load() {
+    // Vector lowering binds `vload4(d, ..)` to a `let` ahead of the statement; `a[i + 8]`,
+    // evaluated first by the interpreter, must be bound ahead of it.
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           o[i] = a[i + 8u32] + extract(vload4(d, i * 4u32), 0);
+         }",
+        8,
+        2,
+        "`a[8]`",
+    );
+    // The same in a loop's bounds: `lo` before `hi`.
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           for j: u32 in a[i + 8u32] .. extract(vload4(d, i * 4u32), 1) {
+             o[i] = j;
+           }
+         }",
+        8,
+        2,
+        "`a[8]`",
+    );
+    // And in a vector's lanes: `a[i + 8]` is the first lane.
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           vstore(o, i * 4u32, u32x4(a[i + 8u32], 1u32, extract(vload4(d, i * 4u32), 1), 2u32));
+         }",
+        8,
+        2,
+        "`a[8]`",
+    );
+}
+
+#[test]
+fn a_lane_that_is_not_read_still_faults() {
+    // The interpreter divides every lane; the lowering keeps only the lane read, so the
+    // others are bound to `let`s for their faults.
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           o[i] = extract(u32x4(a[i], a[i], a[i], a[i]) / u32x4(1u32, 1u32, 1u32, d[i]), 0);
+         }",
+        8,
+        8,
+        "division by zero",
+    );
+    // A lane that `insert` replaces is computed too.
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           vstore(o, i * 4u32, insert(u32x4(a[i] / d[i], 1u32, 2u32, 3u32), 0, 5u32));
+         }",
+        8,
+        8,
+        "division by zero in `a[i] / d[i]`",
+    );
+}
+
+#[test]
+fn a_vector_operand_is_computed_whole_before_the_next() {
+    // Lane 2 of the first division and lane 1 of the second fault: the interpreter divides
+    // the first vector whole first, so the first division is named.
+    let first = "in a lane of `u32x4(a[i]) / u32x4(1, 1, d[i], 1)`";
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           vstore(o, i * 4u32, (u32x4(a[i]) / u32x4(1u32, 1u32, d[i], 1u32)) + (u32x4(7u32) / u32x4(1u32, d[i], 1u32, 1u32)));
+         }",
+        8,
+        8,
+        first,
+    );
+    // The same through an intrinsic's operands and a mask's select.
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           vstore(o, i * 4u32, min(u32x4(a[i]) / u32x4(1u32, 1u32, d[i], 1u32), u32x4(7u32) / u32x4(1u32, d[i], 1u32, 1u32)));
+         }",
+        8,
+        8,
+        first,
+    );
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           vstore(o, i * 4u32, select(u32x4(a[i]) / u32x4(1u32, 1u32, d[i], 1u32) < u32x4(3u32), u32x4(1u32), u32x4(7u32) / u32x4(1u32, d[i], 1u32, 1u32)));
+         }",
+        8,
+        8,
+        first,
+    );
+}
+
+#[test]
+fn a_while_condition_keeps_its_lanes_faults() {
+    // The condition's unread lanes fault before the loop's first iteration, and again
+    // after an iteration (`j` grows until `d[j]` is past the buffer).
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           var j: u32 = i;
+           while extract(u32x4(a[i], a[i], a[i], a[i]) / u32x4(1u32, 1u32, 1u32, d[i]), 0) > 5u32 {
+             j = j + 1u32;
+           }
+           o[i] = j;
+         }",
+        8,
+        8,
+        "division by zero",
+    );
+    lanes_case(
+        "kernel k(a: ptr<global, u32>, d: ptr<global, u32>, o: ptr<global, u32>) {
+           let i: u32 = global_id(0);
+           var j: u32 = i * 4u32;
+           while extract(vload4(d, j), 0) == 0u32 {
+             j = j + 4u32;
+           }
+           o[i] = j;
+         }",
+        8,
+        40,
+        "vector load `d[",
+    );
+}

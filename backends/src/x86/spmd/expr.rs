@@ -337,6 +337,11 @@ impl V {
 
     /// Registers needed to compute `e` into a register (Sethi-Ullman).
     pub(super) fn need(&self, e: &Expr) -> usize {
+        // A 64-bit operand of a 32-bit node (a cast to f16, say) takes two registers: the
+        // rules below count one per value.
+        if super::wide64::is_64(e.ty()) {
+            return self.need64(e);
+        }
         if let Some(d) = desugar(e) {
             return self.need(&d);
         }

@@ -1,15 +1,18 @@
 //! Private arrays of the vector code: they live in the batch's vector frame, the eight
 //! lanes of an element side by side, gathered and stored per lane at `32 * index + 4 *
-//! lane`, checked against their constant length.
+//! lane` (`64 * index + 8 * lane` for 64-bit elements), checked against their constant
+//! length.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{AddrSpace, Expr, Scalar, Stmt, StmtNode, Type, Var};
 
+use super::wide64::is_64;
 use super::{no, Priv, R, V, YMM};
 use crate::x86::gen::{MemInfo, MemKind, Site};
 use crate::x86::rt;
 
-/// The largest private array on the lanes, in elements (32 bytes each in the frame).
+/// The largest private array on the lanes, in elements of 32-bit lanes (32 bytes each in
+/// the frame; 64-bit elements take 64 bytes, so half as many fit).
 const MAX_PRIVATE: u32 = 1024;
 
 /// True if `s` declares a private array.
@@ -39,13 +42,16 @@ impl V {
             // 8/16-bit and f16 elements as their 32-bit lane form (the frame is no one
             // else's memory).
             Type::Ptr(_, e) if super::narrow::narrow(Type::Scalar(e)).is_some() => e,
+            // Two registers' lanes per element, as 64-bit values are computed.
+            Type::Ptr(_, e) if is_64(Type::Scalar(e)) => e,
             t => return no(format!("array `{}` ({t})", var.name())),
         };
-        if count == 0 || count > MAX_PRIVATE {
+        let rows = if is_64(Type::Scalar(elem)) { 2 } else { 1 };
+        if count == 0 || count > MAX_PRIVATE / rows {
             return no(format!("private array `{}` of {count} elements", var.name()));
         }
         let off = self.next;
-        self.next += 32 * count as i32;
+        self.next += 32 * (rows * count) as i32;
         let mem = self.mems.len() as u32;
         self.mems.push(MemInfo {
             name: var.name().to_string(),
@@ -59,7 +65,7 @@ impl V {
         let mut top = self.a.create_label();
         self.a.vpxor(ymm0, ymm0, ymm0)?;
         self.a.lea(rax, qword_ptr(r15 + off))?;
-        self.a.mov(r10d, count)?;
+        self.a.mov(r10d, rows * count)?;
         self.bind(&mut top)?;
         self.a.vmovups(ymmword_ptr(rax), ymm0)?;
         self.a.add(rax, 32)?;
@@ -69,8 +75,8 @@ impl V {
     }
 
     /// Checks the indices in `ymm{idx}` against private array `p` in the lanes of
-    /// `ymm{act}` (using `ymm{f}`), then turns them into dword offsets from `p.off`
-    /// (`8 * index + lane`).
+    /// `ymm{act}` (using `ymm{f}`), then turns them into element offsets from `p.off`
+    /// (`8 * index + lane`: dwords, or qwords for 64-bit elements).
     fn check_private(
         &mut self,
         p: &Priv,
@@ -109,17 +115,35 @@ impl V {
         Ok(())
     }
 
+    /// A load of private array `p` of 64-bit elements into `ymm{d}`, `ymm{d+1}`
+    /// (`ymm{d+2..=d+4}` temporaries).
+    pub(super) fn load_private64(&mut self, p: &Priv, index: &Expr, ty: Type, d: usize) -> R<()> {
+        if Type::Scalar(p.elem) != ty {
+            return no(format!("a load of `{}` as {ty}", p.name));
+        }
+        let signed = Self::index_type(index)?;
+        self.expr(index, d)?;
+        self.active(d + 1)?;
+        self.check_private(p, d, d + 1, d + 2, "load", signed)?;
+        self.gather64(r15, p.off, d)
+    }
+
     /// `p[index] = value` in the active lanes (each lane its own element).
     pub(super) fn store_private(&mut self, p: &Priv, index: &Expr, value: &Expr) -> R<()> {
         if Type::Scalar(p.elem) != value.ty() {
             return no(format!("a store of {} to `{}`", value.ty(), p.name));
         }
         let signed = Self::index_type(index)?;
-        if !self.store_operands(index, value, 1)? {
-            self.expr_top(index, 1)?;
+        let wide = is_64(value.ty());
+        let (i, a, f) = if wide { (2, 3, 4) } else { (1, 2, 3) };
+        if !self.store_operands(index, value, i)? {
+            self.expr_top(index, i)?;
         }
-        self.active(2)?;
-        self.check_private(p, 1, 2, 3, "store", signed)?;
+        self.active(a)?;
+        self.check_private(p, i, a, f, "store", signed)?;
+        if wide {
+            return self.store_lanes64(r15, p.off);
+        }
         self.store_lanes(r15, p.off, 4)
     }
 }

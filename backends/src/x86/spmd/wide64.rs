@@ -172,12 +172,10 @@ impl V {
                     None => return no(format!("`{}` of type f64", v.name())),
                 },
             },
-            ExprNode::Load { buf, index } => {
-                if self.private(buf).is_some() {
-                    return no(format!("a load of the private array `{}` of f64", buf.name()));
-                }
-                self.load64(buf, index, e.ty(), d)?;
-            }
+            ExprNode::Load { buf, index } => match self.private(buf) {
+                Some(p) => self.load_private64(&p, index, e.ty(), d)?,
+                None => self.load64(buf, index, e.ty(), d)?,
+            },
             ExprNode::Binary { op, a, b } => {
                 self.expr64(a, d)?;
                 self.expr64(b, d + 2)?;
@@ -529,25 +527,28 @@ impl V {
         self.active(d + 1)?;
         self.check(index, d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
+        self.gather64(base, 0, d)
+    }
+
+    /// Gathers the qwords at `base + off + 8 * ymm{d}` (dword element offsets) in the lanes
+    /// of mask `ymm{d+1}` into `ymm{d}`, `ymm{d+1}` (`ymm{d+2..=d+4}` temporaries).
+    pub(super) fn gather64(&mut self, base: AsmRegister64, off: i32, d: usize) -> R<()> {
         // Lanes 0..3: indices in xmm{d}, the mask widened.
         self.a.vpmovsxdq(YMM[d + 3], XMM[d + 1])?;
         self.a.vxorpd(YMM[d + 2], YMM[d + 2], YMM[d + 2])?;
-        self.a.vgatherdpd_3(YMM[d + 2], qword_ptr(base + XMM[d] * 8), YMM[d + 3])?;
+        self.a.vgatherdpd_3(YMM[d + 2], qword_ptr(base + XMM[d] * 8 + off), YMM[d + 3])?;
         // Lanes 4..7.
         self.a.vextracti128(XMM[d + 3], YMM[d], 1)?;
         self.a.vextracti128(XMM[d + 4], YMM[d + 1], 1)?;
         self.a.vpmovsxdq(YMM[d + 4], XMM[d + 4])?;
         self.a.vxorpd(YMM[d + 1], YMM[d + 1], YMM[d + 1])?;
-        self.a.vgatherdpd_3(YMM[d + 1], qword_ptr(base + XMM[d + 3] * 8), YMM[d + 4])?;
+        self.a.vgatherdpd_3(YMM[d + 1], qword_ptr(base + XMM[d + 3] * 8 + off), YMM[d + 4])?;
         self.a.vmovapd(YMM[d], YMM[d + 2])?;
         Ok(())
     }
 
     /// `buf[index] = value` of f64 in the active lanes.
     pub(super) fn store64(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
-        if self.private(buf).is_some() {
-            return no(format!("a store to the private array `{}` of f64", buf.name()));
-        }
         let t = self.buf_of(buf, value.ty())?;
         let indexed = self.store_operands(index, value, 2)?;
         if self.kind(index) == Kind::Gid0 {
@@ -575,8 +576,13 @@ impl V {
         self.active(3)?;
         self.check(index, 2, 3, 4, t, "store", signed)?;
         let base = self.base(t)?;
-        // The value's lanes in a 64-byte scratch slot, then one store per active lane in
-        // lane order (the last work-item wins where lanes collide).
+        self.store_lanes64(base, 0)
+    }
+
+    /// Stores the qword lanes of `ymm0`, `ymm1` at `base + off + 8 * ymm2` (dword element
+    /// offsets) in the lanes of mask `ymm3`, one store per lane in lane order (the last
+    /// work-item wins where lanes collide).
+    pub(super) fn store_lanes64(&mut self, base: AsmRegister64, off: i32) -> R<()> {
         let tmp = self.scratch64();
         self.a.vmovupd(ymmword_ptr(r15 + tmp), ymm0)?;
         self.a.vmovupd(ymmword_ptr(r15 + (tmp + 32)), ymm1)?;
@@ -588,7 +594,7 @@ impl V {
             self.a.je(skip)?;
             self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
             self.a.mov(r11, qword_ptr(r15 + (tmp + 8 * lane)))?;
-            self.a.mov(qword_ptr(base + r10 * 8), r11)?;
+            self.a.mov(qword_ptr(base + r10 * 8 + off), r11)?;
             self.bind(&mut skip)?;
         }
         Ok(())
