@@ -17,15 +17,6 @@ use super::{no, Bound, Kind, Loc, R, V};
 use crate::x86::rt;
 
 impl V {
-    /// What a batch of the region copies to its save frame after running it (see
-    /// [`V::region`]), given what it restored.
-    pub(super) fn region_saves(&self, restore: &[(i32, i32)]) -> Vec<(i32, i32)> {
-        self.batch_bindings()
-            .into_iter()
-            .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
-            .collect()
-    }
-
     /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes. Every
     /// lane is alive here (a fault ends the call at the end of its batch).
     pub(super) fn batch_start(&mut self, restore: &[(i32, i32)]) -> R<()> {
@@ -56,8 +47,13 @@ impl V {
         self.copy_slots(save, true)?;
         if !restore.is_empty() || !save.is_empty() {
             // (The next batch's save frame; a region that copies nothing needs none.)
-            self.a.mov(rax, qword_ptr(r15 + super::ROUND_SLOT))?;
-            self.a.add(qword_ptr(rbp - 48), rax)?;
+            match self.save_ptr {
+                Some(r) => self.a.add(r, qword_ptr(r15 + super::ROUND_SLOT))?,
+                None => {
+                    self.a.mov(rax, qword_ptr(r15 + super::ROUND_SLOT))?;
+                    self.a.add(qword_ptr(rbp - 48), rax)?;
+                }
+            }
         }
         let eight = self.imm_slot(8);
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;

@@ -376,6 +376,10 @@ struct V {
     spill_slots: Vec<i32>,
     /// How many of [`V::spill_slots`] hold spilled registers now.
     spill_used: usize,
+    /// In region loops, the register holding the batch's save frame's address while a
+    /// region's batch loop runs (`region.rs`): the last of [`BASES`] when no table takes
+    /// it, else `None` (the address then lives in `[rbp-48]`).
+    save_ptr: Option<AsmRegister64>,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

@@ -51,7 +51,10 @@
 use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type};
+use kiln_ir::{
+    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type,
+    Visitor,
+};
 
 use super::uniform::operands;
 use super::{no, Bound, Kind, Loc, R, V};
@@ -82,6 +85,10 @@ pub(super) struct Regions {
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
     ranges: Vec<(i32, i32)>,
+    /// The batch bindings in scope where the current region starts (`batch_bindings`).
+    before: Vec<(i32, i32)>,
+    /// Of those, the offsets of the `var`s the current region assigns.
+    assigned: HashSet<i32>,
     /// Offsets of 64-byte slots (f64, i64 and u64 values).
     pub(super) wide: HashSet<i32>,
     /// While a batch of a region unrolled when the code is generated runs
@@ -247,6 +254,8 @@ impl Regions {
             group,
             lids,
             ranges: Vec::new(),
+            before: Vec::new(),
+            assigned: HashSet::new(),
             wide: HashSet::new(),
             known: HashMap::new(),
             keep: Vec::new(),
@@ -498,20 +507,69 @@ impl V {
         out
     }
 
+    /// What a batch of the region `stmts` restores before it runs them: the batch
+    /// bindings in scope that its statements name (read, or assign: an assignment under a
+    /// mask blends into the old value). The others stay in the batch's save frame, which
+    /// no code between here and the next restore of them reads or writes through the group
+    /// frame. Also notes, for [`V::region_saves`], the bindings in scope and the restored
+    /// `var`s the region assigns (only those, and the region's new bindings, change).
+    pub(super) fn region_restores(&mut self, stmts: &[Stmt]) -> Vec<(i32, i32)> {
+        let before = self.batch_bindings();
+        let mut names = Names::default();
+        stmts.iter().for_each(|s| names.visit_stmt(s));
+        // (A name the region declares again before using it resolves here to the outer
+        // binding: restoring that one too is harmless.)
+        let off_of = |n: &String| {
+            self.find(n).and_then(|b| match b.loc {
+                Loc::Slot(o) | Loc::Scalar(o) => Some(o),
+                Loc::Reg(_) => None,
+            })
+        };
+        let named: HashSet<i32> =
+            names.read.iter().chain(&names.assigned).filter_map(off_of).collect();
+        let assigned: HashSet<i32> = names.assigned.iter().filter_map(off_of).collect();
+        let restore: Vec<(i32, i32)> =
+            before.iter().filter(|s| named.contains(&s.0)).copied().collect();
+        let r = self.regions.as_mut().expect("region mode");
+        r.before = before;
+        r.assigned = assigned;
+        restore
+    }
+
+    /// What a batch of the current region copies to its save frame after running it,
+    /// given what it restored ([`V::region_restores`]): the region's new bindings and the
+    /// restored `var`s it assigns.
+    pub(super) fn region_saves(&self, restore: &[(i32, i32)]) -> Vec<(i32, i32)> {
+        let r = self.regions();
+        self.batch_bindings()
+            .into_iter()
+            .filter(|s| {
+                !r.before.contains(s)
+                    || restore.contains(s) && r.assigned.contains(&s.0) && self.is_var_at(s.0)
+            })
+            .collect()
+    }
+
     /// Copies the listed slots between the group frame and the batch's save frame
-    /// (`[rbp-48]`).
+    /// ([`V::save_ptr`], else `[rbp-48]`).
     pub(super) fn copy_slots(&mut self, slots: &[(i32, i32)], save: bool) -> R<()> {
         if slots.is_empty() {
             return Ok(());
         }
-        self.a.mov(r10, qword_ptr(rbp - 48))?;
+        let fp = match self.save_ptr {
+            Some(r) => r,
+            None => {
+                self.a.mov(r10, qword_ptr(rbp - 48))?;
+                r10
+            }
+        };
         for &(off, bytes) in slots {
             for o in (off..off + bytes).step_by(32) {
                 if save {
                     self.a.vmovups(ymm0, ymmword_ptr(r15 + o))?;
-                    self.a.vmovups(ymmword_ptr(r10 + o), ymm0)?;
+                    self.a.vmovups(ymmword_ptr(fp + o), ymm0)?;
                 } else {
-                    self.a.vmovups(ymm0, ymmword_ptr(r10 + o))?;
+                    self.a.vmovups(ymm0, ymmword_ptr(fp + o))?;
                     self.a.vmovups(ymmword_ptr(r15 + o), ymm0)?;
                 }
             }
@@ -521,7 +579,7 @@ impl V {
 
     /// A region: `stmts` for each batch of the group (or of its trimmed range), in order.
     fn region(&mut self, stmts: &[Stmt]) -> R<()> {
-        let restore = self.batch_bindings();
+        let restore = self.region_restores(stmts);
         let start = self.next;
         // The batches to run: gid range [rbx, [rbp-56]), the first save frame in [rbp-48].
         let range = match stmts {
@@ -623,7 +681,7 @@ impl V {
                     self.a.add(rax, 1)?;
                     self.a.imul_2(rax, stride)?;
                     self.a.add(rax, r15)?;
-                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                    self.set_save_ptr()?;
                 }
                 self.a.add(rbx, group_gid)?;
             }
@@ -631,7 +689,7 @@ impl V {
                 if copies {
                     self.a.mov(rax, stride)?;
                     self.a.add(rax, r15)?;
-                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                    self.set_save_ptr()?;
                 }
                 self.a.mov(rbx, group_gid)?;
             }
@@ -708,6 +766,16 @@ impl V {
         Ok(())
     }
 
+    /// The first batch's save frame (`rax`) into its place ([`V::save_ptr`], else
+    /// `[rbp-48]`).
+    fn set_save_ptr(&mut self) -> R<()> {
+        match self.save_ptr {
+            Some(r) => self.a.mov(r, rax)?,
+            None => self.a.mov(qword_ptr(rbp - 48), rax)?,
+        }
+        Ok(())
+    }
+
     /// True if the binding at frame offset `off` is a `var`.
     pub(super) fn is_var_at(&self, off: i32) -> bool {
         self.lets
@@ -775,5 +843,28 @@ impl V {
             r.hi = hi;
         }
         true
+    }
+}
+
+/// The names a region's statements read and assign.
+#[derive(Default)]
+struct Names {
+    read: HashSet<String>,
+    assigned: HashSet<String>,
+}
+
+impl Visitor for Names {
+    fn visit_expr(&mut self, e: &Expr) {
+        if let ExprNode::Var(v) = e.node() {
+            self.read.insert(v.name().to_string());
+        }
+        walk_expr(self, e)
+    }
+
+    fn visit_stmt(&mut self, s: &Stmt) {
+        if let StmtNode::Assign { var, .. } = s.node() {
+            self.assigned.insert(var.name().to_string());
+        }
+        walk_stmt(self, s)
     }
 }
