@@ -42,10 +42,16 @@ impl V {
         self.batch_mark = was.then(|| self.fault_mark());
     }
 
-    /// A batch's end: its values to its save frame, the next batch's ids.
-    pub(super) fn batch_end(&mut self, restore: &[(i32, i32)], save: &[(i32, i32)]) -> R<()> {
+    /// A batch's end: its values to its save frame, the next batch's ids. `held`: the
+    /// batch saved values from registers too (`saves.rs`).
+    pub(super) fn batch_end(
+        &mut self,
+        restore: &[(i32, i32)],
+        save: &[(i32, i32)],
+        held: bool,
+    ) -> R<()> {
         self.copy_slots(save, true)?;
-        if !restore.is_empty() || !save.is_empty() {
+        if held || !restore.is_empty() || !save.is_empty() {
             // (The next batch's save frame; a region that copies nothing needs none.)
             match self.save_ptr {
                 Some(r) => self.a.add(r, qword_ptr(r15 + super::ROUND_SLOT))?,
@@ -94,7 +100,7 @@ impl V {
         self.block(body)?;
         self.proven.as_mut().expect("a proof").certain = known;
         self.fault_test_since(since)?;
-        self.batch_end(restore, save)?;
+        self.batch_end(restore, save, false)?;
         self.a.lea(rax, qword_ptr(rbx + 8))?;
         self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
         self.a.ja(test)?;
@@ -171,7 +177,7 @@ impl V {
             } else {
                 self.unproven_copy(stmts)?;
             }
-            self.batch_end(restore, &save)?;
+            self.batch_end(restore, &save, false)?;
             self.a.cmp(rbx, qword_ptr(rbp - 56))?;
             self.a.jb(top)?;
             if proven {
@@ -555,7 +561,7 @@ impl V {
                 self.batch_mark = Some(self.fault_mark());
             } else {
                 if b > first {
-                    self.batch_end(&[], &[])?;
+                    self.batch_end(&[], &[], false)?;
                 }
                 self.batch_start(&[])?;
             }

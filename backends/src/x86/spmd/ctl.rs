@@ -213,6 +213,36 @@ impl V {
             self.a.cmp(r11, rax)?;
             self.a.jbe(fast_then)?;
             self.bind(&mut general)?;
+        } else if let Some((e, op)) = self.lid_bound(cond).filter(|_| fast) {
+            // In region loops, `local_id(0) >= e` (or `>`, `<`, `<=`) holds in every lane
+            // of the batch when it holds in the lane at the batch's edge: lane 0's id from
+            // its register, a scalar compare, no lane mask (and every lane alive). The ids
+            // of a batch are lane 0's plus 0..7, below the group's size: nothing wraps.
+            let mut general = self.a.create_label();
+            if self.may_fault && !self.fresh() {
+                self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+                self.a.jne(general)?;
+            }
+            // (A 32-bit result, as lane 0's id: the upper halves are zero.)
+            self.uniform_to_eax(e)?;
+            self.a.vmovd(r11d, XMM[super::LID])?;
+            match op {
+                BinOp::Ge => {
+                    self.a.cmp(r11, rax)?;
+                    self.a.jae(fast_then)?;
+                }
+                BinOp::Gt => {
+                    self.a.cmp(r11, rax)?;
+                    self.a.ja(fast_then)?;
+                }
+                _ => {
+                    // Lane 7's id (lane 0's plus 7) below `e` (`<`), or at most `e` (`<=`).
+                    self.a.add(r11, if op == BinOp::Lt { 8 } else { 7 })?;
+                    self.a.cmp(r11, rax)?;
+                    self.a.jbe(fast_then)?;
+                }
+            }
+            self.bind(&mut general)?;
         }
         self.cond_top(cond, 0)?;
         // (Where the copies below start: after the condition, from no other code.)
@@ -319,6 +349,39 @@ impl V {
         }
     }
 
+    /// `(e, op)` if condition `c` is `l op e` (either side, mirrored) for `l` a `let` of
+    /// `local_id(0)` in its register in region loops (kept up to date by the batch), `op`
+    /// one of `<`, `<=`, `>`, `>=`, and `e` a `u32` value computed in general-purpose
+    /// registers.
+    fn lid_bound<'c>(&self, c: &'c Expr) -> Option<(&'c Expr, BinOp)> {
+        if self.regions.as_ref().is_none_or(|r| r.ids_stale) {
+            return None;
+        }
+        let ExprNode::Binary { op, a, b } = c.node() else { return None };
+        let lid = |x: &Expr| match x.node() {
+            ExprNode::Var(v) => self.find(v.name()).is_some_and(|b| b.loc == Loc::Reg(super::LID)),
+            _ => false,
+        };
+        let (op, e) = if lid(a) {
+            (*op, b)
+        } else if lid(b) {
+            let m = match op {
+                BinOp::Lt => BinOp::Gt,
+                BinOp::Le => BinOp::Ge,
+                BinOp::Gt => BinOp::Lt,
+                BinOp::Ge => BinOp::Le,
+                _ => return None,
+            };
+            (m, a)
+        } else {
+            return None;
+        };
+        if e.ty() != Type::U32 || self.kind(e) != Kind::Uniform || !self.gpr_ok(e) {
+            return None;
+        }
+        matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge).then_some((e, op))
+    }
+
     pub(super) fn while_loop(&mut self, cond: &Expr, body: &[Stmt]) -> R<()> {
         self.batch_mark = None;
         let mut top = self.a.create_label();
@@ -377,7 +440,7 @@ impl V {
     /// loop ran 1.26x faster on one thread with its mask in a register and its `xt`
     /// spilled than the other way round).
     fn mask_home(&mut self, lm: i32) -> R<()> {
-        if super::LET_REGS.contains(&self.next_reg) {
+        if self.let_reg_free(self.next_reg) {
             self.vhomes.push((lm, self.next_reg));
             self.next_reg += 1;
         }
@@ -561,7 +624,7 @@ impl V {
         let (regs, homes) = (self.next_reg, self.vhomes.len());
         self.a.vmovaps(ymm0, ymm1)?;
         self.mask_home(lm)?;
-        let creg = super::LET_REGS.contains(&self.next_reg).then_some(self.next_reg);
+        let creg = self.let_reg_free(self.next_reg).then_some(self.next_reg);
         if let Some(c) = creg {
             self.next_reg += 1;
             self.a.vmovups(YMM[c], ymmword_ptr(r15 + cnt))?;

@@ -18,9 +18,10 @@
 //!
 //! Values of a region that later regions read (its `let`s and `var`s in scope at its end,
 //! other than `global_id(0)`'s lanes and one `let` of `local_id(0)`, which are recomputed,
-//! the latter in a register) are copied after each batch into
+//! the latter in a register) go after each batch into
 //! that batch's save frame (frame `1 + b` after the group frame, [`super::ROUND_SLOT`]
-//! holding the frames' stride), and copied back before the batch runs a later region.
+//! holding the frames' stride), and back before the batch runs a later region that names
+//! them (`saves.rs`: which values, and when they live in registers).
 //!
 //! A region that is one `if` without `else` whose condition bounds `local_id(0)` by
 //! group-pure `u32` values (`lid < s`, `lid <= s`, `lid == s`, `lid >= a`, `lid > a`, and
@@ -51,10 +52,7 @@
 use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{
-    walk_expr, walk_stmt, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type,
-    Visitor,
-};
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type};
 
 use super::uniform::operands;
 use super::{no, Bound, Kind, Loc, R, V};
@@ -86,9 +84,9 @@ pub(super) struct Regions {
     /// Frame offsets allocated while generating regions: bindings there are per batch.
     ranges: Vec<(i32, i32)>,
     /// The batch bindings in scope where the current region starts (`batch_bindings`).
-    before: Vec<(i32, i32)>,
+    pub(super) before: Vec<(i32, i32)>,
     /// Of those, the offsets of the `var`s the current region assigns.
-    assigned: HashSet<i32>,
+    pub(super) assigned: HashSet<i32>,
     /// Offsets of 64-byte slots (f64, i64 and u64 values).
     pub(super) wide: HashSet<i32>,
     /// While a batch of a region unrolled when the code is generated runs
@@ -507,76 +505,6 @@ impl V {
         out
     }
 
-    /// What a batch of the region `stmts` restores before it runs them: the batch
-    /// bindings in scope that its statements name (read, or assign: an assignment under a
-    /// mask blends into the old value). The others stay in the batch's save frame, which
-    /// no code between here and the next restore of them reads or writes through the group
-    /// frame. Also notes, for [`V::region_saves`], the bindings in scope and the restored
-    /// `var`s the region assigns (only those, and the region's new bindings, change).
-    pub(super) fn region_restores(&mut self, stmts: &[Stmt]) -> Vec<(i32, i32)> {
-        let before = self.batch_bindings();
-        let mut names = Names::default();
-        stmts.iter().for_each(|s| names.visit_stmt(s));
-        // (A name the region declares again before using it resolves here to the outer
-        // binding: restoring that one too is harmless.)
-        let off_of = |n: &String| {
-            self.find(n).and_then(|b| match b.loc {
-                Loc::Slot(o) | Loc::Scalar(o) => Some(o),
-                Loc::Reg(_) => None,
-            })
-        };
-        let named: HashSet<i32> =
-            names.read.iter().chain(&names.assigned).filter_map(off_of).collect();
-        let assigned: HashSet<i32> = names.assigned.iter().filter_map(off_of).collect();
-        let restore: Vec<(i32, i32)> =
-            before.iter().filter(|s| named.contains(&s.0)).copied().collect();
-        let r = self.regions.as_mut().expect("region mode");
-        r.before = before;
-        r.assigned = assigned;
-        restore
-    }
-
-    /// What a batch of the current region copies to its save frame after running it,
-    /// given what it restored ([`V::region_restores`]): the region's new bindings and the
-    /// restored `var`s it assigns.
-    pub(super) fn region_saves(&self, restore: &[(i32, i32)]) -> Vec<(i32, i32)> {
-        let r = self.regions();
-        self.batch_bindings()
-            .into_iter()
-            .filter(|s| {
-                !r.before.contains(s)
-                    || restore.contains(s) && r.assigned.contains(&s.0) && self.is_var_at(s.0)
-            })
-            .collect()
-    }
-
-    /// Copies the listed slots between the group frame and the batch's save frame
-    /// ([`V::save_ptr`], else `[rbp-48]`).
-    pub(super) fn copy_slots(&mut self, slots: &[(i32, i32)], save: bool) -> R<()> {
-        if slots.is_empty() {
-            return Ok(());
-        }
-        let fp = match self.save_ptr {
-            Some(r) => r,
-            None => {
-                self.a.mov(r10, qword_ptr(rbp - 48))?;
-                r10
-            }
-        };
-        for &(off, bytes) in slots {
-            for o in (off..off + bytes).step_by(32) {
-                if save {
-                    self.a.vmovups(ymm0, ymmword_ptr(r15 + o))?;
-                    self.a.vmovups(ymmword_ptr(fp + o), ymm0)?;
-                } else {
-                    self.a.vmovups(ymm0, ymmword_ptr(fp + o))?;
-                    self.a.vmovups(ymmword_ptr(r15 + o), ymm0)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// A region: `stmts` for each batch of the group (or of its trimmed range), in order.
     fn region(&mut self, stmts: &[Stmt]) -> R<()> {
         let restore = self.region_restores(stmts);
@@ -714,8 +642,23 @@ impl V {
         }
         let mut top = self.a.create_label();
         let mut test = self.a.create_label();
+        // In the plain batch loop, values in `let` registers while the batch runs: the
+        // restored ones loaded there, the region's own names bound there (`saves.rs`).
+        let regs = self.next_reg;
+        let regs_here = full.is_none() && copies && regs == super::GID && self.vhomes.is_empty();
+        let in_regs = regs_here && self.region_regs_ok(stmts);
+        let loaded = if regs_here { self.plan_loaded(&restore) } else { Vec::new() };
+        let slots: Vec<(i32, i32)> =
+            restore.iter().filter(|s| !loaded.iter().any(|l| l.2 == s.0)).copied().collect();
+        // (Once registers are handed out, any new name of the region may take one.)
+        let in_regs = in_regs || !loaded.is_empty();
+        if in_regs {
+            self.next_reg = super::LET_REGS.start + loaded.len();
+            self.reg_end = super::LID;
+        }
         self.bind(&mut top)?;
-        self.batch_start(&restore)?;
+        self.load_held(&loaded)?;
+        self.batch_start(&slots)?;
         let fresh = self.fresh();
         let mut after = self.a.create_label();
         let mut to_after = false;
@@ -742,7 +685,10 @@ impl V {
             }
         }
         self.fresh_again(fresh);
+        let mark = self.lets.len();
         self.region_stmts(stmts)?;
+        let mut held = if in_regs { self.held_names(mark) } else { Vec::new() };
+        (self.next_reg, self.reg_end) = (regs, super::GID);
         // (Only the full batches' path jumps here: no label, and no `nop` for one, else.)
         if to_after {
             self.bind(&mut after)?;
@@ -754,25 +700,23 @@ impl V {
         if !copies && !save.is_empty() {
             return no("internal: a region saves values without a save-frame pointer");
         }
-        self.batch_end(&restore, &save)?;
+        // (The loaded `var`s the region assigns go back too.)
+        let assigned = &self.regions().assigned;
+        held.extend(loaded.iter().filter(|l| assigned.contains(&l.2)));
+        self.save_held(&held)?;
+        self.batch_end(&slots, &save, !held.is_empty() || !loaded.is_empty())?;
         self.bind(&mut test)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jb(top)?;
         self.bind(&mut done)?;
+        // Later regions restore them from their slots.
+        for &(i, _, off) in held.iter().chain(&loaded) {
+            self.lets[i].loc = Loc::Slot(off);
+        }
         self.proven = outer;
         self.batch_mark = None;
         // Group code reports nothing per lane, but the budget's stub reads rbx.
         self.a.mov(rbx, group_gid)?;
-        Ok(())
-    }
-
-    /// The first batch's save frame (`rax`) into its place ([`V::save_ptr`], else
-    /// `[rbp-48]`).
-    fn set_save_ptr(&mut self) -> R<()> {
-        match self.save_ptr {
-            Some(r) => self.a.mov(r, rax)?,
-            None => self.a.mov(qword_ptr(rbp - 48), rax)?,
-        }
         Ok(())
     }
 
@@ -843,28 +787,5 @@ impl V {
             r.hi = hi;
         }
         true
-    }
-}
-
-/// The names a region's statements read and assign.
-#[derive(Default)]
-struct Names {
-    read: HashSet<String>,
-    assigned: HashSet<String>,
-}
-
-impl Visitor for Names {
-    fn visit_expr(&mut self, e: &Expr) {
-        if let ExprNode::Var(v) = e.node() {
-            self.read.insert(v.name().to_string());
-        }
-        walk_expr(self, e)
-    }
-
-    fn visit_stmt(&mut self, s: &Stmt) {
-        if let StmtNode::Assign { var, .. } = s.node() {
-            self.assigned.insert(var.name().to_string());
-        }
-        walk_stmt(self, s)
     }
 }
