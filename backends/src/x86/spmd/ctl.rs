@@ -223,24 +223,28 @@ impl V {
                 self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
                 self.a.jne(general)?;
             }
-            // (A 32-bit result, as lane 0's id: the upper halves are zero.)
-            self.uniform_to_eax(e)?;
+            // (A 32-bit result, as lane 0's id: the upper halves are zero. A constant below
+            // 2^31 is the compare's immediate.)
+            let imm = match e.as_imm() {
+                Some(kiln_ir::Imm::Int(_, bits)) => i32::try_from(*bits as u32).ok(),
+                _ => None,
+            };
+            if imm.is_none() {
+                self.uniform_to_eax(e)?;
+            }
             self.a.vmovd(r11d, XMM[super::LID])?;
+            if matches!(op, BinOp::Lt | BinOp::Le) {
+                // Lane 7's id (lane 0's plus 7) below `e` (`<`), or at most `e` (`<=`).
+                self.a.add(r11, if op == BinOp::Lt { 8 } else { 7 })?;
+            }
+            match imm {
+                Some(c) => self.a.cmp(r11, c)?,
+                None => self.a.cmp(r11, rax)?,
+            }
             match op {
-                BinOp::Ge => {
-                    self.a.cmp(r11, rax)?;
-                    self.a.jae(fast_then)?;
-                }
-                BinOp::Gt => {
-                    self.a.cmp(r11, rax)?;
-                    self.a.ja(fast_then)?;
-                }
-                _ => {
-                    // Lane 7's id (lane 0's plus 7) below `e` (`<`), or at most `e` (`<=`).
-                    self.a.add(r11, if op == BinOp::Lt { 8 } else { 7 })?;
-                    self.a.cmp(r11, rax)?;
-                    self.a.jbe(fast_then)?;
-                }
+                BinOp::Ge => self.a.jae(fast_then)?,
+                BinOp::Gt => self.a.ja(fast_then)?,
+                _ => self.a.jbe(fast_then)?,
             }
             self.bind(&mut general)?;
         }
