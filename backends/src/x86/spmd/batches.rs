@@ -118,6 +118,39 @@ impl V {
         self.fault_test_since(since)
     }
 
+    /// `(e, op)` if condition `c` is `l op e` (either side, mirrored) for `l` a `let` of
+    /// `local_id(0)` in its register in region loops (kept up to date by the batch), `op`
+    /// one of `<`, `<=`, `>`, `>=`, and `e` a `u32` value computed in general-purpose
+    /// registers.
+    pub(super) fn lid_bound<'c>(&self, c: &'c Expr) -> Option<(&'c Expr, BinOp)> {
+        if self.regions.as_ref().is_none_or(|r| r.ids_stale) {
+            return None;
+        }
+        let ExprNode::Binary { op, a, b } = c.node() else { return None };
+        let lid = |x: &Expr| match x.node() {
+            ExprNode::Var(v) => self.find(v.name()).is_some_and(|b| b.loc == Loc::Reg(super::LID)),
+            _ => false,
+        };
+        let (op, e) = if lid(a) {
+            (*op, b)
+        } else if lid(b) {
+            let m = match op {
+                BinOp::Lt => BinOp::Gt,
+                BinOp::Le => BinOp::Ge,
+                BinOp::Gt => BinOp::Lt,
+                BinOp::Ge => BinOp::Le,
+                _ => return None,
+            };
+            (m, a)
+        } else {
+            return None;
+        };
+        if e.ty() != Type::U32 || self.kind(e) != Kind::Uniform || !self.gpr_ok(e) {
+            return None;
+        }
+        matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge).then_some((e, op))
+    }
+
     /// How many fault sites and stubs the code has so far.
     pub(super) fn fault_mark(&self) -> (usize, usize) {
         (self.sites.len(), self.stubs.len())
