@@ -17,15 +17,6 @@ use super::{no, Bound, Kind, Loc, R, V};
 use crate::x86::rt;
 
 impl V {
-    /// What a batch of the region copies to its save frame after running it (see
-    /// [`V::region`]), given what it restored.
-    pub(super) fn region_saves(&self, restore: &[(i32, i32)]) -> Vec<(i32, i32)> {
-        self.batch_bindings()
-            .into_iter()
-            .filter(|s| !restore.contains(s) || self.is_var_at(s.0))
-            .collect()
-    }
-
     /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes. Every
     /// lane is alive here (a fault ends the call at the end of its batch).
     pub(super) fn batch_start(&mut self, restore: &[(i32, i32)]) -> R<()> {
@@ -51,13 +42,24 @@ impl V {
         self.batch_mark = was.then(|| self.fault_mark());
     }
 
-    /// A batch's end: its values to its save frame, the next batch's ids.
-    pub(super) fn batch_end(&mut self, restore: &[(i32, i32)], save: &[(i32, i32)]) -> R<()> {
+    /// A batch's end: its values to its save frame, the next batch's ids. `held`: the
+    /// batch saved values from registers too (`saves.rs`).
+    pub(super) fn batch_end(
+        &mut self,
+        restore: &[(i32, i32)],
+        save: &[(i32, i32)],
+        held: bool,
+    ) -> R<()> {
         self.copy_slots(save, true)?;
-        if !restore.is_empty() || !save.is_empty() {
+        if held || !restore.is_empty() || !save.is_empty() {
             // (The next batch's save frame; a region that copies nothing needs none.)
-            self.a.mov(rax, qword_ptr(r15 + super::ROUND_SLOT))?;
-            self.a.add(qword_ptr(rbp - 48), rax)?;
+            match self.save_ptr {
+                Some(r) => self.a.add(r, qword_ptr(r15 + super::ROUND_SLOT))?,
+                None => {
+                    self.a.mov(rax, qword_ptr(r15 + super::ROUND_SLOT))?;
+                    self.a.add(qword_ptr(rbp - 48), rax)?;
+                }
+            }
         }
         let eight = self.imm_slot(8);
         self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
@@ -98,7 +100,7 @@ impl V {
         self.block(body)?;
         self.proven.as_mut().expect("a proof").certain = known;
         self.fault_test_since(since)?;
-        self.batch_end(restore, save)?;
+        self.batch_end(restore, save, false)?;
         self.a.lea(rax, qword_ptr(rbx + 8))?;
         self.a.cmp(rax, qword_ptr(r15 + (f + 8)))?;
         self.a.ja(test)?;
@@ -114,6 +116,39 @@ impl V {
         self.block(body)?;
         self.proven = proof;
         self.fault_test_since(since)
+    }
+
+    /// `(e, op)` if condition `c` is `l op e` (either side, mirrored) for `l` a `let` of
+    /// `local_id(0)` in its register in region loops (kept up to date by the batch), `op`
+    /// one of `<`, `<=`, `>`, `>=`, and `e` a `u32` value computed in general-purpose
+    /// registers.
+    pub(super) fn lid_bound<'c>(&self, c: &'c Expr) -> Option<(&'c Expr, BinOp)> {
+        if self.regions.as_ref().is_none_or(|r| r.ids_stale) {
+            return None;
+        }
+        let ExprNode::Binary { op, a, b } = c.node() else { return None };
+        let lid = |x: &Expr| match x.node() {
+            ExprNode::Var(v) => self.find(v.name()).is_some_and(|b| b.loc == Loc::Reg(super::LID)),
+            _ => false,
+        };
+        let (op, e) = if lid(a) {
+            (*op, b)
+        } else if lid(b) {
+            let m = match op {
+                BinOp::Lt => BinOp::Gt,
+                BinOp::Le => BinOp::Ge,
+                BinOp::Gt => BinOp::Lt,
+                BinOp::Ge => BinOp::Le,
+                _ => return None,
+            };
+            (m, a)
+        } else {
+            return None;
+        };
+        if e.ty() != Type::U32 || self.kind(e) != Kind::Uniform || !self.gpr_ok(e) {
+            return None;
+        }
+        matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge).then_some((e, op))
     }
 
     /// How many fault sites and stubs the code has so far.
@@ -175,7 +210,7 @@ impl V {
             } else {
                 self.unproven_copy(stmts)?;
             }
-            self.batch_end(restore, &save)?;
+            self.batch_end(restore, &save, false)?;
             self.a.cmp(rbx, qword_ptr(rbp - 56))?;
             self.a.jb(top)?;
             if proven {
@@ -559,7 +594,7 @@ impl V {
                 self.batch_mark = Some(self.fault_mark());
             } else {
                 if b > first {
-                    self.batch_end(&[], &[])?;
+                    self.batch_end(&[], &[], false)?;
                 }
                 self.batch_start(&[])?;
             }

@@ -213,6 +213,40 @@ impl V {
             self.a.cmp(r11, rax)?;
             self.a.jbe(fast_then)?;
             self.bind(&mut general)?;
+        } else if let Some((e, op)) = self.lid_bound(cond).filter(|_| fast) {
+            // In region loops, `local_id(0) >= e` (or `>`, `<`, `<=`) holds in every lane
+            // of the batch when it holds in the lane at the batch's edge: lane 0's id from
+            // its register, a scalar compare, no lane mask (and every lane alive). The ids
+            // of a batch are lane 0's plus 0..7, below the group's size: nothing wraps.
+            let mut general = self.a.create_label();
+            if self.may_fault && !self.fresh() {
+                self.a.cmp(dword_ptr(r15 + self.fault_lane), 8)?;
+                self.a.jne(general)?;
+            }
+            // (A 32-bit result, as lane 0's id: the upper halves are zero. A constant below
+            // 2^31 is the compare's immediate.)
+            let imm = match e.as_imm() {
+                Some(kiln_ir::Imm::Int(_, bits)) => i32::try_from(*bits as u32).ok(),
+                _ => None,
+            };
+            if imm.is_none() {
+                self.uniform_to_eax(e)?;
+            }
+            self.a.vmovd(r11d, XMM[super::LID])?;
+            if matches!(op, BinOp::Lt | BinOp::Le) {
+                // Lane 7's id (lane 0's plus 7) below `e` (`<`), or at most `e` (`<=`).
+                self.a.add(r11, if op == BinOp::Lt { 8 } else { 7 })?;
+            }
+            match imm {
+                Some(c) => self.a.cmp(r11, c)?,
+                None => self.a.cmp(r11, rax)?,
+            }
+            match op {
+                BinOp::Ge => self.a.jae(fast_then)?,
+                BinOp::Gt => self.a.ja(fast_then)?,
+                _ => self.a.jbe(fast_then)?,
+            }
+            self.bind(&mut general)?;
         }
         self.cond_top(cond, 0)?;
         // (Where the copies below start: after the condition, from no other code.)
@@ -377,7 +411,7 @@ impl V {
     /// loop ran 1.26x faster on one thread with its mask in a register and its `xt`
     /// spilled than the other way round).
     fn mask_home(&mut self, lm: i32) -> R<()> {
-        if super::LET_REGS.contains(&self.next_reg) {
+        if self.let_reg_free(self.next_reg) {
             self.vhomes.push((lm, self.next_reg));
             self.next_reg += 1;
         }
@@ -561,7 +595,7 @@ impl V {
         let (regs, homes) = (self.next_reg, self.vhomes.len());
         self.a.vmovaps(ymm0, ymm1)?;
         self.mask_home(lm)?;
-        let creg = super::LET_REGS.contains(&self.next_reg).then_some(self.next_reg);
+        let creg = self.let_reg_free(self.next_reg).then_some(self.next_reg);
         if let Some(c) = creg {
             self.next_reg += 1;
             self.a.vmovups(YMM[c], ymmword_ptr(r15 + cnt))?;

@@ -5,8 +5,9 @@
 //! for the store-to-load forwarding of the round before (about five cycles a hop, more for
 //! a load of part of a wider store), on a dependency chain of seven rounds per group that
 //! the out-of-order window cannot hide behind other groups. Here a store at a constant
-//! displacement also leaves its value in a spare register (`ymm8..ymm13`, which region
-//! code keeps no `let` in), and a later load of bytes it covers takes them from there (a
+//! displacement also leaves its value in a spare register (`ymm8..ymm13`, where region
+//! code keeps no `let` in force: a plain batch loop that puts names there, `saves.rs`,
+//! forwards nothing), and a later load of bytes it covers takes them from there (a
 //! register move, or a shift or lane extraction for a part): the memory is still stored,
 //! so everything else reads what it always read.
 //!
@@ -15,8 +16,10 @@
 //! its entry after removing those it overlaps, or (any other form: masked, at a computed
 //! index, narrow or 64-bit types, atomics, vector accesses) removes every entry; any label
 //! (a point control may reach from elsewhere) removes every entry; and nothing else in
-//! region code writes the registers (`let`s there live in frame slots, temporaries are
-//! `ymm0..ymm7`, the limit stub saves and restores `ymm8..ymm15` around its call).
+//! region code writes the registers while entries may exist (`let`s there live in frame
+//! slots; a batch loop's top, a label, comes before its loads into `let` registers;
+//! temporaries are `ymm0..ymm7`, the limit stub saves and restores `ymm8..ymm15` around
+//! its call).
 
 use iced_x86::code_asm::*;
 

@@ -123,6 +123,8 @@ fn generate_inner(
         deep: false,
         spill_slots: Vec::new(),
         spill_used: 0,
+        save_ptr: None,
+        reg_end: GID,
     };
     if regions {
         v.per_group = true;
@@ -165,6 +167,12 @@ fn generate_inner(
                 v.per_group = true;
             }
         }
+    }
+    if regions && (table as usize) < BASES.len() {
+        // No table reaches the last base register (a table's is its first-access position):
+        // a region's batches advance their save frame's address there, not through memory,
+        // whose read-modify-write per batch was a chain of store-to-load forwards.
+        v.save_ptr = Some(BASES[BASES.len() - 1]);
     }
     if n_barriers == 0 {
         // A table takes a base register at its first access, in the order met: the ones

@@ -685,7 +685,8 @@ impl V {
             }
         };
         let m = self.element(t)?;
-        if self.mask.is_none() && !self.may_fault {
+        // (Where every lane is certainly alive, the active mask would be all ones.)
+        if self.mask.is_none() && (!self.may_fault || self.fresh()) {
             self.a.vmovups(m, YMM[r])?;
         } else {
             let k = if r == 1 { 2 } else { 1 };

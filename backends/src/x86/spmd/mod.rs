@@ -102,6 +102,7 @@ mod ops;
 mod private;
 mod proven;
 mod region;
+mod saves;
 mod scalar;
 mod spill;
 mod stmt;
@@ -376,6 +377,13 @@ struct V {
     spill_slots: Vec<i32>,
     /// How many of [`V::spill_slots`] hold spilled registers now.
     spill_used: usize,
+    /// In region loops, the register holding the batch's save frame's address while a
+    /// region's batch loop runs (`region.rs`): the last of [`BASES`] when no table takes
+    /// it, else `None` (the address then lives in `[rbp-48]`).
+    save_ptr: Option<AsmRegister64>,
+    /// The end of the `let` registers handed out now: [`GID`], or in a region's batch
+    /// loop [`LID`] (`region.rs`), whose register the `let` of `local_id(0)` keeps.
+    reg_end: usize,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -412,6 +420,11 @@ fn elem_type(e: Scalar) -> bool {
 const CONST_LANES: u8 = 6;
 
 impl V {
+    /// True if `let` register `r` may be handed out ([`V::reg_end`]).
+    fn let_reg_free(&self, r: usize) -> bool {
+        (LET_REGS.start..self.reg_end).contains(&r)
+    }
+
     fn find(&self, name: &str) -> Option<&Bound> {
         self.lets.iter().rev().find(|b| b.name == name)
     }

@@ -18,9 +18,10 @@
 //!
 //! Values of a region that later regions read (its `let`s and `var`s in scope at its end,
 //! other than `global_id(0)`'s lanes and one `let` of `local_id(0)`, which are recomputed,
-//! the latter in a register) are copied after each batch into
+//! the latter in a register) go after each batch into
 //! that batch's save frame (frame `1 + b` after the group frame, [`super::ROUND_SLOT`]
-//! holding the frames' stride), and copied back before the batch runs a later region.
+//! holding the frames' stride), and back before the batch runs a later region that names
+//! them (`saves.rs`: which values, and when they live in registers).
 //!
 //! A region that is one `if` without `else` whose condition bounds `local_id(0)` by
 //! group-pure `u32` values (`lid < s`, `lid <= s`, `lid == s`, `lid >= a`, `lid > a`, and
@@ -82,6 +83,10 @@ pub(super) struct Regions {
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
     ranges: Vec<(i32, i32)>,
+    /// The batch bindings in scope where the current region starts (`batch_bindings`).
+    pub(super) before: Vec<(i32, i32)>,
+    /// Of those, the offsets of the `var`s the current region assigns.
+    pub(super) assigned: HashSet<i32>,
     /// Offsets of 64-byte slots (f64, i64 and u64 values).
     pub(super) wide: HashSet<i32>,
     /// While a batch of a region unrolled when the code is generated runs
@@ -247,6 +252,8 @@ impl Regions {
             group,
             lids,
             ranges: Vec::new(),
+            before: Vec::new(),
+            assigned: HashSet::new(),
             wide: HashSet::new(),
             known: HashMap::new(),
             keep: Vec::new(),
@@ -498,30 +505,9 @@ impl V {
         out
     }
 
-    /// Copies the listed slots between the group frame and the batch's save frame
-    /// (`[rbp-48]`).
-    pub(super) fn copy_slots(&mut self, slots: &[(i32, i32)], save: bool) -> R<()> {
-        if slots.is_empty() {
-            return Ok(());
-        }
-        self.a.mov(r10, qword_ptr(rbp - 48))?;
-        for &(off, bytes) in slots {
-            for o in (off..off + bytes).step_by(32) {
-                if save {
-                    self.a.vmovups(ymm0, ymmword_ptr(r15 + o))?;
-                    self.a.vmovups(ymmword_ptr(r10 + o), ymm0)?;
-                } else {
-                    self.a.vmovups(ymm0, ymmword_ptr(r10 + o))?;
-                    self.a.vmovups(ymmword_ptr(r15 + o), ymm0)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// A region: `stmts` for each batch of the group (or of its trimmed range), in order.
     fn region(&mut self, stmts: &[Stmt]) -> R<()> {
-        let restore = self.batch_bindings();
+        let restore = self.region_restores(stmts);
         let start = self.next;
         // The batches to run: gid range [rbx, [rbp-56]), the first save frame in [rbp-48].
         let range = match stmts {
@@ -623,7 +609,7 @@ impl V {
                     self.a.add(rax, 1)?;
                     self.a.imul_2(rax, stride)?;
                     self.a.add(rax, r15)?;
-                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                    self.set_save_ptr()?;
                 }
                 self.a.add(rbx, group_gid)?;
             }
@@ -631,7 +617,7 @@ impl V {
                 if copies {
                     self.a.mov(rax, stride)?;
                     self.a.add(rax, r15)?;
-                    self.a.mov(qword_ptr(rbp - 48), rax)?;
+                    self.set_save_ptr()?;
                 }
                 self.a.mov(rbx, group_gid)?;
             }
@@ -656,8 +642,23 @@ impl V {
         }
         let mut top = self.a.create_label();
         let mut test = self.a.create_label();
+        // In the plain batch loop, values in `let` registers while the batch runs: the
+        // restored ones loaded there, the region's own names bound there (`saves.rs`).
+        let regs = self.next_reg;
+        let regs_here = full.is_none() && copies && regs == super::GID && self.vhomes.is_empty();
+        let in_regs = regs_here && self.region_regs_ok(stmts);
+        let loaded = if regs_here { self.plan_loaded(&restore) } else { Vec::new() };
+        let slots: Vec<(i32, i32)> =
+            restore.iter().filter(|s| !loaded.iter().any(|l| l.2 == s.0)).copied().collect();
+        // (Once registers are handed out, any new name of the region may take one.)
+        let in_regs = in_regs || !loaded.is_empty();
+        if in_regs {
+            self.next_reg = super::LET_REGS.start + loaded.len();
+            self.reg_end = super::LID;
+        }
         self.bind(&mut top)?;
-        self.batch_start(&restore)?;
+        self.load_held(&loaded)?;
+        self.batch_start(&slots)?;
         let fresh = self.fresh();
         let mut after = self.a.create_label();
         let mut to_after = false;
@@ -684,7 +685,10 @@ impl V {
             }
         }
         self.fresh_again(fresh);
+        let mark = self.lets.len();
         self.region_stmts(stmts)?;
+        let mut held = if in_regs { self.held_names(mark) } else { Vec::new() };
+        (self.next_reg, self.reg_end) = (regs, super::GID);
         // (Only the full batches' path jumps here: no label, and no `nop` for one, else.)
         if to_after {
             self.bind(&mut after)?;
@@ -696,11 +700,19 @@ impl V {
         if !copies && !save.is_empty() {
             return no("internal: a region saves values without a save-frame pointer");
         }
-        self.batch_end(&restore, &save)?;
+        // (The loaded `var`s the region assigns go back too.)
+        let assigned = &self.regions().assigned;
+        held.extend(loaded.iter().filter(|l| assigned.contains(&l.2)));
+        self.save_held(&held)?;
+        self.batch_end(&slots, &save, !held.is_empty() || !loaded.is_empty())?;
         self.bind(&mut test)?;
         self.a.cmp(rbx, qword_ptr(rbp - 56))?;
         self.a.jb(top)?;
         self.bind(&mut done)?;
+        // Later regions restore them from their slots.
+        for &(i, _, off) in held.iter().chain(&loaded) {
+            self.lets[i].loc = Loc::Slot(off);
+        }
         self.proven = outer;
         self.batch_mark = None;
         // Group code reports nothing per lane, but the budget's stub reads rbx.

@@ -54,7 +54,7 @@ impl V {
             }
             self.put_dword(off)?;
             dword = Some(off);
-            if !LET_REGS.contains(&self.next_reg) && !hoisting {
+            if !self.let_reg_free(self.next_reg) && !hoisting {
                 self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None, dword });
                 return Ok((Loc::Scalar(off), dword));
             }
@@ -63,7 +63,7 @@ impl V {
         } else {
             self.expr_top(value, 0)?;
         }
-        let loc = if LET_REGS.contains(&self.next_reg) {
+        let loc = if self.let_reg_free(self.next_reg) {
             self.next_reg += 1;
             self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
             Loc::Reg(self.next_reg - 1)
@@ -128,7 +128,7 @@ impl V {
                     self.take_home(off);
                     self.put_dword(off)?;
                     Loc::Scalar(off)
-                } else if LET_REGS.contains(&self.next_reg) {
+                } else if self.let_reg_free(self.next_reg) {
                     // In a free `let` register while its scope lasts, as a `let` (loop-carried
                     // values, accumulators): assignments are moves or blends there.
                     self.expr_top(init, 0)?;
