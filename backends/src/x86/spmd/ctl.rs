@@ -377,7 +377,7 @@ impl V {
     /// loop ran 1.26x faster on one thread with its mask in a register and its `xt`
     /// spilled than the other way round).
     fn mask_home(&mut self, lm: i32) -> R<()> {
-        if super::LET_REGS.contains(&self.next_reg) {
+        if self.reg_free(self.next_reg) {
             self.vhomes.push((lm, self.next_reg));
             self.next_reg += 1;
         }
@@ -417,6 +417,7 @@ impl V {
     /// comparisons as the interpreter's (no wrapping), the step checked first.
     pub(super) fn for_loop(
         &mut self,
+        s: &Stmt,
         var: &Var,
         lo: &Expr,
         hi: &Expr,
@@ -464,6 +465,10 @@ impl V {
         let kill = self.kills(body);
         if !kill {
             self.exit_if_none_active(exit)?;
+        }
+        // A short loop with constant bounds: a copy of its body per iteration (`short.rs`).
+        if let Some(copies) = self.short_trip(s, var, step, body) {
+            self.short_for(&copies, kill, exit)?;
         }
         // Eight iterations at a time where the body's accesses walk rows (`blocked.rs`).
         let resume = self.blocked_for(var, step, body, cnt, end, signed, top)?;
@@ -561,7 +566,7 @@ impl V {
         let (regs, homes) = (self.next_reg, self.vhomes.len());
         self.a.vmovaps(ymm0, ymm1)?;
         self.mask_home(lm)?;
-        let creg = super::LET_REGS.contains(&self.next_reg).then_some(self.next_reg);
+        let creg = self.reg_free(self.next_reg).then_some(self.next_reg);
         if let Some(c) = creg {
             self.next_reg += 1;
             self.a.vmovups(YMM[c], ymmword_ptr(r15 + cnt))?;

@@ -123,6 +123,8 @@ fn generate_inner(
         deep: false,
         spill_slots: Vec::new(),
         spill_used: 0,
+        short: Default::default(),
+        reg_end: GID,
     };
     if regions {
         v.per_group = true;

@@ -103,6 +103,7 @@ mod private;
 mod proven;
 mod region;
 mod scalar;
+mod short;
 mod spill;
 mod stmt;
 mod trig64;
@@ -376,6 +377,12 @@ struct V {
     spill_slots: Vec<i32>,
     /// How many of [`V::spill_slots`] hold spilled registers now.
     spill_used: usize,
+    /// The end of the `let` registers free for bindings (`next_reg..reg_end`): [`GID`],
+    /// or [`LID`] in a barrier kernel's block without barriers ([`V::block`]).
+    reg_end: usize,
+    /// The bodies of short loops copied with their counters' values (`short.rs`), alive
+    /// while the code is generated.
+    short: short::Cache,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the
@@ -433,6 +440,11 @@ impl V {
 
     fn param(&self, v: &Var) -> Option<i32> {
         self.params.iter().find(|(n, _)| n == v.name()).map(|p| p.1)
+    }
+
+    /// True if `let` register `r` may take a binding (see [`V::reg_end`]).
+    fn reg_free(&self, r: usize) -> bool {
+        LET_REGS.start <= r && r < self.reg_end
     }
 
     /// A fresh 32-byte vector frame slot.

@@ -620,7 +620,7 @@ impl V {
     /// lanes 0-3 in `ymm{r}`, 4-7 in `ymm{r+1}`) while a pair is left, else a 64-byte slot.
     pub(super) fn bind_let64(&mut self, var: &Var, value: &Expr, kind: Kind) -> R<Loc> {
         self.expr64_top(value, 0)?;
-        let loc = if super::LET_REGS.contains(&(self.next_reg + 1)) {
+        let loc = if self.reg_free(self.next_reg + 1) {
             let r = self.next_reg;
             self.next_reg += 2;
             self.a.vmovapd(YMM[r], ymm0)?;
