@@ -174,3 +174,54 @@ fn iteration_limit_applies_to_short_loops() {
         }
     }
 }
+
+/// f64 accumulators (`acc = acc op e`, the name's registers read in place) and f64 loads
+/// at a batch-uniform index (a scalar compare and a broadcast): the held-out suite's
+/// `dgemv` at odd sizes, with `x` too short (the uniform load faults in every active lane,
+/// the lowest reported), and every arithmetic operator with NaNs in both operands (the
+/// operand order decides which NaN).
+#[test]
+fn f64_accumulators_and_uniform_loads_agree() {
+    let m = kiln_ir::parse_module(include_str!("../benches/cpu_suite_more.kir")).unwrap();
+    let k = m.kernels.iter().find(|k| k.name() == "dgemv").expect("dgemv").clone();
+    let f64s = |n: usize, seed: u64| {
+        let v: Vec<f64> = (0..n as u64).map(|i| ((i * 7 + seed) % 19) as f64 * 0.25 - 2.0).collect();
+        Buffer::from_slice(&v)
+    };
+    for (rows, cols, xlen) in [(13u32, 5u32, 5usize), (37, 3, 3), (37, 6, 4), (8, 1, 1)] {
+        let global = rows.div_ceil(8) * 8;
+        let r = NdRange::new(&[global]).with_local(&[8]);
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(rows), Arg::scalar(cols)];
+        let bufs = [
+            f64s((rows * cols) as usize, 1),
+            f64s(xlen, 2),
+            Buffer::zeroed(Scalar::F64, rows as usize),
+        ];
+        agree(&k, &r, &args, &bufs, &format!("dgemv {rows}x{cols}, x {xlen}"));
+    }
+    for op in ["+", "-", "*", "/"] {
+        let k = kernel(&format!(
+            "kernel k(a: ptr<global, f64>, x: ptr<global, f64>, y: ptr<global, f64>, n: u32) {{
+               let i: u32 = global_id(0);
+               if i < n {{
+                 var acc: f64 = a[i];
+                 for j: u32 in 0u32 .. n {{ acc = acc {op} (a[i] * x[j] + x[j]); }}
+                 y[i] = acc;
+               }}
+             }}"
+        ));
+        // NaNs of distinct payloads in `a` and `x`.
+        let nan_a = f64::from_bits(0x7ff8_0000_0000_00a1);
+        let nan_x = f64::from_bits(0x7ff8_0000_0000_00b2);
+        let a: Vec<f64> =
+            (0..16).map(|i| if i % 5 == 2 { nan_a } else { i as f64 * 0.75 - 3.0 }).collect();
+        let x: Vec<f64> = (0..16).map(|i| if i == 3 { nan_x } else { 1.5 - i as f64 }).collect();
+        for n in [5u32, 11, 16] {
+            let r = NdRange::new(&[16]).with_local(&[8]);
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n)];
+            let bufs =
+                [Buffer::from_slice(&a), Buffer::from_slice(&x), Buffer::zeroed(Scalar::F64, 16)];
+            agree(&k, &r, &args, &bufs, &format!("op {op}, n {n}"));
+        }
+    }
+}

@@ -16,7 +16,9 @@
 //! index, narrow or 64-bit types, atomics, vector accesses) removes every entry; any label
 //! (a point control may reach from elsewhere) removes every entry; and nothing else in
 //! region code writes the registers (`let`s there live in frame slots, temporaries are
-//! `ymm0..ymm7`, the limit stub saves and restores `ymm8..ymm15` around its call).
+//! `ymm0..ymm7`, the limit stub saves and restores `ymm8..ymm15` around its call), except
+//! the names of a block that takes them while it lasts ([`V::block`]): forwarding is off
+//! there, and every entry is forgotten where such a block starts.
 
 use iced_x86::code_asm::*;
 

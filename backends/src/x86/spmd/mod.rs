@@ -30,7 +30,10 @@
 //!   in slots of the vector frame, `r15`), as do a divergent loop's mask and per-lane
 //!   counter while it runs, and `ymm15` holds the batch's `global_id(0)` lanes. Uniform
 //!   integer `var`s, `let`s and `for` counters live in the base registers no buffer takes
-//!   (`scalar.rs`). Kernels with barriers keep names in the frame.
+//!   (`scalar.rs`). Kernels with barriers keep names in the frame, but for those of
+//!   blocks without barriers that declare a `var` ([`V::block`]).
+//! * Short `for` loops with constant bounds are unrolled, the counter a constant in each
+//!   copy of the body (`short.rs`).
 //! * Uniform values once per call: scalar parameters, constants, ids and sizes are
 //!   broadcast into the vector frame before the loop, and top-level `let`s computed from
 //!   them only are computed there too.
