@@ -185,13 +185,15 @@ fn f64_accumulators_and_uniform_loads_agree() {
     let m = kiln_ir::parse_module(include_str!("../benches/cpu_suite_more.kir")).unwrap();
     let k = m.kernels.iter().find(|k| k.name() == "dgemv").expect("dgemv").clone();
     let f64s = |n: usize, seed: u64| {
-        let v: Vec<f64> = (0..n as u64).map(|i| ((i * 7 + seed) % 19) as f64 * 0.25 - 2.0).collect();
+        let v: Vec<f64> =
+            (0..n as u64).map(|i| ((i * 7 + seed) % 19) as f64 * 0.25 - 2.0).collect();
         Buffer::from_slice(&v)
     };
     for (rows, cols, xlen) in [(13u32, 5u32, 5usize), (37, 3, 3), (37, 6, 4), (8, 1, 1)] {
         let global = rows.div_ceil(8) * 8;
         let r = NdRange::new(&[global]).with_local(&[8]);
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(rows), Arg::scalar(cols)];
+        let args =
+            [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(rows), Arg::scalar(cols)];
         let bufs = [
             f64s((rows * cols) as usize, 1),
             f64s(xlen, 2),

@@ -25,7 +25,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use iced_x86::code_asm::*;
-use kiln_ir::{walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Mutator, Stmt, StmtNode, Var, Visitor};
+use kiln_ir::{
+    walk_mutate_expr, walk_stmt, Expr, ExprNode, Imm, Mutator, Stmt, StmtNode, Var, Visitor,
+};
 use kiln_passes::util::fold_node;
 
 use super::{R, V};
@@ -150,7 +152,13 @@ impl V {
 
     /// The copies of the `for` statement `s` (with `var` and `step`) if it is unrolled here:
     /// not where `blocked.rs` runs it eight iterations at a time.
-    pub(super) fn short_trip(&self, s: &Stmt, var: &Var, step: &Expr, body: &[Stmt]) -> Option<Rc<Vec<Vec<Stmt>>>> {
+    pub(super) fn short_trip(
+        &self,
+        s: &Stmt,
+        var: &Var,
+        step: &Expr,
+        body: &[Stmt],
+    ) -> Option<Rc<Vec<Vec<Stmt>>>> {
         if self.blocking.is_some() || self.block_plan(var, step, body).is_some() {
             return None;
         }
@@ -161,12 +169,7 @@ impl V {
     /// `exit`; the ordinary loop follows, for when the budget runs out within the copies.
     /// `kill`: the body may kill lanes (the ordinary loop then tests for an active lane at
     /// each iteration's top).
-    pub(super) fn short_for(
-        &mut self,
-        copies: &[Vec<Stmt>],
-        kill: bool,
-        exit: CodeLabel,
-    ) -> R<()> {
+    pub(super) fn short_for(&mut self, copies: &[Vec<Stmt>], kill: bool, exit: CodeLabel) -> R<()> {
         let t = copies.len() as i32;
         let budget = qword_ptr(r12 + rt::OFF_BUDGET);
         let mut ordinary = self.a.create_label();

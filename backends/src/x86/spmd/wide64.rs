@@ -240,8 +240,7 @@ impl V {
     /// For f64 `e` = `a op b` with `op` arithmetic: the first of the two `let` registers
     /// holding `a`, if `a` is a name bound there.
     fn reg_operand64(&self, op: BinOp, a: &Expr, e: &Expr) -> Option<usize> {
-        if e.ty() != Type::F64 || !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)
-        {
+        if e.ty() != Type::F64 || !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div) {
             return None;
         }
         match (a.node(), a.as_var().and_then(|v| self.find(v.name())).map(|b| b.loc)) {
