@@ -78,6 +78,9 @@ fn short_loops_agree() {
         // Sixteen iterations (unrolled) and seventeen (not).
         "var acc: f32 = 0.0; for k: u32 in 0u32 .. 16u32 { acc = acc + w[k]; } y[i] = acc + x[i];",
         "var acc: f32 = 0.0; for k: u32 in 0u32 .. 17u32 { acc = acc + w[k]; } y[i] = acc + x[i];",
+        // Every active lane faulting at once (a uniform index past the end): the copies
+        // after it leave, as the ordinary loop does, and a copy's statement after the load.
+        "var acc: f32 = 0.0; for k: u32 in 0u32 .. 6u32 { acc = acc + x[n + k]; y[i] = acc; } y[i] = acc * 2.0;",
         // Empty and one-iteration loops.
         "var acc: f32 = 2.0; for k: u32 in 5u32 .. 5u32 { acc = 0.0; } for k: u32 in 5u32 .. 6u32 { acc = acc + w[k]; } y[i] = acc;",
     ];
