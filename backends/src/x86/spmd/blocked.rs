@@ -171,7 +171,7 @@ impl V {
     /// loop can run blocked (see the module docs); `None` leaves it to the ordinary loop.
     /// With them, the body's `let`s of `b + j`, whether one of those is read elsewhere than
     /// as a blocked index, and whether the copies read the counter.
-    fn block_plan(
+    pub(super) fn block_plan(
         &self,
         var: &Var,
         step: &Expr,

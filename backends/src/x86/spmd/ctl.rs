@@ -451,6 +451,7 @@ impl V {
     /// comparisons as the interpreter's (no wrapping), the step checked first.
     pub(super) fn for_loop(
         &mut self,
+        s: &Stmt,
         var: &Var,
         lo: &Expr,
         hi: &Expr,
@@ -469,6 +470,15 @@ impl V {
         let (cnt, end, inc) = (self.slot(), self.slot(), self.slot());
         let mut exit = self.a.create_label();
         let mut top = self.a.create_label();
+        let kill = self.kills(body);
+        // A short loop with constant bounds: a copy of its body per iteration (`short.rs`),
+        // before the ordinary loop's set-up (its constant step is positive: no check).
+        if let Some(copies) = self.short_trip(s, var, step, body) {
+            if !kill {
+                self.exit_if_none_active(exit)?;
+            }
+            self.short_for(&copies, kill, exit)?;
+        }
         for (e, off) in [(lo, cnt), (hi, end), (step, inc)] {
             self.uniform_to_eax(e)?;
             if signed {
@@ -495,7 +505,6 @@ impl V {
         let site = Site::ForStep { var: var.name().to_string(), signed };
         self.fault_stub(0, 2, 1, rt::ERR_FOR_STEP, site, signed, Some(exit))?;
         self.bind(&mut ok)?;
-        let kill = self.kills(body);
         if !kill {
             self.exit_if_none_active(exit)?;
         }

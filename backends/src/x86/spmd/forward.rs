@@ -19,7 +19,8 @@
 //! region code writes the registers while entries may exist (`let`s there live in frame
 //! slots; a batch loop's top, a label, comes before its loads into `let` registers;
 //! temporaries are `ymm0..ymm7`, the limit stub saves and restores `ymm8..ymm15` around
-//! its call).
+//! its call), except the names of a block that takes them while it lasts ([`V::block`]):
+//! forwarding is off there, and every entry is forgotten where such a block starts.
 
 use iced_x86::code_asm::*;
 

@@ -124,6 +124,7 @@ fn generate_inner(
         spill_slots: Vec::new(),
         spill_used: 0,
         save_ptr: None,
+        short: Default::default(),
         reg_end: GID,
     };
     if regions {

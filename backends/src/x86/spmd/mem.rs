@@ -280,6 +280,16 @@ impl V {
                 return Ok(());
             }
         }
+        // A constant index needing no check (a short loop's copy's `w[3u32]`, `short.rs`):
+        // one broadcast from its address.
+        if let (Kind::Uniform, Some(Imm::Int(_, bits))) = (kind, index.as_imm()) {
+            let k = *bits as u32;
+            if u64::from(k) * 4 <= i32::MAX as u64 && !self.needs_check(index, t) {
+                let base = self.base(t)?;
+                self.a.vbroadcastss(YMM[d], dword_ptr(base + k as i32 * 4))?;
+                return Ok(());
+            }
+        }
         // A batch-uniform index of general-purpose-register arithmetic (a constant,
         // `group_id(0)`) straight into `eax`, with no lanes unless a check needs them.
         let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
@@ -459,6 +469,13 @@ impl V {
         };
         // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
         // half.)
+        if let (Some(Imm::Int(_, c)), None) = (e.as_imm(), self.known_lid0(r)) {
+            self.a.vmovd(eax, XMM[r])?;
+            if *c as u32 != 0 {
+                self.a.add(eax, *c as u32 as i32)?;
+            }
+            return Ok(true);
+        }
         self.gpr(e)?;
         match self.known_lid0(r) {
             Some(k) => self.a.add(eax, k as i32)?,

@@ -30,7 +30,10 @@
 //!   in slots of the vector frame, `r15`), as do a divergent loop's mask and per-lane
 //!   counter while it runs, and `ymm15` holds the batch's `global_id(0)` lanes. Uniform
 //!   integer `var`s, `let`s and `for` counters live in the base registers no buffer takes
-//!   (`scalar.rs`). Kernels with barriers keep names in the frame.
+//!   (`scalar.rs`). Kernels with barriers keep names in the frame, but for those of
+//!   blocks without barriers that declare a `var` ([`V::block`]).
+//! * Short `for` loops with constant bounds are unrolled, the counter a constant in each
+//!   copy of the body (`short.rs`).
 //! * Uniform values once per call: scalar parameters, constants, ids and sizes are
 //!   broadcast into the vector frame before the loop, and top-level `let`s computed from
 //!   them only are computed there too.
@@ -104,6 +107,7 @@ mod proven;
 mod region;
 mod saves;
 mod scalar;
+mod short;
 mod spill;
 mod stmt;
 mod trig64;
@@ -381,9 +385,13 @@ struct V {
     /// region's batch loop runs (`region.rs`): the last of [`BASES`] when no table takes
     /// it, else `None` (the address then lives in `[rbp-48]`).
     save_ptr: Option<AsmRegister64>,
-    /// The end of the `let` registers handed out now: [`GID`], or in a region's batch
-    /// loop [`LID`] (`region.rs`), whose register the `let` of `local_id(0)` keeps.
+    /// The end of the `let` registers free for bindings (`next_reg..reg_end`): [`GID`], or
+    /// [`LID`] in a region's batch loop (`region.rs`) and in a barrier kernel's block without
+    /// barriers ([`V::block`]), whose register the `let` of `local_id(0)` keeps.
     reg_end: usize,
+    /// The bodies of short loops copied with their counters' values (`short.rs`), alive
+    /// while the code is generated.
+    short: short::Cache,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

@@ -51,13 +51,14 @@ impl Proven {
 
 /// The loads and stores of a region with their buffers and indices, and the names it
 /// declares.
-#[derive(Default)]
-struct Scan {
+/// A short loop counts as the copies of its body that the code runs (`short.rs`).
+struct Scan<'v> {
+    v: &'v V,
     accesses: Vec<(kiln_ir::Var, usize, Expr)>,
     declared: HashSet<String>,
 }
 
-impl Visitor for Scan {
+impl Visitor for Scan<'_> {
     fn visit_expr(&mut self, e: &Expr) {
         if let ExprNode::Load { buf, index } = e.node() {
             self.accesses.push((buf.clone(), index as *const Expr as usize, index.clone()));
@@ -66,6 +67,10 @@ impl Visitor for Scan {
     }
 
     fn visit_stmt(&mut self, s: &Stmt) {
+        if let Some(copies) = self.v.short_copies(s) {
+            copies.iter().flatten().for_each(|c| self.visit_stmt(c));
+            return;
+        }
         match s.node() {
             StmtNode::Let { var, .. }
             | StmtNode::Decl { var, .. }
@@ -165,7 +170,7 @@ impl V {
     /// The contiguous accesses of `stmts` at `local_id(0)` plus a group-pure offset that a
     /// proof may cover: the index's address, the table and the offset (`None`: 0).
     fn candidates(&self, stmts: &[Stmt]) -> Vec<(usize, u32, Option<Expr>)> {
-        let mut scan = Scan::default();
+        let mut scan = Scan { v: self, accesses: Vec::new(), declared: HashSet::new() };
         stmts.iter().for_each(|s| scan.visit_stmt(s));
         let mut cands: Vec<(usize, u32, Option<Expr>)> = Vec::new();
         for (buf, addr, index) in &scan.accesses {

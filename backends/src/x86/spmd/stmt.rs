@@ -77,8 +77,25 @@ impl V {
     }
 
     /// Generates a block under the current mask.
+    ///
+    /// A kernel with barriers keeps its names in frame slots (they must outlive a
+    /// barrier, and region code saves a region's names per batch), but a block with no
+    /// barrier in it that declares a `var` (an accumulator) ends before any barrier, so
+    /// its names, and those of the blocks inside it, take the `let` registers
+    /// `ymm8..ymm13` while it lasts (not `ymm14`, which region code keeps for
+    /// `local_id(0)`). Region code forwards local-array values in those registers
+    /// (`forward.rs`): it stops forwarding for the block, and forgets what it held.
     pub(super) fn block(&mut self, stmts: &[Stmt]) -> R<()> {
         let (mark, regs, homes) = (self.lets.len(), self.next_reg, self.homes.len());
+        let end = self.reg_end;
+        if self.next_reg >= GID
+            && stmts.iter().any(|s| matches!(s.node(), StmtNode::Decl { .. }))
+            && stmts.iter().all(|s| crate::x86::gen::count_barriers(s) == 0)
+        {
+            self.fwd_clear();
+            self.next_reg = LET_REGS.start;
+            self.reg_end = LID;
+        }
         for s in stmts {
             if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 // Computed before the loop; in scope from here on.
@@ -93,6 +110,7 @@ impl V {
         }
         self.lets.truncate(mark);
         self.next_reg = regs;
+        self.reg_end = end;
         self.release_homes(homes);
         Ok(())
     }
@@ -155,7 +173,7 @@ impl V {
             }
             StmtNode::While { cond, body } => self.while_loop(cond, body.stmts())?,
             StmtNode::For { var, lo, hi, step, body } => {
-                self.for_loop(var, lo, hi, step, body.stmts())?
+                self.for_loop(s, var, lo, hi, step, body.stmts())?
             }
             StmtNode::Block(v) => self.block(v)?,
             StmtNode::Call { func, result, args } => {

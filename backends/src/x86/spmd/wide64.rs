@@ -75,6 +75,9 @@ impl V {
             {
                 self.need64(a).max(self.need64(b) + 2).max(6)
             }
+            ExprNode::Binary { op, a, b } if self.reg_operand64(*op, a, e).is_some() => {
+                self.need64(b).max(2)
+            }
             ExprNode::Binary { a, b, .. } => self.need64(a).max(self.need64(b) + 2),
             ExprNode::Unary { a, .. } => self.need64(a).max(3),
             ExprNode::Intrinsic { .. } if super::expr::desugar(e).is_some() => {
@@ -176,6 +179,22 @@ impl V {
                 Some(p) => self.load_private64(&p, index, e.ty(), d)?,
                 None => self.load64(buf, index, e.ty(), d)?,
             },
+            ExprNode::Binary { op, a, b } if self.reg_operand64(*op, a, e).is_some() => {
+                // The left operand a name in registers (an accumulator): the right one
+                // computed alone, then the operation reads the name's registers in place
+                // (the same operand order, so the same NaN; a name has no effects to order).
+                let r = self.reg_operand64(*op, a, e).expect("a register operand");
+                self.expr64(b, d)?;
+                for h in 0..2 {
+                    let (p, q) = (YMM[r + h], YMM[d + h]);
+                    match op {
+                        BinOp::Add => self.a.vaddpd(q, p, q)?,
+                        BinOp::Sub => self.a.vsubpd(q, p, q)?,
+                        BinOp::Mul => self.a.vmulpd(q, p, q)?,
+                        _ => self.a.vdivpd(q, p, q)?,
+                    }
+                }
+            }
             ExprNode::Binary { op, a, b } => {
                 self.expr64(a, d)?;
                 self.expr64(b, d + 2)?;
@@ -214,6 +233,18 @@ impl V {
             _ => return no(format!("`{e}` on {ty}")),
         }
         Ok(())
+    }
+
+    /// For f64 `e` = `a op b` with `op` arithmetic: the first of the two `let` registers
+    /// holding `a`, if `a` is a name bound there.
+    fn reg_operand64(&self, op: BinOp, a: &Expr, e: &Expr) -> Option<usize> {
+        if e.ty() != Type::F64 || !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div) {
+            return None;
+        }
+        match (a.node(), a.as_var().and_then(|v| self.find(v.name())).map(|b| b.loc)) {
+            (ExprNode::Var(_), Some(Loc::Reg(r))) => Some(r),
+            _ => None,
+        }
     }
 
     /// `a as to` (a 64-bit type) into `ymm{d}`, `ymm{d+1}`.
@@ -523,11 +554,39 @@ impl V {
             return Ok(());
         }
         let signed = Self::index_type(index)?;
-        self.expr(index, d)?;
+        let mut done = None;
+        if self.kind(index) == Kind::Uniform && self.gpr_ok(index) {
+            // One element for every lane (as `mem.rs`'s 32-bit loads): with the index below
+            // the length, one scalar compare and a broadcast, whichever lanes are active;
+            // otherwise the lanes' check below, which reports the lowest active lane.
+            self.gpr(index)?;
+            let base = self.base(t)?;
+            if !self.needs_check(index, t) {
+                self.a.vbroadcastsd(YMM[d], qword_ptr(base + rax * 8))?;
+                self.a.vmovapd(YMM[d + 1], YMM[d])?;
+                return Ok(());
+            }
+            let (mut slow, end) = (self.a.create_label(), self.a.create_label());
+            self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
+            self.a.jae(slow)?;
+            self.a.vbroadcastsd(YMM[d], qword_ptr(base + rax * 8))?;
+            self.a.vmovapd(YMM[d + 1], YMM[d])?;
+            self.a.jmp(end)?;
+            self.bind(&mut slow)?;
+            self.a.vmovd(XMM[d], eax)?;
+            self.a.vpbroadcastd(YMM[d], XMM[d])?;
+            done = Some(end);
+        } else {
+            self.expr(index, d)?;
+        }
         self.active(d + 1)?;
         self.check(index, d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
-        self.gather64(base, 0, d)
+        self.gather64(base, 0, d)?;
+        if let Some(mut end) = done {
+            self.bind(&mut end)?;
+        }
+        Ok(())
     }
 
     /// Gathers the qwords at `base + off + 8 * ymm{d}` (dword element offsets) in the lanes
