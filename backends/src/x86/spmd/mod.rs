@@ -146,6 +146,8 @@ pub(crate) struct Spmd {
     pub n_barriers: u32,
     /// True if the code has FMA3 instructions.
     pub fma: bool,
+    /// True if one call runs every row of its work-group (see `SpmdCode::rows`).
+    pub rows: bool,
 }
 
 /// Why a kernel gets no vector code, or an assembler error.
