@@ -15,8 +15,10 @@ use crate::x86::rt;
 /// parameter slots (the vector code reads scalar parameters from the scalar frame).
 ///
 /// The function takes (ctx, scalar frame, vector frame), runs `ctx.span` work-items (a
-/// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row, and returns 0, or
-/// [`rt::STOP_ERROR`] with the error in the context (`global_id[0]` the faulting lane's).
+/// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row (of each row of the
+/// group from the context's, with [`Spmd::rows`]), and returns 0, or [`rt::STOP_ERROR`]
+/// with the error in the context (`global_id[0]` the faulting lane's, the other ids its
+/// row's).
 ///
 /// `known` lists buffer parameters (by position) with a length every launch of the code has
 /// at least (the caller checks it before each launch): an index whose form bounds it below
