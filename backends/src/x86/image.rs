@@ -17,7 +17,7 @@
 //! Layout, little-endian; strings and byte strings as (u32 len, bytes):
 //!
 //! ```text
-//! "KX86IMG6"  u64 checksum (FNV-1a 64 of everything after it)
+//! "KX86IMG9"  u64 checksum (FNV-1a 64 of everything after it)
 //!             str kernel name; u32 params; u8 checked
 //!             u32 features, each str                 (CPU features the code needs)
 //!             u32 param slots, each i32 (i32::MIN: none)
@@ -26,7 +26,7 @@
 //!                          u32 marks, each (u32 offset, str comment)
 //!             u8 has vector code, then: bytes code; u32 relocations (0);
 //!                          u64 vframe_bytes; u32 accessed, each u32; mems; u64 frame_bytes;
-//!                          sites; u8 per_group; u64 local_bytes; u32 barriers;
+//!                          sites; u8 per_group; u8 rows; u64 local_bytes; u32 barriers;
 //!                          u8 has region code, then the same fields again (its own
 //!                          region flag 0)
 //!             u8 has a reason for no vector code, then: str reason
@@ -65,7 +65,7 @@ use super::{ScalarCode, SpmdCode, X86Error, X86Program};
 /// follow, as a loaded program has no body to find them in; 7: the program counting straight
 /// into a buffer follows; 8: the kernel's text may follow), so that an older
 /// cached image is refused rather than run by a driver that expects other code.
-const MAGIC: &[u8; 8] = b"KX86IMG8";
+const MAGIC: &[u8; 8] = b"KX86IMG9";
 /// The largest table size or byte count an image may declare (far above any real one).
 const MAX_BYTES: u64 = 1 << 30;
 
@@ -103,6 +103,7 @@ impl W {
         self.u64(v.frame_bytes as u64);
         self.sites(&v.sites);
         self.u8(v.per_group as u8);
+        self.u8(v.rows as u8);
         self.u64(v.local_bytes as u64);
         self.u32(v.n_barriers);
         self.opt(v.regions.as_deref(), |w, v| w.spmd(v));
@@ -620,12 +621,16 @@ fn read_spmd(
     check_frame(frame_bytes, param_slots)?;
     let sites = r.sites(mems.len())?;
     let per_group = r.flag()?;
+    let rows = r.flag()?;
     let local_bytes = r.size("local arrays")?;
     let n_barriers = r.u32()?;
     if mems.iter().any(|m| {
         m.local.is_some_and(|(off, n)| off + n as usize * m.elem.size_bytes() > local_bytes)
     }) {
         return Err("vector code local array outside the local block".into());
+    }
+    if rows && n_barriers > 0 {
+        return Err("vector code with barriers that runs every row of its group".into());
     }
     let regions = if r.flag()? {
         if nested || n_barriers == 0 {
@@ -646,6 +651,7 @@ fn read_spmd(
         local_bytes,
         n_barriers,
         fma,
+        rows,
         regions,
     })
 }

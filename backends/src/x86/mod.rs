@@ -306,6 +306,13 @@ pub struct SpmdCode {
     pub n_barriers: u32,
     /// True if the code has FMA3 instructions (the CPU feature `fma`).
     fma: bool,
+    /// True if one call runs every row of the work-group its context's ids start (a
+    /// kernel without barriers that reads an id of dimension 1 or 2): after a row, the code
+    /// sets the next row's ids in the context and runs it, until the group's last row (the
+    /// ids of dimensions 1 and 2 must be the group's first). A call saves the executor's
+    /// and the code's per-call work on each row but the row's own set-up. Else a call runs
+    /// one row.
+    pub rows: bool,
     /// For a kernel with barriers, the region-loop code (`spmd/region.rs`) that runs
     /// groups of one row, one call per group, if the kernel has one.
     pub regions: Option<Box<SpmdCode>>,
@@ -435,6 +442,7 @@ fn compile_known(
             local_bytes: v.local_bytes,
             n_barriers: v.n_barriers,
             fma: v.fma,
+            rows: v.rows,
             regions: None,
         })
     };

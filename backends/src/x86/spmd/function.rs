@@ -15,8 +15,10 @@ use crate::x86::rt;
 /// parameter slots (the vector code reads scalar parameters from the scalar frame).
 ///
 /// The function takes (ctx, scalar frame, vector frame), runs `ctx.span` work-items (a
-/// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row, and returns 0, or
-/// [`rt::STOP_ERROR`] with the error in the context (`global_id[0]` the faulting lane's).
+/// multiple of 8) from `global_id(0)` = `ctx.global_id[0]`, of one row (of each row of the
+/// group from the context's, with [`Spmd::rows`]), and returns 0, or [`rt::STOP_ERROR`]
+/// with the error in the context (`global_id[0]` the faulting lane's, the other ids its
+/// row's).
 ///
 /// `known` lists buffer parameters (by position) with a length every launch of the code has
 /// at least (the caller checks it before each launch): an index whose form bounds it below
@@ -71,6 +73,8 @@ fn generate_inner(
         return no("no barriers");
     }
     let resumes = (0..n_barriers).map(|_| a.create_label()).collect();
+    // The code runs every row of its group itself where a row's set-up depends on the row.
+    let rows = !regions && n_barriers == 0 && reads_row_ids(k);
     let next_batch = a.create_label();
     let mut v = V {
         a,
@@ -324,7 +328,10 @@ fn generate_inner(
         a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
         a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
         a.jb(top)?;
-        a.xor(eax, eax)?;
+        if rows {
+            v.next_row(group_init)?;
+        }
+        v.a.xor(eax, eax)?;
     }
     let mut ret = v.ret;
     v.bind(&mut ret)?;
@@ -381,7 +388,27 @@ fn generate_inner(
         local_bytes,
         n_barriers,
         fma: v.fma,
+        rows,
     })
+}
+
+/// True if `k` reads an id of dimension 1 or 2 (`global_id(1)`, `local_id(2)`, ...): what
+/// a call computes once for its row (broadcasts, hoisted `let`s and conditions) then
+/// depends on the row.
+fn reads_row_ids(k: &Kernel) -> bool {
+    struct Scan(bool);
+    impl kiln_ir::Visitor for Scan {
+        fn visit_expr(&mut self, e: &kiln_ir::Expr) {
+            if let kiln_ir::ExprNode::Builtin { kind, dim } = e.node() {
+                use kiln_ir::Builtin::{GlobalId, GroupId, LocalId};
+                self.0 |= *dim > 0 && matches!(kind, GlobalId | LocalId | GroupId);
+            }
+            kiln_ir::walk_expr(self, e)
+        }
+    }
+    let mut s = Scan(false);
+    kiln_ir::Visitor::visit_kernel(&mut s, k);
+    s.0
 }
 
 impl V {
@@ -439,6 +466,44 @@ fn mems_first_local(mems: &[MemInfo]) -> Option<u32> {
 }
 
 impl V {
+    /// After a row's last batch, in code that runs every row of its group (see
+    /// [`SpmdCode::rows`](crate::x86::SpmdCode::rows)): unless the row is the group's last,
+    /// the next row in the interpreter's order (dimension 1, then 2): its ids in the
+    /// context, where the fault reports and the code's reads of them find them, and the code
+    /// again from the broadcasts of the ids (`init`), which recomputes what a call hoists
+    /// for its row. The values fixed for the call are in their slots already.
+    fn next_row(&mut self, init: CodeLabel) -> R<()> {
+        let lid = |d: i32| qword_ptr(r12 + (rt::OFF_LOCAL_ID + 8 * d));
+        let gid = |d: i32| qword_ptr(r12 + (rt::OFF_GLOBAL_ID + 8 * d));
+        let mut finish = self.a.create_label();
+        let mut next_y = self.a.create_label();
+        let mut start = self.a.create_label();
+        self.a.mov(rax, lid(1))?;
+        self.a.inc(rax)?;
+        self.a.cmp(rax, qword_ptr(r12 + (rt::OFF_LOCAL_SIZE + 8)))?;
+        self.a.jb(next_y)?;
+        self.a.mov(rax, lid(2))?;
+        self.a.inc(rax)?;
+        self.a.cmp(rax, qword_ptr(r12 + (rt::OFF_LOCAL_SIZE + 16)))?;
+        self.a.jae(finish)?;
+        self.a.mov(lid(2), rax)?;
+        self.a.inc(gid(2))?;
+        self.a.mov(lid(1), 0)?;
+        self.a.mov(rax, qword_ptr(r12 + (rt::OFF_BASE + 8)))?;
+        self.a.mov(gid(1), rax)?;
+        self.a.jmp(start)?;
+        self.bind(&mut next_y)?;
+        self.a.mov(lid(1), rax)?;
+        self.a.inc(gid(1))?;
+        self.bind(&mut start)?;
+        self.a.mov(rbx, gid(0))?;
+        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
+        self.a.add(rax, rbx)?;
+        self.a.mov(qword_ptr(r15 + END_SLOT), rax)?;
+        self.a.jmp(init)?;
+        self.bind(&mut finish)
+    }
+
     /// The end of a group's region code: while the call has groups left (the qword at
     /// [`LOOP_SLOT`], counted down), the next group of the row: ids in the context advanced
     /// by one group, its local block zeroed, and the code from the broadcasts of the ids on

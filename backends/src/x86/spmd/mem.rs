@@ -58,38 +58,60 @@ impl V {
     /// Stores the low `size` bytes (4, 2 or 1) of `ymm0`'s lanes at the element indices in
     /// `ymm1`'s lanes from `base + off`, one lane after another for the lanes active in
     /// `ymm2`: where lanes collide, the last work-item wins, as in the interpreter.
-    /// (With every lane active, the common case, the eight stores run untested.)
+    /// (With every lane active, the common case, the eight stores run untested, each
+    /// lane's index and value taken from the registers: dword loads of a slot just written
+    /// whole by a 32-byte store wait for that store to reach the cache instead of taking
+    /// its value in flight, which cost a transpose's batch more than the extractions.)
     pub(super) fn store_lanes(&mut self, base: AsmRegister64, off: i32, size: u32) -> R<()> {
-        self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
-        self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
         self.a.vmovmskps(eax, ymm2)?;
         let (mut some, mut done) = (self.a.create_label(), self.a.create_label());
         self.a.cmp(eax, 0xff)?;
         self.a.jne(some)?;
-        for all in [true, false] {
-            for lane in 0..8 {
-                let mut skip = self.a.create_label();
-                if !all {
-                    self.a.test(eax, 1 << lane)?;
-                    self.a.je(skip)?;
-                }
-                self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
-                self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
-                match size {
-                    4 => self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?,
-                    2 => self.a.mov(word_ptr(base + r10 * 2 + off), r11w)?,
-                    _ => self.a.mov(byte_ptr(base + r10 + off), r11b)?,
-                }
-                if !all {
-                    self.bind(&mut skip)?;
-                }
+        self.store_all_lanes(base, off, size)?;
+        self.a.jmp(done)?;
+        self.bind(&mut some)?;
+        self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), ymm1)?;
+        self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
+        for lane in 0..8 {
+            let mut skip = self.a.create_label();
+            self.a.test(eax, 1 << lane)?;
+            self.a.je(skip)?;
+            self.a.movsxd(r10, dword_ptr(r15 + (self.tmp_i + 4 * lane)))?;
+            self.a.mov(r11d, dword_ptr(r15 + (self.tmp_v + 4 * lane)))?;
+            match size {
+                4 => self.a.mov(dword_ptr(base + r10 * 4 + off), r11d)?,
+                2 => self.a.mov(word_ptr(base + r10 * 2 + off), r11w)?,
+                _ => self.a.mov(byte_ptr(base + r10 + off), r11b)?,
             }
-            if all {
-                self.a.jmp(done)?;
-                self.bind(&mut some)?;
-            }
+            self.bind(&mut skip)?;
         }
         self.bind(&mut done)
+    }
+
+    /// [`V::store_lanes`] with every lane active: each lane's index and value straight
+    /// from `ymm1` and `ymm0` (both clobbered), in lane order. Every active lane's index
+    /// was checked (or is bounded by its form) to lie in `[0, len)`, `len` below 2^31, so
+    /// its zero extension is its value.
+    fn store_all_lanes(&mut self, base: AsmRegister64, off: i32, size: u32) -> R<()> {
+        for lane in 0..8u32 {
+            let k = lane % 4;
+            if lane == 4 {
+                self.a.vextracti128(xmm1, ymm1, 1)?;
+                self.a.vextracti128(xmm0, ymm0, 1)?;
+            }
+            if k == 0 {
+                self.a.vmovd(r10d, xmm1)?;
+            } else {
+                self.a.vpextrd(r10d, xmm1, k)?;
+            }
+            match (size, k) {
+                (4, 0) => self.a.vmovss(dword_ptr(base + r10 * 4 + off), xmm0)?,
+                (4, _) => self.a.vextractps(dword_ptr(base + r10 * 4 + off), xmm0, k)?,
+                (2, _) => self.a.vpextrw(word_ptr(base + r10 * 2 + off), xmm0, 2 * k)?,
+                _ => self.a.vpextrb(byte_ptr(base + r10 + off), xmm0, 4 * k)?,
+            }
+        }
+        Ok(())
     }
 
     /// The table index of buffer `buf`, whose elements must have type `ty`.

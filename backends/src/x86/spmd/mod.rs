@@ -1,6 +1,7 @@
 //! SPMD over 8 AVX2 lanes: eight consecutive work-items of a row run at once, one lane
-//! each, and one call runs a whole span of them (a row of a work-group, or for launches of
-//! one-row groups many work-groups of a row of groups back to back).
+//! each, and one call runs a whole span of them (a row of a work-group, every row of it in
+//! order for a kernel that reads an id of dimension 1 or 2 (`function.rs`, `next_row`), or
+//! for launches of one-row groups many work-groups of a row of groups back to back).
 //!
 //! ## The class
 //!
@@ -151,6 +152,8 @@ pub(crate) struct Spmd {
     pub n_barriers: u32,
     /// True if the code has FMA3 instructions.
     pub fma: bool,
+    /// True if one call runs every row of its work-group (see `SpmdCode::rows`).
+    pub rows: bool,
 }
 
 /// Why a kernel gets no vector code, or an assembler error.

@@ -650,7 +650,9 @@ impl<'a> Exec<'a> {
                 let vframe = aligned(vframe, v.vframe_bytes.div_ceil(4));
                 vframe[..8].copy_from_slice(&abi::IOTA);
                 ctx.span = l[0];
-                for row in 0..l[1] * l[2] {
+                // Code that runs every row of its group itself: one call from the first.
+                let calls = if v.rows { 1 } else { l[1] * l[2] };
+                for row in 0..calls {
                     let (y, z) = (row % l[1], row / l[1]);
                     ctx.local_id = [0, y, z];
                     ctx.global_id = [ctx.base[0], ctx.base[1] + y, ctx.base[2] + z];
