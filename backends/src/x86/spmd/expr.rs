@@ -38,7 +38,7 @@ pub(super) fn builtin_field(kind: Builtin) -> i32 {
 }
 
 /// An instruction's second source: a register or a 32-byte memory operand.
-enum Src {
+pub(super) enum Src {
     Reg(usize),
     Mem(AsmMemoryOperand),
 }
@@ -318,7 +318,7 @@ impl V {
     }
 
     /// True if `e` can be an instruction's second source as it is.
-    fn is_leaf(&self, e: &Expr) -> bool {
+    pub(super) fn is_leaf(&self, e: &Expr) -> bool {
         match e.node() {
             // A GPR value is broadcast into a register first.
             ExprNode::Var(v) => {
@@ -402,7 +402,7 @@ impl V {
     }
 
     /// `e` (a leaf) as a second source.
-    fn src(&mut self, e: &Expr) -> R<Src> {
+    pub(super) fn src(&mut self, e: &Expr) -> R<Src> {
         Ok(match e.node() {
             ExprNode::Var(v) => match self.find(v.name()) {
                 Some(b) => match b.loc {
@@ -559,6 +559,16 @@ impl V {
     pub(super) fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
         let float = a.ty() == Type::F32;
         if matches!(op, BinOp::Shl | BinOp::Shr) && !float {
+            if let Some(c) = super::narrow::const_count(b) {
+                // A constant count: an immediate shift, modulo 32 here.
+                let (x, y) = (YMM[d], self.operand_reg(a, d)?);
+                match (op, a.ty() == Type::I32) {
+                    (BinOp::Shl, _) => self.a.vpslld(x, y, c & 31)?,
+                    (_, true) => self.a.vpsrad(x, y, c & 31)?,
+                    _ => self.a.vpsrld(x, y, c & 31)?,
+                }
+                return Ok(());
+            }
             // Per-lane counts, taken modulo 32 as the interpreter does.
             let (ra, rb) = self.pair(a, b, d)?;
             let m31 = self.imm_slot(31);
@@ -672,6 +682,18 @@ impl V {
         self.bind(&mut end)
     }
 
+    /// `e` in a register without a copy: the `let` register or `global_id(0)`'s that holds
+    /// it, else `ymm{d}` computed.
+    pub(super) fn operand_reg(&mut self, e: &Expr, d: usize) -> R<AsmRegisterYmm> {
+        match self.src_if_reg(e) {
+            Some(r) => Ok(YMM[r]),
+            None => {
+                self.expr(e, d)?;
+                Ok(YMM[d])
+            }
+        }
+    }
+
     /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,
     /// one of them `ymm{d}`.
     pub(super) fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> R<(usize, usize)> {
@@ -719,6 +741,11 @@ impl V {
                     || !(lane_type(a.ty()) || super::narrow::narrow(a.ty()).is_some())
                 {
                     return no(format!("a comparison of {}", a.ty()));
+                }
+                if a.ty() != Type::U32 {
+                    if let Some(r) = self.cmp_operands(*op, a, b, d) {
+                        return r;
+                    }
                 }
                 let (ra, rb) = self.pair(a, b, d)?;
                 let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
@@ -789,6 +816,69 @@ impl V {
 }
 
 impl V {
+    /// A comparison `a op b` of f32, i32 or 8/16-bit values into `ymm{d}` with its operands
+    /// read where they are: a `let` register or `global_id(0)`'s as the instruction's first
+    /// source, a leaf (a parameter's or constant's slot, a load at `global_id(0)`) as its
+    /// memory operand, so that neither is copied to a temporary first. `None` where neither
+    /// operand allows that (the caller then computes both, as before). Only leaves and
+    /// registers are not computed, and they cannot fault, so the order of faults stays the
+    /// interpreter's.
+    fn cmp_operands(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> Option<R<()>> {
+        let float = a.ty() == Type::F32;
+        // a > b is gt(a, b); a < b is gt(b, a); the others negate these or equality. (f32:
+        // a predicate each, a and b in order.)
+        let (cmp_gt, swap, negate) = match op {
+            BinOp::Eq => (false, false, false),
+            BinOp::Ne => (false, false, true),
+            BinOp::Gt => (true, false, false),
+            BinOp::Lt => (true, true, false),
+            BinOp::Le => (true, false, true),
+            _ => (true, true, true),
+        };
+        let (p, q) = if swap && !float { (b, a) } else { (a, b) };
+        let (p_reg, q_reg) = (self.src_if_reg(p), self.src_if_reg(q));
+        if !(self.is_leaf(q) || q_reg.is_some()) && p_reg.is_none() {
+            return None;
+        }
+        Some((|| {
+            let x = YMM[d];
+            let (y, z) = if self.is_leaf(q) || q_reg.is_some() {
+                let y = self.operand_reg(p, d)?;
+                (y, self.src(q)?)
+            } else {
+                // p in a register, q computed.
+                self.expr(q, d)?;
+                (YMM[p_reg.expect("a register")], Src::Reg(d))
+            };
+            if float {
+                let pred = match op {
+                    BinOp::Eq => CMP_EQ_OQ,
+                    BinOp::Ne => CMP_NEQ_UQ,
+                    BinOp::Lt => CMP_LT_OQ,
+                    BinOp::Le => CMP_LE_OQ,
+                    BinOp::Gt => CMP_GT_OQ,
+                    _ => CMP_GE_OQ,
+                };
+                match z {
+                    Src::Reg(r) => self.a.vcmpps(x, y, YMM[r], pred)?,
+                    Src::Mem(m) => self.a.vcmpps(x, y, m, pred)?,
+                }
+                return Ok(());
+            }
+            match (z, cmp_gt) {
+                (Src::Reg(r), true) => self.a.vpcmpgtd(x, y, YMM[r])?,
+                (Src::Reg(r), false) => self.a.vpcmpeqd(x, y, YMM[r])?,
+                (Src::Mem(m), true) => self.a.vpcmpgtd(x, y, m)?,
+                (Src::Mem(m), false) => self.a.vpcmpeqd(x, y, m)?,
+            }
+            if negate {
+                let ones = self.imm_slot(u32::MAX);
+                self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
+            }
+            Ok(())
+        })())
+    }
+
     /// `local_id(0)`'s lanes into `YMM[d]`: `global_id(0)` minus the group's first.
     pub(super) fn lid_lanes(&mut self, d: usize) -> R<()> {
         self.per_group = true;

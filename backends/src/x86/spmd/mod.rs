@@ -485,6 +485,12 @@ impl V {
         Ok(())
     }
 
+    /// True if every lane of the batch is active here, known as the code is generated: no
+    /// control mask, and no lane can have faulted (see [`V::active`]).
+    fn all_lanes_active(&self) -> bool {
+        self.mask.is_none() && !(self.may_fault && !self.fresh())
+    }
+
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
     fn active(&mut self, r: usize) -> R<()> {
         // (Where every lane is certainly alive, the alive mask is all ones.)

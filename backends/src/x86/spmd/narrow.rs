@@ -52,6 +52,14 @@ fn narrow_cast(to: Scalar, from: Type) -> bool {
     (narrow(to_t).is_some() && (from_ok || wide)) || (narrow(from).is_some() && lane_type(to_t))
 }
 
+/// The value of a constant shift count (its canonical bits, cut to 32 bits), if `b` is one.
+pub(super) fn const_count(b: &Expr) -> Option<u32> {
+    match b.node() {
+        ExprNode::Imm(i) => Some(rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32),
+        _ => None,
+    }
+}
+
 impl V {
     /// Re-extends the low `bits` of `ymm{d}`'s lanes: the canonical form of the wrapped
     /// narrow value.
@@ -189,6 +197,21 @@ impl V {
         bits: u32,
         signed: bool,
     ) -> R<()> {
+        if let Some(c) = const_count(b) {
+            // A constant count: an immediate shift, the count taken modulo the width here.
+            let c = c & (bits - 1);
+            let x = YMM[d];
+            let y = self.operand_reg(a, d)?;
+            if left {
+                self.a.vpslld(x, y, c)?;
+                self.rewiden(d, bits, signed)?;
+            } else if signed {
+                self.a.vpsrad(x, y, c)?;
+            } else {
+                self.a.vpsrld(x, y, c)?;
+            }
+            return Ok(());
+        }
         let (ra, rb) = self.pair(a, b, d)?;
         let m = self.imm_slot(bits - 1);
         let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
@@ -325,16 +348,47 @@ impl V {
         Ok(())
     }
 
+    /// `ymm0`'s eight lanes' low `bits` (8 or 16) stored packed at `global_id(0)` of the
+    /// buffer based at `b`.
+    fn packed_store(&mut self, b: AsmRegister64, bits: u32, signed: bool) -> R<()> {
+        // The lanes hold canonical values (zero-extended for unsigned types, sign-extended
+        // for signed ones), in the narrow type's range: the packs of the same signedness
+        // only narrow, nothing saturates.
+        if signed {
+            self.a.vpackssdw(ymm0, ymm0, ymm0)?;
+        } else {
+            self.a.vpackusdw(ymm0, ymm0, ymm0)?;
+        }
+        self.a.vpermq(ymm0, ymm0, 0b00_00_10_00)?;
+        if bits == 8 {
+            if signed {
+                self.a.vpacksswb(xmm0, xmm0, xmm0)?;
+            } else {
+                self.a.vpackuswb(xmm0, xmm0, xmm0)?;
+            }
+            self.a.vmovq(qword_ptr(b + rbx), xmm0)?;
+        } else {
+            self.a.vmovdqu(xmmword_ptr(b + rbx * 2), xmm0)?;
+        }
+        Ok(())
+    }
+
     /// `buf[index] = value` of narrow elements in the active lanes, checked as 32-bit
     /// stores are (but at exactly `global_id(0)`).
     pub(super) fn narrow_store(&mut self, buf: &Var, index: &Expr, value: &Expr) -> R<()> {
         let t = self.buf_of(buf, value.ty())?;
-        let (bits, _) = narrow(value.ty()).unwrap_or((32, false));
+        let (bits, vsigned) = narrow(value.ty()).unwrap_or((32, false));
         let signed = Self::index_type(index)?;
         let indexed = self.store_operands(index, value, 1)?;
         if self.kind(index) == Kind::Gid0 {
             // The batch's elements, in bounds (the driver checks the span): each active
             // lane's low bytes at `global_id(0)` + lane.
+            if self.all_lanes_active() {
+                // Every lane active, known as the code is generated (an unmasked copy's
+                // batch): only the packed store.
+                let b = self.element_base(t)?;
+                return self.packed_store(b, bits, vsigned);
+            }
             self.active(1)?;
             self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), ymm0)?;
             self.a.vmovmskps(r10d, ymm1)?;
@@ -346,18 +400,7 @@ impl V {
             let mut done = self.a.create_label();
             self.a.cmp(r10d, 0xff)?;
             self.a.jne(lanes)?;
-            let shift = 32 - bits;
-            self.a.vpslld(ymm0, ymm0, shift)?;
-            self.a.vpsrld(ymm0, ymm0, shift)?;
-            // (Zero-extended, no value saturates: the packs only narrow.)
-            self.a.vpackusdw(ymm0, ymm0, ymm0)?;
-            self.a.vpermq(ymm0, ymm0, 0b00_00_10_00)?;
-            if bits == 8 {
-                self.a.vpackuswb(xmm0, xmm0, xmm0)?;
-                self.a.vmovq(qword_ptr(b + rbx), xmm0)?;
-            } else {
-                self.a.vmovdqu(xmmword_ptr(b + rbx * 2), xmm0)?;
-            }
+            self.packed_store(b, bits, vsigned)?;
             self.a.jmp(done)?;
             self.bind(&mut lanes)?;
             for lane in 0..8 {

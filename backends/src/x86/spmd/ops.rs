@@ -11,6 +11,7 @@
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, Type, UnOp};
 
+use super::expr::Src;
 use super::{
     has_fma, no, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_NEQ_UQ, CMP_ORD_Q, CMP_UNORD_Q, R, V, XMM, YMM,
 };
@@ -186,6 +187,25 @@ impl V {
             return no(format!("a select of {}", a.ty()));
         }
         self.cond(cond, d)?;
+        if a.ty() != Type::BOOL {
+            // Operands read where they are where that keeps the order of evaluation: the
+            // value for true as the memory operand when it is a leaf (which cannot fault),
+            // the other from its register when one holds it.
+            let (x, m) = (YMM[d], YMM[d]);
+            if self.is_leaf(a) {
+                let y = self.operand_reg(b, d + 1)?;
+                match self.src(a)? {
+                    Src::Reg(r) => self.a.vblendvps(x, y, YMM[r], m)?,
+                    Src::Mem(t) => self.a.vblendvps(x, y, t, m)?,
+                }
+                return Ok(());
+            }
+            if let Some(r) = self.src_if_reg(b) {
+                self.expr(a, d + 1)?;
+                self.a.vblendvps(x, YMM[r], YMM[d + 1], m)?;
+                return Ok(());
+            }
+        }
         self.any(a, d + 1)?;
         self.any(b, d + 2)?;
         self.a.vblendvps(YMM[d], YMM[d + 2], YMM[d + 1], YMM[d])?;
