@@ -48,6 +48,11 @@ pub(super) fn has_intrinsic(op: Intrinsic, t: Type) -> bool {
     }
 }
 
+/// True if `e` is a constant whose lane bits are all clear.
+fn is_zero(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Imm(i) if rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32 == 0)
+}
+
 impl V {
     /// Registers needed by the operations of this module (see [`V::need`]); `None` for
     /// other nodes.
@@ -192,6 +197,19 @@ impl V {
             // value for true as the memory operand when it is a leaf (which cannot fault),
             // the other from its register when one holds it.
             let (x, m) = (YMM[d], YMM[d]);
+            // A constant 0 on one side (all bits clear, f32 +0.0 included): the mask (all ones
+            // or all zeros in a lane) ANDed with the other side, one instruction for the
+            // three of a blend.
+            if is_zero(a) {
+                let y = self.operand_reg(b, d + 1)?;
+                self.a.vpandn(x, m, y)?;
+                return Ok(());
+            }
+            if is_zero(b) {
+                let y = self.operand_reg(a, d + 1)?;
+                self.a.vpand(x, m, y)?;
+                return Ok(());
+            }
             if self.is_leaf(a) {
                 let y = self.operand_reg(b, d + 1)?;
                 match self.src(a)? {
