@@ -39,7 +39,9 @@ fn data(t: Scalar, len: usize, seed: u32) -> Buffer {
         let h = (i as u64 * 0x9e37_79b9 + u64::from(seed) * 0x85eb_ca6b) >> 7;
         let x = match (t, i % 9) {
             (Scalar::F32, 0) => Imm::float(t, f64::NAN),
-            (Scalar::F32, 1) => Imm::float(t, if h.is_multiple_of(2) { f64::INFINITY } else { -0.0 }),
+            (Scalar::F32, 1) => {
+                Imm::float(t, if h.is_multiple_of(2) { f64::INFINITY } else { -0.0 })
+            }
             (Scalar::F32, _) => Imm::float(t, (h % 2001) as f64 * 0.25 - 250.0),
             (_, 0) => scalar_of(t, i128::MIN),
             (_, 1) => scalar_of(t, i128::MAX),
