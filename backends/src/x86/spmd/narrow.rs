@@ -52,6 +52,10 @@ fn narrow_cast(to: Scalar, from: Type) -> bool {
     (narrow(to_t).is_some() && (from_ok || wide)) || (narrow(from).is_some() && lane_type(to_t))
 }
 
+/// How far ahead of a batch's 8/16-bit elements at `global_id(0)` their loads and stores
+/// prefetch, in bytes (16 lines: measured on thresholding, 1024 and 4096 alike).
+const NARROW_PREFETCH_AHEAD: i32 = 1024;
+
 /// The value of a constant shift count (its canonical bits, cut to 32 bits), if `b` is one.
 pub(super) fn const_count(b: &Expr) -> Option<u32> {
     match b.node() {
@@ -311,6 +315,7 @@ impl V {
             // by one instruction.
             let b = self.element_base(t)?;
             let x = YMM[d];
+            self.narrow_prefetch(b, bits)?;
             match (bits, signed) {
                 (8, true) => self.a.vpmovsxbd(x, qword_ptr(b + rbx))?,
                 (8, false) => self.a.vpmovzxbd(x, qword_ptr(b + rbx))?,
@@ -348,9 +353,26 @@ impl V {
         Ok(())
     }
 
+    /// A prefetch of the line [`NARROW_PREFETCH_AHEAD`] bytes past this batch's elements
+    /// of `bits` bits at `global_id(0)` of the buffer based at `b`. A batch of 8/16-bit
+    /// elements touches 8 or 16 bytes, so the few loads and stores a core keeps in flight
+    /// cover few lines of a stream: thresholding 2^24 bytes ran at two thirds of rustc's
+    /// loop (16-byte accesses) with its time on the load and the store, and 15-30% faster
+    /// with the lines asked for ahead. A prefetch never faults, past the end of a buffer
+    /// included, and changes no value.
+    fn narrow_prefetch(&mut self, b: AsmRegister64, bits: u32) -> R<()> {
+        if bits == 8 {
+            self.a.prefetcht0(byte_ptr(b + rbx + NARROW_PREFETCH_AHEAD))?;
+        } else {
+            self.a.prefetcht0(byte_ptr(b + rbx * 2 + NARROW_PREFETCH_AHEAD))?;
+        }
+        Ok(())
+    }
+
     /// `ymm0`'s eight lanes' low `bits` (8 or 16) stored packed at `global_id(0)` of the
     /// buffer based at `b`.
     fn packed_store(&mut self, b: AsmRegister64, bits: u32, signed: bool) -> R<()> {
+        self.narrow_prefetch(b, bits)?;
         // The lanes hold canonical values (zero-extended for unsigned types, sign-extended
         // for signed ones), in the narrow type's range: the packs of the same signedness
         // only narrow, nothing saturates.
