@@ -15,7 +15,11 @@
 //! narrow type (NaN gives 0 in both). Loads at exactly `global_id(0)` extend the batch's
 //! eight elements by one instruction, other loads each active lane's element; stores write
 //! each active lane's low bytes, one lane after another (as the 32-bit per-lane stores:
-//! where lanes collide, the last work-item wins), checked as 32-bit accesses are.
+//! where lanes collide, the last work-item wins), checked as 32-bit accesses are, except
+//! that a whole batch's store at `global_id(0)` packs the eight canonical lanes (in the
+//! type's range, so the packs of its signedness never saturate) into one store, with no
+//! lane test where every lane is known active when the code is generated. Loads and
+//! whole-batch stores at `global_id(0)` prefetch their stream's line ahead.
 //! Integer `/` and `%` are per lane as for i32 (`ops.rs`), on the extended values.
 //!
 //! `f16` values (a storage type: loads, stores, casts, `let`/`var`) are their bits in the
