@@ -488,7 +488,7 @@ impl V {
     /// True if every lane of the batch is active here, known as the code is generated: no
     /// control mask, and no lane can have faulted (see [`V::active`]).
     fn all_lanes_active(&self) -> bool {
-        self.mask.is_none() && !(self.may_fault && !self.fresh())
+        self.mask.is_none() && (!self.may_fault || self.fresh())
     }
 
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.
