@@ -86,6 +86,7 @@
 mod atomic;
 mod batches;
 mod blocked;
+mod cond;
 mod counted;
 mod ctl;
 mod expr;
