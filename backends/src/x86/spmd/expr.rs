@@ -4,12 +4,9 @@
 use std::collections::HashSet;
 
 use iced_x86::code_asm::*;
-use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Scalar, Stmt, StmtNode, Type, UnOp};
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Scalar, Stmt, StmtNode, Type};
 
-use super::{
-    lane_type, no, scalar, uniform, Kind, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_GT_OQ, CMP_LE_OQ,
-    CMP_LT_OQ, CMP_NEQ_UQ, GID, R, TEMPS, V, XMM, YMM,
-};
+use super::{lane_type, no, scalar, uniform, Kind, Loc, GID, R, TEMPS, V, XMM, YMM};
 use crate::x86::gen::Site;
 use crate::x86::rt;
 
@@ -38,7 +35,7 @@ pub(super) fn builtin_field(kind: Builtin) -> i32 {
 }
 
 /// An instruction's second source: a register or a 32-byte memory operand.
-enum Src {
+pub(super) enum Src {
     Reg(usize),
     Mem(AsmMemoryOperand),
 }
@@ -318,7 +315,7 @@ impl V {
     }
 
     /// True if `e` can be an instruction's second source as it is.
-    fn is_leaf(&self, e: &Expr) -> bool {
+    pub(super) fn is_leaf(&self, e: &Expr) -> bool {
         match e.node() {
             // A GPR value is broadcast into a register first.
             ExprNode::Var(v) => {
@@ -407,7 +404,7 @@ impl V {
     }
 
     /// `e` (a leaf) as a second source.
-    fn src(&mut self, e: &Expr) -> R<Src> {
+    pub(super) fn src(&mut self, e: &Expr) -> R<Src> {
         Ok(match e.node() {
             ExprNode::Var(v) => match self.find(v.name()) {
                 Some(b) => match b.loc {
@@ -564,6 +561,16 @@ impl V {
     pub(super) fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> R<()> {
         let float = a.ty() == Type::F32;
         if matches!(op, BinOp::Shl | BinOp::Shr) && !float {
+            if let Some(c) = super::narrow::const_count(b) {
+                // A constant count: an immediate shift, modulo 32 here.
+                let (x, y) = (YMM[d], self.operand_reg(a, d)?);
+                match (op, a.ty() == Type::I32) {
+                    (BinOp::Shl, _) => self.a.vpslld(x, y, c & 31)?,
+                    (_, true) => self.a.vpsrad(x, y, c & 31)?,
+                    _ => self.a.vpsrld(x, y, c & 31)?,
+                }
+                return Ok(());
+            }
             // Per-lane counts, taken modulo 32 as the interpreter does.
             let (ra, rb) = self.pair(a, b, d)?;
             let m31 = self.imm_slot(31);
@@ -677,6 +684,18 @@ impl V {
         self.bind(&mut end)
     }
 
+    /// `e` in a register without a copy: the `let` register or `global_id(0)`'s that holds
+    /// it, else `ymm{d}` computed.
+    pub(super) fn operand_reg(&mut self, e: &Expr, d: usize) -> R<AsmRegisterYmm> {
+        match self.src_if_reg(e) {
+            Some(r) => Ok(YMM[r]),
+            None => {
+                self.expr(e, d)?;
+                Ok(YMM[d])
+            }
+        }
+    }
+
     /// Evaluates `a` and `b` into registers (the deeper first); returns their registers,
     /// one of them `ymm{d}`.
     pub(super) fn pair(&mut self, a: &Expr, b: &Expr, d: usize) -> R<(usize, usize)> {
@@ -689,107 +708,6 @@ impl V {
             self.expr(a, d + 1)?;
             Ok((d + 1, d))
         }
-    }
-
-    /// A statement's condition into `ymm{d}`, in deep mode if it needs more temporaries than
-    /// there are.
-    pub(super) fn cond_top(&mut self, e: &Expr, d: usize) -> R<()> {
-        let deep = d + self.need_cond(e) > TEMPS;
-        self.deep_if(deep, |v| v.cond(e, d))
-    }
-
-    /// Evaluates a condition into `ymm{d}` as a lane mask (all ones where true). Float
-    /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
-    /// NaN), as the scalar comparisons are.
-    pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
-        if self.must_spill(d, |v| v.need_cond(e)) {
-            return self.spilled(d, 1, |v| v.cond(e, 0));
-        }
-        let addr = e as *const Expr as usize;
-        if let Some(&(_, slot)) = self.hoisted_conds.iter().find(|h| h.0 == addr) {
-            self.a.vmovups(YMM[d], ymmword_ptr(r15 + slot))?;
-            return Ok(());
-        }
-        if let Some(r) = self.from64(e, d) {
-            return r;
-        }
-        if let Some(r) = self.op_cond(e, d) {
-            return r;
-        }
-        let ones = self.imm_slot(u32::MAX);
-        match e.node() {
-            ExprNode::Binary { op, a, b } if op.is_comparison() => {
-                // (Narrow integers compare as their signed 32-bit extensions.)
-                if a.ty() != b.ty()
-                    || !(lane_type(a.ty()) || super::narrow::narrow(a.ty()).is_some())
-                {
-                    return no(format!("a comparison of {}", a.ty()));
-                }
-                let (ra, rb) = self.pair(a, b, d)?;
-                let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
-                match a.ty().scalar() {
-                    Some(Scalar::F32) => {
-                        let pred = match op {
-                            BinOp::Eq => CMP_EQ_OQ,
-                            BinOp::Ne => CMP_NEQ_UQ,
-                            BinOp::Lt => CMP_LT_OQ,
-                            BinOp::Le => CMP_LE_OQ,
-                            BinOp::Gt => CMP_GT_OQ,
-                            _ => CMP_GE_OQ,
-                        };
-                        self.a.vcmpps(x, y, z, pred)?;
-                    }
-                    t => {
-                        if t == Some(Scalar::U32) {
-                            // Unsigned order is signed order with the sign bits flipped.
-                            let sign = ymmword_ptr(r15 + self.imm_slot(0x8000_0000));
-                            self.a.vpxor(y, y, sign)?;
-                            self.a.vpxor(z, z, sign)?;
-                        }
-                        // a > b is gt(a, b); a < b is gt(b, a); the others negate these or
-                        // equality.
-                        let (cmp_gt, swap, negate) = match op {
-                            BinOp::Eq => (false, false, false),
-                            BinOp::Ne => (false, false, true),
-                            BinOp::Gt => (true, false, false),
-                            BinOp::Lt => (true, true, false),
-                            BinOp::Le => (true, false, true),
-                            _ => (true, true, true),
-                        };
-                        let (p, q) = if swap { (z, y) } else { (y, z) };
-                        if cmp_gt {
-                            self.a.vpcmpgtd(x, p, q)?;
-                        } else {
-                            self.a.vpcmpeqd(x, p, q)?;
-                        }
-                        if negate {
-                            self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
-                        }
-                    }
-                }
-            }
-            ExprNode::Binary {
-                op: op @ (BinOp::LogicAnd | BinOp::LogicOr | BinOp::And | BinOp::Or),
-                a,
-                b,
-            } if a.ty() == Type::BOOL => {
-                // `&&` and `||` do not short-circuit (kiln_ir's semantics): both sides are
-                // evaluated, left first, in every lane, as the interpreter does.
-                self.cond(a, d)?;
-                self.cond(b, d + 1)?;
-                if matches!(op, BinOp::LogicAnd | BinOp::And) {
-                    self.a.vpand(YMM[d], YMM[d], YMM[d + 1])?;
-                } else {
-                    self.a.vpor(YMM[d], YMM[d], YMM[d + 1])?;
-                }
-            }
-            ExprNode::Unary { op: UnOp::Not, a } => {
-                self.cond(a, d)?;
-                self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + ones))?;
-            }
-            _ => return no(format!("the condition `{e}`")),
-        }
-        Ok(())
     }
 }
 

@@ -90,6 +90,7 @@
 mod atomic;
 mod batches;
 mod blocked;
+mod cond;
 mod counted;
 mod ctl;
 mod expr;
@@ -507,6 +508,12 @@ impl V {
             None => self.a.vmovups(YMM[r], ymmword_ptr(r15 + m))?,
         }
         Ok(())
+    }
+
+    /// True if every lane of the batch is active here, known as the code is generated: no
+    /// control mask, and no lane can have faulted (see [`V::active`]).
+    fn all_lanes_active(&self) -> bool {
+        self.mask.is_none() && (!self.may_fault || self.fresh())
     }
 
     /// The current lane mask (control mask and alive lanes) into `ymm{r}`.

@@ -11,6 +11,7 @@
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, Type, UnOp};
 
+use super::expr::Src;
 use super::{
     has_fma, no, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_NEQ_UQ, CMP_ORD_Q, CMP_UNORD_Q, R, V, XMM, YMM,
 };
@@ -45,6 +46,11 @@ pub(super) fn has_intrinsic(op: Intrinsic, t: Type) -> bool {
         Intrinsic::Mad | Intrinsic::Add3 => false,
         Intrinsic::Exp | Intrinsic::Log | Intrinsic::Sin | Intrinsic::Cos => false,
     }
+}
+
+/// True if `e` is a constant whose lane bits are all clear.
+fn is_zero(e: &Expr) -> bool {
+    matches!(e.node(), ExprNode::Imm(i) if rt::bits_of(kiln_ir::eval::cast(i.scalar(), *i)) as u32 == 0)
 }
 
 impl V {
@@ -186,6 +192,38 @@ impl V {
             return no(format!("a select of {}", a.ty()));
         }
         self.cond(cond, d)?;
+        if a.ty() != Type::BOOL {
+            // Operands read where they are where that keeps the order of evaluation: the
+            // value for true as the memory operand when it is a leaf (which cannot fault),
+            // the other from its register when one holds it.
+            let (x, m) = (YMM[d], YMM[d]);
+            // A constant 0 on one side (all bits clear, f32 +0.0 included): the mask (all ones
+            // or all zeros in a lane) ANDed with the other side, one instruction for the
+            // three of a blend.
+            if is_zero(a) {
+                let y = self.operand_reg(b, d + 1)?;
+                self.a.vpandn(x, m, y)?;
+                return Ok(());
+            }
+            if is_zero(b) {
+                let y = self.operand_reg(a, d + 1)?;
+                self.a.vpand(x, m, y)?;
+                return Ok(());
+            }
+            if self.is_leaf(a) {
+                let y = self.operand_reg(b, d + 1)?;
+                match self.src(a)? {
+                    Src::Reg(r) => self.a.vblendvps(x, y, YMM[r], m)?,
+                    Src::Mem(t) => self.a.vblendvps(x, y, t, m)?,
+                }
+                return Ok(());
+            }
+            if let Some(r) = self.src_if_reg(b) {
+                self.expr(a, d + 1)?;
+                self.a.vblendvps(x, YMM[r], YMM[d + 1], m)?;
+                return Ok(());
+            }
+        }
         self.any(a, d + 1)?;
         self.any(b, d + 2)?;
         self.a.vblendvps(YMM[d], YMM[d + 2], YMM[d + 1], YMM[d])?;

@@ -1,0 +1,182 @@
+//! Conditions as lane masks: comparisons, `&&`, `||`, `!` (`V::cond`), with comparisons
+//! reading their operands where they are when they can (`V::cmp_operands`).
+
+use iced_x86::code_asm::*;
+use kiln_ir::{BinOp, Expr, ExprNode, Scalar, Type, UnOp};
+
+use super::expr::Src;
+use super::{
+    lane_type, no, CMP_EQ_OQ, CMP_GE_OQ, CMP_GT_OQ, CMP_LE_OQ, CMP_LT_OQ, CMP_NEQ_UQ, R, TEMPS, V,
+    YMM,
+};
+
+impl V {
+    /// A statement's condition into `ymm{d}`, in deep mode if it needs more temporaries than
+    /// there are.
+    pub(super) fn cond_top(&mut self, e: &Expr, d: usize) -> R<()> {
+        let deep = d + self.need_cond(e) > TEMPS;
+        self.deep_if(deep, |v| v.cond(e, d))
+    }
+
+    /// Evaluates a condition into `ymm{d}` as a lane mask (all ones where true). Float
+    /// comparisons use the quiet predicates that are false on NaN, except `!=` (true on
+    /// NaN), as the scalar comparisons are.
+    pub(super) fn cond(&mut self, e: &Expr, d: usize) -> R<()> {
+        if self.must_spill(d, |v| v.need_cond(e)) {
+            return self.spilled(d, 1, |v| v.cond(e, 0));
+        }
+        let addr = e as *const Expr as usize;
+        if let Some(&(_, slot)) = self.hoisted_conds.iter().find(|h| h.0 == addr) {
+            self.a.vmovups(YMM[d], ymmword_ptr(r15 + slot))?;
+            return Ok(());
+        }
+        if let Some(r) = self.from64(e, d) {
+            return r;
+        }
+        if let Some(r) = self.op_cond(e, d) {
+            return r;
+        }
+        let ones = self.imm_slot(u32::MAX);
+        match e.node() {
+            ExprNode::Binary { op, a, b } if op.is_comparison() => {
+                // (Narrow integers compare as their signed 32-bit extensions.)
+                if a.ty() != b.ty()
+                    || !(lane_type(a.ty()) || super::narrow::narrow(a.ty()).is_some())
+                {
+                    return no(format!("a comparison of {}", a.ty()));
+                }
+                if a.ty() != Type::U32 {
+                    if let Some(r) = self.cmp_operands(*op, a, b, d) {
+                        return r;
+                    }
+                }
+                let (ra, rb) = self.pair(a, b, d)?;
+                let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
+                match a.ty().scalar() {
+                    Some(Scalar::F32) => {
+                        let pred = match op {
+                            BinOp::Eq => CMP_EQ_OQ,
+                            BinOp::Ne => CMP_NEQ_UQ,
+                            BinOp::Lt => CMP_LT_OQ,
+                            BinOp::Le => CMP_LE_OQ,
+                            BinOp::Gt => CMP_GT_OQ,
+                            _ => CMP_GE_OQ,
+                        };
+                        self.a.vcmpps(x, y, z, pred)?;
+                    }
+                    t => {
+                        if t == Some(Scalar::U32) {
+                            // Unsigned order is signed order with the sign bits flipped.
+                            let sign = ymmword_ptr(r15 + self.imm_slot(0x8000_0000));
+                            self.a.vpxor(y, y, sign)?;
+                            self.a.vpxor(z, z, sign)?;
+                        }
+                        // a > b is gt(a, b); a < b is gt(b, a); the others negate these or
+                        // equality.
+                        let (cmp_gt, swap, negate) = match op {
+                            BinOp::Eq => (false, false, false),
+                            BinOp::Ne => (false, false, true),
+                            BinOp::Gt => (true, false, false),
+                            BinOp::Lt => (true, true, false),
+                            BinOp::Le => (true, false, true),
+                            _ => (true, true, true),
+                        };
+                        let (p, q) = if swap { (z, y) } else { (y, z) };
+                        if cmp_gt {
+                            self.a.vpcmpgtd(x, p, q)?;
+                        } else {
+                            self.a.vpcmpeqd(x, p, q)?;
+                        }
+                        if negate {
+                            self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
+                        }
+                    }
+                }
+            }
+            ExprNode::Binary {
+                op: op @ (BinOp::LogicAnd | BinOp::LogicOr | BinOp::And | BinOp::Or),
+                a,
+                b,
+            } if a.ty() == Type::BOOL => {
+                // `&&` and `||` do not short-circuit (kiln_ir's semantics): both sides are
+                // evaluated, left first, in every lane, as the interpreter does.
+                self.cond(a, d)?;
+                self.cond(b, d + 1)?;
+                if matches!(op, BinOp::LogicAnd | BinOp::And) {
+                    self.a.vpand(YMM[d], YMM[d], YMM[d + 1])?;
+                } else {
+                    self.a.vpor(YMM[d], YMM[d], YMM[d + 1])?;
+                }
+            }
+            ExprNode::Unary { op: UnOp::Not, a } => {
+                self.cond(a, d)?;
+                self.a.vpxor(YMM[d], YMM[d], ymmword_ptr(r15 + ones))?;
+            }
+            _ => return no(format!("the condition `{e}`")),
+        }
+        Ok(())
+    }
+
+    /// A comparison `a op b` of f32, i32 or 8/16-bit values into `ymm{d}` with its operands
+    /// read where they are: a `let` register or `global_id(0)`'s as the instruction's first
+    /// source, a leaf (a parameter's or constant's slot, a load at `global_id(0)`) as its
+    /// memory operand, so that neither is copied to a temporary first. `None` where neither
+    /// operand allows that (the caller then computes both, as before). Only leaves and
+    /// registers are not computed, and they cannot fault, so the order of faults stays the
+    /// interpreter's.
+    fn cmp_operands(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> Option<R<()>> {
+        let float = a.ty() == Type::F32;
+        // a > b is gt(a, b); a < b is gt(b, a); the others negate these or equality. (f32:
+        // a predicate each, a and b in order.)
+        let (cmp_gt, swap, negate) = match op {
+            BinOp::Eq => (false, false, false),
+            BinOp::Ne => (false, false, true),
+            BinOp::Gt => (true, false, false),
+            BinOp::Lt => (true, true, false),
+            BinOp::Le => (true, false, true),
+            _ => (true, true, true),
+        };
+        let (p, q) = if swap && !float { (b, a) } else { (a, b) };
+        let (p_reg, q_reg) = (self.src_if_reg(p), self.src_if_reg(q));
+        if !(self.is_leaf(q) || q_reg.is_some()) && p_reg.is_none() {
+            return None;
+        }
+        Some((|| {
+            let x = YMM[d];
+            let (y, z) = if self.is_leaf(q) || q_reg.is_some() {
+                let y = self.operand_reg(p, d)?;
+                (y, self.src(q)?)
+            } else {
+                // p in a register, q computed.
+                self.expr(q, d)?;
+                (YMM[p_reg.expect("a register")], Src::Reg(d))
+            };
+            if float {
+                let pred = match op {
+                    BinOp::Eq => CMP_EQ_OQ,
+                    BinOp::Ne => CMP_NEQ_UQ,
+                    BinOp::Lt => CMP_LT_OQ,
+                    BinOp::Le => CMP_LE_OQ,
+                    BinOp::Gt => CMP_GT_OQ,
+                    _ => CMP_GE_OQ,
+                };
+                match z {
+                    Src::Reg(r) => self.a.vcmpps(x, y, YMM[r], pred)?,
+                    Src::Mem(m) => self.a.vcmpps(x, y, m, pred)?,
+                }
+                return Ok(());
+            }
+            match (z, cmp_gt) {
+                (Src::Reg(r), true) => self.a.vpcmpgtd(x, y, YMM[r])?,
+                (Src::Reg(r), false) => self.a.vpcmpeqd(x, y, YMM[r])?,
+                (Src::Mem(m), true) => self.a.vpcmpgtd(x, y, m)?,
+                (Src::Mem(m), false) => self.a.vpcmpeqd(x, y, m)?,
+            }
+            if negate {
+                let ones = self.imm_slot(u32::MAX);
+                self.a.vpxor(x, x, ymmword_ptr(r15 + ones))?;
+            }
+            Ok(())
+        })())
+    }
+}
