@@ -144,6 +144,24 @@ fn a_64_bit_operand_of_a_32_bit_node_counts_two_registers() {
 }
 
 #[test]
+fn a_block_declaring_a_var_keeps_the_live_lets_registers() {
+    // Eight `let`s take every `let` register (the eighth a frame slot); a branch declaring a
+    // `var` must not hand their registers out again (only a kernel with barriers, whose
+    // names live in the frame, lets such a block take them), or `o[i]` sums garbage.
+    let lets: String = (0..8).map(|k| format!("let l{k}: f32 = x[i] + {k}.5;")).collect();
+    let sum: String = (0..8).map(|k| format!(" + l{k}")).collect();
+    cases(&format!(
+        "{lets} if xi[i] > 0 {{ var t: f32 = x[i] * 3.0; t = t * 2.0; o[i] = t; }}
+         o[i] = o[i]{sum};"
+    ));
+    cases(&format!(
+        "{lets} var w: i32 = 0;
+         while w < 2 && xi[i] > w {{ var t: f32 = x[i] * 3.0; t = t + o[i]; o[i] = t; w = w + 1; }}
+         o[i] = o[i]{sum};"
+    ));
+}
+
+#[test]
 fn deep_conditions_indices_stores_and_atomics() {
     let deep = chain(10, "+", |k| at("xu", k));
     let deepf = chain(10, "*", |k| at("x", k));

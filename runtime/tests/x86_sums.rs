@@ -237,12 +237,13 @@ fn histograms_count_straight_into_the_buffer_exactly() {
         x86_common::three_ways(&k, &NdRange::new(&[n]).with_local(&[256]), &args, &short);
     }
     // `hist` is `data` (its first groups' counts read what the add-backs wrote, and no
-    // count may write what a later count reads): the kernel as written.
+    // count may write what a later count reads): the kernel as written. On one thread only:
+    // group 0 reads the elements every group's add-back writes, a race between work-groups,
+    // so on several threads no result is defined (docs/cpu.md) and none is compared.
     let k = kernel(&bins_kernel("u32", add.replace("ELEM", "u32").as_str(), "", ""));
     let args = [Arg::Buffer(0), Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
     let bufs = [u(&data), u(&data)];
     x86_common::three_ways(&k, &NdRange::new(&[n]).with_local(&[256]), &args, &bufs);
-    agree(&bins_kernel("u32", add.replace("ELEM", "u32").as_str(), "", ""), n, 256, &args, &bufs);
 }
 
 /// Counting programs whose indices each lane computes from 8/16-bit data (`counted.rs`,

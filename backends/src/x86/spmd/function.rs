@@ -129,6 +129,7 @@ fn generate_inner(
         spill_used: 0,
         save_ptr: None,
         short: Default::default(),
+        frame_names: false,
         reg_end: GID,
     };
     if regions {
@@ -137,6 +138,7 @@ fn generate_inner(
     if n_barriers > 0 {
         // Values live across a barrier stay in the batch's vector frame: no let registers.
         v.next_reg = GID;
+        v.frame_names = true;
     }
     let mut table = 0;
     for (p, slot) in k.params().iter().zip(param_slots) {

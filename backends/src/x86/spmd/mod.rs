@@ -396,6 +396,9 @@ struct V {
     /// The bodies of short loops copied with their counters' values (`short.rs`), alive
     /// while the code is generated.
     short: short::Cache,
+    /// The kernel has barriers, so its names live in the vector frame, not in `let`
+    /// registers (which a block without barriers may then take, [`V::block`]).
+    frame_names: bool,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

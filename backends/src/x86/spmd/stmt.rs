@@ -88,7 +88,10 @@ impl V {
     pub(super) fn block(&mut self, stmts: &[Stmt]) -> R<()> {
         let (mark, regs, homes) = (self.lets.len(), self.next_reg, self.homes.len());
         let end = self.reg_end;
-        if self.next_reg >= GID
+        // Only where names live in the frame: elsewhere `next_reg` at GID means every `let`
+        // register holds a live name.
+        if self.frame_names
+            && self.next_reg >= GID
             && stmts.iter().any(|s| matches!(s.node(), StmtNode::Decl { .. }))
             && stmts.iter().all(|s| crate::x86::gen::count_barriers(s) == 0)
         {
