@@ -206,3 +206,34 @@ fn lid_bounds_inside_regions_agree() {
         }
     }
 }
+
+/// A region that binds 64-bit names while an earlier region's value is restored into a
+/// register: the region's names must stay in frame slots (a 64-bit name in registers takes
+/// two, and its save kept one), so the later region reads every lane of `v0` and `v1`.
+/// x86_diff's random kernel, as it found it.
+#[test]
+fn sixty_four_bit_names_of_a_region_with_restored_registers_agree() {
+    let k = kernel(
+        "kernel k0(in0: ptr<global, u8>, in1: ptr<global, f64>, out0: ptr<global, i8>, s0: i64) {
+           let lin: u32 = global_id(0) - global_offset(0);
+           let llin: u32 = local_id(0);
+           barrier(local);
+           out0[lin * 3 + 0.0 as u64 as u32 % 3] = -16;
+           out0[lin * 3 + (0u16 + 0u16 + 0u16) as u32 % 3] = min(-out0[lin * 3 + 0], 0);
+           var v0: f64 = -20.0 + abs(in1[0i64 as u32 % 4]) + (abs(in1[min(0u64, 0u64) as u32 % 4]) + -20.0);
+           var v1: i64 = min(num_groups(0) as i64, min(s0, global_id(0) as i64)) - (global_id(0) as i64 + global_id(0) as i64 + min(0, s0));
+           barrier(local);
+           out0[lin * 3 + 0i8 as u32 % 3] = v1 as i8;
+           out0[lin * 3 + 1] = v0 as i8;
+         }",
+    );
+    expect_regions(&k);
+    let x = Buffer::from_slice(&[0.0f64, 1e30, -20.0, -20.0]);
+    for (n, local) in [(8u32, 8u32), (16, 8), (24, 24)] {
+        let r = NdRange::new(&[n]).with_local(&[local]);
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(0i64)];
+        let bufs =
+            [Buffer::zeroed(Scalar::U8, 4), x.clone(), Buffer::zeroed(Scalar::I8, 3 * n as usize)];
+        agree(&k, &r, &args, &bufs, &format!("{n} items, groups of {local}"));
+    }
+}

@@ -647,7 +647,13 @@ impl V {
         let regs = self.next_reg;
         let regs_here = full.is_none() && copies && regs == super::GID && self.vhomes.is_empty();
         let in_regs = regs_here && self.region_regs_ok(stmts);
-        let loaded = if regs_here { self.plan_loaded(&restore) } else { Vec::new() };
+        // (Not where the region binds a 64-bit or vector name: once registers are handed
+        // out, its new names take them too, and those would need two each.)
+        let loaded = if regs_here && !self.region_has_wide(stmts) {
+            self.plan_loaded(&restore)
+        } else {
+            Vec::new()
+        };
         let slots: Vec<(i32, i32)> =
             restore.iter().filter(|s| !loaded.iter().any(|l| l.2 == s.0)).copied().collect();
         // (Once registers are handed out, any new name of the region may take one.)

@@ -99,7 +99,7 @@ impl V {
                 StmtNode::For { var, .. } => (var, None),
                 _ => continue,
             };
-            if super::wide64::is_64(var.ty()) || var.ty().is_vector() {
+            if wide_name(var) {
                 return false;
             }
             let id = value.is_some_and(|v| {
@@ -114,6 +114,19 @@ impl V {
             some |= !id;
         }
         some && self.next_reg == super::GID && self.vhomes.is_empty()
+    }
+
+    /// True if region `stmts` binds a 64-bit or vector name at its top level: such a name
+    /// takes two registers or none, which [`V::held_names`] does not save, so the region
+    /// keeps its values in frame slots.
+    pub(super) fn region_has_wide(&self, stmts: &[Stmt]) -> bool {
+        stmts.iter().any(|s| match s.node() {
+            StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } | StmtNode::For { var, .. } => {
+                wide_name(var)
+            }
+            StmtNode::Call { result: Some(r), .. } => wide_name(r),
+            _ => false,
+        })
     }
 
     /// The region's top-level names (bound since `lets` mark `mark`) in `let` registers:
@@ -208,6 +221,11 @@ impl V {
         }
         Ok(())
     }
+}
+
+/// True if `var` takes two registers (a 64-bit value) or is a vector.
+fn wide_name(var: &kiln_ir::Var) -> bool {
+    super::wide64::is_64(var.ty()) || var.ty().is_vector()
 }
 
 /// The names a region's statements read and assign.
