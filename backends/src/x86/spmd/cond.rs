@@ -5,10 +5,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Scalar, Type, UnOp};
 
 use super::expr::Src;
-use super::{
-    lane_type, no, CMP_EQ_OQ, CMP_GE_OQ, CMP_GT_OQ, CMP_LE_OQ, CMP_LT_OQ, CMP_NEQ_UQ, R, TEMPS, V,
-    YMM,
-};
+use super::{lane_type, no, R, TEMPS, V, YMM};
 
 impl V {
     /// A statement's condition into `ymm{d}`, in deep mode if it needs more temporaries than
@@ -54,14 +51,7 @@ impl V {
                 let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
                 match a.ty().scalar() {
                     Some(Scalar::F32) => {
-                        let pred = match op {
-                            BinOp::Eq => CMP_EQ_OQ,
-                            BinOp::Ne => CMP_NEQ_UQ,
-                            BinOp::Lt => CMP_LT_OQ,
-                            BinOp::Le => CMP_LE_OQ,
-                            BinOp::Gt => CMP_GT_OQ,
-                            _ => CMP_GE_OQ,
-                        };
+                        let pred = super::float_pred(*op);
                         self.a.vcmpps(x, y, z, pred)?;
                     }
                     t => {
@@ -152,14 +142,7 @@ impl V {
                 (YMM[p_reg.expect("a register")], Src::Reg(d))
             };
             if float {
-                let pred = match op {
-                    BinOp::Eq => CMP_EQ_OQ,
-                    BinOp::Ne => CMP_NEQ_UQ,
-                    BinOp::Lt => CMP_LT_OQ,
-                    BinOp::Le => CMP_LE_OQ,
-                    BinOp::Gt => CMP_GT_OQ,
-                    _ => CMP_GE_OQ,
-                };
+                let pred = super::float_pred(op);
                 match z {
                     Src::Reg(r) => self.a.vcmpps(x, y, YMM[r], pred)?,
                     Src::Mem(m) => self.a.vcmpps(x, y, m, pred)?,

@@ -188,6 +188,19 @@ const CMP_ORD_Q: i32 = 0x07;
 const CMP_GE_OQ: i32 = 0x1d;
 const CMP_GT_OQ: i32 = 0x1e;
 
+/// The `vcmpps`/`vcmppd` predicate of comparison `op`: the quiet ones that are false on
+/// NaN, except `!=` (true on NaN), as the scalar comparisons are.
+fn float_pred(op: kiln_ir::BinOp) -> i32 {
+    match op {
+        kiln_ir::BinOp::Eq => CMP_EQ_OQ,
+        kiln_ir::BinOp::Ne => CMP_NEQ_UQ,
+        kiln_ir::BinOp::Lt => CMP_LT_OQ,
+        kiln_ir::BinOp::Le => CMP_LE_OQ,
+        kiln_ir::BinOp::Gt => CMP_GT_OQ,
+        _ => CMP_GE_OQ,
+    }
+}
+
 /// True if this CPU has FMA3 (every AVX2 CPU kiln meets does; the check keeps code
 /// generation honest on one that does not).
 fn has_fma() -> bool {

@@ -99,7 +99,8 @@ impl V {
         Ok(())
     }
 
-    /// A load of private array `p` into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries).
+    /// A load of private array `p` into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries; for
+    /// 64-bit elements into `ymm{d}`, `ymm{d+1}`, with `ymm{d+2..=d+4}`).
     pub(super) fn load_private(&mut self, p: &Priv, index: &Expr, ty: Type, d: usize) -> R<()> {
         if Type::Scalar(p.elem) != ty {
             return no(format!("a load of `{}` as {ty}", p.name));
@@ -108,24 +109,14 @@ impl V {
         self.expr(index, d)?;
         self.active(d + 1)?;
         self.check_private(p, d, d + 1, d + 2, "load", signed)?;
+        if is_64(ty) {
+            return self.gather64(r15, p.off, d);
+        }
         let (x, m, g) = (YMM[d], YMM[d + 1], YMM[d + 2]);
         self.a.vpxor(g, g, g)?;
         self.a.vgatherdps_3(g, ymmword_ptr(r15 + x * 4 + p.off), m)?;
         self.a.vmovaps(x, g)?;
         Ok(())
-    }
-
-    /// A load of private array `p` of 64-bit elements into `ymm{d}`, `ymm{d+1}`
-    /// (`ymm{d+2..=d+4}` temporaries).
-    pub(super) fn load_private64(&mut self, p: &Priv, index: &Expr, ty: Type, d: usize) -> R<()> {
-        if Type::Scalar(p.elem) != ty {
-            return no(format!("a load of `{}` as {ty}", p.name));
-        }
-        let signed = Self::index_type(index)?;
-        self.expr(index, d)?;
-        self.active(d + 1)?;
-        self.check_private(p, d, d + 1, d + 2, "load", signed)?;
-        self.gather64(r15, p.off, d)
     }
 
     /// `p[index] = value` in the active lanes (each lane its own element).

@@ -31,8 +31,8 @@ use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar, Type, UnOp, Var};
 
 use super::{
-    lane_type, no, Bound, Kind, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_GT_OQ, CMP_LE_OQ, CMP_LT_OQ,
-    CMP_NEQ_UQ, CMP_UNORD_Q, R, TEMPS, V, XMM, YMM,
+    lane_type, no, Bound, Kind, Loc, CMP_EQ_OQ, CMP_GE_OQ, CMP_NEQ_UQ, CMP_UNORD_Q, R, TEMPS, V,
+    XMM, YMM,
 };
 
 /// f64 bits of 1.0 and -2^31.
@@ -176,7 +176,7 @@ impl V {
                 },
             },
             ExprNode::Load { buf, index } => match self.private(buf) {
-                Some(p) => self.load_private64(&p, index, e.ty(), d)?,
+                Some(p) => self.load_private(&p, index, e.ty(), d)?,
                 None => self.load64(buf, index, e.ty(), d)?,
             },
             ExprNode::Binary { op, a, b } if self.reg_operand64(*op, a, e).is_some() => {
@@ -454,14 +454,7 @@ impl V {
             }
             return Ok(());
         }
-        let pred = match op {
-            BinOp::Eq => CMP_EQ_OQ,
-            BinOp::Ne => CMP_NEQ_UQ,
-            BinOp::Lt => CMP_LT_OQ,
-            BinOp::Le => CMP_LE_OQ,
-            BinOp::Gt => CMP_GT_OQ,
-            _ => CMP_GE_OQ,
-        };
+        let pred = super::float_pred(op);
         for h in 0..2 {
             self.a.vcmppd(YMM[d + h], YMM[d + h], YMM[d + 2 + h], pred)?;
         }
