@@ -13,26 +13,84 @@
 //! true one or exactly `b` (no wrap: `b` < 2^32), and a remainder not below `b` adds one to
 //! the quotient and takes `b` from the remainder.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{walk_expr, BinOp, Expr, ExprNode, Imm, Kernel, Scalar, Type, Visitor};
+use kiln_ir::{
+    walk_expr, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
+};
 
 use super::{R, V, XMM, YMM};
 
-/// The u32 divisions and remainders of a kernel: the node's address and its divisor.
+/// The u32 divisions and remainders of a kernel: the node's address, its dividend and its
+/// divisor.
 #[derive(Default)]
-struct Divs(Vec<(usize, Expr)>);
+struct Divs(Vec<(usize, Expr, Expr)>);
 
 impl Visitor for Divs {
     fn visit_expr(&mut self, e: &Expr) {
         if let ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } = e.node() {
             if a.ty() == Type::U32 {
-                self.0.push((e.addr(), b.clone()));
+                self.0.push((e.addr(), a.clone(), b.clone()));
             }
         }
         walk_expr(self, e)
     }
+}
+
+/// The `let`s of `stmts` (nested ones too) whose names `decls` counts once, with their values.
+fn once_lets(stmts: &[Stmt], decls: &HashMap<String, usize>, out: &mut HashMap<String, Expr>) {
+    for s in stmts {
+        match s.node() {
+            StmtNode::Let { var, value } if decls.get(var.name()) == Some(&1) => {
+                out.insert(var.name().to_string(), value.clone());
+            }
+            StmtNode::If { then, otherwise, .. } => {
+                once_lets(then.stmts(), decls, out);
+                if let Some(o) = otherwise {
+                    once_lets(o.stmts(), decls, out);
+                }
+            }
+            StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                once_lets(body.stmts(), decls, out)
+            }
+            StmtNode::Block(v) => once_lets(v, decls, out),
+            _ => {}
+        }
+    }
+}
+
+/// False only if `e` is certainly the same in every lane (constants, parameters, ids other
+/// than `global_id(0)`/`local_id(0)`, uniform `var`s and `let`s of those): such a division
+/// is one `div` for the batch and needs no reciprocal.
+fn may_vary(e: &Expr, lets: &HashMap<String, Expr>, vars: &Uniform, depth: u32) -> bool {
+    if depth > 32 {
+        return true;
+    }
+    match e.node() {
+        ExprNode::Imm(_) => false,
+        ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => true,
+        ExprNode::Builtin { .. } => false,
+        ExprNode::Var(v) => match lets.get(v.name()) {
+            Some(x) => may_vary(x, lets, vars, depth + 1),
+            None => !(vars.params.contains(v.name()) || vars.plain_vars.contains(v.name())),
+        },
+        ExprNode::Binary { .. }
+        | ExprNode::Unary { .. }
+        | ExprNode::Cast { .. }
+        | ExprNode::Select { .. }
+        | ExprNode::Intrinsic { .. } => {
+            super::uniform::operands(e).iter().any(|x| may_vary(x, lets, vars, depth + 1))
+        }
+        _ => true,
+    }
+}
+
+/// The names [`may_vary`] takes as uniform without a `let`: parameters, and `var`s declared
+/// once that the divergence walk leaves uniform.
+struct Uniform {
+    params: HashSet<String>,
+    plain_vars: HashSet<String>,
 }
 
 /// The reciprocal of a nonzero u32 constant, correctly rounded, as f64 bits.
@@ -52,9 +110,19 @@ impl V {
         let decls = super::hoist::decl_counts(k);
         let mut divs = Divs::default();
         divs.visit_kernel(k);
+        let mut lets = HashMap::new();
+        once_lets(k.body().stmts(), &decls, &mut lets);
+        let vars = Uniform {
+            params: k.params().iter().map(|p| p.name().to_string()).collect(),
+            plain_vars: decls
+                .iter()
+                .filter(|(n, &c)| c == 1 && !lets.contains_key(*n) && !self.div_vars.contains(*n))
+                .map(|(n, _)| n.clone())
+                .collect(),
+        };
         let mut by_text: HashMap<String, i32> = HashMap::new();
-        for (addr, b) in divs.0 {
-            if const_recip(&b).is_some() || !self.invariant(&b) {
+        for (addr, a, b) in divs.0 {
+            if const_recip(&b).is_some() || !self.invariant(&b) || !may_vary(&a, &lets, &vars, 0) {
                 continue;
             }
             let mut names = Vec::new();
