@@ -193,7 +193,7 @@ pub(crate) fn cases() -> Vec<Case> {
         Some(5 * n),
         Box::new(move |keep| {
             for (o, &v) in qo.iter_mut().zip(&x) {
-                *o = (v * inv_scale + 0.5).floor().max(-128.0).min(127.0) as i8;
+                *o = (v * inv_scale + 0.5).floor().clamp(-128.0, 127.0) as i8;
             }
             keep.then(|| Out::I8(qo.clone()))
         }),

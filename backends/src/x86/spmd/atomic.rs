@@ -139,7 +139,7 @@ fn residue(e: &Expr, lets: &HashMap<String, Expr>, depth: u32) -> (u32, u32) {
     };
     match e.node() {
         ExprNode::Imm(Imm::Int(_, bits)) => (1 << 31, (*bits as u32) & ((1 << 31) - 1)),
-        ExprNode::Var(v) => lets.get(v.name()).map_or(UNKNOWN, |x| r(x)),
+        ExprNode::Var(v) => lets.get(v.name()).map_or(UNKNOWN, &r),
         ExprNode::Binary { op: BinOp::Add, a, b } => add(r(a), r(b), false),
         ExprNode::Binary { op: BinOp::Sub, a, b } => add(r(a), r(b), true),
         ExprNode::Binary { op: BinOp::Mul, a, b } => match (konst(a), konst(b)) {
