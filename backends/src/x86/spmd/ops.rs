@@ -445,6 +445,16 @@ impl V {
         let recip_slot = if unsigned { self.recip_slot(e) } else { None };
         let nonzero = super::recip::const_recip(b).is_some();
         if !(unsigned && nonzero) {
+            // A divisor with a reciprocal is the same in every lane: one scalar test skips
+            // the lanes' check where it is not 0.
+            let mut nonzero_divisor = None;
+            if recip_slot.is_some() {
+                let mut ok = self.a.create_label();
+                self.a.vmovd(eax, XMM[d + 1])?;
+                self.a.test(eax, eax)?;
+                self.a.jne(ok)?;
+                nonzero_divisor = Some(ok);
+            }
             // Zero divisors among the active lanes.
             self.a.vpxor(t, t, t)?;
             self.a.vpcmpeqd(t, y, t)?;
@@ -452,6 +462,9 @@ impl V {
             self.a.vpand(t, t, u)?;
             let site = Site::Div { rem, expr: e.fault_site() };
             self.fault_stub(d + 1, d + 2, d + 3, rt::ERR_DIV_ZERO, site, false, None)?;
+            if let Some(mut ok) = nonzero_divisor {
+                self.bind(&mut ok)?;
+            }
         }
         // u32 to f64: (v ^ 2^31) as i32, then + 2^31, exactly.
         let sign = self.imm_slot(0x8000_0000);
