@@ -449,7 +449,7 @@ impl V {
             // the lanes' check where it is not 0.
             let mut nonzero_divisor = None;
             if recip_slot.is_some() {
-                let mut ok = self.a.create_label();
+                let ok = self.a.create_label();
                 self.a.vmovd(eax, XMM[d + 1])?;
                 self.a.test(eax, eax)?;
                 self.a.jne(ok)?;
