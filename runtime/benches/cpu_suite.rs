@@ -24,7 +24,12 @@
 //! was tuned on the first (`cpu_suite_more.kir`, `cpu_suite/more.rs`: transpose, GELU, a
 //! 7-tap convolution in local memory, argmax, a work-group scan, bilinear resize, n-body, bit
 //! tricks, f64 axpy and gemv, 8-bit thresholding, CSR SpMV), with its own table;
-//! `KILN_CPU_SUITE_SET=all` runs both.
+//! `KILN_CPU_SUITE_SET=third` runs a third set written after those two (`cpu_suite_third.kir`,
+//! `cpu_suite/third.rs`: layer norm, RGB to gray, an NCHW to NHWC permute by `/` and `%`, a
+//! clamped 3x3 blur, int8 quantization, complex multiply, `vload4` premultiplied alpha, per-bin
+//! `atomic_min`/`atomic_max`, f16 scaling, u32 row sums in u64, a sigmoid-tanh gate, an
+//! embedding gather, bit reversal and a local-memory tiled matrix-vector product);
+//! `KILN_CPU_SUITE_SET=all` runs the three.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -44,6 +49,8 @@ use kiln_runtime::{Device, Handle};
 mod halide;
 #[path = "cpu_suite/more.rs"]
 mod more;
+#[path = "cpu_suite/third.rs"]
+mod third;
 
 const SUITE: &str = include_str!("cpu_suite.kir");
 const REDUCE: &str = include_str!("../../examples/reduce.kir");
@@ -54,7 +61,7 @@ fn log2n() -> u32 {
 }
 
 /// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
-/// `cpu_suite/more.rs`; or `all`) selects the set `set`.
+/// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; or `all`) selects the set `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
     chosen == "all" || chosen == set
@@ -145,6 +152,10 @@ enum Out {
     U32(Vec<u32>),
     F64(Vec<f64>),
     U8(Vec<u8>),
+    I8(Vec<i8>),
+    U64(Vec<u64>),
+    /// f16 results, as their bits.
+    F16(Vec<u16>),
 }
 
 /// Checks the kernel's result (after one launch on `dev`) against the reference.
@@ -156,6 +167,16 @@ fn check(c: &mut Case, want: &Out, all: bool) {
         Out::U32(_) => Out::U32(c.bufs[c.result].to_vec::<u32>().expect("u32 result")),
         Out::F64(_) => Out::F64(c.bufs[c.result].to_vec::<f64>().expect("f64 result")),
         Out::U8(_) => Out::U8(c.bufs[c.result].to_vec::<u8>().expect("u8 result")),
+        Out::I8(_) => Out::I8(c.bufs[c.result].to_vec::<i8>().expect("i8 result")),
+        Out::U64(_) => Out::U64(c.bufs[c.result].to_vec::<u64>().expect("u64 result")),
+        Out::F16(_) => Out::F16(
+            c.bufs[c.result]
+                .to_vec::<half::f16>()
+                .expect("f16 result")
+                .iter()
+                .map(|h| h.to_bits())
+                .collect(),
+        ),
     };
     c.bufs = fresh;
     let who = if all { "all threads" } else { "1 thread" };
@@ -720,6 +741,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("more") {
         sets.push(("cpu suite, held-out kernels", more::cases()));
+    }
+    if set_wanted("third") {
+        sets.push(("cpu suite, third set", third::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));

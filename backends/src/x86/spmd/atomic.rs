@@ -11,12 +11,18 @@
 //! all discard their result and are integer operations of one commutative kind (`add` and
 //! `sub`, or only `and`, `or`, `xor`, `min` or `max`, on one element type), or are a
 //! single atomic statement outside every loop (run at most once per work-item, so in
-//! work-item order). Other kernels run on the scalar code.
+//! work-item order). Atomics whose indices differ modulo a power of two (`m[2 * b]` and
+//! `m[2 * b + 1]`: per-bin minima and maxima interleaved) never touch the same element, so
+//! the rule applies to each set of those that may (where every atomic on the buffers has
+//! one element type, so that equal indices are the same memory whatever parameters alias).
+//! Other kernels run on the scalar code.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{AtomicOp, Expr, FuncKind, Kernel, Scalar, Stmt, StmtNode, Type, Var};
+use kiln_ir::{
+    AtomicOp, BinOp, Expr, ExprNode, FuncKind, Imm, Kernel, Scalar, Stmt, StmtNode, Type, Var,
+};
 
 use super::{no, Bound, Kind, Loc, R, V};
 use crate::x86::rt;
@@ -27,6 +33,7 @@ struct Use {
     elem: Option<Scalar>,
     result: bool,
     in_loop: bool,
+    index: Option<Expr>,
 }
 
 /// Why the atomics of `k` would not give the interpreter's outcome in batch order (see the
@@ -36,26 +43,13 @@ pub(super) fn batch_order_problem(k: &Kernel) -> Option<String> {
     let mut uses: BTreeMap<Option<String>, Vec<Use>> = BTreeMap::new();
     let locals: Vec<String> = local_arrays(k.body().stmts());
     collect(k.body().stmts(), false, &locals, &mut uses);
+    let lets = once_lets(k);
     for (mem, us) in &uses {
-        let group = |u: &Use| match u.op {
-            AtomicOp::Add | AtomicOp::Sub => Some(0),
-            AtomicOp::And => Some(1),
-            AtomicOp::Or => Some(2),
-            AtomicOp::Xor => Some(3),
-            AtomicOp::Min => Some(4),
-            AtomicOp::Max => Some(5),
-            AtomicOp::Xchg | AtomicOp::CmpXchg => None,
-        };
         let first = &us[0];
-        let commutative = us.iter().all(|u| {
-            !u.result
-                && u.elem.is_some_and(Scalar::is_int)
-                && u.elem == first.elem
-                && group(u).is_some()
-                && group(u) == group(first)
-        });
-        let single = us.len() == 1 && !first.in_loop;
-        if !commutative && !single {
+        let one_type = us.iter().all(|u| u.elem.is_some() && u.elem == first.elem);
+        let classes: Vec<Vec<&Use>> =
+            if one_type { disjoint_classes(us, &lets) } else { vec![us.iter().collect()] };
+        if !classes.iter().all(|c| in_order(c)) {
             let what = match mem {
                 Some(name) => format!("local array `{name}`"),
                 None => "buffer parameters".to_string(),
@@ -67,6 +61,150 @@ pub(super) fn batch_order_problem(k: &Kernel) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether the atomics `us` (which may touch the same elements) give the interpreter's
+/// outcome in batch order: one commutative kind whose results are unused, or one statement
+/// outside loops.
+fn in_order(us: &[&Use]) -> bool {
+    let group = |u: &Use| match u.op {
+        AtomicOp::Add | AtomicOp::Sub => Some(0),
+        AtomicOp::And => Some(1),
+        AtomicOp::Or => Some(2),
+        AtomicOp::Xor => Some(3),
+        AtomicOp::Min => Some(4),
+        AtomicOp::Max => Some(5),
+        AtomicOp::Xchg | AtomicOp::CmpXchg => None,
+    };
+    let first = us[0];
+    let commutative = us.iter().all(|u| {
+        !u.result
+            && u.elem.is_some_and(Scalar::is_int)
+            && u.elem == first.elem
+            && group(u).is_some()
+            && group(u) == group(first)
+    });
+    commutative || us.len() == 1 && !first.in_loop
+}
+
+/// The atomics `us` split into classes that may touch the same elements: two whose indices
+/// differ modulo a power of two dividing both their strides never do (u32 arithmetic wraps
+/// modulo 2^32, which such a modulus divides, so the residue is the element's).
+fn disjoint_classes<'u>(us: &'u [Use], lets: &HashMap<String, Expr>) -> Vec<Vec<&'u Use>> {
+    let res: Vec<(u32, u32)> =
+        us.iter().map(|u| u.index.as_ref().map_or((1, 0), |e| residue(e, lets, 0))).collect();
+    // Union-find over the pairs that may meet.
+    let mut parent: Vec<usize> = (0..us.len()).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            i = p[i];
+        }
+        i
+    }
+    for i in 0..us.len() {
+        for j in 0..i {
+            let m = res[i].0.min(res[j].0);
+            if res[i].1 % m == res[j].1 % m {
+                let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                parent[a] = b;
+            }
+        }
+    }
+    let mut classes: BTreeMap<usize, Vec<&Use>> = BTreeMap::new();
+    for (i, u) in us.iter().enumerate() {
+        let r = root(&mut parent, i);
+        classes.entry(r).or_default().push(u);
+    }
+    classes.into_values().collect()
+}
+
+/// `e`'s value modulo a power of two, as `(modulus, residue)` (`(1, 0)`: nothing known),
+/// through `let`s declared once.
+fn residue(e: &Expr, lets: &HashMap<String, Expr>, depth: u32) -> (u32, u32) {
+    const UNKNOWN: (u32, u32) = (1, 0);
+    if depth > 16 || !matches!(e.ty(), Type::Scalar(Scalar::U32 | Scalar::I32)) {
+        return UNKNOWN;
+    }
+    let konst = |x: &Expr| match x.node() {
+        ExprNode::Imm(Imm::Int(_, bits)) => Some(*bits as u32),
+        _ => None,
+    };
+    // The largest power of two dividing `c` (2^31 for 0: any residue class holds it).
+    let pow2 = |c: u32| if c == 0 { 1 << 31 } else { 1 << c.trailing_zeros() };
+    let r = |x: &Expr| residue(x, lets, depth + 1);
+    let add = |(m, a): (u32, u32), (n, b): (u32, u32), neg: bool| {
+        let m = m.min(n);
+        let sum = if neg { a.wrapping_sub(b) } else { a.wrapping_add(b) };
+        (m, sum & (m - 1))
+    };
+    match e.node() {
+        ExprNode::Imm(Imm::Int(_, bits)) => (1 << 31, (*bits as u32) & ((1 << 31) - 1)),
+        ExprNode::Var(v) => lets.get(v.name()).map_or(UNKNOWN, &r),
+        ExprNode::Binary { op: BinOp::Add, a, b } => add(r(a), r(b), false),
+        ExprNode::Binary { op: BinOp::Sub, a, b } => add(r(a), r(b), true),
+        ExprNode::Binary { op: BinOp::Mul, a, b } => match (konst(a), konst(b)) {
+            (_, Some(c)) | (Some(c), _) => {
+                let x = if konst(b).is_some() { a } else { b };
+                let (m, res) = r(x);
+                // (x mod m) * c modulo m * pow2(c), capped at 2^31.
+                let m2 = (m as u64 * pow2(c) as u64).min(1 << 31) as u32;
+                (m2, res.wrapping_mul(c) & (m2 - 1))
+            }
+            _ => UNKNOWN,
+        },
+        ExprNode::Binary { op: BinOp::Shl, a, b } => match konst(b) {
+            Some(s) => {
+                let c = 1u32 << (s & 31);
+                let (m, res) = r(a);
+                let m2 = (m as u64 * c as u64).min(1 << 31) as u32;
+                (m2, res.wrapping_mul(c) & (m2 - 1))
+            }
+            None => UNKNOWN,
+        },
+        // `x | k` with `x` a multiple of a power of two above `k` is `x + k`.
+        ExprNode::Binary { op: BinOp::Or, a, b } => {
+            let (x, k) = match (konst(a), konst(b)) {
+                (_, Some(k)) => (a, k),
+                (Some(k), _) => (b, k),
+                _ => return UNKNOWN,
+            };
+            let (m, res) = r(x);
+            if res == 0 && k < m {
+                (m, k)
+            } else {
+                UNKNOWN
+            }
+        }
+        _ => UNKNOWN,
+    }
+}
+
+/// The values of the `let`s of `k` whose names are declared once.
+fn once_lets(k: &Kernel) -> HashMap<String, Expr> {
+    let decls = super::hoist::decl_counts(k);
+    let mut out = HashMap::new();
+    fn walk(stmts: &[Stmt], decls: &HashMap<String, usize>, out: &mut HashMap<String, Expr>) {
+        for s in stmts {
+            match s.node() {
+                StmtNode::Let { var, value } if decls.get(var.name()) == Some(&1) => {
+                    out.insert(var.name().to_string(), value.clone());
+                }
+                StmtNode::If { then, otherwise, .. } => {
+                    walk(then.stmts(), decls, out);
+                    if let Some(o) = otherwise {
+                        walk(o.stmts(), decls, out);
+                    }
+                }
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                    walk(body.stmts(), decls, out)
+                }
+                StmtNode::Block(v) => walk(v, decls, out),
+                _ => {}
+            }
+        }
+    }
+    walk(k.body().stmts(), &decls, &mut out);
+    out
 }
 
 fn local_arrays(stmts: &[Stmt]) -> Vec<String> {
@@ -93,7 +231,8 @@ fn collect(
                     let buf = args.first().and_then(Expr::as_var).map(|v| v.name().to_string());
                     let mem = buf.filter(|b| locals.contains(b));
                     let elem = args.last().and_then(|v| v.ty().scalar());
-                    let u = Use { op, elem, result: result.is_some(), in_loop };
+                    let index = args.get(1).cloned();
+                    let u = Use { op, elem, result: result.is_some(), in_loop, index };
                     uses.entry(mem).or_default().push(u);
                 }
             }

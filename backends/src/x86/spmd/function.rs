@@ -89,6 +89,7 @@ fn generate_inner(
         consts: Vec::new(),
         hoisted: Vec::new(),
         hoisted_conds: Vec::new(),
+        recips: Vec::new(),
         hoisted_ranges: Vec::new(),
         mask: None,
         dctl: 0,
@@ -267,6 +268,7 @@ fn generate_inner(
         }
     }
     v.hoist_conds(k)?;
+    v.hoist_recips(k)?;
     if n_barriers == 0 {
         // (Region code runs this set-up once per group: a group guard or the group's
         // known batches serve it better there.)

@@ -85,6 +85,21 @@ impl Visitor for Names<'_> {
     }
 }
 
+/// How often each name is declared in `k` (parameters included).
+pub(super) fn decl_counts(k: &Kernel) -> HashMap<String, usize> {
+    let mut decls = Decls::default();
+    for p in k.params() {
+        *decls.0.entry(p.name().to_string()).or_default() += 1;
+    }
+    k.body().stmts().iter().for_each(|s| decls.visit_stmt(s));
+    decls.0
+}
+
+/// The names `e` reads, into `out`.
+pub(super) fn names_of(e: &Expr, out: &mut Vec<String>) {
+    Names(out).visit_expr(e)
+}
+
 impl V {
     /// In the code run once per call, after the hoisted `let`s (in scope): the masks of the
     /// comparisons fixed for the call (see the module docs).

@@ -106,6 +106,7 @@ mod narrow;
 mod ops;
 mod private;
 mod proven;
+mod recip;
 mod region;
 mod saves;
 mod scalar;
@@ -320,6 +321,9 @@ struct V {
     /// Comparisons in conditions of values fixed for the call, computed once before the
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,
+    /// Reciprocals of u32 divisors fixed for the call, computed once per call (`recip.rs`):
+    /// the division's node address, the slot of the broadcast f64 reciprocal.
+    recips: Vec<(usize, i32)>,
     /// Conditions whose lanes all hold in a range of batches fixed for the call, computed
     /// once per call (`hoist.rs`, [`V::hoist_ranges`]).
     hoisted_ranges: Vec<hoist::Range>,
