@@ -189,7 +189,7 @@ impl Counter {
 /// the others are merged into it entry by entry. A block's counts are mostly those of one
 /// nested statement (a loop's body, a branch), and inserting them one by one at every level
 /// of nesting was much of what building them cost.
-fn sum(mut maps: SmallVec<[Rc<ExprMap<usize>>; 8]>) -> Option<Rc<ExprMap<usize>>> {
+pub(super) fn sum(mut maps: SmallVec<[Rc<ExprMap<usize>>; 8]>) -> Option<Rc<ExprMap<usize>>> {
     maps.retain(|m| !m.is_empty());
     let big = (0..maps.len()).max_by_key(|&i| maps[i].len())?;
     let first = maps.swap_remove(big);
