@@ -525,13 +525,20 @@ impl Repeats {
                             }
                             m
                         }
-                        // The sum of the statements' counts: the largest copied whole, only
-                        // the others merged entry by entry ([`sum`]; merged one by one into
-                        // an empty map, the top block's copy of the kernel's counts was
-                        // inserted and rehashed entry by entry).
+                        // The sum of the statements' counts, as a block's are summed
+                        // ([`Counter::add_to_block`]): the largest copied whole, only the
+                        // others merged entry by entry (merged one by one into an empty map,
+                        // the top block's copy of the kernel's counts was inserted and
+                        // rehashed entry by entry).
                         None => {
-                            let maps = counted(start..stmts.len()).map(|t| counter.of(t, mutable));
-                            sum(maps.collect()).map(Rc::unwrap_or_clone).unwrap_or_default()
+                            let (mut own, mut nested) = (ExprMap::new(), SmallVec::new());
+                            for t in counted(start..stmts.len()) {
+                                counter.add_to_block(t, &mut own, &mut nested, mutable);
+                            }
+                            if !own.is_empty() {
+                                nested.push(Rc::new(own));
+                            }
+                            sum(nested).map(Rc::unwrap_or_clone).unwrap_or_default()
                         }
                     }
                 });
