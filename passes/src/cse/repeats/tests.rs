@@ -205,6 +205,7 @@ fn binding_keeps_the_counts_of_the_block() {
                     mutable: mutable.clone(),
                     names: None,
                     kernel: k.clone(),
+                    taken: None,
                     next: 0,
                     counter: fresh(),
                 };
