@@ -7,6 +7,8 @@ mod inert;
 mod names;
 pub mod repeats;
 
+use std::sync::Arc;
+
 use kiln_ir::{
     walk_mutate_expr, walk_mutate_stmt_changed, Expr, ExprMap, ExprNode, Kernel, Mutator, Stmt,
     StmtNode, Var,
@@ -35,13 +37,19 @@ struct Cse {
     leaves: Leaves,
     /// The class of the last statement [`Cse::mutate_stmt_changed`] was given, if a leaf.
     last: Option<Leaf>,
+    /// The names starting with `cse` that the kernel binds ([`names::cse_names`], maybe
+    /// more than once each), found on the walk that made `leaves`: the bindings this half
+    /// makes read names but bind none, so they are the repeats half's too.
+    taken: Vec<Arc<str>>,
 }
 
 impl Cse {
     /// The pass's state for kernel `k` (after `bound_kernel`).
     fn new(k: &Kernel) -> Cse {
-        let (leaves, mutable) = Leaves::for_body(k.body());
-        Cse { mutable, bound: ExprMap::new(), undo: Vec::new(), leaves, last: None }
+        let (leaves, mutable, mut taken) = Leaves::for_body(k.body());
+        let params = k.params().iter().filter(|p| p.name().starts_with("cse"));
+        taken.extend(params.map(|p| p.name_arc().clone()));
+        Cse { mutable, bound: ExprMap::new(), undo: Vec::new(), leaves, last: None, taken }
     }
 
     /// The binding of `e` in scope, if any: every bound value is stable, so it cannot fail,
@@ -143,7 +151,7 @@ pub fn cse(k: &Kernel) -> Kernel {
     let k2 = cse.mutate_kernel(k);
     // Reading a binding instead of an expression assigns nothing: the same mutable names.
     // Both `k` and `k2` hold every statement `leaves` names until this returns.
-    repeats::bind_repeats_with(&k2, cse.mutable, cse.leaves)
+    repeats::bind_repeats_with(&k2, cse.mutable, cse.leaves, Some(cse.taken))
 }
 
 #[cfg(test)]
@@ -151,8 +159,9 @@ mod tests {
     use super::*;
 
     /// On every kernel of the examples and the pass filetests, the repeats half gives the
-    /// same kernel reading the classes the let-based half recorded ([`Leaves`]) as finding
-    /// every class itself (an empty table). (That the pass's output is what it was before the
+    /// same kernel reading the classes the let-based half recorded ([`Leaves`]) and the
+    /// `cse` names it listed as finding every class and name itself (an empty table, a walk
+    /// of the kernel), and the names listed are those [`names::cse_names`] finds. (That the pass's output is what it was before the
     /// table existed is checked by the pass filetests and on generated kernels.)
     #[test]
     fn recorded_leaf_classes_change_nothing() {
@@ -162,8 +171,12 @@ mod tests {
             let mut cse = Cse::new(k);
             let k2 = cse.mutate_kernel(k);
             let mutable = cse.mutable.clone();
-            let with = repeats::bind_repeats_with(&k2, cse.mutable, cse.leaves);
-            let without = repeats::bind_repeats_with(&k2, mutable, Leaves::default());
+            let names = names::cse_names(&k2);
+            let taken: hashbrown::HashSet<String> =
+                cse.taken.iter().map(|n| n.to_string()).collect();
+            assert_eq!(taken, names, "{}", path.display());
+            let with = repeats::bind_repeats_with(&k2, cse.mutable, cse.leaves, Some(cse.taken));
+            let without = repeats::bind_repeats_with(&k2, mutable, Leaves::default(), None);
             assert_eq!(with.to_string(), without.to_string(), "{}", path.display());
         }
         assert!(kernels.len() > 50, "{} kernels", kernels.len());

@@ -9,6 +9,8 @@
 //! walk that neither hashes nor allocates was most of what these statements cost the pass
 //! (map lookups by node and by statement, a cache entry per statement).
 
+use std::sync::Arc;
+
 use kiln_ir::{Expr, ExprNode, Stmt, StmtNode};
 
 use hashbrown::{HashMap, HashSet};
@@ -144,26 +146,53 @@ impl Leaves {
     /// statements was a good part of what recording cost, and the set's own walk kept a
     /// table of every name allocation it met (an unrolled kernel's accumulators are
     /// assigned through a thousand of them), which cost more than asking the set of names.
-    pub(crate) fn for_body(s: &Stmt) -> (Leaves, Mutable) {
-        fn walk(s: &Stmt, names: &mut HashSet<String>) -> usize {
+    /// The same walk lists the names starting with `cse` that `s`'s statements bind (as
+    /// [`super::names::cse_names`] finds them, parameters aside), which a fresh binding must
+    /// not take: a walk of its own over the whole kernel was most of what the repeats half
+    /// cost a kernel it binds one repeat in.
+    pub(crate) fn for_body(s: &Stmt) -> (Leaves, Mutable, Vec<Arc<str>>) {
+        /// Slots of the filter in front of the names: a few hundred variables fit.
+        const RECENT: usize = 256;
+        struct Walk<'a> {
+            /// Each declared or assigned name, once per name allocation the filter missed.
+            names: Vec<&'a str>,
+            /// The last name allocation listed in each slot (by a hash of its address): an
+            /// accumulator's thousandth assignment is passed over without hashing its text.
+            recent: [usize; RECENT],
+            cse: Vec<Arc<str>>,
+        }
+        fn walk<'a>(s: &'a Stmt, w: &mut Walk<'a>) -> usize {
+            if let Some(v) = crate::util::named_var(s).filter(|v| v.name().starts_with("cse")) {
+                w.cse.push(v.name_arc().clone());
+            }
             match s.node() {
-                StmtNode::Block(stmts) => stmts.iter().map(|t| walk(t, names)).sum(),
+                StmtNode::Block(stmts) => stmts.iter().map(|t| walk(t, w)).sum(),
                 StmtNode::If { then, otherwise, .. } => {
-                    walk(then, names) + otherwise.as_ref().map_or(0, |o| walk(o, names))
+                    walk(then, w) + otherwise.as_ref().map_or(0, |o| walk(o, w))
                 }
-                StmtNode::For { body, .. } | StmtNode::While { body, .. } => walk(body, names),
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => walk(body, w),
                 StmtNode::Decl { var, .. } | StmtNode::Assign { var, .. } => {
-                    if !names.contains(var.name()) {
-                        names.insert(var.name().to_string());
+                    let addr = Arc::as_ptr(var.name_arc()) as *const u8 as usize;
+                    // Fibonacci hashing: the address's low bits are the allocator's alignment.
+                    let slot = ((addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize;
+                    let slot = &mut w.recent[slot % RECENT];
+                    if *slot != addr {
+                        *slot = addr;
+                        w.names.push(var.name());
                     }
                     1
                 }
                 _ => usize::from(is_leaf(s)),
             }
         }
-        let mut names = HashSet::new();
-        let n = walk(s, &mut names);
-        (Leaves(HashMap::with_capacity(n)), Mutable::new(names))
+        let mut w = Walk { names: Vec::new(), recent: [0; RECENT], cse: Vec::new() };
+        let n = walk(s, &mut w);
+        // Made at its size: grown one doubling at a time, it hashed every name again each time.
+        let mut names = HashSet::with_capacity(w.names.len());
+        for name in w.names {
+            names.get_or_insert_with(name, str::to_string);
+        }
+        (Leaves(HashMap::with_capacity(n)), Mutable::new(names), w.cse)
     }
 
     /// The class of leaf `s`, from the table or found now ([`classify`]; not recorded, as
@@ -237,7 +266,7 @@ mod tests {
     fn body_walk_finds_the_mutable_variables() {
         let mut some = 0;
         for (path, k) in crate::util::repository_kernels() {
-            let (_, mutable) = Leaves::for_body(k.body());
+            let (_, mutable, _) = Leaves::for_body(k.body());
             assert_eq!(mutable.names(), Mutable::of(k.body()).names(), "{}", path.display());
             some += usize::from(!mutable.names().is_empty());
         }

@@ -38,7 +38,8 @@ mod tests {
     use super::*;
 
     /// [`cse_names`] is [`crate::util::all_names`] less the names that do not start with
-    /// `cse`, on kernels with such names bound in every way a name is.
+    /// `cse`, on kernels with such names bound in every way a name is, and so is what the
+    /// let-based half lists for the repeats half.
     #[test]
     fn cse_names_are_all_names_starting_with_cse() {
         let src = "kernel k(cse_p: ptr<global, f32>, n: i32) {
@@ -57,6 +58,11 @@ mod tests {
                 crate::util::all_names(k).into_iter().filter(|n| n.starts_with("cse")).collect();
             assert_eq!(cse_names(k), want);
             assert_eq!(want.len(), 4, "{want:?}");
+            // The let-based half's listing (the walk of the body that sizes its table, and
+            // the parameters) names the same, each at least once.
+            let listed: HashSet<String> =
+                super::super::Cse::new(k).taken.iter().map(|n| n.to_string()).collect();
+            assert_eq!(listed, want);
         }
     }
 }

@@ -31,6 +31,8 @@
 //! the same thing at every later occurrence in the block.
 
 use std::borrow::Cow;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use hashbrown::HashSet;
 use kiln_ir::{
@@ -43,7 +45,7 @@ use smallvec::{smallvec, SmallVec};
 use super::inert::{operands, Leaf, Leaves};
 use super::names::cse_names;
 use crate::util::{is_stable, Mutable};
-use counter::{count_expr, count_node, count_stmt, merge, Counter};
+use counter::{count_expr, count_node, count_stmt, merge, sum, Counter};
 
 /// The expressions statement `s` evaluates itself (not those of nested statements), each
 /// exactly once per execution of `s`.
@@ -361,6 +363,9 @@ struct Repeats {
     names: Option<HashSet<String>>,
     /// The kernel the pass runs on.
     kernel: Kernel,
+    /// The names of `kernel` that start with `cse`, if the caller listed them (maybe more
+    /// than once each): then `names` is made from them, without a walk of the kernel.
+    taken: Option<Vec<Arc<str>>>,
     /// Where the search for an unused `cseN` resumes: names are never freed, so the smallest
     /// unused one never lies below the last one handed out (searching from 0 each time was
     /// quadratic in the number of bindings).
@@ -388,7 +393,11 @@ impl Repeats {
         loop {
             let n = format!("cse{}", self.next);
             self.next += 1;
-            if self.names.get_or_insert_with(|| cse_names(&self.kernel)).insert(n.clone()) {
+            let names = self.names.get_or_insert_with(|| match &self.taken {
+                Some(t) => t.iter().map(|n| n.to_string()).collect(),
+                None => cse_names(&self.kernel),
+            });
+            if names.insert(n.clone()) {
                 return n;
             }
         }
@@ -516,12 +525,20 @@ impl Repeats {
                             }
                             m
                         }
+                        // The sum of the statements' counts, as a block's are summed
+                        // ([`Counter::add_to_block`]): the largest copied whole, only the
+                        // others merged entry by entry (merged one by one into an empty map,
+                        // the top block's copy of the kernel's counts was inserted and
+                        // rehashed entry by entry).
                         None => {
-                            let mut m = ExprMap::new();
+                            let (mut own, mut nested) = (ExprMap::new(), SmallVec::new());
                             for t in counted(start..stmts.len()) {
-                                merge(&mut m, &counter.of(t, mutable), true);
+                                counter.add_to_block(t, &mut own, &mut nested, mutable);
                             }
-                            m
+                            if !own.is_empty() {
+                                nested.push(Rc::new(own));
+                            }
+                            sum(nested).map(Rc::unwrap_or_clone).unwrap_or_default()
                         }
                     }
                 });
@@ -657,15 +674,22 @@ impl Mutator for Repeats {
 
 /// Binds repeated subexpressions that no `let` binds (see the module docs).
 pub fn bind_repeats(k: &Kernel) -> Kernel {
-    bind_repeats_with(k, Mutable::of(k.body()), Leaves::default())
+    bind_repeats_with(k, Mutable::of(k.body()), Leaves::default(), None)
 }
 
 /// [`bind_repeats`], given `k`'s mutable variables ([`crate::util::mutable_names`]).
 ///
-/// `leaves` classifies statements of `k` (or of trees alive while this runs: see [`Leaves`]).
-pub(crate) fn bind_repeats_with(k: &Kernel, mutable: Mutable, leaves: Leaves) -> Kernel {
+/// `leaves` classifies statements of `k` (or of trees alive while this runs: see [`Leaves`]);
+/// `taken`, if given, lists the names of `k` that start with `cse` ([`cse_names`]).
+pub(crate) fn bind_repeats_with(
+    k: &Kernel,
+    mutable: Mutable,
+    leaves: Leaves,
+    taken: Option<Vec<Arc<str>>>,
+) -> Kernel {
     let counter = Counter { leaves, ..Counter::default() };
-    Repeats { mutable, names: None, kernel: k.clone(), next: 0, counter }.mutate_kernel(k)
+    let kernel = k.clone();
+    Repeats { mutable, names: None, kernel, taken, next: 0, counter }.mutate_kernel(k)
 }
 
 mod counter;

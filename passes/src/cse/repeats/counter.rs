@@ -32,7 +32,8 @@ pub(super) struct Counter {
 
 impl Counter {
     /// The occurrences in `s`, composed from the (cached) occurrences of its nested
-    /// statements.
+    /// statements; those of its nested statements without nested statements are counted in
+    /// place, unless cached already.
     pub(super) fn of(&mut self, s: &Stmt, mutable: &Mutable) -> Rc<ExprMap<usize>> {
         if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
             return self.empty.clone();
@@ -57,10 +58,8 @@ impl Counter {
             fn visit_stmt(&mut self, s: &Stmt) {
                 if std::mem::replace(&mut self.top, false) {
                     kiln_ir::walk_stmt(self, s);
-                } else if matches!(self.counter.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
-                    // Nothing to count, known without a walk.
                 } else {
-                    self.nested.push(self.counter.of(s, self.mutable));
+                    self.counter.add_to_block(s, &mut self.map, &mut self.nested, self.mutable);
                 }
             }
         }
@@ -74,6 +73,31 @@ impl Counter {
         let m = sum(nested).unwrap_or_else(|| self.empty.clone());
         self.by_stmt.insert(s.addr(), (s.clone(), m.clone(), true));
         m
+    }
+
+    /// Adds the occurrences in `s`, a statement of a block whose counts are being summed, to
+    /// the sum: those of a statement without nested statements that is not cached are
+    /// counted into `own`, the block's own map, in place; otherwise `s`'s (cached) counts
+    /// go to `nested`. Most leaves are counted for their block's sum alone (the steps and
+    /// searches that ask about one later walk it instead: [`Counter::take_out`],
+    /// [`Counter::occurs`], [`Counter::may_have_candidate`]), and a map made, cached and
+    /// merged per leaf was most of what counting a block cost.
+    pub(super) fn add_to_block(
+        &mut self,
+        s: &Stmt,
+        own: &mut ExprMap<usize>,
+        nested: &mut SmallVec<[Rc<ExprMap<usize>>; 8]>,
+        mutable: &Mutable,
+    ) {
+        if matches!(self.leaves.known(s), Some(Leaf::Inert | Leaf::Idle)) {
+            // Nothing to count, known without a walk.
+        } else if is_leaf(s) && !self.by_stmt.contains_key(&s.addr()) {
+            for e in own_exprs(s) {
+                count_expr(e, own, true, mutable);
+            }
+        } else {
+            nested.push(self.of(s, mutable));
+        }
     }
 
     /// [`Counter::of`] for a statement without nested statements ([`is_leaf`]), and whether
@@ -189,7 +213,7 @@ impl Counter {
 /// the others are merged into it entry by entry. A block's counts are mostly those of one
 /// nested statement (a loop's body, a branch), and inserting them one by one at every level
 /// of nesting was much of what building them cost.
-fn sum(mut maps: SmallVec<[Rc<ExprMap<usize>>; 8]>) -> Option<Rc<ExprMap<usize>>> {
+pub(super) fn sum(mut maps: SmallVec<[Rc<ExprMap<usize>>; 8]>) -> Option<Rc<ExprMap<usize>>> {
     maps.retain(|m| !m.is_empty());
     let big = (0..maps.len()).max_by_key(|&i| maps[i].len())?;
     let first = maps.swap_remove(big);

@@ -64,17 +64,25 @@ fn occurs_agrees_with_counts() {
 
 /// [`Counter::of`] on every statement with nested statements (made from its parts' counts,
 /// the largest of them shared or copied: [`sum`]) counts what one walk of the whole
-/// statement counts.
+/// statement counts: with a table filled outermost first (its leaves counted in place, see
+/// [`Counter::add_to_block`]), and with one where every other leaf was counted (cached)
+/// first, so that a block's sum takes some leaves' maps and counts the others in place.
 #[test]
 fn composed_counts_are_one_walks_counts() {
     let mut nested = 0;
     for (_, k) in crate::util::repository_kernels() {
         let mutable = Mutable::of(k.body());
+        let all = crate::util::all_stmts(k.body());
         let mut counter = fresh();
-        for s in crate::util::all_stmts(k.body()).iter().filter(|s| !is_leaf(s)) {
+        let mut mixed = fresh();
+        for s in all.iter().filter(|s| is_leaf(s)).step_by(2) {
+            mixed.of(s, &mutable);
+        }
+        for s in all.iter().filter(|s| !is_leaf(s)) {
             let mut want = ExprMap::new();
             count_stmt(s, &mut want, true, &mutable);
             assert_eq!(*counter.of(s, &mutable), want, "{s}");
+            assert_eq!(*mixed.of(s, &mutable), want, "{s}");
             nested += 1;
         }
     }
@@ -205,6 +213,7 @@ fn binding_keeps_the_counts_of_the_block() {
                     mutable: mutable.clone(),
                     names: None,
                     kernel: k.clone(),
+                    taken: None,
                     next: 0,
                     counter: fresh(),
                 };
