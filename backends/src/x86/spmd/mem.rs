@@ -212,7 +212,7 @@ impl V {
     /// is below the length of a local array (see [`index_max`]) or the least length of a
     /// buffer that every launch of the code has (`V::known`).
     pub(super) fn needs_check(&self, index: &Expr, t: u32) -> bool {
-        if self.proven_certain(index, t) {
+        if self.proven_certain(index, t) || self.guarded(index as *const Expr as usize, t) {
             return false;
         }
         let m = self.mems.get(self.mem_of(t) as usize);
@@ -410,7 +410,22 @@ impl V {
             let base = self.base(t)?;
             return Ok(Some(base + k));
         }
-        if !self.proven_certain(index, t) || !self.lane0_to_eax(index, t)? {
+        if !self.proven_certain(index, t) {
+            return Ok(None);
+        }
+        // `local_id(0) - c` (`guarded.rs`): lane 0's id from its register, `c` in the
+        // displacement (proven: lane 0's index, the id minus `c`, is at least 0).
+        if let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Sub, a, b } = index.node() {
+            if let (Some(r), Some(Imm::Int(_, c))) = (self.let_reg(a), b.as_imm()) {
+                let c = u64::from(*c as u32) * 4;
+                if self.known_lid0(r).is_none() && c <= i32::MAX as u64 {
+                    self.a.vmovd(eax, XMM[r])?;
+                    let base = self.base(t)?;
+                    return Ok(Some(base + rax * 4 - c as i32));
+                }
+            }
+        }
+        if !self.lane0_to_eax(index, t)? {
             return Ok(None);
         }
         let base = self.base(t)?;
@@ -460,6 +475,12 @@ impl V {
                     _ => None,
                 }
             }
+            kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Sub, a, b } => {
+                match (known(a), b.as_imm()) {
+                    (Some(k), Some(kiln_ir::Imm::Int(_, c))) => Some(k.wrapping_sub(*c as u32)),
+                    _ => None,
+                }
+            }
             _ => known(index),
         }
     }
@@ -480,6 +501,19 @@ impl V {
         if let Some(r) = self.let_reg(index) {
             self.a.vmovd(eax, XMM[r])?;
             return Ok(true);
+        }
+        if let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Sub, a, b } = index.node() {
+            // A register minus a constant (`local_id(0) - c`, `guarded.rs`; a stencil's
+            // `c - 1`), wrapping as the lanes subtract. (Another subtrahend would take
+            // more instructions than the lanes' `vpsubd`.)
+            return match (self.let_reg(a), b.as_imm()) {
+                (Some(r), Some(Imm::Int(_, c))) => {
+                    self.a.vmovd(eax, XMM[r])?;
+                    self.a.sub(eax, *c as u32 as i32)?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            };
         }
         let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
             return Ok(false);
