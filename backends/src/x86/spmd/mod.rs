@@ -103,6 +103,7 @@ mod known;
 mod math;
 mod math64;
 mod mem;
+mod merge;
 mod narrow;
 mod ops;
 mod private;

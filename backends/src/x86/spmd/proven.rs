@@ -107,7 +107,7 @@ pub(super) fn names_any(e: &Expr, names: &HashSet<String>) -> bool {
 impl V {
     /// True if `e` is exactly `local_id(0)`: the builtin, or a name of one (declared once
     /// in the kernel, so every use of the name is that `let`).
-    fn lid_exactly(&self, e: &Expr) -> bool {
+    pub(super) fn lid_exactly(&self, e: &Expr) -> bool {
         match e.node() {
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => true,
             ExprNode::Var(v) => self.regions().lids.contains(v.name()),

@@ -330,26 +330,44 @@ impl V {
                 i += 1;
                 continue;
             }
-            let mut j = i;
-            while j < stmts.len()
-                && !self.is_group_stmt(&stmts[j])
-                && count_barriers(&stmts[j]) == 0
+            let j = self.run_end(stmts, i)?;
+            // A region of stores at `local_id(0)`, a barrier, and a region reading them at
+            // or below each lane's id: one region (`merge.rs`).
+            if stmts.get(j).is_some_and(|s| s.barrier_fence().is_some())
+                && stmts
+                    .get(j + 1)
+                    .is_some_and(|s| !self.is_group_stmt(s) && count_barriers(s) == 0)
             {
-                if let StmtNode::Alloc { var, .. } = stmts[j].node() {
-                    if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
-                        return no(format!(
-                            "private array `{}` in scope across a barrier",
-                            var.name()
-                        ));
-                    }
+                let k = self.run_end(stmts, j + 1)?;
+                if self.mergeable(&stmts[i..j], &stmts[j + 1..k]) {
+                    let merged: Vec<Stmt> =
+                        stmts[i..j].iter().chain(&stmts[j + 1..k]).cloned().collect();
+                    self.region(&merged)?;
+                    // (Proofs name accesses by the address of their index.)
+                    self.regions.as_mut().expect("region mode").keep.push(merged);
+                    i = k;
+                    continue;
                 }
-                j += 1;
             }
             self.region(&stmts[i..j])?;
             i = j;
         }
         self.lets.truncate(mark);
         Ok(())
+    }
+
+    /// The end of the run of region statements starting at `i`.
+    fn run_end(&self, stmts: &[Stmt], i: usize) -> R<usize> {
+        let mut j = i;
+        while j < stmts.len() && !self.is_group_stmt(&stmts[j]) && count_barriers(&stmts[j]) == 0 {
+            if let StmtNode::Alloc { var, .. } = stmts[j].node() {
+                if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
+                    return no(format!("private array `{}` in scope across a barrier", var.name()));
+                }
+            }
+            j += 1;
+        }
+        Ok(j)
     }
 
     /// A group statement: once per group, in the group frame.
