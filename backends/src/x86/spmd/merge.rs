@@ -61,10 +61,10 @@ impl Visitor for Reads<'_> {
             StmtNode::Call { .. } | StmtNode::While { .. } | StmtNode::For { .. } => {
                 self.ok = false
             }
-            StmtNode::Store { buf, index, .. } => {
-                if self.table(buf).is_some() && !self.v.lid_exactly(index) {
-                    self.ok = false;
-                }
+            StmtNode::Store { buf, index, .. }
+                if self.table(buf).is_some() && !self.v.lid_exactly(index) =>
+            {
+                self.ok = false
             }
             _ => {}
         }
@@ -118,7 +118,7 @@ impl V {
             ExprNode::Binary { op: BinOp::Sub, a, b } => {
                 self.lid_exactly(a)
                     && matches!(b.as_imm(), Some(Imm::Int(_, c))
-                        if (*c as u32) < 1 << 31 && (*c as u32) % 8 == 0)
+                        if (*c as u32) < 1 << 31 && (*c as u32).is_multiple_of(8))
                     && index.ty() == kiln_ir::Type::U32
             }
             _ => false,

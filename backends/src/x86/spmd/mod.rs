@@ -100,6 +100,7 @@ mod guarded;
 mod hoist;
 mod int64;
 mod known;
+mod lane0;
 mod math;
 mod math64;
 mod mem;
