@@ -24,7 +24,8 @@
 //! * everything else `B` does (other buffers, its names) `A` neither reads nor writes.
 //!
 //! `B` has no calls (atomics, barriers) and no loops, so nothing else is ordered by the
-//! barrier, and the budget of back-edges is not touched by either.
+//! barrier, and the budget of back-edges is not touched by either; nor vector loads or
+//! stores (`vload4`, `vstore4`) of `A`'s arrays.
 
 use std::collections::HashSet;
 
@@ -48,10 +49,14 @@ impl Reads<'_> {
 
 impl Visitor for Reads<'_> {
     fn visit_expr(&mut self, e: &Expr) {
-        if let ExprNode::Load { buf, index } = e.node() {
-            if self.table(buf).is_some() && !self.v.at_or_below_lid(index) {
-                self.ok = false;
+        match e.node() {
+            ExprNode::Load { buf, index }
+                if self.table(buf).is_some() && !self.v.at_or_below_lid(index) =>
+            {
+                self.ok = false
             }
+            ExprNode::VecLoad { buf, .. } if self.table(buf).is_some() => self.ok = false,
+            _ => {}
         }
         walk_expr(self, e)
     }
@@ -66,6 +71,7 @@ impl Visitor for Reads<'_> {
             {
                 self.ok = false
             }
+            StmtNode::VecStore { buf, .. } if self.table(buf).is_some() => self.ok = false,
             _ => {}
         }
         walk_stmt(self, s)
