@@ -172,14 +172,8 @@ impl V {
         let outer = self.mask;
         let fast = outer.is_none()
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
-        // Accesses at `local_id(0) - e` that a guard `local_id(0) >= e` keeps in bounds
-        // (`guarded.rs`): unchecked in `then`, proven in its unmasked copy (which only a
-        // batch whose lanes all pass the guard runs, however it is picked below).
-        let guard = match self.lid_bound(cond) {
-            Some((e, op)) => self.guarded_accesses(then, e, op),
-            None => Vec::new(),
-        };
-        let guarded_len = self.guarded.len();
+        // (Accesses a guard `local_id(0) >= e` keeps in bounds: `guarded.rs`.)
+        let (guard, guarded_len) = (self.guard(cond, then), self.guarded.len());
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
         let addr = cond as *const Expr as usize;
         let range = self.hoisted_ranges.iter().find(|h| h.cond == addr).cloned().filter(|_| fast);

@@ -57,6 +57,16 @@ impl Visitor for Walk {
 }
 
 impl V {
+    /// The accesses of branch `then` of condition `cond` that its guard proves (see
+    /// [`V::guarded_accesses`]): unchecked in `then`, proven in its unmasked copy (which
+    /// only a batch whose lanes all pass the guard runs, however `ctl.rs` picks it).
+    pub(super) fn guard(&self, cond: &Expr, then: &[Stmt]) -> Vec<(usize, u32)> {
+        match self.lid_bound(cond) {
+            Some((e, op)) => self.guarded_accesses(then, e, op),
+            None => Vec::new(),
+        }
+    }
+
     /// The accesses of `then` at `local_id(0) - e` that guard `local_id(0) >= e` (`op`
     /// `Ge`, or `Gt`) proves in bounds (see the module docs); empty elsewhere.
     pub(super) fn guarded_accesses(&self, then: &[Stmt], e: &Expr, op: BinOp) -> Vec<(usize, u32)> {

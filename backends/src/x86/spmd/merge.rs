@@ -29,9 +29,10 @@
 
 use std::collections::HashSet;
 
-use kiln_ir::{walk_expr, walk_stmt, BinOp, Expr, ExprNode, Imm, Stmt, StmtNode, Visitor};
+use kiln_ir::{walk_expr, walk_stmt, BinOp, Expr, ExprNode, Imm, Stmt, StmtNode, Type, Visitor};
 
-use super::V;
+use super::{no, R, V};
+use crate::x86::gen::count_barriers;
 
 /// What `B` does with the arrays `A` writes (by memory table), and whether it does
 /// anything the merge cannot keep in order.
@@ -79,6 +80,41 @@ impl Visitor for Reads<'_> {
 }
 
 impl V {
+    /// The end of the run of region statements of `stmts` starting at `i`.
+    pub(super) fn run_end(&self, stmts: &[Stmt], i: usize) -> R<usize> {
+        let mut j = i;
+        while j < stmts.len() && !self.is_group_stmt(&stmts[j]) && count_barriers(&stmts[j]) == 0 {
+            if let StmtNode::Alloc { var, .. } = stmts[j].node() {
+                if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
+                    return no(format!("private array `{}` in scope across a barrier", var.name()));
+                }
+            }
+            j += 1;
+        }
+        Ok(j)
+    }
+
+    /// For the run of region statements `stmts[i..j]`: where a barrier and another run
+    /// follow and the two may run as one region ([`V::mergeable`]), that region, and the
+    /// end of the second run; else `None` (no code).
+    pub(super) fn merged_region(&mut self, stmts: &[Stmt], i: usize, j: usize) -> R<Option<usize>> {
+        let next = |s: &Stmt| !self.is_group_stmt(s) && count_barriers(s) == 0;
+        if !stmts.get(j).is_some_and(|s| s.barrier_fence().is_some())
+            || !stmts.get(j + 1).is_some_and(next)
+        {
+            return Ok(None);
+        }
+        let k = self.run_end(stmts, j + 1)?;
+        if !self.mergeable(&stmts[i..j], &stmts[j + 1..k]) {
+            return Ok(None);
+        }
+        let merged: Vec<Stmt> = stmts[i..j].iter().chain(&stmts[j + 1..k]).cloned().collect();
+        self.region(&merged)?;
+        // (Proofs name accesses by the address of their index.)
+        self.regions.as_mut().expect("region mode").keep.push(merged);
+        Ok(Some(k))
+    }
+
     /// True if regions `a` and `b`, a barrier between them, may run as one region (see
     /// the module docs).
     pub(super) fn mergeable(&self, a: &[Stmt], b: &[Stmt]) -> bool {

@@ -306,7 +306,7 @@ impl V {
     }
 
     /// True if `s` is a group statement at a control level.
-    fn is_group_stmt(&self, s: &Stmt) -> bool {
+    pub(super) fn is_group_stmt(&self, s: &Stmt) -> bool {
         let g = &self.regions().group;
         match s.node() {
             StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => g.contains(var.name()),
@@ -331,43 +331,16 @@ impl V {
                 continue;
             }
             let j = self.run_end(stmts, i)?;
-            // A region of stores at `local_id(0)`, a barrier, and a region reading them at
-            // or below each lane's id: one region (`merge.rs`).
-            if stmts.get(j).is_some_and(|s| s.barrier_fence().is_some())
-                && stmts
-                    .get(j + 1)
-                    .is_some_and(|s| !self.is_group_stmt(s) && count_barriers(s) == 0)
-            {
-                let k = self.run_end(stmts, j + 1)?;
-                if self.mergeable(&stmts[i..j], &stmts[j + 1..k]) {
-                    let merged: Vec<Stmt> =
-                        stmts[i..j].iter().chain(&stmts[j + 1..k]).cloned().collect();
-                    self.region(&merged)?;
-                    // (Proofs name accesses by the address of their index.)
-                    self.regions.as_mut().expect("region mode").keep.push(merged);
-                    i = k;
-                    continue;
-                }
+            // (With the next run, across a barrier, where they merge: `merge.rs`.)
+            if let Some(k) = self.merged_region(stmts, i, j)? {
+                i = k;
+                continue;
             }
             self.region(&stmts[i..j])?;
             i = j;
         }
         self.lets.truncate(mark);
         Ok(())
-    }
-
-    /// The end of the run of region statements starting at `i`.
-    fn run_end(&self, stmts: &[Stmt], i: usize) -> R<usize> {
-        let mut j = i;
-        while j < stmts.len() && !self.is_group_stmt(&stmts[j]) && count_barriers(&stmts[j]) == 0 {
-            if let StmtNode::Alloc { var, .. } = stmts[j].node() {
-                if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
-                    return no(format!("private array `{}` in scope across a barrier", var.name()));
-                }
-            }
-            j += 1;
-        }
-        Ok(j)
     }
 
     /// A group statement: once per group, in the group frame.
@@ -524,7 +497,7 @@ impl V {
     }
 
     /// A region: `stmts` for each batch of the group (or of its trimmed range), in order.
-    fn region(&mut self, stmts: &[Stmt]) -> R<()> {
+    pub(super) fn region(&mut self, stmts: &[Stmt]) -> R<()> {
         let restore = self.region_restores(stmts);
         let start = self.next;
         // The batches to run: gid range [rbx, [rbp-56]), the first save frame in [rbp-48].
