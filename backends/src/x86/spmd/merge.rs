@@ -99,9 +99,8 @@ impl V {
     /// end of the second run; else `None` (no code).
     pub(super) fn merged_region(&mut self, stmts: &[Stmt], i: usize, j: usize) -> R<Option<usize>> {
         let next = |s: &Stmt| !self.is_group_stmt(s) && count_barriers(s) == 0;
-        if !stmts.get(j).is_some_and(|s| s.barrier_fence().is_some())
-            || !stmts.get(j + 1).is_some_and(next)
-        {
+        let barrier = stmts.get(j).is_some_and(|s| s.barrier_fence().is_some());
+        if !barrier || !stmts.get(j + 1).is_some_and(next) {
             return Ok(None);
         }
         let k = self.run_end(stmts, j + 1)?;
