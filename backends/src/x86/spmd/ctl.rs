@@ -172,6 +172,8 @@ impl V {
         let outer = self.mask;
         let fast = outer.is_none()
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
+        // (Accesses a guard `local_id(0) >= e` keeps in bounds: `guarded.rs`.)
+        let (guard, guarded_len) = (self.guard(cond, then), self.guarded.len());
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
         let addr = cond as *const Expr as usize;
         let range = self.hoisted_ranges.iter().find(|h| h.cond == addr).cloned().filter(|_| fast);
@@ -286,7 +288,9 @@ impl V {
         self.a.vptest(ymm0, ymm0)?;
         self.a.je(skip)?;
         self.mask = Some(t);
+        self.guarded.extend(guard.iter().map(|&(a, t)| (a, t, false)));
         self.block(then)?;
+        self.guarded.truncate(guarded_len);
         self.bind(&mut skip)?;
         if let (Some(o), Some(e)) = (otherwise, e) {
             let mut skip = self.a.create_label();
@@ -311,7 +315,9 @@ impl V {
             if had {
                 self.proven = proven;
             }
+            self.guarded.extend(guard.iter().map(|&(a, t)| (a, t, true)));
             self.block(then)?;
+            self.guarded.truncate(guarded_len);
             if had {
                 self.proven = None;
             }

@@ -117,6 +117,7 @@ fn generate_inner(
         last_label_at: None,
         regions: regions.then(|| region::Regions::new(k)),
         proven: None,
+        guarded: Vec::new(),
         batch_mark: None,
         known: known.to_vec(),
         blocking: None,

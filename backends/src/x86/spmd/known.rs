@@ -146,8 +146,16 @@ impl V {
                 return Ok(false);
             }
         }
-        for round in &rounds {
-            self.group_block(round)?;
+        // (As one list where a round's last region and the next one's first run as one:
+        // `merge.rs`.)
+        let flat = self.merged_rounds(&rounds);
+        match &flat {
+            Some(flat) => self.group_block(flat)?,
+            None => {
+                for round in &rounds {
+                    self.group_block(round)?;
+                }
+            }
         }
         // The names the loop assigned (declared outside it) hold their last values.
         for var in assigned.iter().filter(|v| !declared.contains(v.name())) {
@@ -159,7 +167,7 @@ impl V {
         }
         *self.known() = env;
         // (Proofs name accesses by the address of their index: the copies stay alive.)
-        self.regions.as_mut().expect("region mode").keep.extend(rounds);
+        self.regions.as_mut().expect("region mode").keep.extend(rounds.into_iter().chain(flat));
         Ok(true)
     }
 

@@ -212,7 +212,7 @@ impl V {
     /// is below the length of a local array (see [`index_max`]) or the least length of a
     /// buffer that every launch of the code has (`V::known`).
     pub(super) fn needs_check(&self, index: &Expr, t: u32) -> bool {
-        if self.proven_certain(index, t) {
+        if self.proven_certain(index, t) || self.guarded(index as *const Expr as usize, t) {
             return false;
         }
         let m = self.mems.get(self.mem_of(t) as usize);
@@ -397,116 +397,6 @@ impl V {
             self.bind(&mut done)?;
         }
         Ok(())
-    }
-
-    /// For a contiguous access of table `t` at `index` that the region's proof covers, in
-    /// code that runs only when it holds: the memory operand of lane 0's element, at a
-    /// constant displacement where lane 0's index is known when the code is generated (in
-    /// a batch of known `local_id(0)`, at `local_id(0)` plus a constant: no instruction),
-    /// else from `rax` ([`V::lane0_to_eax`]); `None` (no code) for other indices.
-    /// (The operand has no size: the caller gives it the access's.)
-    fn lane0_operand(&mut self, index: &Expr, t: u32) -> R<Option<AsmMemoryOperand>> {
-        if let Some(k) = self.const_disp(index, t) {
-            let base = self.base(t)?;
-            return Ok(Some(base + k));
-        }
-        if !self.proven_certain(index, t) || !self.lane0_to_eax(index, t)? {
-            return Ok(None);
-        }
-        let base = self.base(t)?;
-        Ok(Some(base + rax * 4))
-    }
-
-    /// The byte displacement from table `t`'s base at which [`V::lane0_operand`] addresses
-    /// a contiguous access at `index`, when it is a constant (see `forward.rs`).
-    fn const_disp(&self, index: &Expr, t: u32) -> Option<i32> {
-        if !self.proven_certain(index, t) {
-            return None;
-        }
-        // (Proven: every lane's index is below 2^31; the displacement must fit 32 bits.)
-        let k = self.known_lane0(index).filter(|k| u64::from(*k) * 4 <= i32::MAX as u64)?;
-        Some(k as i32 * 4)
-    }
-
-    /// The lanes the current control mask holds, when they are known as the code is
-    /// generated (bit k: lane k; see [`V::const_mask_block`]).
-    fn known_lanes(&self) -> Option<u8> {
-        self.const_mask.filter(|&(slot, _)| self.mask == Some(slot)).map(|(_, lanes)| lanes)
-    }
-
-    /// The `let` register holding `e`, if `e` is a name bound in one.
-    fn let_reg(&self, e: &Expr) -> Option<usize> {
-        match e.node() {
-            kiln_ir::ExprNode::Var(x) => match self.find(x.name()).map(|b| b.loc) {
-                Some(super::Loc::Reg(r)) => Some(r),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// Lane 0's value of `index` when it is known as the code is generated: in a batch of
-    /// known `local_id(0)`, a register holding it, or that plus a constant (wrapping, as
-    /// the lanes add).
-    fn known_lane0(&self, index: &Expr) -> Option<u32> {
-        let known = |e: &Expr| self.let_reg(e).and_then(|r| self.known_lid0(r));
-        match index.node() {
-            kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } => {
-                match (known(a), known(b), a.as_imm(), b.as_imm()) {
-                    (Some(k), _, _, Some(kiln_ir::Imm::Int(_, c)))
-                    | (_, Some(k), Some(kiln_ir::Imm::Int(_, c)), _) => {
-                        Some(k.wrapping_add(*c as u32))
-                    }
-                    _ => None,
-                }
-            }
-            _ => known(index),
-        }
-    }
-
-    /// For a contiguous access of table `t` at `index` that the region's proof covers, in
-    /// code that runs only when it holds: lane 0's index into `rax` (zero-extended) from
-    /// the `let` register holding `index`, or holding `a` for `index` `a + e` with `e`
-    /// uniform scalar arithmetic, without computing the lanes' indices; false (no code)
-    /// for other indices. The proof puts every lane's index below 2^31.
-    pub(super) fn lane0_to_eax(&mut self, index: &Expr, t: u32) -> R<bool> {
-        if !self.proven_certain(index, t) {
-            return Ok(false);
-        }
-        if let Some(k) = self.known_lane0(index) {
-            self.a.mov(eax, k)?;
-            return Ok(true);
-        }
-        if let Some(r) = self.let_reg(index) {
-            self.a.vmovd(eax, XMM[r])?;
-            return Ok(true);
-        }
-        let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
-            return Ok(false);
-        };
-        let (r, e) = match (self.let_reg(a), self.let_reg(b)) {
-            (Some(r), _) if self.gpr_ok(b) => (r, b),
-            (_, Some(r)) if self.gpr_ok(a) => (r, a),
-            _ => return Ok(false),
-        };
-        // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
-        // half.)
-        if let (Some(Imm::Int(_, c)), None) = (e.as_imm(), self.known_lid0(r)) {
-            self.a.vmovd(eax, XMM[r])?;
-            if *c as u32 != 0 {
-                self.a.add(eax, *c as u32 as i32)?;
-            }
-            return Ok(true);
-        }
-        self.gpr(e)?;
-        match self.known_lid0(r) {
-            Some(k) => self.a.add(eax, k as i32)?,
-            None => {
-                self.a.vmovd(r11d, XMM[r])?;
-                self.a.add(eax, r11d)?;
-            }
-        }
-        Ok(true)
     }
 
     /// For a contiguous access under no control mask (indices in `ymm{idx}`, lane k's

@@ -96,12 +96,15 @@ mod ctl;
 mod expr;
 mod forward;
 mod function;
+mod guarded;
 mod hoist;
 mod int64;
 mod known;
+mod lane0;
 mod math;
 mod math64;
 mod mem;
+mod merge;
 mod narrow;
 mod ops;
 mod private;
@@ -373,6 +376,9 @@ struct V {
     regions: Option<region::Regions>,
     /// The current region's bounds proof, if it has one (`proven.rs`).
     proven: Option<proven::Proven>,
+    /// The accesses proven by the `local_id(0) >= e` guards around the code
+    /// (`guarded.rs`).
+    guarded: guarded::Guarded,
     /// In region loops, the fault marks ([`V::fault_mark`]) at the start of the current
     /// batch, while no loop has been entered since: see [`V::fresh`].
     batch_mark: Option<(usize, usize)>,

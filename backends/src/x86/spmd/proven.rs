@@ -107,7 +107,7 @@ pub(super) fn names_any(e: &Expr, names: &HashSet<String>) -> bool {
 impl V {
     /// True if `e` is exactly `local_id(0)`: the builtin, or a name of one (declared once
     /// in the kernel, so every use of the name is that `let`).
-    fn lid_exactly(&self, e: &Expr) -> bool {
+    pub(super) fn lid_exactly(&self, e: &Expr) -> bool {
         match e.node() {
             ExprNode::Builtin { kind: Builtin::LocalId, dim: 0 } => true,
             ExprNode::Var(v) => self.regions().lids.contains(v.name()),
@@ -255,13 +255,13 @@ impl V {
     /// [`V::proven_certain`] for the index expression at address `addr`.
     pub(super) fn proven_certain_at(&self, addr: usize, t: u32) -> bool {
         self.proven.as_ref().is_some_and(|p| p.certain && p.accesses.contains(&(addr, t)))
+            || self.guarded_full(addr, t)
     }
 
     /// True while generating code that runs only when the region's proof holds, if it
     /// covers the access of table `t` at `index`: every lane's index is in bounds.
     pub(super) fn proven_certain(&self, index: &Expr, t: u32) -> bool {
-        let addr = index as *const Expr as usize;
-        self.proven.as_ref().is_some_and(|p| p.certain && p.accesses.contains(&(addr, t)))
+        self.proven_certain_at(index as *const Expr as usize, t)
     }
 
     /// For a contiguous access under no mask (the index in `ymm{idx}`): when the region's
@@ -275,6 +275,10 @@ impl V {
         idx: usize,
     ) -> R<Option<Option<CodeLabel>>> {
         let addr = index as *const Expr as usize;
+        if self.guarded_full(addr, t) {
+            self.a.vmovd(eax, super::XMM[idx])?;
+            return Ok(Some(None));
+        }
         let Some((flag, certain)) = self
             .proven
             .as_ref()

@@ -306,7 +306,7 @@ impl V {
     }
 
     /// True if `s` is a group statement at a control level.
-    fn is_group_stmt(&self, s: &Stmt) -> bool {
+    pub(super) fn is_group_stmt(&self, s: &Stmt) -> bool {
         let g = &self.regions().group;
         match s.node() {
             StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => g.contains(var.name()),
@@ -330,20 +330,11 @@ impl V {
                 i += 1;
                 continue;
             }
-            let mut j = i;
-            while j < stmts.len()
-                && !self.is_group_stmt(&stmts[j])
-                && count_barriers(&stmts[j]) == 0
-            {
-                if let StmtNode::Alloc { var, .. } = stmts[j].node() {
-                    if let Type::Ptr(kiln_ir::AddrSpace::Private, _) = var.ty() {
-                        return no(format!(
-                            "private array `{}` in scope across a barrier",
-                            var.name()
-                        ));
-                    }
-                }
-                j += 1;
+            let j = self.run_end(stmts, i)?;
+            // (With the next run, across a barrier, where they merge: `merge.rs`.)
+            if let Some(k) = self.merged_region(stmts, i, j)? {
+                i = k;
+                continue;
             }
             self.region(&stmts[i..j])?;
             i = j;
@@ -506,7 +497,7 @@ impl V {
     }
 
     /// A region: `stmts` for each batch of the group (or of its trimmed range), in order.
-    fn region(&mut self, stmts: &[Stmt]) -> R<()> {
+    pub(super) fn region(&mut self, stmts: &[Stmt]) -> R<()> {
         let restore = self.region_restores(stmts);
         let start = self.next;
         // The batches to run: gid range [rbx, [rbp-56]), the first save frame in [rbp-48].
