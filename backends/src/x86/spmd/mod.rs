@@ -104,6 +104,7 @@ mod math64;
 mod mem;
 mod narrow;
 mod ops;
+mod packed;
 mod private;
 mod proven;
 mod region;
