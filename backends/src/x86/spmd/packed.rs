@@ -50,6 +50,9 @@ use super::{hoist, no, R, END_SLOT, V, YMM};
 /// 8-lane code's narrow accesses, `narrow.rs`).
 const AHEAD: i32 = 1024;
 
+/// Blocks per pass of the packed loop.
+const UNROLL: i32 = 2;
+
 /// What a name in the packed code is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Name {
@@ -309,6 +312,8 @@ struct Gen<'v> {
     params: Vec<(i32, i32, i32)>,
     /// The slot of the sign bits of the width's lanes.
     sign: i32,
+    /// The block's offset from `rbx`, in bytes (in an unrolled copy of the body).
+    disp: i32,
 }
 
 /// `$m` with a register and a source that is a register or a slot.
@@ -394,13 +399,20 @@ impl Gen<'_> {
     fn element(&mut self, buf: &Var) -> R<AsmMemoryOperand> {
         let t = self.v.buf(buf).expect("a buffer of the class");
         let base = self.v.element_base(t)?;
-        Ok(if self.w.w16 { ymmword_ptr(base + rbx * 2) } else { ymmword_ptr(base + rbx) })
+        let d = self.disp;
+        Ok(if self.w.w16 { ymmword_ptr(base + rbx * 2 + d) } else { ymmword_ptr(base + rbx + d) })
     }
 
+    /// A prefetch of `buf`'s stream ahead (by the first copy of the body: a pass of the
+    /// unrolled loop covers one 64-byte line of each stream).
     fn prefetch(&mut self, buf: &Var) -> R<()> {
+        if self.disp != 0 {
+            return Ok(());
+        }
         let t = self.v.buf(buf).expect("a buffer of the class");
         let base = self.v.element_base(t)?;
-        let at = if self.w.w16 { base + rbx * 2 + AHEAD } else { base + rbx + AHEAD };
+        let d = self.disp + AHEAD;
+        let at = if self.w.w16 { base + rbx * 2 + d } else { base + rbx + d };
         self.v.a.prefetcht0(byte_ptr(at))?;
         Ok(())
     }
@@ -829,27 +841,49 @@ impl V {
             self.a.vmovdqu(ymmword_ptr(r15 + f), ymm0)?;
             slots.push((p, s, f));
         }
-        let mut top = self.a.create_label();
-        let exit = self.a.create_label();
-        self.bind(&mut top)?;
-        self.a.lea(rax, qword_ptr(rbx + lanes))?;
-        self.a.cmp(rax, qword_ptr(r15 + END_SLOT))?;
-        self.a.ja(exit)?;
+        // The last block's first work-item: the span's end less a block, and for each range
+        // its highest lane-0 id less the block's batches after the first.
+        let limit = self.slot();
+        self.a.mov(rax, qword_ptr(r15 + END_SLOT))?;
+        self.a.sub(rax, lanes)?;
         for r in &ranges {
-            // Every lane of the block in the range: its last batch's lane 0 at most the
-            // highest, its first lane at least the lowest.
-            self.a.lea(rax, qword_ptr(rbx + (lanes - 8)))?;
-            self.a.cmp(rax, qword_ptr(r15 + r.slot + 8))?;
-            self.a.jg(exit)?;
-            if r.lower {
-                self.a.cmp(rbx, qword_ptr(r15 + r.slot))?;
-                self.a.jl(exit)?;
-            }
+            self.a.mov(r11, qword_ptr(r15 + r.slot + 8))?;
+            self.a.sub(r11, lanes - 8)?;
+            self.a.cmp(rax, r11)?;
+            self.a.cmovg(rax, r11)?;
         }
-        let mut g = Gen { v: self, w, free: u16::MAX, scope: Vec::new(), params: slots, sign };
+        self.a.mov(qword_ptr(r15 + limit), rax)?;
+        let exit = self.a.create_label();
+        for r in ranges.iter().filter(|r| r.lower) {
+            // (Ids only grow: a block past the lowest at the start is past it after.)
+            self.a.cmp(rbx, qword_ptr(r15 + r.slot))?;
+            self.a.jl(exit)?;
+        }
+        // Blocks in pairs while two fit, then one if it does.
+        let mut top = self.a.create_label();
+        let mut single = self.a.create_label();
+        let pairs = self.slot();
+        self.a.sub(rax, lanes * (UNROLL - 1))?;
+        self.a.mov(qword_ptr(r15 + pairs), rax)?;
+        self.a.cmp(rbx, rax)?;
+        self.a.jg(single)?;
+        self.bind(&mut top)?;
+        for copy in 0..UNROLL {
+            let disp = copy * lanes * if w.w16 { 2 } else { 1 };
+            let free = u16::MAX;
+            let params = slots.clone();
+            let mut g = Gen { v: self, w: Width { w16: w.w16 }, free, scope: Vec::new(), params, sign, disp };
+            g.block(k.body().stmts())?;
+        }
+        self.a.add(rbx, UNROLL * lanes)?;
+        self.a.cmp(rbx, qword_ptr(r15 + pairs))?;
+        self.a.jle(top)?;
+        self.bind(&mut single)?;
+        self.a.cmp(rbx, qword_ptr(r15 + limit))?;
+        self.a.jg(exit)?;
+        let mut g = Gen { v: self, w, free: u16::MAX, scope: Vec::new(), params: slots, sign, disp: 0 };
         g.block(k.body().stmts())?;
         self.a.add(rbx, lanes)?;
-        self.a.jmp(top)?;
         let mut exit = exit;
         self.bind(&mut exit)?;
         let mut more = self.a.create_label();
