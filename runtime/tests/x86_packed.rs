@@ -80,12 +80,17 @@ struct Gen<'r> {
     /// Whether `c` and `x` are declared yet.
     c: bool,
     x: bool,
+    /// The type of `s` (a load of `d`), of the other width, in mixed kernels.
+    other: Option<Ty>,
 }
 
 impl Gen<'_> {
     fn int(&mut self, depth: u32) -> String {
         let t = self.t;
         if depth == 0 || self.r.below(5) == 0 {
+            if self.other.is_some() && self.r.below(3) == 0 {
+                return format!("(s as {})", t.name);
+            }
             return match self.r.below(6) {
                 0 => "v".into(),
                 1 => "w".into(),
@@ -122,7 +127,13 @@ impl Gen<'_> {
             8 => format!("(~{})", self.int(d)),
             9..=11 => format!("({} ? {} : {})", self.boolean(d), self.int(d), self.int(d)),
             12 => format!("select({}, {}, {})", self.boolean(d), self.int(d), self.int(d)),
-            13 => format!("(({} as {}) as {})", self.int(d), t.other, t.name),
+            13 => {
+                let via = match self.other {
+                    Some(o) if self.r.below(2) == 0 => o.name,
+                    _ => t.other,
+                };
+                format!("(({} as {via}) as {})", self.int(d), t.name)
+            }
             14 => format!("({} as {})", self.boolean(d), t.name),
             _ => format!("mad({}, {}, {})", self.int(d), self.int(d), self.int(d)),
         }
@@ -150,9 +161,20 @@ impl Gen<'_> {
     }
 }
 
-/// A random kernel of the class on type `t`: guarded by `i < n`, or not.
-fn random_kernel(r: &mut Rng, t: Ty, guarded: bool, wild: bool) -> String {
-    let mut g = Gen { r, t, wild, c: false, x: false };
+/// A random kernel of the class on type `t`: guarded by `i < n`, or not; with `other`, a
+/// sixth parameter, a buffer `d` of that type (of the other width), read and written too.
+fn random_kernel(r: &mut Rng, t: Ty, guarded: bool, wild: bool, other: Option<Ty>) -> String {
+    let mut g = Gen { r, t, wild, c: false, x: false, other };
+    let (mixed, d_param) = match other {
+        Some(o) => {
+            let e = g.int(3);
+            (
+                format!("let s: {O} = d[i]; d[i] = (({e}) as {O}) + s;", O = o.name),
+                format!(", d: ptr<global, {}>", o.name),
+            )
+        }
+        None => (String::new(), String::new()),
+    };
     let b = g.boolean(2);
     g.c = true;
     let e1 = g.int(3);
@@ -161,6 +183,7 @@ fn random_kernel(r: &mut Rng, t: Ty, guarded: bool, wild: bool) -> String {
     let body = format!(
         "let v: {T} = a[i];
          let w: {T} = b[i];
+         {mixed}
          let c: bool = {b};
          var x: {T} = {e1};
          x = {e2};
@@ -170,7 +193,7 @@ fn random_kernel(r: &mut Rng, t: Ty, guarded: bool, wild: bool) -> String {
     );
     let body = if guarded { format!("if i < n {{ {body} }}") } else { body };
     format!(
-        "kernel k(a: ptr<global, {T}>, b: ptr<global, {T}>, out: ptr<global, {T}>, p: {T}, n: u32) {{
+        "kernel k(a: ptr<global, {T}>, b: ptr<global, {T}>, out: ptr<global, {T}>, p: {T}, n: u32{d_param}) {{
            let i: u32 = global_id(0);
            {body}
          }}",
@@ -211,16 +234,26 @@ fn packed(k: &Kernel) -> bool {
 }
 
 /// Launches `k` over `items` work-items (rounded up to each group size), buffers of `len`
-/// elements: three ways agree.
-fn check(k: &Kernel, t: Ty, len: usize, items: usize, n: u32, r: &mut Rng) {
+/// elements (a fourth of type `other` where given): three ways agree.
+fn check(k: &Kernel, t: Ty, other: Option<Ty>, len: usize, items: usize, n: u32, r: &mut Rng) {
     for local in [8usize, 32, 256] {
         let global = items.div_ceil(local) * local;
         let range = NdRange::new(&[global as u32]).with_local(&[local as u32]);
-        let bufs = vec![data(t, len, r), data(t, len, r), data(t, len, r)];
+        let mut bufs = vec![data(t, len, r), data(t, len, r), data(t, len, r)];
         let p = Arg::Scalar(data(t, 1, r).get(0).expect("an element"));
-        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), p, Arg::scalar(n)];
+        let mut args = vec![Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), p, Arg::scalar(n)];
+        if let Some(o) = other {
+            bufs.push(data(o, len, r));
+            args.push(Arg::Buffer(3));
+        }
         assert_eq!(three_ways(k, &range, &args, &bufs), avx2(), "{k}");
     }
+}
+
+/// A type of the other width than `t`'s, of either signedness.
+fn partner(t: Ty, r: &mut Rng) -> Ty {
+    let i = if t.bits == 8 { 2 } else { 0 } + r.below(2) as usize;
+    TYPES[i]
 }
 
 fn cases() -> usize {
@@ -234,20 +267,22 @@ fn random_packed_kernels_agree_with_the_interpreter() {
         let mut with_packed = 0;
         for case in 0..cases() {
             let guarded = case % 3 != 2;
-            let src = random_kernel(&mut r, t, guarded, false);
+            // Every other kernel of mixed widths (16-bit lanes).
+            let o = (case % 2 == 1).then(|| partner(t, &mut r));
+            let src = random_kernel(&mut r, t, guarded, false, o);
             let k = kernel(&src);
             assert_eq!(fallback(&k), None, "{k}");
             with_packed += usize::from(packed(&k));
             for (len, n) in [(1usize, 1u32), (31, 31), (32, 32), (97, 94), (300, 300), (517, 517)]
             {
                 let items = if guarded { n as usize } else { len };
-                check(&k, t, len, items, n, &mut r);
+                check(&k, t, o, len, items, n, &mut r);
             }
             // A guard past the buffers: the first work-item past the end faults.
-            check(&k, t, 70, 100, 100, &mut r);
+            check(&k, t, o, 70, 100, 100, &mut r);
             if !guarded {
                 // Unguarded, the range rounded up past the buffers.
-                check(&k, t, 77, 77, 77, &mut r);
+                check(&k, t, o, 77, 77, 77, &mut r);
             }
         }
         if avx2() {
@@ -263,16 +298,18 @@ fn random_kernels_outside_the_class_agree_too() {
     let mut r = Rng(0x1234_5678_9abc_def1);
     for t in TYPES {
         for _ in 0..cases() / 4 {
-            let k = kernel(&random_kernel(&mut r, t, true, true));
+            let o = Some(partner(t, &mut r)).filter(|_| r.below(2) == 0);
+            let k = kernel(&random_kernel(&mut r, t, true, true, o));
             for (len, n) in [(33usize, 33u32), (200, 190)] {
-                check(&k, t, len, n as usize, n, &mut r);
+                check(&k, t, o, len, n as usize, n, &mut r);
             }
         }
     }
 }
 
-/// The thresholding of the held-out suite is packed on every narrow type, and a kernel with a
-/// store under divergent control, a loop, or mixed widths is not.
+/// The thresholding of the held-out suite is packed on every narrow type, as is a blend of
+/// 8-bit pixels in 16 bits; a kernel with a store under divergent control, an access off
+/// `global_id(0)` or a division by a parameter is not.
 #[test]
 fn which_kernels_are_packed() {
     if !avx2() {
@@ -291,14 +328,19 @@ fn which_kernels_are_packed() {
         ));
         assert!(packed(&k), "{k}");
     }
+    let blend = kernel(
+        "kernel blend(a: ptr<global, u8>, b: ptr<global, u8>, out: ptr<global, u8>, w: u16, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n {
+             out[i] = ((a[i] as u16 * w + b[i] as u16 * (256u16 - w)) >> 8u16) as u8;
+           }
+         }",
+    );
+    assert!(packed(&blend), "{blend}");
     for src in [
         "kernel k(a: ptr<global, u8>, out: ptr<global, u8>) {
            let i: u32 = global_id(0);
            if a[i] > 3u8 { out[i] = a[i]; }
-         }",
-        "kernel k(a: ptr<global, u8>, out: ptr<global, u16>) {
-           let i: u32 = global_id(0);
-           out[i] = a[i] as u16;
          }",
         "kernel k(a: ptr<global, u8>, out: ptr<global, u8>) {
            let i: u32 = global_id(0);
@@ -331,7 +373,39 @@ fn byte_emulations_at_their_edges() {
                 T = t.name
             ));
             assert!(!avx2() || packed(&k), "{k}");
-            check(&k, t, 256 + 13, 256 + 13, 0, &mut r);
+            check(&k, t, None, 256 + 13, 256 + 13, 0, &mut r);
+        }
+    }
+}
+
+/// Every operator on 8-bit values in 16-bit lanes (a kernel with a 16-bit buffer too), one
+/// kernel each, at edge values.
+#[test]
+fn each_operator_on_bytes_in_word_lanes() {
+    let mut r = Rng(99);
+    for (t, o) in [(TYPES[0], TYPES[2]), (TYPES[1], TYPES[3]), (TYPES[0], TYPES[3]), (TYPES[1], TYPES[2])] {
+        for e in [
+            "v + w", "v - w", "v * w", "v & w", "v | w", "v ^ w", "-v", "~v", "abs(v)",
+            "min(v, w)", "max(v, w)", "v << 3", "v >> 3", "v / 4", "v % 4", "v / 1", "v % 1",
+            "v < w ? v : w", "(v <= w) as T", "(v == w) as T", "(v != w) as T", "(v >= p) as T",
+            "(v > p) as T", "v as bool ? w : p", "(s as T)", "((v as O) + s) as T", "p",
+            "mad(v, w, p)",
+        ] {
+            let e = e.replace(" T", &format!(" {}", t.name)).replace(" O)", &format!(" {})", o.name));
+            let src = format!(
+                "kernel k(a: ptr<global, {T}>, b: ptr<global, {T}>, out: ptr<global, {T}>, p: {T}, n: u32, d: ptr<global, {O}>) {{
+                   let i: u32 = global_id(0);
+                   let v: {T} = a[i];
+                   let w: {T} = b[i];
+                   let s: {O} = d[i];
+                   out[i] = {e};
+                 }}",
+                T = t.name,
+                O = o.name
+            );
+            let k = kernel(&src);
+            assert!(!avx2() || packed(&k), "{k}");
+            check(&k, t, Some(o), 64, 64, 64, &mut r);
         }
     }
 }

@@ -44,7 +44,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Intrinsic, Kernel, Scalar, Stmt, StmtNode};
 use kiln_ir::{Type, UnOp, Var};
 
-use super::{hoist, no, R, END_SLOT, V, YMM};
+use super::{hoist, no, R, END_SLOT, V, XMM, YMM};
 
 /// How far ahead of the packed loop's accesses their streams are prefetched, in bytes (as the
 /// 8-lane code's narrow accesses, `narrow.rs`).
@@ -75,16 +75,40 @@ enum Op {
     Slot(i32, i32),
 }
 
-/// The width of the kernel's values, if it is in the class (see the module docs).
+/// The width of the lanes: bytes for kernels of 8-bit values only, else words (16-bit
+/// values, and 8-bit ones in their canonical form, extended to 16 bits).
+#[derive(Clone, Copy)]
 struct Width {
     /// 16-bit lanes (else 8-bit).
     w16: bool,
 }
 
+/// The width in bits of a narrow integer type.
+fn tbits(t: Type) -> u32 {
+    8 * t.scalar().map_or(0, |s| s.size_bytes() as u32)
+}
+
 impl Width {
+    /// True if values of type `t` live in these lanes.
     fn ok(&self, t: Type) -> bool {
-        let want: &[Scalar] = if self.w16 { &[Scalar::I16, Scalar::U16] } else { &[Scalar::I8, Scalar::U8] };
+        let want: &[Scalar] = if self.w16 {
+            &[Scalar::I8, Scalar::U8, Scalar::I16, Scalar::U16]
+        } else {
+            &[Scalar::I8, Scalar::U8]
+        };
         t.scalar().is_some_and(|s| want.contains(&s))
+    }
+
+    /// True if `t` is an 8-bit type in 16-bit lanes (extended: wrapping operations then
+    /// extend their low byte again).
+    fn wide8(&self, t: Type) -> bool {
+        self.w16 && matches!(t.scalar(), Some(Scalar::I8 | Scalar::U8))
+    }
+
+    /// True if values of type `t` compare (and `min`/`max`) as signed lanes: signed types,
+    /// and unsigned 8-bit ones zero-extended in 16-bit lanes.
+    fn signed_ops(&self, t: Type) -> bool {
+        t.scalar().is_some_and(|s| s.is_signed()) || self.wide8(t)
     }
 
     /// The constant `bits` of the width repeated over 32 bits.
@@ -135,7 +159,8 @@ struct Check<'v> {
     scope: Vec<(String, Name)>,
     live: usize,
     ranges: Vec<hoist::Range>,
-    params: Vec<i32>,
+    /// Parameters used: scalar frame slot and type.
+    params: Vec<(i32, Type)>,
     stores: usize,
 }
 
@@ -184,8 +209,8 @@ impl Check<'_> {
                 Some(_) => None,
                 None if int && v.ty() == t => {
                     let p = self.v.param(v)?;
-                    if !self.params.contains(&p) {
-                        self.params.push(p);
+                    if !self.params.contains(&(p, t)) {
+                        self.params.push((p, t));
                     }
                     Some(1)
                 }
@@ -275,8 +300,10 @@ impl Check<'_> {
                     matches!(self.lookup(var.name()), Some(Name::Reg(_))) && self.fits(value)
                 }
                 StmtNode::Store { buf, index, value } => {
+                    // (One more register to pack 8-bit values from 16-bit lanes.)
                     self.stores += 1;
-                    self.buffer(buf, value.ty()) && self.is_gid(index) && self.fits(value)
+                    let need = self.expr(value).map_or(REGS + 1, |n| n + 1);
+                    self.buffer(buf, value.ty()) && self.is_gid(index) && self.live + need <= REGS
                 }
                 StmtNode::If { cond, then, otherwise: None } => {
                     let addr = cond as *const Expr as usize;
@@ -312,8 +339,8 @@ struct Gen<'v> {
     params: Vec<(i32, i32, i32)>,
     /// The slot of the sign bits of the width's lanes.
     sign: i32,
-    /// The block's offset from `rbx`, in bytes (in an unrolled copy of the body).
-    disp: i32,
+    /// The block's first work-item after `rbx`'s (in an unrolled copy of the body).
+    items: i32,
 }
 
 /// `$m` with a register and a source that is a register or a slot.
@@ -395,29 +422,56 @@ impl Gen<'_> {
         }
     }
 
-    /// The memory operand of the block's element of buffer `buf`.
-    fn element(&mut self, buf: &Var) -> R<AsmMemoryOperand> {
+    /// The address of the block's elements of buffer `buf` (`ahead` bytes on): base
+    /// register, element size, displacement.
+    fn element(&mut self, buf: &Var, ahead: i32) -> R<(AsmRegister64, i32, i32)> {
         let t = self.v.buf(buf).expect("a buffer of the class");
         let base = self.v.element_base(t)?;
-        let d = self.disp;
-        Ok(if self.w.w16 { ymmword_ptr(base + rbx * 2 + d) } else { ymmword_ptr(base + rbx + d) })
+        let size = buf.ty().elem().map_or(1, |e| e.size_bytes()) as i32;
+        Ok((base, size, self.items * size + ahead))
     }
 
     /// A prefetch of `buf`'s stream ahead (by the first copy of the body: a pass of the
     /// unrolled loop covers one 64-byte line of each stream).
     fn prefetch(&mut self, buf: &Var) -> R<()> {
-        if self.disp != 0 {
+        if self.items != 0 {
             return Ok(());
         }
-        let t = self.v.buf(buf).expect("a buffer of the class");
-        let base = self.v.element_base(t)?;
-        let d = self.disp + AHEAD;
-        let at = if self.w.w16 { base + rbx * 2 + d } else { base + rbx + d };
-        self.v.a.prefetcht0(byte_ptr(at))?;
+        let (base, size, d) = self.element(buf, AHEAD)?;
+        self.v.a.prefetcht0(byte_ptr(base + rbx * size + d))?;
         Ok(())
     }
 
+    /// `e`'s lanes, in canonical form (8-bit values in 16-bit lanes extended again after
+    /// operations that wrap).
     fn expr(&mut self, e: &Expr) -> R<Op> {
+        let o = self.expr_raw(e)?;
+        let t = e.ty();
+        let wraps = match e.node() {
+            ExprNode::Binary { op, .. } => {
+                matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Shl)
+            }
+            ExprNode::Unary { op, .. } => matches!(op, UnOp::Neg | UnOp::BitNot),
+            ExprNode::Intrinsic { op: Intrinsic::Abs, .. } => true,
+            ExprNode::Cast { a, .. } => a.ty() != t && a.ty() != Type::BOOL,
+            _ => false,
+        };
+        if !self.w.wide8(t) || !wraps {
+            return Ok(o);
+        }
+        let (rx, x) = self.reg(o)?;
+        let d = self.dest(x, None)?;
+        self.v.a.vpsllw(YMM[d], YMM[rx], 8)?;
+        if t.scalar().is_some_and(|s| s.is_signed()) {
+            self.v.a.vpsraw(YMM[d], YMM[d], 8)?;
+        } else {
+            self.v.a.vpsrlw(YMM[d], YMM[d], 8)?;
+        }
+        self.done(&[x], d);
+        Ok(Op::Reg(d, true))
+    }
+
+    fn expr_raw(&mut self, e: &Expr) -> R<Op> {
         if let Some(d) = super::expr::desugar(e) {
             return self.expr(&d);
         }
@@ -437,9 +491,14 @@ impl Gen<'_> {
             },
             ExprNode::Load { buf, .. } => {
                 self.prefetch(buf)?;
-                let at = self.element(buf)?;
+                let (base, size, d) = self.element(buf, 0)?;
                 let r = self.alloc()?;
-                self.v.a.vmovdqu(YMM[r], at)?;
+                let at = base + rbx * size + d;
+                match (self.w.wide8(t), signed) {
+                    (false, _) => self.v.a.vmovdqu(YMM[r], ymmword_ptr(at))?,
+                    (true, false) => self.v.a.vpmovzxbw(YMM[r], xmmword_ptr(at))?,
+                    (true, true) => self.v.a.vpmovsxbw(YMM[r], xmmword_ptr(at))?,
+                }
                 Ok(Op::Reg(r, true))
             }
             ExprNode::Unary { op, a } => {
@@ -463,7 +522,7 @@ impl Gen<'_> {
             }
             ExprNode::Binary { op, a, b } if op.is_comparison() => self.compare(*op, a, b),
             ExprNode::Binary { op: op @ (BinOp::Shl | BinOp::Shr), a, b } => {
-                let c = super::narrow::const_count(b).expect("a constant count") & (self.w.bits() - 1);
+                let c = super::narrow::const_count(b).expect("a constant count") & (tbits(t) - 1);
                 let x = self.expr(a)?;
                 self.shift(*op == BinOp::Shl, signed, x, c)
             }
@@ -537,7 +596,7 @@ impl Gen<'_> {
                 let y = self.expr(&args[1])?;
                 let (rx, x) = self.reg(x)?;
                 let d = self.dest(x, Some(y))?;
-                match (op, signed) {
+                match (op, self.w.signed_ops(t)) {
                     (Intrinsic::Min, false) => bw!(self, vpminub, vpminuw, d, rx, y)?,
                     (Intrinsic::Min, true) => bw!(self, vpminsb, vpminsw, d, rx, y)?,
                     (_, false) => bw!(self, vpmaxub, vpmaxuw, d, rx, y)?,
@@ -567,7 +626,7 @@ impl Gen<'_> {
                     self.done(&[x], d);
                     Ok(Op::Reg(d, true))
                 } else {
-                    // The same bits.
+                    // The same bits (re-extended by `expr` where 8 of 16 are kept).
                     Ok(x)
                 }
             }
@@ -664,7 +723,7 @@ impl Gen<'_> {
 
     /// A comparison's lane mask.
     fn compare(&mut self, op: BinOp, a: &Expr, b: &Expr) -> R<Op> {
-        let signed = a.ty().scalar().is_some_and(|s| s.is_signed());
+        let signed = self.w.signed_ops(a.ty());
         let x = self.expr(a)?;
         let y = self.expr(b)?;
         // `a > b` or `b > a` as a mask, `ne` true if the result is the mask's negation.
@@ -753,8 +812,23 @@ impl Gen<'_> {
                     let o = self.expr(value)?;
                     let (r, o) = self.reg(o)?;
                     self.prefetch(buf)?;
-                    let at = self.element(buf)?;
-                    self.v.a.vmovdqu(at, YMM[r])?;
+                    let (base, size, d) = self.element(buf, 0)?;
+                    let at = base + rbx * size + d;
+                    if self.w.wide8(value.ty()) {
+                        // The canonical words packed to their bytes (in range: no saturation),
+                        // the two halves' quadwords brought together.
+                        let p = if matches!(o, Op::Reg(_, true)) { r } else { self.alloc()? };
+                        if value.ty().scalar().is_some_and(|s| s.is_signed()) {
+                            self.v.a.vpacksswb(YMM[p], YMM[r], YMM[r])?;
+                        } else {
+                            self.v.a.vpackuswb(YMM[p], YMM[r], YMM[r])?;
+                        }
+                        self.v.a.vpermq(YMM[p], YMM[p], 8)?;
+                        self.v.a.vmovdqu(xmmword_ptr(at), XMM[p])?;
+                        self.free |= 1 << p;
+                    } else {
+                        self.v.a.vmovdqu(ymmword_ptr(at), YMM[r])?;
+                    }
                     self.release(o);
                 }
                 StmtNode::If { then, .. } => self.block(then.stmts())?,
@@ -807,34 +881,43 @@ impl V {
     /// blocks from `rbx` while they fit, leaves `rbx` at the first work-item left, and ends
     /// the call if none is.
     pub(super) fn packed(&mut self, k: &Kernel) -> R<()> {
-        let mut widths = k.params().iter().filter_map(|p| match p.ty() {
-            Type::Ptr(_, e) => super::narrow::narrow(Type::Scalar(e)).map(|w| (w.0, e)),
-            _ => None,
-        });
-        let Some((bits, _)) = widths.next() else { return Ok(()) };
-        let mut c = Check {
-            v: self,
-            w: Width { w16: bits == 16 },
-            scope: Vec::new(),
-            live: 0,
-            ranges: Vec::new(),
-            params: Vec::new(),
-            stores: 0,
-        };
-        if !c.block(k.body().stmts()) || c.stores == 0 {
-            return Ok(());
+        // Byte lanes where every value is 8-bit, else word lanes.
+        let mut found = None;
+        for w16 in [false, true] {
+            let mut c = Check {
+                v: self,
+                w: Width { w16 },
+                scope: Vec::new(),
+                live: 0,
+                ranges: Vec::new(),
+                params: Vec::new(),
+                stores: 0,
+            };
+            if c.block(k.body().stmts()) && c.stores > 0 {
+                found = Some((c.ranges, c.params, c.w));
+                break;
+            }
         }
-        let (ranges, params, w) = (c.ranges, c.params, c.w);
+        let Some((ranges, params, w)) = found else { return Ok(()) };
         let lanes: i32 = if w.w16 { 16 } else { 32 };
         let sign = self.imm_slot(w.splat(1 << (w.bits() - 1)));
         // Parameters broadcast, and their sign-flipped copies.
         let mut slots = Vec::new();
-        for p in params {
+        for (p, t) in params {
             let (s, f) = (self.slot(), self.slot());
-            if w.w16 {
+            if !w.w16 {
+                self.a.vpbroadcastb(ymm0, byte_ptr(r13 + p))?;
+            } else if !w.wide8(t) {
                 self.a.vpbroadcastw(ymm0, word_ptr(r13 + p))?;
             } else {
-                self.a.vpbroadcastb(ymm0, byte_ptr(r13 + p))?;
+                // Extended to the word.
+                if t.scalar().is_some_and(|s| s.is_signed()) {
+                    self.a.movsx(eax, byte_ptr(r13 + p))?;
+                } else {
+                    self.a.movzx(eax, byte_ptr(r13 + p))?;
+                }
+                self.a.vmovd(xmm0, eax)?;
+                self.a.vpbroadcastw(ymm0, xmm0)?;
             }
             self.a.vmovdqu(ymmword_ptr(r15 + s), ymm0)?;
             self.a.vpxor(ymm0, ymm0, ymmword_ptr(r15 + sign))?;
@@ -869,10 +952,10 @@ impl V {
         self.a.jg(single)?;
         self.bind(&mut top)?;
         for copy in 0..UNROLL {
-            let disp = copy * lanes * if w.w16 { 2 } else { 1 };
+            let items = copy * lanes;
             let free = u16::MAX;
             let params = slots.clone();
-            let mut g = Gen { v: self, w: Width { w16: w.w16 }, free, scope: Vec::new(), params, sign, disp };
+            let mut g = Gen { v: self, w, free, scope: Vec::new(), params, sign, items };
             g.block(k.body().stmts())?;
         }
         self.a.add(rbx, UNROLL * lanes)?;
@@ -881,7 +964,7 @@ impl V {
         self.bind(&mut single)?;
         self.a.cmp(rbx, qword_ptr(r15 + limit))?;
         self.a.jg(exit)?;
-        let mut g = Gen { v: self, w, free: u16::MAX, scope: Vec::new(), params: slots, sign, disp: 0 };
+        let mut g = Gen { v: self, w, free: u16::MAX, scope: Vec::new(), params: slots, sign, items: 0 };
         g.block(k.body().stmts())?;
         self.a.add(rbx, lanes)?;
         let mut exit = exit;
