@@ -273,8 +273,7 @@ fn random_packed_kernels_agree_with_the_interpreter() {
             let k = kernel(&src);
             assert_eq!(fallback(&k), None, "{k}");
             with_packed += usize::from(packed(&k));
-            for (len, n) in [(1usize, 1u32), (31, 31), (32, 32), (97, 94), (300, 300), (517, 517)]
-            {
+            for (len, n) in [(1usize, 1u32), (31, 31), (32, 32), (97, 94), (300, 300), (517, 517)] {
                 let items = if guarded { n as usize } else { len };
                 check(&k, t, o, len, items, n, &mut r);
             }
@@ -383,15 +382,41 @@ fn byte_emulations_at_their_edges() {
 #[test]
 fn each_operator_on_bytes_in_word_lanes() {
     let mut r = Rng(99);
-    for (t, o) in [(TYPES[0], TYPES[2]), (TYPES[1], TYPES[3]), (TYPES[0], TYPES[3]), (TYPES[1], TYPES[2])] {
+    for (t, o) in
+        [(TYPES[0], TYPES[2]), (TYPES[1], TYPES[3]), (TYPES[0], TYPES[3]), (TYPES[1], TYPES[2])]
+    {
         for e in [
-            "v + w", "v - w", "v * w", "v & w", "v | w", "v ^ w", "-v", "~v", "abs(v)",
-            "min(v, w)", "max(v, w)", "v << 3", "v >> 3", "v / 4", "v % 4", "v / 1", "v % 1",
-            "v < w ? v : w", "(v <= w) as T", "(v == w) as T", "(v != w) as T", "(v >= p) as T",
-            "(v > p) as T", "v as bool ? w : p", "(s as T)", "((v as O) + s) as T", "p",
+            "v + w",
+            "v - w",
+            "v * w",
+            "v & w",
+            "v | w",
+            "v ^ w",
+            "-v",
+            "~v",
+            "abs(v)",
+            "min(v, w)",
+            "max(v, w)",
+            "v << 3",
+            "v >> 3",
+            "v / 4",
+            "v % 4",
+            "v / 1",
+            "v % 1",
+            "v < w ? v : w",
+            "(v <= w) as T",
+            "(v == w) as T",
+            "(v != w) as T",
+            "(v >= p) as T",
+            "(v > p) as T",
+            "v as bool ? w : p",
+            "(s as T)",
+            "((v as O) + s) as T",
+            "p",
             "mad(v, w, p)",
         ] {
-            let e = e.replace(" T", &format!(" {}", t.name)).replace(" O)", &format!(" {})", o.name));
+            let e =
+                e.replace(" T", &format!(" {}", t.name)).replace(" O)", &format!(" {})", o.name));
             let src = format!(
                 "kernel k(a: ptr<global, {T}>, b: ptr<global, {T}>, out: ptr<global, {T}>, p: {T}, n: u32, d: ptr<global, {O}>) {{
                    let i: u32 = global_id(0);
