@@ -336,6 +336,16 @@ fn which_kernels_are_packed() {
          }",
     );
     assert!(packed(&blend), "{blend}");
+    let depth = kernel(
+        "kernel depth(d: ptr<global, u16>, out: ptr<global, u16>, near: u16, far: u16, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n {
+             let z: u16 = d[i];
+             out[i] = z < near || z > far ? 0u16 : min(z - near, 4095u16);
+           }
+         }",
+    );
+    assert!(packed(&depth), "{depth}");
     for src in [
         "kernel k(a: ptr<global, u8>, out: ptr<global, u8>) {
            let i: u32 = global_id(0);
