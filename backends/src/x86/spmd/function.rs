@@ -276,6 +276,11 @@ fn generate_inner(
         v.hoist_ranges(k)?;
     }
     v.lets.clear();
+    if !regions && n_barriers == 0 && !rows {
+        // Blocks of 32 (or 16) work-items of 8- (16-)bit data first, where the kernel is of
+        // that class (`packed.rs`); the batches left run below.
+        v.packed(k)?;
+    }
     let mut lanes = v.a.create_label();
     v.bind(&mut lanes)?;
     v.a.vmovd(xmm15, ebx)?;

@@ -33,6 +33,8 @@
 //!   integer `var`s, `let`s and `for` counters live in the base registers no buffer takes
 //!   (`scalar.rs`). Kernels with barriers keep names in the frame, but for those of
 //!   blocks without barriers that declare a `var` ([`V::block`]).
+//! * Elementwise kernels on 8- and 16-bit data first run blocks of 32 (16) work-items one
+//!   per byte (word) of a register, before the batch loop takes the rest (`packed.rs`).
 //! * Short `for` loops with constant bounds are unrolled, the counter a constant in each
 //!   copy of the body (`short.rs`).
 //! * Uniform values once per call: scalar parameters, constants, ids and sizes are
@@ -107,6 +109,7 @@ mod mem;
 mod merge;
 mod narrow;
 mod ops;
+mod packed;
 mod private;
 mod proven;
 mod recip;
