@@ -1,0 +1,121 @@
+//! Loads at a constant stride of the work-item id: `x[2 * i]`, `x[2 * i + 1]` (interleaved
+//! pairs), `img[3 * i + k]`, the element accesses a `vload4(p, 4 * i)` splits into. The
+//! lanes' elements lie in a span of `8 * s` elements from lane 0's, so when the whole span
+//! is in bounds (one compare per batch) the load is `s` contiguous vector loads, each
+//! permuted to the lanes it serves and blended, instead of a gather; otherwise (a span
+//! running past the end, a negative index, after a fault) the checked gather as before,
+//! so faults are exactly the interpreter's. 32-bit elements only: 8/16-bit and 64-bit
+//! elements keep their gathers.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{BinOp, Expr, ExprNode, Imm, Scalar, Type};
+
+use super::{Kind, R, V, XMM, YMM};
+
+/// The kind of a [`V::const_slot`] key that is a stride's permutation (the key's first
+/// part the stride `s`; lane k's dword `(s * k) % 8`), filled once per call.
+pub(super) const CONST_STRIDE: u8 = 7;
+
+/// The dwords of stride `s`'s permutation, one byte each (lane k's byte `(s * k) % 8`),
+/// zero-extended to dwords when the slot is filled.
+pub(super) fn perm_bytes(s: u64) -> u64 {
+    (0..8u64).fold(0, |b, k| b | ((s * k) % 8) << (8 * k))
+}
+
+/// The lanes (bit k: lane k) whose element of stride `s` lies in the `j`th 8-element
+/// vector of the span.
+fn lanes_of(s: u32, j: u32) -> u32 {
+    (0..8).filter(|k| s * k / 8 == j).fold(0, |m, k| m | 1 << k)
+}
+
+impl V {
+    /// The stride `s` (2 to 8) of an `i32`/`u32` index `s * c + b`, `c` contiguous across
+    /// the lanes (lane k's value lane 0's plus k) and `b` batch-uniform (or absent): then
+    /// lane k's index is lane 0's plus `s * k`, wrapping as the lanes compute it.
+    pub(super) fn stride_of(&self, index: &Expr) -> Option<u32> {
+        if !matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32)) {
+            return None;
+        }
+        if let Some(d) = super::expr::desugar(index) {
+            return self.stride_of(&d);
+        }
+        let contig = |e: &Expr| matches!(self.kind(e), Kind::Gid0 | Kind::Contig);
+        let konst = |e: &Expr| match e.as_imm() {
+            Some(Imm::Int(_, bits)) => Some(*bits as u32),
+            _ => None,
+        };
+        let (op, a, b) = match index.node() {
+            ExprNode::Binary { op, a, b } => (op, a, b),
+            ExprNode::Var(v) => return self.find(v.name()).and_then(|b| b.stride),
+            _ => return None,
+        };
+        let s = match op {
+            BinOp::Mul => match (konst(a), konst(b)) {
+                (Some(s), _) if contig(b) => s,
+                (_, Some(s)) if contig(a) => s,
+                _ => return None,
+            },
+            BinOp::Shl if contig(a) => match konst(b) {
+                Some(c @ 1..=3) => 1 << c,
+                _ => return None,
+            },
+            BinOp::Add if self.kind(b) == Kind::Uniform => self.stride_of(a)?,
+            BinOp::Add if self.kind(a) == Kind::Uniform => self.stride_of(b)?,
+            BinOp::Sub if self.kind(b) == Kind::Uniform => self.stride_of(a)?,
+            _ => return None,
+        };
+        (2..=8).contains(&s).then_some(s)
+    }
+
+    /// For a load of 32-bit elements of table `t` at stride `s` whose lanes' indices are in
+    /// `ymm{d}`: when the span of `8 * s` elements from lane 0's index is in bounds, the
+    /// lanes' elements into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries) and a jump to
+    /// `done`; otherwise a jump to the returned label, where the checked gather follows.
+    /// The test is against the table's length minus 8 (the whole-batch test's slot, which
+    /// a fault sets to -1 for the rest of the call: then every batch takes the gather,
+    /// which respects the lanes alive). Lane 0's index zero-extended passes only below
+    /// 2^31 - 8s, so no lane's index wraps, and a negative `i32` one never passes.
+    pub(super) fn strided_load(
+        &mut self,
+        t: u32,
+        s: u32,
+        d: usize,
+        done: CodeLabel,
+    ) -> R<CodeLabel> {
+        let slow = self.a.create_label();
+        let last8 = self.const_slot((u64::from(t), 5));
+        let perm = self.const_slot((u64::from(s), CONST_STRIDE));
+        self.a.vmovd(eax, XMM[d])?;
+        self.a.mov(r11, qword_ptr(r15 + last8))?;
+        self.a.sub(r11, (8 * s - 8) as i32)?;
+        self.a.cmp(rax, r11)?;
+        self.a.jg(slow)?;
+        let base = self.base(t)?;
+        let (x, p, y) = (YMM[d], YMM[d + 1], YMM[d + 2]);
+        self.a.vmovups(p, ymmword_ptr(r15 + perm))?;
+        self.a.vpermps(x, p, ymmword_ptr(base + rax * 4))?;
+        for j in 1..s {
+            self.a.vpermps(y, p, ymmword_ptr(base + rax * 4 + (32 * j) as i32))?;
+            self.a.vblendps(x, x, y, lanes_of(s, j) as i32)?;
+        }
+        self.a.jmp(done)?;
+        Ok(slow)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lane_served_once() {
+        for s in 2..=8 {
+            let all: u32 = (0..s).map(|j| lanes_of(s, j)).sum();
+            assert_eq!(all, 0xff, "stride {s}");
+            for k in 0..8u64 {
+                let pos = perm_bytes(u64::from(s)) >> (8 * k) & 0xff;
+                assert_eq!(pos, (u64::from(s) * k) % 8);
+            }
+        }
+    }
+}
