@@ -114,3 +114,57 @@ fn interleaved_pairs_and_vload4_agree_and_load_spans() {
         kiln_ir::testing::skip("no AVX2: no 8-lane code to inspect");
     }
 }
+
+#[test]
+fn strided_bytes_agree_with_the_interpreter() {
+    // 8-bit elements at strides 2 to 4 (one `vpshufb` span), signed and unsigned, and a
+    // 16-bit one (per-lane loads), guarded and unguarded, spans past the end.
+    for ty in ["u8", "i8", "u16"] {
+        for s in [2u32, 3, 4, 5] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, i32>, x: ptr<global, {ty}>, n: u32, k: u32) {{
+                   let i: u32 = global_id(0);
+                   if i < n {{
+                     let p: u32 = {s}u32 * i;
+                     o[i] = (x[p] as i32) * 3 + (x[p + k] as i32) - (x[{s}u32 * i + {last}u32] as i32);
+                   }}
+                 }}",
+                last = s - 1
+            ));
+            for (n, global, extra) in [(37u32, 40u32, 0i64), (64, 64, 0), (64, 64, -1), (61, 64, 9)]
+            {
+                for off in [0u32, 1, s - 1, s] {
+                    let len = (i64::from(s * n) + extra).max(1) as usize;
+                    let args =
+                        vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(off)];
+                    let bufs = vec![vals(Scalar::I32, n as usize, 1), vals(elem(ty), len, 2)];
+                    let what = format!("{ty} s={s} n={n} len={len} k={off}");
+                    agree(&k, &NdRange::new(&[global]).with_local(&[8]), &args, &bufs, &what);
+                }
+            }
+        }
+    }
+    let rgb = kernel(
+        "kernel rgb2gray(rgb: ptr<global, u8>, gray: ptr<global, u8>, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n {
+             let r: u32 = rgb[3 * i] as u32;
+             let g: u32 = rgb[3 * i + 1] as u32;
+             let b: u32 = rgb[3 * i + 2] as u32;
+             gray[i] = (77 * r + 150 * g + 29 * b + 128 >> 8) as u8;
+           }
+         }",
+    );
+    for n in [1u32, 5, 8, 11, 16, 40, 99] {
+        let r = NdRange::new(&[n.div_ceil(8) * 8]).with_local(&[8]);
+        let args = vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+        let bufs = [vals(Scalar::U8, 3 * n as usize, 4), vals(Scalar::U8, n as usize, 5)];
+        agree(&rgb, &r, &args, &bufs, &format!("rgb2gray {n}"));
+    }
+    if avx2() {
+        let text = vector_listing(&rgb).join("\n");
+        assert!(text.contains("vpshufb"), "{text}");
+    } else {
+        kiln_ir::testing::skip("no AVX2: no 8-lane code to inspect");
+    }
+}

@@ -441,6 +441,10 @@ impl V {
                     v.a.vmovq(xmm0, rax)?;
                     v.a.vpmovsxbd(ymm0, xmm0)?;
                 }
+                super::strided::CONST_BYTES => {
+                    v.a.mov(rax, key)?;
+                    v.a.vmovq(xmm0, rax)?;
+                }
                 super::strided::CONST_STRIDE => {
                     v.a.mov(rax, super::strided::perm_bytes(key))?;
                     v.a.vmovq(xmm0, rax)?;

@@ -318,7 +318,7 @@ struct V {
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
     /// 64-bit constant broadcast to the four qwords, 5 table whose length - 8 is the first
     /// qword (signed), [`CONST_LANES`] a lane mask whose bit k says lane k is set,
-    /// [`strided::CONST_STRIDE`] a stride's permutation.
+    /// [`strided::CONST_STRIDE`] a stride's permutation, [`strided::CONST_BYTES`] a `vpshufb` mask.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,

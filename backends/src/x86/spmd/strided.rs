@@ -4,8 +4,9 @@
 //! is in bounds (one compare per batch) the load is `s` contiguous vector loads, each
 //! permuted to the lanes it serves and blended, instead of a gather; otherwise (a span
 //! running past the end, a negative index, after a fault) the checked gather as before,
-//! so faults are exactly the interpreter's. 32-bit elements only: 8/16-bit and 64-bit
-//! elements keep their gathers.
+//! so faults are exactly the interpreter's. 32-bit elements at strides 2 to 8, 8-bit ones
+//! at strides 2 to 4 (`vpshufb` from one 16- or 32-byte load); 16-bit and 64-bit elements
+//! keep their per-lane loads and gathers.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Scalar, Type};
@@ -103,6 +104,67 @@ impl V {
     }
 }
 
+/// The kind of a [`V::const_slot`] key whose first part is eight bytes placed in the slot's
+/// low qword (the rest zero): a `vpshufb` mask of [`byte_masks`].
+pub(super) const CONST_BYTES: u8 = 8;
+
+/// The `vpshufb` masks that gather the bytes at stride `s` (2 to 4) from a 32-byte span
+/// into the low eight bytes of an `xmm`: from its low 16 bytes and from its high 16 bytes
+/// (0x80: a zero byte), one byte per lane, as the keys of [`CONST_BYTES`] slots.
+pub(super) fn byte_masks(s: u32) -> (u64, u64) {
+    (0..8u32).fold((0, 0), |(lo, hi), k| {
+        let o = u64::from(s * k);
+        let (l, h) = if o < 16 { (o, 0x80) } else { (0x80, o - 16) };
+        (lo | l << (8 * k), hi | h << (8 * k))
+    })
+}
+
+impl V {
+    /// [`V::strided_load`] for 8-bit elements at stride `s` (2 to 4): the span (16 bytes
+    /// for stride 2, else 32, all in bounds or the checked per-lane loads at the returned
+    /// label) loaded whole, its lanes' bytes picked by `vpshufb` and extended to dwords as
+    /// `signed` says.
+    pub(super) fn strided_bytes(
+        &mut self,
+        t: u32,
+        s: u32,
+        signed: bool,
+        d: usize,
+        done: CodeLabel,
+    ) -> R<CodeLabel> {
+        let slow = self.a.create_label();
+        let span: u32 = if s == 2 { 16 } else { 32 };
+        let last8 = self.const_slot((u64::from(t), 5));
+        let (lo, hi) = byte_masks(s);
+        let lo = self.const_slot((lo, CONST_BYTES));
+        let hi = self.const_slot((hi, CONST_BYTES));
+        self.a.vmovd(eax, XMM[d])?;
+        self.a.mov(r11, qword_ptr(r15 + last8))?;
+        self.a.sub(r11, (span - 8) as i32)?;
+        self.a.cmp(rax, r11)?;
+        self.a.jg(slow)?;
+        let base = self.base(t)?;
+        let (x, y, z) = (XMM[d], XMM[d + 1], XMM[d + 2]);
+        if span == 16 {
+            self.a.vmovdqu(x, xmmword_ptr(base + rax))?;
+            self.a.vpshufb(x, x, xmmword_ptr(r15 + lo))?;
+        } else {
+            self.a.vmovdqu(YMM[d + 1], ymmword_ptr(base + rax))?;
+            self.a.vextracti128(z, YMM[d + 1], 1)?;
+            self.a.vpshufb(y, y, xmmword_ptr(r15 + lo))?;
+            self.a.vpshufb(z, z, xmmword_ptr(r15 + hi))?;
+            self.a.vpor(x, y, z)?;
+        }
+        if signed {
+            self.a.vpmovsxbd(YMM[d], x)?;
+        } else {
+            self.a.vpmovzxbd(YMM[d], x)?;
+        }
+        self.a.jmp(done)?;
+        Ok(slow)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +177,18 @@ mod tests {
             for k in 0..8u64 {
                 let pos = perm_bytes(u64::from(s)) >> (8 * k) & 0xff;
                 assert_eq!(pos, (u64::from(s) * k) % 8);
+            }
+        }
+    }
+
+    #[test]
+    fn byte_masks_pick_each_lanes_byte_from_one_half() {
+        for s in 2..=4u32 {
+            let (lo, hi) = byte_masks(s);
+            for k in 0..8u32 {
+                let (l, h) = (lo >> (8 * k) & 0xff, hi >> (8 * k) & 0xff);
+                let o = u64::from(s * k);
+                assert!(if o < 16 { l == o && h == 0x80 } else { l == 0x80 && h == o - 16 });
             }
         }
     }
