@@ -168,3 +168,42 @@ fn strided_bytes_agree_with_the_interpreter() {
         kiln_ir::testing::skip("no AVX2: no 8-lane code to inspect");
     }
 }
+
+#[test]
+fn strided_stores_agree_with_the_interpreter() {
+    // 32-bit stores at strides 2 to 8: one component per store statement (the others keep
+    // their values), guarded (masked), unguarded, spans and lanes past the end.
+    for ty in ["f32", "u32"] {
+        for s in [2u32, 3, 4, 8] {
+            let k = kernel(&format!(
+                "kernel k(o: ptr<global, {ty}>, x: ptr<global, {ty}>, n: u32, k: u32) {{
+                   let i: u32 = global_id(0);
+                   if i < n {{
+                     let p: u32 = {s}u32 * i;
+                     o[p + k] = x[i];
+                     if (i & 2u32) == 0u32 {{
+                       o[{s}u32 * i] = x[i] + x[i];
+                     }}
+                   }}
+                   o[i * {s}u32 + {last}u32] = x[i];
+                 }}",
+                last = s - 1
+            ));
+            for (n, global, extra) in [(37u32, 40u32, 0i64), (64, 64, 0), (64, 64, -1), (61, 64, 9)]
+            {
+                for off in [0u32, 1, s - 1, s] {
+                    let len = (i64::from(s * global) + extra).max(1) as usize;
+                    let args =
+                        vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(off)];
+                    let bufs = vec![vals(elem(ty), len, 1), vals(elem(ty), global as usize, 2)];
+                    let what = format!("{ty} s={s} n={n} len={len} k={off}");
+                    agree(&k, &NdRange::new(&[global]).with_local(&[8]), &args, &bufs, &what);
+                }
+            }
+            if s == 3 && avx2() {
+                let text = vector_listing(&k).join("\n");
+                assert!(text.contains("vmaskmovps [") && text.contains("vpermps"), "{text}");
+            }
+        }
+    }
+}

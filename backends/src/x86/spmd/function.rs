@@ -446,7 +446,7 @@ impl V {
                     v.a.vmovq(xmm0, rax)?;
                 }
                 super::strided::CONST_STRIDE => {
-                    v.a.mov(rax, super::strided::perm_bytes(key))?;
+                    v.a.mov(rax, key)?;
                     v.a.vmovq(xmm0, rax)?;
                     v.a.vpmovzxbd(ymm0, xmm0)?;
                 }

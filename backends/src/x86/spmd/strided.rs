@@ -6,19 +6,20 @@
 //! running past the end, a negative index, after a fault) the checked gather as before,
 //! so faults are exactly the interpreter's. 32-bit elements at strides 2 to 8, 8-bit ones
 //! at strides 2 to 4 (`vpshufb` from one 16- or 32-byte load); 16-bit and 64-bit elements
-//! keep their per-lane loads and gathers.
+//! keep their per-lane loads and gathers. Stores of 32-bit elements at strides 2 to 8 the
+//! same way: with the span in bounds, one masked vector store per 8 elements of it.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Scalar, Type};
 
 use super::{Kind, R, V, XMM, YMM};
 
-/// The kind of a [`V::const_slot`] key that is a stride's permutation (the key's first
-/// part the stride `s`; lane k's dword `(s * k) % 8`), filled once per call.
+/// The kind of a [`V::const_slot`] key that is a `vpermps` index vector, the key's first
+/// part its eight indices one byte each (lane k's in byte k), filled once per call.
 pub(super) const CONST_STRIDE: u8 = 7;
 
-/// The dwords of stride `s`'s permutation, one byte each (lane k's byte `(s * k) % 8`),
-/// zero-extended to dwords when the slot is filled.
+/// The indices of stride `s`'s load permutation, one byte each (lane k's byte
+/// `(s * k) % 8`), zero-extended to dwords when the slot is filled.
 pub(super) fn perm_bytes(s: u64) -> u64 {
     (0..8u64).fold(0, |b, k| b | ((s * k) % 8) << (8 * k))
 }
@@ -85,7 +86,7 @@ impl V {
     ) -> R<CodeLabel> {
         let slow = self.a.create_label();
         let last8 = self.const_slot((u64::from(t), 5));
-        let perm = self.const_slot((u64::from(s), CONST_STRIDE));
+        let perm = self.const_slot((perm_bytes(u64::from(s)), CONST_STRIDE));
         self.a.vmovd(eax, XMM[d])?;
         self.a.mov(r11, qword_ptr(r15 + last8))?;
         self.a.sub(r11, (8 * s - 8) as i32)?;
@@ -165,6 +166,49 @@ impl V {
     }
 }
 
+/// For a store at stride `s`, the `j`th 8-element vector of the span: the `vpermps`
+/// indices that bring each lane's value to its element's position there (a position no
+/// lane writes takes lane 0's, masked off), and the positions written (bit p: position p).
+fn store_perm(s: u32, j: u32) -> (u64, u32) {
+    (0..8u32).filter(|k| s * k / 8 == j).fold((0, 0), |(idx, pos), k| {
+        let p = s * k - 8 * j;
+        (idx | u64::from(k) << (8 * p), pos | 1 << p)
+    })
+}
+
+impl V {
+    /// For a store of 32-bit `ymm0` at stride `s` whose lanes' indices are in `ymm1`: when
+    /// the span of `8 * s` elements from lane 0's index is in bounds (the test of
+    /// [`V::strided_load`]), each of its `s` vectors written by one `vmaskmovps` of the
+    /// lanes' values permuted to their positions, masked to the positions of lanes active
+    /// (and alive) now, and a jump to `done`; otherwise a jump to the returned label,
+    /// where the checked per-lane stores follow. The lanes' elements are distinct and in
+    /// bounds, so no order between them can show. (`ymm1` to `ymm3` clobbered.)
+    pub(super) fn strided_store(&mut self, t: u32, s: u32, done: CodeLabel) -> R<CodeLabel> {
+        let slow = self.a.create_label();
+        let last8 = self.const_slot((u64::from(t), 5));
+        self.a.vmovd(eax, xmm1)?;
+        self.a.mov(r11, qword_ptr(r15 + last8))?;
+        self.a.sub(r11, (8 * s - 8) as i32)?;
+        self.a.cmp(rax, r11)?;
+        self.a.jg(slow)?;
+        self.active(2)?;
+        let base = self.base(t)?;
+        for j in 0..s {
+            let (idx, pos) = store_perm(s, j);
+            let idx = self.const_slot((idx, CONST_STRIDE));
+            let pos = self.const_slot((u64::from(pos), super::CONST_LANES));
+            self.a.vmovups(ymm3, ymmword_ptr(r15 + idx))?;
+            self.a.vpermps(ymm1, ymm3, ymm0)?;
+            self.a.vpermps(ymm3, ymm3, ymm2)?;
+            self.a.vpand(ymm3, ymm3, ymmword_ptr(r15 + pos))?;
+            self.a.vmaskmovps(ymmword_ptr(base + rax * 4 + (32 * j) as i32), ymm3, ymm1)?;
+        }
+        self.a.jmp(done)?;
+        Ok(slow)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +222,24 @@ mod tests {
                 let pos = perm_bytes(u64::from(s)) >> (8 * k) & 0xff;
                 assert_eq!(pos, (u64::from(s) * k) % 8);
             }
+        }
+    }
+
+    #[test]
+    fn store_perms_place_every_lane_once() {
+        for s in 2..=8u32 {
+            let mut seen = 0u32;
+            for j in 0..s {
+                let (idx, pos) = store_perm(s, j);
+                for p in 0..8u32 {
+                    if pos >> p & 1 != 0 {
+                        let k = (idx >> (8 * p) & 0xff) as u32;
+                        assert_eq!(s * k, 8 * j + p);
+                        seen |= 1 << k;
+                    }
+                }
+            }
+            assert_eq!(seen, 0xff);
         }
     }
 
