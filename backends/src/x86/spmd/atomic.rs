@@ -436,7 +436,14 @@ impl V {
         if let Some(r) = result {
             let name = r.name().to_string();
             let loc = Loc::Slot(o_res);
-            self.lets.push(Bound { name, loc, kind: Kind::Div, decl: None, dword: None });
+            self.lets.push(Bound {
+                name,
+                loc,
+                kind: Kind::Div,
+                decl: None,
+                dword: None,
+                stride: None,
+            });
         }
         Ok(())
     }

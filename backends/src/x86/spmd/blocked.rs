@@ -440,6 +440,7 @@ impl V {
                 kind: Kind::Uniform,
                 decl: None,
                 dword: Some(cnt),
+                stride: None,
             });
             self.block(body)?;
             self.lets.pop();

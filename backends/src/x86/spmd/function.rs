@@ -265,7 +265,14 @@ fn generate_inner(
         if let Some(var) = other {
             let name = var.name().to_string();
             let loc = Loc::Slot(0);
-            v.lets.push(Bound { name, loc, kind: Kind::Div, decl: Some(0), dword: None });
+            v.lets.push(Bound {
+                name,
+                loc,
+                kind: Kind::Div,
+                decl: Some(0),
+                dword: None,
+                stride: None,
+            });
         }
     }
     v.hoist_conds(k)?;
@@ -441,6 +448,15 @@ impl V {
                     v.a.mov(rax, bytes)?;
                     v.a.vmovq(xmm0, rax)?;
                     v.a.vpmovsxbd(ymm0, xmm0)?;
+                }
+                super::strided::CONST_BYTES => {
+                    v.a.mov(rax, key)?;
+                    v.a.vmovq(xmm0, rax)?;
+                }
+                super::strided::CONST_STRIDE => {
+                    v.a.mov(rax, key)?;
+                    v.a.vmovq(xmm0, rax)?;
+                    v.a.vpmovzxbd(ymm0, xmm0)?;
                 }
                 5 => {
                     v.a.mov(rax, qword_ptr(r14 + (key as i32 * 16 + 8)))?;

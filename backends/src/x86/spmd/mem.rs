@@ -321,6 +321,18 @@ impl V {
             self.expr(index, d)?;
         }
         let mut done = self.a.create_label();
+        // (Under a mask too, as above: with the span in bounds no lane faults, and what
+        // inactive lanes load is never read.)
+        let strided = match kind {
+            Kind::Div if !in_eax && ty.scalar().is_some_and(|s| s.bits() == 32) => {
+                self.stride_of(index)
+            }
+            _ => None,
+        };
+        if let Some(s) = strided {
+            let mut slow = self.strided_load(t, s, d, done)?;
+            self.bind(&mut slow)?;
+        }
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
             let slow = match self.proven_test(index, t, d)? {
@@ -393,7 +405,7 @@ impl V {
                 self.a.vmovaps(x, g)?;
             }
         }
-        if fast || uniform {
+        if fast || uniform || strided.is_some() {
             self.bind(&mut done)?;
         }
         Ok(())
@@ -501,6 +513,12 @@ impl V {
             self.expr_top(index, 1)?;
         }
         let mut done = self.a.create_label();
+        // (Under a mask too: the stores are masked to the active lanes' elements.)
+        let strided = if kind == Kind::Div { self.stride_of(index) } else { None };
+        if let Some(s) = strided {
+            let mut slow = self.strided_store(t, s, done)?;
+            self.bind(&mut slow)?;
+        }
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
             let mut slow = match self.proven_test(index, t, 1)? {
@@ -582,7 +600,11 @@ impl V {
             self.store_last_lane(base)?;
             return self.bind(&mut done);
         }
-        self.store_lanes(base, 0, 4)
+        self.store_lanes(base, 0, 4)?;
+        if strided.is_some() {
+            self.bind(&mut done)?;
+        }
+        Ok(())
     }
 
     /// A store at a batch-uniform index (`ymm1`) of `ymm0`'s lanes active in `ymm2`: every

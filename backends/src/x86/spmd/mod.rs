@@ -119,6 +119,7 @@ mod scalar;
 mod short;
 mod spill;
 mod stmt;
+mod strided;
 mod trig64;
 mod uniform;
 mod vectors;
@@ -288,6 +289,9 @@ struct Bound {
     /// A batch-uniform `i32`/`u32` value's dword in the vector frame, for scalar code
     /// (`scalar.rs`); with `loc` a `Reg` or `Slot`, the value is also there in all lanes.
     dword: Option<i32>,
+    /// For a `let` of an index at a constant stride of a contiguous one (`let p = 2 * i`,
+    /// common subexpressions of the `-O` pipeline), the stride (`strided.rs`).
+    stride: Option<u32>,
 }
 
 /// Out-of-line code, emitted after the function.
@@ -320,7 +324,8 @@ struct V {
     /// the first is: 0 constant bits, 1 scalar frame slot, 2 context offset (a u64 field
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
     /// 64-bit constant broadcast to the four qwords, 5 table whose length - 8 is the first
-    /// qword (signed), [`CONST_LANES`] a lane mask whose bit k says lane k is set.
+    /// qword (signed), [`CONST_LANES`] a lane mask whose bit k says lane k is set,
+    /// [`strided::CONST_STRIDE`] a stride's permutation, [`strided::CONST_BYTES`] a `vpshufb` mask.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,

@@ -329,6 +329,14 @@ impl V {
             return Ok(());
         }
         self.expr(index, d)?;
+        // Bytes at a small stride (`rgb[3 * i + 1]`): the span at once when it is in
+        // bounds (`strided.rs`).
+        let mut fin = self.a.create_label();
+        let strided = self.stride_of(index).filter(|&s| bits == 8 && s <= 4);
+        if let Some(s) = strided {
+            let mut slow = self.strided_bytes(t, s, signed, d, fin)?;
+            self.bind(&mut slow)?;
+        }
         self.active(d + 1)?;
         self.check(index, d, d + 1, d + 2, t, "load", idx_signed)?;
         let base = self.base(t)?;
@@ -354,6 +362,9 @@ impl V {
             self.bind(&mut done)?;
         }
         self.a.vmovups(YMM[d], ymmword_ptr(r15 + self.tmp_v))?;
+        if strided.is_some() {
+            self.bind(&mut fin)?;
+        }
         Ok(())
     }
 

@@ -18,7 +18,14 @@ impl V {
     ) -> R<(Loc, Option<i32>)> {
         let name = var.name().to_string();
         if kind == Kind::Gid0 {
-            self.lets.push(Bound { name, loc: Loc::Reg(GID), kind, decl: None, dword: None });
+            self.lets.push(Bound {
+                name,
+                loc: Loc::Reg(GID),
+                kind,
+                decl: None,
+                dword: None,
+                stride: None,
+            });
             return Ok((Loc::Reg(GID), None));
         }
         if !value_type(var.ty()) {
@@ -36,7 +43,14 @@ impl V {
             if !self.regions().ids_stale {
                 self.lid_lanes(LID)?;
             }
-            self.lets.push(Bound { name, loc: Loc::Reg(LID), kind, decl: None, dword: None });
+            self.lets.push(Bound {
+                name,
+                loc: Loc::Reg(LID),
+                kind,
+                decl: None,
+                dword: None,
+                stride: None,
+            });
             return Ok((Loc::Reg(LID), None));
         }
         if wide64::is_64(var.ty()) {
@@ -55,7 +69,14 @@ impl V {
             self.put_dword(off)?;
             dword = Some(off);
             if !self.let_reg_free(self.next_reg) && !hoisting {
-                self.lets.push(Bound { name, loc: Loc::Scalar(off), kind, decl: None, dword });
+                self.lets.push(Bound {
+                    name,
+                    loc: Loc::Scalar(off),
+                    kind,
+                    decl: None,
+                    dword,
+                    stride: None,
+                });
                 return Ok((Loc::Scalar(off), dword));
             }
             self.a.vmovd(xmm0, eax)?;
@@ -72,7 +93,8 @@ impl V {
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
             Loc::Slot(off)
         };
-        self.lets.push(Bound { name, loc, kind, decl: None, dword });
+        let stride = if kind == Kind::Div { self.stride_of(value) } else { None };
+        self.lets.push(Bound { name, loc, kind, decl: None, dword, stride });
         Ok((loc, dword))
     }
 
@@ -105,7 +127,7 @@ impl V {
                 if let StmtNode::Let { var, .. } = s.node() {
                     let name = var.name().to_string();
                     let kind = Kind::Uniform;
-                    self.lets.push(Bound { name, loc, kind, decl: None, dword });
+                    self.lets.push(Bound { name, loc, kind, decl: None, dword, stride: None });
                 }
                 continue;
             }
@@ -167,7 +189,14 @@ impl V {
                     Loc::Scalar(off) => Some(off),
                     _ => None,
                 };
-                self.lets.push(Bound { name, loc, kind, decl: Some(self.dctl), dword });
+                self.lets.push(Bound {
+                    name,
+                    loc,
+                    kind,
+                    decl: Some(self.dctl),
+                    dword,
+                    stride: None,
+                });
             }
             StmtNode::Assign { var, value } => self.assign(var, value)?,
             StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,
