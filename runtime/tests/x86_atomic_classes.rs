@@ -10,7 +10,9 @@ mod x86_common;
 
 use x86_common::{agree, avx2, fallback, kernel, three_ways};
 
+use kiln_backends::x86::{compile, X86Options};
 use kiln_ir::launch::{Arg, Buffer, NdRange};
+use kiln_runtime::device::cpu::{CpuRun, CpuRunOptions};
 
 /// Keys with many collisions in `bins` bins, and values in the whole u32 range.
 fn keys_vals(n: usize, bins: u32) -> (Vec<u32>, Vec<u32>) {
@@ -146,5 +148,43 @@ fn indices_that_may_meet_keep_the_scalar_code() {
             Arg::scalar(2u32),
         ];
         three_ways(&k, &range, &args, &bufs);
+    }
+}
+
+/// On several threads, work-items of every group contend for the same few bins: results
+/// must still be the interpreter's (min and max do not depend on the order), and a min or max
+/// that leaves the element as read skips its locked write (the compare before
+/// `lock cmpxchg`), which is what keeps contended bins from costing a locked write each.
+#[test]
+fn contended_bins_on_several_threads_match_and_skip_unchanged_writes() {
+    if !avx2() {
+        return kiln_ir::testing::skip("no AVX2: no 8-lane code");
+    }
+    let k = kernel(&MINMAX.replace("& 63", "& 3"));
+    let p = compile(&k, &X86Options::default()).unwrap();
+    assert!(p.has_spmd());
+    let listing = x86_common::vector_listing(&k);
+    let cas = listing.iter().position(|l| l.starts_with("lock cmpxchg")).expect("a CAS loop");
+    assert!(
+        listing[..cas].iter().rev().take(3).any(|l| l.starts_with("je ")),
+        "no skip of an unchanged value before the locked write:\n{}",
+        listing.join("\n")
+    );
+    let n = 20_011usize;
+    let (keys, vals) = keys_vals(n, 4);
+    let bufs = vec![
+        Buffer::from_slice(&keys),
+        Buffer::from_slice(&vals),
+        Buffer::from_slice(&init_minmax(64)),
+    ];
+    let range = NdRange::new(&[n.next_multiple_of(64) as u32]).with_local(&[64]);
+    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n as u32)];
+    let mut want = bufs.clone();
+    kiln_ir::interp::run(&k, &range, &args, &mut want).unwrap();
+    for threads in [2, 4] {
+        let mut got = bufs.clone();
+        p.run_parallel(&range, &args, &mut got, threads, &CpuRunOptions::default()).unwrap();
+        kiln_ir::testing::results_match(&want, &got)
+            .unwrap_or_else(|m| panic!("{threads} threads: {m}"));
     }
 }

@@ -673,8 +673,26 @@ impl V {
                         }
                     }
                     if locked {
+                        // A min, max, and or or that leaves the value as read needs no
+                        // write: the read is the operation's point in the order of the
+                        // element's atomics (it returns the same old value), and
+                        // work-items on other threads contending for one element (per-bin
+                        // extremes on every core) no longer take the line for nothing.
+                        let mut same = a.create_label();
+                        let idempotent = matches!(
+                            op,
+                            AtomicOp::Min | AtomicOp::Max | AtomicOp::And | AtomicOp::Or
+                        );
+                        if idempotent {
+                            a.cmp(r11d, eax)?;
+                            a.je(same)?;
+                        }
                         a.lock().cmpxchg(at, r11d)?;
                         a.jne(retry)?;
+                        if idempotent {
+                            a.set_label(&mut same)?;
+                            a.nop()?;
+                        }
                     } else {
                         a.mov(at, r11d)?;
                     }
