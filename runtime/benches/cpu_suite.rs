@@ -136,6 +136,35 @@ struct Case {
     reset: Option<Buffer>,
 }
 
+/// A case of the kernel `name` in the set written in `src` (a held-out set), with the fields
+/// the sets share filled in.
+#[allow(clippy::too_many_arguments)]
+fn set_case(
+    src: &str,
+    name: &'static str,
+    range: NdRange,
+    args: Vec<Arg>,
+    bufs: Vec<Buffer>,
+    result: usize,
+    tolerance: f32,
+    bytes: Option<usize>,
+    rust: Box<dyn FnMut(bool) -> Option<Out>>,
+) -> Case {
+    let m = parse_module(src).expect("the set's kernels parse");
+    Case {
+        name,
+        built: build(&m, name),
+        range,
+        args,
+        bufs,
+        rust,
+        result,
+        tolerance,
+        bytes,
+        reset: None,
+    }
+}
+
 /// One launch of the case's kernel, on all threads or on one.
 fn run(c: &mut Case, all: bool) {
     if let Some(z) = &c.reset {

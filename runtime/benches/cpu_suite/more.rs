@@ -5,42 +5,15 @@
 //! bit for bit except GELU (`exp`: relative error at most 1e-4).
 
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{parse_module, Scalar};
+use kiln_ir::Scalar;
 
-use super::{build, data, f32_buf, keys, log2n, round_up, u32_buf, Case, Out};
+use super::{data, f32_buf, keys, log2n, round_up, set_case, u32_buf, Case, Out};
 
 const MORE: &str = include_str!("../cpu_suite_more.kir");
 
 /// Deterministic f64 data in `[lo, lo + span)`.
 fn data64(n: usize, seed: u32, lo: f64, span: f64) -> Vec<f64> {
     data(n, seed, 0.0, 1.0).into_iter().map(|v| lo + v as f64 * span).collect()
-}
-
-/// A case with the fields every one of this set shares filled in.
-#[allow(clippy::too_many_arguments)]
-fn case(
-    name: &'static str,
-    range: NdRange,
-    args: Vec<Arg>,
-    bufs: Vec<Buffer>,
-    result: usize,
-    tolerance: f32,
-    bytes: Option<usize>,
-    rust: Box<dyn FnMut(bool) -> Option<Out>>,
-) -> Case {
-    let m = parse_module(MORE).expect("the held-out suite parses");
-    Case {
-        name,
-        built: build(&m, name),
-        range,
-        args,
-        bufs,
-        rust,
-        result,
-        tolerance,
-        bytes,
-        reset: None,
-    }
 }
 
 /// The held-out cases, sized by `KILN_CPU_SUITE_LOG2N` as the first set is.
@@ -60,7 +33,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let src = data(w * h, 21, -5.0, 10.0);
     let s = src.clone();
     let mut dst = vec![0f32; w * h];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "transpose",
         range2(w, h),
         vec![b(0), b(1), Arg::scalar(w as u32), Arg::scalar(h as u32)],
@@ -82,7 +56,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let gx = data(n, 22, -12.0, 24.0);
     let g = gx.clone();
     let mut out = vec![0f32; n];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "gelu",
         range1(n),
         vec![b(0), b(1), Arg::scalar(n as u32)],
@@ -105,7 +80,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let taps = [0.03125f32, -0.125, 0.25, 0.6875, 0.25, -0.125, 0.03125];
     let c = cx.clone();
     let mut y = vec![0f32; n];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "conv7",
         range1(n),
         vec![b(0), b(1), b(2), Arg::scalar(n as u32)],
@@ -132,7 +108,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let ax = data(rows * cols, 24, -5.0, 10.0);
     let a = ax.clone();
     let mut idx = vec![0u32; rows];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "argmax",
         NdRange::new(&[round_up(rows, 64)]).with_local(&[64]),
         vec![b(0), b(1), Arg::scalar(rows as u32), Arg::scalar(cols as u32)],
@@ -159,7 +136,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let sk = keys(n, 25);
     let k = sk.clone();
     let mut sy = vec![0u32; n];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "scan",
         range1(n),
         vec![b(0), b(1), Arg::scalar(n as u32)],
@@ -186,7 +164,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let img = data(sw * sh, 26, 0.0, 255.0);
     let im = img.clone();
     let mut rd = vec![0f32; dw * dh];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "resize",
         range2(dw, dh),
         vec![
@@ -239,7 +218,8 @@ pub(crate) fn cases() -> Vec<Case> {
     args.extend([Arg::scalar(nt as u32), Arg::scalar(m as u32), Arg::scalar(eps)]);
     let mut bufs: Vec<Buffer> = t.iter().chain(&bd).map(|v| f32_buf(v)).collect();
     bufs.extend([f32_buf(&bm), Buffer::zeroed(Scalar::F32, 3 * nt)]);
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "nbody",
         NdRange::new(&[round_up(nt, 64)]).with_local(&[64]),
         args,
@@ -270,7 +250,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let bk = keys(n, 34);
     let kr = bk.clone();
     let mut bo = vec![0u32; n];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "bits",
         range1(n),
         vec![b(0), b(1), Arg::scalar(n as u32)],
@@ -293,7 +274,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let da = 1.25f64;
     let (xr, yr) = (dx.clone(), dy.clone());
     let mut dz = vec![0f64; n];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "daxpy",
         range1(n),
         vec![b(0), b(1), b(2), Arg::scalar(da), Arg::scalar(n as u32)],
@@ -315,7 +297,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let (ga, gx) = (data64(gr * gc, 37, -1.0, 2.0), data64(gc, 38, -1.0, 2.0));
     let (gar, gxr) = (ga.clone(), gx.clone());
     let mut gy = vec![0f64; gr];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "dgemv",
         NdRange::new(&[round_up(gr, 64)]).with_local(&[64]),
         vec![b(0), b(1), b(2), Arg::scalar(gr as u32), Arg::scalar(gc as u32)],
@@ -341,7 +324,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let (lo, hi) = (40u8, 200u8);
     let pr = pix.clone();
     let mut po = vec![0u8; tn];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "threshold",
         range1(tn),
         vec![b(0), b(1), Arg::scalar(lo), Arg::scalar(hi), Arg::scalar(tn as u32)],
@@ -377,7 +361,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let sx = data(xl, 43, -1.0, 2.0);
     let (rp, cr, vr, xr) = (rowptr.clone(), col.clone(), val.clone(), sx.clone());
     let mut spy = vec![0f32; sr];
-    v.push(case(
+    v.push(set_case(
+        MORE,
         "spmv",
         NdRange::new(&[round_up(sr, 64)]).with_local(&[64]),
         vec![b(0), b(1), b(2), b(3), b(4), Arg::scalar(sr as u32)],

@@ -11,38 +11,11 @@
 
 use half::f16;
 use kiln_ir::launch::{Arg, Buffer, NdRange};
-use kiln_ir::{parse_module, Scalar};
+use kiln_ir::Scalar;
 
-use super::{build, data, f32_buf, keys, log2n, round_up, u32_buf, Case, Out};
+use super::{data, f32_buf, keys, log2n, round_up, set_case, u32_buf, Case, Out};
 
 const THIRD: &str = include_str!("../cpu_suite_third.kir");
-
-/// A case with the fields every one of this set shares filled in.
-#[allow(clippy::too_many_arguments)]
-fn case(
-    name: &'static str,
-    range: NdRange,
-    args: Vec<Arg>,
-    bufs: Vec<Buffer>,
-    result: usize,
-    tolerance: f32,
-    bytes: Option<usize>,
-    rust: Box<dyn FnMut(bool) -> Option<Out>>,
-) -> Case {
-    let m = parse_module(THIRD).expect("the third set parses");
-    Case {
-        name,
-        built: build(&m, name),
-        range,
-        args,
-        bufs,
-        rust,
-        result,
-        tolerance,
-        bytes,
-        reset: None,
-    }
-}
 
 /// The third set's cases, sized by `KILN_CPU_SUITE_LOG2N` as the first set is.
 pub(crate) fn cases() -> Vec<Case> {
@@ -65,7 +38,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let eps = 1e-5f32;
     let (x, g, be) = (lx.clone(), lg.clone(), lb.clone());
     let mut y = vec![0f32; rows * cols];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "layernorm",
         rows64(rows),
         vec![b(0), b(1), b(2), b(3), u(rows), u(cols), Arg::scalar(eps)],
@@ -99,7 +73,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let rgb: Vec<u8> = keys(3 * n, 54).iter().map(|k| (k >> 11) as u8).collect();
     let rg = rgb.clone();
     let mut gray = vec![0u8; n];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "rgb2gray",
         range1(n),
         vec![b(0), b(1), u(n)],
@@ -123,7 +98,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let ps = data(total, 55, -5.0, 10.0);
     let s = ps.clone();
     let mut pd = vec![0f32; total];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "permute",
         range1(total),
         vec![b(0), b(1), u(pc), u(ph), u(pw), u(total)],
@@ -152,7 +128,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let bs = data(w * h, 56, 0.0, 255.0);
     let s = bs.clone();
     let mut bd = vec![0f32; w * h];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "blur3",
         range2(w, h),
         vec![b(0), b(1), u(w), u(h)],
@@ -183,7 +160,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let inv_scale = 25.0f32;
     let x = qx.clone();
     let mut qo = vec![0i8; n];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "quantize",
         range1(n),
         vec![b(0), b(1), Arg::scalar(inv_scale), u(n)],
@@ -204,7 +182,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let (ca, cb) = (data(2 * cn, 58, -5.0, 10.0), data(2 * cn, 59, -5.0, 10.0));
     let (a, bb) = (ca.clone(), cb.clone());
     let mut cc = vec![0f32; 2 * cn];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "cmul",
         range1(cn),
         vec![b(0), b(1), b(2), u(cn)],
@@ -227,7 +206,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let px = data(4 * pn, 60, 0.0, 1.25);
     let p = px.clone();
     let mut po = vec![0f32; 4 * pn];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "premul",
         range1(pn),
         vec![b(0), b(1), u(pn)],
@@ -252,7 +232,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let init: Vec<u32> = (0..2048).map(|j| if j % 2 == 0 { u32::MAX } else { 0 }).collect();
     let (kr, vr, ir) = (bk.clone(), bv.clone(), init.clone());
     let mut mm = init.clone();
-    let mut c = case(
+    let mut c = set_case(
+        THIRD,
         "binrange",
         range1(n),
         vec![b(0), b(1), b(2), u(n)],
@@ -278,7 +259,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let (ha, hb) = (0.7f32, 3.25f32);
     let x = hx.clone();
     let mut hy = vec![f16::ZERO; n];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "half_scale",
         range1(n),
         vec![b(0), b(1), Arg::scalar(ha), Arg::scalar(hb), u(n)],
@@ -300,7 +282,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let sx = keys(sr * sc, 64);
     let x = sx.clone();
     let mut so = vec![0u64; sr];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "rowsum64",
         rows64(sr),
         vec![b(0), b(1), u(sr), u(sc)],
@@ -324,7 +307,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let gx = data(n, 65, -8.0, 16.0);
     let x = gx.clone();
     let mut gy = vec![0f32; n];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "gate",
         range1(n),
         vec![b(0), b(1), u(n)],
@@ -350,7 +334,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let ids: Vec<u32> = keys(er, 67).iter().map(|k| k % vocab as u32).collect();
     let (t, id) = (table.clone(), ids.clone());
     let mut eo = vec![0f32; er * dim];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "embed",
         range2(dim, er),
         vec![b(0), b(1), b(2), u(dim), u(er)],
@@ -372,7 +357,8 @@ pub(crate) fn cases() -> Vec<Case> {
         keys(n, 68).iter().map(|k| if k % 97 == 0 { 0 } else { k >> (k % 31) }).collect();
     let k = rk.clone();
     let mut ro = vec![0u32; n];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "bitrev",
         range1(n),
         vec![b(0), b(1), u(n)],
@@ -394,7 +380,8 @@ pub(crate) fn cases() -> Vec<Case> {
     let (ma, mx) = (data(mr * mc, 69, -1.0, 2.0), data(mc, 70, -1.0, 2.0));
     let (a, x) = (ma.clone(), mx.clone());
     let mut my = vec![0f32; mr];
-    v.push(case(
+    v.push(set_case(
+        THIRD,
         "matvec",
         rows64(mr),
         vec![b(0), b(1), b(2), u(mr), u(mc)],
