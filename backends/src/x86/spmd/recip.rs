@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
 use kiln_ir::{
-    walk_expr, BinOp, Builtin, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
+    walk_expr, BinOp, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
 };
 
 use super::{R, V, XMM, YMM};
@@ -60,30 +60,15 @@ fn once_lets(stmts: &[Stmt], decls: &HashMap<String, usize>, out: &mut HashMap<S
     }
 }
 
-/// False only if `e` is certainly the same in every lane (constants, parameters, ids other
-/// than `global_id(0)`/`local_id(0)`, uniform `var`s and `let`s of those): such a division
-/// is one `div` for the batch and needs no reciprocal.
+/// False only if `e` is certainly the same in every lane (the divergence walk's rule, with
+/// `let`s declared once read through): such a division is one `div` for the batch and needs
+/// no reciprocal.
 fn may_vary(e: &Expr, lets: &HashMap<String, Expr>, vars: &Uniform, depth: u32) -> bool {
-    if depth > 32 {
-        return true;
-    }
-    match e.node() {
-        ExprNode::Imm(_) => false,
-        ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => true,
-        ExprNode::Builtin { .. } => false,
-        ExprNode::Var(v) => match lets.get(v.name()) {
-            Some(x) => may_vary(x, lets, vars, depth + 1),
-            None => !(vars.params.contains(v.name()) || vars.plain_vars.contains(v.name())),
-        },
-        ExprNode::Binary { .. }
-        | ExprNode::Unary { .. }
-        | ExprNode::Cast { .. }
-        | ExprNode::Select { .. }
-        | ExprNode::Intrinsic { .. } => {
-            super::uniform::operands(e).iter().any(|x| may_vary(x, lets, vars, depth + 1))
-        }
-        _ => true,
-    }
+    depth > 32
+        || !super::uniform::uniform(e, &|n| match lets.get(n) {
+            Some(x) => !may_vary(x, lets, vars, depth + 1),
+            None => vars.params.contains(n) || vars.plain_vars.contains(n),
+        })
 }
 
 /// The names [`may_vary`] takes as uniform without a `let`: parameters, and `var`s declared

@@ -52,7 +52,7 @@ pub(super) fn divergent_vars(k: &Kernel) -> HashSet<String> {
 
 /// True if `e`'s lanes are equal given the names in scope (see the module docs); mirrors
 /// the code generator's `Kind::Uniform`.
-fn uniform(e: &Expr, is_uniform: &dyn Fn(&str) -> bool) -> bool {
+pub(super) fn uniform(e: &Expr, is_uniform: &dyn Fn(&str) -> bool) -> bool {
     match e.node() {
         ExprNode::Imm(_) => true,
         ExprNode::Var(v) => is_uniform(v.name()),
