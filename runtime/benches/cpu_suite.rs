@@ -29,7 +29,11 @@
 //! clamped 3x3 blur, int8 quantization, complex multiply, `vload4` premultiplied alpha, per-bin
 //! `atomic_min`/`atomic_max`, f16 scaling, u32 row sums in u64, a sigmoid-tanh gate, an
 //! embedding gather, bit reversal and a local-memory tiled matrix-vector product);
-//! `KILN_CPU_SUITE_SET=all` runs the three.
+//! `KILN_CPU_SUITE_SET=fourth` a fourth, written after the three (`cpu_suite_fourth.kir`,
+//! `cpu_suite/fourth.rs`: Collatz steps, k-means assignment, splitmix64, a Horner loop in f64,
+//! Sobel edges, a rotation by `sin`/`cos`, YUV to RGB, i16 audio mixing, digit sums, a
+//! triangular matrix-vector product, a bitonic compare-exchange step, a permutation scatter
+//! and 4x4 matrices in private arrays); `KILN_CPU_SUITE_SET=all` runs the four.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -45,6 +49,8 @@ use kiln_runtime::device::cpu::CpuDevice;
 use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::{Device, Handle};
 
+#[path = "cpu_suite/fourth.rs"]
+mod fourth;
 #[path = "cpu_suite/halide.rs"]
 mod halide;
 #[path = "cpu_suite/more.rs"]
@@ -61,7 +67,8 @@ fn log2n() -> u32 {
 }
 
 /// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
-/// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; or `all`) selects the set `set`.
+/// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; `fourth`, those of
+/// `cpu_suite/fourth.rs`; or `all`) selects the set `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
     chosen == "all" || chosen == set
@@ -183,6 +190,7 @@ enum Out {
     U8(Vec<u8>),
     I8(Vec<i8>),
     U64(Vec<u64>),
+    I16(Vec<i16>),
     /// f16 results, as their bits.
     F16(Vec<u16>),
 }
@@ -198,6 +206,7 @@ fn check(c: &mut Case, want: &Out, all: bool) {
         Out::U8(_) => Out::U8(c.bufs[c.result].to_vec::<u8>().expect("u8 result")),
         Out::I8(_) => Out::I8(c.bufs[c.result].to_vec::<i8>().expect("i8 result")),
         Out::U64(_) => Out::U64(c.bufs[c.result].to_vec::<u64>().expect("u64 result")),
+        Out::I16(_) => Out::I16(c.bufs[c.result].to_vec::<i16>().expect("i16 result")),
         Out::F16(_) => Out::F16(
             c.bufs[c.result]
                 .to_vec::<half::f16>()
@@ -773,6 +782,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("third") {
         sets.push(("cpu suite, third set", third::cases()));
+    }
+    if set_wanted("fourth") {
+        sets.push(("cpu suite, fourth set", fourth::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));
