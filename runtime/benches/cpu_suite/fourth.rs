@@ -64,7 +64,13 @@ pub(crate) fn cases() -> Vec<Case> {
         "kmeans",
         range1(n),
         vec![b(0), b(1), b(2), b(3), b(4), u(n), u(kc)],
-        vec![f32_buf(&px), f32_buf(&py), f32_buf(&cx), f32_buf(&cy), Buffer::zeroed(Scalar::U32, n)],
+        vec![
+            f32_buf(&px),
+            f32_buf(&py),
+            f32_buf(&cx),
+            f32_buf(&cy),
+            Buffer::zeroed(Scalar::U32, n),
+        ],
         4,
         0.0,
         None,
@@ -158,8 +164,8 @@ pub(crate) fn cases() -> Vec<Case> {
                         let (up, mid, dn) = ((y - 1) * w + x, y * w + x, (y + 1) * w + x);
                         let gx = p(up + 1) - p(up - 1) + 2 * (p(mid + 1) - p(mid - 1)) + p(dn + 1)
                             - p(dn - 1);
-                        let gy = p(dn - 1) - p(up - 1) + 2 * (p(dn) - p(up)) + p(dn + 1)
-                            - p(up + 1);
+                        let gy =
+                            p(dn - 1) - p(up - 1) + 2 * (p(dn) - p(up)) + p(dn + 1) - p(up + 1);
                         ((gx * gx + gy * gy) as f32).sqrt().min(255.0) as u8
                     } else {
                         0

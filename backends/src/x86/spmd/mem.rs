@@ -420,7 +420,7 @@ impl V {
     /// least 2^31, never passes.) No test of the alive lanes: a fault sets every table's
     /// length minus 8 to -1 for the rest of the call (see [`V::stubs`]), which a fault
     /// ends at its batch's end, so after one this test always fails.
-    fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
+    pub(super) fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
         let slow = self.a.create_label();
         let last8 = self.const_slot((t as u64, 5));
         self.a.vmovd(eax, XMM[idx])?;

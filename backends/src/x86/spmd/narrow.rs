@@ -329,9 +329,33 @@ impl V {
             return Ok(());
         }
         self.expr(index, d)?;
+        let mut fin = self.a.create_label();
+        // At `global_id(0)` plus a uniform value (a 2-D filter's `src[(y - 1) * w + x + 1]`)
+        // under no control mask: with the batch's span in bounds (a proof, or one compare of
+        // lane 0's index, as for 32-bit elements), the eight elements extended by one
+        // instruction; otherwise the lanes below.
+        let contig = self.kind(index) == Kind::Contig && self.mask.is_none();
+        if contig {
+            let slow = match self.proven_test(index, t, d)? {
+                Some(slow) => slow,
+                None => Some(self.whole_batch_in_bounds(d, t)?),
+            };
+            let b = self.base(t)?;
+            let x = YMM[d];
+            match (bits, signed) {
+                (8, true) => self.a.vpmovsxbd(x, qword_ptr(b + rax))?,
+                (8, false) => self.a.vpmovzxbd(x, qword_ptr(b + rax))?,
+                (_, true) => self.a.vpmovsxwd(x, xmmword_ptr(b + rax * 2))?,
+                (_, false) => self.a.vpmovzxwd(x, xmmword_ptr(b + rax * 2))?,
+            }
+            let Some(mut slow) = slow else {
+                return Ok(());
+            };
+            self.a.jmp(fin)?;
+            self.bind(&mut slow)?;
+        }
         // Bytes at a small stride (`rgb[3 * i + 1]`): the span at once when it is in
         // bounds (`strided.rs`).
-        let mut fin = self.a.create_label();
         let strided = self.stride_of(index).filter(|&s| bits == 8 && s <= 4);
         if let Some(s) = strided {
             let mut slow = self.strided_bytes(t, s, signed, d, fin)?;
@@ -362,7 +386,7 @@ impl V {
             self.bind(&mut done)?;
         }
         self.a.vmovups(YMM[d], ymmword_ptr(r15 + self.tmp_v))?;
-        if strided.is_some() {
+        if strided.is_some() || contig {
             self.bind(&mut fin)?;
         }
         Ok(())
@@ -388,6 +412,18 @@ impl V {
     /// buffer based at `b`.
     fn packed_store(&mut self, b: AsmRegister64, bits: u32, signed: bool) -> R<()> {
         self.narrow_prefetch(b, bits)?;
+        self.pack_lanes(bits, signed)?;
+        if bits == 8 {
+            self.a.vmovq(qword_ptr(b + rbx), xmm0)?;
+        } else {
+            self.a.vmovdqu(xmmword_ptr(b + rbx * 2), xmm0)?;
+        }
+        Ok(())
+    }
+
+    /// `ymm0`'s eight lanes' low `bits` (8 or 16) packed into the low 8 or 16 bytes of
+    /// `xmm0`.
+    fn pack_lanes(&mut self, bits: u32, signed: bool) -> R<()> {
         // The lanes hold canonical values (zero-extended for unsigned types, sign-extended
         // for signed ones), in the narrow type's range: the packs of the same signedness
         // only narrow, nothing saturates.
@@ -403,9 +439,6 @@ impl V {
             } else {
                 self.a.vpackuswb(xmm0, xmm0, xmm0)?;
             }
-            self.a.vmovq(qword_ptr(b + rbx), xmm0)?;
-        } else {
-            self.a.vmovdqu(xmmword_ptr(b + rbx * 2), xmm0)?;
         }
         Ok(())
     }
@@ -458,9 +491,35 @@ impl V {
         if !indexed {
             self.expr_top(index, 1)?;
         }
+        // At `global_id(0)` plus a uniform value under no control mask, as for loads: the
+        // eight lanes packed and stored at once where the span is in bounds.
+        let mut done = self.a.create_label();
+        let contig = self.kind(index) == Kind::Contig && self.mask.is_none();
+        if contig {
+            let slow = match self.proven_test(index, t, 1)? {
+                Some(slow) => slow,
+                None => Some(self.whole_batch_in_bounds(1, t)?),
+            };
+            let b = self.base(t)?;
+            self.pack_lanes(bits, vsigned)?;
+            if bits == 8 {
+                self.a.vmovq(qword_ptr(b + rax), xmm0)?;
+            } else {
+                self.a.vmovdqu(xmmword_ptr(b + rax * 2), xmm0)?;
+            }
+            let Some(mut slow) = slow else {
+                return Ok(());
+            };
+            self.a.jmp(done)?;
+            self.bind(&mut slow)?;
+        }
         self.active(2)?;
         self.check(index, 1, 2, 3, t, "store", signed)?;
         let base = self.base(t)?;
-        self.store_lanes(base, 0, bits / 8)
+        self.store_lanes(base, 0, bits / 8)?;
+        if contig {
+            self.bind(&mut done)?;
+        }
+        Ok(())
     }
 }
