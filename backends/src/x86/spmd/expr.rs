@@ -592,6 +592,9 @@ impl V {
         if !ok {
             return no(format!("`{}` on {}", op.symbol(), a.ty()));
         }
+        if op == BinOp::Mul && !float && self.mul_by_shift(a, b, d)? {
+            return Ok(());
+        }
         // (first source register, second source); the result goes to ymm{d}. A left
         // operand already in a register (a `let` or `var` there, `global_id(0)`) is the
         // instruction's first source as it is, not copied first.

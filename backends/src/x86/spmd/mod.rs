@@ -107,6 +107,7 @@ mod math;
 mod math64;
 mod mem;
 mod merge;
+mod mulconst;
 mod narrow;
 mod ops;
 mod packed;
