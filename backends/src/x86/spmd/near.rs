@@ -22,10 +22,10 @@
 //! slot. The first runs before the second wherever the second runs (same block, earlier),
 //! and their operands read nothing that changes between them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{BinOp, Expr, ExprNode, Stmt, StmtNode, Type};
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Stmt, StmtNode, Type};
 
 use super::{R, V, XMM, YMM};
 
@@ -181,9 +181,39 @@ impl V {
     }
 }
 
+/// Whether `e` is computed from `global_id(0)` or `local_id(0)` (`Some(true)`), through
+/// `let`s declared once (`lets`), by arithmetic with uniform names and constants, without
+/// loads or divergent `var`s (`None`). Only such dividends take [`V::near_div`]: lanes of
+/// data are rarely near each other, and would pay its check for nothing.
+pub(super) fn from_ids(
+    e: &Expr,
+    lets: &HashMap<String, Expr>,
+    div_vars: &HashSet<String>,
+    depth: u32,
+) -> Option<bool> {
+    if depth > 32 {
+        return None;
+    }
+    let sub = |x: &Expr| from_ids(x, lets, div_vars, depth + 1);
+    match e.node() {
+        ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => Some(true),
+        ExprNode::Builtin { .. } | ExprNode::Imm(_) => Some(false),
+        ExprNode::Var(v) => match lets.get(v.name()) {
+            Some(x) => sub(x),
+            None if div_vars.contains(v.name()) => None,
+            None => Some(false),
+        },
+        ExprNode::Binary { a, b, .. } => Some(sub(a)? | sub(b)?),
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => sub(a),
+        _ => None,
+    }
+}
+
 /// The `/` and `%` pairs of the blocks being generated (`V::plan_shares`).
 #[derive(Default)]
 pub(super) struct Shares {
+    /// The divisions whose dividends [`from_ids`] takes (node addresses).
+    pub(super) near: HashSet<usize>,
     /// Parameters and `let`s declared once in the kernel.
     pub(super) stable: HashSet<String>,
     /// First's address, second's address, the slot of the second's value.

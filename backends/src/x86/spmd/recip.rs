@@ -107,6 +107,11 @@ impl V {
         };
         // (`near.rs`: operands of these names are the same wherever they are read.)
         self.shares.stable = vars.params.iter().chain(lets.keys()).cloned().collect();
+        for (addr, a, _) in &divs.0 {
+            if super::near::from_ids(a, &lets, &self.div_vars, 0) == Some(true) {
+                self.shares.near.insert(*addr);
+            }
+        }
         let mut by_text: HashMap<String, (i32, i32)> = HashMap::new();
         for (addr, a, b) in divs.0 {
             if const_recip(&b).is_some() || !self.invariant(&b) || !may_vary(&a, &lets, &vars, 0) {
@@ -155,10 +160,14 @@ impl V {
     }
 
     /// The slot of the broadcast f32 reciprocal of `e`'s divisor for [`V::near_div`]
-    /// (`e` a u32 `/` or `%`): a constant's where it is at most 2^20 (larger ones never
+    /// (`e` a u32 `/` or `%` whose dividend comes from the ids, `near::from_ids`; others,
+    /// data say, would fail its check in most batches): a constant's where it is at most 2^20 (larger ones never
     /// take that path), or one [`V::hoist_recips`] computed.
     pub(super) fn recip32_slot(&mut self, e: &Expr) -> Option<i32> {
         let ExprNode::Binary { b, .. } = e.node() else { return None };
+        if !self.shares.near.contains(&e.addr()) {
+            return None;
+        }
         if let Some(bits) = const_recip(b) {
             let c = b.as_imm().and_then(|i| match i {
                 Imm::Int(_, c) => Some(*c),
