@@ -285,3 +285,50 @@ fn im2col_a_transpose_and_a_batched_kernel_launched_1d_match_the_interpreter() {
         agree(&batched, &range, &args, &bufs, &format!("batched {nb}"));
     }
 }
+
+#[test]
+fn a_pair_shares_one_division_and_data_dividends_keep_the_reciprocal() {
+    let count = |src: &str, op: &str| {
+        vector_listing(&kernel(src)).iter().filter(|l| l.starts_with(op)).count()
+    };
+    // The stores' `/` and `%` each take the near path; the `let` pair takes it once.
+    let (apart, shared) = (count(BY_PARAM[0], "vcvttps2dq"), count(BY_PARAM[1], "vcvttps2dq"));
+    assert!(shared > 0 && 2 * shared == apart, "{shared} {apart}");
+    // A dividend loaded from memory: the reciprocal path alone.
+    let data = "kernel k(x: ptr<global, u32>, q: ptr<global, u32>, d: u32, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n {
+    q[i] = x[i] / d + x[i] % 7u32;
+  }
+}";
+    assert_eq!(count(data, "vcvttps2dq"), 0);
+    assert!(count(data, "vroundpd") > 0);
+}
+
+#[test]
+fn a_pair_split_by_a_barrier_is_computed_on_each_side() {
+    // Region code runs every batch of the group up to the barrier before any goes on: a
+    // value left in a slot by the first of the pair would be the last batch's.
+    let k = kernel(
+        "kernel k(q: ptr<global, u32>, r: ptr<global, u32>, d: u32, n: u32) #reqd_work_group_size(64, 1, 1) {
+  local t: u32[64];
+  let l: u32 = local_id(0);
+  let i: u32 = global_id(0);
+  let rr: u32 = i % d;
+  t[l] = rr;
+  barrier(local);
+  let qq: u32 = i / d;
+  if i < n {
+    q[i] = qq;
+    r[i] = t[l];
+  }
+}",
+    );
+    for d in [3u32, 1000, 0xffff_ffff, 0] {
+        let n = 300u32;
+        let range = NdRange::new(&[320]).with_local(&[64]);
+        let bufs = vec![Buffer::from_slice(&[0u32; 300]); 2];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(d), Arg::scalar(n)];
+        agree(&k, &range, &args, &bufs, &format!("d = {d}"));
+    }
+}

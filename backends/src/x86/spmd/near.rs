@@ -118,8 +118,9 @@ impl V {
     }
 
     /// Before the statements of a block: pairs of `let`s in it of `a / b` and `a % b` (either
-    /// order) whose operands read only parameters, ids, constants and `let`s declared once
-    /// (so both see the same values), the first one to compute both ([`V::share_slot`]);
+    /// order, no barrier between them) whose operands read only parameters, ids, constants
+    /// and `let`s declared once (so both see the same values), the first one to compute both
+    /// ([`V::share_slot`]);
     /// returns what [`V::end_shares`] takes at the end of the block.
     pub(super) fn plan_shares(&mut self, stmts: &[Stmt]) -> (usize, usize) {
         let mark = (self.shares.plan.len(), self.shares.ready.len());
@@ -141,9 +142,18 @@ impl V {
                 continue;
             }
             let (ta, tb) = (a.to_string(), b.to_string());
-            let partner = stmts[i + 1..].iter().filter_map(div).find(|(addr, o, a2, b2)| {
-                *o != op && !taken.contains(addr) && a2.to_string() == ta && b2.to_string() == tb
-            });
+            // Not across a barrier: region code runs every batch of a group up to it before
+            // any goes on, and the slot is not saved per batch.
+            let partner = stmts[i + 1..]
+                .iter()
+                .take_while(|s| crate::x86::gen::count_barriers(s) == 0)
+                .filter_map(div)
+                .find(|(addr, o, a2, b2)| {
+                    *o != op
+                        && !taken.contains(addr)
+                        && a2.to_string() == ta
+                        && b2.to_string() == tb
+                });
             if let Some((second, ..)) = partner {
                 taken.push(second);
                 let slot = self.slot();
