@@ -90,6 +90,7 @@ fn generate_inner(
         hoisted: Vec::new(),
         hoisted_conds: Vec::new(),
         recips: Vec::new(),
+        shares: Default::default(),
         hoisted_ranges: Vec::new(),
         mask: None,
         dctl: 0,

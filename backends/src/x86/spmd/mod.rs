@@ -109,6 +109,7 @@ mod mem;
 mod merge;
 mod mulconst;
 mod narrow;
+mod near;
 mod ops;
 mod packed;
 mod private;
@@ -334,8 +335,11 @@ struct V {
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,
     /// Reciprocals of u32 divisors fixed for the call, computed once per call (`recip.rs`):
-    /// the division's node address, the slot of the broadcast f64 reciprocal.
-    recips: Vec<(usize, i32)>,
+    /// the division's node address, the slots of the broadcast f64 reciprocal and of the
+    /// f32 one (`near.rs`).
+    recips: Vec<(usize, i32, i32)>,
+    /// `/` and `%` pairs that share one computation (`near.rs`).
+    shares: near::Shares,
     /// Conditions whose lanes all hold in a range of batches fixed for the call, computed
     /// once per call (`hoist.rs`, [`V::hoist_ranges`]).
     hoisted_ranges: Vec<hoist::Range>,

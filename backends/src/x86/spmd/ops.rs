@@ -437,6 +437,9 @@ impl V {
             _ if super::narrow::narrow(a.ty()).is_some() => false,
             _ => return no(format!("`{}` on {}", if rem { "%" } else { "/" }, a.ty())),
         };
+        if self.shared_div(e, d)? {
+            return Ok(());
+        }
         self.expr(a, d)?;
         self.expr(b, d + 1)?;
         let (x, y, t, u, v) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3], YMM[d + 4]);
@@ -470,7 +473,11 @@ impl V {
         let sign = self.imm_slot(0x8000_0000);
         let k = self.const_slot((0xc1e0_0000_0000_0000, 4)); // -2^31 as f64
         if let Some(slot) = recip_slot.filter(|_| unsigned) {
-            return self.recip_div(rem, slot, d, k, sign);
+            let both = self.share_slot(e);
+            if let Some(slot32) = self.recip32_slot(e) {
+                return self.near_div(rem, (slot, slot32), d, (k, sign), both);
+            }
+            return self.recip_div(rem, slot, d, (k, sign), both);
         }
         let sign128 = xmmword_ptr(r15 + sign);
         let half = |s: &mut V, dst: usize, src: usize, high: bool| -> R<()> {

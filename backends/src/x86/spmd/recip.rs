@@ -105,7 +105,14 @@ impl V {
                 .map(|(n, _)| n.clone())
                 .collect(),
         };
-        let mut by_text: HashMap<String, i32> = HashMap::new();
+        // (`near.rs`: operands of these names are the same wherever they are read.)
+        self.shares.stable = vars.params.iter().chain(lets.keys()).cloned().collect();
+        for (addr, a, _) in &divs.0 {
+            if super::near::from_ids(a, &lets, &self.div_vars, 0) == Some(true) {
+                self.shares.near.insert(*addr);
+            }
+        }
+        let mut by_text: HashMap<String, (i32, i32)> = HashMap::new();
         for (addr, a, b) in divs.0 {
             if const_recip(&b).is_some() || !self.invariant(&b) || !may_vary(&a, &lets, &vars, 0) {
                 continue;
@@ -126,14 +133,18 @@ impl V {
                     a.mov(rax, 1f64.to_bits())?;
                     a.vmovq(xmm1, rax)?;
                     a.vdivsd(xmm0, xmm1, xmm0)?;
+                    // The f32 reciprocal of `near.rs`: the f64 one rounded again.
+                    a.vcvtsd2ss(xmm1, xmm1, xmm0)?;
                     a.vbroadcastsd(ymm0, xmm0)?;
-                    let slot = self.slot();
+                    a.vbroadcastss(ymm1, xmm1)?;
+                    let (slot, slot32) = (self.slot(), self.slot());
                     self.a.vmovups(ymmword_ptr(r15 + slot), ymm0)?;
-                    by_text.insert(text, slot);
-                    slot
+                    self.a.vmovups(ymmword_ptr(r15 + slot32), ymm1)?;
+                    by_text.insert(text, (slot, slot32));
+                    (slot, slot32)
                 }
             };
-            self.recips.push((addr, slot));
+            self.recips.push((addr, slot.0, slot.1));
         }
         Ok(())
     }
@@ -148,11 +159,38 @@ impl V {
         self.recips.iter().find(|r| r.0 == e.addr()).map(|r| r.1)
     }
 
+    /// The slot of the broadcast f32 reciprocal of `e`'s divisor for [`V::near_div`]
+    /// (`e` a u32 `/` or `%` whose dividend comes from the ids, `near::from_ids`; others,
+    /// data say, would fail its check in most batches): a constant's where it is at most 2^20 (larger ones never
+    /// take that path), or one [`V::hoist_recips`] computed.
+    pub(super) fn recip32_slot(&mut self, e: &Expr) -> Option<i32> {
+        let ExprNode::Binary { b, .. } = e.node() else { return None };
+        if !self.shares.near.contains(&e.addr()) {
+            return None;
+        }
+        if let Some(bits) = const_recip(b) {
+            let c = b.as_imm().and_then(|i| match i {
+                Imm::Int(_, c) => Some(*c),
+                _ => None,
+            })?;
+            return (c <= 1 << 20).then(|| self.imm_slot((f64::from_bits(bits) as f32).to_bits()));
+        }
+        self.recips.iter().find(|r| r.0 == e.addr()).map(|r| r.2)
+    }
+
     /// The quotient of the u32 lanes of `ymm{d}` by those of `ymm{d+1}` (equal lanes, their
-    /// reciprocal in `slot`) into `ymm{d}`, or with `rem` the remainder; `ymm{d+2}` to
+    /// reciprocal in `slot`) into `ymm{d}`, or with `rem` the remainder; with `both`, the
+    /// other one into that slot too (`near.rs`, [`V::share_div`]); `ymm{d+2}` to
     /// `ymm{d+4}` are clobbered. `k` is the frame slot of -2^31 as f64 broadcast, `sign`
     /// that of 2^31 as u32.
-    pub(super) fn recip_div(&mut self, rem: bool, slot: i32, d: usize, k: i32, sign: i32) -> R<()> {
+    pub(super) fn recip_div(
+        &mut self,
+        rem: bool,
+        slot: i32,
+        d: usize,
+        (k, sign): (i32, i32),
+        both: Option<i32>,
+    ) -> R<()> {
         let (x, y, t, u, v) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3], YMM[d + 4]);
         let sign128 = xmmword_ptr(r15 + sign);
         for high in [false, true] {
@@ -180,6 +218,12 @@ impl V {
         self.a.vpsubd(u, x, u)?;
         self.a.vpmaxud(v, u, y)?;
         self.a.vpcmpeqd(v, v, u)?;
+        if let Some(other) = both {
+            self.a.vpsubd(x, t, v)?;
+            self.a.vpand(v, v, y)?;
+            self.a.vpsubd(u, u, v)?;
+            return self.both_out(rem, other, d);
+        }
         if rem {
             self.a.vpand(v, v, y)?;
             self.a.vpsubd(x, u, v)?;

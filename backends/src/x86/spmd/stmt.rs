@@ -121,6 +121,7 @@ impl V {
             self.next_reg = LET_REGS.start;
             self.reg_end = LID;
         }
+        let shares = self.plan_shares(stmts);
         for s in stmts {
             if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 // Computed before the loop; in scope from here on.
@@ -133,6 +134,7 @@ impl V {
             }
             self.stmt(s)?;
         }
+        self.end_shares(shares);
         self.lets.truncate(mark);
         self.next_reg = regs;
         self.reg_end = end;
