@@ -12,8 +12,8 @@
 //!
 //! The split itself is iterative, linear in the size of the expression (shared sub-trees are
 //! split once), and returns the kernel itself (pointer-equal) when nothing is too deep, which
-//! is an O(statements) check because [`Expr::depth`] is cached (and none at all for the
-//! body last found bounded on this thread: the pass manager and each pass both ask).
+//! is an O(1) check because every statement keeps the depth of its deepest expression
+//! ([`Stmt::max_expr_depth`]; the pass manager and each pass both ask).
 //!
 //! ```
 //! use kiln_ir::depth::{bound_kernel, max_expr_depth, MAX_EXPR_DEPTH};
@@ -48,38 +48,15 @@ pub const MAX_EXPR_DEPTH: usize = 120;
 /// the name unused in the kernel).
 const TEMP_PREFIX: &str = "_deep";
 
-/// The depth of the deepest expression in `s` (statements are walked, expressions are not:
-/// their depth is cached).
+/// The depth of the deepest expression in `s` ([`Stmt::max_expr_depth`]: kept by every
+/// statement, so no walk).
 pub fn max_expr_depth(s: &Stmt) -> usize {
-    let mut max = 0;
-    for_each_stmt(s, &mut |s| {
-        for e in stmt_exprs(s) {
-            max = max.max(e.depth());
-        }
-    });
-    max
+    s.max_expr_depth()
 }
 
 /// True if no expression of `k` is deeper than [`MAX_EXPR_DEPTH`].
 pub fn is_bounded(k: &Kernel) -> bool {
-    // The pass manager bounds each pass's output and the next pass bounds its input again:
-    // the same body, walked twice per pass. The last body found bounded is remembered by a
-    // weak handle (it keeps the node's allocation, so no other body can take its address,
-    // and none of the tree), and nodes are immutable, so the same address is the same answer.
-    if LAST_BOUNDED.with(|w| k.body().is_weak_of(&w.borrow())) {
-        return true;
-    }
-    let bounded = max_expr_depth(k.body()) <= MAX_EXPR_DEPTH;
-    if bounded {
-        LAST_BOUNDED.with(|w| *w.borrow_mut() = k.body().downgrade());
-    }
-    bounded
-}
-
-thread_local! {
-    /// The body [`is_bounded`] last found bounded (see there).
-    static LAST_BOUNDED: std::cell::RefCell<std::sync::Weak<StmtNode>> =
-        const { std::cell::RefCell::new(std::sync::Weak::new()) };
+    max_expr_depth(k.body()) <= MAX_EXPR_DEPTH
 }
 
 /// `k` with every expression deeper than [`MAX_EXPR_DEPTH`] split into `let`s; `k` itself
