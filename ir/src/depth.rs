@@ -337,12 +337,11 @@ mod tests {
         e
     }
 
-    /// [`is_bounded`]'s memo of the last bounded body answers for that body only: a deep
-    /// kernel checked after a bounded one (also one built after the bounded one is gone, when
-    /// its address could otherwise be reused) is still found deep, and the bounded one, asked
-    /// again, still bounded.
+    /// [`is_bounded`] answers for each body alone: a deep kernel checked after a bounded one
+    /// (also one built after the bounded one is gone, when its address may be reused) is
+    /// still found deep, and the bounded one, asked again, still bounded.
     #[test]
-    fn is_bounded_memo_answers_for_the_same_body_only() {
+    fn is_bounded_answers_for_each_body() {
         let x = Var::new("x", Type::I32);
         let p =
             Var::new("p", Type::ptr(crate::types::AddrSpace::Global, Type::I32.scalar().unwrap()));
@@ -392,6 +391,64 @@ mod tests {
                 crate::parse::parse_module(&text).unwrap_or_else(|d| panic!("shape {i}: {d}"));
             assert!(back.kernels[0].is_equal(&b), "shape {i}");
         }
+    }
+
+    /// The depth every statement keeps ([`Stmt::max_expr_depth`]) is what a walk of every
+    /// statement finds, with the deepest expression in each place a statement holds one
+    /// (each kind's own expressions, and nested in each kind of nested statement): a place
+    /// left out would let a deep expression through to the recursive walks.
+    #[test]
+    fn kept_depth_is_the_deepest_expression_anywhere_in_the_tree() {
+        fn walked(s: &Stmt) -> usize {
+            let mut max = 0;
+            for_each_stmt(s, &mut |t| {
+                for e in stmt_exprs(t) {
+                    max = max.max(e.depth());
+                }
+            });
+            max
+        }
+        let x = Var::new("x", Type::I32);
+        let p =
+            Var::new("p", Type::ptr(crate::types::AddrSpace::Global, crate::types::Scalar::I32));
+        let (y, i) = (Var::new("y", Type::I32), Var::new("i", Type::I32));
+        let deep = || chain(&x, 40);
+        let shallow = || x.expr() + 1;
+        let cond = |e: Expr| e.cmp_lt(0);
+        let places: Vec<Box<dyn Fn(Expr) -> Stmt>> = vec![
+            Box::new(|e| Stmt::let_(&y, e)),
+            Box::new(|e| Stmt::decl(&y, e)),
+            Box::new(|e| Stmt::assign(&y, e)),
+            Box::new(|e| Stmt::store(&p, e, shallow())),
+            Box::new(|e| Stmt::store(&p, shallow(), e)),
+            Box::new(|e| Stmt::if_(cond(e), Stmt::block([]))),
+            Box::new(|e| Stmt::if_(cond(shallow()), Stmt::block([Stmt::let_(&y, e)]))),
+            Box::new(|e| {
+                Stmt::if_else(cond(shallow()), Stmt::block([]), Stmt::block([Stmt::let_(&y, e)]))
+            }),
+            Box::new(|e| Stmt::while_(cond(e), Stmt::block([]))),
+            Box::new(|e| Stmt::while_(cond(shallow()), Stmt::let_(&y, e))),
+            Box::new(|e| Stmt::for_(&i, e, shallow(), 1, Stmt::block([]))),
+            Box::new(|e| Stmt::for_(&i, shallow(), e, 1, Stmt::block([]))),
+            Box::new(|e| Stmt::for_(&i, 0, shallow(), e, Stmt::block([]))),
+            Box::new(|e| Stmt::for_(&i, 0, shallow(), 1, Stmt::block([Stmt::let_(&y, e)]))),
+            Box::new(|e| Stmt::block([Stmt::block([]), Stmt::let_(&y, e), Stmt::block([])])),
+            Box::new(|e| {
+                let add = crate::stmt::Func::atomic(crate::stmt::AtomicOp::Add);
+                Stmt::call(add, [p.expr(), shallow(), e])
+            }),
+        ];
+        for (n, place) in places.iter().enumerate() {
+            for e in [deep(), shallow(), x.expr()] {
+                let s = place(e.clone());
+                assert_eq!(s.max_expr_depth(), walked(&s), "place {n}: {s}");
+                assert!(s.max_expr_depth() >= e.depth(), "place {n}");
+                // Nested again: the kept depth goes up through every enclosing statement.
+                let outer = Stmt::block([Stmt::let_(&i, 0), Stmt::if_(cond(x.expr()), s)]);
+                assert_eq!(outer.max_expr_depth(), walked(&outer), "place {n}, nested");
+            }
+        }
+        assert_eq!(Stmt::block([]).max_expr_depth(), 0);
     }
 
     #[test]
