@@ -12,8 +12,8 @@
 //!
 //! The split itself is iterative, linear in the size of the expression (shared sub-trees are
 //! split once), and returns the kernel itself (pointer-equal) when nothing is too deep, which
-//! is an O(statements) check because [`Expr::depth`] is cached (and none at all for the
-//! body last found bounded on this thread: the pass manager and each pass both ask).
+//! is an O(1) check because every statement keeps the depth of its deepest expression
+//! ([`Stmt::max_expr_depth`]; the pass manager and each pass both ask).
 //!
 //! ```
 //! use kiln_ir::depth::{bound_kernel, max_expr_depth, MAX_EXPR_DEPTH};
@@ -48,38 +48,15 @@ pub const MAX_EXPR_DEPTH: usize = 120;
 /// the name unused in the kernel).
 const TEMP_PREFIX: &str = "_deep";
 
-/// The depth of the deepest expression in `s` (statements are walked, expressions are not:
-/// their depth is cached).
+/// The depth of the deepest expression in `s` ([`Stmt::max_expr_depth`]: kept by every
+/// statement, so no walk).
 pub fn max_expr_depth(s: &Stmt) -> usize {
-    let mut max = 0;
-    for_each_stmt(s, &mut |s| {
-        for e in stmt_exprs(s) {
-            max = max.max(e.depth());
-        }
-    });
-    max
+    s.max_expr_depth()
 }
 
 /// True if no expression of `k` is deeper than [`MAX_EXPR_DEPTH`].
 pub fn is_bounded(k: &Kernel) -> bool {
-    // The pass manager bounds each pass's output and the next pass bounds its input again:
-    // the same body, walked twice per pass. The last body found bounded is remembered by a
-    // weak handle (it keeps the node's allocation, so no other body can take its address,
-    // and none of the tree), and nodes are immutable, so the same address is the same answer.
-    if LAST_BOUNDED.with(|w| k.body().is_weak_of(&w.borrow())) {
-        return true;
-    }
-    let bounded = max_expr_depth(k.body()) <= MAX_EXPR_DEPTH;
-    if bounded {
-        LAST_BOUNDED.with(|w| *w.borrow_mut() = k.body().downgrade());
-    }
-    bounded
-}
-
-thread_local! {
-    /// The body [`is_bounded`] last found bounded (see there).
-    static LAST_BOUNDED: std::cell::RefCell<std::sync::Weak<StmtNode>> =
-        const { std::cell::RefCell::new(std::sync::Weak::new()) };
+    max_expr_depth(k.body()) <= MAX_EXPR_DEPTH
 }
 
 /// `k` with every expression deeper than [`MAX_EXPR_DEPTH`] split into `let`s; `k` itself
@@ -360,12 +337,11 @@ mod tests {
         e
     }
 
-    /// [`is_bounded`]'s memo of the last bounded body answers for that body only: a deep
-    /// kernel checked after a bounded one (also one built after the bounded one is gone, when
-    /// its address could otherwise be reused) is still found deep, and the bounded one, asked
-    /// again, still bounded.
+    /// [`is_bounded`] answers for each body alone: a deep kernel checked after a bounded one
+    /// (also one built after the bounded one is gone, when its address may be reused) is
+    /// still found deep, and the bounded one, asked again, still bounded.
     #[test]
-    fn is_bounded_memo_answers_for_the_same_body_only() {
+    fn is_bounded_answers_for_each_body() {
         let x = Var::new("x", Type::I32);
         let p =
             Var::new("p", Type::ptr(crate::types::AddrSpace::Global, Type::I32.scalar().unwrap()));
@@ -415,6 +391,64 @@ mod tests {
                 crate::parse::parse_module(&text).unwrap_or_else(|d| panic!("shape {i}: {d}"));
             assert!(back.kernels[0].is_equal(&b), "shape {i}");
         }
+    }
+
+    /// The depth every statement keeps ([`Stmt::max_expr_depth`]) is what a walk of every
+    /// statement finds, with the deepest expression in each place a statement holds one
+    /// (each kind's own expressions, and nested in each kind of nested statement): a place
+    /// left out would let a deep expression through to the recursive walks.
+    #[test]
+    fn kept_depth_is_the_deepest_expression_anywhere_in_the_tree() {
+        fn walked(s: &Stmt) -> usize {
+            let mut max = 0;
+            for_each_stmt(s, &mut |t| {
+                for e in stmt_exprs(t) {
+                    max = max.max(e.depth());
+                }
+            });
+            max
+        }
+        let x = Var::new("x", Type::I32);
+        let p =
+            Var::new("p", Type::ptr(crate::types::AddrSpace::Global, crate::types::Scalar::I32));
+        let (y, i) = (Var::new("y", Type::I32), Var::new("i", Type::I32));
+        let deep = || chain(&x, 40);
+        let shallow = || x.expr() + 1;
+        let cond = |e: Expr| e.cmp_lt(0);
+        let places: Vec<Box<dyn Fn(Expr) -> Stmt>> = vec![
+            Box::new(|e| Stmt::let_(&y, e)),
+            Box::new(|e| Stmt::decl(&y, e)),
+            Box::new(|e| Stmt::assign(&y, e)),
+            Box::new(|e| Stmt::store(&p, e, shallow())),
+            Box::new(|e| Stmt::store(&p, shallow(), e)),
+            Box::new(|e| Stmt::if_(cond(e), Stmt::block([]))),
+            Box::new(|e| Stmt::if_(cond(shallow()), Stmt::block([Stmt::let_(&y, e)]))),
+            Box::new(|e| {
+                Stmt::if_else(cond(shallow()), Stmt::block([]), Stmt::block([Stmt::let_(&y, e)]))
+            }),
+            Box::new(|e| Stmt::while_(cond(e), Stmt::block([]))),
+            Box::new(|e| Stmt::while_(cond(shallow()), Stmt::let_(&y, e))),
+            Box::new(|e| Stmt::for_(&i, e, shallow(), 1, Stmt::block([]))),
+            Box::new(|e| Stmt::for_(&i, shallow(), e, 1, Stmt::block([]))),
+            Box::new(|e| Stmt::for_(&i, 0, shallow(), e, Stmt::block([]))),
+            Box::new(|e| Stmt::for_(&i, 0, shallow(), 1, Stmt::block([Stmt::let_(&y, e)]))),
+            Box::new(|e| Stmt::block([Stmt::block([]), Stmt::let_(&y, e), Stmt::block([])])),
+            Box::new(|e| {
+                let add = crate::stmt::Func::atomic(crate::stmt::AtomicOp::Add);
+                Stmt::call(add, [p.expr(), shallow(), e])
+            }),
+        ];
+        for (n, place) in places.iter().enumerate() {
+            for e in [deep(), shallow(), x.expr()] {
+                let s = place(e.clone());
+                assert_eq!(s.max_expr_depth(), walked(&s), "place {n}: {s}");
+                assert!(s.max_expr_depth() >= e.depth(), "place {n}");
+                // Nested again: the kept depth goes up through every enclosing statement.
+                let outer = Stmt::block([Stmt::let_(&i, 0), Stmt::if_(cond(x.expr()), s)]);
+                assert_eq!(outer.max_expr_depth(), walked(&outer), "place {n}, nested");
+            }
+        }
+        assert_eq!(Stmt::block([]).max_expr_depth(), 0);
     }
 
     #[test]

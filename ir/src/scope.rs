@@ -1,7 +1,7 @@
 //! Names in nested scopes, for walks that resolve each reference as they go (the verifier,
 //! backends' lowering).
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 
@@ -10,9 +10,9 @@ use hashbrown::HashMap;
 /// (one map per scope cost one per enclosing scope, and unrolled kernels nest deeply).
 #[derive(Debug)]
 pub struct Scopes<V> {
-    live: HashMap<Rc<str>, V>,
+    live: HashMap<Arc<str>, V>,
     /// Each binding made, with what it replaced (`None`: the name was unbound).
-    undo: Vec<(Rc<str>, Option<V>)>,
+    undo: Vec<(Arc<str>, Option<V>)>,
     /// Where each open scope's bindings start in `undo`.
     marks: Vec<usize>,
     /// Bumped whenever what a name means may have changed (see [`Scopes::changes`]).
@@ -62,7 +62,13 @@ impl<V> Scopes<V> {
 
     /// Binds `name` to `value` in the innermost scope.
     pub fn bind(&mut self, name: &str, value: V) {
-        let name: Rc<str> = Rc::from(name);
+        self.bind_shared(&Arc::from(name), value);
+    }
+
+    /// [`Scopes::bind`] of a name already shared (a [`crate::Var`]'s): the handle is kept,
+    /// where `bind` copies the text into an allocation of its own (one per binding made).
+    pub fn bind_shared(&mut self, name: &Arc<str>, value: V) {
+        let name = name.clone();
         let prev = self.live.insert(name.clone(), value);
         if prev.is_some() {
             self.changes += 1;

@@ -281,17 +281,50 @@ pub enum StmtNode {
 
 /// An immutable, reference-counted statement handle with structural equality.
 #[derive(Clone)]
-pub struct Stmt(Arc<StmtNode>);
+pub struct Stmt(Arc<StmtData>);
+
+/// A statement node and what is kept about its tree.
+pub(crate) struct StmtData {
+    node: StmtNode,
+    /// The depth of the deepest expression in the tree ([`crate::depth::max_expr_depth`]),
+    /// kept so that the check every entry point makes ([`crate::depth::bound_kernel`],
+    /// after every pass) is O(1) instead of a walk of every statement.
+    depth: usize,
+}
 
 impl Stmt {
     /// Wraps a node.
     pub fn new(node: StmtNode) -> Stmt {
-        Stmt(Arc::new(node))
+        // The nested statements' depths are kept: one look at each direct part.
+        let depth = match &node {
+            StmtNode::Let { value, .. } | StmtNode::Assign { value, .. } => value.depth(),
+            StmtNode::Decl { init, .. } => init.depth(),
+            StmtNode::Store { index, value, .. } | StmtNode::VecStore { index, value, .. } => {
+                index.depth().max(value.depth())
+            }
+            StmtNode::If { cond, then, otherwise } => {
+                cond.depth().max(then.0.depth).max(otherwise.as_ref().map_or(0, |o| o.0.depth))
+            }
+            StmtNode::While { cond, body } => cond.depth().max(body.0.depth),
+            StmtNode::For { lo, hi, step, body, .. } => {
+                lo.depth().max(hi.depth()).max(step.depth()).max(body.0.depth)
+            }
+            StmtNode::Call { args, .. } => args.iter().map(Expr::depth).max().unwrap_or(0),
+            StmtNode::Alloc { .. } => 0,
+            StmtNode::Block(stmts) => stmts.iter().map(|t| t.0.depth).max().unwrap_or(0),
+        };
+        Stmt(Arc::new(StmtData { node, depth }))
     }
 
     /// The node this handle points to.
     pub fn node(&self) -> &StmtNode {
-        &self.0
+        &self.0.node
+    }
+
+    /// The depth of the deepest expression in this statement and every statement nested in
+    /// it (0 if there is none), in O(1).
+    pub fn max_expr_depth(&self) -> usize {
+        self.0.depth
     }
 
     /// The fence of a `barrier(...)` call statement; `None` for every other statement.
@@ -313,17 +346,6 @@ impl Stmt {
     /// True if both handles point to the same node.
     pub fn ptr_eq(&self, other: &Stmt) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// A handle that does not keep the node alive and whose address stays this node's (never
-    /// another's) while it exists: an identity key for a memo that must not retain the tree.
-    pub(crate) fn downgrade(&self) -> std::sync::Weak<StmtNode> {
-        Arc::downgrade(&self.0)
-    }
-
-    /// True if `w` (from [`Stmt::downgrade`]) was taken from this node.
-    pub(crate) fn is_weak_of(&self, w: &std::sync::Weak<StmtNode>) -> bool {
-        std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.0))
     }
 
     /// True if another handle to this node exists (the tree holds it more than once, or
@@ -459,7 +481,7 @@ impl Stmt {
 
 impl PartialEq for Stmt {
     fn eq(&self, other: &Stmt) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+        Arc::ptr_eq(&self.0, &other.0) || self.0.node == other.0.node
     }
 }
 
@@ -467,7 +489,7 @@ impl Eq for Stmt {}
 
 impl Hash for Stmt {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.hash(state)
+        self.0.node.hash(state)
     }
 }
 

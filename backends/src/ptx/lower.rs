@@ -129,7 +129,7 @@ pub(super) fn lower_kernel(
                 if !space.is_empty() {
                     l.ins(format_args!("cvta.to.global.u64 {base}, {base}"));
                 }
-                l.bind(p.name(), Binding::Mem(Mem { space, elem, base }));
+                l.bind(p.name_arc(), Binding::Mem(Mem { space, elem, base }));
             }
             Type::Scalar(s) => {
                 params.push(format!("\t.param .{} {pname}", mem_ty(s)));
@@ -144,7 +144,7 @@ pub(super) fn lower_kernel(
                     l.ins(format_args!("ld.param.{} {r}, [{pname}]", mem_ty(s)));
                     r
                 };
-                l.bind(p.name(), Binding::Val(Val::Reg(v)));
+                l.bind(p.name_arc(), Binding::Val(Val::Reg(v)));
             }
         }
     }
@@ -239,8 +239,9 @@ impl Lower<'_> {
         let _ = writeln!(self.body, "{label}:");
     }
 
-    fn bind(&mut self, name: &str, b: Binding) {
-        self.scopes.bind(name, b);
+    fn bind(&mut self, name: &std::sync::Arc<str>, b: Binding) {
+        // The variable's own name handle: no copy of its text per binding.
+        self.scopes.bind_shared(name, b);
     }
 
     fn lookup(&self, name: &str) -> R<&Binding> {
@@ -440,7 +441,7 @@ impl Lower<'_> {
             if var.ty().is_vector() {
                 let lanes: Vec<Expr> = self.vlanes.lanes_of(var.name()).unwrap_or(&[]).to_vec();
                 let vals = lanes.iter().map(|e| self.expr(e, None)).collect::<R<Vec<_>>>()?;
-                self.bind(var.name(), Binding::Vector(vals));
+                self.bind(var.name_arc(), Binding::Vector(vals));
             }
         }
         Ok(())
@@ -453,7 +454,7 @@ impl Lower<'_> {
                 let lanes = self.vexpr(value)?;
                 let lanes = lanes.into_iter().map(|v| self.snapshot(v)).collect();
                 self.vlanes.bound_by_target(var.name());
-                self.bind(var.name(), Binding::Vector(lanes));
+                self.bind(var.name_arc(), Binding::Vector(lanes));
             }
             StmtNode::VecStore { buf, index, value } => self.vstore(buf, index, value)?,
             StmtNode::Let { var, value } if var.ty().frag().is_some() => {
@@ -477,14 +478,14 @@ impl Lower<'_> {
                     None => self.expr(value, None)?,
                 };
                 let v = self.snapshot(v);
-                self.bind(var.name(), Binding::Val(v));
+                self.bind(var.name_arc(), Binding::Val(v));
             }
             StmtNode::Decl { var, init } => {
                 let t = scalar(var.ty())?;
                 let r = self.fresh(Class::of(t));
                 self.expr_into(init, r)?;
                 self.mutable.insert(r);
-                self.bind(var.name(), Binding::Var(r));
+                self.bind(var.name_arc(), Binding::Var(r));
             }
             StmtNode::Assign { var, value } => {
                 let r = match self.lookup(var.name())? {
@@ -507,11 +508,11 @@ impl Lower<'_> {
                     let m = self.locals.get(var.name()).cloned().ok_or_else(|| {
                         format!("local array `{}` not in the kernel's top-level block", var.name())
                     })?;
-                    self.bind(var.name(), Binding::Mem(m));
+                    self.bind(var.name_arc(), Binding::Mem(m));
                 }
                 Type::Ptr(AddrSpace::Private, elem) => {
                     let m = self.private_array(elem, *count);
-                    self.bind(var.name(), Binding::Mem(m));
+                    self.bind(var.name_arc(), Binding::Mem(m));
                 }
                 t => return Err(format!("array `{}` of type {t}", var.name())),
             },
@@ -553,7 +554,7 @@ impl Lower<'_> {
                 FuncKind::Atomic(op) => {
                     let r = self.atomic(op, args)?;
                     if let Some(v) = result {
-                        self.bind(v.name(), Binding::Val(Val::Reg(r)));
+                        self.bind(v.name_arc(), Binding::Val(Val::Reg(r)));
                     }
                 }
                 FuncKind::Matrix(op) => self.matrix(op, result.as_ref(), args)?,
@@ -617,7 +618,7 @@ impl Lower<'_> {
         self.ins(format_args!("@{p} bra {end}"));
         self.place(&top);
         self.scopes.push();
-        self.bind(var.name(), Binding::Val(Val::Reg(v)));
+        self.bind(var.name_arc(), Binding::Val(Val::Reg(v)));
         let r = self.block(body);
         self.scopes.pop();
         r?;

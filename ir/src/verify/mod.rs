@@ -414,7 +414,7 @@ impl<'k> Checker<'k> {
                     }
                 }
             }
-            self.scopes.bind(p.name(), Binding { ty: p.ty(), kind: Kind::Param });
+            self.scopes.bind_shared(p.name_arc(), Binding { ty: p.ty(), kind: Kind::Param });
         }
         if let Some(sz) = k.attrs().reqd_work_group_size {
             if sz.contains(&0) {
@@ -513,6 +513,6 @@ impl<'k> Checker<'k> {
                 ),
             );
         }
-        self.scopes.bind(v.name(), Binding { ty: v.ty(), kind });
+        self.scopes.bind_shared(v.name_arc(), Binding { ty: v.ty(), kind });
     }
 }

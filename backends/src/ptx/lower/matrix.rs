@@ -90,7 +90,7 @@ impl Lower<'_> {
                 self.mutable.insert(*d);
             }
         }
-        self.bind(var.name(), Binding::Frag(dst));
+        self.bind(var.name_arc(), Binding::Frag(dst));
         Ok(())
     }
 
@@ -188,7 +188,7 @@ impl Lower<'_> {
                         }
                     }
                 }
-                self.bind(r.name(), Binding::Frag(dst));
+                self.bind(r.name_arc(), Binding::Frag(dst));
             }
             MatrixOp::Store(layout) => {
                 let f = args[3].ty().frag().ok_or("ill-formed kernel: frag_store operand")?;
@@ -219,7 +219,7 @@ impl Lower<'_> {
                         self.ins(format_args!("mov.b32 {d}, {{{h}, {h}}}"));
                     }
                 }
-                self.bind(r.name(), Binding::Frag(dst));
+                self.bind(r.name_arc(), Binding::Frag(dst));
             }
             MatrixOp::Mma => {
                 let r = result.ok_or("ill-formed kernel: mma without a result")?;
@@ -244,7 +244,7 @@ impl Lower<'_> {
                         list(cc)
                     ));
                 }
-                self.bind(r.name(), Binding::Frag(d));
+                self.bind(r.name_arc(), Binding::Frag(d));
             }
             MatrixOp::CopyAsync(n) => {
                 let dst = mem_of(self, &args[0])?;

@@ -125,7 +125,7 @@ impl Lower<'_> {
                 let src = *regs.get(i as usize).ok_or("ill-formed kernel: frag_elem index")?;
                 let d = self.fresh(Class::F32);
                 self.ins(format_args!("mov.f32 {d}, {src}"));
-                self.bind(r.name(), Binding::Val(Val::Reg(d)));
+                self.bind(r.name_arc(), Binding::Val(Val::Reg(d)));
             }
             MatrixOp::TmaLoad(bx) => {
                 let dst = self.mem_arg(&args[0])?;
