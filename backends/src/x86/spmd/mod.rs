@@ -92,6 +92,7 @@
 mod atomic;
 mod batches;
 mod blocked;
+mod clamped;
 mod cond;
 mod counted;
 mod ctl;

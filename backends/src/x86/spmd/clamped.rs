@@ -1,0 +1,67 @@
+//! Gathers whose indices are clamped (`min`/`max`): edge-replicating stencils such as a
+//! blur's `src[yy * w + min(max(x as i32 + dx, 0), w as i32 - 1) as u32]`. Away from the
+//! edges the clamp is the identity for the whole batch and the lanes' indices are
+//! consecutive; only the batches at an edge need the gather. Which case a batch is in is
+//! known only when it runs, so the test is made there, on the indices themselves: lane k's
+//! index equal to lane 0's plus k in every lane makes the gather one masked vector load.
+//! The test does not depend on the form of the index beyond the clamp that makes it
+//! worth trying (any `min`/`max` of integers in the index), so any bounds, uniform or not,
+//! and any affine argument are covered.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{Expr, ExprNode, Intrinsic};
+
+use super::{R, V, XMM, YMM};
+
+/// Whether a gather's index contains an integer `min` or `max` (a clamp), where the lanes'
+/// indices are often consecutive though their form does not show it.
+pub(super) fn clamped(index: &Expr) -> bool {
+    match index.node() {
+        ExprNode::Intrinsic { op: Intrinsic::Min | Intrinsic::Max, args }
+            if args.iter().all(|a| a.ty().scalar().is_some_and(|s| s.is_int())) =>
+        {
+            true
+        }
+        ExprNode::Intrinsic { args, .. } => args.iter().any(clamped),
+        ExprNode::Binary { a, b, .. } => clamped(a) || clamped(b),
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => clamped(a),
+        _ => false,
+    }
+}
+
+impl V {
+    /// Before a gather of f32/i32 elements of the table at `base` with indices in
+    /// `ymm{d}` (already checked: every active lane's in bounds) under the mask in
+    /// `ymm{d+1}`: where lane k's index is lane 0's plus k in all eight lanes, the masked
+    /// vector load at lane 0's index into `ymm{d}` and a jump to `done`; otherwise on to
+    /// the gather (`ymm{d+2}` clobbered).
+    ///
+    /// Why the load is the gather's result: active lanes read the same elements (same
+    /// indices), inactive ones are zero in both (the gather's destination is zeroed, and a
+    /// masked load gives zeros and never faults where the mask is clear). The address: an
+    /// active lane k's index i_k is in bounds, below 2^31, and lane 0's is i_k - k as the
+    /// lanes compute it (wrapping); sign-extended that is exactly i_k - k (at least -7, no
+    /// wrap in 64 bits), so lane k's address is base + 4 * i_k even where lane 0 is
+    /// inactive and its own index out of bounds.
+    pub(super) fn consecutive_load(
+        &mut self,
+        base: AsmRegister64,
+        d: usize,
+        done: CodeLabel,
+    ) -> R<()> {
+        let (x, m, t) = (YMM[d], YMM[d + 1], YMM[d + 2]);
+        let mut gather = self.a.create_label();
+        self.a.vpbroadcastd(t, XMM[d])?;
+        self.a.vpaddd(t, t, ymmword_ptr(r15))?;
+        self.a.vpcmpeqd(t, t, x)?;
+        self.a.vmovmskps(eax, t)?;
+        self.a.cmp(eax, 0xff)?;
+        self.a.jne(gather)?;
+        self.a.vmovd(eax, XMM[d])?;
+        self.a.movsxd(rax, eax)?;
+        self.a.vmaskmovps(x, m, ymmword_ptr(base + rax * 4))?;
+        self.a.jmp(done)?;
+        self.bind(&mut gather)?;
+        Ok(())
+    }
+}
