@@ -13,23 +13,25 @@ use kiln_ir::{Expr, ExprNode, Intrinsic};
 
 use super::{R, V, XMM, YMM};
 
-/// Whether a gather's index contains an integer `min` or `max` (a clamp), where the lanes'
-/// indices are often consecutive though their form does not show it.
-pub(super) fn clamped(index: &Expr) -> bool {
-    match index.node() {
-        ExprNode::Intrinsic { op: Intrinsic::Min | Intrinsic::Max, args }
-            if args.iter().all(|a| a.ty().scalar().is_some_and(|s| s.is_int())) =>
-        {
-            true
-        }
-        ExprNode::Intrinsic { args, .. } => args.iter().any(clamped),
-        ExprNode::Binary { a, b, .. } => clamped(a) || clamped(b),
-        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => clamped(a),
-        _ => false,
-    }
-}
-
 impl V {
+    /// Whether a gather's index contains an integer `min` or `max` (a clamp), inline or in
+    /// a divergent `let` it reads, where the lanes' indices are often consecutive though
+    /// their form does not show it.
+    pub(super) fn clamped(&self, index: &Expr) -> bool {
+        match index.node() {
+            ExprNode::Intrinsic { op: Intrinsic::Min | Intrinsic::Max, args }
+                if args.iter().all(|a| a.ty().scalar().is_some_and(|s| s.is_int())) =>
+            {
+                true
+            }
+            ExprNode::Intrinsic { args, .. } => args.iter().any(|a| self.clamped(a)),
+            ExprNode::Binary { a, b, .. } => self.clamped(a) || self.clamped(b),
+            ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => self.clamped(a),
+            ExprNode::Var(v) => self.clamped_lets.iter().any(|n| n == v.name()),
+            _ => false,
+        }
+    }
+
     /// Before a gather of f32/i32 elements of the table at `base` with indices in
     /// `ymm{d}` (already checked: every active lane's in bounds) under the mask in
     /// `ymm{d+1}`: where lane k's index is lane 0's plus k in all eight lanes, the masked

@@ -352,7 +352,7 @@ impl V {
         }
         let uniform = kind == Kind::Uniform;
         // (Consecutive indices tested per batch: `clamped.rs`.)
-        let clamped = kind == Kind::Div && strided.is_none() && super::clamped::clamped(index);
+        let clamped = kind == Kind::Div && strided.is_none() && self.clamped(index);
         if uniform {
             // One element for every lane: with its index (lane 0's, the lanes' one) below
             // the table's length, one scalar compare (an `i32` index below 0 is a `u32` one

@@ -333,6 +333,10 @@ struct V {
     /// Comparisons in conditions of values fixed for the call, computed once before the
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,
+    /// Names of divergent `let`s whose values clamp (`clamped.rs`): gathers indexed by them
+    /// test their batch for consecutive indices. (By name: a stale entry after shadowing
+    /// only adds a test that is right whatever it finds.)
+    clamped_lets: Vec<String>,
     /// Reciprocals of u32 divisors fixed for the call, computed once per call (`recip.rs`):
     /// the division's node address, the slot of the broadcast f64 reciprocal.
     recips: Vec<(usize, i32)>,

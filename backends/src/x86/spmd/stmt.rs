@@ -94,6 +94,9 @@ impl V {
             Loc::Slot(off)
         };
         let stride = if kind == Kind::Div { self.stride_of(value) } else { None };
+        if kind == Kind::Div && self.clamped(value) {
+            self.clamped_lets.push(name.clone());
+        }
         self.lets.push(Bound { name, loc, kind, decl: None, dword, stride });
         Ok((loc, dword))
     }
