@@ -5,29 +5,64 @@
 //! known only when it runs, so the test is made there, on the indices themselves: lane k's
 //! index equal to lane 0's plus k in every lane makes the gather one masked vector load.
 //! The test does not depend on the form of the index beyond the clamp that makes it
-//! worth trying (any `min`/`max` of integers in the index), so any bounds, uniform or not,
-//! and any affine argument are covered.
+//! worth trying (a `min`/`max` of integers of consecutive lane values, `x + dx`, in the
+//! index or a `let` it reads), so any bounds, uniform or not, and any base around the
+//! clamp (`yy * w + ...`) are covered.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Expr, ExprNode, Intrinsic};
+use kiln_ir::{BinOp, Expr, ExprNode, Intrinsic, Scalar};
 
-use super::{R, V, XMM, YMM};
+use super::{Kind, R, V, XMM, YMM};
 
 impl V {
-    /// Whether a gather's index contains an integer `min` or `max` (a clamp), inline or in
-    /// a divergent `let` it reads, where the lanes' indices are often consecutive though
-    /// their form does not show it.
+    /// Whether a gather's index contains a clamp of consecutive lane values (`min`/`max` of
+    /// integers, one argument consecutive or itself such a clamp), inline or in a divergent
+    /// `let` it reads: where the clamp is the identity for a batch, its indices may well
+    /// be consecutive though their form does not show it. (Clamps of other values, a
+    /// tile's `min(m0 + (lid >> 2), 299)`, never give consecutive lanes: no test for them.)
     pub(super) fn clamped(&self, index: &Expr) -> bool {
+        if self.clamp_of_consecutive(index) {
+            return true;
+        }
         match index.node() {
-            ExprNode::Intrinsic { op: Intrinsic::Min | Intrinsic::Max, args }
-                if args.iter().all(|a| a.ty().scalar().is_some_and(|s| s.is_int())) =>
-            {
-                true
-            }
             ExprNode::Intrinsic { args, .. } => args.iter().any(|a| self.clamped(a)),
             ExprNode::Binary { a, b, .. } => self.clamped(a) || self.clamped(b),
             ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => self.clamped(a),
             ExprNode::Var(v) => self.clamped_lets.iter().any(|n| n == v.name()),
+            _ => false,
+        }
+    }
+
+    /// `min`/`max` of integers with an argument whose lanes are consecutive or that is
+    /// such a clamp (through casts).
+    fn clamp_of_consecutive(&self, e: &Expr) -> bool {
+        match e.node() {
+            ExprNode::Intrinsic { op: Intrinsic::Min | Intrinsic::Max, args }
+                if args.iter().all(|a| a.ty().scalar().is_some_and(|s| s.is_int())) =>
+            {
+                args.iter().any(|a| self.consecutive(a) || self.clamp_of_consecutive(a))
+            }
+            ExprNode::Cast { a, .. } => self.clamp_of_consecutive(a),
+            _ => false,
+        }
+    }
+
+    /// Whether lane k's value is lane 0's plus k: a contiguous form ([`Kind`]), also through
+    /// casts between 32-bit integers and plus or minus a uniform value (`x as i32 + dx`).
+    fn consecutive(&self, e: &Expr) -> bool {
+        let int32 = |e: &Expr| matches!(e.ty().scalar(), Some(Scalar::I32 | Scalar::U32));
+        if matches!(self.kind(e), Kind::Gid0 | Kind::Contig) {
+            return true;
+        }
+        match e.node() {
+            ExprNode::Cast { a, .. } => int32(e) && int32(a) && self.consecutive(a),
+            ExprNode::Binary { op: BinOp::Add, a, b } => {
+                (self.consecutive(a) && self.kind(b) == Kind::Uniform)
+                    || (self.kind(a) == Kind::Uniform && self.consecutive(b))
+            }
+            ExprNode::Binary { op: BinOp::Sub, a, b } => {
+                self.consecutive(a) && self.kind(b) == Kind::Uniform
+            }
             _ => false,
         }
     }
