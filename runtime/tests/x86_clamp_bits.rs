@@ -4,7 +4,7 @@
 //! `ops.rs`'s `const_bound`), NaNs and signed zeros in every position; u32 `==`/`!=`
 //! (no sign flips) in branchy bit twiddling; gathers with clamped indices, which load the
 //! batches whose indices are consecutive with one masked load (`clamped.rs`): edge
-//! batches, odd sizes, guards, bounds that fault.
+//! batches, odd sizes, guards, bounds that fault; `let` copies naming the copied place.
 #![cfg(target_arch = "x86_64")]
 
 mod x86_common;
@@ -351,5 +351,40 @@ fn clamped_integer_gathers_under_a_guard_match_the_interpreter() {
             Arg::scalar(y0),
         ];
         agree(&k, &range, &args, &bufs, &format!("{w}x{h} at {x0}, {y0}"));
+    }
+}
+
+#[test]
+fn copies_of_lets_read_the_value_copied_and_copies_of_vars_keep_theirs() {
+    // `let b = a` names `a`'s place (`stmt.rs`): right for `let`s and a loop's counter,
+    // which do not change in the copy's scope; a copy of a `var` must keep the value it
+    // had when copied.
+    let k = kernel(
+        "kernel k(x: ptr<global, f32>, y: ptr<global, f32>, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n {
+    let a: f32 = x[i];
+    var v: f32 = a * 2.0;
+    let c: f32 = v;
+    v = v + 1.0;
+    var s: f32 = 0.0;
+    for j: u32 in 0 .. 3 {
+      let jc: u32 = j;
+      let b: f32 = a;
+      if x[i] > 0.0 {
+        let bb: f32 = b;
+        s = s + bb * jc as f32;
+      }
+    }
+    y[i] = s + c * 10.0 + v;
+  }
+}",
+    );
+    let x = specials();
+    let n = x.len();
+    let bufs = vec![Buffer::from_slice(&x), Buffer::from_slice(&vec![0f32; n])];
+    for m in [n, n - 5] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(m as u32)];
+        agree(&k, &f32_range(n), &args, &bufs, &format!("n = {m}"));
     }
 }
