@@ -42,7 +42,9 @@ impl V {
                 {
                     return no(format!("a comparison of {}", a.ty()));
                 }
-                if a.ty() != Type::U32 {
+                // (Equality is the same on u32 bits as on i32 ones: no sign flips.)
+                let equality = matches!(op, BinOp::Eq | BinOp::Ne);
+                if a.ty() != Type::U32 || equality {
                     if let Some(r) = self.cmp_operands(*op, a, b, d) {
                         return r;
                     }
@@ -55,7 +57,7 @@ impl V {
                         self.a.vcmpps(x, y, z, pred)?;
                     }
                     t => {
-                        if t == Some(Scalar::U32) {
+                        if t == Some(Scalar::U32) && !equality {
                             // Unsigned order is signed order with the sign bits flipped.
                             let sign = ymmword_ptr(r15 + self.imm_slot(0x8000_0000));
                             self.a.vpxor(y, y, sign)?;

@@ -89,6 +89,7 @@ fn generate_inner(
         consts: Vec::new(),
         hoisted: Vec::new(),
         hoisted_conds: Vec::new(),
+        clamped_lets: Vec::new(),
         recips: Vec::new(),
         shares: Default::default(),
         hoisted_ranges: Vec::new(),

@@ -351,6 +351,8 @@ impl V {
             self.bind(&mut slow)?;
         }
         let uniform = kind == Kind::Uniform;
+        // (Consecutive indices tested per batch: `clamped.rs`.)
+        let clamped = kind == Kind::Div && strided.is_none() && self.clamped(index);
         if uniform {
             // One element for every lane: with its index (lane 0's, the lanes' one) below
             // the table's length, one scalar compare (an `i32` index below 0 is a `u32` one
@@ -400,12 +402,15 @@ impl V {
                 self.a.vmaskmovps(x, m, ymmword_ptr(base + rax * 4))?;
             }
             Kind::Div => {
+                if clamped {
+                    self.consecutive_load(base, d, done)?;
+                }
                 self.a.vpxor(g, g, g)?;
                 self.a.vgatherdps_3(g, ymmword_ptr(base + x * 4), m)?;
                 self.a.vmovaps(x, g)?;
             }
         }
-        if fast || uniform || strided.is_some() {
+        if fast || uniform || strided.is_some() || clamped {
             self.bind(&mut done)?;
         }
         Ok(())

@@ -92,6 +92,7 @@
 mod atomic;
 mod batches;
 mod blocked;
+mod clamped;
 mod cond;
 mod counted;
 mod ctl;
@@ -334,6 +335,10 @@ struct V {
     /// Comparisons in conditions of values fixed for the call, computed once before the
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,
+    /// Names of divergent `let`s whose values clamp (`clamped.rs`): gathers indexed by them
+    /// test their batch for consecutive indices. (By name: a stale entry after shadowing
+    /// only adds a test that is right whatever it finds.)
+    clamped_lets: Vec<String>,
     /// Reciprocals of u32 divisors fixed for the call, computed once per call (`recip.rs`):
     /// the division's node address, the slots of the broadcast f64 reciprocal and of the
     /// f32 one (`near.rs`).

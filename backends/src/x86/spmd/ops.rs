@@ -353,15 +353,29 @@ impl V {
         if !has_intrinsic(op, first.ty()) {
             return no(format!("`{}` on {}", op.name(), first.ty()));
         }
+        let t = lane_scalar(ty);
+        let max = op == Intrinsic::Max;
+        if matches!(op, Intrinsic::Min | Intrinsic::Max) && t == Some(Scalar::F32) {
+            if let Some((other, c)) = const_bound(max, args) {
+                // One instruction with the constant as the second operand (see
+                // `const_bound`); the constant has nothing to evaluate, so the other
+                // operand's faults come in the same order.
+                self.expr(other, d)?;
+                let c = ymmword_ptr(r15 + self.imm_slot(c));
+                if max {
+                    self.a.vmaxps(YMM[d], YMM[d], c)?;
+                } else {
+                    self.a.vminps(YMM[d], YMM[d], c)?;
+                }
+                return Ok(());
+            }
+        }
         for (k, x) in args.iter().enumerate() {
             self.expr(x, d + k)?;
         }
         let (x, y) = (YMM[d], YMM[d + 1]);
-        let t = lane_scalar(ty);
         match (op, t) {
-            (Intrinsic::Min | Intrinsic::Max, Some(Scalar::F32)) => {
-                self.float_min_max(op == Intrinsic::Max, d)?
-            }
+            (Intrinsic::Min | Intrinsic::Max, Some(Scalar::F32)) => self.float_min_max(max, d)?,
             (Intrinsic::Min, Some(Scalar::I32)) => self.a.vpminsd(x, x, y)?,
             (Intrinsic::Min, _) => self.a.vpminud(x, x, y)?,
             (Intrinsic::Max, Some(Scalar::I32)) => self.a.vpmaxsd(x, x, y)?,
@@ -522,4 +536,34 @@ impl V {
         }
         Ok(())
     }
+}
+
+/// The operand that is not a constant, and the constant's f32 bits, of an f32 `min`/`max`
+/// (`max` true) of two lane values where one of them is a constant that makes
+/// `vminps`/`vmaxps x, c` (c the second operand) the interpreter's result in every lane.
+///
+/// Proof against `kiln_ir::eval`'s rule (IEEE minimumNumber/maximumNumber: a NaN operand
+/// gives the other one, quieted if both are NaN; -0.0 < +0.0), for a constant c that is not
+/// a NaN, in either argument position (the rule is symmetric when at most one operand is a
+/// NaN), and x the other lane value:
+/// - x NaN: the rule gives c (not a NaN, so quieting leaves it); `vminps`/`vmaxps` give the
+///   second operand where either is a NaN: c.
+/// - x and c unequal, neither NaN: both give the smaller (larger) one.
+/// - x == c and c is not a zero: equal non-zero floats have the same bits, any pick is right.
+/// - x == c, both zeros: the rule gives -0.0 for `min` if either is, +0.0 for `max` if
+///   either is; the instructions give the second operand, c. Right when c is -0.0 for
+///   `min` or +0.0 for `max`; a +0.0 bound of `min` (-0.0 of `max`) is not taken here.
+pub(super) fn const_bound(max: bool, args: &[Expr]) -> Option<(&Expr, u32)> {
+    let [a, b] = args else { return None };
+    let value = |e: &Expr| match e.node() {
+        ExprNode::Imm(Imm::Float(Scalar::F32, v)) => Some(*v as f32),
+        _ => None,
+    };
+    let (other, c) = match (value(a), value(b)) {
+        (None, Some(c)) => (a, c),
+        (Some(c), None) => (b, c),
+        _ => return None,
+    };
+    let zero_ok = if max { c.is_sign_positive() } else { c.is_sign_negative() };
+    (!c.is_nan() && (c != 0.0 || zero_ok)).then_some((other, c.to_bits()))
 }

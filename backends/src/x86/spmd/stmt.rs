@@ -56,6 +56,27 @@ impl V {
         if wide64::is_64(var.ty()) {
             return Ok((self.bind_let64(var, value, kind)?, None));
         }
+        // A copy of a divergent `let` (`let p_0: f32 = vl_0`: `-O` splitting vector-typed
+        // values) names the same place: that `let` never changes, and this one's scope ends
+        // within its, so reading either reads the same value. (Not `var`s, which change;
+        // not hoisted `let`s, which outlive what they copy.)
+        if let (kiln_ir::ExprNode::Var(src), Kind::Div, false) = (value.node(), kind, hoisting) {
+            let same = self.find(src.name()).filter(|b| {
+                b.decl.is_none()
+                    && b.kind == Kind::Div
+                    && b.dword.is_none()
+                    && matches!(b.loc, Loc::Reg(_) | Loc::Slot(_))
+                    && src.ty() == var.ty()
+            });
+            if let Some(b) = same {
+                let (loc, stride) = (b.loc, b.stride);
+                if self.clamped_lets.iter().any(|n| n == src.name()) {
+                    self.clamped_lets.push(name.clone());
+                }
+                self.lets.push(Bound { name, loc, kind, decl: None, dword: None, stride });
+                return Ok((loc, None));
+            }
+        }
         let mut dword = None;
         if kind == Kind::Uniform && scalar::int_type(var.ty()) && self.gpr_ok(value) {
             // Uniform index arithmetic stays scalar, in a dword; it is broadcast too when
@@ -94,6 +115,9 @@ impl V {
             Loc::Slot(off)
         };
         let stride = if kind == Kind::Div { self.stride_of(value) } else { None };
+        if kind == Kind::Div && self.clamped(value) {
+            self.clamped_lets.push(name.clone());
+        }
         self.lets.push(Bound { name, loc, kind, decl: None, dword, stride });
         Ok((loc, dword))
     }
