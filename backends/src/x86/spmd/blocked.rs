@@ -24,7 +24,9 @@
 //! gets the ordinary loop's result.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{AddrSpace, BinOp, Expr, ExprNode, Imm, Scalar, Stmt, StmtNode, Type, Var};
+use kiln_ir::{
+    AddrSpace, BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, Stmt, StmtNode, Type, Var,
+};
 
 use super::{Kind, Loc, R, V, XMM, YMM};
 use crate::x86::rt;
@@ -58,13 +60,44 @@ pub(super) struct Blocking {
     k: i32,
 }
 
-/// The base of `index` if it is `b + j`, `j + b`, or the name of a `let` of one of those
-/// in `aliases`.
+/// The base of `index` if it is `b + j`, `j + b`, `mad(x, y, j)` (the key of the product,
+/// [`product_key`]), or the name of a `let` of one of those in `aliases`.
 fn base_of(index: &Expr, j: &str, aliases: &[(String, String)]) -> Option<String> {
     if let ExprNode::Var(v) = index.node() {
         return aliases.iter().find(|a| a.0 == v.name()).map(|a| a.1.clone());
     }
+    if let Some((x, y)) = mad_parts(index, j) {
+        return Some(product_key(x, y));
+    }
     split(index, j).map(str::to_string)
+}
+
+/// The factors of `index` if it is `mad(x, y, j)`, `x * y + j` or `j + x * y`, each factor
+/// a name other than `j` or a constant: the row's start `x * y` (`r * cols + j`, which the
+/// `-O` pipeline writes as `mad`).
+fn mad_parts<'a>(index: &'a Expr, j: &str) -> Option<(&'a Expr, &'a Expr)> {
+    let is_j = |e: &Expr| matches!(e.node(), ExprNode::Var(v) if v.name() == j);
+    let (x, y) = match index.node() {
+        ExprNode::Intrinsic { op: Intrinsic::Mad, args } if is_j(&args[2]) => (&args[0], &args[1]),
+        ExprNode::Binary { op: BinOp::Add, a, b } => match (a.node(), b.node()) {
+            (ExprNode::Binary { op: BinOp::Mul, a: x, b: y }, _) if is_j(b) => (x, y),
+            (_, ExprNode::Binary { op: BinOp::Mul, a: x, b: y }) if is_j(a) => (x, y),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let leaf = |e: &Expr| match e.node() {
+        ExprNode::Var(v) => v.name() != j,
+        ExprNode::Imm(_) => true,
+        _ => false,
+    };
+    (leaf(x) && leaf(y)).then_some((x, y))
+}
+
+/// The key of a product base `x * y` among the bases (which are otherwise names: the
+/// parentheses keep the two apart).
+fn product_key(x: &Expr, y: &Expr) -> String {
+    format!("({x})*({y})")
 }
 
 /// The base of `index` if it is `b + j` or `j + b` (`j` the loop's counter, `b` another
@@ -86,6 +119,17 @@ fn split<'a>(index: &'a Expr, j: &str) -> Option<&'a str> {
 type Plan = Vec<(Var, String, bool)>;
 /// `let`s of `b + j` in a body: name, base.
 type Aliases = Vec<(String, String)>;
+/// Product bases: key, the expression computing it before the loop.
+type Products = Vec<(String, Expr)>;
+
+impl Scan {
+    /// Notes a product base's expression (once per key).
+    fn product(&mut self, key: &str, prod: Option<Expr>) {
+        if let Some(p) = prod.filter(|_| !self.products.iter().any(|x| x.0 == key)) {
+            self.products.push((key.to_string(), p));
+        }
+    }
+}
 
 /// What planning found in a body.
 #[derive(Default)]
@@ -105,8 +149,18 @@ struct Scan {
     escapes: bool,
     /// Names the body binds.
     bound: Vec<String>,
+    /// Every name the body binds, known before the scan (no product's factor is one).
+    names: Vec<String>,
+    /// The product bases (`mad(x, y, j)`): key, the expression of `x * y`.
+    products: Vec<(String, Expr)>,
     nodes: usize,
     ok: bool,
+}
+
+/// The types of the `let`s and `var`s a blocked body may bind or assign: 32-bit lanes, and
+/// 64-bit ones (`wide64.rs`: row sums in `u64` or `f64` of 32-bit data).
+fn body_type(t: Type) -> bool {
+    super::lane_type(t) || super::wide64::is_64(t)
 }
 
 impl V {
@@ -118,38 +172,65 @@ impl V {
             && self.private(buf).is_none()
     }
 
-    /// The base `let` of an access at `index` that can be blocked in the loop over `j`:
-    /// lane-varying, immutable, in a register or slot, bound outside the loop.
+    /// The base of an access at `index` that can be blocked in the loop over `j`: a
+    /// lane-varying, immutable `let` in a register or slot bound outside the loop, or a
+    /// product `x * y` of `mad(x, y, j)` whose factors are constants, parameters or
+    /// immutable names bound outside the loop (none of `bound`, the body's names); with a
+    /// product, the expression that computes it before the loop.
     fn blockable_base(
         &self,
         index: &Expr,
         j: &str,
         aliases: &[(String, String)],
-    ) -> Option<String> {
+        bound: &[String],
+    ) -> Option<(String, Option<Expr>)> {
+        if !matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32)) {
+            return None;
+        }
+        if let Some((x, y)) = mad_parts(index, j) {
+            let fixed = |e: &Expr| match e.node() {
+                ExprNode::Var(v) => {
+                    !bound.iter().any(|b| b == v.name())
+                        && match self.find(v.name()) {
+                            Some(b) => b.decl.is_none(),
+                            None => self.param(v).is_some(),
+                        }
+                }
+                _ => true,
+            };
+            let prod = Expr::binary(BinOp::Mul, x.clone(), y.clone());
+            return (fixed(x) && fixed(y)).then(|| (product_key(x, y), Some(prod)));
+        }
         let b = base_of(index, j, aliases)?;
+        if b.starts_with('(') {
+            // (A `let` of a product base: its expression was recorded with the `let`.)
+            return Some((b, None));
+        }
         let bound = self.find(&b)?;
         let ok = bound.kind == Kind::Div
             && bound.decl.is_none()
-            && matches!(bound.loc, Loc::Reg(_) | Loc::Slot(_))
-            && matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32));
-        ok.then_some(b)
+            && matches!(bound.loc, Loc::Reg(_) | Loc::Slot(_));
+        ok.then_some((b, None))
     }
 
     fn scan_expr(&self, e: &Expr, j: &str, s: &mut Scan) {
         s.nodes += 1;
         match e.node() {
-            ExprNode::Load { buf, index } => match self.blockable_base(index, j, &s.aliases) {
-                Some(b) if self.blockable_buf(buf, e.ty()) => {
-                    if s.stored {
-                        s.load_after_store = true;
+            ExprNode::Load { buf, index } => {
+                match self.blockable_base(index, j, &s.aliases, &s.names) {
+                    Some((b, prod)) if self.blockable_buf(buf, e.ty()) => {
+                        if s.stored {
+                            s.load_after_store = true;
+                        }
+                        s.product(&b, prod);
+                        s.access.push((buf.clone(), b, false));
                     }
-                    s.access.push((buf.clone(), b, false));
+                    _ => {
+                        s.other = true;
+                        self.scan_expr(index, j, s);
+                    }
                 }
-                _ => {
-                    s.other = true;
-                    self.scan_expr(index, j, s);
-                }
-            },
+            }
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
                 if a.ty() != Type::F32 && !super::scalar::safe_divisor_expr(b) =>
             {
@@ -176,32 +257,43 @@ impl V {
         var: &Var,
         step: &Expr,
         body: &[Stmt],
-    ) -> Option<(Plan, Aliases, bool, bool)> {
+    ) -> Option<(Plan, Aliases, Products, bool, bool)> {
         let one = matches!(step.node(), ExprNode::Imm(Imm::Int(_, 1)));
         if !one || self.mask.is_some() || self.regions.is_some() || self.blocking.is_some() {
             return None;
         }
         let j = var.name();
-        let mut s = Scan { ok: true, ..Scan::default() };
+        let names = body
+            .iter()
+            .filter_map(|st| match st.node() {
+                StmtNode::Let { var, .. } => Some(var.name().to_string()),
+                _ => None,
+            })
+            .collect();
+        let mut s = Scan { ok: true, names, ..Scan::default() };
         for st in body {
             match st.node() {
                 StmtNode::Let { var: v, value } => {
-                    s.ok &= v.name() != j && super::lane_type(v.ty());
-                    match self.blockable_base(value, j, &[]) {
+                    s.ok &= v.name() != j && body_type(v.ty());
+                    match self.blockable_base(value, j, &[], &s.names) {
                         // (Not a read of the counter unless the name is read elsewhere.)
-                        Some(b) => s.aliases.push((v.name().to_string(), b)),
+                        Some((b, prod)) => {
+                            s.product(&b, prod);
+                            s.aliases.push((v.name().to_string(), b));
+                        }
                         None => self.scan_expr(value, j, &mut s),
                     }
                     s.bound.push(v.name().to_string());
                 }
                 StmtNode::Assign { var: v, value } => {
-                    s.ok &= super::lane_type(v.ty());
+                    s.ok &= body_type(v.ty());
                     self.scan_expr(value, j, &mut s);
                 }
                 StmtNode::Store { buf, index, value } => {
                     self.scan_expr(value, j, &mut s);
-                    match self.blockable_base(index, j, &s.aliases) {
-                        Some(b) if self.blockable_buf(buf, value.ty()) => {
+                    match self.blockable_base(index, j, &s.aliases, &s.names) {
+                        Some((b, prod)) if self.blockable_buf(buf, value.ty()) => {
+                            s.product(&b, prod);
                             s.access.push((buf.clone(), b, true));
                         }
                         _ => s.ok = false,
@@ -233,7 +325,8 @@ impl V {
         }
         // (`let`s of `b + j` computed in the copies read the counter.)
         let counter = s.counter || (s.escapes && !s.aliases.is_empty());
-        (distinct.len() <= MAX_BLOCKS).then_some((distinct, s.aliases, s.escapes, counter))
+        (distinct.len() <= MAX_BLOCKS)
+            .then_some((distinct, s.aliases, s.products, s.escapes, counter))
     }
 
     /// True if `var`'s `let` is one the current copy skips: a `let` of `b + j` read only as
@@ -277,7 +370,9 @@ impl V {
         signed: bool,
         ordinary: CodeLabel,
     ) -> R<Option<(CodeLabel, i32)>> {
-        let Some((plan, aliases, escapes, uses_counter)) = self.block_plan(var, step, body) else {
+        let Some((plan, aliases, products, escapes, uses_counter)) =
+            self.block_plan(var, step, body)
+        else {
             return Ok(None);
         };
         // Nonzero while the ordinary loop may hand back to the chunks.
@@ -317,6 +412,12 @@ impl V {
             self.a.jne(ordinary)?;
         }
         for (name, slot) in &bases {
+            if let Some(p) = products.iter().find(|p| &p.0 == name) {
+                // A product base: `x * y`, wrapping as `mad`'s product does.
+                self.expr_top(&p.1, 0)?;
+                self.a.vmovups(ymmword_ptr(r15 + *slot), ymm0)?;
+                continue;
+            }
             let loc = self.find(name).map(|b| b.loc);
             match loc {
                 Some(Loc::Reg(r)) => self.a.vmovups(ymmword_ptr(r15 + *slot), YMM[r])?,
