@@ -174,7 +174,7 @@ impl V {
 
     /// The base of an access at `index` that can be blocked in the loop over `j`: a
     /// lane-varying, immutable `let` in a register or slot bound outside the loop, or a
-    /// product `x * y` of `mad(x, y, j)` whose factors are constants, parameters or
+    /// lane-varying product `x * y` of `mad(x, y, j)` whose factors are constants, parameters or
     /// immutable names bound outside the loop (none of `bound`, the body's names); with a
     /// product, the expression that computes it before the loop.
     fn blockable_base(
@@ -199,7 +199,10 @@ impl V {
                 _ => true,
             };
             let prod = Expr::binary(BinOp::Mul, x.clone(), y.clone());
-            return (fixed(x) && fixed(y)).then(|| (product_key(x, y), Some(prod)));
+            // (Lane-varying, as a `let` base must be: a row all lanes share, such as
+            // `a[row * n + k]` with `row` a `global_id(1)`, is one broadcast load.)
+            let varies = self.kind(&prod) == Kind::Div;
+            return (varies && fixed(x) && fixed(y)).then(|| (product_key(x, y), Some(prod)));
         }
         let b = base_of(index, j, aliases)?;
         if b.starts_with('(') {
