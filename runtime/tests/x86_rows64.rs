@@ -113,7 +113,10 @@ fn runs_blocked(k: &Kernel) {
         let d =
             compile(k, &X86Options { optimize, ..X86Options::default() }).unwrap().disassemble();
         let lanes = &d[d.find("; 8-lane AVX2 code").expect("vector code")..];
-        let n = lanes.lines().filter(|l| l.contains("vinsertf128")).count();
+        // (Row segments of 32-bit elements: two halves per register; 64-bit: 4x4 qword
+        // transposes.)
+        let n =
+            lanes.lines().filter(|l| l.contains("vinsertf128") || l.contains("vperm2f128")).count();
         assert!(n >= 8, "not blocked (optimize: {optimize}):\n{lanes}");
     }
 }
@@ -193,5 +196,106 @@ fn i64_sums_of_signed_rows_agree_with_negative_bases() {
             let bufs = [x, Buffer::zeroed(Scalar::I64, rows as usize)];
             three_ways(&k, &range(rows), &args, &bufs);
         }
+    }
+}
+
+/// Rows of 64-bit data: an `f64` matrix-vector product (`x[j]` one element for all lanes)
+/// and a wrapping `u64` sum with a product, `j` read outside the row access too.
+const DGEMV: &str = "kernel k(a: ptr<global, f64>, x: ptr<global, f64>, y: ptr<global, f64>, rows: u32, cols: u32) {
+  let r: u32 = global_id(0);
+  if r < rows {
+    var acc: f64 = 0.0f64;
+    for j: u32 in 0u32 .. cols {
+      acc = acc + a[r * cols + j] * x[j];
+    }
+    y[r] = acc;
+  }
+}";
+
+/// `u64` and `i64` rows (the base a `let`), and a store of 32-bit results in the same loop.
+const WIDE_DATA: &str = "kernel k(u: ptr<global, u64>, v: ptr<global, i64>, o: ptr<global, u64>, f: ptr<global, f32>, rows: u32, cols: u32) {
+  let r: u32 = global_id(0);
+  if r < rows {
+    let base: u32 = r * cols;
+    var s: u64 = 0u64;
+    var t: i64 = 0i64;
+    for j: u32 in 0u32 .. cols {
+      s = s * 3u64 + u[base + j] + (j as u64);
+      t = t + v[j + base];
+      f[base + j] = (v[base + j] as f32) * 0.5;
+    }
+    o[2u32 * r] = s;
+    o[2u32 * r + 1u32] = t as u64;
+  }
+}";
+
+/// `n` `f64` values with NaN and infinities for odd seeds.
+fn f64s(n: usize, seed: u32) -> Buffer {
+    let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.0e300, 1.0e-300, -0.0];
+    Buffer::from_slice(
+        &(0..n as u32)
+            .map(|i| match (i.wrapping_mul(2654435761) ^ seed) % 97 {
+                v @ 0..=5 if seed % 2 == 1 => special[v as usize],
+                v => f64::from(v) * 0.37 - 17.3 + f64::from(i) * 1.0e-9,
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// `n` `u64` values over the whole range (sums that wrap).
+fn u64s(n: usize, seed: u32) -> Vec<u64> {
+    (0..n as u64).map(|i| (i ^ u64::from(seed)).wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect()
+}
+
+#[test]
+fn f64_matrix_vector_rows_run_blocked_and_agree() {
+    let k = kernel(DGEMV);
+    runs_blocked(&k);
+    for (i, (rows, cols)) in SIZES.into_iter().enumerate() {
+        let n = (rows * cols) as usize;
+        let args =
+            [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(rows), Arg::scalar(cols)];
+        for seed in [2 * i as u32, 2 * i as u32 + 1] {
+            let bufs = [f64s(n, seed), f64s(cols as usize, 5), Buffer::zeroed(Scalar::F64, 64)];
+            assert_eq!(three_ways(&k, &range(rows), &args, &bufs), avx2(), "{rows}x{cols}");
+        }
+        // Short matrix, short vector.
+        let bufs = [f64s(n - 1, 0), f64s(cols as usize, 5), Buffer::zeroed(Scalar::F64, 64)];
+        three_ways(&k, &range(rows), &args, &bufs);
+        let bufs = [f64s(n, 0), f64s(cols as usize - 1, 5), Buffer::zeroed(Scalar::F64, 64)];
+        three_ways(&k, &range(rows), &args, &bufs);
+    }
+}
+
+#[test]
+fn u64_and_i64_rows_with_stores_agree() {
+    let k = kernel(WIDE_DATA);
+    runs_blocked(&k);
+    for (i, (rows, cols)) in SIZES.into_iter().enumerate() {
+        let n = (rows * cols) as usize;
+        let args = [
+            Arg::Buffer(0),
+            Arg::Buffer(1),
+            Arg::Buffer(2),
+            Arg::Buffer(3),
+            Arg::scalar(rows),
+            Arg::scalar(cols),
+        ];
+        let u = Buffer::from_slice(&u64s(n, i as u32));
+        let v: Vec<i64> = u64s(n, 9 + i as u32).iter().map(|&x| x as i64 >> 3).collect();
+        let bufs = [
+            u.clone(),
+            Buffer::from_slice(&v),
+            Buffer::zeroed(Scalar::U64, 2 * rows as usize),
+            Buffer::zeroed(Scalar::F32, n),
+        ];
+        assert_eq!(three_ways(&k, &range(rows), &args, &bufs), avx2(), "{rows}x{cols}");
+        // A short `i64` row buffer, then a short store buffer.
+        let mut short = bufs.clone();
+        short[1] = Buffer::from_slice(&v[..n - 1]);
+        three_ways(&k, &range(rows), &args, &short);
+        let mut short = bufs.clone();
+        short[3] = Buffer::zeroed(Scalar::F32, n.saturating_sub(2));
+        three_ways(&k, &range(rows), &args, &short);
     }
 }

@@ -37,13 +37,15 @@ const MAX_NODES: usize = 400;
 const MAX_BLOCKS: usize = 6;
 
 /// A blocked access: buffer (table), base `let`, and the frame block of its eight
-/// iteration vectors (`off + 32 * k` for iteration `k` of the chunk).
+/// iteration vectors (`off + 32 * k` for iteration `k` of the chunk; of 64-bit elements,
+/// `wide`, two vectors per iteration, lanes 0-3 at `off + 64 * k` and 4-7 after them).
 #[derive(Clone, Debug)]
 pub(super) struct Block {
     buf: String,
     table: u32,
     base: String,
     store: bool,
+    wide: bool,
     off: i32,
 }
 
@@ -164,9 +166,14 @@ fn body_type(t: Type) -> bool {
 }
 
 impl V {
-    /// True if `e` is a load of a 32-bit lane type from a global buffer parameter.
-    fn blockable_buf(&self, buf: &Var, ty: Type) -> bool {
-        matches!(buf.ty(), Type::Ptr(AddrSpace::Global, Scalar::F32 | Scalar::I32 | Scalar::U32))
+    /// True if an access of type `ty` to `buf` is of a 32-bit lane type, or for a load
+    /// (not `store`) a 64-bit one, in a global buffer parameter.
+    fn blockable_buf(&self, buf: &Var, ty: Type, store: bool) -> bool {
+        let elem = match buf.ty() {
+            Type::Ptr(AddrSpace::Global, e) => Type::Scalar(e),
+            _ => return false,
+        };
+        (super::lane_type(elem) || (!store && super::wide64::is_64(elem)))
             && buf.ty().elem().map(Type::Scalar) == Some(ty)
             && self.buf(buf).is_some()
             && self.private(buf).is_none()
@@ -221,7 +228,7 @@ impl V {
         match e.node() {
             ExprNode::Load { buf, index } => {
                 match self.blockable_base(index, j, &s.aliases, &s.names) {
-                    Some((b, prod)) if self.blockable_buf(buf, e.ty()) => {
+                    Some((b, prod)) if self.blockable_buf(buf, e.ty(), false) => {
                         if s.stored {
                             s.load_after_store = true;
                         }
@@ -295,7 +302,7 @@ impl V {
                 StmtNode::Store { buf, index, value } => {
                     self.scan_expr(value, j, &mut s);
                     match self.blockable_base(index, j, &s.aliases, &s.names) {
-                        Some((b, prod)) if self.blockable_buf(buf, value.ty()) => {
+                        Some((b, prod)) if self.blockable_buf(buf, value.ty(), true) => {
                             s.product(&b, prod);
                             s.access.push((buf.clone(), b, true));
                         }
@@ -341,19 +348,29 @@ impl V {
     }
 
     /// The frame operand holding the current copy's value of a blocked load of `buf` at
-    /// `index`, if the loop being generated blocks it.
+    /// `index` (32-bit elements), if the loop being generated blocks it.
     pub(super) fn blocked_load(&self, buf: &Var, index: &Expr) -> Option<AsmMemoryOperand> {
         self.blocked_slot(buf, index, false).map(|off| ymmword_ptr(r15 + off))
     }
 
-    /// The frame offset of the current copy's slot of a blocked access.
+    /// The frame offset of the current copy's slot of a blocked access of 32-bit elements.
     pub(super) fn blocked_slot(&self, buf: &Var, index: &Expr, store: bool) -> Option<i32> {
+        self.blocked_at(buf, index, store, false)
+    }
+
+    /// The frame offset of the current copy's two vectors (lanes 0-3, then 4-7) of a
+    /// blocked load of 64-bit elements.
+    pub(super) fn blocked_load64(&self, buf: &Var, index: &Expr) -> Option<i32> {
+        self.blocked_at(buf, index, false, true)
+    }
+
+    fn blocked_at(&self, buf: &Var, index: &Expr, store: bool, wide: bool) -> Option<i32> {
         let bk = self.blocking.as_ref()?;
         let b = base_of(index, &bk.counter, &bk.aliases)?;
         bk.blocks
             .iter()
-            .find(|x| x.buf == buf.name() && x.base == b && x.store == store)
-            .map(|x| x.off + 32 * bk.k)
+            .find(|x| x.buf == buf.name() && x.base == b && x.store == store && x.wide == wide)
+            .map(|x| x.off + if wide { 64 } else { 32 } * bk.k)
     }
 
     /// For a batch-uniform `for` (counter `var`, 64-bit counter and end at frame offsets
@@ -390,13 +407,15 @@ impl V {
             if !bases.iter().any(|b| &b.0 == base) {
                 bases.push((base.clone(), self.slot()));
             }
+            let wide = super::wide64::is_64(Type::Scalar(buf.ty().elem().expect("a buffer")));
             let off = self.next;
-            self.next += 256;
+            self.next += if wide { 512 } else { 256 };
             blocks.push(Block {
                 buf: buf.name().to_string(),
                 table,
                 base: base.clone(),
                 store: *store,
+                wide,
                 off,
             });
         }
@@ -485,6 +504,7 @@ impl V {
             for (_, ld) in others {
                 let mut apart = self.a.create_label();
                 let (ts, tl) = (st.table as i32 * 16, ld.table as i32 * 16);
+                let scale = if ld.wide { 8 } else { 4 };
                 self.a.mov(rax, qword_ptr(r14 + tl))?;
                 self.a.mov(r11, qword_ptr(r14 + ts))?;
                 self.a.cmp(rax, r11)?;
@@ -494,7 +514,7 @@ impl V {
                 self.a.cmp(rax, r10)?;
                 self.a.jae(apart)?;
                 self.a.mov(r10, qword_ptr(r14 + (tl + 8)))?;
-                self.a.lea(r10, qword_ptr(rax + r10 * 4))?;
+                self.a.lea(r10, qword_ptr(rax + r10 * scale))?;
                 self.a.cmp(r11, r10)?;
                 self.a.jb(ordinary)?;
                 self.bind(&mut apart)?;
@@ -610,6 +630,9 @@ impl V {
     /// A blocked load's chunk: the lanes' row segments (8 elements from the counter) into
     /// its block, one vector per iteration.
     fn block_in(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
+        if bk.wide {
+            return self.block_in64(bk, slot, cnt, signed);
+        }
         let base = self.base(bk.table)?;
         for h in 0..2 {
             for i in 0..4 {
@@ -644,6 +667,35 @@ impl V {
                 self.a.vmovups(xmmword_ptr(base + r10 * 4 + disp), XMM[i as usize])?;
                 self.row(slot, i + 4, cnt, signed)?;
                 self.a.vextractf128(xmmword_ptr(base + r10 * 4 + disp), YMM[i as usize], 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`V::block_in`] of 64-bit elements: per group of four lanes and four iterations, the
+    /// lanes' four-element row segments transposed as 4x4 qwords.
+    fn block_in64(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
+        let base = self.base(bk.table)?;
+        for half in 0..2 {
+            for h in 0..2 {
+                for i in 0..4 {
+                    self.row(slot, 4 * half + i, cnt, signed)?;
+                    self.a.vmovupd(YMM[i as usize], ymmword_ptr(base + r10 * 8 + 32 * h))?;
+                }
+                let a = &mut self.a;
+                a.vunpcklpd(ymm4, ymm0, ymm1)?;
+                a.vunpckhpd(ymm5, ymm0, ymm1)?;
+                a.vunpcklpd(ymm6, ymm2, ymm3)?;
+                a.vunpckhpd(ymm7, ymm2, ymm3)?;
+                a.vperm2f128(ymm0, ymm4, ymm6, 0x20)?;
+                a.vperm2f128(ymm1, ymm5, ymm7, 0x20)?;
+                a.vperm2f128(ymm2, ymm4, ymm6, 0x31)?;
+                a.vperm2f128(ymm3, ymm5, ymm7, 0x31)?;
+                for c in 0..4 {
+                    // Iteration 4h + c, lanes 4 * half ..
+                    let off = bk.off + 64 * (4 * h + c) + 32 * half;
+                    self.a.vmovupd(ymmword_ptr(r15 + off), YMM[c as usize])?;
+                }
             }
         }
         Ok(())

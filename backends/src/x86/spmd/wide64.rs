@@ -539,6 +539,12 @@ impl V {
     /// A load of f64 `buf[index]` into `ymm{d}`, `ymm{d+1}`: at exactly `global_id(0)` two
     /// vector loads, else a checked gather per half.
     fn load64(&mut self, buf: &Var, index: &Expr, ty: Type, d: usize) -> R<()> {
+        if let Some(off) = self.blocked_load64(buf, index) {
+            // One iteration of a blocked loop's chunk (`blocked.rs`).
+            self.a.vmovupd(YMM[d], ymmword_ptr(r15 + off))?;
+            self.a.vmovupd(YMM[d + 1], ymmword_ptr(r15 + (off + 32)))?;
+            return Ok(());
+        }
         let t = self.buf_of(buf, ty)?;
         if self.kind(index) == Kind::Gid0 {
             let b = self.element_base(t)?;
