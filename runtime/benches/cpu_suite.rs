@@ -29,7 +29,9 @@
 //! clamped 3x3 blur, int8 quantization, complex multiply, `vload4` premultiplied alpha, per-bin
 //! `atomic_min`/`atomic_max`, f16 scaling, u32 row sums in u64, a sigmoid-tanh gate, an
 //! embedding gather, bit reversal and a local-memory tiled matrix-vector product);
-//! `KILN_CPU_SUITE_SET=all` runs the three.
+//! `KILN_CPU_SUITE_SET=rows64` runs the class of `rowsum64`, row reductions of 32-bit data in
+//! 64 bits (`cpu_suite_rows64.kir`, `cpu_suite/rows64.rs`: f64 moments, i64 sums, u64 dot
+//! products); `KILN_CPU_SUITE_SET=all` runs the four.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -49,6 +51,8 @@ use kiln_runtime::{Device, Handle};
 mod halide;
 #[path = "cpu_suite/more.rs"]
 mod more;
+#[path = "cpu_suite/rows64.rs"]
+mod rows64;
 #[path = "cpu_suite/third.rs"]
 mod third;
 
@@ -61,7 +65,8 @@ fn log2n() -> u32 {
 }
 
 /// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
-/// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; or `all`) selects the set `set`.
+/// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; `rows64`, those of
+/// `cpu_suite/rows64.rs`; or `all`) selects the set `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
     chosen == "all" || chosen == set
@@ -183,6 +188,7 @@ enum Out {
     U8(Vec<u8>),
     I8(Vec<i8>),
     U64(Vec<u64>),
+    I64(Vec<i64>),
     /// f16 results, as their bits.
     F16(Vec<u16>),
 }
@@ -198,6 +204,7 @@ fn check(c: &mut Case, want: &Out, all: bool) {
         Out::U8(_) => Out::U8(c.bufs[c.result].to_vec::<u8>().expect("u8 result")),
         Out::I8(_) => Out::I8(c.bufs[c.result].to_vec::<i8>().expect("i8 result")),
         Out::U64(_) => Out::U64(c.bufs[c.result].to_vec::<u64>().expect("u64 result")),
+        Out::I64(_) => Out::I64(c.bufs[c.result].to_vec::<i64>().expect("i64 result")),
         Out::F16(_) => Out::F16(
             c.bufs[c.result]
                 .to_vec::<half::f16>()
@@ -773,6 +780,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("third") {
         sets.push(("cpu suite, third set", third::cases()));
+    }
+    if set_wanted("rows64") {
+        sets.push(("cpu suite, row reductions in 64 bits", rows64::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));
