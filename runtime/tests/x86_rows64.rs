@@ -299,3 +299,38 @@ fn u64_and_i64_rows_with_stores_agree() {
         three_ways(&k, &range(rows), &args, &short);
     }
 }
+
+/// Products of 64-bit integers widened from 32 bits: from `u32` (the high halves zero: one
+/// `vpmuludq`), from `i32` (sign-extended: the full product), and mixed.
+const PRODUCTS: &str =
+    "kernel k(x: ptr<global, u32>, z: ptr<global, i32>, out: ptr<global, u64>, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n {
+    let a: u32 = x[i];
+    let b: u32 = x[n - 1u32 - i];
+    let c: i32 = z[i];
+    out[4u32 * i] = (a as u64) * (b as u64);
+    out[4u32 * i + 1u32] = ((a as i64) * (b as i64)) as u64;
+    out[4u32 * i + 2u32] = ((c as i64) * (a as i64)) as u64;
+    out[4u32 * i + 3u32] = (c as u64) * (b as u64) + (a as u64) * ((b as u64) + 1u64);
+  }
+}";
+
+#[test]
+fn products_of_widened_32_bit_integers_agree() {
+    let k = kernel(PRODUCTS);
+    for n in [1u32, 7, 8, 37, 64] {
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n)];
+        let x = u32s(n as usize, n).to_vec::<u32>().expect("u32 data");
+        let mut x = x;
+        // Extremes: the largest products.
+        x[0] = u32::MAX;
+        let z: Vec<i32> = x.iter().map(|&v| v as i32).collect();
+        let bufs = [
+            Buffer::from_slice(&x),
+            Buffer::from_slice(&z),
+            Buffer::zeroed(Scalar::U64, 4 * n as usize),
+        ];
+        assert_eq!(three_ways(&k, &range(n), &args, &bufs), avx2(), "{n}");
+    }
+}
