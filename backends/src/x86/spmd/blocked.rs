@@ -1,8 +1,13 @@
 //! Row-blocked `for` loops: a batch-uniform loop `for j in lo .. hi` (step 1) whose body
-//! reads and writes buffers at `b + j`, `b` a lane-varying `let` from outside the loop
-//! (each lane walks its own row, as a row softmax does: `x[r * cols + j]`), is run eight
-//! iterations at a time. Per chunk of eight, each such access is eight 32-byte row
-//! segments (one per lane) transposed in registers into eight vectors, one per
+//! reads and writes buffers at `b + j`, `b` a lane-varying `let` from outside the loop or a
+//! lane-varying product `x * y` of `mad(x, y, j)` / `x * y + j` (its factors constants,
+//! parameters or `let`s from outside the loop; computed once before it), is run eight
+//! iterations at a time (each lane walks its own row, as a row softmax does:
+//! `x[r * cols + j]`). The body may assign 64-bit `var`s (row sums in `u64`, `i64` or
+//! `f64`, in the iterations' order) and load 64-bit elements (blocked as two vectors per
+//! iteration, lanes 0-3 and 4-7, by 4x4 qword transposes); its stores are of 32-bit lanes.
+//! Per chunk of eight, each such access is eight 32-byte row segments (one per lane, 64
+//! bytes for 64-bit elements) transposed in registers into eight vectors, one per
 //! iteration, instead of eight gathers; stores are collected the same way and written as
 //! row segments after the chunk. The body is copied eight times, each copy reading its
 //! iteration's vector from the frame. The rows are checked against the buffers' lengths
