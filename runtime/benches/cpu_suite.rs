@@ -33,7 +33,10 @@
 //! `cpu_suite/fourth.rs`: Collatz steps, k-means assignment, splitmix64, a Horner loop in f64,
 //! Sobel edges, a rotation by `sin`/`cos`, YUV to RGB, i16 audio mixing, digit sums, a
 //! triangular matrix-vector product, a bitonic compare-exchange step, a permutation scatter
-//! and 4x4 matrices in private arrays); `KILN_CPU_SUITE_SET=all` runs the four.
+//! and 4x4 matrices in private arrays); `KILN_CPU_SUITE_SET=rows64` runs the class of
+//! `rowsum64`, row reductions of 32-bit data in 64 bits (`cpu_suite_rows64.kir`,
+//! `cpu_suite/rows64.rs`: f64 moments, i64 sums, u64 dot products); `KILN_CPU_SUITE_SET=all`
+//! runs the five.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -55,6 +58,8 @@ mod fourth;
 mod halide;
 #[path = "cpu_suite/more.rs"]
 mod more;
+#[path = "cpu_suite/rows64.rs"]
+mod rows64;
 #[path = "cpu_suite/third.rs"]
 mod third;
 
@@ -68,7 +73,8 @@ fn log2n() -> u32 {
 
 /// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
 /// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; `fourth`, those of
-/// `cpu_suite/fourth.rs`; or `all`) selects the set `set`.
+/// `cpu_suite/fourth.rs`; `rows64`, those of `cpu_suite/rows64.rs`; or `all`) selects the set
+/// `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
     chosen == "all" || chosen == set
@@ -191,6 +197,7 @@ enum Out {
     I8(Vec<i8>),
     U64(Vec<u64>),
     I16(Vec<i16>),
+    I64(Vec<i64>),
     /// f16 results, as their bits.
     F16(Vec<u16>),
 }
@@ -207,6 +214,7 @@ fn check(c: &mut Case, want: &Out, all: bool) {
         Out::I8(_) => Out::I8(c.bufs[c.result].to_vec::<i8>().expect("i8 result")),
         Out::U64(_) => Out::U64(c.bufs[c.result].to_vec::<u64>().expect("u64 result")),
         Out::I16(_) => Out::I16(c.bufs[c.result].to_vec::<i16>().expect("i16 result")),
+        Out::I64(_) => Out::I64(c.bufs[c.result].to_vec::<i64>().expect("i64 result")),
         Out::F16(_) => Out::F16(
             c.bufs[c.result]
                 .to_vec::<half::f16>()
@@ -785,6 +793,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("fourth") {
         sets.push(("cpu suite, fourth set", fourth::cases()));
+    }
+    if set_wanted("rows64") {
+        sets.push(("cpu suite, row reductions in 64 bits", rows64::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));

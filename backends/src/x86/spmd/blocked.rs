@@ -1,8 +1,13 @@
 //! Row-blocked `for` loops: a batch-uniform loop `for j in lo .. hi` (step 1) whose body
-//! reads and writes buffers at `b + j`, `b` a lane-varying `let` from outside the loop
-//! (each lane walks its own row, as a row softmax does: `x[r * cols + j]`), is run eight
-//! iterations at a time. Per chunk of eight, each such access is eight 32-byte row
-//! segments (one per lane) transposed in registers into eight vectors, one per
+//! reads and writes buffers at `b + j`, `b` a lane-varying `let` from outside the loop or a
+//! lane-varying product `x * y` of `mad(x, y, j)` / `x * y + j` (its factors constants,
+//! parameters or `let`s from outside the loop; computed once before it), is run eight
+//! iterations at a time (each lane walks its own row, as a row softmax does:
+//! `x[r * cols + j]`). The body may assign 64-bit `var`s (row sums in `u64`, `i64` or
+//! `f64`, in the iterations' order) and load 64-bit elements (blocked as two vectors per
+//! iteration, lanes 0-3 and 4-7, by 4x4 qword transposes); its stores are of 32-bit lanes.
+//! Per chunk of eight, each such access is eight 32-byte row segments (one per lane, 64
+//! bytes for 64-bit elements) transposed in registers into eight vectors, one per
 //! iteration, instead of eight gathers; stores are collected the same way and written as
 //! row segments after the chunk. The body is copied eight times, each copy reading its
 //! iteration's vector from the frame. The rows are checked against the buffers' lengths
@@ -24,7 +29,9 @@
 //! gets the ordinary loop's result.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{AddrSpace, BinOp, Expr, ExprNode, Imm, Scalar, Stmt, StmtNode, Type, Var};
+use kiln_ir::{
+    AddrSpace, BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, Stmt, StmtNode, Type, Var,
+};
 
 use super::{Kind, Loc, R, V, XMM, YMM};
 use crate::x86::rt;
@@ -35,13 +42,15 @@ const MAX_NODES: usize = 400;
 const MAX_BLOCKS: usize = 6;
 
 /// A blocked access: buffer (table), base `let`, and the frame block of its eight
-/// iteration vectors (`off + 32 * k` for iteration `k` of the chunk).
+/// iteration vectors (`off + 32 * k` for iteration `k` of the chunk; of 64-bit elements,
+/// `wide`, two vectors per iteration, lanes 0-3 at `off + 64 * k` and 4-7 after them).
 #[derive(Clone, Debug)]
 pub(super) struct Block {
     buf: String,
     table: u32,
     base: String,
     store: bool,
+    wide: bool,
     off: i32,
 }
 
@@ -58,13 +67,44 @@ pub(super) struct Blocking {
     k: i32,
 }
 
-/// The base of `index` if it is `b + j`, `j + b`, or the name of a `let` of one of those
-/// in `aliases`.
+/// The base of `index` if it is `b + j`, `j + b`, `mad(x, y, j)` (the key of the product,
+/// [`product_key`]), or the name of a `let` of one of those in `aliases`.
 fn base_of(index: &Expr, j: &str, aliases: &[(String, String)]) -> Option<String> {
     if let ExprNode::Var(v) = index.node() {
         return aliases.iter().find(|a| a.0 == v.name()).map(|a| a.1.clone());
     }
+    if let Some((x, y)) = mad_parts(index, j) {
+        return Some(product_key(x, y));
+    }
     split(index, j).map(str::to_string)
+}
+
+/// The factors of `index` if it is `mad(x, y, j)`, `x * y + j` or `j + x * y`, each factor
+/// a name other than `j` or a constant: the row's start `x * y` (`r * cols + j`, which the
+/// `-O` pipeline writes as `mad`).
+fn mad_parts<'a>(index: &'a Expr, j: &str) -> Option<(&'a Expr, &'a Expr)> {
+    let is_j = |e: &Expr| matches!(e.node(), ExprNode::Var(v) if v.name() == j);
+    let (x, y) = match index.node() {
+        ExprNode::Intrinsic { op: Intrinsic::Mad, args } if is_j(&args[2]) => (&args[0], &args[1]),
+        ExprNode::Binary { op: BinOp::Add, a, b } => match (a.node(), b.node()) {
+            (ExprNode::Binary { op: BinOp::Mul, a: x, b: y }, _) if is_j(b) => (x, y),
+            (_, ExprNode::Binary { op: BinOp::Mul, a: x, b: y }) if is_j(a) => (x, y),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let leaf = |e: &Expr| match e.node() {
+        ExprNode::Var(v) => v.name() != j,
+        ExprNode::Imm(_) => true,
+        _ => false,
+    };
+    (leaf(x) && leaf(y)).then_some((x, y))
+}
+
+/// The key of a product base `x * y` among the bases (which are otherwise names: the
+/// parentheses keep the two apart).
+fn product_key(x: &Expr, y: &Expr) -> String {
+    format!("({x})*({y})")
 }
 
 /// The base of `index` if it is `b + j` or `j + b` (`j` the loop's counter, `b` another
@@ -86,6 +126,17 @@ fn split<'a>(index: &'a Expr, j: &str) -> Option<&'a str> {
 type Plan = Vec<(Var, String, bool)>;
 /// `let`s of `b + j` in a body: name, base.
 type Aliases = Vec<(String, String)>;
+/// Product bases: key, the expression computing it before the loop.
+type Products = Vec<(String, Expr)>;
+
+impl Scan {
+    /// Notes a product base's expression (once per key).
+    fn product(&mut self, key: &str, prod: Option<Expr>) {
+        if let Some(p) = prod.filter(|_| !self.products.iter().any(|x| x.0 == key)) {
+            self.products.push((key.to_string(), p));
+        }
+    }
+}
 
 /// What planning found in a body.
 #[derive(Default)]
@@ -105,51 +156,96 @@ struct Scan {
     escapes: bool,
     /// Names the body binds.
     bound: Vec<String>,
+    /// Every name the body binds, known before the scan (no product's factor is one).
+    names: Vec<String>,
+    /// The product bases (`mad(x, y, j)`): key, the expression of `x * y`.
+    products: Vec<(String, Expr)>,
     nodes: usize,
     ok: bool,
 }
 
+/// The types of the `let`s and `var`s a blocked body may bind or assign: 32-bit lanes, and
+/// 64-bit ones (`wide64.rs`: row sums in `u64` or `f64` of 32-bit data).
+fn body_type(t: Type) -> bool {
+    super::lane_type(t) || super::wide64::is_64(t)
+}
+
 impl V {
-    /// True if `e` is a load of a 32-bit lane type from a global buffer parameter.
-    fn blockable_buf(&self, buf: &Var, ty: Type) -> bool {
-        matches!(buf.ty(), Type::Ptr(AddrSpace::Global, Scalar::F32 | Scalar::I32 | Scalar::U32))
+    /// True if an access of type `ty` to `buf` is of a 32-bit lane type, or for a load
+    /// (not `store`) a 64-bit one, in a global buffer parameter.
+    fn blockable_buf(&self, buf: &Var, ty: Type, store: bool) -> bool {
+        let elem = match buf.ty() {
+            Type::Ptr(AddrSpace::Global, e) => Type::Scalar(e),
+            _ => return false,
+        };
+        (super::lane_type(elem) || (!store && super::wide64::is_64(elem)))
             && buf.ty().elem().map(Type::Scalar) == Some(ty)
             && self.buf(buf).is_some()
             && self.private(buf).is_none()
     }
 
-    /// The base `let` of an access at `index` that can be blocked in the loop over `j`:
-    /// lane-varying, immutable, in a register or slot, bound outside the loop.
+    /// The base of an access at `index` that can be blocked in the loop over `j`: a
+    /// lane-varying, immutable `let` in a register or slot bound outside the loop, or a
+    /// lane-varying product `x * y` of `mad(x, y, j)` whose factors are constants, parameters or
+    /// immutable names bound outside the loop (none of `bound`, the body's names); with a
+    /// product, the expression that computes it before the loop.
     fn blockable_base(
         &self,
         index: &Expr,
         j: &str,
         aliases: &[(String, String)],
-    ) -> Option<String> {
+        bound: &[String],
+    ) -> Option<(String, Option<Expr>)> {
+        if !matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32)) {
+            return None;
+        }
+        if let Some((x, y)) = mad_parts(index, j) {
+            let fixed = |e: &Expr| match e.node() {
+                ExprNode::Var(v) => {
+                    !bound.iter().any(|b| b == v.name())
+                        && match self.find(v.name()) {
+                            Some(b) => b.decl.is_none(),
+                            None => self.param(v).is_some(),
+                        }
+                }
+                _ => true,
+            };
+            let prod = Expr::binary(BinOp::Mul, x.clone(), y.clone());
+            // (Lane-varying, as a `let` base must be: a row all lanes share, such as
+            // `a[row * n + k]` with `row` a `global_id(1)`, is one broadcast load.)
+            let varies = self.kind(&prod) == Kind::Div;
+            return (varies && fixed(x) && fixed(y)).then(|| (product_key(x, y), Some(prod)));
+        }
         let b = base_of(index, j, aliases)?;
+        if b.starts_with('(') {
+            // (A `let` of a product base: its expression was recorded with the `let`.)
+            return Some((b, None));
+        }
         let bound = self.find(&b)?;
         let ok = bound.kind == Kind::Div
             && bound.decl.is_none()
-            && matches!(bound.loc, Loc::Reg(_) | Loc::Slot(_))
-            && matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32));
-        ok.then_some(b)
+            && matches!(bound.loc, Loc::Reg(_) | Loc::Slot(_));
+        ok.then_some((b, None))
     }
 
     fn scan_expr(&self, e: &Expr, j: &str, s: &mut Scan) {
         s.nodes += 1;
         match e.node() {
-            ExprNode::Load { buf, index } => match self.blockable_base(index, j, &s.aliases) {
-                Some(b) if self.blockable_buf(buf, e.ty()) => {
-                    if s.stored {
-                        s.load_after_store = true;
+            ExprNode::Load { buf, index } => {
+                match self.blockable_base(index, j, &s.aliases, &s.names) {
+                    Some((b, prod)) if self.blockable_buf(buf, e.ty(), false) => {
+                        if s.stored {
+                            s.load_after_store = true;
+                        }
+                        s.product(&b, prod);
+                        s.access.push((buf.clone(), b, false));
                     }
-                    s.access.push((buf.clone(), b, false));
+                    _ => {
+                        s.other = true;
+                        self.scan_expr(index, j, s);
+                    }
                 }
-                _ => {
-                    s.other = true;
-                    self.scan_expr(index, j, s);
-                }
-            },
+            }
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b }
                 if a.ty() != Type::F32 && !super::scalar::safe_divisor_expr(b) =>
             {
@@ -176,32 +272,43 @@ impl V {
         var: &Var,
         step: &Expr,
         body: &[Stmt],
-    ) -> Option<(Plan, Aliases, bool, bool)> {
+    ) -> Option<(Plan, Aliases, Products, bool, bool)> {
         let one = matches!(step.node(), ExprNode::Imm(Imm::Int(_, 1)));
         if !one || self.mask.is_some() || self.regions.is_some() || self.blocking.is_some() {
             return None;
         }
         let j = var.name();
-        let mut s = Scan { ok: true, ..Scan::default() };
+        let names = body
+            .iter()
+            .filter_map(|st| match st.node() {
+                StmtNode::Let { var, .. } => Some(var.name().to_string()),
+                _ => None,
+            })
+            .collect();
+        let mut s = Scan { ok: true, names, ..Scan::default() };
         for st in body {
             match st.node() {
                 StmtNode::Let { var: v, value } => {
-                    s.ok &= v.name() != j && super::lane_type(v.ty());
-                    match self.blockable_base(value, j, &[]) {
+                    s.ok &= v.name() != j && body_type(v.ty());
+                    match self.blockable_base(value, j, &[], &s.names) {
                         // (Not a read of the counter unless the name is read elsewhere.)
-                        Some(b) => s.aliases.push((v.name().to_string(), b)),
+                        Some((b, prod)) => {
+                            s.product(&b, prod);
+                            s.aliases.push((v.name().to_string(), b));
+                        }
                         None => self.scan_expr(value, j, &mut s),
                     }
                     s.bound.push(v.name().to_string());
                 }
                 StmtNode::Assign { var: v, value } => {
-                    s.ok &= super::lane_type(v.ty());
+                    s.ok &= body_type(v.ty());
                     self.scan_expr(value, j, &mut s);
                 }
                 StmtNode::Store { buf, index, value } => {
                     self.scan_expr(value, j, &mut s);
-                    match self.blockable_base(index, j, &s.aliases) {
-                        Some(b) if self.blockable_buf(buf, value.ty()) => {
+                    match self.blockable_base(index, j, &s.aliases, &s.names) {
+                        Some((b, prod)) if self.blockable_buf(buf, value.ty(), true) => {
+                            s.product(&b, prod);
                             s.access.push((buf.clone(), b, true));
                         }
                         _ => s.ok = false,
@@ -233,7 +340,8 @@ impl V {
         }
         // (`let`s of `b + j` computed in the copies read the counter.)
         let counter = s.counter || (s.escapes && !s.aliases.is_empty());
-        (distinct.len() <= MAX_BLOCKS).then_some((distinct, s.aliases, s.escapes, counter))
+        (distinct.len() <= MAX_BLOCKS)
+            .then_some((distinct, s.aliases, s.products, s.escapes, counter))
     }
 
     /// True if `var`'s `let` is one the current copy skips: a `let` of `b + j` read only as
@@ -245,19 +353,29 @@ impl V {
     }
 
     /// The frame operand holding the current copy's value of a blocked load of `buf` at
-    /// `index`, if the loop being generated blocks it.
+    /// `index` (32-bit elements), if the loop being generated blocks it.
     pub(super) fn blocked_load(&self, buf: &Var, index: &Expr) -> Option<AsmMemoryOperand> {
         self.blocked_slot(buf, index, false).map(|off| ymmword_ptr(r15 + off))
     }
 
-    /// The frame offset of the current copy's slot of a blocked access.
+    /// The frame offset of the current copy's slot of a blocked access of 32-bit elements.
     pub(super) fn blocked_slot(&self, buf: &Var, index: &Expr, store: bool) -> Option<i32> {
+        self.blocked_at(buf, index, store, false)
+    }
+
+    /// The frame offset of the current copy's two vectors (lanes 0-3, then 4-7) of a
+    /// blocked load of 64-bit elements.
+    pub(super) fn blocked_load64(&self, buf: &Var, index: &Expr) -> Option<i32> {
+        self.blocked_at(buf, index, false, true)
+    }
+
+    fn blocked_at(&self, buf: &Var, index: &Expr, store: bool, wide: bool) -> Option<i32> {
         let bk = self.blocking.as_ref()?;
         let b = base_of(index, &bk.counter, &bk.aliases)?;
         bk.blocks
             .iter()
-            .find(|x| x.buf == buf.name() && x.base == b && x.store == store)
-            .map(|x| x.off + 32 * bk.k)
+            .find(|x| x.buf == buf.name() && x.base == b && x.store == store && x.wide == wide)
+            .map(|x| x.off + if wide { 64 } else { 32 } * bk.k)
     }
 
     /// For a batch-uniform `for` (counter `var`, 64-bit counter and end at frame offsets
@@ -277,7 +395,9 @@ impl V {
         signed: bool,
         ordinary: CodeLabel,
     ) -> R<Option<(CodeLabel, i32)>> {
-        let Some((plan, aliases, escapes, uses_counter)) = self.block_plan(var, step, body) else {
+        let Some((plan, aliases, products, escapes, uses_counter)) =
+            self.block_plan(var, step, body)
+        else {
             return Ok(None);
         };
         // Nonzero while the ordinary loop may hand back to the chunks.
@@ -292,13 +412,15 @@ impl V {
             if !bases.iter().any(|b| &b.0 == base) {
                 bases.push((base.clone(), self.slot()));
             }
+            let wide = super::wide64::is_64(Type::Scalar(buf.ty().elem().expect("a buffer")));
             let off = self.next;
-            self.next += 256;
+            self.next += if wide { 512 } else { 256 };
             blocks.push(Block {
                 buf: buf.name().to_string(),
                 table,
                 base: base.clone(),
                 store: *store,
+                wide,
                 off,
             });
         }
@@ -317,6 +439,12 @@ impl V {
             self.a.jne(ordinary)?;
         }
         for (name, slot) in &bases {
+            if let Some(p) = products.iter().find(|p| &p.0 == name) {
+                // A product base: `x * y`, wrapping as `mad`'s product does.
+                self.expr_top(&p.1, 0)?;
+                self.a.vmovups(ymmword_ptr(r15 + *slot), ymm0)?;
+                continue;
+            }
             let loc = self.find(name).map(|b| b.loc);
             match loc {
                 Some(Loc::Reg(r)) => self.a.vmovups(ymmword_ptr(r15 + *slot), YMM[r])?,
@@ -381,6 +509,7 @@ impl V {
             for (_, ld) in others {
                 let mut apart = self.a.create_label();
                 let (ts, tl) = (st.table as i32 * 16, ld.table as i32 * 16);
+                let scale = if ld.wide { 8 } else { 4 };
                 self.a.mov(rax, qword_ptr(r14 + tl))?;
                 self.a.mov(r11, qword_ptr(r14 + ts))?;
                 self.a.cmp(rax, r11)?;
@@ -390,7 +519,7 @@ impl V {
                 self.a.cmp(rax, r10)?;
                 self.a.jae(apart)?;
                 self.a.mov(r10, qword_ptr(r14 + (tl + 8)))?;
-                self.a.lea(r10, qword_ptr(rax + r10 * 4))?;
+                self.a.lea(r10, qword_ptr(rax + r10 * scale))?;
                 self.a.cmp(r11, r10)?;
                 self.a.jb(ordinary)?;
                 self.bind(&mut apart)?;
@@ -506,6 +635,9 @@ impl V {
     /// A blocked load's chunk: the lanes' row segments (8 elements from the counter) into
     /// its block, one vector per iteration.
     fn block_in(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
+        if bk.wide {
+            return self.block_in64(bk, slot, cnt, signed);
+        }
         let base = self.base(bk.table)?;
         for h in 0..2 {
             for i in 0..4 {
@@ -540,6 +672,35 @@ impl V {
                 self.a.vmovups(xmmword_ptr(base + r10 * 4 + disp), XMM[i as usize])?;
                 self.row(slot, i + 4, cnt, signed)?;
                 self.a.vextractf128(xmmword_ptr(base + r10 * 4 + disp), YMM[i as usize], 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`V::block_in`] of 64-bit elements: per group of four lanes and four iterations, the
+    /// lanes' four-element row segments transposed as 4x4 qwords.
+    fn block_in64(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
+        let base = self.base(bk.table)?;
+        for half in 0..2 {
+            for h in 0..2 {
+                for i in 0..4 {
+                    self.row(slot, 4 * half + i, cnt, signed)?;
+                    self.a.vmovupd(YMM[i as usize], ymmword_ptr(base + r10 * 8 + 32 * h))?;
+                }
+                let a = &mut self.a;
+                a.vunpcklpd(ymm4, ymm0, ymm1)?;
+                a.vunpckhpd(ymm5, ymm0, ymm1)?;
+                a.vunpcklpd(ymm6, ymm2, ymm3)?;
+                a.vunpckhpd(ymm7, ymm2, ymm3)?;
+                a.vperm2f128(ymm0, ymm4, ymm6, 0x20)?;
+                a.vperm2f128(ymm1, ymm5, ymm7, 0x20)?;
+                a.vperm2f128(ymm2, ymm4, ymm6, 0x31)?;
+                a.vperm2f128(ymm3, ymm5, ymm7, 0x31)?;
+                for c in 0..4 {
+                    // Iteration 4h + c, lanes 4 * half ..
+                    let off = bk.off + 64 * (4 * h + c) + 32 * half;
+                    self.a.vmovupd(ymmword_ptr(r15 + off), YMM[c as usize])?;
+                }
             }
         }
         Ok(())

@@ -165,6 +165,12 @@ impl V {
             }
             ExprNode::Binary { op, a, b } => {
                 let op = *op;
+                // Both factors zero-extended from 32 bits (`(x as u64) * (y as u64)`, x and y
+                // `u32`): their high halves are zero, so the exact product, which no 64 bits
+                // wrap, is `vpmuludq`'s alone.
+                let widened =
+                    |e: &Expr| matches!(e.node(), ExprNode::Cast { a, .. } if a.ty() == Type::U32);
+                let narrow_mul = op == BinOp::Mul && widened(a) && widened(b);
                 self.expr64(a, d).and_then(|_| self.expr64(b, d + 2)).and_then(|_| {
                     for h in 0..2 {
                         let (p, q) = (YMM[d + h], YMM[d + 2 + h]);
@@ -175,6 +181,7 @@ impl V {
                             BinOp::And => self.a.vpand(p, p, q)?,
                             BinOp::Or => self.a.vpor(p, p, q)?,
                             BinOp::Xor => self.a.vpxor(p, p, q)?,
+                            BinOp::Mul if narrow_mul => self.a.vpmuludq(p, p, q)?,
                             BinOp::Mul => {
                                 // Wrapping: lo*lo + ((hi_a*lo_b + lo_a*hi_b) << 32).
                                 self.a.vpsrlq(t, p, 32)?;
