@@ -304,14 +304,20 @@ fn generate_inner(
         v.a.cmp(dword_ptr(r15 + v.resume), k as i32 + 1)?;
         v.a.je(l)?;
     }
+    // Every lane alive, the fault lane none. Without barriers once per call (and per row
+    // of a group that the call runs row by row), not per batch: only a fault stub narrows
+    // the alive lanes, and it also records the fault, which ends the call at its batch's
+    // end, so a batch that reaches the next one leaves both as they were set here. A batch
+    // resuming after a barrier has its own lanes: reset with every batch there.
+    let per_batch = n_barriers > 0;
+    if v.may_fault && !regions && !per_batch {
+        v.all_alive()?;
+    }
     let mut top = v.a.create_label();
     v.bind(&mut top)?;
     let mut fault_exit = v.fault_exit;
-    if v.may_fault && !regions {
-        let ones = v.imm_slot(u32::MAX);
-        v.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
-        v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
-        v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
+    if v.may_fault && !regions && per_batch {
+        v.all_alive()?;
     }
     if !regions && n_barriers == 0 {
         // Every lane is alive at a batch's start (a fault ends the call at its end).
@@ -494,6 +500,15 @@ fn mems_first_local(mems: &[MemInfo]) -> Option<u32> {
 }
 
 impl V {
+    /// Every lane alive (the alive slot all ones) and no fault recorded (the fault lane 8).
+    fn all_alive(&mut self) -> R<()> {
+        let ones = self.imm_slot(u32::MAX);
+        self.a.vmovups(ymm0, ymmword_ptr(r15 + ones))?;
+        self.a.vmovups(ymmword_ptr(r15 + self.alive), ymm0)?;
+        self.a.mov(dword_ptr(r15 + self.fault_lane), 8)?;
+        Ok(())
+    }
+
     /// After a row's last batch, in code that runs every row of its group (see
     /// [`SpmdCode::rows`](crate::x86::SpmdCode::rows)): unless the row is the group's last,
     /// the next row in the interpreter's order (dimension 1, then 2): its ids in the

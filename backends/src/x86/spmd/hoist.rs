@@ -347,13 +347,12 @@ impl V {
                         }
                     }
                     Part::Fixed(m) => {
-                        // False in every lane: no batch is in the range.
-                        self.a.vmovups(ymm0, ymmword_ptr(r15 + m))?;
-                        self.a.vmovmskps(eax, ymm0)?;
-                        self.a.cmp(eax, 0xff)?;
-                        self.a.mov(r11, lo)?;
+                        // False in every lane: no batch is in the range. Its operands
+                        // are fixed for the call, so every lane agrees: lane 0 decides,
+                        // in scalar code (no mask extraction in a row's set-up).
                         self.a.mov(rax, i64::MAX)?;
-                        self.a.cmove(rax, r11)?;
+                        self.a.cmp(dword_ptr(r15 + m), 0)?;
+                        self.a.cmovne(rax, lo)?;
                         self.a.mov(lo, rax)?;
                         lower = true;
                     }

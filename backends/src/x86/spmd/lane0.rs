@@ -125,6 +125,12 @@ impl V {
                 _ => Ok(false),
             };
         }
+        // `mad(x, y, c)` (`-O`'s form of a row's `r * w + x`) as the `x * y + c` it is for
+        // 32-bit integers (wrapping as the lanes' `vpmulld` and `vpaddd` do): the row's
+        // product in scalar code, not the lanes' 10-cycle multiply and an extraction.
+        let sugared = super::expr::desugar(index)
+            .filter(|_| matches!(index.ty(), kiln_ir::Type::U32 | kiln_ir::Type::I32));
+        let index = sugared.as_ref().unwrap_or(index);
         let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Add, a, b } = index.node() else {
             return Ok(false);
         };
