@@ -79,37 +79,53 @@ fn if_chain_masks_stay_in_registers() {
     }
     let lines = vector_listing(&kernel(BITREV));
     assert!(!lines.iter().any(|l| l.starts_with("vpandn")), "{}", lines.join("\n"));
-    let blends = lines.iter().filter(|l| l.starts_with("vblendvps")).count();
-    assert!(blends >= 10, "{}", lines.join("\n"));
-    // (A reloaded mask goes to a temporary, `ymm0..ymm7`, first.)
-    for b in lines.iter().filter(|l| l.starts_with("vblendvps")) {
+    blends_read_registers(&lines, 10);
+}
+
+/// Every blend of `lines` (at least `least` of them) reads its mask from a `let` register:
+/// a reloaded mask goes to a temporary, `ymm0..ymm7`, first.
+fn blends_read_registers(lines: &[String], least: usize) {
+    let blends: Vec<_> = lines.iter().filter(|l| l.starts_with("vblendvps")).collect();
+    assert!(blends.len() >= least, "{}", lines.join("\n"));
+    for b in blends {
         let mask = b.rsplit(',').next().unwrap().trim_start_matches("ymm");
         assert!(mask.parse::<u32>().unwrap() >= 8, "a mask reloaded for a blend: {b}");
     }
 }
 
+/// An `if`/`else` in a divergent loop: both masks in registers, neither stored.
+#[test]
+fn if_else_masks_in_loops_stay_in_registers() {
+    if !avx2() {
+        return kiln_ir::testing::skip("no AVX2");
+    }
+    let lines = vector_listing(&kernel(COLLATZ));
+    blends_read_registers(&lines, 4);
+}
+
+/// Collatz steps: an `if`/`else` in a `while` loop with lane-varying trip counts.
+const COLLATZ: &str = "kernel k(start: ptr<global, u32>, steps: ptr<global, u32>, n: u32) {
+  let i: u32 = global_id(0);
+  if i < n {
+    var v: u32 = start[i];
+    var s: u32 = 0;
+    var odd: u32 = 0;
+    while v > 1 {
+      if (v & 1) == 0 {
+        v = v >> 1;
+      } else {
+        v = 3 * v + 1;
+        odd = odd + 1;
+      }
+      s = s + 1;
+    }
+    steps[i] = s * 1000 + odd;
+  }
+}";
+
 #[test]
 fn if_else_in_divergent_loops_agrees() {
-    let k = kernel(
-        "kernel k(start: ptr<global, u32>, steps: ptr<global, u32>, n: u32) {
-           let i: u32 = global_id(0);
-           if i < n {
-             var v: u32 = start[i];
-             var s: u32 = 0;
-             var odd: u32 = 0;
-             while v > 1 {
-               if (v & 1) == 0 {
-                 v = v >> 1;
-               } else {
-                 v = 3 * v + 1;
-                 odd = odd + 1;
-               }
-               s = s + 1;
-             }
-             steps[i] = s * 1000 + odd;
-           }
-         }",
-    );
+    let k = kernel(COLLATZ);
     for (g, n) in [(128u32, 128u32), (72, 69), (24, 5)] {
         let start: Vec<u32> = (0..g).map(|i| (i * 37 + 1) % 1000).collect();
         let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];

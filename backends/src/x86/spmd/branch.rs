@@ -185,23 +185,37 @@ impl V {
                 ymm2
             }
         };
-        if otherwise.is_some() {
-            self.a.vpandn(ymm1, ymm0, act)?;
-        }
         // The then-mask in a free `let` register while the branch's masked code runs, when
-        // the bodies' own names still fit above it (the else side reuses the register):
+        // the bodies' own names still fit above it, and the else-mask in the next one when
+        // that fits too (else it waits in its frame slot and takes the then-mask's register):
         // every blend and masked access of the bodies reads it, and through the frame a
         // branch in a loop puts a store and reloads on the loop's chain (`mask_home`).
         let (regs, homes) = (self.next_reg, self.vhomes.len());
-        let t = self.slot();
-        let home = Some(self.next_reg).filter(|&r| {
-            self.let_reg_free(r) && r + 1 + branch_regs(then, otherwise) <= self.reg_end
+        let need = branch_regs(then, otherwise);
+        let home =
+            Some(self.next_reg).filter(|&r| self.let_reg_free(r) && r + 1 + need <= self.reg_end);
+        let ehome = home.map(|r| r + 1).filter(|&r| {
+            otherwise.is_some() && self.let_reg_free(r) && r + 1 + need <= self.reg_end
         });
+        let e = otherwise.map(|_| self.slot());
+        if let Some(e) = e {
+            match ehome {
+                Some(r) => {
+                    self.a.vpandn(YMM[r], ymm0, act)?;
+                    self.vhomes.push((e, r));
+                }
+                None => {
+                    self.a.vpandn(ymm1, ymm0, act)?;
+                    self.a.vmovups(ymmword_ptr(r15 + e), ymm1)?;
+                }
+            }
+        }
+        let em = ehome.map_or(ymm1, |r| YMM[r]);
+        let t = self.slot();
         let tm = match home {
             Some(r) => {
                 self.a.vpand(YMM[r], ymm0, act)?;
                 self.vhomes.push((t, r));
-                self.next_reg += 1;
                 YMM[r]
             }
             None => {
@@ -210,14 +224,7 @@ impl V {
                 ymm0
             }
         };
-        let e = match otherwise {
-            Some(_) => {
-                let e = self.slot();
-                self.a.vmovups(ymmword_ptr(r15 + e), ymm1)?;
-                Some(e)
-            }
-            None => None,
-        };
+        self.next_reg += usize::from(home.is_some()) + usize::from(ehome.is_some());
         // Full batches unmasked: where no mask is in force, a batch whose lanes all take
         // the same side runs a copy of that side under no mask (plain loads and stores, no
         // blends). That mask would be every lane (alive ones), so the copy is exact. Only for
@@ -229,7 +236,7 @@ impl V {
                 self.a.je(fast_then)?;
             }
             if otherwise.is_some() {
-                self.a.vmovmskps(eax, ymm1)?;
+                self.a.vmovmskps(eax, em)?;
                 self.a.cmp(eax, 0xff)?;
                 self.a.je(fast_else)?;
             }
@@ -246,14 +253,19 @@ impl V {
         if let (Some(o), Some(e)) = (otherwise, e) {
             let mut skip = self.a.create_label();
             // (The then-mask's register, free again, holds the else-mask.)
-            let em = match home {
-                Some(r) => {
+            // (An else-mask in the frame takes the then-mask's register, free again.)
+            let em = match (ehome, home) {
+                (Some(r), _) => YMM[r],
+                (None, Some(r)) => {
                     self.vhomes.push((e, r));
+                    self.a.vmovups(YMM[r], ymmword_ptr(r15 + e))?;
                     YMM[r]
                 }
-                None => ymm1,
+                (None, None) => {
+                    self.a.vmovups(ymm1, ymmword_ptr(r15 + e))?;
+                    ymm1
+                }
             };
-            self.a.vmovups(em, ymmword_ptr(r15 + e))?;
             self.a.vptest(em, em)?;
             self.a.je(skip)?;
             self.mask = Some(e);
