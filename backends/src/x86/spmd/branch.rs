@@ -179,7 +179,7 @@ impl V {
         // (An outer mask in a register, every lane alive: read where it is.)
         let outer_reg = self.mask.and_then(|m| self.vhome(m));
         let act = match outer_reg {
-            Some(x) if !(self.may_fault && !self.fresh()) => YMM[x],
+            Some(x) if !self.may_fault || self.fresh() => YMM[x],
             _ => {
                 self.active(2)?;
                 ymm2
