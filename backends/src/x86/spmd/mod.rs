@@ -92,6 +92,7 @@
 mod atomic;
 mod batches;
 mod blocked;
+mod branch;
 mod clamped;
 mod cond;
 mod counted;
