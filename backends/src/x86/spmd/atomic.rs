@@ -43,7 +43,7 @@ pub(super) fn batch_order_problem(k: &Kernel) -> Option<String> {
     let mut uses: BTreeMap<Option<String>, Vec<Use>> = BTreeMap::new();
     let locals: Vec<String> = local_arrays(k.body().stmts());
     collect(k.body().stmts(), false, &locals, &mut uses);
-    let lets = once_lets(k);
+    let lets = super::hoist::once_lets(k, &super::hoist::decl_counts(k));
     for (mem, us) in &uses {
         let first = &us[0];
         let one_type = us.iter().all(|u| u.elem.is_some() && u.elem == first.elem);
@@ -177,34 +177,6 @@ fn residue(e: &Expr, lets: &HashMap<String, Expr>, depth: u32) -> (u32, u32) {
         }
         _ => UNKNOWN,
     }
-}
-
-/// The values of the `let`s of `k` whose names are declared once.
-fn once_lets(k: &Kernel) -> HashMap<String, Expr> {
-    let decls = super::hoist::decl_counts(k);
-    let mut out = HashMap::new();
-    fn walk(stmts: &[Stmt], decls: &HashMap<String, usize>, out: &mut HashMap<String, Expr>) {
-        for s in stmts {
-            match s.node() {
-                StmtNode::Let { var, value } if decls.get(var.name()) == Some(&1) => {
-                    out.insert(var.name().to_string(), value.clone());
-                }
-                StmtNode::If { then, otherwise, .. } => {
-                    walk(then.stmts(), decls, out);
-                    if let Some(o) = otherwise {
-                        walk(o.stmts(), decls, out);
-                    }
-                }
-                StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
-                    walk(body.stmts(), decls, out)
-                }
-                StmtNode::Block(v) => walk(v, decls, out),
-                _ => {}
-            }
-        }
-    }
-    walk(k.body().stmts(), &decls, &mut out);
-    out
 }
 
 fn local_arrays(stmts: &[Stmt]) -> Vec<String> {
@@ -436,14 +408,7 @@ impl V {
         if let Some(r) = result {
             let name = r.name().to_string();
             let loc = Loc::Slot(o_res);
-            self.lets.push(Bound {
-                name,
-                loc,
-                kind: Kind::Div,
-                decl: None,
-                dword: None,
-                stride: None,
-            });
+            self.lets.push(Bound::new(name, loc, Kind::Div));
         }
         Ok(())
     }

@@ -278,14 +278,7 @@ impl V {
             if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 if let StmtNode::Let { var, .. } = s.node() {
                     let name = var.name().to_string();
-                    self.lets.push(Bound {
-                        name,
-                        loc,
-                        kind: Kind::Uniform,
-                        decl: None,
-                        dword,
-                        stride: None,
-                    });
+                    self.lets.push(Bound { dword, ..Bound::new(name, loc, Kind::Uniform) });
                 }
                 continue;
             }

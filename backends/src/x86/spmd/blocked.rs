@@ -564,12 +564,8 @@ impl V {
             let name = var.name().to_string();
             let loc = Loc::Scalar(cnt);
             self.lets.push(super::Bound {
-                name,
-                loc,
-                kind: Kind::Uniform,
-                decl: None,
                 dword: Some(cnt),
-                stride: None,
+                ..super::Bound::new(name, loc, Kind::Uniform)
             });
             self.block(body)?;
             self.lets.pop();

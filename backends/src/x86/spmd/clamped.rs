@@ -28,7 +28,7 @@ impl V {
             ExprNode::Intrinsic { args, .. } => args.iter().any(|a| self.clamped(a)),
             ExprNode::Binary { a, b, .. } => self.clamped(a) || self.clamped(b),
             ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } => self.clamped(a),
-            ExprNode::Var(v) => self.clamped_lets.iter().any(|n| n == v.name()),
+            ExprNode::Var(v) => self.find(v.name()).is_some_and(|b| b.clamped),
             _ => false,
         }
     }

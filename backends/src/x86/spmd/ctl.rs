@@ -325,7 +325,7 @@ impl V {
         // by scalar code and broadcast only where it meets lanes.
         let name = var.name().to_string();
         let (loc, dword) = (Loc::Scalar(cnt), Some(cnt));
-        self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None, dword, stride: None });
+        self.lets.push(Bound { dword, ..Bound::new(name, loc, Kind::Uniform) });
         self.block(body)?;
         self.lets.pop();
         match (reg, imm(step)) {
@@ -413,7 +413,7 @@ impl V {
         self.a.je(exit)?;
         let name = var.name().to_string();
         let loc = creg.map_or(Loc::Slot(cnt), Loc::Reg);
-        self.lets.push(Bound { name, loc, kind: Kind::Div, decl: None, dword: None, stride: None });
+        self.lets.push(Bound::new(name, loc, Kind::Div));
         self.block(body)?;
         self.lets.pop();
         // Next values; lanes whose counter would wrap leave the loop.

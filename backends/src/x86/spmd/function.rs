@@ -89,7 +89,6 @@ fn generate_inner(
         consts: Vec::new(),
         hoisted: Vec::new(),
         hoisted_conds: Vec::new(),
-        clamped_lets: Vec::new(),
         recips: Vec::new(),
         shares: Default::default(),
         hoisted_ranges: Vec::new(),
@@ -267,14 +266,7 @@ fn generate_inner(
         if let Some(var) = other {
             let name = var.name().to_string();
             let loc = Loc::Slot(0);
-            v.lets.push(Bound {
-                name,
-                loc,
-                kind: Kind::Div,
-                decl: Some(0),
-                dword: None,
-                stride: None,
-            });
+            v.lets.push(Bound { decl: Some(0), ..Bound::new(name, loc, Kind::Div) });
         }
     }
     v.hoist_conds(k)?;

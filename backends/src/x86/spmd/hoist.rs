@@ -95,6 +95,34 @@ pub(super) fn decl_counts(k: &Kernel) -> HashMap<String, usize> {
     decls.0
 }
 
+/// The values of the `let`s of `k` (nested ones too) whose names `decls` (see
+/// [`decl_counts`]) counts once: a name there means the same value wherever it is read.
+pub(super) fn once_lets(k: &Kernel, decls: &HashMap<String, usize>) -> HashMap<String, Expr> {
+    fn walk(stmts: &[Stmt], decls: &HashMap<String, usize>, out: &mut HashMap<String, Expr>) {
+        for s in stmts {
+            match s.node() {
+                StmtNode::Let { var, value } if decls.get(var.name()) == Some(&1) => {
+                    out.insert(var.name().to_string(), value.clone());
+                }
+                StmtNode::If { then, otherwise, .. } => {
+                    walk(then.stmts(), decls, out);
+                    if let Some(o) = otherwise {
+                        walk(o.stmts(), decls, out);
+                    }
+                }
+                StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
+                    walk(body.stmts(), decls, out)
+                }
+                StmtNode::Block(v) => walk(v, decls, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    walk(k.body().stmts(), decls, &mut out);
+    out
+}
+
 /// The names `e` reads, into `out`.
 pub(super) fn names_of(e: &Expr, out: &mut Vec<String>) {
     Names(out).visit_expr(e)

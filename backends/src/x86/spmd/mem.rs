@@ -335,19 +335,11 @@ impl V {
         }
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
-            let slow = match self.proven_test(index, t, d)? {
-                Some(Some(slow)) => slow,
-                Some(None) => {
-                    let base = self.base(t)?;
-                    self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
-                    return Ok(());
-                }
-                None => self.whole_batch_in_bounds(d, t)?,
-            };
+            let slow = self.span_test(index, t, d)?;
             let base = self.base(t)?;
             self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
+            let Some(mut slow) = slow else { return Ok(()) };
             self.a.jmp(done)?;
-            let mut slow = slow;
             self.bind(&mut slow)?;
         }
         let uniform = kind == Kind::Uniform;
@@ -416,6 +408,16 @@ impl V {
         Ok(())
     }
 
+    /// Before a whole-batch access at the contiguous `index` in `ymm{idx}` (lane 0's index
+    /// into `rax`): `None` where the batch's span is certainly in bounds, else the label to
+    /// jump to where it is not (a proof's flag, or [`V::whole_batch_in_bounds`]'s compare).
+    pub(super) fn span_test(&mut self, index: &Expr, t: u32, idx: usize) -> R<Option<CodeLabel>> {
+        Ok(match self.proven_test(index, t, idx)? {
+            Some(slow) => slow,
+            None => Some(self.whole_batch_in_bounds(idx, t)?),
+        })
+    }
+
     /// For a contiguous access under no control mask (indices in `ymm{idx}`, lane k's
     /// lane 0's + k): with every lane of the batch alive and lane 0's index (in `rax`,
     /// zero-extended) at most the length of table `t` minus 8, every lane's index is in
@@ -425,7 +427,7 @@ impl V {
     /// least 2^31, never passes.) No test of the alive lanes: a fault sets every table's
     /// length minus 8 to -1 for the rest of the call (see [`V::stubs`]), which a fault
     /// ends at its batch's end, so after one this test always fails.
-    pub(super) fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
+    fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
         let slow = self.a.create_label();
         let last8 = self.const_slot((t as u64, 5));
         self.a.vmovd(eax, XMM[idx])?;
@@ -526,17 +528,10 @@ impl V {
         }
         let fast = kind == Kind::Contig && self.mask.is_none();
         if fast {
-            let mut slow = match self.proven_test(index, t, 1)? {
-                Some(Some(slow)) => slow,
-                Some(None) => {
-                    let base = self.base(t)?;
-                    self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
-                    return Ok(());
-                }
-                None => self.whole_batch_in_bounds(1, t)?,
-            };
+            let slow = self.span_test(index, t, 1)?;
             let base = self.base(t)?;
             self.a.vmovups(ymmword_ptr(base + rax * 4), ymm0)?;
+            let Some(mut slow) = slow else { return Ok(()) };
             self.a.jmp(done)?;
             self.bind(&mut slow)?;
         }

@@ -296,6 +296,16 @@ struct Bound {
     /// For a `let` of an index at a constant stride of a contiguous one (`let p = 2 * i`,
     /// common subexpressions of the `-O` pipeline), the stride (`strided.rs`).
     stride: Option<u32>,
+    /// For a divergent `let` whose value clamps consecutive lanes, that gathers indexed by
+    /// it test their batch for consecutive indices (`clamped.rs`).
+    clamped: bool,
+}
+
+impl Bound {
+    /// `name` at `loc`, of `kind`: a `let`, with no dword, stride or clamp.
+    fn new(name: String, loc: Loc, kind: Kind) -> Bound {
+        Bound { name, loc, kind, decl: None, dword: None, stride: None, clamped: false }
+    }
 }
 
 /// Out-of-line code, emitted after the function.
@@ -336,10 +346,6 @@ struct V {
     /// Comparisons in conditions of values fixed for the call, computed once before the
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,
-    /// Names of divergent `let`s whose values clamp (`clamped.rs`): gathers indexed by them
-    /// test their batch for consecutive indices. (By name: a stale entry after shadowing
-    /// only adds a test that is right whatever it finds.)
-    clamped_lets: Vec<String>,
     /// Reciprocals of u32 divisors fixed for the call, computed once per call (`recip.rs`):
     /// the division's node address, the slots of the broadcast f64 reciprocal and of the
     /// f32 one (`near.rs`).

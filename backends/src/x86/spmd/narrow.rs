@@ -336,10 +336,7 @@ impl V {
         // instruction; otherwise the lanes below.
         let contig = self.kind(index) == Kind::Contig && self.mask.is_none();
         if contig {
-            let slow = match self.proven_test(index, t, d)? {
-                Some(slow) => slow,
-                None => Some(self.whole_batch_in_bounds(d, t)?),
-            };
+            let slow = self.span_test(index, t, d)?;
             let b = self.base(t)?;
             let x = YMM[d];
             match (bits, signed) {
@@ -496,10 +493,7 @@ impl V {
         let mut done = self.a.create_label();
         let contig = self.kind(index) == Kind::Contig && self.mask.is_none();
         if contig {
-            let slow = match self.proven_test(index, t, 1)? {
-                Some(slow) => slow,
-                None => Some(self.whole_batch_in_bounds(1, t)?),
-            };
+            let slow = self.span_test(index, t, 1)?;
             let b = self.base(t)?;
             self.pack_lanes(bits, vsigned)?;
             if bits == 8 {

@@ -141,7 +141,6 @@ impl V {
             if taken.contains(&first) || !self.shares.stable(&a, 0) || !self.shares.stable(&b, 0) {
                 continue;
             }
-            let (ta, tb) = (a.to_string(), b.to_string());
             // Not across a barrier: region code runs every batch of a group up to it before
             // any goes on, and the slot is not saved per batch.
             let partner = stmts[i + 1..]
@@ -149,10 +148,7 @@ impl V {
                 .take_while(|s| crate::x86::gen::count_barriers(s) == 0)
                 .filter_map(div)
                 .find(|(addr, o, a2, b2)| {
-                    *o != op
-                        && !taken.contains(addr)
-                        && a2.to_string() == ta
-                        && b2.to_string() == tb
+                    *o != op && !taken.contains(addr) && *a2 == a && *b2 == b
                 });
             if let Some((second, ..)) = partner {
                 taken.push(second);

@@ -16,9 +16,7 @@
 use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{
-    walk_expr, BinOp, Expr, ExprNode, Imm, Kernel, Scalar, Stmt, StmtNode, Type, Visitor,
-};
+use kiln_ir::{walk_expr, BinOp, Expr, ExprNode, Imm, Kernel, Scalar, Type, Visitor};
 
 use super::{R, V, XMM, YMM};
 
@@ -35,28 +33,6 @@ impl Visitor for Divs {
             }
         }
         walk_expr(self, e)
-    }
-}
-
-/// The `let`s of `stmts` (nested ones too) whose names `decls` counts once, with their values.
-fn once_lets(stmts: &[Stmt], decls: &HashMap<String, usize>, out: &mut HashMap<String, Expr>) {
-    for s in stmts {
-        match s.node() {
-            StmtNode::Let { var, value } if decls.get(var.name()) == Some(&1) => {
-                out.insert(var.name().to_string(), value.clone());
-            }
-            StmtNode::If { then, otherwise, .. } => {
-                once_lets(then.stmts(), decls, out);
-                if let Some(o) = otherwise {
-                    once_lets(o.stmts(), decls, out);
-                }
-            }
-            StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
-                once_lets(body.stmts(), decls, out)
-            }
-            StmtNode::Block(v) => once_lets(v, decls, out),
-            _ => {}
-        }
     }
 }
 
@@ -95,8 +71,7 @@ impl V {
         let decls = super::hoist::decl_counts(k);
         let mut divs = Divs::default();
         divs.visit_kernel(k);
-        let mut lets = HashMap::new();
-        once_lets(k.body().stmts(), &decls, &mut lets);
+        let lets = super::hoist::once_lets(k, &decls);
         let vars = Uniform {
             params: k.params().iter().map(|p| p.name().to_string()).collect(),
             plain_vars: decls

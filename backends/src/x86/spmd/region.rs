@@ -465,7 +465,7 @@ impl V {
         }
         let name = var.name().to_string();
         let (loc, dword) = (Loc::Scalar(cnt), Some(cnt));
-        self.lets.push(Bound { name, loc, kind: Kind::Uniform, decl: None, dword, stride: None });
+        self.lets.push(Bound { dword, ..Bound::new(name, loc, Kind::Uniform) });
         self.group_block(body)?;
         self.lets.pop();
         self.a.mov(rax, qword_ptr(r15 + inc))?;

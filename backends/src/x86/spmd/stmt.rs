@@ -18,14 +18,7 @@ impl V {
     ) -> R<(Loc, Option<i32>)> {
         let name = var.name().to_string();
         if kind == Kind::Gid0 {
-            self.lets.push(Bound {
-                name,
-                loc: Loc::Reg(GID),
-                kind,
-                decl: None,
-                dword: None,
-                stride: None,
-            });
+            self.lets.push(Bound::new(name, Loc::Reg(GID), kind));
             return Ok((Loc::Reg(GID), None));
         }
         if !value_type(var.ty()) {
@@ -43,14 +36,7 @@ impl V {
             if !self.regions().ids_stale {
                 self.lid_lanes(LID)?;
             }
-            self.lets.push(Bound {
-                name,
-                loc: Loc::Reg(LID),
-                kind,
-                decl: None,
-                dword: None,
-                stride: None,
-            });
+            self.lets.push(Bound::new(name, Loc::Reg(LID), kind));
             return Ok((Loc::Reg(LID), None));
         }
         if wide64::is_64(var.ty()) {
@@ -69,11 +55,8 @@ impl V {
                     && src.ty() == var.ty()
             });
             if let Some(b) = same {
-                let (loc, stride) = (b.loc, b.stride);
-                if self.clamped_lets.iter().any(|n| n == src.name()) {
-                    self.clamped_lets.push(name.clone());
-                }
-                self.lets.push(Bound { name, loc, kind, decl: None, dword: None, stride });
+                let (loc, stride, clamped) = (b.loc, b.stride, b.clamped);
+                self.lets.push(Bound { stride, clamped, ..Bound::new(name, loc, kind) });
                 return Ok((loc, None));
             }
         }
@@ -90,14 +73,7 @@ impl V {
             self.put_dword(off)?;
             dword = Some(off);
             if !self.let_reg_free(self.next_reg) && !hoisting {
-                self.lets.push(Bound {
-                    name,
-                    loc: Loc::Scalar(off),
-                    kind,
-                    decl: None,
-                    dword,
-                    stride: None,
-                });
+                self.lets.push(Bound { dword, ..Bound::new(name, Loc::Scalar(off), kind) });
                 return Ok((Loc::Scalar(off), dword));
             }
             self.a.vmovd(xmm0, eax)?;
@@ -114,11 +90,11 @@ impl V {
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
             Loc::Slot(off)
         };
-        let stride = if kind == Kind::Div { self.stride_of(value) } else { None };
-        if kind == Kind::Div && self.clamped(value) {
-            self.clamped_lets.push(name.clone());
-        }
-        self.lets.push(Bound { name, loc, kind, decl: None, dword, stride });
+        let (stride, clamped) = match kind {
+            Kind::Div => (self.stride_of(value), self.clamped(value)),
+            _ => (None, false),
+        };
+        self.lets.push(Bound { dword, stride, clamped, ..Bound::new(name, loc, kind) });
         Ok((loc, dword))
     }
 
@@ -152,7 +128,7 @@ impl V {
                 if let StmtNode::Let { var, .. } = s.node() {
                     let name = var.name().to_string();
                     let kind = Kind::Uniform;
-                    self.lets.push(Bound { name, loc, kind, decl: None, dword, stride: None });
+                    self.lets.push(Bound { dword, ..Bound::new(name, loc, kind) });
                 }
                 continue;
             }
@@ -216,12 +192,9 @@ impl V {
                     _ => None,
                 };
                 self.lets.push(Bound {
-                    name,
-                    loc,
-                    kind,
                     decl: Some(self.dctl),
                     dword,
-                    stride: None,
+                    ..Bound::new(name, loc, kind)
                 });
             }
             StmtNode::Assign { var, value } => self.assign(var, value)?,

@@ -718,7 +718,7 @@ impl V {
             Loc::Slot(off)
         };
         let name = var.name().to_string();
-        self.lets.push(Bound { name, loc, kind, decl: None, dword: None, stride: None });
+        self.lets.push(Bound::new(name, loc, kind));
         Ok(loc)
     }
 
