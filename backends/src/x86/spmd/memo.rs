@@ -72,25 +72,31 @@ impl Scope<'_> {
     }
 }
 
-/// True if computing `e` is worth a flag test: it loads, divides integers or calls an
-/// intrinsic (`sqrt`, `exp`, ...).
+/// True if computing `e` costs more than the flag test and the load that replace it: a
+/// division, `sqrt` or a transcendental, or two loads (one load at an index is about as
+/// cheap as the test).
 fn costly(e: &Expr) -> bool {
-    struct Find(bool);
+    struct Find {
+        slow: bool,
+        loads: usize,
+    }
     impl Visitor for Find {
         fn visit_expr(&mut self, e: &Expr) {
             match e.node() {
-                ExprNode::Load { .. } | ExprNode::Intrinsic { .. } => self.0 = true,
-                ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if a.ty() != Type::F32 => {
-                    self.0 = true
+                ExprNode::Load { .. } => self.loads += 1,
+                ExprNode::Binary { op: BinOp::Div | BinOp::Rem, .. } => self.slow = true,
+                ExprNode::Intrinsic { op, .. } => {
+                    use kiln_ir::Intrinsic::{Cos, Exp, Log, Sin, Sqrt};
+                    self.slow |= matches!(op, Sqrt | Exp | Log | Sin | Cos);
                 }
                 _ => {}
             }
             walk_expr(self, e)
         }
     }
-    let mut f = Find(false);
+    let mut f = Find { slow: false, loads: 0 };
     f.visit_expr(e);
-    f.0
+    f.slow || f.loads >= 2
 }
 
 /// True for the types a memoized `let` may have (one 32-bit lane each).
