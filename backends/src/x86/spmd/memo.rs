@@ -231,7 +231,7 @@ impl V {
 fn planned(src: &str) -> Vec<String> {
     use std::collections::HashMap;
     let m = kiln_ir::parse_module(src).expect("parses");
-    let k = &m.kernels()[0];
+    let k = &m.kernels[0];
     let addrs: HashMap<usize, String> = {
         fn names(stmts: &[Stmt], out: &mut HashMap<usize, String>) {
             for s in stmts {
