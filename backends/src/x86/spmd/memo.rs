@@ -140,12 +140,12 @@ fn walk(
 ) {
     for s in stmts {
         match s.node() {
-            StmtNode::Let { var, value } if once(var.name()) && !var.ty().is_vector() => {
-                if scope.fixed(value, !in_loop) {
-                    scope.fixed.insert(var.name().to_string());
-                    if memo_type(var.ty()) && costly(value) {
-                        out.push(s.addr());
-                    }
+            StmtNode::Let { var, value }
+                if once(var.name()) && !var.ty().is_vector() && scope.fixed(value, !in_loop) =>
+            {
+                scope.fixed.insert(var.name().to_string());
+                if memo_type(var.ty()) && costly(value) {
+                    out.push(s.addr());
                 }
             }
             StmtNode::If { then, otherwise, .. } => {
