@@ -35,8 +35,12 @@
 //! triangular matrix-vector product, a bitonic compare-exchange step, a permutation scatter
 //! and 4x4 matrices in private arrays); `KILN_CPU_SUITE_SET=rows64` runs the class of
 //! `rowsum64`, row reductions of 32-bit data in 64 bits (`cpu_suite_rows64.kir`,
-//! `cpu_suite/rows64.rs`: f64 moments, i64 sums, u64 dot products); `KILN_CPU_SUITE_SET=all`
-//! runs the five.
+//! `cpu_suite/rows64.rs`: f64 moments, i64 sums, u64 dot products); `KILN_CPU_SUITE_SET=fifth`
+//! a fifth, written after the fourth (`cpu_suite_fifth.kir`, `cpu_suite/fifth.rs`: u8 alpha
+//! blending in u16, CRC-32 by table, ray-sphere hits, 2x2 max pooling, Conway's life wrapped by
+//! `%`, batch-norm inference, Newton cube roots, Monte-Carlo pi with a local atomic, pairwise
+//! squared distances, a Floyd-Warshall step, softplus and an FIR filter);
+//! `KILN_CPU_SUITE_SET=all` runs the six.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -52,6 +56,8 @@ use kiln_runtime::device::cpu::CpuDevice;
 use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::{Device, Handle};
 
+#[path = "cpu_suite/fifth.rs"]
+mod fifth;
 #[path = "cpu_suite/fourth.rs"]
 mod fourth;
 #[path = "cpu_suite/halide.rs"]
@@ -73,7 +79,8 @@ fn log2n() -> u32 {
 
 /// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
 /// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; `fourth`, those of
-/// `cpu_suite/fourth.rs`; `rows64`, those of `cpu_suite/rows64.rs`; or `all`) selects the set
+/// `cpu_suite/fourth.rs`; `rows64`, those of `cpu_suite/rows64.rs`; `fifth`, those of
+/// `cpu_suite/fifth.rs`; or `all`) selects the set
 /// `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
@@ -796,6 +803,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("rows64") {
         sets.push(("cpu suite, row reductions in 64 bits", rows64::cases()));
+    }
+    if set_wanted("fifth") {
+        sets.push(("cpu suite, fifth set", fifth::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));

@@ -88,6 +88,7 @@ fn generate_inner(
         accessed: Vec::new(),
         consts: Vec::new(),
         hoisted: Vec::new(),
+        memos: Default::default(),
         hoisted_conds: Vec::new(),
         recips: Vec::new(),
         shares: Default::default(),
@@ -275,6 +276,7 @@ fn generate_inner(
         // (Region code runs this set-up once per group: a group guard or the group's
         // known batches serve it better there.)
         v.hoist_ranges(k)?;
+        v.memo_flags(k)?;
     }
     v.lets.clear();
     if !regions && n_barriers == 0 && !rows {

@@ -100,6 +100,7 @@ mod ctl;
 mod expr;
 mod forward;
 mod function;
+mod gather8;
 mod guarded;
 mod hoist;
 mod int64;
@@ -108,6 +109,7 @@ mod lane0;
 mod math;
 mod math64;
 mod mem;
+mod memo;
 mod merge;
 mod mulconst;
 mod narrow;
@@ -343,6 +345,9 @@ struct V {
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
+    /// `let`s fixed for the call that can fault, computed by the first batch that reaches
+    /// them (`memo.rs`): statement address, the flag's and the value's slots.
+    memos: std::collections::HashMap<usize, (i32, i32)>,
     /// Comparisons in conditions of values fixed for the call, computed once before the
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,

@@ -309,7 +309,8 @@ impl V {
 
     /// A load of narrow elements `buf[index]` into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}`
     /// temporaries): checked as 32-bit loads are (but at exactly `global_id(0)`), then one
-    /// extending scalar load per active lane; inactive lanes get 0.
+    /// gather of the dwords around 8-bit elements (`gather8.rs`), one extending scalar load
+    /// per active lane of 16-bit ones; inactive lanes get 0.
     fn narrow_load(&mut self, buf: &Var, index: &Expr, ty: Type, d: usize) -> R<()> {
         let t = self.buf_of(buf, ty)?;
         let (bits, signed) = narrow(ty).unwrap_or((32, false));
@@ -361,6 +362,14 @@ impl V {
         self.active(d + 1)?;
         self.check(index, d, d + 1, d + 2, t, "load", idx_signed)?;
         let base = self.base(t)?;
+        if bits == 8 {
+            // One gather of the dwords around the bytes (`gather8.rs`).
+            self.gather_bytes(base, d, signed)?;
+            if strided.is_some() || contig {
+                self.bind(&mut fin)?;
+            }
+            return Ok(());
+        }
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_i), YMM[d])?;
         self.a.vmovmskps(eax, YMM[d + 1])?;
         for lane in 0..8 {

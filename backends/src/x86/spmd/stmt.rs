@@ -152,6 +152,7 @@ impl V {
                 }
                 _ => return no(format!("`{}` has type {}", var.name(), var.ty())),
             },
+            StmtNode::Let { var, value } if self.memo_let(s.addr(), var, value)? => {}
             StmtNode::Let { var, value } => {
                 // Pure, and its loads masked: computed in every lane.
                 let kind = self.kind(value);
