@@ -454,6 +454,13 @@ impl V {
         if self.shared_div(e, d)? {
             return Ok(());
         }
+        // A nonzero constant divisor: a multiply by its magic number (`divconst.rs`).
+        let plan = a.ty().scalar().and_then(|t| super::divconst::const_plan(t, b));
+        if let Some(plan) = plan {
+            self.expr(a, d)?;
+            let both = self.share_slot(e);
+            return self.const_div(rem, plan, d, both);
+        }
         self.expr(a, d)?;
         self.expr(b, d + 1)?;
         let (x, y, t, u, v) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3], YMM[d + 4]);
