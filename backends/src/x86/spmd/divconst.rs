@@ -343,7 +343,7 @@ mod tests {
         divisors.extend([0x7fff_ffff, 0x8000_0001, 0xb504_f333, 0xffff_fffe, 0xffff_ffff]);
         // The small ones take ~2^33 / c checks each: release builds only.
         if !cfg!(debug_assertions) {
-            divisors.extend([3, 7, 10, 25]);
+            divisors.extend([7, 10, 25]);
         }
         let mut s = 7u64;
         for _ in 0..200 {
@@ -440,7 +440,7 @@ mod tests {
         let mut divisors = vec![641, -641, 1000, 65537, -1_000_003, i32::MAX, -i32::MAX, i32::MIN];
         divisors.extend([1 << 20, -(1 << 20), 0x5555_5555, -0x3333_3333]);
         if !cfg!(debug_assertions) {
-            divisors.extend([3, -3, 7, -7, 10, -10, 100]);
+            divisors.extend([-7, 10, 100]);
         }
         for c in divisors {
             signed_all(c);
