@@ -451,7 +451,7 @@ impl V {
             _ if super::narrow::narrow(a.ty()).is_some() => false,
             _ => return no(format!("`{}` on {}", if rem { "%" } else { "/" }, a.ty())),
         };
-        if self.shared_div(e, d)? {
+        if self.shared_value(e, d)? {
             return Ok(());
         }
         // A nonzero constant divisor: a multiply by its magic number (`divconst.rs`).
