@@ -501,7 +501,7 @@ impl V {
             return self.expr(&plain, d);
         }
         if let Some((op, a)) = super::math::lanes_math(e) {
-            return self.math(op, a, d);
+            return self.math(e, op, a, d);
         }
         match e.node() {
             ExprNode::Var(v) => {

@@ -49,18 +49,29 @@ pub(super) fn lanes_math(e: &Expr) -> Option<(Intrinsic, &Expr)> {
 }
 
 impl V {
-    /// `op(a)` into `ymm{d}` (see the module docs for the registers it uses).
-    pub(super) fn math(&mut self, op: Intrinsic, a: &Expr, d: usize) -> R<()> {
+    /// `e`, which is `op(a)`, into `ymm{d}` (see the module docs for the registers it uses).
+    /// A `sin` and a `cos` of one argument that `near.rs` pairs share everything but the
+    /// last steps: the first computes both, the second reads its value from a slot.
+    pub(super) fn math(&mut self, e: &Expr, op: Intrinsic, a: &Expr, d: usize) -> R<()> {
         if !has_fma() {
             return no(format!("`{}` (this CPU has no FMA)", op.name()));
         }
         self.fma = true;
+        if matches!(op, Intrinsic::Sin | Intrinsic::Cos) && self.shared_value(e, d)? {
+            return Ok(());
+        }
         self.expr(a, d)?;
         match op {
             Intrinsic::Exp => self.exp(d),
             Intrinsic::Log => self.log(d),
-            Intrinsic::Sin => self.sin_cos(d, 0),
-            _ => self.sin_cos(d, 1),
+            Intrinsic::Sin => {
+                let other = self.share_slot(e);
+                self.sin_cos(d, 0, other)
+            }
+            _ => {
+                let other = self.share_slot(e);
+                self.sin_cos(d, 1, other)
+            }
         }
     }
 
@@ -208,8 +219,9 @@ impl V {
         self.quiet_nan_blend(d, d + 3, d + 1)
     }
 
-    /// `sin` (`shift` 0) or `cos` (`shift` 1): see `kiln_ir::eval::math::sin_cos`.
-    fn sin_cos(&mut self, d: usize, shift: u32) -> R<()> {
+    /// `sin` (`shift` 0) or `cos` (`shift` 1): see `kiln_ir::eval::math::sin_cos`; with
+    /// `other`, the other one of the same argument into that slot too.
+    fn sin_cos(&mut self, d: usize, shift: u32, other: Option<i32>) -> R<()> {
         let x = YMM[d];
         // Slots: the argument, the result, the huge-lane mask, the main path's r (f64) and
         // n (i32), the huge path's k (i32).
@@ -222,9 +234,20 @@ impl V {
         self.a.vmovups(ymmword_ptr(r15 + smask), YMM[d + 1])?;
         self.a.vmovmskps(r11d, YMM[d + 1])?;
         for h in 0..2 {
-            self.sin_cos_half(d, shift, h, [sx, sres, smask, sr, sn, sk])?;
+            self.sin_cos_half(d, shift, h, [sx, sres, smask, sr, sn, sk], other)?;
         }
-        self.a.vmovups(x, ymmword_ptr(r15 + sres))?;
+        if let Some(o) = other {
+            self.sin_cos_special(d, shift ^ 1, o, sx)?;
+            self.a.vmovups(ymmword_ptr(r15 + o), x)?;
+        }
+        self.sin_cos_special(d, shift, sres, sx)
+    }
+
+    /// `ymm{d}` = the result of `sin` (`shift` 0) or `cos` in slot `res` with the special
+    /// values of the argument (in slot `sx`) blended in; clobbers `ymm{d+1}..ymm{d+3}`.
+    fn sin_cos_special(&mut self, d: usize, shift: u32, res: i32, sx: i32) -> R<()> {
+        let x = YMM[d];
+        self.a.vmovups(x, ymmword_ptr(r15 + res))?;
         // sin(±0) = ±0; ±inf: the default NaN; NaN: itself, quieted.
         let t = YMM[d + 2];
         self.a.vmovups(YMM[d + 1], ymmword_ptr(r15 + sx))?;
@@ -243,8 +266,16 @@ impl V {
         self.quiet_nan_blend(d, d + 3, d + 2)
     }
 
-    /// Lanes `4h..4h+4` of `sin_cos`, in f64, into the result slot.
-    fn sin_cos_half(&mut self, d: usize, shift: u32, h: i32, slots: [i32; 6]) -> R<()> {
+    /// Lanes `4h..4h+4` of `sin_cos`, in f64, into the result slot (and the other
+    /// function's into `other`).
+    fn sin_cos_half(
+        &mut self,
+        d: usize,
+        shift: u32,
+        h: i32,
+        slots: [i32; 6],
+        other: Option<i32>,
+    ) -> R<()> {
         let [sx, sres, smask, sr, sn, sk] = slots;
         let (sx, sres, smask) = (sx + 16 * h, sres + 16 * h, smask + 16 * h);
         let (r0, r1, r2, r3, r4) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3], YMM[d + 4]);
@@ -353,7 +384,24 @@ impl V {
         self.a.vmulpd(r3, r3, r1)?;
         self.a.vmulpd(r3, r3, r4)?;
         self.a.vaddpd(r0, r0, r3)?;
-        // q = n + shift: cos if q & 1, negated if q & 2.
+        // Alone, the pick may take the sine's register; with the other function to pick
+        // after it, it must leave both.
+        let dst = if other.is_some() { d + 4 } else { d + 2 };
+        self.sin_cos_pick(d, shift, dst, sres, sn)?;
+        if let Some(o) = other {
+            self.sin_cos_pick(d, shift ^ 1, d + 2, o + 16 * h, sn)?;
+        }
+        Ok(())
+    }
+
+    /// From the sine (`ymm{d+2}`) and cosine (`ymm{d}`) polynomials of four lanes and their
+    /// `n` (slot `sn`): with `q = n + shift`, the cosine if `q & 1`, negated if `q & 2`,
+    /// through `ymm{dst}`, rounded to f32 into the 16 bytes at slot offset `res`.
+    /// `ymm{d+1}`, `ymm{d+3}` and `ymm{dst}` are clobbered.
+    fn sin_cos_pick(&mut self, d: usize, shift: u32, dst: usize, res: i32, sn: i32) -> R<()> {
+        let (r0, r1, r2, r3) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3]);
+        let x1 = XMM[d + 1];
+        let sign = self.cd(1 << 63);
         self.a.vmovdqu(x1, xmmword_ptr(r15 + sn))?;
         if shift != 0 {
             let sh = self.ci4(shift);
@@ -361,12 +409,12 @@ impl V {
         }
         self.a.vpmovsxdq(r1, x1)?;
         self.a.vpsllq(r3, r1, 63)?;
-        self.a.vblendvpd(r2, r2, r0, r3)?;
+        self.a.vblendvpd(YMM[dst], r2, r0, r3)?;
         self.a.vpsllq(r1, r1, 62)?;
         self.a.vandpd(r1, r1, sign)?;
-        self.a.vxorpd(r2, r2, r1)?;
-        self.a.vcvtpd2ps(XMM[d + 2], r2)?;
-        self.a.vmovups(xmmword_ptr(r15 + sres), XMM[d + 2])?;
+        self.a.vxorpd(YMM[dst], YMM[dst], r1)?;
+        self.a.vcvtpd2ps(XMM[dst], YMM[dst])?;
+        self.a.vmovups(xmmword_ptr(r15 + res), XMM[dst])?;
         Ok(())
     }
 }

@@ -97,6 +97,7 @@ mod clamped;
 mod cond;
 mod counted;
 mod ctl;
+mod divconst;
 mod expr;
 mod forward;
 mod function;

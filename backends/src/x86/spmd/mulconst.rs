@@ -12,7 +12,7 @@ use kiln_ir::{Expr, Imm, Scalar, Type};
 use super::{R, V, YMM};
 
 /// `c` as `2^k + 1` (`true`) or `2^k - 1` (`false`), `k` in 1..=31, for `c` of at least 3.
-fn shift_form(c: u32) -> Option<(u32, bool)> {
+pub(super) fn shift_form(c: u32) -> Option<(u32, bool)> {
     if c < 3 {
         return None;
     }

@@ -19,13 +19,14 @@
 //!
 //! A `/` and a `%` of the same operands, `let`s of one block (`ch = i % c; p = i / c`),
 //! share one computation: the first computes both, the second reads the other from a
-//! slot. The first runs before the second wherever the second runs (same block, earlier),
+//! slot (here, in `recip.rs` and in `divconst.rs`; `math.rs` pairs `sin` and `cos` of one
+//! argument the same way). The first runs before the second wherever the second runs (same block, earlier),
 //! and their operands read nothing that changes between them.
 
 use std::collections::{HashMap, HashSet};
 
 use iced_x86::code_asm::*;
-use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Stmt, StmtNode, Type};
+use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Intrinsic, Stmt, StmtNode, Type};
 
 use super::{R, V, XMM, YMM};
 
@@ -117,27 +118,16 @@ impl V {
         Ok(())
     }
 
-    /// Before the statements of a block: pairs of `let`s in it of `a / b` and `a % b` (either
-    /// order, no barrier between them) whose operands read only parameters, ids, constants
-    /// and `let`s declared once (so both see the same values), the first one to compute both
-    /// ([`V::share_slot`]);
-    /// returns what [`V::end_shares`] takes at the end of the block.
+    /// Before the statements of a block: pairs of `let`s in it of `a / b` and `a % b`, or of
+    /// `sin(a)` and `cos(a)` (either order, no barrier between them) whose operands read
+    /// only parameters, ids, constants and `let`s declared once (so both see the same
+    /// values), the first one to compute both ([`V::share_slot`]); returns what
+    /// [`V::end_shares`] takes at the end of the block.
     pub(super) fn plan_shares(&mut self, stmts: &[Stmt]) -> (usize, usize) {
         let mark = (self.shares.plan.len(), self.shares.ready.len());
-        let div = |s: &Stmt| match s.node() {
-            StmtNode::Let { value, .. } => match value.node() {
-                ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b }
-                    if a.ty() == Type::U32 =>
-                {
-                    Some((value.addr(), *op, a.clone(), b.clone()))
-                }
-                _ => None,
-            },
-            _ => None,
-        };
         let mut taken = Vec::new();
         for (i, s) in stmts.iter().enumerate() {
-            let Some((first, op, a, b)) = div(s) else { continue };
+            let Some((first, op, a, b)) = pairable(s) else { continue };
             if taken.contains(&first) || !self.shares.stable(&a, 0) || !self.shares.stable(&b, 0) {
                 continue;
             }
@@ -146,9 +136,9 @@ impl V {
             let partner = stmts[i + 1..]
                 .iter()
                 .take_while(|s| crate::x86::gen::count_barriers(s) == 0)
-                .filter_map(div)
+                .filter_map(pairable)
                 .find(|(addr, o, a2, b2)| {
-                    *o != op && !taken.contains(addr) && *a2 == a && *b2 == b
+                    *o == op ^ 1 && !taken.contains(addr) && *a2 == a && *b2 == b
                 });
             if let Some((second, ..)) = partner {
                 taken.push(second);
@@ -166,7 +156,7 @@ impl V {
     }
 
     /// For the first of a planned pair, about to compute both: the slot for the other,
-    /// which from here on reads it from there ([`V::shared_div`]).
+    /// which from here on reads it from there ([`V::shared_value`]).
     pub(super) fn share_slot(&mut self, e: &Expr) -> Option<i32> {
         let &(_, second, slot) = self.shares.plan.iter().find(|p| p.0 == e.addr())?;
         self.shares.ready.push(second);
@@ -174,9 +164,9 @@ impl V {
     }
 
     /// The second of a pair whose first has run: its value from the slot into `ymm{d}`.
-    /// (A zero divisor faulted in the first one's lowest active lane, which left no lane
+    /// (Nothing of it can fault: a zero divisor faulted in the first one's lowest active lane, which left no lane
     /// active here: the divisor is the same in every lane.)
-    pub(super) fn shared_div(&mut self, e: &Expr, d: usize) -> R<bool> {
+    pub(super) fn shared_value(&mut self, e: &Expr, d: usize) -> R<bool> {
         if !self.shares.ready.contains(&e.addr()) {
             return Ok(false);
         }
@@ -184,6 +174,31 @@ impl V {
         let Some(slot) = slot else { return Ok(false) };
         self.a.vmovups(YMM[d], ymmword_ptr(r15 + slot))?;
         Ok(true)
+    }
+}
+
+/// A `let` whose value [`V::plan_shares`] may pair: its address, a tag (`/` 0 and `%` 1,
+/// `sin` 2 and `cos` 3: partners differ in the low bit) and the operands (the argument twice
+/// for `sin`/`cos`). Divisions are of u32 lanes (`recip.rs`, `near.rs`, `divconst.rs` share
+/// them) or by a constant (`divconst.rs`): the paths that fill the slot.
+fn pairable(s: &Stmt) -> Option<(usize, u8, Expr, Expr)> {
+    let StmtNode::Let { value, .. } = s.node() else { return None };
+    if let Some((op, x)) = super::math::lanes_math(value) {
+        let tag = match op {
+            Intrinsic::Sin => 2,
+            Intrinsic::Cos => 3,
+            _ => return None,
+        };
+        return Some((value.addr(), tag, x.clone(), x.clone()));
+    }
+    match value.node() {
+        ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b }
+            if a.ty() == Type::U32
+                || a.ty().scalar().and_then(|t| super::divconst::const_plan(t, b)).is_some() =>
+        {
+            Some((value.addr(), (*op == BinOp::Rem) as u8, a.clone(), b.clone()))
+        }
+        _ => None,
     }
 }
 

@@ -451,8 +451,15 @@ impl V {
             _ if super::narrow::narrow(a.ty()).is_some() => false,
             _ => return no(format!("`{}` on {}", if rem { "%" } else { "/" }, a.ty())),
         };
-        if self.shared_div(e, d)? {
+        if self.shared_value(e, d)? {
             return Ok(());
+        }
+        // A nonzero constant divisor: a multiply by its magic number (`divconst.rs`).
+        let plan = a.ty().scalar().and_then(|t| super::divconst::const_plan(t, b));
+        if let Some(plan) = plan {
+            self.expr(a, d)?;
+            let both = self.share_slot(e);
+            return self.const_div(rem, plan, d, both);
         }
         self.expr(a, d)?;
         self.expr(b, d + 1)?;

@@ -4,6 +4,9 @@
 //! two `vdivpd` per batch; with the divisor fixed, its reciprocal is computed once (when the
 //! code is generated for a constant, once per call otherwise, where a zero divisor gives
 //! infinity and no fault: the batch loop's check reports it) and each batch multiplies.
+//! (A nonzero constant takes `divconst.rs`'s integer multiply first; the constant case here
+//! is what a constant without a magic number would take, which `divconst.rs` proves never
+//! happens.)
 //!
 //! Why one correction makes that exact: with `r = RN(1/b)` and `q' = RN(a * r)` (`a`, `b`
 //! below 2^32, `b` not 0), `q' = (a / b)(1 + e)` with `|e| < 2^-51.9`, so `q'` is within
