@@ -103,6 +103,7 @@ mod function;
 mod guarded;
 mod hoist;
 mod int64;
+mod ivs;
 mod known;
 mod lane0;
 mod math;
@@ -133,6 +134,7 @@ mod zeroing;
 pub(crate) use counted::counted;
 
 pub(crate) use function::{generate, generate_regions};
+pub(crate) use ivs::affine_ivs;
 pub(crate) use vectors::split as split_vectors;
 
 use std::collections::HashSet;
