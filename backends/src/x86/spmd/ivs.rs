@@ -30,6 +30,9 @@ use kiln_ir::{
 };
 use kiln_passes::util::{bound_names, free_names, is_stable, mutable_names};
 
+/// The deepest start value copied into the reads.
+const MAX_INIT_DEPTH: usize = 8;
+
 /// The kernel with the induction variables of short loops read as affine values of their
 /// counters (see the module docs); the same kernel where none qualifies.
 pub(crate) fn affine_ivs(k: &Kernel) -> Kernel {
@@ -111,7 +114,9 @@ impl Rewrite<'_> {
     /// True if `init` is stable and none of its names is bound again in `after` (the
     /// statements from its declaration's next to the loop, the loop included).
     fn stable_over(&self, init: &Expr, after: &[Stmt]) -> bool {
-        if !is_stable(init, self.mutable) {
+        // (A shallow one: it is copied into every read, deeper in each expression than the
+        // name was, and `kiln_ir::depth` bounded the kernel's depths before.)
+        if init.depth() > MAX_INIT_DEPTH || !is_stable(init, self.mutable) {
             return false;
         }
         let mut names = hashbrown::HashSet::new();
