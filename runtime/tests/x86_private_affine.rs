@@ -102,6 +102,10 @@ fn induction_variables_agree() {
         "private m: f32[16]; var u: u32 = 1u32; var v: u32 = u * 2u32;
          for e: u32 in 0 .. 4 { m[v] = a[16u32 * i + e]; u = u + 1u32; v = v + 3u32; }
          var s: f32 = 0.0; for e: u32 in 0 .. 16 { s = s * 0.75 + m[e]; } c[16u32 * i] = s;",
+        // A variable dead after its loop (it and its increment go), under divergent control.
+        "var w: u32 = 3u32; private m: f32[16];
+         if a[16u32 * i] > 0.0 { var v: u32 = 1u32; for e: u32 in 0 .. 4 { m[v] = a[16u32 * i + e]; v = v + 3u32; } w = 5u32; }
+         c[16u32 * i] = m[1] + m[4] + m[7] + m[10] + (w as f32);",
         // A private index that runs past the array in the last copies (a fault in the loop).
         "private m: f32[10]; var v: u32 = 0u32;
          for e: u32 in 0 .. 4 { m[v] = a[16u32 * i + e]; v = v + 3u32; }

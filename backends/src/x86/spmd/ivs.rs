@@ -20,7 +20,9 @@
 //! so it has its value at the declaration wherever it is read. The loop's step is 1, so in
 //! iteration `k` the counter is `lo + k` (exactly: it never wraps) and `v`, read before
 //! the increment, is `init + k * c` in the ring of `v`'s type, the counter's type too.
-//! The increments stay, so `v` has its value after the loop as before.
+//! The increments stay, so `v` has its value after the loop as before, unless nothing
+//! after the loop names `v`: then nothing reads it any more, and its declaration and
+//! increment go.
 
 use std::collections::HashMap;
 
@@ -56,14 +58,19 @@ impl Mutator for Rewrite<'_> {
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let StmtNode::Block(list) = s.node() else { return walk_mutate_stmt(self, s) };
         let mut out = list.clone();
+        let mut dead = Vec::new();
         for f in 0..out.len() {
-            if let Some(new) = self.rewrite_loop(&out, f) {
+            if let Some((new, gone)) = self.rewrite_loop(&out, f) {
                 out[f] = new;
+                dead.extend(gone);
                 self.changed = true;
             }
         }
-        let out: Vec<Stmt> = out.iter().map(|s| self.mutate_stmt(s)).collect();
-        if out.iter().zip(list).all(|(a, b)| a.ptr_eq(b)) {
+        let out: Vec<Stmt> = (out.iter().enumerate())
+            .filter(|(d, _)| !dead.contains(d))
+            .map(|(_, s)| self.mutate_stmt(s))
+            .collect();
+        if out.len() == list.len() && out.iter().zip(list).all(|(a, b)| a.ptr_eq(b)) {
             return s.clone();
         }
         Stmt::block(out)
@@ -72,8 +79,11 @@ impl Mutator for Rewrite<'_> {
 
 impl Rewrite<'_> {
     /// `list[f]` with the reads of the induction variables declared before it replaced, if
-    /// it is a loop `short.rs` unrolls and has any.
-    fn rewrite_loop(&self, list: &[Stmt], f: usize) -> Option<Stmt> {
+    /// it is a loop `short.rs` unrolls and has any, and the positions of the declarations
+    /// that are then dead: a variable named nowhere after the loop, whose increment is then
+    /// its only use, goes with its increment (its start is stable, so evaluating it did
+    /// nothing but give the value).
+    fn rewrite_loop(&self, list: &[Stmt], f: usize) -> Option<(Stmt, Vec<usize>)> {
         let s = &list[f];
         let StmtNode::For { var: counter, lo, step, body, .. } = s.node() else { return None };
         let lo = lo.as_imm()?.as_i128()?;
@@ -82,7 +92,7 @@ impl Rewrite<'_> {
         }
         let ty = counter.ty().scalar().filter(|t| t.is_int())?;
         let mut stmts = body.stmts().to_vec();
-        let mut any = false;
+        let (mut any, mut dead) = (false, Vec::new());
         for d in (0..f).rev() {
             let StmtNode::Decl { var, init } = list[d].node() else { continue };
             if var.ty() != counter.ty() || !self.stable_over(init, &list[d + 1..=f]) {
@@ -105,10 +115,15 @@ impl Rewrite<'_> {
             for x in &mut stmts[..j] {
                 *x = sub.mutate_stmt(x);
             }
+            if !list[f + 1..].iter().any(|x| mentions(x, var.name())) {
+                stmts.remove(j);
+                dead.push(d);
+            }
             any = true;
         }
         let StmtNode::For { var, lo, hi, step, .. } = s.node() else { return None };
-        any.then(|| Stmt::for_(var, lo.clone(), hi.clone(), step.clone(), Stmt::block(stmts)))
+        let new = Stmt::for_(var, lo.clone(), hi.clone(), step.clone(), Stmt::block(stmts));
+        any.then_some((new, dead))
     }
 
     /// True if `init` is stable and none of its names is bound again in `after` (the
