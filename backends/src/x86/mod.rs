@@ -416,6 +416,8 @@ fn compile_known(
     // both the batch code and the region loops.
     let lanes_k =
         if kiln_passes::vectors::uses_vectors(&k) { spmd::split_vectors(&k) } else { k.clone() };
+    // Short loops' induction variables as affine values of their counters (spmd/ivs.rs).
+    let lanes_k = spmd::affine_ivs(&lanes_k);
     let vector = if opts.scalar {
         Err("scalar code was asked for".to_string())
     } else if !avx2() {

@@ -105,6 +105,7 @@ mod gather8;
 mod guarded;
 mod hoist;
 mod int64;
+mod ivs;
 mod known;
 mod lane0;
 mod math;
@@ -136,6 +137,7 @@ mod zeroing;
 pub(crate) use counted::counted;
 
 pub(crate) use function::{generate, generate_regions};
+pub(crate) use ivs::affine_ivs;
 pub(crate) use vectors::split as split_vectors;
 
 use std::collections::HashSet;

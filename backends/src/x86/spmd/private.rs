@@ -2,6 +2,13 @@
 //! lanes of an element side by side, gathered and stored per lane at `32 * index + 4 *
 //! lane` (`64 * index + 8 * lane` for 64-bit elements), checked against their constant
 //! length.
+//!
+//! An element at a constant index in bounds (what a short loop's copies leave, `short.rs`:
+//! `m[5u32]`) is a fixed place of the frame whose eight lanes are one 32-byte row (two for
+//! 64-bit elements): a plain vector load, and a vector store (blended with the row's old
+//! lanes under a control mask or after a fault, so inactive lanes keep their elements).
+//! No lane can fault there, so nothing is checked, and the values are the same as the
+//! gather's and the per-lane stores' (each lane its own element, in its own place).
 
 use iced_x86::code_asm::*;
 use kiln_ir::{AddrSpace, Expr, Scalar, Stmt, StmtNode, Type, Var};
@@ -106,6 +113,15 @@ impl V {
             return no(format!("a load of `{}` as {ty}", p.name));
         }
         let signed = Self::index_type(index)?;
+        if let Some(at) = fixed(p, index) {
+            if is_64(ty) {
+                self.a.vmovupd(YMM[d], ymmword_ptr(r15 + at))?;
+                self.a.vmovupd(YMM[d + 1], ymmword_ptr(r15 + (at + 32)))?;
+            } else {
+                self.a.vmovups(YMM[d], ymmword_ptr(r15 + at))?;
+            }
+            return Ok(());
+        }
         self.expr(index, d)?;
         self.active(d + 1)?;
         self.check_private(p, d, d + 1, d + 2, "load", signed)?;
@@ -127,6 +143,9 @@ impl V {
         let signed = Self::index_type(index)?;
         let wide = is_64(value.ty());
         let (i, a, f) = if wide { (2, 3, 4) } else { (1, 2, 3) };
+        if let Some(at) = fixed(p, index) {
+            return self.store_fixed(at, value, wide);
+        }
         if !self.store_operands(index, value, i)? {
             self.expr_top(index, i)?;
         }
@@ -137,4 +156,47 @@ impl V {
         }
         self.store_lanes(r15, p.off, 4)
     }
+
+    /// `p[k] = value` for a constant `k` in bounds at frame offset `at`: the value's row(s)
+    /// stored whole, or under a control mask blended with the old lanes (a 64-bit value's
+    /// two rows with the mask widened). Lanes that faulted need no mask: a private element
+    /// is its lane's alone, and a dead lane's is never read by anything that shows.
+    fn store_fixed(&mut self, at: i32, value: &Expr, wide: bool) -> R<()> {
+        if wide {
+            self.expr64_top(value, 0)?;
+        } else {
+            self.expr_top(value, 0)?;
+        }
+        let masked = self.mask;
+        if let Some(m) = masked {
+            self.mask_to(m, 2)?;
+        }
+        if wide {
+            if masked.is_some() {
+                self.a.vpmovsxdq(ymm3, xmm2)?;
+                self.a.vextracti128(xmm2, ymm2, 1)?;
+                self.a.vpmovsxdq(ymm2, xmm2)?;
+                self.a.vmovupd(ymm4, ymmword_ptr(r15 + at))?;
+                self.a.vblendvpd(ymm0, ymm4, ymm0, ymm3)?;
+                self.a.vmovupd(ymm4, ymmword_ptr(r15 + (at + 32)))?;
+                self.a.vblendvpd(ymm1, ymm4, ymm1, ymm2)?;
+            }
+            self.a.vmovupd(ymmword_ptr(r15 + at), ymm0)?;
+            self.a.vmovupd(ymmword_ptr(r15 + (at + 32)), ymm1)?;
+        } else {
+            if masked.is_some() {
+                self.a.vmovups(ymm1, ymmword_ptr(r15 + at))?;
+                self.a.vblendvps(ymm0, ymm1, ymm0, ymm2)?;
+            }
+            self.a.vmovups(ymmword_ptr(r15 + at), ymm0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The frame offset of `p[index]`'s row(s) if `index` is a constant in bounds.
+fn fixed(p: &Priv, index: &Expr) -> Option<i32> {
+    let k = index.as_imm()?.as_i128()?;
+    let rows = if is_64(Type::Scalar(p.elem)) { 64 } else { 32 };
+    (0..i128::from(p.count)).contains(&k).then(|| p.off + rows * k as i32)
 }

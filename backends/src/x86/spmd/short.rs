@@ -107,7 +107,7 @@ fn constant(e: &Expr) -> Option<i128> {
 /// The copies of `s`'s body if `s` is a `for` that qualifies by itself (see the module
 /// docs; [`V::short_trip`] adds what depends on where it is): one per iteration, the
 /// counter replaced by its value.
-fn copies_of(s: &Stmt) -> Option<Vec<Vec<Stmt>>> {
+pub(super) fn copies_of(s: &Stmt) -> Option<Vec<Vec<Stmt>>> {
     let StmtNode::For { var, lo, hi, step, body } = s.node() else { return None };
     let (lo, hi, step) = (constant(lo)?, constant(hi)?, constant(step)?);
     let ty = var.ty().scalar()?;
