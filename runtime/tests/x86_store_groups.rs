@@ -243,3 +243,51 @@ fn stores_reading_the_array_stay_in_order() {
         agree(&k, &r, &args, &bufs, &format!("n={n} len={len}"));
     }
 }
+
+#[test]
+fn load_groups_agree_with_the_interpreter() {
+    // `let`s of every element of a pair or a quad (one span test, a transpose), in order and
+    // reversed, guarded, under a mask, bases that wrap, spans past the end
+    // (the last lane's last element faults), used after a loop (registers or slots).
+    for ty in ["f32", "u32", "i32"] {
+        for s in [2u32, 4] {
+            for rev in [false, true] {
+                let order: Vec<u32> = if rev { (0..s).rev().collect() } else { (0..s).collect() };
+                let lets: String =
+                    order.iter().map(|k| format!("let a{k}: {ty} = x[p + {k}u32];\n")).collect();
+                let sum = (1..s).fold("a0".to_string(), |e, k| format!("({e}) * 3{ty} + a{k}"));
+                let k = kernel(&format!(
+                    "kernel k(o: ptr<global, {ty}>, x: ptr<global, {ty}>, n: u32, b: u32) {{
+                       let i: u32 = global_id(0);
+                       if i < n {{
+                         let p: u32 = {s}u32 * i + b;
+                         {lets}
+                         o[i] = {sum};
+                       }}
+                       if (i & 1u32) == 0u32 {{
+                         let p: u32 = i * {s}u32;
+                         {lets}
+                         o[i] = o[i] + {sum};
+                       }}
+                     }}"
+                ));
+                for (n, global, extra) in SIZES {
+                    for b in [0u32, 1, u32::MAX, u32::MAX - 8] {
+                        let len = (i64::from(s * global) + extra).max(1) as usize;
+                        let args =
+                            vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(b)];
+                        let bufs = vec![vals(elem(ty), global as usize, 1), vals(elem(ty), len, 2)];
+                        let what = format!("{ty} s={s} rev={rev} n={n} len={len} b={b}");
+                        let r = NdRange::new(&[global]).with_local(&[8]);
+                        agree(&k, &r, &args, &bufs, &what);
+                    }
+                }
+                if avx2() {
+                    let text = vector_listing(&k).join("\n");
+                    let shuffle = if s == 4 { "vunpckhpd" } else { "vshufps" };
+                    assert!(text.contains(shuffle), "{text}");
+                }
+            }
+        }
+    }
+}

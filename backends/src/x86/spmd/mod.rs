@@ -105,6 +105,7 @@ mod hoist;
 mod int64;
 mod known;
 mod lane0;
+mod loadgroup;
 mod math;
 mod math64;
 mod mem;

@@ -135,7 +135,11 @@ impl V {
                 i += 1;
                 continue;
             }
-            // Interleaved stores (`storegroup.rs`) together.
+            // Interleaved loads and stores (`loadgroup.rs`, `storegroup.rs`) together.
+            if let Some(n) = self.load_group(&stmts[i..])? {
+                i += n;
+                continue;
+            }
             if let Some(n) = self.store_group(&stmts[i..])? {
                 i += n;
                 continue;

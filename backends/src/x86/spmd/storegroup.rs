@@ -4,7 +4,8 @@
 //! element stores a `vstore(out, 4 * i, v)` splits into (`vectors.rs`). Together they
 //! write the span of `8 * s` elements from lane 0's `b + o` whole, so where that span is in
 //! bounds (one compare per batch, the test of [`V::strided_store`], which fails for the
-//! rest of the call after a fault) the lanes' values are transposed into the span's
+//! rest of the call after a fault: so where it passes every lane is alive, and only the
+//! control mask says which lanes store) the lanes' values are transposed into the span's
 //! order and written by `s` vector stores (32-bit elements, masked to the active lanes'
 //! elements under a mask) or by one to three plain stores of the packed bytes (8-bit
 //! elements at strides 2 to 4, 16-bit ones at stride 2: only with every lane active,
@@ -54,7 +55,7 @@ struct Member<'a> {
 }
 
 /// `e` as `(b, o)`: `b + o` for an integer constant `o` (either side), else `(e, 0)`.
-fn split_offset(e: &Expr) -> (&Expr, u32) {
+pub(super) fn split_offset(e: &Expr) -> (&Expr, u32) {
     if let ExprNode::Binary { op: BinOp::Add, a, b } = e.node() {
         match (a.as_imm(), b.as_imm()) {
             (_, Some(Imm::Int(_, o))) => return (a, *o as u32),
@@ -188,8 +189,8 @@ impl V {
     }
 
     /// The span of 32-bit elements at lane 0's index `rax` of table `t`, in bounds: the
-    /// values `srcs` transposed into its `s` vectors, each stored whole, or masked to the
-    /// active lanes' elements where not every lane is known active.
+    /// values `srcs` transposed into its `s` vectors, each stored whole, or under a control
+    /// mask masked to the active lanes' elements.
     fn dword_group(&mut self, t: u32, s: u32, srcs: &[Loc]) -> R<()> {
         // The span's vectors into `ymm0 .. ymm{s-1}` where `s` is 2 or 4 (unpacks within
         // halves and a swap of halves); otherwise each vector built and stored in turn.
@@ -220,9 +221,10 @@ impl V {
             }
             _ => None,
         };
-        let every = self.all_lanes_active();
-        if !every {
-            self.active(4)?;
+        // (The span test passed: no lane has faulted, see the module docs.)
+        let every = self.mask.is_none();
+        if let Some(m) = self.mask {
+            self.mask_to(m, 4)?;
         }
         let base = self.base(t)?;
         for j in 0..s {
@@ -277,7 +279,7 @@ impl V {
     }
 
     /// The span of `bits`-bit elements at lane 0's index `rax` of table `t`, in bounds:
-    /// with every lane active (else a jump to `slow`), the values `srcs` packed (they are
+    /// with every lane of the control mask active (else a jump to `slow`), the values `srcs` packed (they are
     /// canonical, in the type's range: nothing saturates), interleaved by one `vpshufb`
     /// within each half (lanes 0-3, lanes 4-7) and stored (`8 * s` bytes or `16 * s`).
     fn narrow_group(
@@ -289,8 +291,8 @@ impl V {
         srcs: &[Loc],
         slow: CodeLabel,
     ) -> R<()> {
-        if !self.all_lanes_active() {
-            self.active(2)?;
+        if let Some(m) = self.mask {
+            self.mask_to(m, 2)?;
             self.a.vmovmskps(r11d, ymm2)?;
             self.a.cmp(r11d, 0xff)?;
             self.a.jne(slow)?;
