@@ -291,3 +291,58 @@ fn load_groups_agree_with_the_interpreter() {
         }
     }
 }
+
+/// A small deterministic generator (the cases must be the same on every run).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn random_groups_agree_with_the_interpreter() {
+    // Random element types, strides, orders, offsets, guards, bases and lengths; a load
+    // group and a store group in one kernel.
+    let mut g = Lcg(0x5eed_c034);
+    for case in 0..120 {
+        let ty = ["f32", "u32", "i32", "u8", "i8", "u16"][g.below(6) as usize];
+        let narrow = ty.ends_with('8') || ty.ends_with("16");
+        let s = 2 + g.below(if narrow { 3 } else { 4 }) as u32;
+        let mut order: Vec<u32> = (0..s).collect();
+        for k in (1..order.len()).rev() {
+            order.swap(k, g.below(k as u64 + 1) as usize);
+        }
+        let o = g.below(3) as u32;
+        let guard = ["i < n", "(i & 3u32) != 1u32", "true"][g.below(3) as usize];
+        let lets: String = (0..s).map(|k| format!("let a{k}: {ty} = x[q + {k}u32];\n")).collect();
+        let sum = (0..s).map(|k| format!("(a{k} as i32)")).collect::<Vec<_>>().join(" + ");
+        let stores: String = order
+            .iter()
+            .map(|k| format!("o[p + {}u32] = (v * {} + {k}) as {ty};\n", k + o, 2 * k + 1))
+            .collect();
+        let k = kernel(&format!(
+            "kernel k(o: ptr<global, {ty}>, x: ptr<global, {ty}>, n: u32, b: u32) {{
+               let i: u32 = global_id(0);
+               if {guard} {{
+                 let q: u32 = i * {s}u32 + b;
+                 {lets}
+                 let v: i32 = {sum};
+                 let p: u32 = {s}u32 * i + b;
+                 {stores}
+               }}
+             }}"
+        ));
+        let global = 8 * (1 + g.below(5) as u32);
+        let n = g.below(u64::from(global) + 2) as u32;
+        let b = [0u32, 1, 2, u32::MAX, 5][g.below(5) as usize];
+        let extra = g.below(8) as i64 - 3;
+        let len = (i64::from(s * global + o) + extra).max(1) as usize;
+        let args = vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n), Arg::scalar(b)];
+        let bufs = vec![vals(elem(ty), len, 1), vals(elem(ty), len, 2)];
+        let what = format!("case {case}: {ty} s={s} n={n} global={global} len={len} b={b}");
+        agree(&k, &NdRange::new(&[global]).with_local(&[8]), &args, &bufs, &what);
+    }
+}
