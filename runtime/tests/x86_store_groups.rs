@@ -346,3 +346,51 @@ fn random_groups_agree_with_the_interpreter() {
         agree(&k, &NdRange::new(&[global]).with_local(&[8]), &args, &bufs, &what);
     }
 }
+
+#[test]
+fn let_bound_offsets_group_only_when_they_hold() {
+    // `-O`'s `let q: u32 = p + 1;` groups with `p` (cmul's stores); a `var` changed after
+    // the `let` does not.
+    let cmul = kernel(
+        "kernel k(c: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n {
+             let p: u32 = i << 1;
+             let q: u32 = p + 1;
+             let v: f32 = a[i];
+             c[p] = v * 2.0;
+             c[q] = v + 1.0;
+           }
+         }",
+    );
+    let moved = kernel(
+        "kernel k(c: ptr<global, f32>, a: ptr<global, f32>, n: u32) {
+           let i: u32 = global_id(0);
+           if i < n {
+             var p: u32 = i * 2u32;
+             let q: u32 = p + 1;
+             p = p + 2u32;
+             let v: f32 = a[i];
+             c[p] = v * 2.0;
+             c[q] = v + 1.0;
+           }
+         }",
+    );
+    for n in [1u32, 8, 13, 40] {
+        for extra in [0i64, -1, 2] {
+            let r = NdRange::new(&[n.div_ceil(8) * 8]).with_local(&[8]);
+            let len = (i64::from(2 * n.div_ceil(8) * 8) + extra).max(1) as usize;
+            let args = vec![Arg::Buffer(0), Arg::Buffer(1), Arg::scalar(n)];
+            let bufs = [vals(Scalar::F32, len, 1), vals(Scalar::F32, n as usize, 2)];
+            for (name, k) in [("cmul", &cmul), ("moved", &moved)] {
+                agree(k, &r, &args, &bufs, &format!("{name} {n} {extra}"));
+            }
+        }
+    }
+    if avx2() {
+        let text = vector_listing(&cmul).join("\n");
+        assert!(text.contains("vunpcklps"), "{text}");
+    } else {
+        kiln_ir::testing::skip("no AVX2: no 8-lane code to inspect");
+    }
+}

@@ -140,7 +140,7 @@ impl V {
                 i += n;
                 continue;
             }
-            if let Some(n) = self.store_group(&stmts[i..])? {
+            if let Some(n) = self.store_group(&stmts[i..], &stmts[..i])? {
                 i += n;
                 continue;
             }

@@ -66,11 +66,61 @@ pub(super) fn split_offset(e: &Expr) -> (&Expr, u32) {
     (e, 0)
 }
 
+/// The names `e` reads.
+fn names_in<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
+    match e.node() {
+        ExprNode::Var(v) => out.push(v.name()),
+        _ => e.children().into_iter().for_each(|c| names_in(c, out)),
+    }
+}
+
+impl V {
+    /// [`split_offset`] of `e`, or, for a name bound by the last `let` of its name among
+    /// `before` (the statements before in the same list: `-O`'s `let cse1: u32 = cse0 +
+    /// 1;`), of that `let`'s value, where the value's names are `let`s (no `var`, which an
+    /// assignment may have changed since) and none is bound again after it.
+    pub(super) fn offset_form<'a>(&self, e: &'a Expr, before: &'a [Stmt]) -> (&'a Expr, u32) {
+        let ExprNode::Var(x) = e.node() else { return split_offset(e) };
+        // (The last binding of the name in the list, `let` or `var`.)
+        let def = before.iter().enumerate().rev().find_map(|(d, st)| match st.node() {
+            StmtNode::Let { var, value } | StmtNode::Decl { var, init: value }
+                if var.name() == x.name() =>
+            {
+                Some((d, matches!(st.node(), StmtNode::Let { .. }), var, value))
+            }
+            _ => None,
+        });
+        let Some((d, true, var, value)) = def else { return (e, 0) };
+        let (b, o) = split_offset(value);
+        if var != x || o == 0 {
+            return (e, 0);
+        }
+        let mut names = Vec::new();
+        names_in(b, &mut names);
+        let rebound = |n: &str| {
+            before[d + 1..].iter().any(|st| match st.node() {
+                StmtNode::Let { var, .. } | StmtNode::Decl { var, .. } => var.name() == n,
+                _ => false,
+            })
+        };
+        let lets = names.iter().all(|n| {
+            !rebound(n)
+                && self.find(n).is_some_and(|b| b.decl.is_none())
+                && !self.div_vars.contains(*n)
+        });
+        if lets {
+            (b, o)
+        } else {
+            (e, 0)
+        }
+    }
+}
+
 impl V {
     /// If `stmts` starts with a group of interleaved stores (see the module docs), its
     /// code and the number of statements it takes; `None` (no code) otherwise.
-    pub(super) fn store_group(&mut self, stmts: &[Stmt]) -> R<Option<usize>> {
-        let Some((s, buf, members)) = self.group_of(stmts) else { return Ok(None) };
+    pub(super) fn store_group(&mut self, stmts: &[Stmt], before: &[Stmt]) -> R<Option<usize>> {
+        let Some((s, buf, members)) = self.group_of(stmts, before) else { return Ok(None) };
         let ty = members[0].value.ty();
         let narrow = super::narrow::narrow(ty);
         let t = self.buf_of(buf, ty)?;
@@ -125,7 +175,11 @@ impl V {
     }
 
     /// The stride, buffer and stores of the group `stmts` starts with, if it does.
-    fn group_of<'a>(&self, stmts: &'a [Stmt]) -> Option<(u32, &'a kiln_ir::Var, Vec<Member<'a>>)> {
+    fn group_of<'a>(
+        &self,
+        stmts: &'a [Stmt],
+        before: &'a [Stmt],
+    ) -> Option<(u32, &'a kiln_ir::Var, Vec<Member<'a>>)> {
         let StmtNode::Store { buf, index, .. } = stmts.first()?.node() else { return None };
         if self.blocking.is_some() || self.private(buf).is_some() || self.buf(buf).is_none() {
             return None;
@@ -136,7 +190,7 @@ impl V {
             None if super::lane_type(ty) => 32,
             None => return None,
         };
-        let (base, _) = split_offset(index);
+        let (base, _) = self.offset_form(index, before);
         if self.kind(base) != Kind::Div {
             return None;
         }
@@ -152,7 +206,7 @@ impl V {
         let mut members = Vec::with_capacity(s as usize);
         for st in &stmts[..s as usize] {
             let StmtNode::Store { buf: b, index, value } = st.node() else { return None };
-            let (bs, offset) = split_offset(index);
+            let (bs, offset) = self.offset_form(index, before);
             let quiet = |e: &Expr| super::packed::pure(e);
             if b != buf || bs != base || value.ty() != ty || !quiet(index) || !quiet(value) {
                 return None;
