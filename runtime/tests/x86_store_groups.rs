@@ -18,9 +18,9 @@ fn elem(ty: &str) -> Scalar {
     Scalar::ALL.iter().copied().find(|e| e.to_string() == ty).unwrap()
 }
 
-/// The stores of a group at stride `s` of `o`, in `order`, with base `base` (`+ k` after
-/// it), each value `v(k)`.
-fn group(s: u32, base: &str, order: &[u32], v: &dyn Fn(u32) -> String) -> String {
+/// The stores of a group of `o`, in `order`, with base `base` (`+ k` after it), each value
+/// `v(k)`.
+fn group(base: &str, order: &[u32], v: &dyn Fn(u32) -> String) -> String {
     order.iter().map(|&k| format!("o[{base} + {k}u32] = {};\n", v(k))).collect()
 }
 
@@ -38,14 +38,11 @@ fn dword_groups_agree_with_the_interpreter() {
             // Guarded with a `let` base in order, unguarded inline in reverse order, a
             // uniform offset, under a divergent mask.
             let bodies = [
-                format!("if i < n {{ let p: u32 = {s}u32 * i;\n{} }}", group(s, "p", &fwd, &v)),
-                group(s, &format!("i * {s}u32"), &rev, &v),
-                format!("if i < n {{ {} }}", group(s, &format!("{s}u32 * i + b"), &fwd, &v)),
-                format!(
-                    "if (i & 2u32) == 0u32 {{ {} }}",
-                    group(s, &format!("{s}u32 * i"), &rev, &v)
-                ),
-                group(s, &format!("{s}u32 * i"), &fwd, &|k| format!("x[i] + {k}{ty}")),
+                format!("if i < n {{ let p: u32 = {s}u32 * i;\n{} }}", group("p", &fwd, &v)),
+                group(&format!("i * {s}u32"), &rev, &v),
+                format!("if i < n {{ {} }}", group(&format!("{s}u32 * i + b"), &fwd, &v)),
+                format!("if (i & 2u32) == 0u32 {{ {} }}", group(&format!("{s}u32 * i"), &rev, &v)),
+                group(&format!("{s}u32 * i"), &fwd, &|k| format!("x[i] + {k}{ty}")),
             ];
             for (f, body) in bodies.iter().enumerate() {
                 let k = kernel(&format!(
@@ -152,12 +149,9 @@ fn narrow_groups_agree_with_the_interpreter() {
             let mixed: Vec<u32> = (0..s).map(|k| (k + 1) % s).collect();
             let v = |k: u32| format!("(xv * {} + {k}) as {ty}", 37 + 64 * k);
             let bodies = [
-                format!("if i < n {{ let p: u32 = {s}u32 * i;\n{} }}", group(s, "p", &fwd, &v)),
-                group(s, &format!("{s}u32 * i + b"), &mixed, &v),
-                format!(
-                    "if (i & 4u32) == 0u32 {{ {} }}",
-                    group(s, &format!("{s}u32 * i"), &fwd, &v)
-                ),
+                format!("if i < n {{ let p: u32 = {s}u32 * i;\n{} }}", group("p", &fwd, &v)),
+                group(&format!("{s}u32 * i + b"), &mixed, &v),
+                format!("if (i & 4u32) == 0u32 {{ {} }}", group(&format!("{s}u32 * i"), &fwd, &v)),
             ];
             for (f, body) in bodies.iter().enumerate() {
                 let k = kernel(&format!(

@@ -50,8 +50,8 @@ impl V {
         self.a.cmp(rax, r11)?;
         self.a.jg(slow)?;
         let base = self.base(t)?;
-        for j in 0..s as usize {
-            self.a.vmovups(YMM[j], ymmword_ptr(base + rax * 4 + (32 * j) as i32))?;
+        for (j, &y) in YMM.iter().take(s as usize).enumerate() {
+            self.a.vmovups(y, ymmword_ptr(base + rax * 4 + (32 * j) as i32))?;
         }
         // Value `k` (offset `o + k`) into `ymm{outs[k]}`.
         let outs: [usize; 4] = if s == 2 {

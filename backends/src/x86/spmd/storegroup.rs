@@ -1,5 +1,5 @@
-//! Groups of interleaved stores: `s` consecutive stores of one buffer at `b + o`, `b + o
-//! + 1`, ..., `b + o + s - 1` (in any order), `b` of stride `s` (lane k's `b` lane 0's
+//! Groups of interleaved stores: `s` consecutive stores of one buffer at `b + o`,
+//! `b + o + 1`, ..., `b + o + s - 1` (in any order), `b` of stride `s` (lane k's `b` lane 0's
 //! plus `s * k`, see [`V::stride_of`]): an array-of-structs output, `rgb[3 * i + k]`, or the
 //! element stores a `vstore(out, 4 * i, v)` splits into (`vectors.rs`). Together they
 //! write the span of `8 * s` elements from lane 0's `b + o` whole, so where that span is in
