@@ -455,6 +455,14 @@ impl V {
                     v.a.mov(rax, key)?;
                     v.a.vmovq(xmm0, rax)?;
                 }
+                super::storegroup::CONST_SHUFFLE => {
+                    let (lo, hi) = super::storegroup::shuffle_bytes(key);
+                    v.a.mov(rax, lo)?;
+                    v.a.vmovq(xmm0, rax)?;
+                    v.a.mov(rax, hi)?;
+                    v.a.vpinsrq(xmm0, xmm0, rax, 1)?;
+                    v.a.vinserti128(ymm0, ymm0, xmm0, 1)?;
+                }
                 super::strided::CONST_STRIDE => {
                     v.a.mov(rax, key)?;
                     v.a.vmovq(xmm0, rax)?;

@@ -108,6 +108,7 @@ mod int64;
 mod ivs;
 mod known;
 mod lane0;
+mod loadgroup;
 mod math;
 mod math64;
 mod mem;
@@ -127,6 +128,7 @@ mod scalar;
 mod short;
 mod spill;
 mod stmt;
+mod storegroup;
 mod strided;
 mod trig64;
 mod uniform;
@@ -344,7 +346,8 @@ struct V {
     /// truncated to 32 bits), 3 table whose (length - 1) ^ sign bit is broadcast, 4 a
     /// 64-bit constant broadcast to the four qwords, 5 table whose length - 8 is the first
     /// qword (signed), [`CONST_LANES`] a lane mask whose bit k says lane k is set,
-    /// [`strided::CONST_STRIDE`] a stride's permutation, [`strided::CONST_BYTES`] a `vpshufb` mask.
+    /// [`strided::CONST_STRIDE`] a stride's permutation, [`strided::CONST_BYTES`] a `vpshufb` mask,
+    /// [`storegroup::CONST_SHUFFLE`] a 32-byte one.
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,

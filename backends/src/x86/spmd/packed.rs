@@ -133,7 +133,7 @@ impl Width {
 }
 
 /// True if `e` cannot fault: no loads and no integer division.
-fn pure(e: &Expr) -> bool {
+pub(super) fn pure(e: &Expr) -> bool {
     match e.node() {
         ExprNode::Load { .. } => false,
         ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, .. } if !a.ty().is_float() => false,

@@ -122,7 +122,9 @@ impl V {
             self.reg_end = LID;
         }
         let shares = self.plan_shares(stmts);
-        for s in stmts {
+        let mut i = 0;
+        while i < stmts.len() {
+            let s = &stmts[i];
             if let Some(&(_, loc, dword)) = self.hoisted.iter().find(|h| h.0 == s.addr()) {
                 // Computed before the loop; in scope from here on.
                 if let StmtNode::Let { var, .. } = s.node() {
@@ -130,9 +132,20 @@ impl V {
                     let kind = Kind::Uniform;
                     self.lets.push(Bound { dword, ..Bound::new(name, loc, kind) });
                 }
+                i += 1;
+                continue;
+            }
+            // Interleaved loads and stores (`loadgroup.rs`, `storegroup.rs`) together.
+            if let Some(n) = self.load_group(&stmts[i..])? {
+                i += n;
+                continue;
+            }
+            if let Some(n) = self.store_group(&stmts[i..], &stmts[..i])? {
+                i += n;
                 continue;
             }
             self.stmt(s)?;
+            i += 1;
         }
         self.end_shares(shares);
         self.lets.truncate(mark);

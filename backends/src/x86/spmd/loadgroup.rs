@@ -1,0 +1,158 @@
+//! Groups of interleaved loads: `s` consecutive `let`s (`s` 2 or 4) of 32-bit elements of
+//! one buffer at `b + o .. b + o + s` (in any order), `b` of stride `s`: the element loads
+//! a `vload4(p, 4 * i)` splits into (`vectors.rs`), `let re = x[2 * i]; let im = x[2 * i +
+//! 1];`. Each alone is a strided load (`strided.rs`: a span test and `s` permuted loads);
+//! together they read the span of `8 * s` elements from lane 0's `b + o` once: one test,
+//! `s` vector loads and one transpose (unpacks within halves, swaps of halves) into the
+//! `let`s' places. Otherwise (the span not in bounds, after a fault) each `let`'s load as
+//! before, so faults are the interpreter's. The indices must be unable to fault: the
+//! first `let`'s index is computed for the test before any load.
+
+use iced_x86::code_asm::*;
+use kiln_ir::{Expr, ExprNode, Stmt, StmtNode, Type};
+
+use super::storegroup::split_offset;
+use super::{Bound, Kind, Loc, R, V, YMM};
+
+impl V {
+    /// If `stmts` starts with a group of interleaved loads (see the module docs), its code
+    /// (its `let`s then in scope) and the number of statements it takes; `None` (no code)
+    /// otherwise.
+    pub(super) fn load_group(&mut self, stmts: &[Stmt]) -> R<Option<usize>> {
+        let Some((s, buf, lets)) = self.load_group_of(stmts) else { return Ok(None) };
+        let t = self.buf_of(buf, lets[0].0.ty())?;
+        let first = lets.iter().min_by_key(|l| l.2).expect("a member").1;
+        // The `let`s' places, in statement order: `let` registers while free, else slots.
+        let mut places = Vec::with_capacity(lets.len());
+        for _ in &lets {
+            places.push(if self.let_reg_free(self.next_reg) {
+                self.next_reg += 1;
+                Loc::Reg(self.next_reg - 1)
+            } else {
+                Loc::Slot(self.slot())
+            });
+        }
+        let put = |v: &mut V, place: Loc, from: AsmRegisterYmm| -> R<()> {
+            match place {
+                Loc::Reg(r) => v.a.vmovaps(YMM[r], from)?,
+                Loc::Slot(off) => v.a.vmovups(ymmword_ptr(r15 + off), from)?,
+                Loc::Scalar(_) => return super::no("internal: a loaded `let` in a dword"),
+            }
+            Ok(())
+        };
+        let mut slow = self.a.create_label();
+        let mut done = self.a.create_label();
+        self.expr_top(first, 1)?;
+        let last8 = self.const_slot((u64::from(t), 5));
+        self.a.vmovd(eax, xmm1)?;
+        self.a.mov(r11, qword_ptr(r15 + last8))?;
+        self.a.sub(r11, (8 * s - 8) as i32)?;
+        self.a.cmp(rax, r11)?;
+        self.a.jg(slow)?;
+        let base = self.base(t)?;
+        for (j, &y) in YMM.iter().take(s as usize).enumerate() {
+            self.a.vmovups(y, ymmword_ptr(base + rax * 4 + (32 * j) as i32))?;
+        }
+        // Value `k` (offset `o + k`) into `ymm{outs[k]}`.
+        let outs: [usize; 4] = if s == 2 {
+            self.a.vperm2f128(ymm2, ymm0, ymm1, 0x20)?;
+            self.a.vperm2f128(ymm3, ymm0, ymm1, 0x31)?;
+            self.a.vshufps(ymm0, ymm2, ymm3, 0b10_00_10_00)?;
+            self.a.vshufps(ymm1, ymm2, ymm3, 0b11_01_11_01)?;
+            [0, 1, 0, 0]
+        } else {
+            self.a.vperm2f128(ymm4, ymm0, ymm2, 0x20)?;
+            self.a.vperm2f128(ymm5, ymm0, ymm2, 0x31)?;
+            self.a.vperm2f128(ymm6, ymm1, ymm3, 0x20)?;
+            self.a.vperm2f128(ymm7, ymm1, ymm3, 0x31)?;
+            self.a.vunpcklps(ymm0, ymm4, ymm5)?;
+            self.a.vunpcklps(ymm1, ymm6, ymm7)?;
+            self.a.vunpckhps(ymm2, ymm4, ymm5)?;
+            self.a.vunpckhps(ymm3, ymm6, ymm7)?;
+            self.a.vunpcklpd(ymm4, ymm0, ymm1)?;
+            self.a.vunpckhpd(ymm5, ymm0, ymm1)?;
+            self.a.vunpcklpd(ymm6, ymm2, ymm3)?;
+            self.a.vunpckhpd(ymm7, ymm2, ymm3)?;
+            [4, 5, 6, 7]
+        };
+        let o = lets.iter().map(|l| l.2).min().expect("a member");
+        for (l, &place) in lets.iter().zip(&places) {
+            put(self, place, YMM[outs[(l.2 - o) as usize]])?;
+        }
+        self.a.jmp(done)?;
+        self.bind(&mut slow)?;
+        for (l, &place) in lets.iter().zip(&places) {
+            self.expr_top(l.3, 0)?;
+            put(self, place, ymm0)?;
+        }
+        self.bind(&mut done)?;
+        for (l, place) in lets.iter().zip(places) {
+            self.lets.push(Bound::new(l.0.name().to_string(), place, Kind::Div));
+        }
+        Ok(Some(lets.len()))
+    }
+
+    /// The stride, buffer and `let`s (variable, index, offset, value) of the group `stmts`
+    /// starts with, if it does.
+    #[allow(clippy::type_complexity)]
+    fn load_group_of<'a>(
+        &self,
+        stmts: &'a [Stmt],
+    ) -> Option<(u32, &'a kiln_ir::Var, Vec<(&'a kiln_ir::Var, &'a Expr, u32, &'a Expr)>)> {
+        let load = |st: &'a Stmt| match st.node() {
+            StmtNode::Let { var, value } => match value.node() {
+                ExprNode::Load { buf, index } => Some((var, buf, index, value)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (_, buf, index, _) = load(stmts.first()?)?;
+        if self.blocking.is_some() || self.private(buf).is_some() || self.buf(buf).is_none() {
+            return None;
+        }
+        let ty = buf.ty().elem().map(Type::Scalar)?;
+        if !super::lane_type(ty) {
+            return None;
+        }
+        let (base, _) = split_offset(index);
+        if self.kind(base) != Kind::Div {
+            return None;
+        }
+        let s = self.stride_of(base)?;
+        if !matches!(s, 2 | 4) || stmts.len() < s as usize || !super::packed::pure(index) {
+            return None;
+        }
+        let mut lets = Vec::with_capacity(s as usize);
+        for st in &stmts[..s as usize] {
+            let (var, b, index, value) = load(st)?;
+            let (bs, offset) = split_offset(index);
+            let hoisted = self.hoisted.iter().any(|h| h.0 == st.addr());
+            if b != buf || bs != base || var.ty() != ty || hoisted || self.kind(index) != Kind::Div
+            {
+                return None;
+            }
+            lets.push((var, index, offset, value));
+        }
+        // The offsets are `o .. o + s` (as u32 values, no wrap), each once; the base names
+        // none of the group's `let`s (the first index is computed before any is bound).
+        let o = lets.iter().map(|l| l.2).min()?;
+        let mut seen = 0u32;
+        for l in &lets {
+            let d = l.2.checked_sub(o)?;
+            if d >= s || seen >> d & 1 != 0 || names(base, l.0.name()) {
+                return None;
+            }
+            seen |= 1 << d;
+        }
+        o.checked_add(s)?;
+        Some((s, buf, lets))
+    }
+}
+
+/// True if `e` reads a variable named `name`.
+fn names(e: &Expr, name: &str) -> bool {
+    match e.node() {
+        ExprNode::Var(v) => v.name() == name,
+        _ => e.children().into_iter().any(|c| names(c, name)),
+    }
+}
