@@ -1212,10 +1212,23 @@ fn node_children(node: &ExprNode) -> SmallVec<[&Expr; 3]> {
         ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
             smallvec::smallvec![index]
         }
-        ExprNode::Intrinsic { args, .. } => args.iter().collect(),
+        ExprNode::Intrinsic { args, .. } => slice_children(args),
         ExprNode::Extract { a, .. } => smallvec::smallvec![a],
         ExprNode::Insert { a, b, .. } => smallvec::smallvec![a, b],
-        ExprNode::Vector { elems, .. } => elems.iter().collect(),
+        ExprNode::Vector { elems, .. } => slice_children(elems),
+    }
+}
+
+/// [`node_children`] of an operand slice: the usual one to three operands placed at once
+/// (collected, each was pushed through the generic `extend`, a good part of what listing
+/// an intrinsic's operands cost every walk that asks).
+fn slice_children(xs: &[Expr]) -> SmallVec<[&Expr; 3]> {
+    match xs {
+        [] => SmallVec::new(),
+        [a] => smallvec::smallvec![a],
+        [a, b] => smallvec::smallvec![a, b],
+        [a, b, c] => smallvec::smallvec![a, b, c],
+        _ => xs.iter().collect(),
     }
 }
 
