@@ -67,6 +67,8 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
                     // name (an accumulator is mutable), and most nodes here are unstable
                     // already because of another operand.
                     ExprNode::Var(_) => vars = true,
+                    // Stable, and nothing to list: no call.
+                    ExprNode::Imm(_) => {}
                     _ => stable &= scan(c, mutable, nodes)?,
                 }
             }

@@ -153,7 +153,12 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
     ) -> Option<bool> {
         let mut stable = stable_node(e, mutable);
         for c in operands(e) {
-            stable &= collect(c, out, mutable)?;
+            // A variable, a constant or a built-in is never bindable: answered here.
+            stable &= match c.node() {
+                ExprNode::Var(v) => mutable.stable_var(v),
+                ExprNode::Imm(_) | ExprNode::Builtin { .. } => true,
+                _ => collect(c, out, mutable)?,
+            };
         }
         if bindable(e) {
             if stable || out.len() == out.inline_size() {
