@@ -67,8 +67,8 @@ fn has_small_private_array(s: &Stmt) -> bool {
         fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             if let StmtNode::Alloc { var, count } = s.node() {
-                self.0 |= matches!(var.ty(), Type::Ptr(AddrSpace::Private, _))
-                    && *count <= MAX_ELEMENTS;
+                self.0 |=
+                    matches!(var.ty(), Type::Ptr(AddrSpace::Private, _)) && *count <= MAX_ELEMENTS;
             }
             if !self.0 {
                 walk_stmt(self, s)
