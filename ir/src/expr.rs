@@ -754,17 +754,31 @@ impl Expr {
         // such as fusion keys, stay stable); foldhash, not std's SipHash, because every node
         // built pays for it.
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
+        // One pass over the operands for every summary (a pass per summary, over a list of
+        // them built first, was most of what building a node cost besides its allocation).
         let (depth, size, may_fail, binops, vector, const_operands, names) = {
-            let kids = node_children(&node);
-            let depth = 1 + kids.iter().map(|c| c.0.depth).max().unwrap_or(0);
-            let size = kids.iter().fold(1u32, |n, c| n.saturating_add(c.0.size));
-            let own = match &node {
-                ExprNode::Binary { op, .. } => binop_bit(*op),
-                _ => 0,
+            let kids = node_operands(&node);
+            let (mut depth, mut size, mut binops, mut names) = (0u32, 1u32, 0u32, 0u64);
+            let (mut may_fail, mut vector, mut const_operands) = (false, ty.is_vector(), false);
+            let mut all_imm = true;
+            for c in kids.0.into_iter().flatten().chain(kids.1) {
+                let d = &c.0;
+                depth = depth.max(d.depth);
+                size = size.saturating_add(d.size);
+                binops |= d.binops;
+                names |= d.names;
+                may_fail |= d.may_fail;
+                vector |= d.vector;
+                const_operands |= d.const_operands;
+                all_imm &= c.as_imm().is_some();
+            }
+            let (own_binop, own_name) = match &node {
+                ExprNode::Binary { op, .. } => (binop_bit(*op), 0),
+                ExprNode::Var(v)
+                | ExprNode::Load { buf: v, .. }
+                | ExprNode::VecLoad { buf: v, .. } => (0, name_bit(v.name())),
+                _ => (0, 0),
             };
-            let binops = kids.iter().fold(own, |m, c| m | c.0.binops);
-            let may_fail = fails_itself(&node, ty) || kids.iter().any(|c| c.0.may_fail);
-            let vector = ty.is_vector() || kids.iter().any(|c| c.0.vector);
             let operator = matches!(
                 &node,
                 ExprNode::Unary { .. }
@@ -773,16 +787,15 @@ impl Expr {
                     | ExprNode::Cast { .. }
                     | ExprNode::Intrinsic { .. }
             );
-            let const_operands = (operator && kids.iter().all(|c| c.as_imm().is_some()))
-                || kids.iter().any(|c| c.0.const_operands);
-            let own_name = match &node {
-                ExprNode::Var(v)
-                | ExprNode::Load { buf: v, .. }
-                | ExprNode::VecLoad { buf: v, .. } => name_bit(v.name()),
-                _ => 0,
-            };
-            let names = kids.iter().fold(own_name, |m, c| m | c.0.names);
-            (depth, size, may_fail, binops, vector, const_operands, names)
+            (
+                depth + 1,
+                size,
+                fails_itself(&node, ty) || may_fail,
+                binops | own_binop,
+                vector,
+                (operator && all_imm) || const_operands,
+                names | own_name,
+            )
         };
         Expr(Arc::new(ExprData {
             ty,
@@ -1199,10 +1212,43 @@ fn node_children(node: &ExprNode) -> SmallVec<[&Expr; 3]> {
         ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
             smallvec::smallvec![index]
         }
-        ExprNode::Intrinsic { args, .. } => args.iter().collect(),
+        ExprNode::Intrinsic { args, .. } => slice_children(args),
         ExprNode::Extract { a, .. } => smallvec::smallvec![a],
         ExprNode::Insert { a, b, .. } => smallvec::smallvec![a, b],
-        ExprNode::Vector { elems, .. } => elems.iter().collect(),
+        ExprNode::Vector { elems, .. } => slice_children(elems),
+    }
+}
+
+/// [`node_children`] of an operand slice: the usual one to three operands placed at once
+/// (collected, each was pushed through the generic `extend`, a good part of what listing
+/// an intrinsic's operands cost every walk that asks).
+fn slice_children(xs: &[Expr]) -> SmallVec<[&Expr; 3]> {
+    match xs {
+        [] => SmallVec::new(),
+        [a] => smallvec::smallvec![a],
+        [a, b] => smallvec::smallvec![a, b],
+        [a, b, c] => smallvec::smallvec![a, b, c],
+        _ => xs.iter().collect(),
+    }
+}
+
+/// [`node_children`] without the list: up to three fixed operands, then a slice (an
+/// intrinsic's arguments, a vector's lanes), in evaluation order.
+fn node_operands(node: &ExprNode) -> ([Option<&Expr>; 3], &[Expr]) {
+    match node {
+        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => ([None; 3], &[]),
+        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } | ExprNode::Extract { a, .. } => {
+            ([Some(a), None, None], &[])
+        }
+        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
+            ([Some(index), None, None], &[])
+        }
+        ExprNode::Binary { a, b, .. } | ExprNode::Insert { a, b, .. } => {
+            ([Some(a), Some(b), None], &[])
+        }
+        ExprNode::Select { cond, a, b } => ([Some(cond), Some(a), Some(b)], &[]),
+        ExprNode::Intrinsic { args, .. } => ([None; 3], args),
+        ExprNode::Vector { elems, .. } => ([None; 3], elems),
     }
 }
 

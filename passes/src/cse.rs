@@ -182,6 +182,47 @@ mod tests {
         assert!(kernels.len() > 50, "{} kernels", kernels.len());
     }
 
+    /// A statement handle met again (an unrolled loop's copies share them) gets the class
+    /// recorded for it the first time: CSE of a kernel whose copies share their statements
+    /// is CSE of the same kernel with a copy of its own in each block.
+    #[test]
+    fn shared_statements_get_the_rewrite_copies_get() {
+        let src = "kernel k(a: ptr<global, i32>, v: ptr<global, f32>, n: i32) {
+  let i: i32 = global_id(0) as i32;
+  var acc: i32 = 0;
+  var s: f32 = 0.0;
+  let w: f32x4 = vload4(v, i * 4);
+  {
+    let t: i32 = 0;
+    acc = acc + (n * 4 + i);
+    s = fma(extract(w, 0), extract(w, 1), s);
+    a[i * 2 + 1] = acc + (n * 4 + i) + t;
+  }
+  {
+    let t: i32 = 1;
+    acc = acc + (n * 4 + i);
+    s = fma(extract(w, 0), extract(w, 1), s);
+    a[i * 2 + 1] = acc + (n * 4 + i) + t;
+  }
+  v[i] = s;
+}";
+        let k = kiln_ir::parse_module(src).expect("parses").kernels.remove(0);
+        let StmtNode::Block(top) = k.body().node() else { panic!("a block") };
+        let (StmtNode::Block(first), StmtNode::Block(second)) = (top[4].node(), top[5].node())
+        else {
+            panic!("two blocks")
+        };
+        // The second block keeps its own `let t` and takes the first block's other handles.
+        let shared: Vec<Stmt> =
+            [second[0].clone()].into_iter().chain(first[1..].to_vec()).collect();
+        let mut body = top.to_vec();
+        body[5] = Stmt::block(shared);
+        let k2 = Kernel::new(k.name(), k.params().to_vec(), Stmt::block(body));
+        assert_eq!(k2.to_string(), k.to_string());
+        assert_eq!(cse(&k2).to_string(), cse(&k).to_string());
+        assert_ne!(cse(&k).to_string(), k.to_string(), "CSE rewrites something");
+    }
+
     /// On every repository kernel, the walks' question (`mutate_stmt_changed`) and the
     /// rebuilding entry (`mutate_stmt`) agree: `None` exactly where the body comes back as
     /// itself, and otherwise the same body. An answer of `None` for a statement that does

@@ -23,6 +23,11 @@ pub const MAX_ELEMENTS: u32 = 8;
 /// Replaces eligible private arrays by one variable per element.
 pub fn scalarize(k: &Kernel) -> Kernel {
     let k = &kiln_ir::depth::bound_kernel(k);
+    // Most kernels declare no small private array: told with a walk of the statements
+    // alone, without the walk of every expression that looks for the arrays' uses.
+    if !has_small_private_array(k.body()) {
+        return k.clone();
+    }
     let mut find = Candidates::default();
     find.visit_stmt(k.body());
     let arrays: HashMap<String, (Scalar, u32)> =
@@ -52,6 +57,27 @@ pub fn scalarize(k: &Kernel) -> Kernel {
         elems.insert(name.clone(), vars);
     }
     Replace { elems }.mutate_kernel(k)
+}
+
+/// Whether `s` declares a private array of at most [`MAX_ELEMENTS`] elements anywhere: the
+/// only arrays [`Candidates`] takes.
+fn has_small_private_array(s: &Stmt) -> bool {
+    struct Any(bool);
+    impl Visitor for Any {
+        fn visit_expr(&mut self, _: &Expr) {}
+        fn visit_stmt(&mut self, s: &Stmt) {
+            if let StmtNode::Alloc { var, count } = s.node() {
+                self.0 |=
+                    matches!(var.ty(), Type::Ptr(AddrSpace::Private, _)) && *count <= MAX_ELEMENTS;
+            }
+            if !self.0 {
+                walk_stmt(self, s)
+            }
+        }
+    }
+    let mut any = Any(false);
+    any.visit_stmt(s);
+    any.0
 }
 
 /// Private arrays by name (element type, length), and the names that cannot be replaced.
@@ -180,5 +206,45 @@ impl Mutator for Replace {
             _ => {}
         }
         walk_mutate_stmt(self, s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(src: &str) -> Stmt {
+        kiln_ir::parse_module(src).expect("parses").kernels[0].body().clone()
+    }
+
+    /// The statements-only walk finds a small private array wherever it is declared (here
+    /// in a loop in a branch), and only such an array: a local one or a large private one
+    /// is no candidate, and leaves the kernel as it is without the walk of its expressions.
+    #[test]
+    fn the_precheck_finds_exactly_the_arrays_candidates_take() {
+        let nested = body(
+            "kernel k(o: ptr<global, i32>) {
+               let i: u32 = global_id(0);
+               if i < 4u32 {
+                 for j: i32 in 0 .. 3 {
+                   private t: i32[2];
+                   t[0u32] = j;
+                   o[i] = t[0u32];
+                 }
+               }
+             }",
+        );
+        assert!(has_small_private_array(&nested));
+        let none = body(
+            "kernel k(o: ptr<global, i32>) {
+               let i: u32 = global_id(0);
+               local s: i32[4];
+               private big: i32[9];
+               big[i] = 1;
+               s[0u32] = big[0u32];
+               o[i] = s[0u32];
+             }",
+        );
+        assert!(!has_small_private_array(&none));
     }
 }

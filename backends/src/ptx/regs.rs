@@ -142,6 +142,13 @@ pub(super) struct Text {
 }
 
 impl Text {
+    /// `0`, as [`Text::of`] spells the integer 0.
+    pub(super) const ZERO: Text = {
+        let mut bytes = [0; 23];
+        bytes[0] = b'0';
+        Text { len: 1, bytes }
+    };
+
     /// The text `x` displays as; `None` past 23 bytes.
     pub(super) fn of(x: impl fmt::Display) -> Option<Text> {
         use fmt::Write;

@@ -67,6 +67,8 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
                     // name (an accumulator is mutable), and most nodes here are unstable
                     // already because of another operand.
                     ExprNode::Var(_) => vars = true,
+                    // Stable, and nothing to list: no call.
+                    ExprNode::Imm(_) => {}
                     _ => stable &= scan(c, mutable, nodes)?,
                 }
             }
@@ -212,9 +214,18 @@ impl Leaves {
 
     /// Classifies `s` (kept alive by the caller's tree for the table's life) and records it.
     pub(crate) fn record(&mut self, s: &Stmt, mutable: &Mutable) -> Option<Leaf> {
-        let c = classify(s, mutable)?;
-        self.0.insert(s.addr(), c);
-        Some(c)
+        // An unrolled loop's copies hold the same statement handles (a generated GEMM's
+        // thousand accumulator updates are eight copies of 128): the class of a handle met
+        // before is the one recorded (the kernel's mutable variables do not change during
+        // the pass, and an address recorded is never reused while the table lives).
+        match self.0.entry(s.addr()) {
+            hashbrown::hash_map::Entry::Occupied(o) => Some(*o.get()),
+            hashbrown::hash_map::Entry::Vacant(v) => {
+                let c = classify(s, mutable)?;
+                v.insert(c);
+                Some(c)
+            }
+        }
     }
 }
 

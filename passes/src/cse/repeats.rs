@@ -122,7 +122,13 @@ fn count_into<'a>(
     };
     let mut size = 1;
     for c in operands(e) {
-        let (cs, cst) = count_into(c, counts, order, mutable);
+        // A variable, a constant or a built-in is one node, never bindable: answered here
+        // (half the nodes of an index expression), without a call.
+        let (cs, cst) = match c.node() {
+            ExprNode::Var(v) => (1, mutable.stable_var(v)),
+            ExprNode::Imm(_) | ExprNode::Builtin { .. } => (1, true),
+            _ => count_into(c, counts, order, mutable),
+        };
         size += cs;
         stable &= cst;
     }
@@ -147,7 +153,12 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
     ) -> Option<bool> {
         let mut stable = stable_node(e, mutable);
         for c in operands(e) {
-            stable &= collect(c, out, mutable)?;
+            // A variable, a constant or a built-in is never bindable: answered here.
+            stable &= match c.node() {
+                ExprNode::Var(v) => mutable.stable_var(v),
+                ExprNode::Imm(_) | ExprNode::Builtin { .. } => true,
+                _ => collect(c, out, mutable)?,
+            };
         }
         if bindable(e) {
             if stable || out.len() == out.inline_size() {

@@ -2,7 +2,7 @@
 
 use kiln_ir::{BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, UnOp};
 
-use super::super::regs::{arith_ty, bits_ty, imm, imm_val, mem_ty, Class, Reg, Val};
+use super::super::regs::{arith_ty, bits_ty, imm, imm_val, mem_ty, Class, Reg, Text, Val};
 use super::{scalar, sel_ty, Binding, Lower, R};
 
 impl Lower<'_> {
@@ -366,8 +366,10 @@ impl Lower<'_> {
         if args.len() != op.arity() {
             return Err(format!("`{}` takes {} arguments", op.name(), op.arity()));
         }
-        // At most three operands, kept inline (a `Vec` was an allocation per intrinsic).
-        let mut vals = [imm_val(0), imm_val(0), imm_val(0)];
+        // At most three operands, kept inline (a `Vec` was an allocation per intrinsic); the
+        // slots past the arity hold a constant made without formatting (three `0`s written
+        // through `fmt` per intrinsic were a tenth of an unrolled GEMM's PTX lowering).
+        let mut vals = [Val::Imm(Text::ZERO), Val::Imm(Text::ZERO), Val::Imm(Text::ZERO)];
         for (slot, a) in vals.iter_mut().zip(args) {
             *slot = self.expr(a, None)?;
         }

@@ -5,7 +5,7 @@
 use std::rc::Rc;
 
 use hashbrown::HashMap;
-use kiln_ir::{Expr, ExprMap, Stmt};
+use kiln_ir::{Expr, ExprMap, ExprNode, Stmt};
 use smallvec::SmallVec;
 
 use super::super::inert::{operands, Leaf, Leaves};
@@ -266,7 +266,13 @@ pub(super) fn count_expr(
 ) -> bool {
     let mut stable = stable_node(e, mutable);
     for c in operands(e) {
-        stable &= count_expr(c, counts, add, mutable);
+        // A variable, a constant or a built-in counts nothing ([`bindable`]): answered here
+        // (half the nodes of an index expression), without a call and an operand list.
+        stable &= match c.node() {
+            ExprNode::Var(v) => mutable.stable_var(v),
+            ExprNode::Imm(_) | ExprNode::Builtin { .. } => true,
+            _ => count_expr(c, counts, add, mutable),
+        };
     }
     if stable {
         count_node(e, counts, add);
