@@ -277,6 +277,12 @@ fn settled(e: &Expr) -> bool {
     }
 }
 
+thread_local! {
+    /// The clock egg's runs read (see `simplify_once`'s run): one that never moves, made
+    /// once per thread.
+    static STILL_CLOCK: quanta::Clock = quanta::Clock::mock().0;
+}
+
 #[cfg(test)]
 thread_local! {
     /// Off, the memo keeps no entry for results (see `simplify_in`): tests compare.
@@ -421,14 +427,21 @@ fn simplify_once(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
             // `add_expr` always adds the root, last.
             let root =
                 ids.last().copied().unwrap_or_else(|| g.add(Node::Const(Konst(Imm::Bool(false)))));
-            let runner = Runner::default()
-                .with_egraph(g)
-                .with_node_limit(cx.limits.nodes)
-                .with_iter_limit(cx.limits.iterations)
-                // Work limits only (nodes, rounds, the budget): never wall-clock time, so
-                // the result never depends on the machine's load.
-                .with_time_limit(Duration::MAX)
-                .run(rewrites());
+            // Work limits only (nodes, rounds, the budget): never wall-clock time, so the
+            // result never depends on the machine's load. egg still reads its clock for its
+            // iteration reports; a still clock answers those without the calibration that
+            // quanta's real one runs on its first use in a process (at least 0.5 ms of
+            // spinning, up to 200 ms where the counter is noisy: a cold JIT paid it).
+            let runner = STILL_CLOCK.with(|clock| {
+                quanta::with_clock(clock, || {
+                    Runner::default()
+                        .with_egraph(g)
+                        .with_node_limit(cx.limits.nodes)
+                        .with_iter_limit(cx.limits.iterations)
+                        .with_time_limit(Duration::MAX)
+                        .run(rewrites())
+                })
+            });
             let saturated = matches!(runner.stop_reason, Some(egg::StopReason::Saturated));
             let root = runner.egraph.find(root);
             let (_, best) = Extractor::new(&runner.egraph, Cost).find_best(root);
