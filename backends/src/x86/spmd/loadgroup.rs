@@ -1,18 +1,24 @@
-//! Groups of interleaved loads: `s` consecutive `let`s (`s` 2 or 4) of 32-bit elements of
+//! Groups of interleaved loads: `s` consecutive `let`s (`s` 2 to 8) of 32-bit elements of
 //! one buffer at `b + o .. b + o + s` (in any order), `b` of stride `s`: the element loads
 //! a `vload4(p, 4 * i)` splits into (`vectors.rs`), `let re = x[2 * i]; let im = x[2 * i +
-//! 1];`. Each alone is a strided load (`strided.rs`: a span test and `s` permuted loads);
-//! together they read the span of `8 * s` elements from lane 0's `b + o` once: one test,
-//! `s` vector loads and one transpose (unpacks within halves, swaps of halves) into the
-//! `let`s' places. Otherwise (the span not in bounds, after a fault) each `let`'s load as
-//! before, so faults are the interpreter's. The indices must be unable to fault: the
-//! first `let`'s index is computed for the test before any load.
+//! 1];`, a point's six coordinates. Each alone is a strided load (`strided.rs`: a span test
+//! and `s` permuted loads); together they read the span of `8 * s` elements from lane 0's
+//! `b + o` under one test: at strides 2 and 4 `s` vector loads and one transpose (unpacks
+//! within halves, swaps of halves) into the `let`s' places, at the others per `let` the
+//! span's vectors permuted (one index vector) and blended, never reading past the span.
+//! Otherwise (the span not in bounds, after a fault) each `let`'s load as before, so
+//! faults are the interpreter's. The indices must be unable to fault: the first `let`'s
+//! index is computed for the test before any load.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{Expr, ExprNode, Stmt, StmtNode, Type};
 
 use super::storegroup::split_offset;
+use super::strided::CONST_STRIDE;
 use super::{Bound, Kind, Loc, R, V, YMM};
+
+/// A group's `let`: its variable, index, offset from the base and value.
+type Member<'a> = (&'a kiln_ir::Var, &'a Expr, u32, &'a Expr);
 
 impl V {
     /// If `stmts` starts with a group of interleaved loads (see the module docs), its code
@@ -50,6 +56,44 @@ impl V {
         self.a.cmp(rax, r11)?;
         self.a.jg(slow)?;
         let base = self.base(t)?;
+        let o = lets.iter().map(|l| l.2).min().expect("a member");
+        if matches!(s, 2 | 4) {
+            self.transposed(base, s, &lets, &places, put)?;
+        } else {
+            // Value `k`: the span's vectors permuted to the lanes they hold it for, blended.
+            for k in 0..s {
+                self.offset_lanes(base, s, k)?;
+                for (l, &place) in lets.iter().zip(&places) {
+                    if l.2 - o == k {
+                        put(self, place, ymm0)?;
+                    }
+                }
+            }
+        }
+        self.a.jmp(done)?;
+        self.bind(&mut slow)?;
+        for (l, &place) in lets.iter().zip(&places) {
+            self.expr_top(l.3, 0)?;
+            put(self, place, ymm0)?;
+        }
+        self.bind(&mut done)?;
+        for (l, place) in lets.iter().zip(places) {
+            self.lets.push(Bound::new(l.0.name().to_string(), place, Kind::Div));
+        }
+        Ok(Some(lets.len()))
+    }
+
+    /// Strides 2 and 4: the span's `s` vectors loaded and transposed (unpacks within
+    /// halves, swaps of halves), each value put in its `let`'s place.
+    fn transposed(
+        &mut self,
+        base: AsmRegister64,
+        s: u32,
+        lets: &[Member],
+        places: &[Loc],
+        put: impl Fn(&mut V, Loc, AsmRegisterYmm) -> R<()>,
+    ) -> R<()> {
+        let o = lets.iter().map(|l| l.2).min().expect("a member");
         for (j, &y) in YMM.iter().take(s as usize).enumerate() {
             self.a.vmovups(y, ymmword_ptr(base + rax * 4 + (32 * j) as i32))?;
         }
@@ -75,21 +119,35 @@ impl V {
             self.a.vunpckhpd(ymm7, ymm2, ymm3)?;
             [4, 5, 6, 7]
         };
-        let o = lets.iter().map(|l| l.2).min().expect("a member");
-        for (l, &place) in lets.iter().zip(&places) {
+        for (l, &place) in lets.iter().zip(places) {
             put(self, place, YMM[outs[(l.2 - o) as usize]])?;
         }
-        self.a.jmp(done)?;
-        self.bind(&mut slow)?;
-        for (l, &place) in lets.iter().zip(&places) {
-            self.expr_top(l.3, 0)?;
-            put(self, place, ymm0)?;
+        Ok(())
+    }
+
+    /// Into `ymm0` (`ymm1`, `ymm2` temporaries), the lanes' elements at offset `k` of the
+    /// span of stride `s` at `base + rax * 4`: lane `l`'s element `s * l + k` lies in the
+    /// span's vector `(s * l + k) / 8` at position `(s * l + k) % 8`, and `vpermps` reads
+    /// only an index's low three bits, so one index vector serves every vector of the span.
+    /// Only the span's own vectors are read (never past its end, unlike a strided load
+    /// from `b + o + k`).
+    fn offset_lanes(&mut self, base: AsmRegister64, s: u32, k: u32) -> R<()> {
+        let at = |l: u32| s * l + k;
+        let idx = (0..8u32).fold(0u64, |b, l| b | u64::from(at(l) % 8) << (8 * l));
+        let idx = self.const_slot((idx, CONST_STRIDE));
+        self.a.vmovups(ymm1, ymmword_ptr(r15 + idx))?;
+        let (first, last) = (at(0) / 8, at(7) / 8);
+        for j in first..=last {
+            let m = ymmword_ptr(base + rax * 4 + (32 * j) as i32);
+            if j == first {
+                self.a.vpermps(ymm0, ymm1, m)?;
+            } else {
+                let lanes = (0..8u32).filter(|&l| at(l) / 8 == j).fold(0, |b, l| b | 1 << l);
+                self.a.vpermps(ymm2, ymm1, m)?;
+                self.a.vblendps(ymm0, ymm0, ymm2, lanes)?;
+            }
         }
-        self.bind(&mut done)?;
-        for (l, place) in lets.iter().zip(places) {
-            self.lets.push(Bound::new(l.0.name().to_string(), place, Kind::Div));
-        }
-        Ok(Some(lets.len()))
+        Ok(())
     }
 
     /// The stride, buffer and `let`s (variable, index, offset, value) of the group `stmts`
@@ -119,7 +177,7 @@ impl V {
             return None;
         }
         let s = self.stride_of(base)?;
-        if !matches!(s, 2 | 4) || stmts.len() < s as usize || !super::packed::pure(index) {
+        if stmts.len() < s as usize || !super::packed::pure(index) {
             return None;
         }
         let mut lets = Vec::with_capacity(s as usize);
