@@ -332,7 +332,7 @@ mod tests {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let r = (s >> 32) as u32;
             let q = r / c;
-            v.extend([r, q * c, (q * c).wrapping_sub(1), q * c + (c - 1)]);
+            v.extend([r, q * c, (q * c).wrapping_sub(1), (q * c).wrapping_add(c - 1)]);
         }
         v
     }
