@@ -152,15 +152,9 @@ impl V {
             });
         }
         // The span's test, as `strided_store`'s.
-        let mut slow = self.a.create_label();
         let mut done = self.a.create_label();
         self.expr_top(first, 1)?;
-        let last8 = self.const_slot((u64::from(t), 5));
-        self.a.vmovd(eax, xmm1)?;
-        self.a.mov(r11, qword_ptr(r15 + last8))?;
-        self.a.sub(r11, (8 * s - 8) as i32)?;
-        self.a.cmp(rax, r11)?;
-        self.a.jg(slow)?;
+        let mut slow = self.span_in_bounds(t, 8 * s, 1)?;
         match narrow {
             Some((bits, signed)) => self.narrow_group(t, s, bits, signed, &srcs, slow)?,
             None => self.dword_group(t, s, &srcs)?,

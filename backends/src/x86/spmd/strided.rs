@@ -69,6 +69,23 @@ impl V {
         (2..=8).contains(&s).then_some(s)
     }
 
+    /// A jump to the returned label unless the `span` elements from lane 0's index (in
+    /// `xmm{idx}`, zero-extended into `rax`) all lie in table `t`: the test against the
+    /// table's length minus 8 (the whole-batch test's slot, which a fault sets to -1 for the
+    /// rest of the call, so after one it always fails) less the span's elements past a
+    /// batch's eight. Lane 0's index passes only below 2^31 - `span`, so no lane's index
+    /// wraps, and a negative `i32` one never passes. (`r11` clobbered.)
+    pub(super) fn span_in_bounds(&mut self, t: u32, span: u32, idx: usize) -> R<CodeLabel> {
+        let slow = self.a.create_label();
+        let last8 = self.const_slot((u64::from(t), 5));
+        self.a.vmovd(eax, XMM[idx])?;
+        self.a.mov(r11, qword_ptr(r15 + last8))?;
+        self.a.sub(r11, (span - 8) as i32)?;
+        self.a.cmp(rax, r11)?;
+        self.a.jg(slow)?;
+        Ok(slow)
+    }
+
     /// For a load of 32-bit elements of table `t` at stride `s` whose lanes' indices are in
     /// `ymm{d}`: when the span of `8 * s` elements from lane 0's index is in bounds, the
     /// lanes' elements into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries) and a jump to
@@ -84,14 +101,8 @@ impl V {
         d: usize,
         done: CodeLabel,
     ) -> R<CodeLabel> {
-        let slow = self.a.create_label();
-        let last8 = self.const_slot((u64::from(t), 5));
+        let slow = self.span_in_bounds(t, 8 * s, d)?;
         let perm = self.const_slot((perm_bytes(u64::from(s)), CONST_STRIDE));
-        self.a.vmovd(eax, XMM[d])?;
-        self.a.mov(r11, qword_ptr(r15 + last8))?;
-        self.a.sub(r11, (8 * s - 8) as i32)?;
-        self.a.cmp(rax, r11)?;
-        self.a.jg(slow)?;
         let base = self.base(t)?;
         let (x, p, y) = (YMM[d], YMM[d + 1], YMM[d + 2]);
         self.a.vmovups(p, ymmword_ptr(r15 + perm))?;
@@ -133,17 +144,11 @@ impl V {
         d: usize,
         done: CodeLabel,
     ) -> R<CodeLabel> {
-        let slow = self.a.create_label();
         let span: u32 = if s == 2 { 16 } else { 32 };
-        let last8 = self.const_slot((u64::from(t), 5));
+        let slow = self.span_in_bounds(t, span, d)?;
         let (lo, hi) = byte_masks(s);
         let lo = self.const_slot((lo, CONST_BYTES));
         let hi = self.const_slot((hi, CONST_BYTES));
-        self.a.vmovd(eax, XMM[d])?;
-        self.a.mov(r11, qword_ptr(r15 + last8))?;
-        self.a.sub(r11, (span - 8) as i32)?;
-        self.a.cmp(rax, r11)?;
-        self.a.jg(slow)?;
         let base = self.base(t)?;
         let (x, y, z) = (XMM[d], XMM[d + 1], XMM[d + 2]);
         if span == 16 {
@@ -185,13 +190,7 @@ impl V {
     /// where the checked per-lane stores follow. The lanes' elements are distinct and in
     /// bounds, so no order between them can show. (`ymm1` to `ymm3` clobbered.)
     pub(super) fn strided_store(&mut self, t: u32, s: u32, done: CodeLabel) -> R<CodeLabel> {
-        let slow = self.a.create_label();
-        let last8 = self.const_slot((u64::from(t), 5));
-        self.a.vmovd(eax, xmm1)?;
-        self.a.mov(r11, qword_ptr(r15 + last8))?;
-        self.a.sub(r11, (8 * s - 8) as i32)?;
-        self.a.cmp(rax, r11)?;
-        self.a.jg(slow)?;
+        let slow = self.span_in_bounds(t, 8 * s, 1)?;
         self.active(2)?;
         let base = self.base(t)?;
         for j in 0..s {
