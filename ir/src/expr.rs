@@ -1188,6 +1188,14 @@ impl Expr {
     pub fn children(&self) -> SmallVec<[&Expr; 3]> {
         node_children(self.node())
     }
+
+    /// The direct sub-expressions, in evaluation order, as [`children`](Self::children)
+    /// lists them, read from the node without building a list (for walks that visit every
+    /// node).
+    pub fn operands(&self) -> impl Iterator<Item = &Expr> + Clone {
+        let (fixed, many) = node_operands(self.node());
+        fixed.into_iter().flatten().chain(many)
+    }
 }
 
 /// The bit of 64 that stands for variable name `name` in [`Expr::name_bits`]: from its

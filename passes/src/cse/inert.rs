@@ -26,27 +26,6 @@ struct Nodes<'a> {
     full: bool,
 }
 
-/// `e`'s operands in evaluation order, as [`Expr::children`] lists them, read from the node
-/// without building the list: every walk of CSE asks this of every node.
-pub(super) fn operands(e: &Expr) -> impl Iterator<Item = &Expr> + Clone {
-    let (fixed, many): ([Option<&Expr>; 3], &[Expr]) = match e.node() {
-        ExprNode::Unary { a, .. } | ExprNode::Cast { a, .. } | ExprNode::Extract { a, .. } => {
-            ([Some(a), None, None], &[])
-        }
-        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => {
-            ([Some(index), None, None], &[])
-        }
-        ExprNode::Binary { a, b, .. } | ExprNode::Insert { a, b, .. } => {
-            ([Some(a), Some(b), None], &[])
-        }
-        ExprNode::Select { cond, a, b } => ([Some(cond), Some(a), Some(b)], &[]),
-        ExprNode::Intrinsic { args, .. } => ([None; 3], args),
-        ExprNode::Vector { elems, .. } => ([None; 3], elems),
-        ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => ([None; 3], &[]),
-    };
-    fixed.into_iter().flatten().chain(many)
-}
-
 /// `None` if `e` has a stable node ([`crate::util::is_stable`]) other than a variable or a
 /// constant; else whether `e` (then a variable, a constant or an unstable node) is stable.
 /// With `nodes`, lists the bindable nodes met (all unstable when the answer is not `None`).
@@ -60,7 +39,7 @@ fn scan<'a>(e: &'a Expr, mutable: &Mutable, nodes: &mut Option<Nodes<'a>>) -> Op
             let mut stable = !matches!(node, ExprNode::Load { .. } | ExprNode::VecLoad { .. })
                 && (!e.may_fail() || !e.is_fault_division());
             let mut vars = false;
-            let operands = || operands(e);
+            let operands = || e.operands();
             for c in operands() {
                 match c.node() {
                     // Asked last, and only if they decide: a variable's answer may hash its
@@ -242,7 +221,7 @@ mod tests {
         }
     }
 
-    /// [`operands`] lists what [`Expr::children`] does, in the same order, on every node.
+    /// [`Expr::operands`] lists what [`Expr::children`] does, in the same order, on every node.
     #[test]
     fn operands_are_the_children() {
         let src = "kernel k(a: ptr<global, f32>, v: ptr<global, f32>, n: i32, x: f32) {
@@ -264,7 +243,7 @@ mod tests {
         kiln_ir::Visitor::visit_stmt(&mut E(&mut all), m.kernels[0].body());
         assert!(all.len() > 30);
         for e in &all {
-            let got: Vec<&Expr> = operands(e).collect();
+            let got: Vec<&Expr> = e.operands().collect();
             let want: Vec<&Expr> = e.children().into_iter().collect();
             assert_eq!(got.len(), want.len(), "{e}");
             assert!(got.iter().zip(&want).all(|(a, b)| a.ptr_eq(b)), "{e}");

@@ -42,7 +42,7 @@ use kiln_ir::{
 
 use smallvec::{smallvec, SmallVec};
 
-use super::inert::{operands, Leaf, Leaves};
+use super::inert::{Leaf, Leaves};
 use super::names::cse_names;
 use crate::util::{is_stable, Mutable};
 use counter::{count_expr, count_node, count_stmt, merge, sum, Counter};
@@ -121,7 +121,7 @@ fn count_into<'a>(
         None
     };
     let mut size = 1;
-    for c in operands(e) {
+    for c in e.operands() {
         // A variable, a constant or a built-in is one node, never bindable: answered here
         // (half the nodes of an index expression), without a call.
         let (cs, cst) = match c.node() {
@@ -152,7 +152,7 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
         mutable: &Mutable,
     ) -> Option<bool> {
         let mut stable = stable_node(e, mutable);
-        for c in operands(e) {
+        for c in e.operands() {
             // A variable, a constant or a built-in is never bindable: answered here.
             stable &= match c.node() {
                 ExprNode::Var(v) => mutable.stable_var(v),
@@ -181,7 +181,7 @@ pub(super) fn may_have_candidate(s: &Stmt, mutable: &Mutable) -> bool {
 /// (equal expressions are equally deep).
 fn contains(x: &Expr, e: &Expr) -> bool {
     let d = e.depth();
-    x.depth() > d && operands(x).any(|c| contains(c, e)) || x.depth() == d && x == e
+    x.depth() > d && x.operands().any(|c| contains(c, e)) || x.depth() == d && x == e
 }
 
 /// Whether `s` is a `let` whose variable `e` reads.

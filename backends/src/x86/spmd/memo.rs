@@ -34,7 +34,7 @@ use kiln_ir::{
 
 use super::expr::desugar;
 use super::hoist::decl_counts;
-use super::{scalar, uniform, Bound, Kind, Loc, R, V, YMM};
+use super::{scalar, uniform, Kind, R, V};
 
 /// What a value reads, for [`plan`]'s test.
 struct Scope<'a> {
@@ -207,21 +207,7 @@ impl V {
         self.a.vmovups(ymmword_ptr(r15 + slot), ymm1)?;
         self.a.mov(dword_ptr(r15 + flag), 1)?;
         self.bind(&mut done)?;
-        let loc = if self.let_reg_free(self.next_reg) {
-            self.next_reg += 1;
-            self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
-            Loc::Reg(self.next_reg - 1)
-        } else {
-            let off = self.slot();
-            self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
-            Loc::Slot(off)
-        };
-        let (stride, clamped) = match kind {
-            Kind::Div => (self.stride_of(value), self.clamped(value)),
-            _ => (None, false),
-        };
-        let name = var.name().to_string();
-        self.lets.push(Bound { stride, clamped, ..Bound::new(name, loc, kind) });
+        self.bind_ymm0(var.name().to_string(), value, kind, None)?;
         Ok(true)
     }
 }

@@ -81,6 +81,19 @@ impl V {
         } else {
             self.expr_top(value, 0)?;
         }
+        let loc = self.bind_ymm0(name, value, kind, dword)?;
+        Ok((loc, dword))
+    }
+
+    /// Binds `name` (a `let` of `value`, of kind `kind`) to the lanes in `ymm0`: in the
+    /// next free `let` register, else a fresh frame slot; `dword` is its scalar copy, if any.
+    pub(super) fn bind_ymm0(
+        &mut self,
+        name: String,
+        value: &kiln_ir::Expr,
+        kind: Kind,
+        dword: Option<i32>,
+    ) -> R<Loc> {
         let loc = if self.let_reg_free(self.next_reg) {
             self.next_reg += 1;
             self.a.vmovaps(YMM[self.next_reg - 1], ymm0)?;
@@ -95,7 +108,7 @@ impl V {
             _ => (None, false),
         };
         self.lets.push(Bound { dword, stride, clamped, ..Bound::new(name, loc, kind) });
-        Ok((loc, dword))
+        Ok(loc)
     }
 
     /// Generates a block under the current mask.

@@ -8,7 +8,7 @@ use hashbrown::HashMap;
 use kiln_ir::{Expr, ExprMap, ExprNode, Stmt};
 use smallvec::SmallVec;
 
-use super::super::inert::{operands, Leaf, Leaves};
+use super::super::inert::{Leaf, Leaves};
 use super::{bindable, contains, is_leaf, may_have_candidate, own_exprs, stable_node};
 use crate::util::Mutable;
 
@@ -118,7 +118,7 @@ impl Counter {
             mutable: &Mutable,
         ) -> bool {
             let mut stable = stable_node(e, mutable);
-            for c in operands(e) {
+            for c in e.operands() {
                 stable &= walk(c, stable_nodes, unstable, full, mutable);
             }
             if stable {
@@ -265,7 +265,7 @@ pub(super) fn count_expr(
     mutable: &Mutable,
 ) -> bool {
     let mut stable = stable_node(e, mutable);
-    for c in operands(e) {
+    for c in e.operands() {
         // A variable, a constant or a built-in counts nothing ([`bindable`]): answered here
         // (half the nodes of an index expression), without a call and an operand list.
         stable &= match c.node() {
