@@ -1,7 +1,7 @@
 //! `/` and `%` of 32-bit lanes by a nonzero constant, the way compilers divide: the high
 //! half of a 32x32-bit product with a magic number (`vpmuludq`/`vpmuldq` on the even and the
 //! odd lanes), a shift, and `a - q * c` for the remainder. [`V::lane_div`]'s general path
-//! costs two `vdivpd` per batch and `recip.rs`'s about twenty instructions through f64; this
+//! costs two `vdivpd` per batch and `divuniform.rs` nine for a divisor fixed for the call; this
 //! is six to ten integer instructions with no conversion. u32, i32 and the 8/16-bit types
 //! (whose lanes hold their values extended to 32 bits, divided as i32 and re-extended by
 //! `narrow.rs`) take it; a zero constant keeps the general path and its fault.

@@ -90,7 +90,7 @@ fn generate_inner(
         hoisted: Vec::new(),
         memos: Default::default(),
         hoisted_conds: Vec::new(),
-        recips: Vec::new(),
+        magics: Vec::new(),
         shares: Default::default(),
         hoisted_ranges: Vec::new(),
         mask: None,
@@ -271,7 +271,7 @@ fn generate_inner(
         }
     }
     v.hoist_conds(k)?;
-    v.hoist_recips(k)?;
+    v.hoist_magic(k)?;
     if n_barriers == 0 {
         // (Region code runs this set-up once per group: a group guard or the group's
         // known batches serve it better there.)

@@ -285,6 +285,10 @@ impl V {
     /// as the interpreter's wrapping division (where `idiv` would trap).
     fn div64(&mut self, e: &Expr, rem: bool, signed: bool, a: &Expr, b: &Expr, d: usize) -> R<()> {
         self.expr64(a, d)?;
+        // A nonzero constant: a multiply by its magic number per lane (`div64const.rs`).
+        if let Some(c) = super::div64const::const_divisor64(b) {
+            return self.const_div64(rem, signed, c, d);
+        }
         self.expr64(b, d + 2)?;
         // A constant nonzero divisor cannot fault: every lane is divided (such a division
         // may be computed before the batch loop, where there is no lane mask yet).

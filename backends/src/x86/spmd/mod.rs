@@ -97,7 +97,9 @@ mod clamped;
 mod cond;
 mod counted;
 mod ctl;
+mod div64const;
 mod divconst;
+mod divuniform;
 mod expr;
 mod forward;
 mod function;
@@ -121,7 +123,6 @@ mod ops;
 mod packed;
 mod private;
 mod proven;
-mod recip;
 mod region;
 mod saves;
 mod scalar;
@@ -357,10 +358,10 @@ struct V {
     /// Comparisons in conditions of values fixed for the call, computed once before the
     /// loop (`hoist.rs`): expression address, slot of the lane mask.
     hoisted_conds: Vec<(usize, i32)>,
-    /// Reciprocals of u32 divisors fixed for the call, computed once per call (`recip.rs`):
-    /// the division's node address, the slots of the broadcast f64 reciprocal and of the
-    /// f32 one (`near.rs`).
-    recips: Vec<(usize, i32, i32)>,
+    /// Magic numbers of i32/u32 divisors fixed for the call, computed once per call
+    /// (`divuniform.rs`): the division's node address, the slots of the broadcast multiplier
+    /// and of the two shift counts.
+    magics: Vec<(usize, i32, i32)>,
     /// `/` and `%` pairs that share one computation (`near.rs`).
     shares: near::Shares,
     /// Conditions whose lanes all hold in a range of batches fixed for the call, computed

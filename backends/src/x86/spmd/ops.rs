@@ -464,42 +464,35 @@ impl V {
         self.expr(a, d)?;
         self.expr(b, d + 1)?;
         let (x, y, t, u, v) = (YMM[d], YMM[d + 1], YMM[d + 2], YMM[d + 3], YMM[d + 4]);
-        // A divisor fixed for the call: its reciprocal (`recip.rs`); a nonzero constant
-        // needs no check.
-        let recip_slot = if unsigned { self.recip_slot(e) } else { None };
-        let nonzero = super::recip::const_recip(b).is_some();
-        if !(unsigned && nonzero) {
-            // A divisor with a reciprocal is the same in every lane: one scalar test skips
-            // the lanes' check where it is not 0.
-            let mut nonzero_divisor = None;
-            if recip_slot.is_some() {
-                let ok = self.a.create_label();
-                self.a.vmovd(eax, XMM[d + 1])?;
-                self.a.test(eax, eax)?;
-                self.a.jne(ok)?;
-                nonzero_divisor = Some(ok);
-            }
-            // Zero divisors among the active lanes.
-            self.a.vpxor(t, t, t)?;
-            self.a.vpcmpeqd(t, y, t)?;
-            self.active(d + 3)?;
-            self.a.vpand(t, t, u)?;
-            let site = Site::Div { rem, expr: e.fault_site() };
-            self.fault_stub(d + 1, d + 2, d + 3, rt::ERR_DIV_ZERO, site, false, None)?;
-            if let Some(mut ok) = nonzero_divisor {
-                self.bind(&mut ok)?;
-            }
+        // A divisor fixed for the call: its magic number (`divuniform.rs`).
+        let magic = self.magic_slots(e);
+        // A divisor with a magic number is the same in every lane: one scalar test skips
+        // the lanes' check where it is not 0.
+        let mut nonzero_divisor = None;
+        if magic.is_some() {
+            let ok = self.a.create_label();
+            self.a.vmovd(eax, XMM[d + 1])?;
+            self.a.test(eax, eax)?;
+            self.a.jne(ok)?;
+            nonzero_divisor = Some(ok);
+        }
+        // Zero divisors among the active lanes.
+        self.a.vpxor(t, t, t)?;
+        self.a.vpcmpeqd(t, y, t)?;
+        self.active(d + 3)?;
+        self.a.vpand(t, t, u)?;
+        let site = Site::Div { rem, expr: e.fault_site() };
+        self.fault_stub(d + 1, d + 2, d + 3, rt::ERR_DIV_ZERO, site, false, None)?;
+        if let Some(mut ok) = nonzero_divisor {
+            self.bind(&mut ok)?;
+        }
+        if let Some(slots) = magic {
+            let both = self.share_slot(e);
+            return self.magic_div(rem, !unsigned, slots, d, both);
         }
         // u32 to f64: (v ^ 2^31) as i32, then + 2^31, exactly.
         let sign = self.imm_slot(0x8000_0000);
         let k = self.const_slot((0xc1e0_0000_0000_0000, 4)); // -2^31 as f64
-        if let Some(slot) = recip_slot.filter(|_| unsigned) {
-            let both = self.share_slot(e);
-            if let Some(slot32) = self.recip32_slot(e) {
-                return self.near_div(rem, (slot, slot32), d, (k, sign), both);
-            }
-            return self.recip_div(rem, slot, d, (k, sign), both);
-        }
         let sign128 = xmmword_ptr(r15 + sign);
         let half = |s: &mut V, dst: usize, src: usize, high: bool| -> R<()> {
             let (yd, xd) = (YMM[dst], XMM[dst]);

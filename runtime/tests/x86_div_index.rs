@@ -1,15 +1,14 @@
-//! u32 `/` and `%` of lanes close to lane 0 (`backends/src/x86/spmd/near.rs`: one scalar
-//! division of lane 0, a small f32 one of the offsets): index decomposition as users write
-//! it (a permute, im2col and a transpose launched 1-D, a batched kernel finding its batch),
-//! with divisors on both sides of the path's limits, odd sizes, ranges rounded up and
-//! guards, zero divisors, and dividends near the top of the u32 range (where the path must
-//! step aside); results and errors against the interpreter and the scalar code; and the
-//! small division itself checked in plain Rust.
+//! u32 `/` and `%` of lanes by divisors fixed for the call, with dividends from the ids:
+//! index decomposition as users write it (a permute, im2col and a transpose launched 1-D, a
+//! batched kernel finding its batch), with divisors small and large, odd sizes, ranges
+//! rounded up and guards, zero divisors, and dividends near the top of the u32 range;
+//! results and errors against the interpreter and the scalar code
+//! (`backends/src/x86/spmd/divuniform.rs`; `near.rs`'s pairs).
 #![cfg(target_arch = "x86_64")]
 
 mod x86_common;
 
-use x86_common::{agree, kernel, vector_listing};
+use x86_common::{agree, avx2, kernel, vector_listing};
 
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 
@@ -30,46 +29,6 @@ const DIVISORS: [u32; 14] = [
     0xffff_fffe,
     u32::MAX,
 ];
-
-/// The path's arithmetic in plain Rust, as `near.rs` computes it.
-fn near(a0: u32, o: u32, d: u32) -> (u32, u32) {
-    let q1 = (a0 as f64 * (1.0 / d as f64)).trunc() as u32;
-    let r1 = a0 - q1 * d;
-    let s = r1 + o;
-    let f = (1.0 / d as f64) as f32;
-    let n = ((s as f32 + 0.5) * f).trunc() as u32;
-    (q1 + n, s - n * d)
-}
-
-#[test]
-fn the_small_division_of_the_offsets_is_exact() {
-    // Every divisor up to 2^12 and samples above, to 2^20, with lane-0 dividends around
-    // the multiples of the divisor and offsets at both ends of their range.
-    let mut ds: Vec<u32> = (1..=4096).collect();
-    let mut x = 7u32;
-    while ds.len() < 12_000 {
-        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        ds.push(1 + (x >> 12) % (1 << 20));
-    }
-    ds.extend([(1 << 20) - 1, 1 << 20]);
-    for &d in &ds {
-        for k in [0u32, 1, 2, 977, 4093, (0xfffe_ffff / d).saturating_sub(1), 0xfffe_ffff / d] {
-            let Some(m) = k.checked_mul(d) else { continue };
-            for a0 in [m, m.saturating_sub(1), m.saturating_add(d.min(3) - 1)] {
-                if a0 >= 0xffff_0000 {
-                    continue;
-                }
-                for o in [0u32, 1, 7, d - 1, d, 2 * d - 1, 0x7fff, 0xffff] {
-                    if o > 0xffff {
-                        continue;
-                    }
-                    let a = a0 + o;
-                    assert_eq!(near(a0, o, d), (a / d, a % d), "{a0} + {o} by {d}");
-                }
-            }
-        }
-    }
-}
 
 fn u32s(n: usize, seed: u32) -> Vec<u32> {
     let mut s = seed;
@@ -98,7 +57,11 @@ const PERMUTE: &str =
 #[test]
 fn a_permute_launched_1d_matches_the_interpreter_for_odd_sizes() {
     let k = kernel(PERMUTE);
-    assert!(vector_listing(&k).iter().any(|l| l.starts_with("vcvttps2dq")), "the near path");
+    if avx2() {
+        let l = vector_listing(&k);
+        assert!(l.iter().any(|l| l.starts_with("vpmuludq")), "the magic numbers");
+        assert!(!l.iter().any(|l| l.starts_with("vdivpd") || l.starts_with("vcvt")), "no f64");
+    }
     let shapes =
         [(3u32, 7u32, 11u32, 2u32), (1, 1, 1, 37), (8, 9, 1, 3), (9, 2, 8, 2), (2, 3, 1000, 1)];
     for (c, h, w, nb) in shapes {
@@ -287,22 +250,25 @@ fn im2col_a_transpose_and_a_batched_kernel_launched_1d_match_the_interpreter() {
 }
 
 #[test]
-fn a_pair_shares_one_division_and_data_dividends_keep_the_reciprocal() {
+fn a_pair_shares_one_division_and_data_dividends_take_the_magic_number_too() {
+    if !avx2() {
+        return kiln_ir::testing::skip("no AVX2: no 8-lane code to look at");
+    }
     let count = |src: &str, op: &str| {
         vector_listing(&kernel(src)).iter().filter(|l| l.starts_with(op)).count()
     };
-    // The stores' `/` and `%` each take the near path; the `let` pair takes it once.
-    let (apart, shared) = (count(BY_PARAM[0], "vcvttps2dq"), count(BY_PARAM[1], "vcvttps2dq"));
+    // The stores' `/` and `%` each multiply; the `let` pair once.
+    let (apart, shared) = (count(BY_PARAM[0], "vpmuludq"), count(BY_PARAM[1], "vpmuludq"));
     assert!(shared > 0 && 2 * shared == apart, "{shared} {apart}");
-    // A dividend loaded from memory: the reciprocal path alone.
+    // A dividend loaded from memory: the same multiply, no f64.
     let data = "kernel k(x: ptr<global, u32>, q: ptr<global, u32>, d: u32, n: u32) {
   let i: u32 = global_id(0);
   if i < n {
     q[i] = x[i] / d + x[i] % 7u32;
   }
 }";
-    assert_eq!(count(data, "vcvttps2dq"), 0);
-    assert!(count(data, "vroundpd") > 0);
+    assert_eq!(count(data, "vroundpd") + count(data, "vdivpd"), 0);
+    assert!(count(data, "vpmuludq") > 0);
 }
 
 #[test]
