@@ -52,11 +52,8 @@ fn check(ty: Scalar, c: u64, n: usize) {
     }
     let x = dividends(signed, c, n);
     let imms: Vec<Imm> = x.iter().map(|&v| Imm::Int(ty, v)).collect();
-    let bufs = vec![
-        Buffer::from_imms(ty, &imms).unwrap(),
-        Buffer::zeroed(ty, n),
-        Buffer::zeroed(ty, n),
-    ];
+    let bufs =
+        vec![Buffer::from_imms(ty, &imms).unwrap(), Buffer::zeroed(ty, n), Buffer::zeroed(ty, n)];
     let range = NdRange::new(&[n.next_multiple_of(32) as u32]).with_local(&[32]);
     let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n as u32)];
     agree(&k, &range, &args, &bufs, &format!("{ty} by {lit}, n {n}"));

@@ -314,7 +314,7 @@ fn per_row(ty: Scalar, rows: u32, s: u32, t: u32) {
         let d = if ty == Scalar::I32 { d as u32 as i32 as i64 } else { d };
         let mut row: Vec<i64> = vec![0, 1, -1, d, -d, d + 1, d - 1, 2 * d, 2 * d - 1, 3 * d + 1];
         row.extend([i64::MIN, i64::MAX, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe]);
-        let mut z = (y as u64 + 1) * 0x9e37_79b9_7f4a_7c15;
+        let mut z = (y as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         while row.len() < w as usize {
             z = z.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let q = (z >> 40) as i64;
@@ -323,11 +323,8 @@ fn per_row(ty: Scalar, rows: u32, s: u32, t: u32) {
         row.truncate(w as usize);
         x.extend(row);
     }
-    let (lo, hi) = if ty == Scalar::I32 {
-        (i32::MIN as i64, i32::MAX as i64)
-    } else {
-        (0, u32::MAX as i64)
-    };
+    let (lo, hi) =
+        if ty == Scalar::I32 { (i32::MIN as i64, i32::MAX as i64) } else { (0, u32::MAX as i64) };
     let imms: Vec<Imm> = x.iter().map(|&v| Imm::int(ty, v.clamp(lo, hi) as i128)).collect();
     let len = imms.len();
     let bufs = vec![
@@ -353,10 +350,13 @@ fn per_row(ty: Scalar, rows: u32, s: u32, t: u32) {
 fn hundreds_of_divisors_in_one_launch_each_divide_exactly() {
     // Small divisors one by one, then strides over the range (a row's divisor wraps for
     // u32, and for i32 crosses to negatives), the last row's divisor at the top.
-    for (s, t) in [(1u32, 1u32), (0x0111_1111, 7), (0x00ff_ffff, 0x8000_0001), (3, u32::MAX - 3 * 255)] {
+    for (s, t) in
+        [(1u32, 1u32), (0x0111_1111, 7), (0x00ff_ffff, 0x8000_0001), (3, u32::MAX - 3 * 255)]
+    {
         per_row(Scalar::U32, 256, s, t);
     }
-    for (s, t) in [(1u32, 1u32), (1, (-128i32) as u32), (0x0111_1111, 7), (0x00ff_ffff, 0x8000_0000)]
+    for (s, t) in
+        [(1u32, 1u32), (1, (-128i32) as u32), (0x0111_1111, 7), (0x00ff_ffff, 0x8000_0000)]
     {
         per_row(Scalar::I32, 256, s, t);
     }
@@ -386,9 +386,8 @@ fn pairs_of_assignments_and_of_i32_lets_share_one_division() {
     let lets = src("let t: i32 = x[i];\n    let a: i32 = t / d;\n    let b: i32 = t % d;");
     let assigns =
         src("let t: i32 = x[i];\n    var a: i32 = 0;\n    var b: i32 = 1;\n    b = t % d;\n    a = t / d;");
-    let count = |s: &str| {
-        vector_listing(&kernel(s)).iter().filter(|l| l.starts_with("vpmuludq")).count()
-    };
+    let count =
+        |s: &str| vector_listing(&kernel(s)).iter().filter(|l| l.starts_with("vpmuludq")).count();
     let (two, one) = (count(&apart), count(&lets));
     assert!(one > 0 && two == 2 * one, "{one} {two}");
     assert_eq!(count(&assigns), one);

@@ -158,9 +158,9 @@ mod tests {
     #[test]
     fn i64_quotients_truncate_and_wrap_like_the_interpreter() {
         let mut s = 29u64;
-        let mut cs: Vec<i64> = divisors(&mut s).into_iter().map(|c| c as i64).collect();
-        cs.extend([i64::MIN, i64::MIN + 1, i64::MAX, -1, -2, -3, -7, -10]);
-        for c in cs {
+        let mut cvals: Vec<i64> = divisors(&mut s).into_iter().map(|c| c as i64).collect();
+        cvals.extend([i64::MIN, i64::MIN + 1, i64::MAX, -1, -2, -3, -7, -10]);
+        for c in cvals {
             let mut ns = vec![0, 1, -1, i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 1, c];
             ns.push(c.wrapping_neg());
             for _ in 0..30 {

@@ -282,7 +282,7 @@ mod tests {
         divisors.extend([0xffff_fffe, 0xffff_ffff]);
         // The small ones take ~2^33 / d checks each: release builds only.
         if !cfg!(debug_assertions) {
-            divisors.extend([1, 2, 3, 7, 10, 25, 509, 515]);
+            divisors.extend([3, 7, 10, 25, 509, 515]);
         }
         let mut s = 11u64;
         for _ in 0..200 {
