@@ -104,7 +104,7 @@ impl V {
             Loc::Slot(off)
         };
         let (stride, clamped) = match kind {
-            Kind::Div => (self.stride_of(value), self.clamped(value)),
+            Kind::Div => (self.any_stride(value), self.clamped(value)),
             _ => (None, false),
         };
         self.lets.push(Bound { dword, stride, clamped, ..Bound::new(name, loc, kind) });

@@ -157,6 +157,7 @@ impl V {
         let mut slow = self.span_in_bounds(t, 8 * s, 1)?;
         match narrow {
             Some((bits, signed)) => self.narrow_group(t, s, bits, signed, &srcs, slow)?,
+            None if s > 8 => self.dword_rows(t, s, &srcs, slow)?,
             None => self.dword_group(t, s, &srcs)?,
         }
         self.a.jmp(done)?;
@@ -188,7 +189,7 @@ impl V {
         if self.kind(base) != Kind::Div {
             return None;
         }
-        let s = self.stride_of(base)?;
+        let s = self.any_stride(base)?;
         let fits = match bits {
             8 => s <= 4,
             16 => s == 2,
@@ -296,6 +297,27 @@ impl V {
             }
         }
         Ok(())
+    }
+
+    /// The span of 32-bit elements at a stride `s` of 9 to 16 at lane 0's index `rax` of
+    /// table `t`, in bounds: with every lane of the control mask active (else a jump to
+    /// `slow`), each lane's values `srcs` stored as its row (`rows.rs`).
+    fn dword_rows(&mut self, t: u32, s: u32, srcs: &[Loc], slow: CodeLabel) -> R<()> {
+        if let Some(m) = self.mask {
+            self.mask_to(m, 2)?;
+            self.a.vmovmskps(r11d, ymm2)?;
+            self.a.cmp(r11d, 0xff)?;
+            self.a.jne(slow)?;
+        }
+        let base = self.base(t)?;
+        self.rows_store(base, s, |v, k, to| {
+            match srcs[k as usize] {
+                Loc::Reg(r) => v.a.vmovaps(to, YMM[r])?,
+                Loc::Slot(off) => v.a.vmovups(to, ymmword_ptr(r15 + off))?,
+                Loc::Scalar(_) => return super::no("internal: a group value in a dword"),
+            }
+            Ok(())
+        })
     }
 
     /// The `j`th vector of a span at stride `s` into `ymm6` (`ymm7`, `ymm3` temporaries):
