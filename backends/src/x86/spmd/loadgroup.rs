@@ -1,14 +1,19 @@
-//! Groups of interleaved loads: `s` consecutive `let`s (`s` 2 to 8) of 32-bit elements of
-//! one buffer at `b + o .. b + o + s` (in any order), `b` of stride `s`: the element loads
-//! a `vload4(p, 4 * i)` splits into (`vectors.rs`), `let re = x[2 * i]; let im = x[2 * i +
-//! 1];`, a point's six coordinates. Each alone is a strided load (`strided.rs`: a span test
-//! and `s` permuted loads); together they read the span of `8 * s` elements from lane 0's
-//! `b + o` under one test: at strides 2 and 4 `s` vector loads and one transpose (unpacks
-//! within halves, swaps of halves) into the `let`s' places, at the others per `let` the
-//! span's vectors permuted (one index vector) and blended, never reading past the span.
-//! Otherwise (the span not in bounds, after a fault) each `let`'s load as before, so
-//! faults are the interpreter's. The indices must be unable to fault: the first `let`'s
-//! index is computed for the test before any load.
+//! Groups of interleaved loads: `s` consecutive loads (`s` 2 to 16) of 32-bit elements of
+//! one buffer at `b + o .. b + o + s` (in any order), `b` of stride `s`, each bound by a
+//! `let` or stored to a private array's element at a constant index: the element loads a
+//! `vload4(p, 4 * i)` splits into (`vectors.rs`), `let re = x[2 * i]; let im = x[2 * i +
+//! 1];`, a point's six coordinates, a 4x4 matrix copied into a private array by a short
+//! loop (`m[e] = a[16 * i + e]`, the loop's copies: `short.rs`). Each alone is a strided
+//! load (`strided.rs`: a span test and `s` permuted loads, or a gather past stride 8);
+//! together they read the span of `8 * s` elements from lane 0's `b + o` under one test:
+//! at strides 2 and 4 `s` vector loads and one transpose (unpacks within halves, swaps of
+//! halves) into the members' places, at 3 and 5 to 8 per member the span's vectors
+//! permuted (one index vector) and blended, at 9 to 16 row chunks and 8x8 transposes
+//! (`rows.rs`), never reading past the span. Otherwise (the span not in bounds, after a
+//! fault) each member's statement as before (a short loop's copies as they run), so faults
+//! are the interpreter's. The indices must be unable to fault: the first member's index is
+//! computed for the test before any load. Private elements are frame memory no global load
+//! can reach, so writing them after all the group's loads shows nowhere.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{Expr, ExprNode, Stmt, StmtNode, Type};

@@ -1,13 +1,14 @@
 //! Groups of interleaved stores: `s` consecutive stores of one buffer at `b + o`,
 //! `b + o + 1`, ..., `b + o + s - 1` (in any order), `b` of stride `s` (lane k's `b` lane 0's
-//! plus `s * k`, see [`V::stride_of`]): an array-of-structs output, `rgb[3 * i + k]`, or the
+//! plus `s * k`, see [`V::any_stride`]: up to 16), an array-of-structs output, `rgb[3 * i + k]`, or the
 //! element stores a `vstore(out, 4 * i, v)` splits into (`vectors.rs`). Together they
 //! write the span of `8 * s` elements from lane 0's `b + o` whole, so where that span is in
 //! bounds (one compare per batch, the test of [`V::strided_store`], which fails for the
 //! rest of the call after a fault: so where it passes every lane is alive, and only the
 //! control mask says which lanes store) the lanes' values are transposed into the span's
 //! order and written by `s` vector stores (32-bit elements, masked to the active lanes'
-//! elements under a mask) or by one to three plain stores of the packed bytes (8-bit
+//! elements under a mask; past stride 8 each lane's row by 16-byte stores, `rows.rs`, only
+//! with every lane active) or by one to three plain stores of the packed bytes (8-bit
 //! elements at strides 2 to 4, 16-bit ones at stride 2: only with every lane active,
 //! there being no byte-masked store). Anywhere else (a span past the end or below 0, a
 //! fault before, a partial batch of narrow elements) the stores run one after another as
