@@ -157,6 +157,10 @@ impl V {
                 i += n;
                 continue;
             }
+            if let Some(n) = self.loading_group(stmts, i)? {
+                i += n;
+                continue;
+            }
             self.stmt(s)?;
             i += 1;
         }
@@ -225,6 +229,9 @@ impl V {
                 });
             }
             StmtNode::Assign { var, value } => self.assign(var, value)?,
+            StmtNode::Store { value, .. } if self.capture.iter().any(|c| c.0 == s.addr()) => {
+                self.capture_value(s.addr(), value)?
+            }
             StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,
             StmtNode::If { cond, then, otherwise } => {
                 self.if_stmt(cond, then.stmts(), otherwise.as_ref().map(|o| o.stmts()))?

@@ -68,7 +68,7 @@ pub(super) fn split_offset(e: &Expr) -> (&Expr, u32) {
 }
 
 /// The names `e` reads.
-fn names_in<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
+pub(super) fn names_in<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
     match e.node() {
         ExprNode::Var(v) => out.push(v.name()),
         _ => e.children().into_iter().for_each(|c| names_in(c, out)),
@@ -177,7 +177,12 @@ impl V {
         before: &'a [Stmt],
     ) -> Option<(u32, &'a kiln_ir::Var, Vec<Member<'a>>)> {
         let StmtNode::Store { buf, index, .. } = stmts.first()?.node() else { return None };
-        if self.blocking.is_some() || self.private(buf).is_some() || self.buf(buf).is_none() {
+        // (Not within a group of stores that load, which takes its members' values.)
+        if !self.capture.is_empty()
+            || self.blocking.is_some()
+            || self.private(buf).is_some()
+            || self.buf(buf).is_none()
+        {
             return None;
         }
         let ty = buf.ty().elem().map(Type::Scalar)?;
@@ -241,7 +246,7 @@ impl V {
     /// The span of 32-bit elements at lane 0's index `rax` of table `t`, in bounds: the
     /// values `srcs` transposed into its `s` vectors, each stored whole, or under a control
     /// mask masked to the active lanes' elements.
-    fn dword_group(&mut self, t: u32, s: u32, srcs: &[Loc]) -> R<()> {
+    pub(super) fn dword_group(&mut self, t: u32, s: u32, srcs: &[Loc]) -> R<()> {
         // The span's vectors into `ymm0 .. ymm{s-1}` where `s` is 2 or 4 (unpacks within
         // halves and a swap of halves); otherwise each vector built and stored in turn.
         let outs: Option<[usize; 4]> = match s {
@@ -303,7 +308,7 @@ impl V {
     /// The span of 32-bit elements at a stride `s` of 9 to 16 at lane 0's index `rax` of
     /// table `t`, in bounds: with every lane of the control mask active (else a jump to
     /// `slow`), each lane's values `srcs` stored as its row (`rows.rs`).
-    fn dword_rows(&mut self, t: u32, s: u32, srcs: &[Loc], slow: CodeLabel) -> R<()> {
+    pub(super) fn dword_rows(&mut self, t: u32, s: u32, srcs: &[Loc], slow: CodeLabel) -> R<()> {
         if let Some(m) = self.mask {
             self.mask_to(m, 2)?;
             self.a.vmovmskps(r11d, ymm2)?;
@@ -353,7 +358,7 @@ impl V {
     /// with every lane of the control mask active (else a jump to `slow`), the values `srcs` packed (they are
     /// canonical, in the type's range: nothing saturates), interleaved by one `vpshufb`
     /// within each half (lanes 0-3, lanes 4-7) and stored (`8 * s` bytes or `16 * s`).
-    fn narrow_group(
+    pub(super) fn narrow_group(
         &mut self,
         t: u32,
         s: u32,

@@ -84,13 +84,19 @@ impl V {
     /// wraps, and a negative `i32` one never passes. (`r11` clobbered.)
     pub(super) fn span_in_bounds(&mut self, t: u32, span: u32, idx: usize) -> R<CodeLabel> {
         let slow = self.a.create_label();
+        self.span_test_to(t, span, idx, slow)?;
+        Ok(slow)
+    }
+
+    /// [`V::span_in_bounds`]'s test, jumping to `slow`.
+    pub(super) fn span_test_to(&mut self, t: u32, span: u32, idx: usize, slow: CodeLabel) -> R<()> {
         let last8 = self.const_slot((u64::from(t), 5));
         self.a.vmovd(eax, XMM[idx])?;
         self.a.mov(r11, qword_ptr(r15 + last8))?;
         self.a.sub(r11, (span - 8) as i32)?;
         self.a.cmp(rax, r11)?;
         self.a.jg(slow)?;
-        Ok(slow)
+        Ok(())
     }
 
     /// For a load of 32-bit elements of table `t` at stride `s` whose lanes' indices are in
