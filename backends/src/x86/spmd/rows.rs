@@ -20,7 +20,7 @@ use super::{R, V, XMM, YMM};
 /// The offsets in a row of stride `s` (9 to 16) of its chunks of eight elements.
 pub(super) fn chunks(s: u32) -> Vec<u32> {
     let mut c: Vec<u32> = (0..s / 8).map(|q| 8 * q).collect();
-    if s % 8 != 0 {
+    if !s.is_multiple_of(8) {
         c.push(s - 8);
     }
     c
