@@ -133,6 +133,7 @@ fn generate_inner(
         spill_used: 0,
         save_ptr: None,
         short: Default::default(),
+        capture: Vec::new(),
         frame_names: false,
         reg_end: GID,
     };

@@ -1,14 +1,19 @@
-//! Groups of interleaved loads: `s` consecutive `let`s (`s` 2 to 8) of 32-bit elements of
-//! one buffer at `b + o .. b + o + s` (in any order), `b` of stride `s`: the element loads
-//! a `vload4(p, 4 * i)` splits into (`vectors.rs`), `let re = x[2 * i]; let im = x[2 * i +
-//! 1];`, a point's six coordinates. Each alone is a strided load (`strided.rs`: a span test
-//! and `s` permuted loads); together they read the span of `8 * s` elements from lane 0's
-//! `b + o` under one test: at strides 2 and 4 `s` vector loads and one transpose (unpacks
-//! within halves, swaps of halves) into the `let`s' places, at the others per `let` the
-//! span's vectors permuted (one index vector) and blended, never reading past the span.
-//! Otherwise (the span not in bounds, after a fault) each `let`'s load as before, so
-//! faults are the interpreter's. The indices must be unable to fault: the first `let`'s
-//! index is computed for the test before any load.
+//! Groups of interleaved loads: `s` consecutive loads (`s` 2 to 16) of 32-bit elements of
+//! one buffer at `b + o .. b + o + s` (in any order), `b` of stride `s`, each bound by a
+//! `let` or stored to a private array's element at a constant index: the element loads a
+//! `vload4(p, 4 * i)` splits into (`vectors.rs`), `let re = x[2 * i]; let im = x[2 * i +
+//! 1];`, a point's six coordinates, a 4x4 matrix copied into a private array by a short
+//! loop (`m[e] = a[16 * i + e]`, the loop's copies: `short.rs`). Each alone is a strided
+//! load (`strided.rs`: a span test and `s` permuted loads, or a gather past stride 8);
+//! together they read the span of `8 * s` elements from lane 0's `b + o` under one test:
+//! at strides 2 and 4 `s` vector loads and one transpose (unpacks within halves, swaps of
+//! halves) into the members' places, at 3 and 5 to 8 per member the span's vectors
+//! permuted (one index vector) and blended, at 9 to 16 row chunks and 8x8 transposes
+//! (`rows.rs`), never reading past the span. Otherwise (the span not in bounds, after a
+//! fault) each member's statement as before (a short loop's copies as they run), so faults
+//! are the interpreter's. The indices must be unable to fault: the first member's index is
+//! computed for the test before any load. Private elements are frame memory no global load
+//! can reach, so writing them after all the group's loads shows nowhere.
 
 use iced_x86::code_asm::*;
 use kiln_ir::{Expr, ExprNode, Stmt, StmtNode, Type};
@@ -17,25 +22,61 @@ use super::storegroup::split_offset;
 use super::strided::CONST_STRIDE;
 use super::{Bound, Kind, Loc, R, V, YMM};
 
-/// A group's `let`: its variable, index, offset from the base and value.
-type Member<'a> = (&'a kiln_ir::Var, &'a Expr, u32, &'a Expr);
+/// Where a group's member puts its value: a `let` it binds, or a private array's element
+/// at a constant index in bounds (`m[5u32] = a[16 * i + 5]`, a short loop's copy), at that
+/// frame offset.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Let(&'a kiln_ir::Var),
+    Private(i32),
+}
+
+/// A group's member: its target, index, offset from the base and value (the load).
+type Member<'a> = (Target<'a>, &'a Expr, u32, &'a Expr);
+
+/// The code of a group's path for a span not in bounds, given the number of statements the
+/// group takes: a short loop's copies as they run one by one (`short.rs`).
+pub(super) type SlowCode<'c> = &'c mut dyn FnMut(&mut V, usize) -> R<()>;
 
 impl V {
     /// If `stmts` starts with a group of interleaved loads (see the module docs), its code
     /// (its `let`s then in scope) and the number of statements it takes; `None` (no code)
     /// otherwise.
     pub(super) fn load_group(&mut self, stmts: &[Stmt]) -> R<Option<usize>> {
+        self.load_group_then(stmts, None)
+    }
+
+    /// [`V::load_group`], where `slow` (if given) is the code for a span not in bounds
+    /// (else each member's statement as before); with `slow` only groups of private
+    /// elements (no `let`s: a copy's bindings end with it).
+    pub(super) fn load_group_then(
+        &mut self,
+        stmts: &[Stmt],
+        slow_code: Option<SlowCode>,
+    ) -> R<Option<usize>> {
         let Some((s, buf, lets)) = self.load_group_of(stmts) else { return Ok(None) };
-        let t = self.buf_of(buf, lets[0].0.ty())?;
+        let privates = lets.iter().filter(|l| matches!(l.0, Target::Private(_))).count();
+        if slow_code.is_some() && privates < lets.len() {
+            return Ok(None);
+        }
+        let t = self.buf_of(buf, lets[0].3.ty())?;
         let first = lets.iter().min_by_key(|l| l.2).expect("a member").1;
-        // The `let`s' places, in statement order: `let` registers while free, else slots.
+        if privates > 0 {
+            // (As a private store does: see `forward.rs`.)
+            self.fwd_clear();
+        }
+        // The members' places, in statement order: `let` registers while free, else slots;
+        // a private element's row itself, or under a control mask a slot blended into the
+        // row once the group has loaded (inactive lanes keep their elements).
         let mut places = Vec::with_capacity(lets.len());
-        for _ in &lets {
-            places.push(if self.let_reg_free(self.next_reg) {
-                self.next_reg += 1;
-                Loc::Reg(self.next_reg - 1)
-            } else {
-                Loc::Slot(self.slot())
+        for l in &lets {
+            places.push(match l.0 {
+                Target::Private(at) if self.mask.is_none() => Loc::Slot(at),
+                Target::Let(_) if self.let_reg_free(self.next_reg) => {
+                    self.next_reg += 1;
+                    Loc::Reg(self.next_reg - 1)
+                }
+                _ => Loc::Slot(self.slot()),
             });
         }
         let put = |v: &mut V, place: Loc, from: AsmRegisterYmm| -> R<()> {
@@ -51,7 +92,16 @@ impl V {
         let mut slow = self.span_in_bounds(t, 8 * s, 1)?;
         let base = self.base(t)?;
         let o = lets.iter().map(|l| l.2).min().expect("a member");
-        if matches!(s, 2 | 4) {
+        if s > 8 {
+            self.rows_load(base, s, |v, k, from| {
+                for (l, &place) in lets.iter().zip(&places) {
+                    if l.2 - o == k {
+                        put(v, place, from)?;
+                    }
+                }
+                Ok(())
+            })?;
+        } else if matches!(s, 2 | 4) {
             self.transposed(base, s, &lets, &places, put)?;
         } else {
             // Value `k`: the span's vectors permuted to the lanes they hold it for, blended.
@@ -64,15 +114,37 @@ impl V {
                 }
             }
         }
+        if let Some(m) = self.mask {
+            for (l, place) in lets.iter().zip(&places) {
+                if let (Target::Private(at), Loc::Slot(off)) = (l.0, *place) {
+                    self.mask_to(m, 2)?;
+                    self.a.vmovups(ymm1, ymmword_ptr(r15 + at))?;
+                    self.a.vblendvps(ymm0, ymm1, ymmword_ptr(r15 + off), ymm2)?;
+                    self.a.vmovups(ymmword_ptr(r15 + at), ymm0)?;
+                }
+            }
+        }
         self.a.jmp(done)?;
         self.bind(&mut slow)?;
-        for (l, &place) in lets.iter().zip(&places) {
-            self.expr_top(l.3, 0)?;
-            put(self, place, ymm0)?;
+        match slow_code {
+            Some(code) => code(self, lets.len())?,
+            None => {
+                for ((l, &place), st) in lets.iter().zip(&places).zip(stmts) {
+                    match l.0 {
+                        Target::Let(_) => {
+                            self.expr_top(l.3, 0)?;
+                            put(self, place, ymm0)?;
+                        }
+                        Target::Private(_) => self.stmt(st)?,
+                    }
+                }
+            }
         }
         self.bind(&mut done)?;
         for (l, place) in lets.iter().zip(places) {
-            self.lets.push(Bound::new(l.0.name().to_string(), place, Kind::Div));
+            if let Target::Let(var) = l.0 {
+                self.lets.push(Bound::new(var.name().to_string(), place, Kind::Div));
+            }
         }
         Ok(Some(lets.len()))
     }
@@ -144,19 +216,28 @@ impl V {
         Ok(())
     }
 
-    /// The stride, buffer and `let`s (variable, index, offset, value) of the group `stmts`
+    /// The stride, buffer and members (target, index, offset, value) of the group `stmts`
     /// starts with, if it does.
-    #[allow(clippy::type_complexity)]
     fn load_group_of<'a>(
         &self,
         stmts: &'a [Stmt],
-    ) -> Option<(u32, &'a kiln_ir::Var, Vec<(&'a kiln_ir::Var, &'a Expr, u32, &'a Expr)>)> {
-        let load = |st: &'a Stmt| match st.node() {
-            StmtNode::Let { var, value } => match value.node() {
-                ExprNode::Load { buf, index } => Some((var, buf, index, value)),
+    ) -> Option<(u32, &'a kiln_ir::Var, Vec<Member<'a>>)> {
+        let load = |st: &'a Stmt| {
+            let (target, value) = match st.node() {
+                StmtNode::Let { var, value } => (Target::Let(var), value),
+                StmtNode::Store { buf, index, value } => {
+                    let p = self.private(buf)?;
+                    if Type::Scalar(p.elem) != value.ty() {
+                        return None;
+                    }
+                    (Target::Private(super::private::fixed(&p, index)?), value)
+                }
+                _ => return None,
+            };
+            match value.node() {
+                ExprNode::Load { buf, index } => Some((target, buf, index, value)),
                 _ => None,
-            },
-            _ => None,
+            }
         };
         let (_, buf, index, _) = load(stmts.first()?)?;
         if self.blocking.is_some() || self.private(buf).is_some() || self.buf(buf).is_none() {
@@ -170,29 +251,43 @@ impl V {
         if self.kind(base) != Kind::Div {
             return None;
         }
-        let s = self.stride_of(base)?;
+        let s = self.any_stride(base)?;
         if stmts.len() < s as usize || !super::packed::pure(index) {
             return None;
         }
         let mut lets = Vec::with_capacity(s as usize);
         for st in &stmts[..s as usize] {
-            let (var, b, index, value) = load(st)?;
+            let (target, b, index, value) = load(st)?;
             let (bs, offset) = split_offset(index);
             let hoisted = self.hoisted.iter().any(|h| h.0 == st.addr());
-            if b != buf || bs != base || var.ty() != ty || hoisted || self.kind(index) != Kind::Div
+            if b != buf
+                || bs != base
+                || value.ty() != ty
+                || hoisted
+                || self.kind(index) != Kind::Div
             {
                 return None;
             }
-            lets.push((var, index, offset, value));
+            lets.push((target, index, offset, value));
         }
         // The offsets are `o .. o + s` (as u32 values, no wrap), each once; the base names
-        // none of the group's `let`s (the first index is computed before any is bound).
+        // none of the group's `let`s (the first index is computed before any is bound); no
+        // two members write one private element (the group writes them in another order).
         let o = lets.iter().map(|l| l.2).min()?;
         let mut seen = 0u32;
-        for l in &lets {
+        for (n, l) in lets.iter().enumerate() {
             let d = l.2.checked_sub(o)?;
-            if d >= s || seen >> d & 1 != 0 || names(base, l.0.name()) {
+            if d >= s || seen >> d & 1 != 0 {
                 return None;
+            }
+            match l.0 {
+                Target::Let(var) if names(base, var.name()) => return None,
+                Target::Private(at)
+                    if lets[..n].iter().any(|m| matches!(m.0, Target::Private(a) if a == at)) =>
+                {
+                    return None
+                }
+                _ => {}
             }
             seen |= 1 << d;
         }

@@ -111,6 +111,7 @@ mod ivs;
 mod known;
 mod lane0;
 mod loadgroup;
+mod loading;
 mod math;
 mod math64;
 mod mem;
@@ -124,6 +125,7 @@ mod packed;
 mod private;
 mod proven;
 mod region;
+mod rows;
 mod saves;
 mod scalar;
 mod short;
@@ -456,6 +458,9 @@ struct V {
     /// The bodies of short loops copied with their counters' values (`short.rs`), alive
     /// while the code is generated.
     short: short::Cache,
+    /// Stores whose values a group of stores that load (`loading.rs`) takes instead, in
+    /// the order they run: by statement address, the frame slot the value goes to.
+    capture: Vec<(usize, i32)>,
     /// The kernel has barriers, so its names live in the vector frame, not in `let`
     /// registers (which a block without barriers may then take, [`V::block`]).
     frame_names: bool,

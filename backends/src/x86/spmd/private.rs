@@ -195,7 +195,7 @@ impl V {
 }
 
 /// The frame offset of `p[index]`'s row(s) if `index` is a constant in bounds.
-fn fixed(p: &Priv, index: &Expr) -> Option<i32> {
+pub(super) fn fixed(p: &Priv, index: &Expr) -> Option<i32> {
     let k = index.as_imm()?.as_i128()?;
     let rows = if is_64(Type::Scalar(p.elem)) { 64 } else { 32 };
     (0..i128::from(p.count)).contains(&k).then(|| p.off + rows * k as i32)

@@ -176,25 +176,65 @@ impl V {
         self.a.cmp(budget, t)?;
         self.a.jbe(ordinary)?;
         self.a.sub(budget, t)?;
-        let mut give_back = Vec::new();
-        let mut since = None;
-        for (i, copy) in copies.iter().enumerate() {
-            // (Lanes end only at fault stubs: after a copy without any, the test would
-            // find what the one before it found.)
-            if kill && self.may_fault && since != Some(self.fault_mark()) {
-                let l = self.a.create_label();
-                self.exit_if_none_active(l)?;
-                give_back.push((l, t - i as i32));
-                since = Some(self.fault_mark());
+        let mut run = Copies { give_back: Vec::new(), since: None, kill, t };
+        let mut i = 0;
+        while i < copies.len() {
+            // Consecutive copies of one store each (`m[e] = a[16 * i + e]`) may be a group
+            // of interleaved loads (`loadgroup.rs`); its other path runs them as below.
+            let singles = copies[i..].iter().take_while(|c| c.len() == 1).count();
+            if singles > 1 {
+                self.copy_top(&mut run, i)?;
+                let flat: Vec<Stmt> = copies[i..i + singles].iter().map(|c| c[0].clone()).collect();
+                let mut slow = |v: &mut V, n: usize| -> R<()> {
+                    for (j, copy) in copies.iter().enumerate().skip(i).take(n) {
+                        if j > i {
+                            v.copy_top(&mut run, j)?;
+                        }
+                        v.block(copy)?;
+                    }
+                    Ok(())
+                };
+                if let Some(n) = self.load_group_then(&flat, Some(&mut slow))? {
+                    i += n;
+                    continue;
+                }
+                self.block(&copies[i])?;
+                i += 1;
+                continue;
             }
-            self.block(copy)?;
+            self.copy_top(&mut run, i)?;
+            self.block(&copies[i])?;
+            i += 1;
         }
         self.a.jmp(exit)?;
-        for (mut l, n) in give_back {
+        for (mut l, n) in run.give_back {
             self.bind(&mut l)?;
             self.a.add(budget, n)?;
             self.a.jmp(exit)?;
         }
         self.bind(&mut ordinary)
     }
+
+    /// What comes before copy `i` (of `run.t`): where the body can kill lanes, the test
+    /// for an active lane, unless no fault stub came since the last one.
+    fn copy_top(&mut self, run: &mut Copies, i: usize) -> R<()> {
+        // (Lanes end only at fault stubs: after a copy without any, the test would find
+        // what the one before it found.)
+        if run.kill && self.may_fault && run.since != Some(self.fault_mark()) {
+            let l = self.a.create_label();
+            self.exit_if_none_active(l)?;
+            run.give_back.push((l, run.t - i as i32));
+            run.since = Some(self.fault_mark());
+        }
+        Ok(())
+    }
+}
+
+/// The state of a short loop's copies as they are generated: the tests' labels with the
+/// back-edges each gives back, and the fault mark at the last test.
+struct Copies {
+    give_back: Vec<(CodeLabel, i32)>,
+    since: Option<(usize, usize)>,
+    kill: bool,
+    t: i32,
 }

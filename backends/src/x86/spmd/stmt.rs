@@ -104,7 +104,7 @@ impl V {
             Loc::Slot(off)
         };
         let (stride, clamped) = match kind {
-            Kind::Div => (self.stride_of(value), self.clamped(value)),
+            Kind::Div => (self.any_stride(value), self.clamped(value)),
             _ => (None, false),
         };
         self.lets.push(Bound { dword, stride, clamped, ..Bound::new(name, loc, kind) });
@@ -154,6 +154,10 @@ impl V {
                 continue;
             }
             if let Some(n) = self.store_group(&stmts[i..], &stmts[..i])? {
+                i += n;
+                continue;
+            }
+            if let Some(n) = self.loading_group(stmts, i)? {
                 i += n;
                 continue;
             }
@@ -225,6 +229,9 @@ impl V {
                 });
             }
             StmtNode::Assign { var, value } => self.assign(var, value)?,
+            StmtNode::Store { value, .. } if self.capture.iter().any(|c| c.0 == s.addr()) => {
+                self.capture_value(s.addr(), value)?
+            }
             StmtNode::Store { buf, index, value } => self.store(buf, index, value)?,
             StmtNode::If { cond, then, otherwise } => {
                 self.if_stmt(cond, then.stmts(), otherwise.as_ref().map(|o| o.stmts()))?

@@ -1,13 +1,14 @@
 //! Groups of interleaved stores: `s` consecutive stores of one buffer at `b + o`,
 //! `b + o + 1`, ..., `b + o + s - 1` (in any order), `b` of stride `s` (lane k's `b` lane 0's
-//! plus `s * k`, see [`V::stride_of`]): an array-of-structs output, `rgb[3 * i + k]`, or the
+//! plus `s * k`, see [`V::any_stride`]: up to 16), an array-of-structs output, `rgb[3 * i + k]`, or the
 //! element stores a `vstore(out, 4 * i, v)` splits into (`vectors.rs`). Together they
 //! write the span of `8 * s` elements from lane 0's `b + o` whole, so where that span is in
 //! bounds (one compare per batch, the test of [`V::strided_store`], which fails for the
 //! rest of the call after a fault: so where it passes every lane is alive, and only the
 //! control mask says which lanes store) the lanes' values are transposed into the span's
 //! order and written by `s` vector stores (32-bit elements, masked to the active lanes'
-//! elements under a mask) or by one to three plain stores of the packed bytes (8-bit
+//! elements under a mask; past stride 8 each lane's row by 16-byte stores, `rows.rs`, only
+//! with every lane active) or by one to three plain stores of the packed bytes (8-bit
 //! elements at strides 2 to 4, 16-bit ones at stride 2: only with every lane active,
 //! there being no byte-masked store). Anywhere else (a span past the end or below 0, a
 //! fault before, a partial batch of narrow elements) the stores run one after another as
@@ -67,7 +68,7 @@ pub(super) fn split_offset(e: &Expr) -> (&Expr, u32) {
 }
 
 /// The names `e` reads.
-fn names_in<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
+pub(super) fn names_in<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
     match e.node() {
         ExprNode::Var(v) => out.push(v.name()),
         _ => e.children().into_iter().for_each(|c| names_in(c, out)),
@@ -157,6 +158,7 @@ impl V {
         let mut slow = self.span_in_bounds(t, 8 * s, 1)?;
         match narrow {
             Some((bits, signed)) => self.narrow_group(t, s, bits, signed, &srcs, slow)?,
+            None if s > 8 => self.dword_rows(t, s, &srcs, slow)?,
             None => self.dword_group(t, s, &srcs)?,
         }
         self.a.jmp(done)?;
@@ -175,7 +177,12 @@ impl V {
         before: &'a [Stmt],
     ) -> Option<(u32, &'a kiln_ir::Var, Vec<Member<'a>>)> {
         let StmtNode::Store { buf, index, .. } = stmts.first()?.node() else { return None };
-        if self.blocking.is_some() || self.private(buf).is_some() || self.buf(buf).is_none() {
+        // (Not within a group of stores that load, which takes its members' values.)
+        if !self.capture.is_empty()
+            || self.blocking.is_some()
+            || self.private(buf).is_some()
+            || self.buf(buf).is_none()
+        {
             return None;
         }
         let ty = buf.ty().elem().map(Type::Scalar)?;
@@ -188,7 +195,7 @@ impl V {
         if self.kind(base) != Kind::Div {
             return None;
         }
-        let s = self.stride_of(base)?;
+        let s = self.any_stride(base)?;
         let fits = match bits {
             8 => s <= 4,
             16 => s == 2,
@@ -239,7 +246,7 @@ impl V {
     /// The span of 32-bit elements at lane 0's index `rax` of table `t`, in bounds: the
     /// values `srcs` transposed into its `s` vectors, each stored whole, or under a control
     /// mask masked to the active lanes' elements.
-    fn dword_group(&mut self, t: u32, s: u32, srcs: &[Loc]) -> R<()> {
+    pub(super) fn dword_group(&mut self, t: u32, s: u32, srcs: &[Loc]) -> R<()> {
         // The span's vectors into `ymm0 .. ymm{s-1}` where `s` is 2 or 4 (unpacks within
         // halves and a swap of halves); otherwise each vector built and stored in turn.
         let outs: Option<[usize; 4]> = match s {
@@ -298,6 +305,27 @@ impl V {
         Ok(())
     }
 
+    /// The span of 32-bit elements at a stride `s` of 9 to 16 at lane 0's index `rax` of
+    /// table `t`, in bounds: with every lane of the control mask active (else a jump to
+    /// `slow`), each lane's values `srcs` stored as its row (`rows.rs`).
+    pub(super) fn dword_rows(&mut self, t: u32, s: u32, srcs: &[Loc], slow: CodeLabel) -> R<()> {
+        if let Some(m) = self.mask {
+            self.mask_to(m, 2)?;
+            self.a.vmovmskps(r11d, ymm2)?;
+            self.a.cmp(r11d, 0xff)?;
+            self.a.jne(slow)?;
+        }
+        let base = self.base(t)?;
+        self.rows_store(base, s, |v, k, to| {
+            match srcs[k as usize] {
+                Loc::Reg(r) => v.a.vmovaps(to, YMM[r])?,
+                Loc::Slot(off) => v.a.vmovups(to, ymmword_ptr(r15 + off))?,
+                Loc::Scalar(_) => return super::no("internal: a group value in a dword"),
+            }
+            Ok(())
+        })
+    }
+
     /// The `j`th vector of a span at stride `s` into `ymm6` (`ymm7`, `ymm3` temporaries):
     /// each value's elements there permuted into place and blended.
     fn dword_vector(&mut self, s: u32, j: u32, srcs: &[Loc]) -> R<()> {
@@ -330,7 +358,7 @@ impl V {
     /// with every lane of the control mask active (else a jump to `slow`), the values `srcs` packed (they are
     /// canonical, in the type's range: nothing saturates), interleaved by one `vpshufb`
     /// within each half (lanes 0-3, lanes 4-7) and stored (`8 * s` bytes or `16 * s`).
-    fn narrow_group(
+    pub(super) fn narrow_group(
         &mut self,
         t: u32,
         s: u32,

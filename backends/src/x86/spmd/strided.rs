@@ -35,11 +35,18 @@ impl V {
     /// the lanes (lane k's value lane 0's plus k) and `b` batch-uniform (or absent): then
     /// lane k's index is lane 0's plus `s * k`, wrapping as the lanes compute it.
     pub(super) fn stride_of(&self, index: &Expr) -> Option<u32> {
+        self.any_stride(index).filter(|&s| s <= 8)
+    }
+
+    /// [`V::stride_of`] up to 16: groups of interleaved accesses (`loadgroup.rs`,
+    /// `storegroup.rs`, `rows.rs`) reach strides 9 to 16 (a 4x4 matrix's 16 elements per
+    /// work-item), where a lone strided access would read or write too many vectors.
+    pub(super) fn any_stride(&self, index: &Expr) -> Option<u32> {
         if !matches!(index.ty(), Type::Scalar(Scalar::I32 | Scalar::U32)) {
             return None;
         }
         if let Some(d) = super::expr::desugar(index) {
-            return self.stride_of(&d);
+            return self.any_stride(&d);
         }
         let contig = |e: &Expr| matches!(self.kind(e), Kind::Gid0 | Kind::Contig);
         let konst = |e: &Expr| match e.as_imm() {
@@ -58,15 +65,15 @@ impl V {
                 _ => return None,
             },
             BinOp::Shl if contig(a) => match konst(b) {
-                Some(c @ 1..=3) => 1 << c,
+                Some(c @ 1..=4) => 1 << c,
                 _ => return None,
             },
-            BinOp::Add if self.kind(b) == Kind::Uniform => self.stride_of(a)?,
-            BinOp::Add if self.kind(a) == Kind::Uniform => self.stride_of(b)?,
-            BinOp::Sub if self.kind(b) == Kind::Uniform => self.stride_of(a)?,
+            BinOp::Add if self.kind(b) == Kind::Uniform => self.any_stride(a)?,
+            BinOp::Add if self.kind(a) == Kind::Uniform => self.any_stride(b)?,
+            BinOp::Sub if self.kind(b) == Kind::Uniform => self.any_stride(a)?,
             _ => return None,
         };
-        (2..=8).contains(&s).then_some(s)
+        (2..=16).contains(&s).then_some(s)
     }
 
     /// A jump to the returned label unless the `span` elements from lane 0's index (in
@@ -77,13 +84,19 @@ impl V {
     /// wraps, and a negative `i32` one never passes. (`r11` clobbered.)
     pub(super) fn span_in_bounds(&mut self, t: u32, span: u32, idx: usize) -> R<CodeLabel> {
         let slow = self.a.create_label();
+        self.span_test_to(t, span, idx, slow)?;
+        Ok(slow)
+    }
+
+    /// [`V::span_in_bounds`]'s test, jumping to `slow`.
+    pub(super) fn span_test_to(&mut self, t: u32, span: u32, idx: usize, slow: CodeLabel) -> R<()> {
         let last8 = self.const_slot((u64::from(t), 5));
         self.a.vmovd(eax, XMM[idx])?;
         self.a.mov(r11, qword_ptr(r15 + last8))?;
         self.a.sub(r11, (span - 8) as i32)?;
         self.a.cmp(rax, r11)?;
         self.a.jg(slow)?;
-        Ok(slow)
+        Ok(())
     }
 
     /// For a load of 32-bit elements of table `t` at stride `s` whose lanes' indices are in
