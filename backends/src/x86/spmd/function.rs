@@ -270,6 +270,10 @@ fn generate_inner(
             v.lets.push(Bound { decl: Some(0), ..Bound::new(name, loc, Kind::Div) });
         }
     }
+    if n_barriers == 0 && !regions {
+        // Nested `let`s fixed for the row that cannot fault (`rowwise.rs`).
+        v.hoist_nested(k)?;
+    }
     v.hoist_conds(k)?;
     v.hoist_recips(k)?;
     if n_barriers == 0 {

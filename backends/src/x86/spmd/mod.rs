@@ -123,6 +123,7 @@ mod private;
 mod proven;
 mod recip;
 mod region;
+mod rowwise;
 mod saves;
 mod scalar;
 mod short;
