@@ -169,4 +169,11 @@ fn nested_fixed_lets_and_signed_row_loads_agree_with_the_interpreter() {
         let what = format!("cols={cols} h={h} d={d} w={wlen} lo={lo}");
         agree(&k, &NdRange::new(&g).with_local(&[lx, 1, 1]), &args, &bufs, &what);
     }
+    if avx2() {
+        // `w[z * h + y + 1]` (in the `var`'s value) compared with the length once per row.
+        let text = vector_listing(&k).join("\n");
+        assert!(text.contains("cmovb r11,"), "no row-uniform bound\n{text}");
+    } else {
+        kiln_ir::testing::skip("no AVX2: no 8-lane code to inspect");
+    }
 }

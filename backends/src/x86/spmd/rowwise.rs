@@ -56,7 +56,7 @@ pub(super) fn expand(
     }
 }
 
-/// The loads at a block's own level (in its `let`s, assignments and stores, operands of
+/// The loads at a block's own level (in its `let`s, `var`s, assignments and stores, operands of
 /// operands included; not those of nested `if`s and loops): buffer and index.
 fn top_loads(stmts: &[Stmt]) -> Vec<(&Var, &Expr)> {
     fn expr<'k>(e: &'k Expr, out: &mut Vec<(&'k Var, &'k Expr)>) {
@@ -70,7 +70,9 @@ fn top_loads(stmts: &[Stmt]) -> Vec<(&Var, &Expr)> {
     let mut out = Vec::new();
     for s in stmts {
         match s.node() {
-            StmtNode::Let { value, .. } | StmtNode::Assign { value, .. } => expr(value, &mut out),
+            StmtNode::Let { value, .. }
+            | StmtNode::Assign { value, .. }
+            | StmtNode::Decl { init: value, .. } => expr(value, &mut out),
             StmtNode::Store { index, value, .. } => {
                 expr(index, &mut out);
                 expr(value, &mut out);
