@@ -88,6 +88,7 @@ fn generate_inner(
         accessed: Vec::new(),
         consts: Vec::new(),
         hoisted: Vec::new(),
+        row_lets: Vec::new(),
         memos: Default::default(),
         hoisted_conds: Vec::new(),
         recips: Vec::new(),

@@ -5,11 +5,12 @@
 //! loop (`function.rs`: top-level `let`s, `hoist.rs`: comparisons and ranges, `memo.rs`:
 //! `let`s that can fault). Two more kinds of such work:
 //!
-//! - `let`s nested in `if`s and loops whose values are fixed for the row and can neither
+//! - `let`s nested in `if`s (not in loops) whose values are fixed for the row and can neither
 //!   fault nor read memory (floyd's `let cse0 = i * n` under `if i < n && j < n`, which
 //!   `-O` makes of the row's `dist[i * n + k]` and `dist[i * n + j]`): computed with the
-//!   top-level ones, in a frame slot (not a register, which the loop's code keeps), and in
-//!   scope from where the `let` stands. Computing them early is unobservable.
+//!   top-level ones, into a frame slot (the call's registers are the loop's), and in scope
+//!   from where the `let` stands, copied there into the `let` register that computing it
+//!   would have taken, if one is free. Computing them early is unobservable.
 //! - loads at indices fixed for the row (`dist[i * n + k]`, embed's `ids[r]`) among the
 //!   accesses of an `if` whose batches in a hoisted range take the branch in every lane
 //!   ([`V::hoist_ranges`]): their index is compared once per row with the buffer's length,
@@ -101,9 +102,8 @@ impl V {
                             walk(o.stmts(), false, out);
                         }
                     }
-                    StmtNode::For { body, .. } | StmtNode::While { body, .. } => {
-                        walk(body.stmts(), false, out)
-                    }
+                    // (Not in loops: a loop's code computes a `let` fixed for it once
+                    // per entry already, into a register, where the body reads it.)
                     StmtNode::Block(v) => walk(v, false, out),
                     _ => {}
                 }
@@ -139,8 +139,24 @@ impl V {
             let name = var.name().to_string();
             self.lets.push(Bound { dword, ..Bound::new(name, loc, Kind::Uniform) });
             self.hoisted.push((s.addr(), loc, dword));
+            self.row_lets.push(s.addr());
         }
         Ok(())
+    }
+
+    /// Where a `let` hoisted at `loc` lives from its statement on: a nested one
+    /// ([`V::hoist_nested`]) is copied from its slot into the next free `let` register,
+    /// where one is free (the register computing it in the batch would have taken), so
+    /// that the code reading it reads a register, not the frame; else it stays in `loc`.
+    pub(super) fn row_let_home(&mut self, addr: usize, loc: Loc) -> R<Loc> {
+        let Loc::Slot(slot) = loc else { return Ok(loc) };
+        if !self.row_lets.contains(&addr) || !self.let_reg_free(self.next_reg) {
+            return Ok(loc);
+        }
+        self.next_reg += 1;
+        let r = self.next_reg - 1;
+        self.a.vmovups(super::YMM[r], ymmword_ptr(r15 + slot))?;
+        Ok(Loc::Reg(r))
     }
 
     /// For [`V::hoist_ranges`], in the code run once per row: the loads of `then` (the
