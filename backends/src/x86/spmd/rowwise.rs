@@ -193,11 +193,14 @@ impl V {
             }
             // The index, zero-extended (an `i32` one below 0 is a `u32` one past any
             // length), below the length: else no batch of the row is in the range.
+            // (A jump, not a `cmov`: the same way in nearly every row.)
             self.gpr(&e)?;
-            self.a.mov(r11, i64::MAX)?;
+            let mut inside = self.a.create_label();
             self.a.cmp(rax, qword_ptr(r14 + (t as i32 * 16 + 8)))?;
-            self.a.cmovb(r11, qword_ptr(r15 + lo))?;
-            self.a.mov(qword_ptr(r15 + lo), r11)?;
+            self.a.jb(inside)?;
+            self.a.mov(rax, i64::MAX)?;
+            self.a.mov(qword_ptr(r15 + lo), rax)?;
+            self.bind(&mut inside)?;
             proven.push((index as *const Expr as usize, t));
         }
         Ok(proven)
