@@ -88,6 +88,7 @@ fn generate_inner(
         accessed: Vec::new(),
         consts: Vec::new(),
         hoisted: Vec::new(),
+        row_lets: Vec::new(),
         memos: Default::default(),
         hoisted_conds: Vec::new(),
         magics: Vec::new(),
@@ -270,6 +271,10 @@ fn generate_inner(
             let loc = Loc::Slot(0);
             v.lets.push(Bound { decl: Some(0), ..Bound::new(name, loc, Kind::Div) });
         }
+    }
+    if n_barriers == 0 && !regions {
+        // Nested `let`s fixed for the row that cannot fault (`rowwise.rs`).
+        v.hoist_nested(k)?;
     }
     v.hoist_conds(k)?;
     v.hoist_magic(k)?;

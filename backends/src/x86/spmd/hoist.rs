@@ -434,6 +434,10 @@ impl V {
                 }
                 proven.push((index as *const Expr as usize, t));
             }
+            // Loads at indices fixed for the row (`rowwise.rs`).
+            let row_loads = self.prove_row_loads(then, slot, &lets.values, &once)?;
+            lower |= !row_loads.is_empty();
+            proven.extend(row_loads);
             let cond = c as *const Expr as usize;
             self.hoisted_ranges.push(Range { cond, slot, lower, proven });
         }

@@ -126,6 +126,7 @@ mod private;
 mod proven;
 mod region;
 mod rows;
+mod rowwise;
 mod saves;
 mod scalar;
 mod short;
@@ -354,6 +355,8 @@ struct V {
     consts: Vec<((u64, u8), i32)>,
     /// Top-level `let`s computed before the loop: statement address, location.
     hoisted: Vec<(usize, Loc, Option<i32>)>,
+    /// The nested ones among them (`rowwise.rs`): statement addresses.
+    row_lets: Vec<usize>,
     /// `let`s fixed for the call that can fault, computed by the first batch that reaches
     /// them (`memo.rs`): statement address, the flag's and the value's slots.
     memos: std::collections::HashMap<usize, (i32, i32)>,

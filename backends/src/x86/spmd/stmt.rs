@@ -143,6 +143,7 @@ impl V {
                 if let StmtNode::Let { var, .. } = s.node() {
                     let name = var.name().to_string();
                     let kind = Kind::Uniform;
+                    let loc = self.row_let_home(s.addr(), loc)?;
                     self.lets.push(Bound { dword, ..Bound::new(name, loc, kind) });
                 }
                 i += 1;
