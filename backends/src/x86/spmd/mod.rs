@@ -115,6 +115,7 @@ mod math64;
 mod mem;
 mod memo;
 mod merge;
+mod mul64const;
 mod mulconst;
 mod narrow;
 mod near;
