@@ -50,6 +50,8 @@ fn sparse_rows(rows: usize, seed: u32) -> (Vec<u32>, Vec<u32>) {
 }
 
 /// The sixth set's cases, sized by `KILN_CPU_SUITE_LOG2N` as the first set is.
+// (The references spell clamps and range tests as the kernels do.)
+#[allow(clippy::manual_clamp, clippy::manual_range_contains)]
 pub(crate) fn cases() -> Vec<Case> {
     let big = 1usize << log2n();
     let n = big - 37;
