@@ -40,7 +40,13 @@
 //! blending in u16, CRC-32 by table, ray-sphere hits, 2x2 max pooling, Conway's life wrapped by
 //! `%`, batch-norm inference, Newton cube roots, Monte-Carlo pi with a local atomic, pairwise
 //! squared distances, a Floyd-Warshall step, softplus and an FIR filter);
-//! `KILN_CPU_SUITE_SET=all` runs the six.
+//! `KILN_CPU_SUITE_SET=sixth` a sixth, written after the fifth (`cpu_suite_sixth.kir`,
+//! `cpu_suite/sixth.rs`: run-length decoding by binary search, a smoothstep colour ramp, a 3x3
+//! median of u8 pixels, FNV-1a of variable-length records in u64, Thomas tridiagonal solves in
+//! f64, sparse dot products merged by a `while`, a particle step on a struct of arrays, a
+//! transpose through a local tile, Bayer dithering, piecewise-linear table lookup, a bitmap by
+//! `atomic_or` and Q16.16 products saturated through i64);
+//! `KILN_CPU_SUITE_SET=all` runs the seven.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -66,6 +72,8 @@ mod halide;
 mod more;
 #[path = "cpu_suite/rows64.rs"]
 mod rows64;
+#[path = "cpu_suite/sixth.rs"]
+mod sixth;
 #[path = "cpu_suite/third.rs"]
 mod third;
 
@@ -80,7 +88,7 @@ fn log2n() -> u32 {
 /// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
 /// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; `fourth`, those of
 /// `cpu_suite/fourth.rs`; `rows64`, those of `cpu_suite/rows64.rs`; `fifth`, those of
-/// `cpu_suite/fifth.rs`; or `all`) selects the set
+/// `cpu_suite/fifth.rs`; `sixth`, those of `cpu_suite/sixth.rs`; or `all`) selects the set
 /// `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
@@ -205,6 +213,7 @@ enum Out {
     U64(Vec<u64>),
     I16(Vec<i16>),
     I64(Vec<i64>),
+    I32(Vec<i32>),
     /// f16 results, as their bits.
     F16(Vec<u16>),
 }
@@ -222,6 +231,7 @@ fn check(c: &mut Case, want: &Out, all: bool) {
         Out::U64(_) => Out::U64(c.bufs[c.result].to_vec::<u64>().expect("u64 result")),
         Out::I16(_) => Out::I16(c.bufs[c.result].to_vec::<i16>().expect("i16 result")),
         Out::I64(_) => Out::I64(c.bufs[c.result].to_vec::<i64>().expect("i64 result")),
+        Out::I32(_) => Out::I32(c.bufs[c.result].to_vec::<i32>().expect("i32 result")),
         Out::F16(_) => Out::F16(
             c.bufs[c.result]
                 .to_vec::<half::f16>()
@@ -806,6 +816,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("fifth") {
         sets.push(("cpu suite, fifth set", fifth::cases()));
+    }
+    if set_wanted("sixth") {
+        sets.push(("cpu suite, sixth set", sixth::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));

@@ -41,8 +41,9 @@ impl V {
     /// that no later batch runs (the interpreter reports the first divergent work-item
     /// before running on). Otherwise the next batch's frame follows this one's and the
     /// call goes on, until the span's end: then it returns the round's stop, or, when the
-    /// driver says the call's row is its group's only one (`LOOP_SLOT`), starts the next
-    /// round at the first batch until the row has finished. Within the call the base
+    /// driver says the call runs the whole group (`LOOP_SLOT`), goes on with the group's
+    /// next row, and after its last row starts the next round at the first batch until the
+    /// group has finished. Within the call the base
     /// registers stay loaded: a batch that has started goes on at `lanes` (which sets its
     /// `global_id(0)` lanes) or, as the next batch of a round, with those lanes advanced
     /// by eight (the frame slot `eight`), at `resumed`; one that has not goes through
@@ -60,6 +61,7 @@ impl V {
         let mut advance = self.a.create_label();
         let mut done = self.a.create_label();
         let mut diverge = self.a.create_label();
+        let mut whole = self.a.create_label();
         let round = qword_ptr(rbp - 48);
         self.bind(&mut next)?;
         self.a.cmp(round, rax)?;
@@ -83,16 +85,21 @@ impl V {
         self.a.mov(round, rax)?;
         self.a.jmp(advance)?;
         self.bind(&mut done)?;
-        self.a.mov(rax, round)?;
-        // The group's only row runs its next round in this call too, from its first batch
-        // (the call's `global_id(0)`) and frame; every batch of the row waits at the
-        // round's barrier.
-        self.a.test(rax, rax)?;
-        self.a.je(self.ret)?;
         self.a.mov(r10, qword_ptr(rbp - 56))?;
         self.a.cmp(qword_ptr(r10 + super::LOOP_SLOT), 0)?;
+        self.a.jne(whole)?;
+        self.a.mov(rax, round)?;
+        self.a.jmp(self.ret)?;
+        // The call runs the whole group: its next row in this round (`grouprows.rs`), or, after
+        // the last, the next round from the group's first batch (the call's
+        // `global_id(0)`) and frame, where every batch of the group waits at the round's
+        // barrier.
+        self.bind(&mut whole)?;
+        self.next_row_of_round(dispatch)?;
+        self.a.mov(rax, round)?;
+        self.a.test(rax, rax)?;
         self.a.je(self.ret)?;
-        self.a.mov(r15, r10)?;
+        self.a.mov(r15, qword_ptr(rbp - 56))?;
         self.a.mov(rbx, qword_ptr(r12 + rt::OFF_GLOBAL_ID))?;
         self.a.mov(round, -1)?;
         self.a.jmp(lanes)?;

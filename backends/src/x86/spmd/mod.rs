@@ -104,6 +104,7 @@ mod expr;
 mod forward;
 mod function;
 mod gather8;
+mod grouprows;
 mod guarded;
 mod hoist;
 mod int64;
@@ -117,6 +118,7 @@ mod math64;
 mod mem;
 mod memo;
 mod merge;
+mod mul64const;
 mod mulconst;
 mod narrow;
 mod near;
@@ -261,8 +263,9 @@ pub const RESUME_SLOT: i32 = END_SLOT + 32 * 5;
 /// must reach (as the group's first batch did this round), or `u64::MAX` when the call's
 /// first batch sets it (see the executor's rounds).
 pub const ROUND_SLOT: i32 = RESUME_SLOT + 8;
-/// A qword after [`ROUND_SLOT`]: nonzero when the call is the group's only row, so that
-/// the code itself runs round after round until the row finishes (see `ctl.rs`).
+/// A qword after [`ROUND_SLOT`]: nonzero when the call runs the whole group, so that the
+/// code itself goes from row to row and round to round until the group finishes (see
+/// `ctl.rs`, `grouprows.rs`); zero when it runs one round of the context's row.
 pub const LOOP_SLOT: i32 = ROUND_SLOT + 8;
 /// Returned when a batch stopped elsewhere than the round's stop (barrier divergence):
 /// the batch's first `global_id(0)` is in the context, its stop in its resume slot.

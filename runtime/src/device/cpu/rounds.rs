@@ -40,77 +40,60 @@ impl Exec<'_> {
             f[..8].copy_from_slice(&abi::IOTA);
             f[abi::RESUME_SLOT as usize / 4] = 0;
         }
-        // One call per row and round (per group when it has one row): the code runs the
-        // row's batches one after the other (each in its own frame, see `next_batch_code`),
-        // checking that each stops where the round's first batch stopped.
+        // One call for the whole group: the code runs the rows' batches one after the
+        // other (each in its own frame, the rows' frames in order, see `next_batch_code`
+        // and `grouprows.rs`), round after round, checking that each batch stops where the
+        // round's first batch stopped.
         ctx.span = l[0];
-        let rows = (l[1] * l[2]) as usize;
+        ctx.local_id = [0; 3];
+        ctx.global_id = ctx.base;
         let resume = abi::RESUME_SLOT as usize / 4;
         let round_slot = abi::ROUND_SLOT as usize / 4;
         let base_id: [u32; 3] = std::array::from_fn(|d| ctx.base[d] as u32);
-        loop {
-            // The round's stop, once the group's first batch has reached it.
-            let mut first: Option<u64> = None;
-            for row in 0..rows {
-                let lid = [0, row as u64 % l[1], row as u64 / l[1]];
-                ctx.local_id = lid;
-                ctx.global_id = std::array::from_fn(|d| ctx.base[d] + lid[d]);
-                let frames_of_row = &mut vframe[row * per_row * words..(row + 1) * per_row * words];
-                let expect = first.unwrap_or(u64::MAX);
-                frames_of_row[round_slot] = expect as u32;
-                frames_of_row[round_slot + 1] = (expect >> 32) as u32;
-                // A group of one row: the code runs all its rounds in this call.
-                frames_of_row[round_slot + 2] = u32::from(rows == 1);
-                frames_of_row[round_slot + 3] = 0;
-                // SAFETY: the frames have the code's vector frame size and the lane
-                // constant, one after the other for the row's batches; the code checks its
-                // accesses (unchecked ones are at global_id(0) within the buffers, which
-                // the caller checked for the group).
-                let stop = unsafe { v.call(ctx, frames, frames_of_row) };
-                // The batch the code stopped in (its first work-item's local id).
-                let gid0 = ctx.global_id[0];
-                let b = ((gid0 - ctx.base[0]) / 8) as usize;
-                let batch_stop = |b: usize| frames_of_row[b * words + resume] as u64;
-                let batch_id: [u32; 3] = std::array::from_fn(|d| {
-                    (ctx.base[d] + if d == 0 { b as u64 * 8 } else { lid[d] }) as u32
-                });
-                // The round's stop as the group's first batch reached it (this call's first
-                // batch if this is the first row).
-                let round = first.unwrap_or_else(|| batch_stop(0));
-                let is_first = row == 0 && b == 0;
-                if stop == abi::STOP_ERROR {
-                    // The lanes before the faulting one ran to the batch's stop first: if
-                    // that differs from the round's, the interpreter reports the
-                    // divergence at the batch's first work-item.
-                    ctx.local_id[0] = b as u64 * 8;
-                    let lane = gid0 - (ctx.base[0] + b as u64 * 8);
-                    let here = batch_stop(b);
-                    if !is_first && lane > 0 && round != here {
-                        return Err(self.divergence(
-                            ctx,
-                            v.n_barriers,
-                            (round, base_id),
-                            (here, batch_id),
-                        ));
-                    }
-                    return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
-                }
-                if stop == abi::STOP_DIVERGE {
-                    ctx.local_id[0] = b as u64 * 8;
-                    let here = batch_stop(b);
-                    return Err(self.divergence(
-                        ctx,
-                        v.n_barriers,
-                        (round, base_id),
-                        (here, batch_id),
-                    ));
-                }
-                first.get_or_insert(stop);
-            }
-            if matches!(first, None | Some(0)) {
-                return Ok(());
-            }
+        // No round's stop yet (the group's first batch sets it); the whole group.
+        vframe[round_slot] = u32::MAX;
+        vframe[round_slot + 1] = u32::MAX;
+        vframe[round_slot + 2] = 1;
+        vframe[round_slot + 3] = 0;
+        // SAFETY: the frames have the code's vector frame size and the lane constant, one
+        // after the other for the group's batches, row by row; the code checks its accesses
+        // (unchecked ones are at global_id(0) within the buffers, which the caller checked
+        // for the group).
+        let stop = unsafe { v.call(ctx, frames, vframe) };
+        if stop == 0 {
+            return Ok(());
         }
+        // The batch the code stopped in: its row's ids are the context's (the code keeps
+        // them), its place in the row from its first work-item's global_id(0).
+        let lid = ctx.local_id;
+        let row = (lid[1] + lid[2] * l[1]) as usize;
+        let gid0 = ctx.global_id[0];
+        let b = ((gid0 - ctx.base[0]) / 8) as usize;
+        let frame = row * per_row + b;
+        let batch_stop = |f: usize| vframe[f * words + resume] as u64;
+        let batch_id: [u32; 3] = std::array::from_fn(|d| {
+            (ctx.base[d] + if d == 0 { b as u64 * 8 } else { lid[d] }) as u32
+        });
+        // The round's stop as the group's first batch reached it.
+        let round = batch_stop(0);
+        if stop == abi::STOP_ERROR {
+            // The lanes before the faulting one ran to the batch's stop first: if that
+            // differs from the round's, the interpreter reports the divergence at the
+            // batch's first work-item.
+            ctx.local_id[0] = b as u64 * 8;
+            let lane = gid0 - (ctx.base[0] + b as u64 * 8);
+            let here = batch_stop(frame);
+            if frame != 0 && lane > 0 && round != here {
+                return Err(self.divergence(ctx, v.n_barriers, (round, base_id), (here, batch_id)));
+            }
+            return Err(self.fault_at(&v.sites, &v.mems, ctx, table, ranges, start));
+        }
+        if stop == abi::STOP_DIVERGE {
+            ctx.local_id[0] = b as u64 * 8;
+            let here = batch_stop(frame);
+            return Err(self.divergence(ctx, v.n_barriers, (round, base_id), (here, batch_id)));
+        }
+        Err(self.launch_error(format!("internal error: the group's 8-lane code stopped at {stop}")))
     }
 
     /// Runs `groups` consecutive work-groups of one row of groups, each of one row (the
