@@ -1209,7 +1209,7 @@ impl Expr {
     // Inlined across crates: the passes' walks call it for every node, and as a call its
     // iterator was built and stepped through out of line.
     #[inline]
-    pub fn operands(&self) -> impl Iterator<Item = &Expr> + Clone {
+    pub fn operands(&self) -> impl DoubleEndedIterator<Item = &Expr> + Clone {
         let (fixed, many) = node_operands(self.node());
         fixed.into_iter().flatten().chain(many)
     }
