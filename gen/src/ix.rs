@@ -196,3 +196,25 @@ pub fn min(a: &Expr, b: &Expr) -> Expr {
         _ => Expr::intrinsic(Intrinsic::Min, [a.clone(), b.clone()]),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `c` answers the constant asked for, whatever its table holds: values that share a
+    /// slot, negative values and values that wrap to `i32`, asked in changing orders; a value
+    /// asked again while its slot still holds it gets the same handle.
+    #[test]
+    fn constants_are_the_values_asked_for() {
+        let values: Vec<i64> =
+            (-300..300).chain([4096, 1 << 31, -(1 << 31), (1 << 32) + 5, i64::MAX]).collect();
+        for round in 0..3 {
+            for &v in values.iter().rev().skip(round) {
+                let e = c(v);
+                assert_eq!(e, Expr::i32(v as i32), "{v}");
+                assert_eq!(as_const(&e), Some(i64::from(v as i32)), "{v}");
+            }
+        }
+        assert!(c(4096).ptr_eq(&c(4096)), "a value asked twice in a row shares its handle");
+    }
+}

@@ -1414,6 +1414,36 @@ mod tests {
         assert_eq!(walked(&e), e.size());
     }
 
+    /// The kept `has_builtin` against a walk of the tree, through every kind of node that
+    /// has operands, with the built-in at the top, deep down, or absent; a copy with an
+    /// origin keeps it.
+    #[test]
+    fn has_builtin_is_kept_for_every_tree_with_a_built_in() {
+        fn walked(e: &Expr) -> bool {
+            matches!(e.node(), ExprNode::Builtin { .. }) || e.children().iter().any(|c| walked(c))
+        }
+        let x = Var::new("x", Type::I32);
+        let buf = Var::new("buf", Type::Ptr(crate::types::AddrSpace::Global, Scalar::F32));
+        let gid = Expr::global_id(0).cast(Scalar::I32);
+        let trees = [
+            x.expr(),
+            Expr::global_id(1),
+            &x * 3 + 1,
+            (&x * 3 + gid.clone()) * 2,
+            Expr::load(&buf, &gid + 1),
+            Expr::select(x.expr().cmp_lt(gid.clone()), x.expr(), Expr::i32(0)),
+            Expr::intrinsic(Intrinsic::Min, [x.expr(), Expr::local_id(0).cast(Scalar::I32)]),
+            Expr::intrinsic(Intrinsic::Max, [x.expr(), Expr::i32(4)]),
+            Expr::vload(&buf, gid.clone() * 4, 4),
+            Expr::vload(&buf, &x * 4, 4).extract(2),
+        ];
+        for e in &trees {
+            assert_eq!(e.has_builtin(), walked(e), "{e}");
+            assert_eq!(e.with_origin("`e`".into()).has_builtin(), walked(e), "{e}");
+        }
+        assert_eq!(trees.iter().filter(|e| e.has_builtin()).count(), 6);
+    }
+
     #[test]
     fn may_fail_is_kept_for_loads_and_divisions_by_a_non_constant_or_zero() {
         let (x, y) = (Var::new("x", Type::I32), Var::new("y", Type::I32));
