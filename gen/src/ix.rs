@@ -2,6 +2,7 @@
 //! generated kernels read like hand-written ones, not like `0 * 64 + 1 * x`), substitution
 //! of variables, and evaluation of closed expressions with the interpreter's own semantics.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use kiln_ir::eval;
@@ -9,9 +10,31 @@ use kiln_ir::{
     walk_mutate_expr, BinOp, Expr, ExprNode, Imm, Intrinsic, Mutator, Scalar, Type, Var,
 };
 
-/// An `i32` constant.
+/// An `i32` constant. A value asked for again gets the handle made the first time, from a
+/// small per-thread table: a generator builds thousands of index constants, mostly the same
+/// few dozen values, and most are dropped at once (folded into a neighbour); a node
+/// allocated, hashed and freed for each was a tenth of the GEMM generator's time. A table
+/// slot is overwritten by the next value hashed to it, so the table stays small.
 pub fn c(v: i64) -> Expr {
-    Expr::i32(v as i32)
+    const SLOTS: usize = 64;
+    thread_local! {
+        static TABLE: RefCell<[Option<Expr>; SLOTS]> =
+            const { RefCell::new([const { None }; SLOTS]) };
+    }
+    let v = v as i32;
+    // Fibonacci hashing: nearby values (strides, lane offsets) land in different slots.
+    let slot = ((v as u32).wrapping_mul(0x9e37_79b9) >> 26) as usize % SLOTS;
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        match &t[slot] {
+            Some(e) if as_const(e) == Some(i64::from(v)) => e.clone(),
+            _ => {
+                let e = Expr::i32(v);
+                t[slot] = Some(e.clone());
+                e
+            }
+        }
+    })
 }
 
 /// The value of an `i32` constant expression.
@@ -171,5 +194,27 @@ pub fn min(a: &Expr, b: &Expr) -> Expr {
     match (as_const(a), as_const(b)) {
         (Some(x), Some(y)) => c(x.min(y)),
         _ => Expr::intrinsic(Intrinsic::Min, [a.clone(), b.clone()]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `c` answers the constant asked for, whatever its table holds: values that share a
+    /// slot, negative values and values that wrap to `i32`, asked in changing orders; a value
+    /// asked again while its slot still holds it gets the same handle.
+    #[test]
+    fn constants_are_the_values_asked_for() {
+        let values: Vec<i64> =
+            (-300..300).chain([4096, 1 << 31, -(1 << 31), (1 << 32) + 5, i64::MAX]).collect();
+        for round in 0..3 {
+            for &v in values.iter().rev().skip(round) {
+                let e = c(v);
+                assert_eq!(e, Expr::i32(v as i32), "{v}");
+                assert_eq!(as_const(&e), Some(i64::from(v as i32)), "{v}");
+            }
+        }
+        assert!(c(4096).ptr_eq(&c(4096)), "a value asked twice in a row shares its handle");
     }
 }

@@ -698,6 +698,8 @@ struct ExprData {
     /// Whether the tree has an operator node whose operands are all constants
     /// ([`Expr::has_constant_operands`]).
     const_operands: bool,
+    /// Whether the tree has a work-item built-in node ([`Expr::has_builtin`]).
+    builtin: bool,
     /// The [`name_bit`]s of the variables the tree refers to ([`Expr::name_bits`]).
     names: u64,
     node: ExprNode,
@@ -756,10 +758,11 @@ impl Expr {
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
         // One pass over the operands for every summary (a pass per summary, over a list of
         // them built first, was most of what building a node cost besides its allocation).
-        let (depth, size, may_fail, binops, vector, const_operands, names) = {
+        let (depth, size, may_fail, binops, vector, const_operands, builtin, names) = {
             let kids = node_operands(&node);
             let (mut depth, mut size, mut binops, mut names) = (0u32, 1u32, 0u32, 0u64);
             let (mut may_fail, mut vector, mut const_operands) = (false, ty.is_vector(), false);
+            let mut builtin = matches!(node, ExprNode::Builtin { .. });
             let mut all_imm = true;
             for c in kids.0.into_iter().flatten().chain(kids.1) {
                 let d = &c.0;
@@ -770,6 +773,7 @@ impl Expr {
                 may_fail |= d.may_fail;
                 vector |= d.vector;
                 const_operands |= d.const_operands;
+                builtin |= d.builtin;
                 all_imm &= c.as_imm().is_some();
             }
             let (own_binop, own_name) = match &node {
@@ -794,6 +798,7 @@ impl Expr {
                 binops | own_binop,
                 vector,
                 (operator && all_imm) || const_operands,
+                builtin,
                 names | own_name,
             )
         };
@@ -806,6 +811,7 @@ impl Expr {
             binops,
             vector,
             const_operands,
+            builtin,
             names,
             node,
             origin: None,
@@ -857,6 +863,7 @@ impl Expr {
             binops: d.binops,
             vector: d.vector,
             const_operands: d.const_operands,
+            builtin: d.builtin,
             names: d.names,
             node: d.node.clone(),
             origin: Some(origin),
@@ -904,6 +911,13 @@ impl Expr {
     /// lowering skips the scalar trees, most of a kernel, without walking them.
     pub fn has_vector(&self) -> bool {
         self.0.vector
+    }
+
+    /// True if this expression or one of its subexpressions is a work-item built-in
+    /// (`global_id(0)`, ...). O(1) (kept per node): a backend that lists the built-ins a
+    /// kernel reads skips the trees without one, most of a kernel, without walking them.
+    pub fn has_builtin(&self) -> bool {
+        self.0.builtin
     }
 
     /// True if this expression or one of its subexpressions is an operator (unary, binary,
@@ -1192,7 +1206,10 @@ impl Expr {
     /// The direct sub-expressions, in evaluation order, as [`children`](Self::children)
     /// lists them, read from the node without building a list (for walks that visit every
     /// node).
-    pub fn operands(&self) -> impl Iterator<Item = &Expr> + Clone {
+    // Inlined across crates: the passes' walks call it for every node, and as a call its
+    // iterator was built and stepped through out of line.
+    #[inline]
+    pub fn operands(&self) -> impl DoubleEndedIterator<Item = &Expr> + Clone {
         let (fixed, many) = node_operands(self.node());
         fixed.into_iter().flatten().chain(many)
     }
@@ -1242,6 +1259,7 @@ fn slice_children(xs: &[Expr]) -> SmallVec<[&Expr; 3]> {
 
 /// [`node_children`] without the list: up to three fixed operands, then a slice (an
 /// intrinsic's arguments, a vector's lanes), in evaluation order.
+#[inline]
 fn node_operands(node: &ExprNode) -> ([Option<&Expr>; 3], &[Expr]) {
     match node {
         ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. } => ([None; 3], &[]),
@@ -1336,6 +1354,7 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 binops: 0,
                 vector: false,
                 const_operands: false,
+                builtin: false,
                 names: 0,
                 node: ExprNode::Imm(Imm::Bool(false)),
                 origin: None,
@@ -1393,6 +1412,36 @@ mod tests {
             n(e)
         };
         assert_eq!(walked(&e), e.size());
+    }
+
+    /// The kept `has_builtin` against a walk of the tree, through every kind of node that
+    /// has operands, with the built-in at the top, deep down, or absent; a copy with an
+    /// origin keeps it.
+    #[test]
+    fn has_builtin_is_kept_for_every_tree_with_a_built_in() {
+        fn walked(e: &Expr) -> bool {
+            matches!(e.node(), ExprNode::Builtin { .. }) || e.children().iter().any(|c| walked(c))
+        }
+        let x = Var::new("x", Type::I32);
+        let buf = Var::new("buf", Type::Ptr(crate::types::AddrSpace::Global, Scalar::F32));
+        let gid = Expr::global_id(0).cast(Scalar::I32);
+        let trees = [
+            x.expr(),
+            Expr::global_id(1),
+            &x * 3 + 1,
+            (&x * 3 + gid.clone()) * 2,
+            Expr::load(&buf, &gid + 1),
+            Expr::select(x.expr().cmp_lt(gid.clone()), x.expr(), Expr::i32(0)),
+            Expr::intrinsic(Intrinsic::Min, [x.expr(), Expr::local_id(0).cast(Scalar::I32)]),
+            Expr::intrinsic(Intrinsic::Max, [x.expr(), Expr::i32(4)]),
+            Expr::vload(&buf, gid.clone() * 4, 4),
+            Expr::vload(&buf, &x * 4, 4).extract(2),
+        ];
+        for e in &trees {
+            assert_eq!(e.has_builtin(), walked(e), "{e}");
+            assert_eq!(e.with_origin("`e`".into()).has_builtin(), walked(e), "{e}");
+        }
+        assert_eq!(trees.iter().filter(|e| e.has_builtin()).count(), 6);
     }
 
     #[test]

@@ -212,7 +212,7 @@ pub fn is_stable(e: &Expr, mutable: &impl NameSet) -> bool {
         match e.node() {
             ExprNode::Load { .. } | ExprNode::VecLoad { .. } => false,
             ExprNode::Var(v) => v.ty().scalar().is_some() && !mutable.has(v.name()),
-            _ => e.children().iter().all(|c| walk(c, mutable)),
+            _ => e.operands().all(|c| walk(c, mutable)),
         }
     }
     walk(e, mutable)
@@ -223,7 +223,7 @@ pub fn free_names(e: &Expr, out: &mut HashSet<String>) {
     if let Some(v) = expr_ref(e) {
         out.insert(v.name().to_string());
     }
-    for c in e.children() {
+    for c in e.operands() {
         free_names(c, out);
     }
 }

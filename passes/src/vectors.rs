@@ -80,7 +80,7 @@ fn lanes_of_vars(e: &Expr) -> bool {
     match e.node() {
         ExprNode::Extract { a, .. } => a.as_var().is_some(),
         _ if e.ty().is_vector() => false,
-        _ => e.children().into_iter().all(lanes_of_vars),
+        _ => e.operands().all(lanes_of_vars),
     }
 }
 

@@ -25,7 +25,8 @@ pub(super) struct Scan<'k> {
 
 impl Visitor for Scan<'_> {
     fn visit_expr(&mut self, e: &Expr) {
-        if self.locals_only {
+        // A tree without a built-in (most of a kernel) has nothing to list: not walked.
+        if self.locals_only || !e.has_builtin() {
             return;
         }
         if let ExprNode::Builtin { kind, dim } = e.node() {
