@@ -62,13 +62,21 @@ fn a_permute_launched_1d_matches_the_interpreter_for_odd_sizes() {
         assert!(l.iter().any(|l| l.starts_with("vpmuludq")), "the magic numbers");
         assert!(!l.iter().any(|l| l.starts_with("vdivpd") || l.starts_with("vcvt")), "no f64");
     }
-    let shapes =
-        [(3u32, 7u32, 11u32, 2u32), (1, 1, 1, 37), (8, 9, 1, 3), (9, 2, 8, 2), (2, 3, 1000, 1)];
+    let shapes = [
+        (3u32, 7u32, 11u32, 2u32),
+        (1, 1, 1, 37),
+        (8, 9, 1, 3),
+        (9, 2, 8, 2),
+        (2, 3, 1000, 1),
+        (4, 5, 9, 3),
+        (1, 13, 3, 1),
+        (5, 1, 1, 7),
+    ];
     for (c, h, w, nb) in shapes {
         let total = (c * h * w * nb) as usize;
         let src = u32s(total, c * 31 + w);
         let bufs = vec![Buffer::from_slice(&src), Buffer::from_slice(&vec![0u32; total])];
-        for local in [8usize, 64] {
+        for local in [8usize, 16, 64] {
             let range =
                 NdRange::new(&[total.next_multiple_of(local) as u32]).with_local(&[local as u32]);
             let args = [

@@ -123,40 +123,6 @@ fn constant_divisors_divide_every_lane_exactly() {
 }
 
 #[test]
-fn an_index_decomposed_by_sizes_matches_the_interpreter() {
-    // NCHW to NHWC from a 1-D launch: six divisions by three parameters.
-    let k = kernel(
-        "kernel permute(src: ptr<global, f32>, dst: ptr<global, f32>, c: u32, h: u32, w: u32, total: u32) {
-  let i: u32 = global_id(0);
-  if i < total {
-    let ch: u32 = i % c;
-    let p: u32 = i / c;
-    let x: u32 = p % w;
-    let q: u32 = p / w;
-    let y: u32 = q % h;
-    let b: u32 = q / h;
-    dst[i] = src[((b * c + ch) * h + y) * w + x];
-  }
-}",
-    );
-    for (c, h, w, nb) in [(3u32, 7u32, 11u32, 2u32), (4, 5, 9, 3), (1, 13, 3, 1), (5, 1, 1, 7)] {
-        let total = (c * h * w * nb) as usize;
-        let src: Vec<f32> = (0..total).map(|v| v as f32).collect();
-        let bufs = vec![Buffer::from_slice(&src), Buffer::from_slice(&vec![0f32; total])];
-        let range = NdRange::new(&[total.next_multiple_of(16) as u32]).with_local(&[16]);
-        let args = [
-            Arg::Buffer(0),
-            Arg::Buffer(1),
-            Arg::scalar(c),
-            Arg::scalar(h),
-            Arg::scalar(w),
-            Arg::scalar(total as u32),
-        ];
-        agree(&k, &range, &args, &bufs, &format!("{c}x{h}x{w}x{nb}"));
-    }
-}
-
-#[test]
 fn a_divisor_from_the_row_id_is_computed_again_for_every_row() {
     // `y + 1` and a hoisted `let` of it: fixed for a row, different in each row of a group
     // (whose rows one call runs), zero in row u32::MAX... here in the row where `s` is 0.
