@@ -10,14 +10,17 @@
 //! bytes for 64-bit elements) transposed in registers into eight vectors, one per
 //! iteration, instead of eight gathers; stores are collected the same way and written as
 //! row segments after the chunk. The body is copied eight times, each copy reading its
-//! iteration's vector from the frame. The rows are checked against the buffers' lengths
+//! iteration's vector from the frame; a load at exactly the counter (`gamma[j]`, one
+//! element for every lane) is a broadcast at the chunk's counter plus the copy's iteration
+//! (`blockio.rs`, which also reads and writes the row segments). The rows are checked against the buffers' lengths
 //! once per loop (every iteration's index of every lane, in 64-bit arithmetic, so no
 //! index wraps, and within the index type's range, so that none is an index the
 //! interpreter's 32-bit sum would have wrapped); where a check fails, a lane is not alive, or fewer than eight
 //! iterations remain, the ordinary loop runs on from the current counter.
 //!
-//! Why the results are the interpreter's: the blocked accesses cannot fault (checked
-//! once), and a body with stores has nothing else that can fault and no other loads, so
+//! Why the results are the interpreter's: the blocked accesses and the loads at the
+//! counter cannot fault (checked once; the latter's buffers apart from every stored one,
+//! so no lane reads another's store), and a body with stores has nothing else that can fault and no other loads, so
 //! deferring its stores to the chunk's end is invisible, except to a load of the same
 //! element by the same lane later in the chunk: every blocked access of such a body uses
 //! one base `b`, so lane `l` meets element `b_l + j` only in iteration `j`, where its
@@ -33,7 +36,7 @@ use kiln_ir::{
     AddrSpace, BinOp, Expr, ExprNode, Imm, Intrinsic, Scalar, Stmt, StmtNode, Type, Var,
 };
 
-use super::{Kind, Loc, R, V, XMM, YMM};
+use super::{Kind, Loc, R, V, YMM};
 use crate::x86::rt;
 
 /// The most expression nodes a body copied eight times may have.
@@ -47,24 +50,33 @@ const MAX_BLOCKS: usize = 6;
 #[derive(Clone, Debug)]
 pub(super) struct Block {
     buf: String,
-    table: u32,
+    pub(super) table: u32,
     base: String,
     store: bool,
-    wide: bool,
-    off: i32,
+    pub(super) wide: bool,
+    pub(super) off: i32,
+    /// The frame slot of the prefetch distance of its base's rows (`blockio.rs`).
+    pub(super) pf: i32,
 }
 
 /// The blocked accesses of the loop being generated, and the copy (iteration of the
 /// chunk) now being generated.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Blocking {
-    counter: String,
+    pub(super) counter: String,
     blocks: Vec<Block>,
     /// The body's `let`s of `b + j` (as CSE leaves an index used twice): name, base.
     aliases: Vec<(String, String)>,
     /// True if those `let`s are read only as blocked indices, so the copies skip them.
     skip_aliases: bool,
-    k: i32,
+    /// Buffers loaded at exactly the counter (checked once per loop): name, table.
+    pub(super) bcast: Vec<(String, u32)>,
+    /// The counter's frame slot.
+    pub(super) cnt: i32,
+    /// True if the copies advance the counter one by one (else it stays at the chunk's
+    /// first iteration until the chunk's end).
+    pub(super) stepped: bool,
+    pub(super) k: i32,
 }
 
 /// The base of `index` if it is `b + j`, `j + b`, `mad(x, y, j)` (the key of the product,
@@ -128,6 +140,8 @@ type Plan = Vec<(Var, String, bool)>;
 type Aliases = Vec<(String, String)>;
 /// Product bases: key, the expression computing it before the loop.
 type Products = Vec<(String, Expr)>;
+/// Buffers loaded at exactly the counter, each once.
+type Bcasts = Vec<Var>;
 
 impl Scan {
     /// Notes a product base's expression (once per key).
@@ -145,6 +159,8 @@ struct Scan {
     access: Vec<(Var, String, bool)>,
     /// Loads that are not blocked, or divisions that may fault.
     other: bool,
+    /// Loads at exactly the counter (`gamma[j]`) of 32-bit buffers, each buffer once.
+    bcast: Vec<Var>,
     /// A blocked load in a statement after a store.
     load_after_store: bool,
     stored: bool,
@@ -231,6 +247,16 @@ impl V {
     fn scan_expr(&self, e: &Expr, j: &str, s: &mut Scan) {
         s.nodes += 1;
         match e.node() {
+            ExprNode::Load { buf, index }
+                if matches!(index.node(), ExprNode::Var(v) if v.name() == j)
+                    && self.blockable_buf(buf, e.ty(), true) =>
+            {
+                // (The same element for every lane: checked once per loop, then a
+                // broadcast per copy, `blockio.rs`; not a read of the counter.)
+                if !s.bcast.iter().any(|b| b.name() == buf.name()) {
+                    s.bcast.push(buf.clone());
+                }
+            }
             ExprNode::Load { buf, index } => {
                 match self.blockable_base(index, j, &s.aliases, &s.names) {
                     Some((b, prod)) if self.blockable_buf(buf, e.ty(), false) => {
@@ -272,7 +298,7 @@ impl V {
         var: &Var,
         step: &Expr,
         body: &[Stmt],
-    ) -> Option<(Plan, Aliases, Products, bool, bool)> {
+    ) -> Option<(Plan, Aliases, Products, Bcasts, bool, bool)> {
         let one = matches!(step.node(), ExprNode::Imm(Imm::Int(_, 1)));
         if !one || self.mask.is_some() || self.regions.is_some() || self.blocking.is_some() {
             return None;
@@ -328,7 +354,11 @@ impl V {
         }
         if s.stored {
             let one_base = s.access.iter().all(|a| a.1 == s.access[0].1);
-            if s.other || s.load_after_store || !one_base {
+            // (A broadcast buffer that the body stores into would read stores of other
+            // lanes: the ordinary loop.)
+            let stored_bcast =
+                s.bcast.iter().any(|b| s.access.iter().any(|a| a.2 && a.0.name() == b.name()));
+            if s.other || s.load_after_store || !one_base || stored_bcast {
                 return None;
             }
         }
@@ -341,7 +371,7 @@ impl V {
         // (`let`s of `b + j` computed in the copies read the counter.)
         let counter = s.counter || (s.escapes && !s.aliases.is_empty());
         (distinct.len() <= MAX_BLOCKS)
-            .then_some((distinct, s.aliases, s.products, s.escapes, counter))
+            .then_some((distinct, s.aliases, s.products, s.bcast, s.escapes, counter))
     }
 
     /// True if `var`'s `let` is one the current copy skips: a `let` of `b + j` read only as
@@ -395,7 +425,7 @@ impl V {
         signed: bool,
         ordinary: CodeLabel,
     ) -> R<Option<(CodeLabel, i32)>> {
-        let Some((plan, aliases, products, escapes, uses_counter)) =
+        let Some((plan, aliases, products, bcast, escapes, uses_counter)) =
             self.block_plan(var, step, body)
         else {
             return Ok(None);
@@ -404,14 +434,16 @@ impl V {
         let flag = self.slot();
         self.a.mov(qword_ptr(r15 + flag), 0)?;
         // The bases' lanes, one slot each (read per lane by scalar code).
-        let mut bases: Vec<(String, i32)> = Vec::new();
+        let mut bases: Vec<(String, i32, i32)> = Vec::new();
         let mut blocks = Vec::new();
         for (buf, base, store) in &plan {
             let table = self.buf_of(buf, Type::Scalar(buf.ty().elem().expect("a buffer")))?;
             // (`b + j`: the base has the counter's type.)
             if !bases.iter().any(|b| &b.0 == base) {
-                bases.push((base.clone(), self.slot()));
+                let (slot, pf) = (self.slot(), self.slot());
+                bases.push((base.clone(), slot, pf));
             }
+            let pf = bases.iter().find(|b| &b.0 == base).expect("base slot").2;
             let wide = super::wide64::is_64(Type::Scalar(buf.ty().elem().expect("a buffer")));
             let off = self.next;
             self.next += if wide { 512 } else { 256 };
@@ -422,7 +454,13 @@ impl V {
                 store: *store,
                 wide,
                 off,
+                pf,
             });
+        }
+        let mut bcasts = Vec::new();
+        for buf in &bcast {
+            let table = self.buf_of(buf, Type::Scalar(buf.ty().elem().expect("a buffer")))?;
+            bcasts.push((buf.name().to_string(), table));
         }
         // Entry: a nonempty loop, every lane alive, every row in bounds.
         self.a.mov(rax, qword_ptr(r15 + cnt))?;
@@ -438,11 +476,12 @@ impl V {
             self.a.cmp(eax, 0xff)?;
             self.a.jne(ordinary)?;
         }
-        for (name, slot) in &bases {
+        for (name, slot, pf) in &bases {
             if let Some(p) = products.iter().find(|p| &p.0 == name) {
                 // A product base: `x * y`, wrapping as `mad`'s product does.
                 self.expr_top(&p.1, 0)?;
                 self.a.vmovups(ymmword_ptr(r15 + *slot), ymm0)?;
+                self.row_span(*slot, *pf, signed)?;
                 continue;
             }
             let loc = self.find(name).map(|b| b.loc);
@@ -454,6 +493,18 @@ impl V {
                 }
                 _ => return super::no("internal: a blocked base is not in lanes"),
             }
+            self.row_span(*slot, *pf, signed)?;
+        }
+        // Loads at exactly the counter: every iteration's element in bounds (the counter
+        // is at least 0 and its end at most the length).
+        for (_, table) in &bcasts {
+            if signed {
+                self.a.cmp(qword_ptr(r15 + cnt), 0)?;
+                self.a.jl(ordinary)?;
+            }
+            self.a.mov(rax, qword_ptr(r15 + end))?;
+            self.a.cmp(rax, qword_ptr(r14 + (*table as i32 * 16 + 8)))?;
+            self.a.jg(ordinary)?;
         }
         let mut checked: Vec<(u32, i32)> = Vec::new();
         for bk in &blocks {
@@ -507,22 +558,13 @@ impl V {
                 .enumerate()
                 .filter(|(o, b)| (!b.store || *o > i) && b.table != st.table);
             for (_, ld) in others {
-                let mut apart = self.a.create_label();
-                let (ts, tl) = (st.table as i32 * 16, ld.table as i32 * 16);
                 let scale = if ld.wide { 8 } else { 4 };
-                self.a.mov(rax, qword_ptr(r14 + tl))?;
-                self.a.mov(r11, qword_ptr(r14 + ts))?;
-                self.a.cmp(rax, r11)?;
-                self.a.je(apart)?;
-                self.a.mov(r10, qword_ptr(r14 + (ts + 8)))?;
-                self.a.lea(r10, qword_ptr(r11 + r10 * 4))?;
-                self.a.cmp(rax, r10)?;
-                self.a.jae(apart)?;
-                self.a.mov(r10, qword_ptr(r14 + (tl + 8)))?;
-                self.a.lea(r10, qword_ptr(rax + r10 * scale))?;
-                self.a.cmp(r11, r10)?;
-                self.a.jb(ordinary)?;
-                self.bind(&mut apart)?;
+                self.tables_apart(st.table, ld.table, scale, true, ordinary)?;
+            }
+            // (Loads of every lane's element: even the same memory would read other
+            // lanes' stores.)
+            for (_, table) in &bcasts {
+                self.tables_apart(st.table, *table, 4, false, ordinary)?;
             }
         }
         self.a.mov(qword_ptr(r15 + flag), 1)?;
@@ -559,6 +601,9 @@ impl V {
                 blocks: blocks.clone(),
                 aliases: aliases.clone(),
                 skip_aliases: !escapes,
+                bcast: bcasts.clone(),
+                cnt,
+                stepped: uses_counter,
                 k,
             });
             let name = var.name().to_string();
@@ -594,111 +639,5 @@ impl V {
         self.a.cmp(qword_ptr(r12 + rt::OFF_BUDGET), 8)?;
         self.a.ja(chunk)?;
         self.bind(&mut on)
-    }
-
-    /// Lane `l`'s base into `r10` (sign- or zero-extended).
-    fn base_lane(&mut self, slot: i32, l: i32, signed: bool) -> R<()> {
-        if signed {
-            self.a.movsxd(r10, dword_ptr(r15 + (slot + 4 * l)))?;
-        } else {
-            self.a.mov(r10d, dword_ptr(r15 + (slot + 4 * l)))?;
-        }
-        Ok(())
-    }
-
-    /// Lane `l`'s row element at the counter plus `delta` into `r10`, as an element index.
-    fn row(&mut self, slot: i32, l: i32, cnt: i32, signed: bool) -> R<()> {
-        self.base_lane(slot, l, signed)?;
-        self.a.add(r10, qword_ptr(r15 + cnt))?;
-        Ok(())
-    }
-
-    /// The 4x4 transposes within both 128-bit halves of `ymm0..ymm3` (using `ymm4..ymm7`):
-    /// from rows `i | i + 4` to columns, or back.
-    fn transpose4(&mut self) -> R<()> {
-        let a = &mut self.a;
-        a.vunpcklps(ymm4, ymm0, ymm1)?;
-        a.vunpckhps(ymm5, ymm0, ymm1)?;
-        a.vunpcklps(ymm6, ymm2, ymm3)?;
-        a.vunpckhps(ymm7, ymm2, ymm3)?;
-        a.vshufps(ymm0, ymm4, ymm6, 0x44)?;
-        a.vshufps(ymm1, ymm4, ymm6, 0xee)?;
-        a.vshufps(ymm2, ymm5, ymm7, 0x44)?;
-        a.vshufps(ymm3, ymm5, ymm7, 0xee)?;
-        Ok(())
-    }
-
-    /// A blocked load's chunk: the lanes' row segments (8 elements from the counter) into
-    /// its block, one vector per iteration.
-    fn block_in(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
-        if bk.wide {
-            return self.block_in64(bk, slot, cnt, signed);
-        }
-        let base = self.base(bk.table)?;
-        for h in 0..2 {
-            for i in 0..4 {
-                self.row(slot, i, cnt, signed)?;
-                self.a.vmovups(XMM[i as usize], xmmword_ptr(base + r10 * 4 + 16 * h))?;
-                self.row(slot, i + 4, cnt, signed)?;
-                let y = YMM[i as usize];
-                self.a.vinsertf128(y, y, xmmword_ptr(base + r10 * 4 + 16 * h), 1)?;
-            }
-            self.transpose4()?;
-            for c in 0..4 {
-                let off = bk.off + 32 * (4 * h + c);
-                self.a.vmovups(ymmword_ptr(r15 + off), YMM[c as usize])?;
-            }
-        }
-        Ok(())
-    }
-
-    /// A blocked store's chunk (the counter already past it): its block's eight vectors,
-    /// one per iteration, written as the lanes' row segments.
-    fn block_out(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
-        let base = self.base(bk.table)?;
-        for h in 0..2 {
-            for c in 0..4 {
-                let off = bk.off + 32 * (4 * h + c);
-                self.a.vmovups(YMM[c as usize], ymmword_ptr(r15 + off))?;
-            }
-            self.transpose4()?;
-            for i in 0..4 {
-                let disp = 16 * h - 32;
-                self.row(slot, i, cnt, signed)?;
-                self.a.vmovups(xmmword_ptr(base + r10 * 4 + disp), XMM[i as usize])?;
-                self.row(slot, i + 4, cnt, signed)?;
-                self.a.vextractf128(xmmword_ptr(base + r10 * 4 + disp), YMM[i as usize], 1)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// [`V::block_in`] of 64-bit elements: per group of four lanes and four iterations, the
-    /// lanes' four-element row segments transposed as 4x4 qwords.
-    fn block_in64(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
-        let base = self.base(bk.table)?;
-        for half in 0..2 {
-            for h in 0..2 {
-                for i in 0..4 {
-                    self.row(slot, 4 * half + i, cnt, signed)?;
-                    self.a.vmovupd(YMM[i as usize], ymmword_ptr(base + r10 * 8 + 32 * h))?;
-                }
-                let a = &mut self.a;
-                a.vunpcklpd(ymm4, ymm0, ymm1)?;
-                a.vunpckhpd(ymm5, ymm0, ymm1)?;
-                a.vunpcklpd(ymm6, ymm2, ymm3)?;
-                a.vunpckhpd(ymm7, ymm2, ymm3)?;
-                a.vperm2f128(ymm0, ymm4, ymm6, 0x20)?;
-                a.vperm2f128(ymm1, ymm5, ymm7, 0x20)?;
-                a.vperm2f128(ymm2, ymm4, ymm6, 0x31)?;
-                a.vperm2f128(ymm3, ymm5, ymm7, 0x31)?;
-                for c in 0..4 {
-                    // Iteration 4h + c, lanes 4 * half ..
-                    let off = bk.off + 64 * (4 * h + c) + 32 * half;
-                    self.a.vmovupd(ymmword_ptr(r15 + off), YMM[c as usize])?;
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -260,6 +260,9 @@ impl V {
 
     /// A checked load of `buf[index]` into `ymm{d}` (`ymm{d+1}`, `ymm{d+2}` temporaries).
     pub(super) fn load(&mut self, buf: &Var, index: &Expr, ty: Type, d: usize) -> R<()> {
+        if self.blocked_bcast(buf, index, d)? {
+            return Ok(());
+        }
         let t = self.buf_of(buf, ty)?;
         let signed = Self::index_type(index)?;
         let kind = self.kind(index);

@@ -92,6 +92,7 @@
 mod atomic;
 mod batches;
 mod blocked;
+mod blockio;
 mod branch;
 mod clamped;
 mod cond;
