@@ -241,12 +241,15 @@ fn signed_counters_from_below_zero_agree() {
         kiln_ir::testing::skip("no AVX2: no 8-lane code to inspect");
     }
     // (rows, lo, hi, off, g's length): a counter from 0, from 2, from -1 (g[-1] faults in
-    // row 0), rows offset so that base + lo is 0, g short.
+    // row 0), rows offset so that base + lo is 0, g short (in a partial batch and in full
+    // ones).
     for (rows, lo, hi, off, gl) in [
         (13i32, 0i32, 19i32, 0i32, 19usize),
         (9, 2, 27, 0, 27),
         (9, -1, 16, 1, 16),
         (7, 3, 11, 0, 10),
+        (16, 3, 11, 0, 10),
+        (16, -1, 15, 1, 15),
         (16, 0, 8, 0, 8),
         (5, 1, 1, 0, 4),
     ] {
