@@ -134,7 +134,7 @@ fn layer_norm_rows_run_blocked_and_agree() {
         let c = cols as usize;
         for (gl, bl, xl) in [(c, c, n), (c + 5, c, n), (c / 2, c, n), (c, c.saturating_sub(1), n)]
             .into_iter()
-            .chain((n > 0).then_some((c, c, n - 1)))
+            .chain(n.checked_sub(1).map(|m| (c, c, m)))
         {
             let args = [
                 Arg::Buffer(0),
