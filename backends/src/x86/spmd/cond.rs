@@ -2,7 +2,7 @@
 //! reading their operands where they are when they can (`V::cmp_operands`).
 
 use iced_x86::code_asm::*;
-use kiln_ir::{BinOp, Expr, ExprNode, Scalar, Type, UnOp};
+use kiln_ir::{BinOp, Expr, ExprNode, Imm, Scalar, Type, UnOp};
 
 use super::expr::Src;
 use super::{lane_type, no, R, TEMPS, V, YMM};
@@ -49,7 +49,15 @@ impl V {
                         return r;
                     }
                 }
+                if a.ty() == Type::U32 && !equality {
+                    if let Some(r) = self.cmp_u32_imm(*op, a, b, d) {
+                        return r;
+                    }
+                }
                 let (ra, rb) = self.pair(a, b, d)?;
+                if a.ty() == Type::U32 && self.cmp_u32_order(*op, ra, rb, d)? {
+                    return Ok(());
+                }
                 let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
                 match a.ty().scalar() {
                     Some(Scalar::F32) => {
@@ -163,5 +171,77 @@ impl V {
             }
             Ok(())
         })())
+    }
+
+    /// An unsigned comparison with a constant (`x > 1`, `3 <= x`), in two instructions
+    /// reading the constant as their memory operand: `x > c` as the signed order of `x`
+    /// with its sign bit flipped and `c` flipped when the code is generated; `x <= c` as
+    /// `max(x, c) == c`, `x >= c` as `min(x, c) == c`, and `x < c` as `x <= c - 1`.
+    /// `None` for other shapes (and `x < 0`, never true, left to the general code).
+    fn cmp_u32_imm(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> Option<R<()>> {
+        let imm = |e: &Expr| match e.node() {
+            ExprNode::Imm(Imm::Int(_, bits)) => u32::try_from(*bits).ok(),
+            _ => None,
+        };
+        // The constant on the right: `c < x` is `x > c`, and so on.
+        let (x, c, op) = match (imm(a), imm(b)) {
+            (_, Some(c)) => (a, c, op),
+            (Some(c), None) => {
+                let mirrored = match op {
+                    BinOp::Lt => BinOp::Gt,
+                    BinOp::Gt => BinOp::Lt,
+                    BinOp::Le => BinOp::Ge,
+                    _ => BinOp::Le,
+                };
+                (b, c, mirrored)
+            }
+            _ => return None,
+        };
+        let (op, c) = match op {
+            BinOp::Lt => (BinOp::Le, c.checked_sub(1)?),
+            _ => (op, c),
+        };
+        Some((|| {
+            let y = self.operand_reg(x, d)?;
+            let z = YMM[d];
+            if op == BinOp::Gt {
+                let sign = self.imm_slot(0x8000_0000);
+                let flipped = self.imm_slot(c ^ 0x8000_0000);
+                self.a.vpxor(z, y, ymmword_ptr(r15 + sign))?;
+                self.a.vpcmpgtd(z, z, ymmword_ptr(r15 + flipped))?;
+                return Ok(());
+            }
+            let c = ymmword_ptr(r15 + self.imm_slot(c));
+            if op == BinOp::Le {
+                self.a.vpmaxud(z, y, c)?;
+            } else {
+                self.a.vpminud(z, y, c)?;
+            }
+            self.a.vpcmpeqd(z, z, c)?;
+            Ok(())
+        })())
+    }
+
+    /// `a <= b` or `a >= b` of u32 values in `ymm{ra}` and `ymm{rb}` (one of them
+    /// `ymm{d}`) into `ymm{d}`: `a <= b` is `max(a, b) == b` and `min(a, b) == a`, `a >= b`
+    /// the same with `a` and `b` swapped; of each pair the form that compares with the
+    /// operand not overwritten. Two instructions, where flipping both sign bits takes
+    /// three and the negation a fourth. `false` (nothing emitted) for other operators.
+    fn cmp_u32_order(&mut self, op: BinOp, ra: usize, rb: usize, d: usize) -> R<bool> {
+        let le = match op {
+            BinOp::Le => true,
+            BinOp::Ge => false,
+            _ => return Ok(false),
+        };
+        let (x, y, z) = (YMM[d], YMM[ra], YMM[rb]);
+        // The operand kept: `b` when `a` is overwritten, else `a`.
+        let (kept, max) = if ra == d { (z, le) } else { (y, !le) };
+        if max {
+            self.a.vpmaxud(x, y, z)?;
+        } else {
+            self.a.vpminud(x, y, z)?;
+        }
+        self.a.vpcmpeqd(x, x, kept)?;
+        Ok(true)
     }
 }

@@ -397,20 +397,27 @@ impl V {
         self.mask = Some(lm);
         self.dctl += 1;
         let mut top = self.a.create_label();
-        let mut exit = self.a.create_label();
-        // Unsigned order is signed order with the sign bits flipped.
-        let sign = self.imm_slot(0x8000_0000);
+        let exit = self.a.create_label();
+        // The lanes done: `k >= end` is `max(k, end) == k` (unsigned or signed max), which
+        // reads the counter where it is and `end` as the memory operand; `vpandn` folds
+        // its negation into the mask.
         self.bind(&mut top)?;
-        counter(self, 0)?;
-        self.a.vmovups(ymm1, ymmword_ptr(r15 + end))?;
-        if !signed {
-            self.a.vpxor(ymm0, ymm0, ymmword_ptr(r15 + sign))?;
-            self.a.vpxor(ymm1, ymm1, ymmword_ptr(r15 + sign))?;
+        let k = match creg {
+            Some(c) => YMM[c],
+            None => {
+                self.a.vmovups(ymm0, ymmword_ptr(r15 + cnt))?;
+                ymm0
+            }
+        };
+        if signed {
+            self.a.vpmaxsd(ymm1, k, ymmword_ptr(r15 + end))?;
+        } else {
+            self.a.vpmaxud(ymm1, k, ymmword_ptr(r15 + end))?;
         }
-        self.a.vpcmpgtd(ymm0, ymm1, ymm0)?;
+        self.a.vpcmpeqd(ymm1, ymm1, k)?;
         match self.vhome(lm) {
-            Some(x) => self.a.vpand(ymm0, ymm0, YMM[x])?,
-            None => self.a.vpand(ymm0, ymm0, ymmword_ptr(r15 + lm))?,
+            Some(x) => self.a.vpandn(ymm0, ymm1, YMM[x])?,
+            None => self.a.vpandn(ymm0, ymm1, ymmword_ptr(r15 + lm))?,
         }
         if self.may_fault {
             self.a.vpand(ymm0, ymm0, ymmword_ptr(r15 + self.alive))?;
@@ -423,7 +430,22 @@ impl V {
         self.lets.push(Bound::new(name, loc, Kind::Div));
         self.block(body)?;
         self.lets.pop();
-        // Next values; lanes whose counter would wrap leave the loop.
+        // Next values; lanes whose counter would wrap leave the loop. With a step of 1
+        // none can: a lane still in the loop passed `k < end` at the top (`k` is immutable
+        // in the body), so `k + 1 <= end` fits; a lane out of it stays out (the top ands
+        // the mask), whatever its counter becomes.
+        if unit_step(step) {
+            match creg {
+                Some(c) => self.a.vpaddd(YMM[c], YMM[c], ymmword_ptr(r15 + inc))?,
+                None => {
+                    self.a.vmovups(ymm0, ymmword_ptr(r15 + cnt))?;
+                    self.a.vpaddd(ymm0, ymm0, ymmword_ptr(r15 + inc))?;
+                    self.a.vmovups(ymmword_ptr(r15 + cnt), ymm0)?;
+                }
+            }
+            self.back_edge_to(top)?;
+            return self.end_divergent_for(exit, outer, regs, homes);
+        }
         counter(self, 0)?;
         self.a.vpaddd(ymm1, ymm0, ymmword_ptr(r15 + inc))?;
         match creg {
@@ -431,6 +453,8 @@ impl V {
             None => self.a.vmovups(ymmword_ptr(r15 + cnt), ymm1)?,
         }
         if !signed {
+            // Unsigned order is signed order with the sign bits flipped.
+            let sign = self.imm_slot(0x8000_0000);
             self.a.vpxor(ymm0, ymm0, ymmword_ptr(r15 + sign))?;
             self.a.vpxor(ymm1, ymm1, ymmword_ptr(r15 + sign))?;
         }
@@ -441,6 +465,17 @@ impl V {
         }
         self.put_mask(lm, 0)?;
         self.back_edge_to(top)?;
+        self.end_divergent_for(exit, outer, regs, homes)
+    }
+
+    /// A divergent `for`'s exit: the outer mask, depth and registers back.
+    fn end_divergent_for(
+        &mut self,
+        mut exit: CodeLabel,
+        outer: Option<i32>,
+        regs: usize,
+        homes: usize,
+    ) -> R<()> {
         self.bind(&mut exit)?;
         self.mask = outer;
         self.dctl -= 1;
@@ -569,4 +604,10 @@ impl V {
         }
         Ok(())
     }
+}
+
+/// True if `step` is the constant 1 (of any integer type): a `for` counter that steps by
+/// one from below `hi` cannot wrap.
+fn unit_step(step: &Expr) -> bool {
+    matches!(step.node(), ExprNode::Imm(kiln_ir::Imm::Int(_, 1)))
 }
