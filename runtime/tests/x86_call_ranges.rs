@@ -135,6 +135,32 @@ fn a_stencil_with_column_bounds_fixed_for_the_call_matches_the_interpreter() {
 }
 
 #[test]
+fn column_sums_between_two_bounds_match_the_interpreter() {
+    // Rows added in order into one row of sums, the guard's columns `lo <= x < w` fixed
+    // for the call and its only bounds: no row part of the range has a lower bound.
+    let k = kernel(
+        "kernel colsum(a: ptr<global, f32>, o: ptr<global, f32>, lo: u32, w: u32) {
+           let x: u32 = global_id(0);
+           let y: u32 = global_id(1);
+           if lo <= x && x < w {
+             o[x] = o[x] * 0.5 + a[x] * (y as f32);
+           }
+         }",
+    );
+    for (w, h, lo, local) in
+        [(29usize, 6usize, 9usize, [8usize, 2usize]), (40, 4, 17, [16, 4]), (12, 3, 13, [8, 3])]
+    {
+        let r = range(&[w, h], &local);
+        let args = vec![Arg::Buffer(0), Arg::Buffer(1), u(lo), u(w)];
+        let bufs = vec![f32s(w, 2), f32s(w, 6)];
+        agree(&k, &r, &args, &bufs, &format!("{w}x{h} from {lo}"));
+        // The sums short: a fault in the first row's last batch.
+        let bufs = vec![f32s(w, 2), f32s(w - 3, 6)];
+        agree(&k, &r, &args, &bufs, "the sums short");
+    }
+}
+
+#[test]
 fn planes_of_short_rows_match_the_interpreter() {
     let k = kernel(PLANES);
     for (size, local) in [
