@@ -94,6 +94,7 @@ fn generate_inner(
         magics: Vec::new(),
         shares: Default::default(),
         hoisted_ranges: Vec::new(),
+        call_ranges: Vec::new(),
         mask: None,
         dctl: 0,
         div_vars: uniform::divergent_vars(k),
@@ -231,6 +232,8 @@ fn generate_inner(
     let init = a.create_label();
     // Where the next group of a call of region code starts (see `V::next_group`).
     let group_init = a.create_label();
+    // Where the next row of a call that runs every row of its group starts (`V::next_row`).
+    let row_init = a.create_label();
     let mut hoist = a.create_label();
     // A batch resuming after a barrier has its broadcasts and hoisted lets in its own
     // frame already: only the base registers are loaded again.
@@ -242,9 +245,10 @@ fn generate_inner(
         v.a.cmp(dword_ptr(r15 + RESUME_SLOT), 0)?;
         v.a.jne(bases_only)?;
     }
-    if regions && v.may_fault {
-        // Every lane alive: once per call, as a fault ends the call (at its region's end),
-        // so every later group of the call starts with the lanes as the first left them.
+    if (regions || rows) && v.may_fault {
+        // Every lane alive: once per call, as a fault ends the call (at its region's or
+        // batch's end), so every later group (row) of the call starts with the lanes as the
+        // first left them.
         v.a.vpcmpeqd(ymm0, ymm0, ymm0)?;
         v.a.vmovups(ymmword_ptr(r15 + v.alive), ymm0)?;
         v.a.mov(dword_ptr(r15 + v.fault_lane), 8)?;
@@ -252,6 +256,13 @@ fn generate_inner(
     let a = &mut v.a;
     a.jmp(init)?;
     v.bind(&mut hoist)?;
+    // A call that runs every row of its group: the ranges' bounds fixed for all its rows
+    // once, then each row's set-up from `row_hoist` (`hoist.rs`).
+    let mut row_hoist = v.a.create_label();
+    if rows {
+        v.hoist_call_ranges(k)?;
+        v.bind(&mut row_hoist)?;
+    }
     // Top-level lets of values fixed for the call: computed once, before the loop. Other
     // top-level names are in scope as divergent, so that a later let naming one (through
     // shadowing) is not hoisted.
@@ -310,7 +321,7 @@ fn generate_inner(
     // end, so a batch that reaches the next one leaves both as they were set here. A batch
     // resuming after a barrier has its own lanes: reset with every batch there.
     let per_batch = n_barriers > 0;
-    if v.may_fault && !regions && !per_batch {
+    if v.may_fault && !regions && !per_batch && !rows {
         v.all_alive()?;
     }
     let mut top = v.a.create_label();
@@ -354,7 +365,7 @@ fn generate_inner(
         a.cmp(rbx, qword_ptr(r15 + END_SLOT))?;
         a.jb(top)?;
         if rows {
-            v.next_row(group_init)?;
+            v.next_row(row_init)?;
         }
         v.a.xor(eax, eax)?;
     }
@@ -387,18 +398,29 @@ fn generate_inner(
     let consts: Vec<_> = v.consts.iter().filter(|c| !per_group(c)).copied().collect();
     let group_consts: Vec<_> = v.consts.iter().filter(|c| per_group(c)).copied().collect();
     v.broadcasts(&consts)?;
+    // The bases are fixed for the call: a call that runs every row of its group loads them
+    // once, not per row (nothing in a batch leaves them changed: the limit stub saves them).
+    if rows {
+        v.load_bases()?;
+    }
     let mut group_init = group_init;
     v.bind(&mut group_init)?;
     v.broadcasts(&group_consts)?;
-    for (&t, &r) in v.based.iter().zip(&BASES[..v.resident_bases()]) {
-        v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
+    if !rows {
+        v.load_bases()?;
     }
     v.a.jmp(hoist)?;
+    if rows {
+        // The next row: its ids' broadcasts, then what the call hoists for the row (the
+        // values fixed for the whole call, `hoist.rs`'s call parts, are in their slots).
+        let mut row_init = row_init;
+        v.bind(&mut row_init)?;
+        v.broadcasts(&group_consts)?;
+        v.a.jmp(row_hoist)?;
+    }
     let mut bases_only = bases_only;
     v.bind(&mut bases_only)?;
-    for (&t, &r) in v.based.iter().zip(&BASES[..v.resident_bases()]) {
-        v.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
-    }
+    v.load_bases()?;
     v.a.jmp(lanes)?;
     if n_barriers > 0 && !regions {
         v.next_batch_code(dispatch, lanes, resumed, eight)?;
@@ -517,12 +539,21 @@ impl V {
         Ok(())
     }
 
+    /// The resident buffer bases into their registers.
+    fn load_bases(&mut self) -> R<()> {
+        for (&t, &r) in self.based.iter().zip(&BASES[..self.resident_bases()]) {
+            self.a.mov(r, qword_ptr(r14 + (t as i32 * 16)))?;
+        }
+        Ok(())
+    }
+
     /// After a row's last batch, in code that runs every row of its group (see
     /// [`SpmdCode::rows`](crate::x86::SpmdCode::rows)): unless the row is the group's last,
     /// the next row in the interpreter's order (dimension 1, then 2): its ids in the
     /// context, where the fault reports and the code's reads of them find them, and the code
     /// again from the broadcasts of the ids (`init`), which recomputes what a call hoists
-    /// for its row. The values fixed for the call are in their slots already.
+    /// for its row. The values fixed for the call (constants, bases, the alive lanes, the
+    /// row's end, the ranges' bounds of `hoist_call_ranges`) are in place already.
     fn next_row(&mut self, init: CodeLabel) -> R<()> {
         let lid = |d: i32| qword_ptr(r12 + (rt::OFF_LOCAL_ID + 8 * d));
         let gid = |d: i32| qword_ptr(r12 + (rt::OFF_GLOBAL_ID + 8 * d));
@@ -547,10 +578,9 @@ impl V {
         self.a.mov(lid(1), rax)?;
         self.a.inc(gid(1))?;
         self.bind(&mut start)?;
+        // (The row's end is the first row's: the context's `global_id(0)` is the group's
+        // first column in every row, and nothing else writes the end's slot here.)
         self.a.mov(rbx, gid(0))?;
-        self.a.mov(rax, qword_ptr(r12 + rt::OFF_SPAN))?;
-        self.a.add(rax, rbx)?;
-        self.a.mov(qword_ptr(r15 + END_SLOT), rax)?;
         self.a.jmp(init)?;
         self.bind(&mut finish)
     }

@@ -257,12 +257,47 @@ pub(super) struct Range {
     pub(super) proven: Vec<(usize, u32)>,
 }
 
+/// The bounds of a [`Range`] that no row of a call changes ([`V::hoist_call_ranges`]).
+pub(super) struct CallRange {
+    /// The condition's address in the kernel.
+    cond: usize,
+    /// The frame slot of the bounds (lowest, highest), as [`Range::slot`]'s.
+    slot: i32,
+    /// Whether the lowest needs a test.
+    lower: bool,
+    /// The addresses of the conjunction's comparisons these bounds take.
+    leaves: Vec<usize>,
+}
+
 /// One operand of a condition's conjunction, for [`V::hoist_ranges`].
 enum Part<'k> {
     /// `global_id(0) op e` (`<`, `<=`, `>`, `>=`, unsigned), `e` fixed for the call.
     Gid(BinOp, &'k Expr),
+    /// A comparison of `global_id(0)` in the call's bounds ([`CallRange`]).
+    Call,
     /// A comparison fixed for the call, its lane mask in this slot ([`V::hoist_conds`]).
     Fixed(i32),
+}
+
+/// The kernel's declared names (parameters included) and its `let`s.
+fn kernel_names(k: &Kernel) -> (Decls, Lets) {
+    let mut decls = Decls::default();
+    for p in k.params() {
+        *decls.0.entry(p.name().to_string()).or_default() += 1;
+    }
+    k.body().stmts().iter().for_each(|s| decls.visit_stmt(s));
+    let mut lets = Lets::default();
+    k.body().stmts().iter().for_each(|s| lets.visit_stmt(s));
+    (decls, lets)
+}
+
+/// True if `e` is `global_id(0)` or a `let` of it declared once.
+fn is_gid(e: &Expr, lets: &Lets, once: &dyn Fn(&str) -> bool) -> bool {
+    match e.node() {
+        ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
+        ExprNode::Var(v) => lets.gid.iter().any(|g| g == v.name()) && once(v.name()),
+        _ => false,
+    }
 }
 
 /// `b op' a` for `a op b`.
@@ -290,24 +325,16 @@ impl V {
     /// mask. The comparisons cannot fault, so not evaluating them is unobservable. Names are
     /// taken only where declared once, as in [`V::hoist_conds`].
     pub(super) fn hoist_ranges(&mut self, k: &Kernel) -> R<()> {
-        let mut decls = Decls::default();
-        for p in k.params() {
-            *decls.0.entry(p.name().to_string()).or_default() += 1;
-        }
-        k.body().stmts().iter().for_each(|s| decls.visit_stmt(s));
-        let mut lets = Lets::default();
-        k.body().stmts().iter().for_each(|s| lets.visit_stmt(s));
+        let (decls, lets) = kernel_names(k);
         let once = |n: &str| decls.0.get(n) == Some(&1);
-        let is_gid = |e: &Expr| match e.node() {
-            ExprNode::Builtin { kind: Builtin::GlobalId, dim: 0 } => true,
-            ExprNode::Var(v) => lets.gid.iter().any(|g| g == v.name()) && once(v.name()),
-            _ => false,
-        };
+        let is_gid = |e: &Expr| is_gid(e, &lets, &once);
         let mut conds = Vec::new();
         if_conds(k.body().stmts(), &mut conds);
         'cond: for (c, then) in conds {
             let mut leaves = Vec::new();
             conjuncts(c, &mut leaves);
+            let call = self.call_ranges.iter().find(|r| r.cond == c as *const Expr as usize);
+            let call = call.map(|r| (r.slot, r.lower, r.leaves.clone()));
             let mut parts = Vec::new();
             for l in leaves {
                 let addr = l as *const Expr as usize;
@@ -315,65 +342,33 @@ impl V {
                     parts.push(Part::Fixed(slot));
                     continue;
                 }
-                let ExprNode::Binary { op, a, b } = l.node() else { continue 'cond };
-                let (op, e) = if is_gid(a) {
-                    (*op, b)
-                } else if is_gid(b) {
-                    match flipped(*op) {
-                        Some(op) => (op, a),
-                        None => continue 'cond,
-                    }
-                } else {
-                    continue 'cond;
-                };
-                let mut names = Vec::new();
-                Names(&mut names).visit_expr(e);
-                if !matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
-                    || e.ty() != Type::U32
-                    || !names.iter().all(|n| once(n))
-                    || !self.invariant(e)
-                    || !self.gpr_ok(e)
-                {
-                    continue 'cond;
+                let Some((op, e)) = self.gid_leaf(l, &is_gid, &once) else { continue 'cond };
+                if call.as_ref().is_some_and(|(_, _, leaves)| leaves.contains(&addr)) {
+                    // In the call's bounds already (its range's test is the same).
+                    parts.push(Part::Call);
+                    continue;
                 }
                 parts.push(Part::Gid(op, e));
             }
-            if !parts.iter().any(|p| matches!(p, Part::Gid(..))) {
+            if !parts.iter().any(|p| matches!(p, Part::Gid(..) | Part::Call)) {
                 continue;
             }
             let slot = self.slot();
             let (lo, hi) = (qword_ptr(r15 + slot), qword_ptr(r15 + slot + 8));
-            self.a.mov(lo, 0)?;
-            self.a.mov(rax, i64::MAX)?;
-            self.a.mov(hi, rax)?;
             let mut lower = false;
+            match &call {
+                Some((from, call_lower, _)) => {
+                    // Both bounds from the call's (one 16-byte move), narrowed below.
+                    self.a.vmovups(xmm0, xmmword_ptr(r15 + *from))?;
+                    self.a.vmovups(xmmword_ptr(r15 + slot), xmm0)?;
+                    lower = *call_lower;
+                }
+                None => self.unbounded(slot)?,
+            }
             for p in parts {
                 match p {
-                    Part::Gid(op, e) => {
-                        // `e`, zero-extended into rax.
-                        self.uniform_to_eax(e)?;
-                        let adjust = match op {
-                            BinOp::Lt => -8,
-                            BinOp::Le => -7,
-                            BinOp::Gt => 1,
-                            _ => 0,
-                        };
-                        if adjust != 0 {
-                            self.a.add(rax, adjust)?;
-                        }
-                        if matches!(op, BinOp::Lt | BinOp::Le) {
-                            // highest = min(highest, rax)
-                            self.a.cmp(rax, hi)?;
-                            self.a.cmovg(rax, hi)?;
-                            self.a.mov(hi, rax)?;
-                        } else {
-                            // lowest = max(lowest, rax)
-                            self.a.cmp(rax, lo)?;
-                            self.a.cmovl(rax, lo)?;
-                            self.a.mov(lo, rax)?;
-                            lower = true;
-                        }
-                    }
+                    Part::Call => {}
+                    Part::Gid(op, e) => lower |= self.range_bound(op, e, slot)?,
                     Part::Fixed(m) => {
                         // False in every lane: no batch is in the range. Its operands
                         // are fixed for the call, so every lane agrees: lane 0 decides,
@@ -442,6 +437,127 @@ impl V {
             self.hoisted_ranges.push(Range { cond, slot, lower, proven });
         }
         Ok(())
+    }
+}
+
+impl V {
+    /// A conjunction's comparison `l` of `global_id(0)` with an unsigned value `e` fixed for
+    /// the call, its names declared once, as `(op, e)` with the id on the left; `None` for
+    /// other comparisons.
+    fn gid_leaf<'k>(
+        &self,
+        l: &'k Expr,
+        is_gid: &dyn Fn(&Expr) -> bool,
+        once: &dyn Fn(&str) -> bool,
+    ) -> Option<(BinOp, &'k Expr)> {
+        let ExprNode::Binary { op, a, b } = l.node() else { return None };
+        let (op, e) = if is_gid(a) {
+            (*op, b)
+        } else if is_gid(b) {
+            (flipped(*op)?, a)
+        } else {
+            return None;
+        };
+        let mut names = Vec::new();
+        Names(&mut names).visit_expr(e);
+        let ok = matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge)
+            && e.ty() == Type::U32
+            && names.iter().all(|n| once(n))
+            && self.invariant(e)
+            && self.gpr_ok(e);
+        ok.then_some((op, e))
+    }
+
+    /// The range in `slot` unbounded: lowest 0, highest `i64::MAX`.
+    fn unbounded(&mut self, slot: i32) -> R<()> {
+        self.a.mov(qword_ptr(r15 + slot), 0)?;
+        self.a.mov(rax, i64::MAX)?;
+        self.a.mov(qword_ptr(r15 + slot + 8), rax)?;
+        Ok(())
+    }
+
+    /// Narrows the range in `slot` to the lane-0 ids whose batch has `global_id(0) op e` in
+    /// all eight lanes (see [`V::hoist_ranges`]); true if that bounds the lowest.
+    fn range_bound(&mut self, op: BinOp, e: &Expr, slot: i32) -> R<bool> {
+        let (lo, hi) = (qword_ptr(r15 + slot), qword_ptr(r15 + slot + 8));
+        // `e`, zero-extended into rax.
+        self.uniform_to_eax(e)?;
+        let adjust = match op {
+            BinOp::Lt => -8,
+            BinOp::Le => -7,
+            BinOp::Gt => 1,
+            _ => 0,
+        };
+        if adjust != 0 {
+            self.a.add(rax, adjust)?;
+        }
+        if matches!(op, BinOp::Lt | BinOp::Le) {
+            // highest = min(highest, rax)
+            self.a.cmp(rax, hi)?;
+            self.a.cmovg(rax, hi)?;
+            self.a.mov(hi, rax)?;
+            Ok(false)
+        } else {
+            // lowest = max(lowest, rax)
+            self.a.cmp(rax, lo)?;
+            self.a.cmovl(rax, lo)?;
+            self.a.mov(lo, rax)?;
+            Ok(true)
+        }
+    }
+
+    /// In code that runs every row of its group (`SpmdCode::rows`), once per call before
+    /// its first row's set-up: of each [`V::hoist_ranges`] condition, the comparisons of
+    /// `global_id(0)` with values of parameters and constants only (embed's `d < dim`, a
+    /// stencil's `x < w - 1`), which are the same for every row, as bounds in a slot of
+    /// their own ([`CallRange`]). Each row's range then starts from a copy of them and adds
+    /// only what depends on the row. (A condition that the row's analysis then rejects has
+    /// its call bounds unused: computing them cannot fault.)
+    pub(super) fn hoist_call_ranges(&mut self, k: &Kernel) -> R<()> {
+        let (decls, lets) = kernel_names(k);
+        let once = |n: &str| decls.0.get(n) == Some(&1);
+        let is_gid = |e: &Expr| is_gid(e, &lets, &once);
+        let mut conds = Vec::new();
+        if_conds(k.body().stmts(), &mut conds);
+        for (c, _) in conds {
+            let mut leaves = Vec::new();
+            conjuncts(c, &mut leaves);
+            let fixed: Vec<_> = leaves
+                .into_iter()
+                .filter_map(|l| {
+                    Some((l as *const Expr as usize, self.gid_leaf(l, &is_gid, &once)?))
+                })
+                .filter(|(_, (_, e))| self.params_only(e))
+                .collect();
+            if fixed.is_empty() {
+                continue;
+            }
+            let slot = self.slot();
+            self.unbounded(slot)?;
+            let mut lower = false;
+            for &(_, (op, e)) in &fixed {
+                lower |= self.range_bound(op, e, slot)?;
+            }
+            let leaves = fixed.iter().map(|f| f.0).collect();
+            self.call_ranges.push(CallRange {
+                cond: c as *const Expr as usize,
+                slot,
+                lower,
+                leaves,
+            });
+        }
+        Ok(())
+    }
+
+    /// True if `e` reads only parameters and constants (no ids, no loads): the same value
+    /// in every row of a call.
+    fn params_only(&self, e: &Expr) -> bool {
+        match e.node() {
+            ExprNode::Var(v) => self.param(v).is_some(),
+            ExprNode::Imm(_) => true,
+            ExprNode::Builtin { .. } | ExprNode::Load { .. } => false,
+            _ => e.children().iter().all(|c| self.params_only(c)),
+        }
     }
 }
 

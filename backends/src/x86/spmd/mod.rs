@@ -376,6 +376,9 @@ struct V {
     /// Conditions whose lanes all hold in a range of batches fixed for the call, computed
     /// once per call (`hoist.rs`, [`V::hoist_ranges`]).
     hoisted_ranges: Vec<hoist::Range>,
+    /// The parts of [`V::hoisted_ranges`] fixed for every row of a call that runs its
+    /// group's rows (`hoist.rs`, [`V::hoist_call_ranges`]): computed once per call.
+    call_ranges: Vec<hoist::CallRange>,
     /// The current control mask's slot (`None`: every lane of the batch).
     mask: Option<i32>,
     /// A control mask whose lanes are known as the code is generated (`known.rs`): its
