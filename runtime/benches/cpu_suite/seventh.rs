@@ -306,10 +306,10 @@ pub(crate) fn cases() -> Vec<Case> {
                 let s = a * a;
                 let mut t = ((-0.046496473 * s + 0.15931422) * s - 0.32762277) * s * a + a;
                 if ay > ax {
-                    t = 1.5707964 - t;
+                    t = std::f32::consts::FRAC_PI_2 - t;
                 }
                 if x < 0.0 {
-                    t = 3.1415927 - t;
+                    t = std::f32::consts::PI - t;
                 }
                 theta[i] = if y < 0.0 { -t } else { t };
                 rad[i] = (x * x + y * y).sqrt();
