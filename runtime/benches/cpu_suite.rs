@@ -46,7 +46,13 @@
 //! f64, sparse dot products merged by a `while`, a particle step on a struct of arrays, a
 //! transpose through a local tile, Bayer dithering, piecewise-linear table lookup, a bitmap by
 //! `atomic_or` and Q16.16 products saturated through i64);
-//! `KILN_CPU_SUITE_SET=all` runs the seven.
+//! `KILN_CPU_SUITE_SET=seventh` a seventh, written after the sixth (`cpu_suite_seventh.kir`,
+//! `cpu_suite/seventh.rs`: an early-exit byte search in text records, u64 Hamming distances,
+//! a breadth-first search step by `atomic_min`, f64 moving averages, a 3-D heat stencil, point
+//! in polygon with a bool, block min-max normalization in local memory, ROT13 on u8, polar
+//! coordinates, a trimmed mean by insertion sort in a private array, modular exponentiation in
+//! u64 and RGB565 packing to u16);
+//! `KILN_CPU_SUITE_SET=all` runs the eight.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -72,6 +78,8 @@ mod halide;
 mod more;
 #[path = "cpu_suite/rows64.rs"]
 mod rows64;
+#[path = "cpu_suite/seventh.rs"]
+mod seventh;
 #[path = "cpu_suite/sixth.rs"]
 mod sixth;
 #[path = "cpu_suite/third.rs"]
@@ -88,8 +96,8 @@ fn log2n() -> u32 {
 /// Whether `KILN_CPU_SUITE_SET` (`first`, the default; `more`, the held-out kernels of
 /// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; `fourth`, those of
 /// `cpu_suite/fourth.rs`; `rows64`, those of `cpu_suite/rows64.rs`; `fifth`, those of
-/// `cpu_suite/fifth.rs`; `sixth`, those of `cpu_suite/sixth.rs`; or `all`) selects the set
-/// `set`.
+/// `cpu_suite/fifth.rs`; `sixth`, those of `cpu_suite/sixth.rs`; `seventh`, those of
+/// `cpu_suite/seventh.rs`; or `all`) selects the set `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
     chosen == "all" || chosen == set
@@ -212,6 +220,7 @@ enum Out {
     I8(Vec<i8>),
     U64(Vec<u64>),
     I16(Vec<i16>),
+    U16(Vec<u16>),
     I64(Vec<i64>),
     I32(Vec<i32>),
     /// f16 results, as their bits.
@@ -230,6 +239,7 @@ fn check(c: &mut Case, want: &Out, all: bool) {
         Out::I8(_) => Out::I8(c.bufs[c.result].to_vec::<i8>().expect("i8 result")),
         Out::U64(_) => Out::U64(c.bufs[c.result].to_vec::<u64>().expect("u64 result")),
         Out::I16(_) => Out::I16(c.bufs[c.result].to_vec::<i16>().expect("i16 result")),
+        Out::U16(_) => Out::U16(c.bufs[c.result].to_vec::<u16>().expect("u16 result")),
         Out::I64(_) => Out::I64(c.bufs[c.result].to_vec::<i64>().expect("i64 result")),
         Out::I32(_) => Out::I32(c.bufs[c.result].to_vec::<i32>().expect("i32 result")),
         Out::F16(_) => Out::F16(
@@ -819,6 +829,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("sixth") {
         sets.push(("cpu suite, sixth set", sixth::cases()));
+    }
+    if set_wanted("seventh") {
+        sets.push(("cpu suite, seventh set", seventh::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));

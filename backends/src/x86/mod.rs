@@ -418,6 +418,8 @@ fn compile_known(
         if kiln_passes::vectors::uses_vectors(&k) { spmd::split_vectors(&k) } else { k.clone() };
     // Short loops' induction variables as affine values of their counters (spmd/ivs.rs).
     let lanes_k = spmd::affine_ivs(&lanes_k);
+    // Stores on both sides of an `if` as one store of a select (spmd/ifstore.rs).
+    let lanes_k = spmd::merge_if_stores(&lanes_k);
     let vector = if opts.scalar {
         Err("scalar code was asked for".to_string())
     } else if !avx2() {

@@ -108,6 +108,7 @@ mod gather8;
 mod grouprows;
 mod guarded;
 mod hoist;
+mod ifstore;
 mod int64;
 mod ivs;
 mod known;
@@ -146,6 +147,7 @@ mod zeroing;
 pub(crate) use counted::counted;
 
 pub(crate) use function::{generate, generate_regions};
+pub(crate) use ifstore::merge_if_stores;
 pub(crate) use ivs::affine_ivs;
 pub(crate) use vectors::split as split_vectors;
 
