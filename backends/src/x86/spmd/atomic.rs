@@ -600,6 +600,33 @@ impl V {
                     a.mov(eax, at)?;
                     a.mov(at, r11d)?;
                 }
+                // Unlocked, the value to `r11d` in one load: a memory-destination
+                // operation where the old value is not wanted, or the old value read
+                // (into `eax`, the result), compared with it and the winner written back
+                // (a load fewer than comparing and moving from the slot, and no copy of
+                // the old value, which only a compare-and-swap retry needs). (The value
+                // extracted from a register instead made some runs several times slower
+                // on an AMD host, as did the indices: the slots stay.)
+                AtomicOp::And | AtomicOp::Or | AtomicOp::Xor if !locked && !x.result => {
+                    a.mov(r11d, v)?;
+                    match op {
+                        AtomicOp::And => a.and(at, r11d)?,
+                        AtomicOp::Or => a.or(at, r11d)?,
+                        _ => a.xor(at, r11d)?,
+                    }
+                }
+                AtomicOp::Min | AtomicOp::Max if !locked && !x.float => {
+                    a.mov(r11d, v)?;
+                    a.mov(eax, at)?;
+                    a.cmp(eax, r11d)?;
+                    match (op == AtomicOp::Min, x.signed) {
+                        (true, true) => a.cmovl(r11d, eax)?,
+                        (true, false) => a.cmovb(r11d, eax)?,
+                        (false, true) => a.cmovg(r11d, eax)?,
+                        (false, false) => a.cmova(r11d, eax)?,
+                    }
+                    a.mov(at, r11d)?;
+                }
                 AtomicOp::CmpXchg => {
                     a.mov(eax, dword_ptr(r15 + (o_cmp + l)))?;
                     a.mov(r11d, v)?;
