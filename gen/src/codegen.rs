@@ -37,9 +37,12 @@ use crate::split::{reduce_kernel, SplitK, REDUCE_LOCAL};
 use crate::view::{Access, DimKind, View};
 
 mod block;
+mod checked;
 mod copy;
 
 use block::{work_item_m, work_item_n};
+use checked::optimize_generated;
+pub(crate) use checked::verify_generated;
 
 /// The three views of a GEMM-like kernel and the names of its buffer parameters.
 #[derive(Clone, Debug)]
@@ -59,7 +62,7 @@ pub struct GemmViews {
 /// A generated kernel and how to launch it.
 #[derive(Clone, Debug)]
 pub struct Generated {
-    /// The kernel (verified).
+    /// The kernel (verified; optimized too from [`generate_optimized`]).
     pub kernel: Kernel,
     /// Global size, dimension 0 first.
     pub global: [u32; 2],
@@ -214,6 +217,29 @@ impl Gen<'_> {
 
 /// Generates the kernel for `views` with `cfg`: verified, and unrolled when `cfg.unroll`.
 pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String> {
+    let g = build(views, cfg)?;
+    for k in std::iter::once(&g.kernel).chain(g.split.as_ref().map(|s| &s.reduce)) {
+        verify_generated(k)?;
+    }
+    Ok(g)
+}
+
+/// [`generate`]'s kernels (with split-K, both) through the `-O` pipeline, as a backend wants
+/// them: the same kernels as `optimize` of [`generate`]'s, but each verified once, by `-O`'s
+/// verifier, instead of also before. A kernel that does not verify is an error, never the
+/// unoptimized kernel: the generator's bug as [`generate`] reports it, or the pass that
+/// broke it.
+pub fn generate_optimized(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String> {
+    let mut g = build(views, cfg)?;
+    g.kernel = optimize_generated(&g.kernel)?;
+    if let Some(s) = &mut g.split {
+        s.reduce = optimize_generated(&s.reduce)?;
+    }
+    Ok(g)
+}
+
+/// [`generate`]'s kernels, not yet verified.
+fn build(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String> {
     cfg.validate()?;
     let (a, b, cv) = (&views.a, &views.b, &views.c);
     for (v, which, kinds) in [
@@ -611,12 +637,6 @@ pub fn generate(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String
     // instructions in the 256-channel 14 x 14 layer's loop instead of 902). The kernel is
     // made for its `#nd_range` (every index assumes it), so the rule may bound ids by it.
     kernel = kiln_passes::strength::div::lower_divisions_at_range(&kernel);
-    for k in std::iter::once(&kernel).chain(split.as_ref().map(|s| &s.reduce)) {
-        kiln_ir::verify_kernel(k).map_err(|e| {
-            let first = e.first().map(|x| x.to_string()).unwrap_or_default();
-            format!("internal error: the generated kernel does not verify: {first}")
-        })?;
-    }
     let elems = |v: &View| v.layout().size_elems().unwrap_or(0) as usize;
     Ok(Generated {
         kernel,

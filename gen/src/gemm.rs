@@ -19,7 +19,7 @@
 
 use kiln_ir::Scalar;
 
-use crate::codegen::{generate, GemmViews, Generated};
+use crate::codegen::{generate, generate_optimized, GemmViews, Generated};
 use crate::config::GemmConfig;
 use crate::layout::{Block, Layout};
 use crate::view::{Base, DimKind, TDim, VDim, View};
@@ -126,6 +126,12 @@ impl GemmProblem {
     /// Generates the kernel; parameters `(a, b, c, alpha: f32, beta: f32)`.
     pub fn generate(&self, cfg: &GemmConfig) -> Result<Generated, String> {
         generate(&self.views()?, cfg)
+    }
+
+    /// [`generate`](Self::generate)'s kernel through the `-O` pipeline, verified once
+    /// ([`generate_optimized`]): what a JIT hands a backend.
+    pub fn generate_optimized(&self, cfg: &GemmConfig) -> Result<Generated, String> {
+        generate_optimized(&self.views()?, cfg)
     }
 
     /// A batch of `batch` independent problems of this shape, each operand's matrices

@@ -42,7 +42,7 @@ pub mod tensor;
 pub mod tuner;
 pub mod view;
 
-pub use codegen::{generate, GemmViews, Generated};
+pub use codegen::{generate, generate_optimized, GemmViews, Generated};
 pub use split::SplitK;
 pub use tc::{TcConfig, TcGemmProblem, TcGenerated};
 pub use tc90::Tc90Config;

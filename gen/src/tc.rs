@@ -206,10 +206,7 @@ impl TcGemmProblem {
         self.validate()?;
         cfg.validate()?;
         let kernel = Gen::new(self, cfg, variant).kernel();
-        kiln_ir::verify_kernel(&kernel).map_err(|e| {
-            let first = e.first().map(|x| x.to_string()).unwrap_or_default();
-            format!("internal error: the generated kernel does not verify: {first}")
-        })?;
+        crate::codegen::verify_generated(&kernel)?;
         let threads = cfg.threads();
         let gn = (self.n as u32).div_ceil(cfg.bn);
         let gm = (self.m as u32).div_ceil(cfg.bm);

@@ -173,10 +173,7 @@ pub fn generate(p: &TcGemmProblem, cfg: &Tc90Config) -> Result<TcGenerated, Stri
     check_problem(p)?;
     cfg.validate()?;
     let kernel = Gen { p, cfg: *cfg }.kernel();
-    kiln_ir::verify_kernel(&kernel).map_err(|e| {
-        let first = e.first().map(|x| x.to_string()).unwrap_or_default();
-        format!("internal error: the generated sm_90 kernel does not verify: {first}")
-    })?;
+    crate::codegen::verify_generated(&kernel)?;
     let [g0, g1] = launch_groups(p, cfg);
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     Ok(TcGenerated {

@@ -117,10 +117,7 @@ impl TcAttnProblem {
     pub fn generate(&self) -> Result<TcAttnGenerated, String> {
         self.validate()?;
         let kernel = self.kernel();
-        kiln_ir::verify_kernel(&kernel).map_err(|e| {
-            let first = e.first().map(|x| x.to_string()).unwrap_or_default();
-            format!("internal error: the generated kernel does not verify: {first}")
-        })?;
+        crate::codegen::verify_generated(&kernel)?;
         let threads = 32 * self.warps;
         let blocks = (self.len as u32).div_ceil(16 * self.warps);
         Ok(TcAttnGenerated {

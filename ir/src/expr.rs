@@ -700,6 +700,9 @@ struct ExprData {
     const_operands: bool,
     /// Whether the tree has a work-item built-in node ([`Expr::has_builtin`]).
     builtin: bool,
+    /// Whether the tree has no constant and no operator that folding rewrites
+    /// ([`Expr::is_opaque`]).
+    opaque: bool,
     /// The [`name_bit`]s of the variables the tree refers to ([`Expr::name_bits`]).
     names: u64,
     node: ExprNode,
@@ -758,12 +761,12 @@ impl Expr {
         let hash = foldhash::fast::FixedState::with_seed(STRUCTURAL_SEED).hash_one(&node);
         // One pass over the operands for every summary (a pass per summary, over a list of
         // them built first, was most of what building a node cost besides its allocation).
-        let (depth, size, may_fail, binops, vector, const_operands, builtin, names) = {
+        let (depth, size, may_fail, binops, vector, const_operands, builtin, opaque, names) = {
             let kids = node_operands(&node);
             let (mut depth, mut size, mut binops, mut names) = (0u32, 1u32, 0u32, 0u64);
             let (mut may_fail, mut vector, mut const_operands) = (false, ty.is_vector(), false);
             let mut builtin = matches!(node, ExprNode::Builtin { .. });
-            let mut all_imm = true;
+            let (mut all_imm, mut kids_opaque) = (true, true);
             for c in kids.0.into_iter().flatten().chain(kids.1) {
                 let d = &c.0;
                 depth = depth.max(d.depth);
@@ -775,7 +778,26 @@ impl Expr {
                 const_operands |= d.const_operands;
                 builtin |= d.builtin;
                 all_imm &= c.as_imm().is_some();
+                kids_opaque &= d.opaque;
             }
+            let opaque = kids_opaque
+                && match &node {
+                    ExprNode::Var(_)
+                    | ExprNode::Builtin { .. }
+                    | ExprNode::Load { .. }
+                    | ExprNode::VecLoad { .. }
+                    | ExprNode::Extract { .. }
+                    | ExprNode::Insert { .. }
+                    | ExprNode::Vector { .. } => true,
+                    ExprNode::Cast { a, .. } => a.ty() != ty,
+                    ExprNode::Intrinsic { op, args } => {
+                        !matches!(op, Intrinsic::Min | Intrinsic::Max) && !args.is_empty()
+                    }
+                    ExprNode::Imm(_)
+                    | ExprNode::Unary { .. }
+                    | ExprNode::Binary { .. }
+                    | ExprNode::Select { .. } => false,
+                };
             let (own_binop, own_name) = match &node {
                 ExprNode::Binary { op, .. } => (binop_bit(*op), 0),
                 ExprNode::Var(v)
@@ -799,6 +821,7 @@ impl Expr {
                 vector,
                 (operator && all_imm) || const_operands,
                 builtin,
+                opaque,
                 names | own_name,
             )
         };
@@ -812,6 +835,7 @@ impl Expr {
             vector,
             const_operands,
             builtin,
+            opaque,
             names,
             node,
             origin: None,
@@ -864,6 +888,7 @@ impl Expr {
             vector: d.vector,
             const_operands: d.const_operands,
             builtin: d.builtin,
+            opaque: d.opaque,
             names: d.names,
             node: d.node.clone(),
             origin: Some(origin),
@@ -918,6 +943,15 @@ impl Expr {
     /// kernel reads skips the trees without one, most of a kernel, without walking them.
     pub fn has_builtin(&self) -> bool {
         self.0.builtin
+    }
+
+    /// True if the tree is built only from variables, work-item built-ins, loads and vector
+    /// loads, lane reads and writes, vector constructors, casts that change the type and
+    /// intrinsics other than `min` and `max` (with operands): no constant and no unary,
+    /// binary or select operator anywhere, so nothing in it folds or is rewritten
+    /// arithmetically (the simplifier answers such a tree as it is). O(1) (kept per node).
+    pub fn is_opaque(&self) -> bool {
+        self.0.opaque
     }
 
     /// True if this expression or one of its subexpressions is an operator (unary, binary,
@@ -1355,6 +1389,7 @@ fn take_children(node: &mut ExprNode, out: &mut Vec<Expr>) {
                 vector: false,
                 const_operands: false,
                 builtin: false,
+                opaque: false,
                 names: 0,
                 node: ExprNode::Imm(Imm::Bool(false)),
                 origin: None,
@@ -1442,6 +1477,65 @@ mod tests {
             assert_eq!(e.with_origin("`e`".into()).has_builtin(), walked(e), "{e}");
         }
         assert_eq!(trees.iter().filter(|e| e.has_builtin()).count(), 6);
+    }
+
+    /// The kept `is_opaque` against its definition walked over the tree, for every kind of
+    /// node, opaque at every depth or broken by one node deep down; a copy with an origin
+    /// keeps it.
+    #[test]
+    fn is_opaque_is_kept_for_every_kind_of_node() {
+        fn walked(e: &Expr) -> bool {
+            let kids = || e.children().iter().all(|c| walked(c));
+            match e.node() {
+                ExprNode::Var(_) | ExprNode::Builtin { .. } => true,
+                ExprNode::Load { .. }
+                | ExprNode::VecLoad { .. }
+                | ExprNode::Extract { .. }
+                | ExprNode::Insert { .. }
+                | ExprNode::Vector { .. } => kids(),
+                ExprNode::Cast { a, .. } => a.ty() != e.ty() && kids(),
+                ExprNode::Intrinsic { op, args } => {
+                    !matches!(op, Intrinsic::Min | Intrinsic::Max) && !args.is_empty() && kids()
+                }
+                _ => false,
+            }
+        }
+        let (x, f) = (Var::new("x", Type::I32), Var::new("f", Type::F32));
+        let buf = Var::new("buf", Type::Ptr(crate::types::AddrSpace::Global, Scalar::F32));
+        let gid = Expr::global_id(0).cast(Scalar::I32);
+        let v = Expr::vload(&buf, x.expr(), 4);
+        let trees = [
+            x.expr(),
+            Expr::i32(3),
+            Expr::global_id(1),
+            gid.clone(),
+            x.expr().cast(Scalar::I32),
+            &x + 1,
+            -x.expr(),
+            Expr::select(x.expr().cmp_lt(gid.clone()), x.expr(), gid.clone()),
+            Expr::load(&buf, gid.clone()),
+            Expr::load(&buf, Expr::load(&buf, x.expr()).cast(Scalar::I32)),
+            Expr::load(&buf, Expr::load(&buf, &x + 1).cast(Scalar::I32)),
+            Expr::load(&buf, Expr::i32(0)),
+            v.clone(),
+            Expr::vload(&buf, &x * 4, 4),
+            v.extract(2),
+            v.insert(1, f.expr()),
+            v.insert(1, Expr::f32(1.0)),
+            Expr::build_vector([f.expr(), Expr::load(&buf, x.expr()), f.expr(), f.expr()]),
+            Expr::build_vector([f.expr(), f.expr() * 2.0, f.expr(), f.expr()]),
+            f.expr().broadcast(4),
+            Expr::intrinsic(Intrinsic::Sqrt, [Expr::load(&buf, x.expr())]),
+            Expr::intrinsic(Intrinsic::Sqrt, [Expr::load(&buf, &x - 1)]),
+            Expr::intrinsic(Intrinsic::Min, [x.expr(), gid.clone()]),
+            Expr::intrinsic(Intrinsic::Max, [x.expr(), gid.clone()]),
+        ];
+        for e in &trees {
+            assert_eq!(e.is_opaque(), walked(e), "{e}");
+            assert_eq!(e.with_origin("`e`".into()).is_opaque(), walked(e), "{e}");
+        }
+        let opaque = trees.iter().filter(|e| e.is_opaque()).count();
+        assert_eq!((opaque, trees.len() - opaque), (11, 13), "both answers occur");
     }
 
     #[test]

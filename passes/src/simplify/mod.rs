@@ -216,10 +216,19 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
     if is_leaf(e) {
         return e.clone();
     }
-    if cx.limits.presimplify && settled(e) {
-        // What the rounds below would answer, without an e-graph or a memo entry (see
-        // `settled`): a tenth of the first `simplify` of a generated GEMM, whose
-        // accumulator updates `fma(extract(a, 0), extract(b, 1), acc)` are all like this.
+    if cx.limits.presimplify && e.is_opaque() {
+        // What the rounds below would answer, without an e-graph or a memo entry: a tenth
+        // of the first `simplify` of a generated GEMM, whose accumulator updates
+        // `fma(extract(a, 0), extract(b, 1), acc)` are all like this. Every step of a round
+        // ([`pre::presimplify`], [`affine::normalize`], the opaque leaves' operands) leaves
+        // an opaque expression as it is (a cast to its operand's own type, which is dropped,
+        // and `min` and `max`, which are operators, are not opaque), and
+        // [`gate::egg_may_help`] never sends it to an e-graph (it has no operator), so
+        // simplifying it answers the very same handle without charging the budget, and so
+        // does every equal expression: the memo has nothing to add. Without
+        // pre-simplification every expression goes to an e-graph, so this does not apply.
+        // The flag is kept per node (`Expr::is_opaque`): the walk it replaces was asked of
+        // every operand of every expression simplified.
         return e.clone();
     }
     // A hit is taken only from an equal expression of the same source names: a rewrite
@@ -248,33 +257,6 @@ fn simplify_in(e: &Expr, cx: &mut Ctx) -> Expr {
 /// True if `e` is a variable, a constant or a built-in: simplified as it is.
 fn is_leaf(e: &Expr) -> bool {
     matches!(e.node(), ExprNode::Var(_) | ExprNode::Imm(_) | ExprNode::Builtin { .. })
-}
-
-/// True if `e` is built only from variables, built-ins and opaque nodes that nothing folds
-/// or rewrites: loads and vector loads, lanes, vector constructors, intrinsics other than
-/// `min` and `max`, casts that change the type; no constant and no operator anywhere. Every
-/// step of a round ([`pre::presimplify`], [`affine::normalize`], the opaque leaves' operands)
-/// leaves such an expression as it is, and [`gate::egg_may_help`] never sends it to an
-/// e-graph (it has no operator), so simplifying it answers the very same handle without
-/// charging the budget, and so does every equal expression: the memo has nothing to add.
-/// Without pre-simplification every expression goes to an e-graph, so this is not used.
-fn settled(e: &Expr) -> bool {
-    match e.node() {
-        ExprNode::Var(_) | ExprNode::Builtin { .. } => true,
-        ExprNode::Load { index, .. } | ExprNode::VecLoad { index, .. } => settled(index),
-        ExprNode::Extract { a, .. } => settled(a),
-        ExprNode::Insert { a, b, .. } => settled(a) && settled(b),
-        ExprNode::Vector { elems, .. } => elems.iter().all(settled),
-        // A cast to its operand's own type is dropped.
-        ExprNode::Cast { a, .. } => a.ty() != e.ty() && settled(a),
-        // With no constant operand nothing folds; `min` and `max` are operators.
-        ExprNode::Intrinsic { op, args } => {
-            !matches!(op, Intrinsic::Min | Intrinsic::Max)
-                && !args.is_empty()
-                && args.iter().all(settled)
-        }
-        _ => false,
-    }
 }
 
 thread_local! {
@@ -642,7 +624,7 @@ fn vector_leaf(e: &Expr, cx: &mut Ctx) -> (Expr, bool) {
     impl Mutator for Operands<'_, '_> {
         fn mutate_expr_changed(&mut self, e: &Expr) -> Option<Expr> {
             // What `simplify_in` answers at once: the very same handle.
-            if is_leaf(e) || (self.0.limits.presimplify && settled(e)) {
+            if is_leaf(e) || (self.0.limits.presimplify && e.is_opaque()) {
                 return None;
             }
             let n = simplify_in(e, self.0);
@@ -730,7 +712,7 @@ impl Mutator for StmtSimplifier {
         // What `simplify_in` answers at once, the very same handle, answered without one
         // (and without moving the context in and out). Only once a kernel or an earlier
         // expression set the budget up: the first expression sets it from its size.
-        if self.cx.is_some() && (is_leaf(e) || (self.limits.presimplify && settled(e))) {
+        if self.cx.is_some() && (is_leaf(e) || (self.limits.presimplify && e.is_opaque())) {
             return None;
         }
         let n = self.mutate_expr(e);
