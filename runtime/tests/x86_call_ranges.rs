@@ -64,6 +64,7 @@ fn u(v: usize) -> Arg {
 /// bases written once.
 fn expect_call_ranges(src: &str) {
     if !avx2() {
+        kiln_ir::testing::skip("no AVX2: no 8-lane code to inspect");
         return;
     }
     let l = vector_listing(&kernel(src));
