@@ -68,11 +68,13 @@ impl Mutator for Merge {
     fn mutate_stmt(&mut self, s: &Stmt) -> Stmt {
         let s = walk_mutate_stmt(self, s);
         let StmtNode::Block(list) = s.node() else { return s };
-        if !list.iter().any(|x| merged(x, true).is_some()) {
+        let parts: Vec<_> = list.iter().map(|x| merged(x, true)).collect();
+        if parts.iter().all(Option::is_none) {
             return s;
         }
         self.changed = true;
-        let out = list.iter().flat_map(|x| merged(x, true).unwrap_or_else(|| vec![x.clone()]));
+        let out =
+            parts.into_iter().zip(list).flat_map(|(p, x)| p.unwrap_or_else(|| vec![x.clone()]));
         Stmt::block(out)
     }
 }
