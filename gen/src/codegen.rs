@@ -516,6 +516,9 @@ fn build(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String> {
         }
     };
     let w = cfg.vec as i64;
+    // Made once: every lane of every vector access below reads them (a handle each time was
+    // an allocation per lane).
+    let (n0e, txe) = (n0.expr(), tx.expr());
     for (i, row) in acc.iter().enumerate() {
         let mi = ix::add(&m0.expr(), &g.row(&ty.expr(), i as i64));
         // Vector stores along N where each `w` columns are provably contiguous and aligned
@@ -530,11 +533,11 @@ fn build(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String> {
         {
             for j0 in (0..row.len() as i64).step_by(w as usize) {
                 let lane = |j: i64| {
-                    let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0 + j));
+                    let nj = ix::add(&n0e, &g.col(&txe, j0 + j));
                     cv.access(&g.coords(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj)]))
                 };
                 let Some(at) = vector_access(w, &g.frame, lane) else { continue };
-                let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j0));
+                let nj = ix::add(&n0e, &g.col(&txe, j0));
                 let mut cond = None;
                 if m % bm != 0 {
                     cond = ix::and(cond, Some(mi.cmp_lt(c(m))));
@@ -563,7 +566,7 @@ fn build(views: &GemmViews, cfg: &GemmConfig) -> Result<Generated, String> {
             if vectored[j] {
                 continue;
             }
-            let nj = ix::add(&n0.expr(), &g.col(&tx.expr(), j as i64));
+            let nj = ix::add(&n0e, &g.col(&txe, j as i64));
             let coords = g.coords(cv, &[(DimKind::M, mi.clone()), (DimKind::N, nj.clone())]);
             let at = cv.access(&coords);
             let mut cond = None;

@@ -76,13 +76,15 @@ impl Reg {
     pub(super) fn push_to(self, out: &mut String) {
         // Byte by byte: a name is a few ASCII characters, and `push_str` of each piece was
         // a `memcpy` call (and a UTF-8 check of the digits), a tenth of an unrolled GEMM's
-        // PTX emission.
+        // PTX emission. Each byte is masked to 7 bits (it is ASCII already): then the
+        // compiler sees a one-byte character and pushes it without `push`'s UTF-8 length
+        // test and encoding, most of what a name cost.
         for &b in self.class.prefix().as_bytes() {
-            out.push(char::from(b));
+            out.push(char::from(b & 0x7f));
         }
         let mut digits = [0u8; 10];
         for &b in decimal_digits(self.n, &mut digits) {
-            out.push(char::from(b));
+            out.push(char::from(b & 0x7f));
         }
     }
 }

@@ -52,8 +52,11 @@
 //! (`-x - y * 3`, which egg turns into `y * -3 - x`, one node fewer) is left as it is; the
 //! scope property test compares only the cases scopes decide (a leaf repeats).
 
+use std::hash::Hash;
+
 use hashbrown::HashSet;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Scalar, UnOp};
+use smallvec::SmallVec;
 
 use super::affine;
 
@@ -120,18 +123,50 @@ fn class(k: Kind) -> Option<Kind> {
     }
 }
 
+// The sets and lists on the stack for the usual few entries: a scan is made for every
+// expression the simplifier looks at, and its allocations (each set grown and rehashed a few
+// times, then freed) were most of what it cost.
 #[derive(Default)]
 struct Scan<'a> {
     /// Leaves by scope (borrowed from the scanned tree: no handle cloned per leaf).
-    leaves: HashSet<(u32, &'a Expr)>,
+    leaves: FewSet<(u32, &'a Expr)>,
     /// Units (operator operands of another scope) by scope, kind and leaf fingerprint.
-    units: HashSet<(u32, Kind, u128)>,
+    units: FewSet<(u32, Kind, u128)>,
     scopes: u32,
-    builtins: Vec<(Builtin, u8)>,
+    builtins: SmallVec<[(Builtin, u8); 4]>,
     /// Constants seen per region, and whether the region is affine (its constants are
     /// settled by the normal form, [`super::affine`]).
-    regions: Vec<(u8, bool)>,
+    regions: SmallVec<[(u8, bool); 8]>,
     hit: bool,
+}
+
+/// A set listing its first members inline, hashed only once there are more.
+struct FewSet<T> {
+    few: SmallVec<[T; 16]>,
+    many: HashSet<T>,
+}
+
+impl<T> Default for FewSet<T> {
+    fn default() -> FewSet<T> {
+        FewSet { few: SmallVec::new(), many: HashSet::new() }
+    }
+}
+
+impl<T: Copy + Eq + Hash> FewSet<T> {
+    /// Adds `x`; false if it was there already (as `HashSet::insert`).
+    fn insert(&mut self, x: T) -> bool {
+        if self.many.is_empty() {
+            if self.few.contains(&x) {
+                return false;
+            }
+            if self.few.len() < self.few.inline_size() {
+                self.few.push(x);
+                return true;
+            }
+            self.many.extend(self.few.drain(..));
+        }
+        self.many.insert(x)
+    }
 }
 
 /// True if the e-graph might find something strictly cheaper than `e` at its top level (the
