@@ -268,3 +268,33 @@ fn a_divisor_from_the_row_id_is_computed_again_for_every_row() {
         }
     }
 }
+
+#[test]
+fn a_divisor_parameter_in_a_kernel_with_barriers_matches_the_interpreter() {
+    // Region code: the magic number computed where the region loops start.
+    let k = kernel(
+        "kernel k(x: ptr<global, i64>, q: ptr<global, i64>, d: i64, n: u32) #reqd_work_group_size(64, 1, 1) {
+  local t: i64[64];
+  let l: u32 = local_id(0);
+  let i: u32 = global_id(0);
+  t[l] = 0;
+  if i < n {
+    t[l] = x[i] % d;
+  }
+  barrier(local);
+  if i < n {
+    q[i] = t[63 - l] / d + x[i] / d;
+  }
+}",
+    );
+    assert_magic(&k, 1);
+    for d in [1i64, -1, 3, -1000, i64::MIN, i64::MAX, 0] {
+        let n = 300usize;
+        let x = dividends(true, d as u64, n);
+        let range = NdRange::new(&[320]).with_local(&[64]);
+        let bufs = vec![buffer(Scalar::I64, &x), Buffer::zeroed(Scalar::I64, n)];
+        let dv = Arg::Scalar(Imm::Int(Scalar::I64, d as u64));
+        let args = [Arg::Buffer(0), Arg::Buffer(1), dv, Arg::scalar(n as u32)];
+        agree(&k, &range, &args, &bufs, &format!("d = {d}"));
+    }
+}
