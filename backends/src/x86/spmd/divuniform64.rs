@@ -5,7 +5,7 @@
 //! lane (`int64.rs`'s general path, 40 to 90 cycles each).
 //!
 //! Why it is exact: Granlund and Montgomery's figure 4.1 for N = 64, as `div64const.rs` uses
-//! it for constants (its [`magic64`] and [`model64`] are this code's model): for
+//! it for constants (its [`magic64`] and `model64` are this code's model): for
 //! `1 <= d < 2^64`, `l = ceil(log2 d)`, `m' = floor(2^64 (2^l - d) / d) + 1 < 2^64`,
 //! `t = hi(n m')` and `q = (t + ((n - t) >> sh1)) >> sh2` (`sh1 = min(l, 1)`,
 //! `sh2 = max(l - 1, 0)`) is `floor(n / d)` for every `n < 2^64` (`divuniform.rs` gives the
@@ -16,13 +16,13 @@
 //! `2^l - d` is `2^b + 2^b - d` wrapping (exact: the true value is below `d < 2^64`, also for
 //! `l = 64`), forced to 0 for `d = 1` (`2^0 - 1`); one `div` of `(2^l - d) * 2^64` by `d`
 //! (no overflow: `2^l - d < d`) gives `m' - 1`; `sh1 = (d != 1)`, `sh2 = b`
-//! ([`scalar_magic`] models it; the tests compare it with [`magic64`]).
+//! (`scalar_magic` models it; the tests compare it with [`magic64`]).
 //!
 //! Per lane pair of dwords `n = nh 2^32 + nl`, `m' = mh 2^32 + ml`: with `p0 = nl ml`,
 //! `p1 = nl mh`, `p2 = nh ml`, `p3 = nh mh` (each `vpmuludq`, at most `(2^32 - 1)^2`),
 //! `s = p1 + (p0 >> 32)` and `w = p2 + (s & (2^32 - 1))` cannot wrap (each at most
 //! `(2^32 - 1)^2 + 2^32 - 1 < 2^64`), and `hi(n m') = p3 + (s >> 32) + (w >> 32)`: the
-//! exact high word ([`mulhi`] models it; the tests compare it with the 128-bit product).
+//! exact high word (`mulhi` models it; the tests compare it with the 128-bit product).
 //!
 //! i64 divides the magnitudes (`|i64::MIN|` is 2^63 as a u64): the quotient is negated where
 //! the signs differ (truncation; `i64::MIN / -1` gives 2^63, i.e. `i64::MIN`, the
@@ -35,7 +35,6 @@
 //! lowest active lane before any quotient is used, as the general path does.
 //!
 //! [`magic64`]: super::div64const::magic64
-//! [`model64`]: super::div64const::model64
 
 use iced_x86::code_asm::*;
 use kiln_ir::Expr;
