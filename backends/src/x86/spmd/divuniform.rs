@@ -60,16 +60,19 @@ fn model_signed(n: i32, d: i32) -> i32 {
     (q ^ sign).wrapping_sub(sign)
 }
 
-/// The i32/u32 divisions and remainders of a kernel: the node's address, whether it is
-/// signed, its dividend and its divisor.
+/// The i32/u32 and i64/u64 divisions and remainders of a kernel: the node's address, whether
+/// it is signed, whether it is 64-bit, its dividend and its divisor.
 #[derive(Default)]
-struct Divs(Vec<(usize, bool, Expr, Expr)>);
+struct Divs(Vec<(usize, bool, bool, Expr, Expr)>);
 
 impl Visitor for Divs {
     fn visit_expr(&mut self, e: &Expr) {
         if let ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } = e.node() {
-            if a.ty() == Type::U32 || a.ty() == Type::I32 {
-                self.0.push((e.addr(), a.ty() == Type::I32, a.clone(), b.clone()));
+            let ty = a.ty();
+            if [Type::U32, Type::I32, Type::U64, Type::I64].contains(&ty) {
+                let signed = ty == Type::I32 || ty == Type::I64;
+                let wide = ty == Type::U64 || ty == Type::I64;
+                self.0.push((e.addr(), signed, wide, a.clone(), b.clone()));
             }
         }
         walk_expr(self, e)
@@ -96,10 +99,10 @@ struct Uniform {
 
 impl V {
     /// In the code run once per call, after the hoisted `let`s (in scope): the magic numbers
-    /// and shifts of the divisors of i32/u32 `/` and `%` that are fixed for the call and not
-    /// constants, one pair of slots per divisor and signedness (see the module docs). Only
-    /// divisors whose names are declared once in the kernel are taken, so a name means there
-    /// what it means here.
+    /// and shifts of the divisors of i32/u32 (and i64/u64, `divuniform64.rs`) `/` and `%`
+    /// that are fixed for the call and not constants, one set of slots per divisor, width
+    /// and signedness (see the module docs). Only divisors whose names are declared once in
+    /// the kernel are taken, so a name means there what it means here.
     pub(super) fn hoist_magic(&mut self, k: &Kernel) -> R<()> {
         let decls = super::hoist::decl_counts(k);
         let mut divs = Divs::default();
@@ -115,8 +118,11 @@ impl V {
         };
         // (`near.rs`: operands of these names are the same wherever they are read.)
         self.shares.stable = vars.params.iter().chain(lets.keys()).cloned().collect();
-        let mut by_text: HashMap<(String, bool), (i32, i32)> = HashMap::new();
-        for (addr, signed, a, b) in divs.0 {
+        let mut by_text: HashMap<(String, bool, bool), (i32, i32)> = HashMap::new();
+        for (addr, signed, wide, a, b) in divs.0 {
+            // A nested 64-bit `let` is not hoisted (`rowwise.rs` takes 32-bit ones): read
+            // through it to its value (declared once, so the same wherever it is read).
+            let b = if wide { self.through_lets(b, &lets) } else { b };
             if matches!(b.node(), ExprNode::Imm(_))
                 || !self.invariant(&b)
                 || !may_vary(&a, &lets, &vars, 0)
@@ -128,9 +134,18 @@ impl V {
             if !names.iter().all(|n| decls.get(n) == Some(&1)) {
                 continue;
             }
-            let key = (b.to_string(), signed);
+            let key = (b.to_string(), signed, wide);
             let slots = match by_text.get(&key) {
                 Some(&s) => s,
+                None if wide => {
+                    self.expr64(&b, 0)?;
+                    // Consecutive slots, as `magic64_code` reads them.
+                    let m = self.slot();
+                    (1..super::divuniform64::SLOTS).for_each(|_| _ = self.slot());
+                    self.magic64_code(signed, m)?;
+                    by_text.insert(key, (m, m));
+                    (m, m)
+                }
                 None => {
                     self.expr(&b, 0)?;
                     let s = (self.slot(), self.slot());
@@ -142,6 +157,19 @@ impl V {
             self.magics.push((addr, slots.0, slots.1));
         }
         Ok(())
+    }
+
+    /// `b`, or while it names a `let` declared once that is not bound here, that `let`'s
+    /// value.
+    fn through_lets(&self, mut b: Expr, lets: &HashMap<String, Expr>) -> Expr {
+        for _ in 0..8 {
+            let ExprNode::Var(v) = b.node() else { break };
+            match lets.get(v.name()) {
+                Some(x) if self.find(v.name()).is_none() => b = x.clone(),
+                _ => break,
+            }
+        }
+        b
     }
 
     /// The scalar code computing [`magic`] of the divisor in `xmm0`'s lane 0 (of its
@@ -185,7 +213,8 @@ impl V {
     }
 
     /// The slots of the magic number and shifts of `e`'s divisor (`e` an i32/u32 `/` or
-    /// `%`), if [`V::hoist_magic`] computed them.
+    /// `%`; for i64/u64 the first of its consecutive slots, twice), if [`V::hoist_magic`]
+    /// computed them.
     pub(super) fn magic_slots(&self, e: &Expr) -> Option<(i32, i32)> {
         self.magics.iter().find(|r| r.0 == e.addr()).map(|r| (r.1, r.2))
     }

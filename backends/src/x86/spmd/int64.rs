@@ -297,6 +297,10 @@ impl V {
         if let Some(c) = super::div64const::const_divisor64(b) {
             return self.const_div64(rem, signed, c, d);
         }
+        // A divisor fixed for the call: its magic number (`divuniform64.rs`).
+        if let Some((m, _)) = self.magic_slots(e) {
+            return self.magic_div64(e, rem, signed, m, d);
+        }
         self.expr64(b, d + 2)?;
         // A constant nonzero divisor cannot fault: every lane is divided (such a division
         // may be computed before the batch loop, where there is no lane mask yet).

@@ -101,6 +101,7 @@ mod ctl;
 mod div64const;
 mod divconst;
 mod divuniform;
+mod divuniform64;
 mod expr;
 mod forward;
 mod function;
@@ -371,7 +372,7 @@ struct V {
     hoisted_conds: Vec<(usize, i32)>,
     /// Magic numbers of i32/u32 divisors fixed for the call, computed once per call
     /// (`divuniform.rs`): the division's node address, the slots of the broadcast multiplier
-    /// and of the two shift counts.
+    /// and of the two shift counts (i64/u64: the first of its slots twice, `divuniform64.rs`).
     magics: Vec<(usize, i32, i32)>,
     /// `/` and `%` pairs that share one computation (`near.rs`).
     shares: near::Shares,
