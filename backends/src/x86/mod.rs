@@ -420,6 +420,8 @@ fn compile_known(
     let lanes_k = spmd::affine_ivs(&lanes_k);
     // Stores on both sides of an `if` as one store of a select (spmd/ifstore.rs).
     let lanes_k = spmd::merge_if_stores(&lanes_k);
+    // `var`s that are `global_id(0)` plus a uniform offset, as the offset (spmd/offsetvars.rs).
+    let lanes_k = spmd::offset_vars(&lanes_k);
     let vector = if opts.scalar {
         Err("scalar code was asked for".to_string())
     } else if !avx2() {

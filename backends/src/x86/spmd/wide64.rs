@@ -558,7 +558,8 @@ impl V {
     }
 
     /// A load of f64 `buf[index]` into `ymm{d}`, `ymm{d+1}`: at exactly `global_id(0)` two
-    /// vector loads, else a checked gather per half.
+    /// vector loads, at `global_id(0)` plus a uniform value `contig64.rs`'s, else a checked
+    /// gather per half.
     fn load64(&mut self, buf: &Var, index: &Expr, ty: Type, d: usize) -> R<()> {
         if let Some(off) = self.blocked_load64(buf, index) {
             // One iteration of a blocked loop's chunk (`blocked.rs`).
@@ -572,6 +573,9 @@ impl V {
             self.a.vmovupd(YMM[d], ymmword_ptr(b + rbx * 8))?;
             self.a.vmovupd(YMM[d + 1], ymmword_ptr(b + rbx * 8 + 32))?;
             return Ok(());
+        }
+        if self.kind(index) == Kind::Contig {
+            return self.contig_load64(t, index, d);
         }
         let signed = Self::index_type(index)?;
         let mut done = None;
@@ -648,10 +652,13 @@ impl V {
             }
             return Ok(());
         }
-        let signed = Self::index_type(index)?;
         if !indexed {
             self.expr_top(index, 2)?;
         }
+        if self.kind(index) == Kind::Contig {
+            return self.contig_store64(t, index);
+        }
+        let signed = Self::index_type(index)?;
         self.active(3)?;
         self.check(index, 2, 3, 4, t, "store", signed)?;
         let base = self.base(t)?;
