@@ -49,14 +49,16 @@ const MAX_BLOCKS: usize = 6;
 /// `wide`, two vectors per iteration, lanes 0-3 at `off + 64 * k` and 4-7 after them).
 #[derive(Clone, Debug)]
 pub(super) struct Block {
-    buf: String,
+    pub(super) buf: String,
     pub(super) table: u32,
-    base: String,
-    store: bool,
+    pub(super) base: String,
+    pub(super) store: bool,
     pub(super) wide: bool,
     pub(super) off: i32,
     /// The frame slot of the prefetch distance of its base's rows (`blockio.rs`).
     pub(super) pf: i32,
+    /// True if its chunks prefetch the lanes' rows ahead ([`V::row_prefetch`]).
+    pub(super) prefetch: bool,
 }
 
 /// The blocked accesses of the loop being generated, and the copy (iteration of the
@@ -455,7 +457,12 @@ impl V {
                 wide,
                 off,
                 pf,
+                prefetch: false,
             });
+        }
+        let on = self.row_prefetch(body, &blocks);
+        for (bk, on) in blocks.iter_mut().zip(on) {
+            bk.prefetch = on;
         }
         let mut bcasts = Vec::new();
         for buf in &bcast {
@@ -481,19 +488,20 @@ impl V {
                 // A product base: `x * y`, wrapping as `mad`'s product does.
                 self.expr_top(&p.1, 0)?;
                 self.a.vmovups(ymmword_ptr(r15 + *slot), ymm0)?;
-                self.row_span(*slot, *pf, signed)?;
-                continue;
-            }
-            let loc = self.find(name).map(|b| b.loc);
-            match loc {
-                Some(Loc::Reg(r)) => self.a.vmovups(ymmword_ptr(r15 + *slot), YMM[r])?,
-                Some(Loc::Slot(o)) => {
-                    self.a.vmovups(ymm0, ymmword_ptr(r15 + o))?;
-                    self.a.vmovups(ymmword_ptr(r15 + *slot), ymm0)?;
+            } else {
+                match self.find(name).map(|b| b.loc) {
+                    Some(Loc::Reg(r)) => self.a.vmovups(ymmword_ptr(r15 + *slot), YMM[r])?,
+                    Some(Loc::Slot(o)) => {
+                        self.a.vmovups(ymm0, ymmword_ptr(r15 + o))?;
+                        self.a.vmovups(ymmword_ptr(r15 + *slot), ymm0)?;
+                    }
+                    _ => return super::no("internal: a blocked base is not in lanes"),
                 }
-                _ => return super::no("internal: a blocked base is not in lanes"),
             }
-            self.row_span(*slot, *pf, signed)?;
+            // (Only prefetches read the span.)
+            if blocks.iter().any(|b| b.prefetch && &b.base == name) {
+                self.row_span(*slot, *pf, signed)?;
+            }
         }
         // Loads at exactly the counter: every iteration's element in bounds (the counter
         // is at least 0 and its end at most the length).

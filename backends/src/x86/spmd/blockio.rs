@@ -12,9 +12,16 @@
 //! constant stride; each chunk asks for its lanes' segments that many elements ahead
 //! times [`AHEAD_BATCHES`]. A prefetch never faults (any address) and changes no value,
 //! so bases that are not rows at a constant stride only lose the hint.
+//!
+//! Only the first loop over a row prefetches it ([`RowReads`]): a later loop over the same
+//! buffer at the same base (a softmax's second and third pass over `x`) reads rows the
+//! first left in cache, and its prefetches only spent load slots and pulled the batches
+//! ahead into the first-level cache again, against the rows in use (a softmax's 1 KB rows:
+//! 16 KB ahead per buffer). A store's rows first touched in a later loop (softmax's `y`)
+//! are still prefetched: without it a layer norm ran at half the speed on the VM.
 
 use iced_x86::code_asm::*;
-use kiln_ir::{Expr, ExprNode, Var};
+use kiln_ir::{Expr, ExprNode, Stmt, Var};
 
 use super::blocked::Block;
 use super::{R, V, XMM, YMM};
@@ -22,7 +29,33 @@ use super::{R, V, XMM, YMM};
 /// How many batches ahead a chunk prefetches its lanes' row segments.
 const AHEAD_BATCHES: i64 = 2;
 
+/// What the row-blocked loops generated so far decided about prefetching.
+#[derive(Debug, Default)]
+pub(super) struct RowReads {
+    /// Per loop (its body's address), whether each of its blocked accesses prefetches,
+    /// so that a loop generated twice decides the same both times.
+    loops: Vec<(usize, Vec<bool>)>,
+    /// The rows (buffer, base) some loop already reads or writes.
+    seen: Vec<(String, String)>,
+}
+
 impl V {
+    /// Which of `blocks`, the blocked accesses of the loop over `body`, prefetch.
+    pub(super) fn row_prefetch(&mut self, body: &[Stmt], blocks: &[Block]) -> Vec<bool> {
+        let key = body.as_ptr() as usize;
+        let rr = &mut self.row_reads;
+        if let Some(l) = rr.loops.iter().find(|l| l.0 == key) {
+            return l.1.clone();
+        }
+        let on: Vec<bool> =
+            blocks.iter().map(|b| !rr.seen.iter().any(|s| s.0 == b.buf && s.1 == b.base)).collect();
+        for b in blocks {
+            rr.seen.push((b.buf.clone(), b.base.clone()));
+        }
+        rr.loops.push((key, on.clone()));
+        on
+    }
+
     /// Lane `l`'s base into `r10` (sign- or zero-extended).
     pub(super) fn base_lane(&mut self, slot: i32, l: i32, signed: bool) -> R<()> {
         if signed {
@@ -62,14 +95,14 @@ impl V {
             return self.block_in64(bk, slot, cnt, signed);
         }
         let base = self.base(bk.table)?;
-        self.a.mov(r11, qword_ptr(r15 + bk.pf))?;
+        self.span(bk)?;
         for h in 0..2 {
             for i in 0..4 {
                 self.row(slot, i, cnt, signed)?;
-                self.prefetch_row(base, 4, h == 0)?;
+                self.prefetch_row(base, 4, h == 0 && bk.prefetch)?;
                 self.a.vmovups(XMM[i as usize], xmmword_ptr(base + r10 * 4 + 16 * h))?;
                 self.row(slot, i + 4, cnt, signed)?;
-                self.prefetch_row(base, 4, h == 0)?;
+                self.prefetch_row(base, 4, h == 0 && bk.prefetch)?;
                 let y = YMM[i as usize];
                 self.a.vinsertf128(y, y, xmmword_ptr(base + r10 * 4 + 16 * h), 1)?;
             }
@@ -86,7 +119,7 @@ impl V {
     /// one per iteration, written as the lanes' row segments.
     pub(super) fn block_out(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
         let base = self.base(bk.table)?;
-        self.a.mov(r11, qword_ptr(r15 + bk.pf))?;
+        self.span(bk)?;
         for h in 0..2 {
             for c in 0..4 {
                 let off = bk.off + 32 * (4 * h + c);
@@ -96,10 +129,10 @@ impl V {
             for i in 0..4 {
                 let disp = 16 * h - 32;
                 self.row(slot, i, cnt, signed)?;
-                self.prefetch_row(base, 4, h == 0)?;
+                self.prefetch_row(base, 4, h == 0 && bk.prefetch)?;
                 self.a.vmovups(xmmword_ptr(base + r10 * 4 + disp), XMM[i as usize])?;
                 self.row(slot, i + 4, cnt, signed)?;
-                self.prefetch_row(base, 4, h == 0)?;
+                self.prefetch_row(base, 4, h == 0 && bk.prefetch)?;
                 self.a.vextractf128(xmmword_ptr(base + r10 * 4 + disp), YMM[i as usize], 1)?;
             }
         }
@@ -110,13 +143,13 @@ impl V {
     /// lanes' four-element row segments transposed as 4x4 qwords.
     fn block_in64(&mut self, bk: &Block, slot: i32, cnt: i32, signed: bool) -> R<()> {
         let base = self.base(bk.table)?;
-        self.a.mov(r11, qword_ptr(r15 + bk.pf))?;
+        self.span(bk)?;
         for half in 0..2 {
             for h in 0..2 {
                 for i in 0..4 {
                     self.row(slot, 4 * half + i, cnt, signed)?;
                     // (A lane's chunk is one 64-byte line of 64-bit elements.)
-                    self.prefetch_row(base, 8, h == 0)?;
+                    self.prefetch_row(base, 8, h == 0 && bk.prefetch)?;
                     self.a.vmovupd(YMM[i as usize], ymmword_ptr(base + r10 * 8 + 32 * h))?;
                 }
                 let a = &mut self.a;
@@ -134,6 +167,14 @@ impl V {
                     self.a.vmovupd(ymmword_ptr(r15 + off), YMM[c as usize])?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Where `bk` prefetches, its base's prefetch distance into `r11`.
+    fn span(&mut self, bk: &Block) -> R<()> {
+        if bk.prefetch {
+            self.a.mov(r11, qword_ptr(r15 + bk.pf))?;
         }
         Ok(())
     }

@@ -125,6 +125,7 @@ fn generate_inner(
         batch_mark: None,
         known: known.to_vec(),
         blocking: None,
+        row_reads: Default::default(),
         homes: Vec::new(),
         free_gprs: Vec::new(),
         gid0: expr::gid0_names(k.body().stmts()),

@@ -443,6 +443,8 @@ struct V {
     /// The blocked accesses of the `for` loop whose chunk is being generated
     /// (`blocked.rs`).
     blocking: Option<blocked::Blocking>,
+    /// Row prefetch decisions of the row-blocked loops generated so far (`blockio.rs`).
+    row_reads: blockio::RowReads,
     /// Frame dwords (`for` counters' qwords) held in a general-purpose register while
     /// their name is in scope: the register is the value, the slot unused (`scalar.rs`).
     homes: Vec<(i32, AsmRegister64)>,
