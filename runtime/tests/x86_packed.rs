@@ -307,8 +307,9 @@ fn random_kernels_outside_the_class_agree_too() {
 }
 
 /// The thresholding of the held-out suite is packed on every narrow type, as is a blend of
-/// 8-bit pixels in 16 bits; a kernel with a store under divergent control, an access off
-/// `global_id(0)` or a division by a parameter is not.
+/// 8-bit pixels in 16 bits, and a store under a lane-varying `if`; a kernel with a store
+/// under a condition on the id, a signed division by a constant other than a power of two, an
+/// access off `global_id(0)` or a division by a parameter is not.
 #[test]
 fn which_kernels_are_packed() {
     if !avx2() {
@@ -346,10 +347,22 @@ fn which_kernels_are_packed() {
          }",
     );
     assert!(packed(&depth), "{depth}");
-    for src in [
+    // A store under a lane-varying `if` (merged, `masked.rs`).
+    let under = kernel(
         "kernel k(a: ptr<global, u8>, out: ptr<global, u8>) {
            let i: u32 = global_id(0);
            if a[i] > 3u8 { out[i] = a[i]; }
+         }",
+    );
+    assert!(packed(&under), "{under}");
+    for src in [
+        "kernel k(a: ptr<global, u8>, out: ptr<global, u8>) {
+           let i: u32 = global_id(0);
+           if i % 3u32 == 0u32 { out[i] = a[i]; }
+         }",
+        "kernel k(a: ptr<global, u8>, out: ptr<global, u8>, d: i8) {
+           let i: u32 = global_id(0);
+           out[i] = (a[i] as i8 / 3i8) as u8;
          }",
         "kernel k(a: ptr<global, u8>, out: ptr<global, u8>) {
            let i: u32 = global_id(0);
@@ -441,6 +454,207 @@ fn each_operator_on_bytes_in_word_lanes() {
             let k = kernel(&src);
             assert!(!avx2() || packed(&k), "{k}");
             check(&k, t, Some(o), 64, 64, 64, &mut r);
+        }
+    }
+}
+
+/// A random kernel of the class with lane-varying `if`s that `ifstore.rs` does not merge: an
+/// `else if` chain whose sides hold `let`s, assignments (blended under the masks) and
+/// stores of different buffers (merged), one under a nested `if` without `else`. Unsigned
+/// types divide by any constant.
+fn random_branchy(r: &mut Rng, t: Ty, guarded: bool) -> String {
+    let mut g = Gen { r, t, wild: !t.signed, c: false, x: false, other: None };
+    let b = g.boolean(2);
+    g.c = true;
+    let e1 = g.int(2);
+    g.x = true;
+    let (b1, b2) = (g.boolean(2), g.boolean(2));
+    let (e2, e3, e4, e5) = (g.int(3), g.int(2), g.int(3), g.int(2));
+    // (Shallower under two masks: the packed code's registers are bounded.)
+    let (e6, e7) = (g.int(2), g.int(2));
+    let body = format!(
+        "let v: {T} = a[i];
+         let w: {T} = b[i];
+         let c: bool = {b};
+         var x: {T} = {e1};
+         if {b1} {{
+           x = {e2};
+           out[i] = {e3};
+         }} else if {b2} {{
+           let y: {T} = {e4};
+           b[i] = y;
+           x = x + {e5};
+           if c {{ out[i] = y; }}
+         }} else {{
+           out[i] = {e6};
+         }}
+         a[i] = x ^ {e7};",
+        T = t.name
+    );
+    let body = if guarded { format!("if i < n {{ {body} }}") } else { body };
+    format!(
+        "kernel k(a: ptr<global, {T}>, b: ptr<global, {T}>, out: ptr<global, {T}>, p: {T}, n: u32) {{
+           let i: u32 = global_id(0);
+           {body}
+         }}",
+        T = t.name
+    )
+}
+
+#[test]
+fn random_branchy_kernels_agree_with_the_interpreter() {
+    let mut r = Rng(0x5eed_0053_c0de_cafe);
+    for t in TYPES {
+        let mut with_packed = 0;
+        for case in 0..cases() {
+            let guarded = case % 3 != 2;
+            let k = kernel(&random_branchy(&mut r, t, guarded));
+            assert_eq!(fallback(&k), None, "{k}");
+            with_packed += usize::from(packed(&k));
+            for (len, n) in [(31usize, 31u32), (97, 94), (300, 300)] {
+                let items = if guarded { n as usize } else { len };
+                check(&k, t, None, len, items, n, &mut r);
+            }
+            // A guard past the buffers: the first work-item past the end faults.
+            check(&k, t, None, 70, 100, 100, &mut r);
+        }
+        if avx2() {
+            assert_eq!(with_packed, cases(), "{}: every branchy kernel is packed", t.name);
+        }
+    }
+}
+
+/// Byte kernels the way users write them, packed, on every byte value and random text,
+/// with odd sizes and a guard past the buffers: ROT13 as the suite has it (its stores
+/// merged into selects by `ifstore.rs`, the `% 26` by a magic number), lower case with a
+/// `let` in a side, a character class by an `else if` chain of assignments, clamped
+/// arithmetic with divisions, u16 versions, and `a` and `out` aliased.
+#[test]
+fn branchy_byte_kernels() {
+    let sig = |t: &str| {
+        format!("kernel k(a: ptr<global, {t}>, b: ptr<global, {t}>, out: ptr<global, {t}>, p: {t}, n: u32)")
+    };
+    let guard = |t: &str, body: &str| {
+        format!("{} {{ let i: u32 = global_id(0); if i < n {{ {body} }} }}", sig(t))
+    };
+    let bytes = [
+        "let c: u8 = a[i];
+         if c >= 97u8 && c <= 122u8 { out[i] = (c - 97u8 + 13u8) % 26u8 + 97u8; }
+         else if c >= 65u8 && c <= 90u8 { out[i] = (c - 65u8 + 13u8) % 26u8 + 65u8; }
+         else { out[i] = c; }",
+        "let c: u8 = a[i];
+         if c >= 65u8 && c <= 90u8 { let l: u8 = c + 32u8; out[i] = l; } else { out[i] = c; }",
+        "let c: u8 = a[i];
+         var cls: u8 = 0u8;
+         if c >= 48u8 && c <= 57u8 { cls = 1u8; }
+         else if (c | 32u8) >= 97u8 && (c | 32u8) <= 122u8 { cls = 2u8 + (c >> 5u8 & 1u8); }
+         else if c == 32u8 || c == 9u8 || c == 10u8 { cls = 4u8; }
+         out[i] = cls;
+         if cls == 0u8 { b[i] = c / 7u8; }",
+        "let s: u8 = min(a[i], 255u8 - b[i]) + b[i];
+         out[i] = max(s / 3u8, p) % 100u8;
+         b[i] = (s % 10u8) * 25u8 / 9u8;",
+    ];
+    let words = [
+        "let c: u16 = a[i];
+         if c >= 1000u16 && c <= 50000u16 { out[i] = (c - 1000u16 + 13u16) % 26001u16 + 7u16; }
+         else if c > 60000u16 { let h: u16 = c / 641u16; out[i] = h; b[i] = c % 641u16; }
+         else { out[i] = c / 10u16; }",
+        "let s: u16 = min(a[i], 65535u16 - b[i]) + b[i];
+         out[i] = max(s / 7u16, p) % 1000u16;
+         if s % 3u16 == 0u16 { b[i] = s / 65535u16 + s % 32769u16; }",
+    ];
+    let mut r = Rng(2026);
+    for (t, bodies) in [(TYPES[0], &bytes[..]), (TYPES[2], &words[..])] {
+        for body in bodies {
+            let k = kernel(&guard(t.name, body));
+            assert!(!avx2() || packed(&k), "{k}");
+            for (len, n) in [(256usize, 256u32), (517, 517), (300, 291)] {
+                check(&k, t, None, len, n as usize, n, &mut r);
+            }
+            check(&k, t, None, 70, 100, 100, &mut r);
+            // Every value of the type's low byte, and text.
+            let mut all = data(t, 1000, &mut r);
+            for i in 0..1000 {
+                let v = if i < 256 { i as u64 } else { 32 + r.below(95) };
+                let v = if t.bits == 16 && i >= 600 { r.below(65536) } else { v };
+                all.set(i, Imm::int(t.s, v as i128)).unwrap();
+            }
+            let range = NdRange::new(&[1024]).with_local(&[256]);
+            let p = Arg::Scalar(Imm::int(t.s, 5));
+            let bufs = [all, data(t, 1000, &mut r), data(t, 1000, &mut r)];
+            let args =
+                [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), p.clone(), Arg::scalar(1000u32)];
+            assert_eq!(three_ways(&k, &range, &args, &bufs), avx2(), "{k}");
+            // `out` aliasing `a`.
+            let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(0), p, Arg::scalar(1000u32)];
+            assert_eq!(three_ways(&k, &range, &args, &bufs), avx2(), "{k}");
+        }
+    }
+}
+
+/// `/` and `%` by every byte constant in byte lanes and in word lanes (a kernel with a
+/// 16-bit buffer too), on every byte value; by u16 constants of each kind of magic number
+/// (a 16-bit one, a 17-bit one, with and without a shift) on edge and random words.
+#[test]
+fn divisions_by_constants_in_packed_lanes() {
+    let mut r = Rng(53);
+    let bytes = Buffer::from_slice(&(0..300u32).map(|i| (i % 256) as u8).collect::<Vec<_>>());
+    for c in 1..=255u32 {
+        for wide in [false, c % 5 == 0] {
+            let (d, dd) =
+                if wide { (", d: ptr<global, u16>", "d[i] = d[i] / 3u16;") } else { ("", "") };
+            let k = kernel(&format!(
+                "kernel k(a: ptr<global, u8>, b: ptr<global, u8>, out: ptr<global, u8>, p: u8, n: u32{d}) {{
+                   let i: u32 = global_id(0);
+                   if i < n {{ out[i] = a[i] / {c}u8; b[i] = a[i] % {c}u8; {dd} }}
+                 }}"
+            ));
+            assert!(!avx2() || packed(&k), "{k}");
+            let range = NdRange::new(&[320]).with_local(&[32]);
+            let mut args = vec![Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)];
+            args.extend([Arg::Scalar(Imm::int(Scalar::U8, 0)), Arg::scalar(300u32)]);
+            let mut bufs = vec![bytes.clone(), bytes.clone(), bytes.clone()];
+            if wide {
+                args.push(Arg::Buffer(3));
+                bufs.push(data(TYPES[2], 300, &mut r));
+            }
+            assert_eq!(three_ways(&k, &range, &args, &bufs), avx2(), "{k}");
+        }
+    }
+    let mut words = data(TYPES[2], 2100, &mut r);
+    for i in 0..2048u32 {
+        words.set(i as usize, Imm::int(Scalar::U16, (i * 32 + i % 32) as i128)).unwrap();
+    }
+    for c in [
+        3u32, 5, 7, 10, 19, 26, 49, 100, 255, 257, 641, 1000, 4093, 10000, 32767, 32769, 65534,
+        65535,
+    ] {
+        let k = kernel(&format!(
+            "kernel k(a: ptr<global, u16>, b: ptr<global, u16>, out: ptr<global, u16>, p: u16, n: u32) {{
+               let i: u32 = global_id(0);
+               if i < n {{ out[i] = a[i] / {c}u16; b[i] = a[i] % {c}u16; }}
+             }}"
+        ));
+        assert!(!avx2() || packed(&k), "{k}");
+        for (lo, hi) in [(0usize, 0), (65534 / c as usize * c as usize, 65535)] {
+            let mut w = words.clone();
+            // Both ends of a quotient's run near the top, and the edges.
+            for (j, v) in
+                [lo, lo.saturating_sub(1), hi, c as usize - 1, c as usize].iter().enumerate()
+            {
+                w.set(2050 + j, Imm::int(Scalar::U16, *v as i128)).unwrap();
+            }
+            let range = NdRange::new(&[2112]).with_local(&[64]);
+            let args = [
+                Arg::Buffer(0),
+                Arg::Buffer(1),
+                Arg::Buffer(2),
+                Arg::Scalar(Imm::int(Scalar::U16, 0)),
+                Arg::scalar(2100u32),
+            ];
+            let bufs = [w.clone(), w.clone(), w];
+            assert_eq!(three_ways(&k, &range, &args, &bufs), avx2(), "{k}");
         }
     }
 }

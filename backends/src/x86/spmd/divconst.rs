@@ -58,6 +58,14 @@ pub(crate) enum Plan {
 
 /// The plan for unsigned lanes divided by `c` (not 0).
 pub(crate) fn unsigned_plan(c: u32) -> Option<Plan> {
+    unsigned_plan_in(c, 32, 32)
+}
+
+/// The plan for unsigned dividends below `2^n` divided by `c` (not 0) with products' high
+/// halves of `h` bits (`n <= h <= 32`): the argument above with `2^n` for `2^32` and
+/// `K = h + s`, `e 2^n <= 2^K` (for `n = h = 32`, `e <= 2^s`) giving `a e < 2^K`. `m`
+/// (or `m'`) is below `2^h`.
+pub(crate) fn unsigned_plan_in(c: u32, n: u32, h: u32) -> Option<Plan> {
     if c == 0 {
         return None;
     }
@@ -65,17 +73,17 @@ pub(crate) fn unsigned_plan(c: u32) -> Option<Plan> {
         return Some(Plan::UShift(c.trailing_zeros()));
     }
     let c128 = c as u128;
-    for s in 0..=32u32 {
-        let k = 32 + s;
+    for s in 0..=h {
+        let k = h + s;
         let m = (1u128 << k).div_ceil(c128);
         let e = m * c128 - (1u128 << k);
-        if e > 1u128 << s {
+        if e << n > 1u128 << k {
             continue;
         }
-        return if m < 1 << 32 {
+        return if m < 1 << h {
             Some(Plan::UMul { m: m as u32, s })
-        } else if m < 1 << 33 && s >= 1 {
-            Some(Plan::UAdd { m: (m - (1 << 32)) as u32, s })
+        } else if m < 1 << (h + 1) && s >= 1 {
+            Some(Plan::UAdd { m: (m - (1 << h)) as u32, s })
         } else {
             None
         };

@@ -14,13 +14,15 @@
 //! ## The class
 //!
 //! Straight-line kernels (no loops, barriers, atomics, arrays, ids other than
-//! `global_id(0)`) whose `if`s are all hoisted ranges without `else`, and whose values are
-//! all of one width: `let`s, `var`s and assignments of `i8`/`u8` (or `i16`/`u16`) and
+//! `global_id(0)`) whose `if`s are hoisted ranges without `else` or lane-varying `if`s
+//! (with or without `else`) on conditions of the class, run under masks (`masked.rs`), and
+//! whose values are all of one width: `let`s, `var`s and assignments of `i8`/`u8` (or `i16`/`u16`) and
 //! `bool` values, `let`s of `global_id(0)` (used only as indices or in the ranges), loads
 //! and stores of global buffers of that width at exactly `global_id(0)`, scalar parameters
 //! and constants of that width, and the operators: `+ - * & | ^ ~` and unary `-`
 //! (wrapping), `<< >>` by constant counts (modulo the width, arithmetic `>>` on signed
-//! types), `/` and `%` of unsigned values by constant powers of two, comparisons, `!`,
+//! types), `/` and `%` by constant powers of two, and of unsigned values by any nonzero
+//! constant (`divide.rs`: a multiply-high by a magic number), comparisons, `!`,
 //! `&&`, `||`, `select`, `min`, `max`, `abs`, casts between the width's two types and to
 //! and from `bool`. Other `let`s that cannot fault (no loads, no integer division) may
 //! stand beside them, unused by the packed code (a guard's bound, say). Anything else
@@ -44,7 +46,9 @@ use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Intrinsic, Kernel, Scalar, Stmt, StmtNode};
 use kiln_ir::{Type, UnOp, Var};
 
+mod divide;
 mod gen;
+mod masked;
 
 use super::{hoist, END_SLOT, R, V};
 use gen::Gen;
@@ -165,6 +169,8 @@ struct Check<'v> {
     /// Parameters used: scalar frame slot and type.
     params: Vec<(i32, Type)>,
     stores: usize,
+    /// Lane-varying `if`s around the statement checked (their stores are merged).
+    masks: usize,
 }
 
 /// Registers the packed code may use (all sixteen: it runs before the 8-lane code's).
@@ -241,7 +247,10 @@ impl Check<'_> {
                     BinOp::LogicAnd | BinOp::LogicOr if a.ty() == Type::BOOL => Some(both.max(2)),
                     BinOp::Div | BinOp::Rem if int => {
                         let d = imm_bits(b)?;
-                        (d.is_power_of_two() && a.ty() == t).then_some(na.max(3))
+                        let signed = t.scalar().is_some_and(|s| s.is_signed());
+                        let by_magic = !signed && divide::plan(d as u32, tbits(t)).is_some();
+                        let regs = if by_magic { 4 } else { 3 };
+                        ((d.is_power_of_two() || by_magic) && a.ty() == t).then_some(na.max(regs))
                     }
                     BinOp::Shl | BinOp::Shr if int && a.ty() == t => {
                         super::narrow::const_count(b)?;
@@ -303,19 +312,34 @@ impl Check<'_> {
                     matches!(self.lookup(var.name()), Some(Name::Reg(_))) && self.fits(value)
                 }
                 StmtNode::Store { buf, index, value } => {
-                    // (One more register to pack 8-bit values from 16-bit lanes.)
+                    // (One more register to pack 8-bit values from 16-bit lanes; under a
+                    // mask, two more for the elements and the packed mask.)
                     self.stores += 1;
-                    let need = self.expr(value).map_or(REGS + 1, |n| n + 1);
+                    let more = if self.masks > 0 { 3 } else { 1 };
+                    let need = self.expr(value).map_or(REGS + 1, |n| n + more);
                     self.buffer(buf, value.ty()) && self.is_gid(index) && self.live + need <= REGS
                 }
-                StmtNode::If { cond, then, otherwise: None } => {
+                StmtNode::If { cond, then, otherwise } => {
                     let addr = cond as *const Expr as usize;
                     match self.v.hoisted_ranges.iter().find(|r| r.cond == addr) {
-                        Some(r) => {
+                        Some(r) if otherwise.is_none() => {
                             self.ranges.push(r.clone());
                             self.block(then.stmts())
                         }
-                        None => false,
+                        Some(_) => false,
+                        // Lane-varying: both sides under masks (`masked.rs`), the mask one
+                        // more live register.
+                        None => {
+                            let fits = cond.ty() == Type::BOOL && self.fits(cond);
+                            self.live += 1;
+                            self.masks += 1;
+                            let ok = fits
+                                && self.block(then.stmts())
+                                && otherwise.as_ref().is_none_or(|o| self.block(o.stmts()));
+                            self.live -= 1;
+                            self.masks -= 1;
+                            ok
+                        }
                     }
                 }
                 _ => false,
@@ -347,6 +371,7 @@ impl V {
                 ranges: Vec::new(),
                 params: Vec::new(),
                 stores: 0,
+                masks: 0,
             };
             if c.block(k.body().stmts()) && c.stores > 0 {
                 found = Some((c.ranges, c.params, c.w));
@@ -410,7 +435,8 @@ impl V {
             let items = copy * lanes;
             let free = u16::MAX;
             let params = slots.clone();
-            let mut g = Gen { v: self, w, free, scope: Vec::new(), params, sign, items };
+            let mut g =
+                Gen { v: self, w, free, scope: Vec::new(), params, sign, items, mask: None };
             g.block(k.body().stmts())?;
         }
         self.a.add(rbx, UNROLL * lanes)?;
@@ -419,8 +445,9 @@ impl V {
         self.bind(&mut single)?;
         self.a.cmp(rbx, qword_ptr(r15 + limit))?;
         self.a.jg(exit)?;
-        let mut g =
-            Gen { v: self, w, free: u16::MAX, scope: Vec::new(), params: slots, sign, items: 0 };
+        let free = u16::MAX;
+        let params = slots;
+        let mut g = Gen { v: self, w, free, scope: Vec::new(), params, sign, items: 0, mask: None };
         g.block(k.body().stmts())?;
         self.a.add(rbx, lanes)?;
         let mut exit = exit;

@@ -6,7 +6,7 @@ use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Imm, Intrinsic, Stmt, StmtNode, Type, UnOp, Var};
 
 use super::{imm_bits, tbits, Name, Op, Width, AHEAD};
-use crate::x86::spmd::{no, R, V, XMM, YMM};
+use crate::x86::spmd::{no, R, V, YMM};
 
 /// The code generator of the packed loop's body.
 pub(super) struct Gen<'v> {
@@ -22,6 +22,9 @@ pub(super) struct Gen<'v> {
     pub(super) sign: i32,
     /// The block's first work-item after `rbx`'s (in an unrolled copy of the body).
     pub(super) items: i32,
+    /// The register of the lanes that run the statements (inside a lane-varying `if`, see
+    /// `masked.rs`); `None` where all do.
+    pub(super) mask: Option<usize>,
 }
 
 /// `$m` with a register and a source that is a register or a slot.
@@ -46,7 +49,7 @@ macro_rules! bw {
 }
 
 impl Gen<'_> {
-    fn alloc(&mut self) -> R<usize> {
+    pub(super) fn alloc(&mut self) -> R<usize> {
         if self.free == 0 {
             return no("internal: the packed code ran out of registers");
         }
@@ -55,7 +58,7 @@ impl Gen<'_> {
         Ok(r)
     }
 
-    fn release(&mut self, o: Op) {
+    pub(super) fn release(&mut self, o: Op) {
         if let Op::Reg(r, true) = o {
             self.free |= 1 << r;
         }
@@ -66,13 +69,13 @@ impl Gen<'_> {
     }
 
     /// A constant's slots (its bits and its sign-flipped bits).
-    fn konst(&mut self, bits: u32) -> Op {
+    pub(super) fn konst(&mut self, bits: u32) -> Op {
         let sign = self.w.splat(1 << (self.w.bits() - 1));
         Op::Slot(self.v.imm_slot(bits), self.v.imm_slot(bits ^ sign))
     }
 
     /// `o` in a register (a temporary, or the register it is in).
-    fn reg(&mut self, o: Op) -> R<(usize, Op)> {
+    pub(super) fn reg(&mut self, o: Op) -> R<(usize, Op)> {
         match o {
             Op::Reg(r, _) => Ok((r, o)),
             Op::Slot(s, _) => {
@@ -105,7 +108,7 @@ impl Gen<'_> {
 
     /// The address of the block's elements of buffer `buf` (`ahead` bytes on): base
     /// register, element size, displacement.
-    fn element(&mut self, buf: &Var, ahead: i32) -> R<(AsmRegister64, i32, i32)> {
+    pub(super) fn element(&mut self, buf: &Var, ahead: i32) -> R<(AsmRegister64, i32, i32)> {
         let t = self.v.buf(buf).expect("a buffer of the class");
         let base = self.v.element_base(t)?;
         let size = buf.ty().elem().map_or(1, |e| e.size_bytes()) as i32;
@@ -114,7 +117,7 @@ impl Gen<'_> {
 
     /// A prefetch of `buf`'s stream ahead (by the first copy of the body: a pass of the
     /// unrolled loop covers one 64-byte line of each stream).
-    fn prefetch(&mut self, buf: &Var) -> R<()> {
+    pub(super) fn prefetch(&mut self, buf: &Var) -> R<()> {
         if self.items != 0 {
             return Ok(());
         }
@@ -125,7 +128,7 @@ impl Gen<'_> {
 
     /// `e`'s lanes, in canonical form (8-bit values in 16-bit lanes extended again after
     /// operations that wrap).
-    fn expr(&mut self, e: &Expr) -> R<Op> {
+    pub(super) fn expr(&mut self, e: &Expr) -> R<Op> {
         let o = self.expr_raw(e)?;
         let t = e.ty();
         let wraps = match e.node() {
@@ -209,8 +212,12 @@ impl Gen<'_> {
                 self.shift(*op == BinOp::Shl, signed, x, c)
             }
             ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b } => {
-                let k = imm_bits(b).expect("a constant").trailing_zeros();
+                let c = imm_bits(b).expect("a constant");
                 let x = self.expr(a)?;
+                if !c.is_power_of_two() {
+                    return self.udiv(*op == BinOp::Div, x, c as u32, tbits(t));
+                }
+                let k = c.trailing_zeros();
                 if signed {
                     return self.signed_div(*op == BinOp::Div, x, k);
                 }
@@ -483,6 +490,17 @@ impl Gen<'_> {
                         return no("internal: an assignment in packed code");
                     };
                     let o = self.expr(value)?;
+                    if let Some(m) = self.mask {
+                        // Only the lanes that run the assignment change.
+                        match o {
+                            Op::Reg(x, _) => self.v.a.vpblendvb(YMM[r], YMM[r], YMM[x], YMM[m])?,
+                            Op::Slot(s, _) => {
+                                self.v.a.vpblendvb(YMM[r], YMM[r], ymmword_ptr(r15 + s), YMM[m])?
+                            }
+                        }
+                        self.release(o);
+                        continue;
+                    }
                     match o {
                         Op::Reg(x, _) if x == r => {}
                         Op::Reg(x, _) => self.v.a.vmovdqa(YMM[r], YMM[x])?,
@@ -490,30 +508,16 @@ impl Gen<'_> {
                     }
                     self.release(o);
                 }
-                StmtNode::Store { buf, value, .. } => {
-                    let o = self.expr(value)?;
-                    let (r, o) = self.reg(o)?;
-                    self.prefetch(buf)?;
-                    let (base, size, d) = self.element(buf, 0)?;
-                    let at = base + rbx * size + d;
-                    if self.w.wide8(value.ty()) {
-                        // The canonical words packed to their bytes (in range: no saturation),
-                        // the two halves' quadwords brought together.
-                        let p = if matches!(o, Op::Reg(_, true)) { r } else { self.alloc()? };
-                        if value.ty().scalar().is_some_and(|s| s.is_signed()) {
-                            self.v.a.vpacksswb(YMM[p], YMM[r], YMM[r])?;
-                        } else {
-                            self.v.a.vpackuswb(YMM[p], YMM[r], YMM[r])?;
-                        }
-                        self.v.a.vpermq(YMM[p], YMM[p], 8)?;
-                        self.v.a.vmovdqu(xmmword_ptr(at), XMM[p])?;
-                        self.free |= 1 << p;
+                StmtNode::Store { buf, value, .. } => self.store(buf, value)?,
+                StmtNode::If { cond, then, otherwise } => {
+                    if self.v.hoisted_ranges.iter().any(|r| r.cond == cond as *const Expr as usize)
+                    {
+                        // Every lane of the block takes it (the loop runs inside its range).
+                        self.block(then.stmts())?;
                     } else {
-                        self.v.a.vmovdqu(ymmword_ptr(at), YMM[r])?;
+                        self.branch(cond, then, otherwise.as_ref())?;
                     }
-                    self.release(o);
                 }
-                StmtNode::If { then, .. } => self.block(then.stmts())?,
                 _ => return no("internal: a statement in packed code"),
             }
         }
@@ -550,7 +554,7 @@ impl Gen<'_> {
 }
 
 /// A slot operand's value slot.
-fn slot(o: Op) -> i32 {
+pub(super) fn slot(o: Op) -> i32 {
     match o {
         Op::Slot(s, _) => s,
         Op::Reg(..) => unreachable!("a constant is a slot"),
