@@ -127,6 +127,7 @@ mod near;
 mod ops;
 mod packed;
 mod private;
+mod privindex;
 mod proven;
 mod region;
 mod rows;
