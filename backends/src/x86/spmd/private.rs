@@ -1,14 +1,14 @@
 //! Private arrays of the vector code: they live in the batch's vector frame, the eight
-//! lanes of an element side by side, gathered and stored per lane at `32 * index + 4 *
-//! lane` (`64 * index + 8 * lane` for 64-bit elements), checked against their constant
-//! length.
+//! lanes of an element side by side (element `j` of lane `k` at `32 * j + 4 * k` from the
+//! array's offset; `64 * j + 8 * k` for 64-bit elements), checked against their constant
+//! length. Indices that are not constants: `privindex.rs`.
 //!
 //! An element at a constant index in bounds (what a short loop's copies leave, `short.rs`:
 //! `m[5u32]`) is a fixed place of the frame whose eight lanes are one 32-byte row (two for
 //! 64-bit elements): a plain vector load, and a vector store (blended with the row's old
 //! lanes under a control mask or after a fault, so inactive lanes keep their elements).
-//! No lane can fault there, so nothing is checked, and the values are the same as the
-//! gather's and the per-lane stores' (each lane its own element, in its own place).
+//! No lane can fault there, so nothing is checked, and the values are the same as a
+//! per-lane access's (each lane its own element, in its own place).
 
 use iced_x86::code_asm::*;
 use kiln_ir::{AddrSpace, Expr, Scalar, Stmt, StmtNode, Type, Var};
