@@ -92,7 +92,7 @@ impl V {
     /// from `ymm1` and `ymm0` (both clobbered), in lane order. Every active lane's index
     /// was checked (or is bounded by its form) to lie in `[0, len)`, `len` below 2^31, so
     /// its zero extension is its value.
-    fn store_all_lanes(&mut self, base: AsmRegister64, off: i32, size: u32) -> R<()> {
+    pub(super) fn store_all_lanes(&mut self, base: AsmRegister64, off: i32, size: u32) -> R<()> {
         for lane in 0..8u32 {
             let k = lane % 4;
             if lane == 4 {

@@ -130,6 +130,7 @@ mod offsetvars;
 mod ops;
 mod packed;
 mod private;
+mod privindex;
 mod proven;
 mod region;
 mod rows;
