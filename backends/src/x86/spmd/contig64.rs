@@ -39,7 +39,7 @@ impl V {
         self.check(index, d, d + 1, d + 2, t, "load", signed)?;
         let base = self.base(t)?;
         self.lane0_index(d)?;
-        self.qword_masks(d + 1, d + 2, d + 3)?;
+        self.qword_halves(d + 1, d + 2, d + 3)?;
         self.a.vmaskmovpd(YMM[d], YMM[d + 2], ymmword_ptr(base + rax * 8))?;
         self.a.vmaskmovpd(YMM[d + 1], YMM[d + 3], ymmword_ptr(base + rax * 8 + 32))?;
         if fast {
@@ -67,7 +67,7 @@ impl V {
         self.check(index, 2, 3, 4, t, "store", signed)?;
         let base = self.base(t)?;
         self.lane0_index(2)?;
-        self.qword_masks(3, 4, 3)?;
+        self.qword_halves(3, 4, 3)?;
         self.a.vmaskmovpd(ymmword_ptr(base + rax * 8), ymm4, ymm0)?;
         self.a.vmaskmovpd(ymmword_ptr(base + rax * 8 + 32), ymm3, ymm1)?;
         if fast {
@@ -80,15 +80,6 @@ impl V {
     fn lane0_index(&mut self, idx: usize) -> R<()> {
         self.a.vmovd(eax, XMM[idx])?;
         self.a.movsxd(rax, eax)?;
-        Ok(())
-    }
-
-    /// The dword lane mask in `ymm{m}` as two qword masks: lanes 0..3 in `ymm{lo}`, lanes
-    /// 4..7 in `ymm{hi}` (`hi` may be `m`; `lo` must not).
-    fn qword_masks(&mut self, m: usize, lo: usize, hi: usize) -> R<()> {
-        self.a.vpmovsxdq(YMM[lo], XMM[m])?;
-        self.a.vextracti128(XMM[hi], YMM[m], 1)?;
-        self.a.vpmovsxdq(YMM[hi], XMM[hi])?;
         Ok(())
     }
 }

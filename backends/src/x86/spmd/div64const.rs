@@ -112,22 +112,24 @@ impl V {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn lcg(s: &mut u64) -> u64 {
+    /// A pseudo-random sequence (an LCG with its high bits folded down).
+    pub(in crate::x86::spmd) fn lcg(s: &mut u64) -> u64 {
         *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         *s ^ (*s >> 29)
     }
 
-    /// Divisors of every magnitude: small ones, powers of two and their neighbours, the top
-    /// of the range, random ones shifted to every width.
-    fn divisors(s: &mut u64) -> Vec<u64> {
-        let mut v: Vec<u64> = (1..=1000).collect();
+    /// Divisors of every magnitude: `1..=small`, powers of two and their neighbours, the top
+    /// of the range, `random` random ones shifted to every width.
+    pub(in crate::x86::spmd) fn divisors(s: &mut u64, small: u64, random: usize) -> Vec<u64> {
+        let mut v: Vec<u64> = (1..=small).collect();
         v.extend((0..64).flat_map(|k| [1u64 << k, (1u64 << k) + 1, (1u64 << k).wrapping_sub(1)]));
         v.extend((0..100).map(|i| u64::MAX - i));
-        v.extend([0x8000_0000_0000_0001, 0x5555_5555_5555_5555, 1_000_000_007, 10_000_000_000]);
-        for _ in 0..5000 {
+        let odd = [0x8000_0000_0000_0001, 0x5555_5555_5555_5555, 1_000_000_007, 10_000_000_000];
+        v.extend(odd.into_iter().chain([u32::MAX as u64]));
+        for _ in 0..random {
             let r = lcg(s);
             v.push(r >> (r % 64));
         }
@@ -138,7 +140,7 @@ mod tests {
     #[test]
     fn u64_magic_numbers_are_right_around_every_multiple_sampled() {
         let mut s = 17u64;
-        for c in divisors(&mut s) {
+        for c in divisors(&mut s, 1000, 5000) {
             let mg = magic64(c);
             let top = u64::MAX / c * c;
             let mut ns = vec![0, 1, c - 1, c, c.wrapping_add(1), u64::MAX, u64::MAX - 1, top];
@@ -158,7 +160,8 @@ mod tests {
     #[test]
     fn i64_quotients_truncate_and_wrap_like_the_interpreter() {
         let mut s = 29u64;
-        let mut cvals: Vec<i64> = divisors(&mut s).into_iter().map(|c| c as i64).collect();
+        let mut cvals: Vec<i64> =
+            divisors(&mut s, 1000, 5000).into_iter().map(|c| c as i64).collect();
         cvals.extend([i64::MIN, i64::MIN + 1, i64::MAX, -1, -2, -3, -7, -10]);
         for c in cvals {
             let mut ns = vec![0, 1, -1, i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 1, c];

@@ -216,33 +216,14 @@ fn bcast(a: &mut CodeAssembler, r: AsmRegister64, off: i32) -> R<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::div64const::tests::{divisors, lcg};
     use super::super::div64const::{magic64, model64};
     use super::*;
-
-    fn lcg(s: &mut u64) -> u64 {
-        *s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        *s ^ (*s >> 29)
-    }
-
-    /// Divisors of every magnitude: small ones, powers of two and their neighbours, the top
-    /// of the range, random ones shifted to every width.
-    fn divisors(s: &mut u64) -> Vec<u64> {
-        let mut v: Vec<u64> = (1..=2000).collect();
-        v.extend((0..64).flat_map(|k| [1u64 << k, (1u64 << k) + 1, (1u64 << k).wrapping_sub(1)]));
-        v.extend((0..100).map(|i| u64::MAX - i));
-        v.extend([0x8000_0000_0000_0001, 0x5555_5555_5555_5555, 1_000_000_007, u32::MAX as u64]);
-        for _ in 0..20000 {
-            let r = lcg(s);
-            v.push(r >> (r % 64));
-        }
-        v.retain(|&c| c != 0);
-        v
-    }
 
     #[test]
     fn the_scalar_code_computes_figure_4_1s_magic_numbers() {
         let mut s = 7u64;
-        for d in divisors(&mut s) {
+        for d in divisors(&mut s, 2000, 20000) {
             assert_eq!(scalar_magic(d), magic64(d), "d = {d}");
         }
     }
@@ -269,7 +250,7 @@ mod tests {
     #[test]
     fn the_lanes_quotients_are_exact_around_multiples() {
         let mut s = 23u64;
-        for d in divisors(&mut s) {
+        for d in divisors(&mut s, 2000, 20000) {
             let (m, sh1, sh2) = scalar_magic(d);
             let lanes = |n: u64| {
                 let t = mulhi(n, m);

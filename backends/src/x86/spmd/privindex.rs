@@ -144,7 +144,7 @@ impl V {
     /// `ymm{d+1}` (4..7).
     fn select_private64(&mut self, p: &Priv, d: usize) -> R<()> {
         let (lo, hi, m) = (YMM[d + 2], YMM[d + 3], YMM[d + 4]);
-        self.widen_indices(d, d + 1, d)?;
+        self.qword_halves(d, d + 1, d)?;
         self.a.vmovupd(lo, ymmword_ptr(r15 + p.off))?;
         self.a.vmovupd(hi, ymmword_ptr(r15 + (p.off + 32)))?;
         for r in 1..p.count {
@@ -157,15 +157,6 @@ impl V {
         }
         self.a.vmovapd(YMM[d], lo)?;
         self.a.vmovapd(YMM[d + 1], hi)?;
-        Ok(())
-    }
-
-    /// The dword indices in `ymm{idx}` sign-extended to qwords: lanes 0..3 into
-    /// `ymm{lo}`, 4..7 into `ymm{hi}` (`hi` may be `idx`).
-    fn widen_indices(&mut self, idx: usize, lo: usize, hi: usize) -> R<()> {
-        self.a.vpmovsxdq(YMM[lo], XMM[idx])?;
-        self.a.vextracti128(XMM[hi], YMM[idx], 1)?;
-        self.a.vpmovsxdq(YMM[hi], XMM[hi])?;
         Ok(())
     }
 
@@ -207,7 +198,7 @@ impl V {
             return Ok(());
         }
         // Lanes 0..3's indices into `act` (no longer needed), 4..7's in place.
-        self.widen_indices(idx, act, idx)?;
+        self.qword_halves(idx, act, idx)?;
         for r in 0..p.count {
             let k = self.const_slot((u64::from(r), 4));
             for (half, (ix, v)) in [(act, ymm0), (idx, ymm1)].into_iter().enumerate() {

@@ -56,6 +56,16 @@ fn is_int64(t: Type) -> bool {
 }
 
 impl V {
+    /// The dword lanes of `ymm{src}` sign-extended to qwords (indices, or lane masks as
+    /// qword masks): lanes 0..3 into `ymm{lo}`, 4..7 into `ymm{hi}` (`hi` may be `src`,
+    /// `lo` must not).
+    pub(super) fn qword_halves(&mut self, src: usize, lo: usize, hi: usize) -> R<()> {
+        self.a.vpmovsxdq(YMM[lo], XMM[src])?;
+        self.a.vextracti128(XMM[hi], YMM[src], 1)?;
+        self.a.vpmovsxdq(YMM[hi], XMM[hi])?;
+        Ok(())
+    }
+
     /// A 32-byte slot holding the qword `bits` four times.
     pub(super) fn q_slot(&mut self, bits: u64) -> AsmMemoryOperand {
         ymmword_ptr(r15 + self.const_slot((bits, 4)))
