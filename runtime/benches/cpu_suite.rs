@@ -52,7 +52,13 @@
 //! in polygon with a bool, block min-max normalization in local memory, ROT13 on u8, polar
 //! coordinates, a trimmed mean by insertion sort in a private array, modular exponentiation in
 //! u64 and RGB565 packing to u16);
-//! `KILN_CPU_SUITE_SET=all` runs the eight.
+//! `KILN_CPU_SUITE_SET=eighth` an eighth, written after the seventh (`cpu_suite_eighth.kir`,
+//! `cpu_suite/eighth.rs`: stream compaction by a local atomic counter, base64 encoding, edit
+//! distances with a private row, 4x4 matrix inverses, cubic roots by bisection, a CDF 5/3
+//! wavelet step on i32 rows, f16 dot products, integer square roots by Newton's iteration,
+//! quaternion slerp, logistic regression in f64, days to civil dates and a bitonic sort in
+//! local memory);
+//! `KILN_CPU_SUITE_SET=all` runs the nine.
 //!
 //! Where `python3` imports the `halide` package, a second table sets the same kernels written
 //! as Halide pipelines (`cpu_suite/halide.py`, results checked against NumPy) beside kiln, on
@@ -68,6 +74,8 @@ use kiln_runtime::device::cpu::CpuDevice;
 use kiln_runtime::device::registry::OpenOptions;
 use kiln_runtime::{Device, Handle};
 
+#[path = "cpu_suite/eighth.rs"]
+mod eighth;
 #[path = "cpu_suite/fifth.rs"]
 mod fifth;
 #[path = "cpu_suite/fourth.rs"]
@@ -97,7 +105,8 @@ fn log2n() -> u32 {
 /// `cpu_suite/more.rs`; `third`, those of `cpu_suite/third.rs`; `fourth`, those of
 /// `cpu_suite/fourth.rs`; `rows64`, those of `cpu_suite/rows64.rs`; `fifth`, those of
 /// `cpu_suite/fifth.rs`; `sixth`, those of `cpu_suite/sixth.rs`; `seventh`, those of
-/// `cpu_suite/seventh.rs`; or `all`) selects the set `set`.
+/// `cpu_suite/seventh.rs`; `eighth`, those of `cpu_suite/eighth.rs`; or `all`) selects the set
+/// `set`.
 fn set_wanted(set: &str) -> bool {
     let chosen = std::env::var("KILN_CPU_SUITE_SET").unwrap_or_else(|_| "first".into());
     chosen == "all" || chosen == set
@@ -164,7 +173,7 @@ struct Case {
     rust: Box<dyn FnMut(bool) -> Option<Out>>,
     /// The buffer holding the result.
     result: usize,
-    /// Relative tolerance of the check (0: bit for bit).
+    /// Relative tolerance of the check, for f32 and f64 results (0: bit for bit).
     tolerance: f32,
     /// Bytes a launch reads and writes, for memory-bound kernels.
     bytes: Option<usize>,
@@ -257,11 +266,23 @@ fn check(c: &mut Case, want: &Out, all: bool) {
         assert!(got == *want, "{} ({who}): not bit for bit the Rust loop's result", c.name);
         return;
     }
-    let (Out::F32(got), Out::F32(want)) = (got, want) else { panic!("{}: f32 results", c.name) };
+    // Float results, compared in f64 (which holds every f32 exactly).
+    let widen = |o: &Out| match o {
+        Out::F32(v) => Some(v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>()),
+        Out::F64(v) => Some(v.clone()),
+        _ => None,
+    };
+    let (Some(got), Some(want)) = (widen(&got), widen(want)) else {
+        panic!("{}: a tolerance needs f32 or f64 results", c.name)
+    };
     assert_eq!(got.len(), want.len(), "{}: result size", c.name);
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         let err = (g - w).abs() / w.abs().max(1e-6);
-        assert!(err <= c.tolerance, "{} ({who}): element {i} is {g}, the Rust loop's {w}", c.name);
+        assert!(
+            err <= f64::from(c.tolerance),
+            "{} ({who}): element {i} is {g}, the Rust loop's {w}",
+            c.name
+        );
     }
 }
 
@@ -832,6 +853,9 @@ fn suite(c: &mut Criterion) {
     }
     if set_wanted("seventh") {
         sets.push(("cpu suite, seventh set", seventh::cases()));
+    }
+    if set_wanted("eighth") {
+        sets.push(("cpu suite, eighth set", eighth::cases()));
     }
     for (_, cases) in &mut sets {
         cases.retain(|c| wanted(c.name));
