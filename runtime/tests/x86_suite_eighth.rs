@@ -224,9 +224,8 @@ fn slerp(n: usize) -> Launch {
         let q: Vec<f32> = q0[4 * p..4 * p + 4].to_vec();
         q1[4 * p..4 * p + 4].copy_from_slice(&q);
     }
-    for k in 0..4 {
-        q1[20 + k] = -q0[20 + k];
-    }
+    let opposite: Vec<f32> = q0[20..24].iter().map(|x| -x).collect();
+    q1[20..24].copy_from_slice(&opposite);
     Launch {
         kernel: "slerp",
         range: range(n, 8),

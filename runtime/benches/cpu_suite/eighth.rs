@@ -379,8 +379,8 @@ pub(crate) fn cases() -> Vec<Case> {
                     wa = ((1.0 - u) * th).sin() * inv;
                     wb = (u * th).sin() * inv * sgn;
                 }
-                for k in 0..4 {
-                    o[k] = wa * a[k] + wb * b[k];
+                for (o, (x, y)) in o.iter_mut().zip(a.iter().zip(b)) {
+                    *o = wa * x + wb * y;
                 }
             }
             keep.then(|| Out::F32(sq.clone()))
@@ -430,7 +430,7 @@ pub(crate) fn cases() -> Vec<Case> {
         Box::new(move |keep| {
             for (o, &d) in ymd.iter_mut().zip(&dz) {
                 let z = d + 719_468;
-                let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+                let era = (if z >= 0 { z } else { z - 146_096 }) / 146_097;
                 let doe = z - era * 146_097;
                 let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
                 let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
