@@ -25,7 +25,8 @@ fn seventh(name: &str) -> kiln_ir::Kernel {
 fn hits(lines: &[String]) -> bool {
     lines.windows(2).any(|w| w[0].starts_with("vpand ymm") && w[1].starts_with("vpsrlvd"))
         && lines.iter().any(|l| {
-            l.starts_with("vpsrlvd ymm") && l.split(',').nth(2).is_some_and(|c| c.starts_with("ymm"))
+            l.starts_with("vpsrlvd ymm")
+                && l.split(',').nth(2).is_some_and(|c| c.starts_with("ymm"))
         })
 }
 
@@ -107,7 +108,8 @@ fn signed_ranges_agree() {
             lo.push(lo[i as usize] + (i * 5 + 3) % 10);
         }
         let total = lo[n] as usize;
-        let bytes: Vec<i8> = (0..total as u32).map(|x| (x.wrapping_mul(97) % 251) as u8 as i8).collect();
+        let bytes: Vec<i8> =
+            (0..total as u32).map(|x| (x.wrapping_mul(97) % 251) as u8 as i8).collect();
         for cut in [0, 1, total / 2] {
             let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::scalar(n as u32)];
             let bufs = [
