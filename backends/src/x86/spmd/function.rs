@@ -125,6 +125,7 @@ fn generate_inner(
         batch_mark: None,
         known: known.to_vec(),
         blocking: None,
+        byte_cache: None,
         row_reads: Default::default(),
         homes: Vec::new(),
         free_gprs: Vec::new(),

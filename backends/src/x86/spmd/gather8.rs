@@ -23,6 +23,18 @@ impl V {
     /// lanes 0. `ymm{d+1}` and `ymm{d+2}` are clobbered.
     pub(super) fn gather_bytes(&mut self, base: AsmRegister64, d: usize, signed: bool) -> R<()> {
         let (x, m, t) = (YMM[d], YMM[d + 1], YMM[d + 2]);
+        self.byte_places(base, d)?;
+        self.byte_shifts(d)?;
+        self.a.vpxor(t, t, t)?;
+        self.a.vpgatherdd_3(t, ymmword_ptr(base + x), m)?;
+        self.a.vpsrlvd(x, t, ymmword_ptr(r15 + self.tmp_v))?;
+        self.byte_extend(d, signed)
+    }
+
+    /// The byte offsets in `ymm{d}` turned into the offsets from `base` of the aligned
+    /// dwords that hold them, each byte's place in its dword (0 to 3) into `ymm{d+2}`.
+    pub(super) fn byte_places(&mut self, base: AsmRegister64, d: usize) -> R<()> {
+        let (x, t) = (YMM[d], YMM[d + 2]);
         // The byte's place in its aligned dword: (base + index) & 3, base's low bits added
         // to each index.
         self.a.mov(eax, low32(base))?;
@@ -33,13 +45,23 @@ impl V {
         let three = self.imm_slot(3);
         self.a.vpand(t, t, ymmword_ptr(r15 + three))?;
         // The dword's offset from base (index minus place, at least -3: the same page as
-        // the buffer's first byte), and the shift, kept in the frame while `t` gathers.
+        // the buffer's first byte).
         self.a.vpsubd(x, x, t)?;
+        Ok(())
+    }
+
+    /// The places in `ymm{d+2}` turned into shifts (bits), kept in the frame while
+    /// `ymm{d+2}` gathers.
+    pub(super) fn byte_shifts(&mut self, d: usize) -> R<()> {
+        let t = YMM[d + 2];
         self.a.vpslld(t, t, 3)?;
         self.a.vmovups(ymmword_ptr(r15 + self.tmp_v), t)?;
-        self.a.vpxor(t, t, t)?;
-        self.a.vpgatherdd_3(t, ymmword_ptr(base + x), m)?;
-        self.a.vpsrlvd(x, t, ymmword_ptr(r15 + self.tmp_v))?;
+        Ok(())
+    }
+
+    /// The bytes in the low bits of `ymm{d}` zero- or sign-extended to 32 bits.
+    pub(super) fn byte_extend(&mut self, d: usize, signed: bool) -> R<()> {
+        let x = YMM[d];
         if signed {
             self.a.vpslld(x, x, 24)?;
             self.a.vpsrad(x, x, 24)?;

@@ -94,6 +94,7 @@ mod batches;
 mod blocked;
 mod blockio;
 mod branch;
+mod bytecache;
 mod clamped;
 mod cond;
 mod contig64;
@@ -444,6 +445,9 @@ struct V {
     /// The blocked accesses of the `for` loop whose chunk is being generated
     /// (`blocked.rs`).
     blocking: Option<blocked::Blocking>,
+    /// The byte loads of the loop being generated that reuse their last gather's dwords
+    /// (`bytecache.rs`).
+    byte_cache: Option<bytecache::ByteCache>,
     /// Row prefetch decisions of the row-blocked loops generated so far (`blockio.rs`).
     row_reads: blockio::RowReads,
     /// Frame dwords (`for` counters' qwords) held in a general-purpose register while

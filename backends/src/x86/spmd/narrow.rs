@@ -363,8 +363,11 @@ impl V {
         self.check(index, d, d + 1, d + 2, t, "load", idx_signed)?;
         let base = self.base(t)?;
         if bits == 8 {
-            // One gather of the dwords around the bytes (`gather8.rs`).
-            self.gather_bytes(base, d, signed)?;
+            // One gather of the dwords around the bytes (`gather8.rs`), or in a loop that
+            // writes no memory, the dwords an earlier trip gathered (`bytecache.rs`).
+            if !self.cached_bytes(base, t, index, d, signed)? {
+                self.gather_bytes(base, d, signed)?;
+            }
             if strided.is_some() || contig {
                 self.bind(&mut fin)?;
             }

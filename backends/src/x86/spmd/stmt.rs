@@ -237,9 +237,15 @@ impl V {
             StmtNode::If { cond, then, otherwise } => {
                 self.if_stmt(cond, then.stmts(), otherwise.as_ref().map(|o| o.stmts()))?
             }
-            StmtNode::While { cond, body } => self.while_loop(cond, body.stmts())?,
+            StmtNode::While { cond, body } => {
+                let cache = self.open_byte_cache(s)?;
+                self.while_loop(cond, body.stmts())?;
+                self.close_byte_cache(cache);
+            }
             StmtNode::For { var, lo, hi, step, body } => {
-                self.for_loop(s, var, lo, hi, step, body.stmts())?
+                let cache = self.open_byte_cache(s)?;
+                self.for_loop(s, var, lo, hi, step, body.stmts())?;
+                self.close_byte_cache(cache);
             }
             StmtNode::Block(v) => self.block(v)?,
             StmtNode::Call { func, result, args } => {
