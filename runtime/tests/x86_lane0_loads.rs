@@ -183,17 +183,15 @@ fn gathers_through_overlapping_buffers_match_the_interpreter() {
         for (r, id) in ids(rows, vocab).iter().enumerate() {
             one[ib + r] = id + first as u32;
         }
-        let args = |rows: usize| {
-            vec![
-                Arg::Buffer(0),
-                Arg::scalar(dim as u32),
-                Arg::scalar(rows as u32),
-                Arg::scalar(ib as u32),
-            ]
-        };
-        agree(&at, &range, &args(rows), &[Buffer::from_slice(&one)], "one buffer");
+        let args = [
+            Arg::Buffer(0),
+            Arg::scalar(dim as u32),
+            Arg::scalar(rows as u32),
+            Arg::scalar(ib as u32),
+        ];
+        agree(&at, &range, &args, &[Buffer::from_slice(&one)], "one buffer");
         one[ib + rows - 2] = (first + vocab) as u32;
-        agree(&at, &range, &args(rows), &[Buffer::from_slice(&one)], "one buffer, a fault");
+        agree(&at, &range, &args, &[Buffer::from_slice(&one)], "one buffer, a fault");
     }
 }
 

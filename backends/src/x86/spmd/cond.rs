@@ -230,8 +230,9 @@ impl V {
     /// A u32 `a < b` or `a > b` into `ymm{d}` with an operand that lives in a register (a
     /// `let` register, `global_id(0)`'s) flipped from there: its sign flip (`vpxor` with the
     /// sign bits) writes the temporary, so it needs no copy first (a guard's `i < n`, a
-    /// row's `r < rows`). The other operand is computed into `ymm{d+1}` as before, and a
-    /// register cannot fault, so the order of faults is the interpreter's. `None` (nothing
+    /// row's `r < rows`). The other operand is computed into `ymm{d}` as `pair` computes
+    /// its first (every temporary from `ymm{d}` free for it), and a register cannot fault,
+    /// so the order of faults is the interpreter's. `None` (nothing
     /// emitted) where neither operand is in a register.
     fn cmp_u32_flip_reg(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> Option<R<()>> {
         let (ra, rb) = (self.src_if_reg(a), self.src_if_reg(b));
@@ -240,7 +241,8 @@ impl V {
         }
         Some((|| {
             let sign = ymmword_ptr(r15 + self.imm_slot(0x8000_0000));
-            // The flipped operands: `ymm{d}` from a register, `ymm{d+1}` the other.
+            // The flipped operands: the computed one in `ymm{d}` (with every temporary from
+            // there, as `pair` gives its first), the register's flipped into `ymm{d+1}`.
             let (fa, fb) = match (ra, rb) {
                 (Some(r), Some(q)) => {
                     self.a.vpxor(YMM[d], YMM[r], sign)?;
@@ -248,16 +250,16 @@ impl V {
                     (d, d + 1)
                 }
                 (Some(r), None) => {
-                    self.expr(b, d + 1)?;
-                    self.a.vpxor(YMM[d], YMM[r], sign)?;
-                    self.a.vpxor(YMM[d + 1], YMM[d + 1], sign)?;
-                    (d, d + 1)
+                    self.expr(b, d)?;
+                    self.a.vpxor(YMM[d], YMM[d], sign)?;
+                    self.a.vpxor(YMM[d + 1], YMM[r], sign)?;
+                    (d + 1, d)
                 }
                 (None, Some(q)) => {
-                    self.expr(a, d + 1)?;
-                    self.a.vpxor(YMM[d], YMM[q], sign)?;
-                    self.a.vpxor(YMM[d + 1], YMM[d + 1], sign)?;
-                    (d + 1, d)
+                    self.expr(a, d)?;
+                    self.a.vpxor(YMM[d], YMM[d], sign)?;
+                    self.a.vpxor(YMM[d + 1], YMM[q], sign)?;
+                    (d, d + 1)
                 }
                 (None, None) => unreachable!("checked above"),
             };

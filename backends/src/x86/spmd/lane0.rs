@@ -145,8 +145,9 @@ impl V {
     }
 
     /// True if lane 0 of `let` register `r` is `ebx`: `global_id(0)`'s register, whose
-    /// lanes the batch loop builds from `rbx`, the batch's first id (outside regions and
-    /// barrier kernels, whose batch loops run the ids differently).
+    /// lanes the batch loop builds from `rbx`, the batch's first id, and advances with it
+    /// (outside regions, whose batch loops run the ids their own way; and, to keep barrier
+    /// kernels' resumed batches as they were, only before the kernel's first barrier).
     fn lane0_in_rbx(&self, r: usize) -> bool {
         r == super::GID && self.regions.is_none() && self.barriers == 0
     }
