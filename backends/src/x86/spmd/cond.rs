@@ -54,6 +54,11 @@ impl V {
                         return r;
                     }
                 }
+                if a.ty() == Type::U32 && matches!(op, BinOp::Lt | BinOp::Gt) {
+                    if let Some(r) = self.cmp_u32_flip_reg(*op, a, b, d) {
+                        return r;
+                    }
+                }
                 let (ra, rb) = self.pair(a, b, d)?;
                 if a.ty() == Type::U32 && self.cmp_u32_order(*op, ra, rb, d)? {
                     return Ok(());
@@ -218,6 +223,49 @@ impl V {
                 self.a.vpminud(z, y, c)?;
             }
             self.a.vpcmpeqd(z, z, c)?;
+            Ok(())
+        })())
+    }
+
+    /// A u32 `a < b` or `a > b` into `ymm{d}` with an operand that lives in a register (a
+    /// `let` register, `global_id(0)`'s) flipped from there: its sign flip (`vpxor` with the
+    /// sign bits) writes the temporary, so it needs no copy first (a guard's `i < n`, a
+    /// row's `r < rows`). The other operand is computed into `ymm{d}` as `pair` computes
+    /// its first (every temporary from `ymm{d}` free for it), and a register cannot fault,
+    /// so the order of faults is the interpreter's. `None` (nothing
+    /// emitted) where neither operand is in a register.
+    fn cmp_u32_flip_reg(&mut self, op: BinOp, a: &Expr, b: &Expr, d: usize) -> Option<R<()>> {
+        let (ra, rb) = (self.src_if_reg(a), self.src_if_reg(b));
+        if ra.is_none() && rb.is_none() {
+            return None;
+        }
+        Some((|| {
+            let sign = ymmword_ptr(r15 + self.imm_slot(0x8000_0000));
+            // The flipped operands: the computed one in `ymm{d}` (with every temporary from
+            // there, as `pair` gives its first), the register's flipped into `ymm{d+1}`.
+            let (fa, fb) = match (ra, rb) {
+                (Some(r), Some(q)) => {
+                    self.a.vpxor(YMM[d], YMM[r], sign)?;
+                    self.a.vpxor(YMM[d + 1], YMM[q], sign)?;
+                    (d, d + 1)
+                }
+                (Some(r), None) => {
+                    self.expr(b, d)?;
+                    self.a.vpxor(YMM[d], YMM[d], sign)?;
+                    self.a.vpxor(YMM[d + 1], YMM[r], sign)?;
+                    (d + 1, d)
+                }
+                (None, Some(q)) => {
+                    self.expr(a, d)?;
+                    self.a.vpxor(YMM[d], YMM[d], sign)?;
+                    self.a.vpxor(YMM[d + 1], YMM[q], sign)?;
+                    (d, d + 1)
+                }
+                (None, None) => unreachable!("checked above"),
+            };
+            // a > b is gt(a, b); a < b is gt(b, a).
+            let (p, q) = if op == BinOp::Gt { (fa, fb) } else { (fb, fa) };
+            self.a.vpcmpgtd(YMM[d], YMM[p], YMM[q])?;
             Ok(())
         })())
     }

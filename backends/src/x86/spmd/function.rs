@@ -139,6 +139,7 @@ fn generate_inner(
         short: Default::default(),
         capture: Vec::new(),
         frame_names: false,
+        gpr_loads: false,
         reg_end: GID,
     };
     if regions {

@@ -109,7 +109,7 @@ impl V {
             return Ok(true);
         }
         if let Some(r) = self.let_reg(index) {
-            self.a.vmovd(eax, XMM[r])?;
+            self.lane0_to(eax, r)?;
             return Ok(true);
         }
         if let kiln_ir::ExprNode::Binary { op: kiln_ir::BinOp::Sub, a, b } = index.node() {
@@ -118,13 +118,54 @@ impl V {
             // more instructions than the lanes' `vpsubd`.)
             return match (self.let_reg(a), b.as_imm()) {
                 (Some(r), Some(Imm::Int(_, c))) => {
-                    self.a.vmovd(eax, XMM[r])?;
+                    self.lane0_to(eax, r)?;
                     self.a.sub(eax, *c as u32 as i32)?;
                     Ok(true)
                 }
                 _ => Ok(false),
             };
         }
+        self.lane0_sum(index)
+    }
+
+    /// For a contiguous load at `index` under no control mask that no proof covers: lane
+    /// 0's index into `rax` (zero-extended) by scalar code where `index` is `u + g`
+    /// (`mad(x, y, g)`, `x * y + g`), `g` a `let` register (the lanes consecutive, as the
+    /// access is contiguous) and `u` batch-uniform scalar arithmetic whose loads need no
+    /// check (embed's `table[ids[r] * dim + d]`, `ids[r]` proven in bounds for the row by
+    /// its guard's range, `rowwise.rs`): a scalar load and `imul` instead of the lanes'
+    /// broadcast, 10-cycle `vpmulld`, `vpaddd` and an extraction. False (no code) for
+    /// other indices. The value is the lanes' (32-bit wrapping arithmetic, the load's
+    /// element read where the lanes read it), and nothing in it can fault.
+    pub(super) fn lane0_scalar(&mut self, index: &Expr) -> R<bool> {
+        self.gpr_loads = true;
+        let done = self.lane0_sum(index);
+        self.gpr_loads = false;
+        done
+    }
+
+    /// True if lane 0 of `let` register `r` is `ebx`: `global_id(0)`'s register, whose
+    /// lanes the batch loop builds from `rbx`, the batch's first id, and advances with it
+    /// (outside regions, whose batch loops run the ids their own way; and, to keep barrier
+    /// kernels' resumed batches as they were, only before the kernel's first barrier).
+    fn lane0_in_rbx(&self, r: usize) -> bool {
+        r == super::GID && self.regions.is_none() && self.barriers == 0
+    }
+
+    /// Lane 0's element of the `let` register `r` into `dst` (from `ebx` where
+    /// [`V::lane0_in_rbx`], else extracted).
+    fn lane0_to(&mut self, dst: AsmRegister32, r: usize) -> R<()> {
+        if self.lane0_in_rbx(r) {
+            self.a.mov(dst, ebx)?;
+        } else {
+            self.a.vmovd(dst, XMM[r])?;
+        }
+        Ok(())
+    }
+
+    /// Lane 0's index into `rax` for `index` `a + e` (`mad(x, y, c)`), `a` a `let` register
+    /// and `e` [`V::gpr_ok`]; false (no code) otherwise.
+    fn lane0_sum(&mut self, index: &Expr) -> R<bool> {
         // `mad(x, y, c)` (`-O`'s form of a row's `r * w + x`) as the `x * y + c` it is for
         // 32-bit integers (wrapping as the lanes' `vpmulld` and `vpaddd` do): the row's
         // product in scalar code, not the lanes' 10-cycle multiply and an extraction.
@@ -142,7 +183,7 @@ impl V {
         // (Wrapping 32-bit addition, as the lanes add; the 32-bit result clears rax's upper
         // half.)
         if let (Some(Imm::Int(_, c)), None) = (e.as_imm(), self.known_lid0(r)) {
-            self.a.vmovd(eax, XMM[r])?;
+            self.lane0_to(eax, r)?;
             if *c as u32 != 0 {
                 self.a.add(eax, *c as u32 as i32)?;
             }
@@ -151,6 +192,7 @@ impl V {
         self.gpr(e)?;
         match self.known_lid0(r) {
             Some(k) => self.a.add(eax, k as i32)?,
+            None if self.lane0_in_rbx(r) => self.a.add(eax, ebx)?,
             None => {
                 self.a.vmovd(r11d, XMM[r])?;
                 self.a.add(eax, r11d)?;

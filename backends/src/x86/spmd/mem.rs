@@ -318,12 +318,24 @@ impl V {
         // A batch-uniform index of general-purpose-register arithmetic (a constant,
         // `group_id(0)`) straight into `eax`, with no lanes unless a check needs them.
         let in_eax = kind == Kind::Uniform && self.gpr_ok(index);
+        let mut done = self.a.create_label();
+        let fast = kind == Kind::Contig && self.mask.is_none();
+        // A contiguous load that no proof covers at `u + g` with `u` scalar arithmetic
+        // (`lane0.rs`): lane 0's index by scalar code and the span's one compare; the
+        // lanes' indices only where the span is not in bounds, for the checked access.
+        let lane0 = fast && !self.proof_covers(index, t) && self.lane0_scalar(index)?;
+        if lane0 {
+            let mut slow = self.lane0_span_test(t)?;
+            let base = self.base(t)?;
+            self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
+            self.a.jmp(done)?;
+            self.bind(&mut slow)?;
+        }
         if in_eax {
             self.gpr(index)?;
         } else {
             self.expr(index, d)?;
         }
-        let mut done = self.a.create_label();
         // (Under a mask too, as above: with the span in bounds no lane faults, and what
         // inactive lanes load is never read.)
         let strided = match kind {
@@ -336,8 +348,7 @@ impl V {
             let mut slow = self.strided_load(t, s, d, done)?;
             self.bind(&mut slow)?;
         }
-        let fast = kind == Kind::Contig && self.mask.is_none();
-        if fast {
+        if fast && !lane0 {
             let slow = self.span_test(index, t, d)?;
             let base = self.base(t)?;
             self.a.vmovups(YMM[d], ymmword_ptr(base + rax * 4))?;
@@ -406,6 +417,7 @@ impl V {
             }
         }
         if fast || uniform || strided.is_some() || clamped {
+            // (`fast` covers `lane0`'s jump.)
             self.bind(&mut done)?;
         }
         Ok(())
@@ -431,9 +443,15 @@ impl V {
     /// length minus 8 to -1 for the rest of the call (see [`V::stubs`]), which a fault
     /// ends at its batch's end, so after one this test always fails.
     fn whole_batch_in_bounds(&mut self, idx: usize, t: u32) -> R<CodeLabel> {
+        self.a.vmovd(eax, XMM[idx])?;
+        self.lane0_span_test(t)
+    }
+
+    /// [`V::whole_batch_in_bounds`]'s test with lane 0's index already in `rax`
+    /// (zero-extended).
+    fn lane0_span_test(&mut self, t: u32) -> R<CodeLabel> {
         let slow = self.a.create_label();
         let last8 = self.const_slot((t as u64, 5));
-        self.a.vmovd(eax, XMM[idx])?;
         self.a.cmp(rax, qword_ptr(r15 + last8))?;
         self.a.jg(slow)?;
         Ok(slow)

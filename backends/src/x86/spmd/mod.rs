@@ -487,6 +487,9 @@ struct V {
     /// The kernel has barriers, so its names live in the vector frame, not in `let`
     /// registers (which a block without barriers may then take, [`V::block`]).
     frame_names: bool,
+    /// While set, [`V::gpr_ok`] and [`V::gpr`] also take loads that need no check
+    /// ([`V::unchecked_load`]): lane 0's index of a contiguous load (`lane0.rs`).
+    gpr_loads: bool,
 }
 
 /// A private array: element `j` of lane `k` is the dword at `off + 32 * j + 4 * k` of the

@@ -264,6 +264,20 @@ impl V {
         self.proven_certain_at(index as *const Expr as usize, t)
     }
 
+    /// The region's proof (its flag, and whether the code runs only when it holds) where it
+    /// covers the access of table `t` at the index at `addr`.
+    fn proven_covering(&self, addr: usize, t: u32) -> Option<(i32, bool)> {
+        let p = self.proven.as_ref().filter(|p| p.accesses.contains(&(addr, t)))?;
+        Some((p.flag, p.certain))
+    }
+
+    /// True if [`V::proven_test`] takes the contiguous access of table `t` at `index` (a
+    /// guard's or a region's proof covers it).
+    pub(super) fn proof_covers(&self, index: &Expr, t: u32) -> bool {
+        let addr = index as *const Expr as usize;
+        self.guarded_full(addr, t) || self.proven_covering(addr, t).is_some()
+    }
+
     /// For a contiguous access under no mask (the index in `ymm{idx}`): when the region's
     /// proof covers it, lane 0's index into `rax` and, unless the code runs only when
     /// proven, a test jumping to the returned label if not proven (`Some(None)`: no
@@ -279,12 +293,7 @@ impl V {
             self.a.vmovd(eax, super::XMM[idx])?;
             return Ok(Some(None));
         }
-        let Some((flag, certain)) = self
-            .proven
-            .as_ref()
-            .filter(|p| p.accesses.contains(&(addr, t)))
-            .map(|p| (p.flag, p.certain))
-        else {
+        let Some((flag, certain)) = self.proven_covering(addr, t) else {
             return Ok(None);
         };
         self.a.vmovd(eax, super::XMM[idx])?;

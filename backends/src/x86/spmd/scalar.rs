@@ -21,7 +21,9 @@
 //! `%` by a constant that cannot fault (not 0, for `i32` not -1) truncate as the
 //! interpreter's do (`div`/`idiv`), and
 //! comparisons use the signed or unsigned condition codes of the operands' type; the
-//! values have no loads (nothing here can fault), so computing them is pure.
+//! values have no loads (nothing here can fault), so computing them is pure. (Where
+//! [`V::gpr_loads`] is set, they may have loads that need no check, [`V::unchecked_load`],
+//! which cannot fault either.)
 
 use iced_x86::code_asm::*;
 use kiln_ir::{BinOp, Builtin, Expr, ExprNode, Scalar, Type, UnOp};
@@ -54,6 +56,9 @@ impl V {
             },
             ExprNode::Builtin { kind: Builtin::GlobalId | Builtin::LocalId, dim: 0 } => false,
             ExprNode::Builtin { .. } => true,
+            ExprNode::Load { buf, index } => {
+                self.gpr_loads && self.unchecked_load(buf, index).is_some() && self.gpr_ok(index)
+            }
             ExprNode::Binary { op: BinOp::Div | BinOp::Rem, a, b } => {
                 safe_divisor(b).is_some() && self.gpr_ok(a)
             }
@@ -146,10 +151,35 @@ impl V {
         }))
     }
 
+    /// The table of a load of `buf[index]` that a GPR may compute ([`V::gpr_loads`]): a
+    /// global buffer's 32-bit element at a batch-uniform index that needs no check (in
+    /// bounds by a proof: a row-uniform `ids[r]` in a guard's range, `rowwise.rs`), so the
+    /// load cannot fault.
+    pub(super) fn unchecked_load(&self, buf: &kiln_ir::Var, index: &Expr) -> Option<u32> {
+        let t = self.buf(buf).filter(|_| self.private(buf).is_none())?;
+        let m = self.mems.get(self.mem_of(t) as usize)?;
+        let word = matches!(m.elem, Scalar::I32 | Scalar::U32);
+        let ok = word
+            && m.local.is_none()
+            && self.kind(index) == Kind::Uniform
+            && !self.needs_check(index, t);
+        ok.then_some(t)
+    }
+
     /// Computes [`V::gpr_ok`] value `e` into `eax` (`r10` and the stack as temporaries).
     pub(super) fn gpr(&mut self, e: &Expr) -> R<()> {
         if let Some(d) = desugar(e) {
             return self.gpr(&d);
+        }
+        if let ExprNode::Load { buf, index } = e.node() {
+            // ([`V::gpr_loads`] only: in bounds, so no check.)
+            let Some(t) = self.unchecked_load(buf, index).filter(|_| self.gpr_loads) else {
+                return no(format!("internal: `{e}` in a GPR"));
+            };
+            self.gpr(index)?;
+            let base = self.base(t)?;
+            self.a.mov(eax, dword_ptr(base + rax * 4))?;
+            return Ok(());
         }
         if let Some(l) = self.gpr_leaf(e)? {
             match l {
@@ -232,6 +262,13 @@ impl V {
 
     /// `eax = eax op leaf`.
     fn gpr_op(&mut self, op: BinOp, l: Leaf) -> R<()> {
+        if matches!(l, Leaf::Imm(0))
+            && matches!(op, BinOp::Add | BinOp::Sub | BinOp::Or | BinOp::Xor)
+        {
+            // `eax` as it is (a guard's span `r * w + 0`): every value here is a 32-bit
+            // write, so `rax`'s upper half is already clear.
+            return Ok(());
+        }
         let a = &mut self.a;
         match (op, l) {
             (BinOp::Add, Leaf::Reg(r)) => a.add(eax, r)?,

@@ -76,6 +76,15 @@ impl V {
                 self.lets.push(Bound { dword, ..Bound::new(name, Loc::Scalar(off), kind) });
                 return Ok((Loc::Scalar(off), dword));
             }
+            if self.let_reg_free(self.next_reg) {
+                // Broadcast straight into its `let` register (no copy through `ymm0`).
+                let r = self.next_reg;
+                self.next_reg += 1;
+                self.a.vmovd(XMM[r], eax)?;
+                self.a.vpbroadcastd(YMM[r], XMM[r])?;
+                self.bind_at(name, value, kind, dword, Loc::Reg(r));
+                return Ok((Loc::Reg(r), dword));
+            }
             self.a.vmovd(xmm0, eax)?;
             self.a.vpbroadcastd(ymm0, xmm0)?;
         } else {
@@ -103,12 +112,25 @@ impl V {
             self.a.vmovups(ymmword_ptr(r15 + off), ymm0)?;
             Loc::Slot(off)
         };
+        self.bind_at(name, value, kind, dword, loc);
+        Ok(loc)
+    }
+
+    /// Binds `name` (a `let` of `value`, of kind `kind`) to `loc`, which holds its lanes;
+    /// `dword` is its scalar copy, if any.
+    fn bind_at(
+        &mut self,
+        name: String,
+        value: &kiln_ir::Expr,
+        kind: Kind,
+        dword: Option<i32>,
+        loc: Loc,
+    ) {
         let (stride, clamped) = match kind {
             Kind::Div => (self.any_stride(value), self.clamped(value)),
             _ => (None, false),
         };
         self.lets.push(Bound { dword, stride, clamped, ..Bound::new(name, loc, kind) });
-        Ok(loc)
     }
 
     /// Generates a block under the current mask.
