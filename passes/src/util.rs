@@ -109,14 +109,15 @@ pub fn mutable_names(s: &Stmt) -> HashSet<String> {
     m.0
 }
 
-/// The name allocations a walk has seen: a variable's uses share its name's allocation, so
-/// a name seen again (an accumulator's thousandth assignment) is known without hashing and
-/// comparing its text. Only valid while the walked tree (which keeps every name alive) is.
+/// A filter in front of a walk's set of names: a variable's uses share its name's
+/// allocation, so a name allocation met again (an accumulator's thousandth assignment) is
+/// mostly known without hashing and comparing its text. Only valid while the walked tree
+/// (which keeps every name alive) is.
 pub(crate) struct SeenNames {
-    set: HashSet<usize>,
-    /// The last allocation seen in each slot (by a hash of its address), in front of `set`:
-    /// an unrolled kernel's accumulators are assigned once per copy of its loop body, and
-    /// most of those allocations are answered here without hashing into `set`.
+    /// The last allocation met in each slot (by a hash of its address). No set of every
+    /// allocation behind it: a generator's kernel spells each name in many allocations
+    /// (hundreds of accumulators, each made again per unrolled copy), and hashing each into
+    /// such a set cost more than asking the set of names, which the callers do anyway.
     recent: Box<[usize; SEEN_SLOTS]>,
 }
 
@@ -125,13 +126,14 @@ const SEEN_SLOTS: usize = 512;
 
 impl Default for SeenNames {
     fn default() -> SeenNames {
-        SeenNames { set: HashSet::new(), recent: Box::new([0; SEEN_SLOTS]) }
+        SeenNames { recent: Box::new([0; SEEN_SLOTS]) }
     }
 }
 
 impl SeenNames {
-    /// False if `v`'s name allocation was seen before (then its name was too); true the
-    /// first time, when the name itself may or may not have been seen.
+    /// False if `v`'s name allocation was met just before in its slot (then its name was
+    /// seen); true otherwise, always the first time, when the name itself may or may not
+    /// have been seen (the caller asks its set of names).
     pub(crate) fn first(&mut self, v: &kiln_ir::Var) -> bool {
         let addr = std::sync::Arc::as_ptr(v.name_arc()) as *const u8 as usize;
         // Fibonacci hashing: the address's low bits are the allocator's alignment.
@@ -141,7 +143,7 @@ impl SeenNames {
             return false;
         }
         *slot = addr;
-        self.set.insert(addr)
+        true
     }
 }
 
@@ -376,17 +378,24 @@ pub(crate) fn all_stmts(s: &Stmt) -> Vec<Stmt> {
 /// to is a parameter or bound by a statement, so the expressions (most of a big kernel)
 /// add nothing. (The names a fresh-name search must avoid are those bound anywhere.)
 pub fn all_names(k: &Kernel) -> HashSet<String> {
-    struct Names(HashSet<String>, SeenNames);
-    impl Names {
+    names_where(k, |_| true)
+}
+
+/// The names of [`all_names`] that `keep` accepts: a fresh-name search whose candidates all
+/// contain some text needs only the names that do (no `String` made for each of the
+/// others, most of a kernel's).
+pub fn names_where(k: &Kernel, keep: impl Fn(&str) -> bool) -> HashSet<String> {
+    struct Names<F>(HashSet<String>, SeenNames, F);
+    impl<F: Fn(&str) -> bool> Names<F> {
         /// Most assignments and stores repeat a name already in: look it up before making a
         /// `String`.
         fn add(&mut self, var: &kiln_ir::Var) {
-            if self.1.first(var) && !self.0.contains(var.name()) {
+            if self.1.first(var) && (self.2)(var.name()) && !self.0.contains(var.name()) {
                 self.0.insert(var.name().to_string());
             }
         }
     }
-    impl Visitor for Names {
+    impl<F: Fn(&str) -> bool> Visitor for Names<F> {
         fn visit_expr(&mut self, _: &Expr) {}
         fn visit_stmt(&mut self, s: &Stmt) {
             if let Some(var) = named_var(s) {
@@ -395,8 +404,8 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
             walk_stmt(self, s)
         }
     }
-    let params = k.params().iter().map(|p| p.name().to_string()).collect();
-    let mut n = Names(params, SeenNames::default());
+    let params = k.params().iter().map(|p| p.name()).filter(|n| keep(n));
+    let mut n = Names(params.map(str::to_string).collect(), SeenNames::default(), keep);
     n.visit_stmt(k.body());
     n.0
 }
@@ -405,23 +414,32 @@ pub fn all_names(k: &Kernel) -> HashSet<String> {
 mod tests {
     use super::*;
 
-    /// The slots in front of the set never change an answer: each name allocation is new
-    /// exactly once, with many more allocations than slots (so that they share slots), met
-    /// in changing orders, and clones of a variable share their name's allocation.
+    /// The slots never hide a new allocation: each one is first the first time it is met,
+    /// with many more allocations than slots (so that they share slots), met in changing
+    /// orders; an allocation met again right away (a clone of a variable shares its name's
+    /// allocation) is not.
     #[test]
-    fn seen_names_answer_as_a_set() {
+    fn seen_names_never_hide_a_new_allocation() {
         let vars: Vec<Var> =
             (0..4 * SEEN_SLOTS).map(|i| Var::new(format!("v{i}"), kiln_ir::Type::I32)).collect();
         let mut seen = SeenNames::default();
         let mut plain = HashSet::new();
+        let mut hidden = 0;
         for round in 0..4 {
             for (_, v) in vars.iter().enumerate().filter(|(i, _)| (i + round) % 3 != 0) {
                 let addr = std::sync::Arc::as_ptr(v.name_arc()) as *const u8 as usize;
-                assert_eq!(seen.first(v), plain.insert(addr));
+                let first = seen.first(v);
+                if plain.insert(addr) {
+                    assert!(first, "a new allocation is met first");
+                } else {
+                    hidden += usize::from(!first);
+                }
                 assert!(!seen.first(&v.clone()));
             }
         }
         assert_eq!(plain.len(), vars.len());
+        // Met again later, an allocation may or may not still hold its slot.
+        assert!(hidden < plain.len(), "{hidden}");
     }
 
     /// The filter in front of the set never changes an answer: names that share a length or

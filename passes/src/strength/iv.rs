@@ -31,7 +31,7 @@ use kiln_ir::{
 };
 
 use crate::simplify::simplify_expr;
-use crate::util::{all_names, bound_names, free_names, is_stable, mutable_names};
+use crate::util::{bound_names, free_names, is_stable, mutable_names, names_where};
 
 /// One reduced form `i * c + d` (`d` absent for plain `i * c`) and its variable.
 struct Induction {
@@ -148,6 +148,8 @@ impl Mutator for Replace<'_> {
 
 struct IvReduce {
     mutable: HashSet<String>,
+    /// The kernel's names a fresh one could collide with ([`FRESH_PARTS`]), and those
+    /// handed out.
     names: HashSet<String>,
     /// The blocks this pass made from loops (spliced into their parent block).
     made: Vec<Stmt>,
@@ -250,8 +252,52 @@ impl Mutator for IvReduce {
     }
 }
 
+/// Text every fresh name of this pass contains: `{counter}_iv{k}`, `{counter}_lo{k}`,
+/// `{var}_inc{k}`. Only the kernel's names that contain one can be one of them.
+const FRESH_PARTS: [&str; 3] = ["_iv", "_lo", "_inc"];
+
 /// Runs induction-variable strength reduction on every `for` loop of `k`.
 pub fn reduce_induction(k: &Kernel) -> Kernel {
-    IvReduce { mutable: mutable_names(k.body()), names: all_names(k), made: Vec::new() }
-        .mutate_kernel(k)
+    reduce_with(k, names_where(k, |n| FRESH_PARTS.iter().any(|p| n.contains(p))))
+}
+
+/// [`reduce_induction`], avoiding `names` (at least the kernel's names that contain one of
+/// [`FRESH_PARTS`]) for fresh ones.
+fn reduce_with(k: &Kernel, names: HashSet<String>) -> Kernel {
+    IvReduce { mutable: mutable_names(k.body()), names, made: Vec::new() }.mutate_kernel(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Avoiding only the names that contain a fresh name's text gives what avoiding every
+    /// name gives: on every repository kernel, and on one whose names already take the
+    /// first fresh names of each kind (so that the searches step past them).
+    #[test]
+    fn avoiding_the_names_with_fresh_text_is_avoiding_all() {
+        let src = "kernel k(x: ptr<global, i32>, n: i32, i_iv0: i32) {
+  let i_lo0: i32 = n * 2;
+  var i_iv1_inc0: i32 = i_iv0;
+  for i: i32 in x[0] + i_lo0 .. n * 64 step n {
+    x[i * n + i_iv1_inc0] = i * 3;
+    i_iv1_inc0 = i_iv1_inc0 + 1;
+  }
+}";
+        let mut kernels = crate::util::repository_kernels();
+        let clash = kiln_ir::parse_module(src).expect("parses").kernels.remove(0);
+        kernels.push(("clash".into(), clash.clone()));
+        let mut reduced = 0;
+        for (path, k) in &kernels {
+            let filtered = reduce_induction(k);
+            let all = reduce_with(k, crate::util::all_names(k));
+            assert_eq!(filtered.to_string(), all.to_string(), "{}", path.display());
+            reduced += usize::from(!filtered.ptr_eq(k));
+        }
+        assert!(reduced > 1, "{reduced} kernels reduced");
+        let out = reduce_induction(&clash).to_string();
+        for name in ["i_lo1", "i_iv1", "i_iv1_inc1"] {
+            assert!(out.contains(name), "`{name}` in\n{out}");
+        }
+    }
 }
