@@ -111,6 +111,7 @@ mod grouprows;
 mod guarded;
 mod hoist;
 mod ifstore;
+mod inplace64;
 mod int64;
 mod ivs;
 mod known;

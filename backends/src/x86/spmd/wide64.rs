@@ -77,6 +77,13 @@ impl V {
             ExprNode::Load { index, .. } if self.kind(index) != Kind::Gid0 => {
                 self.need(index).max(5)
             }
+            // One operand read in place (`inplace64.rs`): two temporaries.
+            ExprNode::Binary { op, a, b }
+                if is_int64(e.ty()) && self.split64(*op, a, b).is_some() =>
+            {
+                let (x, _) = self.split64(*op, a, b).expect("an operand in place");
+                self.need64(x).max(4)
+            }
             // (Temporaries: a product's partial products, a signed shift's sign mask, a
             // division's zero test.)
             ExprNode::Binary { op, a, b }
