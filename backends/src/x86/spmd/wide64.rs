@@ -4,10 +4,12 @@
 //!
 //! i64/u64 (`int64.rs`): `+ - & | ^` and comparisons are AVX2's qword instructions, which
 //! wrap as the interpreter does; `*` is the low 64 bits of the product from three 32-bit
-//! partial products; shifts take counts modulo 64 (`i64 >>` as `((x ^ s) >>> n) ^ s`, s the
-//! sign mask); unsigned order is signed order with the sign bits flipped; casts truncate
-//! to 32 bits or extend from them, and to f64 round once (`int64_to_f64`); `/` and `%` are
-//! one scalar division per active lane (`div64`).
+//! partial products (by a constant, `mul64const.rs`'s forms); shifts take counts modulo 64
+//! (`i64 >>` as `((x ^ s) >>> n) ^ s`, s the sign mask; by a constant, immediate shifts, and
+//! a constant or a name operand read in place: `inplace64.rs`); unsigned order is signed
+//! order with the sign bits flipped; casts truncate to 32 bits or extend from them, and to
+//! f64 round once (`int64_to_f64`); `/` and `%` are one scalar division per active lane
+//! (`div64`).
 //!
 //! Why this is exact: `+ - * /`, `sqrt` (correctly rounded), `fma` (one rounding, the
 //! interpreter's `mul_add` being the same FMA3 instruction), `floor`/`ceil`/`trunc`
