@@ -82,7 +82,7 @@ fn factors(m: u64, ks: &mut [u32]) -> bool {
         if f > m {
             break;
         }
-        if m % f == 0 && factors(m / f, rest) {
+        if m.is_multiple_of(f) && factors(m / f, rest) {
             *first = k;
             return true;
         }
