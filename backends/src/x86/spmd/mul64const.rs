@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn chains_are_the_product() {
         let xs = [0, 1, 3, 0x8000_0000_0000_0001, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef];
-        let cs = [
+        let consts = [
             1,
             2,
             3,
@@ -184,7 +184,7 @@ mod tests {
             4096 * 9,
         ];
         let u = Expr::var(&kiln_ir::Var::new("x", Type::U64));
-        for c in cs {
+        for c in consts {
             let Some(Form::Chain(s, ks)) = form(&u, c) else { panic!("{c:#x}: not a chain") };
             for x in xs {
                 assert_eq!(run_chain(x, s, ks), x.wrapping_mul(c), "{x:#x} * {c:#x}");
