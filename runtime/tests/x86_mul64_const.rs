@@ -1,6 +1,7 @@
 //! 64-bit integer products by constants on the 8-lane code (backends/src/x86/spmd/
 //! mul64const.rs): every form (the constant below 2^32, with a widened `u32` factor too,
-//! its high half a power of two, 1 included, its low half 0) and the general product beside them, the constant on
+//! its high half a power of two, 1 included, its low half 0, shift-and-add chains: powers
+//! of two, products of up to three `1 + 2^k`) and the general product beside them, the constant on
 //! either side, u64 and i64, against the interpreter and the scalar code bit for bit, at
 //! values around every half's edges; and the FNV-1a loop of the sixth cpu suite set.
 #![cfg(target_arch = "x86_64")]
@@ -33,7 +34,7 @@ fn edges(n: usize) -> Vec<u64> {
         .collect()
 }
 
-const CONSTANTS: [&str; 16] = [
+const CONSTANTS: [&str; 23] = [
     "0",
     "1",
     "3",
@@ -50,6 +51,15 @@ const CONSTANTS: [&str; 16] = [
     "18446744073709551615",
     "11400714819323198485",
     "6364136223846793005",
+    // Chains: 2^s * (1 + 2^k1) * .. (0x0101010101010101, 2^63 + 1, 3 * 2^62, 45, 9 * 4096,
+    // 0x0001000100010001, 7 = 1 + 2 + 4 not one).
+    "72340172838076673",
+    "9223372036854775809",
+    "13835058055282163712",
+    "45",
+    "36864",
+    "281479271743489",
+    "7",
 ];
 
 #[test]
@@ -111,7 +121,10 @@ fn forms_take_fewer_multiplies() {
     assert_eq!(muls("6364136223846793005", "x[i]"), 6);
     assert_eq!(muls("1000003", "x[i]"), 4);
     assert_eq!(muls("1099511628211", "x[i]"), 4);
-    assert_eq!(muls("4294967297", "x[i]"), 4);
+    // 2^32 + 1 and the popcount's byte sum: shifts and adds.
+    assert_eq!(muls("4294967297", "x[i]"), 0);
+    assert_eq!(muls("72340172838076673", "x[i]"), 0);
+    assert_eq!(muls("4096", "y[i] as u64"), 0);
     assert_eq!(muls("47244640256", "x[i]"), 2);
     assert_eq!(muls("1000003", "y[i] as u64"), 2);
 }

@@ -163,6 +163,10 @@ impl V {
             ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b } => {
                 self.div64(e, *op == BinOp::Rem, signed, a, b, d)
             }
+            ExprNode::Binary { op, a, b } if self.split64(*op, a, b).is_some() => {
+                let (x, o) = self.split64(*op, a, b).expect("an operand in place");
+                self.binary64_in_place(e, *op, x, o, d)
+            }
             ExprNode::Binary { op, a, b } => {
                 let op = *op;
                 // Both factors zero-extended from 32 bits (`(x as u64) * (y as u64)`, x and y
@@ -171,10 +175,6 @@ impl V {
                 let widened =
                     |e: &Expr| matches!(e.node(), ExprNode::Cast { a, .. } if a.ty() == Type::U32);
                 let narrow_mul = op == BinOp::Mul && widened(a) && widened(b);
-                // A constant factor (`mul64const.rs`).
-                let by_const = (op == BinOp::Mul && !narrow_mul)
-                    .then(|| super::mul64const::form(a, b))
-                    .flatten();
                 self.expr64(a, d).and_then(|_| self.expr64(b, d + 2)).and_then(|_| {
                     for h in 0..2 {
                         let (p, q) = (YMM[d + h], YMM[d + 2 + h]);
@@ -186,10 +186,6 @@ impl V {
                             BinOp::Or => self.a.vpor(p, p, q)?,
                             BinOp::Xor => self.a.vpxor(p, p, q)?,
                             BinOp::Mul if narrow_mul => self.a.vpmuludq(p, p, q)?,
-                            BinOp::Mul if by_const.is_some() => {
-                                let f = by_const.expect("a constant factor");
-                                self.mul64_const(f, p, q, t, u)?
-                            }
                             BinOp::Mul => {
                                 // Wrapping: lo*lo + ((hi_a*lo_b + lo_a*hi_b) << 32).
                                 self.a.vpsrlq(t, p, 32)?;

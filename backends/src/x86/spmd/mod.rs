@@ -112,6 +112,7 @@ mod grouprows;
 mod guarded;
 mod hoist;
 mod ifstore;
+mod inplace64;
 mod int64;
 mod ivs;
 mod known;

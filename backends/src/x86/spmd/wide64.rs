@@ -4,10 +4,12 @@
 //!
 //! i64/u64 (`int64.rs`): `+ - & | ^` and comparisons are AVX2's qword instructions, which
 //! wrap as the interpreter does; `*` is the low 64 bits of the product from three 32-bit
-//! partial products; shifts take counts modulo 64 (`i64 >>` as `((x ^ s) >>> n) ^ s`, s the
-//! sign mask); unsigned order is signed order with the sign bits flipped; casts truncate
-//! to 32 bits or extend from them, and to f64 round once (`int64_to_f64`); `/` and `%` are
-//! one scalar division per active lane (`div64`).
+//! partial products (by a constant, `mul64const.rs`'s forms); shifts take counts modulo 64
+//! (`i64 >>` as `((x ^ s) >>> n) ^ s`, s the sign mask; by a constant, immediate shifts, and
+//! a constant or a name operand read in place: `inplace64.rs`); unsigned order is signed
+//! order with the sign bits flipped; casts truncate to 32 bits or extend from them, and to
+//! f64 round once (`int64_to_f64`); `/` and `%` are one scalar division per active lane
+//! (`div64`).
 //!
 //! Why this is exact: `+ - * /`, `sqrt` (correctly rounded), `fma` (one rounding, the
 //! interpreter's `mul_add` being the same FMA3 instruction), `floor`/`ceil`/`trunc`
@@ -76,6 +78,13 @@ impl V {
         match e.node() {
             ExprNode::Load { index, .. } if self.kind(index) != Kind::Gid0 => {
                 self.need(index).max(5)
+            }
+            // One operand read in place (`inplace64.rs`): two temporaries.
+            ExprNode::Binary { op, a, b }
+                if is_int64(e.ty()) && self.split64(*op, a, b).is_some() =>
+            {
+                let (x, _) = self.split64(*op, a, b).expect("an operand in place");
+                self.need64(x).max(4)
             }
             // (Temporaries: a product's partial products, a signed shift's sign mask, a
             // division's zero test.)
