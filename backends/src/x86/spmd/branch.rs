@@ -93,6 +93,9 @@ impl V {
         let outer = self.mask;
         let fast = outer.is_none()
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
+        if let Some(taken) = self.known_lid_cond(cond).filter(|_| fast) {
+            return self.decided_if(cond, taken, then, otherwise);
+        }
         // (Accesses a guard `local_id(0) >= e` keeps in bounds: `guarded.rs`.)
         let (guard, guarded_len) = (self.guard(cond, then), self.guarded.len());
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
@@ -306,6 +309,49 @@ impl V {
             // After the `if`, lanes are certainly alive only if no path could fault.
             self.fresh_again(after && masked);
         }
+        Ok(())
+    }
+
+    /// In a batch whose lane 0's `local_id(0)` is known when the code is generated
+    /// (`unrolled.rs`, [`V::known_batches`]), with every lane alive: whether condition `c`,
+    /// `local_id(0)` bounded by a constant ([`V::lid_bound`]), holds in all eight lanes
+    /// (true) or in none (false); `None` where the lanes differ or nothing is known.
+    fn known_lid_cond(&self, c: &Expr) -> Option<bool> {
+        if self.may_fault && !self.fresh() {
+            return None;
+        }
+        let (e, op) = self.lid_bound(c)?;
+        let lid0 = self.known_lid0(super::LID)?;
+        let kiln_ir::Imm::Int(_, bits) = e.as_imm()? else { return None };
+        let e = *bits as u32;
+        // (The batch's ids are lane 0's plus 0..7, below the group's size: no wrap. The
+        // bound is monotone in the id, so the lanes agree when both ends do.)
+        let holds = |l: u32| match op {
+            BinOp::Ge => l >= e,
+            BinOp::Gt => l > e,
+            BinOp::Lt => l < e,
+            _ => l <= e,
+        };
+        (holds(lid0) == holds(lid0 + 7)).then(|| holds(lid0))
+    }
+
+    /// A branch decided for the batch when the code is generated ([`V::known_lid_cond`]):
+    /// the side every lane takes, under no mask (the condition is pure: not evaluating it
+    /// changes nothing), as the unmasked copy a batch runs when its lanes all take it.
+    fn decided_if(
+        &mut self,
+        cond: &Expr,
+        taken: bool,
+        then: &[Stmt],
+        otherwise: Option<&[Stmt]>,
+    ) -> R<()> {
+        if !taken {
+            return otherwise.map_or(Ok(()), |o| self.block(o));
+        }
+        let (guard, guarded_len) = (self.guard(cond, then), self.guarded.len());
+        self.guarded.extend(guard.iter().map(|&(a, t)| (a, t, true)));
+        self.block(then)?;
+        self.guarded.truncate(guarded_len);
         Ok(())
     }
 
