@@ -89,8 +89,7 @@ impl V {
                 return no("internal: a region saves values without a save-frame pointer");
             }
             let (held0, save0) = first.get_or_insert_with(|| (held.clone(), save.clone()));
-            if save.len() != save0.len() || save.iter().zip(save0.iter()).any(|(s, t)| s.1 != t.1)
-            {
+            if save.len() != save0.len() || save.iter().zip(save0.iter()).any(|(s, t)| s.1 != t.1) {
                 return no("internal: the copies of an unrolled region save different values");
             }
             let pairs: Vec<(i32, i32, i32)> =
@@ -156,11 +155,7 @@ impl V {
 
     /// A later copy's names in `let` registers (bound since `mark`), as
     /// [`V::held_names`] found the first copy's, saved to the first copy's offsets.
-    fn held_like(
-        &self,
-        mark: usize,
-        first: &[(usize, usize, i32)],
-    ) -> R<Vec<(usize, usize, i32)>> {
+    fn held_like(&self, mark: usize, first: &[(usize, usize, i32)]) -> R<Vec<(usize, usize, i32)>> {
         let held: Vec<(usize, usize, i32)> = (mark..self.lets.len())
             .filter_map(|i| match self.lets[i].loc {
                 Loc::Reg(r) if r != super::LID && r != super::GID => Some((i, r, 0)),
