@@ -54,9 +54,16 @@ impl V {
             self.set_save_ptr()?;
         }
         self.a.mov(rbx, group_gid)?;
-        self.a.vmovd(xmm15, ebx)?;
-        self.a.vpbroadcastd(ymm15, xmm15)?;
-        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        // A region that reads no lane of `global_id(0)`/`local_id(0)` (only accesses at a
+        // known `local_id(0)`: the scan's `t[lid] = v`) keeps neither register up to date,
+        // as [`V::known_batches`]; later regions set both again.
+        let lanes = self.reads_id_lanes(stmts);
+        if lanes {
+            self.a.vmovd(xmm15, ebx)?;
+            self.a.vpbroadcastd(ymm15, xmm15)?;
+            self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15))?;
+        }
+        self.regions.as_mut().expect("region mode").ids_stale = !lanes;
         // As the plain loop: restored values and the region's names in `let` registers.
         let regs = self.next_reg;
         let loaded = self.plan_loaded(restore);
@@ -129,7 +136,9 @@ impl V {
                 }
             }
         }
-        self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+        let r = self.regions.as_mut().expect("region mode");
+        r.ranges.push((start, self.next));
+        r.ids_stale = false;
         self.proven = outer;
         self.batch_mark = None;
         // Group code reports nothing per lane, but the budget's stub reads rbx.
