@@ -96,6 +96,8 @@ impl V {
         if let Some(taken) = self.known_lid_cond(cond).filter(|_| fast) {
             return self.decided_if(cond, taken, then, otherwise);
         }
+        // (A known batch the bound splits never has every lane on one side: no copies.)
+        let fast = fast && !self.known_split(cond);
         // (Accesses a guard `local_id(0) >= e` keeps in bounds: `guarded.rs`.)
         let (guard, guarded_len) = (self.guard(cond, then), self.guarded.len());
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
@@ -323,16 +325,21 @@ impl V {
         let (e, op) = self.lid_bound(c)?;
         let lid0 = self.known_lid0(super::LID)?;
         let kiln_ir::Imm::Int(_, bits) = e.as_imm()? else { return None };
-        let e = *bits as u32;
         // (The batch's ids are lane 0's plus 0..7, below the group's size: no wrap. The
         // bound is monotone in the id, so the lanes agree when both ends do.)
-        let holds = |l: u32| match op {
-            BinOp::Ge => l >= e,
-            BinOp::Gt => l > e,
-            BinOp::Lt => l < e,
-            _ => l <= e,
-        };
+        let holds = |l: u32| lid_holds(op, l, *bits as u32);
         (holds(lid0) == holds(lid0 + 7)).then(|| holds(lid0))
+    }
+
+    /// True if condition `c` bounds `local_id(0)` by a constant ([`V::lid_bound`]) in a
+    /// batch of known lane 0's `local_id(0)` and holds in some of its lanes but not all.
+    fn known_split(&self, c: &Expr) -> bool {
+        let Some(((e, op), lid0)) = self.lid_bound(c).zip(self.known_lid0(super::LID)) else {
+            return false;
+        };
+        let Some(kiln_ir::Imm::Int(_, bits)) = e.as_imm() else { return false };
+        let holds = |l: u32| lid_holds(op, l, *bits as u32);
+        holds(lid0) != holds(lid0 + 7)
     }
 
     /// A branch decided for the batch when the code is generated ([`V::known_lid_cond`]):
@@ -376,5 +383,15 @@ impl V {
             BinOp::Le => Some((e, 1)),
             _ => None,
         }
+    }
+}
+
+/// Whether `local_id(0)` `l` satisfies `l op e` (`op` one of [`V::lid_bound`]'s).
+fn lid_holds(op: BinOp, l: u32, e: u32) -> bool {
+    match op {
+        BinOp::Ge => l >= e,
+        BinOp::Gt => l > e,
+        BinOp::Lt => l < e,
+        _ => l <= e,
     }
 }
