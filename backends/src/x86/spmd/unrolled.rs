@@ -26,6 +26,10 @@ const MAX_BATCHES: u64 = 32;
 /// The most statements (nested ones included) of all the copies of one region.
 const MAX_STMTS: usize = 128;
 
+/// Names held in `let` registers: `lets` index, register, save-frame offset
+/// ([`V::held_names`]).
+type Held = Vec<(usize, usize, i32)>;
+
 impl V {
     /// Region `stmts` (no trimmed range; `restore` what its batches restore) as one copy
     /// per batch of the group (see the module's comment); false (no code) if it does not
@@ -46,7 +50,7 @@ impl V {
         let Some(proof) = self.prove_known_range(stmts, l) else { return Ok(false) };
         let start = self.next;
         let copies = !restore.is_empty() || !self.twins_ok(stmts);
-        let outer = std::mem::replace(&mut self.proven, Some(proof));
+        let outer = self.proven.replace(proof);
         let group_gid = qword_ptr(r12 + rt::OFF_GLOBAL_ID);
         if copies {
             self.a.mov(rax, qword_ptr(r15 + super::ROUND_SLOT))?;
@@ -71,7 +75,7 @@ impl V {
             restore.iter().filter(|s| !loaded.iter().any(|l| l.2 == s.0)).copied().collect();
         let in_regs = self.region_regs_ok(stmts) || !loaded.is_empty();
         // The first copy's held names and saved slots: where every copy saves.
-        let mut first: Option<(Vec<(usize, usize, i32)>, Vec<(i32, i32)>)> = None;
+        let mut first: Option<(Held, Vec<(i32, i32)>)> = None;
         for b in 0..batches {
             if in_regs {
                 self.next_reg = super::LET_REGS.start + loaded.len();
