@@ -112,11 +112,15 @@ fn scans_agree_and_read_the_shifted_element_unchecked() {
         }
     }
     if avx2() {
-        // The rounds of the group of 256 (offsets 1 and 32 here) read `t[lid - off]` at a
-        // displacement from lane 0's id, with no compare with the length.
-        let listing = vector_listing(&scan(256)).join("\n");
+        // The rounds of a group of 512 (offsets 1 and 32 here), batch loops, read
+        // `t[lid - off]` at a displacement from lane 0's id, with no compare with the length.
+        let listing = vector_listing(&scan(512)).join("\n");
         assert!(listing.contains("*4-4]"), "{listing}");
         assert!(listing.contains("*4-80h]"), "{listing}");
+        // A group of 256 unrolls them per batch (`unrolled.rs`): batch 1's `t[lid - 1]` at
+        // a constant displacement.
+        let listing = vector_listing(&scan(256)).join("\n");
+        assert!(listing.contains("+1Ch]"), "{listing}");
     }
 }
 

@@ -17,11 +17,12 @@ use super::{no, Bound, Kind, Loc, R, V};
 use crate::x86::rt;
 
 impl V {
-    /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes. Every
-    /// lane is alive here (a fault ends the call at the end of its batch).
+    /// A batch's start: its values back from its save frame, `local_id(0)`'s lanes (not
+    /// where nothing reads them: `ids_stale`). Every lane is alive here (a fault ends the
+    /// call at the end of its batch).
     pub(super) fn batch_start(&mut self, restore: &[(i32, i32)]) -> R<()> {
         self.copy_slots(restore, false)?;
-        if self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
+        if !self.regions().ids_stale && self.lets.iter().any(|b| b.loc == Loc::Reg(super::LID)) {
             self.lid_lanes(super::LID)?;
         }
         self.batch_mark = Some(self.fault_mark());
@@ -42,8 +43,9 @@ impl V {
         self.batch_mark = was.then(|| self.fault_mark());
     }
 
-    /// A batch's end: its values to its save frame, the next batch's ids. `held`: the
-    /// batch saved values from registers too (`saves.rs`).
+    /// A batch's end: its values to its save frame, the next batch's ids (its lanes' not
+    /// where nothing reads them: `ids_stale`). `held`: the batch saved values from
+    /// registers too (`saves.rs`).
     pub(super) fn batch_end(
         &mut self,
         restore: &[(i32, i32)],
@@ -61,8 +63,10 @@ impl V {
                 }
             }
         }
-        let eight = self.imm_slot(8);
-        self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        if !self.regions().ids_stale {
+            let eight = self.imm_slot(8);
+            self.a.vpaddd(ymm15, ymm15, ymmword_ptr(r15 + eight))?;
+        }
         self.a.add(rbx, 8)?;
         Ok(())
     }
@@ -644,7 +648,7 @@ impl V {
     /// [`V::lane0_operand`] addresses it at a constant displacement in a batch of known
     /// `local_id(0)`), call nothing, and name no other lane of `global_id(0)` or
     /// `local_id(0)` (neither the builtins nor names in their registers).
-    fn reads_id_lanes(&self, stmts: &[Stmt]) -> bool {
+    pub(super) fn reads_id_lanes(&self, stmts: &[Stmt]) -> bool {
         let reg_names = |r: usize| -> HashSet<String> {
             self.lets.iter().filter(|b| b.loc == Loc::Reg(r)).map(|b| b.name.clone()).collect()
         };

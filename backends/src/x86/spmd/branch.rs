@@ -93,6 +93,11 @@ impl V {
         let outer = self.mask;
         let fast = outer.is_none()
             && stmt_count(then) + otherwise.map_or(0, stmt_count) <= FULL_BATCH_STMTS;
+        if let Some(taken) = self.known_lid_cond(cond).filter(|_| fast) {
+            return self.decided_if(cond, taken, then, otherwise);
+        }
+        // (A known batch the bound splits never has every lane on one side: no copies.)
+        let fast = fast && !self.known_split(cond);
         // (Accesses a guard `local_id(0) >= e` keeps in bounds: `guarded.rs`.)
         let (guard, guarded_len) = (self.guard(cond, then), self.guarded.len());
         let (mut fast_then, mut fast_else) = (self.a.create_label(), self.a.create_label());
@@ -309,6 +314,54 @@ impl V {
         Ok(())
     }
 
+    /// In a batch whose lane 0's `local_id(0)` is known when the code is generated
+    /// (`unrolled.rs`, [`V::known_batches`]), with every lane alive: whether condition `c`,
+    /// `local_id(0)` bounded by a constant ([`V::lid_bound`]), holds in all eight lanes
+    /// (true) or in none (false); `None` where the lanes differ or nothing is known.
+    fn known_lid_cond(&self, c: &Expr) -> Option<bool> {
+        if self.may_fault && !self.fresh() {
+            return None;
+        }
+        let (e, op) = self.lid_bound(c)?;
+        let lid0 = self.known_lid0(super::LID)?;
+        let kiln_ir::Imm::Int(_, bits) = e.as_imm()? else { return None };
+        // (The batch's ids are lane 0's plus 0..7, below the group's size: no wrap. The
+        // bound is monotone in the id, so the lanes agree when both ends do.)
+        let holds = |l: u32| lid_holds(op, l, *bits as u32);
+        (holds(lid0) == holds(lid0 + 7)).then(|| holds(lid0))
+    }
+
+    /// True if condition `c` bounds `local_id(0)` by a constant ([`V::lid_bound`]) in a
+    /// batch of known lane 0's `local_id(0)` and holds in some of its lanes but not all.
+    fn known_split(&self, c: &Expr) -> bool {
+        let Some(((e, op), lid0)) = self.lid_bound(c).zip(self.known_lid0(super::LID)) else {
+            return false;
+        };
+        let Some(kiln_ir::Imm::Int(_, bits)) = e.as_imm() else { return false };
+        let holds = |l: u32| lid_holds(op, l, *bits as u32);
+        holds(lid0) != holds(lid0 + 7)
+    }
+
+    /// A branch decided for the batch when the code is generated ([`V::known_lid_cond`]):
+    /// the side every lane takes, under no mask (the condition is pure: not evaluating it
+    /// changes nothing), as the unmasked copy a batch runs when its lanes all take it.
+    fn decided_if(
+        &mut self,
+        cond: &Expr,
+        taken: bool,
+        then: &[Stmt],
+        otherwise: Option<&[Stmt]>,
+    ) -> R<()> {
+        if !taken {
+            return otherwise.map_or(Ok(()), |o| self.block(o));
+        }
+        let (guard, guarded_len) = (self.guard(cond, then), self.guarded.len());
+        self.guarded.extend(guard.iter().map(|&(a, t)| (a, t, true)));
+        self.block(then)?;
+        self.guarded.truncate(guarded_len);
+        Ok(())
+    }
+
     /// `(e, k)` if condition `c` is `global_id(0) < e + k` for a `u32` value `e` computed
     /// in general-purpose registers (`<` gives k = 0, `<=` k = 1, either side).
     fn gid_bound<'c>(&self, c: &'c Expr) -> Option<(&'c Expr, i32)> {
@@ -330,5 +383,15 @@ impl V {
             BinOp::Le => Some((e, 1)),
             _ => None,
         }
+    }
+}
+
+/// Whether `local_id(0)` `l` satisfies `l op e` (`op` one of [`V::lid_bound`]'s).
+fn lid_holds(op: BinOp, l: u32, e: u32) -> bool {
+    match op {
+        BinOp::Ge => l >= e,
+        BinOp::Gt => l > e,
+        BinOp::Lt => l < e,
+        _ => l <= e,
     }
 }

@@ -146,6 +146,7 @@ mod storegroup;
 mod strided;
 mod trig64;
 mod uniform;
+mod unrolled;
 mod vectors;
 mod wide64;
 mod zeroing;

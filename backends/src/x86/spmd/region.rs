@@ -82,7 +82,7 @@ pub(super) struct Regions {
     /// Names bound to exactly `local_id(0)` (declared once).
     pub(super) lids: HashSet<String>,
     /// Frame offsets allocated while generating regions: bindings there are per batch.
-    ranges: Vec<(i32, i32)>,
+    pub(super) ranges: Vec<(i32, i32)>,
     /// The batch bindings in scope where the current region starts (`batch_bindings`).
     pub(super) before: Vec<(i32, i32)>,
     /// Of those, the offsets of the `var`s the current region assigns.
@@ -533,6 +533,9 @@ impl V {
             && self.known_batches(stmts, range.as_ref())?
         {
             self.regions.as_mut().expect("region mode").ranges.push((start, self.next));
+            return Ok(());
+        }
+        if range.is_none() && self.unrolled_batches(stmts, &restore)? {
             return Ok(());
         }
         let lo_bound = range.as_ref().and_then(|r| r.lo.as_ref()).is_some();

@@ -202,7 +202,7 @@ impl V {
 
     /// The register holding the batch's save frame's address ([`V::save_ptr`], else `r10`
     /// loaded from `[rbp-48]`).
-    fn save_frame(&mut self) -> R<AsmRegister64> {
+    pub(super) fn save_frame(&mut self) -> R<AsmRegister64> {
         Ok(match self.save_ptr {
             Some(r) => r,
             None => {
