@@ -10,7 +10,7 @@
 
 mod x86_common;
 
-use x86_common::{agree, avx2, kernel, vector_listing};
+use x86_common::{agree, avx2, kernel, scan, vector_listing};
 
 use kiln_ir::launch::{Arg, Buffer, NdRange};
 use kiln_ir::{Kernel, Scalar};
@@ -72,29 +72,6 @@ fn shifted_accesses_agree() {
             }
         }
     }
-}
-
-/// The held-out suite's scan (constant offsets once its rounds are unrolled).
-fn scan(l: u32) -> Kernel {
-    kernel(&format!(
-        "kernel scan(x: ptr<global, u32>, y: ptr<global, u32>, n: u32) #reqd_work_group_size({l}, 1, 1) {{
-           local t: u32[{l}];
-           let lid: u32 = local_id(0);
-           let i: u32 = global_id(0);
-           if i < n {{ t[lid] = x[i]; }} else {{ t[lid] = 0u32; }}
-           barrier(local);
-           var off: u32 = 1u32;
-           while off < local_size(0) {{
-             var v: u32 = t[lid];
-             if lid >= off {{ v = v + t[lid - off]; }}
-             barrier(local);
-             t[lid] = v;
-             barrier(local);
-             off = off * 2u32;
-           }}
-           if i < n {{ y[i] = t[lid]; }}
-         }}"
-    ))
 }
 
 #[test]
