@@ -322,24 +322,27 @@ impl V {
         if self.may_fault && !self.fresh() {
             return None;
         }
-        let (e, op) = self.lid_bound(c)?;
-        let lid0 = self.known_lid0(super::LID)?;
-        let kiln_ir::Imm::Int(_, bits) = e.as_imm()? else { return None };
-        // (The batch's ids are lane 0's plus 0..7, below the group's size: no wrap. The
-        // bound is monotone in the id, so the lanes agree when both ends do.)
-        let holds = |l: u32| lid_holds(op, l, *bits as u32);
-        (holds(lid0) == holds(lid0 + 7)).then(|| holds(lid0))
+        let (first, last) = self.known_lid_ends(c)?;
+        (first == last).then_some(first)
     }
 
     /// True if condition `c` bounds `local_id(0)` by a constant ([`V::lid_bound`]) in a
     /// batch of known lane 0's `local_id(0)` and holds in some of its lanes but not all.
     fn known_split(&self, c: &Expr) -> bool {
-        let Some(((e, op), lid0)) = self.lid_bound(c).zip(self.known_lid0(super::LID)) else {
-            return false;
-        };
-        let Some(kiln_ir::Imm::Int(_, bits)) = e.as_imm() else { return false };
+        self.known_lid_ends(c).is_some_and(|(first, last)| first != last)
+    }
+
+    /// Whether condition `c`, `local_id(0)` bounded by a constant ([`V::lid_bound`]),
+    /// holds in the first and in the last lane of a batch whose lane 0's `local_id(0)` is
+    /// known; `None` for other conditions and batches. (The batch's ids are lane 0's plus
+    /// 0..7, below the group's size: no wrap. The bound is monotone in the id, so the
+    /// lanes agree when both ends do.)
+    fn known_lid_ends(&self, c: &Expr) -> Option<(bool, bool)> {
+        let (e, op) = self.lid_bound(c)?;
+        let lid0 = self.known_lid0(super::LID)?;
+        let kiln_ir::Imm::Int(_, bits) = e.as_imm()? else { return None };
         let holds = |l: u32| lid_holds(op, l, *bits as u32);
-        holds(lid0) != holds(lid0 + 7)
+        Some((holds(lid0), holds(lid0 + 7)))
     }
 
     /// A branch decided for the batch when the code is generated ([`V::known_lid_cond`]):

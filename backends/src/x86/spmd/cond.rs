@@ -249,17 +249,16 @@ impl V {
                     self.a.vpxor(YMM[d + 1], YMM[q], sign)?;
                     (d, d + 1)
                 }
-                (Some(r), None) => {
-                    self.expr(b, d)?;
+                (Some(r), None) | (None, Some(r)) => {
+                    let computed = if ra.is_some() { b } else { a };
+                    self.expr(computed, d)?;
                     self.a.vpxor(YMM[d], YMM[d], sign)?;
                     self.a.vpxor(YMM[d + 1], YMM[r], sign)?;
-                    (d + 1, d)
-                }
-                (None, Some(q)) => {
-                    self.expr(a, d)?;
-                    self.a.vpxor(YMM[d], YMM[d], sign)?;
-                    self.a.vpxor(YMM[d + 1], YMM[q], sign)?;
-                    (d, d + 1)
+                    if ra.is_some() {
+                        (d + 1, d)
+                    } else {
+                        (d, d + 1)
+                    }
                 }
                 (None, None) => unreachable!("checked above"),
             };

@@ -163,12 +163,12 @@ impl V {
             ExprNode::Binary { op: op @ (BinOp::Div | BinOp::Rem), a, b } => {
                 self.div64(e, *op == BinOp::Rem, signed, a, b, d)
             }
-            ExprNode::Binary { op, a, b } if self.split64(*op, a, b).is_some() => {
-                let (x, o) = self.split64(*op, a, b).expect("an operand in place");
-                self.binary64_in_place(e, *op, x, o, d)
-            }
             ExprNode::Binary { op, a, b } => {
                 let op = *op;
+                // One operand read in place (`inplace64.rs`).
+                if let Some((x, o)) = self.split64(op, a, b) {
+                    return Some(self.binary64_in_place(e, op, x, o, d));
+                }
                 // Both factors zero-extended from 32 bits (`(x as u64) * (y as u64)`, x and y
                 // `u32`): their high halves are zero, so the exact product, which no 64 bits
                 // wrap, is `vpmuludq`'s alone.
